@@ -1,0 +1,180 @@
+//! Register access at BAR0 offsets.
+//!
+//! [`Bar`] is the transport-neutral interface the driver uses for every
+//! register and doorbell. Two implementations exist: [`MmioBar`] for a mapped
+//! PCI BAR (volatile pointers, never references into MMIO), and the device
+//! model's in-process BAR used by the host tests (it lives with the tests so
+//! that the model does not depend on this crate).
+
+use core::ptr::NonNull;
+
+use volatile::VolatilePtr;
+
+/// Typed register access at byte offsets into BAR0.
+///
+/// Offsets are byte offsets from the start of the BAR; 32-bit accesses are
+/// 4-byte aligned and 64-bit accesses 8-byte aligned. An implementation must
+/// not panic: an access outside the BAR reads all-ones (what a PCIe read of a
+/// removed device returns) and drops the write.
+///
+/// Methods take `&self`: registers are shared state and doorbells are written
+/// from several cores at once, exactly as on hardware.
+pub trait Bar {
+    /// Reads the 32-bit register at `offset`.
+    fn read32(&self, offset: usize) -> u32;
+    /// Writes the 32-bit register at `offset`.
+    fn write32(&self, offset: usize, value: u32);
+
+    /// Reads a 64-bit value as two 32-bit reads, low word first.
+    fn read64(&self, offset: usize) -> u64 {
+        let lo = self.read32(offset) as u64;
+        let hi = self.read32(offset + 4) as u64;
+        lo | (hi << 32)
+    }
+
+    /// Writes a 64-bit value as two 32-bit writes, low word first.
+    fn write64(&self, offset: usize, value: u64) {
+        self.write32(offset, value as u32);
+        self.write32(offset + 4, (value >> 32) as u32);
+    }
+}
+
+impl<B: Bar + ?Sized> Bar for &B {
+    #[inline(always)]
+    fn read32(&self, offset: usize) -> u32 {
+        (**self).read32(offset)
+    }
+    #[inline(always)]
+    fn write32(&self, offset: usize, value: u32) {
+        (**self).write32(offset, value)
+    }
+}
+
+/// A BAR mapped into the address space, accessed through volatile pointers.
+///
+/// The mapping must be uncached (or write-combining for the doorbell page on
+/// platforms that support it); how to map it is the embedder's business
+/// (see `Hal::mmio_phys_to_virt`).
+#[derive(Debug)]
+pub struct MmioBar {
+    base: NonNull<u8>,
+    len: usize,
+}
+
+// SAFETY: `MmioBar` only performs volatile accesses to device registers, which
+// are safe to issue from any core; it holds no thread-affine state.
+unsafe impl Send for MmioBar {}
+// SAFETY: as above; concurrent register accesses are what the device expects.
+unsafe impl Sync for MmioBar {}
+
+impl MmioBar {
+    /// Wraps a mapped BAR of `len` bytes at `base`.
+    ///
+    /// # Safety
+    ///
+    /// `base..base + len` must be a valid mapping of the device's BAR0 for as
+    /// long as the returned value (and anything that borrows it) lives, mapped
+    /// with device (uncached) memory attributes, and `base` must be at least
+    /// 8-byte aligned. Nothing else may create Rust references into it.
+    pub unsafe fn new(base: NonNull<u8>, len: usize) -> Self {
+        MmioBar { base, len }
+    }
+
+    /// Size of the mapping in bytes.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the mapping is empty (it never is for a real device).
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The pointer for an access of `size` bytes at `offset`, if it is aligned
+    /// and inside the mapping.
+    #[inline(always)]
+    fn ptr<T>(&self, offset: usize) -> Option<NonNull<T>> {
+        let size = core::mem::size_of::<T>();
+        if !offset.is_multiple_of(size) || offset.checked_add(size)? > self.len {
+            return None;
+        }
+        // SAFETY: `offset + size <= len`, so the pointer stays inside the
+        // mapping promised by `new`'s caller, and it is non-null because
+        // `base` is.
+        Some(unsafe { self.base.add(offset) }.cast())
+    }
+}
+
+impl Bar for MmioBar {
+    #[inline(always)]
+    fn read32(&self, offset: usize) -> u32 {
+        match self.ptr::<u32>(offset) {
+            // SAFETY: `ptr` checked bounds and alignment; the mapping is valid
+            // for volatile access per `MmioBar::new`.
+            Some(p) => unsafe { VolatilePtr::new_read_only(p) }.read(),
+            None => u32::MAX,
+        }
+    }
+
+    #[inline(always)]
+    fn write32(&self, offset: usize, value: u32) {
+        if let Some(p) = self.ptr::<u32>(offset) {
+            // SAFETY: as in `read32`.
+            unsafe { VolatilePtr::new(p) }.write(value)
+        }
+    }
+
+    #[inline(always)]
+    fn read64(&self, offset: usize) -> u64 {
+        match self.ptr::<u64>(offset) {
+            // SAFETY: as in `read32`.
+            Some(p) => unsafe { VolatilePtr::new_read_only(p) }.read(),
+            None => u64::MAX,
+        }
+    }
+
+    #[inline(always)]
+    fn write64(&self, offset: usize, value: u64) {
+        if let Some(p) = self.ptr::<u64>(offset) {
+            // SAFETY: as in `read32`.
+            unsafe { VolatilePtr::new(p) }.write(value)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mmio_bar_reads_and_writes_memory() {
+        let mut mem = [0u64; 8];
+        let base = NonNull::new(mem.as_mut_ptr().cast::<u8>()).unwrap();
+        // SAFETY: `mem` outlives `bar` and nothing else touches it meanwhile.
+        let bar = unsafe { MmioBar::new(base, 64) };
+        bar.write32(8, 0x1234_5678);
+        bar.write64(16, 0xfeed_face_dead_beef);
+        assert_eq!(bar.read32(8), 0x1234_5678);
+        assert_eq!(bar.read64(16), 0xfeed_face_dead_beef);
+        assert_eq!(bar.read32(20), 0xfeed_face);
+        let _ = bar;
+        assert_eq!(mem[1], 0x1234_5678);
+    }
+
+    #[test]
+    fn out_of_range_reads_all_ones_and_drops_writes() {
+        let mut mem = [0u32; 4];
+        let base = NonNull::new(mem.as_mut_ptr().cast::<u8>()).unwrap();
+        // SAFETY: as above.
+        let bar = unsafe { MmioBar::new(base, 16) };
+        assert_eq!(bar.read32(16), u32::MAX);
+        assert_eq!(bar.read32(usize::MAX - 1), u32::MAX);
+        assert_eq!(bar.read64(12), u64::MAX);
+        bar.write32(16, 7);
+        // Misaligned access is refused the same way.
+        assert_eq!(bar.read32(2), u32::MAX);
+        bar.write32(2, 7);
+        let _ = bar;
+        assert_eq!(mem, [0; 4]);
+    }
+}

@@ -1,0 +1,365 @@
+//! DMA memory, address translation and time: what the embedder provides.
+//!
+//! The names and semantics of [`Hal`] follow the `virtio-drivers` crate's
+//! `Hal` trait, so that unikernel authors who have ported one driver already
+//! know how to port this one. Two differences: allocation and sharing return
+//! a [`Result`] (the driver turns exhaustion into a typed error, never a
+//! panic), and the trait carries the monotonic clock every CQP wait needs.
+
+use core::marker::PhantomData;
+use core::ptr::NonNull;
+use core::time::Duration;
+
+/// A physical (bus) address as the device sees it.
+pub type PhysAddr = u64;
+
+/// The page size DMA allocations are counted in.
+pub const PAGE_SIZE: usize = 4096;
+
+/// Which way a buffer's contents move.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum BufferDirection {
+    /// The driver writes, the device reads.
+    DriverToDevice,
+    /// The device writes, the driver reads.
+    DeviceToDriver,
+    /// Both read and write.
+    Both,
+}
+
+/// DMA memory could not be provided.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum DmaError {
+    /// The platform has no memory left for the request.
+    NoMemory,
+    /// The buffer cannot be made visible to the device (e.g. no IOMMU slot).
+    NotShareable,
+}
+
+/// The platform services the driver needs.
+///
+/// # Safety
+///
+/// Implementations must satisfy the contract of each method:
+///
+/// * [`dma_alloc`](Hal::dma_alloc) returns `pages` physically contiguous,
+///   zeroed, page-aligned pages, mapped at the returned virtual address and
+///   reachable by the device at the returned physical address, exclusively
+///   owned by the caller until [`dma_dealloc`](Hal::dma_dealloc);
+/// * [`share`](Hal::share) returns an address at which the device can access
+///   the buffer for the given direction until [`unshare`](Hal::unshare); on a
+///   platform with bounce buffers `unshare` copies device-written data back;
+/// * [`mmio_phys_to_virt`](Hal::mmio_phys_to_virt) returns a mapping with
+///   device (uncached) attributes;
+/// * [`now`](Hal::now) never goes backwards.
+///
+/// The driver relies on these for memory safety.
+pub unsafe trait Hal {
+    /// Allocates `pages` contiguous zeroed pages of DMA memory.
+    fn dma_alloc(
+        pages: usize,
+        direction: BufferDirection,
+    ) -> Result<(PhysAddr, NonNull<u8>), DmaError>;
+
+    /// Frees memory from [`dma_alloc`](Hal::dma_alloc).
+    ///
+    /// # Safety
+    ///
+    /// `paddr`, `vaddr` and `pages` must be exactly those of one earlier
+    /// allocation that has not been freed, and the memory must no longer be
+    /// accessed by the driver or the device.
+    unsafe fn dma_dealloc(paddr: PhysAddr, vaddr: NonNull<u8>, pages: usize);
+
+    /// Maps `size` bytes of MMIO at `paddr` and returns the virtual address.
+    ///
+    /// # Safety
+    ///
+    /// `paddr..paddr + size` must be an MMIO region the caller owns (a BAR of
+    /// the device being driven).
+    unsafe fn mmio_phys_to_virt(paddr: PhysAddr, size: usize) -> NonNull<u8>;
+
+    /// Makes a caller-owned buffer visible to the device and returns its
+    /// device address.
+    ///
+    /// # Safety
+    ///
+    /// `buffer` must be valid for the given direction until the matching
+    /// [`unshare`](Hal::unshare), and must not be moved or freed before it.
+    unsafe fn share(
+        buffer: NonNull<[u8]>,
+        direction: BufferDirection,
+    ) -> Result<PhysAddr, DmaError>;
+
+    /// Ends the device's access to a buffer from [`share`](Hal::share).
+    ///
+    /// # Safety
+    ///
+    /// `paddr`, `buffer` and `direction` must be exactly those of one earlier
+    /// `share` that has not been unshared, and the device must be done with it.
+    unsafe fn unshare(paddr: PhysAddr, buffer: NonNull<[u8]>, direction: BufferDirection);
+
+    /// Monotonic time since an arbitrary origin; used for every timeout.
+    fn now() -> Duration;
+
+    /// Called while busy-waiting; a platform may pause, yield or step a model.
+    fn relax() {
+        core::hint::spin_loop();
+    }
+}
+
+/// Busy-waits until `deadline` (from [`Hal::now`]) or until `done` is true.
+/// Returns whether `done` became true.
+pub fn wait_until<H: Hal>(deadline: Duration, mut done: impl FnMut() -> bool) -> bool {
+    loop {
+        if done() {
+            return true;
+        }
+        if H::now() >= deadline {
+            // One last look, so a completion that raced the clock is not lost.
+            return done();
+        }
+        H::relax();
+    }
+}
+
+/// A DMA allocation that frees itself when dropped.
+///
+/// Accesses go through volatile reads and writes at byte offsets, checked
+/// against the length: the device may write the memory at any time, so no
+/// Rust reference to its contents is ever handed out.
+pub struct Dma<H: Hal> {
+    paddr: PhysAddr,
+    vaddr: NonNull<u8>,
+    pages: usize,
+    _hal: PhantomData<H>,
+}
+
+// SAFETY: the allocation is exclusively owned by this value; all accesses are
+// volatile and bounds-checked, so moving it to another thread is sound.
+unsafe impl<H: Hal> Send for Dma<H> {}
+// SAFETY: shared access only performs volatile reads/writes of plain integers,
+// the same guarantee the device itself relies on.
+unsafe impl<H: Hal> Sync for Dma<H> {}
+
+impl<H: Hal> Dma<H> {
+    /// Allocates `pages` zeroed pages.
+    pub fn new(pages: usize, direction: BufferDirection) -> Result<Self, DmaError> {
+        if pages == 0 {
+            return Err(DmaError::NoMemory);
+        }
+        let (paddr, vaddr) = H::dma_alloc(pages, direction)?;
+        Ok(Dma { paddr, vaddr, pages, _hal: PhantomData })
+    }
+
+    /// Allocates enough zeroed pages for `bytes` bytes.
+    pub fn with_bytes(bytes: usize, direction: BufferDirection) -> Result<Self, DmaError> {
+        Self::new(bytes.div_ceil(PAGE_SIZE).max(1), direction)
+    }
+
+    /// Device address of the first byte.
+    pub fn paddr(&self) -> PhysAddr {
+        self.paddr
+    }
+
+    /// CPU address of the first byte.
+    pub fn vaddr(&self) -> NonNull<u8> {
+        self.vaddr
+    }
+
+    /// Number of pages.
+    pub fn pages(&self) -> usize {
+        self.pages
+    }
+
+    /// Length in bytes.
+    pub fn len(&self) -> usize {
+        self.pages * PAGE_SIZE
+    }
+
+    /// Always false: a `Dma` holds at least one page.
+    pub fn is_empty(&self) -> bool {
+        false
+    }
+
+    #[inline(always)]
+    fn ptr<T>(&self, offset: usize) -> Option<*mut T> {
+        let size = core::mem::size_of::<T>();
+        if !offset.is_multiple_of(size) || offset.checked_add(size)? > self.len() {
+            return None;
+        }
+        // SAFETY: in bounds of the allocation (checked above).
+        Some(unsafe { self.vaddr.as_ptr().add(offset) }.cast())
+    }
+
+    /// Volatile read of the little-endian u64 at `offset` (8-aligned), or
+    /// `None` out of bounds.
+    #[inline(always)]
+    pub fn read_u64(&self, offset: usize) -> Option<u64> {
+        // SAFETY: `ptr` checked bounds and alignment; the allocation is live.
+        self.ptr::<u64>(offset).map(|p| u64::from_le(unsafe { p.read_volatile() }))
+    }
+
+    /// Volatile write of a little-endian u64 at `offset` (8-aligned); returns
+    /// false (and writes nothing) out of bounds.
+    #[inline(always)]
+    pub fn write_u64(&self, offset: usize, value: u64) -> bool {
+        match self.ptr::<u64>(offset) {
+            Some(p) => {
+                // SAFETY: `ptr` checked bounds and alignment; the allocation is live.
+                unsafe { p.write_volatile(value.to_le()) };
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Volatile read of the u32 at `offset` (4-aligned).
+    #[inline(always)]
+    pub fn read_u32(&self, offset: usize) -> Option<u32> {
+        // SAFETY: `ptr` checked bounds and alignment; the allocation is live.
+        self.ptr::<u32>(offset).map(|p| u32::from_le(unsafe { p.read_volatile() }))
+    }
+
+    /// Volatile write of the u32 at `offset` (4-aligned).
+    #[inline(always)]
+    pub fn write_u32(&self, offset: usize, value: u32) -> bool {
+        match self.ptr::<u32>(offset) {
+            Some(p) => {
+                // SAFETY: `ptr` checked bounds and alignment; the allocation is live.
+                unsafe { p.write_volatile(value.to_le()) };
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Copies `src` into the buffer at `offset`; false if it does not fit.
+    pub fn write_bytes(&self, offset: usize, src: &[u8]) -> bool {
+        let Some(end) = offset.checked_add(src.len()) else { return false };
+        if end > self.len() {
+            return false;
+        }
+        for (i, b) in src.iter().enumerate() {
+            // SAFETY: `offset + i < end <= len`; the allocation is live.
+            unsafe { self.vaddr.as_ptr().add(offset + i).write_volatile(*b) };
+        }
+        true
+    }
+
+    /// Copies from the buffer at `offset` into `dst`; false if out of bounds.
+    pub fn read_bytes(&self, offset: usize, dst: &mut [u8]) -> bool {
+        let Some(end) = offset.checked_add(dst.len()) else { return false };
+        if end > self.len() {
+            return false;
+        }
+        for (i, b) in dst.iter_mut().enumerate() {
+            // SAFETY: `offset + i < end <= len`; the allocation is live.
+            *b = unsafe { self.vaddr.as_ptr().add(offset + i).read_volatile() };
+        }
+        true
+    }
+
+    /// Zeroes the whole buffer.
+    pub fn zero(&self) {
+        for i in 0..self.len() / 8 {
+            self.write_u64(i * 8, 0);
+        }
+    }
+}
+
+impl<H: Hal> Drop for Dma<H> {
+    fn drop(&mut self) {
+        // SAFETY: these are the values `dma_alloc` returned, freed once, and the
+        // owner of a `Dma` guarantees the device no longer uses it by dropping.
+        unsafe { H::dma_dealloc(self.paddr, self.vaddr, self.pages) }
+    }
+}
+
+impl<H: Hal> core::fmt::Debug for Dma<H> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Dma").field("paddr", &self.paddr).field("pages", &self.pages).finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    extern crate std;
+    use super::*;
+    use core::sync::atomic::{AtomicUsize, Ordering};
+    use std::alloc::{Layout, alloc_zeroed, dealloc};
+
+    static LIVE_PAGES: AtomicUsize = AtomicUsize::new(0);
+
+    struct HeapHal;
+    // SAFETY: pages come from the global allocator, zeroed and page-aligned;
+    // host memory is its own bus address in these tests.
+    unsafe impl Hal for HeapHal {
+        fn dma_alloc(
+            pages: usize,
+            _d: BufferDirection,
+        ) -> Result<(PhysAddr, NonNull<u8>), DmaError> {
+            let layout = Layout::from_size_align(pages * PAGE_SIZE, PAGE_SIZE).unwrap();
+            // SAFETY: non-zero size (Dma::new refuses 0 pages).
+            let p = NonNull::new(unsafe { alloc_zeroed(layout) }).ok_or(DmaError::NoMemory)?;
+            LIVE_PAGES.fetch_add(pages, Ordering::SeqCst);
+            Ok((p.as_ptr() as u64, p))
+        }
+        unsafe fn dma_dealloc(_p: PhysAddr, v: NonNull<u8>, pages: usize) {
+            let layout = Layout::from_size_align(pages * PAGE_SIZE, PAGE_SIZE).unwrap();
+            // SAFETY: allocated above with the same layout.
+            unsafe { dealloc(v.as_ptr(), layout) };
+            LIVE_PAGES.fetch_sub(pages, Ordering::SeqCst);
+        }
+        unsafe fn mmio_phys_to_virt(p: PhysAddr, _s: usize) -> NonNull<u8> {
+            NonNull::new(p as *mut u8).unwrap()
+        }
+        unsafe fn share(b: NonNull<[u8]>, _d: BufferDirection) -> Result<PhysAddr, DmaError> {
+            Ok(b.as_ptr() as *mut u8 as u64)
+        }
+        unsafe fn unshare(_p: PhysAddr, _b: NonNull<[u8]>, _d: BufferDirection) {}
+        fn now() -> Duration {
+            Duration::ZERO
+        }
+    }
+
+    #[test]
+    fn dma_is_zeroed_bounds_checked_and_freed_on_drop() {
+        let before = LIVE_PAGES.load(Ordering::SeqCst);
+        {
+            let d = Dma::<HeapHal>::with_bytes(5000, BufferDirection::Both).unwrap();
+            assert_eq!(d.pages(), 2);
+            assert_eq!(LIVE_PAGES.load(Ordering::SeqCst), before + 2);
+            assert_eq!(d.read_u64(0), Some(0));
+            assert!(d.write_u64(8184, 0x0102_0304_0506_0708));
+            assert_eq!(d.read_u64(8184), Some(0x0102_0304_0506_0708));
+            assert_eq!(d.read_u32(8188), Some(0x0102_0304));
+            assert_eq!(d.read_u64(8192), None);
+            assert_eq!(d.read_u64(4), None, "misaligned");
+            assert!(!d.write_u64(8190, 1));
+            let mut b = [0u8; 3];
+            assert!(d.read_bytes(8184, &mut b));
+            assert_eq!(b, [8, 7, 6]);
+            assert!(!d.read_bytes(8190, &mut b));
+            assert!(d.write_bytes(1, &[0xaa, 0xbb]));
+            assert_eq!(d.read_u32(0), Some(0x00bb_aa00));
+            assert!(!d.write_bytes(usize::MAX, &[1]));
+            d.zero();
+            assert_eq!(d.read_u64(8184), Some(0));
+        }
+        assert_eq!(LIVE_PAGES.load(Ordering::SeqCst), before);
+        assert_eq!(Dma::<HeapHal>::new(0, BufferDirection::Both).unwrap_err(), DmaError::NoMemory);
+    }
+
+    #[test]
+    fn wait_until_reports_timeout_and_success() {
+        // The test clock never advances: deadline zero expires at once.
+        assert!(!wait_until::<HeapHal>(Duration::ZERO, || false));
+        let mut n = 0;
+        assert!(wait_until::<HeapHal>(Duration::from_secs(1), || {
+            n += 1;
+            n == 3
+        }));
+    }
+}

@@ -1,0 +1,7 @@
+//! Host test support: [`FakeHal`] (DMA from the host heap, with accounting
+//! and bounce-buffer sharing so a missing `unshare` is caught) and, as the
+//! device model grows, the adapter that implements the driver's `Bar` on it.
+
+pub mod fake_hal;
+
+pub use fake_hal::FakeHal;

@@ -1,0 +1,109 @@
+//! `cargo xtask conformance FILE…`: the driver's real code against the
+//! golden vectors in `../shared/conformance/` (see its README for the schemas).
+//!
+//! The schema of a file is recognised from its contents; each schema has its
+//! own runner module. A runner prints one line per failing case with the
+//! first differing word, skip reasons, and ends with
+//! `N passed, M failed, K skipped`.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use serde_json::Value;
+
+/// Conformance legs of `cargo xtask test`: (leg name, vector file name).
+/// A schema joins this list when the driver code it covers exists.
+pub const SUITE: &[(&str, &str)] = &[];
+
+/// Totals of one run.
+#[derive(Default, Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Tally {
+    /// Cases that matched.
+    pub passed: usize,
+    /// Cases that differed.
+    pub failed: usize,
+    /// Cases skipped, each with a printed reason.
+    pub skipped: usize,
+}
+
+impl Tally {
+    /// The closing line.
+    pub fn line(&self) -> String {
+        format!("{} passed, {} failed, {} skipped", self.passed, self.failed, self.skipped)
+    }
+}
+
+/// Where the shared vectors live: `$IRDMA_CONFORMANCE_DIR`, else
+/// `../shared/conformance` next to the checkout.
+pub fn vector_dir() -> PathBuf {
+    if let Some(d) = std::env::var_os("IRDMA_CONFORMANCE_DIR") {
+        return PathBuf::from(d);
+    }
+    crate::util::root().join("..").join("shared").join("conformance")
+}
+
+/// Which schema a parsed file follows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Schema {
+    /// `datapath-vectors.json`: SQ/RQ WQEs, rings, CQEs.
+    Datapath,
+    /// `cqp-vectors.json`: CQP WQEs, host contexts, decoders.
+    Cqp,
+    /// `rw-vectors.json`: rdma_rw decisions and WR chains.
+    Rw,
+}
+
+/// Recognises the schema of a vector file.
+pub fn schema_of(v: &Value) -> Option<Schema> {
+    if v.get("sq_cases").is_some() {
+        return Some(Schema::Datapath);
+    }
+    let first = v.get("cases")?.as_array()?.first()?;
+    if first.get("op").is_some() && first.get("builder").is_some() {
+        Some(Schema::Cqp)
+    } else if first.get("function").is_some() {
+        Some(Schema::Rw)
+    } else {
+        None
+    }
+}
+
+/// Runs one file and returns its tally, or why it could not run.
+pub fn run_file(path: &Path) -> Result<Tally, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let v: Value =
+        serde_json::from_str(&text).map_err(|e| format!("{}: not JSON: {e}", path.display()))?;
+    match schema_of(&v) {
+        Some(s) => Err(format!("{}: no runner for the {s:?} schema yet", path.display())),
+        None => Err(format!("{}: unknown conformance schema", path.display())),
+    }
+}
+
+/// A `cargo xtask test` leg: the named file from [`vector_dir`].
+pub fn run_leg(file: &str) -> Result<String, String> {
+    let path = vector_dir().join(file);
+    let t = run_file(&path)?;
+    if t.failed == 0 && t.passed > 0 { Ok(t.line()) } else { Err(t.line()) }
+}
+
+/// `cargo xtask conformance FILE…`.
+pub fn main(files: &[String]) -> ExitCode {
+    if files.is_empty() {
+        eprintln!("usage: cargo xtask conformance FILE… (vectors: {})", vector_dir().display());
+        return ExitCode::FAILURE;
+    }
+    let mut ok = true;
+    for f in files {
+        match run_file(Path::new(f)) {
+            Ok(t) => {
+                println!("{f}: {}", t.line());
+                ok &= t.failed == 0;
+            }
+            Err(e) => {
+                eprintln!("{e}");
+                ok = false;
+            }
+        }
+    }
+    if ok { ExitCode::SUCCESS } else { ExitCode::FAILURE }
+}

@@ -1,0 +1,150 @@
+//! `cargo xtask …` — the project's automation.
+//!
+//! * `test` — every leg of the suite, one line each, then `N passed, M failed`;
+//! * `conformance FILE…` — check the driver against vendor-generated vectors;
+//!
+//! Run `cargo xtask help` for the list.
+
+mod conformance;
+mod util;
+
+use std::process::ExitCode;
+use std::time::Instant;
+
+use util::{cargo, root};
+
+/// Bare-metal targets the driver and hal must build for.
+const BARE_TARGETS: [&str; 2] = ["x86_64-unknown-none", "aarch64-unknown-none"];
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let (cmd, rest) = match args.split_first() {
+        Some((c, r)) => (c.as_str(), r),
+        None => ("help", &[][..]),
+    };
+    match cmd {
+        "test" => test(rest),
+        "conformance" => conformance::main(rest),
+        "setup" => match util::ensure_toolchain(&BARE_TARGETS) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("setup: {e}");
+                ExitCode::FAILURE
+            }
+        },
+        _ => {
+            eprintln!(
+                "usage: cargo xtask <command>\n\n\
+                 commands:\n  \
+                 test                 run the whole suite (every leg), ends with `N passed, M failed`\n  \
+                 test --list          list the legs\n  \
+                 test LEG…            run only the named legs\n  \
+                 conformance FILE…    check the driver against a conformance vector file\n  \
+                 setup                install the rustup targets and components the suite needs"
+            );
+            if cmd == "help" { ExitCode::SUCCESS } else { ExitCode::FAILURE }
+        }
+    }
+}
+
+/// One leg of the suite.
+struct Leg {
+    name: &'static str,
+    run: Box<dyn Fn() -> Result<String, String>>,
+}
+
+fn leg(name: &'static str, run: impl Fn() -> Result<String, String> + 'static) -> Leg {
+    Leg { name, run: Box::new(run) }
+}
+
+fn legs() -> Vec<Leg> {
+    let mut v = vec![
+        leg("fmt", || cargo(&["fmt", "--all", "--check"])),
+        leg("clippy-host", || {
+            cargo(&["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"])
+        }),
+    ];
+    for target in BARE_TARGETS {
+        v.push(leg(leak(format!("clippy-{target}")), move || {
+            cargo(&[
+                "clippy",
+                "-p",
+                "irdma",
+                "-p",
+                "irdma-hal",
+                "--target",
+                target,
+                "--",
+                "-D",
+                "warnings",
+            ])
+        }));
+        v.push(leg(leak(format!("build-{target}")), move || {
+            cargo(&["build", "-p", "irdma", "-p", "irdma-hal", "--release", "--target", target])
+        }));
+    }
+    v.push(leg("build-boot-image", || {
+        cargo(&["build", "-p", "irdma-boot", "--release", "--target", "x86_64-unknown-none"])
+    }));
+    v.push(leg("model-independence", util::check_model_independence));
+    v.push(leg("test", || cargo(&["test", "--workspace", "--quiet"])));
+    for (name, file) in conformance::SUITE {
+        v.push(leg(name, move || conformance::run_leg(file)));
+    }
+    v
+}
+
+fn leak(s: String) -> &'static str {
+    Box::leak(s.into_boxed_str())
+}
+
+fn test(args: &[String]) -> ExitCode {
+    if let Err(e) = util::ensure_toolchain(&BARE_TARGETS) {
+        eprintln!("xtask test: cannot prepare the toolchain: {e}");
+        println!("0 passed, 1 failed");
+        return ExitCode::FAILURE;
+    }
+    let all = legs();
+    if args.iter().any(|a| a == "--list") {
+        for l in &all {
+            println!("{}", l.name);
+        }
+        return ExitCode::SUCCESS;
+    }
+    let selected: Vec<&Leg> = if args.is_empty() {
+        all.iter().collect()
+    } else {
+        let unknown: Vec<_> = args.iter().filter(|a| !all.iter().any(|l| l.name == *a)).collect();
+        if !unknown.is_empty() {
+            eprintln!("unknown leg(s): {unknown:?}; see `cargo xtask test --list`");
+            return ExitCode::FAILURE;
+        }
+        all.iter().filter(|l| args.iter().any(|a| a == l.name)).collect()
+    };
+    let _ = root();
+    let mut results = Vec::new();
+    for l in selected {
+        println!("==> leg {}", l.name);
+        let t = Instant::now();
+        let r = (l.run)();
+        let secs = t.elapsed().as_secs_f64();
+        match &r {
+            Ok(msg) => println!("<== leg {}: ok ({secs:.1}s){}", l.name, suffix(msg)),
+            Err(msg) => println!("<== leg {}: FAILED ({secs:.1}s){}", l.name, suffix(msg)),
+        }
+        results.push((l.name, r.is_ok(), secs));
+    }
+    println!();
+    println!("summary:");
+    for (name, ok, secs) in &results {
+        println!("  {:<34} {:>6} {secs:>7.1}s", name, if *ok { "ok" } else { "FAILED" });
+    }
+    let passed = results.iter().filter(|r| r.1).count();
+    let failed = results.len() - passed;
+    println!("{passed} passed, {failed} failed");
+    if failed == 0 { ExitCode::SUCCESS } else { ExitCode::FAILURE }
+}
+
+fn suffix(msg: &str) -> String {
+    if msg.is_empty() { String::new() } else { format!(": {msg}") }
+}

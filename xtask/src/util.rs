@@ -1,0 +1,90 @@
+//! Helpers shared by the xtask commands.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// The workspace root (the parent of `xtask/`).
+pub fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("xtask lives in the workspace")
+        .to_path_buf()
+}
+
+/// Runs `cargo ARGS` in the workspace root with output streamed.
+pub fn cargo(args: &[&str]) -> Result<String, String> {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let status = Command::new(cargo)
+        .args(args)
+        .current_dir(root())
+        .status()
+        .map_err(|e| format!("cannot run cargo: {e}"))?;
+    if status.success() {
+        Ok(String::new())
+    } else {
+        Err(format!("cargo {} exited with {status}", args.join(" ")))
+    }
+}
+
+/// Output of a command, or an error naming it.
+pub fn output(cmd: &str, args: &[&str]) -> Result<String, String> {
+    let out = Command::new(cmd)
+        .args(args)
+        .current_dir(root())
+        .output()
+        .map_err(|e| format!("cannot run {cmd}: {e}"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "{cmd} {} failed: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        ));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// Installs missing rustup targets and components; says exactly what is
+/// missing when it cannot.
+pub fn ensure_toolchain(targets: &[&str]) -> Result<(), String> {
+    let installed = match output("rustup", &["target", "list", "--installed"]) {
+        Ok(s) => s,
+        Err(e) => {
+            return Err(format!(
+                "rustup is needed to add the targets {targets:?} ({e}); install rustup, or install those targets by hand"
+            ));
+        }
+    };
+    for t in targets {
+        if !installed.lines().any(|l| l.trim() == *t) {
+            eprintln!("xtask: installing rustup target {t}");
+            output("rustup", &["target", "add", t])
+                .map_err(|e| format!("missing rustup target {t} and could not add it: {e}"))?;
+        }
+    }
+    let comps = output("rustup", &["component", "list", "--installed"])?;
+    for c in ["clippy", "rustfmt"] {
+        if !comps.lines().any(|l| l.starts_with(c)) {
+            eprintln!("xtask: installing rustup component {c}");
+            output("rustup", &["component", "add", c])
+                .map_err(|e| format!("missing rustup component {c} and could not add it: {e}"))?;
+        }
+    }
+    Ok(())
+}
+
+/// The device model must not depend on the driver or its hal, or it would
+/// agree with their mistakes.
+pub fn check_model_independence() -> Result<String, String> {
+    let tree =
+        output("cargo", &["tree", "-p", "mock-bar", "-e", "normal,build", "--prefix", "none"])?;
+    let bad: Vec<&str> =
+        tree.lines().filter(|l| l.starts_with("irdma ") || l.starts_with("irdma-hal ")).collect();
+    if bad.is_empty() {
+        Ok(format!(
+            "mock-bar depends on {} crates, none of them irdma/irdma-hal",
+            tree.lines().count().saturating_sub(1)
+        ))
+    } else {
+        Err(format!("mock-bar depends on {bad:?}"))
+    }
+}
