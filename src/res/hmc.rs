@@ -426,6 +426,35 @@ impl SdRange {
     }
 }
 
+/// The function's SD count after a commit, by Linux's rule: the end of the
+/// object with the highest base among those with a non-zero count, in 2 MiB
+/// units rounded up (ctrl.c: irdma_sc_parse_fpm_commit_buf).
+pub fn committed_sd_count(
+    sizes: &[u64; HMC_OBJ_COUNT],
+    committed: &[ObjCommit; HMC_OBJ_COUNT],
+) -> Result<u32, HmcError> {
+    let mut last: Option<usize> = None;
+    for (i, c) in committed.iter().enumerate() {
+        let higher = match last.and_then(|l| committed.get(l)) {
+            None => true,
+            Some(prev) => c.base > prev.base,
+        };
+        if c.cnt != 0 && higher {
+            last = Some(i);
+        }
+    }
+    let Some(i) = last else { return Ok(0) };
+    let (c, size) = match (committed.get(i), sizes.get(i)) {
+        (Some(c), Some(s)) => (c, *s),
+        _ => return Ok(0),
+    };
+    let end = (c.cnt as u64)
+        .checked_mul(size)
+        .and_then(|l| l.checked_add(c.base))
+        .ok_or(HmcError::Overflow)?;
+    fit_u32(end.div_ceil(SD_SIZE))
+}
+
 /// The committed HMC: where every object is and which SDs back it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
@@ -479,18 +508,7 @@ impl HmcLayout {
                 }
             }
         }
-        // SD count: Linux's rule, from the object with the highest base.
-        let mut last: Option<usize> = None;
-        for o in HmcObj::ALL {
-            let i = o.idx();
-            if committed[i].cnt != 0 && last.is_none_or(|l| committed[i].base > committed[l].base) {
-                last = Some(i);
-            }
-        }
-        let sd_count = match last {
-            Some(i) => fit_u32(ends[i].div_ceil(SD_SIZE))?,
-            None => 0,
-        };
+        let sd_count = committed_sd_count(sizes, committed)?;
         let p = committed[HmcObj::Pble.idx()];
         let pble = PbleLayout::new(p.base, p.cnt).map_err(|_| HmcError::Overflow)?;
         Ok(HmcLayout { obj: *committed, size: *sizes, sds, sd_count, pble })
@@ -649,5 +667,302 @@ impl Iterator for NewSds<'_> {
             }
         }
         None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::res::pble::PBLES_PER_SD;
+
+    /// The mock BAR's default QUERY_FPM_VAL values (tests/mock-bar
+    /// FpmConfig::default), decoded as Linux does.
+    fn model_caps() -> FpmCaps {
+        let max: [u32; HMC_OBJ_COUNT] = [
+            16384,
+            32768,
+            0,
+            1 << 20,
+            2048,
+            1,
+            1 << 18,
+            1 << 20,
+            1 << 20,
+            1 << 20,
+            1 << 20,
+            1 << 16,
+            1024,
+            1024,
+            1 << 22,
+            1 << 20,
+            1 << 20,
+            16384,
+            4096,
+            1 << 20,
+            1 << 20,
+        ];
+        let log2: [u32; HMC_OBJ_COUNT] =
+            [9, 6, 6, 5, 6, 13, 6, 6, 2, 6, 2, 3, 6, 6, 3, 6, 2, 6, 6, 6, 2];
+        let mut obj = [ObjCaps::default(); HMC_OBJ_COUNT];
+        for i in 0..HMC_OBJ_COUNT {
+            obj[i] = ObjCaps { max_cnt: max[i], size: 1 << log2[i] };
+        }
+        FpmCaps {
+            obj,
+            first_sd_index: 0,
+            max_sds: 512,
+            ht_multiplier: 4,
+            timer_bucket: 128,
+            xf_block_size: 64,
+            q1_block_size: 64,
+            rrf_block_size: 64,
+            ooiscf_block_size: 64,
+            max_hw_ird: 8,
+        }
+    }
+
+    fn profile(max_sds: Option<u32>, protocol: Protocol, small: bool) -> Profile {
+        let base = if small { Profile::SMALL } else { Profile::LINUX };
+        Profile { max_sds, protocol, ..base }
+    }
+
+    // Expected values below come from an independent transliteration of
+    // Linux's irdma_cfg_fpm_val (GEN_2, privileged PF) run on the same inputs.
+
+    #[test]
+    fn small_profile_one_round() {
+        let c = size_hmc(&model_caps(), &profile(None, Protocol::RoceV2, true)).unwrap();
+        assert_eq!(
+            c.cnt,
+            [
+                64, 128, 0, 8192, 2048, 1, 4096, 16384, 256, 2048, 32, 256, 1024, 1024, 262144,
+                2048, 32, 64, 4096, 1048576, 1048576
+            ]
+        );
+        assert_eq!((c.sd_needed, c.rounds), (37, 1));
+        assert_eq!(c.estimated_bytes(), 37 * SD_SIZE);
+    }
+
+    #[test]
+    fn linux_profile_fits_512() {
+        let c = size_hmc(&model_caps(), &profile(None, Protocol::RoceV2, false)).unwrap();
+        assert_eq!(
+            c.cnt,
+            [
+                16384, 32768, 0, 131072, 2048, 1, 262144, 4194304, 65536, 524288, 8192, 4224, 1024,
+                1024, 4194304, 524288, 8192, 16384, 4096, 1048576, 1048576
+            ]
+        );
+        assert_eq!((c.sd_needed, c.rounds), (226, 1));
+    }
+
+    #[test]
+    fn shrink_loop_100_sds() {
+        let c = size_hmc(&model_caps(), &profile(Some(100), Protocol::RoceV2, false)).unwrap();
+        assert_eq!(
+            c.cnt,
+            [
+                4096, 8192, 0, 32768, 2048, 1, 241664, 1048576, 16384, 131072, 2048, 1152, 1024,
+                256, 4194304, 131072, 2048, 4096, 4096, 1048576, 1048576
+            ]
+        );
+        assert_eq!((c.sd_needed, c.rounds), (100, 21));
+    }
+
+    #[test]
+    fn shrink_loop_40_sds_grows_pbles_back() {
+        let c = size_hmc(&model_caps(), &profile(Some(40), Protocol::RoceV2, false)).unwrap();
+        assert_eq!(
+            c.cnt,
+            [
+                128, 256, 0, 8192, 2048, 1, 48128, 32768, 512, 4096, 64, 256, 1024, 256, 743424,
+                4096, 64, 128, 4096, 1048576, 1048576
+            ]
+        );
+        assert_eq!((c.sd_needed, c.rounds), (40, 85));
+    }
+
+    #[test]
+    fn iwarp_counts() {
+        let c = size_hmc(&model_caps(), &profile(None, Protocol::Iwarp, true)).unwrap();
+        assert_eq!(
+            c.cnt,
+            [
+                64, 128, 0, 8192, 2048, 1, 4096, 16384, 256, 1024, 16, 256, 1024, 1024, 262144,
+                2048, 32, 64, 4096, 2048, 32
+            ]
+        );
+        assert_eq!((c.sd_needed, c.rounds), (3, 1));
+        let c = size_hmc(&model_caps(), &profile(Some(20), Protocol::Iwarp, false)).unwrap();
+        assert_eq!(
+            c.cnt,
+            [
+                1024, 2048, 0, 8192, 2048, 1, 102400, 262144, 4096, 16384, 256, 384, 1024, 256,
+                1286144, 32768, 512, 1024, 4096, 32768, 512
+            ]
+        );
+        assert_eq!((c.sd_needed, c.rounds), (20, 32));
+    }
+
+    #[test]
+    fn does_not_fit_and_bad_caps() {
+        let caps = model_caps();
+        assert_eq!(
+            size_hmc(&caps, &profile(Some(3), Protocol::RoceV2, true)),
+            Err(HmcError::DoesNotFit { needed: 35, available: 3 })
+        );
+        let mut z = caps;
+        z.q1_block_size = 0;
+        assert_eq!(size_hmc(&z, &Profile::SMALL), Err(HmcError::ZeroQ1BlockSize));
+        let mut z = caps;
+        z.xf_block_size = 0;
+        assert_eq!(size_hmc(&z, &Profile::SMALL), Err(HmcError::ZeroXfBlockSize));
+        let mut z = caps;
+        z.rrf_block_size = 0;
+        assert_eq!(size_hmc(&z, &Profile::SMALL), Err(HmcError::ZeroRrfBlockSize));
+        let mut z = caps;
+        z.ooiscf_block_size = 0;
+        assert_eq!(
+            size_hmc(&z, &profile(None, Protocol::Iwarp, true)),
+            Err(HmcError::ZeroOoiscfBlockSize)
+        );
+        assert_eq!(size_hmc(&caps, &Profile { qps: 0, ..Profile::SMALL }), Err(HmcError::NoQps));
+        let mut z = caps;
+        z.obj[HmcObj::Q1.idx()].max_cnt = 100;
+        assert_eq!(size_hmc(&z, &Profile::SMALL), Err(HmcError::NoQps));
+        let mut z = caps;
+        z.obj[HmcObj::Qp.idx()].size = u64::MAX;
+        assert_eq!(size_hmc(&z, &Profile::SMALL), Err(HmcError::Overflow));
+    }
+
+    #[test]
+    fn qp_count_rounds_down_to_power_of_two() {
+        let c = size_hmc(&model_caps(), &Profile { qps: 100, ..Profile::SMALL }).unwrap();
+        assert_eq!(c.get(HmcObj::Qp), 64);
+        assert_eq!(c.get(HmcObj::Cq), 128);
+        let c = size_hmc(&model_caps(), &Profile { qps: 100, cqs: 10, ..Profile::SMALL }).unwrap();
+        assert_eq!(c.get(HmcObj::Cq), 10);
+    }
+
+    /// Lays out `cnt` the way the mock BAR does (type order, 512-byte
+    /// aligned), to feed HmcLayout.
+    fn sequential(
+        sizes: &[u64; HMC_OBJ_COUNT],
+        cnt: &[u32; HMC_OBJ_COUNT],
+        start: u64,
+    ) -> [ObjCommit; HMC_OBJ_COUNT] {
+        let mut out = [ObjCommit::default(); HMC_OBJ_COUNT];
+        let mut next = start;
+        for i in 0..HMC_OBJ_COUNT {
+            out[i] = ObjCommit { cnt: cnt[i], base: next };
+            if cnt[i] > 0 {
+                next = (next + cnt[i] as u64 * sizes[i]).div_ceil(512) * 512;
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn layout_sd_ranges_and_footprint() {
+        let sizes: [u64; HMC_OBJ_COUNT] = core::array::from_fn(|i| model_caps().obj[i].size);
+        // Hand-made counts: QP 4096 × 512 B = 2 MiB exactly, CQ 1 (SD 1),
+        // MR 65536 × 64 B = 4 MiB (SDs 1..=3), PBLE 3 SDs worth.
+        let mut cnt = [0u32; HMC_OBJ_COUNT];
+        cnt[HmcObj::Qp.idx()] = 4096;
+        cnt[HmcObj::Cq.idx()] = 1;
+        cnt[HmcObj::Mr.idx()] = 65536;
+        cnt[HmcObj::Pble.idx()] = 3 * PBLES_PER_SD;
+        cnt[HmcObj::Md.idx()] = 1;
+        let committed = sequential(&sizes, &cnt, 0);
+        // CQ at 2 MiB, MR at 2 MiB + 512, PBLE at 6 MiB + 512, MD after it.
+        assert_eq!(committed[HmcObj::Mr.idx()].base, SD_SIZE + 512);
+        let l = HmcLayout::new(&sizes, &committed).unwrap();
+        assert_eq!(l.sd_range(HmcObj::Qp), SdRange { first: 0, end: 1 });
+        assert_eq!(l.sd_range(HmcObj::Cq), SdRange { first: 1, end: 2 });
+        assert_eq!(l.sd_range(HmcObj::Mr), SdRange { first: 1, end: 4 });
+        assert_eq!(l.sd_range(HmcObj::Pble), SdRange { first: 3, end: 7 });
+        assert!(l.sd_range(HmcObj::Srq).is_empty());
+        // MD is the highest object: one 64-byte element at 12 MiB + 512.
+        assert_eq!(l.sd_range(HmcObj::Md), SdRange { first: 6, end: 7 });
+        assert_eq!(l.sd_count(), 7);
+        // Static SDs, each once, in creation order: QP 0, CQ 1, MR 2 3, MD 6.
+        let mut got = [0u32; 8];
+        let mut n = 0;
+        for sd in l.static_sds() {
+            got[n] = sd;
+            n += 1;
+        }
+        assert_eq!(&got[..n], &[0, 1, 2, 3, 6]);
+        assert_eq!(l.new_static_sds(HmcObj::Mr).collect::<heapless::Vec<u32, 4>>(), [2u32, 3]);
+        assert_eq!(l.new_static_sds(HmcObj::Pble).count(), 0);
+        assert!(l.is_static_sd(3) && !l.is_static_sd(4));
+        // The PBLE pool starts at the next 4 KiB boundary after 6 MiB + 512.
+        let p = l.pble();
+        assert_eq!(p.first_index(), (4096 - 512) / 8);
+        let chunks: heapless::Vec<_, 8> = p.chunks().collect();
+        // 511 pages in SD 3, 512 in SD 4 and SD 5; the partial last page in
+        // SD 6 is not usable (whole pages only).
+        assert_eq!(chunks.len(), 3);
+        assert_eq!((chunks[2].sd_index, chunks[2].pages, chunks[2].kind), (5, 512, SdKind::Direct));
+        // Chunk 0 shares SD 3 with MR (already backed: costs nothing).
+        assert_eq!((chunks[0].sd_index, chunks[0].pages), (3, 511));
+        assert_eq!(l.pble_chunk_bytes(&chunks[0]), 0);
+        assert_eq!((chunks[1].sd_index, chunks[1].kind), (4, SdKind::Direct));
+        assert_eq!(l.pble_chunk_bytes(&chunks[1]), SD_SIZE);
+        // Usable: 3 SDs of entries minus the skipped part, whole pages only.
+        assert_eq!(p.count(), (3 * PBLES_PER_SD - (4096 - 512) / 8) / 512 * 512);
+        let f = l.footprint();
+        assert_eq!(f.static_sds, 5);
+        assert_eq!(f.static_bytes, 5 * SD_SIZE);
+        assert_eq!(f.pble_initial_bytes, 0);
+        // SDs 4 and 5, direct.
+        assert_eq!(f.pble_max_bytes, 2 * SD_SIZE);
+        assert_eq!(f.max_bytes(), 7 * SD_SIZE);
+        assert_eq!(l.fpm_addr(HmcObj::Mr, 2), Some(SD_SIZE + 512 + 128));
+        assert_eq!(l.fpm_addr(HmcObj::Mr, 65536), None);
+    }
+
+    #[test]
+    fn layout_refuses_bad_commits() {
+        let sizes = [64u64; HMC_OBJ_COUNT];
+        let mut c = [ObjCommit::default(); HMC_OBJ_COUNT];
+        c[0] = ObjCommit { cnt: 10, base: 0 };
+        c[1] = ObjCommit { cnt: 10, base: 512 };
+        assert_eq!(HmcLayout::new(&sizes, &c), Err(HmcError::Overlap(HmcObj::Qp, HmcObj::Cq)));
+        c[1] = ObjCommit { cnt: 10, base: 700 };
+        assert_eq!(HmcLayout::new(&sizes, &c), Err(HmcError::Misaligned(HmcObj::Cq)));
+        c[1] = ObjCommit { cnt: u32::MAX, base: u64::MAX - 511 };
+        assert_eq!(HmcLayout::new(&sizes, &c), Err(HmcError::Overflow));
+        c[1] = ObjCommit { cnt: 10, base: 1024 };
+        assert!(HmcLayout::new(&sizes, &c).is_ok());
+    }
+
+    /// cqp-vectors.json, decode_fpm_commit_buf cases: Linux's SD count.
+    #[test]
+    fn sd_count_matches_vendor_decoder() {
+        let sizes: [u64; HMC_OBJ_COUNT] = core::array::from_fn(|i| [32, 64, 128, 256, 512][i % 5]);
+        // "typical": object i has base (i + 1) × 2 MiB (i ≥ 15 one more) and
+        // count 256 + i (APBVT forced to 1).
+        let typical: [ObjCommit; HMC_OBJ_COUNT] = core::array::from_fn(|i| {
+            let slot = if i >= 15 { i as u64 + 2 } else { i as u64 + 1 };
+            ObjCommit {
+                cnt: if i == 5 {
+                    1
+                } else if i >= 15 {
+                    257 + i as u32
+                } else {
+                    256 + i as u32
+                },
+                base: slot * SD_SIZE,
+            }
+        });
+        assert_eq!(committed_sd_count(&sizes, &typical), Ok(23));
+        // "distinct": the highest base is object 14's, 0x1e000001e00 with
+        // count 983055 of 512 bytes.
+        let mut distinct = [ObjCommit::default(); HMC_OBJ_COUNT];
+        distinct[0] = ObjCommit { cnt: 65537, base: 0x2000000200 };
+        distinct[14] = ObjCommit { cnt: 983055, base: 0x1e000001e00 };
+        distinct[20] = ObjCommit { cnt: 1441814, base: 0xc000002c00 };
+        assert_eq!(committed_sd_count(&sizes, &distinct), Ok(983281));
     }
 }

@@ -20,3 +20,6 @@ pub use hmc::{FpmCaps, HmcCounts, HmcError, HmcLayout, HmcObj, ObjCaps, ObjCommi
 pub use pble::{PbleAlloc, PbleError, PbleLayout, PblePolicy, PblePool, PbleRun};
 pub use profile::Profile;
 pub use stag::{AccessError, AccessRights, Stag, StagError, StagTable, mr_access_rights};
+
+#[cfg(test)]
+mod proptests;

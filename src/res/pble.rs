@@ -420,11 +420,17 @@ pub enum PblNeed {
 /// free runs are separated by allocated ones, there are never more than
 /// (live runs + 1) of them, so the pool caps live runs at `RUNS − 1` and a
 /// free can never overflow the table. A level-2 PBL uses 1 + ceil(N/512) runs.
+///
+/// Live runs are tracked too (same capacity), so freeing anything but exactly
+/// a run the pool handed out and has not taken back — a double free, a
+/// sub-range, a run of another pool — is refused with
+/// [`PbleError::NotAllocated`].
 #[derive(Clone, Debug)]
 pub struct PblePool<const RUNS: usize> {
     layout: PbleLayout,
     free: [PbleRun; RUNS],
     nfree: usize,
+    used: [PbleRun; RUNS],
     live: usize,
     free_entries: u32,
 }
@@ -443,7 +449,14 @@ impl<const RUNS: usize> PblePool<RUNS> {
             *slot = PbleRun { first: layout.first, count: layout.count };
             nfree = 1;
         }
-        Ok(PblePool { layout, free, nfree, live: 0, free_entries: layout.count })
+        Ok(PblePool {
+            layout,
+            free,
+            nfree,
+            used: [PbleRun::default(); RUNS],
+            live: 0,
+            free_entries: layout.count,
+        })
     }
 
     /// The pool's layout.
@@ -527,6 +540,8 @@ impl<const RUNS: usize> PblePool<RUNS> {
                 self.insert_free(slot + 1, after)?;
             }
         }
+        let slot = self.used.get_mut(self.live).ok_or(PbleError::TooManyRuns)?;
+        *slot = PbleRun { first: start, count: reserved };
         self.live += 1;
         self.free_entries -= reserved;
         Ok(())
@@ -645,9 +660,10 @@ impl<const RUNS: usize> PblePool<RUNS> {
         Ok(PbleAlloc::Level2 { root, leaves: nleaves, entries })
     }
 
-    /// Checks that `run` is a plausible live run: inside the pool, aligned,
-    /// and disjoint from every free run.
-    fn check_live(&self, run: PbleRun) -> Result<(u32, usize), PbleError> {
+    /// Checks that `run` is a live run: handed out and not taken back, inside
+    /// the pool, aligned, and disjoint from every free run. Returns its
+    /// reserved size, its free-list insertion point and its live-table slot.
+    fn check_live(&self, run: PbleRun) -> Result<(u32, usize, usize), PbleError> {
         if run.count == 0 {
             return Err(PbleError::NotAllocated);
         }
@@ -672,11 +688,18 @@ impl<const RUNS: usize> PblePool<RUNS> {
         {
             return Err(PbleError::NotAllocated);
         }
-        Ok((reserved, pos))
+        let k = self
+            .used
+            .get(..self.live)
+            .unwrap_or(&[])
+            .iter()
+            .position(|u| u.first == run.first && u.count == reserved)
+            .ok_or(PbleError::NotAllocated)?;
+        Ok((reserved, pos, k))
     }
 
     fn free_run(&mut self, run: PbleRun) -> Result<(), PbleError> {
-        let (reserved, pos) = self.check_live(run)?;
+        let (reserved, pos, k) = self.check_live(run)?;
         let end = run.first + reserved;
         let merge_prev = pos
             .checked_sub(1)
@@ -707,6 +730,11 @@ impl<const RUNS: usize> PblePool<RUNS> {
             }
         }
         self.live -= 1;
+        // Swap-remove the live-table entry.
+        let last = self.used.get(self.live).copied().unwrap_or_default();
+        if let Some(u) = self.used.get_mut(k) {
+            *u = last;
+        }
         self.free_entries += reserved;
         Ok(())
     }
@@ -907,6 +935,9 @@ mod tests {
             PbleRun { first: 16, count: 8 },
             PbleRun { first: 0, count: 0 },
             PbleRun { first: u32::MAX - 3, count: 8 },
+            // Sub-ranges of the live run [0, 16).
+            PbleRun { first: 0, count: 8 },
+            PbleRun { first: 8, count: 8 },
         ];
         for r in bad {
             assert_eq!(p.free(&PbleAlloc::Level1(r), &[]), Err(PbleError::NotAllocated), "{r:?}");
