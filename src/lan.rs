@@ -186,6 +186,23 @@ pub enum LanInfoError {
 }
 
 impl LanInfo {
+    /// A RoCEv2 GEN_2 PF with one traffic class, no MSI-X vectors (polled
+    /// mode) and link up — what a bare-metal LAN layer without DCB reports.
+    pub const fn single_tc(pf_id: u8, vsi_num: u16, mac: [u8; 6], mtu: u32) -> LanInfo {
+        LanInfo {
+            pf_id,
+            vsi_num,
+            mac,
+            mtu,
+            qos: QosInfo::SINGLE_TC,
+            msix: MsixInfo { first: 0, count: 0 },
+            protocol: Protocol::RoceV2,
+            rdma_gen: 2,
+            privileged: true,
+            link_up: true,
+        }
+    }
+
     /// Checks the fields against the limits the hardware fields have.
     pub fn validate(&self) -> Result<(), LanInfoError> {
         // PF_FUNC_RID[2:0] (spec ice-lan-for-rdma §5 step 3).
@@ -222,18 +239,7 @@ mod tests {
     use super::*;
 
     fn info() -> LanInfo {
-        LanInfo {
-            pf_id: 0,
-            vsi_num: 6,
-            mac: [0x02, 0, 0, 0, 0, 1],
-            mtu: 1500,
-            qos: QosInfo::SINGLE_TC,
-            msix: MsixInfo { first: 1, count: 0 },
-            protocol: Protocol::RoceV2,
-            rdma_gen: 2,
-            privileged: true,
-            link_up: true,
-        }
+        LanInfo::single_tc(0, 6, [0x02, 0, 0, 0, 0, 1], 1500)
     }
 
     #[test]

@@ -160,9 +160,10 @@ impl PbleLayout {
         let skip = if misalign == 0 { 0 } else { ((PD_PAGE_SIZE - misalign) / PBLE_SIZE) as u32 };
         let usable =
             if committed > skip { (committed - skip) / PBLES_PER_PAGE * PBLES_PER_PAGE } else { 0 };
-        // The whole range must be addressable.
+        // The whole range, plus one SD of margin for boundary arithmetic,
+        // must be addressable.
         let end = skip as u64 + usable as u64;
-        match base.checked_add(end * PBLE_SIZE) {
+        match base.checked_add(end * PBLE_SIZE + 2 * SD_SIZE) {
             Some(_) => {}
             None => return Err(PbleError::BadLayout),
         }
@@ -230,15 +231,15 @@ impl PbleLayout {
     /// The first index at or after `index` that starts a new SD (or
     /// `end_index` if none before it).
     fn next_sd_boundary(&self, index: u32) -> u32 {
-        let fpm = self.base + index as u64 * PBLE_SIZE;
-        let next = (fpm / SD_SIZE + 1) * SD_SIZE;
-        let idx = (next - self.base) / PBLE_SIZE;
+        let fpm = self.base.saturating_add(index as u64 * PBLE_SIZE);
+        let next = (fpm / SD_SIZE).saturating_add(1).saturating_mul(SD_SIZE);
+        let idx = next.saturating_sub(self.base) / PBLE_SIZE;
         if idx >= self.end_index() as u64 { self.end_index() } else { idx as u32 }
     }
 
     fn same_sd(&self, a: u32, b: u32) -> bool {
-        let fa = self.base + a as u64 * PBLE_SIZE;
-        let fb = self.base + b as u64 * PBLE_SIZE;
+        let fa = self.base.saturating_add(a as u64 * PBLE_SIZE);
+        let fb = self.base.saturating_add(b as u64 * PBLE_SIZE);
         fa / SD_SIZE == fb / SD_SIZE
     }
 
@@ -798,6 +799,12 @@ mod tests {
         // Fewer entries than the skip: nothing usable.
         assert_eq!(PbleLayout::new(512, 10).unwrap().count(), 0);
         assert_eq!(PbleLayout::new(u64::MAX - 7, 1024), Err(PbleError::BadLayout));
+        assert_eq!(PbleLayout::new(u64::MAX - 2 * SD_SIZE + 1, 1024), Err(PbleError::BadLayout));
+        // Near the top of the address space but with the margin: fine.
+        let top = PbleLayout::new((u64::MAX / SD_SIZE - 3) * SD_SIZE, 1024).unwrap();
+        assert_eq!(top.count(), 1024);
+        let mut p = PblePool::<4>::new(top).unwrap();
+        assert!(p.alloc(1024, PblePolicy::Level1Only, &mut []).is_ok());
     }
 
     #[test]
