@@ -207,6 +207,64 @@ impl<const WORDS: usize> IdBitmap<WORDS> {
     }
 }
 
+impl<const WORDS: usize> IdBitmap<WORDS> {
+    /// QP ids `0..committed` with 0–3 reserved ([`reserved::QP`]).
+    pub const fn qp_ids(committed: u32) -> Result<Self, IdError> {
+        Self::new(committed, reserved::QP)
+    }
+
+    /// CQ ids `0..committed` with 0–2 reserved ([`reserved::CQ`]; CQ 0 is the CCQ).
+    pub const fn cq_ids(committed: u32) -> Result<Self, IdError> {
+        Self::new(committed, reserved::CQ)
+    }
+
+    /// PD ids `0..capacity` (at most [`MAX_PDS`]) with 0–2 reserved ([`reserved::PD`]).
+    pub const fn pd_ids(capacity: u32) -> Result<Self, IdError> {
+        let cap = if capacity > MAX_PDS { MAX_PDS } else { capacity };
+        Self::new(cap, reserved::PD)
+    }
+
+    /// ARP-cache indexes `0..committed` (committed HMC ARP count) with 0 reserved.
+    pub const fn arp_ids(committed: u32) -> Result<Self, IdError> {
+        Self::new(committed, reserved::ARP)
+    }
+
+    /// Address-handle ids `0..committed` (committed HMC FSIAV count) with 0 reserved.
+    pub const fn ah_ids(committed: u32) -> Result<Self, IdError> {
+        Self::new(committed, reserved::AH)
+    }
+
+    /// Work-scheduler node ids `0..0x3FF` with the root (0) reserved.
+    pub const fn ws_node_ids() -> Result<Self, IdError> {
+        Self::new(MAX_WS_NODES, reserved::WS_NODE)
+    }
+}
+
+/// Maximum SD count of an HMC function (hmc.h: IRDMA_HMC_MAX_SD_COUNT).
+pub const MAX_SD_COUNT: u32 = 8192;
+
+/// A set of SD indexes (which SDs are valid/backed): an [`IdBitmap`] used as a
+/// set through [`IdBitmap::alloc_specific`], [`IdBitmap::is_in_use`] and
+/// [`IdBitmap::free`]; 1 KiB.
+pub type SdSet = IdBitmap<{ MAX_SD_COUNT as usize / 64 }>;
+
+impl SdSet {
+    /// An empty set for every SD index a function can have.
+    pub const fn all_sds() -> Self {
+        match Self::new(MAX_SD_COUNT, 0) {
+            Ok(s) => s,
+            // Unreachable: MAX_SD_COUNT fits the type exactly.
+            Err(_) => Self {
+                words: [0; MAX_SD_COUNT as usize / 64],
+                capacity: 0,
+                reserved: 0,
+                cursor: 0,
+                in_use: 0,
+            },
+        }
+    }
+}
+
 /// Reserved-id prefixes Linux uses for each GEN_2 resource bitmap.
 pub mod reserved {
     /// QP ids 0–3: 0 is never used, 1 is the ILQ / GSI QP, 2 the IEQ, 3 the
@@ -301,6 +359,26 @@ mod tests {
         assert_eq!(b.alloc_lowest(), Err(IdError::Exhausted));
         assert_eq!(b.alloc_next(), Err(IdError::Exhausted));
         assert_eq!(b.available(), 0);
+    }
+
+    #[test]
+    fn per_resource_constructors_reserve_linux_ids() {
+        let mut qp = IdBitmap::<1>::qp_ids(64).unwrap();
+        assert_eq!(qp.alloc_next(), Ok(4));
+        let mut cq = IdBitmap::<1>::cq_ids(64).unwrap();
+        assert_eq!(cq.alloc_lowest(), Ok(3));
+        assert!(cq.is_in_use(0));
+        let pd = IdBitmap::<{ MAX_PDS as usize / 64 }>::pd_ids(u32::MAX).unwrap();
+        assert_eq!(pd.capacity(), MAX_PDS);
+        assert_eq!(pd.reserved(), 3);
+        assert_eq!(IdBitmap::<1>::arp_ids(8).unwrap().reserved(), 1);
+        assert_eq!(IdBitmap::<1>::ah_ids(8).unwrap().reserved(), 1);
+        let ws = IdBitmap::<16>::ws_node_ids().unwrap();
+        assert_eq!((ws.capacity(), ws.reserved()), (0x3FF, 1));
+        let mut sds = SdSet::all_sds();
+        assert_eq!(sds.capacity(), MAX_SD_COUNT);
+        assert_eq!(sds.alloc_specific(8191), Ok(8191));
+        assert!(sds.is_in_use(8191) && !sds.is_in_use(0));
     }
 
     #[test]

@@ -397,6 +397,54 @@ impl PbleAlloc {
     }
 }
 
+impl PbleAlloc {
+    /// The chunks the PBL's runs live in (root first, then each leaf), so the
+    /// driver can back those whose SD is not valid yet before writing the
+    /// entries (pble.c: irdma_get_pble adds chunks on demand). A chunk shared
+    /// by consecutive runs is yielded once; the driver's SD set
+    /// ([`super::bitmap::SdSet`]) filters the rest.
+    pub fn chunks<'a>(&self, layout: &'a PbleLayout, leaves: &'a [PbleRun]) -> AllocChunks<'a> {
+        let (head, tail): (PbleRun, &'a [PbleRun]) = match *self {
+            PbleAlloc::Level1(r) => (r, &[]),
+            PbleAlloc::Level2 { root, leaves: n, .. } => {
+                (root, leaves.get(..n as usize).unwrap_or(&[]))
+            }
+        };
+        AllocChunks { layout, head: Some(head), tail, last: None }
+    }
+}
+
+/// Iterator of [`PbleAlloc::chunks`].
+#[derive(Clone, Debug)]
+pub struct AllocChunks<'a> {
+    layout: &'a PbleLayout,
+    head: Option<PbleRun>,
+    tail: &'a [PbleRun],
+    last: Option<u32>,
+}
+
+impl Iterator for AllocChunks<'_> {
+    type Item = PbleChunk;
+    fn next(&mut self) -> Option<PbleChunk> {
+        loop {
+            let run = match self.head.take() {
+                Some(r) => r,
+                None => {
+                    let (first, rest) = self.tail.split_first()?;
+                    self.tail = rest;
+                    *first
+                }
+            };
+            // A run never crosses an SD, so its first entry names its chunk.
+            let c = self.layout.chunk_of(run.first)?;
+            if self.last != Some(c.sd_index) {
+                self.last = Some(c.sd_index);
+                return Some(c);
+            }
+        }
+    }
+}
+
 /// The PBL level for a buffer of `pages` pages: 0 when it is physically
 /// contiguous (the address goes straight into the WQE or context, no PBLEs),
 /// otherwise 1 or 2 as the pool decides (spec control-path §6.2;
@@ -862,6 +910,17 @@ mod tests {
         // The 512 left in SD 0 are still usable.
         let c = p.alloc(512, PblePolicy::Level1Only, &mut []).unwrap();
         assert_eq!(c.first_index(), PBLES_PER_SD - 512);
+        let cb: heapless::Vec<PbleChunk, 2> = b.chunks(p.layout(), &[]).collect();
+        assert_eq!((cb.len(), cb[0].sd_index, cb[0].kind), (1, 1, SdKind::Direct));
+        // A level-2 PBL whose root and leaves sit in different SDs.
+        let mut leaves = [PbleRun::default(); 2];
+        let l2 =
+            PbleAlloc::Level2 { root: PbleRun { first: 0, count: 2 }, leaves: 2, entries: 600 };
+        leaves[0] = PbleRun { first: PBLES_PER_SD, count: 512 };
+        leaves[1] = PbleRun { first: PBLES_PER_SD + 1024, count: 88 };
+        let cs: heapless::Vec<u32, 4> =
+            l2.chunks(p.layout(), &leaves).map(|c| c.sd_index).collect();
+        assert_eq!(cs, [0u32, 1]);
         assert_eq!(
             p.alloc(PBLES_PER_SD + 8, PblePolicy::Level1Only, &mut []),
             Err(PbleError::TooLarge)
@@ -898,6 +957,10 @@ mod tests {
         assert_eq!(a.entry_index(&leaves, 600), None);
         // A level-2 PBL of ≤ 512 entries is never made.
         assert_eq!(p.alloc(512, PblePolicy::Level1OrLevel2, &mut leaves), Err(PbleError::NoSpace));
+        // All in one chunk (SD 0, 4 pages, paged): yielded once.
+        let cs: heapless::Vec<PbleChunk, 4> = a.chunks(p.layout(), &leaves).collect();
+        assert_eq!(cs.len(), 1);
+        assert_eq!((cs[0].sd_index, cs[0].pages, cs[0].kind), (0, 4, SdKind::Paged));
         p.free(&a, &leaves).unwrap();
         assert_eq!(p.free(&a, &leaves), Err(PbleError::NotAllocated));
     }
