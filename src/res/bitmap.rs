@@ -208,35 +208,44 @@ impl<const WORDS: usize> IdBitmap<WORDS> {
 }
 
 impl<const WORDS: usize> IdBitmap<WORDS> {
-    /// QP ids `0..committed` with 0–3 reserved ([`reserved::QP`]).
+    /// Like [`IdBitmap::new`], but a capacity beyond what the type holds is
+    /// cut to [`IdBitmap::MAX_CAPACITY`]: a committed HMC count larger than the
+    /// driver's table simply leaves the extra hardware entries unused.
+    pub const fn new_clamped(capacity: u32, reserved: u32) -> Result<Self, IdError> {
+        let cap = if capacity > Self::MAX_CAPACITY { Self::MAX_CAPACITY } else { capacity };
+        Self::new(cap, reserved)
+    }
+
+    /// QP ids `0..committed` with 0–3 reserved ([`reserved::QP`]). This and
+    /// the other per-resource constructors clamp like [`IdBitmap::new_clamped`].
     pub const fn qp_ids(committed: u32) -> Result<Self, IdError> {
-        Self::new(committed, reserved::QP)
+        Self::new_clamped(committed, reserved::QP)
     }
 
     /// CQ ids `0..committed` with 0–2 reserved ([`reserved::CQ`]; CQ 0 is the CCQ).
     pub const fn cq_ids(committed: u32) -> Result<Self, IdError> {
-        Self::new(committed, reserved::CQ)
+        Self::new_clamped(committed, reserved::CQ)
     }
 
     /// PD ids `0..capacity` (at most [`MAX_PDS`]) with 0–2 reserved ([`reserved::PD`]).
     pub const fn pd_ids(capacity: u32) -> Result<Self, IdError> {
         let cap = if capacity > MAX_PDS { MAX_PDS } else { capacity };
-        Self::new(cap, reserved::PD)
+        Self::new_clamped(cap, reserved::PD)
     }
 
     /// ARP-cache indexes `0..committed` (committed HMC ARP count) with 0 reserved.
     pub const fn arp_ids(committed: u32) -> Result<Self, IdError> {
-        Self::new(committed, reserved::ARP)
+        Self::new_clamped(committed, reserved::ARP)
     }
 
     /// Address-handle ids `0..committed` (committed HMC FSIAV count) with 0 reserved.
     pub const fn ah_ids(committed: u32) -> Result<Self, IdError> {
-        Self::new(committed, reserved::AH)
+        Self::new_clamped(committed, reserved::AH)
     }
 
     /// Work-scheduler node ids `0..0x3FF` with the root (0) reserved.
     pub const fn ws_node_ids() -> Result<Self, IdError> {
-        Self::new(MAX_WS_NODES, reserved::WS_NODE)
+        Self::new_clamped(MAX_WS_NODES, reserved::WS_NODE)
     }
 }
 
@@ -375,6 +384,10 @@ mod tests {
         assert_eq!(IdBitmap::<1>::ah_ids(8).unwrap().reserved(), 1);
         let ws = IdBitmap::<16>::ws_node_ids().unwrap();
         assert_eq!((ws.capacity(), ws.reserved()), (0x3FF, 1));
+        // Clamped to the table, not refused.
+        let qp_big = IdBitmap::<1>::qp_ids(16384).unwrap();
+        assert_eq!(qp_big.capacity(), 64);
+        assert_eq!(IdBitmap::<1>::new(65, 0).err(), Some(IdError::BadCapacity));
         let mut sds = SdSet::all_sds();
         assert_eq!(sds.capacity(), MAX_SD_COUNT);
         assert_eq!(sds.alloc_specific(8191), Ok(8191));

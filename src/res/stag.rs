@@ -87,14 +87,14 @@ pub struct StagTable<const WORDS: usize> {
 
 impl<const WORDS: usize> StagTable<WORDS> {
     /// A table for MR indexes `1..capacity` (capacity = the committed HMC MR
-    /// count, capped at 2^24). Index 0 is reserved as in Linux
+    /// count, capped at 2^24 and at the table's `64 × WORDS`). Index 0 is reserved as in Linux
     /// (hw.c: irdma_initialize_hw_rsrc). `key_seed` is the key byte the first
     /// registration of every index starts from (plus one); a driver that wants
     /// keys to differ across boots passes an unpredictable value, as Linux
     /// draws a random consumer key (verbs.c: irdma_create_stag).
     pub fn new(capacity: u32, key_seed: u8) -> Result<Self, StagError> {
         let capacity = if capacity > MAX_STAG_INDEX + 1 { MAX_STAG_INDEX + 1 } else { capacity };
-        let ids = IdBitmap::new(capacity, super::bitmap::reserved::MR)?;
+        let ids = IdBitmap::new_clamped(capacity, super::bitmap::reserved::MR)?;
         Ok(StagTable { ids, keys: [[key_seed; 64]; WORDS] })
     }
 
@@ -320,13 +320,12 @@ mod tests {
     }
 
     #[test]
-    fn capacity_beyond_bitmap_is_refused() {
-        // Capped to 2^24 first, which still does not fit one word.
-        assert_eq!(
-            StagTable::<1>::new(u32::MAX, 0).err(),
-            Some(StagError::Id(IdError::BadCapacity))
-        );
-        assert!(StagTable::<1>::new(64, 0).is_ok());
+    fn capacity_is_clamped_to_the_table() {
+        assert_eq!(StagTable::<1>::new(u32::MAX, 0).unwrap().ids().capacity(), 64);
+        assert_eq!(StagTable::<2>::new(100, 0).unwrap().ids().capacity(), 100);
+        // Capacity 1: only the reserved index 0, nothing to hand out.
+        let mut one = StagTable::<1>::new(1, 0).unwrap();
+        assert_eq!(one.alloc(), Err(StagError::Id(IdError::Exhausted)));
     }
 
     #[test]
