@@ -922,6 +922,25 @@ mod tests {
         assert_eq!(l.fpm_addr(HmcObj::Mr, 65536), None);
     }
 
+    /// SMALL on the model's defaults, laid out in type order: the footprint
+    /// probe would report (checked against the independent transliteration).
+    #[test]
+    fn small_profile_footprint_on_model_defaults() {
+        let caps = model_caps();
+        let c = size_hmc(&caps, &Profile::SMALL).unwrap();
+        let sizes: [u64; HMC_OBJ_COUNT] = core::array::from_fn(|i| caps.obj[i].size);
+        let l = HmcLayout::new(&sizes, &sequential(&sizes, &c.cnt, 0)).unwrap();
+        assert_eq!(l.pble().base(), 0x1e_ce00);
+        let f = l.footprint();
+        // SDs 0..=36 all hold some non-PBLE object (RoCE keeps OOISC at its
+        // maximum: 1 Mi × 64 B); the PBLE range sits in SDs 0–1, already backed.
+        assert_eq!(f.static_sds, 37);
+        assert_eq!(f.static_bytes, 37 * SD_SIZE);
+        assert_eq!((f.pble_initial_bytes, f.pble_max_bytes), (0, 0));
+        assert_eq!(l.sd_count(), 37);
+        assert!(l.static_sds().eq(0..37));
+    }
+
     #[test]
     fn layout_refuses_bad_commits() {
         let sizes = [64u64; HMC_OBJ_COUNT];
