@@ -8,10 +8,15 @@
 //! layer fills it by doing the minimal sequence of spec ice-lan-for-rdma §5;
 //! with the mock BAR the boot image or test fills it with the model's values.
 //!
-//! What is deliberately **not** here: the BAR mapping and DMA (the driver
-//! gets those through `irdma_hal`), the queue-set handles (irdma creates
-//! them itself with CQP work-scheduler ops and only then asks the LAN side to
-//! register them, spec ice-lan-for-rdma §2.13), and LAG/bonding fields
+//! The calls irdma makes back into the LAN side at run time (queue-set
+//! registration, the VSI's RDMA filter, reset) are the [`LanOps`] trait.
+//!
+//! What is deliberately **not** in [`LanInfo`]: the BAR mapping and DMA (the
+//! driver gets those through `irdma_hal`); the queue-set handles — irdma
+//! creates them itself with CQP work-scheduler ops (one leaf per traffic
+//! class in use, found through [`QosInfo::up2tc`]) and only then registers
+//! each with the LAN side through [`LanOps::register_qset`], which returns the
+//! scheduler TEID (spec ice-lan-for-rdma §2.13); and LAG/bonding fields
 //! (ignored, §3.1).
 
 /// The RDMA transport the function runs (iidc `rdma_protocol`: bit 0 iWARP,
@@ -234,12 +239,94 @@ impl LanInfo {
     }
 }
 
+/// Why a LAN-side operation failed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum LanError {
+    /// The admin-queue command failed; the value is the AQ return code
+    /// (spec ice-lan-for-rdma §1.4) or an embedder-defined code.
+    Command(u16),
+    /// The LAN side has no resources left (scheduler nodes, queue sets).
+    NoResources,
+    /// The LAN side is not ready (reset in progress, link down, …).
+    NotReady,
+}
+
+/// The operations irdma calls back into the LAN function (iidc `ops` /
+/// the in-tree `ice_*` exports; spec ice-lan-for-rdma §3.2). On real hardware
+/// the embedder implements them with admin-queue commands; with the mock
+/// BAR, whatever the test harness provides.
+pub trait LanOps {
+    /// Registers a work-scheduler leaf's queue set with the LAN Tx scheduler
+    /// (`alloc_res` / `ice_add_rdma_qset`): Add RDMA Queue Set (0x0C33) under
+    /// the VSI's RDMA queue-group node, `tx_qset_id` = `qs_handle` (spec
+    /// ice-lan-for-rdma §2.13). Returns the qset TEID, which is only needed
+    /// to unregister (irdma main.c: irdma_lan_register_qset).
+    fn register_qset(&mut self, qs_handle: u16, tc: u8, vsi_num: u16) -> Result<u32, LanError>;
+
+    /// Undoes [`register_qset`](Self::register_qset) (`free_res` /
+    /// `ice_del_rdma_qset`): Disable Tx Queues (0x0C31) with the RDMA-qset
+    /// bit (spec ice-lan-for-rdma §2.13 "Removal").
+    fn unregister_qset(&mut self, qs_handle: u16, teid: u32) -> Result<(), LanError>;
+
+    /// Turns RDMA traffic to the VSI on or off (`update_vport_filter` /
+    /// `ice_rdma_update_vsi_filter`): Update VSI (0x0211) with the PE filter
+    /// bit (spec ice-lan-for-rdma §2.14).
+    fn set_rdma_filter(&mut self, vsi_num: u16, enable: bool) -> Result<(), LanError>;
+
+    /// Asks for a function reset after a fatal RDMA error (`request_reset`:
+    /// PFGEN_CTRL.PFSWR, then the whole bring-up again; spec
+    /// ice-lan-for-rdma §3.2).
+    fn request_reset(&mut self);
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn info() -> LanInfo {
         LanInfo::single_tc(0, 6, [0x02, 0, 0, 0, 0, 1], 1500)
+    }
+
+    /// A LAN side that records calls, as a test harness would provide.
+    struct Recorder {
+        next_teid: u32,
+        filter: bool,
+        resets: u32,
+    }
+
+    impl LanOps for Recorder {
+        fn register_qset(&mut self, qs_handle: u16, tc: u8, _vsi: u16) -> Result<u32, LanError> {
+            if tc as usize >= MAX_TCS || qs_handle > 0x3ff {
+                return Err(LanError::NoResources);
+            }
+            self.next_teid += 1;
+            Ok(self.next_teid)
+        }
+        fn unregister_qset(&mut self, _qs_handle: u16, teid: u32) -> Result<(), LanError> {
+            if teid == 0 || teid > self.next_teid { Err(LanError::Command(0x2)) } else { Ok(()) }
+        }
+        fn set_rdma_filter(&mut self, _vsi: u16, enable: bool) -> Result<(), LanError> {
+            self.filter = enable;
+            Ok(())
+        }
+        fn request_reset(&mut self) {
+            self.resets += 1;
+        }
+    }
+
+    #[test]
+    fn lan_ops_object_safe_and_usable() {
+        let mut r = Recorder { next_teid: 0, filter: false, resets: 0 };
+        let ops: &mut dyn LanOps = &mut r;
+        let teid = ops.register_qset(5, 0, 6).unwrap();
+        assert_eq!(ops.register_qset(5, 8, 6), Err(LanError::NoResources));
+        ops.set_rdma_filter(6, true).unwrap();
+        ops.unregister_qset(5, teid).unwrap();
+        assert_eq!(ops.unregister_qset(5, 99), Err(LanError::Command(2)));
+        ops.request_reset();
+        assert!(r.filter);
+        assert_eq!((r.next_teid, r.resets), (1, 1));
     }
 
     #[test]
