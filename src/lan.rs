@@ -136,7 +136,7 @@ pub struct MsixInfo {
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct LanInfo {
     /// PCI function number, also the HMC function id (`pf_id`): ice reads
-    /// PF_FUNC_RID[2:0] (BAR0 0x9E880) in ice_init_hw; irdma uses it as
+    /// PF_FUNC_RID\[2:0\] (BAR0 0x9E880) in ice_init_hw; irdma uses it as
     /// `hmc_fn_id` in CQP ops (spec ice-lan-for-rdma §3.1 and §5 step 3;
     /// control-path §3.1).
     pub pf_id: u8,

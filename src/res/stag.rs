@@ -1,13 +1,13 @@
 //! STags: index allocation, the rotating key byte, and access rights.
 //!
-//! An STag is `index << 8 | key` (spec control-path §5.1: key [7:0], index
-//! field [31:8]; defs.h: IRDMA_CQPSQ_STAG_KEY, IRDMA_CQPSQ_STAG_IDX). The
+//! An STag is `index << 8 | key` (spec control-path §5.1: key \[7:0\], index
+//! field \[31:8\]; defs.h: IRDMA_CQPSQ_STAG_KEY, IRDMA_CQPSQ_STAG_IDX). The
 //! same value serves as lkey and rkey (verbs.c: irdma_reg_user_mr_type_mem).
 //!
 //! Linux fills the top bits of the 24-bit index field with a random "driver
 //! key" (spec §5.1/§5.2). How the device reduces that field to an MR-table
 //! slot is not documented (spec §11 item 3), so this driver puts the plain MR
-//! index in [31:8] with no driver-key bits — a value Linux itself produces
+//! index in \[31:8\] with no driver-key bits — a value Linux itself produces
 //! whenever its random driver key is 0 — and relies on the key byte alone to
 //! make a stale key differ: every registration of an index (and every
 //! re-registration through [`StagTable::rotate`]) advances that index's key
@@ -23,9 +23,9 @@ use crate::wr::Access;
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct Stag(pub u32);
 
-/// The key byte of an STag, [7:0] (spec control-path §5.1; defs.h: IRDMA_CQPSQ_STAG_KEY).
+/// The key byte of an STag, \[7:0\] (spec control-path §5.1; defs.h: IRDMA_CQPSQ_STAG_KEY).
 pub const STAG_KEY: Field = Field::bits(7, 0);
-/// The index field of an STag, [31:8] (spec control-path §5.1; defs.h: IRDMA_CQPSQ_STAG_IDX).
+/// The index field of an STag, \[31:8\] (spec control-path §5.1; defs.h: IRDMA_CQPSQ_STAG_IDX).
 pub const STAG_INDEX: Field = Field::bits(31, 8);
 /// Largest MR index the 24-bit index field can carry.
 pub const MAX_STAG_INDEX: u32 = STAG_INDEX.max() as u32;
@@ -40,12 +40,12 @@ impl Stag {
         Some(Stag((index << 8) | key as u32))
     }
 
-    /// The MR-table index ([31:8]).
+    /// The MR-table index (\[31:8\]).
     pub const fn index(self) -> u32 {
         STAG_INDEX.get(self.0 as u64) as u32
     }
 
-    /// The key byte ([7:0]).
+    /// The key byte (\[7:0\]).
     pub const fn key(self) -> u8 {
         STAG_KEY.get(self.0 as u64) as u8
     }
@@ -179,7 +179,7 @@ impl<const WORDS: usize> StagTable<WORDS> {
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct AccessRights(u8);
 
-/// The width of the ARIGHTS field (5 bits, [52:48] of word @24 of ALLOC_STAG
+/// The width of the ARIGHTS field (5 bits, \[52:48\] of word @24 of ALLOC_STAG
 /// and REG_MR; spec control-path §5.3), used to check encodings at build time.
 const ARIGHTS_WIDTH: Field = Field::bits(4, 0);
 
@@ -204,7 +204,7 @@ impl AccessRights {
         self.0
     }
 
-    /// Whether a remote right is granted: Linux then sets REMACCENABLED [53]
+    /// Whether a remote right is granted: Linux then sets REMACCENABLED \[53\]
     /// (ctrl.c: irdma_sc_mr_reg_non_shared).
     pub const fn remote_enabled(self) -> bool {
         self.0 & (Self::REMOTE_READ_ONLY | Self::REMOTE_WRITE_ONLY) != 0
