@@ -107,8 +107,9 @@ pub struct PbleChunk {
 }
 
 impl PbleChunk {
-    /// PD index of `pd_page` within its SD (0..512): the PD-entry slot of a
-    /// paged SD and the PMPDIDX of PFHMC_PDINV (hmc.c: irdma_invalidate_pf_hmc_pd).
+    /// Slot of the chunk's first page within its SD (0..512): the first
+    /// PD-entry slot of a paged SD, as PFHMC_PDINV's PMPDIDX takes it
+    /// (hmc.c: irdma_invalidate_pf_hmc_pd).
     pub const fn rel_pd(&self) -> u32 {
         self.first_pd % PDS_PER_SD
     }
@@ -902,8 +903,13 @@ mod tests {
     fn runs_do_not_cross_sds() {
         // Two full SDs.
         let mut p = pool::<8>(2 * PBLES_PER_SD);
+        assert_eq!(p.largest_level1(), PBLES_PER_SD);
         let a = p.alloc(PBLES_PER_SD - 512, PblePolicy::Level1Only, &mut []).unwrap();
         assert_eq!(a.first_index(), 0);
+        // The free run spans the SD boundary but a level-1 run cannot.
+        assert_eq!(p.largest_level1(), PBLES_PER_SD);
+        assert!(p.can_fit_level1(PBLES_PER_SD));
+        assert!(!p.can_fit_level1(PBLES_PER_SD + 1));
         // 1024 would cross into SD 1 from index 261632: goes to SD 1 instead.
         let b = p.alloc(1024, PblePolicy::Level1Only, &mut []).unwrap();
         assert_eq!(b.first_index(), PBLES_PER_SD);

@@ -186,6 +186,7 @@ proptest! {
                 POp::Alloc(n, may_l2) => {
                     let policy = if may_l2 { PblePolicy::Level1OrLevel2 } else { PblePolicy::Level1Only };
                     let could_l1 = p.can_fit_level1(n);
+                    prop_assert_eq!(could_l1, n.div_ceil(PBLE_GRANULE) * PBLE_GRANULE <= p.largest_level1());
                     let before = p.free_entries();
                     let mut leaves = std::vec![PbleRun::default(); n.div_ceil(512) as usize];
                     match p.alloc(n, policy, &mut leaves) {
