@@ -13,4 +13,6 @@ pub use irdma_hal as hal;
 #[macro_use]
 mod log;
 
+pub mod lan;
+pub mod res;
 pub mod wr;
