@@ -726,8 +726,10 @@ mod tests {
         Profile { max_sds, protocol, ..base }
     }
 
-    // Expected values below come from an independent transliteration of
-    // Linux's irdma_cfg_fpm_val (GEN_2, privileged PF) run on the same inputs.
+    // Expected values below were computed outside this crate by a separate,
+    // throwaway implementation of the spec §3.5 algorithm (Linux's
+    // irdma_cfg_fpm_val for a GEN_2 PF), run on the same inputs; that
+    // implementation is not part of the repository.
 
     #[test]
     fn small_profile_one_round() {
@@ -923,7 +925,7 @@ mod tests {
     }
 
     /// SMALL on the model's defaults, laid out in type order: the footprint
-    /// probe would report (checked against the independent transliteration).
+    /// probe would report (checked against the separate implementation named above).
     #[test]
     fn small_profile_footprint_on_model_defaults() {
         let caps = model_caps();
