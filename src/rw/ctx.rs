@@ -578,7 +578,7 @@ impl<const MAX_SGE: usize, const MAX_OPS: usize> RwCtx<MAX_SGE, MAX_OPS> {
                         if c.last_end != addr {
                             return Err(RwError::InvalidArgument);
                         }
-                        c.last_page + ps
+                        c.last_page.checked_add(ps).ok_or(RwError::InvalidArgument)?
                     } else {
                         addr
                     };

@@ -1033,6 +1033,88 @@ proptest! {
         prop_assert_eq!((TestHal::live(), pool.in_use()), (0, 0));
     }
 
+    /// Arbitrary scatter lists, offsets, device limits and injected mapping
+    /// failures never panic, and whatever init does is undone (by itself on
+    /// error, by destroy on success).
+    #[test]
+    fn sg_init_never_panics_and_always_releases(
+        ents in proptest::collection::vec((any::<u64>(), 0usize..70_000), 0..40),
+        off in any::<u32>(),
+        max_sge in 0u32..15,
+        max_sgl_rd in 0u32..6,
+        iw in any::<bool>(),
+        force in any::<bool>(),
+        read in any::<bool>(),
+        mrs in 0u32..9,
+        fail_at in 0u32..45,
+    ) {
+        TestHal::reset(fail_at);
+        let mut dev = if iw { iwarp() } else { roce(max_sge) };
+        dev.max_sgl_rd = max_sgl_rd;
+        let qp = RwQp::new(dev, force, max_sge);
+        let mut pool = pool_for(&qp, mrs);
+        let mut sg: Vec<SgEntry> =
+            ents.iter().map(|&(a, l)| SgEntry::new(fake(a.max(1), l))).collect();
+        let dir = if read { Direction::FromDevice } else { Direction::ToDevice };
+        let mut ctx: RwCtx<16, 4> = RwCtx::new();
+        // SAFETY: TestHal never touches the buffers.
+        let r = unsafe { ctx.init::<TestHal, 8, 256>(&qp, &mut pool, &mut sg, off, RA, RKEY, dir) };
+        if let Ok(n) = r {
+            let c = chain_of(&mut ctx, &mut pool, &[]);
+            prop_assert_eq!(c.len(), n);
+            // SAFETY: as above.
+            unsafe { ctx.destroy::<TestHal, 8, 256>(&mut pool, &mut sg) }.unwrap();
+        }
+        prop_assert_eq!((TestHal::live(), pool.in_use(), ctx.ctx_type()), (0, 0, None));
+    }
+
+    /// The same for bvec arrays and arbitrary iterators.
+    #[test]
+    fn bvec_init_never_panics_and_always_releases(
+        ents in proptest::collection::vec((any::<u64>(), 0usize..70_000), 0..20),
+        nr in 0usize..25,
+        size in any::<u32>(),
+        idx in 0u32..25,
+        done in 0u32..70_000,
+        iw in any::<bool>(),
+        force in any::<bool>(),
+        read in any::<bool>(),
+        iommu in any::<bool>(),
+        mrs in 0u32..9,
+        fail_at in 0u32..25,
+    ) {
+        TestHal::reset(fail_at);
+        let qp = RwQp::new(if iw { iwarp() } else { roce(13) }, force, 13);
+        let mut pool = pool_for(&qp, mrs);
+        let bv: Vec<BioVec> = ents.iter().map(|&(a, l)| BioVec { buf: fake(a.max(1), l) }).collect();
+        let it = BvecIter { bi_size: size % 200_000, bi_idx: idx, bi_bvec_done: done };
+        let dir = if read { Direction::FromDevice } else { Direction::ToDevice };
+        let mut ctx = Ctx::new();
+        let mut io = OkIommu { live: 0 };
+        let r = if iommu {
+            init_bv(&mut ctx, &qp, &mut pool, &mut io, &bv, nr, it, dir)
+        } else {
+            init_bv(&mut ctx, &qp, &mut pool, &mut NoIova, &bv, nr, it, dir)
+        };
+        if let Ok(n) = r {
+            let c = chain_of(&mut ctx, &mut pool, &[]);
+            prop_assert_eq!(c.len(), n);
+            let bytes: u64 = c.iter()
+                .filter(|w| !matches!(w.op, WrOpcode::RegMr(_) | WrOpcode::LocalInv { .. }))
+                .flat_map(|w| w.sges.iter())
+                .map(|s| s.length as u64)
+                .sum();
+            prop_assert_eq!(bytes, u64::from(it.bi_size));
+            prop_assert!(c.iter().all(|w| w.sges.iter().all(|s| s.length > 0)));
+            if iommu {
+                destroy_bv(&mut ctx, &mut pool, &mut io);
+            } else {
+                destroy_bv(&mut ctx, &mut pool, &mut NoIova);
+            }
+        }
+        prop_assert_eq!((TestHal::live(), io.live, pool.in_use(), ctx.ctx_type()), (0, 0, 0, None));
+    }
+
     /// Sizing never wraps: the result is the exact value, saturated.
     #[test]
     fn sizing_saturates(maxpages in any::<u32>(), ctxs in any::<u32>(), wr in any::<u32>()) {
