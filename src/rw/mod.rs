@@ -294,3 +294,159 @@ impl RwQp {
         fr_page_list_len(&self.dev, false)
     }
 }
+
+// ----------------------------------------------------------------------
+// Linux-named entry points, for porting a ULP by reading names. Each is
+// the [`RwCtx`] / [`MrPool`] method of the same meaning.
+
+/// `rdma_rw_ctx_init`: see [`RwCtx::init`].
+///
+/// # Safety
+///
+/// As [`RwCtx::init`].
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn rdma_rw_ctx_init<H, const S: usize, const O: usize, const N: usize, const P: usize>(
+    ctx: &mut RwCtx<S, O>,
+    qp: &RwQp,
+    pool: &mut MrPool<N, P>,
+    sg: &mut [SgEntry],
+    sg_offset: u32,
+    remote_addr: u64,
+    rkey: u32,
+    dir: Direction,
+) -> Result<usize, RwError>
+where
+    H: irdma_hal::Hal,
+{
+    // SAFETY: forwarded caller contract.
+    unsafe { ctx.init::<H, N, P>(qp, pool, sg, sg_offset, remote_addr, rkey, dir) }
+}
+
+/// `rdma_rw_ctx_init_bvec`: see [`RwCtx::init_bvec`].
+///
+/// # Safety
+///
+/// As [`RwCtx::init_bvec`].
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn rdma_rw_ctx_init_bvec<
+    H,
+    I,
+    const S: usize,
+    const O: usize,
+    const N: usize,
+    const P: usize,
+>(
+    ctx: &mut RwCtx<S, O>,
+    qp: &RwQp,
+    pool: &mut MrPool<N, P>,
+    iova: &mut I,
+    bvecs: &[BioVec],
+    nr_bvec: usize,
+    iter: BvecIter,
+    remote_addr: u64,
+    rkey: u32,
+    dir: Direction,
+) -> Result<usize, RwError>
+where
+    H: irdma_hal::Hal,
+    I: IovaMapper,
+{
+    // SAFETY: forwarded caller contract.
+    unsafe {
+        ctx.init_bvec::<H, I, N, P>(qp, pool, iova, bvecs, nr_bvec, iter, remote_addr, rkey, dir)
+    }
+}
+
+/// `rdma_rw_ctx_wrs`: see [`RwCtx::wrs`].
+pub fn rdma_rw_ctx_wrs<'a, const S: usize, const O: usize, const N: usize, const P: usize>(
+    ctx: &'a mut RwCtx<S, O>,
+    pool: &mut MrPool<N, P>,
+    wr_id: u64,
+    chain_wr: &[crate::wr::SendWr<'a>],
+    out: &mut [crate::wr::SendWr<'a>],
+) -> Result<usize, RwError> {
+    ctx.wrs(pool, wr_id, chain_wr, out)
+}
+
+/// `rdma_rw_ctx_post`: see [`RwCtx::post`].
+pub fn rdma_rw_ctx_post<
+    Q: PostSend,
+    const S: usize,
+    const O: usize,
+    const N: usize,
+    const P: usize,
+>(
+    ctx: &mut RwCtx<S, O>,
+    qp: &mut Q,
+    pool: &mut MrPool<N, P>,
+    wr_id: u64,
+    chain_wr: &[crate::wr::SendWr<'_>],
+) -> Result<(), PostError<Q::Error>> {
+    ctx.post(qp, pool, wr_id, chain_wr)
+}
+
+/// `rdma_rw_ctx_destroy`: see [`RwCtx::destroy`].
+///
+/// # Safety
+///
+/// As [`RwCtx::destroy`].
+pub unsafe fn rdma_rw_ctx_destroy<
+    H,
+    const S: usize,
+    const O: usize,
+    const N: usize,
+    const P: usize,
+>(
+    ctx: &mut RwCtx<S, O>,
+    pool: &mut MrPool<N, P>,
+    sg: &mut [SgEntry],
+) -> Result<(), RwError>
+where
+    H: irdma_hal::Hal,
+{
+    // SAFETY: forwarded caller contract.
+    unsafe { ctx.destroy::<H, N, P>(pool, sg) }
+}
+
+/// `rdma_rw_ctx_destroy_bvec`: see [`RwCtx::destroy_bvec`].
+///
+/// # Safety
+///
+/// As [`RwCtx::destroy_bvec`].
+pub unsafe fn rdma_rw_ctx_destroy_bvec<
+    H,
+    I,
+    const S: usize,
+    const O: usize,
+    const N: usize,
+    const P: usize,
+>(
+    ctx: &mut RwCtx<S, O>,
+    pool: &mut MrPool<N, P>,
+    iova: &mut I,
+) -> Result<(), RwError>
+where
+    H: irdma_hal::Hal,
+    I: IovaMapper,
+{
+    // SAFETY: forwarded caller contract.
+    unsafe { ctx.destroy_bvec::<H, I, N, P>(pool, iova) }
+}
+
+/// `rdma_rw_init_mrs`: see [`MrPool::init`].
+pub fn rdma_rw_init_mrs<const N: usize, const P: usize>(
+    pool: &mut MrPool<N, P>,
+    qp: &RwQp,
+    max_rdma_ctxs: u32,
+    mrs: &[FrMr],
+) -> Result<usize, RwError> {
+    pool.init(&qp.dev, qp.force_mr, max_rdma_ctxs, mrs)
+}
+
+/// `rdma_rw_cleanup_mrs`: see [`MrPool::cleanup`].
+pub fn rdma_rw_cleanup_mrs<const N: usize, const P: usize>(
+    pool: &mut MrPool<N, P>,
+    out: impl FnMut(FrMr),
+) -> Result<(), RwError> {
+    pool.cleanup(out)
+}

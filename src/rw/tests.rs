@@ -813,6 +813,74 @@ fn post_sends_the_same_chain_as_wrs_in_batches() {
     assert_eq!((TestHal::live(), pool.in_use()), (0, 0));
 }
 
+#[test]
+fn linux_named_entry_points_round_trip() {
+    TestHal::reset(0);
+    let qp = RwQp::new(iwarp(), false, 13);
+    let mut pool = Pool::new();
+    let mrs: Vec<FrMr> = (0..2)
+        .map(|i| FrMr { key: (0x100 + i) << 8, max_pages: 256, first_pble_index: 0, pbl_level: 1 })
+        .collect();
+    assert_eq!(rdma_rw_init_mrs(&mut pool, &qp, 2, &mrs), Ok(2));
+    let mut ctx = Ctx::new();
+    let mut sg = pages(3);
+    // SAFETY: TestHal never touches the buffers.
+    let n = unsafe {
+        rdma_rw_ctx_init::<TestHal, 64, 16, 8, 256>(
+            &mut ctx,
+            &qp,
+            &mut pool,
+            &mut sg,
+            0,
+            RA,
+            RKEY,
+            Direction::FromDevice,
+        )
+    };
+    assert_eq!(n, Ok(2));
+    let mut q = Qp { posted: Vec::new(), fail_at: None, calls: 0 };
+    rdma_rw_ctx_post(&mut ctx, &mut q, &mut pool, CQE, &[]).unwrap();
+    let mut out =
+        [SendWr { wr_id: 0, opcode: WrOpcode::Send, flags: SendFlags::NONE, sg_list: &[] }; 2];
+    assert_eq!(rdma_rw_ctx_wrs(&mut ctx, &mut pool, CQE, &[], &mut out), Ok(2));
+    assert_eq!(q.posted, out.iter().map(own).collect::<Vec<_>>());
+    assert!(matches!(q.posted[1].op, WrOpcode::RdmaReadInv { .. }));
+    // SAFETY: as above; no device.
+    unsafe { rdma_rw_ctx_destroy::<TestHal, 64, 16, 8, 256>(&mut ctx, &mut pool, &mut sg) }
+        .unwrap();
+    let bv = bvecs(2, 4096);
+    // SAFETY: as above.
+    let n = unsafe {
+        rdma_rw_ctx_init_bvec::<TestHal, NoIova, 64, 16, 8, 256>(
+            &mut ctx,
+            &qp,
+            &mut pool,
+            &mut NoIova,
+            &bv,
+            2,
+            iter_all(&bv),
+            RA,
+            RKEY,
+            Direction::ToDevice,
+        )
+    };
+    assert_eq!((n, ctx.ctx_type()), (Ok(1), Some(CtxType::MultiWr)));
+    assert_eq!(TestHal::live(), 2);
+    // SAFETY: as above.
+    unsafe {
+        rdma_rw_ctx_destroy_bvec::<TestHal, NoIova, 64, 16, 8, 256>(
+            &mut ctx,
+            &mut pool,
+            &mut NoIova,
+        )
+    }
+    .unwrap();
+    assert_eq!(TestHal::live(), 0);
+    let mut keys = Vec::new();
+    rdma_rw_cleanup_mrs(&mut pool, |m| keys.push(m.key)).unwrap();
+    assert_eq!(keys, vec![0x10001, 0x10100], "MR 0's key was bumped by its use");
+}
+
 // ------------------------------------------------------------ FakeHal
 
 #[test]
