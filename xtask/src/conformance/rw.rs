@@ -301,9 +301,8 @@ fn inc_key(k: u64) -> u64 {
     (k & !0xff) | ((k + 1) & 0xff)
 }
 
-/// Applies the documented departures to Linux's chain. `repeat`: a second
-/// `wrs` on the same context.
-fn normalise(mut exp: Vec<Wr>, chain_arg: bool, repeat: bool) -> Vec<Wr> {
+/// Applies the documented departures to Linux's chain.
+fn normalise(mut exp: Vec<Wr>, chain_arg: bool) -> Vec<Wr> {
     // §11.2: READ_WITH_INV invalidates the key registered just before it.
     let mut last_reg = None;
     for w in exp.iter_mut() {
@@ -315,14 +314,6 @@ fn normalise(mut exp: Vec<Wr>, chain_arg: bool, repeat: bool) -> Vec<Wr> {
             && inc_key(inv) == reg
         {
             w.invalidate_rkey = Some(reg);
-        }
-    }
-    // §11.8: a repeated `wrs` rebuilds the chain; with a chain WR no rw WR
-    // is signaled (Linux leaves the first call's flag behind).
-    if chain_arg && repeat {
-        for w in exp.iter_mut().filter(|w| !w.is_chain) {
-            w.signaled = false;
-            w.wr_cqe = "null";
         }
     }
     // §11.4: no zero-length SGEs; a WR left without SGEs is not emitted.
@@ -763,6 +754,7 @@ fn run_rounds<const S: usize, const O: usize>(
             return Verdict::Fail(m);
         }
         let mut exp_ret = eret;
+        let mut first_exp: Option<Vec<Wr>> = None;
         for (ci, call) in calls.iter().enumerate() {
             let name = call.get("call").and_then(Value::as_str).unwrap_or("");
             let post = name.starts_with("rdma_rw_ctx_post");
@@ -777,7 +769,29 @@ fn run_rounds<const S: usize, const O: usize>(
                 .map(|a| a.iter().map(expected_wr).collect())
                 .unwrap_or_default();
             let n_exp_rw = exp.iter().filter(|w| !w.is_chain).count();
-            let exp = normalise(exp, chain_arg, ci > 0);
+            let mut exp = normalise(exp, chain_arg);
+            // §11.8: a repeated `wrs`/`post` on one context rebuilds the first
+            // chain (no second key bump, no stale flags); only the chain WR
+            // and the signaling follow this call.
+            if ci > 0
+                && let Some(first) = &first_exp
+            {
+                let tail: Vec<Wr> = exp.iter().filter(|w| w.is_chain).cloned().collect();
+                exp = first.clone();
+                for w in exp.iter_mut() {
+                    w.signaled = false;
+                    w.wr_cqe = "null";
+                }
+                if chain_arg {
+                    exp.extend(tail);
+                } else if let Some(last) = exp.last_mut() {
+                    last.signaled = true;
+                    last.wr_cqe = if cqe_id == 0 { "null" } else { "caller_cqe" };
+                }
+            }
+            if ci == 0 {
+                first_exp = Some(exp.iter().filter(|w| !w.is_chain).cloned().collect());
+            }
             let n_norm_rw = exp.iter().filter(|w| !w.is_chain).count();
             if ci == 0 && !regroup {
                 exp_ret -= (n_exp_rw - n_norm_rw) as i64;
