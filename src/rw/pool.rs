@@ -7,7 +7,7 @@
 //! [`FrMr`] values. Like mr_pool.c the pool is last-in-first-out: a returned
 //! MR is the next one taken (spec §11.3).
 
-use super::{DeviceAttrs, RwError, can_use_mr, fr_page_list_len};
+use super::{DeviceAttrs, RwError, can_use_mr};
 
 /// A fast-register MR the caller created for the pool.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -84,9 +84,6 @@ impl<const N: usize, const P: usize> MrPool<N, P> {
         if n > N || n > mrs.len() || n > usize::from(u16::MAX) {
             return Err(RwError::NoCapacity);
         }
-        // Only the page-list length the rw layer uses matters here
-        // (`rdma_rw_fr_page_list_len`); each MR states its own capacity.
-        let _ = fr_page_list_len(dev, false);
         for (i, (slot, mr)) in self.slots.iter_mut().zip(mrs.iter()).take(n).enumerate() {
             *slot = Slot { mr: *mr, ..Self::EMPTY };
             // `free` is a stack: MR 0 must end on top.

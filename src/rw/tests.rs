@@ -358,12 +358,14 @@ fn decision_table_bvec() {
         };
         assert!(r.is_ok(), "{d:?} {dir:?} n={n}: {r:?}");
         assert_eq!(ctx.ctx_type(), Some(want), "{d:?} {dir:?} n={n} iommu={iommu}");
+        assert!(ctx.live_mappings() > 0);
         if iommu {
             destroy_bv(&mut ctx, &mut pool, &mut io);
         } else {
             destroy_bv(&mut ctx, &mut pool, &mut NoIova);
         }
         assert_eq!((TestHal::live(), io.live, pool.in_use()), (0, 0, 0));
+        assert_eq!(ctx.live_mappings(), 0);
     }
 }
 
