@@ -123,7 +123,7 @@ impl<const N: usize, const P: usize> MrPool<N, P> {
 
     /// MRs currently taken by contexts (`qp->mrs_used`).
     pub fn in_use(&self) -> usize {
-        self.len - self.nfree
+        self.len.saturating_sub(self.nfree)
     }
 
     /// The MR in slot `idx` (allocation order), if any.
@@ -156,7 +156,10 @@ impl<const N: usize, const P: usize> MrPool<N, P> {
 
     /// `ib_mr_pool_put`: returns an MR to the head.
     pub(super) fn put(&mut self, idx: usize) {
+        // Ignore an index that is not ours or a put beyond what was taken.
         if idx < self.len
+            && self.nfree < self.len
+            && !self.free.get(..self.nfree).is_some_and(|f| f.contains(&(idx as u16)))
             && let Some(f) = self.free.get_mut(self.nfree)
         {
             *f = idx as u16;

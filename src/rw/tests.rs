@@ -992,7 +992,14 @@ fn pool_init_and_cleanup() {
     assert_eq!(p.init(&qp_i.dev, false, 4, &mrs), Ok(4));
     assert_eq!(p.init(&qp_i.dev, false, 4, &mrs), Err(RwError::Busy));
     let taken = p.get().unwrap();
+    assert_eq!(p.in_use(), 1);
     assert_eq!(p.cleanup(|_| {}), Err(RwError::Busy));
+    p.put(taken);
+    // A double or foreign put is ignored.
+    p.put(taken);
+    p.put(7);
+    assert_eq!(p.in_use(), 0);
+    assert_eq!(p.get(), Some(taken), "LIFO");
     p.put(taken);
     let mut n = 0;
     p.cleanup(|_| n += 1).unwrap();
