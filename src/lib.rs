@@ -15,4 +15,5 @@ mod log;
 
 pub mod lan;
 pub mod res;
+pub mod rw;
 pub mod wr;

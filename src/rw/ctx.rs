@@ -1,0 +1,1166 @@
+//! One R/W context (`struct rdma_rw_ctx`) in caller-provided storage.
+//!
+//! `RwCtx<MAX_SGE, MAX_OPS>`: `MAX_SGE` SGEs (multi-WR path) or mapped bvec
+//! segments, `MAX_OPS` RDMA READ/WRITE WRs (`nr_ops`; MR path: one per MR).
+//! Exceeding them is [`RwError::NoCapacity`], where Linux's kzalloc would
+//! fail. SINGLE and IOVA contexts use neither array (Linux embeds them too).
+
+use core::ptr::NonNull;
+
+use irdma_hal::{BufferDirection, Hal, PhysAddr};
+
+use super::pool::MrPool;
+use super::{Direction, RW_PAGE_SIZE, RwError, RwQp, io_needs_mr};
+use crate::wr::{Access, PageSize, RegMrWr, SendFlags, SendWr, Sge, WrOpcode};
+
+/// One scatter-list entry (`struct scatterlist`): a CPU buffer, and its
+/// device address while [`RwCtx::init`] has it mapped.
+#[derive(Clone, Copy, Debug)]
+pub struct SgEntry {
+    /// The buffer (`sg_page + offset`, `length`).
+    pub buf: NonNull<[u8]>,
+    dma: Option<PhysAddr>,
+}
+
+impl SgEntry {
+    /// An unmapped entry for `buf`.
+    pub const fn new(buf: NonNull<[u8]>) -> Self {
+        SgEntry { buf, dma: None }
+    }
+
+    /// The device address while mapped (`sg_dma_address`).
+    pub fn dma_addr(&self) -> Option<PhysAddr> {
+        self.dma
+    }
+}
+
+/// One `struct bio_vec`: a CPU buffer (`bv_page + bv_offset`, `bv_len`).
+#[derive(Clone, Copy, Debug)]
+pub struct BioVec {
+    /// The segment.
+    pub buf: NonNull<[u8]>,
+}
+
+/// `struct bvec_iter`: where in a bvec array a transfer starts and how long
+/// it is.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct BvecIter {
+    /// Bytes to transfer.
+    pub bi_size: u32,
+    /// Index of the current bvec.
+    pub bi_idx: u32,
+    /// Bytes of the current bvec already consumed.
+    pub bi_bvec_done: u32,
+}
+
+/// The kind of a context (rw.c's enum; SIG_MR is not supported on E810).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum CtxType {
+    /// `RDMA_RW_SINGLE_WR`: one WR with one SGE.
+    SingleWr,
+    /// `RDMA_RW_MULTI_WR`: WRs of up to max_write/read_sge SGEs each.
+    MultiWr,
+    /// `RDMA_RW_MR`: per MR [LOCAL_INV] + REG_MR + RDMA READ/WRITE.
+    Mr,
+    /// `RDMA_RW_IOVA`: one WR over a contiguous IOVA range.
+    Iova,
+}
+
+/// A platform IOMMU that can map several segments into one contiguous
+/// device range (Linux `dma_iova_try_alloc` / `dma_iova_link` /
+/// `dma_iova_sync` / `dma_iova_destroy`; spec §7.3 IOVA path).
+///
+/// # Safety
+///
+/// Implementations must make each linked segment reachable by the device
+/// at `addr + offset` for the given direction until `destroy`, and `destroy`
+/// must end that access.
+pub unsafe trait IovaMapper {
+    /// Reserves a contiguous range for `size` bytes whose first segment is
+    /// `first`; returns the device address of the first byte (the range base
+    /// plus `first`'s offset inside its IOMMU granule), or `None` when no
+    /// range can be had (then the caller falls back, like -EOPNOTSUPP).
+    fn try_alloc(&mut self, first: NonNull<[u8]>, size: u64, dir: BufferDirection) -> Option<u64>;
+
+    /// Maps `seg` at `addr + offset`. Errors are negative errnos.
+    fn link(
+        &mut self,
+        addr: u64,
+        offset: u64,
+        seg: NonNull<[u8]>,
+        dir: BufferDirection,
+    ) -> Result<(), i32>;
+
+    /// Makes the linked range visible to the device.
+    fn sync(&mut self, addr: u64, size: u64) -> Result<(), i32>;
+
+    /// Unmaps `mapped_len` linked bytes from `addr` and frees the range.
+    fn destroy(&mut self, addr: u64, mapped_len: u64, dir: BufferDirection);
+}
+
+/// No IOMMU: the IOVA path is never taken.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct NoIova;
+
+// SAFETY: never maps anything (`try_alloc` always declines).
+unsafe impl IovaMapper for NoIova {
+    fn try_alloc(&mut self, _: NonNull<[u8]>, _: u64, _: BufferDirection) -> Option<u64> {
+        None
+    }
+    fn link(&mut self, _: u64, _: u64, _: NonNull<[u8]>, _: BufferDirection) -> Result<(), i32> {
+        Err(-95)
+    }
+    fn sync(&mut self, _: u64, _: u64) -> Result<(), i32> {
+        Err(-95)
+    }
+    fn destroy(&mut self, _: u64, _: u64, _: BufferDirection) {}
+}
+
+/// What `rdma_rw_ctx_post` needs from a QP: `ib_post_send` over a chain.
+pub trait PostSend {
+    /// The QP's posting error.
+    type Error;
+    /// Posts `wrs` in order; on failure returns the index of the first WR
+    /// not posted (`bad_wr`) and the error; WRs before it stay posted.
+    fn post_send(&mut self, wrs: &[SendWr<'_>]) -> Result<(), (usize, Self::Error)>;
+}
+
+/// Failure of [`RwCtx::post`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PostError<E> {
+    /// The context could not build its chain.
+    Rw(RwError),
+    /// The QP refused WR `bad` of the chain (0-based, chain WRs included).
+    Post {
+        /// Index of the first WR not posted.
+        bad: usize,
+        /// The QP's error.
+        err: E,
+    },
+}
+
+#[derive(Clone, Copy, Debug)]
+struct MapRec {
+    paddr: PhysAddr,
+    buf: NonNull<[u8]>,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Op {
+    /// MULTI: first SGE and count in `sges`.
+    sge_start: usize,
+    sge_count: usize,
+    remote_addr: u64,
+    /// MR: pool slot, key to invalidate first, registration, data SGE.
+    mr: usize,
+    inv: Option<u32>,
+    reg: Option<RegMrWr>,
+    mr_sge: Sge,
+}
+
+impl Op {
+    const EMPTY: Op = Op {
+        sge_start: 0,
+        sge_count: 0,
+        remote_addr: 0,
+        mr: 0,
+        inv: None,
+        reg: None,
+        mr_sge: Sge { addr: 0, length: 0, lkey: 0 },
+    };
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Live {
+    ty: CtxType,
+    dir: Direction,
+    bvec: bool,
+    nr_ops: usize,
+    rkey: u32,
+    read_inv: bool,
+    keys_done: bool,
+}
+
+/// One R/W context. See the module docs for capacities.
+pub struct RwCtx<const MAX_SGE: usize, const MAX_OPS: usize> {
+    live: Option<Live>,
+    single: Sge,
+    single_remote: u64,
+    single_map: Option<MapRec>,
+    iova: Option<(u64, u64)>,
+    sges: [Sge; MAX_SGE],
+    maps: [Option<MapRec>; MAX_SGE],
+    nmaps: usize,
+    ops: [Op; MAX_OPS],
+}
+
+// SAFETY: the raw buffer pointers are only handed back to `Hal::unshare` /
+// `IovaMapper::destroy`; the context never dereferences them.
+unsafe impl<const S: usize, const O: usize> Send for RwCtx<S, O> {}
+
+impl<const S: usize, const O: usize> Default for RwCtx<S, O> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+const PLACEHOLDER: SendWr<'static> =
+    SendWr { wr_id: 0, opcode: WrOpcode::Send, flags: SendFlags::NONE, sg_list: &[] };
+
+/// A sub-range of a buffer, without dereferencing it.
+fn sub(buf: NonNull<[u8]>, off: usize, len: usize) -> Option<NonNull<[u8]>> {
+    let end = off.checked_add(len)?;
+    if end > buf.len() {
+        return None;
+    }
+    let p = NonNull::new(buf.cast::<u8>().as_ptr().wrapping_add(off))?;
+    Some(NonNull::slice_from_raw_parts(p, len))
+}
+
+/// Walks a bvec iterator by `bi_size` (spec §11.4: never past the array,
+/// no zero-length segments), calling `f(i, segment)`. Returns the segment
+/// count, or `InvalidArgument` when the array ends before `bi_size` bytes.
+fn walk_bvec(
+    bvecs: &[BioVec],
+    iter: BvecIter,
+    mut f: impl FnMut(usize, NonNull<[u8]>) -> Result<(), RwError>,
+) -> Result<usize, RwError> {
+    let mut left = iter.bi_size as usize;
+    let mut idx = iter.bi_idx as usize;
+    let mut done = iter.bi_bvec_done as usize;
+    let mut n = 0;
+    while left > 0 {
+        let bv = bvecs.get(idx).ok_or(RwError::InvalidArgument)?;
+        let avail = bv.buf.len().checked_sub(done).ok_or(RwError::InvalidArgument)?;
+        let take = avail.min(left);
+        if take > 0 {
+            let seg = sub(bv.buf, done, take).ok_or(RwError::InvalidArgument)?;
+            f(n, seg)?;
+            n += 1;
+            left -= take;
+        }
+        idx += 1;
+        done = 0;
+    }
+    Ok(n)
+}
+
+/// Number of `RW_PAGE_SIZE` pages from page address `from` up to `end`.
+fn pages_between(from: u64, end: u64) -> u64 {
+    if end <= from { 0 } else { (end - from).div_ceil(RW_PAGE_SIZE) }
+}
+
+/// MR chunk being filled (LNX verbs.c:ib_sg_to_pages semantics: an MR maps
+/// one virtually contiguous range; inner boundaries must be page aligned or
+/// contiguous).
+struct Chunk {
+    op: usize,
+    slot: usize,
+    cap: u64,
+    iova: u64,
+    len: u64,
+    last_end: u64,
+    last_page: u64,
+}
+
+impl<const MAX_SGE: usize, const MAX_OPS: usize> RwCtx<MAX_SGE, MAX_OPS> {
+    /// An empty context.
+    pub const fn new() -> Self {
+        RwCtx {
+            live: None,
+            single: Sge { addr: 0, length: 0, lkey: 0 },
+            single_remote: 0,
+            single_map: None,
+            iova: None,
+            sges: [Sge { addr: 0, length: 0, lkey: 0 }; MAX_SGE],
+            maps: [None; MAX_SGE],
+            nmaps: 0,
+            ops: [Op::EMPTY; MAX_OPS],
+        }
+    }
+
+    /// The context's type, while initialised.
+    pub fn ctx_type(&self) -> Option<CtxType> {
+        self.live.map(|l| l.ty)
+    }
+
+    /// RDMA READ/WRITE WRs (not counting LOCAL_INV/REG_MR), while initialised.
+    pub fn nr_ops(&self) -> usize {
+        self.live.map_or(0, |l| l.nr_ops)
+    }
+
+    /// Buffers this context itself holds mapped (bvec paths; the scatterlist
+    /// path's mappings live in the caller's [`SgEntry`]s). IOVA counts as one.
+    pub fn live_mappings(&self) -> usize {
+        self.nmaps + usize::from(self.single_map.is_some()) + usize::from(self.iova.is_some())
+    }
+
+    /// WRs `wrs`/`post` produce, not counting a chain WR.
+    pub fn chain_len(&self) -> usize {
+        match self.live {
+            None => 0,
+            Some(l) if l.ty == CtxType::Mr => {
+                self.ops.iter().take(l.nr_ops).map(|o| usize::from(o.inv.is_some()) + 2).sum()
+            }
+            Some(l) => l.nr_ops,
+        }
+    }
+
+    fn reset(&mut self) {
+        self.live = None;
+        self.single_map = None;
+        self.iova = None;
+        self.nmaps = 0;
+    }
+
+    /// `rdma_rw_ctx_init` (spec §7.2): maps the scatter list `sg` through
+    /// `H::share`, skips `sg_offset` bytes, and prepares the WRs for a
+    /// transfer to/from `remote_addr`/`rkey`. Returns the number of WRs
+    /// the context will post.
+    ///
+    /// Errors: [`RwError::NothingToTransfer`] when nothing is left after the
+    /// offset (checked before mapping; spec §11.1), [`RwError::MapFailed`],
+    /// [`RwError::PoolEmpty`] (iWARP READ / `force_mr`: no fallback),
+    /// [`RwError::NoCapacity`], [`RwError::InvalidArgument`],
+    /// [`RwError::Busy`]. On any error nothing stays mapped or taken.
+    ///
+    /// # Safety
+    ///
+    /// Every `sg[i].buf` must be valid for the direction's access (read for
+    /// [`Direction::ToDevice`], write for [`Direction::FromDevice`]) and not
+    /// moved or freed until [`RwCtx::destroy`] has been called with the same
+    /// `sg`, after the device is done with the transfer.
+    #[allow(clippy::too_many_arguments)]
+    pub unsafe fn init<H: Hal, const N: usize, const P: usize>(
+        &mut self,
+        qp: &RwQp,
+        pool: &mut MrPool<N, P>,
+        sg: &mut [SgEntry],
+        sg_offset: u32,
+        remote_addr: u64,
+        rkey: u32,
+        dir: Direction,
+    ) -> Result<usize, RwError> {
+        if self.live.is_some() {
+            return Err(RwError::Busy);
+        }
+        if sg.iter().any(|e| e.dma.is_some()) {
+            return Err(RwError::Busy);
+        }
+        // Skip whole entries covered by the offset; nothing left is an error
+        // up front (spec §7.2 step 2, §11.1).
+        let mut off = u64::from(sg_offset);
+        let mut first = 0;
+        while let Some(e) = sg.get(first) {
+            let len = e.buf.len() as u64;
+            if off < len {
+                break;
+            }
+            off -= len;
+            first += 1;
+        }
+        if first >= sg.len() {
+            return Err(RwError::NothingToTransfer);
+        }
+        let bdir = dir.buffer_direction();
+        // Map the whole table (spec §7.2 step 1).
+        for i in 0..sg.len() {
+            let Some(e) = sg.get_mut(i) else { break };
+            // SAFETY: the caller guarantees the buffer stays valid until
+            // `destroy`, which unshares it.
+            match unsafe { H::share(e.buf, bdir) } {
+                Ok(pa) => e.dma = Some(pa),
+                Err(_) => {
+                    // SAFETY: exactly the entries mapped above.
+                    unsafe { unmap_sg::<H>(sg, bdir) };
+                    return Err(RwError::MapFailed);
+                }
+            }
+        }
+        self.reset();
+        let used = sg.get(first..).unwrap_or(&[]);
+        let cnt = used.len();
+        let seg = |i: usize| -> Option<(u64, u64)> {
+            let e = used.get(i)?;
+            let pa = e.dma?;
+            let len = e.buf.len() as u64;
+            if i == 0 { Some((pa.wrapping_add(off), len - off)) } else { Some((pa, len)) }
+        };
+        let r = self.choose_sg(qp, pool, cnt, &seg, remote_addr, rkey, dir);
+        match r {
+            Ok(n) => Ok(n),
+            Err(e) => {
+                self.reset();
+                // SAFETY: everything mapped above, nothing handed out yet.
+                unsafe { unmap_sg::<H>(sg, bdir) };
+                Err(e)
+            }
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn choose_sg<const N: usize, const P: usize>(
+        &mut self,
+        qp: &RwQp,
+        pool: &mut MrPool<N, P>,
+        cnt: usize,
+        seg: &dyn Fn(usize) -> Option<(u64, u64)>,
+        remote_addr: u64,
+        rkey: u32,
+        dir: Direction,
+    ) -> Result<usize, RwError> {
+        // spec §7.2 step 3 / §7.9.
+        if io_needs_mr(&qp.dev, qp.force_mr, dir, cnt) {
+            match self.build_mr(qp, pool, cnt, seg, remote_addr, rkey, dir, false) {
+                Err(RwError::PoolEmpty) if !qp.dev.rdma_protocol_iwarp && !qp.force_mr => {}
+                r => return r,
+            }
+        }
+        if cnt > 1 {
+            if cnt > MAX_SGE {
+                return Err(RwError::NoCapacity);
+            }
+            let lkey = qp.dev.local_dma_lkey;
+            for i in 0..cnt {
+                let (addr, len) = seg(i).ok_or(RwError::InvalidArgument)?;
+                let length = u32::try_from(len).map_err(|_| RwError::InvalidArgument)?;
+                let s = self.sges.get_mut(i).ok_or(RwError::NoCapacity)?;
+                *s = Sge { addr, length, lkey };
+            }
+            self.split_multi(qp, cnt, remote_addr, rkey, dir, false)
+        } else {
+            let (addr, len) = seg(0).ok_or(RwError::InvalidArgument)?;
+            let length = u32::try_from(len).map_err(|_| RwError::InvalidArgument)?;
+            self.single = Sge { addr, length, lkey: qp.dev.local_dma_lkey };
+            self.single_remote = remote_addr;
+            self.set_live(CtxType::SingleWr, dir, false, 1, rkey, false);
+            Ok(1)
+        }
+    }
+
+    fn set_live(
+        &mut self,
+        ty: CtxType,
+        dir: Direction,
+        bvec: bool,
+        nr_ops: usize,
+        rkey: u32,
+        read_inv: bool,
+    ) {
+        self.live = Some(Live { ty, dir, bvec, nr_ops, rkey, read_inv, keys_done: false });
+    }
+
+    /// Multi-WR split of `sges[..cnt]` (spec §7.2 rdma_rw_init_map_wrs).
+    fn split_multi(
+        &mut self,
+        qp: &RwQp,
+        cnt: usize,
+        remote_addr: u64,
+        rkey: u32,
+        dir: Direction,
+        bvec: bool,
+    ) -> Result<usize, RwError> {
+        let max_sge = match dir {
+            Direction::ToDevice => qp.max_write_sge,
+            Direction::FromDevice => qp.max_read_sge,
+        } as usize;
+        if max_sge == 0 {
+            return Err(RwError::InvalidArgument);
+        }
+        let nr_ops = cnt.div_ceil(max_sge);
+        if nr_ops > MAX_OPS || cnt > MAX_SGE {
+            return Err(RwError::NoCapacity);
+        }
+        let mut ra = remote_addr;
+        for k in 0..nr_ops {
+            let start = k * max_sge;
+            let count = max_sge.min(cnt - start);
+            let bytes: u64 = self
+                .sges
+                .get(start..start + count)
+                .ok_or(RwError::NoCapacity)?
+                .iter()
+                .map(|s| u64::from(s.length))
+                .sum();
+            let op = self.ops.get_mut(k).ok_or(RwError::NoCapacity)?;
+            *op = Op { sge_start: start, sge_count: count, remote_addr: ra, ..Op::EMPTY };
+            ra = ra.wrapping_add(bytes);
+        }
+        self.set_live(CtxType::MultiWr, dir, bvec, nr_ops, rkey, false);
+        Ok(nr_ops)
+    }
+
+    /// MR path (spec §7.4): fills MRs by pages (spec §11.7), one
+    /// [LOCAL_INV] + REG_MR + RDMA WR per MR. On error every MR taken is
+    /// returned to the pool.
+    #[allow(clippy::too_many_arguments)]
+    fn build_mr<const N: usize, const P: usize>(
+        &mut self,
+        qp: &RwQp,
+        pool: &mut MrPool<N, P>,
+        cnt: usize,
+        seg: &dyn Fn(usize) -> Option<(u64, u64)>,
+        remote_addr: u64,
+        rkey: u32,
+        dir: Direction,
+        bvec: bool,
+    ) -> Result<usize, RwError> {
+        let mut nops = 0usize;
+        let r = self.fill_mrs(qp, pool, cnt, seg, &mut nops);
+        if let Err(e) = r {
+            // Return in reverse order, as rw.c's error path does.
+            for k in (0..nops).rev() {
+                if let Some(op) = self.ops.get(k) {
+                    pool.put(op.mr);
+                }
+            }
+            return Err(e);
+        }
+        // iWARP needs REMOTE_WRITE on the local MR for READ responses
+        // (spec §7.4, rw.c:rdma_rw_init_reg_wr).
+        let access = if qp.dev.rdma_protocol_iwarp {
+            Access::LOCAL_WRITE | Access::REMOTE_WRITE
+        } else {
+            Access::LOCAL_WRITE
+        };
+        let read_inv = dir == Direction::FromDevice && qp.dev.cap_read_inv;
+        let mut ra = remote_addr;
+        let mut total = 0usize;
+        for k in 0..nops {
+            let Some(op) = self.ops.get_mut(k) else { break };
+            let npages = pool.npages(op.mr);
+            let mr = pool.mr(op.mr).ok_or(RwError::InvalidArgument)?;
+            op.inv = if pool.need_inval(op.mr) { Some(pool.key(op.mr)) } else { None };
+            // One page is registered by address, more through the PBL
+            // (OOT verbs.c:irdma_post_send IB_WR_REG_MR, IRDMA_MIN_PAGES_PER_FMR).
+            let pbl_level = if npages <= 1 { 0 } else { mr.pbl_level };
+            if let Some(reg) = op.reg.as_mut() {
+                reg.access = access;
+                reg.pbl_level = pbl_level;
+                reg.first_pble_index = mr.first_pble_index;
+                reg.key = mr.key;
+            }
+            op.remote_addr = ra;
+            op.mr_sge.lkey = mr.key;
+            ra = ra.wrapping_add(u64::from(op.mr_sge.length));
+            total += usize::from(op.inv.is_some()) + 2;
+        }
+        self.set_live(CtxType::Mr, dir, bvec, nops, rkey, read_inv);
+        Ok(total)
+    }
+
+    fn fill_mrs<const N: usize, const P: usize>(
+        &mut self,
+        qp: &RwQp,
+        pool: &mut MrPool<N, P>,
+        cnt: usize,
+        seg: &dyn Fn(usize) -> Option<(u64, u64)>,
+        nops: &mut usize,
+    ) -> Result<(), RwError> {
+        let ppm = qp.pages_per_mr();
+        if ppm == 0 {
+            return Err(RwError::InvalidArgument);
+        }
+        let ps = RW_PAGE_SIZE;
+        let mask = !(ps - 1);
+        let mut cur: Option<Chunk> = None;
+        for i in 0..cnt {
+            let (mut addr, mut len) = seg(i).ok_or(RwError::InvalidArgument)?;
+            while len > 0 {
+                let end = addr.checked_add(len).ok_or(RwError::InvalidArgument)?;
+                if let Some(c) = cur.as_mut() {
+                    let last_off = c.last_end & !mask;
+                    let from = if last_off != 0 || addr & !mask != 0 {
+                        // Inner boundary not page aligned: must continue the
+                        // previous segment exactly; a hole cannot be mapped.
+                        if c.last_end != addr {
+                            return Err(RwError::InvalidArgument);
+                        }
+                        c.last_page.checked_add(ps).ok_or(RwError::InvalidArgument)?
+                    } else {
+                        addr
+                    };
+                    let need = pages_between(from, end);
+                    let have = pool.npages(c.slot) as u64;
+                    if have + need <= c.cap {
+                        for p in 0..need {
+                            if !pool.push_page(c.slot, from + p * ps) {
+                                return Err(RwError::NoCapacity);
+                            }
+                        }
+                        if need > 0 {
+                            c.last_page = from + (need - 1) * ps;
+                        }
+                        c.len += len;
+                        c.last_end = end;
+                        break;
+                    }
+                    // Full: close this MR, the segment starts the next one.
+                    self.close(&*c, pool)?;
+                    cur = None;
+                }
+                // Open a new MR with this segment first.
+                if *nops >= MAX_OPS {
+                    return Err(RwError::NoCapacity);
+                }
+                let slot = pool.get().ok_or(RwError::PoolEmpty)?;
+                if let Some(op) = self.ops.get_mut(*nops) {
+                    *op = Op { mr: slot, ..Op::EMPTY };
+                }
+                *nops += 1;
+                pool.clear_pages(slot);
+                let cap = pool.page_cap(slot, ppm) as u64;
+                if cap == 0 {
+                    return Err(RwError::InvalidArgument);
+                }
+                let page0 = addr & mask;
+                let need = pages_between(page0, end);
+                let take_pages = need.min(cap);
+                for p in 0..take_pages {
+                    if !pool.push_page(slot, page0 + p * ps) {
+                        return Err(RwError::NoCapacity);
+                    }
+                }
+                let mut c = Chunk {
+                    op: *nops - 1,
+                    slot,
+                    cap,
+                    iova: addr,
+                    len: 0,
+                    last_end: 0,
+                    last_page: page0 + (take_pages.max(1) - 1) * ps,
+                };
+                if need <= cap {
+                    c.len = len;
+                    c.last_end = end;
+                    cur = Some(c);
+                    break;
+                }
+                // One segment larger than an MR: this MR ends on a page
+                // boundary and the rest starts the next MR.
+                let cut = page0 + cap * ps;
+                let part = cut - addr;
+                c.len = part;
+                c.last_end = cut;
+                self.close(&c, pool)?;
+                addr = cut;
+                len -= part;
+            }
+        }
+        if let Some(c) = cur.as_ref() {
+            self.close(c, pool)?;
+        }
+        if *nops == 0 {
+            return Err(RwError::InvalidArgument);
+        }
+        Ok(())
+    }
+
+    /// Records a finished MR chunk in its op.
+    fn close<const N: usize, const P: usize>(
+        &mut self,
+        c: &Chunk,
+        pool: &MrPool<N, P>,
+    ) -> Result<(), RwError> {
+        let length = u32::try_from(c.len).map_err(|_| RwError::InvalidArgument)?;
+        let key = pool.key(c.slot);
+        let op = self.ops.get_mut(c.op).ok_or(RwError::NoCapacity)?;
+        op.mr_sge = Sge { addr: c.iova, length, lkey: key };
+        op.reg = Some(RegMrWr {
+            key,
+            access: Access::LOCAL_WRITE,
+            iova: c.iova,
+            length: c.len,
+            page_size: PageSize::Size4K,
+            first_pble_index: 0,
+            pbl_level: 0,
+        });
+        Ok(())
+    }
+
+    /// `rdma_rw_ctx_init_bvec` (spec §7.3): the transfer described by
+    /// `iter` over `bvecs`, walked by `bi_size` (spec §11.4). `nr_bvec` is the
+    /// caller's segment count used by the decisions as in Linux; the walk
+    /// may yield fewer segments (a short `bi_size`), never more
+    /// ([`RwError::InvalidArgument`]). `iova` is the platform IOMMU, or
+    /// [`NoIova`].
+    ///
+    /// Errors: [`RwError::InvalidArgument`] (zero `nr_bvec`/`bi_size`, an
+    /// iterator leaving the array), [`RwError::MapFailed`] (after unmapping
+    /// what was mapped), [`RwError::PoolEmpty`] (no fallback on this path),
+    /// [`RwError::NoCapacity`], [`RwError::Iova`], [`RwError::Busy`].
+    ///
+    /// # Safety
+    ///
+    /// Every buffer the iterator covers must be valid for the direction's
+    /// access and not moved or freed until [`RwCtx::destroy_bvec`] has
+    /// been called, after the device is done with the transfer.
+    #[allow(clippy::too_many_arguments)]
+    pub unsafe fn init_bvec<H: Hal, I: IovaMapper, const N: usize, const P: usize>(
+        &mut self,
+        qp: &RwQp,
+        pool: &mut MrPool<N, P>,
+        iova: &mut I,
+        bvecs: &[BioVec],
+        nr_bvec: usize,
+        iter: BvecIter,
+        remote_addr: u64,
+        rkey: u32,
+        dir: Direction,
+    ) -> Result<usize, RwError> {
+        if self.live.is_some() {
+            return Err(RwError::Busy);
+        }
+        if nr_bvec == 0 || iter.bi_size == 0 {
+            return Err(RwError::InvalidArgument);
+        }
+        let segs = walk_bvec(bvecs, iter, |_, _| Ok(()))?;
+        if segs > nr_bvec || segs == 0 {
+            return Err(RwError::InvalidArgument);
+        }
+        self.reset();
+        let bdir = dir.buffer_direction();
+        let lkey = qp.dev.local_dma_lkey;
+        let iwarp_read = dir == Direction::FromDevice && qp.dev.rdma_protocol_iwarp;
+        // spec §7.3 order of decisions.
+        if iwarp_read || qp.force_mr {
+            // SAFETY: forwarded caller contract.
+            return unsafe {
+                self.mr_bvec::<H, N, P>(qp, pool, bvecs, iter, segs, remote_addr, rkey, dir)
+            };
+        }
+        if nr_bvec == 1 {
+            let mut rec = None;
+            walk_bvec(bvecs, iter, |_, s| {
+                // SAFETY: caller contract; unshared by `destroy_bvec`.
+                let pa = unsafe { H::share(s, bdir) }.map_err(|_| RwError::MapFailed)?;
+                rec = Some(MapRec { paddr: pa, buf: s });
+                Ok(())
+            })?;
+            let rec = rec.ok_or(RwError::InvalidArgument)?;
+            self.single = Sge { addr: rec.paddr, length: iter.bi_size, lkey };
+            self.single_remote = remote_addr;
+            self.single_map = Some(rec);
+            self.set_live(CtxType::SingleWr, dir, true, 1, rkey, false);
+            return Ok(1);
+        }
+        if !qp.dev.uses_virt_dma {
+            let mut first = None;
+            walk_bvec(bvecs, iter, |i, s| {
+                if i == 0 {
+                    first = Some(s);
+                }
+                Ok(())
+            })?;
+            let first = first.ok_or(RwError::InvalidArgument)?;
+            let size = u64::from(iter.bi_size);
+            if let Some(addr) = iova.try_alloc(first, size, bdir) {
+                let mut linked = 0u64;
+                let r = walk_bvec(bvecs, iter, |_, s| {
+                    iova.link(addr, linked, s, bdir).map_err(RwError::Iova)?;
+                    linked += s.len() as u64;
+                    Ok(())
+                });
+                let r = r.and_then(|_| iova.sync(addr, linked).map_err(RwError::Iova));
+                if let Err(e) = r {
+                    iova.destroy(addr, linked, bdir);
+                    return Err(e);
+                }
+                self.iova = Some((addr, linked));
+                self.single = Sge { addr, length: iter.bi_size, lkey };
+                self.single_remote = remote_addr;
+                self.set_live(CtxType::Iova, dir, true, 1, rkey, false);
+                return Ok(1);
+            }
+        }
+        if io_needs_mr(&qp.dev, qp.force_mr, dir, nr_bvec) {
+            // SAFETY: forwarded caller contract.
+            return unsafe {
+                self.mr_bvec::<H, N, P>(qp, pool, bvecs, iter, segs, remote_addr, rkey, dir)
+            };
+        }
+        // Multi-WR: capacity first (Linux allocates before mapping).
+        let max_sge = match dir {
+            Direction::ToDevice => qp.max_write_sge,
+            Direction::FromDevice => qp.max_read_sge,
+        } as usize;
+        if max_sge == 0 {
+            return Err(RwError::InvalidArgument);
+        }
+        if segs > MAX_SGE || segs.div_ceil(max_sge) > MAX_OPS {
+            return Err(RwError::NoCapacity);
+        }
+        // SAFETY: forwarded caller contract.
+        unsafe { self.map_segments::<H>(bvecs, iter, bdir)? };
+        for i in 0..self.nmaps {
+            let rec = self.maps.get(i).copied().flatten();
+            if let (Some(rec), Some(s)) = (rec, self.sges.get_mut(i)) {
+                *s = Sge { addr: rec.paddr, length: rec.buf.len() as u32, lkey };
+            }
+        }
+        match self.split_multi(qp, segs, remote_addr, rkey, dir, true) {
+            Ok(n) => Ok(n),
+            Err(e) => {
+                // SAFETY: mapped just above, nothing handed out.
+                unsafe { self.unmap_maps::<H>(bdir) };
+                self.reset();
+                Err(e)
+            }
+        }
+    }
+
+    /// Maps every segment into `maps`; on failure unmaps them all.
+    ///
+    /// # Safety
+    /// As [`RwCtx::init_bvec`].
+    unsafe fn map_segments<H: Hal>(
+        &mut self,
+        bvecs: &[BioVec],
+        iter: BvecIter,
+        bdir: BufferDirection,
+    ) -> Result<(), RwError> {
+        self.nmaps = 0;
+        let maps = &mut self.maps;
+        let nmaps = &mut self.nmaps;
+        let r = walk_bvec(bvecs, iter, |i, s| {
+            let slot = maps.get_mut(i).ok_or(RwError::NoCapacity)?;
+            // SAFETY: caller contract; unshared by `destroy_bvec`.
+            let pa = unsafe { H::share(s, bdir) }.map_err(|_| RwError::MapFailed)?;
+            *slot = Some(MapRec { paddr: pa, buf: s });
+            *nmaps = i + 1;
+            Ok(())
+        });
+        if let Err(e) = r {
+            // SAFETY: exactly the segments mapped above.
+            unsafe { self.unmap_maps::<H>(bdir) };
+            return Err(e);
+        }
+        Ok(())
+    }
+
+    /// # Safety
+    /// The device must be done with the mapped segments.
+    unsafe fn unmap_maps<H: Hal>(&mut self, bdir: BufferDirection) {
+        for m in self.maps.iter_mut().take(self.nmaps) {
+            if let Some(rec) = m.take() {
+                // SAFETY: `rec` is one live share made by this context.
+                unsafe { H::unshare(rec.paddr, rec.buf, bdir) };
+            }
+        }
+        self.nmaps = 0;
+    }
+
+    /// MR bvec path (spec §7.3 rdma_rw_init_mr_wrs_bvec).
+    ///
+    /// # Safety
+    /// As [`RwCtx::init_bvec`].
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn mr_bvec<H: Hal, const N: usize, const P: usize>(
+        &mut self,
+        qp: &RwQp,
+        pool: &mut MrPool<N, P>,
+        bvecs: &[BioVec],
+        iter: BvecIter,
+        segs: usize,
+        remote_addr: u64,
+        rkey: u32,
+        dir: Direction,
+    ) -> Result<usize, RwError> {
+        let bdir = dir.buffer_direction();
+        if segs > MAX_SGE {
+            return Err(RwError::NoCapacity);
+        }
+        // SAFETY: forwarded caller contract.
+        unsafe { self.map_segments::<H>(bvecs, iter, bdir)? };
+        let maps = self.maps;
+        let seg = |i: usize| -> Option<(u64, u64)> {
+            let rec = maps.get(i).copied().flatten()?;
+            Some((rec.paddr, rec.buf.len() as u64))
+        };
+        match self.build_mr(qp, pool, segs, &seg, remote_addr, rkey, dir, true) {
+            Ok(n) => Ok(n),
+            Err(e) => {
+                // SAFETY: mapped just above, nothing handed out.
+                unsafe { self.unmap_maps::<H>(bdir) };
+                self.reset();
+                Err(e)
+            }
+        }
+    }
+
+    /// `rdma_rw_update_lkey` for every MR, once per context (spec §7.6;
+    /// a second `wrs` does not bump again, spec §11.8).
+    fn update_keys<const N: usize, const P: usize>(&mut self, pool: &mut MrPool<N, P>) {
+        let Some(live) = self.live.as_mut() else { return };
+        if live.ty != CtxType::Mr || live.keys_done {
+            return;
+        }
+        live.keys_done = true;
+        let read_inv = live.read_inv;
+        for op in self.ops.iter_mut().take(live.nr_ops) {
+            let key = pool.bump_key(op.mr);
+            // READ_WITH_INV invalidates the key just registered (spec §11.2),
+            // so the MR needs no LOCAL_INV before its next use.
+            pool.set_need_inval(op.mr, !read_inv);
+            op.mr_sge.lkey = key;
+            if let Some(reg) = op.reg.as_mut() {
+                reg.key = key;
+            }
+        }
+    }
+
+    /// Emits the chain in order; the last rw WR carries `wr_id` and is
+    /// signaled unless `has_chain`.
+    fn emit<'a>(
+        &'a self,
+        wr_id: u64,
+        has_chain: bool,
+        mut f: impl FnMut(SendWr<'a>) -> Result<(), RwError>,
+    ) -> Result<(), RwError> {
+        let Some(live) = self.live else { return Err(RwError::WrongContext) };
+        let total = self.chain_len();
+        let mut n = 0usize;
+        let mut push = |mut wr: SendWr<'a>| {
+            n += 1;
+            if n == total && !has_chain {
+                wr.wr_id = wr_id;
+                wr.flags = SendFlags::SIGNALED;
+            }
+            f(wr)
+        };
+        let rdma = |remote_addr: u64, inv: Option<u32>| match live.dir {
+            Direction::ToDevice => WrOpcode::RdmaWrite { remote_addr, rkey: live.rkey },
+            Direction::FromDevice => match inv {
+                Some(inv_key) => WrOpcode::RdmaReadInv { remote_addr, rkey: live.rkey, inv_key },
+                None => WrOpcode::RdmaRead { remote_addr, rkey: live.rkey },
+            },
+        };
+        let wr = |opcode: WrOpcode, sg_list: &'a [Sge]| SendWr {
+            wr_id: 0,
+            opcode,
+            flags: SendFlags::NONE,
+            sg_list,
+        };
+        match live.ty {
+            CtxType::SingleWr | CtxType::Iova => {
+                push(wr(rdma(self.single_remote, None), core::slice::from_ref(&self.single)))?;
+            }
+            CtxType::MultiWr => {
+                for op in self.ops.iter().take(live.nr_ops) {
+                    let sges = self
+                        .sges
+                        .get(op.sge_start..op.sge_start + op.sge_count)
+                        .ok_or(RwError::NoCapacity)?;
+                    push(wr(rdma(op.remote_addr, None), sges))?;
+                }
+            }
+            CtxType::Mr => {
+                for op in self.ops.iter().take(live.nr_ops) {
+                    if let Some(inv_key) = op.inv {
+                        push(wr(WrOpcode::LocalInv { inv_key }, &[]))?;
+                    }
+                    let reg = op.reg.ok_or(RwError::WrongContext)?;
+                    push(wr(WrOpcode::RegMr(reg), &[]))?;
+                    let inv = if live.read_inv { Some(reg.key) } else { None };
+                    push(wr(rdma(op.remote_addr, inv), core::slice::from_ref(&op.mr_sge)))?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// `rdma_rw_ctx_signature_init` (spec §7.5) on E810: checks the sizes
+    /// as Linux does ([`RwError::InvalidArgument`] when `sg_cnt` or
+    /// `prot_sg_cnt` exceeds the pages of one MR), then finds the QP's
+    /// integrity MR pool empty ([`RwError::PoolEmpty`]): that pool is only
+    /// filled for integrity QPs, and E810 refuses those
+    /// ([`super::rdma_rw_init_qp`]). Nothing is mapped or taken.
+    pub fn signature_init(
+        &mut self,
+        qp: &RwQp,
+        sg_cnt: usize,
+        prot_sg_cnt: usize,
+    ) -> Result<usize, RwError> {
+        if self.live.is_some() {
+            return Err(RwError::Busy);
+        }
+        let pages = qp.pages_per_mr() as usize;
+        if sg_cnt > pages || prot_sg_cnt > pages {
+            return Err(RwError::InvalidArgument);
+        }
+        Err(RwError::PoolEmpty)
+    }
+
+    /// `rdma_rw_ctx_wrs` (spec §7.6): writes the chain into `out` and
+    /// returns its length. With a non-empty `chain` it is appended and no
+    /// rw WR is signaled; otherwise the last WR carries `wr_id` (the
+    /// caller's cqe) and is signaled. The first call bumps the MR keys;
+    /// later calls rebuild the same chain (spec §11.8).
+    pub fn wrs<'a, const N: usize, const P: usize>(
+        &'a mut self,
+        pool: &mut MrPool<N, P>,
+        wr_id: u64,
+        chain: &[SendWr<'a>],
+        out: &mut [SendWr<'a>],
+    ) -> Result<usize, RwError> {
+        if self.live.is_none() {
+            return Err(RwError::WrongContext);
+        }
+        let total = self.chain_len().checked_add(chain.len()).ok_or(RwError::NoCapacity)?;
+        if out.len() < total {
+            return Err(RwError::NoCapacity);
+        }
+        self.update_keys(pool);
+        let this: &'a Self = self;
+        let mut i = 0usize;
+        this.emit(wr_id, !chain.is_empty(), |wr| {
+            let slot = out.get_mut(i).ok_or(RwError::NoCapacity)?;
+            *slot = wr;
+            i += 1;
+            Ok(())
+        })?;
+        for c in chain {
+            let slot = out.get_mut(i).ok_or(RwError::NoCapacity)?;
+            *slot = *c;
+            i += 1;
+        }
+        Ok(i)
+    }
+
+    /// `rdma_rw_ctx_post` (spec §7.6): [`RwCtx::wrs`] and `post_send` of
+    /// the chain (plus `chain`). The chain goes to the QP in batches of up
+    /// to 16 WRs, in order; a refusal reports the index in the whole chain.
+    pub fn post<Q: PostSend, const N: usize, const P: usize>(
+        &mut self,
+        qp: &mut Q,
+        pool: &mut MrPool<N, P>,
+        wr_id: u64,
+        chain: &[SendWr<'_>],
+    ) -> Result<(), PostError<Q::Error>> {
+        if self.live.is_none() {
+            return Err(PostError::Rw(RwError::WrongContext));
+        }
+        self.update_keys(pool);
+        let has_chain = !chain.is_empty();
+        let total = self.chain_len().saturating_add(chain.len());
+        let mut start = 0usize;
+        while start < total {
+            // Rebuild the chain and keep the window [start, start + 16).
+            let mut buf = [PLACEHOLDER; 16];
+            let mut n = 0usize;
+            let mut idx = 0usize;
+            self.emit(wr_id, has_chain, |wr| {
+                if idx >= start
+                    && let Some(s) = buf.get_mut(n)
+                {
+                    *s = wr;
+                    n += 1;
+                }
+                idx += 1;
+                Ok(())
+            })
+            .map_err(PostError::Rw)?;
+            for c in chain {
+                if idx >= start
+                    && let Some(s) = buf.get_mut(n)
+                {
+                    *s = *c;
+                    n += 1;
+                }
+                idx += 1;
+            }
+            if n == 0 {
+                break;
+            }
+            let part = buf.get(..n).unwrap_or(&[]);
+            qp.post_send(part).map_err(|(i, err)| PostError::Post { bad: start + i, err })?;
+            start += n;
+        }
+        Ok(())
+    }
+
+    /// Returns the context's MRs to the pool (forward order, as rw.c).
+    fn put_mrs<const N: usize, const P: usize>(&mut self, pool: &mut MrPool<N, P>) {
+        if let Some(live) = self.live
+            && live.ty == CtxType::Mr
+        {
+            for op in self.ops.iter().take(live.nr_ops) {
+                pool.put(op.mr);
+            }
+        }
+    }
+
+    /// `rdma_rw_ctx_destroy` (spec §7.7) for a context from
+    /// [`RwCtx::init`]: returns its MRs and unmaps `sg`.
+    /// [`RwError::WrongContext`] (nothing released) for a bvec context or an
+    /// empty one.
+    ///
+    /// # Safety
+    ///
+    /// `sg` must be the slice given to `init`, and the device must be done
+    /// with the transfer.
+    pub unsafe fn destroy<H: Hal, const N: usize, const P: usize>(
+        &mut self,
+        pool: &mut MrPool<N, P>,
+        sg: &mut [SgEntry],
+    ) -> Result<(), RwError> {
+        let Some(live) = self.live else { return Err(RwError::WrongContext) };
+        if live.bvec {
+            return Err(RwError::WrongContext);
+        }
+        self.put_mrs(pool);
+        // SAFETY: caller contract: these are init's mappings, device done.
+        unsafe { unmap_sg::<H>(sg, live.dir.buffer_direction()) };
+        self.reset();
+        Ok(())
+    }
+
+    /// `rdma_rw_ctx_destroy_bvec` (spec §7.7) for a context from
+    /// [`RwCtx::init_bvec`]: returns its MRs and unmaps what it mapped
+    /// (through `iova` for an IOVA context). [`RwError::WrongContext`]
+    /// (nothing released) for a scatterlist context or an empty one.
+    ///
+    /// # Safety
+    ///
+    /// The device must be done with the transfer; `iova` must be the mapper
+    /// given to `init_bvec`.
+    pub unsafe fn destroy_bvec<H: Hal, I: IovaMapper, const N: usize, const P: usize>(
+        &mut self,
+        pool: &mut MrPool<N, P>,
+        iova: &mut I,
+    ) -> Result<(), RwError> {
+        let Some(live) = self.live else { return Err(RwError::WrongContext) };
+        if !live.bvec {
+            return Err(RwError::WrongContext);
+        }
+        let bdir = live.dir.buffer_direction();
+        self.put_mrs(pool);
+        if let Some((addr, len)) = self.iova.take() {
+            iova.destroy(addr, len, bdir);
+        }
+        if let Some(rec) = self.single_map.take() {
+            // SAFETY: the one share made by init_bvec's single path.
+            unsafe { H::unshare(rec.paddr, rec.buf, bdir) };
+        }
+        // SAFETY: device done (caller contract).
+        unsafe { self.unmap_maps::<H>(bdir) };
+        self.reset();
+        Ok(())
+    }
+}
+
+/// Unshares every mapped entry of `sg`.
+///
+/// # Safety
+/// The device must be done with the buffers; each mapped entry's address
+/// must come from `H::share` of its buffer.
+unsafe fn unmap_sg<H: Hal>(sg: &mut [SgEntry], bdir: BufferDirection) {
+    for e in sg.iter_mut() {
+        if let Some(pa) = e.dma.take() {
+            // SAFETY: per the function contract.
+            unsafe { H::unshare(pa, e.buf, bdir) };
+        }
+    }
+}

@@ -1,0 +1,227 @@
+//! The QP's pool of fast-register MRs (`qp->rdma_mrs`; LNX mr_pool.c and
+//! rw.c:rdma_rw_init_mrs / rdma_rw_cleanup_mrs, spec §7.8).
+//!
+//! Fixed capacity `N` MRs, each with room for `P` page addresses (the page
+//! list `ib_map_mr_sg` fills). The MRs themselves are created by the caller
+//! (the control path allocates the STag and PBLEs) and handed in as
+//! [`FrMr`] values. Like mr_pool.c the pool is last-in-first-out: a returned
+//! MR is the next one taken (spec §11.3).
+
+use super::{DeviceAttrs, RwError, can_use_mr};
+
+/// A fast-register MR the caller created for the pool.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct FrMr {
+    /// Current key (lkey = rkey = STag index << 8 | key byte).
+    pub key: u32,
+    /// Page-list capacity of the MR (`max_num_sg` it was allocated with).
+    pub max_pages: u32,
+    /// First PBLE of the MR's page list in the HMC PBLE pool.
+    pub first_pble_index: u32,
+    /// PBL level the MR was set up with.
+    pub pbl_level: u8,
+}
+
+#[derive(Clone, Copy)]
+struct Slot<const P: usize> {
+    mr: FrMr,
+    /// The MR's key is still valid from its last registration and must be
+    /// invalidated before the next one (`mr->need_inval`).
+    need_inval: bool,
+    pages: [u64; P],
+    npages: usize,
+}
+
+/// Fixed-capacity MR pool. `N` MRs of up to `P` pages each.
+pub struct MrPool<const N: usize, const P: usize> {
+    slots: [Slot<P>; N],
+    len: usize,
+    /// Free-list stack of slot indices; the top (`free[nfree - 1]`) is the
+    /// list head mr_pool.c takes from and puts to.
+    free: [u16; N],
+    nfree: usize,
+}
+
+impl<const N: usize, const P: usize> Default for MrPool<N, P> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<const N: usize, const P: usize> MrPool<N, P> {
+    const EMPTY: Slot<P> = Slot {
+        mr: FrMr { key: 0, max_pages: 0, first_pble_index: 0, pbl_level: 0 },
+        need_inval: false,
+        pages: [0; P],
+        npages: 0,
+    };
+
+    /// An empty pool (no MRs).
+    pub const fn new() -> Self {
+        MrPool { slots: [Self::EMPTY; N], len: 0, free: [0; N], nfree: 0 }
+    }
+
+    /// `rdma_rw_init_mrs` for a regular QP: when MRs can be used on this
+    /// device (`can_use_mr`), takes `max_rdma_ctxs` MRs from `mrs` (in
+    /// order: the first is taken first); otherwise takes none. Fails with
+    /// [`RwError::NoCapacity`] when `mrs` has fewer MRs or the pool has no
+    /// room, [`RwError::Busy`] when the pool already holds MRs.
+    pub fn init(
+        &mut self,
+        dev: &DeviceAttrs,
+        force_mr: bool,
+        max_rdma_ctxs: u32,
+        mrs: &[FrMr],
+    ) -> Result<usize, RwError> {
+        if self.len != 0 {
+            return Err(RwError::Busy);
+        }
+        if !can_use_mr(dev, force_mr) {
+            return Ok(0);
+        }
+        let n = max_rdma_ctxs as usize;
+        if n > N || n > mrs.len() || n > usize::from(u16::MAX) {
+            return Err(RwError::NoCapacity);
+        }
+        for (i, (slot, mr)) in self.slots.iter_mut().zip(mrs.iter()).take(n).enumerate() {
+            *slot = Slot { mr: *mr, ..Self::EMPTY };
+            // `free` is a stack: MR 0 must end on top.
+            if let Some(f) = self.free.get_mut(n - 1 - i) {
+                *f = i as u16;
+            }
+        }
+        self.len = n;
+        self.nfree = n;
+        Ok(n)
+    }
+
+    /// `rdma_rw_cleanup_mrs`: hands every MR back (for deregistration) through
+    /// `out` and empties the pool. Refused with [`RwError::Busy`] while a
+    /// context still holds an MR.
+    pub fn cleanup(&mut self, mut out: impl FnMut(FrMr)) -> Result<(), RwError> {
+        if self.nfree != self.len {
+            return Err(RwError::Busy);
+        }
+        for slot in self.slots.iter().take(self.len) {
+            out(slot.mr);
+        }
+        self.len = 0;
+        self.nfree = 0;
+        Ok(())
+    }
+
+    /// MRs in the pool (free or in use).
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the pool holds no MR.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// MRs currently taken by contexts (`qp->mrs_used`).
+    pub fn in_use(&self) -> usize {
+        self.len.saturating_sub(self.nfree)
+    }
+
+    /// The MR in slot `idx` (allocation order), if any.
+    pub fn mr(&self, idx: usize) -> Option<FrMr> {
+        self.slots.get(..self.len)?.get(idx).map(|s| s.mr)
+    }
+
+    /// The page list last mapped into MR `idx`: what the REG_MR work request
+    /// registers. The verbs layer writes it into the MR's PBLEs when it
+    /// posts the REG_MR.
+    pub fn pages(&self, idx: usize) -> &[u64] {
+        match self.slots.get(..self.len).and_then(|s| s.get(idx)) {
+            Some(s) => s.pages.get(..s.npages).unwrap_or(&[]),
+            None => &[],
+        }
+    }
+
+    /// Slot index whose MR has STag index `key >> 8`.
+    pub fn index_of_key(&self, key: u32) -> Option<usize> {
+        self.slots.get(..self.len)?.iter().position(|s| s.mr.key >> 8 == key >> 8)
+    }
+
+    /// `ib_mr_pool_get`: takes the head MR.
+    pub(super) fn get(&mut self) -> Option<usize> {
+        let top = self.nfree.checked_sub(1)?;
+        let idx = *self.free.get(top)?;
+        self.nfree = top;
+        Some(usize::from(idx))
+    }
+
+    /// `ib_mr_pool_put`: returns an MR to the head.
+    pub(super) fn put(&mut self, idx: usize) {
+        // Ignore an index that is not ours or a put beyond what was taken.
+        if idx < self.len
+            && self.nfree < self.len
+            && !self.free.get(..self.nfree).is_some_and(|f| f.contains(&(idx as u16)))
+            && let Some(f) = self.free.get_mut(self.nfree)
+        {
+            *f = idx as u16;
+            self.nfree += 1;
+        }
+    }
+
+    /// Capacity in pages of MR `idx` for the rw layer.
+    pub(super) fn page_cap(&self, idx: usize, pages_per_mr: u32) -> usize {
+        match self.slots.get(idx) {
+            Some(s) => (s.mr.max_pages.min(pages_per_mr) as usize).min(P),
+            None => 0,
+        }
+    }
+
+    pub(super) fn clear_pages(&mut self, idx: usize) {
+        if let Some(s) = self.slots.get_mut(idx) {
+            s.npages = 0;
+        }
+    }
+
+    /// Appends a page address; false when the list is full.
+    pub(super) fn push_page(&mut self, idx: usize, page: u64) -> bool {
+        let Some(s) = self.slots.get_mut(idx) else { return false };
+        match s.pages.get_mut(s.npages) {
+            Some(p) => {
+                *p = page;
+                s.npages += 1;
+                true
+            }
+            None => false,
+        }
+    }
+
+    pub(super) fn npages(&self, idx: usize) -> usize {
+        self.slots.get(idx).map_or(0, |s| s.npages)
+    }
+
+    pub(super) fn need_inval(&self, idx: usize) -> bool {
+        self.slots.get(idx).is_some_and(|s| s.need_inval)
+    }
+
+    pub(super) fn set_need_inval(&mut self, idx: usize, v: bool) {
+        if let Some(s) = self.slots.get_mut(idx) {
+            s.need_inval = v;
+        }
+    }
+
+    pub(super) fn key(&self, idx: usize) -> u32 {
+        self.slots.get(idx).map_or(0, |s| s.mr.key)
+    }
+
+    /// `ib_update_fast_reg_key(mr, ib_inc_rkey(key))`: bumps the low key
+    /// byte, keeping the STag index (LNX include/rdma/ib_verbs.h).
+    pub(super) fn bump_key(&mut self, idx: usize) -> u32 {
+        match self.slots.get_mut(idx) {
+            Some(s) => {
+                let k = s.mr.key;
+                s.mr.key = (k & !0xff) | (k.wrapping_add(1) & 0xff);
+                s.mr.key
+            }
+            None => 0,
+        }
+    }
+}

@@ -1,0 +1,1211 @@
+//! Tests of the rw layer: the §7.9 decision table, the multi-WR split and
+//! MR chunking (property tests), sizing against the Linux formulas, every
+//! §11 departure, and release of everything on every path.
+
+extern crate std;
+
+use core::cell::Cell;
+use core::ptr::NonNull;
+use core::time::Duration;
+use std::vec;
+use std::vec::Vec;
+
+use irdma_hal::{BufferDirection, DmaError, Hal, PhysAddr};
+use proptest::prelude::*;
+
+use super::*;
+use crate::wr::{Access, SendFlags, SendWr, Sge, WrOpcode};
+
+std::thread_local! {
+    static LIVE: Cell<i64> = const { Cell::new(0) };
+    static CALLS: Cell<u32> = const { Cell::new(0) };
+    static FAIL_AT: Cell<u32> = const { Cell::new(0) };
+}
+
+/// Identity-mapping Hal with per-thread accounting and failure injection
+/// (each test runs on its own thread, so counts are exact). It never
+/// dereferences the buffers, so tests may use made-up addresses.
+struct TestHal;
+
+impl TestHal {
+    fn reset(fail_at: u32) {
+        LIVE.set(0);
+        CALLS.set(0);
+        FAIL_AT.set(fail_at);
+    }
+    fn live() -> i64 {
+        LIVE.get()
+    }
+}
+
+// SAFETY: nothing is allocated or accessed; `share` returns the buffer's
+// address and `unshare` only counts.
+unsafe impl Hal for TestHal {
+    fn dma_alloc(_: usize, _: BufferDirection) -> Result<(PhysAddr, NonNull<u8>), DmaError> {
+        Err(DmaError::NoMemory)
+    }
+    unsafe fn dma_dealloc(_: PhysAddr, _: NonNull<u8>, _: usize) {}
+    unsafe fn mmio_phys_to_virt(_: PhysAddr, _: usize) -> NonNull<u8> {
+        NonNull::dangling()
+    }
+    unsafe fn share(b: NonNull<[u8]>, _: BufferDirection) -> Result<PhysAddr, DmaError> {
+        let n = CALLS.get() + 1;
+        CALLS.set(n);
+        if FAIL_AT.get() == n {
+            return Err(DmaError::NotShareable);
+        }
+        LIVE.set(LIVE.get() + 1);
+        Ok(b.cast::<u8>().as_ptr() as u64)
+    }
+    unsafe fn unshare(_: PhysAddr, _: NonNull<[u8]>, _: BufferDirection) {
+        LIVE.set(LIVE.get() - 1);
+    }
+    fn now() -> Duration {
+        Duration::ZERO
+    }
+}
+
+const LKEY: u32 = 0xabcd00;
+const RA: u64 = 0x7f00_0000_1000;
+const RKEY: u32 = 0x1234;
+const CQE: u64 = 0xcafe;
+
+fn fake(addr: u64, len: usize) -> NonNull<[u8]> {
+    NonNull::slice_from_raw_parts(NonNull::new(addr as *mut u8).unwrap(), len)
+}
+
+/// `n` discontiguous 4 KiB pages.
+fn pages(n: usize) -> Vec<SgEntry> {
+    (0..n).map(|i| SgEntry::new(fake(0x10_0000 + 0x2000 * i as u64, 4096))).collect()
+}
+
+fn bvecs(n: usize, len: usize) -> Vec<BioVec> {
+    (0..n).map(|i| BioVec { buf: fake(0x10_0000 + 0x10_0000 * i as u64, len) }).collect()
+}
+
+fn roce(max_sge: u32) -> DeviceAttrs {
+    DeviceAttrs::e810_roce(max_sge, 4063, LKEY)
+}
+
+fn iwarp() -> DeviceAttrs {
+    DeviceAttrs::e810_iwarp(13, 4063, LKEY)
+}
+
+type Pool = MrPool<8, 256>;
+type Ctx = RwCtx<64, 16>;
+
+fn pool_for(qp: &RwQp, n: u32) -> Pool {
+    let mut p = Pool::new();
+    let mrs: Vec<FrMr> = (0..8)
+        .map(|i| FrMr {
+            key: (0x100 + i) << 8,
+            max_pages: 256,
+            first_pble_index: i * 256,
+            pbl_level: 1,
+        })
+        .collect();
+    p.init(&qp.dev, qp.force_mr, n, &mrs).unwrap();
+    p
+}
+
+/// An owned copy of a WR.
+#[derive(Debug, Clone, PartialEq)]
+struct W {
+    op: WrOpcode,
+    flags: SendFlags,
+    wr_id: u64,
+    sges: Vec<Sge>,
+}
+
+fn own(w: &SendWr<'_>) -> W {
+    W { op: w.opcode, flags: w.flags, wr_id: w.wr_id, sges: w.sg_list.to_vec() }
+}
+
+fn chain_of<const S: usize, const O: usize>(
+    ctx: &mut RwCtx<S, O>,
+    pool: &mut Pool,
+    extra: &[SendWr<'_>],
+) -> Vec<W> {
+    let mut out =
+        vec![
+            SendWr { wr_id: 0, opcode: WrOpcode::Send, flags: SendFlags::NONE, sg_list: &[] };
+            ctx.chain_len() + extra.len()
+        ];
+    let n = ctx.wrs(pool, CQE, extra, &mut out).unwrap();
+    out.iter().take(n).map(own).collect()
+}
+
+fn init_sg(
+    ctx: &mut Ctx,
+    qp: &RwQp,
+    pool: &mut Pool,
+    sg: &mut [SgEntry],
+    off: u32,
+    dir: Direction,
+) -> Result<usize, RwError> {
+    // SAFETY: TestHal never touches the buffers.
+    unsafe { ctx.init::<TestHal, 8, 256>(qp, pool, sg, off, RA, RKEY, dir) }
+}
+
+fn destroy_sg(ctx: &mut Ctx, pool: &mut Pool, sg: &mut [SgEntry]) {
+    // SAFETY: TestHal; no device.
+    unsafe { ctx.destroy::<TestHal, 8, 256>(pool, sg) }.unwrap();
+}
+
+#[allow(clippy::too_many_arguments)]
+fn init_bv<I: IovaMapper>(
+    ctx: &mut Ctx,
+    qp: &RwQp,
+    pool: &mut Pool,
+    iova: &mut I,
+    bv: &[BioVec],
+    nr: usize,
+    iter: BvecIter,
+    dir: Direction,
+) -> Result<usize, RwError> {
+    // SAFETY: TestHal / test IOMMUs never touch the buffers.
+    unsafe { ctx.init_bvec::<TestHal, I, 8, 256>(qp, pool, iova, bv, nr, iter, RA, RKEY, dir) }
+}
+
+fn destroy_bv<I: IovaMapper>(ctx: &mut Ctx, pool: &mut Pool, iova: &mut I) {
+    // SAFETY: TestHal; no device.
+    unsafe { ctx.destroy_bvec::<TestHal, I, 8, 256>(pool, iova) }.unwrap();
+}
+
+fn iter_all(bv: &[BioVec]) -> BvecIter {
+    BvecIter { bi_size: bv.iter().map(|b| b.buf.len() as u32).sum(), bi_idx: 0, bi_bvec_done: 0 }
+}
+
+/// An IOMMU that always has room: IOVA = 0xf000_0000 + first offset.
+struct OkIommu {
+    live: i64,
+}
+
+// SAFETY: address arithmetic only.
+unsafe impl IovaMapper for OkIommu {
+    fn try_alloc(&mut self, f: NonNull<[u8]>, _: u64, _: BufferDirection) -> Option<u64> {
+        self.live += 1;
+        Some(0xf000_0000 + (f.cast::<u8>().as_ptr() as u64 & 0xfff))
+    }
+    fn link(&mut self, _: u64, _: u64, _: NonNull<[u8]>, _: BufferDirection) -> Result<(), i32> {
+        Ok(())
+    }
+    fn sync(&mut self, _: u64, _: u64) -> Result<(), i32> {
+        Ok(())
+    }
+    fn destroy(&mut self, _: u64, _: u64, _: BufferDirection) {
+        self.live -= 1;
+    }
+}
+
+// ---------------------------------------------------------------- §7.9 table
+
+/// Which devices a row is run on.
+#[derive(Clone, Copy, Debug)]
+enum Dev {
+    Roce,
+    Iwarp,
+    RoceForce,
+}
+
+fn qp_of(d: Dev) -> RwQp {
+    match d {
+        Dev::Roce => RwQp::new(roce(13), false, 13),
+        Dev::Iwarp => RwQp::new(iwarp(), false, 13),
+        Dev::RoceForce => RwQp::new(roce(13), true, 13),
+    }
+}
+
+#[test]
+fn decision_table_scatterlist() {
+    use CtxType::*;
+    use Direction::*;
+    // (device, direction, entries, pool MRs, expected)
+    type Row = (Dev, Direction, usize, u32, Result<CtxType, RwError>);
+    let rows: &[Row] = &[
+        // one entry -> SINGLE; several -> MULTI (RoCE, both directions).
+        (Dev::Roce, ToDevice, 1, 8, Ok(SingleWr)),
+        (Dev::Roce, FromDevice, 1, 8, Ok(SingleWr)),
+        (Dev::Roce, ToDevice, 14, 8, Ok(MultiWr)),
+        (Dev::Roce, FromDevice, 14, 8, Ok(MultiWr)),
+        // READ on iWARP -> MR, pool empty -> -EAGAIN without fallback.
+        (Dev::Iwarp, FromDevice, 1, 8, Ok(Mr)),
+        (Dev::Iwarp, FromDevice, 14, 8, Ok(Mr)),
+        (Dev::Iwarp, FromDevice, 14, 0, Err(RwError::PoolEmpty)),
+        // WRITE on iWARP uses no MR.
+        (Dev::Iwarp, ToDevice, 1, 8, Ok(SingleWr)),
+        (Dev::Iwarp, ToDevice, 14, 8, Ok(MultiWr)),
+        // force_mr -> MR both ways, no fallback.
+        (Dev::RoceForce, ToDevice, 1, 8, Ok(Mr)),
+        (Dev::RoceForce, FromDevice, 14, 8, Ok(Mr)),
+        (Dev::RoceForce, ToDevice, 14, 0, Err(RwError::PoolEmpty)),
+    ];
+    for &(d, dir, n, mrs, want) in rows {
+        TestHal::reset(0);
+        let qp = qp_of(d);
+        let mut pool = pool_for(&qp, mrs);
+        let mut sg = pages(n);
+        let mut ctx = Ctx::new();
+        let r = init_sg(&mut ctx, &qp, &mut pool, &mut sg, 0, dir);
+        assert_eq!(r.map(|_| ctx.ctx_type().unwrap()), want, "{d:?} {dir:?} n={n} mrs={mrs}");
+        if r.is_ok() {
+            assert!(TestHal::live() > 0);
+            destroy_sg(&mut ctx, &mut pool, &mut sg);
+        }
+        assert_eq!((TestHal::live(), pool.in_use()), (0, 0), "{d:?} {dir:?} n={n}");
+    }
+}
+
+#[test]
+fn decision_table_nothing_to_transfer() {
+    for d in [Dev::Roce, Dev::Iwarp, Dev::RoceForce] {
+        TestHal::reset(0);
+        let qp = qp_of(d);
+        let mut pool = pool_for(&qp, 8);
+        let mut ctx = Ctx::new();
+        let mut sg = pages(3);
+        // Offset equal to the total (spec §11.1) and an empty list.
+        for (off, n) in [(3 * 4096, 3), (0, 0)] {
+            let r = init_sg(&mut ctx, &qp, &mut pool, &mut sg[..n], off, Direction::FromDevice);
+            assert_eq!(r, Err(RwError::NothingToTransfer));
+            assert_eq!(RwError::NothingToTransfer.errno(), -5);
+            assert_eq!(CALLS.get(), 0, "checked before mapping");
+        }
+        let bv = bvecs(2, 4096);
+        let zero = BvecIter { bi_size: 0, ..BvecIter::default() };
+        let r = init_bv(&mut ctx, &qp, &mut pool, &mut NoIova, &bv, 2, zero, Direction::FromDevice);
+        assert_eq!(r, Err(RwError::InvalidArgument));
+        let r = init_bv(
+            &mut ctx,
+            &qp,
+            &mut pool,
+            &mut NoIova,
+            &bv,
+            0,
+            iter_all(&bv),
+            Direction::ToDevice,
+        );
+        assert_eq!(r, Err(RwError::InvalidArgument));
+        assert_eq!((TestHal::live(), pool.in_use(), ctx.ctx_type()), (0, 0, None));
+    }
+}
+
+#[test]
+fn decision_table_max_sgl_rd_falls_back_on_sg_only() {
+    // A device with max_sgl_rd (the row E810 never reaches, kept for the
+    // table): READ with more entries needs MRs; an empty pool falls back to
+    // MULTI on the scatterlist path but not on the bvec path.
+    let mut dev = roce(13);
+    dev.max_sgl_rd = 4;
+    let qp = RwQp::new(dev, false, 13);
+    for (n, mrs, want) in [(4, 8, CtxType::MultiWr), (5, 8, CtxType::Mr), (5, 0, CtxType::MultiWr)]
+    {
+        TestHal::reset(0);
+        let mut pool = pool_for(&qp, mrs);
+        let mut sg = pages(n);
+        let mut ctx = Ctx::new();
+        init_sg(&mut ctx, &qp, &mut pool, &mut sg, 0, Direction::FromDevice).unwrap();
+        assert_eq!(ctx.ctx_type(), Some(want), "n={n} mrs={mrs}");
+        destroy_sg(&mut ctx, &mut pool, &mut sg);
+        assert_eq!(TestHal::live(), 0);
+    }
+    TestHal::reset(0);
+    let mut pool = pool_for(&qp, 0);
+    let bv = bvecs(5, 4096);
+    let mut ctx = Ctx::new();
+    let r = init_bv(
+        &mut ctx,
+        &qp,
+        &mut pool,
+        &mut NoIova,
+        &bv,
+        5,
+        iter_all(&bv),
+        Direction::FromDevice,
+    );
+    assert_eq!(r, Err(RwError::PoolEmpty));
+    assert_eq!(TestHal::live(), 0);
+}
+
+#[test]
+fn decision_table_bvec() {
+    use CtxType::*;
+    use Direction::*;
+    // (device, dir, bvecs, iommu available, expected)
+    let rows: &[(Dev, Direction, usize, bool, CtxType)] = &[
+        (Dev::Roce, ToDevice, 1, true, SingleWr),
+        (Dev::Roce, FromDevice, 1, false, SingleWr),
+        (Dev::Roce, ToDevice, 14, false, MultiWr),
+        (Dev::Roce, FromDevice, 14, true, Iova),
+        (Dev::Iwarp, FromDevice, 1, true, Mr),
+        (Dev::Iwarp, FromDevice, 14, true, Mr),
+        (Dev::Iwarp, ToDevice, 14, false, MultiWr),
+        (Dev::Iwarp, ToDevice, 14, true, Iova),
+        (Dev::RoceForce, ToDevice, 14, true, Mr),
+        (Dev::RoceForce, FromDevice, 1, false, Mr),
+    ];
+    for &(d, dir, n, iommu, want) in rows {
+        TestHal::reset(0);
+        let qp = qp_of(d);
+        let mut pool = pool_for(&qp, 8);
+        let bv = bvecs(n, 4096);
+        let mut ctx = Ctx::new();
+        let mut io = OkIommu { live: 0 };
+        let r = if iommu {
+            init_bv(&mut ctx, &qp, &mut pool, &mut io, &bv, n, iter_all(&bv), dir)
+        } else {
+            init_bv(&mut ctx, &qp, &mut pool, &mut NoIova, &bv, n, iter_all(&bv), dir)
+        };
+        assert!(r.is_ok(), "{d:?} {dir:?} n={n}: {r:?}");
+        assert_eq!(ctx.ctx_type(), Some(want), "{d:?} {dir:?} n={n} iommu={iommu}");
+        assert!(ctx.live_mappings() > 0);
+        if iommu {
+            destroy_bv(&mut ctx, &mut pool, &mut io);
+        } else {
+            destroy_bv(&mut ctx, &mut pool, &mut NoIova);
+        }
+        assert_eq!((TestHal::live(), io.live, pool.in_use()), (0, 0, 0));
+        assert_eq!(ctx.live_mappings(), 0);
+    }
+}
+
+// ------------------------------------------------------------ WR contents
+
+#[test]
+fn single_and_multi_wrs_match_linux_layout() {
+    TestHal::reset(0);
+    let qp = RwQp::new(roce(13), false, 13);
+    let mut pool = pool_for(&qp, 8);
+    let mut ctx = Ctx::new();
+    let mut sg = pages(27);
+    assert_eq!(init_sg(&mut ctx, &qp, &mut pool, &mut sg, 100, Direction::FromDevice), Ok(3));
+    let c = chain_of(&mut ctx, &mut pool, &[]);
+    assert_eq!(c.len(), 3);
+    assert_eq!(c[0].sges[0], Sge { addr: 0x10_0000 + 100, length: 4096 - 100, lkey: LKEY });
+    assert_eq!(c[0].op, WrOpcode::RdmaRead { remote_addr: RA, rkey: RKEY });
+    assert_eq!(
+        c[1].op,
+        WrOpcode::RdmaRead { remote_addr: RA + 13 * 4096 - 100, rkey: RKEY },
+        "remote address advances by the bytes of earlier WRs"
+    );
+    assert_eq!(c[2].sges.len(), 1);
+    assert!(c[..2].iter().all(|w| w.flags == SendFlags::NONE && w.wr_id == 0));
+    assert_eq!((c[2].flags, c[2].wr_id), (SendFlags::SIGNALED, CQE));
+    destroy_sg(&mut ctx, &mut pool, &mut sg);
+    assert_eq!(TestHal::live(), 0);
+}
+
+#[test]
+fn chain_wr_is_appended_and_nothing_of_ours_signaled() {
+    TestHal::reset(0);
+    let qp = RwQp::new(roce(13), false, 13);
+    let mut pool = pool_for(&qp, 8);
+    let mut ctx = Ctx::new();
+    let mut sg = pages(14);
+    init_sg(&mut ctx, &qp, &mut pool, &mut sg, 0, Direction::ToDevice).unwrap();
+    let extra =
+        [SendWr { wr_id: 77, opcode: WrOpcode::Send, flags: SendFlags::SIGNALED, sg_list: &[] }];
+    let c = chain_of(&mut ctx, &mut pool, &extra);
+    assert_eq!(c.len(), 3);
+    assert!(c[..2].iter().all(|w| w.flags == SendFlags::NONE && w.wr_id == 0));
+    assert_eq!(c[2], own(&extra[0]));
+    // A second call without a chain WR signals our last WR (spec §11.8:
+    // rebuilt from scratch, no leftovers).
+    let c2 = chain_of(&mut ctx, &mut pool, &[]);
+    assert_eq!(c2.len(), 2);
+    assert_eq!((c2[1].flags, c2[1].wr_id), (SendFlags::SIGNALED, CQE));
+    let c3 = chain_of(&mut ctx, &mut pool, &extra);
+    assert_eq!(c3, c, "third call equals the first");
+    destroy_sg(&mut ctx, &mut pool, &mut sg);
+}
+
+#[test]
+fn wrs_output_too_small_is_refused() {
+    TestHal::reset(0);
+    let qp = RwQp::new(roce(13), false, 13);
+    let mut pool = pool_for(&qp, 8);
+    let mut ctx = Ctx::new();
+    let mut sg = pages(14);
+    init_sg(&mut ctx, &qp, &mut pool, &mut sg, 0, Direction::ToDevice).unwrap();
+    let mut out =
+        [SendWr { wr_id: 0, opcode: WrOpcode::Send, flags: SendFlags::NONE, sg_list: &[] }; 1];
+    assert_eq!(ctx.wrs(&mut pool, CQE, &[], &mut out), Err(RwError::NoCapacity));
+    destroy_sg(&mut ctx, &mut pool, &mut sg);
+}
+
+#[test]
+fn mr_path_iwarp_read_with_inv_invalidates_registered_key() {
+    // spec §7.4 + §11.2.
+    TestHal::reset(0);
+    let qp = RwQp::new(iwarp(), false, 13);
+    let mut pool = pool_for(&qp, 8);
+    let mut ctx = Ctx::new();
+    let mut sg = pages(14);
+    assert_eq!(init_sg(&mut ctx, &qp, &mut pool, &mut sg, 100, Direction::FromDevice), Ok(2));
+    let c = chain_of(&mut ctx, &mut pool, &[]);
+    let WrOpcode::RegMr(reg) = c[0].op else { panic!("REG_MR first: {c:?}") };
+    assert_eq!(reg.key, 0x10001, "key byte bumped at wrs");
+    assert_eq!(reg.access, Access::LOCAL_WRITE | Access::REMOTE_WRITE);
+    assert_eq!((reg.iova, reg.length), (0x10_0000 + 100, 14 * 4096 - 100));
+    assert_eq!(reg.pbl_level, 1);
+    assert_eq!(pool.pages(0).len(), 14);
+    assert_eq!(
+        c[1].op,
+        WrOpcode::RdmaReadInv { remote_addr: RA, rkey: RKEY, inv_key: reg.key },
+        "invalidates the key it registered"
+    );
+    assert_eq!(c[1].sges, vec![Sge { addr: reg.iova, length: reg.length as u32, lkey: reg.key }]);
+    destroy_sg(&mut ctx, &mut pool, &mut sg);
+    // The MR was invalidated by the read: no LOCAL_INV on reuse.
+    init_sg(&mut ctx, &qp, &mut pool, &mut sg, 0, Direction::FromDevice).unwrap();
+    let c = chain_of(&mut ctx, &mut pool, &[]);
+    assert!(matches!(c[0].op, WrOpcode::RegMr(r) if r.key == 0x10002), "{c:?}");
+    destroy_sg(&mut ctx, &mut pool, &mut sg);
+    assert_eq!((TestHal::live(), pool.in_use()), (0, 0));
+}
+
+#[test]
+fn mr_reuse_needs_local_inv_and_pool_is_lifo() {
+    TestHal::reset(0);
+    let qp = RwQp::new(roce(13), true, 13);
+    let mut pool = pool_for(&qp, 8);
+    let mut ctx = Ctx::new();
+    // 300 pages: two MRs (256 + 44).
+    let mut sg: Vec<SgEntry> =
+        (0..300).map(|i| SgEntry::new(fake(0x10_0000 + 0x1000 * i, 4096))).collect();
+    let mut big: RwCtx<4, 4> = RwCtx::new();
+    // SAFETY: TestHal never touches the buffers.
+    let n = unsafe {
+        big.init::<TestHal, 8, 256>(&qp, &mut pool, &mut sg, 0, RA, RKEY, Direction::ToDevice)
+    };
+    assert_eq!(n, Ok(4));
+    let c = chain_of(&mut big, &mut pool, &[]);
+    let keys: Vec<u32> = c
+        .iter()
+        .filter_map(|w| if let WrOpcode::RegMr(r) = w.op { Some(r.key) } else { None })
+        .collect();
+    assert_eq!(keys, vec![0x10001, 0x10101]);
+    assert_eq!(c[3].op, WrOpcode::RdmaWrite { remote_addr: RA + 256 * 4096, rkey: RKEY });
+    // SAFETY: as above.
+    unsafe { big.destroy::<TestHal, 8, 256>(&mut pool, &mut sg) }.unwrap();
+    // LIFO: MR 1 (returned last) is taken first; both need LOCAL_INV.
+    let mut one = pages(1);
+    init_sg(&mut ctx, &qp, &mut pool, &mut one, 0, Direction::ToDevice).unwrap();
+    let c = chain_of(&mut ctx, &mut pool, &[]);
+    assert_eq!(c[0].op, WrOpcode::LocalInv { inv_key: 0x10101 });
+    assert!(matches!(c[1].op, WrOpcode::RegMr(r) if r.key == 0x10102));
+    assert_eq!(c.len(), 3);
+    destroy_sg(&mut ctx, &mut pool, &mut one);
+    assert_eq!((TestHal::live(), pool.in_use()), (0, 0));
+}
+
+#[test]
+fn wrs_twice_bumps_keys_once() {
+    // spec §11.8.
+    TestHal::reset(0);
+    let qp = RwQp::new(roce(13), true, 13);
+    let mut pool = pool_for(&qp, 8);
+    let mut ctx = Ctx::new();
+    let mut sg = pages(2);
+    init_sg(&mut ctx, &qp, &mut pool, &mut sg, 0, Direction::ToDevice).unwrap();
+    let a = chain_of(&mut ctx, &mut pool, &[]);
+    let b = chain_of(&mut ctx, &mut pool, &[]);
+    assert_eq!(a, b);
+    assert_eq!(pool.mr(0).unwrap().key, 0x10001);
+    destroy_sg(&mut ctx, &mut pool, &mut sg);
+}
+
+#[test]
+fn mr_chunking_counts_pages_not_entries() {
+    // spec §11.7: 65 entries of 16 KiB = 260 pages: two MRs, not -EINVAL.
+    TestHal::reset(0);
+    let qp = RwQp::new(iwarp(), false, 13);
+    let mut pool = pool_for(&qp, 8);
+    let mut ctx = Ctx::new();
+    let mut sg: Vec<SgEntry> =
+        (0..65).map(|i| SgEntry::new(fake(0x100_0000 + 0x8000 * i, 16384))).collect();
+    assert_eq!(init_sg(&mut ctx, &qp, &mut pool, &mut sg, 0, Direction::FromDevice), Ok(4));
+    let c = chain_of(&mut ctx, &mut pool, &[]);
+    let regs: Vec<_> = c
+        .iter()
+        .filter_map(|w| if let WrOpcode::RegMr(r) = w.op { Some(r) } else { None })
+        .collect();
+    assert_eq!(regs.len(), 2);
+    assert_eq!((regs[0].length, regs[1].length), (64 * 16384, 16384));
+    assert_eq!(pool.pages(pool.index_of_key(regs[0].key).unwrap()).len(), 256);
+    assert_eq!(pool.pages(pool.index_of_key(regs[1].key).unwrap()).len(), 4);
+    destroy_sg(&mut ctx, &mut pool, &mut sg);
+    // One entry larger than an MR is split at a page boundary.
+    TestHal::reset(0);
+    let mut sg = [SgEntry::new(fake(0x100_0800, 300 * 4096))];
+    assert_eq!(init_sg(&mut ctx, &qp, &mut pool, &mut sg, 0, Direction::FromDevice), Ok(4));
+    let c = chain_of(&mut ctx, &mut pool, &[]);
+    let l0 = c[1].sges[0].length as u64;
+    assert_eq!(l0, 256 * 4096 - 0x800);
+    assert_eq!(c[3].sges[0].addr, 0x100_0800 + l0);
+    assert_eq!(l0 + c[3].sges[0].length as u64, 300 * 4096);
+    destroy_sg(&mut ctx, &mut pool, &mut sg);
+}
+
+#[test]
+fn mr_coalesces_contiguous_subpage_entries_and_refuses_holes() {
+    TestHal::reset(0);
+    let qp = RwQp::new(iwarp(), false, 13);
+    let mut pool = pool_for(&qp, 8);
+    let mut ctx = Ctx::new();
+    let mut sg: Vec<SgEntry> =
+        (0..16).map(|i| SgEntry::new(fake(0x50_0000 + 512 * i, 512))).collect();
+    init_sg(&mut ctx, &qp, &mut pool, &mut sg, 0, Direction::FromDevice).unwrap();
+    assert_eq!(pool.pages(0), &[0x50_0000, 0x50_1000]);
+    destroy_sg(&mut ctx, &mut pool, &mut sg);
+    // A hole after an entry ending mid-page cannot be mapped (ib_sg_to_pages).
+    let mut sg = [SgEntry::new(fake(0x50_0000, 512)), SgEntry::new(fake(0x60_0000, 4096))];
+    let r = init_sg(&mut ctx, &qp, &mut pool, &mut sg, 0, Direction::FromDevice);
+    assert_eq!(r, Err(RwError::InvalidArgument));
+    assert_eq!((TestHal::live(), pool.in_use()), (0, 0));
+}
+
+// ------------------------------------------------------------ bvec details
+
+#[test]
+fn bvec_walks_by_bi_size_and_never_past_the_array() {
+    // spec §11.4.
+    TestHal::reset(0);
+    let qp = RwQp::new(roce(13), false, 13);
+    let mut pool = pool_for(&qp, 8);
+    let mut ctx = Ctx::new();
+    let bv = bvecs(4, 4096);
+    let short = BvecIter { bi_size: 6000, bi_idx: 0, bi_bvec_done: 0 };
+    init_bv(&mut ctx, &qp, &mut pool, &mut NoIova, &bv, 4, short, Direction::ToDevice).unwrap();
+    let c = chain_of(&mut ctx, &mut pool, &[]);
+    assert_eq!(c[0].sges.iter().map(|s| s.length).collect::<Vec<_>>(), vec![4096, 1904]);
+    assert_eq!(TestHal::live(), 2, "only the segments the iterator covers are mapped");
+    destroy_bv(&mut ctx, &mut pool, &mut NoIova);
+    // Mid-array start, more bytes than the array holds: refused, nothing read
+    // past the slice (it is a slice: an out-of-range index cannot be read).
+    let past = BvecIter { bi_size: 3 * 4096, bi_idx: 2, bi_bvec_done: 100 };
+    let r = init_bv(&mut ctx, &qp, &mut pool, &mut NoIova, &bv, 4, past, Direction::ToDevice);
+    assert_eq!(r, Err(RwError::InvalidArgument));
+    // More segments than nr_bvec claims: refused.
+    let r =
+        init_bv(&mut ctx, &qp, &mut pool, &mut NoIova, &bv, 1, iter_all(&bv), Direction::ToDevice);
+    assert_eq!(r, Err(RwError::InvalidArgument));
+    // bi_bvec_done beyond the bvec.
+    let bad = BvecIter { bi_size: 10, bi_idx: 0, bi_bvec_done: 5000 };
+    let r = init_bv(&mut ctx, &qp, &mut pool, &mut NoIova, &bv, 4, bad, Direction::ToDevice);
+    assert_eq!(r, Err(RwError::InvalidArgument));
+    assert_eq!(TestHal::live(), 0);
+    // Single bvec from the middle.
+    let mid = BvecIter { bi_size: 2000, bi_idx: 1, bi_bvec_done: 1000 };
+    init_bv(&mut ctx, &qp, &mut pool, &mut NoIova, &bv, 1, mid, Direction::ToDevice).unwrap();
+    let c = chain_of(&mut ctx, &mut pool, &[]);
+    assert_eq!(c[0].sges, vec![Sge { addr: 0x20_0000 + 1000, length: 2000, lkey: LKEY }]);
+    destroy_bv(&mut ctx, &mut pool, &mut NoIova);
+    assert_eq!(TestHal::live(), 0);
+}
+
+#[test]
+fn bvec_map_failure_unmaps_what_was_mapped() {
+    let qp = RwQp::new(roce(13), false, 13);
+    for fail_at in 1..=14 {
+        TestHal::reset(fail_at);
+        let mut pool = pool_for(&qp, 8);
+        let mut ctx = Ctx::new();
+        let bv = bvecs(14, 4096);
+        let r = init_bv(
+            &mut ctx,
+            &qp,
+            &mut pool,
+            &mut NoIova,
+            &bv,
+            14,
+            iter_all(&bv),
+            Direction::ToDevice,
+        );
+        assert_eq!(r, Err(RwError::MapFailed));
+        assert_eq!(RwError::MapFailed.errno(), -12);
+        assert_eq!((TestHal::live(), ctx.ctx_type()), (0, None), "fail_at {fail_at}");
+    }
+    // MR bvec path and single path too.
+    for (qp, n) in [(RwQp::new(iwarp(), false, 13), 5), (RwQp::new(roce(13), false, 13), 1)] {
+        TestHal::reset(1);
+        let mut pool = pool_for(&qp, 8);
+        let mut ctx = Ctx::new();
+        let bv = bvecs(n, 4096);
+        let r = init_bv(
+            &mut ctx,
+            &qp,
+            &mut pool,
+            &mut NoIova,
+            &bv,
+            n,
+            iter_all(&bv),
+            Direction::FromDevice,
+        );
+        assert_eq!(r, Err(RwError::MapFailed));
+        assert_eq!((TestHal::live(), pool.in_use()), (0, 0));
+    }
+}
+
+#[test]
+fn sg_failures_release_everything() {
+    let qp = RwQp::new(roce(13), false, 13);
+    // Mapping failure at every position.
+    for fail_at in 1..=5 {
+        TestHal::reset(fail_at);
+        let mut pool = pool_for(&qp, 8);
+        let mut ctx = Ctx::new();
+        let mut sg = pages(5);
+        let r = init_sg(&mut ctx, &qp, &mut pool, &mut sg, 0, Direction::ToDevice);
+        assert_eq!(r, Err(RwError::MapFailed));
+        assert!(sg.iter().all(|e| e.dma_addr().is_none()));
+        assert_eq!(TestHal::live(), 0);
+    }
+    // Storage too small (Linux: kzalloc failure): -ENOMEM, all unmapped.
+    TestHal::reset(0);
+    let mut pool = pool_for(&qp, 8);
+    let mut tiny: RwCtx<2, 1> = RwCtx::new();
+    let mut sg = pages(5);
+    // SAFETY: TestHal never touches the buffers.
+    let r = unsafe {
+        tiny.init::<TestHal, 8, 256>(&qp, &mut pool, &mut sg, 0, RA, RKEY, Direction::ToDevice)
+    };
+    assert_eq!(r, Err(RwError::NoCapacity));
+    assert_eq!(RwError::NoCapacity.errno(), -12);
+    assert_eq!(TestHal::live(), 0);
+    // MR path out of pool mid-way: the MRs taken are returned.
+    let qpi = RwQp::new(iwarp(), false, 13);
+    let mut pool = pool_for(&qpi, 1);
+    let mut sg = pages(300);
+    let mut ctx: RwCtx<4, 4> = RwCtx::new();
+    // SAFETY: as above.
+    let r = unsafe {
+        ctx.init::<TestHal, 8, 256>(&qpi, &mut pool, &mut sg, 0, RA, RKEY, Direction::FromDevice)
+    };
+    assert_eq!(r, Err(RwError::PoolEmpty));
+    assert_eq!((TestHal::live(), pool.in_use()), (0, 0));
+}
+
+#[test]
+fn iova_errors_destroy_the_partial_range() {
+    struct Failing {
+        live: i64,
+        linked: u64,
+        destroyed_len: u64,
+    }
+    // SAFETY: address arithmetic only.
+    unsafe impl IovaMapper for Failing {
+        fn try_alloc(&mut self, _: NonNull<[u8]>, _: u64, _: BufferDirection) -> Option<u64> {
+            self.live += 1;
+            Some(0xf000_0000)
+        }
+        fn link(
+            &mut self,
+            _: u64,
+            off: u64,
+            s: NonNull<[u8]>,
+            _: BufferDirection,
+        ) -> Result<(), i32> {
+            if off >= 8192 {
+                return Err(-22);
+            }
+            self.linked += s.len() as u64;
+            Ok(())
+        }
+        fn sync(&mut self, _: u64, _: u64) -> Result<(), i32> {
+            Ok(())
+        }
+        fn destroy(&mut self, _: u64, len: u64, _: BufferDirection) {
+            self.live -= 1;
+            self.destroyed_len = len;
+        }
+    }
+    TestHal::reset(0);
+    let qp = RwQp::new(roce(13), false, 13);
+    let mut pool = pool_for(&qp, 8);
+    let mut ctx = Ctx::new();
+    let bv = bvecs(4, 4096);
+    let mut io = Failing { live: 0, linked: 0, destroyed_len: 0 };
+    let r = init_bv(&mut ctx, &qp, &mut pool, &mut io, &bv, 4, iter_all(&bv), Direction::ToDevice);
+    assert_eq!(r, Err(RwError::Iova(-22)));
+    assert_eq!((io.live, io.linked, io.destroyed_len), (0, 8192, 8192));
+    assert_eq!(RwError::Iova(-22).errno(), -22);
+}
+
+#[test]
+fn context_misuse_is_refused() {
+    TestHal::reset(0);
+    let qp = RwQp::new(roce(13), false, 13);
+    let mut pool = pool_for(&qp, 8);
+    let mut ctx = Ctx::new();
+    let mut sg = pages(2);
+    let mut out =
+        [SendWr { wr_id: 0, opcode: WrOpcode::Send, flags: SendFlags::NONE, sg_list: &[] }; 4];
+    assert_eq!(ctx.wrs(&mut pool, CQE, &[], &mut out), Err(RwError::WrongContext));
+    init_sg(&mut ctx, &qp, &mut pool, &mut sg, 0, Direction::ToDevice).unwrap();
+    let mut sg2 = pages(2);
+    assert_eq!(
+        init_sg(&mut ctx, &qp, &mut pool, &mut sg2, 0, Direction::ToDevice),
+        Err(RwError::Busy)
+    );
+    // SAFETY: TestHal; refused before anything is released.
+    let r = unsafe { ctx.destroy_bvec::<TestHal, NoIova, 8, 256>(&mut pool, &mut NoIova) };
+    assert_eq!(r, Err(RwError::WrongContext));
+    assert_eq!(TestHal::live(), 2);
+    destroy_sg(&mut ctx, &mut pool, &mut sg);
+    // SAFETY: as above.
+    let r = unsafe { ctx.destroy::<TestHal, 8, 256>(&mut pool, &mut sg) };
+    assert_eq!(r, Err(RwError::WrongContext));
+    assert_eq!(TestHal::live(), 0);
+}
+
+// ------------------------------------------------------------ post
+
+struct Qp {
+    posted: Vec<W>,
+    fail_at: Option<usize>,
+    calls: usize,
+}
+
+impl PostSend for Qp {
+    type Error = i32;
+    fn post_send(&mut self, wrs: &[SendWr<'_>]) -> Result<(), (usize, i32)> {
+        self.calls += 1;
+        for (i, w) in wrs.iter().enumerate() {
+            if Some(self.posted.len()) == self.fail_at {
+                return Err((i, -12));
+            }
+            self.posted.push(own(w));
+        }
+        Ok(())
+    }
+}
+
+#[test]
+fn post_sends_the_same_chain_as_wrs_in_batches() {
+    TestHal::reset(0);
+    let qp = RwQp::new(roce(1), true, 1);
+    let mut pool = pool_for(&qp, 8);
+    // 7 MRs of 256 pages: 14 WRs the first time, then 21 with LOCAL_INVs
+    // (more than one batch of 16).
+    let mut sg: Vec<SgEntry> =
+        (0..7 * 256).map(|i| SgEntry::new(fake(0x100_0000 + 0x1000 * i, 4096))).collect();
+    let mut ctx = Ctx::new();
+    assert_eq!(init_sg(&mut ctx, &qp, &mut pool, &mut sg, 0, Direction::ToDevice), Ok(14));
+    let mut q = Qp { posted: Vec::new(), fail_at: None, calls: 0 };
+    ctx.post(&mut q, &mut pool, CQE, &[]).unwrap();
+    assert_eq!((q.calls, q.posted.len()), (1, 14));
+    destroy_sg(&mut ctx, &mut pool, &mut sg);
+    assert_eq!(init_sg(&mut ctx, &qp, &mut pool, &mut sg, 0, Direction::ToDevice), Ok(21));
+    let extra =
+        [SendWr { wr_id: 5, opcode: WrOpcode::Send, flags: SendFlags::SIGNALED, sg_list: &[] }];
+    let mut q = Qp { posted: Vec::new(), fail_at: None, calls: 0 };
+    ctx.post(&mut q, &mut pool, CQE, &extra).unwrap();
+    assert_eq!(q.calls, 2);
+    let want = chain_of(&mut ctx, &mut pool, &extra);
+    assert_eq!(q.posted, want);
+    assert_eq!(q.posted.len(), 22);
+    destroy_sg(&mut ctx, &mut pool, &mut sg);
+    // A refusal reports the index in the whole chain.
+    init_sg(&mut ctx, &qp, &mut pool, &mut sg, 0, Direction::ToDevice).unwrap();
+    let mut q = Qp { posted: Vec::new(), fail_at: Some(18), calls: 0 };
+    let r = ctx.post(&mut q, &mut pool, CQE, &[]);
+    assert_eq!(r, Err(PostError::Post { bad: 18, err: -12 }));
+    destroy_sg(&mut ctx, &mut pool, &mut sg);
+    assert_eq!((TestHal::live(), pool.in_use()), (0, 0));
+}
+
+#[test]
+fn linux_named_entry_points_round_trip() {
+    TestHal::reset(0);
+    let qp = RwQp::new(iwarp(), false, 13);
+    let mut pool = Pool::new();
+    let mrs: Vec<FrMr> = (0..2)
+        .map(|i| FrMr { key: (0x100 + i) << 8, max_pages: 256, first_pble_index: 0, pbl_level: 1 })
+        .collect();
+    assert_eq!(rdma_rw_init_mrs(&mut pool, &qp, 2, &mrs), Ok(2));
+    let mut ctx = Ctx::new();
+    let mut sg = pages(3);
+    // SAFETY: TestHal never touches the buffers.
+    let n = unsafe {
+        rdma_rw_ctx_init::<TestHal, 64, 16, 8, 256>(
+            &mut ctx,
+            &qp,
+            &mut pool,
+            &mut sg,
+            0,
+            RA,
+            RKEY,
+            Direction::FromDevice,
+        )
+    };
+    assert_eq!(n, Ok(2));
+    let mut q = Qp { posted: Vec::new(), fail_at: None, calls: 0 };
+    rdma_rw_ctx_post(&mut ctx, &mut q, &mut pool, CQE, &[]).unwrap();
+    let mut out =
+        [SendWr { wr_id: 0, opcode: WrOpcode::Send, flags: SendFlags::NONE, sg_list: &[] }; 2];
+    assert_eq!(rdma_rw_ctx_wrs(&mut ctx, &mut pool, CQE, &[], &mut out), Ok(2));
+    assert_eq!(q.posted, out.iter().map(own).collect::<Vec<_>>());
+    assert!(matches!(q.posted[1].op, WrOpcode::RdmaReadInv { .. }));
+    // SAFETY: as above; no device.
+    unsafe { rdma_rw_ctx_destroy::<TestHal, 64, 16, 8, 256>(&mut ctx, &mut pool, &mut sg) }
+        .unwrap();
+    let bv = bvecs(2, 4096);
+    // SAFETY: as above.
+    let n = unsafe {
+        rdma_rw_ctx_init_bvec::<TestHal, NoIova, 64, 16, 8, 256>(
+            &mut ctx,
+            &qp,
+            &mut pool,
+            &mut NoIova,
+            &bv,
+            2,
+            iter_all(&bv),
+            RA,
+            RKEY,
+            Direction::ToDevice,
+        )
+    };
+    assert_eq!((n, ctx.ctx_type()), (Ok(1), Some(CtxType::MultiWr)));
+    assert_eq!(TestHal::live(), 2);
+    // SAFETY: as above.
+    unsafe {
+        rdma_rw_ctx_destroy_bvec::<TestHal, NoIova, 64, 16, 8, 256>(
+            &mut ctx,
+            &mut pool,
+            &mut NoIova,
+        )
+    }
+    .unwrap();
+    assert_eq!(TestHal::live(), 0);
+    let mut keys = Vec::new();
+    rdma_rw_cleanup_mrs(&mut pool, |m| keys.push(m.key)).unwrap();
+    assert_eq!(keys, vec![0x10001, 0x10100], "MR 0's key was bumped by its use");
+}
+
+// ------------------------------------------------------------ FakeHal
+
+#[test]
+fn fake_hal_bounce_data_reaches_caller_at_destroy_bvec() {
+    use irdma_testkit::FakeHal;
+    let qp = RwQp::new(roce(13), false, 13);
+    let mut pool = pool_for(&qp, 0);
+    let mut a = [0u8; 100];
+    let mut b = [0u8; 50];
+    let bv = [BioVec { buf: NonNull::from(&mut a[..]) }, BioVec { buf: NonNull::from(&mut b[..]) }];
+    let mut ctx = Ctx::new();
+    let it = BvecIter { bi_size: 120, bi_idx: 0, bi_bvec_done: 30 };
+    // SAFETY: `a` and `b` outlive the context's use; destroyed below.
+    let n = unsafe {
+        ctx.init_bvec::<FakeHal, NoIova, 8, 256>(
+            &qp,
+            &mut pool,
+            &mut NoIova,
+            &bv,
+            2,
+            it,
+            RA,
+            RKEY,
+            Direction::FromDevice,
+        )
+    };
+    assert_eq!(n, Ok(1));
+    let c = chain_of(&mut ctx, &mut pool, &[]);
+    let sges = c[0].sges.clone();
+    assert_eq!(sges.iter().map(|s| s.length).collect::<Vec<_>>(), vec![70, 50]);
+    for (k, s) in sges.iter().enumerate() {
+        assert!(FakeHal::contains(s.addr, s.length as usize));
+        // The "device" writes the bounce buffers.
+        // SAFETY: FakeHal bounce buffers of at least `length` bytes.
+        unsafe { core::ptr::write_bytes(s.addr as *mut u8, 0xa0 + k as u8, s.length as usize) };
+    }
+    // SAFETY: the transfer is over.
+    unsafe { ctx.destroy_bvec::<FakeHal, NoIova, 8, 256>(&mut pool, &mut NoIova) }.unwrap();
+    assert!(a[..30].iter().all(|&x| x == 0));
+    assert!(a[30..].iter().all(|&x| x == 0xa0));
+    assert!(b.iter().all(|&x| x == 0xa1));
+}
+
+// ------------------------------------------------------------ sizing
+
+#[test]
+fn sizing_matches_linux_formulas_and_saturates() {
+    let r13 = roce(13);
+    let r6 = roce(6);
+    let iw = iwarp();
+    // rdma_rw_mr_factor: DIV_ROUND_UP(maxpages, mr_pages).
+    assert_eq!(rdma_rw_mr_factor(&r13, false, 0), 0);
+    assert_eq!(rdma_rw_mr_factor(&r13, false, 12), 1);
+    assert_eq!(rdma_rw_mr_factor(&r13, false, 14), 2);
+    assert_eq!(rdma_rw_mr_factor(&r6, false, 4096), 683);
+    assert_eq!(rdma_rw_mr_factor(&iw, false, 257), 2);
+    assert_eq!(rdma_rw_mr_factor(&r13, true, 256), 1);
+    // Linux wraps these to 0 (spec §11.5).
+    assert_eq!(rdma_rw_mr_factor(&r13, false, u32::MAX), 330_382_100);
+    assert_eq!(rdma_rw_mr_factor(&iw, false, u32::MAX), 16_777_216);
+    let mut zero = r13;
+    zero.max_sge_rd = 0;
+    assert_eq!(rdma_rw_mr_factor(&zero, false, 5), u32::MAX);
+    // rdma_rw_max_send_wr: factor 1 or 3, saturating, not clamped.
+    assert_eq!(rdma_rw_max_send_wr(&r13, false, 128, false), 128);
+    assert_eq!(rdma_rw_max_send_wr(&r13, false, 128, true), 384);
+    assert_eq!(rdma_rw_max_send_wr(&iw, false, 128, false), 384);
+    assert_eq!(rdma_rw_max_send_wr(&r13, true, 128, false), 384);
+    assert_eq!(rdma_rw_max_send_wr(&iw, false, 0x5555_5556, false), u32::MAX);
+    assert_eq!(rdma_rw_max_send_wr(&r13, false, 10_000, false), 10_000, "no clamp");
+    // rdma_rw_init_qp.
+    let mut cap = QpCap { max_send_wr: 128, max_rdma_ctxs: 64 };
+    rdma_rw_init_qp(&r13, false, &mut cap, false).unwrap();
+    assert_eq!(cap, QpCap { max_send_wr: 192, max_rdma_ctxs: 64 });
+    let mut cap = QpCap { max_send_wr: 1000, max_rdma_ctxs: 1100 };
+    rdma_rw_init_qp(&iw, false, &mut cap, false).unwrap();
+    assert_eq!(cap.max_send_wr, 4063, "clamped to max_qp_wr");
+    // Linux wraps to 256 / 18 (spec §11.6).
+    let mut cap = QpCap { max_send_wr: 4_294_967_040, max_rdma_ctxs: 512 };
+    rdma_rw_init_qp(&r13, false, &mut cap, false).unwrap();
+    assert_eq!(cap.max_send_wr, 4063);
+    let mut cap = QpCap { max_send_wr: 16, max_rdma_ctxs: 0x5555_5556 };
+    rdma_rw_init_qp(&iw, false, &mut cap, false).unwrap();
+    assert_eq!(cap.max_send_wr, 4063);
+    let mut cap = QpCap { max_send_wr: 128, max_rdma_ctxs: 0 };
+    rdma_rw_init_qp(&iw, false, &mut cap, false).unwrap();
+    assert_eq!(cap.max_send_wr, 128);
+    // Integrity QPs are refused on E810 and the caps stay untouched.
+    let mut cap = QpCap { max_send_wr: 128, max_rdma_ctxs: 64 };
+    assert_eq!(rdma_rw_init_qp(&r13, false, &mut cap, true), Err(RwError::IntegrityUnsupported));
+    assert_eq!(cap.max_send_wr, 128);
+    // Signature contexts can only fail on E810.
+    let qp = RwQp::new(r13, false, 13);
+    let mut ctx = Ctx::new();
+    assert_eq!(ctx.signature_init(&qp, 2, 0), Err(RwError::PoolEmpty));
+    assert_eq!(ctx.signature_init(&qp, 257, 0), Err(RwError::InvalidArgument));
+}
+
+#[test]
+fn pool_init_and_cleanup() {
+    let qp_r = RwQp::new(roce(13), false, 13);
+    let qp_i = RwQp::new(iwarp(), false, 13);
+    let mrs = [FrMr { key: 0x100, max_pages: 256, first_pble_index: 0, pbl_level: 1 }; 4];
+    let mut p = Pool::new();
+    assert_eq!(p.init(&qp_r.dev, false, 4, &mrs), Ok(0), "RoCE without force_mr: no MRs");
+    assert_eq!(p.init(&qp_i.dev, false, 9, &mrs), Err(RwError::NoCapacity));
+    assert_eq!(p.init(&qp_i.dev, false, 4, &mrs), Ok(4));
+    assert_eq!(p.init(&qp_i.dev, false, 4, &mrs), Err(RwError::Busy));
+    let taken = p.get().unwrap();
+    assert_eq!(p.in_use(), 1);
+    assert_eq!(p.cleanup(|_| {}), Err(RwError::Busy));
+    p.put(taken);
+    // A double or foreign put is ignored.
+    p.put(taken);
+    p.put(7);
+    assert_eq!(p.in_use(), 0);
+    assert_eq!(p.get(), Some(taken), "LIFO");
+    p.put(taken);
+    let mut n = 0;
+    p.cleanup(|_| n += 1).unwrap();
+    assert_eq!((n, p.len()), (4, 0));
+}
+
+// ------------------------------------------------------------ properties
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 200, ..ProptestConfig::default() })]
+
+    /// Multi-WR split: lengths add up, remote addresses advance, no WR has
+    /// more SGEs than the QP allows, WR count equals the return value.
+    #[test]
+    fn multi_wr_split(
+        lens in proptest::collection::vec(1usize..9000, 2..60),
+        max_sge in 1u32..14,
+        off_frac in 0usize..100,
+        read in any::<bool>(),
+    ) {
+        TestHal::reset(0);
+        let qp = RwQp::new(roce(13), false, max_sge);
+        let mut pool = pool_for(&qp, 0);
+        let mut addr = 0x10_0000u64;
+        let mut sg: Vec<SgEntry> = lens.iter().map(|&l| {
+            let e = SgEntry::new(fake(addr, l));
+            addr += 0x4000;
+            e
+        }).collect();
+        let total: u64 = lens.iter().map(|&l| l as u64).sum();
+        let off = (lens[0] * off_frac / 100) as u32;
+        let dir = if read { Direction::FromDevice } else { Direction::ToDevice };
+        let mut ctx: RwCtx<64, 64> = RwCtx::new();
+        // SAFETY: TestHal never touches the buffers.
+        let n = unsafe { ctx.init::<TestHal, 8, 256>(&qp, &mut pool, &mut sg, off, RA, RKEY, dir) }
+            .unwrap();
+        prop_assert_eq!(n, lens.len().div_ceil(max_sge as usize));
+        prop_assert_eq!(ctx.ctx_type(), Some(CtxType::MultiWr));
+        let c = chain_of(&mut ctx, &mut pool, &[]);
+        prop_assert_eq!(c.len(), n);
+        let mut ra = RA;
+        let mut sum = 0u64;
+        for w in &c {
+            prop_assert!(!w.sges.is_empty() && w.sges.len() <= max_sge as usize);
+            let (r, k) = match w.op {
+                WrOpcode::RdmaWrite { remote_addr, rkey } if !read => (remote_addr, rkey),
+                WrOpcode::RdmaRead { remote_addr, rkey } if read => (remote_addr, rkey),
+                other => return Err(TestCaseError::fail(std::format!("opcode {other:?}"))),
+            };
+            prop_assert_eq!((r, k), (ra, RKEY));
+            let b: u64 = w.sges.iter().map(|s| s.length as u64).sum();
+            ra += b;
+            sum += b;
+        }
+        prop_assert_eq!(sum, total - off as u64);
+        // SAFETY: as above.
+        unsafe { ctx.destroy::<TestHal, 8, 256>(&mut pool, &mut sg) }.unwrap();
+        prop_assert_eq!(TestHal::live(), 0);
+    }
+
+    /// MR path: every MR holds at most 256 pages, the chain covers every
+    /// byte once in order, and everything is returned at destroy.
+    #[test]
+    fn mr_chunks_cover_the_transfer(
+        npages in proptest::collection::vec(1u64..40, 1..40),
+    ) {
+        TestHal::reset(0);
+        let qp = RwQp::new(iwarp(), false, 13);
+        let mut pool = pool_for(&qp, 8);
+        let mut addr = 0x100_0000u64;
+        let mut sg: Vec<SgEntry> = npages.iter().map(|&p| {
+            let e = SgEntry::new(fake(addr, (p * 4096) as usize));
+            addr += p * 4096 + 0x10_0000;
+            e
+        }).collect();
+        let total: u64 = npages.iter().sum::<u64>() * 4096;
+        let mut ctx: RwCtx<4, 16> = RwCtx::new();
+        // SAFETY: TestHal never touches the buffers.
+        let r = unsafe {
+            ctx.init::<TestHal, 8, 256>(&qp, &mut pool, &mut sg, 0, RA, RKEY, Direction::FromDevice)
+        };
+        let need = npages.iter().sum::<u64>().div_ceil(256) as usize;
+        if need > 8 {
+            prop_assert_eq!(r, Err(RwError::PoolEmpty));
+        } else {
+            let n = r.unwrap();
+            let c = chain_of(&mut ctx, &mut pool, &[]);
+            prop_assert_eq!(c.len(), n);
+            let mut ra = RA;
+            for w in &c {
+                match w.op {
+                    WrOpcode::RegMr(reg) => {
+                        let idx = pool.index_of_key(reg.key).unwrap();
+                        prop_assert!(pool.pages(idx).len() <= 256);
+                    }
+                    WrOpcode::RdmaReadInv { remote_addr, inv_key, .. } => {
+                        prop_assert_eq!(remote_addr, ra);
+                        prop_assert_eq!(inv_key, w.sges[0].lkey);
+                        ra += w.sges[0].length as u64;
+                    }
+                    other => return Err(TestCaseError::fail(std::format!("opcode {other:?}"))),
+                }
+            }
+            prop_assert_eq!(ra - RA, total);
+            // SAFETY: as above.
+            unsafe { ctx.destroy::<TestHal, 8, 256>(&mut pool, &mut sg) }.unwrap();
+        }
+        prop_assert_eq!((TestHal::live(), pool.in_use()), (0, 0));
+    }
+
+    /// Arbitrary scatter lists, offsets, device limits and injected mapping
+    /// failures never panic, and whatever init does is undone (by itself on
+    /// error, by destroy on success).
+    #[test]
+    fn sg_init_never_panics_and_always_releases(
+        ents in proptest::collection::vec((any::<u64>(), 0usize..70_000), 0..40),
+        off in any::<u32>(),
+        max_sge in 0u32..15,
+        max_sgl_rd in 0u32..6,
+        iw in any::<bool>(),
+        force in any::<bool>(),
+        read in any::<bool>(),
+        mrs in 0u32..9,
+        fail_at in 0u32..45,
+    ) {
+        TestHal::reset(fail_at);
+        let mut dev = if iw { iwarp() } else { roce(max_sge) };
+        dev.max_sgl_rd = max_sgl_rd;
+        let qp = RwQp::new(dev, force, max_sge);
+        let mut pool = pool_for(&qp, mrs);
+        let mut sg: Vec<SgEntry> =
+            ents.iter().map(|&(a, l)| SgEntry::new(fake(a.max(1), l))).collect();
+        let dir = if read { Direction::FromDevice } else { Direction::ToDevice };
+        let mut ctx: RwCtx<16, 4> = RwCtx::new();
+        // SAFETY: TestHal never touches the buffers.
+        let r = unsafe { ctx.init::<TestHal, 8, 256>(&qp, &mut pool, &mut sg, off, RA, RKEY, dir) };
+        if let Ok(n) = r {
+            let c = chain_of(&mut ctx, &mut pool, &[]);
+            prop_assert_eq!(c.len(), n);
+            // SAFETY: as above.
+            unsafe { ctx.destroy::<TestHal, 8, 256>(&mut pool, &mut sg) }.unwrap();
+        }
+        prop_assert_eq!((TestHal::live(), pool.in_use(), ctx.ctx_type()), (0, 0, None));
+    }
+
+    /// The same for bvec arrays and arbitrary iterators.
+    #[test]
+    fn bvec_init_never_panics_and_always_releases(
+        ents in proptest::collection::vec((any::<u64>(), 0usize..70_000), 0..20),
+        nr in 0usize..25,
+        size in any::<u32>(),
+        idx in 0u32..25,
+        done in 0u32..70_000,
+        iw in any::<bool>(),
+        force in any::<bool>(),
+        read in any::<bool>(),
+        iommu in any::<bool>(),
+        mrs in 0u32..9,
+        fail_at in 0u32..25,
+    ) {
+        TestHal::reset(fail_at);
+        let qp = RwQp::new(if iw { iwarp() } else { roce(13) }, force, 13);
+        let mut pool = pool_for(&qp, mrs);
+        let bv: Vec<BioVec> = ents.iter().map(|&(a, l)| BioVec { buf: fake(a.max(1), l) }).collect();
+        let it = BvecIter { bi_size: size % 200_000, bi_idx: idx, bi_bvec_done: done };
+        let dir = if read { Direction::FromDevice } else { Direction::ToDevice };
+        let mut ctx = Ctx::new();
+        let mut io = OkIommu { live: 0 };
+        let r = if iommu {
+            init_bv(&mut ctx, &qp, &mut pool, &mut io, &bv, nr, it, dir)
+        } else {
+            init_bv(&mut ctx, &qp, &mut pool, &mut NoIova, &bv, nr, it, dir)
+        };
+        if let Ok(n) = r {
+            let c = chain_of(&mut ctx, &mut pool, &[]);
+            prop_assert_eq!(c.len(), n);
+            let bytes: u64 = c.iter()
+                .filter(|w| !matches!(w.op, WrOpcode::RegMr(_) | WrOpcode::LocalInv { .. }))
+                .flat_map(|w| w.sges.iter())
+                .map(|s| s.length as u64)
+                .sum();
+            prop_assert_eq!(bytes, u64::from(it.bi_size));
+            prop_assert!(c.iter().all(|w| w.sges.iter().all(|s| s.length > 0)));
+            if iommu {
+                destroy_bv(&mut ctx, &mut pool, &mut io);
+            } else {
+                destroy_bv(&mut ctx, &mut pool, &mut NoIova);
+            }
+        }
+        prop_assert_eq!((TestHal::live(), io.live, pool.in_use(), ctx.ctx_type()), (0, 0, 0, None));
+    }
+
+    /// Sizing never wraps: the result is the exact value, saturated.
+    #[test]
+    fn sizing_saturates(maxpages in any::<u32>(), ctxs in any::<u32>(), wr in any::<u32>()) {
+        let d = roce(13);
+        let exact = (maxpages as u64).div_ceil(13);
+        prop_assert_eq!(rdma_rw_mr_factor(&d, false, maxpages) as u64, exact);
+        let i = iwarp();
+        prop_assert_eq!(
+            rdma_rw_max_send_wr(&i, false, ctxs, false) as u64,
+            (3 * ctxs as u64).min(u32::MAX as u64)
+        );
+        let mut cap = QpCap { max_send_wr: wr, max_rdma_ctxs: ctxs };
+        rdma_rw_init_qp(&i, false, &mut cap, false).unwrap();
+        let want = if ctxs == 0 { wr as u64 } else { (wr as u64 + 3 * ctxs as u64).min(4063) };
+        prop_assert_eq!(cap.max_send_wr as u64, want);
+    }
+}
