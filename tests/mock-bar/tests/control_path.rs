@@ -1,6 +1,6 @@
 //! Control path: register file, CQP handshake, CQP engine and every
-#![allow(clippy::needless_range_loop)]
 //! bring-up op, with error completions for bad fields.
+#![allow(clippy::needless_range_loop)]
 
 mod common;
 use common::*;
