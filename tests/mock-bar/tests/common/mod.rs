@@ -372,3 +372,450 @@ impl Harness {
         assert!(!self.create_aeq(64).error);
     }
 }
+
+// ----------------------------------------------------------------------
+// Data path: spec-side SQ/RQ encoders (spec data-path §1, §2)
+// ----------------------------------------------------------------------
+
+/// SQ opcodes (spec data-path §1.9).
+pub mod sqop {
+    pub const WRITE: u8 = 0x00;
+    pub const READ: u8 = 0x01;
+    pub const SEND: u8 = 0x03;
+    pub const SEND_INV: u8 = 0x04;
+    pub const SEND_SOL: u8 = 0x05;
+    pub const FAST_REG: u8 = 0x09;
+    pub const LOCAL_INV: u8 = 0x0A;
+    pub const NOP: u8 = 0x0C;
+}
+
+#[derive(Clone, Copy, Debug)]
+pub struct Sge {
+    pub addr: u64,
+    pub stag: u32,
+    pub len: u32,
+}
+
+fn frag_words(s: Option<Sge>, valid: bool) -> [u64; 2] {
+    match s {
+        Some(s) => {
+            [s.addr, f(s.stag as u64, 31, 0) | f(s.len as u64, 62, 32) | (valid as u64) << 63]
+        }
+        None => [0, (valid as u64) << 63],
+    }
+}
+
+/// A fragment-based SQ WQE (WRITE/READ/SEND), laid out per §1.5: slot 0 at
+/// +0 (or the immediate), others from +32, pad to an odd count, ADDFRAGCNT
+/// counting the pad. Returns the words with the header at [3] (valid set).
+pub fn sq_frag_wqe(
+    opcode: u8,
+    remstag: u32,
+    w16: u64,
+    sges: &[Sge],
+    imm: Option<u32>,
+    signaled: bool,
+    valid: bool,
+) -> Vec<u64> {
+    let mut slots: Vec<Option<Sge>> = Vec::new();
+    let mut w = vec![0u64; 4];
+    if let Some(i) = imm {
+        w[0] = i as u64;
+        slots.push(None); // placeholder for the immediate
+    }
+    for s in sges {
+        slots.push(Some(*s));
+    }
+    if slots.is_empty() {
+        slots.push(None);
+    }
+    let mut count = slots.len();
+    if count.is_multiple_of(2) {
+        slots.push(None);
+        count += 1;
+    }
+    for (k, s) in slots.iter().enumerate() {
+        if k == 0 {
+            if imm.is_none() {
+                let fw = frag_words(*s, valid);
+                w[0] = fw[0];
+                w[1] = fw[1];
+            }
+        } else {
+            let fw = frag_words(*s, valid);
+            w.extend_from_slice(&fw);
+        }
+    }
+    while !w.len().is_multiple_of(4) {
+        w.push(0);
+    }
+    w[2] = w16;
+    w[3] = f(remstag as u64, 31, 0)
+        | f(opcode as u64, 37, 32)
+        | f((count - 1) as u64, 41, 38)
+        | (imm.is_some() as u64) << 47
+        | (signaled as u64) << 62
+        | (valid as u64) << 63;
+    w
+}
+
+/// Inline WQE (§1.7): 8 bytes at +8, then 31 per quantum, valid byte 31.
+pub fn sq_inline_wqe(
+    opcode: u8,
+    remstag: u32,
+    w16: u64,
+    data: &[u8],
+    signaled: bool,
+    valid: bool,
+) -> Vec<u64> {
+    let quanta = if data.len() <= 8 { 1 } else { 1 + (data.len() - 8).div_ceil(31) };
+    let mut b = vec![0u8; quanta * 32];
+    let first = data.len().min(8);
+    b[8..8 + first].copy_from_slice(&data[..first]);
+    let mut at = first;
+    for q in 1..quanta {
+        let n = (data.len() - at).min(31);
+        b[q * 32..q * 32 + n].copy_from_slice(&data[at..at + n]);
+        b[q * 32 + 31] = (valid as u8) << 7;
+        at += n;
+    }
+    let mut w: Vec<u64> = b.chunks(8).map(|c| u64::from_le_bytes(c.try_into().unwrap())).collect();
+    w[2] = w16;
+    w[3] = f(remstag as u64, 31, 0)
+        | f(opcode as u64, 37, 32)
+        | f(data.len() as u64, 55, 48)
+        | 1 << 57
+        | (signaled as u64) << 62
+        | (valid as u64) << 63;
+    w
+}
+
+pub fn sq_local_inv(stag: u32, signaled: bool, valid: bool) -> Vec<u64> {
+    vec![
+        0,
+        f(stag as u64, 31, 0),
+        0,
+        f(sqop::LOCAL_INV as u64, 37, 32)
+            | 1 << 61
+            | (signaled as u64) << 62
+            | (valid as u64) << 63,
+    ]
+}
+
+/// FAST_REGISTER (§1.6): level-1 PBL, 4 KiB pages, VA-based.
+pub fn sq_fast_reg(
+    stag: u32,
+    va: u64,
+    len: u64,
+    first_pble: u32,
+    rights: u8,
+    valid: bool,
+) -> Vec<u64> {
+    vec![
+        va,
+        f((first_pble >> 16) as u64, 11, 0),
+        f(len, 40, 0) | f(first_pble as u64 & 0xFFFF, 63, 48),
+        f(stag as u64 & 0xFF, 7, 0)
+            | f((stag >> 8) as u64, 31, 8)
+            | f(sqop::FAST_REG as u64, 37, 32)
+            | f(1, 45, 44)
+            | f(rights as u64, 52, 48)
+            | 1 << 53
+            | 1 << 62
+            | (valid as u64) << 63,
+    ]
+}
+
+/// RQ WQE (§2.1) padded to `stride` bytes.
+pub fn rq_wqe(sges: &[Sge], valid: bool, stride: usize) -> Vec<u64> {
+    let mut slots: Vec<Option<Sge>> = sges.iter().copied().map(Some).collect();
+    if slots.is_empty() {
+        slots.push(None);
+    }
+    if slots.len().is_multiple_of(2) {
+        slots.push(None);
+    }
+    let mut w = vec![0u64; stride / 8];
+    for (k, s) in slots.iter().enumerate() {
+        let fw = frag_words(*s, valid);
+        let at = if k == 0 { 0 } else { 4 + 2 * (k - 1) };
+        w[at] = fw[0];
+        w[at + 1] = fw[1];
+    }
+    w[3] = f((slots.len() - 1) as u64, 41, 38) | (valid as u64) << 63;
+    w
+}
+
+/// A decoded CQE as the test sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Cqe {
+    pub len: u32,
+    pub ctx: u64,
+    pub inv_stag: u32,
+    pub qp: u32,
+    pub minor: u16,
+    pub major: u16,
+    pub wqe_idx: u32,
+    pub ext: bool,
+    pub stag_inv: bool,
+    pub solicited: bool,
+    pub error: bool,
+    pub op: u8,
+    pub sq: bool,
+    pub imm: Option<u32>,
+}
+
+pub struct TCq {
+    pub id: u32,
+    pub ring: Ring,
+    pub shadow: u64,
+}
+
+pub struct TQp {
+    pub id: u32,
+    pub sq_pa: u64,
+    pub sq_quanta: u32,
+    pub sq_head: u32,
+    pub sq_pol: bool,
+    pub rq_pa: u64,
+    pub rq_wqes: u32,
+    pub rq_shift: u32,
+    pub rq_head: u32,
+    pub rq_pol: bool,
+    pub shadow: u64,
+    pub ctx_pa: u64,
+    pub ctx: [u64; 32],
+}
+
+pub const QP_CTX_BASE: u64 = 0x5150_0000_0000;
+
+impl Harness {
+    pub fn create_cq(&mut self, id: u32, size: u32) -> TCq {
+        let ring = self.alloc(size as u64 * 32, 256);
+        let shadow = self.alloc(64, 64);
+        self.op_ok(Self::create_cq_wqe(id, size, ring, shadow, 0xCC00 + id as u64, Some(0)));
+        TCq { id, ring: Ring { pa: ring, size, head: 0, pol: true }, shadow }
+    }
+
+    pub fn poll_cq(&mut self, cq: &mut TCq) -> Option<Cqe> {
+        let pa = cq.ring.pa + cq.ring.head as u64 * 32;
+        let w3 = self.mem.get64(pa + 24);
+        if (w3 >> 63 == 1) != cq.ring.pol {
+            return None;
+        }
+        let (w0, w1, w2) = (self.mem.get64(pa), self.mem.get64(pa + 8), self.mem.get64(pa + 16));
+        let ext = g(w3, 50, 50) == 1;
+        let mut imm = None;
+        cq.ring.head = (cq.ring.head + 1) % cq.ring.size;
+        if cq.ring.head == 0 {
+            cq.ring.pol = !cq.ring.pol;
+        }
+        if ext {
+            let epa = cq.ring.pa + cq.ring.head as u64 * 32;
+            let e3 = self.mem.get64(epa + 24);
+            assert_eq!(e3 >> 63 == 1, cq.ring.pol, "extended CQE valid");
+            if g(e3, 62, 62) == 1 {
+                imm = Some(self.mem.get64(epa) as u32);
+            }
+            cq.ring.head = (cq.ring.head + 1) % cq.ring.size;
+            if cq.ring.head == 0 {
+                cq.ring.pol = !cq.ring.pol;
+            }
+        }
+        self.mem.set64(cq.shadow, cq.ring.head as u64);
+        Some(Cqe {
+            len: w0 as u32,
+            ctx: w1,
+            inv_stag: w2 as u32,
+            qp: g(w2, 55, 32) as u32,
+            minor: g(w3, 15, 0) as u16,
+            major: g(w3, 31, 16) as u16,
+            wqe_idx: g(w3, 46, 32) as u32,
+            ext,
+            stag_inv: g(w3, 53, 53) == 1,
+            solicited: g(w3, 54, 54) == 1,
+            error: g(w3, 55, 55) == 1,
+            op: g(w3, 61, 56) as u8,
+            sq: g(w3, 62, 62) == 1,
+            imm,
+        })
+    }
+
+    /// Registers a level-0 MR (spec control-path §4.3.9).
+    pub fn reg_mr0(&mut self, stag: u32, pd: u32, va: u64, pa: u64, len: u64, rights: u8) {
+        let c = self.op(Self::reg_mr_wqe(stag, pd, va, len, rights, 0, pa, 0, true));
+        assert!(!c.error, "reg_mr {c:x?}");
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    pub fn reg_mr_wqe(
+        stag: u32,
+        pd: u32,
+        va: u64,
+        len: u64,
+        rights: u8,
+        level: u64,
+        pa: u64,
+        first: u32,
+        va_based: bool,
+    ) -> [u64; 8] {
+        [
+            va,
+            f(len, 45, 0) | f(pd as u64, 63, 46),
+            f(stag as u64 & 0xFF, 7, 0) | f((stag >> 8) as u64, 31, 8),
+            hdr(
+                op::REG_MR,
+                1 << 43
+                    | f(level, 45, 44)
+                    | f(rights as u64, 52, 48)
+                    | (((rights & 0xC) != 0) as u64) << 53
+                    | (va_based as u64) << 59,
+            ),
+            pa,
+            0,
+            first as u64,
+            0,
+        ]
+    }
+
+    /// Bus address of PBLE `i` (through the direct SDs of `back_all`).
+    pub fn pble_pa(&self, i: u64) -> u64 {
+        let fpm = self.bases[14] + 8 * i;
+        self.sd_bufs[(fpm / 0x20_0000) as usize] + fpm % 0x20_0000
+    }
+
+    /// QP with `sq_quanta` SQ quanta and `rq_wqes` 64-byte RQ WQEs, created
+    /// and moved to RTS talking to `(dest_ip, dest_qp)`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn create_qp(
+        &mut self,
+        id: u32,
+        pd: u32,
+        tx: u32,
+        rx: u32,
+        local_ip: u32,
+        dest_ip: u32,
+        dest_qp: u32,
+        rnr_retry: u8,
+    ) -> TQp {
+        let sq_quanta = 64u32;
+        let rq_shift = 1u32;
+        let rq_wqes = 16u32;
+        let sq_pa = self.alloc(sq_quanta as u64 * 32, 4096);
+        let rq_pa = self.alloc((rq_wqes << rq_shift) as u64 * 32, 4096);
+        let shadow = self.alloc(64, 64);
+        let ctx_pa = self.alloc(256, 256);
+        let mut c = [0u64; 32];
+        c[0] = 1 << 3 | f(rq_shift as u64, 9, 8) | f((pd >> 16) as u64, 21, 20);
+        c[1] = sq_pa;
+        c[2] = rq_pa;
+        let rq_quanta = rq_wqes << rq_shift;
+        c[3] = f(rq_quanta.trailing_zeros() as u64 - 2, 11, 8)
+            | f(sq_quanta.trailing_zeros() as u64 - 2, 15, 12)
+            | f(4791, 63, 48);
+        c[4] = dest_ip as u64;
+        c[6] = f(1024, 29, 16) | f(1, 63, 48); // MSS, ARP index 1
+        c[7] = f(0xFFFF, 47, 32) | f(pd as u64 & 0xFFFF, 63, 48);
+        c[8] = dest_qp as u64;
+        c[16] = f(rnr_retry as u64, 56, 54) | f(2, 53, 48);
+        c[17] = tx as u64 | f(rx as u64, 56, 32);
+        c[20] = 8 | f(1, 18, 16) | 1 << 19 | 1 << 20 | 1 << 21 | 1 << 24 | 1 << 25;
+        c[21] = QP_CTX_BASE + id as u64;
+        c[23] = local_ip as u64;
+        for (i, v) in c.iter().enumerate() {
+            self.mem.set64(ctx_pa + i as u64 * 8, *v);
+        }
+        let qp_hdr = |opc: u8, state: u64, extra: u64| {
+            hdr(opc, id as u64 | 1 << 47 | f(3, 50, 48) | f(state, 62, 60) | extra)
+        };
+        self.op_ok([0, 0, ctx_pa, qp_hdr(op::CREATE_QP, 1, 1 << 51), 0, shadow, 0, 0]);
+        for (state, extra) in [(1u64, 0u64), (4, 1 << 59), (2, 1 << 59 | 1 << 42)] {
+            self.op_ok([0, 0, ctx_pa, qp_hdr(op::MODIFY_QP, state, extra), 0, shadow, 0, 0]);
+        }
+        TQp {
+            id,
+            sq_pa,
+            sq_quanta,
+            sq_head: 0,
+            sq_pol: false,
+            rq_pa,
+            rq_wqes,
+            rq_shift,
+            rq_head: 0,
+            rq_pol: false,
+            shadow,
+            ctx_pa,
+            ctx: c,
+        }
+    }
+
+    pub fn modify_qp(&mut self, qp: &TQp, state: u64) -> Ccqe {
+        self.op([
+            0,
+            0,
+            qp.ctx_pa,
+            hdr(op::MODIFY_QP, qp.id as u64 | f(3, 50, 48) | f(state, 62, 60)),
+            0,
+            qp.shadow,
+            0,
+            0,
+        ])
+    }
+
+    /// Writes an SQ WQE built by `build(valid)` (body, then header) without
+    /// ringing; returns its first quantum. Pads the 8-quantum chunk with NOPs
+    /// like Linux (spec data-path §1.10).
+    pub fn write_sq(&mut self, qp: &mut TQp, build: &dyn Fn(bool) -> Vec<u64>) -> u32 {
+        let quanta = (build(true).len() / 4) as u32;
+        let room = 8 - qp.sq_head % 8;
+        if quanta > room {
+            for _ in 0..room {
+                self.write_sq(qp, &|v| {
+                    vec![0, 0, 0, f(sqop::NOP as u64, 37, 32) | (v as u64) << 63]
+                });
+            }
+        }
+        let idx = qp.sq_head;
+        if idx == 0 {
+            qp.sq_pol = !qp.sq_pol;
+        }
+        let w = build(qp.sq_pol);
+        let pa = qp.sq_pa + idx as u64 * 32;
+        for (i, v) in w.iter().enumerate() {
+            if i != 3 {
+                self.mem.set64(pa + i as u64 * 8, *v);
+            }
+        }
+        self.mem.set64(pa + 24, w[3]);
+        qp.sq_head = (qp.sq_head + quanta) % qp.sq_quanta;
+        idx
+    }
+
+    pub fn ring(&self, qp: &TQp) {
+        self.wr(mock_bar::regs::WQEALLOC, qp.id);
+    }
+
+    pub fn post_send(&mut self, qp: &mut TQp, build: impl Fn(bool) -> Vec<u64>) -> u32 {
+        let idx = self.write_sq(qp, &build);
+        self.ring(qp);
+        idx
+    }
+
+    pub fn post_recv(&mut self, qp: &mut TQp, sges: &[Sge]) -> u32 {
+        let idx = qp.rq_head;
+        if idx == 0 {
+            qp.rq_pol = !qp.rq_pol;
+        }
+        let stride = 32usize << qp.rq_shift;
+        let w = rq_wqe(sges, qp.rq_pol, stride);
+        let pa = qp.rq_pa + idx as u64 * stride as u64;
+        for (i, v) in w.iter().enumerate() {
+            if i != 3 {
+                self.mem.set64(pa + i as u64 * 8, *v);
+            }
+        }
+        self.mem.set64(pa + 24, w[3]);
+        qp.rq_head = (qp.rq_head + 1) % qp.rq_wqes;
+        idx
+    }
+}
