@@ -5,6 +5,7 @@
 //! §8.2; data-path §1, §2, §5.
 
 use crate::bits::{bit, get, le64, put};
+use crate::cqp::{CqpOp, QpWqe};
 use crate::device::{Completion, Device, OpResult, Pbl, QueueMem};
 use crate::fault::Event;
 use crate::hmc;
@@ -220,20 +221,20 @@ impl Device {
     }
 
     // spec control-path §4.3.4
-    pub(crate) fn op_create_qp(&mut self, w: &[u64; 8]) -> OpResult {
-        let id = get(w[3], 23, 0) as u32;
+    pub(crate) fn op_create_qp(&mut self, w: &QpWqe) -> OpResult {
+        let id = w.id;
         self.check_obj(hmc::QP, id as u64)?;
         if self.qps.contains_key(&id) {
             return Err(Completion::err(err::MAJ_GENERIC, err::MODEL_MIN_IN_USE));
         }
         // RoCE RC only (QPTYPE 3); IDLE as the first state; CQ numbers given
-        if get(w[3], 50, 48) != 3 {
+        if w.qp_type != 3 {
             return Err(Completion::err(err::MAJ_GENERIC, err::MODEL_MIN_UNSUPPORTED_OP));
         }
-        if get(w[3], 62, 60) as u8 != qps::IDLE || !bit(w[3], 47) || w[5] == 0 {
+        if w.next_state != qps::IDLE || !w.cq_num_valid || w.shadow_pa == 0 {
             return Err(Completion::bad());
         }
-        let c = self.read_qp_ctx(w[2])?;
+        let c = self.read_qp_ctx(w.ctx_pa)?;
         let mut q = Qp {
             id,
             state: qps::IDLE,
@@ -242,7 +243,7 @@ impl Device {
             rq: QueueMem::Phys(0),
             rq_wqes: 0,
             rq_shift: 0,
-            shadow: w[5],
+            shadow: w.shadow_pa,
             pd: 0,
             tx_cq: 0,
             rx_cq: 0,
@@ -262,15 +263,14 @@ impl Device {
             rnr_count: 0,
             stalled: false,
         };
-        self.apply_ctx(&mut q, &c, bit(w[3], 45), true)?;
+        self.apply_ctx(&mut q, &c, w.virtual_map, true)?;
         self.qps.insert(id, q);
         Ok(Completion::ok(0))
     }
 
     // spec control-path §4.3.5, §7.4
-    pub(crate) fn op_modify_qp(&mut self, w: &[u64; 8]) -> OpResult {
-        let id = get(w[3], 23, 0) as u32;
-        let next = get(w[3], 62, 60) as u8;
+    pub(crate) fn op_modify_qp(&mut self, w: &QpWqe) -> OpResult {
+        let (id, next) = (w.id, w.next_state);
         let cur = self
             .qps
             .get(&id)
@@ -287,11 +287,11 @@ impl Device {
         if !allowed {
             return Err(Completion::err(err::MAJ_GENERIC, err::MIN_INVALID_STATE));
         }
-        let c = self.read_qp_ctx(w[2])?;
+        let c = self.read_qp_ctx(w.ctx_pa)?;
         let mut q = self.qps.get(&id).cloned().ok_or(Completion::bad())?;
         if next != qps::ERROR {
-            self.apply_ctx(&mut q, &c, bit(w[3], 45), bit(w[3], 47))?;
-            if next == qps::RTR && bit(w[3], 59) && !self.arp.contains_key(&q.arp_idx) {
+            self.apply_ctx(&mut q, &c, w.virtual_map, w.cq_num_valid)?;
+            if next == qps::RTR && w.arp_valid && !self.arp.contains_key(&q.arp_idx) {
                 return Err(Completion::bad());
             }
         }
@@ -306,37 +306,43 @@ impl Device {
     }
 
     // spec control-path §4.3.6
-    pub(crate) fn op_destroy_qp(&mut self, w: &[u64; 8]) -> OpResult {
-        let id = get(w[3], 23, 0) as u32;
-        self.qps.remove(&id).ok_or(Completion::err(err::MAJ_GENERIC, err::MODEL_MIN_NO_OBJECT))?;
+    pub(crate) fn op_destroy_qp(&mut self, w: &QpWqe) -> OpResult {
+        self.qps
+            .remove(&w.id)
+            .ok_or(Completion::err(err::MAJ_GENERIC, err::MODEL_MIN_NO_OBJECT))?;
         Ok(Completion::ok(0))
     }
 
     // spec control-path §4.3.25; data-path §5.5: one flush CQE per queue
     // that has work, software replays the rest.
-    pub(crate) fn op_flush_wqes(&mut self, w: &[u64; 8]) -> OpResult {
-        let id = get(w[3], 23, 0) as u32;
+    pub(crate) fn op_flush_wqes(&mut self, f: &CqpOp) -> OpResult {
+        let &CqpOp::FlushWqes {
+            qp: id,
+            generate_ae,
+            ae_code,
+            ae_src,
+            user_codes,
+            sq_major,
+            sq_minor,
+            rq_major,
+            rq_minor,
+            flush_sq,
+            flush_rq,
+        } = f
+        else {
+            return Err(Completion::bad());
+        };
         let q = self
             .qps
             .get(&id)
             .cloned()
             .ok_or(Completion::err(err::MAJ_GENERIC, err::MODEL_MIN_NO_OBJECT))?;
-        if bit(w[3], 59) {
-            self.post_aeqe(get(w[1], 15, 0) as u16, get(w[1], 19, 16) as u8, id, q.compl_ctx, 0);
+        if generate_ae {
+            self.post_aeqe(ae_code, ae_src, id, q.compl_ctx, 0);
         }
-        let user = bit(w[3], 60);
-        let (sq_maj, sq_min, rq_maj, rq_min) = if user {
-            (
-                get(w[2], 63, 48) as u16,
-                get(w[2], 47, 32) as u16,
-                get(w[2], 31, 16) as u16,
-                get(w[2], 15, 0) as u16,
-            )
-        } else {
-            (1, 1, 1, 1)
-        };
-        let flush_sq = bit(w[3], 61);
-        let flush_rq = bit(w[3], 62);
+        // without USERFLCODE: major 1 (flush), minor FLUSH_GENERAL_ERR (1)
+        let (sq_maj, sq_min, rq_maj, rq_min) =
+            if user_codes { (sq_major, sq_minor, rq_major, rq_minor) } else { (1, 1, 1, 1) };
         if (flush_sq || flush_rq) && q.state != qps::ERROR {
             return Err(Completion::err(err::MAJ_GENERIC, err::MIN_INVALID_STATE));
         }

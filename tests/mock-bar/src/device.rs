@@ -4,10 +4,11 @@
 use std::collections::{BTreeMap, VecDeque};
 
 use crate::bits::{bit, get, le64, put, set_le64};
+use crate::cqp::{self, CqWqe, CqpOp, EqWqe, StagWqe};
 use crate::fault::{Counters, Event, FaultPlan};
 use crate::hmc::{self, FpmConfig, Layout, Sd, SdTable};
 use crate::mem::{Fault, Memory, read_u64, write_u64};
-use crate::regs::{self, ae, err, op, qps};
+use crate::regs::{self, ae, err, qps};
 
 /// Static configuration of a modelled function.
 #[derive(Clone, Debug)]
@@ -258,6 +259,53 @@ pub struct Device {
     pub(crate) outbox: VecDeque<crate::datapath::Packet>,
     /// CQP doorbell seen while completions are being delayed.
     delayed_cqpdb: Option<(u32, u32)>,
+}
+
+/// The fields of one AEQE (spec control-path §8.2, GEN_2 layout).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct Aeqe {
+    /// Completion context (QP context @168, or the CQ context).
+    pub ctx: u64,
+    /// QP or CQ id (19 bits: [17:0] + bit 18 in QPCQID_HI).
+    pub id: u32,
+    /// WQE index [32:18].
+    pub wqe_idx: u32,
+    /// OVERFLOW [33].
+    pub overflow: bool,
+    /// AECODE [45:34].
+    pub code: u16,
+    /// AESRC [53:50].
+    pub src: u8,
+    /// IWSTATE [56:54].
+    pub state: u8,
+    /// VALID [63].
+    pub valid: bool,
+}
+
+impl Aeqe {
+    /// The two 64-bit words the device writes.
+    pub fn words(&self) -> [u64; 2] {
+        let w1 = put(self.id as u64, 17, 0)
+            | put(self.wqe_idx as u64, 32, 18)
+            | put(self.overflow as u64, 33, 33)
+            | put(self.code as u64, 45, 34)
+            | put((self.id >> 18) as u64, 46, 46)
+            | put(self.src as u64, 53, 50)
+            | put(self.state as u64, 56, 54)
+            | put(self.valid as u64, 63, 63);
+        [self.ctx, w1]
+    }
+}
+
+/// The four words of a CCQ CQE (spec control-path §2.6 (b)).
+pub fn ccq_cqe_words(ctx: u64, r: Completion, wqe_idx: u32, valid: bool) -> [u64; 4] {
+    let w3 = put(r.minor as u64, 15, 0)
+        | put(r.major as u64, 31, 16)
+        | put(wqe_idx as u64, 46, 32)
+        | put(r.is_err() as u64, 55, 55)
+        | put(1, 62, 62)
+        | put(valid as u64, 63, 63);
+    [0, ctx, r.ret as u64, w3]
 }
 
 /// Trace capacity (oldest events are dropped).
@@ -549,7 +597,7 @@ impl Device {
             self.counters.cqp_ops += 1;
             let r = match self.faults.cqp_error_for(nth) {
                 Some((major, minor)) => Completion::err(major, minor),
-                None => match self.exec_cqp(opcode, &w, idx) {
+                None => match self.exec_cqp(&w) {
                     Ok(c) | Err(c) => c,
                 },
             };
@@ -575,41 +623,41 @@ impl Device {
         }
         let ctx = self.cqp.as_ref().map_or(0, |c| c.compl_ctx);
         if self.cqs.contains_key(&0) {
-            // spec control-path §2.6 (b): CCQ CQE
-            let w3 = put(r.minor as u64, 15, 0)
-                | put(r.major as u64, 31, 16)
-                | put(idx as u64, 46, 32)
-                | put(r.is_err() as u64, 55, 55)
-                | put(1, 62, 62);
-            self.post_cqe(0, [0, ctx, r.ret as u64, w3], false);
+            // spec control-path §2.6 (b): CCQ CQE (valid bit set by post_cqe)
+            self.post_cqe(0, ccq_cqe_words(ctx, r, idx, false), false);
         }
     }
 
-    fn exec_cqp(&mut self, opcode: u8, w: &[u64; 8], idx: u32) -> OpResult {
-        match opcode {
-            op::NOP => Ok(Completion::ok(0)),
-            op::QUERY_RDMA_FEATURES => self.op_query_features(w),
-            op::QUERY_FPM_VAL => self.op_query_fpm(w),
-            op::COMMIT_FPM_VAL => self.op_commit_fpm(w),
-            op::UPDATE_PE_SDS => self.op_update_sds(w),
-            op::SHMC_PAGES_ALLOCATED => self.op_shmc(w),
-            op::CREATE_CQ => self.op_create_cq(w),
-            op::DESTROY_CQ => self.op_destroy_cq(w),
-            op::CREATE_CEQ => self.op_create_ceq(w),
-            op::DESTROY_CEQ => self.op_destroy_ceq(w),
-            op::CREATE_AEQ => self.op_create_aeq(w),
-            op::DESTROY_AEQ => self.op_destroy_aeq(),
-            op::MANAGE_ARP => self.op_manage_arp(w),
-            op::WORK_SCHED_NODE => self.op_ws_node(w),
-            op::ALLOC_STAG => self.op_alloc_stag(w),
-            op::REG_MR => self.op_reg_mr(w),
-            op::DEALLOC_STAG => self.op_dealloc_stag(w),
-            op::CREATE_QP => self.op_create_qp(w),
-            op::MODIFY_QP => self.op_modify_qp(w),
-            op::DESTROY_QP => self.op_destroy_qp(w),
-            op::FLUSH_WQES => self.op_flush_wqes(w),
-            _ => {
-                let _ = idx;
+    fn exec_cqp(&mut self, w: &[u64; 8]) -> OpResult {
+        match cqp::decode(w) {
+            CqpOp::Nop => Ok(Completion::ok(0)),
+            CqpOp::QueryFeatures { buf, len } => self.op_query_features(buf, len),
+            CqpOp::QueryFpm { fn_id, buf } => self.op_query_fpm(fn_id, buf),
+            CqpOp::CommitFpm { fn_id, buf, buf_size, .. } => {
+                self.op_commit_fpm(fn_id, buf, buf_size)
+            }
+            CqpOp::UpdateSds { fn_id, entries, overflow_pa, overflow_cnt } => {
+                self.op_update_sds(fn_id, entries, overflow_pa, overflow_cnt)
+            }
+            CqpOp::Shmc { fn_id } => self.op_shmc(fn_id),
+            CqpOp::CreateCq(c) => self.op_create_cq(&c),
+            CqpOp::DestroyCq(c) => self.op_destroy_cq(&c),
+            CqpOp::CreateCeq(e) => self.op_create_ceq(&e),
+            CqpOp::DestroyCeq(e) => self.op_destroy_ceq(&e),
+            CqpOp::CreateAeq(e) => self.op_create_aeq(&e),
+            CqpOp::DestroyAeq(_) => self.op_destroy_aeq(),
+            CqpOp::ManageArp { idx, valid, mac, .. } => self.op_manage_arp(idx, valid, mac),
+            CqpOp::WsNode { id, parent, node_op, leaf, enable, .. } => {
+                self.op_ws_node(id, parent, node_op, leaf, enable)
+            }
+            CqpOp::AllocStag(st) => self.op_alloc_stag(&st),
+            CqpOp::RegMr(st) => self.op_reg_mr(&st),
+            CqpOp::DeallocStag(st) => self.op_dealloc_stag(&st),
+            CqpOp::CreateQp(q) => self.op_create_qp(&q),
+            CqpOp::ModifyQp(q) => self.op_modify_qp(&q),
+            CqpOp::DestroyQp(q) => self.op_destroy_qp(&q),
+            f @ CqpOp::FlushWqes { .. } => self.op_flush_wqes(&f),
+            CqpOp::ModifyCq(_) | CqpOp::Other(_) => {
                 Err(Completion::err(err::MAJ_GENERIC, err::MODEL_MIN_UNSUPPORTED_OP))
             }
         }
@@ -652,9 +700,8 @@ impl Device {
     }
 
     // spec control-path §4.3.23
-    fn op_query_features(&mut self, w: &[u64; 8]) -> OpResult {
-        let len = get(w[3], 31, 0) as usize;
-        let pa = w[4];
+    fn op_query_features(&mut self, pa: u64, len: u32) -> OpResult {
+        let len = len as usize;
         if len < 8 {
             return Err(Completion::bad());
         }
@@ -675,24 +722,24 @@ impl Device {
     }
 
     // spec control-path §4.3.11, §3.3
-    fn op_query_fpm(&mut self, w: &[u64; 8]) -> OpResult {
-        self.check_fn(get(w[2], 15, 0))?;
+    fn op_query_fpm(&mut self, fn_id: u16, buf: u64) -> OpResult {
+        self.check_fn(fn_id as u64)?;
         let b = self.cfg.fpm.query_buf();
-        self.dma_write(w[4], &b)?;
+        self.dma_write(buf, &b)?;
         Ok(Completion::ok(0))
     }
 
     // spec control-path §4.3.12, §3.4
-    fn op_commit_fpm(&mut self, w: &[u64; 8]) -> OpResult {
-        self.check_fn(get(w[2], 15, 0))?;
-        if get(w[3], 31, 0) < 192 {
+    fn op_commit_fpm(&mut self, fn_id: u16, buf: u64, buf_size: u32) -> OpResult {
+        self.check_fn(fn_id as u64)?;
+        if buf_size < 192 {
             return Err(Completion::bad());
         }
         if self.shmc_done || !self.qps.is_empty() {
             return Err(Completion::err(err::MAJ_GENERIC, err::MIN_INVALID_STATE));
         }
         let mut b = [0u8; 192];
-        self.dma_read(w[4], &mut b)?;
+        self.dma_read(buf, &mut b)?;
         let mut cnt = [0u64; hmc::OBJ_TYPES];
         for (t, c) in cnt.iter_mut().enumerate() {
             *c = if t == hmc::APBVT { 1 } else { le64(&b, hmc::COMMIT_OFF[t]) };
@@ -703,23 +750,24 @@ impl Device {
             set_le64(&mut b, hmc::COMMIT_OFF[t], *v);
         }
         set_le64(&mut b, 120, 0);
-        self.dma_write(w[4], &b[..176])?;
+        self.dma_write(buf, &b[..176])?;
         self.fpm = Some(l);
         Ok(Completion::ok(0))
     }
 
     // spec control-path §3.6, §3.7
-    fn op_update_sds(&mut self, w: &[u64; 8]) -> OpResult {
-        self.check_fn(get(w[2], 5, 0))?;
-        let mut entries = vec![(get(w[0], 31, 0), w[1])];
-        for (c, d) in [(w[4], w[5]), (w[6], w[7])] {
-            if bit(c, 63) {
-                entries.push((get(c, 31, 0), d));
-            }
-        }
-        let extra = get(w[3], 3, 0) as usize;
+    fn op_update_sds(
+        &mut self,
+        fn_id: u8,
+        wqe_entries: Vec<(u32, u64)>,
+        buf_pa: u64,
+        extra: u8,
+    ) -> OpResult {
+        self.check_fn(fn_id as u64)?;
+        let mut entries: Vec<(u64, u64)> =
+            wqe_entries.into_iter().map(|(c, d)| (c as u64, d)).collect();
+        let extra = extra as usize;
         if extra > 0 {
-            let buf_pa = w[2] & !0x3F;
             let mut b = vec![0u8; extra * 16];
             self.dma_read(buf_pa, &mut b)?;
             for i in 0..extra {
@@ -748,8 +796,8 @@ impl Device {
 
     // spec control-path §3.8, §3.9: every SD touched by a non-PBLE object
     // with a non-zero count must be programmed by now (model check).
-    fn op_shmc(&mut self, w: &[u64; 8]) -> OpResult {
-        self.check_fn(get(w[2], 15, 0))?;
+    fn op_shmc(&mut self, fn_id: u16) -> OpResult {
+        self.check_fn(fn_id as u64)?;
         let l =
             self.fpm.as_ref().ok_or(Completion::err(err::MAJ_GENERIC, err::MIN_INVALID_STATE))?;
         for t in 0..hmc::OBJ_TYPES {
@@ -789,29 +837,27 @@ impl Device {
     }
 
     // spec control-path §4.3.1
-    fn op_create_cq(&mut self, w: &[u64; 8]) -> OpResult {
-        let size = get(w[0], 20, 0) as u32;
-        let id = get(w[3], 18, 0) as u32;
-        let ceq_valid = bit(w[3], 49);
-        let ceq = get(w[3], 31, 22) as u32;
+    fn op_create_cq(&mut self, c: &CqWqe) -> OpResult {
+        let (size, id, ceq_valid, ceq) = (c.size, c.id, c.ceq_id_valid, c.ceq_id);
         self.check_obj(hmc::CQ, id as u64)?;
         if self.cqs.contains_key(&id) {
             return Err(Completion::err(err::MAJ_GENERIC, err::MODEL_MIN_IN_USE));
         }
-        if size < 2 || w[5] == 0 || (ceq_valid && ceq >= self.cfg.fpm.max_ceqs) {
+        if size < 2 || c.shadow_pa == 0 || (ceq_valid && ceq >= self.cfg.fpm.max_ceqs) {
             return Err(Completion::bad());
         }
-        let ring = self.queue_mem(bit(w[3], 47), get(w[3], 45, 44), w[4], get(w[6], 27, 0))?;
+        let ring =
+            self.queue_mem(c.virtual_map, c.lpbl_size as u64, c.ring_pa, c.first_pble as u64)?;
         self.cqs.insert(
             id,
             Cq {
                 id,
                 ring,
                 size,
-                shadow: w[5],
-                ctx: get(w[1], 62, 0),
+                shadow: c.shadow_pa,
+                ctx: c.ctx,
                 ceq: ceq_valid.then_some(ceq),
-                check_overflow: bit(w[3], 46),
+                check_overflow: c.check_overflow,
                 prod: 0,
                 pol: true,
                 arm: Arm::None,
@@ -822,8 +868,8 @@ impl Device {
     }
 
     // spec control-path §4.3.2
-    fn op_destroy_cq(&mut self, w: &[u64; 8]) -> OpResult {
-        let id = get(w[3], 18, 0) as u32;
+    fn op_destroy_cq(&mut self, c: &CqWqe) -> OpResult {
+        let id = c.id;
         if !self.cqs.contains_key(&id) {
             return Err(Completion::err(err::MAJ_GENERIC, err::MODEL_MIN_NO_OBJECT));
         }
@@ -835,36 +881,38 @@ impl Device {
     }
 
     // spec control-path §4.3.14
-    fn op_create_ceq(&mut self, w: &[u64; 8]) -> OpResult {
-        let id = get(w[3], 9, 0) as u32;
-        let size = get(w[2], 21, 0) as u32;
+    fn op_create_ceq(&mut self, e: &EqWqe) -> OpResult {
+        let (id, size) = (e.id, e.size);
         if id >= self.cfg.fpm.max_ceqs || size == 0 {
             return Err(Completion::bad());
         }
         if self.ceqs.contains_key(&id) {
             return Err(Completion::err(err::MAJ_GENERIC, err::MODEL_MIN_IN_USE));
         }
-        let ring = self.queue_mem(bit(w[3], 47), get(w[3], 45, 44), w[4], get(w[6], 27, 0))?;
+        let ring =
+            self.queue_mem(e.virtual_map, e.lpbl_size as u64, e.ring_pa, e.first_pble as u64)?;
         self.ceqs.insert(id, Ceq { ring, size, prod: 0, pol: true });
         Ok(Completion::ok(0))
     }
 
-    fn op_destroy_ceq(&mut self, w: &[u64; 8]) -> OpResult {
-        let id = get(w[3], 9, 0) as u32;
-        self.ceqs.remove(&id).ok_or(Completion::err(err::MAJ_GENERIC, err::MODEL_MIN_NO_OBJECT))?;
+    fn op_destroy_ceq(&mut self, e: &EqWqe) -> OpResult {
+        self.ceqs
+            .remove(&e.id)
+            .ok_or(Completion::err(err::MAJ_GENERIC, err::MODEL_MIN_NO_OBJECT))?;
         Ok(Completion::ok(0))
     }
 
     // spec control-path §4.3.16
-    fn op_create_aeq(&mut self, w: &[u64; 8]) -> OpResult {
-        let size = get(w[2], 18, 0) as u32;
+    fn op_create_aeq(&mut self, e: &EqWqe) -> OpResult {
+        let size = e.size;
         if size == 0 {
             return Err(Completion::bad());
         }
         if self.aeq.is_some() {
             return Err(Completion::err(err::MAJ_GENERIC, err::MODEL_MIN_IN_USE));
         }
-        let ring = self.queue_mem(bit(w[3], 47), get(w[3], 45, 44), w[4], get(w[6], 27, 0))?;
+        let ring =
+            self.queue_mem(e.virtual_map, e.lpbl_size as u64, e.ring_pa, e.first_pble as u64)?;
         self.aeq = Some(Aeq { ring, size, prod: 0, pol: true, outstanding: 0, overflowed: false });
         Ok(Completion::ok(0))
     }
@@ -875,29 +923,30 @@ impl Device {
     }
 
     // spec control-path §4.3.18
-    fn op_manage_arp(&mut self, w: &[u64; 8]) -> OpResult {
-        let idx = get(w[3], 11, 0);
+    fn op_manage_arp(&mut self, idx: u16, valid: bool, mac: u64) -> OpResult {
         let l =
             self.fpm.as_ref().ok_or(Completion::err(err::MAJ_GENERIC, err::MIN_INVALID_STATE))?;
-        if idx >= l.cnt[hmc::ARP] {
+        if idx as u64 >= l.cnt[hmc::ARP] {
             return Err(Completion::bad());
         }
-        if bit(w[3], 42) {
-            self.arp.insert(idx as u16, get(w[2], 47, 0));
+        if valid {
+            self.arp.insert(idx, mac);
         } else {
-            self.arp.remove(&(idx as u16));
+            self.arp.remove(&idx);
         }
         Ok(Completion::ok(0))
     }
 
     // spec control-path §4.3.20
-    fn op_ws_node(&mut self, w: &[u64; 8]) -> OpResult {
-        let id = get(w[3], 13, 0) as u16;
-        let parent = get(w[3], 29, 16) as u16;
-        let nodeop = get(w[3], 55, 52);
-        let leaf = bit(w[3], 61);
-        let enable = bit(w[3], 62);
-        match nodeop {
+    fn op_ws_node(
+        &mut self,
+        id: u16,
+        parent: u16,
+        node_op: u8,
+        leaf: bool,
+        enable: bool,
+    ) -> OpResult {
+        match node_op {
             0 => {
                 if self.ws.contains_key(&id) {
                     return Err(Completion::err(err::MAJ_GENERIC, err::MODEL_MIN_IN_USE));
@@ -966,12 +1015,12 @@ impl Device {
     }
 
     // spec control-path §4.3.7 / §4.3.8
-    fn op_alloc_stag(&mut self, w: &[u64; 8]) -> OpResult {
-        let index = get(w[2], 31, 8) as u32;
+    fn op_alloc_stag(&mut self, w: &StagWqe) -> OpResult {
+        let index = w.index;
         let slot = self.new_stag_slot(index)?;
-        let is_mr = bit(w[3], 43);
-        let level = get(w[3], 45, 44);
-        let first = get(w[6], 27, 0) as u32;
+        let is_mr = w.mr;
+        let level = w.lpbl_size;
+        let first = w.first_pble;
         let pbl = match level {
             0 | 1 => Pbl::Level1(first),
             3 => Pbl::Level2(first),
@@ -980,12 +1029,12 @@ impl Device {
         let stag = Stag {
             index,
             key: None,
-            pd: get(w[1], 63, 46) as u32,
+            pd: w.pd,
             va: 0,
-            len: get(w[1], 45, 0),
+            len: w.len,
             va_based: true,
-            rights: get(w[3], 52, 48) as u8,
-            page_size: Self::page_size(get(w[3], 47, 46))?,
+            rights: w.rights,
+            page_size: Self::page_size(w.page_size as u64)?,
             pbl,
             valid: false,
             is_mw: !is_mr,
@@ -995,17 +1044,17 @@ impl Device {
     }
 
     // spec control-path §4.3.9
-    fn op_reg_mr(&mut self, w: &[u64; 8]) -> OpResult {
-        let index = get(w[2], 31, 8) as u32;
+    fn op_reg_mr(&mut self, w: &StagWqe) -> OpResult {
+        let index = w.index;
         let slot = self.new_stag_slot(index)?;
-        let len = get(w[1], 45, 0);
+        let len = w.len;
         if len > 1 << 45 {
             return Err(Completion::bad());
         }
-        let first = get(w[6], 27, 0) as u32;
+        let first = w.first_pble;
         let pble_cnt = self.layout()?.cnt[hmc::PBLE];
-        let pbl = match get(w[3], 45, 44) {
-            0 => Pbl::Level0(w[4]),
+        let pbl = match w.lpbl_size {
+            0 => Pbl::Level0(w.pa),
             1 => Pbl::Level1(first),
             3 => Pbl::Level2(first),
             _ => return Err(Completion::bad()),
@@ -1015,13 +1064,13 @@ impl Device {
         }
         let stag = Stag {
             index,
-            key: Some(get(w[2], 7, 0) as u8),
-            pd: get(w[1], 63, 46) as u32,
-            va: w[0],
+            key: Some(w.key),
+            pd: w.pd,
+            va: w.va,
             len,
-            va_based: bit(w[3], 59),
-            rights: get(w[3], 52, 48) as u8,
-            page_size: Self::page_size(get(w[3], 47, 46))?,
+            va_based: w.va_based,
+            rights: w.rights,
+            page_size: Self::page_size(w.page_size as u64)?,
             pbl,
             valid: true,
             is_mw: false,
@@ -1031,9 +1080,8 @@ impl Device {
     }
 
     // spec control-path §4.3.10
-    fn op_dealloc_stag(&mut self, w: &[u64; 8]) -> OpResult {
-        let index = get(w[2], 31, 8) as u32;
-        let pd = get(w[1], 63, 46) as u32;
+    fn op_dealloc_stag(&mut self, w: &StagWqe) -> OpResult {
+        let (index, pd) = (w.index, w.pd);
         let slot = self.stag_slot(index);
         match self.stags.get(&slot) {
             Some(s) if s.index == index && s.pd == pd => {
@@ -1199,14 +1247,17 @@ impl Device {
             self.record(Event::Aeqe { code, src, id, written: false });
             return;
         }
-        let w1 = put(id as u64, 17, 0)
-            | put(wqe_idx as u64, 32, 18)
-            | put(q.overflowed as u64, 33, 33)
-            | put(code as u64, 45, 34)
-            | put((id >> 18) as u64, 46, 46)
-            | put(src as u64, 53, 50)
-            | put(if src == ae::SRC_CQ { 0 } else { state }, 56, 54)
-            | ((q.pol as u64) << 63);
+        let [_, w1] = Aeqe {
+            ctx,
+            id,
+            wqe_idx,
+            overflow: q.overflowed,
+            code,
+            src,
+            state: if src == ae::SRC_CQ { 0 } else { state as u8 },
+            valid: q.pol,
+        }
+        .words();
         let Some(pa) = self.queue_addr(q.ring, q.prod as u64 * 16) else {
             self.counters.aeqes_dropped += 1;
             return;

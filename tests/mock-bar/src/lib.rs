@@ -71,6 +71,7 @@
 #![allow(clippy::needless_range_loop)]
 
 mod bits;
+pub mod cqp;
 pub mod datapath;
 pub mod device;
 pub mod fabric;
@@ -80,7 +81,7 @@ pub mod mem;
 pub mod regs;
 pub mod wqe;
 
-pub use device::{Config, Device};
+pub use device::{Aeqe, Config, Device, ccq_cqe_words};
 pub use fabric::{DeviceId, Fabric};
 pub use fault::{Counters, Event, FaultPlan};
 pub use mem::{Fault, Memory, TestMemory};
