@@ -1,0 +1,1023 @@
+//! QPs: CQP QP ops, SQ processing on WQEALLOC, RQ consumption, the wire,
+//! and protection checks on every local and remote access.
+//!
+//! Sources: spec control-path §4.3.4–4.3.6, §4.3.25, §5, §6.2, §7.2, §7.4,
+//! §8.2; data-path §1, §2, §5.
+
+use crate::bits::{bit, get, le64, put};
+use crate::cqp::{CqpOp, QpWqe};
+use crate::device::{Completion, Device, OpResult, Pbl, QueueMem};
+use crate::fault::Event;
+use crate::hmc;
+use crate::regs::{ae, err, qps};
+use crate::wqe::{self, Frag, Payload, SqOp};
+
+/// Access rights bits (spec control-path §5.3).
+pub mod rights {
+    /// Local read.
+    pub const LOCAL_READ: u8 = 0x01;
+    /// Local write.
+    pub const LOCAL_WRITE: u8 = 0x02;
+    /// Remote read.
+    pub const REMOTE_READ: u8 = 0x04;
+    /// Remote write.
+    pub const REMOTE_WRITE: u8 = 0x08;
+}
+
+/// IB BTH opcodes the model reports in RQ CQEs (GEN_2 RoCE reports the BTH
+/// opcode, spec data-path §5.6; values from include/rdma/ib_pack.h).
+pub mod bth {
+    /// SEND_ONLY.
+    pub const SEND_ONLY: u8 = 0x04;
+    /// SEND_ONLY_WITH_IMMEDIATE.
+    pub const SEND_ONLY_IMM: u8 = 0x05;
+    /// RDMA_WRITE_ONLY_WITH_IMMEDIATE.
+    pub const WRITE_ONLY_IMM: u8 = 0x0B;
+    /// SEND_ONLY_WITH_INVALIDATE.
+    pub const SEND_ONLY_INV: u8 = 0x17;
+}
+
+/// A QP as the device keeps it.
+#[derive(Clone, Debug)]
+pub struct Qp {
+    /// QP number.
+    pub id: u32,
+    /// Hardware state (spec control-path §7.4).
+    pub state: u8,
+    /// SQ memory.
+    pub sq: QueueMem,
+    /// SQ size in quanta.
+    pub sq_quanta: u32,
+    /// RQ memory.
+    pub rq: QueueMem,
+    /// RQ WQEs.
+    pub rq_wqes: u32,
+    /// log2(RQ WQE size in quanta).
+    pub rq_shift: u32,
+    /// Shadow area PA.
+    pub shadow: u64,
+    /// PD.
+    pub pd: u32,
+    /// Send CQ.
+    pub tx_cq: u32,
+    /// Receive CQ.
+    pub rx_cq: u32,
+    /// Remote QPN.
+    pub dest_qp: u32,
+    /// Destination IPv4 (or IPv6 word 3).
+    pub dest_ip: u32,
+    /// Local IPv4 (or IPv6 word 3).
+    pub local_ip: u32,
+    /// ARP index of the next hop.
+    pub arp_idx: u16,
+    /// Completion context (@168).
+    pub compl_ctx: u64,
+    /// RNR retry limit (7 = infinite).
+    pub rnr_retry: u8,
+    /// Fast-register enable.
+    pub fastreg: bool,
+    /// Remote read enable (RDOK).
+    pub rd_ok: bool,
+    /// Remote write enable (WRRDRSPOK).
+    pub wr_ok: bool,
+    /// Next SQ quantum the device processes.
+    pub sq_tail: u32,
+    /// Expected SQ valid bit.
+    pub sq_pol: bool,
+    /// Next RQ WQE the device consumes.
+    pub rq_head: u32,
+    /// Expected RQ valid bit.
+    pub rq_pol: bool,
+    /// RNR NAKs seen for the WQE at `sq_tail`.
+    pub rnr_count: u8,
+    /// The WQE at `sq_tail` waits for the peer to post a receive.
+    pub stalled: bool,
+}
+
+/// What crosses the wire.
+#[derive(Clone, Debug)]
+pub(crate) enum Request {
+    Write { src_qpn: u32, addr: u64, rkey: u32, data: Vec<u8>, imm: Option<u64>, solicited: bool },
+    Send { src_qpn: u32, data: Vec<u8>, imm: Option<u64>, solicited: bool, invalidate: Option<u32> },
+    Read { src_qpn: u32, addr: u64, rkey: u32, len: u64 },
+}
+
+/// The responder's answer.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Response {
+    Ack,
+    ReadData(Vec<u8>),
+    RnrNak,
+    /// Remote access error (bad rkey, rights, bounds).
+    NakAccess,
+    /// Invalid request (wrong QP, state).
+    NakInvalid,
+    /// Remote operational error (e.g. receive too small).
+    NakOp,
+}
+
+/// A packet for another node (kept for diagnostics by the fabric).
+#[derive(Clone, Debug)]
+pub struct Packet {
+    /// Destination IP.
+    pub dst_ip: u32,
+    /// Destination QPN.
+    pub dst_qpn: u32,
+}
+
+/// Other devices reachable from this one.
+pub(crate) trait Peers {
+    /// Delivers `req` to QP `qpn` of the device owning `ip`; `None` if no
+    /// such QP exists anywhere (the packet is lost).
+    fn respond(&mut self, ip: u32, qpn: u32, req: Request) -> Option<Response>;
+}
+
+/// No other devices.
+pub(crate) struct NoPeers;
+
+impl Peers for NoPeers {
+    fn respond(&mut self, _ip: u32, _qpn: u32, _req: Request) -> Option<Response> {
+        None
+    }
+}
+
+/// A local protection failure: the AE code to raise.
+type Prot<T> = Result<T, u16>;
+
+impl Device {
+    /// A QP.
+    pub fn qp(&self, id: u32) -> Option<&Qp> {
+        self.qps.get(&id)
+    }
+
+    /// Whether this device terminates `(ip, qpn)`.
+    pub(crate) fn owns(&self, ip: u32, qpn: u32) -> bool {
+        self.qps.get(&qpn).is_some_and(|q| q.local_ip == ip)
+    }
+
+    // ------------------------------------------------------------------
+    // CQP QP ops
+    // ------------------------------------------------------------------
+
+    fn read_qp_ctx(&mut self, pa: u64) -> Result<[u64; 32], Completion> {
+        let mut b = [0u8; 256];
+        self.dma_read(pa, &mut b)
+            .map_err(|_| Completion::err(err::MAJ_CNTXTCACHE, err::MODEL_MIN_DMA_FAULT))?;
+        Ok(std::array::from_fn(|i| le64(&b, i * 8)))
+    }
+
+    /// Applies the context fields of spec control-path §7.2 to `q`.
+    fn apply_ctx(
+        &self,
+        q: &mut Qp,
+        c: &[u64; 32],
+        vq: bool,
+        cqnum_valid: bool,
+    ) -> Result<(), Completion> {
+        let sq_enc = get(c[3], 15, 12) as u32;
+        let rq_enc = get(c[3], 11, 8) as u32;
+        let rq_shift = get(c[0], 9, 8) as u32;
+        // 8..32768 quanta (spec data-path §3.3)
+        if !(1..=13).contains(&sq_enc) || rq_enc > 13 || (1u32 << (rq_enc + 2)) < (1 << rq_shift) {
+            return Err(Completion::bad());
+        }
+        q.sq_quanta = 1 << (sq_enc + 2);
+        q.rq_shift = rq_shift;
+        q.rq_wqes = (1 << (rq_enc + 2)) >> rq_shift;
+        let (sq, rq) = if vq {
+            let cnt = self.layout()?.cnt[hmc::PBLE];
+            if c[1] >= cnt || c[2] >= cnt {
+                return Err(Completion::bad());
+            }
+            (QueueMem::Pbl(c[1] as u32), QueueMem::Pbl(c[2] as u32))
+        } else {
+            if c[1] == 0 || c[2] == 0 {
+                return Err(Completion::bad());
+            }
+            (QueueMem::Phys(c[1]), QueueMem::Phys(c[2]))
+        };
+        q.sq = sq;
+        q.rq = rq;
+        q.pd = (get(c[0], 21, 20) << 16 | get(c[7], 63, 48)) as u32;
+        q.dest_ip = get(c[4], 31, 0) as u32;
+        q.arp_idx = get(c[6], 63, 48) as u16;
+        q.dest_qp = get(c[8], 23, 0) as u32;
+        q.rnr_retry = get(c[16], 56, 54) as u8;
+        if cqnum_valid {
+            let tx = get(c[17], 24, 0) as u32;
+            let rx = get(c[17], 56, 32) as u32;
+            if !self.cqs.contains_key(&tx) || !self.cqs.contains_key(&rx) || tx == 0 || rx == 0 {
+                return Err(Completion::bad());
+            }
+            q.tx_cq = tx;
+            q.rx_cq = rx;
+        }
+        q.wr_ok = bit(c[20], 20);
+        q.rd_ok = bit(c[20], 21);
+        q.fastreg = bit(c[20], 24);
+        q.compl_ctx = c[21];
+        q.local_ip = get(c[23], 31, 0) as u32;
+        Ok(())
+    }
+
+    // spec control-path §4.3.4
+    pub(crate) fn op_create_qp(&mut self, w: &QpWqe) -> OpResult {
+        let id = w.id;
+        self.check_obj(hmc::QP, id as u64)?;
+        if self.qps.contains_key(&id) {
+            return Err(Completion::err(err::MAJ_GENERIC, err::MODEL_MIN_IN_USE));
+        }
+        // RoCE RC only (QPTYPE 3); IDLE as the first state; CQ numbers given
+        if w.qp_type != 3 {
+            return Err(Completion::err(err::MAJ_GENERIC, err::MODEL_MIN_UNSUPPORTED_OP));
+        }
+        if w.next_state != qps::IDLE || !w.cq_num_valid || w.shadow_pa == 0 {
+            return Err(Completion::bad());
+        }
+        let c = self.read_qp_ctx(w.ctx_pa)?;
+        let mut q = Qp {
+            id,
+            state: qps::IDLE,
+            sq: QueueMem::Phys(0),
+            sq_quanta: 0,
+            rq: QueueMem::Phys(0),
+            rq_wqes: 0,
+            rq_shift: 0,
+            shadow: w.shadow_pa,
+            pd: 0,
+            tx_cq: 0,
+            rx_cq: 0,
+            dest_qp: 0,
+            dest_ip: 0,
+            local_ip: 0,
+            arp_idx: 0,
+            compl_ctx: 0,
+            rnr_retry: 0,
+            fastreg: false,
+            rd_ok: false,
+            wr_ok: false,
+            sq_tail: 0,
+            sq_pol: true,
+            rq_head: 0,
+            rq_pol: true,
+            rnr_count: 0,
+            stalled: false,
+        };
+        self.apply_ctx(&mut q, &c, w.virtual_map, true)?;
+        self.qps.insert(id, q);
+        Ok(Completion::ok(0))
+    }
+
+    // spec control-path §4.3.5, §7.4
+    pub(crate) fn op_modify_qp(&mut self, w: &QpWqe) -> OpResult {
+        let (id, next) = (w.id, w.next_state);
+        let cur = self
+            .qps
+            .get(&id)
+            .ok_or(Completion::err(err::MAJ_GENERIC, err::MODEL_MIN_NO_OBJECT))?
+            .state;
+        let allowed = matches!(
+            (cur, next),
+            (_, qps::ERROR)
+                | (qps::IDLE, qps::IDLE | qps::RTR)
+                | (qps::RTR, qps::RTR | qps::RTS)
+                | (qps::RTS, qps::RTS | qps::SQD)
+                | (qps::SQD, qps::SQD | qps::RTS)
+        );
+        if !allowed {
+            return Err(Completion::err(err::MAJ_GENERIC, err::MIN_INVALID_STATE));
+        }
+        let c = self.read_qp_ctx(w.ctx_pa)?;
+        let mut q = self.qps.get(&id).cloned().ok_or(Completion::bad())?;
+        if next != qps::ERROR {
+            self.apply_ctx(&mut q, &c, w.virtual_map, w.cq_num_valid)?;
+            if next == qps::RTR && w.arp_valid && !self.arp.contains_key(&q.arp_idx) {
+                return Err(Completion::bad());
+            }
+        }
+        q.state = next;
+        let ctx = q.compl_ctx;
+        self.qps.insert(id, q);
+        if next == qps::SQD {
+            // SQ processing is synchronous, so the SQ is already drained
+            self.post_aeqe(ae::QP_SUSPEND_COMPLETE, ae::SRC_SQ, id, ctx, 0);
+        }
+        Ok(Completion::ok(0))
+    }
+
+    // spec control-path §4.3.6
+    pub(crate) fn op_destroy_qp(&mut self, w: &QpWqe) -> OpResult {
+        self.qps
+            .remove(&w.id)
+            .ok_or(Completion::err(err::MAJ_GENERIC, err::MODEL_MIN_NO_OBJECT))?;
+        Ok(Completion::ok(0))
+    }
+
+    // spec control-path §4.3.25; data-path §5.5: one flush CQE per queue
+    // that has work, software replays the rest.
+    pub(crate) fn op_flush_wqes(&mut self, f: &CqpOp) -> OpResult {
+        let &CqpOp::FlushWqes {
+            qp: id,
+            generate_ae,
+            ae_code,
+            ae_src,
+            user_codes,
+            sq_major,
+            sq_minor,
+            rq_major,
+            rq_minor,
+            flush_sq,
+            flush_rq,
+        } = f
+        else {
+            return Err(Completion::bad());
+        };
+        let q = self
+            .qps
+            .get(&id)
+            .cloned()
+            .ok_or(Completion::err(err::MAJ_GENERIC, err::MODEL_MIN_NO_OBJECT))?;
+        if generate_ae {
+            self.post_aeqe(ae_code, ae_src, id, q.compl_ctx, 0);
+        }
+        // without USERFLCODE: major 1 (flush), minor FLUSH_GENERAL_ERR (1)
+        let (sq_maj, sq_min, rq_maj, rq_min) =
+            if user_codes { (sq_major, sq_minor, rq_major, rq_minor) } else { (1, 1, 1, 1) };
+        if (flush_sq || flush_rq) && q.state != qps::ERROR {
+            return Err(Completion::err(err::MAJ_GENERIC, err::MIN_INVALID_STATE));
+        }
+        let mut minor = 0;
+        if flush_rq && self.rq_wqe(&q).is_some() {
+            let w3 = put(rq_min as u64, 15, 0)
+                | put(rq_maj as u64, 31, 16)
+                | put((q.rq_head << q.rq_shift) as u64, 46, 32)
+                | put(1, 55, 55);
+            self.post_cqe(q.rx_cq, [0, q.compl_ctx, put(id as u64, 55, 32), w3], false);
+            minor = err::MIN_RQ_FLUSHED;
+        }
+        if flush_sq {
+            let hdr = self.sq_header(&q);
+            if let Some(h) = hdr.filter(|h| bit(*h, 63) == q.sq_pol) {
+                let w3 = put(sq_min as u64, 15, 0)
+                    | put(sq_maj as u64, 31, 16)
+                    | put(q.sq_tail as u64, 46, 32)
+                    | put(1, 55, 55)
+                    | put(get(h, 37, 32), 61, 56)
+                    | put(1, 62, 62);
+                self.post_cqe(q.tx_cq, [0, q.compl_ctx, put(id as u64, 55, 32), w3], false);
+                minor = err::MIN_SQ_FLUSHED;
+            }
+        }
+        Ok(Completion { ret: 0, major: 0, minor })
+    }
+
+    // ------------------------------------------------------------------
+    // SQ / RQ
+    // ------------------------------------------------------------------
+
+    fn sq_header(&self, q: &Qp) -> Option<u64> {
+        let pa = self.queue_addr(q.sq, q.sq_tail as u64 * 32 + 24)?;
+        crate::mem::read_u64(&*self.mem, pa).ok()
+    }
+
+    /// The RQ WQE at the device's head, if posted (valid bit matches).
+    fn rq_wqe(&self, q: &Qp) -> Option<Vec<u64>> {
+        if q.rq_wqes == 0 {
+            return None;
+        }
+        let stride = 32u64 << q.rq_shift;
+        let base = q.rq_head as u64 * stride;
+        let mut words = Vec::new();
+        for i in 0..stride / 8 {
+            let pa = self.queue_addr(q.rq, base + i * 8)?;
+            words.push(crate::mem::read_u64(&*self.mem, pa).ok()?);
+        }
+        (bit(*words.get(3)?, 63) == q.rq_pol).then_some(words)
+    }
+
+    /// Retries every QP stalled on an RNR NAK (called on each SQ doorbell;
+    /// also available to tests as a "time passes" step).
+    pub fn step(&mut self) {
+        self.step_with(&mut NoPeers)
+    }
+
+    pub(crate) fn step_with(&mut self, peers: &mut dyn Peers) {
+        let stalled: Vec<u32> = self.qps.values().filter(|q| q.stalled).map(|q| q.id).collect();
+        for id in stalled {
+            self.process_sq(id, peers);
+        }
+    }
+
+    pub(crate) fn sq_doorbell(&mut self, qpn: u32, peers: &mut dyn Peers) {
+        if !self.qps.contains_key(&qpn) {
+            self.counters.bad_doorbells += 1;
+            return;
+        }
+        self.step_with(peers);
+        let before = self.counters.sq_wqes;
+        self.process_sq(qpn, peers);
+        if self.counters.sq_wqes == before {
+            self.counters.idle_doorbells += 1;
+        }
+    }
+
+    fn process_sq(&mut self, qpn: u32, peers: &mut dyn Peers) {
+        loop {
+            let Some(q) = self.qps.get(&qpn).cloned() else { return };
+            if q.state != qps::RTS {
+                return;
+            }
+            let Some(hdr) = self.sq_header(&q) else { return };
+            if bit(hdr, 63) != q.sq_pol {
+                return;
+            }
+            let idx = q.sq_tail;
+            let quanta = match wqe::sq_quanta(hdr) {
+                Ok(n) if idx + n <= q.sq_quanta => n,
+                _ => {
+                    self.qp_fatal(qpn, ae::WQE_UNEXPECTED_OPCODE, ae::SRC_SQ, idx);
+                    return;
+                }
+            };
+            let mut words = Vec::with_capacity(quanta as usize * 4);
+            for i in 0..quanta as u64 * 4 {
+                match self
+                    .queue_addr(q.sq, idx as u64 * 32 + i * 8)
+                    .map(|pa| crate::mem::read_u64(&*self.mem, pa))
+                {
+                    Some(Ok(v)) => words.push(v),
+                    Some(Err(f)) => {
+                        self.dma_fault(f);
+                        self.qp_fatal(qpn, ae::LCE_QP_CATASTROPHIC, ae::SRC_SQ, idx);
+                        return;
+                    }
+                    None => {
+                        self.qp_fatal(qpn, ae::LCE_QP_CATASTROPHIC, ae::SRC_SQ, idx);
+                        return;
+                    }
+                }
+            }
+            let w = match wqe::decode_sq(&words) {
+                Ok(w) => w,
+                Err(_) => {
+                    self.qp_fatal(qpn, ae::WQE_UNEXPECTED_OPCODE, ae::SRC_SQ, idx);
+                    return;
+                }
+            };
+            self.record(Event::Wqe { qp: qpn, idx, opcode: w.opcode });
+            let outcome = if let Some((major, minor)) = self.faults.wqe_error() {
+                Outcome::Error(major, minor)
+            } else {
+                self.exec_sq(&q, &w, peers)
+            };
+            match outcome {
+                Outcome::Stall => {
+                    let Some(qm) = self.qps.get_mut(&qpn) else { return };
+                    qm.rnr_count = qm.rnr_count.saturating_add(1);
+                    qm.stalled = true;
+                    self.counters.rnr_naks += 1;
+                    if q.rnr_retry != 7 && qm.rnr_count > q.rnr_retry {
+                        qm.stalled = false;
+                        self.qp_fatal(qpn, ae::LLP_TOO_MANY_RNRS, ae::SRC_SQ, idx);
+                    }
+                    return;
+                }
+                Outcome::Fatal(code) => {
+                    self.qp_fatal(qpn, code, ae::SRC_SQ, idx);
+                    return;
+                }
+                Outcome::Error(major, minor) => {
+                    self.counters.sq_wqes += 1;
+                    self.advance_sq(qpn, quanta);
+                    let w3 = put(minor as u64, 15, 0)
+                        | put(major as u64, 31, 16)
+                        | put(idx as u64, 46, 32)
+                        | put(1, 55, 55)
+                        | put(w.opcode as u64, 61, 56)
+                        | put(1, 62, 62);
+                    self.post_cqe(q.tx_cq, [0, q.compl_ctx, put(qpn as u64, 55, 32), w3], false);
+                    self.qp_fatal(qpn, ae::LCE_QP_CATASTROPHIC, ae::SRC_SQ, idx);
+                    return;
+                }
+                Outcome::Done => {
+                    self.counters.sq_wqes += 1;
+                    self.advance_sq(qpn, quanta);
+                    if w.signaled {
+                        let w3 =
+                            put(idx as u64, 46, 32) | put(w.opcode as u64, 61, 56) | put(1, 62, 62);
+                        self.post_cqe(
+                            q.tx_cq,
+                            [0, q.compl_ctx, put(qpn as u64, 55, 32), w3],
+                            false,
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    fn advance_sq(&mut self, qpn: u32, quanta: u32) {
+        if let Some(q) = self.qps.get_mut(&qpn) {
+            q.stalled = false;
+            q.rnr_count = 0;
+            q.sq_tail = (q.sq_tail + quanta) % q.sq_quanta.max(1);
+            if q.sq_tail == 0 {
+                q.sq_pol = !q.sq_pol;
+            }
+            // QP shadow @0 HW_SQ_TAIL [14:0] (spec data-path §4.3)
+            let (shadow, tail) = (q.shadow, q.sq_tail);
+            let _ = crate::mem::write_u64(&*self.mem, shadow, tail as u64 & 0x7FFF);
+        }
+    }
+
+    fn exec_sq(&mut self, q: &Qp, w: &wqe::SqWqe, peers: &mut dyn Peers) -> Outcome {
+        match &w.op {
+            SqOp::Nop => Outcome::Done,
+            SqOp::Write { remote_addr, rkey, imm, solicited, payload } => {
+                let data = match self.gather(q.pd, payload) {
+                    Ok(d) => d,
+                    Err(code) => return Outcome::Fatal(code),
+                };
+                let req = Request::Write {
+                    src_qpn: q.id,
+                    addr: *remote_addr,
+                    rkey: *rkey,
+                    data,
+                    imm: *imm,
+                    solicited: *solicited,
+                };
+                self.transmit(q, req, peers)
+            }
+            SqOp::Send { imm, solicited, invalidate, payload, .. } => {
+                let data = match self.gather(q.pd, payload) {
+                    Ok(d) => d,
+                    Err(code) => return Outcome::Fatal(code),
+                };
+                let req = Request::Send {
+                    src_qpn: q.id,
+                    data,
+                    imm: *imm,
+                    solicited: *solicited,
+                    invalidate: *invalidate,
+                };
+                self.transmit(q, req, peers)
+            }
+            SqOp::Read { remote_addr, rkey, sges, local_invalidate } => {
+                // check the sinks before asking the peer
+                let len: u64 = sges.iter().map(|f| f.len as u64).sum();
+                if let Err(code) = self.check_frags(q.pd, sges, rights::LOCAL_WRITE) {
+                    return Outcome::Fatal(code);
+                }
+                let req = Request::Read { src_qpn: q.id, addr: *remote_addr, rkey: *rkey, len };
+                match self.transmit_raw(q, req, peers) {
+                    Ok(Response::ReadData(data)) => {
+                        if let Err(code) = self.scatter(q.pd, sges, &data) {
+                            return Outcome::Fatal(code);
+                        }
+                        if let Some(f) = sges.first().filter(|_| *local_invalidate)
+                            && let Err(code) = self.invalidate(f.stag, q.pd)
+                        {
+                            return Outcome::Fatal(code);
+                        }
+                        Outcome::Done
+                    }
+                    Ok(r) => Self::nak_outcome(r),
+                    Err(o) => o,
+                }
+            }
+            SqOp::LocalInvalidate { stag } => match self.invalidate(*stag, q.pd) {
+                Ok(()) => Outcome::Done,
+                Err(code) => Outcome::Fatal(code),
+            },
+            SqOp::FastRegister {
+                key,
+                index,
+                va,
+                len,
+                first_pble,
+                pbl_level,
+                page_size,
+                rights,
+                va_based,
+            } => {
+                if !q.fastreg {
+                    return Outcome::Fatal(ae::PRIV_OPERATION_DENIED);
+                }
+                let slot = self.stag_slot(*index);
+                let pble_cnt = self.fpm.as_ref().map_or(0, |l| l.cnt[hmc::PBLE]);
+                let Some(s) = self.stags.get_mut(&slot) else {
+                    return Outcome::Fatal(ae::AMP_UNALLOCATED_STAG);
+                };
+                if s.index != *index {
+                    return Outcome::Fatal(ae::AMP_BAD_STAG_INDEX);
+                }
+                if s.valid || s.is_mw {
+                    return Outcome::Fatal(ae::AMP_INVALID_STAG);
+                }
+                if s.pd != q.pd {
+                    return Outcome::Fatal(ae::AMP_BAD_PD);
+                }
+                let pbl = match pbl_level {
+                    1 => Pbl::Level1(*first_pble),
+                    3 => Pbl::Level2(*first_pble),
+                    _ => return Outcome::Fatal(ae::WQE_UNEXPECTED_OPCODE),
+                };
+                let ps = match page_size {
+                    0 => 4096,
+                    1 => 2 << 20,
+                    2 => 1 << 30,
+                    _ => return Outcome::Fatal(ae::WQE_UNEXPECTED_OPCODE),
+                };
+                if *first_pble as u64 >= pble_cnt {
+                    return Outcome::Fatal(ae::AMP_BOUNDS_VIOLATION);
+                }
+                s.key = Some(*key);
+                s.va = *va;
+                s.len = *len;
+                s.va_based = *va_based;
+                s.rights = *rights;
+                s.page_size = ps;
+                s.pbl = pbl;
+                s.valid = true;
+                Outcome::Done
+            }
+            SqOp::BindMw { .. } | SqOp::FetchAdd { .. } | SqOp::CompareSwap { .. } => {
+                // memory windows and atomics are not modelled (no atomics
+                // feature on GEN_2 by default)
+                Outcome::Fatal(ae::WQE_UNEXPECTED_OPCODE)
+            }
+        }
+    }
+
+    fn nak_outcome(r: Response) -> Outcome {
+        match r {
+            Response::Ack | Response::ReadData(_) => Outcome::Done,
+            Response::RnrNak => Outcome::Stall,
+            Response::NakAccess => Outcome::Fatal(ae::IB_REMOTE_ACCESS_ERROR),
+            Response::NakInvalid => Outcome::Fatal(ae::IB_INVALID_REQUEST),
+            Response::NakOp => Outcome::Fatal(ae::IB_REMOTE_OP_ERROR),
+        }
+    }
+
+    fn transmit(&mut self, q: &Qp, req: Request, peers: &mut dyn Peers) -> Outcome {
+        match self.transmit_raw(q, req, peers) {
+            Ok(r) => Self::nak_outcome(r),
+            Err(o) => o,
+        }
+    }
+
+    /// Sends one request over the wire and returns the response. Loopback
+    /// (the peer QP lives on this device) is handled here.
+    fn transmit_raw(
+        &mut self,
+        q: &Qp,
+        req: Request,
+        peers: &mut dyn Peers,
+    ) -> Result<Response, Outcome> {
+        if !self.arp.contains_key(&q.arp_idx) {
+            return Err(Outcome::Fatal(0x0401)); // AE INVALID_ARP_ENTRY
+        }
+        self.counters.packets += 1;
+        if self.owns(q.dest_ip, q.dest_qp) {
+            return Ok(self.respond(q.dest_qp, req));
+        }
+        self.outbox.push_back(Packet { dst_ip: q.dest_ip, dst_qpn: q.dest_qp });
+        if self.outbox.len() > 64 {
+            self.outbox.pop_front();
+        }
+        // nobody answers: the transport retries and gives up
+        peers.respond(q.dest_ip, q.dest_qp, req).ok_or(Outcome::Fatal(0x050A)) // LLP_TOO_MANY_RETRIES
+    }
+
+    /// Responder side of one request for local QP `qpn`.
+    pub(crate) fn respond(&mut self, qpn: u32, req: Request) -> Response {
+        let Some(q) = self.qps.get(&qpn).cloned() else { return Response::NakInvalid };
+        let src = match &req {
+            Request::Write { src_qpn, .. }
+            | Request::Send { src_qpn, .. }
+            | Request::Read { src_qpn, .. } => *src_qpn,
+        };
+        if !matches!(q.state, qps::RTR | qps::RTS | qps::SQD) || q.dest_qp != src {
+            return Response::NakInvalid;
+        }
+        match req {
+            Request::Write { addr, rkey, data, imm, solicited, .. } => {
+                if !data.is_empty() {
+                    if !q.wr_ok {
+                        self.qp_fatal(qpn, ae::AMP_RIGHTS_VIOLATION, ae::SRC_IN_RDMA_WRITE, 0);
+                        return Response::NakAccess;
+                    }
+                    let chunks = match self.translate(
+                        rkey,
+                        q.pd,
+                        addr,
+                        data.len() as u64,
+                        rights::REMOTE_WRITE,
+                    ) {
+                        Ok(c) => c,
+                        Err(code) => {
+                            self.qp_fatal(qpn, code, ae::SRC_IN_RDMA_WRITE, 0);
+                            return Response::NakAccess;
+                        }
+                    };
+                    if let Err(code) = self.copy_out(&chunks, &data) {
+                        self.qp_fatal(qpn, code, ae::SRC_IN_RDMA_WRITE, 0);
+                        return Response::NakAccess;
+                    }
+                }
+                match imm {
+                    Some(imm) => self.deliver_recv(
+                        &q,
+                        &[],
+                        Some(imm),
+                        solicited,
+                        None,
+                        bth::WRITE_ONLY_IMM,
+                        0,
+                    ),
+                    None => Response::Ack,
+                }
+            }
+            Request::Send { data, imm, solicited, invalidate, .. } => {
+                let op = if invalidate.is_some() {
+                    bth::SEND_ONLY_INV
+                } else if imm.is_some() {
+                    bth::SEND_ONLY_IMM
+                } else {
+                    bth::SEND_ONLY
+                };
+                self.deliver_recv(&q, &data, imm, solicited, invalidate, op, data.len() as u64)
+            }
+            Request::Read { addr, rkey, len, .. } => {
+                if len == 0 {
+                    return Response::ReadData(Vec::new());
+                }
+                if !q.rd_ok {
+                    self.qp_fatal(qpn, ae::AMP_RIGHTS_VIOLATION, ae::SRC_IN_READ_REQ, 0);
+                    return Response::NakAccess;
+                }
+                match self
+                    .translate(rkey, q.pd, addr, len, rights::REMOTE_READ)
+                    .and_then(|c| self.copy_in(&c))
+                {
+                    Ok(d) => Response::ReadData(d),
+                    Err(code) => {
+                        self.qp_fatal(qpn, code, ae::SRC_IN_READ_REQ, 0);
+                        Response::NakAccess
+                    }
+                }
+            }
+        }
+    }
+
+    /// Consumes one RQ WQE: scatters `data`, writes the RQ CQE.
+    #[allow(clippy::too_many_arguments)]
+    fn deliver_recv(
+        &mut self,
+        q: &Qp,
+        data: &[u8],
+        imm: Option<u64>,
+        solicited: bool,
+        invalidate: Option<u32>,
+        op: u8,
+        len: u64,
+    ) -> Response {
+        let Some(words) = self.rq_wqe(q) else { return Response::RnrNak };
+        let frags = match wqe::decode_rq(&words) {
+            Ok(f) => f,
+            Err(_) => {
+                self.qp_fatal(q.id, ae::WQE_UNEXPECTED_OPCODE, ae::SRC_RQ, q.rq_head);
+                return Response::NakOp;
+            }
+        };
+        let cap: u64 = frags.iter().map(|f| f.len as u64).sum();
+        if (data.len() as u64) > cap {
+            self.qp_fatal(q.id, ae::ROCE_REQ_LENGTH_ERROR, ae::SRC_RQ, q.rq_head);
+            return Response::NakOp;
+        }
+        if let Err(code) = self.scatter(q.pd, &frags, data) {
+            self.qp_fatal(q.id, code, ae::SRC_RQ, q.rq_head);
+            return Response::NakAccess;
+        }
+        let mut inv_done = false;
+        if let Some(stag) = invalidate {
+            if let Err(code) = self.invalidate(stag, q.pd) {
+                self.qp_fatal(q.id, code, ae::SRC_RQ, q.rq_head);
+                return Response::NakInvalid;
+            }
+            inv_done = true;
+        }
+        let idx = q.rq_head;
+        if let Some(qm) = self.qps.get_mut(&q.id) {
+            qm.rq_head = (qm.rq_head + 1) % qm.rq_wqes.max(1);
+            if qm.rq_head == 0 {
+                qm.rq_pol = !qm.rq_pol;
+            }
+        }
+        self.counters.rq_wqes += 1;
+        self.record(Event::Recv { qp: q.id, idx, len });
+        // spec data-path §5.2: RQ CQE, WQE index in quanta
+        let w2 = put(invalidate.unwrap_or(0) as u64, 31, 0) | put(q.id as u64, 55, 32);
+        let w3 = put((idx << q.rq_shift) as u64, 46, 32)
+            | put(imm.is_some() as u64, 50, 50)
+            | put(inv_done as u64, 53, 53)
+            | put(solicited as u64, 54, 54)
+            | put(op as u64, 61, 56);
+        let main = [len, q.compl_ctx, w2, w3];
+        match imm {
+            Some(v) => {
+                self.post_cqe_ext(q.rx_cq, main, [get(v, 31, 0), 0, 0, put(1, 62, 62)], solicited)
+            }
+            None => {
+                self.post_cqe(q.rx_cq, main, solicited);
+            }
+        }
+        Response::Ack
+    }
+
+    /// Writes an extended CQE: the extension in the next slot first (with
+    /// that slot's own pass polarity), then the main CQE.
+    fn post_cqe_ext(&mut self, cq_id: u32, main: [u64; 4], mut ext: [u64; 4], solicited: bool) {
+        let Some(cq) = self.cqs.get(&cq_id).cloned() else { return };
+        let next = (cq.prod + 1) % cq.size;
+        let pol = if next == 0 { !cq.pol } else { cq.pol };
+        ext[3] = (ext[3] & !(1 << 63)) | ((pol as u64) << 63);
+        if let Some(pa) = self.queue_addr(cq.ring, next as u64 * 32) {
+            for (i, v) in ext.iter().enumerate() {
+                if let Err(f) = crate::mem::write_u64(&*self.mem, pa + i as u64 * 8, *v) {
+                    self.dma_fault(f);
+                    return;
+                }
+            }
+        }
+        if self.post_cqe(cq_id, main, solicited) {
+            // the extension slot is consumed too
+            if let Some(c) = self.cqs.get_mut(&cq_id) {
+                c.prod = (c.prod + 1) % c.size;
+                if c.prod == 0 {
+                    c.pol = !c.pol;
+                }
+            }
+        }
+    }
+
+    // ------------------------------------------------------------------
+    // Protection
+    // ------------------------------------------------------------------
+
+    /// Translates `[addr, addr + len)` of STag `stag` to bus-address chunks,
+    /// checking everything the device checks (spec control-path §5): the
+    /// STag exists (index and key byte), is valid (registered, not
+    /// invalidated), belongs to `pd`, grants `need`, and the range is within
+    /// the region (VA-based or zero-based).
+    pub(crate) fn translate(
+        &self,
+        stag: u32,
+        pd: u32,
+        addr: u64,
+        len: u64,
+        need: u8,
+    ) -> Prot<Vec<(u64, u64)>> {
+        if len == 0 {
+            return Ok(Vec::new());
+        }
+        let index = stag >> 8;
+        let s = self.stags.get(&self.stag_slot(index)).ok_or(ae::AMP_UNALLOCATED_STAG)?;
+        if s.index != index {
+            return Err(ae::AMP_BAD_STAG_INDEX);
+        }
+        if s.key != Some(stag as u8) {
+            return Err(ae::AMP_BAD_STAG_KEY);
+        }
+        if !s.valid || s.is_mw {
+            return Err(ae::AMP_INVALID_STAG);
+        }
+        if s.pd != pd {
+            return Err(ae::AMP_BAD_PD);
+        }
+        if s.rights & need != need {
+            return Err(ae::AMP_RIGHTS_VIOLATION);
+        }
+        let end = addr.checked_add(len).ok_or(ae::AMP_TO_WRAP)?;
+        let (off, fbo) = if s.va_based {
+            if addr < s.va {
+                return Err(ae::AMP_BOUNDS_VIOLATION);
+            }
+            (addr - s.va, s.va % s.page_size)
+        } else {
+            (addr, s.va % s.page_size)
+        };
+        let _ = end;
+        if off.checked_add(len).is_none_or(|e| e > s.len) {
+            return Err(ae::AMP_BOUNDS_VIOLATION);
+        }
+        let ps = s.page_size;
+        let mut out = Vec::new();
+        let mut pos = fbo + off;
+        let mut left = len;
+        while left > 0 {
+            let page = pos / ps;
+            let in_page = pos % ps;
+            let n = (ps - in_page).min(left);
+            let page_pa = match s.pbl {
+                Pbl::Level0(pa) => {
+                    (pa & !(ps - 1)).checked_add(page * ps).ok_or(ae::AMP_TO_WRAP)?
+                }
+                Pbl::Level1(first) => {
+                    self.read_pble(first as u64 + page).ok_or(ae::LCE_QP_CATASTROPHIC)?
+                }
+                Pbl::Level2(root) => {
+                    let leaf =
+                        self.read_pble(root as u64 + page / 512).ok_or(ae::LCE_QP_CATASTROPHIC)?;
+                    self.read_pble(leaf + page % 512).ok_or(ae::LCE_QP_CATASTROPHIC)?
+                }
+            };
+            out.push(((page_pa & !(ps - 1)) + in_page, n));
+            pos += n;
+            left -= n;
+        }
+        Ok(out)
+    }
+
+    fn check_frags(&self, pd: u32, frags: &[Frag], need: u8) -> Prot<()> {
+        for f in frags {
+            self.translate(f.stag, pd, f.addr, f.len as u64, need)?;
+        }
+        Ok(())
+    }
+
+    fn copy_in(&self, chunks: &[(u64, u64)]) -> Prot<Vec<u8>> {
+        let mut v = Vec::new();
+        for &(pa, n) in chunks {
+            let mut b = vec![0u8; n as usize];
+            self.mem.read(pa, &mut b).map_err(|_| ae::LCE_QP_CATASTROPHIC)?;
+            v.extend_from_slice(&b);
+        }
+        Ok(v)
+    }
+
+    fn copy_out(&self, chunks: &[(u64, u64)], data: &[u8]) -> Prot<()> {
+        let mut at = 0usize;
+        for &(pa, n) in chunks {
+            let part = data.get(at..at + n as usize).ok_or(ae::LCE_QP_CATASTROPHIC)?;
+            self.mem.write(pa, part).map_err(|_| ae::LCE_QP_CATASTROPHIC)?;
+            at += n as usize;
+        }
+        Ok(())
+    }
+
+    /// Reads a payload from local memory (LOCAL_READ needed).
+    fn gather(&self, pd: u32, p: &Payload) -> Prot<Vec<u8>> {
+        match p {
+            Payload::Inline(b) => Ok(b.clone()),
+            Payload::Sges(frags) => {
+                let mut v = Vec::new();
+                for f in frags {
+                    let c = self.translate(f.stag, pd, f.addr, f.len as u64, rights::LOCAL_READ)?;
+                    v.extend(self.copy_in(&c)?);
+                }
+                Ok(v)
+            }
+        }
+    }
+
+    /// Writes `data` into local fragments in order (LOCAL_WRITE needed).
+    fn scatter(&self, pd: u32, frags: &[Frag], data: &[u8]) -> Prot<()> {
+        let mut at = 0usize;
+        for f in frags {
+            if at >= data.len() {
+                break;
+            }
+            let n = (f.len as usize).min(data.len() - at);
+            let c = self.translate(f.stag, pd, f.addr, n as u64, rights::LOCAL_WRITE)?;
+            self.copy_out(&c, &data[at..at + n])?;
+            at += n;
+        }
+        Ok(())
+    }
+
+    fn invalidate(&mut self, stag: u32, pd: u32) -> Prot<()> {
+        let index = stag >> 8;
+        let slot = self.stag_slot(index);
+        let s = self.stags.get_mut(&slot).ok_or(ae::AMP_UNALLOCATED_STAG)?;
+        if s.index != index {
+            return Err(ae::AMP_BAD_STAG_INDEX);
+        }
+        if s.key != Some(stag as u8) {
+            return Err(ae::AMP_BAD_STAG_KEY);
+        }
+        if s.pd != pd {
+            return Err(ae::AMP_BAD_PD);
+        }
+        s.valid = false;
+        Ok(())
+    }
+}
+
+/// What executing one SQ WQE led to.
+enum Outcome {
+    Done,
+    Stall,
+    Fatal(u16),
+    Error(u16, u16),
+}

@@ -1,0 +1,1295 @@
+//! One E810 RDMA function: register file, CQP engine, CQ/CEQ/AEQ delivery.
+//! The data path (SQ/RQ processing, the wire) is in `datapath.rs`.
+
+use std::collections::{BTreeMap, VecDeque};
+
+use crate::bits::{bit, get, le64, put, set_le64};
+use crate::cqp::{self, CqWqe, CqpOp, EqWqe, StagWqe};
+use crate::fault::{Counters, Event, FaultPlan};
+use crate::hmc::{self, FpmConfig, Layout, Sd, SdTable};
+use crate::mem::{Fault, Memory, read_u64, write_u64};
+use crate::regs::{self, ae, err, qps};
+
+/// Static configuration of a modelled function.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// HMC function id of the PF (`pf_id`).
+    pub hmc_fn_id: u8,
+    /// What QUERY_FPM_VAL reports.
+    pub fpm: FpmConfig,
+    /// Firmware version in QUERY_RDMA_FEATURES entry 0.
+    pub fw_major: u16,
+    /// Firmware minor version.
+    pub fw_minor: u16,
+    /// Feature entries after entry 0: (type, info [47:0]).
+    pub features: Vec<(u16, u64)>,
+    /// GLPCI_LBARCTRL value (PE_DB_SIZE in [5:4]).
+    pub lbarctrl: u32,
+    /// Value of GLPE_CPUSTATUS0/1/2.
+    pub cpustatus: u32,
+    /// First queue-set handle handed out by WS leaf adds.
+    pub first_qs_handle: u16,
+    /// PCI function number (PF_FUNC_RID [2:0]).
+    pub pci_function: u8,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            hmc_fn_id: 0,
+            fpm: FpmConfig::default(),
+            fw_major: 1,
+            fw_minor: 7,
+            // type 32 = FTN_FLAGS, no atomics (type.h: enum irdma_feature_type)
+            features: vec![(32, 0)],
+            lbarctrl: 2 << 4,
+            cpustatus: 0x80,
+            first_qs_handle: 8,
+            pci_function: 0,
+        }
+    }
+}
+
+/// Where a queue's memory is: contiguous, or pages listed by level-1 PBLEs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum QueueMem {
+    /// Physically contiguous at this bus address.
+    Phys(u64),
+    /// 4 KiB pages whose addresses are PBLEs starting at this index.
+    Pbl(u32),
+}
+
+/// CQ arm state.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Arm {
+    /// Not armed.
+    None,
+    /// Event on the next completion.
+    Next,
+    /// Event on the next solicited (or error) completion.
+    Solicited,
+}
+
+/// A CQ as the device keeps it.
+#[derive(Clone, Debug)]
+pub struct Cq {
+    /// CQ id.
+    pub id: u32,
+    /// Ring memory.
+    pub ring: QueueMem,
+    /// Entries.
+    pub size: u32,
+    /// Shadow area PA.
+    pub shadow: u64,
+    /// CQ context ([62:0] of CREATE_CQ @8), echoed in CEQEs and AEQEs.
+    pub ctx: u64,
+    /// CEQ id if CEQIDVALID.
+    pub ceq: Option<u32>,
+    /// CHKOVERFLOW.
+    pub check_overflow: bool,
+    /// Next slot the device writes.
+    pub prod: u32,
+    /// Valid bit for the current pass (first pass 1).
+    pub pol: bool,
+    /// Arm state.
+    pub arm: Arm,
+    /// CQEs dropped because the ring was full.
+    pub overflows: u64,
+}
+
+/// A CEQ.
+#[derive(Clone, Debug)]
+pub struct Ceq {
+    /// Ring memory.
+    pub ring: QueueMem,
+    /// Entries (8 bytes each).
+    pub size: u32,
+    /// Next slot.
+    pub prod: u32,
+    /// Pass polarity.
+    pub pol: bool,
+}
+
+/// The AEQ.
+#[derive(Clone, Debug)]
+pub struct Aeq {
+    /// Ring memory.
+    pub ring: QueueMem,
+    /// Entries (16 bytes each).
+    pub size: u32,
+    /// Next slot.
+    pub prod: u32,
+    /// Pass polarity.
+    pub pol: bool,
+    /// Entries written and not yet returned through AEQALLOC.
+    pub outstanding: u32,
+    /// An entry was dropped because the ring was full; the next one carries OVERFLOW.
+    pub overflowed: bool,
+}
+
+/// The CQP as created by the CCQPLOW write.
+#[derive(Clone, Debug)]
+pub struct Cqp {
+    /// Host-context PA.
+    pub ctx_pa: u64,
+    /// SQ ring PA.
+    pub sq_pa: u64,
+    /// SQ entries.
+    pub size: u32,
+    /// Completion context (host context @24), echoed in CCQ CQEs.
+    pub compl_ctx: u64,
+    /// Next WQE index the device processes.
+    pub tail: u32,
+    /// Expected valid bit at `tail`.
+    pub pol: bool,
+    /// Host-context words as read at create.
+    pub ctx: [u64; 8],
+}
+
+/// A memory region / window entry.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Stag {
+    /// Full 24-bit STag index (STag >> 8) the entry was created with.
+    pub index: u32,
+    /// Key byte; `None` until registered (ALLOC_STAG leaves it open).
+    pub key: Option<u8>,
+    /// PD id.
+    pub pd: u32,
+    /// VA (VA-based) or first-byte offset (zero-based).
+    pub va: u64,
+    /// Length in bytes.
+    pub len: u64,
+    /// VA-based (else zero-based).
+    pub va_based: bool,
+    /// Access rights (5-bit field, spec control-path §5.3).
+    pub rights: u8,
+    /// Page size in bytes.
+    pub page_size: u64,
+    /// Translation.
+    pub pbl: Pbl,
+    /// True when the STag may be used (registered and not invalidated).
+    pub valid: bool,
+    /// True for a memory window.
+    pub is_mw: bool,
+}
+
+/// How an MR's pages are found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Pbl {
+    /// Contiguous from this PA (first page).
+    Level0(u64),
+    /// Level 1: page i address is PBLE[first + i].
+    Level1(u32),
+    /// Level 2: PBLE[root + i/512] holds a leaf PBLE index.
+    Level2(u32),
+}
+
+/// A work-scheduler node.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WsNode {
+    /// Parent id.
+    pub parent: u16,
+    /// Leaf.
+    pub leaf: bool,
+    /// Enabled.
+    pub enabled: bool,
+    /// Queue-set handle (leaves).
+    pub qs_handle: u16,
+}
+
+/// Result of one CQP op.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct Completion {
+    /// OPRETVAL.
+    pub ret: u32,
+    /// Major error code (0 = success).
+    pub major: u16,
+    /// Minor code.
+    pub minor: u16,
+}
+
+impl Completion {
+    pub(crate) fn ok(ret: u32) -> Self {
+        Self { ret, major: 0, minor: 0 }
+    }
+    pub(crate) fn err(major: u16, minor: u16) -> Self {
+        Self { ret: 0, major, minor }
+    }
+    pub(crate) fn bad() -> Self {
+        Self::err(err::MAJ_GENERIC, err::MODEL_MIN_BAD_FIELD)
+    }
+    /// Whether the op failed.
+    pub fn is_err(&self) -> bool {
+        self.major != 0
+    }
+}
+
+pub(crate) type OpResult = Result<Completion, Completion>;
+
+/// The modelled device. See the crate docs for the register-level contract.
+pub struct Device {
+    pub(crate) cfg: Config,
+    pub(crate) mem: Box<dyn Memory>,
+    /// Node id on a fabric (0 when standalone).
+    pub(crate) node: u32,
+    // register file
+    ccqphigh: u32,
+    ccqplow: u32,
+    ccqpstatus: u32,
+    cqptail_err: bool,
+    cqperrcodes: u32,
+    other_regs: BTreeMap<u32, u32>,
+    pub(crate) cqp: Option<Cqp>,
+    pub(crate) fpm: Option<Layout>,
+    pub(crate) sds: SdTable,
+    pub(crate) shmc_done: bool,
+    pub(crate) cqs: BTreeMap<u32, Cq>,
+    pub(crate) ceqs: BTreeMap<u32, Ceq>,
+    pub(crate) aeq: Option<Aeq>,
+    pub(crate) qps: BTreeMap<u32, crate::datapath::Qp>,
+    /// STag table by slot.
+    pub(crate) stags: BTreeMap<u32, Stag>,
+    pub(crate) arp: BTreeMap<u16, u64>,
+    pub(crate) ws: BTreeMap<u16, WsNode>,
+    next_qs: u16,
+    pub(crate) faults: FaultPlan,
+    pub(crate) counters: Counters,
+    pub(crate) trace: VecDeque<Event>,
+    /// Packets for other nodes, taken by the fabric.
+    pub(crate) outbox: VecDeque<crate::datapath::Packet>,
+    /// CQP doorbell seen while completions are being delayed.
+    delayed_cqpdb: Option<(u32, u32)>,
+}
+
+/// The fields of one AEQE (spec control-path §8.2, GEN_2 layout).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct Aeqe {
+    /// Completion context (QP context @168, or the CQ context).
+    pub ctx: u64,
+    /// QP or CQ id (19 bits: [17:0] + bit 18 in QPCQID_HI).
+    pub id: u32,
+    /// WQE index [32:18].
+    pub wqe_idx: u32,
+    /// OVERFLOW [33].
+    pub overflow: bool,
+    /// AECODE [45:34].
+    pub code: u16,
+    /// AESRC [53:50].
+    pub src: u8,
+    /// IWSTATE [56:54].
+    pub state: u8,
+    /// VALID [63].
+    pub valid: bool,
+}
+
+impl Aeqe {
+    /// The two 64-bit words the device writes.
+    pub fn words(&self) -> [u64; 2] {
+        let w1 = put(self.id as u64, 17, 0)
+            | put(self.wqe_idx as u64, 32, 18)
+            | put(self.overflow as u64, 33, 33)
+            | put(self.code as u64, 45, 34)
+            | put((self.id >> 18) as u64, 46, 46)
+            | put(self.src as u64, 53, 50)
+            | put(self.state as u64, 56, 54)
+            | put(self.valid as u64, 63, 63);
+        [self.ctx, w1]
+    }
+}
+
+/// The four words of a CCQ CQE (spec control-path §2.6 (b)).
+pub fn ccq_cqe_words(ctx: u64, r: Completion, wqe_idx: u32, valid: bool) -> [u64; 4] {
+    let w3 = put(r.minor as u64, 15, 0)
+        | put(r.major as u64, 31, 16)
+        | put(wqe_idx as u64, 46, 32)
+        | put(r.is_err() as u64, 55, 55)
+        | put(1, 62, 62)
+        | put(valid as u64, 63, 63);
+    [0, ctx, r.ret as u64, w3]
+}
+
+/// Trace capacity (oldest events are dropped).
+pub const TRACE_CAP: usize = 4096;
+
+impl Device {
+    /// A device in its reset state, using `mem` for every DMA access.
+    pub fn new(cfg: Config, mem: Box<dyn Memory>) -> Self {
+        Self {
+            cfg,
+            mem,
+            node: 0,
+            ccqphigh: 0,
+            ccqplow: 0,
+            ccqpstatus: 0,
+            cqptail_err: false,
+            cqperrcodes: 0,
+            other_regs: BTreeMap::new(),
+            cqp: None,
+            fpm: None,
+            sds: SdTable::default(),
+            shmc_done: false,
+            cqs: BTreeMap::new(),
+            ceqs: BTreeMap::new(),
+            aeq: None,
+            qps: BTreeMap::new(),
+            stags: BTreeMap::new(),
+            arp: BTreeMap::new(),
+            ws: BTreeMap::new(),
+            next_qs: 0,
+            faults: FaultPlan::default(),
+            counters: Counters::default(),
+            trace: VecDeque::new(),
+            outbox: VecDeque::new(),
+            delayed_cqpdb: None,
+        }
+    }
+
+    /// Configuration.
+    pub fn config(&self) -> &Config {
+        &self.cfg
+    }
+    /// Counters of what the device did.
+    pub fn counters(&self) -> &Counters {
+        &self.counters
+    }
+    /// The fault-injection plan (see [`FaultPlan`]).
+    pub fn faults(&mut self) -> &mut FaultPlan {
+        &mut self.faults
+    }
+    /// The most recent events, oldest first.
+    pub fn trace(&self) -> impl Iterator<Item = &Event> {
+        self.trace.iter()
+    }
+    /// The CQP, if created.
+    pub fn cqp(&self) -> Option<&Cqp> {
+        self.cqp.as_ref()
+    }
+    /// The committed FPM layout.
+    pub fn fpm_layout(&self) -> Option<&Layout> {
+        self.fpm.as_ref()
+    }
+    /// The programmed SDs.
+    pub fn sds(&self) -> &BTreeMap<u64, Sd> {
+        &self.sds.sds
+    }
+    /// Whether SHMC_PAGES_ALLOCATED completed.
+    pub fn hmc_ready(&self) -> bool {
+        self.shmc_done
+    }
+    /// A CQ.
+    pub fn cq(&self, id: u32) -> Option<&Cq> {
+        self.cqs.get(&id)
+    }
+    /// A CEQ.
+    pub fn ceq(&self, id: u32) -> Option<&Ceq> {
+        self.ceqs.get(&id)
+    }
+    /// The AEQ.
+    pub fn aeq(&self) -> Option<&Aeq> {
+        self.aeq.as_ref()
+    }
+    /// An STag entry by its 24-bit index.
+    pub fn stag(&self, index: u32) -> Option<&Stag> {
+        self.stags.get(&self.stag_slot(index)).filter(|s| s.index == index)
+    }
+    /// An ARP entry (MAC as 48 bits, byte 0 most significant).
+    pub fn arp_entry(&self, idx: u16) -> Option<u64> {
+        self.arp.get(&idx).copied()
+    }
+    /// A work-scheduler node.
+    pub fn ws_node(&self, id: u16) -> Option<&WsNode> {
+        self.ws.get(&id)
+    }
+
+    pub(crate) fn record(&mut self, e: Event) {
+        if self.trace.len() >= TRACE_CAP {
+            self.trace.pop_front();
+        }
+        self.trace.push_back(e);
+    }
+
+    pub(crate) fn dma_fault(&mut self, f: Fault) {
+        self.counters.dma_faults += 1;
+        self.record(Event::DmaFault(f));
+    }
+
+    // ------------------------------------------------------------------
+    // MMIO
+    // ------------------------------------------------------------------
+
+    /// A 32-bit register read at BAR0 offset `off`.
+    pub fn mmio_read32(&mut self, off: u32) -> u32 {
+        self.counters.mmio_reads += 1;
+        if self.faults.removed {
+            return u32::MAX;
+        }
+        if let Some((left, v)) = self.delayed_cqpdb {
+            if left <= 1 {
+                self.delayed_cqpdb = None;
+                self.cqp_doorbell(v);
+            } else {
+                self.delayed_cqpdb = Some((left - 1, v));
+            }
+        }
+        match off {
+            regs::GLPE_CPUSTATUS0 | regs::GLPE_CPUSTATUS1 | regs::GLPE_CPUSTATUS2 => {
+                self.cfg.cpustatus
+            }
+            regs::GLPCI_LBARCTRL => self.cfg.lbarctrl,
+            regs::PF_FUNC_RID => self.cfg.pci_function as u32 & 7,
+            regs::CCQPSTATUS => self.ccqpstatus,
+            regs::CCQPHIGH => self.ccqphigh,
+            regs::CCQPLOW => self.ccqplow,
+            regs::CQPERRCODES => self.cqperrcodes,
+            regs::CQPTAIL => {
+                let tail = self.cqp.as_ref().map_or(0, |c| c.tail);
+                (tail & 0x7FF) | ((self.cqptail_err as u32) << 31)
+            }
+            _ if off >= regs::BAR_SIZE || !off.is_multiple_of(4) => u32::MAX,
+            _ => self.other_regs.get(&off).copied().unwrap_or(0),
+        }
+    }
+
+    /// A 32-bit register write at BAR0 offset `off`. Doorbells are processed
+    /// before this returns (strict, deterministic mode).
+    pub fn mmio_write32(&mut self, off: u32, v: u32) {
+        self.mmio_write32_with(off, v, &mut crate::datapath::NoPeers)
+    }
+
+    /// [`Device::mmio_write32`] with access to other devices on a fabric.
+    pub(crate) fn mmio_write32_with(
+        &mut self,
+        off: u32,
+        v: u32,
+        peers: &mut dyn crate::datapath::Peers,
+    ) {
+        self.counters.mmio_writes += 1;
+        if self.faults.removed {
+            return;
+        }
+        self.record(Event::RegWrite { off, val: v });
+        match off {
+            regs::CCQPHIGH => self.ccqphigh = v,
+            regs::CCQPLOW => {
+                self.ccqplow = v;
+                self.cqp_create_or_destroy();
+            }
+            regs::CCQPSTATUS => self.ccqpstatus = v,
+            regs::CQPTAIL => {
+                // driver writes 0 at init: reset the device's view
+                self.cqptail_err = false;
+                if let Some(c) = self.cqp.as_mut() {
+                    c.tail = v & 0x7FF;
+                }
+            }
+            regs::CQPDB => {
+                if self.faults.take_lost_doorbell() {
+                    self.counters.lost_doorbells += 1;
+                    return;
+                }
+                if self.faults.cqp_delay_polls > 0 {
+                    self.delayed_cqpdb = Some((self.faults.cqp_delay_polls, v));
+                    return;
+                }
+                self.cqp_doorbell(v)
+            }
+            regs::WQEALLOC => {
+                if self.faults.take_lost_doorbell() {
+                    self.counters.lost_doorbells += 1;
+                    return;
+                }
+                self.sq_doorbell(v & 0xF_FFFF, peers)
+            }
+            regs::CQARM => self.cq_arm(v & 0x7_FFFF),
+            regs::CQACK => {}
+            regs::AEQALLOC => {
+                if let Some(a) = self.aeq.as_mut() {
+                    a.outstanding = a.outstanding.saturating_sub(v);
+                }
+            }
+            o if o == regs::DB_ADDR_OFFSET => self.sq_doorbell(v & 0xF_FFFF, peers),
+            o if o == regs::DB_ADDR_OFFSET + 64 => self.cq_arm(v & 0x7_FFFF),
+            _ if off >= regs::BAR_SIZE || !off.is_multiple_of(4) => {}
+            _ => {
+                self.other_regs.insert(off, v);
+            }
+        }
+    }
+
+    fn cqp_create_or_destroy(&mut self) {
+        let pa = ((self.ccqphigh as u64) << 32) | self.ccqplow as u64;
+        if pa == 0 {
+            // destroy (ctrl.c: irdma_sc_cqp_destroy): CCQP_DONE clears
+            self.cqp = None;
+            self.ccqpstatus = 0;
+            return;
+        }
+        let mut b = [0u8; 64];
+        if let Err(f) = self.mem.read(pa, &mut b) {
+            self.dma_fault(f);
+            self.fail_create(err::MAJ_CNTXTCACHE, err::MODEL_MIN_DMA_FAULT);
+            return;
+        }
+        let ctx: [u64; 8] = std::array::from_fn(|i| le64(&b, i * 8));
+        // spec control-path §2.3: SQSIZE [11:8] = log2(size) − 1; sizes 4..2048
+        let enc = get(ctx[0], 11, 8) as u32;
+        let sq_pa = ctx[1];
+        let hw_majver = get(ctx[4], 31, 16);
+        if !(1..=10).contains(&enc) || sq_pa == 0 || !sq_pa.is_multiple_of(512) || hw_majver != 1 {
+            self.fail_create(err::MAJ_GENERIC, err::MODEL_MIN_BAD_FIELD);
+            return;
+        }
+        self.cqp = Some(Cqp {
+            ctx_pa: pa,
+            sq_pa,
+            size: 1 << (enc + 1),
+            compl_ctx: ctx[3],
+            tail: 0,
+            pol: true,
+            ctx,
+        });
+        self.cqptail_err = false;
+        self.ccqpstatus = 1;
+        self.record(Event::CqpCreated { ctx_pa: pa });
+    }
+
+    fn fail_create(&mut self, major: u16, minor: u16) {
+        self.ccqpstatus = 1 << 31;
+        self.cqperrcodes = ((major as u32) << 16) | minor as u32;
+    }
+
+    // ------------------------------------------------------------------
+    // CQP engine
+    // ------------------------------------------------------------------
+
+    fn cqp_doorbell(&mut self, v: u32) {
+        self.counters.cqp_doorbells += 1;
+        if self.faults.cqp_hang {
+            return;
+        }
+        let Some(size) = self.cqp.as_ref().map(|c| c.size) else { return };
+        let head = v % size;
+        let mut budget = size;
+        while let Some(c) = self.cqp.as_ref() {
+            if c.tail == head || budget == 0 {
+                break;
+            }
+            budget -= 1;
+            let idx = c.tail;
+            let pa = c.sq_pa + idx as u64 * 64;
+            let mut b = [0u8; 64];
+            if let Err(f) = self.mem.read(pa, &mut b) {
+                self.dma_fault(f);
+                self.cqptail_err = true;
+                self.cqperrcodes =
+                    ((err::MAJ_GENERIC as u32) << 16) | err::MODEL_MIN_DMA_FAULT as u32;
+                return;
+            }
+            let w: [u64; 8] = std::array::from_fn(|i| le64(&b, i * 8));
+            if bit(w[3], 63) != c.pol {
+                // not (yet) a valid WQE: the doorbell ran ahead of the ring
+                self.counters.cqp_invalid_wqes += 1;
+                self.record(Event::CqpNotValid { idx });
+                return;
+            }
+            let opcode = get(w[3], 37, 32) as u8;
+            let nth = self.counters.cqp_ops;
+            self.counters.cqp_ops += 1;
+            let r = match self.faults.cqp_error_for(nth) {
+                Some((major, minor)) => Completion::err(major, minor),
+                None => match self.exec_cqp(&w) {
+                    Ok(c) | Err(c) => c,
+                },
+            };
+            if let Some(c) = self.cqp.as_mut() {
+                c.tail = (c.tail + 1) % c.size;
+                if c.tail == 0 {
+                    c.pol = !c.pol;
+                }
+            }
+            self.complete_cqp(idx, opcode, r);
+        }
+    }
+
+    fn complete_cqp(&mut self, idx: u32, opcode: u8, r: Completion) {
+        self.record(Event::CqpOp { idx, opcode, ret: r.ret, major: r.major, minor: r.minor });
+        self.cqptail_err = r.is_err();
+        if r.is_err() {
+            self.counters.cqp_errors += 1;
+            self.cqperrcodes = ((r.major as u32) << 16) | r.minor as u32;
+        }
+        if self.faults.take_dropped_cqp_completion() {
+            return;
+        }
+        let ctx = self.cqp.as_ref().map_or(0, |c| c.compl_ctx);
+        if self.cqs.contains_key(&0) {
+            // spec control-path §2.6 (b): CCQ CQE (valid bit set by post_cqe)
+            self.post_cqe(0, ccq_cqe_words(ctx, r, idx, false), false);
+        }
+    }
+
+    fn exec_cqp(&mut self, w: &[u64; 8]) -> OpResult {
+        match cqp::decode(w) {
+            CqpOp::Nop => Ok(Completion::ok(0)),
+            CqpOp::QueryFeatures { buf, len } => self.op_query_features(buf, len),
+            CqpOp::QueryFpm { fn_id, buf } => self.op_query_fpm(fn_id, buf),
+            CqpOp::CommitFpm { fn_id, buf, buf_size, .. } => {
+                self.op_commit_fpm(fn_id, buf, buf_size)
+            }
+            CqpOp::UpdateSds { fn_id, entries, overflow_pa, overflow_cnt } => {
+                self.op_update_sds(fn_id, entries, overflow_pa, overflow_cnt)
+            }
+            CqpOp::Shmc { fn_id } => self.op_shmc(fn_id),
+            CqpOp::CreateCq(c) => self.op_create_cq(&c),
+            CqpOp::DestroyCq(c) => self.op_destroy_cq(&c),
+            CqpOp::CreateCeq(e) => self.op_create_ceq(&e),
+            CqpOp::DestroyCeq(e) => self.op_destroy_ceq(&e),
+            CqpOp::CreateAeq(e) => self.op_create_aeq(&e),
+            CqpOp::DestroyAeq(_) => self.op_destroy_aeq(),
+            CqpOp::ManageArp { idx, valid, mac, .. } => self.op_manage_arp(idx, valid, mac),
+            CqpOp::WsNode { id, parent, node_op, leaf, enable, .. } => {
+                self.op_ws_node(id, parent, node_op, leaf, enable)
+            }
+            CqpOp::AllocStag(st) => self.op_alloc_stag(&st),
+            CqpOp::RegMr(st) => self.op_reg_mr(&st),
+            CqpOp::DeallocStag(st) => self.op_dealloc_stag(&st),
+            CqpOp::CreateQp(q) => self.op_create_qp(&q),
+            CqpOp::ModifyQp(q) => self.op_modify_qp(&q),
+            CqpOp::DestroyQp(q) => self.op_destroy_qp(&q),
+            f @ CqpOp::FlushWqes { .. } => self.op_flush_wqes(&f),
+            CqpOp::ModifyCq(_) | CqpOp::Other(_) => {
+                Err(Completion::err(err::MAJ_GENERIC, err::MODEL_MIN_UNSUPPORTED_OP))
+            }
+        }
+    }
+
+    fn dma_write(&mut self, pa: u64, data: &[u8]) -> Result<(), Completion> {
+        self.mem.write(pa, data).map_err(|f| {
+            self.dma_fault(f);
+            Completion::err(err::MAJ_GENERIC, err::MODEL_MIN_DMA_FAULT)
+        })
+    }
+
+    pub(crate) fn dma_read(&mut self, pa: u64, buf: &mut [u8]) -> Result<(), Completion> {
+        self.mem.read(pa, buf).map_err(|f| {
+            self.dma_fault(f);
+            Completion::err(err::MAJ_GENERIC, err::MODEL_MIN_DMA_FAULT)
+        })
+    }
+
+    fn check_fn(&self, fnid: u64) -> Result<(), Completion> {
+        if fnid != self.cfg.hmc_fn_id as u64 { Err(Completion::bad()) } else { Ok(()) }
+    }
+
+    pub(crate) fn layout(&self) -> Result<&Layout, Completion> {
+        self.fpm
+            .as_ref()
+            .filter(|_| self.shmc_done)
+            .ok_or(Completion::err(err::MAJ_GENERIC, err::MIN_INVALID_STATE))
+    }
+
+    /// Object `t` element `i` exists in the committed layout and its context
+    /// memory is backed by programmed SDs/PDs.
+    pub(crate) fn check_obj(&self, t: usize, i: u64) -> Result<(), Completion> {
+        let l = self.layout()?;
+        let a = l.addr(t, i).ok_or(Completion::bad())?;
+        if !self.sds.backed(&*self.mem, a, l.size[t]) {
+            return Err(Completion::err(err::MAJ_OBJCACHE, err::MODEL_MIN_NO_BACKING));
+        }
+        Ok(())
+    }
+
+    // spec control-path §4.3.23
+    fn op_query_features(&mut self, pa: u64, len: u32) -> OpResult {
+        let len = len as usize;
+        if len < 8 {
+            return Err(Completion::bad());
+        }
+        let cnt = 1 + self.cfg.features.len();
+        let mut b = Vec::with_capacity(cnt * 8);
+        b.extend_from_slice(
+            &(put(cnt as u64, 47, 32)
+                | put(self.cfg.fw_major as u64, 31, 16)
+                | self.cfg.fw_minor as u64)
+                .to_le_bytes(),
+        );
+        for &(t, info) in &self.cfg.features {
+            b.extend_from_slice(&(put(t as u64, 63, 48) | put(info, 47, 0)).to_le_bytes());
+        }
+        b.truncate(len / 8 * 8);
+        self.dma_write(pa, &b)?;
+        Ok(Completion::ok(0))
+    }
+
+    // spec control-path §4.3.11, §3.3
+    fn op_query_fpm(&mut self, fn_id: u16, buf: u64) -> OpResult {
+        self.check_fn(fn_id as u64)?;
+        let b = self.cfg.fpm.query_buf();
+        self.dma_write(buf, &b)?;
+        Ok(Completion::ok(0))
+    }
+
+    // spec control-path §4.3.12, §3.4
+    fn op_commit_fpm(&mut self, fn_id: u16, buf: u64, buf_size: u32) -> OpResult {
+        self.check_fn(fn_id as u64)?;
+        if buf_size < 192 {
+            return Err(Completion::bad());
+        }
+        if self.shmc_done || !self.qps.is_empty() {
+            return Err(Completion::err(err::MAJ_GENERIC, err::MIN_INVALID_STATE));
+        }
+        let mut b = [0u8; 192];
+        self.dma_read(buf, &mut b)?;
+        let mut cnt = [0u64; hmc::OBJ_TYPES];
+        for (t, c) in cnt.iter_mut().enumerate() {
+            *c = if t == hmc::APBVT { 1 } else { le64(&b, hmc::COMMIT_OFF[t]) };
+        }
+        let l = hmc::commit(&self.cfg.fpm, cnt).map_err(|_| Completion::bad())?;
+        let words = hmc::commit_buf(&l);
+        for (t, v) in words.iter().enumerate() {
+            set_le64(&mut b, hmc::COMMIT_OFF[t], *v);
+        }
+        set_le64(&mut b, 120, 0);
+        self.dma_write(buf, &b[..176])?;
+        self.fpm = Some(l);
+        Ok(Completion::ok(0))
+    }
+
+    // spec control-path §3.6, §3.7
+    fn op_update_sds(
+        &mut self,
+        fn_id: u8,
+        wqe_entries: Vec<(u32, u64)>,
+        buf_pa: u64,
+        extra: u8,
+    ) -> OpResult {
+        self.check_fn(fn_id as u64)?;
+        let mut entries: Vec<(u64, u64)> =
+            wqe_entries.into_iter().map(|(c, d)| (c as u64, d)).collect();
+        let extra = extra as usize;
+        if extra > 0 {
+            let mut b = vec![0u8; extra * 16];
+            self.dma_read(buf_pa, &mut b)?;
+            for i in 0..extra {
+                entries.push((get(le64(&b, i * 16), 31, 0), le64(&b, i * 16 + 8)));
+            }
+        }
+        let limit = self.cfg.fpm.first_pe_sd as u64 + self.cfg.fpm.max_pe_sds as u64;
+        // validate all first: the op is all-or-nothing
+        for &(cmd, _) in &entries {
+            if !bit(cmd, 31) || get(cmd, 12, 0) >= limit {
+                return Err(Completion::bad());
+            }
+        }
+        for (cmd, data) in entries {
+            let sd = get(cmd, 12, 0);
+            if bit(data, 0) {
+                let pa = data & !0xFFF;
+                let e = if bit(data, 1) { Sd::Direct(pa) } else { Sd::Paged(pa) };
+                self.sds.sds.insert(sd, e);
+            } else {
+                self.sds.sds.remove(&sd);
+            }
+        }
+        Ok(Completion::ok(0))
+    }
+
+    // spec control-path §3.8, §3.9: every SD touched by a non-PBLE object
+    // with a non-zero count must be programmed by now (model check).
+    fn op_shmc(&mut self, fn_id: u16) -> OpResult {
+        self.check_fn(fn_id as u64)?;
+        let l =
+            self.fpm.as_ref().ok_or(Completion::err(err::MAJ_GENERIC, err::MIN_INVALID_STATE))?;
+        for t in 0..hmc::OBJ_TYPES {
+            if t == hmc::PBLE || l.cnt[t] == 0 {
+                continue;
+            }
+            let first = l.base[t] / hmc::SD_SIZE;
+            let last = (l.base[t] + l.cnt[t] * l.size[t] - 1) / hmc::SD_SIZE;
+            for sd in first..=last {
+                if !self.sds.sds.contains_key(&sd) {
+                    return Err(Completion::err(err::MAJ_OBJCACHE, err::MODEL_MIN_NO_BACKING));
+                }
+            }
+        }
+        self.shmc_done = true;
+        Ok(Completion::ok(0))
+    }
+
+    pub(crate) fn queue_mem(
+        &self,
+        virt: bool,
+        lpbl: u64,
+        pa: u64,
+        first: u64,
+    ) -> Result<QueueMem, Completion> {
+        if virt {
+            let l = self.layout()?;
+            if lpbl != 1 || first >= l.cnt[hmc::PBLE] {
+                return Err(Completion::bad());
+            }
+            Ok(QueueMem::Pbl(first as u32))
+        } else if pa == 0 {
+            Err(Completion::bad())
+        } else {
+            Ok(QueueMem::Phys(pa))
+        }
+    }
+
+    // spec control-path §4.3.1
+    fn op_create_cq(&mut self, c: &CqWqe) -> OpResult {
+        let (size, id, ceq_valid, ceq) = (c.size, c.id, c.ceq_id_valid, c.ceq_id);
+        self.check_obj(hmc::CQ, id as u64)?;
+        if self.cqs.contains_key(&id) {
+            return Err(Completion::err(err::MAJ_GENERIC, err::MODEL_MIN_IN_USE));
+        }
+        if size < 2 || c.shadow_pa == 0 || (ceq_valid && ceq >= self.cfg.fpm.max_ceqs) {
+            return Err(Completion::bad());
+        }
+        let ring =
+            self.queue_mem(c.virtual_map, c.lpbl_size as u64, c.ring_pa, c.first_pble as u64)?;
+        self.cqs.insert(
+            id,
+            Cq {
+                id,
+                ring,
+                size,
+                shadow: c.shadow_pa,
+                ctx: c.ctx,
+                ceq: ceq_valid.then_some(ceq),
+                check_overflow: c.check_overflow,
+                prod: 0,
+                pol: true,
+                arm: Arm::None,
+                overflows: 0,
+            },
+        );
+        Ok(Completion::ok(0))
+    }
+
+    // spec control-path §4.3.2
+    fn op_destroy_cq(&mut self, c: &CqWqe) -> OpResult {
+        let id = c.id;
+        if !self.cqs.contains_key(&id) {
+            return Err(Completion::err(err::MAJ_GENERIC, err::MODEL_MIN_NO_OBJECT));
+        }
+        if self.qps.values().any(|q| q.tx_cq == id || q.rx_cq == id) {
+            return Err(Completion::err(err::MAJ_GENERIC, err::MODEL_MIN_IN_USE));
+        }
+        self.cqs.remove(&id);
+        Ok(Completion::ok(0))
+    }
+
+    // spec control-path §4.3.14
+    fn op_create_ceq(&mut self, e: &EqWqe) -> OpResult {
+        let (id, size) = (e.id, e.size);
+        if id >= self.cfg.fpm.max_ceqs || size == 0 {
+            return Err(Completion::bad());
+        }
+        if self.ceqs.contains_key(&id) {
+            return Err(Completion::err(err::MAJ_GENERIC, err::MODEL_MIN_IN_USE));
+        }
+        let ring =
+            self.queue_mem(e.virtual_map, e.lpbl_size as u64, e.ring_pa, e.first_pble as u64)?;
+        self.ceqs.insert(id, Ceq { ring, size, prod: 0, pol: true });
+        Ok(Completion::ok(0))
+    }
+
+    fn op_destroy_ceq(&mut self, e: &EqWqe) -> OpResult {
+        self.ceqs
+            .remove(&e.id)
+            .ok_or(Completion::err(err::MAJ_GENERIC, err::MODEL_MIN_NO_OBJECT))?;
+        Ok(Completion::ok(0))
+    }
+
+    // spec control-path §4.3.16
+    fn op_create_aeq(&mut self, e: &EqWqe) -> OpResult {
+        let size = e.size;
+        if size == 0 {
+            return Err(Completion::bad());
+        }
+        if self.aeq.is_some() {
+            return Err(Completion::err(err::MAJ_GENERIC, err::MODEL_MIN_IN_USE));
+        }
+        let ring =
+            self.queue_mem(e.virtual_map, e.lpbl_size as u64, e.ring_pa, e.first_pble as u64)?;
+        self.aeq = Some(Aeq { ring, size, prod: 0, pol: true, outstanding: 0, overflowed: false });
+        Ok(Completion::ok(0))
+    }
+
+    fn op_destroy_aeq(&mut self) -> OpResult {
+        self.aeq.take().ok_or(Completion::err(err::MAJ_GENERIC, err::MODEL_MIN_NO_OBJECT))?;
+        Ok(Completion::ok(0))
+    }
+
+    // spec control-path §4.3.18
+    fn op_manage_arp(&mut self, idx: u16, valid: bool, mac: u64) -> OpResult {
+        let l =
+            self.fpm.as_ref().ok_or(Completion::err(err::MAJ_GENERIC, err::MIN_INVALID_STATE))?;
+        if idx as u64 >= l.cnt[hmc::ARP] {
+            return Err(Completion::bad());
+        }
+        if valid {
+            self.arp.insert(idx, mac);
+        } else {
+            self.arp.remove(&idx);
+        }
+        Ok(Completion::ok(0))
+    }
+
+    // spec control-path §4.3.20
+    fn op_ws_node(
+        &mut self,
+        id: u16,
+        parent: u16,
+        node_op: u8,
+        leaf: bool,
+        enable: bool,
+    ) -> OpResult {
+        match node_op {
+            0 => {
+                if self.ws.contains_key(&id) {
+                    return Err(Completion::err(err::MAJ_GENERIC, err::MODEL_MIN_IN_USE));
+                }
+                let root = id == parent && self.ws.is_empty();
+                if !root && self.ws.get(&parent).is_none_or(|p| p.leaf) {
+                    return Err(Completion::bad());
+                }
+                let qs_handle = if leaf {
+                    let h = self.cfg.first_qs_handle.wrapping_add(self.next_qs) & 0x3FF;
+                    self.next_qs = self.next_qs.wrapping_add(1);
+                    h
+                } else {
+                    0
+                };
+                self.ws.insert(id, WsNode { parent, leaf, enabled: enable, qs_handle });
+                Ok(Completion::ok(qs_handle as u32))
+            }
+            1 => {
+                let n = self
+                    .ws
+                    .get_mut(&id)
+                    .ok_or(Completion::err(err::MAJ_GENERIC, err::MODEL_MIN_NO_OBJECT))?;
+                n.enabled = enable;
+                Ok(Completion::ok(n.qs_handle as u32))
+            }
+            2 => {
+                if !self.ws.contains_key(&id) {
+                    return Err(Completion::err(err::MAJ_GENERIC, err::MODEL_MIN_NO_OBJECT));
+                }
+                if self.ws.iter().any(|(&k, n)| k != id && n.parent == id) {
+                    return Err(Completion::err(err::MAJ_GENERIC, err::MODEL_MIN_IN_USE));
+                }
+                self.ws.remove(&id);
+                Ok(Completion::ok(0))
+            }
+            _ => Err(Completion::bad()),
+        }
+    }
+
+    /// MR-table slot of a 24-bit STag index: the low `max(ceil_log2(MR
+    /// count), 14)` bits (spec control-path §5.1; the device's own reduction
+    /// is not documented — §11.3 — this mirrors how Linux builds the index).
+    pub(crate) fn stag_slot(&self, index: u32) -> u32 {
+        let cnt = self.fpm.as_ref().map_or(1, |l| l.cnt[hmc::MR].max(1));
+        let bits = (64 - (cnt - 1).leading_zeros()).max(14);
+        index & ((1u32 << bits.min(24)) - 1)
+    }
+
+    fn new_stag_slot(&self, index: u32) -> Result<u32, Completion> {
+        let slot = self.stag_slot(index);
+        self.check_obj(hmc::MR, slot as u64)?;
+        if self.stags.contains_key(&slot) {
+            return Err(Completion::err(err::MAJ_GENERIC, err::MODEL_MIN_IN_USE));
+        }
+        Ok(slot)
+    }
+
+    fn page_size(code: u64) -> Result<u64, Completion> {
+        match code {
+            0 => Ok(4096),
+            1 => Ok(2 << 20),
+            2 => Ok(1 << 30),
+            _ => Err(Completion::bad()),
+        }
+    }
+
+    // spec control-path §4.3.7 / §4.3.8
+    fn op_alloc_stag(&mut self, w: &StagWqe) -> OpResult {
+        let index = w.index;
+        let slot = self.new_stag_slot(index)?;
+        let is_mr = w.mr;
+        let level = w.lpbl_size;
+        let first = w.first_pble;
+        let pbl = match level {
+            0 | 1 => Pbl::Level1(first),
+            3 => Pbl::Level2(first),
+            _ => return Err(Completion::bad()),
+        };
+        let stag = Stag {
+            index,
+            key: None,
+            pd: w.pd,
+            va: 0,
+            len: w.len,
+            va_based: true,
+            rights: w.rights,
+            page_size: Self::page_size(w.page_size as u64)?,
+            pbl,
+            valid: false,
+            is_mw: !is_mr,
+        };
+        self.stags.insert(slot, stag);
+        Ok(Completion::ok(0))
+    }
+
+    // spec control-path §4.3.9
+    fn op_reg_mr(&mut self, w: &StagWqe) -> OpResult {
+        let index = w.index;
+        let slot = self.new_stag_slot(index)?;
+        let len = w.len;
+        if len > 1 << 45 {
+            return Err(Completion::bad());
+        }
+        let first = w.first_pble;
+        let pble_cnt = self.layout()?.cnt[hmc::PBLE];
+        let pbl = match w.lpbl_size {
+            0 => Pbl::Level0(w.pa),
+            1 => Pbl::Level1(first),
+            3 => Pbl::Level2(first),
+            _ => return Err(Completion::bad()),
+        };
+        if !matches!(pbl, Pbl::Level0(_)) && first as u64 >= pble_cnt {
+            return Err(Completion::bad());
+        }
+        let stag = Stag {
+            index,
+            key: Some(w.key),
+            pd: w.pd,
+            va: w.va,
+            len,
+            va_based: w.va_based,
+            rights: w.rights,
+            page_size: Self::page_size(w.page_size as u64)?,
+            pbl,
+            valid: true,
+            is_mw: false,
+        };
+        self.stags.insert(slot, stag);
+        Ok(Completion::ok(0))
+    }
+
+    // spec control-path §4.3.10
+    fn op_dealloc_stag(&mut self, w: &StagWqe) -> OpResult {
+        let (index, pd) = (w.index, w.pd);
+        let slot = self.stag_slot(index);
+        match self.stags.get(&slot) {
+            Some(s) if s.index == index && s.pd == pd => {
+                self.stags.remove(&slot);
+                Ok(Completion::ok(0))
+            }
+            _ => Err(Completion::err(err::MAJ_GENERIC, err::MIN_STAG_INVALID)),
+        }
+    }
+
+    // ------------------------------------------------------------------
+    // CQ / CEQ / AEQ delivery
+    // ------------------------------------------------------------------
+
+    /// Bus address of byte `off` of a queue.
+    pub(crate) fn queue_addr(&self, q: QueueMem, off: u64) -> Option<u64> {
+        match q {
+            QueueMem::Phys(pa) => pa.checked_add(off),
+            QueueMem::Pbl(first) => {
+                let page = self.read_pble(first as u64 + off / 4096)?;
+                Some((page & !0xFFF) + off % 4096)
+            }
+        }
+    }
+
+    /// PBLE `i` through the HMC (spec control-path §6.1).
+    pub(crate) fn read_pble(&self, i: u64) -> Option<u64> {
+        let l = self.fpm.as_ref()?;
+        let fpm = l.addr(hmc::PBLE, i)?;
+        let pa = self.sds.translate(&*self.mem, fpm).ok()?;
+        read_u64(&*self.mem, pa).ok()
+    }
+
+    /// Writes a CQE (valid bit set here, header word last) and raises a CEQE
+    /// if the CQ is armed. Returns false if the CQE could not be written.
+    pub(crate) fn post_cqe(&mut self, cq_id: u32, mut w: [u64; 4], solicited: bool) -> bool {
+        let Some(cq) = self.cqs.get(&cq_id).cloned() else {
+            self.counters.cqes_dropped += 1;
+            return false;
+        };
+        if cq.check_overflow {
+            let cons = read_u64(&*self.mem, cq.shadow).map(|v| get(v, 19, 0) as u32).unwrap_or(0)
+                % cq.size;
+            let used = (cq.prod + cq.size - cons) % cq.size;
+            if used >= cq.size - 1 {
+                if let Some(c) = self.cqs.get_mut(&cq_id) {
+                    c.overflows += 1;
+                }
+                self.counters.cqes_dropped += 1;
+                self.post_aeqe(ae::CQ_OPERATION_ERROR, ae::SRC_CQ, cq_id, cq.ctx, 0);
+                return false;
+            }
+        }
+        w[3] = (w[3] & !(1 << 63)) | ((cq.pol as u64) << 63);
+        let Some(pa) = self.queue_addr(cq.ring, cq.prod as u64 * 32) else {
+            self.counters.cqes_dropped += 1;
+            return false;
+        };
+        let mut body = [0u8; 24];
+        for i in 0..3 {
+            body[i * 8..i * 8 + 8].copy_from_slice(&w[i].to_le_bytes());
+        }
+        if let Err(f) = self.mem.write(pa, &body).and_then(|_| write_u64(&*self.mem, pa + 24, w[3]))
+        {
+            self.dma_fault(f);
+            self.counters.cqes_dropped += 1;
+            return false;
+        }
+        self.counters.cqes += 1;
+        self.record(Event::Cqe { cq: cq_id, slot: cq.prod, w3: w[3] });
+        let error = bit(w[3], 55);
+        if let Some(c) = self.cqs.get_mut(&cq_id) {
+            c.prod = (c.prod + 1) % c.size;
+            if c.prod == 0 {
+                c.pol = !c.pol;
+            }
+            let fire = match c.arm {
+                Arm::Next => true,
+                Arm::Solicited => solicited || error,
+                Arm::None => false,
+            };
+            if fire {
+                c.arm = Arm::None;
+                if let Some(ceq) = c.ceq {
+                    let ctx = c.ctx;
+                    self.post_ceqe(ceq, ctx);
+                }
+            }
+        }
+        true
+    }
+
+    fn cq_arm(&mut self, id: u32) {
+        let Some(cq) = self.cqs.get(&id) else {
+            self.counters.bad_doorbells += 1;
+            return;
+        };
+        // spec data-path §5.7: shadow @32 ARM_NEXT [14], ARM_NEXT_SE [15]
+        let word = match read_u64(&*self.mem, cq.shadow + 32) {
+            Ok(v) => v,
+            Err(f) => {
+                self.dma_fault(f);
+                return;
+            }
+        };
+        let arm = if bit(word, 14) {
+            Arm::Next
+        } else if bit(word, 15) {
+            Arm::Solicited
+        } else {
+            Arm::None
+        };
+        if let Some(c) = self.cqs.get_mut(&id) {
+            // an arm request never downgrades an existing next-completion arm
+            if c.arm != Arm::Next {
+                c.arm = arm;
+            }
+        }
+        self.record(Event::CqArm { cq: id, word });
+    }
+
+    fn post_ceqe(&mut self, ceq_id: u32, cq_ctx: u64) {
+        let Some(q) = self.ceqs.get(&ceq_id).cloned() else {
+            self.counters.ceqes_dropped += 1;
+            return;
+        };
+        let v = get(cq_ctx, 62, 0) | ((q.pol as u64) << 63);
+        let ok = self.queue_addr(q.ring, q.prod as u64 * 8).map(|pa| write_u64(&*self.mem, pa, v));
+        match ok {
+            Some(Ok(())) => {}
+            Some(Err(f)) => {
+                self.dma_fault(f);
+                return;
+            }
+            None => {
+                self.counters.ceqes_dropped += 1;
+                return;
+            }
+        }
+        self.counters.ceqes += 1;
+        self.record(Event::Ceqe { ceq: ceq_id, cq_ctx });
+        if let Some(q) = self.ceqs.get_mut(&ceq_id) {
+            q.prod = (q.prod + 1) % q.size;
+            if q.prod == 0 {
+                q.pol = !q.pol;
+            }
+        }
+    }
+
+    /// Writes an AEQE (spec control-path §8.2 GEN_2 layout).
+    pub(crate) fn post_aeqe(&mut self, code: u16, src: u8, id: u32, ctx: u64, wqe_idx: u32) {
+        let state = self.qps.get(&id).map_or(0, |q| q.state) as u64;
+        let Some(q) = self.aeq.clone() else {
+            self.counters.aeqes_dropped += 1;
+            self.record(Event::Aeqe { code, src, id, written: false });
+            return;
+        };
+        if q.outstanding >= q.size {
+            if let Some(a) = self.aeq.as_mut() {
+                a.overflowed = true;
+            }
+            self.counters.aeqes_dropped += 1;
+            self.record(Event::Aeqe { code, src, id, written: false });
+            return;
+        }
+        let [_, w1] = Aeqe {
+            ctx,
+            id,
+            wqe_idx,
+            overflow: q.overflowed,
+            code,
+            src,
+            state: if src == ae::SRC_CQ { 0 } else { state as u8 },
+            valid: q.pol,
+        }
+        .words();
+        let Some(pa) = self.queue_addr(q.ring, q.prod as u64 * 16) else {
+            self.counters.aeqes_dropped += 1;
+            return;
+        };
+        if let Err(f) =
+            write_u64(&*self.mem, pa, ctx).and_then(|_| write_u64(&*self.mem, pa + 8, w1))
+        {
+            self.dma_fault(f);
+            return;
+        }
+        self.counters.aeqes += 1;
+        self.record(Event::Aeqe { code, src, id, written: true });
+        if let Some(a) = self.aeq.as_mut() {
+            a.overflowed = false;
+            a.outstanding += 1;
+            a.prod = (a.prod + 1) % a.size;
+            if a.prod == 0 {
+                a.pol = !a.pol;
+            }
+        }
+    }
+
+    /// Moves a QP to ERROR and raises an AE for it (the "QP error path" of
+    /// spec control-path §8.2 starts from this).
+    pub(crate) fn qp_fatal(&mut self, qpn: u32, code: u16, src: u8, wqe_idx: u32) {
+        let ctx = match self.qps.get_mut(&qpn) {
+            Some(q) => {
+                q.state = qps::ERROR;
+                q.compl_ctx
+            }
+            None => return,
+        };
+        self.post_aeqe(code, src, qpn, ctx, wqe_idx);
+    }
+}

@@ -1,0 +1,89 @@
+//! Several devices joined by a wire, behind one lock.
+//!
+//! Every register access goes through the fabric, which hands the addressed
+//! device access to the others for the duration of the access; a request to
+//! another device's QP is answered before the doorbell write returns, so the
+//! whole system stays deterministic.
+
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use crate::datapath::{Peers, Request, Response};
+use crate::device::Device;
+
+/// Index of a device on a [`Fabric`].
+pub type DeviceId = usize;
+
+/// A set of devices connected by an in-order, lossless wire. Routing is by
+/// (destination IP in the QP context, destination QPN); a QP whose
+/// destination is on its own device is looped back.
+#[derive(Default)]
+pub struct Fabric {
+    devices: Mutex<Vec<Option<Device>>>,
+}
+
+impl std::fmt::Debug for Fabric {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Fabric").field("devices", &self.lock().len()).finish()
+    }
+}
+
+struct FabricPeers<'a> {
+    devs: &'a mut [Option<Device>],
+}
+
+impl Peers for FabricPeers<'_> {
+    fn respond(&mut self, ip: u32, qpn: u32, req: Request) -> Option<Response> {
+        let d = self.devs.iter_mut().flatten().find(|d| d.owns(ip, qpn))?;
+        Some(d.respond(qpn, req))
+    }
+}
+
+impl Fabric {
+    /// An empty fabric.
+    pub fn new() -> Arc<Self> {
+        Arc::new(Self::default())
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Vec<Option<Device>>> {
+        self.devices.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Adds a device; returns its id.
+    pub fn add(&self, mut dev: Device) -> DeviceId {
+        let mut v = self.lock();
+        dev.node = v.len() as u32;
+        v.push(Some(dev));
+        v.len() - 1
+    }
+
+    /// A register read on device `id` (all-ones for an unknown id).
+    pub fn mmio_read32(&self, id: DeviceId, off: u32) -> u32 {
+        self.with(id, |d| d.mmio_read32(off)).unwrap_or(u32::MAX)
+    }
+
+    /// A register write on device `id`; doorbells are fully processed,
+    /// including the other devices' side of the wire, before this returns.
+    pub fn mmio_write32(&self, id: DeviceId, off: u32, v: u32) {
+        let mut devs = self.lock();
+        let Some(mut dev) = devs.get_mut(id).and_then(Option::take) else { return };
+        dev.mmio_write32_with(off, v, &mut FabricPeers { devs: &mut devs });
+        if let Some(slot) = devs.get_mut(id) {
+            *slot = Some(dev);
+        }
+    }
+
+    /// Runs `f` on device `id` (inspection, fault injection).
+    pub fn with<R>(&self, id: DeviceId, f: impl FnOnce(&mut Device) -> R) -> Option<R> {
+        self.lock().get_mut(id).and_then(Option::as_mut).map(f)
+    }
+
+    /// Retries stalled work on every device (RNR retries).
+    pub fn step(&self) {
+        let mut devs = self.lock();
+        for id in 0..devs.len() {
+            let Some(mut dev) = devs.get_mut(id).and_then(Option::take) else { continue };
+            dev.step_with(&mut FabricPeers { devs: &mut devs });
+            devs[id] = Some(dev);
+        }
+    }
+}

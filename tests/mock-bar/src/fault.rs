@@ -1,0 +1,108 @@
+//! Fault injection, counters and the trace.
+
+use crate::mem::Fault;
+
+/// What to break. Every countdown counts from the moment it is set:
+/// `Some((0, ..))` hits the very next occurrence.
+#[derive(Clone, Debug, Default)]
+pub struct FaultPlan {
+    /// Surprise removal: every register read returns all-ones, writes are
+    /// dropped, no DMA happens.
+    pub removed: bool,
+    /// The CQP stops answering: CQPDB writes are ignored (CQPTAIL stays).
+    pub cqp_hang: bool,
+    /// CQP work is started only after this many further register reads
+    /// (a late completion); 0 = immediate.
+    pub cqp_delay_polls: u32,
+    /// Fail the Nth CQP op (not executed) with (major, minor).
+    pub fail_cqp_op: Option<(u32, u16, u16)>,
+    /// The next N doorbell writes (CQPDB or WQEALLOC) are lost.
+    pub lose_doorbells: u32,
+    /// The next N CCQ completions are not written (the op still executes).
+    pub drop_cqp_completions: u32,
+    /// The Nth SQ WQE executed completes with an error CQE (major, minor)
+    /// and its QP goes to ERROR.
+    pub fail_wqe: Option<(u32, u16, u16)>,
+}
+
+fn countdown(slot: &mut Option<(u32, u16, u16)>) -> Option<(u16, u16)> {
+    let (n, major, minor) = (*slot)?;
+    if n == 0 {
+        *slot = None;
+        Some((major, minor))
+    } else {
+        *slot = Some((n - 1, major, minor));
+        None
+    }
+}
+
+impl FaultPlan {
+    pub(crate) fn cqp_error_for(&mut self, _nth: u64) -> Option<(u16, u16)> {
+        countdown(&mut self.fail_cqp_op)
+    }
+    pub(crate) fn wqe_error(&mut self) -> Option<(u16, u16)> {
+        countdown(&mut self.fail_wqe)
+    }
+    pub(crate) fn take_lost_doorbell(&mut self) -> bool {
+        if self.lose_doorbells > 0 {
+            self.lose_doorbells -= 1;
+            true
+        } else {
+            false
+        }
+    }
+    pub(crate) fn take_dropped_cqp_completion(&mut self) -> bool {
+        if self.drop_cqp_completions > 0 {
+            self.drop_cqp_completions -= 1;
+            true
+        } else {
+            false
+        }
+    }
+}
+
+/// Counters of device activity.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[allow(missing_docs)]
+pub struct Counters {
+    pub mmio_reads: u64,
+    pub mmio_writes: u64,
+    pub cqp_doorbells: u64,
+    pub cqp_ops: u64,
+    pub cqp_errors: u64,
+    /// CQPDB pointed past a WQE whose valid bit was not the pass polarity.
+    pub cqp_invalid_wqes: u64,
+    pub cqes: u64,
+    pub cqes_dropped: u64,
+    pub ceqes: u64,
+    pub ceqes_dropped: u64,
+    pub aeqes: u64,
+    pub aeqes_dropped: u64,
+    pub dma_faults: u64,
+    pub lost_doorbells: u64,
+    /// Doorbells naming no existing object.
+    pub bad_doorbells: u64,
+    /// SQ doorbells that found no new WQE.
+    pub idle_doorbells: u64,
+    pub sq_wqes: u64,
+    pub rq_wqes: u64,
+    pub packets: u64,
+    pub rnr_naks: u64,
+}
+
+/// One thing the device did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[allow(missing_docs)]
+pub enum Event {
+    RegWrite { off: u32, val: u32 },
+    CqpCreated { ctx_pa: u64 },
+    CqpNotValid { idx: u32 },
+    CqpOp { idx: u32, opcode: u8, ret: u32, major: u16, minor: u16 },
+    Cqe { cq: u32, slot: u32, w3: u64 },
+    CqArm { cq: u32, word: u64 },
+    Ceqe { ceq: u32, cq_ctx: u64 },
+    Aeqe { code: u16, src: u8, id: u32, written: bool },
+    Wqe { qp: u32, idx: u32, opcode: u8 },
+    Recv { qp: u32, idx: u32, len: u64 },
+    DmaFault(Fault),
+}

@@ -1,0 +1,168 @@
+//! Fault injection: every knob of `FaultPlan`, and the trace.
+
+mod common;
+use common::*;
+use mock_bar::Event;
+use mock_bar::regs::{self, ae, op, qps};
+
+fn nop() -> [u64; 8] {
+    [0, 0, 0, hdr(op::NOP, 0), 0, 0, 0, 0]
+}
+
+#[test]
+fn nth_cqp_op_fails_with_chosen_codes_and_is_not_executed() {
+    let mut h = Harness::new();
+    h.bring_up();
+    h.dev(|d| d.faults().fail_cqp_op = Some((1, 0xF001, 0x0042)));
+    h.op_ok(nop());
+    let ring = h.alloc(32 * 32, 256);
+    let sh = h.alloc(64, 64);
+    let c = h.op(Harness::create_cq_wqe(5, 32, ring, sh, 1, Some(0)));
+    assert!(c.error);
+    assert_eq!((c.major, c.minor), (0xF001, 0x0042));
+    assert_eq!(h.rd(regs::CQPERRCODES), 0xF001_0042);
+    assert!(h.dev(|d| d.cq(5).is_none()), "the failed op had no effect");
+    h.op_ok(Harness::create_cq_wqe(5, 32, ring, sh, 1, Some(0)));
+}
+
+#[test]
+fn hung_cqp_does_not_answer_until_released() {
+    let mut h = Harness::new();
+    assert_eq!(h.create_cqp(64), 1);
+    h.dev(|d| d.faults().cqp_hang = true);
+    h.post(nop());
+    h.post(nop());
+    for _ in 0..5 {
+        assert_eq!(h.rd(regs::CQPTAIL), 0, "no progress while hung");
+    }
+    h.dev(|d| d.faults().cqp_hang = false);
+    h.post(nop());
+    assert_eq!(h.rd(regs::CQPTAIL), 3, "all three processed after the hang");
+}
+
+#[test]
+fn delayed_completion_shows_up_after_n_polls() {
+    let mut h = Harness::new();
+    h.create_cqp(64);
+    h.dev(|d| d.faults().cqp_delay_polls = 3);
+    h.post(nop());
+    assert_eq!(h.rd(regs::CQPTAIL), 0);
+    assert_eq!(h.rd(regs::CQPTAIL), 0);
+    assert_eq!(h.rd(regs::CQPTAIL), 1, "third poll sees it");
+}
+
+#[test]
+fn surprise_removal_reads_all_ones_and_stops_dma() {
+    let mut h = Harness::new();
+    h.bring_up();
+    let faults_before = h.dev(|d| d.counters().clone());
+    h.dev(|d| d.faults().removed = true);
+    for r in [regs::GLPE_CPUSTATUS0, regs::CQPTAIL, regs::CCQPSTATUS, regs::GLPCI_LBARCTRL] {
+        assert_eq!(h.rd(r), u32::MAX);
+    }
+    let ring = h.alloc(32 * 32, 256);
+    let sh = h.alloc(64, 64);
+    h.post(Harness::create_cq_wqe(5, 32, ring, sh, 1, Some(0)));
+    assert!(h.ccq_poll().is_none(), "no completion written");
+    let after = h.dev(|d| d.counters().clone());
+    assert_eq!(after.cqp_ops, faults_before.cqp_ops, "no op executed");
+    assert_eq!(after.cqes, faults_before.cqes);
+}
+
+#[test]
+fn lost_doorbell_leaves_work_until_the_next_one() {
+    let mut h = Harness::new();
+    h.bring_up();
+    h.dev(|d| d.faults().lose_doorbells = 1);
+    h.post(nop());
+    assert!(h.ccq_poll().is_none(), "doorbell lost");
+    assert_eq!(h.dev(|d| d.counters().lost_doorbells), 1);
+    h.post(nop());
+    assert!(h.ccq_poll().is_some());
+    assert!(h.ccq_poll().is_some(), "both WQEs processed by the second doorbell");
+}
+
+#[test]
+fn dropped_cqp_completion_still_executes() {
+    let mut h = Harness::new();
+    h.bring_up();
+    h.dev(|d| d.faults().drop_cqp_completions = 1);
+    let ring = h.alloc(32 * 32, 256);
+    let sh = h.alloc(64, 64);
+    let tail = h.rd(regs::CQPTAIL);
+    h.post(Harness::create_cq_wqe(5, 32, ring, sh, 1, Some(0)));
+    assert!(h.ccq_poll().is_none());
+    assert_eq!(h.rd(regs::CQPTAIL), tail + 1);
+    assert!(h.dev(|d| d.cq(5).is_some()));
+}
+
+#[test]
+fn error_cqe_on_the_nth_wqe() {
+    let mut h = Harness::new();
+    h.bring_up();
+    h.op_ok([0, 0, 1, hdr(op::MANAGE_ARP, 1 | 1 << 42), 0, 0, 0, 0]);
+    let mut tx = h.create_cq(3, 32);
+    h.create_cq(4, 32);
+    let buf = h.alloc(0x1000, 0x1000);
+    let stag = 0x0000_0511;
+    h.reg_mr0(stag, 1, 0, buf, 0x1000, 0x0F);
+    let mut q = h.create_qp(10, 1, 3, 4, 5, 5, 10, 2); // connected to itself
+    h.dev(|d| d.faults().fail_wqe = Some((1, 0x0003, 0x0005)));
+    let sg = Sge { addr: 0, stag, len: 4 };
+    for _ in 0..3 {
+        h.post_send(&mut q, |v| sq_frag_wqe(sqop::WRITE, stag, 0x100, &[sg], None, true, v));
+    }
+    assert!(!h.poll_cq(&mut tx).unwrap().error);
+    let e = h.poll_cq(&mut tx).unwrap();
+    assert!(e.error);
+    assert_eq!((e.major, e.minor, e.op, e.wqe_idx), (3, 5, sqop::WRITE, 1));
+    assert!(h.poll_cq(&mut tx).is_none(), "the QP stopped");
+    assert_eq!(h.dev(|d| d.qp(10).unwrap().state), qps::ERROR);
+    assert_eq!(h.aeq_poll().map(|a| a.0), Some(ae::LCE_QP_CATASTROPHIC));
+}
+
+#[test]
+fn trace_records_what_the_device_did() {
+    let mut h = Harness::new();
+    h.bring_up();
+    let idx = h.post(nop());
+    let t: Vec<Event> = h.dev(|d| d.trace().cloned().collect());
+    assert!(t.iter().any(|e| matches!(e, Event::CqpCreated { .. })));
+    assert!(
+        t.iter()
+            .any(|e| matches!(e, Event::CqpOp { idx: i, opcode: 0x24, major: 0, .. } if *i == idx))
+    );
+    assert!(t.iter().any(|e| matches!(e, Event::Cqe { cq: 0, .. })));
+    assert!(t.iter().any(|e| matches!(e, Event::RegWrite { off: regs::CQPDB, .. })));
+}
+
+#[test]
+fn aeq_overflow_sets_the_overflow_bit_on_the_next_entry() {
+    let mut h = Harness::new();
+    h.create_cqp(64);
+    h.fpm(small_counts()).unwrap();
+    h.back_all(true);
+    h.polled([0, 0, 0, hdr(op::SHMC_PAGES_ALLOCATED, 0), 0, 0, 0, 0]).unwrap();
+    h.create_ccq();
+    assert!(!h.create_ceq(0, 16).error);
+    assert!(!h.create_aeq(2).error);
+    h.op_ok([0, 0, 1, hdr(op::MANAGE_ARP, 1 | 1 << 42), 0, 0, 0, 0]);
+    h.create_cq(3, 32);
+    h.create_cq(4, 32);
+    h.create_qp(10, 1, 3, 4, 5, 5, 10, 2);
+    // GEN_AE (FLUSH_WQES with GENERATE_AE only): AE code 0x0208, source SQ
+    let gen_ae = [0, 0x0208 | f(5, 19, 16), 0, hdr(op::FLUSH_WQES, 10 | 1 << 59), 0, 0, 0, 0];
+    for _ in 0..3 {
+        h.op_ok(gen_ae);
+    }
+    assert_eq!(h.dev(|d| d.counters().aeqes), 2);
+    assert_eq!(h.dev(|d| d.counters().aeqes_dropped), 1, "ring full: third AE lost");
+    // consume both (aeq_poll writes AEQALLOC), then the next AE says OVERFLOW
+    assert_eq!(h.aeq_poll().map(|a| (a.0, a.1, a.2)), Some((0x0208, 5, 10)));
+    assert!(h.aeq_poll().is_some());
+    h.op_ok(gen_ae);
+    let r = h.aeq.as_ref().unwrap();
+    let w1 = h.mem.get64(r.pa + r.head as u64 * 16 + 8);
+    assert_eq!(g(w1, 33, 33), 1, "OVERFLOW bit");
+    assert_eq!(g(w1, 56, 54), qps::RTS as u64, "IWSTATE");
+}
