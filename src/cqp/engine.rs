@@ -708,3 +708,5 @@ impl<H: Hal, B: Bar> Drop for Cqp<H, B> {
     }
 }
 
+#[cfg(test)]
+mod tests;
