@@ -249,7 +249,9 @@ impl CqpCommand for ModifyQp {
     fn encode(&self, wqe: &mut [u64; 8], env: &mut Env) -> Result<(), EncodeError> {
         let terminate = self.next_state == qp_state::TERMINATE;
         let (term_actions, term_len) = if terminate {
-            (self.dont_send_fin as u64 | (self.dont_send_term as u64) << 1, self.termlen as u64)
+            // TERMLEN only when a TERM is sent (ctrl.c: irdma_sc_qp_modify).
+            let len = if self.dont_send_term { 0 } else { self.termlen as u64 };
+            (self.dont_send_fin as u64 | (self.dont_send_term as u64) << 1, len)
         } else {
             (0, 0)
         };
@@ -334,6 +336,10 @@ impl CqpCommand for FlushWqes {
     const OPCODE: u8 = op::FLUSH_WQES;
     fn encode(&self, wqe: &mut [u64; 8], env: &mut Env) -> Result<(), EncodeError> {
         use qp::flush::*;
+        if !self.flush_sq && !self.flush_rq {
+            // Linux: -EALREADY (ctrl.c: irdma_sc_qp_flush_wqes).
+            return Err(EncodeError::Invalid { what: "flush of neither SQ nor RQ" });
+        }
         let mut w16 = 0;
         if let Some(c) = self.user_codes {
             if self.flush_sq {
@@ -410,6 +416,45 @@ impl CqpCommand for UploadContext {
 
 // ---------------------------------------------------------------- CQs
 
+/// Where a queue's ring is, as the CQ/CEQ/AEQ WQEs describe it: a bus
+/// address (level 0) or a PBL (VIRTMAP with LPBLSIZE and the first PBLE
+/// index). The vendor writes LPBLSIZE whatever VIRTMAP says, so the fields are
+/// kept apart as it keeps them (ctrl.c: irdma_sc_cq_create,
+/// irdma_sc_ceq_create, irdma_sc_aeq_create).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct QueueMem {
+    /// Ring bus address (used when not virtually mapped).
+    pub pa: u64,
+    /// Ring described by PBLEs.
+    pub virtual_map: bool,
+    /// LPBLSIZE (1 = level 1).
+    pub pbl_chunk_size: u8,
+    /// First PBLE index (< 2^28).
+    pub first_pbl_index: u32,
+}
+
+impl QueueMem {
+    /// A physically contiguous ring at `pa`.
+    pub fn contiguous(pa: u64) -> Self {
+        QueueMem { pa, ..Default::default() }
+    }
+    /// A ring described by a level-1 PBL starting at PBLE `first_index`.
+    pub fn pbl(first_index: u32) -> Self {
+        QueueMem { pa: 0, virtual_map: true, pbl_chunk_size: 1, first_pbl_index: first_index }
+    }
+    fn lpbl(&self, f: Field) -> Result<u64, EncodeError> {
+        fit(f, self.pbl_chunk_size as u64, "pbl_chunk_size")
+    }
+    /// @32 of a create: the address unless virtually mapped.
+    fn create_pa(&self) -> u64 {
+        if self.virtual_map { 0 } else { self.pa }
+    }
+    /// @48 of a create: the PBLE index only when virtually mapped.
+    fn create_pbl(&self, f: Field, env: &Env) -> Result<u64, EncodeError> {
+        if self.virtual_map { pbl_index_checked(f, self.first_pbl_index, env) } else { Ok(0) }
+    }
+}
+
 /// CREATE_CQ (0x03), also the CCQ — ctrl.c: irdma_sc_cq_create,
 /// irdma_sc_ccq_create; spec §4.3.1, §2.7.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -428,10 +473,8 @@ pub struct CreateCq {
     pub ceqe_mask: bool,
     /// CHKOVERFLOW.
     pub check_overflow: bool,
-    /// Ring described by PBLEs (else `ring_pa` is used).
-    pub pbl: Option<Pbl>,
-    /// Ring bus address (level 0).
-    pub ring_pa: u64,
+    /// Ring.
+    pub ring: QueueMem,
     /// Shadow-area bus address.
     pub shadow_area_pa: u64,
     /// TPHEN.
@@ -477,20 +520,17 @@ fn ctx63(v: u64) -> Result<u64, EncodeError> {
 impl CqpCommand for CreateCq {
     const OPCODE: u8 = op::CREATE_CQ;
     fn encode(&self, wqe: &mut [u64; 8], env: &mut Env) -> Result<(), EncodeError> {
-        let (lpbl, w32, w48) = match self.pbl {
-            Some(p) => (
-                fit(cq::LPBLSIZE, p.level as u64, "pbl_level")?,
-                0,
-                pbl_index_checked(cq::FIRSTPMPBLIDX, p.first_index, env)?,
-            ),
-            None => (0, self.ring_pa, 0),
-        };
+        let (lpbl, w32, w48) = (
+            self.ring.lpbl(cq::LPBLSIZE)?,
+            self.ring.create_pa(),
+            self.ring.create_pbl(cq::FIRSTPMPBLIDX, env)?,
+        );
         let h = header(Self::OPCODE)
             | cq_id_checked(self.cq_id, env)?
             | ceq_checked(self.ceq_id, env)?
             | lpbl
             | flag(cq::CHKOVERFLOW, self.check_overflow)
-            | flag(cq::VIRTMAP, self.pbl.is_some())
+            | flag(cq::VIRTMAP, self.ring.virtual_map)
             | flag(cq::ENCEQEMASK, self.ceqe_mask)
             | flag(cq::TPHEN, self.tph_en)
             | flag(cq::AVOIDMEMCNFLCT, self.avoid_mem_cflct)
@@ -530,8 +570,8 @@ pub struct DestroyCq {
     pub ceq_id: Option<u16>,
     /// ENCEQEMASK.
     pub ceqe_mask: bool,
-    /// PBL description, if virtually mapped.
-    pub pbl: Option<Pbl>,
+    /// Ring (as at create; only the PBL fields are used).
+    pub ring: QueueMem,
     /// Shadow-area bus address.
     pub shadow_area_pa: u64,
     /// TPHEN.
@@ -547,18 +587,19 @@ pub struct DestroyCq {
 impl CqpCommand for DestroyCq {
     const OPCODE: u8 = op::DESTROY_CQ;
     fn encode(&self, wqe: &mut [u64; 8], env: &mut Env) -> Result<(), EncodeError> {
-        let (lpbl, w48) = match self.pbl {
-            Some(p) => (
-                fit(cq::LPBLSIZE, p.level as u64, "pbl_level")?,
-                pbl_index_checked(cq::FIRSTPMPBLIDX, p.first_index, env)?,
-            ),
-            None => (0, 0),
-        };
+        let (lpbl, w48) = (
+            self.ring.lpbl(cq::LPBLSIZE)?,
+            if self.ring.virtual_map {
+                fit(cq::FIRSTPMPBLIDX, self.ring.first_pbl_index as u64, "first_pbl_index")?
+            } else {
+                0
+            },
+        );
         let h = header(Self::OPCODE)
             | cq_id_checked(self.cq_id, env)?
             | ceq_checked(self.ceq_id, env)?
             | lpbl
-            | flag(cq::VIRTMAP, self.pbl.is_some())
+            | flag(cq::VIRTMAP, self.ring.virtual_map)
             | flag(cq::ENCEQEMASK, self.ceqe_mask)
             | flag(cq::TPHEN, self.tph_en)
             | flag(cq::AVOIDMEMCNFLCT, self.avoid_mem_cflct)
@@ -687,7 +728,11 @@ impl CqpCommand for ModifyCq {
             h,
             self.new_ring_pa,
             self.shadow_area_pa,
-            pbl_index_checked(cq::FIRSTPMPBLIDX, self.new_first_pbl_index, env)?,
+            if self.resize && self.new_virtual_map {
+                pbl_index_checked(cq::FIRSTPMPBLIDX, self.new_first_pbl_index, env)?
+            } else {
+                fit(cq::FIRSTPMPBLIDX, self.new_first_pbl_index as u64, "first_pbl_index")?
+            },
             w56,
         ];
         Ok(())
@@ -1031,7 +1076,7 @@ pub const MAX_SD_ENTRIES: usize = 11;
 pub struct UpdatePeSds<'a> {
     /// HMC function id (< 64).
     pub hmc_fn_id: u8,
-    /// 1..=11 entries; entries beyond the third go to the overflow buffer.
+    /// At most 11 entries; entries beyond the third go to the overflow buffer.
     pub entries: &'a [SdEntry],
 }
 
@@ -1039,8 +1084,12 @@ impl CqpCommand for UpdatePeSds<'_> {
     const OPCODE: u8 = op::UPDATE_PE_SDS;
     fn encode(&self, wqe: &mut [u64; 8], env: &mut Env) -> Result<(), EncodeError> {
         let n = self.entries.len();
-        if n == 0 || n > MAX_SD_ENTRIES {
-            return Err(EncodeError::Invalid { what: "UPDATE_PE_SDS needs 1..=11 entries" });
+        if n > MAX_SD_ENTRIES {
+            return Err(EncodeError::TooWide {
+                field: "sd_entries",
+                value: n as u64,
+                max: MAX_SD_ENTRIES as u64,
+            });
         }
         let fnid = fit(hmc::UPESD_HMCFNID, self.hmc_fn_id as u64, "hmc_fn_id")?;
         *wqe = [0; 8];
@@ -1095,29 +1144,6 @@ impl CqpCommand for QueryRdmaFeatures {
 
 // ---------------------------------------------------------------- CEQ / AEQ
 
-/// Where an event queue's ring is.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum QueueMem {
-    /// Physically contiguous at this bus address.
-    Contiguous(u64),
-    /// Described by PBLEs.
-    Pbl(Pbl),
-}
-
-impl QueueMem {
-    /// (@32, LPBLSIZE|VMAP header bits, @48).
-    fn words(self, env: &Env) -> Result<(u64, u64, u64), EncodeError> {
-        match self {
-            QueueMem::Contiguous(pa) => Ok((pa, 0, 0)),
-            QueueMem::Pbl(p) => Ok((
-                0,
-                fit(eq::LPBLSIZE, p.level as u64, "pbl_level")? | eq::VMAP.mask(),
-                pbl_index_checked(eq::FIRSTPMPBLIDX, p.first_index, env)?,
-            )),
-        }
-    }
-}
-
 /// CREATE_CEQ (0x16) — ctrl.c: irdma_sc_ceq_create; spec §4.3.14.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct CreateCeq {
@@ -1150,16 +1176,17 @@ fn ceq_id_hdr(id: u16, env: &Env) -> Result<u64, EncodeError> {
 impl CqpCommand for CreateCeq {
     const OPCODE: u8 = op::CREATE_CEQ;
     fn encode(&self, wqe: &mut [u64; 8], env: &mut Env) -> Result<(), EncodeError> {
-        let (w32, hm, w48) = self.mem.words(env)?;
         let h = header(Self::OPCODE)
             | ceq_id_hdr(self.ceq_id, env)?
-            | hm
+            | self.mem.lpbl(eq::LPBLSIZE)?
+            | flag(eq::VMAP, self.mem.virtual_map)
             | flag(eq::ITRNOEXPIRE, self.itr_no_expire)
             | flag(eq::TPHEN, self.tph_en)
             | flag(eq::PASID_VALID, self.pasid_valid);
         let w56 = eq::TPHVAL.prep(self.tph_val as u64)
             | eq::VSIIDX.prep(self.vsi_idx as u64)
             | fit(eq::PASID, self.pasid as u64, "pasid")?;
+        let (w32, w48) = (self.mem.create_pa(), self.mem.create_pbl(eq::FIRSTPMPBLIDX, env)?);
         *wqe = [0, 0, fit(eq::CEQSIZE, self.elem_cnt as u64, "elem_cnt")?, h, w32, 0, w48, w56];
         Ok(())
     }
@@ -1186,10 +1213,13 @@ pub struct DestroyCeq {
 impl CqpCommand for DestroyCeq {
     const OPCODE: u8 = op::DESTROY_CEQ;
     fn encode(&self, wqe: &mut [u64; 8], env: &mut Env) -> Result<(), EncodeError> {
-        let (_, hm, w48) = self.mem.words(env)?;
+        // The vendor writes the PBLE index whatever VMAP says (ctrl.c:
+        // irdma_sc_ceq_destroy).
+        let w48 = fit(eq::FIRSTPMPBLIDX, self.mem.first_pbl_index as u64, "first_pbl_index")?;
         let h = header(Self::OPCODE)
             | ceq_id_hdr(self.ceq_id, env)?
-            | hm
+            | self.mem.lpbl(eq::LPBLSIZE)?
+            | flag(eq::VMAP, self.mem.virtual_map)
             | flag(eq::TPHEN, self.tph_en)
             | flag(eq::PASID_VALID, self.pasid_valid);
         let w56 = fit(eq::PASID, self.pasid as u64, "pasid")?;
@@ -1221,10 +1251,19 @@ fn aeq_words(
     wqe: &mut [u64; 8],
     env: &Env,
 ) -> Result<(), EncodeError> {
-    let (w32, hm, w48) = mem.words(env)?;
-    let h = header(opcode) | hm | flag(eq::PASID_VALID, pasid.0);
+    // Create: address unless VMAP, PBLE index only with VMAP; destroy: no
+    // address, PBLE index as given (ctrl.c: irdma_sc_aeq_create,
+    // irdma_sc_aeq_destroy).
+    let (w32, w48) = if with_pa {
+        (mem.create_pa(), mem.create_pbl(eq::FIRSTPMPBLIDX, env)?)
+    } else {
+        (0, fit(eq::FIRSTPMPBLIDX, mem.first_pbl_index as u64, "first_pbl_index")?)
+    };
+    let h = header(opcode)
+        | mem.lpbl(eq::LPBLSIZE)?
+        | flag(eq::VMAP, mem.virtual_map)
+        | flag(eq::PASID_VALID, pasid.0);
     let w56 = fit(eq::PASID, pasid.1 as u64, "pasid")?;
-    let w32 = if with_pa { w32 } else { 0 };
     *wqe = [0, 0, fit(eq::AEQECNT, elem_cnt as u64, "elem_cnt")?, h, w32, 0, w48, w56];
     Ok(())
 }
@@ -1423,7 +1462,11 @@ mod tests {
         assert_eq!(enc(&ok).unwrap()[3], 0x1003_0000_00ff_ffff);
         too_wide(enc(&DestroyQp { qp_id: 1 << 24, ..Default::default() }), "qp_id");
         too_wide(enc(&ModifyQp { qp_id: 1 << 24, ..Default::default() }), "qp_id");
-        too_wide(enc(&FlushWqes { qp_id: u32::MAX, ..Default::default() }), "qp_id");
+        too_wide(
+            enc(&FlushWqes { qp_id: u32::MAX, flush_sq: true, ..Default::default() }),
+            "qp_id",
+        );
+        assert!(matches!(enc(&FlushWqes::default()), Err(EncodeError::Invalid { .. })));
     }
 
     #[test]
@@ -1444,10 +1487,7 @@ mod tests {
         too_wide(enc(&CreateCq { cq_size: 1 << 21, ..Default::default() }), "cq_size");
         too_wide(enc(&CreateCq { ceq_id: Some(1024), ..Default::default() }), "ceq_id");
         too_wide(
-            enc(&CreateCq {
-                pbl: Some(Pbl { level: 1, first_index: 1 << 28 }),
-                ..Default::default()
-            }),
+            enc(&CreateCq { ring: QueueMem::pbl(1 << 28), ..Default::default() }),
             "first_pbl_index",
         );
         let w =
@@ -1526,8 +1566,8 @@ mod tests {
         assert_eq!(w[4], 0x8000_0000_0000_8001);
         assert_eq!(env.sdbuf_words, 4);
         assert_eq!(&env.sdbuf[..4], &[0x8003, 3 << 21 | 1, 0x8004, 4 << 21 | 1]);
-        let none: [SdEntry; 0] = [];
-        assert!(enc(&UpdatePeSds { hmc_fn_id: 0, entries: &none }).is_err());
+        let twelve = [SdEntry::default(); 12];
+        too_wide(enc(&UpdatePeSds { hmc_fn_id: 0, entries: &twelve }), "sd_entries");
         too_wide(enc(&UpdatePeSds { hmc_fn_id: 64, entries: &e[..1] }), "hmc_fn_id");
         let s = SdEntry::set(7, 0x4000_0000, true).unwrap();
         assert_eq!(s.cmd, 0x8000_8007);

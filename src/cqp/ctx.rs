@@ -174,8 +174,10 @@ pub struct QpRoceCtx {
     pub send_cq_num: u32,
     /// Receive CQ id (< 2^25).
     pub rcv_cq_num: u32,
-    /// Statistics instance, if used (< 128).
-    pub stats_idx: Option<u8>,
+    /// Statistics instance (< 128).
+    pub stats_idx: u8,
+    /// USESTATSINSTANCE.
+    pub use_stats_instance: bool,
     /// QP completion context (echoed in CQEs and AEQEs).
     pub qp_compl_ctx: u64,
     /// Remote endpoint index (< 2^17).
@@ -366,10 +368,8 @@ impl QpRoceCtx {
         put(RTOMIN, self.rtomin as u64, "rtomin")?;
         put(TXCQNUM, self.send_cq_num as u64, "send_cq_num")?;
         put(RXCQNUM, self.rcv_cq_num as u64, "rcv_cq_num")?;
-        if let Some(s) = self.stats_idx {
-            put(STAT_INDEX, s as u64, "stats_idx")?;
-            put(USESTATSINSTANCE, 1, "stats_idx")?;
-        }
+        put(STAT_INDEX, self.stats_idx as u64, "stats_idx")?;
+        put(USESTATSINSTANCE, b(self.use_stats_instance), "use_stats_instance")?;
         put(MACADDRESS, super::cmd::mac_to_u64(self.mac_addr), "mac_addr")?;
         put(ORDSIZE, self.ord_size as u64, "ord_size")?;
         put(IRDSIZE, encoded_ird_size(self.ird_size) as u64, "ird_size")?;

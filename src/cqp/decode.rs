@@ -118,6 +118,10 @@ pub enum DecodeError {
     Q1BlockSizeZero,
     /// XF objects exist but the XF block size is 0 (Linux: -EINVAL).
     XfBlockSizeZero,
+    /// RRF free-list entries exist but the RRF block size is 0 (Linux: -EINVAL).
+    RrfBlockSizeZero,
+    /// OOISC free-list entries exist but its block size is 0 (Linux: -EINVAL).
+    OoiscfBlockSizeZero,
     /// A base + count × size does not fit 64 bits.
     Overflow,
 }
@@ -144,12 +148,22 @@ impl FpmQuery {
     }
 
     /// Decodes the buffer. `manage_rsrc_ver2` is feature flag
-    /// FTN_FLAGS bit 2 from QUERY_RDMA_FEATURES.
-    pub fn decode(buf: &[u64; 24], manage_rsrc_ver2: bool) -> Result<Self, DecodeError> {
+    /// FTN_FLAGS bit 2 from QUERY_RDMA_FEATURES; `vf_or_unprivileged` (the
+    /// queried function is a VF or this one is not privileged) makes the
+    /// vendor keep one SD back for PBLE rounding — saturating here where the
+    /// vendor's u16 would wrap (ctrl.c: irdma_sc_parse_fpm_query_buf).
+    pub fn decode(
+        buf: &[u64; 24],
+        manage_rsrc_ver2: bool,
+        vf_or_unprivileged: bool,
+    ) -> Result<Self, DecodeError> {
         let mut q = FpmQuery::default();
         let w0 = buf[0];
         q.first_sd_index = fpm_query::FIRST_PE_SD_INDEX.get(w0) as u16;
         q.max_sds = fpm_query::MAX_PE_SDS.get(w0) as u16;
+        if vf_or_unprivileged {
+            q.max_sds = q.max_sds.saturating_sub(1);
+        }
         q.sd_cnt = q.max_sds as u32 + q.first_sd_index as u32;
         for (i, o) in q.obj.iter_mut().enumerate() {
             let Some(w) = query_word(i).and_then(|k| buf.get(k)) else {
@@ -192,10 +206,16 @@ impl FpmQuery {
         }
         q.rrf_block_size = hi(17);
         q.obj[16].size = 4;
-        q.ooiscf_block_size = hi(21);
-        q.obj[20].size = 4;
+        if q.rrf_block_size == 0 && q.obj[16].max_cnt != 0 {
+            return Err(DecodeError::RrfBlockSizeZero);
+        }
         if q.obj[7].max_cnt == 0 {
             q.obj[15].max_cnt = 16;
+        }
+        q.ooiscf_block_size = hi(21);
+        q.obj[20].size = 4;
+        if q.ooiscf_block_size == 0 && q.obj[20].max_cnt != 0 {
+            return Err(DecodeError::OoiscfBlockSizeZero);
         }
         Ok(q)
     }
@@ -237,7 +257,9 @@ impl FpmCommit {
             } as u32;
             let base = fpm_commit::BASE.get(w) * 512;
             *o = HmcObjCommit { cnt, base };
-            if base > max_base {
+            // The last object is the one with the highest base among those
+            // with a count (ctrl.c: irdma_sc_parse_fpm_commit_buf).
+            if base > max_base && cnt != 0 {
                 max_base = base;
                 last = i;
             }
@@ -263,6 +285,8 @@ pub struct Aeqe {
     pub qp_cq_id: u32,
     /// WQE index.
     pub wqe_idx: u16,
+    /// Deferred-completion ticket (the WQE index of AE 0x0901).
+    pub def_info: u16,
     /// AE code.
     pub ae_id: u16,
     /// AE source as written.
@@ -307,8 +331,10 @@ const AE_QP_NOSRC: &[u16] =
 const AE_CQ_CATASTROPHIC: u16 = 0x0702;
 /// AE code naming an SRQ.
 const AE_SRQ_LIMIT: u16 = 0x0209;
-/// AE codes that are neither QP nor CQ events.
-const AE_NEITHER: &[u16] = &[0x0520, 0x0901];
+/// AE code of a deferred CQP completion (GEN_3; neither QP nor CQ).
+const AE_CQP_DEFERRED_COMPLETE: u16 = 0x0901;
+/// AE code of resource exhaustion (AESRC names the resource; neither QP nor CQ).
+const AE_RESOURCE_EXHAUSTION: u16 = 0x0520;
 
 impl Aeqe {
     /// Decodes `words` if its valid bit equals `polarity`.
@@ -350,7 +376,10 @@ impl Aeqe {
             a.srq = true;
             a.compl_ctx = aeqe::SRQ_CTX.get(w0);
             use_src = false;
-        } else if AE_NEITHER.contains(&code) {
+        } else if code == AE_CQP_DEFERRED_COMPLETE {
+            a.def_info = a.wqe_idx;
+            use_src = false;
+        } else if code == AE_RESOURCE_EXHAUSTION {
             use_src = false;
         }
         if use_src {
@@ -409,14 +438,19 @@ mod tests {
     fn fpm_query_refuses_zero_q1_block() {
         let mut b = [0u64; 24];
         b[10] = 0; // Q1FL word: block size 0
-        assert_eq!(FpmQuery::decode(&b, false), Err(DecodeError::Q1BlockSizeZero));
+        assert_eq!(FpmQuery::decode(&b, false, false), Err(DecodeError::Q1BlockSizeZero));
         b[10] = 0x2000_0000_0000;
-        let q = FpmQuery::decode(&b, false).unwrap();
+        let q = FpmQuery::decode(&b, false, false).unwrap();
         assert_eq!(q.q1_block_size, 0x2000);
         assert_eq!(q.obj[15].max_cnt, 16, "RRF forced to 16 when XF max is 0");
         assert_eq!(q.max_hw_ird(), 8);
+        b[17] = 3; // RRFFL entries without a block size
+        assert_eq!(FpmQuery::decode(&b, false, false), Err(DecodeError::RrfBlockSizeZero));
+        b[17] = 0;
+        b[0] = 5 << 32;
+        assert_eq!(FpmQuery::decode(&b, false, true).map(|q| q.max_sds), Ok(4));
         b[7] = 5; // XF max 5, block size 0
-        assert_eq!(FpmQuery::decode(&b, false), Err(DecodeError::XfBlockSizeZero));
+        assert_eq!(FpmQuery::decode(&b, false, false), Err(DecodeError::XfBlockSizeZero));
     }
 
     #[test]
@@ -431,6 +465,11 @@ mod tests {
         assert_eq!(c.sd_cnt, 2);
         b[0] = 0x1000 << 32;
         assert_eq!(FpmCommit::decode(&b, &sizes).unwrap().sd_cnt, 1);
+        // A higher base with no objects does not count.
+        b[0] = (0x1000 << 32) | 4;
+        b[1] = 0x9000 << 32;
+        assert_eq!(FpmCommit::decode(&b, &sizes).unwrap().sd_cnt, 2);
+        b[1] = 0;
         b[0] = (0xffff_ffff << 32) | 0x1f_ffff;
         sizes[0] = u64::MAX;
         assert_eq!(FpmCommit::decode(&b, &sizes), Err(DecodeError::Overflow));
@@ -450,5 +489,8 @@ mod tests {
         // Resource exhaustion: neither.
         let a = Aeqe::classify(0x1234_5678, 0x8014_1480_0000_0021);
         assert!(!a.qp && !a.cq && a.compl_ctx == 0 && a.ae_src == 5);
+        // Deferred CQP completion: the ticket is the WQE index.
+        let a = Aeqe::classify(0, 0x8000_2404_0014_0000);
+        assert_eq!((a.ae_id, a.def_info, a.qp), (0x901, 5, false));
     }
 }

@@ -276,7 +276,7 @@ fn destroy_aeq_clears_aeqctl_before_doorbell() {
     let mut cqp = Cqp::<FakeHal, &FakeDev>::create(&dev, &cfg(8)).unwrap();
     let n = dev.with(|d| d.writes.len());
     let c =
-        DestroyAeq { elem_cnt: 8, mem: QueueMem::Contiguous(0x1000), pasid_valid: false, pasid: 0 };
+        DestroyAeq { elem_cnt: 8, mem: QueueMem::contiguous(0x1000), pasid_valid: false, pasid: 0 };
     cqp.exec(c, 0).unwrap();
     let w = dev.with(|d| d.writes[n..].to_vec());
     assert_eq!(w, [(regs::PFINT_AEQCTL, 0), (regs::CQPDB, 1)]);

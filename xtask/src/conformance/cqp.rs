@@ -496,7 +496,15 @@ fn run_case(case: &Value) -> Outcome {
         "mr_reg_non_shared" => {
             let chunk = i.u("chunk_size");
             let Some(page_size) = PageSize::from_bytes(i.u("page_size")) else {
-                return Outcome::Fail(format!("page size {:#x}", i.u("page_size")));
+                // The vendor refuses other page sizes; so does the type.
+                return if case["ret"].as_i64().unwrap_or(0) < 0 {
+                    Outcome::Pass
+                } else {
+                    Outcome::Fail(format!(
+                        "page size {:#x} accepted by the vendor",
+                        i.u("page_size")
+                    ))
+                };
             };
             let c = RegMr {
                 stag_idx: tri!(i.n("stag_idx")),
@@ -556,13 +564,11 @@ fn run_case(case: &Value) -> Outcome {
             check_post(case, c, lim, none)
         }
         "ceq_create" | "ceq_destroy" => {
-            let mem = if i.b("virtual_map") {
-                QueueMem::Pbl(Pbl {
-                    level: tri!(i.n("pbl_chunk_size")),
-                    first_index: tri!(i.n("first_pm_pbl_idx")),
-                })
-            } else {
-                QueueMem::Contiguous(i.u("ceqe_pa"))
+            let mem = QueueMem {
+                pa: i.u("ceqe_pa"),
+                virtual_map: i.b("virtual_map"),
+                pbl_chunk_size: tri!(i.n("pbl_chunk_size")),
+                first_pbl_index: tri!(i.n("first_pm_pbl_idx")),
             };
             let ceq_id = tri!(i.n("ceq_id"));
             let elem_cnt = tri!(i.n("elem_cnt"));
@@ -588,13 +594,11 @@ fn run_case(case: &Value) -> Outcome {
             }
         }
         "aeq_create" | "aeq_destroy" => {
-            let mem = if i.b("virtual_map") {
-                QueueMem::Pbl(Pbl {
-                    level: tri!(i.n("pbl_chunk_size")),
-                    first_index: tri!(i.n("first_pm_pbl_idx")),
-                })
-            } else {
-                QueueMem::Contiguous(i.u("aeq_elem_pa"))
+            let mem = QueueMem {
+                pa: i.u("aeq_elem_pa"),
+                virtual_map: i.b("virtual_map"),
+                pbl_chunk_size: tri!(i.n("pbl_chunk_size")),
+                first_pbl_index: tri!(i.n("first_pm_pbl_idx")),
             };
             let elem_cnt = tri!(i.n("elem_cnt"));
             let pasid_valid = i.b("pasid_valid(sc_aeq field)");
@@ -743,8 +747,11 @@ fn cqp_create(case: &Value, i: &In) -> Outcome {
                 Outcome::Fail(format!("create error {major:#x}/{minor:#x}, want {want:?}"))
             }
         }
-        (_, Err(CqpError::Encode(_))) if log.is_empty() => Outcome::Pass,
-        (_, Err(e)) => Outcome::Fail(format!("vendor ret {ret}; we: {e:?}")),
+        (_, Err(CqpError::Encode(_))) if !log.is_empty() => {
+            Outcome::Fail("refused after touching registers".into())
+        }
+        // Refused too (timeout, encode error): vendor-rejected cases pass.
+        (_, Err(_)) => Outcome::Pass,
     }
 }
 
@@ -780,7 +787,8 @@ fn qp_setctx(case: &Value, i: &In) -> Outcome {
         qs_handle: tri!(i.n("qp.qs_handle")),
         send_cq_num: tri!(i.n("send_cq_num")),
         rcv_cq_num: tri!(i.n("rcv_cq_num")),
-        stats_idx: if i.b("stats_idx_valid") { Some(tri!(i.n("stats_idx"))) } else { None },
+        stats_idx: tri!(i.n("stats_idx")),
+        use_stats_instance: i.b("stats_idx_valid"),
         qp_compl_ctx: i.u("qp_compl_ctx"),
         rem_endpoint_idx: tri!(i.n("rem_endpoint_idx")),
         pd_id: tri!(i.n("roce.pd_id")),
@@ -938,10 +946,11 @@ fn cq_ops(case: &Value, i: &In, op: &str, lim: Limits) -> Outcome {
     };
     let size: u32 = if ccq { tri!(i.n("num_elem")) } else { tri!(i.n("cq_size")) };
     let ceq_id = if i.b("ceq_id_valid") { Some(tri!(i.n("ceq_id"))) } else { None };
-    let pbl = if i.b("virtual_map") {
-        Some(Pbl { level: tri!(i.n("pbl_chunk_size")), first_index: tri!(i.n("first_pm_pbl_idx")) })
-    } else {
-        None
+    let ring = QueueMem {
+        pa: i.u("cq_pa"),
+        virtual_map: i.b("virtual_map"),
+        pbl_chunk_size: tri!(i.n("pbl_chunk_size")),
+        first_pbl_index: tri!(i.n("first_pm_pbl_idx")),
     };
     let none = |_: &Cqp<FakeHal, &RecBar>, _: &mut Vec<u64>| Ok(());
     match op {
@@ -954,8 +963,7 @@ fn cq_ops(case: &Value, i: &In, op: &str, lim: Limits) -> Outcome {
                 ceq_id,
                 ceqe_mask: i.b("ceqe_mask"),
                 check_overflow: i.b("check_overflow"),
-                pbl,
-                ring_pa: i.u("cq_pa"),
+                ring,
                 shadow_area_pa: i.u("shadow_area_pa"),
                 tph_en: i.b("tph_en"),
                 tph_val: tri!(i.n("tph_val")),
@@ -973,7 +981,7 @@ fn cq_ops(case: &Value, i: &In, op: &str, lim: Limits) -> Outcome {
                 cq_ctx,
                 ceq_id,
                 ceqe_mask: i.b("ceqe_mask"),
-                pbl,
+                ring,
                 shadow_area_pa: i.u("shadow_area_pa"),
                 tph_en: i.b("tph_en"),
                 avoid_mem_cflct: i.b("avoid_mem_cflct"),
@@ -1062,7 +1070,9 @@ fn decode_ccq(case: &Value, i: &In) -> Outcome {
 fn decode_query(case: &Value, i: &In) -> Outcome {
     let buf: [u64; 24] = arr(&words(&case["inputs"]["query_buf"]));
     let ver2 = i.u("feature_info[FTN_FLAGS]") & 4 != 0;
-    let r = FpmQuery::decode(&buf, ver2);
+    let vf = i.has("first_hw_vf_fpm_id") && i.u("hmc_info.hmc_fn_id") >= i.u("first_hw_vf_fpm_id");
+    let unpriv = i.has("dev.privileged") && !i.b("dev.privileged");
+    let r = FpmQuery::decode(&buf, ver2, vf || unpriv);
     let ret = case["ret"].as_i64().unwrap_or(0);
     let q = match (ret, r) {
         (0, Ok(q)) => q,
@@ -1117,7 +1127,7 @@ fn aeqe_fields(prefix: &str, a: &Aeqe) -> Vec<(String, u64)> {
         (p("compl_ctx"), a.compl_ctx),
         (p("qp_cq_id"), a.qp_cq_id as u64),
         (p("wqe_idx"), a.wqe_idx as u64),
-        (p("def_info"), 0),
+        (p("def_info"), a.def_info as u64),
         (p("ae_id"), a.ae_id as u64),
         (p("tcp_state"), a.tcp_state as u64),
         (p("iwarp_state"), a.iwarp_state as u64),
