@@ -13,6 +13,7 @@ pub use irdma_hal as hal;
 #[macro_use]
 mod log;
 
+pub mod cqp;
 pub mod lan;
 pub mod res;
 pub mod rw;

@@ -20,6 +20,7 @@
 
 pub mod bar;
 pub mod barrier;
+pub mod cqp;
 pub mod dma;
 pub mod field;
 pub mod pci;

@@ -1,0 +1,1576 @@
+//! CQP command builders: one typed value per CQP operation.
+//!
+//! Each command writes its eight WQE words into a `&mut [u64; 8]` — every
+//! word, so the slot holds nothing stale — with the opcode in the header
+//! (@24) but **not** the valid bit: the engine adds the current polarity and
+//! stores the header last, after a write barrier (spec §2.5).
+//!
+//! Wherever the vendor driver ORs a value into a word without a mask or lets
+//! `FIELD_PREP` truncate it, these builders range-check instead and return
+//! [`EncodeError::TooWide`] (spec §12 items 1–5). Ids are also checked
+//! against the committed HMC counts in [`Limits`], as the vendor does.
+
+use irdma_hal::Field;
+use irdma_hal::cqp::{arp, cq, eq, hdr, hmc, op, qp, stag, ws};
+
+use super::{EncodeError, fit, flag};
+
+/// Object counts the builders check ids against (the vendor refuses ids at
+/// or above the committed HMC count, e.g. ctrl.c: irdma_sc_qp_create,
+/// irdma_sc_cq_create, irdma_sc_mr_reg_non_shared).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Limits {
+    /// Committed QP count.
+    pub qp_count: u32,
+    /// Committed CQ count.
+    pub cq_count: u32,
+    /// Committed PBLE count.
+    pub pble_count: u32,
+    /// Number of CEQs the function has (query-FPM MAX_CEQS).
+    pub ceq_count: u32,
+}
+
+impl Limits {
+    /// No limits beyond the field widths (before the HMC is sized).
+    pub const NONE: Limits = Limits {
+        qp_count: u32::MAX,
+        cq_count: u32::MAX,
+        pble_count: u32::MAX,
+        ceq_count: u32::MAX,
+    };
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self::NONE
+    }
+}
+
+/// What a builder may need besides its own fields.
+#[derive(Debug)]
+pub struct Env {
+    /// Id limits.
+    pub limits: Limits,
+    /// Bus address of this WQE's 128-byte UPDATE_PE_SDS overflow slot
+    /// (`sdbuf` + WQE index × 128, spec §3.7); 0 when there is none.
+    pub sdbuf_pa: u64,
+    /// The overflow slot's contents, written by UPDATE_PE_SDS; the engine
+    /// copies them to `sdbuf_pa` before posting.
+    pub sdbuf: [u64; 16],
+    /// Number of words of `sdbuf` the builder wrote.
+    pub sdbuf_words: usize,
+}
+
+impl Env {
+    /// An environment with the given limits and no overflow buffer.
+    pub fn new(limits: Limits) -> Self {
+        Env { limits, sdbuf_pa: 0, sdbuf: [0; 16], sdbuf_words: 0 }
+    }
+}
+
+/// A CQP operation that can be placed in a CQP SQ slot.
+pub trait CqpCommand {
+    /// Hardware opcode (spec §4.1).
+    const OPCODE: u8;
+
+    /// Writes all eight WQE words; the header (@24) carries the opcode and
+    /// the op's fields but not the valid bit.
+    fn encode(&self, wqe: &mut [u64; 8], env: &mut Env) -> Result<(), EncodeError>;
+
+    /// Register writes the vendor issues before ringing the doorbell for this
+    /// op, as `(BAR offset, value)` (only DESTROY_AEQ has one: PFINT_AEQCTL ← 0,
+    /// ctrl.c: irdma_sc_aeq_destroy).
+    fn pre_post_writes(&self) -> &'static [(usize, u32)] {
+        &[]
+    }
+}
+
+fn header(opcode: u8) -> u64 {
+    hdr::OPCODE.prep(opcode as u64)
+}
+
+fn below(v: u64, limit: u32, name: &'static str) -> Result<(), EncodeError> {
+    if v < limit as u64 {
+        Ok(())
+    } else {
+        Err(EncodeError::TooWide { field: name, value: v, max: (limit as u64).saturating_sub(1) })
+    }
+}
+
+/// A region described by PBLEs: level (the LPBLSIZE value: 1 = level 1,
+/// 3 = level 2 for MRs) and the first (or root) PBLE index (spec §6.2).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Pbl {
+    /// LPBLSIZE value.
+    pub level: u8,
+    /// First PBLE index (< 2^28).
+    pub first_index: u32,
+}
+
+// ---------------------------------------------------------------- NOP
+
+/// NOP (0x24): header only (ctrl.c: irdma_sc_cqp_nop; spec §4.3.24).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Nop;
+
+impl CqpCommand for Nop {
+    const OPCODE: u8 = op::NOP;
+    fn encode(&self, wqe: &mut [u64; 8], _env: &mut Env) -> Result<(), EncodeError> {
+        *wqe = [0; 8];
+        wqe[3] = header(Self::OPCODE);
+        Ok(())
+    }
+}
+
+// ---------------------------------------------------------------- QPs
+
+/// QP states written to NEXTIWSTATE (defs.h: IRDMA_QP_STATE_*; spec §7.4).
+pub mod qp_state {
+    #![allow(missing_docs)]
+    pub const INVALID: u8 = 0;
+    pub const IDLE: u8 = 1;
+    pub const RTS: u8 = 2;
+    pub const SQD: u8 = 3;
+    pub const RTR: u8 = 4;
+    pub const TERMINATE: u8 = 5;
+    pub const ERROR: u8 = 6;
+}
+
+/// QP types (defs.h: IRDMA_QP_TYPE_*).
+pub mod qp_type {
+    #![allow(missing_docs)]
+    pub const IWARP: u8 = 1;
+    pub const UDA: u8 = 2;
+    pub const ROCE_RC: u8 = 3;
+    pub const ROCE_UD: u8 = 4;
+}
+
+fn qp_id_checked(id: u32, env: &Env) -> Result<u64, EncodeError> {
+    let v = fit(qp::QPID, id as u64, "qp_id")?;
+    below(id as u64, env.limits.qp_count, "qp_id")?;
+    Ok(v)
+}
+
+/// CREATE_QP (0x00) — ctrl.c: irdma_sc_qp_create; spec §4.3.4.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CreateQp {
+    /// QP id (< 2^24 and < the committed QP count).
+    pub qp_id: u32,
+    /// QP type ([`qp_type`]).
+    pub qp_type: u8,
+    /// SQ/RQ described by PBLEs.
+    pub virtual_map: bool,
+    /// Bus address of the 256-byte QP host context.
+    pub host_ctx_pa: u64,
+    /// Bus address of the QP shadow (doorbell) area.
+    pub shadow_area_pa: u64,
+    /// ORD valid.
+    pub ord_valid: bool,
+    /// TCP context valid (iWARP).
+    pub tcp_ctx_valid: bool,
+    /// CQ numbers valid.
+    pub cq_num_valid: bool,
+    /// ARP index valid.
+    pub arp_cache_idx_valid: bool,
+    /// MAC valid.
+    pub mac_valid: bool,
+    /// Force loopback.
+    pub force_loopback: bool,
+    /// Next state ([`qp_state`]); Linux creates in IDLE.
+    pub next_state: u8,
+}
+
+impl CqpCommand for CreateQp {
+    const OPCODE: u8 = op::CREATE_QP;
+    fn encode(&self, wqe: &mut [u64; 8], env: &mut Env) -> Result<(), EncodeError> {
+        let h = header(Self::OPCODE)
+            | qp_id_checked(self.qp_id, env)?
+            | flag(qp::ORDVALID, self.ord_valid)
+            | flag(qp::TOECTXVALID, self.tcp_ctx_valid)
+            | flag(qp::VQ, self.virtual_map)
+            | flag(qp::FORCELOOPBACK, self.force_loopback)
+            | flag(qp::CQNUMVALID, self.cq_num_valid)
+            | fit(qp::QPTYPE, self.qp_type as u64, "qp_type")?
+            | flag(qp::MACVALID, self.mac_valid)
+            | flag(qp::ARPTABIDXVALID, self.arp_cache_idx_valid)
+            | fit(qp::NEXTIWSTATE, self.next_state as u64, "next_state")?;
+        *wqe = [0, 0, self.host_ctx_pa, h, 0, self.shadow_area_pa, 0, 0];
+        Ok(())
+    }
+}
+
+/// MODIFY_QP (0x01) — ctrl.c: irdma_sc_qp_modify; spec §4.3.5.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ModifyQp {
+    /// QP id.
+    pub qp_id: u32,
+    /// QP type.
+    pub qp_type: u8,
+    /// SQ/RQ described by PBLEs.
+    pub virtual_map: bool,
+    /// Bus address of the (rewritten) host context.
+    pub host_ctx_pa: u64,
+    /// Bus address of the shadow area.
+    pub shadow_area_pa: u64,
+    /// Target state ([`qp_state`]).
+    pub next_state: u8,
+    /// ORD valid (→RTS).
+    pub ord_valid: bool,
+    /// TCP context valid.
+    pub tcp_ctx_valid: bool,
+    /// Cached variables valid.
+    pub cached_var_valid: bool,
+    /// CQ numbers valid (→RTR, →RTS).
+    pub cq_num_valid: bool,
+    /// ARP index valid (→RTR, →RTS).
+    pub arp_cache_idx_valid: bool,
+    /// MAC valid.
+    pub mac_valid: bool,
+    /// MSS change.
+    pub mss_change: bool,
+    /// Remove hash entry.
+    pub remove_hash_idx: bool,
+    /// Reset the TCP connection.
+    pub reset_tcp_conn: bool,
+    /// With TERMINATE: do not send FIN (TERMACT bit 0).
+    pub dont_send_fin: bool,
+    /// With TERMINATE: do not send TERM (TERMACT bit 1).
+    pub dont_send_term: bool,
+    /// Force loopback.
+    pub force_loopback: bool,
+    /// New MSS (< 2^14).
+    pub new_mss: u16,
+    /// Terminate length (used only with TERMINATE).
+    pub termlen: u8,
+}
+
+impl CqpCommand for ModifyQp {
+    const OPCODE: u8 = op::MODIFY_QP;
+    fn encode(&self, wqe: &mut [u64; 8], env: &mut Env) -> Result<(), EncodeError> {
+        let terminate = self.next_state == qp_state::TERMINATE;
+        let (term_actions, term_len) = if terminate {
+            // TERMLEN only when a TERM is sent (ctrl.c: irdma_sc_qp_modify).
+            let len = if self.dont_send_term { 0 } else { self.termlen as u64 };
+            (self.dont_send_fin as u64 | (self.dont_send_term as u64) << 1, len)
+        } else {
+            (0, 0)
+        };
+        let w8 = fit(qp::NEWMSS, self.new_mss as u64, "new_mss")?
+            | fit(qp::TERMLEN, term_len, "termlen")?;
+        let h = header(Self::OPCODE)
+            | qp_id_checked(self.qp_id, env)?
+            | flag(qp::ORDVALID, self.ord_valid)
+            | flag(qp::TOECTXVALID, self.tcp_ctx_valid)
+            | flag(qp::CACHEDVARVALID, self.cached_var_valid)
+            | flag(qp::VQ, self.virtual_map)
+            | flag(qp::FORCELOOPBACK, self.force_loopback)
+            | flag(qp::CQNUMVALID, self.cq_num_valid)
+            | fit(qp::QPTYPE, self.qp_type as u64, "qp_type")?
+            | flag(qp::MACVALID, self.mac_valid)
+            | flag(qp::MSSCHANGE, self.mss_change)
+            | flag(qp::REMOVEHASHENTRY, self.remove_hash_idx)
+            | qp::TERMACT.prep(term_actions)
+            | flag(qp::RESETCON, self.reset_tcp_conn)
+            | flag(qp::ARPTABIDXVALID, self.arp_cache_idx_valid)
+            | fit(qp::NEXTIWSTATE, self.next_state as u64, "next_state")?;
+        *wqe = [0, w8, self.host_ctx_pa, h, 0, self.shadow_area_pa, 0, 0];
+        Ok(())
+    }
+}
+
+/// DESTROY_QP (0x02) — ctrl.c: irdma_sc_qp_destroy; spec §4.3.6.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DestroyQp {
+    /// QP id.
+    pub qp_id: u32,
+    /// QP type.
+    pub qp_type: u8,
+    /// Bus address of the host context.
+    pub host_ctx_pa: u64,
+    /// Bus address of the shadow area.
+    pub shadow_area_pa: u64,
+    /// Ignore memory-window bindings.
+    pub ignore_mw_bnd: bool,
+    /// Remove the hash entry (Linux: 1).
+    pub remove_hash_idx: bool,
+}
+
+impl CqpCommand for DestroyQp {
+    const OPCODE: u8 = op::DESTROY_QP;
+    fn encode(&self, wqe: &mut [u64; 8], env: &mut Env) -> Result<(), EncodeError> {
+        let h = header(Self::OPCODE)
+            | qp_id_checked(self.qp_id, env)?
+            | fit(qp::QPTYPE, self.qp_type as u64, "qp_type")?
+            | flag(qp::IGNOREMWBOUND, self.ignore_mw_bnd)
+            | flag(qp::REMOVEHASHENTRY, self.remove_hash_idx);
+        *wqe = [0, 0, self.host_ctx_pa, h, 0, self.shadow_area_pa, 0, 0];
+        Ok(())
+    }
+}
+
+/// Flush codes reported in the flushed CQEs (major, minor).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FlushCodes {
+    /// SQ (major, minor).
+    pub sq: (u16, u16),
+    /// RQ (major, minor).
+    pub rq: (u16, u16),
+}
+
+/// FLUSH_WQES (0x22) — ctrl.c: irdma_sc_qp_flush_wqes; spec §4.3.25.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FlushWqes {
+    /// QP id.
+    pub qp_id: u32,
+    /// Flush the SQ.
+    pub flush_sq: bool,
+    /// Flush the RQ.
+    pub flush_rq: bool,
+    /// Codes to report (USERFLCODE); only the flushed queues' codes are written.
+    pub user_codes: Option<FlushCodes>,
+    /// Also generate an AE with (code, source).
+    pub generate_ae: Option<(u16, u8)>,
+}
+
+impl CqpCommand for FlushWqes {
+    const OPCODE: u8 = op::FLUSH_WQES;
+    fn encode(&self, wqe: &mut [u64; 8], env: &mut Env) -> Result<(), EncodeError> {
+        use qp::flush::*;
+        if !self.flush_sq && !self.flush_rq {
+            // Linux: -EALREADY (ctrl.c: irdma_sc_qp_flush_wqes).
+            return Err(EncodeError::Invalid { what: "flush of neither SQ nor RQ" });
+        }
+        let mut w16 = 0;
+        if let Some(c) = self.user_codes {
+            if self.flush_sq {
+                w16 |= SQMJERR.prep(c.sq.0 as u64) | SQMNERR.prep(c.sq.1 as u64);
+            }
+            if self.flush_rq {
+                w16 |= RQMJERR.prep(c.rq.0 as u64) | RQMNERR.prep(c.rq.1 as u64);
+            }
+        }
+        let mut w8 = 0;
+        if let Some((code, src)) = self.generate_ae {
+            w8 = AECODE.prep(code as u64) | fit(AESOURCE, src as u64, "ae_src")?;
+        }
+        let h = header(Self::OPCODE)
+            | qp_id_checked(self.qp_id, env)?
+            | flag(GENERATE_AE, self.generate_ae.is_some())
+            | flag(USERFLCODE, self.user_codes.is_some())
+            | flag(FLUSHSQ, self.flush_sq)
+            | flag(FLUSHRQ, self.flush_rq);
+        *wqe = [0, w8, w16, h, 0, 0, 0, 0];
+        Ok(())
+    }
+}
+
+/// GEN_AE (0x22 with GENERATE_AE) — ctrl.c: irdma_sc_gen_ae; spec §4.3.25.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct GenAe {
+    /// QP id.
+    pub qp_id: u32,
+    /// AE code.
+    pub ae_code: u16,
+    /// AE source (< 16).
+    pub ae_src: u8,
+}
+
+impl CqpCommand for GenAe {
+    const OPCODE: u8 = op::FLUSH_WQES;
+    fn encode(&self, wqe: &mut [u64; 8], env: &mut Env) -> Result<(), EncodeError> {
+        use qp::flush::*;
+        let w8 = AECODE.prep(self.ae_code as u64) | fit(AESOURCE, self.ae_src as u64, "ae_src")?;
+        let h = header(Self::OPCODE) | qp_id_checked(self.qp_id, env)? | GENERATE_AE.mask();
+        *wqe = [0, w8, 0, h, 0, 0, 0, 0];
+        Ok(())
+    }
+}
+
+/// UPLOAD_CONTEXT (0x13) — ctrl.c: irdma_sc_qp_upload_context; spec §4.3.26.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct UploadContext {
+    /// QP id.
+    pub qp_id: u32,
+    /// QP type (< 16).
+    pub qp_type: u8,
+    /// Bus address of the buffer the context is written to.
+    pub buf_pa: u64,
+    /// Freeze the QP.
+    pub freeze_qp: bool,
+    /// Raw format.
+    pub raw_format: bool,
+}
+
+impl CqpCommand for UploadContext {
+    const OPCODE: u8 = op::UPLOAD_CONTEXT;
+    fn encode(&self, wqe: &mut [u64; 8], env: &mut Env) -> Result<(), EncodeError> {
+        let h = header(Self::OPCODE)
+            | qp_id_checked(self.qp_id, env)?
+            | fit(qp::upload::QPTYPE, self.qp_type as u64, "qp_type")?
+            | flag(qp::upload::RAWFORMAT, self.raw_format)
+            | flag(qp::upload::FREEZEQP, self.freeze_qp);
+        *wqe = [0, 0, self.buf_pa, h, 0, 0, 0, 0];
+        Ok(())
+    }
+}
+
+// ---------------------------------------------------------------- CQs
+
+/// Where a queue's ring is, as the CQ/CEQ/AEQ WQEs describe it: a bus
+/// address (level 0) or a PBL (VIRTMAP with LPBLSIZE and the first PBLE
+/// index). The vendor writes LPBLSIZE whatever VIRTMAP says, so the fields are
+/// kept apart as it keeps them (ctrl.c: irdma_sc_cq_create,
+/// irdma_sc_ceq_create, irdma_sc_aeq_create).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct QueueMem {
+    /// Ring bus address (used when not virtually mapped).
+    pub pa: u64,
+    /// Ring described by PBLEs.
+    pub virtual_map: bool,
+    /// LPBLSIZE (1 = level 1).
+    pub pbl_chunk_size: u8,
+    /// First PBLE index (< 2^28).
+    pub first_pbl_index: u32,
+}
+
+impl QueueMem {
+    /// A physically contiguous ring at `pa`.
+    pub fn contiguous(pa: u64) -> Self {
+        QueueMem { pa, ..Default::default() }
+    }
+    /// A ring described by a level-1 PBL starting at PBLE `first_index`.
+    pub fn pbl(first_index: u32) -> Self {
+        QueueMem { pa: 0, virtual_map: true, pbl_chunk_size: 1, first_pbl_index: first_index }
+    }
+    fn lpbl(&self, f: Field) -> Result<u64, EncodeError> {
+        fit(f, self.pbl_chunk_size as u64, "pbl_chunk_size")
+    }
+    /// @32 of a create: the address unless virtually mapped.
+    fn create_pa(&self) -> u64 {
+        if self.virtual_map { 0 } else { self.pa }
+    }
+    /// @48 of a create: the PBLE index only when virtually mapped.
+    fn create_pbl(&self, f: Field, env: &Env) -> Result<u64, EncodeError> {
+        if self.virtual_map { pbl_index_checked(f, self.first_pbl_index, env) } else { Ok(0) }
+    }
+}
+
+/// CREATE_CQ (0x03), also the CCQ — ctrl.c: irdma_sc_cq_create,
+/// irdma_sc_ccq_create; spec §4.3.1, §2.7.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CreateCq {
+    /// CQ id (< 2^19 and < the committed CQ count; 0 is the CCQ).
+    pub cq_id: u32,
+    /// Number of CQEs (< 2^21).
+    pub cq_size: u32,
+    /// CQ context value returned in CEQEs and AEQEs (< 2^63).
+    pub cq_ctx: u64,
+    /// Shadow read threshold (< 2^18).
+    pub shadow_read_threshold: u32,
+    /// CEQ this CQ reports to (CEQIDVALID), id < 1024.
+    pub ceq_id: Option<u16>,
+    /// ENCEQEMASK.
+    pub ceqe_mask: bool,
+    /// CHKOVERFLOW.
+    pub check_overflow: bool,
+    /// Ring.
+    pub ring: QueueMem,
+    /// Shadow-area bus address.
+    pub shadow_area_pa: u64,
+    /// TPHEN.
+    pub tph_en: bool,
+    /// TPH value.
+    pub tph_val: u8,
+    /// 64-byte CQEs (not on GEN_2).
+    pub avoid_mem_cflct: bool,
+    /// PASID_VALID.
+    pub pasid_valid: bool,
+    /// PASID (< 2^20).
+    pub pasid: u32,
+    /// VSI index.
+    pub vsi_idx: u16,
+}
+
+fn ceq_checked(ceq: Option<u16>, env: &Env) -> Result<u64, EncodeError> {
+    match ceq {
+        Some(c) => {
+            below(c as u64, env.limits.ceq_count, "ceq_id")?;
+            Ok(fit(cq::CEQID, c as u64, "ceq_id")? | cq::CEQIDVALID.mask())
+        }
+        None => Ok(0),
+    }
+}
+
+fn cq_id_checked(id: u32, env: &Env) -> Result<u64, EncodeError> {
+    let v = fit(cq::CQID, id as u64, "cq_id")?;
+    below(id as u64, env.limits.cq_count, "cq_id")?;
+    Ok(v)
+}
+
+fn pbl_index_checked(f: Field, idx: u32, env: &Env) -> Result<u64, EncodeError> {
+    let v = fit(f, idx as u64, "first_pbl_index")?;
+    below(idx as u64, env.limits.pble_count, "first_pbl_index")?;
+    Ok(v)
+}
+
+fn ctx63(v: u64) -> Result<u64, EncodeError> {
+    fit(cq::CQCTX, v, "cq_ctx")
+}
+
+impl CqpCommand for CreateCq {
+    const OPCODE: u8 = op::CREATE_CQ;
+    fn encode(&self, wqe: &mut [u64; 8], env: &mut Env) -> Result<(), EncodeError> {
+        let (lpbl, w32, w48) = (
+            self.ring.lpbl(cq::LPBLSIZE)?,
+            self.ring.create_pa(),
+            self.ring.create_pbl(cq::FIRSTPMPBLIDX, env)?,
+        );
+        let h = header(Self::OPCODE)
+            | cq_id_checked(self.cq_id, env)?
+            | ceq_checked(self.ceq_id, env)?
+            | lpbl
+            | flag(cq::CHKOVERFLOW, self.check_overflow)
+            | flag(cq::VIRTMAP, self.ring.virtual_map)
+            | flag(cq::ENCEQEMASK, self.ceqe_mask)
+            | flag(cq::TPHEN, self.tph_en)
+            | flag(cq::AVOIDMEMCNFLCT, self.avoid_mem_cflct)
+            | flag(cq::PASID_VALID, self.pasid_valid);
+        let w56 = cq::TPHVAL.prep(self.tph_val as u64)
+            | cq::VSIIDX.prep(self.vsi_idx as u64)
+            | fit(cq::PASID, self.pasid as u64, "pasid")?;
+        *wqe = [
+            fit(cq::CQSIZE, self.cq_size as u64, "cq_size")?,
+            ctx63(self.cq_ctx)?,
+            fit(
+                cq::SHADOW_READ_THRESHOLD,
+                self.shadow_read_threshold as u64,
+                "shadow_read_threshold",
+            )?,
+            h,
+            w32,
+            self.shadow_area_pa,
+            w48,
+            w56,
+        ];
+        Ok(())
+    }
+}
+
+/// DESTROY_CQ (0x05) of an ordinary CQ — ctrl.c: irdma_sc_cq_destroy; spec
+/// §4.3.2. The flags must be those given at create.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DestroyCq {
+    /// CQ id.
+    pub cq_id: u32,
+    /// CQ size.
+    pub cq_size: u32,
+    /// CQ context.
+    pub cq_ctx: u64,
+    /// CEQ id, if CEQIDVALID.
+    pub ceq_id: Option<u16>,
+    /// ENCEQEMASK.
+    pub ceqe_mask: bool,
+    /// Ring (as at create; only the PBL fields are used).
+    pub ring: QueueMem,
+    /// Shadow-area bus address.
+    pub shadow_area_pa: u64,
+    /// TPHEN.
+    pub tph_en: bool,
+    /// AVOIDMEMCNFLCT.
+    pub avoid_mem_cflct: bool,
+    /// PASID_VALID.
+    pub pasid_valid: bool,
+    /// PASID (< 2^20).
+    pub pasid: u32,
+}
+
+impl CqpCommand for DestroyCq {
+    const OPCODE: u8 = op::DESTROY_CQ;
+    fn encode(&self, wqe: &mut [u64; 8], env: &mut Env) -> Result<(), EncodeError> {
+        let (lpbl, w48) = (
+            self.ring.lpbl(cq::LPBLSIZE)?,
+            if self.ring.virtual_map {
+                fit(cq::FIRSTPMPBLIDX, self.ring.first_pbl_index as u64, "first_pbl_index")?
+            } else {
+                0
+            },
+        );
+        let h = header(Self::OPCODE)
+            | cq_id_checked(self.cq_id, env)?
+            | ceq_checked(self.ceq_id, env)?
+            | lpbl
+            | flag(cq::VIRTMAP, self.ring.virtual_map)
+            | flag(cq::ENCEQEMASK, self.ceqe_mask)
+            | flag(cq::TPHEN, self.tph_en)
+            | flag(cq::AVOIDMEMCNFLCT, self.avoid_mem_cflct)
+            | flag(cq::PASID_VALID, self.pasid_valid);
+        *wqe = [
+            fit(cq::CQSIZE, self.cq_size as u64, "cq_size")?,
+            ctx63(self.cq_ctx)?,
+            0,
+            h,
+            0,
+            self.shadow_area_pa,
+            w48,
+            fit(cq::PASID, self.pasid as u64, "pasid")?,
+        ];
+        Ok(())
+    }
+}
+
+/// DESTROY_CQ (0x05) of the CCQ — ctrl.c: irdma_sc_ccq_destroy; spec §4.3.2
+/// (no PBL, PASID or @48/@56; register-polled).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DestroyCcq {
+    /// CCQ size.
+    pub cq_size: u32,
+    /// CCQ context.
+    pub cq_ctx: u64,
+    /// CEQ id, if CEQIDVALID.
+    pub ceq_id: Option<u16>,
+    /// ENCEQEMASK.
+    pub ceqe_mask: bool,
+    /// Shadow-area bus address.
+    pub shadow_area_pa: u64,
+    /// TPHEN.
+    pub tph_en: bool,
+    /// AVOIDMEMCNFLCT.
+    pub avoid_mem_cflct: bool,
+}
+
+impl CqpCommand for DestroyCcq {
+    const OPCODE: u8 = op::DESTROY_CQ;
+    fn encode(&self, wqe: &mut [u64; 8], env: &mut Env) -> Result<(), EncodeError> {
+        let h = header(Self::OPCODE)
+            | ceq_checked(self.ceq_id, env)?
+            | flag(cq::ENCEQEMASK, self.ceqe_mask)
+            | flag(cq::TPHEN, self.tph_en)
+            | flag(cq::AVOIDMEMCNFLCT, self.avoid_mem_cflct);
+        *wqe = [
+            fit(cq::CQSIZE, self.cq_size as u64, "cq_size")?,
+            ctx63(self.cq_ctx)?,
+            0,
+            h,
+            0,
+            self.shadow_area_pa,
+            0,
+            0,
+        ];
+        Ok(())
+    }
+}
+
+/// MODIFY_CQ (0x04, resize) — ctrl.c: irdma_sc_cq_modify; spec §4.3.3.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ModifyCq {
+    /// CQ id.
+    pub cq_id: u32,
+    /// CQ context.
+    pub cq_ctx: u64,
+    /// New number of CQEs.
+    pub new_size: u32,
+    /// New shadow read threshold.
+    pub new_shadow_read_threshold: u32,
+    /// CQRESIZE.
+    pub resize: bool,
+    /// New ring bus address (written as given).
+    pub new_ring_pa: u64,
+    /// New first PBLE index (written as given, < 2^28).
+    pub new_first_pbl_index: u32,
+    /// New LPBLSIZE.
+    pub new_pbl_level: u8,
+    /// New ring is virtually mapped.
+    pub new_virtual_map: bool,
+    /// CHKOVERFLOW.
+    pub check_overflow: bool,
+    /// ENCEQEMASK (as at create).
+    pub ceqe_mask: bool,
+    /// TPHEN.
+    pub tph_en: bool,
+    /// TPH value.
+    pub tph_val: u8,
+    /// AVOIDMEMCNFLCT.
+    pub avoid_mem_cflct: bool,
+    /// PASID_VALID.
+    pub pasid_valid: bool,
+    /// PASID (< 2^20).
+    pub pasid: u32,
+    /// VSI index.
+    pub vsi_idx: u16,
+    /// Shadow-area bus address.
+    pub shadow_area_pa: u64,
+}
+
+impl CqpCommand for ModifyCq {
+    const OPCODE: u8 = op::MODIFY_CQ;
+    fn encode(&self, wqe: &mut [u64; 8], env: &mut Env) -> Result<(), EncodeError> {
+        let h = header(Self::OPCODE)
+            | cq_id_checked(self.cq_id, env)?
+            | flag(cq::CQRESIZE, self.resize)
+            | fit(cq::LPBLSIZE, self.new_pbl_level as u64, "pbl_level")?
+            | flag(cq::CHKOVERFLOW, self.check_overflow)
+            | flag(cq::VIRTMAP, self.new_virtual_map)
+            | flag(cq::ENCEQEMASK, self.ceqe_mask)
+            | flag(cq::TPHEN, self.tph_en)
+            | flag(cq::AVOIDMEMCNFLCT, self.avoid_mem_cflct)
+            | flag(cq::PASID_VALID, self.pasid_valid);
+        let w56 = cq::TPHVAL.prep(self.tph_val as u64)
+            | cq::VSIIDX.prep(self.vsi_idx as u64)
+            | fit(cq::PASID, self.pasid as u64, "pasid")?;
+        *wqe = [
+            fit(cq::CQSIZE, self.new_size as u64, "cq_size")?,
+            ctx63(self.cq_ctx)?,
+            fit(
+                cq::SHADOW_READ_THRESHOLD,
+                self.new_shadow_read_threshold as u64,
+                "shadow_read_threshold",
+            )?,
+            h,
+            self.new_ring_pa,
+            self.shadow_area_pa,
+            if self.resize && self.new_virtual_map {
+                pbl_index_checked(cq::FIRSTPMPBLIDX, self.new_first_pbl_index, env)?
+            } else {
+                fit(cq::FIRSTPMPBLIDX, self.new_first_pbl_index as u64, "first_pbl_index")?
+            },
+            w56,
+        ];
+        Ok(())
+    }
+}
+
+// ---------------------------------------------------------------- STags
+
+/// Page sizes of an MR (type.h: enum irdma_page_size; spec §5.5).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum PageSize {
+    /// 4 KiB (HPAGESIZE 0).
+    #[default]
+    Size4K,
+    /// 2 MiB (HPAGESIZE 1).
+    Size2M,
+    /// 1 GiB (HPAGESIZE 2).
+    Size1G,
+}
+
+impl PageSize {
+    /// The page size for `bytes`, or `None` for a size the device lacks.
+    pub fn from_bytes(bytes: u64) -> Option<Self> {
+        match bytes {
+            0x1000 => Some(Self::Size4K),
+            0x20_0000 => Some(Self::Size2M),
+            0x4000_0000 => Some(Self::Size1G),
+            _ => None,
+        }
+    }
+    /// Size in bytes.
+    pub fn bytes(self) -> u64 {
+        match self {
+            Self::Size4K => 0x1000,
+            Self::Size2M => 0x20_0000,
+            Self::Size1G => 0x4000_0000,
+        }
+    }
+    fn code(self) -> u64 {
+        match self {
+            Self::Size4K => 0,
+            Self::Size2M => 1,
+            Self::Size1G => 2,
+        }
+    }
+}
+
+/// Access-right bits of the ARIGHTS field (user.h: IRDMA_ACCESS_FLAGS_*; spec §5.3).
+pub mod access {
+    #![allow(missing_docs)]
+    pub const LOCAL_READ: u8 = 0x01;
+    pub const LOCAL_WRITE: u8 = 0x02;
+    pub const REMOTE_READ: u8 = 0x04;
+    pub const REMOTE_WRITE: u8 = 0x08;
+    pub const BIND_WINDOW: u8 = 0x10;
+}
+
+fn pd_words(pd_id: u32) -> Result<u64, EncodeError> {
+    // PDID_HI (pd >> 18) is always 0 for ids that fit PDID (spec §12 item 5).
+    fit(stag::PDID, pd_id as u64, "pd_id")
+}
+
+fn stag_idx(idx: u32) -> Result<u64, EncodeError> {
+    fit(stag::IDX, idx as u64, "stag_idx")
+}
+
+/// ALLOC_STAG (0x09), memory-region form — ctrl.c: irdma_sc_alloc_stag;
+/// spec §4.3.7.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct AllocStag {
+    /// STag index (STag >> 8, < 2^24).
+    pub stag_idx: u32,
+    /// PD id (< 2^18).
+    pub pd_id: u32,
+    /// Total length (< 2^46); 0 only with `all_memory`.
+    pub total_len: u64,
+    /// Page size.
+    pub page_size: PageSize,
+    /// Access rights ([`access`], < 32).
+    pub access_rights: u8,
+    /// REMACCENABLED.
+    pub remote_access: bool,
+    /// USEHMCFNIDX.
+    pub use_hmc_fn_index: bool,
+    /// HMC function index (@40).
+    pub hmc_fn_index: u16,
+    /// Placement type (< 16).
+    pub placement_type: u8,
+    /// PBL chunk (LPBLSIZE and first PBLE index), when given.
+    pub pbl: Option<Pbl>,
+    /// The "all memory" software flag: allows `total_len` 0 (not encoded).
+    pub all_memory: bool,
+}
+
+impl CqpCommand for AllocStag {
+    const OPCODE: u8 = op::ALLOC_STAG;
+    fn encode(&self, wqe: &mut [u64; 8], env: &mut Env) -> Result<(), EncodeError> {
+        if self.total_len == 0 && !self.all_memory {
+            return Err(EncodeError::Invalid { what: "zero-length STag without all_memory" });
+        }
+        let (lpbl, w48) = match self.pbl {
+            Some(p) => (
+                fit(stag::LPBLSIZE, p.level as u64, "pbl_level")?,
+                pbl_index_checked(stag::FIRSTPMPBLIDX, p.first_index, env)?,
+            ),
+            None => (0, 0),
+        };
+        let h = header(Self::OPCODE)
+            | stag::MR.mask()
+            | lpbl
+            | stag::HPAGESIZE.prep(self.page_size.code())
+            | fit(stag::ARIGHTS, self.access_rights as u64, "access_rights")?
+            | flag(stag::REMACCENABLED, self.remote_access)
+            | fit(stag::PLACEMENTTYPE, self.placement_type as u64, "placement_type")?
+            | flag(stag::USEHMCFNIDX, self.use_hmc_fn_index);
+        *wqe = [
+            0,
+            fit(stag::STAGLEN, self.total_len, "total_len")? | pd_words(self.pd_id)?,
+            stag_idx(self.stag_idx)?,
+            h,
+            0,
+            stag::HMCFNIDX.prep(self.hmc_fn_index as u64),
+            w48,
+            0,
+        ];
+        Ok(())
+    }
+}
+
+/// Where a registered MR's pages are.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MrPages {
+    /// Level 0: physically contiguous at this bus address (@32).
+    Contiguous(u64),
+    /// Level 1 (LPBLSIZE 1) or 2 (LPBLSIZE 3) PBL.
+    Pbl(Pbl),
+}
+
+/// REG_MR (0x0A), non-shared — ctrl.c: irdma_sc_mr_reg_non_shared; spec §4.3.9.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RegMr {
+    /// STag index (STag >> 8).
+    pub stag_idx: u32,
+    /// Key byte (STag & 0xff).
+    pub stag_key: u8,
+    /// PD id (< 2^18).
+    pub pd_id: u32,
+    /// IOVA of the first byte.
+    pub va: u64,
+    /// Length in bytes (< 2^46); 0 only with `all_memory`.
+    pub total_len: u64,
+    /// Page size.
+    pub page_size: PageSize,
+    /// Pages.
+    pub pages: MrPages,
+    /// VA-based (VABASEDTO) rather than zero-based.
+    pub va_based: bool,
+    /// Access rights ([`access`]).
+    pub access_rights: u8,
+    /// REMOTE_ATOMIC_EN.
+    pub remote_atomics: bool,
+    /// NON_CACHED.
+    pub non_cached: bool,
+    /// USEHMCFNIDX.
+    pub use_hmc_fn_index: bool,
+    /// HMC function index (@40).
+    pub hmc_fn_index: u16,
+    /// Placement type (< 16).
+    pub placement_type: u8,
+    /// The "all memory" software flag: allows `total_len` 0 (not encoded).
+    pub all_memory: bool,
+}
+
+impl CqpCommand for RegMr {
+    const OPCODE: u8 = op::REG_MR;
+    fn encode(&self, wqe: &mut [u64; 8], env: &mut Env) -> Result<(), EncodeError> {
+        if self.total_len == 0 && !self.all_memory {
+            return Err(EncodeError::Invalid { what: "zero-length MR without all_memory" });
+        }
+        // Zero-based MRs carry the first-byte offset in the page (spec §5.5).
+        let w0 = if self.va_based { self.va } else { self.va & (self.page_size.bytes() - 1) };
+        let (lpbl, w32, w48) = match self.pages {
+            MrPages::Contiguous(pa) => (0, pa, 0),
+            MrPages::Pbl(p) => (
+                fit(stag::LPBLSIZE, p.level as u64, "pbl_level")?,
+                0,
+                pbl_index_checked(stag::FIRSTPMPBLIDX, p.first_index, env)?,
+            ),
+        };
+        let remote = self.access_rights & (access::REMOTE_READ | access::REMOTE_WRITE) != 0;
+        let h = header(Self::OPCODE)
+            | stag::MR.mask()
+            | lpbl
+            | stag::HPAGESIZE.prep(self.page_size.code())
+            | fit(stag::ARIGHTS, self.access_rights as u64, "access_rights")?
+            | flag(stag::REMACCENABLED, remote)
+            | fit(stag::PLACEMENTTYPE, self.placement_type as u64, "placement_type")?
+            | flag(stag::VABASEDTO, self.va_based)
+            | flag(stag::USEHMCFNIDX, self.use_hmc_fn_index)
+            | flag(stag::REMOTE_ATOMIC_EN, self.remote_atomics);
+        *wqe = [
+            w0,
+            fit(stag::STAGLEN, self.total_len, "total_len")? | pd_words(self.pd_id)?,
+            stag::KEY.prep(self.stag_key as u64) | stag_idx(self.stag_idx)?,
+            h,
+            w32,
+            stag::HMCFNIDX.prep(self.hmc_fn_index as u64) | flag(stag::NON_CACHED, self.non_cached),
+            w48,
+            0,
+        ];
+        Ok(())
+    }
+}
+
+/// DEALLOC_STAG (0x0D) — ctrl.c: irdma_sc_dealloc_stag; spec §4.3.10.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DeallocStag {
+    /// STag index.
+    pub stag_idx: u32,
+    /// PD id.
+    pub pd_id: u32,
+    /// An MR (true) or a memory window.
+    pub mr: bool,
+    /// SKIPFLUSH (MRs describing queue memory).
+    pub skip_flush: bool,
+}
+
+impl CqpCommand for DeallocStag {
+    const OPCODE: u8 = op::DEALLOC_STAG;
+    fn encode(&self, wqe: &mut [u64; 8], _env: &mut Env) -> Result<(), EncodeError> {
+        let h =
+            header(Self::OPCODE) | flag(stag::SKIPFLUSH, self.skip_flush) | flag(stag::MR, self.mr);
+        *wqe = [0, pd_words(self.pd_id)?, stag_idx(self.stag_idx)?, h, 0, 0, 0, 0];
+        Ok(())
+    }
+}
+
+// ---------------------------------------------------------------- HMC
+
+/// QUERY_FPM_VAL (0x20) — ctrl.c: irdma_sc_query_fpm_val; spec §4.3.11.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct QueryFpmVal {
+    /// HMC function id.
+    pub hmc_fn_id: u16,
+    /// Bus address of the 192-byte query buffer.
+    pub buf_pa: u64,
+}
+
+impl CqpCommand for QueryFpmVal {
+    const OPCODE: u8 = op::QUERY_FPM_VAL;
+    fn encode(&self, wqe: &mut [u64; 8], _env: &mut Env) -> Result<(), EncodeError> {
+        let w16 = hmc::HMCFNID.prep(self.hmc_fn_id as u64);
+        *wqe = [0, 0, w16, header(Self::OPCODE), self.buf_pa, 0, 0, 0];
+        Ok(())
+    }
+}
+
+/// COMMIT_FPM_VAL (0x21) — ctrl.c: irdma_sc_commit_fpm_val; spec §4.3.12.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CommitFpmVal {
+    /// HMC function id.
+    pub hmc_fn_id: u16,
+    /// Bus address of the 192-byte commit buffer.
+    pub buf_pa: u64,
+    /// HW_FLUSH_TIMER_DISABLE (Linux `periodic_flush`, false on GEN_2).
+    pub flush_timer_disable: bool,
+}
+
+impl CqpCommand for CommitFpmVal {
+    const OPCODE: u8 = op::COMMIT_FPM_VAL;
+    fn encode(&self, wqe: &mut [u64; 8], _env: &mut Env) -> Result<(), EncodeError> {
+        let h = header(Self::OPCODE)
+            | hmc::CFPM_BUFSIZE.prep(irdma_hal::cqp::FPM_BUF_BYTES as u64)
+            | flag(hmc::CFPM_FLUSH_TIMER_DISABLE, self.flush_timer_disable);
+        let w16 = hmc::HMCFNID.prep(self.hmc_fn_id as u64);
+        *wqe = [0, 0, w16, h, self.buf_pa, 0, 0, 0];
+        Ok(())
+    }
+}
+
+/// SHMC_PAGES_ALLOCATED (0x2B) — ctrl.c: irdma_sc_static_hmc_pages_allocated;
+/// spec §3.8.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ShmcPagesAllocated {
+    /// HMC function id.
+    pub hmc_fn_id: u16,
+}
+
+impl CqpCommand for ShmcPagesAllocated {
+    const OPCODE: u8 = op::SHMC_PAGES_ALLOCATED;
+    fn encode(&self, wqe: &mut [u64; 8], _env: &mut Env) -> Result<(), EncodeError> {
+        let w16 = hmc::HMCFNID.prep(self.hmc_fn_id as u64);
+        *wqe = [0, 0, w16, header(Self::OPCODE), 0, 0, 0, 0];
+        Ok(())
+    }
+}
+
+/// One segment-descriptor update of UPDATE_PE_SDS (hmc.h: struct
+/// irdma_update_sd_entry; spec §3.6).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SdEntry {
+    /// Command word (SD index | PMSDPARTSEL | PMSDWR), < 2^32.
+    pub cmd: u32,
+    /// Data word (address | BP count | type | valid), 0 to clear.
+    pub data: u64,
+}
+
+impl SdEntry {
+    /// Programs SD `sd_index` with a backing page at `pa` (4 KiB aligned):
+    /// direct (2 MiB buffer) or paged (PD page) — hmc.c: irdma_set_sd_entry.
+    pub fn set(sd_index: u16, pa: u64, direct: bool) -> Result<Self, EncodeError> {
+        use irdma_hal::cqp::sd::*;
+        if pa & 0xfff != 0 {
+            return Err(EncodeError::Invalid { what: "SD page address not 4 KiB aligned" });
+        }
+        let cmd = fit(Field::bits(14, 0), sd_index as u64, "sd_index")?
+            | CMD_PMSDPARTSEL.mask()
+            | CMD_PMSDWR.mask();
+        let data = (pa & DATA_ADDR.mask())
+            | DATA_PMSDBPCOUNT.prep(512)
+            | flag(DATA_PMSDTYPE, direct)
+            | DATA_PMSDVALID.mask();
+        Ok(SdEntry { cmd: cmd as u32, data })
+    }
+
+    /// Clears SD `sd_index` — hmc.c: irdma_clr_sd_entry.
+    pub fn clear(sd_index: u16) -> Result<Self, EncodeError> {
+        use irdma_hal::cqp::sd::*;
+        let cmd = fit(Field::bits(14, 0), sd_index as u64, "sd_index")?
+            | CMD_PMSDPARTSEL.mask()
+            | CMD_PMSDWR.mask();
+        Ok(SdEntry { cmd: cmd as u32, data: 0 })
+    }
+}
+
+/// Most SD entries one UPDATE_PE_SDS carries (hmc.h: IRDMA_MAX_SD_ENTRIES).
+pub const MAX_SD_ENTRIES: usize = 11;
+
+/// UPDATE_PE_SDS (0x1F) — ctrl.c: cqp_sds_wqe_fill; spec §3.7.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct UpdatePeSds<'a> {
+    /// HMC function id (< 64).
+    pub hmc_fn_id: u8,
+    /// At most 11 entries; entries beyond the third go to the overflow buffer.
+    pub entries: &'a [SdEntry],
+}
+
+impl CqpCommand for UpdatePeSds<'_> {
+    const OPCODE: u8 = op::UPDATE_PE_SDS;
+    fn encode(&self, wqe: &mut [u64; 8], env: &mut Env) -> Result<(), EncodeError> {
+        let n = self.entries.len();
+        if n > MAX_SD_ENTRIES {
+            return Err(EncodeError::TooWide {
+                field: "sd_entries",
+                value: n as u64,
+                max: MAX_SD_ENTRIES as u64,
+            });
+        }
+        let fnid = fit(hmc::UPESD_HMCFNID, self.hmc_fn_id as u64, "hmc_fn_id")?;
+        *wqe = [0; 8];
+        let mut h = header(Self::OPCODE);
+        let mut w16 = fnid;
+        if n > 3 {
+            if env.sdbuf_pa == 0 || env.sdbuf_pa & !hmc::UPESD_SDBUF_PA.mask() != 0 {
+                return Err(EncodeError::Invalid { what: "no 64-byte-aligned SD overflow buffer" });
+            }
+            w16 |= env.sdbuf_pa;
+            h |= hmc::UPESD_ENTRY_COUNT.prep((n - 3) as u64);
+            env.sdbuf = [0; 16];
+            for (i, e) in self.entries.iter().skip(3).enumerate() {
+                if let Some(pair) = env.sdbuf.get_mut(2 * i..2 * i + 2) {
+                    pair[0] = e.cmd as u64;
+                    pair[1] = e.data;
+                }
+            }
+            env.sdbuf_words = 2 * (n - 3);
+        }
+        for (i, e) in self.entries.iter().take(3).enumerate() {
+            let cmd = e.cmd as u64 | if i > 0 { hmc::UPESD_ENTRY_VALID.mask() } else { 0 };
+            let at = if i == 0 { 0 } else { 2 + 2 * i };
+            if let Some(pair) = wqe.get_mut(at..at + 2) {
+                pair[0] = cmd;
+                pair[1] = e.data;
+            }
+        }
+        wqe[2] = w16;
+        wqe[3] = h;
+        Ok(())
+    }
+}
+
+/// QUERY_RDMA_FEATURES (0x12) — ctrl.c: irdma_sc_query_rdma_features; spec §4.3.23.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct QueryRdmaFeatures {
+    /// Bus address of the response buffer.
+    pub buf_pa: u64,
+    /// Its length in bytes (Linux: 272).
+    pub buf_len: u32,
+}
+
+impl CqpCommand for QueryRdmaFeatures {
+    const OPCODE: u8 = op::QUERY_RDMA_FEATURES;
+    fn encode(&self, wqe: &mut [u64; 8], _env: &mut Env) -> Result<(), EncodeError> {
+        let h = header(Self::OPCODE) | hmc::QRF_BUF_LEN.prep(self.buf_len as u64);
+        *wqe = [0, 0, 0, h, self.buf_pa, 0, 0, 0];
+        Ok(())
+    }
+}
+
+// ---------------------------------------------------------------- CEQ / AEQ
+
+/// CREATE_CEQ (0x16) — ctrl.c: irdma_sc_ceq_create; spec §4.3.14.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CreateCeq {
+    /// CEQ id (< 1024 and < MAX_CEQS).
+    pub ceq_id: u16,
+    /// Number of 8-byte CEQEs (< 2^22).
+    pub elem_cnt: u32,
+    /// Ring.
+    pub mem: QueueMem,
+    /// TPHEN.
+    pub tph_en: bool,
+    /// TPH value.
+    pub tph_val: u8,
+    /// ITRNOEXPIRE.
+    pub itr_no_expire: bool,
+    /// VSI index.
+    pub vsi_idx: u16,
+    /// PASID_VALID.
+    pub pasid_valid: bool,
+    /// PASID (< 2^20).
+    pub pasid: u32,
+}
+
+/// The CEQ id and its limit check.
+fn ceq_id_hdr(id: u16, env: &Env) -> Result<u64, EncodeError> {
+    below(id as u64, env.limits.ceq_count, "ceq_id")?;
+    fit(eq::CEQID, id as u64, "ceq_id")
+}
+
+impl CqpCommand for CreateCeq {
+    const OPCODE: u8 = op::CREATE_CEQ;
+    fn encode(&self, wqe: &mut [u64; 8], env: &mut Env) -> Result<(), EncodeError> {
+        let h = header(Self::OPCODE)
+            | ceq_id_hdr(self.ceq_id, env)?
+            | self.mem.lpbl(eq::LPBLSIZE)?
+            | flag(eq::VMAP, self.mem.virtual_map)
+            | flag(eq::ITRNOEXPIRE, self.itr_no_expire)
+            | flag(eq::TPHEN, self.tph_en)
+            | flag(eq::PASID_VALID, self.pasid_valid);
+        let w56 = eq::TPHVAL.prep(self.tph_val as u64)
+            | eq::VSIIDX.prep(self.vsi_idx as u64)
+            | fit(eq::PASID, self.pasid as u64, "pasid")?;
+        let (w32, w48) = (self.mem.create_pa(), self.mem.create_pbl(eq::FIRSTPMPBLIDX, env)?);
+        *wqe = [0, 0, fit(eq::CEQSIZE, self.elem_cnt as u64, "elem_cnt")?, h, w32, 0, w48, w56];
+        Ok(())
+    }
+}
+
+/// DESTROY_CEQ (0x18) — ctrl.c: irdma_sc_ceq_destroy; spec §4.3.15. Give the
+/// values used at create.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DestroyCeq {
+    /// CEQ id.
+    pub ceq_id: u16,
+    /// Number of CEQEs.
+    pub elem_cnt: u32,
+    /// Ring.
+    pub mem: QueueMem,
+    /// TPHEN.
+    pub tph_en: bool,
+    /// PASID_VALID.
+    pub pasid_valid: bool,
+    /// PASID (< 2^20).
+    pub pasid: u32,
+}
+
+impl CqpCommand for DestroyCeq {
+    const OPCODE: u8 = op::DESTROY_CEQ;
+    fn encode(&self, wqe: &mut [u64; 8], env: &mut Env) -> Result<(), EncodeError> {
+        // The vendor writes the PBLE index whatever VMAP says (ctrl.c:
+        // irdma_sc_ceq_destroy).
+        let w48 = fit(eq::FIRSTPMPBLIDX, self.mem.first_pbl_index as u64, "first_pbl_index")?;
+        let h = header(Self::OPCODE)
+            | ceq_id_hdr(self.ceq_id, env)?
+            | self.mem.lpbl(eq::LPBLSIZE)?
+            | flag(eq::VMAP, self.mem.virtual_map)
+            | flag(eq::TPHEN, self.tph_en)
+            | flag(eq::PASID_VALID, self.pasid_valid);
+        let w56 = fit(eq::PASID, self.pasid as u64, "pasid")?;
+        *wqe = [0, 0, fit(eq::CEQSIZE, self.elem_cnt as u64, "elem_cnt")?, h, 0, 0, w48, w56];
+        Ok(())
+    }
+}
+
+/// CREATE_AEQ (0x19) — ctrl.c: irdma_sc_aeq_create; spec §4.3.16.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CreateAeq {
+    /// Number of 16-byte AEQEs (< 2^19).
+    pub elem_cnt: u32,
+    /// Ring.
+    pub mem: QueueMem,
+    /// PASID_VALID.
+    pub pasid_valid: bool,
+    /// PASID (< 2^20).
+    pub pasid: u32,
+}
+
+#[allow(clippy::too_many_arguments)]
+fn aeq_words(
+    opcode: u8,
+    elem_cnt: u32,
+    mem: QueueMem,
+    pasid: (bool, u32),
+    with_pa: bool,
+    wqe: &mut [u64; 8],
+    env: &Env,
+) -> Result<(), EncodeError> {
+    // Create: address unless VMAP, PBLE index only with VMAP; destroy: no
+    // address, PBLE index as given (ctrl.c: irdma_sc_aeq_create,
+    // irdma_sc_aeq_destroy).
+    let (w32, w48) = if with_pa {
+        (mem.create_pa(), mem.create_pbl(eq::FIRSTPMPBLIDX, env)?)
+    } else {
+        (0, fit(eq::FIRSTPMPBLIDX, mem.first_pbl_index as u64, "first_pbl_index")?)
+    };
+    let h = header(opcode)
+        | mem.lpbl(eq::LPBLSIZE)?
+        | flag(eq::VMAP, mem.virtual_map)
+        | flag(eq::PASID_VALID, pasid.0);
+    let w56 = fit(eq::PASID, pasid.1 as u64, "pasid")?;
+    *wqe = [0, 0, fit(eq::AEQECNT, elem_cnt as u64, "elem_cnt")?, h, w32, 0, w48, w56];
+    Ok(())
+}
+
+impl CqpCommand for CreateAeq {
+    const OPCODE: u8 = op::CREATE_AEQ;
+    fn encode(&self, wqe: &mut [u64; 8], env: &mut Env) -> Result<(), EncodeError> {
+        aeq_words(
+            Self::OPCODE,
+            self.elem_cnt,
+            self.mem,
+            (self.pasid_valid, self.pasid),
+            true,
+            wqe,
+            env,
+        )
+    }
+}
+
+/// DESTROY_AEQ (0x1B) — ctrl.c: irdma_sc_aeq_destroy; spec §4.3.17. The
+/// engine writes PFINT_AEQCTL ← 0 before posting it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DestroyAeq {
+    /// Number of AEQEs (as at create).
+    pub elem_cnt: u32,
+    /// Ring (as at create).
+    pub mem: QueueMem,
+    /// PASID_VALID.
+    pub pasid_valid: bool,
+    /// PASID (< 2^20).
+    pub pasid: u32,
+}
+
+impl CqpCommand for DestroyAeq {
+    const OPCODE: u8 = op::DESTROY_AEQ;
+    fn encode(&self, wqe: &mut [u64; 8], env: &mut Env) -> Result<(), EncodeError> {
+        aeq_words(
+            Self::OPCODE,
+            self.elem_cnt,
+            self.mem,
+            (self.pasid_valid, self.pasid),
+            false,
+            wqe,
+            env,
+        )
+    }
+    fn pre_post_writes(&self) -> &'static [(usize, u32)] {
+        &[(irdma_hal::regs::PFINT_AEQCTL, 0)]
+    }
+}
+
+// ---------------------------------------------------------------- ARP, WS
+
+/// A MAC address as the CQP words carry it: byte 0 most significant
+/// (irdma_kcompat.c: ether_addr_to_u64).
+pub fn mac_to_u64(mac: [u8; 6]) -> u64 {
+    mac.iter().fold(0u64, |acc, b| (acc << 8) | *b as u64)
+}
+
+/// MANAGE_ARP (0x0F) add/update — ctrl.c: irdma_sc_add_arp_cache_entry;
+/// spec §4.3.18.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ArpAdd {
+    /// ARP table index (< 2^12; Linux reserves 0).
+    pub arp_index: u16,
+    /// Neighbour MAC.
+    pub mac: [u8; 6],
+    /// REACHMAX (Linux: 0).
+    pub reach_max: u32,
+    /// PERMANENT (Linux: 1).
+    pub permanent: bool,
+}
+
+impl CqpCommand for ArpAdd {
+    const OPCODE: u8 = op::MANAGE_ARP;
+    fn encode(&self, wqe: &mut [u64; 8], _env: &mut Env) -> Result<(), EncodeError> {
+        let h = header(Self::OPCODE)
+            | fit(arp::ARPENTRYIDX, self.arp_index as u64, "arp_index")?
+            | arp::ENTRYVALID.mask()
+            | flag(arp::PERMANENT, self.permanent);
+        *wqe = [
+            0,
+            arp::REACHMAX.prep(self.reach_max as u64),
+            arp::MACADDR.prep(mac_to_u64(self.mac)),
+            h,
+            0,
+            0,
+            0,
+            0,
+        ];
+        Ok(())
+    }
+}
+
+/// MANAGE_ARP (0x0F) delete — ctrl.c: irdma_sc_del_arp_cache_entry; spec §4.3.18.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ArpDel {
+    /// ARP table index.
+    pub arp_index: u16,
+}
+
+impl CqpCommand for ArpDel {
+    const OPCODE: u8 = op::MANAGE_ARP;
+    fn encode(&self, wqe: &mut [u64; 8], _env: &mut Env) -> Result<(), EncodeError> {
+        let h = header(Self::OPCODE) | fit(arp::ARPENTRYIDX, self.arp_index as u64, "arp_index")?;
+        *wqe = [0, 0, 0, h, 0, 0, 0, 0];
+        Ok(())
+    }
+}
+
+/// Work-scheduler node operations (defs.h: enum irdma_ws_node_op).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum WsNodeOp {
+    /// Add.
+    #[default]
+    Add,
+    /// Modify.
+    Modify,
+    /// Delete.
+    Delete,
+}
+
+/// WORK_SCHED_NODE (0x2C) — ctrl.c: irdma_sc_manage_ws_node; spec §4.3.20.
+/// A leaf add completes with the queue-set handle in OPRETVAL.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct WsNode {
+    /// Operation.
+    pub op: WsNodeOp,
+    /// Node id (< 2^14).
+    pub node_id: u16,
+    /// Parent node id (< 2^14).
+    pub parent_id: u16,
+    /// VSI.
+    pub vsi: u16,
+    /// Leaf node.
+    pub leaf: bool,
+    /// Enabled.
+    pub enable: bool,
+    /// Priority type (1 weighted RR).
+    pub prio_type: u8,
+    /// Traffic class (< 8).
+    pub tc: u8,
+    /// Weight (< 128).
+    pub weight: u8,
+}
+
+impl CqpCommand for WsNode {
+    const OPCODE: u8 = op::WORK_SCHED_NODE;
+    fn encode(&self, wqe: &mut [u64; 8], _env: &mut Env) -> Result<(), EncodeError> {
+        let op = match self.op {
+            WsNodeOp::Add => 0,
+            WsNodeOp::Modify => 1,
+            WsNodeOp::Delete => 2,
+        };
+        let h = header(Self::OPCODE)
+            | fit(ws::NODEID, self.node_id as u64, "node_id")?
+            | fit(ws::PARENTID, self.parent_id as u64, "parent_id")?
+            | ws::NODEOP.prep(op)
+            | fit(ws::TC, self.tc as u64, "tc")?
+            | fit(ws::PRIOTYPE, self.prio_type as u64, "prio_type")?
+            | flag(ws::NODETYPE, self.leaf)
+            | flag(ws::ENABLENODE, self.enable);
+        let w32 = fit(ws::WEIGHT, self.weight as u64, "weight")? | ws::VSI.prep(self.vsi as u64);
+        *wqe = [0, 0, 0, h, w32, 0, 0, 0];
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn enc<C: CqpCommand>(c: &C) -> Result<[u64; 8], EncodeError> {
+        let mut w = [0xdead_beef; 8];
+        let mut env = Env::new(Limits::NONE);
+        c.encode(&mut w, &mut env).map(|_| w)
+    }
+
+    fn too_wide(r: Result<[u64; 8], EncodeError>, name: &str) {
+        match r {
+            Err(EncodeError::TooWide { field, .. }) => assert_eq!(field, name),
+            other => panic!("expected TooWide({name}), got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn nop_clears_every_word() {
+        assert_eq!(enc(&Nop).unwrap(), [0, 0, 0, 0x24 << 32, 0, 0, 0, 0]);
+    }
+
+    #[test]
+    fn qp_ids_at_or_above_2_24_are_refused() {
+        let c = CreateQp { qp_id: 1 << 24, qp_type: 3, ..Default::default() };
+        too_wide(enc(&c), "qp_id");
+        let ok = CreateQp { qp_id: (1 << 24) - 1, qp_type: 3, next_state: 1, ..Default::default() };
+        assert_eq!(enc(&ok).unwrap()[3], 0x1003_0000_00ff_ffff);
+        too_wide(enc(&DestroyQp { qp_id: 1 << 24, ..Default::default() }), "qp_id");
+        too_wide(enc(&ModifyQp { qp_id: 1 << 24, ..Default::default() }), "qp_id");
+        too_wide(
+            enc(&FlushWqes { qp_id: u32::MAX, flush_sq: true, ..Default::default() }),
+            "qp_id",
+        );
+        assert!(matches!(enc(&FlushWqes::default()), Err(EncodeError::Invalid { .. })));
+    }
+
+    #[test]
+    fn qp_id_checked_against_committed_count() {
+        let mut w = [0; 8];
+        let mut env = Env::new(Limits { qp_count: 1024, ..Limits::NONE });
+        let c = CreateQp { qp_id: 1024, ..Default::default() };
+        assert!(matches!(c.encode(&mut w, &mut env), Err(EncodeError::TooWide { .. })));
+        let c = CreateQp { qp_id: 1023, ..Default::default() };
+        assert!(c.encode(&mut w, &mut env).is_ok());
+    }
+
+    #[test]
+    fn cq_ids_and_sizes_range_checked() {
+        too_wide(enc(&CreateCq { cq_id: 1 << 19, ..Default::default() }), "cq_id");
+        too_wide(enc(&DestroyCq { cq_id: 1 << 19, ..Default::default() }), "cq_id");
+        too_wide(enc(&ModifyCq { cq_id: 1 << 19, ..Default::default() }), "cq_id");
+        too_wide(enc(&CreateCq { cq_size: 1 << 21, ..Default::default() }), "cq_size");
+        too_wide(enc(&CreateCq { ceq_id: Some(1024), ..Default::default() }), "ceq_id");
+        too_wide(
+            enc(&CreateCq { ring: QueueMem::pbl(1 << 28), ..Default::default() }),
+            "first_pbl_index",
+        );
+        let w =
+            enc(&CreateCq { cq_id: (1 << 19) - 1, cq_size: 0x800, ..Default::default() }).unwrap();
+        assert_eq!(w[3], 0x0000_0003_0007_ffff);
+        assert_eq!(w[0], 0x800);
+    }
+
+    #[test]
+    fn stag_inputs_range_checked() {
+        let base = AllocStag { total_len: 4096, ..Default::default() };
+        too_wide(enc(&AllocStag { pd_id: 1 << 18, ..base }), "pd_id");
+        too_wide(enc(&AllocStag { stag_idx: 1 << 24, ..base }), "stag_idx");
+        too_wide(enc(&AllocStag { total_len: 1 << 46, ..base }), "total_len");
+        too_wide(enc(&AllocStag { access_rights: 0x20, ..base }), "access_rights");
+        assert!(matches!(
+            enc(&AllocStag { total_len: 0, ..base }),
+            Err(EncodeError::Invalid { .. })
+        ));
+        let mr = RegMr {
+            stag_idx: 1,
+            stag_key: 2,
+            pd_id: 3,
+            va: 0x1234,
+            total_len: 0x1000,
+            page_size: PageSize::Size4K,
+            pages: MrPages::Pbl(Pbl { level: 1, first_index: 1 << 28 }),
+            va_based: true,
+            access_rights: access::LOCAL_READ | access::REMOTE_WRITE,
+            remote_atomics: false,
+            non_cached: false,
+            use_hmc_fn_index: false,
+            hmc_fn_index: 0,
+            placement_type: 0,
+            all_memory: false,
+        };
+        too_wide(enc(&mr), "first_pbl_index");
+        let w = enc(&RegMr { pages: MrPages::Contiguous(0x5000), ..mr }).unwrap();
+        // VA-based, remote access enabled because of REMOTE_WRITE.
+        assert_eq!(w[3], 0x0829_080a_0000_0000);
+        assert_eq!(w[4], 0x5000);
+        assert_eq!(w[2], 0x102);
+    }
+
+    #[test]
+    fn arp_index_and_ws_ids_range_checked() {
+        too_wide(enc(&ArpAdd { arp_index: 0x1000, ..Default::default() }), "arp_index");
+        too_wide(enc(&ArpDel { arp_index: 0xffff }), "arp_index");
+        too_wide(enc(&WsNode { node_id: 0x4000, ..Default::default() }), "node_id");
+        too_wide(enc(&WsNode { weight: 0x80, ..Default::default() }), "weight");
+        let w = enc(&ArpAdd {
+            arp_index: 5,
+            mac: [0, 0x11, 0x22, 0x33, 0x44, 0x55],
+            reach_max: 0,
+            permanent: true,
+        })
+        .unwrap();
+        assert_eq!(w[2], 0x0011_2233_4455);
+        assert_eq!(w[3], 0x0000_0c0f_0000_0005);
+    }
+
+    #[test]
+    fn update_pe_sds_spills_to_overflow_buffer() {
+        let e: [SdEntry; 5] = core::array::from_fn(|i| SdEntry {
+            cmd: 0x8000 | i as u32,
+            data: (i as u64) << 21 | 1,
+        });
+        let mut w = [0; 8];
+        let mut env = Env::new(Limits::NONE);
+        let c = UpdatePeSds { hmc_fn_id: 3, entries: &e };
+        assert!(matches!(c.encode(&mut w, &mut env), Err(EncodeError::Invalid { .. })));
+        env.sdbuf_pa = 0x8000_0f80;
+        c.encode(&mut w, &mut env).unwrap();
+        assert_eq!(w[2], 0x8000_0f83);
+        assert_eq!(w[3], 0x0000_001f_0000_0002);
+        assert_eq!(w[4], 0x8000_0000_0000_8001);
+        assert_eq!(env.sdbuf_words, 4);
+        assert_eq!(&env.sdbuf[..4], &[0x8003, 3 << 21 | 1, 0x8004, 4 << 21 | 1]);
+        let twelve = [SdEntry::default(); 12];
+        too_wide(enc(&UpdatePeSds { hmc_fn_id: 0, entries: &twelve }), "sd_entries");
+        too_wide(enc(&UpdatePeSds { hmc_fn_id: 64, entries: &e[..1] }), "hmc_fn_id");
+        let s = SdEntry::set(7, 0x4000_0000, true).unwrap();
+        assert_eq!(s.cmd, 0x8000_8007);
+        assert_eq!(s.data, 0x4000_0000 | 512 << 2 | 2 | 1);
+    }
+}

@@ -1,0 +1,711 @@
+//! The CQP engine: the SQ ring, posting, the create handshake, and
+//! completions — by register polling before the CCQ exists, by CCQ CQEs after.
+//!
+//! Commands are typestate values: [`Cqp::post`] turns a command into a
+//! [`Posted`] (the only way to get one), [`Cqp::wait`] turns that into a
+//! [`Completed`], and only a `Completed` yields the result (OPRETVAL, the
+//! scratch cookie, the command back for decoding its buffers). Every wait is
+//! bounded by a deadline from [`Hal::now`]; a hang is [`CqpError::Timeout`],
+//! a hardware error is [`CqpError::OpFailed`] / [`CqpError::CreateFailed`]
+//! with the major/minor codes.
+//!
+//! Sequences: spec §2.4 (create), §2.5 (posting), §2.6 (completions), §2.7
+//! (CCQ); ctrl.c: irdma_sc_cqp_init, irdma_sc_cqp_create,
+//! irdma_sc_cqp_post_sq, irdma_cqp_poll_registers, irdma_sc_ccq_get_cqe_info.
+
+use core::marker::PhantomData;
+use core::time::Duration;
+
+use irdma_hal::barrier::{dma_rmb, dma_wmb, wmb};
+use irdma_hal::cqp::{CCQ_CQE_BYTES, CQP_WQE_BYTES, SDBUF_BYTES_PER_SLOT, ccq, hdr};
+use irdma_hal::regs::{self, field as rf};
+use irdma_hal::{Bar, BufferDirection, Dma, DmaError, Hal};
+
+use super::EncodeError;
+use super::cmd::{CqpCommand, CreateCq, DestroyCcq, Env, Limits, Nop};
+use super::ctx::{CqpHostCtx, Dcqcn};
+use super::decode::{CcqCqe, RingConsumer};
+
+/// Largest SQ the engine supports (and the size Linux uses).
+pub const MAX_SQ: usize = irdma_hal::cqp::CQP_SQ_MAX as usize;
+
+/// Wait budgets (defaults: Linux's, spec §2.8).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Timeouts {
+    /// CQP create/destroy handshake (CCQPSTATUS).
+    pub create: Duration,
+    /// A register-polled op (CQPTAIL).
+    pub poll_registers: Duration,
+    /// A CCQ-polled op.
+    pub ccq: Duration,
+}
+
+impl Default for Timeouts {
+    fn default() -> Self {
+        Timeouts {
+            create: Duration::from_millis(10),
+            poll_registers: Duration::from_millis(10),
+            ccq: Duration::from_secs(1),
+        }
+    }
+}
+
+/// How to create the CQP.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CqpConfig {
+    /// SQ size: a power of two, 4..=2048 (Linux: 2048).
+    pub sq_size: u32,
+    /// Completion context echoed in CCQ CQEs (host context @24).
+    pub completion_ctx: u64,
+    /// Host-context fields (HMC profile, timer slots, protocol, versions).
+    pub hmc_profile: u8,
+    /// Timer slots.
+    pub timer_slots: u8,
+    /// Protocol used (2 = RoCE only).
+    pub protocol_used: u8,
+    /// HW_MAJVER (1 on GEN_2).
+    pub hw_maj_ver: u16,
+    /// HW_MINVER.
+    pub hw_min_ver: u16,
+    /// Structure version.
+    pub struct_ver: u8,
+    /// Enabled VFs.
+    pub ena_vf_count: u8,
+    /// CEQs per VF.
+    pub ceqs_per_vf: u8,
+    /// DISABLE_PFPDUS.
+    pub disable_packed: bool,
+    /// ROCEV2_RTO_POLICY.
+    pub rocev2_rto_policy: bool,
+    /// EN_REM_ENDPOINT_TRK.
+    pub en_rem_endpoint_trk: bool,
+    /// DCQCN parameters.
+    pub dcqcn: Dcqcn,
+    /// Wait budgets.
+    pub timeouts: Timeouts,
+}
+
+impl CqpConfig {
+    /// Linux's GEN_2 RoCE configuration with an SQ of `sq_size`.
+    pub fn gen2_roce(sq_size: u32) -> Self {
+        let c = CqpHostCtx::gen2_roce(sq_size, 0, 0);
+        CqpConfig {
+            sq_size,
+            completion_ctx: 0,
+            hmc_profile: c.hmc_profile,
+            timer_slots: c.timer_slots,
+            protocol_used: c.protocol_used,
+            hw_maj_ver: c.hw_maj_ver,
+            hw_min_ver: c.hw_min_ver,
+            struct_ver: 0,
+            ena_vf_count: 0,
+            ceqs_per_vf: 0,
+            disable_packed: false,
+            rocev2_rto_policy: false,
+            en_rem_endpoint_trk: false,
+            dcqcn: Dcqcn::default(),
+            timeouts: Timeouts::default(),
+        }
+    }
+
+    /// The host context for an SQ at `sq_pa`.
+    pub fn host_ctx(&self, sq_pa: u64) -> CqpHostCtx {
+        CqpHostCtx {
+            sq_size: self.sq_size,
+            sq_pa,
+            completion_ctx: self.completion_ctx,
+            struct_ver: self.struct_ver,
+            hmc_profile: self.hmc_profile,
+            ena_vf_count: self.ena_vf_count,
+            ceqs_per_vf: self.ceqs_per_vf,
+            timer_slots: self.timer_slots,
+            disable_packed: self.disable_packed,
+            rocev2_rto_policy: self.rocev2_rto_policy,
+            en_rem_endpoint_trk: self.en_rem_endpoint_trk,
+            protocol_used: self.protocol_used,
+            hw_maj_ver: self.hw_maj_ver,
+            hw_min_ver: self.hw_min_ver,
+            dcqcn: self.dcqcn,
+        }
+    }
+}
+
+/// A CQP failure.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum CqpError {
+    /// The command's inputs were refused before anything reached the device.
+    Encode(EncodeError),
+    /// DMA memory could not be had.
+    Dma(DmaError),
+    /// The device did not answer in time; `what` names the wait.
+    Timeout {
+        /// Which wait.
+        what: &'static str,
+    },
+    /// CQP create failed (CCQPSTATUS.CCQP_ERR) with these CQPERRCODES.
+    CreateFailed {
+        /// Major code.
+        major: u16,
+        /// Minor code.
+        minor: u16,
+    },
+    /// An operation completed with an error.
+    OpFailed {
+        /// Its opcode.
+        opcode: u8,
+        /// Major code.
+        major: u16,
+        /// Minor code.
+        minor: u16,
+    },
+    /// No free SQ slot (size − 1 commands in flight).
+    RingFull,
+    /// Before the CCQ exists only one command may be in flight.
+    Busy,
+    /// The device reported something impossible (a completion for a slot
+    /// with no command, a stash overflow); `what` says which.
+    Protocol {
+        /// What.
+        what: &'static str,
+    },
+}
+
+impl From<EncodeError> for CqpError {
+    fn from(e: EncodeError) -> Self {
+        CqpError::Encode(e)
+    }
+}
+impl From<DmaError> for CqpError {
+    fn from(e: DmaError) -> Self {
+        CqpError::Dma(e)
+    }
+}
+
+/// What a completion reports.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Completion {
+    /// OPRETVAL (e.g. the queue-set handle of a WS leaf add).
+    pub op_ret_val: u32,
+    /// Minor code of a successful completion (FLUSH_WQES: 2 = RQ flushed,
+    /// 3 = SQ flushed).
+    pub minor: u16,
+    /// The scratch cookie given to [`Cqp::post`].
+    pub scratch: u64,
+    /// SQ slot the command used.
+    pub wqe_idx: u16,
+}
+
+/// A command in the SQ, not yet completed. Only [`Cqp::post`] makes one.
+#[must_use = "a posted command must be waited for"]
+#[derive(Debug)]
+pub struct Posted<C> {
+    cmd: C,
+    idx: u16,
+}
+
+impl<C> Posted<C> {
+    /// SQ slot the command occupies.
+    pub fn wqe_idx(&self) -> u16 {
+        self.idx
+    }
+}
+
+/// A completed command and its result. Only [`Cqp::wait`] makes one.
+#[derive(Debug)]
+pub struct Completed<C> {
+    cmd: C,
+    info: Completion,
+}
+
+impl<C> Completed<C> {
+    /// OPRETVAL.
+    pub fn op_ret_val(&self) -> u32 {
+        self.info.op_ret_val
+    }
+    /// Everything the completion reported.
+    pub fn info(&self) -> Completion {
+        self.info
+    }
+    /// The command, e.g. to decode the buffer it named.
+    pub fn command(&self) -> &C {
+        &self.cmd
+    }
+    /// The command back.
+    pub fn into_command(self) -> C {
+        self.cmd
+    }
+}
+
+/// How to create the CCQ (spec §2.7; Linux: 2050 entries, CEQ 0 ...).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CcqConfig {
+    /// Number of 32-byte CQEs (Linux: SQ size + 2).
+    pub entries: u32,
+    /// CQ context value (CREATE_CQ @8).
+    pub cq_ctx: u64,
+    /// CEQ (CEQIDVALID); Linux names CEQ 0, created right after.
+    pub ceq_id: Option<u16>,
+    /// VSI index.
+    pub vsi_idx: u16,
+    /// Shadow read threshold (Linux: 16).
+    pub shadow_read_threshold: u32,
+}
+
+impl CcqConfig {
+    /// Linux's CCQ for an SQ of `sq_size`.
+    pub fn linux(sq_size: u32) -> Self {
+        CcqConfig {
+            entries: sq_size + 2,
+            cq_ctx: 0,
+            ceq_id: Some(0),
+            vsi_idx: 0,
+            shadow_read_threshold: 16,
+        }
+    }
+}
+
+struct Ccq<H: Hal> {
+    ring: Dma<H>,
+    shadow: Dma<H>,
+    cons: RingConsumer,
+    cfg: CcqConfig,
+}
+
+/// A completion of one SQ slot.
+type SlotResult = (u16, Result<Completion, CqpError>);
+
+/// Completions seen for other slots while waiting for one.
+const STASH: usize = 32;
+
+/// The Control QP. Share it behind a [`spin::Mutex`] ([`SharedCqp`]).
+pub struct Cqp<H: Hal, B: Bar> {
+    bar: B,
+    sq: Dma<H>,
+    host_ctx: Dma<H>,
+    sdbuf: Dma<H>,
+    size: u32,
+    head: u32,
+    polarity: bool,
+    inflight: u32,
+    pending: [u64; MAX_SQ / 64],
+    scratch: [u64; MAX_SQ],
+    stash: heapless::Vec<SlotResult, STASH>,
+    /// CQPTAIL.WQTAIL read before the last register-polled doorbell.
+    pre_tail: u32,
+    ccq: Option<Ccq<H>>,
+    limits: Limits,
+    timeouts: Timeouts,
+    alive: bool,
+    _hal: PhantomData<H>,
+}
+
+/// A CQP shared by several callers.
+pub type SharedCqp<H, B> = spin::Mutex<Cqp<H, B>>;
+
+fn deadline<H: Hal>(budget: Duration) -> Duration {
+    H::now().saturating_add(budget)
+}
+
+impl<H: Hal, B: Bar> Cqp<H, B> {
+    /// Allocates the SQ, host context and SD overflow buffer, then runs the
+    /// create handshake: CQPTAIL, CQPDB, CCQPSTATUS ← 0; CCQPHIGH then
+    /// CCQPLOW ← host-context address; poll CCQPSTATUS (spec §2.4).
+    pub fn create(bar: B, cfg: &CqpConfig) -> Result<Self, CqpError> {
+        CqpHostCtx::encoded_sq_size(cfg.sq_size)?;
+        let size = cfg.sq_size as usize;
+        let sq = Dma::<H>::with_bytes(size * CQP_WQE_BYTES, BufferDirection::DriverToDevice)?;
+        let host_ctx = Dma::<H>::new(1, BufferDirection::DriverToDevice)?;
+        let sdbuf =
+            Dma::<H>::with_bytes(size * SDBUF_BYTES_PER_SLOT, BufferDirection::DriverToDevice)?;
+        let mut words = [0u64; 8];
+        cfg.host_ctx(sq.paddr()).encode(&mut words)?;
+        for (i, w) in words.iter().enumerate() {
+            host_ctx.write_u64(i * 8, *w);
+        }
+        let mut cqp = Cqp {
+            bar,
+            sq,
+            host_ctx,
+            sdbuf,
+            size: cfg.sq_size,
+            head: 0,
+            polarity: false,
+            inflight: 0,
+            pending: [0; MAX_SQ / 64],
+            scratch: [0; MAX_SQ],
+            stash: heapless::Vec::new(),
+            pre_tail: 0,
+            ccq: None,
+            limits: Limits::NONE,
+            timeouts: cfg.timeouts,
+            alive: false,
+            _hal: PhantomData,
+        };
+        // ctrl.c: irdma_sc_cqp_init (GEN_2 also zeroes CQPDB and CCQPSTATUS).
+        cqp.bar.write32(regs::CQPTAIL, 0);
+        cqp.bar.write32(regs::CQPDB, 0);
+        cqp.bar.write32(regs::CCQPSTATUS, 0);
+        wmb();
+        let pa = cqp.host_ctx.paddr();
+        cqp.bar.write32(regs::CCQPHIGH, (pa >> 32) as u32);
+        cqp.bar.write32(regs::CCQPLOW, pa as u32);
+        let end = deadline::<H>(cqp.timeouts.create);
+        let mut status = 0;
+        let bar = &cqp.bar;
+        let ok = irdma_hal::dma::wait_until::<H>(end, || {
+            status = bar.read32(regs::CCQPSTATUS);
+            status != 0
+        });
+        if !ok {
+            return Err(CqpError::Timeout { what: "CQP create (CCQPSTATUS)" });
+        }
+        if rf::CCQPSTATUS_ERR.is_set(status as u64) {
+            let (major, minor) = cqp.err_codes();
+            return Err(CqpError::CreateFailed { major, minor });
+        }
+        cqp.alive = true;
+        Ok(cqp)
+    }
+
+    fn err_codes(&self) -> (u16, u16) {
+        let e = self.bar.read32(regs::CQPERRCODES) as u64;
+        (rf::CQPERRCODES_MAJOR.get(e) as u16, rf::CQPERRCODES_MINOR.get(e) as u16)
+    }
+
+    /// The BAR.
+    pub fn bar(&self) -> &B {
+        &self.bar
+    }
+
+    /// SQ size.
+    pub fn sq_size(&self) -> u32 {
+        self.size
+    }
+
+    /// Bus address of the CQP host context.
+    pub fn host_ctx_pa(&self) -> u64 {
+        self.host_ctx.paddr()
+    }
+
+    /// Bus address of the SQ ring.
+    pub fn sq_pa(&self) -> u64 {
+        self.sq.paddr()
+    }
+
+    /// Bus address and length of the UPDATE_PE_SDS overflow buffer.
+    pub fn sdbuf(&self) -> (u64, usize) {
+        (self.sdbuf.paddr(), self.size as usize * SDBUF_BYTES_PER_SLOT)
+    }
+
+    /// The next slot a command will take and the valid bit it will carry.
+    pub fn next_slot(&self) -> (u32, bool) {
+        let pol = if self.head == 0 { !self.polarity } else { self.polarity };
+        (self.head, pol)
+    }
+
+    /// Sets the id limits builders check against (after COMMIT_FPM_VAL).
+    pub fn set_limits(&mut self, limits: Limits) {
+        self.limits = limits;
+    }
+
+    /// Whether completions come through the CCQ.
+    pub fn has_ccq(&self) -> bool {
+        self.ccq.is_some()
+    }
+
+    /// Commands in flight.
+    pub fn inflight(&self) -> u32 {
+        self.inflight
+    }
+
+    /// The eight words of SQ slot `idx` as the device sees them.
+    pub fn sq_wqe(&self, idx: u32) -> Option<[u64; 8]> {
+        if idx >= self.size {
+            return None;
+        }
+        let base = idx as usize * CQP_WQE_BYTES;
+        let mut w = [0u64; 8];
+        for (i, x) in w.iter_mut().enumerate() {
+            *x = self.sq.read_u64(base + 8 * i)?;
+        }
+        Some(w)
+    }
+
+    fn set_pending(&mut self, idx: u32, on: bool) -> bool {
+        let Some(word) = self.pending.get_mut(idx as usize / 64) else { return false };
+        let bit = 1u64 << (idx % 64);
+        let was = *word & bit != 0;
+        if on {
+            *word |= bit
+        } else {
+            *word &= !bit
+        }
+        was
+    }
+
+    /// Encodes `cmd` into the next SQ slot (header last, after a write
+    /// barrier, with the current polarity) and rings CQPDB with the new head
+    /// (spec §2.5).
+    pub fn post<C: CqpCommand>(&mut self, cmd: C, scratch: u64) -> Result<Posted<C>, CqpError> {
+        if !self.alive {
+            return Err(CqpError::Protocol { what: "CQP not alive" });
+        }
+        if self.ccq.is_none() && self.inflight > 0 {
+            return Err(CqpError::Busy);
+        }
+        if self.inflight + 1 >= self.size {
+            return Err(CqpError::RingFull);
+        }
+        let idx = self.head;
+        let mut wqe = [0u64; 8];
+        let mut env = Env::new(self.limits);
+        env.sdbuf_pa = self.sdbuf.paddr() + idx as u64 * SDBUF_BYTES_PER_SLOT as u64;
+        cmd.encode(&mut wqe, &mut env)?;
+        // Nothing is touched before the command has encoded successfully.
+        let slot_sdbuf = idx as usize * SDBUF_BYTES_PER_SLOT;
+        for (i, w) in env.sdbuf.iter().take(env.sdbuf_words).enumerate() {
+            self.sdbuf.write_u64(slot_sdbuf + 8 * i, *w);
+        }
+        self.head = (idx + 1) % self.size;
+        if idx == 0 {
+            self.polarity = !self.polarity;
+        }
+        if let Some(s) = self.scratch.get_mut(idx as usize) {
+            *s = scratch;
+        }
+        let base = idx as usize * CQP_WQE_BYTES;
+        for (i, w) in wqe.iter().enumerate() {
+            if i != irdma_hal::cqp::CQP_HEADER_WORD {
+                self.sq.write_u64(base + 8 * i, *w);
+            }
+        }
+        dma_wmb();
+        let h = hdr::WQEVALID.set(wqe[irdma_hal::cqp::CQP_HEADER_WORD], self.polarity as u64);
+        self.sq.write_u64(base + 8 * irdma_hal::cqp::CQP_HEADER_WORD, h);
+        self.set_pending(idx, true);
+        self.inflight += 1;
+        for (off, v) in cmd.pre_post_writes() {
+            self.bar.write32(*off, *v);
+        }
+        if self.ccq.is_none() {
+            self.pre_tail = rf::CQPTAIL_WQTAIL.get(self.bar.read32(regs::CQPTAIL) as u64) as u32;
+        }
+        wmb();
+        self.bar.write32(regs::CQPDB, self.head);
+        Ok(Posted { cmd, idx: idx as u16 })
+    }
+
+    /// Waits for `posted` to complete.
+    pub fn wait<C>(&mut self, posted: Posted<C>) -> Result<Completed<C>, CqpError> {
+        let Posted { cmd, idx } = posted;
+        let r = if self.ccq.is_some() { self.wait_ccq(idx) } else { self.wait_registers(idx) };
+        r.map(|info| Completed { cmd, info })
+    }
+
+    /// Posts `cmd` and waits for it.
+    pub fn exec<C: CqpCommand>(&mut self, cmd: C, scratch: u64) -> Result<Completed<C>, CqpError> {
+        let p = self.post(cmd, scratch)?;
+        self.wait(p)
+    }
+
+    fn opcode_at(&self, idx: u16) -> u8 {
+        let w = self.sq.read_u64(idx as usize * CQP_WQE_BYTES + 24).unwrap_or(0);
+        hdr::OPCODE.get(w) as u8
+    }
+
+    fn retire(&mut self, idx: u16) -> Result<u64, CqpError> {
+        if !self.set_pending(idx as u32, false) {
+            return Err(CqpError::Protocol { what: "completion for a slot with no command" });
+        }
+        self.inflight = self.inflight.saturating_sub(1);
+        Ok(self.scratch.get(idx as usize).copied().unwrap_or(0))
+    }
+
+    /// Register polling: CQPTAIL.WQTAIL moves (done) or CQP_OP_ERR is set
+    /// (CQPERRCODES) — ctrl.c: irdma_cqp_poll_registers.
+    fn wait_registers(&mut self, idx: u16) -> Result<Completion, CqpError> {
+        let end = deadline::<H>(self.timeouts.poll_registers);
+        let mut tail = 0u64;
+        let pre = self.pre_tail as u64;
+        let bar = &self.bar;
+        let ok = irdma_hal::dma::wait_until::<H>(end, || {
+            tail = bar.read32(regs::CQPTAIL) as u64;
+            rf::CQPTAIL_OP_ERR.is_set(tail) || rf::CQPTAIL_WQTAIL.get(tail) != pre
+        });
+        if !ok {
+            return Err(CqpError::Timeout { what: "CQP op (CQPTAIL)" });
+        }
+        let scratch = self.retire(idx)?;
+        if rf::CQPTAIL_OP_ERR.is_set(tail) {
+            let (major, minor) = self.err_codes();
+            return Err(CqpError::OpFailed { opcode: self.opcode_at(idx), major, minor });
+        }
+        Ok(Completion { op_ret_val: 0, minor: 0, scratch, wqe_idx: idx })
+    }
+
+    /// Consumes one CCQ CQE if there is one; returns its slot and result.
+    fn poll_ccq_once(&mut self) -> Result<Option<SlotResult>, CqpError> {
+        let Some(ccq) = self.ccq.as_mut() else { return Ok(None) };
+        let base = ccq.cons.head as usize * CCQ_CQE_BYTES;
+        let Some(w24) = ccq.ring.read_u64(base + 24) else {
+            return Err(CqpError::Protocol { what: "CCQ head outside its ring" });
+        };
+        if ccq::VALID.is_set(w24) != ccq.cons.polarity {
+            return Ok(None);
+        }
+        dma_rmb();
+        let mut words = [0u64; 4];
+        for (i, w) in words.iter_mut().enumerate() {
+            *w = ccq.ring.read_u64(base + 8 * i).unwrap_or(0);
+        }
+        let Some(cqe) = CcqCqe::decode(&words, ccq.cons.polarity) else { return Ok(None) };
+        let head = ccq.cons.advance();
+        ccq.shadow.write_u64(0, ccq::DBSA_CQEIDX.prep(head as u64));
+        let idx = cqe.wqe_idx;
+        if idx as u32 >= self.size {
+            return Err(CqpError::Protocol { what: "CCQ CQE names a slot outside the SQ" });
+        }
+        let scratch = self.retire(idx)?;
+        let r = if cqe.error {
+            Err(CqpError::OpFailed {
+                opcode: self.opcode_at(idx),
+                major: cqe.major,
+                minor: cqe.minor,
+            })
+        } else {
+            Ok(Completion { op_ret_val: cqe.op_ret_val, minor: cqe.minor, scratch, wqe_idx: idx })
+        };
+        Ok(Some((idx, r)))
+    }
+
+    fn wait_ccq(&mut self, idx: u16) -> Result<Completion, CqpError> {
+        if let Some(pos) = self.stash.iter().position(|(i, _)| *i == idx) {
+            return self.stash.swap_remove(pos).1;
+        }
+        let end = deadline::<H>(self.timeouts.ccq);
+        loop {
+            match self.poll_ccq_once()? {
+                Some((i, r)) if i == idx => return r,
+                Some(other) => {
+                    if self.stash.push(other).is_err() {
+                        return Err(CqpError::Protocol { what: "too many unclaimed completions" });
+                    }
+                }
+                None => {
+                    if H::now() >= end {
+                        return Err(CqpError::Timeout { what: "CQP op (CCQ)" });
+                    }
+                    H::relax();
+                }
+            }
+        }
+    }
+
+    /// Creates the CCQ (CQ 0) and switches completions to it; the CREATE_CQ
+    /// completion itself arrives in the new CCQ (ctrl.c:
+    /// irdma_sc_ccq_create_done; spec §2.7).
+    pub fn create_ccq(&mut self, cfg: CcqConfig) -> Result<(), CqpError> {
+        if self.ccq.is_some() {
+            return Err(CqpError::Protocol { what: "CCQ exists" });
+        }
+        if self.inflight > 0 {
+            return Err(CqpError::Busy);
+        }
+        let ring = Dma::<H>::with_bytes(
+            (cfg.entries.max(1) as usize) * CCQ_CQE_BYTES,
+            BufferDirection::DeviceToDriver,
+        )?;
+        let shadow = Dma::<H>::new(1, BufferDirection::Both)?;
+        let cmd = CreateCq {
+            cq_id: 0,
+            cq_size: cfg.entries,
+            cq_ctx: cfg.cq_ctx,
+            shadow_read_threshold: cfg.shadow_read_threshold,
+            ceq_id: cfg.ceq_id,
+            ceqe_mask: false,
+            check_overflow: true,
+            ring: super::cmd::QueueMem::contiguous(ring.paddr()),
+            shadow_area_pa: shadow.paddr(),
+            tph_en: false,
+            tph_val: 0,
+            avoid_mem_cflct: false,
+            pasid_valid: false,
+            pasid: 0,
+            vsi_idx: cfg.vsi_idx,
+        };
+        let posted = self.post(cmd, 0)?;
+        self.ccq = Some(Ccq { ring, shadow, cons: RingConsumer::new(cfg.entries), cfg });
+        match self.wait(posted) {
+            Ok(_) => Ok(()),
+            Err(e) => {
+                // The device did not take the CCQ: fall back to registers.
+                self.ccq = None;
+                self.inflight = 0;
+                self.pending = [0; MAX_SQ / 64];
+                Err(e)
+            }
+        }
+    }
+
+    /// Destroys the CCQ (register-polled, ctrl.c: irdma_sc_ccq_destroy).
+    pub fn destroy_ccq(&mut self) -> Result<(), CqpError> {
+        let Some(ccq) = self.ccq.as_ref() else { return Ok(()) };
+        if self.inflight > 0 {
+            return Err(CqpError::Busy);
+        }
+        let cmd = DestroyCcq {
+            cq_size: ccq.cfg.entries,
+            cq_ctx: ccq.cfg.cq_ctx,
+            ceq_id: ccq.cfg.ceq_id,
+            ceqe_mask: false,
+            shadow_area_pa: ccq.shadow.paddr(),
+            tph_en: false,
+            avoid_mem_cflct: false,
+        };
+        let keep = self.ccq.take();
+        let r = self.exec(cmd, 0).map(|_| ());
+        if r.is_err() {
+            self.ccq = keep;
+        }
+        r
+    }
+
+    /// A NOP round trip (liveness check).
+    pub fn nop(&mut self) -> Result<(), CqpError> {
+        self.exec(Nop, 0).map(|_| ())
+    }
+
+    /// Destroys the CQP: CCQ first, then CCQPHIGH/CCQPLOW ← 0 and wait for
+    /// CCQPSTATUS.CCQP_DONE to clear (ctrl.c: irdma_sc_cqp_destroy).
+    pub fn destroy(mut self) -> Result<(), CqpError> {
+        self.shutdown()
+    }
+
+    fn shutdown(&mut self) -> Result<(), CqpError> {
+        if !self.alive {
+            return Ok(());
+        }
+        self.destroy_ccq()?;
+        self.alive = false;
+        self.bar.write32(regs::CCQPHIGH, 0);
+        self.bar.write32(regs::CCQPLOW, 0);
+        let end = deadline::<H>(self.timeouts.create);
+        let bar = &self.bar;
+        let ok = irdma_hal::dma::wait_until::<H>(end, || {
+            !rf::CCQPSTATUS_DONE.is_set(bar.read32(regs::CCQPSTATUS) as u64)
+        });
+        if ok { Ok(()) } else { Err(CqpError::Timeout { what: "CQP destroy (CCQPSTATUS)" }) }
+    }
+}
+
+impl<H: Hal, B: Bar> Drop for Cqp<H, B> {
+    fn drop(&mut self) {
+        // Best effort: tell the device to stop using the rings before their
+        // memory is freed. A device that does not answer cannot be helped.
+        let _ = self.shutdown();
+    }
+}
+
+#[cfg(test)]
+mod tests;

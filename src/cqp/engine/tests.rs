@@ -1,0 +1,367 @@
+//! The engine against a small scripted fake device written here (the real
+//! device model lives in tests/mock-bar and is used end to end later).
+//!
+//! The fake reads the CQP host context at CCQPLOW, consumes SQ WQEs on
+//! CQPDB — refusing any whose valid bit is not the pass polarity — and
+//! completes them through CQPTAIL or, once a CREATE_CQ for CQ 0 was seen,
+//! through CCQ CQEs it writes itself.
+
+extern crate std;
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::vec::Vec;
+
+use irdma_hal::cqp::{cq as cqf, hdr, op};
+use irdma_testkit::FakeHal;
+
+use super::*;
+use crate::cqp::cmd::{DestroyAeq, QueueMem, WsNode, WsNodeOp};
+
+#[derive(Default)]
+struct Dev {
+    regs: HashMap<usize, u32>,
+    writes: Vec<(usize, u32)>,
+    sq_pa: u64,
+    sq_size: u32,
+    tail: u32,
+    pass: bool,
+    ctx24: u64,
+    /// (ring pa, entries, head, polarity)
+    ccq: Option<(u64, u32, u32, bool)>,
+    create_status: u32,
+    errcodes: u32,
+    fail: Option<(u8, u16, u16)>,
+    hang: bool,
+    ret_val: u32,
+    opcodes: Vec<u8>,
+    bad_valid: usize,
+    /// Completions held back (CCQ mode) to deliver in reverse order.
+    reverse: bool,
+    held: Vec<(u32, u8)>,
+}
+
+struct FakeDev(Mutex<Dev>);
+
+fn rd(pa: u64) -> u64 {
+    // SAFETY: FakeHal's bus address is the host address of a live DMA
+    // allocation the engine owns for as long as it talks to this device.
+    unsafe { (pa as *const u64).read_volatile() }
+}
+fn wr(pa: u64, v: u64) {
+    // SAFETY: as in `rd`; the engine gave this memory to the device.
+    unsafe { (pa as *mut u64).write_volatile(v) }
+}
+
+impl FakeDev {
+    fn new() -> Self {
+        FakeDev(Mutex::new(Dev { create_status: 1, ..Default::default() }))
+    }
+    fn with<R>(&self, f: impl FnOnce(&mut Dev) -> R) -> R {
+        f(&mut self.0.lock().unwrap())
+    }
+}
+
+impl Dev {
+    fn complete(&mut self, idx: u32, opcode: u8) {
+        let fail = self.fail.filter(|f| f.0 == opcode);
+        match self.ccq.as_mut() {
+            Some((ring, entries, head, pol)) => {
+                let base = *ring + *head as u64 * 32;
+                let mut w24 = (idx as u64) << 32 | (*pol as u64) << 63;
+                if let Some((_, maj, min)) = fail {
+                    w24 |= 1 << 55 | (maj as u64) << 16 | min as u64;
+                }
+                wr(base + 8, self.ctx24);
+                wr(base + 16, self.ret_val as u64);
+                wr(base + 24, w24);
+                *head += 1;
+                if *head == *entries {
+                    *head = 0;
+                    *pol = !*pol;
+                }
+            }
+            None => {
+                if let Some((_, maj, min)) = fail {
+                    self.regs.insert(regs::CQPERRCODES, (maj as u32) << 16 | min as u32);
+                    let t = self.regs.get(&regs::CQPTAIL).copied().unwrap_or(0);
+                    self.regs.insert(regs::CQPTAIL, t | 1 << 31);
+                } else {
+                    self.regs.insert(regs::CQPTAIL, (idx + 1) % self.sq_size);
+                }
+            }
+        }
+    }
+
+    fn doorbell(&mut self, head: u32) {
+        if self.hang {
+            return;
+        }
+        while self.tail != head % self.sq_size.max(1) {
+            let idx = self.tail;
+            if idx == 0 {
+                self.pass = !self.pass;
+            }
+            let base = self.sq_pa + idx as u64 * 64;
+            let h = rd(base + 24);
+            if hdr::WQEVALID.is_set(h) != self.pass {
+                self.bad_valid += 1;
+                if idx == 0 {
+                    self.pass = !self.pass;
+                }
+                return;
+            }
+            self.tail = (idx + 1) % self.sq_size;
+            let opcode = hdr::OPCODE.get(h) as u8;
+            self.opcodes.push(opcode);
+            if opcode == op::CREATE_CQ && cqf::CQID.get(h) == 0 {
+                self.ccq = Some((rd(base + 32), rd(base) as u32, 0, true));
+            }
+            let ccq_destroy = opcode == op::DESTROY_CQ && cqf::CQID.get(h) == 0;
+            if ccq_destroy {
+                self.ccq = None;
+            }
+            if self.reverse && self.ccq.is_some() {
+                self.held.push((idx, opcode));
+            } else {
+                self.complete(idx, opcode);
+            }
+        }
+    }
+
+    fn release_reversed(&mut self) {
+        while let Some((idx, opcode)) = self.held.pop() {
+            self.complete(idx, opcode);
+        }
+    }
+}
+
+impl Bar for FakeDev {
+    fn read32(&self, offset: usize) -> u32 {
+        self.with(|d| d.regs.get(&offset).copied().unwrap_or(0))
+    }
+    fn write32(&self, offset: usize, value: u32) {
+        self.with(|d| {
+            d.writes.push((offset, value));
+            d.regs.insert(offset, value);
+            match offset {
+                regs::CCQPLOW => {
+                    if value == 0 {
+                        d.regs.insert(regs::CCQPSTATUS, 0);
+                        return;
+                    }
+                    let hi = d.regs.get(&regs::CCQPHIGH).copied().unwrap_or(0) as u64;
+                    let pa = hi << 32 | value as u64;
+                    let w0 = rd(pa);
+                    d.sq_pa = rd(pa + 8);
+                    d.ctx24 = rd(pa + 24);
+                    d.sq_size = 1 << (irdma_hal::cqp::cqp_ctx::SQSIZE.get(w0) + 1);
+                    d.tail = 0;
+                    d.pass = false;
+                    let s = d.create_status;
+                    d.regs.insert(regs::CCQPSTATUS, s);
+                    let e = d.errcodes;
+                    d.regs.insert(regs::CQPERRCODES, e);
+                }
+                regs::CQPDB => d.doorbell(value),
+                _ => {}
+            }
+        })
+    }
+}
+
+fn cfg(sq: u32) -> CqpConfig {
+    let mut c = CqpConfig::gen2_roce(sq);
+    c.completion_ctx = 0xc0ff_ee00;
+    c.timeouts = Timeouts {
+        create: Duration::from_millis(5),
+        poll_registers: Duration::from_millis(5),
+        ccq: Duration::from_millis(20),
+    };
+    c
+}
+
+#[test]
+fn create_handshake_order_and_host_context() {
+    let dev = FakeDev::new();
+    let cqp = Cqp::<FakeHal, &FakeDev>::create(&dev, &cfg(64)).unwrap();
+    let pa = cqp.host_ctx_pa();
+    let w = dev.with(|d| d.writes.clone());
+    assert_eq!(
+        w,
+        [
+            (regs::CQPTAIL, 0),
+            (regs::CQPDB, 0),
+            (regs::CCQPSTATUS, 0),
+            (regs::CCQPHIGH, (pa >> 32) as u32),
+            (regs::CCQPLOW, pa as u32),
+        ]
+    );
+    assert_eq!(rd(pa), 5 << 8 | 2 << 3, "SQSIZE log2(64)-1, RoCE");
+    assert_eq!(rd(pa + 8), cqp.sq_pa());
+    assert_eq!(rd(pa + 24), 0xc0ff_ee00);
+    assert_eq!(dev.with(|d| d.sq_size), 64);
+    cqp.destroy().unwrap();
+    let w = dev.with(|d| d.writes.clone());
+    assert_eq!(&w[w.len() - 2..], &[(regs::CCQPHIGH, 0), (regs::CCQPLOW, 0)]);
+}
+
+#[test]
+fn create_error_and_timeout_are_typed() {
+    let dev = FakeDev::new();
+    dev.with(|d| {
+        d.create_status = 0x8000_0001;
+        d.errcodes = 0x8001_1234;
+    });
+    let e = Cqp::<FakeHal, &FakeDev>::create(&dev, &cfg(64)).err();
+    assert_eq!(e, Some(CqpError::CreateFailed { major: 0x8001, minor: 0x1234 }));
+    let dev = FakeDev::new();
+    dev.with(|d| d.create_status = 0);
+    let e = Cqp::<FakeHal, &FakeDev>::create(&dev, &cfg(64)).err();
+    assert!(matches!(e, Some(CqpError::Timeout { .. })));
+    let dev = FakeDev::new();
+    let e = Cqp::<FakeHal, &FakeDev>::create(&dev, &cfg(3)).err();
+    assert!(matches!(e, Some(CqpError::Encode(EncodeError::Invalid { .. }))));
+    assert!(dev.with(|d| d.writes.is_empty()), "refused before touching the device");
+}
+
+#[test]
+fn register_polled_ops_polarity_and_doorbell() {
+    let dev = FakeDev::new();
+    let mut cqp = Cqp::<FakeHal, &FakeDev>::create(&dev, &cfg(4)).unwrap();
+    // Three passes over a 4-slot ring: the device refuses a wrong valid bit.
+    for n in 0..12u64 {
+        let (slot, valid) = cqp.next_slot();
+        assert_eq!(slot as u64, n % 4);
+        assert_eq!(valid, (n / 4) % 2 == 0);
+        let done = cqp.exec(Nop, 100 + n).unwrap();
+        assert_eq!(done.info().scratch, 100 + n);
+        assert_eq!(done.info().wqe_idx as u64, n % 4);
+        let db = dev.with(|d| d.writes.iter().rev().find(|w| w.0 == regs::CQPDB).copied());
+        assert_eq!(db, Some((regs::CQPDB, ((n + 1) % 4) as u32)));
+    }
+    assert_eq!(dev.with(|d| d.bad_valid), 0);
+    assert_eq!(dev.with(|d| d.opcodes.len()), 12);
+    // Only one command at a time before the CCQ exists.
+    dev.with(|d| d.hang = true);
+    let p = cqp.post(Nop, 0).unwrap();
+    assert_eq!(cqp.post(Nop, 0).err(), Some(CqpError::Busy));
+    assert!(matches!(cqp.wait(p), Err(CqpError::Timeout { .. })));
+}
+
+#[test]
+fn register_polled_error_carries_codes() {
+    let dev = FakeDev::new();
+    dev.with(|d| d.fail = Some((op::NOP, 0xffff, 0x8002)));
+    let mut cqp = Cqp::<FakeHal, &FakeDev>::create(&dev, &cfg(8)).unwrap();
+    let e = cqp.exec(Nop, 0).err();
+    assert_eq!(e, Some(CqpError::OpFailed { opcode: op::NOP, major: 0xffff, minor: 0x8002 }));
+}
+
+#[test]
+fn encode_error_leaves_ring_and_device_untouched() {
+    let dev = FakeDev::new();
+    let mut cqp = Cqp::<FakeHal, &FakeDev>::create(&dev, &cfg(8)).unwrap();
+    let before = dev.with(|d| d.writes.len());
+    let bad = WsNode { node_id: 0x4000, ..Default::default() };
+    assert!(matches!(cqp.post(bad, 0), Err(CqpError::Encode(EncodeError::TooWide { .. }))));
+    assert_eq!(dev.with(|d| d.writes.len()), before);
+    assert_eq!(cqp.next_slot(), (0, true));
+    assert_eq!(cqp.inflight(), 0);
+}
+
+#[test]
+fn destroy_aeq_clears_aeqctl_before_doorbell() {
+    let dev = FakeDev::new();
+    let mut cqp = Cqp::<FakeHal, &FakeDev>::create(&dev, &cfg(8)).unwrap();
+    let n = dev.with(|d| d.writes.len());
+    let c =
+        DestroyAeq { elem_cnt: 8, mem: QueueMem::contiguous(0x1000), pasid_valid: false, pasid: 0 };
+    cqp.exec(c, 0).unwrap();
+    let w = dev.with(|d| d.writes[n..].to_vec());
+    assert_eq!(w, [(regs::PFINT_AEQCTL, 0), (regs::CQPDB, 1)]);
+}
+
+#[test]
+fn ccq_completions_ret_val_errors_and_wrap() {
+    let dev = FakeDev::new();
+    let mut cqp = Cqp::<FakeHal, &FakeDev>::create(&dev, &cfg(4)).unwrap();
+    // A 5-entry CCQ on a 4-slot SQ: both rings wrap at different points.
+    let ccq = CcqConfig { entries: 5, ..CcqConfig::linux(4) };
+    cqp.create_ccq(ccq).unwrap();
+    assert!(cqp.has_ccq());
+    assert_eq!(dev.with(|d| d.opcodes.clone()), [op::CREATE_CQ]);
+    dev.with(|d| d.ret_val = 0x55);
+    for n in 0..13u64 {
+        let leaf = WsNode { op: WsNodeOp::Add, node_id: 2, leaf: true, ..Default::default() };
+        let done = cqp.exec(leaf, n).unwrap();
+        assert_eq!(done.op_ret_val(), 0x55, "queue-set handle in OPRETVAL");
+        assert_eq!(done.info().scratch, n);
+    }
+    assert_eq!(dev.with(|d| d.bad_valid), 0);
+    // Shadow area @0 holds the CCQ consumer index: 14 CQEs consumed mod 5.
+    let shadow = cqp.ccq.as_ref().map(|c| c.shadow.read_u64(0));
+    assert_eq!(shadow, Some(Some(14 % 5)));
+    dev.with(|d| d.fail = Some((op::WORK_SCHED_NODE, 0xf001, 2)));
+    let e = cqp.exec(WsNode::default(), 0).err();
+    assert_eq!(
+        e,
+        Some(CqpError::OpFailed { opcode: op::WORK_SCHED_NODE, major: 0xf001, minor: 2 })
+    );
+    dev.with(|d| d.fail = None);
+    cqp.nop().unwrap();
+    // CCQ destroy is register-polled and hands completions back to CQPTAIL.
+    cqp.destroy_ccq().unwrap();
+    assert!(!cqp.has_ccq());
+    cqp.nop().unwrap();
+    cqp.destroy().unwrap();
+}
+
+#[test]
+fn out_of_order_ccq_completions_are_stashed_and_ring_full_is_typed() {
+    let dev = FakeDev::new();
+    let mut cqp = Cqp::<FakeHal, &FakeDev>::create(&dev, &cfg(4)).unwrap();
+    cqp.create_ccq(CcqConfig::linux(4)).unwrap();
+    dev.with(|d| d.reverse = true);
+    let a = cqp.post(Nop, 1).unwrap();
+    let b = cqp.post(Nop, 2).unwrap();
+    let c = cqp.post(Nop, 3).unwrap();
+    assert_eq!(cqp.post(Nop, 4).err(), Some(CqpError::RingFull));
+    dev.with(|d| d.release_reversed());
+    // Waiting for the oldest consumes (and stashes) the two younger ones.
+    assert_eq!(cqp.wait(a).unwrap().info().scratch, 1);
+    assert_eq!(cqp.wait(c).unwrap().info().scratch, 3);
+    assert_eq!(cqp.wait(b).unwrap().info().scratch, 2);
+    assert_eq!(cqp.inflight(), 0);
+    dev.with(|d| d.reverse = false);
+    cqp.nop().unwrap();
+}
+
+#[test]
+fn ccq_hang_is_a_timeout() {
+    let dev = FakeDev::new();
+    let mut cqp = Cqp::<FakeHal, &FakeDev>::create(&dev, &cfg(8)).unwrap();
+    cqp.create_ccq(CcqConfig::linux(8)).unwrap();
+    dev.with(|d| d.hang = true);
+    let p = cqp.post(Nop, 0).unwrap();
+    assert_eq!(cqp.wait(p).err(), Some(CqpError::Timeout { what: "CQP op (CCQ)" }));
+}
+
+#[test]
+fn shared_behind_a_spin_mutex() {
+    let dev = FakeDev::new();
+    let cqp: SharedCqp<FakeHal, &FakeDev> = spin::Mutex::new(Cqp::create(&dev, &cfg(16)).unwrap());
+    cqp.lock().create_ccq(CcqConfig::linux(16)).unwrap();
+    std::thread::scope(|s| {
+        for t in 0..4u64 {
+            let cqp = &cqp;
+            s.spawn(move || {
+                for n in 0..25 {
+                    let done = cqp.lock().exec(Nop, t * 100 + n).unwrap();
+                    assert_eq!(done.info().scratch, t * 100 + n);
+                }
+            });
+        }
+    });
+    assert_eq!(dev.with(|d| d.opcodes.len()), 1 + 100);
+}
