@@ -13,4 +13,5 @@ pub use irdma_hal as hal;
 #[macro_use]
 mod log;
 
+pub mod uk;
 pub mod wr;
