@@ -11,9 +11,11 @@ use std::process::ExitCode;
 
 use serde_json::Value;
 
+mod datapath;
+
 /// Conformance legs of `cargo xtask test`: (leg name, vector file name).
 /// A schema joins this list when the driver code it covers exists.
-pub const SUITE: &[(&str, &str)] = &[];
+pub const SUITE: &[(&str, &str)] = &[("conformance-datapath", "datapath-vectors.json")];
 
 /// Totals of one run.
 #[derive(Default, Debug, Clone, Copy, PartialEq, Eq)]
@@ -74,6 +76,7 @@ pub fn run_file(path: &Path) -> Result<Tally, String> {
     let v: Value =
         serde_json::from_str(&text).map_err(|e| format!("{}: not JSON: {e}", path.display()))?;
     match schema_of(&v) {
+        Some(Schema::Datapath) => datapath::run(&v),
         Some(s) => Err(format!("{}: no runner for the {s:?} schema yet", path.display())),
         None => Err(format!("{}: unknown conformance schema", path.display())),
     }
