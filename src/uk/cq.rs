@@ -337,11 +337,9 @@ impl<'a> Cq<'a> {
                     return Err(if replay { PollError::Drained } else { PollError::NoQp });
                 };
                 info.wr_id = w;
-                if replay {
-                    Some(qp.rq.used()).filter(|u| *u != 0).map(|_| qp.rq.tail())
-                } else {
-                    None
-                }
+                let park = info.comp_status == CompStatus::Flushed
+                    || (info.comp_status == CompStatus::Unknown && qp.park_on_rq_error);
+                if park && qp.rq.used() != 0 { Some(qp.rq.tail()) } else { None }
             }
             QueueType::Sq if info.comp_status == CompStatus::Flushed => {
                 qp.sq_flush_seen = true;

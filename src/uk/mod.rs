@@ -28,3 +28,6 @@ pub use qp::{
 };
 pub use rq::{Rq, RqError};
 pub use sq::{SendKind, Sq, SqError, SqOp, SqPost, SqWrTrk};
+
+#[cfg(test)]
+mod tests;

@@ -34,6 +34,10 @@ pub struct QpUk<'a> {
     pub sq_flush_seen: bool,
     /// A flush CQE for the RQ was seen.
     pub rq_flush_seen: bool,
+    /// On an RQ error CQE that is not a flush, park the CQ head and report
+    /// every outstanding receive with that error (the kernel's behaviour,
+    /// default `true`); `false` reports one receive and moves on (rdma-core's).
+    pub park_on_rq_error: bool,
 }
 
 /// Resolves a CQE's completion context (QP context +168, echoed in CQE
@@ -258,6 +262,7 @@ impl<'a> QpUk<'a> {
             push_dropped: false,
             sq_flush_seen: false,
             rq_flush_seen: false,
+            park_on_rq_error: true,
         }
     }
 
