@@ -17,4 +17,5 @@ pub mod cqp;
 pub mod lan;
 pub mod res;
 pub mod rw;
+pub mod uk;
 pub mod wr;

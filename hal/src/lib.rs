@@ -25,6 +25,7 @@ pub mod dma;
 pub mod field;
 pub mod pci;
 pub mod regs;
+pub mod wqe;
 
 pub use bar::{Bar, MmioBar};
 pub use dma::{BufferDirection, Dma, DmaError, Hal, PAGE_SIZE, PhysAddr};

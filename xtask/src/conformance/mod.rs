@@ -12,12 +12,16 @@ use std::process::ExitCode;
 use serde_json::Value;
 
 mod cqp;
+mod datapath;
 mod rw;
 
 /// Conformance legs of `cargo xtask test`: (leg name, vector file name).
 /// A schema joins this list when the driver code it covers exists.
-pub const SUITE: &[(&str, &str)] =
-    &[("conformance-cqp", "cqp-vectors.json"), ("conformance-rw", "rw-vectors.json")];
+pub const SUITE: &[(&str, &str)] = &[
+    ("conformance-datapath", "datapath-vectors.json"),
+    ("conformance-cqp", "cqp-vectors.json"),
+    ("conformance-rw", "rw-vectors.json"),
+];
 
 /// Totals of one run.
 #[derive(Default, Debug, Clone, Copy, PartialEq, Eq)]
@@ -78,8 +82,9 @@ pub fn run_file(path: &Path) -> Result<Tally, String> {
     let v: Value =
         serde_json::from_str(&text).map_err(|e| format!("{}: not JSON: {e}", path.display()))?;
     match schema_of(&v) {
-        Some(Schema::Rw) => Ok(rw::run(&v)),
+        Some(Schema::Datapath) => datapath::run(&v),
         Some(Schema::Cqp) => cqp::run(&v),
+        Some(Schema::Rw) => Ok(rw::run(&v)),
         Some(s) => Err(format!("{}: no runner for the {s:?} schema yet", path.display())),
         None => Err(format!("{}: unknown conformance schema", path.display())),
     }

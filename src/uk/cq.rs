@@ -1,0 +1,414 @@
+//! The completion queue: CQE decoding, SQ/RQ retirement, flush replay with a
+//! parked head, shadow-area head, and arming (spec data-path §5; uk.c:
+//! irdma_uk_cq_poll_cmpl, irdma_uk_cq_request_notification).
+
+use irdma_hal::barrier::{dma_rmb, wmb};
+use irdma_hal::wqe::{QUANTUM_QWORDS, SHADOW_QWORDS, cqe, op, shadow};
+use irdma_hal::{Bar, regs};
+
+use super::mem::QueueMem;
+use super::qp::{QpLookup, QpUk};
+
+/// `enum irdma_flush_opcode` (spec data-path §5.5; user.h).
+pub mod flush_code {
+    /// FLUSH_GENERAL_ERR.
+    pub const GENERAL: u16 = 1;
+    /// FLUSH_PROT_ERR.
+    pub const PROT: u16 = 2;
+    /// FLUSH_REM_ACCESS_ERR.
+    pub const REM_ACCESS: u16 = 3;
+    /// FLUSH_LOC_QP_OP_ERR.
+    pub const LOC_QP_OP: u16 = 4;
+    /// FLUSH_REM_OP_ERR.
+    pub const REM_OP: u16 = 5;
+    /// FLUSH_LOC_LEN_ERR.
+    pub const LOC_LEN: u16 = 6;
+    /// FLUSH_FATAL_ERR.
+    pub const FATAL: u16 = 7;
+    /// FLUSH_RETRY_EXC_ERR.
+    pub const RETRY_EXC: u16 = 8;
+    /// FLUSH_MW_BIND_ERR.
+    pub const MW_BIND: u16 = 9;
+    /// FLUSH_REM_INV_REQ_ERR.
+    pub const REM_INV_REQ: u16 = 10;
+    /// FLUSH_RNR_RETRY_EXC_ERR.
+    pub const RNR_RETRY_EXC: u16 = 11;
+}
+
+/// Maps an asynchronous-event code to a flush code (spec data-path §5.5
+/// table; user.h: irdma_ae_to_qp_err_code).
+pub const fn ae_to_flush_code(ae: u16) -> u16 {
+    use flush_code::*;
+    match ae {
+        0x108 | 0x103 | 0x109 | 0x102 | 0x105 | 0x104 | 0x106 | 0x107 | 0x10A | 0x11C => PROT,
+        0x133 | 0x20A => LOC_QP_OP,
+        0x134 | 0x132 | 0x135 | 0x305 | 0x303 => LOC_LEN,
+        0x112 | 0x20D => REM_ACCESS,
+        0x118 | 0x11B | 0x119 | 0x114 => MW_BIND,
+        0x50A => RETRY_EXC,
+        0x208 => REM_INV_REQ,
+        0x507 | 0x505 | 0x316 | 0x318 | 0x20E => REM_OP,
+        0x50F => RNR_RETRY_EXC,
+        0x700 | 0x703 | 0x704 | 0x705 => FATAL,
+        _ => GENERAL,
+    }
+}
+
+/// uk-level completion status (`enum irdma_cmpl_status`, the values GEN_2
+/// polling produces).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum CompStatus {
+    /// `IRDMA_COMPL_STATUS_SUCCESS` (0).
+    #[default]
+    Success,
+    /// `IRDMA_COMPL_STATUS_FLUSHED` (1).
+    Flushed,
+    /// `IRDMA_COMPL_STATUS_UNKNOWN`: an error that is not a flush.
+    Unknown,
+}
+
+/// Which queue a completion is for.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum QueueType {
+    /// Receive queue (CQE bit 62 = 0).
+    #[default]
+    Rq,
+    /// Send queue.
+    Sq,
+}
+
+/// Everything one polled CQE says (uk level, `struct irdma_cq_poll_info`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CqPollInfo {
+    /// The WR's cookie.
+    pub wr_id: u64,
+    /// The QP completion context (CQE qword +8).
+    pub qp_ctx: u64,
+    /// Bytes: tracked length for SQ, PAYLDLEN for RQ.
+    pub bytes_xfered: u32,
+    /// QP number (CQE +16 bits 55:32).
+    pub qp_id: u32,
+    /// UD source QPN (CQE +16 bits 31:0).
+    pub ud_src_qpn: u32,
+    /// Immediate data (valid when `imm_valid`).
+    pub imm_data: u32,
+    /// Invalidated STag (valid when `stag_invalid_set`).
+    pub inv_stag: u32,
+    /// Status.
+    pub comp_status: CompStatus,
+    /// Major error code (errors only).
+    pub major_err: u16,
+    /// Minor error code (errors only; a flush code after mapping).
+    pub minor_err: u16,
+    /// UD VLAN tag.
+    pub ud_vlan: u16,
+    /// UD source MAC.
+    pub ud_smac: u64,
+    /// SQ: the WQE opcode; RQ on GEN_2 RoCE: the BTH opcode.
+    pub op_type: u8,
+    /// Queue.
+    pub q_type: QueueType,
+    /// CQE bit 53 on an RQ completion (RC: invalidate; UD: IPv4).
+    pub stag_invalid_set: bool,
+    /// Push WQE was dropped.
+    pub push_dropped: bool,
+    /// Error completion.
+    pub error: bool,
+    /// Solicited event.
+    pub solicited_event: bool,
+    /// CQE bit 53 (UD: IPv4).
+    pub ipv4: bool,
+    /// `ud_vlan` is valid.
+    pub ud_vlan_valid: bool,
+    /// `ud_smac` is valid.
+    pub ud_smac_valid: bool,
+    /// `imm_data` is valid.
+    pub imm_valid: bool,
+    /// CQE +0 bits 63:32 (PSN/RTT/timestamp).
+    pub stat_raw: u32,
+}
+
+/// Why a poll returned no completion.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum PollError {
+    /// No new CQE (vendor `-ENOENT`); nothing consumed.
+    Empty,
+    /// A CQE was consumed but reports nothing: a flush CQE for an already
+    /// drained queue (vendor `-ENOENT` after consuming).
+    Drained,
+    /// A CQE was consumed and dropped: its QP context is unknown or null
+    /// (vendor `-EFAULT`), or its WQE index is not an outstanding WQE.
+    NoQp,
+}
+
+/// Why a CQ could not be set up.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum CqConfigError {
+    /// Size below 2 or above 2^21 entries.
+    BadSize,
+    /// Ring or shadow memory too small.
+    MemoryTooSmall,
+}
+
+/// A completion queue over 32-byte CQEs.
+pub struct Cq<'a> {
+    mem: QueueMem<'a>,
+    shadow: QueueMem<'a>,
+    size: u32,
+    head: u32,
+    polarity: bool,
+    cq_id: u32,
+}
+
+impl<'a> Cq<'a> {
+    /// A CQ of `size` CQE slots with its 64-byte shadow area.
+    pub fn new(
+        mem: QueueMem<'a>,
+        shadow: QueueMem<'a>,
+        size: u32,
+        cq_id: u32,
+    ) -> Result<Self, CqConfigError> {
+        if !(2..=1 << 21).contains(&size) {
+            return Err(CqConfigError::BadSize);
+        }
+        if mem.qwords() < size as usize * QUANTUM_QWORDS || shadow.qwords() < SHADOW_QWORDS {
+            return Err(CqConfigError::MemoryTooSmall);
+        }
+        // Expected polarity starts at 1 on zeroed memory (spec data-path §3.1).
+        Ok(Cq { mem, shadow, size, head: 0, polarity: true, cq_id })
+    }
+
+    /// Current head slot.
+    pub fn head(&self) -> u32 {
+        self.head
+    }
+
+    /// Expected valid bit.
+    pub fn polarity(&self) -> bool {
+        self.polarity
+    }
+
+    /// CQ id written to CQARM.
+    pub fn cq_id(&self) -> u32 {
+        self.cq_id
+    }
+
+    /// The ring memory.
+    pub fn mem(&self) -> &QueueMem<'a> {
+        &self.mem
+    }
+
+    /// The shadow area.
+    pub fn shadow(&self) -> &QueueMem<'a> {
+        &self.shadow
+    }
+
+    #[inline(always)]
+    fn next(&self, i: u32) -> u32 {
+        if i + 1 >= self.size { 0 } else { i + 1 }
+    }
+
+    #[inline(always)]
+    fn advance(&mut self) {
+        self.head = self.next(self.head);
+        if self.head == 0 {
+            self.polarity = !self.polarity;
+        }
+    }
+
+    /// Whether a new CQE is waiting at the head.
+    pub fn has_cqe(&self) -> bool {
+        let q3 = self.mem.read(self.head as usize * QUANTUM_QWORDS + 3);
+        cqe::VALID.is_set(q3) == self.polarity
+    }
+
+    /// Polls one CQE (spec data-path §5.3–5.5). `qps` resolves the CQE's
+    /// completion context to the QP that owns it.
+    pub fn poll_one<'q, L: QpLookup<'q> + ?Sized>(
+        &mut self,
+        qps: &mut L,
+    ) -> Result<CqPollInfo, PollError> {
+        let base = self.head as usize * QUANTUM_QWORDS;
+        let mut q3 = self.mem.read(base + 3);
+        if cqe::VALID.is_set(q3) != self.polarity {
+            return Err(PollError::Empty);
+        }
+        dma_rmb();
+        let mut info = CqPollInfo::default();
+        let ext = cqe::EXTCQE.is_set(q3);
+        if ext {
+            // GEN_2: the extension is the next slot; when that slot wrapped to
+            // 0 it carries the next pass's valid bit.
+            let nx = self.next(self.head);
+            let eb = nx as usize * QUANTUM_QWORDS;
+            let e3 = self.mem.read(eb + 3);
+            if cqe::EXT_VALID.is_set(e3) ^ (nx == 0) != self.polarity {
+                return Err(PollError::Empty);
+            }
+            dma_rmb();
+            info.imm_valid = cqe::IMMVALID.is_set(e3);
+            if info.imm_valid {
+                info.imm_data = cqe::IMMDATALOW32.get(self.mem.read(eb)) as u32;
+            }
+            info.ud_smac_valid = cqe::UDSMACVALID.is_set(e3);
+            info.ud_vlan_valid = cqe::UDVLANVALID.is_set(e3);
+            if info.ud_smac_valid || info.ud_vlan_valid {
+                let e2 = self.mem.read(eb + 2);
+                if info.ud_vlan_valid {
+                    info.ud_vlan = cqe::UDVLAN.get(e2) as u16;
+                }
+                if info.ud_smac_valid {
+                    info.ud_smac = cqe::UDSMAC.get(e2);
+                }
+            }
+        }
+        info.q_type = if cqe::SQ.is_set(q3) { QueueType::Sq } else { QueueType::Rq };
+        info.error = cqe::ERROR.is_set(q3);
+        info.push_dropped = cqe::PSHDROP.is_set(q3);
+        info.ipv4 = cqe::IPV4.is_set(q3);
+        let q0 = self.mem.read(base);
+        let ctx = self.mem.read(base + 1);
+        let q2 = self.mem.read(base + 2);
+        info.stat_raw = cqe::TCPSQN_ROCEPSN_RTT_TS.get(q0) as u32;
+        info.qp_id = cqe::QPID.get(q2) as u32;
+        info.ud_src_qpn = cqe::UDSRCQPN.get(q2) as u32;
+        info.solicited_event = cqe::SOEVENT.is_set(q3);
+        let qp = if ctx == 0 { None } else { qps.lookup(ctx) };
+        let Some(qp) = qp else {
+            self.consume(ext);
+            return Err(PollError::NoQp);
+        };
+        if info.push_dropped {
+            qp.push_dropped = true;
+        }
+        if info.error {
+            let major = cqe::MAJERR.get(q3) as u16;
+            let minor = cqe::MINERR.get(q3) as u16;
+            info.major_err = major;
+            info.minor_err = minor;
+            info.comp_status = if major == cqe::SRQFLUSH_RSVD_MAJOR_ERR {
+                info.minor_err = ae_to_flush_code(minor);
+                CompStatus::Flushed
+            } else if major == cqe::FLUSH_MAJOR_ERR {
+                CompStatus::Flushed
+            } else if qp.is_ud() && info.q_type == QueueType::Sq && major & 0xF000 == 0xE000 {
+                // UD SQ "CIE" signature: not an error (spec data-path §5.5).
+                info.error = false;
+                info.major_err = 0;
+                info.minor_err = 0;
+                CompStatus::Success
+            } else {
+                CompStatus::Unknown
+            };
+            if info.comp_status == CompStatus::Flushed && minor != flush_code::GENERAL {
+                // Only the first completion reports the specific cause.
+                q3 = cqe::MINERR.set(q3, flush_code::GENERAL.into());
+                self.mem.write(base + 3, q3);
+            }
+        }
+        info.qp_ctx = ctx;
+        info.op_type = cqe::OP.get(q3) as u8;
+        let wqe_idx = cqe::WQEIDX.get(q3) as u32;
+        let replay = info.comp_status != CompStatus::Success;
+        let remaining = match info.q_type {
+            QueueType::Rq => {
+                info.bytes_xfered = cqe::PAYLDLEN.get(q0) as u32;
+                if cqe::STAG.is_set(q3) {
+                    info.stag_invalid_set = true;
+                    info.inv_stag = cqe::INVSTAG.get(q2) as u32;
+                }
+                let got = if replay {
+                    // Flush, or an RQ error that is not a flush: report the
+                    // oldest receive and park the head so every outstanding
+                    // receive completes (kernel behaviour, README).
+                    if info.comp_status == CompStatus::Flushed {
+                        qp.rq_flush_seen = true;
+                    }
+                    qp.rq.retire_oldest()
+                } else {
+                    qp.rq.complete_at(wqe_idx >> qp.rq.multiplier().trailing_zeros())
+                };
+                let Some(w) = got else {
+                    self.consume(ext);
+                    return Err(if replay { PollError::Drained } else { PollError::NoQp });
+                };
+                info.wr_id = w;
+                let park = info.comp_status == CompStatus::Flushed
+                    || (info.comp_status == CompStatus::Unknown && qp.park_on_rq_error);
+                if park && qp.rq.used() != 0 { Some(qp.rq.tail()) } else { None }
+            }
+            QueueType::Sq if info.comp_status == CompStatus::Flushed => {
+                qp.sq_flush_seen = true;
+                let Some((opc, t)) = sq_replay(qp) else {
+                    self.consume(ext);
+                    return Err(PollError::Drained);
+                };
+                info.op_type = opc;
+                info.wr_id = t.wr_id;
+                info.bytes_xfered = t.wr_len;
+                if opc == op::BIND_MW && info.minor_err == flush_code::PROT {
+                    info.minor_err = flush_code::MW_BIND;
+                }
+                Some(qp.sq.used()).filter(|u| *u != 0).map(|_| qp.sq.tail())
+            }
+            QueueType::Sq => {
+                let Some(t) = qp.sq.complete_at(wqe_idx) else {
+                    self.consume(ext);
+                    return Err(PollError::NoQp);
+                };
+                info.wr_id = t.wr_id;
+                if info.comp_status == CompStatus::Success {
+                    info.bytes_xfered = t.wr_len;
+                }
+                None
+            }
+        };
+        match remaining {
+            // Park: the next poll re-reads this CQE for the next flushed WR
+            // (spec data-path §5.5, GEN_2).
+            Some(tail) => self.mem.write(base + 3, cqe::WQEIDX.set(q3, tail.into())),
+            None => self.consume(ext),
+        }
+        Ok(info)
+    }
+
+    /// Moves the head past the current CQE (and its extension) and publishes
+    /// the head in shadow +0 (RC uk.c writes it after every CQE).
+    fn consume(&mut self, ext: bool) {
+        self.advance();
+        if ext {
+            self.advance();
+        }
+        self.shadow.write(0, shadow::CQ_CQEIDX.prep(self.head.into()));
+    }
+
+    /// Arms the CQ (spec data-path §5.7; uk.c: irdma_uk_cq_request_notification):
+    /// bump the 2-bit sequence number in shadow +32, set ARM_NEXT_SE, set
+    /// ARM_NEXT unless `solicited_only`, barrier, write the CQ id to CQARM.
+    pub fn request_notification(&mut self, bar: &impl Bar, solicited_only: bool) {
+        let w = self.shadow.read(shadow::CQ_ARM_OFFSET / 8);
+        let seq = (shadow::CQ_ARM_SEQ_NUM.get(w) + 1) & 3;
+        let nw = shadow::CQ_SW_CQ_SELECT.prep(shadow::CQ_SW_CQ_SELECT.get(w))
+            | shadow::CQ_ARM_SEQ_NUM.prep(seq)
+            | shadow::CQ_ARM_NEXT_SE.prep(1)
+            | shadow::CQ_ARM_NEXT.prep(!solicited_only as u64);
+        self.shadow.write(shadow::CQ_ARM_OFFSET / 8, nw);
+        wmb();
+        bar.write32(regs::CQARM, self.cq_id);
+    }
+}
+
+/// Flush replay on the SQ: retire from the tail, skipping NOP pads, and
+/// report the first real WQE with its opcode read back from the ring.
+fn sq_replay(qp: &mut QpUk<'_>) -> Option<(u8, super::sq::SqWrTrk)> {
+    loop {
+        let (_, opc, t) = qp.sq.retire_oldest()?;
+        if opc != op::NOP || t.signaled {
+            return Some((opc, t));
+        }
+    }
+}

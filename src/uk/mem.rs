@@ -1,0 +1,117 @@
+//! Raw queue memory: where a ring's entries live.
+//!
+//! A ring is placed anywhere the caller likes — a [`Dma`] allocation for a
+//! real QP/CQ, or plain host memory for the conformance runner and unit tests
+//! (including ring sizes smaller than any real GEN_2 queue). The device may
+//! write this memory at any time, so it is accessed only through volatile
+//! loads and stores of whole qwords, never through Rust references.
+
+use core::marker::PhantomData;
+use core::ptr::NonNull;
+
+use irdma_hal::{Dma, Hal};
+
+/// A borrowed region of queue memory, counted in 64-bit qwords.
+///
+/// Every access is bounds-checked: an index past the end reads 0 and drops
+/// the write (device data can never turn into an out-of-bounds access).
+#[derive(Debug)]
+pub struct QueueMem<'a> {
+    base: NonNull<u64>,
+    qwords: usize,
+    _mem: PhantomData<&'a [u64]>,
+}
+
+// SAFETY: the region is only accessed through volatile qword loads/stores,
+// which are sound from any thread, exactly as the device itself accesses it.
+unsafe impl Send for QueueMem<'_> {}
+// SAFETY: as above; concurrent volatile accesses of plain integers are what
+// the lock-free SQ path relies on, with ordering provided by its atomics.
+unsafe impl Sync for QueueMem<'_> {}
+
+impl<'a> QueueMem<'a> {
+    /// Wraps `qwords` qwords at `base`.
+    ///
+    /// # Safety
+    ///
+    /// `base` must be 8-byte aligned and valid for volatile reads and writes
+    /// of `qwords * 8` bytes for `'a`, and nothing else may hold Rust
+    /// references into that memory during `'a` (the device and other
+    /// `QueueMem` views may access it).
+    pub unsafe fn from_raw(base: NonNull<u64>, qwords: usize) -> Self {
+        QueueMem { base, qwords, _mem: PhantomData }
+    }
+
+    /// A view of `bytes` bytes of `dma` starting at byte `offset` (both
+    /// multiples of 8), or `None` if that is not inside the allocation.
+    pub fn from_dma<H: Hal>(dma: &'a Dma<H>, offset: usize, bytes: usize) -> Option<Self> {
+        if !offset.is_multiple_of(8) || !bytes.is_multiple_of(8) {
+            return None;
+        }
+        if offset.checked_add(bytes)? > dma.len() {
+            return None;
+        }
+        // SAFETY: `offset < len` (or bytes == 0 and offset <= len) keeps the
+        // pointer inside or one past the allocation.
+        let p = unsafe { dma.vaddr().as_ptr().add(offset) };
+        let base = NonNull::new(p.cast::<u64>())?;
+        // SAFETY: a `Dma` is page-aligned, zeroed DMA memory valid for the
+        // borrow `'a`; `offset` is 8-aligned; `Dma` never hands out references
+        // to its contents (only volatile accessors), matching our contract.
+        Some(unsafe { Self::from_raw(base, bytes / 8) })
+    }
+
+    /// Length in qwords.
+    #[inline(always)]
+    pub fn qwords(&self) -> usize {
+        self.qwords
+    }
+
+    /// Volatile load of qword `i` (little-endian), 0 when out of range.
+    #[inline(always)]
+    pub fn read(&self, i: usize) -> u64 {
+        if i < self.qwords {
+            // SAFETY: `i < qwords`, inside the region promised by `from_raw`.
+            u64::from_le(unsafe { self.base.as_ptr().add(i).read_volatile() })
+        } else {
+            0
+        }
+    }
+
+    /// Volatile store of qword `i` (little-endian); dropped when out of range.
+    #[inline(always)]
+    pub fn write(&self, i: usize, v: u64) {
+        if i < self.qwords {
+            // SAFETY: `i < qwords`, inside the region promised by `from_raw`.
+            unsafe { self.base.as_ptr().add(i).write_volatile(v.to_le()) }
+        }
+    }
+
+    /// A second view of the same memory with the same lifetime.
+    ///
+    /// Views only ever do volatile qword accesses, so aliasing views are as
+    /// sound as the device's own accesses.
+    pub fn alias(&self) -> QueueMem<'a> {
+        QueueMem { base: self.base, qwords: self.qwords, _mem: PhantomData }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    extern crate std;
+    use super::*;
+
+    #[test]
+    fn bounds_checked_volatile_access() {
+        let mut buf = [0u64; 4];
+        let base = NonNull::new(buf.as_mut_ptr()).unwrap();
+        // SAFETY: `buf` outlives `m` and is only accessed through it.
+        let m = unsafe { QueueMem::from_raw(base, 4) };
+        m.write(3, 0x1122_3344_5566_7788);
+        m.write(4, 7);
+        assert_eq!(m.read(3), 0x1122_3344_5566_7788);
+        assert_eq!(m.read(4), 0);
+        assert_eq!(m.read(usize::MAX), 0);
+        assert_eq!(m.qwords(), 4);
+    }
+}

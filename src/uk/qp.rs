@@ -1,0 +1,397 @@
+//! A QP's data-path half (SQ + RQ + completion context) and the verbs-level
+//! entry points: `post_send`, `post_recv`, `poll_cq`, `req_notify_cq`.
+
+use irdma_hal::Bar;
+
+use super::cq::{CompStatus, Cq, CqPollInfo, PollError, QueueType, flush_code};
+use super::rq::{Rq, RqError};
+use super::sq::{SendKind, Sq, SqError, SqOp, SqPost};
+use crate::wr::{RecvWr, SendFlags, SendWr, WcOpcode, WcStatus, WorkCompletion, WrOpcode};
+use irdma_hal::wqe::op;
+
+/// The transport of a QP, as far as the data path cares.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum QpKind {
+    /// Reliable connected (RoCEv2 RC).
+    Rc,
+    /// Unreliable datagram.
+    Ud,
+}
+
+/// The data-path state of one QP.
+pub struct QpUk<'a> {
+    /// Send queue.
+    pub sq: Sq<'a>,
+    /// Receive queue.
+    pub rq: Rq<'a>,
+    ctx: u64,
+    kind: QpKind,
+    in_error: bool,
+    /// A CQE reported that a push WQE was dropped (push is never used on E810).
+    pub push_dropped: bool,
+    /// A flush CQE for the SQ was seen.
+    pub sq_flush_seen: bool,
+    /// A flush CQE for the RQ was seen.
+    pub rq_flush_seen: bool,
+    /// On an RQ error CQE that is not a flush, park the CQ head and report
+    /// every outstanding receive with that error (the kernel's behaviour,
+    /// default `true`); `false` reports one receive and moves on (rdma-core's).
+    pub park_on_rq_error: bool,
+}
+
+/// Resolves a CQE's completion context (QP context +168, echoed in CQE
+/// qword +8) to the QP that owns it. A context of 0 never resolves.
+pub trait QpLookup<'a> {
+    /// The QP whose completion context is `ctx`.
+    fn lookup(&mut self, ctx: u64) -> Option<&mut QpUk<'a>>;
+}
+
+impl<'a> QpLookup<'a> for QpUk<'a> {
+    fn lookup(&mut self, ctx: u64) -> Option<&mut QpUk<'a>> {
+        if ctx == self.ctx { Some(self) } else { None }
+    }
+}
+
+impl<'a> QpLookup<'a> for [QpUk<'a>] {
+    fn lookup(&mut self, ctx: u64) -> Option<&mut QpUk<'a>> {
+        self.iter_mut().find(|q| q.ctx == ctx)
+    }
+}
+
+/// `post_send` failed at `bad_wr` (the index of the first WR not posted; the
+/// ones before it are posted and the doorbell was rung for them).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct PostSendError {
+    /// Index of the first WR not posted.
+    pub bad_wr: usize,
+    /// Why.
+    pub kind: SqError,
+}
+
+/// `post_recv` failed at `bad_wr`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct PostRecvError {
+    /// Index of the first WR not posted.
+    pub bad_wr: usize,
+    /// Why.
+    pub kind: RqError,
+}
+
+/// Maps a verbs send WR to the uk post (spec data-path §6.1; verbs.c:
+/// irdma_post_send): SIGNALED → signaled, FENCE → read fence (and, for
+/// REG_MR, local fence too), LOCAL_INV forces the local fence.
+pub fn sq_post_from_wr<'s>(wr: &SendWr<'s>, kind: QpKind) -> SqPost<'s> {
+    let f = wr.flags;
+    let inline = f.contains(SendFlags::INLINE);
+    let sol = f.contains(SendFlags::SOLICITED);
+    let sges = wr.sg_list;
+    let send = |k: SendKind, stag: u32| SqOp::Send {
+        kind: k,
+        stag_to_inv: stag,
+        qkey: 0,
+        dest_qp: 0,
+        ah_id: 0,
+        udp_hdr: false,
+        l4len: 0,
+        sges,
+        inline,
+    };
+    let mut imm = None;
+    let mut local_fence = f.contains(SendFlags::LOCAL_FENCE);
+    let op = match wr.opcode {
+        WrOpcode::RdmaWrite { remote_addr, rkey } => {
+            SqOp::Write { remote_addr, rkey, solicited: sol, sges, inline }
+        }
+        WrOpcode::RdmaWriteImm { remote_addr, rkey, imm: i } => {
+            imm = Some(i);
+            SqOp::Write { remote_addr, rkey, solicited: sol, sges, inline }
+        }
+        WrOpcode::RdmaRead { remote_addr, rkey } => {
+            SqOp::Read { remote_addr, rkey, local_inv: false, sges }
+        }
+        WrOpcode::RdmaReadInv { remote_addr, rkey, .. } => {
+            SqOp::Read { remote_addr, rkey, local_inv: true, sges }
+        }
+        WrOpcode::Send => send(SendKind { solicited: sol, invalidate: false }, 0),
+        WrOpcode::SendImm { imm: i } => {
+            imm = Some(i);
+            send(SendKind { solicited: sol, invalidate: false }, 0)
+        }
+        WrOpcode::SendInv { inv_key } => {
+            send(SendKind { solicited: sol, invalidate: true }, inv_key)
+        }
+        WrOpcode::LocalInv { inv_key } => {
+            local_fence = true;
+            SqOp::LocalInv { stag: inv_key }
+        }
+        WrOpcode::RegMr(r) => {
+            local_fence |= f.contains(SendFlags::FENCE);
+            SqOp::FastReg(r)
+        }
+        WrOpcode::AtomicCmpSwap | WrOpcode::AtomicFetchAdd => SqOp::Atomic,
+        WrOpcode::BindMw => SqOp::BindMw,
+    };
+    // UD QPs cannot be written to (qp caps: RoCE UD = SEND_WITH_IMM only).
+    let op = match (kind, op) {
+        (QpKind::Ud, SqOp::Write { .. } | SqOp::Read { .. }) => SqOp::BindMw,
+        (_, o) => o,
+    };
+    SqPost {
+        wr_id: wr.wr_id,
+        op,
+        signaled: f.contains(SendFlags::SIGNALED),
+        read_fence: f.contains(SendFlags::FENCE),
+        local_fence,
+        report_rtt: false,
+        imm,
+    }
+}
+
+/// Verbs opcode of an SQ completion (spec data-path §5.6; verbs.h:
+/// set_ib_wc_op_sq); `None` for opcodes the verbs never post.
+pub const fn wc_opcode_sq(op_type: u8) -> Option<WcOpcode> {
+    match op_type {
+        op::RDMA_WRITE | op::RDMA_WRITE_SOL => Some(WcOpcode::RdmaWrite),
+        op::RDMA_READ | op::RDMA_READ_LOC_INV => Some(WcOpcode::RdmaRead),
+        op::SEND | op::SEND_SOL | op::SEND_INV | op::SEND_SOL_INV => Some(WcOpcode::Send),
+        op::FAST_REG => Some(WcOpcode::RegMr),
+        op::INV_STAG => Some(WcOpcode::LocalInv),
+        _ => None,
+    }
+}
+
+/// Status of a flushed completion from its flush code (spec data-path §5.6;
+/// verbs.c: irdma_flush_err_to_ib_wc_status).
+pub const fn flush_status(minor: u16) -> WcStatus {
+    match minor {
+        flush_code::PROT => WcStatus::LocProtErr,
+        flush_code::REM_ACCESS => WcStatus::RemAccessErr,
+        flush_code::LOC_QP_OP => WcStatus::LocQpOpErr,
+        flush_code::REM_OP => WcStatus::RemOpErr,
+        flush_code::LOC_LEN => WcStatus::LocLenErr,
+        flush_code::GENERAL => WcStatus::WrFlushErr,
+        flush_code::MW_BIND => WcStatus::MwBindErr,
+        flush_code::REM_INV_REQ => WcStatus::RemInvReqErr,
+        flush_code::RETRY_EXC => WcStatus::RetryExcErr,
+        flush_code::RNR_RETRY_EXC => WcStatus::RnrRetryExcErr,
+        _ => WcStatus::FatalErr,
+    }
+}
+
+/// Converts a uk completion to a work completion (spec data-path §5.6;
+/// verbs.c: irdma_process_cqe). The mapping:
+///
+/// * status: success → `Success`; flushed → [`flush_status`] of the minor
+///   code (`FLUSH_GENERAL_ERR` → `WrFlushErr`, protection → `LocProtErr`, …);
+///   any other error → `GeneralErr`; an SQ completion for an opcode the verbs
+///   never post (NOP, bind, atomics) → `GeneralErr`;
+/// * `vendor_err` = major << 16 | minor for errors, else 0;
+/// * RQ opcode: BTH RDMA_WRITE_ONLY/LAST_WITH_IMMEDIATE (0x0B/0x09) →
+///   `RecvRdmaWithImm`, else `Recv`;
+/// * immediate data is a host-order integer end to end (the value the
+///   sender put in its WR);
+/// * invalidated rkey only on non-UD receives with CQE bit 53.
+pub fn to_work_completion(i: &CqPollInfo, kind: QpKind) -> WorkCompletion {
+    let mut status = match (i.error, i.comp_status) {
+        (false, _) | (true, CompStatus::Success) => WcStatus::Success,
+        (true, CompStatus::Flushed) => flush_status(i.minor_err),
+        (true, CompStatus::Unknown) => WcStatus::GeneralErr,
+    };
+    let opcode = match i.q_type {
+        QueueType::Sq => match wc_opcode_sq(i.op_type) {
+            Some(o) => o,
+            None => {
+                status = WcStatus::GeneralErr;
+                WcOpcode::Send
+            }
+        },
+        QueueType::Rq => {
+            if i.op_type == 0x0B || i.op_type == 0x09 {
+                WcOpcode::RecvRdmaWithImm
+            } else {
+                WcOpcode::Recv
+            }
+        }
+    };
+    WorkCompletion {
+        wr_id: i.wr_id,
+        status,
+        opcode,
+        vendor_err: if i.error {
+            (u32::from(i.major_err) << 16) | u32::from(i.minor_err)
+        } else {
+            0
+        },
+        byte_len: i.bytes_xfered,
+        qp_num: i.qp_id,
+        imm_data: if i.imm_valid { Some(i.imm_data) } else { None },
+        invalidated_rkey: if i.q_type == QueueType::Rq && i.stag_invalid_set && kind != QpKind::Ud {
+            Some(i.inv_stag)
+        } else {
+            None
+        },
+        solicited: i.solicited_event,
+    }
+}
+
+const EMPTY_WC: WorkCompletion = WorkCompletion {
+    wr_id: 0,
+    status: WcStatus::Success,
+    opcode: WcOpcode::Send,
+    vendor_err: 0,
+    byte_len: 0,
+    qp_num: 0,
+    imm_data: None,
+    invalidated_rkey: None,
+    solicited: false,
+};
+
+impl<'a> QpUk<'a> {
+    /// A QP's data path. `ctx` is the completion context programmed into the
+    /// QP context (+168); it must be non-zero and unique per CQ.
+    pub fn new(sq: Sq<'a>, rq: Rq<'a>, ctx: u64, kind: QpKind) -> Self {
+        QpUk {
+            sq,
+            rq,
+            ctx,
+            kind,
+            in_error: false,
+            push_dropped: false,
+            sq_flush_seen: false,
+            rq_flush_seen: false,
+            park_on_rq_error: true,
+        }
+    }
+
+    /// The completion context.
+    pub fn ctx(&self) -> u64 {
+        self.ctx
+    }
+
+    /// Whether this is a UD QP.
+    pub fn is_ud(&self) -> bool {
+        self.kind == QpKind::Ud
+    }
+
+    /// The QP's transport.
+    pub fn kind(&self) -> QpKind {
+        self.kind
+    }
+
+    /// Marks the QP as in error (the control path moved it to ERROR): later
+    /// posts are written but the doorbell is not rung, and
+    /// [`QpUk::flush_outstanding`] completes everything with flush status
+    /// (spec data-path §6.1).
+    pub fn set_error(&mut self) {
+        self.in_error = true;
+    }
+
+    /// Whether the QP is in error.
+    pub fn in_error(&self) -> bool {
+        self.in_error
+    }
+
+    /// `ib_post_send`: posts `wrs` in order and rings the doorbell once if any
+    /// was posted. Stops at the first WR that cannot be posted and returns its
+    /// index; the ones before it stay posted (verbs.c: irdma_post_send).
+    pub fn post_send(&mut self, bar: &impl Bar, wrs: &[SendWr<'_>]) -> Result<(), PostSendError> {
+        let mut res = Ok(());
+        let mut posted = 0;
+        for (i, wr) in wrs.iter().enumerate() {
+            match self.sq.post(&sq_post_from_wr(wr, self.kind)) {
+                Ok(_) => posted += 1,
+                Err(kind) => {
+                    res = Err(PostSendError { bad_wr: i, kind });
+                    break;
+                }
+            }
+        }
+        if posted != 0 && !self.in_error {
+            self.sq.ring_doorbell(bar);
+        }
+        res
+    }
+
+    /// `ib_post_recv`: posts receives in order (no doorbell exists for the RQ).
+    pub fn post_recv(&mut self, wrs: &[RecvWr<'_>]) -> Result<(), PostRecvError> {
+        for (i, wr) in wrs.iter().enumerate() {
+            self.rq.post(wr.wr_id, wr.sg_list).map_err(|kind| PostRecvError { bad_wr: i, kind })?;
+        }
+        Ok(())
+    }
+
+    /// Completes every outstanding WR of a QP in error with a flush status
+    /// (`WrFlushErr`), SQ first (NOP pads skipped), then RQ; returns how many
+    /// entries of `out` it filled. Call it once the CQ holds no more CQEs for
+    /// this QP (what the kernel's flush worker does, spec data-path §5.5);
+    /// hardware flush CQEs and this share the SQ/RQ tails, so every posted WR
+    /// completes exactly once. Does nothing unless [`QpUk::set_error`] was called.
+    pub fn flush_outstanding(&mut self, out: &mut [WorkCompletion]) -> usize {
+        if !self.in_error {
+            return 0;
+        }
+        let mut n = 0;
+        let qp_num = self.sq.qp_id();
+        let flushed = |wr_id, opcode, byte_len| WorkCompletion {
+            wr_id,
+            status: WcStatus::WrFlushErr,
+            opcode,
+            vendor_err: (1 << 16) | u32::from(flush_code::GENERAL),
+            byte_len,
+            qp_num,
+            ..EMPTY_WC
+        };
+        while n < out.len() && self.sq.used() != 0 {
+            let Some((_, opc, t)) = self.sq.retire_oldest() else { break };
+            if opc == op::NOP && !t.signaled {
+                continue;
+            }
+            if let Some(slot) = out.get_mut(n) {
+                *slot = flushed(t.wr_id, wc_opcode_sq(opc).unwrap_or(WcOpcode::Send), t.wr_len);
+                n += 1;
+            }
+        }
+        while n < out.len() {
+            let Some(w) = self.rq.retire_oldest() else { break };
+            if let Some(slot) = out.get_mut(n) {
+                *slot = flushed(w, WcOpcode::Recv, 0);
+                n += 1;
+            }
+        }
+        n
+    }
+}
+
+/// `ib_poll_cq`: fills `wc` with up to `wc.len()` completions and returns how
+/// many. CQEs that report nothing (unknown QP, drained flush) are consumed
+/// and skipped.
+pub fn poll_cq<'q, L: QpLookup<'q> + ?Sized>(
+    cq: &mut Cq<'_>,
+    qps: &mut L,
+    wc: &mut [WorkCompletion],
+) -> usize {
+    let mut n = 0;
+    while n < wc.len() {
+        match cq.poll_one(qps) {
+            Ok(info) => {
+                let kind = qps.lookup(info.qp_ctx).map_or(QpKind::Rc, |q| q.kind());
+                if let Some(slot) = wc.get_mut(n) {
+                    *slot = to_work_completion(&info, kind);
+                }
+                n += 1;
+            }
+            Err(PollError::Empty) => break,
+            Err(PollError::Drained | PollError::NoQp) => {}
+        }
+    }
+    n
+}
+
+/// `ib_req_notify_cq`: `solicited_only` = `IB_CQ_SOLICITED` alone, else
+/// next completion (spec data-path §5.7).
+pub fn req_notify_cq(cq: &mut Cq<'_>, bar: &impl Bar, solicited_only: bool) {
+    cq.request_notification(bar, solicited_only);
+}

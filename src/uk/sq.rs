@@ -1,0 +1,985 @@
+//! The send queue: WQE encoding for every GEN_2 operation, the quanta ring
+//! with the 8-quanta chunk rule and NOP padding, and `sq_wrtrk` tracking.
+//!
+//! The encoder here is the only one in the driver: the verbs `post_send`, the
+//! multi-producer path and the conformance runner all go through
+//! [`encode_body`] / [`Sq::post`].
+
+use irdma_hal::barrier::{dma_wmb, wmb};
+use irdma_hal::wqe::{QUANTUM_QWORDS, SQ_CHUNK_QUANTA, fastreg, frag, inline, op, send16, sq_hdr};
+use irdma_hal::{Bar, regs};
+
+use super::mem::QueueMem;
+use super::sizing::{
+    MAX_FRAGS, MAX_WQ_QUANTA, SQ_FREE_RESERVE, fragcnt_to_quanta_sq, inline_data_size_to_quanta,
+};
+use crate::wr::{Access, PageSize, RegMrWr, Sge};
+
+/// One `sq_wrtrk` entry, kept for the quantum where a WQE starts
+/// (spec data-path §2.3; user.h: irdma_sq_uk_wr_trk_info).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SqWrTrk {
+    /// The WR's cookie.
+    pub wr_id: u64,
+    /// Total bytes (sum of SGE lengths, or the inline length).
+    pub wr_len: u32,
+    /// Quanta the WQE occupies (1 for a NOP pad).
+    pub quanta: u8,
+    /// Whether the WQE asked for a completion.
+    pub signaled: bool,
+}
+
+/// The SEND flavours (opcode 0x03–0x06, spec data-path §1.9).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SendKind {
+    /// Raise a solicited event at the responder.
+    pub solicited: bool,
+    /// Invalidate `stag_to_inv` at the responder.
+    pub invalidate: bool,
+}
+
+impl SendKind {
+    /// The WQE opcode.
+    pub const fn opcode(self) -> u8 {
+        match (self.solicited, self.invalidate) {
+            (false, false) => op::SEND,
+            (false, true) => op::SEND_INV,
+            (true, false) => op::SEND_SOL,
+            (true, true) => op::SEND_SOL_INV,
+        }
+    }
+}
+
+/// What one SQ WQE does (uk level: the fields of `irdma_post_sq_info`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SqOp<'s> {
+    /// RDMA WRITE (opcode 0x00, or 0x0D when solicited).
+    Write {
+        /// Remote address.
+        remote_addr: u64,
+        /// Remote key.
+        rkey: u32,
+        /// Solicited-event variant.
+        solicited: bool,
+        /// Local buffers.
+        sges: &'s [Sge],
+        /// Copy the payload into the WQE (see [`Sq::enable_inline`]).
+        inline: bool,
+    },
+    /// RDMA READ (0x01, or 0x0B with local invalidate).
+    Read {
+        /// Remote address.
+        remote_addr: u64,
+        /// Remote key.
+        rkey: u32,
+        /// READ with local invalidate.
+        local_inv: bool,
+        /// Local sink buffers.
+        sges: &'s [Sge],
+    },
+    /// SEND (0x03–0x06).
+    Send {
+        /// Solicited / invalidate flavour.
+        kind: SendKind,
+        /// STag the responder invalidates (`invalidate` flavours).
+        stag_to_inv: u32,
+        /// UD: Q_Key.
+        qkey: u32,
+        /// UD: destination QPN (24 bits).
+        dest_qp: u32,
+        /// UD: address handle index.
+        ah_id: u32,
+        /// UD: UDP header flag (shares bit 61 with the local fence).
+        udp_hdr: bool,
+        /// UD: L4 length (4 bits).
+        l4len: u8,
+        /// Local buffers.
+        sges: &'s [Sge],
+        /// Copy the payload into the WQE.
+        inline: bool,
+    },
+    /// LOCAL INVALIDATE of `stag` (0x0A).
+    LocalInv {
+        /// STag to invalidate.
+        stag: u32,
+    },
+    /// FAST REGISTER (0x09), `IB_WR_REG_MR`.
+    FastReg(RegMrWr),
+    /// NOP (0x0C).
+    Nop,
+    /// Atomics: refused on E810 (no `IRDMA_FEATURE_ATOMIC_OPS`, spec §1.6).
+    Atomic,
+    /// BIND MW: refused by the E810 kernel path (spec §6.1).
+    BindMw,
+}
+
+/// One SQ post (uk level, `irdma_post_sq_info`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SqPost<'s> {
+    /// Cookie returned in the completion.
+    pub wr_id: u64,
+    /// The operation.
+    pub op: SqOp<'s>,
+    /// Generate a CQE.
+    pub signaled: bool,
+    /// Read fence.
+    pub read_fence: bool,
+    /// Local fence.
+    pub local_fence: bool,
+    /// Ask for an RTT report.
+    pub report_rtt: bool,
+    /// Immediate data (WRITE and SEND only).
+    pub imm: Option<u32>,
+}
+
+impl<'s> SqPost<'s> {
+    /// A post with no flags.
+    pub const fn new(wr_id: u64, op: SqOp<'s>) -> Self {
+        SqPost {
+            wr_id,
+            op,
+            signaled: false,
+            read_fence: false,
+            local_fence: false,
+            report_rtt: false,
+            imm: None,
+        }
+    }
+}
+
+/// Why a WQE was not posted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum SqError {
+    /// More SGEs than the QP allows (vendor `-EINVAL`).
+    TooManySges,
+    /// Inline payload longer than the QP's `max_inline_data` (vendor `-EINVAL`).
+    InlineTooLong,
+    /// Inline requested on a QP that did not call [`Sq::enable_inline`].
+    InlineNotEnabled,
+    /// Immediate data on an operation that cannot carry it.
+    ImmNotAllowed,
+    /// A field value does not fit the hardware field (e.g. MR length ≥ 2^41,
+    /// or remote-atomic access on E810).
+    InvalidField,
+    /// Not enough free quanta, counting NOP padding (vendor `-ENOMEM`).
+    Full,
+    /// An operation E810 does not support (atomics, memory windows).
+    Unsupported,
+}
+
+/// Why an SQ could not be set up over the given memory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum SqConfigError {
+    /// Ring size not a power of two in 8..=32768 quanta.
+    BadSize,
+    /// The memory region is smaller than the ring.
+    MemoryTooSmall,
+    /// The tracking slice has fewer entries than the ring has quanta.
+    TrackingTooSmall,
+    /// `max_frags` above 13 or `max_inline` above 101.
+    BadLimits,
+}
+
+/// Where a WQE went.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Posted {
+    /// First quantum of the WQE (after padding).
+    pub wqe_idx: u32,
+    /// Quanta of the WQE.
+    pub quanta: u32,
+    /// NOP quanta written before it.
+    pub pad: u32,
+    /// The valid bit it was written with.
+    pub valid: bool,
+}
+
+/// Size of a validated post.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WqeSize {
+    /// Quanta.
+    pub quanta: u32,
+    /// Bytes tracked for the completion.
+    pub wr_len: u32,
+}
+
+/// Qword index (in the WQE) of fragment slot `k` (spec data-path §1.5):
+/// slot 0 at byte 0, slot k ≥ 1 at byte 32 + 16 (k − 1).
+#[inline(always)]
+const fn frag_qword(k: usize) -> usize {
+    if k == 0 { 0 } else { 2 * k + 2 }
+}
+
+/// A WQE's quanta in the ring: qword writes confined to them.
+pub struct Slot<'m, 'a> {
+    mem: &'m QueueMem<'a>,
+    base: usize,
+    len: usize,
+}
+
+impl<'m, 'a> Slot<'m, 'a> {
+    /// The `quanta` quanta starting at quantum `idx` of `mem`.
+    #[inline(always)]
+    pub fn new(mem: &'m QueueMem<'a>, idx: u32, quanta: u32) -> Self {
+        Slot { mem, base: idx as usize * QUANTUM_QWORDS, len: quanta as usize * QUANTUM_QWORDS }
+    }
+
+    /// Stores qword `i` of the WQE (dropped outside the WQE).
+    #[inline(always)]
+    pub fn put(&self, i: usize, v: u64) {
+        if i < self.len {
+            self.mem.write(self.base + i, v);
+        }
+    }
+
+    /// Reads qword `i` of the WQE (0 outside it).
+    #[inline(always)]
+    pub fn get(&self, i: usize) -> u64 {
+        if i < self.len { self.mem.read(self.base + i) } else { 0 }
+    }
+}
+
+#[inline(always)]
+fn put_frag(slot: &Slot<'_, '_>, k: usize, sge: Option<&Sge>, valid: bool) {
+    // spec data-path §1.4 (uk.c: irdma_set_fragment): address, then
+    // STAG | LEN | VALID; a null fragment carries only the valid bit.
+    let q = frag_qword(k);
+    let (addr, w) = match sge {
+        Some(s) => (s.addr, frag::STAG.prep(s.lkey.into()) | frag::LEN.prep(s.length.into())),
+        None => (0, 0),
+    };
+    slot.put(q, addr);
+    slot.put(q + 1, w | frag::VALID.prep(valid as u64));
+}
+
+/// Writes immediate data (if any) and the SGEs with GEN_2 padding; returns
+/// ADDFRAGCNT (spec data-path §1.5).
+#[inline(always)]
+fn put_sges(slot: &Slot<'_, '_>, sges: &[Sge], imm: Option<u32>, valid: bool) -> u64 {
+    let mut k = 0;
+    if let Some(imm) = imm {
+        // Immediate takes slot 0: qword +0, +8 not written.
+        slot.put(0, imm.into());
+        k = 1;
+    } else if sges.is_empty() {
+        put_frag(slot, 0, None, valid);
+    }
+    for s in sges {
+        put_frag(slot, k, Some(s), valid);
+        k += 1;
+    }
+    let mut add = k.saturating_sub(1) as u64;
+    if k != 0 && k.is_multiple_of(2) {
+        // GEN_2: pad fragment so the WQE ends with a valid bit, counted.
+        put_frag(slot, k, None, valid);
+        add += 1;
+    }
+    add
+}
+
+fn sum_len(sges: &[Sge]) -> u32 {
+    sges.iter().fold(0u32, |a, s| a.wrapping_add(s.length))
+}
+
+/// Inline payload gathered from the SGEs (at most 101 bytes on GEN_2).
+struct InlineBuf {
+    buf: [u8; inline::MAX_BYTES],
+    len: usize,
+}
+
+/// Gathers an inline payload from SGEs whose addresses are CPU addresses.
+///
+/// # Safety
+///
+/// Each SGE's `addr..addr + length` must be readable CPU memory.
+unsafe fn gather_inline(sges: &[Sge], total: usize) -> InlineBuf {
+    let mut b = InlineBuf { buf: [0; inline::MAX_BYTES], len: 0 };
+    for s in sges {
+        let n = s.length as usize;
+        let Some(dst) = b.buf.get_mut(b.len..b.len.saturating_add(n)) else { break };
+        if n != 0 {
+            // SAFETY: the caller promises the SGE range is readable CPU memory;
+            // `dst` has exactly `n` bytes and does not overlap it (stack buffer).
+            unsafe {
+                core::ptr::copy_nonoverlapping(s.addr as usize as *const u8, dst.as_mut_ptr(), n)
+            };
+        }
+        b.len += n;
+    }
+    b.len = b.len.min(total);
+    b
+}
+
+/// Writes an inline payload (spec data-path §1.7; uk.c: irdma_copy_inline_data):
+/// bytes 0..7 at WQE bytes 8..15, then 31 bytes per further quantum whose
+/// byte 31 is the valid byte.
+fn put_inline(slot: &Slot<'_, '_>, data: &[u8], quanta: u32, valid: bool) {
+    let mut w = [0u8; 8];
+    let first = data.len().min(inline::FIRST_QUANTUM_BYTES);
+    if let (Some(d), Some(s)) = (w.get_mut(..first), data.get(..first)) {
+        d.copy_from_slice(s);
+    }
+    slot.put(1, u64::from_le_bytes(w));
+    let rest = data.get(first..).unwrap_or(&[]);
+    let valid_byte = (valid as u8) << inline::VALID_SHIFT;
+    for q in 1..quanta as usize {
+        let start = (q - 1) * inline::PER_QUANTUM_BYTES;
+        let mut bytes = [0u8; 32];
+        let chunk = rest.get(start..).unwrap_or(&[]);
+        let n = chunk.len().min(inline::PER_QUANTUM_BYTES);
+        if let (Some(d), Some(s)) = (bytes.get_mut(..n), chunk.get(..n)) {
+            d.copy_from_slice(s);
+        }
+        bytes[31] = valid_byte;
+        for (i, c) in bytes.chunks_exact(8).enumerate() {
+            let mut x = [0u8; 8];
+            x.copy_from_slice(c);
+            slot.put(q * QUANTUM_QWORDS + i, u64::from_le_bytes(x));
+        }
+    }
+}
+
+/// Limits an SQ enforces on posts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SqLimits {
+    /// `max_sq_frag_cnt` (requested `max_send_sge`, ≤ 13).
+    pub max_frags: u32,
+    /// `max_inline_data` (≤ 101).
+    pub max_inline: u32,
+    /// Inline payload addresses are trusted CPU addresses.
+    pub inline_enabled: bool,
+}
+
+/// Validates a post and sizes it (spec data-path §1.2, §6.1 errors).
+pub fn size_post(p: &SqPost<'_>, lim: &SqLimits) -> Result<WqeSize, SqError> {
+    let imm = p.imm.is_some() as u32;
+    let sg = |sges: &[Sge], imm_ok: bool| -> Result<WqeSize, SqError> {
+        if !imm_ok && imm != 0 {
+            return Err(SqError::ImmNotAllowed);
+        }
+        let n = u32::try_from(sges.len()).map_err(|_| SqError::TooManySges)?;
+        if n > lim.max_frags {
+            return Err(SqError::TooManySges);
+        }
+        let quanta = fragcnt_to_quanta_sq(n + imm).ok_or(SqError::TooManySges)?;
+        Ok(WqeSize { quanta, wr_len: sum_len(sges) })
+    };
+    let inl = |sges: &[Sge]| -> Result<WqeSize, SqError> {
+        if !lim.inline_enabled {
+            return Err(SqError::InlineNotEnabled);
+        }
+        if sges.len() > lim.max_frags as usize {
+            return Err(SqError::TooManySges);
+        }
+        let total = sges.iter().try_fold(0u32, |a, s| a.checked_add(s.length));
+        match total {
+            Some(t) if t <= lim.max_inline => {
+                Ok(WqeSize { quanta: inline_data_size_to_quanta(t), wr_len: t })
+            }
+            _ => Err(SqError::InlineTooLong),
+        }
+    };
+    match p.op {
+        SqOp::Write { sges, inline: false, .. } => sg(sges, true),
+        SqOp::Write { sges, inline: true, .. } => inl(sges),
+        SqOp::Send { sges, inline: false, .. } => sg(sges, true),
+        SqOp::Send { sges, inline: true, .. } => inl(sges),
+        SqOp::Read { sges, .. } => sg(sges, false),
+        SqOp::LocalInv { .. } | SqOp::Nop => {
+            if imm != 0 {
+                return Err(SqError::ImmNotAllowed);
+            }
+            Ok(WqeSize { quanta: 1, wr_len: 0 })
+        }
+        SqOp::FastReg(r) => {
+            if imm != 0 {
+                return Err(SqError::ImmNotAllowed);
+            }
+            if !fastreg::STAGLEN.fits(r.length) || r.access.contains(Access::REMOTE_ATOMIC) {
+                return Err(SqError::InvalidField);
+            }
+            if r.access.contains(Access::MW_BIND) || r.pbl_level > 2 {
+                return Err(SqError::InvalidField);
+            }
+            Ok(WqeSize { quanta: 1, wr_len: 0 })
+        }
+        SqOp::Atomic | SqOp::BindMw => Err(SqError::Unsupported),
+    }
+}
+
+/// Writes every qword of a validated WQE except the header and returns the
+/// header, to be stored after [`dma_wmb`] (spec data-path §1.6–1.8).
+///
+/// `quanta` must be the value [`size_post`] returned for `p`.
+pub fn encode_body(p: &SqPost<'_>, slot: &Slot<'_, '_>, valid: bool, quanta: u32) -> u64 {
+    let common = sq_hdr::READFENCE.prep(p.read_fence as u64)
+        | sq_hdr::LOCALFENCE.prep(p.local_fence as u64)
+        | sq_hdr::SIGCOMPL.prep(p.signaled as u64)
+        | sq_hdr::VALID.prep(valid as u64);
+    let imm_hdr = sq_hdr::IMMDATAFLAG.prep(p.imm.is_some() as u64)
+        | sq_hdr::REPORTRTT.prep(p.report_rtt as u64);
+    match p.op {
+        SqOp::Write { remote_addr, rkey, solicited, sges, inline } => {
+            // uk.c: irdma_uk_rdma_write / irdma_uk_inline_rdma_write
+            let opc = if solicited { op::RDMA_WRITE_SOL } else { op::RDMA_WRITE };
+            slot.put(2, remote_addr);
+            let body = if inline {
+                inline_body(p, sges, slot, quanta, valid)
+            } else {
+                sq_hdr::ADDFRAGCNT.prep(put_sges(slot, sges, p.imm, valid))
+            };
+            sq_hdr::REMSTAG.prep(rkey.into())
+                | sq_hdr::OPCODE.prep(opc.into())
+                | body
+                | imm_hdr
+                | common
+        }
+        SqOp::Read { remote_addr, rkey, local_inv, sges } => {
+            // uk.c: irdma_uk_rdma_read
+            let opc = if local_inv { op::RDMA_READ_LOC_INV } else { op::RDMA_READ };
+            slot.put(2, remote_addr);
+            let add = put_sges(slot, sges, None, valid);
+            sq_hdr::REMSTAG.prep(rkey.into())
+                | sq_hdr::OPCODE.prep(opc.into())
+                | sq_hdr::ADDFRAGCNT.prep(add)
+                | sq_hdr::REPORTRTT.prep(p.report_rtt as u64)
+                | common
+        }
+        SqOp::Send { kind, stag_to_inv, qkey, dest_qp, ah_id, udp_hdr, l4len, sges, inline } => {
+            // uk.c: irdma_uk_send / irdma_uk_inline_send
+            slot.put(2, send16::DESTQKEY.prep(qkey.into()) | send16::DESTQPN.prep(dest_qp.into()));
+            let body = if inline {
+                inline_body(p, sges, slot, quanta, valid)
+            } else {
+                sq_hdr::ADDFRAGCNT.prep(put_sges(slot, sges, p.imm, valid))
+            };
+            sq_hdr::REMSTAG.prep(stag_to_inv.into())
+                | sq_hdr::AHID.prep(ah_id.into())
+                | sq_hdr::OPCODE.prep(kind.opcode().into())
+                | sq_hdr::UDPHEADER.prep(udp_hdr as u64)
+                | sq_hdr::L4LEN.prep(l4len.into())
+                | body
+                | imm_hdr
+                | common
+        }
+        SqOp::LocalInv { stag } => {
+            // uk.c: irdma_uk_stag_local_invalidate — the fragment valid bit is
+            // written as 0, not the polarity (spec §1.6, uncertainty 2).
+            slot.put(0, 0);
+            slot.put(1, frag::STAG.prep(stag.into()));
+            slot.put(2, 0);
+            sq_hdr::OPCODE.prep(op::INV_STAG.into()) | common
+        }
+        SqOp::FastReg(r) => {
+            // ctrl.c: irdma_sc_mr_fast_register, kernel mapping of
+            // verbs.c: irdma_post_send IB_WR_REG_MR (always VA-based).
+            slot.put(0, r.iova);
+            slot.put(1, fastreg::FIRSTPMPBLIDXHI.prep(u64::from(r.first_pble_index) >> 16));
+            slot.put(
+                2,
+                fastreg::STAGLEN.prep(r.length)
+                    | fastreg::FIRSTPMPBLIDXLO.prep(u64::from(r.first_pble_index)),
+            );
+            let page = match r.page_size {
+                PageSize::Size4K => 0,
+                PageSize::Size2M => 1,
+                PageSize::Size1G => 2,
+            };
+            let lpbl = match r.pbl_level {
+                1 => 1,
+                2 => 3,
+                _ => 0,
+            };
+            sq_hdr::STAGKEY.prep(u64::from(r.key & 0xff))
+                | sq_hdr::STAGINDEX.prep(u64::from(r.key >> 8))
+                | sq_hdr::OPCODE.prep(op::FAST_REG.into())
+                | sq_hdr::LPBLSIZE.prep(lpbl)
+                | sq_hdr::HPAGESIZE.prep(page)
+                | sq_hdr::STAGRIGHTS.prep(mr_rights(r.access))
+                | sq_hdr::VABASEDTO.prep(1)
+                | common
+        }
+        SqOp::Nop | SqOp::Atomic | SqOp::BindMw => {
+            // uk.c: irdma_nop (Atomic/BindMw never get here: size_post refuses them).
+            slot.put(0, 0);
+            slot.put(1, 0);
+            slot.put(2, 0);
+            sq_hdr::OPCODE.prep(op::NOP.into())
+                | sq_hdr::SIGCOMPL.prep(p.signaled as u64)
+                | sq_hdr::VALID.prep(valid as u64)
+        }
+    }
+}
+
+/// STAGRIGHTS for a fast-registered MR (spec data-path §1.6; verbs.c:
+/// irdma_get_mr_access, user.h IRDMA_ACCESS_FLAGS_*): local read 0x01 always,
+/// local write 0x02, remote write 0x0A, remote read 0x05.
+pub const fn mr_rights(a: Access) -> u64 {
+    let mut r = 0x01;
+    if a.contains(Access::LOCAL_WRITE) {
+        r |= 0x02;
+    }
+    if a.contains(Access::REMOTE_WRITE) {
+        r |= 0x0A;
+    }
+    if a.contains(Access::REMOTE_READ) {
+        r |= 0x05;
+    }
+    r
+}
+
+fn inline_body(p: &SqPost<'_>, sges: &[Sge], slot: &Slot<'_, '_>, quanta: u32, valid: bool) -> u64 {
+    if let Some(imm) = p.imm {
+        slot.put(0, imm.into());
+    }
+    let total = sges.iter().fold(0usize, |a, s| a.saturating_add(s.length as usize));
+    // SAFETY: inline posts are only sized (and so only reach here) on an SQ
+    // whose owner called the unsafe `Sq::enable_inline`, promising that inline
+    // SGE addresses are readable CPU memory; `size_post` bounded the total.
+    let data = unsafe { gather_inline(sges, total.min(inline::MAX_BYTES)) };
+    let bytes = data.buf.get(..data.len).unwrap_or(&[]);
+    put_inline(slot, bytes, quanta, valid);
+    sq_hdr::INLINEDATAFLAG.prep(1) | sq_hdr::INLINEDATALEN.prep(data.len as u64)
+}
+
+/// Writes a one-quantum NOP pad (uk.c: irdma_nop_1): body zero, header last.
+#[inline(always)]
+pub fn write_nop_pad(slot: &Slot<'_, '_>, valid: bool) {
+    slot.put(0, 0);
+    slot.put(1, 0);
+    slot.put(2, 0);
+    dma_wmb();
+    slot.put(3, sq_hdr::OPCODE.prep(op::NOP.into()) | sq_hdr::VALID.prep(valid as u64));
+}
+
+/// The single-owner send queue.
+///
+/// Head and tail are free-running quanta counters (`index = counter & mask`),
+/// so a full ring and an empty one are told apart and the valid bit of any
+/// position is `pass & 1 == 0` (the first pass writes 1, spec data-path §3.1).
+pub struct Sq<'a> {
+    mem: QueueMem<'a>,
+    trk: &'a mut [SqWrTrk],
+    log2: u8,
+    mask: u32,
+    head: u32,
+    tail: u32,
+    cap: u32,
+    lim: SqLimits,
+    qp_id: u32,
+}
+
+impl<'a> Sq<'a> {
+    /// An SQ of `size` quanta over `mem`, with one tracking entry per quantum.
+    ///
+    /// Real GEN_2 SQs are ≥ 512 quanta and keep 257 quanta free like the
+    /// vendor (`IRDMA_SQ_RING_FREE_QUANTA`); smaller rings (test
+    /// configurations only) may be filled completely.
+    pub fn new(
+        mem: QueueMem<'a>,
+        trk: &'a mut [SqWrTrk],
+        size: u32,
+        max_frags: u32,
+        max_inline: u32,
+        qp_id: u32,
+    ) -> Result<Self, SqConfigError> {
+        if !size.is_power_of_two() || !(SQ_CHUNK_QUANTA..=MAX_WQ_QUANTA).contains(&size) {
+            return Err(SqConfigError::BadSize);
+        }
+        if mem.qwords() < size as usize * QUANTUM_QWORDS {
+            return Err(SqConfigError::MemoryTooSmall);
+        }
+        if trk.len() < size as usize {
+            return Err(SqConfigError::TrackingTooSmall);
+        }
+        if max_frags > MAX_FRAGS || max_inline as usize > inline::MAX_BYTES {
+            return Err(SqConfigError::BadLimits);
+        }
+        let cap = if size > SQ_FREE_RESERVE { size - SQ_FREE_RESERVE } else { size };
+        Ok(Sq {
+            mem,
+            trk,
+            log2: size.trailing_zeros() as u8,
+            mask: size - 1,
+            head: 0,
+            tail: 0,
+            cap,
+            lim: SqLimits { max_frags, max_inline, inline_enabled: false },
+            qp_id,
+        })
+    }
+
+    /// Allows inline posts.
+    ///
+    /// # Safety
+    ///
+    /// From now on, the `addr` of every SGE of every inline WR posted on this
+    /// SQ must be a CPU address whose `length` bytes are readable for the
+    /// duration of the post (the kernel's `IB_SEND_INLINE` contract).
+    pub unsafe fn enable_inline(&mut self) {
+        self.lim.inline_enabled = true;
+    }
+
+    /// The posting limits.
+    pub fn limits(&self) -> SqLimits {
+        self.lim
+    }
+
+    /// Ring size in quanta.
+    pub fn size(&self) -> u32 {
+        self.mask + 1
+    }
+
+    /// QP id written to the doorbell.
+    pub fn qp_id(&self) -> u32 {
+        self.qp_id
+    }
+
+    /// Ring index of the head (next quantum to write).
+    pub fn head(&self) -> u32 {
+        self.head & self.mask
+    }
+
+    /// Ring index of the tail (oldest outstanding quantum).
+    pub fn tail(&self) -> u32 {
+        self.tail & self.mask
+    }
+
+    /// Outstanding quanta.
+    pub fn used(&self) -> u32 {
+        self.head.wrapping_sub(self.tail)
+    }
+
+    /// Quanta a post may still use, padding included.
+    pub fn free(&self) -> u32 {
+        self.cap.saturating_sub(self.used())
+    }
+
+    /// The valid bit a WQE at free-running position `pos` carries.
+    #[inline(always)]
+    fn valid_at(&self, pos: u32) -> bool {
+        (pos >> self.log2) & 1 == 0
+    }
+
+    /// The tracking entry at ring index `idx`.
+    pub fn trk(&self, idx: u32) -> Option<&SqWrTrk> {
+        self.trk.get((idx & self.mask) as usize)
+    }
+
+    /// The opcode in the header of the WQE at ring index `idx`.
+    pub fn wqe_opcode(&self, idx: u32) -> u8 {
+        let h = self.mem.read((idx & self.mask) as usize * QUANTUM_QWORDS + 3);
+        sq_hdr::OPCODE.get(h) as u8
+    }
+
+    /// The ring memory (read-only use: tests and the conformance runner).
+    pub fn mem(&self) -> &QueueMem<'a> {
+        &self.mem
+    }
+
+    /// Posts one WQE without ringing the doorbell (uk.c: irdma_uk_* builders
+    /// with `post_sq = false`): validate, reserve with NOP padding, record
+    /// tracking, write the body, `dma_wmb`, write the header.
+    #[inline]
+    pub fn post(&mut self, p: &SqPost<'_>) -> Result<Posted, SqError> {
+        let sz = size_post(p, &self.lim)?;
+        let (pos, pad) = self.reserve(sz.quanta)?;
+        let idx = pos & self.mask;
+        if let Some(t) = self.trk.get_mut(idx as usize) {
+            *t = SqWrTrk {
+                wr_id: p.wr_id,
+                wr_len: sz.wr_len,
+                quanta: sz.quanta as u8,
+                signaled: p.signaled,
+            };
+        }
+        let valid = self.valid_at(pos);
+        let slot = Slot::new(&self.mem, idx, sz.quanta);
+        let hdr = encode_body(p, &slot, valid, sz.quanta);
+        dma_wmb();
+        slot.put(3, hdr);
+        self.head = pos.wrapping_add(sz.quanta);
+        Ok(Posted { wqe_idx: idx, quanta: sz.quanta, pad, valid })
+    }
+
+    /// Reserves `quanta` quanta, writing NOP pads to the end of the current
+    /// 8-quanta chunk first if the WQE would cross it (spec data-path §1.10;
+    /// uk.c: irdma_qp_get_next_send_wqe). Returns the WQE's free-running
+    /// position and the pad count.
+    #[inline(always)]
+    fn reserve(&mut self, quanta: u32) -> Result<(u32, u32), SqError> {
+        let idx = self.head & self.mask;
+        let room = SQ_CHUNK_QUANTA - (idx % SQ_CHUNK_QUANTA);
+        let pad = if quanta <= room { 0 } else { room };
+        if self.used().saturating_add(pad + quanta) > self.cap {
+            return Err(SqError::Full);
+        }
+        for i in 0..pad {
+            let pos = self.head.wrapping_add(i);
+            let pi = pos & self.mask;
+            if let Some(t) = self.trk.get_mut(pi as usize) {
+                *t = SqWrTrk { wr_id: 0, wr_len: 0, quanta: 1, signaled: false };
+            }
+            write_nop_pad(&Slot::new(&self.mem, pi, 1), self.valid_at(pos));
+        }
+        Ok((self.head.wrapping_add(pad), pad))
+    }
+
+    /// Rings the SQ doorbell: one 32-bit write of the QP id to WQEALLOC after
+    /// a write barrier (spec data-path §4.2; uk.c: irdma_uk_qp_post_wr).
+    #[inline(always)]
+    pub fn ring_doorbell(&self, bar: &impl Bar) {
+        wmb();
+        bar.write32(regs::WQEALLOC, self.qp_id);
+    }
+
+    /// Retires through the WQE at ring index `wqe_idx` (a completion for it
+    /// arrived): the tail moves past it, retiring every earlier unsignaled WQE
+    /// and NOP (spec data-path §5.4). Returns its tracking entry, or `None`
+    /// when `wqe_idx` is not an outstanding WQE start (device data is checked).
+    pub fn complete_at(&mut self, wqe_idx: u32) -> Option<SqWrTrk> {
+        let d = wqe_idx.wrapping_sub(self.tail) & self.mask;
+        let used = self.used();
+        if d >= used {
+            return None;
+        }
+        let t = *self.trk.get((wqe_idx & self.mask) as usize)?;
+        let q = u32::from(t.quanta).max(1);
+        if d.checked_add(q)? > used {
+            return None;
+        }
+        self.tail = self.tail.wrapping_add(d + q);
+        Some(t)
+    }
+
+    /// Retires the oldest outstanding WQE (flush replay, spec data-path §5.5)
+    /// and returns its ring index, opcode and tracking entry; `None` when the
+    /// SQ is empty.
+    pub fn retire_oldest(&mut self) -> Option<(u32, u8, SqWrTrk)> {
+        let used = self.used();
+        if used == 0 {
+            return None;
+        }
+        let idx = self.tail & self.mask;
+        let t = *self.trk.get(idx as usize)?;
+        let q = u32::from(t.quanta).clamp(1, used);
+        let opc = self.wqe_opcode(idx);
+        self.tail = self.tail.wrapping_add(q);
+        Some((idx, opc, t))
+    }
+
+    /// Marks everything posted as consumed (test/conformance set-up, like the
+    /// vendor harness's `sq_ring.tail = sq_ring.head`).
+    pub fn consume_all(&mut self) {
+        self.tail = self.head;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    extern crate std;
+    use super::*;
+    use core::ptr::NonNull;
+    use std::vec;
+    use std::vec::Vec;
+
+    pub(crate) struct Ring {
+        pub buf: Vec<u64>,
+        pub trk: Vec<SqWrTrk>,
+    }
+
+    impl Ring {
+        pub fn new(quanta: usize) -> Self {
+            Ring { buf: vec![0; quanta * 4], trk: vec![SqWrTrk::default(); quanta] }
+        }
+        pub fn sq(&mut self, size: u32) -> Sq<'_> {
+            let base = NonNull::new(self.buf.as_mut_ptr()).unwrap();
+            // SAFETY: the buffer outlives the Sq (borrowed) and is only accessed through it.
+            let mem = unsafe { QueueMem::from_raw(base, self.buf.len()) };
+            Sq::new(mem, &mut self.trk, size, 13, 101, 0x2a).unwrap()
+        }
+    }
+
+    fn sge(i: u64) -> Sge {
+        Sge {
+            addr: 0x7f00_0010_0040 + (i << 16),
+            length: 256 + 257 * i as u32,
+            lkey: 0xabcd00 + i as u32,
+        }
+    }
+
+    #[test]
+    fn write_one_sge_matches_vendor_words() {
+        let mut r = Ring::new(64);
+        let mut sq = r.sq(64);
+        let s = [sge(0)];
+        let mut p = SqPost::new(
+            7,
+            SqOp::Write {
+                remote_addr: 0x7e00_0020_0000,
+                rkey: 0xbeef01,
+                solicited: false,
+                sges: &s,
+                inline: false,
+            },
+        );
+        p.signaled = true;
+        let got = sq.post(&p).unwrap();
+        assert_eq!(got, Posted { wqe_idx: 0, quanta: 1, pad: 0, valid: true });
+        let m = sq.mem();
+        assert_eq!(m.read(0), 0x7f00_0010_0040);
+        assert_eq!(m.read(1), 0x8000_0100_00ab_cd00);
+        assert_eq!(m.read(2), 0x7e00_0020_0000);
+        assert_eq!(m.read(3), 0xc000_0000_00be_ef01);
+        assert_eq!(sq.trk(0).unwrap().wr_len, 256);
+    }
+
+    #[test]
+    fn chunk_rule_pads_with_nops_and_polarity_flips_at_zero() {
+        let mut r = Ring::new(16);
+        let mut sq = r.sq(16);
+        let one = [sge(0)];
+        let w1 =
+            SqOp::Write { remote_addr: 0, rkey: 1, solicited: false, sges: &one, inline: false };
+        for _ in 0..13 {
+            sq.post(&SqPost::new(1, w1)).unwrap();
+        }
+        sq.consume_all();
+        // 13 SGEs + imm = 8 quanta: 3 pads then the WQE at index 0 of pass 2.
+        let many: Vec<Sge> = (0..13).map(sge).collect();
+        let mut p = SqPost::new(
+            9,
+            SqOp::Write { remote_addr: 0, rkey: 1, solicited: false, sges: &many, inline: false },
+        );
+        p.imm = Some(0x1234_5678);
+        let got = sq.post(&p).unwrap();
+        assert_eq!(got, Posted { wqe_idx: 0, quanta: 8, pad: 3, valid: false });
+        for i in 13..16 {
+            assert_eq!(sq.mem().read(i * 4 + 3), 0x8000_000c_0000_0000, "pad {i} is a valid NOP");
+            assert_eq!(sq.trk(i as u32).unwrap().quanta, 1);
+        }
+        // ADDFRAGCNT 14 (13 + imm + counted pad), valid bit 0 on pass 2.
+        assert_eq!(sq_hdr::ADDFRAGCNT.get(sq.mem().read(3)), 14);
+        assert!(!sq_hdr::VALID.is_set(sq.mem().read(3)));
+        assert_eq!(sq.mem().read(31) >> 63, 0, "pad fragment valid bit = polarity 0");
+        assert_eq!(sq.used(), 11);
+        // 5 quanta left: a 1-quantum and a 4-quantum WQE fill the ring exactly.
+        sq.post(&SqPost::new(1, w1)).unwrap();
+        let six: Vec<Sge> = (0..6).map(sge).collect();
+        let w4 =
+            SqOp::Write { remote_addr: 0, rkey: 1, solicited: false, sges: &six, inline: false };
+        assert_eq!(sq.post(&SqPost::new(3, w4)).unwrap().wqe_idx, 9);
+        assert_eq!(sq.used(), 16);
+        assert_eq!(sq.post(&SqPost::new(1, w1)), Err(SqError::Full));
+        // Retiring the big WQE (and the pads before it) makes room; the next
+        // 4-quanta WQE pads 13..15 and lands at 0 on pass 3 (valid 1).
+        assert_eq!(sq.complete_at(0).unwrap().wr_id, 9);
+        assert_eq!(sq.used(), 5);
+        let got = sq.post(&SqPost::new(2, w4)).unwrap();
+        assert_eq!(got, Posted { wqe_idx: 0, quanta: 4, pad: 3, valid: true });
+    }
+
+    #[test]
+    fn real_ring_keeps_257_quanta_free() {
+        let mut r = Ring::new(512);
+        let mut sq = r.sq(512);
+        let mut n = 0;
+        while sq.post(&SqPost::new(n, SqOp::Nop)).is_ok() {
+            n += 1;
+        }
+        assert_eq!(n, 512 - 257);
+        assert_eq!(sq.free(), 0);
+        // A completion for the 10th WQE retires the first ten.
+        assert_eq!(sq.complete_at(9).unwrap().wr_id, 9);
+        assert_eq!(sq.used(), 512 - 257 - 10);
+        // A completion index that is not outstanding is refused.
+        assert_eq!(sq.complete_at(5), None);
+    }
+
+    #[test]
+    fn errors_are_typed() {
+        let mut r = Ring::new(64);
+        let mut sq = r.sq(64);
+        let many: Vec<Sge> = (0..14).map(sge).collect();
+        let w =
+            SqOp::Write { remote_addr: 0, rkey: 1, solicited: false, sges: &many, inline: false };
+        assert_eq!(sq.post(&SqPost::new(1, w)), Err(SqError::TooManySges));
+        let one = [sge(0)];
+        let inl = SqOp::Send {
+            kind: SendKind::default(),
+            stag_to_inv: 0,
+            qkey: 0,
+            dest_qp: 0,
+            ah_id: 0,
+            udp_hdr: false,
+            l4len: 0,
+            sges: &one,
+            inline: true,
+        };
+        assert_eq!(sq.post(&SqPost::new(1, inl)), Err(SqError::InlineNotEnabled));
+        assert_eq!(sq.post(&SqPost::new(1, SqOp::Atomic)), Err(SqError::Unsupported));
+        let mut rd =
+            SqPost::new(1, SqOp::Read { remote_addr: 0, rkey: 0, local_inv: false, sges: &one });
+        rd.imm = Some(1);
+        assert_eq!(sq.post(&rd), Err(SqError::ImmNotAllowed));
+        assert_eq!(sq.head(), 0, "nothing was written");
+    }
+
+    #[test]
+    fn inline_layout_and_valid_bytes() {
+        let mut r = Ring::new(64);
+        let mut sq = r.sq(64);
+        // SAFETY: the inline SGE below points at a live local array.
+        unsafe { sq.enable_inline() };
+        let payload: Vec<u8> = (1..=40u8).collect();
+        let s = [Sge { addr: payload.as_ptr() as u64, length: 40, lkey: 0 }];
+        let p = SqPost::new(
+            3,
+            SqOp::Write { remote_addr: 0x55, rkey: 2, solicited: false, sges: &s, inline: true },
+        );
+        let got = sq.post(&p).unwrap();
+        assert_eq!(got.quanta, 3);
+        let m = sq.mem();
+        assert_eq!(m.read(1), u64::from_le_bytes([1, 2, 3, 4, 5, 6, 7, 8]));
+        assert_eq!(m.read(4), u64::from_le_bytes([9, 10, 11, 12, 13, 14, 15, 16]));
+        // Byte 31 of quantum 1 is the valid byte; payload byte 39 (value 39) is at quantum 1 byte 30.
+        assert_eq!(m.read(7) >> 56, 0x80);
+        assert_eq!((m.read(7) >> 48) & 0xff, 39);
+        assert_eq!(m.read(8) & 0xff, 40);
+        assert_eq!(m.read(11) >> 56, 0x80);
+        let h = m.read(3);
+        assert_eq!(sq_hdr::INLINEDATALEN.get(h), 40);
+        assert!(sq_hdr::INLINEDATAFLAG.is_set(h));
+    }
+
+    #[test]
+    fn fast_register_layout() {
+        let mut r = Ring::new(64);
+        let mut sq = r.sq(64);
+        let reg = RegMrWr {
+            key: 0x0012_3456,
+            access: Access::LOCAL_WRITE | Access::REMOTE_READ,
+            iova: 0x1000_2000,
+            length: 0x30_0000,
+            page_size: PageSize::Size2M,
+            first_pble_index: 0x0abc_1234,
+            pbl_level: 1,
+        };
+        sq.post(&SqPost::new(1, SqOp::FastReg(reg))).unwrap();
+        let m = sq.mem();
+        assert_eq!(m.read(0), 0x1000_2000);
+        assert_eq!(m.read(1), 0xabc);
+        assert_eq!(m.read(2), 0x1234_0000_0000_0000 | 0x30_0000);
+        let h = m.read(3);
+        assert_eq!(sq_hdr::STAGKEY.get(h), 0x56);
+        assert_eq!(sq_hdr::STAGINDEX.get(h), 0x1234);
+        assert_eq!(sq_hdr::OPCODE.get(h), 0x09);
+        assert_eq!(sq_hdr::LPBLSIZE.get(h), 1);
+        assert_eq!(sq_hdr::HPAGESIZE.get(h), 1);
+        assert_eq!(sq_hdr::STAGRIGHTS.get(h), 0x07);
+        assert!(sq_hdr::VABASEDTO.is_set(h));
+        let bad = RegMrWr { length: 1 << 41, ..reg };
+        assert_eq!(sq.post(&SqPost::new(1, SqOp::FastReg(bad))), Err(SqError::InvalidField));
+    }
+}

@@ -1,0 +1,290 @@
+//! Host tests of the data path as a whole: post → CQE → poll, flush
+//! exactly-once, arming, doorbells.
+
+extern crate std;
+
+use core::cell::RefCell;
+use core::ptr::NonNull;
+use std::vec;
+use std::vec::Vec;
+
+use irdma_hal::wqe::{cqe, shadow};
+use irdma_hal::{Bar, regs};
+
+use super::cq::{Cq, PollError};
+use super::mem::QueueMem;
+use super::qp::{PostSendError, QpKind, QpUk, poll_cq, req_notify_cq};
+use super::rq::Rq;
+use super::sq::{Sq, SqError, SqWrTrk};
+use crate::wr::{RecvWr, SendFlags, SendWr, Sge, WcOpcode, WcStatus, WorkCompletion, WrOpcode};
+
+#[derive(Default)]
+struct RecBar(RefCell<Vec<(usize, u32)>>);
+
+impl Bar for RecBar {
+    fn read32(&self, _offset: usize) -> u32 {
+        0
+    }
+    fn write32(&self, offset: usize, value: u32) {
+        self.0.borrow_mut().push((offset, value));
+    }
+}
+
+struct World {
+    sq: Vec<u64>,
+    trk: Vec<SqWrTrk>,
+    rq: Vec<u64>,
+    wrid: Vec<u64>,
+    cq: Vec<u64>,
+    sh: Vec<u64>,
+}
+
+const CTX: u64 = 0xc0de_0000;
+const QP_ID: u32 = 0x2a;
+
+fn view(v: &mut [u64]) -> QueueMem<'_> {
+    // SAFETY: the vector is borrowed mutably for the view's lifetime.
+    unsafe { QueueMem::from_raw(NonNull::new(v.as_mut_ptr()).unwrap(), v.len()) }
+}
+
+impl World {
+    fn new() -> Self {
+        World {
+            sq: vec![0; 64 * 4],
+            trk: vec![SqWrTrk::default(); 64],
+            rq: vec![0; 16 * 2 * 4],
+            wrid: vec![0; 16],
+            cq: vec![0; 16 * 4],
+            sh: vec![0; 8],
+        }
+    }
+    fn parts(&mut self, kind: QpKind) -> (QpUk<'_>, Cq<'_>) {
+        let sq = Sq::new(view(&mut self.sq), &mut self.trk, 64, 13, 101, QP_ID).unwrap();
+        let rq = Rq::new(view(&mut self.rq), &mut self.wrid, 16, 1, 3).unwrap();
+        let cq = Cq::new(view(&mut self.cq), view(&mut self.sh), 16, 7).unwrap();
+        (QpUk::new(sq, rq, CTX, kind), cq)
+    }
+}
+
+/// Writes a CQE the way hardware would: body, then the valid word.
+fn hw_cqe(cq: &Cq<'_>, slot: usize, sq: bool, wqe_idx: u64, major: u64, minor: u64, len: u32) {
+    let m = cq.mem();
+    m.write(slot * 4, u64::from(len));
+    m.write(slot * 4 + 1, CTX);
+    m.write(slot * 4 + 2, cqe::QPID.prep(QP_ID.into()));
+    let err = major != 0;
+    m.write(
+        slot * 4 + 3,
+        cqe::VALID.prep(1)
+            | cqe::SQ.prep(sq as u64)
+            | cqe::ERROR.prep(err as u64)
+            | cqe::MAJERR.prep(major)
+            | cqe::MINERR.prep(minor)
+            | cqe::WQEIDX.prep(wqe_idx),
+    );
+}
+
+const SGE: Sge = Sge { addr: 0x1000, length: 100, lkey: 5 };
+
+fn write_wr(id: u64, flags: SendFlags, sg: &[Sge]) -> SendWr<'_> {
+    SendWr {
+        wr_id: id,
+        opcode: WrOpcode::RdmaWrite { remote_addr: 0x9000, rkey: 3 },
+        flags,
+        sg_list: sg,
+    }
+}
+
+const WC0: WorkCompletion = WorkCompletion {
+    wr_id: 0,
+    status: WcStatus::Success,
+    opcode: WcOpcode::Send,
+    vendor_err: 0,
+    byte_len: 0,
+    qp_num: 0,
+    imm_data: None,
+    invalidated_rkey: None,
+    solicited: false,
+};
+
+#[test]
+fn post_send_stops_at_bad_wr_and_rings_once() {
+    let mut w = World::new();
+    let (mut qp, _cq) = w.parts(QpKind::Rc);
+    let bar = RecBar::default();
+    let one = [SGE];
+    let many = [SGE; 14];
+    let wrs = [
+        write_wr(1, SendFlags::SIGNALED, &one),
+        write_wr(2, SendFlags::NONE, &one),
+        write_wr(3, SendFlags::SIGNALED, &many),
+        write_wr(4, SendFlags::SIGNALED, &one),
+    ];
+    let r = qp.post_send(&bar, &wrs);
+    assert_eq!(r, Err(PostSendError { bad_wr: 2, kind: SqError::TooManySges }));
+    assert_eq!(qp.sq.used(), 2);
+    assert_eq!(*bar.0.borrow(), vec![(regs::WQEALLOC, QP_ID)]);
+    // Nothing posted: no doorbell.
+    let r = qp.post_send(&bar, &wrs[2..3]);
+    assert_eq!(r.map_err(|e| e.bad_wr), Err(0));
+    assert_eq!(bar.0.borrow().len(), 1);
+}
+
+#[test]
+fn ud_qp_refuses_rdma_and_e810_refuses_atomics() {
+    let mut w = World::new();
+    let (mut qp, _cq) = w.parts(QpKind::Ud);
+    let bar = RecBar::default();
+    let one = [SGE];
+    let r = qp.post_send(&bar, &[write_wr(1, SendFlags::SIGNALED, &one)]);
+    assert_eq!(r.map_err(|e| e.kind), Err(SqError::Unsupported));
+    let a = SendWr {
+        wr_id: 2,
+        opcode: WrOpcode::AtomicFetchAdd,
+        flags: SendFlags::NONE,
+        sg_list: &one,
+    };
+    assert_eq!(qp.post_send(&bar, &[a]).map_err(|e| e.kind), Err(SqError::Unsupported));
+    assert!(bar.0.borrow().is_empty());
+}
+
+#[test]
+fn signaled_completion_retires_earlier_unsignaled_wqes() {
+    let mut w = World::new();
+    let (mut qp, mut cq) = w.parts(QpKind::Rc);
+    let bar = RecBar::default();
+    let one = [SGE];
+    let two = [SGE, Sge { length: 28, ..SGE }];
+    qp.post_send(
+        &bar,
+        &[write_wr(1, SendFlags::NONE, &one), write_wr(2, SendFlags::SIGNALED, &two)],
+    )
+    .unwrap();
+    assert_eq!(qp.sq.used(), 3);
+    let mut wc = [WC0; 4];
+    assert_eq!(poll_cq(&mut cq, &mut qp, &mut wc), 0, "empty CQ");
+    hw_cqe(&cq, 0, true, 1, 0, 0, 0);
+    assert_eq!(poll_cq(&mut cq, &mut qp, &mut wc), 1);
+    assert_eq!(wc[0].wr_id, 2);
+    assert_eq!(wc[0].status, WcStatus::Success);
+    assert_eq!(wc[0].opcode, WcOpcode::RdmaWrite);
+    assert_eq!(wc[0].byte_len, 128);
+    assert_eq!(wc[0].qp_num, QP_ID);
+    assert_eq!(qp.sq.used(), 0);
+    assert_eq!(cq.shadow().read(0), 1, "head published in the shadow area");
+}
+
+#[test]
+fn device_garbage_is_consumed_not_trusted() {
+    let mut w = World::new();
+    let (mut qp, mut cq) = w.parts(QpKind::Rc);
+    let bar = RecBar::default();
+    let one = [SGE];
+    qp.post_send(&bar, &[write_wr(1, SendFlags::SIGNALED, &one)]).unwrap();
+    // A CQE naming a WQE index that is not outstanding, then one for an unknown QP.
+    hw_cqe(&cq, 0, true, 9, 0, 0, 0);
+    hw_cqe(&cq, 1, true, 0, 0, 0, 0);
+    cq.mem().write(5, 0xdead);
+    assert_eq!(cq.poll_one(&mut qp), Err(PollError::NoQp));
+    assert_eq!(cq.poll_one(&mut qp), Err(PollError::NoQp));
+    assert_eq!(cq.poll_one(&mut qp), Err(PollError::Empty));
+    assert_eq!(cq.head(), 2);
+    assert_eq!(qp.sq.used(), 1, "the real WQE is still outstanding");
+}
+
+#[test]
+fn extension_not_yet_valid_means_empty() {
+    let mut w = World::new();
+    let (mut qp, mut cq) = w.parts(QpKind::Rc);
+    qp.post_recv(&[RecvWr { wr_id: 5, sg_list: &[SGE] }]).unwrap();
+    hw_cqe(&cq, 0, false, 0, 0, 0, 64);
+    let q3 = cq.mem().read(3) | cqe::EXTCQE.prep(1);
+    cq.mem().write(3, q3);
+    assert_eq!(cq.poll_one(&mut qp), Err(PollError::Empty));
+    assert_eq!(cq.head(), 0);
+    cq.mem().write(4, 0x77);
+    cq.mem().write(7, cqe::EXT_VALID.prep(1) | cqe::IMMVALID.prep(1));
+    let i = cq.poll_one(&mut qp).unwrap();
+    assert_eq!((i.wr_id, i.bytes_xfered, i.imm_valid, i.imm_data), (5, 64, true, 0x77));
+    assert_eq!(cq.head(), 2);
+}
+
+/// Every posted WR completes exactly once, whether the hardware flush CQE
+/// or the software drain reports it.
+#[test]
+fn flush_completes_every_wr_exactly_once() {
+    let mut w = World::new();
+    let (mut qp, mut cq) = w.parts(QpKind::Rc);
+    let bar = RecBar::default();
+    let one = [SGE];
+    let many = [SGE; 13];
+    qp.post_send(
+        &bar,
+        &[
+            write_wr(1, SendFlags::NONE, &one),
+            write_wr(2, SendFlags::SIGNALED, &many), // 7 quanta: NOP pads before it
+            write_wr(3, SendFlags::SIGNALED, &one),
+        ],
+    )
+    .unwrap();
+    let rwr: Vec<RecvWr<'_>> = (10..13).map(|i| RecvWr { wr_id: i, sg_list: &one }).collect();
+    qp.post_recv(&rwr).unwrap();
+    qp.set_error();
+    // After the error, posts are written but the doorbell stays quiet.
+    let before = bar.0.borrow().len();
+    qp.post_send(&bar, &[write_wr(4, SendFlags::SIGNALED, &one)]).unwrap();
+    assert_eq!(bar.0.borrow().len(), before);
+    // One hardware flush CQE for the SQ (minor: protection error).
+    hw_cqe(&cq, 0, true, 0, 1, 2, 0);
+    let mut wc = [WC0; 16];
+    let n = poll_cq(&mut cq, &mut qp, &mut wc);
+    let ids: Vec<u64> = wc[..n].iter().map(|c| c.wr_id).collect();
+    assert_eq!(ids, vec![1, 2, 3, 4]);
+    assert_eq!(wc[0].status, WcStatus::LocProtErr, "first reports the cause");
+    assert!(wc[1..n].iter().all(|c| c.status == WcStatus::WrFlushErr));
+    assert_eq!(wc[1].byte_len, 1300);
+    assert_eq!(cq.head(), 1);
+    // The RQ got no hardware CQE: the software drain completes it.
+    let n = qp.flush_outstanding(&mut wc);
+    let ids: Vec<u64> = wc[..n].iter().map(|c| c.wr_id).collect();
+    assert_eq!(ids, vec![10, 11, 12]);
+    assert!(wc[..n].iter().all(|c| c.status == WcStatus::WrFlushErr && c.opcode == WcOpcode::Recv));
+    assert_eq!(qp.flush_outstanding(&mut wc), 0, "nothing completes twice");
+    assert_eq!(poll_cq(&mut cq, &mut qp, &mut wc), 0);
+}
+
+#[test]
+fn rq_error_parks_until_every_receive_completed() {
+    let mut w = World::new();
+    let (mut qp, mut cq) = w.parts(QpKind::Rc);
+    let one = [SGE];
+    let rwr: Vec<RecvWr<'_>> = (20..23).map(|i| RecvWr { wr_id: i, sg_list: &one }).collect();
+    qp.post_recv(&rwr).unwrap();
+    hw_cqe(&cq, 0, false, 0, 0x8, 0x1, 0);
+    let mut wc = [WC0; 8];
+    let n = poll_cq(&mut cq, &mut qp, &mut wc);
+    assert_eq!(n, 3);
+    assert!(wc[..3].iter().all(|c| c.status == WcStatus::GeneralErr && c.vendor_err == 0x8_0001));
+    assert_eq!(cq.head(), 1);
+    assert_eq!(qp.rq.used(), 0);
+}
+
+#[test]
+fn arming_bumps_sequence_and_rings_cqarm() {
+    let mut w = World::new();
+    let (_qp, mut cq) = w.parts(QpKind::Rc);
+    let bar = RecBar::default();
+    cq.shadow().write(4, shadow::CQ_SW_CQ_SELECT.prep(5));
+    req_notify_cq(&mut cq, &bar, false);
+    let a = cq.shadow().read(4);
+    assert_eq!(shadow::CQ_ARM_SEQ_NUM.get(a), 1);
+    assert!(shadow::CQ_ARM_NEXT.is_set(a) && shadow::CQ_ARM_NEXT_SE.is_set(a));
+    assert_eq!(shadow::CQ_SW_CQ_SELECT.get(a), 5, "select kept");
+    for _ in 0..3 {
+        req_notify_cq(&mut cq, &bar, true);
+    }
+    let a = cq.shadow().read(4);
+    assert_eq!(shadow::CQ_ARM_SEQ_NUM.get(a), 0, "2-bit sequence wraps");
+    assert!(!shadow::CQ_ARM_NEXT.is_set(a) && shadow::CQ_ARM_NEXT_SE.is_set(a));
+    assert_eq!(*bar.0.borrow(), vec![(regs::CQARM, 7); 4]);
+}
