@@ -835,6 +835,34 @@ pub mod aeqe {
     pub const SRQ_CTX: Field = Field::bits(63, 6);
 }
 
+/// QUERY_RDMA_FEATURES response entries (defs.h: IRDMA_FEATURE_*; spec
+/// §4.3.23). Entry 0 is the firmware-info entry.
+pub mod features {
+    use super::Field;
+    /// Entry type (0 = FW info, 32 = FTN_FLAGS).
+    pub const TYPE: Field = Field::bits(63, 48);
+    /// Entry 0: number of entries.
+    pub const CNT: Field = Field::bits(47, 32);
+    /// Other entries: payload.
+    pub const INFO: Field = Field::bits(47, 0);
+    /// Entry 0: firmware major version.
+    pub const FW_MAJOR: Field = Field::bits(31, 16);
+    /// Entry 0: firmware minor version.
+    pub const FW_MINOR: Field = Field::bits(15, 0);
+    /// Type of the feature-flags entry (type.h: IRDMA_FTN_FLAGS).
+    pub const TYPE_FTN_FLAGS: u16 = 32;
+    /// Number of entry types the driver knows (type.h: IRDMA_MAX_FEATURES).
+    pub const MAX_FEATURES: usize = 34;
+    /// Fewest entries a valid response has (defs.h: IRDMA_MIN_FEATURES).
+    pub const MIN_FEATURES: u16 = 2;
+    /// FTN_FLAGS: remote atomics allowed (defs.h: IRDMA_ATOMICS_ALLOWED_BIT).
+    pub const FLAG_ATOMICS: Field = Field::bit(0);
+    /// FTN_FLAGS: MANAGE_RSRC_VER2 (defs.h: IRDMA_MANAGE_RSRC_VER2).
+    pub const FLAG_MANAGE_RSRC_VER2: Field = Field::bit(2);
+    const _: () = super::assert_disjoint(&[TYPE, CNT, FW_MAJOR, FW_MINOR]);
+    const _: () = super::assert_disjoint(&[TYPE, INFO]);
+}
+
 /// UPDATE_PE_SDS entry layout (irdma.h: IRDMA_PFHMC_SD*; spec §3.6).
 pub mod sd {
     use super::Field;
