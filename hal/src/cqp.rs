@@ -55,6 +55,8 @@ pub mod op {
     pub const COMMIT_FPM_VAL: u8 = 0x21;
     pub const FLUSH_WQES: u8 = 0x22;
     pub const NOP: u8 = 0x24;
+    pub const SUSPEND_QP: u8 = 0x29;
+    pub const RESUME_QP: u8 = 0x2A;
     pub const SHMC_PAGES_ALLOCATED: u8 = 0x2B;
     pub const WORK_SCHED_NODE: u8 = 0x2C;
 }
@@ -168,6 +170,10 @@ pub mod qp {
         const _: () = super::super::assert_disjoint(&[AECODE, AESOURCE]);
         const _: () = super::super::assert_disjoint(&[RQMNERR, RQMJERR, SQMNERR, SQMJERR]);
     }
+
+    /// @16 of RESUME_QP: queue-set handle (defs.h:
+    /// IRDMA_CQPSQ_RESUMEQP_QSHANDLE; spec §12 item 8).
+    pub const RESUME_QSHANDLE: Field = Field::bits(15, 0);
 
     /// UPLOAD_CONTEXT header (defs.h: IRDMA_CQPSQ_UCTX_*; spec §4.3.26).
     pub mod upload {

@@ -414,6 +414,41 @@ impl CqpCommand for UploadContext {
     }
 }
 
+/// SUSPEND_QP (0x29): header only — ctrl.c: irdma_sc_suspend_qp; spec §12
+/// item 8. Completion is followed by AE 0x0900 QP_SUSPEND_COMPLETE.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SuspendQp {
+    /// QP id.
+    pub qp_id: u32,
+}
+
+impl CqpCommand for SuspendQp {
+    const OPCODE: u8 = op::SUSPEND_QP;
+    fn encode(&self, wqe: &mut [u64; 8], env: &mut Env) -> Result<(), EncodeError> {
+        *wqe = [0, 0, 0, header(Self::OPCODE) | qp_id_checked(self.qp_id, env)?, 0, 0, 0, 0];
+        Ok(())
+    }
+}
+
+/// RESUME_QP (0x2A) — ctrl.c: irdma_sc_resume_qp; spec §12 item 8.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ResumeQp {
+    /// QP id.
+    pub qp_id: u32,
+    /// Queue-set handle to resume on.
+    pub qs_handle: u16,
+}
+
+impl CqpCommand for ResumeQp {
+    const OPCODE: u8 = op::RESUME_QP;
+    fn encode(&self, wqe: &mut [u64; 8], env: &mut Env) -> Result<(), EncodeError> {
+        let h = header(Self::OPCODE) | qp_id_checked(self.qp_id, env)?;
+        let w16 = qp::RESUME_QSHANDLE.prep(self.qs_handle as u64);
+        *wqe = [0, 0, w16, h, 0, 0, 0, 0];
+        Ok(())
+    }
+}
+
 // ---------------------------------------------------------------- CQs
 
 /// Where a queue's ring is, as the CQ/CEQ/AEQ WQEs describe it: a bus
@@ -1462,6 +1497,9 @@ mod tests {
         assert_eq!(enc(&ok).unwrap()[3], 0x1003_0000_00ff_ffff);
         too_wide(enc(&DestroyQp { qp_id: 1 << 24, ..Default::default() }), "qp_id");
         too_wide(enc(&ModifyQp { qp_id: 1 << 24, ..Default::default() }), "qp_id");
+        too_wide(enc(&SuspendQp { qp_id: 1 << 24 }), "qp_id");
+        too_wide(enc(&ResumeQp { qp_id: 1 << 24, qs_handle: 1 }), "qp_id");
+        assert_eq!(enc(&ResumeQp { qp_id: 0x33, qs_handle: 18 }).unwrap()[2], 18);
         too_wide(
             enc(&FlushWqes { qp_id: u32::MAX, flush_sq: true, ..Default::default() }),
             "qp_id",
