@@ -566,7 +566,7 @@ impl<H: Hal, B: Bar> Cqp<H, B> {
         let idx = self.head;
         let mut wqe = [0u64; 8];
         let mut env = Env::new(self.limits);
-        env.sdbuf_pa = self.sdbuf.paddr() + idx as u64 * SDBUF_BYTES_PER_SLOT as u64;
+        env.sdbuf_pa = self.sdbuf.paddr().wrapping_add(idx as u64 * SDBUF_BYTES_PER_SLOT as u64);
         cmd.encode(&mut wqe, &mut env)?;
         // Nothing is touched before the command has encoded successfully.
         let slot_sdbuf = idx as usize * SDBUF_BYTES_PER_SLOT;
@@ -792,7 +792,9 @@ impl<H: Hal, B: Bar> Cqp<H, B> {
         if !self.alive {
             return Ok(());
         }
-        self.destroy_ccq()?;
+        // Tear the CQP down even if the CCQ would not go: a dead device must
+        // still be told to stop using the rings.
+        let ccq = self.destroy_ccq();
         self.alive = false;
         self.bar.write32(regs::CCQPHIGH, 0);
         self.bar.write32(regs::CCQPLOW, 0);
@@ -801,6 +803,7 @@ impl<H: Hal, B: Bar> Cqp<H, B> {
         let ok = irdma_hal::dma::wait_until::<H>(end, || {
             !rf::CCQPSTATUS_DONE.is_set(bar.read32(regs::CCQPSTATUS) as u64)
         });
+        ccq?;
         if ok { Ok(()) } else { Err(CqpError::Timeout { what: "CQP destroy (CCQPSTATUS)" }) }
     }
 }

@@ -422,3 +422,15 @@ fn noncritical_errors_follow_linux_list() {
     assert!(!e(0xf001, 2).is_noncritical());
     assert!(!CqpError::Timeout { what: "x" }.is_noncritical());
 }
+
+#[test]
+fn destroy_of_a_dead_device_still_releases_the_cqp() {
+    let dev = FakeDev::new();
+    let mut cqp = Cqp::<FakeHal, &FakeDev>::create(&dev, &cfg(8)).unwrap();
+    cqp.create_ccq(CcqConfig::linux(8)).unwrap();
+    dev.with(|d| d.hang = true);
+    let e = cqp.destroy().err();
+    assert_eq!(e, Some(CqpError::Timeout { what: "CQP op (CQPTAIL)" }));
+    let w = dev.with(|d| d.writes.clone());
+    assert_eq!(&w[w.len() - 2..], &[(regs::CCQPHIGH, 0), (regs::CCQPLOW, 0)]);
+}

@@ -895,7 +895,7 @@ fn cfg_iw_fpm(case: &Value, i: &In) -> Outcome {
     let c = CommitFpmVal {
         hmc_fn_id: tri!(i.n("hmc_fn_id")),
         buf_pa: num(&hb["pa"]).unwrap_or(0),
-        flush_timer_disable: false,
+        flush_timer_disable: i.b("dev.periodic_flush"),
     };
     check_post(case, c, Limits::NONE, |_, _| Ok(()))
 }
