@@ -341,7 +341,9 @@ impl RdmaFeatures {
 }
 
 /// A decoded AEQE with the vendor's classification (ctrl.c:
-/// irdma_sc_get_next_aeqe; spec §8.2).
+/// irdma_sc_get_next_aeqe; spec §8.2). As in the vendor code, a QP-class AE
+/// code arriving with a CQ source sets both `qp` and `cq`, and the context is
+/// then the CQ's (shifted) one; consumers should check `cq` first.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Aeqe {
     /// Completion context: QP context @168 for QPs, CQ context << 1 for CQs,
@@ -539,6 +541,47 @@ mod tests {
         b[0] = (0xffff_ffff << 32) | 0x1f_ffff;
         sizes[0] = u64::MAX;
         assert_eq!(FpmCommit::decode(&b, &sizes), Err(DecodeError::Overflow));
+    }
+
+    /// xorshift64*: deterministic pseudo-random words for the parser sweep.
+    fn rng(state: &mut u64) -> u64 {
+        *state ^= *state >> 12;
+        *state ^= *state << 25;
+        *state ^= *state >> 27;
+        state.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+
+    #[test]
+    fn parsers_never_panic_on_arbitrary_device_data() {
+        let mut st = 0x9e37_79b9_7f4a_7c15u64;
+        for round in 0..20_000 {
+            let mut buf = [0u64; 24];
+            for w in buf.iter_mut() {
+                // Mix dense random words with sparse ones so both the error
+                // paths and the success paths are reached.
+                let r = rng(&mut st);
+                *w = if round % 3 == 0 { r & 0x0000_00ff_0000_ffff } else { r };
+            }
+            let _ = FpmQuery::decode(&buf, round % 2 == 0, round % 5 == 0);
+            let sizes: [u64; HMC_OBJ_COUNT] = core::array::from_fn(|i| buf[i] >> (round % 64));
+            if let Ok(c) = FpmCommit::decode(&buf, &sizes) {
+                assert!(c.obj.iter().all(|o| o.base % 512 == 0));
+            }
+            let cqe = [buf[0], buf[1], buf[2], buf[3]];
+            if let Some(c) = CcqCqe::decode(&cqe, round % 2 == 0) {
+                assert!(c.wqe_idx < 1 << 15);
+            }
+            let a = Aeqe::classify(buf[4], buf[5]);
+            // Both only when a QP-class code arrives with a CQ source — the
+            // vendor sets both flags then, and so do we.
+            assert!(!(a.qp && a.cq) || AE_QP.contains(&a.ae_id));
+            assert!(a.qp_cq_id < 1 << 19);
+            if !(a.qp || a.cq || a.srq) {
+                assert_eq!(a.compl_ctx, 0);
+            }
+            let n = (rng(&mut st) % 40) as usize;
+            let _ = RdmaFeatures::decode(buf.get(..n.min(24)).unwrap_or(&[]));
+        }
     }
 
     #[test]
