@@ -1588,6 +1588,52 @@ mod tests {
     }
 
     #[test]
+    fn remaining_range_refusals() {
+        too_wide(enc(&ModifyQp { new_mss: 0x4000, ..Default::default() }), "new_mss");
+        too_wide(enc(&CreateQp { qp_type: 8, ..Default::default() }), "qp_type");
+        too_wide(enc(&CreateQp { next_state: 8, ..Default::default() }), "next_state");
+        too_wide(enc(&GenAe { ae_src: 16, ..Default::default() }), "ae_src");
+        too_wide(
+            enc(&CreateCq { shadow_read_threshold: 1 << 18, ..Default::default() }),
+            "shadow_read_threshold",
+        );
+        too_wide(enc(&CreateCq { pasid: 1 << 20, ..Default::default() }), "pasid");
+        too_wide(enc(&CreateCq { cq_ctx: 1 << 63, ..Default::default() }), "cq_ctx");
+        let ring = QueueMem { pbl_chunk_size: 4, ..Default::default() };
+        too_wide(enc(&CreateCq { ring, ..Default::default() }), "pbl_chunk_size");
+        let ceq = CreateCeq {
+            ceq_id: 0,
+            elem_cnt: 1 << 22,
+            mem: QueueMem::contiguous(0x1000),
+            tph_en: false,
+            tph_val: 0,
+            itr_no_expire: false,
+            vsi_idx: 0,
+            pasid_valid: false,
+            pasid: 0,
+        };
+        too_wide(enc(&ceq), "elem_cnt");
+        too_wide(enc(&CreateCeq { elem_cnt: 1, ceq_id: 1024, ..ceq }), "ceq_id");
+        let aeq = CreateAeq {
+            elem_cnt: 1 << 19,
+            mem: QueueMem::contiguous(0x1000),
+            pasid_valid: false,
+            pasid: 0,
+        };
+        too_wide(enc(&aeq), "elem_cnt");
+        too_wide(enc(&UploadContext { qp_type: 16, ..Default::default() }), "qp_type");
+        too_wide(
+            enc(&AllocStag { total_len: 1, placement_type: 16, ..Default::default() }),
+            "placement_type",
+        );
+        // A CEQ id is also checked against the function's CEQ count.
+        let mut w = [0; 8];
+        let mut env = Env::new(Limits { ceq_count: 4, ..Limits::NONE });
+        let r = CreateCeq { elem_cnt: 1, ceq_id: 4, ..ceq }.encode(&mut w, &mut env);
+        assert!(matches!(r, Err(EncodeError::TooWide { field: "ceq_id", .. })));
+    }
+
+    #[test]
     fn update_pe_sds_spills_to_overflow_buffer() {
         let e: [SdEntry; 5] = core::array::from_fn(|i| SdEntry {
             cmd: 0x8000 | i as u32,
