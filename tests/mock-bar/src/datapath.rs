@@ -421,7 +421,7 @@ impl Device {
         }
     }
 
-    fn process_sq(&mut self, qpn: u32, peers: &mut dyn Peers) {
+    pub(crate) fn process_sq(&mut self, qpn: u32, peers: &mut dyn Peers) {
         loop {
             let Some(q) = self.qps.get(&qpn).cloned() else { return };
             if q.state != qps::RTS {

@@ -31,6 +31,23 @@ pub struct Config {
     pub first_qs_handle: u16,
     /// PCI function number (PF_FUNC_RID [2:0]).
     pub pci_function: u8,
+    /// How doorbells are seen (see [`Mode`]).
+    pub mode: Mode,
+}
+
+/// How the device learns about doorbells.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Mode {
+    /// Every doorbell write is processed before the write returns (the
+    /// in-process transport sees each write exactly).
+    #[default]
+    Strict,
+    /// The BAR behaves like plain memory: writes only latch values, and the
+    /// work happens in [`Device::poll`] (a device thread, or the
+    /// shared-memory host loop). Doorbells coalesce, so every poll sweeps
+    /// every live queue; AEQALLOC credits cannot be counted, so AEQ flow
+    /// control is off.
+    Deferred,
 }
 
 impl Default for Config {
@@ -46,6 +63,7 @@ impl Default for Config {
             cpustatus: 0x80,
             first_qs_handle: 8,
             pci_function: 0,
+            mode: Mode::Strict,
         }
     }
 }
@@ -95,6 +113,8 @@ pub struct Cq {
     pub arm: Arm,
     /// CQEs dropped because the ring was full.
     pub overflows: u64,
+    /// ARM_SEQ_NUM of the last arm request seen.
+    pub arm_seq: u8,
 }
 
 /// A CEQ.
@@ -259,6 +279,9 @@ pub struct Device {
     pub(crate) outbox: VecDeque<crate::datapath::Packet>,
     /// CQP doorbell seen while completions are being delayed.
     delayed_cqpdb: Option<(u32, u32)>,
+    /// Deferred mode: values last acted on (CCQPHIGH/LOW pair, CQPDB, WQEALLOC, CQARM).
+    seen: (u64, Option<u32>, Option<u32>, Option<u32>),
+    pending_ccqp: Option<u64>,
 }
 
 /// The fields of one AEQE (spec control-path §8.2, GEN_2 layout).
@@ -341,6 +364,8 @@ impl Device {
             trace: VecDeque::new(),
             outbox: VecDeque::new(),
             delayed_cqpdb: None,
+            seen: (0, None, None, None),
+            pending_ccqp: None,
         }
     }
 
@@ -468,6 +493,19 @@ impl Device {
             return;
         }
         self.record(Event::RegWrite { off, val: v });
+        if self.cfg.mode == Mode::Deferred {
+            match off {
+                regs::CCQPHIGH => self.ccqphigh = v,
+                regs::CCQPLOW => self.ccqplow = v,
+                regs::CCQPSTATUS => self.ccqpstatus = v,
+                regs::CQPTAIL if v == 0 => self.cqptail_err = false,
+                _ if off >= regs::BAR_SIZE || !off.is_multiple_of(4) => {}
+                _ => {
+                    self.other_regs.insert(off, v);
+                }
+            }
+            return;
+        }
         match off {
             regs::CCQPHIGH => self.ccqphigh = v,
             regs::CCQPLOW => {
@@ -514,6 +552,89 @@ impl Device {
                 self.other_regs.insert(off, v);
             }
         }
+    }
+
+    /// Deferred mode: acts on latched register values and sweeps every live
+    /// queue for new work (the device-thread and shared-memory transports
+    /// call this in a loop). Returns whether anything was done. Work found
+    /// on a queue without a doorbell change is counted in
+    /// `Counters::work_without_doorbell` (a diagnostic, not an error: plain
+    /// memory BARs coalesce doorbells).
+    pub fn poll(&mut self) -> bool {
+        self.poll_with(&mut crate::datapath::NoPeers)
+    }
+
+    pub(crate) fn poll_with(&mut self, peers: &mut dyn crate::datapath::Peers) -> bool {
+        if self.faults.removed {
+            return false;
+        }
+        let before = (self.counters.cqp_ops, self.counters.sq_wqes, self.counters.rq_wqes);
+        let pair = ((self.ccqphigh as u64) << 32) | self.ccqplow as u64;
+        // CCQPLOW is written last (ctrl.c: irdma_sc_cqp_create): act when it
+        // changed, or when only CCQPHIGH changed and stayed for a whole poll
+        if pair != self.seen.0 {
+            if pair as u32 != self.seen.0 as u32 || self.pending_ccqp == Some(pair) {
+                self.seen.0 = pair;
+                self.pending_ccqp = None;
+                self.cqp_create_or_destroy();
+            } else {
+                self.pending_ccqp = Some(pair);
+            }
+        }
+        let reg = |d: &Self, off| d.other_regs.get(&off).copied();
+        let db = reg(self, regs::CQPDB);
+        if db.is_some() && db != self.seen.1 {
+            if self.faults.take_lost_doorbell() {
+                self.counters.lost_doorbells += 1;
+            } else {
+                self.seen.1 = db;
+                self.cqp_doorbell(db.unwrap_or(0));
+            }
+        }
+        let wa = reg(self, regs::WQEALLOC);
+        let rang = wa.is_some() && wa != self.seen.2;
+        self.seen.2 = wa;
+        let arm = reg(self, regs::CQARM);
+        self.seen.3 = arm;
+        self.step_with(peers);
+        let ids: Vec<u32> = self.qps.keys().copied().collect();
+        for id in ids {
+            let n = self.counters.sq_wqes;
+            self.process_sq(id, peers);
+            if self.counters.sq_wqes != n && !rang {
+                self.counters.work_without_doorbell += 1;
+            }
+        }
+        // arm requests: ARM_SEQ_NUM in the shadow word changed
+        let cqs: Vec<(u32, u64, u8)> =
+            self.cqs.values().map(|c| (c.id, c.shadow, c.arm_seq)).collect();
+        for (id, shadow, seq) in cqs {
+            if let Ok(w) = read_u64(&*self.mem, shadow + 32)
+                && get(w, 17, 16) as u8 != seq
+            {
+                self.cq_arm(id);
+            }
+        }
+        before != (self.counters.cqp_ops, self.counters.sq_wqes, self.counters.rq_wqes)
+    }
+
+    /// The registers a plain-memory BAR must show the driver (offset,
+    /// value): the shared-memory host writes these into the BAR after each
+    /// poll.
+    pub fn status_registers(&self) -> [(u32, u32); 9] {
+        let tail = self.cqp.as_ref().map_or(0, |c| c.tail);
+        let removed = |v: u32| if self.faults.removed { u32::MAX } else { v };
+        [
+            (regs::GLPE_CPUSTATUS0, removed(self.cfg.cpustatus)),
+            (regs::GLPE_CPUSTATUS1, removed(self.cfg.cpustatus)),
+            (regs::GLPE_CPUSTATUS2, removed(self.cfg.cpustatus)),
+            (regs::GLPCI_LBARCTRL, removed(self.cfg.lbarctrl)),
+            (regs::PF_FUNC_RID, removed(self.cfg.pci_function as u32 & 7)),
+            (regs::CCQPSTATUS, removed(self.ccqpstatus)),
+            (regs::CQPTAIL, removed((tail & 0x7FF) | ((self.cqptail_err as u32) << 31))),
+            (regs::CQPERRCODES, removed(self.cqperrcodes)),
+            (regs::GLPE_CRITERR, removed(0)),
+        ]
     }
 
     fn cqp_create_or_destroy(&mut self) {
@@ -862,6 +983,7 @@ impl Device {
                 pol: true,
                 arm: Arm::None,
                 overflows: 0,
+                arm_seq: 0,
             },
         );
         Ok(Completion::ok(0))
@@ -1195,6 +1317,7 @@ impl Device {
             Arm::None
         };
         if let Some(c) = self.cqs.get_mut(&id) {
+            c.arm_seq = get(word, 17, 16) as u8;
             // an arm request never downgrades an existing next-completion arm
             if c.arm != Arm::Next {
                 c.arm = arm;
@@ -1239,7 +1362,7 @@ impl Device {
             self.record(Event::Aeqe { code, src, id, written: false });
             return;
         };
-        if q.outstanding >= q.size {
+        if self.cfg.mode == Mode::Strict && q.outstanding >= q.size {
             if let Some(a) = self.aeq.as_mut() {
                 a.overflowed = true;
             }

@@ -88,6 +88,8 @@ pub struct Counters {
     pub rq_wqes: u64,
     pub packets: u64,
     pub rnr_naks: u64,
+    /// Deferred mode: SQ work found by a sweep with no WQEALLOC change.
+    pub work_without_doorbell: u64,
 }
 
 /// One thing the device did.

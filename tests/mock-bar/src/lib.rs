@@ -81,7 +81,7 @@ pub mod mem;
 pub mod regs;
 pub mod wqe;
 
-pub use device::{Aeqe, Config, Device, ccq_cqe_words};
-pub use fabric::{DeviceId, Fabric};
+pub use device::{Aeqe, Config, Device, Mode, ccq_cqe_words};
+pub use fabric::{DeviceId, DeviceThread, Fabric};
 pub use fault::{Counters, Event, FaultPlan};
 pub use mem::{Fault, Memory, TestMemory};
