@@ -79,6 +79,7 @@ pub mod fault;
 pub mod hmc;
 pub mod mem;
 pub mod regs;
+pub mod shm;
 pub mod wqe;
 
 pub use device::{Aeqe, Config, Device, Mode, ccq_cqe_words};
