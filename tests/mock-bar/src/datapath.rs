@@ -844,7 +844,8 @@ impl Device {
         ext[3] = (ext[3] & !(1 << 63)) | ((pol as u64) << 63);
         if let Some(pa) = self.queue_addr(cq.ring, next as u64 * 32) {
             for (i, v) in ext.iter().enumerate() {
-                if let Err(f) = crate::mem::write_u64(&*self.mem, pa + i as u64 * 8, *v) {
+                if let Err(f) = crate::mem::write_u64(&*self.mem, pa.wrapping_add(i as u64 * 8), *v)
+                {
                     self.dma_fault(f);
                     return;
                 }
@@ -929,10 +930,11 @@ impl Device {
                 Pbl::Level2(root) => {
                     let leaf =
                         self.read_pble(root as u64 + page / 512).ok_or(ae::LCE_QP_CATASTROPHIC)?;
-                    self.read_pble(leaf + page % 512).ok_or(ae::LCE_QP_CATASTROPHIC)?
+                    self.read_pble(leaf.checked_add(page % 512).ok_or(ae::LCE_QP_CATASTROPHIC)?)
+                        .ok_or(ae::LCE_QP_CATASTROPHIC)?
                 }
             };
-            out.push(((page_pa & !(ps - 1)) + in_page, n));
+            out.push(((page_pa & !(ps - 1)).wrapping_add(in_page), n));
             pos += n;
             left -= n;
         }

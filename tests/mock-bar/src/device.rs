@@ -517,7 +517,7 @@ impl Device {
                 // driver writes 0 at init: reset the device's view
                 self.cqptail_err = false;
                 if let Some(c) = self.cqp.as_mut() {
-                    c.tail = v & 0x7FF;
+                    c.tail = (v & 0x7FF) % c.size;
                 }
             }
             regs::CQPDB => {
@@ -609,7 +609,7 @@ impl Device {
         let cqs: Vec<(u32, u64, u8)> =
             self.cqs.values().map(|c| (c.id, c.shadow, c.arm_seq)).collect();
         for (id, shadow, seq) in cqs {
-            if let Ok(w) = read_u64(&*self.mem, shadow + 32)
+            if let Ok(w) = read_u64(&*self.mem, shadow.wrapping_add(32))
                 && get(w, 17, 16) as u8 != seq
             {
                 self.cq_arm(id);
@@ -697,7 +697,7 @@ impl Device {
             }
             budget -= 1;
             let idx = c.tail;
-            let pa = c.sq_pa + idx as u64 * 64;
+            let pa = c.sq_pa.wrapping_add(idx as u64 * 64);
             let mut b = [0u8; 64];
             if let Err(f) = self.mem.read(pa, &mut b) {
                 self.dma_fault(f);
@@ -1224,7 +1224,7 @@ impl Device {
             QueueMem::Phys(pa) => pa.checked_add(off),
             QueueMem::Pbl(first) => {
                 let page = self.read_pble(first as u64 + off / 4096)?;
-                Some((page & !0xFFF) + off % 4096)
+                Some((page & !0xFFF).wrapping_add(off % 4096))
             }
         }
     }
@@ -1266,7 +1266,8 @@ impl Device {
         for i in 0..3 {
             body[i * 8..i * 8 + 8].copy_from_slice(&w[i].to_le_bytes());
         }
-        if let Err(f) = self.mem.write(pa, &body).and_then(|_| write_u64(&*self.mem, pa + 24, w[3]))
+        if let Err(f) =
+            self.mem.write(pa, &body).and_then(|_| write_u64(&*self.mem, pa.wrapping_add(24), w[3]))
         {
             self.dma_fault(f);
             self.counters.cqes_dropped += 1;
@@ -1302,7 +1303,7 @@ impl Device {
             return;
         };
         // spec data-path §5.7: shadow @32 ARM_NEXT [14], ARM_NEXT_SE [15]
-        let word = match read_u64(&*self.mem, cq.shadow + 32) {
+        let word = match read_u64(&*self.mem, cq.shadow.wrapping_add(32)) {
             Ok(v) => v,
             Err(f) => {
                 self.dma_fault(f);
@@ -1385,8 +1386,8 @@ impl Device {
             self.counters.aeqes_dropped += 1;
             return;
         };
-        if let Err(f) =
-            write_u64(&*self.mem, pa, ctx).and_then(|_| write_u64(&*self.mem, pa + 8, w1))
+        if let Err(f) = write_u64(&*self.mem, pa, ctx)
+            .and_then(|_| write_u64(&*self.mem, pa.wrapping_add(8), w1))
         {
             self.dma_fault(f);
             return;
@@ -1395,7 +1396,7 @@ impl Device {
         self.record(Event::Aeqe { code, src, id, written: true });
         if let Some(a) = self.aeq.as_mut() {
             a.overflowed = false;
-            a.outstanding += 1;
+            a.outstanding = a.outstanding.saturating_add(1);
             a.prod = (a.prod + 1) % a.size;
             if a.prod == 0 {
                 a.pol = !a.pol;

@@ -217,7 +217,11 @@ pub fn commit(cfg: &FpmConfig, cnt: [u64; OBJ_TYPES]) -> Result<Layout, CommitEr
         l.cnt[t] = cnt[t];
         l.base[t] = next;
         if cnt[t] > 0 {
-            next = (next + cnt[t] * size).div_ceil(512) * 512;
+            let end = cnt[t]
+                .checked_mul(size)
+                .and_then(|b| b.checked_add(next))
+                .ok_or(CommitError::TooManySds)?;
+            next = end.div_ceil(512) * 512;
         }
     }
     let sds = next.div_ceil(SD_SIZE);
@@ -300,7 +304,10 @@ impl SdTable {
             if self.translate(mem, a).is_err() {
                 return false;
             }
-            a += 0x1000;
+            match a.checked_add(0x1000) {
+                Some(n) => a = n,
+                None => break,
+            }
         }
         true
     }
