@@ -120,7 +120,7 @@ fn random_sq_and_rq_wqes_and_doorbells_never_panic() {
             });
             let sg = Sge {
                 addr: r.next() % 0x5000,
-                stag: if r.next() % 2 == 0 { 0x511 } else { r.next() as u32 },
+                stag: if r.next().is_multiple_of(2) { 0x511 } else { r.next() as u32 },
                 len: (r.next() % 0x2000) as u32,
             };
             h.post_recv(&mut b, &[sg]);
@@ -160,7 +160,7 @@ fn random_register_writes_never_panic() {
         regs::PFHMC_PDINV,
     ];
     for _ in 0..20000 {
-        let off = if r.next() % 10 == 0 {
+        let off = if r.next().is_multiple_of(10) {
             r.next() as u32
         } else {
             offs[(r.next() % offs.len() as u64) as usize]
