@@ -63,10 +63,9 @@ fn random_cqp_wqes_never_panic() {
     let mut r = Rng(0x9E37_79B9_7F4A_7C15);
     for i in 0..4000 {
         // random bytes in the scratch area used as contexts/buffers
-        for k in 0..8 {
+        for _ in 0..8 {
             let v = r.word(scratch);
             h.mem.set64(scratch + (r.next() % 0x4000) * 8, v);
-            let _ = k;
         }
         let mut w = [0u64; 8];
         for x in w.iter_mut() {
