@@ -269,19 +269,19 @@ fn cqe_encoder_matches_the_vendor_cqes() {
             };
             let want: Vec<u64> = e["words"].as_array().expect("words").iter().map(hex).collect();
             assert_eq!(c.words().to_vec(), want, "{} CQE", case["name"]);
-            if let Some(x) = e
-                .get("ext_fields")
-                .filter(|x| hex(&x["smac_valid"]) == 0 && hex(&x["vlan_valid"]) == 0)
-            {
-                if hex(&x["imm_valid"]) == 1 {
-                    let want: Vec<u64> =
-                        e["ext_words"].as_array().expect("ext").iter().map(hex).collect();
-                    let mine = mock_bar::datapath::Cqe::ext_imm_words(
-                        hex(&x["imm_qword"]),
-                        hex(&x["ext_valid"]) == 1,
-                    );
-                    assert_eq!(mine.to_vec(), want, "{} extension", case["name"]);
-                }
+            let imm_only = |x: &&Value| {
+                hex(&x["smac_valid"]) == 0
+                    && hex(&x["vlan_valid"]) == 0
+                    && hex(&x["imm_valid"]) == 1
+            };
+            if let Some(x) = e.get("ext_fields").filter(imm_only) {
+                let want: Vec<u64> =
+                    e["ext_words"].as_array().expect("ext").iter().map(hex).collect();
+                let mine = mock_bar::datapath::Cqe::ext_imm_words(
+                    hex(&x["imm_qword"]),
+                    hex(&x["ext_valid"]) == 1,
+                );
+                assert_eq!(mine.to_vec(), want, "{} extension", case["name"]);
             }
             n += 1;
         }
