@@ -369,6 +369,31 @@ impl Device {
         }
     }
 
+    /// Function-level reset: every object, the CQP, the HMC programming and
+    /// all register values go back to their reset state (as after a CORER
+    /// the LAN driver requested). Counters, trace and the fault plan are
+    /// kept, except surprise removal, which a reset does not undo.
+    pub fn reset(&mut self) {
+        let mem = std::mem::replace(&mut self.mem, Box::new(crate::mem::TestMemory::new()));
+        let mut fresh = Device::new(self.cfg.clone(), mem);
+        fresh.node = self.node;
+        fresh.counters = std::mem::take(&mut self.counters);
+        fresh.trace = std::mem::take(&mut self.trace);
+        fresh.faults = std::mem::take(&mut self.faults);
+        fresh.faults.critical_error = 0;
+        *self = fresh;
+        self.record(Event::Reset);
+    }
+
+    /// The trace as text, one event per line (for failing-test output).
+    pub fn trace_dump(&self) -> String {
+        let mut s = String::new();
+        for e in &self.trace {
+            s.push_str(&format!("{e:x?}\n"));
+        }
+        s
+    }
+
     /// Configuration.
     pub fn config(&self) -> &Config {
         &self.cfg
@@ -462,6 +487,7 @@ impl Device {
             }
             regs::GLPCI_LBARCTRL => self.cfg.lbarctrl,
             regs::PF_FUNC_RID => self.cfg.pci_function as u32 & 7,
+            regs::GLPE_CRITERR => self.faults.critical_error,
             regs::CCQPSTATUS => self.ccqpstatus,
             regs::CCQPHIGH => self.ccqphigh,
             regs::CCQPLOW => self.ccqplow,
@@ -633,7 +659,7 @@ impl Device {
             (regs::CCQPSTATUS, removed(self.ccqpstatus)),
             (regs::CQPTAIL, removed((tail & 0x7FF) | ((self.cqptail_err as u32) << 31))),
             (regs::CQPERRCODES, removed(self.cqperrcodes)),
-            (regs::GLPE_CRITERR, removed(0)),
+            (regs::GLPE_CRITERR, removed(self.faults.critical_error)),
         ]
     }
 

@@ -39,8 +39,10 @@
 //! * [`FaultPlan`] — fault injection: fail the Nth CQP op with a chosen
 //!   major/minor, CQP hang, completions delayed by N register reads, dropped
 //!   CCQ completions, surprise removal (all-ones reads, no DMA), lost
-//!   doorbells, error CQE on the Nth SQ WQE. [`Counters`] and a bounded trace
-//!   of [`Event`]s record what the device did.
+//!   doorbells, error CQE on the Nth SQ WQE, a GLPE_CRITERR value;
+//!   [`Device::reset`] is a function-level reset. [`Counters`] and a bounded
+//!   trace of [`Event`]s record what the device did ([`Device::trace_dump`]
+//!   prints it for a failing test).
 //! * [`wqe`] (SQ/RQ WQE decoder) and [`cqp`] (CQP WQE decoder) are public so
 //!   tests can use them; [`Aeqe`] and [`ccq_cqe_words`] are the model's
 //!   encoders for what it writes.
