@@ -47,6 +47,34 @@
 //!   tests can use them; [`Aeqe`] and [`ccq_cqe_words`] are the model's
 //!   encoders for what it writes.
 //!
+//! # Example
+//!
+//! ```
+//! use mock_bar::{regs, Config, Device, Fabric, TestMemory};
+//!
+//! let mem = TestMemory::new();
+//! mem.map(0x1000, 0x1000); // CQP host context
+//! mem.map(0x10_0000, 64 * 64); // CQP SQ, 64 entries
+//! mem.set64(0x1000, 5 << 8); // SQSIZE = log2(64) - 1
+//! mem.set64(0x1008, 0x10_0000);
+//! mem.set64(0x1020, 1 << 16); // HW_MAJVER = 1 (GEN_2)
+//! let fabric = Fabric::new();
+//! let dev = fabric.add(Device::new(Config::default(), Box::new(mem.clone())));
+//! assert_eq!(fabric.mmio_read32(dev, regs::GLPE_CPUSTATUS0), 0x80);
+//! fabric.mmio_write32(dev, regs::CCQPHIGH, 0);
+//! fabric.mmio_write32(dev, regs::CCQPLOW, 0x1000);
+//! assert_eq!(fabric.mmio_read32(dev, regs::CCQPSTATUS), 1);
+//! // a NOP (opcode 0x24) with the first pass's valid bit, then the doorbell
+//! mem.set64(0x10_0000 + 24, 0x24 << 32 | 1 << 63);
+//! fabric.mmio_write32(dev, regs::CQPDB, 1);
+//! assert_eq!(fabric.mmio_read32(dev, regs::CQPTAIL), 1);
+//! ```
+//!
+//! In driver tests, `irdma_testkit::ModelBar::standalone(Config::default())`
+//! gives the driver's `Bar` on such a device with DMA limited to live
+//! `FakeHal` memory; `ModelBar::with_device` reaches the model for
+//! inspection and fault injection.
+//!
 //! # What is modelled
 //!
 //! * Register file: GLPE_CPUSTATUS0/1/2 = 0x80, GLPCI_LBARCTRL PE_DB_SIZE = 2
