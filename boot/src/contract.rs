@@ -26,6 +26,8 @@
 //! | [`MB_NONCE`] | u64 | xtask | per-run random value, never 0 |
 //! | [`MB_ECHO`] | u64 | guest | [`echo`]`(nonce)` |
 //! | [`MB_SHUTDOWN`] | u32 | xtask | non-zero once QEMU has exited: a model process must exit |
+//! | [`MB_PING`] | u32 | guest | doorbell: a sequence number, never 0 |
+//! | [`MB_PONG`] | u32 | model | [`pong`]`(ping)` once the model saw the doorbell |
 //! | [`MB_SCRATCH`] | [`SCRATCH_WORDS`] × u64 | guest | word `i` = [`pattern`]`(nonce, i)` |
 //!
 //! # Device model process (the hook for the out-of-process model)
@@ -72,6 +74,10 @@ pub const MB_NONCE: usize = 0x10;
 pub const MB_ECHO: usize = 0x18;
 /// Set to non-zero by xtask (u32) after QEMU exited: the model must exit.
 pub const MB_SHUTDOWN: usize = 0x20;
+/// Guest → model doorbell (u32 sequence number) of the `model_ping` scenario.
+pub const MB_PING: usize = 0x24;
+/// Model → guest answer (u32), [`pong`] of the last doorbell.
+pub const MB_PONG: usize = 0x28;
 /// Start of the scratch pattern.
 pub const MB_SCRATCH: usize = 0x100;
 /// Number of u64 words of the scratch pattern (4 KiB).
@@ -108,6 +114,12 @@ pub const STATUS_PASS: i32 = qemu_status(EXIT_PASS);
 /// The guest's answer to the host nonce.
 pub const fn echo(nonce: u64) -> u64 {
     nonce.rotate_left(17) ^ 0x5bd1_e995_7f4a_7c15
+}
+
+/// The model's answer to doorbell `seq` (never equal to `seq`, never 0 for
+/// `seq != 0`).
+pub const fn pong(seq: u32) -> u32 {
+    !seq.rotate_left(7)
 }
 
 /// Scratch word `i` for `nonce` (splitmix64 of `nonce + i`).
@@ -154,5 +166,9 @@ mod tests {
         assert_ne!(pattern(1, 0), pattern(1, 1));
         assert_ne!(echo(1), echo(2));
         assert_ne!(echo(7), 7);
+        for s in [1u32, 2, 0x8000_0000, u32::MAX - 1] {
+            assert_ne!(pong(s), s);
+            assert_ne!(pong(s), 0);
+        }
     }
 }

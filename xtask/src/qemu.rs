@@ -568,9 +568,21 @@ pub fn print_summary(title: &str, o: &Outcome) {
         o.wall.as_secs_f64()
     );
     println!("  {:<24} {:<6} {:>10}  detail", "scenario", "result", "time");
+    // A scenario's own information line (`  name: …`) is its detail column.
+    let detail = |name: &str| {
+        let prefix = format!("  {name}: ");
+        o.console
+            .iter()
+            .find_map(|l| l.strip_prefix(prefix.as_str()))
+            .map(str::to_string)
+            .unwrap_or_default()
+    };
     for l in o.lines() {
         match l {
-            Line::Pass { name, us } => println!("  {name:<24} {:<6} {:>7} us", "PASS", us),
+            Line::Pass { name, us } => {
+                let row = format!("  {name:<24} {:<6} {:>7} us  {}", "PASS", us, detail(&name));
+                println!("{}", row.trim_end())
+            }
             Line::Fail { name, reason } => {
                 println!("  {name:<24} {:<6} {:>10}  {reason}", "FAIL", "-")
             }
@@ -668,6 +680,58 @@ fn run_main(opts: &Opts) -> Result<(), String> {
     if why.is_empty() { Ok(()) } else { Err(format!("{} problem(s)", why.len())) }
 }
 
+/// `cargo xtask qemu-null-model`: the smallest host model process that
+/// honours the contract (hook test, and a template for the real model): it
+/// announces [`c::HOST_MAGIC`], answers every doorbell in [`c::MB_PING`] with
+/// [`c::pong`] in [`c::MB_PONG`], and exits 0 once [`c::MB_SHUTDOWN`] is set.
+/// It reads the BAR file with `pread`, which sees QEMU's shared mapping (same
+/// page cache); the real model will `mmap` it instead.
+pub fn null_model() -> ExitCode {
+    let Some(path) = std::env::var_os("IRDMA_BAR_FILE") else {
+        eprintln!("qemu-null-model: IRDMA_BAR_FILE is not set (xtask qemu --model sets it)");
+        return ExitCode::FAILURE;
+    };
+    let mailbox = std::env::var("IRDMA_MAILBOX").ok().and_then(|m| m.parse().ok());
+    if mailbox != Some(c::MAILBOX) {
+        eprintln!("qemu-null-model: IRDMA_MAILBOX {mailbox:?} disagrees with the contract");
+        return ExitCode::FAILURE;
+    }
+    let bar = match OpenOptions::new().read(true).write(true).open(&path) {
+        Ok(f) => f,
+        Err(e) => {
+            eprintln!("qemu-null-model: {}: {e}", Path::new(&path).display());
+            return ExitCode::FAILURE;
+        }
+    };
+    let put = |off: usize, v: u32| bar.write_all_at(&v.to_le_bytes(), (c::MAILBOX + off) as u64);
+    if let Err(e) = put(c::MB_HOST_MAGIC, c::HOST_MAGIC) {
+        eprintln!("qemu-null-model: cannot write HOST_MAGIC: {e}");
+        return ExitCode::FAILURE;
+    }
+    let t0 = Instant::now();
+    let (mut last, mut served) = (0u32, 0u64);
+    // Bounded, so an orphaned model cannot spin forever.
+    while t0.elapsed() < Duration::from_secs(300) {
+        if read_u32(&bar, c::MAILBOX + c::MB_SHUTDOWN) != 0 {
+            println!("  model| null model: answered {served} doorbells");
+            return ExitCode::SUCCESS;
+        }
+        let ping = read_u32(&bar, c::MAILBOX + c::MB_PING);
+        if ping != last && ping != 0 {
+            if let Err(e) = put(c::MB_PONG, c::pong(ping)) {
+                eprintln!("qemu-null-model: cannot answer: {e}");
+                return ExitCode::FAILURE;
+            }
+            last = ping;
+            served += 1;
+        } else {
+            std::hint::spin_loop();
+        }
+    }
+    eprintln!("qemu-null-model: no shutdown within 300 s");
+    ExitCode::FAILURE
+}
+
 /// The `qemu` leg of `cargo xtask test`: the scenario run (SeaBIOS), the same
 /// under qboot (BAR assignment by the image), and the two failure exits.
 pub fn run_leg() -> Result<String, String> {
@@ -676,19 +740,28 @@ pub fn run_leg() -> Result<String, String> {
     let quiet = Opts { echo: false, timeout: Duration::from_secs(60), ..Opts::default() };
     let mut problems = Vec::new();
     let mut notes = Vec::new();
-    for (title, opts) in
-        [("seabios", quiet.clone()), ("qboot", Opts { qboot: true, ..quiet.clone() })]
-    {
+    let exe = std::env::current_exe().map_err(|e| format!("cannot find xtask itself: {e}"))?;
+    let null_model = (exe.display().to_string(), vec!["qemu-null-model".to_string()]);
+    for (title, opts) in [
+        ("seabios", quiet.clone()),
+        ("qboot", Opts { qboot: true, ..quiet.clone() }),
+        ("null-model", Opts { model: Some(null_model), ..quiet.clone() }),
+    ] {
         if title == "qboot" && !Path::new(QBOOT_ROM).is_file() {
             notes.push(format!("qboot skipped ({QBOOT_ROM} missing)"));
             continue;
         }
         let o = run_image(&image, &opts)?;
         print_summary(title, &o);
-        let why = o.verdict();
+        let mut why = o.verdict();
+        let pinged =
+            o.lines().iter().any(|l| matches!(l, Line::Pass { name, .. } if name == "model_ping"));
+        if opts.model.is_some() && !pinged {
+            why.push("model_ping did not pass with a model process attached".into());
+        }
         if why.is_empty() {
             let n = o.lines().iter().filter(|l| matches!(l, Line::Pass { .. })).count();
-            notes.push(format!("{title} {n}/{n} in {:.2}s", o.wall.as_secs_f64()));
+            notes.push(format!("{title} {n} passed in {:.2}s", o.wall.as_secs_f64()));
         }
         problems.extend(why.into_iter().map(|w| format!("{title}: {w}")));
     }
@@ -787,6 +860,35 @@ mod tests {
         assert!(s.contains("-no-reboot") && s.contains("-accel tcg"), "{s}");
         assert!(s.ends_with("-bios /usr/share/qemu/qboot.rom -append fault"), "{s}");
         assert!(c::BAR_FILE_SIZE.is_power_of_two());
+    }
+
+    #[test]
+    fn bar_file_check_catches_a_wrong_word() {
+        let dir = std::env::temp_dir();
+        let path = dir.join(format!("irdma-xtask-test-{}", std::process::id()));
+        let f = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&path)
+            .unwrap();
+        f.set_len(c::BAR_FILE_SIZE).unwrap();
+        let nonce = 0x1234_5678_9abc_def0;
+        assert_eq!(check_bar_file(&f, nonce).len(), 3, "empty file: magic, echo and pattern");
+        f.write_all_at(&c::GUEST_MAGIC.to_le_bytes(), (c::MAILBOX + c::MB_GUEST_MAGIC) as u64)
+            .unwrap();
+        write_u64(&f, c::MAILBOX + c::MB_ECHO, c::echo(nonce)).unwrap();
+        for i in 0..c::SCRATCH_WORDS {
+            write_u64(&f, c::MAILBOX + c::MB_SCRATCH + 8 * i, c::pattern(nonce, i as u64)).unwrap();
+        }
+        assert_eq!(check_bar_file(&f, nonce), Vec::<String>::new());
+        write_u64(&f, c::MAILBOX + c::MB_SCRATCH + 8 * 100, 0).unwrap();
+        let p = check_bar_file(&f, nonce);
+        assert!(p.len() == 1 && p[0].starts_with("1 of 512"), "{p:?}");
+        assert_eq!(check_bar_file(&f, nonce ^ 1).len(), 2, "another run's nonce");
+        drop(f);
+        std::fs::remove_file(&path).unwrap();
     }
 
     #[test]

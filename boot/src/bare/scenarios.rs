@@ -137,6 +137,7 @@ pub fn run_all(r: &mut Runner, info: Option<&StartInfo>) {
     clock::start(hz.unwrap_or(1_000_000_000));
     r.run("pci_discovery", || pci_discovery(&mut ctx));
     r.run("bar_rw", || bar_rw(&ctx));
+    r.run("model_ping", || model_ping(&ctx));
     r.run("dma_pool", || pool_ok.clone().and_then(|()| dma_pool()));
     r.run("clock", || clock_check(&ctx, hz));
 }
@@ -283,6 +284,39 @@ fn bar_rw(ctx: &Ctx) -> Result<Outcome, Msg> {
     bar.write64(mb(contract::MB_ECHO), contract::echo(nonce));
     bar.write32(mb(contract::MB_GUEST_MAGIC), contract::GUEST_MAGIC);
     ensure!(bar.read32(mb(contract::MB_GUEST_MAGIC)) == contract::GUEST_MAGIC, "magic readback");
+    Ok(Outcome::Pass)
+}
+
+/// Doorbell round trips through the BAR file with a host model process
+/// (the plumbing the out-of-process device model uses).
+fn model_ping(ctx: &Ctx) -> Result<Outcome, Msg> {
+    const ROUNDS: usize = 200;
+    let Some(bar) = model_bar(ctx)? else {
+        return Ok(Outcome::Skip(msg(format_args!("real device: no harness mailbox"))));
+    };
+    if bar.read32(MAILBOX + contract::MB_HOST_MAGIC) != contract::HOST_MAGIC {
+        return Ok(Outcome::Skip(msg(format_args!("no host model process"))));
+    }
+    let mut cycles = [0u64; ROUNDS];
+    for (i, slot) in cycles.iter_mut().enumerate() {
+        let seq = i as u32 + 1;
+        let t0 = arch::rdtsc();
+        bar.write32(MAILBOX + contract::MB_PING, seq);
+        let deadline = BootHal::now() + Duration::from_secs(2);
+        let answered = wait_until::<BootHal>(deadline, || {
+            bar.read32(MAILBOX + contract::MB_PONG) == contract::pong(seq)
+        });
+        ensure!(answered, "no pong for ping {seq} within 2 s");
+        *slot = arch::rdtsc().wrapping_sub(t0);
+    }
+    cycles.sort_unstable();
+    let ns = |c: u64| clock::cycles_to_duration(c).as_nanos();
+    println!(
+        "  model_ping: {ROUNDS} round trips: min {} ns, median {} ns, max {} ns",
+        ns(cycles[0]),
+        ns(cycles[ROUNDS / 2]),
+        ns(cycles[ROUNDS - 1])
+    );
     Ok(Outcome::Pass)
 }
 
