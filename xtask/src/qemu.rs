@@ -56,6 +56,8 @@ pub struct Opts {
     pub model: Option<(String, Vec<String>)>,
     /// Echo every console line as it arrives.
     pub echo: bool,
+    /// Image built with the `defmt` feature: capture COM2 and decode it.
+    pub defmt: bool,
 }
 
 impl Default for Opts {
@@ -67,6 +69,7 @@ impl Default for Opts {
             timeout: Duration::from_secs(60),
             model: None,
             echo: true,
+            defmt: false,
         }
     }
 }
@@ -133,6 +136,52 @@ pub struct Outcome {
     pub bar_problems: Vec<String>,
     /// Problems with the model process.
     pub model_problems: Vec<String>,
+    /// Decoded defmt frames (with `Opts::defmt`).
+    pub defmt: Option<DefmtLog>,
+}
+
+/// The decoded COM2 stream.
+#[derive(Debug, Default)]
+pub struct DefmtLog {
+    /// One line per frame: timestamp, level, message, location.
+    pub frames: Vec<String>,
+    /// Frames the decoder rejected (rzcobs resynchronises after them).
+    pub malformed: usize,
+    /// Bytes received on COM2.
+    pub bytes: usize,
+}
+
+/// Decodes defmt frames `bytes` with the table in `elf`.
+pub fn decode_defmt(elf: &[u8], bytes: &[u8]) -> Result<DefmtLog, String> {
+    use defmt_decoder::{DecodeError, Table};
+    let table = Table::parse(elf)
+        .map_err(|e| format!("defmt table: {e}"))?
+        .ok_or("the image has no defmt table (built without the defmt feature?)")?;
+    let locations = table.get_locations(elf).unwrap_or_default();
+    let mut log = DefmtLog { bytes: bytes.len(), ..DefmtLog::default() };
+    let mut decoder = table.new_stream_decoder();
+    decoder.received(bytes);
+    loop {
+        match decoder.decode() {
+            Ok(frame) => {
+                let at = locations
+                    .get(&frame.index())
+                    .map(|l| {
+                        let file = l.file.file_name().map(|f| f.to_string_lossy().into_owned());
+                        format!(" ({}:{})", file.unwrap_or_default(), l.line)
+                    })
+                    .unwrap_or_default();
+                log.frames.push(format!("{}{at}", frame.display(false)));
+            }
+            Err(DecodeError::UnexpectedEof) => break,
+            Err(DecodeError::Malformed) if table.encoding().can_recover() => log.malformed += 1,
+            Err(DecodeError::Malformed) => {
+                log.malformed += 1;
+                break;
+            }
+        }
+    }
+    Ok(log)
 }
 
 impl Outcome {
@@ -195,10 +244,12 @@ pub fn status_meaning(s: i32) -> &'static str {
     }
 }
 
-/// The shared-memory files of one run; removed on drop.
+/// The files of one run; removed on drop.
 struct Files {
     bar: PathBuf,
     ram: PathBuf,
+    /// COM2 capture (defmt frames).
+    com2: PathBuf,
 }
 
 static RUN: AtomicU32 = AtomicU32::new(0);
@@ -216,8 +267,11 @@ impl Files {
             std::process::id(),
             RUN.fetch_add(1, Ordering::Relaxed)
         );
-        let files =
-            Files { bar: dir.join(format!("{base}-bar")), ram: dir.join(format!("{base}-ram")) };
+        let files = Files {
+            bar: dir.join(format!("{base}-bar")),
+            ram: dir.join(format!("{base}-ram")),
+            com2: dir.join(format!("{base}-com2")),
+        };
         for (path, size) in [(&files.bar, c::BAR_FILE_SIZE), (&files.ram, c::RAM_FILE_SIZE)] {
             let _ = std::fs::remove_file(path);
             let f = OpenOptions::new()
@@ -244,6 +298,7 @@ impl Drop for Files {
     fn drop(&mut self) {
         let _ = std::fs::remove_file(&self.bar);
         let _ = std::fs::remove_file(&self.ram);
+        let _ = std::fs::remove_file(&self.com2);
     }
 }
 
@@ -334,7 +389,14 @@ fn pinned(cpu: Option<u32>, program: &str) -> Command {
 }
 
 /// The QEMU arguments for one run.
-pub fn qemu_args(opts: &Opts, image: &Path, bar: &Path, ram: &Path, kvm: bool) -> Vec<String> {
+pub fn qemu_args(
+    opts: &Opts,
+    image: &Path,
+    bar: &Path,
+    ram: &Path,
+    com2: &Path,
+    kvm: bool,
+) -> Vec<String> {
     let mb = |b: u64| format!("{}M", b >> 20);
     let mut a: Vec<String> = vec![
         "-nodefaults".into(),
@@ -370,6 +432,10 @@ pub fn qemu_args(opts: &Opts, image: &Path, bar: &Path, ram: &Path, kvm: bool) -
         "-kernel".into(),
         image.display().to_string(),
     ];
+    if opts.defmt {
+        // The second -serial is COM2; the file backend is binary-clean.
+        a.extend(["-serial".into(), format!("file:{}", com2.display())]);
+    }
     if opts.qboot {
         a.extend(["-bios".into(), QBOOT_ROM.into()]);
     }
@@ -387,9 +453,25 @@ pub fn image_path() -> PathBuf {
     target.join(IMAGE_TARGET).join("release").join("irdma-boot")
 }
 
-/// Builds the image (release).
-pub fn build() -> Result<PathBuf, String> {
-    cargo(&["build", "-p", "irdma-boot", "--release", "--target", IMAGE_TARGET, "--quiet"])?;
+/// Builds the image (release), with the `defmt` feature if asked. defmt
+/// keeps only `error!` unless `DEFMT_LOG` is set: default it to `info`.
+pub fn build(defmt: bool) -> Result<PathBuf, String> {
+    if defmt {
+        let program = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let mut cmd = Command::new(program);
+        cmd.args(["build", "-p", "irdma-boot", "--release", "--target", IMAGE_TARGET])
+            .args(["--features", "defmt", "--quiet"])
+            .current_dir(root());
+        if std::env::var_os("DEFMT_LOG").is_none() {
+            cmd.env("DEFMT_LOG", "info");
+        }
+        let st = cmd.status().map_err(|e| format!("cannot run cargo: {e}"))?;
+        if !st.success() {
+            return Err(format!("building the defmt image failed ({st})"));
+        }
+    } else {
+        cargo(&["build", "-p", "irdma-boot", "--release", "--target", IMAGE_TARGET, "--quiet"])?;
+    }
     let img = image_path();
     if img.is_file() { Ok(img) } else { Err(format!("no image at {}", img.display())) }
 }
@@ -483,7 +565,7 @@ pub fn run_image(image: &Path, opts: &Opts) -> Result<Outcome, String> {
         None => None,
     };
 
-    let args = qemu_args(opts, image, &files.bar, &files.ram, kvm);
+    let args = qemu_args(opts, image, &files.bar, &files.ram, &files.com2, kvm);
     let qemu_prog = qemu.display().to_string();
     let t0 = Instant::now();
     let mut child = match pinned(pins.map(|p| p.1), &qemu_prog)
@@ -556,6 +638,17 @@ pub fn run_image(image: &Path, opts: &Opts) -> Result<Outcome, String> {
     if out.lines().iter().any(|l| matches!(l, Line::Pass { name, .. } if name == "bar_rw")) {
         out.bar_problems = check_bar_file(&bar, nonce);
     }
+    if opts.defmt {
+        let elf = std::fs::read(image).map_err(|e| format!("{}: {e}", image.display()))?;
+        let frames = std::fs::read(&files.com2).unwrap_or_default();
+        let log = decode_defmt(&elf, &frames)?;
+        if opts.echo {
+            for f in &log.frames {
+                println!("  defmt| {f}");
+            }
+        }
+        out.defmt = Some(log);
+    }
     Ok(out)
 }
 
@@ -591,6 +684,14 @@ pub fn print_summary(title: &str, o: &Outcome) {
             }
             Line::Done { .. } | Line::Other => {}
         }
+    }
+    if let Some(d) = &o.defmt {
+        println!(
+            "  defmt: {} frames decoded from {} bytes on COM2, {} malformed",
+            d.frames.len(),
+            d.bytes,
+            d.malformed
+        );
     }
     let why = o.verdict();
     if why.is_empty() {
@@ -635,6 +736,7 @@ fn parse_opts(args: &[String]) -> Result<Opts, String> {
                 }
             }
             "--quiet" => o.echo = false,
+            "--defmt" => o.defmt = true,
             other => return Err(format!("unknown option {other}")),
         }
     }
@@ -646,10 +748,12 @@ pub fn main(args: &[String]) -> ExitCode {
     if args.iter().any(|a| a == "--help" || a == "-h") {
         println!(
             "usage: cargo xtask qemu [--accel tcg|kvm|auto] [--qboot] [--append CMDLINE] \
-             [--timeout SECS] [--model PROGRAM [--model-arg ARG]...] [--quiet]\n\n\
+             [--timeout SECS] [--model PROGRAM [--model-arg ARG]...] [--defmt] [--quiet]\n\n\
              Builds the boot image, runs it in QEMU against a fresh BAR file, and exits 0 only if\n\
              QEMU exited 33 and every scenario passed. `--append fault|panic` exercise the failure\n\
-             exits (253/255). The host/guest contract is documented in boot/src/contract.rs."
+             exits (253/255). `--defmt` builds the image with defmt frames on COM2 and decodes\n\
+             them (DEFMT_LOG defaults to info). The host/guest contract is documented in\n\
+             boot/src/contract.rs."
         );
         return ExitCode::SUCCESS;
     }
@@ -672,7 +776,7 @@ pub fn main(args: &[String]) -> ExitCode {
 fn run_main(opts: &Opts) -> Result<(), String> {
     require_qemu()?;
     let t = Instant::now();
-    let image = build()?;
+    let image = build(opts.defmt)?;
     println!("xtask qemu: image {} built in {:.1} s", image.display(), t.elapsed().as_secs_f64());
     let o = run_image(&image, opts)?;
     print_summary("qemu", &o);
@@ -736,7 +840,7 @@ pub fn null_model() -> ExitCode {
 /// under qboot (BAR assignment by the image), and the two failure exits.
 pub fn run_leg() -> Result<String, String> {
     require_qemu()?;
-    let image = build()?;
+    let image = build(false)?;
     let quiet = Opts { echo: false, timeout: Duration::from_secs(60), ..Opts::default() };
     let mut problems = Vec::new();
     let mut notes = Vec::new();
@@ -779,6 +883,35 @@ pub fn run_leg() -> Result<String, String> {
             notes.push(format!("{word}→{want}"));
         }
     }
+    // Last, so the plain image is the one built for the runs above: the
+    // defmt variant, whose frames must mirror the console's scenario lines.
+    let image = build(true)?;
+    let o = run_image(&image, &Opts { defmt: true, ..quiet.clone() })?;
+    print_summary("defmt", &o);
+    let mut why = o.verdict();
+    match &o.defmt {
+        Some(d) => {
+            for l in o.lines() {
+                if let Line::Pass { name, .. } = l {
+                    let want = format!("scenario {name} passed");
+                    if !d.frames.iter().any(|f| f.contains(&want)) {
+                        why.push(format!("no defmt frame `{want}`"));
+                    }
+                }
+            }
+            if !d.frames.iter().any(|f| f.contains("done:")) {
+                why.push("no defmt `done:` frame".into());
+            }
+            if d.malformed != 0 {
+                why.push(format!("{} malformed defmt frames", d.malformed));
+            }
+            if why.is_empty() {
+                notes.push(format!("defmt {} frames", d.frames.len()));
+            }
+        }
+        None => why.push("no defmt capture".into()),
+    }
+    problems.extend(why.into_iter().map(|w| format!("defmt: {w}")));
     if problems.is_empty() {
         Ok(notes.join(", "))
     } else {
@@ -852,13 +985,19 @@ mod tests {
     #[test]
     fn qemu_command_line_follows_the_contract() {
         let opts = Opts { qboot: true, append: Some("fault".into()), ..Opts::default() };
-        let a = qemu_args(&opts, Path::new("/img"), Path::new("/b"), Path::new("/r"), false);
+        let (img, b, r, c2) =
+            (Path::new("/img"), Path::new("/b"), Path::new("/r"), Path::new("/c"));
+        let a = qemu_args(&opts, img, b, r, c2, false);
         let s = a.join(" ");
         assert!(s.contains("mem-path=/b,share=on") && s.contains("mem-path=/r,share=on"), "{s}");
         assert!(s.contains("size=16M") && s.contains("-m 256M"), "{s}");
         assert!(s.contains("isa-debug-exit,iobase=0xf4"), "{s}");
         assert!(s.contains("-no-reboot") && s.contains("-accel tcg"), "{s}");
         assert!(s.ends_with("-bios /usr/share/qemu/qboot.rom -append fault"), "{s}");
+        assert!(!s.contains("file:/c"), "COM2 only with --defmt: {s}");
+        let d = qemu_args(&Opts { defmt: true, ..opts }, img, b, r, c2, true).join(" ");
+        assert!(d.contains("-serial stdio") && d.contains("-serial file:/c"), "{d}");
+        assert!(d.contains("-accel kvm"), "{d}");
         assert!(c::BAR_FILE_SIZE.is_power_of_two());
     }
 
@@ -889,6 +1028,15 @@ mod tests {
         assert_eq!(check_bar_file(&f, nonce ^ 1).len(), 2, "another run's nonce");
         drop(f);
         std::fs::remove_file(&path).unwrap();
+    }
+
+    #[test]
+    fn defmt_decoding_needs_a_defmt_table() {
+        // xtask itself carries no defmt table.
+        let me = std::fs::read(std::env::current_exe().unwrap()).unwrap();
+        let e = decode_defmt(&me, &[1, 2, 3]).unwrap_err();
+        assert!(e.contains("no defmt table"), "{e}");
+        assert!(decode_defmt(b"not an elf", &[]).is_err());
     }
 
     #[test]

@@ -2,6 +2,8 @@
 
 pub mod arch;
 pub mod clock;
+#[cfg(feature = "defmt")]
+pub mod dlog;
 pub mod entry;
 pub mod hal;
 pub mod idt;
@@ -18,6 +20,8 @@ use serial::println;
 #[unsafe(no_mangle)]
 extern "C" fn kmain(start_info: u64) -> ! {
     serial::init(serial::COM1);
+    #[cfg(feature = "defmt")]
+    serial::init(serial::COM2);
     idt::init();
     println!("irdma-boot: PVH start_info={start_info:#x}");
     let info = start_info::StartInfo::new(start_info);
@@ -40,6 +44,8 @@ extern "C" fn kmain(start_info: u64) -> ! {
     scenarios::run_all(&mut runner, info.as_ref());
     let (passed, failed, skipped) = runner.totals();
     println!("DONE passed={passed} failed={failed} skipped={skipped}");
+    #[cfg(feature = "defmt")]
+    defmt::info!("done: {=u32} passed, {=u32} failed, {=u32} skipped", passed, failed, skipped);
     arch::exit(if failed == 0 && passed > 0 { EXIT_PASS } else { EXIT_FAIL })
 }
 

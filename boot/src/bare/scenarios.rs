@@ -72,14 +72,20 @@ impl Runner {
             Ok(Outcome::Pass) => {
                 self.passed += 1;
                 println!("PASS {name} ({us} us)");
+                #[cfg(feature = "defmt")]
+                defmt::info!("scenario {=str} passed in {=u64} us", name, us as u64);
             }
             Ok(Outcome::Skip(why)) => {
                 self.skipped += 1;
                 println!("SKIP {name}: {why}");
+                #[cfg(feature = "defmt")]
+                defmt::warn!("scenario {=str} skipped: {=str}", name, why.as_str());
             }
             Err(why) => {
                 self.failed += 1;
                 println!("FAIL {name}: {why}");
+                #[cfg(feature = "defmt")]
+                defmt::error!("scenario {=str} failed: {=str}", name, why.as_str());
             }
         }
     }

@@ -4,8 +4,8 @@ use super::arch::{inb, outb};
 
 /// COM1 base port.
 pub const COM1: u16 = 0x3f8;
-/// COM2 base port (defmt frames, when that feature exists).
-#[allow(dead_code)]
+/// COM2 base port (defmt frames with the `defmt` feature).
+#[cfg_attr(not(feature = "defmt"), allow(dead_code))]
 pub const COM2: u16 = 0x2f8;
 
 /// Programs a UART: 115200 baud, 8N1, FIFOs on, no interrupts.
