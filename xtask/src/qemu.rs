@@ -635,8 +635,11 @@ pub fn run_image(image: &Path, opts: &Opts) -> Result<Outcome, String> {
     if let Some(m) = model {
         out.model_problems = stop_model(m, &bar);
     }
+    // QEMU always provides the ivshmem BAR, so bar_rw must run and pass.
     if out.lines().iter().any(|l| matches!(l, Line::Pass { name, .. } if name == "bar_rw")) {
         out.bar_problems = check_bar_file(&bar, nonce);
+    } else if !out.console.is_empty() && opts.append.is_none() {
+        out.bar_problems.push("bar_rw did not pass, so the BAR file went unchecked".into());
     }
     if opts.defmt {
         let elf = std::fs::read(image).map_err(|e| format!("{}: {e}", image.display()))?;
@@ -869,12 +872,18 @@ pub fn run_leg() -> Result<String, String> {
         }
         problems.extend(why.into_iter().map(|w| format!("{title}: {w}")));
     }
-    for (word, code, marker) in
-        [("fault", c::EXIT_EXCEPTION, "EXCEPTION vector=6"), ("panic", c::EXIT_PANIC, "PANIC")]
-    {
+    for (word, code, marker) in [
+        ("fault", c::EXIT_EXCEPTION, "EXCEPTION vector=6"),
+        ("panic", c::EXIT_PANIC, "PANIC"),
+        ("fail", c::EXIT_FAIL, "FAIL injected: requested by the command line"),
+    ] {
         let o = run_image(&image, &Opts { append: Some(word.into()), ..quiet.clone() })?;
         let want = c::qemu_status(code);
-        if o.status != Some(want) || !o.console.iter().any(|l| l.starts_with(marker)) {
+        // xtask's own verdict must reject each of these runs.
+        let rejected = !o.verdict().is_empty()
+            && (word != "fail"
+                || o.verdict().iter().any(|w| w.contains("scenario injected failed")));
+        if o.status != Some(want) || !o.console.iter().any(|l| l.starts_with(marker)) || !rejected {
             problems.push(format!(
                 "`-append {word}` should exit {want} with a `{marker}` line; got {:?}, console {:?}",
                 o.status, o.console

@@ -1,7 +1,7 @@
 //! Time from the TSC, calibrated against the legacy PIT.
 //!
 //! Choice: the image calibrates the TSC itself (PIT channel 2 one-shot over
-//! 10 ms, gate via port 0x61), so it needs nothing from the host and works
+//! 10 ms, three times, gate via port 0x61), so it needs nothing from the host and works
 //! the same under KVM, TCG and on hardware. The host's TSC rate, which
 //! xtask writes into the mailbox, is only used to cross-check the
 //! calibration (the `clock` scenario). The TSC is assumed invariant.
@@ -19,9 +19,21 @@ const PIT_TICKS: u16 = 11_932;
 static TSC_HZ: AtomicU64 = AtomicU64::new(0);
 static TSC_ORIGIN: AtomicU64 = AtomicU64::new(0);
 
-/// Measures the TSC rate with the PIT; `None` if the PIT never reached its
-/// terminal count (no PIT) or the result is implausible.
+/// Measures the TSC rate with the PIT: the median of three windows, so one
+/// window disturbed by the host scheduler (QEMU's vCPU thread descheduled
+/// mid-window) does not skew it. `None` if no window worked.
 pub fn calibrate() -> Option<u64> {
+    let mut v = [0u64; 3];
+    for slot in v.iter_mut() {
+        *slot = calibrate_once()?;
+    }
+    v.sort_unstable();
+    Some(v[1])
+}
+
+/// One 10 ms PIT window; `None` if the PIT never reached its terminal count
+/// (no PIT) or the result is implausible.
+fn calibrate_once() -> Option<u64> {
     let gate = inb(0x61);
     outb(0x61, (gate & !0x02) | 0x01); // gate high, speaker off
     outb(0x43, 0xb0); // channel 2, lo/hi byte, mode 0, binary

@@ -30,7 +30,9 @@ extern "C" fn kmain(start_info: u64) -> ! {
     if !cmd.is_empty() {
         println!("cmdline: {cmd}");
     }
-    // Self-tests of the failure paths (xtask checks the exit statuses).
+    // Self-tests of the failure paths (xtask checks the exit statuses):
+    // `fault` → CPU exception, `panic` → panic handler, `fail` → a failing
+    // scenario.
     if cmd.split(' ').any(|w| w == "fault") {
         println!("cmdline asks for a CPU exception");
         // SAFETY: UD2 raises #UD on purpose; the IDT handler exits.
@@ -42,6 +44,10 @@ extern "C" fn kmain(start_info: u64) -> ! {
 
     let mut runner = scenarios::Runner::new();
     scenarios::run_all(&mut runner, info.as_ref());
+    if cmd.split(' ').any(|w| w == "fail") {
+        // Self-test of the failure report: one scenario that always fails.
+        runner.run("injected", scenarios::injected_failure);
+    }
     let (passed, failed, skipped) = runner.totals();
     println!("DONE passed={passed} failed={failed} skipped={skipped}");
     #[cfg(feature = "defmt")]

@@ -148,6 +148,12 @@ pub fn run_all(r: &mut Runner, info: Option<&StartInfo>) {
     r.run("clock", || clock_check(&ctx, hz));
 }
 
+/// A scenario that always fails (`-append fail`), so the failure report
+/// and exit code are tested end to end.
+pub fn injected_failure() -> Result<Outcome, Msg> {
+    bail!("requested by the command line")
+}
+
 fn init_pool(info: Option<&StartInfo>) -> Result<(), Msg> {
     let Some(info) = info else { bail!("no PVH start info: cannot check the memory map") };
     let base = contract::DMA_POOL_BASE;
@@ -418,7 +424,9 @@ fn clock_check(ctx: &Ctx, pit_hz: Option<u64>) -> Result<Outcome, Msg> {
     println!("  clock: TSC {} kHz by the PIT, host says {} kHz", hz / 1000, host_hz / 1000);
     if host_hz != 0 {
         let diff = hz.abs_diff(host_hz);
-        ensure!(diff <= host_hz / 10, "PIT calibration {hz} Hz vs host {host_hz} Hz (>10%)");
+        // Coarse on purpose: it catches a wrong constant or unit, not jitter
+        // (a loaded host skews single windows by ~10%).
+        ensure!(diff <= host_hz / 4, "PIT calibration {hz} Hz vs host {host_hz} Hz (>25%)");
     }
     let mut last = BootHal::now();
     for _ in 0..1000 {
@@ -431,7 +439,7 @@ fn clock_check(ctx: &Ctx, pit_hz: Option<u64>) -> Result<Outcome, Msg> {
     let waited = BootHal::now() - start;
     ensure!(timed_out, "wait_until on a false condition returned true");
     ensure!(waited >= Duration::from_millis(2), "timeout after only {waited:?}");
-    ensure!(waited < Duration::from_millis(500), "2 ms timeout took {waited:?}");
+    ensure!(waited < Duration::from_secs(1), "2 ms timeout took {waited:?}");
     let mut n = 0;
     let done = wait_until::<BootHal>(BootHal::now() + Duration::from_secs(1), || {
         n += 1;
