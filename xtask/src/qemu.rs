@@ -258,6 +258,7 @@ impl Files {
     fn create() -> Result<Files, String> {
         let dir = Path::new("/dev/shm");
         let dir = if dir.is_dir() { dir.to_path_buf() } else { std::env::temp_dir() };
+        remove_stale(&dir);
         let stamp = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.as_nanos())
@@ -299,6 +300,26 @@ impl Drop for Files {
         let _ = std::fs::remove_file(&self.bar);
         let _ = std::fs::remove_file(&self.ram);
         let _ = std::fs::remove_file(&self.com2);
+    }
+}
+
+/// The xtask pid in one of our file names (`irdma-qemu-PID-…`).
+fn owner_pid(file_name: &str) -> Option<u32> {
+    file_name.strip_prefix("irdma-qemu-")?.split('-').next()?.parse().ok()
+}
+
+/// Removes run files whose xtask process is gone (killed before its `Drop`
+/// ran): up to 272 MiB of /dev/shm each.
+fn remove_stale(dir: &Path) {
+    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    for e in entries.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        if let Some(pid) = owner_pid(&name)
+            && pid != std::process::id()
+            && !Path::new(&format!("/proc/{pid}")).exists()
+        {
+            let _ = std::fs::remove_file(e.path());
+        }
     }
 }
 
@@ -1046,6 +1067,25 @@ mod tests {
         let e = decode_defmt(&me, &[1, 2, 3]).unwrap_err();
         assert!(e.contains("no defmt table"), "{e}");
         assert!(decode_defmt(b"not an elf", &[]).is_err());
+    }
+
+    #[test]
+    fn stale_files_are_recognised_by_pid() {
+        assert_eq!(owner_pid("irdma-qemu-1234-0-99-bar"), Some(1234));
+        assert_eq!(owner_pid("irdma-qemu-x-0-bar"), None);
+        assert_eq!(owner_pid("other-1234"), None);
+        let dir = std::env::temp_dir().join(format!("irdma-stale-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        // pid 0 never names a live user process in /proc; our own pid does.
+        let dead = dir.join("irdma-qemu-0-1-2-bar");
+        let mine = dir.join(format!("irdma-qemu-{}-1-2-bar", std::process::id()));
+        let other = dir.join("unrelated");
+        for p in [&dead, &mine, &other] {
+            std::fs::write(p, b"x").unwrap();
+        }
+        remove_stale(&dir);
+        assert!(!dead.exists() && mine.exists() && other.exists());
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
