@@ -58,6 +58,8 @@ pub struct Opts {
     pub echo: bool,
     /// Image built with the `defmt` feature: capture COM2 and decode it.
     pub defmt: bool,
+    /// Write the host TSC rate into the mailbox (else the guest uses the PIT).
+    pub host_tsc: bool,
 }
 
 impl Default for Opts {
@@ -70,6 +72,7 @@ impl Default for Opts {
             model: None,
             echo: true,
             defmt: false,
+            host_tsc: true,
         }
     }
 }
@@ -579,7 +582,8 @@ pub fn run_image(image: &Path, opts: &Opts) -> Result<Outcome, String> {
     let bar = files.bar()?;
     let nonce = nonce();
     write_u64(&bar, c::MAILBOX + c::MB_NONCE, nonce)?;
-    write_u64(&bar, c::MAILBOX + c::MB_HOST_TSC_HZ, host_tsc_hz())?;
+    let tsc_hz = if opts.host_tsc { host_tsc_hz() } else { 0 };
+    write_u64(&bar, c::MAILBOX + c::MB_HOST_TSC_HZ, tsc_hz)?;
     let pins = pinning();
     let model = match &opts.model {
         Some(m) => Some(spawn_model(m, &files, pins.map(|p| p.0), &bar)?),
@@ -761,6 +765,7 @@ fn parse_opts(args: &[String]) -> Result<Opts, String> {
             }
             "--quiet" => o.echo = false,
             "--defmt" => o.defmt = true,
+            "--no-host-tsc" => o.host_tsc = false,
             other => return Err(format!("unknown option {other}")),
         }
     }
@@ -772,11 +777,13 @@ pub fn main(args: &[String]) -> ExitCode {
     if args.iter().any(|a| a == "--help" || a == "-h") {
         println!(
             "usage: cargo xtask qemu [--accel tcg|kvm|auto] [--qboot] [--append CMDLINE] \
-             [--timeout SECS] [--model PROGRAM [--model-arg ARG]...] [--defmt] [--quiet]\n\n\
+             [--timeout SECS] [--model PROGRAM [--model-arg ARG]...] [--defmt] [--no-host-tsc]\n\
+             [--quiet]\n\n\
              Builds the boot image, runs it in QEMU against a fresh BAR file, and exits 0 only if\n\
              QEMU exited 33 and every scenario passed. `--append fault|panic` exercise the failure\n\
              exits (253/255). `--defmt` builds the image with defmt frames on COM2 and decodes\n\
-             them (DEFMT_LOG defaults to info). The host/guest contract is documented in\n\
+             them (DEFMT_LOG defaults to info). `--no-host-tsc` withholds the host TSC rate so\n\
+             the guest calibrates with the PIT. The host/guest contract is documented in\n\
              boot/src/contract.rs."
         );
         return ExitCode::SUCCESS;
@@ -874,6 +881,7 @@ pub fn run_leg() -> Result<String, String> {
         ("seabios", quiet.clone()),
         ("qboot", Opts { qboot: true, ..quiet.clone() }),
         ("null-model", Opts { model: Some(null_model), ..quiet.clone() }),
+        ("pit-clock", Opts { host_tsc: false, ..quiet.clone() }),
     ] {
         if title == "qboot" && !Path::new(QBOOT_ROM).is_file() {
             notes.push(format!("qboot skipped ({QBOOT_ROM} missing)"));
@@ -886,6 +894,10 @@ pub fn run_leg() -> Result<String, String> {
             o.lines().iter().any(|l| matches!(l, Line::Pass { name, .. } if name == "model_ping"));
         if opts.model.is_some() && !pinged {
             why.push("model_ping did not pass with a model process attached".into());
+        }
+        let source = if opts.host_tsc { "from the host" } else { "by the PIT" };
+        if !o.console.iter().any(|l| l.starts_with("  clock: ") && l.ends_with(source)) {
+            why.push(format!("the clock line does not say the rate came {source}"));
         }
         if why.is_empty() {
             let n = o.lines().iter().filter(|l| matches!(l, Line::Pass { .. })).count();
