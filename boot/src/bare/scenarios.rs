@@ -330,8 +330,6 @@ fn bar_rw(ctx: &Ctx) -> Result<Outcome, Msg> {
         let want = contract::pattern(nonce, i as u64);
         ensure!(got == want, "scratch word {i}: {got:#x} != {want:#x}");
     }
-    // The register space below the mailbox is the model's: only read it.
-    let _ = bar.read32(irdma_hal::regs::GLPE_CPUSTATUS[0]);
     bar.write64(mb(contract::MB_ECHO), contract::echo(nonce));
     bar.write32(mb(contract::MB_GUEST_MAGIC), contract::GUEST_MAGIC);
     ensure!(bar.read32(mb(contract::MB_GUEST_MAGIC)) == contract::GUEST_MAGIC, "magic readback");
