@@ -100,3 +100,133 @@ fn write_read_send_between_two_devices() {
     }
     assert_eq!(FakeHal::live_pages(), base, "everything freed");
 }
+
+/// One device, two QPs connected to each other through the loopback.
+#[test]
+fn level2_mr_and_zero_based_mr_on_loopback() {
+    let _g = lock();
+    let base = FakeHal::live_pages();
+    let bar = ModelBar::standalone(Config::default());
+    {
+        let profile = Profile { pbles: 1 << 20, ..Profile::SMALL };
+        let dev = probe_as(&bar, A, profile);
+        let pd = dev.alloc_pd().unwrap();
+        let mut cq = dev.create_cq(64).unwrap();
+        let mut q1 = create_qp(&dev, &pd, &cq, 16);
+        let mut q2 = create_qp(&dev, &pd, &cq, 16);
+        let (n1, n2) = (q1.qp_num(), q2.qp_num());
+        connect(&mut q1, A, A, n2).unwrap();
+        connect(&mut q2, A, A, n1).unwrap();
+
+        // More pages than one level-1 run can hold (one SD of PBLEs): level 2.
+        // Every IOVA page maps to one of two physical pages, alternating.
+        let phys = buf(2);
+        let npages = 262_145usize;
+        let pages: Vec<u64> = (0..npages).map(|i| phys.paddr() + ((i % 2) * 4096) as u64).collect();
+        let free_before = dev.resource_usage().pble_free;
+        let big = reg(&dev, &pd, 0, npages as u64 * 4096, &pages, true);
+        assert_eq!(big.pbl_level(), 2);
+        assert!(dev.resource_usage().pble_free < free_before - npages as u32);
+        assert_eq!(big.pble_entry(262_144), Some(phys.paddr()));
+        assert_eq!(big.pble_entry(3), Some(phys.paddr() + 4096));
+
+        // WRITE 64 bytes to IOVA page 262143 (odd → physical page 1).
+        let src = buf(1);
+        let data = fill(&src, 3);
+        let smr = reg(&dev, &pd, src.paddr(), 4096, &pages_of(&src), false);
+        let sge = [Sge { addr: src.paddr(), length: 64, lkey: smr.lkey() }];
+        let wr = SendWr {
+            wr_id: 9,
+            opcode: WrOpcode::RdmaWrite { remote_addr: 262_143 * 4096 + 16, rkey: big.rkey() },
+            flags: SendFlags::SIGNALED,
+            sg_list: &sge,
+        };
+        q1.post_send(&[wr]).unwrap();
+        let wc = poll_n(&mut cq, &mut [&mut q1, &mut q2], 1);
+        assert_eq!((wc[0].wr_id, wc[0].status), (9, WcStatus::Success), "{wc:?}");
+        assert_eq!(read(&phys, 4096 + 16, 64), data[..64].to_vec(), "level-2 translation");
+        assert_eq!(read(&phys, 16, 64), vec![0; 64], "even page untouched");
+        drop(big);
+        assert_eq!(dev.resource_usage().pble_free, free_before, "PBLEs returned");
+    }
+    assert_eq!(FakeHal::live_pages(), base);
+}
+
+#[test]
+fn stale_rkey_after_rereg_is_rejected_and_the_qp_flushes() {
+    let _g = lock();
+    let base = FakeHal::live_pages();
+    let bar_a = ModelBar::standalone(Config::default());
+    let bar_b = bar_a.add_peer(Config::default());
+    {
+        let da = probe_as(&bar_a, A, Profile::SMALL);
+        let db = probe_as(&bar_b, B, Profile::SMALL);
+        let (pa, pb) = (da.alloc_pd().unwrap(), db.alloc_pd().unwrap());
+        let (mut ca, _cb) = (da.create_cq(64).unwrap(), db.create_cq(64).unwrap());
+        let mut qa = create_qp(&da, &pa, &ca, 16);
+        let mut qb = create_qp(&db, &pb, &_cb, 16);
+        let (na, nb) = (qa.qp_num(), qb.qp_num());
+        connect(&mut qa, A, B, nb).unwrap();
+        connect(&mut qb, B, A, na).unwrap();
+        let src = buf(1);
+        let data = fill(&src, 5);
+        let smr = reg(&da, &pa, src.paddr(), 4096, &pages_of(&src), false);
+        let dst = buf(1);
+        let mut dmr = reg(&db, &pb, dst.paddr(), 4096, &pages_of(&dst), false);
+        let old = dmr.rkey();
+        dmr.rereg().unwrap();
+        assert_ne!(dmr.rkey(), old, "key byte rotated");
+        assert_eq!(dmr.rkey() >> 8, old >> 8, "same index");
+
+        let sge = [Sge { addr: src.paddr(), length: 32, lkey: smr.lkey() }];
+        let write = |id, rkey| SendWr {
+            wr_id: id,
+            opcode: WrOpcode::RdmaWrite { remote_addr: dst.paddr(), rkey },
+            flags: SendFlags::SIGNALED,
+            sg_list: &sge,
+        };
+        // The current key works.
+        qa.post_send(&[write(1, dmr.rkey())]).unwrap();
+        let wc = poll_n(&mut ca, &mut [&mut qa], 1);
+        assert_eq!(wc[0].status, WcStatus::Success);
+        assert_eq!(read(&dst, 0, 32), data[..32].to_vec());
+        assert!(dst.write_bytes(0, &[0u8; 32]));
+
+        // The stale key is refused by the responder; a receive is queued too.
+        let rsge = [Sge { addr: src.paddr() + 1024, length: 64, lkey: smr.lkey() }];
+        qa.post_recv(&[RecvWr { wr_id: 50, sg_list: &rsge }]).unwrap();
+        qa.post_send(&[write(2, old), write(3, dmr.rkey())]).unwrap();
+        let mut ev = [irdma::aeq::AsyncEvent {
+            kind: irdma::aeq::AsyncEventKind::Ignored,
+            ae_code: 0,
+            ae_src: 0,
+            id: 0,
+            moved_to_error: false,
+        }; 8];
+        let n = da.poll_async_events(&mut ev);
+        assert!(n >= 1, "an AE for the requester");
+        let e = ev[..n].iter().find(|e| e.id == na).expect("AE names QP A");
+        assert_eq!(e.kind, irdma::aeq::AsyncEventKind::QpAccessError, "{e:?}");
+        assert!(e.moved_to_error);
+        assert_eq!(qa.state(), QpState::Error);
+        assert_eq!(read(&dst, 0, 32), vec![0u8; 32], "nothing written with the stale key");
+
+        // Every outstanding WR completes exactly once: WRITE 2 and 3, RECV 50.
+        let wc = poll_n(&mut ca, &mut [&mut qa], 3);
+        let mut ids: Vec<u64> = wc.iter().map(|w| w.wr_id).collect();
+        ids.sort();
+        assert_eq!(ids, vec![2, 3, 50], "{wc:?}");
+        assert!(wc.iter().all(|w| w.status != WcStatus::Success));
+        let first = wc.iter().find(|w| w.wr_id == 2).unwrap();
+        assert_eq!(first.status, WcStatus::RemAccessErr, "the failing WR carries the AE's code");
+        let mut more = [EMPTY_WC; 4];
+        assert_eq!(ca.poll(&mut [&mut qa], &mut more), 0, "nothing twice");
+
+        // Posts after the error complete as flushed, once.
+        qa.post_send(&[write(4, dmr.rkey())]).unwrap();
+        let wc = poll_n(&mut ca, &mut [&mut qa], 1);
+        assert_eq!((wc.len(), wc[0].wr_id, wc[0].status), (1, 4, WcStatus::WrFlushErr));
+        assert_eq!(ca.poll(&mut [&mut qa], &mut more), 0);
+    }
+    assert_eq!(FakeHal::live_pages(), base);
+}

@@ -744,40 +744,41 @@ impl<'d, H: Hal, B: Bar + Clone> Qp<'d, H, B> {
     /// DESTROY_QP, then the ARP reference and the id are released. Memory is
     /// freed when the object is dropped.
     pub fn destroy(&mut self) -> Result<(), VerbsError> {
-        if !self.alive {
-            return Ok(());
-        }
-        if !self.hw_error {
-            let m = ModifyQp {
+        if self.alive {
+            if !self.hw_error {
+                let m = ModifyQp {
+                    qp_id: self.id,
+                    qp_type: qp_type::ROCE_RC,
+                    host_ctx_pa: self.ctx_pa(),
+                    shadow_area_pa: self.shadow_pa,
+                    next_state: qp_state::ERROR,
+                    ..ModifyQp::default()
+                };
+                self.dev.with_cqp(|c| c.exec(m, 0).map(|_| ()))?;
+                self.hw_error = true;
+            }
+            let d = DestroyQp {
                 qp_id: self.id,
                 qp_type: qp_type::ROCE_RC,
                 host_ctx_pa: self.ctx_pa(),
                 shadow_area_pa: self.shadow_pa,
-                next_state: qp_state::ERROR,
-                ..ModifyQp::default()
+                ignore_mw_bnd: false,
+                remove_hash_idx: false,
             };
-            self.dev.with_cqp(|c| c.exec(m, 0).map(|_| ()))?;
-            self.hw_error = true;
-        }
-        let d = DestroyQp {
-            qp_id: self.id,
-            qp_type: qp_type::ROCE_RC,
-            host_ctx_pa: self.ctx_pa(),
-            shadow_area_pa: self.shadow_pa,
-            ignore_mw_bnd: false,
-            remove_hash_idx: false,
-        };
-        self.dev.with_cqp(|c| c.exec(d, 0).map(|_| ()))?;
-        self.alive = false;
-        if let Some(a) = self.arp.take() {
-            let _ = self.dev.arp_put(a);
-        }
-        self.dev.set_qp_error(self.id, false);
-        if let Some(ids) = self.dev.res.lock().ids.as_mut() {
-            if let Some(r) = ids.qp_rec.get_mut(self.id as usize) {
-                *r = QpRecord::default();
+            self.dev.with_cqp(|c| c.exec(d, 0).map(|_| ()))?;
+            self.alive = false;
+            self.dev.set_qp_error(self.id, false);
+            if let Some(ids) = self.dev.res.lock().ids.as_mut() {
+                if let Some(r) = ids.qp_rec.get_mut(self.id as usize) {
+                    *r = QpRecord::default();
+                }
+                let _ = ids.qps.free(self.id);
             }
-            let _ = ids.qps.free(self.id);
+        }
+        // The ARP reference last: a failed MANAGE_ARP delete can be retried.
+        if let Some(a) = self.arp {
+            self.dev.arp_put(a)?;
+            self.arp = None;
         }
         Ok(())
     }
@@ -785,7 +786,7 @@ impl<'d, H: Hal, B: Bar + Clone> Qp<'d, H, B> {
 
 impl<H: Hal, B: Bar + Clone> Drop for Qp<'_, H, B> {
     fn drop(&mut self) {
-        if self.destroy().is_err() {
+        if self.destroy().is_err() && self.alive {
             // The device still owns the queues: never hand the memory back.
             core::mem::forget(self.mem.take());
         }
