@@ -251,6 +251,45 @@ impl<H: Hal> SdStore<H> {
         }
     }
 
+    /// Writes `values` to the consecutive PBLEs from `first` (one SD lookup
+    /// per SD crossed). False if any is not backed.
+    pub fn write_pble_run(&self, layout: &PbleLayout, first: u32, values: &[u64]) -> bool {
+        let mut cached: Option<(u32, &SdBacking<H>)> = None;
+        for (i, v) in values.iter().enumerate() {
+            let Some(loc) = u32::try_from(i)
+                .ok()
+                .and_then(|i| first.checked_add(i))
+                .and_then(|x| layout.locate(x))
+            else {
+                return false;
+            };
+            let b = match cached {
+                Some((sd, b)) if sd == loc.sd_index => b,
+                _ => match self.get(loc.sd_index) {
+                    Some(b) => {
+                        cached = Some((loc.sd_index, b));
+                        b
+                    }
+                    None => return false,
+                },
+            };
+            let ok = match b.kind {
+                SdKind::Direct => b.mem.write_u64(loc.sd_offset as usize, *v),
+                SdKind::Paged => match (loc.pd_index % PDS_PER_SD).checked_sub(b.first_slot) {
+                    Some(rel) => b.mem.write_u64(
+                        rel as usize * irdma_hal::PAGE_SIZE + loc.page_offset as usize,
+                        *v,
+                    ),
+                    None => false,
+                },
+            };
+            if !ok {
+                return false;
+            }
+        }
+        true
+    }
+
     /// Reads PBLE `index` back (tests, diagnostics).
     pub fn read_pble(&self, layout: &PbleLayout, index: u32) -> Option<u64> {
         let loc = layout.locate(index)?;

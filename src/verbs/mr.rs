@@ -127,27 +127,18 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
         };
         let written = back.is_ok()
             && match alloc {
-                PbleAlloc::Level1(run) => pages.iter().enumerate().all(|(i, pa)| {
-                    res.sds.write_pble(&layout, run.first.wrapping_add(i as u32), *pa)
-                }),
+                PbleAlloc::Level1(run) => res.sds.write_pble_run(&layout, run.first, pages),
                 PbleAlloc::Level2 { root, .. } => {
                     let lv = held.leaves();
-                    lv.iter().enumerate().all(|(j, leaf)| {
-                        res.sds.write_pble(
-                            &layout,
-                            root.first.wrapping_add(j as u32),
-                            leaf.first.into(),
-                        )
-                    }) && pages.iter().enumerate().all(|(i, pa)| {
-                        let leaf = lv.get(i / LEAF_ENTRIES as usize);
-                        leaf.is_some_and(|l| {
-                            res.sds.write_pble(
-                                &layout,
-                                l.first.wrapping_add((i % LEAF_ENTRIES as usize) as u32),
-                                *pa,
-                            )
+                    let roots = lv.iter().enumerate().all(|(j, leaf)| {
+                        let idx = root.first.wrapping_add(j as u32);
+                        res.sds.write_pble(&layout, idx, leaf.first.into())
+                    });
+                    roots
+                        && pages.chunks(LEAF_ENTRIES as usize).enumerate().all(|(j, part)| {
+                            lv.get(j)
+                                .is_some_and(|l| res.sds.write_pble_run(&layout, l.first, part))
                         })
-                    })
                 }
             };
         if !written {
