@@ -230,3 +230,107 @@ fn stale_rkey_after_rereg_is_rejected_and_the_qp_flushes() {
     }
     assert_eq!(FakeHal::live_pages(), base);
 }
+
+#[test]
+fn modify_to_error_flushes_every_outstanding_wr_exactly_once() {
+    let _g = lock();
+    let base = FakeHal::live_pages();
+    let bar = ModelBar::standalone(small_fn_config());
+    {
+        let dev = probe_as(&bar, A, Profile::SMALL);
+        let pd = dev.alloc_pd().unwrap();
+        let (mut scq, mut rcq) = (dev.create_cq(64).unwrap(), dev.create_cq(64).unwrap());
+        let mut attr = QpInitAttr { send_cq: &scq, recv_cq: &rcq, cap: cap(16) };
+        let mut q1 = dev.create_qp(&pd, &mut attr).unwrap();
+        let mut attr = QpInitAttr { send_cq: &scq, recv_cq: &rcq, cap: cap(16) };
+        let mut q2 = dev.create_qp(&pd, &mut attr).unwrap();
+        let (n1, n2) = (q1.qp_num(), q2.qp_num());
+        connect(&mut q1, A, A, n2).unwrap();
+        connect(&mut q2, A, A, n1).unwrap();
+        let b = buf(1);
+        let mr = reg(&dev, &pd, b.paddr(), 4096, &pages_of(&b), false);
+        let sge = [Sge { addr: b.paddr(), length: 16, lkey: mr.lkey() }];
+        for id in 10..13 {
+            q1.post_recv(&[RecvWr { wr_id: id, sg_list: &sge }]).unwrap();
+        }
+        // q2 has no receive posted: the SENDs stall on RNR (retry forever).
+        let send = |id, flags| SendWr { wr_id: id, opcode: WrOpcode::Send, flags, sg_list: &sge };
+        q1.post_send(&[
+            send(1, SendFlags::SIGNALED),
+            send(2, SendFlags::NONE),
+            send(3, SendFlags::SIGNALED),
+        ])
+        .unwrap();
+        let mut wc = [EMPTY_WC; 16];
+        assert_eq!(scq.poll(&mut [&mut q1], &mut wc), 0, "stalled");
+        q1.modify(&QpAttr::new(QpState::Error)).unwrap();
+        assert_eq!(q1.state(), QpState::Error);
+        let s = poll_n(&mut scq, &mut [&mut q1, &mut q2], 3);
+        let r = poll_n(&mut rcq, &mut [&mut q1, &mut q2], 3);
+        let ids = |v: &[WorkCompletion]| {
+            let mut x: Vec<u64> = v.iter().map(|w| w.wr_id).collect();
+            x.sort();
+            x
+        };
+        assert_eq!(ids(&s), vec![1, 2, 3], "sends on the send CQ: {s:?}");
+        assert_eq!(ids(&r), vec![10, 11, 12], "receives on the receive CQ: {r:?}");
+        assert!(
+            s.iter().chain(r.iter()).all(|w| w.status == WcStatus::WrFlushErr && w.qp_num == n1)
+        );
+        assert!(r.iter().all(|w| w.opcode == WcOpcode::Recv));
+        assert_eq!(scq.poll(&mut [&mut q1], &mut wc), 0);
+        assert_eq!(rcq.poll(&mut [&mut q1], &mut wc), 0);
+        // In ERROR a post completes as flushed, on its own CQ, once.
+        q1.post_recv(&[RecvWr { wr_id: 20, sg_list: &sge }]).unwrap();
+        q1.post_send(&[send(21, SendFlags::SIGNALED)]).unwrap();
+        let r = poll_n(&mut rcq, &mut [&mut q1], 1);
+        let s = poll_n(&mut scq, &mut [&mut q1], 1);
+        assert_eq!((r.len(), r[0].wr_id, s.len(), s[0].wr_id), (1, 20, 1, 21));
+        assert_eq!(scq.poll(&mut [&mut q1], &mut wc) + rcq.poll(&mut [&mut q1], &mut wc), 0);
+        // INIT after a hardware error is refused: only destroy remains.
+        assert_eq!(q1.modify(&QpAttr::new(QpState::Init)), Err(VerbsError::InvalidState));
+    }
+    assert_eq!(FakeHal::live_pages(), base);
+}
+
+#[test]
+fn create_limits_and_written_back_caps() {
+    let _g = lock();
+    let bar = ModelBar::standalone(small_fn_config());
+    let dev = probe_as(&bar, A, Profile::SMALL);
+    let pd = dev.alloc_pd().unwrap();
+    let cq = dev.create_cq(8).unwrap();
+    let usage = dev.resource_usage();
+    let mk = |c: QpCap| {
+        let mut a = QpInitAttr { send_cq: &cq, recv_cq: &cq, cap: c };
+        dev.create_qp(&pd, &mut a).map(|q| (a.cap, q.cap()))
+    };
+    let c = QpCap {
+        max_send_wr: 5,
+        max_recv_wr: 3,
+        max_send_sge: 3,
+        max_recv_sge: 2,
+        max_inline_data: 40,
+    };
+    let (written, held) = mk(c).unwrap();
+    assert_eq!(written, held);
+    assert!(written.max_send_wr >= 5 && written.max_recv_wr >= 3);
+    assert!(
+        written.max_send_sge >= 3 && written.max_recv_sge >= 2 && written.max_inline_data >= 40
+    );
+    for (bad, what) in [
+        (QpCap { max_send_sge: 14, ..c }, "max_send_sge"),
+        (QpCap { max_recv_sge: 14, ..c }, "max_recv_sge"),
+        (QpCap { max_inline_data: 102, ..c }, "max_inline_data"),
+        (QpCap { max_send_wr: 40_000, ..c }, "max_send_wr"),
+        (QpCap { max_recv_wr: 40_000, ..c }, "max_recv_wr"),
+    ] {
+        match mk(bad) {
+            Err(VerbsError::AboveLimit { what: w, .. }) => assert_eq!(w, what),
+            other => panic!("{what}: {:?}", other.map(|x| x.0)),
+        }
+    }
+    assert!(matches!(dev.create_cq(1 << 20), Err(VerbsError::AboveLimit { .. })));
+    assert!(matches!(dev.alloc_mr(&pd, 262_145), Err(VerbsError::AboveLimit { .. })));
+    assert_eq!(dev.resource_usage(), usage, "refusals take nothing");
+}

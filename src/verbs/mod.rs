@@ -21,7 +21,9 @@ mod qp;
 
 pub use cq::Cq;
 pub use mr::{FastRegMr, Mr, MrDesc};
-pub use qp::{AddressVector, IpAddr, Qp, QpAttr, QpCap, QpInitAttr, QpState};
+pub use qp::{
+    AddressVector, IpAddr, PostError, PostErrorKind, Qp, QpAttr, QpCap, QpInitAttr, QpState,
+};
 
 use irdma_hal::{Bar, DmaError, Hal};
 

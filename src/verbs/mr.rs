@@ -202,16 +202,19 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
         }
         let rights = mr_access_rights(d.access)?;
         let pages = d.pages.get(..need as usize).unwrap_or(d.pages);
+        let Some(&first_page) = pages.first() else {
+            return Err(VerbsError::Invalid { what: "empty MR" });
+        };
         let contiguous = pages
             .iter()
             .enumerate()
-            .all(|(i, p)| pages[0].checked_add(i as u64 * pbytes) == Some(*p));
+            .all(|(i, p)| first_page.checked_add(i as u64 * pbytes) == Some(*p));
         let stag = {
             let mut res = self.res.lock();
             res.ids.as_mut().ok_or(VerbsError::Destroyed)?.stags.alloc()?
         };
         let (mr_pages, pbl, level) = match pbl_level(pages.len() as u32, contiguous) {
-            PblNeed::Level0 => (MrPages::Contiguous(pages[0]), None, 0),
+            PblNeed::Level0 => (MrPages::Contiguous(first_page), None, 0),
             PblNeed::Pbl(_) => match self.take_pbl(pages, PblePolicy::Level1OrLevel2) {
                 Ok(p) => {
                     let pb = Pbl { level: p.alloc.lpbl_size(), first_index: p.alloc.first_index() };

@@ -784,6 +784,14 @@ impl<'d, H: Hal, B: Bar + Clone> Qp<'d, H, B> {
     }
 }
 
+/// The `rw` layer posts its chains through this (`rdma_rw_ctx_post`).
+impl<H: Hal, B: Bar + Clone> crate::rw::PostSend for Qp<'_, H, B> {
+    type Error = PostErrorKind;
+    fn post_send(&mut self, wrs: &[SendWr<'_>]) -> Result<(), (usize, PostErrorKind)> {
+        Qp::post_send(self, wrs).map_err(|e| (e.bad_wr, e.kind))
+    }
+}
+
 impl<H: Hal, B: Bar + Clone> Drop for Qp<'_, H, B> {
     fn drop(&mut self) {
         if self.destroy().is_err() && self.alive {
