@@ -334,3 +334,62 @@ fn create_limits_and_written_back_caps() {
     assert!(matches!(dev.alloc_mr(&pd, 262_145), Err(VerbsError::AboveLimit { .. })));
     assert_eq!(dev.resource_usage(), usage, "refusals take nothing");
 }
+
+#[test]
+fn create_wq_rounds_up_and_a_qp_receives_through_it() {
+    use irdma::verbs::{WqInitAttr, WqType};
+    let _g = lock();
+    let base = FakeHal::live_pages();
+    let bar = ModelBar::standalone(small_fn_config());
+    {
+        let dev = probe_as(&bar, A, Profile::SMALL);
+        let pd = dev.alloc_pd().unwrap();
+        let mut cq = dev.create_cq(64).unwrap();
+        let mut wa = WqInitAttr { wq_type: WqType::Rq, max_wr: 5, max_sge: 3, cq: &cq };
+        let mut wq = dev.create_wq(&mut wa).unwrap();
+        assert!(wa.max_wr >= 5 && wa.max_sge >= 3, "written back, never smaller");
+        assert_eq!((wq.max_wr(), wq.max_sge()), (wa.max_wr, wa.max_sge));
+        for (bad_wr, bad_sge, what) in [(40_000, 1, "max_wr"), (4, 14, "max_sge")] {
+            let mut a =
+                WqInitAttr { wq_type: WqType::Rq, max_wr: bad_wr, max_sge: bad_sge, cq: &cq };
+            match dev.create_wq(&mut a) {
+                Err(VerbsError::AboveLimit { what: w, .. }) => assert_eq!(w, what),
+                other => panic!("{what}: {:?}", other.err()),
+            }
+        }
+        let rb = buf(1);
+        let rmr = reg(&dev, &pd, rb.paddr(), 4096, &pages_of(&rb), false);
+        let s0 = [Sge { addr: rb.paddr(), length: 100, lkey: rmr.lkey() }];
+        let s1 = [Sge { addr: rb.paddr() + 2048, length: 100, lkey: rmr.lkey() }];
+        wq.post_recv(&[RecvWr { wr_id: 70, sg_list: &s0 }, RecvWr { wr_id: 71, sg_list: &s1 }])
+            .unwrap();
+        let mut a = QpInitAttr { send_cq: &cq, recv_cq: &cq, cap: cap(8) };
+        let mut q1 = dev.create_qp_on_wq(&pd, &mut a, wq).unwrap();
+        assert_eq!(a.cap.max_recv_wr, wa.max_wr);
+        let mut q2 = create_qp(&dev, &pd, &cq, 8);
+        let (n1, n2) = (q1.qp_num(), q2.qp_num());
+        connect(&mut q1, A, A, n2).unwrap();
+        connect(&mut q2, A, A, n1).unwrap();
+        let sb = buf(1);
+        let data = fill(&sb, 9);
+        let smr = reg(&dev, &pd, sb.paddr(), 4096, &pages_of(&sb), false);
+        let sge = [Sge { addr: sb.paddr(), length: 60, lkey: smr.lkey() }];
+        let w = |id| SendWr {
+            wr_id: id,
+            opcode: WrOpcode::Send,
+            flags: SendFlags::SIGNALED,
+            sg_list: &sge,
+        };
+        q2.post_send(&[w(1), w(2)]).unwrap();
+        let wc = poll_n(&mut cq, &mut [&mut q1, &mut q2], 4);
+        let recvs: Vec<_> = wc
+            .iter()
+            .filter(|c| c.opcode == WcOpcode::Recv)
+            .map(|c| (c.wr_id, c.byte_len))
+            .collect();
+        assert_eq!(recvs, vec![(70, 60), (71, 60)], "{wc:?}");
+        assert_eq!(read(&rb, 0, 60), data[..60].to_vec());
+        assert_eq!(read(&rb, 2048, 60), data[..60].to_vec());
+    }
+    assert_eq!(FakeHal::live_pages(), base);
+}

@@ -18,12 +18,14 @@
 mod cq;
 mod mr;
 mod qp;
+mod wq;
 
 pub use cq::Cq;
 pub use mr::{FastRegMr, Mr, MrDesc};
 pub use qp::{
     AddressVector, IpAddr, PostError, PostErrorKind, Qp, QpAttr, QpCap, QpInitAttr, QpState,
 };
+pub use wq::{Wq, WqInitAttr, WqType};
 
 use irdma_hal::{Bar, DmaError, Hal};
 

@@ -6,6 +6,7 @@
 use irdma_hal::{Bar, BufferDirection, Dma, Hal};
 
 use super::cq::Cq;
+use super::wq::Wq;
 use super::{Pd, VerbsError, dma_slice, static_view};
 use crate::cqp::cmd::{
     ArpAdd, ArpDel, CreateQp, DestroyQp, FlushCodes, FlushWqes, ModifyQp, qp_state, qp_type,
@@ -15,7 +16,7 @@ use crate::cqp::engine::CqpError;
 use crate::device::{ArpSlot, Device, QpRecord};
 use crate::uk::cq::flush_code;
 use crate::uk::qp::wc_opcode_sq;
-use crate::uk::sizing::{MAX_FRAGS, calc_rq, calc_sq};
+use crate::uk::sizing::{MAX_FRAGS, WqSizing, calc_rq, calc_sq};
 use crate::uk::sq::SqWrTrk;
 use crate::uk::{PostRecvError, PostSendError, QpKind, QpUk, Rq, RqError, Sq, SqError};
 use crate::wr::{RecvWr, SendWr, WcOpcode, WcStatus, WorkCompletion};
@@ -193,6 +194,8 @@ struct QpMem<H: Hal> {
     _ring: Dma<H>,
     ctx: Dma<H>,
     _trk: Dma<H>,
+    /// The ring and tracking memory of the WQ the QP took, if any.
+    _wq: Option<(Dma<H>, Dma<H>)>,
 }
 
 /// Byte offset of the 256-byte QP context in its page (after the 256-byte
@@ -230,7 +233,36 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
         pd: &Pd<'d, H, B>,
         attr: &mut QpInitAttr<'_, 'd, H, B>,
     ) -> Result<Qp<'d, H, B>, VerbsError> {
-        let c = attr.cap;
+        self.create_qp_inner(pd, attr, None)
+    }
+
+    /// `ib_create_qp` whose receive queue is `wq` (from
+    /// [`Device::create_wq`], on `attr.recv_cq`): the QP context points at
+    /// the WQ's ring, receives already posted to it stay queued. The
+    /// `max_recv_*` of `attr.cap` are ignored and written back from the WQ.
+    pub fn create_qp_on_wq<'d>(
+        &'d self,
+        pd: &Pd<'d, H, B>,
+        attr: &mut QpInitAttr<'_, 'd, H, B>,
+        wq: Wq<'d, H, B>,
+    ) -> Result<Qp<'d, H, B>, VerbsError> {
+        if wq.cq_id != attr.recv_cq.id() {
+            return Err(VerbsError::Invalid { what: "the WQ completes on another CQ" });
+        }
+        self.create_qp_inner(pd, attr, Some(wq))
+    }
+
+    fn create_qp_inner<'d>(
+        &'d self,
+        pd: &Pd<'d, H, B>,
+        attr: &mut QpInitAttr<'_, 'd, H, B>,
+        wq: Option<Wq<'d, H, B>>,
+    ) -> Result<Qp<'d, H, B>, VerbsError> {
+        let mut c = attr.cap;
+        if let Some(w) = wq.as_ref() {
+            c.max_recv_wr = w.max_wr;
+            c.max_recv_sge = w.max_sge;
+        }
         let above = |what, requested: u32, max: u32| {
             if requested > max {
                 Err(VerbsError::AboveLimit { what, requested: requested.into(), max: max.into() })
@@ -247,19 +279,31 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
         // Sizing: uk.c: irdma_uk_calc_depth_shift_sq/rq, irdma_get_sqdepth/rqdepth.
         let sq = calc_sq(c.max_send_wr.max(1), c.max_send_sge.max(1), c.max_inline_data)
             .map_err(|_| too_deep("max_send_wr", c.max_send_wr))?;
-        let rq = calc_rq(c.max_recv_wr.max(1), c.max_recv_sge.max(1))
-            .map_err(|_| too_deep("max_recv_wr", c.max_recv_wr))?;
+        let rq = match wq.as_ref() {
+            Some(w) => WqSizing {
+                depth_quanta: w.depth_quanta,
+                shift: w.shift,
+                size: w.depth_quanta >> w.shift,
+                reported_max_wr: w.max_wr,
+            },
+            None => calc_rq(c.max_recv_wr.max(1), c.max_recv_sge.max(1))
+                .map_err(|_| too_deep("max_recv_wr", c.max_recv_wr))?,
+        };
         let sq_bytes = sq.depth_quanta as usize * 32;
-        let rq_bytes = rq.depth_quanta as usize * 32;
+        // With a WQ the RQ ring is the WQ's; otherwise it follows the SQ.
+        let rq_bytes = if wq.is_some() { 0 } else { rq.depth_quanta as usize * 32 };
         let ring_bytes = (sq_bytes + rq_bytes + 64).next_multiple_of(256);
         let ring = Dma::<H>::with_bytes(ring_bytes, BufferDirection::Both)?;
         let ctx_page = Dma::<H>::new(1, BufferDirection::DriverToDevice)?;
         let rq_size = rq.depth_quanta >> rq.shift;
-        let trk_bytes =
-            sq.depth_quanta as usize * core::mem::size_of::<SqWrTrk>() + rq_size as usize * 8;
+        let own_rq_trk = if wq.is_some() { 0 } else { rq_size as usize * 8 };
+        let trk_bytes = sq.depth_quanta as usize * core::mem::size_of::<SqWrTrk>() + own_rq_trk;
         let trk = Dma::<H>::with_bytes(trk_bytes, BufferDirection::DriverToDevice)?;
         // A receive WQE of 2^shift quanta holds 2^(shift+1) − 1 fragments.
-        let rq_frags = ((2u32 << rq.shift) - 1).min(MAX_FRAGS).max(c.max_recv_sge);
+        let rq_frags = match wq.as_ref() {
+            Some(w) => w.max_sge,
+            None => ((2u32 << rq.shift) - 1).min(MAX_FRAGS).max(c.max_recv_sge),
+        };
         let send_sge = c.max_send_sge.max(1);
 
         let id = {
@@ -280,31 +324,45 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
         let parts = unsafe {
             (
                 static_view(&ring, 0, sq_bytes),
-                static_view(&ring, sq_bytes, rq_bytes),
                 dma_slice::<H, SqWrTrk>(&trk, sq.depth_quanta as usize),
             )
         };
-        let (Some(sq_mem), Some(rq_mem), Some(sq_trk)) = parts else {
+        let (Some(sq_mem), Some(sq_trk)) = parts else {
             return Err(free_id(VerbsError::Invalid { what: "QP memory" }));
-        };
-        // SAFETY: as above; the RQ wrid array follows the SQ tracking array
-        // in `trk`, so the two slices do not overlap.
-        let rq_wrid = unsafe {
-            let off = sq.depth_quanta as usize * core::mem::size_of::<SqWrTrk>();
-            let p = trk.vaddr().as_ptr().add(off).cast::<u64>();
-            core::slice::from_raw_parts_mut(p, rq_size as usize)
         };
         let sq_uk = Sq::new(sq_mem, sq_trk, sq.depth_quanta, send_sge, c.max_inline_data, id)
             .map_err(|_| free_id(VerbsError::Invalid { what: "SQ" }))?;
-        let rq_uk = Rq::new(rq_mem, rq_wrid, rq_size, rq.shift, rq_frags)
-            .map_err(|_| free_id(VerbsError::Invalid { what: "RQ" }))?;
+        let (rq_uk, rq_pa, wq_mem) = match wq {
+            Some(w) => {
+                let pa = w.ring.paddr();
+                (w.rq, pa, Some((w.ring, w.trk)))
+            }
+            None => {
+                // SAFETY: as above; the RQ ring follows the SQ in `ring`, the
+                // RQ wrid array follows the SQ tracking array in `trk`, so
+                // no two views overlap.
+                let rq_mem = unsafe { static_view(&ring, sq_bytes, rq_bytes) };
+                // SAFETY: as above.
+                let rq_wrid = unsafe {
+                    let off = sq.depth_quanta as usize * core::mem::size_of::<SqWrTrk>();
+                    let p = trk.vaddr().as_ptr().add(off).cast::<u64>();
+                    core::slice::from_raw_parts_mut(p, rq_size as usize)
+                };
+                let Some(rq_mem) = rq_mem else {
+                    return Err(free_id(VerbsError::Invalid { what: "QP memory" }));
+                };
+                let rq_uk = Rq::new(rq_mem, rq_wrid, rq_size, rq.shift, rq_frags)
+                    .map_err(|_| free_id(VerbsError::Invalid { what: "RQ" }))?;
+                (rq_uk, ring.paddr() + sq_bytes as u64, None)
+            }
+        };
         let uk = QpUk::new(sq_uk, rq_uk, u64::from(id), QpKind::Rc);
 
         let shadow_pa = ring.paddr() + (sq_bytes + rq_bytes) as u64;
         let ird = self.max_ird;
         let ctx = QpRoceCtx {
             sq_pa: ring.paddr(),
-            rq_pa: ring.paddr() + sq_bytes as u64,
+            rq_pa,
             hw_sq_size: (sq.depth_quanta.trailing_zeros() - 2) as u8,
             hw_rq_size: (rq.depth_quanta.trailing_zeros() - 2) as u8,
             rq_wqe_size: rq.shift,
@@ -353,7 +411,7 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
             arp: None,
             alive: false,
             shadow_pa,
-            mem: Some(QpMem { _ring: ring, ctx: ctx_page, _trk: trk }),
+            mem: Some(QpMem { _ring: ring, ctx: ctx_page, _trk: trk, _wq: wq_mem }),
         };
         let cmd = CreateQp {
             qp_id: id,
