@@ -393,3 +393,72 @@ fn create_wq_rounds_up_and_a_qp_receives_through_it() {
     }
     assert_eq!(FakeHal::live_pages(), base);
 }
+
+#[test]
+fn ipv6_path_and_cq_arming() {
+    let _g = lock();
+    let bar = ModelBar::standalone(small_fn_config());
+    let dev = probe_as(&bar, A, Profile::SMALL);
+    let pd = dev.alloc_pd().unwrap();
+    let mut cq = dev.create_cq(16).unwrap();
+    let mut q1 = create_qp(&dev, &pd, &cq, 4);
+    let mut q2 = create_qp(&dev, &pd, &cq, 4);
+    let ip = |last| {
+        let mut a = [0u8; 16];
+        a[0] = 0xfd;
+        a[15] = last;
+        IpAddr::V6(a)
+    };
+    q1.modify(&QpAttr::new(QpState::Init)).unwrap();
+    q2.modify(&QpAttr::new(QpState::Init)).unwrap();
+    let (n1, n2) = (q1.qp_num(), q2.qp_num());
+    for (q, peer_qpn, me, other) in [(&mut q1, n2, 1u8, 2u8), (&mut q2, n1, 2, 1)] {
+        let mut rtr = QpAttr::new(QpState::Rtr);
+        rtr.dest_qp = peer_qpn;
+        rtr.path_mtu = 4096;
+        rtr.av = Some(AddressVector {
+            dest_mac: A.mac,
+            dest_ip: ip(other),
+            src_ip: ip(me),
+            hop_limit: 8,
+            traffic_class: 0x10,
+            flow_label: 0x12345,
+            vlan: Some(100),
+        });
+        q.modify(&rtr).unwrap();
+        q.modify(&QpAttr::new(QpState::Rts)).unwrap();
+    }
+    // Mixed families are refused before anything reaches the device.
+    let mut bad = QpAttr::new(QpState::Rtr);
+    bad.av = Some(AddressVector {
+        dest_mac: A.mac,
+        dest_ip: IpAddr::V4(A.ip),
+        src_ip: ip(1),
+        hop_limit: 8,
+        traffic_class: 0,
+        flow_label: 0,
+        vlan: None,
+    });
+    let mut q3 = create_qp(&dev, &pd, &cq, 4);
+    q3.modify(&QpAttr::new(QpState::Init)).unwrap();
+    assert!(matches!(q3.modify(&bad), Err(VerbsError::Invalid { .. })));
+    assert_eq!(q3.modify(&QpAttr::new(QpState::Rts)), Err(VerbsError::InvalidState));
+
+    let b = buf(1);
+    let mr = reg(&dev, &pd, b.paddr(), 4096, &pages_of(&b), false);
+    let rs = [Sge { addr: b.paddr() + 2048, length: 64, lkey: mr.lkey() }];
+    q2.post_recv(&[RecvWr { wr_id: 5, sg_list: &rs }]).unwrap();
+    cq.req_notify(false);
+    let ceqes = bar.with_device(|d| d.counters().ceqes);
+    let ss = [Sge { addr: b.paddr(), length: 64, lkey: mr.lkey() }];
+    q1.post_send(&[SendWr {
+        wr_id: 6,
+        opcode: WrOpcode::Send,
+        flags: SendFlags::SIGNALED,
+        sg_list: &ss,
+    }])
+    .unwrap();
+    let wc = poll_n(&mut cq, &mut [&mut q1, &mut q2], 2);
+    assert!(wc.iter().all(|w| w.status == WcStatus::Success), "{wc:?}");
+    assert_eq!(bar.with_device(|d| d.counters().ceqes), ceqes + 1, "one CEQE for the armed CQ");
+}
