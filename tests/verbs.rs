@@ -462,3 +462,40 @@ fn ipv6_path_and_cq_arming() {
     assert!(wc.iter().all(|w| w.status == WcStatus::Success), "{wc:?}");
     assert_eq!(bar.with_device(|d| d.counters().ceqes), ceqes + 1, "one CEQE for the armed CQ");
 }
+
+#[test]
+fn cq_overflow_is_an_async_cq_error() {
+    use irdma::aeq::{AsyncEvent, AsyncEventKind};
+    let _g = lock();
+    let bar = ModelBar::standalone(small_fn_config());
+    let dev = probe_as(&bar, A, Profile::SMALL);
+    let pd = dev.alloc_pd().unwrap();
+    let big_cq = dev.create_cq(64).unwrap();
+    let mut tiny = dev.create_cq(1).unwrap(); // (1 + 1) × 2 = 4 slots
+    let mut a = QpInitAttr { send_cq: &tiny, recv_cq: &big_cq, cap: cap(8) };
+    let mut q1 = dev.create_qp(&pd, &mut a).unwrap();
+    let mut q2 = create_qp(&dev, &pd, &big_cq, 8);
+    let (n1, n2) = (q1.qp_num(), q2.qp_num());
+    connect(&mut q1, A, A, n2).unwrap();
+    connect(&mut q2, A, A, n1).unwrap();
+    let b = buf(1);
+    let mr = reg(&dev, &pd, b.paddr(), 4096, &pages_of(&b), false);
+    let sge = [Sge { addr: b.paddr(), length: 8, lkey: mr.lkey() }];
+    let w = |id| SendWr {
+        wr_id: id,
+        opcode: WrOpcode::RdmaWrite { remote_addr: b.paddr() + 1024, rkey: mr.rkey() },
+        flags: SendFlags::SIGNALED,
+        sg_list: &sge,
+    };
+    let mut ev = [AsyncEvent { kind: AsyncEventKind::Ignored, ae_code: 0, ae_src: 0, id: 0, moved_to_error: false }; 4];
+    q1.post_send(&[w(1), w(2), w(3)]).unwrap();
+    assert_eq!(dev.poll_async_events(&mut ev), 0, "three CQEs fit");
+    q1.post_send(&[w(4)]).unwrap();
+    let n = dev.poll_async_events(&mut ev);
+    assert_eq!(n, 1);
+    assert_eq!((ev[0].kind, ev[0].ae_code, ev[0].id), (AsyncEventKind::CqError, 0x0203, tiny.id()));
+    assert!(!ev[0].moved_to_error);
+    assert_eq!(dev.poll_async_events(&mut ev), 0, "consumed once");
+    let wc = poll_n(&mut tiny, &mut [&mut q1], 3);
+    assert_eq!(wc.iter().map(|w| w.wr_id).collect::<Vec<_>>(), vec![1, 2, 3]);
+}
