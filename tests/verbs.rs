@@ -487,7 +487,13 @@ fn cq_overflow_is_an_async_cq_error() {
         flags: SendFlags::SIGNALED,
         sg_list: &sge,
     };
-    let mut ev = [AsyncEvent { kind: AsyncEventKind::Ignored, ae_code: 0, ae_src: 0, id: 0, moved_to_error: false }; 4];
+    let mut ev = [AsyncEvent {
+        kind: AsyncEventKind::Ignored,
+        ae_code: 0,
+        ae_src: 0,
+        id: 0,
+        moved_to_error: false,
+    }; 4];
     q1.post_send(&[w(1), w(2), w(3)]).unwrap();
     assert_eq!(dev.poll_async_events(&mut ev), 0, "three CQEs fit");
     q1.post_send(&[w(4)]).unwrap();

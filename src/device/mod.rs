@@ -38,7 +38,7 @@ use crate::cqp::ctx::{HMC_OBJ_COUNT, encode_fpm_commit};
 use crate::cqp::decode::{DecodeError, FpmCommit, FpmQuery, RingConsumer};
 use crate::cqp::engine::{CcqConfig, Completion, CqpError, Timeouts};
 use crate::cqp::{Cqp, CqpConfig};
-use crate::lan::{LanInfo, LanInfoError};
+use crate::lan::{LanError, LanInfo, LanInfoError, LanOps};
 use crate::res::bitmap::IdBitmap;
 use crate::res::hmc::Footprint;
 use crate::res::pble::PblePool;
@@ -112,6 +112,8 @@ pub enum ProbeStep {
     WorkScheduler,
     /// Software tables sized from the commit.
     Resources,
+    /// Turning the VSI's RDMA filter on (LAN side).
+    RdmaFilter,
 }
 
 /// Why a step failed.
@@ -134,6 +136,8 @@ pub enum ProbeCause {
     Pble(PbleError),
     /// The LAN information is unusable.
     Lan(LanInfoError),
+    /// A LAN-side call ([`LanOps`]) failed.
+    LanOp(LanError),
     /// An id table could not be sized.
     Ids(IdError),
     /// More SDs than [`MAX_BACKED_SDS`].
@@ -158,6 +162,16 @@ impl ProbeError {
             _ => None,
         }
     }
+}
+
+/// Why a teardown was not clean (it always finishes and frees the memory).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum CloseError {
+    /// A CQP destroy op failed or the CQP did not answer.
+    Cqp(CqpError),
+    /// A LAN-side call failed.
+    Lan(LanError),
 }
 
 /// The hardware (major, minor) codes of a CQP error, if any.
@@ -307,6 +321,10 @@ pub(crate) struct AeqRing<H: Hal> {
 pub(crate) struct WsTree {
     /// Nodes created, in order: root, VSI, leaf.
     pub created: u8,
+    /// TEID of the leaf's queue set in the LAN Tx scheduler, if registered.
+    pub qset_teid: Option<u32>,
+    /// The VSI's RDMA filter was turned on.
+    pub filter_on: bool,
     pub vsi_node: u16,
     pub leaf_node: u16,
     pub qs_handle: u16,
@@ -344,12 +362,41 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
         Self::probe_with(bar, lan, profile, ProbeOptions::default())
     }
 
-    /// Brings the device up (spec control-path §9.2 steps 1–13).
+    /// Brings the device up (spec control-path §9.2 steps 1–13). The queue
+    /// set of the work-scheduler leaf is not registered with the LAN Tx
+    /// scheduler and the VSI's RDMA filter is not touched: use
+    /// [`Device::probe_with_lan`] where a LAN side exists.
     pub fn probe_with(
         bar: B,
         lan: LanInfo,
         profile: Profile,
         opts: ProbeOptions,
+    ) -> Result<Self, ProbeError> {
+        Self::probe_inner(bar, lan, profile, opts, None)
+    }
+
+    /// [`Device::probe_with`], plus the LAN-side calls Linux makes (spec
+    /// control-path §2.1 rows 23–24, §4.3.20 step 4; main.c:
+    /// irdma_lan_register_qset, irdma_probe): the work-scheduler leaf's
+    /// queue set is registered with the LAN Tx scheduler before the leaf is
+    /// enabled, and the VSI's RDMA filter is turned on last. Close with
+    /// [`Device::close_with_lan`] to undo both.
+    pub fn probe_with_lan(
+        bar: B,
+        lan: LanInfo,
+        profile: Profile,
+        opts: ProbeOptions,
+        ops: &mut dyn LanOps,
+    ) -> Result<Self, ProbeError> {
+        Self::probe_inner(bar, lan, profile, opts, Some(ops))
+    }
+
+    fn probe_inner<'o>(
+        bar: B,
+        lan: LanInfo,
+        profile: Profile,
+        opts: ProbeOptions,
+        mut ops: Option<&mut (dyn LanOps + 'o)>,
     ) -> Result<Self, ProbeError> {
         if let Err(e) = lan.validate() {
             return fail(ProbeStep::LanInfo, ProbeCause::Lan(e));
@@ -372,16 +419,22 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
             opts,
             control_bytes: 0,
         };
-        match dev.bring_up(bar, &profile) {
+        let r = dev.bring_up(bar, &profile, ops.as_deref_mut());
+        match r {
             Ok(()) => Ok(dev),
             Err(e) => {
-                let _ = dev.teardown();
+                let _ = dev.teardown(ops);
                 Err(e)
             }
         }
     }
 
-    fn bring_up(&mut self, bar: B, profile: &Profile) -> Result<(), ProbeError> {
+    fn bring_up<'o>(
+        &mut self,
+        bar: B,
+        profile: &Profile,
+        mut ops: Option<&mut (dyn LanOps + 'o)>,
+    ) -> Result<(), ProbeError> {
         use ProbeStep as S;
         // 1. Firmware ready (ctrl.c: irdma_wait_pe_ready).
         let end = H::now().saturating_add(self.opts.fw_ready_timeout);
@@ -569,7 +622,7 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
 
         // 13. Work-scheduler tree: root 0, VSI node, TC leaf → qs_handle,
         // then enable the leaf (ws.c: irdma_ws_add; spec §4.3.20).
-        self.build_ws().or_else(|e| fail(S::WorkScheduler, ProbeCause::Cqp(e)))?;
+        self.build_ws(ops.as_deref_mut()).or_else(|e| fail(S::WorkScheduler, e))?;
 
         // Software tables (hw.c: irdma_initialize_hw_rsrc).
         let ids = Ids {
@@ -585,17 +638,23 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
             qp_rec: [QpRecord::default(); MAX_QPS as usize],
         };
         self.res.get_mut().ids = Some(ids);
+        // RDMA traffic to the VSI on, last (main.c: irdma_probe).
+        if let Some(o) = ops {
+            o.set_rdma_filter(self.lan.vsi_num, true)
+                .or_else(|e| fail(S::RdmaFilter, ProbeCause::LanOp(e)))?;
+            self.ws.filter_on = true;
+        }
         info!("irdma: probe done");
         Ok(())
     }
 
-    fn build_ws(&mut self) -> Result<(), CqpError> {
+    fn build_ws<'o>(&mut self, ops: Option<&mut (dyn LanOps + 'o)>) -> Result<(), ProbeCause> {
         let vsi = self.lan.vsi_num;
         let tc = self.lan.qos.tc_of(0).unwrap_or(0);
         let weight = |w: u8| w.clamp(1, 0x7f);
         let leaf_w = self.lan.qos.tc_info.get(tc as usize).map_or(1, |t| t.rel_bw);
         let (vsi_node, leaf_node) = (1u16, 2u16);
-        self.ws = WsTree { created: 0, vsi_node, leaf_node, qs_handle: 0, tc, leaf_enabled: false };
+        self.ws = WsTree { vsi_node, leaf_node, tc, ..WsTree::default() };
         let nodes = [
             WsNode {
                 op: WsNodeOp::Add,
@@ -632,14 +691,18 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
             },
         ];
         for n in nodes {
-            let c = self.exec(n)?;
+            let c = self.exec(n).map_err(ProbeCause::Cqp)?;
             self.ws.created += 1;
             if n.leaf {
                 self.ws.qs_handle = (c.op_ret_val & 0x3ff) as u16;
             }
         }
+        if let Some(o) = ops {
+            let teid = o.register_qset(self.ws.qs_handle, tc, vsi).map_err(ProbeCause::LanOp)?;
+            self.ws.qset_teid = Some(teid);
+        }
         let enable = WsNode { op: WsNodeOp::Modify, enable: true, ..nodes[2] };
-        self.exec(enable)?;
+        self.exec(enable).map_err(ProbeCause::Cqp)?;
         self.ws.leaf_enabled = true;
         Ok(())
     }
@@ -685,14 +748,26 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
     /// Tears down whatever exists, in Linux's order (hw.c:
     /// irdma_ctrl_deinit_hw), freeing DMA only after the device was told to
     /// stop using it. Returns the first error; always finishes.
-    fn teardown(&mut self) -> Result<(), CqpError> {
-        let mut first: Option<CqpError> = None;
+    fn teardown<'o>(&mut self, ops: Option<&mut (dyn LanOps + 'o)>) -> Result<(), CloseError> {
+        let mut first: Option<CloseError> = None;
+        let ws = self.ws;
+        if let Some(o) = ops {
+            if ws.filter_on
+                && let Err(e) = o.set_rdma_filter(self.lan.vsi_num, false)
+            {
+                first.get_or_insert(CloseError::Lan(e));
+            }
+            if let Some(teid) = ws.qset_teid
+                && let Err(e) = o.unregister_qset(ws.qs_handle, teid)
+            {
+                first.get_or_insert(CloseError::Lan(e));
+            }
+        }
         let mut note = |r: Result<(), CqpError>| {
             if let Err(e) = r {
-                first.get_or_insert(e);
+                first.get_or_insert(CloseError::Cqp(e));
             }
         };
-        let ws = self.ws;
         let aeq = self.aeq.get_mut().take();
         let ceq = self.ceq.take();
         if let Some(cqp) = self.cqp.get_mut().as_mut() {
@@ -758,8 +833,17 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
 
     /// Tears the device down (the AEQ, CEQ 0, CCQ, SDs, CQP, then memory).
     /// Every verbs object borrows the device, so none can be alive here.
-    pub fn close(mut self) -> Result<(), CqpError> {
-        self.teardown()
+    ///
+    /// A LAN-side registration made by [`Device::probe_with_lan`] is not
+    /// undone here; use [`Device::close_with_lan`].
+    pub fn close(mut self) -> Result<(), CloseError> {
+        self.teardown(None)
+    }
+
+    /// [`Device::close`], first turning the VSI's RDMA filter off and
+    /// unregistering the queue set from the LAN Tx scheduler.
+    pub fn close_with_lan(mut self, ops: &mut dyn LanOps) -> Result<(), CloseError> {
+        self.teardown(Some(ops))
     }
 
     /// The BAR (doorbells).
@@ -849,7 +933,7 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
 
 impl<H: Hal, B: Bar + Clone> Drop for Device<H, B> {
     fn drop(&mut self) {
-        let _ = self.teardown();
+        let _ = self.teardown(None);
     }
 }
 
