@@ -66,7 +66,7 @@ fn rdma_write_lands_byte_for_byte_and_nothing_else_changes() {
             assert_eq!(wc.qp_num, a.qp.qp_num());
             assert_eq!(wc.imm_data, None);
             expect[doff..doff + len].copy_from_slice(&src.bytes(soff, len));
-            assert_eq!(dst.all(), expect, "write {i}: target equals the reference");
+            same(&dst.all(), &expect, &format!("write {i}: target equals the reference"));
             b.nothing();
         }
     });
@@ -99,7 +99,7 @@ fn rdma_write_with_imm_delivers_the_imm_and_consumes_one_receive() {
         );
         assert_eq!(r.invalidated_rkey, None);
         assert_eq!(dst.bytes(33, 5000), src.bytes(10, 5000), "payload went to the rkey's memory");
-        assert_eq!(rbuf.all(), rbuf_before, "the receive buffer is not written");
+        same(&rbuf.all(), &rbuf_before, "the receive buffer is not written");
 
         // The first receive was consumed: a SEND lands in the second one.
         let s = [src.sge(0, 300)];
@@ -134,10 +134,10 @@ fn rdma_read_brings_remote_bytes_back() {
             .unwrap();
             assert_wc(&a.one(), id, WcOpcode::RdmaRead, len as u32);
             expect[loff..loff + len].copy_from_slice(&remote_before[roff..roff + len]);
-            assert_eq!(local.all(), expect, "read {i}");
+            same(&local.all(), &expect, &format!("read {i}"));
             b.nothing();
         }
-        assert_eq!(remote.all(), remote_before, "READ leaves the source alone");
+        same(&remote.all(), &remote_before, "READ leaves the source alone");
     });
 }
 
@@ -171,7 +171,7 @@ fn send_and_send_with_imm_fill_posted_receives_in_order() {
             let r = b.one();
             assert_wc(&r, 100 + i as u64, WcOpcode::Recv, len as u32);
             assert_eq!((r.imm_data, r.invalidated_rkey), (imm, None), "{r:?}");
-            assert_eq!(rb.all(), expect, "send {i} byte for byte, nothing else touched");
+            same(&rb.all(), &expect, &format!("send {i} byte for byte, nothing else touched"));
         }
     });
 }
@@ -266,7 +266,7 @@ fn access_fails(a: &mut Side<'_>, src: &Region<'_>, addr: u64, key: u32, check: 
     a.qp.post_send(&[signaled(99, write_op(addr, key), &sge)]).unwrap();
     let wc = after_error(a);
     assert_eq!((wc.wr_id, wc.status), (99, WcStatus::RemAccessErr), "{wc:?}");
-    assert_eq!(read(check, 0, check.len()), before, "nothing written with the dead key");
+    same(&read(check, 0, check.len()), &before, "nothing written with the dead key");
     assert_eq!(a.qp.state(), QpState::Error);
 }
 
@@ -312,7 +312,7 @@ fn local_inv_kills_the_key_for_local_use() {
         let wc = after_error(a);
         assert_eq!(wc.wr_id, 4);
         assert_eq!(wc.status, WcStatus::LocProtErr, "the invalidated lkey is refused: {wc:?}");
-        assert_eq!(dst.all(), dst_before, "nothing sent with the dead lkey");
+        same(&dst.all(), &dst_before, "nothing sent with the dead lkey");
     });
 }
 
@@ -378,7 +378,7 @@ fn inline_write_and_send_of_every_boundary_size() {
             src.put(1000, &vec![0u8; len]);
             assert_wc(&a.one(), i as u64, WcOpcode::RdmaWrite, len as u32);
             expect[off..off + len].copy_from_slice(&data);
-            assert_eq!(dst.all(), expect, "inline WRITE of {len}");
+            same(&dst.all(), &expect, &format!("inline WRITE of {len}"));
 
             src.put(2000, &data);
             let rs = [rb.sge(0, 4096)];
@@ -477,7 +477,7 @@ fn thirteen_sges_for_send_write_and_read() {
             a.qp.post_send(&[signaled(n as u64, WrOpcode::Send, &g)]).unwrap();
             assert_wc(&a.one(), n as u64, WcOpcode::Send, total as u32);
             assert_wc(&b.one(), 1000 + n as u64, WcOpcode::Recv, total as u32);
-            assert_eq!(dst.all(), expect, "SEND with {n} SGEs");
+            same(&dst.all(), &expect, &format!("SEND with {n} SGEs"));
 
             // WRITE gathering n SGEs to one remote range.
             let g = pieces(&src, n, &mut rng);
@@ -492,7 +492,7 @@ fn thirteen_sges_for_send_write_and_read() {
             )])
             .unwrap();
             assert_wc(&a.one(), 20 + n as u64, WcOpcode::RdmaWrite, data.len() as u32);
-            assert_eq!(dst.all(), expect, "WRITE with {n} SGEs");
+            same(&dst.all(), &expect, &format!("WRITE with {n} SGEs"));
 
             // READ one remote range scattered into n SGEs.
             let l = pieces(&src, n, &mut rng);
@@ -508,7 +508,7 @@ fn thirteen_sges_for_send_write_and_read() {
             )])
             .unwrap();
             assert_wc(&a.one(), 40 + n as u64, WcOpcode::RdmaRead, total as u32);
-            assert_eq!(src.all(), expect, "READ with {n} SGEs");
+            same(&src.all(), &expect, &format!("READ with {n} SGEs"));
         }
         // One more than the QP allows is refused, for every kind, and for
         // a receive.

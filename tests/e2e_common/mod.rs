@@ -176,3 +176,23 @@ pub fn scatter_ref(r: &mut [u8], base: u64, sges: &[Sge], data: &[u8]) {
         at += n;
     }
 }
+
+/// Asserts `got == want` and on a mismatch names the first differing byte
+/// (instead of printing whole buffers).
+#[track_caller]
+pub fn same(got: &[u8], want: &[u8], what: &str) {
+    if got == want {
+        return;
+    }
+    let i = got.iter().zip(want).position(|(g, w)| g != w);
+    match i {
+        Some(i) => panic!(
+            "{what}: byte {i} differs (got {:#04x}, want {:#04x}); lengths {} / {}",
+            got[i],
+            want[i],
+            got.len(),
+            want.len()
+        ),
+        None => panic!("{what}: lengths differ: {} / {}", got.len(), want.len()),
+    }
+}
