@@ -505,3 +505,48 @@ fn cq_overflow_is_an_async_cq_error() {
     let wc = poll_n(&mut tiny, &mut [&mut q1], 3);
     assert_eq!(wc.iter().map(|w| w.wr_id).collect::<Vec<_>>(), vec![1, 2, 3]);
 }
+
+#[test]
+fn bad_mr_requests_are_refused_without_taking_anything() {
+    let _g = lock();
+    let bar = ModelBar::standalone(small_fn_config());
+    let dev = probe_as(&bar, A, Profile::SMALL);
+    let pd = dev.alloc_pd().unwrap();
+    let b = buf(2);
+    let pages = pages_of(&b);
+    let usage = dev.resource_usage();
+    let d = MrDesc {
+        iova: 0x1000,
+        length: 8192,
+        page_size: PageSize::Size4K,
+        pages: &pages,
+        zero_based: false,
+        access: Access::LOCAL_WRITE,
+    };
+    let unaligned = [pages[0] + 8, pages[1]];
+    let cases: [(MrDesc<'_>, &str); 5] = [
+        (MrDesc { length: 0, ..d }, "empty"),
+        (MrDesc { pages: &[], ..d }, "no pages"),
+        (MrDesc { iova: 0x1800, ..d }, "too few pages for the offset"),
+        (MrDesc { pages: &unaligned, ..d }, "unaligned page"),
+        (MrDesc { length: (1 << 45) + 1, ..d }, "above 2^45"),
+    ];
+    for (c, what) in cases {
+        assert!(dev.reg_mr(&pd, &c).is_err(), "{what}");
+    }
+    assert!(matches!(
+        dev.reg_mr(&pd, &MrDesc { access: Access::REMOTE_ATOMIC, ..d }),
+        Err(VerbsError::Access(_))
+    ));
+    assert!(matches!(
+        dev.reg_mr(&pd, &MrDesc { access: Access::REMOTE_WRITE, ..d }),
+        Err(VerbsError::Access(_))
+    ));
+    // More PBLEs than the pool has.
+    let huge: Vec<u64> = (0..2_000_000u64).map(|i| (i % 2 + 1) * 4096).collect();
+    let e = dev.reg_mr(&pd, &MrDesc { iova: 0, length: 2_000_000 * 4096, pages: &huge, ..d });
+    assert!(matches!(e, Err(VerbsError::Pble(_))), "{:?}", e.err());
+    assert_eq!(dev.resource_usage(), usage, "nothing taken");
+    let ok = dev.reg_mr(&pd, &d).unwrap();
+    assert_eq!(ok.pbl_level(), 0);
+}
