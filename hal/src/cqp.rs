@@ -55,6 +55,8 @@ pub mod op {
     pub const COMMIT_FPM_VAL: u8 = 0x21;
     pub const FLUSH_WQES: u8 = 0x22;
     pub const NOP: u8 = 0x24;
+    pub const SUSPEND_QP: u8 = 0x29;
+    pub const RESUME_QP: u8 = 0x2A;
     pub const SHMC_PAGES_ALLOCATED: u8 = 0x2B;
     pub const WORK_SCHED_NODE: u8 = 0x2C;
 }
@@ -168,6 +170,10 @@ pub mod qp {
         const _: () = super::super::assert_disjoint(&[AECODE, AESOURCE]);
         const _: () = super::super::assert_disjoint(&[RQMNERR, RQMJERR, SQMNERR, SQMJERR]);
     }
+
+    /// @16 of RESUME_QP: queue-set handle (defs.h:
+    /// IRDMA_CQPSQ_RESUMEQP_QSHANDLE; spec §12 item 8).
+    pub const RESUME_QSHANDLE: Field = Field::bits(15, 0);
 
     /// UPLOAD_CONTEXT header (defs.h: IRDMA_CQPSQ_UCTX_*; spec §4.3.26).
     pub mod upload {
@@ -833,6 +839,34 @@ pub mod aeqe {
     ]);
     /// @0 of an SRQ-sourced AEQE: SRQ context (spec §8.2).
     pub const SRQ_CTX: Field = Field::bits(63, 6);
+}
+
+/// QUERY_RDMA_FEATURES response entries (defs.h: IRDMA_FEATURE_*; spec
+/// §4.3.23). Entry 0 is the firmware-info entry.
+pub mod features {
+    use super::Field;
+    /// Entry type (0 = FW info, 32 = FTN_FLAGS).
+    pub const TYPE: Field = Field::bits(63, 48);
+    /// Entry 0: number of entries.
+    pub const CNT: Field = Field::bits(47, 32);
+    /// Other entries: payload.
+    pub const INFO: Field = Field::bits(47, 0);
+    /// Entry 0: firmware major version.
+    pub const FW_MAJOR: Field = Field::bits(31, 16);
+    /// Entry 0: firmware minor version.
+    pub const FW_MINOR: Field = Field::bits(15, 0);
+    /// Type of the feature-flags entry (type.h: IRDMA_FTN_FLAGS).
+    pub const TYPE_FTN_FLAGS: u16 = 32;
+    /// Number of entry types the driver knows (type.h: IRDMA_MAX_FEATURES).
+    pub const MAX_FEATURES: usize = 34;
+    /// Fewest entries a valid response has (defs.h: IRDMA_MIN_FEATURES).
+    pub const MIN_FEATURES: u16 = 2;
+    /// FTN_FLAGS: remote atomics allowed (defs.h: IRDMA_ATOMICS_ALLOWED_BIT).
+    pub const FLAG_ATOMICS: Field = Field::bit(0);
+    /// FTN_FLAGS: MANAGE_RSRC_VER2 (defs.h: IRDMA_MANAGE_RSRC_VER2).
+    pub const FLAG_MANAGE_RSRC_VER2: Field = Field::bit(2);
+    const _: () = super::assert_disjoint(&[TYPE, CNT, FW_MAJOR, FW_MINOR]);
+    const _: () = super::assert_disjoint(&[TYPE, INFO]);
 }
 
 /// UPDATE_PE_SDS entry layout (irdma.h: IRDMA_PFHMC_SD*; spec §3.6).

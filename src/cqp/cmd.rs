@@ -414,6 +414,41 @@ impl CqpCommand for UploadContext {
     }
 }
 
+/// SUSPEND_QP (0x29): header only — ctrl.c: irdma_sc_suspend_qp; spec §12
+/// item 8. Completion is followed by AE 0x0900 QP_SUSPEND_COMPLETE.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SuspendQp {
+    /// QP id.
+    pub qp_id: u32,
+}
+
+impl CqpCommand for SuspendQp {
+    const OPCODE: u8 = op::SUSPEND_QP;
+    fn encode(&self, wqe: &mut [u64; 8], env: &mut Env) -> Result<(), EncodeError> {
+        *wqe = [0, 0, 0, header(Self::OPCODE) | qp_id_checked(self.qp_id, env)?, 0, 0, 0, 0];
+        Ok(())
+    }
+}
+
+/// RESUME_QP (0x2A) — ctrl.c: irdma_sc_resume_qp; spec §12 item 8.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ResumeQp {
+    /// QP id.
+    pub qp_id: u32,
+    /// Queue-set handle to resume on.
+    pub qs_handle: u16,
+}
+
+impl CqpCommand for ResumeQp {
+    const OPCODE: u8 = op::RESUME_QP;
+    fn encode(&self, wqe: &mut [u64; 8], env: &mut Env) -> Result<(), EncodeError> {
+        let h = header(Self::OPCODE) | qp_id_checked(self.qp_id, env)?;
+        let w16 = qp::RESUME_QSHANDLE.prep(self.qs_handle as u64);
+        *wqe = [0, 0, w16, h, 0, 0, 0, 0];
+        Ok(())
+    }
+}
+
 // ---------------------------------------------------------------- CQs
 
 /// Where a queue's ring is, as the CQ/CEQ/AEQ WQEs describe it: a bus
@@ -1462,6 +1497,9 @@ mod tests {
         assert_eq!(enc(&ok).unwrap()[3], 0x1003_0000_00ff_ffff);
         too_wide(enc(&DestroyQp { qp_id: 1 << 24, ..Default::default() }), "qp_id");
         too_wide(enc(&ModifyQp { qp_id: 1 << 24, ..Default::default() }), "qp_id");
+        too_wide(enc(&SuspendQp { qp_id: 1 << 24 }), "qp_id");
+        too_wide(enc(&ResumeQp { qp_id: 1 << 24, qs_handle: 1 }), "qp_id");
+        assert_eq!(enc(&ResumeQp { qp_id: 0x33, qs_handle: 18 }).unwrap()[2], 18);
         too_wide(
             enc(&FlushWqes { qp_id: u32::MAX, flush_sq: true, ..Default::default() }),
             "qp_id",
@@ -1547,6 +1585,52 @@ mod tests {
         .unwrap();
         assert_eq!(w[2], 0x0011_2233_4455);
         assert_eq!(w[3], 0x0000_0c0f_0000_0005);
+    }
+
+    #[test]
+    fn remaining_range_refusals() {
+        too_wide(enc(&ModifyQp { new_mss: 0x4000, ..Default::default() }), "new_mss");
+        too_wide(enc(&CreateQp { qp_type: 8, ..Default::default() }), "qp_type");
+        too_wide(enc(&CreateQp { next_state: 8, ..Default::default() }), "next_state");
+        too_wide(enc(&GenAe { ae_src: 16, ..Default::default() }), "ae_src");
+        too_wide(
+            enc(&CreateCq { shadow_read_threshold: 1 << 18, ..Default::default() }),
+            "shadow_read_threshold",
+        );
+        too_wide(enc(&CreateCq { pasid: 1 << 20, ..Default::default() }), "pasid");
+        too_wide(enc(&CreateCq { cq_ctx: 1 << 63, ..Default::default() }), "cq_ctx");
+        let ring = QueueMem { pbl_chunk_size: 4, ..Default::default() };
+        too_wide(enc(&CreateCq { ring, ..Default::default() }), "pbl_chunk_size");
+        let ceq = CreateCeq {
+            ceq_id: 0,
+            elem_cnt: 1 << 22,
+            mem: QueueMem::contiguous(0x1000),
+            tph_en: false,
+            tph_val: 0,
+            itr_no_expire: false,
+            vsi_idx: 0,
+            pasid_valid: false,
+            pasid: 0,
+        };
+        too_wide(enc(&ceq), "elem_cnt");
+        too_wide(enc(&CreateCeq { elem_cnt: 1, ceq_id: 1024, ..ceq }), "ceq_id");
+        let aeq = CreateAeq {
+            elem_cnt: 1 << 19,
+            mem: QueueMem::contiguous(0x1000),
+            pasid_valid: false,
+            pasid: 0,
+        };
+        too_wide(enc(&aeq), "elem_cnt");
+        too_wide(enc(&UploadContext { qp_type: 16, ..Default::default() }), "qp_type");
+        too_wide(
+            enc(&AllocStag { total_len: 1, placement_type: 16, ..Default::default() }),
+            "placement_type",
+        );
+        // A CEQ id is also checked against the function's CEQ count.
+        let mut w = [0; 8];
+        let mut env = Env::new(Limits { ceq_count: 4, ..Limits::NONE });
+        let r = CreateCeq { elem_cnt: 1, ceq_id: 4, ..ceq }.encode(&mut w, &mut env);
+        assert!(matches!(r, Err(EncodeError::TooWide { field: "ceq_id", .. })));
     }
 
     #[test]

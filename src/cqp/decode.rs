@@ -2,7 +2,7 @@
 //! buffers, AEQEs. They take plain word arrays, cannot panic, and never trust
 //! a value to be in range.
 
-use irdma_hal::cqp::{aeqe, ccq, fpm_commit, fpm_query};
+use irdma_hal::cqp::{aeqe, ccq, features, fpm_commit, fpm_query};
 
 use super::ctx::{HMC_APBVT, HMC_OBJ_COUNT, commit_word};
 
@@ -274,8 +274,76 @@ impl FpmCommit {
     }
 }
 
+/// The decoded QUERY_RDMA_FEATURES response (ctrl.c:
+/// irdma_get_rdma_features; spec §4.3.23).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RdmaFeatures {
+    /// Firmware major version.
+    pub fw_major: u16,
+    /// Firmware minor version.
+    pub fw_minor: u16,
+    /// Entries the firmware reported.
+    pub count: u16,
+    /// The raw entry of each known type (0 when absent).
+    pub entries: [u64; features::MAX_FEATURES],
+}
+
+/// Why a QUERY_RDMA_FEATURES response was refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum FeaturesError {
+    /// Fewer than two entries (Linux: -EINVAL).
+    TooFew(u16),
+    /// More entries than the buffer held: query again with room for `needed`.
+    BufferTooSmall {
+        /// Entries the firmware has.
+        needed: u16,
+    },
+}
+
+impl RdmaFeatures {
+    /// Decodes the first `words.len()` entries of a response buffer.
+    pub fn decode(words: &[u64]) -> Result<Self, FeaturesError> {
+        let w0 = words.first().copied().unwrap_or(0);
+        let count = features::CNT.get(w0) as u16;
+        if count < features::MIN_FEATURES {
+            return Err(FeaturesError::TooFew(count));
+        }
+        if count as usize > words.len() {
+            return Err(FeaturesError::BufferTooSmall { needed: count });
+        }
+        let mut entries = [0u64; features::MAX_FEATURES];
+        for w in words.iter().take(count as usize) {
+            // Unknown types are ignored, as the vendor does.
+            if let Some(e) = entries.get_mut(features::TYPE.get(*w) as usize) {
+                *e = *w;
+            }
+        }
+        Ok(RdmaFeatures {
+            fw_major: features::FW_MAJOR.get(w0) as u16,
+            fw_minor: features::FW_MINOR.get(w0) as u16,
+            count,
+            entries,
+        })
+    }
+
+    fn flags(&self) -> u64 {
+        self.entries.get(features::TYPE_FTN_FLAGS as usize).copied().unwrap_or(0)
+    }
+    /// Remote atomics allowed.
+    pub fn atomics(&self) -> bool {
+        features::FLAG_ATOMICS.is_set(self.flags())
+    }
+    /// MANAGE_RSRC_VER2: the FPM query reports MAX_IRD.
+    pub fn manage_rsrc_ver2(&self) -> bool {
+        features::FLAG_MANAGE_RSRC_VER2.is_set(self.flags())
+    }
+}
+
 /// A decoded AEQE with the vendor's classification (ctrl.c:
-/// irdma_sc_get_next_aeqe; spec §8.2).
+/// irdma_sc_get_next_aeqe; spec §8.2). As in the vendor code, a QP-class AE
+/// code arriving with a CQ source sets both `qp` and `cq`, and the context is
+/// then the CQ's (shifted) one; consumers should check `cq` first.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Aeqe {
     /// Completion context: QP context @168 for QPs, CQ context << 1 for CQs,
@@ -473,6 +541,65 @@ mod tests {
         b[0] = (0xffff_ffff << 32) | 0x1f_ffff;
         sizes[0] = u64::MAX;
         assert_eq!(FpmCommit::decode(&b, &sizes), Err(DecodeError::Overflow));
+    }
+
+    /// xorshift64*: deterministic pseudo-random words for the parser sweep.
+    fn rng(state: &mut u64) -> u64 {
+        *state ^= *state >> 12;
+        *state ^= *state << 25;
+        *state ^= *state >> 27;
+        state.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+
+    #[test]
+    fn parsers_never_panic_on_arbitrary_device_data() {
+        let mut st = 0x9e37_79b9_7f4a_7c15u64;
+        for round in 0..20_000 {
+            let mut buf = [0u64; 24];
+            for w in buf.iter_mut() {
+                // Mix dense random words with sparse ones so both the error
+                // paths and the success paths are reached.
+                let r = rng(&mut st);
+                *w = if round % 3 == 0 { r & 0x0000_00ff_0000_ffff } else { r };
+            }
+            let _ = FpmQuery::decode(&buf, round % 2 == 0, round % 5 == 0);
+            let sizes: [u64; HMC_OBJ_COUNT] = core::array::from_fn(|i| buf[i] >> (round % 64));
+            if let Ok(c) = FpmCommit::decode(&buf, &sizes) {
+                assert!(c.obj.iter().all(|o| o.base % 512 == 0));
+            }
+            let cqe = [buf[0], buf[1], buf[2], buf[3]];
+            if let Some(c) = CcqCqe::decode(&cqe, round % 2 == 0) {
+                assert!(c.wqe_idx < 1 << 15);
+            }
+            let a = Aeqe::classify(buf[4], buf[5]);
+            // Both only when a QP-class code arrives with a CQ source — the
+            // vendor sets both flags then, and so do we.
+            assert!(!(a.qp && a.cq) || AE_QP.contains(&a.ae_id));
+            assert!(a.qp_cq_id < 1 << 19);
+            if !(a.qp || a.cq || a.srq) {
+                assert_eq!(a.compl_ctx, 0);
+            }
+            let n = (rng(&mut st) % 40) as usize;
+            let _ = RdmaFeatures::decode(buf.get(..n.min(24)).unwrap_or(&[]));
+        }
+    }
+
+    #[test]
+    fn rdma_features_counts_and_flags() {
+        let mut w = [0u64; 4];
+        w[0] = 1 << 32 | 0x0001_0002;
+        assert_eq!(RdmaFeatures::decode(&w), Err(FeaturesError::TooFew(1)));
+        w[0] = 5 << 32 | 0x0001_0002;
+        assert_eq!(RdmaFeatures::decode(&w), Err(FeaturesError::BufferTooSmall { needed: 5 }));
+        w[0] = 3 << 32 | 0x0001_0002;
+        w[1] = 32 << 48 | 0b101;
+        w[2] = 99 << 48 | 7; // unknown type: ignored
+        let f = RdmaFeatures::decode(&w).unwrap();
+        assert_eq!((f.fw_major, f.fw_minor, f.count), (1, 2, 3));
+        assert!(f.atomics() && f.manage_rsrc_ver2());
+        w[1] = 32 << 48 | 0b010;
+        let f = RdmaFeatures::decode(&w).unwrap();
+        assert!(!f.atomics() && !f.manage_rsrc_ver2());
     }
 
     #[test]

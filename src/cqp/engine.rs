@@ -22,9 +22,14 @@ use irdma_hal::regs::{self, field as rf};
 use irdma_hal::{Bar, BufferDirection, Dma, DmaError, Hal};
 
 use super::EncodeError;
-use super::cmd::{CqpCommand, CreateCq, DestroyCcq, Env, Limits, Nop};
-use super::ctx::{CqpHostCtx, Dcqcn};
-use super::decode::{CcqCqe, RingConsumer};
+use super::cmd::{
+    CommitFpmVal, CqpCommand, CreateCq, DestroyCcq, Env, FlushWqes, Limits, Nop, QueryFpmVal,
+    QueryRdmaFeatures, WsNode,
+};
+use super::ctx::{CqpHostCtx, Dcqcn, HMC_OBJ_COUNT};
+use super::decode::{
+    CcqCqe, DecodeError, FeaturesError, FpmCommit, FpmQuery, RdmaFeatures, RingConsumer,
+};
 
 /// Largest SQ the engine supports (and the size Linux uses).
 pub const MAX_SQ: usize = irdma_hal::cqp::CQP_SQ_MAX as usize;
@@ -169,6 +174,29 @@ pub enum CqpError {
         /// What.
         what: &'static str,
     },
+    /// A result buffer was asked for with a buffer the command did not name.
+    WrongBuffer,
+    /// The device filled an FPM buffer the vendor would refuse.
+    BadFpmBuffer(DecodeError),
+    /// The device's QUERY_RDMA_FEATURES response was refused.
+    BadFeatures(FeaturesError),
+}
+
+impl CqpError {
+    /// Whether Linux treats this failure as non-critical (no function
+    /// reset): major 0xFFFF with minor 0x8002 invalid state, 0x8006 flush
+    /// with nothing pending, 0x8007 bad close, 0x8009 LLP closed, 0x800A
+    /// reset not sent, 0x0200 failover pending; major 0xF002 minor 1
+    /// (utils.c: irdma_noncrit_err_list; spec §2.6).
+    pub fn is_noncritical(&self) -> bool {
+        match *self {
+            CqpError::OpFailed { major: 0xffff, minor, .. } => {
+                matches!(minor, 0x8002 | 0x8006 | 0x8007 | 0x8009 | 0x800a | 0x0200)
+            }
+            CqpError::OpFailed { major: 0xf002, minor: 1, .. } => true,
+            _ => false,
+        }
+    }
 }
 
 impl From<EncodeError> for CqpError {
@@ -234,6 +262,84 @@ impl<C> Completed<C> {
     /// The command back.
     pub fn into_command(self) -> C {
         self.cmd
+    }
+}
+
+fn read_words<H: Hal, const N: usize>(buf: &Dma<H>) -> [u64; N] {
+    let mut w = [0u64; N];
+    for (i, x) in w.iter_mut().enumerate() {
+        *x = buf.read_u64(8 * i).unwrap_or(0);
+    }
+    w
+}
+
+impl Completed<QueryFpmVal> {
+    /// Decodes the query buffer the completed command named; `buf` must be
+    /// that buffer. `manage_rsrc_ver2` comes from [`RdmaFeatures`].
+    pub fn decode<H: Hal>(
+        &self,
+        buf: &Dma<H>,
+        manage_rsrc_ver2: bool,
+    ) -> Result<FpmQuery, CqpError> {
+        if buf.paddr() != self.cmd.buf_pa || buf.len() < irdma_hal::cqp::FPM_BUF_BYTES {
+            return Err(CqpError::WrongBuffer);
+        }
+        // The PF queries its own function: no SD is held back.
+        FpmQuery::decode(&read_words::<H, 24>(buf), manage_rsrc_ver2, false)
+            .map_err(CqpError::BadFpmBuffer)
+    }
+}
+
+impl Completed<CommitFpmVal> {
+    /// Decodes the committed counts and bases from the buffer the completed
+    /// command named; `sizes` are the object sizes from the query.
+    pub fn decode<H: Hal>(
+        &self,
+        buf: &Dma<H>,
+        sizes: &[u64; HMC_OBJ_COUNT],
+    ) -> Result<FpmCommit, CqpError> {
+        if buf.paddr() != self.cmd.buf_pa || buf.len() < irdma_hal::cqp::FPM_BUF_BYTES {
+            return Err(CqpError::WrongBuffer);
+        }
+        FpmCommit::decode(&read_words::<H, 24>(buf), sizes).map_err(CqpError::BadFpmBuffer)
+    }
+}
+
+impl Completed<QueryRdmaFeatures> {
+    /// Decodes the response in the buffer the completed command named.
+    pub fn decode<H: Hal>(&self, buf: &Dma<H>) -> Result<RdmaFeatures, CqpError> {
+        if buf.paddr() != self.cmd.buf_pa || buf.len() < self.cmd.buf_len as usize {
+            return Err(CqpError::WrongBuffer);
+        }
+        let w: [u64; irdma_hal::cqp::features::MAX_FEATURES] = read_words(buf);
+        let n = (self.cmd.buf_len as usize / 8).min(w.len());
+        RdmaFeatures::decode(w.get(..n).unwrap_or(&[])).map_err(CqpError::BadFeatures)
+    }
+}
+
+impl Completed<WsNode> {
+    /// The queue-set handle a leaf add returns in OPRETVAL (utils.c:
+    /// irdma_cqp_ws_node_cmd), or `None` if it does not fit 16 bits.
+    pub fn qs_handle(&self) -> Option<u16> {
+        u16::try_from(self.info.op_ret_val).ok()
+    }
+}
+
+/// What a completed FLUSH_WQES reports (hw.c: irdma_hw_flush_wqes; main.h:
+/// IRDMA_CQP_COMPL_RQ_WQE_FLUSHED = 2, IRDMA_CQP_COMPL_SQ_WQE_FLUSHED = 3).
+/// A requested queue that was not flushed had nothing pending.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FlushOutcome {
+    /// RQ WQEs were flushed.
+    pub rq_flushed: bool,
+    /// SQ WQEs were flushed.
+    pub sq_flushed: bool,
+}
+
+impl Completed<FlushWqes> {
+    /// Which queue the device reports as flushed.
+    pub fn outcome(&self) -> FlushOutcome {
+        FlushOutcome { rq_flushed: self.info.minor == 2, sq_flushed: self.info.minor == 3 }
     }
 }
 
@@ -460,7 +566,7 @@ impl<H: Hal, B: Bar> Cqp<H, B> {
         let idx = self.head;
         let mut wqe = [0u64; 8];
         let mut env = Env::new(self.limits);
-        env.sdbuf_pa = self.sdbuf.paddr() + idx as u64 * SDBUF_BYTES_PER_SLOT as u64;
+        env.sdbuf_pa = self.sdbuf.paddr().wrapping_add(idx as u64 * SDBUF_BYTES_PER_SLOT as u64);
         cmd.encode(&mut wqe, &mut env)?;
         // Nothing is touched before the command has encoded successfully.
         let slot_sdbuf = idx as usize * SDBUF_BYTES_PER_SLOT;
@@ -686,7 +792,9 @@ impl<H: Hal, B: Bar> Cqp<H, B> {
         if !self.alive {
             return Ok(());
         }
-        self.destroy_ccq()?;
+        // Tear the CQP down even if the CCQ would not go: a dead device must
+        // still be told to stop using the rings.
+        let ccq = self.destroy_ccq();
         self.alive = false;
         self.bar.write32(regs::CCQPHIGH, 0);
         self.bar.write32(regs::CCQPLOW, 0);
@@ -695,6 +803,7 @@ impl<H: Hal, B: Bar> Cqp<H, B> {
         let ok = irdma_hal::dma::wait_until::<H>(end, || {
             !rf::CCQPSTATUS_DONE.is_set(bar.read32(regs::CCQPSTATUS) as u64)
         });
+        ccq?;
         if ok { Ok(()) } else { Err(CqpError::Timeout { what: "CQP destroy (CCQPSTATUS)" }) }
     }
 }

@@ -2,10 +2,12 @@
 //!
 //! * `test` — every leg of the suite, one line each, then `N passed, M failed`;
 //! * `conformance FILE…` — check the driver against vendor-generated vectors;
+//! * `qemu` — build the boot image and run its scenarios in QEMU;
 //!
 //! Run `cargo xtask help` for the list.
 
 mod conformance;
+mod qemu;
 mod util;
 
 use std::process::ExitCode;
@@ -25,6 +27,9 @@ fn main() -> ExitCode {
     match cmd {
         "test" => test(rest),
         "conformance" => conformance::main(rest),
+        "qemu" => qemu::main(rest),
+        // The contract's minimal host model, spawned by the qemu leg.
+        "qemu-null-model" => qemu::null_model(),
         "setup" => match util::ensure_toolchain(&BARE_TARGETS) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
@@ -40,6 +45,7 @@ fn main() -> ExitCode {
                  test --list          list the legs\n  \
                  test LEG…            run only the named legs\n  \
                  conformance FILE…    check the driver against a conformance vector file\n  \
+                 qemu [--help]        build the boot image and run its scenarios in QEMU (exit 33 = pass)\n  \
                  setup                install the rustup targets and components the suite needs"
             );
             if cmd == "help" { ExitCode::SUCCESS } else { ExitCode::FAILURE }
@@ -88,6 +94,7 @@ fn legs() -> Vec<Leg> {
     }));
     v.push(leg("model-independence", util::check_model_independence));
     v.push(leg("test", || cargo(&["test", "--workspace", "--quiet"])));
+    v.push(leg("qemu", qemu::run_leg));
     for (name, file) in conformance::SUITE {
         v.push(leg(name, move || conformance::run_leg(file)));
     }

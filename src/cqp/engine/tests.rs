@@ -16,7 +16,9 @@ use irdma_hal::cqp::{cq as cqf, hdr, op};
 use irdma_testkit::FakeHal;
 
 use super::*;
-use crate::cqp::cmd::{DestroyAeq, QueueMem, WsNode, WsNodeOp};
+use crate::cqp::cmd::{
+    DestroyAeq, FlushWqes, QueryFpmVal, QueryRdmaFeatures, QueueMem, WsNode, WsNodeOp,
+};
 
 #[derive(Default)]
 struct Dev {
@@ -34,6 +36,8 @@ struct Dev {
     fail: Option<(u8, u16, u16)>,
     hang: bool,
     ret_val: u32,
+    /// Minor code of successful CQEs (FLUSH_WQES reports 2/3 there).
+    ok_minor: u16,
     opcodes: Vec<u8>,
     bad_valid: usize,
     /// Completions held back (CCQ mode) to deliver in reverse order.
@@ -71,6 +75,8 @@ impl Dev {
                 let mut w24 = (idx as u64) << 32 | (*pol as u64) << 63;
                 if let Some((_, maj, min)) = fail {
                     w24 |= 1 << 55 | (maj as u64) << 16 | min as u64;
+                } else {
+                    w24 |= self.ok_minor as u64;
                 }
                 wr(base + 8, self.ctx24);
                 wr(base + 16, self.ret_val as u64);
@@ -364,4 +370,67 @@ fn shared_behind_a_spin_mutex() {
         }
     });
     assert_eq!(dev.with(|d| d.opcodes.len()), 1 + 100);
+}
+
+#[test]
+fn completed_commands_yield_decoded_results() {
+    let dev = FakeDev::new();
+    let mut cqp = Cqp::<FakeHal, &FakeDev>::create(&dev, &cfg(8)).unwrap();
+    // Pretend firmware wrote the FPM query buffer.
+    let buf = Dma::<FakeHal>::new(1, BufferDirection::DeviceToDriver).unwrap();
+    buf.write_u64(0, 4 << 32); // 4 SDs
+    buf.write_u64(8, 9 << 32 | 1024); // 1024 QPs of 512 bytes
+    buf.write_u64(80, 0x2000 << 32); // Q1 block size
+    let done = cqp.exec(QueryFpmVal { hmc_fn_id: 0, buf_pa: buf.paddr() }, 0).unwrap();
+    let q = done.decode(&buf, false).unwrap();
+    assert_eq!((q.max_sds, q.obj[0].max_cnt, q.obj[0].size), (4, 1024, 512));
+    let other = Dma::<FakeHal>::new(1, BufferDirection::DeviceToDriver).unwrap();
+    assert_eq!(done.decode(&other, false).err(), Some(CqpError::WrongBuffer));
+    buf.write_u64(80, 0);
+    assert_eq!(
+        done.decode(&buf, false).err(),
+        Some(CqpError::BadFpmBuffer(crate::cqp::decode::DecodeError::Q1BlockSizeZero))
+    );
+    // Features: count 2, flags entry with atomics.
+    buf.write_u64(0, 2 << 32 | 0x0001_0005);
+    buf.write_u64(8, 32 << 48 | 1);
+    let f = cqp.exec(QueryRdmaFeatures { buf_pa: buf.paddr(), buf_len: 272 }, 0).unwrap();
+    let f = f.decode(&buf).unwrap();
+    assert!(f.atomics() && (f.fw_major, f.fw_minor) == (1, 5));
+    // CCQ: OPRETVAL and minor codes come back.
+    cqp.create_ccq(CcqConfig::linux(8)).unwrap();
+    dev.with(|d| d.ret_val = 0x1a);
+    let leaf = cqp.exec(WsNode { leaf: true, ..Default::default() }, 0).unwrap();
+    assert_eq!(leaf.qs_handle(), Some(0x1a));
+    let fl = cqp.exec(FlushWqes { qp_id: 3, flush_sq: true, ..Default::default() }, 0).unwrap();
+    assert_eq!(fl.outcome(), FlushOutcome { rq_flushed: false, sq_flushed: false });
+    dev.with(|d| d.ok_minor = 3);
+    let fl = cqp.exec(FlushWqes { qp_id: 3, flush_sq: true, ..Default::default() }, 0).unwrap();
+    assert_eq!(fl.outcome(), FlushOutcome { rq_flushed: false, sq_flushed: true });
+    dev.with(|d| d.ok_minor = 2);
+    let fl = cqp.exec(FlushWqes { qp_id: 3, flush_rq: true, ..Default::default() }, 0).unwrap();
+    assert_eq!(fl.outcome(), FlushOutcome { rq_flushed: true, sq_flushed: false });
+}
+
+#[test]
+fn noncritical_errors_follow_linux_list() {
+    let e = |major, minor| CqpError::OpFailed { opcode: 1, major, minor };
+    assert!(e(0xffff, 0x8002).is_noncritical());
+    assert!(e(0xffff, 0x0200).is_noncritical());
+    assert!(e(0xf002, 1).is_noncritical());
+    assert!(!e(0xffff, 0x8029).is_noncritical());
+    assert!(!e(0xf001, 2).is_noncritical());
+    assert!(!CqpError::Timeout { what: "x" }.is_noncritical());
+}
+
+#[test]
+fn destroy_of_a_dead_device_still_releases_the_cqp() {
+    let dev = FakeDev::new();
+    let mut cqp = Cqp::<FakeHal, &FakeDev>::create(&dev, &cfg(8)).unwrap();
+    cqp.create_ccq(CcqConfig::linux(8)).unwrap();
+    dev.with(|d| d.hang = true);
+    let e = cqp.destroy().err();
+    assert_eq!(e, Some(CqpError::Timeout { what: "CQP op (CQPTAIL)" }));
+    let w = dev.with(|d| d.writes.clone());
+    assert_eq!(&w[w.len() - 2..], &[(regs::CCQPHIGH, 0), (regs::CCQPLOW, 0)]);
 }

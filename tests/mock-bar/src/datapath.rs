@@ -37,6 +37,65 @@ pub mod bth {
     pub const SEND_ONLY_INV: u8 = 0x17;
 }
 
+/// The fields of one CQE as the device writes it (spec data-path §5.2).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[allow(missing_docs)]
+pub struct Cqe {
+    /// PAYLDLEN (+0 [31:0]).
+    pub payload_len: u32,
+    /// PSN/RTT/timestamp (+0 [63:32]); the model writes 0.
+    pub stat_raw: u32,
+    /// QP completion context (+8).
+    pub ctx: u64,
+    /// Invalidated STag or UD source QPN (+16 [31:0]).
+    pub inv_stag: u32,
+    /// QP id (+16 [55:32]).
+    pub qp_id: u32,
+    pub minor: u16,
+    pub major: u16,
+    /// WQE index in quanta (+24 [46:32]).
+    pub wqe_idx: u32,
+    pub ext: bool,
+    pub push_dropped: bool,
+    pub srq: bool,
+    /// STAG (RC) / IPV4 (UD), +24 [53].
+    pub stag_or_ipv4: bool,
+    pub solicited: bool,
+    pub error: bool,
+    pub op: u8,
+    /// SQ (1) or RQ (0) completion.
+    pub sq: bool,
+    pub valid: bool,
+}
+
+impl Cqe {
+    /// The four words.
+    pub fn words(&self) -> [u64; 4] {
+        [
+            self.payload_len as u64 | (self.stat_raw as u64) << 32,
+            self.ctx,
+            self.inv_stag as u64 | put(self.qp_id as u64, 55, 32),
+            put(self.minor as u64, 15, 0)
+                | put(self.major as u64, 31, 16)
+                | put(self.wqe_idx as u64, 46, 32)
+                | put(self.ext as u64, 50, 50)
+                | put(self.push_dropped as u64, 51, 51)
+                | put(self.srq as u64, 52, 52)
+                | put(self.stag_or_ipv4 as u64, 53, 53)
+                | put(self.solicited as u64, 54, 54)
+                | put(self.error as u64, 55, 55)
+                | put(self.op as u64, 61, 56)
+                | put(self.sq as u64, 62, 62)
+                | put(self.valid as u64, 63, 63),
+        ]
+    }
+
+    /// The extension words of an extended CQE carrying only an immediate.
+    pub fn ext_imm_words(imm: u64, valid: bool) -> [u64; 4] {
+        [imm, 0, 0, put(1, 62, 62) | put(valid as u64, 63, 63)]
+    }
+}
+
 /// A QP as the device keeps it.
 #[derive(Clone, Debug)]
 pub struct Qp {
@@ -348,23 +407,33 @@ impl Device {
         }
         let mut minor = 0;
         if flush_rq && self.rq_wqe(&q).is_some() {
-            let w3 = put(rq_min as u64, 15, 0)
-                | put(rq_maj as u64, 31, 16)
-                | put((q.rq_head << q.rq_shift) as u64, 46, 32)
-                | put(1, 55, 55);
-            self.post_cqe(q.rx_cq, [0, q.compl_ctx, put(id as u64, 55, 32), w3], false);
+            let c = Cqe {
+                ctx: q.compl_ctx,
+                qp_id: id,
+                minor: rq_min,
+                major: rq_maj,
+                wqe_idx: q.rq_head << q.rq_shift,
+                error: true,
+                ..Cqe::default()
+            };
+            self.post_cqe(q.rx_cq, c.words(), false);
             minor = err::MIN_RQ_FLUSHED;
         }
         if flush_sq {
             let hdr = self.sq_header(&q);
             if let Some(h) = hdr.filter(|h| bit(*h, 63) == q.sq_pol) {
-                let w3 = put(sq_min as u64, 15, 0)
-                    | put(sq_maj as u64, 31, 16)
-                    | put(q.sq_tail as u64, 46, 32)
-                    | put(1, 55, 55)
-                    | put(get(h, 37, 32), 61, 56)
-                    | put(1, 62, 62);
-                self.post_cqe(q.tx_cq, [0, q.compl_ctx, put(id as u64, 55, 32), w3], false);
+                let c = Cqe {
+                    ctx: q.compl_ctx,
+                    qp_id: id,
+                    minor: sq_min,
+                    major: sq_maj,
+                    wqe_idx: q.sq_tail,
+                    error: true,
+                    op: get(h, 37, 32) as u8,
+                    sq: true,
+                    ..Cqe::default()
+                };
+                self.post_cqe(q.tx_cq, c.words(), false);
                 minor = err::MIN_SQ_FLUSHED;
             }
         }
@@ -421,7 +490,7 @@ impl Device {
         }
     }
 
-    fn process_sq(&mut self, qpn: u32, peers: &mut dyn Peers) {
+    pub(crate) fn process_sq(&mut self, qpn: u32, peers: &mut dyn Peers) {
         loop {
             let Some(q) = self.qps.get(&qpn).cloned() else { return };
             if q.state != qps::RTS {
@@ -489,13 +558,18 @@ impl Device {
                 Outcome::Error(major, minor) => {
                     self.counters.sq_wqes += 1;
                     self.advance_sq(qpn, quanta);
-                    let w3 = put(minor as u64, 15, 0)
-                        | put(major as u64, 31, 16)
-                        | put(idx as u64, 46, 32)
-                        | put(1, 55, 55)
-                        | put(w.opcode as u64, 61, 56)
-                        | put(1, 62, 62);
-                    self.post_cqe(q.tx_cq, [0, q.compl_ctx, put(qpn as u64, 55, 32), w3], false);
+                    let c = Cqe {
+                        ctx: q.compl_ctx,
+                        qp_id: qpn,
+                        minor,
+                        major,
+                        wqe_idx: idx,
+                        error: true,
+                        op: w.opcode,
+                        sq: true,
+                        ..Cqe::default()
+                    };
+                    self.post_cqe(q.tx_cq, c.words(), false);
                     self.qp_fatal(qpn, ae::LCE_QP_CATASTROPHIC, ae::SRC_SQ, idx);
                     return;
                 }
@@ -503,13 +577,15 @@ impl Device {
                     self.counters.sq_wqes += 1;
                     self.advance_sq(qpn, quanta);
                     if w.signaled {
-                        let w3 =
-                            put(idx as u64, 46, 32) | put(w.opcode as u64, 61, 56) | put(1, 62, 62);
-                        self.post_cqe(
-                            q.tx_cq,
-                            [0, q.compl_ctx, put(qpn as u64, 55, 32), w3],
-                            false,
-                        );
+                        let c = Cqe {
+                            ctx: q.compl_ctx,
+                            qp_id: qpn,
+                            wqe_idx: idx,
+                            op: w.opcode,
+                            sq: true,
+                            ..Cqe::default()
+                        };
+                        self.post_cqe(q.tx_cq, c.words(), false);
                     }
                 }
             }
@@ -817,17 +893,26 @@ impl Device {
         self.counters.rq_wqes += 1;
         self.record(Event::Recv { qp: q.id, idx, len });
         // spec data-path §5.2: RQ CQE, WQE index in quanta
-        let w2 = put(invalidate.unwrap_or(0) as u64, 31, 0) | put(q.id as u64, 55, 32);
-        let w3 = put((idx << q.rq_shift) as u64, 46, 32)
-            | put(imm.is_some() as u64, 50, 50)
-            | put(inv_done as u64, 53, 53)
-            | put(solicited as u64, 54, 54)
-            | put(op as u64, 61, 56);
-        let main = [len, q.compl_ctx, w2, w3];
+        let main = Cqe {
+            payload_len: len as u32,
+            ctx: q.compl_ctx,
+            inv_stag: invalidate.unwrap_or(0),
+            qp_id: q.id,
+            wqe_idx: idx << q.rq_shift,
+            ext: imm.is_some(),
+            stag_or_ipv4: inv_done,
+            solicited,
+            op,
+            ..Cqe::default()
+        }
+        .words();
         match imm {
-            Some(v) => {
-                self.post_cqe_ext(q.rx_cq, main, [get(v, 31, 0), 0, 0, put(1, 62, 62)], solicited)
-            }
+            Some(v) => self.post_cqe_ext(
+                q.rx_cq,
+                main,
+                Cqe::ext_imm_words(get(v, 31, 0), false),
+                solicited,
+            ),
             None => {
                 self.post_cqe(q.rx_cq, main, solicited);
             }
@@ -844,7 +929,8 @@ impl Device {
         ext[3] = (ext[3] & !(1 << 63)) | ((pol as u64) << 63);
         if let Some(pa) = self.queue_addr(cq.ring, next as u64 * 32) {
             for (i, v) in ext.iter().enumerate() {
-                if let Err(f) = crate::mem::write_u64(&*self.mem, pa + i as u64 * 8, *v) {
+                if let Err(f) = crate::mem::write_u64(&*self.mem, pa.wrapping_add(i as u64 * 8), *v)
+                {
                     self.dma_fault(f);
                     return;
                 }
@@ -929,10 +1015,11 @@ impl Device {
                 Pbl::Level2(root) => {
                     let leaf =
                         self.read_pble(root as u64 + page / 512).ok_or(ae::LCE_QP_CATASTROPHIC)?;
-                    self.read_pble(leaf + page % 512).ok_or(ae::LCE_QP_CATASTROPHIC)?
+                    self.read_pble(leaf.checked_add(page % 512).ok_or(ae::LCE_QP_CATASTROPHIC)?)
+                        .ok_or(ae::LCE_QP_CATASTROPHIC)?
                 }
             };
-            out.push(((page_pa & !(ps - 1)) + in_page, n));
+            out.push(((page_pa & !(ps - 1)).wrapping_add(in_page), n));
             pos += n;
             left -= n;
         }

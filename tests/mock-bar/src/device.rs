@@ -31,6 +31,23 @@ pub struct Config {
     pub first_qs_handle: u16,
     /// PCI function number (PF_FUNC_RID [2:0]).
     pub pci_function: u8,
+    /// How doorbells are seen (see [`Mode`]).
+    pub mode: Mode,
+}
+
+/// How the device learns about doorbells.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Mode {
+    /// Every doorbell write is processed before the write returns (the
+    /// in-process transport sees each write exactly).
+    #[default]
+    Strict,
+    /// The BAR behaves like plain memory: writes only latch values, and the
+    /// work happens in [`Device::poll`] (a device thread, or the
+    /// shared-memory host loop). Doorbells coalesce, so every poll sweeps
+    /// every live queue; AEQALLOC credits cannot be counted, so AEQ flow
+    /// control is off.
+    Deferred,
 }
 
 impl Default for Config {
@@ -46,6 +63,7 @@ impl Default for Config {
             cpustatus: 0x80,
             first_qs_handle: 8,
             pci_function: 0,
+            mode: Mode::Strict,
         }
     }
 }
@@ -95,6 +113,8 @@ pub struct Cq {
     pub arm: Arm,
     /// CQEs dropped because the ring was full.
     pub overflows: u64,
+    /// ARM_SEQ_NUM of the last arm request seen.
+    pub arm_seq: u8,
 }
 
 /// A CEQ.
@@ -259,6 +279,9 @@ pub struct Device {
     pub(crate) outbox: VecDeque<crate::datapath::Packet>,
     /// CQP doorbell seen while completions are being delayed.
     delayed_cqpdb: Option<(u32, u32)>,
+    /// Deferred mode: values last acted on (CCQPHIGH/LOW pair, CQPDB, WQEALLOC, CQARM).
+    seen: (u64, Option<u32>, Option<u32>, Option<u32>),
+    pending_ccqp: Option<u64>,
 }
 
 /// The fields of one AEQE (spec control-path §8.2, GEN_2 layout).
@@ -341,7 +364,34 @@ impl Device {
             trace: VecDeque::new(),
             outbox: VecDeque::new(),
             delayed_cqpdb: None,
+            seen: (0, None, None, None),
+            pending_ccqp: None,
         }
+    }
+
+    /// Function-level reset: every object, the CQP, the HMC programming and
+    /// all register values go back to their reset state (as after a CORER
+    /// the LAN driver requested). Counters, trace and the fault plan are
+    /// kept, except surprise removal, which a reset does not undo.
+    pub fn reset(&mut self) {
+        let mem = std::mem::replace(&mut self.mem, Box::new(crate::mem::TestMemory::new()));
+        let mut fresh = Device::new(self.cfg.clone(), mem);
+        fresh.node = self.node;
+        fresh.counters = std::mem::take(&mut self.counters);
+        fresh.trace = std::mem::take(&mut self.trace);
+        fresh.faults = std::mem::take(&mut self.faults);
+        fresh.faults.critical_error = 0;
+        *self = fresh;
+        self.record(Event::Reset);
+    }
+
+    /// The trace as text, one event per line (for failing-test output).
+    pub fn trace_dump(&self) -> String {
+        let mut s = String::new();
+        for e in &self.trace {
+            s.push_str(&format!("{e:x?}\n"));
+        }
+        s
     }
 
     /// Configuration.
@@ -437,6 +487,7 @@ impl Device {
             }
             regs::GLPCI_LBARCTRL => self.cfg.lbarctrl,
             regs::PF_FUNC_RID => self.cfg.pci_function as u32 & 7,
+            regs::GLPE_CRITERR => self.faults.critical_error,
             regs::CCQPSTATUS => self.ccqpstatus,
             regs::CCQPHIGH => self.ccqphigh,
             regs::CCQPLOW => self.ccqplow,
@@ -468,6 +519,19 @@ impl Device {
             return;
         }
         self.record(Event::RegWrite { off, val: v });
+        if self.cfg.mode == Mode::Deferred {
+            match off {
+                regs::CCQPHIGH => self.ccqphigh = v,
+                regs::CCQPLOW => self.ccqplow = v,
+                regs::CCQPSTATUS => self.ccqpstatus = v,
+                regs::CQPTAIL if v == 0 => self.cqptail_err = false,
+                _ if off >= regs::BAR_SIZE || !off.is_multiple_of(4) => {}
+                _ => {
+                    self.other_regs.insert(off, v);
+                }
+            }
+            return;
+        }
         match off {
             regs::CCQPHIGH => self.ccqphigh = v,
             regs::CCQPLOW => {
@@ -479,7 +543,7 @@ impl Device {
                 // driver writes 0 at init: reset the device's view
                 self.cqptail_err = false;
                 if let Some(c) = self.cqp.as_mut() {
-                    c.tail = v & 0x7FF;
+                    c.tail = (v & 0x7FF) % c.size;
                 }
             }
             regs::CQPDB => {
@@ -514,6 +578,89 @@ impl Device {
                 self.other_regs.insert(off, v);
             }
         }
+    }
+
+    /// Deferred mode: acts on latched register values and sweeps every live
+    /// queue for new work (the device-thread and shared-memory transports
+    /// call this in a loop). Returns whether anything was done. Work found
+    /// on a queue without a doorbell change is counted in
+    /// `Counters::work_without_doorbell` (a diagnostic, not an error: plain
+    /// memory BARs coalesce doorbells).
+    pub fn poll(&mut self) -> bool {
+        self.poll_with(&mut crate::datapath::NoPeers)
+    }
+
+    pub(crate) fn poll_with(&mut self, peers: &mut dyn crate::datapath::Peers) -> bool {
+        if self.faults.removed {
+            return false;
+        }
+        let before = (self.counters.cqp_ops, self.counters.sq_wqes, self.counters.rq_wqes);
+        let pair = ((self.ccqphigh as u64) << 32) | self.ccqplow as u64;
+        // CCQPLOW is written last (ctrl.c: irdma_sc_cqp_create): act when it
+        // changed, or when only CCQPHIGH changed and stayed for a whole poll
+        if pair != self.seen.0 {
+            if pair as u32 != self.seen.0 as u32 || self.pending_ccqp == Some(pair) {
+                self.seen.0 = pair;
+                self.pending_ccqp = None;
+                self.cqp_create_or_destroy();
+            } else {
+                self.pending_ccqp = Some(pair);
+            }
+        }
+        let reg = |d: &Self, off| d.other_regs.get(&off).copied();
+        let db = reg(self, regs::CQPDB);
+        if db.is_some() && db != self.seen.1 {
+            if self.faults.take_lost_doorbell() {
+                self.counters.lost_doorbells += 1;
+            } else {
+                self.seen.1 = db;
+                self.cqp_doorbell(db.unwrap_or(0));
+            }
+        }
+        let wa = reg(self, regs::WQEALLOC);
+        let rang = wa.is_some() && wa != self.seen.2;
+        self.seen.2 = wa;
+        let arm = reg(self, regs::CQARM);
+        self.seen.3 = arm;
+        self.step_with(peers);
+        let ids: Vec<u32> = self.qps.keys().copied().collect();
+        for id in ids {
+            let n = self.counters.sq_wqes;
+            self.process_sq(id, peers);
+            if self.counters.sq_wqes != n && !rang {
+                self.counters.work_without_doorbell += 1;
+            }
+        }
+        // arm requests: ARM_SEQ_NUM in the shadow word changed
+        let cqs: Vec<(u32, u64, u8)> =
+            self.cqs.values().map(|c| (c.id, c.shadow, c.arm_seq)).collect();
+        for (id, shadow, seq) in cqs {
+            if let Ok(w) = read_u64(&*self.mem, shadow.wrapping_add(32))
+                && get(w, 17, 16) as u8 != seq
+            {
+                self.cq_arm(id);
+            }
+        }
+        before != (self.counters.cqp_ops, self.counters.sq_wqes, self.counters.rq_wqes)
+    }
+
+    /// The registers a plain-memory BAR must show the driver (offset,
+    /// value): the shared-memory host writes these into the BAR after each
+    /// poll.
+    pub fn status_registers(&self) -> [(u32, u32); 9] {
+        let tail = self.cqp.as_ref().map_or(0, |c| c.tail);
+        let removed = |v: u32| if self.faults.removed { u32::MAX } else { v };
+        [
+            (regs::GLPE_CPUSTATUS0, removed(self.cfg.cpustatus)),
+            (regs::GLPE_CPUSTATUS1, removed(self.cfg.cpustatus)),
+            (regs::GLPE_CPUSTATUS2, removed(self.cfg.cpustatus)),
+            (regs::GLPCI_LBARCTRL, removed(self.cfg.lbarctrl)),
+            (regs::PF_FUNC_RID, removed(self.cfg.pci_function as u32 & 7)),
+            (regs::CCQPSTATUS, removed(self.ccqpstatus)),
+            (regs::CQPTAIL, removed((tail & 0x7FF) | ((self.cqptail_err as u32) << 31))),
+            (regs::CQPERRCODES, removed(self.cqperrcodes)),
+            (regs::GLPE_CRITERR, removed(self.faults.critical_error)),
+        ]
     }
 
     fn cqp_create_or_destroy(&mut self) {
@@ -576,7 +723,7 @@ impl Device {
             }
             budget -= 1;
             let idx = c.tail;
-            let pa = c.sq_pa + idx as u64 * 64;
+            let pa = c.sq_pa.wrapping_add(idx as u64 * 64);
             let mut b = [0u8; 64];
             if let Err(f) = self.mem.read(pa, &mut b) {
                 self.dma_fault(f);
@@ -862,6 +1009,7 @@ impl Device {
                 pol: true,
                 arm: Arm::None,
                 overflows: 0,
+                arm_seq: 0,
             },
         );
         Ok(Completion::ok(0))
@@ -1102,7 +1250,7 @@ impl Device {
             QueueMem::Phys(pa) => pa.checked_add(off),
             QueueMem::Pbl(first) => {
                 let page = self.read_pble(first as u64 + off / 4096)?;
-                Some((page & !0xFFF) + off % 4096)
+                Some((page & !0xFFF).wrapping_add(off % 4096))
             }
         }
     }
@@ -1144,7 +1292,8 @@ impl Device {
         for i in 0..3 {
             body[i * 8..i * 8 + 8].copy_from_slice(&w[i].to_le_bytes());
         }
-        if let Err(f) = self.mem.write(pa, &body).and_then(|_| write_u64(&*self.mem, pa + 24, w[3]))
+        if let Err(f) =
+            self.mem.write(pa, &body).and_then(|_| write_u64(&*self.mem, pa.wrapping_add(24), w[3]))
         {
             self.dma_fault(f);
             self.counters.cqes_dropped += 1;
@@ -1180,7 +1329,7 @@ impl Device {
             return;
         };
         // spec data-path §5.7: shadow @32 ARM_NEXT [14], ARM_NEXT_SE [15]
-        let word = match read_u64(&*self.mem, cq.shadow + 32) {
+        let word = match read_u64(&*self.mem, cq.shadow.wrapping_add(32)) {
             Ok(v) => v,
             Err(f) => {
                 self.dma_fault(f);
@@ -1195,6 +1344,7 @@ impl Device {
             Arm::None
         };
         if let Some(c) = self.cqs.get_mut(&id) {
+            c.arm_seq = get(word, 17, 16) as u8;
             // an arm request never downgrades an existing next-completion arm
             if c.arm != Arm::Next {
                 c.arm = arm;
@@ -1239,7 +1389,7 @@ impl Device {
             self.record(Event::Aeqe { code, src, id, written: false });
             return;
         };
-        if q.outstanding >= q.size {
+        if self.cfg.mode == Mode::Strict && q.outstanding >= q.size {
             if let Some(a) = self.aeq.as_mut() {
                 a.overflowed = true;
             }
@@ -1262,8 +1412,8 @@ impl Device {
             self.counters.aeqes_dropped += 1;
             return;
         };
-        if let Err(f) =
-            write_u64(&*self.mem, pa, ctx).and_then(|_| write_u64(&*self.mem, pa + 8, w1))
+        if let Err(f) = write_u64(&*self.mem, pa, ctx)
+            .and_then(|_| write_u64(&*self.mem, pa.wrapping_add(8), w1))
         {
             self.dma_fault(f);
             return;
@@ -1272,7 +1422,7 @@ impl Device {
         self.record(Event::Aeqe { code, src, id, written: true });
         if let Some(a) = self.aeq.as_mut() {
             a.overflowed = false;
-            a.outstanding += 1;
+            a.outstanding = a.outstanding.saturating_add(1);
             a.prod = (a.prod + 1) % a.size;
             if a.prod == 0 {
                 a.pol = !a.pol;

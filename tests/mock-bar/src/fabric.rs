@@ -87,3 +87,50 @@ impl Fabric {
         }
     }
 }
+
+impl Fabric {
+    /// Deferred mode: polls every device once (see [`Device::poll`]).
+    /// Returns whether any device did work.
+    pub fn poll(&self) -> bool {
+        let mut devs = self.lock();
+        let mut work = false;
+        for id in 0..devs.len() {
+            let Some(mut dev) = devs.get_mut(id).and_then(Option::take) else { continue };
+            work |= dev.poll_with(&mut FabricPeers { devs: &mut devs });
+            devs[id] = Some(dev);
+        }
+        work
+    }
+
+    /// Starts a device thread that polls every device (use with
+    /// [`crate::Mode::Deferred`]): spins while there is work, then sleeps
+    /// `idle` between polls. Stops when the handle is dropped.
+    pub fn spawn_device_thread(self: &Arc<Self>, idle: std::time::Duration) -> DeviceThread {
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (f, s) = (self.clone(), stop.clone());
+        let handle = std::thread::spawn(move || {
+            while !s.load(std::sync::atomic::Ordering::Acquire) {
+                if !f.poll() {
+                    std::thread::sleep(idle);
+                }
+            }
+        });
+        DeviceThread { stop, handle: Some(handle) }
+    }
+}
+
+/// A running device thread; dropping it stops and joins the thread.
+#[derive(Debug)]
+pub struct DeviceThread {
+    stop: Arc<std::sync::atomic::AtomicBool>,
+    handle: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Drop for DeviceThread {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Release);
+        if let Some(h) = self.handle.take() {
+            let _ = h.join();
+        }
+    }
+}

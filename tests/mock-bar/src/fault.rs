@@ -23,6 +23,9 @@ pub struct FaultPlan {
     /// The Nth SQ WQE executed completes with an error CQE (major, minor)
     /// and its QP goes to ERROR.
     pub fail_wqe: Option<(u32, u16, u16)>,
+    /// Value of GLPE_CRITERR (0 = none; Linux treats 0x0001_024D as a
+    /// non-fatal Q1 resource condition and anything else as fatal).
+    pub critical_error: u32,
 }
 
 fn countdown(slot: &mut Option<(u32, u16, u16)>) -> Option<(u16, u16)> {
@@ -88,6 +91,8 @@ pub struct Counters {
     pub rq_wqes: u64,
     pub packets: u64,
     pub rnr_naks: u64,
+    /// Deferred mode: SQ work found by a sweep with no WQEALLOC change.
+    pub work_without_doorbell: u64,
 }
 
 /// One thing the device did.
@@ -105,4 +110,5 @@ pub enum Event {
     Wqe { qp: u32, idx: u32, opcode: u8 },
     Recv { qp: u32, idx: u32, len: u64 },
     DmaFault(Fault),
+    Reset,
 }

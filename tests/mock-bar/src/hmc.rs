@@ -67,8 +67,9 @@ pub struct FpmConfig {
     pub max_cnt: [u32; OBJ_TYPES],
     /// log2(object size in bytes) for generic objects.
     pub log2_size: [u8; OBJ_TYPES],
-    /// Block size reported for XF / Q1 / RRF / OOISC (in the free-list words).
-    pub block_size: u32,
+    /// Block sizes reported in the free-list words, for XF, Q1, RRF, OOISC
+    /// (in that order; Q1's must be non-zero or Linux fails).
+    pub block_size: [u32; 4],
     /// FIRST_PE_SD_INDEX.
     pub first_pe_sd: u32,
     /// MAX_PE_SDS.
@@ -105,8 +106,8 @@ impl Default for FpmConfig {
             (16, 1 << 20, 2), // RRFFL
             (17, 16384, 6),   // HDR
             (18, 4096, 6),    // MD
-            (19, 1 << 20, 6), // OOISC
-            (20, 1 << 20, 2), // OOISCFFL
+            (19, 2048, 6),    // OOISC (Linux commits the max for RoCE)
+            (20, 64, 2),      // OOISCFFL (likewise)
         ];
         for (t, c, s) in table {
             max_cnt[t] = c;
@@ -115,7 +116,7 @@ impl Default for FpmConfig {
         Self {
             max_cnt,
             log2_size,
-            block_size: 64,
+            block_size: [64; 4],
             first_pe_sd: 0,
             max_pe_sds: 512,
             max_ceqs: 64,
@@ -147,9 +148,8 @@ impl FpmConfig {
         set(0, put(self.first_pe_sd as u64, 13, 0) | put(self.max_pe_sds as u64, 44, 32));
         for t in 0..OBJ_TYPES {
             let Some(off) = QUERY_OFF[t] else { continue };
-            let hi = if let Some(&(_, parent)) = FREE_LISTS.iter().find(|&&(fl, _)| fl == t) {
-                let _ = parent;
-                self.block_size as u64
+            let hi = if let Some(k) = FREE_LISTS.iter().position(|&(fl, _)| fl == t) {
+                self.block_size[k] as u64
             } else if t == PBLE {
                 0
             } else {
@@ -217,7 +217,11 @@ pub fn commit(cfg: &FpmConfig, cnt: [u64; OBJ_TYPES]) -> Result<Layout, CommitEr
         l.cnt[t] = cnt[t];
         l.base[t] = next;
         if cnt[t] > 0 {
-            next = (next + cnt[t] * size).div_ceil(512) * 512;
+            let end = cnt[t]
+                .checked_mul(size)
+                .and_then(|b| b.checked_add(next))
+                .ok_or(CommitError::TooManySds)?;
+            next = end.div_ceil(512) * 512;
         }
     }
     let sds = next.div_ceil(SD_SIZE);
@@ -300,7 +304,10 @@ impl SdTable {
             if self.translate(mem, a).is_err() {
                 return false;
             }
-            a += 0x1000;
+            match a.checked_add(0x1000) {
+                Some(n) => a = n,
+                None => break,
+            }
         }
         true
     }

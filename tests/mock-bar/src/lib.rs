@@ -1,74 +1,149 @@
 //! A register-level model of the Intel E810 RDMA engine (irdma GEN_2).
 //!
 //! Written from `shared/spec/` independently of the driver: it never
-//! imports `irdma` or `irdma-hal` and has its own field decoding, so an
-//! encoding mistake in the driver shows up as a failing test.
+//! imports `irdma` or `irdma-hal` (checked by `cargo xtask test`) and has its
+//! own field decoding, so an encoding mistake in the driver shows up as a
+//! failing test instead of agreeing with itself. Its decoders are checked
+//! against the vendor's own encoders (`shared/conformance/*.json`, see
+//! `tests/vectors.rs` and `tests/cqp_vectors.rs`).
 //!
 //! # Shape
 //!
 //! * [`Memory`] — the device's only way to DMA. A refused access is a
 //!   [`Fault`]; the model turns it into an error completion, an AE or a
 //!   dropped write, never a panic. [`TestMemory`] is a region-based memory
-//!   for model tests; the testkit provides one backed by `FakeHal`.
-//! * [`Device`] — one PF: `mmio_read32`/`mmio_write32` at BAR0 offsets.
-//!   Strict step mode: CQPDB, WQEALLOC and CQARM writes are processed
-//!   synchronously before the write returns, so every doorbell is seen.
-//! * [`Fabric`] — devices joined by a wire, behind one lock; use it (even for
-//!   one device) when several handles share a device. RC QPs are connected
-//!   by (destination IP, destination QPN) from the QP context: loopback on
-//!   one device, or across devices on one fabric; in-order, lossless.
-//! * [`FaultPlan`] — fault injection; [`Counters`] and a bounded trace of
-//!   [`Event`]s record what the device did.
+//!   for model tests; `irdma_testkit::FakeHalMemory` only allows live
+//!   `FakeHal` allocations; [`shm::FileMemory`] is guest RAM in a file.
+//! * [`Device`] — one PF: `mmio_read32(off)` / `mmio_write32(off, v)` at
+//!   BAR0 offsets, plus inspection (`cqp()`, `cq(id)`, `qp(id)`, `stag(idx)`,
+//!   `fpm_layout()`, `sds()`, `counters()`, `trace()`) and `faults()`.
+//! * [`Mode`] — [`Mode::Strict`] (default): CQPDB, WQEALLOC, CQARM and
+//!   CCQPLOW writes are processed before the write returns, so every doorbell
+//!   is seen exactly and tests are deterministic step by step.
+//!   [`Mode::Deferred`]: plain-memory BAR semantics — writes latch, and
+//!   [`Device::poll`] acts on changed values and sweeps every live queue
+//!   (doorbells coalesce; work found without a doorbell change is counted;
+//!   CQ arming is detected from ARM_SEQ_NUM in the shadow area; AEQ credit
+//!   counting is off). Used by the device thread and the shm transport.
+//! * [`Fabric`] — devices joined by a wire, behind one lock; use it (even
+//!   for one device) when several handles share a device. RC QPs connect by
+//!   (destination IP, destination QPN) from the QP context (@32 / @64; the
+//!   local IP is @184): loopback on one device, or across devices on one
+//!   fabric; in-order and lossless, and a request is answered before the
+//!   doorbell write returns. [`Fabric::spawn_device_thread`] runs
+//!   [`Fabric::poll`] on a thread (deferred devices).
+//! * [`shm`] and the `mock-bar-shm` binary — the QEMU transport: BAR file
+//!   (ivshmem-plain BAR2) and RAM file (offset = GPA, 4 GiB hole folded),
+//!   positional file I/O, a host loop that copies doorbells in, polls, and
+//!   publishes [`Device::status_registers`] back into the BAR.
+//! * [`FaultPlan`] — fault injection: fail the Nth CQP op with a chosen
+//!   major/minor, CQP hang, completions delayed by N register reads, dropped
+//!   CCQ completions, surprise removal (all-ones reads, no DMA), lost
+//!   doorbells, error CQE on the Nth SQ WQE, a GLPE_CRITERR value;
+//!   [`Device::reset`] is a function-level reset. [`Counters`] and a bounded
+//!   trace of [`Event`]s record what the device did ([`Device::trace_dump`]
+//!   prints it for a failing test).
+//! * [`wqe`] (SQ/RQ WQE decoder) and [`cqp`] (CQP WQE decoder) are public so
+//!   tests can use them; [`Aeqe`] and [`ccq_cqe_words`] are the model's
+//!   encoders for what it writes.
+//!
+//! # Example
+//!
+//! ```
+//! use mock_bar::{regs, Config, Device, Fabric, TestMemory};
+//!
+//! let mem = TestMemory::new();
+//! mem.map(0x1000, 0x1000); // CQP host context
+//! mem.map(0x10_0000, 64 * 64); // CQP SQ, 64 entries
+//! mem.set64(0x1000, 5 << 8); // SQSIZE = log2(64) - 1
+//! mem.set64(0x1008, 0x10_0000);
+//! mem.set64(0x1020, 1 << 16); // HW_MAJVER = 1 (GEN_2)
+//! let fabric = Fabric::new();
+//! let dev = fabric.add(Device::new(Config::default(), Box::new(mem.clone())));
+//! assert_eq!(fabric.mmio_read32(dev, regs::GLPE_CPUSTATUS0), 0x80);
+//! fabric.mmio_write32(dev, regs::CCQPHIGH, 0);
+//! fabric.mmio_write32(dev, regs::CCQPLOW, 0x1000);
+//! assert_eq!(fabric.mmio_read32(dev, regs::CCQPSTATUS), 1);
+//! // a NOP (opcode 0x24) with the first pass's valid bit, then the doorbell
+//! mem.set64(0x10_0000 + 24, 0x24 << 32 | 1 << 63);
+//! fabric.mmio_write32(dev, regs::CQPDB, 1);
+//! assert_eq!(fabric.mmio_read32(dev, regs::CQPTAIL), 1);
+//! ```
+//!
+//! In driver tests, `irdma_testkit::ModelBar::standalone(Config::default())`
+//! gives the driver's `Bar` on such a device with DMA limited to live
+//! `FakeHal` memory; `ModelBar::with_device` reaches the model for
+//! inspection and fault injection.
 //!
 //! # What is modelled
 //!
 //! * Register file: GLPE_CPUSTATUS0/1/2 = 0x80, GLPCI_LBARCTRL PE_DB_SIZE = 2
 //!   (8 MiB), PF_FUNC_RID; CCQPHIGH/CCQPLOW create handshake (host context
-//!   validated: SQ size encoding, 512-B aligned SQ, HW_MAJVER = 1) →
-//!   CCQPSTATUS = 1 or bit 31 + CQPERRCODES; writing 0/0 destroys.
+//!   validated: SQSIZE encoding 4..2048, 512-B aligned SQ, HW_MAJVER = 1) →
+//!   CCQPSTATUS = 1, or bit 31 + CQPERRCODES; writing 0/0 destroys.
 //!   CQPTAIL = next WQE index [10:0] + OP_ERR [31] of the last op;
-//!   CQPERRCODES of the last failure. Unknown in-range registers are plain
-//!   storage; reads outside the BAR return all-ones.
-//! * CQP: WQEs processed from the internal tail up to the CQPDB value,
-//!   each only if its valid bit equals the pass polarity (first pass 1).
-//!   Once CQ 0 (the CCQ) exists, every op writes a CCQ CQE (context from host
-//!   context @24, OPRETVAL, WQE index, major/minor, ERROR, SQ, valid).
-//!   Ops: NOP, QUERY_RDMA_FEATURES, QUERY_FPM_VAL, COMMIT_FPM_VAL,
-//!   UPDATE_PE_SDS (incl. the overflow buffer), SHMC_PAGES_ALLOCATED (checks
-//!   every non-PBLE object is backed), CREATE/DESTROY CQ (incl. the CCQ),
-//!   CREATE/DESTROY CEQ/AEQ, MANAGE_ARP, WORK_SCHED_NODE (leaf add returns a
-//!   queue-set handle), ALLOC_STAG, REG_MR (PBL levels 0/1/2 through PBLEs in
-//!   HMC memory), DEALLOC_STAG, CREATE_QP (RoCE RC), MODIFY_QP (state
-//!   machine of spec §7.4), DESTROY_QP, FLUSH_WQES/GEN_AE. Others complete
-//!   with an error. Objects are checked against the committed FPM counts and
-//!   their context memory must be backed by programmed SDs/PDs.
-//! * Data path: SQ WQEs found by valid bit on WQEALLOC (or the user doorbell
-//!   page), every GEN_2 opcode decoded ([`wqe`]); WRITE(+IMM), READ,
-//!   SEND(+IMM/+INV, solicited), LOCAL_INV, FAST_REGISTER, NOP executed;
-//!   BIND_MW and atomics raise WQE_UNEXPECTED_OPCODE. RQ WQEs consumed by
-//!   valid bit (no doorbell). CQEs with polarity, immediates (extended CQE),
-//!   invalidated STag, solicited flag, BTH opcode for RQ completions. CQ
-//!   arming (shadow @32 + CQARM) → one CEQE; AEQEs for async errors.
-//! * Protection on every access: STag index and key byte, registered and not
-//!   invalidated, PD, rights, VA-based/zero-based bounds; violations move the
-//!   QP to ERROR and raise the AMP_* AE (remote side: NAK → the requester
-//!   gets IB_REMOTE_ACCESS_ERROR). No receive posted → RNR NAK; the WQE is
-//!   retried on later doorbells or [`Device::step`], and after RNR_RETRY
-//!   attempts (7 = forever) the QP fails with LLP_TOO_MANY_RNRS. Errors
-//!   produce no CQE by themselves (as on GEN_2): after MODIFY_QP(ERROR) a
-//!   FLUSH_WQES writes one flush CQE per queue with work (software replays).
+//!   CQPERRCODES of the last failure. Other in-range registers are plain
+//!   storage; accesses outside the BAR read all-ones.
+//! * CQP: WQEs processed from the internal tail up to the CQPDB value, each
+//!   only if its valid bit equals the pass polarity (first pass 1); a stale
+//!   WQE stops processing (counted). Once CQ 0 (the CCQ) exists, every op
+//!   writes a CCQ CQE (context = host context @24, OPRETVAL, WQE index,
+//!   major/minor, ERROR, SQ, valid with polarity); CREATE_CQ of the CCQ
+//!   completes into the CCQ itself. Ops: NOP, QUERY_RDMA_FEATURES,
+//!   QUERY_FPM_VAL (192-byte buffer from [`hmc::FpmConfig`]),
+//!   COMMIT_FPM_VAL (counts checked against the maxima and MAX_PE_SDS; bases
+//!   in type order, 512-B aligned), UPDATE_PE_SDS (incl. the overflow
+//!   buffer; direct and paged SDs), SHMC_PAGES_ALLOCATED (checks every
+//!   non-PBLE object is backed), CREATE/DESTROY CQ, CREATE/DESTROY CEQ and
+//!   AEQ, MANAGE_ARP, WORK_SCHED_NODE (tree checks; leaf add returns a
+//!   queue-set handle), ALLOC_STAG, REG_MR (PBL levels 0/1/2), DEALLOC_STAG
+//!   (PD must match), CREATE_QP (RoCE RC), MODIFY_QP (state machine of spec
+//!   §7.4; the context is re-read), DESTROY_QP, FLUSH_WQES and GEN_AE. Any
+//!   other opcode completes with an error. Object ids are checked against
+//!   the committed counts, and their HMC context memory must be backed by
+//!   programmed SDs/PDs (else OBJCACHE error).
+//! * HMC translation: PBLE i is read at FPM base[PBLE] + 8·i through the
+//!   SD table (direct: base + offset; paged: PD entry with valid bit).
+//! * Data path: SQ WQEs found by valid bit on WQEALLOC (or the user
+//!   doorbell page +0), quanta from the header, extra quanta's valid bits
+//!   checked, NOP padding; WRITE(+IMM, solicited), READ(+local invalidate),
+//!   SEND(+IMM/+INV, solicited), inline forms, LOCAL_INV, FAST_REGISTER, NOP
+//!   executed; BIND_MW and atomics raise WQE_UNEXPECTED_OPCODE. RQ WQEs
+//!   consumed by valid bit (no doorbell). CQEs with polarity, WQE index in
+//!   quanta, QP id, completion context (QP context @168), immediates
+//!   (extended CQE in the next slot), invalidated STag, solicited flag, BTH
+//!   opcode for RQ completions; CQ overflow checked against the shadow
+//!   consumer index (AE CQ_OPERATION_ERROR). QP shadow @0 gets the SQ tail.
+//!   CQ arming (shadow @32 + CQARM) → one CEQE (next or solicited/error);
+//!   AEQEs (GEN_2 layout) with credits returned through AEQALLOC and the
+//!   OVERFLOW bit after a drop.
+//! * Protection on every access: STag index (slot and full 24-bit index),
+//!   key byte, registered and not invalidated, PD, rights (local read for
+//!   gathers, local write for scatters, remote read/write; QP RDOK/WRRDRSPOK),
+//!   VA-based and zero-based bounds, address wrap. A violation moves the QP to
+//!   ERROR and raises the AMP_* AE; a remote one also NAKs, and the requester
+//!   gets IB_REMOTE_ACCESS_ERROR. No receive posted → RNR NAK; the WQE is
+//!   retried on later doorbells or [`Device::step`]; after RNR_RETRY retries
+//!   (7 = forever) LLP_TOO_MANY_RNRS. No destination → LLP_TOO_MANY_RETRIES.
+//!   Errors write no CQE by themselves (as on GEN_2): after MODIFY_QP(ERROR)
+//!   FLUSH_WQES writes one flush CQE per queue with work (user codes or
+//!   major 1 / minor 1) and completes with minor 3 (SQ) or 2 (RQ).
 //!
-//! # Not modelled (or model choices)
+//! # Model choices and what is not modelled
 //!
 //! * Error codes the sources do not give are model choices
-//!   ([`regs::err`] `MODEL_*`). The STag → MR slot reduction, the meaning of
-//!   ENCEQEMASK (the model raises CEQEs only when armed) and level-0 MR
-//!   addressing (first page PA + in-region offset) are inferred.
+//!   ([`regs::err`] `MODEL_*`, major 0xFFFF). Inferred, not documented: the
+//!   STag → MR slot reduction (low max(log2 MR count, 14) index bits),
+//!   ENCEQEMASK (the model raises CEQEs only when armed), level-0 MR
+//!   addressing (first page of the PA + offset from the VA's page start),
+//!   zero-length MRs cover nothing, RQ BTH opcodes in CQEs.
 //! * Not modelled: UD QPs, SRQ, memory windows, atomics, MODIFY_CQ, push
 //!   pages, statistics, interrupts/MSI-X, timers and retransmission, packet
-//!   loss, device-thread and shared-memory transports.
+//!   loss, IPv6 routing (only IP word 3 is compared), iWARP.
 
 #![allow(clippy::needless_range_loop)]
+// Bit ranges are written `[hi:lo]` as in the spec, not as intra-doc links.
+#![allow(rustdoc::broken_intra_doc_links)]
 
 mod bits;
 pub mod cqp;
@@ -79,9 +154,10 @@ pub mod fault;
 pub mod hmc;
 pub mod mem;
 pub mod regs;
+pub mod shm;
 pub mod wqe;
 
-pub use device::{Aeqe, Config, Device, ccq_cqe_words};
-pub use fabric::{DeviceId, Fabric};
+pub use device::{Aeqe, Config, Device, Mode, ccq_cqe_words};
+pub use fabric::{DeviceId, DeviceThread, Fabric};
 pub use fault::{Counters, Event, FaultPlan};
 pub use mem::{Fault, Memory, TestMemory};

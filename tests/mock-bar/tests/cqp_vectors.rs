@@ -478,3 +478,50 @@ fn ccq_cqe_and_aeqe_encoders_match_the_vendor_decoders() {
     }
     assert!(n >= 8, "only {n} encoder cases");
 }
+
+/// The model's QUERY_FPM_VAL buffer, built from what the vendor's parser
+/// read out of a buffer, reproduces that buffer on every GEN_2 field.
+#[test]
+fn fpm_query_buffer_encoder_matches_the_vendor_parser() {
+    let v = vectors();
+    let mut n = 0;
+    for case in v["cases"].as_array().expect("cases") {
+        if case["op"] != "decode_fpm_query_buf" || num(&case["ret"]) != 0 {
+            continue;
+        }
+        let (i, o) = (&case["inputs"], &case["outputs"]);
+        if num(&o["fpm_misc.ird"]) != 0 {
+            continue; // MANAGE_RSRC_VER2 IRD field: not modelled
+        }
+        let input: Vec<u64> = i["query_buf"].as_array().unwrap().iter().map(num).collect();
+        let mut cfg = mock_bar::hmc::FpmConfig::default();
+        for t in 0..21 {
+            cfg.max_cnt[t] = num(&o[format!("hmc_obj[{t}].max_cnt")]) as u32;
+            let size = num(&o[format!("hmc_obj[{t}].size")]);
+            cfg.log2_size[t] = size.trailing_zeros() as u8;
+        }
+        cfg.block_size = ["xf", "q1", "rrf", "ooiscf"]
+            .map(|k| num(&o[format!("fpm_misc.{k}_block_size")]) as u32);
+        cfg.first_pe_sd = num(&o["first_sd_index"]) as u32;
+        cfg.max_pe_sds = num(&o["fpm_misc.max_sds"]) as u32;
+        cfg.max_ceqs = num(&o["fpm_misc.max_ceqs"]) as u32;
+        cfg.ht_multiplier = num(&o["fpm_misc.ht_multiplier"]) as u32;
+        cfg.timer_bucket = num(&o["fpm_misc.timer_bucket"]) as u32;
+        let mine = cfg.query_buf();
+        // field masks per word (spec control-path §3.3); APBVT/PBLE sizes are
+        // fixed by Linux and not read, @176 is GEN_3
+        let generic = u64::MAX;
+        let mut masks = [generic; 24];
+        masks[0] = 0x3FFF | (0x1FFF << 32);
+        masks[14] = 0xFFFF_FFFF; // PBLE: count only
+        masks[15] = 0x3FF | (0xF << 16) | (0xFFFF << 32);
+        masks[22] = 0;
+        masks[23] = 0;
+        for (k, m) in masks.iter().enumerate() {
+            let w = u64::from_le_bytes(mine[k * 8..k * 8 + 8].try_into().unwrap());
+            assert_eq!(w & m, input[k] & m, "{} word @{}", case["case"], k * 8);
+        }
+        n += 1;
+    }
+    assert!(n >= 1, "no FPM query cases");
+}

@@ -166,3 +166,23 @@ fn aeq_overflow_sets_the_overflow_bit_on_the_next_entry() {
     assert_eq!(g(w1, 33, 33), 1, "OVERFLOW bit");
     assert_eq!(g(w1, 56, 54), qps::RTS as u64, "IWSTATE");
 }
+
+#[test]
+fn critical_error_and_function_reset() {
+    let mut h = Harness::new();
+    h.bring_up();
+    assert_eq!(h.rd(regs::GLPE_CRITERR), 0);
+    h.dev(|d| d.faults().critical_error = 0x0001_0001);
+    assert_eq!(h.rd(regs::GLPE_CRITERR), 0x0001_0001);
+    let ops = h.dev(|d| d.counters().cqp_ops);
+    h.dev(|d| d.reset());
+    assert_eq!(h.rd(regs::GLPE_CRITERR), 0, "reset clears the error");
+    assert_eq!(h.rd(regs::CCQPSTATUS), 0, "CQP gone");
+    assert!(h.dev(|d| d.cq(0).is_none() && d.fpm_layout().is_none() && d.sds().is_empty()));
+    assert_eq!(h.dev(|d| d.counters().cqp_ops), ops, "counters kept");
+    assert!(h.dev(|d| d.trace_dump()).contains("Reset"));
+    // and the driver can bring it up again from scratch
+    h.ccq = None;
+    h.bring_up();
+    h.op_ok(nop());
+}

@@ -19,3 +19,38 @@ fn memory_only_touches_live_fakehal_memory() {
     drop(d);
     assert!(m.read(pa, &mut b).is_err(), "freed");
 }
+
+/// The probe path the driver takes, done by hand through the driver's `Bar`
+/// trait and `FakeHal` DMA: firmware ready, CQP handshake, one polled op
+/// that DMAs into a FakeHal page, and a bad address that becomes a model
+/// fault instead of a segfault.
+#[test]
+fn probe_like_flow_through_bar_and_fakehal() {
+    use irdma_hal::Bar;
+    use irdma_testkit::ModelBar;
+    let bar = ModelBar::standalone(mock_bar::Config::default());
+    assert_eq!(bar.read32(0x0050_BA5C), 0x80);
+    assert_eq!((bar.read32(0x0009_DE74) >> 4) & 3, 2);
+    let sq = Dma::<FakeHal>::new(1, BufferDirection::Both).expect("sq");
+    let ctx = Dma::<FakeHal>::new(1, BufferDirection::Both).expect("ctx");
+    let buf = Dma::<FakeHal>::new(1, BufferDirection::Both).expect("buf");
+    ctx.write_u64(0, 5 << 8); // SQSIZE: 64 entries
+    ctx.write_u64(8, sq.paddr());
+    ctx.write_u64(24, 0xfeed);
+    ctx.write_u64(32, 1 << 16); // HW_MAJVER 1
+    bar.write32(0x0050_A100, (ctx.paddr() >> 32) as u32); // CCQPHIGH
+    bar.write32(0x0050_A080, ctx.paddr() as u32); // CCQPLOW
+    assert_eq!(bar.read32(0x0050_A000), 1, "CCQPSTATUS");
+    // QUERY_FPM_VAL (0x20) into a FakeHal page
+    sq.write_u64(32, buf.paddr());
+    sq.write_u64(24, 0x20u64 << 32 | 1 << 63);
+    bar.write32(0x0050_0800, 1); // CQPDB
+    assert_eq!(bar.read32(0x0050_0880), 1, "CQPTAIL moved");
+    assert!(buf.read_u64(8).unwrap() >> 32 > 0, "device wrote the query buffer");
+    // a buffer address the driver never allocated: error completion + fault
+    sq.write_u64(64 + 32, 0x10);
+    sq.write_u64(64 + 24, 0x20u64 << 32 | 1 << 63);
+    bar.write32(0x0050_0800, 2);
+    assert_eq!(bar.read32(0x0050_0880) >> 31, 1, "CQP_OP_ERR");
+    assert!(bar.with_device(|d| d.counters().dma_faults) >= 1);
+}

@@ -39,8 +39,6 @@ const SKIPS: &[(&str, &str)] = &[
     ("up_map", "UP map (QoS) is not used"),
     ("manage_hmc_pm_func_table", "VF function tables (no VF support)"),
     ("manage_pble_bp", "VF PBLE backing pages (no VF support)"),
-    ("suspend_qp", "QP suspend/resume (traffic-class changes) not implemented"),
-    ("resume_qp", "QP suspend/resume (traffic-class changes) not implemented"),
 ];
 
 enum Outcome {
@@ -436,6 +434,11 @@ fn run_case(case: &Value) -> Outcome {
                 ae_code: tri!(i.n("ae_code")),
                 ae_src: tri!(i.n("ae_src")),
             };
+            check_post(case, c, lim, none)
+        }
+        "suspend_qp" => check_post(case, SuspendQp { qp_id: tri!(i.n("qp_id")) }, lim, none),
+        "resume_qp" => {
+            let c = ResumeQp { qp_id: tri!(i.n("qp_id")), qs_handle: tri!(i.n("qs_handle")) };
             check_post(case, c, lim, none)
         }
         "upload_context" => {
@@ -892,7 +895,7 @@ fn cfg_iw_fpm(case: &Value, i: &In) -> Outcome {
     let c = CommitFpmVal {
         hmc_fn_id: tri!(i.n("hmc_fn_id")),
         buf_pa: num(&hb["pa"]).unwrap_or(0),
-        flush_timer_disable: false,
+        flush_timer_disable: i.b("dev.periodic_flush"),
     };
     check_post(case, c, Limits::NONE, |_, _| Ok(()))
 }

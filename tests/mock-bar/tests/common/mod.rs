@@ -71,6 +71,8 @@ pub struct Harness {
     pub sd_bufs: Vec<u64>,
     pub aeq: Option<Ring>,
     pub ceq0: Option<Ring>,
+    /// Deferred-mode devices: poll the fabric after every register write.
+    pub auto_poll: bool,
 }
 
 pub const CQP_CTX: u64 = 0x00C0_FFEE_0000_0001;
@@ -98,6 +100,7 @@ impl Harness {
             sd_bufs: Vec::new(),
             aeq: None,
             ceq0: None,
+            auto_poll: false,
         }
     }
 
@@ -112,7 +115,10 @@ impl Harness {
         self.fabric.mmio_read32(self.id, off)
     }
     pub fn wr(&self, off: u32, v: u32) {
-        self.fabric.mmio_write32(self.id, off, v)
+        self.fabric.mmio_write32(self.id, off, v);
+        if self.auto_poll {
+            self.fabric.poll();
+        }
     }
     pub fn dev<R>(&self, f: impl FnOnce(&mut Device) -> R) -> R {
         self.fabric.with(self.id, f).expect("device")

@@ -1,0 +1,67 @@
+//! PCI configuration mechanism #1 (ports 0xCF8/0xCFC) behind
+//! `irdma_hal::pci::ConfigSpace`, and a bus scan.
+
+use irdma_hal::pci::{self, ConfigSpace, Identity};
+
+use super::arch::{inl, outl};
+
+const CONFIG_ADDRESS: u16 = 0xcf8;
+const CONFIG_DATA: u16 = 0xcfc;
+
+/// One function's configuration space through port I/O.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PortCs {
+    /// Bus number.
+    pub bus: u8,
+    /// Device number (0..32).
+    pub dev: u8,
+    /// Function number (0..8).
+    pub func: u8,
+}
+
+impl PortCs {
+    fn address(&self, offset: u16) -> u32 {
+        0x8000_0000
+            | (self.bus as u32) << 16
+            | ((self.dev & 0x1f) as u32) << 11
+            | ((self.func & 7) as u32) << 8
+            | (offset & 0xfc) as u32
+    }
+}
+
+impl ConfigSpace for PortCs {
+    fn read32(&self, offset: u16) -> u32 {
+        outl(CONFIG_ADDRESS, self.address(offset));
+        inl(CONFIG_DATA)
+    }
+    fn write32(&self, offset: u16, value: u32) {
+        outl(CONFIG_ADDRESS, self.address(offset));
+        outl(CONFIG_DATA, value);
+    }
+}
+
+impl core::fmt::Display for PortCs {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(f, "{:02x}:{:02x}.{}", self.bus, self.dev, self.func)
+    }
+}
+
+/// Calls `found` for every function that answers, in bus order.
+pub fn scan(mut found: impl FnMut(PortCs, Identity)) {
+    for bus in 0..=255u8 {
+        for dev in 0..32u8 {
+            let f0 = PortCs { bus, dev, func: 0 };
+            let Some(id) = pci::identity(&f0) else { continue };
+            found(f0, id);
+            let header = (f0.read32(pci::cfg::HEADER_TYPE) >> 16) as u8;
+            if header & 0x80 != 0 {
+                for func in 1..8u8 {
+                    let cs = PortCs { bus, dev, func };
+                    if let Some(id) = pci::identity(&cs) {
+                        found(cs, id);
+                    }
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,174 @@
+//! The host/guest contract of the QEMU harness.
+//!
+//! # Files
+//!
+//! `cargo xtask qemu` creates two files per run under `/dev/shm` (unique
+//! names, removed afterwards), both `memory-backend-file,share=on`:
+//!
+//! * the **BAR file** ([`BAR_FILE_SIZE`], a power of two as ivshmem needs):
+//!   the ivshmem-plain BAR2 the guest drives as the device's BAR0. Offsets
+//!   `0..MIN_BAR_SIZE` (8 MiB) are the GEN_2 register space and belong to the
+//!   device model; the **mailbox** at [`MAILBOX`] (the first page of the upper
+//!   half) belongs to the harness;
+//! * the **RAM file** ([`RAM_FILE_SIZE`]): all guest RAM, file offset = guest
+//!   physical address (every GPA is below 4 GiB at this size). The device
+//!   model does its "DMA" there. The guest's DMA pool is [`DMA_POOL_BASE`] ..
+//!   `+ DMA_POOL_SIZE`, a region that never holds code (TCG does not notice
+//!   host writes to translated code pages).
+//!
+//! # Mailbox (offsets from [`MAILBOX`], little-endian)
+//!
+//! | offset | size | written by | meaning |
+//! |---|---|---|---|
+//! | [`MB_GUEST_MAGIC`] | u32 | guest | [`GUEST_MAGIC`] once the BAR scenario wrote its pattern |
+//! | [`MB_HOST_MAGIC`] | u32 | model | [`HOST_MAGIC`] while a host model process serves the BAR |
+//! | [`MB_HOST_TSC_HZ`] | u64 | xtask | host TSC rate in Hz (0 = unknown); a cross-check only |
+//! | [`MB_NONCE`] | u64 | xtask | per-run random value, never 0 |
+//! | [`MB_ECHO`] | u64 | guest | [`echo`]`(nonce)` |
+//! | [`MB_SHUTDOWN`] | u32 | xtask | non-zero once QEMU has exited: a model process must exit |
+//! | [`MB_PING`] | u32 | guest | doorbell: a sequence number, never 0 |
+//! | [`MB_PONG`] | u32 | model | [`pong`]`(ping)` once the model saw the doorbell |
+//! | [`MB_SCRATCH`] | [`SCRATCH_WORDS`] × u64 | guest | word `i` = [`pattern`]`(nonce, i)` |
+//!
+//! # Device model process (the hook for the out-of-process model)
+//!
+//! `cargo xtask qemu --model PROGRAM [--model-arg ARG]…` spawns `PROGRAM`
+//! before QEMU, pinned to CPU 0 (QEMU goes to CPU 1) when there are two or
+//! more CPUs, with the environment `IRDMA_BAR_FILE`, `IRDMA_BAR_SIZE`,
+//! `IRDMA_RAM_FILE`, `IRDMA_RAM_SIZE` and `IRDMA_MAILBOX` (decimal byte
+//! counts/offsets). The model maps both files `MAP_SHARED`, serves the
+//! register space below [`MAILBOX`], writes [`HOST_MAGIC`] to
+//! [`MB_HOST_MAGIC`] once it is ready (xtask waits for it before starting
+//! QEMU), and exits with status 0 after xtask sets [`MB_SHUTDOWN`]; any
+//! other status, or not exiting, fails the run.
+//!
+//! # Exit codes
+//!
+//! The guest writes a value `v` to isa-debug-exit (port [`DEBUG_EXIT_PORT`]);
+//! QEMU exits with `(v << 1) | 1`. Only [`EXIT_PASS`] (status
+//! [`STATUS_PASS`] = 33) means success; a triple fault exits 0.
+//!
+//! # Console (COM1, text)
+//!
+//! One line per scenario: `PASS name (N us)`, `FAIL name: reason` or
+//! `SKIP name: reason`, then `DONE passed=P failed=F skipped=S`.
+
+/// Size of the BAR file (ivshmem needs a power of two; at least the
+/// driver's 8 MiB minimum BAR, with room above it for the mailbox).
+pub const BAR_FILE_SIZE: u64 = 16 << 20;
+/// Size of guest RAM and of the RAM file.
+pub const RAM_FILE_SIZE: u64 = 256 << 20;
+
+/// Offset of the harness mailbox in the BAR: just above the GEN_2 register
+/// space (`irdma_hal::regs::MIN_BAR_SIZE`).
+pub const MAILBOX: usize = 8 << 20;
+/// Guest magic (u32), written last by the BAR scenario.
+pub const MB_GUEST_MAGIC: usize = 0x00;
+/// Host model magic (u32), written by a model process when it is ready.
+pub const MB_HOST_MAGIC: usize = 0x04;
+/// Host TSC rate in Hz (u64), written by xtask before boot.
+pub const MB_HOST_TSC_HZ: usize = 0x08;
+/// Per-run nonce (u64), written by xtask before boot.
+pub const MB_NONCE: usize = 0x10;
+/// The guest's answer to the nonce (u64).
+pub const MB_ECHO: usize = 0x18;
+/// Set to non-zero by xtask (u32) after QEMU exited: the model must exit.
+pub const MB_SHUTDOWN: usize = 0x20;
+/// Guest → model doorbell (u32 sequence number) of the `model_ping` scenario.
+pub const MB_PING: usize = 0x24;
+/// Model → guest answer (u32), [`pong`] of the last doorbell.
+pub const MB_PONG: usize = 0x28;
+/// Start of the scratch pattern.
+pub const MB_SCRATCH: usize = 0x100;
+/// Number of u64 words of the scratch pattern (4 KiB).
+pub const SCRATCH_WORDS: usize = 512;
+
+/// "IRDG": the guest finished writing the BAR pattern.
+pub const GUEST_MAGIC: u32 = 0x4744_5249;
+/// "IRDH": a host model process is serving the BAR.
+pub const HOST_MAGIC: u32 = 0x4844_5249;
+
+/// Guest-physical base of the DMA pool (64 MiB).
+pub const DMA_POOL_BASE: u64 = 64 << 20;
+/// Size of the DMA pool (128 MiB, inside the 256 MiB of guest RAM).
+pub const DMA_POOL_SIZE: u64 = 128 << 20;
+
+/// isa-debug-exit I/O port (`-device isa-debug-exit,iobase=0xf4,iosize=0x04`).
+pub const DEBUG_EXIT_PORT: u16 = 0xf4;
+/// Every scenario passed.
+pub const EXIT_PASS: u32 = 0x10;
+/// At least one scenario failed (or none ran).
+pub const EXIT_FAIL: u32 = 0x11;
+/// A CPU exception was taken.
+pub const EXIT_EXCEPTION: u32 = 0x7e;
+/// The panic handler ran.
+pub const EXIT_PANIC: u32 = 0x7f;
+
+/// QEMU's exit status for a value written to isa-debug-exit.
+pub const fn qemu_status(value: u32) -> i32 {
+    (((value & 0x7f) << 1) | 1) as i32
+}
+/// QEMU's status when every scenario passed (33).
+pub const STATUS_PASS: i32 = qemu_status(EXIT_PASS);
+
+/// The guest's answer to the host nonce.
+pub const fn echo(nonce: u64) -> u64 {
+    nonce.rotate_left(17) ^ 0x5bd1_e995_7f4a_7c15
+}
+
+/// The model's answer to doorbell `seq` (never equal to `seq`, never 0 for
+/// `seq != 0`).
+pub const fn pong(seq: u32) -> u32 {
+    !seq.rotate_left(7)
+}
+
+/// Scratch word `i` for `nonce` (splitmix64 of `nonce + i`).
+pub const fn pattern(nonce: u64, i: u64) -> u64 {
+    let mut z = nonce.wrapping_add(i.wrapping_mul(0x9e37_79b9_7f4a_7c15));
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+const _: () = {
+    assert!(BAR_FILE_SIZE.is_power_of_two());
+    assert!(MAILBOX as u64 + 4096 <= BAR_FILE_SIZE);
+    assert!(MB_SCRATCH + SCRATCH_WORDS * 8 <= 4096 + 0x100);
+    assert!(DMA_POOL_BASE.is_multiple_of(4096) && DMA_POOL_SIZE.is_multiple_of(4096));
+    assert!(DMA_POOL_BASE + DMA_POOL_SIZE <= RAM_FILE_SIZE - (16 << 20));
+    assert!(STATUS_PASS == 33);
+};
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exit_statuses_match_qemu() {
+        // notes/qemu-mock-bar.md §1: 0x10 → 33, 0x11 → 35, 0x7E → 253, 0x7F → 255.
+        assert_eq!(qemu_status(EXIT_PASS), 33);
+        assert_eq!(qemu_status(EXIT_FAIL), 35);
+        assert_eq!(qemu_status(EXIT_EXCEPTION), 253);
+        assert_eq!(qemu_status(EXIT_PANIC), 255);
+    }
+
+    #[test]
+    fn mailbox_is_above_the_register_space() {
+        const { assert!(MAILBOX >= irdma_hal::regs::MIN_BAR_SIZE) };
+        // The mailbox page lies wholly inside the BAR file.
+        let end = MAILBOX + MB_SCRATCH + 8 * SCRATCH_WORDS;
+        assert!(end as u64 <= BAR_FILE_SIZE, "{end:#x}");
+    }
+
+    #[test]
+    fn pattern_and_echo_depend_on_their_inputs() {
+        assert_ne!(pattern(1, 0), pattern(2, 0));
+        assert_ne!(pattern(1, 0), pattern(1, 1));
+        assert_ne!(echo(1), echo(2));
+        assert_ne!(echo(7), 7);
+        for s in [1u32, 2, 0x8000_0000, u32::MAX - 1] {
+            assert_ne!(pong(s), s);
+            assert_ne!(pong(s), 0);
+        }
+    }
+}

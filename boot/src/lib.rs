@@ -1,0 +1,17 @@
+//! Host-testable parts of the irdma unikernel image.
+//!
+//! * [`contract`] — what the guest, `cargo xtask qemu` and the host-side
+//!   device model agree on: the harness mailbox in the BAR file, the
+//!   isa-debug-exit codes, the console line format;
+//! * [`pool`] — the page-granular DMA pool allocator behind the image's
+//!   [`irdma_hal::Hal`];
+//! * [`memmap`] — checks against the PVH (`hvm_start_info`) memory map.
+//!
+//! The bare-metal parts (entry stub, paging, IDT, serial, PCI port I/O) live
+//! in the binary and only build for `x86_64-unknown-none`.
+#![no_std]
+#![deny(missing_docs)]
+
+pub mod contract;
+pub mod memmap;
+pub mod pool;

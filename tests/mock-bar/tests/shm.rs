@@ -1,0 +1,105 @@
+//! The shared-memory transport end to end, with this test playing QEMU's
+//! guest: register writes into the BAR file, data in the RAM file.
+
+use std::fs::OpenOptions;
+use std::os::unix::fs::FileExt;
+use std::time::{Duration, Instant};
+
+use mock_bar::regs::{self, op};
+use mock_bar::shm::{self, FileBar, FileMemory, PollMode, ShmHost};
+use mock_bar::{Config, Memory};
+
+struct Guest {
+    bar: std::fs::File,
+    ram: std::fs::File,
+}
+
+impl Guest {
+    fn w32(&self, off: u32, v: u32) {
+        self.bar.write_all_at(&v.to_le_bytes(), off as u64).unwrap();
+    }
+    fn r32(&self, off: u32) -> u32 {
+        let mut b = [0; 4];
+        self.bar.read_exact_at(&mut b, off as u64).unwrap();
+        u32::from_le_bytes(b)
+    }
+    fn w64(&self, pa: u64, v: u64) {
+        self.ram.write_all_at(&v.to_le_bytes(), pa).unwrap();
+    }
+    fn r64(&self, pa: u64) -> u64 {
+        let mut b = [0; 8];
+        self.ram.read_exact_at(&mut b, pa).unwrap();
+        u64::from_le_bytes(b)
+    }
+    fn wait(&self, off: u32, want: u32) {
+        let t0 = Instant::now();
+        while self.r32(off) != want {
+            assert!(t0.elapsed() < Duration::from_secs(5), "host never answered at {off:#x}");
+            std::thread::sleep(Duration::from_micros(20));
+        }
+    }
+}
+
+#[test]
+fn guest_brings_up_the_cqp_through_files() {
+    let dir = std::env::temp_dir();
+    let id = std::process::id();
+    let (bar_p, ram_p) = (dir.join(format!("mock-bar-{id}")), dir.join(format!("mock-ram-{id}")));
+    let (bar_size, ram_size) = (16u64 << 20, 4u64 << 20);
+    let bar = shm::create_zeroed(&bar_p, bar_size).unwrap();
+    let ram = shm::create_zeroed(&ram_p, ram_size).unwrap();
+    let open = |p: &std::path::Path| OpenOptions::new().read(true).write(true).open(p).unwrap();
+    let g = Guest { bar: open(&bar_p), ram: open(&ram_p) };
+    let host = ShmHost::new(
+        Config::default(),
+        FileBar::new(bar, bar_size),
+        FileMemory::new(ram, ram_size, ram_size),
+    );
+    // the host publishes the firmware-ready registers at start
+    assert_eq!(g.r32(regs::GLPE_CPUSTATUS0), 0x80);
+    assert_eq!((g.r32(regs::GLPCI_LBARCTRL) >> 4) & 3, 2);
+    let (stop, handle) = shm::spawn(host, PollMode::Hybrid);
+
+    let (sq, ctx, qbuf) = (0x10_0000u64, 0x20_0000u64, 0x20_1000u64);
+    g.w64(ctx, 5 << 8); // SQSIZE 5 → 64 entries
+    g.w64(ctx + 8, sq);
+    g.w64(ctx + 32, 1 << 16); // HW_MAJVER 1
+    g.w32(regs::CQPTAIL, 0);
+    g.w32(regs::CQPDB, 0);
+    g.w32(regs::CCQPSTATUS, 0);
+    g.w32(regs::CCQPHIGH, 0);
+    g.w32(regs::CCQPLOW, ctx as u32);
+    g.wait(regs::CCQPSTATUS, 1);
+    // NOP, then QUERY_FPM_VAL into guest RAM
+    g.w64(sq + 24, (op::NOP as u64) << 32 | 1 << 63);
+    g.w32(regs::CQPDB, 1);
+    g.wait(regs::CQPTAIL, 1);
+    g.w64(sq + 64 + 32, qbuf);
+    g.w64(sq + 64 + 24, (op::QUERY_FPM_VAL as u64) << 32 | 1 << 63);
+    g.w32(regs::CQPDB, 2);
+    g.wait(regs::CQPTAIL, 2);
+    assert!(g.r64(qbuf + 8) >> 32 > 0, "QP object size written into guest RAM");
+
+    stop.store(true, std::sync::atomic::Ordering::Release);
+    let host = handle.join().unwrap();
+    assert_eq!(host.device.counters().cqp_ops, 2);
+    let _ = std::fs::remove_file(&bar_p);
+    let _ = std::fs::remove_file(&ram_p);
+}
+
+#[test]
+fn ram_file_offsets_fold_the_4g_hole() {
+    let p = std::env::temp_dir().join(format!("mock-ram-hole-{}", std::process::id()));
+    let f = shm::create_zeroed(&p, 0x3000).unwrap();
+    let m = FileMemory::new(f, 0x3000, 0x1000); // 4 KiB below 4 GiB, the rest above
+    m.write(0xFF8, &[1; 8]).unwrap();
+    assert!(m.write(0xFFC, &[1; 8]).is_err(), "crosses into the hole");
+    assert!(m.write(0x2000, &[1; 4]).is_err(), "in the hole");
+    m.write((1 << 32) + 0x10, &[7; 4]).unwrap();
+    let mut b = [0u8; 4];
+    let raw = OpenOptions::new().read(true).open(&p).unwrap();
+    raw.read_exact_at(&mut b, 0x1010).unwrap();
+    assert_eq!(b, [7; 4], "GPA 4 GiB + 0x10 → offset below_4g + 0x10");
+    assert!(m.read((1 << 32) + 0x1FFE, &mut b).is_err(), "past the end");
+    let _ = std::fs::remove_file(&p);
+}

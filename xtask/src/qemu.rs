@@ -1,0 +1,1120 @@
+//! `cargo xtask qemu`: build the unikernel image and run it in QEMU against
+//! the BAR file (and, later, the out-of-process device model).
+//!
+//! The host/guest contract (files, mailbox, exit codes, console lines, the
+//! model-process hook) is defined once, in `irdma_boot::contract`.
+//!
+//! Per run: recreate a BAR file and a RAM file under /dev/shm (unique names,
+//! removed afterwards: QEMU keeps stale contents otherwise), write the nonce
+//! and the host TSC rate into the mailbox, optionally start the model
+//! process pinned to CPU 0, start QEMU pinned to CPU 1 with a timeout,
+//! stream COM1, then check the exit status (33 only), the scenario lines and
+//! the BAR file, and print a summary table.
+
+use std::fs::{File, OpenOptions};
+use std::io::{BufRead, BufReader, Read};
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitCode, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use irdma_boot::contract as c;
+
+use crate::util::{cargo, root};
+
+const QEMU: &str = "qemu-system-x86_64";
+const IMAGE_TARGET: &str = "x86_64-unknown-none";
+/// qboot: boots faster, assigns no BARs (the image then assigns them).
+const QBOOT_ROM: &str = "/usr/share/qemu/qboot.rom";
+
+/// Which accelerator to use.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Accel {
+    /// TCG. The default: on this (nested) VM, KVM makes every port-I/O and
+    /// MMIO exit cost ~0.1 ms; the suite takes 5.7 s under KVM, 0.14 s here.
+    Tcg,
+    /// KVM (needs a read-write /dev/kvm).
+    Kvm,
+    /// KVM when /dev/kvm opens read-write, else TCG.
+    Auto,
+}
+
+/// Options of one run.
+#[derive(Clone, Debug)]
+pub struct Opts {
+    /// Accelerator.
+    pub accel: Accel,
+    /// Boot through qboot instead of SeaBIOS (exercises BAR assignment).
+    pub qboot: bool,
+    /// Kernel command line (`-append`); `fault`/`panic` test the failure exits.
+    pub append: Option<String>,
+    /// Kill QEMU after this long.
+    pub timeout: Duration,
+    /// Host device model process: program and arguments.
+    pub model: Option<(String, Vec<String>)>,
+    /// Echo every console line as it arrives.
+    pub echo: bool,
+    /// Image built with the `defmt` feature: capture COM2 and decode it.
+    pub defmt: bool,
+    /// Write the host TSC rate into the mailbox (else the guest uses the PIT).
+    pub host_tsc: bool,
+}
+
+impl Default for Opts {
+    fn default() -> Self {
+        Opts {
+            accel: Accel::Tcg,
+            qboot: false,
+            append: None,
+            timeout: Duration::from_secs(60),
+            model: None,
+            echo: true,
+            defmt: false,
+            host_tsc: true,
+        }
+    }
+}
+
+/// One line of the guest's COM1 report.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Line {
+    /// `PASS name (N us)`.
+    Pass { name: String, us: u64 },
+    /// `FAIL name: reason`.
+    Fail { name: String, reason: String },
+    /// `SKIP name: reason`.
+    Skip { name: String, reason: String },
+    /// `DONE passed=P failed=F skipped=S`.
+    Done { passed: u32, failed: u32, skipped: u32 },
+    /// Anything else (information).
+    Other,
+}
+
+/// Parses one console line (format in `irdma_boot::contract`).
+pub fn parse_line(line: &str) -> Line {
+    let line = line.trim_end_matches(['\r', '\n']);
+    if let Some(rest) = line.strip_prefix("PASS ") {
+        if let Some((name, t)) = rest.split_once(" (")
+            && let Some(us) = t.strip_suffix(" us)").and_then(|n| n.parse().ok())
+        {
+            return Line::Pass { name: name.to_string(), us };
+        }
+    } else if let Some(rest) = line.strip_prefix("FAIL ") {
+        let (name, reason) = rest.split_once(": ").unwrap_or((rest, ""));
+        return Line::Fail { name: name.to_string(), reason: reason.to_string() };
+    } else if let Some(rest) = line.strip_prefix("SKIP ") {
+        let (name, reason) = rest.split_once(": ").unwrap_or((rest, ""));
+        return Line::Skip { name: name.to_string(), reason: reason.to_string() };
+    } else if let Some(rest) = line.strip_prefix("DONE ") {
+        let mut v = [None; 3];
+        for (slot, key) in v.iter_mut().zip(["passed=", "failed=", "skipped="]) {
+            *slot = rest
+                .split(' ')
+                .find_map(|w| w.strip_prefix(key))
+                .and_then(|n| n.parse::<u32>().ok());
+        }
+        if let [Some(passed), Some(failed), Some(skipped)] = v {
+            return Line::Done { passed, failed, skipped };
+        }
+    }
+    Line::Other
+}
+
+/// What a run produced.
+#[derive(Debug, Default)]
+pub struct Outcome {
+    /// QEMU's exit status (None: killed by a signal or the timeout).
+    pub status: Option<i32>,
+    /// Whether the timeout killed QEMU.
+    pub timed_out: bool,
+    /// Every COM1 line.
+    pub console: Vec<String>,
+    /// QEMU's stderr.
+    pub stderr: String,
+    /// Wall time of QEMU alone.
+    pub wall: Duration,
+    /// Problems found in the BAR file after the run.
+    pub bar_problems: Vec<String>,
+    /// Problems with the model process.
+    pub model_problems: Vec<String>,
+    /// Decoded defmt frames (with `Opts::defmt`).
+    pub defmt: Option<DefmtLog>,
+}
+
+/// The decoded COM2 stream.
+#[derive(Debug, Default)]
+pub struct DefmtLog {
+    /// One line per frame: timestamp, level, message, location.
+    pub frames: Vec<String>,
+    /// Frames the decoder rejected (rzcobs resynchronises after them).
+    pub malformed: usize,
+    /// Bytes received on COM2.
+    pub bytes: usize,
+}
+
+/// Decodes defmt frames `bytes` with the table in `elf`.
+pub fn decode_defmt(elf: &[u8], bytes: &[u8]) -> Result<DefmtLog, String> {
+    use defmt_decoder::{DecodeError, Table};
+    let table = Table::parse(elf)
+        .map_err(|e| format!("defmt table: {e}"))?
+        .ok_or("the image has no defmt table (built without the defmt feature?)")?;
+    let locations = table.get_locations(elf).unwrap_or_default();
+    let mut log = DefmtLog { bytes: bytes.len(), ..DefmtLog::default() };
+    let mut decoder = table.new_stream_decoder();
+    decoder.received(bytes);
+    loop {
+        match decoder.decode() {
+            Ok(frame) => {
+                let at = locations
+                    .get(&frame.index())
+                    .map(|l| {
+                        let file = l.file.file_name().map(|f| f.to_string_lossy().into_owned());
+                        format!(" ({}:{})", file.unwrap_or_default(), l.line)
+                    })
+                    .unwrap_or_default();
+                log.frames.push(format!("{}{at}", frame.display(false)));
+            }
+            Err(DecodeError::UnexpectedEof) => break,
+            Err(DecodeError::Malformed) if table.encoding().can_recover() => log.malformed += 1,
+            Err(DecodeError::Malformed) => {
+                log.malformed += 1;
+                break;
+            }
+        }
+    }
+    Ok(log)
+}
+
+impl Outcome {
+    /// The parsed scenario lines.
+    pub fn lines(&self) -> Vec<Line> {
+        self.console.iter().map(|l| parse_line(l)).filter(|l| *l != Line::Other).collect()
+    }
+
+    /// Every reason this run is not a pass (empty = pass).
+    pub fn verdict(&self) -> Vec<String> {
+        let mut why = Vec::new();
+        if self.timed_out {
+            why.push("QEMU timed out and was killed".to_string());
+        }
+        match self.status {
+            Some(c::STATUS_PASS) => {}
+            Some(s) => {
+                why.push(format!("QEMU exited {s}, not {} ({})", c::STATUS_PASS, status_meaning(s)))
+            }
+            None => why.push("QEMU was killed by a signal".to_string()),
+        }
+        let lines = self.lines();
+        let passes = lines.iter().filter(|l| matches!(l, Line::Pass { .. })).count() as u32;
+        let fails = lines.iter().filter(|l| matches!(l, Line::Fail { .. })).count() as u32;
+        let skips = lines.iter().filter(|l| matches!(l, Line::Skip { .. })).count() as u32;
+        for l in &lines {
+            if let Line::Fail { name, reason } = l {
+                why.push(format!("scenario {name} failed: {reason}"));
+            }
+        }
+        match lines.iter().find_map(|l| match l {
+            Line::Done { passed, failed, skipped } => Some((*passed, *failed, *skipped)),
+            _ => None,
+        }) {
+            None => why.push("no DONE line: the guest stopped early".to_string()),
+            Some(t) if t != (passes, fails, skips) => why.push(format!(
+                "DONE says {t:?} but the console shows {passes} PASS, {fails} FAIL, {skips} SKIP"
+            )),
+            Some(_) => {}
+        }
+        if passes == 0 {
+            why.push("no scenario passed".to_string());
+        }
+        why.extend(self.bar_problems.iter().map(|p| format!("BAR file: {p}")));
+        why.extend(self.model_problems.iter().map(|p| format!("model: {p}")));
+        why
+    }
+}
+
+/// What an isa-debug-exit status means (see `irdma_boot::contract`).
+pub fn status_meaning(s: i32) -> &'static str {
+    match s {
+        0 => "triple fault or QEMU quit without isa-debug-exit",
+        s if s == c::qemu_status(c::EXIT_PASS) => "pass",
+        s if s == c::qemu_status(c::EXIT_FAIL) => "a scenario failed",
+        s if s == c::qemu_status(c::EXIT_EXCEPTION) => "CPU exception in the guest",
+        s if s == c::qemu_status(c::EXIT_PANIC) => "guest panic",
+        1 => "QEMU error (see its stderr)",
+        _ => "unknown",
+    }
+}
+
+/// The files of one run; removed on drop.
+struct Files {
+    bar: PathBuf,
+    ram: PathBuf,
+    /// COM2 capture (defmt frames).
+    com2: PathBuf,
+}
+
+static RUN: AtomicU32 = AtomicU32::new(0);
+
+impl Files {
+    fn create() -> Result<Files, String> {
+        let dir = Path::new("/dev/shm");
+        let dir = if dir.is_dir() { dir.to_path_buf() } else { std::env::temp_dir() };
+        remove_stale(&dir);
+        let stamp = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(0);
+        let base = format!(
+            "irdma-qemu-{}-{}-{stamp}",
+            std::process::id(),
+            RUN.fetch_add(1, Ordering::Relaxed)
+        );
+        let files = Files {
+            bar: dir.join(format!("{base}-bar")),
+            ram: dir.join(format!("{base}-ram")),
+            com2: dir.join(format!("{base}-com2")),
+        };
+        for (path, size) in [(&files.bar, c::BAR_FILE_SIZE), (&files.ram, c::RAM_FILE_SIZE)] {
+            let _ = std::fs::remove_file(path);
+            let f = OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create_new(true)
+                .open(path)
+                .map_err(|e| format!("cannot create {}: {e}", path.display()))?;
+            f.set_len(size).map_err(|e| format!("cannot size {}: {e}", path.display()))?;
+        }
+        Ok(files)
+    }
+
+    fn bar(&self) -> Result<File, String> {
+        OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&self.bar)
+            .map_err(|e| format!("cannot open {}: {e}", self.bar.display()))
+    }
+}
+
+impl Drop for Files {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.bar);
+        let _ = std::fs::remove_file(&self.ram);
+        let _ = std::fs::remove_file(&self.com2);
+    }
+}
+
+/// The xtask pid in one of our file names (`irdma-qemu-PID-…`).
+fn owner_pid(file_name: &str) -> Option<u32> {
+    file_name.strip_prefix("irdma-qemu-")?.split('-').next()?.parse().ok()
+}
+
+/// Removes run files whose xtask process is gone (killed before its `Drop`
+/// ran): up to 272 MiB of /dev/shm each.
+fn remove_stale(dir: &Path) {
+    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    for e in entries.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        if let Some(pid) = owner_pid(&name)
+            && pid != std::process::id()
+            && !Path::new(&format!("/proc/{pid}")).exists()
+        {
+            let _ = std::fs::remove_file(e.path());
+        }
+    }
+}
+
+fn read_u32(f: &File, off: usize) -> u32 {
+    let mut b = [0u8; 4];
+    f.read_exact_at(&mut b, off as u64).map(|()| u32::from_le_bytes(b)).unwrap_or(0)
+}
+
+fn read_u64(f: &File, off: usize) -> u64 {
+    let mut b = [0u8; 8];
+    f.read_exact_at(&mut b, off as u64).map(|()| u64::from_le_bytes(b)).unwrap_or(0)
+}
+
+fn write_u64(f: &File, off: usize, v: u64) -> Result<(), String> {
+    f.write_all_at(&v.to_le_bytes(), off as u64).map_err(|e| format!("BAR file write: {e}"))
+}
+
+/// Host TSC rate measured against the monotonic clock (0 off x86_64).
+fn host_tsc_hz() -> u64 {
+    #[cfg(target_arch = "x86_64")]
+    {
+        // SAFETY: RDTSC has no side effects.
+        let tsc = || unsafe { core::arch::x86_64::_rdtsc() };
+        let (t0, c0) = (Instant::now(), tsc());
+        std::thread::sleep(Duration::from_millis(20));
+        let (dt, dc) = (t0.elapsed(), tsc().wrapping_sub(c0));
+        (dc as f64 / dt.as_secs_f64()) as u64
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        0
+    }
+}
+
+fn nonce() -> u64 {
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0);
+    let n = c::pattern(t ^ ((std::process::id() as u64) << 32), RUN.load(Ordering::Relaxed) as u64);
+    n.max(1)
+}
+
+/// Checks the BAR file after a run in which `bar_rw` passed.
+fn check_bar_file(f: &File, nonce: u64) -> Vec<String> {
+    let mut p = Vec::new();
+    let magic = read_u32(f, c::MAILBOX + c::MB_GUEST_MAGIC);
+    if magic != c::GUEST_MAGIC {
+        p.push(format!("guest magic {magic:#x}, expected {:#x}", c::GUEST_MAGIC));
+    }
+    let echo = read_u64(f, c::MAILBOX + c::MB_ECHO);
+    if echo != c::echo(nonce) {
+        p.push(format!("echo {echo:#x}, expected {:#x}", c::echo(nonce)));
+    }
+    let bad = (0..c::SCRATCH_WORDS)
+        .filter(|&i| read_u64(f, c::MAILBOX + c::MB_SCRATCH + 8 * i) != c::pattern(nonce, i as u64))
+        .count();
+    if bad != 0 {
+        p.push(format!("{bad} of {} scratch words differ from the pattern", c::SCRATCH_WORDS));
+    }
+    p
+}
+
+fn which(cmd: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path).map(|d| d.join(cmd)).find(|p| p.is_file())
+}
+
+fn kvm_usable() -> bool {
+    OpenOptions::new().read(true).write(true).open("/dev/kvm").is_ok()
+}
+
+/// CPUs to pin (model, QEMU) to, if there are two and taskset exists.
+fn pinning() -> Option<(u32, u32)> {
+    let n = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+    (n >= 2 && which("taskset").is_some()).then_some((0, 1))
+}
+
+fn pinned(cpu: Option<u32>, program: &str) -> Command {
+    match cpu {
+        Some(cpu) => {
+            let mut c = Command::new("taskset");
+            c.arg("-c").arg(cpu.to_string()).arg(program);
+            c
+        }
+        None => Command::new(program),
+    }
+}
+
+/// The QEMU arguments for one run.
+pub fn qemu_args(
+    opts: &Opts,
+    image: &Path,
+    bar: &Path,
+    ram: &Path,
+    com2: &Path,
+    kvm: bool,
+) -> Vec<String> {
+    let mb = |b: u64| format!("{}M", b >> 20);
+    let mut a: Vec<String> = vec![
+        "-nodefaults".into(),
+        "-machine".into(),
+        "q35,memory-backend=ram".into(),
+        "-accel".into(),
+        if kvm { "kvm".into() } else { "tcg".into() },
+        "-m".into(),
+        mb(c::RAM_FILE_SIZE),
+        "-smp".into(),
+        "1".into(),
+        "-object".into(),
+        format!(
+            "memory-backend-file,id=ram,size={},mem-path={},share=on",
+            mb(c::RAM_FILE_SIZE),
+            ram.display()
+        ),
+        "-object".into(),
+        format!(
+            "memory-backend-file,id=bar,size={},mem-path={},share=on",
+            mb(c::BAR_FILE_SIZE),
+            bar.display()
+        ),
+        "-device".into(),
+        "ivshmem-plain,memdev=bar".into(),
+        "-display".into(),
+        "none".into(),
+        "-serial".into(),
+        "stdio".into(),
+        "-no-reboot".into(),
+        "-device".into(),
+        format!("isa-debug-exit,iobase={:#x},iosize=0x04", c::DEBUG_EXIT_PORT),
+        "-kernel".into(),
+        image.display().to_string(),
+    ];
+    if opts.defmt {
+        // The second -serial is COM2; the file backend is binary-clean.
+        a.extend(["-serial".into(), format!("file:{}", com2.display())]);
+    }
+    if opts.qboot {
+        a.extend(["-bios".into(), QBOOT_ROM.into()]);
+    }
+    if let Some(s) = &opts.append {
+        a.extend(["-append".into(), s.clone()]);
+    }
+    a
+}
+
+/// Where cargo puts the release image.
+pub fn image_path() -> PathBuf {
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root().join("target"));
+    target.join(IMAGE_TARGET).join("release").join("irdma-boot")
+}
+
+/// Builds the image (release), with the `defmt` feature if asked. defmt
+/// keeps only `error!` unless `DEFMT_LOG` is set: default it to `info`.
+pub fn build(defmt: bool) -> Result<PathBuf, String> {
+    if defmt {
+        let program = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let mut cmd = Command::new(program);
+        cmd.args(["build", "-p", "irdma-boot", "--release", "--target", IMAGE_TARGET])
+            .args(["--features", "defmt", "--quiet"])
+            .current_dir(root());
+        if std::env::var_os("DEFMT_LOG").is_none() {
+            cmd.env("DEFMT_LOG", "info");
+        }
+        let st = cmd.status().map_err(|e| format!("cannot run cargo: {e}"))?;
+        if !st.success() {
+            return Err(format!("building the defmt image failed ({st})"));
+        }
+    } else {
+        cargo(&["build", "-p", "irdma-boot", "--release", "--target", IMAGE_TARGET, "--quiet"])?;
+    }
+    let img = image_path();
+    if img.is_file() { Ok(img) } else { Err(format!("no image at {}", img.display())) }
+}
+
+/// Says exactly what to install when QEMU is missing.
+pub fn require_qemu() -> Result<PathBuf, String> {
+    which(QEMU).ok_or_else(|| {
+        format!(
+            "{QEMU} not found in PATH. Install QEMU's x86 system emulator: \
+             Debian/Ubuntu `apt-get install qemu-system-x86`, Fedora `dnf install qemu-system-x86-core`, \
+             Arch `pacman -S qemu-system-x86`, macOS `brew install qemu`"
+        )
+    })
+}
+
+fn spawn_model(
+    model: &(String, Vec<String>),
+    files: &Files,
+    cpu: Option<u32>,
+    bar: &File,
+) -> Result<Child, String> {
+    let (prog, args) = model;
+    let mut child = pinned(cpu, prog)
+        .args(args)
+        .env("IRDMA_BAR_FILE", &files.bar)
+        .env("IRDMA_BAR_SIZE", c::BAR_FILE_SIZE.to_string())
+        .env("IRDMA_RAM_FILE", &files.ram)
+        .env("IRDMA_RAM_SIZE", c::RAM_FILE_SIZE.to_string())
+        .env("IRDMA_MAILBOX", c::MAILBOX.to_string())
+        .stdin(Stdio::null())
+        .spawn()
+        .map_err(|e| format!("cannot start the model `{prog}`: {e}"))?;
+    // The model announces itself in the mailbox before the guest boots.
+    let t0 = Instant::now();
+    while read_u32(bar, c::MAILBOX + c::MB_HOST_MAGIC) != c::HOST_MAGIC {
+        if let Ok(Some(st)) = child.try_wait() {
+            return Err(format!("the model exited ({st}) before writing HOST_MAGIC"));
+        }
+        if t0.elapsed() > Duration::from_secs(10) {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err("the model did not write HOST_MAGIC within 10 s".into());
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    Ok(child)
+}
+
+fn stop_model(mut child: Child, bar: &File) -> Vec<String> {
+    if let Err(e) = bar.write_all_at(&1u32.to_le_bytes(), (c::MAILBOX + c::MB_SHUTDOWN) as u64) {
+        let _ = child.kill();
+        let _ = child.wait();
+        return vec![format!("cannot signal shutdown: {e}")];
+    }
+    let t0 = Instant::now();
+    loop {
+        match child.try_wait() {
+            Ok(Some(st)) if st.success() => return vec![],
+            Ok(Some(st)) => return vec![format!("exited with {st}")],
+            Ok(None) if t0.elapsed() > Duration::from_secs(5) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return vec!["did not exit within 5 s of MB_SHUTDOWN; killed".into()];
+            }
+            Ok(None) => std::thread::sleep(Duration::from_millis(2)),
+            Err(e) => return vec![format!("wait failed: {e}")],
+        }
+    }
+}
+
+/// Runs the image once (it must already be built).
+pub fn run_image(image: &Path, opts: &Opts) -> Result<Outcome, String> {
+    let qemu = require_qemu()?;
+    if opts.qboot && !Path::new(QBOOT_ROM).is_file() {
+        return Err(format!("{QBOOT_ROM} missing (Debian: it is in qemu-system-data)"));
+    }
+    let kvm = match opts.accel {
+        Accel::Tcg => false,
+        Accel::Kvm if kvm_usable() => true,
+        Accel::Kvm => return Err("--accel kvm: /dev/kvm cannot be opened read-write".into()),
+        Accel::Auto => kvm_usable(),
+    };
+    let files = Files::create()?;
+    let bar = files.bar()?;
+    let nonce = nonce();
+    write_u64(&bar, c::MAILBOX + c::MB_NONCE, nonce)?;
+    let tsc_hz = if opts.host_tsc { host_tsc_hz() } else { 0 };
+    write_u64(&bar, c::MAILBOX + c::MB_HOST_TSC_HZ, tsc_hz)?;
+    let pins = pinning();
+    let model = match &opts.model {
+        Some(m) => Some(spawn_model(m, &files, pins.map(|p| p.0), &bar)?),
+        None => None,
+    };
+
+    let args = qemu_args(opts, image, &files.bar, &files.ram, &files.com2, kvm);
+    let qemu_prog = qemu.display().to_string();
+    let t0 = Instant::now();
+    let mut child = match pinned(pins.map(|p| p.1), &qemu_prog)
+        .args(&args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+    {
+        Ok(c) => c,
+        Err(e) => {
+            if let Some(m) = model {
+                let _ = stop_model(m, &bar);
+            }
+            return Err(format!("cannot start {QEMU}: {e}"));
+        }
+    };
+    let console = Arc::new(Mutex::new(Vec::<String>::new()));
+    let out_thread = child.stdout.take().map(|out| {
+        let console = Arc::clone(&console);
+        let echo = opts.echo;
+        std::thread::spawn(move || {
+            for line in BufReader::new(out).lines() {
+                let Ok(line) = line else { break };
+                let line = line.trim_end_matches('\r').to_string();
+                if echo {
+                    println!("  guest| {line}");
+                }
+                if let Ok(mut c) = console.lock() {
+                    c.push(line);
+                }
+            }
+        })
+    });
+    let err_thread = child.stderr.take().map(|mut err| {
+        std::thread::spawn(move || {
+            let mut s = String::new();
+            let _ = err.read_to_string(&mut s);
+            s
+        })
+    });
+    let mut out = Outcome::default();
+    loop {
+        match child.try_wait() {
+            Ok(Some(st)) => {
+                out.status = st.code();
+                break;
+            }
+            Ok(None) if t0.elapsed() > opts.timeout => {
+                out.timed_out = true;
+                let _ = child.kill();
+                let _ = child.wait();
+                break;
+            }
+            Ok(None) => std::thread::sleep(Duration::from_millis(2)),
+            Err(e) => return Err(format!("waiting for QEMU: {e}")),
+        }
+    }
+    out.wall = t0.elapsed();
+    if let Some(t) = out_thread {
+        let _ = t.join();
+    }
+    if let Some(t) = err_thread {
+        out.stderr = t.join().unwrap_or_default();
+    }
+    out.console = console.lock().map(|c| c.clone()).unwrap_or_default();
+    if let Some(m) = model {
+        out.model_problems = stop_model(m, &bar);
+    }
+    // QEMU always provides the ivshmem BAR, so bar_rw must run and pass.
+    if out.lines().iter().any(|l| matches!(l, Line::Pass { name, .. } if name == "bar_rw")) {
+        out.bar_problems = check_bar_file(&bar, nonce);
+    } else if !out.console.is_empty() && opts.append.is_none() {
+        out.bar_problems.push("bar_rw did not pass, so the BAR file went unchecked".into());
+    }
+    if opts.defmt {
+        let elf = std::fs::read(image).map_err(|e| format!("{}: {e}", image.display()))?;
+        let frames = std::fs::read(&files.com2).unwrap_or_default();
+        let log = decode_defmt(&elf, &frames)?;
+        if opts.echo {
+            for f in &log.frames {
+                println!("  defmt| {f}");
+            }
+        }
+        out.defmt = Some(log);
+    }
+    Ok(out)
+}
+
+/// Prints the summary table of a run.
+pub fn print_summary(title: &str, o: &Outcome) {
+    println!(
+        "\n{title}: QEMU exit {:?} ({}) after {:.2} s",
+        o.status,
+        o.status.map(status_meaning).unwrap_or("killed"),
+        o.wall.as_secs_f64()
+    );
+    println!("  {:<24} {:<6} {:>10}  detail", "scenario", "result", "time");
+    // A scenario's own information line (`  name: …`) is its detail column.
+    let detail = |name: &str| {
+        let prefix = format!("  {name}: ");
+        o.console
+            .iter()
+            .find_map(|l| l.strip_prefix(prefix.as_str()))
+            .map(str::to_string)
+            .unwrap_or_default()
+    };
+    for l in o.lines() {
+        match l {
+            Line::Pass { name, us } => {
+                let row = format!("  {name:<24} {:<6} {:>7} us  {}", "PASS", us, detail(&name));
+                println!("{}", row.trim_end())
+            }
+            Line::Fail { name, reason } => {
+                println!("  {name:<24} {:<6} {:>10}  {reason}", "FAIL", "-")
+            }
+            Line::Skip { name, reason } => {
+                println!("  {name:<24} {:<6} {:>10}  {reason}", "SKIP", "-")
+            }
+            Line::Done { .. } | Line::Other => {}
+        }
+    }
+    if let Some(d) = &o.defmt {
+        println!(
+            "  defmt: {} frames decoded from {} bytes on COM2, {} malformed",
+            d.frames.len(),
+            d.bytes,
+            d.malformed
+        );
+    }
+    let why = o.verdict();
+    if why.is_empty() {
+        println!("  verdict: PASS (exit 33, every scenario passed, BAR file checked)");
+    } else {
+        for w in &why {
+            println!("  verdict: {w}");
+        }
+        if !o.stderr.trim().is_empty() {
+            println!("  qemu stderr:\n{}", o.stderr.trim_end());
+        }
+    }
+}
+
+fn parse_opts(args: &[String]) -> Result<Opts, String> {
+    let mut o = Opts::default();
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        let mut value = |name: &str| it.next().cloned().ok_or(format!("{name} needs a value"));
+        match a.as_str() {
+            "--accel" => {
+                o.accel = match value("--accel")?.as_str() {
+                    "tcg" => Accel::Tcg,
+                    "kvm" => Accel::Kvm,
+                    "auto" => Accel::Auto,
+                    other => return Err(format!("--accel {other}: expected tcg, kvm or auto")),
+                }
+            }
+            "--qboot" => o.qboot = true,
+            "--append" => o.append = Some(value("--append")?),
+            "--timeout" => {
+                let s = value("--timeout")?;
+                let secs: f64 = s.parse().map_err(|_| format!("--timeout {s}: not seconds"))?;
+                o.timeout = Duration::from_secs_f64(secs.max(0.1));
+            }
+            "--model" => o.model = Some((value("--model")?, Vec::new())),
+            "--model-arg" => {
+                let v = value("--model-arg")?;
+                match &mut o.model {
+                    Some((_, args)) => args.push(v),
+                    None => return Err("--model-arg before --model".into()),
+                }
+            }
+            "--quiet" => o.echo = false,
+            "--defmt" => o.defmt = true,
+            "--no-host-tsc" => o.host_tsc = false,
+            other => return Err(format!("unknown option {other}")),
+        }
+    }
+    Ok(o)
+}
+
+/// `cargo xtask qemu [OPTIONS]`.
+pub fn main(args: &[String]) -> ExitCode {
+    if args.iter().any(|a| a == "--help" || a == "-h") {
+        println!(
+            "usage: cargo xtask qemu [--accel tcg|kvm|auto] [--qboot] [--append CMDLINE] \
+             [--timeout SECS] [--model PROGRAM [--model-arg ARG]...] [--defmt] [--no-host-tsc]\n\
+             [--quiet]\n\n\
+             Builds the boot image, runs it in QEMU against a fresh BAR file, and exits 0 only if\n\
+             QEMU exited 33 and every scenario passed. `--append fault|panic` exercise the failure\n\
+             exits (253/255). `--defmt` builds the image with defmt frames on COM2 and decodes\n\
+             them (DEFMT_LOG defaults to info). `--no-host-tsc` withholds the host TSC rate so\n\
+             the guest calibrates with the PIT. The host/guest contract is documented in\n\
+             boot/src/contract.rs."
+        );
+        return ExitCode::SUCCESS;
+    }
+    let opts = match parse_opts(args) {
+        Ok(o) => o,
+        Err(e) => {
+            eprintln!("xtask qemu: {e} (see --help)");
+            return ExitCode::FAILURE;
+        }
+    };
+    match run_main(&opts) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("xtask qemu: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run_main(opts: &Opts) -> Result<(), String> {
+    require_qemu()?;
+    let t = Instant::now();
+    let image = build(opts.defmt)?;
+    println!("xtask qemu: image {} built in {:.1} s", image.display(), t.elapsed().as_secs_f64());
+    let o = run_image(&image, opts)?;
+    print_summary("qemu", &o);
+    let why = o.verdict();
+    if why.is_empty() { Ok(()) } else { Err(format!("{} problem(s)", why.len())) }
+}
+
+/// `cargo xtask qemu-null-model`: the smallest host model process that
+/// honours the contract (hook test, and a template for the real model): it
+/// announces [`c::HOST_MAGIC`], answers every doorbell in [`c::MB_PING`] with
+/// [`c::pong`] in [`c::MB_PONG`], and exits 0 once [`c::MB_SHUTDOWN`] is set.
+/// It reads the BAR file with `pread`, which sees QEMU's shared mapping (same
+/// page cache); the real model will `mmap` it instead.
+pub fn null_model() -> ExitCode {
+    let Some(path) = std::env::var_os("IRDMA_BAR_FILE") else {
+        eprintln!("qemu-null-model: IRDMA_BAR_FILE is not set (xtask qemu --model sets it)");
+        return ExitCode::FAILURE;
+    };
+    let mailbox = std::env::var("IRDMA_MAILBOX").ok().and_then(|m| m.parse().ok());
+    if mailbox != Some(c::MAILBOX) {
+        eprintln!("qemu-null-model: IRDMA_MAILBOX {mailbox:?} disagrees with the contract");
+        return ExitCode::FAILURE;
+    }
+    let bar = match OpenOptions::new().read(true).write(true).open(&path) {
+        Ok(f) => f,
+        Err(e) => {
+            eprintln!("qemu-null-model: {}: {e}", Path::new(&path).display());
+            return ExitCode::FAILURE;
+        }
+    };
+    let put = |off: usize, v: u32| bar.write_all_at(&v.to_le_bytes(), (c::MAILBOX + off) as u64);
+    if let Err(e) = put(c::MB_HOST_MAGIC, c::HOST_MAGIC) {
+        eprintln!("qemu-null-model: cannot write HOST_MAGIC: {e}");
+        return ExitCode::FAILURE;
+    }
+    let t0 = Instant::now();
+    let (mut last, mut served) = (0u32, 0u64);
+    // Bounded, so an orphaned model cannot spin forever.
+    while t0.elapsed() < Duration::from_secs(300) {
+        if read_u32(&bar, c::MAILBOX + c::MB_SHUTDOWN) != 0 {
+            println!("  model| null model: answered {served} doorbells");
+            return ExitCode::SUCCESS;
+        }
+        let ping = read_u32(&bar, c::MAILBOX + c::MB_PING);
+        if ping != last && ping != 0 {
+            if let Err(e) = put(c::MB_PONG, c::pong(ping)) {
+                eprintln!("qemu-null-model: cannot answer: {e}");
+                return ExitCode::FAILURE;
+            }
+            last = ping;
+            served += 1;
+        } else {
+            std::hint::spin_loop();
+        }
+    }
+    eprintln!("qemu-null-model: no shutdown within 300 s");
+    ExitCode::FAILURE
+}
+
+/// The `qemu` leg of `cargo xtask test`: the scenario run (SeaBIOS), the same
+/// under qboot (BAR assignment by the image), and the two failure exits.
+pub fn run_leg() -> Result<String, String> {
+    require_qemu()?;
+    let image = build(false)?;
+    let quiet = Opts { echo: false, timeout: Duration::from_secs(60), ..Opts::default() };
+    let mut problems = Vec::new();
+    let mut notes = Vec::new();
+    let exe = std::env::current_exe().map_err(|e| format!("cannot find xtask itself: {e}"))?;
+    let null_model = (exe.display().to_string(), vec!["qemu-null-model".to_string()]);
+    for (title, opts) in [
+        ("seabios", quiet.clone()),
+        ("qboot", Opts { qboot: true, ..quiet.clone() }),
+        ("null-model", Opts { model: Some(null_model), ..quiet.clone() }),
+        ("pit-clock", Opts { host_tsc: false, ..quiet.clone() }),
+    ] {
+        if title == "qboot" && !Path::new(QBOOT_ROM).is_file() {
+            notes.push(format!("qboot skipped ({QBOOT_ROM} missing)"));
+            continue;
+        }
+        let o = run_image(&image, &opts)?;
+        print_summary(title, &o);
+        let mut why = o.verdict();
+        let pinged =
+            o.lines().iter().any(|l| matches!(l, Line::Pass { name, .. } if name == "model_ping"));
+        if opts.model.is_some() && !pinged {
+            why.push("model_ping did not pass with a model process attached".into());
+        }
+        let source = if opts.host_tsc { "from the host" } else { "by the PIT" };
+        if !o.console.iter().any(|l| l.starts_with("  clock: ") && l.ends_with(source)) {
+            why.push(format!("the clock line does not say the rate came {source}"));
+        }
+        if why.is_empty() {
+            let n = o.lines().iter().filter(|l| matches!(l, Line::Pass { .. })).count();
+            notes.push(format!("{title} {n} passed in {:.2}s", o.wall.as_secs_f64()));
+        }
+        problems.extend(why.into_iter().map(|w| format!("{title}: {w}")));
+    }
+    for (word, code, marker) in [
+        ("fault", c::EXIT_EXCEPTION, "EXCEPTION vector=6"),
+        ("panic", c::EXIT_PANIC, "PANIC"),
+        ("fail", c::EXIT_FAIL, "FAIL injected: requested by the command line"),
+    ] {
+        let o = run_image(&image, &Opts { append: Some(word.into()), ..quiet.clone() })?;
+        let want = c::qemu_status(code);
+        // xtask's own verdict must reject each of these runs.
+        let rejected = !o.verdict().is_empty()
+            && (word != "fail"
+                || o.verdict().iter().any(|w| w.contains("scenario injected failed")));
+        if o.status != Some(want) || !o.console.iter().any(|l| l.starts_with(marker)) || !rejected {
+            problems.push(format!(
+                "`-append {word}` should exit {want} with a `{marker}` line; got {:?}, console {:?}",
+                o.status, o.console
+            ));
+        } else {
+            notes.push(format!("{word}→{want}"));
+        }
+    }
+    // Last, so the plain image is the one built for the runs above: the
+    // defmt variant, whose frames must mirror the console's scenario lines.
+    let image = build(true)?;
+    let o = run_image(&image, &Opts { defmt: true, ..quiet.clone() })?;
+    print_summary("defmt", &o);
+    let mut why = o.verdict();
+    match &o.defmt {
+        Some(d) => {
+            for l in o.lines() {
+                if let Line::Pass { name, .. } = l {
+                    let want = format!("scenario {name} passed");
+                    if !d.frames.iter().any(|f| f.contains(&want)) {
+                        why.push(format!("no defmt frame `{want}`"));
+                    }
+                }
+            }
+            if !d.frames.iter().any(|f| f.contains("done:")) {
+                why.push("no defmt `done:` frame".into());
+            }
+            if d.malformed != 0 {
+                why.push(format!("{} malformed defmt frames", d.malformed));
+            }
+            if why.is_empty() {
+                notes.push(format!("defmt {} frames", d.frames.len()));
+            }
+        }
+        None => why.push("no defmt capture".into()),
+    }
+    problems.extend(why.into_iter().map(|w| format!("defmt: {w}")));
+    if problems.is_empty() {
+        Ok(notes.join(", "))
+    } else {
+        for p in &problems {
+            println!("  {p}");
+        }
+        Err(format!("{} problem(s): {}", problems.len(), problems.join("; ")))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn outcome(status: i32, lines: &[&str]) -> Outcome {
+        Outcome {
+            status: Some(status),
+            console: lines.iter().map(|s| s.to_string()).collect(),
+            ..Outcome::default()
+        }
+    }
+
+    #[test]
+    fn parses_console_lines() {
+        assert_eq!(
+            parse_line("PASS bar_rw (1104 us)\r"),
+            Line::Pass { name: "bar_rw".into(), us: 1104 }
+        );
+        assert_eq!(
+            parse_line("FAIL dma_pool: leak: 3 live pages"),
+            Line::Fail { name: "dma_pool".into(), reason: "leak: 3 live pages".into() }
+        );
+        assert_eq!(
+            parse_line("SKIP bar_rw: real device"),
+            Line::Skip { name: "bar_rw".into(), reason: "real device".into() }
+        );
+        assert_eq!(
+            parse_line("DONE passed=4 failed=0 skipped=1"),
+            Line::Done { passed: 4, failed: 0, skipped: 1 }
+        );
+        assert_eq!(parse_line("PASS broken"), Line::Other);
+        assert_eq!(parse_line("  pci 00:01.0 1af4:1110"), Line::Other);
+        assert_eq!(parse_line("DONE passed=x failed=0 skipped=0"), Line::Other);
+    }
+
+    #[test]
+    fn verdict_needs_exit_33_done_and_consistent_counts() {
+        let good = ["PASS a (1 us)", "PASS b (2 us)", "DONE passed=2 failed=0 skipped=0"];
+        assert!(outcome(33, &good).verdict().is_empty());
+        // A triple fault exits 0: never a pass.
+        assert!(!outcome(0, &good).verdict().is_empty());
+        // Truncated output.
+        assert!(!outcome(33, &good[..2]).verdict().is_empty());
+        // DONE disagrees with the lines (a lost line).
+        assert!(
+            !outcome(33, &["PASS a (1 us)", "DONE passed=2 failed=0 skipped=0"])
+                .verdict()
+                .is_empty()
+        );
+        // A failure, even with exit 33.
+        let bad = ["PASS a (1 us)", "FAIL b: x", "DONE passed=1 failed=1 skipped=0"];
+        let v = outcome(33, &bad).verdict();
+        assert!(v.iter().any(|w| w.contains("scenario b failed: x")), "{v:?}");
+        // Nothing ran.
+        assert!(!outcome(33, &["DONE passed=0 failed=0 skipped=0"]).verdict().is_empty());
+        let mut o = outcome(33, &good);
+        o.bar_problems.push("magic".into());
+        assert!(!o.verdict().is_empty());
+    }
+
+    #[test]
+    fn qemu_command_line_follows_the_contract() {
+        let opts = Opts { qboot: true, append: Some("fault".into()), ..Opts::default() };
+        let (img, b, r, c2) =
+            (Path::new("/img"), Path::new("/b"), Path::new("/r"), Path::new("/c"));
+        let a = qemu_args(&opts, img, b, r, c2, false);
+        let s = a.join(" ");
+        assert!(s.contains("mem-path=/b,share=on") && s.contains("mem-path=/r,share=on"), "{s}");
+        assert!(s.contains("size=16M") && s.contains("-m 256M"), "{s}");
+        assert!(s.contains("isa-debug-exit,iobase=0xf4"), "{s}");
+        assert!(s.contains("-no-reboot") && s.contains("-accel tcg"), "{s}");
+        assert!(s.ends_with("-bios /usr/share/qemu/qboot.rom -append fault"), "{s}");
+        assert!(!s.contains("file:/c"), "COM2 only with --defmt: {s}");
+        let d = qemu_args(&Opts { defmt: true, ..opts }, img, b, r, c2, true).join(" ");
+        assert!(d.contains("-serial stdio") && d.contains("-serial file:/c"), "{d}");
+        assert!(d.contains("-accel kvm"), "{d}");
+        assert!(c::BAR_FILE_SIZE.is_power_of_two());
+    }
+
+    #[test]
+    fn bar_file_check_catches_a_wrong_word() {
+        let dir = std::env::temp_dir();
+        let path = dir.join(format!("irdma-xtask-test-{}", std::process::id()));
+        let f = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&path)
+            .unwrap();
+        f.set_len(c::BAR_FILE_SIZE).unwrap();
+        let nonce = 0x1234_5678_9abc_def0;
+        assert_eq!(check_bar_file(&f, nonce).len(), 3, "empty file: magic, echo and pattern");
+        f.write_all_at(&c::GUEST_MAGIC.to_le_bytes(), (c::MAILBOX + c::MB_GUEST_MAGIC) as u64)
+            .unwrap();
+        write_u64(&f, c::MAILBOX + c::MB_ECHO, c::echo(nonce)).unwrap();
+        for i in 0..c::SCRATCH_WORDS {
+            write_u64(&f, c::MAILBOX + c::MB_SCRATCH + 8 * i, c::pattern(nonce, i as u64)).unwrap();
+        }
+        assert_eq!(check_bar_file(&f, nonce), Vec::<String>::new());
+        write_u64(&f, c::MAILBOX + c::MB_SCRATCH + 8 * 100, 0).unwrap();
+        let p = check_bar_file(&f, nonce);
+        assert!(p.len() == 1 && p[0].starts_with("1 of 512"), "{p:?}");
+        assert_eq!(check_bar_file(&f, nonce ^ 1).len(), 2, "another run's nonce");
+        drop(f);
+        std::fs::remove_file(&path).unwrap();
+    }
+
+    #[test]
+    fn defmt_decoding_needs_a_defmt_table() {
+        // xtask itself carries no defmt table.
+        let me = std::fs::read(std::env::current_exe().unwrap()).unwrap();
+        let e = decode_defmt(&me, &[1, 2, 3]).unwrap_err();
+        assert!(e.contains("no defmt table"), "{e}");
+        assert!(decode_defmt(b"not an elf", &[]).is_err());
+    }
+
+    #[test]
+    fn stale_files_are_recognised_by_pid() {
+        assert_eq!(owner_pid("irdma-qemu-1234-0-99-bar"), Some(1234));
+        assert_eq!(owner_pid("irdma-qemu-x-0-bar"), None);
+        assert_eq!(owner_pid("other-1234"), None);
+        let dir = std::env::temp_dir().join(format!("irdma-stale-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        // pid 0 never names a live user process in /proc; our own pid does.
+        let dead = dir.join("irdma-qemu-0-1-2-bar");
+        let mine = dir.join(format!("irdma-qemu-{}-1-2-bar", std::process::id()));
+        let other = dir.join("unrelated");
+        for p in [&dead, &mine, &other] {
+            std::fs::write(p, b"x").unwrap();
+        }
+        remove_stale(&dir);
+        assert!(!dead.exists() && mine.exists() && other.exists());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn options() {
+        let o = parse_opts(&[
+            "--accel".into(),
+            "auto".into(),
+            "--model".into(),
+            "m".into(),
+            "--model-arg".into(),
+            "x".into(),
+        ])
+        .unwrap();
+        assert_eq!(o.accel, Accel::Auto);
+        assert_eq!(o.model, Some(("m".to_string(), vec!["x".to_string()])));
+        assert!(parse_opts(&["--model-arg".into(), "x".into()]).is_err());
+        assert!(parse_opts(&["--accel".into(), "hvf".into()]).is_err());
+        assert!(parse_opts(&["--bogus".into()]).is_err());
+    }
+}
