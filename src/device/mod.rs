@@ -866,6 +866,12 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
         self.fw_version
     }
 
+    /// FTN_FLAGS from QUERY_RDMA_FEATURES (bit 0 atomics allowed, bit 2
+    /// MANAGE_RSRC_VER2; spec §4.3.23).
+    pub fn feature_flags(&self) -> u64 {
+        self.features
+    }
+
     /// The queue-set handle of the work-scheduler leaf (QP contexts carry it).
     pub fn qs_handle(&self) -> u16 {
         self.ws.qs_handle
