@@ -411,6 +411,79 @@ fn inline_write_and_send_of_every_boundary_size() {
 }
 
 #[test]
+fn inline_with_immediate_data() {
+    with_pair(|a, b| {
+        // SAFETY: inline SGEs below address live FakeHal buffers (bus
+        // address == CPU address).
+        unsafe { a.qp.enable_inline() };
+        let src = a.region(1, 0);
+        let dst = b.region(1, 0);
+        let rb = b.region(1, 0);
+        let mut rng = Rng::new(4242);
+        let mut expect = dst.all();
+        for (i, len) in INLINE_SIZES.into_iter().enumerate() {
+            let data = rng.bytes(len);
+            src.put(0, &data);
+            let sg = [src.sge(0, len)];
+            let flags = SendFlags::SIGNALED | SendFlags::INLINE;
+            let imm = 0xa000_0000 | i as u32;
+            let rs = [rb.sge(0, 4096)];
+            b.qp.post_recv(&[
+                RecvWr { wr_id: 300 + 2 * i as u64, sg_list: &rs },
+                RecvWr { wr_id: 301 + 2 * i as u64, sg_list: &rs },
+            ])
+            .unwrap();
+            let off = 200 * i;
+            let op = WrOpcode::RdmaWriteImm {
+                remote_addr: dst.addr() + off as u64,
+                rkey: dst.key(),
+                imm,
+            };
+            let w = SendWr { wr_id: i as u64, opcode: op, flags, sg_list: &sg };
+            let s = SendWr {
+                wr_id: 100 + i as u64,
+                opcode: WrOpcode::SendImm { imm: !imm },
+                flags,
+                sg_list: &sg,
+            };
+            a.qp.post_send(&[w, s]).unwrap();
+            src.put(0, &vec![0u8; len]);
+            let wc = a.poll(2);
+            assert_eq!(wc.len(), 2, "{wc:?}");
+            assert_wc(&wc[0], i as u64, WcOpcode::RdmaWrite, len as u32);
+            assert_wc(&wc[1], 100 + i as u64, WcOpcode::Send, len as u32);
+            let r = b.poll(2);
+            assert_eq!(r.len(), 2, "{r:?}");
+            assert_eq!(
+                (r[0].wr_id, r[0].status, r[0].opcode, r[0].imm_data),
+                (300 + 2 * i as u64, WcStatus::Success, WcOpcode::RecvRdmaWithImm, Some(imm)),
+                "{r:?}"
+            );
+            assert_wc(&r[1], 301 + 2 * i as u64, WcOpcode::Recv, len as u32);
+            assert_eq!(r[1].imm_data, Some(!imm));
+            expect[off..off + len].copy_from_slice(&data);
+            same(&dst.all(), &expect, &format!("inline WRITE+IMM of {len}"));
+            assert_eq!(rb.bytes(0, len), data, "inline SEND+IMM of {len}");
+            a.nothing();
+            b.nothing();
+        }
+        let sg = [src.sge(0, 102)];
+        let op = WrOpcode::RdmaWriteImm { remote_addr: dst.addr(), rkey: dst.key(), imm: 1 };
+        let w = SendWr {
+            wr_id: 1,
+            opcode: op,
+            flags: SendFlags::SIGNALED | SendFlags::INLINE,
+            sg_list: &sg,
+        };
+        assert_eq!(
+            a.qp.post_send(&[w]),
+            Err(PostError { bad_wr: 0, kind: PostErrorKind::Sq(SqError::InlineTooLong) })
+        );
+        a.nothing();
+    });
+}
+
+#[test]
 fn inline_above_101_is_refused_at_create_and_without_enable() {
     let _g = lock();
     let (_ba, _bb, da, _db) = two_devices(Profile::SMALL);
@@ -527,4 +600,65 @@ fn thirteen_sges_for_send_write_and_read() {
         a.nothing();
         b.nothing();
     });
+}
+
+#[test]
+fn a_full_sq_refuses_at_bad_wr_and_takes_more_after_polling() {
+    let _g = lock();
+    let base = FakeHal::live_pages();
+    {
+        let (_ba, _bb, da, db) = two_devices(Profile::SMALL);
+        let cap = QpCap {
+            max_send_wr: 16,
+            max_recv_wr: 4,
+            max_send_sge: 1,
+            max_recv_sge: 1,
+            max_inline_data: 0,
+        };
+        let mut a = Side::new(&da, A, 1024, cap);
+        let mut b = Side::new(&db, B, 64, cap);
+        link(&mut a, &mut b);
+        let depth = a.qp.cap().max_send_wr as usize;
+        assert!(depth >= 16);
+        let src = a.region(1, 0);
+        let bytes: Vec<u8> = (0..=255u8).collect();
+        src.put(0, &bytes);
+        let dst = b.region(1, 0);
+        let mut expect = dst.all();
+        // 512 one-byte WRITEs at once: byte i to offset i (mod 4096).
+        let sges: Vec<[Sge; 1]> = (0..512).map(|i| [src.sge(i % 256, 1)]).collect();
+        let wrs: Vec<SendWr<'_>> = sges
+            .iter()
+            .enumerate()
+            .map(|(i, s)| signaled(i as u64, write_op(dst.addr() + i as u64, dst.key()), s))
+            .collect();
+        let err = a.qp.post_send(&wrs).unwrap_err();
+        assert_eq!(err.kind, PostErrorKind::Sq(SqError::Full), "{err:?}");
+        let n = err.bad_wr;
+        assert!(n >= depth && n < 512, "refused at {n} (depth {depth})");
+        // Exactly the first n executed, in order, each completing once.
+        let wc = a.poll(n + 1);
+        assert_eq!(wc.len(), n);
+        assert!(
+            wc.iter()
+                .enumerate()
+                .all(|(i, w)| w.wr_id == i as u64 && w.status == WcStatus::Success)
+        );
+        for (i, e) in expect.iter_mut().enumerate().take(n) {
+            *e = (i % 256) as u8;
+        }
+        same(&dst.all(), &expect, "the first n WRITEs, nothing after");
+        // The SQ took the rest after the poll retired the first ones.
+        let rest = &wrs[n..(2 * n).min(512)];
+        a.qp.post_send(rest).unwrap();
+        let wc = a.poll(rest.len());
+        assert_eq!(wc.len(), rest.len());
+        assert_eq!(wc[0].wr_id, n as u64);
+        for (i, e) in expect.iter_mut().enumerate().take(n + rest.len()).skip(n) {
+            *e = (i % 256) as u8;
+        }
+        same(&dst.all(), &expect, "the rest, after polling");
+        a.nothing();
+    }
+    assert_eq!(FakeHal::live_pages(), base);
 }
