@@ -662,3 +662,64 @@ fn a_full_sq_refuses_at_bad_wr_and_takes_more_after_polling() {
     }
     assert_eq!(FakeHal::live_pages(), base);
 }
+
+#[test]
+fn zero_length_and_thirteen_sge_operations_with_immediate() {
+    with_pair(|a, b| {
+        let src = a.region(8, 77);
+        let dst = b.region(8, 0);
+        let rb = b.region(4, 0);
+        let before = dst.all();
+        let rs = [rb.sge(0, 16384)];
+        let recvs: Vec<RecvWr<'_>> =
+            (0..4).map(|i| RecvWr { wr_id: 700 + i, sg_list: &rs }).collect();
+        b.qp.post_recv(&recvs).unwrap();
+        // Zero-byte WRITE+IMM (a notification) and zero-byte SEND(+IMM).
+        let op = WrOpcode::RdmaWriteImm { remote_addr: dst.addr(), rkey: dst.key(), imm: 5 };
+        a.qp.post_send(&[
+            signaled(1, op, &[]),
+            signaled(2, WrOpcode::Send, &[]),
+            signaled(3, WrOpcode::SendImm { imm: 6 }, &[]),
+        ])
+        .unwrap();
+        let wc = a.poll(3);
+        assert_eq!(wc.len(), 3, "{wc:?}");
+        assert_wc(&wc[0], 1, WcOpcode::RdmaWrite, 0);
+        assert_wc(&wc[1], 2, WcOpcode::Send, 0);
+        assert_wc(&wc[2], 3, WcOpcode::Send, 0);
+        let r = b.poll(3);
+        assert_eq!(r.len(), 3, "{r:?}");
+        assert_eq!(
+            (r[0].wr_id, r[0].opcode, r[0].imm_data),
+            (700, WcOpcode::RecvRdmaWithImm, Some(5))
+        );
+        assert_wc(&r[1], 701, WcOpcode::Recv, 0);
+        assert_eq!(r[1].imm_data, None);
+        assert_wc(&r[2], 702, WcOpcode::Recv, 0);
+        assert_eq!(r[2].imm_data, Some(6));
+        same(&dst.all(), &before, "a zero-byte WRITE writes nothing");
+
+        // 13 SGEs plus the immediate (14 fragments) for WRITE and SEND.
+        b.qp.post_recv(&[RecvWr { wr_id: 704, sg_list: &rs }]).unwrap();
+        let mut rng = Rng::new(13);
+        let g = pieces(&src, 13, &mut rng);
+        let data = gathered(&src, &g);
+        let op = WrOpcode::RdmaWriteImm { remote_addr: dst.addr() + 9, rkey: dst.key(), imm: 7 };
+        a.qp.post_send(&[signaled(4, op, &g), signaled(5, WrOpcode::SendImm { imm: 8 }, &g)])
+            .unwrap();
+        let wc = a.poll(2);
+        assert_eq!(wc.len(), 2, "{wc:?}");
+        assert_wc(&wc[0], 4, WcOpcode::RdmaWrite, data.len() as u32);
+        assert_wc(&wc[1], 5, WcOpcode::Send, data.len() as u32);
+        let r = b.poll(2);
+        assert_eq!(r.len(), 2, "{r:?}");
+        assert_eq!(
+            (r[0].wr_id, r[0].opcode, r[0].imm_data),
+            (703, WcOpcode::RecvRdmaWithImm, Some(7))
+        );
+        assert_eq!(dst.bytes(9, data.len()), data, "13-SGE WRITE+IMM");
+        assert_wc(&r[1], 704, WcOpcode::Recv, data.len() as u32);
+        assert_eq!(r[1].imm_data, Some(8));
+        assert_eq!(rb.bytes(0, data.len()), data, "13-SGE SEND+IMM");
+    });
+}

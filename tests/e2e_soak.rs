@@ -238,11 +238,8 @@ fn soak(total_ops: u64, deferred: bool) {
                     1..=6 => rng.range(1, 4096),
                     _ => rng.range(1, MAX_MSG as u64),
                 } as usize;
-                let max_n = match kind {
-                    // One fragment slot goes to the immediate.
-                    Kind::WriteImm | Kind::SendImm => 12,
-                    _ => 13,
-                };
+                // Up to 13 SGEs (plus the immediate: 14 fragments).
+                let max_n = 13;
                 let n = (rng.range(1, max_n) as usize).min(len);
                 let sg = sges(&mut rng, local.addr(), local.key(), local_ref.len(), n, len);
                 let id = next_id;
