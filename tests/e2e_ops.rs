@@ -723,3 +723,87 @@ fn zero_length_and_thirteen_sge_operations_with_immediate() {
         assert_eq!(rb.bytes(0, data.len()), data, "13-SGE SEND+IMM");
     });
 }
+
+#[test]
+fn eight_qp_pairs_share_one_cq_per_device() {
+    let _g = lock();
+    let base = FakeHal::live_pages();
+    {
+        let (_ba, _bb, da, db) = two_devices(Profile::SMALL);
+        let (pa, pb) = (da.alloc_pd().unwrap(), db.alloc_pd().unwrap());
+        let (mut ca, mut cb) = (da.create_cq(256).unwrap(), db.create_cq(256).unwrap());
+        let mut qa: Vec<TQp<'_>> = (0..8).map(|_| create_qp(&da, &pa, &ca, 8)).collect();
+        let mut qb: Vec<TQp<'_>> = (0..8).map(|_| create_qp(&db, &pb, &cb, 8)).collect();
+        for (x, y) in qa.iter_mut().zip(qb.iter_mut()) {
+            let (nx, ny) = (x.qp_num(), y.qp_num());
+            connect(x, A, B, ny).unwrap();
+            connect(y, B, A, nx).unwrap();
+        }
+        let src = buf(8);
+        let smr = reg(&da, &pa, src.paddr(), 8 * 4096, &pages_of(&src), false);
+        let mut rng = Rng::new(8);
+        let data = rng.bytes(8 * 4096);
+        assert!(src.write_bytes(0, &data));
+        let dst = buf(8);
+        let dmr = reg(&db, &pb, dst.paddr(), 8 * 4096, &pages_of(&dst), false);
+        // Pair i: a SEND of 100 + i bytes into receive 100 + i on B, and a
+        // WRITE of page i into page i of B's buffer.
+        let ssg: Vec<[Sge; 1]> = (0..8)
+            .map(|i| {
+                [Sge { addr: src.paddr() + i as u64 * 4096, length: 100 + i, lkey: smr.lkey() }]
+            })
+            .collect();
+        let wsg: Vec<[Sge; 1]> = (0..8)
+            .map(|i| [Sge { addr: src.paddr() + i as u64 * 4096, length: 4096, lkey: smr.lkey() }])
+            .collect();
+        let rsg: Vec<[Sge; 1]> = (0..8)
+            .map(|i| {
+                [Sge { addr: dst.paddr() + i as u64 * 4096 + 2048, length: 1024, lkey: dmr.lkey() }]
+            })
+            .collect();
+        for i in 0..8 {
+            qb[i].post_recv(&[RecvWr { wr_id: 100 + i as u64, sg_list: &rsg[i] }]).unwrap();
+        }
+        for i in (0..8).rev() {
+            let w = signaled(
+                10 * i as u64,
+                write_op(dst.paddr() + i as u64 * 4096, dmr.rkey()),
+                &wsg[i],
+            );
+            let s = signaled(10 * i as u64 + 1, WrOpcode::Send, &ssg[i]);
+            qa[i].post_send(&[w, s]).unwrap();
+        }
+        let mut refs: Vec<&mut TQp<'_>> = qa.iter_mut().collect();
+        let wa = poll_n(&mut ca, &mut refs, 16);
+        let mut refs: Vec<&mut TQp<'_>> = qb.iter_mut().collect();
+        let wb = poll_n(&mut cb, &mut refs, 8);
+        assert_eq!((wa.len(), wb.len()), (16, 8), "{wa:?} {wb:?}");
+        for c in &wa {
+            let i = (c.wr_id / 10) as usize;
+            assert_eq!(c.qp_num, qa[i].qp_num(), "{c:?}");
+            assert_eq!(c.status, WcStatus::Success);
+            let op = if c.wr_id % 10 == 0 { WcOpcode::RdmaWrite } else { WcOpcode::Send };
+            assert_eq!(c.opcode, op);
+        }
+        let mut ids: Vec<u64> = wa.iter().map(|c| c.wr_id).collect();
+        ids.sort();
+        assert_eq!(ids, (0..8).flat_map(|i| [10 * i, 10 * i + 1]).collect::<Vec<_>>());
+        for c in &wb {
+            let i = (c.wr_id - 100) as usize;
+            assert_eq!(
+                (c.qp_num, c.status, c.opcode, c.byte_len),
+                (qb[i].qp_num(), WcStatus::Success, WcOpcode::Recv, 100 + i as u32),
+                "{c:?}"
+            );
+        }
+        // Page i of B = page i of A except the receive's bytes at 2048.
+        for i in 0..8 {
+            let page = &data[i * 4096..(i + 1) * 4096];
+            let mut want = page.to_vec();
+            want[2048..2048 + 100 + i].copy_from_slice(&page[..100 + i]);
+            same(&read(&dst, i * 4096, 4096), &want, &format!("pair {i}"));
+        }
+        drop((smr, dmr, qa, qb));
+    }
+    assert_eq!(FakeHal::live_pages(), base);
+}
