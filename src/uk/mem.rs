@@ -9,7 +9,42 @@
 use core::marker::PhantomData;
 use core::ptr::NonNull;
 
+use irdma_hal::barrier::dma_wmb;
 use irdma_hal::{Dma, Hal};
+
+/// Qword-addressed ring memory the one WQE encoder writes into: real queue
+/// memory ([`QueueMem`]) or, in the loom model, memory whose accesses loom
+/// can see.
+pub trait Words {
+    /// Length in qwords.
+    fn qwords(&self) -> usize;
+    /// Loads qword `i` (0 out of range).
+    fn read(&self, i: usize) -> u64;
+    /// Stores qword `i` (dropped out of range).
+    fn write(&self, i: usize, v: u64);
+    /// Stores the qword carrying an entry's valid bit: every store before it
+    /// becomes visible to the device first (`dma_wmb`, spec data-path §1.8).
+    #[inline(always)]
+    fn publish(&self, i: usize, v: u64) {
+        dma_wmb();
+        self.write(i, v);
+    }
+}
+
+impl Words for QueueMem<'_> {
+    #[inline(always)]
+    fn qwords(&self) -> usize {
+        QueueMem::qwords(self)
+    }
+    #[inline(always)]
+    fn read(&self, i: usize) -> u64 {
+        QueueMem::read(self, i)
+    }
+    #[inline(always)]
+    fn write(&self, i: usize, v: u64) {
+        QueueMem::write(self, i, v)
+    }
+}
 
 /// A borrowed region of queue memory, counted in 64-bit qwords.
 ///

@@ -5,11 +5,11 @@
 //! multi-producer path and the conformance runner all go through
 //! [`encode_body`] / [`Sq::post`].
 
-use irdma_hal::barrier::{dma_wmb, wmb};
+use irdma_hal::barrier::wmb;
 use irdma_hal::wqe::{QUANTUM_QWORDS, SQ_CHUNK_QUANTA, fastreg, frag, inline, op, send16, sq_hdr};
 use irdma_hal::{Bar, regs};
 
-use super::mem::QueueMem;
+use super::mem::{QueueMem, Words};
 use super::sizing::{
     MAX_FRAGS, MAX_WQ_QUANTA, SQ_FREE_RESERVE, fragcnt_to_quanta_sq, inline_data_size_to_quanta,
 };
@@ -212,16 +212,16 @@ const fn frag_qword(k: usize) -> usize {
 }
 
 /// A WQE's quanta in the ring: qword writes confined to them.
-pub struct Slot<'m, 'a> {
-    mem: &'m QueueMem<'a>,
+pub struct Slot<'m, M: ?Sized> {
+    mem: &'m M,
     base: usize,
     len: usize,
 }
 
-impl<'m, 'a> Slot<'m, 'a> {
+impl<'m, M: Words + ?Sized> Slot<'m, M> {
     /// The `quanta` quanta starting at quantum `idx` of `mem`.
     #[inline(always)]
-    pub fn new(mem: &'m QueueMem<'a>, idx: u32, quanta: u32) -> Self {
+    pub fn new(mem: &'m M, idx: u32, quanta: u32) -> Self {
         Slot { mem, base: idx as usize * QUANTUM_QWORDS, len: quanta as usize * QUANTUM_QWORDS }
     }
 
@@ -238,10 +238,18 @@ impl<'m, 'a> Slot<'m, 'a> {
     pub fn get(&self, i: usize) -> u64 {
         if i < self.len { self.mem.read(self.base + i) } else { 0 }
     }
+
+    /// Stores the header qword `i` after a `dma_wmb` (valid bit last).
+    #[inline(always)]
+    pub fn publish(&self, i: usize, v: u64) {
+        if i < self.len {
+            self.mem.publish(self.base + i, v);
+        }
+    }
 }
 
 #[inline(always)]
-fn put_frag(slot: &Slot<'_, '_>, k: usize, sge: Option<&Sge>, valid: bool) {
+fn put_frag<M: Words + ?Sized>(slot: &Slot<'_, M>, k: usize, sge: Option<&Sge>, valid: bool) {
     // spec data-path §1.4 (uk.c: irdma_set_fragment): address, then
     // STAG | LEN | VALID; a null fragment carries only the valid bit.
     let q = frag_qword(k);
@@ -256,7 +264,12 @@ fn put_frag(slot: &Slot<'_, '_>, k: usize, sge: Option<&Sge>, valid: bool) {
 /// Writes immediate data (if any) and the SGEs with GEN_2 padding; returns
 /// ADDFRAGCNT (spec data-path §1.5).
 #[inline(always)]
-fn put_sges(slot: &Slot<'_, '_>, sges: &[Sge], imm: Option<u32>, valid: bool) -> u64 {
+fn put_sges<M: Words + ?Sized>(
+    slot: &Slot<'_, M>,
+    sges: &[Sge],
+    imm: Option<u32>,
+    valid: bool,
+) -> u64 {
     let mut k = 0;
     if let Some(imm) = imm {
         // Immediate takes slot 0: qword +0, +8 not written.
@@ -314,7 +327,7 @@ unsafe fn gather_inline(sges: &[Sge], total: usize) -> InlineBuf {
 /// Writes an inline payload (spec data-path §1.7; uk.c: irdma_copy_inline_data):
 /// bytes 0..7 at WQE bytes 8..15, then 31 bytes per further quantum whose
 /// byte 31 is the valid byte.
-fn put_inline(slot: &Slot<'_, '_>, data: &[u8], quanta: u32, valid: bool) {
+fn put_inline<M: Words + ?Sized>(slot: &Slot<'_, M>, data: &[u8], quanta: u32, valid: bool) {
     let mut w = [0u8; 8];
     let first = data.len().min(inline::FIRST_QUANTUM_BYTES);
     if let (Some(d), Some(s)) = (w.get_mut(..first), data.get(..first)) {
@@ -411,8 +424,15 @@ pub fn size_post(p: &SqPost<'_>, lim: &SqLimits) -> Result<WqeSize, SqError> {
 /// Writes every qword of a validated WQE except the header and returns the
 /// header, to be stored after [`dma_wmb`] (spec data-path §1.6–1.8).
 ///
-/// `quanta` must be the value [`size_post`] returned for `p`.
-pub fn encode_body(p: &SqPost<'_>, slot: &Slot<'_, '_>, valid: bool, quanta: u32) -> u64 {
+/// `p` must have passed [`size_post`] with the SQ's limits (that is what
+/// makes an inline post's CPU addresses trusted), and `quanta` must be the
+/// value it returned.
+pub(crate) fn encode_body<M: Words + ?Sized>(
+    p: &SqPost<'_>,
+    slot: &Slot<'_, M>,
+    valid: bool,
+    quanta: u32,
+) -> u64 {
     let common = sq_hdr::READFENCE.prep(p.read_fence as u64)
         | sq_hdr::LOCALFENCE.prep(p.local_fence as u64)
         | sq_hdr::SIGCOMPL.prep(p.signaled as u64)
@@ -529,7 +549,13 @@ pub const fn mr_rights(a: Access) -> u64 {
     r
 }
 
-fn inline_body(p: &SqPost<'_>, sges: &[Sge], slot: &Slot<'_, '_>, quanta: u32, valid: bool) -> u64 {
+fn inline_body<M: Words + ?Sized>(
+    p: &SqPost<'_>,
+    sges: &[Sge],
+    slot: &Slot<'_, M>,
+    quanta: u32,
+    valid: bool,
+) -> u64 {
     if let Some(imm) = p.imm {
         slot.put(0, imm.into());
     }
@@ -545,12 +571,11 @@ fn inline_body(p: &SqPost<'_>, sges: &[Sge], slot: &Slot<'_, '_>, quanta: u32, v
 
 /// Writes a one-quantum NOP pad (uk.c: irdma_nop_1): body zero, header last.
 #[inline(always)]
-pub fn write_nop_pad(slot: &Slot<'_, '_>, valid: bool) {
+pub fn write_nop_pad<M: Words + ?Sized>(slot: &Slot<'_, M>, valid: bool) {
     slot.put(0, 0);
     slot.put(1, 0);
     slot.put(2, 0);
-    dma_wmb();
-    slot.put(3, sq_hdr::OPCODE.prep(op::NOP.into()) | sq_hdr::VALID.prep(valid as u64));
+    slot.publish(3, sq_hdr::OPCODE.prep(op::NOP.into()) | sq_hdr::VALID.prep(valid as u64));
 }
 
 /// The single-owner send queue.
@@ -697,8 +722,7 @@ impl<'a> Sq<'a> {
         let valid = self.valid_at(pos);
         let slot = Slot::new(&self.mem, idx, sz.quanta);
         let hdr = encode_body(p, &slot, valid, sz.quanta);
-        dma_wmb();
-        slot.put(3, hdr);
+        slot.publish(3, hdr);
         self.head = pos.wrapping_add(sz.quanta);
         Ok(Posted { wqe_idx: idx, quanta: sz.quanta, pad, valid })
     }

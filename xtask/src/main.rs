@@ -2,9 +2,11 @@
 //!
 //! * `test` — every leg of the suite, one line each, then `N passed, M failed`;
 //! * `conformance FILE…` — check the driver against vendor-generated vectors;
+//! * `bench` — instructions per data-path operation under callgrind;
 //!
 //! Run `cargo xtask help` for the list.
 
+mod bench;
 mod conformance;
 mod util;
 
@@ -25,6 +27,7 @@ fn main() -> ExitCode {
     match cmd {
         "test" => test(rest),
         "conformance" => conformance::main(rest),
+        "bench" => bench::main(),
         "setup" => match util::ensure_toolchain(&BARE_TARGETS) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
@@ -40,6 +43,7 @@ fn main() -> ExitCode {
                  test --list          list the legs\n  \
                  test LEG…            run only the named legs\n  \
                  conformance FILE…    check the driver against a conformance vector file\n  \
+                 bench                instructions per data-path operation (callgrind)\n  \
                  setup                install the rustup targets and components the suite needs"
             );
             if cmd == "help" { ExitCode::SUCCESS } else { ExitCode::FAILURE }
@@ -88,6 +92,7 @@ fn legs() -> Vec<Leg> {
     }));
     v.push(leg("model-independence", util::check_model_independence));
     v.push(leg("test", || cargo(&["test", "--workspace", "--quiet"])));
+    v.push(leg("loom", util::loom));
     for (name, file) in conformance::SUITE {
         v.push(leg(name, move || conformance::run_leg(file)));
     }
