@@ -76,45 +76,54 @@ fn main() {
             let mut cq = Cq::new(view(&mut cqm), view(&mut sh), CQ_SLOTS, 7).expect("cq");
             let mut wc = [WC0; 1];
             let mut hw = 0u64; // hardware's CQE producer position
-            for i in 0..n {
-                match case {
-                    "post_write" => {
+            let mut device_cqe = |cq: &Cq<'_>, idx: u32| {
+                // The "device" writes one SQ CQE for the WQE at `idx`.
+                let slot = (hw % u64::from(CQ_SLOTS)) as usize * 4;
+                let valid = (hw / u64::from(CQ_SLOTS)).is_multiple_of(2);
+                let m = cq.mem();
+                m.write(slot + 1, CTX);
+                m.write(slot + 2, cqe::QPID.prep(0x2a));
+                m.write(
+                    slot + 3,
+                    cqe::VALID.prep(valid as u64) | cqe::SQ.prep(1) | cqe::WQEIDX.prep(idx.into()),
+                );
+                hw += 1;
+                slot
+            };
+            let one = irdma::uk::qp::sq_post_from_wr(&wr, QpKind::Rc);
+            match case {
+                "post_write" => {
+                    for _ in 0..n {
                         let _ = black_box(qp.post_send(&bar, black_box(&batch[..1])));
                         qp.sq.consume_all();
                     }
-                    "post_write_batch32" => {
-                        if i % 32 == 0 {
-                            let _ = black_box(qp.post_send(&bar, black_box(&batch[..])));
-                            qp.sq.consume_all();
-                        }
+                }
+                "post_write_batch32" => {
+                    for _ in 0..n / 32 {
+                        let _ = black_box(qp.post_send(&bar, black_box(&batch[..])));
+                        qp.sq.consume_all();
                     }
-                    "poll_cqe" | "poll_cqe_base" => {
-                        let _ = qp.sq.post(&irdma::uk::qp::sq_post_from_wr(&wr, QpKind::Rc));
-                        let idx = (qp.sq.head().wrapping_sub(1)) & (SQ_QUANTA - 1);
-                        // The "device" writes one SQ CQE.
-                        let slot = (hw % u64::from(CQ_SLOTS)) as usize * 4;
-                        let valid = (hw / u64::from(CQ_SLOTS)).is_multiple_of(2);
-                        let m = cq.mem();
-                        m.write(slot + 1, CTX);
-                        m.write(slot + 2, cqe::QPID.prep(0x2a));
-                        m.write(
-                            slot + 3,
-                            cqe::VALID.prep(valid as u64)
-                                | cqe::SQ.prep(1)
-                                | cqe::WQEIDX.prep(idx.into()),
-                        );
-                        hw += 1;
-                        if case == "poll_cqe" {
-                            let got = poll_cq(&mut cq, &mut qp, black_box(&mut wc[..]));
-                            assert_eq!(got, 1);
-                        } else {
-                            qp.sq.consume_all();
-                            // Keep the CQ in step without polling it.
-                            cq.mem().write(slot + 3, 0);
-                            black_box(&wc);
-                        }
+                }
+                "poll_cqe" => {
+                    for _ in 0..n {
+                        let p = qp.sq.post(black_box(&one)).map(|p| p.wqe_idx).unwrap_or(0);
+                        device_cqe(&cq, p);
+                        let got = poll_cq(&mut cq, &mut qp, black_box(&mut wc[..]));
+                        assert_eq!(got, 1);
                     }
-                    _ => {
+                }
+                "poll_cqe_base" => {
+                    for _ in 0..n {
+                        let p = qp.sq.post(black_box(&one)).map(|p| p.wqe_idx).unwrap_or(0);
+                        let slot = device_cqe(&cq, p);
+                        // Keep the rings in step without polling.
+                        qp.sq.consume_all();
+                        cq.mem().write(slot + 3, 0);
+                        black_box(&wc);
+                    }
+                }
+                _ => {
+                    for _ in 0..n {
                         let got = poll_cq(&mut cq, &mut qp, black_box(&mut wc[..]));
                         assert_eq!(black_box(got), 0);
                     }
@@ -126,17 +135,23 @@ fn main() {
             let mtrk: Vec<MpTrk> = (0..SQ_QUANTA).map(|_| MpTrk::new()).collect();
             let mp = MpSq::new(view(&mut sqm), &mtrk[..], SQ_QUANTA, 13, 101, 0x2a).expect("mp");
             let mut last = 0u32;
-            for i in 0..n {
-                if case == "mp_post_write" {
-                    let _ = black_box(mp.post_send(&bar, QpKind::Rc, black_box(&batch[..1])));
-                } else if i % 32 == 0 {
-                    let _ = black_box(mp.post_send(&bar, QpKind::Rc, black_box(&batch[..])));
-                }
+            let mut retire = |mp: &MpSq<QueueMem<'_>, &[MpTrk]>| {
                 // Retire what was posted (the completer's job).
                 let head = mp.published();
                 if head != last {
                     let _ = mp.complete_at(head.wrapping_sub(1) & (SQ_QUANTA - 1));
                     last = head;
+                }
+            };
+            if case == "mp_post_write" {
+                for _ in 0..n {
+                    let _ = black_box(mp.post_send(&bar, QpKind::Rc, black_box(&batch[..1])));
+                    retire(&mp);
+                }
+            } else {
+                for _ in 0..n / 32 {
+                    let _ = black_box(mp.post_send(&bar, QpKind::Rc, black_box(&batch[..])));
+                    retire(&mp);
                 }
             }
         }

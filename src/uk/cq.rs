@@ -221,6 +221,7 @@ impl<'a> Cq<'a> {
     }
 
     /// Whether a new CQE is waiting at the head.
+    #[inline(always)]
     pub fn has_cqe(&self) -> bool {
         let q3 = self.mem.read(self.head as usize * QUANTUM_QWORDS + 3);
         cqe::VALID.is_set(q3) == self.polarity

@@ -12,26 +12,97 @@ use core::ptr::NonNull;
 use irdma_hal::barrier::dma_wmb;
 use irdma_hal::{Dma, Hal};
 
+/// The quanta of one WQE in a ring: qword stores confined to them.
+pub trait WqeSlot {
+    /// Stores qword `i` of the WQE (dropped outside it).
+    fn put(&self, i: usize, v: u64);
+    /// Stores the qword carrying the WQE's valid bit: every store before it
+    /// becomes visible to the device first (`dma_wmb`, spec data-path §1.8).
+    fn publish(&self, i: usize, v: u64);
+}
+
 /// Qword-addressed ring memory the one WQE encoder writes into: real queue
 /// memory ([`QueueMem`]) or, in the loom model, memory whose accesses loom
 /// can see.
 pub trait Words {
+    /// A WQE's window into this memory.
+    type Slot<'m>: WqeSlot
+    where
+        Self: 'm;
     /// Length in qwords.
     fn qwords(&self) -> usize;
     /// Loads qword `i` (0 out of range).
     fn read(&self, i: usize) -> u64;
     /// Stores qword `i` (dropped out of range).
     fn write(&self, i: usize, v: u64);
-    /// Stores the qword carrying an entry's valid bit: every store before it
-    /// becomes visible to the device first (`dma_wmb`, spec data-path §1.8).
+    /// Stores the qword carrying an entry's valid bit, after `dma_wmb`.
     #[inline(always)]
     fn publish(&self, i: usize, v: u64) {
         dma_wmb();
         self.write(i, v);
     }
+    /// The `len` qwords from qword `base` (an empty window if they are not
+    /// all inside the memory).
+    fn slot(&self, base: usize, len: usize) -> Self::Slot<'_>;
+}
+
+/// A window of [`QueueMem`], bounds-checked once when it is made.
+pub struct RawSlot<'m> {
+    ptr: *mut u64,
+    len: usize,
+    _mem: PhantomData<&'m [u64]>,
+}
+
+impl WqeSlot for RawSlot<'_> {
+    #[inline(always)]
+    fn put(&self, i: usize, v: u64) {
+        if i < self.len {
+            // SAFETY: `i < len` and `slot` checked `base + len <= qwords`,
+            // so the store is inside the region promised by `from_raw`.
+            unsafe { self.ptr.add(i).write_volatile(v.to_le()) }
+        }
+    }
+    #[inline(always)]
+    fn publish(&self, i: usize, v: u64) {
+        dma_wmb();
+        self.put(i, v);
+    }
+}
+
+/// A window of any [`Words`] memory, checked on every store.
+pub struct CheckedSlot<'m, M: ?Sized> {
+    mem: &'m M,
+    base: usize,
+    len: usize,
+}
+
+impl<'m, M: Words + ?Sized> CheckedSlot<'m, M> {
+    /// The `len` qwords from `base` of `mem`.
+    pub fn new(mem: &'m M, base: usize, len: usize) -> Self {
+        CheckedSlot { mem, base, len }
+    }
+}
+
+impl<M: Words + ?Sized> WqeSlot for CheckedSlot<'_, M> {
+    #[inline(always)]
+    fn put(&self, i: usize, v: u64) {
+        if i < self.len {
+            self.mem.write(self.base + i, v);
+        }
+    }
+    #[inline(always)]
+    fn publish(&self, i: usize, v: u64) {
+        if i < self.len {
+            self.mem.publish(self.base + i, v);
+        }
+    }
 }
 
 impl Words for QueueMem<'_> {
+    type Slot<'m>
+        = RawSlot<'m>
+    where
+        Self: 'm;
     #[inline(always)]
     fn qwords(&self) -> usize {
         QueueMem::qwords(self)
@@ -43,6 +114,18 @@ impl Words for QueueMem<'_> {
     #[inline(always)]
     fn write(&self, i: usize, v: u64) {
         QueueMem::write(self, i, v)
+    }
+    #[inline(always)]
+    fn slot(&self, base: usize, len: usize) -> RawSlot<'_> {
+        let ok = base.checked_add(len).is_some_and(|e| e <= self.qwords);
+        let base = if ok { base } else { 0 };
+        RawSlot {
+            // SAFETY: `base <= qwords` (checked, or 0), so the pointer stays
+            // inside or one past the region.
+            ptr: unsafe { self.base.as_ptr().add(base) },
+            len: if ok { len } else { 0 },
+            _mem: PhantomData,
+        }
     }
 }
 

@@ -25,7 +25,7 @@ pub mod sq;
 mod sync;
 
 pub use cq::{CompStatus, Cq, CqPollInfo, PollError, QueueType};
-pub use mem::{QueueMem, Words};
+pub use mem::{QueueMem, Words, WqeSlot};
 pub use mp::{MpSq, MpTrk};
 pub use qp::{
     PostRecvError, PostSendError, QpKind, QpLookup, QpUk, poll_cq, req_notify_cq,

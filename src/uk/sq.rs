@@ -9,10 +9,8 @@ use irdma_hal::barrier::wmb;
 use irdma_hal::wqe::{QUANTUM_QWORDS, SQ_CHUNK_QUANTA, fastreg, frag, inline, op, send16, sq_hdr};
 use irdma_hal::{Bar, regs};
 
-use super::mem::{QueueMem, Words};
-use super::sizing::{
-    MAX_FRAGS, MAX_WQ_QUANTA, SQ_FREE_RESERVE, fragcnt_to_quanta_sq, inline_data_size_to_quanta,
-};
+use super::mem::{QueueMem, Words, WqeSlot};
+use super::sizing::{MAX_FRAGS, MAX_WQ_QUANTA, SQ_FREE_RESERVE, inline_data_size_to_quanta};
 use crate::wr::{Access, PageSize, RegMrWr, Sge};
 
 /// One `sq_wrtrk` entry, kept for the quantum where a WQE starts
@@ -211,45 +209,14 @@ const fn frag_qword(k: usize) -> usize {
     if k == 0 { 0 } else { 2 * k + 2 }
 }
 
-/// A WQE's quanta in the ring: qword writes confined to them.
-pub struct Slot<'m, M: ?Sized> {
-    mem: &'m M,
-    base: usize,
-    len: usize,
-}
-
-impl<'m, M: Words + ?Sized> Slot<'m, M> {
-    /// The `quanta` quanta starting at quantum `idx` of `mem`.
-    #[inline(always)]
-    pub fn new(mem: &'m M, idx: u32, quanta: u32) -> Self {
-        Slot { mem, base: idx as usize * QUANTUM_QWORDS, len: quanta as usize * QUANTUM_QWORDS }
-    }
-
-    /// Stores qword `i` of the WQE (dropped outside the WQE).
-    #[inline(always)]
-    pub fn put(&self, i: usize, v: u64) {
-        if i < self.len {
-            self.mem.write(self.base + i, v);
-        }
-    }
-
-    /// Reads qword `i` of the WQE (0 outside it).
-    #[inline(always)]
-    pub fn get(&self, i: usize) -> u64 {
-        if i < self.len { self.mem.read(self.base + i) } else { 0 }
-    }
-
-    /// Stores the header qword `i` after a `dma_wmb` (valid bit last).
-    #[inline(always)]
-    pub fn publish(&self, i: usize, v: u64) {
-        if i < self.len {
-            self.mem.publish(self.base + i, v);
-        }
-    }
+/// The window of the WQE (`quanta` quanta) at quantum `idx` of `mem`.
+#[inline(always)]
+pub fn wqe_slot<M: Words + ?Sized>(mem: &M, idx: u32, quanta: u32) -> M::Slot<'_> {
+    mem.slot(idx as usize * QUANTUM_QWORDS, quanta as usize * QUANTUM_QWORDS)
 }
 
 #[inline(always)]
-fn put_frag<M: Words + ?Sized>(slot: &Slot<'_, M>, k: usize, sge: Option<&Sge>, valid: bool) {
+fn put_frag<S: WqeSlot>(slot: &S, k: usize, sge: Option<&Sge>, valid: bool) {
     // spec data-path §1.4 (uk.c: irdma_set_fragment): address, then
     // STAG | LEN | VALID; a null fragment carries only the valid bit.
     let q = frag_qword(k);
@@ -264,12 +231,7 @@ fn put_frag<M: Words + ?Sized>(slot: &Slot<'_, M>, k: usize, sge: Option<&Sge>, 
 /// Writes immediate data (if any) and the SGEs with GEN_2 padding; returns
 /// ADDFRAGCNT (spec data-path §1.5).
 #[inline(always)]
-fn put_sges<M: Words + ?Sized>(
-    slot: &Slot<'_, M>,
-    sges: &[Sge],
-    imm: Option<u32>,
-    valid: bool,
-) -> u64 {
+fn put_sges<S: WqeSlot>(slot: &S, sges: &[Sge], imm: Option<u32>, valid: bool) -> u64 {
     let mut k = 0;
     if let Some(imm) = imm {
         // Immediate takes slot 0: qword +0, +8 not written.
@@ -289,10 +251,6 @@ fn put_sges<M: Words + ?Sized>(
         add += 1;
     }
     add
-}
-
-fn sum_len(sges: &[Sge]) -> u32 {
-    sges.iter().fold(0u32, |a, s| a.wrapping_add(s.length))
 }
 
 /// Inline payload gathered from the SGEs (at most 101 bytes on GEN_2).
@@ -327,7 +285,7 @@ unsafe fn gather_inline(sges: &[Sge], total: usize) -> InlineBuf {
 /// Writes an inline payload (spec data-path §1.7; uk.c: irdma_copy_inline_data):
 /// bytes 0..7 at WQE bytes 8..15, then 31 bytes per further quantum whose
 /// byte 31 is the valid byte.
-fn put_inline<M: Words + ?Sized>(slot: &Slot<'_, M>, data: &[u8], quanta: u32, valid: bool) {
+fn put_inline<S: WqeSlot>(slot: &S, data: &[u8], quanta: u32, valid: bool) {
     let mut w = [0u8; 8];
     let first = data.len().min(inline::FIRST_QUANTUM_BYTES);
     if let (Some(d), Some(s)) = (w.get_mut(..first), data.get(..first)) {
@@ -365,59 +323,60 @@ pub struct SqLimits {
 }
 
 /// Validates a post and sizes it (spec data-path §1.2, §6.1 errors).
+#[inline(always)]
 pub fn size_post(p: &SqPost<'_>, lim: &SqLimits) -> Result<WqeSize, SqError> {
     let imm = p.imm.is_some() as u32;
-    let sg = |sges: &[Sge], imm_ok: bool| -> Result<WqeSize, SqError> {
-        if !imm_ok && imm != 0 {
-            return Err(SqError::ImmNotAllowed);
-        }
-        let n = u32::try_from(sges.len()).map_err(|_| SqError::TooManySges)?;
-        if n > lim.max_frags {
-            return Err(SqError::TooManySges);
-        }
-        let quanta = fragcnt_to_quanta_sq(n + imm).ok_or(SqError::TooManySges)?;
-        Ok(WqeSize { quanta, wr_len: sum_len(sges) })
+    let (sges, inline) = match p.op {
+        SqOp::Write { sges, inline, .. } | SqOp::Send { sges, inline, .. } => (sges, inline),
+        SqOp::Read { sges, .. } if imm == 0 => (sges, false),
+        _ => return size_other(p, imm),
     };
-    let inl = |sges: &[Sge]| -> Result<WqeSize, SqError> {
-        if !lim.inline_enabled {
-            return Err(SqError::InlineNotEnabled);
+    // `max_frags` ≤ 13 (checked when the SQ was made), so SGEs + immediate
+    // ≤ 14 fragments always fit the quanta table (≤ 8 quanta).
+    if sges.len() > lim.max_frags as usize {
+        return Err(SqError::TooManySges);
+    }
+    let mut len = 0u32;
+    if !inline {
+        for s in sges {
+            len = len.wrapping_add(s.length);
         }
-        if sges.len() > lim.max_frags as usize {
-            return Err(SqError::TooManySges);
-        }
-        let total = sges.iter().try_fold(0u32, |a, s| a.checked_add(s.length));
-        match total {
-            Some(t) if t <= lim.max_inline => {
-                Ok(WqeSize { quanta: inline_data_size_to_quanta(t), wr_len: t })
-            }
-            _ => Err(SqError::InlineTooLong),
-        }
-    };
+        return Ok(WqeSize { quanta: (sges.len() as u32 + imm) / 2 + 1, wr_len: len });
+    }
+    if !lim.inline_enabled {
+        return Err(SqError::InlineNotEnabled);
+    }
+    for s in sges {
+        len = match len.checked_add(s.length) {
+            Some(l) if l <= lim.max_inline => l,
+            _ => return Err(SqError::InlineTooLong),
+        };
+    }
+    Ok(WqeSize { quanta: inline_data_size_to_quanta(len), wr_len: len })
+}
+
+/// [`size_post`] for the operations without SGEs (and refused ones).
+#[cold]
+fn size_other(p: &SqPost<'_>, imm: u32) -> Result<WqeSize, SqError> {
     match p.op {
-        SqOp::Write { sges, inline: false, .. } => sg(sges, true),
-        SqOp::Write { sges, inline: true, .. } => inl(sges),
-        SqOp::Send { sges, inline: false, .. } => sg(sges, true),
-        SqOp::Send { sges, inline: true, .. } => inl(sges),
-        SqOp::Read { sges, .. } => sg(sges, false),
-        SqOp::LocalInv { .. } | SqOp::Nop => {
-            if imm != 0 {
-                return Err(SqError::ImmNotAllowed);
-            }
-            Ok(WqeSize { quanta: 1, wr_len: 0 })
+        SqOp::Read { .. } => Err(SqError::ImmNotAllowed),
+        SqOp::LocalInv { .. } | SqOp::Nop | SqOp::FastReg(_) if imm != 0 => {
+            Err(SqError::ImmNotAllowed)
         }
         SqOp::FastReg(r) => {
-            if imm != 0 {
-                return Err(SqError::ImmNotAllowed);
-            }
-            if !fastreg::STAGLEN.fits(r.length) || r.access.contains(Access::REMOTE_ATOMIC) {
-                return Err(SqError::InvalidField);
-            }
-            if r.access.contains(Access::MW_BIND) || r.pbl_level > 2 {
+            if !fastreg::STAGLEN.fits(r.length)
+                || r.access.contains(Access::REMOTE_ATOMIC)
+                || r.access.contains(Access::MW_BIND)
+                || r.pbl_level > 2
+            {
                 return Err(SqError::InvalidField);
             }
             Ok(WqeSize { quanta: 1, wr_len: 0 })
         }
-        SqOp::Atomic | SqOp::BindMw => Err(SqError::Unsupported),
+        SqOp::LocalInv { .. } | SqOp::Nop => Ok(WqeSize { quanta: 1, wr_len: 0 }),
+        SqOp::Write { .. } | SqOp::Send { .. } | SqOp::Atomic | SqOp::BindMw => {
+            Err(SqError::Unsupported)
+        }
     }
 }
 
@@ -427,12 +386,7 @@ pub fn size_post(p: &SqPost<'_>, lim: &SqLimits) -> Result<WqeSize, SqError> {
 /// `p` must have passed [`size_post`] with the SQ's limits (that is what
 /// makes an inline post's CPU addresses trusted), and `quanta` must be the
 /// value it returned.
-pub(crate) fn encode_body<M: Words + ?Sized>(
-    p: &SqPost<'_>,
-    slot: &Slot<'_, M>,
-    valid: bool,
-    quanta: u32,
-) -> u64 {
+pub(crate) fn encode_body<S: WqeSlot>(p: &SqPost<'_>, slot: &S, valid: bool, quanta: u32) -> u64 {
     let common = sq_hdr::READFENCE.prep(p.read_fence as u64)
         | sq_hdr::LOCALFENCE.prep(p.local_fence as u64)
         | sq_hdr::SIGCOMPL.prep(p.signaled as u64)
@@ -549,10 +503,10 @@ pub const fn mr_rights(a: Access) -> u64 {
     r
 }
 
-fn inline_body<M: Words + ?Sized>(
+fn inline_body<S: WqeSlot>(
     p: &SqPost<'_>,
     sges: &[Sge],
-    slot: &Slot<'_, M>,
+    slot: &S,
     quanta: u32,
     valid: bool,
 ) -> u64 {
@@ -571,7 +525,7 @@ fn inline_body<M: Words + ?Sized>(
 
 /// Writes a one-quantum NOP pad (uk.c: irdma_nop_1): body zero, header last.
 #[inline(always)]
-pub fn write_nop_pad<M: Words + ?Sized>(slot: &Slot<'_, M>, valid: bool) {
+pub fn write_nop_pad<S: WqeSlot>(slot: &S, valid: bool) {
     slot.put(0, 0);
     slot.put(1, 0);
     slot.put(2, 0);
@@ -720,7 +674,7 @@ impl<'a> Sq<'a> {
             };
         }
         let valid = self.valid_at(pos);
-        let slot = Slot::new(&self.mem, idx, sz.quanta);
+        let slot = wqe_slot(&self.mem, idx, sz.quanta);
         let hdr = encode_body(p, &slot, valid, sz.quanta);
         slot.publish(3, hdr);
         self.head = pos.wrapping_add(sz.quanta);
@@ -745,7 +699,7 @@ impl<'a> Sq<'a> {
             if let Some(t) = self.trk.get_mut(pi as usize) {
                 *t = SqWrTrk { wr_id: 0, wr_len: 0, quanta: 1, signaled: false };
             }
-            write_nop_pad(&Slot::new(&self.mem, pi, 1), self.valid_at(pos));
+            write_nop_pad(&wqe_slot(&self.mem, pi, 1), self.valid_at(pos));
         }
         Ok((self.head.wrapping_add(pad), pad))
     }

@@ -45,8 +45,8 @@ fn bench_binary() -> Result<PathBuf, String> {
 fn instructions(exe: &PathBuf, case: &str, n: u64) -> Result<u64, String> {
     let file = std::env::temp_dir().join(format!("irdma-cg-{case}-{n}-{}.out", std::process::id()));
     let out = Command::new("valgrind")
-        .args(["--tool=callgrind", "--callgrind-out-file"])
-        .arg(&file)
+        .arg("--tool=callgrind")
+        .arg(format!("--callgrind-out-file={}", file.display()))
         .arg(exe)
         .args([case, &n.to_string()])
         .output()
