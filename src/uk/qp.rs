@@ -83,6 +83,13 @@ pub struct PostRecvError {
 /// Maps a verbs send WR to the uk post (spec data-path §6.1; verbs.c:
 /// irdma_post_send): SIGNALED → signaled, FENCE → read fence (and, for
 /// REG_MR, local fence too), LOCAL_INV forces the local fence.
+///
+/// Limits of the verbs-level `SendWr`: it carries no UD address (AH index,
+/// Q_Key, destination QPN), so UD sends built from it have those fields 0 —
+/// UD callers use the uk-level [`SqOp::Send`] directly; `RdmaReadInv`'s
+/// `inv_key` is not encoded (the kernel does not pass it either: the device
+/// invalidates the STag of the read's local SGE, spec data-path §10.12);
+/// INLINE is honoured for WRITE and SEND only.
 #[inline(always)]
 pub fn sq_post_from_wr<'s>(wr: &SendWr<'s>, kind: QpKind) -> SqPost<'s> {
     let f = wr.flags;

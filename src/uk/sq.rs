@@ -368,6 +368,7 @@ fn size_other(p: &SqPost<'_>, imm: u32) -> Result<WqeSize, SqError> {
                 || r.access.contains(Access::REMOTE_ATOMIC)
                 || r.access.contains(Access::MW_BIND)
                 || r.pbl_level > 2
+                || r.first_pble_index >= 1 << 28
             {
                 return Err(SqError::InvalidField);
             }
@@ -959,5 +960,11 @@ mod tests {
         assert!(sq_hdr::VABASEDTO.is_set(h));
         let bad = RegMrWr { length: 1 << 41, ..reg };
         assert_eq!(sq.post(&SqPost::new(1, SqOp::FastReg(bad))), Err(SqError::InvalidField));
+        // The first PBLE index has 28 bits (16 low + 12 high).
+        let bad = RegMrWr { first_pble_index: 1 << 28, ..reg };
+        assert_eq!(sq.post(&SqPost::new(1, SqOp::FastReg(bad))), Err(SqError::InvalidField));
+        let mut imm = SqPost::new(1, SqOp::FastReg(reg));
+        imm.imm = Some(1);
+        assert_eq!(sq.post(&imm), Err(SqError::ImmNotAllowed));
     }
 }
