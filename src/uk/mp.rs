@@ -1,12 +1,12 @@
 //! The shared multi-producer SQ: any number of cores post to one SQ through
-//! `&self`, without a lock, on the same encoder as the single-owner [`Sq`].
+//! `&self`, without a lock, on the same encoder as the single-owner [`Sq`](super::sq::Sq).
 //!
 //! Protocol (one post):
 //!
 //! 1. **reserve** — validate and size the WQE ([`size_post`]), then claim
 //!    `pad + quanta` quanta by a CAS on the free-running `head`, checking free
 //!    space against the consumer's `tail` (NOP pads keep the 8-quanta chunk
-//!    rule exactly as in [`Sq::post`]);
+//!    rule exactly as in [`Sq::post`](super::sq::Sq::post));
 //! 2. **fill** — write the tracking entry, the NOP pad bodies and the WQE
 //!    body into the reserved quanta (no valid bit yet: invisible to the device);
 //! 3. **publish in reservation order** — wait until `published` reaches the
@@ -87,7 +87,7 @@ pub struct MpSq<M: Words, T: AsRef<[MpTrk]>> {
 }
 
 impl<M: Words, T: AsRef<[MpTrk]>> MpSq<M, T> {
-    /// A shared SQ of `size` quanta over `mem` (same rules as [`Sq::new`]).
+    /// A shared SQ of `size` quanta over `mem` (same rules as [`Sq::new`](super::sq::Sq::new)).
     pub fn new(
         mem: M,
         trk: T,
@@ -127,7 +127,7 @@ impl<M: Words, T: AsRef<[MpTrk]>> MpSq<M, T> {
     ///
     /// # Safety
     ///
-    /// As [`Sq::enable_inline`]: every inline SGE address posted from now on
+    /// As [`Sq::enable_inline`](super::sq::Sq::enable_inline): every inline SGE address posted from now on
     /// is a CPU address readable for its length during the post.
     pub unsafe fn enable_inline(&mut self) {
         self.lim.inline_enabled = true;

@@ -3,7 +3,7 @@
 //!
 //! The encoder here is the only one in the driver: the verbs `post_send`, the
 //! multi-producer path and the conformance runner all go through
-//! [`encode_body`] / [`Sq::post`].
+//! `encode_body` / [`Sq::post`].
 
 use irdma_hal::barrier::wmb;
 use irdma_hal::wqe::{QUANTUM_QWORDS, SQ_CHUNK_QUANTA, fastreg, frag, inline, op, send16, sq_hdr};
