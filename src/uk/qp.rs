@@ -109,18 +109,21 @@ pub fn sq_post_from_wr<'s>(wr: &SendWr<'s>, kind: QpKind) -> SqPost<'s> {
     };
     let mut imm = None;
     let mut local_fence = f.contains(SendFlags::LOCAL_FENCE);
+    // UD QPs cannot be written to or read from (qp caps: RoCE UD =
+    // SEND_WITH_IMM only): those become a refused operation.
+    let rc = kind != QpKind::Ud;
     let op = match wr.opcode {
-        WrOpcode::RdmaWrite { remote_addr, rkey } => {
+        WrOpcode::RdmaWrite { remote_addr, rkey } if rc => {
             SqOp::Write { remote_addr, rkey, solicited: sol, sges, inline }
         }
-        WrOpcode::RdmaWriteImm { remote_addr, rkey, imm: i } => {
+        WrOpcode::RdmaWriteImm { remote_addr, rkey, imm: i } if rc => {
             imm = Some(i);
             SqOp::Write { remote_addr, rkey, solicited: sol, sges, inline }
         }
-        WrOpcode::RdmaRead { remote_addr, rkey } => {
+        WrOpcode::RdmaRead { remote_addr, rkey } if rc => {
             SqOp::Read { remote_addr, rkey, local_inv: false, sges }
         }
-        WrOpcode::RdmaReadInv { remote_addr, rkey, .. } => {
+        WrOpcode::RdmaReadInv { remote_addr, rkey, .. } if rc => {
             SqOp::Read { remote_addr, rkey, local_inv: true, sges }
         }
         WrOpcode::Send => send(SendKind { solicited: sol, invalidate: false }, 0),
@@ -140,12 +143,11 @@ pub fn sq_post_from_wr<'s>(wr: &SendWr<'s>, kind: QpKind) -> SqPost<'s> {
             SqOp::FastReg(r)
         }
         WrOpcode::AtomicCmpSwap | WrOpcode::AtomicFetchAdd => SqOp::Atomic,
-        WrOpcode::BindMw => SqOp::BindMw,
-    };
-    // UD QPs cannot be written to (qp caps: RoCE UD = SEND_WITH_IMM only).
-    let op = match (kind, op) {
-        (QpKind::Ud, SqOp::Write { .. } | SqOp::Read { .. }) => SqOp::BindMw,
-        (_, o) => o,
+        WrOpcode::RdmaWrite { .. }
+        | WrOpcode::RdmaWriteImm { .. }
+        | WrOpcode::RdmaRead { .. }
+        | WrOpcode::RdmaReadInv { .. }
+        | WrOpcode::BindMw => SqOp::BindMw,
     };
     SqPost {
         wr_id: wr.wr_id,
