@@ -220,6 +220,26 @@ mod tests {
     use super::*;
 
     #[test]
+    fn views_of_dma_memory() {
+        use irdma_hal::BufferDirection;
+        use irdma_testkit::FakeHal;
+        let dma = Dma::<FakeHal>::with_bytes(64 * 32 + 64, BufferDirection::Both).unwrap();
+        assert!(QueueMem::from_dma(&dma, 4, 8).is_none(), "misaligned offset");
+        assert!(QueueMem::from_dma(&dma, 0, 12).is_none(), "partial qword");
+        assert!(QueueMem::from_dma(&dma, 8, dma.len()).is_none(), "past the end");
+        let shadow = QueueMem::from_dma(&dma, 64 * 32, 64).unwrap();
+        assert_eq!(shadow.qwords(), 8);
+        shadow.write(7, 0x55);
+        shadow.write(8, 0x66);
+        assert_eq!(dma.read_u64(64 * 32 + 56), Some(0x55));
+        assert_eq!(dma.read_u64(64 * 32 + 64), Some(0), "write past the view dropped");
+        // A WQE window that does not fit is empty: its stores are dropped.
+        let w = shadow.slot(6, 4);
+        w.put(0, 1);
+        assert_eq!(shadow.read(6), 0);
+    }
+
+    #[test]
     fn bounds_checked_volatile_access() {
         let mut buf = [0u64; 4];
         let base = NonNull::new(buf.as_mut_ptr()).unwrap();
