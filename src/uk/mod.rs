@@ -32,7 +32,7 @@ pub use qp::{
     to_work_completion,
 };
 pub use rq::{Rq, RqError};
-pub use sq::{SendKind, Sq, SqError, SqOp, SqPost, SqWrTrk};
+pub use sq::{SendKind, SendQueue, Sq, SqError, SqOp, SqPost, SqWrTrk};
 
 #[cfg(test)]
 mod tests;

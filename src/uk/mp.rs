@@ -29,7 +29,8 @@ use super::mem::{Words, WqeSlot};
 use super::qp::{PostSendError, QpKind, sq_post_from_wr};
 use super::sizing::{MAX_FRAGS, MAX_WQ_QUANTA, SQ_FREE_RESERVE};
 use super::sq::{
-    Posted, SqConfigError, SqError, SqLimits, SqPost, SqWrTrk, encode_body, size_post, wqe_slot,
+    Posted, SendQueue, SqConfigError, SqError, SqLimits, SqPost, SqWrTrk, encode_body, size_post,
+    wqe_slot,
 };
 use super::sync::{AtomicU32, AtomicU64, Ordering, spin};
 use crate::wr::SendWr;
@@ -288,6 +289,56 @@ impl<M: Words, T: AsRef<[MpTrk]>> MpSq<M, T> {
     }
 }
 
+impl<M: Words, T: AsRef<[MpTrk]>> MpSq<M, T> {
+    /// QP id written to the doorbell.
+    pub fn qp_id(&self) -> u32 {
+        self.qp_id
+    }
+
+    /// Ring index of the tail.
+    pub fn tail(&self) -> u32 {
+        self.tail.load(Ordering::Relaxed) & self.mask
+    }
+
+    /// Retires the oldest outstanding WQE (flush replay): its ring index,
+    /// opcode (read back from its header) and tracking entry. One completer
+    /// at a time, like [`MpSq::complete_at`].
+    pub fn retire_oldest(&self) -> Option<(u32, u8, SqWrTrk)> {
+        let tail = self.tail.load(Ordering::Relaxed);
+        let used = self.head.load(Ordering::Acquire).wrapping_sub(tail);
+        if used == 0 {
+            return None;
+        }
+        let idx = tail & self.mask;
+        let t = self.trk_at(idx)?.load();
+        let q = u32::from(t.quanta).clamp(1, used);
+        let h = self.mem.read(idx as usize * QUANTUM_QWORDS + 3);
+        self.tail
+            .compare_exchange(tail, tail.wrapping_add(q), Ordering::Release, Ordering::Relaxed)
+            .ok()?;
+        Some((idx, sq_hdr::OPCODE.get(h) as u8, t))
+    }
+}
+
+/// The CQ poller's view of a shared SQ.
+impl<M: Words, T: AsRef<[MpTrk]>> SendQueue for &MpSq<M, T> {
+    fn qp_id(&self) -> u32 {
+        MpSq::qp_id(self)
+    }
+    fn used(&self) -> u32 {
+        MpSq::used(self)
+    }
+    fn tail(&self) -> u32 {
+        MpSq::tail(self)
+    }
+    fn complete_at(&mut self, wqe_idx: u32) -> Option<SqWrTrk> {
+        MpSq::complete_at(self, wqe_idx)
+    }
+    fn retire_oldest(&mut self) -> Option<(u32, u8, SqWrTrk)> {
+        MpSq::retire_oldest(self)
+    }
+}
+
 #[cfg(all(test, not(loom)))]
 mod tests {
     extern crate std;
@@ -331,6 +382,94 @@ mod tests {
         let mp_mem: Vec<u64> = (0..256).map(|i| mp.mem().read(i)).collect();
         assert_eq!(sq_mem, mp_mem);
         assert!(sq_mem.iter().any(|w| *w != 0));
+    }
+
+    /// Two cores post to one shared SQ; the CQ poller (through `QpUk<&MpSq>`)
+    /// completes every WR exactly once, then a flush CQE replays the rest.
+    #[test]
+    fn shared_sq_completes_through_the_cq() {
+        use crate::uk::cq::Cq;
+        use crate::uk::qp::{QpKind, QpUk, poll_cq};
+        use crate::uk::rq::Rq;
+        use crate::wr::{SendFlags, SendWr, WcStatus, WorkCompletion, WrOpcode};
+        use irdma_hal::wqe::cqe;
+        extern crate std;
+
+        struct NoBar;
+        impl Bar for NoBar {
+            fn read32(&self, _o: usize) -> u32 {
+                0
+            }
+            fn write32(&self, _o: usize, _v: u32) {}
+        }
+        let mut b = vec![0u64; 512 * 4];
+        let tb: Vec<MpTrk> = (0..512).map(|_| MpTrk::new()).collect();
+        let mp = MpSq::new(view(&mut b), &tb[..], 512, 13, 101, 7).unwrap();
+        let sg = [Sge { addr: 1, length: 10, lkey: 2 }];
+        std::thread::scope(|s| {
+            for t in 0..2u64 {
+                let mp = &mp;
+                s.spawn(move || {
+                    for i in 0..20u64 {
+                        let wr = SendWr {
+                            wr_id: (t << 8) | i,
+                            opcode: WrOpcode::RdmaWrite { remote_addr: 0, rkey: 1 },
+                            flags: SendFlags::SIGNALED,
+                            sg_list: &sg,
+                        };
+                        mp.post_send(&NoBar, QpKind::Rc, &[wr]).unwrap();
+                    }
+                });
+            }
+        });
+        let mut rqm = vec![0u64; 8 * 4];
+        let mut ids = vec![0u64; 8];
+        let mut cqm = vec![0u64; 64 * 4];
+        let mut sh = vec![0u64; 8];
+        let rq = Rq::new(view(&mut rqm), &mut ids, 8, 0, 1).unwrap();
+        let mut cq = Cq::new(view(&mut cqm), view(&mut sh), 64, 3).unwrap();
+        let mut qp = QpUk::new(&mp, rq, 0x77, QpKind::Rc);
+        // The device completes the first 30 WQEs (all 1 quantum) in order...
+        let cqe_at = |cq: &Cq<'_>, slot: usize, idx: u64, major: u64| {
+            cq.mem().write(slot * 4 + 1, 0x77);
+            cq.mem().write(
+                slot * 4 + 3,
+                cqe::VALID.prep(1)
+                    | cqe::SQ.prep(1)
+                    | cqe::WQEIDX.prep(idx)
+                    | cqe::ERROR.prep((major != 0) as u64)
+                    | cqe::MAJERR.prep(major)
+                    | cqe::MINERR.prep(1),
+            );
+        };
+        for i in 0..30 {
+            cqe_at(&cq, i, i as u64, 0);
+        }
+        // ...then the QP errors: one flush CQE for the rest.
+        cqe_at(&cq, 30, 0, 1);
+        let wc0 = WorkCompletion {
+            wr_id: 0,
+            status: WcStatus::Success,
+            opcode: crate::wr::WcOpcode::Send,
+            vendor_err: 0,
+            byte_len: 0,
+            qp_num: 0,
+            imm_data: None,
+            invalidated_rkey: None,
+            solicited: false,
+        };
+        let mut wc = [wc0; 64];
+        let n = poll_cq(&mut cq, &mut qp, &mut wc);
+        assert_eq!(n, 40);
+        assert!(wc[..30].iter().all(|c| c.status == WcStatus::Success));
+        assert!(wc[30..40].iter().all(|c| c.status == WcStatus::WrFlushErr));
+        let mut got: Vec<u64> = wc[..n].iter().map(|c| c.wr_id).collect();
+        got.sort_unstable();
+        let mut want: Vec<u64> =
+            (0..2u64).flat_map(|t| (0..20).map(move |i| (t << 8) | i)).collect();
+        want.sort_unstable();
+        assert_eq!(got, want, "every WR exactly once");
+        assert_eq!(mp.used(), 0);
     }
 
     #[test]

@@ -5,7 +5,7 @@ use irdma_hal::Bar;
 
 use super::cq::{CompStatus, Cq, CqPollInfo, PollError, QueueType, flush_code};
 use super::rq::{Rq, RqError};
-use super::sq::{SendKind, Sq, SqError, SqOp, SqPost};
+use super::sq::{SendKind, SendQueue, Sq, SqError, SqOp, SqPost};
 use crate::wr::{RecvWr, SendFlags, SendWr, WcOpcode, WcStatus, WorkCompletion, WrOpcode};
 use irdma_hal::wqe::op;
 
@@ -19,10 +19,11 @@ pub enum QpKind {
     Ud,
 }
 
-/// The data-path state of one QP.
-pub struct QpUk<'a> {
+/// The data-path state of one QP. `S` is its send queue: the single-owner
+/// [`Sq`] (default) or a shared `&MpSq`.
+pub struct QpUk<'a, S: SendQueue = Sq<'a>> {
     /// Send queue.
-    pub sq: Sq<'a>,
+    pub sq: S,
     /// Receive queue.
     pub rq: Rq<'a>,
     ctx: u64,
@@ -42,19 +43,19 @@ pub struct QpUk<'a> {
 
 /// Resolves a CQE's completion context (QP context +168, echoed in CQE
 /// qword +8) to the QP that owns it. A context of 0 never resolves.
-pub trait QpLookup<'a> {
+pub trait QpLookup<'a, S: SendQueue = Sq<'a>> {
     /// The QP whose completion context is `ctx`.
-    fn lookup(&mut self, ctx: u64) -> Option<&mut QpUk<'a>>;
+    fn lookup(&mut self, ctx: u64) -> Option<&mut QpUk<'a, S>>;
 }
 
-impl<'a> QpLookup<'a> for QpUk<'a> {
-    fn lookup(&mut self, ctx: u64) -> Option<&mut QpUk<'a>> {
+impl<'a, S: SendQueue> QpLookup<'a, S> for QpUk<'a, S> {
+    fn lookup(&mut self, ctx: u64) -> Option<&mut QpUk<'a, S>> {
         if ctx == self.ctx { Some(self) } else { None }
     }
 }
 
-impl<'a> QpLookup<'a> for [QpUk<'a>] {
-    fn lookup(&mut self, ctx: u64) -> Option<&mut QpUk<'a>> {
+impl<'a, S: SendQueue> QpLookup<'a, S> for [QpUk<'a, S>] {
+    fn lookup(&mut self, ctx: u64) -> Option<&mut QpUk<'a, S>> {
         self.iter_mut().find(|q| q.ctx == ctx)
     }
 }
@@ -259,10 +260,10 @@ const EMPTY_WC: WorkCompletion = WorkCompletion {
     solicited: false,
 };
 
-impl<'a> QpUk<'a> {
+impl<'a, S: SendQueue> QpUk<'a, S> {
     /// A QP's data path. `ctx` is the completion context programmed into the
     /// QP context (+168); it must be non-zero and unique per CQ.
-    pub fn new(sq: Sq<'a>, rq: Rq<'a>, ctx: u64, kind: QpKind) -> Self {
+    pub fn new(sq: S, rq: Rq<'a>, ctx: u64, kind: QpKind) -> Self {
         QpUk {
             sq,
             rq,
@@ -302,27 +303,6 @@ impl<'a> QpUk<'a> {
     /// Whether the QP is in error.
     pub fn in_error(&self) -> bool {
         self.in_error
-    }
-
-    /// `ib_post_send`: posts `wrs` in order and rings the doorbell once if any
-    /// was posted. Stops at the first WR that cannot be posted and returns its
-    /// index; the ones before it stay posted (verbs.c: irdma_post_send).
-    pub fn post_send(&mut self, bar: &impl Bar, wrs: &[SendWr<'_>]) -> Result<(), PostSendError> {
-        let mut res = Ok(());
-        let mut posted = 0;
-        for (i, wr) in wrs.iter().enumerate() {
-            match self.sq.post(&sq_post_from_wr(wr, self.kind)) {
-                Ok(_) => posted += 1,
-                Err(kind) => {
-                    res = Err(PostSendError { bad_wr: i, kind });
-                    break;
-                }
-            }
-        }
-        if posted != 0 && !self.in_error {
-            self.sq.ring_doorbell(bar);
-        }
-        res
     }
 
     /// `ib_post_recv`: posts receives in order (no doorbell exists for the RQ).
@@ -375,11 +355,34 @@ impl<'a> QpUk<'a> {
     }
 }
 
+impl<'a> QpUk<'a, Sq<'a>> {
+    /// `ib_post_send`: posts `wrs` in order and rings the doorbell once if any
+    /// was posted. Stops at the first WR that cannot be posted and returns its
+    /// index; the ones before it stay posted (verbs.c: irdma_post_send).
+    pub fn post_send(&mut self, bar: &impl Bar, wrs: &[SendWr<'_>]) -> Result<(), PostSendError> {
+        let mut res = Ok(());
+        let mut posted = 0;
+        for (i, wr) in wrs.iter().enumerate() {
+            match self.sq.post(&sq_post_from_wr(wr, self.kind)) {
+                Ok(_) => posted += 1,
+                Err(kind) => {
+                    res = Err(PostSendError { bad_wr: i, kind });
+                    break;
+                }
+            }
+        }
+        if posted != 0 && !self.in_error {
+            self.sq.ring_doorbell(bar);
+        }
+        res
+    }
+}
+
 /// `ib_poll_cq`: fills `wc` with up to `wc.len()` completions and returns how
 /// many. CQEs that report nothing (unknown QP, drained flush) are consumed
 /// and skipped.
 #[inline(always)]
-pub fn poll_cq<'q, L: QpLookup<'q> + ?Sized>(
+pub fn poll_cq<'q, S: SendQueue, L: QpLookup<'q, S> + ?Sized>(
     cq: &mut Cq<'_>,
     qps: &mut L,
     wc: &mut [WorkCompletion],
@@ -392,7 +395,7 @@ pub fn poll_cq<'q, L: QpLookup<'q> + ?Sized>(
 }
 
 #[inline(never)]
-fn poll_cq_some<'q, L: QpLookup<'q> + ?Sized>(
+fn poll_cq_some<'q, S: SendQueue, L: QpLookup<'q, S> + ?Sized>(
     cq: &mut Cq<'_>,
     qps: &mut L,
     wc: &mut [WorkCompletion],

@@ -570,6 +570,39 @@ pub fn write_nop_pad<S: WqeSlot>(slot: &S, valid: bool) {
     slot.publish(3, sq_hdr::OPCODE.prep(op::NOP.into()) | sq_hdr::VALID.prep(valid as u64));
 }
 
+/// The completion side of a send queue: what the CQ poller needs to retire
+/// WQEs (implemented by the single-owner [`Sq`] and by `&MpSq`).
+pub trait SendQueue {
+    /// QP id (doorbell value; reported in software flush completions).
+    fn qp_id(&self) -> u32;
+    /// Outstanding quanta.
+    fn used(&self) -> u32;
+    /// Ring index of the tail.
+    fn tail(&self) -> u32;
+    /// Retires through the WQE starting at ring index `wqe_idx`.
+    fn complete_at(&mut self, wqe_idx: u32) -> Option<SqWrTrk>;
+    /// Retires the oldest WQE: its ring index, opcode and tracking entry.
+    fn retire_oldest(&mut self) -> Option<(u32, u8, SqWrTrk)>;
+}
+
+impl SendQueue for Sq<'_> {
+    fn qp_id(&self) -> u32 {
+        Sq::qp_id(self)
+    }
+    fn used(&self) -> u32 {
+        Sq::used(self)
+    }
+    fn tail(&self) -> u32 {
+        Sq::tail(self)
+    }
+    fn complete_at(&mut self, wqe_idx: u32) -> Option<SqWrTrk> {
+        Sq::complete_at(self, wqe_idx)
+    }
+    fn retire_oldest(&mut self) -> Option<(u32, u8, SqWrTrk)> {
+        Sq::retire_oldest(self)
+    }
+}
+
 /// The single-owner send queue.
 ///
 /// Head and tail are free-running quanta counters (`index = counter & mask`),
