@@ -876,12 +876,48 @@ fn run_misc_case(case: &Value, cfg: &Value) -> Result<Outcome, String> {
     let mut w = World::new(cfg);
     let (mut qp, _cq) = w.parts()?;
     let bar = RecBar::default();
-    fill_sq(&mut qp, &bar, get(case.get("history").unwrap_or(&Value::Null), "filler_posts"))?;
+    let h = case.get("history").unwrap_or(&Value::Null);
+    fill_sq(&mut qp, &bar, get(h, "filler_posts"))?;
+    // Fillers left outstanding (not consumed), if a case asks for them.
+    let one = dummy_sges(1);
+    for _ in 0..get(h, "filler_posts_outstanding") {
+        let op =
+            SqOp::Write { remote_addr: 1, rkey: 2, solicited: false, sges: &one, inline: false };
+        qp.sq.post(&SqPost::new(0xf444, op)).map_err(|e| format!("outstanding filler: {e:?}"))?;
+    }
+    bar.take();
     for (i, st) in case["steps"].as_array().into_iter().flatten().enumerate() {
         let opname = st.get("op").and_then(Value::as_str).unwrap_or("");
         let at = |m: String| format!("step {i} ({opname}): {m}");
+        // A step may stand for several identical posts.
+        let reps = ["repeat", "count", "times"].iter().find_map(|k| st.get(*k)).and_then(num);
         if opname.starts_with("irdma_uk_qp_post_wr") {
             qp.sq.ring_doorbell(&bar);
+        } else if opname.starts_with("irdma_uk_rdma_write") && reps.is_some_and(|r| r > 1) {
+            let sges = dummy_sges(get(st, "num_sges") as usize);
+            let op = SqOp::Write {
+                remote_addr: 1,
+                rkey: 2,
+                solicited: false,
+                sges: &sges,
+                inline: false,
+            };
+            let want = get(st, "ret");
+            for r in 0..reps.unwrap_or(1) {
+                let res =
+                    qp.sq.post(&SqPost { signaled: flag(st, "signaled"), ..SqPost::new(r, op) });
+                if opname.contains("post_sq=true") && res.is_ok() {
+                    qp.sq.ring_doorbell(&bar);
+                }
+                match res {
+                    Ok(_) => {}
+                    Err(x) if want != 0 => {
+                        expect_eq("errno", errno_of_sq(x), want).map_err(&at)?;
+                        break;
+                    }
+                    Err(x) => return Err(at(format!("post {r} failed with {x:?}, vendor ret 0"))),
+                }
+            }
         } else if opname.starts_with("irdma_uk_rdma_write") {
             let sges = dummy_sges(get(st, "num_sges") as usize);
             let p = SqPost {
