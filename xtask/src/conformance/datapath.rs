@@ -318,8 +318,16 @@ fn run_sq_case(case: &Value, cfg: &Value) -> Result<Outcome, String> {
     let (mut qp, _cq) = w.parts()?;
     let bar = RecBar::default();
     fill_sq(&mut qp, &bar, get(&case["history"], "filler_posts"))?;
+    let one = dummy_sges(1);
+    for _ in 0..get(&case["history"], "filler_posts_outstanding") {
+        let op =
+            SqOp::Write { remote_addr: 1, rkey: 2, solicited: false, sges: &one, inline: false };
+        qp.sq.post(&SqPost::new(0xf555, op)).map_err(|e| format!("outstanding filler: {e:?}"))?;
+    }
+    bar.take();
     let sb = &case["state_before"];
     expect_eq("sq_head before", u64::from(qp.sq.head()), get(sb, "sq_head"))?;
+    expect_eq("sq_tail before", u64::from(qp.sq.tail()), get(sb, "sq_tail"))?;
     let input = &case["input"];
     let out = &case["output"];
     let mut bufs = Vec::new();
