@@ -3,9 +3,11 @@
 //! * `test` — every leg of the suite, one line each, then `N passed, M failed`;
 //! * `conformance FILE…` — check the driver against vendor-generated vectors;
 //! * `qemu` — build the boot image and run its scenarios in QEMU;
+//! * `bench` — instructions per data-path operation under callgrind;
 //!
 //! Run `cargo xtask help` for the list.
 
+mod bench;
 mod conformance;
 mod qemu;
 mod util;
@@ -30,6 +32,7 @@ fn main() -> ExitCode {
         "qemu" => qemu::main(rest),
         // The contract's minimal host model, spawned by the qemu leg.
         "qemu-null-model" => qemu::null_model(),
+        "bench" => bench::main(),
         "setup" => match util::ensure_toolchain(&BARE_TARGETS) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
@@ -46,6 +49,7 @@ fn main() -> ExitCode {
                  test LEG…            run only the named legs\n  \
                  conformance FILE…    check the driver against a conformance vector file\n  \
                  qemu [--help]        build the boot image and run its scenarios in QEMU (exit 33 = pass)\n  \
+                 bench                instructions per data-path operation (callgrind)\n  \
                  setup                install the rustup targets and components the suite needs"
             );
             if cmd == "help" { ExitCode::SUCCESS } else { ExitCode::FAILURE }
@@ -98,6 +102,7 @@ fn legs() -> Vec<Leg> {
     v.push(leg("cycles-1000", || {
         cargo(&["test", "--release", "--quiet", "-p", "irdma", "--test", "cycles"])
     }));
+    v.push(leg("loom", util::loom));
     v.push(leg("qemu", qemu::run_leg));
     for (name, file) in conformance::SUITE {
         v.push(leg(name, move || conformance::run_leg(file)));

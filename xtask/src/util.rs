@@ -88,3 +88,16 @@ pub fn check_model_independence() -> Result<String, String> {
         Err(format!("mock-bar depends on {bad:?}"))
     }
 }
+
+/// The loom model of the lock-free SQ, in its own target directory so the
+/// `--cfg loom` build does not evict the normal one.
+pub fn loom() -> Result<String, String> {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let status = Command::new(cargo)
+        .args(["test", "-p", "irdma", "--lib", "--release", "--target-dir", "target/loom", "loom"])
+        .env("RUSTFLAGS", "--cfg loom")
+        .current_dir(root())
+        .status()
+        .map_err(|e| format!("cannot run cargo: {e}"))?;
+    if status.success() { Ok(String::new()) } else { Err(format!("loom tests failed: {status}")) }
+}
