@@ -28,8 +28,6 @@ fn main() -> ExitCode {
         "test" => test(rest),
         "conformance" => conformance::main(rest),
         "qemu" => qemu::main(rest),
-        // The contract's minimal host model, spawned by the qemu leg.
-        "qemu-null-model" => qemu::null_model(),
         "setup" => match util::ensure_toolchain(&BARE_TARGETS) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {

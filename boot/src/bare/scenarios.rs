@@ -42,6 +42,8 @@ macro_rules! ensure {
     ($cond:expr, $($a:tt)*) => { if !$cond { bail!($($a)*) } };
 }
 
+mod bringup;
+
 /// How a scenario that did not fail ended.
 pub enum Outcome {
     /// It ran and every check held.
@@ -157,6 +159,7 @@ pub fn run_all(r: &mut Runner, info: Option<&StartInfo>) {
     r.run("model_ping", || model_ping(&ctx));
     r.run("dma_pool", || pool_ok.clone().and_then(|()| dma_pool()));
     r.run("clock", || clock_check(source));
+    bringup::Bringup::new(&ctx).run(r);
 }
 
 /// A scenario that always fails (`-append fail`), so the failure report
