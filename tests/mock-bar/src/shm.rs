@@ -148,40 +148,106 @@ pub struct ShmHost {
     pub device: Device,
     bar: FileBar,
     last: [u32; 8],
+    /// Rounds since the status registers were last compared with the BAR.
+    quiet_rounds: u32,
+    /// The status registers as last published.
+    published: [(u32, u32); 9],
 }
+
+/// Watched registers close enough to share one positional read: (first
+/// offset, length in bytes). Each read costs a system call, the loop's
+/// main expense.
+const SPANS: [(u32, usize); 6] = [
+    (regs::CQPDB, 4),
+    (regs::CQARM, 4),
+    (regs::AEQALLOC, 4),
+    (regs::WQEALLOC, 4),
+    (regs::CCQPLOW, (regs::CCQPHIGH - regs::CCQPLOW) as usize + 4),
+    (regs::DB_ADDR_OFFSET, 68),
+];
+
+/// Status registers are compared with the BAR (one read each) after a CQP
+/// handshake write and at least this often; in between only the values the
+/// device changed are written. A guest overwrite of a status register at
+/// any other time heals within this many rounds.
+const REPUBLISH_ROUNDS: u32 = 256;
 
 impl ShmHost {
     /// A device (forced to [`Mode::Deferred`]) serving `bar`, DMA to `ram`.
     pub fn new(mut cfg: Config, bar: FileBar, ram: FileMemory) -> Self {
         cfg.mode = Mode::Deferred;
-        let mut h = Self { device: Device::new(cfg, Box::new(ram)), bar, last: [0; 8] };
+        let device = Device::new(cfg, Box::new(ram));
+        let published = device.status_registers();
+        let mut h = Self { device, bar, last: [0; 8], quiet_rounds: 0, published };
         h.publish();
         h
     }
 
-    /// Writes the device's status registers into the BAR where they differ.
+    /// The current values of the [`WATCHED`] registers, read span by span.
+    fn read_watched(&self) -> [u32; 8] {
+        let mut v = [u32::MAX; 8];
+        let mut buf = [0u8; 256];
+        for (start, len) in SPANS {
+            let Some(b) = buf.get_mut(..len) else { continue };
+            if !self.bar.read_block(start, b) {
+                continue;
+            }
+            for (i, off) in WATCHED.iter().enumerate() {
+                if let Some(rel) = off.checked_sub(start).map(|r| r as usize)
+                    && let Some(w) = b.get(rel..rel + 4)
+                {
+                    v[i] = u32::from_le_bytes([w[0], w[1], w[2], w[3]]);
+                }
+            }
+        }
+        v
+    }
+
+    /// Writes the device's status registers into the BAR where they differ
+    /// from the BAR (one read each).
     fn publish(&mut self) {
-        for (off, v) in self.device.status_registers() {
+        self.published = self.device.status_registers();
+        for (off, v) in self.published {
             if self.bar.read32(off) != v {
                 self.bar.write32(off, v);
             }
         }
     }
 
+    /// Writes the status registers that changed since the last publish (no
+    /// reads: the BAR is assumed to hold what was published).
+    fn publish_changes(&mut self) {
+        let now = self.device.status_registers();
+        for ((off, v), (_, was)) in now.iter().zip(self.published.iter()) {
+            if v != was {
+                self.bar.write32(*off, *v);
+            }
+        }
+        self.published = now;
+    }
+
     /// One round: copy changed doorbells in, poll, publish. Returns whether
     /// the device did anything.
     pub fn step(&mut self) -> bool {
-        let mut changed = false;
-        for (i, off) in WATCHED.iter().enumerate() {
-            let v = self.bar.read32(*off);
+        let (mut changed, mut handshake) = (false, false);
+        for (i, (off, v)) in WATCHED.iter().zip(self.read_watched()).enumerate() {
             if v != self.last[i] {
                 self.last[i] = v;
                 self.device.mmio_write32(*off, v);
                 changed = true;
+                // CQP create/destroy: the guest also wrote CQPTAIL and
+                // CCQPSTATUS, so the BAR may no longer hold what we published.
+                handshake |= *off == regs::CCQPHIGH || *off == regs::CCQPLOW;
             }
         }
         let work = self.device.poll();
-        self.publish();
+        self.quiet_rounds += 1;
+        if handshake || self.quiet_rounds >= REPUBLISH_ROUNDS {
+            self.quiet_rounds = 0;
+            self.publish();
+        } else {
+            self.publish_changes();
+        }
         work || changed
     }
 

@@ -195,3 +195,68 @@ fn harness_mailbox_ping_faults_counters_and_shutdown() {
     let _ = std::fs::remove_file(&bar_p);
     let _ = std::fs::remove_file(&ram_p);
 }
+
+#[test]
+fn status_registers_heal_and_the_cqp_can_be_recreated() {
+    let dir = std::env::temp_dir();
+    let id = std::process::id();
+    let (bar_p, ram_p) = (dir.join(format!("mock-rbar-{id}")), dir.join(format!("mock-rram-{id}")));
+    let (bar_size, ram_size) = (16u64 << 20, 4u64 << 20);
+    let bar = shm::create_zeroed(&bar_p, bar_size).unwrap();
+    let ram = shm::create_zeroed(&ram_p, ram_size).unwrap();
+    let open = |p: &std::path::Path| OpenOptions::new().read(true).write(true).open(p).unwrap();
+    let g = Guest { bar: open(&bar_p), ram: open(&ram_p) };
+    let mut host = ShmHost::new(
+        Config::default(),
+        FileBar::new(bar, bar_size),
+        FileMemory::new(ram, ram_size, ram_size),
+    );
+    let (sq, ctx) = (0x10_0000u64, 0x20_0000u64);
+    g.w64(ctx, 5 << 8);
+    g.w64(ctx + 8, sq);
+    g.w64(ctx + 32, 1 << 16);
+    let create = |host: &mut ShmHost| {
+        g.w32(regs::CQPTAIL, 0);
+        g.w32(regs::CQPDB, 0);
+        g.w32(regs::CCQPSTATUS, 0);
+        g.w32(regs::CCQPHIGH, 0);
+        g.w32(regs::CCQPLOW, ctx as u32);
+        host.step();
+        assert_eq!(g.r32(regs::CCQPSTATUS), 1, "created");
+    };
+    create(&mut host);
+    for i in 0..3u32 {
+        g.w64(sq + 64 * i as u64 + 24, (op::NOP as u64) << 32 | 1 << 63);
+        g.w32(regs::CQPDB, i + 1);
+        host.step();
+        assert_eq!(g.r32(regs::CQPTAIL), i + 1);
+    }
+    // A stray guest write over a status register is repaired, without any
+    // doorbell, within the republish interval.
+    g.w32(regs::GLPE_CPUSTATUS0, 0);
+    g.w32(regs::CQPTAIL, 0x55);
+    let mut rounds = 0;
+    while g.r32(regs::GLPE_CPUSTATUS0) != 0x80 || g.r32(regs::CQPTAIL) != 3 {
+        host.step();
+        rounds += 1;
+        assert!(rounds <= 256, "not healed after {rounds} rounds");
+    }
+    // Destroy, then create again: the new CQP starts at slot 0 with the
+    // doorbell back at 0 (a coalesced 3 → 0 → 1 must not confuse it).
+    g.w32(regs::CCQPHIGH, 0);
+    g.w32(regs::CCQPLOW, 0);
+    host.step();
+    assert_eq!(g.r32(regs::CCQPSTATUS) & 1, 0, "destroyed");
+    for w in 0..8 {
+        g.w64(sq + 8 * w, 0);
+    }
+    create(&mut host);
+    assert_eq!(g.r32(regs::CQPTAIL), 0);
+    g.w64(sq + 24, (op::NOP as u64) << 32 | 1 << 63);
+    g.w32(regs::CQPDB, 1);
+    host.step();
+    assert_eq!(g.r32(regs::CQPTAIL), 1, "first op of the new CQP");
+    assert_eq!(host.device.counters().cqp_ops, 4);
+    let _ = std::fs::remove_file(&bar_p);
+    let _ = std::fs::remove_file(&ram_p);
+}
