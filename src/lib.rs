@@ -13,9 +13,12 @@ pub use irdma_hal as hal;
 #[macro_use]
 mod log;
 
+pub mod aeq;
 pub mod cqp;
+pub mod device;
 pub mod lan;
 pub mod res;
 pub mod rw;
 pub mod uk;
+pub mod verbs;
 pub mod wr;

@@ -1,0 +1,309 @@
+//! Host memory behind the HMC: the 2 MiB direct SDs of the static objects
+//! and the on-demand PBLE chunks (direct or paged), their UPDATE_PE_SDS
+//! programming, and PBLE writes through that memory.
+//!
+//! Spec control-path §3.6 (SD/PD programming), §3.7 (UPDATE_PE_SDS), §6.1
+//! (PBLE chunks); hw.c: irdma_create_hmc_objs, hmc.c: irdma_add_sd_table_entry,
+//! irdma_add_pd_table_entry, irdma_invalidate_pf_hmc_pd; pble.c: add_pble_prm.
+
+use irdma_hal::regs::{self, field as rf};
+use irdma_hal::{Bar, BufferDirection, Dma, DmaError, Hal};
+
+use crate::cqp::Cqp;
+use crate::cqp::cmd::{MAX_SD_ENTRIES, SdEntry, UpdatePeSds};
+use crate::cqp::engine::CqpError;
+use crate::res::HmcLayout;
+use crate::res::pble::{PDS_PER_SD, PbleChunk, PbleLayout, SD_SIZE, SdKind};
+
+/// Most SDs one device backs (static objects plus PBLE chunks). A profile
+/// whose committed HMC needs more is refused at probe with a typed error.
+pub const MAX_BACKED_SDS: usize = 128;
+
+const SD_PAGES: usize = (SD_SIZE as usize) / irdma_hal::PAGE_SIZE;
+
+/// One backed SD.
+pub(crate) struct SdBacking<H: Hal> {
+    /// SD index.
+    pub sd: u32,
+    /// Direct: `mem` is the 2 MiB buffer. Paged: `pd_page` holds the PD
+    /// entries and `mem` the data pages of slots `first_slot..`.
+    pub kind: SdKind,
+    pub pd_page: Option<Dma<H>>,
+    pub mem: Dma<H>,
+    pub first_slot: u32,
+    /// Programmed into the device (UPDATE_PE_SDS completed).
+    pub programmed: bool,
+}
+
+/// Why backing failed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum BackError {
+    Dma(DmaError),
+    Cqp(CqpError),
+    Capacity,
+}
+
+impl From<DmaError> for BackError {
+    fn from(e: DmaError) -> Self {
+        BackError::Dma(e)
+    }
+}
+impl From<CqpError> for BackError {
+    fn from(e: CqpError) -> Self {
+        BackError::Cqp(e)
+    }
+}
+
+/// The backed SDs of one function.
+pub(crate) struct SdStore<H: Hal> {
+    pub sds: heapless::Vec<SdBacking<H>, MAX_BACKED_SDS>,
+    pub hmc_fn_id: u8,
+}
+
+impl<H: Hal> SdStore<H> {
+    pub fn new(hmc_fn_id: u8) -> Self {
+        SdStore { sds: heapless::Vec::new(), hmc_fn_id }
+    }
+
+    pub fn get(&self, sd: u32) -> Option<&SdBacking<H>> {
+        self.sds.iter().find(|b| b.sd == sd)
+    }
+
+    /// Bytes of host memory held.
+    pub fn bytes(&self) -> u64 {
+        self.sds
+            .iter()
+            .map(|b| (b.mem.len() + b.pd_page.as_ref().map_or(0, |p| p.len())) as u64)
+            .sum()
+    }
+
+    /// Allocates 2 MiB direct backing for every static SD (non-PBLE objects,
+    /// in Linux's creation order) and programs them with UPDATE_PE_SDS, at
+    /// most 11 entries per op (hw.c: irdma_create_hmc_objs; spec §3.6, §3.7).
+    pub fn back_static<B: Bar>(
+        &mut self,
+        layout: &HmcLayout,
+        cqp: &mut Cqp<H, B>,
+    ) -> Result<(), BackError> {
+        let mut batch: heapless::Vec<SdEntry, MAX_SD_ENTRIES> = heapless::Vec::new();
+        let mut first_unprogrammed = self.sds.len();
+        for sd in layout.static_sds() {
+            let mem = Dma::<H>::new(SD_PAGES, BufferDirection::Both)?;
+            let entry = SdEntry::set(sd_u16(sd)?, mem.paddr(), true)
+                .map_err(|e| BackError::Cqp(CqpError::Encode(e)))?;
+            self.sds
+                .push(SdBacking {
+                    sd,
+                    kind: SdKind::Direct,
+                    pd_page: None,
+                    mem,
+                    first_slot: 0,
+                    programmed: false,
+                })
+                .map_err(|_| BackError::Capacity)?;
+            if batch.push(entry).is_err() {
+                return Err(BackError::Capacity);
+            }
+            if batch.is_full() {
+                self.program(cqp, &batch, first_unprogrammed)?;
+                first_unprogrammed = self.sds.len();
+                batch.clear();
+            }
+        }
+        if !batch.is_empty() {
+            self.program(cqp, &batch, first_unprogrammed)?;
+        }
+        Ok(())
+    }
+
+    fn program<B: Bar>(
+        &mut self,
+        cqp: &mut Cqp<H, B>,
+        entries: &[SdEntry],
+        from: usize,
+    ) -> Result<(), BackError> {
+        cqp.exec(UpdatePeSds { hmc_fn_id: self.hmc_fn_id, entries }, 0)?;
+        for b in self.sds.iter_mut().skip(from) {
+            b.programmed = true;
+        }
+        Ok(())
+    }
+
+    /// Backs the SD of a PBLE chunk if it is not backed yet (pble.c:
+    /// add_pble_prm): direct when the chunk is the whole SD, otherwise a PD
+    /// page whose entries point at the chunk's 4 KiB pages (those pages are
+    /// one contiguous allocation here; each PD entry still names its own
+    /// page), each PD entry followed by PFHMC_PDINV (hmc.c:
+    /// irdma_invalidate_pf_hmc_pd). Then UPDATE_PE_SDS for the SD.
+    pub fn back_pble_chunk<B: Bar>(
+        &mut self,
+        chunk: &PbleChunk,
+        cqp: &mut Cqp<H, B>,
+    ) -> Result<(), BackError> {
+        if self.get(chunk.sd_index).is_some() {
+            return Ok(());
+        }
+        if self.sds.is_full() {
+            return Err(BackError::Capacity);
+        }
+        let sd16 = sd_u16(chunk.sd_index)?;
+        let backing = match chunk.kind {
+            SdKind::Direct => {
+                let mem = Dma::<H>::new(SD_PAGES, BufferDirection::Both)?;
+                SdBacking {
+                    sd: chunk.sd_index,
+                    kind: SdKind::Direct,
+                    pd_page: None,
+                    mem,
+                    first_slot: 0,
+                    programmed: false,
+                }
+            }
+            SdKind::Paged => {
+                let pd_page = Dma::<H>::new(1, BufferDirection::DriverToDevice)?;
+                let pages = chunk.pages.clamp(1, PDS_PER_SD) as usize;
+                let mem = Dma::<H>::new(pages, BufferDirection::Both)?;
+                let first = chunk.rel_pd();
+                for i in 0..pages as u32 {
+                    let slot = first.saturating_add(i);
+                    let pa = mem.paddr().saturating_add(i as u64 * irdma_hal::PAGE_SIZE as u64);
+                    // PD entry: page PA | valid (spec §3.6).
+                    pd_page.write_u64(slot as usize * 8, pa | 1);
+                    let inv = rf::PDINV_PMSDIDX.prep(u64::from(sd16) & rf::PDINV_PMSDIDX.max())
+                        | rf::PDINV_PMSDPARTSEL.mask()
+                        | rf::PDINV_PMPDIDX.prep(u64::from(slot) & rf::PDINV_PMPDIDX.max());
+                    cqp.bar().write32(regs::PFHMC_PDINV, inv as u32);
+                }
+                SdBacking {
+                    sd: chunk.sd_index,
+                    kind: SdKind::Paged,
+                    pd_page: Some(pd_page),
+                    mem,
+                    first_slot: first,
+                    programmed: false,
+                }
+            }
+        };
+        let table_pa = backing.pd_page.as_ref().map_or(backing.mem.paddr(), |p| p.paddr());
+        let entry = SdEntry::set(sd16, table_pa, backing.kind == SdKind::Direct)
+            .map_err(|e| BackError::Cqp(CqpError::Encode(e)))?;
+        cqp.exec(UpdatePeSds { hmc_fn_id: self.hmc_fn_id, entries: &[entry] }, 0)?;
+        let mut backing = backing;
+        backing.programmed = true;
+        self.sds.push(backing).map_err(|_| BackError::Capacity)
+    }
+
+    /// Clears every programmed SD (UPDATE_PE_SDS with PMSDVALID = 0, ≤ 11 per
+    /// op; hmc.c: irdma_clr_sd_entry) so the device stops using the memory;
+    /// returns the first error but keeps going. Memory is freed by the caller
+    /// dropping the store.
+    pub fn clear_all<B: Bar>(&mut self, cqp: &mut Cqp<H, B>) -> Result<(), CqpError> {
+        let mut first_err = None;
+        let mut batch: heapless::Vec<SdEntry, MAX_SD_ENTRIES> = heapless::Vec::new();
+        let fn_id = self.hmc_fn_id;
+        let mut flush = |batch: &mut heapless::Vec<SdEntry, MAX_SD_ENTRIES>,
+                         first_err: &mut Option<CqpError>| {
+            if batch.is_empty() {
+                return;
+            }
+            if let Err(e) = cqp.exec(UpdatePeSds { hmc_fn_id: fn_id, entries: batch }, 0) {
+                first_err.get_or_insert(e);
+            }
+            batch.clear();
+        };
+        for b in self.sds.iter_mut().filter(|b| b.programmed) {
+            match u16::try_from(b.sd).ok().and_then(|s| SdEntry::clear(s).ok()) {
+                Some(e) => {
+                    if batch.push(e).is_err() {
+                        first_err.get_or_insert(CqpError::Protocol { what: "SD batch" });
+                    }
+                }
+                None => {
+                    first_err.get_or_insert(CqpError::Protocol { what: "SD index" });
+                }
+            }
+            b.programmed = false;
+            if batch.is_full() {
+                flush(&mut batch, &mut first_err);
+            }
+        }
+        flush(&mut batch, &mut first_err);
+        match first_err {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+
+    /// Writes PBLE `index` (a 64-bit value) through the host memory that backs
+    /// it (spec §6.2: a PBLE is a raw 64-bit address or, for level-2 roots, a
+    /// PBLE index). False if the PBLE's SD is not backed.
+    pub fn write_pble(&self, layout: &PbleLayout, index: u32, value: u64) -> bool {
+        let Some(loc) = layout.locate(index) else { return false };
+        let Some(b) = self.get(loc.sd_index) else { return false };
+        match b.kind {
+            SdKind::Direct => b.mem.write_u64(loc.sd_offset as usize, value),
+            SdKind::Paged => {
+                let slot = loc.pd_index % PDS_PER_SD;
+                let Some(rel) = slot.checked_sub(b.first_slot) else { return false };
+                let off = rel as usize * irdma_hal::PAGE_SIZE + loc.page_offset as usize;
+                b.mem.write_u64(off, value)
+            }
+        }
+    }
+
+    /// Writes `values` to the consecutive PBLEs from `first` (one SD lookup
+    /// per SD crossed). False if any is not backed.
+    pub fn write_pble_run(&self, layout: &PbleLayout, first: u32, values: &[u64]) -> bool {
+        let mut cached: Option<(u32, &SdBacking<H>)> = None;
+        for (i, v) in values.iter().enumerate() {
+            let Some(loc) = u32::try_from(i)
+                .ok()
+                .and_then(|i| first.checked_add(i))
+                .and_then(|x| layout.locate(x))
+            else {
+                return false;
+            };
+            let b = match cached {
+                Some((sd, b)) if sd == loc.sd_index => b,
+                _ => match self.get(loc.sd_index) {
+                    Some(b) => {
+                        cached = Some((loc.sd_index, b));
+                        b
+                    }
+                    None => return false,
+                },
+            };
+            let ok = match b.kind {
+                SdKind::Direct => b.mem.write_u64(loc.sd_offset as usize, *v),
+                SdKind::Paged => match (loc.pd_index % PDS_PER_SD).checked_sub(b.first_slot) {
+                    Some(rel) => b.mem.write_u64(
+                        rel as usize * irdma_hal::PAGE_SIZE + loc.page_offset as usize,
+                        *v,
+                    ),
+                    None => false,
+                },
+            };
+            if !ok {
+                return false;
+            }
+        }
+        true
+    }
+
+    /// Reads PBLE `index` back (tests, diagnostics).
+    pub fn read_pble(&self, layout: &PbleLayout, index: u32) -> Option<u64> {
+        let loc = layout.locate(index)?;
+        let b = self.get(loc.sd_index)?;
+        match b.kind {
+            SdKind::Direct => b.mem.read_u64(loc.sd_offset as usize),
+            SdKind::Paged => {
+                let rel = (loc.pd_index % PDS_PER_SD).checked_sub(b.first_slot)?;
+                b.mem.read_u64(rel as usize * irdma_hal::PAGE_SIZE + loc.page_offset as usize)
+            }
+        }
+    }
+}
+
+fn sd_u16(sd: u32) -> Result<u16, BackError> {
+    u16::try_from(sd).map_err(|_| BackError::Capacity)
+}

@@ -1,0 +1,955 @@
+//! The device: bring-up (`Device::probe`), the resources every verbs object
+//! draws from, and teardown.
+//!
+//! [`Device::probe`] follows spec control-path §9.2 steps 1–13 in order:
+//! firmware ready, doorbell size, CQP create, QUERY_RDMA_FEATURES,
+//! QUERY_FPM_VAL → [`size_hmc`] → COMMIT_FPM_VAL, direct 2 MiB backing for
+//! every non-PBLE SD with UPDATE_PE_SDS (≤ 11 entries per op, overflow buffer
+//! through the CQP engine), SHMC_PAGES_ALLOCATED, CCQ, CEQ 0, the PBLE pool
+//! with its first chunk backed, the AEQ, and the work-scheduler tree whose
+//! leaf gives the queue-set handle QP contexts carry. If a step fails,
+//! everything created so far is torn down in Linux's order (hw.c:
+//! irdma_ctrl_deinit_hw: AEQ, CEQ 0, CCQ, HMC SDs, CQP) and only then is the
+//! DMA memory freed; the [`ProbeError`] names the step and carries the
+//! hardware major/minor codes when the device gave some.
+//!
+//! Locking: the CQP sits behind a [`spin::Mutex`] shared by every control
+//! call; resource tables behind another; the AEQ behind a third (order:
+//! AEQ → resources → CQP). Nothing on the data path (`post_send`,
+//! `post_recv`, `poll_cq`) takes any of them — it only reads the per-QP
+//! error flags, which are atomics.
+
+mod hmc;
+
+use core::sync::atomic::{AtomicBool, Ordering};
+use core::time::Duration;
+
+use irdma_hal::cqp::{
+    AEQE_BYTES, CCQ_CQE_BYTES, CQP_WQE_BYTES, FPM_BUF_BYTES, SDBUF_BYTES_PER_SLOT,
+};
+use irdma_hal::regs;
+use irdma_hal::{Bar, BufferDirection, Dma, DmaError, Hal, PAGE_SIZE};
+
+use crate::cqp::cmd::{
+    CommitFpmVal, CreateAeq, CreateCeq, DestroyAeq, DestroyCeq, Limits, QueryFpmVal,
+    QueryRdmaFeatures, QueueMem, ShmcPagesAllocated, WsNode, WsNodeOp,
+};
+use crate::cqp::ctx::{HMC_OBJ_COUNT, encode_fpm_commit};
+use crate::cqp::decode::{DecodeError, FpmCommit, FpmQuery, RingConsumer};
+use crate::cqp::engine::{CcqConfig, Completion, CqpError, Timeouts};
+use crate::cqp::{Cqp, CqpConfig};
+use crate::lan::{LanError, LanInfo, LanInfoError, LanOps};
+use crate::res::bitmap::IdBitmap;
+use crate::res::hmc::Footprint;
+use crate::res::pble::PblePool;
+use crate::res::{
+    FpmCaps, HmcError, HmcLayout, HmcObj, IdError, ObjCaps, ObjCommit, PbleError, Profile,
+    StagTable, size_hmc,
+};
+
+pub use hmc::MAX_BACKED_SDS;
+pub(crate) use hmc::{BackError, SdStore};
+
+/// QP ids the driver tracks (committed counts above are left unused).
+pub const MAX_QPS: u32 = 256;
+/// CQ ids the driver tracks.
+pub const MAX_CQS: u32 = 256;
+/// PD ids the driver hands out.
+pub const MAX_PDS: u32 = 4096;
+/// MR (STag) indexes the driver tracks.
+pub const MAX_MRS: u32 = 4096;
+/// ARP-cache entries the driver tracks.
+pub const MAX_ARP: u32 = 256;
+/// Free/used runs the PBLE pool tracks.
+pub const PBLE_RUNS: usize = 1024;
+
+pub(crate) const QP_WORDS: usize = (MAX_QPS / 64) as usize;
+pub(crate) const CQ_WORDS: usize = (MAX_CQS / 64) as usize;
+pub(crate) const PD_WORDS: usize = (MAX_PDS / 64) as usize;
+pub(crate) const MR_WORDS: usize = (MAX_MRS / 64) as usize;
+pub(crate) const ARP_WORDS: usize = (MAX_ARP / 64) as usize;
+
+/// Bytes of the QUERY_RDMA_FEATURES buffer (Linux: 34 entries × 8; spec §4.3.23).
+const FEATURES_BYTES: usize = 272;
+/// Offsets in the scratch page: FPM query, FPM commit, features.
+const SCRATCH_QUERY: usize = 0;
+const SCRATCH_COMMIT: usize = 256;
+const SCRATCH_FEATURES: usize = 512;
+
+/// The bring-up step a [`ProbeError`] happened in (spec control-path §9.2).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum ProbeStep {
+    /// The [`LanInfo`] was refused.
+    LanInfo,
+    /// §9.2 step 1: GLPE_CPUSTATUS0/1/2 == 0x80.
+    FirmwareReady,
+    /// Step 2: GLPCI_LBARCTRL.PE_DB_SIZE.
+    DoorbellSize,
+    /// Steps 3–4: memory and the CQP create handshake.
+    CqpCreate,
+    /// Step 5: QUERY_RDMA_FEATURES.
+    QueryFeatures,
+    /// Step 6: QUERY_FPM_VAL.
+    QueryFpm,
+    /// Step 6: choosing the counts.
+    SizeHmc,
+    /// Step 6: COMMIT_FPM_VAL.
+    CommitFpm,
+    /// Step 7: backing and programming the SDs.
+    BackHmc,
+    /// Step 8: SHMC_PAGES_ALLOCATED.
+    ShmcPagesAllocated,
+    /// Step 9: the CCQ.
+    CreateCcq,
+    /// Step 10: CEQ 0.
+    CreateCeq,
+    /// Step 11: the PBLE pool and its first chunk.
+    PblePool,
+    /// Step 12: the AEQ.
+    CreateAeq,
+    /// Step 13: the work-scheduler tree (root, VSI node, TC leaf).
+    WorkScheduler,
+    /// Software tables sized from the commit.
+    Resources,
+    /// Turning the VSI's RDMA filter on (LAN side).
+    RdmaFilter,
+}
+
+/// Why a step failed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum ProbeCause {
+    /// A CQP operation (or the CQP itself) failed; hardware codes inside.
+    Cqp(CqpError),
+    /// DMA memory could not be had.
+    Dma(DmaError),
+    /// The firmware never reported ready; the last CPUSTATUS values.
+    FirmwareNotReady([u32; 3]),
+    /// PE_DB_SIZE is neither 1 nor 2 (doorbells disabled); the register value.
+    DoorbellDisabled(u32),
+    /// A device buffer did not decode.
+    Decode(DecodeError),
+    /// HMC sizing or layout failed.
+    Hmc(HmcError),
+    /// The PBLE pool could not be set up.
+    Pble(PbleError),
+    /// The LAN information is unusable.
+    Lan(LanInfoError),
+    /// A LAN-side call ([`LanOps`]) failed.
+    LanOp(LanError),
+    /// An id table could not be sized.
+    Ids(IdError),
+    /// More SDs than [`MAX_BACKED_SDS`].
+    Capacity,
+}
+
+/// A failed probe: where and why. Everything created before was torn down.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct ProbeError {
+    /// The step.
+    pub step: ProbeStep,
+    /// The cause.
+    pub cause: ProbeCause,
+}
+
+impl ProbeError {
+    /// The hardware (major, minor) codes, when the device reported some.
+    pub fn hw_codes(&self) -> Option<(u16, u16)> {
+        match self.cause {
+            ProbeCause::Cqp(e) => cqp_codes(e),
+            _ => None,
+        }
+    }
+}
+
+/// Why a teardown was not clean (it always finishes and frees the memory).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum CloseError {
+    /// A CQP destroy op failed or the CQP did not answer.
+    Cqp(CqpError),
+    /// A LAN-side call failed.
+    Lan(LanError),
+}
+
+/// The hardware (major, minor) codes of a CQP error, if any.
+pub fn cqp_codes(e: CqpError) -> Option<(u16, u16)> {
+    match e {
+        CqpError::OpFailed { major, minor, .. } | CqpError::CreateFailed { major, minor } => {
+            Some((major, minor))
+        }
+        _ => None,
+    }
+}
+
+fn fail<T>(step: ProbeStep, cause: ProbeCause) -> Result<T, ProbeError> {
+    Err(ProbeError { step, cause })
+}
+
+impl From<BackError> for ProbeCause {
+    fn from(e: BackError) -> Self {
+        match e {
+            BackError::Dma(d) => ProbeCause::Dma(d),
+            BackError::Cqp(c) => ProbeCause::Cqp(c),
+            BackError::Capacity => ProbeCause::Capacity,
+        }
+    }
+}
+
+/// How to bring the device up, beyond the [`Profile`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ProbeOptions {
+    /// CQP SQ size (power of two 4..=2048; Linux 2048).
+    pub cqp_sq_size: u32,
+    /// CQP wait budgets (Linux's by default, spec §2.8).
+    pub timeouts: Timeouts,
+    /// How long to wait for the firmware (Linux: 15 reads 100 ms apart).
+    pub fw_ready_timeout: Duration,
+    /// First STag key byte (Linux draws a random one; pass something
+    /// unpredictable so keys differ across boots).
+    pub stag_key_seed: u8,
+}
+
+impl Default for ProbeOptions {
+    fn default() -> Self {
+        ProbeOptions {
+            cqp_sq_size: 2048,
+            timeouts: Timeouts::default(),
+            fw_ready_timeout: Duration::from_millis(
+                regs::PE_READY_MAX_READS as u64 * regs::PE_READY_INTERVAL_MS,
+            ),
+            stag_key_seed: 0x5a,
+        }
+    }
+}
+
+/// DMA memory the device holds (bytes), for [`Device::footprint`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct DeviceFootprint {
+    /// HMC sizing: static SDs and the PBLE pool's first/maximum backing.
+    pub hmc: Footprint,
+    /// CQP SQ, host context, SD overflow buffer, CCQ ring and shadow, CEQ 0,
+    /// AEQ and the scratch page for the FPM/feature buffers.
+    pub control_bytes: u64,
+    /// Bytes held right now (static SDs, PBLE chunks backed so far, control).
+    pub current_bytes: u64,
+}
+
+/// What the device can do (`ib_device_attr`, the part callers need).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct DeviceCaps {
+    /// QP ids usable by callers (committed, capped by [`MAX_QPS`]).
+    pub max_qp: u32,
+    /// CQ ids usable (committed, capped by [`MAX_CQS`]).
+    pub max_cq: u32,
+    /// MR indexes usable.
+    pub max_mr: u32,
+    /// PDs.
+    pub max_pd: u32,
+    /// Largest WR count of one work queue (GEN_2: 32768 quanta, spec
+    /// data-path §3.3; the reported count depends on the SGE count).
+    pub max_qp_wr_quanta: u32,
+    /// SGEs per WR (GEN_2: 13; Linux's module default lowers it to 6).
+    pub max_sge: u32,
+    /// Inline bytes (101).
+    pub max_inline: u32,
+    /// CQEs per CQ (spec §2.2: 1048575).
+    pub max_cqe: u32,
+    /// Outstanding RDMA READs per QP (GEN_2: 8/8).
+    pub max_ord: u8,
+    /// Incoming RDMA READs per QP.
+    pub max_ird: u8,
+    /// Pages of one MR (spec §5.5; bounded by the PBLE pool too).
+    pub max_mr_pages: u32,
+    /// Largest MR in bytes (2^45).
+    pub max_mr_size: u64,
+}
+
+/// One QP as the control path tracks it (for AEQ-driven MODIFY_QP(ERROR)).
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct QpRecord {
+    pub live: bool,
+    pub ctx_pa: u64,
+    pub shadow_pa: u64,
+}
+
+/// One ARP-cache entry and how many QPs use it.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct ArpSlot {
+    pub mac: [u8; 6],
+    pub refs: u32,
+}
+
+/// Id tables sized from the commit.
+pub(crate) struct Ids {
+    pub pds: IdBitmap<PD_WORDS>,
+    pub qps: IdBitmap<QP_WORDS>,
+    pub cqs: IdBitmap<CQ_WORDS>,
+    pub arp_ids: IdBitmap<ARP_WORDS>,
+    pub arp: [ArpSlot; MAX_ARP as usize],
+    pub stags: StagTable<MR_WORDS>,
+    pub pble: PblePool<PBLE_RUNS>,
+    pub qp_rec: [QpRecord; MAX_QPS as usize],
+}
+
+/// Everything behind the resource lock.
+pub(crate) struct Resources<H: Hal> {
+    pub sds: SdStore<H>,
+    pub ids: Option<Ids>,
+}
+
+pub(crate) struct Ceq<H: Hal> {
+    /// Owned for the device; never polled (CQs are not armed in polled mode).
+    pub _ring: Dma<H>,
+    pub cmd: CreateCeq,
+}
+
+pub(crate) struct AeqRing<H: Hal> {
+    pub ring: Dma<H>,
+    pub cons: RingConsumer,
+    pub cmd: CreateAeq,
+    /// Overflow seen (Linux then asks for a reset).
+    pub overflowed: bool,
+}
+
+/// The work-scheduler nodes created at probe (ws.c: irdma_ws_add).
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct WsTree {
+    /// Nodes created, in order: root, VSI, leaf.
+    pub created: u8,
+    /// TEID of the leaf's queue set in the LAN Tx scheduler, if registered.
+    pub qset_teid: Option<u32>,
+    /// The VSI's RDMA filter was turned on.
+    pub filter_on: bool,
+    pub vsi_node: u16,
+    pub leaf_node: u16,
+    pub qs_handle: u16,
+    pub tc: u8,
+    pub leaf_enabled: bool,
+}
+
+/// A brought-up E810 RDMA function. See the module docs.
+pub struct Device<H: Hal, B: Bar + Clone> {
+    pub(crate) bar: B,
+    pub(crate) lan: LanInfo,
+    pub(crate) cqp: spin::Mutex<Option<Cqp<H, B>>>,
+    pub(crate) res: spin::Mutex<Resources<H>>,
+    pub(crate) aeq: spin::Mutex<Option<AeqRing<H>>>,
+    pub(crate) ceq: Option<Ceq<H>>,
+    scratch: Option<Dma<H>>,
+    pub(crate) layout: Option<HmcLayout>,
+    pub(crate) caps_fpm: Option<FpmQuery>,
+    pub(crate) ws: WsTree,
+    pub(crate) qp_err: [AtomicBool; MAX_QPS as usize],
+    pub(crate) max_ird: u8,
+    fw_version: (u16, u16),
+    features: u64,
+    opts: ProbeOptions,
+    control_bytes: u64,
+}
+
+fn pages_bytes(bytes: usize) -> u64 {
+    (bytes.div_ceil(PAGE_SIZE).max(1) * PAGE_SIZE) as u64
+}
+
+impl<H: Hal, B: Bar + Clone> Device<H, B> {
+    /// Brings the device up with default [`ProbeOptions`]. See the module docs.
+    pub fn probe(bar: B, lan: LanInfo, profile: Profile) -> Result<Self, ProbeError> {
+        Self::probe_with(bar, lan, profile, ProbeOptions::default())
+    }
+
+    /// Brings the device up (spec control-path §9.2 steps 1–13). The queue
+    /// set of the work-scheduler leaf is not registered with the LAN Tx
+    /// scheduler and the VSI's RDMA filter is not touched: use
+    /// [`Device::probe_with_lan`] where a LAN side exists.
+    pub fn probe_with(
+        bar: B,
+        lan: LanInfo,
+        profile: Profile,
+        opts: ProbeOptions,
+    ) -> Result<Self, ProbeError> {
+        Self::probe_inner(bar, lan, profile, opts, None)
+    }
+
+    /// [`Device::probe_with`], plus the LAN-side calls Linux makes (spec
+    /// control-path §2.1 rows 23–24, §4.3.20 step 4; main.c:
+    /// irdma_lan_register_qset, irdma_probe): the work-scheduler leaf's
+    /// queue set is registered with the LAN Tx scheduler before the leaf is
+    /// enabled, and the VSI's RDMA filter is turned on last. Close with
+    /// [`Device::close_with_lan`] to undo both.
+    pub fn probe_with_lan(
+        bar: B,
+        lan: LanInfo,
+        profile: Profile,
+        opts: ProbeOptions,
+        ops: &mut dyn LanOps,
+    ) -> Result<Self, ProbeError> {
+        Self::probe_inner(bar, lan, profile, opts, Some(ops))
+    }
+
+    fn probe_inner<'o>(
+        bar: B,
+        lan: LanInfo,
+        profile: Profile,
+        opts: ProbeOptions,
+        mut ops: Option<&mut (dyn LanOps + 'o)>,
+    ) -> Result<Self, ProbeError> {
+        if let Err(e) = lan.validate() {
+            return fail(ProbeStep::LanInfo, ProbeCause::Lan(e));
+        }
+        let mut dev = Device {
+            bar: bar.clone(),
+            lan,
+            cqp: spin::Mutex::new(None),
+            res: spin::Mutex::new(Resources { sds: SdStore::new(lan.pf_id), ids: None }),
+            aeq: spin::Mutex::new(None),
+            ceq: None,
+            scratch: None,
+            layout: None,
+            caps_fpm: None,
+            ws: WsTree::default(),
+            qp_err: [const { AtomicBool::new(false) }; MAX_QPS as usize],
+            max_ird: 8,
+            fw_version: (0, 0),
+            features: 0,
+            opts,
+            control_bytes: 0,
+        };
+        let r = dev.bring_up(bar, &profile, ops.as_deref_mut());
+        match r {
+            Ok(()) => Ok(dev),
+            Err(e) => {
+                let _ = dev.teardown(ops);
+                Err(e)
+            }
+        }
+    }
+
+    fn bring_up<'o>(
+        &mut self,
+        bar: B,
+        profile: &Profile,
+        mut ops: Option<&mut (dyn LanOps + 'o)>,
+    ) -> Result<(), ProbeError> {
+        use ProbeStep as S;
+        // 1. Firmware ready (ctrl.c: irdma_wait_pe_ready).
+        let end = H::now().saturating_add(self.opts.fw_ready_timeout);
+        let mut st = [0u32; 3];
+        let ready = irdma_hal::dma::wait_until::<H>(end, || {
+            for (s, off) in st.iter_mut().zip(regs::GLPE_CPUSTATUS) {
+                *s = bar.read32(off);
+            }
+            st.iter().all(|s| *s == regs::CPUSTATUS_READY)
+        });
+        if !ready {
+            return fail(S::FirmwareReady, ProbeCause::FirmwareNotReady(st));
+        }
+        // 2. Doorbell size (ctrl.c: irdma_sc_dev_init).
+        let lbar = bar.read32(regs::GLPCI_LBARCTRL);
+        if !matches!(regs::field::LBARCTRL_PE_DB_SIZE.get(u64::from(lbar)), 1 | 2) {
+            return fail(S::DoorbellSize, ProbeCause::DoorbellDisabled(lbar));
+        }
+        // 3–4. Memory and the CQP.
+        let scratch = Dma::<H>::new(1, BufferDirection::Both)
+            .or_else(|e| fail(S::CqpCreate, ProbeCause::Dma(e)))?;
+        let (q_pa, c_pa, f_pa) = (
+            scratch.paddr() + SCRATCH_QUERY as u64,
+            scratch.paddr() + SCRATCH_COMMIT as u64,
+            scratch.paddr() + SCRATCH_FEATURES as u64,
+        );
+        self.scratch = Some(scratch);
+        let mut cfg = CqpConfig::gen2_roce(self.opts.cqp_sq_size);
+        cfg.timeouts = self.opts.timeouts;
+        cfg.completion_ctx = 0x4951_5050; // echoed in CCQ CQEs; any non-zero value
+        let cqp =
+            Cqp::<H, B>::create(bar, &cfg).or_else(|e| fail(S::CqpCreate, ProbeCause::Cqp(e)))?;
+        let sq = cfg.sq_size as usize;
+        self.control_bytes = pages_bytes(sq * CQP_WQE_BYTES)
+            + pages_bytes(64)
+            + pages_bytes(sq * SDBUF_BYTES_PER_SLOT)
+            + pages_bytes(PAGE_SIZE);
+        *self.cqp.get_mut() = Some(cqp);
+
+        // 5. Features (ctrl.c: irdma_get_rdma_features).
+        let manage_rsrc_ver2 = {
+            let cmd = QueryRdmaFeatures { buf_pa: f_pa, buf_len: FEATURES_BYTES as u32 };
+            self.exec(cmd).or_else(|e| fail(S::QueryFeatures, ProbeCause::Cqp(e)))?;
+            self.read_features()
+        };
+
+        // 6. FPM query → sizing → commit.
+        let query = {
+            let fn_id = self.lan.pf_id as u16;
+            self.exec(QueryFpmVal { hmc_fn_id: fn_id, buf_pa: q_pa })
+                .or_else(|e| fail(S::QueryFpm, ProbeCause::Cqp(e)))?;
+            let buf = self.scratch_words(SCRATCH_QUERY);
+            FpmQuery::decode(&buf, manage_rsrc_ver2, false)
+                .or_else(|e| fail(S::QueryFpm, ProbeCause::Decode(e)))?
+        };
+        self.max_ird = query.max_hw_ird().min(u8::MAX as u16) as u8;
+        let caps = fpm_caps(&query);
+        let counts = size_hmc(&caps, profile).or_else(|e| fail(S::SizeHmc, ProbeCause::Hmc(e)))?;
+        let mut commit_buf = [0u64; 24];
+        encode_fpm_commit(&counts.cnt, &mut commit_buf);
+        if let Some(s) = self.scratch.as_ref() {
+            for (i, w) in commit_buf.iter().enumerate() {
+                s.write_u64(SCRATCH_COMMIT + 8 * i, *w);
+            }
+        }
+        let fn_id = self.lan.pf_id as u16;
+        self.exec(CommitFpmVal { hmc_fn_id: fn_id, buf_pa: c_pa, flush_timer_disable: false })
+            .or_else(|e| fail(S::CommitFpm, ProbeCause::Cqp(e)))?;
+        let sizes: [u64; HMC_OBJ_COUNT] = core::array::from_fn(|i| caps.obj[i].size);
+        let committed = FpmCommit::decode(&self.scratch_words(SCRATCH_COMMIT), &sizes)
+            .or_else(|e| fail(S::CommitFpm, ProbeCause::Decode(e)))?;
+        let objs: [ObjCommit; HMC_OBJ_COUNT] = core::array::from_fn(|i| ObjCommit {
+            cnt: committed.obj[i].cnt,
+            base: committed.obj[i].base,
+        });
+        let layout =
+            HmcLayout::new(&sizes, &objs).or_else(|e| fail(S::CommitFpm, ProbeCause::Hmc(e)))?;
+        self.layout = Some(layout);
+        self.caps_fpm = Some(query);
+        let qp_cnt = layout.object(HmcObj::Qp).cnt;
+        let cq_cnt = layout.object(HmcObj::Cq).cnt;
+        let limits = Limits {
+            qp_count: qp_cnt,
+            cq_count: cq_cnt,
+            pble_count: layout.object(HmcObj::Pble).cnt,
+            ceq_count: u32::from(query.max_ceqs),
+        };
+        self.cqp_mut().or_else(|e| fail(S::CommitFpm, ProbeCause::Cqp(e)))?.set_limits(limits);
+
+        // 7. Back every non-PBLE SD.
+        {
+            let res = self.res.get_mut();
+            let cqp = self.cqp.get_mut().as_mut();
+            let Some(cqp) = cqp else { return fail(S::BackHmc, ProbeCause::Capacity) };
+            res.sds.back_static(&layout, cqp).or_else(|e| fail(S::BackHmc, e.into()))?;
+        }
+        // 8. SHMC_PAGES_ALLOCATED.
+        self.exec(ShmcPagesAllocated { hmc_fn_id: fn_id })
+            .or_else(|e| fail(S::ShmcPagesAllocated, ProbeCause::Cqp(e)))?;
+        // 9. CCQ (spec §2.7).
+        let mut ccq = CcqConfig::linux(self.opts.cqp_sq_size);
+        ccq.vsi_idx = self.lan.vsi_num;
+        self.control_bytes += pages_bytes(ccq.entries as usize * CCQ_CQE_BYTES) + pages_bytes(64);
+        let r = self.cqp_mut().and_then(|c| c.create_ccq(ccq));
+        if let Err(e) = r {
+            // A refused CREATE_CQ of the CCQ cannot complete into the CCQ it
+            // failed to create: the only report is CQPTAIL.CQP_OP_ERR with
+            // CQPERRCODES (ctrl.c: irdma_cqp_poll_registers reads them).
+            let tail = u64::from(self.bar.read32(regs::CQPTAIL));
+            let e = if matches!(e, CqpError::Timeout { .. })
+                && regs::field::CQPTAIL_OP_ERR.is_set(tail)
+            {
+                let codes = u64::from(self.bar.read32(regs::CQPERRCODES));
+                CqpError::OpFailed {
+                    opcode: irdma_hal::cqp::op::CREATE_CQ,
+                    major: regs::field::CQPERRCODES_MAJOR.get(codes) as u16,
+                    minor: regs::field::CQPERRCODES_MINOR.get(codes) as u16,
+                }
+            } else {
+                e
+            };
+            return fail(S::CreateCcq, ProbeCause::Cqp(e));
+        }
+
+        // 10. CEQ 0: min(committed CQ count, 262143) entries (hw.c: irdma_create_ceq).
+        let ceq_entries = cq_cnt.clamp(1, 262_143);
+        let ring = Dma::<H>::with_bytes(ceq_entries as usize * 8, BufferDirection::DeviceToDriver)
+            .or_else(|e| fail(S::CreateCeq, ProbeCause::Dma(e)))?;
+        self.control_bytes += ring.len() as u64;
+        let cmd = CreateCeq {
+            ceq_id: 0,
+            elem_cnt: ceq_entries,
+            mem: QueueMem::contiguous(ring.paddr()),
+            tph_en: false,
+            tph_val: 0,
+            itr_no_expire: false,
+            vsi_idx: self.lan.vsi_num,
+            pasid_valid: false,
+            pasid: 0,
+        };
+        let r = self.exec(cmd);
+        // Keep the ring if the device may hold it, so teardown destroys it.
+        match r {
+            Ok(_) => self.ceq = Some(Ceq { _ring: ring, cmd }),
+            Err(e) => return fail(S::CreateCeq, ProbeCause::Cqp(e)),
+        }
+
+        // 11. The PBLE pool; its first chunk is backed now (pble.c:
+        // irdma_hmc_init_pble), the rest on demand.
+        let pool = PblePool::<PBLE_RUNS>::new(*layout.pble())
+            .or_else(|e| fail(S::PblePool, ProbeCause::Pble(e)))?;
+        if let Some(first) = layout.pble().chunks().next() {
+            let res = self.res.get_mut();
+            let Some(cqp) = self.cqp.get_mut().as_mut() else {
+                return fail(S::PblePool, ProbeCause::Capacity);
+            };
+            res.sds.back_pble_chunk(&first, cqp).or_else(|e| fail(S::PblePool, e.into()))?;
+        }
+
+        // 12. AEQ: min(QP + CQ count, 524287) entries of 16 B (hw.c: irdma_create_aeq).
+        let aeq_entries = qp_cnt.saturating_add(cq_cnt).clamp(1, 524_287);
+        let ring = Dma::<H>::with_bytes(
+            aeq_entries as usize * AEQE_BYTES,
+            BufferDirection::DeviceToDriver,
+        )
+        .or_else(|e| fail(S::CreateAeq, ProbeCause::Dma(e)))?;
+        self.control_bytes += ring.len() as u64;
+        let cmd = CreateAeq {
+            elem_cnt: aeq_entries,
+            mem: QueueMem::contiguous(ring.paddr()),
+            pasid_valid: false,
+            pasid: 0,
+        };
+        match self.exec(cmd) {
+            Ok(_) => {
+                *self.aeq.get_mut() = Some(AeqRing {
+                    ring,
+                    cons: RingConsumer::new(aeq_entries),
+                    cmd,
+                    overflowed: false,
+                })
+            }
+            Err(e) => return fail(S::CreateAeq, ProbeCause::Cqp(e)),
+        }
+
+        // 13. Work-scheduler tree: root 0, VSI node, TC leaf → qs_handle,
+        // then enable the leaf (ws.c: irdma_ws_add; spec §4.3.20).
+        self.build_ws(ops.as_deref_mut()).or_else(|e| fail(S::WorkScheduler, e))?;
+
+        // Software tables (hw.c: irdma_initialize_hw_rsrc).
+        let ids = Ids {
+            pds: IdBitmap::pd_ids(MAX_PDS).or_else(|e| fail(S::Resources, ProbeCause::Ids(e)))?,
+            qps: IdBitmap::qp_ids(qp_cnt).or_else(|e| fail(S::Resources, ProbeCause::Ids(e)))?,
+            cqs: IdBitmap::cq_ids(cq_cnt).or_else(|e| fail(S::Resources, ProbeCause::Ids(e)))?,
+            arp_ids: IdBitmap::arp_ids(layout.object(HmcObj::Arp).cnt)
+                .or_else(|e| fail(S::Resources, ProbeCause::Ids(e)))?,
+            arp: [ArpSlot::default(); MAX_ARP as usize],
+            stags: StagTable::new(layout.object(HmcObj::Mr).cnt, self.opts.stag_key_seed)
+                .or_else(|_| fail(S::Resources, ProbeCause::Ids(IdError::BadCapacity)))?,
+            pble: pool,
+            qp_rec: [QpRecord::default(); MAX_QPS as usize],
+        };
+        self.res.get_mut().ids = Some(ids);
+        // RDMA traffic to the VSI on, last (main.c: irdma_probe).
+        if let Some(o) = ops {
+            o.set_rdma_filter(self.lan.vsi_num, true)
+                .or_else(|e| fail(S::RdmaFilter, ProbeCause::LanOp(e)))?;
+            self.ws.filter_on = true;
+        }
+        info!("irdma: probe done");
+        Ok(())
+    }
+
+    fn build_ws<'o>(&mut self, ops: Option<&mut (dyn LanOps + 'o)>) -> Result<(), ProbeCause> {
+        let vsi = self.lan.vsi_num;
+        let tc = self.lan.qos.tc_of(0).unwrap_or(0);
+        let weight = |w: u8| w.clamp(1, 0x7f);
+        let leaf_w = self.lan.qos.tc_info.get(tc as usize).map_or(1, |t| t.rel_bw);
+        let (vsi_node, leaf_node) = (1u16, 2u16);
+        self.ws = WsTree { vsi_node, leaf_node, tc, ..WsTree::default() };
+        let nodes = [
+            WsNode {
+                op: WsNodeOp::Add,
+                node_id: 0,
+                parent_id: 0,
+                vsi,
+                leaf: false,
+                enable: true,
+                prio_type: 1,
+                tc: 0,
+                weight: 1,
+            },
+            WsNode {
+                op: WsNodeOp::Add,
+                node_id: vsi_node,
+                parent_id: 0,
+                vsi,
+                leaf: false,
+                enable: true,
+                prio_type: 1,
+                tc: 0,
+                weight: weight(self.lan.qos.vport_rel_bw),
+            },
+            WsNode {
+                op: WsNodeOp::Add,
+                node_id: leaf_node,
+                parent_id: vsi_node,
+                vsi,
+                leaf: true,
+                enable: false,
+                prio_type: 1,
+                tc,
+                weight: weight(leaf_w),
+            },
+        ];
+        for n in nodes {
+            let c = self.exec(n).map_err(ProbeCause::Cqp)?;
+            self.ws.created += 1;
+            if n.leaf {
+                self.ws.qs_handle = (c.op_ret_val & 0x3ff) as u16;
+            }
+        }
+        if let Some(o) = ops {
+            let teid = o.register_qset(self.ws.qs_handle, tc, vsi).map_err(ProbeCause::LanOp)?;
+            self.ws.qset_teid = Some(teid);
+        }
+        let enable = WsNode { op: WsNodeOp::Modify, enable: true, ..nodes[2] };
+        self.exec(enable).map_err(ProbeCause::Cqp)?;
+        self.ws.leaf_enabled = true;
+        Ok(())
+    }
+
+    fn read_features(&mut self) -> bool {
+        let Some(s) = self.scratch.as_ref() else { return false };
+        let e0 = s.read_u64(SCRATCH_FEATURES).unwrap_or(0);
+        // Entry 0: FEATURE_CNT [47:32], FW major [31:16], minor [15:0] (spec §4.3.23).
+        self.fw_version = ((e0 >> 16) as u16, e0 as u16);
+        let cnt = ((e0 >> 32) & 0xffff).min((FEATURES_BYTES / 8) as u64) as usize;
+        let mut flags = 0;
+        for i in 1..cnt {
+            let e = s.read_u64(SCRATCH_FEATURES + 8 * i).unwrap_or(0);
+            // Type 32 = FTN_FLAGS (type.h: enum irdma_feature_type).
+            if e >> 48 == 32 {
+                flags = e & 0xffff_ffff_ffff;
+            }
+        }
+        self.features = flags;
+        flags & (1 << 2) != 0
+    }
+
+    fn scratch_words(&self, off: usize) -> [u64; 24] {
+        let mut w = [0u64; 24];
+        if let Some(s) = self.scratch.as_ref() {
+            for (i, x) in w.iter_mut().enumerate().take(FPM_BUF_BYTES / 8) {
+                *x = s.read_u64(off + 8 * i).unwrap_or(0);
+            }
+        }
+        w
+    }
+
+    /// The CQP during probe (exclusive access; it exists after step 4).
+    fn cqp_mut(&mut self) -> Result<&mut Cqp<H, B>, CqpError> {
+        self.cqp.get_mut().as_mut().ok_or(CqpError::Protocol { what: "no CQP" })
+    }
+
+    /// Runs one command on the CQP during probe.
+    fn exec<C: crate::cqp::CqpCommand>(&mut self, cmd: C) -> Result<Completion, CqpError> {
+        self.cqp_mut()?.exec(cmd, 0).map(|c| c.info())
+    }
+
+    /// Tears down whatever exists, in Linux's order (hw.c:
+    /// irdma_ctrl_deinit_hw), freeing DMA only after the device was told to
+    /// stop using it. Returns the first error; always finishes.
+    fn teardown<'o>(&mut self, ops: Option<&mut (dyn LanOps + 'o)>) -> Result<(), CloseError> {
+        let mut first: Option<CloseError> = None;
+        let ws = self.ws;
+        if let Some(o) = ops {
+            if ws.filter_on
+                && let Err(e) = o.set_rdma_filter(self.lan.vsi_num, false)
+            {
+                first.get_or_insert(CloseError::Lan(e));
+            }
+            if let Some(teid) = ws.qset_teid
+                && let Err(e) = o.unregister_qset(ws.qs_handle, teid)
+            {
+                first.get_or_insert(CloseError::Lan(e));
+            }
+        }
+        let mut note = |r: Result<(), CqpError>| {
+            if let Err(e) = r {
+                first.get_or_insert(CloseError::Cqp(e));
+            }
+        };
+        let aeq = self.aeq.get_mut().take();
+        let ceq = self.ceq.take();
+        if let Some(cqp) = self.cqp.get_mut().as_mut() {
+            // Work scheduler: leaf, VSI node, root (ws.c: irdma_ws_remove).
+            let vsi = self.lan.vsi_num;
+            let ids = [(ws.leaf_node, ws.vsi_node, true), (ws.vsi_node, 0, false), (0, 0, false)];
+            for (k, (node, parent, leaf)) in ids.iter().enumerate() {
+                if (ws.created as usize) < ids.len() - k {
+                    continue;
+                }
+                let del = WsNode {
+                    op: WsNodeOp::Delete,
+                    node_id: *node,
+                    parent_id: *parent,
+                    vsi,
+                    leaf: *leaf,
+                    enable: false,
+                    prio_type: 1,
+                    tc: if *leaf { ws.tc } else { 0 },
+                    weight: 1,
+                };
+                note(cqp.exec(del, 0).map(|_| ()));
+            }
+            if let Some(a) = aeq.as_ref() {
+                let d = DestroyAeq {
+                    elem_cnt: a.cmd.elem_cnt,
+                    mem: a.cmd.mem,
+                    pasid_valid: false,
+                    pasid: 0,
+                };
+                note(cqp.exec(d, 0).map(|_| ()));
+            }
+            if let Some(c) = ceq.as_ref() {
+                let d = DestroyCeq {
+                    ceq_id: c.cmd.ceq_id,
+                    elem_cnt: c.cmd.elem_cnt,
+                    mem: c.cmd.mem,
+                    tph_en: false,
+                    pasid_valid: false,
+                    pasid: 0,
+                };
+                note(cqp.exec(d, 0).map(|_| ()));
+            }
+            note(cqp.destroy_ccq());
+            note(self.res.get_mut().sds.clear_all(cqp));
+        }
+        self.ws = WsTree::default();
+        if let Some(cqp) = self.cqp.get_mut().take() {
+            note(cqp.destroy());
+        }
+        // Now nothing the device knows of is left: free the memory.
+        drop(aeq);
+        drop(ceq);
+        let res = self.res.get_mut();
+        res.ids = None;
+        res.sds.sds.clear();
+        self.scratch = None;
+        match first {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+
+    /// Tears the device down (the AEQ, CEQ 0, CCQ, SDs, CQP, then memory).
+    /// Every verbs object borrows the device, so none can be alive here.
+    ///
+    /// A LAN-side registration made by [`Device::probe_with_lan`] is not
+    /// undone here; use [`Device::close_with_lan`].
+    pub fn close(mut self) -> Result<(), CloseError> {
+        self.teardown(None)
+    }
+
+    /// [`Device::close`], first turning the VSI's RDMA filter off and
+    /// unregistering the queue set from the LAN Tx scheduler.
+    pub fn close_with_lan(mut self, ops: &mut dyn LanOps) -> Result<(), CloseError> {
+        self.teardown(Some(ops))
+    }
+
+    /// The BAR (doorbells).
+    pub fn bar(&self) -> &B {
+        &self.bar
+    }
+
+    /// What the LAN side told probe.
+    pub fn lan_info(&self) -> &LanInfo {
+        &self.lan
+    }
+
+    /// The committed HMC layout.
+    pub fn hmc_layout(&self) -> Option<&HmcLayout> {
+        self.layout.as_ref()
+    }
+
+    /// Firmware version from QUERY_RDMA_FEATURES (major, minor).
+    pub fn fw_version(&self) -> (u16, u16) {
+        self.fw_version
+    }
+
+    /// The queue-set handle of the work-scheduler leaf (QP contexts carry it).
+    pub fn qs_handle(&self) -> u16 {
+        self.ws.qs_handle
+    }
+
+    /// The DMA memory this device costs.
+    pub fn footprint(&self) -> DeviceFootprint {
+        let hmc = self.layout.map(|l| l.footprint()).unwrap_or(Footprint {
+            static_sds: 0,
+            static_bytes: 0,
+            pble_initial_bytes: 0,
+            pble_max_bytes: 0,
+        });
+        let sds = self.res.lock().sds.bytes();
+        DeviceFootprint {
+            hmc,
+            control_bytes: self.control_bytes,
+            current_bytes: sds + self.control_bytes,
+        }
+    }
+
+    /// What callers may ask for.
+    pub fn caps(&self) -> DeviceCaps {
+        let l = self.layout;
+        let cnt = |o: HmcObj| l.map_or(0, |l| l.object(o).cnt);
+        DeviceCaps {
+            max_qp: cnt(HmcObj::Qp).min(MAX_QPS),
+            max_cq: cnt(HmcObj::Cq).min(MAX_CQS),
+            max_mr: cnt(HmcObj::Mr).min(MAX_MRS),
+            max_pd: MAX_PDS,
+            max_qp_wr_quanta: crate::uk::sizing::MAX_WQ_QUANTA,
+            max_sge: crate::uk::sizing::MAX_FRAGS,
+            max_inline: irdma_hal::wqe::inline::MAX_BYTES as u32,
+            max_cqe: 1_048_575,
+            max_ord: self.max_ird,
+            max_ird: self.max_ird,
+            max_mr_pages: l.map_or(0, |l| l.pble().count()),
+            max_mr_size: 1 << 45,
+        }
+    }
+
+    /// Runs `f` with the CQP (shared by every control call).
+    pub(crate) fn with_cqp<R>(
+        &self,
+        f: impl FnOnce(&mut Cqp<H, B>) -> Result<R, CqpError>,
+    ) -> Result<R, CqpError> {
+        let mut g = self.cqp.lock();
+        match g.as_mut() {
+            Some(c) => f(c),
+            None => Err(CqpError::Protocol { what: "device closed" }),
+        }
+    }
+
+    /// Whether the control path moved QP `qpn` to ERROR (data path: atomic).
+    pub fn qp_in_error(&self, qpn: u32) -> bool {
+        self.qp_err.get(qpn as usize).is_some_and(|f| f.load(Ordering::Acquire))
+    }
+
+    pub(crate) fn set_qp_error(&self, qpn: u32, on: bool) {
+        if let Some(f) = self.qp_err.get(qpn as usize) {
+            f.store(on, Ordering::Release);
+        }
+    }
+}
+
+impl<H: Hal, B: Bar + Clone> Drop for Device<H, B> {
+    fn drop(&mut self) {
+        let _ = self.teardown(None);
+    }
+}
+
+/// The sizing inputs from a decoded query (ctrl.c:
+/// irdma_sc_parse_fpm_query_buf).
+fn fpm_caps(q: &FpmQuery) -> FpmCaps {
+    FpmCaps {
+        obj: core::array::from_fn(|i| ObjCaps { max_cnt: q.obj[i].max_cnt, size: q.obj[i].size }),
+        first_sd_index: u32::from(q.first_sd_index),
+        max_sds: u32::from(q.max_sds),
+        ht_multiplier: u32::from(q.ht_multiplier),
+        timer_bucket: u32::from(q.timer_bucket),
+        xf_block_size: u64::from(q.xf_block_size),
+        q1_block_size: u64::from(q.q1_block_size),
+        rrf_block_size: u64::from(q.rrf_block_size),
+        ooiscf_block_size: u64::from(q.ooiscf_block_size),
+        max_hw_ird: u32::from(q.max_hw_ird()),
+    }
+}

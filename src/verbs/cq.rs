@@ -1,0 +1,187 @@
+//! Completion queues: CREATE_CQ / DESTROY_CQ and `poll_cq` /
+//! `req_notify_cq` over [`crate::uk::Cq`].
+
+use irdma_hal::{Bar, BufferDirection, Dma, Hal};
+
+use super::VerbsError;
+use super::qp::Qp;
+use super::static_view;
+use crate::cqp::cmd::{CreateCq, DestroyCq, QueueMem as CqpQueueMem};
+use crate::device::Device;
+use crate::uk::{self, QpLookup, QpUk};
+use crate::wr::WorkCompletion;
+
+/// Largest CQ the device takes (spec control-path §2.2: 1..1048575 entries).
+pub const MAX_CQE: u32 = 1_048_575;
+
+/// A completion queue (`ib_cq`), polled; bound to CEQ 0.
+pub struct Cq<'d, H: Hal, B: Bar + Clone> {
+    // `uk` views `ring`/`shadow`; it is declared (and dropped) first.
+    uk: uk::Cq<'static>,
+    dev: &'d Device<H, B>,
+    id: u32,
+    cqe: u32,
+    cmd: CreateCq,
+    alive: bool,
+    /// Ring and shadow area; `None` only after a failed destroy in `Drop`.
+    mem: Option<(Dma<H>, Dma<H>)>,
+}
+
+impl<H: Hal, B: Bar + Clone> Device<H, B> {
+    /// `ib_create_cq` with room for at least `cqe` completions. Ring entries:
+    /// (cqe + 1) × 2 (irdma_kcompat.c: irdma_create_cq: one spare entry,
+    /// doubled on GEN_2 for extended CQEs), in one contiguous allocation
+    /// (level 0), with a 64-byte shadow area; CEQ 0, CEQE mask and overflow
+    /// check set as Linux sets them.
+    pub fn create_cq(&self, cqe: u32) -> Result<Cq<'_, H, B>, VerbsError> {
+        if cqe == 0 || cqe > MAX_CQE / 2 - 1 {
+            return Err(VerbsError::AboveLimit {
+                what: "cqe",
+                requested: cqe.into(),
+                max: (MAX_CQE / 2 - 1).into(),
+            });
+        }
+        let entries = (cqe + 1) * 2;
+        let ring = Dma::<H>::with_bytes(entries as usize * 32, BufferDirection::DeviceToDriver)?;
+        let shadow = Dma::<H>::new(1, BufferDirection::Both)?;
+        let id = {
+            let mut res = self.res.lock();
+            res.ids.as_mut().ok_or(VerbsError::Destroyed)?.cqs.alloc_next()?
+        };
+        let cmd = CreateCq {
+            cq_id: id,
+            cq_size: entries,
+            // Echoed in CEQEs; the CQ id is unique while the CQ lives.
+            cq_ctx: id as u64,
+            shadow_read_threshold: (entries / 2).min(0x3_ffc0),
+            ceq_id: Some(0),
+            ceqe_mask: true,
+            check_overflow: true,
+            ring: CqpQueueMem::contiguous(ring.paddr()),
+            shadow_area_pa: shadow.paddr(),
+            tph_en: false,
+            tph_val: 0,
+            avoid_mem_cflct: false,
+            pasid_valid: false,
+            pasid: 0,
+            vsi_idx: self.lan.vsi_num,
+        };
+        // SAFETY: `ring` and `shadow` are DMA allocations owned by the
+        // returned `Cq` next to `uk`; they do not move when the `Cq` moves,
+        // are freed only after `uk` is dropped (field order), and `uk` is
+        // only used while the CQ is alive; `uk` never leaves the `Cq`.
+        let mem = unsafe { static_view(&ring, 0, entries as usize * 32) };
+        // SAFETY: as above.
+        let sh = unsafe { static_view(&shadow, 0, 64) };
+        let ukcq = match (mem, sh) {
+            (Some(m), Some(s)) => uk::Cq::new(m, s, entries, id).ok(),
+            _ => None,
+        };
+        let free_id = |e: VerbsError| {
+            if let Some(ids) = self.res.lock().ids.as_mut() {
+                let _ = ids.cqs.free(id);
+            }
+            e
+        };
+        let Some(ukcq) = ukcq else {
+            return Err(free_id(VerbsError::Invalid { what: "CQ ring" }));
+        };
+        if let Err(e) = self.with_cqp(|c| c.exec(cmd, 0).map(|_| ())) {
+            return Err(free_id(e.into()));
+        }
+        Ok(Cq { uk: ukcq, dev: self, id, cqe, cmd, alive: true, mem: Some((ring, shadow)) })
+    }
+}
+
+/// Looks QPs up by completion context for [`crate::uk::poll_cq`].
+struct Lookup<'x, 'q, 'd, H: Hal, B: Bar + Clone>(&'x mut [&'q mut Qp<'d, H, B>]);
+
+impl<H: Hal, B: Bar + Clone> QpLookup<'static> for Lookup<'_, '_, '_, H, B> {
+    fn lookup(&mut self, ctx: u64) -> Option<&mut QpUk<'static>> {
+        self.0.iter_mut().find(|q| q.alive() && q.compl_ctx() == ctx).map(|q| q.uk_mut())
+    }
+}
+
+impl<'d, H: Hal, B: Bar + Clone> Cq<'d, H, B> {
+    /// The CQ id.
+    pub fn id(&self) -> u32 {
+        self.id
+    }
+
+    /// Completions it was created to hold (`cqe` given to create).
+    pub fn cqe(&self) -> u32 {
+        self.cqe
+    }
+
+    /// `ib_poll_cq`: fills `wc` and returns how many. `qps` are the QPs that
+    /// use this CQ (those not listed have their CQEs consumed and skipped).
+    ///
+    /// A QP the control path moved to ERROR completes every outstanding WR
+    /// exactly once: hardware flush CQEs are replayed by [`crate::uk`]; once
+    /// the ring is empty, WRs the hardware did not flush (posted after the
+    /// flush, or never reached by it) are completed here in software with
+    /// `WrFlushErr`, from the same tails (spec data-path §5.5, §6.1).
+    pub fn poll(&mut self, qps: &mut [&mut Qp<'d, H, B>], wc: &mut [WorkCompletion]) -> usize {
+        if !self.alive {
+            return 0;
+        }
+        for q in qps.iter_mut() {
+            q.sync_error();
+        }
+        let mut n = uk::poll_cq(&mut self.uk, &mut Lookup(qps), wc);
+        if n < wc.len() && !self.uk.has_cqe() {
+            for q in qps.iter_mut() {
+                if let Some(rest) = wc.get_mut(n..) {
+                    n += q.flush_software(self.id, rest);
+                }
+            }
+        }
+        n
+    }
+
+    /// `ib_req_notify_cq` (spec data-path §5.7). Polled-mode drivers never
+    /// need it; the CEQE it causes is ignored.
+    pub fn req_notify(&mut self, solicited_only: bool) {
+        if self.alive {
+            self.uk.request_notification(self.dev.bar(), solicited_only);
+        }
+    }
+
+    /// `ib_destroy_cq`: DESTROY_CQ with the create-time values (ctrl.c:
+    /// irdma_sc_cq_destroy), then the id is freed. The memory is released
+    /// when the object is dropped.
+    pub fn destroy(&mut self) -> Result<(), VerbsError> {
+        if !self.alive {
+            return Ok(());
+        }
+        let c = self.cmd;
+        let d = DestroyCq {
+            cq_id: c.cq_id,
+            cq_size: c.cq_size,
+            cq_ctx: c.cq_ctx,
+            ceq_id: c.ceq_id,
+            ceqe_mask: c.ceqe_mask,
+            ring: c.ring,
+            shadow_area_pa: c.shadow_area_pa,
+            tph_en: c.tph_en,
+            avoid_mem_cflct: c.avoid_mem_cflct,
+            pasid_valid: c.pasid_valid,
+            pasid: c.pasid,
+        };
+        self.dev.with_cqp(|q| q.exec(d, 0).map(|_| ()))?;
+        self.alive = false;
+        if let Some(ids) = self.dev.res.lock().ids.as_mut() {
+            let _ = ids.cqs.free(self.id);
+        }
+        Ok(())
+    }
+}
+
+impl<H: Hal, B: Bar + Clone> Drop for Cq<'_, H, B> {
+    fn drop(&mut self) {
+        if self.destroy().is_err() {
+            // The device still owns the rings: never hand the memory back.
+            core::mem::forget(self.mem.take());
+        }
+    }
+}

@@ -1,0 +1,249 @@
+//! Verbs objects on a brought-up [`Device`]: PD, CQ, QP (RC over RoCEv2),
+//! MR (registered and fast-register), with `ib_verbs` names.
+//!
+//! Every object borrows the device (`'d`), so the device cannot be closed
+//! while one is alive, and dropping an object destroys it. `destroy(&mut
+//! self)` does the same explicitly and reports the hardware error; after a
+//! failed destroy the object is still alive and the call may be retried.
+//!
+//! Ring and tracking memory comes from the platform's DMA pages ([`Dma`]);
+//! the software tracking arrays of the rings (`sq_wrtrk`, `rq_wrid`, level-2
+//! leaf lists) are carved from DMA pages the device is never told about, so
+//! the driver needs no allocator and no fixed per-queue maximum.
+//!
+//! The data path ([`Qp::post_send`], [`Qp::post_recv`], [`Cq::poll`],
+//! [`Cq::req_notify`]) is a thin wrapper over [`crate::uk`]; it takes no
+//! lock, only reads the QP's error flag (an atomic set by the control path).
+
+mod cq;
+mod mr;
+mod qp;
+mod wq;
+
+pub use cq::Cq;
+pub use mr::{FastRegMr, Mr, MrDesc};
+pub use qp::{
+    AddressVector, IpAddr, PostError, PostErrorKind, Qp, QpAttr, QpCap, QpInitAttr, QpState,
+};
+pub use wq::{Wq, WqInitAttr, WqType};
+
+use irdma_hal::{Bar, DmaError, Hal};
+
+use crate::cqp::engine::CqpError;
+use crate::device::{Device, cqp_codes};
+use crate::res::{AccessError, IdError, PbleError, StagError};
+
+/// Why a verb failed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum VerbsError {
+    /// The CQP op failed (hardware major/minor inside) or timed out.
+    Cqp(CqpError),
+    /// DMA memory could not be had.
+    Dma(DmaError),
+    /// Every id of that kind is in use (or another id-table refusal).
+    Id(IdError),
+    /// STag bookkeeping refused.
+    Stag(StagError),
+    /// The PBLE pool refused.
+    Pble(PbleError),
+    /// The access flags cannot be granted.
+    Access(AccessError),
+    /// A requested size is above what the device allows.
+    AboveLimit {
+        /// What.
+        what: &'static str,
+        /// Requested.
+        requested: u64,
+        /// Largest allowed.
+        max: u64,
+    },
+    /// An argument is unusable; `what` says which.
+    Invalid {
+        /// What.
+        what: &'static str,
+    },
+    /// The transition is not allowed from the QP's current state.
+    InvalidState,
+    /// The object was destroyed.
+    Destroyed,
+    /// More PBLE SDs than the driver tracks.
+    Capacity,
+}
+
+impl VerbsError {
+    /// The hardware (major, minor) codes, if the device reported some.
+    pub fn hw_codes(&self) -> Option<(u16, u16)> {
+        match self {
+            VerbsError::Cqp(e) => cqp_codes(*e),
+            _ => None,
+        }
+    }
+}
+
+impl From<CqpError> for VerbsError {
+    fn from(e: CqpError) -> Self {
+        VerbsError::Cqp(e)
+    }
+}
+impl From<DmaError> for VerbsError {
+    fn from(e: DmaError) -> Self {
+        VerbsError::Dma(e)
+    }
+}
+impl From<IdError> for VerbsError {
+    fn from(e: IdError) -> Self {
+        VerbsError::Id(e)
+    }
+}
+impl From<StagError> for VerbsError {
+    fn from(e: StagError) -> Self {
+        VerbsError::Stag(e)
+    }
+}
+impl From<PbleError> for VerbsError {
+    fn from(e: PbleError) -> Self {
+        VerbsError::Pble(e)
+    }
+}
+impl From<AccessError> for VerbsError {
+    fn from(e: AccessError) -> Self {
+        VerbsError::Access(e)
+    }
+}
+impl From<crate::device::BackError> for VerbsError {
+    fn from(e: crate::device::BackError) -> Self {
+        match e {
+            crate::device::BackError::Dma(d) => VerbsError::Dma(d),
+            crate::device::BackError::Cqp(c) => VerbsError::Cqp(c),
+            crate::device::BackError::Capacity => VerbsError::Capacity,
+        }
+    }
+}
+
+/// A protection domain (`ib_pd`). GEN_2 PDs are software ids only (spec
+/// control-path §5.4; irdma_kcompat.c: irdma_alloc_pd): ids 0–2 reserved.
+pub struct Pd<'d, H: Hal, B: Bar + Clone> {
+    dev: &'d Device<H, B>,
+    id: u32,
+}
+
+impl<'d, H: Hal, B: Bar + Clone> Pd<'d, H, B> {
+    /// The PD id (18 bits).
+    pub fn id(&self) -> u32 {
+        self.id
+    }
+
+    /// The device.
+    pub fn device(&self) -> &'d Device<H, B> {
+        self.dev
+    }
+}
+
+impl<H: Hal, B: Bar + Clone> Drop for Pd<'_, H, B> {
+    fn drop(&mut self) {
+        if let Some(ids) = self.dev.res.lock().ids.as_mut() {
+            let _ = ids.pds.free(self.id);
+        }
+    }
+}
+
+impl<H: Hal, B: Bar + Clone> Device<H, B> {
+    /// `ib_alloc_pd`.
+    pub fn alloc_pd(&self) -> Result<Pd<'_, H, B>, VerbsError> {
+        let mut res = self.res.lock();
+        let ids = res.ids.as_mut().ok_or(VerbsError::Destroyed)?;
+        let id = ids.pds.alloc_next()?;
+        Ok(Pd { dev: self, id })
+    }
+
+    /// Ids in use (PDs, QPs, CQs, MR indexes, ARP entries) and free PBLEs:
+    /// what a leak test compares before and after.
+    pub fn resource_usage(&self) -> ResourceUsage {
+        let res = self.res.lock();
+        match res.ids.as_ref() {
+            Some(i) => ResourceUsage {
+                pds: i.pds.in_use(),
+                qps: i.qps.in_use(),
+                cqs: i.cqs.in_use(),
+                mrs: i.stags.ids().in_use(),
+                arp: i.arp_ids.in_use(),
+                pble_free: i.pble.free_entries(),
+                backed_sds: res.sds.sds.len() as u32,
+            },
+            None => ResourceUsage::default(),
+        }
+    }
+}
+
+/// Counts of what is allocated, for leak checks.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct ResourceUsage {
+    /// PD ids in use (incl. reserved).
+    pub pds: u32,
+    /// QP ids in use (incl. reserved).
+    pub qps: u32,
+    /// CQ ids in use (incl. reserved).
+    pub cqs: u32,
+    /// MR indexes in use (incl. reserved).
+    pub mrs: u32,
+    /// ARP entries in use (incl. reserved).
+    pub arp: u32,
+    /// Free PBLEs.
+    pub pble_free: u32,
+    /// SDs backed (static + PBLE chunks; chunks stay backed once added, as
+    /// in Linux).
+    pub backed_sds: u32,
+}
+
+/// A `&'static mut [T]` over a DMA allocation the device never sees, used as
+/// fixed-capacity bookkeeping memory.
+///
+/// # Safety
+///
+/// `dma` must outlive every use of the slice, must not be handed to the
+/// device, and `T` must be valid when all-zero (the pages are zeroed) and
+/// need at most page alignment.
+pub(crate) unsafe fn dma_slice<H: Hal, T>(
+    dma: &irdma_hal::Dma<H>,
+    len: usize,
+) -> Option<&'static mut [T]> {
+    let bytes = len.checked_mul(core::mem::size_of::<T>())?;
+    if bytes > dma.len() || core::mem::align_of::<T>() > irdma_hal::PAGE_SIZE {
+        return None;
+    }
+    // SAFETY: the allocation is `dma.len()` ≥ `bytes` bytes, page-aligned
+    // (so aligned for `T`), zeroed (valid `T`s per the caller), exclusively
+    // owned by the caller's object and never shared with the device, and
+    // outlives the slice per this function's contract.
+    Some(unsafe { core::slice::from_raw_parts_mut(dma.vaddr().as_ptr().cast::<T>(), len) })
+}
+
+/// A `'static` view of `bytes` bytes of `dma` at `offset` for a uk ring.
+///
+/// # Safety
+///
+/// The caller keeps `dma` alive, unmoved in memory (a `Dma` never moves its
+/// pages), for as long as the view or anything built on it is used, and
+/// never lets the view escape the object that owns `dma`.
+pub(crate) unsafe fn static_view<H: Hal>(
+    dma: &irdma_hal::Dma<H>,
+    offset: usize,
+    bytes: usize,
+) -> Option<crate::uk::QueueMem<'static>> {
+    if !offset.is_multiple_of(8)
+        || !bytes.is_multiple_of(8)
+        || offset.checked_add(bytes)? > dma.len()
+    {
+        return None;
+    }
+    // SAFETY: `offset + bytes <= len`, so the pointer stays inside the
+    // allocation.
+    let p = unsafe { dma.vaddr().as_ptr().add(offset) };
+    let base = core::ptr::NonNull::new(p.cast::<u64>())?;
+    // SAFETY: page-aligned DMA memory plus an 8-aligned offset, valid for
+    // `bytes` bytes while the caller keeps `dma` alive (this function's
+    // contract); only volatile qword accesses are made through the view.
+    Some(unsafe { crate::uk::QueueMem::from_raw(base, bytes / 8) })
+}

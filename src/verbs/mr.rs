@@ -1,0 +1,552 @@
+//! Memory regions: REG_MR with PBL level 0/1/2 written into the HMC PBLE
+//! memory (spec control-path §4.3.9, §5, §6), DEALLOC_STAG, re-registration
+//! with a rotated key byte, and fast-register MRs (ALLOC_STAG with a level-1
+//! PBL, §4.3.7) for the `rw` layer's [`crate::rw::MrPool`].
+
+use irdma_hal::{Bar, BufferDirection, Dma, Hal};
+
+use super::{Pd, VerbsError, dma_slice};
+use crate::cqp::cmd::{AllocStag, DeallocStag, MrPages, PageSize as CqpPageSize, Pbl, RegMr};
+use crate::device::Device;
+use crate::res::pble::{LEAF_ENTRIES, PblNeed, PbleAlloc, PblePolicy, PbleRun, pbl_level};
+use crate::res::{Stag, mr_access_rights};
+use crate::rw::FrMr;
+use crate::wr::{Access, PageSize};
+
+/// Largest MR (spec §5.5: 2^45 bytes).
+pub const MAX_MR_SIZE: u64 = 1 << 45;
+
+/// What to register (`ib_reg_mr` with the pages already pinned and mapped).
+#[derive(Clone, Copy, Debug)]
+pub struct MrDesc<'p> {
+    /// IOVA of the first byte (VA-based), or its offset in the first page
+    /// when `zero_based` (then SGEs address the region from 0).
+    pub iova: u64,
+    /// Length in bytes.
+    pub length: u64,
+    /// Page size of `pages`.
+    pub page_size: PageSize,
+    /// Bus address of every page, in order, each aligned to `page_size`.
+    pub pages: &'p [u64],
+    /// Zero-based (VABASEDTO = 0) instead of VA-based.
+    pub zero_based: bool,
+    /// Access rights.
+    pub access: Access,
+}
+
+fn cqp_page(p: PageSize) -> CqpPageSize {
+    match p {
+        PageSize::Size4K => CqpPageSize::Size4K,
+        PageSize::Size2M => CqpPageSize::Size2M,
+        PageSize::Size1G => CqpPageSize::Size1G,
+    }
+}
+
+/// A PBL taken from the pool, with the host memory that remembers a level-2
+/// PBL's leaf runs (DMA pages the device never sees).
+struct HeldPbl<H: Hal> {
+    alloc: PbleAlloc,
+    leaves: Option<Dma<H>>,
+    nleaves: usize,
+}
+
+impl<H: Hal> HeldPbl<H> {
+    fn leaves(&self) -> &[PbleRun] {
+        match self.leaves.as_ref() {
+            // SAFETY: the allocation holds `nleaves` runs written by the pool;
+            // it lives as long as `self` and is never given to the device.
+            Some(d) => unsafe { dma_slice::<H, PbleRun>(d, self.nleaves) }.map_or(&[], |s| &*s),
+            None => &[],
+        }
+    }
+}
+
+/// A registered memory region (`ib_mr`): lkey = rkey = the STag.
+pub struct Mr<'d, H: Hal, B: Bar + Clone> {
+    dev: &'d Device<H, B>,
+    stag: Stag,
+    pd: u32,
+    reg: RegMr,
+    pbl: Option<HeldPbl<H>>,
+    level: u8,
+    alive: bool,
+}
+
+impl<H: Hal, B: Bar + Clone> Device<H, B> {
+    /// Takes a PBL for `pages` from the pool, backs the SDs it lands in
+    /// (UPDATE_PE_SDS, pble.c: add_pble_prm) and writes the entries: level 1
+    /// = page addresses; level 2 = root entries holding leaf PBLE indexes,
+    /// leaves holding page addresses (spec §6.2; pble.c: get_lvl2_pble).
+    fn take_pbl(&self, pages: &[u64], policy: PblePolicy) -> Result<HeldPbl<H>, VerbsError> {
+        let n = u32::try_from(pages.len()).map_err(|_| VerbsError::AboveLimit {
+            what: "pages",
+            requested: pages.len() as u64,
+            max: u32::MAX.into(),
+        })?;
+        let nleaves = n.div_ceil(LEAF_ENTRIES) as usize;
+        let leaves = if policy == PblePolicy::Level1OrLevel2 && n > LEAF_ENTRIES {
+            Some(Dma::<H>::with_bytes(
+                nleaves * core::mem::size_of::<PbleRun>(),
+                BufferDirection::DriverToDevice,
+            )?)
+        } else {
+            None
+        };
+        let mut res = self.res.lock();
+        let res = &mut *res;
+        let ids = res.ids.as_mut().ok_or(VerbsError::Destroyed)?;
+        let mut empty: [PbleRun; 0] = [];
+        let buf: &mut [PbleRun] = match leaves.as_ref() {
+            Some(d) => {
+                // SAFETY: `leaves` is owned by the returned `HeldPbl`, zeroed,
+                // never shared with the device; `PbleRun` is valid all-zero.
+                unsafe { dma_slice::<H, PbleRun>(d, nleaves) }.ok_or(VerbsError::Capacity)?
+            }
+            None => &mut empty,
+        };
+        let alloc = ids.pble.alloc(n, policy, buf)?;
+        let held = HeldPbl { alloc, leaves, nleaves };
+        let layout = *ids.pble.layout();
+        let back = {
+            let mut r = Ok(());
+            for chunk in alloc.chunks(&layout, held.leaves()) {
+                r = self.with_cqp(|c| {
+                    res.sds.back_pble_chunk(&chunk, c).map_err(|e| match e {
+                        crate::device::BackError::Cqp(c) => c,
+                        crate::device::BackError::Dma(d) => crate::cqp::engine::CqpError::Dma(d),
+                        crate::device::BackError::Capacity => {
+                            crate::cqp::engine::CqpError::Protocol { what: "SD table full" }
+                        }
+                    })
+                });
+                if r.is_err() {
+                    break;
+                }
+            }
+            r
+        };
+        let written = back.is_ok()
+            && match alloc {
+                PbleAlloc::Level1(run) => res.sds.write_pble_run(&layout, run.first, pages),
+                PbleAlloc::Level2 { root, .. } => {
+                    let lv = held.leaves();
+                    let roots = lv.iter().enumerate().all(|(j, leaf)| {
+                        let idx = root.first.wrapping_add(j as u32);
+                        res.sds.write_pble(&layout, idx, leaf.first.into())
+                    });
+                    roots
+                        && pages.chunks(LEAF_ENTRIES as usize).enumerate().all(|(j, part)| {
+                            lv.get(j)
+                                .is_some_and(|l| res.sds.write_pble_run(&layout, l.first, part))
+                        })
+                }
+            };
+        if !written {
+            let _ = ids.pble.free(&held.alloc, held.leaves());
+            return Err(match back {
+                Err(e) => e.into(),
+                Ok(()) => VerbsError::Capacity,
+            });
+        }
+        Ok(held)
+    }
+
+    fn put_pbl(&self, pbl: &HeldPbl<H>) {
+        if let Some(ids) = self.res.lock().ids.as_mut() {
+            let _ = ids.pble.free(&pbl.alloc, pbl.leaves());
+        }
+    }
+
+    fn put_stag(&self, stag: Stag) {
+        if let Some(ids) = self.res.lock().ids.as_mut() {
+            let _ = ids.stags.free(stag);
+        }
+    }
+
+    /// `ib_reg_mr` (verbs.c: irdma_reg_user_mr_type_mem, irdma_hwreg_mr):
+    /// level 0 when the pages are physically contiguous (one page, or each
+    /// page right after the previous, verbs.c: irdma_check_mr_contiguous),
+    /// otherwise level 1, or level 2 when no level-1 run fits and there are
+    /// more than 512 pages (pble.c: irdma_get_pble).
+    pub fn reg_mr<'d>(
+        &'d self,
+        pd: &Pd<'d, H, B>,
+        d: &MrDesc<'_>,
+    ) -> Result<Mr<'d, H, B>, VerbsError> {
+        let ps = cqp_page(d.page_size);
+        let pbytes = ps.bytes();
+        if d.length == 0 || d.pages.is_empty() {
+            return Err(VerbsError::Invalid { what: "empty MR" });
+        }
+        if d.length > MAX_MR_SIZE {
+            return Err(VerbsError::AboveLimit {
+                what: "length",
+                requested: d.length,
+                max: MAX_MR_SIZE,
+            });
+        }
+        if d.pages.iter().any(|p| p % pbytes != 0) {
+            return Err(VerbsError::Invalid { what: "page address not aligned to the page size" });
+        }
+        // The pages must cover [offset in first page, + length).
+        let first_off = d.iova % pbytes;
+        let need = first_off
+            .checked_add(d.length)
+            .map(|e| e.div_ceil(pbytes))
+            .ok_or(VerbsError::Invalid { what: "iova + length overflows" })?;
+        if (d.pages.len() as u64) < need {
+            return Err(VerbsError::Invalid { what: "fewer pages than the length needs" });
+        }
+        if !d.zero_based && d.iova.checked_add(d.length).is_none() {
+            return Err(VerbsError::Invalid { what: "iova + length overflows" });
+        }
+        let rights = mr_access_rights(d.access)?;
+        let pages = d.pages.get(..need as usize).unwrap_or(d.pages);
+        let Some(&first_page) = pages.first() else {
+            return Err(VerbsError::Invalid { what: "empty MR" });
+        };
+        let contiguous = pages
+            .iter()
+            .enumerate()
+            .all(|(i, p)| first_page.checked_add(i as u64 * pbytes) == Some(*p));
+        let stag = {
+            let mut res = self.res.lock();
+            res.ids.as_mut().ok_or(VerbsError::Destroyed)?.stags.alloc()?
+        };
+        let (mr_pages, pbl, level) = match pbl_level(pages.len() as u32, contiguous) {
+            PblNeed::Level0 => (MrPages::Contiguous(first_page), None, 0),
+            PblNeed::Pbl(_) => match self.take_pbl(pages, PblePolicy::Level1OrLevel2) {
+                Ok(p) => {
+                    let pb = Pbl { level: p.alloc.lpbl_size(), first_index: p.alloc.first_index() };
+                    let lvl = p.alloc.level();
+                    (MrPages::Pbl(pb), Some(p), lvl)
+                }
+                Err(e) => {
+                    self.put_stag(stag);
+                    return Err(e);
+                }
+            },
+        };
+        let reg = RegMr {
+            stag_idx: stag.index_field(),
+            stag_key: stag.key(),
+            pd_id: pd.id(),
+            va: d.iova,
+            total_len: d.length,
+            page_size: ps,
+            pages: mr_pages,
+            va_based: !d.zero_based,
+            access_rights: rights.bits(),
+            remote_atomics: false,
+            non_cached: false,
+            use_hmc_fn_index: false,
+            hmc_fn_index: 0,
+            placement_type: 0,
+            all_memory: false,
+        };
+        if let Err(e) = self.with_cqp(|c| c.exec(reg, 0).map(|_| ())) {
+            if let Some(p) = pbl.as_ref() {
+                self.put_pbl(p);
+            }
+            self.put_stag(stag);
+            return Err(e.into());
+        }
+        Ok(Mr { dev: self, stag, pd: pd.id(), reg, pbl, level, alive: true })
+    }
+}
+
+impl<H: Hal, B: Bar + Clone> Mr<'_, H, B> {
+    /// The local key.
+    pub fn lkey(&self) -> u32 {
+        self.stag.0
+    }
+
+    /// The remote key (the same STag).
+    pub fn rkey(&self) -> u32 {
+        self.stag.0
+    }
+
+    /// The PBL level used: 0, 1 or 2.
+    pub fn pbl_level(&self) -> u8 {
+        self.level
+    }
+
+    /// The PBLE holding the first page address (levels 1 and 2).
+    pub fn first_page_pble(&self) -> Option<u32> {
+        let p = self.pbl.as_ref()?;
+        p.alloc.entry_index(p.leaves(), 0)
+    }
+
+    /// Reads back the PBLE that holds page `page` (diagnostics and tests:
+    /// what the device will read from HMC memory).
+    pub fn pble_entry(&self, page: u32) -> Option<u64> {
+        let p = self.pbl.as_ref()?;
+        let idx = p.alloc.entry_index(p.leaves(), page)?;
+        let res = self.dev.res.lock();
+        let layout = *res.ids.as_ref()?.pble.layout();
+        res.sds.read_pble(&layout, idx)
+    }
+
+    /// Re-registers the same pages under a new key byte: DEALLOC_STAG, then
+    /// REG_MR with the index's next key (spec §5.1–5.2; [`StagTable::rotate`]).
+    /// An rkey handed out before stops working.
+    ///
+    /// [`StagTable::rotate`]: crate::res::StagTable::rotate
+    pub fn rereg(&mut self) -> Result<(), VerbsError> {
+        if !self.alive {
+            return Err(VerbsError::Destroyed);
+        }
+        let d = DeallocStag {
+            stag_idx: self.stag.index_field(),
+            pd_id: self.pd,
+            mr: true,
+            skip_flush: false,
+        };
+        self.dev.with_cqp(|c| c.exec(d, 0).map(|_| ()))?;
+        let next = {
+            let mut res = self.dev.res.lock();
+            res.ids.as_mut().ok_or(VerbsError::Destroyed)?.stags.rotate(self.stag)?
+        };
+        self.stag = next;
+        let reg = RegMr { stag_idx: next.index_field(), stag_key: next.key(), ..self.reg };
+        match self.dev.with_cqp(|c| c.exec(reg, 0).map(|_| ())) {
+            Ok(()) => {
+                self.reg = reg;
+                Ok(())
+            }
+            Err(e) => {
+                // Deregistered in hardware: release everything now.
+                self.release();
+                Err(e.into())
+            }
+        }
+    }
+
+    fn release(&mut self) {
+        self.alive = false;
+        if let Some(p) = self.pbl.take() {
+            self.dev.put_pbl(&p);
+        }
+        self.dev.put_stag(self.stag);
+    }
+
+    /// `ib_dereg_mr`: DEALLOC_STAG (verbs.c: irdma_hwdereg_mr), then the PBL
+    /// and the STag index go back (its key byte moves on at the next use).
+    pub fn dereg(&mut self) -> Result<(), VerbsError> {
+        if !self.alive {
+            return Ok(());
+        }
+        let d = DeallocStag {
+            stag_idx: self.stag.index_field(),
+            pd_id: self.pd,
+            mr: true,
+            skip_flush: false,
+        };
+        self.dev.with_cqp(|c| c.exec(d, 0).map(|_| ()))?;
+        self.release();
+        Ok(())
+    }
+}
+
+impl<H: Hal, B: Bar + Clone> Drop for Mr<'_, H, B> {
+    fn drop(&mut self) {
+        if self.dereg().is_err() {
+            // The device may still use the STag and its PBLEs: keep them.
+            core::mem::forget(self.pbl.take());
+        }
+    }
+}
+
+/// A fast-register MR (`ib_alloc_mr(IB_MR_TYPE_MEM_REG)`): an STag with a
+/// level-1 PBL of `max_pages` entries (verbs.c: irdma_alloc_mr,
+/// irdma_hw_alloc_stag), registered later by a FAST_REG WR. Hand
+/// [`FastRegMr::fr_mr`] to the `rw` layer's pool, or use
+/// [`FastRegMr::map_pages`] + [`FastRegMr::next_key`] directly.
+pub struct FastRegMr<'d, H: Hal, B: Bar + Clone> {
+    dev: &'d Device<H, B>,
+    /// The STag as allocated (the index is what DEALLOC_STAG needs).
+    stag: Stag,
+    /// The key the next FAST_REG WR should carry.
+    key: u32,
+    pd: u32,
+    max_pages: u32,
+    pbl: Option<HeldPbl<H>>,
+    alive: bool,
+}
+
+impl<H: Hal, B: Bar + Clone> Device<H, B> {
+    /// `ib_alloc_mr` for up to `max_pages` 4 KiB pages.
+    pub fn alloc_mr<'d>(
+        &'d self,
+        pd: &Pd<'d, H, B>,
+        max_pages: u32,
+    ) -> Result<FastRegMr<'d, H, B>, VerbsError> {
+        const MAX: u32 = 262_144; // main.h: IRDMA_MAX_PAGES_PER_FMR (spec §5.5)
+        if max_pages == 0 || max_pages > MAX {
+            return Err(VerbsError::AboveLimit {
+                what: "max_pages",
+                requested: max_pages.into(),
+                max: MAX.into(),
+            });
+        }
+        let stag = {
+            let mut res = self.res.lock();
+            res.ids.as_mut().ok_or(VerbsError::Destroyed)?.stags.alloc()?
+        };
+        // Zeroed page addresses until the first FAST_REG maps real ones.
+        let held = match self.take_pbl_len(max_pages) {
+            Ok(h) => h,
+            Err(e) => {
+                self.put_stag(stag);
+                return Err(e);
+            }
+        };
+        let cmd = AllocStag {
+            stag_idx: stag.index_field(),
+            pd_id: pd.id(),
+            total_len: u64::from(max_pages) * 4096,
+            page_size: CqpPageSize::Size4K,
+            access_rights: crate::res::AccessRights::LOCAL_READ,
+            remote_access: false,
+            use_hmc_fn_index: false,
+            hmc_fn_index: 0,
+            placement_type: 0,
+            pbl: Some(Pbl { level: 1, first_index: held.alloc.first_index() }),
+            all_memory: false,
+        };
+        if let Err(e) = self.with_cqp(|c| c.exec(cmd, 0).map(|_| ())) {
+            self.put_pbl(&held);
+            self.put_stag(stag);
+            return Err(e.into());
+        }
+        Ok(FastRegMr {
+            dev: self,
+            stag,
+            key: stag.0,
+            pd: pd.id(),
+            max_pages,
+            pbl: Some(held),
+            alive: true,
+        })
+    }
+
+    /// A level-1 PBL of `n` entries for a fast-register MR, its SDs backed,
+    /// entries zeroed.
+    fn take_pbl_len(&self, n: u32) -> Result<HeldPbl<H>, VerbsError> {
+        let mut res = self.res.lock();
+        let res = &mut *res;
+        let ids = res.ids.as_mut().ok_or(VerbsError::Destroyed)?;
+        let alloc = ids.pble.alloc(n, PblePolicy::Level1Only, &mut [])?;
+        let held = HeldPbl { alloc, leaves: None, nleaves: 0 };
+        let layout = *ids.pble.layout();
+        let mut r: Result<(), VerbsError> = Ok(());
+        for chunk in alloc.chunks(&layout, &[]) {
+            let mut back = Ok(());
+            let cq = self.with_cqp(|c| {
+                back = res.sds.back_pble_chunk(&chunk, c);
+                Ok(())
+            });
+            if let Err(e) = cq {
+                r = Err(e.into());
+                break;
+            }
+            if let Err(e) = back {
+                r = Err(e.into());
+                break;
+            }
+        }
+        let first = alloc.first_index();
+        if r.is_ok() && !(0..n).all(|i| res.sds.write_pble(&layout, first.wrapping_add(i), 0)) {
+            r = Err(VerbsError::Capacity);
+        }
+        if let Err(e) = r {
+            let _ = ids.pble.free(&held.alloc, &[]);
+            return Err(e);
+        }
+        Ok(held)
+    }
+}
+
+impl<H: Hal, B: Bar + Clone> FastRegMr<'_, H, B> {
+    /// The MR as the `rw` pool takes it (level-1 PBL).
+    pub fn fr_mr(&self) -> FrMr {
+        FrMr {
+            key: self.key,
+            max_pages: self.max_pages,
+            first_pble_index: self.pbl.as_ref().map_or(0, |p| p.alloc.first_index()),
+            pbl_level: 1,
+        }
+    }
+
+    /// The key the next FAST_REG WR should register.
+    pub fn key(&self) -> u32 {
+        self.key
+    }
+
+    /// Moves the key byte on (`ib_inc_rkey`) for the next registration and
+    /// returns the new key; a key registered before stops matching once the
+    /// FAST_REG WR with the new one executes.
+    pub fn next_key(&mut self) -> u32 {
+        let idx = self.key & !0xff;
+        let byte = (self.key as u8).wrapping_add(1);
+        self.key = idx | u32::from(byte);
+        self.key
+    }
+
+    /// Writes the page list the next FAST_REG WR maps into the MR's PBLEs
+    /// (verbs.c: irdma_map_mr_sg → irdma_set_page). Refused if it does not
+    /// fit.
+    pub fn map_pages(&self, pages: &[u64]) -> Result<(), VerbsError> {
+        if !self.alive {
+            return Err(VerbsError::Destroyed);
+        }
+        if pages.len() > self.max_pages as usize {
+            return Err(VerbsError::AboveLimit {
+                what: "pages",
+                requested: pages.len() as u64,
+                max: self.max_pages.into(),
+            });
+        }
+        let Some(p) = self.pbl.as_ref() else { return Err(VerbsError::Destroyed) };
+        let res = self.dev.res.lock();
+        let layout = *res.ids.as_ref().ok_or(VerbsError::Destroyed)?.pble.layout();
+        let first = p.alloc.first_index();
+        if pages
+            .iter()
+            .enumerate()
+            .all(|(i, pa)| res.sds.write_pble(&layout, first.wrapping_add(i as u32), *pa))
+        {
+            Ok(())
+        } else {
+            Err(VerbsError::Capacity)
+        }
+    }
+
+    /// `ib_dereg_mr`: DEALLOC_STAG, then the PBL and the index go back.
+    pub fn dereg(&mut self) -> Result<(), VerbsError> {
+        if !self.alive {
+            return Ok(());
+        }
+        let d = DeallocStag {
+            stag_idx: self.stag.index_field(),
+            pd_id: self.pd,
+            mr: true,
+            skip_flush: false,
+        };
+        self.dev.with_cqp(|c| c.exec(d, 0).map(|_| ()))?;
+        self.alive = false;
+        if let Some(p) = self.pbl.take() {
+            self.dev.put_pbl(&p);
+        }
+        self.dev.put_stag(self.stag);
+        Ok(())
+    }
+}
+
+impl<H: Hal, B: Bar + Clone> Drop for FastRegMr<'_, H, B> {
+    fn drop(&mut self) {
+        if self.dereg().is_err() {
+            core::mem::forget(self.pbl.take());
+        }
+    }
+}

@@ -1,0 +1,860 @@
+//! RC QPs over RoCEv2: CREATE_QP with the GEN_2 RoCE context (spec
+//! control-path §7.2, through [`crate::cqp::ctx::QpRoceCtx`]), MODIFY_QP
+//! through INIT/RTR/RTS/ERR/RESET (§7.4), DESTROY_QP, and the data path
+//! (`post_send`, `post_recv`) over [`crate::uk::QpUk`].
+
+use irdma_hal::{Bar, BufferDirection, Dma, Hal};
+
+use super::cq::Cq;
+use super::wq::Wq;
+use super::{Pd, VerbsError, dma_slice, static_view};
+use crate::cqp::cmd::{
+    ArpAdd, ArpDel, CreateQp, DestroyQp, FlushCodes, FlushWqes, ModifyQp, qp_state, qp_type,
+};
+use crate::cqp::ctx::QpRoceCtx;
+use crate::cqp::engine::CqpError;
+use crate::device::{ArpSlot, Device, QpRecord};
+use crate::uk::cq::flush_code;
+use crate::uk::qp::wc_opcode_sq;
+use crate::uk::sizing::{MAX_FRAGS, WqSizing, calc_rq, calc_sq};
+use crate::uk::sq::SqWrTrk;
+use crate::uk::{PostRecvError, PostSendError, QpKind, QpUk, Rq, RqError, Sq, SqError};
+use crate::wr::{RecvWr, SendWr, WcOpcode, WcStatus, WorkCompletion};
+use irdma_hal::wqe::{cqe, op};
+
+/// RoCEv2 UDP destination port (spec §7.2 @24 DESTPORTNUM).
+const ROCE_DPORT: u16 = 4791;
+/// Initial UDP source port (verbs.c: irdma_roce_fill_and_set_qpctx_info).
+const ROCE_SPORT: u16 = 0xC000;
+/// GEN_2 largest inline payload (spec data-path §1.2).
+const MAX_INLINE: u32 = irdma_hal::wqe::inline::MAX_BYTES as u32;
+
+/// Work-queue sizes (`ib_qp_cap`). On create they are rounded up to what was
+/// allocated and written back — never smaller than asked.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct QpCap {
+    /// Send WRs.
+    pub max_send_wr: u32,
+    /// Receive WRs.
+    pub max_recv_wr: u32,
+    /// SGEs per send WR (≤ 13).
+    pub max_send_sge: u32,
+    /// SGEs per receive WR (≤ 13).
+    pub max_recv_sge: u32,
+    /// Inline bytes (≤ 101).
+    pub max_inline_data: u32,
+}
+
+/// What to create (`ib_qp_init_attr`; RC only).
+pub struct QpInitAttr<'a, 'd, H: Hal, B: Bar + Clone> {
+    /// Send CQ.
+    pub send_cq: &'a Cq<'d, H, B>,
+    /// Receive CQ.
+    pub recv_cq: &'a Cq<'d, H, B>,
+    /// Sizes.
+    pub cap: QpCap,
+}
+
+/// An IP address as the QP context carries it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum IpAddr {
+    /// IPv4, network order bytes.
+    V4([u8; 4]),
+    /// IPv6, network order bytes.
+    V6([u8; 16]),
+}
+
+impl IpAddr {
+    /// The four context words, host order, word 0 first; IPv4 in word 3
+    /// (verbs.c: irdma_modify_qp_roce, irdma_copy_ip_ntohl; spec §7.2).
+    fn words(self) -> [u32; 4] {
+        match self {
+            IpAddr::V4(a) => [0, 0, 0, u32::from_be_bytes(a)],
+            IpAddr::V6(a) => core::array::from_fn(|i| {
+                let b = [a[4 * i], a[4 * i + 1], a[4 * i + 2], a[4 * i + 3]];
+                u32::from_be_bytes(b)
+            }),
+        }
+    }
+}
+
+/// Where the peer is (`rdma_ah_attr` with its GRH, resolved).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct AddressVector {
+    /// Next-hop MAC (goes into a MANAGE_ARP entry; the context names it by
+    /// ARP index, spec §7.2 @48 ARPIDX).
+    pub dest_mac: [u8; 6],
+    /// Destination IP.
+    pub dest_ip: IpAddr,
+    /// Source IP (the local GID).
+    pub src_ip: IpAddr,
+    /// Hop limit / TTL.
+    pub hop_limit: u8,
+    /// Traffic class / TOS.
+    pub traffic_class: u8,
+    /// Flow label (20 bits).
+    pub flow_label: u32,
+    /// VLAN id with priority (`vid | prio << 13`), if tagged.
+    pub vlan: Option<u16>,
+}
+
+/// IB QP states the driver drives (spec §7.4).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum QpState {
+    /// Created, or reset.
+    Reset,
+    /// INIT.
+    Init,
+    /// Ready to receive.
+    Rtr,
+    /// Ready to send.
+    Rts,
+    /// Error: everything outstanding completes with a flush status.
+    Error,
+}
+
+/// A modify request (`ib_qp_attr` with the mask implied by `state`: INIT
+/// uses `qkey`; RTR uses `dest_qp`, `rq_psn`, `path_mtu`, `av`,
+/// `max_dest_rd_atomic`; RTS uses `sq_psn`, `retry_cnt`, `rnr_retry`,
+/// `max_rd_atomic`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct QpAttr {
+    /// Target state.
+    pub state: QpState,
+    /// Q_Key.
+    pub qkey: u32,
+    /// Remote QPN (24 bits).
+    pub dest_qp: u32,
+    /// Expected receive PSN.
+    pub rq_psn: u32,
+    /// First send PSN.
+    pub sq_psn: u32,
+    /// Path MTU in bytes: 256, 512, 1024, 2048 or 4096.
+    pub path_mtu: u32,
+    /// The peer.
+    pub av: Option<AddressVector>,
+    /// Transport retries (3 bits; 7 = forever on IB, here the hardware value).
+    pub retry_cnt: u8,
+    /// RNR retries (3 bits; 7 = forever).
+    pub rnr_retry: u8,
+    /// Outstanding RDMA READs as requester (ORD).
+    pub max_rd_atomic: u8,
+    /// Incoming RDMA READs as responder (IRD).
+    pub max_dest_rd_atomic: u8,
+}
+
+impl QpAttr {
+    /// `state` with Linux's defaults for the rest (retry 7, RNR retry 7,
+    /// ORD/IRD 8, MTU 1024, PSNs 0).
+    pub const fn new(state: QpState) -> Self {
+        QpAttr {
+            state,
+            qkey: 0,
+            dest_qp: 0,
+            rq_psn: 0,
+            sq_psn: 0,
+            path_mtu: 1024,
+            av: None,
+            retry_cnt: 7,
+            rnr_retry: 7,
+            max_rd_atomic: 8,
+            max_dest_rd_atomic: 8,
+        }
+    }
+}
+
+/// Why a post failed: at `bad_wr` (the ones before it are posted).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct PostError {
+    /// Index of the first WR not posted.
+    pub bad_wr: usize,
+    /// Why.
+    pub kind: PostErrorKind,
+}
+
+/// The reason of a [`PostError`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum PostErrorKind {
+    /// The SQ refused the WR.
+    Sq(SqError),
+    /// The RQ refused the WR.
+    Rq(RqError),
+    /// The QP was destroyed.
+    Destroyed,
+}
+
+struct QpMem<H: Hal> {
+    _ring: Dma<H>,
+    ctx: Dma<H>,
+    _trk: Dma<H>,
+    /// The ring and tracking memory of the WQ the QP took, if any.
+    _wq: Option<(Dma<H>, Dma<H>)>,
+}
+
+/// Byte offset of the 256-byte QP context in its page (after the 256-byte
+/// Q2 area; irdma_kcompat.c: irdma_create_qp; spec §7.2).
+const CTX_OFF: usize = 256;
+
+/// An RC QP (`ib_qp`).
+pub struct Qp<'d, H: Hal, B: Bar + Clone> {
+    // Views `mem`: declared (and dropped) first.
+    uk: QpUk<'static>,
+    dev: &'d Device<H, B>,
+    id: u32,
+    pd: u32,
+    send_cq: u32,
+    recv_cq: u32,
+    state: QpState,
+    /// The hardware went to ERROR (no way back but destroy).
+    hw_error: bool,
+    ctx: QpRoceCtx,
+    cap: QpCap,
+    arp: Option<u16>,
+    alive: bool,
+    shadow_pa: u64,
+    mem: Option<QpMem<H>>,
+}
+
+impl<H: Hal, B: Bar + Clone> Device<H, B> {
+    /// `ib_create_qp` for an RC QP (irdma_kcompat.c: irdma_create_qp; verbs.c:
+    /// irdma_setup_kmode_qp): SQ, RQ and the 64-byte shadow area in one
+    /// contiguous allocation (level 0, no PBL), the context from Linux's
+    /// kernel-RC defaults (§7.2), CREATE_QP → IDLE with MACVALID and
+    /// CQNUMVALID. `attr.cap` is written back rounded up.
+    pub fn create_qp<'d>(
+        &'d self,
+        pd: &Pd<'d, H, B>,
+        attr: &mut QpInitAttr<'_, 'd, H, B>,
+    ) -> Result<Qp<'d, H, B>, VerbsError> {
+        self.create_qp_inner(pd, attr, None)
+    }
+
+    /// `ib_create_qp` whose receive queue is `wq` (from
+    /// [`Device::create_wq`], on `attr.recv_cq`): the QP context points at
+    /// the WQ's ring, receives already posted to it stay queued. The
+    /// `max_recv_*` of `attr.cap` are ignored and written back from the WQ.
+    pub fn create_qp_on_wq<'d>(
+        &'d self,
+        pd: &Pd<'d, H, B>,
+        attr: &mut QpInitAttr<'_, 'd, H, B>,
+        wq: Wq<'d, H, B>,
+    ) -> Result<Qp<'d, H, B>, VerbsError> {
+        if wq.cq_id != attr.recv_cq.id() {
+            return Err(VerbsError::Invalid { what: "the WQ completes on another CQ" });
+        }
+        self.create_qp_inner(pd, attr, Some(wq))
+    }
+
+    fn create_qp_inner<'d>(
+        &'d self,
+        pd: &Pd<'d, H, B>,
+        attr: &mut QpInitAttr<'_, 'd, H, B>,
+        wq: Option<Wq<'d, H, B>>,
+    ) -> Result<Qp<'d, H, B>, VerbsError> {
+        let mut c = attr.cap;
+        if let Some(w) = wq.as_ref() {
+            c.max_recv_wr = w.max_wr;
+            c.max_recv_sge = w.max_sge;
+        }
+        let above = |what, requested: u32, max: u32| {
+            if requested > max {
+                Err(VerbsError::AboveLimit { what, requested: requested.into(), max: max.into() })
+            } else {
+                Ok(())
+            }
+        };
+        above("max_send_sge", c.max_send_sge, MAX_FRAGS)?;
+        above("max_recv_sge", c.max_recv_sge, MAX_FRAGS)?;
+        above("max_inline_data", c.max_inline_data, MAX_INLINE)?;
+        if c.max_send_wr == 0 && c.max_recv_wr == 0 {
+            return Err(VerbsError::Invalid { what: "a QP needs a send or receive queue" });
+        }
+        // Sizing: uk.c: irdma_uk_calc_depth_shift_sq/rq, irdma_get_sqdepth/rqdepth.
+        let sq = calc_sq(c.max_send_wr.max(1), c.max_send_sge.max(1), c.max_inline_data)
+            .map_err(|_| too_deep("max_send_wr", c.max_send_wr))?;
+        let rq = match wq.as_ref() {
+            Some(w) => WqSizing {
+                depth_quanta: w.depth_quanta,
+                shift: w.shift,
+                size: w.depth_quanta >> w.shift,
+                reported_max_wr: w.max_wr,
+            },
+            None => calc_rq(c.max_recv_wr.max(1), c.max_recv_sge.max(1))
+                .map_err(|_| too_deep("max_recv_wr", c.max_recv_wr))?,
+        };
+        let sq_bytes = sq.depth_quanta as usize * 32;
+        // With a WQ the RQ ring is the WQ's; otherwise it follows the SQ.
+        let rq_bytes = if wq.is_some() { 0 } else { rq.depth_quanta as usize * 32 };
+        let ring_bytes = (sq_bytes + rq_bytes + 64).next_multiple_of(256);
+        let ring = Dma::<H>::with_bytes(ring_bytes, BufferDirection::Both)?;
+        let ctx_page = Dma::<H>::new(1, BufferDirection::DriverToDevice)?;
+        let rq_size = rq.depth_quanta >> rq.shift;
+        let own_rq_trk = if wq.is_some() { 0 } else { rq_size as usize * 8 };
+        let trk_bytes = sq.depth_quanta as usize * core::mem::size_of::<SqWrTrk>() + own_rq_trk;
+        let trk = Dma::<H>::with_bytes(trk_bytes, BufferDirection::DriverToDevice)?;
+        // A receive WQE of 2^shift quanta holds 2^(shift+1) − 1 fragments.
+        let rq_frags = match wq.as_ref() {
+            Some(w) => w.max_sge,
+            None => ((2u32 << rq.shift) - 1).min(MAX_FRAGS).max(c.max_recv_sge),
+        };
+        let send_sge = c.max_send_sge.max(1);
+
+        let id = {
+            let mut res = self.res.lock();
+            res.ids.as_mut().ok_or(VerbsError::Destroyed)?.qps.alloc_next()?
+        };
+        let free_id = |e: VerbsError| {
+            if let Some(ids) = self.res.lock().ids.as_mut() {
+                let _ = ids.qps.free(id);
+            }
+            e
+        };
+        // SAFETY: `ring` and `trk` are owned by the returned `Qp` (in `mem`)
+        // next to `uk`, never move their pages, are never freed while `uk`
+        // is used (field order, `alive` checks), and `uk` never leaves the
+        // `Qp`. `trk` is never given to the device; `SqWrTrk` and `u64` are
+        // valid all-zero.
+        let parts = unsafe {
+            (
+                static_view(&ring, 0, sq_bytes),
+                dma_slice::<H, SqWrTrk>(&trk, sq.depth_quanta as usize),
+            )
+        };
+        let (Some(sq_mem), Some(sq_trk)) = parts else {
+            return Err(free_id(VerbsError::Invalid { what: "QP memory" }));
+        };
+        let sq_uk = Sq::new(sq_mem, sq_trk, sq.depth_quanta, send_sge, c.max_inline_data, id)
+            .map_err(|_| free_id(VerbsError::Invalid { what: "SQ" }))?;
+        let (rq_uk, rq_pa, wq_mem) = match wq {
+            Some(w) => {
+                let pa = w.ring.paddr();
+                (w.rq, pa, Some((w.ring, w.trk)))
+            }
+            None => {
+                // SAFETY: as above; the RQ ring follows the SQ in `ring`, the
+                // RQ wrid array follows the SQ tracking array in `trk`, so
+                // no two views overlap.
+                let rq_mem = unsafe { static_view(&ring, sq_bytes, rq_bytes) };
+                // SAFETY: as above.
+                let rq_wrid = unsafe {
+                    let off = sq.depth_quanta as usize * core::mem::size_of::<SqWrTrk>();
+                    let p = trk.vaddr().as_ptr().add(off).cast::<u64>();
+                    core::slice::from_raw_parts_mut(p, rq_size as usize)
+                };
+                let Some(rq_mem) = rq_mem else {
+                    return Err(free_id(VerbsError::Invalid { what: "QP memory" }));
+                };
+                let rq_uk = Rq::new(rq_mem, rq_wrid, rq_size, rq.shift, rq_frags)
+                    .map_err(|_| free_id(VerbsError::Invalid { what: "RQ" }))?;
+                (rq_uk, ring.paddr() + sq_bytes as u64, None)
+            }
+        };
+        let uk = QpUk::new(sq_uk, rq_uk, u64::from(id), QpKind::Rc);
+
+        let shadow_pa = ring.paddr() + (sq_bytes + rq_bytes) as u64;
+        let ird = self.max_ird;
+        let ctx = QpRoceCtx {
+            sq_pa: ring.paddr(),
+            rq_pa,
+            hw_sq_size: (sq.depth_quanta.trailing_zeros() - 2) as u8,
+            hw_rq_size: (rq.depth_quanta.trailing_zeros() - 2) as u8,
+            rq_wqe_size: rq.shift,
+            qs_handle: self.ws.qs_handle,
+            send_cq_num: attr.send_cq.id(),
+            rcv_cq_num: attr.recv_cq.id(),
+            qp_compl_ctx: u64::from(id),
+            p_key: 0xffff,
+            ack_credits: 0x1e,
+            rtomin: 5,
+            mac_addr: self.lan.mac,
+            ord_size: ird,
+            ird_size: ird.into(),
+            wr_rdresp_en: true,
+            rd_en: true,
+            fast_reg_en: true,
+            udprivcq_en: true,
+            priv_mode_en: true,
+            ipv4: true,
+            ttl: 64,
+            src_port: ROCE_SPORT,
+            dst_port: ROCE_DPORT,
+            snd_mss: 1024,
+            cwnd: 0x400,
+            rexmit_thresh: 2,
+            rnr_nak_thresh: 2,
+            ..QpRoceCtx::default()
+        };
+        let mut qp = Qp {
+            uk,
+            dev: self,
+            id,
+            pd: pd.id(),
+            send_cq: attr.send_cq.id(),
+            recv_cq: attr.recv_cq.id(),
+            state: QpState::Reset,
+            hw_error: false,
+            ctx,
+            cap: QpCap {
+                max_send_wr: sq.reported_max_wr.max(c.max_send_wr),
+                max_recv_wr: rq.reported_max_wr.max(c.max_recv_wr),
+                max_send_sge: send_sge,
+                max_recv_sge: rq_frags,
+                max_inline_data: c.max_inline_data,
+            },
+            arp: None,
+            alive: false,
+            shadow_pa,
+            mem: Some(QpMem { _ring: ring, ctx: ctx_page, _trk: trk, _wq: wq_mem }),
+        };
+        let cmd = CreateQp {
+            qp_id: id,
+            qp_type: qp_type::ROCE_RC,
+            virtual_map: false,
+            host_ctx_pa: qp.ctx_pa(),
+            shadow_area_pa: shadow_pa,
+            cq_num_valid: true,
+            mac_valid: true,
+            next_state: qp_state::IDLE,
+            ..CreateQp::default()
+        };
+        let r = self.with_cqp(|cqp| {
+            qp.write_ctx()?;
+            cqp.exec(cmd, 0).map(|_| ())
+        });
+        if let Err(e) = r {
+            return Err(free_id(e.into()));
+        }
+        qp.alive = true;
+        attr.cap = qp.cap;
+        self.set_qp_error(id, false);
+        if let Some(rec) = self.res.lock().ids.as_mut().and_then(|i| i.qp_rec.get_mut(id as usize))
+        {
+            *rec = QpRecord { live: true, ctx_pa: qp.ctx_pa(), shadow_pa };
+        }
+        Ok(qp)
+    }
+
+    /// Takes a reference on the ARP entry for `mac`, adding it with
+    /// MANAGE_ARP when it is new (utils.c: irdma_add_arp; spec §4.3.18).
+    fn arp_get(&self, mac: [u8; 6]) -> Result<u16, VerbsError> {
+        let mut res = self.res.lock();
+        let ids = res.ids.as_mut().ok_or(VerbsError::Destroyed)?;
+        if let Some((i, s)) =
+            ids.arp.iter_mut().enumerate().find(|(_, s)| s.refs > 0 && s.mac == mac)
+        {
+            s.refs += 1;
+            return Ok(i as u16);
+        }
+        let idx = ids.arp_ids.alloc_next()?;
+        let cmd = ArpAdd { arp_index: idx as u16, mac, reach_max: 0, permanent: true };
+        match self.with_cqp(|c| c.exec(cmd, 0).map(|_| ())) {
+            Ok(()) => {
+                if let Some(s) = ids.arp.get_mut(idx as usize) {
+                    *s = ArpSlot { mac, refs: 1 };
+                }
+                Ok(idx as u16)
+            }
+            Err(e) => {
+                let _ = ids.arp_ids.free(idx);
+                Err(e.into())
+            }
+        }
+    }
+
+    /// Drops a reference; the last one deletes the entry.
+    fn arp_put(&self, idx: u16) -> Result<(), VerbsError> {
+        let mut res = self.res.lock();
+        let ids = res.ids.as_mut().ok_or(VerbsError::Destroyed)?;
+        let Some(s) = ids.arp.get_mut(idx as usize) else { return Ok(()) };
+        if s.refs > 1 {
+            s.refs -= 1;
+            return Ok(());
+        }
+        self.with_cqp(|c| c.exec(ArpDel { arp_index: idx }, 0).map(|_| ()))?;
+        s.refs = 0;
+        let _ = ids.arp_ids.free(idx.into());
+        Ok(())
+    }
+
+    /// MODIFY_QP → ERROR then FLUSH_WQES of both queues (verbs.c:
+    /// irdma_modify_qp_roce; hw.c: irdma_flush_wqes), with `flush_minor` as
+    /// the first flushed WR's code. Used by `modify_qp` and by the AEQ.
+    pub(crate) fn qp_to_error(
+        &self,
+        qpn: u32,
+        ctx_pa: u64,
+        shadow_pa: u64,
+        flush_minor: u16,
+    ) -> Result<(), CqpError> {
+        self.set_qp_error(qpn, true);
+        let m = ModifyQp {
+            qp_id: qpn,
+            qp_type: qp_type::ROCE_RC,
+            host_ctx_pa: ctx_pa,
+            shadow_area_pa: shadow_pa,
+            next_state: qp_state::ERROR,
+            ..ModifyQp::default()
+        };
+        let code = (cqe::FLUSH_MAJOR_ERR, flush_minor);
+        let f = FlushWqes {
+            qp_id: qpn,
+            flush_sq: true,
+            flush_rq: true,
+            user_codes: Some(FlushCodes { sq: code, rq: code }),
+            generate_ae: None,
+        };
+        self.with_cqp(|c| {
+            c.exec(m, 0)?;
+            match c.exec(f, 0) {
+                // "Flush with no WQE pending" is not an error (utils.c:
+                // irdma_noncrit_err_list; spec §2.6).
+                Err(CqpError::OpFailed { major: 0xffff, minor: 0x8006, .. }) => Ok(()),
+                r => r.map(|_| ()),
+            }
+        })
+    }
+}
+
+fn too_deep(what: &'static str, requested: u32) -> VerbsError {
+    VerbsError::AboveLimit { what, requested: requested.into(), max: 32768 }
+}
+
+fn mtu_ok(mtu: u32) -> bool {
+    matches!(mtu, 256 | 512 | 1024 | 2048 | 4096)
+}
+
+impl<'d, H: Hal, B: Bar + Clone> Qp<'d, H, B> {
+    /// The QP number.
+    pub fn qp_num(&self) -> u32 {
+        self.id
+    }
+
+    /// The sizes the QP has (what create wrote back).
+    pub fn cap(&self) -> QpCap {
+        self.cap
+    }
+
+    /// The driver's view of the state.
+    pub fn state(&self) -> QpState {
+        if self.alive && self.dev.qp_in_error(self.id) { QpState::Error } else { self.state }
+    }
+
+    /// The PD.
+    pub fn pd_id(&self) -> u32 {
+        self.pd
+    }
+
+    pub(crate) fn alive(&self) -> bool {
+        self.alive
+    }
+
+    pub(crate) fn compl_ctx(&self) -> u64 {
+        self.uk.ctx()
+    }
+
+    pub(crate) fn uk_mut(&mut self) -> &mut QpUk<'static> {
+        &mut self.uk
+    }
+
+    fn ctx_pa(&self) -> u64 {
+        self.mem.as_ref().map_or(0, |m| m.ctx.paddr() + CTX_OFF as u64)
+    }
+
+    fn write_ctx(&self) -> Result<(), CqpError> {
+        let mut w = [0u64; 32];
+        self.ctx.encode(&mut w)?;
+        let Some(m) = self.mem.as_ref() else {
+            return Err(CqpError::Protocol { what: "QP memory gone" });
+        };
+        for (i, v) in w.iter().enumerate() {
+            m.ctx.write_u64(CTX_OFF + 8 * i, *v);
+        }
+        Ok(())
+    }
+
+    /// Allows inline sends (`IB_SEND_INLINE`).
+    ///
+    /// # Safety
+    ///
+    /// From now on the `addr` of every SGE of every inline WR posted on this
+    /// QP must be a CPU address readable for `length` bytes during the post.
+    pub unsafe fn enable_inline(&mut self) {
+        // SAFETY: forwarded contract.
+        unsafe { self.uk.sq.enable_inline() }
+    }
+
+    /// Adopts the control path's ERROR (AEQ-driven) on the data path.
+    pub(crate) fn sync_error(&mut self) {
+        if self.alive && self.dev.qp_in_error(self.id) && !self.uk.in_error() {
+            self.uk.set_error();
+            self.state = QpState::Error;
+            self.hw_error = true;
+        }
+    }
+
+    /// `ib_post_send`. Takes no lock; in ERROR the WRs are queued without a
+    /// doorbell and complete as flushed.
+    pub fn post_send(&mut self, wrs: &[SendWr<'_>]) -> Result<(), PostError> {
+        if !self.alive {
+            return Err(PostError { bad_wr: 0, kind: PostErrorKind::Destroyed });
+        }
+        self.sync_error();
+        self.uk.post_send(self.dev.bar(), wrs).map_err(|PostSendError { bad_wr, kind }| PostError {
+            bad_wr,
+            kind: PostErrorKind::Sq(kind),
+        })
+    }
+
+    /// `ib_post_recv`.
+    pub fn post_recv(&mut self, wrs: &[RecvWr<'_>]) -> Result<(), PostError> {
+        if !self.alive {
+            return Err(PostError { bad_wr: 0, kind: PostErrorKind::Destroyed });
+        }
+        self.sync_error();
+        self.uk.post_recv(wrs).map_err(|PostRecvError { bad_wr, kind }| PostError {
+            bad_wr,
+            kind: PostErrorKind::Rq(kind),
+        })
+    }
+
+    /// Completes, with `WrFlushErr`, the outstanding WRs of this QP's queues
+    /// that use CQ `cq_id`, if the QP is in error (software flush once the
+    /// CQ holds no more hardware CQEs; spec data-path §5.5).
+    pub(crate) fn flush_software(&mut self, cq_id: u32, out: &mut [WorkCompletion]) -> usize {
+        if !self.alive || !self.uk.in_error() {
+            return 0;
+        }
+        let qp_num = self.id;
+        let flushed = |wr_id, opcode, byte_len| WorkCompletion {
+            wr_id,
+            status: WcStatus::WrFlushErr,
+            opcode,
+            vendor_err: (u32::from(cqe::FLUSH_MAJOR_ERR) << 16) | u32::from(flush_code::GENERAL),
+            byte_len,
+            qp_num,
+            imm_data: None,
+            invalidated_rkey: None,
+            solicited: false,
+        };
+        let mut n = 0;
+        if self.send_cq == cq_id {
+            while n < out.len() {
+                let Some((_, opc, t)) = self.uk.sq.retire_oldest() else { break };
+                if opc == op::NOP && !t.signaled {
+                    continue;
+                }
+                if let Some(s) = out.get_mut(n) {
+                    *s = flushed(t.wr_id, wc_opcode_sq(opc).unwrap_or(WcOpcode::Send), t.wr_len);
+                    n += 1;
+                }
+            }
+        }
+        if self.recv_cq == cq_id {
+            while n < out.len() {
+                let Some(w) = self.uk.rq.retire_oldest() else { break };
+                if let Some(s) = out.get_mut(n) {
+                    *s = flushed(w, WcOpcode::Recv, 0);
+                    n += 1;
+                }
+            }
+        }
+        n
+    }
+
+    /// `ib_modify_qp` (verbs.c: irdma_modify_qp_roce; spec §7.4, §9.2 steps
+    /// 19–21). The context is rebuilt from the accumulated attributes before
+    /// every hardware modify, as Linux does.
+    pub fn modify(&mut self, attr: &QpAttr) -> Result<(), VerbsError> {
+        if !self.alive {
+            return Err(VerbsError::Destroyed);
+        }
+        self.sync_error();
+        use QpState as S;
+        match (self.state, attr.state) {
+            (_, S::Error) | (_, S::Reset) => self.go_error(attr.state),
+            (S::Reset, S::Init) | (S::Init, S::Init) if !self.hw_error => {
+                // RESET → INIT is a software step on a QP created IDLE
+                // (verbs.c: only issued while the QP is INVALID).
+                self.ctx.pd_id = self.pd;
+                self.ctx.qkey = attr.qkey;
+                self.state = S::Init;
+                Ok(())
+            }
+            (S::Init, S::Rtr) => self.go_rtr(attr),
+            (S::Rtr, S::Rts) | (S::Rts, S::Rts) => self.go_rts(attr),
+            _ => Err(VerbsError::InvalidState),
+        }
+    }
+
+    fn hw_modify(&mut self, next: u8, arp: bool, ord: bool) -> Result<(), VerbsError> {
+        let m = ModifyQp {
+            qp_id: self.id,
+            qp_type: qp_type::ROCE_RC,
+            host_ctx_pa: self.ctx_pa(),
+            shadow_area_pa: self.shadow_pa,
+            next_state: next,
+            cq_num_valid: true,
+            arp_cache_idx_valid: arp,
+            ord_valid: ord,
+            ..ModifyQp::default()
+        };
+        let this = &*self;
+        this.dev.with_cqp(|c| {
+            this.write_ctx()?;
+            c.exec(m, 0).map(|_| ())
+        })?;
+        Ok(())
+    }
+
+    fn go_rtr(&mut self, a: &QpAttr) -> Result<(), VerbsError> {
+        let av = a.av.ok_or(VerbsError::Invalid { what: "RTR needs an address vector" })?;
+        if !mtu_ok(a.path_mtu) {
+            return Err(VerbsError::Invalid { what: "path_mtu" });
+        }
+        if a.dest_qp >= 1 << 24 || a.rq_psn >= 1 << 24 || av.flow_label >= 1 << 20 {
+            return Err(VerbsError::Invalid { what: "dest_qp/rq_psn/flow_label width" });
+        }
+        let v4 = matches!(av.dest_ip, IpAddr::V4(_));
+        if v4 != matches!(av.src_ip, IpAddr::V4(_)) {
+            return Err(VerbsError::Invalid { what: "mixed IPv4/IPv6 addresses" });
+        }
+        let arp = self.dev.arp_get(av.dest_mac)?;
+        let old_arp = self.arp.replace(arp);
+        let saved = self.ctx;
+        let c = &mut self.ctx;
+        c.pd_id = self.pd;
+        c.dest_qp = a.dest_qp;
+        c.epsn = a.rq_psn;
+        c.snd_mss = a.path_mtu;
+        c.ipv4 = v4;
+        c.dest_ip_addr = av.dest_ip.words();
+        c.local_ipaddr = av.src_ip.words();
+        c.ttl = av.hop_limit;
+        c.tos = av.traffic_class;
+        c.flow_label = av.flow_label;
+        c.insert_vlan_tag = av.vlan.is_some();
+        c.vlan_tag = av.vlan.unwrap_or(0);
+        c.arp_idx = arp;
+        c.ird_size = a.max_dest_rd_atomic.clamp(1, self.dev.max_ird).into();
+        match self.hw_modify(qp_state::RTR, true, false) {
+            Ok(()) => {
+                self.state = QpState::Rtr;
+                if let Some(o) = old_arp.filter(|o| *o != arp) {
+                    let _ = self.dev.arp_put(o);
+                }
+                Ok(())
+            }
+            Err(e) => {
+                self.ctx = saved;
+                self.arp = old_arp;
+                if old_arp != Some(arp) {
+                    let _ = self.dev.arp_put(arp);
+                }
+                Err(e)
+            }
+        }
+    }
+
+    fn go_rts(&mut self, a: &QpAttr) -> Result<(), VerbsError> {
+        if a.sq_psn >= 1 << 24 || a.retry_cnt > 7 || a.rnr_retry > 7 {
+            return Err(VerbsError::Invalid { what: "sq_psn/retry_cnt/rnr_retry width" });
+        }
+        let saved = self.ctx;
+        let c = &mut self.ctx;
+        c.psn_nxt = a.sq_psn;
+        c.lsn = 0xffff;
+        c.psn_max = a.sq_psn;
+        c.psn_una = a.sq_psn;
+        c.rexmit_thresh = a.retry_cnt;
+        c.rnr_nak_thresh = a.rnr_retry;
+        c.ord_size = a.max_rd_atomic.clamp(1, self.dev.max_ird);
+        match self.hw_modify(qp_state::RTS, true, true) {
+            Ok(()) => {
+                self.state = QpState::Rts;
+                Ok(())
+            }
+            Err(e) => {
+                self.ctx = saved;
+                Err(e)
+            }
+        }
+    }
+
+    fn go_error(&mut self, target: QpState) -> Result<(), VerbsError> {
+        if !self.hw_error {
+            let pa = self.ctx_pa();
+            self.dev.qp_to_error(self.id, pa, self.shadow_pa, flush_code::GENERAL)?;
+            self.hw_error = true;
+        }
+        self.uk.set_error();
+        self.state = target;
+        Ok(())
+    }
+
+    /// `ib_destroy_qp`: MODIFY_QP → ERROR if needed (verbs.c: irdma_destroy_qp),
+    /// DESTROY_QP, then the ARP reference and the id are released. Memory is
+    /// freed when the object is dropped.
+    pub fn destroy(&mut self) -> Result<(), VerbsError> {
+        if self.alive {
+            if !self.hw_error {
+                let m = ModifyQp {
+                    qp_id: self.id,
+                    qp_type: qp_type::ROCE_RC,
+                    host_ctx_pa: self.ctx_pa(),
+                    shadow_area_pa: self.shadow_pa,
+                    next_state: qp_state::ERROR,
+                    ..ModifyQp::default()
+                };
+                self.dev.with_cqp(|c| c.exec(m, 0).map(|_| ()))?;
+                self.hw_error = true;
+            }
+            let d = DestroyQp {
+                qp_id: self.id,
+                qp_type: qp_type::ROCE_RC,
+                host_ctx_pa: self.ctx_pa(),
+                shadow_area_pa: self.shadow_pa,
+                ignore_mw_bnd: false,
+                remove_hash_idx: false,
+            };
+            self.dev.with_cqp(|c| c.exec(d, 0).map(|_| ()))?;
+            self.alive = false;
+            self.dev.set_qp_error(self.id, false);
+            if let Some(ids) = self.dev.res.lock().ids.as_mut() {
+                if let Some(r) = ids.qp_rec.get_mut(self.id as usize) {
+                    *r = QpRecord::default();
+                }
+                let _ = ids.qps.free(self.id);
+            }
+        }
+        // The ARP reference last: a failed MANAGE_ARP delete can be retried.
+        if let Some(a) = self.arp {
+            self.dev.arp_put(a)?;
+            self.arp = None;
+        }
+        Ok(())
+    }
+}
+
+/// The `rw` layer posts its chains through this (`rdma_rw_ctx_post`).
+impl<H: Hal, B: Bar + Clone> crate::rw::PostSend for Qp<'_, H, B> {
+    type Error = PostErrorKind;
+    fn post_send(&mut self, wrs: &[SendWr<'_>]) -> Result<(), (usize, PostErrorKind)> {
+        Qp::post_send(self, wrs).map_err(|e| (e.bad_wr, e.kind))
+    }
+}
+
+impl<H: Hal, B: Bar + Clone> Drop for Qp<'_, H, B> {
+    fn drop(&mut self) {
+        if self.destroy().is_err() && self.alive {
+            // The device still owns the queues: never hand the memory back.
+            core::mem::forget(self.mem.take());
+        }
+    }
+}

@@ -1,0 +1,94 @@
+//! Bring-up against the device model: probe, footprint, close, failures.
+
+mod common;
+
+use common::*;
+
+#[test]
+fn probe_and_close() {
+    let _g = lock();
+    let base = FakeHal::live_pages();
+    let bar = ModelBar::standalone(Config::default());
+    let dev = probe(&bar).expect("probe");
+    assert!(bar.with_device(|d| d.hmc_ready()));
+    let fp = dev.footprint();
+    let held = (FakeHal::live_pages() - base) as u64 * 4096;
+    assert_eq!(held, fp.current_bytes, "footprint matches what was allocated: {fp:?}");
+    dev.close().expect("close");
+    assert_eq!(FakeHal::live_pages(), base);
+}
+
+use irdma::device::{ProbeCause, ProbeStep};
+use irdma::lan::{LanError, LanOps};
+
+#[derive(Default)]
+struct Lan {
+    registered: Vec<(u16, u8, u16, u32)>,
+    unregistered: Vec<(u16, u32)>,
+    filter: Vec<(u16, bool)>,
+    fail_register: bool,
+    fail_filter: bool,
+}
+
+impl LanOps for Lan {
+    fn register_qset(&mut self, qs: u16, tc: u8, vsi: u16) -> Result<u32, LanError> {
+        if self.fail_register {
+            return Err(LanError::NoResources);
+        }
+        let teid = 0x100 + self.registered.len() as u32;
+        self.registered.push((qs, tc, vsi, teid));
+        Ok(teid)
+    }
+    fn unregister_qset(&mut self, qs: u16, teid: u32) -> Result<(), LanError> {
+        self.unregistered.push((qs, teid));
+        Ok(())
+    }
+    fn set_rdma_filter(&mut self, vsi: u16, on: bool) -> Result<(), LanError> {
+        if self.fail_filter && on {
+            return Err(LanError::Command(7));
+        }
+        self.filter.push((vsi, on));
+        Ok(())
+    }
+    fn request_reset(&mut self) {}
+}
+
+#[test]
+fn lan_side_registration_and_undo() {
+    let _g = lock();
+    let base = FakeHal::live_pages();
+    let bar = ModelBar::standalone(Config::default());
+    let mut ops = Lan::default();
+    let dev = Dev::probe_with_lan(bar.clone(), lan(), Profile::SMALL, opts(), &mut ops).unwrap();
+    let qs = dev.qs_handle();
+    assert_eq!(
+        bar.with_device(|d| d.ws_node(2).map(|n| (n.qs_handle, n.enabled))),
+        Some((qs, true))
+    );
+    assert_eq!(ops.registered, vec![(qs, 0, 6, 0x100)]);
+    assert_eq!(ops.filter, vec![(6, true)]);
+    dev.close_with_lan(&mut ops).unwrap();
+    assert_eq!(ops.filter, vec![(6, true), (6, false)]);
+    assert_eq!(ops.unregistered, vec![(qs, 0x100)]);
+    assert_eq!(FakeHal::live_pages(), base);
+
+    // A LAN refusal fails probe at its step and undoes what was done.
+    let bar = ModelBar::standalone(Config::default());
+    let mut ops = Lan { fail_register: true, ..Lan::default() };
+    let e =
+        Dev::probe_with_lan(bar.clone(), lan(), Profile::SMALL, opts(), &mut ops).err().unwrap();
+    assert_eq!(
+        (e.step, e.cause),
+        (ProbeStep::WorkScheduler, ProbeCause::LanOp(LanError::NoResources))
+    );
+    assert!(bar.with_device(|d| d.ws_node(0).is_none() && d.cqp().is_none()));
+    assert_eq!(FakeHal::live_pages(), base);
+
+    let bar = ModelBar::standalone(Config::default());
+    let mut ops = Lan { fail_filter: true, ..Lan::default() };
+    let e =
+        Dev::probe_with_lan(bar.clone(), lan(), Profile::SMALL, opts(), &mut ops).err().unwrap();
+    assert_eq!((e.step, e.cause), (ProbeStep::RdmaFilter, ProbeCause::LanOp(LanError::Command(7))));
+    assert_eq!(ops.unregistered.len(), 1, "the registered queue set was given back");
+    assert_eq!(FakeHal::live_pages(), base);
+}
