@@ -28,7 +28,7 @@
 //! | [`MB_SHUTDOWN`] | u32 | xtask | non-zero once QEMU has exited: a model process must exit |
 //! | [`MB_PING`] | u32 | guest | doorbell: a sequence number, never 0 |
 //! | [`MB_PONG`] | u32 | model | [`pong`]`(ping)` once the model saw the doorbell (after it wrote the counters below) |
-//! | [`MB_FAULT_KIND`] | u32 | guest | fault to inject: [`FAULT_CLEAR`], [`FAULT_FAIL_CQP_OP`], … |
+//! | [`MB_FAULT_KIND`] | u32 | guest | fault to inject: [`FAULT_CLEAR`], [`FAULT_FAIL_CQP_OP`], …, or [`FAULT_FUNCTION_RESET`] |
 //! | [`MB_FAULT_ARG`] | u32 | guest | its count (ops to let pass first, or ops to affect) |
 //! | [`MB_FAULT_CODES`] | u32 | guest | `major << 16 \| minor` for [`FAULT_FAIL_CQP_OP`] |
 //! | [`MB_FAULT_SEQ`] | u32 | guest | written last: request number, never 0 |
@@ -120,6 +120,9 @@ pub const FAULT_FAIL_CQP_OP: u32 = 1;
 pub const FAULT_DROP_CQP_COMPLETIONS: u32 = 2;
 /// Fault kind: lose the next `ARG` doorbells.
 pub const FAULT_LOSE_DOORBELLS: u32 = 3;
+/// Request kind: function-level reset of the model device (what the LAN
+/// driver's reset does); the function then accepts a new COMMIT_FPM_VAL.
+pub const FAULT_FUNCTION_RESET: u32 = 4;
 
 /// Start of the scratch pattern.
 pub const MB_SCRATCH: usize = 0x100;

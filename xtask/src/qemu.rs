@@ -815,6 +815,10 @@ pub fn print_summary(title: &str, o: &Outcome) {
             d.malformed
         );
     }
+    // The guest's own summary table (`  | ` lines), then the model's counters.
+    for l in o.console.iter().filter(|l| l.starts_with("  | ")) {
+        println!("{l}");
+    }
     for l in o.model_output.iter().filter(|l| l.contains("cqp_ops=")) {
         println!("  model: {l}");
     }
@@ -925,7 +929,7 @@ fn run_main(opts: &Opts) -> Result<(), String> {
 
 /// Scenarios that drive the driver against the device model: they must
 /// pass with the model attached and skip without one.
-pub const DRIVER_SCENARIOS: [&str; 10] = [
+pub const DRIVER_SCENARIOS: [&str; 19] = [
     "cqp_create",
     "query_rdma_features",
     "query_fpm_val",
@@ -936,6 +940,15 @@ pub const DRIVER_SCENARIOS: [&str; 10] = [
     "cqp_nop_ccq",
     "cqp_fault_injection",
     "cqp_destroy",
+    "device_probe",
+    "verbs_objects",
+    "mr_levels",
+    "rc_write_read_send",
+    "rc_post_poll_timing",
+    "rw_1mib_read",
+    "rw_1mib_write",
+    "verbs_teardown",
+    "device_close",
 ];
 
 /// What a run with (`model`) or without the device model must show beyond
@@ -1208,6 +1221,7 @@ mod tests {
             (m::FAULT_FAIL_CQP_OP, c::FAULT_FAIL_CQP_OP),
             (m::FAULT_DROP_CQP_COMPLETIONS, c::FAULT_DROP_CQP_COMPLETIONS),
             (m::FAULT_LOSE_DOORBELLS, c::FAULT_LOSE_DOORBELLS),
+            (m::FAULT_FUNCTION_RESET, c::FAULT_FUNCTION_RESET),
         ];
         for (model, contract) in kinds {
             assert_eq!(model, contract);

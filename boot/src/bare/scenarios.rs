@@ -43,6 +43,7 @@ macro_rules! ensure {
 }
 
 mod bringup;
+mod verbs;
 
 /// How a scenario that did not fail ended.
 pub enum Outcome {
@@ -160,6 +161,7 @@ pub fn run_all(r: &mut Runner, info: Option<&StartInfo>) {
     r.run("dma_pool", || pool_ok.clone().and_then(|()| dma_pool()));
     r.run("clock", || clock_check(source));
     bringup::Bringup::new(&ctx).run(r);
+    verbs::run(r, bringup::model_bar(&ctx));
 }
 
 /// A scenario that always fails (`-append fail`), so the failure report

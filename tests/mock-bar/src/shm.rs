@@ -349,6 +349,9 @@ pub mod mailbox {
     pub const FAULT_DROP_CQP_COMPLETIONS: u32 = 2;
     /// Lose the next ARG doorbells (`lose_doorbells`).
     pub const FAULT_LOSE_DOORBELLS: u32 = 3;
+    /// Function-level reset (`Device::reset`), as after a reset the LAN
+    /// driver requested: the function accepts a new COMMIT_FPM_VAL.
+    pub const FAULT_FUNCTION_RESET: u32 = 4;
 
     /// The model's answer to ping `seq`.
     pub const fn pong(seq: u32) -> u32 {
@@ -429,6 +432,10 @@ impl Harness {
                 }
                 mailbox::FAULT_LOSE_DOORBELLS => {
                     plan.lose_doorbells = arg;
+                    true
+                }
+                mailbox::FAULT_FUNCTION_RESET => {
+                    host.device.reset();
                     true
                 }
                 _ => false,

@@ -186,6 +186,15 @@ fn harness_mailbox_ping_faults_counters_and_shutdown() {
     host.step();
     assert_eq!(g.r32(regs::CQPTAIL), 4, "no error after CLEAR");
 
+    // A function reset destroys the CQP (CCQPSTATUS back to 0).
+    g.w32(base + mb::FAULT_KIND, mb::FAULT_FUNCTION_RESET);
+    g.w32(base + mb::FAULT_SEQ, 5);
+    assert_eq!(h.service(&mut host), Tick::Busy);
+    assert_eq!((g.r32(base + mb::FAULT_ACK), g.r32(base + mb::FAULT_RESULT)), (5, 0));
+    assert!(host.device.cqp().is_none());
+    host.step();
+    assert_eq!(g.r32(regs::CCQPSTATUS), 0, "published after the reset");
+
     // Shutdown, even with a ping outstanding (answered first).
     g.w32(base + mb::PING, 7);
     g.w32(base + mb::SHUTDOWN, 1);

@@ -93,18 +93,8 @@ impl<'a> Bringup<'a> {
     /// The bring-up state for the device discovery found: it runs against
     /// the model only (a real E810 needs the LAN driver's setup first).
     pub fn new(ctx: &'a Ctx) -> Self {
-        let bar = match &ctx.device {
-            None => Err(msg(format_args!("no device (pci_discovery failed)"))),
-            Some(d) if d.kind == Kind::E810 => {
-                Err(msg(format_args!("real device: bring-up needs the LAN driver first")))
-            }
-            Some(d) if d.mmio.read32(MAILBOX + contract::MB_HOST_MAGIC) != contract::HOST_MAGIC => {
-                Err(msg(format_args!("no device model process serves the BAR")))
-            }
-            Some(d) => Ok(&d.mmio),
-        };
         Bringup {
-            bar,
+            bar: model_bar(ctx),
             cqp: None,
             bufs: None,
             manage_rsrc_ver2: false,
@@ -503,6 +493,21 @@ impl<'a> Bringup<'a> {
     }
 }
 
+/// The BAR if a device model process serves it, else why the driver
+/// scenarios skip (a real E810 needs the LAN driver's setup first).
+pub(super) fn model_bar(ctx: &Ctx) -> Result<&MmioBar, Msg> {
+    match &ctx.device {
+        None => Err(msg(format_args!("no device (pci_discovery failed)"))),
+        Some(d) if d.kind == Kind::E810 => {
+            Err(msg(format_args!("real device: bring-up needs the LAN driver first")))
+        }
+        Some(d) if d.mmio.read32(MAILBOX + contract::MB_HOST_MAGIC) != contract::HOST_MAGIC => {
+            Err(msg(format_args!("no device model process serves the BAR")))
+        }
+        Some(d) => Ok(&d.mmio),
+    }
+}
+
 /// The sizing inputs from a decoded query (ctrl.c: irdma_sc_parse_fpm_query_buf).
 fn fpm_caps(q: &FpmQuery) -> FpmCaps {
     FpmCaps {
@@ -521,10 +526,13 @@ fn fpm_caps(q: &FpmQuery) -> FpmCaps {
 
 /// The model's counters, fresh: a ping whose pong the model writes only
 /// after it published them.
-struct ModelCounters {
-    ops: u64,
-    errors: u64,
-    dma_faults: u64,
+pub(super) struct ModelCounters {
+    /// CQP ops executed.
+    pub ops: u64,
+    /// Of those, completed with an error.
+    pub errors: u64,
+    /// DMA accesses outside guest RAM.
+    pub dma_faults: u64,
 }
 
 static SEQ: core::sync::atomic::AtomicU32 = core::sync::atomic::AtomicU32::new(0x4000_0000);
@@ -533,7 +541,7 @@ fn next_seq() -> u32 {
     SEQ.fetch_add(1, core::sync::atomic::Ordering::Relaxed)
 }
 
-fn model_counters(bar: &MmioBar) -> Result<ModelCounters, Msg> {
+pub(super) fn model_counters(bar: &MmioBar) -> Result<ModelCounters, Msg> {
     let seq = next_seq();
     bar.write32(MAILBOX + contract::MB_PING, seq);
     let ok = wait_until::<BootHal>(BootHal::now() + WAIT, || {
@@ -549,7 +557,13 @@ fn model_counters(bar: &MmioBar) -> Result<ModelCounters, Msg> {
 
 /// Sends a fault request and waits for the model's acknowledgement;
 /// returns its result word (0 = applied).
-fn request_fault(bar: &MmioBar, kind: u32, arg: u32, major: u16, minor: u16) -> Result<u32, Msg> {
+pub(super) fn request_fault(
+    bar: &MmioBar,
+    kind: u32,
+    arg: u32,
+    major: u16,
+    minor: u16,
+) -> Result<u32, Msg> {
     let seq = next_seq();
     bar.write32(MAILBOX + contract::MB_FAULT_KIND, kind);
     bar.write32(MAILBOX + contract::MB_FAULT_ARG, arg);
@@ -560,6 +574,9 @@ fn request_fault(bar: &MmioBar, kind: u32, arg: u32, major: u16, minor: u16) -> 
     });
     ensure!(ok, "the model did not acknowledge fault request {seq:#x}");
     let result = bar.read32(MAILBOX + contract::MB_FAULT_RESULT);
-    ensure!(kind > 3 || result == 0, "the model refused fault kind {kind}");
+    ensure!(
+        kind > contract::FAULT_FUNCTION_RESET || result == 0,
+        "the model refused fault kind {kind}"
+    );
     Ok(result)
 }

@@ -126,6 +126,17 @@ fn harness(mode: PollMode, max: Duration) -> Result<(), String> {
         c.dma_faults,
         c.cqp_invalid_wqes,
     );
+    // The failed CQP ops still in the trace: the first thing to look at when
+    // a guest scenario reports an unexpected CQP error.
+    for e in host.device.trace() {
+        if let mock_bar::Event::CqpOp { idx, opcode, major, minor, .. } = e
+            && (*major != 0 || *minor != 0)
+        {
+            println!(
+                "mock-bar-shm: CQP op {opcode:#04x} in slot {idx} failed {major:#06x}/{minor:#06x}"
+            );
+        }
+    }
     match why {
         Some(w) => Err(w),
         None => Ok(()),
