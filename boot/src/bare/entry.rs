@@ -114,6 +114,8 @@ boot_pdpt:
 boot_pd:
     .skip 4096 * 4
     .p2align 4
+    .global boot_stack
+    .global boot_stack_top
 boot_stack:
     /* 2 MiB: a Device (≈60 KiB, with the CQP inside) is built and moved by
        value during probe; 256 KiB overflowed into the page tables below. */
