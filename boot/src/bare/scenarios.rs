@@ -160,8 +160,9 @@ pub fn run_all(r: &mut Runner, info: Option<&StartInfo>) {
     r.run("model_ping", || model_ping(&ctx));
     r.run("dma_pool", || pool_ok.clone().and_then(|()| dma_pool()));
     r.run("clock", || clock_check(source));
-    bringup::Bringup::new(&ctx).run(r);
-    verbs::run(r, bringup::model_bar(&ctx));
+    let mut b = bringup::Bringup::new(&ctx);
+    b.run(r);
+    verbs::run(r, bringup::model_bar(&ctx), b.injected());
     r.run("stack", stack_check);
 }
 

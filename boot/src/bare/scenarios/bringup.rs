@@ -123,6 +123,11 @@ impl<'a> Bringup<'a> {
         r.run("cqp_destroy", || self.guard(Self::destroy));
     }
 
+    /// CQP errors injected so far (the model's error count must match).
+    pub fn injected(&self) -> u64 {
+        self.injected
+    }
+
     /// Skips without a model; otherwise runs `f` and checks afterwards that
     /// the model executed exactly the ops this code posted.
     fn guard(&mut self, f: impl FnOnce(&mut Self) -> Result<(), Msg>) -> Result<Outcome, Msg> {

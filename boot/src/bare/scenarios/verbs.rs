@@ -218,14 +218,20 @@ fn expect(wc: WorkCompletion, id: u64, op: WcOpcode) -> Result<(), Msg> {
     Ok(())
 }
 
-/// Runs the verbs scenarios against `bar` (`Err`: skip them all, saying why).
-pub fn run(r: &mut Runner, bar: Result<&MmioBar, Msg>) {
-    const NAMES: [&str; 9] = [
+/// CQP failures `verbs_fault_injection` injects.
+const VERBS_INJECTED: u64 = 2;
+
+/// Runs the verbs scenarios against `bar` (`Err`: skip them all, saying
+/// why); `injected` CQP errors were injected before (the model must report
+/// exactly those plus this module's, no other failed op).
+pub fn run(r: &mut Runner, bar: Result<&MmioBar, Msg>, injected: u64) {
+    const NAMES: [&str; 10] = [
         "device_probe",
         "verbs_objects",
         "mr_levels",
         "rc_write_read_send",
         "rc_post_poll_timing",
+        "verbs_fault_injection",
         "rw_1mib_read",
         "rw_1mib_write",
         "verbs_teardown",
@@ -287,6 +293,8 @@ pub fn run(r: &mut Runner, bar: Result<&MmioBar, Msg>) {
         ensure!(hal::bad_frees() == bad0, "the pool refused a free");
         let m = super::bringup::model_counters(bar)?;
         ensure!(m.dma_faults == 0, "the model saw {} DMA faults", m.dma_faults);
+        let want = injected + VERBS_INJECTED;
+        ensure!(m.errors == want, "the model failed {} CQP ops, {want} were injected", m.errors);
         println!(
             "  device_close: pool balanced ({live} pages live), the model ran {} CQP ops, \
              {} failed",
@@ -374,6 +382,7 @@ fn run_on<'b>(r: &mut Runner, dev: &Dev<'b>, rows: &mut heapless::Vec<Row, 8>) {
             "mr_levels",
             "rc_write_read_send",
             "rc_post_poll_timing",
+            "verbs_fault_injection",
             "rw_1mib_read",
             "rw_1mib_write",
             "verbs_teardown",
@@ -391,6 +400,7 @@ fn run_on<'b>(r: &mut Runner, dev: &Dev<'b>, rows: &mut heapless::Vec<Row, 8>) {
     let mut m = Meter::default();
     r.run("rc_post_poll_timing", || timing(dev, o, &mut m).map(|()| Outcome::Pass));
     let _ = rows.push(m.row("rc_post_poll_timing"));
+    r.run("verbs_fault_injection", || verbs_faults(dev, o).map(|()| Outcome::Pass));
     for (name, dir) in
         [("rw_1mib_read", Direction::FromDevice), ("rw_1mib_write", Direction::ToDevice)]
     {
@@ -598,6 +608,58 @@ fn timing<'d, 'b>(dev: &'d Dev<'b>, o: &mut Objs<'d, 'b>, m: &mut Meter) -> Resu
         "  rc_post_poll_timing: {TIMED} WRITEs, {} cycles per round trip ({} ns)",
         total / TIMED as u64,
         clock::cycles_to_duration(total / TIMED as u64).as_nanos()
+    );
+    Ok(())
+}
+
+/// CQP failures injected under verbs (through the mailbox): CREATE_CQ and
+/// REG_MR fail with the chosen codes, nothing is leaked (ids, PBLEs, pool
+/// pages), and the same verb succeeds right after.
+fn verbs_faults<'d, 'b>(dev: &'d Dev<'b>, o: &mut Objs<'d, 'b>) -> Result<(), Msg> {
+    let bar = *dev.bar();
+    let usage = dev.resource_usage();
+    let live = hal::stats().live_pages;
+    let fail_next = |major, minor| {
+        super::bringup::request_fault(bar, irdma_boot::contract::FAULT_FAIL_CQP_OP, 0, major, minor)
+    };
+    fail_next(0xf001, 0x0055)?;
+    match dev.create_cq(16) {
+        Err(e) => ensure!(e.hw_codes() == Some((0xf001, 0x0055)), "create_cq: {e:?}"),
+        Ok(_) => bail!("create_cq succeeded through an injected failure"),
+    }
+    ensure!(dev.resource_usage() == usage, "ids held after the failed create_cq");
+    ensure!(hal::stats().live_pages == live, "pool pages held after the failed create_cq");
+    let mut cq = dev.create_cq(16).map_err(|e| msg(format_args!("create_cq retry: {e:?}")))?;
+    cq.destroy().map_err(|e| msg(format_args!("destroy_cq: {e:?}")))?;
+    drop(cq);
+
+    let b = buf(2)?;
+    let mut pages = [0u64; 2];
+    pages_of(&b, &mut pages);
+    pages.reverse();
+    let live = hal::stats().live_pages;
+    fail_next(0xffff, 0x8002)?;
+    let desc = MrDesc {
+        iova: 0x6000_0000,
+        length: 8192,
+        page_size: PageSize::Size4K,
+        pages: &pages,
+        zero_based: false,
+        access: Access::LOCAL_WRITE | Access::REMOTE_READ,
+    };
+    match dev.reg_mr(&o.pd, &desc) {
+        Err(e) => ensure!(e.hw_codes() == Some((0xffff, 0x8002)), "reg_mr: {e:?}"),
+        Ok(_) => bail!("reg_mr succeeded through an injected failure"),
+    }
+    ensure!(dev.resource_usage() == usage, "ids or PBLEs held after the failed reg_mr");
+    ensure!(hal::stats().live_pages == live, "pool pages held after the failed reg_mr");
+    let mr = dev.reg_mr(&o.pd, &desc).map_err(|e| msg(format_args!("reg_mr retry: {e:?}")))?;
+    ensure!(mr.pbl_level() == 1, "retried MR at level {}", mr.pbl_level());
+    drop(mr);
+    ensure!(dev.resource_usage() == usage, "ids or PBLEs held after dereg");
+    println!(
+        "  verbs_fault_injection: CREATE_CQ and REG_MR failed with the injected codes, nothing \
+         held, both retried fine"
     );
     Ok(())
 }
