@@ -123,6 +123,9 @@ pub const FAULT_LOSE_DOORBELLS: u32 = 3;
 /// Request kind: function-level reset of the model device (what the LAN
 /// driver's reset does); the function then accepts a new COMMIT_FPM_VAL.
 pub const FAULT_FUNCTION_RESET: u32 = 4;
+/// Fault kind: let `ARG` SQ WQEs pass, then complete the next one with an
+/// error CQE carrying `CODES` (its QP goes to ERROR).
+pub const FAULT_FAIL_WQE: u32 = 5;
 
 /// Start of the scratch pattern.
 pub const MB_SCRATCH: usize = 0x100;

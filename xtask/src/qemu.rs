@@ -929,7 +929,7 @@ fn run_main(opts: &Opts) -> Result<(), String> {
 
 /// Scenarios that drive the driver against the device model: they must
 /// pass with the model attached and skip without one.
-pub const DRIVER_SCENARIOS: [&str; 20] = [
+pub const DRIVER_SCENARIOS: [&str; 21] = [
     "cqp_create",
     "query_rdma_features",
     "query_fpm_val",
@@ -948,6 +948,7 @@ pub const DRIVER_SCENARIOS: [&str; 20] = [
     "verbs_fault_injection",
     "rw_1mib_read",
     "rw_1mib_write",
+    "rc_error_completion",
     "verbs_teardown",
     "device_close",
 ];
@@ -1223,6 +1224,7 @@ mod tests {
             (m::FAULT_DROP_CQP_COMPLETIONS, c::FAULT_DROP_CQP_COMPLETIONS),
             (m::FAULT_LOSE_DOORBELLS, c::FAULT_LOSE_DOORBELLS),
             (m::FAULT_FUNCTION_RESET, c::FAULT_FUNCTION_RESET),
+            (m::FAULT_FAIL_WQE, c::FAULT_FAIL_WQE),
         ];
         for (model, contract) in kinds {
             assert_eq!(model, contract);

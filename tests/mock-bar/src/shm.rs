@@ -352,6 +352,9 @@ pub mod mailbox {
     /// Function-level reset (`Device::reset`), as after a reset the LAN
     /// driver requested: the function accepts a new COMMIT_FPM_VAL.
     pub const FAULT_FUNCTION_RESET: u32 = 4;
+    /// Let ARG SQ WQEs pass, then complete the next with an error CQE
+    /// carrying CODES; its QP goes to ERROR (`FaultPlan::fail_wqe`).
+    pub const FAULT_FAIL_WQE: u32 = 5;
 
     /// The model's answer to ping `seq`.
     pub const fn pong(seq: u32) -> u32 {
@@ -436,6 +439,10 @@ impl Harness {
                 }
                 mailbox::FAULT_FUNCTION_RESET => {
                     host.device.reset();
+                    true
+                }
+                mailbox::FAULT_FAIL_WQE => {
+                    plan.fail_wqe = Some((arg, (codes >> 16) as u16, codes as u16));
                     true
                 }
                 _ => false,

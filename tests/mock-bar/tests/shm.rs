@@ -186,11 +186,19 @@ fn harness_mailbox_ping_faults_counters_and_shutdown() {
     host.step();
     assert_eq!(g.r32(regs::CQPTAIL), 4, "no error after CLEAR");
 
+    // A WQE error request lands in the fault plan.
+    g.w32(base + mb::FAULT_KIND, mb::FAULT_FAIL_WQE);
+    g.w32(base + mb::FAULT_ARG, 2);
+    g.w32(base + mb::FAULT_CODES, 0x0001_0003);
+    g.w32(base + mb::FAULT_SEQ, 6);
+    assert_eq!(h.service(&mut host), Tick::Busy);
+    assert_eq!(host.device.faults().fail_wqe, Some((2, 1, 3)));
+
     // A function reset destroys the CQP (CCQPSTATUS back to 0).
     g.w32(base + mb::FAULT_KIND, mb::FAULT_FUNCTION_RESET);
-    g.w32(base + mb::FAULT_SEQ, 5);
+    g.w32(base + mb::FAULT_SEQ, 7);
     assert_eq!(h.service(&mut host), Tick::Busy);
-    assert_eq!((g.r32(base + mb::FAULT_ACK), g.r32(base + mb::FAULT_RESULT)), (5, 0));
+    assert_eq!((g.r32(base + mb::FAULT_ACK), g.r32(base + mb::FAULT_RESULT)), (7, 0));
     assert!(host.device.cqp().is_none());
     host.step();
     assert_eq!(g.r32(regs::CCQPSTATUS), 0, "published after the reset");

@@ -225,7 +225,7 @@ const VERBS_INJECTED: u64 = 2;
 /// why); `injected` CQP errors were injected before (the model must report
 /// exactly those plus this module's, no other failed op).
 pub fn run(r: &mut Runner, bar: Result<&MmioBar, Msg>, injected: u64) {
-    const NAMES: [&str; 10] = [
+    const NAMES: [&str; 11] = [
         "device_probe",
         "verbs_objects",
         "mr_levels",
@@ -234,6 +234,7 @@ pub fn run(r: &mut Runner, bar: Result<&MmioBar, Msg>, injected: u64) {
         "verbs_fault_injection",
         "rw_1mib_read",
         "rw_1mib_write",
+        "rc_error_completion",
         "verbs_teardown",
         "device_close",
     ];
@@ -385,6 +386,7 @@ fn run_on<'b>(r: &mut Runner, dev: &Dev<'b>, rows: &mut heapless::Vec<Row, 8>) {
             "verbs_fault_injection",
             "rw_1mib_read",
             "rw_1mib_write",
+            "rc_error_completion",
             "verbs_teardown",
         ] {
             r.run(n, || bail!("no QPs (verbs_objects failed)"));
@@ -408,6 +410,8 @@ fn run_on<'b>(r: &mut Runner, dev: &Dev<'b>, rows: &mut heapless::Vec<Row, 8>) {
         r.run(name, || rw_transfer(dev, o, dir, &mut m).map(|()| Outcome::Pass));
         let _ = rows.push(m.row(name));
     }
+    // Last on these QPs: it leaves the sender in ERROR.
+    r.run("rc_error_completion", || error_completion(dev, o).map(|()| Outcome::Pass));
     r.run("verbs_teardown", || {
         let mut o = need(objs.take(), "verbs objects")?;
         let e = |what: &str, e| msg(format_args!("destroy {what}: {e:?}"));
@@ -660,6 +664,67 @@ fn verbs_faults<'d, 'b>(dev: &'d Dev<'b>, o: &mut Objs<'d, 'b>) -> Result<(), Ms
     println!(
         "  verbs_fault_injection: CREATE_CQ and REG_MR failed with the injected codes, nothing \
          held, both retried fine"
+    );
+    Ok(())
+}
+
+/// The model completes the second of three WRITEs with a flush-class error
+/// (REM_ACCESS, injected through the mailbox): the first completes, the
+/// second reports `RemAccessErr`, and after `modify(ERROR)` the third is
+/// flushed exactly once (spec data-path §5.5, §5.6).
+fn error_completion<'d, 'b>(dev: &'d Dev<'b>, o: &mut Objs<'d, 'b>) -> Result<(), Msg> {
+    use irdma::uk::cq::flush_code;
+    use irdma_hal::wqe::cqe::FLUSH_MAJOR_ERR;
+    let bar = *dev.bar();
+    let src = buf(1)?;
+    let dst = buf(1)?;
+    let (mut sp, mut dp) = ([0u64; 1], [0u64; 1]);
+    pages_of(&src, &mut sp);
+    pages_of(&dst, &mut dp);
+    fill(&src, 5);
+    let smr = reg(dev, &o.pd, src.paddr(), 4096, &sp, false)?;
+    let dmr = reg(dev, &o.pd, dst.paddr(), 4096, &dp, false)?;
+    super::bringup::request_fault(
+        bar,
+        irdma_boot::contract::FAULT_FAIL_WQE,
+        1,
+        FLUSH_MAJOR_ERR,
+        flush_code::REM_ACCESS,
+    )?;
+    let sges: [[Sge; 1]; 3] = core::array::from_fn(|i| {
+        [Sge { addr: src.paddr() + 64 * i as u64, length: 64, lkey: smr.lkey() }]
+    });
+    let wrs: [SendWr<'_>; 3] = core::array::from_fn(|i| SendWr {
+        wr_id: 501 + i as u64,
+        opcode: WrOpcode::RdmaWrite { remote_addr: dst.paddr() + 64 * i as u64, rkey: dmr.rkey() },
+        flags: SendFlags::SIGNALED,
+        sg_list: &sges[i],
+    });
+    o.q1.post_send(&wrs).map_err(|e| msg(format_args!("post_send: {e:?}")))?;
+    let mut m = Meter::default();
+    let first = poll_one(&mut o.cq, &mut [&mut o.q1, &mut o.q2], &mut m)?;
+    expect(first, 501, WcOpcode::RdmaWrite)?;
+    let second = poll_one(&mut o.cq, &mut [&mut o.q1, &mut o.q2], &mut m)?;
+    ensure!(
+        (second.wr_id, second.status) == (502, WcStatus::RemAccessErr),
+        "second WRITE: {second:?}"
+    );
+    o.q1.modify(&QpAttr::new(QpState::Error)).map_err(|e| msg(format_args!("to ERROR: {e:?}")))?;
+    let third = poll_one(&mut o.cq, &mut [&mut o.q1, &mut o.q2], &mut m)?;
+    ensure!((third.wr_id, third.status) == (503, WcStatus::WrFlushErr), "third WRITE: {third:?}");
+    let mut wc = [EMPTY_WC; 4];
+    for _ in 0..100 {
+        let n = o.cq.poll(&mut [&mut o.q1, &mut o.q2], &mut wc);
+        ensure!(n == 0, "{n} more completions after the flush: {:?}", wc[0]);
+    }
+    ensure!(o.q1.state() == QpState::Error, "sender in {:?}", o.q1.state());
+    // The first WRITE landed; the failed one and the flushed one did not.
+    check(&dst, 0, 64, 5, 0).map_err(|e| msg(format_args!("first WRITE: {e}")))?;
+    let mut rest = [0u8; 128];
+    ensure!(dst.read_bytes(64, &mut rest) && rest == [0; 128], "a failed WRITE wrote data");
+    println!(
+        "  rc_error_completion: WRITE 1 ok, WRITE 2 RemAccessErr (injected), WRITE 3 flushed \
+         once after modify(ERROR)"
     );
     Ok(())
 }
