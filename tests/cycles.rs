@@ -86,14 +86,16 @@ fn full_cycles_free_every_page() {
     let base = FakeHal::live_pages();
     let n = cycles();
     let t = std::time::Instant::now();
+    let bar_a = ModelBar::standalone(small_fn_config());
+    let bar_b = bar_a.add_peer(small_fn_config());
     for i in 0..n {
-        // A function accepts one COMMIT_FPM_VAL per reset (the model refuses
-        // a second after SHMC_PAGES_ALLOCATED), so every cycle starts from
-        // freshly reset functions: new model devices on a new fabric.
-        let bar_a = ModelBar::standalone(small_fn_config());
-        let bar_b = bar_a.add_peer(small_fn_config());
         cycle(&bar_a, &bar_b, &big, &phys);
         assert_eq!(FakeHal::live_pages(), base, "cycle {i}");
+        // A function accepts one COMMIT_FPM_VAL per reset (the model refuses
+        // a second after SHMC_PAGES_ALLOCATED): the LAN side resets both
+        // functions before the next bring-up.
+        bar_a.with_device(|d| d.reset());
+        bar_b.with_device(|d| d.reset());
     }
     eprintln!("{n} cycles in {:?}", t.elapsed());
 }

@@ -45,10 +45,15 @@ fn every_probe_op_failing_is_reported_and_torn_down() {
         if bar.with_device(|d| d.hmc_ready()) {
             // SHMC_PAGES_ALLOCATED was accepted: the function refuses a
             // second COMMIT_FPM_VAL until it is reset (a LAN-side function
-            // reset, `LanOps::request_reset`), which the model does not do.
+            // reset, `LanOps::request_reset`).
             let e = probe(&bar).err().expect("no re-commit without a reset");
             assert_eq!((e.step, e.hw_codes()), (ProbeStep::CommitFpm, Some((0xFFFF, 0x8002))));
             need_reset += 1;
+            // After the function-level reset the LAN side would do, it is
+            // usable again.
+            bar.with_device(|d| d.reset());
+            let dev = probe(&bar).unwrap_or_else(|e| panic!("probe after reset (op {n}): {e:?}"));
+            dev.close().unwrap();
         } else {
             reprobed += 1;
             // The device is usable again: a clean probe on the same function.

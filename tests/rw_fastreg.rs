@@ -94,3 +94,109 @@ fn rw_read_through_fast_registered_mrs() {
     }
     assert_eq!(FakeHal::live_pages(), base);
 }
+
+/// A fast-register MR re-registered under its next key: the old rkey is
+/// refused by the model, the new one works.
+#[test]
+fn fast_reg_key_rotation_rejects_the_stale_rkey() {
+    use irdma::aeq::{AsyncEvent, AsyncEventKind};
+    use irdma::wr::RegMrWr;
+    let _g = lock();
+    let base = FakeHal::live_pages();
+    let bar = ModelBar::standalone(small_fn_config());
+    {
+        let dev = probe_as(&bar, A, Profile::SMALL);
+        let pd = dev.alloc_pd().unwrap();
+        let mut cq = dev.create_cq(64).unwrap();
+        let mut owner = create_qp(&dev, &pd, &cq, 16); // registers the MR
+        let mut peer = create_qp(&dev, &pd, &cq, 16);
+        let (no, np) = (owner.qp_num(), peer.qp_num());
+        connect(&mut owner, A, A, np).unwrap();
+        connect(&mut peer, A, A, no).unwrap();
+
+        let target = buf(2);
+        let mut fr = dev.alloc_mr(&pd, 16).unwrap();
+        let mut rev = pages_of(&target);
+        rev.reverse();
+        fr.map_pages(&rev).unwrap();
+        let first_pble = fr.fr_mr().first_pble_index;
+        let reg_wr = |id, key| SendWr {
+            wr_id: id,
+            opcode: WrOpcode::RegMr(RegMrWr {
+                key,
+                access: Access::LOCAL_WRITE | Access::REMOTE_WRITE,
+                iova: 0x5000_0000,
+                length: 8192,
+                page_size: PageSize::Size4K,
+                first_pble_index: first_pble,
+                pbl_level: 1,
+            }),
+            flags: SendFlags::SIGNALED,
+            sg_list: &[],
+        };
+        let k1 = fr.next_key();
+        owner.post_send(&[reg_wr(1, k1)]).unwrap();
+        let wc = poll_n(&mut cq, &mut [&mut owner, &mut peer], 1);
+        assert_eq!((wc[0].status, wc[0].opcode), (WcStatus::Success, WcOpcode::RegMr), "{wc:?}");
+
+        let src = buf(1);
+        let data = fill(&src, 21);
+        let smr = reg(&dev, &pd, src.paddr(), 4096, &pages_of(&src), false);
+        let sge = [Sge { addr: src.paddr(), length: 16, lkey: smr.lkey() }];
+        let write = |id, rkey| SendWr {
+            wr_id: id,
+            opcode: WrOpcode::RdmaWrite { remote_addr: 0x5000_0000 + 4096, rkey },
+            flags: SendFlags::SIGNALED,
+            sg_list: &sge,
+        };
+        peer.post_send(&[write(2, k1)]).unwrap();
+        let wc = poll_n(&mut cq, &mut [&mut owner, &mut peer], 1);
+        assert_eq!(wc[0].status, WcStatus::Success);
+        assert_eq!(read(&target, 0, 16), data[..16].to_vec(), "IOVA page 1 = physical page 0");
+
+        // Invalidate and re-register under the next key.
+        let inv = SendWr {
+            wr_id: 3,
+            opcode: WrOpcode::LocalInv { inv_key: k1 },
+            flags: SendFlags::SIGNALED,
+            sg_list: &[],
+        };
+        let k2 = fr.next_key();
+        assert_ne!(k1, k2);
+        assert_eq!(k1 >> 8, k2 >> 8);
+        owner.post_send(&[inv, reg_wr(4, k2)]).unwrap();
+        let wc = poll_n(&mut cq, &mut [&mut owner, &mut peer], 2);
+        assert!(wc.iter().all(|w| w.status == WcStatus::Success), "{wc:?}");
+
+        assert!(target.write_bytes(0, &[0u8; 16]));
+        peer.post_send(&[write(5, k1)]).unwrap();
+        let mut ev = [AsyncEvent {
+            kind: AsyncEventKind::Ignored,
+            ae_code: 0,
+            ae_src: 0,
+            id: 0,
+            moved_to_error: false,
+        }; 4];
+        let n = dev.poll_async_events(&mut ev);
+        assert!(
+            ev[..n].iter().any(|e| e.id == np && e.kind == AsyncEventKind::QpAccessError),
+            "{:?}",
+            &ev[..n]
+        );
+        let wc = poll_n(&mut cq, &mut [&mut owner, &mut peer], 1);
+        assert_eq!((wc[0].wr_id, wc[0].status), (5, WcStatus::RemAccessErr));
+        assert_eq!(read(&target, 0, 16), vec![0u8; 16], "stale key wrote nothing");
+
+        // A fresh QP pair: the current key works.
+        let mut a = create_qp(&dev, &pd, &cq, 4);
+        let mut b = create_qp(&dev, &pd, &cq, 4);
+        let (na, nb) = (a.qp_num(), b.qp_num());
+        connect(&mut a, A, A, nb).unwrap();
+        connect(&mut b, A, A, na).unwrap();
+        a.post_send(&[write(6, k2)]).unwrap();
+        let wc = poll_n(&mut cq, &mut [&mut a, &mut b], 1);
+        assert_eq!((wc[0].wr_id, wc[0].status), (6, WcStatus::Success));
+        assert_eq!(read(&target, 0, 16), data[..16].to_vec());
+    }
+    assert_eq!(FakeHal::live_pages(), base);
+}

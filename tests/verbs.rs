@@ -505,3 +505,114 @@ fn cq_overflow_is_an_async_cq_error() {
     let wc = poll_n(&mut tiny, &mut [&mut q1], 3);
     assert_eq!(wc.iter().map(|w| w.wr_id).collect::<Vec<_>>(), vec![1, 2, 3]);
 }
+
+#[test]
+fn bad_mr_requests_are_refused_without_taking_anything() {
+    let _g = lock();
+    let bar = ModelBar::standalone(small_fn_config());
+    let dev = probe_as(&bar, A, Profile::SMALL);
+    let pd = dev.alloc_pd().unwrap();
+    let b = buf(2);
+    let pages = pages_of(&b);
+    let usage = dev.resource_usage();
+    let d = MrDesc {
+        iova: 0x1000,
+        length: 8192,
+        page_size: PageSize::Size4K,
+        pages: &pages,
+        zero_based: false,
+        access: Access::LOCAL_WRITE,
+    };
+    let unaligned = [pages[0] + 8, pages[1]];
+    let cases: [(MrDesc<'_>, &str); 5] = [
+        (MrDesc { length: 0, ..d }, "empty"),
+        (MrDesc { pages: &[], ..d }, "no pages"),
+        (MrDesc { iova: 0x1800, ..d }, "too few pages for the offset"),
+        (MrDesc { pages: &unaligned, ..d }, "unaligned page"),
+        (MrDesc { length: (1 << 45) + 1, ..d }, "above 2^45"),
+    ];
+    for (c, what) in cases {
+        assert!(dev.reg_mr(&pd, &c).is_err(), "{what}");
+    }
+    assert!(matches!(
+        dev.reg_mr(&pd, &MrDesc { access: Access::REMOTE_ATOMIC, ..d }),
+        Err(VerbsError::Access(_))
+    ));
+    assert!(matches!(
+        dev.reg_mr(&pd, &MrDesc { access: Access::REMOTE_WRITE, ..d }),
+        Err(VerbsError::Access(_))
+    ));
+    // More PBLEs than the pool has.
+    let huge: Vec<u64> = (0..2_000_000u64).map(|i| (i % 2 + 1) * 4096).collect();
+    let e = dev.reg_mr(&pd, &MrDesc { iova: 0, length: 2_000_000 * 4096, pages: &huge, ..d });
+    assert!(matches!(e, Err(VerbsError::Pble(_))), "{:?}", e.err());
+    assert_eq!(dev.resource_usage(), usage, "nothing taken");
+    let ok = dev.reg_mr(&pd, &d).unwrap();
+    assert_eq!(ok.pbl_level(), 0);
+}
+
+#[test]
+fn rnr_retries_exhausted_is_a_fatal_qp_event() {
+    use irdma::aeq::{AsyncEvent, AsyncEventKind};
+    let _g = lock();
+    let bar = ModelBar::standalone(small_fn_config());
+    let dev = probe_as(&bar, A, Profile::SMALL);
+    let pd = dev.alloc_pd().unwrap();
+    let mut cq = dev.create_cq(16).unwrap();
+    let mut q1 = create_qp(&dev, &pd, &cq, 4);
+    let mut q2 = create_qp(&dev, &pd, &cq, 4);
+    let (n1, n2) = (q1.qp_num(), q2.qp_num());
+    connect(&mut q2, A, A, n1).unwrap();
+    q1.modify(&QpAttr::new(QpState::Init)).unwrap();
+    let mut rtr = QpAttr::new(QpState::Rtr);
+    rtr.dest_qp = n2;
+    rtr.av = Some(AddressVector {
+        dest_mac: A.mac,
+        dest_ip: IpAddr::V4(A.ip),
+        src_ip: IpAddr::V4(A.ip),
+        hop_limit: 64,
+        traffic_class: 0,
+        flow_label: 0,
+        vlan: None,
+    });
+    q1.modify(&rtr).unwrap();
+    let mut rts = QpAttr::new(QpState::Rts);
+    rts.rnr_retry = 1;
+    q1.modify(&rts).unwrap();
+    let b = buf(1);
+    let mr = reg(&dev, &pd, b.paddr(), 4096, &pages_of(&b), false);
+    let sge = [Sge { addr: b.paddr(), length: 8, lkey: mr.lkey() }];
+    let send = |id| SendWr {
+        wr_id: id,
+        opcode: WrOpcode::Send,
+        flags: SendFlags::SIGNALED,
+        sg_list: &sge,
+    };
+    // q2 never posts a receive: RNR NAKs until the retry budget is spent.
+    q1.post_send(&[send(1), send(2)]).unwrap();
+    let mut ev = [AsyncEvent {
+        kind: AsyncEventKind::Ignored,
+        ae_code: 0,
+        ae_src: 0,
+        id: 0,
+        moved_to_error: false,
+    }; 4];
+    let mut got = None;
+    for _ in 0..20 {
+        bar.fabric().step();
+        let n = dev.poll_async_events(&mut ev);
+        if let Some(e) = ev[..n].iter().find(|e| e.id == n1) {
+            got = Some(*e);
+            break;
+        }
+    }
+    let e = got.expect("an AE for q1");
+    assert_eq!((e.kind, e.ae_code), (AsyncEventKind::QpFatal, 0x050F), "{e:?}");
+    assert!(e.moved_to_error);
+    let wc = poll_n(&mut cq, &mut [&mut q1, &mut q2], 2);
+    assert_eq!(wc.iter().map(|w| w.wr_id).collect::<Vec<_>>(), vec![1, 2], "{wc:?}");
+    assert_eq!(wc[0].status, WcStatus::RnrRetryExcErr, "the failing WR carries the AE's code");
+    assert_eq!(wc[1].status, WcStatus::WrFlushErr);
+    let mut more = [EMPTY_WC; 4];
+    assert_eq!(cq.poll(&mut [&mut q1, &mut q2], &mut more), 0);
+}

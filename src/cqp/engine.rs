@@ -686,6 +686,20 @@ impl<H: Hal, B: Bar> Cqp<H, B> {
     }
 
     fn wait_ccq(&mut self, idx: u16) -> Result<Completion, CqpError> {
+        self.wait_ccq_or_registers(idx, false)
+    }
+
+    /// Waits for slot `idx` in the CCQ. With `watch_registers`, a failure
+    /// reported only through CQPTAIL.CQP_OP_ERR (with WQTAIL moved past the
+    /// pre-post value) also ends the wait: that is how a refused CREATE_CQ of
+    /// the CCQ itself is reported, since it cannot complete into the CCQ it
+    /// failed to create (ctrl.c: irdma_cqp_poll_registers reads CQPTAIL and
+    /// CQPERRCODES on that path).
+    fn wait_ccq_or_registers(
+        &mut self,
+        idx: u16,
+        watch_registers: bool,
+    ) -> Result<Completion, CqpError> {
         if let Some(pos) = self.stash.iter().position(|(i, _)| *i == idx) {
             return self.stash.swap_remove(pos).1;
         }
@@ -699,6 +713,16 @@ impl<H: Hal, B: Bar> Cqp<H, B> {
                     }
                 }
                 None => {
+                    if watch_registers {
+                        let tail = self.bar.read32(regs::CQPTAIL) as u64;
+                        let moved = rf::CQPTAIL_WQTAIL.get(tail) != self.pre_tail as u64;
+                        if moved && rf::CQPTAIL_OP_ERR.is_set(tail) {
+                            self.retire(idx)?;
+                            let (major, minor) = self.err_codes();
+                            let opcode = self.opcode_at(idx);
+                            return Err(CqpError::OpFailed { opcode, major, minor });
+                        }
+                    }
                     if H::now() >= end {
                         return Err(CqpError::Timeout { what: "CQP op (CCQ)" });
                     }
@@ -742,7 +766,7 @@ impl<H: Hal, B: Bar> Cqp<H, B> {
         };
         let posted = self.post(cmd, 0)?;
         self.ccq = Some(Ccq { ring, shadow, cons: RingConsumer::new(cfg.entries), cfg });
-        match self.wait(posted) {
+        match self.wait_ccq_or_registers(posted.idx, true) {
             Ok(_) => Ok(()),
             Err(e) => {
                 // The device did not take the CCQ: fall back to registers.

@@ -538,26 +538,9 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
         let mut ccq = CcqConfig::linux(self.opts.cqp_sq_size);
         ccq.vsi_idx = self.lan.vsi_num;
         self.control_bytes += pages_bytes(ccq.entries as usize * CCQ_CQE_BYTES) + pages_bytes(64);
-        let r = self.cqp_mut().and_then(|c| c.create_ccq(ccq));
-        if let Err(e) = r {
-            // A refused CREATE_CQ of the CCQ cannot complete into the CCQ it
-            // failed to create: the only report is CQPTAIL.CQP_OP_ERR with
-            // CQPERRCODES (ctrl.c: irdma_cqp_poll_registers reads them).
-            let tail = u64::from(self.bar.read32(regs::CQPTAIL));
-            let e = if matches!(e, CqpError::Timeout { .. })
-                && regs::field::CQPTAIL_OP_ERR.is_set(tail)
-            {
-                let codes = u64::from(self.bar.read32(regs::CQPERRCODES));
-                CqpError::OpFailed {
-                    opcode: irdma_hal::cqp::op::CREATE_CQ,
-                    major: regs::field::CQPERRCODES_MAJOR.get(codes) as u16,
-                    minor: regs::field::CQPERRCODES_MINOR.get(codes) as u16,
-                }
-            } else {
-                e
-            };
-            return fail(S::CreateCcq, ProbeCause::Cqp(e));
-        }
+        self.cqp_mut()
+            .and_then(|c| c.create_ccq(ccq))
+            .or_else(|e| fail(S::CreateCcq, ProbeCause::Cqp(e)))?;
 
         // 10. CEQ 0: min(committed CQ count, 262143) entries (hw.c: irdma_create_ceq).
         let ceq_entries = cq_cnt.clamp(1, 262_143);
@@ -864,6 +847,12 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
     /// Firmware version from QUERY_RDMA_FEATURES (major, minor).
     pub fn fw_version(&self) -> (u16, u16) {
         self.fw_version
+    }
+
+    /// FTN_FLAGS from QUERY_RDMA_FEATURES (bit 0 atomics allowed, bit 2
+    /// MANAGE_RSRC_VER2; spec §4.3.23).
+    pub fn feature_flags(&self) -> u64 {
+        self.features
     }
 
     /// The queue-set handle of the work-scheduler leaf (QP contexts carry it).

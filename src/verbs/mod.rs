@@ -6,7 +6,7 @@
 //! self)` does the same explicitly and reports the hardware error; after a
 //! failed destroy the object is still alive and the call may be retried.
 //!
-//! Ring and tracking memory comes from the platform's DMA pages ([`Dma`]);
+//! Ring and tracking memory comes from the platform's DMA pages ([`irdma_hal::Dma`]);
 //! the software tracking arrays of the rings (`sq_wrtrk`, `rq_wrid`, level-2
 //! leaf lists) are carved from DMA pages the device is never told about, so
 //! the driver needs no allocator and no fixed per-queue maximum.

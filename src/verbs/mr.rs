@@ -209,11 +209,16 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
             .iter()
             .enumerate()
             .all(|(i, p)| first_page.checked_add(i as u64 * pbytes) == Some(*p));
+        let npages = u32::try_from(pages.len()).map_err(|_| VerbsError::AboveLimit {
+            what: "pages",
+            requested: pages.len() as u64,
+            max: u32::MAX.into(),
+        })?;
         let stag = {
             let mut res = self.res.lock();
             res.ids.as_mut().ok_or(VerbsError::Destroyed)?.stags.alloc()?
         };
-        let (mr_pages, pbl, level) = match pbl_level(pages.len() as u32, contiguous) {
+        let (mr_pages, pbl, level) = match pbl_level(npages, contiguous) {
             PblNeed::Level0 => (MrPages::Contiguous(first_page), None, 0),
             PblNeed::Pbl(_) => match self.take_pbl(pages, PblePolicy::Level1OrLevel2) {
                 Ok(p) => {

@@ -92,6 +92,10 @@ fn legs() -> Vec<Leg> {
     }));
     v.push(leg("model-independence", util::check_model_independence));
     v.push(leg("test", || cargo(&["test", "--workspace", "--quiet"])));
+    // The full 1,000 bring-up/teardown cycles of issue #4 (debug runs 100).
+    v.push(leg("cycles-1000", || {
+        cargo(&["test", "--release", "--quiet", "-p", "irdma", "--test", "cycles"])
+    }));
     v.push(leg("qemu", qemu::run_leg));
     for (name, file) in conformance::SUITE {
         v.push(leg(name, move || conformance::run_leg(file)));
