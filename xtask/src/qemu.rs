@@ -929,7 +929,7 @@ fn run_main(opts: &Opts) -> Result<(), String> {
 
 /// Scenarios that drive the driver against the device model: they must
 /// pass with the model attached and skip without one.
-pub const DRIVER_SCENARIOS: [&str; 21] = [
+pub const DRIVER_SCENARIOS: [&str; 22] = [
     "cqp_create",
     "query_rdma_features",
     "query_fpm_val",
@@ -945,6 +945,7 @@ pub const DRIVER_SCENARIOS: [&str; 21] = [
     "mr_levels",
     "rc_write_read_send",
     "rc_post_poll_timing",
+    "rc_batch_timing",
     "verbs_fault_injection",
     "rw_1mib_read",
     "rw_1mib_write",
