@@ -848,7 +848,7 @@ fn rw_transfer<'d, 'b>(
             dir,
         )
     };
-    let result = (|| -> Result<(), Msg> {
+    let result = (|| -> Result<u64, Msg> {
         let wrs = wrs.map_err(|e| msg(format_args!("rdma_rw_ctx_init: {e:?}")))?;
         ensure!(wrs >= 1, "no WRs");
         // ib_map_mr_sg: the pages the pool collected go into the MR's PBLEs.
@@ -869,22 +869,25 @@ fn rw_transfer<'d, 'b>(
             if dir == Direction::FromDevice { WcOpcode::RdmaRead } else { WcOpcode::RdmaWrite };
         expect(poll_one(&mut o.cq, &mut [&mut o.q1, &mut o.q2], m)?, 77, want)?;
         m.bytes += RW_BYTES as u64;
-        Ok(())
+        Ok(arch::rdtsc().wrapping_sub(t0))
     })();
     // SAFETY: the transfer completed (or never started); same `sg` as init.
     let destroyed = unsafe { ctx.destroy::<BootHal, 1, { RW_BYTES / 4096 }>(&mut pool, &mut sg) };
-    result?;
+    let cycles = result?;
     destroyed.map_err(|e| msg(format_args!("rdma_rw_ctx_destroy: {e:?}")))?;
     let dst = if dir == Direction::FromDevice { &local } else { &remote };
     check(dst, 0, RW_BYTES, seed, 0)?;
     let mut back = 0;
     pool.cleanup(|_| back += 1).map_err(|e| msg(format_args!("pool cleanup: {e:?}")))?;
     fr.dereg().map_err(|e| msg(format_args!("dereg FR MR: {e:?}")))?;
+    let us = clock::cycles_to_duration(cycles).as_micros().max(1);
     println!(
-        "  {}: 1 MiB in {} WRs (FAST_REG + {}), every byte checked",
+        "  {}: 1 MiB in {} WRs (FAST_REG + {}) in {us} us post to completion ({} MB/s), every \
+         byte checked",
         if dir == Direction::FromDevice { "rw_1mib_read" } else { "rw_1mib_write" },
         m.ops,
-        if dir == Direction::FromDevice { "RDMA READ" } else { "RDMA WRITE" }
+        if dir == Direction::FromDevice { "RDMA READ" } else { "RDMA WRITE" },
+        RW_BYTES as u128 / us
     );
     Ok(())
 }
