@@ -12,6 +12,17 @@
 //! header word is read with one 8- or 4-byte positional read; the model does
 //! not guard against a torn read of a word the guest is writing at that
 //! instant (x86 guests store such words with one instruction).
+//!
+//! Each [`ShmHost::step`] costs a handful of system calls: the watched
+//! registers are read in six positional reads, and only status registers
+//! the device changed are written back (all nine are compared with the BAR
+//! after a CQP handshake and every 256 rounds).
+//!
+//! [`Harness`] is the model's side of the `cargo xtask qemu` mailbox (layout
+//! in [`mailbox`], defined by boot/src/contract.rs): HOST_MAGIC, ping/pong,
+//! fault and reset requests mapped onto [`crate::FaultPlan`] and
+//! [`Device::reset`], the CQP counters, and the shutdown flag. The
+//! `mock-bar-shm` binary runs it in harness mode.
 
 use std::fs::{File, OpenOptions};
 use std::io;
