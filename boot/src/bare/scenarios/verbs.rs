@@ -298,9 +298,12 @@ pub fn run(r: &mut Runner, bar: Result<&MmioBar, Msg>, injected: u64) {
         let want = injected + VERBS_INJECTED;
         ensure!(m.errors == want, "the model failed {} CQP ops, {want} were injected", m.errors);
         println!(
-            "  device_close: pool balanced ({live} pages live), the model ran {} CQP ops, \
-             {} failed",
-            m.ops, m.errors
+            "  device_close: pool balanced ({live} pages live, peak {} MiB of {} MiB this run), \
+             the model ran {} CQP ops, {} failed",
+            hal::stats().peak_pages / 256,
+            hal::pool_pages() / 256,
+            m.ops,
+            m.errors
         );
         Ok(Outcome::Pass)
     });
