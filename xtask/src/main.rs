@@ -30,8 +30,6 @@ fn main() -> ExitCode {
         "test" => test(rest),
         "conformance" => conformance::main(rest),
         "qemu" => qemu::main(rest),
-        // The contract's minimal host model, spawned by the qemu leg.
-        "qemu-null-model" => qemu::null_model(),
         "bench" => bench::main(),
         "setup" => match util::ensure_toolchain(&BARE_TARGETS) {
             Ok(()) => ExitCode::SUCCESS,

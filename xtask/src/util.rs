@@ -77,11 +77,13 @@ pub fn ensure_toolchain(targets: &[&str]) -> Result<(), String> {
 pub fn check_model_independence() -> Result<String, String> {
     let tree =
         output("cargo", &["tree", "-p", "mock-bar", "-e", "normal,build", "--prefix", "none"])?;
-    let bad: Vec<&str> =
-        tree.lines().filter(|l| l.starts_with("irdma ") || l.starts_with("irdma-hal ")).collect();
+    let bad: Vec<&str> = tree
+        .lines()
+        .filter(|l| ["irdma ", "irdma-hal ", "irdma-boot "].iter().any(|p| l.starts_with(p)))
+        .collect();
     if bad.is_empty() {
         Ok(format!(
-            "mock-bar depends on {} crates, none of them irdma/irdma-hal",
+            "mock-bar depends on {} crates, none of them irdma/irdma-hal/irdma-boot",
             tree.lines().count().saturating_sub(1)
         ))
     } else {
