@@ -150,14 +150,12 @@ impl Dev {
 impl Bar for FakeDev {
     fn read32(&self, offset: usize) -> u32 {
         self.with(|d| {
-            if offset == regs::CQPTAIL {
-                if let Some((head, left)) = d.pending_db {
-                    if left == 0 {
-                        d.pending_db = None;
-                        d.doorbell(head);
-                    } else {
-                        d.pending_db = Some((head, left - 1));
-                    }
+            if let (regs::CQPTAIL, Some((head, left))) = (offset, d.pending_db) {
+                if left == 0 {
+                    d.pending_db = None;
+                    d.doorbell(head);
+                } else {
+                    d.pending_db = Some((head, left - 1));
                 }
             }
             d.regs.get(&offset).copied().unwrap_or(0)
