@@ -92,7 +92,9 @@ fn legs() -> Vec<Leg> {
         }));
     }
     v.push(leg("build-boot-image", || {
-        cargo(&["build", "-p", "irdma-boot", "--release", "--target", "x86_64-unknown-none"])
+        let t = "x86_64-unknown-none";
+        cargo(&["clippy", "-p", "irdma-boot", "--target", t, "--", "-D", "warnings"])?;
+        cargo(&["build", "-p", "irdma-boot", "--release", "--target", t])
     }));
     v.push(leg("model-independence", util::check_model_independence));
     v.push(leg("test", || cargo(&["test", "--workspace", "--quiet"])));
