@@ -27,11 +27,25 @@
 //! | [`MB_ECHO`] | u64 | guest | [`echo`]`(nonce)` |
 //! | [`MB_SHUTDOWN`] | u32 | xtask | non-zero once QEMU has exited: a model process must exit |
 //! | [`MB_PING`] | u32 | guest | doorbell: a sequence number, never 0 |
-//! | [`MB_PONG`] | u32 | model | [`pong`]`(ping)` once the model saw the doorbell |
+//! | [`MB_PONG`] | u32 | model | [`pong`]`(ping)` once the model saw the doorbell (after it wrote the counters below) |
+//! | [`MB_FAULT_KIND`] | u32 | guest | fault to inject: [`FAULT_CLEAR`], [`FAULT_FAIL_CQP_OP`], …, or [`FAULT_FUNCTION_RESET`] |
+//! | [`MB_FAULT_ARG`] | u32 | guest | its count (ops to let pass first, or ops to affect) |
+//! | [`MB_FAULT_CODES`] | u32 | guest | `major << 16 \| minor` for [`FAULT_FAIL_CQP_OP`] |
+//! | [`MB_FAULT_SEQ`] | u32 | guest | written last: request number, never 0 |
+//! | [`MB_FAULT_ACK`] | u32 | model | the request number once applied (or refused) |
+//! | [`MB_FAULT_RESULT`] | u32 | model | 0 applied, 1 unknown kind (valid once ACK matches) |
+//! | [`MB_MODEL_CQP_OPS`] | u64 | model | CQP ops the device model executed |
+//! | [`MB_MODEL_CQP_ERRORS`] | u64 | model | of those, completed with an error |
+//! | [`MB_MODEL_DMA_FAULTS`] | u64 | model | device DMA outside guest RAM |
 //! | [`MB_SCRATCH`] | [`SCRATCH_WORDS`] × u64 | guest | word `i` = [`pattern`]`(nonce, i)` |
 //!
 //! # Device model process (the hook for the out-of-process model)
 //!
+//! By default `cargo xtask qemu` builds and starts the device model,
+//! `mock-bar-shm` (tests/mock-bar, harness mode); it is the reference
+//! implementation of this contract. The model may not depend on this crate:
+//! it repeats the mailbox layout (`mock_bar::shm::mailbox`), and xtask's
+//! tests check that both agree. `--no-model` runs against the bare BAR file.
 //! `cargo xtask qemu --model PROGRAM [--model-arg ARG]…` spawns `PROGRAM`
 //! before QEMU, pinned to CPU 0 (QEMU goes to CPU 1) when there are two or
 //! more CPUs, with the environment `IRDMA_BAR_FILE`, `IRDMA_BAR_SIZE`,
@@ -78,6 +92,41 @@ pub const MB_SHUTDOWN: usize = 0x20;
 pub const MB_PING: usize = 0x24;
 /// Model → guest answer (u32), [`pong`] of the last doorbell.
 pub const MB_PONG: usize = 0x28;
+/// Fault request: kind (u32), see [`FAULT_FAIL_CQP_OP`].
+pub const MB_FAULT_KIND: usize = 0x30;
+/// Fault request: count (u32).
+pub const MB_FAULT_ARG: usize = 0x34;
+/// Fault request: `major << 16 | minor` (u32).
+pub const MB_FAULT_CODES: usize = 0x38;
+/// Fault request number (u32, never 0), written last by the guest.
+pub const MB_FAULT_SEQ: usize = 0x3c;
+/// The model's acknowledgement: the request number it handled (u32).
+pub const MB_FAULT_ACK: usize = 0x40;
+/// 0 = applied, 1 = unknown kind (u32).
+pub const MB_FAULT_RESULT: usize = 0x44;
+/// CQP ops the model executed (u64).
+pub const MB_MODEL_CQP_OPS: usize = 0x48;
+/// CQP ops the model completed with an error (u64).
+pub const MB_MODEL_CQP_ERRORS: usize = 0x50;
+/// Model DMA accesses outside guest RAM (u64).
+pub const MB_MODEL_DMA_FAULTS: usize = 0x58;
+
+/// Fault kind: clear every injected fault.
+pub const FAULT_CLEAR: u32 = 0;
+/// Fault kind: let `ARG` CQP ops pass, then fail one with `CODES` (the op
+/// is not executed).
+pub const FAULT_FAIL_CQP_OP: u32 = 1;
+/// Fault kind: do not write the next `ARG` CCQ completions.
+pub const FAULT_DROP_CQP_COMPLETIONS: u32 = 2;
+/// Fault kind: lose the next `ARG` doorbells.
+pub const FAULT_LOSE_DOORBELLS: u32 = 3;
+/// Request kind: function-level reset of the model device (what the LAN
+/// driver's reset does); the function then accepts a new COMMIT_FPM_VAL.
+pub const FAULT_FUNCTION_RESET: u32 = 4;
+/// Fault kind: let `ARG` SQ WQEs pass, then complete the next one with an
+/// error CQE carrying `CODES` (its QP goes to ERROR).
+pub const FAULT_FAIL_WQE: u32 = 5;
+
 /// Start of the scratch pattern.
 pub const MB_SCRATCH: usize = 0x100;
 /// Number of u64 words of the scratch pattern (4 KiB).
@@ -134,6 +183,7 @@ const _: () = {
     assert!(BAR_FILE_SIZE.is_power_of_two());
     assert!(MAILBOX as u64 + 4096 <= BAR_FILE_SIZE);
     assert!(MB_SCRATCH + SCRATCH_WORDS * 8 <= 4096 + 0x100);
+    assert!(MB_MODEL_DMA_FAULTS + 8 <= MB_SCRATCH);
     assert!(DMA_POOL_BASE.is_multiple_of(4096) && DMA_POOL_SIZE.is_multiple_of(4096));
     assert!(DMA_POOL_BASE + DMA_POOL_SIZE <= RAM_FILE_SIZE - (16 << 20));
     assert!(STATUS_PASS == 33);

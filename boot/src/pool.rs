@@ -29,6 +29,8 @@ pub struct PoolStats {
     pub frees: u64,
     /// Allocation requests refused for lack of a large enough free run.
     pub failed_allocs: u64,
+    /// Most pages allocated at once since the last reset.
+    pub peak_pages: usize,
 }
 
 /// A pool of up to `64 * W` pages starting at `base`.
@@ -128,6 +130,7 @@ impl<const W: usize> PagePool<W> {
                     }
                     Self::set(&mut self.start, first, true);
                     self.stats.live_pages += n;
+                    self.stats.peak_pages = self.stats.peak_pages.max(self.stats.live_pages);
                     self.stats.allocs += 1;
                     return Some(self.base + first as u64 * PAGE);
                 }
@@ -181,7 +184,7 @@ impl<const W: usize> PagePool<W> {
 }
 
 const fn zero_stats() -> PoolStats {
-    PoolStats { live_pages: 0, allocs: 0, frees: 0, failed_allocs: 0 }
+    PoolStats { live_pages: 0, allocs: 0, frees: 0, failed_allocs: 0, peak_pages: 0 }
 }
 
 #[cfg(test)]
@@ -235,6 +238,8 @@ mod tests {
         p.free(BASE + 74 * PAGE, 126).unwrap();
         let s = p.stats();
         assert_eq!((s.live_pages, s.allocs, s.frees), (0, 6, 6));
+        // 1 + 2 + 68 + 3 + 126 pages were live at once; frees keep the peak.
+        assert_eq!(s.peak_pages, 200);
         assert_eq!(p.largest_free_run(), 200);
     }
 

@@ -399,6 +399,9 @@ pub struct Cqp<H: Hal, B: Bar> {
     stash: heapless::Vec<SlotResult, STASH>,
     /// CQPTAIL.WQTAIL read before the last register-polled doorbell.
     pre_tail: u32,
+    /// CQPTAIL.CQP_OP_ERR as read before the last register-polled post: a
+    /// bit still set from an earlier failure says nothing about this op.
+    pre_err: bool,
     ccq: Option<Ccq<H>>,
     limits: Limits,
     timeouts: Timeouts,
@@ -442,6 +445,7 @@ impl<H: Hal, B: Bar> Cqp<H, B> {
             scratch: [0; MAX_SQ],
             stash: heapless::Vec::new(),
             pre_tail: 0,
+            pre_err: false,
             ccq: None,
             limits: Limits::NONE,
             timeouts: cfg.timeouts,
@@ -595,7 +599,9 @@ impl<H: Hal, B: Bar> Cqp<H, B> {
             self.bar.write32(*off, *v);
         }
         if self.ccq.is_none() {
-            self.pre_tail = rf::CQPTAIL_WQTAIL.get(self.bar.read32(regs::CQPTAIL) as u64) as u32;
+            let tail = self.bar.read32(regs::CQPTAIL) as u64;
+            self.pre_tail = rf::CQPTAIL_WQTAIL.get(tail) as u32;
+            self.pre_err = rf::CQPTAIL_OP_ERR.is_set(tail);
         }
         wmb();
         self.bar.write32(regs::CQPDB, self.head);
@@ -634,12 +640,22 @@ impl<H: Hal, B: Bar> Cqp<H, B> {
         let end = deadline::<H>(self.timeouts.poll_registers);
         let mut tail = 0u64;
         let pre = self.pre_tail as u64;
+        let pre_err = self.pre_err;
         let bar = &self.bar;
+        // Done when WQTAIL moved (the error bit then belongs to this op), or
+        // when the error bit rose without a move. An error bit that was
+        // already set before the doorbell is stale until the tail moves: a
+        // device that has not yet seen the doorbell (or a shared-memory BAR
+        // between polls) still shows the previous op's failure.
         let ok = irdma_hal::dma::wait_until::<H>(end, || {
             tail = bar.read32(regs::CQPTAIL) as u64;
-            rf::CQPTAIL_OP_ERR.is_set(tail) || rf::CQPTAIL_WQTAIL.get(tail) != pre
+            let moved = rf::CQPTAIL_WQTAIL.get(tail) != pre;
+            moved || (rf::CQPTAIL_OP_ERR.is_set(tail) && !pre_err)
         });
-        if !ok {
+        // A device that leaves WQTAIL in place when an op fails, right after
+        // an earlier failure, only shows the error bit: once the wait is
+        // over, a set bit is this op's failure rather than a hang.
+        if !ok && !rf::CQPTAIL_OP_ERR.is_set(tail) {
             return Err(CqpError::Timeout { what: "CQP op (CQPTAIL)" });
         }
         let scratch = self.retire(idx)?;

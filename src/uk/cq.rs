@@ -8,6 +8,7 @@ use irdma_hal::{Bar, regs};
 
 use super::mem::QueueMem;
 use super::qp::{QpLookup, QpUk};
+use super::sq::SendQueue;
 
 /// `enum irdma_flush_opcode` (spec data-path §5.5; user.h).
 pub mod flush_code {
@@ -221,6 +222,7 @@ impl<'a> Cq<'a> {
     }
 
     /// Whether a new CQE is waiting at the head.
+    #[inline(always)]
     pub fn has_cqe(&self) -> bool {
         let q3 = self.mem.read(self.head as usize * QUANTUM_QWORDS + 3);
         cqe::VALID.is_set(q3) == self.polarity
@@ -228,7 +230,7 @@ impl<'a> Cq<'a> {
 
     /// Polls one CQE (spec data-path §5.3–5.5). `qps` resolves the CQE's
     /// completion context to the QP that owns it.
-    pub fn poll_one<'q, L: QpLookup<'q> + ?Sized>(
+    pub fn poll_one<'q, S: SendQueue, L: QpLookup<'q, S> + ?Sized>(
         &mut self,
         qps: &mut L,
     ) -> Result<CqPollInfo, PollError> {
@@ -404,7 +406,7 @@ impl<'a> Cq<'a> {
 
 /// Flush replay on the SQ: retire from the tail, skipping NOP pads, and
 /// report the first real WQE with its opcode read back from the ring.
-fn sq_replay(qp: &mut QpUk<'_>) -> Option<(u8, super::sq::SqWrTrk)> {
+fn sq_replay<S: SendQueue>(qp: &mut QpUk<'_, S>) -> Option<(u8, super::sq::SqWrTrk)> {
     loop {
         let (_, opc, t) = qp.sq.retire_oldest()?;
         if opc != op::NOP || t.signaled {

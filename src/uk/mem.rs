@@ -9,7 +9,125 @@
 use core::marker::PhantomData;
 use core::ptr::NonNull;
 
+use irdma_hal::barrier::dma_wmb;
 use irdma_hal::{Dma, Hal};
+
+/// The quanta of one WQE in a ring: qword stores confined to them.
+pub trait WqeSlot {
+    /// Stores qword `i` of the WQE (dropped outside it).
+    fn put(&self, i: usize, v: u64);
+    /// Stores the qword carrying the WQE's valid bit: every store before it
+    /// becomes visible to the device first (`dma_wmb`, spec data-path §1.8).
+    fn publish(&self, i: usize, v: u64);
+}
+
+/// Qword-addressed ring memory the one WQE encoder writes into: real queue
+/// memory ([`QueueMem`]) or, in the loom model, memory whose accesses loom
+/// can see.
+pub trait Words {
+    /// A WQE's window into this memory.
+    type Slot<'m>: WqeSlot
+    where
+        Self: 'm;
+    /// Length in qwords.
+    fn qwords(&self) -> usize;
+    /// Loads qword `i` (0 out of range).
+    fn read(&self, i: usize) -> u64;
+    /// Stores qword `i` (dropped out of range).
+    fn write(&self, i: usize, v: u64);
+    /// Stores the qword carrying an entry's valid bit, after `dma_wmb`.
+    #[inline(always)]
+    fn publish(&self, i: usize, v: u64) {
+        dma_wmb();
+        self.write(i, v);
+    }
+    /// The `len` qwords from qword `base` (an empty window if they are not
+    /// all inside the memory).
+    fn slot(&self, base: usize, len: usize) -> Self::Slot<'_>;
+}
+
+/// A window of [`QueueMem`], bounds-checked once when it is made.
+pub struct RawSlot<'m> {
+    ptr: *mut u64,
+    len: usize,
+    _mem: PhantomData<&'m [u64]>,
+}
+
+impl WqeSlot for RawSlot<'_> {
+    #[inline(always)]
+    fn put(&self, i: usize, v: u64) {
+        if i < self.len {
+            // SAFETY: `i < len` and `slot` checked `base + len <= qwords`,
+            // so the store is inside the region promised by `from_raw`.
+            unsafe { self.ptr.add(i).write_volatile(v.to_le()) }
+        }
+    }
+    #[inline(always)]
+    fn publish(&self, i: usize, v: u64) {
+        dma_wmb();
+        self.put(i, v);
+    }
+}
+
+/// A window of any [`Words`] memory, checked on every store.
+pub struct CheckedSlot<'m, M: ?Sized> {
+    mem: &'m M,
+    base: usize,
+    len: usize,
+}
+
+impl<'m, M: Words + ?Sized> CheckedSlot<'m, M> {
+    /// The `len` qwords from `base` of `mem`.
+    pub fn new(mem: &'m M, base: usize, len: usize) -> Self {
+        CheckedSlot { mem, base, len }
+    }
+}
+
+impl<M: Words + ?Sized> WqeSlot for CheckedSlot<'_, M> {
+    #[inline(always)]
+    fn put(&self, i: usize, v: u64) {
+        if i < self.len {
+            self.mem.write(self.base + i, v);
+        }
+    }
+    #[inline(always)]
+    fn publish(&self, i: usize, v: u64) {
+        if i < self.len {
+            self.mem.publish(self.base + i, v);
+        }
+    }
+}
+
+impl Words for QueueMem<'_> {
+    type Slot<'m>
+        = RawSlot<'m>
+    where
+        Self: 'm;
+    #[inline(always)]
+    fn qwords(&self) -> usize {
+        QueueMem::qwords(self)
+    }
+    #[inline(always)]
+    fn read(&self, i: usize) -> u64 {
+        QueueMem::read(self, i)
+    }
+    #[inline(always)]
+    fn write(&self, i: usize, v: u64) {
+        QueueMem::write(self, i, v)
+    }
+    #[inline(always)]
+    fn slot(&self, base: usize, len: usize) -> RawSlot<'_> {
+        let ok = base.checked_add(len).is_some_and(|e| e <= self.qwords);
+        let base = if ok { base } else { 0 };
+        RawSlot {
+            // SAFETY: `base <= qwords` (checked, or 0), so the pointer stays
+            // inside or one past the region.
+            ptr: unsafe { self.base.as_ptr().add(base) },
+            len: if ok { len } else { 0 },
+            _mem: PhantomData,
+        }
+    }
+}
 
 /// A borrowed region of queue memory, counted in 64-bit qwords.
 ///
@@ -100,6 +218,26 @@ impl<'a> QueueMem<'a> {
 mod tests {
     extern crate std;
     use super::*;
+
+    #[test]
+    fn views_of_dma_memory() {
+        use irdma_hal::BufferDirection;
+        use irdma_testkit::FakeHal;
+        let dma = Dma::<FakeHal>::with_bytes(64 * 32 + 64, BufferDirection::Both).unwrap();
+        assert!(QueueMem::from_dma(&dma, 4, 8).is_none(), "misaligned offset");
+        assert!(QueueMem::from_dma(&dma, 0, 12).is_none(), "partial qword");
+        assert!(QueueMem::from_dma(&dma, 8, dma.len()).is_none(), "past the end");
+        let shadow = QueueMem::from_dma(&dma, 64 * 32, 64).unwrap();
+        assert_eq!(shadow.qwords(), 8);
+        shadow.write(7, 0x55);
+        shadow.write(8, 0x66);
+        assert_eq!(dma.read_u64(64 * 32 + 56), Some(0x55));
+        assert_eq!(dma.read_u64(64 * 32 + 64), Some(0), "write past the view dropped");
+        // A WQE window that does not fit is empty: its stores are dropped.
+        let w = shadow.slot(6, 4);
+        w.put(0, 1);
+        assert_eq!(shadow.read(6), 0);
+    }
 
     #[test]
     fn bounds_checked_volatile_access() {

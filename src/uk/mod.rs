@@ -5,6 +5,8 @@
 //! * [`mem`] — [`QueueMem`], a ring's memory (DMA or plain host memory);
 //! * [`sizing`] — quanta/shift/depth arithmetic;
 //! * [`sq`] — the one SQ WQE encoder, the quanta ring, NOP padding, tracking;
+//! * [`mp`] — the shared multi-producer SQ (reserve → fill → in-order
+//!   publish → doorbell) on the same encoder;
 //! * [`rq`] — receive WQEs;
 //! * [`cq`] — CQE decoding, retirement, flush replay, arming;
 //! * [`qp`] — [`QpUk`] and `post_send` / `post_recv` / `poll_cq` /
@@ -15,19 +17,22 @@
 
 pub mod cq;
 pub mod mem;
+pub mod mp;
 pub mod qp;
 pub mod rq;
 pub mod sizing;
 pub mod sq;
+mod sync;
 
 pub use cq::{CompStatus, Cq, CqPollInfo, PollError, QueueType};
-pub use mem::QueueMem;
+pub use mem::{QueueMem, Words, WqeSlot};
+pub use mp::{MpSq, MpTrk};
 pub use qp::{
     PostRecvError, PostSendError, QpKind, QpLookup, QpUk, poll_cq, req_notify_cq,
     to_work_completion,
 };
 pub use rq::{Rq, RqError};
-pub use sq::{SendKind, Sq, SqError, SqOp, SqPost, SqWrTrk};
+pub use sq::{SendKind, SendQueue, Sq, SqError, SqOp, SqPost, SqWrTrk};
 
 #[cfg(test)]
 mod tests;

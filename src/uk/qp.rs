@@ -5,7 +5,7 @@ use irdma_hal::Bar;
 
 use super::cq::{CompStatus, Cq, CqPollInfo, PollError, QueueType, flush_code};
 use super::rq::{Rq, RqError};
-use super::sq::{SendKind, Sq, SqError, SqOp, SqPost};
+use super::sq::{SendKind, SendQueue, Sq, SqError, SqOp, SqPost};
 use crate::wr::{RecvWr, SendFlags, SendWr, WcOpcode, WcStatus, WorkCompletion, WrOpcode};
 use irdma_hal::wqe::op;
 
@@ -19,10 +19,11 @@ pub enum QpKind {
     Ud,
 }
 
-/// The data-path state of one QP.
-pub struct QpUk<'a> {
+/// The data-path state of one QP. `S` is its send queue: the single-owner
+/// [`Sq`] (default) or a shared `&MpSq`.
+pub struct QpUk<'a, S: SendQueue = Sq<'a>> {
     /// Send queue.
-    pub sq: Sq<'a>,
+    pub sq: S,
     /// Receive queue.
     pub rq: Rq<'a>,
     ctx: u64,
@@ -42,19 +43,19 @@ pub struct QpUk<'a> {
 
 /// Resolves a CQE's completion context (QP context +168, echoed in CQE
 /// qword +8) to the QP that owns it. A context of 0 never resolves.
-pub trait QpLookup<'a> {
+pub trait QpLookup<'a, S: SendQueue = Sq<'a>> {
     /// The QP whose completion context is `ctx`.
-    fn lookup(&mut self, ctx: u64) -> Option<&mut QpUk<'a>>;
+    fn lookup(&mut self, ctx: u64) -> Option<&mut QpUk<'a, S>>;
 }
 
-impl<'a> QpLookup<'a> for QpUk<'a> {
-    fn lookup(&mut self, ctx: u64) -> Option<&mut QpUk<'a>> {
+impl<'a, S: SendQueue> QpLookup<'a, S> for QpUk<'a, S> {
+    fn lookup(&mut self, ctx: u64) -> Option<&mut QpUk<'a, S>> {
         if ctx == self.ctx { Some(self) } else { None }
     }
 }
 
-impl<'a> QpLookup<'a> for [QpUk<'a>] {
-    fn lookup(&mut self, ctx: u64) -> Option<&mut QpUk<'a>> {
+impl<'a, S: SendQueue> QpLookup<'a, S> for [QpUk<'a, S>] {
+    fn lookup(&mut self, ctx: u64) -> Option<&mut QpUk<'a, S>> {
         self.iter_mut().find(|q| q.ctx == ctx)
     }
 }
@@ -83,6 +84,14 @@ pub struct PostRecvError {
 /// Maps a verbs send WR to the uk post (spec data-path §6.1; verbs.c:
 /// irdma_post_send): SIGNALED → signaled, FENCE → read fence (and, for
 /// REG_MR, local fence too), LOCAL_INV forces the local fence.
+///
+/// Limits of the verbs-level `SendWr`: it carries no UD address (AH index,
+/// Q_Key, destination QPN), so UD sends built from it have those fields 0 —
+/// UD callers use the uk-level [`SqOp::Send`] directly; `RdmaReadInv`'s
+/// `inv_key` is not encoded (the kernel does not pass it either: the device
+/// invalidates the STag of the read's local SGE, spec data-path §10.12);
+/// INLINE is honoured for WRITE and SEND only.
+#[inline(always)]
 pub fn sq_post_from_wr<'s>(wr: &SendWr<'s>, kind: QpKind) -> SqPost<'s> {
     let f = wr.flags;
     let inline = f.contains(SendFlags::INLINE);
@@ -101,18 +110,21 @@ pub fn sq_post_from_wr<'s>(wr: &SendWr<'s>, kind: QpKind) -> SqPost<'s> {
     };
     let mut imm = None;
     let mut local_fence = f.contains(SendFlags::LOCAL_FENCE);
+    // UD QPs cannot be written to or read from (qp caps: RoCE UD =
+    // SEND_WITH_IMM only): those become a refused operation.
+    let rc = kind != QpKind::Ud;
     let op = match wr.opcode {
-        WrOpcode::RdmaWrite { remote_addr, rkey } => {
+        WrOpcode::RdmaWrite { remote_addr, rkey } if rc => {
             SqOp::Write { remote_addr, rkey, solicited: sol, sges, inline }
         }
-        WrOpcode::RdmaWriteImm { remote_addr, rkey, imm: i } => {
+        WrOpcode::RdmaWriteImm { remote_addr, rkey, imm: i } if rc => {
             imm = Some(i);
             SqOp::Write { remote_addr, rkey, solicited: sol, sges, inline }
         }
-        WrOpcode::RdmaRead { remote_addr, rkey } => {
+        WrOpcode::RdmaRead { remote_addr, rkey } if rc => {
             SqOp::Read { remote_addr, rkey, local_inv: false, sges }
         }
-        WrOpcode::RdmaReadInv { remote_addr, rkey, .. } => {
+        WrOpcode::RdmaReadInv { remote_addr, rkey, .. } if rc => {
             SqOp::Read { remote_addr, rkey, local_inv: true, sges }
         }
         WrOpcode::Send => send(SendKind { solicited: sol, invalidate: false }, 0),
@@ -132,12 +144,11 @@ pub fn sq_post_from_wr<'s>(wr: &SendWr<'s>, kind: QpKind) -> SqPost<'s> {
             SqOp::FastReg(r)
         }
         WrOpcode::AtomicCmpSwap | WrOpcode::AtomicFetchAdd => SqOp::Atomic,
-        WrOpcode::BindMw => SqOp::BindMw,
-    };
-    // UD QPs cannot be written to (qp caps: RoCE UD = SEND_WITH_IMM only).
-    let op = match (kind, op) {
-        (QpKind::Ud, SqOp::Write { .. } | SqOp::Read { .. }) => SqOp::BindMw,
-        (_, o) => o,
+        WrOpcode::RdmaWrite { .. }
+        | WrOpcode::RdmaWriteImm { .. }
+        | WrOpcode::RdmaRead { .. }
+        | WrOpcode::RdmaReadInv { .. }
+        | WrOpcode::BindMw => SqOp::BindMw,
     };
     SqPost {
         wr_id: wr.wr_id,
@@ -249,10 +260,10 @@ const EMPTY_WC: WorkCompletion = WorkCompletion {
     solicited: false,
 };
 
-impl<'a> QpUk<'a> {
+impl<'a, S: SendQueue> QpUk<'a, S> {
     /// A QP's data path. `ctx` is the completion context programmed into the
     /// QP context (+168); it must be non-zero and unique per CQ.
-    pub fn new(sq: Sq<'a>, rq: Rq<'a>, ctx: u64, kind: QpKind) -> Self {
+    pub fn new(sq: S, rq: Rq<'a>, ctx: u64, kind: QpKind) -> Self {
         QpUk {
             sq,
             rq,
@@ -292,27 +303,6 @@ impl<'a> QpUk<'a> {
     /// Whether the QP is in error.
     pub fn in_error(&self) -> bool {
         self.in_error
-    }
-
-    /// `ib_post_send`: posts `wrs` in order and rings the doorbell once if any
-    /// was posted. Stops at the first WR that cannot be posted and returns its
-    /// index; the ones before it stay posted (verbs.c: irdma_post_send).
-    pub fn post_send(&mut self, bar: &impl Bar, wrs: &[SendWr<'_>]) -> Result<(), PostSendError> {
-        let mut res = Ok(());
-        let mut posted = 0;
-        for (i, wr) in wrs.iter().enumerate() {
-            match self.sq.post(&sq_post_from_wr(wr, self.kind)) {
-                Ok(_) => posted += 1,
-                Err(kind) => {
-                    res = Err(PostSendError { bad_wr: i, kind });
-                    break;
-                }
-            }
-        }
-        if posted != 0 && !self.in_error {
-            self.sq.ring_doorbell(bar);
-        }
-        res
     }
 
     /// `ib_post_recv`: posts receives in order (no doorbell exists for the RQ).
@@ -365,10 +355,47 @@ impl<'a> QpUk<'a> {
     }
 }
 
+impl<'a> QpUk<'a, Sq<'a>> {
+    /// `ib_post_send`: posts `wrs` in order and rings the doorbell once if any
+    /// was posted. Stops at the first WR that cannot be posted and returns its
+    /// index; the ones before it stay posted (verbs.c: irdma_post_send).
+    pub fn post_send(&mut self, bar: &impl Bar, wrs: &[SendWr<'_>]) -> Result<(), PostSendError> {
+        let mut res = Ok(());
+        let mut posted = 0;
+        for (i, wr) in wrs.iter().enumerate() {
+            match self.sq.post(&sq_post_from_wr(wr, self.kind)) {
+                Ok(_) => posted += 1,
+                Err(kind) => {
+                    res = Err(PostSendError { bad_wr: i, kind });
+                    break;
+                }
+            }
+        }
+        if posted != 0 && !self.in_error {
+            self.sq.ring_doorbell(bar);
+        }
+        res
+    }
+}
+
 /// `ib_poll_cq`: fills `wc` with up to `wc.len()` completions and returns how
 /// many. CQEs that report nothing (unknown QP, drained flush) are consumed
 /// and skipped.
-pub fn poll_cq<'q, L: QpLookup<'q> + ?Sized>(
+#[inline(always)]
+pub fn poll_cq<'q, S: SendQueue, L: QpLookup<'q, S> + ?Sized>(
+    cq: &mut Cq<'_>,
+    qps: &mut L,
+    wc: &mut [WorkCompletion],
+) -> usize {
+    // The common "nothing there" poll is a single valid-bit test.
+    if wc.is_empty() || !cq.has_cqe() {
+        return 0;
+    }
+    poll_cq_some(cq, qps, wc)
+}
+
+#[inline(never)]
+fn poll_cq_some<'q, S: SendQueue, L: QpLookup<'q, S> + ?Sized>(
     cq: &mut Cq<'_>,
     qps: &mut L,
     wc: &mut [WorkCompletion],

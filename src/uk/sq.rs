@@ -3,16 +3,14 @@
 //!
 //! The encoder here is the only one in the driver: the verbs `post_send`, the
 //! multi-producer path and the conformance runner all go through
-//! [`encode_body`] / [`Sq::post`].
+//! `encode_body` / [`Sq::post`].
 
-use irdma_hal::barrier::{dma_wmb, wmb};
+use irdma_hal::barrier::wmb;
 use irdma_hal::wqe::{QUANTUM_QWORDS, SQ_CHUNK_QUANTA, fastreg, frag, inline, op, send16, sq_hdr};
 use irdma_hal::{Bar, regs};
 
-use super::mem::QueueMem;
-use super::sizing::{
-    MAX_FRAGS, MAX_WQ_QUANTA, SQ_FREE_RESERVE, fragcnt_to_quanta_sq, inline_data_size_to_quanta,
-};
+use super::mem::{QueueMem, Words, WqeSlot};
+use super::sizing::{MAX_FRAGS, MAX_WQ_QUANTA, SQ_FREE_RESERVE, inline_data_size_to_quanta};
 use crate::wr::{Access, PageSize, RegMrWr, Sge};
 
 /// One `sq_wrtrk` entry, kept for the quantum where a WQE starts
@@ -211,37 +209,14 @@ const fn frag_qword(k: usize) -> usize {
     if k == 0 { 0 } else { 2 * k + 2 }
 }
 
-/// A WQE's quanta in the ring: qword writes confined to them.
-pub struct Slot<'m, 'a> {
-    mem: &'m QueueMem<'a>,
-    base: usize,
-    len: usize,
-}
-
-impl<'m, 'a> Slot<'m, 'a> {
-    /// The `quanta` quanta starting at quantum `idx` of `mem`.
-    #[inline(always)]
-    pub fn new(mem: &'m QueueMem<'a>, idx: u32, quanta: u32) -> Self {
-        Slot { mem, base: idx as usize * QUANTUM_QWORDS, len: quanta as usize * QUANTUM_QWORDS }
-    }
-
-    /// Stores qword `i` of the WQE (dropped outside the WQE).
-    #[inline(always)]
-    pub fn put(&self, i: usize, v: u64) {
-        if i < self.len {
-            self.mem.write(self.base + i, v);
-        }
-    }
-
-    /// Reads qword `i` of the WQE (0 outside it).
-    #[inline(always)]
-    pub fn get(&self, i: usize) -> u64 {
-        if i < self.len { self.mem.read(self.base + i) } else { 0 }
-    }
+/// The window of the WQE (`quanta` quanta) at quantum `idx` of `mem`.
+#[inline(always)]
+pub fn wqe_slot<M: Words + ?Sized>(mem: &M, idx: u32, quanta: u32) -> M::Slot<'_> {
+    mem.slot(idx as usize * QUANTUM_QWORDS, quanta as usize * QUANTUM_QWORDS)
 }
 
 #[inline(always)]
-fn put_frag(slot: &Slot<'_, '_>, k: usize, sge: Option<&Sge>, valid: bool) {
+fn put_frag<S: WqeSlot>(slot: &S, k: usize, sge: Option<&Sge>, valid: bool) {
     // spec data-path §1.4 (uk.c: irdma_set_fragment): address, then
     // STAG | LEN | VALID; a null fragment carries only the valid bit.
     let q = frag_qword(k);
@@ -256,7 +231,7 @@ fn put_frag(slot: &Slot<'_, '_>, k: usize, sge: Option<&Sge>, valid: bool) {
 /// Writes immediate data (if any) and the SGEs with GEN_2 padding; returns
 /// ADDFRAGCNT (spec data-path §1.5).
 #[inline(always)]
-fn put_sges(slot: &Slot<'_, '_>, sges: &[Sge], imm: Option<u32>, valid: bool) -> u64 {
+fn put_sges<S: WqeSlot>(slot: &S, sges: &[Sge], imm: Option<u32>, valid: bool) -> u64 {
     let mut k = 0;
     if let Some(imm) = imm {
         // Immediate takes slot 0: qword +0, +8 not written.
@@ -276,10 +251,6 @@ fn put_sges(slot: &Slot<'_, '_>, sges: &[Sge], imm: Option<u32>, valid: bool) ->
         add += 1;
     }
     add
-}
-
-fn sum_len(sges: &[Sge]) -> u32 {
-    sges.iter().fold(0u32, |a, s| a.wrapping_add(s.length))
 }
 
 /// Inline payload gathered from the SGEs (at most 101 bytes on GEN_2).
@@ -314,7 +285,7 @@ unsafe fn gather_inline(sges: &[Sge], total: usize) -> InlineBuf {
 /// Writes an inline payload (spec data-path §1.7; uk.c: irdma_copy_inline_data):
 /// bytes 0..7 at WQE bytes 8..15, then 31 bytes per further quantum whose
 /// byte 31 is the valid byte.
-fn put_inline(slot: &Slot<'_, '_>, data: &[u8], quanta: u32, valid: bool) {
+fn put_inline<S: WqeSlot>(slot: &S, data: &[u8], quanta: u32, valid: bool) {
     let mut w = [0u8; 8];
     let first = data.len().min(inline::FIRST_QUANTUM_BYTES);
     if let (Some(d), Some(s)) = (w.get_mut(..first), data.get(..first)) {
@@ -352,67 +323,108 @@ pub struct SqLimits {
 }
 
 /// Validates a post and sizes it (spec data-path §1.2, §6.1 errors).
+#[inline(always)]
 pub fn size_post(p: &SqPost<'_>, lim: &SqLimits) -> Result<WqeSize, SqError> {
     let imm = p.imm.is_some() as u32;
-    let sg = |sges: &[Sge], imm_ok: bool| -> Result<WqeSize, SqError> {
-        if !imm_ok && imm != 0 {
-            return Err(SqError::ImmNotAllowed);
-        }
-        let n = u32::try_from(sges.len()).map_err(|_| SqError::TooManySges)?;
-        if n > lim.max_frags {
-            return Err(SqError::TooManySges);
-        }
-        let quanta = fragcnt_to_quanta_sq(n + imm).ok_or(SqError::TooManySges)?;
-        Ok(WqeSize { quanta, wr_len: sum_len(sges) })
+    let (sges, inline) = match p.op {
+        SqOp::Write { sges, inline, .. } | SqOp::Send { sges, inline, .. } => (sges, inline),
+        SqOp::Read { sges, .. } if imm == 0 => (sges, false),
+        _ => return size_other(p, imm),
     };
-    let inl = |sges: &[Sge]| -> Result<WqeSize, SqError> {
-        if !lim.inline_enabled {
-            return Err(SqError::InlineNotEnabled);
+    // `max_frags` ≤ 13 (checked when the SQ was made), so SGEs + immediate
+    // ≤ 14 fragments always fit the quanta table (≤ 8 quanta).
+    if sges.len() > lim.max_frags as usize {
+        return Err(SqError::TooManySges);
+    }
+    let mut len = 0u32;
+    if !inline {
+        for s in sges {
+            len = len.wrapping_add(s.length);
         }
-        if sges.len() > lim.max_frags as usize {
-            return Err(SqError::TooManySges);
-        }
-        let total = sges.iter().try_fold(0u32, |a, s| a.checked_add(s.length));
-        match total {
-            Some(t) if t <= lim.max_inline => {
-                Ok(WqeSize { quanta: inline_data_size_to_quanta(t), wr_len: t })
-            }
-            _ => Err(SqError::InlineTooLong),
-        }
-    };
+        return Ok(WqeSize { quanta: (sges.len() as u32 + imm) / 2 + 1, wr_len: len });
+    }
+    if !lim.inline_enabled {
+        return Err(SqError::InlineNotEnabled);
+    }
+    for s in sges {
+        len = match len.checked_add(s.length) {
+            Some(l) if l <= lim.max_inline => l,
+            _ => return Err(SqError::InlineTooLong),
+        };
+    }
+    Ok(WqeSize { quanta: inline_data_size_to_quanta(len), wr_len: len })
+}
+
+/// [`size_post`] for the operations without SGEs (and refused ones).
+#[cold]
+fn size_other(p: &SqPost<'_>, imm: u32) -> Result<WqeSize, SqError> {
     match p.op {
-        SqOp::Write { sges, inline: false, .. } => sg(sges, true),
-        SqOp::Write { sges, inline: true, .. } => inl(sges),
-        SqOp::Send { sges, inline: false, .. } => sg(sges, true),
-        SqOp::Send { sges, inline: true, .. } => inl(sges),
-        SqOp::Read { sges, .. } => sg(sges, false),
-        SqOp::LocalInv { .. } | SqOp::Nop => {
-            if imm != 0 {
-                return Err(SqError::ImmNotAllowed);
-            }
-            Ok(WqeSize { quanta: 1, wr_len: 0 })
+        SqOp::Read { .. } => Err(SqError::ImmNotAllowed),
+        SqOp::LocalInv { .. } | SqOp::Nop | SqOp::FastReg(_) if imm != 0 => {
+            Err(SqError::ImmNotAllowed)
         }
         SqOp::FastReg(r) => {
-            if imm != 0 {
-                return Err(SqError::ImmNotAllowed);
-            }
-            if !fastreg::STAGLEN.fits(r.length) || r.access.contains(Access::REMOTE_ATOMIC) {
-                return Err(SqError::InvalidField);
-            }
-            if r.access.contains(Access::MW_BIND) || r.pbl_level > 2 {
+            if !fastreg::STAGLEN.fits(r.length)
+                || r.access.contains(Access::REMOTE_ATOMIC)
+                || r.access.contains(Access::MW_BIND)
+                || r.pbl_level > 2
+                || r.first_pble_index >= 1 << 28
+            {
                 return Err(SqError::InvalidField);
             }
             Ok(WqeSize { quanta: 1, wr_len: 0 })
         }
-        SqOp::Atomic | SqOp::BindMw => Err(SqError::Unsupported),
+        SqOp::LocalInv { .. } | SqOp::Nop => Ok(WqeSize { quanta: 1, wr_len: 0 }),
+        SqOp::Write { .. } | SqOp::Send { .. } | SqOp::Atomic | SqOp::BindMw => {
+            Err(SqError::Unsupported)
+        }
     }
 }
 
 /// Writes every qword of a validated WQE except the header and returns the
 /// header, to be stored after [`dma_wmb`] (spec data-path §1.6–1.8).
 ///
-/// `quanta` must be the value [`size_post`] returned for `p`.
-pub fn encode_body(p: &SqPost<'_>, slot: &Slot<'_, '_>, valid: bool, quanta: u32) -> u64 {
+/// `p` must have passed [`size_post`] with the SQ's limits (that is what
+/// makes an inline post's CPU addresses trusted), and `quanta` must be the
+/// value it returned.
+#[inline(always)]
+pub(crate) fn encode_body<S: WqeSlot>(p: &SqPost<'_>, slot: &S, valid: bool, quanta: u32) -> u64 {
+    // Hot path: one-quantum RDMA WRITE/READ with one SGE, no immediate, not
+    // inline — straight-line stores, same layout as the general encoder
+    // below (spec data-path §1.4–1.6).
+    if p.imm.is_none() && !p.report_rtt {
+        let hot = match p.op {
+            SqOp::Write { remote_addr, rkey, solicited: false, sges: [s], inline: false } => {
+                Some((remote_addr, rkey, op::RDMA_WRITE, s))
+            }
+            SqOp::Read { remote_addr, rkey, local_inv: false, sges: [s] } => {
+                Some((remote_addr, rkey, op::RDMA_READ, s))
+            }
+            _ => None,
+        };
+        if let Some((remote_addr, rkey, opc, s)) = hot {
+            slot.put(0, s.addr);
+            slot.put(
+                1,
+                frag::STAG.prep(s.lkey.into())
+                    | frag::LEN.prep(s.length.into())
+                    | frag::VALID.prep(valid as u64),
+            );
+            slot.put(2, remote_addr);
+            return sq_hdr::REMSTAG.prep(rkey.into())
+                | sq_hdr::OPCODE.prep(opc.into())
+                | sq_hdr::READFENCE.prep(p.read_fence as u64)
+                | sq_hdr::LOCALFENCE.prep(p.local_fence as u64)
+                | sq_hdr::SIGCOMPL.prep(p.signaled as u64)
+                | sq_hdr::VALID.prep(valid as u64);
+        }
+    }
+    encode_general(p, slot, valid, quanta)
+}
+
+/// The general encoder for every operation (see [`encode_body`]).
+#[inline(never)]
+fn encode_general<S: WqeSlot>(p: &SqPost<'_>, slot: &S, valid: bool, quanta: u32) -> u64 {
     let common = sq_hdr::READFENCE.prep(p.read_fence as u64)
         | sq_hdr::LOCALFENCE.prep(p.local_fence as u64)
         | sq_hdr::SIGCOMPL.prep(p.signaled as u64)
@@ -529,7 +541,13 @@ pub const fn mr_rights(a: Access) -> u64 {
     r
 }
 
-fn inline_body(p: &SqPost<'_>, sges: &[Sge], slot: &Slot<'_, '_>, quanta: u32, valid: bool) -> u64 {
+fn inline_body<S: WqeSlot>(
+    p: &SqPost<'_>,
+    sges: &[Sge],
+    slot: &S,
+    quanta: u32,
+    valid: bool,
+) -> u64 {
     if let Some(imm) = p.imm {
         slot.put(0, imm.into());
     }
@@ -545,12 +563,44 @@ fn inline_body(p: &SqPost<'_>, sges: &[Sge], slot: &Slot<'_, '_>, quanta: u32, v
 
 /// Writes a one-quantum NOP pad (uk.c: irdma_nop_1): body zero, header last.
 #[inline(always)]
-pub fn write_nop_pad(slot: &Slot<'_, '_>, valid: bool) {
+pub fn write_nop_pad<S: WqeSlot>(slot: &S, valid: bool) {
     slot.put(0, 0);
     slot.put(1, 0);
     slot.put(2, 0);
-    dma_wmb();
-    slot.put(3, sq_hdr::OPCODE.prep(op::NOP.into()) | sq_hdr::VALID.prep(valid as u64));
+    slot.publish(3, sq_hdr::OPCODE.prep(op::NOP.into()) | sq_hdr::VALID.prep(valid as u64));
+}
+
+/// The completion side of a send queue: what the CQ poller needs to retire
+/// WQEs (implemented by the single-owner [`Sq`] and by `&MpSq`).
+pub trait SendQueue {
+    /// QP id (doorbell value; reported in software flush completions).
+    fn qp_id(&self) -> u32;
+    /// Outstanding quanta.
+    fn used(&self) -> u32;
+    /// Ring index of the tail.
+    fn tail(&self) -> u32;
+    /// Retires through the WQE starting at ring index `wqe_idx`.
+    fn complete_at(&mut self, wqe_idx: u32) -> Option<SqWrTrk>;
+    /// Retires the oldest WQE: its ring index, opcode and tracking entry.
+    fn retire_oldest(&mut self) -> Option<(u32, u8, SqWrTrk)>;
+}
+
+impl SendQueue for Sq<'_> {
+    fn qp_id(&self) -> u32 {
+        Sq::qp_id(self)
+    }
+    fn used(&self) -> u32 {
+        Sq::used(self)
+    }
+    fn tail(&self) -> u32 {
+        Sq::tail(self)
+    }
+    fn complete_at(&mut self, wqe_idx: u32) -> Option<SqWrTrk> {
+        Sq::complete_at(self, wqe_idx)
+    }
+    fn retire_oldest(&mut self) -> Option<(u32, u8, SqWrTrk)> {
+        Sq::retire_oldest(self)
+    }
 }
 
 /// The single-owner send queue.
@@ -681,7 +731,7 @@ impl<'a> Sq<'a> {
     /// Posts one WQE without ringing the doorbell (uk.c: irdma_uk_* builders
     /// with `post_sq = false`): validate, reserve with NOP padding, record
     /// tracking, write the body, `dma_wmb`, write the header.
-    #[inline]
+    #[inline(always)]
     pub fn post(&mut self, p: &SqPost<'_>) -> Result<Posted, SqError> {
         let sz = size_post(p, &self.lim)?;
         let (pos, pad) = self.reserve(sz.quanta)?;
@@ -695,10 +745,9 @@ impl<'a> Sq<'a> {
             };
         }
         let valid = self.valid_at(pos);
-        let slot = Slot::new(&self.mem, idx, sz.quanta);
+        let slot = wqe_slot(&self.mem, idx, sz.quanta);
         let hdr = encode_body(p, &slot, valid, sz.quanta);
-        dma_wmb();
-        slot.put(3, hdr);
+        slot.publish(3, hdr);
         self.head = pos.wrapping_add(sz.quanta);
         Ok(Posted { wqe_idx: idx, quanta: sz.quanta, pad, valid })
     }
@@ -721,7 +770,7 @@ impl<'a> Sq<'a> {
             if let Some(t) = self.trk.get_mut(pi as usize) {
                 *t = SqWrTrk { wr_id: 0, wr_len: 0, quanta: 1, signaled: false };
             }
-            write_nop_pad(&Slot::new(&self.mem, pi, 1), self.valid_at(pos));
+            write_nop_pad(&wqe_slot(&self.mem, pi, 1), self.valid_at(pos));
         }
         Ok((self.head.wrapping_add(pad), pad))
     }
@@ -880,6 +929,45 @@ mod tests {
         assert_eq!(got, Posted { wqe_idx: 0, quanta: 4, pad: 3, valid: true });
     }
 
+    /// The one-SGE hot path writes exactly what the general encoder writes.
+    #[test]
+    fn hot_path_equals_general_encoder() {
+        let s = [sge(3)];
+        for (k, flags) in (0..16u8).enumerate() {
+            let op = if k % 2 == 0 {
+                SqOp::Write {
+                    remote_addr: 0x1234_5678_9abc,
+                    rkey: 0xfeed,
+                    solicited: false,
+                    sges: &s,
+                    inline: false,
+                }
+            } else {
+                SqOp::Read { remote_addr: 0x42, rkey: 0xbeef, local_inv: false, sges: &s }
+            };
+            let mut p = SqPost::new(k as u64, op);
+            p.read_fence = flags & 1 != 0;
+            p.local_fence = flags & 2 != 0;
+            p.signaled = flags & 4 != 0;
+            let valid = flags & 8 != 0;
+            let mut a = [0u64; 4];
+            let mut b = [0u64; 4];
+            let (ma, mb) = (view4(&mut a), view4(&mut b));
+            let ha = encode_body(&p, &wqe_slot(&ma, 0, 1), valid, 1);
+            let hb = encode_general(&p, &wqe_slot(&mb, 0, 1), valid, 1);
+            assert_eq!(ha, hb, "header, case {k}");
+            assert_eq!(
+                (0..3).map(|i| ma.read(i)).collect::<Vec<_>>(),
+                (0..3).map(|i| mb.read(i)).collect::<Vec<_>>()
+            );
+        }
+    }
+
+    fn view4(v: &mut [u64; 4]) -> QueueMem<'_> {
+        // SAFETY: the array is borrowed mutably for the view's lifetime.
+        unsafe { QueueMem::from_raw(NonNull::new(v.as_mut_ptr()).unwrap(), 4) }
+    }
+
     #[test]
     fn real_ring_keeps_257_quanta_free() {
         let mut r = Ring::new(512);
@@ -981,5 +1069,11 @@ mod tests {
         assert!(sq_hdr::VABASEDTO.is_set(h));
         let bad = RegMrWr { length: 1 << 41, ..reg };
         assert_eq!(sq.post(&SqPost::new(1, SqOp::FastReg(bad))), Err(SqError::InvalidField));
+        // The first PBLE index has 28 bits (16 low + 12 high).
+        let bad = RegMrWr { first_pble_index: 1 << 28, ..reg };
+        assert_eq!(sq.post(&SqPost::new(1, SqOp::FastReg(bad))), Err(SqError::InvalidField));
+        let mut imm = SqPost::new(1, SqOp::FastReg(reg));
+        imm.imm = Some(1);
+        assert_eq!(sq.post(&imm), Err(SqError::ImmNotAllowed));
     }
 }

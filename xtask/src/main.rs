@@ -3,9 +3,11 @@
 //! * `test` — every leg of the suite, one line each, then `N passed, M failed`;
 //! * `conformance FILE…` — check the driver against vendor-generated vectors;
 //! * `qemu` — build the boot image and run its scenarios in QEMU;
+//! * `bench` — instructions per data-path operation under callgrind;
 //!
 //! Run `cargo xtask help` for the list.
 
+mod bench;
 mod conformance;
 mod qemu;
 mod util;
@@ -28,8 +30,7 @@ fn main() -> ExitCode {
         "test" => test(rest),
         "conformance" => conformance::main(rest),
         "qemu" => qemu::main(rest),
-        // The contract's minimal host model, spawned by the qemu leg.
-        "qemu-null-model" => qemu::null_model(),
+        "bench" => bench::main(),
         "setup" => match util::ensure_toolchain(&BARE_TARGETS) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
@@ -46,6 +47,7 @@ fn main() -> ExitCode {
                  test LEG…            run only the named legs\n  \
                  conformance FILE…    check the driver against a conformance vector file\n  \
                  qemu [--help]        build the boot image and run its scenarios in QEMU (exit 33 = pass)\n  \
+                 bench                instructions per data-path operation (callgrind)\n  \
                  setup                install the rustup targets and components the suite needs"
             );
             if cmd == "help" { ExitCode::SUCCESS } else { ExitCode::FAILURE }
@@ -90,7 +92,9 @@ fn legs() -> Vec<Leg> {
         }));
     }
     v.push(leg("build-boot-image", || {
-        cargo(&["build", "-p", "irdma-boot", "--release", "--target", "x86_64-unknown-none"])
+        let t = "x86_64-unknown-none";
+        cargo(&["clippy", "-p", "irdma-boot", "--target", t, "--", "-D", "warnings"])?;
+        cargo(&["build", "-p", "irdma-boot", "--release", "--target", t])
     }));
     v.push(leg("model-independence", util::check_model_independence));
     v.push(leg("test", || cargo(&["test", "--workspace", "--quiet"])));
@@ -98,6 +102,7 @@ fn legs() -> Vec<Leg> {
     v.push(leg("cycles-1000", || {
         cargo(&["test", "--release", "--quiet", "-p", "irdma", "--test", "cycles"])
     }));
+    v.push(leg("loom", util::loom));
     v.push(leg("qemu", qemu::run_leg));
     for (name, file) in conformance::SUITE {
         v.push(leg(name, move || conformance::run_leg(file)));

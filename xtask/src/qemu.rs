@@ -1,13 +1,15 @@
-//! `cargo xtask qemu`: build the unikernel image and run it in QEMU against
-//! the BAR file (and, later, the out-of-process device model).
+//! `cargo xtask qemu`: build the unikernel image and the device model
+//! (`mock-bar-shm`), and run the image in QEMU against the model serving the
+//! BAR file.
 //!
 //! The host/guest contract (files, mailbox, exit codes, console lines, the
 //! model-process hook) is defined once, in `irdma_boot::contract`.
 //!
 //! Per run: recreate a BAR file and a RAM file under /dev/shm (unique names,
 //! removed afterwards: QEMU keeps stale contents otherwise), write the nonce
-//! and the host TSC rate into the mailbox, optionally start the model
-//! process pinned to CPU 0, start QEMU pinned to CPU 1 with a timeout,
+//! and the host TSC rate into the mailbox, start the model process (by
+//! default `mock-bar-shm` in harness mode) pinned to CPU 0 and wait for its
+//! HOST_MAGIC, start QEMU pinned to CPU 1 with a timeout,
 //! stream COM1, then check the exit status (33 only), the scenario lines and
 //! the BAR file, and print a summary table.
 
@@ -52,8 +54,8 @@ pub struct Opts {
     pub append: Option<String>,
     /// Kill QEMU after this long.
     pub timeout: Duration,
-    /// Host device model process: program and arguments.
-    pub model: Option<(String, Vec<String>)>,
+    /// Which device model process serves the BAR.
+    pub model: ModelSel,
     /// Echo every console line as it arrives.
     pub echo: bool,
     /// Image built with the `defmt` feature: capture COM2 and decode it.
@@ -69,10 +71,37 @@ impl Default for Opts {
             qboot: false,
             append: None,
             timeout: Duration::from_secs(60),
-            model: None,
+            model: ModelSel::Shm(Vec::new()),
             echo: true,
             defmt: false,
             host_tsc: true,
+        }
+    }
+}
+
+/// The device model process of a run.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ModelSel {
+    /// None: the BAR file is plain memory (driver scenarios skip).
+    Bare,
+    /// `mock-bar-shm` in harness mode (built by xtask), with these arguments.
+    Shm(Vec<String>),
+    /// Another program honouring the contract, with its arguments.
+    Program(String, Vec<String>),
+}
+
+impl ModelSel {
+    /// Whether a model process is attached.
+    pub fn attached(&self) -> bool {
+        *self != ModelSel::Bare
+    }
+
+    /// Program and arguments to spawn (`None` for [`ModelSel::Bare`]).
+    fn command(&self) -> Option<(String, Vec<String>)> {
+        match self {
+            ModelSel::Bare => None,
+            ModelSel::Shm(args) => Some((model_path().display().to_string(), args.clone())),
+            ModelSel::Program(p, args) => Some((p.clone(), args.clone())),
         }
     }
 }
@@ -139,6 +168,8 @@ pub struct Outcome {
     pub bar_problems: Vec<String>,
     /// Problems with the model process.
     pub model_problems: Vec<String>,
+    /// What the model process printed (stdout and stderr).
+    pub model_output: Vec<String>,
     /// Decoded defmt frames (with `Opts::defmt`).
     pub defmt: Option<DefmtLog>,
 }
@@ -500,6 +531,21 @@ pub fn build(defmt: bool) -> Result<PathBuf, String> {
     if img.is_file() { Ok(img) } else { Err(format!("no image at {}", img.display())) }
 }
 
+/// Where cargo puts the model binary (release build of `mock-bar`).
+pub fn model_path() -> PathBuf {
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root().join("target"));
+    target.join("release").join("mock-bar-shm")
+}
+
+/// Builds the device model process (release: it polls for the guest).
+pub fn build_model() -> Result<PathBuf, String> {
+    cargo(&["build", "-p", "mock-bar", "--bin", "mock-bar-shm", "--release", "--quiet"])?;
+    let p = model_path();
+    if p.is_file() { Ok(p) } else { Err(format!("no model binary at {}", p.display())) }
+}
+
 /// Says exactly what to install when QEMU is missing.
 pub fn require_qemu() -> Result<PathBuf, String> {
     which(QEMU).ok_or_else(|| {
@@ -511,12 +557,39 @@ pub fn require_qemu() -> Result<PathBuf, String> {
     })
 }
 
+/// A running model process and the threads collecting its output.
+struct ModelProc {
+    child: Child,
+    output: Arc<Mutex<Vec<String>>>,
+    readers: Vec<std::thread::JoinHandle<()>>,
+}
+
+fn collect_lines(
+    r: impl Read + Send + 'static,
+    into: &Arc<Mutex<Vec<String>>>,
+    echo: bool,
+) -> std::thread::JoinHandle<()> {
+    let into = Arc::clone(into);
+    std::thread::spawn(move || {
+        for line in BufReader::new(r).lines() {
+            let Ok(line) = line else { break };
+            if echo {
+                println!("  model| {line}");
+            }
+            if let Ok(mut v) = into.lock() {
+                v.push(line);
+            }
+        }
+    })
+}
+
 fn spawn_model(
     model: &(String, Vec<String>),
     files: &Files,
     cpu: Option<u32>,
     bar: &File,
-) -> Result<Child, String> {
+    echo: bool,
+) -> Result<ModelProc, String> {
     let (prog, args) = model;
     let mut child = pinned(cpu, prog)
         .args(args)
@@ -526,8 +599,18 @@ fn spawn_model(
         .env("IRDMA_RAM_SIZE", c::RAM_FILE_SIZE.to_string())
         .env("IRDMA_MAILBOX", c::MAILBOX.to_string())
         .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
         .spawn()
         .map_err(|e| format!("cannot start the model `{prog}`: {e}"))?;
+    let output = Arc::new(Mutex::new(Vec::new()));
+    let mut readers = Vec::new();
+    if let Some(o) = child.stdout.take() {
+        readers.push(collect_lines(o, &output, echo));
+    }
+    if let Some(e) = child.stderr.take() {
+        readers.push(collect_lines(e, &output, echo));
+    }
     // The model announces itself in the mailbox before the guest boots.
     let t0 = Instant::now();
     while read_u32(bar, c::MAILBOX + c::MB_HOST_MAGIC) != c::HOST_MAGIC {
@@ -541,10 +624,21 @@ fn spawn_model(
         }
         std::thread::sleep(Duration::from_millis(1));
     }
-    Ok(child)
+    Ok(ModelProc { child, output, readers })
 }
 
-fn stop_model(mut child: Child, bar: &File) -> Vec<String> {
+/// Signals shutdown, waits for the model, returns (problems, its output).
+fn stop_model(m: ModelProc, bar: &File) -> (Vec<String>, Vec<String>) {
+    let ModelProc { child, output, readers } = m;
+    let problems = stop_child(child, bar);
+    for r in readers {
+        let _ = r.join();
+    }
+    let out = output.lock().map(|o| o.clone()).unwrap_or_default();
+    (problems, out)
+}
+
+fn stop_child(mut child: Child, bar: &File) -> Vec<String> {
     if let Err(e) = bar.write_all_at(&1u32.to_le_bytes(), (c::MAILBOX + c::MB_SHUTDOWN) as u64) {
         let _ = child.kill();
         let _ = child.wait();
@@ -585,8 +679,8 @@ pub fn run_image(image: &Path, opts: &Opts) -> Result<Outcome, String> {
     let tsc_hz = if opts.host_tsc { host_tsc_hz() } else { 0 };
     write_u64(&bar, c::MAILBOX + c::MB_HOST_TSC_HZ, tsc_hz)?;
     let pins = pinning();
-    let model = match &opts.model {
-        Some(m) => Some(spawn_model(m, &files, pins.map(|p| p.0), &bar)?),
+    let model = match opts.model.command() {
+        Some(m) => Some(spawn_model(&m, &files, pins.map(|p| p.0), &bar, opts.echo)?),
         None => None,
     };
 
@@ -658,7 +752,7 @@ pub fn run_image(image: &Path, opts: &Opts) -> Result<Outcome, String> {
     }
     out.console = console.lock().map(|c| c.clone()).unwrap_or_default();
     if let Some(m) = model {
-        out.model_problems = stop_model(m, &bar);
+        (out.model_problems, out.model_output) = stop_model(m, &bar);
     }
     // QEMU always provides the ivshmem BAR, so bar_rw must run and pass.
     if out.lines().iter().any(|l| matches!(l, Line::Pass { name, .. } if name == "bar_rw")) {
@@ -721,6 +815,13 @@ pub fn print_summary(title: &str, o: &Outcome) {
             d.malformed
         );
     }
+    // The guest's own summary table (`  | ` lines), then the model's counters.
+    for l in o.console.iter().filter(|l| l.starts_with("  | ")) {
+        println!("{l}");
+    }
+    for l in o.model_output.iter().filter(|l| l.contains("cqp_ops=")) {
+        println!("  model: {l}");
+    }
     let why = o.verdict();
     if why.is_empty() {
         println!("  verdict: PASS (exit 33, every scenario passed, BAR file checked)");
@@ -730,6 +831,9 @@ pub fn print_summary(title: &str, o: &Outcome) {
         }
         if !o.stderr.trim().is_empty() {
             println!("  qemu stderr:\n{}", o.stderr.trim_end());
+        }
+        for l in o.model_output.iter().filter(|l| !l.contains("cqp_ops=")) {
+            println!("  model| {l}");
         }
     }
 }
@@ -755,12 +859,13 @@ fn parse_opts(args: &[String]) -> Result<Opts, String> {
                 let secs: f64 = s.parse().map_err(|_| format!("--timeout {s}: not seconds"))?;
                 o.timeout = Duration::from_secs_f64(secs.max(0.1));
             }
-            "--model" => o.model = Some((value("--model")?, Vec::new())),
+            "--model" => o.model = ModelSel::Program(value("--model")?, Vec::new()),
+            "--no-model" => o.model = ModelSel::Bare,
             "--model-arg" => {
                 let v = value("--model-arg")?;
                 match &mut o.model {
-                    Some((_, args)) => args.push(v),
-                    None => return Err("--model-arg before --model".into()),
+                    ModelSel::Shm(args) | ModelSel::Program(_, args) => args.push(v),
+                    ModelSel::Bare => return Err("--model-arg with --no-model".into()),
                 }
             }
             "--quiet" => o.echo = false,
@@ -777,14 +882,18 @@ pub fn main(args: &[String]) -> ExitCode {
     if args.iter().any(|a| a == "--help" || a == "-h") {
         println!(
             "usage: cargo xtask qemu [--accel tcg|kvm|auto] [--qboot] [--append CMDLINE] \
-             [--timeout SECS] [--model PROGRAM [--model-arg ARG]...] [--defmt] [--no-host-tsc]\n\
-             [--quiet]\n\n\
-             Builds the boot image, runs it in QEMU against a fresh BAR file, and exits 0 only if\n\
-             QEMU exited 33 and every scenario passed. `--append fault|panic` exercise the failure\n\
-             exits (253/255). `--defmt` builds the image with defmt frames on COM2 and decodes\n\
-             them (DEFMT_LOG defaults to info). `--no-host-tsc` withholds the host TSC rate so\n\
-             the guest calibrates with the PIT. The host/guest contract is documented in\n\
-             boot/src/contract.rs."
+             [--timeout SECS]\n\
+             [--no-model | --model PROGRAM] [--model-arg ARG]... [--defmt] [--no-host-tsc] [--quiet]\n\n\
+             Builds the boot image and the device model (mock-bar-shm), starts the model pinned\n\
+             to CPU 0 and QEMU pinned to CPU 1, and exits 0 only if QEMU exited 33 and every\n\
+             scenario passed. The model serves the GEN_2 register space of the BAR file and does\n\
+             its DMA in the RAM file; `--model-arg` passes options to it (e.g. `--poll spin`).\n\
+             `--no-model` leaves the BAR file plain memory (the driver scenarios skip);\n\
+             `--model PROGRAM` runs another model process with the same contract.\n\
+             `--append fault|panic|fail` exercise the failure exits (253/255/35). `--defmt`\n\
+             builds the image with defmt frames on COM2 and decodes them (DEFMT_LOG defaults to\n\
+             info). `--no-host-tsc` withholds the host TSC rate so the guest calibrates with the\n\
+             PIT. The host/guest contract is documented in boot/src/contract.rs."
         );
         return ExitCode::SUCCESS;
     }
@@ -808,6 +917,9 @@ fn run_main(opts: &Opts) -> Result<(), String> {
     require_qemu()?;
     let t = Instant::now();
     let image = build(opts.defmt)?;
+    if matches!(opts.model, ModelSel::Shm(_)) {
+        build_model()?;
+    }
     println!("xtask qemu: image {} built in {:.1} s", image.display(), t.elapsed().as_secs_f64());
     let o = run_image(&image, opts)?;
     print_summary("qemu", &o);
@@ -815,73 +927,76 @@ fn run_main(opts: &Opts) -> Result<(), String> {
     if why.is_empty() { Ok(()) } else { Err(format!("{} problem(s)", why.len())) }
 }
 
-/// `cargo xtask qemu-null-model`: the smallest host model process that
-/// honours the contract (hook test, and a template for the real model): it
-/// announces [`c::HOST_MAGIC`], answers every doorbell in [`c::MB_PING`] with
-/// [`c::pong`] in [`c::MB_PONG`], and exits 0 once [`c::MB_SHUTDOWN`] is set.
-/// It reads the BAR file with `pread`, which sees QEMU's shared mapping (same
-/// page cache); the real model will `mmap` it instead.
-pub fn null_model() -> ExitCode {
-    let Some(path) = std::env::var_os("IRDMA_BAR_FILE") else {
-        eprintln!("qemu-null-model: IRDMA_BAR_FILE is not set (xtask qemu --model sets it)");
-        return ExitCode::FAILURE;
+/// Scenarios that drive the driver against the device model: they must
+/// pass with the model attached and skip without one.
+pub const DRIVER_SCENARIOS: [&str; 22] = [
+    "cqp_create",
+    "query_rdma_features",
+    "query_fpm_val",
+    "commit_fpm_val",
+    "hmc_backing",
+    "cqp_nop_registers",
+    "ccq_create",
+    "cqp_nop_ccq",
+    "cqp_fault_injection",
+    "cqp_destroy",
+    "device_probe",
+    "verbs_objects",
+    "mr_levels",
+    "rc_write_read_send",
+    "rc_post_poll_timing",
+    "rc_batch_timing",
+    "verbs_fault_injection",
+    "rw_1mib_read",
+    "rw_1mib_write",
+    "rc_error_completion",
+    "verbs_teardown",
+    "device_close",
+];
+
+/// What a run with (`model`) or without the device model must show beyond
+/// the verdict.
+fn model_checks(o: &Outcome, model: bool) -> Vec<String> {
+    let mut why = Vec::new();
+    let lines = o.lines();
+    let result = |name: &str| {
+        lines.iter().find_map(|l| match l {
+            Line::Pass { name: n, .. } if n == name => Some("PASS"),
+            Line::Fail { name: n, .. } if n == name => Some("FAIL"),
+            Line::Skip { name: n, .. } if n == name => Some("SKIP"),
+            _ => None,
+        })
     };
-    let mailbox = std::env::var("IRDMA_MAILBOX").ok().and_then(|m| m.parse().ok());
-    if mailbox != Some(c::MAILBOX) {
-        eprintln!("qemu-null-model: IRDMA_MAILBOX {mailbox:?} disagrees with the contract");
-        return ExitCode::FAILURE;
-    }
-    let bar = match OpenOptions::new().read(true).write(true).open(&path) {
-        Ok(f) => f,
-        Err(e) => {
-            eprintln!("qemu-null-model: {}: {e}", Path::new(&path).display());
-            return ExitCode::FAILURE;
-        }
-    };
-    let put = |off: usize, v: u32| bar.write_all_at(&v.to_le_bytes(), (c::MAILBOX + off) as u64);
-    if let Err(e) = put(c::MB_HOST_MAGIC, c::HOST_MAGIC) {
-        eprintln!("qemu-null-model: cannot write HOST_MAGIC: {e}");
-        return ExitCode::FAILURE;
-    }
-    let t0 = Instant::now();
-    let (mut last, mut served) = (0u32, 0u64);
-    // Bounded, so an orphaned model cannot spin forever.
-    while t0.elapsed() < Duration::from_secs(300) {
-        if read_u32(&bar, c::MAILBOX + c::MB_SHUTDOWN) != 0 {
-            println!("  model| null model: answered {served} doorbells");
-            return ExitCode::SUCCESS;
-        }
-        let ping = read_u32(&bar, c::MAILBOX + c::MB_PING);
-        if ping != last && ping != 0 {
-            if let Err(e) = put(c::MB_PONG, c::pong(ping)) {
-                eprintln!("qemu-null-model: cannot answer: {e}");
-                return ExitCode::FAILURE;
-            }
-            last = ping;
-            served += 1;
-        } else {
-            std::hint::spin_loop();
+    let want = if model { "PASS" } else { "SKIP" };
+    for name in DRIVER_SCENARIOS.iter().chain(["model_ping"].iter()) {
+        match result(name) {
+            Some(r) if r == want => {}
+            Some(r) => why.push(format!("{name}: {r}, expected {want}")),
+            None => why.push(format!("{name} did not run")),
         }
     }
-    eprintln!("qemu-null-model: no shutdown within 300 s");
-    ExitCode::FAILURE
+    if model && !o.model_output.iter().any(|l| l.contains("cqp_ops=")) {
+        why.push("the model printed no counters line".into());
+    }
+    why
 }
 
-/// The `qemu` leg of `cargo xtask test`: the scenario run (SeaBIOS), the same
-/// under qboot (BAR assignment by the image), and the two failure exits.
+/// The `qemu` leg of `cargo xtask test`: the scenario run with the device
+/// model (SeaBIOS, then qboot, which exercises BAR assignment), one without
+/// a model (the driver scenarios must skip) and with the PIT clock, the
+/// three failure exits, and the defmt image with the model.
 pub fn run_leg() -> Result<String, String> {
     require_qemu()?;
     let image = build(false)?;
+    build_model()?;
     let quiet = Opts { echo: false, timeout: Duration::from_secs(60), ..Opts::default() };
+    let bare = Opts { model: ModelSel::Bare, ..quiet.clone() };
     let mut problems = Vec::new();
     let mut notes = Vec::new();
-    let exe = std::env::current_exe().map_err(|e| format!("cannot find xtask itself: {e}"))?;
-    let null_model = (exe.display().to_string(), vec!["qemu-null-model".to_string()]);
     for (title, opts) in [
-        ("seabios", quiet.clone()),
+        ("model", quiet.clone()),
         ("qboot", Opts { qboot: true, ..quiet.clone() }),
-        ("null-model", Opts { model: Some(null_model), ..quiet.clone() }),
-        ("pit-clock", Opts { host_tsc: false, ..quiet.clone() }),
+        ("bare-pit", Opts { host_tsc: false, ..bare.clone() }),
     ] {
         if title == "qboot" && !Path::new(QBOOT_ROM).is_file() {
             notes.push(format!("qboot skipped ({QBOOT_ROM} missing)"));
@@ -890,11 +1005,7 @@ pub fn run_leg() -> Result<String, String> {
         let o = run_image(&image, &opts)?;
         print_summary(title, &o);
         let mut why = o.verdict();
-        let pinged =
-            o.lines().iter().any(|l| matches!(l, Line::Pass { name, .. } if name == "model_ping"));
-        if opts.model.is_some() && !pinged {
-            why.push("model_ping did not pass with a model process attached".into());
-        }
+        why.extend(model_checks(&o, opts.model.attached()));
         let source = if opts.host_tsc { "from the host" } else { "by the PIT" };
         if !o.console.iter().any(|l| l.starts_with("  clock: ") && l.ends_with(source)) {
             why.push(format!("the clock line does not say the rate came {source}"));
@@ -910,7 +1021,7 @@ pub fn run_leg() -> Result<String, String> {
         ("panic", c::EXIT_PANIC, "PANIC"),
         ("fail", c::EXIT_FAIL, "FAIL injected: requested by the command line"),
     ] {
-        let o = run_image(&image, &Opts { append: Some(word.into()), ..quiet.clone() })?;
+        let o = run_image(&image, &Opts { append: Some(word.into()), ..bare.clone() })?;
         let want = c::qemu_status(code);
         // xtask's own verdict must reject each of these runs.
         let rejected = !o.verdict().is_empty()
@@ -931,6 +1042,7 @@ pub fn run_leg() -> Result<String, String> {
     let o = run_image(&image, &Opts { defmt: true, ..quiet.clone() })?;
     print_summary("defmt", &o);
     let mut why = o.verdict();
+    why.extend(model_checks(&o, true));
     match &o.defmt {
         Some(d) => {
             for l in o.lines() {
@@ -1082,6 +1194,64 @@ mod tests {
     }
 
     #[test]
+    fn model_mailbox_layout_matches_the_contract() {
+        // The model may not import the contract; it repeats the layout.
+        use mock_bar::shm::mailbox as m;
+        let pairs = [
+            (m::GUEST_MAGIC, c::MB_GUEST_MAGIC),
+            (m::HOST_MAGIC, c::MB_HOST_MAGIC),
+            (m::HOST_TSC_HZ, c::MB_HOST_TSC_HZ),
+            (m::SHUTDOWN, c::MB_SHUTDOWN),
+            (m::PING, c::MB_PING),
+            (m::PONG, c::MB_PONG),
+            (m::FAULT_KIND, c::MB_FAULT_KIND),
+            (m::FAULT_ARG, c::MB_FAULT_ARG),
+            (m::FAULT_CODES, c::MB_FAULT_CODES),
+            (m::FAULT_SEQ, c::MB_FAULT_SEQ),
+            (m::FAULT_ACK, c::MB_FAULT_ACK),
+            (m::FAULT_RESULT, c::MB_FAULT_RESULT),
+            (m::MODEL_CQP_OPS, c::MB_MODEL_CQP_OPS),
+            (m::MODEL_CQP_ERRORS, c::MB_MODEL_CQP_ERRORS),
+            (m::MODEL_DMA_FAULTS, c::MB_MODEL_DMA_FAULTS),
+        ];
+        for (model, contract) in pairs {
+            assert_eq!(model as usize, contract);
+        }
+        const { assert!(m::HEADER >= c::MB_MODEL_DMA_FAULTS + 8 && m::HEADER <= c::MB_SCRATCH) };
+        assert_eq!(m::HOST_MAGIC_VALUE, c::HOST_MAGIC);
+        let kinds = [
+            (m::FAULT_CLEAR, c::FAULT_CLEAR),
+            (m::FAULT_FAIL_CQP_OP, c::FAULT_FAIL_CQP_OP),
+            (m::FAULT_DROP_CQP_COMPLETIONS, c::FAULT_DROP_CQP_COMPLETIONS),
+            (m::FAULT_LOSE_DOORBELLS, c::FAULT_LOSE_DOORBELLS),
+            (m::FAULT_FUNCTION_RESET, c::FAULT_FUNCTION_RESET),
+            (m::FAULT_FAIL_WQE, c::FAULT_FAIL_WQE),
+        ];
+        for (model, contract) in kinds {
+            assert_eq!(model, contract);
+        }
+        for s in [1u32, 7, 0x8000_0000, u32::MAX] {
+            assert_eq!(m::pong(s), c::pong(s));
+        }
+    }
+
+    #[test]
+    fn model_checks_want_driver_scenarios_to_pass_or_skip() {
+        let mut lines: Vec<String> =
+            DRIVER_SCENARIOS.iter().map(|n| format!("PASS {n} (1 us)")).collect();
+        lines.push("PASS model_ping (1 us)".into());
+        let refs: Vec<&str> = lines.iter().map(String::as_str).collect();
+        let mut o = outcome(33, &refs);
+        assert_eq!(model_checks(&o, true), vec!["the model printed no counters line"]);
+        o.model_output.push("mock-bar-shm: cqp_ops=3".into());
+        assert!(model_checks(&o, true).is_empty());
+        // Without a model the same lines are wrong: they must be SKIPs.
+        assert_eq!(model_checks(&o, false).len(), DRIVER_SCENARIOS.len() + 1);
+        o.console.retain(|l| !l.contains("cqp_destroy"));
+        assert!(model_checks(&o, true).iter().any(|w| w == "cqp_destroy did not run"));
+    }
+
+    #[test]
     fn stale_files_are_recognised_by_pid() {
         assert_eq!(owner_pid("irdma-qemu-1234-0-99-bar"), Some(1234));
         assert_eq!(owner_pid("irdma-qemu-x-0-bar"), None);
@@ -1112,8 +1282,11 @@ mod tests {
         ])
         .unwrap();
         assert_eq!(o.accel, Accel::Auto);
-        assert_eq!(o.model, Some(("m".to_string(), vec!["x".to_string()])));
-        assert!(parse_opts(&["--model-arg".into(), "x".into()]).is_err());
+        assert_eq!(o.model, ModelSel::Program("m".to_string(), vec!["x".to_string()]));
+        let d = parse_opts(&["--model-arg".into(), "--poll".into()]).unwrap();
+        assert_eq!(d.model, ModelSel::Shm(vec!["--poll".to_string()]), "the default model");
+        assert_eq!(parse_opts(&["--no-model".into()]).unwrap().model, ModelSel::Bare);
+        assert!(parse_opts(&["--no-model".into(), "--model-arg".into(), "x".into()]).is_err());
         assert!(parse_opts(&["--accel".into(), "hvf".into()]).is_err());
         assert!(parse_opts(&["--bogus".into()]).is_err());
     }

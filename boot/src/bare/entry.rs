@@ -114,8 +114,12 @@ boot_pdpt:
 boot_pd:
     .skip 4096 * 4
     .p2align 4
+    .global boot_stack
+    .global boot_stack_top
 boot_stack:
-    .skip 256 * 1024
+    /* 2 MiB: a Device (≈60 KiB, with the CQP inside) is built and moved by
+       value during probe; 256 KiB overflowed into the page tables below. */
+    .skip 2048 * 1024
 boot_stack_top:
     "#,
     options(att_syntax)

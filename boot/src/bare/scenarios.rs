@@ -42,6 +42,9 @@ macro_rules! ensure {
     ($cond:expr, $($a:tt)*) => { if !$cond { bail!($($a)*) } };
 }
 
+mod bringup;
+mod verbs;
+
 /// How a scenario that did not fail ended.
 pub enum Outcome {
     /// It ran and every check held.
@@ -157,6 +160,37 @@ pub fn run_all(r: &mut Runner, info: Option<&StartInfo>) {
     r.run("model_ping", || model_ping(&ctx));
     r.run("dma_pool", || pool_ok.clone().and_then(|()| dma_pool()));
     r.run("clock", || clock_check(source));
+    let mut b = bringup::Bringup::new(&ctx);
+    b.run(r);
+    verbs::run(r, bringup::model_bar(&ctx), b.injected());
+    r.run("stack", stack_check);
+}
+
+unsafe extern "C" {
+    static boot_stack: u8;
+    static boot_stack_top: u8;
+}
+
+/// The boot stack's high-water mark: it starts zeroed (.bss), so the lowest
+/// non-zero word is as deep as any call went. Fails above 7/8 of the stack
+/// (there is no guard page: an overflow corrupts the page tables below).
+fn stack_check() -> Result<Outcome, Msg> {
+    let lo = core::ptr::addr_of!(boot_stack) as usize;
+    let hi = core::ptr::addr_of!(boot_stack_top) as usize;
+    let mut p = lo;
+    while p < hi {
+        // SAFETY: `lo..hi` is the boot stack, 16-byte aligned .bss memory of
+        // this image; the words below the current stack pointer are not in
+        // use, and a volatile read of the ones above only observes them.
+        if unsafe { core::ptr::read_volatile(p as *const u64) } != 0 {
+            break;
+        }
+        p += 8;
+    }
+    let (used, size) = (hi - p, hi - lo);
+    println!("  stack: {} KiB of {} KiB used at most", used / 1024, size / 1024);
+    ensure!(used <= size / 8 * 7, "stack use {used} B is within 1/8 of its {size} B");
+    Ok(Outcome::Pass)
 }
 
 /// A scenario that always fails (`-append fail`), so the failure report

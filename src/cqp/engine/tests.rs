@@ -43,6 +43,11 @@ struct Dev {
     /// Completions held back (CCQ mode) to deliver in reverse order.
     reverse: bool,
     held: Vec<(u32, u8)>,
+    /// CQPTAIL reads before a CQPDB write is acted on (0 = at once): a
+    /// device that polls, like the model behind a shared-memory BAR.
+    lag: u32,
+    /// A latched doorbell and the reads left until it is processed.
+    pending_db: Option<(u32, u32)>,
 }
 
 struct FakeDev(Mutex<Dev>);
@@ -144,7 +149,17 @@ impl Dev {
 
 impl Bar for FakeDev {
     fn read32(&self, offset: usize) -> u32 {
-        self.with(|d| d.regs.get(&offset).copied().unwrap_or(0))
+        self.with(|d| {
+            if let (regs::CQPTAIL, Some((head, left))) = (offset, d.pending_db) {
+                if left == 0 {
+                    d.pending_db = None;
+                    d.doorbell(head);
+                } else {
+                    d.pending_db = Some((head, left - 1));
+                }
+            }
+            d.regs.get(&offset).copied().unwrap_or(0)
+        })
     }
     fn write32(&self, offset: usize, value: u32) {
         self.with(|d| {
@@ -169,6 +184,7 @@ impl Bar for FakeDev {
                     let e = d.errcodes;
                     d.regs.insert(regs::CQPERRCODES, e);
                 }
+                regs::CQPDB if d.lag > 0 => d.pending_db = Some((value, d.lag)),
                 regs::CQPDB => d.doorbell(value),
                 _ => {}
             }
@@ -262,6 +278,30 @@ fn register_polled_error_carries_codes() {
     let mut cqp = Cqp::<FakeHal, &FakeDev>::create(&dev, &cfg(8)).unwrap();
     let e = cqp.exec(Nop, 0).err();
     assert_eq!(e, Some(CqpError::OpFailed { opcode: op::NOP, major: 0xffff, minor: 0x8002 }));
+}
+
+#[test]
+fn register_polled_error_bit_of_the_previous_op_is_not_this_ops_result() {
+    // A failed op leaves CQP_OP_ERR set until the device processes the next
+    // doorbell; a device that polls (the model behind a shared-memory BAR)
+    // does so a few reads later. The next op must not inherit the failure.
+    let dev = FakeDev::new();
+    let mut cqp = Cqp::<FakeHal, &FakeDev>::create(&dev, &cfg(8)).unwrap();
+    dev.with(|d| d.fail = Some((op::NOP, 0xffff, 0x8002)));
+    assert!(matches!(cqp.exec(Nop, 0), Err(CqpError::OpFailed { minor: 0x8002, .. })));
+    dev.with(|d| {
+        d.fail = None;
+        d.lag = 3;
+    });
+    let done = cqp.exec(Nop, 7).expect("a stale error bit is not this op's failure");
+    assert_eq!(done.info().scratch, 7);
+    // Two failures in a row on a device that does not move WQTAIL when an op
+    // fails: the second is still reported as a failure with its codes.
+    dev.with(|d| d.fail = Some((op::NOP, 0xffff, 0x8006)));
+    assert!(matches!(cqp.exec(Nop, 0), Err(CqpError::OpFailed { minor: 0x8006, .. })));
+    assert!(matches!(cqp.exec(Nop, 0), Err(CqpError::OpFailed { minor: 0x8006, .. })));
+    dev.with(|d| d.fail = None);
+    assert!(cqp.exec(Nop, 0).is_ok(), "the CQP still works");
 }
 
 #[test]

@@ -12,6 +12,17 @@
 //! header word is read with one 8- or 4-byte positional read; the model does
 //! not guard against a torn read of a word the guest is writing at that
 //! instant (x86 guests store such words with one instruction).
+//!
+//! Each [`ShmHost::step`] costs a handful of system calls: the watched
+//! registers are read in six positional reads, and only status registers
+//! the device changed are written back (all nine are compared with the BAR
+//! after a CQP handshake and every 256 rounds).
+//!
+//! [`Harness`] is the model's side of the `cargo xtask qemu` mailbox (layout
+//! in [`mailbox`], defined by boot/src/contract.rs): HOST_MAGIC, ping/pong,
+//! fault and reset requests mapped onto [`crate::FaultPlan`] and
+//! [`Device::reset`], the CQP counters, and the shutdown flag. The
+//! `mock-bar-shm` binary runs it in harness mode.
 
 use std::fs::{File, OpenOptions};
 use std::io;
@@ -95,6 +106,22 @@ impl FileBar {
             let _ = self.file.write_all_at(&v.to_le_bytes(), off as u64);
         }
     }
+    /// 64-bit write, one positional write (dropped outside the file).
+    pub fn write64(&self, off: u32, v: u64) {
+        if off as u64 + 8 <= self.size {
+            let _ = self.file.write_all_at(&v.to_le_bytes(), off as u64);
+        }
+    }
+    /// Reads `buf.len()` bytes at `off` with one positional read; `false`
+    /// (and `buf` untouched) outside the file or on error.
+    pub fn read_block(&self, off: u32, buf: &mut [u8]) -> bool {
+        let fits = (off as u64).checked_add(buf.len() as u64).is_some_and(|e| e <= self.size);
+        fits && self.file.read_exact_at(buf, off as u64).is_ok()
+    }
+    /// Size of the file in bytes.
+    pub fn size(&self) -> u64 {
+        self.size
+    }
 }
 
 /// Creates (or truncates and zeroes) a file of `size` bytes: QEMU keeps
@@ -132,48 +159,136 @@ pub struct ShmHost {
     pub device: Device,
     bar: FileBar,
     last: [u32; 8],
+    /// Rounds since the status registers were last compared with the BAR.
+    quiet_rounds: u32,
+    /// The status registers as last published.
+    published: [(u32, u32); 9],
 }
+
+/// Watched registers close enough to share one positional read: (first
+/// offset, length in bytes). Each read costs a system call, the loop's
+/// main expense.
+const SPANS: [(u32, usize); 6] = [
+    (regs::CQPDB, 4),
+    (regs::CQARM, 4),
+    (regs::AEQALLOC, 4),
+    (regs::WQEALLOC, 4),
+    (regs::CCQPLOW, (regs::CCQPHIGH - regs::CCQPLOW) as usize + 4),
+    (regs::DB_ADDR_OFFSET, 68),
+];
+
+/// Status registers are compared with the BAR (one read each) after a CQP
+/// handshake write and at least this often; in between only the values the
+/// device changed are written. A guest overwrite of a status register at
+/// any other time heals within this many rounds.
+const REPUBLISH_ROUNDS: u32 = 256;
 
 impl ShmHost {
     /// A device (forced to [`Mode::Deferred`]) serving `bar`, DMA to `ram`.
     pub fn new(mut cfg: Config, bar: FileBar, ram: FileMemory) -> Self {
         cfg.mode = Mode::Deferred;
-        let mut h = Self { device: Device::new(cfg, Box::new(ram)), bar, last: [0; 8] };
+        let device = Device::new(cfg, Box::new(ram));
+        let published = device.status_registers();
+        let mut h = Self { device, bar, last: [0; 8], quiet_rounds: 0, published };
         h.publish();
         h
     }
 
-    /// Writes the device's status registers into the BAR where they differ.
+    /// The current values of the [`WATCHED`] registers, read span by span.
+    fn read_watched(&self) -> [u32; 8] {
+        let mut v = [u32::MAX; 8];
+        let mut buf = [0u8; 256];
+        for (start, len) in SPANS {
+            let Some(b) = buf.get_mut(..len) else { continue };
+            if !self.bar.read_block(start, b) {
+                continue;
+            }
+            for (i, off) in WATCHED.iter().enumerate() {
+                if let Some(rel) = off.checked_sub(start).map(|r| r as usize)
+                    && let Some(w) = b.get(rel..rel + 4)
+                {
+                    v[i] = u32::from_le_bytes([w[0], w[1], w[2], w[3]]);
+                }
+            }
+        }
+        v
+    }
+
+    /// Writes the device's status registers into the BAR where they differ
+    /// from the BAR (one read each).
     fn publish(&mut self) {
-        for (off, v) in self.device.status_registers() {
+        self.published = self.device.status_registers();
+        for (off, v) in self.published {
             if self.bar.read32(off) != v {
                 self.bar.write32(off, v);
             }
         }
     }
 
+    /// Writes the status registers that changed since the last publish (no
+    /// reads: the BAR is assumed to hold what was published).
+    fn publish_changes(&mut self) {
+        let now = self.device.status_registers();
+        for ((off, v), (_, was)) in now.iter().zip(self.published.iter()) {
+            if v != was {
+                self.bar.write32(*off, *v);
+            }
+        }
+        self.published = now;
+    }
+
     /// One round: copy changed doorbells in, poll, publish. Returns whether
     /// the device did anything.
     pub fn step(&mut self) -> bool {
-        let mut changed = false;
-        for (i, off) in WATCHED.iter().enumerate() {
-            let v = self.bar.read32(*off);
+        let (mut changed, mut handshake) = (false, false);
+        for (i, (off, v)) in WATCHED.iter().zip(self.read_watched()).enumerate() {
             if v != self.last[i] {
                 self.last[i] = v;
                 self.device.mmio_write32(*off, v);
                 changed = true;
+                // CQP create/destroy: the guest also wrote CQPTAIL and
+                // CCQPSTATUS, so the BAR may no longer hold what we published.
+                handshake |= *off == regs::CCQPHIGH || *off == regs::CCQPLOW;
             }
         }
         let work = self.device.poll();
-        self.publish();
+        self.quiet_rounds += 1;
+        if handshake || self.quiet_rounds >= REPUBLISH_ROUNDS {
+            self.quiet_rounds = 0;
+            self.publish();
+        } else {
+            self.publish_changes();
+        }
         work || changed
+    }
+
+    /// The BAR file.
+    pub fn bar(&self) -> &FileBar {
+        &self.bar
     }
 
     /// Serves until `stop` is set.
     pub fn serve(&mut self, stop: &AtomicBool, mode: PollMode) {
+        self.serve_with(
+            mode,
+            |_| {
+                if stop.load(Ordering::Acquire) { Tick::Stop } else { Tick::Idle }
+            },
+        );
+    }
+
+    /// Serves until `tick` (called after every [`ShmHost::step`]) says
+    /// [`Tick::Stop`]; [`Tick::Busy`] counts as activity for
+    /// [`PollMode::Hybrid`].
+    pub fn serve_with(&mut self, mode: PollMode, mut tick: impl FnMut(&mut ShmHost) -> Tick) {
         let mut idle_since = Instant::now();
-        while !stop.load(Ordering::Acquire) {
-            if self.step() {
+        loop {
+            let work = self.step();
+            let t = tick(self);
+            if t == Tick::Stop {
+                return;
+            }
+            if work || t == Tick::Busy {
                 idle_since = Instant::now();
             } else if mode == PollMode::Hybrid && idle_since.elapsed() > Duration::from_micros(200)
             {
@@ -182,6 +297,183 @@ impl ShmHost {
                 std::hint::spin_loop();
             }
         }
+    }
+}
+
+/// What a [`ShmHost::serve_with`] callback saw.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Tick {
+    /// Nothing to do.
+    Idle,
+    /// It did something (keeps a hybrid poller spinning).
+    Busy,
+    /// Stop serving.
+    Stop,
+}
+
+/// The harness mailbox of `cargo xtask qemu` (boot/src/contract.rs is the
+/// definition; the model may not depend on that crate, so the layout is
+/// repeated here and xtask's tests check that both agree). Offsets are from
+/// the mailbox base (env `IRDMA_MAILBOX`), little-endian.
+pub mod mailbox {
+    /// u32, guest: guest magic.
+    pub const GUEST_MAGIC: u32 = 0x00;
+    /// u32, model: [`HOST_MAGIC_VALUE`] once the model serves the BAR.
+    pub const HOST_MAGIC: u32 = 0x04;
+    /// u64, xtask: host TSC rate (the model leaves it alone).
+    pub const HOST_TSC_HZ: u32 = 0x08;
+    /// u32, xtask: non-zero once QEMU exited; the model exits 0.
+    pub const SHUTDOWN: u32 = 0x20;
+    /// u32, guest: doorbell sequence number, never 0.
+    pub const PING: u32 = 0x24;
+    /// u32, model: [`pong`]`(ping)`, written after the counters below.
+    pub const PONG: u32 = 0x28;
+    /// u32, guest: fault kind ([`FAULT_FAIL_CQP_OP`], …).
+    pub const FAULT_KIND: u32 = 0x30;
+    /// u32, guest: the fault's count (ops to let pass, or ops to affect).
+    pub const FAULT_ARG: u32 = 0x34;
+    /// u32, guest: major << 16 | minor for [`FAULT_FAIL_CQP_OP`].
+    pub const FAULT_CODES: u32 = 0x38;
+    /// u32, guest, written last: request sequence number, never 0.
+    pub const FAULT_SEQ: u32 = 0x3C;
+    /// u32, model: the last request's [`FAULT_RESULT`] is valid for this seq.
+    pub const FAULT_ACK: u32 = 0x40;
+    /// u32, model: 0 applied, 1 unknown kind.
+    pub const FAULT_RESULT: u32 = 0x44;
+    /// u64, model: CQP ops the device executed (`Counters::cqp_ops`).
+    pub const MODEL_CQP_OPS: u32 = 0x48;
+    /// u64, model: CQP ops completed with an error.
+    pub const MODEL_CQP_ERRORS: u32 = 0x50;
+    /// u64, model: DMA accesses outside guest RAM.
+    pub const MODEL_DMA_FAULTS: u32 = 0x58;
+    /// Bytes the model reads each round (one positional read).
+    pub const HEADER: usize = 0x60;
+
+    /// "IRDH".
+    pub const HOST_MAGIC_VALUE: u32 = 0x4844_5249;
+    /// Clear every injected fault.
+    pub const FAULT_CLEAR: u32 = 0;
+    /// Fail a CQP op: let ARG ops pass, fail the next with CODES
+    /// (`FaultPlan::fail_cqp_op`).
+    pub const FAULT_FAIL_CQP_OP: u32 = 1;
+    /// Do not write the next ARG CCQ completions (`drop_cqp_completions`).
+    pub const FAULT_DROP_CQP_COMPLETIONS: u32 = 2;
+    /// Lose the next ARG doorbells (`lose_doorbells`).
+    pub const FAULT_LOSE_DOORBELLS: u32 = 3;
+    /// Function-level reset (`Device::reset`), as after a reset the LAN
+    /// driver requested: the function accepts a new COMMIT_FPM_VAL.
+    pub const FAULT_FUNCTION_RESET: u32 = 4;
+    /// Let ARG SQ WQEs pass, then complete the next with an error CQE
+    /// carrying CODES; its QP goes to ERROR (`FaultPlan::fail_wqe`).
+    pub const FAULT_FAIL_WQE: u32 = 5;
+
+    /// The model's answer to ping `seq`.
+    pub const fn pong(seq: u32) -> u32 {
+        !seq.rotate_left(7)
+    }
+}
+
+/// The model's side of the harness mailbox: announce, ping/pong, fault
+/// requests, counters, shutdown.
+#[derive(Debug)]
+pub struct Harness {
+    base: u32,
+    last_ping: u32,
+    last_fault: u32,
+    published: [u64; 3],
+    /// Pings answered.
+    pub pings: u64,
+    /// Fault requests applied.
+    pub faults: u64,
+}
+
+fn word32(b: &[u8], off: u32) -> u32 {
+    let o = off as usize;
+    b.get(o..o + 4).map_or(0, |s| u32::from_le_bytes([s[0], s[1], s[2], s[3]]))
+}
+
+impl Harness {
+    /// The mailbox at BAR offset `base`.
+    pub fn new(base: u32) -> Self {
+        Self { base, last_ping: 0, last_fault: 0, published: [u64::MAX; 3], pings: 0, faults: 0 }
+    }
+
+    /// Writes the counters, then `HOST_MAGIC`: the model is serving.
+    pub fn announce(&mut self, host: &ShmHost) {
+        self.publish_counters(host);
+        host.bar().write32(self.base + mailbox::HOST_MAGIC, mailbox::HOST_MAGIC_VALUE);
+    }
+
+    fn publish_counters(&mut self, host: &ShmHost) {
+        let c = host.device.counters();
+        let now = [c.cqp_ops, c.cqp_errors, c.dma_faults];
+        let offs = [mailbox::MODEL_CQP_OPS, mailbox::MODEL_CQP_ERRORS, mailbox::MODEL_DMA_FAULTS];
+        for ((v, last), off) in now.iter().zip(self.published.iter_mut()).zip(offs) {
+            if v != last {
+                host.bar().write64(self.base + off, *v);
+                *last = *v;
+            }
+        }
+    }
+
+    /// One round: counters, fault requests, ping, shutdown (checked last,
+    /// so a request made before QEMU exited is still answered).
+    pub fn service(&mut self, host: &mut ShmHost) -> Tick {
+        self.publish_counters(host);
+        let mut h = [0u8; mailbox::HEADER];
+        if !host.bar().read_block(self.base, &mut h) {
+            return Tick::Stop;
+        }
+        let mut t = Tick::Idle;
+        let seq = word32(&h, mailbox::FAULT_SEQ);
+        if seq != 0 && seq != self.last_fault {
+            self.last_fault = seq;
+            let arg = word32(&h, mailbox::FAULT_ARG);
+            let codes = word32(&h, mailbox::FAULT_CODES);
+            let plan = host.device.faults();
+            let applied = match word32(&h, mailbox::FAULT_KIND) {
+                mailbox::FAULT_CLEAR => {
+                    *plan = crate::FaultPlan::default();
+                    true
+                }
+                mailbox::FAULT_FAIL_CQP_OP => {
+                    plan.fail_cqp_op = Some((arg, (codes >> 16) as u16, codes as u16));
+                    true
+                }
+                mailbox::FAULT_DROP_CQP_COMPLETIONS => {
+                    plan.drop_cqp_completions = arg;
+                    true
+                }
+                mailbox::FAULT_LOSE_DOORBELLS => {
+                    plan.lose_doorbells = arg;
+                    true
+                }
+                mailbox::FAULT_FUNCTION_RESET => {
+                    host.device.reset();
+                    true
+                }
+                mailbox::FAULT_FAIL_WQE => {
+                    plan.fail_wqe = Some((arg, (codes >> 16) as u16, codes as u16));
+                    true
+                }
+                _ => false,
+            };
+            self.faults += applied as u64;
+            host.bar().write32(self.base + mailbox::FAULT_RESULT, !applied as u32);
+            host.bar().write32(self.base + mailbox::FAULT_ACK, seq);
+            t = Tick::Busy;
+        }
+        let ping = word32(&h, mailbox::PING);
+        if ping != 0 && ping != self.last_ping {
+            self.last_ping = ping;
+            self.pings += 1;
+            host.bar().write32(self.base + mailbox::PONG, mailbox::pong(ping));
+            t = Tick::Busy;
+        }
+        if word32(&h, mailbox::SHUTDOWN) != 0 {
+            return Tick::Stop;
+        }
+        t
     }
 }
 

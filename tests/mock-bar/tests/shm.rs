@@ -6,7 +6,7 @@ use std::os::unix::fs::FileExt;
 use std::time::{Duration, Instant};
 
 use mock_bar::regs::{self, op};
-use mock_bar::shm::{self, FileBar, FileMemory, PollMode, ShmHost};
+use mock_bar::shm::{self, FileBar, FileMemory, Harness, PollMode, ShmHost, Tick, mailbox as mb};
 use mock_bar::{Config, Memory};
 
 struct Guest {
@@ -102,4 +102,178 @@ fn ram_file_offsets_fold_the_4g_hole() {
     assert_eq!(b, [7; 4], "GPA 4 GiB + 0x10 → offset below_4g + 0x10");
     assert!(m.read((1 << 32) + 0x1FFE, &mut b).is_err(), "past the end");
     let _ = std::fs::remove_file(&p);
+}
+
+#[test]
+fn harness_mailbox_ping_faults_counters_and_shutdown() {
+    let dir = std::env::temp_dir();
+    let id = std::process::id();
+    let (bar_p, ram_p) = (dir.join(format!("mock-hbar-{id}")), dir.join(format!("mock-hram-{id}")));
+    let (bar_size, ram_size) = (16u64 << 20, 4u64 << 20);
+    let bar = shm::create_zeroed(&bar_p, bar_size).unwrap();
+    let ram = shm::create_zeroed(&ram_p, ram_size).unwrap();
+    let open = |p: &std::path::Path| OpenOptions::new().read(true).write(true).open(p).unwrap();
+    let g = Guest { bar: open(&bar_p), ram: open(&ram_p) };
+    let base = 8u32 << 20;
+    let mut host = ShmHost::new(
+        Config::default(),
+        FileBar::new(bar, bar_size),
+        FileMemory::new(ram, ram_size, ram_size),
+    );
+    let mut h = Harness::new(base);
+    assert_eq!(g.r32(base + mb::HOST_MAGIC), 0, "not before announce");
+    h.announce(&host);
+    assert_eq!(g.r32(base + mb::HOST_MAGIC), mb::HOST_MAGIC_VALUE);
+    let r64 = |off: u32| g.r32(base + off) as u64 | (g.r32(base + off + 4) as u64) << 32;
+    assert_eq!(r64(mb::MODEL_CQP_OPS), 0);
+
+    // Nothing asked: idle, no pong.
+    assert_eq!(h.service(&mut host), Tick::Idle);
+    assert_eq!(g.r32(base + mb::PONG), 0);
+    // A ping is answered once.
+    g.w32(base + mb::PING, 5);
+    assert_eq!(h.service(&mut host), Tick::Busy);
+    assert_eq!(g.r32(base + mb::PONG), mb::pong(5));
+    assert_eq!(h.service(&mut host), Tick::Idle);
+
+    // CQP up, then a request to fail the second op from now with 0xF001/0x42.
+    let (sq, ctx) = (0x10_0000u64, 0x20_0000u64);
+    g.w64(ctx, 5 << 8);
+    g.w64(ctx + 8, sq);
+    g.w64(ctx + 32, 1 << 16);
+    g.w32(regs::CCQPLOW, ctx as u32);
+    host.step();
+    assert_eq!(g.r32(regs::CCQPSTATUS), 1);
+    g.w32(base + mb::FAULT_KIND, mb::FAULT_FAIL_CQP_OP);
+    g.w32(base + mb::FAULT_ARG, 1);
+    g.w32(base + mb::FAULT_CODES, 0xF001_0042);
+    g.w32(base + mb::FAULT_SEQ, 1);
+    assert_eq!(h.service(&mut host), Tick::Busy);
+    assert_eq!((g.r32(base + mb::FAULT_ACK), g.r32(base + mb::FAULT_RESULT)), (1, 0));
+    for (i, want_err) in [(0u32, false), (1, true), (2, false)] {
+        g.w64(sq + 64 * i as u64 + 24, (op::NOP as u64) << 32 | 1 << 63);
+        g.w32(regs::CQPDB, i + 1);
+        host.step();
+        let tail = g.r32(regs::CQPTAIL);
+        assert_eq!(tail & 0x7FF, i + 1, "op {i} completed");
+        assert_eq!(tail >> 31 == 1, want_err, "op {i}: CQP_OP_ERR");
+        if want_err {
+            assert_eq!(g.r32(regs::CQPERRCODES), 0xF001_0042);
+        }
+    }
+    // The counters reach the mailbox before the next pong.
+    g.w32(base + mb::PING, 6);
+    h.service(&mut host);
+    assert_eq!(g.r32(base + mb::PONG), mb::pong(6));
+    assert_eq!((r64(mb::MODEL_CQP_OPS), r64(mb::MODEL_CQP_ERRORS)), (3, 1));
+    assert_eq!(r64(mb::MODEL_DMA_FAULTS), 0);
+
+    // An unknown kind is refused, and CLEAR drops a pending fault.
+    g.w32(base + mb::FAULT_KIND, 77);
+    g.w32(base + mb::FAULT_SEQ, 2);
+    h.service(&mut host);
+    assert_eq!((g.r32(base + mb::FAULT_ACK), g.r32(base + mb::FAULT_RESULT)), (2, 1));
+    g.w32(base + mb::FAULT_KIND, mb::FAULT_FAIL_CQP_OP);
+    g.w32(base + mb::FAULT_ARG, 0);
+    g.w32(base + mb::FAULT_SEQ, 3);
+    h.service(&mut host);
+    g.w32(base + mb::FAULT_KIND, mb::FAULT_CLEAR);
+    g.w32(base + mb::FAULT_SEQ, 4);
+    h.service(&mut host);
+    assert_eq!((h.faults, g.r32(base + mb::FAULT_ACK)), (3, 4));
+    g.w64(sq + 64 * 3 + 24, (op::NOP as u64) << 32 | 1 << 63);
+    g.w32(regs::CQPDB, 4);
+    host.step();
+    assert_eq!(g.r32(regs::CQPTAIL), 4, "no error after CLEAR");
+
+    // A WQE error request lands in the fault plan.
+    g.w32(base + mb::FAULT_KIND, mb::FAULT_FAIL_WQE);
+    g.w32(base + mb::FAULT_ARG, 2);
+    g.w32(base + mb::FAULT_CODES, 0x0001_0003);
+    g.w32(base + mb::FAULT_SEQ, 6);
+    assert_eq!(h.service(&mut host), Tick::Busy);
+    assert_eq!(host.device.faults().fail_wqe, Some((2, 1, 3)));
+
+    // A function reset destroys the CQP (CCQPSTATUS back to 0).
+    g.w32(base + mb::FAULT_KIND, mb::FAULT_FUNCTION_RESET);
+    g.w32(base + mb::FAULT_SEQ, 7);
+    assert_eq!(h.service(&mut host), Tick::Busy);
+    assert_eq!((g.r32(base + mb::FAULT_ACK), g.r32(base + mb::FAULT_RESULT)), (7, 0));
+    assert!(host.device.cqp().is_none());
+    host.step();
+    assert_eq!(g.r32(regs::CCQPSTATUS), 0, "published after the reset");
+
+    // Shutdown, even with a ping outstanding (answered first).
+    g.w32(base + mb::PING, 7);
+    g.w32(base + mb::SHUTDOWN, 1);
+    assert_eq!(h.service(&mut host), Tick::Stop);
+    assert_eq!(g.r32(base + mb::PONG), mb::pong(7));
+    let _ = g.ram;
+    let _ = std::fs::remove_file(&bar_p);
+    let _ = std::fs::remove_file(&ram_p);
+}
+
+#[test]
+fn status_registers_heal_and_the_cqp_can_be_recreated() {
+    let dir = std::env::temp_dir();
+    let id = std::process::id();
+    let (bar_p, ram_p) = (dir.join(format!("mock-rbar-{id}")), dir.join(format!("mock-rram-{id}")));
+    let (bar_size, ram_size) = (16u64 << 20, 4u64 << 20);
+    let bar = shm::create_zeroed(&bar_p, bar_size).unwrap();
+    let ram = shm::create_zeroed(&ram_p, ram_size).unwrap();
+    let open = |p: &std::path::Path| OpenOptions::new().read(true).write(true).open(p).unwrap();
+    let g = Guest { bar: open(&bar_p), ram: open(&ram_p) };
+    let mut host = ShmHost::new(
+        Config::default(),
+        FileBar::new(bar, bar_size),
+        FileMemory::new(ram, ram_size, ram_size),
+    );
+    let (sq, ctx) = (0x10_0000u64, 0x20_0000u64);
+    g.w64(ctx, 5 << 8);
+    g.w64(ctx + 8, sq);
+    g.w64(ctx + 32, 1 << 16);
+    let create = |host: &mut ShmHost| {
+        g.w32(regs::CQPTAIL, 0);
+        g.w32(regs::CQPDB, 0);
+        g.w32(regs::CCQPSTATUS, 0);
+        g.w32(regs::CCQPHIGH, 0);
+        g.w32(regs::CCQPLOW, ctx as u32);
+        host.step();
+        assert_eq!(g.r32(regs::CCQPSTATUS), 1, "created");
+    };
+    create(&mut host);
+    for i in 0..3u32 {
+        g.w64(sq + 64 * i as u64 + 24, (op::NOP as u64) << 32 | 1 << 63);
+        g.w32(regs::CQPDB, i + 1);
+        host.step();
+        assert_eq!(g.r32(regs::CQPTAIL), i + 1);
+    }
+    // A stray guest write over a status register is repaired, without any
+    // doorbell, within the republish interval.
+    g.w32(regs::GLPE_CPUSTATUS0, 0);
+    g.w32(regs::CQPTAIL, 0x55);
+    let mut rounds = 0;
+    while g.r32(regs::GLPE_CPUSTATUS0) != 0x80 || g.r32(regs::CQPTAIL) != 3 {
+        host.step();
+        rounds += 1;
+        assert!(rounds <= 256, "not healed after {rounds} rounds");
+    }
+    // Destroy, then create again: the new CQP starts at slot 0 with the
+    // doorbell back at 0 (a coalesced 3 → 0 → 1 must not confuse it).
+    g.w32(regs::CCQPHIGH, 0);
+    g.w32(regs::CCQPLOW, 0);
+    host.step();
+    assert_eq!(g.r32(regs::CCQPSTATUS) & 1, 0, "destroyed");
+    for w in 0..8 {
+        g.w64(sq + 8 * w, 0);
+    }
+    create(&mut host);
+    assert_eq!(g.r32(regs::CQPTAIL), 0);
+    g.w64(sq + 24, (op::NOP as u64) << 32 | 1 << 63);
+    g.w32(regs::CQPDB, 1);
+    host.step();
+    assert_eq!(g.r32(regs::CQPTAIL), 1, "first op of the new CQP");
+    assert_eq!(host.device.counters().cqp_ops, 4);
+    let _ = std::fs::remove_file(&bar_p);
+    let _ = std::fs::remove_file(&ram_p);
 }

@@ -7,12 +7,27 @@
 //! Creates (zeroes) both files, serves the BAR until the child exits (or
 //! forever without a child), prints the device counters, and exits with the
 //! child's status. Pin this process and QEMU to different CPUs.
+//!
+//! **Harness mode** (`cargo xtask qemu` starts it so): with no `--bar` and
+//! the environment `IRDMA_BAR_FILE`, `IRDMA_BAR_SIZE`, `IRDMA_RAM_FILE`,
+//! `IRDMA_RAM_SIZE`, `IRDMA_MAILBOX` set, it opens the files xtask created
+//! (without zeroing them: xtask wrote the nonce and TSC rate already),
+//! serves the register space below the mailbox, writes `HOST_MAGIC` once
+//! ready, answers pings, applies fault requests from the guest, publishes
+//! its CQP counters, and exits 0 once xtask sets the shutdown flag
+//! (`shm::Harness`; the layout is `shm::mailbox`). It gives up with status
+//! 1 after `--max-secs` (default 600) or when its parent goes away.
+//!
+//! ```text
+//! IRDMA_BAR_FILE=… mock-bar-shm [--poll spin|hybrid] [--max-secs N]
+//! ```
 
 use std::process::{Command, ExitCode};
 use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
 
 use mock_bar::Config;
-use mock_bar::shm::{self, FileBar, FileMemory, PollMode, ShmHost};
+use mock_bar::shm::{self, FileBar, FileMemory, Harness, PollMode, ShmHost, Tick};
 
 fn parse_size(s: &str) -> Option<u64> {
     let (num, mul) = match s.chars().last()? {
@@ -31,9 +46,101 @@ fn parse_size(s: &str) -> Option<u64> {
 fn usage() -> ExitCode {
     eprintln!(
         "usage: mock-bar-shm --bar FILE --bar-size SIZE --ram FILE --ram-size SIZE \
-         [--below-4g SIZE] [--poll spin|hybrid] [-- COMMAND ARGS...]"
+         [--below-4g SIZE] [--poll spin|hybrid] [-- COMMAND ARGS...]\n   or: IRDMA_BAR_FILE=… \
+         mock-bar-shm [--poll spin|hybrid] [--max-secs N]   (harness mode, see the docs)"
     );
     ExitCode::from(2)
+}
+
+fn env_num(name: &str) -> Result<u64, String> {
+    let v = std::env::var(name).map_err(|_| format!("{name} is not set"))?;
+    parse_size(&v).ok_or(format!("{name}={v}: not a size"))
+}
+
+fn open_existing(path: &str, size: u64) -> Result<std::fs::File, String> {
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(path)
+        .map_err(|e| format!("{path}: {e}"))?;
+    let len = f.metadata().map_err(|e| format!("{path}: {e}"))?.len();
+    if len != size {
+        return Err(format!("{path} is {len} bytes, the environment says {size}"));
+    }
+    Ok(f)
+}
+
+/// Harness mode: the model process of `cargo xtask qemu`.
+fn harness(mode: PollMode, max: Duration) -> Result<(), String> {
+    let bar = std::env::var("IRDMA_BAR_FILE").map_err(|_| "IRDMA_BAR_FILE is not set")?;
+    let ram = std::env::var("IRDMA_RAM_FILE").map_err(|_| "IRDMA_RAM_FILE is not set")?;
+    let (bar_size, ram_size) = (env_num("IRDMA_BAR_SIZE")?, env_num("IRDMA_RAM_SIZE")?);
+    let mailbox = env_num("IRDMA_MAILBOX")?;
+    // The register space (up to the doorbell page at 0x7F0040) lies below
+    // the mailbox page, which lies inside the file.
+    if mailbox < 8 << 20 || mailbox + 4096 > bar_size {
+        return Err(format!("IRDMA_MAILBOX {mailbox:#x} not in [8 MiB, BAR size − 4 KiB]"));
+    }
+    let mut host = ShmHost::new(
+        Config::default(),
+        FileBar::new(open_existing(&bar, bar_size)?, bar_size),
+        // every GPA is below 4 GiB up to 2 GiB of RAM (q35)
+        FileMemory::new(open_existing(&ram, ram_size)?, ram_size, ram_size.min(2 << 30)),
+    );
+    let mut h = Harness::new(mailbox as u32);
+    h.announce(&host);
+    let (t0, parent) = (Instant::now(), std::os::unix::process::parent_id());
+    let mut rounds = 0u64;
+    let mut why = None;
+    host.serve_with(mode, |host| {
+        rounds += 1;
+        let t = h.service(host);
+        if t == Tick::Stop {
+            return t;
+        }
+        // Cheap checks, now and then: an orphaned model must not live on.
+        if rounds.is_multiple_of(4096) {
+            if t0.elapsed() > max {
+                why = Some(format!("no shutdown within {} s", max.as_secs()));
+                return Tick::Stop;
+            }
+            if std::os::unix::process::parent_id() != parent {
+                why = Some("the parent process went away".to_string());
+                return Tick::Stop;
+            }
+        }
+        t
+    });
+    let c = host.device.counters();
+    println!(
+        "mock-bar-shm: {:.2} s, {rounds} rounds, {} pings, {} fault requests; cqp_ops={} \
+         cqp_errors={} cqp_doorbells={} cqes={} sq_wqes={} dma_faults={} invalid_cqp_wqes={}",
+        t0.elapsed().as_secs_f64(),
+        h.pings,
+        h.faults,
+        c.cqp_ops,
+        c.cqp_errors,
+        c.cqp_doorbells,
+        c.cqes,
+        c.sq_wqes,
+        c.dma_faults,
+        c.cqp_invalid_wqes,
+    );
+    // The failed CQP ops still in the trace: the first thing to look at when
+    // a guest scenario reports an unexpected CQP error.
+    for e in host.device.trace() {
+        if let mock_bar::Event::CqpOp { idx, opcode, major, minor, .. } = e
+            && (*major != 0 || *minor != 0)
+        {
+            println!(
+                "mock-bar-shm: CQP op {opcode:#04x} in slot {idx} failed {major:#06x}/{minor:#06x}"
+            );
+        }
+    }
+    match why {
+        Some(w) => Err(w),
+        None => Ok(()),
+    }
 }
 
 fn main() -> ExitCode {
@@ -43,6 +150,25 @@ fn main() -> ExitCode {
         None => (&args[..], &args[args.len()..]),
     };
     let get = |k: &str| opts.iter().position(|a| a == k).and_then(|i| opts.get(i + 1));
+    if get("--bar").is_none() && std::env::var_os("IRDMA_BAR_FILE").is_some() {
+        let mode = match get("--poll").map(String::as_str) {
+            None | Some("hybrid") => PollMode::Hybrid,
+            Some("spin") => PollMode::Spin,
+            Some(_) => return usage(),
+        };
+        let max = match get("--max-secs").map(|s| s.parse::<u64>()) {
+            None => 600,
+            Some(Ok(n)) => n,
+            Some(Err(_)) => return usage(),
+        };
+        return match harness(mode, Duration::from_secs(max)) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("mock-bar-shm: {e}");
+                ExitCode::from(1)
+            }
+        };
+    }
     let (Some(bar), Some(bar_size), Some(ram), Some(ram_size)) = (
         get("--bar"),
         get("--bar-size").and_then(|s| parse_size(s)),

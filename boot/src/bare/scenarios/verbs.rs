@@ -1,0 +1,896 @@
+//! The full driver in the guest: `Device::probe` over the BAR, MRs of each
+//! PBL level, two RC QPs connected through the model's loopback, RDMA
+//! WRITE/READ/SEND with every byte checked, a 1 MiB `rdma_rw` READ and WRITE
+//! through a fast-registered MR, post/poll timing, and teardown with the DMA
+//! pool back where it started. Ends with a summary table (`  | ` lines).
+
+use core::ptr::NonNull;
+use core::time::Duration;
+
+use irdma::device::{Device, ProbeOptions};
+use irdma::lan::LanInfo;
+use irdma::res::Profile;
+use irdma::rw::{DeviceAttrs, Direction, MrPool, RwCtx, RwQp, SgEntry};
+use irdma::verbs::{
+    AddressVector, Cq, IpAddr, Mr, MrDesc, Pd, Qp, QpAttr, QpCap, QpInitAttr, QpState,
+};
+use irdma::wr::{
+    Access, PageSize, RecvWr, SendFlags, SendWr, Sge, WcOpcode, WcStatus, WorkCompletion, WrOpcode,
+};
+use irdma_hal::{BufferDirection, Dma, Hal, MmioBar};
+
+use super::{Msg, Outcome, Runner, msg};
+use crate::bare::hal::{self, BootHal};
+use crate::bare::serial::println;
+use crate::bare::{arch, clock};
+
+type Dev<'b> = Device<BootHal, &'b MmioBar>;
+type TQp<'d, 'b> = Qp<'d, BootHal, &'b MmioBar>;
+type TCq<'d, 'b> = Cq<'d, BootHal, &'b MmioBar>;
+type TMr<'d, 'b> = Mr<'d, BootHal, &'b MmioBar>;
+type TPd<'d, 'b> = Pd<'d, BootHal, &'b MmioBar>;
+type Buf = Dma<BootHal>;
+
+/// The node's identity (both QPs: loopback).
+const MAC: [u8; 6] = [0x02, 0, 0, 0, 0, 0x0a];
+const IP: [u8; 4] = [10, 0, 0, 1];
+/// Enough PBLEs for a level-2 MR (more pages than one SD of PBLEs holds).
+const PROFILE: Profile = Profile { pbles: 1 << 20, ..Profile::SMALL };
+/// Pages of the level-2 MR: one more than a level-1 run can hold.
+const L2_PAGES: usize = 262_145;
+/// Bytes of the rw transfers.
+const RW_BYTES: usize = 1 << 20;
+/// Signaled WRITEs of the post/poll timing.
+const TIMED: usize = 200;
+const WAIT: Duration = Duration::from_secs(2);
+
+/// One row of the summary table.
+#[derive(Clone, Copy)]
+struct Row {
+    name: &'static str,
+    ops: u64,
+    bytes: u64,
+    post: u64,
+    poll: u64,
+}
+
+/// Post/poll accounting of one scenario.
+#[derive(Default)]
+struct Meter {
+    ops: u64,
+    bytes: u64,
+    post_cycles: u64,
+    posts: u64,
+    poll_cycles: u64,
+    polled: u64,
+}
+
+impl Meter {
+    fn row(&self, name: &'static str) -> Row {
+        Row {
+            name,
+            ops: self.ops,
+            bytes: self.bytes,
+            post: self.post_cycles.checked_div(self.posts).unwrap_or(0),
+            poll: self.poll_cycles.checked_div(self.polled).unwrap_or(0),
+        }
+    }
+}
+
+const EMPTY_WC: WorkCompletion = WorkCompletion {
+    wr_id: 0,
+    status: WcStatus::GeneralErr,
+    opcode: WcOpcode::Send,
+    vendor_err: 0,
+    byte_len: 0,
+    qp_num: 0,
+    imm_data: None,
+    invalidated_rkey: None,
+    solicited: false,
+};
+
+fn buf(pages: usize) -> Result<Buf, Msg> {
+    Dma::new(pages, BufferDirection::Both).map_err(|e| msg(format_args!("{pages} pages: {e:?}")))
+}
+
+/// Byte `i` of pattern `seed`.
+fn pat(seed: u8, i: usize) -> u8 {
+    (i as u8).wrapping_mul(31).wrapping_add(seed).wrapping_add((i >> 12) as u8)
+}
+
+fn fill(b: &Buf, seed: u8) {
+    let mut chunk = [0u8; 512];
+    for off in (0..b.len()).step_by(chunk.len()) {
+        for (j, c) in chunk.iter_mut().enumerate() {
+            *c = pat(seed, off + j);
+        }
+        let n = chunk.len().min(b.len() - off);
+        let _ = b.write_bytes(off, &chunk[..n]);
+    }
+}
+
+/// Checks `len` bytes of `b` at `off` against pattern `seed` from `from`.
+fn check(b: &Buf, off: usize, len: usize, seed: u8, from: usize) -> Result<(), Msg> {
+    let mut chunk = [0u8; 512];
+    let mut done = 0;
+    while done < len {
+        let n = chunk.len().min(len - done);
+        ensure!(b.read_bytes(off + done, &mut chunk[..n]), "read outside the buffer");
+        for (j, c) in chunk[..n].iter().enumerate() {
+            let want = pat(seed, from + done + j);
+            ensure!(*c == want, "byte {}: {c:#04x}, expected {want:#04x}", done + j);
+        }
+        done += n;
+    }
+    Ok(())
+}
+
+fn pages_of(b: &Buf, out: &mut [u64]) -> usize {
+    let n = b.pages().min(out.len());
+    for (i, p) in out.iter_mut().take(n).enumerate() {
+        *p = b.paddr() + (i * 4096) as u64;
+    }
+    n
+}
+
+fn reg<'d, 'b>(
+    dev: &'d Dev<'b>,
+    pd: &TPd<'d, 'b>,
+    iova: u64,
+    len: u64,
+    pages: &[u64],
+    zero_based: bool,
+) -> Result<TMr<'d, 'b>, Msg> {
+    let d = MrDesc {
+        iova,
+        length: len,
+        page_size: PageSize::Size4K,
+        pages,
+        zero_based,
+        access: Access::LOCAL_WRITE | Access::REMOTE_WRITE | Access::REMOTE_READ,
+    };
+    dev.reg_mr(pd, &d).map_err(|e| msg(format_args!("reg_mr: {e:?}")))
+}
+
+/// INIT → RTR → RTS towards `peer` on this node (loopback).
+fn connect(qp: &mut TQp<'_, '_>, peer: u32) -> Result<(), Msg> {
+    let e = |e| msg(format_args!("modify: {e:?}"));
+    qp.modify(&QpAttr::new(QpState::Init)).map_err(e)?;
+    let mut rtr = QpAttr::new(QpState::Rtr);
+    rtr.dest_qp = peer;
+    rtr.rq_psn = 100;
+    rtr.path_mtu = 1024;
+    rtr.av = Some(AddressVector {
+        dest_mac: MAC,
+        dest_ip: IpAddr::V4(IP),
+        src_ip: IpAddr::V4(IP),
+        hop_limit: 64,
+        traffic_class: 0,
+        flow_label: 0,
+        vlan: None,
+    });
+    qp.modify(&rtr).map_err(e)?;
+    let mut rts = QpAttr::new(QpState::Rts);
+    rts.sq_psn = 100;
+    qp.modify(&rts).map_err(e)
+}
+
+/// Polls `cq` until one completion arrives; the cycles of the poll call that
+/// returned it go to `m`.
+fn poll_one<'d, 'b>(
+    cq: &mut TCq<'d, 'b>,
+    qps: &mut [&mut TQp<'d, 'b>],
+    m: &mut Meter,
+) -> Result<WorkCompletion, Msg> {
+    let end = BootHal::now() + WAIT;
+    loop {
+        let mut wc = [EMPTY_WC; 1];
+        let t0 = arch::rdtsc();
+        let n = cq.poll(qps, &mut wc);
+        let dt = arch::rdtsc().wrapping_sub(t0);
+        if n == 1 {
+            m.poll_cycles += dt;
+            m.polled += 1;
+            return Ok(wc[0]);
+        }
+        ensure!(BootHal::now() < end, "no completion within {WAIT:?}");
+        BootHal::relax();
+    }
+}
+
+fn post<'d, 'b>(qp: &mut TQp<'d, 'b>, wr: SendWr<'_>, m: &mut Meter) -> Result<(), Msg> {
+    let t0 = arch::rdtsc();
+    let r = qp.post_send(&[wr]);
+    m.post_cycles += arch::rdtsc().wrapping_sub(t0);
+    m.posts += 1;
+    m.ops += 1;
+    r.map_err(|e| msg(format_args!("post_send: {e:?}")))
+}
+
+fn expect(wc: WorkCompletion, id: u64, op: WcOpcode) -> Result<(), Msg> {
+    ensure!(
+        (wc.wr_id, wc.status, wc.opcode) == (id, WcStatus::Success, op),
+        "completion {:?} {:?} {:?}, expected {id} Success {op:?}",
+        wc.wr_id,
+        wc.status,
+        wc.opcode
+    );
+    Ok(())
+}
+
+/// CQP failures `verbs_fault_injection` injects.
+const VERBS_INJECTED: u64 = 2;
+
+/// Runs the verbs scenarios against `bar` (`Err`: skip them all, saying
+/// why); `injected` CQP errors were injected before (the model must report
+/// exactly those plus this module's, no other failed op).
+pub fn run(r: &mut Runner, bar: Result<&MmioBar, Msg>, injected: u64) {
+    const NAMES: [&str; 12] = [
+        "device_probe",
+        "verbs_objects",
+        "mr_levels",
+        "rc_write_read_send",
+        "rc_post_poll_timing",
+        "rc_batch_timing",
+        "verbs_fault_injection",
+        "rw_1mib_read",
+        "rw_1mib_write",
+        "rc_error_completion",
+        "verbs_teardown",
+        "device_close",
+    ];
+    let bar = match bar {
+        Ok(b) => b,
+        Err(why) => {
+            for n in NAMES {
+                r.run(n, || Ok(Outcome::Skip(why.clone())));
+            }
+            return;
+        }
+    };
+    let live0 = hal::stats().live_pages;
+    let bad0 = hal::bad_frees();
+    let mut rows: heapless::Vec<Row, 12> = heapless::Vec::new();
+    let mut dev: Option<Dev<'_>> = None;
+    r.run("device_probe", || {
+        // The bring-up scenarios committed the FPM already; a function
+        // accepts one commit per reset, so reset it as the LAN driver would.
+        super::bringup::request_fault(bar, irdma_boot::contract::FAULT_FUNCTION_RESET, 0, 0, 0)?;
+        let lan = LanInfo::single_tc(0, 6, MAC, 1500);
+        let mut o = ProbeOptions::default();
+        o.timeouts.create = WAIT;
+        o.timeouts.poll_registers = WAIT;
+        o.timeouts.ccq = WAIT;
+        o.fw_ready_timeout = WAIT;
+        o.stag_key_seed = arch::rdtsc() as u8;
+        let d = Device::probe_with(bar, lan, PROFILE, o)
+            .map_err(|e| msg(format_args!("probe: {e:?}")))?;
+        let f = d.footprint();
+        println!(
+            "  device_probe: after a function reset; firmware {}.{}, qs_handle {}, holds {} KiB \
+             of DMA ({} KiB control)",
+            d.fw_version().0,
+            d.fw_version().1,
+            d.qs_handle(),
+            f.current_bytes / 1024,
+            f.control_bytes / 1024
+        );
+        dev = Some(d);
+        Ok(Outcome::Pass)
+    });
+    match dev.as_ref() {
+        Some(d) => run_on(r, d, &mut rows),
+        None => {
+            for n in &NAMES[1..NAMES.len() - 1] {
+                r.run(n, || bail!("no device (device_probe failed)"));
+            }
+        }
+    }
+    // Every verbs object is gone now; the device goes last.
+    r.run("device_close", || {
+        let d = need(dev.take(), "device")?;
+        d.close().map_err(|e| msg(format_args!("close: {e:?}")))?;
+        let live = hal::stats().live_pages;
+        ensure!(live == live0, "leak: {live} live pool pages, {live0} before probe");
+        ensure!(hal::bad_frees() == bad0, "the pool refused a free");
+        let m = super::bringup::model_counters(bar)?;
+        ensure!(m.dma_faults == 0, "the model saw {} DMA faults", m.dma_faults);
+        let want = injected + VERBS_INJECTED;
+        ensure!(m.errors == want, "the model failed {} CQP ops, {want} were injected", m.errors);
+        println!(
+            "  device_close: pool balanced ({live} pages live, peak {} MiB of {} MiB this run), \
+             the model ran {} CQP ops, {} failed",
+            hal::stats().peak_pages / 256,
+            hal::pool_pages() / 256,
+            m.ops,
+            m.errors
+        );
+        Ok(Outcome::Pass)
+    });
+    print_table(&rows);
+}
+
+fn need<T>(v: Option<T>, what: &str) -> Result<T, Msg> {
+    v.ok_or_else(|| msg(format_args!("no {what} (an earlier scenario failed)")))
+}
+
+fn print_table(rows: &[Row]) {
+    let ns = |c: u64| clock::cycles_to_duration(c).as_nanos();
+    println!(
+        "  | cycles/post: per WR posted (rw: per rdma_rw_ctx_post call); cycles/poll: per \
+         completion, over the poll_cq calls that returned any. A scenario's first post/poll \
+         includes TCG translating that code; the two timing rows are the steady state."
+    );
+    println!(
+        "  | {:<20} {:>5} {:>9} {:>11} {:>9} {:>11} {:>9}",
+        "scenario", "ops", "bytes", "cycles/post", "ns/post", "cycles/poll", "ns/poll"
+    );
+    for r in rows {
+        println!(
+            "  | {:<20} {:>5} {:>9} {:>11} {:>9} {:>11} {:>9}",
+            r.name,
+            r.ops,
+            r.bytes,
+            r.post,
+            ns(r.post),
+            r.poll,
+            ns(r.poll)
+        );
+    }
+}
+
+/// The objects the data scenarios share. Field order is drop order: QPs
+/// before their CQ (the device refuses to destroy a CQ a QP still uses).
+struct Objs<'d, 'b> {
+    q1: TQp<'d, 'b>,
+    q2: TQp<'d, 'b>,
+    cq: TCq<'d, 'b>,
+    pd: TPd<'d, 'b>,
+}
+
+fn objects<'d, 'b>(dev: &'d Dev<'b>) -> Result<Objs<'d, 'b>, Msg> {
+    let e = |e| msg(format_args!("{e:?}"));
+    let pd = dev.alloc_pd().map_err(e)?;
+    let cq = dev.create_cq(256).map_err(e)?;
+    let cap = QpCap {
+        max_send_wr: 64,
+        max_recv_wr: 64,
+        max_send_sge: 2,
+        max_recv_sge: 2,
+        max_inline_data: 0,
+    };
+    let mut a1 = QpInitAttr { send_cq: &cq, recv_cq: &cq, cap };
+    let mut q1 = dev.create_qp(&pd, &mut a1).map_err(e)?;
+    let mut a2 = QpInitAttr { send_cq: &cq, recv_cq: &cq, cap };
+    let mut q2 = dev.create_qp(&pd, &mut a2).map_err(e)?;
+    let (n1, n2) = (q1.qp_num(), q2.qp_num());
+    connect(&mut q1, n2)?;
+    connect(&mut q2, n1)?;
+    ensure!(q1.state() == QpState::Rts && q2.state() == QpState::Rts, "QPs not in RTS");
+    println!(
+        "  verbs_objects: PD {}, CQ {}, RC QPs {n1} <-> {n2} (loopback), RTS",
+        pd.id(),
+        cq.id()
+    );
+    Ok(Objs { q1, q2, cq, pd })
+}
+
+fn run_on<'b>(r: &mut Runner, dev: &Dev<'b>, rows: &mut heapless::Vec<Row, 12>) {
+    let before = dev.resource_usage();
+    let mut objs = None;
+    r.run("verbs_objects", || {
+        objs = Some(objects(dev)?);
+        Ok(Outcome::Pass)
+    });
+    let Some(o) = objs.as_mut() else {
+        for n in [
+            "mr_levels",
+            "rc_write_read_send",
+            "rc_post_poll_timing",
+            "rc_batch_timing",
+            "verbs_fault_injection",
+            "rw_1mib_read",
+            "rw_1mib_write",
+            "rc_error_completion",
+            "verbs_teardown",
+        ] {
+            r.run(n, || bail!("no QPs (verbs_objects failed)"));
+        }
+        return;
+    };
+    let mut m = Meter::default();
+    r.run("mr_levels", || mr_levels(dev, o, &mut m).map(|()| Outcome::Pass));
+    let _ = rows.push(m.row("mr_levels"));
+    let mut m = Meter::default();
+    r.run("rc_write_read_send", || write_read_send(dev, o, &mut m).map(|()| Outcome::Pass));
+    let _ = rows.push(m.row("rc_write_read_send"));
+    let mut m = Meter::default();
+    r.run("rc_post_poll_timing", || timing(dev, o, &mut m).map(|()| Outcome::Pass));
+    let _ = rows.push(m.row("rc_post_poll_timing"));
+    let mut m = Meter::default();
+    r.run("rc_batch_timing", || batch_timing(dev, o, &mut m).map(|()| Outcome::Pass));
+    let _ = rows.push(m.row("rc_batch_timing"));
+    r.run("verbs_fault_injection", || verbs_faults(dev, o).map(|()| Outcome::Pass));
+    for (name, dir) in
+        [("rw_1mib_read", Direction::FromDevice), ("rw_1mib_write", Direction::ToDevice)]
+    {
+        let mut m = Meter::default();
+        r.run(name, || rw_transfer(dev, o, dir, &mut m).map(|()| Outcome::Pass));
+        let _ = rows.push(m.row(name));
+    }
+    // Last on these QPs: it leaves the sender in ERROR.
+    r.run("rc_error_completion", || error_completion(dev, o).map(|()| Outcome::Pass));
+    r.run("verbs_teardown", || {
+        let mut o = need(objs.take(), "verbs objects")?;
+        let e = |what: &str, e| msg(format_args!("destroy {what}: {e:?}"));
+        o.q1.destroy().map_err(|x| e("QP 1", x))?;
+        o.q2.destroy().map_err(|x| e("QP 2", x))?;
+        o.cq.destroy().map_err(|x| e("CQ", x))?;
+        drop(o);
+        // PBLE chunks stay backed once added (as in Linux): SDs may grow.
+        let now = dev.resource_usage();
+        let same = irdma::verbs::ResourceUsage { backed_sds: before.backed_sds, ..now };
+        ensure!(same == before, "ids or PBLEs still in use: {now:?}, before {before:?}");
+        println!("  verbs_teardown: QPs, CQ, PD destroyed; every id and PBLE back");
+        Ok(Outcome::Pass)
+    });
+}
+
+/// Level 0 (contiguous), level 1 (pages out of order) and level 2 (more
+/// pages than one level-1 run) MRs, each written through once.
+fn mr_levels<'d, 'b>(dev: &'d Dev<'b>, o: &mut Objs<'d, 'b>, m: &mut Meter) -> Result<(), Msg> {
+    let src = buf(4)?;
+    fill(&src, 3);
+    let mut pages = [0u64; 4];
+    pages_of(&src, &mut pages);
+    let l0 = reg(dev, &o.pd, src.paddr(), 4 * 4096, &pages, false)?;
+    ensure!(l0.pbl_level() == 0, "contiguous MR at level {}", l0.pbl_level());
+    let dst = buf(4)?;
+    pages_of(&dst, &mut pages);
+    pages.reverse();
+    let iova1 = 0x7000_0000u64;
+    let l1 = reg(dev, &o.pd, iova1, 4 * 4096, &pages, false)?;
+    ensure!(l1.pbl_level() == 1, "scattered MR at level {}", l1.pbl_level());
+    ensure!(l1.pble_entry(0) == Some(pages[0]), "PBLE 0 does not hold page 0");
+
+    // Level 2: IOVA page i maps to physical page i % 2 of `phys`; the page
+    // list itself lives in pool memory (no allocator here).
+    let phys = buf(2)?;
+    let list = buf((L2_PAGES * 8).div_ceil(4096))?;
+    for i in 0..L2_PAGES {
+        list.write_u64(i * 8, phys.paddr() + ((i % 2) * 4096) as u64);
+    }
+    // SAFETY: `list` is L2_PAGES × 8 bytes (or more) of initialised, 8-byte
+    // aligned pool memory that lives until the end of this function and is
+    // not written while the slice exists.
+    let l2_pages = unsafe {
+        core::slice::from_raw_parts(list.vaddr().as_ptr().cast::<u64>().cast_const(), L2_PAGES)
+    };
+    let free_before = dev.resource_usage().pble_free;
+    let l2 = reg(dev, &o.pd, 0, L2_PAGES as u64 * 4096, l2_pages, true)?;
+    ensure!(l2.pbl_level() == 2, "{L2_PAGES}-page MR at level {}", l2.pbl_level());
+    ensure!(l2.pble_entry(262_144) == Some(phys.paddr()), "level-2 PBLE of the last page");
+
+    // One WRITE into each of level 1 and level 2, from level 0.
+    for (i, (remote, rkey)) in
+        [(iova1 + 4096 + 8, l1.rkey()), (262_143 * 4096 + 16, l2.rkey())].into_iter().enumerate()
+    {
+        let sge = [Sge { addr: src.paddr() + 64 * i as u64, length: 64, lkey: l0.lkey() }];
+        let wr = SendWr {
+            wr_id: 10 + i as u64,
+            opcode: WrOpcode::RdmaWrite { remote_addr: remote, rkey },
+            flags: SendFlags::SIGNALED,
+            sg_list: &sge,
+        };
+        post(&mut o.q1, wr, m)?;
+        m.bytes += 64;
+        let wc = poll_one(&mut o.cq, &mut [&mut o.q1, &mut o.q2], m)?;
+        expect(wc, 10 + i as u64, WcOpcode::RdmaWrite)?;
+    }
+    // IOVA page 1 of the level-1 MR is physical page 2 (reversed).
+    check(&dst, 2 * 4096 + 8, 64, 3, 0).map_err(|e| msg(format_args!("level 1: {e}")))?;
+    // IOVA page 262143 is odd: physical page 1 of `phys`.
+    check(&phys, 4096 + 16, 64, 3, 64).map_err(|e| msg(format_args!("level 2: {e}")))?;
+    let mut z = [0u8; 64];
+    ensure!(phys.read_bytes(16, &mut z) && z == [0; 64], "level 2: even page written");
+    drop(l2);
+    ensure!(dev.resource_usage().pble_free == free_before, "PBLEs of the level-2 MR not returned");
+    println!("  mr_levels: levels 0, 1, 2 ({L2_PAGES} pages); WRITEs landed through each");
+    Ok(())
+}
+
+/// RDMA WRITE 6000 B into a level-1 MR, READ 5000 B back, SEND 777 B.
+fn write_read_send<'d, 'b>(
+    dev: &'d Dev<'b>,
+    o: &mut Objs<'d, 'b>,
+    m: &mut Meter,
+) -> Result<(), Msg> {
+    let src = buf(4)?;
+    fill(&src, 7);
+    let mut pages = [0u64; 4];
+    pages_of(&src, &mut pages);
+    let smr = reg(dev, &o.pd, src.paddr(), 4 * 4096, &pages, false)?;
+    let dst = buf(4)?;
+    pages_of(&dst, &mut pages);
+    pages.reverse();
+    let iova = 0x7100_0000u64;
+    let dmr = reg(dev, &o.pd, iova, 4 * 4096, &pages, false)?;
+
+    let sge = [Sge { addr: src.paddr(), length: 6000, lkey: smr.lkey() }];
+    let wr = SendWr {
+        wr_id: 1,
+        opcode: WrOpcode::RdmaWrite { remote_addr: iova + 100, rkey: dmr.rkey() },
+        flags: SendFlags::SIGNALED,
+        sg_list: &sge,
+    };
+    post(&mut o.q1, wr, m)?;
+    expect(poll_one(&mut o.cq, &mut [&mut o.q1, &mut o.q2], m)?, 1, WcOpcode::RdmaWrite)?;
+    m.bytes += 6000;
+    // IOVA page p lives in physical page 3 - p.
+    let mut off = 100usize;
+    while off < 6100 {
+        let page = off / 4096;
+        let n = (4096 - off % 4096).min(6100 - off);
+        check(&dst, (3 - page) * 4096 + off % 4096, n, 7, off - 100)
+            .map_err(|e| msg(format_args!("WRITE: {e}")))?;
+        off += n;
+    }
+
+    let back = buf(2)?;
+    let mut bp = [0u64; 2];
+    pages_of(&back, &mut bp);
+    let bmr = reg(dev, &o.pd, back.paddr(), 8192, &bp, false)?;
+    let sge = [Sge { addr: back.paddr(), length: 5000, lkey: bmr.lkey() }];
+    let wr = SendWr {
+        wr_id: 2,
+        opcode: WrOpcode::RdmaRead { remote_addr: iova + 100, rkey: dmr.rkey() },
+        flags: SendFlags::SIGNALED,
+        sg_list: &sge,
+    };
+    post(&mut o.q1, wr, m)?;
+    expect(poll_one(&mut o.cq, &mut [&mut o.q1, &mut o.q2], m)?, 2, WcOpcode::RdmaRead)?;
+    m.bytes += 5000;
+    check(&back, 0, 5000, 7, 0).map_err(|e| msg(format_args!("READ: {e}")))?;
+
+    let rbuf = buf(1)?;
+    let mut rp = [0u64; 1];
+    pages_of(&rbuf, &mut rp);
+    let rmr = reg(dev, &o.pd, 0, 4096, &rp, true)?;
+    let rsge = [Sge { addr: 0, length: 4096, lkey: rmr.lkey() }];
+    o.q2.post_recv(&[RecvWr { wr_id: 30, sg_list: &rsge }])
+        .map_err(|e| msg(format_args!("post_recv: {e:?}")))?;
+    m.ops += 1;
+    let sge = [Sge { addr: src.paddr() + 8192, length: 777, lkey: smr.lkey() }];
+    let wr = SendWr { wr_id: 3, opcode: WrOpcode::Send, flags: SendFlags::SIGNALED, sg_list: &sge };
+    post(&mut o.q1, wr, m)?;
+    let n2 = o.q2.qp_num();
+    let mut got_send = false;
+    let mut got_recv = false;
+    while !(got_send && got_recv) {
+        let wc = poll_one(&mut o.cq, &mut [&mut o.q1, &mut o.q2], m)?;
+        match (wc.wr_id, wc.status, wc.opcode) {
+            (3, WcStatus::Success, WcOpcode::Send) if !got_send => got_send = true,
+            (30, WcStatus::Success, WcOpcode::Recv) if !got_recv => {
+                ensure!(wc.byte_len == 777 && wc.qp_num == n2, "receive {wc:?}");
+                got_recv = true;
+            }
+            _ => bail!("unexpected completion {wc:?}"),
+        }
+    }
+    m.bytes += 777;
+    check(&rbuf, 0, 777, 7, 8192).map_err(|e| msg(format_args!("SEND: {e}")))?;
+    println!(
+        "  rc_write_read_send: WRITE 6000 B through a level-1 MR, READ 5000 B, SEND 777 B; every byte checked"
+    );
+    Ok(())
+}
+
+/// `TIMED` signaled 64-byte WRITEs, one at a time: cycles per post and per
+/// completing poll.
+fn timing<'d, 'b>(dev: &'d Dev<'b>, o: &mut Objs<'d, 'b>, m: &mut Meter) -> Result<(), Msg> {
+    let src = buf(1)?;
+    let dst = buf(1)?;
+    fill(&src, 9);
+    let (mut sp, mut dp) = ([0u64; 1], [0u64; 1]);
+    pages_of(&src, &mut sp);
+    pages_of(&dst, &mut dp);
+    let smr = reg(dev, &o.pd, src.paddr(), 4096, &sp, false)?;
+    let dmr = reg(dev, &o.pd, dst.paddr(), 4096, &dp, false)?;
+    let t0 = arch::rdtsc();
+    for i in 0..TIMED {
+        let off = (i % 64) * 64;
+        let sge = [Sge { addr: src.paddr() + off as u64, length: 64, lkey: smr.lkey() }];
+        let wr = SendWr {
+            wr_id: 1000 + i as u64,
+            opcode: WrOpcode::RdmaWrite { remote_addr: dst.paddr() + off as u64, rkey: dmr.rkey() },
+            flags: SendFlags::SIGNALED,
+            sg_list: &sge,
+        };
+        post(&mut o.q1, wr, m)?;
+        expect(
+            poll_one(&mut o.cq, &mut [&mut o.q1, &mut o.q2], m)?,
+            1000 + i as u64,
+            WcOpcode::RdmaWrite,
+        )?;
+        m.bytes += 64;
+    }
+    let total = arch::rdtsc().wrapping_sub(t0);
+    check(&dst, 0, 4096, 9, 0)?;
+    println!(
+        "  rc_post_poll_timing: {TIMED} WRITEs, {} cycles per round trip ({} ns)",
+        total / TIMED as u64,
+        clock::cycles_to_duration(total / TIMED as u64).as_nanos()
+    );
+    Ok(())
+}
+
+/// `BATCHES` batches of `BATCH` signaled 128-byte WRITEs, each batch one
+/// `post_send` call, completions polled 16 at a time: cycles per WR posted
+/// and per completion polled, amortised.
+fn batch_timing<'d, 'b>(dev: &'d Dev<'b>, o: &mut Objs<'d, 'b>, m: &mut Meter) -> Result<(), Msg> {
+    const BATCH: usize = 32;
+    const BATCHES: usize = 8;
+    const LEN: usize = 128;
+    let src = buf(1)?;
+    let dst = buf(1)?;
+    fill(&src, 13);
+    let (mut sp, mut dp) = ([0u64; 1], [0u64; 1]);
+    pages_of(&src, &mut sp);
+    pages_of(&dst, &mut dp);
+    let smr = reg(dev, &o.pd, src.paddr(), 4096, &sp, false)?;
+    let dmr = reg(dev, &o.pd, dst.paddr(), 4096, &dp, false)?;
+    let sges: [[Sge; 1]; BATCH] = core::array::from_fn(|i| {
+        [Sge { addr: src.paddr() + (i * LEN) as u64, length: LEN as u32, lkey: smr.lkey() }]
+    });
+    let t0 = arch::rdtsc();
+    for b in 0..BATCHES {
+        let base = 2000 + (b * BATCH) as u64;
+        let wrs: [SendWr<'_>; BATCH] = core::array::from_fn(|i| SendWr {
+            wr_id: base + i as u64,
+            opcode: WrOpcode::RdmaWrite {
+                remote_addr: dst.paddr() + (i * LEN) as u64,
+                rkey: dmr.rkey(),
+            },
+            flags: SendFlags::SIGNALED,
+            sg_list: &sges[i],
+        });
+        let t = arch::rdtsc();
+        let r = o.q1.post_send(&wrs);
+        m.post_cycles += arch::rdtsc().wrapping_sub(t);
+        m.posts += BATCH as u64;
+        m.ops += BATCH as u64;
+        r.map_err(|e| msg(format_args!("batch {b}: post_send: {e:?}")))?;
+        let mut got = 0usize;
+        let end = BootHal::now() + WAIT;
+        while got < BATCH {
+            let mut wc = [EMPTY_WC; 16];
+            let t = arch::rdtsc();
+            let n = o.cq.poll(&mut [&mut o.q1, &mut o.q2], &mut wc);
+            let dt = arch::rdtsc().wrapping_sub(t);
+            if n > 0 {
+                m.poll_cycles += dt;
+                m.polled += n as u64;
+            }
+            for w in wc.iter().take(n) {
+                expect(*w, base + got as u64, WcOpcode::RdmaWrite)?;
+                got += 1;
+            }
+            ensure!(
+                got == BATCH || BootHal::now() < end,
+                "batch {b}: {got} of {BATCH} completions"
+            );
+        }
+        m.bytes += (BATCH * LEN) as u64;
+    }
+    let total = arch::rdtsc().wrapping_sub(t0);
+    check(&dst, 0, BATCH * LEN, 13, 0)?;
+    let per = total / (BATCH * BATCHES) as u64;
+    println!(
+        "  rc_batch_timing: {BATCHES} x {BATCH} WRITEs of {LEN} B, {per} cycles per WR end to end \
+         ({} ns)",
+        clock::cycles_to_duration(per).as_nanos()
+    );
+    Ok(())
+}
+
+/// CQP failures injected under verbs (through the mailbox): CREATE_CQ and
+/// REG_MR fail with the chosen codes, nothing is leaked (ids, PBLEs, pool
+/// pages), and the same verb succeeds right after.
+fn verbs_faults<'d, 'b>(dev: &'d Dev<'b>, o: &mut Objs<'d, 'b>) -> Result<(), Msg> {
+    let bar = *dev.bar();
+    let usage = dev.resource_usage();
+    let live = hal::stats().live_pages;
+    let fail_next = |major, minor| {
+        super::bringup::request_fault(bar, irdma_boot::contract::FAULT_FAIL_CQP_OP, 0, major, minor)
+    };
+    fail_next(0xf001, 0x0055)?;
+    match dev.create_cq(16) {
+        Err(e) => ensure!(e.hw_codes() == Some((0xf001, 0x0055)), "create_cq: {e:?}"),
+        Ok(_) => bail!("create_cq succeeded through an injected failure"),
+    }
+    ensure!(dev.resource_usage() == usage, "ids held after the failed create_cq");
+    ensure!(hal::stats().live_pages == live, "pool pages held after the failed create_cq");
+    let mut cq = dev.create_cq(16).map_err(|e| msg(format_args!("create_cq retry: {e:?}")))?;
+    cq.destroy().map_err(|e| msg(format_args!("destroy_cq: {e:?}")))?;
+    drop(cq);
+
+    let b = buf(2)?;
+    let mut pages = [0u64; 2];
+    pages_of(&b, &mut pages);
+    pages.reverse();
+    let live = hal::stats().live_pages;
+    fail_next(0xffff, 0x8002)?;
+    let desc = MrDesc {
+        iova: 0x6000_0000,
+        length: 8192,
+        page_size: PageSize::Size4K,
+        pages: &pages,
+        zero_based: false,
+        access: Access::LOCAL_WRITE | Access::REMOTE_READ,
+    };
+    match dev.reg_mr(&o.pd, &desc) {
+        Err(e) => ensure!(e.hw_codes() == Some((0xffff, 0x8002)), "reg_mr: {e:?}"),
+        Ok(_) => bail!("reg_mr succeeded through an injected failure"),
+    }
+    ensure!(dev.resource_usage() == usage, "ids or PBLEs held after the failed reg_mr");
+    ensure!(hal::stats().live_pages == live, "pool pages held after the failed reg_mr");
+    let mr = dev.reg_mr(&o.pd, &desc).map_err(|e| msg(format_args!("reg_mr retry: {e:?}")))?;
+    ensure!(mr.pbl_level() == 1, "retried MR at level {}", mr.pbl_level());
+    drop(mr);
+    ensure!(dev.resource_usage() == usage, "ids or PBLEs held after dereg");
+    println!(
+        "  verbs_fault_injection: CREATE_CQ and REG_MR failed with the injected codes, nothing \
+         held, both retried fine"
+    );
+    Ok(())
+}
+
+/// The model completes the second of three WRITEs with a flush-class error
+/// (REM_ACCESS, injected through the mailbox): the first completes, the
+/// second reports `RemAccessErr`, and after `modify(ERROR)` the third is
+/// flushed exactly once (spec data-path §5.5, §5.6).
+fn error_completion<'d, 'b>(dev: &'d Dev<'b>, o: &mut Objs<'d, 'b>) -> Result<(), Msg> {
+    use irdma::uk::cq::flush_code;
+    use irdma_hal::wqe::cqe::FLUSH_MAJOR_ERR;
+    let bar = *dev.bar();
+    let src = buf(1)?;
+    let dst = buf(1)?;
+    let (mut sp, mut dp) = ([0u64; 1], [0u64; 1]);
+    pages_of(&src, &mut sp);
+    pages_of(&dst, &mut dp);
+    fill(&src, 5);
+    let smr = reg(dev, &o.pd, src.paddr(), 4096, &sp, false)?;
+    let dmr = reg(dev, &o.pd, dst.paddr(), 4096, &dp, false)?;
+    super::bringup::request_fault(
+        bar,
+        irdma_boot::contract::FAULT_FAIL_WQE,
+        1,
+        FLUSH_MAJOR_ERR,
+        flush_code::REM_ACCESS,
+    )?;
+    let sges: [[Sge; 1]; 3] = core::array::from_fn(|i| {
+        [Sge { addr: src.paddr() + 64 * i as u64, length: 64, lkey: smr.lkey() }]
+    });
+    let wrs: [SendWr<'_>; 3] = core::array::from_fn(|i| SendWr {
+        wr_id: 501 + i as u64,
+        opcode: WrOpcode::RdmaWrite { remote_addr: dst.paddr() + 64 * i as u64, rkey: dmr.rkey() },
+        flags: SendFlags::SIGNALED,
+        sg_list: &sges[i],
+    });
+    o.q1.post_send(&wrs).map_err(|e| msg(format_args!("post_send: {e:?}")))?;
+    let mut m = Meter::default();
+    let first = poll_one(&mut o.cq, &mut [&mut o.q1, &mut o.q2], &mut m)?;
+    expect(first, 501, WcOpcode::RdmaWrite)?;
+    let second = poll_one(&mut o.cq, &mut [&mut o.q1, &mut o.q2], &mut m)?;
+    ensure!(
+        (second.wr_id, second.status) == (502, WcStatus::RemAccessErr),
+        "second WRITE: {second:?}"
+    );
+    o.q1.modify(&QpAttr::new(QpState::Error)).map_err(|e| msg(format_args!("to ERROR: {e:?}")))?;
+    let third = poll_one(&mut o.cq, &mut [&mut o.q1, &mut o.q2], &mut m)?;
+    ensure!((third.wr_id, third.status) == (503, WcStatus::WrFlushErr), "third WRITE: {third:?}");
+    let mut wc = [EMPTY_WC; 4];
+    for _ in 0..100 {
+        let n = o.cq.poll(&mut [&mut o.q1, &mut o.q2], &mut wc);
+        ensure!(n == 0, "{n} more completions after the flush: {:?}", wc[0]);
+    }
+    ensure!(o.q1.state() == QpState::Error, "sender in {:?}", o.q1.state());
+    // The first WRITE landed; the failed one and the flushed one did not.
+    check(&dst, 0, 64, 5, 0).map_err(|e| msg(format_args!("first WRITE: {e}")))?;
+    let mut rest = [0u8; 128];
+    ensure!(dst.read_bytes(64, &mut rest) && rest == [0; 128], "a failed WRITE wrote data");
+    println!(
+        "  rc_error_completion: WRITE 1 ok, WRITE 2 RemAccessErr (injected), WRITE 3 flushed \
+         once after modify(ERROR)"
+    );
+    Ok(())
+}
+
+/// A 1 MiB `rdma_rw` transfer through a fast-registered MR (one FAST_REG +
+/// one RDMA READ or WRITE), every byte checked.
+fn rw_transfer<'d, 'b>(
+    dev: &'d Dev<'b>,
+    o: &mut Objs<'d, 'b>,
+    dir: Direction,
+    m: &mut Meter,
+) -> Result<(), Msg> {
+    let pages = RW_BYTES / 4096;
+    let remote = buf(pages)?;
+    let local = buf(pages)?;
+    let (seed, iova) = match dir {
+        Direction::FromDevice => (21u8, 0x9000_0000u64),
+        Direction::ToDevice => (22u8, 0x9800_0000u64),
+    };
+    let src = if dir == Direction::FromDevice { &remote } else { &local };
+    fill(src, seed);
+    let mut rp = [0u64; RW_BYTES / 4096];
+    pages_of(&remote, &mut rp);
+    let rmr = reg(dev, &o.pd, iova, RW_BYTES as u64, &rp, false)?;
+    let mut fr =
+        dev.alloc_mr(&o.pd, pages as u32).map_err(|e| msg(format_args!("alloc_mr: {e:?}")))?;
+    let attrs = DeviceAttrs::e810_roce(13, 4096, 0);
+    let rwqp = RwQp::new(attrs, true, o.q1.cap().max_send_sge);
+    let mut pool: MrPool<1, { RW_BYTES / 4096 }> = MrPool::new();
+    let n =
+        pool.init(&attrs, true, 1, &[fr.fr_mr()]).map_err(|e| msg(format_args!("pool: {e:?}")))?;
+    ensure!(n == 1, "pool took {n} MRs");
+    let slice = NonNull::slice_from_raw_parts(local.vaddr(), local.len());
+    let mut sg = [SgEntry::new(slice)];
+    let mut ctx: RwCtx<4, 4> = RwCtx::new();
+    // SAFETY: `local` is pool memory that outlives the transfer; `destroy`
+    // runs below after the completion (or on the error paths before
+    // returning), with the same `sg`.
+    let wrs = unsafe {
+        ctx.init::<BootHal, 1, { RW_BYTES / 4096 }>(
+            &rwqp,
+            &mut pool,
+            &mut sg,
+            0,
+            iova,
+            rmr.rkey(),
+            dir,
+        )
+    };
+    let result = (|| -> Result<u64, Msg> {
+        let wrs = wrs.map_err(|e| msg(format_args!("rdma_rw_ctx_init: {e:?}")))?;
+        ensure!(wrs >= 1, "no WRs");
+        // ib_map_mr_sg: the pages the pool collected go into the MR's PBLEs.
+        for i in 0..pool.len() {
+            let p = pool.pages(i);
+            if !p.is_empty() {
+                fr.map_pages(p).map_err(|e| msg(format_args!("map_pages: {e:?}")))?;
+            }
+        }
+        let chain = ctx.chain_len() as u64;
+        let t0 = arch::rdtsc();
+        let r = ctx.post(&mut o.q1, &mut pool, 77, &[]);
+        m.post_cycles += arch::rdtsc().wrapping_sub(t0);
+        m.posts += 1;
+        m.ops += chain;
+        r.map_err(|e| msg(format_args!("rdma_rw_ctx_post: {e:?}")))?;
+        let want =
+            if dir == Direction::FromDevice { WcOpcode::RdmaRead } else { WcOpcode::RdmaWrite };
+        expect(poll_one(&mut o.cq, &mut [&mut o.q1, &mut o.q2], m)?, 77, want)?;
+        m.bytes += RW_BYTES as u64;
+        Ok(arch::rdtsc().wrapping_sub(t0))
+    })();
+    // SAFETY: the transfer completed (or never started); same `sg` as init.
+    let destroyed = unsafe { ctx.destroy::<BootHal, 1, { RW_BYTES / 4096 }>(&mut pool, &mut sg) };
+    let cycles = result?;
+    destroyed.map_err(|e| msg(format_args!("rdma_rw_ctx_destroy: {e:?}")))?;
+    let dst = if dir == Direction::FromDevice { &local } else { &remote };
+    check(dst, 0, RW_BYTES, seed, 0)?;
+    let mut back = 0;
+    pool.cleanup(|_| back += 1).map_err(|e| msg(format_args!("pool cleanup: {e:?}")))?;
+    fr.dereg().map_err(|e| msg(format_args!("dereg FR MR: {e:?}")))?;
+    let us = clock::cycles_to_duration(cycles).as_micros().max(1);
+    println!(
+        "  {}: 1 MiB in {} WRs (FAST_REG + {}) in {us} us post to completion ({} MB/s), every \
+         byte checked",
+        if dir == Direction::FromDevice { "rw_1mib_read" } else { "rw_1mib_write" },
+        m.ops,
+        if dir == Direction::FromDevice { "RDMA READ" } else { "RDMA WRITE" },
+        RW_BYTES as u128 / us
+    );
+    Ok(())
+}

@@ -1,0 +1,17 @@
+//! Atomics for the lock-free SQ: `core`'s, or loom's in the loom model
+//! (`RUSTFLAGS="--cfg loom" cargo test -p irdma --lib loom`).
+
+#[cfg(all(test, loom))]
+pub(crate) use loom::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+
+#[cfg(not(all(test, loom)))]
+pub(crate) use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+
+/// Called while waiting for a predecessor to publish.
+#[inline(always)]
+pub(crate) fn spin() {
+    #[cfg(all(test, loom))]
+    loom::thread::yield_now();
+    #[cfg(not(all(test, loom)))]
+    core::hint::spin_loop();
+}
