@@ -807,3 +807,72 @@ fn eight_qp_pairs_share_one_cq_per_device() {
     }
     assert_eq!(FakeHal::live_pages(), base);
 }
+
+/// A bad rkey in the middle of a batch of WRITEs: `flags[i]` says which are
+/// signaled. The ones before the bad one land (signaled ones complete once,
+/// unsignaled ones never), the bad one completes with a remote access error
+/// even if unsignaled, every later WR is flushed exactly once (unsignaled
+/// included, as Linux's flush does), and nothing after the bad one lands.
+fn error_mid_batch(flags: [bool; 10], bad: usize) {
+    with_pair(|a, b| {
+        let src = a.region(1, 3);
+        let dst = b.region(1, 0);
+        let mut expect = dst.all();
+        let sg: Vec<[Sge; 1]> = (0..10).map(|i| [src.sge(i * 100, 100)]).collect();
+        let wrs: Vec<SendWr<'_>> = (0..10)
+            .map(|i| {
+                let rkey = if i == bad { dst.key() ^ 0x80 } else { dst.key() };
+                SendWr {
+                    wr_id: i as u64,
+                    opcode: write_op(dst.addr() + (i * 200) as u64, rkey),
+                    flags: if flags[i] { SendFlags::SIGNALED } else { SendFlags::NONE },
+                    sg_list: &sg[i],
+                }
+            })
+            .collect();
+        a.qp.post_send(&wrs).unwrap();
+        for i in 0..bad {
+            expect[i * 200..i * 200 + 100].copy_from_slice(&src.bytes(i * 100, 100));
+        }
+        use irdma::aeq::{AsyncEvent, AsyncEventKind};
+        let mut ev = [AsyncEvent {
+            kind: AsyncEventKind::Ignored,
+            ae_code: 0,
+            ae_src: 0,
+            id: 0,
+            moved_to_error: false,
+        }; 8];
+        let n = a.dev.poll_async_events(&mut ev);
+        let qpn = a.qp.qp_num();
+        assert!(ev[..n].iter().any(|e| e.id == qpn && e.moved_to_error), "{:?}", &ev[..n]);
+        let wc = a.poll(20);
+        let got: Vec<(u64, WcStatus)> = wc.iter().map(|c| (c.wr_id, c.status)).collect();
+        let mut want: Vec<(u64, WcStatus)> =
+            (0..bad).filter(|&i| flags[i]).map(|i| (i as u64, WcStatus::Success)).collect();
+        want.push((bad as u64, WcStatus::RemAccessErr));
+        want.extend((bad + 1..10).map(|i| (i as u64, WcStatus::WrFlushErr)));
+        assert_eq!(got, want, "{wc:?}");
+        assert!(wc.iter().all(|c| c.opcode == WcOpcode::RdmaWrite), "{wc:?}");
+        a.nothing();
+        same(&dst.all(), &expect, "the WRITEs before the bad one, nothing after");
+    });
+}
+
+#[test]
+fn an_error_mid_batch_completes_every_wr_exactly_once() {
+    // Every WR before the bad one signaled (so retired by its CQE); the bad
+    // one and several after it unsignaled.
+    error_mid_batch([true, true, true, true, false, true, false, true, false, false], 4);
+}
+
+/// Reproducer of a wrong attribution (see the report of the e2e branch):
+/// an unsignaled WRITE that executed successfully right before the failing
+/// one is reported with the failure's status (RemAccessErr), and the WR
+/// that actually failed is reported as WrFlushErr. The SQ flush replay
+/// walks from the software tail (spec data-path §5.5), which still holds
+/// the executed-but-unsignaled WR because no CQE retired it.
+#[test]
+#[ignore = "known: flush replay attributes the error to an executed unsignaled WR (see report)"]
+fn an_error_after_unsignaled_wrs_is_attributed_to_the_failing_wr() {
+    error_mid_batch([true, false, true, false, false, true, false, true, false, false], 4);
+}
