@@ -89,10 +89,9 @@ impl<'d> Side<'d> {
     /// its bus address, filled with `seed`'s pattern.
     pub fn region(&self, pages: usize, seed: u8) -> Region<'d> {
         let buf = buf(pages);
-        let data = fill(&buf, seed);
+        let _ = fill(&buf, seed);
         let mr =
             reg(self.dev, &self.pd, buf.paddr(), (pages * 4096) as u64, &pages_of(&buf), false);
-        let _ = data;
         Region { mr, buf }
     }
 }
