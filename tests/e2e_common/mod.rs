@@ -1,0 +1,197 @@
+//! Helpers of the end-to-end tests (`tests/e2e_*.rs`): one side of a
+//! connection (PD, CQ, RC QP), registered regions, a seeded RNG and
+//! completion collection. Builds on `tests/common` (probe, connect, buffers).
+#![allow(dead_code, unused_imports)]
+
+pub use crate::common::*;
+
+/// Access every region of these tests grants.
+pub const ALL: Access =
+    Access(Access::LOCAL_WRITE.0 | Access::REMOTE_WRITE.0 | Access::REMOTE_READ.0);
+
+/// A deterministic xorshift64* generator (seeded; no external crate).
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Self {
+        Rng(seed.max(1))
+    }
+
+    pub fn next_u64(&mut self) -> u64 {
+        let mut x = self.0;
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        self.0 = x;
+        x.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+
+    /// Uniform in `lo..=hi`.
+    pub fn range(&mut self, lo: u64, hi: u64) -> u64 {
+        lo + self.next_u64() % (hi - lo + 1)
+    }
+
+    pub fn bytes(&mut self, n: usize) -> Vec<u8> {
+        (0..n).map(|_| self.next_u64() as u8).collect()
+    }
+}
+
+/// One end of a connection: PD, one CQ for both queues, one RC QP.
+pub struct Side<'d> {
+    pub qp: TQp<'d>,
+    pub cq: TCq<'d>,
+    pub pd: TPd<'d>,
+    pub dev: &'d Dev,
+    pub addr: Addr,
+}
+
+impl<'d> Side<'d> {
+    /// PD, a CQ of `cqe` entries and a QP with `cap` (written back).
+    pub fn new(dev: &'d Dev, addr: Addr, cqe: u32, cap: QpCap) -> Self {
+        let pd = dev.alloc_pd().expect("alloc_pd");
+        let cq = dev.create_cq(cqe).expect("create_cq");
+        let mut attr = QpInitAttr { send_cq: &cq, recv_cq: &cq, cap };
+        let qp = dev.create_qp(&pd, &mut attr).expect("create_qp");
+        Side { qp, cq, pd, dev, addr }
+    }
+
+    /// Polls until `n` completions arrived or the CQ stays empty.
+    pub fn poll(&mut self, n: usize) -> Vec<WorkCompletion> {
+        let mut out = Vec::new();
+        let mut idle = 0;
+        while out.len() < n && idle < 3 {
+            let mut wc = [EMPTY_WC; 32];
+            let k = self.cq.poll(&mut [&mut self.qp], &mut wc);
+            if k == 0 {
+                idle += 1;
+            }
+            out.extend_from_slice(&wc[..k]);
+        }
+        out
+    }
+
+    /// Exactly one completion, and nothing after it.
+    pub fn one(&mut self) -> WorkCompletion {
+        let wc = self.poll(1);
+        assert_eq!(wc.len(), 1, "one completion expected: {wc:?}");
+        self.nothing();
+        wc[0]
+    }
+
+    /// Asserts the CQ holds nothing more.
+    pub fn nothing(&mut self) {
+        let mut wc = [EMPTY_WC; 4];
+        let k = self.cq.poll(&mut [&mut self.qp], &mut wc);
+        assert_eq!(k, 0, "unexpected completions: {:?}", &wc[..k]);
+    }
+
+    /// A region of `pages` pages registered with [`ALL`] access, VA-based at
+    /// its bus address, filled with `seed`'s pattern.
+    pub fn region(&self, pages: usize, seed: u8) -> Region<'d> {
+        let buf = buf(pages);
+        let _ = fill(&buf, seed);
+        let mr =
+            reg(self.dev, &self.pd, buf.paddr(), (pages * 4096) as u64, &pages_of(&buf), false);
+        Region { mr, buf }
+    }
+}
+
+/// Two devices (A, B) on one fabric, each probed with `profile`.
+pub fn two_devices(profile: Profile) -> (ModelBar, ModelBar, Dev, Dev) {
+    let bar_a = ModelBar::standalone(small_fn_config());
+    let bar_b = bar_a.add_peer(small_fn_config());
+    let da = probe_as(&bar_a, A, profile);
+    let db = probe_as(&bar_b, B, profile);
+    (bar_a, bar_b, da, db)
+}
+
+/// Connects two sides' QPs to each other (INIT → RTR → RTS both ways).
+pub fn link(a: &mut Side<'_>, b: &mut Side<'_>) {
+    let (na, nb) = (a.qp.qp_num(), b.qp.qp_num());
+    connect(&mut a.qp, a.addr, b.addr, nb).expect("connect a");
+    connect(&mut b.qp, b.addr, a.addr, na).expect("connect b");
+}
+
+/// A buffer and the MR over it (VA-based at the buffer's bus address).
+pub struct Region<'d> {
+    // Deregistered before the memory is freed.
+    pub mr: TMr<'d>,
+    pub buf: Buf,
+}
+
+impl Region<'_> {
+    pub fn addr(&self) -> u64 {
+        self.buf.paddr()
+    }
+    pub fn key(&self) -> u32 {
+        self.mr.lkey()
+    }
+    pub fn len(&self) -> usize {
+        self.buf.len()
+    }
+    pub fn sge(&self, off: usize, len: usize) -> Sge {
+        Sge { addr: self.addr() + off as u64, length: len as u32, lkey: self.key() }
+    }
+    pub fn bytes(&self, off: usize, len: usize) -> Vec<u8> {
+        read(&self.buf, off, len)
+    }
+    pub fn all(&self) -> Vec<u8> {
+        read(&self.buf, 0, self.len())
+    }
+    pub fn put(&self, off: usize, data: &[u8]) {
+        assert!(self.buf.write_bytes(off, data));
+    }
+}
+
+pub fn signaled(wr_id: u64, opcode: WrOpcode, sg_list: &[Sge]) -> SendWr<'_> {
+    SendWr { wr_id, opcode, flags: SendFlags::SIGNALED, sg_list }
+}
+
+pub fn write_op(remote_addr: u64, rkey: u32) -> WrOpcode {
+    WrOpcode::RdmaWrite { remote_addr, rkey }
+}
+
+pub fn read_op(remote_addr: u64, rkey: u32) -> WrOpcode {
+    WrOpcode::RdmaRead { remote_addr, rkey }
+}
+
+/// Concatenation of what `sges` cover in `r` (offsets relative to `r`).
+pub fn gathered(r: &Region<'_>, sges: &[Sge]) -> Vec<u8> {
+    let mut v = Vec::new();
+    for s in sges {
+        v.extend(r.bytes((s.addr - r.addr()) as usize, s.length as usize));
+    }
+    v
+}
+
+/// Writes `data` over the places `sges` cover in `r` (a copy of the memory
+/// at bus address `base`), in order, as a receive or READ scatters it.
+pub fn scatter_ref(r: &mut [u8], base: u64, sges: &[Sge], data: &[u8]) {
+    let mut at = 0;
+    for s in sges {
+        let n = (s.length as usize).min(data.len() - at);
+        let off = (s.addr - base) as usize;
+        r[off..off + n].copy_from_slice(&data[at..at + n]);
+        at += n;
+    }
+}
+
+/// Asserts `got == want` and on a mismatch names the first differing byte
+/// (instead of printing whole buffers).
+#[track_caller]
+pub fn same(got: &[u8], want: &[u8], what: &str) {
+    if got == want {
+        return;
+    }
+    let i = got.iter().zip(want).position(|(g, w)| g != w);
+    match i {
+        Some(i) => panic!(
+            "{what}: byte {i} differs (got {:#04x}, want {:#04x}); lengths {} / {}",
+            got[i],
+            want[i],
+            got.len(),
+            want.len()
+        ),
+        None => panic!("{what}: lengths differ: {} / {}", got.len(), want.len()),
+    }
+}
