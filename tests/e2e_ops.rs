@@ -872,7 +872,6 @@ fn an_error_mid_batch_completes_every_wr_exactly_once() {
 /// walks from the software tail (spec data-path §5.5), which still holds
 /// the executed-but-unsignaled WR because no CQE retired it.
 #[test]
-#[ignore = "known: flush replay attributes the error to an executed unsignaled WR (see report)"]
 fn an_error_after_unsignaled_wrs_is_attributed_to_the_failing_wr() {
     error_mid_batch([true, false, true, false, false, true, false, true, false, false], 4);
 }

@@ -344,6 +344,9 @@ impl<'a> Cq<'a> {
                 if park && qp.rq.used() != 0 { Some(qp.rq.tail()) } else { None }
             }
             QueueType::Sq if info.comp_status == CompStatus::Flushed => {
+                if !qp.sq_flush_seen && info.minor_err != flush_code::GENERAL {
+                    skip_unsignaled_before(&mut qp.sq, wqe_idx);
+                }
                 qp.sq_flush_seen = true;
                 let Some((opc, t)) = sq_replay(qp) else {
                     self.consume(ext);
@@ -401,6 +404,39 @@ impl<'a> Cq<'a> {
         self.shadow.write(shadow::CQ_ARM_OFFSET / 8, nw);
         wmb();
         bar.write32(regs::CQARM, self.cq_id);
+    }
+}
+
+/// The first flush CQE of an SQ that names a specific cause: the WQEs
+/// between the tail and the CQE's WQE index executed without asking for a
+/// completion (a signaled one would have had its own CQE before this one),
+/// so they are retired silently and the cause lands on the WR that failed.
+///
+/// Linux replays from the tail and ignores the index (spec data-path §5.5,
+/// uk.c: irdma_uk_cq_poll_cmpl), which reports the error on the oldest
+/// unsignaled WR even though it succeeded. The index is only trusted when it
+/// starts an outstanding WQE and nothing before it asked for a completion;
+/// otherwise nothing is skipped and the replay is Linux's.
+fn skip_unsignaled_before<S: SendQueue>(sq: &mut S, wqe_idx: u32) {
+    let Some(d) = sq.offset_of(wqe_idx) else { return };
+    let (mut off, mut idx, mut n) = (0u32, sq.tail(), 0u32);
+    while off < d {
+        let Some(t) = sq.peek(idx) else { return };
+        if t.signaled {
+            return;
+        }
+        let q = u32::from(t.quanta).max(1);
+        off = off.saturating_add(q);
+        idx = idx.wrapping_add(q);
+        n += 1;
+    }
+    if off != d {
+        return;
+    }
+    for _ in 0..n {
+        if sq.retire_oldest().is_none() {
+            return;
+        }
     }
 }
 

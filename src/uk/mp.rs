@@ -337,6 +337,13 @@ impl<M: Words, T: AsRef<[MpTrk]>> SendQueue for &MpSq<M, T> {
     fn retire_oldest(&mut self) -> Option<(u32, u8, SqWrTrk)> {
         MpSq::retire_oldest(self)
     }
+    fn offset_of(&self, wqe_idx: u32) -> Option<u32> {
+        let d = wqe_idx.wrapping_sub(self.tail.load(Ordering::Relaxed)) & self.mask;
+        (d < MpSq::used(self)).then_some(d)
+    }
+    fn peek(&self, idx: u32) -> Option<SqWrTrk> {
+        self.trk_at(idx).map(|t| t.load())
+    }
 }
 
 #[cfg(all(test, not(loom)))]

@@ -583,6 +583,10 @@ pub trait SendQueue {
     fn complete_at(&mut self, wqe_idx: u32) -> Option<SqWrTrk>;
     /// Retires the oldest WQE: its ring index, opcode and tracking entry.
     fn retire_oldest(&mut self) -> Option<(u32, u8, SqWrTrk)>;
+    /// Quanta from the tail to ring index `wqe_idx`, if it is outstanding.
+    fn offset_of(&self, wqe_idx: u32) -> Option<u32>;
+    /// The tracking entry at ring index `idx` (no retirement).
+    fn peek(&self, idx: u32) -> Option<SqWrTrk>;
 }
 
 impl SendQueue for Sq<'_> {
@@ -600,6 +604,13 @@ impl SendQueue for Sq<'_> {
     }
     fn retire_oldest(&mut self) -> Option<(u32, u8, SqWrTrk)> {
         Sq::retire_oldest(self)
+    }
+    fn offset_of(&self, wqe_idx: u32) -> Option<u32> {
+        let d = wqe_idx.wrapping_sub(self.tail) & self.mask;
+        (d < self.used()).then_some(d)
+    }
+    fn peek(&self, idx: u32) -> Option<SqWrTrk> {
+        self.trk(idx).copied()
     }
 }
 
