@@ -1,0 +1,447 @@
+//! Multi-producer QPs end to end: several threads post RDMA WRITEs and
+//! SENDs into ONE [`SharedQp`] on device A while the model runs on its own
+//! device thread (deferred mode) and the main thread polls A's CQ. Every
+//! signaled WR completes exactly once and each thread's completions arrive
+//! in its posting order; afterwards every byte each thread wrote at B and
+//! every message B received is checked. Also: the shared QP refuses what
+//! the single-owner QP refuses, and a shared QP moved to ERROR completes
+//! every outstanding WR exactly once.
+
+mod common;
+mod e2e_common;
+
+use e2e_common::*;
+use irdma::uk::SqError;
+use irdma::verbs::{PostError, PostErrorKind, SharedQp};
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+type TShared<'d> = SharedQp<'d, FakeHal, ModelBar>;
+
+const THREADS: usize = 4;
+/// WRITEs per thread; each moves one `CHUNK` of the thread's local region.
+const WRITES: usize = 512;
+const CHUNK: usize = 128;
+/// SENDs per thread.
+const SENDS: usize = 24;
+const MSG: usize = 64;
+/// Bytes of B's target region per thread.
+const SLICE: usize = WRITES * CHUNK;
+const WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
+// The whole point of the type.
+const _: () = {
+    const fn sync<T: Sync>() {}
+    sync::<TShared<'static>>();
+};
+
+fn shared_qp<'d>(dev: &'d Dev, pd: &TPd<'d>, cq: &TCq<'d>, cap: QpCap) -> TShared<'d> {
+    let mut attr = QpInitAttr { send_cq: cq, recv_cq: cq, cap };
+    dev.create_shared_qp(pd, &mut attr).expect("create_shared_qp")
+}
+
+/// INIT → RTR → RTS towards `peer_qpn`, as `common::connect` does.
+fn connect_shared(qp: &mut TShared<'_>, me: Addr, peer: Addr, peer_qpn: u32) {
+    qp.modify(&QpAttr::new(QpState::Init)).expect("init");
+    let mut rtr = QpAttr::new(QpState::Rtr);
+    rtr.dest_qp = peer_qpn;
+    rtr.rq_psn = 100;
+    rtr.path_mtu = 1024;
+    rtr.av = Some(AddressVector {
+        dest_mac: peer.mac,
+        dest_ip: IpAddr::V4(peer.ip),
+        src_ip: IpAddr::V4(me.ip),
+        hop_limit: 64,
+        traffic_class: 0,
+        flow_label: 0,
+        vlan: None,
+    });
+    qp.modify(&rtr).expect("rtr");
+    let mut rts = QpAttr::new(QpState::Rts);
+    rts.sq_psn = 100;
+    qp.modify(&rts).expect("rts");
+}
+
+fn wr_id(thread: usize, i: usize) -> u64 {
+    ((thread as u64) << 32) | i as u64
+}
+
+/// Posts `wrs` to the shared QP, retrying the rest while the SQ is full.
+fn post_all(qp: &TShared<'_>, mut wrs: &[SendWr<'_>]) {
+    let since = std::time::Instant::now();
+    while !wrs.is_empty() {
+        match qp.post_send(wrs) {
+            Ok(()) => return,
+            Err(PostError { bad_wr, kind: PostErrorKind::Sq(SqError::Full) }) => {
+                wrs = &wrs[bad_wr..];
+                assert!(since.elapsed() < WAIT, "SQ stayed full");
+                std::thread::yield_now();
+            }
+            Err(e) => panic!("post_send: {e:?}"),
+        }
+    }
+}
+
+/// The message thread `t` sends as its `i`-th SEND.
+fn message(t: usize, i: usize) -> Vec<u8> {
+    let mut m = vec![t as u8, i as u8];
+    m.extend((2..MSG).map(|k| (t * 31 + i * 7 + k) as u8));
+    m
+}
+
+#[test]
+fn threads_share_one_qp_deferred() {
+    let _g = lock();
+    let t0 = std::time::Instant::now();
+    let mut cfg = small_fn_config();
+    cfg.mode = mock_bar::Mode::Deferred;
+    let bar_a = ModelBar::standalone(cfg.clone());
+    let bar_b = bar_a.add_peer(cfg);
+    let _thread = bar_a.fabric().spawn_device_thread(std::time::Duration::from_micros(20));
+    let da = probe_as(&bar_a, A, Profile::SMALL);
+    let db = probe_as(&bar_b, B, Profile::SMALL);
+
+    let cap = QpCap {
+        max_send_wr: 32,
+        max_recv_wr: 4,
+        max_send_sge: 2,
+        max_recv_sge: 1,
+        max_inline_data: 0,
+    };
+    let pd_a = da.alloc_pd().expect("pd");
+    let mut cq_a = da.create_cq(128).expect("cq");
+    let mut qp = shared_qp(&da, &pd_a, &cq_a, cap);
+    let total_sends = (THREADS * SENDS) as u32;
+    let mut sb = Side::new(
+        &db,
+        B,
+        total_sends + 8,
+        QpCap { max_send_wr: 4, max_recv_wr: total_sends, ..cap },
+    );
+    connect_shared(&mut qp, A, B, sb.qp.qp_num());
+    connect(&mut sb.qp, B, A, qp.qp_num()).expect("connect b");
+    assert_eq!(qp.state(), QpState::Rts);
+
+    // B: one target region (a slice per thread) and one receive buffer per SEND.
+    let target = sb.region(THREADS * SLICE / 4096, 0);
+    let target_before = target.bytes(0, THREADS * SLICE);
+    let inbox = sb.region((total_sends as usize * MSG).div_ceil(4096), 0);
+    let recvs: Vec<[Sge; 1]> =
+        (0..total_sends as usize).map(|k| [inbox.sge(k * MSG, MSG)]).collect();
+    let rwrs: Vec<RecvWr<'_>> =
+        recvs.iter().enumerate().map(|(k, s)| RecvWr { wr_id: k as u64, sg_list: s }).collect();
+    sb.qp.post_recv(&rwrs).expect("post_recv");
+
+    // A: each thread's source region (a distinct pattern) and messages.
+    let sources: Vec<Region<'_>> = (0..THREADS)
+        .map(|t| {
+            let r = region_on(&da, &pd_a, SLICE / 4096 + 1);
+            let pattern: Vec<u8> = (0..r.len()).map(|k| (k * 13 + t * 71 + 5) as u8).collect();
+            r.put(0, &pattern);
+            for i in 0..SENDS {
+                r.put(SLICE + i * MSG, &message(t, i));
+            }
+            r
+        })
+        .collect();
+    let expected_sources: Vec<Vec<u8>> = sources.iter().map(|r| r.bytes(0, SLICE)).collect();
+
+    // What the poller must see: per thread, the signaled wr_ids in order.
+    let mut expect: Vec<Vec<(u64, WcOpcode)>> = vec![Vec::new(); THREADS];
+    let posting_done = AtomicBool::new(false);
+    let mut seen: Vec<Vec<(u64, WcOpcode)>> = vec![Vec::new(); THREADS];
+    std::thread::scope(|s| {
+        let mut handles = Vec::new();
+        for (t, src) in sources.iter().enumerate() {
+            let (qp, target) = (&qp, &target);
+            handles.push(s.spawn(move || {
+                let mut signaled = Vec::new();
+                let remote = target.addr() + (t * SLICE) as u64;
+                let mut i = 0;
+                let mut sends = 0;
+                let mut batch_no = 0usize;
+                while i < WRITES {
+                    // Batches of 1–3 WRITEs (some of 2 SGEs, some unsignaled),
+                    // every third batch followed by a SEND.
+                    let n = (1 + (t + batch_no) % 3).min(WRITES - i);
+                    let sges: Vec<[Sge; 2]> = (i..i + n)
+                        .map(|k| {
+                            let off = k * CHUNK;
+                            [src.sge(off, CHUNK / 2), src.sge(off + CHUNK / 2, CHUNK / 2)]
+                        })
+                        .collect();
+                    let mut wrs: Vec<SendWr<'_>> = Vec::new();
+                    for (j, sg) in sges.iter().enumerate() {
+                        let k = i + j;
+                        let sg_list: &[Sge] = if k % 2 == 0 { &sg[..] } else { &sg[..1] };
+                        let last = k + 1 == WRITES;
+                        let sig = last || k % 4 != 1;
+                        wrs.push(SendWr {
+                            wr_id: wr_id(t, k),
+                            opcode: write_op(remote + (k * CHUNK) as u64, target.key()),
+                            flags: if sig { SendFlags::SIGNALED } else { SendFlags::NONE },
+                            sg_list,
+                        });
+                        if sig {
+                            signaled.push((wr_id(t, k), WcOpcode::RdmaWrite));
+                        }
+                    }
+                    let msg_sge;
+                    if batch_no % 3 == 2 && sends < SENDS {
+                        msg_sge = [src.sge(SLICE + sends * MSG, MSG)];
+                        let id = wr_id(t, WRITES + sends);
+                        wrs.push(signaled_wr(id, &msg_sge));
+                        signaled.push((id, WcOpcode::Send));
+                        sends += 1;
+                    }
+                    post_all(qp, &wrs);
+                    i += n;
+                    batch_no += 1;
+                }
+                // The rest of the SENDs, after the last WRITE.
+                while sends < SENDS {
+                    let sg = [src.sge(SLICE + sends * MSG, MSG)];
+                    let id = wr_id(t, WRITES + sends);
+                    post_all(qp, &[signaled_wr(id, &sg)]);
+                    signaled.push((id, WcOpcode::Send));
+                    sends += 1;
+                }
+                signaled
+            }));
+        }
+        // The poller: the main thread, concurrently with the posters.
+        let sig_writes = (0..WRITES).filter(|k| k + 1 == WRITES || k % 4 != 1).count();
+        let want: usize = THREADS * (sig_writes + SENDS);
+        let mut got = 0;
+        let mut wc = [EMPTY_WC; 16];
+        let since = std::time::Instant::now();
+        while got < want {
+            let n = cq_a.poll_shared([&qp], &mut wc);
+            if n == 0 {
+                if since.elapsed() > WAIT {
+                    let sq = qp.send_queue();
+                    let c = bar_a.with_device(|d| format!("{:?}", d.counters()));
+                    let cb = bar_b.with_device(|d| format!("{:?}", d.counters()));
+                    panic!(
+                        "missing completions: {got} of {want}; SQ used {} published {} tail {}; \
+                         state {:?}; A {c}; B {cb}; seen {seen:?}",
+                        sq.used(),
+                        sq.published(),
+                        sq.tail(),
+                        qp.state()
+                    );
+                }
+                std::thread::yield_now();
+            }
+            for c in &wc[..n] {
+                assert_eq!((c.status, c.qp_num), (WcStatus::Success, qp.qp_num()), "{c:?}");
+                let t = (c.wr_id >> 32) as usize;
+                assert!(t < THREADS, "{c:?}");
+                seen[t].push((c.wr_id, c.opcode));
+                got += 1;
+            }
+        }
+        for (t, h) in handles.into_iter().enumerate() {
+            expect[t] = h.join().expect("poster");
+        }
+        posting_done.store(true, Ordering::Relaxed);
+    });
+    assert!(posting_done.load(Ordering::Relaxed));
+    for t in 0..THREADS {
+        assert_eq!(seen[t], expect[t], "thread {t}: completions (exactly once, in order)");
+    }
+    // Nothing twice, nothing late.
+    std::thread::sleep(std::time::Duration::from_millis(2));
+    let mut extra = [EMPTY_WC; 4];
+    assert_eq!(cq_a.poll_shared([&qp], &mut extra), 0, "extra: {extra:?}");
+    assert_eq!(qp.send_queue().used(), 0, "every WQE retired");
+
+    // B: every byte each thread wrote. Odd WRITEs moved only their first half.
+    let mut want_target = target_before;
+    for (t, src) in expected_sources.iter().enumerate() {
+        for k in 0..WRITES {
+            let len = if k % 2 == 0 { CHUNK } else { CHUNK / 2 };
+            let o = t * SLICE + k * CHUNK;
+            want_target[o..o + len].copy_from_slice(&src[k * CHUNK..k * CHUNK + len]);
+        }
+    }
+    same(&target.bytes(0, THREADS * SLICE), &want_target, "target region");
+
+    // B: every SEND arrived exactly once, each thread's in order.
+    let wcs = sb.poll(total_sends as usize);
+    assert_eq!(wcs.len(), total_sends as usize, "receives: {wcs:?}");
+    sb.nothing();
+    let mut next = [0usize; THREADS];
+    let mut per_slot = BTreeMap::new();
+    for c in &wcs {
+        assert_eq!(
+            (c.status, c.opcode, c.byte_len),
+            (WcStatus::Success, WcOpcode::Recv, MSG as u32)
+        );
+        let m = inbox.bytes(c.wr_id as usize * MSG, MSG);
+        let (t, i) = (m[0] as usize, m[1] as usize);
+        assert!(t < THREADS, "{m:?}");
+        assert_eq!(i, next[t], "thread {t}: messages in order");
+        same(&m, &message(t, i), "message");
+        next[t] += 1;
+        assert!(per_slot.insert(c.wr_id, (t, i)).is_none());
+    }
+    assert_eq!(next, [SENDS; THREADS]);
+
+    qp.destroy().expect("destroy");
+    let sg = [sources[0].sge(0, 8)];
+    assert_eq!(
+        qp.post_send(&[signaled_wr(1, &sg)]),
+        Err(PostError { bad_wr: 0, kind: PostErrorKind::Destroyed })
+    );
+    assert!(t0.elapsed() < std::time::Duration::from_secs(30));
+}
+
+/// A region of `pages` pages on `dev` under `pd`, as `Side::region` makes.
+fn region_on<'d>(dev: &'d Dev, pd: &TPd<'d>, pages: usize) -> Region<'d> {
+    let buf = buf(pages);
+    let _ = fill(&buf, 1);
+    let mr = reg(dev, pd, buf.paddr(), (pages * 4096) as u64, &pages_of(&buf), false);
+    Region { mr, buf }
+}
+
+fn signaled_wr<'a>(id: u64, sg: &'a [Sge]) -> SendWr<'a> {
+    signaled(id, WrOpcode::Send, sg)
+}
+
+/// The shared QP refuses exactly what the single-owner QP refuses, with the
+/// same typed error and `bad_wr`; the WRs before the bad one are posted and
+/// complete.
+#[test]
+fn shared_qp_refuses_what_qp_refuses() {
+    let _g = lock();
+    let (_ba, _bb, da, db) = two_devices(Profile::SMALL);
+    let cap = QpCap {
+        max_send_wr: 16,
+        max_recv_wr: 4,
+        max_send_sge: 2,
+        max_recv_sge: 1,
+        max_inline_data: 32,
+    };
+    let mut sa = Side::new(&da, A, 64, cap);
+    let mut sb = Side::new(&db, B, 64, cap);
+    let mut shared_cq = da.create_cq(64).expect("cq");
+    let mut shared = shared_qp(&da, &sa.pd, &shared_cq, cap);
+    let mut sb2 = Side::new(&db, B, 64, cap);
+    link(&mut sa, &mut sb);
+    connect_shared(&mut shared, A, B, sb2.qp.qp_num());
+    connect(&mut sb2.qp, B, A, shared.qp_num()).expect("connect");
+
+    let src = sa.region(1, 3);
+    let dst = sb.region(1, 0);
+    let dst2 = sb2.region(1, 0);
+    let ok_sg = [src.sge(0, 16)];
+    let three = [src.sge(0, 4), src.sge(4, 4), src.sge(8, 4)];
+    let ok = signaled(7, write_op(dst.addr(), dst.key()), &ok_sg);
+    let mut inline = signaled(8, write_op(dst.addr(), dst.key()), &ok_sg);
+    inline.flags = SendFlags(SendFlags::SIGNALED.0 | SendFlags::INLINE.0);
+    let too_many = signaled(9, write_op(dst.addr(), dst.key()), &three);
+
+    for (bad, kind) in [(inline, SqError::InlineNotEnabled), (too_many, SqError::TooManySges)] {
+        let want = Err(PostError { bad_wr: 1, kind: PostErrorKind::Sq(kind) });
+        let single = sa.qp.post_send(&[ok, bad]);
+        let retarget = |w| SendWr { opcode: write_op(dst2.addr(), dst2.key()), ..w };
+        let multi = shared.post_send(&[retarget(ok), retarget(bad)]);
+        assert_eq!(single, want);
+        assert_eq!(multi, want);
+        // The WR before the bad one was posted on both and completes once.
+        let wc = sa.poll(1);
+        assert_eq!(wc.len(), 1, "{wc:?}");
+        assert_eq!((wc[0].wr_id, wc[0].status), (7, WcStatus::Success));
+        let mut got = Vec::new();
+        let mut buf = [EMPTY_WC; 4];
+        for _ in 0..3 {
+            let n = shared_cq.poll_shared([&shared, &shared], &mut buf);
+            got.extend_from_slice(&buf[..n]);
+        }
+        assert_eq!(got.len(), 1, "{got:?}");
+        assert_eq!(
+            (got[0].wr_id, got[0].status, got[0].qp_num),
+            (7, WcStatus::Success, shared.qp_num())
+        );
+    }
+}
+
+/// A shared QP moved to ERROR completes every outstanding WR exactly once:
+/// WRs posted from two threads before complete normally, WRs posted from
+/// two threads after (queued without a doorbell) complete flushed, the
+/// unsignaled ones included (spec data-path §5.5).
+#[test]
+fn shared_qp_flush_completes_everything_once() {
+    let _g = lock();
+    let (_ba, _bb, da, db) = two_devices(Profile::SMALL);
+    let cap = QpCap {
+        max_send_wr: 16,
+        max_recv_wr: 4,
+        max_send_sge: 1,
+        max_recv_sge: 1,
+        max_inline_data: 0,
+    };
+    let pd = da.alloc_pd().expect("pd");
+    let mut cq = da.create_cq(64).expect("cq");
+    let mut qp = shared_qp(&da, &pd, &cq, cap);
+    let mut sb = Side::new(&db, B, 64, cap);
+    connect_shared(&mut qp, A, B, sb.qp.qp_num());
+    connect(&mut sb.qp, B, A, qp.qp_num()).expect("connect");
+    let src = region_on(&da, &pd, 1);
+    let dst = sb.region(1, 0);
+    let sg = [src.sge(0, 8)];
+    let batch = |base: u64| -> Vec<SendWr<'_>> {
+        (base..base + 6)
+            .map(|i| {
+                let mut w = signaled(i, write_op(dst.addr(), dst.key()), &sg);
+                if i % 2 == 1 && i % 3 != 2 {
+                    w.flags = SendFlags::NONE;
+                }
+                w
+            })
+            .collect()
+    };
+    let ids = |got: &[WorkCompletion]| {
+        let mut v: Vec<u64> = got.iter().map(|c| c.wr_id).collect();
+        v.sort_unstable();
+        v
+    };
+    post_from_two_threads(&qp, &batch(0));
+    let ok = poll_all(&mut cq, &qp);
+    assert!(ok.iter().all(|c| c.status == WcStatus::Success), "{ok:?}");
+    assert_eq!(ids(&ok), [0, 2, 4, 5]); // 1 and 3 unsignaled
+
+    qp.modify(&QpAttr::new(QpState::Error)).expect("error");
+    assert_eq!(qp.state(), QpState::Error);
+    post_from_two_threads(&qp, &batch(10));
+    let flushed = poll_all(&mut cq, &qp);
+    for c in &flushed {
+        assert_eq!(
+            (c.status, c.opcode, c.qp_num),
+            (WcStatus::WrFlushErr, WcOpcode::RdmaWrite, qp.qp_num()),
+            "{c:?}"
+        );
+    }
+    assert_eq!(ids(&flushed), [10, 11, 12, 13, 14, 15], "exactly once, unsignaled included");
+    assert_eq!(qp.send_queue().used(), 0);
+    assert!(poll_all(&mut cq, &qp).is_empty());
+}
+
+fn post_from_two_threads(qp: &TShared<'_>, wrs: &[SendWr<'_>]) {
+    std::thread::scope(|s| {
+        for half in wrs.chunks(3) {
+            s.spawn(move || qp.post_send(half).expect("post"));
+        }
+    });
+}
+
+fn poll_all<'d>(cq: &mut TCq<'d>, qp: &TShared<'d>) -> Vec<WorkCompletion> {
+    let mut got = Vec::new();
+    let mut buf = [EMPTY_WC; 4];
+    for _ in 0..8 {
+        let n = cq.poll_shared([qp], &mut buf);
+        got.extend_from_slice(&buf[..n]);
+    }
+    got
+}
