@@ -303,9 +303,20 @@ impl<M: Words, T: AsRef<[MpTrk]>> MpSq<M, T> {
     /// Retires the oldest outstanding WQE (flush replay): its ring index,
     /// opcode (read back from its header) and tracking entry. One completer
     /// at a time, like [`MpSq::complete_at`].
+    ///
+    /// The bound is `published`, not the reservation head: flushing runs
+    /// while producers may still be between reserve and publish, and a
+    /// reserved WQE's tracking entry and header are not written yet. (A
+    /// WQE whose header is stored but whose producer has not advanced
+    /// `published` yet is retired by a later call.)
     pub fn retire_oldest(&self) -> Option<(u32, u8, SqWrTrk)> {
         let tail = self.tail.load(Ordering::Relaxed);
-        let used = self.head.load(Ordering::Acquire).wrapping_sub(tail);
+        let used = self.published.load(Ordering::Acquire).wrapping_sub(tail);
+        if used > self.mask + 1 {
+            // `tail` passed `published` through `complete_at` (the device
+            // completed a WQE before its producer published): nothing to do.
+            return None;
+        }
         if used == 0 {
             return None;
         }
@@ -477,6 +488,23 @@ mod tests {
         want.sort_unstable();
         assert_eq!(got, want, "every WR exactly once");
         assert_eq!(mp.used(), 0);
+    }
+
+    /// Flush replay and the software flush retire with `retire_oldest`
+    /// while producers may be between reserve and publish: a reserved,
+    /// unpublished WQE (tracking entry and header not written yet) must not
+    /// be retired — it would report a stale entry and lose the real one.
+    #[test]
+    fn retire_oldest_stops_at_unpublished_reservation() {
+        let mut b = vec![0u64; 8 * 4];
+        let tb: Vec<MpTrk> = (0..8).map(|_| MpTrk::new()).collect();
+        let mp = MpSq::new(view(&mut b), &tb[..], 8, 13, 101, 7).unwrap();
+        mp.post(&SqPost::new(1, SqOp::Nop)).unwrap();
+        // A producer reserved one quantum and was preempted before filling it.
+        assert_eq!(mp.reserve(1), Ok((1, 0)));
+        assert_eq!(mp.retire_oldest().map(|(i, _, t)| (i, t.wr_id)), Some((0, 1)));
+        assert_eq!(mp.retire_oldest(), None, "unpublished WQE retired");
+        assert_eq!(mp.used(), 1, "the reservation stays outstanding");
     }
 
     #[test]
