@@ -445,3 +445,127 @@ fn poll_all<'d>(cq: &mut TCq<'d>, qp: &TShared<'d>) -> Vec<WorkCompletion> {
     }
     got
 }
+
+/// Three threads keep posting signaled WRITEs into one shared QP (deferred
+/// device thread) while one of them posts a WRITE with a bad rkey: the
+/// device raises an access error, the poller hands the AEQ to the driver
+/// (MODIFY_QP ERROR + FLUSH_WQES) and keeps polling while the posters go on
+/// (their later posts are queued in ERROR). Every WR completes exactly
+/// once; per thread the statuses run Success… then (the bad WR's
+/// `RemAccessErr`) then `WrFlushErr`…; successful WRITEs landed and flushed
+/// ones did not.
+#[test]
+fn threads_post_through_an_error_exactly_once() {
+    use irdma::aeq::{AsyncEvent, AsyncEventKind};
+    const T: usize = 3;
+    const N: usize = 200;
+    const BAD: (usize, usize) = (1, 60);
+    const LEN: usize = 32;
+    let _g = lock();
+    let mut cfg = small_fn_config();
+    cfg.mode = mock_bar::Mode::Deferred;
+    let bar_a = ModelBar::standalone(cfg.clone());
+    let bar_b = bar_a.add_peer(cfg);
+    let _thread = bar_a.fabric().spawn_device_thread(std::time::Duration::from_micros(20));
+    let da = probe_as(&bar_a, A, Profile::SMALL);
+    let db = probe_as(&bar_b, B, Profile::SMALL);
+    let cap = QpCap {
+        max_send_wr: 32,
+        max_recv_wr: 4,
+        max_send_sge: 1,
+        max_recv_sge: 1,
+        max_inline_data: 0,
+    };
+    let pd = da.alloc_pd().expect("pd");
+    let mut cq = da.create_cq(128).expect("cq");
+    let mut qp = shared_qp(&da, &pd, &cq, cap);
+    let mut sb = Side::new(&db, B, 16, cap);
+    connect_shared(&mut qp, A, B, sb.qp.qp_num());
+    connect(&mut sb.qp, B, A, qp.qp_num()).expect("connect");
+    let src = region_on(&da, &pd, (T * N * LEN).div_ceil(4096));
+    let dst = sb.region((T * N * LEN).div_ceil(4096), 0);
+    let dst_before = dst.all();
+    let chunk = |t: usize, i: usize| (t * N + i) * LEN;
+
+    let mut seen: Vec<Vec<(usize, WcStatus)>> = vec![Vec::new(); T];
+    std::thread::scope(|s| {
+        for t in 0..T {
+            let (qp, src, dst) = (&qp, &src, &dst);
+            s.spawn(move || {
+                let mut i = 0;
+                while i < N {
+                    let n = (1 + (i + t) % 4).min(N - i);
+                    let sgs: Vec<[Sge; 1]> =
+                        (i..i + n).map(|k| [src.sge(chunk(t, k), LEN)]).collect();
+                    let wrs: Vec<SendWr<'_>> = sgs
+                        .iter()
+                        .enumerate()
+                        .map(|(j, sg)| {
+                            let k = i + j;
+                            let key = if (t, k) == BAD { dst.key() ^ 0x80 } else { dst.key() };
+                            let to = dst.addr() + chunk(t, k) as u64;
+                            signaled(wr_id(t, k), write_op(to, key), sg)
+                        })
+                        .collect();
+                    post_all(qp, &wrs);
+                    i += n;
+                }
+            });
+        }
+        let mut ev = [AsyncEvent {
+            kind: AsyncEventKind::Ignored,
+            ae_code: 0,
+            ae_src: 0,
+            id: 0,
+            moved_to_error: false,
+        }; 8];
+        let mut got = 0;
+        let mut wc = [EMPTY_WC; 16];
+        let since = std::time::Instant::now();
+        let mut moved = false;
+        while got < T * N {
+            let e = da.poll_async_events(&mut ev);
+            moved |= ev[..e].iter().any(|e| e.id == qp.qp_num() && e.moved_to_error);
+            let n = cq.poll_shared([&qp], &mut wc);
+            if n == 0 {
+                assert!(since.elapsed() < WAIT, "missing completions: {got} of {}", T * N);
+                std::thread::yield_now();
+            }
+            for c in &wc[..n] {
+                assert_eq!((c.qp_num, c.opcode), (qp.qp_num(), WcOpcode::RdmaWrite), "{c:?}");
+                let (t, i) = ((c.wr_id >> 32) as usize, c.wr_id as u32 as usize);
+                assert!(t < T && i < N, "{c:?}");
+                seen[t].push((i, c.status));
+                got += 1;
+            }
+        }
+        assert!(moved, "the access error moved the QP to ERROR");
+    });
+    let mut extra = [EMPTY_WC; 4];
+    assert_eq!(cq.poll_shared([&qp], &mut extra), 0, "extra: {extra:?}");
+    assert_eq!(qp.state(), QpState::Error);
+    assert_eq!(qp.send_queue().used(), 0);
+
+    let mut want_dst = dst_before;
+    let src_all = src.all();
+    for (t, s) in seen.iter().enumerate() {
+        let ids: Vec<usize> = s.iter().map(|(i, _)| *i).collect();
+        assert_eq!(ids, (0..N).collect::<Vec<_>>(), "thread {t}: each WR once, in order");
+        let ok = s.iter().take_while(|(_, st)| *st == WcStatus::Success).count();
+        eprintln!("thread {t}: {ok} of {N} succeeded before the error");
+        let mut rest = &s[ok..];
+        if t == BAD.0 {
+            assert_eq!(rest.first(), Some(&(BAD.1, WcStatus::RemAccessErr)), "thread {t}");
+            rest = &rest[1..];
+        }
+        assert!(
+            rest.iter().all(|(_, st)| *st == WcStatus::WrFlushErr),
+            "thread {t}: after the error only flushes: {rest:?}"
+        );
+        for i in 0..ok {
+            let o = chunk(t, i);
+            want_dst[o..o + LEN].copy_from_slice(&src_all[o..o + LEN]);
+        }
+    }
+    same(&dst.all(), &want_dst, "successful WRITEs landed, nothing else");
+}
