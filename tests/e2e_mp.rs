@@ -365,6 +365,24 @@ fn shared_qp_refuses_what_qp_refuses() {
             (7, WcStatus::Success, shared.qp_num())
         );
     }
+
+    // The same through the rw layer's `PostSend` on `&SharedQp`.
+    fn via<P: irdma::rw::PostSend>(p: &mut P, wrs: &[SendWr<'_>]) -> Result<(), (usize, P::Error)> {
+        p.post_send(wrs)
+    }
+    let ok2 = SendWr { opcode: write_op(dst2.addr(), dst2.key()), ..ok };
+    let bad2 = SendWr { opcode: write_op(dst2.addr(), dst2.key()), ..too_many };
+    assert_eq!(
+        via(&mut &shared, &[ok2, ok2, bad2]),
+        Err((2, PostErrorKind::Sq(SqError::TooManySges)))
+    );
+    let mut buf = [EMPTY_WC; 4];
+    let mut n = 0;
+    for _ in 0..3 {
+        n += shared_cq.poll_shared([&shared], &mut buf[n..]);
+    }
+    assert_eq!(n, 2, "{buf:?}");
+    assert!(buf[..2].iter().all(|c| (c.wr_id, c.status) == (7, WcStatus::Success)), "{buf:?}");
 }
 
 /// A shared QP moved to ERROR completes every outstanding WR exactly once:
@@ -568,4 +586,62 @@ fn threads_post_through_an_error_exactly_once() {
         }
     }
     same(&dst.all(), &want_dst, "successful WRITEs landed, nothing else");
+}
+
+/// `create_shared_qp_inline`: inline WRITEs land (the payload is copied
+/// from the CPU address at post time), and an inline payload above
+/// `max_inline_data` is refused as on a `Qp` with `enable_inline`.
+#[test]
+fn shared_qp_inline() {
+    let _g = lock();
+    let (_ba, _bb, da, db) = two_devices(Profile::SMALL);
+    let cap = QpCap {
+        max_send_wr: 16,
+        max_recv_wr: 4,
+        max_send_sge: 2,
+        max_recv_sge: 1,
+        max_inline_data: 32,
+    };
+    let mut sa = Side::new(&da, A, 64, cap);
+    let mut sb = Side::new(&db, B, 64, cap);
+    link(&mut sa, &mut sb);
+    // SAFETY: every inline SGE below points into a live host buffer (the
+    // test HAL's bus addresses are CPU addresses).
+    unsafe { sa.qp.enable_inline() };
+    let mut attr = QpInitAttr { send_cq: &sa.cq, recv_cq: &sa.cq, cap };
+    // SAFETY: as above.
+    let mut shared = unsafe { da.create_shared_qp_inline(&sa.pd, &mut attr) }.expect("create");
+    let mut sb2 = Side::new(&db, B, 64, cap);
+    connect_shared(&mut shared, A, B, sb2.qp.qp_num());
+    connect(&mut sb2.qp, B, A, shared.qp_num()).expect("connect");
+    assert_eq!(shared.cap().max_inline_data, 32);
+
+    let src = sa.region(1, 9);
+    let dst2 = sb2.region(1, 0);
+    let before = dst2.all();
+    let inline = SendFlags(SendFlags::SIGNALED.0 | SendFlags::INLINE.0);
+    let sg_ok = [src.sge(0, 20), src.sge(100, 12)];
+    let sg_long = [src.sge(0, 20), src.sge(100, 13)];
+    let wr = |id, sg| SendWr {
+        wr_id: id,
+        opcode: write_op(dst2.addr() + 64, dst2.key()),
+        flags: inline,
+        sg_list: sg,
+    };
+    let want = Err(PostError { bad_wr: 1, kind: PostErrorKind::Sq(SqError::InlineTooLong) });
+    assert_eq!(shared.post_send(&[wr(1, &sg_ok), wr(2, &sg_long)]), want);
+    let on_qp = SendWr { opcode: write_op(sb.region(1, 0).addr(), 0), ..wr(3, &sg_long) };
+    assert_eq!(sa.qp.post_send(&[on_qp]).map_err(|e| e.kind), want.map_err(|e| e.kind));
+
+    let mut buf = [EMPTY_WC; 4];
+    let mut n = 0;
+    for _ in 0..3 {
+        n += sa.cq.poll_shared([&shared], &mut buf[n..]);
+    }
+    assert_eq!(n, 1, "{buf:?}");
+    assert_eq!((buf[0].wr_id, buf[0].status), (1, WcStatus::Success), "{buf:?}");
+    let mut want_dst = before;
+    want_dst[64..84].copy_from_slice(&src.bytes(0, 20));
+    want_dst[84..96].copy_from_slice(&src.bytes(100, 12));
+    same(&dst2.all(), &want_dst, "inline payload");
 }

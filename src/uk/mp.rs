@@ -402,6 +402,44 @@ mod tests {
         assert!(sq_mem.iter().any(|w| *w != 0));
     }
 
+    /// Inline WQEs too: the shared path writes the single-owner bytes.
+    #[test]
+    fn same_inline_bytes_as_single_owner_sq() {
+        let mut a = vec![0u64; 64 * 4];
+        let mut b = vec![0u64; 64 * 4];
+        let mut ta = vec![SqWrTrk::default(); 64];
+        let tb: Vec<MpTrk> = (0..64).map(|_| MpTrk::new()).collect();
+        let mut sq = Sq::new(view(&mut a), &mut ta, 64, 13, 101, 7).unwrap();
+        let mut mp = MpSq::new(view(&mut b), &tb[..], 64, 13, 101, 7).unwrap();
+        let data: Vec<u8> = (0..101u8).map(|i| i.wrapping_mul(37) | 1).collect();
+        // SAFETY: every inline SGE below points into `data`, alive and
+        // readable for the posts.
+        unsafe {
+            sq.enable_inline();
+            mp.enable_inline();
+        }
+        let base = data.as_ptr() as u64;
+        for (n, len) in [(1usize, 20u32), (2, 32), (1, 101), (2, 8)] {
+            let sges: Vec<Sge> = (0..n as u64)
+                .map(|i| Sge { addr: base + i * 50, length: len / n as u32, lkey: 0 })
+                .collect();
+            let op = SqOp::Write {
+                remote_addr: 9,
+                rkey: 3,
+                solicited: false,
+                sges: &sges,
+                inline: true,
+            };
+            let mut p = SqPost::new(u64::from(len), op);
+            p.signaled = true;
+            assert_eq!(sq.post(&p), mp.post(&p));
+        }
+        let sq_mem: Vec<u64> = (0..256).map(|i| sq.mem().read(i)).collect();
+        let mp_mem: Vec<u64> = (0..256).map(|i| mp.mem().read(i)).collect();
+        assert_eq!(sq_mem, mp_mem);
+        assert!(sq_mem.iter().any(|w| *w != 0));
+    }
+
     /// Two cores post to one shared SQ; the CQ poller (through `QpUk<&MpSq>`)
     /// completes every WR exactly once, then a flush CQE replays the rest.
     #[test]

@@ -278,3 +278,13 @@ impl<'d, H: Hal, B: Bar + Clone> Cq<'d, H, B> {
         })
     }
 }
+
+/// The `rw` layer posts through a shared QP from any thread
+/// (`rdma_rw_ctx_post` on `&SharedQp`): a chain stays in order, WRs of
+/// other threads may interleave with it.
+impl<H: Hal, B: Bar + Clone> crate::rw::PostSend for &SharedQp<'_, H, B> {
+    type Error = PostErrorKind;
+    fn post_send(&mut self, wrs: &[SendWr<'_>]) -> Result<(), (usize, PostErrorKind)> {
+        SharedQp::post_send(self, wrs).map_err(|e| (e.bad_wr, e.kind))
+    }
+}
