@@ -645,3 +645,33 @@ fn shared_qp_inline() {
     want_dst[84..96].copy_from_slice(&src.bytes(100, 12));
     same(&dst2.all(), &want_dst, "inline payload");
 }
+
+/// A shared QP's extra host memory (tracking array, queue object) is freed
+/// with it, destroyed explicitly or by drop.
+#[test]
+fn shared_qp_frees_its_memory() {
+    let _g = lock();
+    let base = FakeHal::live_pages();
+    {
+        let (_ba, _bb, da, _db) = two_devices(Profile::SMALL);
+        let pd = da.alloc_pd().expect("pd");
+        let cq = da.create_cq(16).expect("cq");
+        let with_dev = FakeHal::live_pages();
+        let mut a = shared_qp(&da, &pd, &cq, cap(8));
+        let one = FakeHal::live_pages() - with_dev;
+        let single = create_qp(&da, &pd, &cq, 8);
+        let plain = FakeHal::live_pages() - with_dev - one;
+        // More than a plain QP: the MpSq's tracking array and the MpSq.
+        let quanta = a.send_queue().mem().qwords() / 4;
+        let trk = (quanta * std::mem::size_of::<irdma::uk::MpTrk>()).div_ceil(4096);
+        assert_eq!(one, plain + trk + 1, "shared {one} pages, plain {plain}, {quanta} quanta");
+        drop(single);
+        a.destroy().expect("destroy");
+        drop(a);
+        assert_eq!(FakeHal::live_pages(), with_dev);
+        let b = shared_qp(&da, &pd, &cq, cap(8));
+        drop(b);
+        assert_eq!(FakeHal::live_pages(), with_dev);
+    }
+    assert_eq!(FakeHal::live_pages(), base);
+}
