@@ -205,6 +205,24 @@ impl<'a> QueueMem<'a> {
         }
     }
 
+    /// The `len` qwords from qword `base`, without the range check of
+    /// [`Words::slot`].
+    ///
+    /// # Safety
+    ///
+    /// `base + len <= self.qwords()` (no overflow).
+    #[inline(always)]
+    pub(crate) unsafe fn slot_unchecked(&self, base: usize, len: usize) -> RawSlot<'_> {
+        debug_assert!(base.checked_add(len).is_some_and(|e| e <= self.qwords));
+        RawSlot {
+            // SAFETY: the caller promises `base + len <= qwords`, so the
+            // pointer stays inside or one past the region.
+            ptr: unsafe { self.base.as_ptr().add(base) },
+            len,
+            _mem: PhantomData,
+        }
+    }
+
     /// A second view of the same memory with the same lifetime.
     ///
     /// Views only ever do volatile qword accesses, so aliasing views are as
