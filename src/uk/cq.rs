@@ -6,9 +6,10 @@ use irdma_hal::barrier::{dma_rmb, wmb};
 use irdma_hal::wqe::{QUANTUM_QWORDS, SHADOW_QWORDS, cqe, op, shadow};
 use irdma_hal::{Bar, regs};
 
-use super::mem::QueueMem;
-use super::qp::{QpLookup, QpUk};
+use super::mem::{QueueMem, RawSlot, WqeSlot};
+use super::qp::{QpLookup, QpUk, wc_opcode_sq};
 use super::sq::SendQueue;
+use crate::wr::{WcOpcode, WcStatus, WorkCompletion};
 
 /// `enum irdma_flush_opcode` (spec data-path §5.5; user.h).
 pub mod flush_code {
@@ -155,7 +156,37 @@ pub enum CqConfigError {
     MemoryTooSmall,
 }
 
+/// [`wc_opcode_sq`] as a table over the 6-bit opcode field.
+#[inline(always)]
+fn sq_wc_opcode(opc: u8) -> Option<WcOpcode> {
+    const TABLE: [Option<WcOpcode>; 64] = {
+        let mut t = [None; 64];
+        let mut i = 0;
+        while i < 64 {
+            t[i] = wc_opcode_sq(i as u8);
+            i += 1;
+        }
+        t
+    };
+    const _: () = assert!(cqe::OP.max() == 63);
+    TABLE[opc as usize & 63]
+}
+
+/// What [`Cq::poll_fast`] did.
+pub(crate) enum Fast {
+    /// Polled one CQE into this completion.
+    Done(WorkCompletion),
+    /// No new CQE.
+    Empty,
+    /// A CQE the fast path does not take; nothing was consumed or changed.
+    Slow,
+}
+
 /// A completion queue over 32-byte CQEs.
+///
+/// Invariant: `head < size` (it starts at 0 and only [`Cq::next`] moves it)
+/// and `mem.qwords() >= size * 4` (checked by [`Cq::new`]), so the CQE at
+/// the head is inside the ring without a check.
 pub struct Cq<'a> {
     mem: QueueMem<'a>,
     shadow: QueueMem<'a>,
@@ -221,11 +252,88 @@ impl<'a> Cq<'a> {
         }
     }
 
+    /// The four qwords of the CQE at the head.
+    #[inline(always)]
+    fn head_cqe(&self) -> RawSlot<'_> {
+        // SAFETY: `(head + 1) * 4 <= size * 4 <= mem.qwords()` by the type's
+        // invariant (`head < size`, memory size checked in `Cq::new`).
+        unsafe { self.mem.slot_unchecked(self.head as usize * QUANTUM_QWORDS, QUANTUM_QWORDS) }
+    }
+
     /// Whether a new CQE is waiting at the head.
     #[inline(always)]
     pub fn has_cqe(&self) -> bool {
-        let q3 = self.mem.read(self.head as usize * QUANTUM_QWORDS + 3);
-        cqe::VALID.is_set(q3) == self.polarity
+        cqe::VALID.is_set(self.head_cqe().get(3)) == self.polarity
+    }
+
+    /// Polls the common CQE in one pass, straight into a [`WorkCompletion`]:
+    /// no extension, no error, no push drop, a known QP and an outstanding
+    /// WQE. Anything else is [`Fast::Slow`] with nothing changed, for
+    /// [`Cq::poll_one`]; the result is what `poll_one` +
+    /// `to_work_completion` give for the same CQE (spec data-path §5.3–5.6;
+    /// `fast_poll_equals_general` proves it).
+    #[inline(always)]
+    pub(crate) fn poll_fast<'q, S: SendQueue, L: QpLookup<'q, S> + ?Sized>(
+        &mut self,
+        qps: &mut L,
+    ) -> Fast {
+        let w = self.head_cqe();
+        let q3 = w.get(3);
+        if cqe::VALID.is_set(q3) != self.polarity {
+            return Fast::Empty;
+        }
+        dma_rmb();
+        const SLOW: u64 = cqe::EXTCQE.mask() | cqe::ERROR.mask() | cqe::PSHDROP.mask();
+        let ctx = w.get(1);
+        if q3 & SLOW != 0 || ctx == 0 {
+            return Fast::Slow;
+        }
+        let Some(qp) = qps.lookup(ctx) else { return Fast::Slow };
+        let q2 = w.get(2);
+        let wqe_idx = cqe::WQEIDX.get(q3) as u32;
+        let opc = cqe::OP.get(q3) as u8;
+        let wc = if cqe::SQ.is_set(q3) {
+            let Some(t) = qp.sq.complete_at(wqe_idx) else { return Fast::Slow };
+            let (status, opcode) = match sq_wc_opcode(opc) {
+                Some(o) => (WcStatus::Success, o),
+                None => (WcStatus::GeneralErr, WcOpcode::Send),
+            };
+            WorkCompletion {
+                wr_id: t.wr_id,
+                status,
+                opcode,
+                vendor_err: 0,
+                byte_len: t.wr_len,
+                qp_num: cqe::QPID.get(q2) as u32,
+                imm_data: None,
+                invalidated_rkey: None,
+                solicited: cqe::SOEVENT.is_set(q3),
+            }
+        } else {
+            let shift = qp.rq.multiplier().trailing_zeros();
+            let Some(wr_id) = qp.rq.complete_at(wqe_idx >> shift) else { return Fast::Slow };
+            WorkCompletion {
+                wr_id,
+                status: WcStatus::Success,
+                opcode: if opc == 0x0B || opc == 0x09 {
+                    WcOpcode::RecvRdmaWithImm
+                } else {
+                    WcOpcode::Recv
+                },
+                vendor_err: 0,
+                byte_len: cqe::PAYLDLEN.get(w.get(0)) as u32,
+                qp_num: cqe::QPID.get(q2) as u32,
+                imm_data: None,
+                invalidated_rkey: if cqe::STAG.is_set(q3) && !qp.is_ud() {
+                    Some(cqe::INVSTAG.get(q2) as u32)
+                } else {
+                    None
+                },
+                solicited: cqe::SOEVENT.is_set(q3),
+            }
+        };
+        self.consume(false);
+        Fast::Done(wc)
     }
 
     /// Polls one CQE (spec data-path §5.3–5.5). `qps` resolves the CQE's
@@ -380,12 +488,16 @@ impl<'a> Cq<'a> {
 
     /// Moves the head past the current CQE (and its extension) and publishes
     /// the head in shadow +0 (RC uk.c writes it after every CQE).
+    #[inline(always)]
     fn consume(&mut self, ext: bool) {
         self.advance();
         if ext {
             self.advance();
         }
-        self.shadow.write(0, shadow::CQ_CQEIDX.prep(self.head.into()));
+        // SAFETY: `Cq::new` checked `shadow.qwords() >= SHADOW_QWORDS` (8)
+        // and `shadow` never changes.
+        let sh = unsafe { self.shadow.slot_unchecked(0, 1) };
+        sh.put(0, shadow::CQ_CQEIDX.prep(self.head.into()));
     }
 
     /// Arms the CQ (spec data-path §5.7; uk.c: irdma_uk_cq_request_notification):

@@ -53,6 +53,20 @@ pub struct RawSlot<'m> {
     _mem: PhantomData<&'m [u64]>,
 }
 
+impl RawSlot<'_> {
+    /// Volatile load of qword `i` of the window (little-endian), 0 outside it.
+    #[inline(always)]
+    pub fn get(&self, i: usize) -> u64 {
+        if i < self.len {
+            // SAFETY: `i < len`, and the window is inside the region promised
+            // by `from_raw` (checked by `slot`, or by `slot_unchecked`'s caller).
+            u64::from_le(unsafe { self.ptr.add(i).read_volatile() })
+        } else {
+            0
+        }
+    }
+}
+
 impl WqeSlot for RawSlot<'_> {
     #[inline(always)]
     fn put(&self, i: usize, v: u64) {

@@ -3,7 +3,7 @@
 
 use irdma_hal::Bar;
 
-use super::cq::{CompStatus, Cq, CqPollInfo, PollError, QueueType, flush_code};
+use super::cq::{CompStatus, Cq, CqPollInfo, Fast, PollError, QueueType, flush_code};
 use super::rq::{Rq, RqError};
 use super::sq::{HotWqe, SendKind, SendQueue, Sq, SqError, SqOp, SqPost};
 use crate::wr::{RecvWr, SendFlags, SendWr, WcOpcode, WcStatus, WorkCompletion, WrOpcode};
@@ -466,11 +466,20 @@ pub fn poll_cq<'q, S: SendQueue, L: QpLookup<'q, S> + ?Sized>(
     qps: &mut L,
     wc: &mut [WorkCompletion],
 ) -> usize {
-    // The common "nothing there" poll is a single valid-bit test.
-    if wc.is_empty() || !cq.has_cqe() {
-        return 0;
+    // The common polls are inline: "nothing there" is a single valid-bit
+    // test, and one common CQE is `Cq::poll_fast`; the rest is out of line.
+    let Some(first) = wc.first_mut() else { return 0 };
+    match cq.poll_fast(qps) {
+        Fast::Empty => 0,
+        Fast::Done(w) => {
+            *first = w;
+            match wc.get_mut(1..) {
+                Some(rest) if !rest.is_empty() => 1 + poll_cq_some(cq, qps, rest),
+                _ => 1,
+            }
+        }
+        Fast::Slow => poll_cq_some(cq, qps, wc),
     }
-    poll_cq_some(cq, qps, wc)
 }
 
 #[inline(never)]
@@ -479,21 +488,55 @@ fn poll_cq_some<'q, S: SendQueue, L: QpLookup<'q, S> + ?Sized>(
     qps: &mut L,
     wc: &mut [WorkCompletion],
 ) -> usize {
+    poll_cq_with(cq, qps, wc, false)
+}
+
+/// The `poll_cq` loop: each CQE through [`Cq::poll_fast`], or through the
+/// general [`Cq::poll_one`] + [`to_work_completion`] when the fast path
+/// declines it (or always, with `general_only`, for tests).
+#[inline(always)]
+fn poll_cq_with<'q, S: SendQueue, L: QpLookup<'q, S> + ?Sized>(
+    cq: &mut Cq<'_>,
+    qps: &mut L,
+    wc: &mut [WorkCompletion],
+    general_only: bool,
+) -> usize {
     let mut n = 0;
-    while n < wc.len() {
-        match cq.poll_one(qps) {
-            Ok(info) => {
-                let kind = qps.lookup(info.qp_ctx).map_or(QpKind::Rc, |q| q.kind());
-                if let Some(slot) = wc.get_mut(n) {
-                    *slot = to_work_completion(&info, kind);
+    for slot in wc.iter_mut() {
+        loop {
+            if !general_only {
+                match cq.poll_fast(qps) {
+                    Fast::Done(w) => {
+                        *slot = w;
+                        break;
+                    }
+                    Fast::Empty => return n,
+                    Fast::Slow => {}
                 }
-                n += 1;
             }
-            Err(PollError::Empty) => break,
-            Err(PollError::Drained | PollError::NoQp) => {}
+            match cq.poll_one(qps) {
+                Ok(info) => {
+                    let kind = qps.lookup(info.qp_ctx).map_or(QpKind::Rc, |q| q.kind());
+                    *slot = to_work_completion(&info, kind);
+                    break;
+                }
+                Err(PollError::Empty) => return n,
+                Err(PollError::Drained | PollError::NoQp) => {}
+            }
         }
+        n += 1;
     }
     n
+}
+
+/// [`poll_cq`] through the general decoder only (tests compare the two).
+#[cfg(test)]
+pub(crate) fn poll_cq_general<'q, S: SendQueue, L: QpLookup<'q, S> + ?Sized>(
+    cq: &mut Cq<'_>,
+    qps: &mut L,
+    wc: &mut [WorkCompletion],
+) -> usize {
+    poll_cq_with(cq, qps, wc, true)
 }
 
 /// `ib_req_notify_cq`: `solicited_only` = `IB_CQ_SOLICITED` alone, else

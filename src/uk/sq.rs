@@ -645,18 +645,23 @@ pub trait SendQueue {
 }
 
 impl SendQueue for Sq<'_> {
+    #[inline]
     fn qp_id(&self) -> u32 {
         Sq::qp_id(self)
     }
+    #[inline]
     fn used(&self) -> u32 {
         Sq::used(self)
     }
+    #[inline]
     fn tail(&self) -> u32 {
         Sq::tail(self)
     }
+    #[inline]
     fn complete_at(&mut self, wqe_idx: u32) -> Option<SqWrTrk> {
         Sq::complete_at(self, wqe_idx)
     }
+    #[inline]
     fn retire_oldest(&mut self) -> Option<(u32, u8, SqWrTrk)> {
         Sq::retire_oldest(self)
     }
@@ -746,6 +751,7 @@ impl<'a> Sq<'a> {
     }
 
     /// QP id written to the doorbell.
+    #[inline]
     pub fn qp_id(&self) -> u32 {
         self.qp_id
     }
@@ -756,11 +762,13 @@ impl<'a> Sq<'a> {
     }
 
     /// Ring index of the tail (oldest outstanding quantum).
+    #[inline]
     pub fn tail(&self) -> u32 {
         self.tail & self.mask
     }
 
     /// Outstanding quanta.
+    #[inline]
     pub fn used(&self) -> u32 {
         self.head.wrapping_sub(self.tail)
     }
@@ -896,15 +904,17 @@ impl<'a> Sq<'a> {
     /// arrived): the tail moves past it, retiring every earlier unsignaled WQE
     /// and NOP (spec data-path §5.4). Returns its tracking entry, or `None`
     /// when `wqe_idx` is not an outstanding WQE start (device data is checked).
+    #[inline]
     pub fn complete_at(&mut self, wqe_idx: u32) -> Option<SqWrTrk> {
         let d = wqe_idx.wrapping_sub(self.tail) & self.mask;
-        let used = self.used();
-        if d >= used {
-            return None;
-        }
-        let t = *self.trk.get((wqe_idx & self.mask) as usize)?;
+        let idx = (wqe_idx & self.mask) as usize;
+        debug_assert!(idx < self.trk.len());
+        // SAFETY: `idx <= mask < size <= trk.len()` (the type's invariant).
+        let t = *unsafe { self.trk.get_unchecked(idx) };
         let q = u32::from(t.quanta).max(1);
-        if d.checked_add(q)? > used {
+        // `d <= mask < 2^15` and `q <= 255`: no overflow. `q >= 1`, so this
+        // also refuses `d >= used` (not an outstanding WQE start).
+        if d + q > self.used() {
             return None;
         }
         self.tail = self.tail.wrapping_add(d + q);
