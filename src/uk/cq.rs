@@ -184,15 +184,19 @@ pub(crate) enum Fast {
 
 /// A completion queue over 32-byte CQEs.
 ///
-/// Invariant: `head < size` (it starts at 0 and only [`Cq::next`] moves it)
-/// and `mem.qwords() >= size * 4` (checked by [`Cq::new`]), so the CQE at
-/// the head is inside the ring without a check.
+/// Invariant: `head_q` is a multiple of 4 below `size_q` (it starts at 0
+/// and only [`Cq::next`] moves it) and `mem.qwords() >= size_q` (checked by
+/// [`Cq::new`]), so the CQE at the head is inside the ring without a check.
 pub struct Cq<'a> {
     mem: QueueMem<'a>,
     shadow: QueueMem<'a>,
-    size: u32,
-    head: u32,
-    polarity: bool,
+    /// Ring size in qwords (slots × 4).
+    size_q: u32,
+    /// Qword index of the head CQE (slot × 4): indexes the ring directly.
+    head_q: u32,
+    /// The expected valid bit in CQE-qword-3 position: `cqe::VALID.mask()`
+    /// or 0, so "new CQE" is one XOR and a sign test.
+    valid: u64,
     cq_id: u32,
 }
 
@@ -211,17 +215,24 @@ impl<'a> Cq<'a> {
             return Err(CqConfigError::MemoryTooSmall);
         }
         // Expected polarity starts at 1 on zeroed memory (spec data-path §3.1).
-        Ok(Cq { mem, shadow, size, head: 0, polarity: true, cq_id })
+        Ok(Cq {
+            mem,
+            shadow,
+            size_q: size * QUANTUM_QWORDS as u32,
+            head_q: 0,
+            valid: cqe::VALID.mask(),
+            cq_id,
+        })
     }
 
     /// Current head slot.
     pub fn head(&self) -> u32 {
-        self.head
+        self.head_q / QUANTUM_QWORDS as u32
     }
 
     /// Expected valid bit.
     pub fn polarity(&self) -> bool {
-        self.polarity
+        self.valid != 0
     }
 
     /// CQ id written to CQARM.
@@ -241,29 +252,38 @@ impl<'a> Cq<'a> {
 
     #[inline(always)]
     fn next(&self, i: u32) -> u32 {
-        if i + 1 >= self.size { 0 } else { i + 1 }
+        let n = i + QUANTUM_QWORDS as u32;
+        if n >= self.size_q { 0 } else { n }
     }
 
     #[inline(always)]
     fn advance(&mut self) {
-        self.head = self.next(self.head);
-        if self.head == 0 {
-            self.polarity = !self.polarity;
+        self.head_q = self.next(self.head_q);
+        if self.head_q == 0 {
+            self.valid ^= cqe::VALID.mask();
         }
     }
 
     /// The four qwords of the CQE at the head.
     #[inline(always)]
     fn head_cqe(&self) -> RawSlot<'_> {
-        // SAFETY: `(head + 1) * 4 <= size * 4 <= mem.qwords()` by the type's
-        // invariant (`head < size`, memory size checked in `Cq::new`).
-        unsafe { self.mem.slot_unchecked(self.head as usize * QUANTUM_QWORDS, QUANTUM_QWORDS) }
+        // SAFETY: `head_q + 4 <= size_q <= mem.qwords()` by the type's
+        // invariant (`head_q` a multiple of 4 below `size_q`, memory size
+        // checked in `Cq::new`).
+        unsafe { self.mem.slot_unchecked(self.head_q as usize, QUANTUM_QWORDS) }
+    }
+
+    /// Whether CQE qword 3 `q3` carries the expected valid bit.
+    #[inline(always)]
+    fn is_new(&self, q3: u64) -> bool {
+        const _: () = assert!(cqe::VALID.mask() == 1 << 63);
+        (q3 ^ self.valid) as i64 >= 0
     }
 
     /// Whether a new CQE is waiting at the head.
     #[inline(always)]
     pub fn has_cqe(&self) -> bool {
-        cqe::VALID.is_set(self.head_cqe().get(3)) == self.polarity
+        self.is_new(self.head_cqe().get(3))
     }
 
     /// Polls the common CQE in one pass, straight into a [`WorkCompletion`]:
@@ -279,7 +299,7 @@ impl<'a> Cq<'a> {
     ) -> Fast {
         let w = self.head_cqe();
         let q3 = w.get(3);
-        if cqe::VALID.is_set(q3) != self.polarity {
+        if !self.is_new(q3) {
             return Fast::Empty;
         }
         dma_rmb();
@@ -342,9 +362,9 @@ impl<'a> Cq<'a> {
         &mut self,
         qps: &mut L,
     ) -> Result<CqPollInfo, PollError> {
-        let base = self.head as usize * QUANTUM_QWORDS;
+        let base = self.head_q as usize;
         let mut q3 = self.mem.read(base + 3);
-        if cqe::VALID.is_set(q3) != self.polarity {
+        if !self.is_new(q3) {
             return Err(PollError::Empty);
         }
         dma_rmb();
@@ -353,10 +373,10 @@ impl<'a> Cq<'a> {
         if ext {
             // GEN_2: the extension is the next slot; when that slot wrapped to
             // 0 it carries the next pass's valid bit.
-            let nx = self.next(self.head);
-            let eb = nx as usize * QUANTUM_QWORDS;
+            let nx = self.next(self.head_q);
+            let eb = nx as usize;
             let e3 = self.mem.read(eb + 3);
-            if cqe::EXT_VALID.is_set(e3) ^ (nx == 0) != self.polarity {
+            if cqe::EXT_VALID.is_set(e3) ^ (nx == 0) != self.polarity() {
                 return Err(PollError::Empty);
             }
             dma_rmb();
@@ -497,7 +517,7 @@ impl<'a> Cq<'a> {
         // SAFETY: `Cq::new` checked `shadow.qwords() >= SHADOW_QWORDS` (8)
         // and `shadow` never changes.
         let sh = unsafe { self.shadow.slot_unchecked(0, 1) };
-        sh.put(0, shadow::CQ_CQEIDX.prep(self.head.into()));
+        sh.put(0, shadow::CQ_CQEIDX.prep(self.head().into()));
     }
 
     /// Arms the CQ (spec data-path §5.7; uk.c: irdma_uk_cq_request_notification):
