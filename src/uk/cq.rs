@@ -156,14 +156,18 @@ pub enum CqConfigError {
     MemoryTooSmall,
 }
 
-/// [`wc_opcode_sq`] as a table over the 6-bit opcode field.
+/// Status and opcode of a successful SQ completion for a WQE opcode:
+/// [`wc_opcode_sq`] as a table over the 6-bit field (an opcode the verbs
+/// never post is `GeneralErr`/`Send`, as `to_work_completion` reports it).
 #[inline(always)]
-fn sq_wc_opcode(opc: u8) -> Option<WcOpcode> {
-    const TABLE: [Option<WcOpcode>; 64] = {
-        let mut t = [None; 64];
+fn sq_wc_status_opcode(opc: u8) -> (WcStatus, WcOpcode) {
+    const TABLE: [(WcStatus, WcOpcode); 64] = {
+        let mut t = [(WcStatus::GeneralErr, WcOpcode::Send); 64];
         let mut i = 0;
         while i < 64 {
-            t[i] = wc_opcode_sq(i as u8);
+            if let Some(o) = wc_opcode_sq(i as u8) {
+                t[i] = (WcStatus::Success, o);
+            }
             i += 1;
         }
         t
@@ -314,10 +318,7 @@ impl<'a> Cq<'a> {
         let opc = cqe::OP.get(q3) as u8;
         let wc = if cqe::SQ.is_set(q3) {
             let Some(t) = qp.sq.complete_at(wqe_idx) else { return Fast::Slow };
-            let (status, opcode) = match sq_wc_opcode(opc) {
-                Some(o) => (WcStatus::Success, o),
-                None => (WcStatus::GeneralErr, WcOpcode::Send),
-            };
+            let (status, opcode) = sq_wc_status_opcode(opc);
             WorkCompletion {
                 wr_id: t.wr_id,
                 status,

@@ -910,7 +910,9 @@ impl<'a> Sq<'a> {
         let idx = (wqe_idx & self.mask) as usize;
         debug_assert!(idx < self.trk.len());
         // SAFETY: `idx <= mask < size <= trk.len()` (the type's invariant).
-        let t = *unsafe { self.trk.get_unchecked(idx) };
+        let e = unsafe { self.trk.get_unchecked(idx) };
+        let t =
+            SqWrTrk { wr_id: e.wr_id, wr_len: e.wr_len, quanta: e.quanta, signaled: e.signaled };
         let q = u32::from(t.quanta).max(1);
         // `d <= mask < 2^15` and `q <= 255`: no overflow. `q >= 1`, so this
         // also refuses `d >= used` (not an outstanding WQE start).
