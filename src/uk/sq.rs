@@ -458,14 +458,14 @@ impl<'s> HotWqe<'s> {
 
     /// Whether the WQE asks for a completion.
     #[inline(always)]
-    fn signaled(&self) -> bool {
+    pub(crate) fn signaled(&self) -> bool {
         self.flags & sq_hdr::SIGCOMPL.prep(1) != 0
     }
 }
 
 /// Writes qwords 0–2 of a [`HotWqe`] and returns its header.
 #[inline(always)]
-fn encode_hot<S: WqeSlot>(h: &HotWqe<'_>, slot: &S, valid: bool) -> u64 {
+pub(crate) fn encode_hot<S: WqeSlot>(h: &HotWqe<'_>, slot: &S, valid: bool) -> u64 {
     let s = h.sge;
     slot.put(0, s.addr);
     slot.put(
