@@ -45,9 +45,10 @@ pub struct MpTrk {
 }
 
 impl MpTrk {
-    /// An empty entry.
+    /// An empty entry (one quantum, like the single-owner SQ's entries
+    /// before their first post).
     pub fn new() -> Self {
-        MpTrk { wr_id: AtomicU64::new(0), meta: AtomicU64::new(0) }
+        MpTrk { wr_id: AtomicU64::new(0), meta: AtomicU64::new(1 << 32) }
     }
 
     fn store(&self, t: SqWrTrk) {

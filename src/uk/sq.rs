@@ -676,7 +676,7 @@ impl SendQueue for Sq<'_> {
 /// Invariant (checked by [`Sq::new`], fields never reassigned): `mask + 1`
 /// is the ring size, `trk.len() >= mask + 1` and
 /// `mem.qwords() >= (mask + 1) * 4`; the hot post path relies on it to index
-/// without checks.
+/// without checks. Every tracking entry of the ring has `quanta >= 1`.
 pub struct Sq<'a> {
     mem: QueueMem<'a>,
     trk: &'a mut [SqWrTrk],
@@ -716,6 +716,11 @@ impl<'a> Sq<'a> {
             return Err(SqConfigError::BadLimits);
         }
         let cap = if size > SQ_FREE_RESERVE { size - SQ_FREE_RESERVE } else { size };
+        // Every tracking entry of the ring says at least one quantum (posts
+        // only ever write 1..=8), so retirement needs no `max(1)`.
+        for t in trk.iter_mut().take(size as usize) {
+            *t = SqWrTrk { quanta: 1, ..SqWrTrk::default() };
+        }
         Ok(Sq {
             mem,
             trk,
@@ -913,9 +918,12 @@ impl<'a> Sq<'a> {
         let e = unsafe { self.trk.get_unchecked(idx) };
         let t =
             SqWrTrk { wr_id: e.wr_id, wr_len: e.wr_len, quanta: e.quanta, signaled: e.signaled };
-        let q = u32::from(t.quanta).max(1);
-        // `d <= mask < 2^15` and `q <= 255`: no overflow. `q >= 1`, so this
-        // also refuses `d >= used` (not an outstanding WQE start).
+        // `quanta >= 1` in every entry (set in `Sq::new`, kept by every post).
+        debug_assert!(t.quanta >= 1);
+        let q = u32::from(t.quanta);
+        // `d <= mask < 2^15` and `q <= 255`: no overflow. With `q >= 1` this
+        // also refuses `d >= used` (not an outstanding WQE start); were an
+        // entry 0 anyway, the tail would stop short of it: never out of range.
         if d + q > self.used() {
             return None;
         }
