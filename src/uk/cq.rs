@@ -156,24 +156,25 @@ pub enum CqConfigError {
     MemoryTooSmall,
 }
 
-/// Status and opcode of a successful SQ completion for a WQE opcode:
-/// [`wc_opcode_sq`] as a table over the 6-bit field (an opcode the verbs
-/// never post is `GeneralErr`/`Send`, as `to_work_completion` reports it).
+/// Status and opcode of a successful SQ completion from the top byte of CQE
+/// qword 3 (OP in bits 61:56, so the byte is OP plus the SQ and valid bits):
+/// [`wc_opcode_sq`] as a table (an opcode the verbs never post is
+/// `GeneralErr`/`Send`, as `to_work_completion` reports it).
 #[inline(always)]
-fn sq_wc_status_opcode(opc: u8) -> (WcStatus, WcOpcode) {
-    const TABLE: [(WcStatus, WcOpcode); 64] = {
-        let mut t = [(WcStatus::GeneralErr, WcOpcode::Send); 64];
+fn sq_wc_status_opcode(q3: u64) -> (WcStatus, WcOpcode) {
+    const TABLE: [(WcStatus, WcOpcode); 256] = {
+        let mut t = [(WcStatus::GeneralErr, WcOpcode::Send); 256];
         let mut i = 0;
-        while i < 64 {
-            if let Some(o) = wc_opcode_sq(i as u8) {
+        while i < 256 {
+            if let Some(o) = wc_opcode_sq((i & 63) as u8) {
                 t[i] = (WcStatus::Success, o);
             }
             i += 1;
         }
         t
     };
-    const _: () = assert!(cqe::OP.max() == 63);
-    TABLE[opc as usize & 63]
+    const _: () = assert!(cqe::OP.lo == 56 && cqe::OP.hi() == 61);
+    TABLE[(q3 >> 56) as u8 as usize]
 }
 
 /// What [`Cq::poll_fast`] did.
@@ -316,9 +317,11 @@ impl<'a> Cq<'a> {
         let q2 = w.get(2);
         let wqe_idx = cqe::WQEIDX.get(q3) as u32;
         let opc = cqe::OP.get(q3) as u8;
-        let wc = if cqe::SQ.is_set(q3) {
+        const _: () = assert!(cqe::SQ.mask() == 1 << 62);
+        // SQ bit (62) as a sign test.
+        let wc = if ((q3 << 1) as i64) < 0 {
             let Some(t) = qp.sq.complete_at(wqe_idx) else { return Fast::Slow };
-            let (status, opcode) = sq_wc_status_opcode(opc);
+            let (status, opcode) = sq_wc_status_opcode(q3);
             WorkCompletion {
                 wr_id: t.wr_id,
                 status,
