@@ -4,66 +4,19 @@
 
 extern crate std;
 
-use core::cell::Cell;
 use core::ptr::NonNull;
-use core::time::Duration;
 use std::vec;
 use std::vec::Vec;
 
-use irdma_hal::{BufferDirection, DmaError, Hal, PhysAddr};
+use irdma_hal::BufferDirection;
 use proptest::prelude::*;
 
 use super::*;
 use crate::wr::{Access, SendFlags, SendWr, Sge, WrOpcode};
 
-std::thread_local! {
-    static LIVE: Cell<i64> = const { Cell::new(0) };
-    static CALLS: Cell<u32> = const { Cell::new(0) };
-    static FAIL_AT: Cell<u32> = const { Cell::new(0) };
-}
-
-/// Identity-mapping Hal with per-thread accounting and failure injection
-/// (each test runs on its own thread, so counts are exact). It never
-/// dereferences the buffers, so tests may use made-up addresses.
-struct TestHal;
-
-impl TestHal {
-    fn reset(fail_at: u32) {
-        LIVE.set(0);
-        CALLS.set(0);
-        FAIL_AT.set(fail_at);
-    }
-    fn live() -> i64 {
-        LIVE.get()
-    }
-}
-
-// SAFETY: nothing is allocated or accessed; `share` returns the buffer's
-// address and `unshare` only counts.
-unsafe impl Hal for TestHal {
-    fn dma_alloc(_: usize, _: BufferDirection) -> Result<(PhysAddr, NonNull<u8>), DmaError> {
-        Err(DmaError::NoMemory)
-    }
-    unsafe fn dma_dealloc(_: PhysAddr, _: NonNull<u8>, _: usize) {}
-    unsafe fn mmio_phys_to_virt(_: PhysAddr, _: usize) -> NonNull<u8> {
-        NonNull::dangling()
-    }
-    unsafe fn share(b: NonNull<[u8]>, _: BufferDirection) -> Result<PhysAddr, DmaError> {
-        let n = CALLS.get() + 1;
-        CALLS.set(n);
-        if FAIL_AT.get() == n {
-            return Err(DmaError::NotShareable);
-        }
-        LIVE.set(LIVE.get() + 1);
-        Ok(b.cast::<u8>().as_ptr() as u64)
-    }
-    unsafe fn unshare(_: PhysAddr, _: NonNull<[u8]>, _: BufferDirection) {
-        LIVE.set(LIVE.get() - 1);
-    }
-    fn now() -> Duration {
-        Duration::ZERO
-    }
-}
+/// Identity mapping with per-thread accounting and failure injection; it
+/// never dereferences the buffers, so tests may use made-up addresses.
+use irdma_testkit::IdentityHal as TestHal;
 
 const LKEY: u32 = 0xabcd00;
 const RA: u64 = 0x7f00_0000_1000;
@@ -269,7 +222,7 @@ fn decision_table_nothing_to_transfer() {
             let r = init_sg(&mut ctx, &qp, &mut pool, &mut sg[..n], off, Direction::FromDevice);
             assert_eq!(r, Err(RwError::NothingToTransfer));
             assert_eq!(RwError::NothingToTransfer.errno(), -5);
-            assert_eq!(CALLS.get(), 0, "checked before mapping");
+            assert_eq!(TestHal::calls(), 0, "checked before mapping");
         }
         let bv = bvecs(2, 4096);
         let zero = BvecIter { bi_size: 0, ..BvecIter::default() };
@@ -1125,7 +1078,7 @@ proptest! {
         mrs in 0u32..9,
         fail_at in 0u32..45,
     ) {
-        TestHal::reset(fail_at);
+        TestHal::reset(fail_at.into());
         let mut dev = if iw { iwarp() } else { roce(max_sge) };
         dev.max_sgl_rd = max_sgl_rd;
         let qp = RwQp::new(dev, force, max_sge);
@@ -1160,7 +1113,7 @@ proptest! {
         mrs in 0u32..9,
         fail_at in 0u32..25,
     ) {
-        TestHal::reset(fail_at);
+        TestHal::reset(fail_at.into());
         let qp = RwQp::new(if iw { iwarp() } else { roce(13) }, force, 13);
         let mut pool = pool_for(&qp, mrs);
         let bv: Vec<BioVec> = ents.iter().map(|&(a, l)| BioVec { buf: fake(a.max(1), l) }).collect();

@@ -6,9 +6,10 @@ use irdma_hal::barrier::{dma_rmb, wmb};
 use irdma_hal::wqe::{QUANTUM_QWORDS, SHADOW_QWORDS, cqe, op, shadow};
 use irdma_hal::{Bar, regs};
 
-use super::mem::QueueMem;
-use super::qp::{QpLookup, QpUk};
+use super::mem::{QueueMem, RawSlot, WqeSlot};
+use super::qp::{QpLookup, QpUk, wc_opcode_sq};
 use super::sq::SendQueue;
+use crate::wr::{WcOpcode, WcStatus, WorkCompletion};
 
 /// `enum irdma_flush_opcode` (spec data-path §5.5; user.h).
 pub mod flush_code {
@@ -155,13 +156,52 @@ pub enum CqConfigError {
     MemoryTooSmall,
 }
 
+/// Status and opcode of a successful SQ completion from the top byte of CQE
+/// qword 3 (OP in bits 61:56, so the byte is OP plus the SQ and valid bits):
+/// [`wc_opcode_sq`] as a table (an opcode the verbs never post is
+/// `GeneralErr`/`Send`, as `to_work_completion` reports it).
+#[inline(always)]
+fn sq_wc_status_opcode(q3: u64) -> (WcStatus, WcOpcode) {
+    const TABLE: [(WcStatus, WcOpcode); 256] = {
+        let mut t = [(WcStatus::GeneralErr, WcOpcode::Send); 256];
+        let mut i = 0;
+        while i < 256 {
+            if let Some(o) = wc_opcode_sq((i & 63) as u8) {
+                t[i] = (WcStatus::Success, o);
+            }
+            i += 1;
+        }
+        t
+    };
+    const _: () = assert!(cqe::OP.lo == 56 && cqe::OP.hi() == 61);
+    TABLE[(q3 >> 56) as u8 as usize]
+}
+
+/// What [`Cq::poll_fast`] did.
+pub(crate) enum Fast {
+    /// Polled one CQE into this completion.
+    Done(WorkCompletion),
+    /// No new CQE.
+    Empty,
+    /// A CQE the fast path does not take; nothing was consumed or changed.
+    Slow,
+}
+
 /// A completion queue over 32-byte CQEs.
+///
+/// Invariant: `head_q` is a multiple of 4 below `size_q` (it starts at 0
+/// and only [`Cq::next`] moves it) and `mem.qwords() >= size_q` (checked by
+/// [`Cq::new`]), so the CQE at the head is inside the ring without a check.
 pub struct Cq<'a> {
     mem: QueueMem<'a>,
     shadow: QueueMem<'a>,
-    size: u32,
-    head: u32,
-    polarity: bool,
+    /// Ring size in qwords (slots × 4).
+    size_q: u32,
+    /// Qword index of the head CQE (slot × 4): indexes the ring directly.
+    head_q: u32,
+    /// The expected valid bit in CQE-qword-3 position: `cqe::VALID.mask()`
+    /// or 0, so "new CQE" is one XOR and a sign test.
+    valid: u64,
     cq_id: u32,
 }
 
@@ -180,17 +220,24 @@ impl<'a> Cq<'a> {
             return Err(CqConfigError::MemoryTooSmall);
         }
         // Expected polarity starts at 1 on zeroed memory (spec data-path §3.1).
-        Ok(Cq { mem, shadow, size, head: 0, polarity: true, cq_id })
+        Ok(Cq {
+            mem,
+            shadow,
+            size_q: size * QUANTUM_QWORDS as u32,
+            head_q: 0,
+            valid: cqe::VALID.mask(),
+            cq_id,
+        })
     }
 
     /// Current head slot.
     pub fn head(&self) -> u32 {
-        self.head
+        self.head_q / QUANTUM_QWORDS as u32
     }
 
     /// Expected valid bit.
     pub fn polarity(&self) -> bool {
-        self.polarity
+        self.valid != 0
     }
 
     /// CQ id written to CQARM.
@@ -210,22 +257,107 @@ impl<'a> Cq<'a> {
 
     #[inline(always)]
     fn next(&self, i: u32) -> u32 {
-        if i + 1 >= self.size { 0 } else { i + 1 }
+        let n = i + QUANTUM_QWORDS as u32;
+        if n >= self.size_q { 0 } else { n }
     }
 
     #[inline(always)]
     fn advance(&mut self) {
-        self.head = self.next(self.head);
-        if self.head == 0 {
-            self.polarity = !self.polarity;
+        self.head_q = self.next(self.head_q);
+        if self.head_q == 0 {
+            self.valid ^= cqe::VALID.mask();
         }
+    }
+
+    /// The four qwords of the CQE at the head.
+    #[inline(always)]
+    fn head_cqe(&self) -> RawSlot<'_> {
+        // SAFETY: `head_q + 4 <= size_q <= mem.qwords()` by the type's
+        // invariant (`head_q` a multiple of 4 below `size_q`, memory size
+        // checked in `Cq::new`).
+        unsafe { self.mem.slot_unchecked(self.head_q as usize, QUANTUM_QWORDS) }
+    }
+
+    /// Whether CQE qword 3 `q3` carries the expected valid bit.
+    #[inline(always)]
+    fn is_new(&self, q3: u64) -> bool {
+        const _: () = assert!(cqe::VALID.mask() == 1 << 63);
+        (q3 ^ self.valid) as i64 >= 0
     }
 
     /// Whether a new CQE is waiting at the head.
     #[inline(always)]
     pub fn has_cqe(&self) -> bool {
-        let q3 = self.mem.read(self.head as usize * QUANTUM_QWORDS + 3);
-        cqe::VALID.is_set(q3) == self.polarity
+        self.is_new(self.head_cqe().get(3))
+    }
+
+    /// Polls the common CQE in one pass, straight into a [`WorkCompletion`]:
+    /// no extension, no error, no push drop, a known QP and an outstanding
+    /// WQE. Anything else is [`Fast::Slow`] with nothing changed, for
+    /// [`Cq::poll_one`]; the result is what `poll_one` +
+    /// `to_work_completion` give for the same CQE (spec data-path §5.3–5.6;
+    /// `fast_poll_equals_general` proves it).
+    #[inline(always)]
+    pub(crate) fn poll_fast<'q, S: SendQueue, L: QpLookup<'q, S> + ?Sized>(
+        &mut self,
+        qps: &mut L,
+    ) -> Fast {
+        let w = self.head_cqe();
+        let q3 = w.get(3);
+        if !self.is_new(q3) {
+            return Fast::Empty;
+        }
+        dma_rmb();
+        const SLOW: u64 = cqe::EXTCQE.mask() | cqe::ERROR.mask() | cqe::PSHDROP.mask();
+        let ctx = w.get(1);
+        if q3 & SLOW != 0 || ctx == 0 {
+            return Fast::Slow;
+        }
+        let Some(qp) = qps.lookup(ctx) else { return Fast::Slow };
+        let q2 = w.get(2);
+        let wqe_idx = cqe::WQEIDX.get(q3) as u32;
+        let opc = cqe::OP.get(q3) as u8;
+        const _: () = assert!(cqe::SQ.mask() == 1 << 62);
+        // SQ bit (62) as a sign test.
+        let wc = if ((q3 << 1) as i64) < 0 {
+            let Some(t) = qp.sq.complete_at(wqe_idx) else { return Fast::Slow };
+            let (status, opcode) = sq_wc_status_opcode(q3);
+            WorkCompletion {
+                wr_id: t.wr_id,
+                status,
+                opcode,
+                vendor_err: 0,
+                byte_len: t.wr_len,
+                qp_num: cqe::QPID.get(q2) as u32,
+                imm_data: None,
+                invalidated_rkey: None,
+                solicited: cqe::SOEVENT.is_set(q3),
+            }
+        } else {
+            let shift = qp.rq.multiplier().trailing_zeros();
+            let Some(wr_id) = qp.rq.complete_at(wqe_idx >> shift) else { return Fast::Slow };
+            WorkCompletion {
+                wr_id,
+                status: WcStatus::Success,
+                opcode: if opc == 0x0B || opc == 0x09 {
+                    WcOpcode::RecvRdmaWithImm
+                } else {
+                    WcOpcode::Recv
+                },
+                vendor_err: 0,
+                byte_len: cqe::PAYLDLEN.get(w.get(0)) as u32,
+                qp_num: cqe::QPID.get(q2) as u32,
+                imm_data: None,
+                invalidated_rkey: if cqe::STAG.is_set(q3) && !qp.is_ud() {
+                    Some(cqe::INVSTAG.get(q2) as u32)
+                } else {
+                    None
+                },
+                solicited: cqe::SOEVENT.is_set(q3),
+            }
+        };
+        self.consume(false);
+        Fast::Done(wc)
     }
 
     /// Polls one CQE (spec data-path §5.3–5.5). `qps` resolves the CQE's
@@ -234,9 +366,9 @@ impl<'a> Cq<'a> {
         &mut self,
         qps: &mut L,
     ) -> Result<CqPollInfo, PollError> {
-        let base = self.head as usize * QUANTUM_QWORDS;
+        let base = self.head_q as usize;
         let mut q3 = self.mem.read(base + 3);
-        if cqe::VALID.is_set(q3) != self.polarity {
+        if !self.is_new(q3) {
             return Err(PollError::Empty);
         }
         dma_rmb();
@@ -245,10 +377,10 @@ impl<'a> Cq<'a> {
         if ext {
             // GEN_2: the extension is the next slot; when that slot wrapped to
             // 0 it carries the next pass's valid bit.
-            let nx = self.next(self.head);
-            let eb = nx as usize * QUANTUM_QWORDS;
+            let nx = self.next(self.head_q);
+            let eb = nx as usize;
             let e3 = self.mem.read(eb + 3);
-            if cqe::EXT_VALID.is_set(e3) ^ (nx == 0) != self.polarity {
+            if cqe::EXT_VALID.is_set(e3) ^ (nx == 0) != self.polarity() {
                 return Err(PollError::Empty);
             }
             dma_rmb();
@@ -383,12 +515,16 @@ impl<'a> Cq<'a> {
 
     /// Moves the head past the current CQE (and its extension) and publishes
     /// the head in shadow +0 (RC uk.c writes it after every CQE).
+    #[inline(always)]
     fn consume(&mut self, ext: bool) {
         self.advance();
         if ext {
             self.advance();
         }
-        self.shadow.write(0, shadow::CQ_CQEIDX.prep(self.head.into()));
+        // SAFETY: `Cq::new` checked `shadow.qwords() >= SHADOW_QWORDS` (8)
+        // and `shadow` never changes.
+        let sh = unsafe { self.shadow.slot_unchecked(0, 1) };
+        sh.put(0, shadow::CQ_CQEIDX.prep(self.head().into()));
     }
 
     /// Arms the CQ (spec data-path §5.7; uk.c: irdma_uk_cq_request_notification):

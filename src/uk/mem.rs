@@ -53,6 +53,20 @@ pub struct RawSlot<'m> {
     _mem: PhantomData<&'m [u64]>,
 }
 
+impl RawSlot<'_> {
+    /// Volatile load of qword `i` of the window (little-endian), 0 outside it.
+    #[inline(always)]
+    pub fn get(&self, i: usize) -> u64 {
+        if i < self.len {
+            // SAFETY: `i < len`, and the window is inside the region promised
+            // by `from_raw` (checked by `slot`, or by `slot_unchecked`'s caller).
+            u64::from_le(unsafe { self.ptr.add(i).read_volatile() })
+        } else {
+            0
+        }
+    }
+}
+
 impl WqeSlot for RawSlot<'_> {
     #[inline(always)]
     fn put(&self, i: usize, v: u64) {
@@ -202,6 +216,24 @@ impl<'a> QueueMem<'a> {
         if i < self.qwords {
             // SAFETY: `i < qwords`, inside the region promised by `from_raw`.
             unsafe { self.base.as_ptr().add(i).write_volatile(v.to_le()) }
+        }
+    }
+
+    /// The `len` qwords from qword `base`, without the range check of
+    /// [`Words::slot`].
+    ///
+    /// # Safety
+    ///
+    /// `base + len <= self.qwords()` (no overflow).
+    #[inline(always)]
+    pub(crate) unsafe fn slot_unchecked(&self, base: usize, len: usize) -> RawSlot<'_> {
+        debug_assert!(base.checked_add(len).is_some_and(|e| e <= self.qwords));
+        RawSlot {
+            // SAFETY: the caller promises `base + len <= qwords`, so the
+            // pointer stays inside or one past the region.
+            ptr: unsafe { self.base.as_ptr().add(base) },
+            len,
+            _mem: PhantomData,
         }
     }
 

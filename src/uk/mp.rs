@@ -26,11 +26,11 @@ use irdma_hal::wqe::{QUANTUM_QWORDS, SQ_CHUNK_QUANTA, inline, op, sq_hdr};
 use irdma_hal::{Bar, barrier::wmb, regs};
 
 use super::mem::{Words, WqeSlot};
-use super::qp::{PostSendError, QpKind, sq_post_from_wr};
+use super::qp::{PostSendError, QpKind, hot_from_wr, sq_post_from_wr};
 use super::sizing::{MAX_FRAGS, MAX_WQ_QUANTA, SQ_FREE_RESERVE};
 use super::sq::{
-    Posted, SendQueue, SqConfigError, SqError, SqLimits, SqPost, SqWrTrk, encode_body, size_post,
-    wqe_slot,
+    HotWqe, Posted, SendQueue, SqConfigError, SqError, SqLimits, SqPost, SqWrTrk, encode_body,
+    encode_hot, size_post, wqe_slot,
 };
 use super::sync::{AtomicU32, AtomicU64, Ordering, spin};
 use crate::wr::SendWr;
@@ -45,9 +45,10 @@ pub struct MpTrk {
 }
 
 impl MpTrk {
-    /// An empty entry.
+    /// An empty entry (one quantum, like the single-owner SQ's entries
+    /// before their first post).
     pub fn new() -> Self {
-        MpTrk { wr_id: AtomicU64::new(0), meta: AtomicU64::new(0) }
+        MpTrk { wr_id: AtomicU64::new(0), meta: AtomicU64::new(1 << 32) }
     }
 
     fn store(&self, t: SqWrTrk) {
@@ -192,7 +193,38 @@ impl<M: Words, T: AsRef<[MpTrk]>> MpSq<M, T> {
     /// Posts one WQE without the doorbell: reserve → fill → publish in order.
     pub fn post(&self, p: &SqPost<'_>) -> Result<Posted, SqError> {
         let sz = size_post(p, &self.lim)?;
-        let (start, pad) = self.reserve(sz.quanta)?;
+        let t = SqWrTrk {
+            wr_id: p.wr_id,
+            wr_len: sz.wr_len,
+            quanta: sz.quanta as u8,
+            signaled: p.signaled,
+        };
+        self.post_filled(t, |slot, valid| encode_body(p, slot, valid, sz.quanta))
+    }
+
+    /// [`MpSq::post`] for a [`HotWqe`] (same checks as `size_post` for it,
+    /// same protocol, the shared hot encoder).
+    #[inline(always)]
+    fn post_hot(&self, h: &HotWqe<'_>) -> Result<(), SqError> {
+        if self.lim.max_frags == 0 {
+            return Err(SqError::TooManySges);
+        }
+        let t = SqWrTrk { wr_id: h.wr_id, wr_len: h.sge.length, quanta: 1, signaled: h.signaled() };
+        self.post_filled(t, |slot, valid| encode_hot(h, slot, valid)).map(|_| ())
+    }
+
+    /// The protocol for one validated WQE of `t.quanta` quanta: reserve
+    /// (with NOP pads), fill the tracking entry, pad bodies and — through
+    /// `encode`, which returns the header — the WQE body, then publish in
+    /// reservation order.
+    #[inline(always)]
+    fn post_filled(
+        &self,
+        t: SqWrTrk,
+        encode: impl FnOnce(&M::Slot<'_>, bool) -> u64,
+    ) -> Result<Posted, SqError> {
+        let quanta = u32::from(t.quanta);
+        let (start, pad) = self.reserve(quanta)?;
         let pos = start.wrapping_add(pad);
         let idx = pos & self.mask;
         for i in 0..pad {
@@ -205,17 +237,12 @@ impl<M: Words, T: AsRef<[MpTrk]>> MpSq<M, T> {
             s.put(1, 0);
             s.put(2, 0);
         }
-        if let Some(t) = self.trk_at(idx) {
-            t.store(SqWrTrk {
-                wr_id: p.wr_id,
-                wr_len: sz.wr_len,
-                quanta: sz.quanta as u8,
-                signaled: p.signaled,
-            });
+        if let Some(e) = self.trk_at(idx) {
+            e.store(t);
         }
         let valid = self.valid_at(pos);
-        let slot = wqe_slot(&self.mem, idx, sz.quanta);
-        let hdr = encode_body(p, &slot, valid, sz.quanta);
+        let slot = wqe_slot(&self.mem, idx, quanta);
+        let hdr = encode(&slot, valid);
         // Publish in reservation order.
         while self.published.load(Ordering::Acquire) != start {
             spin();
@@ -227,8 +254,8 @@ impl<M: Words, T: AsRef<[MpTrk]>> MpSq<M, T> {
             wqe_slot(&self.mem, pp & self.mask, 1).publish(3, nop);
         }
         slot.publish(3, hdr);
-        self.published.store(pos.wrapping_add(sz.quanta), Ordering::Release);
-        Ok(Posted { wqe_idx: idx, quanta: sz.quanta, pad, valid })
+        self.published.store(pos.wrapping_add(quanta), Ordering::Release);
+        Ok(Posted { wqe_idx: idx, quanta, pad, valid })
     }
 
     /// Rings the SQ doorbell (spec data-path §4.2).
@@ -249,13 +276,15 @@ impl<M: Words, T: AsRef<[MpTrk]>> MpSq<M, T> {
         let mut res = Ok(());
         let mut posted = false;
         for (i, wr) in wrs.iter().enumerate() {
-            match self.post(&sq_post_from_wr(wr, kind)) {
-                Ok(_) => posted = true,
-                Err(kind) => {
-                    res = Err(PostSendError { bad_wr: i, kind });
-                    break;
-                }
+            let r = match hot_from_wr(wr, kind) {
+                Some(h) => self.post_hot(&h),
+                None => self.post(&sq_post_from_wr(wr, kind)).map(|_| ()),
+            };
+            if let Err(kind) = r {
+                res = Err(PostSendError { bad_wr: i, kind });
+                break;
             }
+            posted = true;
         }
         if posted {
             self.ring_doorbell(bar);
@@ -438,6 +467,72 @@ mod tests {
         let mp_mem: Vec<u64> = (0..256).map(|i| mp.mem().read(i)).collect();
         assert_eq!(sq_mem, mp_mem);
         assert!(sq_mem.iter().any(|w| *w != 0));
+    }
+
+    /// `MpSq::post_send` (hot path for one-SGE WRITE/READ/SEND/SEND_INV)
+    /// writes what the single-owner general encoder writes: ring, tracking,
+    /// errors, over flags, SGE counts, both QP kinds, pads and a full ring.
+    #[test]
+    fn hot_post_send_same_as_general_encoder() {
+        use crate::uk::qp::sq_post_from_wr;
+        use crate::wr::{SendFlags, SendWr, WrOpcode};
+        struct NoBar;
+        impl Bar for NoBar {
+            fn read32(&self, _o: usize) -> u32 {
+                0
+            }
+            fn write32(&self, _o: usize, _v: u32) {}
+        }
+        let s1 = [Sge { addr: 0x7f00_1234_5678, length: 0x8765_4321, lkey: 0xab_cdef }];
+        let s2 = [s1[0], Sge { addr: 0x10, length: 3, lkey: 9 }];
+        let ops = [
+            WrOpcode::RdmaWrite { remote_addr: 0x1122_3344_5566_7788, rkey: 0xfeed_beef },
+            WrOpcode::RdmaRead { remote_addr: 0x42, rkey: 0x8000_0001 },
+            WrOpcode::Send,
+            WrOpcode::SendInv { inv_key: 0x1234_5678 },
+            WrOpcode::RdmaWriteImm { remote_addr: 0x99, rkey: 7, imm: 0xdead_beef },
+            WrOpcode::LocalInv { inv_key: 0x77 },
+        ];
+        let mut wrs = Vec::new();
+        for (k, op) in ops.iter().enumerate() {
+            for f in (0..32u8).filter(|f| f & SendFlags::INLINE.0 == 0) {
+                for sg in [&s1[..], &s2[..], &[][..]] {
+                    let wr_id = ((k as u64) << 8) | u64::from(f);
+                    wrs.push(SendWr { wr_id, opcode: *op, flags: SendFlags(f), sg_list: sg });
+                }
+            }
+        }
+        for kind in [QpKind::Rc, QpKind::Ud] {
+            for max_frags in [0, 13] {
+                let (mut ma, mut ta) = (vec![0u64; 16 * 4], vec![SqWrTrk::default(); 16]);
+                let mut mb = vec![0u64; 16 * 4];
+                let tb: Vec<MpTrk> = (0..16).map(|_| MpTrk::new()).collect();
+                let mut sq = Sq::new(view(&mut ma), &mut ta, 16, max_frags, 0, 7).unwrap();
+                let mp = MpSq::new(view(&mut mb), &tb[..], 16, max_frags, 0, 7).unwrap();
+                for (c, chain) in wrs.chunks(3).enumerate() {
+                    let got = mp.post_send(&NoBar, kind, chain);
+                    let mut want = Ok(());
+                    for (i, wr) in chain.iter().enumerate() {
+                        if let Err(e) = sq.post_general(&sq_post_from_wr(wr, kind)) {
+                            want = Err(PostSendError { bad_wr: i, kind: e });
+                            break;
+                        }
+                    }
+                    assert_eq!(got, want, "chain {c} ({kind:?}, max_frags {max_frags})");
+                    assert_eq!(mp.used(), sq.used(), "chain {c}");
+                    for q in 0..16 * 4 {
+                        assert_eq!(mp.mem().read(q), sq.mem().read(q), "chain {c} qword {q}");
+                    }
+                    for (i, t) in tb.iter().enumerate() {
+                        assert_eq!(Some(&t.load()), sq.trk(i as u32), "chain {c} trk {i}");
+                    }
+                    if c % 7 == 6 {
+                        while mp.retire_oldest().is_some() {}
+                        while sq.retire_oldest().is_some() {}
+                    }
+                }
+            }
+        }
     }
 
     /// Two cores post to one shared SQ; the CQ poller (through `QpUk<&MpSq>`)

@@ -3,9 +3,9 @@
 
 use irdma_hal::Bar;
 
-use super::cq::{CompStatus, Cq, CqPollInfo, PollError, QueueType, flush_code};
+use super::cq::{CompStatus, Cq, CqPollInfo, Fast, PollError, QueueType, flush_code};
 use super::rq::{Rq, RqError};
-use super::sq::{SendKind, SendQueue, Sq, SqError, SqOp, SqPost};
+use super::sq::{HotWqe, SendKind, SendQueue, Sq, SqError, SqOp, SqPost};
 use crate::wr::{RecvWr, SendFlags, SendWr, WcOpcode, WcStatus, WorkCompletion, WrOpcode};
 use irdma_hal::wqe::op;
 
@@ -159,6 +159,56 @@ pub fn sq_post_from_wr<'s>(wr: &SendWr<'s>, kind: QpKind) -> SqPost<'s> {
         report_rtt: false,
         imm,
     }
+}
+
+/// The [`HotWqe`] shape of a verbs WR, if it has one: one SGE, no INLINE,
+/// and RDMA WRITE or READ on an RC QP, or SEND /
+/// SEND_INV on any QP (a verbs `SendWr` carries no UD address, so those
+/// fields are 0). Exactly what [`sq_post_from_wr`] + the general encoder
+/// produce for these WRs (`verbs_hot_path_equals_general` proves it).
+#[inline(always)]
+pub(crate) fn hot_from_wr<'s>(wr: &SendWr<'s>, kind: QpKind) -> Option<HotWqe<'s>> {
+    let f = wr.flags;
+    let [sge] = wr.sg_list else { return None };
+    if f.contains(SendFlags::INLINE) {
+        return None;
+    }
+    let sol = f.contains(SendFlags::SOLICITED);
+    let (qw2, stag, opc) = match wr.opcode {
+        WrOpcode::RdmaWrite { remote_addr, rkey } if kind == QpKind::Rc => {
+            (remote_addr, rkey, if sol { op::RDMA_WRITE_SOL } else { op::RDMA_WRITE })
+        }
+        WrOpcode::RdmaRead { remote_addr, rkey } if kind == QpKind::Rc => {
+            (remote_addr, rkey, op::RDMA_READ)
+        }
+        WrOpcode::Send => (0, 0, SendKind { solicited: sol, invalidate: false }.opcode()),
+        WrOpcode::SendInv { inv_key } => {
+            (0, inv_key, SendKind { solicited: sol, invalidate: true }.opcode())
+        }
+        _ => return None,
+    };
+    Some(HotWqe { wr_id: wr.wr_id, qw2, stag, opc, sge, flags: hdr_flag_bits(f) })
+}
+
+/// Header READFENCE | LOCALFENCE | SIGCOMPL for FENCE (bit 0), SIGNALED
+/// (bit 1) and LOCAL_FENCE (bit 4) of a send's flags: a table indexed by
+/// those three bits, built with [`HotWqe::flag_bits`] (the mapping of
+/// [`sq_post_from_wr`] for non-REG_MR, non-LOCAL_INV WRs).
+#[inline(always)]
+fn hdr_flag_bits(f: SendFlags) -> u64 {
+    const TABLE: [u64; 8] = {
+        let mut t = [0; 8];
+        let mut i = 0;
+        while i < 8 {
+            t[i] = HotWqe::flag_bits(i & 1 != 0, i & 4 != 0, i & 2 != 0);
+            i += 1;
+        }
+        t
+    };
+    const _: () = assert!(SendFlags::FENCE.0 == 1 && SendFlags::SIGNALED.0 == 2);
+    const _: () = assert!(SendFlags::LOCAL_FENCE.0 == 1 << 4);
+    let i = (f.0 & 3) | ((f.0 >> 2) & 4);
+    TABLE[i as usize & 7]
 }
 
 /// Verbs opcode of an SQ completion (spec data-path §5.6; verbs.h:
@@ -359,17 +409,46 @@ impl<'a> QpUk<'a, Sq<'a>> {
     /// `ib_post_send`: posts `wrs` in order and rings the doorbell once if any
     /// was posted. Stops at the first WR that cannot be posted and returns its
     /// index; the ones before it stay posted (verbs.c: irdma_post_send).
+    #[inline(always)]
     pub fn post_send(&mut self, bar: &impl Bar, wrs: &[SendWr<'_>]) -> Result<(), PostSendError> {
-        let mut res = Ok(());
-        let mut posted = 0;
-        for (i, wr) in wrs.iter().enumerate() {
-            match self.sq.post(&sq_post_from_wr(wr, self.kind)) {
-                Ok(_) => posted += 1,
-                Err(kind) => {
-                    res = Err(PostSendError { bad_wr: i, kind });
-                    break;
-                }
+        // Hot WRs are posted inline here; the first WR of another shape (or
+        // the first refusal) hands the rest of the chain to `post_send_rest`.
+        let kind = self.kind;
+        let mut i = 0;
+        while let Some(wr) = wrs.get(i) {
+            let Some(h) = hot_from_wr(wr, kind) else { break };
+            if self.sq.post_hot(&h).is_err() {
+                break;
             }
+            i += 1;
+        }
+        if i < wrs.len() {
+            return self.post_send_rest(bar, wrs, i);
+        }
+        if i != 0 && !self.in_error {
+            self.sq.ring_doorbell(bar);
+        }
+        Ok(())
+    }
+
+    /// `post_send` from WR `start` on (the ones before it are posted): every
+    /// WR through [`Sq::post`] and the general encoder (a hot WR encodes the
+    /// same either way), then the doorbell if anything was posted.
+    #[inline(never)]
+    fn post_send_rest<B: Bar>(
+        &mut self,
+        bar: &B,
+        wrs: &[SendWr<'_>],
+        start: usize,
+    ) -> Result<(), PostSendError> {
+        let mut res = Ok(());
+        let mut posted = start;
+        for (i, wr) in wrs.iter().enumerate().skip(start) {
+            if let Err(kind) = self.sq.post(&sq_post_from_wr(wr, self.kind)) {
+                res = Err(PostSendError { bad_wr: i, kind });
+                break;
+            }
+            posted += 1;
         }
         if posted != 0 && !self.in_error {
             self.sq.ring_doorbell(bar);
@@ -387,11 +466,20 @@ pub fn poll_cq<'q, S: SendQueue, L: QpLookup<'q, S> + ?Sized>(
     qps: &mut L,
     wc: &mut [WorkCompletion],
 ) -> usize {
-    // The common "nothing there" poll is a single valid-bit test.
-    if wc.is_empty() || !cq.has_cqe() {
-        return 0;
+    // The common polls are inline: "nothing there" is a single valid-bit
+    // test, and one common CQE is `Cq::poll_fast`; the rest is out of line.
+    let Some(first) = wc.first_mut() else { return 0 };
+    match cq.poll_fast(qps) {
+        Fast::Empty => 0,
+        Fast::Done(w) => {
+            *first = w;
+            match wc.get_mut(1..) {
+                Some(rest) if !rest.is_empty() => 1 + poll_cq_some(cq, qps, rest),
+                _ => 1,
+            }
+        }
+        Fast::Slow => poll_cq_some(cq, qps, wc),
     }
-    poll_cq_some(cq, qps, wc)
 }
 
 #[inline(never)]
@@ -400,21 +488,55 @@ fn poll_cq_some<'q, S: SendQueue, L: QpLookup<'q, S> + ?Sized>(
     qps: &mut L,
     wc: &mut [WorkCompletion],
 ) -> usize {
+    poll_cq_with(cq, qps, wc, false)
+}
+
+/// The `poll_cq` loop: each CQE through [`Cq::poll_fast`], or through the
+/// general [`Cq::poll_one`] + [`to_work_completion`] when the fast path
+/// declines it (or always, with `general_only`, for tests).
+#[inline(always)]
+fn poll_cq_with<'q, S: SendQueue, L: QpLookup<'q, S> + ?Sized>(
+    cq: &mut Cq<'_>,
+    qps: &mut L,
+    wc: &mut [WorkCompletion],
+    general_only: bool,
+) -> usize {
     let mut n = 0;
-    while n < wc.len() {
-        match cq.poll_one(qps) {
-            Ok(info) => {
-                let kind = qps.lookup(info.qp_ctx).map_or(QpKind::Rc, |q| q.kind());
-                if let Some(slot) = wc.get_mut(n) {
-                    *slot = to_work_completion(&info, kind);
+    for slot in wc.iter_mut() {
+        loop {
+            if !general_only {
+                match cq.poll_fast(qps) {
+                    Fast::Done(w) => {
+                        *slot = w;
+                        break;
+                    }
+                    Fast::Empty => return n,
+                    Fast::Slow => {}
                 }
-                n += 1;
             }
-            Err(PollError::Empty) => break,
-            Err(PollError::Drained | PollError::NoQp) => {}
+            match cq.poll_one(qps) {
+                Ok(info) => {
+                    let kind = qps.lookup(info.qp_ctx).map_or(QpKind::Rc, |q| q.kind());
+                    *slot = to_work_completion(&info, kind);
+                    break;
+                }
+                Err(PollError::Empty) => return n,
+                Err(PollError::Drained | PollError::NoQp) => {}
+            }
         }
+        n += 1;
     }
     n
+}
+
+/// [`poll_cq`] through the general decoder only (tests compare the two).
+#[cfg(test)]
+pub(crate) fn poll_cq_general<'q, S: SendQueue, L: QpLookup<'q, S> + ?Sized>(
+    cq: &mut Cq<'_>,
+    qps: &mut L,
+    wc: &mut [WorkCompletion],
+) -> usize {
+    poll_cq_with(cq, qps, wc, true)
 }
 
 /// `ib_req_notify_cq`: `solicited_only` = `IB_CQ_SOLICITED` alone, else

@@ -391,35 +391,94 @@ fn size_other(p: &SqPost<'_>, imm: u32) -> Result<WqeSize, SqError> {
 pub(crate) fn encode_body<S: WqeSlot>(p: &SqPost<'_>, slot: &S, valid: bool, quanta: u32) -> u64 {
     // Hot path: one-quantum RDMA WRITE/READ with one SGE, no immediate, not
     // inline — straight-line stores, same layout as the general encoder
-    // below (spec data-path §1.4–1.6).
-    if p.imm.is_none() && !p.report_rtt {
-        let hot = match p.op {
-            SqOp::Write { remote_addr, rkey, solicited: false, sges: [s], inline: false } => {
-                Some((remote_addr, rkey, op::RDMA_WRITE, s))
-            }
-            SqOp::Read { remote_addr, rkey, local_inv: false, sges: [s] } => {
-                Some((remote_addr, rkey, op::RDMA_READ, s))
-            }
-            _ => None,
-        };
-        if let Some((remote_addr, rkey, opc, s)) = hot {
-            slot.put(0, s.addr);
-            slot.put(
-                1,
-                frag::STAG.prep(s.lkey.into())
-                    | frag::LEN.prep(s.length.into())
-                    | frag::VALID.prep(valid as u64),
-            );
-            slot.put(2, remote_addr);
-            return sq_hdr::REMSTAG.prep(rkey.into())
-                | sq_hdr::OPCODE.prep(opc.into())
-                | sq_hdr::READFENCE.prep(p.read_fence as u64)
-                | sq_hdr::LOCALFENCE.prep(p.local_fence as u64)
-                | sq_hdr::SIGCOMPL.prep(p.signaled as u64)
-                | sq_hdr::VALID.prep(valid as u64);
-        }
+    // (`hot_path_equals_general_encoder`).
+    if let Some(h) = HotWqe::from_post(p) {
+        return encode_hot(&h, slot, valid);
     }
     encode_general(p, slot, valid, quanta)
+}
+
+/// A one-quantum WQE with exactly one SGE, no immediate, not inline and no
+/// RTT report: RDMA WRITE/READ and (RC or zero-address UD) SEND. These have
+/// the same layout (spec data-path §1.4–1.6; uk.c: irdma_uk_rdma_write,
+/// irdma_uk_rdma_read, irdma_uk_send with one fragment): fragment 0 in
+/// qwords 0–1, qword 2 the remote address (0 for a SEND without UD
+/// address), header = REMSTAG | OPCODE | fence/signal bits | VALID;
+/// ADDFRAGCNT 0, no pad fragment (one fragment is odd).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct HotWqe<'s> {
+    /// The WR's cookie.
+    pub wr_id: u64,
+    /// Qword 2: remote address (WRITE/READ) or 0 (SEND).
+    pub qw2: u64,
+    /// REMSTAG: rkey, or the STag to invalidate (SEND_INV).
+    pub stag: u32,
+    /// WQE opcode.
+    pub opc: u8,
+    /// The one SGE.
+    pub sge: &'s Sge,
+    /// READFENCE | LOCALFENCE | SIGCOMPL, already in header position.
+    pub flags: u64,
+}
+
+impl<'s> HotWqe<'s> {
+    /// Header bits of the fence/signal flags.
+    #[inline(always)]
+    pub(crate) const fn flag_bits(read_fence: bool, local_fence: bool, signaled: bool) -> u64 {
+        sq_hdr::READFENCE.prep(read_fence as u64)
+            | sq_hdr::LOCALFENCE.prep(local_fence as u64)
+            | sq_hdr::SIGCOMPL.prep(signaled as u64)
+    }
+
+    /// The hot shape of a uk post, if it has one (WRITE/READ only here: a
+    /// uk SEND may carry UD fields).
+    #[inline(always)]
+    fn from_post(p: &SqPost<'s>) -> Option<Self> {
+        if p.imm.is_some() || p.report_rtt {
+            return None;
+        }
+        let (remote_addr, rkey, opc, sge) = match p.op {
+            SqOp::Write { remote_addr, rkey, solicited: false, sges: [s], inline: false } => {
+                (remote_addr, rkey, op::RDMA_WRITE, s)
+            }
+            SqOp::Read { remote_addr, rkey, local_inv: false, sges: [s] } => {
+                (remote_addr, rkey, op::RDMA_READ, s)
+            }
+            _ => return None,
+        };
+        Some(HotWqe {
+            wr_id: p.wr_id,
+            qw2: remote_addr,
+            stag: rkey,
+            opc,
+            sge,
+            flags: Self::flag_bits(p.read_fence, p.local_fence, p.signaled),
+        })
+    }
+
+    /// Whether the WQE asks for a completion.
+    #[inline(always)]
+    pub(crate) fn signaled(&self) -> bool {
+        self.flags & sq_hdr::SIGCOMPL.prep(1) != 0
+    }
+}
+
+/// Writes qwords 0–2 of a [`HotWqe`] and returns its header.
+#[inline(always)]
+pub(crate) fn encode_hot<S: WqeSlot>(h: &HotWqe<'_>, slot: &S, valid: bool) -> u64 {
+    let s = h.sge;
+    slot.put(0, s.addr);
+    slot.put(
+        1,
+        frag::STAG.prep(s.lkey.into())
+            | frag::LEN.prep(s.length.into())
+            | frag::VALID.prep(valid as u64),
+    );
+    slot.put(2, h.qw2);
+    sq_hdr::REMSTAG.prep(h.stag.into())
+        | sq_hdr::OPCODE.prep(h.opc.into())
+        | h.flags
+        | sq_hdr::VALID.prep(valid as u64)
 }
 
 /// The general encoder for every operation (see [`encode_body`]).
@@ -590,18 +649,23 @@ pub trait SendQueue {
 }
 
 impl SendQueue for Sq<'_> {
+    #[inline]
     fn qp_id(&self) -> u32 {
         Sq::qp_id(self)
     }
+    #[inline]
     fn used(&self) -> u32 {
         Sq::used(self)
     }
+    #[inline]
     fn tail(&self) -> u32 {
         Sq::tail(self)
     }
+    #[inline]
     fn complete_at(&mut self, wqe_idx: u32) -> Option<SqWrTrk> {
         Sq::complete_at(self, wqe_idx)
     }
+    #[inline]
     fn retire_oldest(&mut self) -> Option<(u32, u8, SqWrTrk)> {
         Sq::retire_oldest(self)
     }
@@ -619,6 +683,11 @@ impl SendQueue for Sq<'_> {
 /// Head and tail are free-running quanta counters (`index = counter & mask`),
 /// so a full ring and an empty one are told apart and the valid bit of any
 /// position is `pass & 1 == 0` (the first pass writes 1, spec data-path §3.1).
+///
+/// Invariant (checked by [`Sq::new`], fields never reassigned): `mask + 1`
+/// is the ring size, `trk.len() >= mask + 1` and
+/// `mem.qwords() >= (mask + 1) * 4`; the hot post path relies on it to index
+/// without checks. Every tracking entry of the ring has `quanta >= 1`.
 pub struct Sq<'a> {
     mem: QueueMem<'a>,
     trk: &'a mut [SqWrTrk],
@@ -658,6 +727,11 @@ impl<'a> Sq<'a> {
             return Err(SqConfigError::BadLimits);
         }
         let cap = if size > SQ_FREE_RESERVE { size - SQ_FREE_RESERVE } else { size };
+        // Every tracking entry of the ring says at least one quantum (posts
+        // only ever write 1..=8), so retirement needs no `max(1)`.
+        for t in trk.iter_mut().take(size as usize) {
+            *t = SqWrTrk { quanta: 1, ..SqWrTrk::default() };
+        }
         Ok(Sq {
             mem,
             trk,
@@ -693,6 +767,7 @@ impl<'a> Sq<'a> {
     }
 
     /// QP id written to the doorbell.
+    #[inline]
     pub fn qp_id(&self) -> u32 {
         self.qp_id
     }
@@ -703,11 +778,13 @@ impl<'a> Sq<'a> {
     }
 
     /// Ring index of the tail (oldest outstanding quantum).
+    #[inline]
     pub fn tail(&self) -> u32 {
         self.tail & self.mask
     }
 
     /// Outstanding quanta.
+    #[inline]
     pub fn used(&self) -> u32 {
         self.head.wrapping_sub(self.tail)
     }
@@ -744,6 +821,18 @@ impl<'a> Sq<'a> {
     /// tracking, write the body, `dma_wmb`, write the header.
     #[inline(always)]
     pub fn post(&mut self, p: &SqPost<'_>) -> Result<Posted, SqError> {
+        self.post_with(p, false)
+    }
+
+    /// [`Sq::post`] with the general encoder only (tests prove the hot
+    /// paths write the same WQEs).
+    #[cfg(test)]
+    pub(crate) fn post_general(&mut self, p: &SqPost<'_>) -> Result<Posted, SqError> {
+        self.post_with(p, true)
+    }
+
+    #[inline(always)]
+    fn post_with(&mut self, p: &SqPost<'_>, general_only: bool) -> Result<Posted, SqError> {
         let sz = size_post(p, &self.lim)?;
         let (pos, pad) = self.reserve(sz.quanta)?;
         let idx = pos & self.mask;
@@ -757,10 +846,43 @@ impl<'a> Sq<'a> {
         }
         let valid = self.valid_at(pos);
         let slot = wqe_slot(&self.mem, idx, sz.quanta);
-        let hdr = encode_body(p, &slot, valid, sz.quanta);
+        let hdr = if general_only {
+            encode_general(p, &slot, valid, sz.quanta)
+        } else {
+            encode_body(p, &slot, valid, sz.quanta)
+        };
         slot.publish(3, hdr);
         self.head = pos.wrapping_add(sz.quanta);
         Ok(Posted { wqe_idx: idx, quanta: sz.quanta, pad, valid })
+    }
+
+    /// [`Sq::post`] for a [`HotWqe`]: same checks, tracking and stores, with
+    /// what one quantum implies folded (it never crosses an 8-quanta chunk,
+    /// so no NOP padding, spec data-path §1.10).
+    #[inline(always)]
+    pub(crate) fn post_hot(&mut self, h: &HotWqe<'_>) -> Result<(), SqError> {
+        if self.lim.max_frags == 0 {
+            return Err(SqError::TooManySges);
+        }
+        if self.used() >= self.cap {
+            return Err(SqError::Full);
+        }
+        let pos = self.head;
+        let idx = (pos & self.mask) as usize;
+        debug_assert!(idx < self.trk.len());
+        // SAFETY: `idx <= mask < size <= trk.len()`: `Sq::new` checked the
+        // tracking length against the size that `mask` encodes, and neither
+        // `trk` nor `mask` changes afterwards.
+        let t = unsafe { self.trk.get_unchecked_mut(idx) };
+        *t = SqWrTrk { wr_id: h.wr_id, wr_len: h.sge.length, quanta: 1, signaled: h.signaled() };
+        let valid = self.valid_at(pos);
+        // SAFETY: `(idx + 1) * 4 <= size * 4 <= mem.qwords()`, checked by
+        // `Sq::new` (and `mem`/`mask` never change afterwards).
+        let slot = unsafe { self.mem.slot_unchecked(idx * QUANTUM_QWORDS, QUANTUM_QWORDS) };
+        let hdr = encode_hot(h, &slot, valid);
+        slot.publish(3, hdr);
+        self.head = pos.wrapping_add(1);
+        Ok(())
     }
 
     /// Reserves `quanta` quanta, writing NOP pads to the end of the current
@@ -798,15 +920,22 @@ impl<'a> Sq<'a> {
     /// arrived): the tail moves past it, retiring every earlier unsignaled WQE
     /// and NOP (spec data-path §5.4). Returns its tracking entry, or `None`
     /// when `wqe_idx` is not an outstanding WQE start (device data is checked).
+    #[inline]
     pub fn complete_at(&mut self, wqe_idx: u32) -> Option<SqWrTrk> {
         let d = wqe_idx.wrapping_sub(self.tail) & self.mask;
-        let used = self.used();
-        if d >= used {
-            return None;
-        }
-        let t = *self.trk.get((wqe_idx & self.mask) as usize)?;
-        let q = u32::from(t.quanta).max(1);
-        if d.checked_add(q)? > used {
+        let idx = (wqe_idx & self.mask) as usize;
+        debug_assert!(idx < self.trk.len());
+        // SAFETY: `idx <= mask < size <= trk.len()` (the type's invariant).
+        let e = unsafe { self.trk.get_unchecked(idx) };
+        let t =
+            SqWrTrk { wr_id: e.wr_id, wr_len: e.wr_len, quanta: e.quanta, signaled: e.signaled };
+        // `quanta >= 1` in every entry (set in `Sq::new`, kept by every post).
+        debug_assert!(t.quanta >= 1);
+        let q = u32::from(t.quanta);
+        // `d <= mask < 2^15` and `q <= 255`: no overflow. With `q >= 1` this
+        // also refuses `d >= used` (not an outstanding WQE start); were an
+        // entry 0 anyway, the tail would stop short of it: never out of range.
+        if d + q > self.used() {
             return None;
         }
         self.tail = self.tail.wrapping_add(d + q);

@@ -123,6 +123,10 @@ fn shared_sq<H: Hal>(
     // is gone; all-zero bytes are valid `MpTrk`s (two atomic integers).
     let trk = unsafe { dma_slice::<H, MpTrk>(&trk_mem, size as usize) }
         .ok_or(VerbsError::Invalid { what: "shared SQ tracking" })?;
+    // Entries start as `MpTrk::new()` (one quantum), as the uk layer expects.
+    for t in trk.iter_mut() {
+        *t = MpTrk::new();
+    }
     let mut mp =
         MpSq::new(sq.mem().alias(), &*trk, size, lim.max_frags, lim.max_inline, sq.qp_id())
             .map_err(|_| VerbsError::Invalid { what: "shared SQ" })?;
@@ -198,35 +202,24 @@ impl<'d, H: Hal, B: Bar + Clone> SharedQp<'d, H, B> {
         let r = if self.dev.qp_in_error(self.id) {
             self.posting.fetch_sub(1, Ordering::Release);
             let _guard = self.inner.lock();
-            self.post_ring(wrs, false)
+            self.post_queued(wrs)
         } else {
-            let r = self.post_ring(wrs, true);
+            // The uk hot path (one-SGE shapes) plus one doorbell.
+            let r = self.sq.post_send(self.dev.bar(), QpKind::Rc, wrs);
             self.posting.fetch_sub(1, Ordering::Release);
             r
         };
         r.map_err(|e| PostError { bad_wr: e.bad_wr, kind: PostErrorKind::Sq(e.kind) })
     }
 
-    fn post_ring(
-        &self,
-        wrs: &[SendWr<'_>],
-        doorbell: bool,
-    ) -> Result<(), crate::uk::PostSendError> {
-        let mut res = Ok(());
-        let mut posted = false;
+    /// Posts in order without a doorbell (the QP is in ERROR).
+    fn post_queued(&self, wrs: &[SendWr<'_>]) -> Result<(), crate::uk::PostSendError> {
         for (i, wr) in wrs.iter().enumerate() {
-            match self.sq.post(&sq_post_from_wr(wr, QpKind::Rc)) {
-                Ok(_) => posted = true,
-                Err(kind) => {
-                    res = Err(crate::uk::PostSendError { bad_wr: i, kind });
-                    break;
-                }
-            }
+            self.sq
+                .post(&sq_post_from_wr(wr, QpKind::Rc))
+                .map_err(|kind| crate::uk::PostSendError { bad_wr: i, kind })?;
         }
-        if posted && doorbell {
-            self.sq.ring_doorbell(self.dev.bar());
-        }
-        res
+        Ok(())
     }
 
     /// Whether the software flush may retire this QP's SQ now: no lock-free

@@ -3,7 +3,9 @@
 //! device model grows, the adapter that implements the driver's `Bar` on it.
 
 pub mod fake_hal;
+pub mod identity_hal;
 pub mod model_bar;
 
 pub use fake_hal::FakeHal;
+pub use identity_hal::IdentityHal;
 pub use model_bar::{FakeHalMemory, ModelBar};

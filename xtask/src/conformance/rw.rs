@@ -25,9 +25,8 @@
 //! "some" vs "none"; after destroy (and after a failed init) it must be 0.
 //! `allocs_live` has no counterpart (the driver never allocates).
 
-use std::cell::{Cell, RefCell};
+use std::cell::RefCell;
 use std::ptr::NonNull;
-use std::time::Duration;
 
 use irdma::rw::{
     BioVec, BvecIter, CtxType, DeviceAttrs, Direction, FrMr, IovaMapper, MrPool, PostSend, QpCap,
@@ -35,7 +34,7 @@ use irdma::rw::{
     send_wr_factor,
 };
 use irdma::wr::{SendFlags, SendWr, WrOpcode};
-use irdma_hal::{BufferDirection, DmaError, Hal, PhysAddr};
+use irdma_hal::BufferDirection;
 use serde_json::Value;
 
 use super::Tally;
@@ -43,52 +42,9 @@ use super::Tally;
 const CALLER_CQE: u64 = 0xC0FFEE;
 const CHAIN_CQE: u64 = 0xC4A1;
 
-thread_local! {
-    static SHARE_CALLS: Cell<u64> = const { Cell::new(0) };
-    static FAIL_SHARE_AT: Cell<u64> = const { Cell::new(0) };
-    static LIVE_SHARES: Cell<i64> = const { Cell::new(0) };
-}
-
-/// Identity-mapping `Hal`: `share` returns the buffer's own address.
-struct IdHal;
-
-impl IdHal {
-    fn reset(fail_at: u64) {
-        SHARE_CALLS.set(0);
-        FAIL_SHARE_AT.set(fail_at);
-        LIVE_SHARES.set(0);
-    }
-    fn live() -> i64 {
-        LIVE_SHARES.get()
-    }
-}
-
-// SAFETY: nothing is ever allocated or dereferenced: `share` returns the
-// address it is given (the vectors' bus addresses), `unshare` only counts.
-unsafe impl Hal for IdHal {
-    fn dma_alloc(_: usize, _: BufferDirection) -> Result<(PhysAddr, NonNull<u8>), DmaError> {
-        Err(DmaError::NoMemory)
-    }
-    unsafe fn dma_dealloc(_: PhysAddr, _: NonNull<u8>, _: usize) {}
-    unsafe fn mmio_phys_to_virt(_: PhysAddr, _: usize) -> NonNull<u8> {
-        NonNull::dangling()
-    }
-    unsafe fn share(buffer: NonNull<[u8]>, _: BufferDirection) -> Result<PhysAddr, DmaError> {
-        let n = SHARE_CALLS.get() + 1;
-        SHARE_CALLS.set(n);
-        if FAIL_SHARE_AT.get() == n {
-            return Err(DmaError::NoMemory);
-        }
-        LIVE_SHARES.set(LIVE_SHARES.get() + 1);
-        Ok(buffer.cast::<u8>().as_ptr() as u64)
-    }
-    unsafe fn unshare(_: PhysAddr, _: NonNull<[u8]>, _: BufferDirection) {
-        LIVE_SHARES.set(LIVE_SHARES.get() - 1);
-    }
-    fn now() -> Duration {
-        Duration::ZERO
-    }
-}
+/// Identity-mapping `Hal`: `share` returns the buffer's own address (the
+/// vectors' bus addresses), with per-thread counts and Nth-call failure.
+use irdma_testkit::IdentityHal as IdHal;
 
 /// An IOMMU with a 4 KiB granule handing out one range at 0xf0000000.
 struct FakeIommu {
