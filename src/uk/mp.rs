@@ -332,9 +332,20 @@ impl<M: Words, T: AsRef<[MpTrk]>> MpSq<M, T> {
     /// Retires the oldest outstanding WQE (flush replay): its ring index,
     /// opcode (read back from its header) and tracking entry. One completer
     /// at a time, like [`MpSq::complete_at`].
+    ///
+    /// The bound is `published`, not the reservation head: flushing runs
+    /// while producers may still be between reserve and publish, and a
+    /// reserved WQE's tracking entry and header are not written yet. (A
+    /// WQE whose header is stored but whose producer has not advanced
+    /// `published` yet is retired by a later call.)
     pub fn retire_oldest(&self) -> Option<(u32, u8, SqWrTrk)> {
         let tail = self.tail.load(Ordering::Relaxed);
-        let used = self.head.load(Ordering::Acquire).wrapping_sub(tail);
+        let used = self.published.load(Ordering::Acquire).wrapping_sub(tail);
+        if used > self.mask + 1 {
+            // `tail` passed `published` through `complete_at` (the device
+            // completed a WQE before its producer published): nothing to do.
+            return None;
+        }
         if used == 0 {
             return None;
         }
@@ -411,6 +422,44 @@ mod tests {
             };
             let mut p = SqPost::new(n as u64, op);
             p.imm = (n == 13).then_some(0xab);
+            p.signaled = true;
+            assert_eq!(sq.post(&p), mp.post(&p));
+        }
+        let sq_mem: Vec<u64> = (0..256).map(|i| sq.mem().read(i)).collect();
+        let mp_mem: Vec<u64> = (0..256).map(|i| mp.mem().read(i)).collect();
+        assert_eq!(sq_mem, mp_mem);
+        assert!(sq_mem.iter().any(|w| *w != 0));
+    }
+
+    /// Inline WQEs too: the shared path writes the single-owner bytes.
+    #[test]
+    fn same_inline_bytes_as_single_owner_sq() {
+        let mut a = vec![0u64; 64 * 4];
+        let mut b = vec![0u64; 64 * 4];
+        let mut ta = vec![SqWrTrk::default(); 64];
+        let tb: Vec<MpTrk> = (0..64).map(|_| MpTrk::new()).collect();
+        let mut sq = Sq::new(view(&mut a), &mut ta, 64, 13, 101, 7).unwrap();
+        let mut mp = MpSq::new(view(&mut b), &tb[..], 64, 13, 101, 7).unwrap();
+        let data: Vec<u8> = (0..101u8).map(|i| i.wrapping_mul(37) | 1).collect();
+        // SAFETY: every inline SGE below points into `data`, alive and
+        // readable for the posts.
+        unsafe {
+            sq.enable_inline();
+            mp.enable_inline();
+        }
+        let base = data.as_ptr() as u64;
+        for (n, len) in [(1usize, 20u32), (2, 32), (1, 101), (2, 8)] {
+            let sges: Vec<Sge> = (0..n as u64)
+                .map(|i| Sge { addr: base + i * 50, length: len / n as u32, lkey: 0 })
+                .collect();
+            let op = SqOp::Write {
+                remote_addr: 9,
+                rkey: 3,
+                solicited: false,
+                sges: &sges,
+                inline: true,
+            };
+            let mut p = SqPost::new(u64::from(len), op);
             p.signaled = true;
             assert_eq!(sq.post(&p), mp.post(&p));
         }
@@ -572,6 +621,23 @@ mod tests {
         want.sort_unstable();
         assert_eq!(got, want, "every WR exactly once");
         assert_eq!(mp.used(), 0);
+    }
+
+    /// Flush replay and the software flush retire with `retire_oldest`
+    /// while producers may be between reserve and publish: a reserved,
+    /// unpublished WQE (tracking entry and header not written yet) must not
+    /// be retired — it would report a stale entry and lose the real one.
+    #[test]
+    fn retire_oldest_stops_at_unpublished_reservation() {
+        let mut b = vec![0u64; 8 * 4];
+        let tb: Vec<MpTrk> = (0..8).map(|_| MpTrk::new()).collect();
+        let mp = MpSq::new(view(&mut b), &tb[..], 8, 13, 101, 7).unwrap();
+        mp.post(&SqPost::new(1, SqOp::Nop)).unwrap();
+        // A producer reserved one quantum and was preempted before filling it.
+        assert_eq!(mp.reserve(1), Ok((1, 0)));
+        assert_eq!(mp.retire_oldest().map(|(i, _, t)| (i, t.wr_id)), Some((0, 1)));
+        assert_eq!(mp.retire_oldest(), None, "unpublished WQE retired");
+        assert_eq!(mp.used(), 1, "the reservation stays outstanding");
     }
 
     #[test]

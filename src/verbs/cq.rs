@@ -1,6 +1,8 @@
 //! Completion queues: CREATE_CQ / DESTROY_CQ and `poll_cq` /
 //! `req_notify_cq` over [`crate::uk::Cq`].
 
+use core::marker::PhantomData;
+
 use irdma_hal::{Bar, BufferDirection, Dma, Hal};
 
 use super::VerbsError;
@@ -8,7 +10,7 @@ use super::qp::Qp;
 use super::static_view;
 use crate::cqp::cmd::{CreateCq, DestroyCq, QueueMem as CqpQueueMem};
 use crate::device::Device;
-use crate::uk::{self, QpLookup, QpUk};
+use crate::uk::{self, QpLookup, QpUk, SendQueue};
 use crate::wr::WorkCompletion;
 
 /// Largest CQ the device takes (spec control-path §2.2: 1..1048575 entries).
@@ -93,12 +95,37 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
     }
 }
 
-/// Looks QPs up by completion context for [`crate::uk::poll_cq`].
-struct Lookup<'x, 'q, 'd, H: Hal, B: Bar + Clone>(&'x mut [&'q mut Qp<'d, H, B>]);
+/// Something that may give access to a QP while a CQ is polled: a
+/// `&mut Qp`, or the locked inside of a shared QP.
+pub(super) trait QpSlot<'d, H: Hal, B: Bar + Clone, S: SendQueue> {
+    /// The QP, if this slot holds one.
+    fn qp(&mut self) -> Option<&mut Qp<'d, H, B, S>>;
+}
 
-impl<H: Hal, B: Bar + Clone> QpLookup<'static> for Lookup<'_, '_, '_, H, B> {
-    fn lookup(&mut self, ctx: u64) -> Option<&mut QpUk<'static>> {
-        self.0.iter_mut().find(|q| q.alive() && q.compl_ctx() == ctx).map(|q| q.uk_mut())
+impl<'d, H: Hal, B: Bar + Clone, S: SendQueue> QpSlot<'d, H, B, S> for &mut Qp<'d, H, B, S> {
+    fn qp(&mut self) -> Option<&mut Qp<'d, H, B, S>> {
+        Some(self)
+    }
+}
+
+/// Looks QPs up by completion context for [`crate::uk::poll_cq`].
+struct Lookup<'x, 'd, H: Hal, B: Bar + Clone, S: SendQueue, Q: QpSlot<'d, H, B, S>>(
+    &'x mut [Q],
+    PhantomData<QpType<'d, H, B, S>>,
+);
+
+/// Names the QP type a [`Lookup`] resolves to (variance-neutral).
+type QpType<'d, H, B, S> = fn() -> Qp<'d, H, B, S>;
+
+impl<'d, H: Hal, B: Bar + Clone, S: SendQueue, Q: QpSlot<'d, H, B, S>> QpLookup<'static, S>
+    for Lookup<'_, 'd, H, B, S, Q>
+{
+    fn lookup(&mut self, ctx: u64) -> Option<&mut QpUk<'static, S>> {
+        self.0
+            .iter_mut()
+            .filter_map(|q| q.qp())
+            .find(|q| q.alive() && q.compl_ctx() == ctx)
+            .map(|q| q.uk_mut())
     }
 }
 
@@ -122,15 +149,29 @@ impl<'d, H: Hal, B: Bar + Clone> Cq<'d, H, B> {
     /// flush, or never reached by it) are completed here in software with
     /// `WrFlushErr`, from the same tails (spec data-path §5.5, §6.1).
     pub fn poll(&mut self, qps: &mut [&mut Qp<'d, H, B>], wc: &mut [WorkCompletion]) -> usize {
+        self.poll_slots(qps, wc, |_| true)
+    }
+
+    /// [`Cq::poll`] over any kind of QP slot; `may_flush(qp_num)` says
+    /// whether the software flush of that QP may run now.
+    pub(super) fn poll_slots<S: SendQueue, Q: QpSlot<'d, H, B, S>>(
+        &mut self,
+        qps: &mut [Q],
+        wc: &mut [WorkCompletion],
+        may_flush: impl Fn(u32) -> bool,
+    ) -> usize {
         if !self.alive {
             return 0;
         }
-        for q in qps.iter_mut() {
+        for q in qps.iter_mut().filter_map(|q| q.qp()) {
             q.sync_error();
         }
-        let mut n = uk::poll_cq(&mut self.uk, &mut Lookup(qps), wc);
+        let mut n = uk::poll_cq(&mut self.uk, &mut Lookup(qps, PhantomData), wc);
         if n < wc.len() && !self.uk.has_cqe() {
-            for q in qps.iter_mut() {
+            for q in qps.iter_mut().filter_map(|q| q.qp()) {
+                if !may_flush(q.qp_num()) {
+                    continue;
+                }
                 if let Some(rest) = wc.get_mut(n..) {
                     n += q.flush_software(self.id, rest);
                 }

@@ -18,6 +18,7 @@
 mod cq;
 mod mr;
 mod qp;
+mod shared;
 mod wq;
 
 pub use cq::Cq;
@@ -25,6 +26,7 @@ pub use mr::{FastRegMr, Mr, MrDesc};
 pub use qp::{
     AddressVector, IpAddr, PostError, PostErrorKind, Qp, QpAttr, QpCap, QpInitAttr, QpState,
 };
+pub use shared::{SharedQp, SharedSq};
 pub use wq::{Wq, WqInitAttr, WqType};
 
 use irdma_hal::{Bar, DmaError, Hal};

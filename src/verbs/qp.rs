@@ -18,7 +18,7 @@ use crate::uk::cq::flush_code;
 use crate::uk::qp::wc_opcode_sq;
 use crate::uk::sizing::{MAX_FRAGS, WqSizing, calc_rq, calc_sq};
 use crate::uk::sq::SqWrTrk;
-use crate::uk::{PostRecvError, PostSendError, QpKind, QpUk, Rq, RqError, Sq, SqError};
+use crate::uk::{PostRecvError, PostSendError, QpKind, QpUk, Rq, RqError, SendQueue, Sq, SqError};
 use crate::wr::{RecvWr, SendWr, WcOpcode, WcStatus, WorkCompletion};
 use irdma_hal::wqe::{cqe, op};
 
@@ -196,16 +196,23 @@ struct QpMem<H: Hal> {
     _trk: Dma<H>,
     /// The ring and tracking memory of the WQ the QP took, if any.
     _wq: Option<(Dma<H>, Dma<H>)>,
+    /// Host memory of a shared send queue (see [`super::shared`]), if any.
+    _shared: SharedMem<H>,
 }
+
+/// Host memory a shared send queue keeps alive (tracking, queue object).
+pub(super) type SharedMem<H> = Option<(Dma<H>, Dma<H>)>;
 
 /// Byte offset of the 256-byte QP context in its page (after the 256-byte
 /// Q2 area; irdma_kcompat.c: irdma_create_qp; spec §7.2).
 const CTX_OFF: usize = 256;
 
-/// An RC QP (`ib_qp`).
-pub struct Qp<'d, H: Hal, B: Bar + Clone> {
+/// An RC QP (`ib_qp`). `S` is its send queue: the single-owner [`Sq`] (this
+/// type as callers name it), or the shared one inside a
+/// [`SharedQp`](super::SharedQp).
+pub struct Qp<'d, H: Hal, B: Bar + Clone, S: SendQueue = Sq<'static>> {
     // Views `mem`: declared (and dropped) first.
-    uk: QpUk<'static>,
+    uk: QpUk<'static, S>,
     dev: &'d Device<H, B>,
     id: u32,
     pd: u32,
@@ -233,7 +240,7 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
         pd: &Pd<'d, H, B>,
         attr: &mut QpInitAttr<'_, 'd, H, B>,
     ) -> Result<Qp<'d, H, B>, VerbsError> {
-        self.create_qp_inner(pd, attr, None)
+        self.create_qp_inner(pd, attr, None, |sq| Ok((sq, None)))
     }
 
     /// `ib_create_qp` whose receive queue is `wq` (from
@@ -249,15 +256,19 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
         if wq.cq_id != attr.recv_cq.id() {
             return Err(VerbsError::Invalid { what: "the WQ completes on another CQ" });
         }
-        self.create_qp_inner(pd, attr, Some(wq))
+        self.create_qp_inner(pd, attr, Some(wq), |sq| Ok((sq, None)))
     }
 
-    fn create_qp_inner<'d>(
+    /// The one QP-create path. `make_sq` turns the SQ built over the QP's
+    /// ring into the QP's send queue (the shared QP swaps in an `MpSq` over
+    /// the same ring) and may hand over host memory the QP must keep.
+    pub(super) fn create_qp_inner<'d, S: SendQueue>(
         &'d self,
         pd: &Pd<'d, H, B>,
         attr: &mut QpInitAttr<'_, 'd, H, B>,
         wq: Option<Wq<'d, H, B>>,
-    ) -> Result<Qp<'d, H, B>, VerbsError> {
+        make_sq: impl FnOnce(Sq<'static>) -> Result<(S, SharedMem<H>), VerbsError>,
+    ) -> Result<Qp<'d, H, B, S>, VerbsError> {
         let mut c = attr.cap;
         if let Some(w) = wq.as_ref() {
             c.max_recv_wr = w.max_wr;
@@ -356,6 +367,7 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
                 (rq_uk, ring.paddr() + sq_bytes as u64, None)
             }
         };
+        let (sq_uk, shared_mem) = make_sq(sq_uk).map_err(free_id)?;
         let uk = QpUk::new(sq_uk, rq_uk, u64::from(id), QpKind::Rc);
 
         let shadow_pa = ring.paddr() + (sq_bytes + rq_bytes) as u64;
@@ -411,7 +423,13 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
             arp: None,
             alive: false,
             shadow_pa,
-            mem: Some(QpMem { _ring: ring, ctx: ctx_page, _trk: trk, _wq: wq_mem }),
+            mem: Some(QpMem {
+                _ring: ring,
+                ctx: ctx_page,
+                _trk: trk,
+                _wq: wq_mem,
+                _shared: shared_mem,
+            }),
         };
         let cmd = CreateQp {
             qp_id: id,
@@ -530,7 +548,7 @@ fn mtu_ok(mtu: u32) -> bool {
     matches!(mtu, 256 | 512 | 1024 | 2048 | 4096)
 }
 
-impl<'d, H: Hal, B: Bar + Clone> Qp<'d, H, B> {
+impl<'d, H: Hal, B: Bar + Clone, S: SendQueue> Qp<'d, H, B, S> {
     /// The QP number.
     pub fn qp_num(&self) -> u32 {
         self.id
@@ -559,7 +577,7 @@ impl<'d, H: Hal, B: Bar + Clone> Qp<'d, H, B> {
         self.uk.ctx()
     }
 
-    pub(crate) fn uk_mut(&mut self) -> &mut QpUk<'static> {
+    pub(crate) fn uk_mut(&mut self) -> &mut QpUk<'static, S> {
         &mut self.uk
     }
 
@@ -579,17 +597,6 @@ impl<'d, H: Hal, B: Bar + Clone> Qp<'d, H, B> {
         Ok(())
     }
 
-    /// Allows inline sends (`IB_SEND_INLINE`).
-    ///
-    /// # Safety
-    ///
-    /// From now on the `addr` of every SGE of every inline WR posted on this
-    /// QP must be a CPU address readable for `length` bytes during the post.
-    pub unsafe fn enable_inline(&mut self) {
-        // SAFETY: forwarded contract.
-        unsafe { self.uk.sq.enable_inline() }
-    }
-
     /// Adopts the control path's ERROR (AEQ-driven) on the data path.
     pub(crate) fn sync_error(&mut self) {
         if self.alive && self.dev.qp_in_error(self.id) && !self.uk.in_error() {
@@ -597,19 +604,6 @@ impl<'d, H: Hal, B: Bar + Clone> Qp<'d, H, B> {
             self.state = QpState::Error;
             self.hw_error = true;
         }
-    }
-
-    /// `ib_post_send`. Takes no lock; in ERROR the WRs are queued without a
-    /// doorbell and complete as flushed.
-    pub fn post_send(&mut self, wrs: &[SendWr<'_>]) -> Result<(), PostError> {
-        if !self.alive {
-            return Err(PostError { bad_wr: 0, kind: PostErrorKind::Destroyed });
-        }
-        self.sync_error();
-        self.uk.post_send(self.dev.bar(), wrs).map_err(|PostSendError { bad_wr, kind }| PostError {
-            bad_wr,
-            kind: PostErrorKind::Sq(kind),
-        })
     }
 
     /// `ib_post_recv`.
@@ -842,6 +836,32 @@ impl<'d, H: Hal, B: Bar + Clone> Qp<'d, H, B> {
     }
 }
 
+impl<H: Hal, B: Bar + Clone> Qp<'_, H, B> {
+    /// Allows inline sends (`IB_SEND_INLINE`).
+    ///
+    /// # Safety
+    ///
+    /// From now on the `addr` of every SGE of every inline WR posted on this
+    /// QP must be a CPU address readable for `length` bytes during the post.
+    pub unsafe fn enable_inline(&mut self) {
+        // SAFETY: forwarded contract.
+        unsafe { self.uk.sq.enable_inline() }
+    }
+
+    /// `ib_post_send`. Takes no lock; in ERROR the WRs are queued without a
+    /// doorbell and complete as flushed.
+    pub fn post_send(&mut self, wrs: &[SendWr<'_>]) -> Result<(), PostError> {
+        if !self.alive {
+            return Err(PostError { bad_wr: 0, kind: PostErrorKind::Destroyed });
+        }
+        self.sync_error();
+        self.uk.post_send(self.dev.bar(), wrs).map_err(|PostSendError { bad_wr, kind }| PostError {
+            bad_wr,
+            kind: PostErrorKind::Sq(kind),
+        })
+    }
+}
+
 /// The `rw` layer posts its chains through this (`rdma_rw_ctx_post`).
 impl<H: Hal, B: Bar + Clone> crate::rw::PostSend for Qp<'_, H, B> {
     type Error = PostErrorKind;
@@ -850,7 +870,7 @@ impl<H: Hal, B: Bar + Clone> crate::rw::PostSend for Qp<'_, H, B> {
     }
 }
 
-impl<H: Hal, B: Bar + Clone> Drop for Qp<'_, H, B> {
+impl<H: Hal, B: Bar + Clone, S: SendQueue> Drop for Qp<'_, H, B, S> {
     fn drop(&mut self) {
         if self.destroy().is_err() && self.alive {
             // The device still owns the queues: never hand the memory back.

@@ -1,0 +1,283 @@
+//! Multi-producer RC QPs: [`SharedQp`], whose send queue is a
+//! [`crate::uk::MpSq`] over the QP's own ring, so any number of threads post
+//! through `&SharedQp` at once without a lock.
+//!
+//! What is shared and what is not:
+//!
+//! * `post_send(&self)` — lock-free while the QP is healthy (reserve → fill
+//!   → in-order publish → one doorbell per call, see [`crate::uk::mp`]).
+//!   Once the QP is in ERROR, posts take the QP's small spin lock, so they
+//!   never race the software flush of the poller;
+//! * `post_recv(&self)` and [`Cq::poll_shared`] take that lock (the RQ and
+//!   the completion bookkeeping stay single-owner behind it);
+//! * `modify`, `destroy` need `&mut self`: no post runs concurrently.
+//!
+//! Created by the same control path as [`Device::create_qp`]; only the send
+//! queue object differs.
+
+use core::sync::atomic::{AtomicU32, Ordering, fence};
+
+use irdma_hal::{Bar, BufferDirection, Dma, Hal};
+
+use super::cq::{Cq, QpSlot};
+use super::qp::{PostError, PostErrorKind, Qp, QpAttr, QpCap, QpInitAttr, QpState};
+use super::{Pd, VerbsError, dma_slice};
+use crate::device::Device;
+use crate::uk::qp::sq_post_from_wr;
+use crate::uk::{MpSq, MpTrk, QpKind, QueueMem, Sq};
+use crate::wr::{RecvWr, SendWr, WorkCompletion};
+
+/// The shared send queue of a [`SharedQp`]: over the QP's ring, tracking in
+/// host memory the QP owns.
+pub type SharedSq = MpSq<QueueMem<'static>, &'static [MpTrk]>;
+
+type InnerQp<'d, H, B> = Qp<'d, H, B, &'static SharedSq>;
+
+/// An RC QP whose send side takes posts from several threads at once
+/// (`SharedQp: Sync`). See the [module docs](self) for what locks.
+pub struct SharedQp<'d, H: Hal, B: Bar + Clone> {
+    /// The QP; its `uk.sq` is `sq`. Locked by receives, the poller, and
+    /// posts while the QP is in error.
+    inner: spin::Mutex<InnerQp<'d, H, B>>,
+    /// Lives in host memory owned by `inner` (never moved, freed when
+    /// `inner` is dropped, which needs `&mut self`).
+    sq: &'static SharedSq,
+    dev: &'d Device<H, B>,
+    id: u32,
+    cap: QpCap,
+    /// Mirrors `inner.alive`; changes only under `&mut self`.
+    alive: bool,
+    /// Lock-free posts in progress (the poller's software flush waits for 0).
+    posting: AtomicU32,
+}
+
+impl<H: Hal, B: Bar + Clone> Device<H, B> {
+    /// `ib_create_qp` for an RC QP whose send queue is shared by several
+    /// producers ([`SharedQp`]): exactly [`Device::create_qp`] (same
+    /// sizes, context and CREATE_QP), with the SQ ring driven by an
+    /// [`MpSq`]. Inline sends stay refused; see
+    /// [`Device::create_shared_qp_inline`].
+    pub fn create_shared_qp<'d>(
+        &'d self,
+        pd: &Pd<'d, H, B>,
+        attr: &mut QpInitAttr<'_, 'd, H, B>,
+    ) -> Result<SharedQp<'d, H, B>, VerbsError> {
+        self.create_shared(pd, attr, false)
+    }
+
+    /// [`Device::create_shared_qp`] with inline sends allowed.
+    ///
+    /// # Safety
+    ///
+    /// As [`Qp::enable_inline`]: the `addr` of every SGE of every inline WR
+    /// posted on the QP must be a CPU address readable for `length` bytes
+    /// during the post.
+    pub unsafe fn create_shared_qp_inline<'d>(
+        &'d self,
+        pd: &Pd<'d, H, B>,
+        attr: &mut QpInitAttr<'_, 'd, H, B>,
+    ) -> Result<SharedQp<'d, H, B>, VerbsError> {
+        self.create_shared(pd, attr, true)
+    }
+
+    fn create_shared<'d>(
+        &'d self,
+        pd: &Pd<'d, H, B>,
+        attr: &mut QpInitAttr<'_, 'd, H, B>,
+        inline: bool,
+    ) -> Result<SharedQp<'d, H, B>, VerbsError> {
+        let mut sq_ref: Option<&'static SharedSq> = None;
+        let qp = self.create_qp_inner(pd, attr, None, |sq: Sq<'static>| {
+            let r = shared_sq::<H>(&sq, inline)?;
+            sq_ref = Some(r.0);
+            Ok((r.0, Some((r.1, r.2))))
+        })?;
+        let sq = sq_ref.ok_or(VerbsError::Invalid { what: "shared SQ" })?;
+        Ok(SharedQp {
+            id: qp.qp_num(),
+            cap: qp.cap(),
+            alive: true,
+            inner: spin::Mutex::new(qp),
+            sq,
+            dev: self,
+            posting: AtomicU32::new(0),
+        })
+    }
+}
+
+/// Builds the [`SharedSq`] over `sq`'s ring with `sq`'s size and limits:
+/// the tracking array and the queue object itself live in two host-memory
+/// allocations handed back with it (never given to the device).
+fn shared_sq<H: Hal>(
+    sq: &Sq<'static>,
+    inline: bool,
+) -> Result<(&'static SharedSq, Dma<H>, Dma<H>), VerbsError> {
+    let size = sq.size();
+    let lim = sq.limits();
+    let trk_mem = Dma::<H>::with_bytes(
+        size as usize * core::mem::size_of::<MpTrk>(),
+        BufferDirection::DriverToDevice,
+    )?;
+    // SAFETY: `trk_mem` goes into the QP's memory next to the queue that
+    // uses it and is freed only when the QP (and so every user of the view)
+    // is gone; all-zero bytes are valid `MpTrk`s (two atomic integers).
+    let trk = unsafe { dma_slice::<H, MpTrk>(&trk_mem, size as usize) }
+        .ok_or(VerbsError::Invalid { what: "shared SQ tracking" })?;
+    // Entries start as `MpTrk::new()` (one quantum), as the uk layer expects.
+    for t in trk.iter_mut() {
+        *t = MpTrk::new();
+    }
+    let mut mp =
+        MpSq::new(sq.mem().alias(), &*trk, size, lim.max_frags, lim.max_inline, sq.qp_id())
+            .map_err(|_| VerbsError::Invalid { what: "shared SQ" })?;
+    if inline {
+        // SAFETY: the caller of `create_shared_qp_inline` took on the
+        // inline contract for every post on this QP.
+        unsafe { mp.enable_inline() };
+    }
+    let obj_mem =
+        Dma::<H>::with_bytes(core::mem::size_of::<SharedSq>(), BufferDirection::DriverToDevice)?;
+    if core::mem::size_of::<SharedSq>() > obj_mem.len()
+        || core::mem::align_of::<SharedSq>() > irdma_hal::PAGE_SIZE
+    {
+        return Err(VerbsError::Invalid { what: "shared SQ object" });
+    }
+    let p = obj_mem.vaddr().as_ptr().cast::<SharedSq>();
+    // SAFETY: `p` is page-aligned (so aligned for `SharedSq`), the
+    // allocation is large enough (checked above) and exclusively ours.
+    unsafe { p.write(mp) };
+    // SAFETY: initialised just above; the memory is owned by the QP next to
+    // the queue, never moves, and outlives every use of the reference (the
+    // QP's `uk` and `SharedQp::sq`, both gone before the QP memory is
+    // freed). `SharedSq` has no drop glue worth running (views and atomics),
+    // so freeing the memory without dropping it leaks nothing.
+    let r: &'static SharedSq = unsafe { &*p };
+    Ok((r, trk_mem, obj_mem))
+}
+
+/// The locked inside of a shared QP, as a slot of the CQ poller.
+impl<'d, H: Hal, B: Bar + Clone> QpSlot<'d, H, B, &'static SharedSq>
+    for Option<spin::MutexGuard<'_, InnerQp<'d, H, B>>>
+{
+    fn qp(&mut self) -> Option<&mut InnerQp<'d, H, B>> {
+        self.as_deref_mut()
+    }
+}
+
+impl<'d, H: Hal, B: Bar + Clone> SharedQp<'d, H, B> {
+    /// The QP number.
+    pub fn qp_num(&self) -> u32 {
+        self.id
+    }
+
+    /// The sizes the QP has (what create wrote back).
+    pub fn cap(&self) -> QpCap {
+        self.cap
+    }
+
+    /// The driver's view of the state.
+    pub fn state(&self) -> QpState {
+        self.inner.lock().state()
+    }
+
+    /// The shared send queue (its counters, for diagnostics).
+    pub fn send_queue(&self) -> &SharedSq {
+        self.sq
+    }
+
+    /// `ib_post_send` from any thread. Posts `wrs` in order, rings the
+    /// doorbell once if any was posted; on the first WR the SQ refuses,
+    /// returns its index (`bad_wr`, the ones before it stay posted) with the
+    /// same errors as [`Qp::post_send`]. WRs of concurrent callers
+    /// interleave, each caller's in its own order. In ERROR the WRs are
+    /// queued without a doorbell and complete as flushed.
+    pub fn post_send(&self, wrs: &[SendWr<'_>]) -> Result<(), PostError> {
+        if !self.alive {
+            return Err(PostError { bad_wr: 0, kind: PostErrorKind::Destroyed });
+        }
+        self.posting.fetch_add(1, Ordering::Relaxed);
+        // Pairs with the fence in `may_flush`: either the poller sees this
+        // post in progress, or this post sees the QP in error.
+        fence(Ordering::SeqCst);
+        let r = if self.dev.qp_in_error(self.id) {
+            self.posting.fetch_sub(1, Ordering::Release);
+            let _guard = self.inner.lock();
+            self.post_queued(wrs)
+        } else {
+            // The uk hot path (one-SGE shapes) plus one doorbell.
+            let r = self.sq.post_send(self.dev.bar(), QpKind::Rc, wrs);
+            self.posting.fetch_sub(1, Ordering::Release);
+            r
+        };
+        r.map_err(|e| PostError { bad_wr: e.bad_wr, kind: PostErrorKind::Sq(e.kind) })
+    }
+
+    /// Posts in order without a doorbell (the QP is in ERROR).
+    fn post_queued(&self, wrs: &[SendWr<'_>]) -> Result<(), crate::uk::PostSendError> {
+        for (i, wr) in wrs.iter().enumerate() {
+            self.sq
+                .post(&sq_post_from_wr(wr, QpKind::Rc))
+                .map_err(|kind| crate::uk::PostSendError { bad_wr: i, kind })?;
+        }
+        Ok(())
+    }
+
+    /// Whether the software flush may retire this QP's SQ now: no lock-free
+    /// post is between reserve and publish. Called with the lock held.
+    fn may_flush(&self) -> bool {
+        fence(Ordering::SeqCst);
+        self.posting.load(Ordering::Acquire) == 0
+    }
+
+    /// `ib_post_recv` (takes the QP lock).
+    pub fn post_recv(&self, wrs: &[RecvWr<'_>]) -> Result<(), PostError> {
+        self.inner.lock().post_recv(wrs)
+    }
+
+    /// `ib_modify_qp`, as [`Qp::modify`].
+    pub fn modify(&mut self, attr: &QpAttr) -> Result<(), VerbsError> {
+        self.inner.get_mut().modify(attr)
+    }
+
+    /// `ib_destroy_qp`, as [`Qp::destroy`]; afterwards posts fail with
+    /// `Destroyed`. Memory is freed when the object is dropped.
+    pub fn destroy(&mut self) -> Result<(), VerbsError> {
+        let r = self.inner.get_mut().destroy();
+        self.alive = self.inner.get_mut().alive();
+        r
+    }
+}
+
+impl<'d, H: Hal, B: Bar + Clone> Cq<'d, H, B> {
+    /// `ib_poll_cq` for a CQ used by shared QPs: as [`Cq::poll`] (every WR
+    /// completes exactly once, flush included), with `qps` the shared QPs on
+    /// this CQ. Each is locked for the duration of the call (a QP listed
+    /// twice is taken once). Safe to run while other threads post; the
+    /// software flush of a QP in error waits (for a later poll) until no
+    /// lock-free post is in progress on it.
+    pub fn poll_shared<const N: usize>(
+        &mut self,
+        qps: [&SharedQp<'d, H, B>; N],
+        wc: &mut [WorkCompletion],
+    ) -> usize {
+        let mut slots: [Option<spin::MutexGuard<'_, InnerQp<'d, H, B>>>; N] =
+            core::array::from_fn(|i| {
+                let q = qps.get(i)?;
+                let dup = qps.get(..i)?.iter().any(|p| core::ptr::eq(*p, *q));
+                if dup { None } else { Some(q.inner.lock()) }
+            });
+        self.poll_slots(&mut slots, wc, |qpn| {
+            qps.iter().find(|q| q.id == qpn).is_none_or(|q| q.may_flush())
+        })
+    }
+}
+
+/// The `rw` layer posts through a shared QP from any thread
+/// (`rdma_rw_ctx_post` on `&SharedQp`): a chain stays in order, WRs of
+/// other threads may interleave with it.
+impl<H: Hal, B: Bar + Clone> crate::rw::PostSend for &SharedQp<'_, H, B> {
+    type Error = PostErrorKind;
+    fn post_send(&mut self, wrs: &[SendWr<'_>]) -> Result<(), (usize, PostErrorKind)> {
+        SharedQp::post_send(self, wrs).map_err(|e| (e.bad_wr, e.kind))
+    }
+}
