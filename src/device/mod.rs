@@ -21,7 +21,7 @@
 
 mod hmc;
 
-use core::sync::atomic::{AtomicBool, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use core::time::Duration;
 
 use irdma_hal::cqp::{
@@ -345,6 +345,10 @@ pub struct Device<H: Hal, B: Bar + Clone> {
     pub(crate) caps_fpm: Option<FpmQuery>,
     pub(crate) ws: WsTree,
     pub(crate) qp_err: [AtomicBool; MAX_QPS as usize],
+    /// Per live QP: (send CQ id + 1) << 32 | (receive CQ id + 1); 0 = none.
+    /// Lets a CQ poll tell a completion of a live QP the caller did not list
+    /// (kept for a later poll) from one of a destroyed QP (dropped).
+    pub(crate) qp_cqs: [AtomicU64; MAX_QPS as usize],
     pub(crate) max_ird: u8,
     fw_version: (u16, u16),
     features: u64,
@@ -413,6 +417,7 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
             caps_fpm: None,
             ws: WsTree::default(),
             qp_err: [const { AtomicBool::new(false) }; MAX_QPS as usize],
+            qp_cqs: [const { AtomicU64::new(0) }; MAX_QPS as usize],
             max_ird: 8,
             fw_version: (0, 0),
             features: 0,
@@ -911,6 +916,21 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
     /// Whether the control path moved QP `qpn` to ERROR (data path: atomic).
     pub fn qp_in_error(&self, qpn: u32) -> bool {
         self.qp_err.get(qpn as usize).is_some_and(|f| f.load(Ordering::Acquire))
+    }
+
+    /// Records (or, with `None`, forgets) the CQs live QP `qpn` completes to.
+    pub(crate) fn bind_qp_cqs(&self, qpn: u32, cqs: Option<(u32, u32)>) {
+        if let Some(slot) = self.qp_cqs.get(qpn as usize) {
+            let v = cqs.map_or(0, |(s, r)| (u64::from(s) + 1) << 32 | (u64::from(r) + 1));
+            slot.store(v, Ordering::Release);
+        }
+    }
+
+    /// Whether live QP `qpn` completes to CQ `cq`.
+    pub(crate) fn qp_uses_cq(&self, qpn: u32, cq: u32) -> bool {
+        let v = self.qp_cqs.get(qpn as usize).map_or(0, |f| f.load(Ordering::Acquire));
+        let c = u64::from(cq) + 1;
+        v != 0 && (v >> 32 == c || v & 0xffff_ffff == c)
     }
 
     pub(crate) fn set_qp_error(&self, qpn: u32, on: bool) {

@@ -144,6 +144,9 @@ pub enum PollError {
     /// A CQE was consumed and dropped: its QP context is unknown or null
     /// (vendor `-EFAULT`), or its WQE index is not an outstanding WQE.
     NoQp,
+    /// Nothing consumed: the next CQE belongs to a live QP of this CQ the
+    /// caller did not pass ([`super::QpLookup::holds`]); poll again with it.
+    Unlisted,
 }
 
 /// Why a CQ could not be set up.
@@ -413,6 +416,9 @@ impl<'a> Cq<'a> {
         info.solicited_event = cqe::SOEVENT.is_set(q3);
         let qp = if ctx == 0 { None } else { qps.lookup(ctx) };
         let Some(qp) = qp else {
+            if ctx != 0 && qps.holds(ctx) {
+                return Err(PollError::Unlisted);
+            }
             self.consume(ext);
             return Err(PollError::NoQp);
         };

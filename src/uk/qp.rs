@@ -46,6 +46,14 @@ pub struct QpUk<'a, S: SendQueue = Sq<'a>> {
 pub trait QpLookup<'a, S: SendQueue = Sq<'a>> {
     /// The QP whose completion context is `ctx`.
     fn lookup(&mut self, ctx: u64) -> Option<&mut QpUk<'a, S>>;
+
+    /// Whether a CQE for `ctx`, which [`QpLookup::lookup`] did not resolve,
+    /// belongs to a live QP of this CQ that the caller did not pass: it is
+    /// then left in place for a later poll (`PollError::Unlisted`) instead
+    /// of being dropped as the vendor drops an unknown context.
+    fn holds(&mut self, _ctx: u64) -> bool {
+        false
+    }
 }
 
 impl<'a, S: SendQueue> QpLookup<'a, S> for QpUk<'a, S> {
@@ -520,7 +528,7 @@ fn poll_cq_with<'q, S: SendQueue, L: QpLookup<'q, S> + ?Sized>(
                     *slot = to_work_completion(&info, kind);
                     break;
                 }
-                Err(PollError::Empty) => return n,
+                Err(PollError::Empty | PollError::Unlisted) => return n,
                 Err(PollError::Drained | PollError::NoQp) => {}
             }
         }

@@ -25,6 +25,9 @@ pub struct Cq<'d, H: Hal, B: Bar + Clone> {
     cqe: u32,
     cmd: CreateCq,
     alive: bool,
+    /// Set by a poll that stopped at a CQE of a live QP of this CQ that the
+    /// caller did not pass (see [`Cq::unlisted_qp`]).
+    unlisted: Option<u32>,
     /// Ring and shadow area; `None` only after a failed destroy in `Drop`.
     mem: Option<(Dma<H>, Dma<H>)>,
 }
@@ -91,7 +94,16 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
         if let Err(e) = self.with_cqp(|c| c.exec(cmd, 0).map(|_| ())) {
             return Err(free_id(e.into()));
         }
-        Ok(Cq { uk: ukcq, dev: self, id, cqe, cmd, alive: true, mem: Some((ring, shadow)) })
+        Ok(Cq {
+            uk: ukcq,
+            dev: self,
+            id,
+            cqe,
+            cmd,
+            alive: true,
+            unlisted: None,
+            mem: Some((ring, shadow)),
+        })
     }
 }
 
@@ -109,10 +121,15 @@ impl<'d, H: Hal, B: Bar + Clone, S: SendQueue> QpSlot<'d, H, B, S> for &mut Qp<'
 }
 
 /// Looks QPs up by completion context for [`crate::uk::poll_cq`].
-struct Lookup<'x, 'd, H: Hal, B: Bar + Clone, S: SendQueue, Q: QpSlot<'d, H, B, S>>(
-    &'x mut [Q],
-    PhantomData<QpType<'d, H, B, S>>,
-);
+struct Lookup<'x, 'd, H: Hal, B: Bar + Clone, S: SendQueue, Q: QpSlot<'d, H, B, S>> {
+    qps: &'x mut [Q],
+    dev: &'d Device<H, B>,
+    cq: u32,
+    /// QP number of a live QP of this CQ that was not passed, if the poll
+    /// stopped at one of its CQEs.
+    held: Option<u32>,
+    _t: PhantomData<QpType<'d, H, B, S>>,
+}
 
 /// Names the QP type a [`Lookup`] resolves to (variance-neutral).
 type QpType<'d, H, B, S> = fn() -> Qp<'d, H, B, S>;
@@ -121,11 +138,18 @@ impl<'d, H: Hal, B: Bar + Clone, S: SendQueue, Q: QpSlot<'d, H, B, S>> QpLookup<
     for Lookup<'_, 'd, H, B, S, Q>
 {
     fn lookup(&mut self, ctx: u64) -> Option<&mut QpUk<'static, S>> {
-        self.0
+        self.qps
             .iter_mut()
             .filter_map(|q| q.qp())
             .find(|q| q.alive() && q.compl_ctx() == ctx)
             .map(|q| q.uk_mut())
+    }
+
+    /// A QP's completion context is its QP number (see `create_qp_inner`).
+    fn holds(&mut self, ctx: u64) -> bool {
+        let live = u32::try_from(ctx).ok().filter(|&q| self.dev.qp_uses_cq(q, self.cq));
+        self.held = live;
+        live.is_some()
     }
 }
 
@@ -135,13 +159,23 @@ impl<'d, H: Hal, B: Bar + Clone> Cq<'d, H, B> {
         self.id
     }
 
+    /// After a poll: the QP number of a live QP completing to this CQ that
+    /// was not in the poll's QP list, if the poll stopped at one of its
+    /// completions. That completion is kept (not consumed, not lost); poll
+    /// again passing that QP to receive it and everything behind it.
+    pub fn unlisted_qp(&self) -> Option<u32> {
+        self.unlisted
+    }
+
     /// Completions it was created to hold (`cqe` given to create).
     pub fn cqe(&self) -> u32 {
         self.cqe
     }
 
     /// `ib_poll_cq`: fills `wc` and returns how many. `qps` are the QPs that
-    /// use this CQ (those not listed have their CQEs consumed and skipped).
+    /// use this CQ. A completion of a live QP of this CQ that is not listed
+    /// is not consumed: the poll stops there and [`Cq::unlisted_qp`] names
+    /// that QP, so nothing is lost; completions of destroyed QPs are dropped.
     ///
     /// A QP the control path moved to ERROR completes every outstanding WR
     /// exactly once: hardware flush CQEs are replayed by [`crate::uk`]; once
@@ -166,7 +200,10 @@ impl<'d, H: Hal, B: Bar + Clone> Cq<'d, H, B> {
         for q in qps.iter_mut().filter_map(|q| q.qp()) {
             q.sync_error();
         }
-        let mut n = uk::poll_cq(&mut self.uk, &mut Lookup(qps, PhantomData), wc);
+        let mut look = Lookup { qps, dev: self.dev, cq: self.id, held: None, _t: PhantomData };
+        let mut n = uk::poll_cq(&mut self.uk, &mut look, wc);
+        self.unlisted = look.held;
+        let qps = look.qps;
         if n < wc.len() && !self.uk.has_cqe() {
             for q in qps.iter_mut().filter_map(|q| q.qp()) {
                 if !may_flush(q.qp_num()) {

@@ -452,6 +452,7 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
         qp.alive = true;
         attr.cap = qp.cap;
         self.set_qp_error(id, false);
+        self.bind_qp_cqs(id, Some((attr.send_cq.id(), attr.recv_cq.id())));
         if let Some(rec) = self.res.lock().ids.as_mut().and_then(|i| i.qp_rec.get_mut(id as usize))
         {
             *rec = QpRecord { live: true, ctx_pa: qp.ctx_pa(), shadow_pa };
@@ -820,6 +821,7 @@ impl<'d, H: Hal, B: Bar + Clone, S: SendQueue> Qp<'d, H, B, S> {
             self.dev.with_cqp(|c| c.exec(d, 0).map(|_| ()))?;
             self.alive = false;
             self.dev.set_qp_error(self.id, false);
+            self.dev.bind_qp_cqs(self.id, None);
             if let Some(ids) = self.dev.res.lock().ids.as_mut() {
                 if let Some(r) = ids.qp_rec.get_mut(self.id as usize) {
                     *r = QpRecord::default();

@@ -1,0 +1,77 @@
+//! A CQ shared by two QPs, polled with only one of them listed: the other
+//! QP's completion is kept for a later poll (never consumed and lost), and
+//! the CQ names the QP it stopped at; a destroyed QP's leftover completion
+//! is dropped instead of blocking the CQ.
+
+mod common;
+
+use common::*;
+
+#[test]
+fn unlisted_live_qp_keeps_its_completions_destroyed_qp_does_not_block() {
+    let _g = lock();
+    let base = FakeHal::live_pages();
+    let bar_a = ModelBar::standalone(Config::default());
+    let bar_b = bar_a.add_peer(Config::default());
+    {
+        let da = probe_as(&bar_a, A, Profile::SMALL);
+        let db = probe_as(&bar_b, B, Profile::SMALL);
+        let (pa, pb) = (da.alloc_pd().unwrap(), db.alloc_pd().unwrap());
+        let mut ca = da.create_cq(64).unwrap();
+        let cb = db.create_cq(64).unwrap();
+        let mut qa1 = create_qp(&da, &pa, &ca, 16);
+        let mut qa2 = create_qp(&da, &pa, &ca, 16);
+        let mut qb1 = create_qp(&db, &pb, &cb, 16);
+        let mut qb2 = create_qp(&db, &pb, &cb, 16);
+        let (na1, na2, nb1, nb2) = (qa1.qp_num(), qa2.qp_num(), qb1.qp_num(), qb2.qp_num());
+        connect(&mut qa1, A, B, nb1).unwrap();
+        connect(&mut qa2, A, B, nb2).unwrap();
+        connect(&mut qb1, B, A, na1).unwrap();
+        connect(&mut qb2, B, A, na2).unwrap();
+
+        let src = buf(1);
+        let dst = buf(1);
+        fill(&src, 3);
+        let src_mr = reg(&da, &pa, src.paddr(), 4096, &pages_of(&src), false);
+        let dst_mr = reg(&db, &pb, dst.paddr(), 4096, &pages_of(&dst), false);
+        let sge = [Sge { addr: src.paddr(), length: 64, lkey: src_mr.lkey() }];
+        let write = |wr_id: u64| SendWr {
+            wr_id,
+            opcode: WrOpcode::RdmaWrite { remote_addr: dst.paddr(), rkey: dst_mr.rkey() },
+            flags: SendFlags::SIGNALED,
+            sg_list: &sge,
+        };
+        qa1.post_send(&[write(1)]).unwrap();
+        qa2.post_send(&[write(2)]).unwrap();
+        qa1.post_send(&[write(3)]).unwrap();
+
+        // Only qa1 listed: its first completion, then a stop at qa2's.
+        let mut wc = [EMPTY_WC; 8];
+        let n = ca.poll(&mut [&mut qa1], &mut wc);
+        assert_eq!(n, 1);
+        assert_eq!((wc[0].wr_id, wc[0].qp_num), (1, na1));
+        assert_eq!(ca.unlisted_qp(), Some(na2), "the CQ names the QP it stopped at");
+        // Polling again the same way loses nothing and returns nothing.
+        assert_eq!(ca.poll(&mut [&mut qa1], &mut wc), 0);
+        assert_eq!(ca.unlisted_qp(), Some(na2));
+        // With both listed, qa2's completion and then qa1's second.
+        let n = ca.poll(&mut [&mut qa1, &mut qa2], &mut wc);
+        assert_eq!(n, 2);
+        assert_eq!((wc[0].wr_id, wc[0].qp_num, wc[0].status), (2, na2, WcStatus::Success));
+        assert_eq!((wc[1].wr_id, wc[1].qp_num), (3, na1));
+        assert_eq!(ca.unlisted_qp(), None);
+
+        // A completion of a QP that is then destroyed is dropped, not held.
+        qa2.post_send(&[write(4)]).unwrap();
+        qa2.destroy().unwrap();
+        qa1.post_send(&[write(5)]).unwrap();
+        let n = ca.poll(&mut [&mut qa1], &mut wc);
+        assert_eq!(ca.unlisted_qp(), None);
+        assert_eq!((n, wc[0].wr_id), (1, 5), "qa2's leftover CQE did not block qa1");
+        drop(qa2);
+        for q in [&mut qa1, &mut qb1, &mut qb2] {
+            q.destroy().unwrap();
+        }
+    }
+    assert_eq!(FakeHal::live_pages(), base);
+}
