@@ -1,0 +1,256 @@
+//! Set-up and per-operation bodies shared by the data-path benchmarks:
+//! `benches/uk.rs` (instruction counts under callgrind, `cargo xtask bench`)
+//! and `benches/uk_criterion.rs` (wall-clock timings with criterion).
+//!
+//! Rings live in host memory, there is no device model, and the BAR's
+//! doorbell is one relaxed store. Each `*_op` function is one iteration of a
+//! workload; both bench binaries call exactly these, so they time/count the
+//! same code.
+
+use std::hint::black_box;
+use std::ptr::NonNull;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use irdma::hal::Bar;
+use irdma::hal::wqe::cqe;
+use irdma::uk::qp::{QpKind, QpUk, poll_cq};
+use irdma::uk::sq::SqPost;
+use irdma::uk::{Cq, MpSq, MpTrk, QueueMem, Rq, Sq, SqWrTrk};
+use irdma::wr::{SendFlags, SendWr, Sge, WcOpcode, WcStatus, WorkCompletion, WrOpcode};
+
+/// A BAR whose doorbell is one relaxed store (what an MMIO write costs in
+/// instructions), so nothing is optimised away.
+pub struct NopBar(pub AtomicU32);
+
+impl Bar for NopBar {
+    fn read32(&self, _offset: usize) -> u32 {
+        0
+    }
+    #[inline(always)]
+    fn write32(&self, _offset: usize, value: u32) {
+        self.0.store(value, Ordering::Relaxed);
+    }
+}
+
+impl NopBar {
+    /// A BAR with doorbell value 0.
+    pub fn new() -> Self {
+        NopBar(AtomicU32::new(0))
+    }
+
+    /// The last doorbell value (read at the end so the stores stay live).
+    pub fn last(&self) -> u32 {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
+/// SQ size in quanta.
+pub const SQ_QUANTA: u32 = 4096;
+/// CQ size in CQE slots.
+pub const CQ_SLOTS: u32 = 4096;
+/// QP context value the CQEs carry.
+pub const CTX: u64 = 0x1000;
+/// QP id of the benchmark QP.
+pub const QP_ID: u32 = 0x2a;
+
+fn view(v: &mut [u64]) -> QueueMem<'_> {
+    // SAFETY: the slice is borrowed mutably for the view's lifetime.
+    unsafe { QueueMem::from_raw(NonNull::new(v.as_mut_ptr()).expect("non-null"), v.len()) }
+}
+
+/// An all-zero completion to poll into.
+pub const WC0: WorkCompletion = WorkCompletion {
+    wr_id: 0,
+    status: WcStatus::Success,
+    opcode: WcOpcode::Send,
+    vendor_err: 0,
+    byte_len: 0,
+    qp_num: 0,
+    imm_data: None,
+    invalidated_rkey: None,
+    solicited: false,
+};
+
+/// The one SGE of the benchmark WR.
+pub const SGE: [Sge; 1] = [Sge { addr: 0x7f00_1000, length: 4096, lkey: 0x1234 }];
+
+/// A signalled 1-SGE RDMA WRITE.
+pub fn write_wr(sge: &[Sge]) -> SendWr<'_> {
+    SendWr {
+        wr_id: 1,
+        opcode: WrOpcode::RdmaWrite { remote_addr: 0x9000_0000, rkey: 0x55 },
+        flags: SendFlags::SIGNALED,
+        sg_list: sge,
+    }
+}
+
+/// The same WR as an uk post (for the poll cases, which post without the
+/// verbs layer).
+pub fn write_post<'s>(wr: &SendWr<'s>) -> SqPost<'s> {
+    irdma::uk::qp::sq_post_from_wr(wr, QpKind::Rc)
+}
+
+/// Host memory for one QP (SQ, RQ) and one CQ.
+pub struct Mem {
+    sqm: Vec<u64>,
+    trk: Vec<SqWrTrk>,
+    rqm: Vec<u64>,
+    wrid: Vec<u64>,
+    cqm: Vec<u64>,
+    sh: Vec<u64>,
+}
+
+impl Mem {
+    /// Zeroed rings.
+    pub fn new() -> Self {
+        Mem {
+            sqm: vec![0u64; SQ_QUANTA as usize * 4],
+            trk: vec![SqWrTrk::default(); SQ_QUANTA as usize],
+            rqm: vec![0u64; 64 * 4],
+            wrid: vec![0u64; 64],
+            cqm: vec![0u64; CQ_SLOTS as usize * 4],
+            sh: vec![0u64; 8],
+        }
+    }
+
+    /// A single-owner RC QP and its CQ over this memory.
+    pub fn qp_cq(&mut self) -> (QpUk<'_>, Cq<'_>) {
+        let sq =
+            Sq::new(view(&mut self.sqm), &mut self.trk, SQ_QUANTA, 13, 101, QP_ID).expect("sq");
+        let rq = Rq::new(view(&mut self.rqm), &mut self.wrid, 64, 0, 1).expect("rq");
+        let qp = QpUk::new(sq, rq, CTX, QpKind::Rc);
+        let cq = Cq::new(view(&mut self.cqm), view(&mut self.sh), CQ_SLOTS, 7).expect("cq");
+        (qp, cq)
+    }
+
+    /// A multi-producer SQ over this memory's SQ ring and `trk`.
+    pub fn mp<'a>(&'a mut self, trk: &'a [MpTrk]) -> MpSq<QueueMem<'a>, &'a [MpTrk]> {
+        MpSq::new(view(&mut self.sqm), trk, SQ_QUANTA, 13, 101, QP_ID).expect("mp")
+    }
+}
+
+/// Tracking entries for [`Mem::mp`].
+pub fn mp_trk() -> Vec<MpTrk> {
+    (0..SQ_QUANTA).map(|_| MpTrk::new()).collect()
+}
+
+/// The "device": writes SQ CQEs in order, tracking its producer position.
+pub struct Device {
+    hw: u64,
+}
+
+impl Device {
+    /// Producer at slot 0, first pass.
+    pub fn new() -> Self {
+        Device { hw: 0 }
+    }
+
+    /// Writes one SQ CQE for the WQE at `idx`; returns its first qword.
+    #[inline(always)]
+    pub fn sq_cqe(&mut self, cq: &Cq<'_>, idx: u32) -> usize {
+        let slot = (self.hw % u64::from(CQ_SLOTS)) as usize * 4;
+        let valid = (self.hw / u64::from(CQ_SLOTS)).is_multiple_of(2);
+        let m = cq.mem();
+        m.write(slot + 1, CTX);
+        m.write(slot + 2, cqe::QPID.prep(QP_ID.into()));
+        m.write(
+            slot + 3,
+            cqe::VALID.prep(valid as u64) | cqe::SQ.prep(1) | cqe::WQEIDX.prep(idx.into()),
+        );
+        self.hw += 1;
+        slot
+    }
+}
+
+/// The multi-producer completer: retires everything published so far.
+pub struct Retire {
+    last: u32,
+}
+
+impl Retire {
+    /// Nothing retired yet.
+    pub fn new() -> Self {
+        Retire { last: 0 }
+    }
+
+    /// Retires what was posted since the last call.
+    #[inline(always)]
+    pub fn run(&mut self, mp: &MpSq<QueueMem<'_>, &[MpTrk]>) {
+        let head = mp.published();
+        if head != self.last {
+            let _ = mp.complete_at(head.wrapping_sub(1) & (SQ_QUANTA - 1));
+            self.last = head;
+        }
+    }
+}
+
+/// `post_send` of `wrs` (one doorbell), then retire them.
+#[inline(always)]
+pub fn post_write_op(qp: &mut QpUk<'_>, bar: &NopBar, wrs: &[SendWr<'_>]) {
+    let _ = black_box(qp.post_send(bar, black_box(wrs)));
+    qp.sq.consume_all();
+}
+
+/// Multi-producer `post_send` of `wrs` (one doorbell), then retire them.
+#[inline(always)]
+pub fn mp_post_write_op(
+    mp: &MpSq<QueueMem<'_>, &[MpTrk]>,
+    retire: &mut Retire,
+    bar: &NopBar,
+    wrs: &[SendWr<'_>],
+) {
+    let _ = black_box(mp.post_send(bar, QpKind::Rc, black_box(wrs)));
+    retire.run(mp);
+}
+
+/// Post one WQE (uk), the device writes its CQE, `poll_cq` returns it.
+#[inline(always)]
+pub fn poll_cqe_op(
+    qp: &mut QpUk<'_>,
+    cq: &mut Cq<'_>,
+    dev: &mut Device,
+    one: &SqPost<'_>,
+    wc: &mut [WorkCompletion; 1],
+) {
+    post_with_cqe_op(qp, cq, dev, one);
+    poll_one_op(qp, cq, wc);
+}
+
+/// First half of [`poll_cqe_op`]: post one WQE (uk), the device writes its CQE.
+#[inline(always)]
+pub fn post_with_cqe_op(qp: &mut QpUk<'_>, cq: &Cq<'_>, dev: &mut Device, one: &SqPost<'_>) {
+    let p = qp.sq.post(black_box(one)).map(|p| p.wqe_idx).unwrap_or(0);
+    dev.sq_cqe(cq, p);
+}
+
+/// Second half of [`poll_cqe_op`]: `poll_cq` returns the one waiting CQE.
+#[inline(always)]
+pub fn poll_one_op(qp: &mut QpUk<'_>, cq: &mut Cq<'_>, wc: &mut [WorkCompletion; 1]) {
+    let got = poll_cq(cq, qp, black_box(&mut wc[..]));
+    assert_eq!(got, 1);
+}
+
+/// [`poll_cqe_op`] without the poll: post, device CQE, retire and clear the
+/// CQE by hand (subtracted from it to get the poll alone).
+#[inline(always)]
+pub fn poll_cqe_base_op(
+    qp: &mut QpUk<'_>,
+    cq: &mut Cq<'_>,
+    dev: &mut Device,
+    one: &SqPost<'_>,
+    wc: &mut [WorkCompletion; 1],
+) {
+    let p = qp.sq.post(black_box(one)).map(|p| p.wqe_idx).unwrap_or(0);
+    let slot = dev.sq_cqe(cq, p);
+    // Keep the rings in step without polling.
+    qp.sq.consume_all();
+    cq.mem().write(slot + 3, 0);
+    black_box(&wc);
+}
+
+/// `poll_cq` on an empty CQ.
+#[inline(always)]
+pub fn poll_empty_op(qp: &mut QpUk<'_>, cq: &mut Cq<'_>, wc: &mut [WorkCompletion; 1]) {
+    let got = poll_cq(cq, qp, black_box(&mut wc[..]));
+    assert_eq!(black_box(got), 0);
+}

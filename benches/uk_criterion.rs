@@ -1,0 +1,132 @@
+//! Wall-clock timings (criterion) of the data-path workloads that
+//! `benches/uk.rs` counts under callgrind: the same per-iteration bodies
+//! (`common::*_op`), on rings in host memory, no device model, a BAR whose
+//! doorbell is one store.
+//!
+//! `cargo bench --bench uk_criterion` (about 40 s: 1 s warm-up and 3 s of
+//! measurement per case). Timings on a shared VM are noisy; the callgrind
+//! instruction counts (`cargo xtask bench`) are the tracked figures. Nothing
+//! here asserts on time.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::{
+    Device, Mem, NopBar, Retire, SGE, WC0, mp_post_write_op, mp_trk, poll_cqe_base_op, poll_cqe_op,
+    poll_empty_op, poll_one_op, post_with_cqe_op, post_write_op, write_post, write_wr,
+};
+use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+
+/// WRs per chain in the `…_per32` cases (one doorbell per chain).
+const CHAIN: usize = 32;
+
+/// CQEs written ahead of a timed run of polls (well below the SQ's free
+/// quanta and the CQ's slots, so nothing wraps onto unpolled entries).
+const POLL_BATCH: u64 = 1024;
+
+fn post(c: &mut Criterion) {
+    let bar = NopBar::new();
+    let wr = write_wr(&SGE);
+    let batch = [wr; CHAIN];
+    let mut g = c.benchmark_group("post");
+    {
+        let mut mem = Mem::new();
+        let (mut qp, _cq) = mem.qp_cq();
+        g.throughput(Throughput::Elements(1));
+        g.bench_function("write_1sge_doorbell_each", |b| {
+            b.iter(|| post_write_op(&mut qp, &bar, &batch[..1]))
+        });
+        g.throughput(Throughput::Elements(CHAIN as u64));
+        g.bench_function("write_1sge_doorbell_per32", |b| {
+            b.iter(|| post_write_op(&mut qp, &bar, &batch[..]))
+        });
+    }
+    {
+        let trk = mp_trk();
+        let mut mem = Mem::new();
+        let mp = mem.mp(&trk);
+        let mut retire = Retire::new();
+        g.throughput(Throughput::Elements(1));
+        g.bench_function("mp_write_1sge_doorbell_each", |b| {
+            b.iter(|| mp_post_write_op(&mp, &mut retire, &bar, &batch[..1]))
+        });
+        g.throughput(Throughput::Elements(CHAIN as u64));
+        g.bench_function("mp_write_1sge_doorbell_per32", |b| {
+            b.iter(|| mp_post_write_op(&mp, &mut retire, &bar, &batch[..]))
+        });
+    }
+    g.finish();
+    std::hint::black_box(bar.last());
+}
+
+fn poll(c: &mut Criterion) {
+    let wr = write_wr(&SGE);
+    let one = write_post(&wr);
+    let mut wc = [WC0; 1];
+    let mut g = c.benchmark_group("poll");
+    g.throughput(Throughput::Elements(1));
+    {
+        let mut mem = Mem::new();
+        let (mut qp, mut cq) = mem.qp_cq();
+        let mut dev = Device::new();
+        // post + device CQE + poll; the poll alone is this minus `cqe_base`.
+        g.bench_function("cqe", |b| {
+            b.iter(|| poll_cqe_op(&mut qp, &mut cq, &mut dev, &one, &mut wc))
+        });
+    }
+    {
+        let mut mem = Mem::new();
+        let (mut qp, mut cq) = mem.qp_cq();
+        let mut dev = Device::new();
+        g.bench_function("cqe_base", |b| {
+            b.iter(|| poll_cqe_base_op(&mut qp, &mut cq, &mut dev, &one, &mut wc))
+        });
+    }
+    {
+        // The poll alone: the device has written up to `POLL_BATCH` CQEs
+        // (untimed), then one `poll_cq` per CQE is timed.
+        let mut mem = Mem::new();
+        let (mut qp, mut cq) = mem.qp_cq();
+        let mut dev = Device::new();
+        g.bench_function("cqe_poll_only", |b| {
+            b.iter_custom(|iters| {
+                let mut total = Duration::ZERO;
+                let mut left = iters;
+                while left > 0 {
+                    let k = left.min(POLL_BATCH);
+                    for _ in 0..k {
+                        post_with_cqe_op(&mut qp, &cq, &mut dev, &one);
+                    }
+                    let t = Instant::now();
+                    for _ in 0..k {
+                        poll_one_op(&mut qp, &mut cq, &mut wc);
+                    }
+                    total += t.elapsed();
+                    left -= k;
+                }
+                total
+            })
+        });
+    }
+    {
+        let mut mem = Mem::new();
+        let (mut qp, mut cq) = mem.qp_cq();
+        g.bench_function("empty", |b| b.iter(|| poll_empty_op(&mut qp, &mut cq, &mut wc)));
+    }
+    g.finish();
+}
+
+fn config() -> Criterion {
+    Criterion::default()
+        .warm_up_time(Duration::from_secs(1))
+        .measurement_time(Duration::from_secs(3))
+        .without_plots()
+}
+
+criterion_group! {
+    name = benches;
+    config = config();
+    targets = post, poll
+}
+criterion_main!(benches);
