@@ -71,6 +71,11 @@ fn main() {
                 }
             }
         }
+        // `cargo bench` runs every bench target with `--bench`: this one is a
+        // set of callgrind workloads driven by `cargo xtask bench`.
+        "" | "--bench" => {
+            eprintln!("uk: callgrind workloads; run `cargo xtask bench` (timings: uk_criterion)");
+        }
         other => {
             eprintln!("unknown case {other:?}");
             std::process::exit(2);
