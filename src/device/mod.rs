@@ -43,8 +43,8 @@ use crate::res::bitmap::IdBitmap;
 use crate::res::hmc::Footprint;
 use crate::res::pble::PblePool;
 use crate::res::{
-    FpmCaps, HmcError, HmcLayout, HmcObj, IdError, ObjCaps, ObjCommit, PbleError, Profile,
-    StagTable, size_hmc,
+    FpmCaps, HmcError, HmcLayout, HmcObj, IdError, ObjCommit, PbleError, Profile, StagTable,
+    size_hmc,
 };
 
 pub use hmc::MAX_BACKED_SDS;
@@ -496,7 +496,7 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
                 .or_else(|e| fail(S::QueryFpm, ProbeCause::Decode(e)))?
         };
         self.max_ird = query.max_hw_ird().min(u8::MAX as u16) as u8;
-        let caps = fpm_caps(&query);
+        let caps = FpmCaps::from(&query);
         let counts = size_hmc(&caps, profile).or_else(|e| fail(S::SizeHmc, ProbeCause::Hmc(e)))?;
         let mut commit_buf = [0u64; 24];
         encode_fpm_commit(&counts.cnt, &mut commit_buf);
@@ -943,22 +943,5 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
 impl<H: Hal, B: Bar + Clone> Drop for Device<H, B> {
     fn drop(&mut self) {
         let _ = self.teardown(None);
-    }
-}
-
-/// The sizing inputs from a decoded query (ctrl.c:
-/// irdma_sc_parse_fpm_query_buf).
-fn fpm_caps(q: &FpmQuery) -> FpmCaps {
-    FpmCaps {
-        obj: core::array::from_fn(|i| ObjCaps { max_cnt: q.obj[i].max_cnt, size: q.obj[i].size }),
-        first_sd_index: u32::from(q.first_sd_index),
-        max_sds: u32::from(q.max_sds),
-        ht_multiplier: u32::from(q.ht_multiplier),
-        timer_bucket: u32::from(q.timer_bucket),
-        xf_block_size: u64::from(q.xf_block_size),
-        q1_block_size: u64::from(q.q1_block_size),
-        rrf_block_size: u64::from(q.rrf_block_size),
-        ooiscf_block_size: u64::from(q.ooiscf_block_size),
-        max_hw_ird: u32::from(q.max_hw_ird()),
     }
 }

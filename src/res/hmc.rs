@@ -143,6 +143,28 @@ pub struct FpmCaps {
     pub max_hw_ird: u32,
 }
 
+/// The sizing inputs from a decoded QUERY_FPM_VAL buffer (ctrl.c:
+/// irdma_sc_parse_fpm_query_buf).
+impl From<&crate::cqp::decode::FpmQuery> for FpmCaps {
+    fn from(q: &crate::cqp::decode::FpmQuery) -> Self {
+        FpmCaps {
+            obj: core::array::from_fn(|i| {
+                let o = q.obj.get(i).copied().unwrap_or_default();
+                ObjCaps { max_cnt: o.max_cnt, size: o.size }
+            }),
+            first_sd_index: u32::from(q.first_sd_index),
+            max_sds: u32::from(q.max_sds),
+            ht_multiplier: u32::from(q.ht_multiplier),
+            timer_bucket: u32::from(q.timer_bucket),
+            xf_block_size: u64::from(q.xf_block_size),
+            q1_block_size: u64::from(q.q1_block_size),
+            rrf_block_size: u64::from(q.rrf_block_size),
+            ooiscf_block_size: u64::from(q.ooiscf_block_size),
+            max_hw_ird: u32::from(q.max_hw_ird()),
+        }
+    }
+}
+
 /// Why the HMC could not be sized or laid out.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]

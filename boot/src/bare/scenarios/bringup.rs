@@ -21,7 +21,7 @@ use irdma::cqp::decode::FpmQuery;
 use irdma::cqp::engine::{CcqConfig, Timeouts};
 use irdma::cqp::{Cqp, CqpConfig, CqpError};
 use irdma::lan::Protocol;
-use irdma::res::{FpmCaps, HmcLayout, HmcObj, ObjCaps, ObjCommit, Profile, size_hmc};
+use irdma::res::{FpmCaps, HmcLayout, HmcObj, ObjCommit, Profile, size_hmc};
 use irdma_boot::contract::{self, MAILBOX};
 use irdma_hal::cqp::op;
 use irdma_hal::dma::wait_until;
@@ -267,7 +267,7 @@ impl<'a> Bringup<'a> {
 
     fn commit_fpm_val(&mut self) -> Result<(), Msg> {
         let q = need!(self.query, "FPM query");
-        let caps = fpm_caps(&q);
+        let caps = FpmCaps::from(&q);
         let counts = size_hmc(&caps, &PROFILE).map_err(|e| msg(format_args!("size_hmc: {e:?}")))?;
         let mut words = [0u64; 24];
         encode_fpm_commit(&counts.cnt, &mut words);
@@ -510,22 +510,6 @@ pub(super) fn model_bar(ctx: &Ctx) -> Result<&MmioBar, Msg> {
             Err(msg(format_args!("no device model process serves the BAR")))
         }
         Some(d) => Ok(&d.mmio),
-    }
-}
-
-/// The sizing inputs from a decoded query (ctrl.c: irdma_sc_parse_fpm_query_buf).
-fn fpm_caps(q: &FpmQuery) -> FpmCaps {
-    FpmCaps {
-        obj: core::array::from_fn(|i| ObjCaps { max_cnt: q.obj[i].max_cnt, size: q.obj[i].size }),
-        first_sd_index: u32::from(q.first_sd_index),
-        max_sds: u32::from(q.max_sds),
-        ht_multiplier: u32::from(q.ht_multiplier),
-        timer_bucket: u32::from(q.timer_bucket),
-        xf_block_size: u64::from(q.xf_block_size),
-        q1_block_size: u64::from(q.q1_block_size),
-        rrf_block_size: u64::from(q.rrf_block_size),
-        ooiscf_block_size: u64::from(q.ooiscf_block_size),
-        max_hw_ird: u32::from(q.max_hw_ird()),
     }
 }
 
