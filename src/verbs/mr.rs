@@ -157,6 +157,15 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
         }
     }
 
+    /// DEALLOC_STAG of an MR's STag (verbs.c: irdma_hwdereg_mr); used by
+    /// dereg and rereg of regular and fast-register MRs.
+    fn dealloc_mr_stag(&self, stag: Stag, pd: u32) -> Result<(), VerbsError> {
+        let d =
+            DeallocStag { stag_idx: stag.index_field(), pd_id: pd, mr: true, skip_flush: false };
+        self.with_cqp(|c| c.exec(d, 0).map(|_| ()))?;
+        Ok(())
+    }
+
     fn put_stag(&self, stag: Stag) {
         if let Some(ids) = self.res.lock().ids.as_mut() {
             let _ = ids.stags.free(stag);
@@ -301,13 +310,7 @@ impl<H: Hal, B: Bar + Clone> Mr<'_, H, B> {
         if !self.alive {
             return Err(VerbsError::Destroyed);
         }
-        let d = DeallocStag {
-            stag_idx: self.stag.index_field(),
-            pd_id: self.pd,
-            mr: true,
-            skip_flush: false,
-        };
-        self.dev.with_cqp(|c| c.exec(d, 0).map(|_| ()))?;
+        self.dev.dealloc_mr_stag(self.stag, self.pd)?;
         let next = {
             let mut res = self.dev.res.lock();
             res.ids.as_mut().ok_or(VerbsError::Destroyed)?.stags.rotate(self.stag)?
@@ -341,13 +344,7 @@ impl<H: Hal, B: Bar + Clone> Mr<'_, H, B> {
         if !self.alive {
             return Ok(());
         }
-        let d = DeallocStag {
-            stag_idx: self.stag.index_field(),
-            pd_id: self.pd,
-            mr: true,
-            skip_flush: false,
-        };
-        self.dev.with_cqp(|c| c.exec(d, 0).map(|_| ()))?;
+        self.dev.dealloc_mr_stag(self.stag, self.pd)?;
         self.release();
         Ok(())
     }
@@ -532,13 +529,7 @@ impl<H: Hal, B: Bar + Clone> FastRegMr<'_, H, B> {
         if !self.alive {
             return Ok(());
         }
-        let d = DeallocStag {
-            stag_idx: self.stag.index_field(),
-            pd_id: self.pd,
-            mr: true,
-            skip_flush: false,
-        };
-        self.dev.with_cqp(|c| c.exec(d, 0).map(|_| ()))?;
+        self.dev.dealloc_mr_stag(self.stag, self.pd)?;
         self.alive = false;
         if let Some(p) = self.pbl.take() {
             self.dev.put_pbl(&p);
