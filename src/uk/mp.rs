@@ -22,12 +22,11 @@
 //! derived from the position itself, so no polarity state is shared.
 //! Completion ([`MpSq::complete_at`]) belongs to the CQ poller (one at a time).
 
-use irdma_hal::wqe::{QUANTUM_QWORDS, SQ_CHUNK_QUANTA, inline, op, sq_hdr};
+use irdma_hal::wqe::{QUANTUM_QWORDS, SQ_CHUNK_QUANTA, op, sq_hdr};
 use irdma_hal::{Bar, barrier::wmb, regs};
 
 use super::mem::{Words, WqeSlot};
 use super::qp::{PostSendError, QpKind, hot_from_wr, sq_post_from_wr};
-use super::sizing::{MAX_FRAGS, MAX_WQ_QUANTA, SQ_FREE_RESERVE};
 use super::sq::{
     HotWqe, Posted, SendQueue, SqConfigError, SqError, SqLimits, SqPost, SqWrTrk, encode_body,
     encode_hot, size_post, wqe_slot,
@@ -98,19 +97,8 @@ impl<M: Words, T: AsRef<[MpTrk]>> MpSq<M, T> {
         max_inline: u32,
         qp_id: u32,
     ) -> Result<Self, SqConfigError> {
-        if !size.is_power_of_two() || !(SQ_CHUNK_QUANTA..=MAX_WQ_QUANTA).contains(&size) {
-            return Err(SqConfigError::BadSize);
-        }
-        if mem.qwords() < size as usize * QUANTUM_QWORDS {
-            return Err(SqConfigError::MemoryTooSmall);
-        }
-        if trk.as_ref().len() < size as usize {
-            return Err(SqConfigError::TrackingTooSmall);
-        }
-        if max_frags > MAX_FRAGS || max_inline as usize > inline::MAX_BYTES {
-            return Err(SqConfigError::BadLimits);
-        }
-        let cap = if size > SQ_FREE_RESERVE { size - SQ_FREE_RESERVE } else { size };
+        let cap =
+            super::sq::sq_config(size, mem.qwords(), trk.as_ref().len(), max_frags, max_inline)?;
         Ok(MpSq {
             mem,
             trk,

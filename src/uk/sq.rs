@@ -700,6 +700,33 @@ pub struct Sq<'a> {
     qp_id: u32,
 }
 
+/// Checks an SQ configuration shared by [`Sq::new`] and the multi-producer
+/// `MpSq::new`: `size` a power of two in 8..=32768 quanta, memory and
+/// tracking large enough, limits within GEN_2's (spec data-path §1.1, §3).
+/// Returns the usable capacity: real SQs keep 257 quanta free like the
+/// vendor (`IRDMA_SQ_RING_FREE_QUANTA`); test-sized rings may fill up.
+pub(crate) fn sq_config(
+    size: u32,
+    mem_qwords: usize,
+    trk_len: usize,
+    max_frags: u32,
+    max_inline: u32,
+) -> Result<u32, SqConfigError> {
+    if !size.is_power_of_two() || !(SQ_CHUNK_QUANTA..=MAX_WQ_QUANTA).contains(&size) {
+        return Err(SqConfigError::BadSize);
+    }
+    if mem_qwords < size as usize * QUANTUM_QWORDS {
+        return Err(SqConfigError::MemoryTooSmall);
+    }
+    if trk_len < size as usize {
+        return Err(SqConfigError::TrackingTooSmall);
+    }
+    if max_frags > MAX_FRAGS || max_inline as usize > inline::MAX_BYTES {
+        return Err(SqConfigError::BadLimits);
+    }
+    Ok(if size > SQ_FREE_RESERVE { size - SQ_FREE_RESERVE } else { size })
+}
+
 impl<'a> Sq<'a> {
     /// An SQ of `size` quanta over `mem`, with one tracking entry per quantum.
     ///
@@ -714,19 +741,7 @@ impl<'a> Sq<'a> {
         max_inline: u32,
         qp_id: u32,
     ) -> Result<Self, SqConfigError> {
-        if !size.is_power_of_two() || !(SQ_CHUNK_QUANTA..=MAX_WQ_QUANTA).contains(&size) {
-            return Err(SqConfigError::BadSize);
-        }
-        if mem.qwords() < size as usize * QUANTUM_QWORDS {
-            return Err(SqConfigError::MemoryTooSmall);
-        }
-        if trk.len() < size as usize {
-            return Err(SqConfigError::TrackingTooSmall);
-        }
-        if max_frags > MAX_FRAGS || max_inline as usize > inline::MAX_BYTES {
-            return Err(SqConfigError::BadLimits);
-        }
-        let cap = if size > SQ_FREE_RESERVE { size - SQ_FREE_RESERVE } else { size };
+        let cap = sq_config(size, mem.qwords(), trk.len(), max_frags, max_inline)?;
         // Every tracking entry of the ring says at least one quantum (posts
         // only ever write 1..=8), so retirement needs no `max(1)`.
         for t in trk.iter_mut().take(size as usize) {
