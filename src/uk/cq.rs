@@ -317,6 +317,9 @@ impl<'a> Cq<'a> {
             return Fast::Slow;
         }
         let Some(qp) = qps.lookup(ctx) else { return Fast::Slow };
+        if qp.destroy_pending {
+            return Fast::Slow;
+        }
         let q2 = w.get(2);
         let wqe_idx = cqe::WQEIDX.get(q3) as u32;
         let opc = cqe::OP.get(q3) as u8;
@@ -422,7 +425,16 @@ impl<'a> Cq<'a> {
             self.consume(ext);
             return Err(PollError::NoQp);
         };
-        if info.push_dropped {
+        if qp.destroy_pending {
+            // uk.c: irdma_uk_cq_poll_cmpl: `!qp || qp->destroy_pending` is
+            // -EFAULT with the head moved; like the kernel copy (README),
+            // nothing else is filled and the CQE is not rewritten.
+            self.consume(ext);
+            return Err(PollError::NoQp);
+        }
+        if info.push_dropped && info.q_type == QueueType::Sq {
+            // "cease posting push mode on push drop": SQ CQEs only.
+            qp.push_mode = false;
             qp.push_dropped = true;
         }
         if info.error {
@@ -465,9 +477,6 @@ impl<'a> Cq<'a> {
                     // Flush, or an RQ error that is not a flush: report the
                     // oldest receive and park the head so every outstanding
                     // receive completes (kernel behaviour, README).
-                    if info.comp_status == CompStatus::Flushed {
-                        qp.rq_flush_seen = true;
-                    }
                     qp.rq.retire_oldest()
                 } else {
                     qp.rq.complete_at(wqe_idx >> qp.rq.multiplier().trailing_zeros())
@@ -477,6 +486,14 @@ impl<'a> Cq<'a> {
                     return Err(if replay { PollError::Drained } else { PollError::NoQp });
                 };
                 info.wr_id = w;
+                if info.comp_status == CompStatus::Flushed {
+                    // Set only once a WR was found (an empty RQ is ENOENT
+                    // before these are touched).
+                    qp.rq_flush_seen = true;
+                    if qp.rq.used() == 0 {
+                        qp.rq_flush_complete = true;
+                    }
+                }
                 let park = info.comp_status == CompStatus::Flushed
                     || (info.comp_status == CompStatus::Unknown && qp.park_on_rq_error);
                 if park && qp.rq.used() != 0 { Some(qp.rq.tail()) } else { None }
@@ -485,11 +502,16 @@ impl<'a> Cq<'a> {
                 if !qp.sq_flush_seen && info.minor_err != flush_code::GENERAL {
                     skip_unsignaled_before(&mut qp.sq, wqe_idx);
                 }
-                qp.sq_flush_seen = true;
                 let Some((opc, t)) = sq_replay(qp) else {
                     self.consume(ext);
                     return Err(PollError::Drained);
                 };
+                // uk.c: set after the replay found a WR; complete when the SQ
+                // is empty after it.
+                qp.sq_flush_seen = true;
+                if qp.sq.used() == 0 {
+                    qp.sq_flush_complete = true;
+                }
                 info.op_type = opc;
                 info.wr_id = t.wr_id;
                 info.bytes_xfered = t.wr_len;
@@ -546,6 +568,62 @@ impl<'a> Cq<'a> {
         self.shadow.write(shadow::CQ_ARM_OFFSET / 8, nw);
         wmb();
         bar.write32(regs::CQARM, self.cq_id);
+    }
+
+    /// Reports `cnt` retired CQ buffers (completed resizes) to the device
+    /// (spec data-path §5.7; uk.c: irdma_uk_cq_set_resized_cnt): adds `cnt`
+    /// to `SW_CQ_SELECT` in shadow +32 (wrapping at its 14 bits, as the
+    /// vendor's `FIELD_PREP` truncates), keeps the sequence number and both
+    /// arm bits, rings nothing; the next arm carries the new select value.
+    pub fn set_resized_cnt(&mut self, cnt: u16) {
+        let w = self.shadow.read(shadow::CQ_ARM_OFFSET / 8);
+        let sel = (shadow::CQ_SW_CQ_SELECT.get(w) as u16).wrapping_add(cnt);
+        let nw = shadow::CQ_ARM_SEQ_NUM.prep(shadow::CQ_ARM_SEQ_NUM.get(w))
+            | shadow::CQ_SW_CQ_SELECT.prep(sel.into())
+            | shadow::CQ_ARM_NEXT_SE.prep(shadow::CQ_ARM_NEXT_SE.get(w))
+            | shadow::CQ_ARM_NEXT.prep(shadow::CQ_ARM_NEXT.get(w));
+        self.shadow.write(shadow::CQ_ARM_OFFSET / 8, nw);
+    }
+
+    /// Places the head at `head` with expected valid bit `polarity`: the
+    /// software state of a CQ whose ring already holds `head` consumed
+    /// entries (the vendor's `cq_ring.head` / `polarity`). A new ring after a
+    /// resize starts at head 0, polarity 1 ([`Cq::resize`]).
+    pub fn set_position(&mut self, head: u32, polarity: bool) -> Result<(), CqConfigError> {
+        let q = head.checked_mul(QUANTUM_QWORDS as u32).ok_or(CqConfigError::BadSize)?;
+        if q >= self.size_q {
+            return Err(CqConfigError::BadSize);
+        }
+        self.head_q = q;
+        self.valid = if polarity { cqe::VALID.mask() } else { 0 };
+        Ok(())
+    }
+
+    /// Moves this CQ to a new ring of `size` slots (uk.c:
+    /// irdma_uk_cq_resize): head 0, expected polarity 1; the shadow area and
+    /// CQ id stay. Returns the old ring, still positioned where polling
+    /// stopped, so its pending CQEs can be drained first (uverbs.c:
+    /// `resize_list`, verbs.c: irdma_resize_cq).
+    pub fn resize(&mut self, mem: QueueMem<'a>, size: u32) -> Result<Cq<'a>, CqConfigError> {
+        if !(2..=1 << 21).contains(&size) {
+            return Err(CqConfigError::BadSize);
+        }
+        if mem.qwords() < size as usize * QUANTUM_QWORDS {
+            return Err(CqConfigError::MemoryTooSmall);
+        }
+        let old_mem = core::mem::replace(&mut self.mem, mem);
+        let old = Cq {
+            mem: old_mem,
+            shadow: self.shadow.alias(),
+            size_q: self.size_q,
+            head_q: self.head_q,
+            valid: self.valid,
+            cq_id: self.cq_id,
+        };
+        self.size_q = size * QUANTUM_QWORDS as u32;
+        self.head_q = 0;
+        self.valid = cqe::VALID.mask();
+        Ok(old)
     }
 }
 

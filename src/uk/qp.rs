@@ -29,12 +29,27 @@ pub struct QpUk<'a, S: SendQueue = Sq<'a>> {
     ctx: u64,
     kind: QpKind,
     in_error: bool,
-    /// A CQE reported that a push WQE was dropped (push is never used on E810).
+    /// An SQ CQE reported that a push WQE was dropped (push is never used on
+    /// E810; uk.c: irdma_uk_cq_poll_cmpl sets it on SQ CQEs only).
     pub push_dropped: bool,
-    /// A flush CQE for the SQ was seen.
+    /// The vendor's `push_mode` ("the last WQE went through a push page").
+    /// The driver never maps a push page, so nothing sets it; an SQ CQE with
+    /// PSHDROP clears it as uk.c: irdma_uk_cq_poll_cmpl does.
+    pub push_mode: bool,
+    /// A flush CQE for the SQ reported a WR (uk.c: irdma_uk_cq_poll_cmpl sets
+    /// it only after finding one; a flush CQE on an empty SQ leaves it).
     pub sq_flush_seen: bool,
-    /// A flush CQE for the RQ was seen.
+    /// A flush CQE for the RQ reported a WR (same rule as `sq_flush_seen`).
     pub rq_flush_seen: bool,
+    /// A flush was seen and the SQ was empty after it (uk.c:
+    /// irdma_uk_cq_poll_cmpl, `sq_flush_complete`).
+    pub sq_flush_complete: bool,
+    /// A flush was seen and the RQ was empty after it (`rq_flush_complete`).
+    pub rq_flush_complete: bool,
+    /// The QP is being destroyed: its CQEs are consumed and dropped
+    /// ([`super::PollError::NoQp`], vendor `-EFAULT`) without touching its
+    /// rings (uk.c: irdma_uk_cq_poll_cmpl, `destroy_pending`).
+    pub destroy_pending: bool,
     /// On an RQ error CQE that is not a flush, park the CQ head and report
     /// every outstanding receive with that error (the kernel's behaviour,
     /// default `true`); `false` reports one receive and moves on (rdma-core's).
@@ -329,8 +344,12 @@ impl<'a, S: SendQueue> QpUk<'a, S> {
             kind,
             in_error: false,
             push_dropped: false,
+            push_mode: false,
             sq_flush_seen: false,
             rq_flush_seen: false,
+            sq_flush_complete: false,
+            rq_flush_complete: false,
+            destroy_pending: false,
             park_on_rq_error: true,
         }
     }

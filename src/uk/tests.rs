@@ -501,3 +501,120 @@ fn fast_poll_equals_general() {
     }
     assert!(successes > 500, "the fast shapes were exercised ({successes})");
 }
+
+/// uk.c: irdma_uk_cq_poll_cmpl: a CQE of a QP with `destroy_pending` is
+/// consumed and reported as -EFAULT (`NoQp`) without touching the QP's
+/// rings; CQEs behind it still complete once the flag is clear.
+#[test]
+fn destroy_pending_qp_cqes_are_dropped_not_retired() {
+    let mut w = World::new();
+    let (mut qp, mut cq) = w.parts(QpKind::Rc);
+    let bar = RecBar::default();
+    let one = [SGE];
+    qp.post_send(&bar, &[write_wr(1, SendFlags::SIGNALED, &one)]).unwrap();
+    qp.post_send(&bar, &[write_wr(2, SendFlags::SIGNALED, &one)]).unwrap();
+    hw_cqe(&cq, 0, true, 0, 0, 0, 0);
+    hw_cqe(&cq, 1, true, 1, 0, 0, 0);
+    qp.destroy_pending = true;
+    let mut wc = [WC0; 2];
+    assert_eq!(cq.poll_one(&mut qp), Err(PollError::NoQp), "vendor -EFAULT");
+    assert_eq!(cq.head(), 1, "the CQE is consumed");
+    assert_eq!(qp.sq.used(), 2, "nothing retired for a QP being destroyed");
+    qp.destroy_pending = false;
+    assert_eq!(poll_cq(&mut cq, &mut qp, &mut wc), 1);
+    assert_eq!(wc[0].wr_id, 2);
+}
+
+/// uk.c: push_dropped / push_mode change on SQ CQEs only.
+#[test]
+fn push_drop_on_rq_cqe_leaves_push_state() {
+    let mut w = World::new();
+    let (mut qp, mut cq) = w.parts(QpKind::Rc);
+    qp.post_recv(&[RecvWr { wr_id: 5, sg_list: &[SGE] }]).unwrap();
+    qp.push_mode = true;
+    hw_cqe(&cq, 0, false, 0, 0, 0, 64);
+    let q3 = cq.mem().read(3) | cqe::PSHDROP.mask();
+    cq.mem().write(3, q3);
+    assert!(cq.poll_one(&mut qp).is_ok());
+    assert!(!qp.push_dropped && qp.push_mode, "RQ CQE: push state untouched");
+    let bar = RecBar::default();
+    qp.post_send(&bar, &[write_wr(1, SendFlags::SIGNALED, &[SGE])]).unwrap();
+    hw_cqe(&cq, 1, true, 0, 0, 0, 0);
+    let q3 = cq.mem().read(7) | cqe::PSHDROP.mask();
+    cq.mem().write(7, q3);
+    let i = cq.poll_one(&mut qp).unwrap();
+    assert!(i.push_dropped && qp.push_dropped && !qp.push_mode);
+}
+
+/// uk.c: `*_flush_seen` is set only when a flush CQE reported a WR, and
+/// `*_flush_complete` when the queue is empty after it.
+#[test]
+fn flush_seen_and_complete_follow_the_vendor() {
+    let mut w = World::new();
+    let (mut qp, mut cq) = w.parts(QpKind::Rc);
+    // A flush CQE for an empty SQ: ENOENT, nothing set.
+    hw_cqe(&cq, 0, true, 0, cqe::FLUSH_MAJOR_ERR.into(), 1, 0);
+    assert_eq!(cq.poll_one(&mut qp), Err(PollError::Drained));
+    assert!(!qp.sq_flush_seen && !qp.sq_flush_complete);
+    let bar = RecBar::default();
+    let one = [SGE];
+    qp.post_send(&bar, &[write_wr(1, SendFlags::SIGNALED, &one)]).unwrap();
+    qp.post_send(&bar, &[write_wr(2, SendFlags::SIGNALED, &one)]).unwrap();
+    hw_cqe(&cq, 1, true, 0, cqe::FLUSH_MAJOR_ERR.into(), 1, 0);
+    assert_eq!(cq.poll_one(&mut qp).map(|i| i.wr_id), Ok(1));
+    assert!(qp.sq_flush_seen && !qp.sq_flush_complete, "one WR still outstanding");
+    assert_eq!(cq.poll_one(&mut qp).map(|i| i.wr_id), Ok(2));
+    assert!(qp.sq_flush_complete);
+    // RQ: the same rule.
+    hw_cqe(&cq, 2, false, 0, cqe::FLUSH_MAJOR_ERR.into(), 1, 0);
+    assert_eq!(cq.poll_one(&mut qp), Err(PollError::Drained));
+    assert!(!qp.rq_flush_seen && !qp.rq_flush_complete);
+}
+
+/// uk.c: irdma_uk_cq_set_resized_cnt adds to SW_CQ_SELECT (14 bits, wraps)
+/// and keeps the rest of the arm word; the next arm carries it.
+#[test]
+fn resized_count_is_carried_into_arming() {
+    let mut w = World::new();
+    let (_qp, mut cq) = w.parts(QpKind::Rc);
+    let bar = RecBar::default();
+    req_notify_cq(&mut cq, &bar, true);
+    let before = cq.shadow().read(4);
+    cq.set_resized_cnt(3);
+    let after = cq.shadow().read(4);
+    assert_eq!(shadow::CQ_SW_CQ_SELECT.get(after), 3);
+    assert_eq!(after & !shadow::CQ_SW_CQ_SELECT.mask(), before & !shadow::CQ_SW_CQ_SELECT.mask());
+    assert_eq!(bar.0.borrow().len(), 1, "no doorbell for the count");
+    req_notify_cq(&mut cq, &bar, false);
+    let armed = cq.shadow().read(4);
+    assert_eq!(shadow::CQ_SW_CQ_SELECT.get(armed), 3);
+    assert_eq!(shadow::CQ_ARM_SEQ_NUM.get(armed), 2);
+    cq.set_resized_cnt(0x3fff);
+    assert_eq!(shadow::CQ_SW_CQ_SELECT.get(cq.shadow().read(4)), 2, "wraps at 14 bits");
+}
+
+/// uk.c: irdma_uk_cq_resize: the new ring starts at head 0 with polarity 1;
+/// the old ring keeps its position so pending CQEs drain from it first.
+#[test]
+fn uk_resize_hands_back_the_old_ring_positioned() {
+    let mut w = World::new();
+    let mut big = vec![0u64; 32 * 4];
+    let mut small = vec![0u64; 4];
+    let (mut qp, mut cq) = w.parts(QpKind::Rc);
+    let bar = RecBar::default();
+    let one = [SGE];
+    for id in 1..=3 {
+        qp.post_send(&bar, &[write_wr(id, SendFlags::SIGNALED, &one)]).unwrap();
+    }
+    hw_cqe(&cq, 0, true, 0, 0, 0, 0);
+    hw_cqe(&cq, 1, true, 1, 0, 0, 0);
+    assert_eq!(cq.poll_one(&mut qp).map(|i| i.wr_id), Ok(1));
+    let mut old = cq.resize(view(&mut big), 32).unwrap();
+    assert_eq!((cq.head(), cq.polarity()), (0, true));
+    assert_eq!(old.head(), 1);
+    assert_eq!(old.poll_one(&mut qp).map(|i| i.wr_id), Ok(2));
+    assert_eq!(old.poll_one(&mut qp), Err(PollError::Empty));
+    hw_cqe(&cq, 0, true, 2, 0, 0, 0);
+    assert_eq!(cq.poll_one(&mut qp).map(|i| i.wr_id), Ok(3));
+    assert!(cq.resize(view(&mut small), 2).is_err(), "memory too small");
+}
