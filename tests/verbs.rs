@@ -616,3 +616,78 @@ fn rnr_retries_exhausted_is_a_fatal_qp_event() {
     let mut more = [EMPTY_WC; 4];
     assert_eq!(cq.poll(&mut [&mut q1, &mut q2], &mut more), 0);
 }
+
+/// `ib_resize_cq` (verbs.c: irdma_resize_cq, MODIFY_CQ): completions left in
+/// the old ring come first and exactly once, then the new ring carries more
+/// traffic than the old one could hold; the old ring is retired and freed.
+#[test]
+fn resize_cq_delivers_pending_cqes_once_then_uses_the_new_ring() {
+    let _g = lock();
+    let base = FakeHal::live_pages();
+    let bar = ModelBar::standalone(small_fn_config());
+    {
+        let dev = probe_as(&bar, A, Profile::SMALL);
+        let pd = dev.alloc_pd().unwrap();
+        // 4 completions → a ring of 10 entries.
+        let mut cq = dev.create_cq(4).unwrap();
+        let mut qp = create_qp(&dev, &pd, &cq, 32);
+        let n = qp.qp_num();
+        connect(&mut qp, A, A, n).unwrap();
+        let b = buf(1);
+        let mr = reg(&dev, &pd, b.paddr(), 4096, &pages_of(&b), false);
+        let sge = [Sge { addr: b.paddr(), length: 8, lkey: mr.lkey() }];
+        let write = |id| SendWr {
+            wr_id: id,
+            opcode: WrOpcode::RdmaWrite { remote_addr: b.paddr() + 64, rkey: mr.rkey() },
+            flags: SendFlags::SIGNALED,
+            sg_list: &sge,
+        };
+        for id in 1..=3 {
+            qp.post_send(&[write(id)]).unwrap();
+        }
+        let prod = bar.with_device(|d| d.cq(cq.id()).map(|c| c.prod));
+        assert_eq!(prod, Some(3), "three CQEs sit in the old ring");
+        assert_eq!(
+            cq.resize(0),
+            Err(VerbsError::AboveLimit { what: "cqe", requested: 0, max: 524_286 })
+        );
+        assert!(matches!(cq.resize(600_000), Err(VerbsError::AboveLimit { .. })));
+        assert_eq!(cq.resize(4), Ok(()), "same size: nothing to do");
+        assert_eq!(cq.pending_resizes(), 0);
+        cq.resize(64).unwrap();
+        assert_eq!((cq.cqe(), cq.pending_resizes()), (64, 1));
+        // Pending completions: from the old ring, in order, once.
+        let mut wc = [EMPTY_WC; 2];
+        assert_eq!(cq.poll(&mut [&mut qp], &mut wc), 2);
+        assert_eq!((wc[0].wr_id, wc[1].wr_id), (1, 2));
+        assert_eq!(cq.poll(&mut [&mut qp], &mut wc), 1);
+        assert_eq!(wc[0].wr_id, 3);
+        assert_eq!(wc[0].status, WcStatus::Success);
+        // More traffic than the old ring held: all of it in the new ring.
+        for id in 10..30 {
+            qp.post_send(&[write(id)]).unwrap();
+        }
+        let got = poll_n(&mut cq, &mut [&mut qp], 20);
+        let ids: Vec<u64> = got.iter().map(|w| w.wr_id).collect();
+        assert_eq!(ids, (10..30).collect::<Vec<u64>>());
+        assert!(got.iter().all(|w| w.status == WcStatus::Success));
+        assert_eq!(cq.pending_resizes(), 0, "the old ring is retired");
+        let mut wc = [EMPTY_WC; 4];
+        assert_eq!(cq.poll(&mut [&mut qp], &mut wc), 0, "nothing delivered twice");
+        // The model saw one resize, and the next arm reports one retired
+        // ring in SW_CQ_SELECT (uk.c: irdma_uk_cq_set_resized_cnt).
+        assert_eq!(bar.with_device(|d| d.cq(cq.id()).map(|c| (c.resizes, c.size))), Some((1, 130)));
+        cq.req_notify(false);
+        let id = cq.id();
+        let word = bar.with_device(|d| {
+            d.trace()
+                .filter_map(|e| match e {
+                    mock_bar::Event::CqArm { cq, word } if *cq == id => Some(*word),
+                    _ => None,
+                })
+                .last()
+        });
+        assert_eq!(word.map(|w| w & 0x3fff), Some(1), "SW_CQ_SELECT after one resize");
+    }
+    assert_eq!(FakeHal::live_pages(), base);
+}

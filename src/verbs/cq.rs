@@ -8,7 +8,7 @@ use irdma_hal::{Bar, BufferDirection, Dma, Hal};
 use super::VerbsError;
 use super::qp::Qp;
 use super::static_view;
-use crate::cqp::cmd::{CreateCq, DestroyCq, QueueMem as CqpQueueMem};
+use crate::cqp::cmd::{CreateCq, DestroyCq, ModifyCq, QueueMem as CqpQueueMem};
 use crate::device::Device;
 use crate::uk::{self, QpLookup, QpUk, SendQueue};
 use crate::wr::WorkCompletion;
@@ -16,10 +16,23 @@ use crate::wr::WorkCompletion;
 /// Largest CQ the device takes (spec control-path §2.2: 1..1048575 entries).
 pub const MAX_CQE: u32 = 1_048_575;
 
+/// Rings a resize replaced that may still hold CQEs, oldest first (uverbs.c
+/// / verbs.c `resize_list`). A further resize while this many are pending
+/// is refused with [`VerbsError::InvalidState`]; polling retires them.
+pub const MAX_PENDING_RESIZES: usize = 4;
+
+/// A ring replaced by [`Cq::resize`], drained before the current one.
+struct OldRing<H: Hal> {
+    // `uk` views `ring`; declared (and dropped) first.
+    uk: uk::Cq<'static>,
+    _ring: Dma<H>,
+}
+
 /// A completion queue (`ib_cq`), polled; bound to CEQ 0.
 pub struct Cq<'d, H: Hal, B: Bar + Clone> {
-    // `uk` views `ring`/`shadow`; it is declared (and dropped) first.
+    // `uk` and `old` view `ring`/`shadow`; they are declared (and dropped) first.
     uk: uk::Cq<'static>,
+    old: heapless::Vec<OldRing<H>, MAX_PENDING_RESIZES>,
     dev: &'d Device<H, B>,
     id: u32,
     cqe: u32,
@@ -96,6 +109,7 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
         }
         Ok(Cq {
             uk: ukcq,
+            old: heapless::Vec::new(),
             dev: self,
             id,
             cqe,
@@ -201,10 +215,49 @@ impl<'d, H: Hal, B: Bar + Clone> Cq<'d, H, B> {
             q.sync_error();
         }
         let mut look = Lookup { qps, dev: self.dev, cq: self.id, held: None, _t: PhantomData };
-        let mut n = uk::poll_cq(&mut self.uk, &mut look, wc);
+        // Rings replaced by a resize first, oldest first, then the current
+        // one (verbs.c: irdma_poll_cq / uverbs.c: __irdma_upoll_cq), so every
+        // CQE is delivered once and in order.
+        let mut n = 0;
+        let mut last_old = None;
+        let mut blocked = false;
+        for (i, o) in self.old.iter_mut().enumerate() {
+            let before = (o.uk.head(), o.uk.polarity());
+            let got = wc.get_mut(n..).map_or(0, |rest| uk::poll_cq(&mut o.uk, &mut look, rest));
+            n += got;
+            if got > 0 || (o.uk.head(), o.uk.polarity()) != before {
+                last_old = Some(i);
+            }
+            if o.uk.has_cqe() {
+                // Stopped (caller's array full, or an unlisted QP): nothing
+                // newer may be delivered before this ring is drained.
+                blocked = true;
+                break;
+            }
+        }
+        let mut new_cqe = false;
+        if !blocked {
+            let before = (self.uk.head(), self.uk.polarity());
+            let got = wc.get_mut(n..).map_or(0, |rest| uk::poll_cq(&mut self.uk, &mut look, rest));
+            n += got;
+            new_cqe = got > 0 || (self.uk.head(), self.uk.polarity()) != before;
+        }
         self.unlisted = look.held;
         let qps = look.qps;
-        if n < wc.len() && !self.uk.has_cqe() {
+        // A CQE from the current ring retires every old ring; otherwise the
+        // ones before the last old ring that gave a CQE (verbs.c:
+        // irdma_process_resize_list). The count goes to the device through
+        // SW_CQ_SELECT (uk.c: irdma_uk_cq_set_resized_cnt).
+        let retire = if new_cqe { self.old.len() } else { last_old.unwrap_or(0) };
+        if retire > 0 {
+            for _ in 0..retire {
+                if !self.old.is_empty() {
+                    drop(self.old.remove(0));
+                }
+            }
+            self.uk.set_resized_cnt(retire as u16);
+        }
+        if n < wc.len() && !self.uk.has_cqe() && self.old.iter().all(|o| !o.uk.has_cqe()) {
             for q in qps.iter_mut().filter_map(|q| q.qp()) {
                 if !may_flush(q.qp_num()) {
                     continue;
@@ -223,6 +276,90 @@ impl<'d, H: Hal, B: Bar + Clone> Cq<'d, H, B> {
         if self.alive {
             self.uk.request_notification(self.dev.bar(), solicited_only);
         }
+    }
+
+    /// Old rings a resize replaced that are not yet retired.
+    pub fn pending_resizes(&self) -> usize {
+        self.old.len()
+    }
+
+    /// `ib_resize_cq` (verbs.c: irdma_resize_cq; ctrl.c: irdma_sc_cq_modify,
+    /// irdma_sc_cq_resize): room for at least `cqe` completions in a new
+    /// ring of (cqe + 1) × 2 entries, programmed with MODIFY_CQ (CQRESIZE,
+    /// the CQ's current shadow read threshold, CHKOVERFLOW off as Linux
+    /// leaves it). CQEs still in the old ring are delivered first, each
+    /// once, by [`Cq::poll`]; the old ring is freed when a later poll
+    /// retires it, and the count of retired rings is carried into arming
+    /// (SW_CQ_SELECT). Same size: nothing to do (uverbs.c:
+    /// irdma_uresize_cq). The limit is create's (`AboveLimit`, Linux
+    /// `-EINVAL` above `max_cqe`); a failed MODIFY_CQ leaves the CQ as it
+    /// was (Linux `-EPROTO`).
+    pub fn resize(&mut self, cqe: u32) -> Result<(), VerbsError> {
+        if !self.alive {
+            return Err(VerbsError::Destroyed);
+        }
+        if cqe == 0 || cqe > MAX_CQE / 2 - 1 {
+            return Err(VerbsError::AboveLimit {
+                what: "cqe",
+                requested: cqe.into(),
+                max: (MAX_CQE / 2 - 1).into(),
+            });
+        }
+        let entries = ((cqe + 1) * 2).max(4);
+        if entries == self.cmd.cq_size {
+            self.cqe = cqe;
+            return Ok(());
+        }
+        if self.old.is_full() {
+            return Err(VerbsError::InvalidState);
+        }
+        let ring = Dma::<H>::with_bytes(entries as usize * 32, BufferDirection::DeviceToDriver)?;
+        let c = self.cmd;
+        let m = ModifyCq {
+            cq_id: c.cq_id,
+            cq_ctx: c.cq_ctx,
+            new_size: entries,
+            new_shadow_read_threshold: c.shadow_read_threshold,
+            resize: true,
+            new_ring_pa: ring.paddr(),
+            new_first_pbl_index: 0,
+            new_pbl_level: 0,
+            new_virtual_map: false,
+            check_overflow: false,
+            ceqe_mask: c.ceqe_mask,
+            tph_en: c.tph_en,
+            tph_val: c.tph_val,
+            avoid_mem_cflct: c.avoid_mem_cflct,
+            pasid_valid: c.pasid_valid,
+            pasid: c.pasid,
+            vsi_idx: c.vsi_idx,
+            shadow_area_pa: c.shadow_area_pa,
+        };
+        // SAFETY: `ring` is a DMA allocation that moves into `self.mem` (or
+        // into the `OldRing` that takes the view's place) and lives there
+        // until after every `uk` view of it is dropped (field order); its
+        // memory does not move when the `Dma` value moves.
+        let view = unsafe { static_view(&ring, 0, entries as usize * 32) }
+            .ok_or(VerbsError::Invalid { what: "CQ ring" })?;
+        self.dev.with_cqp(|q| q.exec(m, 0).map(|_| ()))?;
+        let Some((cur_ring, shadow)) = self.mem.take() else {
+            return Err(VerbsError::Destroyed);
+        };
+        let old_uk = match self.uk.resize(view, entries) {
+            Ok(o) => o,
+            Err(_) => {
+                // Unreachable (sizes checked above); keep the old state.
+                self.mem = Some((cur_ring, shadow));
+                return Err(VerbsError::Invalid { what: "CQ ring" });
+            }
+        };
+        self.mem = Some((ring, shadow));
+        // `is_full` was checked above.
+        let _ = self.old.push(OldRing { uk: old_uk, _ring: cur_ring });
+        self.cmd.cq_size = entries;
+        self.cmd.ring = CqpQueueMem::contiguous(m.new_ring_pa);
+        self.cqe = cqe;
+        Ok(())
     }
 
     /// `ib_destroy_cq`: DESTROY_CQ with the create-time values (ctrl.c:
@@ -260,6 +397,9 @@ impl<H: Hal, B: Bar + Clone> Drop for Cq<'_, H, B> {
         if self.destroy().is_err() {
             // The device still owns the rings: never hand the memory back.
             core::mem::forget(self.mem.take());
+            while let Some(o) = self.old.pop() {
+                core::mem::forget(o);
+            }
         }
     }
 }

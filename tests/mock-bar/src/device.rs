@@ -115,6 +115,11 @@ pub struct Cq {
     pub overflows: u64,
     /// ARM_SEQ_NUM of the last arm request seen.
     pub arm_seq: u8,
+    /// Completed MODIFY_CQ resizes (spec control-path §4.3.3). While the
+    /// shadow area's SW_CQ_SELECT [13:0] (@32) differs from this count
+    /// (mod 2^14), the shadow head (@0) still belongs to an old ring (spec
+    /// data-path §5.7) and the new ring counts as unconsumed.
+    pub resizes: u16,
 }
 
 /// A CEQ.
@@ -804,7 +809,8 @@ impl Device {
             CqpOp::ModifyQp(q) => self.op_modify_qp(&q),
             CqpOp::DestroyQp(q) => self.op_destroy_qp(&q),
             f @ CqpOp::FlushWqes { .. } => self.op_flush_wqes(&f),
-            CqpOp::ModifyCq(_) | CqpOp::Other(_) => {
+            CqpOp::ModifyCq(c) => self.op_modify_cq(&c),
+            CqpOp::Other(_) => {
                 Err(Completion::err(err::MAJ_GENERIC, err::MODEL_MIN_UNSUPPORTED_OP))
             }
         }
@@ -1010,8 +1016,39 @@ impl Device {
                 arm: Arm::None,
                 overflows: 0,
                 arm_seq: 0,
+                resizes: 0,
             },
         );
+        Ok(Completion::ok(0))
+    }
+
+    // spec control-path §4.3.3: MODIFY_CQ. With CQRESIZE the device moves to
+    // the new ring at slot 0 with valid bit 1 (spec data-path §3.1, a fresh
+    // ring) and takes CHKOVERFLOW and the read threshold from the WQE.
+    fn op_modify_cq(&mut self, c: &CqWqe) -> OpResult {
+        let id = c.id;
+        if !self.cqs.contains_key(&id) {
+            return Err(Completion::err(err::MAJ_GENERIC, err::MODEL_MIN_NO_OBJECT));
+        }
+        if !c.resize {
+            if let Some(q) = self.cqs.get_mut(&id) {
+                q.check_overflow = c.check_overflow;
+            }
+            return Ok(Completion::ok(0));
+        }
+        if c.size < 2 {
+            return Err(Completion::bad());
+        }
+        let ring =
+            self.queue_mem(c.virtual_map, c.lpbl_size as u64, c.ring_pa, c.first_pble as u64)?;
+        if let Some(q) = self.cqs.get_mut(&id) {
+            q.ring = ring;
+            q.size = c.size;
+            q.prod = 0;
+            q.pol = true;
+            q.check_overflow = c.check_overflow;
+            q.resizes = q.resizes.wrapping_add(1) & 0x3fff;
+        }
         Ok(Completion::ok(0))
     }
 
@@ -1271,8 +1308,14 @@ impl Device {
             return false;
         };
         if cq.check_overflow {
-            let cons = read_u64(&*self.mem, cq.shadow).map(|v| get(v, 19, 0) as u32).unwrap_or(0)
-                % cq.size;
+            let sel = read_u64(&*self.mem, cq.shadow.wrapping_add(32))
+                .map(|v| get(v, 13, 0) as u16)
+                .unwrap_or(0);
+            let cons = if sel == cq.resizes {
+                read_u64(&*self.mem, cq.shadow).map(|v| get(v, 19, 0) as u32).unwrap_or(0) % cq.size
+            } else {
+                0
+            };
             let used = (cq.prod + cq.size - cons) % cq.size;
             if used >= cq.size - 1 {
                 if let Some(c) = self.cqs.get_mut(&cq_id) {

@@ -137,7 +137,9 @@
 //!   ENCEQEMASK (the model raises CEQEs only when armed), level-0 MR
 //!   addressing (first page of the PA + offset from the VA's page start),
 //!   zero-length MRs cover nothing, RQ BTH opcodes in CQEs.
-//! * Not modelled: UD QPs, SRQ, memory windows, atomics, MODIFY_CQ, push
+//! * MODIFY_CQ resizes a CQ: new ring from slot 0, valid bit 1; the shadow
+//!   head counts only once SW_CQ_SELECT reports every resize retired.
+//! * Not modelled: UD QPs, SRQ, memory windows, atomics, push
 //!   pages, statistics, interrupts/MSI-X, timers and retransmission, packet
 //!   loss, IPv6 routing (only IP word 3 is compared), iWARP.
 

@@ -286,3 +286,29 @@ fn ceq_and_aeq_create_destroy() {
     h.op_ok([0, 0, 64, hdr(op::DESTROY_AEQ, 0), 0, 0, 0, 0]);
     assert!(h.dev(|d| d.aeq().is_none()));
 }
+
+/// spec control-path §4.3.3: MODIFY_CQ with CQRESIZE moves the CQ to a new
+/// ring (slot 0, valid bit 1); an unknown CQ fails; CQEs land in the new ring.
+#[test]
+fn modify_cq_resize_moves_to_the_new_ring() {
+    let mut h = Harness::new();
+    h.bring_up();
+    let ring = h.alloc(8 * 32, 256);
+    let sh = h.alloc(64, 64);
+    h.op_ok(Harness::create_cq_wqe(5, 8, ring, sh, 0x1234, Some(0)));
+    let new_ring = h.alloc(32 * 32, 256);
+    let modify = |id: u32, size: u64| {
+        [size, 0x1234, 16, hdr(op::MODIFY_CQ, id as u64 | 1 << 43 | 1 << 46), new_ring, sh, 0, 0]
+    };
+    let c = h.op(modify(9, 32));
+    assert_eq!((c.major, c.minor), (err::MAJ_GENERIC, err::MODEL_MIN_NO_OBJECT));
+    assert!(h.op(modify(5, 1)).error, "a ring of one entry");
+    h.op_ok(modify(5, 32));
+    let (size, prod, pol, resizes) =
+        h.dev(|d| d.cq(5).map(|c| (c.size, c.prod, c.pol, c.resizes)).unwrap());
+    assert_eq!((size, prod, pol, resizes), (32, 0, true, 1));
+    // A second resize counts too; SW_CQ_SELECT (shadow @32) is the
+    // driver's report of how many old rings it retired.
+    h.op_ok(modify(5, 32));
+    assert_eq!(h.dev(|d| d.cq(5).map(|c| c.resizes)), Some(2));
+}
