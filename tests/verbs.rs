@@ -227,6 +227,13 @@ fn stale_rkey_after_rereg_is_rejected_and_the_qp_flushes() {
         let wc = poll_n(&mut ca, &mut [&mut qa], 1);
         assert_eq!((wc.len(), wc[0].wr_id, wc[0].status), (1, 4, WcStatus::WrFlushErr));
         assert_eq!(ca.poll(&mut [&mut qa], &mut more), 0);
+        // Moving the QP to ERROR again flushes nothing twice (ctrl.c:
+        // irdma_sc_qp_flush_wqes: -EALREADY for queues already flushed).
+        let _ = qa.modify(&QpAttr::new(QpState::Error));
+        let flushes = bar_a.with_device(|d| {
+            d.trace().filter(|e| matches!(e, mock_bar::Event::CqpOp { opcode: 0x22, .. })).count()
+        });
+        assert_eq!(flushes, 1, "one FLUSH_WQES for QP A");
     }
     assert_eq!(FakeHal::live_pages(), base);
 }

@@ -97,6 +97,43 @@ fn below(v: u64, limit: u32, name: &'static str) -> Result<(), EncodeError> {
     }
 }
 
+/// GEN_2 sizes the vendor range-checks in its `*_init` functions (user.h:
+/// IRDMA_MIN/MAX_CEQ_ENTRIES, IRDMA_MIN/MAX_AEQ_ENTRIES, IRDMA_MIN/MAX_CQ_SIZE;
+/// ctrl.c: irdma_sc_dev_init sets them as `hw_attrs`). They are device
+/// maxima, narrower than the WQE fields (CEQSIZE 22 bits, CQSIZE 21 bits).
+pub mod hw_limits {
+    /// Fewest CEQEs (irdma_sc_ceq_init).
+    pub const MIN_CEQ_ENTRIES: u32 = 1;
+    /// Most CEQEs on GEN_2 (irdma_sc_ceq_init).
+    pub const MAX_CEQ_ENTRIES: u32 = 262_143;
+    /// Fewest AEQEs (irdma_sc_aeq_init).
+    pub const MIN_AEQ_ENTRIES: u32 = 1;
+    /// Most AEQEs on GEN_2 (irdma_sc_aeq_init).
+    pub const MAX_AEQ_ENTRIES: u32 = 524_287;
+    /// Fewest CCQ entries (irdma_sc_ccq_init, `min_hw_cq_size`).
+    pub const MIN_CQ_SIZE: u32 = 1;
+    /// Most CCQ entries (irdma_sc_ccq_init, `max_hw_cq_size`).
+    pub const MAX_CQ_SIZE: u32 = 1_048_575;
+}
+
+/// `v` within `min..=max`: above is [`EncodeError::TooWide`] naming `name`,
+/// below is [`EncodeError::Invalid`] with `low` (the vendor: -EINVAL).
+fn in_range(
+    v: u64,
+    min: u32,
+    max: u32,
+    name: &'static str,
+    low: &'static str,
+) -> Result<(), EncodeError> {
+    if v > max as u64 {
+        Err(EncodeError::TooWide { field: name, value: v, max: max as u64 })
+    } else if v < min as u64 {
+        Err(EncodeError::Invalid { what: low })
+    } else {
+        Ok(())
+    }
+}
+
 /// A region described by PBLEs: level (the LPBLSIZE value: 1 = level 1,
 /// 3 = level 2 for MRs) and the first (or root) PBLE index (spec §6.2).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -364,6 +401,37 @@ impl CqpCommand for FlushWqes {
     }
 }
 
+/// The QP's flush bookkeeping (`qp->flush_sq`, `qp->flush_rq` of ctrl.c:
+/// irdma_sc_qp_flush_wqes): a queue is flushed at most once until the
+/// bookkeeping is reset (hw.c: irdma_flush_wqes clears it only for a
+/// re-flush, which the E810 driver never issues).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FlushState {
+    /// The SQ was flushed.
+    pub sq: bool,
+    /// The RQ was flushed.
+    pub rq: bool,
+}
+
+impl FlushState {
+    /// What to post for a flush request, as irdma_sc_qp_flush_wqes decides:
+    /// only the queues not yet flushed are flushed (and only their codes
+    /// written), and they are recorded as flushed. When no queue is left
+    /// (both already flushed, or neither requested) nothing is posted and
+    /// the state is unchanged: [`EncodeError::Invalid`] (vendor `-EALREADY`,
+    /// "Additional flush request ignored").
+    pub fn request(&mut self, f: FlushWqes) -> Result<FlushWqes, EncodeError> {
+        let sq = f.flush_sq && !self.sq;
+        let rq = f.flush_rq && !self.rq;
+        if !sq && !rq {
+            return Err(EncodeError::Invalid { what: "flush: no queue left to flush (-EALREADY)" });
+        }
+        self.sq |= sq;
+        self.rq |= rq;
+        Ok(FlushWqes { flush_sq: sq, flush_rq: rq, ..f })
+    }
+}
+
 /// GEN_AE (0x22 with GENERATE_AE) — ctrl.c: irdma_sc_gen_ae; spec §4.3.25.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct GenAe {
@@ -524,6 +592,22 @@ pub struct CreateCq {
     pub pasid: u32,
     /// VSI index.
     pub vsi_idx: u16,
+}
+
+impl CreateCq {
+    /// The CCQ's own checks (ctrl.c: irdma_sc_ccq_init): 1 ≤ entries ≤
+    /// `max_hw_cq_size` (1,048,575; the field holds 2^21 − 1). A CQ made by
+    /// irdma_sc_cq_create has no size check in the vendor code; the CCQ
+    /// create path ([`super::Cqp::create_ccq`]) calls this before posting.
+    pub fn check_ccq(&self) -> Result<(), EncodeError> {
+        in_range(
+            self.cq_size.into(),
+            hw_limits::MIN_CQ_SIZE,
+            hw_limits::MAX_CQ_SIZE,
+            "cq_size",
+            "CCQ with no entries",
+        )
+    }
 }
 
 fn ceq_checked(ceq: Option<u16>, env: &Env) -> Result<u64, EncodeError> {
@@ -1211,6 +1295,15 @@ fn ceq_id_hdr(id: u16, env: &Env) -> Result<u64, EncodeError> {
 impl CqpCommand for CreateCeq {
     const OPCODE: u8 = op::CREATE_CEQ;
     fn encode(&self, wqe: &mut [u64; 8], env: &mut Env) -> Result<(), EncodeError> {
+        // ctrl.c: irdma_sc_ceq_init: min/max_hw_ceq_size (a device maximum
+        // below the 22-bit field).
+        in_range(
+            self.elem_cnt.into(),
+            hw_limits::MIN_CEQ_ENTRIES,
+            hw_limits::MAX_CEQ_ENTRIES,
+            "elem_cnt",
+            "CEQ with no entries",
+        )?;
         let h = header(Self::OPCODE)
             | ceq_id_hdr(self.ceq_id, env)?
             | self.mem.lpbl(eq::LPBLSIZE)?
@@ -1306,6 +1399,14 @@ fn aeq_words(
 impl CqpCommand for CreateAeq {
     const OPCODE: u8 = op::CREATE_AEQ;
     fn encode(&self, wqe: &mut [u64; 8], env: &mut Env) -> Result<(), EncodeError> {
+        // ctrl.c: irdma_sc_aeq_init: min/max_hw_aeq_size.
+        in_range(
+            self.elem_cnt.into(),
+            hw_limits::MIN_AEQ_ENTRIES,
+            hw_limits::MAX_AEQ_ENTRIES,
+            "elem_cnt",
+            "AEQ with no entries",
+        )?;
         aeq_words(
             Self::OPCODE,
             self.elem_cnt,
@@ -1656,5 +1757,79 @@ mod tests {
         let s = SdEntry::set(7, 0x4000_0000, true).unwrap();
         assert_eq!(s.cmd, 0x8000_8007);
         assert_eq!(s.data, 0x4000_0000 | 512 << 2 | 2 | 1);
+    }
+
+    /// ctrl.c: irdma_sc_ceq_init / irdma_sc_aeq_init / irdma_sc_ccq_init
+    /// check sizes against the device's min/max (user.h), not the field
+    /// widths: a CEQ of 262,144..2^22-1 entries fits CEQSIZE but the vendor
+    /// refuses it, and so do empty queues.
+    #[test]
+    fn eq_and_ccq_sizes_checked_against_the_device_range() {
+        let ceq = CreateCeq {
+            ceq_id: 0,
+            elem_cnt: hw_limits::MAX_CEQ_ENTRIES,
+            mem: QueueMem::contiguous(0x1000),
+            tph_en: false,
+            tph_val: 0,
+            itr_no_expire: false,
+            vsi_idx: 0,
+            pasid_valid: false,
+            pasid: 0,
+        };
+        assert!(enc(&ceq).is_ok());
+        too_wide(enc(&CreateCeq { elem_cnt: hw_limits::MAX_CEQ_ENTRIES + 1, ..ceq }), "elem_cnt");
+        assert!(matches!(enc(&CreateCeq { elem_cnt: 0, ..ceq }), Err(EncodeError::Invalid { .. })));
+        let aeq = CreateAeq {
+            elem_cnt: 0,
+            mem: QueueMem::contiguous(0x1000),
+            pasid_valid: false,
+            pasid: 0,
+        };
+        assert!(matches!(enc(&aeq), Err(EncodeError::Invalid { .. })));
+        assert!(enc(&CreateAeq { elem_cnt: hw_limits::MAX_AEQ_ENTRIES, ..aeq }).is_ok());
+        let ccq = CreateCq { cq_size: hw_limits::MAX_CQ_SIZE, ..Default::default() };
+        assert_eq!(ccq.check_ccq(), Ok(()));
+        assert!(matches!(
+            CreateCq { cq_size: 0, ..ccq }.check_ccq(),
+            Err(EncodeError::Invalid { .. })
+        ));
+        assert!(matches!(
+            CreateCq { cq_size: hw_limits::MAX_CQ_SIZE + 1, ..ccq }.check_ccq(),
+            Err(EncodeError::TooWide { field: "cq_size", .. })
+        ));
+    }
+
+    /// ctrl.c: irdma_sc_qp_flush_wqes: a queue already flushed is not flushed
+    /// again (its codes are not written); with nothing left, -EALREADY and
+    /// no WQE.
+    #[test]
+    fn flush_state_flushes_each_queue_once() {
+        let req = FlushWqes {
+            qp_id: 5,
+            flush_sq: false,
+            flush_rq: true,
+            user_codes: Some(FlushCodes { sq: (1, 2), rq: (1, 3) }),
+            generate_ae: None,
+        };
+        let mut st = FlushState::default();
+        let f = st.request(req).unwrap();
+        assert_eq!((f.flush_sq, f.flush_rq), (false, true));
+        assert_eq!(st, FlushState { sq: false, rq: true });
+        // Both requested: only the SQ is left.
+        let f = st.request(FlushWqes { flush_sq: true, ..req }).unwrap();
+        assert_eq!((f.flush_sq, f.flush_rq), (true, false));
+        let w = enc(&f).unwrap();
+        assert_eq!(w[2] & 0xffff_ffff, 0, "no RQ codes for a queue not flushed now");
+        assert_eq!(w[2] >> 32, 0x0001_0002, "SQ codes written");
+        // Nothing left: refused, state unchanged.
+        let before = st;
+        assert!(matches!(
+            st.request(FlushWqes { flush_sq: true, ..req }),
+            Err(EncodeError::Invalid { .. })
+        ));
+        assert_eq!(st, before);
+        let mut fresh = FlushState::default();
+        assert!(fresh.request(FlushWqes { flush_rq: false, ..req }).is_err(), "neither queue");
+        assert_eq!(fresh, FlushState::default());
     }
 }

@@ -758,6 +758,8 @@ impl<H: Hal, B: Bar> Cqp<H, B> {
         if self.inflight > 0 {
             return Err(CqpError::Busy);
         }
+        let probe = CreateCq { cq_size: cfg.entries, ..CreateCq::default() };
+        probe.check_ccq().map_err(CqpError::Encode)?;
         let ring = Dma::<H>::with_bytes(
             (cfg.entries.max(1) as usize) * CCQ_CQE_BYTES,
             BufferDirection::DeviceToDriver,

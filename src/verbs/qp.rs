@@ -9,7 +9,8 @@ use super::cq::Cq;
 use super::wq::Wq;
 use super::{Pd, VerbsError, dma_slice, static_view};
 use crate::cqp::cmd::{
-    ArpAdd, ArpDel, CreateQp, DestroyQp, FlushCodes, FlushWqes, ModifyQp, qp_state, qp_type,
+    ArpAdd, ArpDel, CreateQp, DestroyQp, FlushCodes, FlushState, FlushWqes, ModifyQp, qp_state,
+    qp_type,
 };
 use crate::cqp::ctx::QpRoceCtx;
 use crate::cqp::engine::CqpError;
@@ -512,6 +513,13 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
         shadow_pa: u64,
         flush_minor: u16,
     ) -> Result<(), CqpError> {
+        // Both queues are flushed together, once: a QP already in error has
+        // had its flush (ctrl.c: irdma_sc_qp_flush_wqes keeps flush_sq /
+        // flush_rq and answers a repeat with -EALREADY, posting nothing).
+        let mut flushed = FlushState::default();
+        if self.qp_in_error(qpn) {
+            flushed = FlushState { sq: true, rq: true };
+        }
         self.set_qp_error(qpn, true);
         let m = ModifyQp {
             qp_id: qpn,
@@ -522,15 +530,16 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
             ..ModifyQp::default()
         };
         let code = (cqe::FLUSH_MAJOR_ERR, flush_minor);
-        let f = FlushWqes {
+        let f = flushed.request(FlushWqes {
             qp_id: qpn,
             flush_sq: true,
             flush_rq: true,
             user_codes: Some(FlushCodes { sq: code, rq: code }),
             generate_ae: None,
-        };
+        });
         self.with_cqp(|c| {
             c.exec(m, 0)?;
+            let Ok(f) = f else { return Ok(()) };
             match c.exec(f, 0) {
                 // "Flush with no WQE pending" is not an error (utils.c:
                 // irdma_noncrit_err_list; spec §2.6).

@@ -216,8 +216,49 @@ fn cmp_words(what: &str, got: &[u64], want: &[u64], mask: Option<&[u64]>) -> Res
     Ok(())
 }
 
+/// Device state the vendor builders check, as the vectors name it. Any other
+/// input of that shape (an `hmc_obj[..]`, `hmc_fpm_misc.`, `hw_attrs.` or
+/// `qp.flush` key) on a builder case fails the case naming it: a limit the
+/// runner does not pass to the driver would be silently ignored otherwise.
+const DEVICE_STATE_KEYS: &[&str] = &[
+    "hmc_obj[QP].max_cnt",
+    "hmc_obj[CQ].max_cnt",
+    "hmc_obj[PBLE].cnt",
+    "hmc_fpm_misc.max_ceqs",
+    "fpm_misc.max_ceqs",
+    "qp.flush_sq",
+    "qp.flush_rq",
+];
+
+fn unknown_device_state(case: &Value) -> Option<String> {
+    let op = case["op"].as_str().unwrap_or("");
+    if op.starts_with("decode_") || op.starts_with("cfg_iw_fpm") {
+        return None;
+    }
+    let shaped = |k: &str| {
+        k.starts_with("hmc_obj[")
+            || k.starts_with("hmc_fpm_misc.")
+            || k.starts_with("fpm_misc.")
+            || k.starts_with("hw_attrs.")
+            || k.starts_with("dev->hw_attrs")
+            || k.starts_with("qp.flush")
+    };
+    case["inputs"]
+        .as_object()
+        .into_iter()
+        .flatten()
+        .map(|(k, _)| k)
+        .find(|k| shaped(k) && !DEVICE_STATE_KEYS.contains(&k.as_str()))
+        .map(|k| format!("unknown device-state input {k:?}"))
+}
+
 fn limits_of(i: &In) -> Limits {
     let mut l = Limits::NONE;
+    for k in ["hmc_fpm_misc.max_ceqs", "fpm_misc.max_ceqs"] {
+        if i.has(k) {
+            l.ceq_count = i.u(k) as u32;
+        }
+    }
     if i.has("hmc_obj[QP].max_cnt") {
         l.qp_count = i.u("hmc_obj[QP].max_cnt") as u32;
     }
@@ -345,6 +386,9 @@ fn run_case(case: &Value) -> Outcome {
     if let Some((_, why)) = SKIPS.iter().find(|(o, _)| *o == op) {
         return Outcome::Skip(why);
     }
+    if let Some(why) = unknown_device_state(case) {
+        return Outcome::Fail(why);
+    }
     let i = In(&case["inputs"]);
     let lim = limits_of(&i);
     let none = |_: &Cqp<FakeHal, &RecBar>, _: &mut Vec<u64>| Ok(());
@@ -408,7 +452,7 @@ fn run_case(case: &Value) -> Outcome {
             check_post(case, c, lim, none)
         }
         "flush_wqes" => {
-            let c = FlushWqes {
+            let req = FlushWqes {
                 qp_id: tri!(i.n("qp_id")),
                 flush_sq: i.b("sq"),
                 flush_rq: i.b("rq"),
@@ -426,7 +470,17 @@ fn run_case(case: &Value) -> Outcome {
                     None
                 },
             };
-            check_post(case, c, lim, none)
+            // The QP's flush bookkeeping decides what is posted (ctrl.c:
+            // irdma_sc_qp_flush_wqes; -EALREADY when nothing is left).
+            let mut st = FlushState { sq: i.b("qp.flush_sq"), rq: i.b("qp.flush_rq") };
+            match st.request(req) {
+                Ok(c) => check_post(case, c, lim, none),
+                Err(e) if case["ret"].as_i64().unwrap_or(0) < 0 => {
+                    let _ = e;
+                    Outcome::Pass
+                }
+                Err(e) => Outcome::Fail(format!("vendor flushed; we refused: {e:?}")),
+            }
         }
         "gen_ae" => {
             let c = GenAe {
@@ -948,6 +1002,20 @@ fn cq_ops(case: &Value, i: &In, op: &str, lim: Limits) -> Outcome {
         tri!(i.n("cq_id"))
     };
     let size: u32 = if ccq { tri!(i.n("num_elem")) } else { tri!(i.n("cq_size")) };
+    let ret = case["ret"].as_i64().unwrap_or(0);
+    if matches!(op, "cq_create" | "ccq_create")
+        && !i.b("ceq_id_valid")
+        && i.u("ceq_id") >= u64::from(lim.ceq_count)
+    {
+        // irdma_sc_cq_create / irdma_sc_ccq_init check ceq_id against
+        // max_ceqs even without CEQIDVALID. The driver's `ceq_id: None`
+        // carries no id, so it cannot express this input at all.
+        return if ret < 0 {
+            Outcome::Pass
+        } else {
+            Outcome::Fail("vendor accepted a CEQ id the driver cannot carry".into())
+        };
+    }
     let ceq_id = if i.b("ceq_id_valid") { Some(tri!(i.n("ceq_id"))) } else { None };
     let ring = QueueMem {
         pa: i.u("cq_pa"),
@@ -975,6 +1043,18 @@ fn cq_ops(case: &Value, i: &In, op: &str, lim: Limits) -> Outcome {
                 pasid: tri!(i.n("pasid")),
                 vsi_idx: tri!(i.n("vsi.vsi_idx")),
             };
+            if op == "ccq_create"
+                && let Err(e) = c.check_ccq()
+            {
+                // The engine's CCQ create runs this check before posting.
+                return match (ret < 0, &e) {
+                    (true, _) => Outcome::Pass,
+                    (false, EncodeError::TooWide { field, value, max }) => {
+                        Outcome::Refused(format!("{field}={value:#x} > {max:#x}"))
+                    }
+                    (false, _) => Outcome::Fail(format!("vendor accepted; we refused: {e:?}")),
+                };
+            }
             check_post(case, c, lim, none)
         }
         "cq_destroy" => {
