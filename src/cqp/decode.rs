@@ -26,17 +26,21 @@ pub struct CcqCqe {
 }
 
 impl CcqCqe {
-    /// Decodes `words` if its valid bit equals `polarity`.
+    /// Decodes `words` if its valid bit equals `polarity`; otherwise nothing
+    /// is there (ctrl.c: irdma_sc_ccq_get_cqe_info: -ENOENT, no field read).
+    /// As the vendor: the major code is reported only with ERROR set
+    /// (IRDMA_CQPSQ_MAJ_NO_ERROR otherwise), the minor code always.
     pub fn decode(words: &[u64; 4], polarity: bool) -> Option<Self> {
         let w24 = words[3];
         if ccq::VALID.is_set(w24) != polarity {
             return None;
         }
+        let error = ccq::ERROR.is_set(w24);
         Some(CcqCqe {
             compl_ctx: words[1],
             op_ret_val: ccq::OPRETVAL.get(words[2]) as u32,
-            error: ccq::ERROR.is_set(w24),
-            major: ccq::MAJERR.get(w24) as u16,
+            error,
+            major: if error { ccq::MAJERR.get(w24) as u16 } else { 0 },
             minor: ccq::MINERR.get(w24) as u16,
             wqe_idx: ccq::WQEIDX.get(w24) as u16,
         })
@@ -619,5 +623,34 @@ mod tests {
         // Deferred CQP completion: the ticket is the WQE index.
         let a = Aeqe::classify(0, 0x8000_2404_0014_0000);
         assert_eq!((a.ae_id, a.def_info, a.qp), (0x901, 5, false));
+    }
+
+    /// ctrl.c: irdma_sc_ccq_get_cqe_info / irdma_sc_get_next_aeqe at the
+    /// polarity edges: an entry whose valid bit differs from the expected
+    /// one is "nothing there" (also all-ones on the pass that expects 0);
+    /// all-ones on the matching pass decodes field by field.
+    #[test]
+    fn polarity_edges_and_all_ones() {
+        let ones4 = [u64::MAX; 4];
+        assert_eq!(CcqCqe::decode(&ones4, false), None);
+        let c = CcqCqe::decode(&ones4, true).unwrap();
+        assert!(c.error);
+        assert_eq!((c.major, c.minor, c.wqe_idx), (0xffff, 0xffff, 0x7fff));
+        assert_eq!(c.op_ret_val, u32::MAX);
+        assert_eq!(c.compl_ctx, u64::MAX);
+        // Valid 0 on the second pass (polarity 0): decoded; valid 1 is stale.
+        let stale = [0, 0x1000, 7, 1 << 63];
+        assert_eq!(CcqCqe::decode(&stale, false), None);
+        let fresh = [0, 0x1000, 7, 0x0001_0005_0003_0002];
+        let c = CcqCqe::decode(&fresh, false).unwrap();
+        assert_eq!((c.op_ret_val, c.wqe_idx), (7, 5));
+        // No ERROR: no major code (IRDMA_CQPSQ_MAJ_NO_ERROR), minor kept.
+        assert!(!c.error);
+        assert_eq!((c.major, c.minor), (0, 2));
+        let ones2 = [u64::MAX; 2];
+        assert_eq!(Aeqe::decode(&ones2, false), None);
+        assert!(Aeqe::decode(&ones2, true).is_some());
+        assert_eq!(Aeqe::decode(&[u64::MAX, u64::MAX >> 1], true), None);
+        assert!(Aeqe::decode(&[u64::MAX, u64::MAX >> 1], false).is_some());
     }
 }

@@ -618,3 +618,28 @@ fn uk_resize_hands_back_the_old_ring_positioned() {
     assert_eq!(cq.poll_one(&mut qp).map(|i| i.wr_id), Ok(3));
     assert!(cq.resize(view(&mut small), 2).is_err(), "memory too small");
 }
+
+/// uk.c: irdma_uk_cq_poll_cmpl at polarity edges: a CQE whose valid bit is
+/// not the expected one is "nothing there"; an all-ones CQE on the pass that
+/// expects 1 is consumed (with its extension slot) and, its context naming
+/// no QP, dropped (the vendor would dereference it; the driver is stricter).
+#[test]
+fn all_ones_cqe_at_polarity_edges() {
+    let mut w = World::new();
+    let (mut qp, mut cq) = w.parts(QpKind::Rc);
+    // Second pass expects valid 0: an all-ones CQE is stale.
+    cq.set_position(3, false).unwrap();
+    for q in 12..16 {
+        cq.mem().write(q, u64::MAX);
+    }
+    assert_eq!(cq.poll_one(&mut qp), Err(PollError::Empty));
+    assert_eq!((cq.head(), cq.polarity()), (3, false));
+    // First pass expects 1: consumed with its (valid) extension, dropped.
+    cq.set_position(3, true).unwrap();
+    for q in 16..20 {
+        cq.mem().write(q, u64::MAX);
+    }
+    assert_eq!(cq.poll_one(&mut qp), Err(PollError::NoQp));
+    assert_eq!((cq.head(), cq.polarity()), (5, true));
+    assert_eq!(cq.shadow().read(0), 5);
+}

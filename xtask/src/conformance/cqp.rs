@@ -1127,10 +1127,25 @@ fn expect(out: &Value, fields: &[(&str, u64)]) -> Outcome {
 fn decode_ccq(case: &Value, i: &In) -> Outcome {
     let w: [u64; 4] = arr(&words(&case["inputs"]["cqe_words"]));
     let pol = i.b("ccq.cq_uk.polarity");
-    let Some(c) = CcqCqe::decode(&w, pol) else {
-        return Outcome::Fail("CQE not valid for the given polarity".into());
+    let ret = case["ret"].as_i64().unwrap_or(0);
+    let size = if i.has("ccq.cq_ring.size") { i.u("ccq.cq_ring.size") as u32 } else { 2050 };
+    let c = match (CcqCqe::decode(&w, pol), ret) {
+        (Some(c), 0) => c,
+        // ctrl.c: irdma_sc_ccq_get_cqe_info: valid bit != polarity is
+        // -ENOENT with nothing consumed.
+        (None, -2) => {
+            return expect(
+                &case["outputs"],
+                &[
+                    ("ccq.cq_ring.head(after)", i.u("ccq.cq_ring.head")),
+                    ("ccq.polarity(after)", pol as u64),
+                ],
+            );
+        }
+        (None, r) => return Outcome::Fail(format!("CQE not valid for the polarity; vendor {r}")),
+        (Some(_), r) => return Outcome::Fail(format!("vendor ret {r}; we decoded a CQE")),
     };
-    let mut ring = RingConsumer { size: 2050, head: i.u("ccq.cq_ring.head") as u32, polarity: pol };
+    let mut ring = RingConsumer { size, head: i.u("ccq.cq_ring.head") as u32, polarity: pol };
     let head = ring.advance();
     // The opcode comes from the driver's own SQ WQE at WQEIDX.
     let opcode = hdr::OPCODE.get(i.u("cqp.sq[wqe_idx].word24"));
@@ -1231,8 +1246,22 @@ fn aeqe_fields(prefix: &str, a: &Aeqe) -> Vec<(String, u64)> {
 fn decode_aeqe(case: &Value, i: &In) -> Outcome {
     let w: [u64; 2] = arr(&words(&case["inputs"]["aeqe_words"]));
     let pol = i.b("aeq.polarity");
-    let Some(a) = Aeqe::decode(&w, pol) else {
-        return Outcome::Fail("AEQE not valid for the given polarity".into());
+    let ret = case["ret"].as_i64().unwrap_or(0);
+    let a = match (Aeqe::decode(&w, pol), ret) {
+        (Some(a), 0) => a,
+        // ctrl.c: irdma_sc_get_next_aeqe: valid bit != polarity is -ENOENT
+        // with the tail and polarity unchanged.
+        (None, -2) => {
+            return expect(
+                &case["outputs"],
+                &[
+                    ("aeq.ring.tail(after)", i.u("aeq.ring.tail")),
+                    ("aeq.polarity(after)", pol as u64),
+                ],
+            );
+        }
+        (None, r) => return Outcome::Fail(format!("AEQE not valid for the polarity; vendor {r}")),
+        (Some(_), r) => return Outcome::Fail(format!("vendor ret {r}; we decoded an AEQE")),
     };
     let mut ring = RingConsumer {
         size: i.u("aeq.ring.size") as u32,
