@@ -993,6 +993,66 @@ impl<const MAX_SGE: usize, const MAX_OPS: usize> RwCtx<MAX_SGE, MAX_OPS> {
         Err(RwError::PoolEmpty)
     }
 
+    /// `rdma_rw_ctx_signature_init` with its scatter lists, on E810, giving
+    /// each error where rw.c gives it: `sg` or `prot_sg` longer than one MR's
+    /// pages is [`RwError::InvalidArgument`] before anything is mapped;
+    /// a failing mapping of `sg`, then of `prot_sg` (only when non-empty), is
+    /// [`RwError::MapFailed`] with everything mapped so far released;
+    /// context storage without room for the one op Linux allocates is
+    /// [`RwError::NoCapacity`] (its kzalloc -ENOMEM); and otherwise the
+    /// QP's empty integrity MR pool is [`RwError::PoolEmpty`] (-EAGAIN).
+    /// Every path leaves nothing mapped and nothing taken.
+    ///
+    /// # Safety
+    ///
+    /// As [`RwCtx::init`]: the buffers must stay valid while mapped (they
+    /// are unmapped again before this returns).
+    pub unsafe fn signature_init_sg<H: Hal>(
+        &mut self,
+        qp: &RwQp,
+        sg: &mut [SgEntry],
+        prot_sg: &mut [SgEntry],
+        dir: Direction,
+    ) -> Result<usize, RwError> {
+        if self.live.is_some() {
+            return Err(RwError::Busy);
+        }
+        if sg.iter().chain(prot_sg.iter()).any(|e| e.dma.is_some()) {
+            return Err(RwError::Busy);
+        }
+        let pages = qp.pages_per_mr() as usize;
+        if sg.len() > pages || prot_sg.len() > pages {
+            return Err(RwError::InvalidArgument);
+        }
+        let bdir = dir.buffer_direction();
+        let mut failed = false;
+        'map: for list in [&mut *sg, &mut *prot_sg] {
+            for e in list.iter_mut() {
+                // SAFETY: the caller keeps the buffer valid while mapped; it
+                // is unshared below before returning.
+                match unsafe { H::share(e.buf, bdir) } {
+                    Ok(pa) => e.dma = Some(pa),
+                    Err(_) => {
+                        failed = true;
+                        break 'map;
+                    }
+                }
+            }
+        }
+        // SAFETY: exactly the entries mapped above; nothing was posted.
+        unsafe {
+            unmap_sg::<H>(prot_sg, bdir);
+            unmap_sg::<H>(sg, bdir);
+        }
+        if failed {
+            return Err(RwError::MapFailed);
+        }
+        if MAX_OPS == 0 {
+            return Err(RwError::NoCapacity);
+        }
+        Err(RwError::PoolEmpty)
+    }
+
     /// `rdma_rw_ctx_wrs` (spec §7.6): writes the chain into `out` and
     /// returns its length. With a non-empty `chain` it is appended and no
     /// rw WR is signaled; otherwise the last WR carries `wr_id` (the

@@ -1162,3 +1162,43 @@ proptest! {
         prop_assert_eq!(cap.max_send_wr as u64, want);
     }
 }
+
+/// `signature_init_sg` through `TestHal`.
+fn sig<const O: usize>(
+    ctx: &mut RwCtx<4, O>,
+    qp: &RwQp,
+    sg: &mut [SgEntry],
+    prot: &mut [SgEntry],
+) -> Result<usize, RwError> {
+    // SAFETY: TestHal never touches the buffers.
+    unsafe { ctx.signature_init_sg::<TestHal>(qp, sg, prot, Direction::FromDevice) }
+}
+
+/// rw.c: rdma_rw_ctx_signature_init on E810 fails in Linux's order: too
+/// many entries (-EINVAL, nothing mapped), a failing mapping of `sg` then of
+/// `prot_sg` (everything released), the context allocation (-ENOMEM), then
+/// the empty integrity pool (-EAGAIN); nothing stays mapped.
+#[test]
+fn signature_init_errors_in_linux_order() {
+    let qp = RwQp::new(roce(13), false, 13);
+    let mut ctx: RwCtx<4, 4> = RwCtx::new();
+    let (mut sg, mut prot) = (pages(3), pages(2));
+    TestHal::reset(0);
+    let r = sig(&mut ctx, &qp, &mut pages(257), &mut prot);
+    assert_eq!((r, TestHal::live()), (Err(RwError::InvalidArgument), 0));
+    let r = sig(&mut ctx, &qp, &mut sg, &mut pages(257));
+    assert_eq!((r, TestHal::live()), (Err(RwError::InvalidArgument), 0));
+    for fail_at in 1..=5 {
+        TestHal::reset(fail_at);
+        let r = sig(&mut ctx, &qp, &mut sg, &mut prot);
+        assert_eq!(r, Err(RwError::MapFailed), "mapping {fail_at} fails");
+        assert_eq!(TestHal::live(), 0);
+        assert!(sg.iter().chain(prot.iter()).all(|e| e.dma_addr().is_none()));
+    }
+    TestHal::reset(0);
+    let mut none: RwCtx<4, 0> = RwCtx::new();
+    let r = sig(&mut none, &qp, &mut sg, &mut prot);
+    assert_eq!((r, TestHal::live()), (Err(RwError::NoCapacity), 0));
+    let r = sig(&mut ctx, &qp, &mut sg, &mut []);
+    assert_eq!((r, TestHal::live()), (Err(RwError::PoolEmpty), 0));
+}

@@ -1088,20 +1088,44 @@ fn run_case(case: &Value) -> Verdict {
 }
 
 /// Signature offload on E810: integrity QPs cannot exist, so the context
-/// can only fail; the driver's [`RwCtx::signature_init`] gives Linux's
-/// answer for a non-integrity QP (empty `sig_mrs` pool).
+/// can only fail; the driver's [`RwCtx::signature_init_sg`] gives Linux's
+/// answer for a non-integrity QP in rw.c's order: too many entries
+/// (-EINVAL), a failing mapping of `sg` or `prot_sg` (the injected errno),
+/// the failing context allocation (-ENOMEM: storage without an op), then
+/// the empty `sig_mrs` pool (-EAGAIN); nothing is left mapped or taken.
 fn run_signature(case: &Value) -> Verdict {
     let inp = &case["inputs"];
     let out = &case["outputs"];
-    let s = setup(inp, false);
-    let mut ctx: RwCtx<4, 4> = RwCtx::new();
-    let prot = 0;
-    let r = ctx.signature_init(&s.qp, s.sg.len(), prot);
+    let fail_map = num(&inp["inject"], "fail_dma_map_at");
+    let fail_alloc = num(&inp["inject"], "fail_alloc_at");
+    let inj_err = inp["inject"].get("fail_dma_map_err").and_then(Value::as_i64).unwrap_or(0);
+    IdHal::reset(fail_map);
+    let mut s = setup(inp, false);
+    let mut prot = Vec::new();
+    if let Some(a) = inp.get("prot_sg").and_then(Value::as_array) {
+        let cnt = inp.get("prot_sg_cnt").and_then(Value::as_u64).unwrap_or(a.len() as u64);
+        for e in a.iter().take(cnt as usize) {
+            prot.push(SgEntry::new(buf(num(e, "addr"), num(e, "length"))));
+        }
+    }
+    // Linux's only allocation here is the one reg context (kzalloc).
+    // SAFETY: IdHal never touches the (fake) buffers.
+    let r = unsafe {
+        if fail_alloc == 1 {
+            RwCtx::<4, 0>::new().signature_init_sg::<IdHal>(&s.qp, &mut s.sg, &mut prot, s.dir)
+        } else {
+            RwCtx::<4, 4>::new().signature_init_sg::<IdHal>(&s.qp, &mut s.sg, &mut prot, s.dir)
+        }
+    };
     let rounds = out.get("rounds").and_then(Value::as_array).cloned().unwrap_or_default();
     let eret = rounds.first().and_then(|r| r.get("ret")).and_then(Value::as_i64).unwrap_or(0);
+    if live_maps(&s) != 0 || s.pool.in_use() != 0 {
+        return Verdict::Fail("signature_init left mappings or MRs behind".into());
+    }
     match r {
         Err(e) if i64::from(e.errno()) == eret => Verdict::Pass,
-        Err(e) => Verdict::Fail(format!("ret ours {}, expected {eret}", e.errno())),
+        Err(RwError::MapFailed) if fail_map > 0 && inj_err != 0 && eret == inj_err => Verdict::Pass,
+        Err(e) => Verdict::Fail(format!("ret ours {} ({e:?}), expected {eret}", e.errno())),
         Ok(n) => Verdict::Fail(format!("signature context built ({n}) on E810")),
     }
 }
