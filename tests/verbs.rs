@@ -698,3 +698,94 @@ fn resize_cq_delivers_pending_cqes_once_then_uses_the_new_ring() {
     }
     assert_eq!(FakeHal::live_pages(), base);
 }
+
+/// A QP destroyed while its completions are still in a shared CQ: its CQEs
+/// are dropped as the vendor's poll drops them (context of a destroyed QP:
+/// -EFAULT, skipped), and the other QP's completions all arrive, in order.
+#[test]
+fn destroyed_qp_cqes_are_dropped_and_other_qps_lose_nothing() {
+    let _g = lock();
+    let base = FakeHal::live_pages();
+    let bar = ModelBar::standalone(small_fn_config());
+    {
+        let dev = probe_as(&bar, A, Profile::SMALL);
+        let pd = dev.alloc_pd().unwrap();
+        let (mut scq, rcq) = (dev.create_cq(64).unwrap(), dev.create_cq(64).unwrap());
+        let mut attr = QpInitAttr { send_cq: &scq, recv_cq: &rcq, cap: cap(16) };
+        let mut q1 = dev.create_qp(&pd, &mut attr).unwrap();
+        let mut attr = QpInitAttr { send_cq: &scq, recv_cq: &rcq, cap: cap(16) };
+        let mut q2 = dev.create_qp(&pd, &mut attr).unwrap();
+        let (n1, n2) = (q1.qp_num(), q2.qp_num());
+        connect(&mut q1, A, A, n2).unwrap();
+        connect(&mut q2, A, A, n1).unwrap();
+        let b = buf(1);
+        let mr = reg(&dev, &pd, b.paddr(), 4096, &pages_of(&b), false);
+        let sge = [Sge { addr: b.paddr(), length: 16, lkey: mr.lkey() }];
+        let write = |id| SendWr {
+            wr_id: id,
+            opcode: WrOpcode::RdmaWrite { remote_addr: b.paddr() + 512, rkey: mr.rkey() },
+            flags: SendFlags::SIGNALED,
+            sg_list: &sge,
+        };
+        // Interleaved completions of both QPs in the send CQ.
+        for i in 0..3 {
+            q1.post_send(&[write(100 + i)]).unwrap();
+            q2.post_send(&[write(200 + i)]).unwrap();
+        }
+        q1.destroy().unwrap();
+        let got = poll_n(&mut scq, &mut [&mut q2], 3);
+        let ids: Vec<u64> = got.iter().map(|w| w.wr_id).collect();
+        assert_eq!(ids, vec![200, 201, 202], "q2's completions, none of q1's");
+        assert!(got.iter().all(|w| w.status == WcStatus::Success && w.qp_num == n2));
+        let mut wc = [EMPTY_WC; 4];
+        assert_eq!(scq.poll(&mut [&mut q2], &mut wc), 0);
+        assert_eq!(scq.unlisted_qp(), None);
+    }
+    assert_eq!(FakeHal::live_pages(), base);
+}
+
+/// `Cq::resize` while old rings are still pending: at most
+/// `MAX_PENDING_RESIZES`, then `InvalidState`; polling retires them all.
+#[test]
+fn resize_cq_pending_rings_are_bounded() {
+    let _g = lock();
+    let base = FakeHal::live_pages();
+    let bar = ModelBar::standalone(small_fn_config());
+    {
+        let dev = probe_as(&bar, A, Profile::SMALL);
+        let pd = dev.alloc_pd().unwrap();
+        let mut cq = dev.create_cq(4).unwrap();
+        let mut qp = create_qp(&dev, &pd, &cq, 8);
+        let n = qp.qp_num();
+        connect(&mut qp, A, A, n).unwrap();
+        // A refused MODIFY_CQ (Linux: -EPROTO) leaves the CQ as it was.
+        let pages = FakeHal::live_pages();
+        bar.with_device(|d| d.faults().fail_cqp_op = Some((0, 0x8000, 0x0001)));
+        assert!(matches!(cq.resize(32), Err(VerbsError::Cqp(_))));
+        assert_eq!((cq.cqe(), cq.pending_resizes()), (4, 0));
+        assert_eq!(FakeHal::live_pages(), pages, "the new ring was freed");
+        let max = irdma::verbs::MAX_PENDING_RESIZES as u32;
+        for i in 0..max {
+            cq.resize(8 + i).unwrap();
+        }
+        assert_eq!(cq.pending_resizes(), max as usize);
+        assert_eq!(cq.resize(100), Err(VerbsError::InvalidState));
+        assert_eq!(cq.cqe(), 8 + max - 1, "the refused resize changed nothing");
+        // A completion on the current ring retires every old ring.
+        let b = buf(1);
+        let mr = reg(&dev, &pd, b.paddr(), 4096, &pages_of(&b), false);
+        let sge = [Sge { addr: b.paddr(), length: 8, lkey: mr.lkey() }];
+        let wr = SendWr {
+            wr_id: 7,
+            opcode: WrOpcode::RdmaWrite { remote_addr: b.paddr() + 64, rkey: mr.rkey() },
+            flags: SendFlags::SIGNALED,
+            sg_list: &sge,
+        };
+        qp.post_send(&[wr]).unwrap();
+        let got = poll_n(&mut cq, &mut [&mut qp], 1);
+        assert_eq!(got.iter().map(|w| w.wr_id).collect::<Vec<_>>(), vec![7]);
+        assert_eq!(cq.pending_resizes(), 0);
+        cq.resize(100).unwrap();
+    }
+    assert_eq!(FakeHal::live_pages(), base);
+}

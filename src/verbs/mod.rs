@@ -21,7 +21,7 @@ mod qp;
 mod shared;
 mod wq;
 
-pub use cq::Cq;
+pub use cq::{Cq, MAX_PENDING_RESIZES};
 pub use mr::{FastRegMr, Mr, MrDesc};
 pub use qp::{
     AddressVector, IpAddr, PostError, PostErrorKind, Qp, QpAttr, QpCap, QpInitAttr, QpState,
