@@ -225,7 +225,7 @@ const VERBS_INJECTED: u64 = 2;
 /// why); `injected` CQP errors were injected before (the model must report
 /// exactly those plus this module's, no other failed op).
 pub fn run(r: &mut Runner, bar: Result<&MmioBar, Msg>, injected: u64) {
-    const NAMES: [&str; 12] = [
+    const NAMES: [&str; 13] = [
         "device_probe",
         "verbs_objects",
         "mr_levels",
@@ -235,6 +235,7 @@ pub fn run(r: &mut Runner, bar: Result<&MmioBar, Msg>, injected: u64) {
         "verbs_fault_injection",
         "rw_1mib_read",
         "rw_1mib_write",
+        "cq_resize",
         "rc_error_completion",
         "verbs_teardown",
         "device_close",
@@ -391,6 +392,7 @@ fn run_on<'b>(r: &mut Runner, dev: &Dev<'b>, rows: &mut heapless::Vec<Row, 12>) 
             "verbs_fault_injection",
             "rw_1mib_read",
             "rw_1mib_write",
+            "cq_resize",
             "rc_error_completion",
             "verbs_teardown",
         ] {
@@ -418,6 +420,7 @@ fn run_on<'b>(r: &mut Runner, dev: &Dev<'b>, rows: &mut heapless::Vec<Row, 12>) 
         r.run(name, || rw_transfer(dev, o, dir, &mut m).map(|()| Outcome::Pass));
         let _ = rows.push(m.row(name));
     }
+    r.run("cq_resize", || cq_resize(dev, o).map(|()| Outcome::Pass));
     // Last on these QPs: it leaves the sender in ERROR.
     r.run("rc_error_completion", || error_completion(dev, o).map(|()| Outcome::Pass));
     r.run("verbs_teardown", || {
@@ -749,6 +752,59 @@ fn verbs_faults<'d, 'b>(dev: &'d Dev<'b>, o: &mut Objs<'d, 'b>) -> Result<(), Ms
 /// (REM_ACCESS, injected through the mailbox): the first completes, the
 /// second reports `RemAccessErr`, and after `modify(ERROR)` the third is
 /// flushed exactly once (spec data-path §5.5, §5.6).
+/// `ib_resize_cq` with completions still in the old ring (verbs.c:
+/// irdma_resize_cq, MODIFY_CQ): they come first and once, then more
+/// traffic than the old ring held lands in the new one, and the old ring is
+/// retired.
+fn cq_resize<'d, 'b>(dev: &'d Dev<'b>, o: &mut Objs<'d, 'b>) -> Result<(), Msg> {
+    let src = buf(1)?;
+    let mut sp = [0u64; 1];
+    pages_of(&src, &mut sp);
+    fill(&src, 9);
+    let mr = reg(dev, &o.pd, src.paddr(), 4096, &sp, false)?;
+    let sge = [Sge { addr: src.paddr(), length: 16, lkey: mr.lkey() }];
+    let write = |i: u64| SendWr {
+        wr_id: 0x5e00 + i,
+        opcode: WrOpcode::RdmaWrite { remote_addr: src.paddr() + 1024 + 16 * i, rkey: mr.rkey() },
+        flags: SendFlags::SIGNALED,
+        sg_list: &sge,
+    };
+    let mut m = Meter::default();
+    for i in 0..3 {
+        post(&mut o.q1, write(i), &mut m)?;
+    }
+    let old = o.cq.cqe();
+    o.cq.resize(old * 2).map_err(|e| msg(format_args!("resize: {e:?}")))?;
+    ensure!(o.cq.pending_resizes() == 1, "old ring not kept");
+    for i in 0..3 {
+        let wc = poll_one(&mut o.cq, &mut [&mut o.q1, &mut o.q2], &mut m)?;
+        expect(wc, 0x5e00 + i, WcOpcode::RdmaWrite)?;
+    }
+    // More than the old ring's 2 × (cqe + 1) entries, 40 at a time.
+    let total = u64::from(old) * 2 + 8;
+    let mut next = 3u64;
+    while next < 3 + total {
+        let batch = (3 + total - next).min(40);
+        for i in next..next + batch {
+            post(&mut o.q1, write(i % 64), &mut m)?;
+        }
+        for i in next..next + batch {
+            let wc = poll_one(&mut o.cq, &mut [&mut o.q1, &mut o.q2], &mut m)?;
+            expect(wc, 0x5e00 + i % 64, WcOpcode::RdmaWrite)?;
+        }
+        next += batch;
+    }
+    ensure!(o.cq.pending_resizes() == 0, "old ring not retired");
+    let mut wc = [EMPTY_WC; 2];
+    ensure!(o.cq.poll(&mut [&mut o.q1, &mut o.q2], &mut wc) == 0, "a completion came twice");
+    println!(
+        "  cq_resize: {old} -> {} CQEs with 3 completions pending; {} more through the new ring",
+        o.cq.cqe(),
+        total
+    );
+    Ok(())
+}
+
 fn error_completion<'d, 'b>(dev: &'d Dev<'b>, o: &mut Objs<'d, 'b>) -> Result<(), Msg> {
     use irdma::uk::cq::flush_code;
     use irdma_hal::wqe::cqe::FLUSH_MAJOR_ERR;
