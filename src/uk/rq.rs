@@ -111,6 +111,12 @@ impl<'a> Rq<'a> {
         self.tail & self.mask
     }
 
+    /// The vendor's `rwqe_polarity` (uk.c: flipped when a WQE lands in slot
+    /// 0): the valid bit of the last WQE written, 0 before any post.
+    pub fn rwqe_polarity(&self) -> bool {
+        (self.head.wrapping_sub(1) >> self.log2) & 1 == 0
+    }
+
     /// Outstanding receives.
     pub fn used(&self) -> u32 {
         self.head.wrapping_sub(self.tail)

@@ -809,6 +809,12 @@ impl<'a> Sq<'a> {
         self.cap.saturating_sub(self.used())
     }
 
+    /// The vendor's `swqe_polarity` (uk.c: flipped when a WQE lands in slot
+    /// 0): the valid bit of the last quantum written, 0 before any post.
+    pub fn swqe_polarity(&self) -> bool {
+        self.valid_at(self.head.wrapping_sub(1))
+    }
+
     /// The valid bit a WQE at free-running position `pos` carries.
     #[inline(always)]
     fn valid_at(&self, pos: u32) -> bool {

@@ -643,3 +643,28 @@ fn all_ones_cqe_at_polarity_edges() {
     assert_eq!((cq.head(), cq.polarity()), (5, true));
     assert_eq!(cq.shadow().read(0), 5);
 }
+
+/// uk.c's `swqe_polarity` / `rwqe_polarity`: 0 before any post, flipped
+/// each time a WQE lands in slot 0 (so the first pass writes 1).
+#[test]
+fn wqe_polarity_accessors_follow_the_vendor_flag() {
+    let mut w = World::new();
+    let (mut qp, _cq) = w.parts(QpKind::Rc);
+    let bar = RecBar::default();
+    assert!(!qp.sq.swqe_polarity() && !qp.rq.rwqe_polarity());
+    let one = [SGE];
+    for i in 0..64u64 {
+        qp.post_send(&bar, &[write_wr(i, SendFlags::NONE, &one)]).unwrap();
+        assert!(qp.sq.swqe_polarity(), "first pass, post {i}");
+        qp.sq.consume_all();
+    }
+    qp.post_send(&bar, &[write_wr(64, SendFlags::NONE, &one)]).unwrap();
+    assert!(!qp.sq.swqe_polarity(), "slot 0 of the second pass flips it");
+    for i in 0..16u64 {
+        qp.post_recv(&[RecvWr { wr_id: i, sg_list: &one }]).unwrap();
+        assert!(qp.rq.rwqe_polarity());
+        qp.rq.consume_all();
+    }
+    qp.post_recv(&[RecvWr { wr_id: 16, sg_list: &one }]).unwrap();
+    assert!(!qp.rq.rwqe_polarity());
+}

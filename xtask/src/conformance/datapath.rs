@@ -1016,6 +1016,32 @@ fn set_state(
                 ));
             }
         }
+        // Ring positions: reached through the driver's own posting on an
+        // empty queue (one-quantum WRITEs / one-SGE receives, each consumed),
+        // a whole extra pass when the polarity has to change.
+        "qp.sq_ring.head" | "qp.sq_ring.tail" | "qp.swqe_polarity" => {
+            let (h, p) = match field {
+                "qp.swqe_polarity" => {
+                    bool_only()?;
+                    (qp.sq.head(), b)
+                }
+                _ => (u32::try_from(value).unwrap_or(u32::MAX), qp.sq.swqe_polarity()),
+            };
+            sq_reach(qp, h, p).map_err(|m| format!("{field}: {m}"))?;
+        }
+        "qp.rq_ring.head" | "qp.rq_ring.tail" | "qp.rwqe_polarity" => {
+            let (h, p) = match field {
+                "qp.rwqe_polarity" => {
+                    bool_only()?;
+                    (qp.rq.head(), b)
+                }
+                _ => (u32::try_from(value).unwrap_or(u32::MAX), qp.rq.rwqe_polarity()),
+            };
+            rq_reach(qp, h, p).map_err(|m| format!("{field}: {m}"))?;
+        }
+        // Only irdma_qp_push_wqe reads initial_ring (push path, never taken
+        // on E810, see qp.push_mode).
+        "qp.initial_ring.head" | "qp.initial_ring.tail" => {}
         "cq.polarity" => {
             bool_only()?;
             cq.set_position(cq.head(), b).map_err(|e| format!("cq.polarity: {e:?}"))?;
@@ -1050,6 +1076,48 @@ fn set_state(
     Ok(None)
 }
 
+/// Moves an empty SQ to ring index `head` with `swqe_polarity` `pol`.
+fn sq_reach(qp: &mut QpUk<'_>, head: u32, pol: bool) -> Result<(), String> {
+    let size = qp.sq.size();
+    if head >= size {
+        return Err(format!("index {head} outside a {size}-quantum ring"));
+    }
+    if qp.sq.used() != 0 {
+        return Err("only reachable on an empty SQ".into());
+    }
+    let bar = RecBar::default();
+    fill_sq(qp, &bar, u64::from((head + size - qp.sq.head()) % size))?;
+    if qp.sq.swqe_polarity() != pol {
+        fill_sq(qp, &bar, u64::from(size))?;
+    }
+    Ok(())
+}
+
+/// Moves an empty RQ to ring index `head` with `rwqe_polarity` `pol`.
+fn rq_reach(qp: &mut QpUk<'_>, head: u32, pol: bool) -> Result<(), String> {
+    let size = qp.rq.size();
+    if head >= size {
+        return Err(format!("index {head} outside a {size}-WQE ring"));
+    }
+    if qp.rq.used() != 0 {
+        return Err("only reachable on an empty RQ".into());
+    }
+    let one = dummy_sges(1);
+    let step = |rq: &mut Rq<'_>, n: u32| -> Result<(), String> {
+        for _ in 0..n {
+            rq.post(0xf444, &one).map_err(|e| format!("filler receive: {e:?}"))?;
+            rq.consume_all();
+        }
+        Ok(())
+    };
+    let n = (head + size - qp.rq.head()) % size;
+    step(&mut qp.rq, n)?;
+    if qp.rq.rwqe_polarity() != pol {
+        step(&mut qp.rq, size)?;
+    }
+    Ok(())
+}
+
 /// A poll's `state_after`: every key the vectors give, against the driver's
 /// state of the same meaning; an unknown key fails.
 fn check_state_after(
@@ -1077,6 +1145,8 @@ fn check_state_after(
             "push_mode" | "qp_push_mode" => qp.push_mode.into(),
             "qp_push_dropped" | "push_dropped" => qp.push_dropped.into(),
             "destroy_pending" => qp.destroy_pending.into(),
+            "swqe_polarity" => qp.sq.swqe_polarity().into(),
+            "rwqe_polarity" => qp.rq.rwqe_polarity().into(),
             "cq_shadow_qword4" | "cq_arm_word" => cq.shadow().read(4),
             // LSMM bookkeeping: with conn_wqes 0 the vendor clears it at the
             // first SQ CQE; there is no driver state (out of scope).
