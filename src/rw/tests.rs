@@ -1202,3 +1202,101 @@ fn signature_init_errors_in_linux_order() {
     let r = sig(&mut ctx, &qp, &mut sg, &mut []);
     assert_eq!((r, TestHal::live()), (Err(RwError::PoolEmpty), 0));
 }
+
+/// rw.c: rdma_rw_init_mr_wrs_bvec on iWARP (READs always use MRs): a long
+/// bio_vec list becomes one MR per 256 entries (pages_per_mr), each
+/// REG_MR followed by its READ_WITH_INV of the key it registered, the
+/// remote address advanced by every MR's length.
+#[test]
+fn iwarp_long_bvec_list_chains_one_mr_per_256_pages() {
+    TestHal::reset(0);
+    let qp = RwQp::new(iwarp(), false, 13);
+    let mut pool = pool_for(&qp, 8);
+    let bv = bvecs(600, 4096);
+    let mut ctx: RwCtx<1024, 8> = RwCtx::new();
+    // SAFETY: TestHal / NoIova never touch the buffers.
+    let n = unsafe {
+        ctx.init_bvec::<TestHal, NoIova, 8, 256>(
+            &qp,
+            &mut pool,
+            &mut NoIova,
+            &bv,
+            600,
+            iter_all(&bv),
+            RA,
+            RKEY,
+            Direction::FromDevice,
+        )
+    };
+    assert_eq!(n, Ok(6), "3 × (REG_MR + READ_WITH_INV)");
+    assert_eq!(ctx.ctx_type(), Some(CtxType::Mr));
+    let c = chain_of(&mut ctx, &mut pool, &[]);
+    assert_eq!(c.len(), 6);
+    let mut remote = RA;
+    let mut total = 0u64;
+    for (i, pair) in c.chunks(2).enumerate() {
+        let WrOpcode::RegMr(reg) = pair[0].op else { panic!("REG_MR at {}: {c:?}", 2 * i) };
+        let pages = [256u64, 256, 88][i];
+        assert_eq!(reg.length, pages * 4096, "MR {i}");
+        assert_eq!(
+            pair[1].op,
+            WrOpcode::RdmaReadInv { remote_addr: remote, rkey: RKEY, inv_key: reg.key },
+            "MR {i}"
+        );
+        assert_eq!(pair[1].sges.len(), 1);
+        remote += reg.length;
+        total += reg.length;
+    }
+    assert_eq!(total, 600 * 4096);
+    assert!(c[5].flags.contains(SendFlags::SIGNALED) && c[5].wr_id == CQE);
+    // SAFETY: TestHal; no device.
+    unsafe { ctx.destroy_bvec::<TestHal, NoIova, 8, 256>(&mut pool, &mut NoIova) }.unwrap();
+    assert_eq!((TestHal::live(), pool.in_use()), (0, 0));
+}
+
+/// rw.c: rdma_rw_init_iova_wrs_bvec: a failing dma_iova_sync after every
+/// bvec was linked returns its errno and destroys the range with the whole
+/// linked length; nothing stays mapped.
+#[test]
+fn iova_sync_failure_destroys_the_whole_linked_range() {
+    struct SyncFails {
+        live: i64,
+        linked: u64,
+        destroyed_len: u64,
+    }
+    // SAFETY: address arithmetic only.
+    unsafe impl IovaMapper for SyncFails {
+        fn try_alloc(&mut self, _: NonNull<[u8]>, _: u64, _: BufferDirection) -> Option<u64> {
+            self.live += 1;
+            Some(0xf000_0000)
+        }
+        fn link(
+            &mut self,
+            _: u64,
+            _: u64,
+            s: NonNull<[u8]>,
+            _: BufferDirection,
+        ) -> Result<(), i32> {
+            self.linked += s.len() as u64;
+            Ok(())
+        }
+        fn sync(&mut self, _: u64, _: u64) -> Result<(), i32> {
+            Err(-5)
+        }
+        fn destroy(&mut self, _: u64, len: u64, _: BufferDirection) {
+            self.live -= 1;
+            self.destroyed_len = len;
+        }
+    }
+    TestHal::reset(0);
+    let qp = RwQp::new(roce(13), false, 13);
+    let mut pool = pool_for(&qp, 8);
+    let mut ctx = Ctx::new();
+    let bv = bvecs(4, 4096);
+    let mut io = SyncFails { live: 0, linked: 0, destroyed_len: 0 };
+    let r =
+        init_bv(&mut ctx, &qp, &mut pool, &mut io, &bv, 4, iter_all(&bv), Direction::FromDevice);
+    assert_eq!(r, Err(RwError::Iova(-5)));
+    assert_eq!((io.live, io.linked, io.destroyed_len), (0, 4 * 4096, 4 * 4096));
+    assert_eq!((TestHal::live(), pool.in_use()), (0, 0));
+}
