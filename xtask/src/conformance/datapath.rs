@@ -890,7 +890,12 @@ fn run_cq_case_with(case: &Value, cfg: &Value, park: bool) -> Result<Outcome, St
                 // `verbs::Cq::resize` reports once old rings are drained.
                 cq.set_resized_cnt(cnt);
             }
-            "request_notification" => check_arm(e, &mut cq, &bar).map_err(&at)?,
+            "request_notification" => {
+                check_arm(e, &mut cq, &bar).map_err(&at)?;
+                if let Some(sa) = e.get("state_after") {
+                    check_state_after(sa, &qp, &cq, &mut lsmm_state).map_err(&at)?;
+                }
+            }
             other => return Err(at(format!("unknown event kind {other:?}"))),
         }
     }
@@ -1168,15 +1173,35 @@ fn check_arm(e: &Value, cq: &mut Cq<'_>, bar: &RecBar) -> Result<(), String> {
     // (notify kind under `cq_notify`/`notify`/`solicited`, arm word as a
     // shadow "qword4"/"+32"/"arm" value before and after, the CQARM write)
     // and fails loudly on anything it does not recognise.
-    let fields: Vec<(String, &Value)> =
-        [Some(e), e.get("input"), e.get("output"), e.get("state_after")]
-            .into_iter()
-            .flatten()
-            .filter_map(Value::as_object)
-            .flatten()
-            .map(|(k, v)| (k.to_ascii_lowercase(), v))
-            .collect();
+    // `state_after` is checked by the caller like a poll's.
+    let fields: Vec<(String, &Value)> = [Some(e), e.get("input"), e.get("output")]
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_object)
+        .flatten()
+        .filter(|(k, _)| !matches!(k.as_str(), "input" | "output" | "state_after"))
+        .map(|(k, v)| (k.to_ascii_lowercase(), v))
+        .collect();
     let is_arm_word = |k: &str| k.contains("qword4") || k.contains("arm_word") || k.contains("+32");
+    let is_doorbell = |k: &str| {
+        k.contains("doorbell") || k.contains("cqarm") || k.contains("cqe_alloc_db") || k == "db"
+    };
+    // Every key must mean something here: an unknown one fails by name.
+    for (k, _) in &fields {
+        let known = matches!(k.as_str(), "event" | "note" | "desc" | "ret" | "ret_name" | "cq_id")
+            || k.contains("notify")
+            || k == "solicited"
+            || is_arm_word(k)
+            || is_doorbell(k);
+        if !known {
+            return Err(format!("request_notification: unknown key {k:?}"));
+        }
+    }
+    if let Some((_, v)) = fields.iter().find(|(k, _)| k == "cq_id")
+        && let Some(id) = num(v)
+    {
+        expect_eq("cq_id", u64::from(cq.cq_id()), id)?;
+    }
     let solicited = fields
         .iter()
         .find(|(k, _)| k.contains("notify") || k == "solicited")
@@ -1205,7 +1230,8 @@ fn check_arm(e: &Value, cq: &mut Cq<'_>, bar: &RecBar) -> Result<(), String> {
             expect_eq(k, cq.shadow().read(4), want)?;
             checked += 1;
         }
-        if (k.contains("doorbell_value") || k.contains("cqarm"))
+        if is_doorbell(k)
+            && !k.contains("written")
             && let Some(want) = num(v)
         {
             expect_eq(k, writes.clone(), vec![(regs::CQARM, want as u32)])?;
