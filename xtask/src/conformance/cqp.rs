@@ -473,7 +473,22 @@ fn run_case(case: &Value) -> Outcome {
             // The QP's flush bookkeeping decides what is posted (ctrl.c:
             // irdma_sc_qp_flush_wqes; -EALREADY when nothing is left).
             let mut st = FlushState { sq: i.b("qp.flush_sq"), rq: i.b("qp.flush_rq") };
-            match st.request(req) {
+            let before = st;
+            let r = st.request(req);
+            // The bookkeeping after the call, when the case records it.
+            let after = expect(
+                &case["outputs"],
+                &[
+                    ("qp.flush_sq(after)", st.sq as u64),
+                    ("qp.flush_rq(after)", st.rq as u64),
+                    ("qp.flush_sq", st.sq as u64),
+                    ("qp.flush_rq", st.rq as u64),
+                ],
+            );
+            if let Outcome::Fail(m) = after {
+                return Outcome::Fail(format!("flush state (before {before:?}): {m}"));
+            }
+            match r {
                 Ok(c) => check_post(case, c, lim, none),
                 Err(e) if case["ret"].as_i64().unwrap_or(0) < 0 => {
                     let _ = e;
