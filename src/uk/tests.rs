@@ -668,3 +668,45 @@ fn wqe_polarity_accessors_follow_the_vendor_flag() {
     qp.post_recv(&[RecvWr { wr_id: 16, sg_list: &one }]).unwrap();
     assert!(!qp.rq.rwqe_polarity());
 }
+
+/// uk.c: irdma_uk_cq_init takes any size; the driver refuses a ring it
+/// could not poll (< 2 slots, > 2^21, or memory too small): stricter.
+#[test]
+fn cq_new_refuses_unpollable_rings() {
+    use super::cq::CqConfigError;
+    let mut ring = vec![0u64; 8 * 4];
+    let mut sh = vec![0u64; 8];
+    let mut small_sh = vec![0u64; 4];
+    assert_eq!(Cq::new(view(&mut ring), view(&mut sh), 1, 7).err(), Some(CqConfigError::BadSize));
+    assert_eq!(
+        Cq::new(view(&mut ring), view(&mut sh), (1 << 21) + 1, 7).err(),
+        Some(CqConfigError::BadSize)
+    );
+    assert_eq!(
+        Cq::new(view(&mut ring), view(&mut sh), 9, 7).err(),
+        Some(CqConfigError::MemoryTooSmall)
+    );
+    assert_eq!(
+        Cq::new(view(&mut ring), view(&mut small_sh), 8, 7).err(),
+        Some(CqConfigError::MemoryTooSmall)
+    );
+    assert!(Cq::new(view(&mut ring), view(&mut sh), 8, 7).is_ok());
+}
+
+/// uk.c: irdma_uk_qp_init: fragment counts above `max_hw_wq_frags` (13)
+/// are refused; an RQ WQE of 2^shift quanta holds 2^(shift+1) − 1.
+#[test]
+fn qp_init_refuses_fragment_counts_above_the_hardware() {
+    use super::rq::RqConfigError;
+    use super::sq::SqConfigError;
+    let mut sq = vec![0u64; 64 * 4];
+    let mut trk = vec![SqWrTrk::default(); 64];
+    assert_eq!(
+        Sq::new(view(&mut sq), &mut trk, 64, 14, 101, QP_ID).err(),
+        Some(SqConfigError::BadLimits)
+    );
+    let mut rq = vec![0u64; 16 * 2 * 4];
+    let mut wrid = vec![0u64; 16];
+    assert_eq!(Rq::new(view(&mut rq), &mut wrid, 16, 1, 4).err(), Some(RqConfigError::BadLimits));
+    assert!(Rq::new(view(&mut rq), &mut wrid, 16, 1, 3).is_ok());
+}

@@ -48,6 +48,8 @@ struct Dev {
     lag: u32,
     /// A latched doorbell and the reads left until it is processed.
     pending_db: Option<(u32, u32)>,
+    /// Added to the WQE index written in CCQ CQEs (a misbehaving device).
+    idx_add: u32,
 }
 
 struct FakeDev(Mutex<Dev>);
@@ -77,7 +79,8 @@ impl Dev {
         match self.ccq.as_mut() {
             Some((ring, entries, head, pol)) => {
                 let base = *ring + *head as u64 * 32;
-                let mut w24 = (idx as u64) << 32 | (*pol as u64) << 63;
+                let mut w24 =
+                    (idx.wrapping_add(self.idx_add) as u64 & 0x7fff) << 32 | (*pol as u64) << 63;
                 if let Some((_, maj, min)) = fail {
                     w24 |= 1 << 55 | (maj as u64) << 16 | min as u64;
                 } else {
@@ -473,4 +476,16 @@ fn destroy_of_a_dead_device_still_releases_the_cqp() {
     assert_eq!(e, Some(CqpError::Timeout { what: "CQP op (CQPTAIL)" }));
     let w = dev.with(|d| d.writes.clone());
     assert_eq!(&w[w.len() - 2..], &[(regs::CCQPHIGH, 0), (regs::CCQPLOW, 0)]);
+}
+
+/// ctrl.c: irdma_sc_ccq_get_cqe_info reads `scratch_array[wqe_idx]` for any
+/// 15-bit index (past the SQ for an all-ones CQE); the engine refuses an
+/// index outside its SQ with a typed error instead (stricter).
+#[test]
+fn ccq_cqe_naming_a_slot_outside_the_sq_is_a_protocol_error() {
+    let dev = FakeDev::new();
+    let mut cqp = Cqp::<FakeHal, &FakeDev>::create(&dev, &cfg(4)).unwrap();
+    cqp.create_ccq(CcqConfig::linux(4)).unwrap();
+    dev.with(|d| d.idx_add = 0x7000);
+    assert!(matches!(cqp.nop(), Err(CqpError::Protocol { .. })));
 }
