@@ -526,8 +526,9 @@ impl<H: Hal, B: Bar> Cqp<H, B> {
         (rf::CQPERRCODES_MAJOR.get(e) as u16, rf::CQPERRCODES_MINOR.get(e) as u16)
     }
 
-    /// The BAR.
-    pub fn bar(&self) -> &B {
+    /// The BAR (the driver's own register writes: PFHMC_PDINV). Not public:
+    /// a raw write can point the device at any memory.
+    pub(crate) fn bar(&self) -> &B {
         &self.bar
     }
 

@@ -9,6 +9,7 @@ use super::VerbsError;
 use super::qp::Qp;
 use super::static_view;
 use crate::cqp::cmd::{CreateCq, DestroyCq, QueueMem as CqpQueueMem};
+use crate::cqp::engine::device_may_own;
 use crate::device::Device;
 use crate::uk::{self, QpLookup, QpUk, SendQueue};
 use crate::wr::WorkCompletion;
@@ -92,6 +93,14 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
             return Err(free_id(VerbsError::Invalid { what: "CQ ring" }));
         };
         if let Err(e) = self.with_cqp(|c| c.exec(cmd, 0).map(|_| ())) {
+            if device_may_own(&e) {
+                // A timeout: the device may have created the CQ and write
+                // CQEs into the ring. Keep ring, shadow and id (issue #12).
+                self.quarantine(ring);
+                self.quarantine(shadow);
+                self.quarantine_ids(1);
+                return Err(e.into());
+            }
             return Err(free_id(e.into()));
         }
         Ok(Cq {
@@ -221,7 +230,7 @@ impl<'d, H: Hal, B: Bar + Clone> Cq<'d, H, B> {
     /// need it; the CEQE it causes is ignored.
     pub fn req_notify(&mut self, solicited_only: bool) {
         if self.alive {
-            self.uk.request_notification(self.dev.bar(), solicited_only);
+            self.uk.request_notification(self.dev.regs(), solicited_only);
         }
     }
 
@@ -258,8 +267,13 @@ impl<'d, H: Hal, B: Bar + Clone> Cq<'d, H, B> {
 impl<H: Hal, B: Bar + Clone> Drop for Cq<'_, H, B> {
     fn drop(&mut self) {
         if self.destroy().is_err() {
-            // The device still owns the rings: never hand the memory back.
-            core::mem::forget(self.mem.take());
+            // The device still owns the rings: quarantine them and the id
+            // (counted, reported by `footprint`, never freed).
+            if let Some((ring, shadow)) = self.mem.take() {
+                self.dev.quarantine(ring);
+                self.dev.quarantine(shadow);
+            }
+            self.dev.quarantine_ids(1);
         }
     }
 }
