@@ -622,3 +622,40 @@ fn rnr_retries_exhausted_is_a_fatal_qp_event() {
     let mut more = [EMPTY_WC; 4];
     assert_eq!(cq.poll(&mut [&mut q1, &mut q2], &mut more), 0);
 }
+
+/// Issue #12: a CQ or PD dropped while a QP (or MR) still uses it. An
+/// explicit destroy is refused with a typed error; `Drop` defers: the CQ is
+/// destroyed and the PD id freed when the last user goes, nothing leaks and
+/// nothing is freed while the device may use it.
+#[test]
+fn dropping_a_cq_or_pd_under_a_live_qp_defers_until_the_qp_goes() {
+    let _g = lock();
+    let base = FakeHal::live_pages();
+    let bar = ModelBar::standalone(Config::default());
+    let dev = probe(&bar).unwrap();
+    let usage = dev.resource_usage();
+    let b = buf(1);
+    let pd = dev.alloc_pd().unwrap();
+    let mut cq = dev.create_cq(8).unwrap();
+    let qp = create_qp(&dev, &pd, &cq, 16);
+    let mr = reg(&dev, &pd, b.paddr(), 4096, &pages_of(&b), false);
+    let cq_id = cq.id();
+    // Send and receive queue both complete here: two users.
+    assert_eq!(cq.destroy(), Err(VerbsError::InUse { what: "CQ with live QPs", users: 2 }));
+    let live = FakeHal::live_pages();
+    drop(cq);
+    drop(pd);
+    assert!(bar.with_device(|d| d.cq(cq_id).is_some()), "the CQ still exists for the device");
+    assert_eq!(FakeHal::live_pages(), live, "its ring is not freed while the QP lives");
+    assert_eq!(dev.resource_usage().pds, usage.pds + 1, "the PD id is not reused");
+    drop(qp);
+    assert!(bar.with_device(|d| d.cq(cq_id).is_none()), "destroyed with its last QP");
+    assert_eq!(dev.resource_usage().pds, usage.pds + 1, "the MR still uses the PD");
+    drop(mr);
+    assert_eq!(dev.resource_usage(), usage, "PD and CQ ids back");
+    let f = dev.footprint();
+    assert!(!f.needs_reset && f.quarantined == Default::default(), "{f:?}");
+    dev.close().unwrap();
+    drop(b);
+    assert_eq!(FakeHal::live_pages(), base, "nothing leaked");
+}

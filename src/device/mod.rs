@@ -310,12 +310,31 @@ pub(crate) struct Ids {
     pub stags: StagTable<MR_WORDS>,
     pub pble: PblePool<PBLE_RUNS>,
     pub qp_rec: [QpRecord; MAX_QPS as usize],
+    /// Live QPs (send + receive) completing to each CQ: a CQ with users is
+    /// not destroyed (typed refusal; its `Drop` defers the destroy).
+    pub cq_refs: [u16; MAX_CQS as usize],
+    /// Live QPs and MRs of each PD: its id is not reused while it has users.
+    pub pd_refs: [u16; MAX_PDS as usize],
+    /// PDs dropped while in use: the id is freed when the last user goes.
+    pub pd_orphan: [u64; PD_WORDS],
 }
+
+/// A CQ dropped while QPs still completed to it: destroyed when the last
+/// of them is (or at teardown). Its memory stays with the device till then.
+pub(crate) struct DeferredCq<H: Hal> {
+    pub cmd: crate::cqp::cmd::CreateCq,
+    pub ring: Dma<H>,
+    pub shadow: Dma<H>,
+}
+
+/// CQs whose destroy waits for their QPs; beyond that, quarantined.
+pub(crate) const DEFERRED_CQS: usize = 16;
 
 /// Everything behind the resource lock.
 pub(crate) struct Resources<H: Hal> {
     pub sds: SdStore<H>,
     pub ids: Option<Ids>,
+    pub deferred_cqs: heapless::Vec<DeferredCq<H>, DEFERRED_CQS>,
 }
 
 pub(crate) struct Ceq<H: Hal> {
@@ -434,7 +453,11 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
             bar: bar.clone(),
             lan,
             cqp: spin::Mutex::new(None),
-            res: spin::Mutex::new(Resources { sds: SdStore::new(lan.pf_id), ids: None }),
+            res: spin::Mutex::new(Resources {
+                sds: SdStore::new(lan.pf_id),
+                ids: None,
+                deferred_cqs: heapless::Vec::new(),
+            }),
             aeq: spin::Mutex::new(None),
             ceq: None,
             scratch: None,
@@ -676,6 +699,9 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
                 .or_else(|_| fail(S::Resources, ProbeCause::Ids(IdError::BadCapacity)))?,
             pble: pool,
             qp_rec: [QpRecord::default(); MAX_QPS as usize],
+            cq_refs: [0; MAX_CQS as usize],
+            pd_refs: [0; MAX_PDS as usize],
+            pd_orphan: [0; PD_WORDS],
         };
         self.res.get_mut().ids = Some(ids);
         // RDMA traffic to the VSI on, last (main.c: irdma_probe).
@@ -865,6 +891,15 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
             Some(c) if !nr.load(Ordering::Acquire) => op(c),
             _ => Err(CqpError::NeedsReset),
         };
+        // CQs whose destroy waited for QPs that never went (their destroy
+        // failed): before the CEQ they report to (hw.c: CQs go first).
+        while let Some(c) = self.res.get_mut().deferred_cqs.pop() {
+            let d = crate::verbs::destroy_cq_cmd(&c.cmd);
+            if !note(run(&mut cqp, &mut |q| q.exec(d, 0).map(|_| ()))) {
+                keep(c.ring);
+                keep(c.shadow);
+            }
+        }
         // Work scheduler: leaf, VSI node, root (ws.c: irdma_ws_remove).
         let vsi = self.lan.vsi_num;
         let ids = [(ws.leaf_node, ws.vsi_node, true), (ws.vsi_node, 0, false), (0, 0, false)];

@@ -10,7 +10,7 @@ use super::qp::Qp;
 use super::static_view;
 use crate::cqp::cmd::{CreateCq, DestroyCq, QueueMem as CqpQueueMem};
 use crate::cqp::engine::device_may_own;
-use crate::device::Device;
+use crate::device::{DeferredCq, Device};
 use crate::uk::{self, QpLookup, QpUk, SendQueue};
 use crate::wr::WorkCompletion;
 
@@ -241,20 +241,11 @@ impl<'d, H: Hal, B: Bar + Clone> Cq<'d, H, B> {
         if !self.alive {
             return Ok(());
         }
-        let c = self.cmd;
-        let d = DestroyCq {
-            cq_id: c.cq_id,
-            cq_size: c.cq_size,
-            cq_ctx: c.cq_ctx,
-            ceq_id: c.ceq_id,
-            ceqe_mask: c.ceqe_mask,
-            ring: c.ring,
-            shadow_area_pa: c.shadow_area_pa,
-            tph_en: c.tph_en,
-            avoid_mem_cflct: c.avoid_mem_cflct,
-            pasid_valid: c.pasid_valid,
-            pasid: c.pasid,
-        };
+        let users = self.users();
+        if users > 0 {
+            return Err(VerbsError::InUse { what: "CQ with live QPs", users: users.into() });
+        }
+        let d = destroy_cmd(&self.cmd);
         self.dev.with_cqp(|q| q.exec(d, 0).map(|_| ()))?;
         self.alive = false;
         if let Some(ids) = self.dev.res.lock().ids.as_mut() {
@@ -264,8 +255,55 @@ impl<'d, H: Hal, B: Bar + Clone> Cq<'d, H, B> {
     }
 }
 
+impl<H: Hal, B: Bar + Clone> Cq<'_, H, B> {
+    /// Live QPs completing to this CQ (send and receive counted apart).
+    fn users(&self) -> u16 {
+        let res = self.dev.res.lock();
+        res.ids.as_ref().and_then(|i| i.cq_refs.get(self.id as usize).copied()).unwrap_or(0)
+    }
+}
+
+/// DESTROY_CQ with the create-time values (ctrl.c: irdma_sc_cq_destroy).
+pub(crate) fn destroy_cmd(c: &CreateCq) -> DestroyCq {
+    DestroyCq {
+        cq_id: c.cq_id,
+        cq_size: c.cq_size,
+        cq_ctx: c.cq_ctx,
+        ceq_id: c.ceq_id,
+        ceqe_mask: c.ceqe_mask,
+        ring: c.ring,
+        shadow_area_pa: c.shadow_area_pa,
+        tph_en: c.tph_en,
+        avoid_mem_cflct: c.avoid_mem_cflct,
+        pasid_valid: c.pasid_valid,
+        pasid: c.pasid,
+    }
+}
+
 impl<H: Hal, B: Bar + Clone> Drop for Cq<'_, H, B> {
     fn drop(&mut self) {
+        if self.alive {
+            // Live QPs still complete here: destroy the CQ when the last of
+            // them is destroyed (`Device::release_refs`) or at teardown.
+            // Checked and recorded under one lock, so no QP destroy between
+            // misses it.
+            let mut res = self.dev.res.lock();
+            let res = &mut *res;
+            let users = res.ids.as_ref().and_then(|i| i.cq_refs.get(self.id as usize));
+            if users.is_some_and(|u| *u > 0)
+                && let Some((ring, shadow)) = self.mem.take()
+            {
+                let d = DeferredCq { cmd: self.cmd, ring, shadow };
+                if let Err(d) = res.deferred_cqs.push(d) {
+                    // No room to wait: keep it for good (the quarantine's
+                    // lock is a leaf, taken under the resource lock).
+                    self.dev.quarantine(d.ring);
+                    self.dev.quarantine(d.shadow);
+                    self.dev.quarantine_ids(1);
+                }
+                return;
+            }
+        }
         if self.destroy().is_err() {
             // The device still owns the rings: quarantine them and the id
             // (counted, reported by `footprint`, never freed).

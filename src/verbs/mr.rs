@@ -296,6 +296,7 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
             self.put_stag(stag);
             return Err(e.into());
         }
+        self.hold(Some(pd.id()), &[]);
         Ok(Mr { dev: self, stag, pd: pd.id(), reg, pbl, level, alive: true })
     }
 }
@@ -373,6 +374,7 @@ impl<H: Hal, B: Bar + Clone> Mr<'_, H, B> {
             self.dev.put_pbl(&p);
         }
         self.dev.put_stag(self.stag);
+        self.dev.release_refs(Some(self.pd), &[]);
     }
 
     /// `ib_dereg_mr`: DEALLOC_STAG (verbs.c: irdma_hwdereg_mr), then the PBL
@@ -463,6 +465,7 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
             self.put_stag(stag);
             return Err(e.into());
         }
+        self.hold(Some(pd.id()), &[]);
         Ok(FastRegMr {
             dev: self,
             stag,
@@ -587,6 +590,7 @@ impl<H: Hal, B: Bar + Clone> FastRegMr<'_, H, B> {
             self.dev.put_pbl(&p);
         }
         self.dev.put_stag(self.stag);
+        self.dev.release_refs(Some(self.pd), &[]);
         Ok(())
     }
 }

@@ -457,6 +457,8 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
             return Err(free_id(e.into()));
         }
         qp.alive = true;
+        // The PD and CQs now have a user: they outlive it in hardware.
+        self.hold(Some(pd.id()), &[attr.send_cq.id(), attr.recv_cq.id()]);
         attr.cap = qp.cap;
         self.set_qp_error(id, false);
         self.bind_qp_cqs(id, Some((attr.send_cq.id(), attr.recv_cq.id())));
@@ -835,6 +837,7 @@ impl<'d, H: Hal, B: Bar + Clone, S: SendQueue> Qp<'d, H, B, S> {
                 }
                 let _ = ids.qps.free(self.id);
             }
+            self.dev.release_refs(Some(self.pd), &[self.send_cq, self.recv_cq]);
         }
         // The ARP reference last: a failed MANAGE_ARP delete can be retried.
         if let Some(a) = self.arp {
