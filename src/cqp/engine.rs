@@ -904,8 +904,11 @@ impl<H: Hal, B: Bar> Cqp<H, B> {
 
     /// Gives up the CQP without telling the device (it needs a function
     /// reset, or was reset): every buffer the device may use goes to `keep`.
-    /// Linux skips the CQP destroy the same way when a reset is pending
-    /// (hw.c: irdma_destroy_cqp with `free_hwcqp` false when `rf->reset`).
+    /// Linux skips the CCQ, CEQ, AEQ and HMC destroys once `rf->reset` is set
+    /// (hw.c: irdma_destroy_ccq, irdma_destroy_ceq, irdma_destroy_aeq,
+    /// irdma_del_hmc_objects) and relies on the reset; this driver also
+    /// skips the CQP's register handshake, since nothing it confirms would
+    /// make the rest of the device's memory safe to free.
     pub fn abandon_into(mut self, keep: &mut dyn FnMut(Dma<H>)) {
         self.alive = false;
         self.surrender(keep);

@@ -10,8 +10,10 @@
 //! leaf gives the queue-set handle QP contexts carry. If a step fails,
 //! everything created so far is torn down in Linux's order (hw.c:
 //! irdma_ctrl_deinit_hw: AEQ, CEQ 0, CCQ, HMC SDs, CQP) and only then is the
-//! DMA memory freed; the [`ProbeError`] names the step and carries the
-//! hardware major/minor codes when the device gave some.
+//! DMA memory freed — what the device did not confirm it released is
+//! quarantined instead (see the crate docs' "Safety contract"); the
+//! [`ProbeError`] names the step and carries the hardware major/minor codes
+//! when the device gave some.
 //!
 //! Locking: the CQP sits behind a [`spin::Mutex`] shared by every control
 //! call; resource tables behind another; the AEQ behind a third (order:
@@ -996,6 +998,9 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
 
     /// Tears the device down (the AEQ, CEQ 0, CCQ, SDs, CQP, then memory).
     /// Every verbs object borrows the device, so none can be alive here.
+    /// Memory the device did not confirm it released (and everything, once
+    /// it needs a reset) is quarantined and leaked on purpose:
+    /// [`CloseError::Quarantined`].
     ///
     /// A LAN-side registration made by [`Device::probe_with_lan`] is not
     /// undone here; use [`Device::close_with_lan`].

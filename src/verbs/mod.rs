@@ -4,7 +4,12 @@
 //! Every object borrows the device (`'d`), so the device cannot be closed
 //! while one is alive, and dropping an object destroys it. `destroy(&mut
 //! self)` does the same explicitly and reports the hardware error; after a
-//! failed destroy the object is still alive and the call may be retried.
+//! failed destroy the object is still alive and the call may be retried. If
+//! the destroy in `Drop` fails, the memory and ids the device may still use
+//! are quarantined on the device (see the crate docs' "Safety contract").
+//! A CQ with live QPs refuses `destroy` ([`VerbsError::InUse`]) and, when
+//! dropped, is destroyed with its last QP; a PD keeps its id while QPs or
+//! MRs use it.
 //!
 //! Ring and tracking memory comes from the platform's DMA pages ([`irdma_hal::Dma`]);
 //! the software tracking arrays of the rings (`sq_wrtrk`, `rq_wrid`, level-2
