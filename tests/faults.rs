@@ -417,3 +417,43 @@ fn close_with_lan_requests_the_reset() {
     assert!(matches!(dev.close_with_lan(&mut lan), Err(CloseError::Quarantined(_))));
     assert_eq!(lan.0, 1, "reset requested");
 }
+
+/// Each teardown op refused in turn (error codes, not a hang): the memory
+/// that op should have released — the AEQ ring, the CEQ ring, the SDs — is
+/// quarantined and reported; everything else is freed.
+#[test]
+fn a_refused_destroy_at_teardown_keeps_only_what_it_covers() {
+    let _g = lock();
+    let mut kept = Vec::new();
+    for n in 0..32u32 {
+        let base = FakeHal::live_pages();
+        let bar = ModelBar::standalone(Config::default());
+        let dev = probe(&bar).unwrap();
+        bar.with_device(|d| d.faults().fail_cqp_op = Some((n, MAJ, MIN)));
+        let r = dev.close();
+        let live = FakeHal::live_pages() - base;
+        match r {
+            Err(CloseError::Quarantined(q)) => {
+                assert_eq!(live, (q.bytes / 4096) as usize, "op {n}: only the quarantine stays");
+                kept.push((n, q.buffers, live));
+            }
+            Err(CloseError::Cqp(e)) => {
+                assert_eq!(irdma::device::cqp_codes(e), Some((MAJ, MIN)), "op {n}");
+                assert_eq!(live, 0, "op {n}: {e:?} covers no memory: all freed");
+            }
+            Err(e @ CloseError::Lan(_)) => panic!("op {n}: {e:?}"),
+            Ok(()) => {
+                // Past the last teardown op.
+                assert_eq!(live, 0);
+                break;
+            }
+        }
+    }
+    eprintln!("teardown op refused → (op, buffers, pages) kept: {kept:?}");
+    // WS leaf, VSI node, root cover no memory; the AEQ (op 3) and CEQ (op 4)
+    // destroys one ring each.
+    assert!(kept.iter().any(|k| k.0 == 3 && k.1 == 1), "AEQ ring: {kept:?}");
+    assert!(kept.iter().any(|k| k.0 == 4 && k.1 == 1), "CEQ ring: {kept:?}");
+    // A refused SD clear keeps every SD (2 MiB each), nothing else.
+    assert!(kept.iter().any(|k| k.2 > 512 && k.2 % 512 == 0), "SDs: {kept:?}");
+}

@@ -980,11 +980,13 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
         }
         if after_reset {
             quarantine.release_after_reset();
-        } else if nr.load(Ordering::Acquire)
+        } else if (nr.load(Ordering::Acquire) || !quarantine.is_empty())
             && let Some(o) = ops
         {
-            // What Linux does once it marked the function for reset (main.c:
-            // irdma_request_reset → the LAN driver resets the function).
+            // What Linux does once it marked the function for reset (utils.c:
+            // irdma_wait_event → rf->gen_ops.request_reset, main.c:
+            // irdma_request_reset → the LAN driver resets the function); a
+            // quarantine is only ever given back by a reset, too.
             o.request_reset();
         }
         if !quarantine.is_empty() {
@@ -1053,7 +1055,8 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
     ///
     /// If the device needs a reset ([`Device::needs_reset`]) no CQP op is
     /// tried, the memory is quarantined, and [`LanOps::request_reset`] is
-    /// called last (Linux: main.c irdma_request_reset).
+    /// called last (Linux: main.c irdma_request_reset); so it is when a
+    /// refused destroy left anything quarantined.
     pub fn close_with_lan(mut self, ops: &mut dyn LanOps) -> Result<(), CloseError> {
         self.teardown(Some(ops), false)
     }

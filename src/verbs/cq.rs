@@ -236,7 +236,9 @@ impl<'d, H: Hal, B: Bar + Clone> Cq<'d, H, B> {
 
     /// `ib_destroy_cq`: DESTROY_CQ with the create-time values (ctrl.c:
     /// irdma_sc_cq_destroy), then the id is freed. The memory is released
-    /// when the object is dropped.
+    /// when the object is dropped. Refused with [`VerbsError::InUse`] while
+    /// live QPs complete to this CQ (dropping it instead defers the destroy
+    /// until the last of them is destroyed).
     pub fn destroy(&mut self) -> Result<(), VerbsError> {
         if !self.alive {
             return Ok(());
