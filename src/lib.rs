@@ -5,6 +5,83 @@
 //! provides register access and DMA; this crate brings the engine up through
 //! the Control QP, manages HMC, STags and PBLEs, and gives a verbs layer and
 //! the Linux-style `rdma_rw` layer on top of lock-free WQE rings.
+//!
+//! # Safety contract
+//!
+//! The one place that says what callers promise, what the driver promises
+//! back, and what happens to memory the device may own when something fails.
+//!
+//! ## What safe code can rely on
+//!
+//! Without `unsafe` on the caller's side, no use of this crate's API makes
+//! the device read or write memory the caller did not hand it through an
+//! `unsafe` call, frees memory the device may still use, or panics on a path
+//! device data or caller input can reach. In particular:
+//!
+//! * every buffer the driver gives the device (rings, contexts, HMC SDs,
+//!   PBLE pages, FPM/feature buffers) is a [`hal::Dma`] the driver owns and
+//!   frees only under the quarantine policy below;
+//! * every verbs object borrows its [`device::Device`], so the device cannot
+//!   be closed under it; objects that depend on others are reference
+//!   counted: a CQ with live QPs refuses [`verbs::Cq::destroy`] with
+//!   [`verbs::VerbsError::InUse`] and its `Drop` defers the DESTROY_CQ until
+//!   the last QP is destroyed; a PD keeps its id while QPs or MRs use it;
+//! * completions read from registers are ordered before the reads of the
+//!   buffers the op wrote ([`hal::barrier::dma_rmb`] after the CQPTAIL poll),
+//!   CQE/AEQE valid bits before their bodies.
+//!
+//! ## What the caller guarantees in each `unsafe fn`
+//!
+//! | Function | The caller guarantees |
+//! |---|---|
+//! | [`device::Device::reg_mr`] | every page `MrDesc::pages` names is memory the caller owns, mapped for the device, and stays allocated and unused for anything else until the MR is deregistered (or, if it was quarantined, until the function is reset) |
+//! | [`verbs::FastRegMr::map_pages`] | the same for the pages, until the FAST_REG registration using them is invalidated or the MR deregistered |
+//! | [`device::Device::bar`] | raw register access only reads, or writes nothing that changes which memory the device uses or disturbs the driver's rings and CQP |
+//! | [`device::Device::close_after_reset`] | the PCI function was reset after the last CQP op and after every quarantined buffer was handed to the device |
+//! | [`verbs::Qp::enable_inline`], [`uk::Sq::enable_inline`], [`uk::MpSq::enable_inline`], [`device::Device::create_shared_qp_inline`] | the `addr` of every inline SGE posted from then on is a CPU address readable for `length` bytes during the post |
+//! | [`uk::QueueMem::from_raw`] | `base` is 8-byte aligned, valid for volatile reads and writes of `qwords * 8` bytes for `'a`, and no Rust reference into it exists meanwhile |
+//! | [`rw::RwCtx::init`], [`rw::rdma_rw_ctx_init`] | every `sg[i].buf` is valid for the direction's access and not moved or freed until `destroy` was called with the same `sg`, after the device is done |
+//! | [`rw::RwCtx::init_bvec`], [`rw::rdma_rw_ctx_init_bvec`] | the same for every buffer the bio_vec iterator covers, until `destroy_bvec` |
+//! | [`rw::RwCtx::destroy`], [`rw::RwCtx::destroy_bvec`], [`rw::rdma_rw_ctx_destroy`], [`rw::rdma_rw_ctx_destroy_bvec`] | the device is done with the transfer; `sg` / the mapper are the ones given to `init` |
+//! | `unsafe impl` [`rw::IovaMapper`] | each linked segment is reachable by the device at `addr + offset` until `destroy`, and `destroy` ends that access |
+//! | `unsafe impl` [`hal::Hal`], [`hal::MmioBar::new`] | the platform contracts in `irdma-hal` (contiguous zeroed DMA pages exclusively owned until freed; a valid uncached BAR mapping) |
+//!
+//! ## Memory the device may own: the quarantine policy
+//!
+//! DMA memory the device was told about is released only after the device
+//! confirmed it let go — a successful destroy, dealloc, SD clear or CQP
+//! destroy handshake — or after a function reset. A command refused with
+//! error codes ([`cqp::CqpError::OpFailed`]) or never sent confirms that the
+//! device did not take the memory, which is then freed. Anything else — a
+//! timeout, a completion that made no sense, a destroy refused inside
+//! `Drop` — leaves the memory *quarantined*
+//! ([`cqp::engine::device_may_own`] decides):
+//!
+//! * the buffers move into a fixed-capacity quarantine on the device
+//!   ([`device::QUARANTINE_SLOTS`]; beyond it they are leaked at once), ids
+//!   the device may use (QP, CQ, STag index, PBLEs) stay allocated;
+//! * all of it is counted in [`device::Device::footprint`]`().quarantined`;
+//! * the device is marked as needing a reset ([`device::Device::needs_reset`]):
+//!   every later call that needs the CQP fails with
+//!   [`cqp::CqpError::NeedsReset`] without touching the device, as Linux
+//!   stops using the CQP once it set `rf->reset`.
+//!
+//! Per path: CREATE_CQ / CREATE_QP / REG_MR / ALLOC_STAG / re-registration
+//! that time out keep the rings, context, STag and PBLEs; a verbs object
+//! whose destroy fails in `Drop` is quarantined (it was leaked silently
+//! before); probe keeps the CQP rings (leaked inside the engine and counted),
+//! the CCQ ring and shadow (kept in the engine), CEQ and AEQ rings and SDs
+//! whose programming timed out; teardown skips every CQP op once the device
+//! needs a reset (Linux skips the CCQ/CEQ/AEQ/HMC destroys under `rf->reset`:
+//! hw.c irdma_destroy_ccq, irdma_destroy_ceq, irdma_destroy_aeq) and quarantines the
+//! AEQ, CEQ, CCQ, CQP rings, SDs and FPM buffer page it could not destroy.
+//!
+//! A device closed or dropped with a non-empty quarantine never frees it:
+//! the buffers are leaked on purpose ([`device::CloseError::Quarantined`]
+//! reports it); [`device::Device::close_with_lan`] also calls
+//! [`lan::LanOps::request_reset`]. Only a caller that knows the function was
+//! reset may have everything freed, through the `unsafe`
+//! [`device::Device::close_after_reset`].
 #![no_std]
 #![deny(missing_docs)]
 

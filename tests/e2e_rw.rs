@@ -76,7 +76,9 @@ impl<'d> DmaMr<'d> {
             let wc = side.one();
             assert_eq!((wc.wr_id, wc.status), (901, WcStatus::Success), "{wc:?}");
         }
-        self.fr.map_pages(&pages).unwrap();
+        // SAFETY: the pages are the bounce buffers', which live as long as
+        // the test; the model only touches live `FakeHal` allocations.
+        unsafe { self.fr.map_pages(&pages) }.unwrap();
         let r = RegMrWr {
             key,
             access: Access::LOCAL_WRITE,
@@ -126,7 +128,9 @@ fn map_pool_pages(pool: &Pool, frs: &[Fr<'_>]) {
         }
         let mr = pool.mr(i).unwrap();
         let fr = frs.iter().find(|f| f.fr_mr().first_pble_index == mr.first_pble_index).unwrap();
-        fr.map_pages(pages).unwrap();
+        // SAFETY: the pool's pages are the test's buffers, alive for the
+        // whole transfer; the model only touches live `FakeHal` allocations.
+        unsafe { fr.map_pages(pages) }.unwrap();
     }
 }
 

@@ -64,7 +64,7 @@ fn rw_read_through_fast_registered_mrs() {
                 let mr = pool.mr(i).unwrap();
                 let fr =
                     frs.iter().find(|f| f.fr_mr().first_pble_index == mr.first_pble_index).unwrap();
-                fr.map_pages(pages).unwrap();
+                map_pages(fr, pages);
             }
             ctx.post(&mut q1, &mut pool, 100 + round, &[]).unwrap();
             let wc = poll_n(&mut cq, &mut [&mut q1, &mut q2], 1);
@@ -118,7 +118,7 @@ fn fast_reg_key_rotation_rejects_the_stale_rkey() {
         let mut fr = dev.alloc_mr(&pd, 16).unwrap();
         let mut rev = pages_of(&target);
         rev.reverse();
-        fr.map_pages(&rev).unwrap();
+        map_pages(&fr, &rev);
         let first_pble = fr.fr_mr().first_pble_index;
         let reg_wr = |id, key| SendWr {
             wr_id: id,

@@ -538,23 +538,29 @@ fn bad_mr_requests_are_refused_without_taking_anything() {
         (MrDesc { pages: &unaligned, ..d }, "unaligned page"),
         (MrDesc { length: (1 << 45) + 1, ..d }, "above 2^45"),
     ];
+    // Each descriptor below is refused before REG_MR is posted (asserted),
+    // so no address reaches the device; and the device is the in-process
+    // model, which only touches live `FakeHal` allocations anyway.
+    let try_reg = |d: &MrDesc<'_>| {
+        // SAFETY: see above.
+        unsafe { dev.reg_mr(&pd, d) }.err()
+    };
     for (c, what) in cases {
-        assert!(dev.reg_mr(&pd, &c).is_err(), "{what}");
+        assert!(try_reg(&c).is_some(), "{what}");
     }
-    assert!(matches!(
-        dev.reg_mr(&pd, &MrDesc { access: Access::REMOTE_ATOMIC, ..d }),
-        Err(VerbsError::Access(_))
-    ));
-    assert!(matches!(
-        dev.reg_mr(&pd, &MrDesc { access: Access::REMOTE_WRITE, ..d }),
-        Err(VerbsError::Access(_))
-    ));
+    let atomic = MrDesc { access: Access::REMOTE_ATOMIC, ..d };
+    assert!(matches!(try_reg(&atomic), Some(VerbsError::Access(_))));
+    let remote_only = MrDesc { access: Access::REMOTE_WRITE, ..d };
+    assert!(matches!(try_reg(&remote_only), Some(VerbsError::Access(_))));
     // More PBLEs than the pool has.
     let huge: Vec<u64> = (0..2_000_000u64).map(|i| (i % 2 + 1) * 4096).collect();
-    let e = dev.reg_mr(&pd, &MrDesc { iova: 0, length: 2_000_000 * 4096, pages: &huge, ..d });
-    assert!(matches!(e, Err(VerbsError::Pble(_))), "{:?}", e.err());
+    let huge_d = MrDesc { iova: 0, length: 2_000_000 * 4096, pages: &huge, ..d };
+    let e = try_reg(&huge_d);
+    assert!(matches!(e, Some(VerbsError::Pble(_))), "{e:?}");
     assert_eq!(dev.resource_usage(), usage, "nothing taken");
-    let ok = dev.reg_mr(&pd, &d).unwrap();
+    // SAFETY: `pages` are those of `b`, which outlives `ok` (declared
+    // before it); the model only touches live `FakeHal` allocations.
+    let ok = unsafe { dev.reg_mr(&pd, &d) }.unwrap();
     assert_eq!(ok.pbl_level(), 0);
 }
 
@@ -788,4 +794,41 @@ fn resize_cq_pending_rings_are_bounded() {
         cq.resize(100).unwrap();
     }
     assert_eq!(FakeHal::live_pages(), base);
+}
+
+/// Issue #12: a CQ or PD dropped while a QP (or MR) still uses it. An
+/// explicit destroy is refused with a typed error; `Drop` defers: the CQ is
+/// destroyed and the PD id freed when the last user goes, nothing leaks and
+/// nothing is freed while the device may use it.
+#[test]
+fn dropping_a_cq_or_pd_under_a_live_qp_defers_until_the_qp_goes() {
+    let _g = lock();
+    let base = FakeHal::live_pages();
+    let bar = ModelBar::standalone(Config::default());
+    let dev = probe(&bar).unwrap();
+    let usage = dev.resource_usage();
+    let b = buf(1);
+    let pd = dev.alloc_pd().unwrap();
+    let mut cq = dev.create_cq(8).unwrap();
+    let qp = create_qp(&dev, &pd, &cq, 16);
+    let mr = reg(&dev, &pd, b.paddr(), 4096, &pages_of(&b), false);
+    let cq_id = cq.id();
+    // Send and receive queue both complete here: two users.
+    assert_eq!(cq.destroy(), Err(VerbsError::InUse { what: "CQ with live QPs", users: 2 }));
+    let live = FakeHal::live_pages();
+    drop(cq);
+    drop(pd);
+    assert!(bar.with_device(|d| d.cq(cq_id).is_some()), "the CQ still exists for the device");
+    assert_eq!(FakeHal::live_pages(), live, "its ring is not freed while the QP lives");
+    assert_eq!(dev.resource_usage().pds, usage.pds + 1, "the PD id is not reused");
+    drop(qp);
+    assert!(bar.with_device(|d| d.cq(cq_id).is_none()), "destroyed with its last QP");
+    assert_eq!(dev.resource_usage().pds, usage.pds + 1, "the MR still uses the PD");
+    drop(mr);
+    assert_eq!(dev.resource_usage(), usage, "PD and CQ ids back");
+    let f = dev.footprint();
+    assert!(!f.needs_reset && f.quarantined == Default::default(), "{f:?}");
+    dev.close().unwrap();
+    drop(b);
+    assert_eq!(FakeHal::live_pages(), base, "nothing leaked");
 }

@@ -178,6 +178,12 @@ pub enum CqpError {
     WrongBuffer,
     /// The device filled an FPM buffer the vendor would refuse.
     BadFpmBuffer(DecodeError),
+    /// An earlier CQP op timed out or device memory had to be quarantined:
+    /// the function needs a reset before the CQP is used again (Linux sets
+    /// `rf->reset` and asks the LAN driver for one: utils.c:
+    /// irdma_wait_event / irdma_handle_cqp_op, main.c: irdma_request_reset).
+    /// Nothing was sent to the device.
+    NeedsReset,
     /// The device's QUERY_RDMA_FEATURES response was refused.
     BadFeatures(FeaturesError),
 }
@@ -378,6 +384,14 @@ struct Ccq<H: Hal> {
     cfg: CcqConfig,
 }
 
+/// The memory the device reads from the moment the create handshake
+/// starts: the SQ ring, the host context, the UPDATE_PE_SDS overflow buffer.
+struct Rings<H: Hal> {
+    sq: Dma<H>,
+    host_ctx: Dma<H>,
+    sdbuf: Dma<H>,
+}
+
 /// A completion of one SQ slot.
 type SlotResult = (u16, Result<Completion, CqpError>);
 
@@ -387,9 +401,11 @@ const STASH: usize = 32;
 /// The Control QP. Share it behind a [`spin::Mutex`] ([`SharedCqp`]).
 pub struct Cqp<H: Hal, B: Bar> {
     bar: B,
-    sq: Dma<H>,
-    host_ctx: Dma<H>,
-    sdbuf: Dma<H>,
+    /// `None` once handed back ([`Cqp::destroy_into`]) or freed.
+    mem: Option<Rings<H>>,
+    sq_pa: u64,
+    host_ctx_pa: u64,
+    sdbuf_pa: u64,
     size: u32,
     head: u32,
     polarity: bool,
@@ -403,14 +419,32 @@ pub struct Cqp<H: Hal, B: Bar> {
     /// bit still set from an earlier failure says nothing about this op.
     pre_err: bool,
     ccq: Option<Ccq<H>>,
+    /// The ring and shadow area of a CCQ whose CREATE_CQ timed out: the
+    /// device may have taken them, so they are never freed here.
+    lost_ccq: Option<Ccq<H>>,
     limits: Limits,
     timeouts: Timeouts,
     alive: bool,
+    /// The device may read or write `mem` (from CCQPLOW until a confirmed
+    /// destroy); when set at drop, the memory is leaked, not freed.
+    device_owned: bool,
     _hal: PhantomData<H>,
 }
 
 /// A CQP shared by several callers.
 pub type SharedCqp<H, B> = spin::Mutex<Cqp<H, B>>;
+
+/// Orders a completion read from a register (CQPTAIL) before the reads of
+/// the DMA buffers the completed op wrote: `dma_rmb` is `dmb oshld` on
+/// aarch64 (load→load and load→store in the outer-shareable domain, which
+/// covers an MMIO load followed by Normal-memory loads), a compiler fence on
+/// x86_64, where loads are not reordered with loads.
+#[inline(always)]
+fn completion_rmb() {
+    dma_rmb();
+    #[cfg(test)]
+    tests::COMPLETION_RMB.fetch_add(1, core::sync::atomic::Ordering::Relaxed);
+}
 
 fn deadline<H: Hal>(budget: Duration) -> Duration {
     H::now().saturating_add(budget)
@@ -432,11 +466,13 @@ impl<H: Hal, B: Bar> Cqp<H, B> {
         for (i, w) in words.iter().enumerate() {
             host_ctx.write_u64(i * 8, *w);
         }
+        let (sq_pa, host_ctx_pa, sdbuf_pa) = (sq.paddr(), host_ctx.paddr(), sdbuf.paddr());
         let mut cqp = Cqp {
             bar,
-            sq,
-            host_ctx,
-            sdbuf,
+            mem: Some(Rings { sq, host_ctx, sdbuf }),
+            sq_pa,
+            host_ctx_pa,
+            sdbuf_pa,
             size: cfg.sq_size,
             head: 0,
             polarity: false,
@@ -447,9 +483,11 @@ impl<H: Hal, B: Bar> Cqp<H, B> {
             pre_tail: 0,
             pre_err: false,
             ccq: None,
+            lost_ccq: None,
             limits: Limits::NONE,
             timeouts: cfg.timeouts,
             alive: false,
+            device_owned: false,
             _hal: PhantomData,
         };
         // ctrl.c: irdma_sc_cqp_init (GEN_2 also zeroes CQPDB and CCQPSTATUS).
@@ -457,8 +495,11 @@ impl<H: Hal, B: Bar> Cqp<H, B> {
         cqp.bar.write32(regs::CQPDB, 0);
         cqp.bar.write32(regs::CCQPSTATUS, 0);
         wmb();
-        let pa = cqp.host_ctx.paddr();
+        let pa = cqp.host_ctx_pa;
         cqp.bar.write32(regs::CCQPHIGH, (pa >> 32) as u32);
+        // From here the device may read the host context and the SQ: a
+        // create that times out leaves them with the device (never freed).
+        cqp.device_owned = true;
         cqp.bar.write32(regs::CCQPLOW, pa as u32);
         let end = deadline::<H>(cqp.timeouts.create);
         let mut status = 0;
@@ -471,6 +512,8 @@ impl<H: Hal, B: Bar> Cqp<H, B> {
             return Err(CqpError::Timeout { what: "CQP create (CCQPSTATUS)" });
         }
         if rf::CCQPSTATUS_ERR.is_set(status as u64) {
+            // The device refused the CQP: it holds none of the memory.
+            cqp.device_owned = false;
             let (major, minor) = cqp.err_codes();
             return Err(CqpError::CreateFailed { major, minor });
         }
@@ -483,8 +526,9 @@ impl<H: Hal, B: Bar> Cqp<H, B> {
         (rf::CQPERRCODES_MAJOR.get(e) as u16, rf::CQPERRCODES_MINOR.get(e) as u16)
     }
 
-    /// The BAR.
-    pub fn bar(&self) -> &B {
+    /// The BAR (the driver's own register writes: PFHMC_PDINV). Not public:
+    /// a raw write can point the device at any memory.
+    pub(crate) fn bar(&self) -> &B {
         &self.bar
     }
 
@@ -495,17 +539,17 @@ impl<H: Hal, B: Bar> Cqp<H, B> {
 
     /// Bus address of the CQP host context.
     pub fn host_ctx_pa(&self) -> u64 {
-        self.host_ctx.paddr()
+        self.host_ctx_pa
     }
 
     /// Bus address of the SQ ring.
     pub fn sq_pa(&self) -> u64 {
-        self.sq.paddr()
+        self.sq_pa
     }
 
     /// Bus address and length of the UPDATE_PE_SDS overflow buffer.
     pub fn sdbuf(&self) -> (u64, usize) {
-        (self.sdbuf.paddr(), self.size as usize * SDBUF_BYTES_PER_SLOT)
+        (self.sdbuf_pa, self.size as usize * SDBUF_BYTES_PER_SLOT)
     }
 
     /// The next slot a command will take and the valid bit it will carry.
@@ -537,7 +581,7 @@ impl<H: Hal, B: Bar> Cqp<H, B> {
         let base = idx as usize * CQP_WQE_BYTES;
         let mut w = [0u64; 8];
         for (i, x) in w.iter_mut().enumerate() {
-            *x = self.sq.read_u64(base + 8 * i)?;
+            *x = self.mem.as_ref()?.sq.read_u64(base + 8 * i)?;
         }
         Some(w)
     }
@@ -567,15 +611,18 @@ impl<H: Hal, B: Bar> Cqp<H, B> {
         if self.inflight + 1 >= self.size {
             return Err(CqpError::RingFull);
         }
+        let Some(mem) = self.mem.as_ref() else {
+            return Err(CqpError::Protocol { what: "CQP not alive" });
+        };
         let idx = self.head;
         let mut wqe = [0u64; 8];
         let mut env = Env::new(self.limits);
-        env.sdbuf_pa = self.sdbuf.paddr().wrapping_add(idx as u64 * SDBUF_BYTES_PER_SLOT as u64);
+        env.sdbuf_pa = self.sdbuf_pa.wrapping_add(idx as u64 * SDBUF_BYTES_PER_SLOT as u64);
         cmd.encode(&mut wqe, &mut env)?;
         // Nothing is touched before the command has encoded successfully.
         let slot_sdbuf = idx as usize * SDBUF_BYTES_PER_SLOT;
         for (i, w) in env.sdbuf.iter().take(env.sdbuf_words).enumerate() {
-            self.sdbuf.write_u64(slot_sdbuf + 8 * i, *w);
+            mem.sdbuf.write_u64(slot_sdbuf + 8 * i, *w);
         }
         self.head = (idx + 1) % self.size;
         if idx == 0 {
@@ -587,12 +634,12 @@ impl<H: Hal, B: Bar> Cqp<H, B> {
         let base = idx as usize * CQP_WQE_BYTES;
         for (i, w) in wqe.iter().enumerate() {
             if i != irdma_hal::cqp::CQP_HEADER_WORD {
-                self.sq.write_u64(base + 8 * i, *w);
+                mem.sq.write_u64(base + 8 * i, *w);
             }
         }
         dma_wmb();
         let h = hdr::WQEVALID.set(wqe[irdma_hal::cqp::CQP_HEADER_WORD], self.polarity as u64);
-        self.sq.write_u64(base + 8 * irdma_hal::cqp::CQP_HEADER_WORD, h);
+        mem.sq.write_u64(base + 8 * irdma_hal::cqp::CQP_HEADER_WORD, h);
         self.set_pending(idx, true);
         self.inflight += 1;
         for (off, v) in cmd.pre_post_writes() {
@@ -622,7 +669,8 @@ impl<H: Hal, B: Bar> Cqp<H, B> {
     }
 
     fn opcode_at(&self, idx: u16) -> u8 {
-        let w = self.sq.read_u64(idx as usize * CQP_WQE_BYTES + 24).unwrap_or(0);
+        let w = self.mem.as_ref().and_then(|m| m.sq.read_u64(idx as usize * CQP_WQE_BYTES + 24));
+        let w = w.unwrap_or(0);
         hdr::OPCODE.get(w) as u8
     }
 
@@ -658,6 +706,12 @@ impl<H: Hal, B: Bar> Cqp<H, B> {
         if !ok && !rf::CQPTAIL_OP_ERR.is_set(tail) {
             return Err(CqpError::Timeout { what: "CQP op (CQPTAIL)" });
         }
+        // The CQPTAIL read above said the op is done; what it wrote into
+        // DMA memory (QUERY_RDMA_FEATURES, QUERY_FPM_VAL and COMMIT_FPM_VAL
+        // buffers) is read after this returns. A bare MMIO load does not
+        // order later Normal-memory loads on aarch64 (Linux's arm64 `readl`
+        // does, with `__iormb` = `dma_rmb` after the load), so order them here.
+        completion_rmb();
         let scratch = self.retire(idx)?;
         if rf::CQPTAIL_OP_ERR.is_set(tail) {
             let (major, minor) = self.err_codes();
@@ -787,8 +841,14 @@ impl<H: Hal, B: Bar> Cqp<H, B> {
         match self.wait_ccq_or_registers(posted.idx, true) {
             Ok(_) => Ok(()),
             Err(e) => {
-                // The device did not take the CCQ: fall back to registers.
-                self.ccq = None;
+                // Fall back to registers. A refusal (error codes) means the
+                // device did not take the CCQ and its memory can go; anything
+                // else (a timeout) may have left the device writing into it,
+                // so it is kept until the engine is handed back or leaked.
+                let ccq = self.ccq.take();
+                if device_may_own(&e) {
+                    self.lost_ccq = ccq;
+                }
                 self.inflight = 0;
                 self.pending = [0; MAX_SQ / 64];
                 Err(e)
@@ -826,8 +886,61 @@ impl<H: Hal, B: Bar> Cqp<H, B> {
 
     /// Destroys the CQP: CCQ first, then CCQPHIGH/CCQPLOW ← 0 and wait for
     /// CCQPSTATUS.CCQP_DONE to clear (ctrl.c: irdma_sc_cqp_destroy).
+    ///
+    /// The rings are freed only when the device confirmed the destroy; on
+    /// failure they are leaked on purpose (the device may still read or
+    /// write them). [`Cqp::destroy_into`] hands them back instead.
     pub fn destroy(mut self) -> Result<(), CqpError> {
         self.shutdown()
+    }
+
+    /// [`Cqp::destroy`], handing every buffer the device may still use to
+    /// `keep` when the destroy was not confirmed (and any CCQ memory a
+    /// timed-out CCQ create left with the device, always). On success the
+    /// rest is freed.
+    pub fn destroy_into(mut self, keep: &mut dyn FnMut(Dma<H>)) -> Result<(), CqpError> {
+        let r = self.shutdown();
+        self.surrender(keep);
+        r
+    }
+
+    /// Gives up the CQP without telling the device (it needs a function
+    /// reset, or was reset): every buffer the device may use goes to `keep`.
+    /// Linux skips the CCQ, CEQ, AEQ and HMC destroys once `rf->reset` is set
+    /// (hw.c: irdma_destroy_ccq, irdma_destroy_ceq, irdma_destroy_aeq,
+    /// irdma_del_hmc_objects) and relies on the reset; this driver also
+    /// skips the CQP's register handshake, since nothing it confirms would
+    /// make the rest of the device's memory safe to free.
+    pub fn abandon_into(mut self, keep: &mut dyn FnMut(Dma<H>)) {
+        self.alive = false;
+        self.surrender(keep);
+    }
+
+    /// Hands what the device may still use to `keep`; frees the rest.
+    fn surrender(&mut self, keep: &mut dyn FnMut(Dma<H>)) {
+        for c in [self.lost_ccq.take(), if self.device_owned { self.ccq.take() } else { None }]
+            .into_iter()
+            .flatten()
+        {
+            keep(c.ring);
+            keep(c.shadow);
+        }
+        if self.device_owned
+            && let Some(m) = self.mem.take()
+        {
+            keep(m.sq);
+            keep(m.host_ctx);
+            keep(m.sdbuf);
+        }
+        self.device_owned = false;
+    }
+
+    /// Bytes of DMA memory the engine holds that the device may use
+    /// (SQ, host context, overflow buffer, CCQ ring and shadow, lost CCQ).
+    pub fn dma_bytes(&self) -> u64 {
+        let m = self.mem.as_ref().map_or(0, |m| m.sq.len() + m.host_ctx.len() + m.sdbuf.len());
+        let c = |c: &Option<Ccq<H>>| c.as_ref().map_or(0, |c| c.ring.len() + c.shadow.len());
+        (m + c(&self.ccq) + c(&self.lost_ccq)) as u64
     }
 
     fn shutdown(&mut self) -> Result<(), CqpError> {
@@ -846,15 +959,43 @@ impl<H: Hal, B: Bar> Cqp<H, B> {
             !rf::CCQPSTATUS_DONE.is_set(bar.read32(regs::CCQPSTATUS) as u64)
         });
         ccq?;
-        if ok { Ok(()) } else { Err(CqpError::Timeout { what: "CQP destroy (CCQPSTATUS)" }) }
+        if ok {
+            // Confirmed: the device no longer uses the CQP's memory.
+            self.device_owned = false;
+            Ok(())
+        } else {
+            Err(CqpError::Timeout { what: "CQP destroy (CCQPSTATUS)" })
+        }
+    }
+}
+
+/// Whether the device may still use memory named by a command that ended
+/// with `e`: not when it refused with error codes, or when nothing reached
+/// it; yes after a timeout or a completion that made no sense.
+pub fn device_may_own(e: &CqpError) -> bool {
+    match e {
+        CqpError::Timeout { .. } | CqpError::Protocol { .. } => true,
+        CqpError::Encode(_)
+        | CqpError::Dma(_)
+        | CqpError::CreateFailed { .. }
+        | CqpError::OpFailed { .. }
+        | CqpError::RingFull
+        | CqpError::Busy
+        | CqpError::NeedsReset
+        | CqpError::WrongBuffer
+        | CqpError::BadFpmBuffer(_)
+        | CqpError::BadFeatures(_) => false,
     }
 }
 
 impl<H: Hal, B: Bar> Drop for Cqp<H, B> {
     fn drop(&mut self) {
-        // Best effort: tell the device to stop using the rings before their
-        // memory is freed. A device that does not answer cannot be helped.
+        // Tell the device to stop using the rings before their memory is
+        // freed. If it does not confirm, the memory is leaked on purpose:
+        // freeing it could let the device write into reused pages.
         let _ = self.shutdown();
+        let mut leak = |d: Dma<H>| core::mem::forget(d);
+        self.surrender(&mut leak);
     }
 }
 

@@ -187,7 +187,23 @@ impl<H: Hal> SdStore<H> {
         let table_pa = backing.pd_page.as_ref().map_or(backing.mem.paddr(), |p| p.paddr());
         let entry = SdEntry::set(sd16, table_pa, backing.kind == SdKind::Direct)
             .map_err(|e| BackError::Cqp(CqpError::Encode(e)))?;
-        cqp.exec(UpdatePeSds { hmc_fn_id: self.hmc_fn_id, entries: &[entry] }, 0)?;
+        let entries = [entry];
+        let r = cqp.exec(UpdatePeSds { hmc_fn_id: self.hmc_fn_id, entries: &entries }, 0);
+        if let Err(e) = r {
+            if crate::cqp::engine::device_may_own(&e) {
+                // The device may have taken the SD (a timeout): keep the
+                // memory as if programmed, so teardown clears or quarantines
+                // it instead of freeing pages the device may use.
+                let mut backing = backing;
+                backing.programmed = true;
+                // Capacity was checked above; were it full, leak rather
+                // than free.
+                if let Err(b) = self.sds.push(backing) {
+                    core::mem::forget(b);
+                }
+            }
+            return Err(e.into());
+        }
         let mut backing = backing;
         backing.programmed = true;
         self.sds.push(backing).map_err(|_| BackError::Capacity)

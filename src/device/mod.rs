@@ -10,8 +10,10 @@
 //! leaf gives the queue-set handle QP contexts carry. If a step fails,
 //! everything created so far is torn down in Linux's order (hw.c:
 //! irdma_ctrl_deinit_hw: AEQ, CEQ 0, CCQ, HMC SDs, CQP) and only then is the
-//! DMA memory freed; the [`ProbeError`] names the step and carries the
-//! hardware major/minor codes when the device gave some.
+//! DMA memory freed — what the device did not confirm it released is
+//! quarantined instead (see the crate docs' "Safety contract"); the
+//! [`ProbeError`] names the step and carries the hardware major/minor codes
+//! when the device gave some.
 //!
 //! Locking: the CQP sits behind a [`spin::Mutex`] shared by every control
 //! call; resource tables behind another; the AEQ behind a third (order:
@@ -20,6 +22,7 @@
 //! error flags, which are atomics.
 
 mod hmc;
+mod quarantine;
 
 use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use core::time::Duration;
@@ -36,7 +39,7 @@ use crate::cqp::cmd::{
 };
 use crate::cqp::ctx::{HMC_OBJ_COUNT, encode_fpm_commit};
 use crate::cqp::decode::{DecodeError, FpmCommit, FpmQuery, RingConsumer};
-use crate::cqp::engine::{CcqConfig, Completion, CqpError, Timeouts};
+use crate::cqp::engine::{CcqConfig, Completion, CqpError, Timeouts, device_may_own};
 use crate::cqp::{Cqp, CqpConfig};
 use crate::lan::{LanError, LanInfo, LanInfoError, LanOps};
 use crate::res::bitmap::IdBitmap;
@@ -49,6 +52,8 @@ use crate::res::{
 
 pub use hmc::MAX_BACKED_SDS;
 pub(crate) use hmc::{BackError, SdStore};
+pub(crate) use quarantine::Quarantine;
+pub use quarantine::{QUARANTINE_SLOTS, Quarantined};
 
 /// QP ids the driver tracks (committed counts above are left unused).
 pub const MAX_QPS: u32 = 256;
@@ -164,7 +169,9 @@ impl ProbeError {
     }
 }
 
-/// Why a teardown was not clean (it always finishes and frees the memory).
+/// Why a teardown was not clean. It always finishes; memory the device
+/// confirmed it released is freed, the rest is quarantined (see
+/// [`CloseError::Quarantined`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub enum CloseError {
@@ -172,6 +179,11 @@ pub enum CloseError {
     Cqp(CqpError),
     /// A LAN-side call failed.
     Lan(LanError),
+    /// Memory the device may still use was not freed: it is leaked on
+    /// purpose (only a function reset makes it reusable; see
+    /// [`Device::close_after_reset`]). Reported in preference to the
+    /// failure that caused it, which the failing call already returned.
+    Quarantined(Quarantined),
 }
 
 /// The hardware (major, minor) codes of a CQP error, if any.
@@ -234,8 +246,14 @@ pub struct DeviceFootprint {
     /// CQP SQ, host context, SD overflow buffer, CCQ ring and shadow, CEQ 0,
     /// AEQ and the scratch page for the FPM/feature buffers.
     pub control_bytes: u64,
-    /// Bytes held right now (static SDs, PBLE chunks backed so far, control).
+    /// Bytes held right now (static SDs, PBLE chunks backed so far,
+    /// control, and `quarantined.bytes`).
     pub current_bytes: u64,
+    /// Memory and ids kept because the device may still use them (a timed
+    /// out or refused destroy, a timed-out create); see [`Quarantined`].
+    pub quarantined: Quarantined,
+    /// The device needs a function reset ([`Device::needs_reset`]).
+    pub needs_reset: bool,
 }
 
 /// What the device can do (`ib_device_attr`, the part callers need).
@@ -294,12 +312,31 @@ pub(crate) struct Ids {
     pub stags: StagTable<MR_WORDS>,
     pub pble: PblePool<PBLE_RUNS>,
     pub qp_rec: [QpRecord; MAX_QPS as usize],
+    /// Live QPs (send + receive) completing to each CQ: a CQ with users is
+    /// not destroyed (typed refusal; its `Drop` defers the destroy).
+    pub cq_refs: [u16; MAX_CQS as usize],
+    /// Live QPs and MRs of each PD: its id is not reused while it has users.
+    pub pd_refs: [u16; MAX_PDS as usize],
+    /// PDs dropped while in use: the id is freed when the last user goes.
+    pub pd_orphan: [u64; PD_WORDS],
 }
+
+/// A CQ dropped while QPs still completed to it: destroyed when the last
+/// of them is (or at teardown). Its memory stays with the device till then.
+pub(crate) struct DeferredCq<H: Hal> {
+    pub cmd: crate::cqp::cmd::CreateCq,
+    pub ring: Dma<H>,
+    pub shadow: Dma<H>,
+}
+
+/// CQs whose destroy waits for their QPs; beyond that, quarantined.
+pub(crate) const DEFERRED_CQS: usize = 16;
 
 /// Everything behind the resource lock.
 pub(crate) struct Resources<H: Hal> {
     pub sds: SdStore<H>,
     pub ids: Option<Ids>,
+    pub deferred_cqs: heapless::Vec<DeferredCq<H>, DEFERRED_CQS>,
 }
 
 pub(crate) struct Ceq<H: Hal> {
@@ -350,11 +387,20 @@ pub struct Device<H: Hal, B: Bar + Clone> {
     /// (kept for a later poll) from one of a destroyed QP (dropped).
     pub(crate) qp_cqs: [AtomicU64; MAX_QPS as usize],
     pub(crate) max_ird: u8,
+    /// Buffers and ids the device may still use (see [`Quarantine`]).
+    /// A leaf lock: nothing else is taken while it is held.
+    pub(crate) quarantine: spin::Mutex<Quarantine<H>>,
+    /// A CQP op timed out or something was quarantined: CQP calls now fail
+    /// with [`CqpError::NeedsReset`] without touching the device.
+    pub(crate) needs_reset: AtomicBool,
     fw_version: (u16, u16),
     features: u64,
     opts: ProbeOptions,
     control_bytes: u64,
 }
+
+/// One teardown op on the CQP.
+type CqpOp<'a, H, B> = dyn FnMut(&mut Cqp<H, B>) -> Result<(), CqpError> + 'a;
 
 fn pages_bytes(bytes: usize) -> u64 {
     (bytes.div_ceil(PAGE_SIZE).max(1) * PAGE_SIZE) as u64
@@ -409,7 +455,11 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
             bar: bar.clone(),
             lan,
             cqp: spin::Mutex::new(None),
-            res: spin::Mutex::new(Resources { sds: SdStore::new(lan.pf_id), ids: None }),
+            res: spin::Mutex::new(Resources {
+                sds: SdStore::new(lan.pf_id),
+                ids: None,
+                deferred_cqs: heapless::Vec::new(),
+            }),
             aeq: spin::Mutex::new(None),
             ceq: None,
             scratch: None,
@@ -419,6 +469,8 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
             qp_err: [const { AtomicBool::new(false) }; MAX_QPS as usize],
             qp_cqs: [const { AtomicU64::new(0) }; MAX_QPS as usize],
             max_ird: 8,
+            quarantine: spin::Mutex::new(Quarantine::new()),
+            needs_reset: AtomicBool::new(false),
             fw_version: (0, 0),
             features: 0,
             opts,
@@ -428,7 +480,15 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
         match r {
             Ok(()) => Ok(dev),
             Err(e) => {
-                let _ = dev.teardown(ops);
+                // A step that timed out (UPDATE_PE_SDS, a PBLE chunk, ...)
+                // leaves the device's state unknown: nothing it may own is
+                // freed by the teardown.
+                if let ProbeCause::Cqp(c) = e.cause
+                    && device_may_own(&c)
+                {
+                    *dev.needs_reset.get_mut() = true;
+                }
+                let _ = dev.teardown(ops, false);
                 Err(e)
             }
         }
@@ -470,13 +530,23 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
         let mut cfg = CqpConfig::gen2_roce(self.opts.cqp_sq_size);
         cfg.timeouts = self.opts.timeouts;
         cfg.completion_ctx = 0x4951_5050; // echoed in CCQ CQEs; any non-zero value
-        let cqp =
-            Cqp::<H, B>::create(bar, &cfg).or_else(|e| fail(S::CqpCreate, ProbeCause::Cqp(e)))?;
         let sq = cfg.sq_size as usize;
-        self.control_bytes = pages_bytes(sq * CQP_WQE_BYTES)
+        let cqp_bytes = pages_bytes(sq * CQP_WQE_BYTES)
             + pages_bytes(64)
-            + pages_bytes(sq * SDBUF_BYTES_PER_SLOT)
-            + pages_bytes(PAGE_SIZE);
+            + pages_bytes(sq * SDBUF_BYTES_PER_SLOT);
+        let cqp = match Cqp::<H, B>::create(bar, &cfg) {
+            Ok(c) => c,
+            Err(e) => {
+                if device_may_own(&e) {
+                    // The engine leaked its SQ, host context and overflow
+                    // buffer (the device may be reading them): count them.
+                    self.quarantine.get_mut().count_leaked(cqp_bytes, 3);
+                    self.needs_reset.store(true, Ordering::Release);
+                }
+                return fail(S::CqpCreate, ProbeCause::Cqp(e));
+            }
+        };
+        self.control_bytes = cqp_bytes + pages_bytes(PAGE_SIZE);
         *self.cqp.get_mut() = Some(cqp);
 
         // 5. Features (ctrl.c: irdma_get_rdma_features).
@@ -564,10 +634,14 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
             pasid: 0,
         };
         let r = self.exec(cmd);
-        // Keep the ring if the device may hold it, so teardown destroys it.
+        // Keep the ring if the device may hold it, so teardown destroys it;
+        // after a timeout it is quarantined, not freed.
         match r {
             Ok(_) => self.ceq = Some(Ceq { _ring: ring, cmd }),
-            Err(e) => return fail(S::CreateCeq, ProbeCause::Cqp(e)),
+            Err(e) => {
+                self.keep_if_owned(&e, ring);
+                return fail(S::CreateCeq, ProbeCause::Cqp(e));
+            }
         }
 
         // 11. The PBLE pool; its first chunk is backed now (pble.c:
@@ -605,7 +679,10 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
                     overflowed: false,
                 })
             }
-            Err(e) => return fail(S::CreateAeq, ProbeCause::Cqp(e)),
+            Err(e) => {
+                self.keep_if_owned(&e, ring);
+                return fail(S::CreateAeq, ProbeCause::Cqp(e));
+            }
         }
 
         // 13. Work-scheduler tree: root 0, VSI node, TC leaf → qs_handle,
@@ -624,6 +701,9 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
                 .or_else(|_| fail(S::Resources, ProbeCause::Ids(IdError::BadCapacity)))?,
             pble: pool,
             qp_rec: [QpRecord::default(); MAX_QPS as usize],
+            cq_refs: [0; MAX_CQS as usize],
+            pd_refs: [0; MAX_PDS as usize],
+            pd_orphan: [0; PD_WORDS],
         };
         self.res.get_mut().ids = Some(ids);
         // RDMA traffic to the VSI on, last (main.c: irdma_probe).
@@ -728,18 +808,48 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
         self.cqp.get_mut().as_mut().ok_or(CqpError::Protocol { what: "no CQP" })
     }
 
-    /// Runs one command on the CQP during probe.
+    /// Runs one command on the CQP during probe (refused once the device
+    /// needs a reset; a timeout marks it so).
     fn exec<C: crate::cqp::CqpCommand>(&mut self, cmd: C) -> Result<Completion, CqpError> {
-        self.cqp_mut()?.exec(cmd, 0).map(|c| c.info())
+        if *self.needs_reset.get_mut() {
+            return Err(CqpError::NeedsReset);
+        }
+        let r = self.cqp_mut()?.exec(cmd, 0).map(|c| c.info());
+        if let Err(e) = &r
+            && device_may_own(e)
+        {
+            *self.needs_reset.get_mut() = true;
+        }
+        r
+    }
+
+    /// Quarantines `d` if a command naming it ended with `e` and the device
+    /// may therefore own it; otherwise frees it.
+    fn keep_if_owned(&mut self, e: &CqpError, d: Dma<H>) {
+        if device_may_own(e) {
+            self.quarantine.get_mut().put(d);
+            *self.needs_reset.get_mut() = true;
+        }
     }
 
     /// Tears down whatever exists, in Linux's order (hw.c:
-    /// irdma_ctrl_deinit_hw), freeing DMA only after the device was told to
-    /// stop using it. Returns the first error; always finishes.
-    fn teardown<'o>(&mut self, ops: Option<&mut (dyn LanOps + 'o)>) -> Result<(), CloseError> {
+    /// irdma_ctrl_deinit_hw), freeing DMA only after the device confirmed it
+    /// stopped using it; what it did not confirm is quarantined. Once the
+    /// device needs a reset no CQP op is tried (Linux skips them when
+    /// `rf->reset` is set) and everything it knew of is quarantined. With
+    /// `after_reset` (the function was reset) nothing is sent and all memory,
+    /// the quarantine included, is freed. Returns the first error; always
+    /// finishes.
+    fn teardown<'o>(
+        &mut self,
+        mut ops: Option<&mut (dyn LanOps + 'o)>,
+        after_reset: bool,
+    ) -> Result<(), CloseError> {
         let mut first: Option<CloseError> = None;
         let ws = self.ws;
-        if let Some(o) = ops {
+        if let Some(o) = ops.as_deref_mut()
+            && !after_reset
+        {
             if ws.filter_on
                 && let Err(e) = o.set_rdma_filter(self.lan.vsi_num, false)
             {
@@ -751,68 +861,137 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
                 first.get_or_insert(CloseError::Lan(e));
             }
         }
+        if after_reset {
+            self.needs_reset.store(true, Ordering::Release);
+        }
+        let nr = &self.needs_reset;
+        let quarantine = self.quarantine.get_mut();
+        let mut keep = |d: Dma<H>| {
+            if !after_reset {
+                quarantine.put(d);
+            }
+        };
         let mut note = |r: Result<(), CqpError>| {
             if let Err(e) = r {
-                first.get_or_insert(CloseError::Cqp(e));
+                if device_may_own(&e) {
+                    nr.store(true, Ordering::Release);
+                }
+                if e != CqpError::NeedsReset {
+                    first.get_or_insert(CloseError::Cqp(e));
+                }
+                false
+            } else {
+                true
             }
         };
         let aeq = self.aeq.get_mut().take();
         let ceq = self.ceq.take();
-        if let Some(cqp) = self.cqp.get_mut().as_mut() {
-            // Work scheduler: leaf, VSI node, root (ws.c: irdma_ws_remove).
-            let vsi = self.lan.vsi_num;
-            let ids = [(ws.leaf_node, ws.vsi_node, true), (ws.vsi_node, 0, false), (0, 0, false)];
-            for (k, (node, parent, leaf)) in ids.iter().enumerate() {
-                if (ws.created as usize) < ids.len() - k {
-                    continue;
-                }
-                let del = WsNode {
-                    op: WsNodeOp::Delete,
-                    node_id: *node,
-                    parent_id: *parent,
-                    vsi,
-                    leaf: *leaf,
-                    enable: false,
-                    prio_type: 1,
-                    tc: if *leaf { ws.tc } else { 0 },
-                    weight: 1,
-                };
-                note(cqp.exec(del, 0).map(|_| ()));
+        let mut sds_released = false;
+        let mut cqp = self.cqp.get_mut().take();
+        // One CQP op, unless the device needs a reset.
+        let run = |cqp: &mut Option<Cqp<H, B>>, op: &mut CqpOp<'_, H, B>| match cqp.as_mut() {
+            Some(c) if !nr.load(Ordering::Acquire) => op(c),
+            _ => Err(CqpError::NeedsReset),
+        };
+        // CQs whose destroy waited for QPs that never went (their destroy
+        // failed): before the CEQ they report to (hw.c: CQs go first).
+        while let Some(c) = self.res.get_mut().deferred_cqs.pop() {
+            let d = crate::verbs::destroy_cq_cmd(&c.cmd);
+            if !note(run(&mut cqp, &mut |q| q.exec(d, 0).map(|_| ()))) {
+                keep(c.ring);
+                keep(c.shadow);
             }
-            if let Some(a) = aeq.as_ref() {
-                let d = DestroyAeq {
-                    elem_cnt: a.cmd.elem_cnt,
-                    mem: a.cmd.mem,
-                    pasid_valid: false,
-                    pasid: 0,
-                };
-                note(cqp.exec(d, 0).map(|_| ()));
+        }
+        // Work scheduler: leaf, VSI node, root (ws.c: irdma_ws_remove).
+        let vsi = self.lan.vsi_num;
+        let ids = [(ws.leaf_node, ws.vsi_node, true), (ws.vsi_node, 0, false), (0, 0, false)];
+        for (k, (node, parent, leaf)) in ids.iter().enumerate() {
+            if (ws.created as usize) < ids.len() - k {
+                continue;
             }
-            if let Some(c) = ceq.as_ref() {
-                let d = DestroyCeq {
-                    ceq_id: c.cmd.ceq_id,
-                    elem_cnt: c.cmd.elem_cnt,
-                    mem: c.cmd.mem,
-                    tph_en: false,
-                    pasid_valid: false,
-                    pasid: 0,
-                };
-                note(cqp.exec(d, 0).map(|_| ()));
+            let del = WsNode {
+                op: WsNodeOp::Delete,
+                node_id: *node,
+                parent_id: *parent,
+                vsi,
+                leaf: *leaf,
+                enable: false,
+                prio_type: 1,
+                tc: if *leaf { ws.tc } else { 0 },
+                weight: 1,
+            };
+            note(run(&mut cqp, &mut |c| c.exec(del, 0).map(|_| ())));
+        }
+        if let Some(a) = aeq {
+            let d = DestroyAeq {
+                elem_cnt: a.cmd.elem_cnt,
+                mem: a.cmd.mem,
+                pasid_valid: false,
+                pasid: 0,
+            };
+            if !note(run(&mut cqp, &mut |c| c.exec(d, 0).map(|_| ()))) {
+                keep(a.ring);
             }
-            note(cqp.destroy_ccq());
-            note(self.res.get_mut().sds.clear_all(cqp));
+        }
+        if let Some(c) = ceq {
+            let d = DestroyCeq {
+                ceq_id: c.cmd.ceq_id,
+                elem_cnt: c.cmd.elem_cnt,
+                mem: c.cmd.mem,
+                tph_en: false,
+                pasid_valid: false,
+                pasid: 0,
+            };
+            if !note(run(&mut cqp, &mut |q| q.exec(d, 0).map(|_| ()))) {
+                keep(c._ring);
+            }
+        }
+        // The CCQ's memory stays in the engine until it is handed back below.
+        note(run(&mut cqp, &mut |c| c.destroy_ccq()));
+        let sds = &mut self.res.get_mut().sds;
+        if !sds.sds.is_empty() {
+            sds_released = note(run(&mut cqp, &mut |c| sds.clear_all(c)));
         }
         self.ws = WsTree::default();
-        if let Some(cqp) = self.cqp.get_mut().take() {
-            note(cqp.destroy());
+        if let Some(c) = cqp.take() {
+            if nr.load(Ordering::Acquire) {
+                c.abandon_into(&mut keep);
+            } else {
+                note(c.destroy_into(&mut keep));
+            }
         }
-        // Now nothing the device knows of is left: free the memory.
-        drop(aeq);
-        drop(ceq);
+        // Now nothing the device knows of is left, or it is kept above.
         let res = self.res.get_mut();
         res.ids = None;
-        res.sds.sds.clear();
-        self.scratch = None;
+        while let Some(b) = res.sds.sds.pop() {
+            if !sds_released {
+                keep(b.mem);
+                if let Some(p) = b.pd_page {
+                    keep(p);
+                }
+            }
+        }
+        if let Some(s) = self.scratch.take()
+            && nr.load(Ordering::Acquire)
+        {
+            // The device writes the FPM/feature buffers: an op on them may
+            // not have finished.
+            keep(s);
+        }
+        if after_reset {
+            quarantine.release_after_reset();
+        } else if (nr.load(Ordering::Acquire) || !quarantine.is_empty())
+            && let Some(o) = ops
+        {
+            // What Linux does once it marked the function for reset (utils.c:
+            // irdma_wait_event → rf->gen_ops.request_reset, main.c:
+            // irdma_request_reset → the LAN driver resets the function); a
+            // quarantine is only ever given back by a reset, too.
+            o.request_reset();
+        }
+        if !quarantine.is_empty() {
+            return Err(CloseError::Quarantined(quarantine.stats()));
+        }
         match first {
             Some(e) => Err(e),
             None => Ok(()),
@@ -821,21 +1000,83 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
 
     /// Tears the device down (the AEQ, CEQ 0, CCQ, SDs, CQP, then memory).
     /// Every verbs object borrows the device, so none can be alive here.
+    /// Memory the device did not confirm it released (and everything, once
+    /// it needs a reset) is quarantined and leaked on purpose:
+    /// [`CloseError::Quarantined`].
     ///
     /// A LAN-side registration made by [`Device::probe_with_lan`] is not
     /// undone here; use [`Device::close_with_lan`].
     pub fn close(mut self) -> Result<(), CloseError> {
-        self.teardown(None)
+        self.teardown(None, false)
+    }
+
+    /// Closes a device whose PCI function was reset: no CQP op is sent (the
+    /// CQP, queues and SDs no longer exist in the device) and every buffer,
+    /// quarantined ones included, is freed.
+    ///
+    /// # Safety
+    ///
+    /// The function was reset (an FLR or PF reset through the LAN driver,
+    /// e.g. after [`LanOps::request_reset`], completed) after the last CQP
+    /// op and after every buffer in the quarantine was handed to the device,
+    /// so the device holds none of the bus addresses this device gave it and
+    /// will not write to them again. Freeing while the device can still DMA
+    /// into the pages lets it corrupt whatever reuses them.
+    pub unsafe fn close_after_reset(mut self) {
+        let _ = self.teardown(None, true);
+    }
+
+    /// Whether a CQP op timed out or memory had to be quarantined: CQP calls
+    /// now fail with [`CqpError::NeedsReset`]; [`Device::close_with_lan`]
+    /// asks the LAN side for the reset ([`LanOps::request_reset`]).
+    pub fn needs_reset(&self) -> bool {
+        self.needs_reset.load(Ordering::Acquire)
+    }
+
+    /// Keeps `d` in the quarantine and marks the device for reset.
+    pub(crate) fn quarantine(&self, d: Dma<H>) {
+        self.quarantine.lock().put(d);
+        self.mark_needs_reset();
+    }
+
+    /// Counts `n` ids left allocated because the device may use them, and
+    /// marks the device for reset.
+    pub(crate) fn quarantine_ids(&self, n: u32) {
+        self.quarantine.lock().count_ids(n);
+        self.mark_needs_reset();
+    }
+
+    pub(crate) fn mark_needs_reset(&self) {
+        self.needs_reset.store(true, Ordering::Release);
     }
 
     /// [`Device::close`], first turning the VSI's RDMA filter off and
     /// unregistering the queue set from the LAN Tx scheduler.
+    ///
+    /// If the device needs a reset ([`Device::needs_reset`]) no CQP op is
+    /// tried, the memory is quarantined, and [`LanOps::request_reset`] is
+    /// called last (Linux: main.c irdma_request_reset); so it is when a
+    /// refused destroy left anything quarantined.
     pub fn close_with_lan(mut self, ops: &mut dyn LanOps) -> Result<(), CloseError> {
-        self.teardown(Some(ops))
+        self.teardown(Some(ops), false)
     }
 
-    /// The BAR (doorbells).
-    pub fn bar(&self) -> &B {
+    /// The BAR, for raw register access (diagnostics, platform glue).
+    ///
+    /// # Safety
+    ///
+    /// A register write can make the device DMA anywhere (a CQP or queue
+    /// doorbell over a stale ring, an HMC SD pointing at arbitrary memory) or
+    /// stop it. The caller guarantees it only reads registers, or writes only
+    /// what does not change which memory the device uses or disturb the
+    /// driver's rings and CQP (e.g. the model's harness mailbox outside the
+    /// GEN_2 register space).
+    pub unsafe fn bar(&self) -> &B {
+        &self.bar
+    }
+
+    /// The BAR for the driver's own doorbells.
+    pub(crate) fn regs(&self) -> &B {
         &self.bar
     }
 
@@ -874,10 +1115,13 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
             pble_max_bytes: 0,
         });
         let sds = self.res.lock().sds.bytes();
+        let quarantined = self.quarantine.lock().stats();
         DeviceFootprint {
             hmc,
             control_bytes: self.control_bytes,
-            current_bytes: sds + self.control_bytes,
+            current_bytes: sds + self.control_bytes + quarantined.bytes,
+            quarantined,
+            needs_reset: self.needs_reset(),
         }
     }
 
@@ -906,11 +1150,23 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
         &self,
         f: impl FnOnce(&mut Cqp<H, B>) -> Result<R, CqpError>,
     ) -> Result<R, CqpError> {
+        if self.needs_reset() {
+            return Err(CqpError::NeedsReset);
+        }
         let mut g = self.cqp.lock();
-        match g.as_mut() {
+        let r = match g.as_mut() {
             Some(c) => f(c),
             None => Err(CqpError::Protocol { what: "device closed" }),
+        };
+        // A timeout leaves the device's state unknown: Linux marks the
+        // function for reset (utils.c: irdma_wait_event sets `rf->reset`
+        // when the CQP made no progress).
+        if let Err(e) = &r
+            && matches!(e, CqpError::Timeout { .. })
+        {
+            self.mark_needs_reset();
         }
+        r
     }
 
     /// Whether the control path moved QP `qpn` to ERROR (data path: atomic).
@@ -942,6 +1198,8 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
 
 impl<H: Hal, B: Bar + Clone> Drop for Device<H, B> {
     fn drop(&mut self) {
-        let _ = self.teardown(None);
+        // A quarantine left non-empty is leaked on purpose (`Quarantine`'s
+        // `Drop` forgets its buffers).
+        let _ = self.teardown(None, false);
     }
 }

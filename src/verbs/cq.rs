@@ -9,7 +9,8 @@ use super::VerbsError;
 use super::qp::Qp;
 use super::static_view;
 use crate::cqp::cmd::{CreateCq, DestroyCq, ModifyCq, QueueMem as CqpQueueMem};
-use crate::device::Device;
+use crate::cqp::engine::device_may_own;
+use crate::device::{DeferredCq, Device};
 use crate::uk::{self, QpLookup, QpUk, SendQueue};
 use crate::wr::WorkCompletion;
 
@@ -105,6 +106,14 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
             return Err(free_id(VerbsError::Invalid { what: "CQ ring" }));
         };
         if let Err(e) = self.with_cqp(|c| c.exec(cmd, 0).map(|_| ())) {
+            if device_may_own(&e) {
+                // A timeout: the device may have created the CQ and write
+                // CQEs into the ring. Keep ring, shadow and id (issue #12).
+                self.quarantine(ring);
+                self.quarantine(shadow);
+                self.quarantine_ids(1);
+                return Err(e.into());
+            }
             return Err(free_id(e.into()));
         }
         Ok(Cq {
@@ -274,7 +283,7 @@ impl<'d, H: Hal, B: Bar + Clone> Cq<'d, H, B> {
     /// need it; the CEQE it causes is ignored.
     pub fn req_notify(&mut self, solicited_only: bool) {
         if self.alive {
-            self.uk.request_notification(self.dev.bar(), solicited_only);
+            self.uk.request_notification(self.dev.regs(), solicited_only);
         }
     }
 
@@ -341,7 +350,15 @@ impl<'d, H: Hal, B: Bar + Clone> Cq<'d, H, B> {
         // memory does not move when the `Dma` value moves.
         let view = unsafe { static_view(&ring, 0, entries as usize * 32) }
             .ok_or(VerbsError::Invalid { what: "CQ ring" })?;
-        self.dev.with_cqp(|q| q.exec(m, 0).map(|_| ()))?;
+        if let Err(e) = self.dev.with_cqp(|q| q.exec(m, 0).map(|_| ())) {
+            if device_may_own(&e) {
+                // A timed-out MODIFY_CQ may have moved the device to the new
+                // ring: keep it (issue #12), the device needs a reset.
+                let _ = view;
+                self.dev.quarantine(ring);
+            }
+            return Err(e.into());
+        }
         let Some((cur_ring, shadow)) = self.mem.take() else {
             return Err(VerbsError::Destroyed);
         };
@@ -364,25 +381,18 @@ impl<'d, H: Hal, B: Bar + Clone> Cq<'d, H, B> {
 
     /// `ib_destroy_cq`: DESTROY_CQ with the create-time values (ctrl.c:
     /// irdma_sc_cq_destroy), then the id is freed. The memory is released
-    /// when the object is dropped.
+    /// when the object is dropped. Refused with [`VerbsError::InUse`] while
+    /// live QPs complete to this CQ (dropping it instead defers the destroy
+    /// until the last of them is destroyed).
     pub fn destroy(&mut self) -> Result<(), VerbsError> {
         if !self.alive {
             return Ok(());
         }
-        let c = self.cmd;
-        let d = DestroyCq {
-            cq_id: c.cq_id,
-            cq_size: c.cq_size,
-            cq_ctx: c.cq_ctx,
-            ceq_id: c.ceq_id,
-            ceqe_mask: c.ceqe_mask,
-            ring: c.ring,
-            shadow_area_pa: c.shadow_area_pa,
-            tph_en: c.tph_en,
-            avoid_mem_cflct: c.avoid_mem_cflct,
-            pasid_valid: c.pasid_valid,
-            pasid: c.pasid,
-        };
+        let users = self.users();
+        if users > 0 {
+            return Err(VerbsError::InUse { what: "CQ with live QPs", users: users.into() });
+        }
+        let d = destroy_cmd(&self.cmd);
         self.dev.with_cqp(|q| q.exec(d, 0).map(|_| ()))?;
         self.alive = false;
         if let Some(ids) = self.dev.res.lock().ids.as_mut() {
@@ -392,14 +402,66 @@ impl<'d, H: Hal, B: Bar + Clone> Cq<'d, H, B> {
     }
 }
 
+impl<H: Hal, B: Bar + Clone> Cq<'_, H, B> {
+    /// Live QPs completing to this CQ (send and receive counted apart).
+    fn users(&self) -> u16 {
+        let res = self.dev.res.lock();
+        res.ids.as_ref().and_then(|i| i.cq_refs.get(self.id as usize).copied()).unwrap_or(0)
+    }
+}
+
+/// DESTROY_CQ with the create-time values (ctrl.c: irdma_sc_cq_destroy).
+pub(crate) fn destroy_cmd(c: &CreateCq) -> DestroyCq {
+    DestroyCq {
+        cq_id: c.cq_id,
+        cq_size: c.cq_size,
+        cq_ctx: c.cq_ctx,
+        ceq_id: c.ceq_id,
+        ceqe_mask: c.ceqe_mask,
+        ring: c.ring,
+        shadow_area_pa: c.shadow_area_pa,
+        tph_en: c.tph_en,
+        avoid_mem_cflct: c.avoid_mem_cflct,
+        pasid_valid: c.pasid_valid,
+        pasid: c.pasid,
+    }
+}
+
 impl<H: Hal, B: Bar + Clone> Drop for Cq<'_, H, B> {
     fn drop(&mut self) {
-        if self.destroy().is_err() {
-            // The device still owns the rings: never hand the memory back.
-            core::mem::forget(self.mem.take());
-            while let Some(o) = self.old.pop() {
-                core::mem::forget(o);
+        if self.alive {
+            // Live QPs still complete here: destroy the CQ when the last of
+            // them is destroyed (`Device::release_refs`) or at teardown.
+            // Checked and recorded under one lock, so no QP destroy between
+            // misses it.
+            let mut res = self.dev.res.lock();
+            let res = &mut *res;
+            let users = res.ids.as_ref().and_then(|i| i.cq_refs.get(self.id as usize));
+            if users.is_some_and(|u| *u > 0)
+                && let Some((ring, shadow)) = self.mem.take()
+            {
+                let d = DeferredCq { cmd: self.cmd, ring, shadow };
+                if let Err(d) = res.deferred_cqs.push(d) {
+                    // No room to wait: keep it for good (the quarantine's
+                    // lock is a leaf, taken under the resource lock).
+                    self.dev.quarantine(d.ring);
+                    self.dev.quarantine(d.shadow);
+                    self.dev.quarantine_ids(1);
+                }
+                return;
             }
+        }
+        if self.destroy().is_err() {
+            // The device still owns the rings: quarantine them and the id
+            // (counted, reported by `footprint`, never freed).
+            if let Some((ring, shadow)) = self.mem.take() {
+                self.dev.quarantine(ring);
+                self.dev.quarantine(shadow);
+            }
+            while let Some(o) = self.old.pop() {
+                self.dev.quarantine(o._ring);
+            }
+            self.dev.quarantine_ids(1);
         }
     }
 }

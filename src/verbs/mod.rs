@@ -4,7 +4,12 @@
 //! Every object borrows the device (`'d`), so the device cannot be closed
 //! while one is alive, and dropping an object destroys it. `destroy(&mut
 //! self)` does the same explicitly and reports the hardware error; after a
-//! failed destroy the object is still alive and the call may be retried.
+//! failed destroy the object is still alive and the call may be retried. If
+//! the destroy in `Drop` fails, the memory and ids the device may still use
+//! are quarantined on the device (see the crate docs' "Safety contract").
+//! A CQ with live QPs refuses `destroy` ([`VerbsError::InUse`]) and, when
+//! dropped, is destroyed with its last QP; a PD keeps its id while QPs or
+//! MRs use it.
 //!
 //! Ring and tracking memory comes from the platform's DMA pages ([`irdma_hal::Dma`]);
 //! the software tracking arrays of the rings (`sq_wrtrk`, `rq_wrid`, level-2
@@ -28,6 +33,8 @@ pub use qp::{
 };
 pub use shared::{SharedQp, SharedSq};
 pub use wq::{Wq, WqInitAttr, WqType};
+
+pub(crate) use cq::destroy_cmd as destroy_cq_cmd;
 
 use irdma_hal::{Bar, DmaError, Hal};
 
@@ -69,6 +76,14 @@ pub enum VerbsError {
     InvalidState,
     /// The object was destroyed.
     Destroyed,
+    /// The object still has users (a CQ that live QPs complete to); destroy
+    /// them first. Dropping it instead defers its destroy until they go.
+    InUse {
+        /// What.
+        what: &'static str,
+        /// How many users.
+        users: u32,
+    },
     /// More PBLE SDs than the driver tracks.
     Capacity,
 }
@@ -145,12 +160,79 @@ impl<'d, H: Hal, B: Bar + Clone> Pd<'d, H, B> {
 impl<H: Hal, B: Bar + Clone> Drop for Pd<'_, H, B> {
     fn drop(&mut self) {
         if let Some(ids) = self.dev.res.lock().ids.as_mut() {
-            let _ = ids.pds.free(self.id);
+            if ids.pd_refs.get(self.id as usize).is_some_and(|r| *r > 0) {
+                // QPs or MRs still use the id: freed with the last of them.
+                if let Some(w) = ids.pd_orphan.get_mut(self.id as usize / 64) {
+                    *w |= 1 << (self.id % 64);
+                }
+            } else {
+                let _ = ids.pds.free(self.id);
+            }
         }
     }
 }
 
 impl<H: Hal, B: Bar + Clone> Device<H, B> {
+    /// Takes a reference on PD `pd` and on each CQ of `cqs` for a new user
+    /// (a QP or MR the device now knows of).
+    pub(crate) fn hold(&self, pd: Option<u32>, cqs: &[u32]) {
+        let mut res = self.res.lock();
+        let Some(ids) = res.ids.as_mut() else { return };
+        if let Some(r) = pd.and_then(|p| ids.pd_refs.get_mut(p as usize)) {
+            *r = r.saturating_add(1);
+        }
+        for c in cqs {
+            if let Some(r) = ids.cq_refs.get_mut(*c as usize) {
+                *r = r.saturating_add(1);
+            }
+        }
+    }
+
+    /// Drops the references [`Device::hold`] took, once the user was
+    /// destroyed in hardware. A PD dropped while in use is freed with its
+    /// last user; a CQ dropped while in use is destroyed with its last QP
+    /// (DESTROY_CQ; if that fails its memory is quarantined).
+    pub(crate) fn release_refs(&self, pd: Option<u32>, cqs: &[u32]) {
+        let mut res = self.res.lock();
+        let res = &mut *res;
+        let Some(ids) = res.ids.as_mut() else { return };
+        if let Some(p) = pd
+            && let Some(r) = ids.pd_refs.get_mut(p as usize)
+        {
+            *r = r.saturating_sub(1);
+            let bit = 1u64 << (p % 64);
+            if let Some(w) = ids.pd_orphan.get_mut(p as usize / 64)
+                && *r == 0
+                && *w & bit != 0
+            {
+                *w &= !bit;
+                let _ = ids.pds.free(p);
+            }
+        }
+        for c in cqs {
+            let Some(r) = ids.cq_refs.get_mut(*c as usize) else { continue };
+            *r = r.saturating_sub(1);
+            if *r != 0 {
+                continue;
+            }
+            let Some(pos) = res.deferred_cqs.iter().position(|d| d.cmd.cq_id == *c) else {
+                continue;
+            };
+            let d = res.deferred_cqs.swap_remove(pos);
+            let cmd = cq::destroy_cmd(&d.cmd);
+            match self.with_cqp(|q| q.exec(cmd, 0).map(|_| ())) {
+                Ok(()) => {
+                    let _ = ids.cqs.free(*c);
+                }
+                Err(_) => {
+                    self.quarantine(d.ring);
+                    self.quarantine(d.shadow);
+                    self.quarantine_ids(1);
+                }
+            }
+        }
+    }
+
     /// `ib_alloc_pd`.
     pub fn alloc_pd(&self) -> Result<Pd<'_, H, B>, VerbsError> {
         let mut res = self.res.lock();

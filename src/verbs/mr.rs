@@ -7,6 +7,7 @@ use irdma_hal::{Bar, BufferDirection, Dma, Hal};
 
 use super::{Pd, VerbsError, dma_slice};
 use crate::cqp::cmd::{AllocStag, DeallocStag, MrPages, PageSize as CqpPageSize, Pbl, RegMr};
+use crate::cqp::engine::device_may_own;
 use crate::device::Device;
 use crate::res::pble::{LEAF_ENTRIES, PblNeed, PbleAlloc, PblePolicy, PbleRun, pbl_level};
 use crate::res::{Stag, mr_access_rights};
@@ -166,6 +167,18 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
         Ok(())
     }
 
+    /// After a REG_MR / ALLOC_STAG / DEALLOC_STAG the device did not
+    /// confirm: the STag index and the PBLEs stay allocated (the device may
+    /// still translate through them), counted in the quarantine; the level-2
+    /// leaf list is host memory the device never saw, kept with them.
+    fn quarantine_mr(&self, pbl: Option<HeldPbl<H>>) {
+        let ids = 1 + u32::from(pbl.is_some());
+        if let Some(leaves) = pbl.and_then(|p| p.leaves) {
+            self.quarantine(leaves);
+        }
+        self.quarantine_ids(ids);
+    }
+
     fn put_stag(&self, stag: Stag) {
         if let Some(ids) = self.res.lock().ids.as_mut() {
             let _ = ids.stags.free(stag);
@@ -177,7 +190,21 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
     /// page right after the previous, verbs.c: irdma_check_mr_contiguous),
     /// otherwise level 1, or level 2 when no level-1 run fits and there are
     /// more than 512 pages (pble.c: irdma_get_pble).
-    pub fn reg_mr<'d>(
+    ///
+    /// # Safety
+    ///
+    /// The device is given `d.pages` as bus addresses and will read and
+    /// write them (locally through `lkey`, remotely through `rkey` when
+    /// `d.access` allows it) until the MR is deregistered. The caller
+    /// guarantees that every page `d.pages` names is memory the caller owns,
+    /// mapped for the device in both directions the access flags allow, and
+    /// that it stays allocated and is not reused for anything else until the
+    /// returned [`Mr`] is deregistered ([`Mr::dereg`] returned `Ok`, or the
+    /// `Mr` was dropped after a successful deregistration) — or, if the
+    /// registration was quarantined (the device needs a reset,
+    /// [`Device::needs_reset`]), until the function was reset. A remote
+    /// WRITE through an MR over freed pages corrupts whatever reuses them.
+    pub unsafe fn reg_mr<'d>(
         &'d self,
         pd: &Pd<'d, H, B>,
         d: &MrDesc<'_>,
@@ -259,12 +286,17 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
             all_memory: false,
         };
         if let Err(e) = self.with_cqp(|c| c.exec(reg, 0).map(|_| ())) {
+            if device_may_own(&e) {
+                self.quarantine_mr(pbl);
+                return Err(e.into());
+            }
             if let Some(p) = pbl.as_ref() {
                 self.put_pbl(p);
             }
             self.put_stag(stag);
             return Err(e.into());
         }
+        self.hold(Some(pd.id()), &[]);
         Ok(Mr { dev: self, stag, pd: pd.id(), reg, pbl, level, alive: true })
     }
 }
@@ -322,6 +354,12 @@ impl<H: Hal, B: Bar + Clone> Mr<'_, H, B> {
                 self.reg = reg;
                 Ok(())
             }
+            Err(e) if device_may_own(&e) => {
+                // The new registration may be live: keep STag and PBLEs.
+                self.alive = false;
+                self.dev.quarantine_mr(self.pbl.take());
+                Err(e.into())
+            }
             Err(e) => {
                 // Deregistered in hardware: release everything now.
                 self.release();
@@ -336,6 +374,7 @@ impl<H: Hal, B: Bar + Clone> Mr<'_, H, B> {
             self.dev.put_pbl(&p);
         }
         self.dev.put_stag(self.stag);
+        self.dev.release_refs(Some(self.pd), &[]);
     }
 
     /// `ib_dereg_mr`: DEALLOC_STAG (verbs.c: irdma_hwdereg_mr), then the PBL
@@ -353,8 +392,9 @@ impl<H: Hal, B: Bar + Clone> Mr<'_, H, B> {
 impl<H: Hal, B: Bar + Clone> Drop for Mr<'_, H, B> {
     fn drop(&mut self) {
         if self.dereg().is_err() {
-            // The device may still use the STag and its PBLEs: keep them.
-            core::mem::forget(self.pbl.take());
+            // The device may still use the STag and its PBLEs: keep them
+            // allocated, counted in the quarantine.
+            self.dev.quarantine_mr(self.pbl.take());
         }
     }
 }
@@ -417,10 +457,15 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
             all_memory: false,
         };
         if let Err(e) = self.with_cqp(|c| c.exec(cmd, 0).map(|_| ())) {
+            if device_may_own(&e) {
+                self.quarantine_mr(Some(held));
+                return Err(e.into());
+            }
             self.put_pbl(&held);
             self.put_stag(stag);
             return Err(e.into());
         }
+        self.hold(Some(pd.id()), &[]);
         Ok(FastRegMr {
             dev: self,
             stag,
@@ -498,7 +543,17 @@ impl<H: Hal, B: Bar + Clone> FastRegMr<'_, H, B> {
     /// Writes the page list the next FAST_REG WR maps into the MR's PBLEs
     /// (verbs.c: irdma_map_mr_sg → irdma_set_page). Refused if it does not
     /// fit.
-    pub fn map_pages(&self, pages: &[u64]) -> Result<(), VerbsError> {
+    ///
+    /// # Safety
+    ///
+    /// After the FAST_REG WR that uses this list executes, the device reads
+    /// and writes `pages` (4 KiB bus addresses) through the MR's key with the
+    /// access the WR grants. The caller guarantees every page is memory it
+    /// owns, mapped for the device, and stays allocated and unused for
+    /// anything else until that registration is invalidated (a completed
+    /// LOCAL_INV or a later FAST_REG with another list) or the MR is
+    /// deregistered.
+    pub unsafe fn map_pages(&self, pages: &[u64]) -> Result<(), VerbsError> {
         if !self.alive {
             return Err(VerbsError::Destroyed);
         }
@@ -535,6 +590,7 @@ impl<H: Hal, B: Bar + Clone> FastRegMr<'_, H, B> {
             self.dev.put_pbl(&p);
         }
         self.dev.put_stag(self.stag);
+        self.dev.release_refs(Some(self.pd), &[]);
         Ok(())
     }
 }
@@ -542,7 +598,8 @@ impl<H: Hal, B: Bar + Clone> FastRegMr<'_, H, B> {
 impl<H: Hal, B: Bar + Clone> Drop for FastRegMr<'_, H, B> {
     fn drop(&mut self) {
         if self.dereg().is_err() {
-            core::mem::forget(self.pbl.take());
+            // As for `Mr`: STag and PBLEs stay allocated, counted.
+            self.dev.quarantine_mr(self.pbl.take());
         }
     }
 }

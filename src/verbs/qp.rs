@@ -13,7 +13,7 @@ use crate::cqp::cmd::{
     qp_type,
 };
 use crate::cqp::ctx::QpRoceCtx;
-use crate::cqp::engine::CqpError;
+use crate::cqp::engine::{CqpError, device_may_own};
 use crate::device::{ArpSlot, Device, QpRecord};
 use crate::uk::cq::flush_code;
 use crate::uk::qp::wc_opcode_sq;
@@ -448,9 +448,18 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
             cqp.exec(cmd, 0).map(|_| ())
         });
         if let Err(e) = r {
+            if device_may_own(&e) {
+                // A timeout: the device may have created the QP and use its
+                // rings and context. Keep them and the id (issue #12).
+                qp.quarantine_mem();
+                self.quarantine_ids(1);
+                return Err(e.into());
+            }
             return Err(free_id(e.into()));
         }
         qp.alive = true;
+        // The PD and CQs now have a user: they outlive it in hardware.
+        self.hold(Some(pd.id()), &[attr.send_cq.id(), attr.recv_cq.id()]);
         attr.cap = qp.cap;
         self.set_qp_error(id, false);
         self.bind_qp_cqs(id, Some((attr.send_cq.id(), attr.recv_cq.id())));
@@ -837,6 +846,7 @@ impl<'d, H: Hal, B: Bar + Clone, S: SendQueue> Qp<'d, H, B, S> {
                 }
                 let _ = ids.qps.free(self.id);
             }
+            self.dev.release_refs(Some(self.pd), &[self.send_cq, self.recv_cq]);
         }
         // The ARP reference last: a failed MANAGE_ARP delete can be retried.
         if let Some(a) = self.arp {
@@ -866,9 +876,8 @@ impl<H: Hal, B: Bar + Clone> Qp<'_, H, B> {
             return Err(PostError { bad_wr: 0, kind: PostErrorKind::Destroyed });
         }
         self.sync_error();
-        self.uk.post_send(self.dev.bar(), wrs).map_err(|PostSendError { bad_wr, kind }| PostError {
-            bad_wr,
-            kind: PostErrorKind::Sq(kind),
+        self.uk.post_send(self.dev.regs(), wrs).map_err(|PostSendError { bad_wr, kind }| {
+            PostError { bad_wr, kind: PostErrorKind::Sq(kind) }
         })
     }
 }
@@ -881,11 +890,33 @@ impl<H: Hal, B: Bar + Clone> crate::rw::PostSend for Qp<'_, H, B> {
     }
 }
 
+impl<H: Hal, B: Bar + Clone, S: SendQueue> Qp<'_, H, B, S> {
+    /// Moves the memory the device may use (rings, shadow area, context; a
+    /// WQ's ring) into the device's quarantine, with the host-only tracking
+    /// memory the object's ring views still point into (`uk` is dropped
+    /// after this; nothing it views may be freed before).
+    fn quarantine_mem(&mut self) {
+        if let Some(m) = self.mem.take() {
+            self.dev.quarantine(m._ring);
+            self.dev.quarantine(m.ctx);
+            self.dev.quarantine(m._trk);
+            for (a, b) in [m._wq, m._shared].into_iter().flatten() {
+                self.dev.quarantine(a);
+                self.dev.quarantine(b);
+            }
+        }
+    }
+}
+
 impl<H: Hal, B: Bar + Clone, S: SendQueue> Drop for Qp<'_, H, B, S> {
     fn drop(&mut self) {
         if self.destroy().is_err() && self.alive {
-            // The device still owns the queues: never hand the memory back.
-            core::mem::forget(self.mem.take());
+            // The device still owns the queues: quarantine them and the id
+            // (counted, reported by `footprint`, never freed). Its CQEs are
+            // no longer attributed to a live QP.
+            self.quarantine_mem();
+            self.dev.quarantine_ids(1);
+            self.dev.bind_qp_cqs(self.id, None);
         }
     }
 }

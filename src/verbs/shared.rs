@@ -205,7 +205,7 @@ impl<'d, H: Hal, B: Bar + Clone> SharedQp<'d, H, B> {
             self.post_queued(wrs)
         } else {
             // The uk hot path (one-SGE shapes) plus one doorbell.
-            let r = self.sq.post_send(self.dev.bar(), QpKind::Rc, wrs);
+            let r = self.sq.post_send(self.dev.regs(), QpKind::Rc, wrs);
             self.posting.fetch_sub(1, Ordering::Release);
             r
         };

@@ -121,7 +121,15 @@ pub fn reg<'d>(
         zero_based,
         access: Access::LOCAL_WRITE | Access::REMOTE_WRITE | Access::REMOTE_READ,
     };
-    dev.reg_mr(pd, &d).expect("reg_mr")
+    // SAFETY: the device is the in-process model, which reaches host memory only through `FakeHalMemory`; that refuses any address outside a live `FakeHal` allocation, so no page is written after it is freed. Callers register pages of buffers that outlive
+    // the MR in any case.
+    unsafe { dev.reg_mr(pd, &d) }.expect("reg_mr")
+}
+
+/// [`irdma::verbs::FastRegMr::map_pages`] for host tests.
+pub fn map_pages(fr: &irdma::verbs::FastRegMr<'_, FakeHal, ModelBar>, pages: &[u64]) {
+    // SAFETY: the device is the in-process model, which reaches host memory only through `FakeHalMemory`; that refuses any address outside a live `FakeHal` allocation, so no page is written after it is freed.
+    unsafe { fr.map_pages(pages) }.expect("map_pages")
 }
 
 pub fn fill(b: &Buf, seed: u8) -> Vec<u8> {

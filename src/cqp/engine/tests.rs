@@ -20,6 +20,10 @@ use crate::cqp::cmd::{
     DestroyAeq, FlushWqes, QueryFpmVal, QueryRdmaFeatures, QueueMem, WsNode, WsNodeOp,
 };
 
+/// Times the register-poll completion path issued its read barrier.
+pub(super) static COMPLETION_RMB: core::sync::atomic::AtomicUsize =
+    core::sync::atomic::AtomicUsize::new(0);
+
 #[derive(Default)]
 struct Dev {
     regs: HashMap<usize, u32>,
@@ -488,4 +492,51 @@ fn ccq_cqe_naming_a_slot_outside_the_sq_is_a_protocol_error() {
     cqp.create_ccq(CcqConfig::linux(4)).unwrap();
     dev.with(|d| d.idx_add = 0x7000);
     assert!(matches!(cqp.nop(), Err(CqpError::Protocol { .. })));
+}
+
+#[test]
+fn register_polled_completion_orders_the_buffer_reads() {
+    // Issue #12 item 5: between the CQPTAIL read that shows an op done and
+    // the reads of the buffer it wrote there must be a read barrier
+    // (`dma_rmb`: `dmb oshld` on aarch64). Other tests run in parallel and
+    // may add to the counter; without the barrier nothing does.
+    use core::sync::atomic::Ordering::Relaxed;
+    let dev = FakeDev::new();
+    let mut cqp = Cqp::<FakeHal, &FakeDev>::create(&dev, &cfg(8)).unwrap();
+    let buf = Dma::<FakeHal>::new(1, BufferDirection::DeviceToDriver).unwrap();
+    let before = COMPLETION_RMB.load(Relaxed);
+    let done = cqp.exec(QueryFpmVal { hmc_fn_id: 0, buf_pa: buf.paddr() }, 0).unwrap();
+    assert!(COMPLETION_RMB.load(Relaxed) > before, "no read barrier before the buffer is read");
+    let _ = done.decode(&buf, false);
+}
+
+#[test]
+fn timed_out_ccq_create_keeps_the_ccq_memory() {
+    // Issue #12 item 2: a CREATE_CQ of the CCQ that times out may have left
+    // the device writing into the ring; it must not be freed.
+    let dev = FakeDev::new();
+    let mut cqp = Cqp::<FakeHal, &FakeDev>::create(&dev, &cfg(8)).unwrap();
+    dev.with(|d| d.hang = true);
+    let e = cqp.create_ccq(CcqConfig::linux(8)).err();
+    assert!(matches!(e, Some(CqpError::Timeout { .. })), "{e:?}");
+    assert!(!cqp.has_ccq());
+    let ring_bytes = (10 * CCQ_CQE_BYTES).div_ceil(4096) * 4096;
+    let mut kept = Vec::new();
+    // The CQP destroy handshake itself still works on this fake: the CQP's
+    // own rings are confirmed released and freed; the lost CCQ's ring and
+    // shadow area are not (nothing confirmed the device let go of them).
+    cqp.destroy_into(&mut |d| kept.push(d.len())).unwrap();
+    assert_eq!(kept, [ring_bytes, 4096]);
+}
+
+#[test]
+fn confirmed_destroy_frees_and_refused_ccq_create_frees() {
+    let dev = FakeDev::new();
+    let mut cqp = Cqp::<FakeHal, &FakeDev>::create(&dev, &cfg(8)).unwrap();
+    dev.with(|d| d.fail = Some((op::CREATE_CQ, 0xffff, 0x8001)));
+    assert!(matches!(cqp.create_ccq(CcqConfig::linux(8)), Err(CqpError::OpFailed { .. })));
+    dev.with(|d| d.fail = None);
+    let mut kept = 0;
+    cqp.destroy_into(&mut |_| kept += 1).unwrap();
+    assert_eq!(kept, 0, "a refused create and a confirmed destroy keep nothing");
 }

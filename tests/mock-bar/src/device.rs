@@ -716,6 +716,14 @@ impl Device {
 
     fn cqp_doorbell(&mut self, v: u32) {
         self.counters.cqp_doorbells += 1;
+        match self.faults.hang_cqp_at {
+            Some(0) => {
+                self.faults.hang_cqp_at = None;
+                self.faults.cqp_hang = true;
+            }
+            Some(n) => self.faults.hang_cqp_at = Some(n - 1),
+            None => {}
+        }
         if self.faults.cqp_hang {
             return;
         }

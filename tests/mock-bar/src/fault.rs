@@ -11,6 +11,9 @@ pub struct FaultPlan {
     pub removed: bool,
     /// The CQP stops answering: CQPDB writes are ignored (CQPTAIL stays).
     pub cqp_hang: bool,
+    /// The CQP stops answering from the Nth CQPDB write on (0 = the next):
+    /// that write and every later one are ignored, as with `cqp_hang`.
+    pub hang_cqp_at: Option<u32>,
     /// CQP work is started only after this many further register reads
     /// (a late completion); 0 = immediate.
     pub cqp_delay_polls: u32,

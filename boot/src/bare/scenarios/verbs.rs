@@ -133,7 +133,13 @@ fn pages_of(b: &Buf, out: &mut [u64]) -> usize {
     n
 }
 
-fn reg<'d, 'b>(
+/// `Device::reg_mr` with every access the scenarios need.
+///
+/// # Safety
+///
+/// As for `Device::reg_mr`: `pages` are pool pages the caller owns, which
+/// stay allocated until the returned MR is deregistered.
+unsafe fn reg<'d, 'b>(
     dev: &'d Dev<'b>,
     pd: &TPd<'d, 'b>,
     iova: u64,
@@ -149,7 +155,8 @@ fn reg<'d, 'b>(
         zero_based,
         access: Access::LOCAL_WRITE | Access::REMOTE_WRITE | Access::REMOTE_READ,
     };
-    dev.reg_mr(pd, &d).map_err(|e| msg(format_args!("reg_mr: {e:?}")))
+    // SAFETY: forwarded to the caller (this function's contract).
+    unsafe { dev.reg_mr(pd, &d) }.map_err(|e| msg(format_args!("reg_mr: {e:?}")))
 }
 
 /// INIT → RTR → RTS towards `peer` on this node (loopback).
@@ -446,13 +453,17 @@ fn mr_levels<'d, 'b>(dev: &'d Dev<'b>, o: &mut Objs<'d, 'b>, m: &mut Meter) -> R
     fill(&src, 3);
     let mut pages = [0u64; 4];
     pages_of(&src, &mut pages);
-    let l0 = reg(dev, &o.pd, src.paddr(), 4 * 4096, &pages, false)?;
+    // SAFETY: the pages are `src`'s, declared earlier in this function and
+    // so dropped after the MR (deregistered in its `Drop`).
+    let l0 = unsafe { reg(dev, &o.pd, src.paddr(), 4 * 4096, &pages, false) }?;
     ensure!(l0.pbl_level() == 0, "contiguous MR at level {}", l0.pbl_level());
     let dst = buf(4)?;
     pages_of(&dst, &mut pages);
     pages.reverse();
     let iova1 = 0x7000_0000u64;
-    let l1 = reg(dev, &o.pd, iova1, 4 * 4096, &pages, false)?;
+    // SAFETY: the pages are `dst`'s, declared earlier in this function and
+    // so dropped after the MR (deregistered in its `Drop`).
+    let l1 = unsafe { reg(dev, &o.pd, iova1, 4 * 4096, &pages, false) }?;
     ensure!(l1.pbl_level() == 1, "scattered MR at level {}", l1.pbl_level());
     ensure!(l1.pble_entry(0) == Some(pages[0]), "PBLE 0 does not hold page 0");
 
@@ -470,7 +481,9 @@ fn mr_levels<'d, 'b>(dev: &'d Dev<'b>, o: &mut Objs<'d, 'b>, m: &mut Meter) -> R
         core::slice::from_raw_parts(list.vaddr().as_ptr().cast::<u64>().cast_const(), L2_PAGES)
     };
     let free_before = dev.resource_usage().pble_free;
-    let l2 = reg(dev, &o.pd, 0, L2_PAGES as u64 * 4096, l2_pages, true)?;
+    // SAFETY: the pages are `phys`'s, declared earlier in this function and
+    // so dropped after the MR (deregistered in its `Drop`).
+    let l2 = unsafe { reg(dev, &o.pd, 0, L2_PAGES as u64 * 4096, l2_pages, true) }?;
     ensure!(l2.pbl_level() == 2, "{L2_PAGES}-page MR at level {}", l2.pbl_level());
     ensure!(l2.pble_entry(262_144) == Some(phys.paddr()), "level-2 PBLE of the last page");
 
@@ -512,12 +525,16 @@ fn write_read_send<'d, 'b>(
     fill(&src, 7);
     let mut pages = [0u64; 4];
     pages_of(&src, &mut pages);
-    let smr = reg(dev, &o.pd, src.paddr(), 4 * 4096, &pages, false)?;
+    // SAFETY: the pages are `src`'s, declared earlier in this function and
+    // so dropped after the MR (deregistered in its `Drop`).
+    let smr = unsafe { reg(dev, &o.pd, src.paddr(), 4 * 4096, &pages, false) }?;
     let dst = buf(4)?;
     pages_of(&dst, &mut pages);
     pages.reverse();
     let iova = 0x7100_0000u64;
-    let dmr = reg(dev, &o.pd, iova, 4 * 4096, &pages, false)?;
+    // SAFETY: the pages are `dst`'s, declared earlier in this function and
+    // so dropped after the MR (deregistered in its `Drop`).
+    let dmr = unsafe { reg(dev, &o.pd, iova, 4 * 4096, &pages, false) }?;
 
     let sge = [Sge { addr: src.paddr(), length: 6000, lkey: smr.lkey() }];
     let wr = SendWr {
@@ -542,7 +559,9 @@ fn write_read_send<'d, 'b>(
     let back = buf(2)?;
     let mut bp = [0u64; 2];
     pages_of(&back, &mut bp);
-    let bmr = reg(dev, &o.pd, back.paddr(), 8192, &bp, false)?;
+    // SAFETY: the pages are `back`'s, declared earlier in this function and
+    // so dropped after the MR (deregistered in its `Drop`).
+    let bmr = unsafe { reg(dev, &o.pd, back.paddr(), 8192, &bp, false) }?;
     let sge = [Sge { addr: back.paddr(), length: 5000, lkey: bmr.lkey() }];
     let wr = SendWr {
         wr_id: 2,
@@ -558,7 +577,9 @@ fn write_read_send<'d, 'b>(
     let rbuf = buf(1)?;
     let mut rp = [0u64; 1];
     pages_of(&rbuf, &mut rp);
-    let rmr = reg(dev, &o.pd, 0, 4096, &rp, true)?;
+    // SAFETY: the pages are `rbuf`'s, declared earlier in this function and
+    // so dropped after the MR (deregistered in its `Drop`).
+    let rmr = unsafe { reg(dev, &o.pd, 0, 4096, &rp, true) }?;
     let rsge = [Sge { addr: 0, length: 4096, lkey: rmr.lkey() }];
     o.q2.post_recv(&[RecvWr { wr_id: 30, sg_list: &rsge }])
         .map_err(|e| msg(format_args!("post_recv: {e:?}")))?;
@@ -597,8 +618,12 @@ fn timing<'d, 'b>(dev: &'d Dev<'b>, o: &mut Objs<'d, 'b>, m: &mut Meter) -> Resu
     let (mut sp, mut dp) = ([0u64; 1], [0u64; 1]);
     pages_of(&src, &mut sp);
     pages_of(&dst, &mut dp);
-    let smr = reg(dev, &o.pd, src.paddr(), 4096, &sp, false)?;
-    let dmr = reg(dev, &o.pd, dst.paddr(), 4096, &dp, false)?;
+    // SAFETY: the pages are `src`'s, declared earlier in this function and
+    // so dropped after the MR (deregistered in its `Drop`).
+    let smr = unsafe { reg(dev, &o.pd, src.paddr(), 4096, &sp, false) }?;
+    // SAFETY: the pages are `dst`'s, declared earlier in this function and
+    // so dropped after the MR (deregistered in its `Drop`).
+    let dmr = unsafe { reg(dev, &o.pd, dst.paddr(), 4096, &dp, false) }?;
     let t0 = arch::rdtsc();
     for i in 0..TIMED {
         let off = (i % 64) * 64;
@@ -640,8 +665,12 @@ fn batch_timing<'d, 'b>(dev: &'d Dev<'b>, o: &mut Objs<'d, 'b>, m: &mut Meter) -
     let (mut sp, mut dp) = ([0u64; 1], [0u64; 1]);
     pages_of(&src, &mut sp);
     pages_of(&dst, &mut dp);
-    let smr = reg(dev, &o.pd, src.paddr(), 4096, &sp, false)?;
-    let dmr = reg(dev, &o.pd, dst.paddr(), 4096, &dp, false)?;
+    // SAFETY: the pages are `src`'s, declared earlier in this function and
+    // so dropped after the MR (deregistered in its `Drop`).
+    let smr = unsafe { reg(dev, &o.pd, src.paddr(), 4096, &sp, false) }?;
+    // SAFETY: the pages are `dst`'s, declared earlier in this function and
+    // so dropped after the MR (deregistered in its `Drop`).
+    let dmr = unsafe { reg(dev, &o.pd, dst.paddr(), 4096, &dp, false) }?;
     let sges: [[Sge; 1]; BATCH] = core::array::from_fn(|i| {
         [Sge { addr: src.paddr() + (i * LEN) as u64, length: LEN as u32, lkey: smr.lkey() }]
     });
@@ -700,7 +729,9 @@ fn batch_timing<'d, 'b>(dev: &'d Dev<'b>, o: &mut Objs<'d, 'b>, m: &mut Meter) -
 /// REG_MR fail with the chosen codes, nothing is leaked (ids, PBLEs, pool
 /// pages), and the same verb succeeds right after.
 fn verbs_faults<'d, 'b>(dev: &'d Dev<'b>, o: &mut Objs<'d, 'b>) -> Result<(), Msg> {
-    let bar = *dev.bar();
+    // SAFETY: only the harness mailbox is written through this copy (at 8
+    // MiB, outside the GEN_2 register space the device decodes).
+    let bar = unsafe { *dev.bar() };
     let usage = dev.resource_usage();
     let live = hal::stats().live_pages;
     let fail_next = |major, minor| {
@@ -731,13 +762,17 @@ fn verbs_faults<'d, 'b>(dev: &'d Dev<'b>, o: &mut Objs<'d, 'b>) -> Result<(), Ms
         zero_based: false,
         access: Access::LOCAL_WRITE | Access::REMOTE_READ,
     };
-    match dev.reg_mr(&o.pd, &desc) {
+    // SAFETY: the pages are `b`'s, declared above and dropped after the MR
+    // (this attempt is refused by the injected failure in any case).
+    match unsafe { dev.reg_mr(&o.pd, &desc) } {
         Err(e) => ensure!(e.hw_codes() == Some((0xffff, 0x8002)), "reg_mr: {e:?}"),
         Ok(_) => bail!("reg_mr succeeded through an injected failure"),
     }
     ensure!(dev.resource_usage() == usage, "ids or PBLEs held after the failed reg_mr");
     ensure!(hal::stats().live_pages == live, "pool pages held after the failed reg_mr");
-    let mr = dev.reg_mr(&o.pd, &desc).map_err(|e| msg(format_args!("reg_mr retry: {e:?}")))?;
+    // SAFETY: the pages are `b`'s, declared above and so dropped after `mr`.
+    let mr = unsafe { dev.reg_mr(&o.pd, &desc) }
+        .map_err(|e| msg(format_args!("reg_mr retry: {e:?}")))?;
     ensure!(mr.pbl_level() == 1, "retried MR at level {}", mr.pbl_level());
     drop(mr);
     ensure!(dev.resource_usage() == usage, "ids or PBLEs held after dereg");
@@ -748,10 +783,6 @@ fn verbs_faults<'d, 'b>(dev: &'d Dev<'b>, o: &mut Objs<'d, 'b>) -> Result<(), Ms
     Ok(())
 }
 
-/// The model completes the second of three WRITEs with a flush-class error
-/// (REM_ACCESS, injected through the mailbox): the first completes, the
-/// second reports `RemAccessErr`, and after `modify(ERROR)` the third is
-/// flushed exactly once (spec data-path §5.5, §5.6).
 /// `ib_resize_cq` with completions still in the old ring (verbs.c:
 /// irdma_resize_cq, MODIFY_CQ): they come first and once, then more
 /// traffic than the old ring held lands in the new one, and the old ring is
@@ -761,7 +792,9 @@ fn cq_resize<'d, 'b>(dev: &'d Dev<'b>, o: &mut Objs<'d, 'b>) -> Result<(), Msg> 
     let mut sp = [0u64; 1];
     pages_of(&src, &mut sp);
     fill(&src, 9);
-    let mr = reg(dev, &o.pd, src.paddr(), 4096, &sp, false)?;
+    // SAFETY: the page is `src`'s, declared earlier in this function and so
+    // dropped after the MR (deregistered in its `Drop`).
+    let mr = unsafe { reg(dev, &o.pd, src.paddr(), 4096, &sp, false) }?;
     let sge = [Sge { addr: src.paddr(), length: 16, lkey: mr.lkey() }];
     let write = |i: u64| SendWr {
         wr_id: 0x5e00 + i,
@@ -805,18 +838,28 @@ fn cq_resize<'d, 'b>(dev: &'d Dev<'b>, o: &mut Objs<'d, 'b>) -> Result<(), Msg> 
     Ok(())
 }
 
+/// The model completes the second of three WRITEs with a flush-class error
+/// (REM_ACCESS, injected through the mailbox): the first completes, the
+/// second reports `RemAccessErr`, and after `modify(ERROR)` the third is
+/// flushed exactly once (spec data-path §5.5, §5.6).
 fn error_completion<'d, 'b>(dev: &'d Dev<'b>, o: &mut Objs<'d, 'b>) -> Result<(), Msg> {
     use irdma::uk::cq::flush_code;
     use irdma_hal::wqe::cqe::FLUSH_MAJOR_ERR;
-    let bar = *dev.bar();
+    // SAFETY: only the harness mailbox is written through this copy (at 8
+    // MiB, outside the GEN_2 register space the device decodes).
+    let bar = unsafe { *dev.bar() };
     let src = buf(1)?;
     let dst = buf(1)?;
     let (mut sp, mut dp) = ([0u64; 1], [0u64; 1]);
     pages_of(&src, &mut sp);
     pages_of(&dst, &mut dp);
     fill(&src, 5);
-    let smr = reg(dev, &o.pd, src.paddr(), 4096, &sp, false)?;
-    let dmr = reg(dev, &o.pd, dst.paddr(), 4096, &dp, false)?;
+    // SAFETY: the pages are `src`'s, declared earlier in this function and
+    // so dropped after the MR (deregistered in its `Drop`).
+    let smr = unsafe { reg(dev, &o.pd, src.paddr(), 4096, &sp, false) }?;
+    // SAFETY: the pages are `dst`'s, declared earlier in this function and
+    // so dropped after the MR (deregistered in its `Drop`).
+    let dmr = unsafe { reg(dev, &o.pd, dst.paddr(), 4096, &dp, false) }?;
     super::bringup::request_fault(
         bar,
         irdma_boot::contract::FAULT_FAIL_WQE,
@@ -881,7 +924,9 @@ fn rw_transfer<'d, 'b>(
     fill(src, seed);
     let mut rp = [0u64; RW_BYTES / 4096];
     pages_of(&remote, &mut rp);
-    let rmr = reg(dev, &o.pd, iova, RW_BYTES as u64, &rp, false)?;
+    // SAFETY: the pages are `remote`'s, declared earlier in this function and
+    // so dropped after the MR (deregistered in its `Drop`).
+    let rmr = unsafe { reg(dev, &o.pd, iova, RW_BYTES as u64, &rp, false) }?;
     let mut fr =
         dev.alloc_mr(&o.pd, pages as u32).map_err(|e| msg(format_args!("alloc_mr: {e:?}")))?;
     let attrs = DeviceAttrs::e810_roce(13, 4096, 0);
@@ -914,7 +959,10 @@ fn rw_transfer<'d, 'b>(
         for i in 0..pool.len() {
             let p = pool.pages(i);
             if !p.is_empty() {
-                fr.map_pages(p).map_err(|e| msg(format_args!("map_pages: {e:?}")))?;
+                // SAFETY: the pool collected pages of `remote`/`local`,
+                // declared before `fr` and so alive until after it is
+                // deregistered.
+                unsafe { fr.map_pages(p) }.map_err(|e| msg(format_args!("map_pages: {e:?}")))?;
             }
         }
         let chain = ctx.chain_len() as u64;
