@@ -457,3 +457,26 @@ fn a_refused_destroy_at_teardown_keeps_only_what_it_covers() {
     // A refused SD clear keeps every SD (2 MiB each), nothing else.
     assert!(kept.iter().any(|k| k.2 > 512 && k.2 % 512 == 0), "SDs: {kept:?}");
 }
+
+/// Issue #12 item 2 with CQ resize: a MODIFY_CQ that times out may already
+/// have moved the device to the new ring, so the new ring is kept
+/// (quarantined, counted by `footprint`), not freed; the CQ keeps working
+/// state for its destroy, which then needs a reset.
+#[test]
+fn hung_resize_quarantines_the_new_ring() {
+    let _g = lock();
+    let bar = ModelBar::standalone(Config::default());
+    let dev = probe(&bar).unwrap();
+    let mut cq = dev.create_cq(8).unwrap();
+    let pages = FakeHal::live_pages();
+    bar.with_device(|d| d.faults().cqp_hang = true);
+    let e = cq.resize(100).err().expect("hang");
+    assert!(matches!(e, VerbsError::Cqp(CqpError::Timeout { .. })), "{e:?}");
+    let q = dev.footprint().quarantined;
+    // (100 + 1) × 2 entries of 32 bytes: two pages.
+    assert_eq!(q.bytes, 8192, "{q:?}");
+    assert_eq!(FakeHal::live_pages() - pages, 2, "the new ring is not freed");
+    assert!(dev.needs_reset());
+    drop(cq);
+    let _ = dev.close();
+}
