@@ -104,6 +104,7 @@ fn legs() -> Vec<Leg> {
     }));
     v.push(leg("loom", util::loom));
     v.push(leg("qemu", qemu::run_leg));
+    v.push(leg("conformance-sync", util::conformance_sync));
     for (name, file) in conformance::SUITE {
         v.push(leg(name, move || conformance::run_leg(file)));
     }

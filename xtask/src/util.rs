@@ -103,3 +103,111 @@ pub fn loom() -> Result<String, String> {
         .map_err(|e| format!("cannot run cargo: {e}"))?;
     if status.success() { Ok(String::new()) } else { Err(format!("loom tests failed: {status}")) }
 }
+
+/// The published conformance vectors, when the shared folder sits beside the
+/// checkout (CI places it there; a plain clone has none).
+fn published_vectors() -> PathBuf {
+    root().join("..").join("shared").join("conformance")
+}
+
+/// Leg `conformance-sync`: the repo's copy of the vectors
+/// (`tests/conformance/`) is byte-identical to the published set beside the
+/// checkout, file by file; skipped with a note when there is none.
+pub fn conformance_sync() -> Result<String, String> {
+    let published = published_vectors();
+    if !published.is_dir() {
+        let note = format!(
+            "skipped: no published set at {} (nothing to compare the repo copy with)",
+            published.display()
+        );
+        println!("conformance-sync: {note}");
+        return Ok(note);
+    }
+    compare_dirs(&published, &root().join("tests").join("conformance"))
+}
+
+/// The vector files of a directory (`README.md` and `*.json`), sorted.
+fn vector_files(dir: &Path) -> Result<Vec<String>, String> {
+    let rd = std::fs::read_dir(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let mut names = Vec::new();
+    for e in rd {
+        let e = e.map_err(|e| format!("{}: {e}", dir.display()))?;
+        let name = e.file_name().to_string_lossy().into_owned();
+        if name == "README.md" || name.ends_with(".json") {
+            names.push(name);
+        }
+    }
+    names.sort();
+    Ok(names)
+}
+
+/// Compares the vector files of `published` and `copy`: every file of one
+/// exists in the other with the same bytes. The error names each file that
+/// differs or is missing.
+pub fn compare_dirs(published: &Path, copy: &Path) -> Result<String, String> {
+    let want = vector_files(published)?;
+    let have = vector_files(copy)?;
+    let mut problems = Vec::new();
+    for name in &want {
+        if !have.contains(name) {
+            problems.push(format!("{name}: published but missing from {}", copy.display()));
+            continue;
+        }
+        let a = std::fs::read(published.join(name)).map_err(|e| format!("{name}: {e}"))?;
+        let b = std::fs::read(copy.join(name)).map_err(|e| format!("{name}: {e}"))?;
+        if a != b {
+            let at = a.iter().zip(&b).position(|(x, y)| x != y).unwrap_or(a.len().min(b.len()));
+            problems.push(format!(
+                "{name} differs from {} (first difference at byte {at}; {} vs {} bytes)",
+                published.join(name).display(),
+                b.len(),
+                a.len()
+            ));
+        }
+    }
+    for name in have.iter().filter(|n| !want.contains(n)) {
+        problems.push(format!("{name}: in {} but not published", copy.display()));
+    }
+    if problems.is_empty() {
+        Ok(format!("{} files identical to {}", want.len(), published.display()))
+    } else {
+        for p in &problems {
+            eprintln!("conformance-sync: {p}");
+        }
+        Err(format!("{} (copy the published files into tests/conformance/)", problems.join("; ")))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::compare_dirs;
+
+    fn dir(tag: &str, files: &[(&str, &[u8])]) -> std::path::PathBuf {
+        let d = std::env::temp_dir().join(format!("xtask-sync-{}-{tag}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        for (n, b) in files {
+            std::fs::write(d.join(n), b).unwrap();
+        }
+        d
+    }
+
+    #[test]
+    fn sync_check_names_the_file_that_differs() {
+        let a = dir("a", &[("README.md", b"r"), ("x.json", b"{1}"), ("notes.txt", b"n")]);
+        let same = dir("same", &[("README.md", b"r"), ("x.json", b"{1}")]);
+        let diff = dir("diff", &[("README.md", b"r"), ("x.json", b"{2}")]);
+        let missing = dir("missing", &[("x.json", b"{1}")]);
+        let extra = dir("extra", &[("README.md", b"r"), ("x.json", b"{1}"), ("y.json", b"")]);
+        assert!(compare_dirs(&a, &same).unwrap().starts_with("2 files identical"));
+        let e = compare_dirs(&a, &diff).unwrap_err();
+        assert!(e.starts_with("x.json differs") && e.contains("byte 1"), "{e}");
+        assert!(
+            compare_dirs(&a, &missing).unwrap_err().starts_with("README.md: published but missing")
+        );
+        assert!(compare_dirs(&a, &extra).unwrap_err().starts_with("y.json: in "));
+        for d in [a, same, diff, missing, extra] {
+            let _ = std::fs::remove_dir_all(d);
+        }
+    }
+}
