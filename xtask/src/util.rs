@@ -104,6 +104,175 @@ pub fn loom() -> Result<String, String> {
     if status.success() { Ok(String::new()) } else { Err(format!("loom tests failed: {status}")) }
 }
 
+/// The first `cmd` on `PATH`.
+pub fn which(cmd: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path).map(|d| d.join(cmd)).find(|p| p.is_file())
+}
+
+/// A program from a system package, and the package's name per package
+/// manager (QEMU now, tshark later).
+#[derive(Clone, Copy, Debug)]
+pub struct SysPackage {
+    /// The program that must be on `PATH`.
+    pub program: &'static str,
+    /// What it is, for messages.
+    pub what: &'static str,
+    /// Debian/Ubuntu package.
+    pub apt: &'static str,
+    /// Fedora package.
+    pub dnf: &'static str,
+    /// Arch package.
+    pub pacman: &'static str,
+    /// Homebrew formula (only named, never run).
+    pub brew: &'static str,
+}
+
+/// A package manager [`ensure_program`] can drive.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PackageManager {
+    /// `apt-get` (Debian, Ubuntu).
+    Apt,
+    /// `dnf` (Fedora).
+    Dnf,
+    /// `pacman` (Arch).
+    Pacman,
+}
+
+impl PackageManager {
+    /// The first one on `PATH`.
+    pub fn detect() -> Option<Self> {
+        [
+            (PackageManager::Apt, "apt-get"),
+            (PackageManager::Dnf, "dnf"),
+            (PackageManager::Pacman, "pacman"),
+        ]
+        .into_iter()
+        .find(|(_, p)| which(p).is_some())
+        .map(|(m, _)| m)
+    }
+}
+
+/// The commands that install `pkg` with `pm`, each an argv; with `sudo`
+/// every command is prefixed by `sudo -n` (never prompts).
+pub fn install_commands(pm: PackageManager, pkg: &SysPackage, sudo: bool) -> Vec<Vec<String>> {
+    let cmds: Vec<Vec<&str>> = match pm {
+        PackageManager::Apt => vec![
+            vec!["apt-get", "update"],
+            vec!["DEBIAN_FRONTEND=noninteractive", "apt-get", "install", "-y", pkg.apt],
+        ],
+        PackageManager::Dnf => vec![vec!["dnf", "install", "-y", pkg.dnf]],
+        PackageManager::Pacman => vec![vec!["pacman", "-S", "--noconfirm", "--needed", pkg.pacman]],
+    };
+    cmds.into_iter()
+        .map(|c| {
+            // `sudo` resets the environment: pass assignments through `env`.
+            let pre: &[&str] = match (sudo, c[0].contains('=')) {
+                (false, _) => &[],
+                (true, false) => &["sudo", "-n"],
+                (true, true) => &["sudo", "-n", "env"],
+            };
+            pre.iter().chain(&c).map(|s| s.to_string()).collect()
+        })
+        .collect()
+}
+
+/// Runs one argv from [`install_commands`] (leading `NAME=value` words set
+/// the environment), output streamed.
+fn run_argv(argv: &[String]) -> Result<std::process::ExitStatus, String> {
+    let n_env = argv.iter().take_while(|a| a.contains('=')).count();
+    let (env, cmd) = argv.split_at(n_env);
+    let (prog, args) = cmd.split_first().ok_or("empty command")?;
+    let mut c = Command::new(prog);
+    c.args(args);
+    for kv in env {
+        if let Some((k, v)) = kv.split_once('=') {
+            c.env(k, v);
+        }
+    }
+    c.status().map_err(|e| format!("cannot run {prog}: {e}"))
+}
+
+/// The one command a user without the rights to install runs by hand.
+pub fn manual_command(pm: Option<PackageManager>, pkg: &SysPackage) -> String {
+    match pm {
+        Some(PackageManager::Apt) => format!(
+            "sudo apt-get update && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y {}",
+            pkg.apt
+        ),
+        Some(PackageManager::Dnf) => format!("sudo dnf install -y {}", pkg.dnf),
+        Some(PackageManager::Pacman) => format!("sudo pacman -S --needed {}", pkg.pacman),
+        None => format!(
+            "install {} (Debian/Ubuntu `apt-get install {}`, Fedora `dnf install {}`, \
+             Arch `pacman -S {}`, macOS `brew install {}`)",
+            pkg.what, pkg.apt, pkg.dnf, pkg.pacman, pkg.brew
+        ),
+    }
+}
+
+/// Whether this process runs as root (uid 0).
+fn is_root() -> bool {
+    if let Ok(s) = std::fs::read_to_string("/proc/self/status")
+        && let Some(uid) = s.lines().find_map(|l| l.strip_prefix("Uid:"))
+    {
+        return uid.split_whitespace().next() == Some("0");
+    }
+    output("id", &["-u"]).is_ok_and(|s| s.trim() == "0")
+}
+
+/// Whether `sudo` works without a password (`sudo -n true`).
+fn passwordless_sudo() -> bool {
+    which("sudo").is_some()
+        && Command::new("sudo")
+            .args(["-n", "true"])
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+}
+
+/// The path of `pkg.program`; installs its package first when it is missing
+/// and this process may (root, or passwordless `sudo`) with apt-get, dnf or
+/// pacman, printing each command it runs. Otherwise the error gives the one
+/// command to run.
+pub fn ensure_program(pkg: &SysPackage) -> Result<PathBuf, String> {
+    if let Some(p) = which(pkg.program) {
+        return Ok(p);
+    }
+    let pm = PackageManager::detect();
+    let missing = format!("{} not found in PATH", pkg.program);
+    let Some(manager) = pm else {
+        return Err(format!("{missing}; {}", manual_command(None, pkg)));
+    };
+    let sudo = if is_root() {
+        false
+    } else if passwordless_sudo() {
+        true
+    } else {
+        return Err(format!(
+            "{missing}, and installing it needs root (not root, no passwordless sudo). Run:\n    {}",
+            manual_command(pm, pkg)
+        ));
+    };
+    eprintln!("xtask: {missing}; installing {}", pkg.what);
+    for argv in install_commands(manager, pkg, sudo) {
+        eprintln!("xtask: running `{}`", argv.join(" "));
+        let status = run_argv(&argv)?;
+        if !status.success() {
+            return Err(format!(
+                "`{}` exited with {status}; install {} by hand: {}",
+                argv.join(" "),
+                pkg.what,
+                manual_command(pm, pkg)
+            ));
+        }
+    }
+    which(pkg.program).ok_or_else(|| {
+        format!("{missing} even after installing {}; {}", pkg.what, manual_command(pm, pkg))
+    })
+}
+
 /// The published conformance vectors, when the shared folder sits beside the
 /// checkout (CI places it there; a plain clone has none).
 fn published_vectors() -> PathBuf {
@@ -180,7 +349,48 @@ pub fn compare_dirs(published: &Path, copy: &Path) -> Result<String, String> {
 
 #[cfg(test)]
 mod tests {
-    use super::compare_dirs;
+    use super::{PackageManager, SysPackage, compare_dirs, install_commands, manual_command};
+
+    const Q: SysPackage = SysPackage {
+        program: "qemu-system-x86_64",
+        what: "QEMU",
+        apt: "qemu-system-x86",
+        dnf: "qemu-system-x86-core",
+        pacman: "qemu-system-x86",
+        brew: "qemu",
+    };
+
+    fn joined(pm: PackageManager, sudo: bool) -> Vec<String> {
+        install_commands(pm, &Q, sudo).iter().map(|c| c.join(" ")).collect()
+    }
+
+    #[test]
+    fn install_commands_per_manager() {
+        assert_eq!(
+            joined(PackageManager::Apt, false),
+            ["apt-get update", "DEBIAN_FRONTEND=noninteractive apt-get install -y qemu-system-x86"]
+        );
+        assert_eq!(
+            joined(PackageManager::Apt, true),
+            [
+                "sudo -n apt-get update",
+                "sudo -n env DEBIAN_FRONTEND=noninteractive apt-get install -y qemu-system-x86"
+            ]
+        );
+        assert_eq!(
+            joined(PackageManager::Dnf, true),
+            ["sudo -n dnf install -y qemu-system-x86-core"]
+        );
+        assert_eq!(
+            joined(PackageManager::Pacman, false),
+            ["pacman -S --noconfirm --needed qemu-system-x86"]
+        );
+        assert_eq!(
+            manual_command(Some(PackageManager::Apt), &Q),
+            "sudo apt-get update && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y qemu-system-x86"
+        );
+        assert!(manual_command(None, &Q).contains("brew install qemu"));
+    }
 
     fn dir(tag: &str, files: &[(&str, &[u8])]) -> std::path::PathBuf {
         let d = std::env::temp_dir().join(format!("xtask-sync-{}-{tag}", std::process::id()));
