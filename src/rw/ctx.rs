@@ -129,7 +129,7 @@ pub trait PostSend {
 
 /// Failure of [`RwCtx::post`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum PostError<E> {
+pub enum RwPostError<E> {
     /// The context could not build its chain.
     Rw(RwError),
     /// The QP refused WR `bad` of the chain (0-based, chain WRs included).
@@ -1038,9 +1038,9 @@ impl<const MAX_SGE: usize, const MAX_OPS: usize> RwCtx<MAX_SGE, MAX_OPS> {
         pool: &mut MrPool<N, P>,
         wr_id: u64,
         chain: &[SendWr<'_>],
-    ) -> Result<(), PostError<Q::Error>> {
+    ) -> Result<(), RwPostError<Q::Error>> {
         if self.live.is_none() {
-            return Err(PostError::Rw(RwError::WrongContext));
+            return Err(RwPostError::Rw(RwError::WrongContext));
         }
         self.update_keys(pool);
         let has_chain = !chain.is_empty();
@@ -1061,7 +1061,7 @@ impl<const MAX_SGE: usize, const MAX_OPS: usize> RwCtx<MAX_SGE, MAX_OPS> {
                 idx += 1;
                 Ok(())
             })
-            .map_err(PostError::Rw)?;
+            .map_err(RwPostError::Rw)?;
             for c in chain {
                 if idx >= start
                     && let Some(s) = buf.get_mut(n)
@@ -1075,7 +1075,7 @@ impl<const MAX_SGE: usize, const MAX_OPS: usize> RwCtx<MAX_SGE, MAX_OPS> {
                 break;
             }
             let part = buf.get(..n).unwrap_or(&[]);
-            qp.post_send(part).map_err(|(i, err)| PostError::Post { bad: start + i, err })?;
+            qp.post_send(part).map_err(|(i, err)| RwPostError::Post { bad: start + i, err })?;
             start += n;
         }
         Ok(())
