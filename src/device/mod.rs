@@ -207,9 +207,12 @@ pub struct ProbeOptions {
     pub timeouts: Timeouts,
     /// How long to wait for the firmware (Linux: 15 reads 100 ms apart).
     pub fw_ready_timeout: Duration,
-    /// First STag key byte (Linux draws a random one; pass something
-    /// unpredictable so keys differ across boots).
-    pub stag_key_seed: u8,
+    /// First STag key byte (Linux draws a random one). `None` (the default):
+    /// derived per device at probe by [`crate::res::default_key_seed`] from
+    /// `H::now()` and the function's identity (PF id, VSI, MAC), so keys
+    /// differ across boots and between the devices of one boot. `Some` for a
+    /// value of the caller's (e.g. from a hardware RNG).
+    pub stag_key_seed: Option<u8>,
 }
 
 impl Default for ProbeOptions {
@@ -220,7 +223,7 @@ impl Default for ProbeOptions {
             fw_ready_timeout: Duration::from_millis(
                 regs::PE_READY_MAX_READS as u64 * regs::PE_READY_INTERVAL_MS,
             ),
-            stag_key_seed: 0x5a,
+            stag_key_seed: None,
         }
     }
 }
@@ -620,7 +623,7 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
             arp_ids: IdBitmap::arp_ids(layout.object(HmcObj::Arp).cnt)
                 .or_else(|e| fail(S::Resources, ProbeCause::Ids(e)))?,
             arp: [ArpSlot::default(); MAX_ARP as usize],
-            stags: StagTable::new(layout.object(HmcObj::Mr).cnt, self.opts.stag_key_seed)
+            stags: StagTable::new(layout.object(HmcObj::Mr).cnt, self.stag_key_seed())
                 .or_else(|_| fail(S::Resources, ProbeCause::Ids(IdError::BadCapacity)))?,
             pble: pool,
             qp_rec: [QpRecord::default(); MAX_QPS as usize],
@@ -899,6 +902,16 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
             max_mr_pages: l.map_or(0, |l| l.pble().count()),
             max_mr_size: 1 << 45,
         }
+    }
+
+    /// The STag key seed: the caller's, or derived (see [`ProbeOptions`]).
+    fn stag_key_seed(&self) -> u8 {
+        self.opts.stag_key_seed.unwrap_or_else(|| {
+            let l = &self.lan;
+            let [v0, v1] = l.vsi_num.to_le_bytes();
+            let [m0, m1, m2, m3, m4, m5] = l.mac;
+            crate::res::default_key_seed(H::now(), &[l.pf_id, v0, v1, m0, m1, m2, m3, m4, m5])
+        })
     }
 
     /// Runs `f` with the CQP (shared by every control call).

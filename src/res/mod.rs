@@ -19,7 +19,10 @@ pub use bitmap::{IdBitmap, IdError};
 pub use hmc::{FpmCaps, HmcCounts, HmcError, HmcLayout, HmcObj, ObjCaps, ObjCommit, size_hmc};
 pub use pble::{PbleAlloc, PbleError, PbleLayout, PblePolicy, PblePool, PbleRun};
 pub use profile::Profile;
-pub use stag::{AccessError, AccessRights, Stag, StagError, StagTable, mr_access_rights};
+pub use stag::{
+    AccessError, AccessRights, Stag, StagError, StagTable, default_key_seed, key_seed,
+    mr_access_rights,
+};
 
 #[cfg(test)]
 mod proptests;
