@@ -365,6 +365,22 @@ fn pages_bytes(bytes: usize) -> u64 {
 
 impl<H: Hal, B: Bar + Clone> Device<H, B> {
     /// Brings the device up with default [`ProbeOptions`]. See the module docs.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # use irdma::prelude::*;
+    /// # use irdma_testkit::{FakeHal, ModelBar};
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let bar = ModelBar::standalone(mock_bar::Config::default());
+    /// # let lan = LanInfo::single_tc(0, 6, [2, 0, 0, 0, 0, 0x0a], 1500);
+    /// // On hardware: `unsafe { MmioBar::new(bar0, len) }` and your `Hal`.
+    /// let dev: Device<FakeHal, ModelBar> = Device::probe(bar, lan, Profile::SMALL)?;
+    /// println!("firmware {:?}, {} bytes of DMA", dev.fw_version(), dev.footprint().current_bytes);
+    /// dev.close()?;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn probe(bar: B, lan: LanInfo, profile: Profile) -> Result<Self, ProbeError> {
         Self::probe_with(bar, lan, profile, ProbeOptions::default())
     }

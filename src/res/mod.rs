@@ -1,3 +1,6 @@
+//! **Low-level API** (a verbs user needs only [`crate::prelude`], which
+//! re-exports [`Profile`]).
+//!
 //! Control-path resource bookkeeping: pure, allocation-free logic the CQP
 //! layer drives. Nothing here touches hardware.
 //!

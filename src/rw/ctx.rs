@@ -62,7 +62,7 @@ pub enum CtxType {
     SingleWr,
     /// `RDMA_RW_MULTI_WR`: WRs of up to max_write/read_sge SGEs each.
     MultiWr,
-    /// `RDMA_RW_MR`: per MR [LOCAL_INV] + REG_MR + RDMA READ/WRITE.
+    /// `RDMA_RW_MR`: per MR \[LOCAL_INV\] + REG_MR + RDMA READ/WRITE.
     Mr,
     /// `RDMA_RW_IOVA`: one WR over a contiguous IOVA range.
     Iova,
@@ -184,6 +184,40 @@ struct Live {
 }
 
 /// One R/W context. See the module docs for capacities.
+///
+/// # Example
+///
+/// An RDMA READ of 9000 bytes into a local buffer through SGEs (no MR),
+/// built but not posted: `post` hands the same chain to a QP (`Qp`
+/// implements [`PostSend`]), and `destroy` unmaps once it completed.
+///
+/// ```
+/// # use core::ptr::NonNull;
+/// use irdma::rw::{DeviceAttrs, Direction, MrPool, RwCtx, RwQp, SgEntry};
+/// use irdma::wr::{SendWr, WrOpcode};
+/// use irdma_testkit::IdentityHal; // share() = identity, as on a unikernel without IOMMU
+///
+/// let attrs = DeviceAttrs::e810_roce(13, 4096, 0x100 /* local_dma_lkey */);
+/// let qp = RwQp::new(attrs, false, 2); // the QP's max_send_sge = 2
+/// let mut pool: MrPool<0, 0> = MrPool::new(); // no MRs: the SGE path
+/// let mut local = vec![0u8; 9000];
+/// let mut sg = [SgEntry::new(NonNull::from(&mut local[..]))];
+/// let mut ctx: RwCtx<4, 4> = RwCtx::new();
+/// // SAFETY: `local` stays put until `destroy`.
+/// let wrs = unsafe {
+///     let (remote, rkey) = (0x9000_0000, 0x1234);
+///     ctx.init::<IdentityHal, 0, 0>(&qp, &mut pool, &mut sg, 0, remote, rkey, Direction::FromDevice)
+/// }?;
+/// assert_eq!(wrs, 1); // one buffer, one RDMA READ
+/// let mut chain = [SendWr::default(); 4];
+/// let n = ctx.wrs(&mut pool, 42, &[], &mut chain)?;
+/// assert_eq!(n, 1);
+/// let read = WrOpcode::RdmaRead { remote_addr: 0x9000_0000, rkey: 0x1234 };
+/// assert_eq!(chain[0].opcode, read);
+/// // SAFETY: nothing was posted, so the device is done with it.
+/// unsafe { ctx.destroy::<IdentityHal, 0, 0>(&mut pool, &mut sg) }?;
+/// # Ok::<(), irdma::rw::RwError>(())
+/// ```
 pub struct RwCtx<const MAX_SGE: usize, const MAX_OPS: usize> {
     live: Option<Live>,
     single: Sge,

@@ -97,6 +97,7 @@ fn legs() -> Vec<Leg> {
         cargo(&["build", "-p", "irdma-boot", "--release", "--target", t])
     }));
     v.push(leg("model-independence", util::check_model_independence));
+    v.push(leg("doc", util::doc));
     v.push(leg("test", || cargo(&["test", "--workspace", "--quiet"])));
     // The full 1,000 bring-up/teardown cycles of issue #4 (debug runs 100).
     v.push(leg("cycles-1000", || {

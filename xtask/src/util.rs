@@ -91,6 +91,24 @@ pub fn check_model_independence() -> Result<String, String> {
     }
 }
 
+/// Leg `doc`: the API docs of the driver and its hal build with rustdoc
+/// warnings denied (broken or private intra-doc links, bad HTML, …), and
+/// the driver's doc examples run.
+pub fn doc() -> Result<String, String> {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let status = Command::new(&cargo)
+        .args(["doc", "--no-deps", "-p", "irdma", "-p", "irdma-hal"])
+        .env("RUSTDOCFLAGS", "-D warnings")
+        .current_dir(root())
+        .status()
+        .map_err(|e| format!("cannot run cargo: {e}"))?;
+    if !status.success() {
+        return Err(format!("cargo doc with RUSTDOCFLAGS=\"-D warnings\" failed: {status}"));
+    }
+    self::cargo(&["test", "--quiet", "--doc", "-p", "irdma", "-p", "irdma-hal"])?;
+    Ok("no rustdoc warnings; doc examples pass".into())
+}
+
 /// The loom model of the lock-free SQ, in its own target directory so the
 /// `--cfg loom` build does not evict the normal one.
 pub fn loom() -> Result<String, String> {
