@@ -104,6 +104,7 @@ fn legs() -> Vec<Leg> {
         cargo(&["test", "--release", "--quiet", "-p", "irdma", "--test", "cycles"])
     }));
     v.push(leg("loom", util::loom));
+    v.push(leg("example-host", util::example_host));
     v.push(leg("qemu", qemu::run_leg));
     v.push(leg("conformance-sync", util::conformance_sync));
     for (name, file) in conformance::SUITE {

@@ -109,6 +109,44 @@ pub fn doc() -> Result<String, String> {
     Ok("no rustdoc warnings; doc examples pass".into())
 }
 
+/// Leg `example-host`: `cargo run --example host_loopback` exits 0 and
+/// prints each of its steps, then its closing line.
+pub fn example_host() -> Result<String, String> {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let out = Command::new(&cargo)
+        .args(["run", "--quiet", "-p", "irdma", "--example", "host_loopback"])
+        .current_dir(root())
+        .stderr(std::process::Stdio::inherit())
+        .output()
+        .map_err(|e| format!("cannot run cargo: {e}"))?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    print!("{text}");
+    check_example_output(&text, out.status.success())
+}
+
+/// What [`example_host`] accepts: a successful exit, the steps `[ 1/N]` to
+/// `[N/N]` in order, and `all N steps passed` at the end.
+fn check_example_output(text: &str, exited_ok: bool) -> Result<String, String> {
+    if !exited_ok {
+        return Err("host_loopback exited with failure".into());
+    }
+    let steps: Vec<(u32, u32)> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix('[')?.split_once(']')?.0.split_once('/'))
+        .filter_map(|(k, n)| Some((k.trim().parse().ok()?, n.trim().parse().ok()?)))
+        .collect();
+    let n = steps.first().map_or(0, |s| s.1);
+    let in_order = steps.iter().enumerate().all(|(i, &(k, m))| k as usize == i + 1 && m == n);
+    if n == 0 || steps.len() != n as usize || !in_order {
+        return Err(format!("host_loopback printed steps {steps:?}, not 1..=N in order"));
+    }
+    let last = text.lines().last().unwrap_or("");
+    if last != format!("host_loopback: all {n} steps passed") {
+        return Err(format!("host_loopback ended with {last:?}"));
+    }
+    Ok(format!("{n} steps printed, exit 0"))
+}
+
 /// The loom model of the lock-free SQ, in its own target directory so the
 /// `--cfg loom` build does not evict the normal one.
 pub fn loom() -> Result<String, String> {
@@ -380,6 +418,18 @@ mod tests {
 
     fn joined(pm: PackageManager, sudo: bool) -> Vec<String> {
         install_commands(pm, &Q, sudo).iter().map(|c| c.join(" ")).collect()
+    }
+
+    #[test]
+    fn example_output_check() {
+        use super::check_example_output as check;
+        let good = "[ 1/2] a\n   detail\n[ 2/2] b\nhost_loopback: all 2 steps passed\n";
+        assert!(check(good, true).is_ok());
+        assert!(check(good, false).is_err());
+        assert!(check("[ 1/2] a\nhost_loopback: all 2 steps passed", true).is_err());
+        assert!(check("[ 2/2] b\n[ 1/2] a\nhost_loopback: all 2 steps passed", true).is_err());
+        assert!(check("[ 1/2] a\n[ 2/2] b\nerror", true).is_err());
+        assert!(check("", true).is_err());
     }
 
     #[test]
