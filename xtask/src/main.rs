@@ -96,6 +96,14 @@ fn legs() -> Vec<Leg> {
         cargo(&["clippy", "-p", "irdma-boot", "--target", t, "--", "-D", "warnings"])?;
         cargo(&["build", "-p", "irdma-boot", "--release", "--target", t])
     }));
+    v.push(leg("firmware-example", || {
+        for t in BARE_TARGETS {
+            let p = "irdma-firmware-example";
+            cargo(&["clippy", "-p", p, "--target", t, "--", "-D", "warnings"])?;
+            cargo(&["build", "-p", p, "--release", "--target", t])?;
+        }
+        Ok(format!("examples/firmware built for {}", BARE_TARGETS.join(" and ")))
+    }));
     v.push(leg("model-independence", util::check_model_independence));
     v.push(leg("doc", util::doc));
     v.push(leg("test", || cargo(&["test", "--workspace", "--quiet"])));
