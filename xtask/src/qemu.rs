@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 
 use irdma_boot::contract as c;
 
-use crate::util::{cargo, root};
+use crate::util::{cargo, root, which};
 
 const QEMU: &str = "qemu-system-x86_64";
 const IMAGE_TARGET: &str = "x86_64-unknown-none";
@@ -417,11 +417,6 @@ fn check_bar_file(f: &File, nonce: u64) -> Vec<String> {
     p
 }
 
-fn which(cmd: &str) -> Option<PathBuf> {
-    let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path).map(|d| d.join(cmd)).find(|p| p.is_file())
-}
-
 fn kvm_usable() -> bool {
     OpenOptions::new().read(true).write(true).open("/dev/kvm").is_ok()
 }
@@ -546,15 +541,20 @@ pub fn build_model() -> Result<PathBuf, String> {
     if p.is_file() { Ok(p) } else { Err(format!("no model binary at {}", p.display())) }
 }
 
-/// Says exactly what to install when QEMU is missing.
+/// QEMU's x86 system emulator and its package per distribution.
+pub const QEMU_PACKAGE: crate::util::SysPackage = crate::util::SysPackage {
+    program: QEMU,
+    what: "QEMU's x86 system emulator",
+    apt: "qemu-system-x86",
+    dnf: "qemu-system-x86-core",
+    pacman: "qemu-system-x86",
+    brew: "qemu",
+};
+
+/// QEMU's path; installs it when missing and this process may (see
+/// [`crate::util::ensure_program`]), else says the one command to run.
 pub fn require_qemu() -> Result<PathBuf, String> {
-    which(QEMU).ok_or_else(|| {
-        format!(
-            "{QEMU} not found in PATH. Install QEMU's x86 system emulator: \
-             Debian/Ubuntu `apt-get install qemu-system-x86`, Fedora `dnf install qemu-system-x86-core`, \
-             Arch `pacman -S qemu-system-x86`, macOS `brew install qemu`"
-        )
-    })
+    crate::util::ensure_program(&QEMU_PACKAGE)
 }
 
 /// A running model process and the threads collecting its output.
