@@ -456,6 +456,7 @@ mod tests {
         let cqp = CqpError::OpFailed { opcode: 0x0a, major: 0x8005, minor: 3 };
         let post = RwPostError::Post { bad: 4, err: SqError::Full };
         let probe = ProbeError { step: ProbeStep::CommitFpm, cause: ProbeCause::Cqp(cqp) };
+        let kept = CloseError::Quarantined(Default::default());
         let all: Vec<(&dyn Error, String)> = std::vec![
             (&LanInfoError::BadMtu, std::format!("{:?}", LanInfoError::BadMtu)),
             (&LanError::Command(7), std::format!("{:?}", LanError::Command(7))),
@@ -484,7 +485,7 @@ mod tests {
             (&ProbeCause::Capacity, "Capacity".into()),
             (&probe, String::new()),
             (&CloseError::Lan(LanError::NotReady), String::new()),
-            (&CloseError::Quarantined(Default::default()), String::new()),
+            (&kept, String::new()),
             (&CqpError::NeedsReset, "NeedsReset".into()),
             (&VerbsError::InUse { what: "CQ", users: 2 }, String::new()),
             (&DmaError::NoMemory, "NoMemory".into()),
