@@ -501,10 +501,19 @@ impl Device {
                 return;
             }
             let idx = q.sq_tail;
-            let quanta = match wqe::sq_quanta(hdr) {
+            // spec data-path §1.10 chunk rule: a WQE never crosses an
+            // 8-quanta boundary (max_hw_sq_chunk = 8); software pads with
+            // NOPs instead
+            let quanta = match wqe::sq_quanta(hdr).and_then(|n| {
+                if idx % 8 + n > 8 {
+                    Err(wqe::WqeError::CrossesChunk { start: idx, quanta: n })
+                } else {
+                    Ok(n)
+                }
+            }) {
                 Ok(n) if idx + n <= q.sq_quanta => n,
                 _ => {
-                    self.qp_fatal(qpn, ae::WQE_UNEXPECTED_OPCODE, ae::SRC_SQ, idx);
+                    self.invalid_sq_wqe(qpn, idx);
                     return;
                 }
             };
@@ -529,7 +538,7 @@ impl Device {
             let w = match wqe::decode_sq(&words) {
                 Ok(w) => w,
                 Err(_) => {
-                    self.qp_fatal(qpn, ae::WQE_UNEXPECTED_OPCODE, ae::SRC_SQ, idx);
+                    self.invalid_sq_wqe(qpn, idx);
                     return;
                 }
             };
@@ -590,6 +599,16 @@ impl Device {
                 }
             }
         }
+    }
+
+    /// A malformed SQ WQE (bad opcode, odd ADDFRAGCNT, too many SGEs,
+    /// crossing a chunk, a missing valid bit): not executed, no CQE; the QP
+    /// goes to ERROR with WQE_UNEXPECTED_OPCODE (spec control-path §8: the
+    /// only WQE-format AE Linux names; model choice for the formats the
+    /// spec gives no code for) and the WQE is counted.
+    fn invalid_sq_wqe(&mut self, qpn: u32, idx: u32) {
+        self.counters.invalid_wqes += 1;
+        self.qp_fatal(qpn, ae::WQE_UNEXPECTED_OPCODE, ae::SRC_SQ, idx);
     }
 
     fn advance_sq(&mut self, qpn: u32, quanta: u32) {
@@ -862,6 +881,7 @@ impl Device {
         let frags = match wqe::decode_rq(&words) {
             Ok(f) => f,
             Err(_) => {
+                self.counters.invalid_wqes += 1;
                 self.qp_fatal(q.id, ae::WQE_UNEXPECTED_OPCODE, ae::SRC_RQ, q.rq_head);
                 return Response::NakOp;
             }
@@ -922,29 +942,8 @@ impl Device {
 
     /// Writes an extended CQE: the extension in the next slot first (with
     /// that slot's own pass polarity), then the main CQE.
-    fn post_cqe_ext(&mut self, cq_id: u32, main: [u64; 4], mut ext: [u64; 4], solicited: bool) {
-        let Some(cq) = self.cqs.get(&cq_id).cloned() else { return };
-        let next = (cq.prod + 1) % cq.size;
-        let pol = if next == 0 { !cq.pol } else { cq.pol };
-        ext[3] = (ext[3] & !(1 << 63)) | ((pol as u64) << 63);
-        if let Some(pa) = self.queue_addr(cq.ring, next as u64 * 32) {
-            for (i, v) in ext.iter().enumerate() {
-                if let Err(f) = crate::mem::write_u64(&*self.mem, pa.wrapping_add(i as u64 * 8), *v)
-                {
-                    self.dma_fault(f);
-                    return;
-                }
-            }
-        }
-        if self.post_cqe(cq_id, main, solicited) {
-            // the extension slot is consumed too
-            if let Some(c) = self.cqs.get_mut(&cq_id) {
-                c.prod = (c.prod + 1) % c.size;
-                if c.prod == 0 {
-                    c.pol = !c.pol;
-                }
-            }
-        }
+    fn post_cqe_ext(&mut self, cq_id: u32, main: [u64; 4], ext: [u64; 4], solicited: bool) {
+        self.post_cqe_with(cq_id, main, Some(ext), solicited);
     }
 
     // ------------------------------------------------------------------

@@ -111,8 +111,15 @@ pub struct Cq {
     pub pol: bool,
     /// Arm state.
     pub arm: Arm,
-    /// CQEs dropped because the ring was full.
+    /// CQEs dropped because the ring was full (the first one) or because
+    /// the CQ was already in error (the rest).
     pub overflows: u64,
+    /// The CQ overflowed: CQ_OPERATION_ERROR was raised once and the CQ
+    /// writes no further CQE until it is destroyed (spec control-path §8,
+    /// AE 0x0203 → IB_EVENT_CQ_ERR; that the CQ then stays in error is the
+    /// IB meaning of a CQ overrun — the spec does not say how hardware
+    /// resumes, so the model never does).
+    pub error: bool,
     /// ARM_SEQ_NUM of the last arm request seen.
     pub arm_seq: u8,
     /// Completed MODIFY_CQ resizes (spec control-path §4.3.3). While the
@@ -1015,6 +1022,7 @@ impl Device {
                 pol: true,
                 arm: Arm::None,
                 overflows: 0,
+                error: false,
                 arm_seq: 0,
                 resizes: 0,
             },
@@ -1302,12 +1310,38 @@ impl Device {
 
     /// Writes a CQE (valid bit set here, header word last) and raises a CEQE
     /// if the CQ is armed. Returns false if the CQE could not be written.
-    pub(crate) fn post_cqe(&mut self, cq_id: u32, mut w: [u64; 4], solicited: bool) -> bool {
+    pub(crate) fn post_cqe(&mut self, cq_id: u32, w: [u64; 4], solicited: bool) -> bool {
+        self.post_cqe_with(cq_id, w, None, solicited)
+    }
+
+    /// Writes a CQE and, with `ext`, its extension in the next slot (spec
+    /// data-path §5.1: an extended CQE continues in the next 32-byte slot).
+    /// Room for every slot is checked before anything is written: a CQE
+    /// that does not fit whole is not written at all, raises
+    /// CQ_OPERATION_ERROR and puts the CQ in error (no further CQEs).
+    pub(crate) fn post_cqe_with(
+        &mut self,
+        cq_id: u32,
+        mut w: [u64; 4],
+        ext: Option<[u64; 4]>,
+        solicited: bool,
+    ) -> bool {
         let Some(cq) = self.cqs.get(&cq_id).cloned() else {
             self.counters.cqes_dropped += 1;
             return false;
         };
+        if cq.error {
+            if let Some(c) = self.cqs.get_mut(&cq_id) {
+                c.overflows += 1;
+            }
+            self.counters.cqes_dropped += 1;
+            return false;
+        }
+        let slots = if ext.is_some() { 2 } else { 1 };
         if cq.check_overflow {
+            // spec data-path §4.3: the device reads the consumer index from
+            // shadow @0 (CQEIDX [19:0]); one slot always stays empty so a
+            // full ring is distinguishable from an empty one.
             let sel = read_u64(&*self.mem, cq.shadow.wrapping_add(32))
                 .map(|v| get(v, 13, 0) as u16)
                 .unwrap_or(0);
@@ -1317,13 +1351,31 @@ impl Device {
                 0
             };
             let used = (cq.prod + cq.size - cons) % cq.size;
-            if used >= cq.size - 1 {
+            if used + slots > cq.size - 1 {
                 if let Some(c) = self.cqs.get_mut(&cq_id) {
                     c.overflows += 1;
+                    c.error = true;
                 }
                 self.counters.cqes_dropped += 1;
+                // spec control-path §8: 0x0203 CQ_OPERATION_ERROR, AESRC CQ
                 self.post_aeqe(ae::CQ_OPERATION_ERROR, ae::SRC_CQ, cq_id, cq.ctx, 0);
                 return false;
+            }
+        }
+        if let Some(mut ext) = ext {
+            let next = (cq.prod + 1) % cq.size;
+            let pol = if next == 0 { !cq.pol } else { cq.pol };
+            ext[3] = (ext[3] & !(1 << 63)) | ((pol as u64) << 63);
+            let Some(pa) = self.queue_addr(cq.ring, next as u64 * 32) else {
+                self.counters.cqes_dropped += 1;
+                return false;
+            };
+            for (i, v) in ext.iter().enumerate() {
+                if let Err(f) = write_u64(&*self.mem, pa.wrapping_add(i as u64 * 8), *v) {
+                    self.dma_fault(f);
+                    self.counters.cqes_dropped += 1;
+                    return false;
+                }
             }
         }
         w[3] = (w[3] & !(1 << 63)) | ((cq.pol as u64) << 63);
@@ -1346,9 +1398,11 @@ impl Device {
         self.record(Event::Cqe { cq: cq_id, slot: cq.prod, w3: w[3] });
         let error = bit(w[3], 55);
         if let Some(c) = self.cqs.get_mut(&cq_id) {
-            c.prod = (c.prod + 1) % c.size;
-            if c.prod == 0 {
-                c.pol = !c.pol;
+            for _ in 0..slots {
+                c.prod = (c.prod + 1) % c.size;
+                if c.prod == 0 {
+                    c.pol = !c.pol;
+                }
             }
             let fire = match c.arm {
                 Arm::Next => true,

@@ -89,6 +89,9 @@ pub struct Counters {
     pub idle_doorbells: u64,
     pub sq_wqes: u64,
     pub rq_wqes: u64,
+    /// SQ/RQ WQEs refused as malformed (bad opcode, odd ADDFRAGCNT, more
+    /// than 13 SGEs, crossing an 8-quanta chunk, missing valid bit).
+    pub invalid_wqes: u64,
     pub packets: u64,
     pub rnr_naks: u64,
     /// Deferred mode: SQ work found by a sweep with no WQEALLOC change.

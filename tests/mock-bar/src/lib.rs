@@ -106,14 +106,23 @@
 //!   SD table (direct: base + offset; paged: PD entry with valid bit).
 //! * Data path: SQ WQEs found by valid bit on WQEALLOC (or the user
 //!   doorbell page +0), quanta from the header, extra quanta's valid bits
-//!   checked, NOP padding; WRITE(+IMM, solicited), READ(+local invalidate),
+//!   checked, NOP padding; a WQE crossing an 8-quanta chunk, with an odd
+//!   ADDFRAGCNT (GEN_2 counts the pad fragment) or more than 13 SGEs is
+//!   refused — not executed, counted in `invalid_wqes`, QP to ERROR with
+//!   WQE_UNEXPECTED_OPCODE (the AE code for a malformed WQE is a model
+//!   choice: the spec names none); WRITE(+IMM, solicited), READ(+local invalidate),
 //!   SEND(+IMM/+INV, solicited), inline forms, LOCAL_INV, FAST_REGISTER, NOP
 //!   executed; BIND_MW and atomics raise WQE_UNEXPECTED_OPCODE. RQ WQEs
 //!   consumed by valid bit (no doorbell). CQEs with polarity, WQE index in
 //!   quanta, QP id, completion context (QP context @168), immediates
 //!   (extended CQE in the next slot), invalidated STag, solicited flag, BTH
 //!   opcode for RQ completions; CQ overflow checked against the shadow
-//!   consumer index (AE CQ_OPERATION_ERROR). QP shadow @0 gets the SQ tail.
+//!   consumer index before anything is written, for every slot of the CQE
+//!   (two for an extended one): a CQE that does not fit raises
+//!   CQ_OPERATION_ERROR once and puts the CQ in error — it writes nothing
+//!   more until destroyed (model choice: the spec names the AE and
+//!   IB_EVENT_CQ_ERR but not how a CQ recovers). QP shadow @0 gets the SQ
+//!   tail.
 //!   CQ arming (shadow @32 + CQARM) → one CEQE (next or solicited/error);
 //!   AEQEs (GEN_2 layout) with credits returned through AEQALLOC and the
 //!   OVERFLOW bit after a drop.

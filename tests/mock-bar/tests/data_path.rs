@@ -422,3 +422,107 @@ fn destination_nobody_owns_fails_with_retries_exceeded() {
     h.post_send(&mut q, |v| sq_frag_wqe(sqop::WRITE, STAG, VA, &[sge(0, 4)], None, true, v));
     assert_eq!(h.aeq_poll().map(|a| a.0), Some(0x050A));
 }
+
+/// spec data-path §5.1: an extended CQE takes two slots. With one slot left
+/// the whole CQE does not fit, so nothing is written (the lenient model
+/// wrote both and wrapped onto the consumer: a silent loss), the CQ raises
+/// CQ_OPERATION_ERROR and stays in error.
+#[test]
+fn an_extended_cqe_needs_two_free_slots_and_an_overflow_puts_the_cq_in_error() {
+    let mut s = setup();
+    let mut rx = s.h.create_cq(7, 4); // 3 usable slots
+    let mut c = s.h.create_qp(12, PD, 3, 7, IP, IP, 13, 2);
+    let mut d = s.h.create_qp(13, PD, 5, 6, IP, IP, 12, 2);
+    for _ in 0..2 {
+        s.h.post_recv(&mut c, &[sge(0x3000, 64)]);
+        s.h.post_send(&mut d, |v| sq_frag_wqe(sqop::SEND, 0, 0, &[sge(0, 8)], None, false, v));
+    }
+    assert_eq!(s.h.dev(|d| d.cq(7).unwrap().prod), 2);
+    s.h.post_recv(&mut c, &[sge(0x3000, 64)]);
+    s.h.post_send(&mut d, |v| {
+        sq_frag_wqe(sqop::WRITE, STAG, VA + 0x1000, &[sge(0, 8)], Some(5), false, v)
+    });
+    assert_eq!(s.h.dev(|d| d.cq(7).unwrap().overflows), 1);
+    assert!(s.h.dev(|d| d.cq(7).unwrap().error));
+    assert_eq!(s.h.mem.get64(rx.ring.pa + 3 * 32 + 24) >> 63, 0, "extension slot untouched");
+    let (code, src, id, _) = s.h.aeq_poll().expect("AE");
+    assert_eq!((code, src, id), (ae::CQ_OPERATION_ERROR, ae::SRC_CQ, 7));
+    assert!(s.h.aeq_poll().is_none(), "one AE");
+    // the two CQEs written before are intact; nothing after the overflow
+    assert!(s.h.poll_cq(&mut rx).is_some_and(|c| !c.ext));
+    assert!(s.h.poll_cq(&mut rx).is_some_and(|c| !c.ext));
+    assert!(s.h.poll_cq(&mut rx).is_none());
+    s.h.post_recv(&mut c, &[sge(0x3000, 64)]);
+    s.h.post_send(&mut d, |v| sq_frag_wqe(sqop::SEND, 0, 0, &[sge(0, 8)], None, false, v));
+    assert!(s.h.poll_cq(&mut rx).is_none(), "a CQ in error completes nothing more");
+    assert_eq!(s.h.dev(|d| d.cq(7).unwrap().overflows), 2);
+    assert!(s.h.aeq_poll().is_none(), "still one AE");
+}
+
+/// A refused SQ WQE: not executed, no CQE, the QP in ERROR with
+/// WQE_UNEXPECTED_OPCODE naming the WQE, counted as invalid.
+fn assert_wqe_refused(s: &mut Setup, idx: u32) {
+    assert_eq!(s.h.dev(|d| d.counters().invalid_wqes), 1);
+    assert_eq!(s.h.dev(|d| d.qp(10).unwrap().state), qps::ERROR);
+    let (code, src, id, _) = s.h.aeq_poll().expect("AE");
+    assert_eq!((code, src, id), (ae::WQE_UNEXPECTED_OPCODE, ae::SRC_SQ, 10));
+    assert_eq!(s.h.dev(|d| d.qp(10).unwrap().sq_tail), idx, "not consumed");
+    assert!(s.h.poll_cq(&mut s.tx_a).is_none());
+}
+
+/// spec data-path §1.10: a WQE must not cross an 8-quanta chunk.
+#[test]
+fn an_sq_wqe_crossing_an_8_quanta_chunk_is_refused() {
+    let mut s = setup();
+    for _ in 0..6 {
+        s.h.write_sq(&mut s.a, &|v| {
+            sq_frag_wqe(sqop::WRITE, STAG, VA + 0x1000, &[sge(0, 4)], None, false, v)
+        });
+    }
+    // 4 SGEs + pad = 3 quanta at index 6: quanta 6..8 cross the chunk
+    let four = [sge(0, 4), sge(4, 4), sge(8, 4), sge(12, 4)];
+    let idx = s.h.write_sq_unpadded(&mut s.a, &|v| {
+        sq_frag_wqe(sqop::WRITE, STAG, VA + 0x1000, &four, None, true, v)
+    });
+    assert_eq!(idx, 6);
+    s.h.ring(&s.a);
+    assert_eq!(s.h.dev(|d| d.counters().sq_wqes), 6);
+    assert_wqe_refused(&mut s, 6);
+}
+
+/// spec data-path §1.5: on GEN_2 ADDFRAGCNT counts the pad fragment, so it
+/// is even; an odd value (the GEN_3 count) is refused.
+#[test]
+fn an_odd_addfragcnt_is_refused_on_gen2() {
+    let mut s = setup();
+    s.h.post_send(&mut s.a, |v| {
+        let mut w =
+            sq_frag_wqe(sqop::WRITE, STAG, VA + 0x1000, &[sge(0, 4), sge(4, 4)], None, true, v);
+        // two SGEs, pad present, but ADDFRAGCNT = 1 (pad not counted)
+        w[3] = (w[3] & !f(0xF, 41, 38)) | f(1, 41, 38);
+        w
+    });
+    assert_wqe_refused(&mut s, 0);
+}
+
+/// spec data-path §3: at most 13 SGEs per WQE (ICRDMA_MAX_WQ_FRAGMENT_COUNT);
+/// 14 fit 8 quanta but are refused. 13 SGEs and 13 SGEs + immediate pass.
+#[test]
+fn more_than_13_sges_are_refused() {
+    let mut s = setup();
+    let sges: Vec<Sge> = (0..14).map(|i| sge(i * 4, 4)).collect();
+    s.h.post_send(&mut s.a, |v| {
+        sq_frag_wqe(sqop::WRITE, STAG, VA + 0x1000, &sges[..13], None, true, v)
+    });
+    s.h.post_recv(&mut s.b, &[sge(0x3000, 64)]);
+    s.h.post_send(&mut s.a, |v| {
+        sq_frag_wqe(sqop::WRITE, STAG, VA + 0x1000, &sges[..13], Some(1), true, v)
+    });
+    assert!(s.h.poll_cq(&mut s.tx_a).is_some_and(|c| !c.error));
+    assert!(s.h.poll_cq(&mut s.tx_a).is_some_and(|c| !c.error));
+    assert_eq!(s.h.mem.bytes(s.buf + 0x1000, 52), s.h.mem.bytes(s.buf, 52));
+    let idx = s
+        .h
+        .post_send(&mut s.a, |v| sq_frag_wqe(sqop::WRITE, STAG, VA + 0x1000, &sges, None, true, v));
+    assert_wqe_refused(&mut s, idx);
+}

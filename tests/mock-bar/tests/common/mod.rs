@@ -781,6 +781,12 @@ impl Harness {
                 });
             }
         }
+        self.write_sq_unpadded(qp, build)
+    }
+
+    /// [`Self::write_sq`] without the chunk padding (to break the rule).
+    pub fn write_sq_unpadded(&mut self, qp: &mut TQp, build: &dyn Fn(bool) -> Vec<u64>) -> u32 {
+        let quanta = (build(true).len() / 4) as u32;
         let idx = qp.sq_head;
         if idx == 0 {
             qp.sq_pol = !qp.sq_pol;
