@@ -129,6 +129,13 @@ pub struct Qp {
     pub local_ip: u32,
     /// ARP index of the next hop.
     pub arp_idx: u16,
+    /// ORDSIZE (@160 [7:0]), taken only with ORDVALID (spec control-path
+    /// §4.3.5); 0 until then, and a READ with ORD 0 fails.
+    pub ord: u8,
+    /// SNDMSS (@48 [29:16]).
+    pub mss: u32,
+    /// QSHANDLE (@176 [25:16]).
+    pub qs_handle: u16,
     /// Completion context (@168).
     pub compl_ctx: u64,
     /// RNR retry limit (7 = infinite).
@@ -226,13 +233,8 @@ impl Device {
     }
 
     /// Applies the context fields of spec control-path §7.2 to `q`.
-    fn apply_ctx(
-        &self,
-        q: &mut Qp,
-        c: &[u64; 32],
-        vq: bool,
-        cqnum_valid: bool,
-    ) -> Result<(), Completion> {
+    fn apply_ctx(&self, q: &mut Qp, c: &[u64; 32], w: &QpWqe) -> Result<(), Completion> {
+        let (vq, cqnum_valid) = (w.virtual_map, w.cq_num_valid);
         let sq_enc = get(c[3], 15, 12) as u32;
         let rq_enc = get(c[3], 11, 8) as u32;
         let rq_shift = get(c[0], 9, 8) as u32;
@@ -259,7 +261,16 @@ impl Device {
         q.rq = rq;
         q.pd = (get(c[0], 21, 20) << 16 | get(c[7], 63, 48)) as u32;
         q.dest_ip = get(c[4], 31, 0) as u32;
-        q.arp_idx = get(c[6], 63, 48) as u16;
+        // spec control-path §4.3.5: ARPTABIDXVALID / ORDVALID / CQNUMVALID
+        // say which of these context fields this op carries
+        if w.arp_valid {
+            q.arp_idx = get(c[6], 63, 48) as u16;
+        }
+        if w.ord_valid {
+            q.ord = get(c[20], 7, 0) as u8;
+        }
+        q.mss = get(c[6], 29, 16) as u32;
+        q.qs_handle = get(c[22], 25, 16) as u16;
         q.dest_qp = get(c[8], 23, 0) as u32;
         q.rnr_retry = get(c[16], 56, 54) as u8;
         if cqnum_valid {
@@ -310,6 +321,9 @@ impl Device {
             dest_ip: 0,
             local_ip: 0,
             arp_idx: 0,
+            ord: 0,
+            mss: 0,
+            qs_handle: 0,
             compl_ctx: 0,
             rnr_retry: 0,
             fastreg: false,
@@ -322,7 +336,7 @@ impl Device {
             rnr_count: 0,
             stalled: false,
         };
-        self.apply_ctx(&mut q, &c, w.virtual_map, true)?;
+        self.apply_ctx(&mut q, &c, w)?;
         self.qps.insert(id, q);
         Ok(Completion::ok(0))
     }
@@ -349,9 +363,9 @@ impl Device {
         let c = self.read_qp_ctx(w.ctx_pa)?;
         let mut q = self.qps.get(&id).cloned().ok_or(Completion::bad())?;
         if next != qps::ERROR {
-            self.apply_ctx(&mut q, &c, w.virtual_map, w.cq_num_valid)?;
-            if next == qps::RTR && w.arp_valid && !self.arp.contains_key(&q.arp_idx) {
-                return Err(Completion::bad());
+            self.apply_ctx(&mut q, &c, w)?;
+            if next == qps::RTR || next == qps::RTS {
+                self.check_path(&q)?;
             }
         }
         q.state = next;
@@ -364,11 +378,38 @@ impl Device {
         Ok(Completion::ok(0))
     }
 
-    // spec control-path §4.3.6
+    /// What a QP needs to put packets on the wire, checked when it enters
+    /// RTR or RTS (spec control-path §7.4: INIT → RTR supplies the ARP index,
+    /// MTU and qs_handle, and Linux rebuilds them at RTS): an ARP entry at
+    /// the QP's ARP index (§4.3.13, the destination MAC), SNDMSS within the
+    /// RoCE path-MTU range 256..=4096 (§7.2), and QSHANDLE naming an enabled
+    /// work-scheduler leaf (§4.3.20, §9 step 13).
+    fn check_path(&self, q: &Qp) -> Result<(), Completion> {
+        if !self.arp.contains_key(&q.arp_idx) {
+            return Err(Completion::bad());
+        }
+        if !(256..=4096).contains(&q.mss) {
+            return Err(Completion::bad());
+        }
+        if !self.ws.values().any(|n| n.leaf && n.enabled && n.qs_handle == q.qs_handle) {
+            return Err(Completion::bad());
+        }
+        Ok(())
+    }
+
+    // spec control-path §4.3.6. Linux moves a QP to ERROR before destroying
+    // it unless it never left the create-time IDLE; the spec is silent on
+    // what the device does with a live QP, so the model refuses DESTROY_QP
+    // in RTR, RTS and SQD (model choice, in the crate docs).
     pub(crate) fn op_destroy_qp(&mut self, w: &QpWqe) -> OpResult {
-        self.qps
-            .remove(&w.id)
+        let q = self
+            .qps
+            .get(&w.id)
             .ok_or(Completion::err(err::MAJ_GENERIC, err::MODEL_MIN_NO_OBJECT))?;
+        if !matches!(q.state, qps::ERROR | qps::IDLE) {
+            return Err(Completion::err(err::MAJ_GENERIC, err::MIN_INVALID_STATE));
+        }
+        self.qps.remove(&w.id);
         Ok(Completion::ok(0))
     }
 
@@ -658,6 +699,10 @@ impl Device {
                 self.transmit(q, req, peers)
             }
             SqOp::Read { remote_addr, rkey, sges, local_invalidate } => {
+                // spec control-path §8: AE 0x0205 RDMA_READ_WHILE_ORD_ZERO
+                if q.ord == 0 {
+                    return Outcome::Fatal(ae::RDMA_READ_WHILE_ORD_ZERO);
+                }
                 // check the sinks before asking the peer
                 let len: u64 = sges.iter().map(|f| f.len as u64).sum();
                 if let Err(code) = self.check_frags(q.pd, sges, rights::LOCAL_WRITE) {

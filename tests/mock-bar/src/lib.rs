@@ -98,7 +98,12 @@
 //!   AEQ, MANAGE_ARP, WORK_SCHED_NODE (tree checks; leaf add returns a
 //!   queue-set handle), ALLOC_STAG, REG_MR (PBL levels 0/1/2), DEALLOC_STAG
 //!   (PD must match), CREATE_QP (RoCE RC), MODIFY_QP (state machine of spec
-//!   §7.4; the context is re-read), DESTROY_QP, FLUSH_WQES and GEN_AE. Any
+//!   §7.4; the context is re-read; the ARP index, ORD and CQ numbers are
+//!   taken only with ARPTABIDXVALID / ORDVALID / CQNUMVALID; entering RTR
+//!   or RTS needs an ARP entry at the QP's index, SNDMSS in 256..=4096 and
+//!   QSHANDLE naming an enabled WS leaf), DESTROY_QP (only in ERROR, or in
+//!   IDLE — a QP never modified; refusing a live QP is a model choice, the
+//!   spec only says Linux moves it to ERROR first), FLUSH_WQES and GEN_AE. Any
 //!   other opcode completes with an error. Object ids are checked against
 //!   the committed counts, and their HMC context memory must be backed by
 //!   programmed SDs/PDs (else OBJCACHE error).
@@ -112,7 +117,9 @@
 //!   WQE_UNEXPECTED_OPCODE (the AE code for a malformed WQE is a model
 //!   choice: the spec names none); WRITE(+IMM, solicited), READ(+local invalidate),
 //!   SEND(+IMM/+INV, solicited), inline forms, LOCAL_INV, FAST_REGISTER, NOP
-//!   executed; BIND_MW and atomics raise WQE_UNEXPECTED_OPCODE. RQ WQEs
+//!   executed (a READ on a QP whose ORD is 0 raises
+//!   RDMA_READ_WHILE_ORD_ZERO); BIND_MW and atomics raise
+//!   WQE_UNEXPECTED_OPCODE. RQ WQEs
 //!   consumed by valid bit (no doorbell). CQEs with polarity, WQE index in
 //!   quanta, QP id, completion context (QP context @168), immediates
 //!   (extended CQE in the next slot), invalidated STag, solicited flag, BTH

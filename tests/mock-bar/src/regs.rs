@@ -115,6 +115,7 @@ pub mod ae {
     pub const AMP_TO_WRAP: u16 = 0x010A;
     pub const PRIV_OPERATION_DENIED: u16 = 0x011C;
     pub const CQ_OPERATION_ERROR: u16 = 0x0203;
+    pub const RDMA_READ_WHILE_ORD_ZERO: u16 = 0x0205;
     pub const STAG_ZERO_INVALID: u16 = 0x0206;
     pub const IB_INVALID_REQUEST: u16 = 0x0208;
     pub const WQE_UNEXPECTED_OPCODE: u16 = 0x020A;

@@ -526,3 +526,126 @@ fn more_than_13_sges_are_refused() {
         .post_send(&mut s.a, |v| sq_frag_wqe(sqop::WRITE, STAG, VA + 0x1000, &sges, None, true, v));
     assert_wqe_refused(&mut s, idx);
 }
+
+/// A QP left IDLE after CREATE_QP, on the setup's CQs, peer QP 11.
+fn idle_qp(s: &mut Setup, id: u32) -> TQp {
+    s.h.stop_at_idle = true;
+    let q = s.h.create_qp(id, PD, 3, 4, IP, IP, 11, 2);
+    s.h.stop_at_idle = false;
+    q
+}
+
+const ARPV: u64 = 1 << 59;
+const CQNV: u64 = 1 << 47;
+const ORDV: u64 = 1 << 42;
+
+/// spec control-path §4.3.5: the ARP index is taken only with
+/// ARPTABIDXVALID; at RTR the QP needs an ARP entry (§7.4).
+#[test]
+fn modify_qp_takes_the_arp_index_only_with_its_valid_bit() {
+    let mut s = setup();
+    let q = idle_qp(&mut s, 12);
+    // the context names ARP entry 1, but without ARPTABIDXVALID the QP keeps
+    // index 0 from CREATE_QP, which has no entry: refused
+    assert!(s.h.modify_qp_with(&q, 4, CQNV).error);
+    assert_eq!(s.h.dev(|d| d.qp(12).unwrap().state), qps::IDLE);
+    assert!(!s.h.modify_qp_with(&q, 4, CQNV | ARPV).error);
+    assert_eq!(s.h.dev(|d| d.qp(12).unwrap().arp_idx), 1);
+    // an index with no entry, announced: refused
+    let mut q2 = idle_qp(&mut s, 13);
+    q2.ctx[6] = (q2.ctx[6] & !f(0xFFFF, 63, 48)) | f(9, 63, 48);
+    assert!(s.h.modify_qp_with(&q2, 4, ARPV).error);
+}
+
+/// spec control-path §4.3.5: ORD is taken only with ORDVALID; a READ on a
+/// QP whose ORD is 0 raises RDMA_READ_WHILE_ORD_ZERO (§8).
+#[test]
+fn modify_qp_takes_ord_only_with_its_valid_bit() {
+    let mut s = setup();
+    let mut q = idle_qp(&mut s, 12);
+    assert!(!s.h.modify_qp_with(&q, 4, ARPV | CQNV).error);
+    assert!(!s.h.modify_qp_with(&q, 2, ARPV | CQNV).error, "RTS without ORDVALID");
+    assert_eq!(s.h.dev(|d| d.qp(12).unwrap().ord), 0);
+    s.h.post_send(&mut q, |v| {
+        sq_frag_wqe(sqop::READ, STAG, VA + 0x1000, &[sge(0, 8)], None, true, v)
+    });
+    let (code, src, id, _) = s.h.aeq_poll().expect("AE");
+    assert_eq!((code, src, id), (ae::RDMA_READ_WHILE_ORD_ZERO, ae::SRC_SQ, 12));
+    assert_eq!(s.h.dev(|d| d.qp(12).unwrap().state), qps::ERROR);
+    // with ORDVALID the ORD of the context (8) is taken
+    let q2 = idle_qp(&mut s, 13);
+    assert!(!s.h.modify_qp_with(&q2, 4, ARPV | CQNV).error);
+    assert!(!s.h.modify_qp_with(&q2, 2, ARPV | CQNV | ORDV).error);
+    assert_eq!(s.h.dev(|d| d.qp(13).unwrap().ord), 8);
+}
+
+/// spec control-path §4.3.5: CQ numbers are taken only with CQNUMVALID.
+#[test]
+fn modify_qp_takes_cq_numbers_only_with_their_valid_bit() {
+    let mut s = setup();
+    let mut q = idle_qp(&mut s, 12);
+    q.ctx[17] = 5 | f(6, 56, 32);
+    assert!(!s.h.modify_qp_with(&q, 4, ARPV).error);
+    assert_eq!(s.h.dev(|d| (d.qp(12).unwrap().tx_cq, d.qp(12).unwrap().rx_cq)), (3, 4));
+    assert!(!s.h.modify_qp_with(&q, 2, ARPV | CQNV | ORDV).error);
+    assert_eq!(s.h.dev(|d| (d.qp(12).unwrap().tx_cq, d.qp(12).unwrap().rx_cq)), (5, 6));
+}
+
+/// spec control-path §7.2/§7.4/§4.3.20: at RTR the queue-set handle must be
+/// an enabled work-scheduler leaf and SNDMSS a RoCE path MTU (256..=4096).
+#[test]
+fn rtr_needs_an_enabled_ws_leaf_and_an_mss_in_range() {
+    let mut s = setup();
+    let leaf = s.h.ws_leaf();
+    let mut q = idle_qp(&mut s, 12);
+    let set_qs = |q: &mut TQp, h: u16| q.ctx[22] = f(h as u64, 25, 16);
+    let set_mss = |q: &mut TQp, m: u64| q.ctx[6] = (q.ctx[6] & !f(0x3FFF, 29, 16)) | f(m, 29, 16);
+    set_qs(&mut q, leaf + 1); // no such leaf
+    assert!(s.h.modify_qp_with(&q, 4, ARPV | CQNV).error);
+    // a disabled leaf
+    let ws = |nop: u64, en: bool| {
+        [
+            0,
+            0,
+            0,
+            hdr(
+                0x2C,
+                2 | f(1, 29, 16) | f(nop, 55, 52) | f(1, 60, 59) | 1 << 61 | (en as u64) << 62,
+            ),
+            f(1, 38, 32),
+            0,
+            0,
+            0,
+        ]
+    };
+    s.h.op_ok(ws(1, false));
+    set_qs(&mut q, leaf);
+    assert!(s.h.modify_qp_with(&q, 4, ARPV | CQNV).error, "leaf disabled");
+    s.h.op_ok(ws(1, true));
+    for bad in [0, 128, 4097, 9000] {
+        set_mss(&mut q, bad);
+        assert!(s.h.modify_qp_with(&q, 4, ARPV | CQNV).error, "MSS {bad}");
+    }
+    set_mss(&mut q, 4096);
+    assert!(!s.h.modify_qp_with(&q, 4, ARPV | CQNV).error);
+    assert_eq!(s.h.dev(|d| d.qp(12).unwrap().state), qps::RTR);
+}
+
+/// Model choice (crate docs): DESTROY_QP of a live QP (RTR/RTS/SQD) is
+/// refused; Linux moves it to ERROR first (spec control-path §4.3.6).
+#[test]
+fn destroy_qp_needs_error_or_a_never_used_idle_qp() {
+    let mut s = setup();
+    let destroy = |h: &mut Harness, q: &TQp| {
+        h.op([0, 0, q.ctx_pa, hdr(0x02, q.id as u64 | f(3, 50, 48)), 0, q.shadow, 0, 0])
+    };
+    let c = destroy(&mut s.h, &s.a);
+    assert!(c.error);
+    assert_eq!(c.minor, regs::err::MIN_INVALID_STATE);
+    assert!(s.h.dev(|d| d.qp(10).is_some()));
+    assert!(!s.h.modify_qp(&s.a, 6).error);
+    assert!(!destroy(&mut s.h, &s.a).error);
+    assert!(s.h.dev(|d| d.qp(10).is_none()));
+    let q = idle_qp(&mut s, 12);
+    assert!(!destroy(&mut s.h, &q).error, "straight from CREATE_QP");
+}
