@@ -92,3 +92,16 @@ fn lan_side_registration_and_undo() {
     assert_eq!(ops.unregistered.len(), 1, "the registered queue set was given back");
     assert_eq!(FakeHal::live_pages(), base);
 }
+
+/// The model's `strict_sds` option (PMSDPARTSEL, PMSDBPCOUNT = 512, 2 MiB
+/// aligned direct SDs, spec control-path §3.6): the driver's UPDATE_PE_SDS
+/// entries pass it.
+#[test]
+fn probe_passes_the_strict_sd_format() {
+    let _g = lock();
+    let bar = ModelBar::standalone(Config { strict_sds: true, ..Config::default() });
+    let dev = probe(&bar).expect("probe");
+    assert!(bar.with_device(|d| d.hmc_ready()));
+    assert!(bar.with_device(|d| d.sds().len()) > 0);
+    dev.close().expect("close");
+}

@@ -33,6 +33,11 @@ pub struct Config {
     pub pci_function: u8,
     /// How doorbells are seen (see [`Mode`]).
     pub mode: Mode,
+    /// UPDATE_PE_SDS entries must carry PMSDPARTSEL = 1 and, when set,
+    /// PMSDBPCOUNT = 512, and a direct SD must be 2 MiB aligned (spec
+    /// control-path §3.6; whether hardware needs the alignment is an open
+    /// question, §11 item 6, hence an option). Off by default.
+    pub strict_sds: bool,
 }
 
 /// How the device learns about doorbells.
@@ -63,6 +68,7 @@ impl Default for Config {
             cpustatus: 0x80,
             first_qs_handle: 8,
             pci_function: 0,
+            strict_sds: false,
             mode: Mode::Strict,
         }
     }
@@ -349,6 +355,9 @@ pub const TRACE_CAP: usize = 4096;
 impl Device {
     /// A device in its reset state, using `mem` for every DMA access.
     pub fn new(cfg: Config, mem: Box<dyn Memory>) -> Self {
+        // Deferred mode cannot see every PFHMC_PDINV write (writes latch),
+        // so PD entries are read live there.
+        let cache_pds = cfg.mode == Mode::Strict;
         Self {
             cfg,
             mem,
@@ -361,7 +370,7 @@ impl Device {
             other_regs: BTreeMap::new(),
             cqp: None,
             fpm: None,
-            sds: SdTable::default(),
+            sds: SdTable { cache_pds, ..SdTable::default() },
             shmc_done: false,
             cqs: BTreeMap::new(),
             ceqs: BTreeMap::new(),
@@ -568,6 +577,20 @@ impl Device {
                     return;
                 }
                 self.cqp_doorbell(v)
+            }
+            regs::PFHMC_PDINV => {
+                // spec control-path §1 table, §3.6:
+                // PMSDIDX [11:0], PMSDPARTSEL [15] (1 for a PF), PMPDIDX
+                // [24:16]. Linux writes PD entries (and PDINV) before the
+                // UPDATE_PE_SDS that programs the SD, so a PDINV for an SD
+                // not programmed yet invalidates nothing and is fine.
+                let (sd, part, pd) = (v & 0xFFF, v >> 15 & 1, v >> 16 & 0x1FF);
+                if part != 1 {
+                    self.counters.bad_doorbells += 1;
+                } else {
+                    self.sds.invalidate_pd(&*self.mem, sd as u64, pd as u64);
+                }
+                self.other_regs.insert(off, v);
             }
             regs::WQEALLOC => {
                 if self.faults.take_lost_doorbell() {
@@ -936,20 +959,28 @@ impl Device {
         }
         let limit = self.cfg.fpm.first_pe_sd as u64 + self.cfg.fpm.max_pe_sds as u64;
         // validate all first: the op is all-or-nothing
-        for &(cmd, _) in &entries {
+        for &(cmd, data) in &entries {
             if !bit(cmd, 31) || get(cmd, 12, 0) >= limit {
+                return Err(Completion::bad());
+            }
+            // spec control-path §3.6: PMSDPARTSEL [15] = 1, PMSDBPCOUNT
+            // [11:2] = 512 on set, direct SD = a 2 MiB buffer
+            if self.cfg.strict_sds
+                && (!bit(cmd, 15)
+                    || bit(data, 0)
+                        && (get(data, 11, 2) != 512
+                            || bit(data, 1) && !(data & !0xFFF).is_multiple_of(hmc::SD_SIZE)))
+            {
                 return Err(Completion::bad());
             }
         }
         for (cmd, data) in entries {
             let sd = get(cmd, 12, 0);
-            if bit(data, 0) {
+            let e = bit(data, 0).then(|| {
                 let pa = data & !0xFFF;
-                let e = if bit(data, 1) { Sd::Direct(pa) } else { Sd::Paged(pa) };
-                self.sds.sds.insert(sd, e);
-            } else {
-                self.sds.sds.remove(&sd);
-            }
+                if bit(data, 1) { Sd::Direct(pa) } else { Sd::Paged(pa) }
+            });
+            self.sds.program(&*self.mem, sd, e);
         }
         Ok(Completion::ok(0))
     }
@@ -1298,6 +1329,12 @@ impl Device {
                 Some((page & !0xFFF).wrapping_add(off % 4096))
             }
         }
+    }
+
+    /// The bus address the device would use for FPM address `fpm` now
+    /// (through its SD table and, for paged SDs, its PD cache).
+    pub fn hmc_translate(&self, fpm: u64) -> Option<u64> {
+        self.sds.translate(&*self.mem, fpm).ok()
     }
 
     /// PBLE `i` through the HMC (spec control-path §6.1).

@@ -108,7 +108,16 @@
 //!   the committed counts, and their HMC context memory must be backed by
 //!   programmed SDs/PDs (else OBJCACHE error).
 //! * HMC translation: PBLE i is read at FPM base[PBLE] + 8·i through the
-//!   SD table (direct: base + offset; paged: PD entry with valid bit).
+//!   SD table (direct: base + offset; paged: PD entry with valid bit). In
+//!   strict mode a paged SD's PD entries are cached: loaded when
+//!   UPDATE_PE_SDS programs the SD and reloaded one by one by PFHMC_PDINV
+//!   (PMSDIDX, PMSDPARTSEL = 1, PMPDIDX; without PARTSEL the write is
+//!   counted in `bad_doorbells`), so a PD entry written or cleared without
+//!   its PDINV is not seen (when the device really fetches PD entries is
+//!   not documented; this is the strictest reading of Linux's "write, then
+//!   invalidate"). Deferred mode reads PD entries live (latched writes
+//!   cannot show every PDINV). [`Config::strict_sds`] additionally demands
+//!   PMSDPARTSEL, PMSDBPCOUNT = 512 and 2 MiB-aligned direct SDs.
 //! * Data path: SQ WQEs found by valid bit on WQEALLOC (or the user
 //!   doorbell page +0), quanta from the header, extra quanta's valid bits
 //!   checked, NOP padding; a WQE crossing an 8-quanta chunk, with an odd
