@@ -73,7 +73,9 @@
 //! In driver tests, `irdma_testkit::ModelBar::standalone(Config::default())`
 //! gives the driver's `Bar` on such a device with DMA limited to live
 //! `FakeHal` memory; `ModelBar::with_device` reaches the model for
-//! inspection and fault injection.
+//! inspection and fault injection. The last clone of a `ModelBar` fails the
+//! test if an error counter moved that the test did not declare with
+//! `ModelBar::expect_counter`.
 //!
 //! # What is modelled
 //!
