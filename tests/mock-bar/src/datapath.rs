@@ -447,35 +447,54 @@ impl Device {
             return Err(Completion::err(err::MAJ_GENERIC, err::MIN_INVALID_STATE));
         }
         let mut minor = 0;
-        if flush_rq && self.rq_wqe(&q).is_some() {
+        // one flush CQE per queue (GEN_2), or up to `flush_cqes_per_queue`
+        // walking the outstanding WQEs (fault plan)
+        let per_queue = self.faults.flush_cqes_per_queue.max(1);
+        let mut r = q.clone();
+        for _ in 0..per_queue {
+            if !(flush_rq && self.rq_wqe(&r).is_some()) {
+                break;
+            }
             let c = Cqe {
                 ctx: q.compl_ctx,
                 qp_id: id,
                 minor: rq_min,
                 major: rq_maj,
-                wqe_idx: q.rq_head << q.rq_shift,
+                wqe_idx: r.rq_head << r.rq_shift,
                 error: true,
                 ..Cqe::default()
             };
             self.post_cqe(q.rx_cq, c.words(), false);
             minor = err::MIN_RQ_FLUSHED;
+            r.rq_head = (r.rq_head + 1) % r.rq_wqes.max(1);
+            if r.rq_head == 0 {
+                r.rq_pol = !r.rq_pol;
+            }
         }
-        if flush_sq {
-            let hdr = self.sq_header(&q);
-            if let Some(h) = hdr.filter(|h| bit(*h, 63) == q.sq_pol) {
-                let c = Cqe {
-                    ctx: q.compl_ctx,
-                    qp_id: id,
-                    minor: sq_min,
-                    major: sq_maj,
-                    wqe_idx: q.sq_tail,
-                    error: true,
-                    op: get(h, 37, 32) as u8,
-                    sq: true,
-                    ..Cqe::default()
-                };
-                self.post_cqe(q.tx_cq, c.words(), false);
-                minor = err::MIN_SQ_FLUSHED;
+        let mut sq = q.clone();
+        let mut first_idx = self.faults.flush_sq_wqe_idx.take();
+        for _ in 0..per_queue {
+            let Some(h) = flush_sq.then(|| self.sq_header(&sq)).flatten() else { break };
+            if bit(h, 63) != sq.sq_pol {
+                break;
+            }
+            let c = Cqe {
+                ctx: q.compl_ctx,
+                qp_id: id,
+                minor: sq_min,
+                major: sq_maj,
+                wqe_idx: first_idx.take().unwrap_or(sq.sq_tail),
+                error: true,
+                op: get(h, 37, 32) as u8,
+                sq: true,
+                ..Cqe::default()
+            };
+            self.post_cqe(q.tx_cq, c.words(), false);
+            minor = err::MIN_SQ_FLUSHED;
+            let n = wqe::sq_quanta(h).unwrap_or(1);
+            sq.sq_tail = (sq.sq_tail + n) % sq.sq_quanta.max(1);
+            if sq.sq_tail == 0 {
+                sq.sq_pol = !sq.sq_pol;
             }
         }
         Ok(Completion { ret: 0, major: 0, minor })
@@ -507,11 +526,20 @@ impl Device {
 
     /// Retries every QP stalled on an RNR NAK (called on each SQ doorbell;
     /// also available to tests as a "time passes" step).
+    /// Held CQEs (`FaultPlan::hold_cqes_of_qp`) are written here too.
     pub fn step(&mut self) {
-        self.step_with(&mut NoPeers)
+        self.step_with(&mut NoPeers);
+        self.release_held_cqes(None);
     }
 
     pub(crate) fn step_with(&mut self, peers: &mut dyn Peers) {
+        for qpn in std::mem::take(&mut self.late_sq) {
+            if self.qps.contains_key(&qpn) {
+                self.process_sq(qpn, peers);
+            } else {
+                self.counters.bad_doorbells += 1;
+            }
+        }
         let stalled: Vec<u32> = self.qps.values().filter(|q| q.stalled).map(|q| q.id).collect();
         for id in stalled {
             self.process_sq(id, peers);
@@ -602,6 +630,25 @@ impl Device {
                     return;
                 }
                 Outcome::Fatal(code) => {
+                    if self.faults.error_cqe_on_fatal {
+                        // the failing WQE's own error CQE: major 0xFFFE
+                        // (IRDMA_SRQFLUSH_RSVD_MAJOR_ERR), minor = AE code
+                        // (spec data-path §5.5)
+                        self.counters.sq_wqes += 1;
+                        self.advance_sq(qpn, quanta);
+                        let c = Cqe {
+                            ctx: q.compl_ctx,
+                            qp_id: qpn,
+                            minor: code,
+                            major: 0xFFFE,
+                            wqe_idx: idx,
+                            error: true,
+                            op: w.opcode,
+                            sq: true,
+                            ..Cqe::default()
+                        };
+                        self.post_cqe(q.tx_cq, c.words(), false);
+                    }
                     self.qp_fatal(qpn, code, ae::SRC_SQ, idx);
                     return;
                 }

@@ -11,6 +11,9 @@ use crate::mem::{Fault, Memory, read_u64, write_u64};
 use crate::regs::{self, ae, err, qps};
 
 /// Static configuration of a modelled function.
+/// A CQE held back by the fault plan: (CQ, CQE, extension, solicited).
+pub(crate) type HeldCqe = (u32, [u64; 4], Option<[u64; 4]>, bool);
+
 #[derive(Clone, Debug)]
 pub struct Config {
     /// HMC function id of the PF (`pf_id`).
@@ -297,6 +300,11 @@ pub struct Device {
     pub(crate) outbox: VecDeque<crate::datapath::Packet>,
     /// CQP doorbell seen while completions are being delayed.
     delayed_cqpdb: Option<(u32, u32)>,
+    /// CQEs held back by `FaultPlan::hold_cqes_of_qp`: (CQ, CQE, extension,
+    /// solicited).
+    pub(crate) held_cqes: Vec<HeldCqe>,
+    /// SQ doorbells acted on late (`FaultPlan::late_sq_doorbells`).
+    pub(crate) late_sq: Vec<u32>,
     /// Deferred mode: values last acted on (CCQPHIGH/LOW pair, CQPDB, WQEALLOC, CQARM).
     seen: (u64, Option<u32>, Option<u32>, Option<u32>),
     pending_ccqp: Option<u64>,
@@ -385,6 +393,8 @@ impl Device {
             trace: VecDeque::new(),
             outbox: VecDeque::new(),
             delayed_cqpdb: None,
+            held_cqes: Vec::new(),
+            late_sq: Vec::new(),
             seen: (0, None, None, None),
             pending_ccqp: None,
         }
@@ -595,6 +605,11 @@ impl Device {
             regs::WQEALLOC => {
                 if self.faults.take_lost_doorbell() {
                     self.counters.lost_doorbells += 1;
+                    return;
+                }
+                if self.faults.late_sq_doorbells > 0 {
+                    self.faults.late_sq_doorbells -= 1;
+                    self.late_sq.push(v & 0xF_FFFF);
                     return;
                 }
                 self.sq_doorbell(v & 0xF_FFFF, peers)
@@ -1337,6 +1352,18 @@ impl Device {
         self.sds.translate(&*self.mem, fpm).ok()
     }
 
+    /// Raises an AE as the device would (catastrophic events, events for a
+    /// QP that no longer exists): code, AESRC and the QP/CQ id; the context
+    /// word is the object's completion context, 0 if it does not exist.
+    pub fn inject_ae(&mut self, code: u16, src: u8, id: u32) {
+        let ctx = if src == ae::SRC_CQ {
+            self.cqs.get(&id).map_or(0, |c| c.ctx)
+        } else {
+            self.qps.get(&id).map_or(0, |q| q.compl_ctx)
+        };
+        self.post_aeqe(code, src, id, ctx, 0);
+    }
+
     /// PBLE `i` through the HMC (spec control-path §6.1).
     pub(crate) fn read_pble(&self, i: u64) -> Option<u64> {
         let l = self.fpm.as_ref()?;
@@ -1357,6 +1384,51 @@ impl Device {
     /// that does not fit whole is not written at all, raises
     /// CQ_OPERATION_ERROR and puts the CQ in error (no further CQEs).
     pub(crate) fn post_cqe_with(
+        &mut self,
+        cq_id: u32,
+        w: [u64; 4],
+        ext: Option<[u64; 4]>,
+        solicited: bool,
+    ) -> bool {
+        // CQ 0 is the CCQ: its CQEs are never held
+        let qp = get(w[2], 55, 32) as u32;
+        if let Some((hq, n)) = self.faults.hold_cqes_of_qp
+            && cq_id != 0
+            && hq == qp
+            && n > 0
+        {
+            self.faults.hold_cqes_of_qp = (n > 1).then_some((hq, n - 1));
+            self.held_cqes.push((cq_id, w, ext, solicited));
+            return true;
+        }
+        let ok = self.write_cqe(cq_id, w, ext, solicited);
+        if cq_id != 0
+            && self.held_cqes.iter().any(|h| h.0 == cq_id && get(h.1[2], 55, 32) as u32 != qp)
+        {
+            self.release_held_cqes(Some(cq_id));
+        }
+        ok
+    }
+
+    /// Writes the CQEs held back (of CQ `cq`, or all), oldest first.
+    pub(crate) fn release_held_cqes(&mut self, cq: Option<u32>) {
+        let held = std::mem::take(&mut self.held_cqes);
+        let (now, keep): (Vec<_>, Vec<_>) =
+            held.into_iter().partition(|h| cq.is_none_or(|c| c == h.0));
+        self.held_cqes = keep;
+        for (c, w, e, sol) in now {
+            self.write_cqe(c, w, e, sol);
+        }
+    }
+
+    /// A CQE write that failed: nothing written, AE LCE_CQ_CATASTROPHIC
+    /// (0x0702, spec control-path §8: CQ event IB_EVENT_CQ_ERR).
+    fn cqe_write_failed(&mut self, cq_id: u32, ctx: u64) {
+        self.counters.cqes_dropped += 1;
+        self.post_aeqe(ae::LCE_CQ_CATASTROPHIC, ae::SRC_CQ, cq_id, ctx, 0);
+    }
+
+    fn write_cqe(
         &mut self,
         cq_id: u32,
         mut w: [u64; 4],
@@ -1399,6 +1471,11 @@ impl Device {
                 return false;
             }
         }
+        if self.faults.fail_cqe_writes > 0 {
+            self.faults.fail_cqe_writes -= 1;
+            self.cqe_write_failed(cq_id, cq.ctx);
+            return false;
+        }
         if let Some(mut ext) = ext {
             let next = (cq.prod + 1) % cq.size;
             let pol = if next == 0 { !cq.pol } else { cq.pol };
@@ -1410,7 +1487,7 @@ impl Device {
             for (i, v) in ext.iter().enumerate() {
                 if let Err(f) = write_u64(&*self.mem, pa.wrapping_add(i as u64 * 8), *v) {
                     self.dma_fault(f);
-                    self.counters.cqes_dropped += 1;
+                    self.cqe_write_failed(cq_id, cq.ctx);
                     return false;
                 }
             }
@@ -1428,7 +1505,7 @@ impl Device {
             self.mem.write(pa, &body).and_then(|_| write_u64(&*self.mem, pa.wrapping_add(24), w[3]))
         {
             self.dma_fault(f);
-            self.counters.cqes_dropped += 1;
+            self.cqe_write_failed(cq_id, cq.ctx);
             return false;
         }
         self.counters.cqes += 1;

@@ -39,7 +39,13 @@
 //! * [`FaultPlan`] — fault injection: fail the Nth CQP op with a chosen
 //!   major/minor, CQP hang, completions delayed by N register reads, dropped
 //!   CCQ completions, surprise removal (all-ones reads, no DMA), lost
-//!   doorbells, error CQE on the Nth SQ WQE, a GLPE_CRITERR value;
+//!   doorbells, error CQE on the Nth SQ WQE, a GLPE_CRITERR value; an
+//!   error CQE (major 0xFFFE, minor = AE code) for a WQE that fails with a
+//!   QP-fatal AE, several flush CQEs per queue, a chosen WQE index in the SQ
+//!   flush CQE, one QP's CQEs held back and written after another QP's,
+//!   SQ doorbells acted on late, failed CQE writes (AE
+//!   LCE_CQ_CATASTROPHIC, also raised by a real DMA fault on a CQE), and
+//!   [`Device::inject_ae`] for catastrophic events or stale QP ids;
 //!   [`Device::reset`] is a function-level reset. [`Counters`] and a bounded
 //!   trace of [`Event`]s record what the device did ([`Device::trace_dump`]
 //!   prints it for a failing test).

@@ -124,6 +124,8 @@ pub mod ae {
     pub const ROCE_REQ_LENGTH_ERROR: u16 = 0x0318;
     pub const LLP_TOO_MANY_RNRS: u16 = 0x050F;
     pub const LCE_QP_CATASTROPHIC: u16 = 0x0700;
+    pub const LCE_FUNCTION_CATASTROPHIC: u16 = 0x0701;
+    pub const LCE_CQ_CATASTROPHIC: u16 = 0x0702;
     pub const QP_SUSPEND_COMPLETE: u16 = 0x0900;
     /// AESRC values (spec control-path §8.2).
     pub const SRC_RQ: u8 = 0x1;
