@@ -649,3 +649,26 @@ fn destroy_qp_needs_error_or_a_never_used_idle_qp() {
     let q = idle_qp(&mut s, 12);
     assert!(!destroy(&mut s.h, &q).error, "straight from CREATE_QP");
 }
+
+/// spec data-path §2.1: an RQ WQE's ADDFRAGCNT follows the §1.5 rule, so it
+/// is even on GEN_2; an odd one is refused when a SEND needs the WQE.
+#[test]
+fn an_rq_wqe_with_an_odd_addfragcnt_is_refused() {
+    let mut s = setup();
+    s.b.rq_pol = !s.b.rq_pol; // what post_recv does at index 0
+    let mut w = rq_wqe(&[sge(0x3000, 8), sge(0x3008, 8)], s.b.rq_pol, 64);
+    w[3] = (w[3] & !f(0xF, 41, 38)) | f(1, 41, 38);
+    for (i, v) in w.iter().enumerate() {
+        s.h.mem.set64(s.b.rq_pa + i as u64 * 8, *v);
+    }
+    s.b.rq_head = 1;
+    s.h.post_send(&mut s.a, |v| sq_frag_wqe(sqop::SEND, 0, 0, &[sge(0, 8)], None, true, v));
+    assert_eq!(s.h.dev(|d| d.counters().invalid_wqes), 1);
+    assert_eq!(s.h.dev(|d| d.qp(11).unwrap().state), qps::ERROR);
+    let mut aes = Vec::new();
+    while let Some((code, src, id, _)) = s.h.aeq_poll() {
+        aes.push((code, src, id));
+    }
+    assert!(aes.contains(&(ae::WQE_UNEXPECTED_OPCODE, ae::SRC_RQ, 11)), "{aes:x?}");
+    assert!(s.h.poll_cq(&mut s.rx_b).is_none());
+}
