@@ -39,10 +39,12 @@ pub struct FaultPlan {
     /// CQEs of this QP are held back inside the device (up to the count)
     /// and written after the next CQE of another QP on the same CQ, or at
     /// [`crate::Device::step`] — completions of QPs sharing a CQ arrive
-    /// interleaved and late.
+    /// interleaved and late. (Strict mode: a deferred device's poll does not
+    /// release them.)
     pub hold_cqes_of_qp: Option<(u32, u32)>,
     /// The next N SQ doorbells are acted on late: the WQEs are read at the
-    /// next [`crate::Device::step`] (or the next doorbell), not at the write.
+    /// next [`crate::Device::step`] (or the next doorbell), not at the write
+    /// (strict mode; deferred devices sweep every queue anyway).
     pub late_sq_doorbells: u32,
     /// The next N CQE writes fail as a DMA fault would: nothing written,
     /// AE LCE_CQ_CATASTROPHIC (0x0702) for the CQ.
