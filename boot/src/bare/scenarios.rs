@@ -315,7 +315,10 @@ fn pci_discovery(ctx: &mut Ctx) -> Result<Outcome, Msg> {
         // the image or the DMA pool.
         unsafe { BootHal::mmio_phys_to_virt(bar.addr, len) }
     };
-    ensure!(paging::is_uncached(bar.addr), "BAR mapping is not PCD|PWT");
+    ensure!(
+        paging::is_uncached(bar.addr),
+        "BAR mapping is not uncached (x86_64 PCD|PWT, aarch64 Device)"
+    );
     ensure!(paging::is_uncached(bar.addr + bar.size - 1), "BAR end not uncached");
     let Some(base) = NonNull::new(base.as_ptr()) else { bail!("null BAR mapping") };
     // SAFETY: `base..base + len` is the BAR, mapped uncached for the rest of

@@ -41,6 +41,11 @@ pub fn raise_exception() -> ! {
 /// `-semihosting`) must not loop through the vectors.
 static EXITING: AtomicBool = AtomicBool::new(false);
 
+/// Whether [`exit`] has started (an exception now must not call it again).
+pub fn exiting() -> bool {
+    EXITING.load(Ordering::Relaxed)
+}
+
 /// semihosting SYS_EXIT_EXTENDED.
 const SYS_EXIT_EXTENDED: u32 = 0x20;
 /// ADP_Stopped_ApplicationExit: the subcode is the exit status.
@@ -64,9 +69,20 @@ pub fn exit(code: u32) -> ! {
             )
         };
     }
-    // SAFETY: PSCI SYSTEM_OFF through HVC (the DTB's psci node says
-    // method "hvc" on virt); it does not return when PSCI is present.
-    unsafe { core::arch::asm!("hvc #0", in("x0") 0x8400_0008u64, options(nostack)) };
+    power_off()
+}
+
+static PSCI_TRIED: AtomicBool = AtomicBool::new(false);
+
+/// PSCI SYSTEM_OFF (QEMU exits 0: never a pass), tried once; then waits
+/// forever (xtask's timeout ends the run).
+pub fn power_off() -> ! {
+    if !PSCI_TRIED.swap(true, Ordering::Relaxed) {
+        // SAFETY: PSCI SYSTEM_OFF through HVC (the DTB's psci node says
+        // method "hvc" on virt); it does not return when PSCI is present,
+        // and traps to the vectors (which come back here) when it is not.
+        unsafe { core::arch::asm!("hvc #0", in("x0") 0x8400_0008u64, options(nostack)) };
+    }
     loop {
         // SAFETY: waiting for an event has no memory effects.
         unsafe { core::arch::asm!("wfe", options(nostack, nomem)) };

@@ -47,6 +47,12 @@ const KINDS: [&str; 4] = ["sync", "irq", "fiq", "serror"];
 /// Called by the vectors; never returns.
 #[unsafe(no_mangle)]
 extern "C" fn boot_exception(index: u64, esr: u64, elr: u64, far: u64) -> ! {
+    if super::arch::exiting() {
+        // The exit itself trapped (QEMU without -semihosting): power off
+        // rather than recurse.
+        println!("EXCEPTION while exiting (esr={esr:#x}): powering off");
+        super::arch::power_off()
+    }
     let kind = KINDS[(index & 3) as usize];
     let ec = (esr >> 26) & 0x3f;
     println!(

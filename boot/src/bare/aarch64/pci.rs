@@ -51,27 +51,40 @@ pub struct EcamCs {
 pub type Cs = EcamCs;
 
 impl EcamCs {
-    fn address(&self, offset: u16) -> *mut u32 {
+    /// The dword's address in the ECAM, `None` for a bus past the ECAM's
+    /// last bus (which would address whatever lies above the ECAM).
+    fn address(&self, offset: u16) -> Option<*mut u32> {
+        if self.bus > LAST_BUS.load(Ordering::Relaxed) {
+            return None;
+        }
         let a = ECAM_BASE.load(Ordering::Relaxed)
             + ((self.bus as u64) << 20
                 | ((self.dev & 0x1f) as u64) << 15
                 | ((self.func & 7) as u64) << 12
                 | (offset & 0xffc) as u64);
-        a as *mut u32
+        Some(a as *mut u32)
     }
 }
 
 impl ConfigSpace for EcamCs {
+    /// All-ones (no function) for a bus the ECAM does not cover.
     fn read32(&self, offset: u16) -> u32 {
-        // SAFETY: the address is a dword inside this function's 4 KiB of
-        // the ECAM (bus ≤ the last bus `set_ecam` accepted), identity-mapped
-        // Device-nGnRE; config reads have no memory-safety effects.
-        unsafe { core::ptr::read_volatile(self.address(offset)) }
+        match self.address(offset) {
+            // SAFETY: the address is a dword inside this function's 4 KiB of
+            // the ECAM (the bus is within the range `set_ecam` accepted),
+            // which the identity map covers as Device-nGnRE; config reads
+            // have no memory-safety effects.
+            Some(p) => unsafe { core::ptr::read_volatile(p) },
+            None => u32::MAX,
+        }
     }
+    /// Dropped for a bus the ECAM does not cover.
     fn write32(&self, offset: u16, value: u32) {
-        // SAFETY: as in `read32`; config writes change device state (BARs,
-        // COMMAND) that the callers own.
-        unsafe { core::ptr::write_volatile(self.address(offset), value) }
+        if let Some(p) = self.address(offset) {
+            // SAFETY: as in `read32`; config writes change device state
+            // (BARs, COMMAND) that the callers own, never memory.
+            unsafe { core::ptr::write_volatile(p, value) }
+        }
     }
 }
 
