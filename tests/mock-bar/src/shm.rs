@@ -11,7 +11,8 @@
 //! `MAP_SHARED` mapping; no `unsafe` and no dependency. A register or WQE
 //! header word is read with one 8- or 4-byte positional read; the model does
 //! not guard against a torn read of a word the guest is writing at that
-//! instant (x86 guests store such words with one instruction).
+//! instant (x86_64 and aarch64 guests store such aligned words with one
+//! single-copy-atomic instruction).
 //!
 //! Each [`ShmHost::step`] costs a handful of system calls: the watched
 //! registers are read in six positional reads, and only status registers
