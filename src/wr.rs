@@ -126,7 +126,9 @@ pub struct RegMrWr {
 /// The operation a send work request performs (`enum ib_wr_opcode`, the
 /// subset an RC QP on E810 supports, plus the two E810 refuses so callers
 /// get a typed error instead of a missing variant).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+///
+/// The default is [`WrOpcode::Send`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub enum WrOpcode {
     /// `IB_WR_RDMA_WRITE`.
@@ -163,6 +165,7 @@ pub enum WrOpcode {
         inv_key: u32,
     },
     /// `IB_WR_SEND`.
+    #[default]
     Send,
     /// `IB_WR_SEND_WITH_IMM`.
     SendImm {
@@ -190,7 +193,10 @@ pub enum WrOpcode {
 }
 
 /// A send work request (`struct ib_send_wr`); chains are slices of these.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+///
+/// The default is an empty, unsignaled SEND with `wr_id` 0, for
+/// `SendWr { opcode, sg_list, ..Default::default() }`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct SendWr<'a> {
     /// Caller's cookie, returned in the completion.
     pub wr_id: u64,
@@ -202,8 +208,8 @@ pub struct SendWr<'a> {
     pub sg_list: &'a [Sge],
 }
 
-/// A receive work request (`struct ib_recv_wr`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// A receive work request (`struct ib_recv_wr`); the default has no buffers.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct RecvWr<'a> {
     /// Caller's cookie, returned in the completion.
     pub wr_id: u64,
@@ -211,11 +217,13 @@ pub struct RecvWr<'a> {
     pub sg_list: &'a [Sge],
 }
 
-/// Completion status (`enum ib_wc_status`, the values E810 produces).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// Completion status (`enum ib_wc_status`, the values E810 produces); the
+/// default is `Success` (0, as in a zeroed `ib_wc`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub enum WcStatus {
     /// `IB_WC_SUCCESS`.
+    #[default]
     Success,
     /// `IB_WC_LOC_LEN_ERR`.
     LocLenErr,
@@ -247,11 +255,13 @@ pub enum WcStatus {
     GeneralErr,
 }
 
-/// The operation a completion reports (`enum ib_wc_opcode`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// The operation a completion reports (`enum ib_wc_opcode`); the default is
+/// `Send` (0, as in a zeroed `ib_wc`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub enum WcOpcode {
     /// `IB_WC_SEND`.
+    #[default]
     Send,
     /// `IB_WC_RDMA_WRITE`.
     RdmaWrite,
@@ -268,7 +278,11 @@ pub enum WcOpcode {
 }
 
 /// A work completion (`struct ib_wc`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+///
+/// The default is a zeroed `ib_wc` (`wr_id` 0, `Success`, `Send`): the
+/// filler for the array a poll writes into, e.g.
+/// `[WorkCompletion::default(); 16]`; it reports nothing.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct WorkCompletion {
     /// The WR's cookie.

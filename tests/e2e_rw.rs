@@ -159,7 +159,7 @@ fn run(setup: Setup) {
 
         // SQ budget: rdma_rw_init_qp for CTXS contexts of 256 pages each.
         let factor = rdma_rw_mr_factor(&attrs, force_mr, NBV as u32);
-        let mut rwcap = irdma::rw::QpCap { max_send_wr: 0, max_rdma_ctxs: CTXS * factor };
+        let mut rwcap = irdma::rw::RwQpCap { max_send_wr: 0, max_rdma_ctxs: CTXS * factor };
         rdma_rw_init_qp(&attrs, force_mr, &mut rwcap, false).unwrap();
         let budget = rdma_rw_max_send_wr(&attrs, force_mr, CTXS * factor, false);
         assert_eq!(rwcap.max_send_wr, budget);

@@ -470,7 +470,7 @@ fn hung_resize_quarantines_the_new_ring() {
     let mut cq = dev.create_cq(8).unwrap();
     let pages = FakeHal::live_pages();
     bar.with_device(|d| d.faults().cqp_hang = true);
-    let e = cq.resize(100).err().expect("hang");
+    let e = cq.resize(100).expect_err("hang");
     assert!(matches!(e, VerbsError::Cqp(CqpError::Timeout { .. })), "{e:?}");
     let q = dev.footprint().quarantined;
     // (100 + 1) × 2 entries of 32 bytes: two pages.

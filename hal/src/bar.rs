@@ -55,7 +55,12 @@ impl<B: Bar + ?Sized> Bar for &B {
 /// The mapping must be uncached (or write-combining for the doorbell page on
 /// platforms that support it); how to map it is the embedder's business
 /// (see `Hal::mmio_phys_to_virt`).
-#[derive(Debug)]
+///
+/// `MmioBar` is a handle (pointer and length): cloning it gives a second
+/// handle to the same registers, which is what the driver does to keep one
+/// for the CQP and one for the data path. Every access is a `&self` volatile
+/// access, so two handles are no different from one shared by reference.
+#[derive(Clone, Debug)]
 pub struct MmioBar {
     base: NonNull<u8>,
     len: usize,
@@ -73,7 +78,8 @@ impl MmioBar {
     /// # Safety
     ///
     /// `base..base + len` must be a valid mapping of the device's BAR0 for as
-    /// long as the returned value (and anything that borrows it) lives, mapped
+    /// long as the returned value, any clone of it, and anything that borrows
+    /// them live (the mapping is typically never undone), mapped
     /// with device (uncached) memory attributes, and `base` must be at least
     /// 8-byte aligned. Nothing else may create Rust references into it.
     pub unsafe fn new(base: NonNull<u8>, len: usize) -> Self {
@@ -159,6 +165,50 @@ mod tests {
         assert_eq!(bar.read32(20), 0xfeed_face);
         let _ = bar;
         assert_eq!(mem[1], 0x1234_5678);
+    }
+
+    #[test]
+    fn a_clone_is_a_second_handle_to_the_same_registers() {
+        let mut mem = [0u32; 4];
+        let base = NonNull::new(mem.as_mut_ptr().cast::<u8>()).unwrap();
+        // SAFETY: `mem` outlives `bar` and its clone; nothing else touches it.
+        let bar = unsafe { MmioBar::new(base, 16) };
+        let other = bar.clone();
+        bar.write32(4, 0xabcd);
+        assert_eq!(other.read32(4), 0xabcd);
+        other.write32(8, 7);
+        assert_eq!(bar.read32(8), 7);
+        assert_eq!(other.len(), 16);
+        let _ = (bar, other);
+        assert_eq!(mem, [0, 0xabcd, 7, 0]);
+    }
+
+    /// `Hal::mmio_phys_to_virt` has a default: the identity.
+    #[test]
+    fn mmio_phys_to_virt_defaults_to_identity() {
+        use crate::dma::{BufferDirection, DmaError, Hal, PhysAddr};
+        use core::time::Duration;
+        struct Minimal;
+        // SAFETY: never allocates or shares anything (every call fails).
+        unsafe impl Hal for Minimal {
+            fn dma_alloc(
+                _: usize,
+                _: BufferDirection,
+            ) -> Result<(PhysAddr, NonNull<u8>), DmaError> {
+                Err(DmaError::NoMemory)
+            }
+            unsafe fn dma_dealloc(_: PhysAddr, _: NonNull<u8>, _: usize) {}
+            unsafe fn share(_: NonNull<[u8]>, _: BufferDirection) -> Result<PhysAddr, DmaError> {
+                Err(DmaError::NotShareable)
+            }
+            unsafe fn unshare(_: PhysAddr, _: NonNull<[u8]>, _: BufferDirection) {}
+            fn now() -> Duration {
+                Duration::ZERO
+            }
+        }
+        // SAFETY: the returned pointer is only compared, never accessed.
+        let p = unsafe { Minimal::mmio_phys_to_virt(0xfe00_0000, 0x80_0000) };
+        assert_eq!(p.as_ptr() as usize, 0xfe00_0000);
     }
 
     #[test]

@@ -74,11 +74,24 @@ pub unsafe trait Hal {
 
     /// Maps `size` bytes of MMIO at `paddr` and returns the virtual address.
     ///
+    /// The driver itself never calls this: it is handed an already mapped
+    /// [`Bar`](crate::Bar). It exists for the embedder's own set-up code and
+    /// for parity with `virtio-drivers`' `Hal`. The default is the identity
+    /// (virtual address = `paddr`; a `paddr` of 0 or one beyond the address
+    /// space gives a dangling pointer); a platform that does not identity-map
+    /// MMIO with device (uncached) attributes must override it.
+    ///
     /// # Safety
     ///
     /// `paddr..paddr + size` must be an MMIO region the caller owns (a BAR of
     /// the device being driven).
-    unsafe fn mmio_phys_to_virt(paddr: PhysAddr, size: usize) -> NonNull<u8>;
+    unsafe fn mmio_phys_to_virt(paddr: PhysAddr, size: usize) -> NonNull<u8> {
+        let _ = size;
+        usize::try_from(paddr)
+            .ok()
+            .and_then(|a| NonNull::new(core::ptr::with_exposed_provenance_mut(a)))
+            .unwrap_or(NonNull::dangling())
+    }
 
     /// Makes a caller-owned buffer visible to the device and returns its
     /// device address.

@@ -22,6 +22,7 @@ pub mod bar;
 pub mod barrier;
 pub mod cqp;
 pub mod dma;
+mod error;
 pub mod field;
 pub mod pci;
 pub mod regs;

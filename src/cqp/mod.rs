@@ -1,3 +1,5 @@
+//! **Low-level API** (a verbs user needs only [`crate::prelude`]).
+//!
 //! The Control QP: command builders, host contexts, decoders and the engine.
 //!
 //! * [`cmd`] — one typed value per CQP operation the E810 RoCE driver uses;

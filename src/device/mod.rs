@@ -219,9 +219,12 @@ pub struct ProbeOptions {
     pub timeouts: Timeouts,
     /// How long to wait for the firmware (Linux: 15 reads 100 ms apart).
     pub fw_ready_timeout: Duration,
-    /// First STag key byte (Linux draws a random one; pass something
-    /// unpredictable so keys differ across boots).
-    pub stag_key_seed: u8,
+    /// First STag key byte (Linux draws a random one). `None` (the default):
+    /// derived per device at probe by [`crate::res::default_key_seed`] from
+    /// `H::now()` and the function's identity (PF id, VSI, MAC), so keys
+    /// differ across boots and between the devices of one boot. `Some` for a
+    /// value of the caller's (e.g. from a hardware RNG).
+    pub stag_key_seed: Option<u8>,
 }
 
 impl Default for ProbeOptions {
@@ -232,7 +235,7 @@ impl Default for ProbeOptions {
             fw_ready_timeout: Duration::from_millis(
                 regs::PE_READY_MAX_READS as u64 * regs::PE_READY_INTERVAL_MS,
             ),
-            stag_key_seed: 0x5a,
+            stag_key_seed: None,
         }
     }
 }
@@ -408,6 +411,22 @@ fn pages_bytes(bytes: usize) -> u64 {
 
 impl<H: Hal, B: Bar + Clone> Device<H, B> {
     /// Brings the device up with default [`ProbeOptions`]. See the module docs.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # use irdma::prelude::*;
+    /// # use irdma_testkit::{FakeHal, ModelBar};
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let bar = ModelBar::standalone(mock_bar::Config::default());
+    /// # let lan = LanInfo::single_tc(0, 6, [2, 0, 0, 0, 0, 0x0a], 1500);
+    /// // On hardware: `unsafe { MmioBar::new(bar0, len) }` and your `Hal`.
+    /// let dev: Device<FakeHal, ModelBar> = Device::probe(bar, lan, Profile::SMALL)?;
+    /// println!("firmware {:?}, {} bytes of DMA", dev.fw_version(), dev.footprint().current_bytes);
+    /// dev.close()?;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn probe(bar: B, lan: LanInfo, profile: Profile) -> Result<Self, ProbeError> {
         Self::probe_with(bar, lan, profile, ProbeOptions::default())
     }
@@ -697,7 +716,7 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
             arp_ids: IdBitmap::arp_ids(layout.object(HmcObj::Arp).cnt)
                 .or_else(|e| fail(S::Resources, ProbeCause::Ids(e)))?,
             arp: [ArpSlot::default(); MAX_ARP as usize],
-            stags: StagTable::new(layout.object(HmcObj::Mr).cnt, self.opts.stag_key_seed)
+            stags: StagTable::new(layout.object(HmcObj::Mr).cnt, self.stag_key_seed())
                 .or_else(|_| fail(S::Resources, ProbeCause::Ids(IdError::BadCapacity)))?,
             pble: pool,
             qp_rec: [QpRecord::default(); MAX_QPS as usize],
@@ -1143,6 +1162,16 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
             max_mr_pages: l.map_or(0, |l| l.pble().count()),
             max_mr_size: 1 << 45,
         }
+    }
+
+    /// The STag key seed: the caller's, or derived (see [`ProbeOptions`]).
+    fn stag_key_seed(&self) -> u8 {
+        self.opts.stag_key_seed.unwrap_or_else(|| {
+            let l = &self.lan;
+            let [v0, v1] = l.vsi_num.to_le_bytes();
+            let [m0, m1, m2, m3, m4, m5] = l.mac;
+            crate::res::default_key_seed(H::now(), &[l.pf_id, v0, v1, m0, m1, m2, m3, m4, m5])
+        })
     }
 
     /// Runs `f` with the CQP (shared by every control call).

@@ -1,3 +1,6 @@
+//! **Low-level API** (a verbs user needs only [`crate::prelude`], which
+//! re-exports [`Profile`]).
+//!
 //! Control-path resource bookkeeping: pure, allocation-free logic the CQP
 //! layer drives. Nothing here touches hardware.
 //!
@@ -19,7 +22,10 @@ pub use bitmap::{IdBitmap, IdError};
 pub use hmc::{FpmCaps, HmcCounts, HmcError, HmcLayout, HmcObj, ObjCaps, ObjCommit, size_hmc};
 pub use pble::{PbleAlloc, PbleError, PbleLayout, PblePolicy, PblePool, PbleRun};
 pub use profile::Profile;
-pub use stag::{AccessError, AccessRights, Stag, StagError, StagTable, mr_access_rights};
+pub use stag::{
+    AccessError, AccessRights, Stag, StagError, StagTable, default_key_seed, key_seed,
+    mr_access_rights,
+};
 
 #[cfg(test)]
 mod proptests;

@@ -14,6 +14,9 @@
 //! byte, so an rkey handed out before differs from the current one for the
 //! next 255 registrations of the same index.
 
+use core::sync::atomic::{AtomicU16, Ordering};
+use core::time::Duration;
+
 use super::bitmap::{IdBitmap, IdError};
 use crate::hal::Field;
 use crate::wr::Access;
@@ -266,6 +269,40 @@ pub const fn mr_access_rights(access: Access) -> Result<AccessRights, AccessErro
     Ok(AccessRights(bits))
 }
 
+/// Time-derived entropy latched by the first [`default_key_seed`] of this
+/// boot (bit 8 set once latched), shared by every later one.
+static BOOT_ENTROPY: AtomicU16 = AtomicU16::new(0);
+
+/// The STag key seed a device uses when the caller gives none
+/// (`ProbeOptions::stag_key_seed` = `None`): [`key_seed`] of the device's
+/// identity and an entropy byte taken from `now` (`Hal::now`) the first time
+/// any device of this boot asks, then kept. Keys therefore differ across
+/// boots (the clock at the first probe), and devices of one boot whose
+/// identities differ in one byte (e.g. MAC or PF id) never share a seed.
+pub fn default_key_seed(now: Duration, identity: &[u8]) -> u8 {
+    let nanos = now.as_nanos().to_le_bytes();
+    let fresh = 0x100 | u16::from(nanos.iter().fold(0u8, |a, b| a ^ b));
+    let entropy =
+        match BOOT_ENTROPY.compare_exchange(0, fresh, Ordering::Relaxed, Ordering::Relaxed) {
+            Ok(_) => fresh,
+            Err(latched) => latched,
+        };
+    key_seed(entropy as u8, identity)
+}
+
+/// `entropy` mixed with a device identity (PF id, VSI, MAC bytes, …): each
+/// byte is folded in after a one-bit rotation, so for one `entropy` two
+/// identities that differ in a single byte always give different seeds.
+pub const fn key_seed(entropy: u8, identity: &[u8]) -> u8 {
+    let mut h = entropy;
+    let mut i = 0;
+    while i < identity.len() {
+        h = h.rotate_left(1) ^ identity[i];
+        i += 1;
+    }
+    h
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -359,5 +396,35 @@ mod tests {
             Err(AccessError::RemoteWriteNeedsLocalWrite)
         );
         assert_eq!(mr_access_rights(Access(1 << 9)), Err(AccessError::UnknownFlags));
+    }
+
+    #[test]
+    fn key_seeds_differ_per_identity_and_per_entropy() {
+        let a = [0u8, 6, 0, 0x02, 0, 0, 0, 0, 0x0a];
+        // Every single-byte change of the identity changes the seed.
+        for e in [0u8, 0x5a, 0xff] {
+            for i in 0..a.len() {
+                for d in 1..=255u8 {
+                    let mut b = a;
+                    b[i] ^= d;
+                    assert_ne!(key_seed(e, &a), key_seed(e, &b), "entropy {e} byte {i} ^ {d}");
+                }
+            }
+        }
+        // Every entropy byte gives a different seed for one identity.
+        let mut seen = [false; 256];
+        for e in 0..=255u8 {
+            let s = key_seed(e, &a) as usize;
+            assert!(!seen[s]);
+            seen[s] = true;
+        }
+        // The default latches its entropy: later calls at other times agree
+        // on it, so identity alone separates devices of one boot.
+        let first = default_key_seed(Duration::from_nanos(12_345), &a);
+        assert_eq!(default_key_seed(Duration::from_secs(999), &a), first);
+        assert_ne!(
+            default_key_seed(Duration::from_secs(999), &[1, 6, 0, 2, 0, 0, 0, 0, 0x0a]),
+            first
+        );
     }
 }

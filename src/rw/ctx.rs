@@ -62,7 +62,7 @@ pub enum CtxType {
     SingleWr,
     /// `RDMA_RW_MULTI_WR`: WRs of up to max_write/read_sge SGEs each.
     MultiWr,
-    /// `RDMA_RW_MR`: per MR [LOCAL_INV] + REG_MR + RDMA READ/WRITE.
+    /// `RDMA_RW_MR`: per MR \[LOCAL_INV\] + REG_MR + RDMA READ/WRITE.
     Mr,
     /// `RDMA_RW_IOVA`: one WR over a contiguous IOVA range.
     Iova,
@@ -129,7 +129,7 @@ pub trait PostSend {
 
 /// Failure of [`RwCtx::post`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum PostError<E> {
+pub enum RwPostError<E> {
     /// The context could not build its chain.
     Rw(RwError),
     /// The QP refused WR `bad` of the chain (0-based, chain WRs included).
@@ -184,6 +184,40 @@ struct Live {
 }
 
 /// One R/W context. See the module docs for capacities.
+///
+/// # Example
+///
+/// An RDMA READ of 9000 bytes into a local buffer through SGEs (no MR),
+/// built but not posted: `post` hands the same chain to a QP (`Qp`
+/// implements [`PostSend`]), and `destroy` unmaps once it completed.
+///
+/// ```
+/// # use core::ptr::NonNull;
+/// use irdma::rw::{DeviceAttrs, Direction, MrPool, RwCtx, RwQp, SgEntry};
+/// use irdma::wr::{SendWr, WrOpcode};
+/// use irdma_testkit::IdentityHal; // share() = identity, as on a unikernel without IOMMU
+///
+/// let attrs = DeviceAttrs::e810_roce(13, 4096, 0x100 /* local_dma_lkey */);
+/// let qp = RwQp::new(attrs, false, 2); // the QP's max_send_sge = 2
+/// let mut pool: MrPool<0, 0> = MrPool::new(); // no MRs: the SGE path
+/// let mut local = vec![0u8; 9000];
+/// let mut sg = [SgEntry::new(NonNull::from(&mut local[..]))];
+/// let mut ctx: RwCtx<4, 4> = RwCtx::new();
+/// // SAFETY: `local` stays put until `destroy`.
+/// let wrs = unsafe {
+///     let (remote, rkey) = (0x9000_0000, 0x1234);
+///     ctx.init::<IdentityHal, 0, 0>(&qp, &mut pool, &mut sg, 0, remote, rkey, Direction::FromDevice)
+/// }?;
+/// assert_eq!(wrs, 1); // one buffer, one RDMA READ
+/// let mut chain = [SendWr::default(); 4];
+/// let n = ctx.wrs(&mut pool, 42, &[], &mut chain)?;
+/// assert_eq!(n, 1);
+/// let read = WrOpcode::RdmaRead { remote_addr: 0x9000_0000, rkey: 0x1234 };
+/// assert_eq!(chain[0].opcode, read);
+/// // SAFETY: nothing was posted, so the device is done with it.
+/// unsafe { ctx.destroy::<IdentityHal, 0, 0>(&mut pool, &mut sg) }?;
+/// # Ok::<(), irdma::rw::RwError>(())
+/// ```
 pub struct RwCtx<const MAX_SGE: usize, const MAX_OPS: usize> {
     live: Option<Live>,
     single: Sge,
@@ -1098,9 +1132,9 @@ impl<const MAX_SGE: usize, const MAX_OPS: usize> RwCtx<MAX_SGE, MAX_OPS> {
         pool: &mut MrPool<N, P>,
         wr_id: u64,
         chain: &[SendWr<'_>],
-    ) -> Result<(), PostError<Q::Error>> {
+    ) -> Result<(), RwPostError<Q::Error>> {
         if self.live.is_none() {
-            return Err(PostError::Rw(RwError::WrongContext));
+            return Err(RwPostError::Rw(RwError::WrongContext));
         }
         self.update_keys(pool);
         let has_chain = !chain.is_empty();
@@ -1121,7 +1155,7 @@ impl<const MAX_SGE: usize, const MAX_OPS: usize> RwCtx<MAX_SGE, MAX_OPS> {
                 idx += 1;
                 Ok(())
             })
-            .map_err(PostError::Rw)?;
+            .map_err(RwPostError::Rw)?;
             for c in chain {
                 if idx >= start
                     && let Some(s) = buf.get_mut(n)
@@ -1135,7 +1169,7 @@ impl<const MAX_SGE: usize, const MAX_OPS: usize> RwCtx<MAX_SGE, MAX_OPS> {
                 break;
             }
             let part = buf.get(..n).unwrap_or(&[]);
-            qp.post_send(part).map_err(|(i, err)| PostError::Post { bad: start + i, err })?;
+            qp.post_send(part).map_err(|(i, err)| RwPostError::Post { bad: start + i, err })?;
             start += n;
         }
         Ok(())

@@ -34,7 +34,9 @@ mod pool;
 #[cfg(test)]
 mod tests;
 
-pub use ctx::{BioVec, BvecIter, CtxType, IovaMapper, NoIova, PostError, PostSend, RwCtx, SgEntry};
+pub use ctx::{
+    BioVec, BvecIter, CtxType, IovaMapper, NoIova, PostSend, RwCtx, RwPostError, SgEntry,
+};
 pub use pool::{FrMr, MrPool};
 
 /// The page size MRs are registered with by the rw layer (rw.c passes
@@ -231,7 +233,7 @@ pub fn rdma_rw_max_send_wr(
 /// The QP capabilities `rdma_rw_init_qp` adjusts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub struct QpCap {
+pub struct RwQpCap {
     /// `cap.max_send_wr`, raised for the R/W contexts then clamped.
     pub max_send_wr: u32,
     /// `cap.max_rdma_ctxs`: R/W contexts the QP will run at once.
@@ -249,7 +251,7 @@ pub struct QpCap {
 pub fn rdma_rw_init_qp(
     dev: &DeviceAttrs,
     force_mr: bool,
-    cap: &mut QpCap,
+    cap: &mut RwQpCap,
     integrity: bool,
 ) -> Result<(), RwError> {
     if integrity && !dev.integrity_handover {
@@ -381,7 +383,7 @@ pub fn rdma_rw_ctx_post<
     pool: &mut MrPool<N, P>,
     wr_id: u64,
     chain_wr: &[crate::wr::SendWr<'_>],
-) -> Result<(), PostError<Q::Error>> {
+) -> Result<(), RwPostError<Q::Error>> {
     ctx.post(qp, pool, wr_id, chain_wr)
 }
 

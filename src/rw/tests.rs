@@ -763,7 +763,7 @@ fn post_sends_the_same_chain_as_wrs_in_batches() {
     init_sg(&mut ctx, &qp, &mut pool, &mut sg, 0, Direction::ToDevice).unwrap();
     let mut q = Qp { posted: Vec::new(), fail_at: Some(18), calls: 0 };
     let r = ctx.post(&mut q, &mut pool, CQE, &[]);
-    assert_eq!(r, Err(PostError::Post { bad: 18, err: -12 }));
+    assert_eq!(r, Err(RwPostError::Post { bad: 18, err: -12 }));
     destroy_sg(&mut ctx, &mut pool, &mut sg);
     assert_eq!((TestHal::live(), pool.in_use()), (0, 0));
 }
@@ -907,24 +907,24 @@ fn sizing_matches_linux_formulas_and_saturates() {
     assert_eq!(rdma_rw_max_send_wr(&iw, false, 0x5555_5556, false), u32::MAX);
     assert_eq!(rdma_rw_max_send_wr(&r13, false, 10_000, false), 10_000, "no clamp");
     // rdma_rw_init_qp.
-    let mut cap = QpCap { max_send_wr: 128, max_rdma_ctxs: 64 };
+    let mut cap = RwQpCap { max_send_wr: 128, max_rdma_ctxs: 64 };
     rdma_rw_init_qp(&r13, false, &mut cap, false).unwrap();
-    assert_eq!(cap, QpCap { max_send_wr: 192, max_rdma_ctxs: 64 });
-    let mut cap = QpCap { max_send_wr: 1000, max_rdma_ctxs: 1100 };
+    assert_eq!(cap, RwQpCap { max_send_wr: 192, max_rdma_ctxs: 64 });
+    let mut cap = RwQpCap { max_send_wr: 1000, max_rdma_ctxs: 1100 };
     rdma_rw_init_qp(&iw, false, &mut cap, false).unwrap();
     assert_eq!(cap.max_send_wr, 4063, "clamped to max_qp_wr");
     // Linux wraps to 256 / 18 (spec §11.6).
-    let mut cap = QpCap { max_send_wr: 4_294_967_040, max_rdma_ctxs: 512 };
+    let mut cap = RwQpCap { max_send_wr: 4_294_967_040, max_rdma_ctxs: 512 };
     rdma_rw_init_qp(&r13, false, &mut cap, false).unwrap();
     assert_eq!(cap.max_send_wr, 4063);
-    let mut cap = QpCap { max_send_wr: 16, max_rdma_ctxs: 0x5555_5556 };
+    let mut cap = RwQpCap { max_send_wr: 16, max_rdma_ctxs: 0x5555_5556 };
     rdma_rw_init_qp(&iw, false, &mut cap, false).unwrap();
     assert_eq!(cap.max_send_wr, 4063);
-    let mut cap = QpCap { max_send_wr: 128, max_rdma_ctxs: 0 };
+    let mut cap = RwQpCap { max_send_wr: 128, max_rdma_ctxs: 0 };
     rdma_rw_init_qp(&iw, false, &mut cap, false).unwrap();
     assert_eq!(cap.max_send_wr, 128);
     // Integrity QPs are refused on E810 and the caps stay untouched.
-    let mut cap = QpCap { max_send_wr: 128, max_rdma_ctxs: 64 };
+    let mut cap = RwQpCap { max_send_wr: 128, max_rdma_ctxs: 64 };
     assert_eq!(rdma_rw_init_qp(&r13, false, &mut cap, true), Err(RwError::IntegrityUnsupported));
     assert_eq!(cap.max_send_wr, 128);
     // Signature contexts can only fail on E810.
@@ -1156,7 +1156,7 @@ proptest! {
             rdma_rw_max_send_wr(&i, false, ctxs, false) as u64,
             (3 * ctxs as u64).min(u32::MAX as u64)
         );
-        let mut cap = QpCap { max_send_wr: wr, max_rdma_ctxs: ctxs };
+        let mut cap = RwQpCap { max_send_wr: wr, max_rdma_ctxs: ctxs };
         rdma_rw_init_qp(&i, false, &mut cap, false).unwrap();
         let want = if ctxs == 0 { wr as u64 } else { (wr as u64 + 3 * ctxs as u64).min(4063) };
         prop_assert_eq!(cap.max_send_wr as u64, want);

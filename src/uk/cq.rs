@@ -193,7 +193,7 @@ pub(crate) enum Fast {
 /// A completion queue over 32-byte CQEs.
 ///
 /// Invariant: `head_q` is a multiple of 4 below `size_q` (it starts at 0
-/// and only [`Cq::next`] moves it) and `mem.qwords() >= size_q` (checked by
+/// and only `Cq::next` moves it) and `mem.qwords() >= size_q` (checked by
 /// [`Cq::new`]), so the CQE at the head is inside the ring without a check.
 pub struct Cq<'a> {
     mem: QueueMem<'a>,

@@ -1,3 +1,5 @@
+//! **Low-level API** (a verbs user needs only [`crate::prelude`]).
+//!
 //! The data path ("uk" in the vendor's naming): WQE encoding exactly as GEN_2
 //! hardware reads it, SQ/RQ rings with valid-bit polarity, CQ polling with
 //! error/flush mapping, CQ arming, and the verbs entry points on top.

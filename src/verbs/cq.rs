@@ -30,6 +30,23 @@ struct OldRing<H: Hal> {
 }
 
 /// A completion queue (`ib_cq`), polled; bound to CEQ 0.
+///
+/// # Example
+///
+/// ```
+/// # use irdma::prelude::*;
+/// # use irdma_testkit::{FakeHal, ModelBar};
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// # let bar = ModelBar::standalone(mock_bar::Config::default());
+/// # let lan = LanInfo::single_tc(0, 6, [2, 0, 0, 0, 0, 0x0a], 1500);
+/// # let dev: Device<FakeHal, ModelBar> = Device::probe(bar, lan, Profile::SMALL)?;
+/// let mut cq = dev.create_cq(64)?; // at least 64 completions
+/// assert_eq!(cq.cqe(), 64);
+/// let mut wc = [WorkCompletion::default(); 8];
+/// assert_eq!(cq.poll(&mut [], &mut wc), 0); // nothing yet
+/// # Ok(())
+/// # }
+/// ```
 pub struct Cq<'d, H: Hal, B: Bar + Clone> {
     // `uk` and `old` view `ring`/`shadow`; they are declared (and dropped) first.
     uk: uk::Cq<'static>,
@@ -205,6 +222,52 @@ impl<'d, H: Hal, B: Bar + Clone> Cq<'d, H, B> {
     /// the ring is empty, WRs the hardware did not flush (posted after the
     /// flush, or never reached by it) are completed here in software with
     /// `WrFlushErr`, from the same tails (spec data-path §5.5, §6.1).
+    ///
+    /// # Example
+    ///
+    /// A signaled WR on a QP of this CQ completes once:
+    ///
+    /// ```
+    /// # use irdma::prelude::*;
+    /// # use irdma_testkit::{FakeHal, ModelBar};
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let bar = ModelBar::standalone(mock_bar::Config::default());
+    /// # let lan = LanInfo::single_tc(0, 6, [2, 0, 0, 0, 0, 0x0a], 1500);
+    /// # let dev: Device<FakeHal, ModelBar> = Device::probe(bar, lan, Profile::SMALL)?;
+    /// # let pd = dev.alloc_pd()?;
+    /// # let mut cq = dev.create_cq(16)?;
+    /// # let cap = QpCap { max_send_wr: 8, max_recv_wr: 8, max_send_sge: 1, max_recv_sge: 1, ..QpCap::default() };
+    /// # let mut qp = dev.create_qp(&pd, &mut QpInitAttr { send_cq: &cq, recv_cq: &cq, cap })?;
+    /// # let me = qp.qp_num();
+    /// # qp.modify(&QpAttr::new(QpState::Init))?;
+    /// # let mut rtr = QpAttr::new(QpState::Rtr);
+    /// # rtr.dest_qp = me;
+    /// # rtr.av = Some(AddressVector { dest_mac: [2, 0, 0, 0, 0, 0x0a], dest_ip: IpAddr::V4([10, 0, 0, 1]),
+    /// #     src_ip: IpAddr::V4([10, 0, 0, 1]), hop_limit: 64, traffic_class: 0, flow_label: 0, vlan: None });
+    /// # qp.modify(&rtr)?;
+    /// # qp.modify(&QpAttr::new(QpState::Rts))?;
+    /// # let mem = Dma::<FakeHal>::new(2, BufferDirection::Both)?;
+    /// # let pages = [mem.paddr(), mem.paddr() + 4096];
+    /// # // SAFETY: `mem` outlives the MR and backs nothing else meanwhile.
+    /// # let mr = unsafe { dev.reg_mr(&pd, &MrDesc { iova: mem.paddr(), length: 8192, page_size: PageSize::Size4K,
+    /// #     pages: &pages, zero_based: false, access: Access::LOCAL_WRITE | Access::REMOTE_WRITE }) }?;
+    /// let sge = [Sge { addr: mem.paddr(), length: 64, lkey: mr.lkey() }];
+    /// let write = WrOpcode::RdmaWrite { remote_addr: mem.paddr() + 4096, rkey: mr.rkey() };
+    /// let wr = SendWr { wr_id: 9, opcode: write, flags: SendFlags::SIGNALED, sg_list: &sge };
+    /// qp.post_send(&[wr])?;
+    /// let mut wc = [WorkCompletion::default(); 8];
+    /// let mut n = 0;
+    /// for _ in 0..100 {
+    ///     n += cq.poll(&mut [&mut qp], &mut wc[n..]);
+    ///     if n > 0 { break; }
+    /// }
+    /// assert_eq!(n, 1);
+    /// assert_eq!((wc[0].wr_id, wc[0].status), (9, WcStatus::Success));
+    /// assert_eq!(wc[0].opcode, WcOpcode::RdmaWrite);
+    /// assert_eq!(cq.poll(&mut [&mut qp], &mut wc), 0); // exactly once
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn poll(&mut self, qps: &mut [&mut Qp<'d, H, B>], wc: &mut [WorkCompletion]) -> usize {
         self.poll_slots(qps, wc, |_| true)
     }

@@ -140,6 +140,22 @@ impl From<crate::device::BackError> for VerbsError {
 
 /// A protection domain (`ib_pd`). GEN_2 PDs are software ids only (spec
 /// control-path §5.4; irdma_kcompat.c: irdma_alloc_pd): ids 0–2 reserved.
+///
+/// # Example
+///
+/// ```
+/// # use irdma::prelude::*;
+/// # use irdma_testkit::{FakeHal, ModelBar};
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// # let bar = ModelBar::standalone(mock_bar::Config::default());
+/// # let lan = LanInfo::single_tc(0, 6, [2, 0, 0, 0, 0, 0x0a], 1500);
+/// # let dev: Device<FakeHal, ModelBar> = Device::probe(bar, lan, Profile::SMALL)?;
+/// let pd = dev.alloc_pd()?;
+/// assert!(pd.id() > 2);
+/// drop(pd); // frees the id
+/// # Ok(())
+/// # }
+/// ```
 pub struct Pd<'d, H: Hal, B: Bar + Clone> {
     dev: &'d Device<H, B>,
     id: u32,

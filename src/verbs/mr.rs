@@ -63,6 +63,35 @@ impl<H: Hal> HeldPbl<H> {
 }
 
 /// A registered memory region (`ib_mr`): lkey = rkey = the STag.
+///
+/// # Example
+///
+/// Two contiguous pages: a level-0 MR (no PBL):
+///
+/// ```
+/// # use irdma::prelude::*;
+/// # use irdma_testkit::{FakeHal, ModelBar};
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// # let bar = ModelBar::standalone(mock_bar::Config::default());
+/// # let lan = LanInfo::single_tc(0, 6, [2, 0, 0, 0, 0, 0x0a], 1500);
+/// # let dev: Device<FakeHal, ModelBar> = Device::probe(bar, lan, Profile::SMALL)?;
+/// let pd = dev.alloc_pd()?;
+/// let mem = Dma::<FakeHal>::new(2, BufferDirection::Both)?;
+/// let pages = [mem.paddr(), mem.paddr() + 4096];
+/// // SAFETY: `mem` outlives the MR and backs nothing else meanwhile.
+/// let mr = unsafe { dev.reg_mr(&pd, &MrDesc {
+///     iova: mem.paddr(), // VA-based: SGE addresses are bus addresses
+///     length: 8192,
+///     page_size: PageSize::Size4K,
+///     pages: &pages,
+///     zero_based: false,
+///     access: Access::LOCAL_WRITE | Access::REMOTE_READ,
+/// }) }?;
+/// assert_eq!(mr.lkey(), mr.rkey());
+/// assert_eq!(mr.pbl_level(), 0);
+/// # Ok(())
+/// # }
+/// ```
 pub struct Mr<'d, H: Hal, B: Bar + Clone> {
     dev: &'d Device<H, B>,
     stag: Stag,

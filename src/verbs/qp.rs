@@ -211,6 +211,44 @@ const CTX_OFF: usize = 256;
 /// An RC QP (`ib_qp`). `S` is its send queue: the single-owner [`Sq`] (this
 /// type as callers name it), or the shared one inside a
 /// [`SharedQp`](super::SharedQp).
+///
+/// # Example
+///
+/// Create, then INIT → RTR (the peer's QPN, MAC and IP) → RTS:
+///
+/// ```
+/// # use irdma::prelude::*;
+/// # use irdma_testkit::{FakeHal, ModelBar};
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// # let bar = ModelBar::standalone(mock_bar::Config::default());
+/// # let lan = LanInfo::single_tc(0, 6, [2, 0, 0, 0, 0, 0x0a], 1500);
+/// # let dev: Device<FakeHal, ModelBar> = Device::probe(bar, lan, Profile::SMALL)?;
+/// let pd = dev.alloc_pd()?;
+/// let cq = dev.create_cq(64)?;
+/// let cap =
+///     QpCap { max_send_wr: 32, max_recv_wr: 32, max_send_sge: 2, max_recv_sge: 2, ..QpCap::default() };
+/// let mut attr = QpInitAttr { send_cq: &cq, recv_cq: &cq, cap };
+/// let mut qp = dev.create_qp(&pd, &mut attr)?;
+/// assert!(attr.cap.max_send_wr >= 32); // rounded up and written back
+/// let (peer_qpn, peer_mac, peer_ip) = (qp.qp_num(), [2, 0, 0, 0, 0, 0x0a], [10, 0, 0, 1]);
+/// qp.modify(&QpAttr::new(QpState::Init))?;
+/// let mut rtr = QpAttr::new(QpState::Rtr);
+/// rtr.dest_qp = peer_qpn;
+/// rtr.av = Some(AddressVector {
+///     dest_mac: peer_mac,
+///     dest_ip: IpAddr::V4(peer_ip),
+///     src_ip: IpAddr::V4([10, 0, 0, 1]),
+///     hop_limit: 64,
+///     traffic_class: 0,
+///     flow_label: 0,
+///     vlan: None,
+/// });
+/// qp.modify(&rtr)?;
+/// qp.modify(&QpAttr::new(QpState::Rts))?;
+/// assert_eq!(qp.state(), QpState::Rts);
+/// # Ok(())
+/// # }
+/// ```
 pub struct Qp<'d, H: Hal, B: Bar + Clone, S: SendQueue = Sq<'static>> {
     // Views `mem`: declared (and dropped) first.
     uk: QpUk<'static, S>,
@@ -871,6 +909,55 @@ impl<H: Hal, B: Bar + Clone> Qp<'_, H, B> {
 
     /// `ib_post_send`. Takes no lock; in ERROR the WRs are queued without a
     /// doorbell and complete as flushed.
+    ///
+    /// # Example
+    ///
+    /// An RDMA WRITE from one page of a registered buffer to the other, then its completion:
+    ///
+    /// ```
+    /// # use irdma::prelude::*;
+    /// # use irdma_testkit::{FakeHal, ModelBar};
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let bar = ModelBar::standalone(mock_bar::Config::default());
+    /// # let lan = LanInfo::single_tc(0, 6, [2, 0, 0, 0, 0, 0x0a], 1500);
+    /// # let dev: Device<FakeHal, ModelBar> = Device::probe(bar, lan, Profile::SMALL)?;
+    /// # let pd = dev.alloc_pd()?;
+    /// # let mut cq = dev.create_cq(16)?;
+    /// # let cap = QpCap { max_send_wr: 8, max_recv_wr: 8, max_send_sge: 1, max_recv_sge: 1, ..QpCap::default() };
+    /// # let mut qp = dev.create_qp(&pd, &mut QpInitAttr { send_cq: &cq, recv_cq: &cq, cap })?;
+    /// # let me = qp.qp_num();
+    /// # qp.modify(&QpAttr::new(QpState::Init))?;
+    /// # let mut rtr = QpAttr::new(QpState::Rtr);
+    /// # rtr.dest_qp = me;
+    /// # rtr.av = Some(AddressVector { dest_mac: [2, 0, 0, 0, 0, 0x0a], dest_ip: IpAddr::V4([10, 0, 0, 1]),
+    /// #     src_ip: IpAddr::V4([10, 0, 0, 1]), hop_limit: 64, traffic_class: 0, flow_label: 0, vlan: None });
+    /// # qp.modify(&rtr)?;
+    /// # qp.modify(&QpAttr::new(QpState::Rts))?;
+    /// # let mem = Dma::<FakeHal>::new(2, BufferDirection::Both)?;
+    /// # let pages = [mem.paddr(), mem.paddr() + 4096];
+    /// # // SAFETY: `mem` outlives the MR and backs nothing else meanwhile.
+    /// # let mr = unsafe { dev.reg_mr(&pd, &MrDesc { iova: mem.paddr(), length: 8192, page_size: PageSize::Size4K,
+    /// #     pages: &pages, zero_based: false, access: Access::LOCAL_WRITE | Access::REMOTE_WRITE }) }?;
+    /// assert!(mem.write_bytes(0, b"data"));
+    /// let sge = [Sge { addr: mem.paddr(), length: 4, lkey: mr.lkey() }];
+    /// let wr = SendWr {
+    ///     wr_id: 7,
+    ///     opcode: WrOpcode::RdmaWrite { remote_addr: mem.paddr() + 4096, rkey: mr.rkey() },
+    ///     flags: SendFlags::SIGNALED,
+    ///     sg_list: &sge,
+    /// };
+    /// qp.post_send(&[wr])?; // on failure: PostError { bad_wr, kind }
+    /// let mut wc = [WorkCompletion::default(); 1];
+    /// for _ in 0..100 {
+    ///     if cq.poll(&mut [&mut qp], &mut wc) == 1 { break; }
+    /// }
+    /// assert_eq!((wc[0].wr_id, wc[0].status), (7, WcStatus::Success));
+    /// let mut back = [0u8; 4];
+    /// assert!(mem.read_bytes(4096, &mut back));
+    /// assert_eq!(&back, b"data");
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn post_send(&mut self, wrs: &[SendWr<'_>]) -> Result<(), PostError> {
         if !self.alive {
             return Err(PostError { bad_wr: 0, kind: PostErrorKind::Destroyed });

@@ -34,7 +34,7 @@ pub type SharedSq = MpSq<QueueMem<'static>, &'static [MpTrk]>;
 type InnerQp<'d, H, B> = Qp<'d, H, B, &'static SharedSq>;
 
 /// An RC QP whose send side takes posts from several threads at once
-/// (`SharedQp: Sync`). See the [module docs](self) for what locks.
+/// (`SharedQp: Sync`). What locks is described in `src/verbs/shared.rs`.
 pub struct SharedQp<'d, H: Hal, B: Bar + Clone> {
     /// The QP; its `uk.sq` is `sq`. Locked by receives, the poller, and
     /// posts while the QP is in error.

@@ -96,13 +96,23 @@ fn legs() -> Vec<Leg> {
         cargo(&["clippy", "-p", "irdma-boot", "--target", t, "--", "-D", "warnings"])?;
         cargo(&["build", "-p", "irdma-boot", "--release", "--target", t])
     }));
+    v.push(leg("firmware-example", || {
+        for t in BARE_TARGETS {
+            let p = "irdma-firmware-example";
+            cargo(&["clippy", "-p", p, "--target", t, "--", "-D", "warnings"])?;
+            cargo(&["build", "-p", p, "--release", "--target", t])?;
+        }
+        Ok(format!("examples/firmware built for {}", BARE_TARGETS.join(" and ")))
+    }));
     v.push(leg("model-independence", util::check_model_independence));
+    v.push(leg("doc", util::doc));
     v.push(leg("test", || cargo(&["test", "--workspace", "--quiet"])));
     // The full 1,000 bring-up/teardown cycles of issue #4 (debug runs 100).
     v.push(leg("cycles-1000", || {
         cargo(&["test", "--release", "--quiet", "-p", "irdma", "--test", "cycles"])
     }));
     v.push(leg("loom", util::loom));
+    v.push(leg("example-host", util::example_host));
     v.push(leg("qemu", qemu::run_leg));
     v.push(leg("build-boot-image-aarch64", || {
         let t = "aarch64-unknown-none";
@@ -110,6 +120,7 @@ fn legs() -> Vec<Leg> {
         cargo(&["build", "-p", "irdma-boot", "--release", "--target", t])
     }));
     v.push(leg("qemu-aarch64", qemu::run_leg_aarch64));
+    v.push(leg("conformance-sync", util::conformance_sync));
     for (name, file) in conformance::SUITE {
         v.push(leg(name, move || conformance::run_leg(file)));
     }

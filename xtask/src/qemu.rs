@@ -31,7 +31,7 @@ use std::time::{Duration, Instant};
 
 use irdma_boot::contract as c;
 
-use crate::util::{cargo, root};
+use crate::util::{cargo, root, which};
 
 const QEMU: &str = "qemu-system-x86_64";
 const IMAGE_TARGET: &str = "x86_64-unknown-none";
@@ -69,14 +69,6 @@ impl Arch {
         match self {
             Arch::X86_64 => 0,
             Arch::Aarch64 => c::VIRT_RAM_BASE,
-        }
-    }
-
-    /// The Debian/Ubuntu package with [`Arch::qemu`].
-    fn debian_package(self) -> &'static str {
-        match self {
-            Arch::X86_64 => "qemu-system-x86",
-            Arch::Aarch64 => "qemu-system-arm",
         }
     }
 }
@@ -472,11 +464,6 @@ fn check_bar_file(f: &File, nonce: u64) -> Vec<String> {
     p
 }
 
-fn which(cmd: &str) -> Option<PathBuf> {
-    let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path).map(|d| d.join(cmd)).find(|p| p.is_file())
-}
-
 fn kvm_usable() -> bool {
     OpenOptions::new().read(true).write(true).open("/dev/kvm").is_ok()
 }
@@ -679,52 +666,39 @@ pub fn build_model() -> Result<PathBuf, String> {
     if p.is_file() { Ok(p) } else { Err(format!("no model binary at {}", p.display())) }
 }
 
-/// Finds `qemu-system-aarch64`; when it is missing and we are root with
-/// apt-get, installs Debian's `qemu-system-arm` (as `.ci/run` does), else
-/// says what to install.
+/// QEMU's Arm system emulator (the `--arch aarch64` runs) and its package
+/// per distribution.
+pub const QEMU_AARCH64_PACKAGE: crate::util::SysPackage = crate::util::SysPackage {
+    program: QEMU_AARCH64,
+    what: "QEMU's Arm system emulator",
+    apt: "qemu-system-arm",
+    dnf: "qemu-system-aarch64-core",
+    pacman: "qemu-system-aarch64",
+    brew: "qemu",
+};
+
+/// The QEMU of `arch`, installed when missing as [`require_qemu`] does.
 pub fn require_qemu_for(arch: Arch) -> Result<PathBuf, String> {
-    if arch == Arch::X86_64 {
-        return require_qemu();
+    match arch {
+        Arch::X86_64 => require_qemu(),
+        Arch::Aarch64 => crate::util::ensure_program(&QEMU_AARCH64_PACKAGE),
     }
-    let prog = arch.qemu();
-    if let Some(p) = which(prog) {
-        return Ok(p);
-    }
-    let root_user = Command::new("id")
-        .arg("-u")
-        .output()
-        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0");
-    if root_user && which("apt-get").is_some() {
-        let pkg = arch.debian_package();
-        println!("xtask qemu: {prog} missing; running apt-get install {pkg}");
-        let ok = Command::new("sh")
-            .arg("-c")
-            .arg(format!(
-                "apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq {pkg}"
-            ))
-            .status()
-            .is_ok_and(|s| s.success());
-        if ok && let Some(p) = which(prog) {
-            return Ok(p);
-        }
-    }
-    Err(format!(
-        "{prog} not found in PATH. Install QEMU's Arm system emulator: Debian/Ubuntu \
-         `apt-get install {}`, Fedora `dnf install qemu-system-aarch64-core`, \
-         Arch `pacman -S qemu-system-aarch64`, macOS `brew install qemu`",
-        arch.debian_package()
-    ))
 }
 
-/// Says exactly what to install when QEMU is missing.
+/// QEMU's x86 system emulator and its package per distribution.
+pub const QEMU_PACKAGE: crate::util::SysPackage = crate::util::SysPackage {
+    program: QEMU,
+    what: "QEMU's x86 system emulator",
+    apt: "qemu-system-x86",
+    dnf: "qemu-system-x86-core",
+    pacman: "qemu-system-x86",
+    brew: "qemu",
+};
+
+/// QEMU's path; installs it when missing and this process may (see
+/// [`crate::util::ensure_program`]), else says the one command to run.
 pub fn require_qemu() -> Result<PathBuf, String> {
-    which(QEMU).ok_or_else(|| {
-        format!(
-            "{QEMU} not found in PATH. Install QEMU's x86 system emulator: \
-             Debian/Ubuntu `apt-get install qemu-system-x86`, Fedora `dnf install qemu-system-x86-core`, \
-             Arch `pacman -S qemu-system-x86`, macOS `brew install qemu`"
-        )
-    })
+    crate::util::ensure_program(&QEMU_PACKAGE)
 }
 
 /// A running model process and the threads collecting its output.

@@ -4,7 +4,7 @@
 //! imports `irdma` or `irdma-hal` (checked by `cargo xtask test`) and has its
 //! own field decoding, so an encoding mistake in the driver shows up as a
 //! failing test instead of agreeing with itself. Its decoders are checked
-//! against the vendor's own encoders (`shared/conformance/*.json`, see
+//! against the vendor's own encoders (`tests/conformance/*.json`, see
 //! `tests/vectors.rs` and `tests/cqp_vectors.rs`).
 //!
 //! # Shape

@@ -1,5 +1,5 @@
 //! `cargo xtask conformance FILE…`: the driver's real code against the
-//! golden vectors in `../shared/conformance/` (see its README for the schemas).
+//! golden vectors in `tests/conformance/` (see its README for the schemas).
 //!
 //! The schema of a file is recognised from its contents; each schema has its
 //! own runner module. A runner prints one line per failing case with the
@@ -41,13 +41,13 @@ impl Tally {
     }
 }
 
-/// Where the shared vectors live: `$IRDMA_CONFORMANCE_DIR`, else
-/// `../shared/conformance` next to the checkout.
+/// Where the vectors live: `$IRDMA_CONFORMANCE_DIR`, else the repo's copy
+/// in `tests/conformance/`.
 pub fn vector_dir() -> PathBuf {
     if let Some(d) = std::env::var_os("IRDMA_CONFORMANCE_DIR") {
         return PathBuf::from(d);
     }
-    crate::util::root().join("..").join("shared").join("conformance")
+    crate::util::root().join("tests").join("conformance")
 }
 
 /// Which schema a parsed file follows.

@@ -29,8 +29,8 @@ use std::cell::RefCell;
 use std::ptr::NonNull;
 
 use irdma::rw::{
-    BioVec, BvecIter, CtxType, DeviceAttrs, Direction, FrMr, IovaMapper, MrPool, PostSend, QpCap,
-    RwCtx, RwError, RwQp, SgEntry, rdma_rw_init_qp, rdma_rw_max_send_wr, rdma_rw_mr_factor,
+    BioVec, BvecIter, CtxType, DeviceAttrs, Direction, FrMr, IovaMapper, MrPool, PostSend, RwCtx,
+    RwError, RwQp, RwQpCap, SgEntry, rdma_rw_init_qp, rdma_rw_max_send_wr, rdma_rw_mr_factor,
     send_wr_factor,
 };
 use irdma::wr::{SendFlags, SendWr, WrOpcode};
@@ -1011,7 +1011,7 @@ fn run_sizing(case: &Value) -> Verdict {
         "rdma_rw_init_qp" => {
             let a = &inp["attr"];
             let integrity = num(a, "create_flags") & 64 != 0;
-            let mut cap = QpCap {
+            let mut cap = RwQpCap {
                 max_send_wr: num(a, "cap.max_send_wr") as u32,
                 max_rdma_ctxs: num(a, "cap.max_rdma_ctxs") as u32,
             };

@@ -270,7 +270,7 @@ pub fn run(r: &mut Runner, bar: Result<&MmioBar, Msg>, injected: u64) {
         o.timeouts.poll_registers = WAIT;
         o.timeouts.ccq = WAIT;
         o.fw_ready_timeout = WAIT;
-        o.stag_key_seed = arch::rdtsc() as u8;
+        o.stag_key_seed = Some(arch::rdtsc() as u8);
         let d = Device::probe_with(bar, lan, PROFILE, o)
             .map_err(|e| msg(format_args!("probe: {e:?}")))?;
         let f = d.footprint();

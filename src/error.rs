@@ -1,0 +1,511 @@
+//! `Display` and `core::error::Error` for every public error type of the
+//! driver, kept in one place so they read alike: a short lower-case phrase,
+//! with the wrapped error's own message after a colon (and as
+//! [`source`](core::error::Error::source)).
+
+use core::error::Error;
+use core::fmt::{self, Display, Formatter};
+
+use crate::cqp::EncodeError;
+use crate::cqp::decode::{DecodeError, FeaturesError};
+use crate::cqp::engine::CqpError;
+use crate::device::{CloseError, ProbeCause, ProbeError, ProbeStep};
+use crate::lan::{LanError, LanInfoError};
+use crate::res::{AccessError, HmcError, IdError, PbleError, StagError};
+use crate::rw::{RwError, RwPostError};
+use crate::uk::cq::CqConfigError;
+use crate::uk::qp::{PostRecvError, PostSendError};
+use crate::uk::rq::RqConfigError;
+use crate::uk::sq::SqConfigError;
+use crate::uk::{PollError, RqError, SqError};
+use crate::verbs::{PostError, PostErrorKind, VerbsError};
+
+/// `Display` by a fixed phrase per variant, and an `Error` without source.
+macro_rules! phrases {
+    ($ty:ty { $($pat:pat => $msg:expr),+ $(,)? }) => {
+        impl Display for $ty {
+            fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
+                f.write_str(match self { $($pat => $msg),+ })
+            }
+        }
+        impl Error for $ty {}
+    };
+}
+
+phrases!(LanInfoError {
+    LanInfoError::BadPfId => "PF id beyond the 3-bit PF_FUNC_RID field",
+    LanInfoError::BadVsi => "VSI number beyond the 10-bit hardware field",
+    LanInfoError::UnsupportedGeneration => "not an RDMA GEN_2 function",
+    LanInfoError::NotPrivileged => "the function is not privileged (VF)",
+    LanInfoError::BadQos => "traffic-class count or UP-to-TC map unusable",
+    LanInfoError::BadMac => "MAC address is multicast or zero",
+    LanInfoError::BadMtu => "MTU outside 576..=9728",
+});
+
+impl Display for LanError {
+    fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
+        match self {
+            LanError::Command(code) => write!(f, "LAN admin-queue command failed with code {code}"),
+            LanError::NoResources => f.write_str("LAN side has no resources left"),
+            LanError::NotReady => f.write_str("LAN side not ready"),
+        }
+    }
+}
+impl Error for LanError {}
+
+phrases!(SqError {
+    SqError::TooManySges => "more SGEs than the QP allows",
+    SqError::InlineTooLong => "inline payload longer than the QP's max_inline_data",
+    SqError::InlineNotEnabled => "inline requested on a QP without inline support",
+    SqError::ImmNotAllowed => "immediate data on an operation that cannot carry it",
+    SqError::InvalidField => "a value does not fit its WQE field",
+    SqError::Full => "send queue full",
+    SqError::Unsupported => "operation not supported on E810",
+});
+
+phrases!(RqError {
+    RqError::TooManySges => "more SGEs than the QP allows",
+    RqError::Full => "receive queue full",
+});
+
+phrases!(SqConfigError {
+    SqConfigError::BadSize => "SQ size not a power of two in 8..=32768 quanta",
+    SqConfigError::MemoryTooSmall => "SQ memory smaller than the ring",
+    SqConfigError::TrackingTooSmall => "SQ tracking slice smaller than the ring",
+    SqConfigError::BadLimits => "SQ max_frags above 13 or max_inline above 101",
+});
+
+phrases!(RqConfigError {
+    RqConfigError::BadSize => "RQ size not a power of two in 2..=32768, or shift above 3",
+    RqConfigError::MemoryTooSmall => "RQ memory smaller than the ring",
+    RqConfigError::TrackingTooSmall => "RQ wr_id slice smaller than the ring",
+    RqConfigError::BadLimits => "RQ max_frags above 13 or above the WQE stride",
+});
+
+phrases!(CqConfigError {
+    CqConfigError::BadSize => "CQ size below 2 or above 2^21 entries",
+    CqConfigError::MemoryTooSmall => "CQ ring or shadow memory too small",
+});
+
+phrases!(PollError {
+    PollError::Empty => "no new completion",
+    PollError::Drained => "a flush completion for an already drained queue",
+    PollError::NoQp => "a completion of an unknown QP or WQE was dropped",
+    PollError::Unlisted => "the next completion belongs to a QP the caller did not pass",
+});
+
+impl Display for PostSendError {
+    fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
+        write!(f, "send WR {} not posted: {}", self.bad_wr, self.kind)
+    }
+}
+impl Error for PostSendError {
+    fn source(&self) -> Option<&(dyn Error + 'static)> {
+        Some(&self.kind)
+    }
+}
+
+impl Display for PostRecvError {
+    fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
+        write!(f, "receive WR {} not posted: {}", self.bad_wr, self.kind)
+    }
+}
+impl Error for PostRecvError {
+    fn source(&self) -> Option<&(dyn Error + 'static)> {
+        Some(&self.kind)
+    }
+}
+
+impl Display for PostErrorKind {
+    fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
+        match self {
+            PostErrorKind::Sq(e) => e.fmt(f),
+            PostErrorKind::Rq(e) => e.fmt(f),
+            PostErrorKind::Destroyed => f.write_str("the QP was destroyed"),
+        }
+    }
+}
+impl Error for PostErrorKind {
+    fn source(&self) -> Option<&(dyn Error + 'static)> {
+        match self {
+            PostErrorKind::Sq(e) => Some(e),
+            PostErrorKind::Rq(e) => Some(e),
+            PostErrorKind::Destroyed => None,
+        }
+    }
+}
+
+impl Display for PostError {
+    fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
+        write!(f, "WR {} not posted: {}", self.bad_wr, self.kind)
+    }
+}
+impl Error for PostError {
+    fn source(&self) -> Option<&(dyn Error + 'static)> {
+        Some(&self.kind)
+    }
+}
+
+phrases!(IdError {
+    IdError::Exhausted => "every id is in use",
+    IdError::OutOfRange => "id beyond the table's capacity",
+    IdError::NotAllocated => "free of an id that is not allocated",
+    IdError::Reserved => "the id is reserved",
+    IdError::AlreadyAllocated => "the id is already in use",
+    IdError::BadCapacity => "id table capacity unusable",
+});
+
+phrases!(PbleError {
+    PbleError::ZeroEntries => "a PBL of zero entries",
+    PbleError::TooLarge => "more PBL entries than any allowed level holds",
+    PbleError::NoSpace => "PBLE pool exhausted or too fragmented",
+    PbleError::TooManyRuns => "PBLE run table full",
+    PbleError::LeafBufferTooSmall => "level-2 leaf buffer too small",
+    PbleError::NotAllocated => "free of a PBLE run that is not allocated",
+    PbleError::BadLayout => "PBLE object range from the commit is unusable",
+});
+
+impl Display for StagError {
+    fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
+        match self {
+            StagError::Id(e) => write!(f, "STag index: {e}"),
+            StagError::StaleKey => f.write_str("stale or forged STag key"),
+        }
+    }
+}
+impl Error for StagError {
+    fn source(&self) -> Option<&(dyn Error + 'static)> {
+        match self {
+            StagError::Id(e) => Some(e),
+            StagError::StaleKey => None,
+        }
+    }
+}
+
+phrases!(AccessError {
+    AccessError::RemoteAtomic => "remote atomic access is not supported on E810",
+    AccessError::MwBind => "memory-window bind access is not supported",
+    AccessError::RemoteWriteNeedsLocalWrite => "remote write requires local write",
+    AccessError::UnknownFlags => "unknown access flag bits",
+});
+
+impl Display for HmcError {
+    fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
+        match self {
+            HmcError::ZeroQ1BlockSize => f.write_str("Q1 block size is 0"),
+            HmcError::ZeroXfBlockSize => f.write_str("XF block size is 0"),
+            HmcError::ZeroRrfBlockSize => f.write_str("RRF block size is 0"),
+            HmcError::ZeroOoiscfBlockSize => f.write_str("OOISCF block size is 0"),
+            HmcError::NoQps => f.write_str("no QPs offered or asked for"),
+            HmcError::DoesNotFit { needed, available } => {
+                write!(f, "HMC objects need {needed} SDs, {available} available")
+            }
+            HmcError::Overflow => f.write_str("HMC count or FPM address overflows"),
+            HmcError::Overlap(a, b) => write!(f, "HMC objects {a:?} and {b:?} overlap"),
+            HmcError::Misaligned(o) => write!(f, "HMC object {o:?} base not 512-byte aligned"),
+        }
+    }
+}
+impl Error for HmcError {}
+
+impl Display for EncodeError {
+    fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
+        match self {
+            EncodeError::TooWide { field, value, max } => {
+                write!(f, "{field} = {value:#x} does not fit its field (max {max:#x})")
+            }
+            EncodeError::Invalid { what } => write!(f, "invalid command input: {what}"),
+        }
+    }
+}
+impl Error for EncodeError {}
+
+phrases!(DecodeError {
+    DecodeError::Q1BlockSizeZero => "FPM buffer: Q1 block size is 0",
+    DecodeError::XfBlockSizeZero => "FPM buffer: XF block size is 0",
+    DecodeError::RrfBlockSizeZero => "FPM buffer: RRF block size is 0",
+    DecodeError::OoiscfBlockSizeZero => "FPM buffer: OOISCF block size is 0",
+    DecodeError::Overflow => "FPM buffer: base + count x size overflows",
+});
+
+impl Display for FeaturesError {
+    fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
+        match self {
+            FeaturesError::TooFew(n) => write!(f, "RDMA features: {n} entries, need at least 2"),
+            FeaturesError::BufferTooSmall { needed } => {
+                write!(f, "RDMA features: buffer too small, {needed} entries needed")
+            }
+        }
+    }
+}
+impl Error for FeaturesError {}
+
+impl Display for CqpError {
+    fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
+        match self {
+            CqpError::Encode(e) => write!(f, "CQP command refused: {e}"),
+            CqpError::Dma(e) => write!(f, "CQP memory: {e}"),
+            CqpError::Timeout { what } => write!(f, "CQP timed out waiting for {what}"),
+            CqpError::CreateFailed { major, minor } => {
+                write!(f, "CQP create failed (major {major:#x}, minor {minor:#x})")
+            }
+            CqpError::OpFailed { opcode, major, minor } => {
+                write!(f, "CQP op {opcode:#x} failed (major {major:#x}, minor {minor:#x})")
+            }
+            CqpError::RingFull => f.write_str("CQP ring full"),
+            CqpError::Busy => f.write_str("CQP busy (one command at a time before the CCQ)"),
+            CqpError::Protocol { what } => write!(f, "CQP protocol violation: {what}"),
+            CqpError::WrongBuffer => {
+                f.write_str("result asked for a buffer the command did not name")
+            }
+            CqpError::BadFpmBuffer(e) => write!(f, "CQP: {e}"),
+            CqpError::BadFeatures(e) => write!(f, "CQP: {e}"),
+            CqpError::NeedsReset => {
+                f.write_str("the function needs a reset before the CQP is used again")
+            }
+        }
+    }
+}
+impl Error for CqpError {
+    fn source(&self) -> Option<&(dyn Error + 'static)> {
+        match self {
+            CqpError::Encode(e) => Some(e),
+            CqpError::Dma(e) => Some(e),
+            CqpError::BadFpmBuffer(e) => Some(e),
+            CqpError::BadFeatures(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+impl Display for VerbsError {
+    fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
+        match self {
+            VerbsError::Cqp(e) => e.fmt(f),
+            VerbsError::Dma(e) => e.fmt(f),
+            VerbsError::Id(e) => e.fmt(f),
+            VerbsError::Stag(e) => e.fmt(f),
+            VerbsError::Pble(e) => e.fmt(f),
+            VerbsError::Access(e) => e.fmt(f),
+            VerbsError::AboveLimit { what, requested, max } => {
+                write!(f, "{what} {requested} above the device limit {max}")
+            }
+            VerbsError::Invalid { what } => write!(f, "invalid argument: {what}"),
+            VerbsError::InvalidState => f.write_str("not allowed in the QP's current state"),
+            VerbsError::Destroyed => f.write_str("the object was destroyed"),
+            VerbsError::Capacity => f.write_str("more PBLE SDs than the driver tracks"),
+            VerbsError::InUse { what, users } => write!(f, "{what}: {users} users left"),
+        }
+    }
+}
+impl Error for VerbsError {
+    fn source(&self) -> Option<&(dyn Error + 'static)> {
+        match self {
+            VerbsError::Cqp(e) => e.source(),
+            VerbsError::Dma(e) => e.source(),
+            VerbsError::Id(e) => e.source(),
+            VerbsError::Stag(e) => e.source(),
+            VerbsError::Pble(e) => e.source(),
+            VerbsError::Access(e) => e.source(),
+            _ => None,
+        }
+    }
+}
+
+impl Display for RwError {
+    fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
+        match self {
+            RwError::NothingToTransfer => f.write_str("nothing to transfer after the offset"),
+            RwError::InvalidArgument => f.write_str("invalid rdma_rw argument"),
+            RwError::MapFailed => f.write_str("buffer could not be shared with the device"),
+            RwError::NoCapacity => f.write_str("context storage or output slice too small"),
+            RwError::PoolEmpty => f.write_str("MR pool empty"),
+            RwError::Busy => f.write_str("context already initialised"),
+            RwError::WrongContext => f.write_str("context not initialised or of the other kind"),
+            RwError::IntegrityUnsupported => f.write_str("integrity offload not supported on E810"),
+            RwError::Iova(e) => write!(f, "IOVA mapper failed ({e})"),
+        }
+    }
+}
+impl Error for RwError {}
+
+impl<E: Display> Display for RwPostError<E> {
+    fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
+        match self {
+            RwPostError::Rw(e) => e.fmt(f),
+            RwPostError::Post { bad, err } => write!(f, "chain WR {bad} not posted: {err}"),
+        }
+    }
+}
+impl<E: Error + 'static> Error for RwPostError<E> {
+    fn source(&self) -> Option<&(dyn Error + 'static)> {
+        match self {
+            RwPostError::Rw(e) => Some(e),
+            RwPostError::Post { err, .. } => Some(err),
+        }
+    }
+}
+
+impl Display for ProbeStep {
+    fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            ProbeStep::LanInfo => "LAN information",
+            ProbeStep::FirmwareReady => "firmware ready",
+            ProbeStep::DoorbellSize => "doorbell size",
+            ProbeStep::CqpCreate => "CQP create",
+            ProbeStep::QueryFeatures => "QUERY_RDMA_FEATURES",
+            ProbeStep::QueryFpm => "QUERY_FPM_VAL",
+            ProbeStep::SizeHmc => "HMC sizing",
+            ProbeStep::CommitFpm => "COMMIT_FPM_VAL",
+            ProbeStep::BackHmc => "HMC backing",
+            ProbeStep::ShmcPagesAllocated => "SHMC_PAGES_ALLOCATED",
+            ProbeStep::CreateCcq => "CCQ create",
+            ProbeStep::CreateCeq => "CEQ create",
+            ProbeStep::PblePool => "PBLE pool",
+            ProbeStep::CreateAeq => "AEQ create",
+            ProbeStep::WorkScheduler => "work-scheduler tree",
+            ProbeStep::Resources => "resource tables",
+            ProbeStep::RdmaFilter => "RDMA filter",
+        })
+    }
+}
+
+impl Display for ProbeCause {
+    fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
+        match self {
+            ProbeCause::Cqp(e) => e.fmt(f),
+            ProbeCause::Dma(e) => e.fmt(f),
+            ProbeCause::FirmwareNotReady([a, b, c]) => {
+                write!(f, "firmware not ready (CPUSTATUS {a:#x} {b:#x} {c:#x})")
+            }
+            ProbeCause::DoorbellDisabled(v) => write!(f, "doorbells disabled (PE_DB_SIZE {v:#x})"),
+            ProbeCause::Decode(e) => e.fmt(f),
+            ProbeCause::Hmc(e) => e.fmt(f),
+            ProbeCause::Pble(e) => e.fmt(f),
+            ProbeCause::Lan(e) => e.fmt(f),
+            ProbeCause::LanOp(e) => e.fmt(f),
+            ProbeCause::Ids(e) => e.fmt(f),
+            ProbeCause::Capacity => f.write_str("more SDs than the driver tracks"),
+        }
+    }
+}
+impl Error for ProbeCause {
+    fn source(&self) -> Option<&(dyn Error + 'static)> {
+        match self {
+            ProbeCause::Cqp(e) => Some(e),
+            ProbeCause::Dma(e) => Some(e),
+            ProbeCause::Decode(e) => Some(e),
+            ProbeCause::Hmc(e) => Some(e),
+            ProbeCause::Pble(e) => Some(e),
+            ProbeCause::Lan(e) => Some(e),
+            ProbeCause::LanOp(e) => Some(e),
+            ProbeCause::Ids(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+impl Display for ProbeError {
+    fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
+        write!(f, "probe failed at {}: {}", self.step, self.cause)
+    }
+}
+impl Error for ProbeError {
+    fn source(&self) -> Option<&(dyn Error + 'static)> {
+        Some(&self.cause)
+    }
+}
+
+impl Display for CloseError {
+    fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
+        match self {
+            CloseError::Cqp(e) => write!(f, "teardown not clean: {e}"),
+            CloseError::Lan(e) => write!(f, "teardown not clean: {e}"),
+            CloseError::Quarantined(q) => write!(
+                f,
+                "teardown kept {} bytes in {} buffers and {} ids the device may own (needs a reset)",
+                q.bytes, q.buffers, q.ids
+            ),
+        }
+    }
+}
+impl Error for CloseError {
+    fn source(&self) -> Option<&(dyn Error + 'static)> {
+        match self {
+            CloseError::Cqp(e) => Some(e),
+            CloseError::Lan(e) => Some(e),
+            CloseError::Quarantined(_) => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    extern crate std;
+    use std::string::{String, ToString};
+    use std::vec::Vec;
+
+    use super::*;
+    use crate::res::HmcObj;
+    use irdma_hal::DmaError;
+
+    /// Every public error type formats to a non-empty phrase that is not its
+    /// `Debug` form, and the wrappers carry their inner message.
+    #[test]
+    fn every_error_formats() {
+        let cqp = CqpError::OpFailed { opcode: 0x0a, major: 0x8005, minor: 3 };
+        let post = RwPostError::Post { bad: 4, err: SqError::Full };
+        let probe = ProbeError { step: ProbeStep::CommitFpm, cause: ProbeCause::Cqp(cqp) };
+        let kept = CloseError::Quarantined(Default::default());
+        let all: Vec<(&dyn Error, String)> = std::vec![
+            (&LanInfoError::BadMtu, std::format!("{:?}", LanInfoError::BadMtu)),
+            (&LanError::Command(7), std::format!("{:?}", LanError::Command(7))),
+            (&SqError::Full, "Full".into()),
+            (&RqError::Full, "Full".into()),
+            (&SqConfigError::BadSize, "BadSize".into()),
+            (&RqConfigError::BadLimits, "BadLimits".into()),
+            (&CqConfigError::MemoryTooSmall, "MemoryTooSmall".into()),
+            (&PollError::Empty, "Empty".into()),
+            (&PostSendError { bad_wr: 2, kind: SqError::Full }, String::new()),
+            (&PostRecvError { bad_wr: 1, kind: RqError::TooManySges }, String::new()),
+            (&PostError { bad_wr: 3, kind: PostErrorKind::Destroyed }, String::new()),
+            (&PostErrorKind::Sq(SqError::Unsupported), String::new()),
+            (&IdError::Exhausted, "Exhausted".into()),
+            (&PbleError::NoSpace, "NoSpace".into()),
+            (&StagError::StaleKey, "StaleKey".into()),
+            (&AccessError::MwBind, "MwBind".into()),
+            (&HmcError::Overlap(HmcObj::Qp, HmcObj::Cq), String::new()),
+            (&EncodeError::TooWide { field: "qpn", value: 0x40000, max: 0x3ffff }, String::new()),
+            (&DecodeError::Overflow, "Overflow".into()),
+            (&FeaturesError::TooFew(1), String::new()),
+            (&cqp, String::new()),
+            (&VerbsError::InvalidState, "InvalidState".into()),
+            (&RwError::PoolEmpty, "PoolEmpty".into()),
+            (&post, String::new()),
+            (&ProbeCause::Capacity, "Capacity".into()),
+            (&probe, String::new()),
+            (&CloseError::Lan(LanError::NotReady), String::new()),
+            (&kept, String::new()),
+            (&CqpError::NeedsReset, "NeedsReset".into()),
+            (&VerbsError::InUse { what: "CQ", users: 2 }, String::new()),
+            (&DmaError::NoMemory, "NoMemory".into()),
+        ];
+        for (e, debug) in all {
+            let s = e.to_string();
+            assert!(!s.is_empty() && s != debug, "{debug}: {s:?}");
+        }
+        assert_eq!(
+            probe.to_string(),
+            "probe failed at COMMIT_FPM_VAL: CQP op 0xa failed (major 0x8005, minor 0x3)"
+        );
+        assert_eq!(probe.source().map(|s| s.to_string()), Some(cqp.to_string()));
+        assert_eq!(
+            PostError { bad_wr: 1, kind: PostErrorKind::Sq(SqError::Full) }.to_string(),
+            "WR 1 not posted: send queue full"
+        );
+        assert_eq!(
+            VerbsError::AboveLimit { what: "max_send_sge", requested: 14, max: 13 }.to_string(),
+            "max_send_sge 14 above the device limit 13"
+        );
+    }
+}
