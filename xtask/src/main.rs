@@ -114,6 +114,12 @@ fn legs() -> Vec<Leg> {
     v.push(leg("loom", util::loom));
     v.push(leg("example-host", util::example_host));
     v.push(leg("qemu", qemu::run_leg));
+    v.push(leg("build-boot-image-aarch64", || {
+        let t = "aarch64-unknown-none";
+        cargo(&["clippy", "-p", "irdma-boot", "--target", t, "--", "-D", "warnings"])?;
+        cargo(&["build", "-p", "irdma-boot", "--release", "--target", t])
+    }));
+    v.push(leg("qemu-aarch64", qemu::run_leg_aarch64));
     v.push(leg("conformance-sync", util::conformance_sync));
     for (name, file) in conformance::SUITE {
         v.push(leg(name, move || conformance::run_leg(file)));
