@@ -314,6 +314,11 @@ pub(crate) struct AeqRing<H: Hal> {
     pub cmd: CreateAeq,
     /// Overflow seen (Linux then asks for a reset).
     pub overflowed: bool,
+    /// Events a CQ poll consumed (and acted on) that the caller has not
+    /// yet read with `Device::poll_async_events`, oldest first.
+    pub pending: heapless::Deque<crate::aeq::AsyncEvent, { crate::aeq::PENDING_EVENTS }>,
+    /// Events dropped from `pending` because it was full.
+    pub pending_lost: u32,
 }
 
 /// The work-scheduler nodes created at probe (ws.c: irdma_ws_add).
@@ -603,6 +608,8 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
                     cons: RingConsumer::new(aeq_entries),
                     cmd,
                     overflowed: false,
+                    pending: heapless::Deque::new(),
+                    pending_lost: 0,
                 })
             }
             Err(e) => return fail(S::CreateAeq, ProbeCause::Cqp(e)),

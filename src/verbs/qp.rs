@@ -504,14 +504,15 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
     }
 
     /// MODIFY_QP → ERROR then FLUSH_WQES of both queues (verbs.c:
-    /// irdma_modify_qp_roce; hw.c: irdma_flush_wqes), with `flush_minor` as
-    /// the first flushed WR's code. Used by `modify_qp` and by the AEQ.
+    /// irdma_modify_qp_roce; hw.c: irdma_flush_wqes), with `flush_minor`
+    /// (SQ, RQ) as each queue's first flushed WR's code. Used by
+    /// `modify_qp` and by the AEQ.
     pub(crate) fn qp_to_error(
         &self,
         qpn: u32,
         ctx_pa: u64,
         shadow_pa: u64,
-        flush_minor: u16,
+        flush_minor: (u16, u16),
     ) -> Result<(), CqpError> {
         // Both queues are flushed together, once: a QP already in error has
         // had its flush (ctrl.c: irdma_sc_qp_flush_wqes keeps flush_sq /
@@ -529,12 +530,13 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
             next_state: qp_state::ERROR,
             ..ModifyQp::default()
         };
-        let code = (cqe::FLUSH_MAJOR_ERR, flush_minor);
+        let sq = (cqe::FLUSH_MAJOR_ERR, flush_minor.0);
+        let rq = (cqe::FLUSH_MAJOR_ERR, flush_minor.1);
         let f = flushed.request(FlushWqes {
             qp_id: qpn,
             flush_sq: true,
             flush_rq: true,
-            user_codes: Some(FlushCodes { sq: code, rq: code }),
+            user_codes: Some(FlushCodes { sq, rq }),
             generate_ae: None,
         });
         self.with_cqp(|c| {
@@ -794,7 +796,12 @@ impl<'d, H: Hal, B: Bar + Clone, S: SendQueue> Qp<'d, H, B, S> {
     fn go_error(&mut self, target: QpState) -> Result<(), VerbsError> {
         if !self.hw_error {
             let pa = self.ctx_pa();
-            self.dev.qp_to_error(self.id, pa, self.shadow_pa, flush_code::GENERAL)?;
+            self.dev.qp_to_error(
+                self.id,
+                pa,
+                self.shadow_pa,
+                (flush_code::GENERAL, flush_code::GENERAL),
+            )?;
             self.hw_error = true;
         }
         self.uk.set_error();
