@@ -710,3 +710,107 @@ fn qp_init_refuses_fragment_counts_above_the_hardware() {
     assert_eq!(Rq::new(view(&mut rq), &mut wrid, 16, 1, 4).err(), Some(RqConfigError::BadLimits));
     assert!(Rq::new(view(&mut rq), &mut wrid, 16, 1, 3).is_ok());
 }
+
+/// What a patterned ring holds before a post (0xA5 bytes): a word an
+/// encoder forgets to write keeps it and shows (issue #19).
+const PATTERN: u64 = 0xA5A5_A5A5_A5A5_A5A5;
+
+/// Expected fragment slots of a WQE (spec data-path §1.5): slot 0 at qword
+/// 0, slot k ≥ 1 at qword 2k + 2; a null pad fragment after an even count.
+/// Returns (qword, value) pairs and the fragment count with the pad.
+fn frag_words(sges: &[Sge], valid: bool) -> (Vec<(usize, u64)>, u64) {
+    use irdma_hal::wqe::frag;
+    let vbit = frag::VALID.prep(valid as u64);
+    let at = |k: usize| if k == 0 { 0 } else { 2 * k + 2 };
+    let mut w = Vec::new();
+    if sges.is_empty() {
+        w.push((0, 0));
+        w.push((1, vbit));
+    }
+    for (k, s) in sges.iter().enumerate() {
+        w.push((at(k), s.addr));
+        w.push((
+            at(k) + 1,
+            frag::STAG.prep(s.lkey.into()) | frag::LEN.prep(s.length.into()) | vbit,
+        ));
+    }
+    let n = sges.len();
+    let mut cnt = n as u64;
+    if n != 0 && n.is_multiple_of(2) {
+        w.push((at(n), 0));
+        w.push((at(n) + 1, vbit));
+        cnt += 1;
+    }
+    (w, cnt)
+}
+
+fn sges(n: usize) -> Vec<Sge> {
+    (0..n)
+        .map(|k| Sge {
+            addr: 0x1_0000 + 0x100 * k as u64,
+            length: 17 + k as u32,
+            lkey: 0x300 + k as u32,
+        })
+        .collect()
+}
+
+/// RQ WQEs on a ring filled with a pattern: every word the format defines
+/// (spec data-path §2.1: slot 0, qword +16 = 0, header, further slots and
+/// the pad) is written with its value, every other word of the stride is
+/// left alone.
+#[test]
+fn rq_wqe_writes_every_defined_word_of_a_patterned_ring() {
+    use irdma_hal::wqe::rq_hdr;
+    for n in 0..=7usize {
+        // Shift 2: 4 quanta (16 qwords) per WQE, room for 7 fragments.
+        let mut ring = vec![PATTERN; 4 * 16 * 4];
+        let mut wrid = vec![0u64; 4];
+        let mut rq = Rq::new(view(&mut ring), &mut wrid, 4, 2, 7).unwrap();
+        let sg = sges(n);
+        let p = rq.post(77, &sg).unwrap();
+        assert!(p.valid);
+        let (mut want, cnt) = frag_words(&sg, true);
+        want.push((2, 0));
+        want.push((3, rq_hdr::ADDFRAGCNT.prep(cnt.saturating_sub(1)) | rq_hdr::VALID.prep(1)));
+        for (i, got) in ring[..16].iter().enumerate() {
+            let expect = want.iter().find(|(q, _)| *q == i).map_or(PATTERN, |(_, v)| *v);
+            assert_eq!(*got, expect, "{n} SGEs: RQ WQE qword {i}: {got:#018x}");
+        }
+        assert!(ring[16..].iter().all(|w| *w == PATTERN), "{n} SGEs: nothing past the WQE");
+    }
+}
+
+/// SQ WRITE WQEs on a ring filled with a pattern: every word of the WQE's
+/// quanta the format defines (spec data-path §1.5, §1.6 RDMA WRITE) holds
+/// its value, and nothing past the WQE is touched.
+#[test]
+fn sq_write_wqe_writes_every_defined_word_of_a_patterned_ring() {
+    use irdma_hal::wqe::{op, sq_hdr};
+    for n in 0..=6usize {
+        let mut w = World::new();
+        w.sq.fill(PATTERN);
+        let (mut qp, _cq) = w.parts(QpKind::Rc);
+        let bar = RecBar::default();
+        let sg = sges(n);
+        qp.post_send(&bar, &[write_wr(9, SendFlags::SIGNALED, &sg)]).unwrap();
+        let (mut want, cnt) = frag_words(&sg, true);
+        want.push((2, 0x9000));
+        want.push((
+            3,
+            sq_hdr::REMSTAG.prep(3)
+                | sq_hdr::OPCODE.prep(op::RDMA_WRITE.into())
+                | sq_hdr::ADDFRAGCNT.prep(cnt.saturating_sub(1))
+                | sq_hdr::SIGCOMPL.prep(1)
+                | sq_hdr::VALID.prep(1),
+        ));
+        // Quanta: the fragments round up to whole quanta (§1.5), at least 1.
+        let quanta = 1 + cnt.saturating_sub(1).div_ceil(2) as usize;
+        let words = quanta * 4;
+        for (i, got) in w.sq[..words].iter().enumerate() {
+            let expect = want.iter().find(|(q, _)| *q == i).map(|(_, v)| *v);
+            let expect = expect.unwrap_or_else(|| panic!("{n} SGEs: qword {i} not in the format"));
+            assert_eq!(*got, expect, "{n} SGEs: SQ WQE qword {i}: {got:#018x}");
+        }
+        assert!(w.sq[words..].iter().all(|x| *x == PATTERN), "{n} SGEs: nothing past the WQE");
+    }
+}
