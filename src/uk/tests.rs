@@ -814,3 +814,132 @@ fn sq_write_wqe_writes_every_defined_word_of_a_patterned_ring() {
         assert!(w.sq[words..].iter().all(|x| *x == PATTERN), "{n} SGEs: nothing past the WQE");
     }
 }
+
+/// Barrier placement (issue #19), with the `barrier-trace` feature
+/// (`cargo xtask test barrier-trace`): the hal logs every barrier and every
+/// ring store of this thread; a WQE's valid-bit store must come after a
+/// `dma_wmb` that follows every other store of the WQE, and a doorbell
+/// after a `wmb` that follows every ring store (spec data-path §1.8, §4.2).
+#[cfg(feature = "barrier-trace")]
+mod barrier_trace {
+    use super::*;
+    use crate::uk::mp::{MpSq, MpTrk};
+    use irdma_hal::barrier::trace::{self, Event};
+
+    /// A `Bar` that logs its writes in the trace.
+    struct TraceBar;
+    impl Bar for TraceBar {
+        fn read32(&self, _offset: usize) -> u32 {
+            0
+        }
+        fn write32(&self, offset: usize, value: u32) {
+            trace::mmio(offset, value);
+        }
+    }
+
+    fn is_store_in(e: &Event, lo: usize, hi: usize) -> bool {
+        matches!(e, Event::Store { addr, .. } if (lo..hi).contains(addr))
+    }
+
+    /// Checks the WQE whose qwords are `[lo, hi)` (host addresses) and whose
+    /// valid bit is in the qword at `hdr`: its last store to `hdr` comes
+    /// after a `dma_wmb` (or a stronger barrier) that follows every other
+    /// store of the WQE.
+    pub(crate) fn check_published(ev: &[Event], lo: usize, hi: usize, hdr: usize, what: &str) {
+        let h = ev
+            .iter()
+            .rposition(|e| matches!(e, Event::Store { addr, .. } if *addr == hdr))
+            .unwrap_or_else(|| panic!("{what}: no store of the header: {ev:?}"));
+        let body = ev[..h].iter().rposition(|e| {
+            is_store_in(e, lo, hi) && !matches!(e, Event::Store { addr, .. } if *addr == hdr)
+        });
+        let from = body.map_or(0, |b| b + 1);
+        assert!(
+            ev[from..h].iter().any(|e| matches!(e, Event::DmaWmb | Event::Wmb | Event::Mb)),
+            "{what}: no write barrier between the last body store and the valid bit: {:?}",
+            &ev[body.unwrap_or(0)..=h]
+        );
+    }
+
+    /// Checks every MMIO write at `offset` comes after a `wmb` (or `mb`)
+    /// that follows every ring store before it.
+    pub(crate) fn check_doorbells(ev: &[Event], offset: usize, what: &str) {
+        let mut seen = 0;
+        for (d, e) in ev.iter().enumerate() {
+            if !matches!(e, Event::Mmio { offset: o, .. } if *o == offset) {
+                continue;
+            }
+            seen += 1;
+            let last = ev[..d].iter().rposition(|e| matches!(e, Event::Store { .. }));
+            let from = last.map_or(0, |s| s + 1);
+            assert!(
+                ev[from..d].iter().any(|e| matches!(e, Event::Wmb | Event::Mb)),
+                "{what}: doorbell {seen} without a wmb after the last ring store: {:?}",
+                &ev[last.unwrap_or(0)..=d]
+            );
+        }
+        assert!(seen > 0, "{what}: no doorbell: {ev:?}");
+    }
+
+    fn sgl(n: usize) -> Vec<Sge> {
+        sges(n)
+    }
+
+    #[test]
+    fn sq_wqes_publish_after_dma_wmb_and_doorbell_after_wmb() {
+        let mut w = World::new();
+        let base = w.sq.as_ptr() as usize;
+        let (mut qp, _cq) = w.parts(QpKind::Rc);
+        let (one, three) = (sgl(1), sgl(3));
+        let wrs = [
+            write_wr(1, SendFlags::SIGNALED, &one),
+            write_wr(2, SendFlags::SIGNALED, &three),
+            write_wr(3, SendFlags::NONE, &one),
+        ];
+        trace::start();
+        // The hot path (one SGE) and the general encoder (three SGEs).
+        qp.post_send(&TraceBar, &wrs).unwrap();
+        let ev = trace::take();
+        // WQEs at quanta 0 (1 quantum), 1 (2 quanta), 3 (1 quantum).
+        for (q, n, what) in [(0, 1, "hot WRITE"), (1, 2, "3-SGE WRITE"), (3, 1, "hot WRITE after")]
+        {
+            let lo = base + q * 32;
+            check_published(&ev, lo, lo + n * 32, lo + 24, what);
+        }
+        check_doorbells(&ev, regs::WQEALLOC, "SQ");
+    }
+
+    #[test]
+    fn rq_wqes_publish_after_dma_wmb() {
+        let mut w = World::new();
+        let base = w.rq.as_ptr() as usize;
+        let (mut qp, _cq) = w.parts(QpKind::Rc);
+        let (one, three) = (sgl(1), sgl(3));
+        trace::start();
+        qp.post_recv(&[RecvWr { wr_id: 1, sg_list: &one }, RecvWr { wr_id: 2, sg_list: &three }])
+            .unwrap();
+        let ev = trace::take();
+        // Shift 1: 2 quanta (64 B) per RQ WQE.
+        for (i, what) in [(0, "RQ WQE 0"), (1, "RQ WQE 1")] {
+            let lo = base + i * 64;
+            check_published(&ev, lo, lo + 64, lo + 24, what);
+        }
+    }
+
+    #[test]
+    fn mp_sq_wqes_publish_after_dma_wmb_and_doorbell_after_wmb() {
+        let mut mem = vec![0u64; 16 * 4];
+        let base = mem.as_ptr() as usize;
+        let tb: Vec<MpTrk> = (0..16).map(|_| MpTrk::new()).collect();
+        let mp = MpSq::new(view(&mut mem), &tb[..], 16, 13, 0, QP_ID).unwrap();
+        let (one, three) = (sgl(1), sgl(3));
+        let wrs =
+            [write_wr(1, SendFlags::SIGNALED, &one), write_wr(2, SendFlags::SIGNALED, &three)];
+        trace::start();
+        mp.post_send(&TraceBar, QpKind::Rc, &wrs).unwrap();
+        let ev = trace::take();
+        check_published(&ev, base, base + 32, base + 24, "MP hot WRITE");
+        check_published(&ev, base + 32, base + 96, base + 32 + 24, "MP 3-SGE WRITE");
+        check_doorbells(&ev, regs::WQEALLOC, "MP SQ");
+    }
+}

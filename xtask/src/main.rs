@@ -143,6 +143,22 @@ fn legs() -> Vec<Leg> {
     }));
     v.push(leg("model-independence", util::check_model_independence));
     v.push(leg("test", || cargo(&["test", "--workspace", "--quiet"])));
+    // Barrier placement: the hal logs barriers and ring stores (feature
+    // `barrier-trace`, off in every other build so the data path is as
+    // benchmarked).
+    v.push(leg("barrier-trace", || {
+        cargo(&[
+            "test",
+            "-p",
+            "irdma",
+            "--lib",
+            "--quiet",
+            "--features",
+            "barrier-trace",
+            "--",
+            "barrier",
+        ])
+    }));
     // The full 1,000 bring-up/teardown cycles of issue #4 (debug runs 100).
     v.push(leg("cycles-1000", || {
         cargo(&["test", "--release", "--quiet", "-p", "irdma", "--test", "cycles"])
