@@ -178,6 +178,11 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
     }
 
     fn handle_ae(&self, e: &Aeqe) -> AsyncEvent {
+        self.record(crate::flight::FlightEvent::AsyncEvent {
+            ae_code: e.ae_id,
+            ae_src: e.ae_src,
+            id: e.qp_cq_id,
+        });
         let mut ev = AsyncEvent {
             kind: AsyncEventKind::Ignored,
             ae_code: e.ae_id,

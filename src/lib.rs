@@ -16,6 +16,7 @@ mod log;
 pub mod aeq;
 pub mod cqp;
 pub mod device;
+pub mod flight;
 pub mod lan;
 pub mod res;
 pub mod rw;

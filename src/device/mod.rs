@@ -355,6 +355,8 @@ pub struct Device<H: Hal, B: Bar + Clone> {
     /// (kept for a later poll) from one of a destroyed QP (dropped).
     pub(crate) qp_cqs: [AtomicU64; MAX_QPS as usize],
     pub(crate) max_ird: u8,
+    /// Recent control-path events (see [`crate::flight`]).
+    pub(crate) flight: spin::Mutex<crate::flight::FlightRecorder>,
     fw_version: (u16, u16),
     features: u64,
     opts: ProbeOptions,
@@ -424,12 +426,15 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
             qp_err: [const { AtomicBool::new(false) }; MAX_QPS as usize],
             qp_cqs: [const { AtomicU64::new(0) }; MAX_QPS as usize],
             max_ird: 8,
+            flight: spin::Mutex::new(crate::flight::FlightRecorder::new()),
             fw_version: (0, 0),
             features: 0,
             opts,
             control_bytes: 0,
         };
         let r = dev.bring_up(bar, &profile, ops.as_deref_mut());
+        let failed_at = r.as_ref().err().map(|e| e.step);
+        dev.record(crate::flight::FlightEvent::Probe { failed_at });
         match r {
             Ok(()) => Ok(dev),
             Err(e) => {
@@ -737,7 +742,14 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
 
     /// Runs one command on the CQP during probe.
     fn exec<C: crate::cqp::CqpCommand>(&mut self, cmd: C) -> Result<Completion, CqpError> {
-        self.cqp_mut()?.exec(cmd, 0).map(|c| c.info())
+        let r = self.cqp_mut()?.exec(cmd, 0).map(|c| c.info());
+        if let Some(c) = self.cqp.get_mut().as_mut() {
+            let f = self.flight.get_mut();
+            while let Some((opcode, outcome)) = c.take_op_trace() {
+                f.push(crate::flight::FlightEvent::Cqp { opcode, outcome });
+            }
+        }
+        r
     }
 
     /// Tears down whatever exists, in Linux's order (hw.c:
@@ -915,8 +927,38 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
     ) -> Result<R, CqpError> {
         let mut g = self.cqp.lock();
         match g.as_mut() {
-            Some(c) => f(c),
+            Some(c) => {
+                let r = f(c);
+                // Lock order: CQP → flight recorder (nothing takes the
+                // recorder's lock and then another).
+                let mut fl = self.flight.lock();
+                while let Some((opcode, outcome)) = c.take_op_trace() {
+                    fl.push(crate::flight::FlightEvent::Cqp { opcode, outcome });
+                }
+                r
+            }
             None => Err(CqpError::Protocol { what: "device closed" }),
+        }
+    }
+
+    /// Adds `event` to the flight recorder.
+    pub(crate) fn record(&self, event: crate::flight::FlightEvent) {
+        self.flight.lock().push(event);
+    }
+
+    /// The flight recorder: the last [`crate::flight::FLIGHT_EVENTS`]
+    /// control-path events (CQP ops with opcode, outcome and codes; probe;
+    /// asynchronous events; QP state changes; flushes), oldest first. A copy:
+    /// reading never blocks recording for long and never allocates.
+    pub fn flight_recorder(&self) -> crate::flight::FlightIter {
+        self.flight.lock().snapshot()
+    }
+
+    /// Emits the flight recorder through `defmt` (one `error!` frame per
+    /// record, oldest first); without the `defmt` feature it does nothing.
+    pub fn log_flight_recorder(&self) {
+        for r in self.flight_recorder() {
+            error!("flight {}: {}", r.seq, r.event);
         }
     }
 

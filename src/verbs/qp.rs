@@ -539,6 +539,11 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
             user_codes: Some(FlushCodes { sq, rq }),
             generate_ae: None,
         });
+        use crate::flight::FlightEvent;
+        self.record(FlightEvent::QpState { qpn, state: QpState::Error });
+        if f.is_ok() {
+            self.record(FlightEvent::Flush { qpn, sq_code: flush_minor.0, rq_code: flush_minor.1 });
+        }
         self.with_cqp(|c| {
             c.exec(m, 0)?;
             let Ok(f) = f else { return Ok(()) };
@@ -682,6 +687,17 @@ impl<'d, H: Hal, B: Bar + Clone, S: SendQueue> Qp<'d, H, B, S> {
             return Err(VerbsError::Destroyed);
         }
         self.sync_error();
+        use QpState as S;
+        let r = self.modify_inner(attr);
+        if r.is_ok() && attr.state != S::Error {
+            // ERROR is recorded by `qp_to_error` with its flush.
+            self.dev
+                .record(crate::flight::FlightEvent::QpState { qpn: self.id, state: attr.state });
+        }
+        r
+    }
+
+    fn modify_inner(&mut self, attr: &QpAttr) -> Result<(), VerbsError> {
         use QpState as S;
         match (self.state, attr.state) {
             (_, S::Error) | (_, S::Reset) => self.go_error(attr.state),
