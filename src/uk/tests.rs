@@ -943,3 +943,25 @@ mod barrier_trace {
         check_doorbells(&ev, regs::WQEALLOC, "MP SQ");
     }
 }
+
+/// An SGE length above the 31-bit FRAG_LEN field (spec data-path §1.4:
+/// 62:32) is refused, on the hot path, the general encoder and the RQ,
+/// instead of being truncated (2^31 would post a 0-byte fragment).
+#[test]
+fn sge_length_over_31_bits_is_refused_not_truncated() {
+    let mut w = World::new();
+    let (mut qp, _cq) = w.parts(QpKind::Rc);
+    let bar = RecBar::default();
+    let max = Sge { length: 0x7fff_ffff, ..SGE };
+    let over = Sge { length: 0x8000_0000, ..SGE };
+    // The largest length fits.
+    qp.post_send(&bar, &[write_wr(1, SendFlags::NONE, &[max])]).unwrap();
+    for sg in [&[over][..], &[SGE, over][..]] {
+        let r = qp.post_send(&bar, &[write_wr(2, SendFlags::NONE, sg)]);
+        assert_eq!(r, Err(PostSendError { bad_wr: 0, kind: SqError::InvalidField }), "{sg:?}");
+    }
+    assert_eq!(qp.sq.used(), 1, "nothing posted for the refused WRs");
+    qp.post_recv(&[RecvWr { wr_id: 1, sg_list: &[max] }]).unwrap();
+    let r = qp.post_recv(&[RecvWr { wr_id: 2, sg_list: &[SGE, over] }]);
+    assert_eq!(r.map_err(|e| (e.bad_wr, e.kind)), Err((0, super::rq::RqError::InvalidField)));
+}

@@ -243,7 +243,7 @@ fn errno_of_sq(e: SqError) -> u64 {
 fn errno_of_rq(e: RqError) -> u64 {
     match e {
         RqError::Full => 12,
-        RqError::TooManySges => 22,
+        RqError::TooManySges | RqError::InvalidField => 22,
     }
 }
 
@@ -307,6 +307,18 @@ fn skip_reason(case: &Value, cfg: &Value) -> Option<String> {
     if case.get("input").is_some_and(|i| i.get("sg_list_entry0_when_num_sges_0").is_some()) {
         return Some(
             "sg_list_entry0_when_num_sges_0: a zero-length slice has no first entry".into(),
+        );
+    }
+    let long_sge = case
+        .get("input")
+        .and_then(|i| i.get("sges"))
+        .and_then(Value::as_array)
+        .is_some_and(|a| a.iter().any(|s| get(s, "length") > 0x7fff_ffff));
+    if long_sge {
+        return Some(
+            "SGE length above FRAG_LEN's 31 bits: the vendor truncates it, the driver refuses \
+             it (SqError::InvalidField; uk test sge_length_over_31_bits_is_refused_not_truncated)"
+                .into(),
         );
     }
     if name.starts_with("sq_never_full@") {
