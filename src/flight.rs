@@ -1,5 +1,5 @@
 //! The flight recorder: a fixed ring of the device's recent control-path
-//! events (CQP ops with opcode, result and codes; probe; asynchronous
+//! events (CQP ops with opcode, result and codes; probe steps; asynchronous
 //! events; QP state changes; flushes; timeouts), kept on the [`Device`] so
 //! that firmware with no debugger and no log file can still say what led to
 //! a failure.
@@ -48,6 +48,11 @@ pub enum FlightEvent {
         opcode: u8,
         /// What happened.
         outcome: CqpOutcome,
+    },
+    /// Probe started a step (spec control-path §9.2).
+    ProbeStep {
+        /// The step.
+        step: ProbeStep,
     },
     /// Probe ended: `None` = success, else the step that failed.
     Probe {

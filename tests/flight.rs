@@ -23,6 +23,17 @@ fn a_refused_cqp_op_is_in_the_flight_recorder() {
         recs.iter().any(|r| matches!(r.event, FlightEvent::Cqp { outcome: CqpOutcome::Ok, .. })),
         "probe's CQP ops recorded: {recs:?}"
     );
+    use irdma::device::ProbeStep;
+    let steps: Vec<ProbeStep> = recs
+        .iter()
+        .filter_map(|r| match r.event {
+            FlightEvent::ProbeStep { step } => Some(step),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(steps.first(), Some(&ProbeStep::FirmwareReady), "{steps:?}");
+    assert_eq!(steps.last(), Some(&ProbeStep::WorkScheduler), "{steps:?}");
+    assert_eq!(steps.len(), 12, "{steps:?}");
     bar.with_device(|d| d.faults().fail_cqp_op = Some((0, 0xF001, 0x0042)));
     assert!(dev.create_cq(8).is_err());
     let last = dev.flight_recorder().last().expect("records");

@@ -444,6 +444,11 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
         }
     }
 
+    /// Records the start of a probe step in the flight recorder.
+    fn probe_step(&mut self, step: ProbeStep) {
+        self.flight.get_mut().push(crate::flight::FlightEvent::ProbeStep { step });
+    }
+
     fn bring_up<'o>(
         &mut self,
         bar: B,
@@ -451,6 +456,7 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
         mut ops: Option<&mut (dyn LanOps + 'o)>,
     ) -> Result<(), ProbeError> {
         use ProbeStep as S;
+        self.probe_step(S::FirmwareReady);
         // 1. Firmware ready (ctrl.c: irdma_wait_pe_ready).
         let end = H::now().saturating_add(self.opts.fw_ready_timeout);
         let mut st = [0u32; 3];
@@ -463,11 +469,13 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
         if !ready {
             return fail(S::FirmwareReady, ProbeCause::FirmwareNotReady(st));
         }
+        self.probe_step(S::DoorbellSize);
         // 2. Doorbell size (ctrl.c: irdma_sc_dev_init).
         let lbar = bar.read32(regs::GLPCI_LBARCTRL);
         if !matches!(regs::field::LBARCTRL_PE_DB_SIZE.get(u64::from(lbar)), 1 | 2) {
             return fail(S::DoorbellSize, ProbeCause::DoorbellDisabled(lbar));
         }
+        self.probe_step(S::CqpCreate);
         // 3–4. Memory and the CQP.
         let scratch = Dma::<H>::new(1, BufferDirection::Both)
             .or_else(|e| fail(S::CqpCreate, ProbeCause::Dma(e)))?;
@@ -489,6 +497,7 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
             + pages_bytes(PAGE_SIZE);
         *self.cqp.get_mut() = Some(cqp);
 
+        self.probe_step(S::QueryFeatures);
         // 5. Features (ctrl.c: irdma_get_rdma_features).
         let manage_rsrc_ver2 = {
             let cmd = QueryRdmaFeatures { buf_pa: f_pa, buf_len: FEATURES_BYTES as u32 };
@@ -496,6 +505,7 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
             self.read_features()
         };
 
+        self.probe_step(S::QueryFpm);
         // 6. FPM query → sizing → commit.
         let query = {
             let fn_id = self.lan.pf_id as u16;
@@ -539,6 +549,7 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
         };
         self.cqp_mut().or_else(|e| fail(S::CommitFpm, ProbeCause::Cqp(e)))?.set_limits(limits);
 
+        self.probe_step(S::BackHmc);
         // 7. Back every non-PBLE SD.
         {
             let res = self.res.get_mut();
@@ -546,9 +557,11 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
             let Some(cqp) = cqp else { return fail(S::BackHmc, ProbeCause::Capacity) };
             res.sds.back_static(&layout, cqp).or_else(|e| fail(S::BackHmc, e.into()))?;
         }
+        self.probe_step(S::ShmcPagesAllocated);
         // 8. SHMC_PAGES_ALLOCATED.
         self.exec(ShmcPagesAllocated { hmc_fn_id: fn_id })
             .or_else(|e| fail(S::ShmcPagesAllocated, ProbeCause::Cqp(e)))?;
+        self.probe_step(S::CreateCcq);
         // 9. CCQ (spec §2.7).
         let mut ccq = CcqConfig::linux(self.opts.cqp_sq_size);
         ccq.vsi_idx = self.lan.vsi_num;
@@ -557,6 +570,7 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
             .and_then(|c| c.create_ccq(ccq))
             .or_else(|e| fail(S::CreateCcq, ProbeCause::Cqp(e)))?;
 
+        self.probe_step(S::CreateCeq);
         // 10. CEQ 0: min(committed CQ count, 262143) entries (hw.c: irdma_create_ceq).
         let ceq_entries = cq_cnt.clamp(1, 262_143);
         let ring = Dma::<H>::with_bytes(ceq_entries as usize * 8, BufferDirection::DeviceToDriver)
@@ -580,6 +594,7 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
             Err(e) => return fail(S::CreateCeq, ProbeCause::Cqp(e)),
         }
 
+        self.probe_step(S::PblePool);
         // 11. The PBLE pool; its first chunk is backed now (pble.c:
         // irdma_hmc_init_pble), the rest on demand.
         let pool = PblePool::<PBLE_RUNS>::new(*layout.pble())
@@ -592,6 +607,7 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
             res.sds.back_pble_chunk(&first, cqp).or_else(|e| fail(S::PblePool, e.into()))?;
         }
 
+        self.probe_step(S::CreateAeq);
         // 12. AEQ: min(QP + CQ count, 524287) entries of 16 B (hw.c: irdma_create_aeq).
         let aeq_entries = qp_cnt.saturating_add(cq_cnt).clamp(1, 524_287);
         let ring = Dma::<H>::with_bytes(
@@ -620,6 +636,7 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
             Err(e) => return fail(S::CreateAeq, ProbeCause::Cqp(e)),
         }
 
+        self.probe_step(S::WorkScheduler);
         // 13. Work-scheduler tree: root 0, VSI node, TC leaf → qs_handle,
         // then enable the leaf (ws.c: irdma_ws_add; spec §4.3.20).
         self.build_ws(ops.as_deref_mut()).or_else(|e| fail(S::WorkScheduler, e))?;
