@@ -66,10 +66,33 @@ fn wr_id(thread: usize, i: usize) -> u64 {
     ((thread as u64) << 32) | i as u64
 }
 
+/// Set when a thread of a threaded test fails (the poller or a poster), so
+/// the others stop at their next step instead of spinning on a queue nobody
+/// drains; cleared before each such test starts its threads.
+static STOP: AtomicBool = AtomicBool::new(false);
+
+/// Sets [`STOP`] if its thread unwinds.
+struct StopGuard;
+
+impl Drop for StopGuard {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            STOP.store(true, Ordering::SeqCst);
+        }
+    }
+}
+
+/// Panics if another thread of the test failed.
+fn check_stop() {
+    assert!(!STOP.load(Ordering::SeqCst), "another thread of the test failed; stopping");
+}
+
 /// Posts `wrs` to the shared QP, retrying the rest while the SQ is full.
 fn post_all(qp: &TShared<'_>, mut wrs: &[SendWr<'_>]) {
+    let _g = StopGuard;
     let since = std::time::Instant::now();
     while !wrs.is_empty() {
+        check_stop();
         match qp.post_send(wrs) {
             Ok(()) => return,
             Err(PostError { bad_wr, kind: PostErrorKind::Sq(SqError::Full) }) => {
@@ -150,6 +173,7 @@ fn threads_share_one_qp_deferred() {
     let mut expect: Vec<Vec<(u64, WcOpcode)>> = vec![Vec::new(); THREADS];
     let posting_done = AtomicBool::new(false);
     let mut seen: Vec<Vec<(u64, WcOpcode)>> = vec![Vec::new(); THREADS];
+    STOP.store(false, Ordering::SeqCst);
     std::thread::scope(|s| {
         let mut handles = Vec::new();
         for (t, src) in sources.iter().enumerate() {
@@ -215,7 +239,9 @@ fn threads_share_one_qp_deferred() {
         let mut got = 0;
         let mut wc = [EMPTY_WC; 16];
         let since = std::time::Instant::now();
+        let _stop = StopGuard;
         while got < want {
+            check_stop();
             let n = cq_a.poll_shared([&qp], &mut wc);
             if n == 0 {
                 if since.elapsed() > WAIT {
@@ -506,6 +532,7 @@ fn threads_post_through_an_error_exactly_once() {
     let chunk = |t: usize, i: usize| (t * N + i) * LEN;
 
     let mut seen: Vec<Vec<(usize, WcStatus)>> = vec![Vec::new(); T];
+    STOP.store(false, Ordering::SeqCst);
     std::thread::scope(|s| {
         for t in 0..T {
             let (qp, src, dst) = (&qp, &src, &dst);
@@ -541,7 +568,9 @@ fn threads_post_through_an_error_exactly_once() {
         let mut wc = [EMPTY_WC; 16];
         let since = std::time::Instant::now();
         let mut moved = false;
+        let _stop = StopGuard;
         while got < T * N {
+            check_stop();
             let e = da.poll_async_events(&mut ev);
             moved |= ev[..e].iter().any(|e| e.id == qp.qp_num() && e.moved_to_error);
             let n = cq.poll_shared([&qp], &mut wc);

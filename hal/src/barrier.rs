@@ -26,6 +26,8 @@ use core::sync::atomic::{Ordering, compiler_fence, fence};
 /// Orders DMA-memory stores before later DMA-memory stores (body → valid bit).
 #[inline(always)]
 pub fn dma_wmb() {
+    #[cfg(feature = "barrier-trace")]
+    trace::record(trace::Event::DmaWmb);
     #[cfg(target_arch = "x86_64")]
     compiler_fence(Ordering::Release);
     #[cfg(target_arch = "aarch64")]
@@ -40,6 +42,8 @@ pub fn dma_wmb() {
 /// Orders DMA-memory loads: the valid bit before the rest of the entry.
 #[inline(always)]
 pub fn dma_rmb() {
+    #[cfg(feature = "barrier-trace")]
+    trace::record(trace::Event::DmaRmb);
     #[cfg(target_arch = "x86_64")]
     compiler_fence(Ordering::Acquire);
     #[cfg(target_arch = "aarch64")]
@@ -54,6 +58,8 @@ pub fn dma_rmb() {
 /// Orders memory stores before a following MMIO (doorbell) write.
 #[inline(always)]
 pub fn wmb() {
+    #[cfg(feature = "barrier-trace")]
+    trace::record(trace::Event::Wmb);
     #[cfg(target_arch = "x86_64")]
     compiler_fence(Ordering::SeqCst);
     #[cfg(target_arch = "aarch64")]
@@ -69,6 +75,8 @@ pub fn wmb() {
 /// a shadow area the device writes.
 #[inline(always)]
 pub fn mb() {
+    #[cfg(feature = "barrier-trace")]
+    trace::record(trace::Event::Mb);
     #[cfg(target_arch = "aarch64")]
     // SAFETY: a barrier instruction; no memory is accessed.
     unsafe {
@@ -76,4 +84,80 @@ pub fn mb() {
     };
     #[cfg(not(target_arch = "aarch64"))]
     fence(Ordering::SeqCst);
+}
+
+/// Records a store to DMA memory in the barrier trace (only with the
+/// `barrier-trace` feature; otherwise nothing, and compiled away).
+#[inline(always)]
+pub fn trace_store(addr: usize, value: u64) {
+    #[cfg(feature = "barrier-trace")]
+    trace::record(trace::Event::Store { addr, value });
+    #[cfg(not(feature = "barrier-trace"))]
+    let _ = (addr, value);
+}
+
+/// Test support (feature `barrier-trace`): a per-thread log of the barriers
+/// above, of stores to ring memory (the driver's queue memory and [`crate::Dma`]
+/// call [`trace_store`]) and of MMIO writes a test's `Bar` records, so a test
+/// can check a barrier sits between a WQE's body and its valid bit, and
+/// between the ring and the doorbell. Nothing is logged until [`trace::start`].
+#[cfg(feature = "barrier-trace")]
+pub mod trace {
+    use core::cell::RefCell;
+    use std::vec::Vec;
+
+    /// One traced event.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub enum Event {
+        /// A 64-bit store to DMA memory at `addr`.
+        Store {
+            /// Host address stored to.
+            addr: usize,
+            /// Value stored.
+            value: u64,
+        },
+        /// [`super::dma_wmb`].
+        DmaWmb,
+        /// [`super::dma_rmb`].
+        DmaRmb,
+        /// [`super::wmb`].
+        Wmb,
+        /// [`super::mb`].
+        Mb,
+        /// A 32-bit MMIO write (recorded by a test's `Bar` with [`mmio`]).
+        Mmio {
+            /// BAR offset.
+            offset: usize,
+            /// Value written.
+            value: u32,
+        },
+    }
+
+    std::thread_local! {
+        static LOG: RefCell<Option<Vec<Event>>> = const { RefCell::new(None) };
+    }
+
+    /// Starts (or restarts) logging on this thread.
+    pub fn start() {
+        LOG.with(|l| *l.borrow_mut() = Some(Vec::new()));
+    }
+
+    /// Stops logging on this thread and returns what was logged.
+    pub fn take() -> Vec<Event> {
+        LOG.with(|l| l.borrow_mut().take()).unwrap_or_default()
+    }
+
+    /// Logs `e` if logging is on for this thread.
+    pub fn record(e: Event) {
+        LOG.with(|l| {
+            if let Some(v) = l.borrow_mut().as_mut() {
+                v.push(e);
+            }
+        });
+    }
+
+    /// Logs an MMIO write (for test `Bar`s).
+    pub fn mmio(offset: usize, value: u32) {
+        record(Event::Mmio { offset, value });
+    }
 }

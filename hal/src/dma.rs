@@ -220,6 +220,7 @@ impl<H: Hal> Dma<H> {
     pub fn write_u64(&self, offset: usize, value: u64) -> bool {
         match self.ptr::<u64>(offset) {
             Some(p) => {
+                crate::barrier::trace_store(p as usize, value);
                 // SAFETY: `ptr` checked bounds and alignment; the allocation is live.
                 unsafe { p.write_volatile(value.to_le()) };
                 true

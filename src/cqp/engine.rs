@@ -428,6 +428,9 @@ pub struct Cqp<H: Hal, B: Bar> {
     /// The device may read or write `mem` (from CCQPLOW until a confirmed
     /// destroy); when set at drop, the memory is leaked, not freed.
     device_owned: bool,
+    /// Ops that ended since the owner last took them
+    /// ([`Cqp::take_op_trace`]), oldest first; the oldest drop when full.
+    trace: heapless::Deque<(u8, crate::flight::CqpOutcome), 8>,
     _hal: PhantomData<H>,
 }
 
@@ -484,6 +487,7 @@ impl<H: Hal, B: Bar> Cqp<H, B> {
             pre_err: false,
             ccq: None,
             lost_ccq: None,
+            trace: heapless::Deque::new(),
             limits: Limits::NONE,
             timeouts: cfg.timeouts,
             alive: false,
@@ -658,8 +662,28 @@ impl<H: Hal, B: Bar> Cqp<H, B> {
     /// Waits for `posted` to complete.
     pub fn wait<C>(&mut self, posted: Posted<C>) -> Result<Completed<C>, CqpError> {
         let Posted { cmd, idx } = posted;
+        let opcode = self.opcode_at(idx);
         let r = if self.ccq.is_some() { self.wait_ccq(idx) } else { self.wait_registers(idx) };
+        use crate::flight::CqpOutcome as O;
+        let outcome = match &r {
+            Ok(_) => O::Ok,
+            Err(CqpError::OpFailed { major, minor, .. }) => {
+                O::Failed { major: *major, minor: *minor }
+            }
+            Err(CqpError::Timeout { .. }) => O::Timeout,
+            Err(_) => O::Error,
+        };
+        if self.trace.is_full() {
+            let _ = self.trace.pop_front();
+        }
+        let _ = self.trace.push_back((opcode, outcome));
         r.map(|info| Completed { cmd, info })
+    }
+
+    /// The oldest op (opcode, outcome) that ended since the last call: what
+    /// the device's flight recorder copies after each use of the CQP.
+    pub(crate) fn take_op_trace(&mut self) -> Option<(u8, crate::flight::CqpOutcome)> {
+        self.trace.pop_front()
     }
 
     /// Posts `cmd` and waits for it.

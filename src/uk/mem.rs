@@ -71,6 +71,8 @@ impl WqeSlot for RawSlot<'_> {
     #[inline(always)]
     fn put(&self, i: usize, v: u64) {
         if i < self.len {
+            #[cfg(feature = "barrier-trace")]
+            irdma_hal::barrier::trace_store(self.ptr.wrapping_add(i) as usize, v);
             // SAFETY: `i < len` and `slot` checked `base + len <= qwords`,
             // so the store is inside the region promised by `from_raw`.
             unsafe { self.ptr.add(i).write_volatile(v.to_le()) }
@@ -214,6 +216,8 @@ impl<'a> QueueMem<'a> {
     #[inline(always)]
     pub fn write(&self, i: usize, v: u64) {
         if i < self.qwords {
+            #[cfg(feature = "barrier-trace")]
+            irdma_hal::barrier::trace_store(self.base.as_ptr().wrapping_add(i) as usize, v);
             // SAFETY: `i < qwords`, inside the region promised by `from_raw`.
             unsafe { self.base.as_ptr().add(i).write_volatile(v.to_le()) }
         }

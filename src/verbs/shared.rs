@@ -280,4 +280,15 @@ impl<H: Hal, B: Bar + Clone> crate::rw::PostSend for &SharedQp<'_, H, B> {
     fn post_send(&mut self, wrs: &[SendWr<'_>]) -> Result<(), (usize, PostErrorKind)> {
         SharedQp::post_send(self, wrs).map_err(|e| (e.bad_wr, e.kind))
     }
+
+    /// Writes the page list into the MR's level-1 PBL on this QP's device.
+    unsafe fn map_mr_pages(
+        &mut self,
+        mr: &crate::rw::FrMr,
+        pages: &[u64],
+    ) -> Result<(), crate::rw::RwError> {
+        // SAFETY: `pages` carries this method's contract, which is
+        // `write_fr_pages`' whole contract (it checks `mr` itself).
+        unsafe { self.dev.write_fr_pages(mr, pages) }.map_err(|_| crate::rw::RwError::MapFailed)
+    }
 }

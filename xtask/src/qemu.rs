@@ -640,7 +640,7 @@ pub fn build(defmt: bool) -> Result<PathBuf, String> {
         if std::env::var_os("DEFMT_LOG").is_none() {
             cmd.env("DEFMT_LOG", "info");
         }
-        let st = cmd.status().map_err(|e| format!("cannot run cargo: {e}"))?;
+        let st = crate::util::status_bounded(&mut cmd, "cargo")?;
         if !st.success() {
             return Err(format!("building the defmt image failed ({st})"));
         }
