@@ -219,15 +219,15 @@ fn threads_share_one_qp_deferred() {
             let n = cq_a.poll_shared([&qp], &mut wc);
             if n == 0 {
                 if since.elapsed() > WAIT {
-                    let sq = qp.send_queue();
+                    let sq = qp.send_queue_stats();
                     let c = bar_a.with_device(|d| format!("{:?}", d.counters()));
                     let cb = bar_b.with_device(|d| format!("{:?}", d.counters()));
                     panic!(
                         "missing completions: {got} of {want}; SQ used {} published {} tail {}; \
                          state {:?}; A {c}; B {cb}; seen {seen:?}",
-                        sq.used(),
-                        sq.published(),
-                        sq.tail(),
+                        sq.used,
+                        sq.published,
+                        sq.tail,
                         qp.state()
                     );
                 }
@@ -254,7 +254,7 @@ fn threads_share_one_qp_deferred() {
     std::thread::sleep(std::time::Duration::from_millis(2));
     let mut extra = [EMPTY_WC; 4];
     assert_eq!(cq_a.poll_shared([&qp], &mut extra), 0, "extra: {extra:?}");
-    assert_eq!(qp.send_queue().used(), 0, "every WQE retired");
+    assert_eq!(qp.send_queue_stats().used, 0, "every WQE retired");
 
     // B: every byte each thread wrote. Odd WRITEs moved only their first half.
     let mut want_target = target_before;
@@ -442,7 +442,7 @@ fn shared_qp_flush_completes_everything_once() {
         );
     }
     assert_eq!(ids(&flushed), [10, 11, 12, 13, 14, 15], "exactly once, unsignaled included");
-    assert_eq!(qp.send_queue().used(), 0);
+    assert_eq!(qp.send_queue_stats().used, 0);
     assert!(poll_all(&mut cq, &qp).is_empty());
 }
 
@@ -562,7 +562,7 @@ fn threads_post_through_an_error_exactly_once() {
     let mut extra = [EMPTY_WC; 4];
     assert_eq!(cq.poll_shared([&qp], &mut extra), 0, "extra: {extra:?}");
     assert_eq!(qp.state(), QpState::Error);
-    assert_eq!(qp.send_queue().used(), 0);
+    assert_eq!(qp.send_queue_stats().used, 0);
 
     let mut want_dst = dst_before;
     let src_all = src.all();
@@ -662,7 +662,7 @@ fn shared_qp_frees_its_memory() {
         let single = create_qp(&da, &pd, &cq, 8);
         let plain = FakeHal::live_pages() - with_dev - one;
         // More than a plain QP: the MpSq's tracking array and the MpSq.
-        let quanta = a.send_queue().mem().qwords() / 4;
+        let quanta = a.send_queue_stats().size as usize;
         let trk = (quanta * std::mem::size_of::<irdma::uk::MpTrk>()).div_ceil(4096);
         assert_eq!(one, plain + trk + 1, "shared {one} pages, plain {plain}, {quanta} quanta");
         drop(single);

@@ -26,7 +26,7 @@ pub use mr::{FastRegMr, Mr, MrDesc};
 pub use qp::{
     AddressVector, IpAddr, PostError, PostErrorKind, Qp, QpAttr, QpCap, QpInitAttr, QpState,
 };
-pub use shared::{SharedQp, SharedSq};
+pub use shared::{SharedQp, SharedSqStats};
 pub use wq::{Wq, WqInitAttr, WqType};
 
 use irdma_hal::{Bar, DmaError, Hal};

@@ -28,8 +28,25 @@ use crate::uk::{MpSq, MpTrk, QpKind, QueueMem, Sq};
 use crate::wr::{RecvWr, SendWr, WorkCompletion};
 
 /// The shared send queue of a [`SharedQp`]: over the QP's ring, tracking in
-/// host memory the QP owns.
-pub type SharedSq = MpSq<QueueMem<'static>, &'static [MpTrk]>;
+/// host memory the QP owns. Never handed to safe code: its ring view is
+/// `'static` only because the QP keeps the memory alive, and its
+/// `post_send`/`complete_at`/`retire_oldest` would bypass the QP's checks.
+pub(crate) type SharedSq = MpSq<QueueMem<'static>, &'static [MpTrk]>;
+
+/// A snapshot of a shared SQ's counters, for diagnostics
+/// ([`SharedQp::send_queue_stats`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SharedSqStats {
+    /// Outstanding (reserved, not retired) quanta.
+    pub used: u32,
+    /// Quanta from the tail through the last WQE of the contiguous run of
+    /// published WQEs (free-running).
+    pub published: u32,
+    /// Ring index of the tail.
+    pub tail: u32,
+    /// Ring size in quanta.
+    pub size: u32,
+}
 
 type InnerQp<'d, H, B> = Qp<'d, H, B, &'static SharedSq>;
 
@@ -127,9 +144,19 @@ fn shared_sq<H: Hal>(
     for t in trk.iter_mut() {
         *t = MpTrk::new();
     }
-    let mut mp =
-        MpSq::new(sq.mem().alias(), &*trk, size, lim.max_frags, lim.max_inline, sq.qp_id())
-            .map_err(|_| VerbsError::Invalid { what: "shared SQ" })?;
+    let mut mp = MpSq::new(
+        // SAFETY: the alias lives in the `SharedSq` the QP owns next to
+        // the ring and is never handed out (`SharedSq` is crate-private
+        // and `SharedQp` lends no reference to it), so it is not used
+        // after the ring memory is freed with the QP.
+        unsafe { sq.mem().alias() },
+        &*trk,
+        size,
+        lim.max_frags,
+        lim.max_inline,
+        sq.qp_id(),
+    )
+    .map_err(|_| VerbsError::Invalid { what: "shared SQ" })?;
     if inline {
         // SAFETY: the caller of `create_shared_qp_inline` took on the
         // inline contract for every post on this QP.
@@ -180,9 +207,32 @@ impl<'d, H: Hal, B: Bar + Clone> SharedQp<'d, H, B> {
         self.inner.lock().state()
     }
 
-    /// The shared send queue (its counters, for diagnostics).
-    pub fn send_queue(&self) -> &SharedSq {
-        self.sq
+    /// The shared send queue's counters, for diagnostics. (The queue itself
+    /// is not handed out: a view of its ring would outlive the QP, and its
+    /// methods would bypass the QP's checks; issue #12.) Neither of these
+    /// compiles any more:
+    ///
+    /// ```compile_fail
+    /// # use irdma::verbs::SharedQp;
+    /// # use irdma::hal::{Bar, Hal};
+    /// fn ring<H: Hal, B: Bar + Clone>(qp: &SharedQp<'_, H, B>) -> u32 {
+    ///     qp.send_queue().used() // no queue object for safe code
+    /// }
+    /// ```
+    ///
+    /// ```compile_fail
+    /// # use irdma::uk::QueueMem;
+    /// fn keep(m: &QueueMem<'static>) -> QueueMem<'static> {
+    ///     m.alias() // a 'static view that outlives its owner
+    /// }
+    /// ```
+    pub fn send_queue_stats(&self) -> SharedSqStats {
+        SharedSqStats {
+            used: self.sq.used(),
+            published: self.sq.published(),
+            tail: self.sq.tail(),
+            size: self.sq.size(),
+        }
     }
 
     /// `ib_post_send` from any thread. Posts `wrs` in order, rings the
