@@ -302,20 +302,33 @@ impl<'d, H: Hal, B: Bar + Clone> Cq<'d, H, B> {
     /// `ib_poll_cq` for a CQ used by shared QPs: as [`Cq::poll`] (every WR
     /// completes exactly once, flush included), with `qps` the shared QPs on
     /// this CQ. Each is locked for the duration of the call (a QP listed
-    /// twice is taken once). Safe to run while other threads post; the
-    /// software flush of a QP in error waits (for a later poll) until no
-    /// lock-free post is in progress on it.
+    /// twice is taken once), in an order that does not depend on the
+    /// caller's (by address), so pollers listing the same QPs in different
+    /// orders cannot deadlock (issue #12). Safe to run while other threads
+    /// post; the software flush of a QP in error waits (for a later poll)
+    /// until no lock-free post is in progress on it.
     pub fn poll_shared<const N: usize>(
         &mut self,
         qps: [&SharedQp<'d, H, B>; N],
         wc: &mut [WorkCompletion],
     ) -> usize {
+        let addr = |i: usize| qps.get(i).map_or(0, |q| core::ptr::from_ref(*q) as usize);
+        let mut order: [usize; N] = core::array::from_fn(|i| i);
+        order.sort_unstable_by_key(|&i| addr(i));
         let mut slots: [Option<spin::MutexGuard<'_, InnerQp<'d, H, B>>>; N] =
-            core::array::from_fn(|i| {
-                let q = qps.get(i)?;
-                let dup = qps.get(..i)?.iter().any(|p| core::ptr::eq(*p, *q));
-                if dup { None } else { Some(q.inner.lock()) }
-            });
+            core::array::from_fn(|_| None);
+        let mut prev = None;
+        for &i in &order {
+            let (Some(q), a) = (qps.get(i), addr(i)) else { continue };
+            // Sorted by address: a QP listed twice is adjacent to itself.
+            if prev == Some(a) {
+                continue;
+            }
+            prev = Some(a);
+            if let Some(s) = slots.get_mut(i) {
+                *s = Some(q.inner.lock());
+            }
+        }
         self.poll_slots(&mut slots, wc, |qpn| {
             qps.iter().find(|q| q.id == qpn).is_none_or(|q| q.may_flush())
         })
