@@ -528,6 +528,7 @@ mod tests {
     /// writes what the single-owner general encoder writes: ring, tracking,
     /// errors, over flags, SGE counts, both QP kinds, pads and a full ring.
     #[test]
+    #[cfg_attr(miri, ignore = "exhaustive flags × ops × kinds: too slow under Miri")]
     fn hot_post_send_same_as_general_encoder() {
         use crate::uk::qp::sq_post_from_wr;
         use crate::wr::{SendFlags, SendWr, WrOpcode};
@@ -785,7 +786,8 @@ mod tests {
         let sges: Vec<Sge> = (0..13).map(|i| Sge { addr: i, length: 10, lkey: i as u32 }).collect();
         let inl = [Sge { addr: data.as_ptr() as u64, length: 101, lkey: 0 }];
         let mut pos = 0u32;
-        for n in 0..200usize {
+        // Under Miri 40 posts still wrap the 32-quanta ring several times.
+        for n in 0..if cfg!(miri) { 40 } else { 200 } {
             let op = match n % 4 {
                 0 => SqOp::Nop,
                 1 => SqOp::Write {

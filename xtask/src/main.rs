@@ -1,6 +1,7 @@
 //! `cargo xtask …` — the project's automation.
 //!
-//! * `test` — every leg of the suite, one line each, then `N passed, M failed`;
+//! * `test` — every leg of the suite, one line each, then `N passed, M failed`
+//!   (the leg `miri` installs nightly's Miri through rustup if missing);
 //! * `conformance FILE…` — check the driver against vendor-generated vectors;
 //! * `qemu` — build the boot image and run its scenarios in QEMU;
 //! * `bench` — instructions per data-path operation under callgrind;
@@ -103,6 +104,7 @@ fn legs() -> Vec<Leg> {
         cargo(&["test", "--release", "--quiet", "-p", "irdma", "--test", "cycles"])
     }));
     v.push(leg("loom", util::loom));
+    v.push(leg("miri", util::miri));
     v.push(leg("qemu", qemu::run_leg));
     for (name, file) in conformance::SUITE {
         v.push(leg(name, move || conformance::run_leg(file)));
