@@ -4,8 +4,9 @@
 //!
 //! What is shared and what is not:
 //!
-//! * `post_send(&self)` — lock-free while the QP is healthy (reserve → fill
-//!   → in-order publish → one doorbell per call, see [`crate::uk::mp`]).
+//! * `post_send(&self)` — lock-free while the QP is healthy, and no
+//!   producer waits for another (reserve → fill → publish → one doorbell
+//!   per call, see [`crate::uk::mp`]).
 //!   Once the QP is in ERROR, posts take the QP's small spin lock, so they
 //!   never race the software flush of the poller;
 //! * `post_recv(&self)` and [`Cq::poll_shared`] take that lock (the RQ and
