@@ -415,6 +415,56 @@ impl<M: Words, T: AsRef<[MpTrk]>> MpSq<M, T> {
     }
 }
 
+/// The gate between a shared QP's lock-free posts and its software flush
+/// (used by `verbs::SharedQp`; here so the loom model runs the real code).
+///
+/// A poster counts itself in, then (after a SeqCst fence) reads the QP's
+/// error flag: healthy, it posts lock-free and counts itself out; in error,
+/// it counts itself out and takes the QP lock instead. The poller, having
+/// seen the flag set, fences and flushes only if no post is counted in.
+/// Dekker-style: either the poller sees the post in progress (and flushes
+/// on a later poll), or the post sees the error (and serialises with the
+/// flush on the lock); a lock-free post never overlaps a flush.
+#[derive(Debug, Default)]
+pub(crate) struct PostGate {
+    posting: AtomicU32,
+}
+
+impl PostGate {
+    /// No post in progress.
+    pub(crate) fn new() -> Self {
+        PostGate { posting: AtomicU32::new(0) }
+    }
+
+    /// Runs `post` lock-free unless `in_error()` says the QP is in error
+    /// (then `None`: the caller takes the locked path).
+    #[inline(always)]
+    pub(crate) fn lock_free<R>(
+        &self,
+        in_error: impl FnOnce() -> bool,
+        post: impl FnOnce() -> R,
+    ) -> Option<R> {
+        self.posting.fetch_add(1, Ordering::Relaxed);
+        // Pairs with the fence in `may_flush`: either the poller sees this
+        // post in progress, or this post sees the QP in error.
+        fence(Ordering::SeqCst);
+        if in_error() {
+            self.posting.fetch_sub(1, Ordering::Release);
+            return None;
+        }
+        let r = post();
+        self.posting.fetch_sub(1, Ordering::Release);
+        Some(r)
+    }
+
+    /// Whether the software flush may run now: no lock-free post is in
+    /// progress. Called by the poller after it saw the QP in error.
+    pub(crate) fn may_flush(&self) -> bool {
+        fence(Ordering::SeqCst);
+        self.posting.load(Ordering::Acquire) == 0
+    }
+}
+
 /// The CQ poller's view of a shared SQ.
 impl<M: Words, T: AsRef<[MpTrk]>> SendQueue for &MpSq<M, T> {
     fn qp_id(&self) -> u32 {
@@ -1204,6 +1254,36 @@ mod loom_tests {
                 h.join().unwrap();
             }
             settle(&sq, 0, 2, &[1, 2]);
+        });
+    }
+
+    /// The shared QP's gate (`PostGate`, the real code of
+    /// `SharedQp::post_send` and `Cq::poll_shared`): a poster racing the
+    /// control path that sets the QP's error flag and the poller that then
+    /// flushes. The flush owns the SQ's retirement state (a loom cell): a
+    /// lock-free post that overlapped it would be a causality violation.
+    #[test]
+    fn loom_shared_qp_gate_never_lets_a_post_overlap_the_flush() {
+        use loom::cell::UnsafeCell;
+        use loom::sync::atomic::AtomicBool;
+        bounded(3, || {
+            let gate = Arc::new(PostGate::new());
+            let err = Arc::new(AtomicBool::new(false));
+            let sq_state = Arc::new(UnsafeCell::new(0u32));
+            let (g, e, st) = (gate.clone(), err.clone(), sq_state.clone());
+            let poster = loom::thread::spawn(move || {
+                // SAFETY: the model checks that this read never races the
+                // flush's write (that is the property under test).
+                g.lock_free(|| e.load(Ordering::Acquire), || st.with(|p| unsafe { *p }))
+            });
+            // The control path (set_qp_error) and then the poller.
+            err.store(true, Ordering::Release);
+            let_producers_run();
+            if err.load(Ordering::Acquire) && gate.may_flush() {
+                // SAFETY: as above.
+                sq_state.with_mut(|p| unsafe { *p += 1 });
+            }
+            let _ = poster.join().unwrap();
         });
     }
 }

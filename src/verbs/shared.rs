@@ -16,14 +16,13 @@
 //! Created by the same control path as [`Device::create_qp`]; only the send
 //! queue object differs.
 
-use core::sync::atomic::{AtomicU32, Ordering, fence};
-
 use irdma_hal::{Bar, BufferDirection, Dma, Hal};
 
 use super::cq::{Cq, QpSlot};
 use super::qp::{PostError, PostErrorKind, Qp, QpAttr, QpCap, QpInitAttr, QpState};
 use super::{Pd, VerbsError, dma_slice};
 use crate::device::Device;
+use crate::uk::mp::PostGate;
 use crate::uk::qp::sq_post_from_wr;
 use crate::uk::{MpSq, MpTrk, QpKind, QueueMem, Sq};
 use crate::wr::{RecvWr, SendWr, WorkCompletion};
@@ -66,7 +65,7 @@ pub struct SharedQp<'d, H: Hal, B: Bar + Clone> {
     /// Mirrors `inner.alive`; changes only under `&mut self`.
     alive: bool,
     /// Lock-free posts in progress (the poller's software flush waits for 0).
-    posting: AtomicU32,
+    gate: PostGate,
 }
 
 impl<H: Hal, B: Bar + Clone> Device<H, B> {
@@ -118,7 +117,7 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
             inner: spin::Mutex::new(qp),
             sq,
             dev: self,
-            posting: AtomicU32::new(0),
+            gate: PostGate::new(),
         })
     }
 }
@@ -246,19 +245,17 @@ impl<'d, H: Hal, B: Bar + Clone> SharedQp<'d, H, B> {
         if !self.alive {
             return Err(PostError { bad_wr: 0, kind: PostErrorKind::Destroyed });
         }
-        self.posting.fetch_add(1, Ordering::Relaxed);
-        // Pairs with the fence in `may_flush`: either the poller sees this
-        // post in progress, or this post sees the QP in error.
-        fence(Ordering::SeqCst);
-        let r = if self.dev.qp_in_error(self.id) {
-            self.posting.fetch_sub(1, Ordering::Release);
-            let _guard = self.inner.lock();
-            self.post_queued(wrs)
-        } else {
-            // The uk hot path (one-SGE shapes) plus one doorbell.
-            let r = self.sq.post_send(self.dev.bar(), QpKind::Rc, wrs);
-            self.posting.fetch_sub(1, Ordering::Release);
-            r
+        // The uk hot path (one-SGE shapes) plus one doorbell, unless the QP
+        // is in error (`PostGate`, loom-modelled in `uk::mp`).
+        let r = match self.gate.lock_free(
+            || self.dev.qp_in_error(self.id),
+            || self.sq.post_send(self.dev.bar(), QpKind::Rc, wrs),
+        ) {
+            Some(r) => r,
+            None => {
+                let _guard = self.inner.lock();
+                self.post_queued(wrs)
+            }
         };
         r.map_err(|e| PostError { bad_wr: e.bad_wr, kind: PostErrorKind::Sq(e.kind) })
     }
@@ -276,8 +273,7 @@ impl<'d, H: Hal, B: Bar + Clone> SharedQp<'d, H, B> {
     /// Whether the software flush may retire this QP's SQ now: no lock-free
     /// post is between reserve and publish. Called with the lock held.
     fn may_flush(&self) -> bool {
-        fence(Ordering::SeqCst);
-        self.posting.load(Ordering::Acquire) == 0
+        self.gate.may_flush()
     }
 
     /// `ib_post_recv` (takes the QP lock).
