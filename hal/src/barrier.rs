@@ -15,27 +15,33 @@
 //!    ([`mb`]).
 //!
 //! On x86_64, stores are not reordered with other stores and loads not with
-//! other loads (TSO), and uncached MMIO writes are not reordered with earlier
-//! write-back stores, so rules 1–3 only need the compiler held back. On
-//! aarch64 the `dmb`/`dsb` forms Linux uses are issued. Other architectures
-//! fall back to sequentially-consistent atomic fences.
+//! other loads (TSO), so rules 1 and 3 need no instruction: they are Rust
+//! release/acquire fences, which emit nothing on x86_64 but hold the compiler
+//! back and give the CPU-side protocol (e.g. the shared SQ's tracking entries)
+//! its happens-before edge in Rust's memory model. Rule 2 is `sfence` on
+//! x86_64, as Linux's x86 `wmb()` (`arch/x86/include/asm/barrier.h`): a
+//! doorbell page may be mapped write-combining ([`crate::Bar`] allows it), and
+//! write-combining stores are not ordered after earlier write-back stores
+//! without it. On aarch64 the `dmb`/`dsb` forms Linux uses are issued. Other
+//! architectures (and Miri, which cannot run inline assembly) fall back to
+//! atomic fences.
 
 #[allow(unused_imports)]
-use core::sync::atomic::{Ordering, compiler_fence, fence};
+use core::sync::atomic::{Ordering, fence};
 
 /// Orders DMA-memory stores before later DMA-memory stores (body → valid bit).
 #[inline(always)]
 pub fn dma_wmb() {
     #[cfg(feature = "barrier-trace")]
     trace::record(trace::Event::DmaWmb);
-    #[cfg(target_arch = "x86_64")]
-    compiler_fence(Ordering::Release);
-    #[cfg(target_arch = "aarch64")]
+    #[cfg(any(target_arch = "x86_64", miri))]
+    fence(Ordering::Release);
+    #[cfg(all(target_arch = "aarch64", not(miri)))]
     // SAFETY: a barrier instruction; no memory is accessed.
     unsafe {
         core::arch::asm!("dmb oshst", options(nostack, preserves_flags))
     };
-    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64", miri)))]
     fence(Ordering::Release);
 }
 
@@ -44,14 +50,14 @@ pub fn dma_wmb() {
 pub fn dma_rmb() {
     #[cfg(feature = "barrier-trace")]
     trace::record(trace::Event::DmaRmb);
-    #[cfg(target_arch = "x86_64")]
-    compiler_fence(Ordering::Acquire);
-    #[cfg(target_arch = "aarch64")]
+    #[cfg(any(target_arch = "x86_64", miri))]
+    fence(Ordering::Acquire);
+    #[cfg(all(target_arch = "aarch64", not(miri)))]
     // SAFETY: a barrier instruction; no memory is accessed.
     unsafe {
         core::arch::asm!("dmb oshld", options(nostack, preserves_flags))
     };
-    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64", miri)))]
     fence(Ordering::Acquire);
 }
 
@@ -60,14 +66,19 @@ pub fn dma_rmb() {
 pub fn wmb() {
     #[cfg(feature = "barrier-trace")]
     trace::record(trace::Event::Wmb);
-    #[cfg(target_arch = "x86_64")]
-    compiler_fence(Ordering::SeqCst);
-    #[cfg(target_arch = "aarch64")]
+    #[cfg(all(target_arch = "x86_64", not(miri)))]
+    // SAFETY: a barrier instruction (SSE2, present on every x86_64 CPU; the
+    // assembler needs no target feature for it); no memory is accessed. Not
+    // `nomem`: it must also hold the compiler's stores back.
+    unsafe {
+        core::arch::asm!("sfence", options(nostack, preserves_flags))
+    };
+    #[cfg(all(target_arch = "aarch64", not(miri)))]
     // SAFETY: a barrier instruction; no memory is accessed.
     unsafe {
         core::arch::asm!("dsb st", options(nostack, preserves_flags))
     };
-    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+    #[cfg(any(not(any(target_arch = "x86_64", target_arch = "aarch64")), miri))]
     fence(Ordering::SeqCst);
 }
 
@@ -77,12 +88,12 @@ pub fn wmb() {
 pub fn mb() {
     #[cfg(feature = "barrier-trace")]
     trace::record(trace::Event::Mb);
-    #[cfg(target_arch = "aarch64")]
+    #[cfg(all(target_arch = "aarch64", not(miri)))]
     // SAFETY: a barrier instruction; no memory is accessed.
     unsafe {
         core::arch::asm!("dsb sy", options(nostack, preserves_flags))
     };
-    #[cfg(not(target_arch = "aarch64"))]
+    #[cfg(any(not(target_arch = "aarch64"), miri))]
     fence(Ordering::SeqCst);
 }
 

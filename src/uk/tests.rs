@@ -294,6 +294,7 @@ fn arming_bumps_sequence_and_rings_cqarm() {
 /// errors that the general encoder writes, over every flag combination,
 /// both QP kinds, padding, polarity wrap and a full ring.
 #[test]
+#[cfg_attr(miri, ignore = "exhaustive comparison: too slow under Miri")]
 fn verbs_hot_path_equals_general() {
     use super::qp::sq_post_from_wr;
     use crate::wr::RegMrWr;
@@ -384,6 +385,7 @@ fn verbs_hot_path_equals_general() {
 /// SQ/RQ, success/error/flush, extension, push drop, solicited, STAG,
 /// every opcode, unknown or null context, outstanding or stray indexes.
 #[test]
+#[cfg_attr(miri, ignore = "exhaustive comparison: too slow under Miri")]
 fn fast_poll_equals_general() {
     use super::qp::poll_cq_general;
     use super::sq::{SqOp, SqPost};

@@ -1,6 +1,7 @@
 //! `cargo xtask …` — the project's automation.
 //!
-//! * `test` — every leg of the suite, one line each, then `N passed, M failed`;
+//! * `test` — every leg of the suite, one line each, then `N passed, M failed`
+//!   (the leg `miri` installs nightly's Miri through rustup if missing);
 //! * `conformance FILE…` — check the driver against vendor-generated vectors;
 //! * `qemu` — build the boot image and run its scenarios in QEMU;
 //! * `bench` — instructions per data-path operation under callgrind;
@@ -174,6 +175,7 @@ fn legs() -> Vec<Leg> {
     }));
     v.push(leg("loom", util::loom));
     v.push(leg("example-host", util::example_host));
+    v.push(leg("miri", util::miri));
     v.push(leg("qemu", qemu::run_leg));
     v.push(leg("build-boot-image-aarch64", || {
         let t = "aarch64-unknown-none";

@@ -110,6 +110,71 @@ pub fn ensure_toolchain(targets: &[&str]) -> Result<(), String> {
     Ok(())
 }
 
+/// The leg `miri`: Miri (nightly, through rustup) over the hal unit tests
+/// and the driver's ring (`uk::`) and decoder (`cqp::decode`) unit tests,
+/// in its own target dir. Installs what it needs on a fresh machine (the
+/// nightly toolchain with the `miri` component, then `cargo miri setup`);
+/// an installed nightly is used as it is (no update). Slow tests opt out
+/// with `#[cfg_attr(miri, ignore)]`.
+pub fn miri() -> Result<String, String> {
+    let have_miri = Command::new("cargo")
+        .args(["+nightly", "miri", "--version"])
+        .current_dir(root())
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !have_miri {
+        let installed = output("rustup", &["toolchain", "list"])?;
+        if installed.lines().any(|l| l.starts_with("nightly")) {
+            eprintln!("xtask: adding the miri component to nightly");
+            output("rustup", &["component", "add", "miri", "rust-src", "--toolchain", "nightly"])?;
+        } else {
+            eprintln!("xtask: installing nightly with miri");
+            output(
+                "rustup",
+                &[
+                    "toolchain",
+                    "install",
+                    "nightly",
+                    "--profile",
+                    "minimal",
+                    "--component",
+                    "miri",
+                    "--component",
+                    "rust-src",
+                ],
+            )?;
+        }
+    }
+    let run = |args: &[&str]| -> Result<(), String> {
+        let status = Command::new("cargo")
+            .arg("+nightly")
+            .args(args)
+            .env("CARGO_TARGET_DIR", root().join("target/miri"))
+            // Miri's weak-memory emulation cannot follow mixed-size atomic
+            // accesses (a `Dma` word written as u64 and read as u32 or
+            // bytes) and stops with an internal error; data-race detection,
+            // what this leg is for, stays on. Leaks are not undefined
+            // behaviour, and the shared-SQ tests leak their ring on purpose
+            // (a thread that may outlive a failing test uses it).
+            .env("MIRIFLAGS", "-Zmiri-disable-weak-memory-emulation -Zmiri-ignore-leaks")
+            .env_remove("RUSTFLAGS")
+            .env_remove("RUSTC")
+            .env_remove("RUSTDOC")
+            .current_dir(root())
+            .status()
+            .map_err(|e| format!("cannot run cargo +nightly: {e}"))?;
+        if status.success() {
+            Ok(())
+        } else {
+            Err(format!("cargo +nightly {} exited with {status}", args.join(" ")))
+        }
+    };
+    run(&["miri", "setup"])?;
+    run(&["miri", "test", "-p", "irdma-hal", "--lib"])?;
+    run(&["miri", "test", "-p", "irdma", "--lib", "--", "uk::", "cqp::decode"])?;
+    Ok(String::new())
+}
+
 /// The device model must not depend on the driver or its hal, or it would
 /// agree with their mistakes.
 pub fn check_model_independence() -> Result<String, String> {
