@@ -68,12 +68,14 @@ impl MpTrk {
         MpTrk { wr_id: AtomicU64::new(0), meta: AtomicU64::new(1 << 32) }
     }
 
+    #[inline(always)]
     fn store(&self, t: SqWrTrk) {
         self.wr_id.store(t.wr_id, Ordering::Relaxed);
         let m = u64::from(t.wr_len) | (u64::from(t.quanta) << 32) | (u64::from(t.signaled) << 40);
         self.meta.store(m, Ordering::Relaxed);
     }
 
+    #[inline(always)]
     fn load(&self) -> SqWrTrk {
         let m = self.meta.load(Ordering::Relaxed);
         SqWrTrk {
@@ -82,6 +84,13 @@ impl MpTrk {
             quanta: (m >> 32) as u8,
             signaled: (m >> 40) & 1 != 0,
         }
+    }
+
+    /// The entry's quanta (at least 1): all the completer's walk needs of
+    /// the WQEs it steps over.
+    #[inline(always)]
+    fn quanta(&self) -> u32 {
+        ((self.meta.load(Ordering::Relaxed) >> 32) as u8).max(1).into()
     }
 }
 
@@ -95,7 +104,8 @@ impl Default for MpTrk {
 pub struct MpSq<M: Words, T: AsRef<[MpTrk]>> {
     mem: M,
     trk: T,
-    log2: u8,
+    /// The ring size (a power of two): the lap bit of a free-running position.
+    lap: u32,
     mask: u32,
     cap: u32,
     head: AtomicU32,
@@ -119,7 +129,7 @@ impl<M: Words, T: AsRef<[MpTrk]>> MpSq<M, T> {
         Ok(MpSq {
             mem,
             trk,
-            log2: size.trailing_zeros() as u8,
+            lap: size,
             mask: size - 1,
             cap,
             head: AtomicU32::new(0),
@@ -158,7 +168,7 @@ impl<M: Words, T: AsRef<[MpTrk]>> MpSq<M, T> {
         let mut off = 0;
         while off < used.min(self.mask + 1) {
             match self.published_at(tail.wrapping_add(off)) {
-                Some(t) => off += u32::from(t.quanta).max(1),
+                Some(e) => off += e.quanta(),
                 None => break,
             }
         }
@@ -166,19 +176,19 @@ impl<M: Words, T: AsRef<[MpTrk]>> MpSq<M, T> {
     }
 
     /// The tracking entry of the WQE starting at free-running position
-    /// `pos` if its header carries this lap's valid bit (it is published);
+    /// `pos` (to be read after this returns) if its header carries this lap's valid bit (it is published);
     /// `None` while it is reserved and unwritten. The acquire fence pairs
     /// with the `dma_wmb` (a release fence, at least) before the header
     /// store, so the tracking entry read is the one its producer wrote.
     #[inline(always)]
-    fn published_at(&self, pos: u32) -> Option<SqWrTrk> {
+    fn published_at(&self, pos: u32) -> Option<&MpTrk> {
         let idx = pos & self.mask;
         let h = self.mem.read(idx as usize * QUANTUM_QWORDS + 3);
         if sq_hdr::VALID.is_set(h) != self.valid_at(pos) {
             return None;
         }
         fence(Ordering::Acquire);
-        Some(self.trk_at(idx)?.load())
+        self.trk_at(idx)
     }
 
     /// Outstanding (reserved, not retired) quanta.
@@ -188,7 +198,7 @@ impl<M: Words, T: AsRef<[MpTrk]>> MpSq<M, T> {
 
     #[inline(always)]
     fn valid_at(&self, pos: u32) -> bool {
-        (pos >> self.log2) & 1 == 0
+        pos & self.lap == 0
     }
 
     #[inline(always)]
@@ -314,15 +324,128 @@ impl<M: Words, T: AsRef<[MpTrk]>> MpSq<M, T> {
 
     /// `ib_post_send` on the shared SQ: posts in order, one doorbell if any
     /// was posted; `bad_wr` as in [`super::QpUk::post_send`].
+    ///
+    /// One CAS reserves a quantum for every WR of the chain that fits (the
+    /// hot shapes take one quantum each, which never crosses an 8-quanta
+    /// chunk, so no pad). Each hot WR is then filled and published in its
+    /// quantum as in [`MpSq::post`]. At the first WR of another shape the
+    /// unused quanta are handed back if no one reserved after them (one
+    /// CAS), or else published as NOPs (a reserved quantum is always
+    /// published: the device's walk and the completer never stop at it for
+    /// good), and the rest of the chain goes WR by WR through
+    /// `post_send_rest`. Each caller's WRs stay in its order.
+    #[inline(always)]
     pub fn post_send(
         &self,
         bar: &impl Bar,
         kind: QpKind,
         wrs: &[SendWr<'_>],
     ) -> Result<(), PostSendError> {
+        let mut done = 0u32;
+        let want = wrs.len().min(self.cap as usize) as u32;
+        if self.lim.max_frags != 0
+            && want != 0
+            && let Ok((start, n)) = self.reserve_run(want)
+        {
+            for wr in wrs.iter().take(n as usize) {
+                let Some(h) = hot_from_wr(wr, kind) else { break };
+                let t = SqWrTrk {
+                    wr_id: h.wr_id,
+                    wr_len: h.sge.length,
+                    quanta: 1,
+                    signaled: h.signaled(),
+                };
+                let pos = start.wrapping_add(done);
+                self.fill_publish(pos, 0, t, |slot, valid| encode_hot(&h, slot, valid));
+                done += 1;
+            }
+            if done != n {
+                self.release_run(start.wrapping_add(done), start.wrapping_add(n));
+            }
+        }
+        if done as usize != wrs.len() {
+            return self.post_send_rest(bar, kind, wrs, done as usize);
+        }
+        if done != 0 {
+            self.ring_doorbell(bar);
+        }
+        Ok(())
+    }
+
+    /// Claims up to `want` one-quantum WQEs (as many as fit, at least one)
+    /// by one CAS on `head`: returns the run's start and length. One
+    /// quantum never crosses an 8-quanta chunk, so the run needs no pad.
+    #[inline(always)]
+    fn reserve_run(&self, want: u32) -> Result<(u32, u32), SqError> {
+        let mut head = self.head.load(Ordering::Relaxed);
+        loop {
+            let used = head.wrapping_sub(self.tail.load(Ordering::Acquire));
+            if used > self.mask + 1 {
+                // Our head snapshot is older than the tail: look again.
+                head = self.head.load(Ordering::Relaxed);
+                continue;
+            }
+            let n = want.min(self.cap.saturating_sub(used));
+            if n == 0 {
+                return Err(SqError::Full);
+            }
+            match self.head.compare_exchange_weak(
+                head,
+                head.wrapping_add(n),
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => return Ok((head, n)),
+                Err(h) => head = h,
+            }
+        }
+    }
+
+    /// The unused end `from..end` of a run this producer reserved and did
+    /// not fill: handed back if `head` is still `end` (no one reserved
+    /// after it, so nothing beyond `from` is held), else published as NOPs.
+    /// Never waits.
+    #[inline(never)]
+    fn release_run(&self, from: u32, end: u32) {
+        if self.head.compare_exchange(end, from, Ordering::Relaxed, Ordering::Relaxed).is_err() {
+            let mut pos = from;
+            while pos != end {
+                self.publish_nop(pos);
+                pos = pos.wrapping_add(1);
+            }
+        }
+    }
+
+    /// Fills and publishes the quantum at free-running `pos` as a NOP (a
+    /// pad): tracking entry, body, then the header after `dma_wmb`.
+    #[inline(always)]
+    fn publish_nop(&self, pos: u32) {
+        let pi = pos & self.mask;
+        if let Some(t) = self.trk_at(pi) {
+            t.store(SqWrTrk { wr_id: 0, wr_len: 0, quanta: 1, signaled: false });
+        }
+        let s = wqe_slot(&self.mem, pi, 1);
+        s.put(0, 0);
+        s.put(1, 0);
+        s.put(2, 0);
+        let nop =
+            sq_hdr::OPCODE.prep(op::NOP.into()) | sq_hdr::VALID.prep(self.valid_at(pos) as u64);
+        s.publish(3, nop);
+    }
+
+    /// `post_send` from WR `start` on (the ones before it are posted), one
+    /// WR and one reservation at a time; the doorbell if anything was posted.
+    #[inline(never)]
+    fn post_send_rest(
+        &self,
+        bar: &impl Bar,
+        kind: QpKind,
+        wrs: &[SendWr<'_>],
+        start: usize,
+    ) -> Result<(), PostSendError> {
         let mut res = Ok(());
-        let mut posted = false;
-        for (i, wr) in wrs.iter().enumerate() {
+        let mut posted = start != 0;
+        for (i, wr) in wrs.iter().enumerate().skip(start) {
             let r = match hot_from_wr(wr, kind) {
                 Some(h) => self.post_hot(&h),
                 None => self.post(&sq_post_from_wr(wr, kind)).map(|_| ()),
@@ -349,6 +472,7 @@ impl<M: Words, T: AsRef<[MpTrk]>> MpSq<M, T> {
     /// unwritten WQE, or one behind such a reservation, is refused; retiring
     /// it would free quanta a producer is still filling. The walk visits the
     /// WQEs retired together (one per unsignaled WQE before the signaled one).
+    #[inline]
     pub fn complete_at(&self, wqe_idx: u32) -> Option<SqWrTrk> {
         let tail = self.tail.load(Ordering::Relaxed);
         let avail = self.head.load(Ordering::Acquire).wrapping_sub(tail);
@@ -356,18 +480,21 @@ impl<M: Words, T: AsRef<[MpTrk]>> MpSq<M, T> {
         if d >= avail || avail > self.mask + 1 {
             return None;
         }
+        // Walk the WQEs before `wqe_idx` by their quanta alone (each one's
+        // valid bit checked); the whole entry is read for `wqe_idx` only.
         let mut off = 0u32;
-        let t = loop {
-            let t = self.published_at(tail.wrapping_add(off))?;
+        let e = loop {
+            let e = self.published_at(tail.wrapping_add(off))?;
             if off == d {
-                break t;
+                break e;
             }
-            off += u32::from(t.quanta).max(1);
+            off += e.quanta();
             if off > d {
                 // `wqe_idx` is inside a WQE, not at its start.
                 return None;
             }
         };
+        let t = e.load();
         let q = u32::from(t.quanta).max(1);
         if d.checked_add(q)? > avail {
             return None;
@@ -405,7 +532,7 @@ impl<M: Words, T: AsRef<[MpTrk]>> MpSq<M, T> {
             return None;
         }
         let idx = tail & self.mask;
-        let t = self.published_at(tail)?;
+        let t = self.published_at(tail)?.load();
         let q = u32::from(t.quanta).clamp(1, used);
         let h = self.mem.read(idx as usize * QUANTUM_QWORDS + 3);
         self.tail
@@ -874,6 +1001,66 @@ mod tests {
         }
     }
 
+    /// A chain's unused reserved quanta: handed back while no one reserved
+    /// after them, published as NOPs otherwise (never left unpublished, so
+    /// the completer and the device's walk get past them).
+    #[test]
+    fn release_run_hands_back_or_publishes_nops() {
+        let b: &'static mut [u64] = Vec::leak(vec![0u64; 8 * 4]);
+        let tb: &'static [MpTrk] = Vec::leak((0..8).map(|_| MpTrk::new()).collect());
+        let mp = MpSq::new(view(b), tb, 8, 13, 101, 7).unwrap();
+        assert_eq!(mp.reserve_run(3), Ok((0, 3)));
+        mp.release_run(1, 3);
+        assert_eq!(mp.used(), 1, "handed back: no one reserved after the run");
+        assert_eq!(mp.reserve_run(2), Ok((1, 2)));
+        assert_eq!(mp.reserve(1), Ok((3, 0)));
+        mp.release_run(2, 3);
+        assert_eq!(mp.used(), 4, "someone reserved after the run: not handed back");
+        let h = mp.mem().read(2 * 4 + 3);
+        assert_eq!(sq_hdr::OPCODE.get(h) as u8, op::NOP);
+        assert!(sq_hdr::VALID.is_set(h), "the NOP carries this lap's valid bit");
+        for (pos, id) in [(0u32, 10u64), (1, 11), (3, 13)] {
+            let t = SqWrTrk { wr_id: id, wr_len: 0, quanta: 1, signaled: true };
+            mp.fill_publish(pos, 0, t, |slot, valid| {
+                encode_body(&SqPost::new(id, SqOp::Nop), slot, valid, 1)
+            });
+        }
+        assert_eq!(mp.published(), 4);
+        assert_eq!(mp.complete_at(3).map(|t| t.wr_id), Some(13));
+        assert_eq!(mp.used(), 0);
+        // The ring is whole again: 8 quanta fit, the 9th does not.
+        assert_eq!(mp.reserve_run(9), Ok((4, 8)));
+    }
+
+    /// A chain reserves once for the WRs that fit: a full ring posts the
+    /// first ones and names the first that did not fit.
+    #[test]
+    fn chain_posts_what_fits_then_full() {
+        use crate::wr::{SendFlags, SendWr, WrOpcode};
+        struct NoBar;
+        impl Bar for NoBar {
+            fn read32(&self, _o: usize) -> u32 {
+                0
+            }
+            fn write32(&self, _o: usize, _v: u32) {}
+        }
+        let mut b = vec![0u64; 8 * 4];
+        let tb: Vec<MpTrk> = (0..8).map(|_| MpTrk::new()).collect();
+        let mp = MpSq::new(view(&mut b), &tb[..], 8, 13, 101, 7).unwrap();
+        let sg = [Sge { addr: 1, length: 10, lkey: 2 }];
+        let wr = SendWr {
+            wr_id: 5,
+            opcode: WrOpcode::RdmaWrite { remote_addr: 0, rkey: 1 },
+            flags: SendFlags::SIGNALED,
+            sg_list: &sg,
+        };
+        assert_eq!(mp.post_send(&NoBar, QpKind::Rc, &[wr; 3]), Ok(()));
+        let r = mp.post_send(&NoBar, QpKind::Rc, &[wr; 7]);
+        assert_eq!(r, Err(PostSendError { bad_wr: 5, kind: SqError::Full }));
+        assert_eq!(mp.used(), 8);
+        assert_eq!(mp.published(), 8);
+    }
+
     #[test]
     fn full_and_complete() {
         let mut b = vec![0u64; 8 * 4];
@@ -1254,6 +1441,55 @@ mod loom_tests {
                 h.join().unwrap();
             }
             settle(&sq, 0, 2, &[1, 2]);
+        });
+    }
+
+    /// Chains through `post_send`: producer A posts [hot 1, 3-SGE 2] (one
+    /// CAS reserves two quanta; the 3-SGE WR is not hot, so the unused
+    /// quantum is handed back, or published as a NOP if B reserved after
+    /// it), producer B posts [hot 3]. The device sees whole WQEs, A's in its
+    /// order; afterwards everything is published and completes once.
+    #[test]
+    fn loom_chain_reserves_once_and_releases_the_rest() {
+        use crate::wr::{SendFlags, SendWr, WrOpcode};
+        bounded(2, || {
+            let sq = ring(16);
+            let bar = Arc::new(LoomBar(AtomicU32::new(0)));
+            let (a, bar_a) = (sq.clone(), bar.clone());
+            let ta = loom::thread::spawn(move || {
+                let s1 = [Sge { addr: 1, length: 1, lkey: 1 }];
+                let s3 = [Sge { addr: 2, length: 1, lkey: 2 }; 3];
+                let wr = |id: u64, sg| SendWr {
+                    wr_id: id,
+                    opcode: WrOpcode::RdmaWrite { remote_addr: id, rkey: id as u32 },
+                    flags: SendFlags::SIGNALED,
+                    sg_list: sg,
+                };
+                a.post_send(&*bar_a, QpKind::Rc, &[wr(1, &s1[..]), wr(2, &s3[..])]).unwrap();
+            });
+            let (b, bar_b) = (sq.clone(), bar.clone());
+            let tb = loom::thread::spawn(move || {
+                let s1 = [Sge { addr: 3, length: 1, lkey: 3 }];
+                let wr = SendWr {
+                    wr_id: 3,
+                    opcode: WrOpcode::RdmaWrite { remote_addr: 3, rkey: 3 },
+                    flags: SendFlags::SIGNALED,
+                    sg_list: &s1,
+                };
+                b.post_send(&*bar_b, QpKind::Rc, &[wr]).unwrap();
+            });
+            let_producers_run();
+            let seen = observe(&sq, 0, 16);
+            let (p1, p2) = (seen.iter().position(|&i| i == 1), seen.iter().position(|&i| i == 2));
+            if let Some(p2) = p2 {
+                assert!(p1.is_some_and(|p1| p1 < p2), "chain order");
+            }
+            ta.join().unwrap();
+            tb.join().unwrap();
+            assert_eq!(bar.0.load(Ordering::Acquire), 2);
+            let end = sq.published();
+            assert_eq!(end, sq.used(), "every reserved quantum published");
+            settle(&sq, 0, end, &[1, 2, 3]);
         });
     }
 
