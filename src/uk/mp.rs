@@ -7,7 +7,10 @@
 //! 1. **reserve** — validate and size the WQE ([`size_post`]), then claim
 //!    `pad + quanta` quanta by a CAS on the free-running `head`, checking free
 //!    space against the consumer's `tail` (NOP pads keep the 8-quanta chunk
-//!    rule exactly as in [`Sq::post`](super::sq::Sq::post));
+//!    rule exactly as in [`Sq::post`](super::sq::Sq::post)). [`MpSq::post_send`]
+//!    claims one quantum for each WR of its chain that fits with one CAS
+//!    (the hot shapes are one quantum, never padded) and hands back, or
+//!    publishes as NOPs, the quanta it does not fill;
 //! 2. **fill** — write the tracking entry, the NOP pad bodies and the WQE
 //!    body into the reserved quanta (no valid bit yet: invisible to the device);
 //! 3. **publish** — store the pad headers and then the WQE header, each after
