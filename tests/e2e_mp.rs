@@ -121,8 +121,8 @@ fn threads_share_one_qp_deferred() {
     let bar_a = ModelBar::standalone(cfg.clone());
     let bar_b = bar_a.add_peer(cfg);
     let _thread = bar_a.fabric().spawn_device_thread(std::time::Duration::from_micros(20));
-    let da = probe_as(&bar_a, A, Profile::SMALL);
-    let db = probe_as(&bar_b, B, Profile::SMALL);
+    let da = probe_threaded_as(&bar_a, A, Profile::SMALL);
+    let db = probe_threaded_as(&bar_b, B, Profile::SMALL);
 
     let cap = QpCap {
         max_send_wr: 32,
@@ -511,8 +511,8 @@ fn threads_post_through_an_error_exactly_once() {
     let bar_a = ModelBar::standalone(cfg.clone());
     let bar_b = bar_a.add_peer(cfg);
     let _thread = bar_a.fabric().spawn_device_thread(std::time::Duration::from_micros(20));
-    let da = probe_as(&bar_a, A, Profile::SMALL);
-    let db = probe_as(&bar_b, B, Profile::SMALL);
+    let da = probe_threaded_as(&bar_a, A, Profile::SMALL);
+    let db = probe_threaded_as(&bar_b, B, Profile::SMALL);
     let cap = QpCap {
         max_send_wr: 32,
         max_recv_wr: 4,
