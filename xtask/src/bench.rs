@@ -21,14 +21,17 @@ use std::process::{Command, ExitCode};
 use crate::size::{self, TextSize};
 use crate::util::{SysPackage, ensure_program, root};
 
-/// (printed name, bench case, subtract this case's figure, iterations N).
-const CASES: &[(&str, &str, Option<&str>, u64)] = &[
-    ("post_write_1sge_doorbell_each", "post_write", None, 4096),
-    ("post_write_1sge_doorbell_per32", "post_write_batch32", None, 4096),
-    ("mp_post_write_1sge_doorbell_each", "mp_post_write", None, 4096),
-    ("mp_post_write_1sge_doorbell_per32", "mp_post_write_batch32", None, 4096),
-    ("poll_one_cqe", "poll_cqe", Some("poll_cqe_base"), 2048),
-    ("poll_empty_cq", "poll_empty", None, 4096),
+/// (printed name, bench case, subtract this case's figure, iterations N,
+/// operations per iteration the figure is divided by).
+const CASES: &[(&str, &str, Option<&str>, u64, u64)] = &[
+    ("post_write_1sge_doorbell_each", "post_write", None, 4096, 1),
+    ("post_write_1sge_doorbell_per32", "post_write_batch32", None, 4096, 1),
+    ("mp_post_write_1sge_doorbell_each", "mp_post_write", None, 4096, 1),
+    ("mp_post_write_1sge_doorbell_per32", "mp_post_write_batch32", None, 4096, 1),
+    ("poll_one_cqe", "poll_cqe", Some("poll_cqe_base"), 2048, 1),
+    ("poll_empty_cq", "poll_empty", None, 4096, 1),
+    // init_bvec + wrs + post + retire + destroy_bvec of 16 bvecs, per bvec.
+    ("rw_bvec16_per_bvec", "rw_bvec16", None, 512, 16),
 ];
 
 fn bench_binary() -> Result<PathBuf, String> {
@@ -85,13 +88,13 @@ fn instruction_figures(divisor: u64) -> Result<Vec<(String, f64)>, String> {
     ensure_program(&VALGRIND)?;
     let exe = bench_binary()?;
     let mut v = Vec::new();
-    for (name, case, base, n) in CASES {
+    for (name, case, base, n, per) in CASES {
         let n = (*n / divisor).max(1);
         let mut x = per_op(&exe, case, n)?;
         if let Some(b) = base {
             x -= per_op(&exe, b, n)?;
         }
-        v.push((name.to_string(), x));
+        v.push((name.to_string(), x / *per as f64));
     }
     Ok(v)
 }
