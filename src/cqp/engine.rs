@@ -602,20 +602,23 @@ impl<H: Hal, B: Bar> Cqp<H, B> {
     /// barrier, with the current polarity) and rings CQPDB with the new head
     /// (spec §2.5).
     ///
-    /// Only the encoding is generic over the command; the ring work is the
-    /// non-generic [`Self::post_encoded`], shared by every command type.
+    /// Only the encoding is generic over the command; the checks and the
+    /// ring work are the non-generic [`Self::post_check`] and
+    /// [`Self::post_encoded`], shared by every command type.
     pub fn post<C: CqpCommand>(&mut self, cmd: C, scratch: u64) -> Result<Posted<C>, CqpError> {
-        let mut env = self.post_env()?;
+        let sdbuf_pa = self.post_check()?;
+        let mut env = Env::new(self.limits);
+        env.sdbuf_pa = sdbuf_pa;
         let mut wqe = [0u64; 8];
         cmd.encode(&mut wqe, &mut env)?;
         let idx = self.post_encoded(&wqe, &env, cmd.pre_post_writes(), scratch);
         Ok(Posted { cmd, idx })
     }
 
-    /// The checks before a post, and the encoding environment of the next
-    /// slot.
+    /// The checks before a post; the bus address of the next slot's
+    /// overflow buffer (the encoding environment's `sdbuf_pa`).
     #[inline(never)]
-    fn post_env(&self) -> Result<Env, CqpError> {
+    fn post_check(&self) -> Result<u64, CqpError> {
         if !self.alive || self.mem.is_none() {
             return Err(CqpError::Protocol { what: "CQP not alive" });
         }
@@ -625,13 +628,11 @@ impl<H: Hal, B: Bar> Cqp<H, B> {
         if self.inflight + 1 >= self.size {
             return Err(CqpError::RingFull);
         }
-        let mut env = Env::new(self.limits);
-        env.sdbuf_pa = self.sdbuf_pa.wrapping_add(self.head as u64 * SDBUF_BYTES_PER_SLOT as u64);
-        Ok(env)
+        Ok(self.sdbuf_pa.wrapping_add(self.head as u64 * SDBUF_BYTES_PER_SLOT as u64))
     }
 
     /// Places an encoded WQE (and its overflow words) in the next slot and
-    /// rings the doorbell; [`Self::post_env`] has checked there is room.
+    /// rings the doorbell; [`Self::post_check`] has checked there is room.
     /// Nothing is touched before the command has encoded successfully.
     #[inline(never)]
     fn post_encoded(
