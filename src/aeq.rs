@@ -59,20 +59,102 @@ fn is_ignored(code: u16) -> bool {
     matches!(code, 0x050C | 0x0603 | 0x0520 | 0x0901)
 }
 
+/// Events a CQ poll may consume and act on before the caller reads them
+/// with [`Device::poll_async_events`]; beyond this the oldest are dropped
+/// (counted by [`Device::async_events_lost`]). The actions (QP to ERROR,
+/// flush) are never dropped, only the report.
+pub const PENDING_EVENTS: usize = 32;
+
+/// Most AEQEs one call consumes (bounds the loop whatever the device writes).
+const MAX_PER_CALL: u32 = 4096;
+
 impl<H: Hal, B: Bar + Clone> Device<H, B> {
-    /// Consumes the pending AEQEs (while VALID matches the expected polarity),
-    /// writes their number to AEQALLOC (hw.c: irdma_process_aeq; ctrl.c:
-    /// irdma_sc_repost_aeq_entries), and reports up to `out.len()` of them;
-    /// returns how many were written to `out`. QP error events move the QP
-    /// to ERROR and flush it (MODIFY_QP, FLUSH_WQES with the AE's flush code,
+    /// Reports up to `out.len()` asynchronous events and returns how many
+    /// were written: first those a CQ poll already consumed and acted on
+    /// (oldest first, see [`crate::verbs::Cq::poll`]), then new AEQEs,
+    /// consumed while VALID matches the expected polarity, their number
+    /// written to AEQALLOC (hw.c: irdma_process_aeq; ctrl.c:
+    /// irdma_sc_repost_aeq_entries). QP error events move the QP to ERROR
+    /// and flush it (MODIFY_QP, FLUSH_WQES with the AE's flush code,
     /// user.h: irdma_ae_to_qp_err_code) before returning; the QP's next
     /// `post_*`/`poll` sees the error.
+    ///
+    /// Calling it is optional for completions: [`crate::verbs::Cq::poll`]
+    /// services the AEQ itself when its ring is empty. Call it to learn
+    /// about events (at least every [`PENDING_EVENTS`] events, or the oldest
+    /// reports are dropped).
     pub fn poll_async_events(&self, out: &mut [AsyncEvent]) -> usize {
-        let mut n = 0;
-        let mut consumed = 0u32;
         let mut aeq = self.aeq.lock();
         let Some(ring) = aeq.as_mut() else { return 0 };
+        let mut n = 0;
         while n < out.len() {
+            let Some(ev) = ring.pending.pop_front() else { break };
+            if let Some(slot) = out.get_mut(n) {
+                *slot = ev;
+                n += 1;
+            }
+        }
+        if n < out.len() {
+            // Asked only while `out` has room, so no report is lost.
+            self.consume_aeq(ring, |ev| match out.get_mut(n) {
+                Some(slot) => {
+                    *slot = ev;
+                    n += 1;
+                    n < out.len()
+                }
+                None => false,
+            });
+        }
+        n
+    }
+
+    /// Called by a CQ poll that found its ring empty: if the AEQ holds an
+    /// entry (one try-lock and one load of the next AEQE's VALID word),
+    /// consumes every pending AEQE, acts on it as
+    /// [`Device::poll_async_events`] does (QP to ERROR + flush) and keeps
+    /// the report for the caller. Returns whether anything was consumed.
+    /// Never waits for the AEQ lock: if another thread holds it, that
+    /// thread is processing the AEQ.
+    pub(crate) fn service_async_events(&self) -> bool {
+        let Some(mut aeq) = self.aeq.try_lock() else { return false };
+        let Some(ring) = aeq.as_mut() else { return false };
+        let base = ring.cons.head as usize * AEQE_BYTES;
+        let w8 = ring.ring.read_u64(base + 8).unwrap_or(0);
+        if Aeqe::decode(&[0, w8], ring.cons.polarity).is_none() {
+            return false;
+        }
+        let mut lost = 0u32;
+        let mut pend = core::mem::take(&mut ring.pending);
+        let consumed = self.consume_aeq(ring, |ev| {
+            if pend.is_full() {
+                let _ = pend.pop_front();
+                lost = lost.saturating_add(1);
+            }
+            let _ = pend.push_back(ev);
+            true
+        });
+        ring.pending = pend;
+        ring.pending_lost = ring.pending_lost.saturating_add(lost);
+        consumed != 0
+    }
+
+    /// Reports of events a CQ poll consumed that were dropped because
+    /// [`PENDING_EVENTS`] were already waiting for
+    /// [`Device::poll_async_events`].
+    pub fn async_events_lost(&self) -> u32 {
+        self.aeq.lock().as_ref().map_or(0, |a| a.pending_lost)
+    }
+
+    /// Consumes valid AEQEs (at most [`MAX_PER_CALL`]), acts on each and
+    /// hands its report to `sink`, which returns whether to go on; writes
+    /// AEQALLOC. Returns how many were consumed.
+    fn consume_aeq(
+        &self,
+        ring: &mut crate::device::AeqRing<H>,
+        mut sink: impl FnMut(AsyncEvent) -> bool,
+    ) -> u32 {
+        let mut consumed = 0u32;
+        while consumed < MAX_PER_CALL {
             let base = ring.cons.head as usize * AEQE_BYTES;
             let w8 = ring.ring.read_u64(base + 8).unwrap_or(0);
             let Some(_) = Aeqe::decode(&[0, w8], ring.cons.polarity) else { break };
@@ -85,18 +167,22 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
                 ring.overflowed = true;
             }
             let ev = self.handle_ae(&e);
-            if let Some(slot) = out.get_mut(n) {
-                *slot = ev;
-                n += 1;
+            if !sink(ev) {
+                break;
             }
         }
         if consumed != 0 {
             self.bar.write32(regs::AEQALLOC, consumed);
         }
-        n
+        consumed
     }
 
     fn handle_ae(&self, e: &Aeqe) -> AsyncEvent {
+        self.record(crate::flight::FlightEvent::AsyncEvent {
+            ae_code: e.ae_id,
+            ae_src: e.ae_src,
+            id: e.qp_cq_id,
+        });
         let mut ev = AsyncEvent {
             kind: AsyncEventKind::Ignored,
             ae_code: e.ae_id,
@@ -128,7 +214,18 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
                 AsyncEventKind::QpFatal
             };
             if !self.qp_in_error(e.qp_cq_id) {
-                let code = ae_to_flush_code(e.ae_id);
+                // The AE's code goes to the queue AESRC names; the other
+                // queue's WRs did nothing wrong and get the general flush
+                // code (hw.c: irdma_set_flush_fields sets sq_flush_code /
+                // rq_flush_code from the AE's SQ/RQ source; irdma_flush_wqes
+                // uses the code only for those). No queue named: both.
+                let c = ae_to_flush_code(e.ae_id);
+                let g = crate::uk::cq::flush_code::GENERAL;
+                let code = match (e.sq, e.rq) {
+                    (true, false) => (c, g),
+                    (false, true) => (g, c),
+                    _ => (c, c),
+                };
                 ev.moved_to_error =
                     self.qp_to_error(e.qp_cq_id, rec.ctx_pa, rec.shadow_pa, code).is_ok();
             }

@@ -66,6 +66,7 @@ phrases!(SqError {
 phrases!(RqError {
     RqError::TooManySges => "more SGEs than the QP allows",
     RqError::Full => "receive queue full",
+    RqError::InvalidField => "an SGE length does not fit the 31-bit fragment length",
 });
 
 phrases!(SqConfigError {

@@ -186,6 +186,7 @@ pub mod aeq;
 pub mod cqp;
 pub mod device;
 mod error;
+pub mod flight;
 pub mod lan;
 pub mod prelude;
 pub mod res;

@@ -140,3 +140,59 @@ fn footprint_per_profile_matches_live_pages() {
     );
     assert!(held_by[1] <= 16 << 20, "64 QPs fit in 16 MiB: {} bytes", held_by[1]);
 }
+
+/// The model's `strict_sds` option (PMSDPARTSEL, PMSDBPCOUNT = 512, 2 MiB
+/// aligned direct SDs, spec control-path §3.6): the driver's UPDATE_PE_SDS
+/// entries pass it.
+#[test]
+fn probe_passes_the_strict_sd_format() {
+    let _g = lock();
+    let bar = ModelBar::standalone(Config { strict_sds: true, ..Config::default() });
+    let dev = probe(&bar).expect("probe");
+    assert!(bar.with_device(|d| d.hmc_ready()));
+    assert!(bar.with_device(|d| d.sds().len()) > 0);
+    dev.close().expect("close");
+}
+
+/// A multi-page MR needs PBLEs: read back through the model's HMC
+/// translation (SD table, and the PD cache for paged SDs, spec control-path
+/// §3.6), they are the MR's pages. (With `Profile::SMALL` the first PBLE
+/// chunk shares a direct SD with other objects; paged SDs appear only once
+/// the pool grows into the next SD.)
+#[test]
+fn pbles_read_back_through_the_model_hmc_are_the_mr_pages() {
+    let _g = lock();
+    let bar = ModelBar::standalone(Config::default());
+    let dev = probe(&bar).expect("probe");
+    let pd = dev.alloc_pd().unwrap();
+    // two pages listed twice (p0 p1 p0 p1): never contiguous, so level 1
+    let bufs: Vec<Buf> = (0..2).map(|_| buf(1)).collect();
+    let pages: Vec<u64> = (0..4).map(|i| bufs[i % 2].paddr()).collect();
+    let mr = reg(&dev, &pd, 0x1000_0000, 4 * 4096, &pages, false);
+    let stag = bar.with_device(|d| d.stag(mr.lkey() >> 8).cloned()).expect("MR known to the model");
+    let first = match stag.pbl {
+        mock_bar::device::Pbl::Level1(i) => i as u64,
+        other => panic!("level-1 PBL expected: {other:?}"),
+    };
+    let got: Vec<u64> = bar
+        .with_device(|d| {
+            let l = d.fpm_layout().expect("layout").clone();
+            (0..4)
+                .map(|i| d.hmc_translate(l.base[14] + 8 * (first + i)))
+                .collect::<Option<Vec<_>>>()
+        })
+        .map(|pas| pas.iter().map(|&pa| model_read(pa)).collect())
+        .expect("every PBLE translates");
+    assert_eq!(got, pages);
+    drop((mr, pd, bufs));
+    dev.close().expect("close");
+}
+
+/// Reads a u64 at a FakeHal bus address (== host address) through the
+/// model's view of memory.
+fn model_read(pa: u64) -> u64 {
+    use mock_bar::Memory;
+    let mut b = [0u8; 8];
+    irdma_testkit::FakeHalMemory.read(pa, &mut b).expect("live FakeHal memory");
+    u64::from_le_bytes(b)
+}

@@ -66,10 +66,33 @@ fn wr_id(thread: usize, i: usize) -> u64 {
     ((thread as u64) << 32) | i as u64
 }
 
+/// Set when a thread of a threaded test fails (the poller or a poster), so
+/// the others stop at their next step instead of spinning on a queue nobody
+/// drains; cleared before each such test starts its threads.
+static STOP: AtomicBool = AtomicBool::new(false);
+
+/// Sets [`STOP`] if its thread unwinds.
+struct StopGuard;
+
+impl Drop for StopGuard {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            STOP.store(true, Ordering::SeqCst);
+        }
+    }
+}
+
+/// Panics if another thread of the test failed.
+fn check_stop() {
+    assert!(!STOP.load(Ordering::SeqCst), "another thread of the test failed; stopping");
+}
+
 /// Posts `wrs` to the shared QP, retrying the rest while the SQ is full.
 fn post_all(qp: &TShared<'_>, mut wrs: &[SendWr<'_>]) {
+    let _g = StopGuard;
     let since = std::time::Instant::now();
     while !wrs.is_empty() {
+        check_stop();
         match qp.post_send(wrs) {
             Ok(()) => return,
             Err(PostError { bad_wr, kind: PostErrorKind::Sq(SqError::Full) }) => {
@@ -150,6 +173,7 @@ fn threads_share_one_qp_deferred() {
     let mut expect: Vec<Vec<(u64, WcOpcode)>> = vec![Vec::new(); THREADS];
     let posting_done = AtomicBool::new(false);
     let mut seen: Vec<Vec<(u64, WcOpcode)>> = vec![Vec::new(); THREADS];
+    STOP.store(false, Ordering::SeqCst);
     std::thread::scope(|s| {
         let mut handles = Vec::new();
         for (t, src) in sources.iter().enumerate() {
@@ -215,19 +239,21 @@ fn threads_share_one_qp_deferred() {
         let mut got = 0;
         let mut wc = [EMPTY_WC; 16];
         let since = std::time::Instant::now();
+        let _stop = StopGuard;
         while got < want {
+            check_stop();
             let n = cq_a.poll_shared([&qp], &mut wc);
             if n == 0 {
                 if since.elapsed() > WAIT {
-                    let sq = qp.send_queue();
+                    let sq = qp.send_queue_stats();
                     let c = bar_a.with_device(|d| format!("{:?}", d.counters()));
                     let cb = bar_b.with_device(|d| format!("{:?}", d.counters()));
                     panic!(
                         "missing completions: {got} of {want}; SQ used {} published {} tail {}; \
                          state {:?}; A {c}; B {cb}; seen {seen:?}",
-                        sq.used(),
-                        sq.published(),
-                        sq.tail(),
+                        sq.used,
+                        sq.published,
+                        sq.tail,
                         qp.state()
                     );
                 }
@@ -254,7 +280,7 @@ fn threads_share_one_qp_deferred() {
     std::thread::sleep(std::time::Duration::from_millis(2));
     let mut extra = [EMPTY_WC; 4];
     assert_eq!(cq_a.poll_shared([&qp], &mut extra), 0, "extra: {extra:?}");
-    assert_eq!(qp.send_queue().used(), 0, "every WQE retired");
+    assert_eq!(qp.send_queue_stats().used, 0, "every WQE retired");
 
     // B: every byte each thread wrote. Odd WRITEs moved only their first half.
     let mut want_target = target_before;
@@ -442,7 +468,7 @@ fn shared_qp_flush_completes_everything_once() {
         );
     }
     assert_eq!(ids(&flushed), [10, 11, 12, 13, 14, 15], "exactly once, unsignaled included");
-    assert_eq!(qp.send_queue().used(), 0);
+    assert_eq!(qp.send_queue_stats().used, 0);
     assert!(poll_all(&mut cq, &qp).is_empty());
 }
 
@@ -506,6 +532,7 @@ fn threads_post_through_an_error_exactly_once() {
     let chunk = |t: usize, i: usize| (t * N + i) * LEN;
 
     let mut seen: Vec<Vec<(usize, WcStatus)>> = vec![Vec::new(); T];
+    STOP.store(false, Ordering::SeqCst);
     std::thread::scope(|s| {
         for t in 0..T {
             let (qp, src, dst) = (&qp, &src, &dst);
@@ -541,7 +568,9 @@ fn threads_post_through_an_error_exactly_once() {
         let mut wc = [EMPTY_WC; 16];
         let since = std::time::Instant::now();
         let mut moved = false;
+        let _stop = StopGuard;
         while got < T * N {
+            check_stop();
             let e = da.poll_async_events(&mut ev);
             moved |= ev[..e].iter().any(|e| e.id == qp.qp_num() && e.moved_to_error);
             let n = cq.poll_shared([&qp], &mut wc);
@@ -562,7 +591,7 @@ fn threads_post_through_an_error_exactly_once() {
     let mut extra = [EMPTY_WC; 4];
     assert_eq!(cq.poll_shared([&qp], &mut extra), 0, "extra: {extra:?}");
     assert_eq!(qp.state(), QpState::Error);
-    assert_eq!(qp.send_queue().used(), 0);
+    assert_eq!(qp.send_queue_stats().used, 0);
 
     let mut want_dst = dst_before;
     let src_all = src.all();
@@ -662,7 +691,7 @@ fn shared_qp_frees_its_memory() {
         let single = create_qp(&da, &pd, &cq, 8);
         let plain = FakeHal::live_pages() - with_dev - one;
         // More than a plain QP: the MpSq's tracking array and the MpSq.
-        let quanta = a.send_queue().mem().qwords() / 4;
+        let quanta = a.send_queue_stats().size as usize;
         let trk = (quanta * std::mem::size_of::<irdma::uk::MpTrk>()).div_ceil(4096);
         assert_eq!(one, plain + trk + 1, "shared {one} pages, plain {plain}, {quanta} quanta");
         drop(single);
@@ -674,4 +703,71 @@ fn shared_qp_frees_its_memory() {
         assert_eq!(FakeHal::live_pages(), with_dev);
     }
     assert_eq!(FakeHal::live_pages(), base);
+}
+
+/// Issue #12: pollers list the same two shared QPs in opposite orders
+/// (`[a, b]` on some CQs, `[b, a, b]` on others) and poll at the same time,
+/// while two more threads take each QP's lock briefly (`state`), which
+/// widens the window between a poller's first and second lock. When
+/// `poll_shared` took the QP locks in the caller's order, two pollers each
+/// held one lock and spun on the other for ever. Bounded: a watchdog ends
+/// the test binary with a failure instead of hanging.
+#[test]
+fn poll_shared_in_opposite_orders_does_not_deadlock() {
+    use std::sync::Arc;
+    const ROUNDS: usize = 20_000;
+    let _g = lock();
+    let (_ba, _bb, da, _db) = two_devices(Profile::SMALL);
+    let pd = da.alloc_pd().expect("pd");
+    let mut cqs: Vec<TCq<'_>> = (0..4).map(|_| da.create_cq(16).expect("cq")).collect();
+    let a = shared_qp(&da, &pd, &cqs[0], cap(8));
+    let b = shared_qp(&da, &pd, &cqs[1], cap(8));
+    let done = Arc::new(AtomicBool::new(false));
+    let watchdog = {
+        let done = done.clone();
+        std::thread::spawn(move || {
+            let t0 = std::time::Instant::now();
+            while !done.load(Ordering::Acquire) {
+                if t0.elapsed() > std::time::Duration::from_secs(60) {
+                    eprintln!("poll_shared_in_opposite_orders: deadlock (no progress in 60 s)");
+                    std::process::exit(101);
+                }
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+        })
+    };
+    let polling = AtomicBool::new(true);
+    std::thread::scope(|s| {
+        let (a, b, polling) = (&a, &b, &polling);
+        let pollers: Vec<_> = cqs
+            .iter_mut()
+            .enumerate()
+            .map(|(k, cq)| {
+                s.spawn(move || {
+                    let mut wc = [EMPTY_WC; 4];
+                    for _ in 0..ROUNDS {
+                        let n = if k % 2 == 0 {
+                            cq.poll_shared([a, b], &mut wc)
+                        } else {
+                            cq.poll_shared([b, a, b], &mut wc)
+                        };
+                        assert_eq!(n, 0);
+                    }
+                })
+            })
+            .collect();
+        for q in [a, b] {
+            s.spawn(move || {
+                while polling.load(Ordering::Relaxed) {
+                    let _ = q.state();
+                }
+            });
+        }
+        for p in pollers {
+            p.join().expect("poller");
+        }
+        polling.store(false, Ordering::Relaxed);
+    });
+    done.store(true, Ordering::Release);
+    watchdog.join().expect("watchdog");
 }

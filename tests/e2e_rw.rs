@@ -118,22 +118,6 @@ fn data_sges(ctx: &mut Ctx, pool: &mut Pool) -> Vec<Sge> {
         .collect()
 }
 
-/// Maps the page lists the pool collected into the MRs' PBLEs (what
-/// `ib_map_mr_sg` does in Linux before the REG_MR is posted).
-fn map_pool_pages(pool: &Pool, frs: &[Fr<'_>]) {
-    for i in 0..pool.len() {
-        let pages = pool.pages(i);
-        if pages.is_empty() {
-            continue;
-        }
-        let mr = pool.mr(i).unwrap();
-        let fr = frs.iter().find(|f| f.fr_mr().first_pble_index == mr.first_pble_index).unwrap();
-        // SAFETY: the pool's pages are the test's buffers, alive for the
-        // whole transfer; the model only touches live `FakeHal` allocations.
-        unsafe { fr.map_pages(pages) }.unwrap();
-    }
-}
-
 #[derive(Clone, Copy, Debug)]
 struct Setup {
     attrs: DeviceAttrs,
@@ -285,7 +269,8 @@ fn run(setup: Setup) {
                 assert!(sg.iter().all(|s| s.lkey == k));
                 d.register(&mut a, k, &sg);
             }
-            map_pool_pages(&pool, &frs);
+            // No manual PBLE writes: `post` maps each MR's page list
+            // (`PostSend::map_mr_pages`) before its REG_MR.
 
             // Both chains in flight; the SQ sized by the rw rules holds them.
             wctx.post(&mut a.qp, &mut pool, 1000 + round as u64, &[])

@@ -8,8 +8,14 @@ use common::*;
 use irdma::cqp::CqpError;
 use irdma::device::{CloseError, ProbeCause, ProbeStep};
 
+// The codes the injected failure carries: chosen by the test (the model
+// echoes them), so nothing here depends on a code only the model invents.
 const MAJ: u16 = 0xF001;
 const MIN: u16 = 0x0042;
+/// "Invalid state" (spec control-path §2.6 CQP error table: major 0xFFFF,
+/// minor 0x8002): a spec-defined code, the model's answer to a second
+/// COMMIT_FPM_VAL.
+const INVALID_STATE: (u16, u16) = (0xFFFF, 0x8002);
 
 fn ops(bar: &ModelBar) -> u64 {
     bar.with_device(|d| d.counters().cqp_ops)
@@ -47,7 +53,7 @@ fn every_probe_op_failing_is_reported_and_torn_down() {
             // second COMMIT_FPM_VAL until it is reset (a LAN-side function
             // reset, `LanOps::request_reset`).
             let e = probe(&bar).err().expect("no re-commit without a reset");
-            assert_eq!((e.step, e.hw_codes()), (ProbeStep::CommitFpm, Some((0xFFFF, 0x8002))));
+            assert_eq!((e.step, e.hw_codes()), (ProbeStep::CommitFpm, Some(INVALID_STATE)));
             need_reset += 1;
             // After the function-level reset the LAN side would do, it is
             // usable again.

@@ -54,18 +54,7 @@ fn rw_read_through_fast_registered_mrs() {
             }
             .unwrap();
             assert!(n >= 1);
-            // ib_map_mr_sg's PBLE writes: the pages the pool collected go
-            // into the FR MR's PBLEs.
-            for i in 0..pool.len() {
-                let pages = pool.pages(i);
-                if pages.is_empty() {
-                    continue;
-                }
-                let mr = pool.mr(i).unwrap();
-                let fr =
-                    frs.iter().find(|f| f.fr_mr().first_pble_index == mr.first_pble_index).unwrap();
-                map_pages(fr, pages);
-            }
+            // `post` writes the pool's page lists into the FR MRs' PBLEs.
             ctx.post(&mut q1, &mut pool, 100 + round, &[]).unwrap();
             let wc = poll_n(&mut cq, &mut [&mut q1, &mut q2], 1);
             assert_eq!(wc.len(), 1, "{wc:?}");

@@ -176,10 +176,15 @@ impl Retire {
     /// Retires what was posted since the last call.
     #[inline(always)]
     pub fn run(&mut self, mp: &MpSq<QueueMem<'_>, &[MpTrk]>) {
-        let head = mp.published();
-        if head != self.last {
-            let _ = mp.complete_at(head.wrapping_sub(1) & (SQ_QUANTA - 1));
-            self.last = head;
+        // Single-threaded, every WQE one quantum: the last reserved quantum
+        // is the last WQE, and it is published. (`published()` is a
+        // diagnostic walk since issue #12; a poller learns what to retire
+        // from its CQEs, not from the SQ.)
+        let used = mp.used();
+        if used != 0 {
+            let last = mp.tail().wrapping_add(used - 1) & (SQ_QUANTA - 1);
+            let _ = mp.complete_at(last);
+            self.last = last;
         }
     }
 }

@@ -11,7 +11,8 @@
 //!   device model; the **mailbox** at [`MAILBOX`] (the first page of the upper
 //!   half) belongs to the harness;
 //! * the **RAM file** ([`RAM_FILE_SIZE`]): all guest RAM, file offset = guest
-//!   physical address (every GPA is below 4 GiB at this size). The device
+//!   physical address (every GPA is below 4 GiB at this size) on x86_64,
+//!   GPA − [`VIRT_RAM_BASE`] on aarch64 `virt`. The device
 //!   model does its "DMA" there. The guest's DMA pool is [`DMA_POOL_BASE`] ..
 //!   `+ DMA_POOL_SIZE`, a region that never holds code (TCG does not notice
 //!   host writes to translated code pages).
@@ -50,7 +51,8 @@
 //! before QEMU, pinned to CPU 0 (QEMU goes to CPU 1) when there are two or
 //! more CPUs, with the environment `IRDMA_BAR_FILE`, `IRDMA_BAR_SIZE`,
 //! `IRDMA_RAM_FILE`, `IRDMA_RAM_SIZE` and `IRDMA_MAILBOX` (decimal byte
-//! counts/offsets). The model maps both files `MAP_SHARED`, serves the
+//! counts/offsets), and `IRDMA_RAM_BASE` (the GPA of RAM-file offset 0: 0
+//! on x86_64, [`VIRT_RAM_BASE`] on aarch64). The model maps both files `MAP_SHARED`, serves the
 //! register space below [`MAILBOX`], writes [`HOST_MAGIC`] to
 //! [`MB_HOST_MAGIC`] once it is ready (xtask waits for it before starting
 //! QEMU), and exits with status 0 after xtask sets [`MB_SHUTDOWN`]; any
@@ -59,7 +61,9 @@
 //! # Exit codes
 //!
 //! The guest writes a value `v` to isa-debug-exit (port [`DEBUG_EXIT_PORT`]);
-//! QEMU exits with `(v << 1) | 1`. Only [`EXIT_PASS`] (status
+//! QEMU exits with `(v << 1) | 1`. The aarch64 image exits through
+//! semihosting (`-semihosting`, SYS_EXIT_EXTENDED) with that same status
+//! ([`qemu_status`]). Only [`EXIT_PASS`] (status
 //! [`STATUS_PASS`] = 33) means success; a triple fault exits 0.
 //!
 //! # Console (COM1, text)
@@ -137,8 +141,15 @@ pub const GUEST_MAGIC: u32 = 0x4744_5249;
 /// "IRDH": a host model process is serving the BAR.
 pub const HOST_MAGIC: u32 = 0x4844_5249;
 
-/// Guest-physical base of the DMA pool (64 MiB).
+/// Base of the DMA pool, 64 MiB into guest RAM: the guest-physical address
+/// on x86_64 (RAM starts at 0), [`VIRT_RAM_BASE`] + this on aarch64 `virt`;
+/// the RAM-file offset on both.
 pub const DMA_POOL_BASE: u64 = 64 << 20;
+/// Guest-physical start of RAM on QEMU's Arm `virt` machine: the RAM file's
+/// offset 0 there. xtask passes it to the model as `IRDMA_RAM_BASE` (the
+/// model's DMA address → file offset is `pa − IRDMA_RAM_BASE`; 0 or unset on
+/// x86_64).
+pub const VIRT_RAM_BASE: u64 = 0x4000_0000;
 /// Size of the DMA pool (128 MiB, inside the 256 MiB of guest RAM).
 pub const DMA_POOL_SIZE: u64 = 128 << 20;
 

@@ -7,8 +7,9 @@
 //!   [`irdma_hal::Hal`];
 //! * [`memmap`] — checks against the PVH (`hvm_start_info`) memory map.
 //!
-//! The bare-metal parts (entry stub, paging, IDT, serial, PCI port I/O) live
-//! in the binary and only build for `x86_64-unknown-none`.
+//! The bare-metal parts (entry stub, paging, exception vectors, serial, PCI
+//! config access, clock, exit) live in the binary and only build for
+//! `x86_64-unknown-none` and `aarch64-unknown-none`.
 #![no_std]
 #![deny(missing_docs)]
 

@@ -1,7 +1,8 @@
 //! The irdma unikernel image.
 //!
 //! Built for `x86_64-unknown-none`, QEMU boots it with `-kernel` through the
-//! PVH ELF note. It finds the device (an E810, else the model's ivshmem
+//! PVH ELF note; built for `aarch64-unknown-none`, `qemu-system-aarch64 -M
+//! virt` enters it at EL1 (ARCHITECTURE.md, "The aarch64 image"). It finds the device (an E810, else the model's ivshmem
 //! stand-in), maps its BAR uncached, sets up a DMA pool and runs the
 //! scenario suite, reporting on COM1 and through isa-debug-exit (see
 //! `irdma_boot::contract`). Run it with `cargo xtask qemu`.

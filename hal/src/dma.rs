@@ -8,6 +8,7 @@
 
 use core::marker::PhantomData;
 use core::ptr::NonNull;
+use core::sync::atomic::{AtomicU8, AtomicU32, AtomicU64, Ordering};
 use core::time::Duration;
 
 /// A physical (bus) address as the device sees it.
@@ -139,9 +140,13 @@ pub fn wait_until<H: Hal>(deadline: Duration, mut done: impl FnMut() -> bool) ->
 
 /// A DMA allocation that frees itself when dropped.
 ///
-/// Accesses go through volatile reads and writes at byte offsets, checked
-/// against the length: the device may write the memory at any time, so no
-/// Rust reference to its contents is ever handed out.
+/// Accesses go through relaxed atomic loads and stores at byte offsets,
+/// checked against the length: the device may write the memory at any time,
+/// so no Rust reference to its contents is ever handed out, and a `Dma` is
+/// `Sync`, so two threads may access the same word at once (atomically: no
+/// data race, issue #12). Views made from it (`irdma::uk::QueueMem`) follow
+/// the same rule. On x86_64 and aarch64 these compile to the same plain
+/// loads and stores a volatile access does.
 pub struct Dma<H: Hal> {
     paddr: PhysAddr,
     vaddr: NonNull<u8>,
@@ -150,10 +155,10 @@ pub struct Dma<H: Hal> {
 }
 
 // SAFETY: the allocation is exclusively owned by this value; all accesses are
-// volatile and bounds-checked, so moving it to another thread is sound.
+// atomic and bounds-checked, so moving it to another thread is sound.
 unsafe impl<H: Hal> Send for Dma<H> {}
-// SAFETY: shared access only performs volatile reads/writes of plain integers,
-// the same guarantee the device itself relies on.
+// SAFETY: shared access only performs relaxed atomic loads/stores, which
+// may race with each other without undefined behaviour.
 unsafe impl<H: Hal> Sync for Dma<H> {}
 
 impl<H: Hal> Dma<H> {
@@ -206,46 +211,43 @@ impl<H: Hal> Dma<H> {
         Some(unsafe { self.vaddr.as_ptr().add(offset) }.cast())
     }
 
-    /// Volatile read of the little-endian u64 at `offset` (8-aligned), or
+    /// Atomic read of the little-endian u64 at `offset` (8-aligned), or
     /// `None` out of bounds.
     #[inline(always)]
     pub fn read_u64(&self, offset: usize) -> Option<u64> {
-        // SAFETY: `ptr` checked bounds and alignment; the allocation is live.
-        self.ptr::<u64>(offset).map(|p| u64::from_le(unsafe { p.read_volatile() }))
+        let p = self.ptr::<u64>(offset)?;
+        // SAFETY: `ptr` checked bounds and alignment (8 = the alignment of
+        // `AtomicU64` on every target with 64-bit atomics); the allocation
+        // is live while `self` is, and is only ever accessed atomically.
+        Some(u64::from_le(unsafe { AtomicU64::from_ptr(p) }.load(Ordering::Relaxed)))
     }
 
-    /// Volatile write of a little-endian u64 at `offset` (8-aligned); returns
+    /// Atomic write of a little-endian u64 at `offset` (8-aligned); returns
     /// false (and writes nothing) out of bounds.
     #[inline(always)]
     pub fn write_u64(&self, offset: usize, value: u64) -> bool {
-        match self.ptr::<u64>(offset) {
-            Some(p) => {
-                // SAFETY: `ptr` checked bounds and alignment; the allocation is live.
-                unsafe { p.write_volatile(value.to_le()) };
-                true
-            }
-            None => false,
-        }
+        let Some(p) = self.ptr::<u64>(offset) else { return false };
+        crate::barrier::trace_store(p as usize, value);
+        // SAFETY: as in `read_u64`.
+        unsafe { AtomicU64::from_ptr(p) }.store(value.to_le(), Ordering::Relaxed);
+        true
     }
 
-    /// Volatile read of the u32 at `offset` (4-aligned).
+    /// Atomic read of the u32 at `offset` (4-aligned).
     #[inline(always)]
     pub fn read_u32(&self, offset: usize) -> Option<u32> {
-        // SAFETY: `ptr` checked bounds and alignment; the allocation is live.
-        self.ptr::<u32>(offset).map(|p| u32::from_le(unsafe { p.read_volatile() }))
+        let p = self.ptr::<u32>(offset)?;
+        // SAFETY: as in `read_u64`, for 4 bytes at a 4-aligned offset.
+        Some(u32::from_le(unsafe { AtomicU32::from_ptr(p) }.load(Ordering::Relaxed)))
     }
 
-    /// Volatile write of the u32 at `offset` (4-aligned).
+    /// Atomic write of the u32 at `offset` (4-aligned).
     #[inline(always)]
     pub fn write_u32(&self, offset: usize, value: u32) -> bool {
-        match self.ptr::<u32>(offset) {
-            Some(p) => {
-                // SAFETY: `ptr` checked bounds and alignment; the allocation is live.
-                unsafe { p.write_volatile(value.to_le()) };
-                true
-            }
-            None => false,
-        }
+        let Some(p) = self.ptr::<u32>(offset) else { return false };
+        // SAFETY: as in `read_u32`.
+        unsafe { AtomicU32::from_ptr(p) }.store(value.to_le(), Ordering::Relaxed);
+        true
     }
 
     /// Copies `src` into the buffer at `offset`; false if it does not fit.
@@ -255,8 +257,10 @@ impl<H: Hal> Dma<H> {
             return false;
         }
         for (i, b) in src.iter().enumerate() {
-            // SAFETY: `offset + i < end <= len`; the allocation is live.
-            unsafe { self.vaddr.as_ptr().add(offset + i).write_volatile(*b) };
+            // SAFETY: `offset + i < end <= len`; the allocation is live and
+            // only accessed atomically.
+            unsafe { AtomicU8::from_ptr(self.vaddr.as_ptr().add(offset + i)) }
+                .store(*b, Ordering::Relaxed);
         }
         true
     }
@@ -268,8 +272,10 @@ impl<H: Hal> Dma<H> {
             return false;
         }
         for (i, b) in dst.iter_mut().enumerate() {
-            // SAFETY: `offset + i < end <= len`; the allocation is live.
-            *b = unsafe { self.vaddr.as_ptr().add(offset + i).read_volatile() };
+            // SAFETY: `offset + i < end <= len`; the allocation is live and
+            // only accessed atomically.
+            *b = unsafe { AtomicU8::from_ptr(self.vaddr.as_ptr().add(offset + i)) }
+                .load(Ordering::Relaxed);
         }
         true
     }
@@ -363,6 +369,32 @@ mod tests {
         }
         assert_eq!(LIVE_PAGES.load(Ordering::SeqCst), before);
         assert_eq!(Dma::<HeapHal>::new(0, BufferDirection::Both).unwrap_err(), DmaError::NoMemory);
+    }
+
+    /// Issue #12: `Dma` is `Sync` and its accessors take `&self`, so two
+    /// threads may store to the same word at once. With volatile (non-atomic)
+    /// accesses that is a data race Miri reports as undefined behaviour; the
+    /// accessors are atomic, so it is not (run under `cargo xtask test miri`).
+    #[test]
+    fn concurrent_access_to_one_word_is_not_a_data_race() {
+        let d = Dma::<HeapHal>::new(1, BufferDirection::Both).unwrap();
+        std::thread::scope(|s| {
+            for t in 1..=2u64 {
+                let d = &d;
+                s.spawn(move || {
+                    for i in 0..4 {
+                        assert!(d.write_u64(0, t << 8 | i));
+                        assert!(d.write_u32(8, t as u32));
+                        assert!(d.write_bytes(16, &[t as u8]));
+                        let _ = d.read_u64(0);
+                        let mut b = [0u8; 1];
+                        assert!(d.read_bytes(16, &mut b));
+                    }
+                });
+            }
+        });
+        assert_eq!(d.read_u64(0).map(|v| v & 0xff), Some(3));
+        assert!(matches!(d.read_u32(8), Some(1 | 2)));
     }
 
     #[test]

@@ -9,6 +9,13 @@
 /// A contiguous bit range `[hi:lo]` (inclusive) of a 64-bit little-endian word.
 ///
 /// 32-bit registers use the same type with `hi < 32`.
+///
+/// The fields are public (layout tables name them in `const` asserts), so a
+/// `Field` may be built by hand with any values. Every method is total on
+/// such a value: the field is the bits of `lo..lo + width` that lie in the
+/// 64-bit word (none when `lo > 63` or `width == 0`), and no method panics
+/// or overflows, in debug builds either. For the tables' constants the
+/// extra cases fold away at compile time.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Field {
     /// Lowest bit of the field.
@@ -33,19 +40,24 @@ impl Field {
         Self::bits(n, n)
     }
 
-    /// Highest bit of the field.
+    /// Highest bit of the field (clamped to bit 63; `lo` for an empty one).
     pub const fn hi(self) -> u8 {
-        self.lo + self.width - 1
+        let h = self.lo.saturating_add(self.width.saturating_sub(1));
+        if h > 63 { 63 } else { h }
     }
 
     /// The field's mask at its position in the word.
     pub const fn mask(self) -> u64 {
-        if self.width == 64 { u64::MAX } else { ((1u64 << self.width) - 1) << self.lo }
+        if self.lo > 63 {
+            return 0;
+        }
+        let ones = if self.width >= 64 { u64::MAX } else { (1u64 << self.width) - 1 };
+        ones << self.lo
     }
 
     /// The largest value the field can hold.
     pub const fn max(self) -> u64 {
-        self.mask() >> self.lo
+        if self.lo > 63 { 0 } else { self.mask() >> self.lo }
     }
 
     /// Whether `v` fits in the field without truncation.
@@ -58,7 +70,7 @@ impl Field {
     /// comes from a caller.
     #[inline(always)]
     pub const fn prep(self, v: u64) -> u64 {
-        (v << self.lo) & self.mask()
+        if self.lo > 63 { 0 } else { (v << self.lo) & self.mask() }
     }
 
     /// `v` placed at the field's position, or `None` when it does not fit.
@@ -70,7 +82,7 @@ impl Field {
     /// The field's value in `word`.
     #[inline(always)]
     pub const fn get(self, word: u64) -> u64 {
-        (word & self.mask()) >> self.lo
+        if self.lo > 63 { 0 } else { (word & self.mask()) >> self.lo }
     }
 
     /// Whether a one-bit field is set in `word`.
@@ -132,6 +144,33 @@ mod tests {
         assert!(v.is_set(1 << 63));
         assert!(!v.is_set(1 << 62));
         assert_eq!(v.set(u64::MAX, 0), u64::MAX >> 1);
+    }
+
+    /// Issue #12: a hand-built `Field` (the fields are public) with values
+    /// out of range used to panic in debug builds (shift overflow in
+    /// `mask`/`prep`/`get`, add overflow in `hi`). Every method is total.
+    #[test]
+    fn hand_built_fields_never_panic() {
+        let cases = [
+            Field { lo: 70, width: 3 },
+            Field { lo: 60, width: 10 },
+            Field { lo: 0, width: 200 },
+            Field { lo: 255, width: 255 },
+            Field { lo: 5, width: 0 },
+            Field { lo: 63, width: 1 },
+        ];
+        for f in cases {
+            let m = f.mask();
+            assert_eq!(f.prep(u64::MAX) & !m, 0, "{f:?}");
+            assert_eq!(f.get(u64::MAX), f.max(), "{f:?}");
+            assert!(f.hi() <= 63);
+            let _ = (f.fits(u64::MAX), f.prep_checked(1), f.set(u64::MAX, 0), f.is_set(m));
+        }
+        assert_eq!(Field { lo: 70, width: 3 }.mask(), 0);
+        assert_eq!(Field { lo: 60, width: 10 }.mask(), 0xf << 60);
+        assert_eq!(Field { lo: 0, width: 200 }.mask(), u64::MAX);
+        assert_eq!(Field { lo: 5, width: 0 }.mask(), 0);
+        assert_eq!(Field { lo: 63, width: 1 }, Field::bit(63));
     }
 
     #[test]

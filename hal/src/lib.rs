@@ -18,6 +18,10 @@
 #![no_std]
 #![deny(missing_docs)]
 
+// The barrier trace (tests only) keeps its log in a thread-local `Vec`.
+#[cfg(feature = "barrier-trace")]
+extern crate std;
+
 pub mod bar;
 pub mod barrier;
 pub mod cqp;

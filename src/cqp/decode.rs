@@ -556,6 +556,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore = "20,000 random rounds: too slow under Miri")]
     fn parsers_never_panic_on_arbitrary_device_data() {
         let mut st = 0x9e37_79b9_7f4a_7c15u64;
         for round in 0..20_000 {

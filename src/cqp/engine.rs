@@ -428,6 +428,9 @@ pub struct Cqp<H: Hal, B: Bar> {
     /// The device may read or write `mem` (from CCQPLOW until a confirmed
     /// destroy); when set at drop, the memory is leaked, not freed.
     device_owned: bool,
+    /// Ops that ended since the owner last took them
+    /// ([`Cqp::take_op_trace`]), oldest first; the oldest drop when full.
+    trace: heapless::Deque<(u8, crate::flight::CqpOutcome), 8>,
     _hal: PhantomData<H>,
 }
 
@@ -484,6 +487,7 @@ impl<H: Hal, B: Bar> Cqp<H, B> {
             pre_err: false,
             ccq: None,
             lost_ccq: None,
+            trace: heapless::Deque::new(),
             limits: Limits::NONE,
             timeouts: cfg.timeouts,
             alive: false,
@@ -685,10 +689,32 @@ impl<H: Hal, B: Bar> Cqp<H, B> {
         self.wait_slot(idx).map(|info| Completed { cmd, info })
     }
 
-    /// Waits for slot `idx` (non-generic: one copy for every command type).
+    /// Waits for slot `idx` and records its outcome in the op trace
+    /// (non-generic: one copy for every command type).
     #[inline(never)]
     fn wait_slot(&mut self, idx: u16) -> Result<Completion, CqpError> {
-        if self.ccq.is_some() { self.wait_ccq(idx) } else { self.wait_registers(idx) }
+        let opcode = self.opcode_at(idx);
+        let r = if self.ccq.is_some() { self.wait_ccq(idx) } else { self.wait_registers(idx) };
+        use crate::flight::CqpOutcome as O;
+        let outcome = match &r {
+            Ok(_) => O::Ok,
+            Err(CqpError::OpFailed { major, minor, .. }) => {
+                O::Failed { major: *major, minor: *minor }
+            }
+            Err(CqpError::Timeout { .. }) => O::Timeout,
+            Err(_) => O::Error,
+        };
+        if self.trace.is_full() {
+            let _ = self.trace.pop_front();
+        }
+        let _ = self.trace.push_back((opcode, outcome));
+        r
+    }
+
+    /// The oldest op (opcode, outcome) that ended since the last call: what
+    /// the device's flight recorder copies after each use of the CQP.
+    pub(crate) fn take_op_trace(&mut self) -> Option<(u8, crate::flight::CqpOutcome)> {
+        self.trace.pop_front()
     }
 
     /// Posts `cmd` and waits for it.

@@ -354,6 +354,11 @@ pub(crate) struct AeqRing<H: Hal> {
     pub cmd: CreateAeq,
     /// Overflow seen (Linux then asks for a reset).
     pub overflowed: bool,
+    /// Events a CQ poll consumed (and acted on) that the caller has not
+    /// yet read with `Device::poll_async_events`, oldest first.
+    pub pending: heapless::Deque<crate::aeq::AsyncEvent, { crate::aeq::PENDING_EVENTS }>,
+    /// Events dropped from `pending` because it was full.
+    pub pending_lost: u32,
 }
 
 /// The work-scheduler nodes created at probe (ws.c: irdma_ws_add).
@@ -396,6 +401,8 @@ pub struct Device<H: Hal, B: Bar + Clone> {
     /// A CQP op timed out or something was quarantined: CQP calls now fail
     /// with [`CqpError::NeedsReset`] without touching the device.
     pub(crate) needs_reset: AtomicBool,
+    /// Recent control-path events (see [`crate::flight`]).
+    pub(crate) flight: spin::Mutex<crate::flight::FlightRecorder>,
     fw_version: (u16, u16),
     features: u64,
     opts: ProbeOptions,
@@ -490,12 +497,15 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
             max_ird: 8,
             quarantine: spin::Mutex::new(Quarantine::new()),
             needs_reset: AtomicBool::new(false),
+            flight: spin::Mutex::new(crate::flight::FlightRecorder::new()),
             fw_version: (0, 0),
             features: 0,
             opts,
             control_bytes: 0,
         };
         let r = dev.bring_up(bar, &profile, ops.as_deref_mut());
+        let failed_at = r.as_ref().err().map(|e| e.step);
+        dev.record(crate::flight::FlightEvent::Probe { failed_at });
         match r {
             Ok(()) => Ok(dev),
             Err(e) => {
@@ -513,6 +523,11 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
         }
     }
 
+    /// Records the start of a probe step in the flight recorder.
+    fn probe_step(&mut self, step: ProbeStep) {
+        self.flight.get_mut().push(crate::flight::FlightEvent::ProbeStep { step });
+    }
+
     fn bring_up<'o>(
         &mut self,
         bar: B,
@@ -520,6 +535,7 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
         mut ops: Option<&mut (dyn LanOps + 'o)>,
     ) -> Result<(), ProbeError> {
         use ProbeStep as S;
+        self.probe_step(S::FirmwareReady);
         // 1. Firmware ready (ctrl.c: irdma_wait_pe_ready).
         let end = H::now().saturating_add(self.opts.fw_ready_timeout);
         let mut st = [0u32; 3];
@@ -532,11 +548,13 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
         if !ready {
             return fail(S::FirmwareReady, ProbeCause::FirmwareNotReady(st));
         }
+        self.probe_step(S::DoorbellSize);
         // 2. Doorbell size (ctrl.c: irdma_sc_dev_init).
         let lbar = bar.read32(regs::GLPCI_LBARCTRL);
         if !matches!(regs::field::LBARCTRL_PE_DB_SIZE.get(u64::from(lbar)), 1 | 2) {
             return fail(S::DoorbellSize, ProbeCause::DoorbellDisabled(lbar));
         }
+        self.probe_step(S::CqpCreate);
         // 3–4. Memory and the CQP.
         let scratch = Dma::<H>::new(1, BufferDirection::Both)
             .or_else(|e| fail(S::CqpCreate, ProbeCause::Dma(e)))?;
@@ -568,6 +586,7 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
         self.control_bytes = cqp_bytes + pages_bytes(PAGE_SIZE);
         *self.cqp.get_mut() = Some(cqp);
 
+        self.probe_step(S::QueryFeatures);
         // 5. Features (ctrl.c: irdma_get_rdma_features).
         let manage_rsrc_ver2 = {
             let cmd = QueryRdmaFeatures { buf_pa: f_pa, buf_len: FEATURES_BYTES as u32 };
@@ -575,6 +594,7 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
             self.read_features()
         };
 
+        self.probe_step(S::QueryFpm);
         // 6. FPM query → sizing → commit.
         let query = {
             let fn_id = self.lan.pf_id as u16;
@@ -618,6 +638,7 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
         };
         self.cqp_mut().or_else(|e| fail(S::CommitFpm, ProbeCause::Cqp(e)))?.set_limits(limits);
 
+        self.probe_step(S::BackHmc);
         // 7. Back every non-PBLE SD.
         {
             let res = self.res.get_mut();
@@ -625,9 +646,11 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
             let Some(cqp) = cqp else { return fail(S::BackHmc, ProbeCause::Capacity) };
             res.sds.back_static(&layout, cqp).or_else(|e| fail(S::BackHmc, e.into()))?;
         }
+        self.probe_step(S::ShmcPagesAllocated);
         // 8. SHMC_PAGES_ALLOCATED.
         self.exec(ShmcPagesAllocated { hmc_fn_id: fn_id })
             .or_else(|e| fail(S::ShmcPagesAllocated, ProbeCause::Cqp(e)))?;
+        self.probe_step(S::CreateCcq);
         // 9. CCQ (spec §2.7).
         let mut ccq = CcqConfig::linux(self.opts.cqp_sq_size);
         ccq.vsi_idx = self.lan.vsi_num;
@@ -636,6 +659,7 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
             .and_then(|c| c.create_ccq(ccq))
             .or_else(|e| fail(S::CreateCcq, ProbeCause::Cqp(e)))?;
 
+        self.probe_step(S::CreateCeq);
         // 10. CEQ 0: min(committed CQ count, 262143) entries (hw.c: irdma_create_ceq).
         let ceq_entries = cq_cnt.clamp(1, 262_143);
         let ring = Dma::<H>::with_bytes(ceq_entries as usize * 8, BufferDirection::DeviceToDriver)
@@ -663,6 +687,7 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
             }
         }
 
+        self.probe_step(S::PblePool);
         // 11. The PBLE pool; its first chunk is backed now (pble.c:
         // irdma_hmc_init_pble), the rest on demand.
         let pool = PblePool::<PBLE_RUNS>::new(*layout.pble())
@@ -675,6 +700,7 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
             res.sds.back_pble_chunk(&first, cqp).or_else(|e| fail(S::PblePool, e.into()))?;
         }
 
+        self.probe_step(S::CreateAeq);
         // 12. AEQ: min(QP + CQ count, 524287) entries of 16 B (hw.c: irdma_create_aeq).
         let aeq_entries = qp_cnt.saturating_add(cq_cnt).clamp(1, 524_287);
         let ring = Dma::<H>::with_bytes(
@@ -696,6 +722,8 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
                     cons: RingConsumer::new(aeq_entries),
                     cmd,
                     overflowed: false,
+                    pending: heapless::Deque::new(),
+                    pending_lost: 0,
                 })
             }
             Err(e) => {
@@ -704,6 +732,7 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
             }
         }
 
+        self.probe_step(S::WorkScheduler);
         // 13. Work-scheduler tree: root 0, VSI node, TC leaf → qs_handle,
         // then enable the leaf (ws.c: irdma_ws_add; spec §4.3.20).
         self.build_ws(ops.as_deref_mut()).or_else(|e| fail(S::WorkScheduler, e))?;
@@ -834,6 +863,12 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
             return Err(CqpError::NeedsReset);
         }
         let r = self.cqp_mut()?.exec(cmd, 0).map(|c| c.info());
+        if let Some(c) = self.cqp.get_mut().as_mut() {
+            let f = self.flight.get_mut();
+            while let Some((opcode, outcome)) = c.take_op_trace() {
+                f.push(crate::flight::FlightEvent::Cqp { opcode, outcome });
+            }
+        }
         if let Err(e) = &r
             && device_may_own(e)
         {
@@ -1184,7 +1219,16 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
         }
         let mut g = self.cqp.lock();
         let r = match g.as_mut() {
-            Some(c) => f(c),
+            Some(c) => {
+                let r = f(c);
+                // Lock order: CQP → flight recorder (nothing takes the
+                // recorder's lock and then another).
+                let mut fl = self.flight.lock();
+                while let Some((opcode, outcome)) = c.take_op_trace() {
+                    fl.push(crate::flight::FlightEvent::Cqp { opcode, outcome });
+                }
+                r
+            }
             None => Err(CqpError::Protocol { what: "device closed" }),
         };
         // A timeout leaves the device's state unknown: Linux marks the
@@ -1196,6 +1240,27 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
             self.mark_needs_reset();
         }
         r
+    }
+
+    /// Adds `event` to the flight recorder.
+    pub(crate) fn record(&self, event: crate::flight::FlightEvent) {
+        self.flight.lock().push(event);
+    }
+
+    /// The flight recorder: the last [`crate::flight::FLIGHT_EVENTS`]
+    /// control-path events (CQP ops with opcode, outcome and codes; probe;
+    /// asynchronous events; QP state changes; flushes), oldest first. A copy:
+    /// reading never blocks recording for long and never allocates.
+    pub fn flight_recorder(&self) -> crate::flight::FlightIter {
+        self.flight.lock().snapshot()
+    }
+
+    /// Emits the flight recorder through `defmt` (one `error!` frame per
+    /// record, oldest first); without the `defmt` feature it does nothing.
+    pub fn log_flight_recorder(&self) {
+        for r in self.flight_recorder() {
+            error!("flight {}: {}", r.seq, r.event);
+        }
     }
 
     /// Whether the control path moved QP `qpn` to ERROR (data path: atomic).

@@ -437,14 +437,15 @@ impl SdRange {
         sd >= self.first && sd < self.end
     }
 
-    /// Number of SDs.
+    /// Number of SDs (0 for a reversed range: the fields are public, so
+    /// `end < first` can be built, and must not underflow; issue #12).
     pub const fn len(&self) -> u32 {
-        self.end - self.first
+        self.end.saturating_sub(self.first)
     }
 
-    /// Whether the range is empty (object with count 0).
+    /// Whether the range is empty (object with count 0, or reversed).
     pub const fn is_empty(&self) -> bool {
-        self.end == self.first
+        self.end <= self.first
     }
 }
 
@@ -696,6 +697,19 @@ impl Iterator for NewSds<'_> {
 mod tests {
     use super::*;
     use crate::res::pble::PBLES_PER_SD;
+
+    /// Issue #12: `SdRange`'s fields are public, so a reversed range can be
+    /// built; `len` underflowed on it (a panic in debug builds, a huge count
+    /// in release). It is total: a reversed range is empty.
+    #[test]
+    fn reversed_sd_range_is_empty() {
+        let r = SdRange { first: 5, end: 2 };
+        assert_eq!(r.len(), 0);
+        assert!(r.is_empty());
+        assert!(!r.contains(3));
+        assert_eq!(SdRange { first: 2, end: 5 }.len(), 3);
+        assert!(SdRange { first: 0, end: 0 }.is_empty());
+    }
 
     /// The mock BAR's default QUERY_FPM_VAL values (tests/mock-bar
     /// FpmConfig::default), decoded as Linux does.

@@ -524,6 +524,18 @@ impl<const RUNS: usize> PblePool<RUNS> {
         self.live
     }
 
+    /// Whether `count` entries from `first` lie inside one run the pool
+    /// handed out and has not taken back (a check before writing PBLEs on
+    /// a caller's behalf: never into free entries or across runs).
+    pub fn is_live(&self, first: u32, count: u32) -> bool {
+        let Some(end) = first.checked_add(count) else { return false };
+        self.used
+            .get(..self.live)
+            .unwrap_or(&[])
+            .iter()
+            .any(|r| r.first <= first && r.first.checked_add(r.count).is_some_and(|e| end <= e))
+    }
+
     /// The free runs, in index order.
     pub fn free_runs(&self) -> &[PbleRun] {
         self.free.get(..self.nfree).unwrap_or(&[])

@@ -37,7 +37,9 @@ fn model_from(live: &BTreeSet<u32>, cap: u32, reserved: u32, start: u32) -> Opti
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 256, failure_persistence: None, ..ProptestConfig::default() })]
+    // Shrinking is capped (issue #19): a failure is reported within about
+    // 30 s instead of shrinking for minutes.
+    #![proptest_config(ProptestConfig { cases: 256, failure_persistence: None, max_shrink_iters: 2048, max_shrink_time: 30_000, ..ProptestConfig::default() })]
 
     #[test]
     fn bitmap_matches_model(cap in 0u32..200, reserved in 0u32..6, ops in proptest::collection::vec(id_op(), 0..300)) {
@@ -167,7 +169,9 @@ fn check_pool(p: &PblePool<RUNS>, live: &[Live]) -> Result<(), TestCaseError> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 192, failure_persistence: None, ..ProptestConfig::default() })]
+    // Shrinking is capped (issue #19): a failure is reported within about
+    // 30 s instead of shrinking for minutes.
+    #![proptest_config(ProptestConfig { cases: 192, failure_persistence: None, max_shrink_iters: 2048, max_shrink_time: 30_000, ..ProptestConfig::default() })]
 
     #[test]
     fn pble_pool_never_overlaps_and_conserves(

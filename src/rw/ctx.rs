@@ -9,7 +9,7 @@ use core::ptr::NonNull;
 
 use irdma_hal::{BufferDirection, Hal, PhysAddr};
 
-use super::pool::MrPool;
+use super::pool::{FrMr, MrPool};
 use super::{Direction, RW_PAGE_SIZE, RwError, RwQp, io_needs_mr};
 use crate::wr::{Access, PageSize, RegMrWr, SendFlags, SendWr, Sge, WrOpcode};
 
@@ -125,6 +125,23 @@ pub trait PostSend {
     /// Posts `wrs` in order; on failure returns the index of the first WR
     /// not posted (`bad_wr`) and the error; WRs before it stay posted.
     fn post_send(&mut self, wrs: &[SendWr<'_>]) -> Result<(), (usize, Self::Error)>;
+
+    /// Writes `pages` into the PBL of fast-register MR `mr` before its
+    /// REG_MR is posted: the PBLE half of `ib_map_mr_sg` (verbs.c:
+    /// irdma_map_mr_sg → irdma_set_page). [`RwCtx::post`] calls it for every
+    /// MR of an MR context. The default writes nothing (QPs with no device
+    /// memory behind them: test sinks); the verbs QPs write the PBLEs.
+    ///
+    /// # Safety
+    ///
+    /// `pages` must be addresses of pages the device may access, with the
+    /// rights the REG_MR grants, until the registration is invalidated —
+    /// as the buffers given to [`RwCtx::init`] / [`RwCtx::init_bvec`] are
+    /// under their contract.
+    unsafe fn map_mr_pages(&mut self, mr: &FrMr, pages: &[u64]) -> Result<(), RwError> {
+        let _ = (mr, pages);
+        Ok(())
+    }
 }
 
 /// Failure of [`RwCtx::post`].
@@ -564,12 +581,14 @@ impl<const MAX_SGE: usize, const MAX_OPS: usize> RwCtx<MAX_SGE, MAX_OPS> {
         let mut total = 0usize;
         for k in 0..nops {
             let Some(op) = self.ops.get_mut(k) else { break };
-            let npages = pool.npages(op.mr);
             let mr = pool.mr(op.mr).ok_or(RwError::InvalidArgument)?;
             op.inv = if pool.need_inval(op.mr) { Some(pool.key(op.mr)) } else { None };
-            // One page is registered by address, more through the PBL
-            // (OOT verbs.c:irdma_post_send IB_WR_REG_MR, IRDMA_MIN_PAGES_PER_FMR).
-            let pbl_level = if npages <= 1 { 0 } else { mr.pbl_level };
+            // Every page count goes through the MR's PBL: a FAST_REG WR
+            // carries LPBLSIZE 1 (level 1) or 3 (level 2) and leaves PBLADDR
+            // 0 (spec data-path §1.6, FAST REGISTER), so a level-0
+            // registration would name no page at all (the model refuses it
+            // with AE 0x20A; issue #19).
+            let pbl_level = mr.pbl_level;
             if let Some(reg) = op.reg.as_mut() {
                 reg.access = access;
                 reg.pbl_level = pbl_level;
@@ -1137,6 +1156,18 @@ impl<const MAX_SGE: usize, const MAX_OPS: usize> RwCtx<MAX_SGE, MAX_OPS> {
             return Err(RwPostError::Rw(RwError::WrongContext));
         }
         self.update_keys(pool);
+        if let Some(live) = self.live
+            && live.ty == CtxType::Mr
+        {
+            for op in self.ops.iter().take(live.nr_ops) {
+                let mr = pool.mr(op.mr).ok_or(RwPostError::Rw(RwError::InvalidArgument))?;
+                // SAFETY: the pages are the ones `init`/`init_bvec` collected
+                // from the caller's buffers, which stay valid for device
+                // access until `destroy` under those functions' contract;
+                // the REG_MR posted below grants the access the context asked for.
+                unsafe { qp.map_mr_pages(&mr, pool.pages(op.mr)) }.map_err(RwPostError::Rw)?;
+            }
+        }
         let has_chain = !chain.is_empty();
         let total = self.chain_len().saturating_add(chain.len());
         let mut start = 0usize;

@@ -132,8 +132,9 @@ impl<const N: usize, const P: usize> MrPool<N, P> {
     }
 
     /// The page list last mapped into MR `idx`: what the REG_MR work request
-    /// registers. The verbs layer writes it into the MR's PBLEs when it
-    /// posts the REG_MR.
+    /// registers. [`super::RwCtx::post`] writes it into the MR's PBLEs
+    /// (through [`super::PostSend::map_mr_pages`]) before it posts the
+    /// REG_MR.
     pub fn pages(&self, idx: usize) -> &[u64] {
         match self.slots.get(..self.len).and_then(|s| s.get(idx)) {
             Some(s) => s.pages.get(..s.npages).unwrap_or(&[]),

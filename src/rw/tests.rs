@@ -962,7 +962,9 @@ fn pool_init_and_cleanup() {
 // ------------------------------------------------------------ properties
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 200, ..ProptestConfig::default() })]
+    // Shrinking is capped (issue #19): a failure is reported within about
+    // 30 s instead of shrinking for minutes.
+    #![proptest_config(ProptestConfig { cases: 200, max_shrink_iters: 2048, max_shrink_time: 30_000, ..ProptestConfig::default() })]
 
     /// Multi-WR split: lengths add up, remote addresses advance, no WR has
     /// more SGEs than the QP allows, WR count equals the return value.

@@ -612,9 +612,16 @@ impl<'a> Cq<'a> {
             return Err(CqConfigError::MemoryTooSmall);
         }
         let old_mem = core::mem::replace(&mut self.mem, mem);
+        // SAFETY: the alias has this CQ's own lifetime `'a`: for borrowed
+        // memory the borrow checker holds it to the memory; a `'static` view
+        // exists only through `QueueMem::from_raw` / `verbs::static_view`,
+        // whose contracts cover every view derived from it (the verbs CQ
+        // keeps the old ring's `Cq` inside itself, beside the shadow's
+        // owner).
+        let shadow = unsafe { self.shadow.alias() };
         let old = Cq {
             mem: old_mem,
-            shadow: self.shadow.alias(),
+            shadow,
             size_q: self.size_q,
             head_q: self.head_q,
             valid: self.valid,

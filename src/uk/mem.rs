@@ -3,11 +3,41 @@
 //! A ring is placed anywhere the caller likes — a [`Dma`] allocation for a
 //! real QP/CQ, or plain host memory for the conformance runner and unit tests
 //! (including ring sizes smaller than any real GEN_2 queue). The device may
-//! write this memory at any time, so it is accessed only through volatile
-//! loads and stores of whole qwords, never through Rust references.
+//! write this memory at any time, and several cores may write it at once
+//! (the shared SQ), so it is accessed only through relaxed atomic loads and
+//! stores of whole qwords, never through Rust references or plain (or
+//! volatile) accesses, which would be a data race (issue #12). On x86_64 and
+//! aarch64 a relaxed 64-bit atomic load or store is the same single `mov` /
+//! `ldr` / `str` a volatile access compiles to, so the data path costs the same.
 
 use core::marker::PhantomData;
 use core::ptr::NonNull;
+use core::sync::atomic::{AtomicU64, Ordering};
+
+/// Relaxed atomic load of the little-endian qword at `p`.
+///
+/// # Safety
+///
+/// `p` is 8-byte aligned and valid for reads and writes for the duration of
+/// the call, and every concurrent access to it is atomic (the contract of
+/// [`QueueMem::from_raw`]).
+#[inline(always)]
+unsafe fn load(p: *mut u64) -> u64 {
+    // SAFETY: aligned and valid (the caller); all accesses atomic, so
+    // `from_ptr`'s rule against racing non-atomic accesses holds.
+    u64::from_le(unsafe { AtomicU64::from_ptr(p) }.load(Ordering::Relaxed))
+}
+
+/// Relaxed atomic store of `v` as a little-endian qword at `p`.
+///
+/// # Safety
+///
+/// As [`load`].
+#[inline(always)]
+unsafe fn store(p: *mut u64, v: u64) {
+    // SAFETY: as in `load`.
+    unsafe { AtomicU64::from_ptr(p) }.store(v.to_le(), Ordering::Relaxed)
+}
 
 use irdma_hal::barrier::dma_wmb;
 use irdma_hal::{Dma, Hal};
@@ -54,13 +84,14 @@ pub struct RawSlot<'m> {
 }
 
 impl RawSlot<'_> {
-    /// Volatile load of qword `i` of the window (little-endian), 0 outside it.
+    /// Atomic load of qword `i` of the window (little-endian), 0 outside it.
     #[inline(always)]
     pub fn get(&self, i: usize) -> u64 {
         if i < self.len {
             // SAFETY: `i < len`, and the window is inside the region promised
-            // by `from_raw` (checked by `slot`, or by `slot_unchecked`'s caller).
-            u64::from_le(unsafe { self.ptr.add(i).read_volatile() })
+            // by `from_raw` (checked by `slot`, or by `slot_unchecked`'s
+            // caller), which is aligned and accessed only atomically.
+            unsafe { load(self.ptr.add(i)) }
         } else {
             0
         }
@@ -71,9 +102,12 @@ impl WqeSlot for RawSlot<'_> {
     #[inline(always)]
     fn put(&self, i: usize, v: u64) {
         if i < self.len {
+            #[cfg(feature = "barrier-trace")]
+            irdma_hal::barrier::trace_store(self.ptr.wrapping_add(i) as usize, v);
             // SAFETY: `i < len` and `slot` checked `base + len <= qwords`,
-            // so the store is inside the region promised by `from_raw`.
-            unsafe { self.ptr.add(i).write_volatile(v.to_le()) }
+            // so the store is inside the region promised by `from_raw`,
+            // which is aligned and accessed only atomically.
+            unsafe { store(self.ptr.add(i), v) }
         }
     }
     #[inline(always)]
@@ -154,11 +188,12 @@ pub struct QueueMem<'a> {
     _mem: PhantomData<&'a [u64]>,
 }
 
-// SAFETY: the region is only accessed through volatile qword loads/stores,
-// which are sound from any thread, exactly as the device itself accesses it.
+// SAFETY: the region is only accessed through atomic qword loads/stores,
+// which are sound from any thread.
 unsafe impl Send for QueueMem<'_> {}
-// SAFETY: as above; concurrent volatile accesses of plain integers are what
-// the lock-free SQ path relies on, with ordering provided by its atomics.
+// SAFETY: as above; concurrent accesses through `&QueueMem` are relaxed
+// atomic accesses (no data race), with ordering provided by the callers'
+// fences (the lock-free SQ path relies on this).
 unsafe impl Sync for QueueMem<'_> {}
 
 impl<'a> QueueMem<'a> {
@@ -166,10 +201,11 @@ impl<'a> QueueMem<'a> {
     ///
     /// # Safety
     ///
-    /// `base` must be 8-byte aligned and valid for volatile reads and writes
-    /// of `qwords * 8` bytes for `'a`, and nothing else may hold Rust
-    /// references into that memory during `'a` (the device and other
-    /// `QueueMem` views may access it).
+    /// `base` must be 8-byte aligned and valid for reads and writes of
+    /// `qwords * 8` bytes for `'a`, and during `'a` the CPU may access that
+    /// memory only atomically (through `QueueMem` views, `Dma` accessors or
+    /// atomics): no Rust references to it as plain integers, no plain or
+    /// volatile accesses. (The device may access it at any time.)
     pub unsafe fn from_raw(base: NonNull<u64>, qwords: usize) -> Self {
         QueueMem { base, qwords, _mem: PhantomData }
     }
@@ -189,7 +225,7 @@ impl<'a> QueueMem<'a> {
         let base = NonNull::new(p.cast::<u64>())?;
         // SAFETY: a `Dma` is page-aligned, zeroed DMA memory valid for the
         // borrow `'a`; `offset` is 8-aligned; `Dma` never hands out references
-        // to its contents (only volatile accessors), matching our contract.
+        // to its contents (only atomic accessors), matching our contract.
         Some(unsafe { Self::from_raw(base, bytes / 8) })
     }
 
@@ -199,23 +235,28 @@ impl<'a> QueueMem<'a> {
         self.qwords
     }
 
-    /// Volatile load of qword `i` (little-endian), 0 when out of range.
+    /// Relaxed atomic load of qword `i` (little-endian), 0 when out of range.
     #[inline(always)]
     pub fn read(&self, i: usize) -> u64 {
         if i < self.qwords {
-            // SAFETY: `i < qwords`, inside the region promised by `from_raw`.
-            u64::from_le(unsafe { self.base.as_ptr().add(i).read_volatile() })
+            // SAFETY: `i < qwords`, inside the aligned, atomically accessed
+            // region promised by `from_raw`.
+            unsafe { load(self.base.as_ptr().add(i)) }
         } else {
             0
         }
     }
 
-    /// Volatile store of qword `i` (little-endian); dropped when out of range.
+    /// Relaxed atomic store of qword `i` (little-endian); dropped when out
+    /// of range. Sound from several threads at once (issue #12).
     #[inline(always)]
     pub fn write(&self, i: usize, v: u64) {
         if i < self.qwords {
-            // SAFETY: `i < qwords`, inside the region promised by `from_raw`.
-            unsafe { self.base.as_ptr().add(i).write_volatile(v.to_le()) }
+            #[cfg(feature = "barrier-trace")]
+            irdma_hal::barrier::trace_store(self.base.as_ptr().wrapping_add(i) as usize, v);
+            // SAFETY: `i < qwords`, inside the aligned, atomically accessed
+            // region promised by `from_raw`.
+            unsafe { store(self.base.as_ptr().add(i), v) }
         }
     }
 
@@ -239,9 +280,17 @@ impl<'a> QueueMem<'a> {
 
     /// A second view of the same memory with the same lifetime.
     ///
-    /// Views only ever do volatile qword accesses, so aliasing views are as
-    /// sound as the device's own accesses.
-    pub fn alias(&self) -> QueueMem<'a> {
+    /// Views only ever do atomic qword accesses, so aliasing views are as
+    /// sound as the device's own accesses; what is unsafe is the lifetime.
+    ///
+    /// # Safety
+    ///
+    /// The alias must not be used after the memory is freed. For a view of
+    /// `'a` borrowed memory that holds already; for a `QueueMem<'static>`
+    /// made by an owner of the memory (`verbs::static_view`) the alias must
+    /// stay inside that owner, like the original (issue #12: a public alias
+    /// of a QP's ring outlived the QP).
+    pub(crate) unsafe fn alias(&self) -> QueueMem<'a> {
         QueueMem { base: self.base, qwords: self.qwords, _mem: PhantomData }
     }
 }
@@ -283,5 +332,31 @@ mod tests {
         assert_eq!(m.read(4), 0);
         assert_eq!(m.read(usize::MAX), 0);
         assert_eq!(m.qwords(), 4);
+    }
+
+    /// Issue #12: `QueueMem` is `Sync` and `write(&self)` is safe, so two
+    /// threads may store to the same qword (the shared SQ's producers and
+    /// completer share one ring). With volatile stores that is a data race
+    /// Miri reports as undefined behaviour; the accesses are atomic, so it
+    /// is not (run under `cargo xtask test miri`).
+    #[test]
+    fn concurrent_writes_to_one_qword_are_not_a_data_race() {
+        let mut buf = [0u64; 4];
+        let base = NonNull::new(buf.as_mut_ptr()).unwrap();
+        // SAFETY: `buf` outlives `m` and is only accessed through it.
+        let m = unsafe { QueueMem::from_raw(base, 4) };
+        std::thread::scope(|s| {
+            for t in 1..=2u64 {
+                let m = &m;
+                s.spawn(move || {
+                    for i in 0..4 {
+                        m.write(3, t << 8 | i);
+                        m.slot(0, 4).put(3, t);
+                        let _ = m.read(3);
+                    }
+                });
+            }
+        });
+        assert!(matches!(m.read(3), 1 | 2 | 0x103 | 0x203));
     }
 }

@@ -7,8 +7,8 @@
 //! * [`mem`] — [`QueueMem`], a ring's memory (DMA or plain host memory);
 //! * [`sizing`] — quanta/shift/depth arithmetic;
 //! * [`sq`] — the one SQ WQE encoder, the quanta ring, NOP padding, tracking;
-//! * [`mp`] — the shared multi-producer SQ (reserve → fill → in-order
-//!   publish → doorbell) on the same encoder;
+//! * [`mp`] — the shared multi-producer SQ (reserve → fill → publish, no
+//!   producer waiting for another → doorbell) on the same encoder;
 //! * [`rq`] — receive WQEs;
 //! * [`cq`] — CQE decoding, retirement, flush replay, arming;
 //! * [`qp`] — [`QpUk`] and `post_send` / `post_recv` / `poll_cq` /

@@ -7,7 +7,7 @@ use super::cq::{CompStatus, Cq, CqPollInfo, Fast, PollError, QueueType, flush_co
 use super::rq::{Rq, RqError};
 use super::sq::{HotWqe, SendKind, SendQueue, Sq, SqError, SqOp, SqPost};
 use crate::wr::{RecvWr, SendFlags, SendWr, WcOpcode, WcStatus, WorkCompletion, WrOpcode};
-use irdma_hal::wqe::op;
+use irdma_hal::wqe::{frag, op};
 
 /// The transport of a QP, as far as the data path cares.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -193,7 +193,8 @@ pub fn sq_post_from_wr<'s>(wr: &SendWr<'s>, kind: QpKind) -> SqPost<'s> {
 pub(crate) fn hot_from_wr<'s>(wr: &SendWr<'s>, kind: QpKind) -> Option<HotWqe<'s>> {
     let f = wr.flags;
     let [sge] = wr.sg_list else { return None };
-    if f.contains(SendFlags::INLINE) {
+    // Inline, or a length FRAG_LEN cannot hold: the general path decides.
+    if f.contains(SendFlags::INLINE) | !frag::LEN.fits(sge.length.into()) {
         return None;
     }
     let sol = f.contains(SendFlags::SOLICITED);

@@ -18,6 +18,9 @@ pub enum RqError {
     TooManySges,
     /// The RQ is full (one slot always stays empty; vendor `-ENOMEM`).
     Full,
+    /// An SGE length does not fit the 31-bit FRAG_LEN field (spec
+    /// data-path §1.4); the vendor truncates it.
+    InvalidField,
 }
 
 /// Why an RQ could not be set up.
@@ -139,6 +142,9 @@ impl<'a> Rq<'a> {
     pub fn post(&mut self, wr_id: u64, sges: &[Sge]) -> Result<PostedRecv, RqError> {
         if sges.len() > self.max_frags as usize {
             return Err(RqError::TooManySges);
+        }
+        if sges.iter().any(|s| !frag::LEN.fits(s.length.into())) {
+            return Err(RqError::InvalidField);
         }
         if self.used() >= self.mask {
             return Err(RqError::Full);

@@ -339,6 +339,10 @@ pub fn size_post(p: &SqPost<'_>, lim: &SqLimits) -> Result<WqeSize, SqError> {
     let mut len = 0u32;
     if !inline {
         for s in sges {
+            // FRAG_LEN is 31 bits (spec data-path §1.4); never truncate.
+            if !frag::LEN.fits(s.length.into()) {
+                return Err(SqError::InvalidField);
+            }
             len = len.wrapping_add(s.length);
         }
         return Ok(WqeSize { quanta: (sges.len() as u32 + imm) / 2 + 1, wr_len: len });

@@ -2,16 +2,7 @@
 //! (`RUSTFLAGS="--cfg loom" cargo test -p irdma --lib loom`).
 
 #[cfg(all(test, loom))]
-pub(crate) use loom::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+pub(crate) use loom::sync::atomic::{AtomicU32, AtomicU64, Ordering, fence};
 
 #[cfg(not(all(test, loom)))]
-pub(crate) use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
-
-/// Called while waiting for a predecessor to publish.
-#[inline(always)]
-pub(crate) fn spin() {
-    #[cfg(all(test, loom))]
-    loom::thread::yield_now();
-    #[cfg(not(all(test, loom)))]
-    core::hint::spin_loop();
-}
+pub(crate) use core::sync::atomic::{AtomicU32, AtomicU64, Ordering, fence};

@@ -223,6 +223,17 @@ impl<'d, H: Hal, B: Bar + Clone> Cq<'d, H, B> {
     /// flush, or never reached by it) are completed here in software with
     /// `WrFlushErr`, from the same tails (spec data-path §5.5, §6.1).
     ///
+    /// **Polling only CQs is enough.** Some errors (a bad lkey, a bad
+    /// REG_MR, a remote access error) produce no CQE: the device reports
+    /// them on the AEQ. A poll that finds this CQ's ring empty while `wc`
+    /// has room checks the AEQ (one try-lock and one load of the next
+    /// AEQE's VALID word) and, if it holds entries, processes them as
+    /// [`Device::poll_async_events`] does — the QP goes to ERROR and is
+    /// flushed — then polls again, so the failing WR's error and the
+    /// flushes of the rest arrive from this or the next poll, each WR
+    /// exactly once. The reports are kept (up to
+    /// [`crate::aeq::PENDING_EVENTS`]) for a later `poll_async_events`;
+    /// calling it is optional for completions.
     /// # Example
     ///
     /// A signaled WR on a QP of this CQ completes once:
@@ -309,10 +320,30 @@ impl<'d, H: Hal, B: Bar + Clone> Cq<'d, H, B> {
         }
         let mut new_cqe = false;
         if !blocked {
-            let before = (self.uk.head(), self.uk.polarity());
-            let got = wc.get_mut(n..).map_or(0, |rest| uk::poll_cq(&mut self.uk, &mut look, rest));
-            n += got;
-            new_cqe = got > 0 || (self.uk.head(), self.uk.polarity()) != before;
+            // Second pass only after the AEQ was serviced: its QP errors
+            // make the device write flush CQEs (spec control-path §8.2).
+            for pass in 0..2 {
+                let before = (self.uk.head(), self.uk.polarity());
+                let got =
+                    wc.get_mut(n..).map_or(0, |rest| uk::poll_cq(&mut self.uk, &mut look, rest));
+                n += got;
+                new_cqe |= got > 0 || (self.uk.head(), self.uk.polarity()) != before;
+                // The ring is empty and the caller wants more: an error the
+                // device reports only through the AEQ (bad lkey, bad
+                // REG_MR, remote access) must still reach a caller that
+                // polls only CQs (issue #19), so service the AEQ here.
+                if pass > 0
+                    || n >= wc.len()
+                    || self.uk.has_cqe()
+                    || look.held.is_some()
+                    || !self.dev.service_async_events()
+                {
+                    break;
+                }
+                for q in look.qps.iter_mut().filter_map(|q| q.qp()) {
+                    q.sync_error();
+                }
+            }
         }
         self.unlisted = look.held;
         let qps = look.qps;

@@ -31,7 +31,7 @@ pub use mr::{FastRegMr, Mr, MrDesc};
 pub use qp::{
     AddressVector, IpAddr, PostError, PostErrorKind, Qp, QpAttr, QpCap, QpInitAttr, QpState,
 };
-pub use shared::{SharedQp, SharedSq};
+pub use shared::{SharedQp, SharedSqStats};
 pub use wq::{Wq, WqInitAttr, WqType};
 
 pub(crate) use cq::destroy_cmd as destroy_cq_cmd;
@@ -344,6 +344,6 @@ pub(crate) unsafe fn static_view<H: Hal>(
     let base = core::ptr::NonNull::new(p.cast::<u64>())?;
     // SAFETY: page-aligned DMA memory plus an 8-aligned offset, valid for
     // `bytes` bytes while the caller keeps `dma` alive (this function's
-    // contract); only volatile qword accesses are made through the view.
+    // contract); only atomic qword accesses are made through the view.
     Some(unsafe { crate::uk::QueueMem::from_raw(base, bytes / 8) })
 }

@@ -632,3 +632,40 @@ impl<H: Hal, B: Bar + Clone> Drop for FastRegMr<'_, H, B> {
         }
     }
 }
+
+impl<H: Hal, B: Bar + Clone> Device<H, B> {
+    /// Writes `pages` into the level-1 PBL of the fast-register MR `mr`
+    /// names (verbs.c: irdma_map_mr_sg → irdma_set_page), for the rw
+    /// layer's REG_MR (see [`crate::rw::PostSend::map_mr_pages`]). Refused
+    /// unless the MR's STag index is allocated and the entries lie inside
+    /// one PBLE run the pool handed out, so it never writes free entries.
+    ///
+    /// # Safety
+    ///
+    /// `pages` must be addresses of pages the device may access with the
+    /// rights the next REG_MR of `mr` grants, until that registration is
+    /// invalidated. `mr` is checked, not trusted, but only as far as the
+    /// tables reach: a forged [`FrMr`] naming another live MR's PBLE run
+    /// with an allocated STag index would point that MR at `pages` —
+    /// memory the device may access anyway, under the same contract.
+    pub(crate) unsafe fn write_fr_pages(&self, mr: &FrMr, pages: &[u64]) -> Result<(), VerbsError> {
+        let n = u32::try_from(pages.len()).map_err(|_| VerbsError::Capacity)?;
+        if n > mr.max_pages || mr.pbl_level != 1 {
+            return Err(VerbsError::Invalid { what: "fast-register MR page list" });
+        }
+        if n == 0 {
+            return Ok(());
+        }
+        let res = self.res.lock();
+        let ids = res.ids.as_ref().ok_or(VerbsError::Destroyed)?;
+        if !ids.stags.ids().is_in_use(mr.key >> 8) || !ids.pble.is_live(mr.first_pble_index, n) {
+            return Err(VerbsError::Invalid { what: "fast-register MR" });
+        }
+        let layout = *ids.pble.layout();
+        if res.sds.write_pble_run(&layout, mr.first_pble_index, pages) {
+            Ok(())
+        } else {
+            Err(VerbsError::Capacity)
+        }
+    }
+}

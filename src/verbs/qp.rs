@@ -551,14 +551,15 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
     }
 
     /// MODIFY_QP → ERROR then FLUSH_WQES of both queues (verbs.c:
-    /// irdma_modify_qp_roce; hw.c: irdma_flush_wqes), with `flush_minor` as
-    /// the first flushed WR's code. Used by `modify_qp` and by the AEQ.
+    /// irdma_modify_qp_roce; hw.c: irdma_flush_wqes), with `flush_minor`
+    /// (SQ, RQ) as each queue's first flushed WR's code. Used by
+    /// `modify_qp` and by the AEQ.
     pub(crate) fn qp_to_error(
         &self,
         qpn: u32,
         ctx_pa: u64,
         shadow_pa: u64,
-        flush_minor: u16,
+        flush_minor: (u16, u16),
     ) -> Result<(), CqpError> {
         // Both queues are flushed together, once: a QP already in error has
         // had its flush (ctrl.c: irdma_sc_qp_flush_wqes keeps flush_sq /
@@ -576,14 +577,20 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
             next_state: qp_state::ERROR,
             ..ModifyQp::default()
         };
-        let code = (cqe::FLUSH_MAJOR_ERR, flush_minor);
+        let sq = (cqe::FLUSH_MAJOR_ERR, flush_minor.0);
+        let rq = (cqe::FLUSH_MAJOR_ERR, flush_minor.1);
         let f = flushed.request(FlushWqes {
             qp_id: qpn,
             flush_sq: true,
             flush_rq: true,
-            user_codes: Some(FlushCodes { sq: code, rq: code }),
+            user_codes: Some(FlushCodes { sq, rq }),
             generate_ae: None,
         });
+        use crate::flight::FlightEvent;
+        self.record(FlightEvent::QpState { qpn, state: QpState::Error });
+        if f.is_ok() {
+            self.record(FlightEvent::Flush { qpn, sq_code: flush_minor.0, rq_code: flush_minor.1 });
+        }
         self.with_cqp(|c| {
             c.exec(m, 0)?;
             let Ok(f) = f else { return Ok(()) };
@@ -728,6 +735,17 @@ impl<'d, H: Hal, B: Bar + Clone, S: SendQueue> Qp<'d, H, B, S> {
         }
         self.sync_error();
         use QpState as S;
+        let r = self.modify_inner(attr);
+        if r.is_ok() && attr.state != S::Error {
+            // ERROR is recorded by `qp_to_error` with its flush.
+            self.dev
+                .record(crate::flight::FlightEvent::QpState { qpn: self.id, state: attr.state });
+        }
+        r
+    }
+
+    fn modify_inner(&mut self, attr: &QpAttr) -> Result<(), VerbsError> {
+        use QpState as S;
         match (self.state, attr.state) {
             (_, S::Error) | (_, S::Reset) => self.go_error(attr.state),
             (S::Reset, S::Init) | (S::Init, S::Init) if !self.hw_error => {
@@ -841,7 +859,12 @@ impl<'d, H: Hal, B: Bar + Clone, S: SendQueue> Qp<'d, H, B, S> {
     fn go_error(&mut self, target: QpState) -> Result<(), VerbsError> {
         if !self.hw_error {
             let pa = self.ctx_pa();
-            self.dev.qp_to_error(self.id, pa, self.shadow_pa, flush_code::GENERAL)?;
+            self.dev.qp_to_error(
+                self.id,
+                pa,
+                self.shadow_pa,
+                (flush_code::GENERAL, flush_code::GENERAL),
+            )?;
             self.hw_error = true;
         }
         self.uk.set_error();
@@ -974,6 +997,17 @@ impl<H: Hal, B: Bar + Clone> crate::rw::PostSend for Qp<'_, H, B> {
     type Error = PostErrorKind;
     fn post_send(&mut self, wrs: &[SendWr<'_>]) -> Result<(), (usize, PostErrorKind)> {
         Qp::post_send(self, wrs).map_err(|e| (e.bad_wr, e.kind))
+    }
+
+    /// Writes the page list into the MR's level-1 PBL on this QP's device.
+    unsafe fn map_mr_pages(
+        &mut self,
+        mr: &crate::rw::FrMr,
+        pages: &[u64],
+    ) -> Result<(), crate::rw::RwError> {
+        // SAFETY: `pages` carries this method's contract, which is
+        // `write_fr_pages`' whole contract (it checks `mr` itself).
+        unsafe { self.dev.write_fr_pages(mr, pages) }.map_err(|_| crate::rw::RwError::MapFailed)
     }
 }
 

@@ -4,8 +4,9 @@
 //!
 //! What is shared and what is not:
 //!
-//! * `post_send(&self)` — lock-free while the QP is healthy (reserve → fill
-//!   → in-order publish → one doorbell per call, see [`crate::uk::mp`]).
+//! * `post_send(&self)` — lock-free while the QP is healthy, and no
+//!   producer waits for another (reserve → fill → publish → one doorbell
+//!   per call, see [`crate::uk::mp`]).
 //!   Once the QP is in ERROR, posts take the QP's small spin lock, so they
 //!   never race the software flush of the poller;
 //! * `post_recv(&self)` and [`Cq::poll_shared`] take that lock (the RQ and
@@ -15,21 +16,37 @@
 //! Created by the same control path as [`Device::create_qp`]; only the send
 //! queue object differs.
 
-use core::sync::atomic::{AtomicU32, Ordering, fence};
-
 use irdma_hal::{Bar, BufferDirection, Dma, Hal};
 
 use super::cq::{Cq, QpSlot};
 use super::qp::{PostError, PostErrorKind, Qp, QpAttr, QpCap, QpInitAttr, QpState};
 use super::{Pd, VerbsError, dma_slice};
 use crate::device::Device;
+use crate::uk::mp::PostGate;
 use crate::uk::qp::sq_post_from_wr;
 use crate::uk::{MpSq, MpTrk, QpKind, QueueMem, Sq};
 use crate::wr::{RecvWr, SendWr, WorkCompletion};
 
 /// The shared send queue of a [`SharedQp`]: over the QP's ring, tracking in
-/// host memory the QP owns.
-pub type SharedSq = MpSq<QueueMem<'static>, &'static [MpTrk]>;
+/// host memory the QP owns. Never handed to safe code: its ring view is
+/// `'static` only because the QP keeps the memory alive, and its
+/// `post_send`/`complete_at`/`retire_oldest` would bypass the QP's checks.
+pub(crate) type SharedSq = MpSq<QueueMem<'static>, &'static [MpTrk]>;
+
+/// A snapshot of a shared SQ's counters, for diagnostics
+/// ([`SharedQp::send_queue_stats`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SharedSqStats {
+    /// Outstanding (reserved, not retired) quanta.
+    pub used: u32,
+    /// Quanta from the tail through the last WQE of the contiguous run of
+    /// published WQEs (free-running).
+    pub published: u32,
+    /// Ring index of the tail.
+    pub tail: u32,
+    /// Ring size in quanta.
+    pub size: u32,
+}
 
 type InnerQp<'d, H, B> = Qp<'d, H, B, &'static SharedSq>;
 
@@ -48,7 +65,7 @@ pub struct SharedQp<'d, H: Hal, B: Bar + Clone> {
     /// Mirrors `inner.alive`; changes only under `&mut self`.
     alive: bool,
     /// Lock-free posts in progress (the poller's software flush waits for 0).
-    posting: AtomicU32,
+    gate: PostGate,
 }
 
 impl<H: Hal, B: Bar + Clone> Device<H, B> {
@@ -100,7 +117,7 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
             inner: spin::Mutex::new(qp),
             sq,
             dev: self,
-            posting: AtomicU32::new(0),
+            gate: PostGate::new(),
         })
     }
 }
@@ -127,9 +144,19 @@ fn shared_sq<H: Hal>(
     for t in trk.iter_mut() {
         *t = MpTrk::new();
     }
-    let mut mp =
-        MpSq::new(sq.mem().alias(), &*trk, size, lim.max_frags, lim.max_inline, sq.qp_id())
-            .map_err(|_| VerbsError::Invalid { what: "shared SQ" })?;
+    let mut mp = MpSq::new(
+        // SAFETY: the alias lives in the `SharedSq` the QP owns next to
+        // the ring and is never handed out (`SharedSq` is crate-private
+        // and `SharedQp` lends no reference to it), so it is not used
+        // after the ring memory is freed with the QP.
+        unsafe { sq.mem().alias() },
+        &*trk,
+        size,
+        lim.max_frags,
+        lim.max_inline,
+        sq.qp_id(),
+    )
+    .map_err(|_| VerbsError::Invalid { what: "shared SQ" })?;
     if inline {
         // SAFETY: the caller of `create_shared_qp_inline` took on the
         // inline contract for every post on this QP.
@@ -180,9 +207,32 @@ impl<'d, H: Hal, B: Bar + Clone> SharedQp<'d, H, B> {
         self.inner.lock().state()
     }
 
-    /// The shared send queue (its counters, for diagnostics).
-    pub fn send_queue(&self) -> &SharedSq {
-        self.sq
+    /// The shared send queue's counters, for diagnostics. (The queue itself
+    /// is not handed out: a view of its ring would outlive the QP, and its
+    /// methods would bypass the QP's checks; issue #12.) Neither of these
+    /// compiles any more:
+    ///
+    /// ```compile_fail
+    /// # use irdma::verbs::SharedQp;
+    /// # use irdma::hal::{Bar, Hal};
+    /// fn ring<H: Hal, B: Bar + Clone>(qp: &SharedQp<'_, H, B>) -> u32 {
+    ///     qp.send_queue().used() // no queue object for safe code
+    /// }
+    /// ```
+    ///
+    /// ```compile_fail
+    /// # use irdma::uk::QueueMem;
+    /// fn keep(m: &QueueMem<'static>) -> QueueMem<'static> {
+    ///     m.alias() // a 'static view that outlives its owner
+    /// }
+    /// ```
+    pub fn send_queue_stats(&self) -> SharedSqStats {
+        SharedSqStats {
+            used: self.sq.used(),
+            published: self.sq.published(),
+            tail: self.sq.tail(),
+            size: self.sq.size(),
+        }
     }
 
     /// `ib_post_send` from any thread. Posts `wrs` in order, rings the
@@ -195,19 +245,17 @@ impl<'d, H: Hal, B: Bar + Clone> SharedQp<'d, H, B> {
         if !self.alive {
             return Err(PostError { bad_wr: 0, kind: PostErrorKind::Destroyed });
         }
-        self.posting.fetch_add(1, Ordering::Relaxed);
-        // Pairs with the fence in `may_flush`: either the poller sees this
-        // post in progress, or this post sees the QP in error.
-        fence(Ordering::SeqCst);
-        let r = if self.dev.qp_in_error(self.id) {
-            self.posting.fetch_sub(1, Ordering::Release);
-            let _guard = self.inner.lock();
-            self.post_queued(wrs)
-        } else {
-            // The uk hot path (one-SGE shapes) plus one doorbell.
-            let r = self.sq.post_send(self.dev.regs(), QpKind::Rc, wrs);
-            self.posting.fetch_sub(1, Ordering::Release);
-            r
+        // The uk hot path (one-SGE shapes) plus one doorbell, unless the QP
+        // is in error (`PostGate`, loom-modelled in `uk::mp`).
+        let r = match self.gate.lock_free(
+            || self.dev.qp_in_error(self.id),
+            || self.sq.post_send(self.dev.regs(), QpKind::Rc, wrs),
+        ) {
+            Some(r) => r,
+            None => {
+                let _guard = self.inner.lock();
+                self.post_queued(wrs)
+            }
         };
         r.map_err(|e| PostError { bad_wr: e.bad_wr, kind: PostErrorKind::Sq(e.kind) })
     }
@@ -225,8 +273,7 @@ impl<'d, H: Hal, B: Bar + Clone> SharedQp<'d, H, B> {
     /// Whether the software flush may retire this QP's SQ now: no lock-free
     /// post is between reserve and publish. Called with the lock held.
     fn may_flush(&self) -> bool {
-        fence(Ordering::SeqCst);
-        self.posting.load(Ordering::Acquire) == 0
+        self.gate.may_flush()
     }
 
     /// `ib_post_recv` (takes the QP lock).
@@ -252,20 +299,33 @@ impl<'d, H: Hal, B: Bar + Clone> Cq<'d, H, B> {
     /// `ib_poll_cq` for a CQ used by shared QPs: as [`Cq::poll`] (every WR
     /// completes exactly once, flush included), with `qps` the shared QPs on
     /// this CQ. Each is locked for the duration of the call (a QP listed
-    /// twice is taken once). Safe to run while other threads post; the
-    /// software flush of a QP in error waits (for a later poll) until no
-    /// lock-free post is in progress on it.
+    /// twice is taken once), in an order that does not depend on the
+    /// caller's (by address), so pollers listing the same QPs in different
+    /// orders cannot deadlock (issue #12). Safe to run while other threads
+    /// post; the software flush of a QP in error waits (for a later poll)
+    /// until no lock-free post is in progress on it.
     pub fn poll_shared<const N: usize>(
         &mut self,
         qps: [&SharedQp<'d, H, B>; N],
         wc: &mut [WorkCompletion],
     ) -> usize {
+        let addr = |i: usize| qps.get(i).map_or(0, |q| core::ptr::from_ref(*q) as usize);
+        let mut order: [usize; N] = core::array::from_fn(|i| i);
+        order.sort_unstable_by_key(|&i| addr(i));
         let mut slots: [Option<spin::MutexGuard<'_, InnerQp<'d, H, B>>>; N] =
-            core::array::from_fn(|i| {
-                let q = qps.get(i)?;
-                let dup = qps.get(..i)?.iter().any(|p| core::ptr::eq(*p, *q));
-                if dup { None } else { Some(q.inner.lock()) }
-            });
+            core::array::from_fn(|_| None);
+        let mut prev = None;
+        for &i in &order {
+            let (Some(q), a) = (qps.get(i), addr(i)) else { continue };
+            // Sorted by address: a QP listed twice is adjacent to itself.
+            if prev == Some(a) {
+                continue;
+            }
+            prev = Some(a);
+            if let Some(s) = slots.get_mut(i) {
+                *s = Some(q.inner.lock());
+            }
+        }
         self.poll_slots(&mut slots, wc, |qpn| {
             qps.iter().find(|q| q.id == qpn).is_none_or(|q| q.may_flush())
         })
@@ -279,5 +339,16 @@ impl<H: Hal, B: Bar + Clone> crate::rw::PostSend for &SharedQp<'_, H, B> {
     type Error = PostErrorKind;
     fn post_send(&mut self, wrs: &[SendWr<'_>]) -> Result<(), (usize, PostErrorKind)> {
         SharedQp::post_send(self, wrs).map_err(|e| (e.bad_wr, e.kind))
+    }
+
+    /// Writes the page list into the MR's level-1 PBL on this QP's device.
+    unsafe fn map_mr_pages(
+        &mut self,
+        mr: &crate::rw::FrMr,
+        pages: &[u64],
+    ) -> Result<(), crate::rw::RwError> {
+        // SAFETY: `pages` carries this method's contract, which is
+        // `write_fr_pages`' whole contract (it checks `mr` itself).
+        unsafe { self.dev.write_fr_pages(mr, pages) }.map_err(|_| crate::rw::RwError::MapFailed)
     }
 }

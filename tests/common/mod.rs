@@ -6,7 +6,7 @@ use std::sync::{Mutex, MutexGuard};
 pub use irdma::device::{Device, ProbeError, ProbeOptions};
 pub use irdma::lan::LanInfo;
 pub use irdma::res::Profile;
-pub use irdma_testkit::{FakeHal, ModelBar};
+pub use irdma_testkit::{ErrorCounter, FakeHal, ModelBar};
 pub use mock_bar::Config;
 
 /// FakeHal's page accounting is process-wide: tests that compare it run

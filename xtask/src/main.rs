@@ -1,6 +1,7 @@
 //! `cargo xtask …` — the project's automation.
 //!
-//! * `test` — every leg of the suite, one line each, then `N passed, M failed`;
+//! * `test` — every leg of the suite, one line each, then `N passed, M failed`
+//!   (the leg `miri` installs nightly's Miri through rustup if missing);
 //! * `conformance FILE…` — check the driver against vendor-generated vectors;
 //! * `qemu` — build the boot image and run its scenarios in QEMU;
 //! * `bench` — instructions per data-path operation under callgrind;
@@ -14,7 +15,7 @@ mod size;
 mod util;
 
 use std::process::ExitCode;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use util::{cargo, root};
 
@@ -61,11 +62,56 @@ fn main() -> ExitCode {
 /// One leg of the suite.
 struct Leg {
     name: &'static str,
-    run: Box<dyn Fn() -> Result<String, String>>,
+    run: std::sync::Arc<dyn Fn() -> Result<String, String> + Send + Sync>,
 }
 
-fn leg(name: &'static str, run: impl Fn() -> Result<String, String> + 'static) -> Leg {
-    Leg { name, run: Box::new(run) }
+fn leg(
+    name: &'static str,
+    run: impl Fn() -> Result<String, String> + Send + Sync + 'static,
+) -> Leg {
+    Leg { name, run: std::sync::Arc::new(run) }
+}
+
+/// A leg's time limit. Generous: cold builds on a loaded 2-core machine
+/// are slow (the `test` leg takes ~5 min warm on an idle one). Every limit
+/// is multiplied by `XTASK_TIMEOUT_SCALE` (default 1) when set.
+fn time_limit(name: &str) -> Duration {
+    let mins = match name {
+        "test" | "loom" | "clippy-host" => 40,
+        "cycles-1000" | "qemu" | "build-boot-image" => 30,
+        n if n.starts_with("clippy-") || n.starts_with("build-") => 30,
+        _ => 15,
+    };
+    let scale = std::env::var("XTASK_TIMEOUT_SCALE")
+        .ok()
+        .and_then(|s| s.parse::<f64>().ok())
+        .filter(|s| *s > 0.0)
+        .unwrap_or(1.0);
+    Duration::from_secs_f64(f64::from(mins) * 60.0 * scale)
+}
+
+/// Runs a leg on its own thread, bounded by its time limit: child
+/// processes are killed at the limit (`util::status_bounded`), and a leg
+/// that runs in-process and does not return is reported failed and left
+/// behind (the process exits at the end of the suite).
+fn run_bounded(l: &Leg) -> Result<String, String> {
+    let limit = time_limit(l.name);
+    util::set_deadline(Some(Instant::now() + limit));
+    let (tx, rx) = std::sync::mpsc::channel();
+    let run = l.run.clone();
+    let _ = std::thread::Builder::new().name(l.name.into()).spawn(move || {
+        let _ = tx.send(run());
+    });
+    // A little grace so a killed child's error is the one reported.
+    let r = match rx.recv_timeout(limit + Duration::from_secs(10)) {
+        Ok(r) => r,
+        Err(_) => Err(format!(
+            "timed out after {:.0} s (in-process leg left running)",
+            limit.as_secs_f64()
+        )),
+    };
+    util::set_deadline(None);
+    r
 }
 
 fn legs() -> Vec<Leg> {
@@ -112,13 +158,36 @@ fn legs() -> Vec<Leg> {
     v.push(leg("model-independence", util::check_model_independence));
     v.push(leg("doc", util::doc));
     v.push(leg("test", || cargo(&["test", "--workspace", "--quiet"])));
+    // Barrier placement: the hal logs barriers and ring stores (feature
+    // `barrier-trace`, off in every other build so the data path is as
+    // benchmarked).
+    v.push(leg("barrier-trace", || {
+        cargo(&[
+            "test",
+            "-p",
+            "irdma",
+            "--lib",
+            "--quiet",
+            "--features",
+            "barrier-trace",
+            "--",
+            "barrier",
+        ])
+    }));
     // The full 1,000 bring-up/teardown cycles of issue #4 (debug runs 100).
     v.push(leg("cycles-1000", || {
         cargo(&["test", "--release", "--quiet", "-p", "irdma", "--test", "cycles"])
     }));
     v.push(leg("loom", util::loom));
     v.push(leg("example-host", util::example_host));
+    v.push(leg("miri", util::miri));
     v.push(leg("qemu", qemu::run_leg));
+    v.push(leg("build-boot-image-aarch64", || {
+        let t = "aarch64-unknown-none";
+        cargo(&["clippy", "-p", "irdma-boot", "--target", t, "--", "-D", "warnings"])?;
+        cargo(&["build", "-p", "irdma-boot", "--release", "--target", t])
+    }));
+    v.push(leg("qemu-aarch64", qemu::run_leg_aarch64));
     v.push(leg("conformance-sync", util::conformance_sync));
     for (name, file) in conformance::SUITE {
         v.push(leg(name, move || conformance::run_leg(file)));
@@ -158,7 +227,7 @@ fn test(args: &[String]) -> ExitCode {
     for l in selected {
         println!("==> leg {}", l.name);
         let t = Instant::now();
-        let r = (l.run)();
+        let r = run_bounded(l);
         let secs = t.elapsed().as_secs_f64();
         match &r {
             Ok(msg) => println!("<== leg {}: ok ({secs:.1}s){}", l.name, suffix(msg)),

@@ -12,6 +12,13 @@
 //! HOST_MAGIC, start QEMU pinned to CPU 1 with a timeout,
 //! stream COM1, then check the exit status (33 only), the scenario lines and
 //! the BAR file, and print a summary table.
+//!
+//! `--arch aarch64` builds the image for `aarch64-unknown-none` and boots it
+//! on `qemu-system-aarch64 -M virt` (TCG, Cortex-A57): the ivshmem device
+//! sits behind the virt machine's PCIe ECAM, the image assigns its BAR,
+//! prints on the PL011 and exits through semihosting with the same statuses;
+//! guest RAM starts at `VIRT_RAM_BASE`, which the model gets as
+//! `IRDMA_RAM_BASE`.
 
 use std::fs::{File, OpenOptions};
 use std::io::{BufRead, BufReader, Read};
@@ -28,6 +35,43 @@ use crate::util::{cargo, root, which};
 
 const QEMU: &str = "qemu-system-x86_64";
 const IMAGE_TARGET: &str = "x86_64-unknown-none";
+const QEMU_AARCH64: &str = "qemu-system-aarch64";
+const IMAGE_TARGET_AARCH64: &str = "aarch64-unknown-none";
+
+/// The guest architecture of a run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Arch {
+    /// q35 PC, PVH entry (the default).
+    X86_64,
+    /// QEMU `virt` (Arm), ELF entry at EL1, PCIe ECAM, semihosting exit.
+    Aarch64,
+}
+
+impl Arch {
+    /// The QEMU system emulator.
+    pub fn qemu(self) -> &'static str {
+        match self {
+            Arch::X86_64 => QEMU,
+            Arch::Aarch64 => QEMU_AARCH64,
+        }
+    }
+
+    /// The image's rustc target.
+    pub fn target(self) -> &'static str {
+        match self {
+            Arch::X86_64 => IMAGE_TARGET,
+            Arch::Aarch64 => IMAGE_TARGET_AARCH64,
+        }
+    }
+
+    /// Guest-physical address of RAM-file offset 0.
+    pub fn ram_base(self) -> u64 {
+        match self {
+            Arch::X86_64 => 0,
+            Arch::Aarch64 => c::VIRT_RAM_BASE,
+        }
+    }
+}
 /// qboot: boots faster, assigns no BARs (the image then assigns them).
 const QBOOT_ROM: &str = "/usr/share/qemu/qboot.rom";
 
@@ -46,6 +90,8 @@ pub enum Accel {
 /// Options of one run.
 #[derive(Clone, Debug)]
 pub struct Opts {
+    /// Guest architecture.
+    pub arch: Arch,
     /// Accelerator.
     pub accel: Accel,
     /// Boot through qboot instead of SeaBIOS (exercises BAR assignment).
@@ -67,6 +113,7 @@ pub struct Opts {
 impl Default for Opts {
     fn default() -> Self {
         Opts {
+            arch: Arch::X86_64,
             accel: Accel::Tcg,
             qboot: false,
             append: None,
@@ -448,6 +495,9 @@ pub fn qemu_args(
     kvm: bool,
 ) -> Vec<String> {
     let mb = |b: u64| format!("{}M", b >> 20);
+    if opts.arch == Arch::Aarch64 {
+        return qemu_args_aarch64(opts, image, bar, ram);
+    }
     let mut a: Vec<String> = vec![
         "-nodefaults".into(),
         "-machine".into(),
@@ -495,12 +545,87 @@ pub fn qemu_args(
     a
 }
 
+/// The QEMU arguments of an aarch64 run: `-M virt` (its PL011 is the
+/// console, its PCIe host bridge carries the ivshmem device), TCG with a
+/// Cortex-A57, the same two shared files as on x86_64, and `-semihosting`
+/// for the exit status.
+fn qemu_args_aarch64(opts: &Opts, image: &Path, bar: &Path, ram: &Path) -> Vec<String> {
+    let mb = |b: u64| format!("{}M", b >> 20);
+    let mut a: Vec<String> = vec![
+        "-nodefaults".into(),
+        "-machine".into(),
+        "virt,memory-backend=ram".into(),
+        "-accel".into(),
+        "tcg".into(),
+        "-cpu".into(),
+        "cortex-a57".into(),
+        "-m".into(),
+        mb(c::RAM_FILE_SIZE),
+        "-smp".into(),
+        "1".into(),
+        "-object".into(),
+        format!(
+            "memory-backend-file,id=ram,size={},mem-path={},share=on",
+            mb(c::RAM_FILE_SIZE),
+            ram.display()
+        ),
+        "-object".into(),
+        format!(
+            "memory-backend-file,id=bar,size={},mem-path={},share=on",
+            mb(c::BAR_FILE_SIZE),
+            bar.display()
+        ),
+        "-device".into(),
+        "ivshmem-plain,memdev=bar".into(),
+        "-display".into(),
+        "none".into(),
+        "-serial".into(),
+        "stdio".into(),
+        "-no-reboot".into(),
+        "-semihosting".into(),
+        "-kernel".into(),
+        image.display().to_string(),
+    ];
+    if let Some(s) = &opts.append {
+        a.extend(["-append".into(), s.clone()]);
+    }
+    a
+}
+
 /// Where cargo puts the release image.
 pub fn image_path() -> PathBuf {
+    image_path_for(Arch::X86_64)
+}
+
+/// Where cargo puts the release image for `arch`.
+pub fn image_path_for(arch: Arch) -> PathBuf {
     let target = std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| root().join("target"));
-    target.join(IMAGE_TARGET).join("release").join("irdma-boot")
+    target.join(arch.target()).join("release").join("irdma-boot")
+}
+
+/// Builds the aarch64 image (release; no defmt: there is no second UART).
+pub fn build_aarch64() -> Result<PathBuf, String> {
+    cargo(&[
+        "build",
+        "-p",
+        "irdma-boot",
+        "--release",
+        "--target",
+        IMAGE_TARGET_AARCH64,
+        "--quiet",
+    ])?;
+    let img = image_path_for(Arch::Aarch64);
+    if img.is_file() { Ok(img) } else { Err(format!("no image at {}", img.display())) }
+}
+
+/// Builds the image of `opts.arch`.
+fn build_for(opts: &Opts) -> Result<PathBuf, String> {
+    match opts.arch {
+        Arch::X86_64 => build(opts.defmt),
+        Arch::Aarch64 => build_aarch64(),
+    }
 }
 
 /// Builds the image (release), with the `defmt` feature if asked. defmt
@@ -515,7 +640,7 @@ pub fn build(defmt: bool) -> Result<PathBuf, String> {
         if std::env::var_os("DEFMT_LOG").is_none() {
             cmd.env("DEFMT_LOG", "info");
         }
-        let st = cmd.status().map_err(|e| format!("cannot run cargo: {e}"))?;
+        let st = crate::util::status_bounded(&mut cmd, "cargo")?;
         if !st.success() {
             return Err(format!("building the defmt image failed ({st})"));
         }
@@ -539,6 +664,25 @@ pub fn build_model() -> Result<PathBuf, String> {
     cargo(&["build", "-p", "mock-bar", "--bin", "mock-bar-shm", "--release", "--quiet"])?;
     let p = model_path();
     if p.is_file() { Ok(p) } else { Err(format!("no model binary at {}", p.display())) }
+}
+
+/// QEMU's Arm system emulator (the `--arch aarch64` runs) and its package
+/// per distribution.
+pub const QEMU_AARCH64_PACKAGE: crate::util::SysPackage = crate::util::SysPackage {
+    program: QEMU_AARCH64,
+    what: "QEMU's Arm system emulator",
+    apt: "qemu-system-arm",
+    dnf: "qemu-system-aarch64-core",
+    pacman: "qemu-system-aarch64",
+    brew: "qemu",
+};
+
+/// The QEMU of `arch`, installed when missing as [`require_qemu`] does.
+pub fn require_qemu_for(arch: Arch) -> Result<PathBuf, String> {
+    match arch {
+        Arch::X86_64 => require_qemu(),
+        Arch::Aarch64 => crate::util::ensure_program(&QEMU_AARCH64_PACKAGE),
+    }
 }
 
 /// QEMU's x86 system emulator and its package per distribution.
@@ -589,6 +733,7 @@ fn spawn_model(
     cpu: Option<u32>,
     bar: &File,
     echo: bool,
+    ram_base: u64,
 ) -> Result<ModelProc, String> {
     let (prog, args) = model;
     let mut child = pinned(cpu, prog)
@@ -598,6 +743,7 @@ fn spawn_model(
         .env("IRDMA_RAM_FILE", &files.ram)
         .env("IRDMA_RAM_SIZE", c::RAM_FILE_SIZE.to_string())
         .env("IRDMA_MAILBOX", c::MAILBOX.to_string())
+        .env("IRDMA_RAM_BASE", ram_base.to_string())
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -662,7 +808,13 @@ fn stop_child(mut child: Child, bar: &File) -> Vec<String> {
 
 /// Runs the image once (it must already be built).
 pub fn run_image(image: &Path, opts: &Opts) -> Result<Outcome, String> {
-    let qemu = require_qemu()?;
+    let qemu = require_qemu_for(opts.arch)?;
+    if opts.arch == Arch::Aarch64 {
+        // No KVM for an Arm guest on this x86_64 host; no qboot, no COM2.
+        if opts.accel == Accel::Kvm || opts.qboot || opts.defmt {
+            return Err("--arch aarch64 runs under TCG, without --qboot or --defmt".into());
+        }
+    }
     if opts.qboot && !Path::new(QBOOT_ROM).is_file() {
         return Err(format!("{QBOOT_ROM} missing (Debian: it is in qemu-system-data)"));
     }
@@ -670,7 +822,7 @@ pub fn run_image(image: &Path, opts: &Opts) -> Result<Outcome, String> {
         Accel::Tcg => false,
         Accel::Kvm if kvm_usable() => true,
         Accel::Kvm => return Err("--accel kvm: /dev/kvm cannot be opened read-write".into()),
-        Accel::Auto => kvm_usable(),
+        Accel::Auto => kvm_usable() && opts.arch == Arch::X86_64,
     };
     let files = Files::create()?;
     let bar = files.bar()?;
@@ -680,7 +832,9 @@ pub fn run_image(image: &Path, opts: &Opts) -> Result<Outcome, String> {
     write_u64(&bar, c::MAILBOX + c::MB_HOST_TSC_HZ, tsc_hz)?;
     let pins = pinning();
     let model = match opts.model.command() {
-        Some(m) => Some(spawn_model(&m, &files, pins.map(|p| p.0), &bar, opts.echo)?),
+        Some(m) => {
+            Some(spawn_model(&m, &files, pins.map(|p| p.0), &bar, opts.echo, opts.arch.ram_base())?)
+        }
         None => None,
     };
 
@@ -699,7 +853,7 @@ pub fn run_image(image: &Path, opts: &Opts) -> Result<Outcome, String> {
             if let Some(m) = model {
                 let _ = stop_model(m, &bar);
             }
-            return Err(format!("cannot start {QEMU}: {e}"));
+            return Err(format!("cannot start {}: {e}", opts.arch.qemu()));
         }
     };
     let console = Arc::new(Mutex::new(Vec::<String>::new()));
@@ -840,6 +994,7 @@ pub fn print_summary(title: &str, o: &Outcome) {
 
 fn parse_opts(args: &[String]) -> Result<Opts, String> {
     let mut o = Opts::default();
+    let timeout_given = args.iter().any(|a| a == "--timeout");
     let mut it = args.iter();
     while let Some(a) = it.next() {
         let mut value = |name: &str| it.next().cloned().ok_or(format!("{name} needs a value"));
@@ -853,6 +1008,13 @@ fn parse_opts(args: &[String]) -> Result<Opts, String> {
                 }
             }
             "--qboot" => o.qboot = true,
+            "--arch" => {
+                o.arch = match value("--arch")?.as_str() {
+                    "x86_64" => Arch::X86_64,
+                    "aarch64" => Arch::Aarch64,
+                    other => return Err(format!("--arch {other}: expected x86_64 or aarch64")),
+                }
+            }
             "--append" => o.append = Some(value("--append")?),
             "--timeout" => {
                 let s = value("--timeout")?;
@@ -874,15 +1036,30 @@ fn parse_opts(args: &[String]) -> Result<Opts, String> {
             other => return Err(format!("unknown option {other}")),
         }
     }
+    if o.arch == Arch::Aarch64 {
+        if o.qboot || o.defmt {
+            return Err("--arch aarch64 has no --qboot or --defmt".into());
+        }
+        if o.accel == Accel::Kvm {
+            return Err("--arch aarch64 runs under TCG (an Arm guest on this host)".into());
+        }
+        o.accel = Accel::Tcg;
+        if !timeout_given {
+            o.timeout = AARCH64_TIMEOUT;
+        }
+    }
     Ok(o)
 }
+
+/// TCG runs an Arm guest several times slower than an x86_64 one.
+const AARCH64_TIMEOUT: Duration = Duration::from_secs(300);
 
 /// `cargo xtask qemu [OPTIONS]`.
 pub fn main(args: &[String]) -> ExitCode {
     if args.iter().any(|a| a == "--help" || a == "-h") {
         println!(
-            "usage: cargo xtask qemu [--accel tcg|kvm|auto] [--qboot] [--append CMDLINE] \
-             [--timeout SECS]\n\
+            "usage: cargo xtask qemu [--arch x86_64|aarch64] [--accel tcg|kvm|auto] [--qboot] \
+             [--append CMDLINE] [--timeout SECS]\n\
              [--no-model | --model PROGRAM] [--model-arg ARG]... [--defmt] [--no-host-tsc] [--quiet]\n\n\
              Builds the boot image and the device model (mock-bar-shm), starts the model pinned\n\
              to CPU 0 and QEMU pinned to CPU 1, and exits 0 only if QEMU exited 33 and every\n\
@@ -893,7 +1070,9 @@ pub fn main(args: &[String]) -> ExitCode {
              `--append fault|panic|fail` exercise the failure exits (253/255/35). `--defmt`\n\
              builds the image with defmt frames on COM2 and decodes them (DEFMT_LOG defaults to\n\
              info). `--no-host-tsc` withholds the host TSC rate so the guest calibrates with the\n\
-             PIT. The host/guest contract is documented in boot/src/contract.rs."
+             PIT. `--arch aarch64` boots the aarch64 image on qemu-system-aarch64 -M virt (TCG;\n\
+             no --qboot/--defmt; timeout 300 s). The host/guest contract is documented in\n\
+             boot/src/contract.rs."
         );
         return ExitCode::SUCCESS;
     }
@@ -914,9 +1093,9 @@ pub fn main(args: &[String]) -> ExitCode {
 }
 
 fn run_main(opts: &Opts) -> Result<(), String> {
-    require_qemu()?;
+    require_qemu_for(opts.arch)?;
     let t = Instant::now();
-    let image = build(opts.defmt)?;
+    let image = build_for(opts)?;
     if matches!(opts.model, ModelSel::Shm(_)) {
         build_model()?;
     }
@@ -1076,6 +1255,63 @@ pub fn run_leg() -> Result<String, String> {
     }
 }
 
+/// The `qemu-aarch64` leg: the aarch64 image on `-M virt` with the device
+/// model (every driver scenario must pass, with the same checks as the
+/// `qemu` leg), without a model (they must skip), and the three failure
+/// exits through semihosting.
+pub fn run_leg_aarch64() -> Result<String, String> {
+    require_qemu_for(Arch::Aarch64)?;
+    let image = build_aarch64()?;
+    build_model()?;
+    let quiet =
+        Opts { arch: Arch::Aarch64, echo: false, timeout: AARCH64_TIMEOUT, ..Opts::default() };
+    let bare = Opts { model: ModelSel::Bare, ..quiet.clone() };
+    let mut problems = Vec::new();
+    let mut notes = Vec::new();
+    for (title, opts) in [("aarch64-model", quiet.clone()), ("aarch64-bare", bare.clone())] {
+        let o = run_image(&image, &opts)?;
+        print_summary(title, &o);
+        let mut why = o.verdict();
+        why.extend(model_checks(&o, opts.model.attached()));
+        if !o.console.iter().any(|l| l.starts_with("  clock: ") && l.ends_with("from CNTFRQ_EL0")) {
+            why.push("the clock line does not say the rate came from CNTFRQ_EL0".into());
+        }
+        if why.is_empty() {
+            let n = o.lines().iter().filter(|l| matches!(l, Line::Pass { .. })).count();
+            notes.push(format!("{title} {n} passed in {:.2}s", o.wall.as_secs_f64()));
+        }
+        problems.extend(why.into_iter().map(|w| format!("{title}: {w}")));
+    }
+    for (word, code, marker) in [
+        ("fault", c::EXIT_EXCEPTION, "EXCEPTION vector=4 (sync)"),
+        ("panic", c::EXIT_PANIC, "PANIC"),
+        ("fail", c::EXIT_FAIL, "FAIL injected: requested by the command line"),
+    ] {
+        let o = run_image(&image, &Opts { append: Some(word.into()), ..bare.clone() })?;
+        let want = c::qemu_status(code);
+        let rejected = !o.verdict().is_empty()
+            && (word != "fail"
+                || o.verdict().iter().any(|w| w.contains("scenario injected failed")));
+        if o.status != Some(want) || !o.console.iter().any(|l| l.starts_with(marker)) || !rejected {
+            problems.push(format!(
+                "aarch64 `-append {word}` should exit {want} with a `{marker}` line; got {:?}, \
+                 console {:?}",
+                o.status, o.console
+            ));
+        } else {
+            notes.push(format!("{word}→{want}"));
+        }
+    }
+    if problems.is_empty() {
+        Ok(notes.join(", "))
+    } else {
+        for p in &problems {
+            println!("  {p}");
+        }
+        Err(format!("{} problem(s): {}", problems.len(), problems.join("; ")))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1153,6 +1389,34 @@ mod tests {
         assert!(d.contains("-serial stdio") && d.contains("-serial file:/c"), "{d}");
         assert!(d.contains("-accel kvm"), "{d}");
         assert!(c::BAR_FILE_SIZE.is_power_of_two());
+    }
+
+    #[test]
+    fn aarch64_command_line() {
+        let opts = parse_opts(&["--arch".into(), "aarch64".into(), "--append".into(), "x".into()])
+            .unwrap();
+        assert_eq!(
+            (opts.arch, opts.accel, opts.timeout),
+            (Arch::Aarch64, Accel::Tcg, AARCH64_TIMEOUT)
+        );
+        let (img, b, r, c2) =
+            (Path::new("/img"), Path::new("/b"), Path::new("/r"), Path::new("/c"));
+        let s = qemu_args(&opts, img, b, r, c2, false).join(" ");
+        assert!(
+            s.contains("-machine virt,memory-backend=ram") && s.contains("-semihosting"),
+            "{s}"
+        );
+        assert!(s.contains("mem-path=/b,share=on") && s.contains("mem-path=/r,share=on"), "{s}");
+        assert!(s.contains("ivshmem-plain,memdev=bar") && !s.contains("isa-debug-exit"), "{s}");
+        assert!(s.ends_with("-kernel /img -append x"), "{s}");
+        assert!(parse_opts(&["--arch".into(), "aarch64".into(), "--qboot".into()]).is_err());
+        assert!(
+            parse_opts(&["--arch".into(), "aarch64".into(), "--accel".into(), "kvm".into()])
+                .is_err()
+        );
+        assert!(parse_opts(&["--arch".into(), "riscv".into()]).is_err());
+        assert_eq!(Arch::Aarch64.ram_base(), 0x4000_0000);
+        assert_eq!(Arch::X86_64.ram_base(), 0);
     }
 
     #[test]

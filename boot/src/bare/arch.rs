@@ -2,6 +2,14 @@
 
 use x86_64::instructions::port::Port;
 
+/// How the image was booted (for the first console line).
+pub const BOOT: &str = "PVH";
+/// Guest-physical start of RAM (the RAM file's offset 0).
+pub const RAM_BASE: u64 = 0;
+/// Where a BAR goes when firmware left it unassigned (qboot): inside the
+/// q35 PCI hole, above guest RAM, below the IOAPIC/LAPIC.
+pub const BAR_WINDOW: (u64, u64) = (0xe000_0000, 0xfec0_0000);
+
 /// Writes a byte to an I/O port.
 pub fn outb(port: u16, v: u8) {
     // SAFETY: the ports used by this image (COM1/COM2, PIT, PCI config,
@@ -31,6 +39,12 @@ pub fn inl(port: u16) -> u32 {
 pub fn rdtsc() -> u64 {
     // SAFETY: RDTSC has no side effects and is always available on x86_64.
     unsafe { core::arch::x86_64::_rdtsc() }
+}
+
+/// Raises a CPU exception on purpose (`-append fault`).
+pub fn raise_exception() -> ! {
+    // SAFETY: UD2 raises #UD on purpose; the IDT handler exits.
+    unsafe { core::arch::asm!("ud2", options(noreturn)) }
 }
 
 /// Ends the run: QEMU exits with status `(code << 1) | 1`

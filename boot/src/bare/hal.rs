@@ -2,8 +2,9 @@
 //!
 //! Physical = virtual everywhere (identity map), so `share` returns the
 //! buffer's own address and `unshare` has nothing to copy back. The pool
-//! region (`contract::DMA_POOL_BASE`, 128 MiB) holds only DMA buffers, never
-//! code; the host device model reaches it at RAM-file offset = address.
+//! region ([`POOL_BASE`]: `contract::DMA_POOL_BASE` into RAM, 128 MiB) holds
+//! only DMA buffers, never code; the host device model reaches it at
+//! RAM-file offset = address − `arch::RAM_BASE`.
 
 use core::ptr::NonNull;
 use core::time::Duration;
@@ -12,7 +13,10 @@ use irdma_boot::contract::{DMA_POOL_BASE, DMA_POOL_SIZE};
 use irdma_boot::pool::{FreeError, PAGE, PagePool, PoolStats};
 use irdma_hal::{BufferDirection, DmaError, Hal, PhysAddr};
 
-use super::{clock, paging};
+use super::{arch, clock, paging};
+
+/// Guest-physical base of the DMA pool: `DMA_POOL_BASE` bytes into RAM.
+pub const POOL_BASE: u64 = arch::RAM_BASE + DMA_POOL_BASE;
 
 /// Bitmap words: 512 × 64 pages = 128 MiB.
 const POOL_WORDS: usize = 512;
@@ -24,7 +28,7 @@ static BAD_FREES: core::sync::atomic::AtomicU64 = core::sync::atomic::AtomicU64:
 /// Hands the pool region to the allocator; call once the memory map says
 /// it is RAM. Returns the page count.
 pub fn init_pool() -> Option<usize> {
-    POOL.lock().reset(DMA_POOL_BASE, DMA_POOL_SIZE)
+    POOL.lock().reset(POOL_BASE, DMA_POOL_SIZE)
 }
 
 /// Pool counters.
@@ -59,7 +63,8 @@ pub struct BootHal;
 // pool, exclusively (the pool bitmap records them until freed), identity
 // mapped so the returned physical address is the device address; `share`
 // returns the identity address of memory that is RAM in the RAM file;
-// `mmio_phys_to_virt` maps the range uncached; `now` is the TSC, monotonic.
+// `mmio_phys_to_virt` maps the range uncached (x86_64) or Device (aarch64);
+// `now` is the TSC or the generic timer's virtual counter, monotonic.
 unsafe impl Hal for BootHal {
     fn dma_alloc(
         pages: usize,

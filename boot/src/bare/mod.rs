@@ -1,30 +1,66 @@
 //! Everything that only exists on the bare-metal target.
+//!
+//! The architecture-specific modules (`arch`, `clock`, `entry`, `idt`,
+//! `paging`, `pci`, `serial`, `start_info`) have one file per architecture
+//! with the same items: the x86_64 files sit here (PVH, port I/O, TSC,
+//! isa-debug-exit), the aarch64 ones in `aarch64/` (QEMU `virt`: DTB, ECAM,
+//! PL011, generic timer, semihosting exit). `hal`, `scenarios` and the
+//! `kmain` below are shared.
 
+#[cfg(all(feature = "defmt", not(target_arch = "x86_64")))]
+compile_error!("the defmt feature needs COM2: x86_64 only");
+
+#[cfg_attr(target_arch = "aarch64", path = "aarch64/arch.rs")]
 pub mod arch;
+#[cfg_attr(target_arch = "aarch64", path = "aarch64/clock.rs")]
 pub mod clock;
 #[cfg(feature = "defmt")]
 pub mod dlog;
+#[cfg_attr(target_arch = "aarch64", path = "aarch64/entry.rs")]
 pub mod entry;
 pub mod hal;
+#[cfg_attr(target_arch = "aarch64", path = "aarch64/idt.rs")]
 pub mod idt;
+#[cfg_attr(target_arch = "aarch64", path = "aarch64/paging.rs")]
 pub mod paging;
+#[cfg_attr(target_arch = "aarch64", path = "aarch64/pci.rs")]
 pub mod pci;
 pub mod scenarios;
+#[cfg_attr(target_arch = "aarch64", path = "aarch64/serial.rs")]
 pub mod serial;
+#[cfg_attr(target_arch = "aarch64", path = "aarch64/start_info.rs")]
 pub mod start_info;
 
 use irdma_boot::contract::{EXIT_FAIL, EXIT_PANIC, EXIT_PASS};
 use serial::println;
 
-/// Called by the entry stub in 64-bit mode with the PVH start info.
+/// Called by the entry stub (x86_64: in 64-bit mode with the PVH start
+/// info; aarch64: MMU on, with x0 as the loader left it, maybe the DTB).
 #[unsafe(no_mangle)]
 extern "C" fn kmain(start_info: u64) -> ! {
     serial::init(serial::COM1);
     #[cfg(feature = "defmt")]
     serial::init(serial::COM2);
     idt::init();
-    println!("irdma-boot: PVH start_info={start_info:#x}");
+    println!("irdma-boot: {} start_info={start_info:#x}", arch::BOOT);
     let info = start_info::StartInfo::new(start_info);
+    #[cfg(target_arch = "aarch64")]
+    match info.as_ref() {
+        Some(i) => {
+            println!("DTB at {:#x}", i.addr());
+            if let Some((base, size)) = i.ecam()
+                && !pci::set_ecam(base, size)
+            {
+                println!("DTB ECAM {base:#x}+{size:#x} is not mapped: using the default");
+            }
+        }
+        None => println!("no DTB: default ECAM, no command line, no memory map"),
+    }
+    #[cfg(target_arch = "aarch64")]
+    {
+        let (base, last_bus) = pci::ecam();
+        println!("PCIe ECAM at {base:#x}, buses 0..={last_bus}");
+    }
     let mut cmdline = [0u8; 128];
     let cmd = info.as_ref().map(|i| i.cmdline(&mut cmdline)).unwrap_or("");
     if !cmd.is_empty() {
@@ -35,8 +71,7 @@ extern "C" fn kmain(start_info: u64) -> ! {
     // scenario.
     if cmd.split(' ').any(|w| w == "fault") {
         println!("cmdline asks for a CPU exception");
-        // SAFETY: UD2 raises #UD on purpose; the IDT handler exits.
-        unsafe { core::arch::asm!("ud2") };
+        arch::raise_exception();
     }
     if cmd.split(' ').any(|w| w == "panic") {
         panic!("panic requested on the command line");

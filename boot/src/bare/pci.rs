@@ -19,6 +19,9 @@ pub struct PortCs {
     pub func: u8,
 }
 
+/// The configuration-space handle of this architecture.
+pub type Cs = PortCs;
+
 impl PortCs {
     fn address(&self, offset: u16) -> u32 {
         0x8000_0000

@@ -20,7 +20,7 @@ use irdma_hal::regs::MIN_BAR_SIZE;
 use irdma_hal::{Bar, BufferDirection, Dma, DmaError, Hal, MmioBar};
 
 use super::hal::{self, BootHal};
-use super::pci::PortCs;
+use super::pci::Cs;
 use super::serial::println;
 use super::start_info::StartInfo;
 use super::{arch, clock, paging};
@@ -122,7 +122,7 @@ pub enum Kind {
 /// The device discovery found, BAR mapped.
 pub struct Device {
     /// Its configuration space.
-    pub cs: PortCs,
+    pub cs: Cs,
     /// Real hardware or the model.
     pub kind: Kind,
     /// The BAR as probed.
@@ -143,10 +143,10 @@ const IVSHMEM: (u16, u16) = (0x1af4, 0x1110);
 const IVSHMEM_BAR: u8 = 2;
 /// E810 register BAR.
 const E810_BAR: u8 = 0;
-/// Where a BAR goes when firmware left it unassigned (qboot): inside the
-/// q35 PCI hole, above guest RAM, below the IOAPIC/LAPIC.
-const ASSIGN_BASE: u64 = 0xe000_0000;
-const ASSIGN_LIMIT: u64 = 0xfec0_0000;
+/// Where a BAR goes when firmware left it unassigned (qboot on x86_64,
+/// always on aarch64 virt): `arch::BAR_WINDOW`.
+const ASSIGN_BASE: u64 = arch::BAR_WINDOW.0;
+const ASSIGN_LIMIT: u64 = arch::BAR_WINDOW.1;
 
 /// Runs every scenario of this round.
 pub fn run_all(r: &mut Runner, info: Option<&StartInfo>) {
@@ -206,6 +206,8 @@ pub enum ClockSource {
     Host(u64),
     /// PIT calibration.
     Pit(u64),
+    /// The rate the architecture states (aarch64: CNTFRQ_EL0).
+    Counter(u64),
     /// Neither worked: a nominal 1 GHz, and `clock` fails.
     Nominal,
 }
@@ -215,27 +217,29 @@ fn start_clock(ctx: &Ctx) -> ClockSource {
         Some(d) if d.kind == Kind::Model => d.mmio.read64(MAILBOX + contract::MB_HOST_TSC_HZ),
         _ => 0,
     };
-    let source = if clock::plausible(host) {
+    let source = if let Some(hz) = clock::architectural_hz() {
+        ClockSource::Counter(hz)
+    } else if clock::plausible(host) {
         ClockSource::Host(host)
     } else {
         clock::calibrate().map_or(ClockSource::Nominal, ClockSource::Pit)
     };
     clock::start(match source {
-        ClockSource::Host(hz) | ClockSource::Pit(hz) => hz,
+        ClockSource::Host(hz) | ClockSource::Pit(hz) | ClockSource::Counter(hz) => hz,
         ClockSource::Nominal => 1_000_000_000,
     });
     source
 }
 
 fn init_pool(info: Option<&StartInfo>) -> Result<(), Msg> {
-    let Some(info) = info else { bail!("no PVH start info: cannot check the memory map") };
-    let base = contract::DMA_POOL_BASE;
+    let Some(info) = info else { bail!("no boot info (PVH start info or DTB): no memory map") };
+    let base = hal::POOL_BASE;
     let size = contract::DMA_POOL_SIZE;
     if !memmap::ram_covers(info.memmap(), base, size) {
         for reg in info.memmap() {
             println!("  e820 {:#x}+{:#x} type {}", reg.addr, reg.size, reg.kind);
         }
-        bail!("DMA pool {base:#x}+{size:#x} is not RAM in the PVH memory map");
+        bail!("DMA pool {base:#x}+{size:#x} is not RAM in the memory map");
     }
     // The pool must not overlap the image (code, data, bss, stack).
     let kernel_end = core::ptr::addr_of!(__kernel_end) as u64;
@@ -251,8 +255,8 @@ unsafe extern "C" {
 }
 
 fn pci_discovery(ctx: &mut Ctx) -> Result<Outcome, Msg> {
-    let mut gen2: Option<(PortCs, Identity)> = None;
-    let mut model: Option<(PortCs, Identity)> = None;
+    let mut gen2: Option<(Cs, Identity)> = None;
+    let mut model: Option<(Cs, Identity)> = None;
     let mut count = 0u32;
     super::pci::scan(|cs, id| {
         count += 1;
@@ -311,7 +315,10 @@ fn pci_discovery(ctx: &mut Ctx) -> Result<Outcome, Msg> {
         // the image or the DMA pool.
         unsafe { BootHal::mmio_phys_to_virt(bar.addr, len) }
     };
-    ensure!(paging::is_uncached(bar.addr), "BAR mapping is not PCD|PWT");
+    ensure!(
+        paging::is_uncached(bar.addr),
+        "BAR mapping is not uncached (x86_64 PCD|PWT, aarch64 Device)"
+    );
     ensure!(paging::is_uncached(bar.addr + bar.size - 1), "BAR end not uncached");
     let Some(base) = NonNull::new(base.as_ptr()) else { bail!("null BAR mapping") };
     // SAFETY: `base..base + len` is the BAR, mapped uncached for the rest of
@@ -490,6 +497,9 @@ fn clock_check(source: ClockSource) -> Result<Outcome, Msg> {
     match source {
         ClockSource::Host(hz) => println!("  clock: TSC {} kHz, from the host", hz / 1000),
         ClockSource::Pit(hz) => println!("  clock: TSC {} kHz, by the PIT", hz / 1000),
+        ClockSource::Counter(hz) => {
+            println!("  clock: counter {} kHz, from CNTFRQ_EL0", hz / 1000)
+        }
         ClockSource::Nominal => bail!("no host TSC rate and the PIT calibration failed"),
     }
     let mut last = BootHal::now();

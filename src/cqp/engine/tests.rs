@@ -540,3 +540,64 @@ fn confirmed_destroy_frees_and_refused_ccq_create_frees() {
     cqp.destroy_into(&mut |_| kept += 1).unwrap();
     assert_eq!(kept, 0, "a refused create and a confirmed destroy keep nothing");
 }
+
+/// Barrier placement on the CQP (issue #19; feature `barrier-trace`): every
+/// posted WQE's header word (valid bit) is stored after a `dma_wmb` that
+/// follows its other seven words, and CQPDB is written after a `wmb`.
+#[cfg(feature = "barrier-trace")]
+#[test]
+fn barrier_trace_cqp_wqe_publishes_after_dma_wmb_and_doorbell_after_wmb() {
+    use irdma_hal::barrier::trace::{self, Event};
+    /// Logs MMIO writes in the trace, then forwards to the fake.
+    struct TraceDev<'a>(&'a FakeDev);
+    impl Bar for TraceDev<'_> {
+        fn read32(&self, offset: usize) -> u32 {
+            self.0.read32(offset)
+        }
+        fn write32(&self, offset: usize, value: u32) {
+            trace::mmio(offset, value);
+            self.0.write32(offset, value);
+        }
+    }
+    let dev = FakeDev::new();
+    let bar = TraceDev(&dev);
+    let mut cqp = Cqp::<FakeHal, &TraceDev<'_>>::create(&bar, &cfg(4)).unwrap();
+    let sq = cqp.sq_pa() as usize;
+    trace::start();
+    for n in 0..3u64 {
+        cqp.exec(Nop, n).unwrap();
+    }
+    let ev = trace::take();
+    // FakeHal memory is identity-mapped: the SQ's bus address is its host address.
+    let stride = CQP_WQE_BYTES;
+    let mut dbs = 0;
+    for (d, e) in ev.iter().enumerate() {
+        if !matches!(e, Event::Mmio { offset: regs::CQPDB, .. }) {
+            continue;
+        }
+        let slot = dbs;
+        dbs += 1;
+        let lo = sq + slot * stride;
+        let hdr = lo + 8 * irdma_hal::cqp::CQP_HEADER_WORD;
+        let h = ev[..d]
+            .iter()
+            .rposition(|e| matches!(e, Event::Store { addr, .. } if *addr == hdr))
+            .expect("header stored before its doorbell");
+        let body = ev[..h].iter().rposition(
+            |e| matches!(e, Event::Store { addr, .. } if (lo..lo + stride).contains(addr) && *addr != hdr),
+        );
+        let from = body.map_or(0, |b| b + 1);
+        assert!(
+            ev[from..h].iter().any(|e| matches!(e, Event::DmaWmb | Event::Wmb | Event::Mb)),
+            "WQE {slot}: no barrier between body and valid bit: {:?}",
+            &ev[from.saturating_sub(1)..=h]
+        );
+        let last = ev[..d].iter().rposition(|e| matches!(e, Event::Store { .. })).unwrap_or(0);
+        assert!(
+            ev[last..d].iter().any(|e| matches!(e, Event::Wmb | Event::Mb)),
+            "doorbell {slot}: no wmb after the last ring store: {:?}",
+            &ev[last..=d]
+        );
+    }
+    assert_eq!(dbs, 3, "{ev:?}");
+}

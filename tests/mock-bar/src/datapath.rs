@@ -129,6 +129,13 @@ pub struct Qp {
     pub local_ip: u32,
     /// ARP index of the next hop.
     pub arp_idx: u16,
+    /// ORDSIZE (@160 [7:0]), taken only with ORDVALID (spec control-path
+    /// §4.3.5); 0 until then, and a READ with ORD 0 fails.
+    pub ord: u8,
+    /// SNDMSS (@48 [29:16]).
+    pub mss: u32,
+    /// QSHANDLE (@176 [25:16]).
+    pub qs_handle: u16,
     /// Completion context (@168).
     pub compl_ctx: u64,
     /// RNR retry limit (7 = infinite).
@@ -226,13 +233,8 @@ impl Device {
     }
 
     /// Applies the context fields of spec control-path §7.2 to `q`.
-    fn apply_ctx(
-        &self,
-        q: &mut Qp,
-        c: &[u64; 32],
-        vq: bool,
-        cqnum_valid: bool,
-    ) -> Result<(), Completion> {
+    fn apply_ctx(&self, q: &mut Qp, c: &[u64; 32], w: &QpWqe) -> Result<(), Completion> {
+        let (vq, cqnum_valid) = (w.virtual_map, w.cq_num_valid);
         let sq_enc = get(c[3], 15, 12) as u32;
         let rq_enc = get(c[3], 11, 8) as u32;
         let rq_shift = get(c[0], 9, 8) as u32;
@@ -259,7 +261,16 @@ impl Device {
         q.rq = rq;
         q.pd = (get(c[0], 21, 20) << 16 | get(c[7], 63, 48)) as u32;
         q.dest_ip = get(c[4], 31, 0) as u32;
-        q.arp_idx = get(c[6], 63, 48) as u16;
+        // spec control-path §4.3.5: ARPTABIDXVALID / ORDVALID / CQNUMVALID
+        // say which of these context fields this op carries
+        if w.arp_valid {
+            q.arp_idx = get(c[6], 63, 48) as u16;
+        }
+        if w.ord_valid {
+            q.ord = get(c[20], 7, 0) as u8;
+        }
+        q.mss = get(c[6], 29, 16) as u32;
+        q.qs_handle = get(c[22], 25, 16) as u16;
         q.dest_qp = get(c[8], 23, 0) as u32;
         q.rnr_retry = get(c[16], 56, 54) as u8;
         if cqnum_valid {
@@ -310,6 +321,9 @@ impl Device {
             dest_ip: 0,
             local_ip: 0,
             arp_idx: 0,
+            ord: 0,
+            mss: 0,
+            qs_handle: 0,
             compl_ctx: 0,
             rnr_retry: 0,
             fastreg: false,
@@ -322,7 +336,7 @@ impl Device {
             rnr_count: 0,
             stalled: false,
         };
-        self.apply_ctx(&mut q, &c, w.virtual_map, true)?;
+        self.apply_ctx(&mut q, &c, w)?;
         self.qps.insert(id, q);
         Ok(Completion::ok(0))
     }
@@ -349,9 +363,9 @@ impl Device {
         let c = self.read_qp_ctx(w.ctx_pa)?;
         let mut q = self.qps.get(&id).cloned().ok_or(Completion::bad())?;
         if next != qps::ERROR {
-            self.apply_ctx(&mut q, &c, w.virtual_map, w.cq_num_valid)?;
-            if next == qps::RTR && w.arp_valid && !self.arp.contains_key(&q.arp_idx) {
-                return Err(Completion::bad());
+            self.apply_ctx(&mut q, &c, w)?;
+            if next == qps::RTR || next == qps::RTS {
+                self.check_path(&q)?;
             }
         }
         q.state = next;
@@ -364,11 +378,38 @@ impl Device {
         Ok(Completion::ok(0))
     }
 
-    // spec control-path §4.3.6
+    /// What a QP needs to put packets on the wire, checked when it enters
+    /// RTR or RTS (spec control-path §7.4: INIT → RTR supplies the ARP index,
+    /// MTU and qs_handle, and Linux rebuilds them at RTS): an ARP entry at
+    /// the QP's ARP index (§4.3.13, the destination MAC), SNDMSS within the
+    /// RoCE path-MTU range 256..=4096 (§7.2), and QSHANDLE naming an enabled
+    /// work-scheduler leaf (§4.3.20, §9 step 13).
+    fn check_path(&self, q: &Qp) -> Result<(), Completion> {
+        if !self.arp.contains_key(&q.arp_idx) {
+            return Err(Completion::bad());
+        }
+        if !(256..=4096).contains(&q.mss) {
+            return Err(Completion::bad());
+        }
+        if !self.ws.values().any(|n| n.leaf && n.enabled && n.qs_handle == q.qs_handle) {
+            return Err(Completion::bad());
+        }
+        Ok(())
+    }
+
+    // spec control-path §4.3.6. Linux moves a QP to ERROR before destroying
+    // it unless it never left the create-time IDLE; the spec is silent on
+    // what the device does with a live QP, so the model refuses DESTROY_QP
+    // in RTR, RTS and SQD (model choice, in the crate docs).
     pub(crate) fn op_destroy_qp(&mut self, w: &QpWqe) -> OpResult {
-        self.qps
-            .remove(&w.id)
+        let q = self
+            .qps
+            .get(&w.id)
             .ok_or(Completion::err(err::MAJ_GENERIC, err::MODEL_MIN_NO_OBJECT))?;
+        if !matches!(q.state, qps::ERROR | qps::IDLE) {
+            return Err(Completion::err(err::MAJ_GENERIC, err::MIN_INVALID_STATE));
+        }
+        self.qps.remove(&w.id);
         Ok(Completion::ok(0))
     }
 
@@ -406,35 +447,54 @@ impl Device {
             return Err(Completion::err(err::MAJ_GENERIC, err::MIN_INVALID_STATE));
         }
         let mut minor = 0;
-        if flush_rq && self.rq_wqe(&q).is_some() {
+        // one flush CQE per queue (GEN_2), or up to `flush_cqes_per_queue`
+        // walking the outstanding WQEs (fault plan)
+        let per_queue = self.faults.flush_cqes_per_queue.max(1);
+        let mut r = q.clone();
+        for _ in 0..per_queue {
+            if !(flush_rq && self.rq_wqe(&r).is_some()) {
+                break;
+            }
             let c = Cqe {
                 ctx: q.compl_ctx,
                 qp_id: id,
                 minor: rq_min,
                 major: rq_maj,
-                wqe_idx: q.rq_head << q.rq_shift,
+                wqe_idx: r.rq_head << r.rq_shift,
                 error: true,
                 ..Cqe::default()
             };
             self.post_cqe(q.rx_cq, c.words(), false);
             minor = err::MIN_RQ_FLUSHED;
+            r.rq_head = (r.rq_head + 1) % r.rq_wqes.max(1);
+            if r.rq_head == 0 {
+                r.rq_pol = !r.rq_pol;
+            }
         }
-        if flush_sq {
-            let hdr = self.sq_header(&q);
-            if let Some(h) = hdr.filter(|h| bit(*h, 63) == q.sq_pol) {
-                let c = Cqe {
-                    ctx: q.compl_ctx,
-                    qp_id: id,
-                    minor: sq_min,
-                    major: sq_maj,
-                    wqe_idx: q.sq_tail,
-                    error: true,
-                    op: get(h, 37, 32) as u8,
-                    sq: true,
-                    ..Cqe::default()
-                };
-                self.post_cqe(q.tx_cq, c.words(), false);
-                minor = err::MIN_SQ_FLUSHED;
+        let mut sq = q.clone();
+        let mut first_idx = self.faults.flush_sq_wqe_idx.take();
+        for _ in 0..per_queue {
+            let Some(h) = flush_sq.then(|| self.sq_header(&sq)).flatten() else { break };
+            if bit(h, 63) != sq.sq_pol {
+                break;
+            }
+            let c = Cqe {
+                ctx: q.compl_ctx,
+                qp_id: id,
+                minor: sq_min,
+                major: sq_maj,
+                wqe_idx: first_idx.take().unwrap_or(sq.sq_tail),
+                error: true,
+                op: get(h, 37, 32) as u8,
+                sq: true,
+                ..Cqe::default()
+            };
+            self.post_cqe(q.tx_cq, c.words(), false);
+            minor = err::MIN_SQ_FLUSHED;
+            let n = wqe::sq_quanta(h).unwrap_or(1);
+            sq.sq_tail = (sq.sq_tail + n) % sq.sq_quanta.max(1);
+            if sq.sq_tail == 0 {
+                sq.sq_pol = !sq.sq_pol;
             }
         }
         Ok(Completion { ret: 0, major: 0, minor })
@@ -466,11 +526,20 @@ impl Device {
 
     /// Retries every QP stalled on an RNR NAK (called on each SQ doorbell;
     /// also available to tests as a "time passes" step).
+    /// Held CQEs (`FaultPlan::hold_cqes_of_qp`) are written here too.
     pub fn step(&mut self) {
-        self.step_with(&mut NoPeers)
+        self.step_with(&mut NoPeers);
+        self.release_held_cqes(None);
     }
 
     pub(crate) fn step_with(&mut self, peers: &mut dyn Peers) {
+        for qpn in std::mem::take(&mut self.late_sq) {
+            if self.qps.contains_key(&qpn) {
+                self.process_sq(qpn, peers);
+            } else {
+                self.counters.bad_doorbells += 1;
+            }
+        }
         let stalled: Vec<u32> = self.qps.values().filter(|q| q.stalled).map(|q| q.id).collect();
         for id in stalled {
             self.process_sq(id, peers);
@@ -501,10 +570,19 @@ impl Device {
                 return;
             }
             let idx = q.sq_tail;
-            let quanta = match wqe::sq_quanta(hdr) {
+            // spec data-path §1.10 chunk rule: a WQE never crosses an
+            // 8-quanta boundary (max_hw_sq_chunk = 8); software pads with
+            // NOPs instead
+            let quanta = match wqe::sq_quanta(hdr).and_then(|n| {
+                if idx % 8 + n > 8 {
+                    Err(wqe::WqeError::CrossesChunk { start: idx, quanta: n })
+                } else {
+                    Ok(n)
+                }
+            }) {
                 Ok(n) if idx + n <= q.sq_quanta => n,
                 _ => {
-                    self.qp_fatal(qpn, ae::WQE_UNEXPECTED_OPCODE, ae::SRC_SQ, idx);
+                    self.invalid_sq_wqe(qpn, idx);
                     return;
                 }
             };
@@ -529,7 +607,7 @@ impl Device {
             let w = match wqe::decode_sq(&words) {
                 Ok(w) => w,
                 Err(_) => {
-                    self.qp_fatal(qpn, ae::WQE_UNEXPECTED_OPCODE, ae::SRC_SQ, idx);
+                    self.invalid_sq_wqe(qpn, idx);
                     return;
                 }
             };
@@ -552,6 +630,25 @@ impl Device {
                     return;
                 }
                 Outcome::Fatal(code) => {
+                    if self.faults.error_cqe_on_fatal {
+                        // the failing WQE's own error CQE: major 0xFFFE
+                        // (IRDMA_SRQFLUSH_RSVD_MAJOR_ERR), minor = AE code
+                        // (spec data-path §5.5)
+                        self.counters.sq_wqes += 1;
+                        self.advance_sq(qpn, quanta);
+                        let c = Cqe {
+                            ctx: q.compl_ctx,
+                            qp_id: qpn,
+                            minor: code,
+                            major: 0xFFFE,
+                            wqe_idx: idx,
+                            error: true,
+                            op: w.opcode,
+                            sq: true,
+                            ..Cqe::default()
+                        };
+                        self.post_cqe(q.tx_cq, c.words(), false);
+                    }
                     self.qp_fatal(qpn, code, ae::SRC_SQ, idx);
                     return;
                 }
@@ -590,6 +687,16 @@ impl Device {
                 }
             }
         }
+    }
+
+    /// A malformed SQ WQE (bad opcode, odd ADDFRAGCNT, too many SGEs,
+    /// crossing a chunk, a missing valid bit): not executed, no CQE; the QP
+    /// goes to ERROR with WQE_UNEXPECTED_OPCODE (spec control-path §8: the
+    /// only WQE-format AE Linux names; model choice for the formats the
+    /// spec gives no code for) and the WQE is counted.
+    fn invalid_sq_wqe(&mut self, qpn: u32, idx: u32) {
+        self.counters.invalid_wqes += 1;
+        self.qp_fatal(qpn, ae::WQE_UNEXPECTED_OPCODE, ae::SRC_SQ, idx);
     }
 
     fn advance_sq(&mut self, qpn: u32, quanta: u32) {
@@ -639,6 +746,10 @@ impl Device {
                 self.transmit(q, req, peers)
             }
             SqOp::Read { remote_addr, rkey, sges, local_invalidate } => {
+                // spec control-path §8: AE 0x0205 RDMA_READ_WHILE_ORD_ZERO
+                if q.ord == 0 {
+                    return Outcome::Fatal(ae::RDMA_READ_WHILE_ORD_ZERO);
+                }
                 // check the sinks before asking the peer
                 let len: u64 = sges.iter().map(|f| f.len as u64).sum();
                 if let Err(code) = self.check_frags(q.pd, sges, rights::LOCAL_WRITE) {
@@ -862,6 +973,7 @@ impl Device {
         let frags = match wqe::decode_rq(&words) {
             Ok(f) => f,
             Err(_) => {
+                self.counters.invalid_wqes += 1;
                 self.qp_fatal(q.id, ae::WQE_UNEXPECTED_OPCODE, ae::SRC_RQ, q.rq_head);
                 return Response::NakOp;
             }
@@ -922,29 +1034,8 @@ impl Device {
 
     /// Writes an extended CQE: the extension in the next slot first (with
     /// that slot's own pass polarity), then the main CQE.
-    fn post_cqe_ext(&mut self, cq_id: u32, main: [u64; 4], mut ext: [u64; 4], solicited: bool) {
-        let Some(cq) = self.cqs.get(&cq_id).cloned() else { return };
-        let next = (cq.prod + 1) % cq.size;
-        let pol = if next == 0 { !cq.pol } else { cq.pol };
-        ext[3] = (ext[3] & !(1 << 63)) | ((pol as u64) << 63);
-        if let Some(pa) = self.queue_addr(cq.ring, next as u64 * 32) {
-            for (i, v) in ext.iter().enumerate() {
-                if let Err(f) = crate::mem::write_u64(&*self.mem, pa.wrapping_add(i as u64 * 8), *v)
-                {
-                    self.dma_fault(f);
-                    return;
-                }
-            }
-        }
-        if self.post_cqe(cq_id, main, solicited) {
-            // the extension slot is consumed too
-            if let Some(c) = self.cqs.get_mut(&cq_id) {
-                c.prod = (c.prod + 1) % c.size;
-                if c.prod == 0 {
-                    c.pol = !c.pol;
-                }
-            }
-        }
+    fn post_cqe_ext(&mut self, cq_id: u32, main: [u64; 4], ext: [u64; 4], solicited: bool) {
+        self.post_cqe_with(cq_id, main, Some(ext), solicited);
     }
 
     // ------------------------------------------------------------------

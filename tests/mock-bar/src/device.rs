@@ -11,6 +11,9 @@ use crate::mem::{Fault, Memory, read_u64, write_u64};
 use crate::regs::{self, ae, err, qps};
 
 /// Static configuration of a modelled function.
+/// A CQE held back by the fault plan: (CQ, CQE, extension, solicited).
+pub(crate) type HeldCqe = (u32, [u64; 4], Option<[u64; 4]>, bool);
+
 #[derive(Clone, Debug)]
 pub struct Config {
     /// HMC function id of the PF (`pf_id`).
@@ -33,6 +36,11 @@ pub struct Config {
     pub pci_function: u8,
     /// How doorbells are seen (see [`Mode`]).
     pub mode: Mode,
+    /// UPDATE_PE_SDS entries must carry PMSDPARTSEL = 1 and, when set,
+    /// PMSDBPCOUNT = 512, and a direct SD must be 2 MiB aligned (spec
+    /// control-path §3.6; whether hardware needs the alignment is an open
+    /// question, §11 item 6, hence an option). Off by default.
+    pub strict_sds: bool,
 }
 
 /// How the device learns about doorbells.
@@ -63,6 +71,7 @@ impl Default for Config {
             cpustatus: 0x80,
             first_qs_handle: 8,
             pci_function: 0,
+            strict_sds: false,
             mode: Mode::Strict,
         }
     }
@@ -111,8 +120,15 @@ pub struct Cq {
     pub pol: bool,
     /// Arm state.
     pub arm: Arm,
-    /// CQEs dropped because the ring was full.
+    /// CQEs dropped because the ring was full (the first one) or because
+    /// the CQ was already in error (the rest).
     pub overflows: u64,
+    /// The CQ overflowed: CQ_OPERATION_ERROR was raised once and the CQ
+    /// writes no further CQE until it is destroyed (spec control-path §8,
+    /// AE 0x0203 → IB_EVENT_CQ_ERR; that the CQ then stays in error is the
+    /// IB meaning of a CQ overrun — the spec does not say how hardware
+    /// resumes, so the model never does).
+    pub error: bool,
     /// ARM_SEQ_NUM of the last arm request seen.
     pub arm_seq: u8,
     /// Completed MODIFY_CQ resizes (spec control-path §4.3.3). While the
@@ -284,6 +300,11 @@ pub struct Device {
     pub(crate) outbox: VecDeque<crate::datapath::Packet>,
     /// CQP doorbell seen while completions are being delayed.
     delayed_cqpdb: Option<(u32, u32)>,
+    /// CQEs held back by `FaultPlan::hold_cqes_of_qp`: (CQ, CQE, extension,
+    /// solicited).
+    pub(crate) held_cqes: Vec<HeldCqe>,
+    /// SQ doorbells acted on late (`FaultPlan::late_sq_doorbells`).
+    pub(crate) late_sq: Vec<u32>,
     /// Deferred mode: values last acted on (CCQPHIGH/LOW pair, CQPDB, WQEALLOC, CQARM).
     seen: (u64, Option<u32>, Option<u32>, Option<u32>),
     pending_ccqp: Option<u64>,
@@ -342,6 +363,9 @@ pub const TRACE_CAP: usize = 4096;
 impl Device {
     /// A device in its reset state, using `mem` for every DMA access.
     pub fn new(cfg: Config, mem: Box<dyn Memory>) -> Self {
+        // Deferred mode cannot see every PFHMC_PDINV write (writes latch),
+        // so PD entries are read live there.
+        let cache_pds = cfg.mode == Mode::Strict;
         Self {
             cfg,
             mem,
@@ -354,7 +378,7 @@ impl Device {
             other_regs: BTreeMap::new(),
             cqp: None,
             fpm: None,
-            sds: SdTable::default(),
+            sds: SdTable { cache_pds, ..SdTable::default() },
             shmc_done: false,
             cqs: BTreeMap::new(),
             ceqs: BTreeMap::new(),
@@ -369,6 +393,8 @@ impl Device {
             trace: VecDeque::new(),
             outbox: VecDeque::new(),
             delayed_cqpdb: None,
+            held_cqes: Vec::new(),
+            late_sq: Vec::new(),
             seen: (0, None, None, None),
             pending_ccqp: None,
         }
@@ -562,9 +588,28 @@ impl Device {
                 }
                 self.cqp_doorbell(v)
             }
+            regs::PFHMC_PDINV => {
+                // spec control-path §1 table, §3.6:
+                // PMSDIDX [11:0], PMSDPARTSEL [15] (1 for a PF), PMPDIDX
+                // [24:16]. Linux writes PD entries (and PDINV) before the
+                // UPDATE_PE_SDS that programs the SD, so a PDINV for an SD
+                // not programmed yet invalidates nothing and is fine.
+                let (sd, part, pd) = (v & 0xFFF, v >> 15 & 1, v >> 16 & 0x1FF);
+                if part != 1 {
+                    self.counters.bad_doorbells += 1;
+                } else {
+                    self.sds.invalidate_pd(&*self.mem, sd as u64, pd as u64);
+                }
+                self.other_regs.insert(off, v);
+            }
             regs::WQEALLOC => {
                 if self.faults.take_lost_doorbell() {
                     self.counters.lost_doorbells += 1;
+                    return;
+                }
+                if self.faults.late_sq_doorbells > 0 {
+                    self.faults.late_sq_doorbells -= 1;
+                    self.late_sq.push(v & 0xF_FFFF);
                     return;
                 }
                 self.sq_doorbell(v & 0xF_FFFF, peers)
@@ -937,20 +982,28 @@ impl Device {
         }
         let limit = self.cfg.fpm.first_pe_sd as u64 + self.cfg.fpm.max_pe_sds as u64;
         // validate all first: the op is all-or-nothing
-        for &(cmd, _) in &entries {
+        for &(cmd, data) in &entries {
             if !bit(cmd, 31) || get(cmd, 12, 0) >= limit {
+                return Err(Completion::bad());
+            }
+            // spec control-path §3.6: PMSDPARTSEL [15] = 1, PMSDBPCOUNT
+            // [11:2] = 512 on set, direct SD = a 2 MiB buffer
+            if self.cfg.strict_sds
+                && (!bit(cmd, 15)
+                    || bit(data, 0)
+                        && (get(data, 11, 2) != 512
+                            || bit(data, 1) && !(data & !0xFFF).is_multiple_of(hmc::SD_SIZE)))
+            {
                 return Err(Completion::bad());
             }
         }
         for (cmd, data) in entries {
             let sd = get(cmd, 12, 0);
-            if bit(data, 0) {
+            let e = bit(data, 0).then(|| {
                 let pa = data & !0xFFF;
-                let e = if bit(data, 1) { Sd::Direct(pa) } else { Sd::Paged(pa) };
-                self.sds.sds.insert(sd, e);
-            } else {
-                self.sds.sds.remove(&sd);
-            }
+                if bit(data, 1) { Sd::Direct(pa) } else { Sd::Paged(pa) }
+            });
+            self.sds.program(&*self.mem, sd, e);
         }
         Ok(Completion::ok(0))
     }
@@ -1023,6 +1076,7 @@ impl Device {
                 pol: true,
                 arm: Arm::None,
                 overflows: 0,
+                error: false,
                 arm_seq: 0,
                 resizes: 0,
             },
@@ -1300,6 +1354,24 @@ impl Device {
         }
     }
 
+    /// The bus address the device would use for FPM address `fpm` now
+    /// (through its SD table and, for paged SDs, its PD cache).
+    pub fn hmc_translate(&self, fpm: u64) -> Option<u64> {
+        self.sds.translate(&*self.mem, fpm).ok()
+    }
+
+    /// Raises an AE as the device would (catastrophic events, events for a
+    /// QP that no longer exists): code, AESRC and the QP/CQ id; the context
+    /// word is the object's completion context, 0 if it does not exist.
+    pub fn inject_ae(&mut self, code: u16, src: u8, id: u32) {
+        let ctx = if src == ae::SRC_CQ {
+            self.cqs.get(&id).map_or(0, |c| c.ctx)
+        } else {
+            self.qps.get(&id).map_or(0, |q| q.compl_ctx)
+        };
+        self.post_aeqe(code, src, id, ctx, 0);
+    }
+
     /// PBLE `i` through the HMC (spec control-path §6.1).
     pub(crate) fn read_pble(&self, i: u64) -> Option<u64> {
         let l = self.fpm.as_ref()?;
@@ -1310,12 +1382,83 @@ impl Device {
 
     /// Writes a CQE (valid bit set here, header word last) and raises a CEQE
     /// if the CQ is armed. Returns false if the CQE could not be written.
-    pub(crate) fn post_cqe(&mut self, cq_id: u32, mut w: [u64; 4], solicited: bool) -> bool {
+    pub(crate) fn post_cqe(&mut self, cq_id: u32, w: [u64; 4], solicited: bool) -> bool {
+        self.post_cqe_with(cq_id, w, None, solicited)
+    }
+
+    /// Writes a CQE and, with `ext`, its extension in the next slot (spec
+    /// data-path §5.1: an extended CQE continues in the next 32-byte slot).
+    /// Room for every slot is checked before anything is written: a CQE
+    /// that does not fit whole is not written at all, raises
+    /// CQ_OPERATION_ERROR and puts the CQ in error (no further CQEs).
+    pub(crate) fn post_cqe_with(
+        &mut self,
+        cq_id: u32,
+        w: [u64; 4],
+        ext: Option<[u64; 4]>,
+        solicited: bool,
+    ) -> bool {
+        // CQ 0 is the CCQ: its CQEs are never held
+        let qp = get(w[2], 55, 32) as u32;
+        if let Some((hq, n)) = self.faults.hold_cqes_of_qp
+            && cq_id != 0
+            && hq == qp
+            && n > 0
+        {
+            self.faults.hold_cqes_of_qp = (n > 1).then_some((hq, n - 1));
+            self.held_cqes.push((cq_id, w, ext, solicited));
+            return true;
+        }
+        let ok = self.write_cqe(cq_id, w, ext, solicited);
+        if cq_id != 0
+            && self.held_cqes.iter().any(|h| h.0 == cq_id && get(h.1[2], 55, 32) as u32 != qp)
+        {
+            self.release_held_cqes(Some(cq_id));
+        }
+        ok
+    }
+
+    /// Writes the CQEs held back (of CQ `cq`, or all), oldest first.
+    pub(crate) fn release_held_cqes(&mut self, cq: Option<u32>) {
+        let held = std::mem::take(&mut self.held_cqes);
+        let (now, keep): (Vec<_>, Vec<_>) =
+            held.into_iter().partition(|h| cq.is_none_or(|c| c == h.0));
+        self.held_cqes = keep;
+        for (c, w, e, sol) in now {
+            self.write_cqe(c, w, e, sol);
+        }
+    }
+
+    /// A CQE write that failed: nothing written, AE LCE_CQ_CATASTROPHIC
+    /// (0x0702, spec control-path §8: CQ event IB_EVENT_CQ_ERR).
+    fn cqe_write_failed(&mut self, cq_id: u32, ctx: u64) {
+        self.counters.cqes_dropped += 1;
+        self.post_aeqe(ae::LCE_CQ_CATASTROPHIC, ae::SRC_CQ, cq_id, ctx, 0);
+    }
+
+    fn write_cqe(
+        &mut self,
+        cq_id: u32,
+        mut w: [u64; 4],
+        ext: Option<[u64; 4]>,
+        solicited: bool,
+    ) -> bool {
         let Some(cq) = self.cqs.get(&cq_id).cloned() else {
             self.counters.cqes_dropped += 1;
             return false;
         };
+        if cq.error {
+            if let Some(c) = self.cqs.get_mut(&cq_id) {
+                c.overflows += 1;
+            }
+            self.counters.cqes_dropped += 1;
+            return false;
+        }
+        let slots = if ext.is_some() { 2 } else { 1 };
         if cq.check_overflow {
+            // spec data-path §4.3: the device reads the consumer index from
+            // shadow @0 (CQEIDX [19:0]); one slot always stays empty so a
+            // full ring is distinguishable from an empty one.
             let sel = read_u64(&*self.mem, cq.shadow.wrapping_add(32))
                 .map(|v| get(v, 13, 0) as u16)
                 .unwrap_or(0);
@@ -1325,13 +1468,36 @@ impl Device {
                 0
             };
             let used = (cq.prod + cq.size - cons) % cq.size;
-            if used >= cq.size - 1 {
+            if used + slots > cq.size - 1 {
                 if let Some(c) = self.cqs.get_mut(&cq_id) {
                     c.overflows += 1;
+                    c.error = true;
                 }
                 self.counters.cqes_dropped += 1;
+                // spec control-path §8: 0x0203 CQ_OPERATION_ERROR, AESRC CQ
                 self.post_aeqe(ae::CQ_OPERATION_ERROR, ae::SRC_CQ, cq_id, cq.ctx, 0);
                 return false;
+            }
+        }
+        if self.faults.fail_cqe_writes > 0 {
+            self.faults.fail_cqe_writes -= 1;
+            self.cqe_write_failed(cq_id, cq.ctx);
+            return false;
+        }
+        if let Some(mut ext) = ext {
+            let next = (cq.prod + 1) % cq.size;
+            let pol = if next == 0 { !cq.pol } else { cq.pol };
+            ext[3] = (ext[3] & !(1 << 63)) | ((pol as u64) << 63);
+            let Some(pa) = self.queue_addr(cq.ring, next as u64 * 32) else {
+                self.counters.cqes_dropped += 1;
+                return false;
+            };
+            for (i, v) in ext.iter().enumerate() {
+                if let Err(f) = write_u64(&*self.mem, pa.wrapping_add(i as u64 * 8), *v) {
+                    self.dma_fault(f);
+                    self.cqe_write_failed(cq_id, cq.ctx);
+                    return false;
+                }
             }
         }
         w[3] = (w[3] & !(1 << 63)) | ((cq.pol as u64) << 63);
@@ -1347,16 +1513,18 @@ impl Device {
             self.mem.write(pa, &body).and_then(|_| write_u64(&*self.mem, pa.wrapping_add(24), w[3]))
         {
             self.dma_fault(f);
-            self.counters.cqes_dropped += 1;
+            self.cqe_write_failed(cq_id, cq.ctx);
             return false;
         }
         self.counters.cqes += 1;
         self.record(Event::Cqe { cq: cq_id, slot: cq.prod, w3: w[3] });
         let error = bit(w[3], 55);
         if let Some(c) = self.cqs.get_mut(&cq_id) {
-            c.prod = (c.prod + 1) % c.size;
-            if c.prod == 0 {
-                c.pol = !c.pol;
+            for _ in 0..slots {
+                c.prod = (c.prod + 1) % c.size;
+                if c.prod == 0 {
+                    c.pol = !c.pol;
+                }
             }
             let fire = match c.arm {
                 Arm::Next => true,

@@ -29,6 +29,29 @@ pub struct FaultPlan {
     /// Value of GLPE_CRITERR (0 = none; Linux treats 0x0001_024D as a
     /// non-fatal Q1 resource condition and anything else as fatal).
     pub critical_error: u32,
+    /// An SQ WQE that fails with a QP-fatal AE also gets its own error CQE
+    /// (major 0xFFFE = IRDMA_SRQFLUSH_RSVD_MAJOR_ERR, minor = the AE code;
+    /// spec data-path §5.5) and the SQ moves past it, besides the AE.
+    pub error_cqe_on_fatal: bool,
+    /// FLUSH_WQES writes up to this many flush CQEs per queue, one per
+    /// outstanding WQE from the head (0 or 1: one, as GEN_2; spec data-path
+    /// §5.5 — GEN_3 firmware writes them all).
+    pub flush_cqes_per_queue: u32,
+    /// WQE index written in the first SQ flush CQE instead of the SQ head.
+    pub flush_sq_wqe_idx: Option<u32>,
+    /// CQEs of this QP are held back inside the device (up to the count)
+    /// and written after the next CQE of another QP on the same CQ, or at
+    /// [`crate::Device::step`] — completions of QPs sharing a CQ arrive
+    /// interleaved and late. (Strict mode: a deferred device's poll does not
+    /// release them.)
+    pub hold_cqes_of_qp: Option<(u32, u32)>,
+    /// The next N SQ doorbells are acted on late: the WQEs are read at the
+    /// next [`crate::Device::step`] (or the next doorbell), not at the write
+    /// (strict mode; deferred devices sweep every queue anyway).
+    pub late_sq_doorbells: u32,
+    /// The next N CQE writes fail as a DMA fault would: nothing written,
+    /// AE LCE_CQ_CATASTROPHIC (0x0702) for the CQ.
+    pub fail_cqe_writes: u32,
 }
 
 fn countdown(slot: &mut Option<(u32, u16, u16)>) -> Option<(u16, u16)> {
@@ -92,6 +115,9 @@ pub struct Counters {
     pub idle_doorbells: u64,
     pub sq_wqes: u64,
     pub rq_wqes: u64,
+    /// SQ/RQ WQEs refused as malformed (bad opcode, odd ADDFRAGCNT, more
+    /// than 13 SGEs, crossing an 8-quanta chunk, missing valid bit).
+    pub invalid_wqes: u64,
     pub packets: u64,
     pub rnr_naks: u64,
     /// Deferred mode: SQ work found by a sweep with no WQEALLOC change.

@@ -271,7 +271,18 @@ pub enum HmcFault {
 pub struct SdTable {
     /// Programmed SDs by index.
     pub sds: BTreeMap<u64, Sd>,
+    /// Cache the PD entries of paged SDs (strict mode): the device loads
+    /// all 512 when the SD is programmed and one again on each PFHMC_PDINV
+    /// naming it (spec control-path §3.6: Linux writes PDINV after every PD
+    /// entry it writes or clears); memory changes in between are not seen.
+    /// Off: PD entries are read from memory on every translation.
+    pub cache_pds: bool,
+    /// Cached PD entries by SD index.
+    pub pd_cache: BTreeMap<u64, Vec<u64>>,
 }
+
+/// PD entries per paged SD (hmc.h: IRDMA_HMC_PD_CNT_IN_SD).
+pub const PDS_PER_SD: u64 = 512;
 
 impl SdTable {
     /// Translates an FPM address to a bus address (spec control-path §3.1,
@@ -283,14 +294,52 @@ impl SdTable {
             None => Err(HmcFault::NoSd(fpm)),
             Some(Sd::Direct(pa)) => Ok(pa.wrapping_add(off)),
             Some(Sd::Paged(pd_page)) => {
-                let pde =
-                    read_u64(mem, pd_page.wrapping_add((off >> 12) * 8)).map_err(HmcFault::Dma)?;
+                let pde = if self.cache_pds {
+                    self.pd_cache
+                        .get(&sd)
+                        .and_then(|v| v.get((off >> 12) as usize))
+                        .copied()
+                        .unwrap_or(0)
+                } else {
+                    read_u64(mem, pd_page.wrapping_add((off >> 12) * 8)).map_err(HmcFault::Dma)?
+                };
                 if pde & 1 == 0 {
                     return Err(HmcFault::NoPd(fpm));
                 }
                 Ok((pde & !0xFFF).wrapping_add(off & 0xFFF))
             }
         }
+    }
+
+    /// Programs SD `sd` (or clears it with `None`), loading a paged SD's PD
+    /// entries into the cache. A PD entry that cannot be read is cached as
+    /// not valid.
+    pub fn program(&mut self, mem: &dyn Memory, sd: u64, e: Option<Sd>) {
+        self.pd_cache.remove(&sd);
+        match e {
+            Some(e) => {
+                if let (true, Sd::Paged(page)) = (self.cache_pds, e) {
+                    let v = (0..PDS_PER_SD)
+                        .map(|i| read_u64(mem, page.wrapping_add(i * 8)).unwrap_or(0))
+                        .collect();
+                    self.pd_cache.insert(sd, v);
+                }
+                self.sds.insert(sd, e);
+            }
+            None => {
+                self.sds.remove(&sd);
+            }
+        }
+    }
+
+    /// PFHMC_PDINV: reloads PD entry `pd` of SD `sd` from memory. Returns
+    /// false if `sd` is not a programmed paged SD (nothing to invalidate).
+    pub fn invalidate_pd(&mut self, mem: &dyn Memory, sd: u64, pd: u64) -> bool {
+        let Some(Sd::Paged(page)) = self.sds.get(&sd).copied() else { return false };
+        if let Some(slot) = self.pd_cache.get_mut(&sd).and_then(|v| v.get_mut(pd as usize)) {
+            *slot = read_u64(mem, page.wrapping_add(pd * 8)).unwrap_or(0);
+        }
+        true
     }
 
     /// Whether `[fpm, fpm + len)` is backed (SD valid; for paged SDs every PD).

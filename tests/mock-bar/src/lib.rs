@@ -39,7 +39,13 @@
 //! * [`FaultPlan`] — fault injection: fail the Nth CQP op with a chosen
 //!   major/minor, CQP hang, completions delayed by N register reads, dropped
 //!   CCQ completions, surprise removal (all-ones reads, no DMA), lost
-//!   doorbells, error CQE on the Nth SQ WQE, a GLPE_CRITERR value;
+//!   doorbells, error CQE on the Nth SQ WQE, a GLPE_CRITERR value; an
+//!   error CQE (major 0xFFFE, minor = AE code) for a WQE that fails with a
+//!   QP-fatal AE, several flush CQEs per queue, a chosen WQE index in the SQ
+//!   flush CQE, one QP's CQEs held back and written after another QP's,
+//!   SQ doorbells acted on late, failed CQE writes (AE
+//!   LCE_CQ_CATASTROPHIC, also raised by a real DMA fault on a CQE), and
+//!   [`Device::inject_ae`] for catastrophic events or stale QP ids;
 //!   [`Device::reset`] is a function-level reset. [`Counters`] and a bounded
 //!   trace of [`Event`]s record what the device did ([`Device::trace_dump`]
 //!   prints it for a failing test).
@@ -73,7 +79,9 @@
 //! In driver tests, `irdma_testkit::ModelBar::standalone(Config::default())`
 //! gives the driver's `Bar` on such a device with DMA limited to live
 //! `FakeHal` memory; `ModelBar::with_device` reaches the model for
-//! inspection and fault injection.
+//! inspection and fault injection. The last clone of a `ModelBar` fails the
+//! test if an error counter moved that the test did not declare with
+//! `ModelBar::expect_counter`.
 //!
 //! # What is modelled
 //!
@@ -98,22 +106,47 @@
 //!   AEQ, MANAGE_ARP, WORK_SCHED_NODE (tree checks; leaf add returns a
 //!   queue-set handle), ALLOC_STAG, REG_MR (PBL levels 0/1/2), DEALLOC_STAG
 //!   (PD must match), CREATE_QP (RoCE RC), MODIFY_QP (state machine of spec
-//!   §7.4; the context is re-read), DESTROY_QP, FLUSH_WQES and GEN_AE. Any
+//!   §7.4; the context is re-read; the ARP index, ORD and CQ numbers are
+//!   taken only with ARPTABIDXVALID / ORDVALID / CQNUMVALID; entering RTR
+//!   or RTS needs an ARP entry at the QP's index, SNDMSS in 256..=4096 and
+//!   QSHANDLE naming an enabled WS leaf), DESTROY_QP (only in ERROR, or in
+//!   IDLE — a QP never modified; refusing a live QP is a model choice, the
+//!   spec only says Linux moves it to ERROR first), FLUSH_WQES and GEN_AE. Any
 //!   other opcode completes with an error. Object ids are checked against
 //!   the committed counts, and their HMC context memory must be backed by
 //!   programmed SDs/PDs (else OBJCACHE error).
 //! * HMC translation: PBLE i is read at FPM base[PBLE] + 8·i through the
-//!   SD table (direct: base + offset; paged: PD entry with valid bit).
+//!   SD table (direct: base + offset; paged: PD entry with valid bit). In
+//!   strict mode a paged SD's PD entries are cached: loaded when
+//!   UPDATE_PE_SDS programs the SD and reloaded one by one by PFHMC_PDINV
+//!   (PMSDIDX, PMSDPARTSEL = 1, PMPDIDX; without PARTSEL the write is
+//!   counted in `bad_doorbells`), so a PD entry written or cleared without
+//!   its PDINV is not seen (when the device really fetches PD entries is
+//!   not documented; this is the strictest reading of Linux's "write, then
+//!   invalidate"). Deferred mode reads PD entries live (latched writes
+//!   cannot show every PDINV). [`Config::strict_sds`] additionally demands
+//!   PMSDPARTSEL, PMSDBPCOUNT = 512 and 2 MiB-aligned direct SDs.
 //! * Data path: SQ WQEs found by valid bit on WQEALLOC (or the user
 //!   doorbell page +0), quanta from the header, extra quanta's valid bits
-//!   checked, NOP padding; WRITE(+IMM, solicited), READ(+local invalidate),
+//!   checked, NOP padding; a WQE crossing an 8-quanta chunk, with an odd
+//!   ADDFRAGCNT (GEN_2 counts the pad fragment) or more than 13 SGEs is
+//!   refused — not executed, counted in `invalid_wqes`, QP to ERROR with
+//!   WQE_UNEXPECTED_OPCODE (the AE code for a malformed WQE is a model
+//!   choice: the spec names none); WRITE(+IMM, solicited), READ(+local invalidate),
 //!   SEND(+IMM/+INV, solicited), inline forms, LOCAL_INV, FAST_REGISTER, NOP
-//!   executed; BIND_MW and atomics raise WQE_UNEXPECTED_OPCODE. RQ WQEs
+//!   executed (a READ on a QP whose ORD is 0 raises
+//!   RDMA_READ_WHILE_ORD_ZERO); BIND_MW and atomics raise
+//!   WQE_UNEXPECTED_OPCODE. RQ WQEs
 //!   consumed by valid bit (no doorbell). CQEs with polarity, WQE index in
 //!   quanta, QP id, completion context (QP context @168), immediates
 //!   (extended CQE in the next slot), invalidated STag, solicited flag, BTH
 //!   opcode for RQ completions; CQ overflow checked against the shadow
-//!   consumer index (AE CQ_OPERATION_ERROR). QP shadow @0 gets the SQ tail.
+//!   consumer index before anything is written, for every slot of the CQE
+//!   (two for an extended one): a CQE that does not fit raises
+//!   CQ_OPERATION_ERROR once and puts the CQ in error — it writes nothing
+//!   more until destroyed (model choice: the spec names the AE and
+//!   IB_EVENT_CQ_ERR but not how a CQ recovers). QP shadow @0 gets the SQ
+//!   tail.
 //!   CQ arming (shadow @32 + CQARM) → one CEQE (next or solicited/error);
 //!   AEQEs (GEN_2 layout) with credits returned through AEQALLOC and the
 //!   OVERFLOW bit after a drop.

@@ -115,6 +115,7 @@ pub mod ae {
     pub const AMP_TO_WRAP: u16 = 0x010A;
     pub const PRIV_OPERATION_DENIED: u16 = 0x011C;
     pub const CQ_OPERATION_ERROR: u16 = 0x0203;
+    pub const RDMA_READ_WHILE_ORD_ZERO: u16 = 0x0205;
     pub const STAG_ZERO_INVALID: u16 = 0x0206;
     pub const IB_INVALID_REQUEST: u16 = 0x0208;
     pub const WQE_UNEXPECTED_OPCODE: u16 = 0x020A;
@@ -123,6 +124,8 @@ pub mod ae {
     pub const ROCE_REQ_LENGTH_ERROR: u16 = 0x0318;
     pub const LLP_TOO_MANY_RNRS: u16 = 0x050F;
     pub const LCE_QP_CATASTROPHIC: u16 = 0x0700;
+    pub const LCE_FUNCTION_CATASTROPHIC: u16 = 0x0701;
+    pub const LCE_CQ_CATASTROPHIC: u16 = 0x0702;
     pub const QP_SUSPEND_COMPLETE: u16 = 0x0900;
     /// AESRC values (spec control-path §8.2).
     pub const SRC_RQ: u8 = 0x1;

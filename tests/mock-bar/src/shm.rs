@@ -11,7 +11,8 @@
 //! `MAP_SHARED` mapping; no `unsafe` and no dependency. A register or WQE
 //! header word is read with one 8- or 4-byte positional read; the model does
 //! not guard against a torn read of a word the guest is writing at that
-//! instant (x86 guests store such words with one instruction).
+//! instant (x86_64 and aarch64 guests store such aligned words with one
+//! single-copy-atomic instruction).
 //!
 //! Each [`ShmHost::step`] costs a handful of system calls: the watched
 //! registers are read in six positional reads, and only status registers
@@ -37,22 +38,33 @@ use crate::mem::{Fault, Memory};
 use crate::regs;
 
 /// Guest RAM in a file: offset = GPA below `below_4g`, GPA − 4 GiB +
-/// `below_4g` above 4 GiB (notes/qemu-mock-bar.md §3).
+/// `below_4g` above 4 GiB (notes/qemu-mock-bar.md §3) — with GPA counted
+/// from the RAM base ([`FileMemory::with_base`]: 0 on x86 PCs, 0x4000_0000
+/// on QEMU's Arm `virt` machine, where RAM starts at 1 GiB).
 #[derive(Debug)]
 pub struct FileMemory {
     file: File,
     size: u64,
     below_4g: u64,
+    base: u64,
 }
 
 impl FileMemory {
-    /// Wraps an open RAM file of `size` bytes.
+    /// Wraps an open RAM file of `size` bytes; RAM starts at GPA 0.
     pub fn new(file: File, size: u64, below_4g: u64) -> Self {
-        Self { file, size, below_4g: below_4g.min(size) }
+        Self { file, size, below_4g: below_4g.min(size), base: 0 }
+    }
+
+    /// The same, for a machine whose RAM starts at guest-physical `base`:
+    /// file offset = GPA − `base` (a DMA address below `base` faults).
+    pub fn with_base(mut self, base: u64) -> Self {
+        self.base = base;
+        self
     }
 
     fn offset(&self, gpa: u64, len: usize) -> Option<u64> {
         const FOUR_G: u64 = 1 << 32;
+        let gpa = gpa.checked_sub(self.base)?;
         let off = if gpa < self.below_4g {
             gpa
         } else if gpa >= FOUR_G {
@@ -489,4 +501,36 @@ pub fn spawn(
         host
     });
     (stop, h)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ram(tag: &str, size: u64) -> (std::path::PathBuf, File) {
+        let path = std::env::temp_dir().join(format!("mock-bar-ram-{tag}-{}", std::process::id()));
+        let f = create_zeroed(&path, size).unwrap();
+        (path, f)
+    }
+
+    #[test]
+    fn ram_base_shifts_the_file_offset() {
+        // QEMU's Arm virt machine: RAM (the file) starts at GPA 1 GiB.
+        let (path, f) = ram("base", 1 << 20);
+        let m = FileMemory::new(f, 1 << 20, 1 << 20).with_base(0x4000_0000);
+        m.write(0x4000_1000, &[0xab; 4]).unwrap();
+        let mut b = [0u8; 4];
+        m.file.read_exact_at(&mut b, 0x1000).unwrap();
+        assert_eq!(b, [0xab; 4]);
+        assert!(m.read(0x1000, &mut b).is_err(), "below the RAM base");
+        assert!(m.read(0x4010_0000, &mut b).is_err(), "past the end of RAM");
+        let _ = std::fs::remove_file(path);
+        // Without a base, offset = GPA.
+        let (path, f) = ram("zero", 1 << 20);
+        let m = FileMemory::new(f, 1 << 20, 1 << 20);
+        m.write(0x1000, &[0xcd; 4]).unwrap();
+        m.file.read_exact_at(&mut b, 0x1000).unwrap();
+        assert_eq!(b, [0xcd; 4]);
+        let _ = std::fs::remove_file(path);
+    }
 }

@@ -216,8 +216,15 @@ pub struct SqWqe {
 pub enum WqeError {
     /// Opcode not defined for GEN_2 SQs.
     BadOpcode(u8),
-    /// More fragments than 8 quanta can hold.
+    /// More fragments than 8 quanta can hold, or more SGEs than the GEN_2
+    /// maximum of 13 (spec data-path §3, ICRDMA_MAX_WQ_FRAGMENT_COUNT).
     TooManyFrags(u8),
+    /// ADDFRAGCNT is odd: on GEN_2 the pad fragment is counted, so a valid
+    /// value is always 2 × (quanta − 1) (spec data-path §1.5).
+    OddFragCount(u8),
+    /// The WQE starts at quanta `start % 8` and needs `quanta`: it would
+    /// cross an 8-quanta chunk (spec data-path §1.10, chunk rule).
+    CrossesChunk { start: u32, quanta: u32 },
     /// Inline length above the GEN_2 maximum.
     InlineTooLong(u8),
     /// An extra quantum's valid bit does not match the header's.
@@ -252,6 +259,11 @@ pub fn sq_quanta(header: u64) -> Result<u32, WqeError> {
             let frags = addfrag + 1;
             if frags > 15 {
                 return Err(WqeError::TooManyFrags(frags as u8));
+            }
+            // spec data-path §1.5: on GEN_2 ADDFRAGCNT counts the pad
+            // fragment, so it is 2 × (quanta − 1), always even
+            if addfrag % 2 == 1 {
+                return Err(WqeError::OddFragCount(addfrag as u8));
             }
             Ok(frags / 2 + 1)
         }
@@ -319,6 +331,12 @@ pub fn decode_sq(w: &[u64]) -> Result<SqWqe, WqeError> {
     let inline = bit(hdr, 57);
     let addfrag = get(hdr, 41, 38) as usize;
     let imm = imm_flag.then_some(w[0]);
+    // spec data-path §3: at most 13 SGEs per WQE on GEN_2
+    // (ICRDMA_MAX_WQ_FRAGMENT_COUNT); the immediate and the pad fragment
+    // are not SGEs
+    let limit = |v: Vec<Frag>| {
+        if v.len() > MAX_FRAGS { Err(WqeError::TooManyFrags(v.len() as u8)) } else { Ok(v) }
+    };
     let payload = || -> Result<Payload, WqeError> {
         if inline {
             inline_bytes(w, get(hdr, 55, 48) as usize).map(Payload::Inline)
@@ -327,10 +345,10 @@ pub fn decode_sq(w: &[u64]) -> Result<SqWqe, WqeError> {
             if addfrag == 0 {
                 Ok(Payload::Sges(Vec::new()))
             } else {
-                frags(w, 1, addfrag).map(Payload::Sges)
+                frags(w, 1, addfrag).and_then(limit).map(Payload::Sges)
             }
         } else {
-            frags(w, 0, addfrag).map(Payload::Sges)
+            frags(w, 0, addfrag).and_then(limit).map(Payload::Sges)
         }
     };
     let op = match opcode {
@@ -344,7 +362,7 @@ pub fn decode_sq(w: &[u64]) -> Result<SqWqe, WqeError> {
         opc::RDMA_READ | opc::RDMA_READ_LOC_INV => SqOp::Read {
             remote_addr: w[2],
             rkey: remstag,
-            sges: frags(w, 0, addfrag)?,
+            sges: frags(w, 0, addfrag).and_then(limit)?,
             local_invalidate: opcode == opc::RDMA_READ_LOC_INV,
         },
         opc::SEND | opc::SEND_INV | opc::SEND_SOL | opc::SEND_SOL_INV => SqOp::Send {
@@ -415,6 +433,11 @@ pub fn decode_rq(w: &[u64]) -> Result<Vec<Frag>, WqeError> {
     if addfrag + 1 > 15 {
         return Err(WqeError::TooManyFrags(addfrag as u8 + 1));
     }
+    // spec data-path §2.1: same ADDFRAGCNT rule and GEN_2 pad counting as
+    // §1.5, so the value is even
+    if addfrag % 2 == 1 {
+        return Err(WqeError::OddFragCount(addfrag as u8));
+    }
     let frag_cnt = addfrag + 1;
     let quanta = frag_cnt / 2 + 1;
     if w.len() < quanta * 4 {
@@ -425,7 +448,11 @@ pub fn decode_rq(w: &[u64]) -> Result<Vec<Frag>, WqeError> {
             return Err(WqeError::MissingValid(q as u32));
         }
     }
-    frags(w, 0, addfrag)
+    let v = frags(w, 0, addfrag)?;
+    if v.len() > MAX_FRAGS {
+        return Err(WqeError::TooManyFrags(v.len() as u8));
+    }
+    Ok(v)
 }
 
 #[cfg(test)]

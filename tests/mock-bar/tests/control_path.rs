@@ -5,6 +5,12 @@
 mod common;
 use common::*;
 use mock_bar::regs::{self, err, op};
+use mock_bar::{Config, Fabric, TestMemory};
+
+fn sds(h: &mut Harness, e: &[(u64, u64)]) -> Result<(), (u16, u16)> {
+    let w = h.sds_wqe(e);
+    h.polled(w)
+}
 
 #[test]
 fn reset_values_the_driver_checks() {
@@ -311,4 +317,70 @@ fn modify_cq_resize_moves_to_the_new_ring() {
     // driver's report of how many old rings it retired.
     h.op_ok(modify(5, 32));
     assert_eq!(h.dev(|d| d.cq(5).map(|c| c.resizes)), Some(2));
+}
+
+/// spec control-path §3.6: after writing a PD entry Linux writes
+/// PFHMC_PDINV; the device uses its cached PD entries until then (model:
+/// loaded when the SD is programmed, reloaded per PDINV).
+#[test]
+fn paged_sd_entries_are_cached_until_pfhmc_pdinv() {
+    let mut h = Harness::new();
+    h.create_cqp(64);
+    h.fpm(small_counts()).unwrap();
+    let pd_page = h.alloc(4096, 4096);
+    let (p1, p2) = (h.alloc(4096, 4096), h.alloc(4096, 4096));
+    h.mem.set64(pd_page, p1 | 1);
+    sds(&mut h, &[(Harness::sd_cmd(4), Harness::sd_paged(pd_page))]).unwrap();
+    let fpm = 4 * 0x20_0000 + 0x10;
+    assert_eq!(h.dev(|d| d.hmc_translate(fpm)), Some(p1 + 0x10));
+    // a new PD entry and a changed one, no PDINV yet: not seen
+    h.mem.set64(pd_page + 8, p2 | 1);
+    h.mem.set64(pd_page, p2 | 1);
+    assert_eq!(h.dev(|d| d.hmc_translate(fpm)), Some(p1 + 0x10), "stale until PDINV");
+    assert_eq!(h.dev(|d| d.hmc_translate(fpm + 0x1000)), None);
+    // PDINV: SD 4, PARTSEL, PD 1 → only PD 1 reloaded
+    h.wr(regs::PFHMC_PDINV, 4 | 1 << 15 | 1 << 16);
+    assert_eq!(h.dev(|d| d.hmc_translate(fpm + 0x1000)), Some(p2 + 0x10));
+    assert_eq!(h.dev(|d| d.hmc_translate(fpm)), Some(p1 + 0x10));
+    h.wr(regs::PFHMC_PDINV, 4 | 1 << 15);
+    assert_eq!(h.dev(|d| d.hmc_translate(fpm)), Some(p2 + 0x10));
+    // a cleared entry keeps translating until its PDINV
+    h.mem.set64(pd_page, 0);
+    assert!(h.dev(|d| d.hmc_translate(fpm)).is_some());
+    h.wr(regs::PFHMC_PDINV, 4 | 1 << 15);
+    assert_eq!(h.dev(|d| d.hmc_translate(fpm)), None);
+    assert_eq!(h.dev(|d| d.counters().bad_doorbells), 0);
+    // without PMSDPARTSEL the PF write names no partition: counted, ignored
+    h.mem.set64(pd_page, p1 | 1);
+    h.wr(regs::PFHMC_PDINV, 4);
+    assert_eq!(h.dev(|d| d.hmc_translate(fpm)), None);
+    assert_eq!(h.dev(|d| d.counters().bad_doorbells), 1);
+}
+
+/// `Config::strict_sds`: PMSDPARTSEL = 1, PMSDBPCOUNT = 512 and 2 MiB-aligned
+/// direct SDs (spec control-path §3.6).
+#[test]
+fn strict_sds_needs_partsel_bpcount_and_2mib_aligned_direct_sds() {
+    let cfg = Config { strict_sds: true, ..Config::default() };
+    let mut h = Harness::with_config(cfg, TestMemory::new(), Fabric::new(), 0x1_0000_0000);
+    h.create_cqp(64);
+    h.fpm(small_counts()).unwrap();
+    let good = 0x40_0000_0000u64;
+    let bad = [
+        (1u64 | 1 << 31, Harness::sd_direct(good)), // no PARTSEL
+        (Harness::sd_cmd(1), good | f(256, 11, 2) | 0b11), // BPCOUNT 256
+        (Harness::sd_cmd(1), Harness::sd_direct(good + 0x1000)), // 4 KiB aligned
+    ];
+    for e in bad {
+        assert!(sds(&mut h, &[e]).is_err(), "{e:x?}");
+    }
+    assert!(h.dev(|d| d.sds().is_empty()));
+    sds(&mut h, &[(Harness::sd_cmd(1), Harness::sd_direct(good))]).unwrap();
+    sds(&mut h, &[(Harness::sd_cmd(2), Harness::sd_paged(good + 0x1000))]).unwrap();
+    assert_eq!(h.dev(|d| d.sds().len()), 2);
+    // the default config takes the 4 KiB-aligned direct SD
+    let mut h = Harness::new();
+    h.create_cqp(64);
+    h.fpm(small_counts()).unwrap();
+    sds(&mut h, &[(Harness::sd_cmd(1), Harness::sd_direct(good + 0x1000))]).unwrap();
 }

@@ -422,3 +422,253 @@ fn destination_nobody_owns_fails_with_retries_exceeded() {
     h.post_send(&mut q, |v| sq_frag_wqe(sqop::WRITE, STAG, VA, &[sge(0, 4)], None, true, v));
     assert_eq!(h.aeq_poll().map(|a| a.0), Some(0x050A));
 }
+
+/// spec data-path §5.1: an extended CQE takes two slots. With one slot left
+/// the whole CQE does not fit, so nothing is written (the lenient model
+/// wrote both and wrapped onto the consumer: a silent loss), the CQ raises
+/// CQ_OPERATION_ERROR and stays in error.
+#[test]
+fn an_extended_cqe_needs_two_free_slots_and_an_overflow_puts_the_cq_in_error() {
+    let mut s = setup();
+    let mut rx = s.h.create_cq(7, 4); // 3 usable slots
+    let mut c = s.h.create_qp(12, PD, 3, 7, IP, IP, 13, 2);
+    let mut d = s.h.create_qp(13, PD, 5, 6, IP, IP, 12, 2);
+    for _ in 0..2 {
+        s.h.post_recv(&mut c, &[sge(0x3000, 64)]);
+        s.h.post_send(&mut d, |v| sq_frag_wqe(sqop::SEND, 0, 0, &[sge(0, 8)], None, false, v));
+    }
+    assert_eq!(s.h.dev(|d| d.cq(7).unwrap().prod), 2);
+    s.h.post_recv(&mut c, &[sge(0x3000, 64)]);
+    s.h.post_send(&mut d, |v| {
+        sq_frag_wqe(sqop::WRITE, STAG, VA + 0x1000, &[sge(0, 8)], Some(5), false, v)
+    });
+    assert_eq!(s.h.dev(|d| d.cq(7).unwrap().overflows), 1);
+    assert!(s.h.dev(|d| d.cq(7).unwrap().error));
+    assert_eq!(s.h.mem.get64(rx.ring.pa + 3 * 32 + 24) >> 63, 0, "extension slot untouched");
+    let (code, src, id, _) = s.h.aeq_poll().expect("AE");
+    assert_eq!((code, src, id), (ae::CQ_OPERATION_ERROR, ae::SRC_CQ, 7));
+    assert!(s.h.aeq_poll().is_none(), "one AE");
+    // the two CQEs written before are intact; nothing after the overflow
+    assert!(s.h.poll_cq(&mut rx).is_some_and(|c| !c.ext));
+    assert!(s.h.poll_cq(&mut rx).is_some_and(|c| !c.ext));
+    assert!(s.h.poll_cq(&mut rx).is_none());
+    s.h.post_recv(&mut c, &[sge(0x3000, 64)]);
+    s.h.post_send(&mut d, |v| sq_frag_wqe(sqop::SEND, 0, 0, &[sge(0, 8)], None, false, v));
+    assert!(s.h.poll_cq(&mut rx).is_none(), "a CQ in error completes nothing more");
+    assert_eq!(s.h.dev(|d| d.cq(7).unwrap().overflows), 2);
+    assert!(s.h.aeq_poll().is_none(), "still one AE");
+}
+
+/// A refused SQ WQE: not executed, no CQE, the QP in ERROR with
+/// WQE_UNEXPECTED_OPCODE naming the WQE, counted as invalid.
+fn assert_wqe_refused(s: &mut Setup, idx: u32) {
+    assert_eq!(s.h.dev(|d| d.counters().invalid_wqes), 1);
+    assert_eq!(s.h.dev(|d| d.qp(10).unwrap().state), qps::ERROR);
+    let (code, src, id, _) = s.h.aeq_poll().expect("AE");
+    assert_eq!((code, src, id), (ae::WQE_UNEXPECTED_OPCODE, ae::SRC_SQ, 10));
+    assert_eq!(s.h.dev(|d| d.qp(10).unwrap().sq_tail), idx, "not consumed");
+    assert!(s.h.poll_cq(&mut s.tx_a).is_none());
+}
+
+/// spec data-path §1.10: a WQE must not cross an 8-quanta chunk.
+#[test]
+fn an_sq_wqe_crossing_an_8_quanta_chunk_is_refused() {
+    let mut s = setup();
+    for _ in 0..6 {
+        s.h.write_sq(&mut s.a, &|v| {
+            sq_frag_wqe(sqop::WRITE, STAG, VA + 0x1000, &[sge(0, 4)], None, false, v)
+        });
+    }
+    // 4 SGEs + pad = 3 quanta at index 6: quanta 6..8 cross the chunk
+    let four = [sge(0, 4), sge(4, 4), sge(8, 4), sge(12, 4)];
+    let idx = s.h.write_sq_unpadded(&mut s.a, &|v| {
+        sq_frag_wqe(sqop::WRITE, STAG, VA + 0x1000, &four, None, true, v)
+    });
+    assert_eq!(idx, 6);
+    s.h.ring(&s.a);
+    assert_eq!(s.h.dev(|d| d.counters().sq_wqes), 6);
+    assert_wqe_refused(&mut s, 6);
+}
+
+/// spec data-path §1.5: on GEN_2 ADDFRAGCNT counts the pad fragment, so it
+/// is even; an odd value (the GEN_3 count) is refused.
+#[test]
+fn an_odd_addfragcnt_is_refused_on_gen2() {
+    let mut s = setup();
+    s.h.post_send(&mut s.a, |v| {
+        let mut w =
+            sq_frag_wqe(sqop::WRITE, STAG, VA + 0x1000, &[sge(0, 4), sge(4, 4)], None, true, v);
+        // two SGEs, pad present, but ADDFRAGCNT = 1 (pad not counted)
+        w[3] = (w[3] & !f(0xF, 41, 38)) | f(1, 41, 38);
+        w
+    });
+    assert_wqe_refused(&mut s, 0);
+}
+
+/// spec data-path §3: at most 13 SGEs per WQE (ICRDMA_MAX_WQ_FRAGMENT_COUNT);
+/// 14 fit 8 quanta but are refused. 13 SGEs and 13 SGEs + immediate pass.
+#[test]
+fn more_than_13_sges_are_refused() {
+    let mut s = setup();
+    let sges: Vec<Sge> = (0..14).map(|i| sge(i * 4, 4)).collect();
+    s.h.post_send(&mut s.a, |v| {
+        sq_frag_wqe(sqop::WRITE, STAG, VA + 0x1000, &sges[..13], None, true, v)
+    });
+    s.h.post_recv(&mut s.b, &[sge(0x3000, 64)]);
+    s.h.post_send(&mut s.a, |v| {
+        sq_frag_wqe(sqop::WRITE, STAG, VA + 0x1000, &sges[..13], Some(1), true, v)
+    });
+    assert!(s.h.poll_cq(&mut s.tx_a).is_some_and(|c| !c.error));
+    assert!(s.h.poll_cq(&mut s.tx_a).is_some_and(|c| !c.error));
+    assert_eq!(s.h.mem.bytes(s.buf + 0x1000, 52), s.h.mem.bytes(s.buf, 52));
+    let idx = s
+        .h
+        .post_send(&mut s.a, |v| sq_frag_wqe(sqop::WRITE, STAG, VA + 0x1000, &sges, None, true, v));
+    assert_wqe_refused(&mut s, idx);
+}
+
+/// A QP left IDLE after CREATE_QP, on the setup's CQs, peer QP 11.
+fn idle_qp(s: &mut Setup, id: u32) -> TQp {
+    s.h.stop_at_idle = true;
+    let q = s.h.create_qp(id, PD, 3, 4, IP, IP, 11, 2);
+    s.h.stop_at_idle = false;
+    q
+}
+
+const ARPV: u64 = 1 << 59;
+const CQNV: u64 = 1 << 47;
+const ORDV: u64 = 1 << 42;
+
+/// spec control-path §4.3.5: the ARP index is taken only with
+/// ARPTABIDXVALID; at RTR the QP needs an ARP entry (§7.4).
+#[test]
+fn modify_qp_takes_the_arp_index_only_with_its_valid_bit() {
+    let mut s = setup();
+    let q = idle_qp(&mut s, 12);
+    // the context names ARP entry 1, but without ARPTABIDXVALID the QP keeps
+    // index 0 from CREATE_QP, which has no entry: refused
+    assert!(s.h.modify_qp_with(&q, 4, CQNV).error);
+    assert_eq!(s.h.dev(|d| d.qp(12).unwrap().state), qps::IDLE);
+    assert!(!s.h.modify_qp_with(&q, 4, CQNV | ARPV).error);
+    assert_eq!(s.h.dev(|d| d.qp(12).unwrap().arp_idx), 1);
+    // an index with no entry, announced: refused
+    let mut q2 = idle_qp(&mut s, 13);
+    q2.ctx[6] = (q2.ctx[6] & !f(0xFFFF, 63, 48)) | f(9, 63, 48);
+    assert!(s.h.modify_qp_with(&q2, 4, ARPV).error);
+}
+
+/// spec control-path §4.3.5: ORD is taken only with ORDVALID; a READ on a
+/// QP whose ORD is 0 raises RDMA_READ_WHILE_ORD_ZERO (§8).
+#[test]
+fn modify_qp_takes_ord_only_with_its_valid_bit() {
+    let mut s = setup();
+    let mut q = idle_qp(&mut s, 12);
+    assert!(!s.h.modify_qp_with(&q, 4, ARPV | CQNV).error);
+    assert!(!s.h.modify_qp_with(&q, 2, ARPV | CQNV).error, "RTS without ORDVALID");
+    assert_eq!(s.h.dev(|d| d.qp(12).unwrap().ord), 0);
+    s.h.post_send(&mut q, |v| {
+        sq_frag_wqe(sqop::READ, STAG, VA + 0x1000, &[sge(0, 8)], None, true, v)
+    });
+    let (code, src, id, _) = s.h.aeq_poll().expect("AE");
+    assert_eq!((code, src, id), (ae::RDMA_READ_WHILE_ORD_ZERO, ae::SRC_SQ, 12));
+    assert_eq!(s.h.dev(|d| d.qp(12).unwrap().state), qps::ERROR);
+    // with ORDVALID the ORD of the context (8) is taken
+    let q2 = idle_qp(&mut s, 13);
+    assert!(!s.h.modify_qp_with(&q2, 4, ARPV | CQNV).error);
+    assert!(!s.h.modify_qp_with(&q2, 2, ARPV | CQNV | ORDV).error);
+    assert_eq!(s.h.dev(|d| d.qp(13).unwrap().ord), 8);
+}
+
+/// spec control-path §4.3.5: CQ numbers are taken only with CQNUMVALID.
+#[test]
+fn modify_qp_takes_cq_numbers_only_with_their_valid_bit() {
+    let mut s = setup();
+    let mut q = idle_qp(&mut s, 12);
+    q.ctx[17] = 5 | f(6, 56, 32);
+    assert!(!s.h.modify_qp_with(&q, 4, ARPV).error);
+    assert_eq!(s.h.dev(|d| (d.qp(12).unwrap().tx_cq, d.qp(12).unwrap().rx_cq)), (3, 4));
+    assert!(!s.h.modify_qp_with(&q, 2, ARPV | CQNV | ORDV).error);
+    assert_eq!(s.h.dev(|d| (d.qp(12).unwrap().tx_cq, d.qp(12).unwrap().rx_cq)), (5, 6));
+}
+
+/// spec control-path §7.2/§7.4/§4.3.20: at RTR the queue-set handle must be
+/// an enabled work-scheduler leaf and SNDMSS a RoCE path MTU (256..=4096).
+#[test]
+fn rtr_needs_an_enabled_ws_leaf_and_an_mss_in_range() {
+    let mut s = setup();
+    let leaf = s.h.ws_leaf();
+    let mut q = idle_qp(&mut s, 12);
+    let set_qs = |q: &mut TQp, h: u16| q.ctx[22] = f(h as u64, 25, 16);
+    let set_mss = |q: &mut TQp, m: u64| q.ctx[6] = (q.ctx[6] & !f(0x3FFF, 29, 16)) | f(m, 29, 16);
+    set_qs(&mut q, leaf + 1); // no such leaf
+    assert!(s.h.modify_qp_with(&q, 4, ARPV | CQNV).error);
+    // a disabled leaf
+    let ws = |nop: u64, en: bool| {
+        [
+            0,
+            0,
+            0,
+            hdr(
+                0x2C,
+                2 | f(1, 29, 16) | f(nop, 55, 52) | f(1, 60, 59) | 1 << 61 | (en as u64) << 62,
+            ),
+            f(1, 38, 32),
+            0,
+            0,
+            0,
+        ]
+    };
+    s.h.op_ok(ws(1, false));
+    set_qs(&mut q, leaf);
+    assert!(s.h.modify_qp_with(&q, 4, ARPV | CQNV).error, "leaf disabled");
+    s.h.op_ok(ws(1, true));
+    for bad in [0, 128, 4097, 9000] {
+        set_mss(&mut q, bad);
+        assert!(s.h.modify_qp_with(&q, 4, ARPV | CQNV).error, "MSS {bad}");
+    }
+    set_mss(&mut q, 4096);
+    assert!(!s.h.modify_qp_with(&q, 4, ARPV | CQNV).error);
+    assert_eq!(s.h.dev(|d| d.qp(12).unwrap().state), qps::RTR);
+}
+
+/// Model choice (crate docs): DESTROY_QP of a live QP (RTR/RTS/SQD) is
+/// refused; Linux moves it to ERROR first (spec control-path §4.3.6).
+#[test]
+fn destroy_qp_needs_error_or_a_never_used_idle_qp() {
+    let mut s = setup();
+    let destroy = |h: &mut Harness, q: &TQp| {
+        h.op([0, 0, q.ctx_pa, hdr(0x02, q.id as u64 | f(3, 50, 48)), 0, q.shadow, 0, 0])
+    };
+    let c = destroy(&mut s.h, &s.a);
+    assert!(c.error);
+    assert_eq!(c.minor, regs::err::MIN_INVALID_STATE);
+    assert!(s.h.dev(|d| d.qp(10).is_some()));
+    assert!(!s.h.modify_qp(&s.a, 6).error);
+    assert!(!destroy(&mut s.h, &s.a).error);
+    assert!(s.h.dev(|d| d.qp(10).is_none()));
+    let q = idle_qp(&mut s, 12);
+    assert!(!destroy(&mut s.h, &q).error, "straight from CREATE_QP");
+}
+
+/// spec data-path §2.1: an RQ WQE's ADDFRAGCNT follows the §1.5 rule, so it
+/// is even on GEN_2; an odd one is refused when a SEND needs the WQE.
+#[test]
+fn an_rq_wqe_with_an_odd_addfragcnt_is_refused() {
+    let mut s = setup();
+    s.b.rq_pol = !s.b.rq_pol; // what post_recv does at index 0
+    let mut w = rq_wqe(&[sge(0x3000, 8), sge(0x3008, 8)], s.b.rq_pol, 64);
+    w[3] = (w[3] & !f(0xF, 41, 38)) | f(1, 41, 38);
+    for (i, v) in w.iter().enumerate() {
+        s.h.mem.set64(s.b.rq_pa + i as u64 * 8, *v);
+    }
+    s.b.rq_head = 1;
+    s.h.post_send(&mut s.a, |v| sq_frag_wqe(sqop::SEND, 0, 0, &[sge(0, 8)], None, true, v));
+    assert_eq!(s.h.dev(|d| d.counters().invalid_wqes), 1);
+    assert_eq!(s.h.dev(|d| d.qp(11).unwrap().state), qps::ERROR);
+    let mut aes = Vec::new();
+    while let Some((code, src, id, _)) = s.h.aeq_poll() {
+        aes.push((code, src, id));
+    }
+    assert!(aes.contains(&(ae::WQE_UNEXPECTED_OPCODE, ae::SRC_RQ, 11)), "{aes:x?}");
+    assert!(s.h.poll_cq(&mut s.rx_b).is_none());
+}

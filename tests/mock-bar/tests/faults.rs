@@ -186,3 +186,65 @@ fn critical_error_and_function_reset() {
     h.bring_up();
     h.op_ok(nop());
 }
+
+/// A self-connected QP on CQs 3 (tx) / 4 (rx) and its STag, for the knobs.
+fn knob_setup() -> (Harness, TQp, TCq, u32) {
+    let mut h = Harness::new();
+    h.bring_up();
+    h.op_ok([0, 0, 1, hdr(op::MANAGE_ARP, 1 | 1 << 42), 0, 0, 0, 0]);
+    let tx = h.create_cq(3, 32);
+    h.create_cq(4, 32);
+    let buf = h.alloc(0x1000, 0x1000);
+    let stag = 0x0000_0511;
+    h.reg_mr0(stag, 1, 0, buf, 0x1000, 0x0F);
+    let q = h.create_qp(10, 1, 3, 4, 5, 5, 10, 2);
+    (h, q, tx, stag)
+}
+
+#[test]
+fn a_failed_cqe_write_raises_lce_cq_catastrophic() {
+    let (mut h, mut q, mut tx, stag) = knob_setup();
+    h.dev(|d| d.faults().fail_cqe_writes = 1);
+    let sg = Sge { addr: 0, stag, len: 4 };
+    for _ in 0..2 {
+        h.post_send(&mut q, |v| sq_frag_wqe(sqop::WRITE, stag, 0x100, &[sg], None, true, v));
+    }
+    assert_eq!(h.poll_cq(&mut tx).map(|c| c.wqe_idx), Some(1), "the first CQE was lost");
+    assert!(h.poll_cq(&mut tx).is_none());
+    let (code, src, id, _) = h.aeq_poll().expect("AE");
+    assert_eq!((code, src, id), (ae::LCE_CQ_CATASTROPHIC, ae::SRC_CQ, 3));
+    assert_eq!(h.dev(|d| d.counters().cqes_dropped), 1);
+}
+
+#[test]
+fn several_flush_cqes_and_a_chosen_flush_wqe_index() {
+    let (mut h, mut q, mut tx, stag) = knob_setup();
+    // three WQEs the device never reads (late doorbell), then ERROR + flush
+    h.dev(|d| d.faults().late_sq_doorbells = 1);
+    let sg = Sge { addr: 0, stag, len: 4 };
+    for _ in 0..3 {
+        h.write_sq(&mut q, &|v| sq_frag_wqe(sqop::WRITE, stag, 0x100, &[sg], None, true, v));
+    }
+    h.ring(&q);
+    assert!(h.poll_cq(&mut tx).is_none(), "not read yet");
+    assert!(!h.modify_qp(&q, 6).error);
+    h.dev(|d| {
+        d.faults().flush_cqes_per_queue = 8;
+        d.faults().flush_sq_wqe_idx = Some(0x55);
+    });
+    let flush = [0, 0, 0, hdr(op::FLUSH_WQES, 10 | 1 << 61), 0, 0, 0, 0];
+    h.op_ok(flush);
+    let idx: Vec<u32> = std::iter::from_fn(|| h.poll_cq(&mut tx)).map(|c| c.wqe_idx).collect();
+    assert_eq!(idx, vec![0x55, 1, 2], "one flush CQE per WQE, the first with the chosen index");
+    // the late doorbell finds the QP in ERROR: nothing runs
+    h.dev(|d| d.step());
+    assert!(h.poll_cq(&mut tx).is_none());
+    assert_eq!(h.dev(|d| d.counters().sq_wqes), 0);
+}
+
+#[test]
+fn inject_ae_names_any_id() {
+    let (mut h, _q, _tx, _) = knob_setup();
+    h.dev(|d| d.inject_ae(ae::LCE_QP_CATASTROPHIC, ae::SRC_SQ, 77));
+    assert_eq!(h.aeq_poll().map(|a| (a.0, a.2, a.3)), Some((ae::LCE_QP_CATASTROPHIC, 77, 0)));
+}

@@ -130,8 +130,9 @@ fn random_sq_and_rq_wqes_and_doorbells_never_panic() {
                 _ => h.ring(&a),
             }
         }
-        // tear down whatever state the QPs are in
+        // tear down whatever state the QPs are in: ERROR first, as Linux
         for q in [&a, &b] {
+            h.modify_qp(q, 6);
             h.op([0, 0, q.ctx_pa, hdr(op::DESTROY_QP, q.id as u64 | f(3, 50, 48)), 0, 0, 0, 0]);
         }
         while h.aeq_poll().is_some() {}

@@ -8,4 +8,4 @@ pub mod model_bar;
 
 pub use fake_hal::FakeHal;
 pub use identity_hal::IdentityHal;
-pub use model_bar::{FakeHalMemory, ModelBar};
+pub use model_bar::{ErrorCounter, FakeHalMemory, ModelBar};

@@ -53,4 +53,34 @@ fn probe_like_flow_through_bar_and_fakehal() {
     bar.write32(0x0050_0800, 2);
     assert_eq!(bar.read32(0x0050_0880) >> 31, 1, "CQP_OP_ERR");
     assert!(bar.with_device(|d| d.counters().dma_faults) >= 1);
+    bar.expect_counter(irdma_testkit::ErrorCounter::DmaFaults);
+}
+
+/// The end-of-test check: an error counter nobody declared fails the test
+/// when the last clone of the BAR goes.
+#[test]
+#[should_panic(expected = "model error counters moved that the test did not expect")]
+fn an_unexpected_model_error_fails_at_drop() {
+    use irdma_hal::Bar;
+    let bar = irdma_testkit::ModelBar::standalone(mock_bar::Config::default());
+    let clone = bar.clone();
+    clone.write32(0x0050_0800 + 0x200, 0); // nothing: plain register
+    bar.write32(mock_bar::regs::WQEALLOC as usize, 77); // no QP 77: a bad doorbell
+    drop(bar);
+    // still one clone alive: no check yet
+    assert_eq!(clone.unexpected_errors(), vec![(irdma_testkit::ErrorCounter::BadDoorbells, 1)]);
+}
+
+#[test]
+fn a_declared_model_error_passes_and_finish_checks_once() {
+    use irdma_hal::Bar;
+    use irdma_testkit::ErrorCounter;
+    let bar = irdma_testkit::ModelBar::standalone(mock_bar::Config::default());
+    bar.write32(mock_bar::regs::WQEALLOC as usize, 77);
+    bar.expect_counter(ErrorCounter::BadDoorbells);
+    bar.finish();
+    let late = irdma_testkit::ModelBar::standalone(mock_bar::Config::default());
+    late.write32(mock_bar::regs::WQEALLOC as usize, 77);
+    let r = std::panic::catch_unwind(|| late.finish());
+    assert!(r.is_err(), "finish() checks at once");
 }

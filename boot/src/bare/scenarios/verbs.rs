@@ -384,6 +384,23 @@ fn objects<'d, 'b>(dev: &'d Dev<'b>) -> Result<Objs<'d, 'b>, Msg> {
 }
 
 fn run_on<'b>(r: &mut Runner, dev: &Dev<'b>, rows: &mut heapless::Vec<Row, 12>) {
+    let failed0 = r.totals().1;
+    run_scenarios(r, dev, rows);
+    if r.totals().1 > failed0 {
+        print_flight(dev);
+    }
+}
+
+/// A scenario failed: what the device did last (its flight recorder).
+fn print_flight(dev: &Dev<'_>) {
+    println!("  flight recorder (oldest first):");
+    for rec in dev.flight_recorder() {
+        println!("    {} {:?}", rec.seq, rec.event);
+    }
+    dev.log_flight_recorder();
+}
+
+fn run_scenarios<'b>(r: &mut Runner, dev: &Dev<'b>, rows: &mut heapless::Vec<Row, 12>) {
     let before = dev.resource_usage();
     let mut objs = None;
     r.run("verbs_objects", || {

@@ -2,7 +2,7 @@
 //!
 //! ```text
 //! mock-bar-shm --bar /dev/shm/mock-bar --bar-size 16M --ram /dev/shm/mock-ram --ram-size 256M \
-//!     [--below-4g SIZE] [--poll spin|hybrid] [-- qemu-system-x86_64 ...]
+//!     [--below-4g SIZE] [--ram-base ADDR] [--poll spin|hybrid] [-- qemu-system-x86_64 ...]
 //! ```
 //! Creates (zeroes) both files, serves the BAR until the child exits (or
 //! forever without a child), prints the device counters, and exits with the
@@ -17,6 +17,11 @@
 //! its CQP counters, and exits 0 once xtask sets the shutdown flag
 //! (`shm::Harness`; the layout is `shm::mailbox`). It gives up with status
 //! 1 after `--max-secs` (default 600) or when its parent goes away.
+//!
+//! Guest RAM starts at guest-physical 0 (x86 PCs) unless `--ram-base ADDR`
+//! or, in harness mode, `IRDMA_RAM_BASE` says otherwise (QEMU's Arm `virt`
+//! machine: 0x4000_0000): a DMA address `pa` is then file offset
+//! `pa − ADDR`.
 //!
 //! ```text
 //! IRDMA_BAR_FILE=… mock-bar-shm [--poll spin|hybrid] [--max-secs N]
@@ -46,7 +51,7 @@ fn parse_size(s: &str) -> Option<u64> {
 fn usage() -> ExitCode {
     eprintln!(
         "usage: mock-bar-shm --bar FILE --bar-size SIZE --ram FILE --ram-size SIZE \
-         [--below-4g SIZE] [--poll spin|hybrid] [-- COMMAND ARGS...]\n   or: IRDMA_BAR_FILE=… \
+         [--below-4g SIZE] [--ram-base ADDR] [--poll spin|hybrid] [-- COMMAND ARGS...]\n   or: IRDMA_BAR_FILE=… \
          mock-bar-shm [--poll spin|hybrid] [--max-secs N]   (harness mode, see the docs)"
     );
     ExitCode::from(2)
@@ -76,6 +81,10 @@ fn harness(mode: PollMode, max: Duration) -> Result<(), String> {
     let ram = std::env::var("IRDMA_RAM_FILE").map_err(|_| "IRDMA_RAM_FILE is not set")?;
     let (bar_size, ram_size) = (env_num("IRDMA_BAR_SIZE")?, env_num("IRDMA_RAM_SIZE")?);
     let mailbox = env_num("IRDMA_MAILBOX")?;
+    let ram_base = match std::env::var_os("IRDMA_RAM_BASE") {
+        Some(_) => env_num("IRDMA_RAM_BASE")?,
+        None => 0,
+    };
     // The register space (up to the doorbell page at 0x7F0040) lies below
     // the mailbox page, which lies inside the file.
     if mailbox < 8 << 20 || mailbox + 4096 > bar_size {
@@ -85,7 +94,8 @@ fn harness(mode: PollMode, max: Duration) -> Result<(), String> {
         Config::default(),
         FileBar::new(open_existing(&bar, bar_size)?, bar_size),
         // every GPA is below 4 GiB up to 2 GiB of RAM (q35)
-        FileMemory::new(open_existing(&ram, ram_size)?, ram_size, ram_size.min(2 << 30)),
+        FileMemory::new(open_existing(&ram, ram_size)?, ram_size, ram_size.min(2 << 30))
+            .with_base(ram_base),
     );
     let mut h = Harness::new(mailbox as u32);
     h.announce(&host);
@@ -184,6 +194,11 @@ fn main() -> ExitCode {
         return ExitCode::from(2);
     }
     let below_4g = get("--below-4g").and_then(|s| parse_size(s)).unwrap_or(ram_size.min(2 << 30));
+    let ram_base = match get("--ram-base").map(|s| parse_size(s)) {
+        None => 0,
+        Some(Some(b)) => b,
+        Some(None) => return usage(),
+    };
     let mode = match get("--poll").map(String::as_str) {
         None | Some("hybrid") => PollMode::Hybrid,
         Some("spin") => PollMode::Spin,
@@ -201,7 +216,7 @@ fn main() -> ExitCode {
     let host = ShmHost::new(
         Config::default(),
         FileBar::new(bar_f, bar_size),
-        FileMemory::new(ram_f, ram_size, below_4g),
+        FileMemory::new(ram_f, ram_size, below_4g).with_base(ram_base),
     );
     let (stop, handle) = shm::spawn(host, mode);
     let status = if let Some((cmd, rest)) = child.split_first() {

@@ -73,6 +73,10 @@ pub struct Harness {
     pub ceq0: Option<Ring>,
     /// Deferred-mode devices: poll the fabric after every register write.
     pub auto_poll: bool,
+    /// Queue-set handle of the enabled WS leaf, once built.
+    pub qs_handle: Option<u16>,
+    /// `create_qp` stops after CREATE_QP (the QP stays IDLE).
+    pub stop_at_idle: bool,
 }
 
 pub const CQP_CTX: u64 = 0x00C0_FFEE_0000_0001;
@@ -101,6 +105,8 @@ impl Harness {
             aeq: None,
             ceq0: None,
             auto_poll: false,
+            qs_handle: None,
+            stop_at_idle: false,
         }
     }
 
@@ -704,6 +710,7 @@ impl Harness {
         dest_qp: u32,
         rnr_retry: u8,
     ) -> TQp {
+        let qs = self.ws_leaf();
         let sq_quanta = 64u32;
         let rq_shift = 1u32;
         let rq_wqes = 16u32;
@@ -727,6 +734,7 @@ impl Harness {
         c[17] = tx as u64 | f(rx as u64, 56, 32);
         c[20] = 8 | f(1, 18, 16) | 1 << 19 | 1 << 20 | 1 << 21 | 1 << 24 | 1 << 25;
         c[21] = QP_CTX_BASE + id as u64;
+        c[22] = f(qs as u64, 25, 16);
         c[23] = local_ip as u64;
         for (i, v) in c.iter().enumerate() {
             self.mem.set64(ctx_pa + i as u64 * 8, *v);
@@ -735,8 +743,10 @@ impl Harness {
             hdr(opc, id as u64 | 1 << 47 | f(3, 50, 48) | f(state, 62, 60) | extra)
         };
         self.op_ok([0, 0, ctx_pa, qp_hdr(op::CREATE_QP, 1, 1 << 51), 0, shadow, 0, 0]);
-        for (state, extra) in [(1u64, 0u64), (4, 1 << 59), (2, 1 << 59 | 1 << 42)] {
-            self.op_ok([0, 0, ctx_pa, qp_hdr(op::MODIFY_QP, state, extra), 0, shadow, 0, 0]);
+        if !self.stop_at_idle {
+            for (state, extra) in [(1u64, 0u64), (4, 1 << 59), (2, 1 << 59 | 1 << 42)] {
+                self.op_ok([0, 0, ctx_pa, qp_hdr(op::MODIFY_QP, state, extra), 0, shadow, 0, 0]);
+            }
         }
         TQp {
             id,
@@ -755,12 +765,55 @@ impl Harness {
         }
     }
 
+    /// The work-scheduler tree Linux builds before the first QP (spec
+    /// control-path §4.3.20, §9 step 13): root 0, VSI node 1, leaf 2 added
+    /// disabled, then enabled. Returns the leaf's queue-set handle.
+    pub fn ws_leaf(&mut self) -> u16 {
+        if let Some(h) = self.qs_handle {
+            return h;
+        }
+        let ws = |id: u64, parent: u64, nop: u64, leaf: bool, en: bool| {
+            [
+                0,
+                0,
+                0,
+                hdr(
+                    op::WORK_SCHED_NODE,
+                    id | f(parent, 29, 16)
+                        | f(nop, 55, 52)
+                        | f(1, 60, 59)
+                        | (leaf as u64) << 61
+                        | (en as u64) << 62,
+                ),
+                f(1, 38, 32),
+                0,
+                0,
+                0,
+            ]
+        };
+        self.op_ok(ws(0, 0, 0, false, true));
+        self.op_ok(ws(1, 0, 0, false, true));
+        let h = self.op_ok(ws(2, 1, 0, true, false)) as u16;
+        self.op_ok(ws(2, 1, 1, true, true));
+        self.qs_handle = Some(h);
+        h
+    }
+
     pub fn modify_qp(&mut self, qp: &TQp, state: u64) -> Ccqe {
+        self.modify_qp_with(qp, state, 0)
+    }
+
+    /// MODIFY_QP with extra header bits (ARPTABIDXVALID 59, CQNUMVALID 47,
+    /// ORDVALID 42), after writing `qp.ctx` to the context buffer.
+    pub fn modify_qp_with(&mut self, qp: &TQp, state: u64, extra: u64) -> Ccqe {
+        for (i, v) in qp.ctx.iter().enumerate() {
+            self.mem.set64(qp.ctx_pa + i as u64 * 8, *v);
+        }
         self.op([
             0,
             0,
             qp.ctx_pa,
-            hdr(op::MODIFY_QP, qp.id as u64 | f(3, 50, 48) | f(state, 62, 60)),
+            hdr(op::MODIFY_QP, qp.id as u64 | f(3, 50, 48) | f(state, 62, 60) | extra),
             0,
             qp.shadow,
             0,
@@ -781,6 +834,12 @@ impl Harness {
                 });
             }
         }
+        self.write_sq_unpadded(qp, build)
+    }
+
+    /// [`Self::write_sq`] without the chunk padding (to break the rule).
+    pub fn write_sq_unpadded(&mut self, qp: &mut TQp, build: &dyn Fn(bool) -> Vec<u64>) -> u32 {
+        let quanta = (build(true).len() / 4) as u32;
         let idx = qp.sq_head;
         if idx == 0 {
             qp.sq_pol = !qp.sq_pol;

@@ -1,0 +1,143 @@
+//! A caller that polls only its CQs (the ib_verbs loop: post, then
+//! `ib_poll_cq` until done) sees every WR complete, with its error, in a
+//! bounded number of polls — without ever calling
+//! `Device::poll_async_events` (issue #19). The device reports a bad lkey or
+//! a bad REG_MR only through the AEQ; the CQ poll services it.
+
+mod common;
+mod e2e_common;
+
+use e2e_common::*;
+use irdma::wr::{RecvWr, RegMrWr};
+
+fn cap() -> QpCap {
+    QpCap { max_send_wr: 16, max_recv_wr: 16, max_send_sge: 2, max_recv_sge: 2, max_inline_data: 0 }
+}
+
+/// Polls only `side`'s CQ, at most `polls` times, until `want` completions
+/// arrived; then checks a few more polls bring nothing.
+fn cq_only(side: &mut Side<'_>, want: usize, polls: usize) -> Vec<WorkCompletion> {
+    let mut out = Vec::new();
+    for _ in 0..polls {
+        let mut wc = [EMPTY_WC; 4];
+        let k = side.cq.poll(&mut [&mut side.qp], &mut wc);
+        out.extend_from_slice(&wc[..k]);
+        if out.len() >= want {
+            break;
+        }
+    }
+    for _ in 0..3 {
+        let mut wc = [EMPTY_WC; 4];
+        let k = side.cq.poll(&mut [&mut side.qp], &mut wc);
+        out.extend_from_slice(&wc[..k]);
+    }
+    out
+}
+
+/// Checks every wr_id of `ids` completed exactly once in `got`.
+fn exactly_once(got: &[WorkCompletion], ids: &[u64]) {
+    let mut seen: Vec<u64> = got.iter().map(|w| w.wr_id).collect();
+    seen.sort_unstable();
+    let mut want = ids.to_vec();
+    want.sort_unstable();
+    assert_eq!(seen, want, "every WR exactly once: {got:?}");
+}
+
+fn with_pair(f: impl FnOnce(&mut Side<'_>, &mut Side<'_>)) {
+    let _g = lock();
+    let base = FakeHal::live_pages();
+    {
+        let (_ba, _bb, da, db) = two_devices(Profile::SMALL);
+        let mut a = Side::new(&da, A, 64, cap());
+        let mut b = Side::new(&db, B, 64, cap());
+        link(&mut a, &mut b);
+        f(&mut a, &mut b);
+    }
+    assert_eq!(FakeHal::live_pages(), base, "every DMA page freed");
+}
+
+#[test]
+fn bad_lkey_write_completes_with_its_error_in_a_cq_only_loop() {
+    with_pair(|a, b| {
+        let src = a.region(1, 3);
+        let dst = b.region(1, 0);
+        let rbuf = a.region(1, 0);
+        let rsge = [rbuf.sge(0, 64)];
+        let recvs = [RecvWr { wr_id: 100, sg_list: &rsge }, RecvWr { wr_id: 101, sg_list: &rsge }];
+        a.qp.post_recv(&recvs).unwrap();
+        let good = [src.sge(0, 64)];
+        let bad = [Sge { lkey: src.key() ^ 0x80, ..src.sge(0, 64) }];
+        let wrs = [
+            signaled(0, write_op(dst.addr(), dst.key()), &good),
+            signaled(1, write_op(dst.addr() + 64, dst.key()), &bad),
+            signaled(2, write_op(dst.addr() + 128, dst.key()), &good),
+            SendWr {
+                flags: SendFlags::NONE,
+                ..signaled(3, write_op(dst.addr(), dst.key()), &good)
+            },
+            signaled(4, write_op(dst.addr() + 192, dst.key()), &good),
+        ];
+        a.qp.post_send(&wrs).unwrap();
+        let got = cq_only(a, 7, 20);
+        exactly_once(&got, &[0, 1, 2, 3, 4, 100, 101]);
+        let st = |id| got.iter().find(|w| w.wr_id == id).map(|w| w.status);
+        assert_eq!(st(0), Some(WcStatus::Success), "{got:?}");
+        assert_eq!(st(1), Some(WcStatus::LocProtErr), "the bad lkey's own error: {got:?}");
+        for id in [2, 3, 4, 100, 101] {
+            assert_eq!(st(id), Some(WcStatus::WrFlushErr), "wr {id}: {got:?}");
+        }
+        assert_eq!(a.qp.state(), QpState::Error);
+        // The event is still there for a caller that asks.
+        use irdma::aeq::{AsyncEvent, AsyncEventKind};
+        let mut ev = [AsyncEvent {
+            kind: AsyncEventKind::Ignored,
+            ae_code: 0,
+            ae_src: 0,
+            id: 0,
+            moved_to_error: false,
+        }; 8];
+        let n = a.dev.poll_async_events(&mut ev);
+        let qpn = a.qp.qp_num();
+        assert!(ev[..n].iter().any(|e| e.id == qpn && e.moved_to_error), "{:?}", &ev[..n]);
+    });
+}
+
+#[test]
+fn bad_reg_mr_completes_with_its_error_in_a_cq_only_loop() {
+    with_pair(|a, b| {
+        let src = a.region(1, 3);
+        let dst = b.region(1, 0);
+        // A fast-register MR of A's; the REG_MR WR names an STag index that
+        // was never allocated (the MR's index + 1000).
+        let fr = a.dev.alloc_mr(&a.pd, 4).unwrap();
+        let r = RegMrWr {
+            key: fr.key().wrapping_add(1000 << 8),
+            access: ALL,
+            iova: 0x7000_0000,
+            length: 4096,
+            page_size: PageSize::Size4K,
+            first_pble_index: fr.fr_mr().first_pble_index,
+            pbl_level: 1,
+        };
+        let good = [src.sge(0, 64)];
+        let wrs = [
+            signaled(0, write_op(dst.addr(), dst.key()), &good),
+            signaled(1, WrOpcode::RegMr(r), &[]),
+            signaled(2, write_op(dst.addr() + 128, dst.key()), &good),
+            signaled(3, write_op(dst.addr() + 192, dst.key()), &good),
+        ];
+        a.qp.post_send(&wrs).unwrap();
+        let got = cq_only(a, 4, 20);
+        exactly_once(&got, &[0, 1, 2, 3]);
+        let st = |id| got.iter().find(|w| w.wr_id == id).map(|w| w.status);
+        assert_eq!(st(0), Some(WcStatus::Success), "{got:?}");
+        let s1 = st(1).unwrap();
+        assert!(
+            s1 != WcStatus::Success && s1 != WcStatus::WrFlushErr,
+            "REG_MR's own error: {got:?}"
+        );
+        assert_eq!(st(2), Some(WcStatus::WrFlushErr), "{got:?}");
+        assert_eq!(st(3), Some(WcStatus::WrFlushErr), "{got:?}");
+        drop(fr);
+    });
+}
