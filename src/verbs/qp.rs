@@ -200,7 +200,7 @@ pub enum PostErrorKind {
     FastReg,
     /// [`SharedQp::post_send`](super::SharedQp::post_send) on a QP in ERROR
     /// found the QP's lock held (by a poller, `post_recv`, or a post this
-    /// core interrupted) and did not wait: nothing from `bad_wr` on was
+    /// core interrupted) after [`BUSY_TRIES`](super::BUSY_TRIES) tries and did not wait: nothing from `bad_wr` on was
     /// posted. Retry from a context that may wait, or drop the WRs (they
     /// would complete as flushed).
     Busy,

@@ -52,6 +52,12 @@ pub struct SharedSqStats {
 
 type InnerQp<'d, H, B> = Qp<'d, H, B, &'static SharedSq>;
 
+/// How often a post in ERROR tries the QP's lock before it returns
+/// [`PostErrorKind::Busy`]: long enough for another poster's short hold
+/// (a few WQEs, no doorbell), bounded so that a holder the caller
+/// interrupted cannot hang it.
+pub const BUSY_TRIES: u32 = 4096;
+
 /// An RC QP whose send side takes posts from several threads at once
 /// (`SharedQp: Sync`). What locks is described in `src/verbs/shared.rs`.
 pub struct SharedQp<'d, H: Hal, B: Bar + Clone> {
@@ -251,11 +257,13 @@ impl<'d, H: Hal, B: Bar + Clone> SharedQp<'d, H, B> {
     ///
     /// While the QP is healthy this never waits for anything. In ERROR the
     /// WRs are queued under the QP's spin lock (so they never race the
-    /// poller's software flush); that lock is only *tried*: if it is held —
-    /// by a poller, `post_recv`, or a post this core interrupted — the call
+    /// poller's software flush); that lock is only *tried*, a bounded
+    /// number of times ([`BUSY_TRIES`]): if it stays held — by a poller,
+    /// `post_recv`, another poster, or code this core interrupted — the call
     /// returns [`PostErrorKind::Busy`] with nothing from `bad_wr` on posted,
-    /// instead of spinning (which would deadlock an interrupt handler
-    /// against the code it interrupted). So `post_send` may be called from
+    /// instead of spinning without bound (which would deadlock an interrupt
+    /// handler against the code it interrupted). Callers that may wait
+    /// retry from `bad_wr`. So `post_send` may be called from
     /// an interrupt handler. (`post_recv`, `state` and [`Cq::poll_shared`]
     /// do wait for the lock: not from an interrupt handler that may have
     /// interrupted a holder.)
@@ -273,7 +281,7 @@ impl<'d, H: Hal, B: Bar + Clone> SharedQp<'d, H, B> {
                 || self.sq.post_send(self.dev.regs(), QpKind::Rc, head),
             ) {
                 Some(r) => r,
-                None => match self.inner.try_lock() {
+                None => match self.try_lock_bounded() {
                     Some(_guard) => self.post_queued(head),
                     None => return Err(PostError { bad_wr: 0, kind: PostErrorKind::Busy }),
                 },
@@ -284,6 +292,19 @@ impl<'d, H: Hal, B: Bar + Clone> SharedQp<'d, H, B> {
             return Err(PostError { bad_wr: ok, kind: PostErrorKind::FastReg });
         }
         Ok(())
+    }
+
+    /// The QP's lock for a post in ERROR: tried [`BUSY_TRIES`] times, never
+    /// waited for without bound (a holder this core interrupted would never
+    /// let go).
+    fn try_lock_bounded(&self) -> Option<spin::MutexGuard<'_, InnerQp<'d, H, B>>> {
+        for _ in 0..BUSY_TRIES {
+            if let Some(g) = self.inner.try_lock() {
+                return Some(g);
+            }
+            core::hint::spin_loop();
+        }
+        None
     }
 
     /// Posts in order without a doorbell (the QP is in ERROR).
