@@ -586,7 +586,9 @@ impl<H: Hal, B: Bar + Clone> FastRegMr<'_, H, B> {
 
     /// Writes the page list the next FAST_REG WR maps into the MR's PBLEs
     /// (verbs.c: irdma_map_mr_sg → irdma_set_page). Refused if it does not
-    /// fit.
+    /// fit. The map arms exactly one REG_MR WR: the next one the safe post
+    /// paths admit for this MR (covering at most `pages.len()` pages); any
+    /// later REG_MR needs a new map ([`PostErrorKind::FastReg`] otherwise).
     ///
     /// # Safety
     ///
@@ -596,7 +598,10 @@ impl<H: Hal, B: Bar + Clone> FastRegMr<'_, H, B> {
     /// owns, mapped for the device, and stays allocated and unused for
     /// anything else until that registration is invalidated (a completed
     /// LOCAL_INV or a later FAST_REG with another list) or the MR is
-    /// deregistered.
+    /// deregistered — or, if no REG_MR WR was admitted for the MR since,
+    /// until a later map overwrote the list.
+    ///
+    /// [`PostErrorKind::FastReg`]: super::PostErrorKind::FastReg
     pub unsafe fn map_pages(&self, pages: &[u64]) -> Result<(), VerbsError> {
         if !self.alive {
             return Err(VerbsError::Destroyed);
@@ -661,18 +666,18 @@ impl<H: Hal, B: Bar + Clone> Drop for FastRegMr<'_, H, B> {
 impl<H: Hal, B: Bar + Clone> Device<H, B> {
     /// Writes `pages` into the level-1 PBL of the fast-register MR `mr`
     /// names (verbs.c: irdma_map_mr_sg → irdma_set_page), for the rw
-    /// layer's REG_MR (see [`crate::rw::PostSend::map_mr_pages`]). Refused
-    /// unless the MR's STag index is allocated and the entries lie inside
-    /// one PBLE run the pool handed out, so it never writes free entries.
+    /// layer's REG_MR (see [`crate::rw::PostSend::map_mr_pages`]), and arms
+    /// that MR for one REG_MR WR, as [`FastRegMr::map_pages`] does. Refused
+    /// unless `mr` names a live fast-register MR of this device (its STag
+    /// index) with that MR's own first PBLE, and `pages` fits its size, so
+    /// it never writes free entries or another MR's.
     ///
     /// # Safety
     ///
     /// `pages` must be addresses of pages the device may access with the
     /// rights the next REG_MR of `mr` grants, until that registration is
-    /// invalidated. `mr` is checked, not trusted, but only as far as the
-    /// tables reach: a forged [`FrMr`] naming another live MR's PBLE run
-    /// with an allocated STag index would point that MR at `pages` —
-    /// memory the device may access anyway, under the same contract.
+    /// invalidated (or the MR deregistered, or — no REG_MR admitted since —
+    /// the list overwritten by a later map).
     pub(crate) unsafe fn write_fr_pages(&self, mr: &FrMr, pages: &[u64]) -> Result<(), VerbsError> {
         let n = u32::try_from(pages.len()).map_err(|_| VerbsError::Capacity)?;
         if mr.pbl_level != 1 {
