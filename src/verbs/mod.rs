@@ -31,7 +31,7 @@ pub use mr::{FastRegMr, Mr, MrDesc};
 pub use qp::{
     AddressVector, IpAddr, PostError, PostErrorKind, Qp, QpAttr, QpCap, QpInitAttr, QpState,
 };
-pub use shared::{SharedQp, SharedSqStats};
+pub use shared::{BUSY_TRIES, SharedQp, SharedSqStats};
 pub use wq::{Wq, WqInitAttr, WqType};
 
 pub(crate) use cq::destroy_cmd as destroy_cq_cmd;
