@@ -22,12 +22,14 @@
 
 mod cq;
 mod mr;
+mod poller;
 mod qp;
 mod shared;
 mod wq;
 
 pub use cq::{Cq, MAX_PENDING_RESIZES};
 pub use mr::{FastRegMr, Mr, MrDesc};
+pub use poller::CqPoller;
 pub use qp::{
     AddressVector, IpAddr, PostError, PostErrorKind, Qp, QpAttr, QpCap, QpInitAttr, QpState,
 };

@@ -50,7 +50,7 @@ pub struct SharedSqStats {
     pub size: u32,
 }
 
-type InnerQp<'d, H, B> = Qp<'d, H, B, &'static SharedSq>;
+pub(super) type InnerQp<'d, H, B> = Qp<'d, H, B, &'static SharedSq>;
 
 /// How often a post in ERROR tries the QP's lock before it returns
 /// [`PostErrorKind::Busy`]: long enough for another poster's short hold
@@ -319,8 +319,13 @@ impl<'d, H: Hal, B: Bar + Clone> SharedQp<'d, H, B> {
 
     /// Whether the software flush may retire this QP's SQ now: no lock-free
     /// post is between reserve and publish. Called with the lock held.
-    fn may_flush(&self) -> bool {
+    pub(super) fn may_flush(&self) -> bool {
         self.gate.may_flush()
+    }
+
+    /// The locked inside, for [`super::CqPoller`].
+    pub(super) fn lock_inner(&self) -> spin::MutexGuard<'_, InnerQp<'d, H, B>> {
+        self.inner.lock()
     }
 
     /// `ib_post_recv` (takes the QP lock).
