@@ -320,8 +320,8 @@ fn post_on_threads_while_polling() {
     let bar_a = ModelBar::standalone(cfg.clone());
     let bar_b = bar_a.add_peer(cfg);
     let _thread = bar_a.fabric().spawn_device_thread(std::time::Duration::from_micros(20));
-    let da = probe_as(&bar_a, A, Profile::SMALL);
-    let db = probe_as(&bar_b, B, Profile::SMALL);
+    let da = probe_threaded_as(&bar_a, A, Profile::SMALL);
+    let db = probe_threaded_as(&bar_b, B, Profile::SMALL);
     let pa = da.alloc_pd().expect("pd");
     let pb = db.alloc_pd().expect("pd");
     let mut cq = da.create_cq(256).expect("cq");
