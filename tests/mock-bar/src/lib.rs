@@ -190,6 +190,7 @@ pub mod hmc;
 pub mod mem;
 pub mod regs;
 pub mod shm;
+pub mod wire;
 pub mod wqe;
 
 pub use device::{Aeqe, Config, Device, Mode, ccq_cqe_words};
