@@ -52,6 +52,11 @@ pub struct FaultPlan {
     /// The next N CQE writes fail as a DMA fault would: nothing written,
     /// AE LCE_CQ_CATASTROPHIC (0x0702) for the CQ.
     pub fail_cqe_writes: u32,
+    /// The Nth frame this device sends (0 = the next) has the byte at the
+    /// given offset XORed with 0x01 on the wire (after it is built and
+    /// recorded in the capture as built); offsets past the end hit the
+    /// last byte (the ICRC).
+    pub flip_frame_byte: Option<(u32, usize)>,
 }
 
 fn countdown(slot: &mut Option<(u32, u16, u16)>) -> Option<(u16, u16)> {
@@ -120,6 +125,13 @@ pub struct Counters {
     pub invalid_wqes: u64,
     pub packets: u64,
     pub rnr_naks: u64,
+    /// Frames the receiver dropped: malformed, bad ICRC, or destination
+    /// MAC / IP / UDP port / QP / P_Key / PSN not matching its QP context
+    /// (see [`crate::wire::Drop`]).
+    pub wire_drops: u64,
+    /// Request frames whose PSN was not the responder's expected PSN,
+    /// executed anyway (lenient default, see `Device::set_strict_psn`).
+    pub psn_mismatches: u64,
     /// Deferred mode: SQ work found by a sweep with no WQEALLOC change.
     pub work_without_doorbell: u64,
 }
@@ -128,16 +140,57 @@ pub struct Counters {
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[allow(missing_docs)]
 pub enum Event {
-    RegWrite { off: u32, val: u32 },
-    CqpCreated { ctx_pa: u64 },
-    CqpNotValid { idx: u32 },
-    CqpOp { idx: u32, opcode: u8, ret: u32, major: u16, minor: u16 },
-    Cqe { cq: u32, slot: u32, w3: u64 },
-    CqArm { cq: u32, word: u64 },
-    Ceqe { ceq: u32, cq_ctx: u64 },
-    Aeqe { code: u16, src: u8, id: u32, written: bool },
-    Wqe { qp: u32, idx: u32, opcode: u8 },
-    Recv { qp: u32, idx: u32, len: u64 },
+    RegWrite {
+        off: u32,
+        val: u32,
+    },
+    CqpCreated {
+        ctx_pa: u64,
+    },
+    CqpNotValid {
+        idx: u32,
+    },
+    CqpOp {
+        idx: u32,
+        opcode: u8,
+        ret: u32,
+        major: u16,
+        minor: u16,
+    },
+    Cqe {
+        cq: u32,
+        slot: u32,
+        w3: u64,
+    },
+    CqArm {
+        cq: u32,
+        word: u64,
+    },
+    Ceqe {
+        ceq: u32,
+        cq_ctx: u64,
+    },
+    Aeqe {
+        code: u16,
+        src: u8,
+        id: u32,
+        written: bool,
+    },
+    Wqe {
+        qp: u32,
+        idx: u32,
+        opcode: u8,
+    },
+    Recv {
+        qp: u32,
+        idx: u32,
+        len: u64,
+    },
     DmaFault(Fault),
+    /// A received frame was dropped (counted in `wire_drops`).
+    WireDrop {
+        qp: u32,
+        why: crate::wire::Drop,
+    },
     Reset,
 }
