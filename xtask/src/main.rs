@@ -4,6 +4,8 @@
 //! * `conformance FILE…` — check the driver against vendor-generated vectors;
 //! * `qemu` — build the boot image and run its scenarios in QEMU;
 //! * `bench` — instructions per data-path operation under callgrind;
+//! * `wire FILE.pcap` — the driver's RC traffic between two model devices
+//!   as RoCEv2 frames in a pcap (`--check FILE.pcap`: tshark + scapy);
 //!
 //! Run `cargo xtask help` for the list.
 
@@ -11,6 +13,7 @@ mod bench;
 mod conformance;
 mod qemu;
 mod util;
+mod wire;
 
 use std::process::ExitCode;
 use std::time::Instant;
@@ -31,6 +34,7 @@ fn main() -> ExitCode {
         "conformance" => conformance::main(rest),
         "qemu" => qemu::main(rest),
         "bench" => bench::main(),
+        "wire" => wire::main(rest),
         "setup" => match util::ensure_toolchain(&BARE_TARGETS) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
@@ -48,6 +52,7 @@ fn main() -> ExitCode {
                  conformance FILE…    check the driver against a conformance vector file\n  \
                  qemu [--help]        build the boot image and run its scenarios in QEMU (exit 33 = pass)\n  \
                  bench                instructions per data-path operation (callgrind)\n  \
+                 wire FILE.pcap       two model devices, the driver's RC traffic as RoCEv2 frames in a pcap\n  \
                  setup                install the rustup targets and components the suite needs"
             );
             if cmd == "help" { ExitCode::SUCCESS } else { ExitCode::FAILURE }
@@ -105,6 +110,7 @@ fn legs() -> Vec<Leg> {
         Ok(format!("examples/firmware built for {}", BARE_TARGETS.join(" and ")))
     }));
     v.push(leg("model-independence", util::check_model_independence));
+    v.push(leg("wire", wire::run_leg));
     v.push(leg("doc", util::doc));
     v.push(leg("test", || cargo(&["test", "--workspace", "--quiet"])));
     // The full 1,000 bring-up/teardown cycles of issue #4 (debug runs 100).
