@@ -14,9 +14,11 @@ use crate::wire::Capture;
 /// Index of a device on a [`Fabric`].
 pub type DeviceId = usize;
 
-/// A set of devices connected by an in-order, lossless wire. Routing is by
-/// (destination IP in the QP context, destination QPN); a QP whose
-/// destination is on its own device is looped back.
+/// A set of devices connected by an in-order, lossless wire carrying
+/// RoCEv2 frames ([`crate::wire`]). Routing is by (destination IP word 3,
+/// destination QPN) of the sending QP's context; the receiver then checks
+/// every frame against its own context. A QP whose destination is on its
+/// own device is looped back through the same frames.
 #[derive(Default)]
 pub struct Fabric {
     devices: Mutex<Vec<Option<Device>>>,
