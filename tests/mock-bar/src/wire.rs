@@ -140,14 +140,29 @@ pub struct Packet {
     pub payload: Vec<u8>,
 }
 
-/// The CRC-32 of Ethernet/zlib (wire §3.2).
+/// Byte-wise table of the reflected polynomial 0xEDB88320.
+const CRC_TABLE: [u32; 256] = {
+    let mut t = [0u32; 256];
+    let mut i = 0;
+    while i < 256 {
+        let mut c = i as u32;
+        let mut k = 0;
+        while k < 8 {
+            c = if c & 1 != 0 { (c >> 1) ^ 0xEDB8_8320 } else { c >> 1 };
+            k += 1;
+        }
+        t[i] = c;
+        i += 1;
+    }
+    t
+};
+
+/// The CRC-32 of Ethernet/zlib (wire §3.2): reflected polynomial
+/// 0xEDB88320, initial value and final XOR 0xFFFFFFFF.
 pub fn crc32(data: &[u8]) -> u32 {
     let mut c = 0xFFFF_FFFFu32;
     for &b in data {
-        c ^= b as u32;
-        for _ in 0..8 {
-            c = if c & 1 != 0 { (c >> 1) ^ 0xEDB8_8320 } else { c >> 1 };
-        }
+        c = (c >> 8) ^ CRC_TABLE[((c ^ b as u32) & 0xFF) as usize];
     }
     !c
 }
