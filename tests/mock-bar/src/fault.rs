@@ -140,57 +140,17 @@ pub struct Counters {
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[allow(missing_docs)]
 pub enum Event {
-    RegWrite {
-        off: u32,
-        val: u32,
-    },
-    CqpCreated {
-        ctx_pa: u64,
-    },
-    CqpNotValid {
-        idx: u32,
-    },
-    CqpOp {
-        idx: u32,
-        opcode: u8,
-        ret: u32,
-        major: u16,
-        minor: u16,
-    },
-    Cqe {
-        cq: u32,
-        slot: u32,
-        w3: u64,
-    },
-    CqArm {
-        cq: u32,
-        word: u64,
-    },
-    Ceqe {
-        ceq: u32,
-        cq_ctx: u64,
-    },
-    Aeqe {
-        code: u16,
-        src: u8,
-        id: u32,
-        written: bool,
-    },
-    Wqe {
-        qp: u32,
-        idx: u32,
-        opcode: u8,
-    },
-    Recv {
-        qp: u32,
-        idx: u32,
-        len: u64,
-    },
+    RegWrite { off: u32, val: u32 },
+    CqpCreated { ctx_pa: u64 },
+    CqpNotValid { idx: u32 },
+    CqpOp { idx: u32, opcode: u8, ret: u32, major: u16, minor: u16 },
+    Cqe { cq: u32, slot: u32, w3: u64 },
+    CqArm { cq: u32, word: u64 },
+    Ceqe { ceq: u32, cq_ctx: u64 },
+    Aeqe { code: u16, src: u8, id: u32, written: bool },
+    Wqe { qp: u32, idx: u32, opcode: u8 },
+    Recv { qp: u32, idx: u32, len: u64 },
     DmaFault(Fault),
-    /// A received frame was dropped (counted in `wire_drops`).
-    WireDrop {
-        qp: u32,
-        why: crate::wire::Drop,
-    },
+    WireDrop { qp: u32, why: crate::wire::Drop },
     Reset,
 }
