@@ -5,6 +5,8 @@
 //! * `conformance FILE…` — check the driver against vendor-generated vectors;
 //! * `qemu` — build the boot image and run its scenarios in QEMU;
 //! * `bench` — instructions per data-path operation under callgrind;
+//! * `wire FILE.pcap` — the driver's RC traffic between two model devices
+//!   as RoCEv2 frames in a pcap (`--check FILE.pcap`: tshark + scapy);
 //!
 //! Run `cargo xtask help` for the list.
 
@@ -13,6 +15,7 @@ mod conformance;
 mod qemu;
 mod size;
 mod util;
+mod wire;
 
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
@@ -34,6 +37,7 @@ fn main() -> ExitCode {
         "qemu" => qemu::main(rest),
         "bench" => bench::main(),
         "size" => bench::size_main(),
+        "wire" => wire::main(rest),
         "setup" => match util::ensure_toolchain(&BARE_TARGETS) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
@@ -52,6 +56,7 @@ fn main() -> ExitCode {
                  qemu [--help]        build the boot image and run its scenarios in QEMU (exit 33 = pass)\n  \
                  bench                every figure as name=value: instructions per operation (callgrind), .text, DMA footprint\n  \
                  size                 only the .text figures (driver + hal in examples/firmware, both targets)\n  \
+                 wire FILE.pcap       two model devices, the driver's RC traffic as RoCEv2 frames in a pcap\n  \
                  setup                install the rustup targets and components the suite needs"
             );
             if cmd == "help" { ExitCode::SUCCESS } else { ExitCode::FAILURE }
@@ -156,6 +161,7 @@ fn legs() -> Vec<Leg> {
     // Instruction counts (+10 %) and driver `.text` (+5 %) against benches/baseline.txt.
     v.push(leg("bench-guard", bench::guard));
     v.push(leg("model-independence", util::check_model_independence));
+    v.push(leg("wire", wire::run_leg));
     v.push(leg("doc", util::doc));
     v.push(leg("test", || cargo(&["test", "--workspace", "--quiet"])));
     // Barrier placement: the hal logs barriers and ring stores (feature
