@@ -607,8 +607,8 @@ impl<H: Hal, B: Bar> Cqp<H, B> {
     /// (spec §2.5).
     ///
     /// Only the encoding is generic over the command; the checks and the
-    /// ring work are the non-generic [`Self::post_check`] and
-    /// [`Self::post_encoded`], shared by every command type.
+    /// ring work are the non-generic `post_check` and
+    /// `post_encoded`, shared by every command type.
     pub fn post<C: CqpCommand>(&mut self, cmd: C, scratch: u64) -> Result<Posted<C>, CqpError> {
         let sdbuf_pa = self.post_check()?;
         let mut env = Env::new(self.limits);
