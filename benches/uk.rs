@@ -71,6 +71,7 @@ fn main() {
                 }
             }
         }
+        "rw_bvec16" => rw_bvec16(&mut mem, &bar, n),
         // `cargo bench` runs every bench target with `--bench`: this one is a
         // set of callgrind workloads driven by `cargo xtask bench`.
         "" | "--bench" => {
@@ -82,4 +83,61 @@ fn main() {
         }
     }
     black_box(bar.last());
+}
+
+/// The rw layer on 16 bvecs of 4 KiB, RDMA WRITE, RoCE, no IOMMU (MAP_WRS:
+/// 2 WRs of 13 + 3 SGEs): `init_bvec` (map every bvec through `IdentityHal`),
+/// `post` (builds the chain with `wrs` and posts it on the single-owner QP),
+/// retire, `destroy_bvec`. One iteration = one 16-bvec transfer.
+fn rw_bvec16(mem: &mut Mem, bar: &NopBar, n: u64) {
+    use irdma::rw::{
+        BioVec, BvecIter, DeviceAttrs, Direction, MrPool, NoIova, PostSend, RwCtx, RwQp,
+    };
+    use irdma_testkit::IdentityHal;
+
+    struct Poster<'q, 'a> {
+        qp: &'q mut irdma::uk::qp::QpUk<'a>,
+        bar: &'q NopBar,
+    }
+    impl PostSend for Poster<'_, '_> {
+        type Error = irdma::uk::qp::PostSendError;
+        fn post_send(&mut self, wrs: &[irdma::wr::SendWr<'_>]) -> Result<(), (usize, Self::Error)> {
+            self.qp.post_send(self.bar, wrs).map_err(|e| (e.bad_wr, e))
+        }
+    }
+
+    let (mut qp, _cq) = mem.qp_cq();
+    let rwqp = RwQp::new(DeviceAttrs::e810_roce(13, 4063, 0xabcd00), false, 13);
+    let mut pool: MrPool<1, 1> = MrPool::new();
+    let mut bufs = vec![0u8; 16 * 4096];
+    let bv: Vec<BioVec> =
+        bufs.chunks_mut(4096).map(|c| BioVec { buf: std::ptr::NonNull::from(c) }).collect();
+    let iter = BvecIter { bi_size: 16 * 4096, bi_idx: 0, bi_bvec_done: 0 };
+    let mut ctx: RwCtx<16, 4> = RwCtx::new();
+    for _ in 0..n {
+        // SAFETY: `bufs` outlives the transfer and is not moved; IdentityHal
+        // and the bench QP never read it (no device), and `destroy_bvec`
+        // runs before the next `init_bvec`.
+        let r = unsafe {
+            ctx.init_bvec::<IdentityHal, NoIova, 1, 1>(
+                &rwqp,
+                &mut pool,
+                &mut NoIova,
+                black_box(&bv),
+                16,
+                iter,
+                0x7f00_0000_1000,
+                0x1234,
+                Direction::ToDevice,
+            )
+        };
+        assert_eq!(r, Ok(2));
+        let mut p = Poster { qp: &mut qp, bar };
+        assert!(ctx.post(&mut p, &mut pool, 7, &[]).is_ok());
+        qp.sq.consume_all();
+        // SAFETY: the transfer is over (retired above; nothing reads it).
+        let d = unsafe { ctx.destroy_bvec::<IdentityHal, NoIova, 1, 1>(&mut pool, &mut NoIova) };
+        assert!(d.is_ok());
+    }
+    black_box(&bufs);
 }

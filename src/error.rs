@@ -123,6 +123,11 @@ impl Display for PostErrorKind {
             PostErrorKind::Sq(e) => e.fmt(f),
             PostErrorKind::Rq(e) => e.fmt(f),
             PostErrorKind::Destroyed => f.write_str("the QP was destroyed"),
+            PostErrorKind::FastReg => f.write_str(
+                "the REG_MR WR does not name a live fast-register MR of this device within \
+                 the pages mapped for it",
+            ),
+            PostErrorKind::Busy => f.write_str("the QP's lock is held; not posted (would block)"),
         }
     }
 }
@@ -131,7 +136,7 @@ impl Error for PostErrorKind {
         match self {
             PostErrorKind::Sq(e) => Some(e),
             PostErrorKind::Rq(e) => Some(e),
-            PostErrorKind::Destroyed => None,
+            PostErrorKind::Destroyed | PostErrorKind::FastReg | PostErrorKind::Busy => None,
         }
     }
 }

@@ -120,20 +120,58 @@
 //!   the last QP is destroyed; a PD keeps its id while QPs or MRs use it;
 //! * completions read from registers are ordered before the reads of the
 //!   buffers the op wrote ([`hal::barrier::dma_rmb`] after the CQPTAIL poll),
-//!   CQE/AEQE valid bits before their bodies.
+//!   CQE/AEQE valid bits before their bodies;
+//! * a REG_MR (fast-register) WR posted through the safe post paths
+//!   ([`verbs::Qp::post_send`], [`verbs::SharedQp::post_send`], and so
+//!   [`rw::RwCtx::post`]) is admitted only if it names a live
+//!   [`verbs::FastRegMr`] of this device: its STag index (any key byte), its
+//!   own level-1 PBLE run, 4 KiB pages, no more pages (counted from the
+//!   IOVA's offset in its first page) than the last map wrote, no atomic or
+//!   MW rights. Otherwise the post fails with
+//!   [`verbs::PostErrorKind::FastReg`] at that WR (those before it posted,
+//!   nothing after, no doorbell). Each map arms exactly one REG_MR, so PBLEs
+//!   a map wrote are never registered again by safe code after that map's
+//!   contract ended. The PBLE contents themselves come only from `unsafe`
+//!   calls: [`verbs::FastRegMr::map_pages`] and
+//!   [`rw::PostSend::map_mr_pages`] (which [`rw::RwCtx::post`] calls with the
+//!   pages the `unsafe` [`rw::RwCtx::init`] / [`rw::RwCtx::init_bvec`]
+//!   collected). The device itself checks the MR's PD against the QP's and
+//!   refuses a FAST_REG on an STag that is valid or unallocated;
+//! * the low-level [`uk`] queues post only into the [`uk::QueueMem`] they are
+//!   built over, which safe code can make only over a [`hal::Dma`] it owns
+//!   ([`uk::QueueMem::from_dma`]: host memory the device was never told
+//!   about) — anything else takes the `unsafe` [`uk::QueueMem::from_raw`].
+//!   No safe path leads from a [`verbs::Qp`] or [`verbs::SharedQp`] to its
+//!   `uk` queue or ring view, and ringing a doorbell needs the [`hal::Bar`],
+//!   which [`device::Device::bar`] lends only under `unsafe` (a `Bar` the
+//!   caller made itself is [`hal::MmioBar::new`]'s contract);
+//! * [`verbs::SharedQp::post_send`] never waits: lock-free while the QP is
+//!   healthy, and in ERROR it only *tries* the QP's spin lock, returning
+//!   [`verbs::PostErrorKind::Busy`] when it is held, so it may be called
+//!   from an interrupt handler. `SharedQp::post_recv`, `SharedQp::state` and
+//!   [`verbs::Cq::poll_shared`] do wait for that lock: an interrupt handler
+//!   that may have interrupted one of them must not call them.
+//!
+//! Known limit: a REG_MR admitted while its MR was live but executed by the
+//! device after the MR's DEALLOC_STAG (the SQ and the CQP are separate
+//! engines; or a `dereg` racing a post on another thread) relies on the
+//! device refusing FAST_REG on a deallocated or re-allocated-and-valid STag;
+//! deregister a fast-register MR after the REG_MR WRs naming it completed.
 //!
 //! ## What the caller guarantees in each `unsafe fn`
 //!
 //! | Function | The caller guarantees |
 //! |---|---|
 //! | [`device::Device::reg_mr`] | every page `MrDesc::pages` names is memory the caller owns, mapped for the device, and stays allocated and unused for anything else until the MR is deregistered (or, if it was quarantined, until the function is reset) |
-//! | [`verbs::FastRegMr::map_pages`] | the same for the pages, until the FAST_REG registration using them is invalidated or the MR deregistered |
+//! | [`verbs::FastRegMr::map_pages`] | the same for the pages, until the one REG_MR WR this map arms (the next one admitted for the MR) is invalidated, or the MR is deregistered, or — if no REG_MR was admitted — the entries are overwritten by a later map |
+//! | [`rw::PostSend::map_mr_pages`] (an `unsafe` method of a safe trait; the verbs QPs implement it) | `pages` may be accessed by the device with the rights of the REG_MR that follows, until that registration is invalidated — as the buffers [`rw::RwCtx::init`] / [`rw::RwCtx::init_bvec`] collected them from are under their contract; the verbs implementations write only into the named live fast-register MR's own PBLEs and arm it for one REG_MR |
 //! | [`device::Device::bar`] | raw register access only reads, or writes nothing that changes which memory the device uses or disturbs the driver's rings and CQP |
 //! | [`device::Device::close_after_reset`] | the PCI function was reset after the last CQP op and after every quarantined buffer was handed to the device |
 //! | [`verbs::Qp::enable_inline`], [`uk::Sq::enable_inline`], [`uk::MpSq::enable_inline`], [`device::Device::create_shared_qp_inline`] | the `addr` of every inline SGE posted from then on is a CPU address readable for `length` bytes during the post |
 //! | [`uk::QueueMem::from_raw`] | `base` is 8-byte aligned, valid for volatile reads and writes of `qwords * 8` bytes for `'a`, and no Rust reference into it exists meanwhile |
 //! | [`rw::RwCtx::init`], [`rw::rdma_rw_ctx_init`] | every `sg[i].buf` is valid for the direction's access and not moved or freed until `destroy` was called with the same `sg`, after the device is done |
 //! | [`rw::RwCtx::init_bvec`], [`rw::rdma_rw_ctx_init_bvec`] | the same for every buffer the bio_vec iterator covers, until `destroy_bvec` |
+//! | [`rw::RwCtx::signature_init_sg`] | as [`rw::RwCtx::init`], for `sg` and `prot_sg` while mapped (unmapped again before it returns) |
 //! | [`rw::RwCtx::destroy`], [`rw::RwCtx::destroy_bvec`], [`rw::rdma_rw_ctx_destroy`], [`rw::rdma_rw_ctx_destroy_bvec`] | the device is done with the transfer; `sg` / the mapper are the ones given to `init` |
 //! | `unsafe impl` [`rw::IovaMapper`] | each linked segment is reachable by the device at `addr + offset` until `destroy`, and `destroy` ends that access |
 //! | `unsafe impl` [`hal::Hal`], [`hal::MmioBar::new`] | the platform contracts in `irdma-hal` (contiguous zeroed DMA pages exclusively owned until freed; a valid uncached BAR mapping) |

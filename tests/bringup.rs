@@ -93,6 +93,54 @@ fn lan_side_registration_and_undo() {
     assert_eq!(FakeHal::live_pages(), base);
 }
 
+/// The bare-metal profile scaled to `qps` QPs: 2 CQs and 64 MRs per QP,
+/// 256 Ki PBLEs (one SD), as [`Profile::SMALL`] is for 64.
+fn scaled(qps: u32) -> Profile {
+    Profile { qps, cqs: 2 * qps, mrs: 64 * qps, ..Profile::SMALL }
+}
+
+/// `footprint()` for 16, 64 and 256 QPs: what probe holds equals FakeHal's
+/// live pages for each, the figures are printed (`--nocapture`; BENCHMARKS.md
+/// quotes them) and the 64-QP profile fits in 16 MiB.
+#[test]
+fn footprint_per_profile_matches_live_pages() {
+    let _g = lock();
+    let mut held_by = Vec::new();
+    for qps in [16, 64, 256] {
+        let base = FakeHal::live_pages();
+        let bar = ModelBar::standalone(Config::default());
+        let dev: Dev = Device::probe_with(bar.clone(), lan(), scaled(qps), opts()).expect("probe");
+        let fp = dev.footprint();
+        let held = (FakeHal::live_pages() - base) as u64 * 4096;
+        assert_eq!(
+            held, fp.current_bytes,
+            "{qps} QPs: footprint matches what was allocated: {fp:?}"
+        );
+        assert_eq!(
+            fp.current_bytes,
+            fp.hmc.initial_bytes() + fp.control_bytes,
+            "{qps} QPs: {fp:?}"
+        );
+        println!(
+            "footprint qps={qps} static_sds={} static={} pble_initial={} pble_max={} control={} current={}",
+            fp.hmc.static_sds,
+            fp.hmc.static_bytes,
+            fp.hmc.pble_initial_bytes,
+            fp.hmc.pble_max_bytes,
+            fp.control_bytes,
+            fp.current_bytes
+        );
+        held_by.push(fp.current_bytes);
+        dev.close().expect("close");
+        assert_eq!(FakeHal::live_pages(), base);
+    }
+    assert!(
+        held_by[0] <= held_by[1] && held_by[1] <= held_by[2],
+        "grows with the profile: {held_by:?}"
+    );
+    assert!(held_by[1] <= 16 << 20, "64 QPs fit in 16 MiB: {} bytes", held_by[1]);
+}
+
 /// The model's `strict_sds` option (PMSDPARTSEL, PMSDBPCOUNT = 512, 2 MiB
 /// aligned direct SDs, spec control-path §3.6): the driver's UPDATE_PE_SDS
 /// entries pass it.

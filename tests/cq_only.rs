@@ -107,11 +107,16 @@ fn bad_reg_mr_completes_with_its_error_in_a_cq_only_loop() {
     with_pair(|a, b| {
         let src = a.region(1, 3);
         let dst = b.region(1, 0);
-        // A fast-register MR of A's; the REG_MR WR names an STag index that
-        // was never allocated (the MR's index + 1000).
-        let fr = a.dev.alloc_mr(&a.pd, 4).unwrap();
+        // A fast-register MR of A's device in another PD: the post admits
+        // the REG_MR WR (a live MR of this device, its own mapped PBLEs), the
+        // device refuses it (the QP's PD is not the MR's).
+        let pd2 = a.dev.alloc_pd().unwrap();
+        let fr = a.dev.alloc_mr(&pd2, 4).unwrap();
+        // SAFETY: the device is the in-process model, which reaches host
+        // memory only through `FakeHalMemory`; the registration fails anyway.
+        unsafe { fr.map_pages(&[dst.addr() & !0xfff]) }.unwrap();
         let r = RegMrWr {
-            key: fr.key().wrapping_add(1000 << 8),
+            key: fr.key(),
             access: ALL,
             iova: 0x7000_0000,
             length: 4096,
@@ -139,5 +144,6 @@ fn bad_reg_mr_completes_with_its_error_in_a_cq_only_loop() {
         assert_eq!(st(2), Some(WcStatus::WrFlushErr), "{got:?}");
         assert_eq!(st(3), Some(WcStatus::WrFlushErr), "{got:?}");
         drop(fr);
+        drop(pd2);
     });
 }

@@ -95,9 +95,14 @@ fn post_all(qp: &TShared<'_>, mut wrs: &[SendWr<'_>]) {
         check_stop();
         match qp.post_send(wrs) {
             Ok(()) => return,
-            Err(PostError { bad_wr, kind: PostErrorKind::Sq(SqError::Full) }) => {
+            // Busy: in ERROR the QP's lock was held (a poller); the post
+            // does not wait for it, the caller retries (issue #12).
+            Err(PostError {
+                bad_wr,
+                kind: PostErrorKind::Sq(SqError::Full) | PostErrorKind::Busy,
+            }) => {
                 wrs = &wrs[bad_wr..];
-                assert!(since.elapsed() < WAIT, "SQ stayed full");
+                assert!(since.elapsed() < WAIT, "SQ stayed full or the QP busy");
                 std::thread::yield_now();
             }
             Err(e) => panic!("post_send: {e:?}"),
@@ -121,8 +126,8 @@ fn threads_share_one_qp_deferred() {
     let bar_a = ModelBar::standalone(cfg.clone());
     let bar_b = bar_a.add_peer(cfg);
     let _thread = bar_a.fabric().spawn_device_thread(std::time::Duration::from_micros(20));
-    let da = probe_as(&bar_a, A, Profile::SMALL);
-    let db = probe_as(&bar_b, B, Profile::SMALL);
+    let da = probe_threaded_as(&bar_a, A, Profile::SMALL);
+    let db = probe_threaded_as(&bar_b, B, Profile::SMALL);
 
     let cap = QpCap {
         max_send_wr: 32,
@@ -392,6 +397,38 @@ fn shared_qp_refuses_what_qp_refuses() {
         );
     }
 
+    // A REG_MR WR naming a deregistered fast-register MR (issue #12): the
+    // shared post refuses it as `Qp::post_send` does, the WR before it
+    // posted, nothing after.
+    let mut dead = da.alloc_mr(&sa.pd, 2).expect("alloc_mr");
+    // SAFETY: the device is the in-process model, which reaches host memory
+    // only through `FakeHalMemory`; the MR is deregistered unused anyway.
+    unsafe { dead.map_pages(&[src.addr() & !0xfff]) }.expect("map_pages");
+    let reg = irdma::wr::RegMrWr {
+        key: dead.key(),
+        access: irdma::wr::Access::LOCAL_WRITE,
+        iova: 0x5000_0000,
+        length: 4096,
+        page_size: irdma::wr::PageSize::Size4K,
+        first_pble_index: dead.fr_mr().first_pble_index,
+        pbl_level: 1,
+    };
+    dead.dereg().expect("dereg");
+    let ok3 = SendWr { opcode: write_op(dst2.addr(), dst2.key()), ..ok };
+    let bad3 = signaled(10, WrOpcode::RegMr(reg), &[]);
+    assert_eq!(
+        shared.post_send(&[ok3, bad3, ok3]),
+        Err(PostError { bad_wr: 1, kind: PostErrorKind::FastReg })
+    );
+    let mut got = Vec::new();
+    let mut buf = [EMPTY_WC; 4];
+    for _ in 0..3 {
+        let n = shared_cq.poll_shared([&shared], &mut buf);
+        got.extend_from_slice(&buf[..n]);
+    }
+    assert_eq!(got.len(), 1, "{got:?}");
+    assert_eq!((got[0].wr_id, got[0].status), (7, WcStatus::Success));
+
     // The same through the rw layer's `PostSend` on `&SharedQp`.
     fn via<P: irdma::rw::PostSend>(p: &mut P, wrs: &[SendWr<'_>]) -> Result<(), (usize, P::Error)> {
         p.post_send(wrs)
@@ -475,7 +512,7 @@ fn shared_qp_flush_completes_everything_once() {
 fn post_from_two_threads(qp: &TShared<'_>, wrs: &[SendWr<'_>]) {
     std::thread::scope(|s| {
         for half in wrs.chunks(3) {
-            s.spawn(move || qp.post_send(half).expect("post"));
+            s.spawn(move || post_all(qp, half));
         }
     });
 }
@@ -511,8 +548,8 @@ fn threads_post_through_an_error_exactly_once() {
     let bar_a = ModelBar::standalone(cfg.clone());
     let bar_b = bar_a.add_peer(cfg);
     let _thread = bar_a.fabric().spawn_device_thread(std::time::Duration::from_micros(20));
-    let da = probe_as(&bar_a, A, Profile::SMALL);
-    let db = probe_as(&bar_b, B, Profile::SMALL);
+    let da = probe_threaded_as(&bar_a, A, Profile::SMALL);
+    let db = probe_threaded_as(&bar_b, B, Profile::SMALL);
     let cap = QpCap {
         max_send_wr: 32,
         max_recv_wr: 4,

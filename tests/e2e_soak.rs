@@ -398,8 +398,8 @@ fn soak(total_ops: u64, deferred: bool) {
         // Declared before the devices: stops after they are closed.
         let _thread = deferred
             .then(|| bar_a.fabric().spawn_device_thread(std::time::Duration::from_micros(20)));
-        let da = probe_as(&bar_a, A, Profile::SMALL);
-        let db = probe_as(&bar_b, B, Profile::SMALL);
+        let da = probe_threaded_as(&bar_a, A, Profile::SMALL);
+        let db = probe_threaded_as(&bar_b, B, Profile::SMALL);
         let cap = QpCap {
             max_send_wr: 24,
             max_recv_wr: 24,

@@ -153,6 +153,8 @@ fn fast_reg_key_rotation_rejects_the_stale_rkey() {
         let k2 = fr.next_key();
         assert_ne!(k1, k2);
         assert_eq!(k1 >> 8, k2 >> 8);
+        // Each map arms one REG_MR WR (issue #12): map again.
+        map_pages(&fr, &rev);
         owner.post_send(&[inv, reg_wr(4, k2)]).unwrap();
         let wc = poll_n(&mut cq, &mut [&mut owner, &mut peer], 2);
         assert!(wc.iter().all(|w| w.status == WcStatus::Success), "{wc:?}");
@@ -186,6 +188,125 @@ fn fast_reg_key_rotation_rejects_the_stale_rkey() {
         let wc = poll_n(&mut cq, &mut [&mut a, &mut b], 1);
         assert_eq!((wc[0].wr_id, wc[0].status), (6, WcStatus::Success));
         assert_eq!(read(&target, 0, 16), data[..16].to_vec());
+    }
+    assert_eq!(FakeHal::live_pages(), base);
+}
+
+/// Issue #12: a REG_MR WR posted with safe `post_send` must name a live
+/// fast-register MR of this device, its own level-1 PBLE run, and no more
+/// pages than the last map wrote — otherwise `PostErrorKind::FastReg` at
+/// that WR, nothing from it on posted, no doorbell. The legal one works.
+#[test]
+fn fast_reg_wr_must_name_a_live_fast_register_mr_of_this_device() {
+    use irdma::verbs::{PostError, PostErrorKind};
+    use irdma::wr::RegMrWr;
+    let _g = lock();
+    let base = FakeHal::live_pages();
+    let bar = ModelBar::standalone(small_fn_config());
+    {
+        let dev = probe_as(&bar, A, Profile::SMALL);
+        let pd = dev.alloc_pd().unwrap();
+        let mut cq = dev.create_cq(64).unwrap();
+        let mut owner = create_qp(&dev, &pd, &cq, 16);
+        let mut peer = create_qp(&dev, &pd, &cq, 16);
+        let (no, np) = (owner.qp_num(), peer.qp_num());
+        connect(&mut owner, A, A, np).unwrap();
+        connect(&mut peer, A, A, no).unwrap();
+
+        let target = buf(4);
+        let pages = pages_of(&target);
+        let mut fr = dev.alloc_mr(&pd, 4).unwrap();
+        let other = dev.alloc_mr(&pd, 4).unwrap();
+        let mut dead = dev.alloc_mr(&pd, 4).unwrap();
+        for f in [&fr, &other, &dead] {
+            map_pages(f, &pages);
+        }
+        let wr_for = |f: &irdma::verbs::FastRegMr<'_, FakeHal, ModelBar>, id| SendWr {
+            wr_id: id,
+            opcode: WrOpcode::RegMr(RegMrWr {
+                key: f.key(),
+                access: Access::LOCAL_WRITE | Access::REMOTE_WRITE,
+                iova: 0x5000_0000,
+                length: 4 * 4096,
+                page_size: PageSize::Size4K,
+                first_pble_index: f.fr_mr().first_pble_index,
+                pbl_level: 1,
+            }),
+            flags: SendFlags::SIGNALED,
+            sg_list: &[],
+        };
+        let with = |w: SendWr<'static>, f: &dyn Fn(&mut RegMrWr)| {
+            let WrOpcode::RegMr(mut r) = w.opcode else { unreachable!() };
+            f(&mut r);
+            SendWr { opcode: WrOpcode::RegMr(r), ..w }
+        };
+        let dead_wr = wr_for(&dead, 1);
+        dead.dereg().unwrap();
+        let refused = |w: SendWr<'_>, owner: &mut TQp<'_>, what: &str| {
+            let before = bar.with_device(|d| (d.counters().mmio_writes, d.counters().sq_wqes));
+            assert_eq!(
+                owner.post_send(&[w]),
+                Err(PostError { bad_wr: 0, kind: PostErrorKind::FastReg }),
+                "{what}"
+            );
+            let after = bar.with_device(|d| (d.counters().mmio_writes, d.counters().sq_wqes));
+            assert_eq!(before, after, "{what}: nothing posted, no doorbell");
+        };
+        // (a) a deregistered MR's STag (and its stale PBLEs).
+        refused(dead_wr, &mut owner, "deregistered MR");
+        // (b) this MR's STag with another live MR's PBLE run.
+        let o = other.fr_mr().first_pble_index;
+        refused(with(wr_for(&fr, 2), &|r| r.first_pble_index = o), &mut owner, "other PBLEs");
+        // (c) level 0: the WQE would name a raw address.
+        refused(with(wr_for(&fr, 3), &|r| r.pbl_level = 0), &mut owner, "level 0");
+        // (d) more pages than mapped (and than the MR has), also by offset.
+        refused(with(wr_for(&fr, 4), &|r| r.length = 5 * 4096), &mut owner, "5 pages");
+        refused(with(wr_for(&fr, 5), &|r| r.iova += 100), &mut owner, "offset: 5 pages");
+        // Other page sizes would map 2 MiB per 4 KiB entry.
+        refused(with(wr_for(&fr, 6), &|r| r.page_size = PageSize::Size2M), &mut owner, "2M");
+        // An STag index that is no fast-register MR at all.
+        refused(
+            with(wr_for(&fr, 7), &|r| r.key = r.key.wrapping_add(1000 << 8)),
+            &mut owner,
+            "idx",
+        );
+
+        // In a chain: the WRs before the refused one are posted.
+        let bad = with(wr_for(&fr, 8), &|r| r.pbl_level = 2);
+        assert_eq!(
+            owner.post_send(&[wr_for(&other, 9), bad]),
+            Err(PostError { bad_wr: 1, kind: PostErrorKind::FastReg })
+        );
+        let wc = poll_n(&mut cq, &mut [&mut owner, &mut peer], 1);
+        assert_eq!((wc.len(), wc[0].wr_id, wc[0].status), (1, 9, WcStatus::Success), "{wc:?}");
+
+        // The legal one, with any key byte: registered, and the key works.
+        let key = fr.next_key();
+        owner.post_send(&[wr_for(&fr, 10)]).unwrap();
+        let wc = poll_n(&mut cq, &mut [&mut owner, &mut peer], 1);
+        assert_eq!(
+            (wc[0].wr_id, wc[0].status, wc[0].opcode),
+            (10, WcStatus::Success, WcOpcode::RegMr)
+        );
+        // The map armed one registration: the same WR again would register
+        // whatever the entries hold by then (pages maybe freed since).
+        refused(wr_for(&fr, 11), &mut owner, "map used up");
+        let src = buf(1);
+        let data = fill(&src, 5);
+        let smr = reg(&dev, &pd, src.paddr(), 4096, &pages_of(&src), false);
+        let sge = [Sge { addr: src.paddr(), length: 64, lkey: smr.lkey() }];
+        let w = SendWr {
+            wr_id: 12,
+            opcode: WrOpcode::RdmaWrite { remote_addr: 0x5000_0000 + 3 * 4096, rkey: key },
+            flags: SendFlags::SIGNALED,
+            sg_list: &sge,
+        };
+        peer.post_send(&[w]).unwrap();
+        let wc = poll_n(&mut cq, &mut [&mut owner, &mut peer], 1);
+        assert_eq!((wc[0].wr_id, wc[0].status), (12, WcStatus::Success), "{wc:?}");
+        assert_eq!(read(&target, 3 * 4096, 64), data[..64].to_vec());
+        drop((smr, other));
+        fr.dereg().unwrap();
     }
     assert_eq!(FakeHal::live_pages(), base);
 }

@@ -605,8 +605,25 @@ impl<H: Hal, B: Bar> Cqp<H, B> {
     /// Encodes `cmd` into the next SQ slot (header last, after a write
     /// barrier, with the current polarity) and rings CQPDB with the new head
     /// (spec §2.5).
+    ///
+    /// Only the encoding is generic over the command; the checks and the
+    /// ring work are the non-generic `post_check` and
+    /// `post_encoded`, shared by every command type.
     pub fn post<C: CqpCommand>(&mut self, cmd: C, scratch: u64) -> Result<Posted<C>, CqpError> {
-        if !self.alive {
+        let sdbuf_pa = self.post_check()?;
+        let mut env = Env::new(self.limits);
+        env.sdbuf_pa = sdbuf_pa;
+        let mut wqe = [0u64; 8];
+        cmd.encode(&mut wqe, &mut env)?;
+        let idx = self.post_encoded(&wqe, &env, cmd.pre_post_writes(), scratch);
+        Ok(Posted { cmd, idx })
+    }
+
+    /// The checks before a post; the bus address of the next slot's
+    /// overflow buffer (the encoding environment's `sdbuf_pa`).
+    #[inline(never)]
+    fn post_check(&self) -> Result<u64, CqpError> {
+        if !self.alive || self.mem.is_none() {
             return Err(CqpError::Protocol { what: "CQP not alive" });
         }
         if self.ccq.is_none() && self.inflight > 0 {
@@ -615,15 +632,22 @@ impl<H: Hal, B: Bar> Cqp<H, B> {
         if self.inflight + 1 >= self.size {
             return Err(CqpError::RingFull);
         }
-        let Some(mem) = self.mem.as_ref() else {
-            return Err(CqpError::Protocol { what: "CQP not alive" });
-        };
+        Ok(self.sdbuf_pa.wrapping_add(self.head as u64 * SDBUF_BYTES_PER_SLOT as u64))
+    }
+
+    /// Places an encoded WQE (and its overflow words) in the next slot and
+    /// rings the doorbell; [`Self::post_check`] has checked there is room.
+    /// Nothing is touched before the command has encoded successfully.
+    #[inline(never)]
+    fn post_encoded(
+        &mut self,
+        wqe: &[u64; 8],
+        env: &Env,
+        pre_post_writes: &[(usize, u32)],
+        scratch: u64,
+    ) -> u16 {
         let idx = self.head;
-        let mut wqe = [0u64; 8];
-        let mut env = Env::new(self.limits);
-        env.sdbuf_pa = self.sdbuf_pa.wrapping_add(idx as u64 * SDBUF_BYTES_PER_SLOT as u64);
-        cmd.encode(&mut wqe, &mut env)?;
-        // Nothing is touched before the command has encoded successfully.
+        let Some(mem) = self.mem.as_ref() else { return idx as u16 };
         let slot_sdbuf = idx as usize * SDBUF_BYTES_PER_SLOT;
         for (i, w) in env.sdbuf.iter().take(env.sdbuf_words).enumerate() {
             mem.sdbuf.write_u64(slot_sdbuf + 8 * i, *w);
@@ -646,7 +670,7 @@ impl<H: Hal, B: Bar> Cqp<H, B> {
         mem.sq.write_u64(base + 8 * irdma_hal::cqp::CQP_HEADER_WORD, h);
         self.set_pending(idx, true);
         self.inflight += 1;
-        for (off, v) in cmd.pre_post_writes() {
+        for (off, v) in pre_post_writes {
             self.bar.write32(*off, *v);
         }
         if self.ccq.is_none() {
@@ -656,12 +680,19 @@ impl<H: Hal, B: Bar> Cqp<H, B> {
         }
         wmb();
         self.bar.write32(regs::CQPDB, self.head);
-        Ok(Posted { cmd, idx: idx as u16 })
+        idx as u16
     }
 
     /// Waits for `posted` to complete.
     pub fn wait<C>(&mut self, posted: Posted<C>) -> Result<Completed<C>, CqpError> {
         let Posted { cmd, idx } = posted;
+        self.wait_slot(idx).map(|info| Completed { cmd, info })
+    }
+
+    /// Waits for slot `idx` and records its outcome in the op trace
+    /// (non-generic: one copy for every command type).
+    #[inline(never)]
+    fn wait_slot(&mut self, idx: u16) -> Result<Completion, CqpError> {
         let opcode = self.opcode_at(idx);
         let r = if self.ccq.is_some() { self.wait_ccq(idx) } else { self.wait_registers(idx) };
         use crate::flight::CqpOutcome as O;
@@ -677,7 +708,7 @@ impl<H: Hal, B: Bar> Cqp<H, B> {
             let _ = self.trace.pop_front();
         }
         let _ = self.trace.push_back((opcode, outcome));
-        r.map(|info| Completed { cmd, info })
+        r
     }
 
     /// The oldest op (opcode, outcome) that ended since the last call: what

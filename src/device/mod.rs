@@ -67,6 +67,9 @@ pub const MAX_MRS: u32 = 4096;
 pub const MAX_ARP: u32 = 256;
 /// Free/used runs the PBLE pool tracks.
 pub const PBLE_RUNS: usize = 1024;
+/// Fast-register MRs ([`crate::verbs::FastRegMr`]) a device keeps at once:
+/// each has a record the safe post paths check every REG_MR WR against.
+pub const MAX_FR_MRS: usize = 512;
 
 pub(crate) const QP_WORDS: usize = (MAX_QPS / 64) as usize;
 pub(crate) const CQ_WORDS: usize = (MAX_CQS / 64) as usize;
@@ -298,6 +301,19 @@ pub(crate) struct QpRecord {
     pub shadow_pa: u64,
 }
 
+/// One live fast-register MR as the post paths check REG_MR WRs against
+/// it (issue #12): its STag index, its own level-1 PBLE run, and how many
+/// pages `map_pages` / `map_mr_pages` armed for the next FAST_REG.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct FrRecord {
+    pub stag_idx: u32,
+    pub first_pble: u32,
+    pub max_pages: u32,
+    /// Pages written by the last map, valid for exactly one REG_MR WR (0:
+    /// nothing armed; a REG_MR WR is refused).
+    pub mapped: u32,
+}
+
 /// One ARP-cache entry and how many QPs use it.
 #[derive(Clone, Copy, Debug, Default)]
 pub(crate) struct ArpSlot {
@@ -322,6 +338,8 @@ pub(crate) struct Ids {
     pub pd_refs: [u16; MAX_PDS as usize],
     /// PDs dropped while in use: the id is freed when the last user goes.
     pub pd_orphan: [u64; PD_WORDS],
+    /// Live fast-register MRs, sorted by STag index.
+    pub fr: heapless::Vec<FrRecord, MAX_FR_MRS>,
 }
 
 /// A CQ dropped while QPs still completed to it: destroyed when the last
@@ -752,6 +770,7 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
             cq_refs: [0; MAX_CQS as usize],
             pd_refs: [0; MAX_PDS as usize],
             pd_orphan: [0; PD_WORDS],
+            fr: heapless::Vec::new(),
         };
         self.res.get_mut().ids = Some(ids);
         // RDMA traffic to the VSI on, last (main.c: irdma_probe).

@@ -137,7 +137,9 @@ pub trait PostSend {
     /// `pages` must be addresses of pages the device may access, with the
     /// rights the REG_MR grants, until the registration is invalidated —
     /// as the buffers given to [`RwCtx::init`] / [`RwCtx::init_bvec`] are
-    /// under their contract.
+    /// under their contract. (The verbs QPs' implementations arm the MR
+    /// for exactly that one REG_MR: safe code cannot register the list
+    /// again after the contract ended.)
     unsafe fn map_mr_pages(&mut self, mr: &FrMr, pages: &[u64]) -> Result<(), RwError> {
         let _ = (mr, pages);
         Ok(())

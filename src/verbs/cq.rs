@@ -199,6 +199,11 @@ impl<'d, H: Hal, B: Bar + Clone> Cq<'d, H, B> {
         self.id
     }
 
+    /// The device the CQ lives on.
+    pub(super) fn device(&self) -> &'d Device<H, B> {
+        self.dev
+    }
+
     /// After a poll: the QP number of a live QP completing to this CQ that
     /// was not in the poll's QP list, if the poll stopped at one of its
     /// completions. That completion is kept (not consumed, not lost); poll

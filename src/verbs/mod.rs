@@ -22,16 +22,18 @@
 
 mod cq;
 mod mr;
+mod poller;
 mod qp;
 mod shared;
 mod wq;
 
 pub use cq::{Cq, MAX_PENDING_RESIZES};
 pub use mr::{FastRegMr, Mr, MrDesc};
+pub use poller::CqPoller;
 pub use qp::{
     AddressVector, IpAddr, PostError, PostErrorKind, Qp, QpAttr, QpCap, QpInitAttr, QpState,
 };
-pub use shared::{SharedQp, SharedSqStats};
+pub use shared::{BUSY_TRIES, SharedQp, SharedSqStats};
 pub use wq::{Wq, WqInitAttr, WqType};
 
 pub(crate) use cq::destroy_cmd as destroy_cq_cmd;

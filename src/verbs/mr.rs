@@ -9,10 +9,11 @@ use super::{Pd, VerbsError, dma_slice};
 use crate::cqp::cmd::{AllocStag, DeallocStag, MrPages, PageSize as CqpPageSize, Pbl, RegMr};
 use crate::cqp::engine::device_may_own;
 use crate::device::Device;
+use crate::device::FrRecord;
 use crate::res::pble::{LEAF_ENTRIES, PblNeed, PbleAlloc, PblePolicy, PbleRun, pbl_level};
 use crate::res::{Stag, mr_access_rights};
 use crate::rw::FrMr;
-use crate::wr::{Access, PageSize};
+use crate::wr::{Access, PageSize, RegMrWr, SendWr, WrOpcode};
 
 /// Largest MR (spec §5.5: 2^45 bytes).
 pub const MAX_MR_SIZE: u64 = 1 << 45;
@@ -472,6 +473,19 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
                 return Err(e);
             }
         };
+        // The record the post paths check REG_MR WRs against (nothing
+        // armed until the first map).
+        let rec = FrRecord {
+            stag_idx: stag.index(),
+            first_pble: held.alloc.first_index(),
+            max_pages,
+            mapped: 0,
+        };
+        if !self.res.lock().ids.as_mut().is_some_and(|ids| ids.fr_insert(rec)) {
+            self.put_pbl(&held);
+            self.put_stag(stag);
+            return Err(VerbsError::Capacity);
+        }
         let cmd = AllocStag {
             stag_idx: stag.index_field(),
             pd_id: pd.id(),
@@ -486,6 +500,7 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
             all_memory: false,
         };
         if let Err(e) = self.with_cqp(|c| c.exec(cmd, 0).map(|_| ())) {
+            self.fr_remove(stag.index());
             if device_may_own(&e) {
                 self.quarantine_mr(Some(held));
                 return Err(e.into());
@@ -571,7 +586,9 @@ impl<H: Hal, B: Bar + Clone> FastRegMr<'_, H, B> {
 
     /// Writes the page list the next FAST_REG WR maps into the MR's PBLEs
     /// (verbs.c: irdma_map_mr_sg → irdma_set_page). Refused if it does not
-    /// fit.
+    /// fit. The map arms exactly one REG_MR WR: the next one the safe post
+    /// paths admit for this MR (covering at most `pages.len()` pages); any
+    /// later REG_MR needs a new map ([`PostErrorKind::FastReg`] otherwise).
     ///
     /// # Safety
     ///
@@ -581,7 +598,10 @@ impl<H: Hal, B: Bar + Clone> FastRegMr<'_, H, B> {
     /// owns, mapped for the device, and stays allocated and unused for
     /// anything else until that registration is invalidated (a completed
     /// LOCAL_INV or a later FAST_REG with another list) or the MR is
-    /// deregistered.
+    /// deregistered — or, if no REG_MR WR was admitted for the MR since,
+    /// until a later map overwrote the list.
+    ///
+    /// [`PostErrorKind::FastReg`]: super::PostErrorKind::FastReg
     pub unsafe fn map_pages(&self, pages: &[u64]) -> Result<(), VerbsError> {
         if !self.alive {
             return Err(VerbsError::Destroyed);
@@ -594,14 +614,20 @@ impl<H: Hal, B: Bar + Clone> FastRegMr<'_, H, B> {
             });
         }
         let Some(p) = self.pbl.as_ref() else { return Err(VerbsError::Destroyed) };
-        let res = self.dev.res.lock();
-        let layout = *res.ids.as_ref().ok_or(VerbsError::Destroyed)?.pble.layout();
+        let mut res = self.dev.res.lock();
+        let res = &mut *res;
+        let ids = res.ids.as_mut().ok_or(VerbsError::Destroyed)?;
+        let layout = *ids.pble.layout();
+        let rec = ids.fr_get_mut(self.stag.index()).ok_or(VerbsError::Destroyed)?;
+        // Disarmed while the entries change; armed for one REG_MR after.
+        rec.mapped = 0;
         let first = p.alloc.first_index();
         if pages
             .iter()
             .enumerate()
             .all(|(i, pa)| res.sds.write_pble(&layout, first.wrapping_add(i as u32), *pa))
         {
+            rec.mapped = pages.len() as u32; // <= max_pages, checked above
             Ok(())
         } else {
             Err(VerbsError::Capacity)
@@ -609,10 +635,14 @@ impl<H: Hal, B: Bar + Clone> FastRegMr<'_, H, B> {
     }
 
     /// `ib_dereg_mr`: DEALLOC_STAG, then the PBL and the index go back.
+    /// From the first call on, REG_MR WRs naming the MR are refused at post
+    /// ([`PostErrorKind::FastReg`](super::PostErrorKind::FastReg)), even if
+    /// the DEALLOC_STAG fails.
     pub fn dereg(&mut self) -> Result<(), VerbsError> {
         if !self.alive {
             return Ok(());
         }
+        self.dev.fr_remove(self.stag.index());
         self.dev.dealloc_mr_stag(self.stag, self.pd)?;
         self.alive = false;
         if let Some(p) = self.pbl.take() {
@@ -636,36 +666,116 @@ impl<H: Hal, B: Bar + Clone> Drop for FastRegMr<'_, H, B> {
 impl<H: Hal, B: Bar + Clone> Device<H, B> {
     /// Writes `pages` into the level-1 PBL of the fast-register MR `mr`
     /// names (verbs.c: irdma_map_mr_sg → irdma_set_page), for the rw
-    /// layer's REG_MR (see [`crate::rw::PostSend::map_mr_pages`]). Refused
-    /// unless the MR's STag index is allocated and the entries lie inside
-    /// one PBLE run the pool handed out, so it never writes free entries.
+    /// layer's REG_MR (see [`crate::rw::PostSend::map_mr_pages`]), and arms
+    /// that MR for one REG_MR WR, as [`FastRegMr::map_pages`] does. Refused
+    /// unless `mr` names a live fast-register MR of this device (its STag
+    /// index) with that MR's own first PBLE, and `pages` fits its size, so
+    /// it never writes free entries or another MR's.
     ///
     /// # Safety
     ///
     /// `pages` must be addresses of pages the device may access with the
     /// rights the next REG_MR of `mr` grants, until that registration is
-    /// invalidated. `mr` is checked, not trusted, but only as far as the
-    /// tables reach: a forged [`FrMr`] naming another live MR's PBLE run
-    /// with an allocated STag index would point that MR at `pages` —
-    /// memory the device may access anyway, under the same contract.
+    /// invalidated (or the MR deregistered, or — no REG_MR admitted since —
+    /// the list overwritten by a later map).
     pub(crate) unsafe fn write_fr_pages(&self, mr: &FrMr, pages: &[u64]) -> Result<(), VerbsError> {
         let n = u32::try_from(pages.len()).map_err(|_| VerbsError::Capacity)?;
-        if n > mr.max_pages || mr.pbl_level != 1 {
+        if mr.pbl_level != 1 {
             return Err(VerbsError::Invalid { what: "fast-register MR page list" });
         }
+        let mut res = self.res.lock();
+        let res = &mut *res;
+        let ids = res.ids.as_mut().ok_or(VerbsError::Destroyed)?;
+        let layout = *ids.pble.layout();
+        // Only a live fast-register MR's own run, within its own size.
+        let rec = match ids.fr_get_mut(mr.key >> 8) {
+            Some(r) if r.first_pble == mr.first_pble_index && n <= r.max_pages => r,
+            _ => return Err(VerbsError::Invalid { what: "fast-register MR" }),
+        };
+        rec.mapped = 0;
         if n == 0 {
             return Ok(());
         }
-        let res = self.res.lock();
-        let ids = res.ids.as_ref().ok_or(VerbsError::Destroyed)?;
-        if !ids.stags.ids().is_in_use(mr.key >> 8) || !ids.pble.is_live(mr.first_pble_index, n) {
-            return Err(VerbsError::Invalid { what: "fast-register MR" });
-        }
-        let layout = *ids.pble.layout();
-        if res.sds.write_pble_run(&layout, mr.first_pble_index, pages) {
+        if res.sds.write_pble_run(&layout, rec.first_pble, pages) {
+            rec.mapped = n;
             Ok(())
         } else {
             Err(VerbsError::Capacity)
+        }
+    }
+
+    fn fr_remove(&self, stag_idx: u32) {
+        if let Some(ids) = self.res.lock().ids.as_mut() {
+            ids.fr_remove(stag_idx);
+        }
+    }
+
+    /// Admits the REG_MR WRs of `wrs` (other opcodes cost one test each):
+    /// returns how many WRs from the front may be posted — all of them, or
+    /// up to the first REG_MR that does not name a live fast-register MR of
+    /// this device as [`PostErrorKind::FastReg`] describes. Each admitted
+    /// REG_MR consumes its MR's armed map, so the pages a map wrote are
+    /// registered at most once by safe code (after the contract of that map
+    /// ends, the stale entries are never used again).
+    ///
+    /// [`PostErrorKind::FastReg`]: super::PostErrorKind::FastReg
+    #[inline]
+    pub(crate) fn admit_fast_regs(&self, wrs: &[SendWr<'_>]) -> usize {
+        for (i, wr) in wrs.iter().enumerate() {
+            if let WrOpcode::RegMr(r) = &wr.opcode
+                && !self.admit_fast_reg(r)
+            {
+                return i;
+            }
+        }
+        wrs.len()
+    }
+
+    #[cold]
+    fn admit_fast_reg(&self, r: &RegMrWr) -> bool {
+        const PAGE: u64 = 4096;
+        if r.pbl_level != 1
+            || r.page_size != PageSize::Size4K
+            || r.access.contains(Access::REMOTE_ATOMIC)
+            || r.access.contains(Access::MW_BIND)
+        {
+            return false;
+        }
+        // Pages the device reads from the PBL: from the IOVA's offset in
+        // its first page through the last byte.
+        let Some(pages) = (r.iova % PAGE).checked_add(r.length).map(|e| e.div_ceil(PAGE)) else {
+            return false;
+        };
+        let mut res = self.res.lock();
+        let Some(rec) = res.ids.as_mut().and_then(|ids| ids.fr_get_mut(r.key >> 8)) else {
+            return false;
+        };
+        if rec.first_pble != r.first_pble_index || pages > u64::from(rec.mapped) {
+            return false;
+        }
+        rec.mapped = 0;
+        true
+    }
+}
+
+impl crate::device::Ids {
+    fn fr_get_mut(&mut self, stag_idx: u32) -> Option<&mut FrRecord> {
+        let i = self.fr.binary_search_by_key(&stag_idx, |r| r.stag_idx).ok()?;
+        self.fr.get_mut(i)
+    }
+
+    fn fr_insert(&mut self, rec: FrRecord) -> bool {
+        match self.fr.binary_search_by_key(&rec.stag_idx, |r| r.stag_idx) {
+            Ok(i) => self.fr.get_mut(i).map(|r| *r = rec).is_some(),
+            Err(i) => self.fr.insert(i, rec).is_ok(),
+        }
+    }
+
+    fn fr_remove(&mut self, stag_idx: u32) {
+        if let Ok(i) = self.fr.binary_search_by_key(&stag_idx, |r| r.stag_idx)
+            && i < self.fr.len()
+        {
+            self.fr.remove(i);
         }
     }
 }

@@ -189,6 +189,21 @@ pub enum PostErrorKind {
     Rq(RqError),
     /// The QP was destroyed.
     Destroyed,
+    /// A REG_MR (fast-register) WR that does not name a live
+    /// [`FastRegMr`](super::FastRegMr) of this device (its STag index, any
+    /// key byte), its own level-1 PBLE run, 4 KiB pages, no more pages
+    /// (from the IOVA's offset in its first page) than the last
+    /// [`FastRegMr::map_pages`](super::FastRegMr::map_pages) (or the rw
+    /// layer's map at post) wrote, and rights a fast-register WQE may grant
+    /// (issue #12). Each map arms exactly one REG_MR WR. Nothing from this
+    /// WR on was posted.
+    FastReg,
+    /// [`SharedQp::post_send`](super::SharedQp::post_send) on a QP in ERROR
+    /// found the QP's lock held (by a poller, `post_recv`, or a post this
+    /// core interrupted) after [`BUSY_TRIES`](super::BUSY_TRIES) tries and did not wait: nothing from `bad_wr` on was
+    /// posted. Retry from a context that may wait, or drop the WRs (they
+    /// would complete as flushed).
+    Busy,
 }
 
 struct QpMem<H: Hal> {
@@ -986,9 +1001,22 @@ impl<H: Hal, B: Bar + Clone> Qp<'_, H, B> {
             return Err(PostError { bad_wr: 0, kind: PostErrorKind::Destroyed });
         }
         self.sync_error();
-        self.uk.post_send(self.dev.regs(), wrs).map_err(|PostSendError { bad_wr, kind }| {
-            PostError { bad_wr, kind: PostErrorKind::Sq(kind) }
-        })
+        // REG_MR WRs are checked against the device's fast-register records
+        // (only they pay); the WRs before a refused one are posted.
+        let ok = self.dev.admit_fast_regs(wrs);
+        let head = wrs.get(..ok).unwrap_or(wrs);
+        if !head.is_empty() {
+            self.uk.post_send(self.dev.regs(), head).map_err(
+                |PostSendError { bad_wr, kind }| PostError {
+                    bad_wr,
+                    kind: PostErrorKind::Sq(kind),
+                },
+            )?;
+        }
+        if ok < wrs.len() {
+            return Err(PostError { bad_wr: ok, kind: PostErrorKind::FastReg });
+        }
+        Ok(())
     }
 }
 

@@ -7,8 +7,10 @@
 //! * `post_send(&self)` — lock-free while the QP is healthy, and no
 //!   producer waits for another (reserve → fill → publish → one doorbell
 //!   per call, see [`crate::uk::mp`]).
-//!   Once the QP is in ERROR, posts take the QP's small spin lock, so they
-//!   never race the software flush of the poller;
+//!   Once the QP is in ERROR, posts *try* the QP's small spin lock, so
+//!   they never race the software flush of the poller, and return
+//!   `PostErrorKind::Busy` instead of spinning when it is held (safe from
+//!   an interrupt handler);
 //! * `post_recv(&self)` and [`Cq::poll_shared`] take that lock (the RQ and
 //!   the completion bookkeeping stay single-owner behind it);
 //! * `modify`, `destroy` need `&mut self`: no post runs concurrently.
@@ -48,7 +50,13 @@ pub struct SharedSqStats {
     pub size: u32,
 }
 
-type InnerQp<'d, H, B> = Qp<'d, H, B, &'static SharedSq>;
+pub(super) type InnerQp<'d, H, B> = Qp<'d, H, B, &'static SharedSq>;
+
+/// How often a post in ERROR tries the QP's lock before it returns
+/// [`PostErrorKind::Busy`]: long enough for another poster's short hold
+/// (a few WQEs, no doorbell), bounded so that a holder the caller
+/// interrupted cannot hang it.
+pub const BUSY_TRIES: u32 = 4096;
 
 /// An RC QP whose send side takes posts from several threads at once
 /// (`SharedQp: Sync`). What locks is described in `src/verbs/shared.rs`.
@@ -241,23 +249,62 @@ impl<'d, H: Hal, B: Bar + Clone> SharedQp<'d, H, B> {
     /// same errors as [`Qp::post_send`]. WRs of concurrent callers
     /// interleave, each caller's in its own order. In ERROR the WRs are
     /// queued without a doorbell and complete as flushed.
+    ///
+    /// REG_MR WRs are admitted as for [`Qp::post_send`]
+    /// ([`PostErrorKind::FastReg`]).
+    ///
+    /// # Interrupt handlers and other contexts that must not wait
+    ///
+    /// While the QP is healthy this never waits for anything. In ERROR the
+    /// WRs are queued under the QP's spin lock (so they never race the
+    /// poller's software flush); that lock is only *tried*, a bounded
+    /// number of times ([`BUSY_TRIES`]): if it stays held — by a poller,
+    /// `post_recv`, another poster, or code this core interrupted — the call
+    /// returns [`PostErrorKind::Busy`] with nothing from `bad_wr` on posted,
+    /// instead of spinning without bound (which would deadlock an interrupt
+    /// handler against the code it interrupted). Callers that may wait
+    /// retry from `bad_wr`. So `post_send` may be called from
+    /// an interrupt handler. (`post_recv`, `state` and [`Cq::poll_shared`]
+    /// do wait for the lock: not from an interrupt handler that may have
+    /// interrupted a holder.)
     pub fn post_send(&self, wrs: &[SendWr<'_>]) -> Result<(), PostError> {
         if !self.alive {
             return Err(PostError { bad_wr: 0, kind: PostErrorKind::Destroyed });
         }
-        // The uk hot path (one-SGE shapes) plus one doorbell, unless the QP
-        // is in error (`PostGate`, loom-modelled in `uk::mp`).
-        let r = match self.gate.lock_free(
-            || self.dev.qp_in_error(self.id),
-            || self.sq.post_send(self.dev.regs(), QpKind::Rc, wrs),
-        ) {
-            Some(r) => r,
-            None => {
-                let _guard = self.inner.lock();
-                self.post_queued(wrs)
+        let ok = self.dev.admit_fast_regs(wrs);
+        let head = wrs.get(..ok).unwrap_or(wrs);
+        if !head.is_empty() {
+            // The uk hot path (one-SGE shapes) plus one doorbell, unless
+            // the QP is in error (`PostGate`, loom-modelled in `uk::mp`).
+            let r = match self.gate.lock_free(
+                || self.dev.qp_in_error(self.id),
+                || self.sq.post_send(self.dev.regs(), QpKind::Rc, head),
+            ) {
+                Some(r) => r,
+                None => match self.try_lock_bounded() {
+                    Some(_guard) => self.post_queued(head),
+                    None => return Err(PostError { bad_wr: 0, kind: PostErrorKind::Busy }),
+                },
+            };
+            r.map_err(|e| PostError { bad_wr: e.bad_wr, kind: PostErrorKind::Sq(e.kind) })?;
+        }
+        if ok < wrs.len() {
+            return Err(PostError { bad_wr: ok, kind: PostErrorKind::FastReg });
+        }
+        Ok(())
+    }
+
+    /// The QP's lock for a post in ERROR: tried [`BUSY_TRIES`] times, never
+    /// waited for without bound (a holder this core interrupted would never
+    /// let go).
+    fn try_lock_bounded(&self) -> Option<spin::MutexGuard<'_, InnerQp<'d, H, B>>> {
+        for _ in 0..BUSY_TRIES {
+            if let Some(g) = self.inner.try_lock() {
+                return Some(g);
             }
-        };
-        r.map_err(|e| PostError { bad_wr: e.bad_wr, kind: PostErrorKind::Sq(e.kind) })
+            core::hint::spin_loop();
+        }
+        None
     }
 
     /// Posts in order without a doorbell (the QP is in ERROR).
@@ -272,8 +319,13 @@ impl<'d, H: Hal, B: Bar + Clone> SharedQp<'d, H, B> {
 
     /// Whether the software flush may retire this QP's SQ now: no lock-free
     /// post is between reserve and publish. Called with the lock held.
-    fn may_flush(&self) -> bool {
+    pub(super) fn may_flush(&self) -> bool {
         self.gate.may_flush()
+    }
+
+    /// The locked inside, for [`super::CqPoller`].
+    pub(super) fn lock_inner(&self) -> spin::MutexGuard<'_, InnerQp<'d, H, B>> {
+        self.inner.lock()
     }
 
     /// `ib_post_recv` (takes the QP lock).
@@ -350,5 +402,65 @@ impl<H: Hal, B: Bar + Clone> crate::rw::PostSend for &SharedQp<'_, H, B> {
         // SAFETY: `pages` carries this method's contract, which is
         // `write_fr_pages`' whole contract (it checks `mr` itself).
         unsafe { self.dev.write_fr_pages(mr, pages) }.map_err(|_| crate::rw::RwError::MapFailed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    extern crate std;
+    use super::*;
+    use crate::verbs::QpInitAttr;
+    use crate::wr::{SendFlags, WrOpcode};
+    use core::sync::atomic::{AtomicBool, Ordering};
+    use irdma_testkit::{FakeHal, ModelBar};
+
+    /// Issue #12: in ERROR, `post_send` on a shared QP whose lock is held —
+    /// here by this very thread, as when an interrupt handler posts on the
+    /// core of a poller it interrupted — returns `Busy` instead of spinning
+    /// forever. A watchdog aborts the process if it hangs (bounded).
+    #[test]
+    fn post_in_error_with_the_lock_held_is_busy_not_a_deadlock() {
+        static DONE: AtomicBool = AtomicBool::new(false);
+        std::thread::spawn(|| {
+            for _ in 0..600 {
+                std::thread::sleep(std::time::Duration::from_millis(100));
+                if DONE.load(Ordering::Acquire) {
+                    return;
+                }
+            }
+            std::eprintln!("post_send on a shared QP in ERROR hung on its own lock");
+            std::process::abort();
+        });
+        let bar = ModelBar::standalone(mock_bar::Config::default());
+        let lan = crate::lan::LanInfo::single_tc(0, 6, [2, 0, 0, 0, 0, 0x0a], 1500);
+        let dev: Device<FakeHal, ModelBar> =
+            Device::probe(bar, lan, crate::res::Profile::SMALL).unwrap();
+        let pd = dev.alloc_pd().unwrap();
+        let cq = dev.create_cq(16).unwrap();
+        let cap = QpCap {
+            max_send_wr: 8,
+            max_recv_wr: 8,
+            max_send_sge: 1,
+            max_recv_sge: 1,
+            ..QpCap::default()
+        };
+        let mut qp =
+            dev.create_shared_qp(&pd, &mut QpInitAttr { send_cq: &cq, recv_cq: &cq, cap }).unwrap();
+        qp.modify(&QpAttr::new(QpState::Error)).unwrap();
+        let wr =
+            SendWr { wr_id: 1, opcode: WrOpcode::Send, flags: SendFlags::SIGNALED, sg_list: &[] };
+        {
+            let _held = qp.inner.lock();
+            assert_eq!(
+                qp.post_send(&[wr]),
+                Err(PostError { bad_wr: 0, kind: PostErrorKind::Busy })
+            );
+        }
+        // Lock free again: queued for the flush as before.
+        assert_eq!(qp.post_send(&[wr]), Ok(()));
+        DONE.store(true, Ordering::Release);
+        drop(qp);
+        drop(cq);
+        drop(pd);
     }
 }

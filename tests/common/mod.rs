@@ -66,6 +66,24 @@ pub fn probe_as(bar: &ModelBar, a: Addr, profile: Profile) -> Dev {
     Device::probe_with(bar.clone(), lan_of(a), profile, opts()).expect("probe")
 }
 
+/// Probe options for a model driven by a device thread: the CQP waits are
+/// long (5 s) because that thread, not the driver's own register write,
+/// executes each op, and on a loaded 2-core machine it may not run for tens
+/// of milliseconds (50 ms budgets made these tests fail with CQP timeouts
+/// under load). A wait only takes that long when something is broken.
+pub fn opts_threaded() -> ProbeOptions {
+    let mut o = opts();
+    let long = std::time::Duration::from_secs(5);
+    (o.timeouts.ccq, o.timeouts.poll_registers, o.timeouts.create) = (long, long, long);
+    o
+}
+
+/// [`probe_as`] for a model run by a device thread ([`opts_threaded`]).
+#[allow(dead_code)]
+pub fn probe_threaded_as(bar: &ModelBar, a: Addr, profile: Profile) -> Dev {
+    Device::probe_with(bar.clone(), lan_of(a), profile, opts_threaded()).expect("probe")
+}
+
 pub fn cap(n: u32) -> QpCap {
     QpCap { max_send_wr: n, max_recv_wr: n, max_send_sge: 2, max_recv_sge: 2, max_inline_data: 0 }
 }

@@ -1,22 +1,37 @@
-//! `cargo xtask bench`: instructions per data-path operation under callgrind.
+//! `cargo xtask bench`: every tracked figure as `name=value`.
 //!
-//! Builds the `uk` bench binary (release), runs each case with N and 2N
-//! iterations under `valgrind --tool=callgrind`, and prints
-//! `name=value` with value = (Ir(2N) − Ir(N)) / N, so set-up cost cancels.
+//! * Instructions per data-path operation: builds the `uk` bench binary
+//!   (release), runs each case with N and 2N iterations under
+//!   `valgrind --tool=callgrind`, value = (Ir(2N) − Ir(N)) / N, so set-up
+//!   cost cancels.
+//! * `.text` of the driver + hal in the firmware example, per target, at the
+//!   release profile and with LTO + opt-level "s" ([`crate::size`]).
+//! * The DMA memory `Device::probe` holds for 16/64/256-QP profiles (from the
+//!   `footprint_per_profile_matches_live_pages` test, which checks them
+//!   against FakeHal's live pages).
+//!
+//! `bench-guard` (a leg of `cargo xtask test`) re-measures the instruction
+//! counts (N/4 iterations) and the release `.text` sizes and fails when one
+//! exceeds `benches/baseline.txt` by more than 10 % (instructions) or 5 %
+//! (`.text`).
 
 use std::path::PathBuf;
 use std::process::{Command, ExitCode};
 
-use crate::util::root;
+use crate::size::{self, TextSize};
+use crate::util::{SysPackage, ensure_program, root};
 
-/// (printed name, bench case, subtract this case's figure, iterations N).
-const CASES: &[(&str, &str, Option<&str>, u64)] = &[
-    ("post_write_1sge_doorbell_each", "post_write", None, 4096),
-    ("post_write_1sge_doorbell_per32", "post_write_batch32", None, 4096),
-    ("mp_post_write_1sge_doorbell_each", "mp_post_write", None, 4096),
-    ("mp_post_write_1sge_doorbell_per32", "mp_post_write_batch32", None, 4096),
-    ("poll_one_cqe", "poll_cqe", Some("poll_cqe_base"), 2048),
-    ("poll_empty_cq", "poll_empty", None, 4096),
+/// (printed name, bench case, subtract this case's figure, iterations N,
+/// operations per iteration the figure is divided by).
+const CASES: &[(&str, &str, Option<&str>, u64, u64)] = &[
+    ("post_write_1sge_doorbell_each", "post_write", None, 4096, 1),
+    ("post_write_1sge_doorbell_per32", "post_write_batch32", None, 4096, 1),
+    ("mp_post_write_1sge_doorbell_each", "mp_post_write", None, 4096, 1),
+    ("mp_post_write_1sge_doorbell_per32", "mp_post_write_batch32", None, 4096, 1),
+    ("poll_one_cqe", "poll_cqe", Some("poll_cqe_base"), 2048, 1),
+    ("poll_empty_cq", "poll_empty", None, 4096, 1),
+    // init_bvec + wrs + post + retire + destroy_bvec of 16 bvecs, per bvec.
+    ("rw_bvec16_per_bvec", "rw_bvec16", None, 512, 16),
 ];
 
 fn bench_binary() -> Result<PathBuf, String> {
@@ -68,28 +83,190 @@ fn per_op(exe: &PathBuf, case: &str, n: u64) -> Result<f64, String> {
     Ok(b.saturating_sub(a) as f64 / n as f64)
 }
 
-/// `cargo xtask bench`.
-pub fn main() -> ExitCode {
-    let exe = match bench_binary() {
-        Ok(e) => e,
-        Err(e) => {
-            eprintln!("bench: {e}");
-            return ExitCode::FAILURE;
+/// Every callgrind case, `divisor` dividing the iteration counts.
+fn instruction_figures(divisor: u64) -> Result<Vec<(String, f64)>, String> {
+    ensure_program(&VALGRIND)?;
+    let exe = bench_binary()?;
+    let mut v = Vec::new();
+    for (name, case, base, n, per) in CASES {
+        let n = (*n / divisor).max(1);
+        let mut x = per_op(&exe, case, n)?;
+        if let Some(b) = base {
+            x -= per_op(&exe, b, n)?;
         }
-    };
-    let mut ok = true;
-    for (name, case, base, n) in CASES {
-        let r = per_op(&exe, case, *n).and_then(|v| match base {
-            Some(b) => per_op(&exe, b, *n).map(|w| v - w),
-            None => Ok(v),
-        });
-        match r {
-            Ok(v) => println!("{name}={v:.1}"),
-            Err(e) => {
-                eprintln!("bench {name}: {e}");
-                ok = false;
+        v.push((name.to_string(), x / *per as f64));
+    }
+    Ok(v)
+}
+
+const VALGRIND: SysPackage = SysPackage {
+    program: "valgrind",
+    what: "valgrind (callgrind instruction counts for bench and bench-guard)",
+    apt: "valgrind",
+    dnf: "valgrind",
+    pacman: "valgrind",
+    brew: "valgrind",
+};
+
+/// Short name of a target in figure names.
+fn arch(target: &str) -> &str {
+    target.split('-').next().unwrap_or(target)
+}
+
+/// `.text` figures of the firmware example on both bare-metal targets.
+fn text_figures(profile: size::Profile) -> Result<Vec<(String, f64)>, String> {
+    let tag = if profile == size::Profile::LtoS { "_lto_s" } else { "" };
+    let mut v = Vec::new();
+    for t in crate::BARE_TARGETS {
+        let TextSize { driver, total } = size::measure(t, profile)?;
+        v.push((format!("text_irdma_{}{tag}", arch(t)), driver as f64));
+        v.push((format!("text_total_{}{tag}", arch(t)), total as f64));
+    }
+    Ok(v)
+}
+
+/// DMA footprint figures, from the bring-up test that checks them.
+fn footprint_figures() -> Result<Vec<(String, f64)>, String> {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let out = Command::new(cargo)
+        .args(["test", "-p", "irdma", "--test", "bringup", "--quiet"])
+        .args(["footprint_per_profile_matches_live_pages", "--", "--exact", "--nocapture"])
+        .current_dir(root())
+        .output()
+        .map_err(|e| format!("cannot run cargo: {e}"))?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    if !out.status.success() {
+        return Err(format!(
+            "footprint test failed:\n{text}{}",
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    let mut v = Vec::new();
+    for line in text.lines().filter_map(|l| l.strip_prefix("footprint ")) {
+        let kv: Vec<(&str, &str)> =
+            line.split_whitespace().filter_map(|w| w.split_once('=')).collect();
+        let get = |k: &str| kv.iter().find(|(n, _)| *n == k).map(|(_, x)| *x);
+        let qps = get("qps").ok_or("footprint line without qps")?;
+        for (k, x) in &kv {
+            if *k != "qps" {
+                let x: f64 = x.parse().map_err(|e| format!("footprint {k}={x}: {e}"))?;
+                v.push((format!("footprint_{qps}qp_{k}"), x));
             }
         }
     }
+    if v.is_empty() {
+        return Err(format!("no footprint lines in the test's output:\n{text}"));
+    }
+    Ok(v)
+}
+
+fn print_figures(r: Result<Vec<(String, f64)>, String>, what: &str) -> bool {
+    match r {
+        Ok(v) => {
+            for (name, x) in v {
+                if x.fract() == 0.0 {
+                    println!("{name}={x}");
+                } else {
+                    println!("{name}={x:.1}");
+                }
+            }
+            true
+        }
+        Err(e) => {
+            eprintln!("bench {what}: {e}");
+            false
+        }
+    }
+}
+
+/// `cargo xtask size`.
+pub fn size_main() -> ExitCode {
+    let ok = print_figures(text_figures(size::Profile::Release), "text")
+        & print_figures(text_figures(size::Profile::LtoS), "text (LTO, s)");
     if ok { ExitCode::SUCCESS } else { ExitCode::FAILURE }
+}
+
+/// The committed figures the guard compares against.
+pub const BASELINE: &str = "benches/baseline.txt";
+
+/// Allowed growth over the baseline: instructions 10 %, `.text` 5 %.
+fn tolerance(name: &str) -> f64 {
+    if name.starts_with("text_") { 0.05 } else { 0.10 }
+}
+
+/// Parse `name=value` lines (`#` comments, blank lines ignored).
+pub fn parse_baseline(text: &str) -> Result<Vec<(String, f64)>, String> {
+    let mut v = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let line = line.split('#').next().unwrap_or("").trim();
+        if line.is_empty() {
+            continue;
+        }
+        let (k, x) = line.split_once('=').ok_or(format!("{BASELINE}:{}: not name=value", i + 1))?;
+        let x = x.trim().parse().map_err(|e| format!("{BASELINE}:{}: {e}", i + 1))?;
+        v.push((k.trim().to_string(), x));
+    }
+    Ok(v)
+}
+
+/// Compare measured figures with the baseline: the failures, one line each.
+pub fn over_baseline(baseline: &[(String, f64)], measured: &[(String, f64)]) -> Vec<String> {
+    let mut bad = Vec::new();
+    for (name, limit) in baseline {
+        match measured.iter().find(|(n, _)| n == name) {
+            None => bad.push(format!("{name}: not measured")),
+            Some((_, x)) => {
+                let max = limit * (1.0 + tolerance(name));
+                if *x > max {
+                    bad.push(format!(
+                        "{name}={x:.1} > {limit} + {:.0}% ({max:.1})",
+                        tolerance(name) * 100.0
+                    ));
+                }
+            }
+        }
+    }
+    bad
+}
+
+/// The `bench-guard` leg.
+pub fn guard() -> Result<String, String> {
+    let path = root().join(BASELINE);
+    let text = std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let baseline = parse_baseline(&text)?;
+    let mut measured = instruction_figures(4)?;
+    measured.extend(text_figures(size::Profile::Release)?);
+    let bad = over_baseline(&baseline, &measured);
+    let report: Vec<String> = measured.iter().map(|(n, x)| format!("{n}={x:.1}")).collect();
+    if bad.is_empty() {
+        Ok(format!("{} figures within the baseline ({})", baseline.len(), report.join(" ")))
+    } else {
+        Err(format!("over the baseline: {}; measured: {}", bad.join("; "), report.join(" ")))
+    }
+}
+
+/// `cargo xtask bench`.
+pub fn main() -> ExitCode {
+    let ok = print_figures(instruction_figures(1), "instructions")
+        & print_figures(text_figures(size::Profile::Release), "text")
+        & print_figures(text_figures(size::Profile::LtoS), "text (LTO, s)")
+        & print_figures(footprint_figures(), "footprint");
+    if ok { ExitCode::SUCCESS } else { ExitCode::FAILURE }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{over_baseline, parse_baseline};
+
+    #[test]
+    fn guard_limits() {
+        let b = parse_baseline("# c\npost=100\n\ntext_irdma_x86_64=1000 # bytes\n").unwrap();
+        let m =
+            |p: f64, t: f64| vec![("post".to_string(), p), ("text_irdma_x86_64".to_string(), t)];
+        assert!(over_baseline(&b, &m(110.0, 1050.0)).is_empty());
+        assert_eq!(over_baseline(&b, &m(110.5, 1000.0)).len(), 1);
+        assert_eq!(over_baseline(&b, &m(100.0, 1051.0)).len(), 1);
+        assert_eq!(over_baseline(&b, &[]).len(), 2, "a figure the guard cannot measure fails");
+        assert!(parse_baseline("x").is_err());
+    }
 }

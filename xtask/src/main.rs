@@ -5,13 +5,17 @@
 //! * `conformance FILE…` — check the driver against vendor-generated vectors;
 //! * `qemu` — build the boot image and run its scenarios in QEMU;
 //! * `bench` — instructions per data-path operation under callgrind;
+//! * `wire FILE.pcap` — the driver's RC traffic between two model devices
+//!   as RoCEv2 frames in a pcap (`--check FILE.pcap`: tshark + scapy);
 //!
 //! Run `cargo xtask help` for the list.
 
 mod bench;
 mod conformance;
 mod qemu;
+mod size;
 mod util;
+mod wire;
 
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
@@ -19,7 +23,7 @@ use std::time::{Duration, Instant};
 use util::{cargo, root};
 
 /// Bare-metal targets the driver and hal must build for.
-const BARE_TARGETS: [&str; 2] = ["x86_64-unknown-none", "aarch64-unknown-none"];
+pub const BARE_TARGETS: [&str; 2] = ["x86_64-unknown-none", "aarch64-unknown-none"];
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -32,6 +36,8 @@ fn main() -> ExitCode {
         "conformance" => conformance::main(rest),
         "qemu" => qemu::main(rest),
         "bench" => bench::main(),
+        "size" => bench::size_main(),
+        "wire" => wire::main(rest),
         "setup" => match util::ensure_toolchain(&BARE_TARGETS) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
@@ -48,7 +54,9 @@ fn main() -> ExitCode {
                  test LEG…            run only the named legs\n  \
                  conformance FILE…    check the driver against a conformance vector file\n  \
                  qemu [--help]        build the boot image and run its scenarios in QEMU (exit 33 = pass)\n  \
-                 bench                instructions per data-path operation (callgrind)\n  \
+                 bench                every figure as name=value: instructions per operation (callgrind), .text, DMA footprint\n  \
+                 size                 only the .text figures (driver + hal in examples/firmware, both targets)\n  \
+                 wire FILE.pcap       two model devices, the driver's RC traffic as RoCEv2 frames in a pcap\n  \
                  setup                install the rustup targets and components the suite needs"
             );
             if cmd == "help" { ExitCode::SUCCESS } else { ExitCode::FAILURE }
@@ -150,7 +158,10 @@ fn legs() -> Vec<Leg> {
         }
         Ok(format!("examples/firmware built for {}", BARE_TARGETS.join(" and ")))
     }));
+    // Instruction counts (+10 %) and driver `.text` (+5 %) against benches/baseline.txt.
+    v.push(leg("bench-guard", bench::guard));
     v.push(leg("model-independence", util::check_model_independence));
+    v.push(leg("wire", wire::run_leg));
     v.push(leg("doc", util::doc));
     v.push(leg("test", || cargo(&["test", "--workspace", "--quiet"])));
     // Barrier placement: the hal logs barriers and ring stores (feature

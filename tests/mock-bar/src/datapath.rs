@@ -10,6 +10,7 @@ use crate::device::{Completion, Device, OpResult, Pbl, QueueMem};
 use crate::fault::Event;
 use crate::hmc;
 use crate::regs::{ae, err, qps};
+use crate::wire::{self, op as bop, syndrome};
 use crate::wqe::{self, Frag, Payload, SqOp};
 
 /// Access rights bits (spec control-path §5.3).
@@ -158,6 +159,15 @@ pub struct Qp {
     pub rnr_count: u8,
     /// The WQE at `sq_tail` waits for the peer to post a receive.
     pub stalled: bool,
+    /// Wire fields from the context (wire §1.9); `dst_mac` is filled from
+    /// the ARP entry when a frame is sent.
+    pub path: wire::Path,
+    /// Next request PSN: PSNNXT @80 [23:0], taken on RTR → RTS.
+    pub psn_nxt: u32,
+    /// Expected request PSN: EPSN @88 [23:0], taken on entering RTR.
+    pub epsn: u32,
+    /// Responder message sequence number (wire §4.3), 0 at RTR.
+    pub msn: u32,
 }
 
 /// What crosses the wire.
@@ -193,17 +203,207 @@ pub struct Packet {
 
 /// Other devices reachable from this one.
 pub(crate) trait Peers {
-    /// Delivers `req` to QP `qpn` of the device owning `ip`; `None` if no
-    /// such QP exists anywhere (the packet is lost).
-    fn respond(&mut self, ip: u32, qpn: u32, req: Request) -> Option<Response>;
+    /// Puts `frames` (one request, wire §4.1 segmented) on the wire to the
+    /// device owning `(ip, qpn)`; returns that device's answer and the
+    /// frames carrying it, or `None` if no such QP exists anywhere or the
+    /// receiver dropped the frames (the packet is lost).
+    fn deliver(
+        &mut self,
+        ip: u32,
+        qpn: u32,
+        src_qpn: u32,
+        frames: &[Vec<u8>],
+    ) -> Option<(Response, Vec<Vec<u8>>)>;
 }
 
 /// No other devices.
 pub(crate) struct NoPeers;
 
 impl Peers for NoPeers {
-    fn respond(&mut self, _ip: u32, _qpn: u32, _req: Request) -> Option<Response> {
+    fn deliver(
+        &mut self,
+        _ip: u32,
+        _qpn: u32,
+        _src_qpn: u32,
+        _frames: &[Vec<u8>],
+    ) -> Option<(Response, Vec<Vec<u8>>)> {
         None
+    }
+}
+
+/// A 48-bit MAC (byte 0 most significant, as MANAGE_ARP and MACADDRESS
+/// hold it) as bytes.
+fn mac_bytes(v: u64) -> [u8; 6] {
+    let b = v.to_be_bytes();
+    [b[2], b[3], b[4], b[5], b[6], b[7]]
+}
+
+/// 24-bit PSN arithmetic (wire §4.2).
+fn psn_add(p: u32, n: u32) -> u32 {
+    p.wrapping_add(n) & 0xFF_FFFF
+}
+
+/// Number of packets of an `len`-byte message at `mss` (wire §4.1).
+fn packets(len: u64, mss: u32) -> u32 {
+    len.div_ceil(mss.max(1) as u64).max(1) as u32
+}
+
+/// Segments one request into transport packets starting at `psn` (wire
+/// §4.1, §2; AckReq on the last packet, §4.3; SE only on the last packet
+/// of a SEND or of a WRITE with immediate, §1.6). Returns the packets and
+/// the PSNs the request consumes (a READ: one per response packet, §4.2).
+fn segment(req: &Request, dest_qp: u32, psn: u32, mss: u32) -> (Vec<wire::Packet>, u32) {
+    let base = wire::Packet { dest_qp, ..wire::Packet::default() };
+    let chunks = |d: &[u8]| -> Vec<Vec<u8>> {
+        if d.is_empty() {
+            vec![Vec::new()]
+        } else {
+            d.chunks(mss.max(1) as usize).map(<[u8]>::to_vec).collect()
+        }
+    };
+    match req {
+        Request::Read { addr, rkey, len, .. } => {
+            let p = wire::Packet {
+                opcode: bop::READ_REQ,
+                ack_req: true,
+                psn,
+                reth: Some((*addr, *rkey, *len as u32)),
+                ..base
+            };
+            (vec![p], packets(*len, mss))
+        }
+        Request::Write { addr, rkey, data, imm, solicited, .. } => {
+            let parts = chunks(data);
+            let n = parts.len();
+            let v = parts
+                .into_iter()
+                .enumerate()
+                .map(|(i, payload)| {
+                    let (first, last) = (i == 0, i + 1 == n);
+                    let opcode = match (first, last, imm.is_some()) {
+                        (true, true, false) => bop::WRITE_ONLY,
+                        (true, true, true) => bop::WRITE_ONLY_IMM,
+                        (true, false, _) => bop::WRITE_FIRST,
+                        (false, false, _) => bop::WRITE_MIDDLE,
+                        (false, true, false) => bop::WRITE_LAST,
+                        (false, true, true) => bop::WRITE_LAST_IMM,
+                    };
+                    wire::Packet {
+                        opcode,
+                        se: last && imm.is_some() && *solicited,
+                        ack_req: last,
+                        psn: psn_add(psn, i as u32),
+                        reth: first.then_some((*addr, *rkey, data.len() as u32)),
+                        imm: imm.filter(|_| last).map(|v| v as u32),
+                        payload,
+                        ..base.clone()
+                    }
+                })
+                .collect();
+            (v, n as u32)
+        }
+        Request::Send { data, imm, solicited, invalidate, .. } => {
+            let parts = chunks(data);
+            let n = parts.len();
+            let v = parts
+                .into_iter()
+                .enumerate()
+                .map(|(i, payload)| {
+                    let (first, last) = (i == 0, i + 1 == n);
+                    let opcode = match (first, last) {
+                        (true, false) => bop::SEND_FIRST,
+                        (false, false) => bop::SEND_MIDDLE,
+                        (_, true) => match (invalidate.is_some(), imm.is_some(), first) {
+                            (true, _, true) => bop::SEND_ONLY_INV,
+                            (true, _, false) => bop::SEND_LAST_INV,
+                            (false, true, true) => bop::SEND_ONLY_IMM,
+                            (false, true, false) => bop::SEND_LAST_IMM,
+                            (false, false, true) => bop::SEND_ONLY,
+                            (false, false, false) => bop::SEND_LAST,
+                        },
+                    };
+                    wire::Packet {
+                        opcode,
+                        se: last && *solicited,
+                        ack_req: last,
+                        psn: psn_add(psn, i as u32),
+                        imm: imm.filter(|_| last && invalidate.is_none()).map(|v| v as u32),
+                        ieth: invalidate.filter(|_| last),
+                        payload,
+                        ..base.clone()
+                    }
+                })
+                .collect();
+            (v, n as u32)
+        }
+    }
+}
+
+/// Reassembles a request from its packets, enforcing the opcode sequence
+/// and the lengths (wire §4.1: FIRST/MIDDLE exactly the MSS, LAST 1..MSS,
+/// ONLY ≤ MSS, a WRITE's total equal to its RETH length). `None` = the
+/// sequence is not one well-formed message (model: dropped and counted;
+/// a real responder would NAK "invalid request", wire §4.4).
+fn reassemble(pkts: &[wire::Packet], src_qpn: u32, mss: u32) -> Option<Request> {
+    let (first, last) = (pkts.first()?, pkts.last()?);
+    let n = pkts.len();
+    for (i, p) in pkts.iter().enumerate() {
+        let full = i + 1 < n;
+        if (full && p.payload.len() != mss as usize) || p.payload.len() > mss as usize {
+            return None;
+        }
+        if !full && n > 1 && p.payload.is_empty() {
+            return None;
+        }
+    }
+    let data: Vec<u8> = pkts.iter().flat_map(|p| p.payload.iter().copied()).collect();
+    let mid_ok = |want: u8| pkts[1..n.saturating_sub(1)].iter().all(|p| p.opcode == want);
+    match first.opcode {
+        bop::READ_REQ if n == 1 => {
+            let (addr, rkey, len) = first.reth?;
+            Some(Request::Read { src_qpn, addr, rkey, len: len as u64 })
+        }
+        bop::WRITE_ONLY | bop::WRITE_ONLY_IMM | bop::WRITE_FIRST => {
+            let ok = if n == 1 {
+                first.opcode != bop::WRITE_FIRST
+            } else {
+                first.opcode == bop::WRITE_FIRST
+                    && mid_ok(bop::WRITE_MIDDLE)
+                    && matches!(last.opcode, bop::WRITE_LAST | bop::WRITE_LAST_IMM)
+            };
+            let (addr, rkey, len) = first.reth?;
+            if !ok || len as usize != data.len() {
+                return None;
+            }
+            Some(Request::Write {
+                src_qpn,
+                addr,
+                rkey,
+                data,
+                imm: last.imm.map(u64::from),
+                solicited: last.se,
+            })
+        }
+        bop::SEND_ONLY | bop::SEND_ONLY_IMM | bop::SEND_ONLY_INV | bop::SEND_FIRST => {
+            let ok = if n == 1 {
+                first.opcode != bop::SEND_FIRST
+            } else {
+                first.opcode == bop::SEND_FIRST
+                    && mid_ok(bop::SEND_MIDDLE)
+                    && matches!(
+                        last.opcode,
+                        bop::SEND_LAST | bop::SEND_LAST_IMM | bop::SEND_LAST_INV
+                    )
+            };
+            ok.then(|| Request::Send {
+                src_qpn,
+                data,
+                imm: last.imm.map(u64::from),
+                solicited: last.se,
+                invalidate: last.ieth,
+            })
+        }
+        _ => None,
     }
 }
 
@@ -287,6 +487,23 @@ impl Device {
         q.fastreg = bit(c[20], 24);
         q.compl_ctx = c[21];
         q.local_ip = get(c[23], 31, 0) as u32;
+        // wire §1.9: every field a frame carries
+        let w32 = |v: u64, hi: bool| if hi { get(v, 63, 32) as u32 } else { get(v, 31, 0) as u32 };
+        q.path = wire::Path {
+            src_mac: mac_bytes(get(c[19], 63, 16)),
+            dst_mac: [0; 6],
+            vlan: bit(c[0], 5).then(|| get(c[6], 47, 32) as u16),
+            ipv4: bit(c[0], 3),
+            tos: get(c[3], 31, 24) as u8,
+            ttl: get(c[3], 7, 0) as u8,
+            flow_label: get(c[7], 19, 0) as u32,
+            src_ip: [w32(c[24], true), w32(c[24], false), w32(c[23], true), w32(c[23], false)],
+            dst_ip: [w32(c[5], true), w32(c[5], false), w32(c[4], true), w32(c[4], false)],
+            sport: get(c[3], 47, 32) as u16,
+            dport: get(c[3], 63, 48) as u16,
+            pkey: get(c[7], 47, 32) as u16,
+            tver: get(c[0], 63, 60) as u8,
+        };
         Ok(())
     }
 
@@ -335,6 +552,10 @@ impl Device {
             rq_pol: true,
             rnr_count: 0,
             stalled: false,
+            path: wire::Path::default(),
+            psn_nxt: 0,
+            epsn: 0,
+            msn: 0,
         };
         self.apply_ctx(&mut q, &c, w)?;
         self.qps.insert(id, q);
@@ -366,6 +587,15 @@ impl Device {
             self.apply_ctx(&mut q, &c, w)?;
             if next == qps::RTR || next == qps::RTS {
                 self.check_path(&q)?;
+            }
+            // wire §1.9: EPSN (Linux rq_psn) at INIT → RTR, PSNNXT (sq_psn)
+            // at RTR → RTS; later modifies keep the device's own counters
+            if next == qps::RTR && cur != qps::RTR {
+                q.epsn = get(c[11], 23, 0) as u32;
+                q.msn = 0;
+            }
+            if next == qps::RTS && cur == qps::RTR {
+                q.psn_nxt = get(c[10], 23, 0) as u32;
             }
         }
         q.state = next;
@@ -853,27 +1083,286 @@ impl Device {
         }
     }
 
-    /// Sends one request over the wire and returns the response. Loopback
-    /// (the peer QP lives on this device) is handled here.
+    /// Sends one request over the wire as RoCEv2 frames built from `q`'s
+    /// context and returns the response carried by the frames that come
+    /// back. Loopback (the peer QP lives on this device) uses the same
+    /// frames.
     fn transmit_raw(
         &mut self,
         q: &Qp,
         req: Request,
         peers: &mut dyn Peers,
     ) -> Result<Response, Outcome> {
-        if !self.arp.contains_key(&q.arp_idx) {
+        let Some(&mac) = self.arp.get(&q.arp_idx) else {
             return Err(Outcome::Fatal(0x0401)); // AE INVALID_ARP_ENTRY
-        }
+        };
         self.counters.packets += 1;
-        if self.owns(q.dest_ip, q.dest_qp) {
-            return Ok(self.respond(q.dest_qp, req));
-        }
-        self.outbox.push_back(Packet { dst_ip: q.dest_ip, dst_qpn: q.dest_qp });
-        if self.outbox.len() > 64 {
-            self.outbox.pop_front();
-        }
+        let mut path = q.path.clone();
+        path.dst_mac = mac_bytes(mac);
+        let (pkts, used) = segment(&req, q.dest_qp, q.psn_nxt, q.mss);
+        let frames = self.emit(&path, &pkts);
+        let first_psn = q.psn_nxt;
+        let reply = if self.owns(q.dest_ip, q.dest_qp) {
+            self.receive(q.dest_qp, q.id, &frames)
+        } else {
+            self.outbox.push_back(Packet { dst_ip: q.dest_ip, dst_qpn: q.dest_qp });
+            if self.outbox.len() > 64 {
+                self.outbox.pop_front();
+            }
+            peers.deliver(q.dest_ip, q.dest_qp, q.id, &frames)
+        };
         // nobody answers: the transport retries and gives up
-        peers.respond(q.dest_ip, q.dest_qp, req).ok_or(Outcome::Fatal(0x050A)) // LLP_TOO_MANY_RETRIES
+        let lost = || Outcome::Fatal(0x050A); // LLP_TOO_MANY_RETRIES
+        let (resp, back) = reply.ok_or_else(lost)?;
+        let resp = self.take_response(q, first_psn, used, &resp, &back).ok_or_else(lost)?;
+        if resp != Response::RnrNak
+            && let Some(qm) = self.qps.get_mut(&q.id)
+        {
+            qm.psn_nxt = psn_add(first_psn, used);
+        }
+        Ok(resp)
+    }
+
+    /// Builds and records the frames of `pkts` on `path`.
+    fn emit(&mut self, path: &wire::Path, pkts: &[wire::Packet]) -> Vec<Vec<u8>> {
+        let mut out = Vec::with_capacity(pkts.len());
+        for p in pkts {
+            let f = wire::build(path, p, self.ip_id);
+            self.ip_id = self.ip_id.wrapping_add(1);
+            if let Some(c) = &self.capture {
+                c.push(f.clone());
+            }
+            let mut f = f;
+            match self.faults.flip_frame_byte {
+                Some((0, off)) => {
+                    let i = off.min(f.len() - 1);
+                    f[i] ^= 1;
+                    self.faults.flip_frame_byte = None;
+                }
+                Some((n, off)) => self.faults.flip_frame_byte = Some((n - 1, off)),
+                None => {}
+            }
+            out.push(f);
+        }
+        out
+    }
+
+    /// Counts a dropped frame.
+    fn wire_drop(&mut self, qp: u32, why: wire::Drop) {
+        self.counters.wire_drops += 1;
+        self.record(Event::WireDrop { qp, why });
+    }
+
+    /// Parses and checks frames arriving for local QP `qpn` against its
+    /// context (`psn`: the PSN the first one must carry). `None` if any is
+    /// dropped (counted).
+    /// `strict`: a PSN mismatch drops (else it is counted once in
+    /// `psn_mismatches` and the packets are taken from the first one's PSN).
+    fn accept(
+        &mut self,
+        qpn: u32,
+        frames: &[Vec<u8>],
+        psn: u32,
+        strict: bool,
+    ) -> Option<Vec<wire::Packet>> {
+        let own = self.qps.get(&qpn)?.path.clone();
+        let mut out = Vec::with_capacity(frames.len());
+        let mut psn = psn;
+        for (i, f) in frames.iter().enumerate() {
+            let r = wire::parse(f).and_then(|p| {
+                wire::check_addressing(&p, &own)?;
+                if p.pkt.dest_qp != qpn {
+                    return Err(wire::Drop::Qp);
+                }
+                if i == 0 && p.pkt.psn != psn && !strict {
+                    self.counters.psn_mismatches += 1;
+                    psn = p.pkt.psn;
+                }
+                if p.pkt.psn != psn_add(psn, i as u32) {
+                    return Err(wire::Drop::Psn);
+                }
+                Ok(p.pkt)
+            });
+            match r {
+                Ok(p) => out.push(p),
+                Err(why) => {
+                    self.wire_drop(qpn, why);
+                    return None;
+                }
+            }
+        }
+        Some(out)
+    }
+
+    /// Requester side: checks the response frames for `q` and turns them
+    /// into a [`Response`] (READ data from the READ response payloads).
+    fn take_response(
+        &mut self,
+        q: &Qp,
+        first_psn: u32,
+        used: u32,
+        resp: &Response,
+        back: &[Vec<u8>],
+    ) -> Option<Response> {
+        let psn = match resp {
+            Response::ReadData(_) => first_psn,
+            // wire §4.3/§4.4: ACK → the last request packet; NAKs → the
+            // offending packet's PSN (the model: the request's first)
+            Response::Ack => psn_add(first_psn, used - 1),
+            _ => back.first().and_then(|f| wire::parse(f).ok()).map_or(first_psn, |p| p.pkt.psn),
+        };
+        let pkts = self.accept(q.id, back, psn, true)?;
+        match resp {
+            Response::ReadData(_) => {
+                if pkts.len() as u32 != used {
+                    self.wire_drop(q.id, wire::Drop::Malformed);
+                    return None;
+                }
+                Some(Response::ReadData(
+                    pkts.iter().flat_map(|p| p.payload.iter().copied()).collect(),
+                ))
+            }
+            _ => {
+                let syn = pkts.first().and_then(|p| p.aeth).map(|a| a.0);
+                Some(match syn {
+                    Some(s) if s & 0x60 == 0 => Response::Ack,
+                    Some(s) if s & 0x60 == 0x20 => Response::RnrNak,
+                    Some(syndrome::NAK_ACCESS) => Response::NakAccess,
+                    Some(syndrome::NAK_INVALID) => Response::NakInvalid,
+                    Some(_) => Response::NakOp,
+                    None => {
+                        self.wire_drop(q.id, wire::Drop::Malformed);
+                        return None;
+                    }
+                })
+            }
+        }
+    }
+
+    /// Responder side of frames for local QP `qpn` from QP `src_qpn`:
+    /// checks them against the QP's context (drops are counted and
+    /// unanswered), reassembles the request, executes it and answers with
+    /// frames built from the same context. RC frames carry no source QPN;
+    /// `src_qpn` only feeds the model's "not this QP's peer" NAK.
+    pub(crate) fn receive(
+        &mut self,
+        qpn: u32,
+        src_qpn: u32,
+        frames: &[Vec<u8>],
+    ) -> Option<(Response, Vec<Vec<u8>>)> {
+        let Some(q) = self.qps.get(&qpn).cloned() else {
+            self.wire_drop(qpn, wire::Drop::Qp);
+            return None;
+        };
+        if !matches!(q.state, qps::RTR | qps::RTS | qps::SQD) || q.dest_qp != src_qpn {
+            // a QP not connected to the sender: invalid request (model), the
+            // NAK addressed back along the request's own path
+            let p = wire::parse(frames.first()?).ok()?;
+            let path = wire::Path {
+                src_mac: p.dst_mac,
+                dst_mac: p.src_mac,
+                vlan: p.vlan,
+                ipv4: p.ipv4,
+                ttl: 64,
+                src_ip: p.dst_ip,
+                dst_ip: p.src_ip,
+                sport: 0xC000,
+                dport: wire::ROCE_PORT,
+                pkey: p.pkey,
+                ..wire::Path::default()
+            };
+            let nak = wire::Packet {
+                opcode: bop::ACK,
+                dest_qp: src_qpn,
+                psn: p.pkt.psn,
+                aeth: Some((syndrome::NAK_INVALID, q.msn)),
+                ..wire::Packet::default()
+            };
+            return Some((Response::NakInvalid, self.emit(&path, &[nak])));
+        }
+        let strict = self.strict_psn;
+        let pkts = self.accept(qpn, frames, q.epsn, strict)?;
+        let Some(req) = reassemble(&pkts, src_qpn, q.mss) else {
+            self.wire_drop(qpn, wire::Drop::Malformed);
+            return None;
+        };
+        let used = match &req {
+            Request::Read { len, .. } => packets(*len, q.mss),
+            _ => pkts.len() as u32,
+        };
+        let resp = self.respond(qpn, req);
+        let Some(mac) = self.arp.get(&q.arp_idx).copied() else {
+            return None; // no way back (RTR needs an ARP entry; defensive)
+        };
+        let mut path = q.path.clone();
+        path.dst_mac = mac_bytes(mac);
+        let first = pkts[0].psn;
+        let last = psn_add(first, pkts.len() as u32 - 1);
+        let msn = if matches!(resp, Response::Ack | Response::ReadData(_)) {
+            (q.msn + 1) & 0xFF_FFFF
+        } else {
+            q.msn
+        };
+        if let Some(qm) = self.qps.get_mut(&qpn)
+            && resp != Response::RnrNak
+        {
+            qm.epsn = psn_add(first, used);
+            qm.msn = msn;
+        }
+        let base = wire::Packet { opcode: bop::ACK, dest_qp: q.dest_qp, ..wire::Packet::default() };
+        let out = match &resp {
+            Response::Ack => {
+                vec![wire::Packet { psn: last, aeth: Some((syndrome::ACK, msn)), ..base }]
+            }
+            Response::ReadData(d) => {
+                // wire §4.6: First/Middle/Last or Only, AETH not on Middle
+                let parts: Vec<&[u8]> = if d.is_empty() {
+                    vec![&[]]
+                } else {
+                    d.chunks(q.mss.max(1) as usize).collect()
+                };
+                let n = parts.len();
+                parts
+                    .into_iter()
+                    .enumerate()
+                    .map(|(i, c)| {
+                        let opcode = match (i == 0, i + 1 == n) {
+                            (true, true) => bop::READ_RESP_ONLY,
+                            (true, false) => bop::READ_RESP_FIRST,
+                            (false, false) => bop::READ_RESP_MIDDLE,
+                            (false, true) => bop::READ_RESP_LAST,
+                        };
+                        wire::Packet {
+                            opcode,
+                            psn: psn_add(first, i as u32),
+                            aeth: (opcode != bop::READ_RESP_MIDDLE).then_some((syndrome::ACK, msn)),
+                            payload: c.to_vec(),
+                            ..base.clone()
+                        }
+                    })
+                    .collect()
+            }
+            r => {
+                let (syn, psn) = match r {
+                    // the packet that needed a receive WQE: SEND First/Only,
+                    // WRITE-with-immediate Last/Only (wire §4.4)
+                    Response::RnrNak => {
+                        let at = if pkts[0].opcode == bop::SEND_FIRST || pkts.len() == 1 {
+                            first
+                        } else {
+                            last
+                        };
+                        (syndrome::RNR_NAK, at)
+                    }
+                    Response::NakAccess => (syndrome::NAK_ACCESS, first),
+                    Response::NakInvalid => (syndrome::NAK_INVALID, first),
+                    _ => (syndrome::NAK_OP, first),
+                };
+                vec![wire::Packet { psn, aeth: Some((syn, msn)), ..base }]
+            }
+        };
+        let back = self.emit(&path, &out);
+        Some((resp, back))
     }
 
     /// Responder side of one request for local QP `qpn`.

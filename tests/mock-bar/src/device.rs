@@ -298,6 +298,14 @@ pub struct Device {
     pub(crate) trace: VecDeque<Event>,
     /// Packets for other nodes, taken by the fabric.
     pub(crate) outbox: VecDeque<crate::datapath::Packet>,
+    /// Where this device's frames are recorded ([`Device::set_capture`]).
+    pub(crate) capture: Option<crate::wire::Capture>,
+    /// IPv4 identification of the next frame (wire §1.3: any value; the
+    /// model counts up per device).
+    pub(crate) ip_id: u16,
+    /// Drop requests whose PSN is not the responder's expected PSN
+    /// ([`Device::set_strict_psn`]).
+    pub(crate) strict_psn: bool,
     /// CQP doorbell seen while completions are being delayed.
     delayed_cqpdb: Option<(u32, u32)>,
     /// CQEs held back by `FaultPlan::hold_cqes_of_qp`: (CQ, CQE, extension,
@@ -392,6 +400,9 @@ impl Device {
             counters: Counters::default(),
             trace: VecDeque::new(),
             outbox: VecDeque::new(),
+            capture: None,
+            ip_id: 1,
+            strict_psn: false,
             delayed_cqpdb: None,
             held_cqes: Vec::new(),
             late_sq: Vec::new(),
@@ -473,6 +484,23 @@ impl Device {
     pub fn stag(&self, index: u32) -> Option<&Stag> {
         self.stags.get(&self.stag_slot(index)).filter(|s| s.index == index)
     }
+    /// Records every frame this device sends into `c` (or stops).
+    pub fn set_capture(&mut self, c: Option<crate::wire::Capture>) {
+        self.capture = c;
+    }
+
+    /// With `true`, a request frame whose PSN is not the responder QP's
+    /// expected PSN (EPSN from the context at RTR, then advanced per
+    /// packet) is dropped and counted in `wire_drops`. Default `false`: the
+    /// mismatch is counted in `psn_mismatches`, the request is executed and
+    /// the responder follows the requester's PSN. (A real responder NAKs a
+    /// gap and ACKs a duplicate without executing it, wire §4.7; the model
+    /// implements neither and keeps the lenient default because existing
+    /// driver tests connect QPs with different initial PSNs on each end.)
+    pub fn set_strict_psn(&mut self, on: bool) {
+        self.strict_psn = on;
+    }
+
     /// An ARP entry (MAC as 48 bits, byte 0 most significant).
     pub fn arp_entry(&self, idx: u16) -> Option<u64> {
         self.arp.get(&idx).copied()

@@ -7,18 +7,22 @@
 
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use crate::datapath::{Peers, Request, Response};
+use crate::datapath::{Peers, Response};
 use crate::device::Device;
+use crate::wire::Capture;
 
 /// Index of a device on a [`Fabric`].
 pub type DeviceId = usize;
 
-/// A set of devices connected by an in-order, lossless wire. Routing is by
-/// (destination IP in the QP context, destination QPN); a QP whose
-/// destination is on its own device is looped back.
+/// A set of devices connected by an in-order, lossless wire carrying
+/// RoCEv2 frames ([`crate::wire`]). Routing is by (destination IP word 3,
+/// destination QPN) of the sending QP's context; the receiver then checks
+/// every frame against its own context. A QP whose destination is on its
+/// own device is looped back through the same frames.
 #[derive(Default)]
 pub struct Fabric {
     devices: Mutex<Vec<Option<Device>>>,
+    capture: Mutex<Option<Capture>>,
 }
 
 impl std::fmt::Debug for Fabric {
@@ -32,9 +36,15 @@ struct FabricPeers<'a> {
 }
 
 impl Peers for FabricPeers<'_> {
-    fn respond(&mut self, ip: u32, qpn: u32, req: Request) -> Option<Response> {
+    fn deliver(
+        &mut self,
+        ip: u32,
+        qpn: u32,
+        src_qpn: u32,
+        frames: &[Vec<u8>],
+    ) -> Option<(Response, Vec<Vec<u8>>)> {
         let d = self.devs.iter_mut().flatten().find(|d| d.owns(ip, qpn))?;
-        Some(d.respond(qpn, req))
+        d.receive(qpn, src_qpn, frames)
     }
 }
 
@@ -52,8 +62,23 @@ impl Fabric {
     pub fn add(&self, mut dev: Device) -> DeviceId {
         let mut v = self.lock();
         dev.node = v.len() as u32;
+        if let Some(c) = self.capture.lock().unwrap_or_else(|e| e.into_inner()).clone() {
+            dev.set_capture(Some(c));
+        }
         v.push(Some(dev));
         v.len() - 1
+    }
+
+    /// Records every frame any device of this fabric sends, from now on
+    /// (also for devices added later); returns the capture.
+    pub fn capture(&self) -> Capture {
+        let mut cap = self.capture.lock().unwrap_or_else(|e| e.into_inner());
+        let c = cap.get_or_insert_with(Capture::new).clone();
+        drop(cap);
+        for d in self.lock().iter_mut().flatten() {
+            d.set_capture(Some(c.clone()));
+        }
+        c
     }
 
     /// A register read on device `id` (all-ones for an unknown id).

@@ -52,6 +52,11 @@ pub struct FaultPlan {
     /// The next N CQE writes fail as a DMA fault would: nothing written,
     /// AE LCE_CQ_CATASTROPHIC (0x0702) for the CQ.
     pub fail_cqe_writes: u32,
+    /// The Nth frame this device sends (0 = the next) has the byte at the
+    /// given offset XORed with 0x01 on the wire (after it is built and
+    /// recorded in the capture as built); offsets past the end hit the
+    /// last byte (the ICRC).
+    pub flip_frame_byte: Option<(u32, usize)>,
 }
 
 fn countdown(slot: &mut Option<(u32, u16, u16)>) -> Option<(u16, u16)> {
@@ -120,6 +125,13 @@ pub struct Counters {
     pub invalid_wqes: u64,
     pub packets: u64,
     pub rnr_naks: u64,
+    /// Frames the receiver dropped: malformed, bad ICRC, or destination
+    /// MAC / IP / UDP port / QP / P_Key / PSN not matching its QP context
+    /// (see [`crate::wire::Drop`]).
+    pub wire_drops: u64,
+    /// Request frames whose PSN was not the responder's expected PSN,
+    /// executed anyway (lenient default, see `Device::set_strict_psn`).
+    pub psn_mismatches: u64,
     /// Deferred mode: SQ work found by a sweep with no WQEALLOC change.
     pub work_without_doorbell: u64,
 }
@@ -139,5 +151,6 @@ pub enum Event {
     Wqe { qp: u32, idx: u32, opcode: u8 },
     Recv { qp: u32, idx: u32, len: u64 },
     DmaFault(Fault),
+    WireDrop { qp: u32, why: crate::wire::Drop },
     Reset,
 }

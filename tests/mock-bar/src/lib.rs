@@ -26,11 +26,14 @@
 //!   CQ arming is detected from ARM_SEQ_NUM in the shadow area; AEQ credit
 //!   counting is off). Used by the device thread and the shm transport.
 //! * [`Fabric`] — devices joined by a wire, behind one lock; use it (even
-//!   for one device) when several handles share a device. RC QPs connect by
-//!   (destination IP, destination QPN) from the QP context (@32 / @64; the
-//!   local IP is @184): loopback on one device, or across devices on one
-//!   fabric; in-order and lossless, and a request is answered before the
-//!   doorbell write returns. [`Fabric::spawn_device_thread`] runs
+//!   for one device) when several handles share a device. RC traffic is
+//!   RoCEv2 frames ([`wire`]) built from the QP context only; the frames go
+//!   to the device that owns (destination IP word 3, BTH dest QP) — @32 /
+//!   @64 in the context, the local IP is @184 — loopback on one device, or
+//!   across devices on one fabric; in-order and lossless, and a request is
+//!   answered before the doorbell write returns. [`Fabric::capture`]
+//!   records every frame ([`wire::Capture::write_pcap`]).
+//!   [`Fabric::spawn_device_thread`] runs
 //!   [`Fabric::poll`] on a thread (deferred devices).
 //! * [`shm`] and the `mock-bar-shm` binary — the QEMU transport: BAR file
 //!   (ivshmem-plain BAR2) and RAM file (offset = GPA, 4 GiB hole folded),
@@ -150,6 +153,27 @@
 //!   CQ arming (shadow @32 + CQARM) → one CEQE (next or solicited/error);
 //!   AEQEs (GEN_2 layout) with credits returned through AEQALLOC and the
 //!   OVERFLOW bit after a drop.
+//! * The wire (`shared/spec/rocev2-wire.md`, module [`wire`]): each RC
+//!   request is segmented at SNDMSS (First/Middle/Last, §4.1) into frames
+//!   whose every field comes from the context (§1.9: ARP entry at ARPIDX →
+//!   destination MAC, MACADDRESS, INSERTVLANTAG/VLANTAG, IPV4, TOS, TTL,
+//!   FLOWLABEL, LOCAL_IPADDR/DESTIPADDR, SRCPORTNUM/DESTPORTNUM, PKEY,
+//!   ROCE_TVER, DESTQP, PSNNXT), with RETH/ImmDt/IETH as the opcode needs
+//!   (§2), AckReq on the last packet, ICRC (§3) and, on IPv6, a UDP
+//!   checksum. The responder parses them and checks ICRC, lengths, pad,
+//!   destination MAC (= its MACADDRESS), destination IP (its local IP
+//!   words), UDP port 4791, TVer 0, P_Key (§1.6 rule), dest QP and PSN
+//!   (= its EPSN, taken at RTR; see [`Device::set_strict_psn`] — lenient by
+//!   default), then reassembles the request from the payloads (§4.1 length
+//!   rules). Anything else is dropped, counted in `wire_drops` (trace
+//!   [`Event::WireDrop`]) and the request is lost: the requester raises
+//!   LLP_TOO_MANY_RETRIES. ACK (syndrome 0x1F, MSN, §4.3), RNR NAK (0x2E:
+//!   the timer value E810 sends is not driver-visible, model choice), NAK
+//!   0x61/0x62/0x63 and READ responses (First/Middle/Last with AETH on all
+//!   but Middle, §4.6) travel back as frames the requester checks the same
+//!   way. IPv4 ID counts up per device and DF is set (not in the context;
+//!   model choice, §1.3). Not modelled on the wire: duplicate/out-of-order
+//!   handling and sequence NAKs (§4.7), retransmission, ACK coalescing.
 //! * Protection on every access: STag index (slot and full 24-bit index),
 //!   key byte, registered and not invalidated, PD, rights (local read for
 //!   gathers, local write for scatters, remote read/write; QP RDOK/WRRDRSPOK),
@@ -174,7 +198,8 @@
 //!   head counts only once SW_CQ_SELECT reports every resize retired.
 //! * Not modelled: UD QPs, SRQ, memory windows, atomics, push
 //!   pages, statistics, interrupts/MSI-X, timers and retransmission, packet
-//!   loss, IPv6 routing (only IP word 3 is compared), iWARP.
+//!   loss, IPv6 routing (routing uses IP word 3; the receiver then checks
+//!   all four words), iWARP.
 
 #![allow(clippy::needless_range_loop)]
 // Bit ranges are written `[hi:lo]` as in the spec, not as intra-doc links.
@@ -190,6 +215,7 @@ pub mod hmc;
 pub mod mem;
 pub mod regs;
 pub mod shm;
+pub mod wire;
 pub mod wqe;
 
 pub use device::{Aeqe, Config, Device, Mode, ccq_cqe_words};

@@ -736,6 +736,10 @@ impl Harness {
         c[21] = QP_CTX_BASE + id as u64;
         c[22] = f(qs as u64, 25, 16);
         c[23] = local_ip as u64;
+        // MACADDRESS @152 [63:16]: the harness's QPs talk to QPs of the
+        // same device (or of a twin set up alike), so the port MAC is the
+        // MAC of ARP entry 1 — frames are addressed to it (wire §1.9)
+        c[19] = self.dev(|d| d.arp_entry(1)).unwrap_or(0) << 16;
         for (i, v) in c.iter().enumerate() {
             self.mem.set64(ctx_pa + i as u64 * 8, *v);
         }

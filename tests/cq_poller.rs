@@ -1,0 +1,384 @@
+//! `CqPoller`: `ib_poll_cq` without listing the QPs on every poll. Eight
+//! shared QPs on one CQ, traffic on all, one `poller.poll(&mut wc)` loop
+//! sees every completion exactly once; a QP destroyed with completions
+//! pending has them dropped; a QP moved to ERROR completes every WR once
+//! (hardware and software flush); other threads post while the poller
+//! polls (bounded).
+
+mod common;
+mod e2e_common;
+
+use e2e_common::*;
+use irdma::uk::SqError;
+use irdma::verbs::{CqPoller, PostError, PostErrorKind, SharedQp};
+use std::collections::BTreeMap;
+
+type TShared<'d> = SharedQp<'d, FakeHal, ModelBar>;
+type TPoller<'c, 'q, 'd, const N: usize> = CqPoller<'c, 'q, 'd, FakeHal, ModelBar, N>;
+
+// The poller may move to the polling thread.
+const _: () = {
+    const fn send<T: Send>() {}
+    send::<TPoller<'static, 'static, 'static, 8>>();
+};
+
+const QPS: usize = 8;
+
+fn qcap(n: u32) -> QpCap {
+    QpCap { max_send_wr: n, max_recv_wr: n, max_send_sge: 1, max_recv_sge: 1, max_inline_data: 0 }
+}
+
+fn shared_qp<'d>(dev: &'d Dev, pd: &TPd<'d>, cq: &TCq<'d>, n: u32) -> TShared<'d> {
+    let mut attr = QpInitAttr { send_cq: cq, recv_cq: cq, cap: qcap(n) };
+    dev.create_shared_qp(pd, &mut attr).expect("create_shared_qp")
+}
+
+/// INIT → RTR → RTS towards `peer_qpn`, as `common::connect` does.
+fn connect_shared(qp: &mut TShared<'_>, me: Addr, peer: Addr, peer_qpn: u32) {
+    qp.modify(&QpAttr::new(QpState::Init)).expect("init");
+    let mut rtr = QpAttr::new(QpState::Rtr);
+    rtr.dest_qp = peer_qpn;
+    rtr.rq_psn = 100;
+    rtr.path_mtu = 1024;
+    rtr.av = Some(AddressVector {
+        dest_mac: peer.mac,
+        dest_ip: IpAddr::V4(peer.ip),
+        src_ip: IpAddr::V4(me.ip),
+        hop_limit: 64,
+        traffic_class: 0,
+        flow_label: 0,
+        vlan: None,
+    });
+    qp.modify(&rtr).expect("rtr");
+    let mut rts = QpAttr::new(QpState::Rts);
+    rts.sq_psn = 100;
+    qp.modify(&rts).expect("rts");
+}
+
+fn region_on<'d>(dev: &'d Dev, pd: &TPd<'d>, pages: usize) -> Region<'d> {
+    let buf = buf(pages);
+    let _ = fill(&buf, 1);
+    let mr = reg(dev, pd, buf.paddr(), (pages * 4096) as u64, &pages_of(&buf), false);
+    Region { mr, buf }
+}
+
+/// Polls until `n` completions arrived or `idle` polls in a row gave none.
+fn poll_until<const N: usize>(
+    p: &mut TPoller<'_, '_, '_, N>,
+    n: usize,
+    idle: usize,
+) -> Vec<WorkCompletion> {
+    let mut out = Vec::new();
+    let mut quiet = 0;
+    while out.len() < n && quiet < idle {
+        let mut wc = [EMPTY_WC; 5]; // small: many polls, stops mid-ring
+        let k = p.poll(&mut wc);
+        quiet = if k == 0 { quiet + 1 } else { 0 };
+        out.extend_from_slice(&wc[..k]);
+    }
+    out
+}
+
+/// Counts each (QP, wr_id, opcode) and asserts every one came exactly once.
+fn once(got: &[WorkCompletion]) -> BTreeMap<(u32, u64, String), usize> {
+    let mut m = BTreeMap::new();
+    for c in got {
+        *m.entry((c.qp_num, c.wr_id, format!("{:?}", c.opcode))).or_insert(0) += 1;
+    }
+    assert!(m.values().all(|&k| k == 1), "a completion came twice: {m:?}");
+    m
+}
+
+/// Eight shared QPs on A's one CQ, each connected to its own QP on B.
+/// Every A QP posts signaled RDMA WRITEs and receives SENDs from B; one
+/// `poll` loop over the CQ, no QP list, sees each send and receive
+/// completion exactly once and nothing more.
+#[test]
+fn eight_qps_one_cq_every_completion_once() {
+    const WRITES: u64 = 6;
+    const SENDS: u64 = 3;
+    let _g = lock();
+    let (_ba, _bb, da, db) = two_devices(Profile::SMALL);
+    let pa = da.alloc_pd().expect("pd");
+    let pb = db.alloc_pd().expect("pd");
+    let mut cq = da.create_cq(256).expect("cq");
+    let mut cb = db.create_cq(256).expect("cq b");
+    let mut qa: Vec<TShared<'_>> = (0..QPS).map(|_| shared_qp(&da, &pa, &cq, 16)).collect();
+    let mut qb: Vec<TQp<'_>> = (0..QPS).map(|_| create_qp(&db, &pb, &cb, 16)).collect();
+    for (a, b) in qa.iter_mut().zip(qb.iter_mut()) {
+        let (na, nb) = (a.qp_num(), b.qp_num());
+        connect_shared(a, A, B, nb);
+        connect(b, B, A, na).expect("connect b");
+    }
+    let src = region_on(&da, &pa, 1);
+    let inbox = region_on(&da, &pa, 1);
+    let dst = region_on(&db, &pb, 1);
+    let msg = region_on(&db, &pb, 1);
+    let recv_sg: Vec<[Sge; 1]> =
+        (0..QPS * SENDS as usize).map(|k| [inbox.sge(k * 64, 64)]).collect();
+    for (i, a) in qa.iter().enumerate() {
+        let s = SENDS as usize;
+        let wrs: Vec<RecvWr<'_>> = (0..s)
+            .map(|k| RecvWr { wr_id: 1000 + k as u64, sg_list: &recv_sg[i * s + k] })
+            .collect();
+        a.post_recv(&wrs).expect("post_recv");
+    }
+    let wsg = [src.sge(0, 32)];
+    let mut poller: TPoller<'_, '_, '_, QPS> = cq.poller();
+    for a in &qa {
+        poller.register(a).expect("register");
+    }
+    poller.register(&qa[3]).expect("registering again does nothing");
+    assert_eq!(poller.len(), QPS);
+    for (i, a) in qa.iter().enumerate() {
+        let wrs: Vec<SendWr<'_>> = (0..WRITES)
+            .map(|k| signaled(k, write_op(dst.addr() + (i * 64) as u64, dst.key()), &wsg))
+            .collect();
+        a.post_send(&wrs).expect("post_send");
+    }
+    let ssg = [msg.sge(0, 16)];
+    for b in qb.iter_mut() {
+        let wrs: Vec<SendWr<'_>> =
+            (0..SENDS).map(|k| signaled(500 + k, WrOpcode::Send, &ssg)).collect();
+        b.post_send(&wrs).expect("b post_send");
+    }
+    let want = QPS * (WRITES + SENDS) as usize;
+    let got = poll_until(&mut poller, want + 1, 20);
+    assert_eq!(poller.unlisted_qp(), None);
+    assert_eq!(got.len(), want, "{got:?}");
+    assert!(got.iter().all(|c| c.status == WcStatus::Success), "{got:?}");
+    let m = once(&got);
+    for a in &qa {
+        for k in 0..WRITES {
+            assert_eq!(m.get(&(a.qp_num(), k, "RdmaWrite".into())), Some(&1));
+        }
+        for k in 0..SENDS {
+            assert_eq!(m.get(&(a.qp_num(), 1000 + k, "Recv".into())), Some(&1));
+        }
+    }
+    let mut wc = [EMPTY_WC; 4];
+    assert_eq!(poller.poll(&mut wc), 0, "exactly once: nothing more");
+    drop(poller);
+    // B's side completes too (plain QPs, the listed poll still works).
+    let mut refs: Vec<&mut TQp<'_>> = qb.iter_mut().collect();
+    let gb = poll_n(&mut cb, &mut refs, QPS * SENDS as usize);
+    assert_eq!(gb.len(), QPS * SENDS as usize);
+}
+
+/// A registered QP's CQEs that arrive after it was destroyed are dropped,
+/// the other QP's are all delivered; a plain QP on the same CQ that cannot
+/// be registered stops the poll and is named, its completion kept.
+#[test]
+fn destroyed_qp_dropped_unregistered_qp_kept() {
+    let _g = lock();
+    let (_ba, _bb, da, db) = two_devices(Profile::SMALL);
+    let pa = da.alloc_pd().expect("pd");
+    let pb = db.alloc_pd().expect("pd");
+    let mut cq = da.create_cq(64).expect("cq");
+    let cb = db.create_cq(64).expect("cq b");
+    let mut q1 = shared_qp(&da, &pa, &cq, 16);
+    let mut q2 = shared_qp(&da, &pa, &cq, 16);
+    let mut plain = create_qp(&da, &pa, &cq, 16);
+    let mut b1 = create_qp(&db, &pb, &cb, 16);
+    let mut b2 = create_qp(&db, &pb, &cb, 16);
+    let mut b3 = create_qp(&db, &pb, &cb, 16);
+    connect_shared(&mut q1, A, B, b1.qp_num());
+    connect_shared(&mut q2, A, B, b2.qp_num());
+    connect(&mut plain, A, B, b3.qp_num()).expect("connect");
+    connect(&mut b1, B, A, q1.qp_num()).expect("connect");
+    connect(&mut b2, B, A, q2.qp_num()).expect("connect");
+    connect(&mut b3, B, A, plain.qp_num()).expect("connect");
+    let src = region_on(&da, &pa, 1);
+    let dst = region_on(&db, &pb, 1);
+    let sg = [src.sge(0, 16)];
+    let wr = |k: u64| signaled(k, write_op(dst.addr(), dst.key()), &sg);
+    q1.post_send(&[wr(1), wr(2), wr(3)]).expect("post");
+    q2.post_send(&[wr(11), wr(12)]).expect("post");
+    // q1 goes with three CQEs in the ring.
+    q1.destroy().expect("destroy");
+    {
+        let mut p: TPoller<'_, '_, '_, 2> = cq.poller();
+        assert!(matches!(p.register(&q1), Err(VerbsError::Invalid { .. })), "destroyed");
+        p.register(&q2).expect("register");
+        let got = poll_until(&mut p, 3, 10);
+        let ids: Vec<(u32, u64)> = got.iter().map(|c| (c.qp_num, c.wr_id)).collect();
+        assert_eq!(ids, [(q2.qp_num(), 11), (q2.qp_num(), 12)]);
+        assert_eq!(p.unlisted_qp(), None);
+    }
+    // A plain QP's completion: kept, named, then received by a listed poll.
+    plain.post_send(&[wr(21)]).expect("post");
+    q2.post_send(&[wr(13)]).expect("post");
+    {
+        let mut p: TPoller<'_, '_, '_, 2> = cq.poller();
+        p.register(&q2).expect("register");
+        let mut wc = [EMPTY_WC; 4];
+        assert_eq!(p.poll(&mut wc), 0);
+        assert_eq!(p.unlisted_qp(), Some(plain.qp_num()));
+        assert_eq!(p.poll(&mut wc), 0, "kept, not consumed");
+    }
+    let got = poll_n(&mut cq, &mut [&mut plain], 1);
+    assert_eq!((got[0].qp_num, got[0].wr_id), (plain.qp_num(), 21));
+    let q3 = shared_qp(&da, &pa, &cq, 4);
+    let other = da.create_cq(8).expect("cq");
+    let q4 = shared_qp(&da, &pa, &other, 4);
+    let mut p: TPoller<'_, '_, '_, 1> = cq.poller();
+    p.register(&q2).expect("register");
+    let got = poll_until(&mut p, 2, 10);
+    let ids: Vec<(u32, u64)> = got.iter().map(|c| (c.qp_num, c.wr_id)).collect();
+    assert_eq!(ids, [(q2.qp_num(), 13)]);
+    // Capacity and foreign QPs are refused.
+    assert!(matches!(p.register(&q3), Err(VerbsError::AboveLimit { .. })));
+    assert!(matches!(p.register(&q4), Err(VerbsError::Invalid { .. })));
+}
+
+/// A registered QP moved to ERROR: WRs posted before and after complete
+/// exactly once (hardware flush CQEs, then the software flush of WRs the
+/// hardware did not flush), unsignaled ones included; the other registered
+/// QP's completions are unaffected.
+#[test]
+fn errored_qp_flushed_exactly_once() {
+    let _g = lock();
+    let (_ba, _bb, da, db) = two_devices(Profile::SMALL);
+    let pa = da.alloc_pd().expect("pd");
+    let pb = db.alloc_pd().expect("pd");
+    let mut cq = da.create_cq(64).expect("cq");
+    let cb = db.create_cq(64).expect("cq b");
+    let mut q1 = shared_qp(&da, &pa, &cq, 16);
+    let mut q2 = shared_qp(&da, &pa, &cq, 16);
+    let mut b1 = create_qp(&db, &pb, &cb, 16);
+    let mut b2 = create_qp(&db, &pb, &cb, 16);
+    connect_shared(&mut q1, A, B, b1.qp_num());
+    connect_shared(&mut q2, A, B, b2.qp_num());
+    connect(&mut b1, B, A, q1.qp_num()).expect("connect");
+    connect(&mut b2, B, A, q2.qp_num()).expect("connect");
+    let src = region_on(&da, &pa, 1);
+    let dst = region_on(&db, &pb, 1);
+    let inbox = region_on(&da, &pa, 1);
+    let sg = [src.sge(0, 16)];
+    let batch = |base: u64| -> Vec<SendWr<'_>> {
+        (base..base + 6)
+            .map(|i| {
+                let mut w = signaled(i, write_op(dst.addr(), dst.key()), &sg);
+                if i % 2 == 1 && i % 3 != 2 {
+                    w.flags = SendFlags::NONE;
+                }
+                w
+            })
+            .collect()
+    };
+    let rsg = [inbox.sge(0, 64)];
+    q1.post_recv(&[RecvWr { wr_id: 90, sg_list: &rsg }, RecvWr { wr_id: 91, sg_list: &rsg }])
+        .expect("post_recv");
+    q1.post_send(&batch(0)).expect("post");
+    q1.modify(&QpAttr::new(QpState::Error)).expect("error");
+    q1.post_send(&batch(10)).expect("post in error");
+    q2.post_send(&batch(20)).expect("post");
+    let mut p: TPoller<'_, '_, '_, 2> = cq.poller();
+    p.register(&q2).expect("register");
+    p.register(&q1).expect("register");
+    let got = poll_until(&mut p, usize::MAX, 10);
+    once(&got);
+    let of = |qpn: u32| -> Vec<(u64, WcStatus)> {
+        let mut v: Vec<_> =
+            got.iter().filter(|c| c.qp_num == qpn).map(|c| (c.wr_id, c.status)).collect();
+        v.sort_unstable_by_key(|x| x.0);
+        v
+    };
+    // q1: the first batch either completed (signaled ones) before the
+    // error or was flushed (every WR); the second batch and both receives
+    // are flushed, each once.
+    let g1 = of(q1.qp_num());
+    for id in 10..16 {
+        assert!(g1.contains(&(id, WcStatus::WrFlushErr)), "{id} missing: {g1:?}");
+    }
+    for id in [90, 91] {
+        assert!(g1.contains(&(id, WcStatus::WrFlushErr)), "{id} missing: {g1:?}");
+    }
+    for id in 0..6u64 {
+        let n = g1.iter().filter(|x| x.0 == id).count();
+        let signaled = !(id % 2 == 1 && id % 3 != 2);
+        assert!(n == 1 || (n == 0 && !signaled), "wr {id}: {g1:?}");
+    }
+    // 21 and 25 are unsignaled (the batch's rule).
+    assert_eq!(of(q2.qp_num()), [20, 22, 23, 24].map(|i| (i, WcStatus::Success)));
+    assert_eq!(q1.send_queue_stats().used, 0);
+    let mut wc = [EMPTY_WC; 4];
+    assert_eq!(p.poll(&mut wc), 0);
+}
+
+/// Two threads post signaled WRITEs into four registered shared QPs (the
+/// device runs on its own thread) while this thread polls the CQ through
+/// the poller only. Every WR completes once; the loop is bounded.
+#[test]
+fn post_on_threads_while_polling() {
+    const THREADS: usize = 2;
+    const N: u64 = 150;
+    const Q: usize = 4;
+    let _g = lock();
+    let mut cfg = small_fn_config();
+    cfg.mode = mock_bar::Mode::Deferred;
+    let bar_a = ModelBar::standalone(cfg.clone());
+    let bar_b = bar_a.add_peer(cfg);
+    let _thread = bar_a.fabric().spawn_device_thread(std::time::Duration::from_micros(20));
+    let da = probe_threaded_as(&bar_a, A, Profile::SMALL);
+    let db = probe_threaded_as(&bar_b, B, Profile::SMALL);
+    let pa = da.alloc_pd().expect("pd");
+    let pb = db.alloc_pd().expect("pd");
+    let mut cq = da.create_cq(256).expect("cq");
+    let cb = db.create_cq(64).expect("cq b");
+    let mut qa: Vec<TShared<'_>> = (0..Q).map(|_| shared_qp(&da, &pa, &cq, 16)).collect();
+    let mut qb: Vec<TQp<'_>> = (0..Q).map(|_| create_qp(&db, &pb, &cb, 4)).collect();
+    for (a, b) in qa.iter_mut().zip(qb.iter_mut()) {
+        let (na, nb) = (a.qp_num(), b.qp_num());
+        connect_shared(a, A, B, nb);
+        connect(b, B, A, na).expect("connect b");
+    }
+    let src = region_on(&da, &pa, 1);
+    let dst = region_on(&db, &pb, 1);
+    let mut poller: TPoller<'_, '_, '_, Q> = cq.poller();
+    for a in &qa {
+        poller.register(a).expect("register");
+    }
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let mut got = Vec::new();
+    std::thread::scope(|s| {
+        for t in 0..THREADS {
+            let (qa, src, dst) = (&qa, &src, &dst);
+            s.spawn(move || {
+                let sg = [src.sge(t * 64, 32)];
+                for i in 0..N {
+                    let qp = &qa[(i as usize + t) % Q];
+                    let w = signaled(((t as u64) << 32) | i, write_op(dst.addr(), dst.key()), &sg);
+                    loop {
+                        match qp.post_send(&[w]) {
+                            Ok(()) => break,
+                            Err(PostError { kind: PostErrorKind::Sq(SqError::Full), .. }) => {
+                                assert!(std::time::Instant::now() < deadline, "SQ stayed full");
+                                std::thread::yield_now();
+                            }
+                            Err(e) => panic!("post_send: {e:?}"),
+                        }
+                    }
+                }
+            });
+        }
+        let want = THREADS * N as usize;
+        while got.len() < want && std::time::Instant::now() < deadline {
+            let mut wc = [EMPTY_WC; 8];
+            let k = poller.poll(&mut wc);
+            got.extend_from_slice(&wc[..k]);
+            if k == 0 {
+                std::thread::yield_now();
+            }
+        }
+    });
+    assert_eq!(got.len(), THREADS * N as usize, "bounded poll did not see every WR");
+    assert!(got.iter().all(|c| c.status == WcStatus::Success));
+    let m = once(&got);
+    for t in 0..THREADS as u64 {
+        for i in 0..N {
+            let qpn = qa[(i as usize + t as usize) % Q].qp_num();
+            assert_eq!(m.get(&(qpn, (t << 32) | i, "RdmaWrite".into())), Some(&1));
+        }
+    }
+}

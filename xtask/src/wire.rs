@@ -1,0 +1,259 @@
+//! `cargo xtask wire FILE.pcap` and the `wire` leg (issue #15).
+//!
+//! The scenario is `tests/wire_scenario.rs`: two model devices, the driver
+//! posting WRITE / READ / SEND (+immediate, +invalidate, inline,
+//! multi-packet at MTU 1024 and 4096), an RNR NAK and an access-error NAK,
+//! over IPv4 and IPv6 with and without VLAN. It writes every frame to the
+//! pcap and, beside it, `FILE.expect.tsv` with the fields that follow from
+//! what the driver posted.
+//!
+//! The checks use tools nobody here wrote (shared/spec/rocev2-wire.md):
+//! * tshark decodes every frame as InfiniBand over UDP 4791 with no
+//!   malformed-packet or expert item (§6.4, the exact command);
+//! * tshark's BTH opcode / dest QP / PSN, RETH VA / R_Key / DMA length and
+//!   AETH syndrome equal the expectations, frame by frame (§6.2 fields);
+//! * scapy's RoCE layer verifies every ICRC (`tests/wire/check_icrc.py`,
+//!   §3.4).
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode};
+
+use crate::util::{self, SysPackage, root};
+
+const TSHARK: SysPackage = SysPackage {
+    program: "tshark",
+    what: "tshark (Wireshark's command-line decoder)",
+    apt: "tshark",
+    dnf: "wireshark-cli",
+    pacman: "wireshark-cli",
+    brew: "wireshark",
+};
+
+const PIP: SysPackage = SysPackage {
+    program: "pip3",
+    what: "pip (to install scapy from PyPI)",
+    apt: "python3-pip",
+    dnf: "python3-pip",
+    pacman: "python-pip",
+    brew: "python",
+};
+
+/// `cargo xtask wire FILE.pcap` (scenario + capture) or
+/// `cargo xtask wire --check FILE.pcap` (the checks on an existing capture).
+pub fn main(args: &[String]) -> ExitCode {
+    let r = match args {
+        [f] if f != "--check" && f != "--help" => {
+            scenario(Path::new(f)).map(|n| format!("wire: {n} frames written to {f}"))
+        }
+        [c, f] if c == "--check" => check(Path::new(f)),
+        _ => {
+            eprintln!(
+                "usage: cargo xtask wire FILE.pcap          run the two-device scenario, write every frame\n       \
+                 cargo xtask wire --check FILE.pcap  tshark + scapy checks of a capture (and FILE.pcap.expect.tsv)"
+            );
+            return ExitCode::FAILURE;
+        }
+    };
+    match r {
+        Ok(m) => {
+            println!("{m}");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("wire: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// The leg: installs tshark and scapy if missing, runs the scenario into
+/// `target/wire/wire.pcap` and checks it.
+pub fn run_leg() -> Result<String, String> {
+    ensure_tools()?;
+    let dir = root().join("target").join("wire");
+    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let file = dir.join("wire.pcap");
+    let n = scenario(&file)?;
+    let c = check(&file)?;
+    Ok(format!("{n} frames; {c}"))
+}
+
+/// tshark through the system package manager (Debian: `tshark`, with the
+/// setuid question preseeded so apt never prompts) and scapy through pip.
+fn ensure_tools() -> Result<(), String> {
+    if util::which("tshark").is_none() && util::which("debconf-set-selections").is_some() {
+        // wireshark-common asks whether non-root users may capture
+        let pre = "echo 'wireshark-common wireshark-common/install-setuid boolean false' \
+                   | debconf-set-selections";
+        let sh =
+            if is_root() { vec!["sh", "-c", pre] } else { vec!["sudo", "-n", "sh", "-c", pre] };
+        eprintln!("xtask: running `{}`", sh.join(" "));
+        let _ = Command::new(sh[0]).args(&sh[1..]).status();
+    }
+    util::ensure_program(&TSHARK)?;
+    let has_scapy = |py: &str| {
+        Command::new(py)
+            .args(["-c", "import scapy.contrib.roce"])
+            .status()
+            .is_ok_and(|s| s.success())
+    };
+    if !has_scapy("python3") {
+        let pip = Command::new("python3").args(["-m", "pip", "--version"]).output();
+        if !pip.is_ok_and(|o| o.status.success()) {
+            util::ensure_program(&PIP)?;
+        }
+        eprintln!("xtask: scapy missing; running `python3 -m pip install scapy`");
+        let ok =
+            |args: &[&str]| Command::new("python3").args(args).status().is_ok_and(|s| s.success());
+        // Debian 12's python is "externally managed": retry with the flag
+        // pip needs there
+        if !ok(&["-m", "pip", "install", "scapy"])
+            && !ok(&["-m", "pip", "install", "--break-system-packages", "scapy"])
+        {
+            return Err("cannot install scapy: run `python3 -m pip install scapy`".into());
+        }
+        if !has_scapy("python3") {
+            return Err("scapy installed but `import scapy.contrib.roce` fails".into());
+        }
+    }
+    Ok(())
+}
+
+fn is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status").is_ok_and(|s| {
+        s.lines().find_map(|l| l.strip_prefix("Uid:")).and_then(|v| v.split_whitespace().next())
+            == Some("0")
+    })
+}
+
+fn abs(file: &Path) -> PathBuf {
+    if file.is_absolute() {
+        file.to_path_buf()
+    } else {
+        std::env::current_dir().map(|d| d.join(file)).unwrap_or_else(|_| file.to_path_buf())
+    }
+}
+
+/// Runs the scenario with `WIRE_PCAP=file`; returns the frame count (read
+/// back from the pcap).
+fn scenario(file: &Path) -> Result<usize, String> {
+    let file = abs(file);
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let status = Command::new(cargo)
+        .args(["test", "-p", "irdma", "--test", "wire_scenario", "--quiet", "--", "--nocapture"])
+        .env("WIRE_PCAP", &file)
+        .current_dir(root())
+        .status()
+        .map_err(|e| format!("cannot run cargo: {e}"))?;
+    if !status.success() {
+        return Err(format!("the wire scenario failed ({status})"));
+    }
+    Ok(pcap_frames(&file)?.len())
+}
+
+/// The frames of a classic little-endian pcap.
+fn pcap_frames(file: &Path) -> Result<Vec<Vec<u8>>, String> {
+    let b = std::fs::read(file).map_err(|e| format!("{}: {e}", file.display()))?;
+    if b.len() < 24 || b[..4] != [0xd4, 0xc3, 0xb2, 0xa1] {
+        return Err(format!("{}: not a little-endian classic pcap", file.display()));
+    }
+    let mut at = 24;
+    let mut out = Vec::new();
+    while at + 16 <= b.len() {
+        let n = u32::from_le_bytes(b[at + 8..at + 12].try_into().unwrap_or_default()) as usize;
+        let f = b.get(at + 16..at + 16 + n).ok_or("truncated pcap record")?;
+        out.push(f.to_vec());
+        at += 16 + n;
+    }
+    Ok(out)
+}
+
+/// The three checks on `file` (+ `file.expect.tsv`).
+fn check(file: &Path) -> Result<String, String> {
+    let file = abs(file);
+    let f = file.to_str().ok_or("path is not UTF-8")?;
+    let n = pcap_frames(&file)?.len();
+    if n == 0 {
+        return Err("the capture holds no frame".into());
+    }
+    // wire §6.4: prints nothing for a clean capture
+    let heur = [
+        "--disable-heuristic",
+        "rpcrdma_infiniband",
+        "--disable-heuristic",
+        "eth_over_ib",
+        "--disable-heuristic",
+        "mellanox_eoib",
+        "-o",
+        "ip.check_checksum:TRUE",
+        "-o",
+        "udp.check_checksum:TRUE",
+    ];
+    let mut args = vec!["-n", "-r", f];
+    args.extend(heur);
+    args.extend(["-Y", "_ws.malformed || _ws.expert || !infiniband"]);
+    let bad = util::output("tshark", &args)?;
+    if !bad.trim().is_empty() {
+        return Err(format!(
+            "tshark flags frames (malformed, expert item or not InfiniBand):\n{bad}"
+        ));
+    }
+    // fields vs what the driver posted
+    let fields = [
+        "infiniband.bth.opcode",
+        "infiniband.bth.destqp",
+        "infiniband.bth.psn",
+        "infiniband.reth.va",
+        "infiniband.reth.r_key",
+        "infiniband.reth.dmalen",
+        "infiniband.aeth.syndrome",
+    ];
+    let mut args = vec!["-n", "-r", f];
+    args.extend(heur);
+    args.extend(["-T", "fields", "-E", "separator=/t"]);
+    for x in fields {
+        args.extend(["-e", x]);
+    }
+    let got = util::output("tshark", &args)?;
+    let exp_path = format!("{f}.expect.tsv");
+    let exp = std::fs::read_to_string(&exp_path).map_err(|e| format!("{exp_path}: {e}"))?;
+    let got: Vec<&str> = got.lines().collect();
+    let exp: Vec<&str> = exp.lines().collect();
+    if got.len() != exp.len() {
+        return Err(format!("tshark decoded {} frames, {} expected", got.len(), exp.len()));
+    }
+    for (i, (g, e)) in got.iter().zip(&exp).enumerate() {
+        let (gv, ev) = (values(g)?, values(e)?);
+        if gv != ev {
+            return Err(format!(
+                "frame {}: tshark {fields:?} = {gv:?}, the driver posted {ev:?}",
+                i + 1
+            ));
+        }
+    }
+    // scapy: every ICRC
+    let script = root().join("tests").join("wire").join("check_icrc.py");
+    let s = script.to_str().ok_or("path is not UTF-8")?;
+    let icrc = util::output("python3", &[s, f]).map_err(|e| format!("ICRC check: {e}"))?;
+    Ok(format!(
+        "tshark: every frame InfiniBand, no malformed/expert item, {} fields match; scapy: {}",
+        fields.len() * n,
+        icrc.trim()
+    ))
+}
+
+/// One TSV line as numbers (`0x…` hex or decimal; empty = absent).
+fn values(line: &str) -> Result<Vec<Option<u64>>, String> {
+    line.split('\t')
+        .map(|v| {
+            let v = v.trim();
+            if v.is_empty() {
+                Ok(None)
+            } else if let Some(h) = v.strip_prefix("0x") {
+                u64::from_str_radix(h, 16).map(Some).map_err(|e| format!("{v}: {e}"))
+            } else {
+                v.parse().map(Some).map_err(|e| format!("{v}: {e}"))
+            }
+        })
+        .collect()
+}
