@@ -174,6 +174,10 @@ pub fn leg() -> Result<String, String> {
             std::fs::File::create(&log).map_err(|e| format!("{}: {e}", log.display()))?;
         let err_file = log_file.try_clone().map_err(|e| e.to_string())?;
         let max_time = format!("-max_total_time={secs}");
+        // Conformance documents are longer than binary inputs; the seeds
+        // (cut vector files, up to ~40 KB) must not be truncated.
+        let max_len =
+            format!("-max_len={}", if *target == "conformance_json" { 65536 } else { 4096 });
         let args = [
             "+nightly",
             "fuzz",
@@ -183,7 +187,7 @@ pub fn leg() -> Result<String, String> {
             seed_dir.to_str().unwrap_or_default(),
             "--",
             &max_time,
-            "-max_len=4096",
+            &max_len,
             "-rss_limit_mb=2048",
             "-timeout=10",
             // The conformance runner prints a line per failing case.
