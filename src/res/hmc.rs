@@ -594,9 +594,39 @@ impl HmcLayout {
         HmcObj::ALL.iter().flat_map(move |&o| self.new_static_sds(o))
     }
 
-    /// Number of SDs backed at bring-up.
+    /// Number of SDs backed at bring-up: the size of the union of the
+    /// non-PBLE objects' SD ranges. Computed from the ranges, not by walking
+    /// [`static_sds`](Self::static_sds): a committed layout from the device
+    /// can span up to 2³² SDs, and walking them hung `footprint()` (found by
+    /// the `fpm_hmc` fuzz target).
     pub fn static_sd_count(&self) -> u32 {
-        self.static_sds().fold(0u32, |n, _| n.saturating_add(1))
+        // Ranges sorted by start (insertion sort of ≤ 21 entries, no
+        // allocation), then merged.
+        let mut r = [SdRange::default(); HMC_OBJ_COUNT];
+        let mut n = 0usize;
+        for o in HmcObj::ALL {
+            let s = self.sds[o.idx()];
+            if o == HmcObj::Pble || s.is_empty() {
+                continue;
+            }
+            let mut k = n;
+            while k > 0 && r[k - 1].first > s.first {
+                r[k] = r[k - 1];
+                k -= 1;
+            }
+            r[k] = s;
+            n += 1;
+        }
+        let mut count = 0u32;
+        let mut covered_to = 0u32;
+        for s in &r[..n] {
+            let start = s.first.max(covered_to);
+            if s.end > start {
+                count = count.saturating_add(s.end - start);
+                covered_to = s.end;
+            }
+        }
+        count
     }
 
     /// Host DMA memory for the bring-up SDs: one 2 MiB direct buffer each.
@@ -992,6 +1022,56 @@ mod tests {
         assert_eq!(HmcLayout::new(&sizes, &c), Err(HmcError::Overflow));
         c[1] = ObjCommit { cnt: 10, base: 1024 };
         assert!(HmcLayout::new(&sizes, &c).is_ok());
+    }
+
+    /// Fuzz (`fpm_hmc`): a committed layout spanning billions of SDs made
+    /// `static_sd_count` (and so `footprint`) walk every SD — minutes to
+    /// hours. It is computed from the ranges now; this layout takes far
+    /// less than the bound with the fix and far more without it.
+    #[test]
+    fn static_sd_count_of_a_huge_layout_is_prompt() {
+        extern crate std;
+        let mut sizes = [64u64; HMC_OBJ_COUNT];
+        let mut c = [ObjCommit::default(); HMC_OBJ_COUNT];
+        // QP: SDs 0..2^31; CQ: 2^31..2^32 - 2^12; HTE (2): SD 2^32 - 2;
+        // the PBLE (14) range, between them, does not count.
+        sizes[0] = 1 << 31;
+        c[0] = ObjCommit { cnt: 1 << 21, base: 0 };
+        sizes[1] = 1 << 30;
+        c[1] = ObjCommit { cnt: (1 << 22) - 8, base: 1 << 52 };
+        c[2] = ObjCommit { cnt: 4, base: u64::from(u32::MAX - 1) * SD_SIZE };
+        c[14] = ObjCommit { cnt: 1 << 20, base: (1 << 53) - (1 << 33) };
+        sizes[14] = 8;
+        let l = HmcLayout::new(&sizes, &c).unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = tx.send((l.static_sd_count(), l.footprint().static_sds));
+        });
+        let got = rx
+            .recv_timeout(std::time::Duration::from_secs(5))
+            .expect("static_sd_count took over 5 s");
+        let want = (1u32 << 31) + ((1 << 31) - (1 << 12)) + 1;
+        assert_eq!(got, (want, want));
+    }
+
+    /// The arithmetic count agrees with walking the SDs on small layouts.
+    #[test]
+    fn static_sd_count_matches_the_walk() {
+        let sizes: [u64; HMC_OBJ_COUNT] = core::array::from_fn(|i| 64 << (i % 7));
+        for seed in 0u64..200 {
+            let mut c = [ObjCommit::default(); HMC_OBJ_COUNT];
+            let mut base = 0u64;
+            for (i, o) in c.iter_mut().enumerate() {
+                let x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15).rotate_left(i as u32 * 3);
+                let cnt = (x % 50_000) as u32 * u32::from(x % 3 != 0);
+                base += (x >> 20) % 4 * SD_SIZE / 2;
+                base = base.next_multiple_of(512);
+                *o = ObjCommit { cnt, base };
+                base += u64::from(cnt) * sizes[i];
+            }
+            let l = HmcLayout::new(&sizes, &c).unwrap();
+            assert_eq!(l.static_sd_count() as usize, l.static_sds().count(), "seed {seed}");
+        }
     }
 
     /// cqp-vectors.json, decode_fpm_commit_buf cases: Linux's SD count.

@@ -12,6 +12,7 @@
 
 mod bench;
 mod conformance;
+mod fuzz;
 mod qemu;
 mod size;
 mod util;
@@ -198,6 +199,8 @@ fn legs() -> Vec<Leg> {
     for (name, file) in conformance::SUITE {
         v.push(leg(name, move || conformance::run_leg(file)));
     }
+    // cargo-fuzz targets (fuzz/, nightly), a short run each.
+    v.push(leg("fuzz", fuzz::leg));
     v
 }
 

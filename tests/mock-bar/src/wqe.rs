@@ -395,18 +395,21 @@ pub fn decode_sq(w: &[u64]) -> Result<SqWqe, WqeError> {
         },
         opc::LOCAL_INVALIDATE => SqOp::LocalInvalidate { stag: get(w[1], 31, 0) as u32 },
         opc::NOP => SqOp::Nop,
+        // An atomic's operands sit in its second quantum; with the inline
+        // bit set the header claims one quantum, so `w` may end before them
+        // (an index panic found by the `model_wqe` fuzz target).
         opc::ATOMIC_FETCH_ADD => SqOp::FetchAdd {
             local: Frag { addr: w[0], stag: get(w[1], 31, 0) as u32, len: 8 },
             remote_addr: w[2],
             rkey: remstag,
-            add: w[4],
+            add: *w.get(4).ok_or(WqeError::Truncated)?,
         },
         opc::ATOMIC_COMPARE_SWAP => SqOp::CompareSwap {
             local: Frag { addr: w[0], stag: get(w[1], 31, 0) as u32, len: 8 },
             remote_addr: w[2],
             rkey: remstag,
-            swap: w[4],
-            compare: w[5],
+            swap: *w.get(4).ok_or(WqeError::Truncated)?,
+            compare: *w.get(5).ok_or(WqeError::Truncated)?,
         },
         other => return Err(WqeError::BadOpcode(other)),
     };
@@ -482,5 +485,21 @@ mod tests {
             0,
         ];
         assert_eq!(decode_sq(&w), Err(WqeError::MissingValid(1)));
+    }
+
+    /// Fuzz (`model_wqe`): an atomic with the inline bit set is one quantum
+    /// by its header, and its operands (second quantum) were read past the
+    /// end of `w`: an index panic. Now it is `Truncated`.
+    #[test]
+    fn inline_atomic_in_one_quantum_is_truncated_not_a_panic() {
+        for op in [opc::ATOMIC_FETCH_ADD, opc::ATOMIC_COMPARE_SWAP] {
+            let hdr = 1 << 63 | 1 << 57 | (op as u64) << 32;
+            assert_eq!(sq_quanta(hdr), Ok(1));
+            assert_eq!(decode_sq(&[0x1000, 5, 0x9000, hdr]).err(), Some(WqeError::Truncated));
+            assert_eq!(
+                decode_sq(&[0x1000, 5, 0x9000, hdr, 7]).is_ok(),
+                op == opc::ATOMIC_FETCH_ADD
+            );
+        }
     }
 }

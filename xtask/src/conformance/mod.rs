@@ -79,13 +79,23 @@ pub fn schema_of(v: &Value) -> Option<Schema> {
 /// Runs one file and returns its tally, or why it could not run.
 pub fn run_file(path: &Path) -> Result<Tally, String> {
     let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    let v: Value =
-        serde_json::from_str(&text).map_err(|e| format!("{}: not JSON: {e}", path.display()))?;
-    match schema_of(&v) {
-        Some(Schema::Datapath) => datapath::run(&v),
-        Some(Schema::Cqp) => cqp::run(&v),
-        Some(Schema::Rw) => Ok(rw::run(&v)),
-        None => Err(format!("{}: unknown conformance schema", path.display())),
+    run_text(&text).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+/// Parses a vector document and runs its cases: the reader without the
+/// file (the fuzz target `conformance_json` calls this on fuzz bytes).
+pub fn run_text(text: &str) -> Result<Tally, String> {
+    let v: Value = serde_json::from_str(text).map_err(|e| format!("not JSON: {e}"))?;
+    run_value(&v)
+}
+
+/// Runs a parsed vector document by its schema.
+pub fn run_value(v: &Value) -> Result<Tally, String> {
+    match schema_of(v) {
+        Some(Schema::Datapath) => datapath::run(v),
+        Some(Schema::Cqp) => cqp::run(v),
+        Some(Schema::Rw) => Ok(rw::run(v)),
+        None => Err("unknown conformance schema".into()),
     }
 }
 

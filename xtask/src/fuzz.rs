@@ -1,0 +1,223 @@
+//! The leg `fuzz`: the cargo-fuzz targets in `fuzz/` (its own workspace),
+//! each run for a short time; any crash fails the leg.
+//!
+//! Installs what it needs on a fresh machine, printing each command: the
+//! nightly toolchain (`rustup toolchain install nightly --profile minimal`)
+//! and cargo-fuzz (`cargo install cargo-fuzz --locked`). An installed
+//! nightly is used as it is (no update).
+//!
+//! Seeds are generated, not committed: a few hand-made inputs per target,
+//! and for `conformance_json` one small document per vector schema cut from
+//! the vector files. The corpus grows in `fuzz/corpus/` (ignored by git).
+//! `XTASK_FUZZ_SECS` sets the seconds per target (default 15).
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Instant;
+
+use serde_json::Value;
+
+use crate::util::{root, status_bounded};
+
+/// The targets, in run order.
+pub const TARGETS: &[&str] =
+    &["cqe_poll", "ccq_cqe", "aeqe", "fpm_hmc", "model_wqe", "conformance_json"];
+
+fn fuzz_dir() -> PathBuf {
+    root().join("fuzz")
+}
+
+/// Runs `prog args` (output streamed), printing it first.
+fn run_loud(prog: &str, args: &[&str], dir: &Path) -> Result<(), String> {
+    println!("xtask fuzz: running `{prog} {}`", args.join(" "));
+    let what = format!("{prog} {}", args.join(" "));
+    let st = status_bounded(Command::new(prog).args(args).current_dir(dir), &what)?;
+    if st.success() { Ok(()) } else { Err(format!("`{what}` exited with {st}")) }
+}
+
+fn quiet_ok(prog: &str, args: &[&str]) -> bool {
+    Command::new(prog)
+        .args(args)
+        .current_dir(root())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// Nightly through rustup, and cargo-fuzz, when missing.
+pub fn ensure_tools() -> Result<(), String> {
+    let toolchains = crate::util::output("rustup", &["toolchain", "list"])?;
+    if !toolchains.lines().any(|l| l.starts_with("nightly")) {
+        run_loud("rustup", &["toolchain", "install", "nightly", "--profile", "minimal"], &root())?;
+    }
+    if !quiet_ok("cargo", &["fuzz", "--version"]) {
+        run_loud("cargo", &["install", "cargo-fuzz", "--locked"], &root())?;
+    }
+    Ok(())
+}
+
+fn le_words(words: &[u64]) -> Vec<u8> {
+    words.iter().flat_map(|w| w.to_le_bytes()).collect()
+}
+
+/// A document of the same schema as `v` holding at most one case per
+/// distinct kind (`op`, `function`, or the datapath case arrays' first two).
+fn cut_vectors(v: &Value) -> Option<Value> {
+    let mut out = v.clone();
+    let obj = out.as_object_mut()?;
+    for key in ["sq_cases", "rq_cases", "cq_cases", "sq_misc_cases"] {
+        if let Some(Value::Array(a)) = obj.get_mut(key) {
+            a.truncate(2);
+        }
+    }
+    if let Some(Value::Array(a)) = obj.get_mut("cases") {
+        let mut seen = Vec::new();
+        a.retain(|c| {
+            let k = c.get("op").or_else(|| c.get("function")).cloned().unwrap_or(Value::Null);
+            if seen.contains(&k) {
+                false
+            } else {
+                seen.push(k);
+                true
+            }
+        });
+    }
+    obj.remove("helpers");
+    Some(out)
+}
+
+/// Writes the generated seeds of `target` into `dir`.
+fn seeds(target: &str, dir: &Path) -> Result<(), String> {
+    std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let mut s: Vec<Vec<u8>> = vec![Vec::new(), vec![0xff; 64]];
+    match target {
+        "cqe_poll" => {
+            // RC, 3 sends, 2 receives; one valid SQ CQE, one RQ CQE.
+            let mut v = vec![0b0100_0110, 4, 0, 1];
+            v.extend(le_words(&[0, 0, 0x2a, 1 << 63 | 1 << 62 | 1]));
+            v.extend(le_words(&[100, 0, 0x2a, 1 << 63]));
+            s.push(v);
+        }
+        "ccq_cqe" => {
+            let mut v = vec![4];
+            v.extend(le_words(&[0, 0xc0de, 0, 1 << 63]));
+            s.push(v);
+        }
+        "aeqe" => s.push(le_words(&[0x1234, 1 << 63 | 0x102 << 52 | 7])),
+        "fpm_hmc" => s.push({
+            let mut v = vec![0u8; 1 + 16];
+            v[1] = 64;
+            v[5] = 128;
+            v[9] = 0x10;
+            v.extend(le_words(&[1 << 32 | 8; 48]));
+            v
+        }),
+        "model_wqe" => {
+            s.push(le_words(&[0x1000, 100 | 5 << 32, 0, 1 << 63 | 0x0a << 32]));
+            s.push(le_words(&[0, 0, 0, 1 << 63 | 1 << 57 | 20 << 48, 0, 0, 0, 1 << 63]));
+        }
+        "conformance_json" => {
+            let vdir = crate::conformance::vector_dir();
+            for (_, file) in crate::conformance::SUITE {
+                let path = vdir.join(file);
+                let text = std::fs::read_to_string(&path)
+                    .map_err(|e| format!("{}: {e}", path.display()))?;
+                let v: Value =
+                    serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+                if let Some(cut) = cut_vectors(&v) {
+                    s.push(cut.to_string().into_bytes());
+                }
+            }
+            s.push(br#"{"cases":[{"op":"x","builder":"y"}]}"#.to_vec());
+        }
+        _ => {}
+    }
+    for (i, b) in s.iter().enumerate() {
+        let p = dir.join(format!("seed-{i}"));
+        std::fs::write(&p, b).map_err(|e| format!("{}: {e}", p.display()))?;
+    }
+    Ok(())
+}
+
+/// `Done N runs` from libFuzzer's output.
+fn runs_of(log: &str) -> Option<u64> {
+    log.lines().rev().find_map(|l| {
+        let rest = l.trim().strip_prefix("Done ")?;
+        rest.split_whitespace().next()?.parse().ok()
+    })
+}
+
+/// The leg.
+pub fn leg() -> Result<String, String> {
+    let secs: u64 = std::env::var("XTASK_FUZZ_SECS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .filter(|s| *s > 0)
+        .unwrap_or(15);
+    ensure_tools()?;
+    let dir = fuzz_dir();
+    let t = Instant::now();
+    run_loud("cargo", &["+nightly", "fuzz", "build"], &dir)?;
+    println!("xtask fuzz: targets built in {:.0} s", t.elapsed().as_secs_f64());
+    let logs = dir.join("target").join("xtask-logs");
+    std::fs::create_dir_all(&logs).map_err(|e| format!("{}: {e}", logs.display()))?;
+    let mut counts = Vec::new();
+    let mut failed = Vec::new();
+    for target in TARGETS {
+        let seed_dir = dir.join("target").join("seeds").join(target);
+        seeds(target, &seed_dir)?;
+        let corpus = dir.join("corpus").join(target);
+        std::fs::create_dir_all(&corpus).map_err(|e| format!("{}: {e}", corpus.display()))?;
+        let log = logs.join(format!("{target}.log"));
+        let log_file =
+            std::fs::File::create(&log).map_err(|e| format!("{}: {e}", log.display()))?;
+        let err_file = log_file.try_clone().map_err(|e| e.to_string())?;
+        let max_time = format!("-max_total_time={secs}");
+        // Conformance documents are longer than binary inputs; the seeds
+        // (cut vector files, up to ~40 KB) must not be truncated.
+        let max_len =
+            format!("-max_len={}", if *target == "conformance_json" { 65536 } else { 4096 });
+        let args = [
+            "+nightly",
+            "fuzz",
+            "run",
+            target,
+            corpus.to_str().unwrap_or_default(),
+            seed_dir.to_str().unwrap_or_default(),
+            "--",
+            &max_time,
+            &max_len,
+            "-rss_limit_mb=2048",
+            "-timeout=10",
+            // The conformance runner prints a line per failing case.
+            "-close_fd_mask=1",
+        ];
+        println!("xtask fuzz: running `cargo {}` (log: {})", args.join(" "), log.display());
+        let st = status_bounded(
+            Command::new("cargo").args(args).current_dir(&dir).stdout(log_file).stderr(err_file),
+            &format!("cargo fuzz run {target}"),
+        )?;
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        let runs = runs_of(&text);
+        println!(
+            "xtask fuzz: {target}: {} runs in {secs} s{}",
+            runs.map_or("?".into(), |n| n.to_string()),
+            if st.success() { "" } else { " — CRASH" }
+        );
+        if !st.success() {
+            let tail: Vec<&str> = text.lines().rev().take(40).collect();
+            for l in tail.iter().rev() {
+                println!("    {l}");
+            }
+            failed.push(*target);
+        }
+        counts.push(format!("{target} {}", runs.map_or("?".into(), |n| n.to_string())));
+    }
+    let summary = format!("executions: {}", counts.join(", "));
+    if failed.is_empty() {
+        Ok(summary)
+    } else {
+        Err(format!("crashed: {} ({summary}); see {}", failed.join(", "), logs.display()))
+    }
+}
