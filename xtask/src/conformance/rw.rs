@@ -986,7 +986,11 @@ fn run_sizing(case: &Value) -> Verdict {
                 u64::from(dev.max_sge_rd)
             };
             let exact = maxpages.div_ceil(mr_pages.max(1)).min(u64::from(u32::MAX));
-            let wrapped = ((maxpages + mr_pages - 1) & 0xffff_ffff) / mr_pages.max(1);
+            // Linux's u32 arithmetic (rw.c: rdma_rw_mr_factor), wrapping as
+            // it does; never an overflow panic on odd inputs (found by the
+            // conformance_json fuzz target: maxpages 0 with mr_pages 0).
+            let wrapped =
+                (maxpages.wrapping_add(mr_pages).wrapping_sub(1) & 0xffff_ffff) / mr_pages.max(1);
             let expected = if linux != exact && linux == wrapped { exact } else { linux };
             if ours == expected {
                 Verdict::Pass
@@ -1149,4 +1153,21 @@ pub fn run(v: &Value) -> Tally {
         }
     }
     t
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A sizing case with zero pages on a device with no read SGEs used to
+    /// underflow in the runner (fuzz target `conformance_json`).
+    #[test]
+    fn mr_factor_with_zero_pages_and_zero_sges_does_not_panic() {
+        let case = serde_json::json!({
+            "function": "rdma_rw_mr_factor",
+            "inputs": { "device": { "max_sge_rd": 0 }, "maxpages": 0 },
+            "outputs": { "ret": 0 }
+        });
+        let _ = run_sizing(&case);
+    }
 }
