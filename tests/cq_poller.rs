@@ -10,10 +10,9 @@ mod e2e_common;
 
 use e2e_common::*;
 use irdma::uk::SqError;
-use irdma::verbs::{CqPoller, PostError, PostErrorKind, SharedQp};
+use irdma::verbs::{CqPoller, PostError, PostErrorKind};
 use std::collections::BTreeMap;
 
-type TShared<'d> = SharedQp<'d, FakeHal, ModelBar>;
 type TPoller<'c, 'q, 'd, const N: usize> = CqPoller<'c, 'q, 'd, FakeHal, ModelBar, N>;
 
 // The poller may move to the polling thread.
@@ -26,33 +25,6 @@ const QPS: usize = 8;
 
 fn qcap(n: u32) -> QpCap {
     QpCap { max_send_wr: n, max_recv_wr: n, max_send_sge: 1, max_recv_sge: 1, max_inline_data: 0 }
-}
-
-fn shared_qp<'d>(dev: &'d Dev, pd: &TPd<'d>, cq: &TCq<'d>, n: u32) -> TShared<'d> {
-    let mut attr = QpInitAttr { send_cq: cq, recv_cq: cq, cap: qcap(n) };
-    dev.create_shared_qp(pd, &mut attr).expect("create_shared_qp")
-}
-
-/// INIT → RTR → RTS towards `peer_qpn`, as `common::connect` does.
-fn connect_shared(qp: &mut TShared<'_>, me: Addr, peer: Addr, peer_qpn: u32) {
-    qp.modify(&QpAttr::new(QpState::Init)).expect("init");
-    let mut rtr = QpAttr::new(QpState::Rtr);
-    rtr.dest_qp = peer_qpn;
-    rtr.rq_psn = 100;
-    rtr.path_mtu = 1024;
-    rtr.av = Some(AddressVector {
-        dest_mac: peer.mac,
-        dest_ip: IpAddr::V4(peer.ip),
-        src_ip: IpAddr::V4(me.ip),
-        hop_limit: 64,
-        traffic_class: 0,
-        flow_label: 0,
-        vlan: None,
-    });
-    qp.modify(&rtr).expect("rtr");
-    let mut rts = QpAttr::new(QpState::Rts);
-    rts.sq_psn = 100;
-    qp.modify(&rts).expect("rts");
 }
 
 fn region_on<'d>(dev: &'d Dev, pd: &TPd<'d>, pages: usize) -> Region<'d> {
@@ -103,7 +75,7 @@ fn eight_qps_one_cq_every_completion_once() {
     let pb = db.alloc_pd().expect("pd");
     let mut cq = da.create_cq(256).expect("cq");
     let mut cb = db.create_cq(256).expect("cq b");
-    let mut qa: Vec<TShared<'_>> = (0..QPS).map(|_| shared_qp(&da, &pa, &cq, 16)).collect();
+    let mut qa: Vec<TShared<'_>> = (0..QPS).map(|_| shared_qp(&da, &pa, &cq, qcap(16))).collect();
     let mut qb: Vec<TQp<'_>> = (0..QPS).map(|_| create_qp(&db, &pb, &cb, 16)).collect();
     for (a, b) in qa.iter_mut().zip(qb.iter_mut()) {
         let (na, nb) = (a.qp_num(), b.qp_num());
@@ -176,8 +148,8 @@ fn destroyed_qp_dropped_unregistered_qp_kept() {
     let pb = db.alloc_pd().expect("pd");
     let mut cq = da.create_cq(64).expect("cq");
     let cb = db.create_cq(64).expect("cq b");
-    let mut q1 = shared_qp(&da, &pa, &cq, 16);
-    let mut q2 = shared_qp(&da, &pa, &cq, 16);
+    let mut q1 = shared_qp(&da, &pa, &cq, qcap(16));
+    let mut q2 = shared_qp(&da, &pa, &cq, qcap(16));
     let mut plain = create_qp(&da, &pa, &cq, 16);
     let mut b1 = create_qp(&db, &pb, &cb, 16);
     let mut b2 = create_qp(&db, &pb, &cb, 16);
@@ -218,9 +190,9 @@ fn destroyed_qp_dropped_unregistered_qp_kept() {
     }
     let got = poll_n(&mut cq, &mut [&mut plain], 1);
     assert_eq!((got[0].qp_num, got[0].wr_id), (plain.qp_num(), 21));
-    let q3 = shared_qp(&da, &pa, &cq, 4);
+    let q3 = shared_qp(&da, &pa, &cq, qcap(4));
     let other = da.create_cq(8).expect("cq");
-    let q4 = shared_qp(&da, &pa, &other, 4);
+    let q4 = shared_qp(&da, &pa, &other, qcap(4));
     let mut p: TPoller<'_, '_, '_, 1> = cq.poller();
     p.register(&q2).expect("register");
     let got = poll_until(&mut p, 2, 10);
@@ -243,8 +215,8 @@ fn errored_qp_flushed_exactly_once() {
     let pb = db.alloc_pd().expect("pd");
     let mut cq = da.create_cq(64).expect("cq");
     let cb = db.create_cq(64).expect("cq b");
-    let mut q1 = shared_qp(&da, &pa, &cq, 16);
-    let mut q2 = shared_qp(&da, &pa, &cq, 16);
+    let mut q1 = shared_qp(&da, &pa, &cq, qcap(16));
+    let mut q2 = shared_qp(&da, &pa, &cq, qcap(16));
     let mut b1 = create_qp(&db, &pb, &cb, 16);
     let mut b2 = create_qp(&db, &pb, &cb, 16);
     connect_shared(&mut q1, A, B, b1.qp_num());
@@ -326,7 +298,7 @@ fn post_on_threads_while_polling() {
     let pb = db.alloc_pd().expect("pd");
     let mut cq = da.create_cq(256).expect("cq");
     let cb = db.create_cq(64).expect("cq b");
-    let mut qa: Vec<TShared<'_>> = (0..Q).map(|_| shared_qp(&da, &pa, &cq, 16)).collect();
+    let mut qa: Vec<TShared<'_>> = (0..Q).map(|_| shared_qp(&da, &pa, &cq, qcap(16))).collect();
     let mut qb: Vec<TQp<'_>> = (0..Q).map(|_| create_qp(&db, &pb, &cb, 4)).collect();
     for (a, b) in qa.iter_mut().zip(qb.iter_mut()) {
         let (na, nb) = (a.qp_num(), b.qp_num());

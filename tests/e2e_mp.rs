@@ -12,11 +12,9 @@ mod e2e_common;
 
 use e2e_common::*;
 use irdma::uk::SqError;
-use irdma::verbs::{PostError, PostErrorKind, SharedQp};
+use irdma::verbs::{PostError, PostErrorKind};
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
-
-type TShared<'d> = SharedQp<'d, FakeHal, ModelBar>;
 
 const THREADS: usize = 4;
 /// WRITEs per thread; each moves one `CHUNK` of the thread's local region.
@@ -34,33 +32,6 @@ const _: () = {
     const fn sync<T: Sync>() {}
     sync::<TShared<'static>>();
 };
-
-fn shared_qp<'d>(dev: &'d Dev, pd: &TPd<'d>, cq: &TCq<'d>, cap: QpCap) -> TShared<'d> {
-    let mut attr = QpInitAttr { send_cq: cq, recv_cq: cq, cap };
-    dev.create_shared_qp(pd, &mut attr).expect("create_shared_qp")
-}
-
-/// INIT → RTR → RTS towards `peer_qpn`, as `common::connect` does.
-fn connect_shared(qp: &mut TShared<'_>, me: Addr, peer: Addr, peer_qpn: u32) {
-    qp.modify(&QpAttr::new(QpState::Init)).expect("init");
-    let mut rtr = QpAttr::new(QpState::Rtr);
-    rtr.dest_qp = peer_qpn;
-    rtr.rq_psn = 100;
-    rtr.path_mtu = 1024;
-    rtr.av = Some(AddressVector {
-        dest_mac: peer.mac,
-        dest_ip: IpAddr::V4(peer.ip),
-        src_ip: IpAddr::V4(me.ip),
-        hop_limit: 64,
-        traffic_class: 0,
-        flow_label: 0,
-        vlan: None,
-    });
-    qp.modify(&rtr).expect("rtr");
-    let mut rts = QpAttr::new(QpState::Rts);
-    rts.sq_psn = 100;
-    qp.modify(&rts).expect("rts");
-}
 
 fn wr_id(thread: usize, i: usize) -> u64 {
     ((thread as u64) << 32) | i as u64

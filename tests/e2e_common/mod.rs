@@ -195,3 +195,34 @@ pub fn same(got: &[u8], want: &[u8], what: &str) {
         None => panic!("{what}: lengths differ: {} / {}", got.len(), want.len()),
     }
 }
+
+/// A multi-producer (shared) RC QP of these tests.
+pub type TShared<'d> = irdma::verbs::SharedQp<'d, FakeHal, ModelBar>;
+
+/// A shared RC QP on `cq` for both queues.
+pub fn shared_qp<'d>(dev: &'d Dev, pd: &TPd<'d>, cq: &TCq<'d>, cap: QpCap) -> TShared<'d> {
+    let mut attr = QpInitAttr { send_cq: cq, recv_cq: cq, cap };
+    dev.create_shared_qp(pd, &mut attr).expect("create_shared_qp")
+}
+
+/// INIT → RTR → RTS towards `peer_qpn`, as `common::connect` does.
+pub fn connect_shared(qp: &mut TShared<'_>, me: Addr, peer: Addr, peer_qpn: u32) {
+    qp.modify(&QpAttr::new(QpState::Init)).expect("init");
+    let mut rtr = QpAttr::new(QpState::Rtr);
+    rtr.dest_qp = peer_qpn;
+    rtr.rq_psn = 100;
+    rtr.path_mtu = 1024;
+    rtr.av = Some(AddressVector {
+        dest_mac: peer.mac,
+        dest_ip: IpAddr::V4(peer.ip),
+        src_ip: IpAddr::V4(me.ip),
+        hop_limit: 64,
+        traffic_class: 0,
+        flow_label: 0,
+        vlan: None,
+    });
+    qp.modify(&rtr).expect("rtr");
+    let mut rts = QpAttr::new(QpState::Rts);
+    rts.sq_psn = 100;
+    qp.modify(&rts).expect("rts");
+}
