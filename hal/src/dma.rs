@@ -310,6 +310,14 @@ mod tests {
     use std::alloc::{Layout, alloc_zeroed, dealloc};
 
     static LIVE_PAGES: AtomicUsize = AtomicUsize::new(0);
+    /// Tests that allocate through `HeapHal` run one at a time: the page
+    /// count is global, and a test counting pages must not see another
+    /// test's allocation (it did, as a flaky `left: 3, right: 2`).
+    static HEAP: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+    fn heap_lock() -> std::sync::MutexGuard<'static, ()> {
+        HEAP.lock().unwrap_or_else(|e| e.into_inner())
+    }
 
     struct HeapHal;
     // SAFETY: pages come from the global allocator, zeroed and page-aligned;
@@ -345,6 +353,7 @@ mod tests {
 
     #[test]
     fn dma_is_zeroed_bounds_checked_and_freed_on_drop() {
+        let _g = heap_lock();
         let before = LIVE_PAGES.load(Ordering::SeqCst);
         {
             let d = Dma::<HeapHal>::with_bytes(5000, BufferDirection::Both).unwrap();
@@ -377,6 +386,7 @@ mod tests {
     /// accessors are atomic, so it is not (run under `cargo xtask test miri`).
     #[test]
     fn concurrent_access_to_one_word_is_not_a_data_race() {
+        let _g = heap_lock();
         let d = Dma::<HeapHal>::new(1, BufferDirection::Both).unwrap();
         std::thread::scope(|s| {
             for t in 1..=2u64 {
