@@ -494,7 +494,6 @@ pub fn qemu_args(
     com2: &Path,
     kvm: bool,
 ) -> Vec<String> {
-    let mb = |b: u64| format!("{}M", b >> 20);
     if opts.arch == Arch::Aarch64 {
         return qemu_args_aarch64(opts, image, bar, ram);
     }
@@ -504,34 +503,14 @@ pub fn qemu_args(
         "q35,memory-backend=ram".into(),
         "-accel".into(),
         if kvm { "kvm".into() } else { "tcg".into() },
-        "-m".into(),
-        mb(c::RAM_FILE_SIZE),
-        "-smp".into(),
-        "1".into(),
-        "-object".into(),
-        format!(
-            "memory-backend-file,id=ram,size={},mem-path={},share=on",
-            mb(c::RAM_FILE_SIZE),
-            ram.display()
-        ),
-        "-object".into(),
-        format!(
-            "memory-backend-file,id=bar,size={},mem-path={},share=on",
-            mb(c::BAR_FILE_SIZE),
-            bar.display()
-        ),
-        "-device".into(),
-        "ivshmem-plain,memdev=bar".into(),
-        "-display".into(),
-        "none".into(),
-        "-serial".into(),
-        "stdio".into(),
-        "-no-reboot".into(),
+    ];
+    a.extend(shared_files_args(bar, ram));
+    a.extend([
         "-device".into(),
         format!("isa-debug-exit,iobase={:#x},iosize=0x04", c::DEBUG_EXIT_PORT),
         "-kernel".into(),
         image.display().to_string(),
-    ];
+    ]);
     if opts.defmt {
         // The second -serial is COM2; the file backend is binary-clean.
         a.extend(["-serial".into(), format!("file:{}", com2.display())]);
@@ -545,20 +524,12 @@ pub fn qemu_args(
     a
 }
 
-/// The QEMU arguments of an aarch64 run: `-M virt` (its PL011 is the
-/// console, its PCIe host bridge carries the ivshmem device), TCG with a
-/// Cortex-A57, the same two shared files as on x86_64, and `-semihosting`
-/// for the exit status.
-fn qemu_args_aarch64(opts: &Opts, image: &Path, bar: &Path, ram: &Path) -> Vec<String> {
+/// What both architectures pass alike: RAM and the BAR as the two shared
+/// files (the model process maps the same files), the ivshmem-plain device
+/// serving the BAR, no display, the console on stdio, no reboot.
+fn shared_files_args(bar: &Path, ram: &Path) -> Vec<String> {
     let mb = |b: u64| format!("{}M", b >> 20);
-    let mut a: Vec<String> = vec![
-        "-nodefaults".into(),
-        "-machine".into(),
-        "virt,memory-backend=ram".into(),
-        "-accel".into(),
-        "tcg".into(),
-        "-cpu".into(),
-        "cortex-a57".into(),
+    vec![
         "-m".into(),
         mb(c::RAM_FILE_SIZE),
         "-smp".into(),
@@ -582,10 +553,25 @@ fn qemu_args_aarch64(opts: &Opts, image: &Path, bar: &Path, ram: &Path) -> Vec<S
         "-serial".into(),
         "stdio".into(),
         "-no-reboot".into(),
-        "-semihosting".into(),
-        "-kernel".into(),
-        image.display().to_string(),
+    ]
+}
+
+/// The QEMU arguments of an aarch64 run: `-M virt` (its PL011 is the
+/// console, its PCIe host bridge carries the ivshmem device), TCG with a
+/// Cortex-A57, the same two shared files as on x86_64, and `-semihosting`
+/// for the exit status.
+fn qemu_args_aarch64(opts: &Opts, image: &Path, bar: &Path, ram: &Path) -> Vec<String> {
+    let mut a: Vec<String> = vec![
+        "-nodefaults".into(),
+        "-machine".into(),
+        "virt,memory-backend=ram".into(),
+        "-accel".into(),
+        "tcg".into(),
+        "-cpu".into(),
+        "cortex-a57".into(),
     ];
+    a.extend(shared_files_args(bar, ram));
+    a.extend(["-semihosting".into(), "-kernel".into(), image.display().to_string()]);
     if let Some(s) = &opts.append {
         a.extend(["-append".into(), s.clone()]);
     }
