@@ -276,6 +276,13 @@ pub struct LanConfig {
     pub teid_base: u32,
     /// First VSI number handed out by Add VSI.
     pub vsi_base: u16,
+    /// VSIs of the pool already in use by others (Add/Update/Free VSI
+    /// report used = this + the PF's own, free = pool − used).
+    pub vsi_used: u16,
+    /// An explicit default topology (0x0400) instead of the built one:
+    /// elements (parent TEID, TEID, 16 data bytes) parents first; a parent
+    /// 0 makes a root. TEIDs handed out later still start at `teid_base`.
+    pub default_topology: Option<Vec<(u32, u32, [u8; 16])>>,
     /// First switch-rule index.
     pub rule_base: u16,
     /// Largest max-frame-size Set MAC config accepts (spec §2.10: 9728).
@@ -328,6 +335,8 @@ impl Default for LanConfig {
             num_tc: 1,
             teid_base: 0x100,
             vsi_base: 6,
+            vsi_used: 1,
+            default_topology: None,
             rule_base: 64,
             max_frame: 9728,
             media: true,
@@ -687,6 +696,22 @@ impl Firmware {
     /// queue-group layer N − 2 and a default leaf at N − 1.
     fn build_default_tree(&mut self) {
         self.nodes.clear();
+        if let Some(t) = self.cfg.default_topology.clone() {
+            for (parent, teid, data) in t {
+                let layer = match self.nodes.get(&parent) {
+                    Some(p) => p.layer.saturating_add(1),
+                    None => 0,
+                };
+                self.nodes.entry(teid).or_insert(SchedNode {
+                    teid,
+                    parent,
+                    layer,
+                    data,
+                    qset: None,
+                });
+            }
+            return;
+        }
         let n = self.layers();
         let root = self.alloc_teid();
         self.nodes.insert(
@@ -1013,12 +1038,11 @@ impl Firmware {
             }
             opc::GET_SW_CFG => self.get_sw_cfg(d, buf),
             opc::CLEAR_PF_CFG => {
-                // spec §2.4: VSIs, VSI lists, switch rules (and the VSI
-                // scheduler nodes they own: model choice, the tree goes
-                // back to the default topology)
+                // spec §2.4: VSIs, VSI lists, switch rules; the scheduler
+                // tree is not named there and stays (it carries no VSI,
+                // spec §2.11)
                 self.vsis.clear();
                 self.rules.clear();
-                self.build_default_tree();
                 Ok(None)
             }
             opc::ADD_VSI => self.add_vsi(d, buf),
@@ -1211,9 +1235,8 @@ impl Firmware {
     }
 
     fn vsi_counts(&self, d: &mut [u8; 32]) {
-        // spec §2.12 response: 20–21 used, 22–23 free; the model counts
-        // its own VSIs plus one for the firmware's (as the vectors' default)
-        let used = self.vsis.len() as u16 + 1;
+        // spec §2.12 response: 20–21 used, 22–23 free
+        let used = (self.vsis.len() as u16).saturating_add(self.cfg.vsi_used);
         put16(d, 20, used);
         put16(d, 22, self.cfg.vsi_pool.saturating_sub(used));
     }
@@ -1228,7 +1251,7 @@ impl Firmware {
         if u16::from(buf[2]) != self.cfg.sw_id & 0xFF {
             return Err(rc::EINVAL);
         }
-        if self.vsis.len() + 1 >= self.cfg.vsi_pool as usize {
+        if self.vsis.len() + self.cfg.vsi_used as usize >= self.cfg.vsi_pool as usize {
             return Err(rc::ENOSPC);
         }
         let num = if req & 0x8000 != 0 {
