@@ -159,6 +159,8 @@ pub mod opc {
     pub const CLEAR_PXE: u16 = 0x0110;
     pub const GET_SW_CFG: u16 = 0x0200;
     pub const SET_PORT_PARAMS: u16 = 0x0203;
+    pub const ALLOC_RES: u16 = 0x0208;
+    pub const FREE_RES: u16 = 0x0209;
     pub const ADD_SW_RULES: u16 = 0x02A0;
     pub const UPDATE_SW_RULES: u16 = 0x02A1;
     pub const REMOVE_SW_RULES: u16 = 0x02A2;
@@ -285,6 +287,8 @@ pub struct LanConfig {
     pub default_topology: Option<Vec<(u32, u32, [u8; 16])>>,
     /// First switch-rule index.
     pub rule_base: u16,
+    /// First switch resource id (0x0208: VSI lists and other resources).
+    pub res_base: u16,
     /// Largest max-frame-size Set MAC config accepts (spec §2.10: 9728).
     pub max_frame: u16,
     /// Media present: Restart AN with ENABLE brings the link up.
@@ -338,6 +342,7 @@ impl Default for LanConfig {
             vsi_used: 1,
             default_topology: None,
             rule_base: 64,
+            res_base: 16,
             max_frame: 9728,
             media: true,
             speed_bit: 10,
@@ -431,7 +436,14 @@ impl Rule {
     /// The VSI a forward-to-VSI action names (VALID bit 17, type [1:0] = 0,
     /// VSI [13:4]; spec §2.15).
     pub fn fwd_vsi(&self) -> Option<u16> {
-        (self.act & (1 << 17) != 0 && self.act & 3 == 0).then_some((self.act >> 4 & 0x3FF) as u16)
+        let fwd = self.act & (1 << 17) != 0 && self.act & 3 == 0 && self.act & (1 << 14) == 0;
+        fwd.then_some((self.act >> 4 & 0x3FF) as u16)
+    }
+    /// The VSI list a forward-to-list action names (VSI_LIST bit 14,
+    /// ice_adminq_cmd.h: ICE_SINGLE_ACT_VSI_LIST; list id [13:4]).
+    pub fn fwd_list(&self) -> Option<u16> {
+        let fwd = self.act & (1 << 17) != 0 && self.act & 3 == 0 && self.act & (1 << 14) != 0;
+        fwd.then_some((self.act >> 4 & 0x3FF) as u16)
     }
 }
 
@@ -475,6 +487,9 @@ pub struct Firmware {
     next_teid: u32,
     rules: BTreeMap<u16, Rule>,
     next_rule: u16,
+    /// Switch resources by id: (resource type, VSI members for VSI lists).
+    resources: BTreeMap<u16, (u16, Vec<u16>)>,
+    next_res: u16,
     link: Link,
     /// Register reads left until the current reset is done.
     resetting: u32,
@@ -536,6 +551,8 @@ fn needs_rd(op: u16) -> bool {
             | opc::ADD_SW_RULES
             | opc::UPDATE_SW_RULES
             | opc::REMOVE_SW_RULES
+            | opc::ALLOC_RES
+            | opc::FREE_RES
     )
 }
 
@@ -616,6 +633,8 @@ impl Firmware {
             next_teid: cfg.teid_base,
             rules: BTreeMap::new(),
             next_rule: cfg.rule_base,
+            resources: BTreeMap::new(),
+            next_res: cfg.res_base,
             link: Link { max_frame: cfg.max_frame, ..Link::default() },
             resetting: 0,
             pf_reset: false,
@@ -675,6 +694,29 @@ impl Firmware {
     /// Some VSI has the PE filter on.
     pub fn pe_filter_on(&self) -> bool {
         self.vsis.values().any(Vsi::pe_filter)
+    }
+    /// The members of VSI list `id` (0x0208 resource, set by a VSI_LIST_SET
+    /// rule).
+    pub fn vsi_list(&self, id: u16) -> Option<&[u16]> {
+        self.resources.get(&id).map(|(_, v)| v.as_slice())
+    }
+    /// The VSIs a frame to `dst` reaches through the switch rules.
+    pub fn vsis_for(&self, dst: [u8; 6]) -> Vec<u16> {
+        let mut out = Vec::new();
+        for r in self.rules.values().filter(|r| r.dst_mac == dst) {
+            if let Some(v) = r.fwd_vsi() {
+                out.push(v);
+            }
+            if let Some(l) = r.fwd_list() {
+                out.extend(self.vsi_list(l).unwrap_or(&[]));
+            }
+        }
+        out
+    }
+    /// A RoCE frame to `dst` reaches the RDMA engine: a switch rule
+    /// delivers it to a VSI with the PE filter on (spec §2.14, §2.15).
+    pub fn delivers_to_pe(&self, dst: [u8; 6]) -> bool {
+        self.vsis_for(dst).iter().any(|v| self.vsis.get(v).is_some_and(Vsi::pe_filter))
     }
     /// A reset is still in progress.
     pub fn resetting(&self) -> bool {
@@ -1043,6 +1085,7 @@ impl Firmware {
                 // spec §2.11)
                 self.vsis.clear();
                 self.rules.clear();
+                self.resources.clear();
                 Ok(None)
             }
             opc::ADD_VSI => self.add_vsi(d, buf),
@@ -1061,8 +1104,10 @@ impl Firmware {
                 put16(d, 16, num);
                 Ok(None)
             }
-            opc::ADD_SW_RULES => self.add_rules(d, buf),
-            opc::UPDATE_SW_RULES => Ok(Some(buf.len())),
+            opc::ALLOC_RES => self.alloc_res(d, buf),
+            opc::FREE_RES => self.free_res(d, buf),
+            opc::ADD_SW_RULES => self.add_rules(d, buf, false),
+            opc::UPDATE_SW_RULES => self.add_rules(d, buf, true),
             opc::REMOVE_SW_RULES => self.remove_rules(d, buf),
             opc::GET_DFLT_TOPO => self.get_dflt_topo(d, buf),
             opc::ADD_SCHED_ELEMS => self.add_elems(d, buf),
@@ -1311,57 +1356,155 @@ impl Firmware {
         Ok(None)
     }
 
-    fn add_rules(&mut self, d: &mut [u8; 32], buf: &mut [u8]) -> CmdResult {
-        // spec §2.15: bytes 16–17 = number of rules; each rule 16 bytes +
-        // header length (16 for the dummy Ethernet header)
+    fn alloc_res(&mut self, d: &mut [u8; 32], buf: &mut [u8]) -> CmdResult {
+        // ice_aqc_alloc_free_res_cmd: bytes 16–17 = entries (ice sends 1);
+        // buffer: res_type u16 (type [6:0], flags above), num_elems u16,
+        // then one u16 id per element, written by firmware
+        // (ice_adminq_cmd.h: struct ice_aqc_alloc_free_res_elem)
+        if u16_at(d, 16) != 1 || buf.len() < 4 {
+            return Err(rc::EINVAL);
+        }
+        let ty = u16_at(buf, 0) & 0x7F;
+        let n = u16_at(buf, 2) as usize;
+        if n == 0 || 4 + 2 * n > buf.len() {
+            return Err(rc::EINVAL);
+        }
+        for i in 0..n {
+            let mut id = self.next_res & 0x3FF;
+            while self.resources.contains_key(&id) {
+                id = (id + 1) & 0x3FF;
+            }
+            self.next_res = id + 1;
+            self.resources.insert(id, (ty, Vec::new()));
+            put16(buf, 4 + 2 * i, id);
+        }
+        Ok(Some(4 + 2 * n))
+    }
+
+    fn free_res(&mut self, d: &mut [u8; 32], buf: &mut [u8]) -> CmdResult {
+        if u16_at(d, 16) != 1 || buf.len() < 4 {
+            return Err(rc::EINVAL);
+        }
+        let ty = u16_at(buf, 0) & 0x7F;
+        let n = u16_at(buf, 2) as usize;
+        if 4 + 2 * n > buf.len() {
+            return Err(rc::EINVAL);
+        }
+        let ids: Vec<u16> = (0..n).map(|i| u16_at(buf, 4 + 2 * i)).collect();
+        if ids.iter().any(|id| self.resources.get(id).is_none_or(|r| r.0 != ty)) {
+            return Err(rc::ENOENT);
+        }
+        // model choice: a list still named by a rule cannot go
+        if ids.iter().any(|id| self.rules.values().any(|r| r.fwd_list() == Some(*id))) {
+            return Err(rc::EBUSY);
+        }
+        for id in ids {
+            self.resources.remove(&id);
+        }
+        Ok(None)
+    }
+
+    fn add_rules(&mut self, d: &mut [u8; 32], buf: &mut [u8], update: bool) -> CmdResult {
+        // spec §2.15: bytes 16–17 = number of rules. Lookup rules (type 0
+        // RX / 1 TX): 16 bytes + header length (16 for the dummy Ethernet
+        // header). VSI-list rules (3 SET / 4 CLEAR): type, status, list
+        // index, number of VSIs, VSI numbers (ice_adminq_cmd.h: struct
+        // ice_sw_rule_vsi_list). Update (0x02A1) names existing rules by
+        // their index.
         let n = u16_at(d, 16) as usize;
         if n == 0 {
             return Err(rc::EINVAL);
         }
-        let mut off = 0;
-        let mut parsed = Vec::new();
-        for _ in 0..n {
-            let hdr_len = u16_at(buf, off + 14) as usize;
-            let size = 16 + hdr_len;
-            if off + size > buf.len() || hdr_len < 6 {
-                return Err(rc::EINVAL);
-            }
-            let rule_type = u16_at(buf, off);
-            if rule_type > 1 {
-                // model choice: only lookup rules are modelled
-                return Err(rc::EINVAL);
-            }
-            let act = u32_at(buf, off + 8);
-            let mut dst = [0u8; 6];
-            dst.copy_from_slice(&buf[off + 16..off + 22]);
-            let r = Rule {
-                index: 0,
-                rule_type,
-                recipe: u16_at(buf, off + 4),
-                src: u16_at(buf, off + 6),
-                act,
-                dst_mac: dst,
-            };
-            if let Some(vsi) = r.fwd_vsi()
-                && !self.vsis.contains_key(&vsi)
-            {
-                return Err(rc::ENOENT);
-            }
-            if self
-                .rules
-                .values()
-                .any(|o| o.dst_mac == r.dst_mac && o.rule_type == r.rule_type && o.src == r.src)
-            {
-                return Err(rc::EEXIST);
-            }
-            parsed.push((off, r));
-            off += size;
+        enum Op {
+            Lookup(usize, Rule),
+            List(u16, Vec<u16>, bool),
         }
-        for (off, mut r) in parsed {
-            r.index = self.next_rule;
-            self.next_rule = self.next_rule.wrapping_add(1);
-            put16(buf, off + 12, r.index);
-            self.rules.insert(r.index, r);
+        let mut off = 0;
+        let mut ops = Vec::new();
+        for _ in 0..n {
+            let rule_type = u16_at(buf, off);
+            match rule_type {
+                0 | 1 => {
+                    let hdr_len = u16_at(buf, off + 14) as usize;
+                    let size = 16 + hdr_len;
+                    if off + size > buf.len() || hdr_len < 6 {
+                        return Err(rc::EINVAL);
+                    }
+                    let mut dst = [0u8; 6];
+                    dst.copy_from_slice(&buf[off + 16..off + 22]);
+                    let r = Rule {
+                        index: u16_at(buf, off + 12),
+                        rule_type,
+                        recipe: u16_at(buf, off + 4),
+                        src: u16_at(buf, off + 6),
+                        act: u32_at(buf, off + 8),
+                        dst_mac: dst,
+                    };
+                    if let Some(vsi) = r.fwd_vsi()
+                        && !self.vsis.contains_key(&vsi)
+                    {
+                        return Err(rc::ENOENT);
+                    }
+                    if let Some(l) = r.fwd_list()
+                        && !self.resources.contains_key(&l)
+                    {
+                        return Err(rc::ENOENT);
+                    }
+                    if update {
+                        if !self.rules.contains_key(&r.index) {
+                            return Err(rc::ENOENT);
+                        }
+                    } else if self.rules.values().any(|o| {
+                        o.dst_mac == r.dst_mac && o.rule_type == r.rule_type && o.src == r.src
+                    }) {
+                        return Err(rc::EEXIST);
+                    }
+                    ops.push(Op::Lookup(off, r));
+                    off += size;
+                }
+                3 | 4 => {
+                    let count = u16_at(buf, off + 6) as usize;
+                    let size = 8 + 2 * count;
+                    if off + size > buf.len() {
+                        return Err(rc::EINVAL);
+                    }
+                    let list = u16_at(buf, off + 4);
+                    if !self.resources.contains_key(&list) {
+                        return Err(rc::ENOENT);
+                    }
+                    let vsis: Vec<u16> = (0..count).map(|i| u16_at(buf, off + 8 + 2 * i)).collect();
+                    if vsis.iter().any(|v| !self.vsis.contains_key(v)) {
+                        return Err(rc::ENOENT);
+                    }
+                    ops.push(Op::List(list, vsis, rule_type == 3));
+                    off += size;
+                }
+                // model choice: large actions and prune lists are not modelled
+                _ => return Err(rc::EINVAL),
+            }
+        }
+        for op in ops {
+            match op {
+                Op::Lookup(off, mut r) => {
+                    if !update {
+                        r.index = self.next_rule;
+                        self.next_rule = self.next_rule.wrapping_add(1);
+                        put16(buf, off + 12, r.index);
+                    }
+                    self.rules.insert(r.index, r);
+                }
+                Op::List(list, vsis, set) => {
+                    if let Some((_, members)) = self.resources.get_mut(&list) {
+                        for v in vsis {
+                            if set && !members.contains(&v) {
+                                members.push(v);
+                            } else if !set {
+                                members.retain(|m| *m != v);
+                            }
+                        }
+                    }
+                }
+            }
         }
         Ok(Some(buf.len()))
     }

@@ -731,3 +731,43 @@ fn reset_in_the_middle_of_bring_up() {
     aq.ok(opc::GET_VER, 0, &[], None);
     aq.ok(opc::CLEAR_PXE, 0, &[2], None);
 }
+
+#[test]
+fn vsi_lists_alloc_set_forward_and_free() {
+    let mut aq = Aq::new();
+    let v1 = add_pf_vsi(&mut aq);
+    let v2 = add_pf_vsi(&mut aq);
+    // 0x0208: one VSI_LIST_REP (type 3) id
+    let r = aq.ok(opc::ALLOC_RES, flag::RD, &[1, 0], Some((&[3, 0, 1, 0, 0, 0], 6)));
+    let list = le16(&r.buf, 4);
+    assert_eq!(list, LanConfig::default().res_base);
+    // VSI_LIST_SET rule: type 3, index = list, 2 VSIs
+    let mut set = [0u8; 12];
+    set[0] = 3;
+    set[4..6].copy_from_slice(&list.to_le_bytes());
+    set[6] = 2;
+    set[8..10].copy_from_slice(&v1.to_le_bytes());
+    set[10..12].copy_from_slice(&v2.to_le_bytes());
+    aq.ok(opc::ADD_SW_RULES, flag::RD, &[1, 0], Some((&set, 12)));
+    assert_eq!(aq.dev.lan().vsi_list(list), Some(&[v1, v2][..]));
+    // a lookup rule forwarding to the list (VSI_LIST bit 14)
+    let mut rule = mac_rule(0, [0xFF; 6]);
+    let act = (list as u32) << 4 | 1 << 14 | 1 << 17;
+    rule[8..12].copy_from_slice(&act.to_le_bytes());
+    aq.ok(opc::ADD_SW_RULES, flag::RD, &[1, 0], Some((&rule, 32)));
+    assert_eq!(aq.dev.lan().vsis_for([0xFF; 6]), vec![v1, v2]);
+    // the list is in use
+    let free = [3, 0, 1, 0, list as u8, (list >> 8) as u8];
+    assert_eq!(aq.cmd(opc::FREE_RES, flag::RD, &[1, 0], Some((&free, 6))).retval(), rc::EBUSY);
+    // update the rule back to forward-to-VSI, then free the list
+    let idx = *aq.dev.lan().rules().keys().next().unwrap();
+    let mut upd = mac_rule(v1, [0xFF; 6]);
+    upd[12..14].copy_from_slice(&idx.to_le_bytes());
+    aq.ok(opc::UPDATE_SW_RULES, flag::RD, &[1, 0], Some((&upd, 32)));
+    assert_eq!(aq.dev.lan().vsis_for([0xFF; 6]), vec![v1]);
+    aq.ok(opc::FREE_RES, flag::RD, &[1, 0], Some((&free, 6)));
+    assert!(aq.dev.lan().vsi_list(list).is_none());
+    assert_eq!(aq.cmd(opc::FREE_RES, flag::RD, &[1, 0], Some((&free, 6))).retval(), rc::ENOENT);
+    // a set rule naming an unknown list
+    assert_eq!(aq.cmd(opc::ADD_SW_RULES, flag::RD, &[1, 0], Some((&set, 12))).retval(), rc::ENOENT);
+}
