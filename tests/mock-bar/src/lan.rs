@@ -51,6 +51,45 @@
 //! VSI numbers, rule indices) counts from its bases. Model choices where the
 //! spec is silent are marked "model choice" at the command.
 //!
+//! # Resets and modes (spec §1.7)
+//!
+//! PFGEN_CTRL.PFSWR starts a PF reset ([`crate::Device::pf_reset`]): the
+//! whole function goes back to its reset state except the DDP package and
+//! the cleared PXE mode (spec §2.5, §2.8), and PFSWR reads set for
+//! [`LanConfig::reset_reads`] LAN register reads. A global reset
+//! ([`crate::Device::global_reset`], or [`crate::FaultPlan::aq_reset_at`])
+//! also restores PXE mode and drops a downloaded package; GLGEN_RSTAT
+//! DEVSTATE reads 1, GLNVM_ULD reads 0 and GL_MNG_FWSM.FW_LOADING is set for
+//! the same number of reads. Otherwise GLNVM_ULD has all done bits, plus
+//! PE_DONE when the function has the RDMA capability. While a reset is in
+//! progress ATQT writes are ignored. [`LanConfig::recovery_mode`] sets
+//! GL_MNG_FWSM bit 1; the firmware then answers only Get Version, Driver
+//! Version and Queue Shutdown (others: EMODE, model choice).
+//!
+//! # Cold PF ([`LanConfig::cold`])
+//!
+//! Off by default (the LAN side counts as done by someone else). When on,
+//! an SQ WQE of a QP whose qs_handle has no RDMA qset leaf (0x0C33) is not
+//! scheduled: it waits, counted in `Counters::lan_gated_wqes`, and goes out
+//! on a later doorbell once the qset exists; and a RoCE frame (request or
+//! response) is taken in only if a switch rule delivers its destination MAC
+//! to a VSI with the PE filter on (spec §2.14, §2.15), else it is dropped
+//! and counted in `Counters::pe_filter_drops` (the sender then sees its
+//! usual "no answer" outcome). The spec gives no counter or AE for either:
+//! both are model choices.
+//!
+//! # Not modelled (spec silent or not needed)
+//!
+//! The mailbox and sideband queues (their registers are plain storage),
+//! PHY caps / config (0x0600 / 0x0601), LAN Tx/Rx queues (0x0C30; 0x0C31 on
+//! a LAN queue is ENOENT), LLDP and DCB (one TC unless
+//! [`LanConfig::num_tc`]; 0x0A05 is accepted and does nothing), large
+//! actions and prune lists, interrupts (PFINT_*; everything is polled), the
+//! EBUSY retry lists (no command answers EBUSY by itself except a held
+//! global-config lock; use [`crate::FaultPlan::aq_fail_opcode`]), and the AQ
+//! over the shared-memory (QEMU) transport: ATQT writes are processed at
+//! the write in either mode, but `ShmHost` does not copy AQ registers yet.
+//!
 //! # Synthetic DDP package (spec §2.8; no real package is ever used)
 //!
 //! The chunks of 0x0C40 are concatenated; on the LAST_BUF chunk the whole
@@ -824,8 +863,12 @@ impl Firmware {
             reg::GLNVM_ULD if busy => 0,
             reg::GLNVM_ULD if self.cfg.rdma => reg::ULD_DONE | reg::ULD_PE_DONE,
             reg::GLNVM_ULD => reg::ULD_DONE,
-            reg::GL_MNG_FWSM if self.cfg.recovery_mode => reg::FWSM_RECOVERY,
-            reg::GL_MNG_FWSM => 0,
+            reg::GL_MNG_FWSM => {
+                // FW_LOADING while a global reset reloads the firmware
+                // (model reading of spec §1.7 item 6)
+                let loading = if busy && !self.pf_reset { reg::FWSM_FW_LOADING } else { 0 };
+                loading | if self.cfg.recovery_mode { reg::FWSM_RECOVERY } else { 0 }
+            }
             reg::PFGEN_PORTNUM => self.cfg.port as u32 & 7,
             _ => return None,
         };
@@ -1296,7 +1339,10 @@ impl Firmware {
         if u16::from(buf[2]) != self.cfg.sw_id & 0xFF {
             return Err(rc::EINVAL);
         }
-        if self.vsis.len() + self.cfg.vsi_used as usize >= self.cfg.vsi_pool as usize {
+        // VSI numbers are 10 bits (spec §2.12 response mask 0x3FF)
+        if self.vsis.len() >= 0x3FF
+            || self.vsis.len() + self.cfg.vsi_used as usize >= self.cfg.vsi_pool as usize
+        {
             return Err(rc::ENOSPC);
         }
         let num = if req & 0x8000 != 0 {
@@ -1368,6 +1414,10 @@ impl Firmware {
         let n = u16_at(buf, 2) as usize;
         if n == 0 || 4 + 2 * n > buf.len() {
             return Err(rc::EINVAL);
+        }
+        // ids are 10 bits (the list id field of an action is [13:4])
+        if self.resources.len() + n > 0x3FF {
+            return Err(rc::ENOSPC);
         }
         for i in 0..n {
             let mut id = self.next_res & 0x3FF;

@@ -641,12 +641,11 @@ fn ddp_bad_package_reports_offset() {
 
 #[test]
 fn pf_reset_tears_down_the_aq_and_keeps_pxe_cleared() {
-    let mut aq = Aq::new();
+    let mut aq = Aq::with(LanConfig { reset_reads: 3, ..LanConfig::default() });
     aq.ok(opc::CLEAR_PXE, 0, &[2], None);
     add_pf_vsi(&mut aq);
     aq.wr(reg::PFGEN_CTRL, 1);
-    let reads = LanConfig::default().reset_reads;
-    for _ in 0..reads {
+    for _ in 0..3 {
         assert_eq!(aq.rd(reg::PFGEN_CTRL) & 1, 1, "PFSWR set while resetting");
     }
     assert_eq!(aq.rd(reg::PFGEN_CTRL) & 1, 0);
@@ -658,8 +657,10 @@ fn pf_reset_tears_down_the_aq_and_keeps_pxe_cleared() {
     aq.init();
     assert_eq!(aq.cmd(opc::CLEAR_PXE, 0, &[2], None).retval(), rc::EEXIST, "PFR keeps PXE cleared");
     aq.dev.global_reset();
+    assert_ne!(aq.rd(reg::GL_MNG_FWSM) & reg::FWSM_FW_LOADING, 0, "firmware loading");
     assert_ne!(aq.rd(reg::GLGEN_RSTAT) & 3, 0, "DEVSTATE busy");
     assert_eq!(aq.rd(reg::GLNVM_ULD), 0, "done bits clear");
+    assert_eq!(aq.rd(reg::GL_MNG_FWSM) & reg::FWSM_FW_LOADING, 0, "loaded");
     aq.init();
     aq.ok(opc::CLEAR_PXE, 0, &[2], None);
 }
