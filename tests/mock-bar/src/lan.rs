@@ -86,9 +86,14 @@
 //! [`LanConfig::num_tc`]; 0x0A05 is accepted and does nothing), large
 //! actions and prune lists, interrupts (PFINT_*; everything is polled), the
 //! EBUSY retry lists (no command answers EBUSY by itself except a held
-//! global-config lock; use [`crate::FaultPlan::aq_fail_opcode`]), and the AQ
-//! over the shared-memory (QEMU) transport: ATQT writes are processed at
-//! the write in either mode, but `ShmHost` does not copy AQ registers yet.
+//! global-config lock; use [`crate::FaultPlan::aq_fail_opcode`]), and
+//! ARQ events other than link changes.
+//!
+//! Over the shared-memory (QEMU) transport, [`crate::shm::ShmHost`] copies
+//! the AQ and PFGEN_CTRL registers the guest changed into the device each
+//! round (bases and lengths first, heads, then tails) and writes back the
+//! ones the firmware changed (heads, LEN firmware bits, reset status); a
+//! reset's busy window counts host rounds there.
 //!
 //! # Synthetic DDP package (spec §2.8; no real package is ever used)
 //!
@@ -843,8 +848,9 @@ impl Firmware {
     // registers
     // --------------------------------------------------------------
 
-    /// Register read; None when `off` is not a LAN register.
-    pub(crate) fn read(&mut self, off: u32, crit: bool) -> Option<u32> {
+    /// Register value without side effects; None when `off` is not a LAN
+    /// register.
+    pub(crate) fn peek(&self, off: u32, crit: bool) -> Option<u32> {
         let busy = self.resetting > 0;
         let crit = if crit { reg::LEN_CRIT } else { 0 };
         let v = match off {
@@ -872,10 +878,21 @@ impl Firmware {
             reg::PFGEN_PORTNUM => self.cfg.port as u32 & 7,
             _ => return None,
         };
-        if busy {
-            self.resetting -= 1;
-        }
         Some(v)
+    }
+
+    /// A register read: [`Firmware::peek`], and one read of a reset's busy
+    /// window elapses.
+    pub(crate) fn read(&mut self, off: u32, crit: bool) -> Option<u32> {
+        let v = self.peek(off, crit)?;
+        self.tick();
+        Some(v)
+    }
+
+    /// One unit of a reset's busy window elapses (a register read; a round
+    /// of the shared-memory host).
+    pub(crate) fn tick(&mut self) {
+        self.resetting = self.resetting.saturating_sub(1);
     }
 
     /// Register write; returns false when `off` is not a LAN register. A
