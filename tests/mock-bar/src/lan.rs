@@ -555,6 +555,8 @@ pub struct Firmware {
     /// Set by a command that fails but still returns this many buffer bytes
     /// (Download Package's error_offset / error_info, spec §2.8).
     err_out: Option<usize>,
+    /// DMA faults not yet recorded in the device trace.
+    pub(crate) faulted: Vec<crate::mem::Fault>,
 }
 
 /// What a command returns: the response length written back into the
@@ -688,6 +690,7 @@ impl Firmware {
             reset_request: None,
             completed: Vec::new(),
             err_out: None,
+            faulted: Vec::new(),
             cfg,
         };
         fw.cfg.sched_layers = layers;
@@ -945,6 +948,12 @@ impl Firmware {
         }
     }
 
+    /// A refused DMA access: counted, and kept for the device trace.
+    fn dma_fault(&mut self, f: crate::mem::Fault, counters: &mut crate::fault::Counters) {
+        counters.dma_faults += 1;
+        self.faulted.push(f);
+    }
+
     /// Starts a reset's busy window (`pf`: PFSWR stays set; otherwise a
     /// global reset: DEVSTATE ≠ 0).
     pub(crate) fn begin_reset(&mut self, pf: bool) {
@@ -981,8 +990,7 @@ impl Firmware {
             let slot = self.atq.base().wrapping_add(32 * self.atq.head as u64);
             let mut d = [0u8; 32];
             if let Err(f) = mem.read(slot, &mut d) {
-                counters.dma_faults += 1;
-                let _ = f;
+                self.dma_fault(f, counters);
                 return;
             }
             // fault plan: hang, reset
@@ -1006,8 +1014,8 @@ impl Firmware {
             }
             self.execute(&mut d, mem, faults, counters);
             self.completed.push((self.atq.head, u16_at(&d, 2), u16_at(&d, 6)));
-            if mem.write(slot, &d).is_err() {
-                counters.dma_faults += 1;
+            if let Err(f) = mem.write(slot, &d) {
+                self.dma_fault(f, counters);
             }
             self.commands += 1;
             counters.aq_commands += 1;
@@ -1037,8 +1045,10 @@ impl Firmware {
                 rv = rc::EINVAL;
             } else {
                 buf = vec![0u8; datalen];
-                if flags & flag::RD != 0 && mem.read(addr, &mut buf).is_err() {
-                    counters.dma_faults += 1;
+                if flags & flag::RD != 0
+                    && let Err(f) = mem.read(addr, &mut buf)
+                {
+                    self.dma_fault(f, counters);
                     rv = rc::BAD_ADDR;
                 }
             }
@@ -1072,8 +1082,10 @@ impl Firmware {
         }
         if let Some(len) = out_len {
             let len = len.min(buf.len());
-            if len > 0 && mem.write(addr, &buf[..len]).is_err() {
-                counters.dma_faults += 1;
+            if len > 0
+                && let Err(f) = mem.write(addr, &buf[..len])
+            {
+                self.dma_fault(f, counters);
                 rv = rc::BAD_ADDR;
             }
             put16(d, 4, len as u16);
@@ -1919,8 +1931,8 @@ impl Firmware {
         }
         let slot = self.arq.base().wrapping_add(32 * self.arq.head as u64);
         let mut d = [0u8; 32];
-        if mem.read(slot, &mut d).is_err() {
-            counters.dma_faults += 1;
+        if let Err(f) = mem.read(slot, &mut d) {
+            self.dma_fault(f, counters);
             return false;
         }
         let flags = u16_at(&d, 0);
@@ -1930,8 +1942,10 @@ impl Firmware {
             return false;
         }
         let addr = (u32_at(&d, 24) as u64) << 32 | u32_at(&d, 28) as u64;
-        if !data.is_empty() && mem.write(addr, data).is_err() {
-            counters.dma_faults += 1;
+        if !data.is_empty()
+            && let Err(f) = mem.write(addr, data)
+        {
+            self.dma_fault(f, counters);
             return false;
         }
         put16(&mut d, 0, flags | flag::DD | flag::CMP);
@@ -1939,8 +1953,8 @@ impl Firmware {
         put16(&mut d, 4, data.len() as u16);
         put16(&mut d, 6, 0);
         d[16..24].copy_from_slice(&params[..8]);
-        if mem.write(slot, &d).is_err() {
-            counters.dma_faults += 1;
+        if let Err(f) = mem.write(slot, &d) {
+            self.dma_fault(f, counters);
             return false;
         }
         self.arq.head = next;

@@ -279,14 +279,33 @@ fn buffer_dma_fault_is_bad_addr_and_unknown_opcode_is_esrch() {
     d[0..2].copy_from_slice(&(flag::SI | flag::BUF).to_le_bytes());
     d[2..4].copy_from_slice(&opc::QUERY_SCHED_RES.to_le_bytes());
     d[4..6].copy_from_slice(&320u16.to_le_bytes());
-    d[24..28].copy_from_slice(&0x77u32.to_le_bytes()); // unmapped
+    d[24..28].copy_from_slice(&0x77u32.to_le_bytes()); // unmapped: the response write faults
     aq.mem.fill(ATQ, &d);
     aq.next = slot + 1;
     aq.wr(reg::ATQT, 1);
     assert_eq!(le16(&aq.mem.bytes(ATQ, 8), 6), rc::BAD_ADDR);
     assert_eq!(aq.dev.counters().dma_faults, 1);
+    let dump = aq.dev.trace_dump();
+    let hit =
+        aq.dev.trace().any(|e| matches!(e, Event::DmaFault(f) if f.addr == 0x77 << 32 && f.write));
+    assert!(hit, "{dump}");
     let r = aq.cmd(0x0999, 0, &[], None);
     assert_eq!(r.retval(), rc::ESRCH);
+    // a buffer the firmware must read (RD) that faults: not executed
+    let slot = aq.next as u64;
+    let mut d = [0u8; 32];
+    d[0..2].copy_from_slice(&(flag::SI | flag::BUF | flag::RD).to_le_bytes());
+    d[2..4].copy_from_slice(&opc::ADD_VSI.to_le_bytes());
+    d[4..6].copy_from_slice(&128u16.to_le_bytes());
+    d[24..28].copy_from_slice(&0x66u32.to_le_bytes());
+    aq.mem.fill(ATQ + 32 * slot, &d);
+    aq.next += 1;
+    aq.wr(reg::ATQT, aq.next);
+    assert_eq!(le16(&aq.mem.bytes(ATQ + 32 * slot, 8), 6), rc::BAD_ADDR);
+    let hit =
+        aq.dev.trace().any(|e| matches!(e, Event::DmaFault(f) if f.addr == 0x66 << 32 && !f.write));
+    assert!(hit, "the read fault is in the trace");
+    assert!(aq.dev.lan().vsis().is_empty());
 }
 
 // ---------------------------------------------------------------------
