@@ -322,9 +322,14 @@ pub struct LanConfig {
     pub teid_base: u32,
     /// First VSI number handed out by Add VSI.
     pub vsi_base: u16,
-    /// VSIs of the pool already in use by others (Add/Update/Free VSI
-    /// report used = this + the PF's own, free = pool − used).
+    /// VSIs of the pool already in use by other functions (Add/Update/Free
+    /// VSI report used = this + this PF's, free = pool − used).
     pub vsi_used: u16,
+    /// A VSI the firmware (or a previous driver) left behind at power-up,
+    /// as iPXE finds and reuses through 0x0200 (spec §2.7, §6 item 5): its
+    /// number; a PF VSI on the port's switch with LAN_ENA. Clear PF config
+    /// removes it. None by default.
+    pub firmware_vsi: Option<u16>,
     /// An explicit default topology (0x0400) instead of the built one:
     /// elements (parent TEID, TEID, 16 data bytes) parents first; a parent
     /// 0 makes a root. TEIDs handed out later still start at `teid_base`.
@@ -384,6 +389,7 @@ impl Default for LanConfig {
             teid_base: 0x100,
             vsi_base: 6,
             vsi_used: 1,
+            firmware_vsi: None,
             default_topology: None,
             rule_base: 64,
             res_base: 16,
@@ -695,6 +701,13 @@ impl Firmware {
         };
         fw.cfg.sched_layers = layers;
         fw.build_default_tree();
+        if let Some(n) = fw.cfg.firmware_vsi {
+            let n = n & 0x3FF;
+            let mut ctx = [0u8; 128];
+            ctx[2] = fw.cfg.sw_id as u8; // switch id
+            ctx[4] = 1 << 4; // sw_flags2 LAN_ENA
+            fw.vsis.insert(n, Vsi { num: n, vsi_type: 2, ctx });
+        }
         fw
     }
 

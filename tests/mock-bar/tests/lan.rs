@@ -791,3 +791,20 @@ fn vsi_lists_alloc_set_forward_and_free() {
     // a set rule naming an unknown list
     assert_eq!(aq.cmd(opc::ADD_SW_RULES, flag::RD, &[1, 0], Some((&set, 12))).retval(), rc::ENOENT);
 }
+
+#[test]
+fn a_firmware_vsi_shows_in_switch_config_until_clear_pf_cfg() {
+    let mut aq = Aq::with(LanConfig { firmware_vsi: Some(3), ..LanConfig::default() });
+    let r = aq.ok(opc::GET_SW_CFG, 0, &[], Some((&[], 2048)));
+    assert_eq!(r.p16(20), 2, "port and the leftover VSI");
+    assert_eq!(le16(&r.buf, 6), 2 << 14 | 3);
+    // usable as is: the PE filter can be turned on (iPXE style, spec §6 item 5)
+    let mut upd = [0u8; 128];
+    upd[0] = 1 << 7;
+    upd[80] = 1;
+    aq.ok(opc::UPDATE_VSI, flag::RD, &(3u16 | 0x8000).to_le_bytes(), Some((&upd, 128)));
+    assert!(aq.dev.lan().vsis()[&3].pe_filter());
+    aq.ok(opc::CLEAR_PF_CFG, 0, &[], None);
+    let r = aq.ok(opc::GET_SW_CFG, 0, &[], Some((&[], 2048)));
+    assert_eq!(r.p16(20), 1, "only the port");
+}
