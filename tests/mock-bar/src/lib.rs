@@ -174,7 +174,9 @@
 //!   packets are dropped silently until the EPSN arrives); packets taken
 //!   before the gap are kept; the requester goes back to the NAK's PSN and
 //!   resends from there (go-back-N, §4.8), each NAK spending one retry of
-//!   REXMIT_THRESH @128 [53:48] (exhausted: LLP_TOO_MANY_RETRIES); a NAK
+//!   REXMIT_THRESH @128 [53:48] (exhausted: LLP_TOO_MANY_RETRIES; the
+//!   budget is per message — when E810 restores it is not driver-visible,
+//!   model choice — and 7 is seven retries, not infinite); a NAK
 //!   PSN outside the request is no progress (LLP_TOO_MANY_RETRIES). A
 //!   duplicate (earlier PSN) is dropped, not re-ACKed as §4.7 says (model
 //!   simplification: the model's requester never resends a packet the
