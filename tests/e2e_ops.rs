@@ -1121,3 +1121,65 @@ fn catastrophic_and_stale_qp_events_leave_live_qps_alone() {
         drop(cq2);
     });
 }
+
+/// wire §4.7/§4.8 (issue #15): a request frame lost on the wire. The
+/// responder sees the PSN gap, sends one PSN-sequence NAK, the requester
+/// resends from the lost PSN (go-back-N): the WRITE and the SEND each land
+/// byte for byte and complete exactly once on both ends.
+#[test]
+fn a_lost_frame_is_resent_after_a_sequence_nak_and_completes_once() {
+    with_pair_bars(|bar_a, bar_b, a, b| {
+        // B's receiver drops the frames after each gap: declared, and
+        // counted exactly below
+        bar_b.expect_counter(ErrorCounter::WireDrops);
+        let base = bar_b.with_device(|d| d.counters().clone());
+        let src = a.region(2, 9);
+        let dst = b.region(2, 0);
+        let before = dst.all();
+        // 3000 bytes at MTU 1024: FIRST, MIDDLE (lost), LAST
+        bar_a.with_device(|d| d.faults().drop_request_frame = Some(1));
+        let sge = [src.sge(17, 3000)];
+        a.qp.post_send(&[signaled(1, write_op(dst.addr() + 5, dst.key()), &sge)]).unwrap();
+        assert_wc(&a.one(), 1, WcOpcode::RdmaWrite, 3000);
+        let mut want = before;
+        want[5..3005].copy_from_slice(&src.bytes(17, 3000));
+        same(&dst.all(), &want, "write after resend, nothing else changed");
+        b.nothing();
+        // SEND of 2100 bytes: FIRST (lost), MIDDLE, LAST
+        let rb = b.region(1, 0);
+        b.qp.post_recv(&[RecvWr { wr_id: 7, sg_list: &[rb.sge(0, 4096)] }]).unwrap();
+        bar_a.with_device(|d| d.faults().drop_request_frame = Some(0));
+        a.qp.post_send(&[signaled(2, WrOpcode::Send, &[src.sge(0, 2100)])]).unwrap();
+        assert_wc(&a.one(), 2, WcOpcode::Send, 2100);
+        let r = b.one();
+        assert_eq!((r.wr_id, r.status, r.byte_len), (7, WcStatus::Success, 2100), "{r:?}");
+        same(&rb.bytes(0, 2100), &src.bytes(0, 2100), "send after resend");
+        let n = bar_b.with_device(|d| d.counters().clone());
+        assert_eq!(n.seq_naks - base.seq_naks, 2, "one NAK per gap");
+        // WRITE: LAST dropped; SEND: MIDDLE and LAST dropped
+        assert_eq!(n.wire_drops - base.wire_drops, 3);
+        let lost = bar_a.with_device(|d| (d.counters().frames_lost, d.counters().retransmitted));
+        assert_eq!(lost, (2, 2 + 3));
+        // the connection goes on
+        a.qp.post_send(&[signaled(3, write_op(dst.addr(), dst.key()), &[src.sge(0, 8)])]).unwrap();
+        assert_wc(&a.one(), 3, WcOpcode::RdmaWrite, 8);
+    });
+}
+
+/// The end-of-test counter check covers wire drops (issue #15): a frame
+/// the receiver drops (here: a corrupted ICRC) that the test did not
+/// declare fails the test.
+#[test]
+fn an_undeclared_wire_drop_fails_the_end_of_test_check() {
+    with_pair_bars(|bar_a, bar_b, a, b| {
+        let src = a.region(1, 1);
+        let dst = b.region(1, 0);
+        bar_a.with_device(|d| d.faults().flip_frame_byte = Some((0, usize::MAX)));
+        a.qp.post_send(&[signaled(1, write_op(dst.addr(), dst.key()), &[src.sge(0, 8)])]).unwrap();
+        let wc = after_error(a);
+        assert_eq!(wc.status, WcStatus::RetryExcErr, "{wc:?}");
+        assert_eq!(bar_b.unexpected_errors(), vec![(ErrorCounter::WireDrops, 1)]);
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| bar_b.finish()));
+        assert!(r.is_err(), "an undeclared wire drop fails the test");
+    });
+}

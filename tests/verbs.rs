@@ -566,6 +566,10 @@ fn bad_mr_requests_are_refused_without_taking_anything() {
     assert_eq!(ok.pbl_level(), 0);
 }
 
+/// The responder has no receive posted: RNR NAKs until the requester's
+/// RNR budget (1) is spent, then LLP_TOO_MANY_RNRS. Both ends agree on the
+/// PSNs (the model checks them strictly), so nothing but the missing
+/// receive stops the SENDs.
 #[test]
 fn rnr_retries_exhausted_is_a_fatal_qp_event() {
     use irdma::aeq::{AsyncEvent, AsyncEventKind};
@@ -581,6 +585,10 @@ fn rnr_retries_exhausted_is_a_fatal_qp_event() {
     q1.modify(&QpAttr::new(QpState::Init)).unwrap();
     let mut rtr = QpAttr::new(QpState::Rtr);
     rtr.dest_qp = n2;
+    // the same PSNs as `connect` gives q2: the RNR condition comes from the
+    // missing receive alone, not from a PSN the responder would drop
+    rtr.rq_psn = 100;
+    rtr.path_mtu = 1024;
     rtr.av = Some(AddressVector {
         dest_mac: A.mac,
         dest_ip: IpAddr::V4(A.ip),
@@ -592,6 +600,7 @@ fn rnr_retries_exhausted_is_a_fatal_qp_event() {
     });
     q1.modify(&rtr).unwrap();
     let mut rts = QpAttr::new(QpState::Rts);
+    rts.sq_psn = 100;
     rts.rnr_retry = 1;
     q1.modify(&rts).unwrap();
     let b = buf(1);

@@ -1,12 +1,15 @@
 //! The `cargo xtask wire` scenario (issue #15): two model devices, the
-//! driver posting every RC operation the model supports, every frame on
-//! the fabric recorded. With `WIRE_PCAP=FILE` set it writes the capture to
+//! driver posting every RC operation the model supports, an RNR NAK, a
+//! frame lost on the wire (PSN-sequence NAK and go-back-N resend) and a
+//! remote access error, every frame on the fabric recorded. With `WIRE_PCAP=FILE` set it writes the capture to
 //! FILE and, next to it, `FILE.expect.tsv`: per frame, the fields that
-//! follow from what the driver posted (opcode, BTH dest QP, PSN, RETH
-//! VA / R_Key / DMA length, AETH syndrome), for the tshark comparison.
+//! follow from what the driver posted (UDP source port, opcode, BTH dest
+//! QP, PSN, RETH VA / R_Key / DMA length, AETH syndrome), for the tshark
+//! comparison.
 //! Without the variable it still runs and checks the frame sequence.
 //!
-//! Wire facts: shared/spec/rocev2-wire.md (§2 opcodes, §4.1 segmentation,
+//! Wire facts: shared/spec/rocev2-wire.md (§1.5 UDP source port, §2
+//! opcodes, §4.1 segmentation,
 //! §4.2 PSNs, §4.3 ACKs, §4.4 syndromes, §4.6 READ responses).
 
 mod common;
@@ -21,6 +24,7 @@ const RNR_SYNDROME: u8 = 0x2E; // the model's RNR NAK (timer code 14), wire §4.
 /// One expected frame.
 #[derive(Clone, Debug, PartialEq, Eq)]
 struct Exp {
+    sport: u16,
     opcode: u8,
     dest_qp: u32,
     psn: u32,
@@ -34,6 +38,23 @@ struct Conn {
     b_qpn: u32,
     psn: u32,
     mtu: u32,
+    /// The UDP source port both ends use (the rule is symmetric).
+    sport: u16,
+}
+
+/// wire §1.5, written out here from the spec (not the driver's code): the
+/// UDP source port irdma derives at RTR from the AV's flow label and the
+/// two QPNs (Linux `rdma_get_udp_sport`).
+fn spec_sport(flow_label: u32, lqpn: u32, rqpn: u32) -> u16 {
+    let label = if flow_label != 0 {
+        flow_label
+    } else {
+        let mut v = u64::from(lqpn) * u64::from(rqpn);
+        v ^= v >> 20;
+        v ^= v >> 40;
+        (v & 0xF_FFFF) as u32
+    };
+    (((label & 0x3FFF) ^ ((label & 0xF_C000) >> 14)) | 0xC000) as u16
 }
 
 fn psn(p: u32, i: u32) -> u32 {
@@ -46,11 +67,25 @@ impl Conn {
     }
 
     fn req(&self, i: u32, opcode: u8, reth: Option<(u64, u32, u32)>) -> Exp {
-        Exp { opcode, dest_qp: self.b_qpn, psn: psn(self.psn, i), reth, syndrome: None }
+        Exp {
+            sport: self.sport,
+            opcode,
+            dest_qp: self.b_qpn,
+            psn: psn(self.psn, i),
+            reth,
+            syndrome: None,
+        }
     }
 
     fn ack(&self, at: u32, syndrome: u8) -> Exp {
-        Exp { opcode: 0x11, dest_qp: self.a_qpn, psn: at, reth: None, syndrome: Some(syndrome) }
+        Exp {
+            sport: self.sport,
+            opcode: 0x11,
+            dest_qp: self.a_qpn,
+            psn: at,
+            reth: None,
+            syndrome: Some(syndrome),
+        }
     }
 
     /// WRITE (wire §2: 0x06–0x0B; RETH on FIRST/ONLY with the total length).
@@ -103,6 +138,7 @@ impl Conn {
                 (false, true) => 0x0F,
             };
             out.push(Exp {
+                sport: self.sport,
                 opcode: op,
                 dest_qp: self.a_qpn,
                 psn: psn(self.psn, i),
@@ -237,7 +273,9 @@ fn pair<'d>(da: &'d Dev, db: &'d Dev, p: &Path) -> (Side<'d>, Side<'d>, Conn) {
     let (na, nb) = (a.qp.qp_num(), b.qp.qp_num());
     connect_path(&mut a.qp, A, B, nb, p);
     connect_path(&mut b.qp, B, A, na, p);
-    (a, b, Conn { a_qpn: na, b_qpn: nb, psn: p.psn, mtu: p.mtu })
+    assert_eq!(spec_sport(p.flow_label, na, nb), spec_sport(p.flow_label, nb, na));
+    let sport = spec_sport(p.flow_label, na, nb);
+    (a, b, Conn { a_qpn: na, b_qpn: nb, psn: p.psn, mtu: p.mtu, sport })
 }
 
 #[test]
@@ -245,9 +283,8 @@ fn wire_scenario() {
     let _g = lock();
     let (ba, bb, da, db) = two_devices(Profile::SMALL);
     let cap = ba.fabric().capture();
-    for bar in [&ba, &bb] {
-        bar.with_device(|d| d.set_strict_psn(true));
-    }
+    // strict PSN checking is the model's default: every request's PSN is
+    // the responder's expected one
     let mut exp = Vec::new();
     let paths = [
         // IPv4, untagged, MTU 1024
@@ -310,6 +347,33 @@ fn wire_scenario() {
         ok(&a.one(), "send after rnr");
         ok(&b.one(), "recv after rnr");
         c.send(&mut exp, 32, false, false);
+        // PSN sequence error (wire §4.7, §4.8): the MIDDLE frame of a
+        // three-packet WRITE is lost on the wire (it is in the capture, as
+        // sent); B drops LAST (beyond its ePSN) and NAKs 0x60 with the lost
+        // PSN; A resends MIDDLE and LAST; one ACK, one completion
+        bb.expect_counter(irdma_testkit::ErrorCounter::WireDrops);
+        let drops = bb.with_device(|d| d.counters().wire_drops);
+        let dst = b.region(1, 0);
+        let len = 2 * c.mtu + 50;
+        ba.with_device(|d| d.faults().drop_request_frame = Some(1));
+        a.qp.post_send(&[signaled(
+            7,
+            write_op(dst.addr(), dst.key()),
+            &[src.sge(0, len as usize)],
+        )])
+        .unwrap();
+        ok(&a.one(), "write after sequence NAK");
+        assert_eq!(dst.bytes(0, len as usize), src.bytes(0, len as usize));
+        assert_eq!(bb.with_device(|d| d.counters().wire_drops), drops + 1, "LAST dropped once");
+        let reth = Some((dst.addr(), dst.key(), len));
+        exp.push(c.req(0, 0x06, reth));
+        exp.push(c.req(1, 0x07, None));
+        exp.push(c.req(2, 0x08, None));
+        exp.push(c.ack(psn(c.psn, 1), 0x60));
+        exp.push(c.req(1, 0x07, None));
+        exp.push(c.req(2, 0x08, None));
+        exp.push(c.ack(psn(c.psn, 2), 0x1F));
+        c.psn = psn(c.psn, 3);
         // remote access error: WRITE with an R_Key B does not have
         let bad = rb.key() ^ 0x55;
         a.qp.post_send(&[signaled(6, write_op(0x1000, bad), &[src.sge(0, 16)])]).unwrap();
@@ -333,6 +397,7 @@ fn wire_scenario() {
         .map(|f| {
             let p = wire::parse(f).expect("every frame parses");
             Exp {
+                sport: p.sport,
                 opcode: p.pkt.opcode,
                 dest_qp: p.pkt.dest_qp,
                 psn: p.pkt.psn,
@@ -354,7 +419,10 @@ fn wire_scenario() {
                     (r.0.to_string(), r.1.to_string(), r.2.to_string())
                 });
             let syn = e.syndrome.map_or(String::new(), |s| s.to_string());
-            tsv += &format!("{}\t{}\t{}\t{va}\t{rkey}\t{len}\t{syn}\n", e.opcode, e.dest_qp, e.psn);
+            tsv += &format!(
+                "{}\t{}\t{}\t{}\t{va}\t{rkey}\t{len}\t{syn}\n",
+                e.sport, e.opcode, e.dest_qp, e.psn
+            );
         }
         std::fs::write(format!("{path}.expect.tsv"), tsv).expect("write expectations");
     }

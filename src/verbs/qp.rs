@@ -25,8 +25,33 @@ use irdma_hal::wqe::{cqe, op};
 
 /// RoCEv2 UDP destination port (spec §7.2 @24 DESTPORTNUM).
 const ROCE_DPORT: u16 = 4791;
-/// Initial UDP source port (verbs.c: irdma_roce_fill_and_set_qpctx_info).
+/// Initial UDP source port (verbs.c: irdma_roce_fill_and_set_qpctx_info);
+/// replaced at INIT → RTR by [`udp_sport`].
 const ROCE_SPORT: u16 = 0xC000;
+
+/// The UDP source port of an RC QP, set at INIT → RTR with an address
+/// vector (shared/spec/rocev2-wire.md §1.5; Linux: `irdma_modify_qp_roce`
+/// in irdma verbs.c passes the AV's flow label, its own QPN and the remote
+/// QPN to `rdma_get_udp_sport` in include/rdma/ib_verbs.h). A flow label of
+/// 0 is first replaced by one derived from the two QPNs
+/// (`rdma_calc_flow_label`: their 64-bit product folded by 20 and 40 bits,
+/// low 20 bits — symmetric, so both ends derive the same label); the label
+/// then folds into 14 bits with the top two set
+/// (`rdma_flow_label_to_udp_sport`), so the port is always 0xC000..=0xFFFF.
+/// Only the port is derived: the context keeps the AV's flow label.
+pub(crate) const fn udp_sport(flow_label: u32, lqpn: u32, rqpn: u32) -> u16 {
+    let fl = if flow_label == 0 {
+        let mut v = (lqpn as u64).wrapping_mul(rqpn as u64);
+        v ^= v >> 20;
+        v ^= v >> 40;
+        (v & 0xF_FFFF) as u32
+    } else {
+        flow_label
+    };
+    let low = fl & 0x3FFF;
+    let high = (fl & 0xF_C000) >> 14;
+    ((low ^ high) | 0xC000) as u16
+}
 /// GEN_2 largest inline payload (spec data-path §1.2).
 const MAX_INLINE: u32 = irdma_hal::wqe::inline::MAX_BYTES as u32;
 
@@ -823,6 +848,7 @@ impl<'d, H: Hal, B: Bar + Clone, S: SendQueue> Qp<'d, H, B, S> {
         c.ttl = av.hop_limit;
         c.tos = av.traffic_class;
         c.flow_label = av.flow_label;
+        c.src_port = udp_sport(av.flow_label, self.id, a.dest_qp);
         c.insert_vlan_tag = av.vlan.is_some();
         c.vlan_tag = av.vlan.unwrap_or(0);
         c.arp_idx = arp;
@@ -1067,5 +1093,29 @@ impl<H: Hal, B: Bar + Clone, S: SendQueue> Drop for Qp<'_, H, B, S> {
             self.dev.quarantine_ids(1);
             self.dev.bind_qp_cqs(self.id, None);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::udp_sport;
+
+    // shared/spec/rocev2-wire.md §1.5, the three worked examples
+    #[test]
+    fn udp_sport_matches_the_spec_examples() {
+        assert_eq!(udp_sport(0, 0x11, 0x12), 0xC132);
+        assert_eq!(udp_sport(0, 0x12_3456, 0x42), 0xFE62);
+        assert_eq!(udp_sport(0x1_2345, 0x11, 0x12), 0xE341);
+    }
+
+    #[test]
+    fn udp_sport_is_symmetric_and_in_the_dynamic_range() {
+        for (a, b) in [(0, 0), (1, 2), (0xFF_FFFF, 0xFF_FFFF), (7, 0x80_0000)] {
+            assert_eq!(udp_sport(0, a, b), udp_sport(0, b, a));
+            assert!(udp_sport(0, a, b) >= 0xC000);
+        }
+        // a given flow label ignores the QPNs
+        assert_eq!(udp_sport(0xF_FFFF, 1, 2), udp_sport(0xF_FFFF, 3, 4));
+        assert_eq!(udp_sport(0xF_FFFF, 1, 2), 0xFFC0);
     }
 }

@@ -108,6 +108,9 @@ pub struct Opts {
     pub defmt: bool,
     /// Write the host TSC rate into the mailbox (else the guest uses the PIT).
     pub host_tsc: bool,
+    /// The model writes every RoCEv2 frame of the run to this pcap
+    /// (`mock-bar-shm --pcap`), checked with tshark and scapy afterwards.
+    pub pcap: Option<PathBuf>,
 }
 
 impl Default for Opts {
@@ -122,6 +125,7 @@ impl Default for Opts {
             echo: true,
             defmt: false,
             host_tsc: true,
+            pcap: None,
         }
     }
 }
@@ -818,7 +822,10 @@ pub fn run_image(image: &Path, opts: &Opts) -> Result<Outcome, String> {
     write_u64(&bar, c::MAILBOX + c::MB_HOST_TSC_HZ, tsc_hz)?;
     let pins = pinning();
     let model = match opts.model.command() {
-        Some(m) => {
+        Some(mut m) => {
+            if let Some(p) = &opts.pcap {
+                m.1.extend(["--pcap".to_string(), p.display().to_string()]);
+            }
             Some(spawn_model(&m, &files, pins.map(|p| p.0), &bar, opts.echo, opts.arch.ram_base())?)
         }
         None => None,
@@ -1019,8 +1026,12 @@ fn parse_opts(args: &[String]) -> Result<Opts, String> {
             "--quiet" => o.echo = false,
             "--defmt" => o.defmt = true,
             "--no-host-tsc" => o.host_tsc = false,
+            "--pcap" => o.pcap = Some(crate::wire::abs(Path::new(&value("--pcap")?))),
             other => return Err(format!("unknown option {other}")),
         }
+    }
+    if o.pcap.is_some() && !matches!(o.model, ModelSel::Shm(_)) {
+        return Err("--pcap needs the built-in model (mock-bar-shm)".into());
     }
     if o.arch == Arch::Aarch64 {
         if o.qboot || o.defmt {
@@ -1046,7 +1057,8 @@ pub fn main(args: &[String]) -> ExitCode {
         println!(
             "usage: cargo xtask qemu [--arch x86_64|aarch64] [--accel tcg|kvm|auto] [--qboot] \
              [--append CMDLINE] [--timeout SECS]\n\
-             [--no-model | --model PROGRAM] [--model-arg ARG]... [--defmt] [--no-host-tsc] [--quiet]\n\n\
+             [--no-model | --model PROGRAM] [--model-arg ARG]... [--defmt] [--no-host-tsc] [--quiet]\n\
+             [--pcap FILE]\n\n\
              Builds the boot image and the device model (mock-bar-shm), starts the model pinned\n\
              to CPU 0 and QEMU pinned to CPU 1, and exits 0 only if QEMU exited 33 and every\n\
              scenario passed. The model serves the GEN_2 register space of the BAR file and does\n\
@@ -1056,7 +1068,9 @@ pub fn main(args: &[String]) -> ExitCode {
              `--append fault|panic|fail` exercise the failure exits (253/255/35). `--defmt`\n\
              builds the image with defmt frames on COM2 and decodes them (DEFMT_LOG defaults to\n\
              info). `--no-host-tsc` withholds the host TSC rate so the guest calibrates with the\n\
-             PIT. `--arch aarch64` boots the aarch64 image on qemu-system-aarch64 -M virt (TCG;\n\
+             PIT. `--pcap FILE` makes the model write every RoCEv2 frame of the run to FILE and\n\
+             checks it (tshark: every frame InfiniBand, no malformed/expert item; scapy: every\n\
+             ICRC). `--arch aarch64` boots the aarch64 image on qemu-system-aarch64 -M virt (TCG;\n\
              no --qboot/--defmt; timeout 300 s). The host/guest contract is documented in\n\
              boot/src/contract.rs."
         );
@@ -1086,9 +1100,24 @@ fn run_main(opts: &Opts) -> Result<(), String> {
         build_model()?;
     }
     println!("xtask qemu: image {} built in {:.1} s", image.display(), t.elapsed().as_secs_f64());
+    if let Some(p) = &opts.pcap {
+        crate::wire::ensure_tools()?;
+        if let Some(d) = p.parent() {
+            std::fs::create_dir_all(d).map_err(|e| format!("{}: {e}", d.display()))?;
+        }
+    }
     let o = run_image(&image, opts)?;
     print_summary("qemu", &o);
-    let why = o.verdict();
+    let mut why = o.verdict();
+    if let Some(p) = &opts.pcap {
+        match crate::wire::check_capture(p) {
+            Ok(m) => println!("xtask qemu: {}: {m}", p.display()),
+            Err(e) => {
+                println!("  pcap: {e}");
+                why.push(e);
+            }
+        }
+    }
     if why.is_empty() { Ok(()) } else { Err(format!("{} problem(s)", why.len())) }
 }
 
@@ -1143,23 +1172,39 @@ fn model_checks(o: &Outcome, model: bool) -> Vec<String> {
     if model && !o.model_output.iter().any(|l| l.contains("cqp_ops=")) {
         why.push("the model printed no counters line".into());
     }
+    // the demo loses no frame: a receiver drop means the driver programmed
+    // a QP context the model's wire rejects (issue #15)
+    for l in o.model_output.iter().filter(|l| l.contains("cqp_ops=")) {
+        let drops = l.split_whitespace().find_map(|w| w.strip_prefix("wire_drops="));
+        if let Some(n) = drops.filter(|n| *n != "0") {
+            why.push(format!("the model's receivers dropped {n} frame(s)"));
+        }
+    }
     why
 }
 
 /// The `qemu` leg of `cargo xtask test`: the scenario run with the device
-/// model (SeaBIOS, then qboot, which exercises BAR assignment), one without
+/// model (SeaBIOS, writing every frame of the demo's RoCEv2 traffic to
+/// `target/qemu/demo.pcap`, which tshark and scapy then check as in the
+/// `wire` leg; then qboot, which exercises BAR assignment), one without
 /// a model (the driver scenarios must skip) and with the PIT clock, the
 /// three failure exits, and the defmt image with the model.
 pub fn run_leg() -> Result<String, String> {
     require_qemu()?;
     let image = build(false)?;
     build_model()?;
+    crate::wire::ensure_tools()?;
     let quiet = Opts { echo: false, timeout: Duration::from_secs(60), ..Opts::default() };
     let bare = Opts { model: ModelSel::Bare, ..quiet.clone() };
     let mut problems = Vec::new();
     let mut notes = Vec::new();
+    // the demo's traffic on the model's wire, checked like `cargo xtask wire`
+    let dir = root().join("target").join("qemu");
+    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let pcap = dir.join("demo.pcap");
+    let _ = std::fs::remove_file(&pcap);
     for (title, opts) in [
-        ("model", quiet.clone()),
+        ("model", Opts { pcap: Some(pcap.clone()), ..quiet.clone() }),
         ("qboot", Opts { qboot: true, ..quiet.clone() }),
         ("bare-pit", Opts { host_tsc: false, ..bare.clone() }),
     ] {
@@ -1174,6 +1219,12 @@ pub fn run_leg() -> Result<String, String> {
         let source = if opts.host_tsc { "from the host" } else { "by the PIT" };
         if !o.console.iter().any(|l| l.starts_with("  clock: ") && l.ends_with(source)) {
             why.push(format!("the clock line does not say the rate came {source}"));
+        }
+        if let Some(p) = &opts.pcap {
+            match crate::wire::check_capture(p) {
+                Ok(m) => notes.push(format!("pcap {m}")),
+                Err(e) => why.push(format!("pcap {}: {e}", p.display())),
+            }
         }
         if why.is_empty() {
             let n = o.lines().iter().filter(|l| matches!(l, Line::Pass { .. })).count();
@@ -1261,6 +1312,12 @@ pub fn run_leg_aarch64() -> Result<String, String> {
         why.extend(model_checks(&o, opts.model.attached()));
         if !o.console.iter().any(|l| l.starts_with("  clock: ") && l.ends_with("from CNTFRQ_EL0")) {
             why.push("the clock line does not say the rate came from CNTFRQ_EL0".into());
+        }
+        if let Some(p) = &opts.pcap {
+            match crate::wire::check_capture(p) {
+                Ok(m) => notes.push(format!("pcap {m}")),
+                Err(e) => why.push(format!("pcap {}: {e}", p.display())),
+            }
         }
         if why.is_empty() {
             let n = o.lines().iter().filter(|l| matches!(l, Line::Pass { .. })).count();
@@ -1493,8 +1550,11 @@ mod tests {
         let refs: Vec<&str> = lines.iter().map(String::as_str).collect();
         let mut o = outcome(33, &refs);
         assert_eq!(model_checks(&o, true), vec!["the model printed no counters line"]);
-        o.model_output.push("mock-bar-shm: cqp_ops=3".into());
+        o.model_output.push("mock-bar-shm: cqp_ops=3 wire_drops=0".into());
         assert!(model_checks(&o, true).is_empty());
+        o.model_output[0] = "mock-bar-shm: cqp_ops=3 wire_drops=2".into();
+        assert_eq!(model_checks(&o, true), vec!["the model's receivers dropped 2 frame(s)"]);
+        o.model_output[0] = "mock-bar-shm: cqp_ops=3".into();
         // Without a model the same lines are wrong: they must be SKIPs.
         assert_eq!(model_checks(&o, false).len(), DRIVER_SCENARIOS.len() + 1);
         o.console.retain(|l| !l.contains("cqp_destroy"));
@@ -1539,5 +1599,9 @@ mod tests {
         assert!(parse_opts(&["--no-model".into(), "--model-arg".into(), "x".into()]).is_err());
         assert!(parse_opts(&["--accel".into(), "hvf".into()]).is_err());
         assert!(parse_opts(&["--bogus".into()]).is_err());
+        let p = parse_opts(&["--pcap".into(), "demo.pcap".into()]).unwrap().pcap.unwrap();
+        assert!(p.is_absolute() && p.ends_with("demo.pcap"), "{}", p.display());
+        assert!(parse_opts(&["--no-model".into(), "--pcap".into(), "x".into()]).is_err());
+        assert!(parse_opts(&["--pcap".into()]).is_err(), "needs a value");
     }
 }

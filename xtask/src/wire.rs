@@ -10,8 +10,9 @@
 //! The checks use tools nobody here wrote (shared/spec/rocev2-wire.md):
 //! * tshark decodes every frame as InfiniBand over UDP 4791 with no
 //!   malformed-packet or expert item (§6.4, the exact command);
-//! * tshark's BTH opcode / dest QP / PSN, RETH VA / R_Key / DMA length and
-//!   AETH syndrome equal the expectations, frame by frame (§6.2 fields);
+//! * tshark's UDP source port (the §1.5 rule the driver applies at RTR),
+//!   BTH opcode / dest QP / PSN, RETH VA / R_Key / DMA length and AETH
+//!   syndrome equal the expectations, frame by frame (§6.2 fields);
 //! * scapy's RoCE layer verifies every ICRC (`tests/wire/check_icrc.py`,
 //!   §3.4).
 
@@ -80,7 +81,7 @@ pub fn run_leg() -> Result<String, String> {
 
 /// tshark through the system package manager (Debian: `tshark`, with the
 /// setuid question preseeded so apt never prompts) and scapy through pip.
-fn ensure_tools() -> Result<(), String> {
+pub(crate) fn ensure_tools() -> Result<(), String> {
     if util::which("tshark").is_none() && util::which("debconf-set-selections").is_some() {
         // wireshark-common asks whether non-root users may capture
         let pre = "echo 'wireshark-common wireshark-common/install-setuid boolean false' \
@@ -126,7 +127,7 @@ fn is_root() -> bool {
     })
 }
 
-fn abs(file: &Path) -> PathBuf {
+pub(crate) fn abs(file: &Path) -> PathBuf {
     if file.is_absolute() {
         file.to_path_buf()
     } else {
@@ -168,6 +169,60 @@ fn pcap_frames(file: &Path) -> Result<Vec<Vec<u8>>, String> {
     Ok(out)
 }
 
+/// tshark options of the clean-decode check (wire §6.4).
+const HEUR: [&str; 10] = [
+    "--disable-heuristic",
+    "rpcrdma_infiniband",
+    "--disable-heuristic",
+    "eth_over_ib",
+    "--disable-heuristic",
+    "mellanox_eoib",
+    "-o",
+    "ip.check_checksum:TRUE",
+    "-o",
+    "udp.check_checksum:TRUE",
+];
+
+/// wire §6.4: tshark decodes every frame of `f` as InfiniBand with no
+/// malformed-packet or expert item (the filter prints nothing).
+fn clean_decode(f: &str) -> Result<(), String> {
+    let mut args = vec!["-n", "-r", f];
+    args.extend(HEUR);
+    args.extend(["-Y", "_ws.malformed || _ws.expert || !infiniband"]);
+    let bad = util::output("tshark", &args)?;
+    if !bad.trim().is_empty() {
+        return Err(format!(
+            "tshark flags frames (malformed, expert item or not InfiniBand):\n{bad}"
+        ));
+    }
+    Ok(())
+}
+
+/// scapy's RoCE layer verifies every ICRC of `f` (wire §3.4).
+fn icrc_check(f: &str) -> Result<String, String> {
+    let script = root().join("tests").join("wire").join("check_icrc.py");
+    let s = script.to_str().ok_or("path is not UTF-8")?;
+    let out = util::output("python3", &[s, f]).map_err(|e| format!("ICRC check: {e}"))?;
+    Ok(out.trim().to_string())
+}
+
+/// The checks of a capture with no expectation file (the QEMU demo's,
+/// `cargo xtask qemu --pcap`): at least one frame, every frame InfiniBand
+/// with no malformed/expert item (tshark), every ICRC right (scapy).
+pub(crate) fn check_capture(file: &Path) -> Result<String, String> {
+    let file = abs(file);
+    let f = file.to_str().ok_or("path is not UTF-8")?;
+    let n = pcap_frames(&file)?.len();
+    if n == 0 {
+        return Err("the capture holds no frame".into());
+    }
+    clean_decode(f)?;
+    let icrc = icrc_check(f)?;
+    Ok(format!(
+        "{n} frames; tshark: every frame InfiniBand, no malformed/expert item; scapy: {icrc}"
+    ))
+}
+
 /// The three checks on `file` (+ `file.expect.tsv`).
 fn check(file: &Path) -> Result<String, String> {
     let file = abs(file);
@@ -176,30 +231,10 @@ fn check(file: &Path) -> Result<String, String> {
     if n == 0 {
         return Err("the capture holds no frame".into());
     }
-    // wire §6.4: prints nothing for a clean capture
-    let heur = [
-        "--disable-heuristic",
-        "rpcrdma_infiniband",
-        "--disable-heuristic",
-        "eth_over_ib",
-        "--disable-heuristic",
-        "mellanox_eoib",
-        "-o",
-        "ip.check_checksum:TRUE",
-        "-o",
-        "udp.check_checksum:TRUE",
-    ];
-    let mut args = vec!["-n", "-r", f];
-    args.extend(heur);
-    args.extend(["-Y", "_ws.malformed || _ws.expert || !infiniband"]);
-    let bad = util::output("tshark", &args)?;
-    if !bad.trim().is_empty() {
-        return Err(format!(
-            "tshark flags frames (malformed, expert item or not InfiniBand):\n{bad}"
-        ));
-    }
+    clean_decode(f)?;
     // fields vs what the driver posted
     let fields = [
+        "udp.srcport",
         "infiniband.bth.opcode",
         "infiniband.bth.destqp",
         "infiniband.bth.psn",
@@ -209,7 +244,7 @@ fn check(file: &Path) -> Result<String, String> {
         "infiniband.aeth.syndrome",
     ];
     let mut args = vec!["-n", "-r", f];
-    args.extend(heur);
+    args.extend(HEUR);
     args.extend(["-T", "fields", "-E", "separator=/t"]);
     for x in fields {
         args.extend(["-e", x]);
@@ -231,12 +266,23 @@ fn check(file: &Path) -> Result<String, String> {
             ));
         }
     }
+    // wire §6.2: tshark's own reading of the PSN-sequence NAK (AETH kind
+    // 3 = NAK, error code 0) of the lost-frame case
+    let mut args = vec!["-n", "-r", f];
+    args.extend(HEUR);
+    args.extend([
+        "-Y",
+        "infiniband.aeth.syndrome.opcode == 3 && infiniband.aeth.syndrome.error_code == 0",
+    ]);
+    let seq_naks = util::output("tshark", &args)?.lines().count();
+    if seq_naks == 0 {
+        return Err("tshark finds no PSN-sequence NAK in the capture".into());
+    }
     // scapy: every ICRC
-    let script = root().join("tests").join("wire").join("check_icrc.py");
-    let s = script.to_str().ok_or("path is not UTF-8")?;
-    let icrc = util::output("python3", &[s, f]).map_err(|e| format!("ICRC check: {e}"))?;
+    let icrc = icrc_check(f)?;
     Ok(format!(
-        "tshark: every frame InfiniBand, no malformed/expert item, {} fields match; scapy: {}",
+        "tshark: every frame InfiniBand, no malformed/expert item, {} fields match, \
+         {seq_naks} PSN-sequence NAK; scapy: {}",
         fields.len() * n,
         icrc.trim()
     ))

@@ -141,6 +141,9 @@ pub struct Qp {
     pub compl_ctx: u64,
     /// RNR retry limit (7 = infinite).
     pub rnr_retry: u8,
+    /// Transport retry limit: REXMIT_THRESH @128 [53:48] (wire §1.9, §4.8:
+    /// spent by PSN-sequence NAKs; 7 is not infinite).
+    pub retry_cnt: u8,
     /// Fast-register enable.
     pub fastreg: bool,
     /// Remote read enable (RDOK).
@@ -168,6 +171,13 @@ pub struct Qp {
     pub epsn: u32,
     /// Responder message sequence number (wire §4.3), 0 at RTR.
     pub msn: u32,
+    /// Responder: packets of a multi-packet message accepted in sequence
+    /// before a gap (kept until the requester resends the rest, wire §4.7).
+    pub rx_partial: Vec<wire::Packet>,
+    /// Responder: a PSN-sequence NAK was sent for the current ePSN; further
+    /// out-of-sequence packets are dropped silently until the ePSN arrives
+    /// (wire §4.7).
+    pub nak_latched: bool,
 }
 
 /// What crosses the wire.
@@ -190,6 +200,20 @@ pub(crate) enum Response {
     NakInvalid,
     /// Remote operational error (e.g. receive too small).
     NakOp,
+    /// PSN sequence error: the responder expects this PSN (wire §4.4).
+    NakSeq(u32),
+}
+
+/// What a responder made of the request frames that reached it.
+enum Rx {
+    /// A whole message, in sequence (packets accepted earlier included).
+    Message(Vec<wire::Packet>),
+    /// A gap: answer with one PSN-sequence NAK carrying this (expected)
+    /// PSN (wire §4.7).
+    Gap(u32),
+    /// Nothing to answer: every frame dropped, or the message is not
+    /// complete yet.
+    Nothing,
 }
 
 /// A packet for another node (kept for diagnostics by the fabric).
@@ -241,6 +265,32 @@ fn mac_bytes(v: u64) -> [u8; 6] {
 /// 24-bit PSN arithmetic (wire §4.2).
 fn psn_add(p: u32, n: u32) -> u32 {
     p.wrapping_add(n) & 0xFF_FFFF
+}
+
+/// Serial PSN order (wire §4.2): whether `a` is later than `b`.
+fn psn_later(a: u32, b: u32) -> bool {
+    let d = a.wrapping_sub(b) & 0xFF_FFFF;
+    d != 0 && d < 1 << 23
+}
+
+/// Whether a request opcode ends a message (LAST/ONLY kinds and the
+/// one-packet READ Request, wire §2).
+fn ends_message(opcode: u8) -> bool {
+    use bop::*;
+    matches!(
+        opcode,
+        SEND_LAST
+            | SEND_LAST_IMM
+            | SEND_ONLY
+            | SEND_ONLY_IMM
+            | WRITE_LAST
+            | WRITE_LAST_IMM
+            | WRITE_ONLY
+            | WRITE_ONLY_IMM
+            | READ_REQ
+            | SEND_LAST_INV
+            | SEND_ONLY_INV
+    )
 }
 
 /// Number of packets of an `len`-byte message at `mss` (wire §4.1).
@@ -473,6 +523,7 @@ impl Device {
         q.qs_handle = get(c[22], 25, 16) as u16;
         q.dest_qp = get(c[8], 23, 0) as u32;
         q.rnr_retry = get(c[16], 56, 54) as u8;
+        q.retry_cnt = get(c[16], 53, 48) as u8;
         if cqnum_valid {
             let tx = get(c[17], 24, 0) as u32;
             let rx = get(c[17], 56, 32) as u32;
@@ -543,6 +594,7 @@ impl Device {
             qs_handle: 0,
             compl_ctx: 0,
             rnr_retry: 0,
+            retry_cnt: 0,
             fastreg: false,
             rd_ok: false,
             wr_ok: false,
@@ -556,6 +608,8 @@ impl Device {
             psn_nxt: 0,
             epsn: 0,
             msn: 0,
+            rx_partial: Vec::new(),
+            nak_latched: false,
         };
         self.apply_ctx(&mut q, &c, w)?;
         self.qps.insert(id, q);
@@ -593,6 +647,8 @@ impl Device {
             if next == qps::RTR && cur != qps::RTR {
                 q.epsn = get(c[11], 23, 0) as u32;
                 q.msn = 0;
+                q.rx_partial.clear();
+                q.nak_latched = false;
             }
             if next == qps::RTS && cur == qps::RTR {
                 q.psn_nxt = get(c[10], 23, 0) as u32;
@@ -1079,6 +1135,9 @@ impl Device {
             Response::NakAccess => Outcome::Fatal(ae::IB_REMOTE_ACCESS_ERROR),
             Response::NakInvalid => Outcome::Fatal(ae::IB_INVALID_REQUEST),
             Response::NakOp => Outcome::Fatal(ae::IB_REMOTE_OP_ERROR),
+            // resolved by `transmit_raw` (go-back-N); one that escapes is a
+            // resend budget spent
+            Response::NakSeq(_) => Outcome::Fatal(ae::LLP_TOO_MANY_RETRIES),
         }
     }
 
@@ -1106,27 +1165,74 @@ impl Device {
         let mut path = q.path.clone();
         path.dst_mac = mac_bytes(mac);
         let (pkts, used) = segment(&req, q.dest_qp, q.psn_nxt, q.mss);
-        let frames = self.emit(&path, &pkts);
         let first_psn = q.psn_nxt;
-        let reply = if self.owns(q.dest_ip, q.dest_qp) {
-            self.receive(q.dest_qp, q.id, &frames)
-        } else {
-            self.outbox.push_back(Packet { dst_ip: q.dest_ip, dst_qpn: q.dest_qp });
-            if self.outbox.len() > 64 {
-                self.outbox.pop_front();
-            }
-            peers.deliver(q.dest_ip, q.dest_qp, q.id, &frames)
-        };
         // nobody answers: the transport retries and gives up
-        let lost = || Outcome::Fatal(0x050A); // LLP_TOO_MANY_RETRIES
-        let (resp, back) = reply.ok_or_else(lost)?;
-        let resp = self.take_response(q, first_psn, used, &resp, &back).ok_or_else(lost)?;
+        let lost = || Outcome::Fatal(ae::LLP_TOO_MANY_RETRIES);
+        // wire §4.8: each PSN-sequence NAK spends one transport retry
+        let mut retries = q.retry_cnt;
+        let (mut from, mut resend) = (0usize, false);
+        let resp = loop {
+            let mut frames = self.emit(&path, pkts.get(from..).unwrap_or_default());
+            if resend {
+                self.counters.retransmitted += frames.len() as u64;
+            }
+            self.lose_request_frames(q.id, &pkts[from..], &mut frames);
+            if frames.is_empty() {
+                return Err(lost());
+            }
+            let reply = if self.owns(q.dest_ip, q.dest_qp) {
+                self.receive(q.dest_qp, q.id, &frames)
+            } else {
+                self.outbox.push_back(Packet { dst_ip: q.dest_ip, dst_qpn: q.dest_qp });
+                if self.outbox.len() > 64 {
+                    self.outbox.pop_front();
+                }
+                peers.deliver(q.dest_ip, q.dest_qp, q.id, &frames)
+            };
+            let (resp, back) = reply.ok_or_else(lost)?;
+            let resp = self.take_response(q, first_psn, used, &resp, &back).ok_or_else(lost)?;
+            let Response::NakSeq(psn) = resp else { break resp };
+            // wire §4.4: everything before `psn` is implicitly ACKed; go
+            // back and resend from it (§4.8, go-back-N). A PSN outside this
+            // request is not one the requester can resend: no progress.
+            let k = psn.wrapping_sub(first_psn) & 0xFF_FFFF;
+            if k as usize >= pkts.len() || retries == 0 {
+                return Err(lost());
+            }
+            retries -= 1;
+            from = k as usize;
+            resend = true;
+        };
         if resp != Response::RnrNak
             && let Some(qm) = self.qps.get_mut(&q.id)
         {
             qm.psn_nxt = psn_add(first_psn, used);
         }
         Ok(resp)
+    }
+
+    /// Applies `FaultPlan::drop_request_frame` to the request frames of
+    /// `pkts` about to leave QP `qp`: a lost frame stays in the capture
+    /// (recorded by [`Device::emit`]) but is not delivered.
+    fn lose_request_frames(&mut self, qp: u32, pkts: &[wire::Packet], frames: &mut Vec<Vec<u8>>) {
+        if self.faults.drop_request_frame.is_none() {
+            return;
+        }
+        let mut kept = Vec::with_capacity(frames.len());
+        for (f, p) in std::mem::take(frames).into_iter().zip(pkts) {
+            match self.faults.drop_request_frame {
+                Some(0) => {
+                    self.faults.drop_request_frame = None;
+                    self.counters.frames_lost += 1;
+                    self.record(Event::FrameLost { qp, psn: p.psn });
+                    continue;
+                }
+                Some(n) => self.faults.drop_request_frame = Some(n - 1),
+                None => {}
+            }
+            kept.push(f);
+        }
+        *frames = kept;
     }
 
     /// Builds and records the frames of `pkts` on `path`.
@@ -1159,39 +1265,36 @@ impl Device {
         self.record(Event::WireDrop { qp, why });
     }
 
-    /// Parses and checks frames arriving for local QP `qpn` against its
-    /// context (`psn`: the PSN the first one must carry). `None` if any is
-    /// dropped (counted).
-    /// `strict`: a PSN mismatch drops (else it is counted once in
-    /// `psn_mismatches` and the packets are taken from the first one's PSN).
-    fn accept(
-        &mut self,
-        qpn: u32,
-        frames: &[Vec<u8>],
-        psn: u32,
-        strict: bool,
-    ) -> Option<Vec<wire::Packet>> {
+    /// Cold PF (crate::lan): a RoCE frame reaches the RDMA engine only
+    /// through a switch rule to a VSI with the PE filter on; `false` (the
+    /// batch dropped, counted in `pe_filter_drops`) otherwise. Always
+    /// `true` when the PF is not cold.
+    fn pe_admits(&mut self, frames: &[Vec<u8>]) -> bool {
+        if !self.cfg.lan.cold {
+            return true;
+        }
+        let dst = frames.first().and_then(|f| wire::parse(f).ok()).map(|p| p.dst_mac);
+        if dst.is_some_and(|m| self.lan.delivers_to_pe(m)) {
+            return true;
+        }
+        self.counters.pe_filter_drops += 1;
+        false
+    }
+
+    /// Parses and checks response frames arriving for local QP `qpn`
+    /// against its context (`psn`: the PSN the first one must carry, the
+    /// rest follow). `None` if any is dropped (counted).
+    fn accept(&mut self, qpn: u32, frames: &[Vec<u8>], psn: u32) -> Option<Vec<wire::Packet>> {
         let own = self.qps.get(&qpn)?.path.clone();
-        // cold PF (crate::lan): a RoCE frame reaches the RDMA engine only
-        // through a switch rule to a VSI with the PE filter on
-        if self.cfg.lan.cold {
-            let dst = frames.first().and_then(|f| wire::parse(f).ok()).map(|p| p.dst_mac);
-            if !dst.is_some_and(|m| self.lan.delivers_to_pe(m)) {
-                self.counters.pe_filter_drops += 1;
-                return None;
-            }
+        if !self.pe_admits(frames) {
+            return None;
         }
         let mut out = Vec::with_capacity(frames.len());
-        let mut psn = psn;
         for (i, f) in frames.iter().enumerate() {
             let r = wire::parse(f).and_then(|p| {
                 wire::check_addressing(&p, &own)?;
                 if p.pkt.dest_qp != qpn {
                     return Err(wire::Drop::Qp);
-                }
-                if i == 0 && p.pkt.psn != psn && !strict {
-                    self.counters.psn_mismatches += 1;
-                    psn = p.pkt.psn;
                 }
                 if p.pkt.psn != psn_add(psn, i as u32) {
                     return Err(wire::Drop::Psn);
@@ -1207,6 +1310,74 @@ impl Device {
             }
         }
         Some(out)
+    }
+
+    /// Responder side: checks request frames for QP `q` (addressing, then
+    /// PSN against its ePSN, wire §4.7) and collects the packets of one
+    /// message. A frame failing an addressing check loses the whole batch
+    /// (counted, nothing answered). A packet with the ePSN is taken and the
+    /// ePSN advances; a later PSN is dropped and, the first time, answered
+    /// by a PSN-sequence NAK for the ePSN (the latch clears when the ePSN
+    /// arrives); an earlier one (duplicate) is dropped — the model does not
+    /// re-ACK duplicates. Packets taken before a gap are kept in the QP
+    /// until the rest of their message arrives. With strict PSN off
+    /// ([`Device::set_strict_psn`]) the first packet of a message sets the
+    /// ePSN instead (counted in `psn_mismatches`).
+    fn accept_requests(&mut self, q: &Qp, frames: &[Vec<u8>]) -> Rx {
+        let qpn = q.id;
+        if !self.pe_admits(frames) {
+            return Rx::Nothing;
+        }
+        let mut pkts = q.rx_partial.clone();
+        let mut expect = q.epsn;
+        let mut latched = q.nak_latched;
+        let mut nak = None;
+        for f in frames {
+            let r = wire::parse(f).and_then(|p| {
+                wire::check_addressing(&p, &q.path)?;
+                if p.pkt.dest_qp != qpn {
+                    return Err(wire::Drop::Qp);
+                }
+                Ok(p.pkt)
+            });
+            let p = match r {
+                Ok(p) => p,
+                Err(why) => {
+                    self.wire_drop(qpn, why);
+                    return Rx::Nothing;
+                }
+            };
+            if p.psn != expect && !self.strict_psn && pkts.is_empty() {
+                self.counters.psn_mismatches += 1;
+                expect = p.psn;
+            }
+            if p.psn == expect {
+                expect = psn_add(expect, 1);
+                latched = false;
+                pkts.push(p);
+            } else {
+                self.wire_drop(qpn, wire::Drop::Psn);
+                if psn_later(p.psn, expect) && !latched {
+                    latched = true;
+                    nak = Some(expect);
+                }
+            }
+        }
+        let complete = pkts.last().is_some_and(|p| ends_message(p.opcode));
+        let Some(qm) = self.qps.get_mut(&qpn) else { return Rx::Nothing };
+        qm.nak_latched = latched;
+        if let Some(e) = nak {
+            qm.rx_partial = pkts;
+            qm.epsn = expect;
+            return Rx::Gap(e);
+        }
+        if !complete {
+            qm.rx_partial = pkts;
+            qm.epsn = expect;
+            return Rx::Nothing;
+        }
+        qm.rx_partial.clear();
+        Rx::Message(pkts)
     }
 
     /// Requester side: checks the response frames for `q` and turns them
@@ -1226,7 +1397,7 @@ impl Device {
             Response::Ack => psn_add(first_psn, used - 1),
             _ => back.first().and_then(|f| wire::parse(f).ok()).map_or(first_psn, |p| p.pkt.psn),
         };
-        let pkts = self.accept(q.id, back, psn, true)?;
+        let pkts = self.accept(q.id, back, psn)?;
         match resp {
             Response::ReadData(_) => {
                 if pkts.len() as u32 != used {
@@ -1242,6 +1413,7 @@ impl Device {
                 Some(match syn {
                     Some(s) if s & 0x60 == 0 => Response::Ack,
                     Some(s) if s & 0x60 == 0x20 => Response::RnrNak,
+                    Some(syndrome::NAK_PSN_SEQ) => Response::NakSeq(pkts.first()?.psn),
                     Some(syndrome::NAK_ACCESS) => Response::NakAccess,
                     Some(syndrome::NAK_INVALID) => Response::NakInvalid,
                     Some(_) => Response::NakOp,
@@ -1295,10 +1467,33 @@ impl Device {
             };
             return Some((Response::NakInvalid, self.emit(&path, &[nak])));
         }
-        let strict = self.strict_psn;
-        let pkts = self.accept(qpn, frames, q.epsn, strict)?;
+        // no way back without an ARP entry (RTR needs one; defensive)
+        let mac = self.arp.get(&q.arp_idx).copied()?;
+        let mut path = q.path.clone();
+        path.dst_mac = mac_bytes(mac);
+        let base = wire::Packet { opcode: bop::ACK, dest_qp: q.dest_qp, ..wire::Packet::default() };
+        let pkts = match self.accept_requests(&q, frames) {
+            Rx::Message(p) => p,
+            Rx::Gap(epsn) => {
+                // wire §4.4/§4.7: NAK 0x60 with the expected PSN, current MSN
+                self.counters.seq_naks += 1;
+                let msn = self.qps.get(&qpn).map_or(q.msn, |x| x.msn);
+                let nak = wire::Packet {
+                    psn: epsn,
+                    aeth: Some((syndrome::NAK_PSN_SEQ, msn)),
+                    ..base.clone()
+                };
+                return Some((Response::NakSeq(epsn), self.emit(&path, &[nak])));
+            }
+            Rx::Nothing => return None,
+        };
+        let first = pkts.first()?.psn;
         let Some(req) = reassemble(&pkts, src_qpn, q.mss) else {
             self.wire_drop(qpn, wire::Drop::Malformed);
+            // the message is gone; the responder expects its first PSN again
+            if let Some(qm) = self.qps.get_mut(&qpn) {
+                qm.epsn = first;
+            }
             return None;
         };
         let used = match &req {
@@ -1306,25 +1501,21 @@ impl Device {
             _ => pkts.len() as u32,
         };
         let resp = self.respond(qpn, req);
-        let Some(mac) = self.arp.get(&q.arp_idx).copied() else {
-            return None; // no way back (RTR needs an ARP entry; defensive)
-        };
-        let mut path = q.path.clone();
-        path.dst_mac = mac_bytes(mac);
-        let first = pkts[0].psn;
         let last = psn_add(first, pkts.len() as u32 - 1);
         let msn = if matches!(resp, Response::Ack | Response::ReadData(_)) {
             (q.msn + 1) & 0xFF_FFFF
         } else {
             q.msn
         };
-        if let Some(qm) = self.qps.get_mut(&qpn)
-            && resp != Response::RnrNak
-        {
-            qm.epsn = psn_add(first, used);
-            qm.msn = msn;
+        if let Some(qm) = self.qps.get_mut(&qpn) {
+            if resp == Response::RnrNak {
+                // the whole message is resent later from its first PSN
+                qm.epsn = first;
+            } else {
+                qm.epsn = psn_add(first, used);
+                qm.msn = msn;
+            }
         }
-        let base = wire::Packet { opcode: bop::ACK, dest_qp: q.dest_qp, ..wire::Packet::default() };
         let out = match &resp {
             Response::Ack => {
                 vec![wire::Packet { psn: last, aeth: Some((syndrome::ACK, msn)), ..base }]

@@ -409,7 +409,7 @@ impl Device {
             outbox: VecDeque::new(),
             capture: None,
             ip_id: 1,
-            strict_psn: false,
+            strict_psn: true,
             delayed_cqpdb: None,
             held_cqes: Vec::new(),
             late_sq: Vec::new(),
@@ -421,7 +421,8 @@ impl Device {
     /// Function-level reset: every object, the CQP, the HMC programming and
     /// all register values go back to their reset state (as after a CORER
     /// the LAN driver requested). Counters, trace and the fault plan are
-    /// kept, except surprise removal, which a reset does not undo.
+    /// kept, except surprise removal, which a reset does not undo; so are
+    /// the capture and the PSN mode ([`Device::set_strict_psn`]).
     pub fn reset(&mut self) {
         let mem = std::mem::replace(&mut self.mem, Box::new(crate::mem::TestMemory::new()));
         let mut fresh = Device::new(self.cfg.clone(), mem);
@@ -430,6 +431,9 @@ impl Device {
         fresh.trace = std::mem::take(&mut self.trace);
         fresh.faults = std::mem::take(&mut self.faults);
         fresh.faults.critical_error = 0;
+        // test-harness settings, not device state
+        fresh.strict_psn = self.strict_psn;
+        fresh.capture = self.capture.take();
         *self = fresh;
         self.record(Event::Reset);
     }
@@ -542,14 +546,16 @@ impl Device {
         self.capture = c;
     }
 
-    /// With `true`, a request frame whose PSN is not the responder QP's
-    /// expected PSN (EPSN from the context at RTR, then advanced per
-    /// packet) is dropped and counted in `wire_drops`. Default `false`: the
-    /// mismatch is counted in `psn_mismatches`, the request is executed and
-    /// the responder follows the requester's PSN. (A real responder NAKs a
-    /// gap and ACKs a duplicate without executing it, wire §4.7; the model
-    /// implements neither and keeps the lenient default because existing
-    /// driver tests connect QPs with different initial PSNs on each end.)
+    /// Strict PSN checking, on by default: a request packet whose PSN is
+    /// not the responder QP's expected PSN (EPSN from the context at RTR,
+    /// then advanced per packet) is dropped and counted in `wire_drops`; a
+    /// later PSN (a gap) draws one PSN-sequence NAK (wire §4.7), an earlier
+    /// one (a duplicate) is dropped (the model does not re-ACK duplicates).
+    /// `false` is the lenient mode for tests that deliberately connect QPs
+    /// with different initial PSNs on each end: the first packet of a
+    /// message then sets the expected PSN, the mismatch is counted in
+    /// `psn_mismatches` and the request is executed. No driver test needs
+    /// it today.
     pub fn set_strict_psn(&mut self, on: bool) {
         self.strict_psn = on;
     }

@@ -71,6 +71,15 @@ pub struct FaultPlan {
     /// GLGEN_RSTAT / GLNVM_ULD show the reset for `LanConfig::reset_reads`
     /// reads).
     pub aq_reset_at: Option<u32>,
+    /// The Nth request frame this device sends as a requester (0 = the
+    /// next; READ responses and ACKs/NAKs are not counted) is lost on the
+    /// wire: recorded in the capture as sent, never delivered (trace
+    /// `Event::FrameLost`, counter `frames_lost`). A lost frame
+    /// followed by another frame of the same message draws a PSN-sequence
+    /// NAK and a go-back-N resend (wire §4.7, §4.8); the model has no ACK
+    /// timer, so losing the last (or only) frame of a message ends as
+    /// when nobody answers: LLP_TOO_MANY_RETRIES.
+    pub drop_request_frame: Option<u32>,
 }
 
 fn countdown(slot: &mut Option<(u32, u16, u16)>) -> Option<(u16, u16)> {
@@ -144,8 +153,14 @@ pub struct Counters {
     /// (see [`crate::wire::Drop`]).
     pub wire_drops: u64,
     /// Request frames whose PSN was not the responder's expected PSN,
-    /// executed anyway (lenient default, see `Device::set_strict_psn`).
+    /// executed anyway (only with `Device::set_strict_psn(false)`).
     pub psn_mismatches: u64,
+    /// Request frames lost on the wire by `FaultPlan::drop_request_frame`.
+    pub frames_lost: u64,
+    /// PSN-sequence NAKs (syndrome 0x60) sent by this device's responders.
+    pub seq_naks: u64,
+    /// Request packets sent again after a PSN-sequence NAK (go-back-N).
+    pub retransmitted: u64,
     /// Deferred mode: SQ work found by a sweep with no WQEALLOC change.
     pub work_without_doorbell: u64,
     /// LAN admin-queue commands completed.
@@ -226,6 +241,10 @@ pub enum Event {
     WireDrop {
         qp: u32,
         why: crate::wire::Drop,
+    },
+    FrameLost {
+        qp: u32,
+        psn: u32,
     },
     Reset,
 }

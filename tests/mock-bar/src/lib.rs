@@ -46,7 +46,8 @@
 //!   error CQE (major 0xFFFE, minor = AE code) for a WQE that fails with a
 //!   QP-fatal AE, several flush CQEs per queue, a chosen WQE index in the SQ
 //!   flush CQE, one QP's CQEs held back and written after another QP's,
-//!   SQ doorbells acted on late, failed CQE writes (AE
+//!   SQ doorbells acted on late, a chosen request frame lost on the wire
+//!   (PSN-sequence NAK and go-back-N resend), failed CQE writes (AE
 //!   LCE_CQ_CATASTROPHIC, also raised by a real DMA fault on a CQE), and
 //!   [`Device::inject_ae`] for catastrophic events or stale QP ids;
 //!   [`Device::reset`] is a function-level reset. [`Counters`] and a bounded
@@ -171,17 +172,33 @@
 //!   checksum. The responder parses them and checks ICRC, lengths, pad,
 //!   destination MAC (= its MACADDRESS), destination IP (its local IP
 //!   words), UDP port 4791, TVer 0, P_Key (§1.6 rule), dest QP and PSN
-//!   (= its EPSN, taken at RTR; see [`Device::set_strict_psn`] — lenient by
-//!   default), then reassembles the request from the payloads (§4.1 length
-//!   rules). Anything else is dropped, counted in `wire_drops` (trace
-//!   [`Event::WireDrop`]) and the request is lost: the requester raises
-//!   LLP_TOO_MANY_RETRIES. ACK (syndrome 0x1F, MSN, §4.3), RNR NAK (0x2E:
+//!   (= its EPSN, taken at RTR, then advanced per packet; strict by
+//!   default, [`Device::set_strict_psn`]), then reassembles the request
+//!   from the payloads (§4.1 length rules). Anything else is dropped,
+//!   counted in `wire_drops` (trace [`Event::WireDrop`]) and the request is
+//!   lost: the requester raises LLP_TOO_MANY_RETRIES. PSN sequence errors
+//!   (§4.7): a request packet beyond the EPSN (a gap) is dropped and
+//!   answered once by a NAK 0x60 carrying the EPSN (later out-of-sequence
+//!   packets are dropped silently until the EPSN arrives); packets taken
+//!   before the gap are kept; the requester goes back to the NAK's PSN and
+//!   resends from there (go-back-N, §4.8), each NAK spending one retry of
+//!   REXMIT_THRESH @128 [53:48] (exhausted: LLP_TOO_MANY_RETRIES; the
+//!   budget is per message — when E810 restores it is not driver-visible,
+//!   model choice — and 7 is seven retries, not infinite); a NAK
+//!   PSN outside the request is no progress (LLP_TOO_MANY_RETRIES). A
+//!   duplicate (earlier PSN) is dropped, not re-ACKed as §4.7 says (model
+//!   simplification: the model's requester never resends a packet the
+//!   responder has already taken). ACK (syndrome 0x1F, MSN, §4.3), RNR NAK (0x2E:
 //!   the timer value E810 sends is not driver-visible, model choice), NAK
 //!   0x61/0x62/0x63 and READ responses (First/Middle/Last with AETH on all
 //!   but Middle, §4.6) travel back as frames the requester checks the same
 //!   way. IPv4 ID counts up per device and DF is set (not in the context;
-//!   model choice, §1.3). Not modelled on the wire: duplicate/out-of-order
-//!   handling and sequence NAKs (§4.7), retransmission, ACK coalescing.
+//!   model choice, §1.3). The UDP source port is sent as SRCPORTNUM says
+//!   and never checked by the receiver (§1.5). Not modelled on the wire:
+//!   ACK timeouts (the spec gives no GEN_2 unit for RTOMIN, §4.8: a lost
+//!   frame that no later frame of its message reveals is never resent and
+//!   ends as LLP_TOO_MANY_RETRIES), READ-response loss and partial READ
+//!   re-requests (§4.6), duplicate ACKs, ACK coalescing.
 //! * Protection on every access: STag index (slot and full 24-bit index),
 //!   key byte, registered and not invalidated, PD, rights (local read for
 //!   gathers, local write for scatters, remote read/write; QP RDOK/WRRDRSPOK),
@@ -205,8 +222,8 @@
 //! * MODIFY_CQ resizes a CQ: new ring from slot 0, valid bit 1; the shadow
 //!   head counts only once SW_CQ_SELECT reports every resize retired.
 //! * Not modelled: UD QPs, SRQ, memory windows, atomics, push
-//!   pages, statistics, interrupts/MSI-X, timers and retransmission, packet
-//!   loss, IPv6 routing (routing uses IP word 3; the receiver then checks
+//!   pages, statistics, interrupts/MSI-X, timers (retransmission only
+//!   after a PSN-sequence NAK), loss other than the fault knob, IPv6 routing (routing uses IP word 3; the receiver then checks
 //!   all four words), iWARP.
 
 #![allow(clippy::needless_range_loop)]

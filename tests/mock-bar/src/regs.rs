@@ -122,6 +122,7 @@ pub mod ae {
     pub const IB_REMOTE_ACCESS_ERROR: u16 = 0x020D;
     pub const IB_REMOTE_OP_ERROR: u16 = 0x020E;
     pub const ROCE_REQ_LENGTH_ERROR: u16 = 0x0318;
+    pub const LLP_TOO_MANY_RETRIES: u16 = 0x050A;
     pub const LLP_TOO_MANY_RNRS: u16 = 0x050F;
     pub const LCE_QP_CATASTROPHIC: u16 = 0x0700;
     pub const LCE_FUNCTION_CATASTROPHIC: u16 = 0x0701;

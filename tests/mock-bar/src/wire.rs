@@ -333,6 +333,8 @@ pub struct Parsed {
     pub dst_ip: [u32; 4],
     /// Source IP words.
     pub src_ip: [u32; 4],
+    /// UDP source port (receivers do not check it, wire §1.5).
+    pub sport: u16,
     /// UDP destination port.
     pub dport: u16,
     /// P_Key.
@@ -408,6 +410,7 @@ pub fn parse(f: &[u8]) -> Result<Parsed, Drop> {
         _ => return Err(m),
     };
     let u = f.get(udp..udp + 8).ok_or(m)?;
+    let sport = u16::from_be_bytes([u[0], u[1]]);
     let dport = u16::from_be_bytes([u[2], u[3]]);
     if u16::from_be_bytes([u[4], u[5]]) as usize != f.len() - udp {
         return Err(m);
@@ -465,6 +468,7 @@ pub fn parse(f: &[u8]) -> Result<Parsed, Drop> {
         ipv4,
         dst_ip,
         src_ip,
+        sport,
         dport,
         pkey: u16::from_be_bytes([t[2], t[3]]),
         tver: t[1] & 0xF,

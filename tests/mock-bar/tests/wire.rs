@@ -135,7 +135,7 @@ fn a_frame_to_the_wrong_mac_is_dropped() {
 }
 
 /// A PSN the responder does not expect (its EPSN, taken from the context
-/// at RTR) is dropped and counted.
+/// at RTR) is dropped and counted — by default (strict PSN).
 #[test]
 fn an_unexpected_psn_is_dropped() {
     let mut s = setup();
@@ -143,7 +143,6 @@ fn an_unexpected_psn_is_dropped() {
     let mut c = s.h.create_qp(12, PD, 3, 4, IP, IP, 13, 2);
     let mut d = s.h.create_qp(13, PD, 5, 6, IP, IP, 12, 2);
     d.ctx[11] = 7; // EPSN 7, while 12 starts at PSNNXT 0
-    s.h.dev(|d| d.set_strict_psn(true));
     for q in [&mut c, &mut d] {
         for (state, extra) in [(1u64, 0u64), (4, 1 << 59), (2, 1 << 59 | 1 << 42)] {
             assert!(!s.h.modify_qp_with(q, state, extra).error);
@@ -154,16 +153,44 @@ fn an_unexpected_psn_is_dropped() {
         d.trace().any(|e| matches!(e, mock_bar::Event::WireDrop { qp: 13, why: wire::Drop::Psn }))
     }));
     assert_eq!(s.h.dev(|d| d.counters().wire_drops), 1);
+    // an earlier PSN (a duplicate for the responder) draws no NAK
+    assert_eq!(s.h.dev(|d| d.counters().seq_naks), 0);
+    assert_eq!(s.h.aeq_poll().map(|a| a.0), Some(0x050A));
 }
 
-/// Lenient default: the mismatch is counted and the request executes.
+/// A requester PSN later than the responder's EPSN is a gap: one
+/// PSN-sequence NAK (0x60) carrying the EPSN (wire §4.7). The requester
+/// cannot go back to a PSN before its request, so it gives up.
 #[test]
-fn an_unexpected_psn_is_counted_by_default() {
+fn a_later_psn_draws_a_sequence_nak_for_the_epsn() {
+    let mut s = setup();
+    s.h.stop_at_idle = true;
+    let mut c = s.h.create_qp(12, PD, 3, 4, IP, IP, 13, 2);
+    let mut d = s.h.create_qp(13, PD, 5, 6, IP, IP, 12, 2);
+    c.ctx[10] = 9; // PSNNXT 9, while 13 expects 7
+    d.ctx[11] = 7;
+    for q in [&mut c, &mut d] {
+        for (state, extra) in [(1u64, 0u64), (4, 1 << 59), (2, 1 << 59 | 1 << 42)] {
+            assert!(!s.h.modify_qp_with(q, state, extra).error);
+        }
+    }
+    s.h.post_send(&mut c, |v| sq_frag_wqe(sqop::WRITE, STAG, VA, &[sge(0, 4)], None, true, v));
+    let f = parsed(&s.cap);
+    let got: Vec<_> = f.iter().map(|p| (p.pkt.opcode, p.pkt.psn, p.pkt.aeth)).collect();
+    assert_eq!(got, [(op::WRITE_ONLY, 9, None), (op::ACK, 7, Some((0x60, 0)))]);
+    assert_eq!(s.h.dev(|d| (d.counters().wire_drops, d.counters().seq_naks)), (1, 1));
+    assert_eq!(s.h.aeq_poll().map(|a| a.0), Some(0x050A));
+}
+
+/// With strict PSN off, the mismatch is counted and the request executes.
+#[test]
+fn an_unexpected_psn_is_counted_when_strict_psn_is_off() {
     let mut s = setup();
     s.h.stop_at_idle = true;
     let mut c = s.h.create_qp(12, PD, 3, 4, IP, IP, 13, 2);
     let mut d = s.h.create_qp(13, PD, 5, 6, IP, IP, 12, 2);
     d.ctx[11] = 7;
+    s.h.dev(|d| d.set_strict_psn(false));
     for q in [&mut c, &mut d] {
         for (state, extra) in [(1u64, 0u64), (4, 1 << 59), (2, 1 << 59 | 1 << 42)] {
             assert!(!s.h.modify_qp_with(q, state, extra).error);
@@ -172,4 +199,107 @@ fn an_unexpected_psn_is_counted_by_default() {
     s.h.post_send(&mut c, |v| sq_frag_wqe(sqop::WRITE, STAG, VA, &[sge(0, 4)], None, true, v));
     assert_eq!(s.h.dev(|d| (d.counters().wire_drops, d.counters().psn_mismatches)), (0, 1));
     assert_eq!(s.h.dev(|d| d.qp(13).unwrap().epsn), 1);
+}
+
+/// wire §4.7/§4.8: the MIDDLE packet of a three-packet WRITE is lost on
+/// the wire. The responder takes FIRST, sees LAST's PSN beyond its ePSN,
+/// drops it and sends one NAK 0x60 with the lost packet's PSN; the
+/// requester goes back to that PSN and resends MIDDLE and LAST; the WRITE
+/// lands once and completes once.
+#[test]
+fn a_lost_frame_draws_a_sequence_nak_and_a_go_back_n_resend() {
+    let mut s = setup();
+    let data: Vec<u8> = (0..2500u32).map(|i| (i * 7 + 1) as u8).collect();
+    s.h.mem.fill(s.buf, &data);
+    s.h.dev(|d| d.faults().drop_request_frame = Some(1));
+    s.h.post_send(&mut s.a, |v| {
+        sq_frag_wqe(sqop::WRITE, STAG, VA + 0x1000, &[sge(0, 2500)], None, true, v)
+    });
+    let c = s.h.poll_cq(&mut s.tx_a).expect("completes");
+    assert!(!c.error);
+    assert!(s.h.poll_cq(&mut s.tx_a).is_none(), "exactly one completion");
+    assert_eq!(s.h.mem.bytes(s.buf + 0x1000, 2500), data);
+    let f = parsed(&s.cap);
+    let got: Vec<_> = f.iter().map(|p| (p.pkt.opcode, p.pkt.psn, p.pkt.aeth)).collect();
+    assert_eq!(
+        got,
+        [
+            (op::WRITE_FIRST, 0, None),
+            (op::WRITE_MIDDLE, 1, None), // lost after the capture point
+            (op::WRITE_LAST, 2, None),
+            (op::ACK, 1, Some((0x60, 0))),
+            (op::WRITE_MIDDLE, 1, None),
+            (op::WRITE_LAST, 2, None),
+            (op::ACK, 2, Some((0x1F, 1))),
+        ]
+    );
+    // the resent frames are new frames (new IP ID, new ICRC) with the same
+    // transport payload
+    assert_eq!(f[4].pkt, f[1].pkt);
+    assert_ne!(s.cap.frames()[4], s.cap.frames()[1]);
+    let n = s.h.dev(|d| d.counters().clone());
+    assert_eq!((n.frames_lost, n.seq_naks, n.retransmitted, n.wire_drops), (1, 1, 2, 1));
+    assert_eq!(s.h.dev(|d| (d.qp(10).unwrap().psn_nxt, d.qp(11).unwrap().epsn)), (3, 3));
+    assert!(s.h.aeq_poll().is_none());
+    // the next message goes on from PSN 3
+    s.h.post_send(&mut s.a, |v| sq_frag_wqe(sqop::WRITE, STAG, VA, &[sge(0, 4)], None, true, v));
+    assert!(!s.h.poll_cq(&mut s.tx_a).expect("completes").error);
+    assert_eq!(parsed(&s.cap).last().map(|p| (p.pkt.psn, p.pkt.aeth)), Some((3, Some((0x1F, 2)))));
+}
+
+/// Losing the FIRST packet: the responder NAKs at the message's first PSN
+/// and the whole message is resent.
+#[test]
+fn a_lost_first_frame_resends_the_whole_message() {
+    let mut s = setup();
+    s.h.mem.fill(s.buf, &vec![0x3C; 2100]);
+    s.h.dev(|d| d.faults().drop_request_frame = Some(0));
+    s.h.post_send(&mut s.a, |v| {
+        sq_frag_wqe(sqop::WRITE, STAG, VA + 0x2000, &[sge(0, 2100)], None, true, v)
+    });
+    assert!(!s.h.poll_cq(&mut s.tx_a).expect("completes").error);
+    assert_eq!(s.h.mem.bytes(s.buf + 0x2000, 2100), vec![0x3C; 2100]);
+    let f = parsed(&s.cap);
+    let got: Vec<_> = f.iter().map(|p| (p.pkt.opcode, p.pkt.psn)).collect();
+    assert_eq!(
+        got,
+        [
+            (op::WRITE_FIRST, 0),
+            (op::WRITE_MIDDLE, 1),
+            (op::WRITE_LAST, 2),
+            (op::ACK, 0),
+            (op::WRITE_FIRST, 0),
+            (op::WRITE_MIDDLE, 1),
+            (op::WRITE_LAST, 2),
+            (op::ACK, 2),
+        ]
+    );
+    // one NAK only: MIDDLE and LAST after the gap, the latch holds
+    assert_eq!(f[3].pkt.aeth, Some((0x60, 0)));
+    assert_eq!(s.h.dev(|d| (d.counters().seq_naks, d.counters().wire_drops)), (1, 2));
+    assert_eq!(s.h.dev(|d| d.counters().retransmitted), 3);
+}
+
+/// Each sequence NAK spends one transport retry (REXMIT_THRESH @128
+/// [53:48], wire §1.9, §4.8): with a budget of 0 the first NAK ends in
+/// LLP_TOO_MANY_RETRIES, nothing is resent, and the WRITE does not
+/// complete.
+#[test]
+fn a_sequence_nak_with_no_retry_left_is_fatal() {
+    let mut s = setup();
+    s.h.stop_at_idle = true;
+    let mut c = s.h.create_qp(12, PD, 3, 4, IP, IP, 13, 2);
+    let mut d = s.h.create_qp(13, PD, 5, 6, IP, IP, 12, 2);
+    c.ctx[16] &= !(0x3F << 48); // REXMIT_THRESH 0
+    for q in [&mut c, &mut d] {
+        for (state, extra) in [(1u64, 0u64), (4, 1 << 59), (2, 1 << 59 | 1 << 42)] {
+            assert!(!s.h.modify_qp_with(q, state, extra).error);
+        }
+    }
+    s.h.dev(|d| d.faults().drop_request_frame = Some(1));
+    s.h.post_send(&mut c, |v| sq_frag_wqe(sqop::WRITE, STAG, VA, &[sge(0, 2100)], None, true, v));
+    let ops: Vec<u8> = parsed(&s.cap).iter().map(|p| p.pkt.opcode).collect();
+    assert_eq!(ops, [op::WRITE_FIRST, op::WRITE_MIDDLE, op::WRITE_LAST, op::ACK]);
+    assert_eq!(s.h.dev(|d| d.counters().retransmitted), 0);
+    assert_eq!(s.h.aeq_poll().map(|a| a.0), Some(0x050A));
 }

@@ -32,6 +32,9 @@ pub enum ErrorCounter {
     CqpInvalidWqes,
     /// An SQ/RQ WQE the device refused as malformed.
     InvalidWqes,
+    /// A frame a receiver dropped (malformed, bad ICRC, or an address,
+    /// QP, P_Key or PSN not matching its QP context).
+    WireDrops,
 }
 // Not checked: `work_without_doorbell` (deferred mode). WQEALLOC latches, so
 // two posters ringing the same QP number leave no change for the device to
@@ -39,7 +42,7 @@ pub enum ErrorCounter {
 
 impl ErrorCounter {
     /// Every error counter.
-    pub const ALL: [Self; 7] = [
+    pub const ALL: [Self; 8] = [
         Self::DmaFaults,
         Self::CqesDropped,
         Self::CeqesDropped,
@@ -47,6 +50,7 @@ impl ErrorCounter {
         Self::BadDoorbells,
         Self::CqpInvalidWqes,
         Self::InvalidWqes,
+        Self::WireDrops,
     ];
 
     /// Its value in `c`.
@@ -59,6 +63,7 @@ impl ErrorCounter {
             Self::BadDoorbells => c.bad_doorbells,
             Self::CqpInvalidWqes => c.cqp_invalid_wqes,
             Self::InvalidWqes => c.invalid_wqes,
+            Self::WireDrops => c.wire_drops,
         }
     }
 }

@@ -2,7 +2,8 @@
 //!
 //! ```text
 //! mock-bar-shm --bar /dev/shm/mock-bar --bar-size 16M --ram /dev/shm/mock-ram --ram-size 256M \
-//!     [--below-4g SIZE] [--ram-base ADDR] [--poll spin|hybrid] [-- qemu-system-x86_64 ...]
+//!     [--below-4g SIZE] [--ram-base ADDR] [--poll spin|hybrid] [--pcap FILE] \
+//!     [-- qemu-system-x86_64 ...]
 //! ```
 //! Creates (zeroes) both files, serves the BAR until the child exits (or
 //! forever without a child), prints the device counters, and exits with the
@@ -24,8 +25,14 @@
 //! `pa − ADDR`.
 //!
 //! ```text
-//! IRDMA_BAR_FILE=… mock-bar-shm [--poll spin|hybrid] [--max-secs N]
+//! IRDMA_BAR_FILE=… mock-bar-shm [--poll spin|hybrid] [--max-secs N] [--pcap FILE]
 //! ```
+//!
+//! `--pcap FILE` (both modes; `cargo xtask qemu --pcap FILE` passes it)
+//! records every RoCEv2 frame the device puts on its wire — loopback RC
+//! traffic between the guest's QPs, built from their QP contexts (module
+//! `mock_bar::wire`) — and writes them as a classic pcap when the model
+//! exits.
 
 use std::process::{Command, ExitCode};
 use std::sync::atomic::Ordering;
@@ -33,6 +40,7 @@ use std::time::{Duration, Instant};
 
 use mock_bar::Config;
 use mock_bar::shm::{self, FileBar, FileMemory, Harness, PollMode, ShmHost, Tick};
+use mock_bar::wire::Capture;
 
 fn parse_size(s: &str) -> Option<u64> {
     let (num, mul) = match s.chars().last()? {
@@ -51,8 +59,8 @@ fn parse_size(s: &str) -> Option<u64> {
 fn usage() -> ExitCode {
     eprintln!(
         "usage: mock-bar-shm --bar FILE --bar-size SIZE --ram FILE --ram-size SIZE \
-         [--below-4g SIZE] [--ram-base ADDR] [--poll spin|hybrid] [-- COMMAND ARGS...]\n   or: IRDMA_BAR_FILE=… \
-         mock-bar-shm [--poll spin|hybrid] [--max-secs N]   (harness mode, see the docs)"
+         [--below-4g SIZE] [--ram-base ADDR] [--poll spin|hybrid] [--pcap FILE] [-- COMMAND ARGS...]\n   or: IRDMA_BAR_FILE=… \
+         mock-bar-shm [--poll spin|hybrid] [--max-secs N] [--pcap FILE]   (harness mode, see the docs)"
     );
     ExitCode::from(2)
 }
@@ -75,8 +83,17 @@ fn open_existing(path: &str, size: u64) -> Result<std::fs::File, String> {
     Ok(f)
 }
 
+/// Writes `cap` to `path` (when both are given) and says so.
+fn write_capture(path: Option<&String>, cap: Option<&Capture>) -> Result<(), String> {
+    if let (Some(p), Some(c)) = (path, cap) {
+        c.write_pcap(p.as_ref()).map_err(|e| format!("{p}: {e}"))?;
+        println!("mock-bar-shm: {} frames written to {p}", c.len());
+    }
+    Ok(())
+}
+
 /// Harness mode: the model process of `cargo xtask qemu`.
-fn harness(mode: PollMode, max: Duration) -> Result<(), String> {
+fn harness(mode: PollMode, max: Duration, pcap: Option<&String>) -> Result<(), String> {
     let bar = std::env::var("IRDMA_BAR_FILE").map_err(|_| "IRDMA_BAR_FILE is not set")?;
     let ram = std::env::var("IRDMA_RAM_FILE").map_err(|_| "IRDMA_RAM_FILE is not set")?;
     let (bar_size, ram_size) = (env_num("IRDMA_BAR_SIZE")?, env_num("IRDMA_RAM_SIZE")?);
@@ -97,6 +114,8 @@ fn harness(mode: PollMode, max: Duration) -> Result<(), String> {
         FileMemory::new(open_existing(&ram, ram_size)?, ram_size, ram_size.min(2 << 30))
             .with_base(ram_base),
     );
+    let cap = pcap.map(|_| Capture::new());
+    host.device.set_capture(cap.clone());
     let mut h = Harness::new(mailbox as u32);
     h.announce(&host);
     let (t0, parent) = (Instant::now(), std::os::unix::process::parent_id());
@@ -124,7 +143,8 @@ fn harness(mode: PollMode, max: Duration) -> Result<(), String> {
     let c = host.device.counters();
     println!(
         "mock-bar-shm: {:.2} s, {rounds} rounds, {} pings, {} fault requests; cqp_ops={} \
-         cqp_errors={} cqp_doorbells={} cqes={} sq_wqes={} dma_faults={} invalid_cqp_wqes={}",
+         cqp_errors={} cqp_doorbells={} cqes={} sq_wqes={} dma_faults={} invalid_cqp_wqes={} \
+         packets={} wire_drops={}",
         t0.elapsed().as_secs_f64(),
         h.pings,
         h.faults,
@@ -135,6 +155,8 @@ fn harness(mode: PollMode, max: Duration) -> Result<(), String> {
         c.sq_wqes,
         c.dma_faults,
         c.cqp_invalid_wqes,
+        c.packets,
+        c.wire_drops,
     );
     // The failed CQP ops still in the trace: the first thing to look at when
     // a guest scenario reports an unexpected CQP error.
@@ -147,6 +169,7 @@ fn harness(mode: PollMode, max: Duration) -> Result<(), String> {
             );
         }
     }
+    write_capture(pcap, cap.as_ref())?;
     match why {
         Some(w) => Err(w),
         None => Ok(()),
@@ -171,7 +194,7 @@ fn main() -> ExitCode {
             Some(Ok(n)) => n,
             Some(Err(_)) => return usage(),
         };
-        return match harness(mode, Duration::from_secs(max)) {
+        return match harness(mode, Duration::from_secs(max), get("--pcap")) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
                 eprintln!("mock-bar-shm: {e}");
@@ -213,11 +236,13 @@ fn main() -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    let host = ShmHost::new(
+    let mut host = ShmHost::new(
         Config::default(),
         FileBar::new(bar_f, bar_size),
         FileMemory::new(ram_f, ram_size, below_4g).with_base(ram_base),
     );
+    let cap = get("--pcap").map(|_| Capture::new());
+    host.device.set_capture(cap.clone());
     let (stop, handle) = shm::spawn(host, mode);
     let status = if let Some((cmd, rest)) = child.split_first() {
         match Command::new(cmd).args(rest).status() {
@@ -237,6 +262,10 @@ fn main() -> ExitCode {
     match handle.join() {
         Ok(host) => eprintln!("mock-bar-shm: {:?}", host.device.counters()),
         Err(_) => eprintln!("mock-bar-shm: device thread panicked"),
+    }
+    if let Err(e) = write_capture(get("--pcap"), cap.as_ref()) {
+        eprintln!("mock-bar-shm: {e}");
+        return ExitCode::from(1);
     }
     ExitCode::from(status.clamp(0, 255) as u8)
 }
