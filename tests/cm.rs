@@ -777,3 +777,128 @@ fn params_become_the_verbs_modify_steps() {
     assert_eq!(rts.state, QpState::Rts);
     assert_eq!((rts.sq_psn, rts.retry_cnt, rts.rnr_retry, rts.max_rd_atomic), (0xABCDE, 7, 5, 4));
 }
+
+fn req_id(p: &Pair) -> ConnId {
+    p.events
+        .iter()
+        .find_map(|(s, e)| match e {
+            CmEvent::ConnectRequest { id, .. } if *s == 'b' => Some(*id),
+            _ => None,
+        })
+        .expect("B saw the REQ")
+}
+
+#[test]
+fn a_rep_never_answered_times_out_on_the_passive_side() {
+    let mut p = Pair::new();
+    // A's RTUs and REQ retransmissions never reach B after the first REQ
+    let mut reqs = 0;
+    p.set_drop(move |from, m| {
+        if from == 'a' && m.msg.attr_id() == AttrId::Req {
+            reqs += 1;
+            return reqs > 1;
+        }
+        from == 'a'
+    });
+    p.connect();
+    p.settle();
+    let idb = req_id(&p);
+    assert_eq!(p.b.state(idb), CmState::RepSent);
+    // 1 + REQ max CM retries (15) REPs, ms(REQ local CM response timeout 20)
+    // = 4096 ms apart; no REJ on REP timeout (cm.c)
+    p.run_until(16 * 4096 - 1);
+    assert_eq!(p.b.state(idb), CmState::RepSent);
+    p.run_until(1);
+    assert_eq!(p.b.state(idb), CmState::Idle);
+    assert_eq!(sent_count(&p, 'b', AttrId::Rep), 16);
+    assert_eq!(sent_count(&p, 'b', AttrId::Rej), 0);
+    assert_eq!(p.count('b', |e| matches!(e, CmEvent::TimedOut { id } if *id == idb)), 1);
+}
+
+#[test]
+fn first_data_before_rtu_establishes_the_passive_side() {
+    let mut p = Pair::new();
+    p.set_drop(|from, m| from == 'a' && m.msg.attr_id() == AttrId::Rtu);
+    p.connect();
+    p.settle();
+    let idb = req_id(&p);
+    assert_eq!(p.b.state(idb), CmState::RepSent);
+    // COMM_EST: a receive completion on the new QP
+    p.b.established(idb).unwrap();
+    assert_eq!(p.b.state(idb), CmState::Established);
+    p.run_until(100_000);
+    assert_eq!(sent_count(&p, 'b', AttrId::Rep), 1, "the REP timer stopped");
+    assert_eq!(p.b.established(ConnId(1)), Err(CmError::NotFound));
+}
+
+#[test]
+fn simultaneous_disconnect_ends_in_timewait_on_both_sides() {
+    let mut p = Pair::new();
+    let (ida, idb) = connected(&mut p);
+    p.a.disconnect(p.now, ida, &mut p.ta).unwrap();
+    p.b.disconnect(p.now, idb, &mut p.tb).unwrap();
+    p.settle();
+    assert_eq!(p.a.state(ida), CmState::Timewait);
+    assert_eq!(p.b.state(idb), CmState::Timewait);
+    assert_eq!(p.count('a', |e| matches!(e, CmEvent::Disconnected { .. })), 1);
+    assert_eq!(p.count('b', |e| matches!(e, CmEvent::Disconnected { .. })), 1);
+    p.run_until(2048);
+    assert_eq!(p.a.active_connections() + p.b.active_connections(), 0);
+    // disconnect on a finished connection is refused with a typed error
+    assert_eq!(p.a.disconnect(p.now, ida, &mut p.ta), Err(CmError::NotFound));
+}
+
+#[test]
+fn rej_on_an_established_connection_enters_timewait() {
+    let mut p = Pair::new();
+    let (ida, idb) = connected(&mut p);
+    let rej = CmMad::new(
+        0,
+        CmMsg::Rej(Rej {
+            local_comm_id: idb.0,
+            remote_comm_id: ida.0,
+            msg_rejected: 2,
+            ari_length: 0,
+            reason: rej::CONSUMER_DEFINED,
+            ari: [0; 72],
+            private_data: [0; 148],
+        }),
+    );
+    let mut b = [0u8; MAD_SIZE];
+    rej.encode(&mut b).unwrap();
+    let src = path_a_to_b();
+    // a REJ naming the wrong remote id is stale
+    let mut wrong = b;
+    wrong[24] ^= 1;
+    assert_eq!(p.a.on_mad(p.now, &src, &wrong, &mut p.ta), Err(Ignored::Stale));
+    let r = p.a.on_mad(p.now, &src, &b, &mut p.ta).unwrap();
+    assert!(matches!(r, Some(CmEvent::Rejected { reason: 28, .. })));
+    assert_eq!(p.a.state(ida), CmState::Timewait);
+}
+
+#[test]
+fn ipv6_connect_and_disconnect() {
+    let a6 = IpAddr::V6([0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1]);
+    let b6 = IpAddr::V6([0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2]);
+    let mut p = Pair::new();
+    let mut cb = cfg(MAC_B, IP_B, 3);
+    cb.local_ips[1] = Some(b6);
+    p.b = TestCm::new(cb);
+    p.b.listen(PortSpace::Tcp, 4420, None).unwrap();
+    let mut cp = connect_params(b"v6");
+    cp.peer.local_ip = a6;
+    cp.peer.peer_ip = b6;
+    let ida = p.a.connect(p.now, &cp, &mut p.ta).unwrap();
+    p.settle();
+    let idb = req_id(&p);
+    assert_eq!(p.a.state(ida), CmState::Established);
+    let (m, _) = first_sent(&p, 'a', AttrId::Req).unwrap();
+    let CmMsg::Req(r) = m.msg else { panic!() };
+    assert_eq!(r.private_data[1], 0x60);
+    assert_eq!(r.primary.remote_gid, rdma_cm::gid_of(b6));
+    let pb = p.b.params(idb).unwrap();
+    assert_eq!((pb.local_ip, pb.remote_ip), (b6, a6));
+    p.b.disconnect(p.now, idb, &mut p.tb).unwrap();
+    p.run_until(3000);
+    assert_eq!(p.a.active_connections() + p.b.active_connections(), 0);
+}
