@@ -902,3 +902,28 @@ fn ipv6_connect_and_disconnect() {
     p.run_until(3000);
     assert_eq!(p.a.active_connections() + p.b.active_connections(), 0);
 }
+
+#[test]
+fn stale_qpn_against_a_disconnecting_connection_gets_rej_10_only() {
+    let mut p = Pair::new();
+    let (ida, idb) = connected(&mut p);
+    p.auto_drep = false;
+    p.a.disconnect(p.now, ida, &mut p.ta).unwrap();
+    p.settle();
+    assert_eq!(p.b.state(idb), CmState::DreqRcvd);
+    // A reboots and reuses QPN 0x42 while B still holds the old connection
+    p.a = TestCm::new(cfg(MAC_A, IP_A, 0x7777));
+    p.wire.borrow_mut().log.clear();
+    p.set_drop(|from, _| from == 'b');
+    p.connect();
+    p.settle();
+    let from_b: Vec<_> = p
+        .sent()
+        .into_iter()
+        .filter(|s| s.from == 'b')
+        .map(|s| CmMad::decode(&s.mad).unwrap().msg)
+        .collect();
+    assert_eq!(from_b.len(), 1, "{from_b:?}");
+    assert!(matches!(from_b[0], CmMsg::Rej(Rej { reason: 10, .. })));
+    assert_eq!(p.b.state(idb), CmState::DreqRcvd, "no DREP sent on the app's behalf");
+}

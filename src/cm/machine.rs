@@ -1030,7 +1030,8 @@ impl<const C: usize, const L: usize> Cm<C, L> {
             })
         }) {
             let res = rej_here(self, t, rej::STALE_CONN, &[]);
-            if let Some(c) = self.conn(old).copied() {
+            // `ib_send_cm_dreq` acts only on an established connection
+            if let Some(c) = self.conn(old).copied().filter(|c| c.state == CmState::Established) {
                 let _ = self.disconnect(now, ConnId(c.local_id), t);
             }
             return res;
