@@ -144,7 +144,7 @@ pub struct MadHeader {
     pub mgmt_class: u8,
     /// ClassVersion (2).
     pub class_version: u8,
-    /// R bit [7] and Method [6:0] of byte 3.
+    /// R bit `[7]` and Method `[6:0]` of byte 3.
     pub method: u8,
     /// Status.
     pub status: u16,
@@ -307,7 +307,7 @@ pub struct ReqPath {
     pub remote_gid: [u8; 16],
     /// Flow label (20 bits: the top 20 of the big-endian word at +36).
     pub flow_label: u32,
-    /// Packet rate (6 bits, byte +39 [5:0]).
+    /// Packet rate (6 bits, byte +39 `[5:0]`).
     pub packet_rate: u8,
     /// Traffic class.
     pub traffic_class: u8,
@@ -390,31 +390,31 @@ pub struct Req {
     pub initiator_depth: u8,
     /// Remote EECN (data 40, 24 bits).
     pub remote_eecn: u32,
-    /// Remote CM response timeout (data 43 [7:3]).
+    /// Remote CM response timeout (data 43 `[7:3]`).
     pub remote_cm_response_timeout: u8,
-    /// Transport service type (data 43 [2:1]: 0 RC, 1 UC, 3 XRC).
+    /// Transport service type (data 43 `[2:1]`: 0 RC, 1 UC, 3 XRC).
     pub transport_type: u8,
-    /// End-to-end flow control (data 43 [0]).
+    /// End-to-end flow control (data 43 `[0]`).
     pub flow_control: bool,
     /// Starting PSN (data 44, 24 bits): the PSN the sender expects to receive.
     pub starting_psn: u32,
-    /// Local CM response timeout (data 47 [7:3]).
+    /// Local CM response timeout (data 47 `[7:3]`).
     pub local_cm_response_timeout: u8,
-    /// Retry count (data 47 [2:0]).
+    /// Retry count (data 47 `[2:0]`).
     pub retry_count: u8,
     /// Partition key (data 48).
     pub pkey: u16,
-    /// Path packet payload MTU, IB enum (data 50 [7:4]).
+    /// Path packet payload MTU, IB enum (data 50 `[7:4]`).
     pub path_mtu: u8,
-    /// RDC exists (data 50 [3]).
+    /// RDC exists (data 50 `[3]`).
     pub rdc_exists: bool,
-    /// RNR retry count (data 50 [2:0]).
+    /// RNR retry count (data 50 `[2:0]`).
     pub rnr_retry_count: u8,
-    /// Max CM retries (data 51 [7:4]).
+    /// Max CM retries (data 51 `[7:4]`).
     pub max_cm_retries: u8,
-    /// SRQ (data 51 [3]).
+    /// SRQ (data 51 `[3]`).
     pub srq: bool,
-    /// Extended transport type (data 51 [2:0]).
+    /// Extended transport type (data 51 `[2:0]`).
     pub ext_transport_type: u8,
     /// Primary path (data 52..95).
     pub primary: ReqPath,
@@ -507,9 +507,9 @@ pub struct Mra {
     pub local_comm_id: u32,
     /// Remote Communication ID (data 4).
     pub remote_comm_id: u32,
-    /// Message MRAed (data 8 [7:6]): 0 REQ, 1 REP, 2 other.
+    /// Message MRAed (data 8 `[7:6]`): 0 REQ, 1 REP, 2 other.
     pub msg_mraed: u8,
-    /// Service timeout (data 9 [7:3]).
+    /// Service timeout (data 9 `[7:3]`).
     pub service_timeout: u8,
     /// Private data (data 10..231).
     pub private_data: [u8; pdata::MRA],
@@ -522,9 +522,9 @@ pub struct Rej {
     pub local_comm_id: u32,
     /// Remote Communication ID (data 4).
     pub remote_comm_id: u32,
-    /// Message REJected (data 8 [7:6]): 0 REQ, 1 REP, 2 other.
+    /// Message REJected (data 8 `[7:6]`): 0 REQ, 1 REP, 2 other.
     pub msg_rejected: u8,
-    /// Reject info length (data 9 [7:1]).
+    /// Reject info length (data 9 `[7:1]`).
     pub ari_length: u8,
     /// Reason (data 10).
     pub reason: u16,
@@ -545,7 +545,7 @@ pub struct Rep {
     pub local_qkey: u32,
     /// Local QPN (data 12, 24 bits).
     pub local_qpn: u32,
-    /// ECE vendor id (bytes 15, 19, 23 hold bits [23:16], [15:8], [7:0]).
+    /// ECE vendor id (bytes 15, 19, 23 hold bits `[23:16]`, `[15:8]`, `[7:0]`).
     pub vendor_id: u32,
     /// Local EE context number (data 16, 24 bits).
     pub local_eecn: u32,
@@ -555,15 +555,15 @@ pub struct Rep {
     pub responder_resources: u8,
     /// Initiator depth (data 25).
     pub initiator_depth: u8,
-    /// Target ACK delay (data 26 [7:3]).
+    /// Target ACK delay (data 26 `[7:3]`).
     pub target_ack_delay: u8,
-    /// Failover accepted (data 26 [2:1]).
+    /// Failover accepted (data 26 `[2:1]`).
     pub failover_accepted: u8,
-    /// End-to-end flow control (data 26 [0]).
+    /// End-to-end flow control (data 26 `[0]`).
     pub flow_control: bool,
-    /// RNR retry count (data 27 [7:5]).
+    /// RNR retry count (data 27 `[7:5]`).
     pub rnr_retry_count: u8,
-    /// SRQ (data 27 [4]).
+    /// SRQ (data 27 `[4]`).
     pub srq: bool,
     /// Local CA GUID (data 28).
     pub local_ca_guid: u64,

@@ -52,7 +52,7 @@ pub const fn service_id(ps: PortSpace, port: u16) -> u64 {
 
 /// Port space and port of a service id (cma.c `rdma_ps_from_service_id`,
 /// `cma_port_from_service_id`): `None` unless the upper 32 bits are zero and
-/// bits [31:16] name a port space.
+/// bits `[31:16]` name a port space.
 pub const fn service_id_parts(sid: u64) -> Option<(PortSpace, u16)> {
     if sid >> 32 != 0 {
         return None;
