@@ -3,9 +3,10 @@
 //! port) are wrapped in RoCEv2 UD SEND-only frames to QP1 (BTH opcode 0x64,
 //! DETH Q_Key 0x80010000 and source QP 1, ICRC; shared/spec/ib-cm-rocev2.md
 //! §1.1) with the model's frame builder (`mock_bar::wire`, used read-only),
-//! written to a pcap and decoded by tshark: every frame must be InfiniBand
-//! CM with no malformed or expert item, and the `infiniband.cm.*` fields
-//! must equal what the two sides used. scapy verifies every ICRC
+//! plus one IPv6 REQ carried over IPv6, written to a pcap and decoded by
+//! tshark: every frame must be InfiniBand CM with no malformed or expert
+//! item, and the `infiniband.cm.*` fields must equal what the two sides
+//! used. scapy verifies every ICRC
 //! (`tests/wire/check_icrc.py`).
 //!
 //! Without tshark/scapy the tool checks are skipped with a message, unless
@@ -20,9 +21,12 @@ use cm_common::*;
 use irdma::cm::mad::{CmMad, MAD_SIZE, QP1_QKEY};
 use irdma::cm::rdma_cm::PortSpace;
 use irdma::cm::{CmEvent, ConnId};
+use irdma::verbs::IpAddr;
 use mock_bar::wire::{self, Capture, Packet, Path};
 
 const UD_SEND_ONLY: u8 = 0x64;
+const V6A: [u8; 16] = [0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1];
+const V6B: [u8; 16] = [0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2];
 
 fn words(ip: [u8; 4]) -> [u32; 4] {
     [0, 0, 0, u32::from_be_bytes(ip)]
@@ -50,12 +54,17 @@ fn path(from: char) -> Path {
 
 /// One RoCEv2 frame: UD SEND only to QP1, DETH (Q_Key, source QP 1), MAD.
 fn frame(from: char, psn: u32, mad: &[u8; MAD_SIZE], ip_id: u16) -> Vec<u8> {
+    frame_on(&path(from), psn, mad, ip_id)
+}
+
+/// [`frame`] on any path.
+fn frame_on(path: &Path, psn: u32, mad: &[u8; MAD_SIZE], ip_id: u16) -> Vec<u8> {
     let mut payload = Vec::with_capacity(8 + MAD_SIZE);
     payload.extend_from_slice(&QP1_QKEY.to_be_bytes());
     payload.extend_from_slice(&[0, 0, 0, 1]); // reserved byte, SrcQP 1
     payload.extend_from_slice(mad);
     let p = Packet { opcode: UD_SEND_ONLY, dest_qp: 1, psn, payload, ..Packet::default() };
-    wire::build(&path(from), &p, ip_id)
+    wire::build(path, &p, ip_id)
 }
 
 #[test]
@@ -204,6 +213,43 @@ fn scenario() -> Run {
     let kinds: Vec<u16> =
         p.sent().iter().map(|s| CmMad::decode(&s.mad).unwrap().msg.attr_id() as u16).collect();
     assert_eq!(kinds, [0x10, 0x13, 0x14, 0x15, 0x16, 0x10, 0x12]);
+
+    // an IPv6 REQ (2001:db8::1 port 40000 → 2001:db8::2 port 4791 of the
+    // TCP space), carried over IPv6
+    let (v6a, v6b) = (V6A, V6B);
+    let mut cp = connect_params(b"six");
+    cp.peer.local_ip = IpAddr::V6(v6a);
+    cp.peer.peer_ip = IpAddr::V6(v6b);
+    cp.src_port = 40000;
+    cp.dst_port = 4791;
+    let n = p.sent().len();
+    let id6 = p.a.connect(p.now, &cp, &mut p.ta).unwrap();
+    let req6 = p.sent()[n].mad;
+    let w = |a: [u8; 16]| {
+        let mut o = [0u32; 4];
+        for (i, c) in a.chunks(4).enumerate() {
+            o[i] = u32::from_be_bytes([c[0], c[1], c[2], c[3]]);
+        }
+        o
+    };
+    let p6 = Path { ipv4: false, src_ip: w(v6a), dst_ip: w(v6b), ..path('a') };
+    cap.push(frame_on(&p6, psn[0], &req6, 0));
+    exp.push(vec![
+        ("infiniband.bth.opcode", "100".into()),
+        ("infiniband.bth.destqp", "1".into()),
+        ("infiniband.deth.q_key", hex(QP1_QKEY.into())),
+        ("infiniband.deth.srcqp", "1".into()),
+        ("infiniband.mad.attributeid", "16".into()),
+        ("infiniband.mad.transactionid", (1u64 << 32 | u64::from(id6.0)).to_string()),
+        ("infiniband.cm.req", id6.0.to_string()),
+        ("infiniband.cm.req.serviceid.dport", "4791".into()),
+        ("infiniband.cm.req.prim_localgid", "2001:db8::1".into()),
+        ("infiniband.cm.req.prim_remotegid", "2001:db8::2".into()),
+        ("infiniband.cm.req.ip_cm.ipv", "6".into()),
+        ("infiniband.cm.req.ip_cm.sport", "40000".into()),
+        ("infiniband.cm.req.ip_cm.sip6", "2001:db8::1".into()),
+        ("infiniband.cm.req.ip_cm.dip6", "2001:db8::2".into()),
+    ]);
     let _ = PortSpace::Tcp;
     Run { cap, exp }
 }
@@ -222,7 +268,8 @@ fn cm_frames_decode_as_infiniband_cm_in_tshark() {
     // lengths and the ICRC the builder stored (the model's RC parser does
     // not take UD opcodes, so only its ICRC function is used here)
     for f in run.cap.frames() {
-        assert_eq!(f.len(), 322);
+        // IPv4: 322 bytes; IPv6: 20 more
+        assert!(f.len() == 322 || f.len() == 342, "{}", f.len());
         let n = f.len();
         assert_eq!(
             wire::icrc(&f).map(u32::to_le_bytes).as_ref().map(|b| &b[..]),
@@ -268,6 +315,7 @@ fn cm_frames_decode_as_infiniband_cm_in_tshark() {
         "DisconnectReply",
         "ConnectRequest",
         "ConnectReject",
+        "ConnectRequest",
     ];
     let lines: Vec<&str> = info.lines().collect();
     assert_eq!(lines.len(), want_info.len());
@@ -306,6 +354,6 @@ fn cm_frames_decode_as_infiniband_cm_in_tshark() {
     let o = Command::new("python3").args([script, f]).output().unwrap();
     let out = String::from_utf8_lossy(&o.stdout);
     assert!(o.status.success(), "scapy ICRC check failed: {out}");
-    assert!(out.contains("7 frames, ICRC ok"), "{out}");
-    eprintln!("cm_wire: tshark checked {checked} fields of 7 frames; scapy: {}", out.trim());
+    assert!(out.contains("8 frames, ICRC ok"), "{out}");
+    eprintln!("cm_wire: tshark checked {checked} fields of 8 frames; scapy: {}", out.trim());
 }
