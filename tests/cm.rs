@@ -927,3 +927,52 @@ fn stale_qpn_against_a_disconnecting_connection_gets_rej_10_only() {
     assert!(matches!(from_b[0], CmMsg::Rej(Rej { reason: 10, .. })));
     assert_eq!(p.b.state(idb), CmState::DreqRcvd, "no DREP sent on the app's behalf");
 }
+
+#[test]
+fn active_cancel_sends_rej_timeout_that_the_passive_side_matches_by_guid() {
+    let mut p = Pair::new();
+    p.auto_accept = false;
+    let ida = p.connect();
+    p.settle();
+    let idb = req_id(&p);
+    assert_eq!(p.b.state(idb), CmState::ReqRcvd);
+    p.a.cancel(ida, &mut p.ta).unwrap();
+    p.settle();
+    let (m, _) = first_sent(&p, 'a', AttrId::Rej).unwrap();
+    let CmMsg::Rej(r) = m.msg else { panic!() };
+    assert_eq!((r.reason, r.ari_length, r.local_comm_id), (rej::TIMEOUT, 8, ida.0));
+    assert_eq!(&r.ari[..8], &guid_from_mac(MAC_A).to_be_bytes());
+    assert!(
+        p.events.iter().any(|(s, e)| *s == 'b'
+            && matches!(e, CmEvent::Rejected { id, reason: 4, .. } if *id == idb))
+    );
+    assert_eq!(p.a.active_connections() + p.b.active_connections(), 0);
+    assert_eq!(p.a.cancel(ida, &mut p.ta), Err(CmError::NotFound));
+}
+
+#[test]
+fn active_side_rejects_a_rep_it_cannot_use() {
+    let mut p = Pair::new();
+    p.auto_rtu = false;
+    let ida = p.connect();
+    p.settle();
+    let idb = req_id(&p);
+    assert_eq!(p.a.state(ida), CmState::RepRcvd);
+    assert_eq!(p.b.state(idb), CmState::RepSent);
+    // e.g. the QP refused the parameters
+    assert_eq!(p.a.cancel(ida, &mut p.ta), Err(CmError::InvalidState(CmState::RepRcvd)));
+    p.a.reject(ida, b"qp", &mut p.ta).unwrap();
+    p.settle();
+    let (m, _) = first_sent(&p, 'a', AttrId::Rej).unwrap();
+    let CmMsg::Rej(r) = m.msg else { panic!() };
+    assert_eq!(
+        (r.reason, r.msg_rejected, r.local_comm_id, r.remote_comm_id),
+        (28, 1, ida.0, idb.0)
+    );
+    assert!(p.events.iter().any(|(s, e)| *s == 'b'
+        && matches!(e, CmEvent::Rejected { id, reason: 28, private_data }
+            if *id == idb && &private_data[..2] == b"qp")));
+    assert_eq!(p.a.active_connections() + p.b.active_connections(), 0);
+    p.run_until(100_000);
+    assert_eq!(sent_count(&p, 'b', AttrId::Rep), 1, "B's REP timer stopped");
+}

@@ -737,9 +737,11 @@ impl<const C: usize, const L: usize> Cm<C, L> {
         Ok(params)
     }
 
-    /// Rejects a REQ (`rdma_reject`): REJ reason 28 with `private_data`
-    /// (≤ 148 bytes), Local Communication ID 0 from REQ_RCVD (cm.c
-    /// `cm_format_rej`); the slot is free again.
+    /// Rejects a REQ (`rdma_reject`, passive, REQ_RCVD: Local Communication
+    /// ID 0, Message REJected = REQ) or a REP (active, REP_RCVD: the QP
+    /// could not be moved or the application refuses; Message REJected =
+    /// REP; spec §4.3): REJ reason 28 with `private_data` (≤ 148 bytes)
+    /// (cm.c `cm_format_rej`); the slot is free again.
     pub fn reject<T: MadTransport>(
         &mut self,
         id: ConnId,
@@ -748,17 +750,47 @@ impl<const C: usize, const L: usize> Cm<C, L> {
     ) -> Result<(), CmError> {
         let i = self.find(id).ok_or(CmError::NotFound)?;
         let c = *self.conn(i).ok_or(CmError::NotFound)?;
-        if c.state != CmState::ReqRcvd {
-            return Err(CmError::InvalidState(c.state));
-        }
+        let (local, msg) = match c.state {
+            CmState::ReqRcvd => (0, msg_response::REQ),
+            CmState::RepRcvd => (c.local_id, msg_response::REP),
+            s => return Err(CmError::InvalidState(s)),
+        };
         let rej = Rej {
-            local_comm_id: 0,
+            local_comm_id: local,
             remote_comm_id: c.remote_id,
-            msg_rejected: msg_response::REQ,
+            msg_rejected: msg,
             ari_length: 0,
             reason: rej::CONSUMER_DEFINED,
             ari: [0; mad::pdata::REJ_ARI],
             private_data: mad::private_data(private_data)?,
+        };
+        self.send_msg(t, &c.peer, c.tid, CmMsg::Rej(rej))?;
+        if let Some(s) = self.conns.get_mut(i) {
+            *s = None;
+        }
+        Ok(())
+    }
+
+    /// Active: gives up an outstanding REQ (the application destroys the
+    /// id): REJ reason 4 (timeout) with our CA GUID as the 8-byte ARI, so
+    /// the passive side can match it (cm.c `cm_destroy_id` in REQ_SENT /
+    /// MRA_REQ_RCVD; spec §3.4, §8 pitfall 12); the slot is free again.
+    pub fn cancel<T: MadTransport>(&mut self, id: ConnId, t: &mut T) -> Result<(), CmError> {
+        let i = self.find(id).ok_or(CmError::NotFound)?;
+        let c = *self.conn(i).ok_or(CmError::NotFound)?;
+        if !matches!(c.state, CmState::ReqSent | CmState::MraReqRcvd) {
+            return Err(CmError::InvalidState(c.state));
+        }
+        let mut ari = [0u8; mad::pdata::REJ_ARI];
+        ari[..8].copy_from_slice(&self.cfg.ca_guid.to_be_bytes());
+        let rej = Rej {
+            local_comm_id: c.local_id,
+            remote_comm_id: c.remote_id,
+            msg_rejected: msg_response::OTHER,
+            ari_length: 8,
+            reason: rej::TIMEOUT,
+            ari,
+            private_data: [0; mad::pdata::REJ],
         };
         self.send_msg(t, &c.peer, c.tid, CmMsg::Rej(rej))?;
         if let Some(s) = self.conns.get_mut(i) {
