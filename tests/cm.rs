@@ -976,3 +976,39 @@ fn active_side_rejects_a_rep_it_cannot_use() {
     p.run_until(100_000);
     assert_eq!(sent_count(&p, 'b', AttrId::Rep), 1, "B's REP timer stopped");
 }
+
+#[test]
+fn passive_mra_defers_the_req_and_answers_duplicates() {
+    let mut p = Pair::new();
+    p.auto_accept = false;
+    let ida = p.connect();
+    p.settle();
+    let idb = req_id(&p);
+    assert_eq!(p.b.mra(ConnId(7), 24, &mut p.tb), Err(CmError::NotFound));
+    p.b.mra(idb, 24, &mut p.tb).unwrap();
+    p.settle();
+    assert_eq!(p.b.state(idb), CmState::MraReqSent);
+    assert_eq!(p.a.state(ida), CmState::MraReqRcvd);
+    let (m, _) = first_sent(&p, 'b', AttrId::Mra).unwrap();
+    let CmMsg::Mra(x) = m.msg else { panic!() };
+    assert_eq!(
+        (x.local_comm_id, x.remote_comm_id, x.msg_mraed, x.service_timeout),
+        (idb.0, ida.0, 0, 24)
+    );
+    assert_eq!(m.hdr.tid, form_tid(1, ida.0));
+    assert_eq!(p.b.mra(idb, 24, &mut p.tb), Err(CmError::InvalidState(CmState::MraReqSent)));
+    // A waits ms(24) + ms(19) = 67584 ms, then resends the REQ; B answers
+    // the duplicate with the MRA again
+    p.run_until(67583);
+    assert_eq!(sent_count(&p, 'a', AttrId::Req), 1);
+    p.run_until(1);
+    assert_eq!(sent_count(&p, 'a', AttrId::Req), 2);
+    assert_eq!(sent_count(&p, 'b', AttrId::Mra), 2);
+    assert_eq!(p.a.state(ida), CmState::MraReqRcvd);
+    assert_eq!(p.count('b', |e| matches!(e, CmEvent::ConnectRequest { .. })), 1);
+    // the application accepts in the end
+    p.b.accept(p.now, idb, &accept_params(0x77), &mut p.tb).unwrap();
+    p.settle();
+    assert_eq!(p.a.state(ida), CmState::Established);
+    assert_eq!(p.b.state(idb), CmState::Established);
+}

@@ -60,9 +60,9 @@ pub struct ConnId(pub u32);
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct ListenId(pub usize);
 
-/// CM states of a connection (`enum ib_cm_state`, ib_cm.h; the MRA-sent
-/// states are absent: this CM never sends MRA, it answers within the
-/// peer's response timeout instead — spec §4.6 "sending MRA is optional").
+/// CM states of a connection (`enum ib_cm_state`, ib_cm.h; MRA_REP_SENT is
+/// absent: the active side answers a REP with RTU or REJ as soon as the
+/// caller applied it).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum CmState {
     /// Slot unused.
@@ -73,6 +73,8 @@ pub enum CmState {
     MraReqRcvd,
     /// Passive: REQ received, the caller decides.
     ReqRcvd,
+    /// Passive: REQ received and MRA-ed ([`Cm::mra`]); the caller decides.
+    MraReqSent,
     /// Passive: REP sent, retransmitted until RTU.
     RepSent,
     /// Passive: the peer MRA-ed our REP.
@@ -640,12 +642,44 @@ impl<const C: usize, const L: usize> Cm<C, L> {
         Ok(ConnId(local_id))
     }
 
+    /// Passive: tells the peer the REQ will take longer to answer (cm.c
+    /// `ib_send_cm_mra`): MRA with Message MRAed = REQ and `service_timeout`
+    /// (5-bit exponent; RDMA-CM uses 24, about 67 s), so the active side
+    /// defers its retransmissions; a duplicate REQ is then answered with
+    /// the same MRA (cm.c `cm_dup_req_handler`). Accept or reject later as
+    /// from REQ_RCVD.
+    pub fn mra<T: MadTransport>(
+        &mut self,
+        id: ConnId,
+        service_timeout: u8,
+        t: &mut T,
+    ) -> Result<(), CmError> {
+        let i = self.find(id).ok_or(CmError::NotFound)?;
+        let c = *self.conn(i).ok_or(CmError::NotFound)?;
+        if c.state != CmState::ReqRcvd {
+            return Err(CmError::InvalidState(c.state));
+        }
+        let mra = Mra {
+            local_comm_id: c.local_id,
+            remote_comm_id: c.remote_id,
+            msg_mraed: msg_response::REQ,
+            service_timeout,
+            private_data: [0; mad::pdata::MRA],
+        };
+        let out = self.send_msg(t, &c.peer, c.tid, CmMsg::Mra(mra))?;
+        if let Some(c) = self.conn_mut(i) {
+            c.out = out;
+            c.state = CmState::MraReqSent;
+        }
+        Ok(())
+    }
+
     /// The parameters [`accept`](Self::accept) will use, without sending:
     /// apply them to the QP first (Linux moves the passive QP to RTS before
     /// the REP, cma.c `cma_accept_ib`; spec §8 pitfall 17).
     pub fn accept_params(&self, id: ConnId, a: &AcceptParams<'_>) -> Result<ConnParams, CmError> {
         let c = self.find(id).and_then(|i| self.conn(i)).ok_or(CmError::NotFound)?;
-        if c.state != CmState::ReqRcvd {
+        if !matches!(c.state, CmState::ReqRcvd | CmState::MraReqSent) {
             return Err(CmError::InvalidState(c.state));
         }
         fit24(a.qpn, "QPN wider than 24 bits")?;
@@ -751,7 +785,7 @@ impl<const C: usize, const L: usize> Cm<C, L> {
         let i = self.find(id).ok_or(CmError::NotFound)?;
         let c = *self.conn(i).ok_or(CmError::NotFound)?;
         let (local, msg) = match c.state {
-            CmState::ReqRcvd => (0, msg_response::REQ),
+            CmState::ReqRcvd | CmState::MraReqSent => (0, msg_response::REQ),
             CmState::RepRcvd => (c.local_id, msg_response::REP),
             s => return Err(CmError::InvalidState(s)),
         };
@@ -1041,12 +1075,15 @@ impl<const C: usize, const L: usize> Cm<C, L> {
         let live = |c: &&Conn| c.state != CmState::Timewait;
         // (1) duplicate: (remote comm id, remote CA GUID); connections in
         // timewait left the table (cm.c `cm_enter_timewait` →
-        // `cm_remove_remote`). Dropped in every state (we never sent MRA,
-        // so the MRA_REQ_SENT answer does not arise; cm.c
-        // `cm_dup_req_handler`).
-        if self.conns.iter().flatten().filter(live).any(|c| {
+        // `cm_remove_remote`). Answered with the MRA again in MRA_REQ_SENT,
+        // dropped in every other state (cm.c `cm_dup_req_handler`).
+        if let Some(c) = self.conns.iter().flatten().filter(live).find(|c| {
             !c.active && c.remote_id == r.local_comm_id && c.remote_guid == r.local_ca_guid
         }) {
+            if c.state == CmState::MraReqSent {
+                let (peer, out) = (c.peer, c.out);
+                self.send(t, &peer, &out);
+            }
             return Err(Ignored::Duplicate);
         }
         let rej_here = |s: &mut Self, t: &mut T, reason: u16, ari: &[u8]| {
@@ -1282,6 +1319,7 @@ impl<const C: usize, const L: usize> Cm<C, L> {
             CmState::ReqSent
             | CmState::MraReqRcvd
             | CmState::ReqRcvd
+            | CmState::MraReqSent
             | CmState::RepSent
             | CmState::MraRepRcvd
             | CmState::RepRcvd => {

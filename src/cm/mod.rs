@@ -15,7 +15,7 @@
 //! Facts: `shared/spec/ib-cm-rocev2.md` (IBTA vol. 1 ch. 12 through Linux
 //! `include/rdma/ibta_vol1_c12.h`, `drivers/infiniband/core/cm.c`,
 //! `cma.c`). Not implemented: LAP/APR/SIDR (Linux ignores LAP/APR on RoCE),
-//! ECE, sending MRA, alternate paths.
+//! ECE, MRA of a REP, alternate paths.
 
 mod machine;
 pub mod mad;
