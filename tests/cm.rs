@@ -576,7 +576,12 @@ fn an_mra_extends_the_wait() {
     assert_eq!(sent_count(&p, 'a', AttrId::Req), 1);
     p.run_until(1);
     assert_eq!(sent_count(&p, 'a', AttrId::Req), 2);
-    assert_eq!(p.a.state(ida), CmState::ReqSent);
+    // one extension per message: a second MRA is a counted duplicate and
+    // the normal schedule (6144 ms) goes on (cm.c `cm_mra_handler`)
+    assert_eq!(p.a.state(ida), CmState::MraReqRcvd);
+    assert_eq!(p.a.on_mad(p.now, &from_b, &b, &mut p.ta), Err(Ignored::Duplicate));
+    p.run_until(6144);
+    assert_eq!(sent_count(&p, 'a', AttrId::Req), 3);
 }
 
 use irdma::cm::MadAddr;

@@ -965,13 +965,10 @@ impl<const C: usize, const L: usize> Cm<C, L> {
             self.send(t, &c.peer, &c.out);
             if let Some(c) = self.conn_mut(i) {
                 c.retries_left -= 1;
+                // after an MRA-extended wait the state stays MRA_*_RCVD and
+                // later MRAs are dropped as duplicates (cm.c
+                // `cm_mra_handler`): one extension per message
                 c.deadline = now.saturating_add(c.interval);
-                // back from an MRA-extended wait to the plain state
-                c.state = match c.state {
-                    CmState::MraReqRcvd => CmState::ReqSent,
-                    CmState::MraRepRcvd => CmState::RepSent,
-                    s => s,
-                };
             }
             return None;
         }
