@@ -7,7 +7,9 @@
 
 use irdma::cm::mad::{CmMad, MAD_SIZE};
 use irdma::cm::rdma_cm::PortSpace;
-use irdma::cm::{AcceptParams, Cm, CmConfig, CmEvent, CmTiming, MadAddr, MadTransport};
+use irdma::cm::{
+    AcceptParams, Cm, CmConfig, CmEvent, CmTiming, ConnectParams, MadAddr, MadTransport,
+};
 use irdma::verbs::IpAddr;
 use libfuzzer_sys::fuzz_target;
 
@@ -52,9 +54,44 @@ fuzz_target!(|data: &[u8]| {
     };
     let mut t = Null;
     let mut now = 0u64;
+    // one active connection too (local id 1 ^ 7 = 6), for forged REP/REJ/MRA
+    let cp = ConnectParams {
+        peer: src,
+        port_space: PortSpace::Tcp,
+        dst_port: 4420,
+        src_port: 49152,
+        qpn: 5,
+        starting_psn: 3,
+        responder_resources: 8,
+        initiator_depth: 8,
+        retry_count: 7,
+        rnr_retry_count: 7,
+        path_mtu: 1024,
+        srq: false,
+        private_data: b"x",
+    };
+    assert!(cm.connect(0, &cp, &mut t).is_ok());
     for chunk in data.chunks(MAD_SIZE) {
         now += u64::from(chunk[0]) * 97;
-        if let Ok(Some(CmEvent::ConnectRequest { id, .. })) = cm.on_mad(now, &src, chunk, &mut t) {
+        let ev = cm.on_mad(now, &src, chunk, &mut t);
+        if let Ok(Some(CmEvent::Connected { id, .. })) = ev {
+            let _ = if chunk[0] & 1 == 0 {
+                cm.ready_to_use(id, &mut t)
+            } else {
+                cm.reject(id, b"no", &mut t)
+            };
+        }
+        if let Ok(Some(CmEvent::Disconnected { id, .. })) = ev {
+            let _ = cm.disconnect(now, id, &mut t);
+        }
+        if let Ok(Some(CmEvent::ConnectRequest { id, .. })) = ev {
+            if chunk[0] & 2 != 0 {
+                let _ = cm.mra(id, 24, &mut t);
+            }
+            if chunk[0] & 4 != 0 {
+                let _ = cm.reject(id, &[], &mut t);
+                continue;
+            }
             let a = AcceptParams {
                 qpn: 9,
                 starting_psn: 1,

@@ -120,7 +120,8 @@ fn seeds(target: &str, dir: &Path) -> Result<(), String> {
         "cm_mad" => {
             // a CM MAD header (base 1, class CM, version 2, Send) with each
             // attribute id; a REQ to the listened TCP port 4420 with a
-            // valid IPv4 cma_hdr and GIDs
+            // valid IPv4 cma_hdr and GIDs; the others name the target's
+            // active connection (remote comm id 6)
             for attr in 0x10..=0x16u8 {
                 let mut v = vec![0u8; 256];
                 v[..4].copy_from_slice(&[1, 7, 2, 3]);
@@ -133,6 +134,8 @@ fn seeds(target: &str, dir: &Path) -> Result<(), String> {
                     v[24 + 141] = 0x40;
                     v[24 + 156..24 + 160].copy_from_slice(&[192, 0, 2, 1]);
                     v[24 + 172..24 + 176].copy_from_slice(&[192, 0, 2, 2]);
+                } else {
+                    v[24 + 7] = 6;
                 }
                 s.push(v);
             }
