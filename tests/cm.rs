@@ -1017,3 +1017,41 @@ fn passive_mra_defers_the_req_and_answers_duplicates() {
     assert_eq!(p.a.state(ida), CmState::Established);
     assert_eq!(p.b.state(idb), CmState::Established);
 }
+
+#[test]
+fn rdma_cm_address_rules() {
+    use rdma_cm::{gid_of, ip_of_gid, unusable_addr};
+    let v4 = IpAddr::V4(IP_A);
+    assert_eq!(gid_of(v4), [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 192, 0, 2, 1]);
+    assert_eq!(ip_of_gid(gid_of(v4)), v4);
+    let v6 = IpAddr::V6([0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 9]);
+    assert_eq!(ip_of_gid(gid_of(v6)), v6);
+    for bad in [[0, 0, 0, 0], [127, 0, 0, 1], [224, 0, 0, 1], [239, 1, 2, 3], [255; 4]] {
+        assert!(unusable_addr(IpAddr::V4(bad)), "{bad:?}");
+    }
+    assert!(!unusable_addr(v4));
+    let mut lo = [0u8; 16];
+    lo[15] = 1;
+    assert!(unusable_addr(IpAddr::V6(lo)));
+    assert!(unusable_addr(IpAddr::V6([0; 16])));
+    assert!(unusable_addr(IpAddr::V6([0xff, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1])));
+    assert!(!unusable_addr(v6));
+    // a REQ whose cma_hdr names a loopback source is refused with REJ 28
+    let mut p = Pair::new();
+    p.set_drop(|_, _| true);
+    p.connect();
+    let mut req = p.sent()[0].mad;
+    req[24 + 140 + 4 + 12] = 127;
+    assert_eq!(
+        p.b.on_mad(0, &path_a_to_b(), &req, &mut p.tb),
+        Err(Ignored::Rejected(rej::CONSUMER_DEFINED))
+    );
+    // and one for the UC transport too (cma_ib_check_req_qp_type)
+    let mut req = p.sent()[0].mad;
+    req[24 + 43] |= 1 << 1;
+    assert_eq!(
+        p.b.on_mad(0, &path_a_to_b(), &req, &mut p.tb),
+        Err(Ignored::Rejected(rej::CONSUMER_DEFINED))
+    );
+    assert_eq!(p.b.active_connections(), 0);
+}
