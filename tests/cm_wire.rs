@@ -19,7 +19,6 @@ use std::process::Command;
 
 use cm_common::*;
 use irdma::cm::mad::{CmMad, MAD_SIZE, QP1_QKEY};
-use irdma::cm::rdma_cm::PortSpace;
 use irdma::cm::{CmEvent, ConnId};
 use irdma::verbs::IpAddr;
 use mock_bar::wire::{self, Capture, Packet, Path};
@@ -250,7 +249,6 @@ fn scenario() -> Run {
         ("infiniband.cm.req.ip_cm.sip6", "2001:db8::1".into()),
         ("infiniband.cm.req.ip_cm.dip6", "2001:db8::2".into()),
     ]);
-    let _ = PortSpace::Tcp;
     Run { cap, exp }
 }
 

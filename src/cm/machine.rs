@@ -1117,7 +1117,9 @@ impl<const C: usize, const L: usize> Cm<C, L> {
         // wildcard) of the same family, RC, usable addresses, a path MTU the
         // QP can take; else REJ 28 with no private data (cma.c
         // `cma_ib_id_from_event`, `cma_match_private_data`,
-        // `cma_ib_check_req_qp_type`, `validate_ipv4_net_dev`).
+        // `cma_ib_check_req_qp_type`, `validate_ipv4_net_dev`). Stricter
+        // than Linux's route lookup: the cma_hdr destination must be the
+        // address of the GID the REQ named, and of the source's family.
         let Ok(hdr) = CmaHdr::decode(&r.private_data) else {
             return rej_here(self, t, rej::CONSUMER_DEFINED, &[]);
         };
