@@ -221,6 +221,7 @@ pub use irdma_hal as hal;
 mod log;
 
 pub mod aeq;
+pub mod cm;
 pub mod cqp;
 pub mod device;
 mod error;

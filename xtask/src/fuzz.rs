@@ -21,7 +21,7 @@ use crate::util::{root, status_bounded};
 
 /// The targets, in run order.
 pub const TARGETS: &[&str] =
-    &["cqe_poll", "ccq_cqe", "aeqe", "fpm_hmc", "model_wqe", "conformance_json"];
+    &["cqe_poll", "ccq_cqe", "aeqe", "fpm_hmc", "model_wqe", "conformance_json", "cm_mad"];
 
 fn fuzz_dir() -> PathBuf {
     root().join("fuzz")
@@ -116,6 +116,29 @@ fn seeds(target: &str, dir: &Path) -> Result<(), String> {
         "model_wqe" => {
             s.push(le_words(&[0x1000, 100 | 5 << 32, 0, 1 << 63 | 0x0a << 32]));
             s.push(le_words(&[0, 0, 0, 1 << 63 | 1 << 57 | 20 << 48, 0, 0, 0, 1 << 63]));
+        }
+        "cm_mad" => {
+            // a CM MAD header (base 1, class CM, version 2, Send) with each
+            // attribute id; a REQ to the listened TCP port 4420 with a
+            // valid IPv4 cma_hdr and GIDs; the others name the target's
+            // active connection (remote comm id 6)
+            for attr in 0x10..=0x16u8 {
+                let mut v = vec![0u8; 256];
+                v[..4].copy_from_slice(&[1, 7, 2, 3]);
+                v[17] = attr;
+                if attr == 0x10 {
+                    v[24 + 12..24 + 16].copy_from_slice(&[0x01, 0x06, 0x11, 0x44]);
+                    v[24 + 50] = 0x37;
+                    v[24 + 66..24 + 72].copy_from_slice(&[0xff, 0xff, 192, 0, 2, 1]);
+                    v[24 + 82..24 + 88].copy_from_slice(&[0xff, 0xff, 192, 0, 2, 2]);
+                    v[24 + 141] = 0x40;
+                    v[24 + 156..24 + 160].copy_from_slice(&[192, 0, 2, 1]);
+                    v[24 + 172..24 + 176].copy_from_slice(&[192, 0, 2, 2]);
+                } else {
+                    v[24 + 7] = 6;
+                }
+                s.push(v);
+            }
         }
         "conformance_json" => {
             let vdir = crate::conformance::vector_dir();

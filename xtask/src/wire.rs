@@ -15,6 +15,11 @@
 //!   syndrome equal the expectations, frame by frame (§6.2 fields);
 //! * scapy's RoCE layer verifies every ICRC (`tests/wire/check_icrc.py`,
 //!   §3.4).
+//!
+//! The leg also runs `tests/cm_wire.rs` (issue #18): the CM's MADs as UD
+//! SEND frames to QP1, decoded by tshark as InfiniBand CM
+//! (`infiniband.cm.req.*`, `infiniband.cm.req.ip_cm.*`, REP/RTU/DREQ/DREP/
+//! REJ fields) and their ICRCs checked by scapy.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
@@ -76,7 +81,25 @@ pub fn run_leg() -> Result<String, String> {
     let file = dir.join("wire.pcap");
     let n = scenario(&file)?;
     let c = check(&file)?;
-    Ok(format!("{n} frames; {c}"))
+    let cm = cm_wire()?;
+    Ok(format!("{n} frames; {c}; {cm}"))
+}
+
+/// The CM MADs as RoCEv2 UD frames to QP1 (`tests/cm_wire.rs`): tshark
+/// decodes them as InfiniBand CM with the fields both sides used, scapy
+/// verifies the ICRCs; `CM_WIRE_REQUIRED` makes missing tools an error.
+fn cm_wire() -> Result<String, String> {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let status = Command::new(cargo)
+        .args(["test", "-p", "irdma", "--test", "cm_wire", "--quiet"])
+        .env("CM_WIRE_REQUIRED", "1")
+        .current_dir(root())
+        .status()
+        .map_err(|e| format!("cannot run cargo: {e}"))?;
+    if !status.success() {
+        return Err(format!("the CM wire check (tests/cm_wire.rs) failed ({status})"));
+    }
+    Ok("CM MADs: tshark fields and scapy ICRC ok (tests/cm_wire.rs)".into())
 }
 
 /// tshark through the system package manager (Debian: `tshark`, with the

@@ -1,0 +1,264 @@
+//! Two CM instances over an in-memory QP1 "wire" with loss injection
+//! (shared by `tests/cm.rs` and `tests/cm_wire.rs`).
+#![allow(dead_code)]
+
+use std::cell::RefCell;
+use std::collections::VecDeque;
+use std::rc::Rc;
+
+use irdma::cm::mad::{CmMad, MAD_SIZE};
+use irdma::cm::rdma_cm::PortSpace;
+use irdma::cm::rdma_cm::guid_from_mac;
+use irdma::cm::{
+    AcceptParams, Cm, CmConfig, CmEvent, CmTiming, ConnId, ConnectParams, MadAddr, MadTransport,
+};
+use irdma::verbs::IpAddr;
+
+pub const MAC_A: [u8; 6] = [0xb4, 0x96, 0x91, 0xaa, 0xbb, 0x01];
+pub const MAC_B: [u8; 6] = [0xb4, 0x96, 0x91, 0xaa, 0xbb, 0x02];
+pub const IP_A: [u8; 4] = [192, 0, 2, 1];
+pub const IP_B: [u8; 4] = [192, 0, 2, 2];
+
+/// A frame on the in-memory wire.
+#[derive(Clone, Debug)]
+pub struct Sent {
+    /// Who sent it ('a' or 'b').
+    pub from: char,
+    /// The address the sender gave.
+    pub to: MadAddr,
+    /// The MAD.
+    pub mad: [u8; MAD_SIZE],
+    /// Dropped by the loss rule.
+    pub dropped: bool,
+}
+
+type Rule = Box<dyn FnMut(char, &CmMad) -> bool>;
+
+/// The shared wire: two inboxes, a log of every send, a loss rule.
+#[derive(Default)]
+pub struct Wire {
+    pub inbox_a: VecDeque<(MadAddr, [u8; MAD_SIZE])>,
+    pub inbox_b: VecDeque<(MadAddr, [u8; MAD_SIZE])>,
+    pub log: Vec<Sent>,
+    pub drop: Option<Rule>,
+}
+
+/// One side's transport.
+pub struct Port {
+    pub me: char,
+    pub mac: [u8; 6],
+    pub wire: Rc<RefCell<Wire>>,
+}
+
+impl MadTransport for Port {
+    type Error = ();
+    fn send(&mut self, to: &MadAddr, mad: &[u8; MAD_SIZE]) -> Result<(), ()> {
+        let mut w = self.wire.borrow_mut();
+        let decoded = CmMad::decode(mad).expect("the CM sent a MAD it cannot decode");
+        let me = self.me;
+        let dropped = w.drop.as_mut().is_some_and(|f| f(me, &decoded));
+        w.log.push(Sent { from: me, to: *to, mad: *mad, dropped });
+        if !dropped {
+            // what the receiver's QP1 reports: the reversed path
+            let src = MadAddr {
+                peer_ip: to.local_ip,
+                local_ip: to.peer_ip,
+                peer_mac: self.mac,
+                vlan: to.vlan,
+                hop_limit: to.hop_limit,
+                traffic_class: to.traffic_class,
+            };
+            if me == 'a' {
+                w.inbox_b.push_back((src, *mad))
+            } else {
+                w.inbox_a.push_back((src, *mad))
+            }
+        }
+        Ok(())
+    }
+    fn recv(&mut self, buf: &mut [u8; MAD_SIZE]) -> Option<MadAddr> {
+        let mut w = self.wire.borrow_mut();
+        let q = if self.me == 'a' { &mut w.inbox_a } else { &mut w.inbox_b };
+        let (src, m) = q.pop_front()?;
+        *buf = m;
+        Some(src)
+    }
+}
+
+pub fn cfg(mac: [u8; 6], ip: [u8; 4], seed: u32) -> CmConfig {
+    CmConfig {
+        ca_guid: guid_from_mac(mac),
+        hi_tid: 1,
+        id_seed: seed,
+        local_ips: [Some(IpAddr::V4(ip)), None, None, None],
+        ca_ack_delay: 0,
+        timing: CmTiming::default(),
+    }
+}
+
+pub const C: usize = 8;
+pub type TestCm = Cm<C, 2>;
+
+/// Two CMs and their ports; `now` in ms.
+pub struct Pair {
+    pub a: TestCm,
+    pub b: TestCm,
+    pub ta: Port,
+    pub tb: Port,
+    pub wire: Rc<RefCell<Wire>>,
+    pub now: u64,
+    /// Every event, in order, with its side.
+    pub events: Vec<(char, CmEvent)>,
+    /// Answer ConnectRequest with accept (else leave it).
+    pub auto_accept: bool,
+    /// Answer Connected with ready_to_use.
+    pub auto_rtu: bool,
+    /// Answer a peer's DREQ with disconnect (DREP).
+    pub auto_drep: bool,
+    pub qpn_a: u32,
+    pub qpn_b: u32,
+}
+
+pub fn path_a_to_b() -> MadAddr {
+    MadAddr {
+        peer_ip: IpAddr::V4(IP_B),
+        local_ip: IpAddr::V4(IP_A),
+        peer_mac: MAC_B,
+        vlan: None,
+        hop_limit: 64,
+        traffic_class: 0,
+    }
+}
+
+pub fn connect_params(private_data: &[u8]) -> ConnectParams<'_> {
+    ConnectParams {
+        peer: path_a_to_b(),
+        port_space: PortSpace::Tcp,
+        dst_port: 4420,
+        src_port: 49152,
+        qpn: 0x42,
+        starting_psn: 0x123456,
+        responder_resources: 8,
+        initiator_depth: 8,
+        retry_count: 7,
+        rnr_retry_count: 7,
+        path_mtu: 1024,
+        srq: false,
+        private_data,
+    }
+}
+
+pub fn accept_params(qpn: u32) -> AcceptParams<'static> {
+    AcceptParams {
+        qpn,
+        starting_psn: 0xABCDE,
+        responder_resources: 4,
+        initiator_depth: 6,
+        rnr_retry_count: 5,
+        srq: false,
+        private_data: b"welcome",
+    }
+}
+
+impl Pair {
+    pub fn new() -> Self {
+        let wire = Rc::new(RefCell::new(Wire::default()));
+        let mut b = TestCm::new(cfg(MAC_B, IP_B, 0x5555_0000));
+        b.listen(PortSpace::Tcp, 4420, None).expect("listen");
+        Pair {
+            a: TestCm::new(cfg(MAC_A, IP_A, 0x1A2B_3C4C)),
+            b,
+            ta: Port { me: 'a', mac: MAC_A, wire: wire.clone() },
+            tb: Port { me: 'b', mac: MAC_B, wire: wire.clone() },
+            wire,
+            now: 0,
+            events: Vec::new(),
+            auto_accept: true,
+            auto_rtu: true,
+            auto_drep: true,
+            qpn_a: 0x42,
+            qpn_b: 0x77,
+        }
+    }
+
+    pub fn set_drop(&self, f: impl FnMut(char, &CmMad) -> bool + 'static) {
+        self.wire.borrow_mut().drop = Some(Box::new(f));
+    }
+
+    /// Polls both sides until neither has anything to do at `now`,
+    /// reacting to events as an RDMA-CM application would.
+    pub fn settle(&mut self) {
+        loop {
+            let mut any = false;
+            while let Some(e) = self.a.poll(self.now, &mut self.ta) {
+                any = true;
+                self.react('a', e);
+            }
+            while let Some(e) = self.b.poll(self.now, &mut self.tb) {
+                any = true;
+                self.react('b', e);
+            }
+            let w = self.wire.borrow();
+            if !any && w.inbox_a.is_empty() && w.inbox_b.is_empty() {
+                break;
+            }
+        }
+    }
+
+    fn react(&mut self, side: char, e: CmEvent) {
+        self.events.push((side, e));
+        let (cm, t) =
+            if side == 'a' { (&mut self.a, &mut self.ta) } else { (&mut self.b, &mut self.tb) };
+        match e {
+            CmEvent::ConnectRequest { id, .. } if self.auto_accept => {
+                let p = accept_params(self.qpn_b);
+                cm.accept(self.now, id, &p, t).expect("accept");
+            }
+            CmEvent::Connected { id, .. } if self.auto_rtu => {
+                cm.ready_to_use(id, t).expect("rtu");
+            }
+            CmEvent::Disconnected { id, timed_out: false } if self.auto_drep => {
+                cm.disconnect(self.now, id, t).expect("drep");
+            }
+            _ => {}
+        }
+    }
+
+    /// Advances time to each next deadline (at most `limit` ms ahead),
+    /// settling at each.
+    pub fn run_until(&mut self, limit: u64) {
+        self.settle();
+        let end = self.now + limit;
+        loop {
+            let next = [self.a.next_deadline(), self.b.next_deadline()].into_iter().flatten().min();
+            match next {
+                Some(d) if d <= end => {
+                    self.now = self.now.max(d);
+                    self.settle();
+                }
+                _ => break,
+            }
+        }
+        self.now = end;
+        self.settle();
+    }
+
+    pub fn connect(&mut self) -> ConnId {
+        let p = connect_params(b"hello");
+        let mut p = p;
+        p.qpn = self.qpn_a;
+        self.a.connect(self.now, &p, &mut self.ta).expect("connect")
+    }
+
+    pub fn sent(&self) -> Vec<Sent> {
+        self.wire.borrow().log.clone()
+    }
+
+    pub fn clear_events(&mut self) {
+        self.events.clear();
+    }
+
+    pub fn count(&self, side: char, f: impl Fn(&CmEvent) -> bool) -> usize {
+        self.events.iter().filter(|(s, e)| *s == side && f(e)).count()
+    }
+}
