@@ -580,7 +580,8 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
         // had its flush (ctrl.c: irdma_sc_qp_flush_wqes keeps flush_sq /
         // flush_rq and answers a repeat with -EALREADY, posting nothing).
         let mut flushed = FlushState::default();
-        if self.qp_in_error(qpn) {
+        let was_in_error = self.qp_in_error(qpn);
+        if was_in_error {
             flushed = FlushState { sq: true, rq: true };
         }
         self.set_qp_error(qpn, true);
@@ -606,8 +607,10 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
         if f.is_ok() {
             self.record(FlightEvent::Flush { qpn, sq_code: flush_minor.0, rq_code: flush_minor.1 });
         }
-        self.with_cqp(|c| {
+        let mut modified = false;
+        let r = self.with_cqp(|c| {
             c.exec(m, 0)?;
+            modified = true;
             let Ok(f) = f else { return Ok(()) };
             match c.exec(f, 0) {
                 // "Flush with no WQE pending" is not an error (utils.c:
@@ -615,7 +618,15 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
                 Err(CqpError::OpFailed { major: 0xffff, minor: 0x8006, .. }) => Ok(()),
                 r => r.map(|_| ()),
             }
-        })
+        });
+        if r.is_err() && !modified && !was_in_error {
+            // The device refused (or never ran) the MODIFY_QP: the QP is not
+            // in ERROR, so the data path must not treat it as such (a retry
+            // would otherwise skip the MODIFY_QP and DESTROY_QP would meet a
+            // QP the device still has in RTS).
+            self.set_qp_error(qpn, false);
+        }
+        r
     }
 }
 
