@@ -87,7 +87,7 @@ enum FaultKind {
     Removal,
 }
 
-const FAULTS: [FaultKind; 10] = [
+const FAULTS: [FaultKind; 11] = [
     FaultKind::CqpError,
     FaultKind::CqpHang,
     FaultKind::CqpLostDoorbell,
@@ -98,6 +98,7 @@ const FAULTS: [FaultKind; 10] = [
     FaultKind::HeldCqes,
     FaultKind::WqeError,
     FaultKind::AeqOverflow,
+    FaultKind::Removal,
 ];
 
 /// Relative weights of the fault kinds (generation-ending ones are rarer:
@@ -135,6 +136,10 @@ struct Stats {
     kicks: u64,
     cqp_errors_seen: u64,
     timeouts_seen: u64,
+    removals_seen: u64,
+    /// Removals found by `Device::check_presence` (the watchdog a caller
+    /// whose polls stay empty runs).
+    removals_by_watchdog: u64,
     rw_ops: u64,
     mr_ops: u64,
     errors: Vec<String>,
@@ -158,7 +163,8 @@ impl Stats {
         format!(
             "ops={} faults={} completions={} lost={} duplicated={} leaked={} abandoned={} nop_errors={} misordered={} \
              mismatched_bytes={} undefined_bytes={} quarantines={} quarantined_bytes={} \
-             generations={} episodes={} stalls={} kicks={} rw_ops={} mr_ops={}",
+             generations={} episodes={} stalls={} kicks={} rw_ops={} mr_ops={} \
+             removals_detected={} by_watchdog={} cqp_timeouts={} cqp_errors_retried={}",
             self.ops,
             self.total_faults(),
             self.completions,
@@ -178,6 +184,10 @@ impl Stats {
             self.kicks,
             self.rw_ops,
             self.mr_ops,
+            self.removals_seen + self.removals_by_watchdog,
+            self.removals_by_watchdog,
+            self.timeouts_seen,
+            self.cqp_errors_seen,
         )
     }
 }
@@ -498,6 +508,10 @@ fn classify(e: &VerbsError, stats: &mut Stats, what: &str) -> Result<(), End> {
             Err(End::Reset("CQP timeout"))
         }
         VerbsError::Cqp(CqpError::NeedsReset) => Err(End::Reset("needs reset")),
+        VerbsError::Cqp(CqpError::DeviceGone) => {
+            stats.removals_seen += 1;
+            Err(End::Reset("device gone"))
+        }
         other => {
             stats.fail(format!("{what}: unexpected error {other:?}"));
             Err(End::Reset("unexpected error"))
@@ -906,6 +920,18 @@ fn settle<'d>(
                 kick(a, b, rng, next_id, stats);
                 kick(b, a, rng, next_id, stats);
             }
+            8 => {
+                // A watchdog: a poll loop that stays empty asks whether the
+                // device is still there; a gone one flushes everything.
+                for x in [&*a, &*b] {
+                    if !x.side.dev.is_gone()
+                        && x.side.dev.check_presence() == Err(CqpError::DeviceGone)
+                    {
+                        stats.removals_by_watchdog += 1;
+                        idle = 0;
+                    }
+                }
+            }
             _ => {
                 stats.stalls += 1;
                 return false;
@@ -953,11 +979,11 @@ fn episode<'d>(
     let _ = settle(a, b, rng, next_id, stats);
     // No device holds a CQE back across a flush.
     step(a, b);
-    if !gone {
-        for qp in [&mut a.side.qp, &mut b.side.qp] {
-            if qp.state() != QpState::Error {
-                ctl(stats, "modify to error", || qp.modify(&QpAttr::new(QpState::Error)))?;
-            }
+    // A gone device's QPs are in ERROR already (flushed in software).
+    for x in [&mut *a, &mut *b] {
+        let qp = &mut x.side.qp;
+        if qp.state() != QpState::Error && !x.side.dev.is_gone() {
+            ctl(stats, "modify to error", || qp.modify(&QpAttr::new(QpState::Error)))?;
         }
     }
     // Every WR completes now (hardware or software flush).
@@ -1536,6 +1562,14 @@ fn traffic<'d>(
         clear_faults(bar_b);
         r?;
         if fault == Some(FaultKind::Removal) {
+            // Found by a control call, or by the watchdog in `settle`; every
+            // outstanding WR of the gone device then completes as flushed.
+            let _ = settle(na, nb, rng, next_id, stats);
+            if !x_dev_gone(na, nb) {
+                stats.fail("removal not detected".into());
+                stats.mismatched += 1;
+            }
+            episode(na, nb, rng, next_id, stats, true)?;
             return Err(End::Reset("removed"));
         }
         let q = settle(na, nb, rng, next_id, stats);
@@ -1572,6 +1606,10 @@ fn traffic<'d>(
     episode(na, nb, rng, next_id, stats, false)
 }
 
+fn x_dev_gone(a: &Node<'_>, b: &Node<'_>) -> bool {
+    a.side.dev.is_gone() || b.side.dev.is_gone()
+}
+
 fn env(name: &str, default: u64) -> u64 {
     std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
 }
@@ -1599,7 +1637,7 @@ fn soak(ops: u64, seed: u64) -> Stats {
 
 #[test]
 fn fault_soak() {
-    let ops = env("IRDMA_SOAK_OPS", 3_000);
+    let ops = env("IRDMA_SOAK_OPS", 2_000);
     let seed = env("IRDMA_SOAK_SEED", 0x50a4_f417);
     // Debug builds keep the rw contexts and pools on the stack unoptimized.
     let s = std::thread::Builder::new()

@@ -204,6 +204,10 @@ pub enum PostErrorKind {
     /// posted. Retry from a context that may wait, or drop the WRs (they
     /// would complete as flushed).
     Busy,
+    /// The device is gone ([`Device::is_gone`](crate::device::Device::is_gone):
+    /// surprise removal): nothing was posted. WRs posted before complete as
+    /// flushed from [`Cq::poll`](super::Cq::poll).
+    DeviceGone,
 }
 
 struct QpMem<H: Hal> {
@@ -702,6 +706,9 @@ impl<'d, H: Hal, B: Bar + Clone, S: SendQueue> Qp<'d, H, B, S> {
             return Err(PostError { bad_wr: 0, kind: PostErrorKind::Destroyed });
         }
         self.sync_error();
+        if self.uk.in_error() && self.dev.is_gone() {
+            return Err(PostError { bad_wr: 0, kind: PostErrorKind::DeviceGone });
+        }
         self.uk.post_recv(wrs).map_err(|PostRecvError { bad_wr, kind }| PostError {
             bad_wr,
             kind: PostErrorKind::Rq(kind),
@@ -1012,6 +1019,11 @@ impl<H: Hal, B: Bar + Clone> Qp<'_, H, B> {
             return Err(PostError { bad_wr: 0, kind: PostErrorKind::Destroyed });
         }
         self.sync_error();
+        // A gone device puts every QP in error (`sync_error`): one more load
+        // only then, none on the posting path of a healthy QP.
+        if self.uk.in_error() && self.dev.is_gone() {
+            return Err(PostError { bad_wr: 0, kind: PostErrorKind::DeviceGone });
+        }
         // REG_MR WRs are checked against the device's fast-register records
         // (only they pay); the WRs before a refused one are posted.
         let ok = self.dev.admit_fast_regs(wrs);
