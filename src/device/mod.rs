@@ -420,8 +420,8 @@ pub struct Device<H: Hal, B: Bar + Clone> {
     /// with [`CqpError::NeedsReset`] without touching the device.
     pub(crate) needs_reset: AtomicBool,
     /// The device is gone (surprise removal: CQPTAIL read all-ones). Set
-    /// with `needs_reset`; every QP counts as in ERROR from then on, so a
-    /// CQ poll completes every outstanding WR as flushed, in software.
+    /// with `needs_reset` and every `qp_err` flag, so a CQ poll completes
+    /// every outstanding WR as flushed, in software.
     pub(crate) gone: AtomicBool,
     /// Recent control-path events (see [`crate::flight`]).
     pub(crate) flight: spin::Mutex<crate::flight::FlightRecorder>,
@@ -888,7 +888,7 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
         }
         let r = self.cqp_mut()?.exec(cmd, 0).map(|c| c.info());
         if r == Err(CqpError::DeviceGone) {
-            *self.gone.get_mut() = true;
+            self.mark_gone();
         }
         if let Some(c) = self.cqp.get_mut().as_mut() {
             let f = self.flight.get_mut();
@@ -1265,11 +1265,22 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
             && matches!(e, CqpError::Timeout { .. } | CqpError::DeviceGone)
         {
             if *e == CqpError::DeviceGone {
-                self.gone.store(true, Ordering::Release);
+                self.mark_gone();
             }
             self.mark_needs_reset();
         }
         r
+    }
+
+    /// Marks the device gone: it needs a reset, and every QP counts as in
+    /// ERROR (its flag in `qp_err`, which the data path already reads: no
+    /// extra load on a healthy poll), so CQ polls flush in software.
+    fn mark_gone(&self) {
+        self.gone.store(true, Ordering::Release);
+        self.needs_reset.store(true, Ordering::Release);
+        for f in self.qp_err.iter() {
+            f.store(true, Ordering::Release);
+        }
     }
 
     /// Whether the device was found gone (surprise removal): by a CQP op,
@@ -1297,8 +1308,7 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
             return Err(CqpError::DeviceGone);
         }
         if crate::cqp::engine::reads_removed(self.bar.read32(regs::CQPTAIL)) {
-            self.gone.store(true, Ordering::Release);
-            self.mark_needs_reset();
+            self.mark_gone();
             return Err(CqpError::DeviceGone);
         }
         if self.needs_reset() { Err(CqpError::NeedsReset) } else { Ok(()) }
@@ -1327,7 +1337,7 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
 
     /// Whether the control path moved QP `qpn` to ERROR (data path: atomic).
     pub fn qp_in_error(&self, qpn: u32) -> bool {
-        self.qp_err.get(qpn as usize).is_some_and(|f| f.load(Ordering::Acquire)) || self.is_gone()
+        self.qp_err.get(qpn as usize).is_some_and(|f| f.load(Ordering::Acquire))
     }
 
     /// Records (or, with `None`, forgets) the CQs live QP `qpn` completes to.
