@@ -85,9 +85,10 @@ enum FaultKind {
     WqeError,
     AeqOverflow,
     Removal,
+    FrameCorruption,
 }
 
-const FAULTS: [FaultKind; 11] = [
+const FAULTS: [FaultKind; 12] = [
     FaultKind::CqpError,
     FaultKind::CqpHang,
     FaultKind::CqpLostDoorbell,
@@ -99,6 +100,7 @@ const FAULTS: [FaultKind; 11] = [
     FaultKind::WqeError,
     FaultKind::AeqOverflow,
     FaultKind::Removal,
+    FaultKind::FrameCorruption,
 ];
 
 /// Relative weights of the fault kinds (generation-ending ones are rarer:
@@ -110,7 +112,7 @@ fn fault_weight(k: FaultKind) -> u64 {
         | FaultKind::CqpDroppedCompletion
         | FaultKind::AeqOverflow
         | FaultKind::Removal => 1,
-        FaultKind::WqeError => 6,
+        FaultKind::WqeError | FaultKind::FrameCorruption => 6,
         _ => 8,
     }
 }
@@ -118,7 +120,7 @@ fn fault_weight(k: FaultKind) -> u64 {
 #[derive(Default, Debug)]
 struct Stats {
     ops: u64,
-    faults: [u64; 11],
+    faults: [u64; 12],
     completions: u64,
     lost: u64,
     duplicated: u64,
@@ -1320,6 +1322,14 @@ fn inject(
             bar.with_device(|d| d.inject_ae(0x050C, 0, 1));
         }
         FaultKind::Removal => bar.with_device(|d| d.faults().removed = true),
+        FaultKind::FrameCorruption => {
+            // The next frame this device sends — the first request of the
+            // batch that follows — has a bit flipped (header or ICRC): the
+            // responder drops it, nothing executes, and the requester gives
+            // up (LLP_TOO_MANY_RETRIES: the model does not retransmit).
+            let off = rng.range(0, 160) as usize;
+            bar.with_device(|d| d.faults().flip_frame_byte = Some((0, off)))
+        }
     }
     Ok(())
 }
@@ -1331,6 +1341,9 @@ fn clear_faults(bar: &ModelBar) {
         f.cqp_delay_polls = 0;
         f.lose_doorbells = 0;
         f.hold_cqes_of_qp = None;
+        // Unused, it would hit a response frame later (a lost ACK: the
+        // responder executed what the requester reports failed).
+        f.flip_frame_byte = None;
     });
 }
 
@@ -1512,7 +1525,13 @@ fn traffic<'d>(
                     | FaultKind::CqpDelayed
             )
         );
-        let action = if cqp_fault { [15, 18][rng.range(0, 1) as usize] } else { rng.range(0, 19) };
+        let action = if cqp_fault {
+            [15, 18][rng.range(0, 1) as usize]
+        } else if fault == Some(FaultKind::FrameCorruption) {
+            0
+        } else {
+            rng.range(0, 19)
+        };
         stats.at =
             format!("gen {} ops {} fault {fault:?} action {action}", stats.generations, stats.ops);
         if std::env::var_os("IRDMA_SOAK_TRACE").is_some() {
@@ -1678,4 +1697,30 @@ fn refused_modify_to_error_is_retried_and_destroy_succeeds() {
         a.qp.destroy().expect("DESTROY_QP of a QP in ERROR");
     }
     assert_eq!(FakeHal::live_pages(), base);
+}
+
+/// The model's raw AEQE injection (used by the `aeq_device` fuzz target)
+/// reaches the driver: an AMP_BAD_STAG_KEY entry naming a live QP, with
+/// its VALID bit clear in the input (the model sets it), is reported as an
+/// access error and moves the QP to ERROR.
+#[test]
+fn raw_aeqe_reaches_poll_async_events() {
+    let _g = lock();
+    let bar = ModelBar::standalone(small_fn_config());
+    let dev = probe_as(&bar, A, Profile::SMALL);
+    let pd = dev.alloc_pd().unwrap();
+    let cq = dev.create_cq(8).unwrap();
+    let qp = create_qp(&dev, &pd, &cq, 4);
+    let qpn = u64::from(qp.qp_num());
+    // Word 1: code [45:34], source [53:50] (RQ = 1), id [17:0].
+    let w1 = 0x0106 << 34 | 1 << 50 | qpn;
+    assert!(bar.with_device(|d| d.inject_raw_aeqe(0, w1)));
+    let mut ev = [NO_EVENT; 4];
+    let n = dev.poll_async_events(&mut ev);
+    assert_eq!(n, 1, "{:?}", &ev[..n]);
+    assert_eq!(
+        (ev[0].kind, ev[0].ae_code, u64::from(ev[0].id)),
+        (AsyncEventKind::QpAccessError, 0x0106, qpn)
+    );
+    assert!(ev[0].moved_to_error && dev.qp_in_error(qp.qp_num()));
 }
