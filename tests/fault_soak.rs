@@ -107,9 +107,12 @@ const FAULTS: [FaultKind; 12] = [
 /// each costs two probes).
 fn fault_weight(k: FaultKind) -> u64 {
     match k {
+        // A delayed CQP start is a hang for the driver: it waits on the
+        // CCQ (memory) and reads no register the delay counts down on.
         FaultKind::CqpHang
         | FaultKind::CqpLostDoorbell
         | FaultKind::CqpDroppedCompletion
+        | FaultKind::CqpDelayed
         | FaultKind::AeqOverflow
         | FaultKind::Removal => 1,
         FaultKind::WqeError | FaultKind::FrameCorruption => 6,
@@ -1354,8 +1357,17 @@ fn generation(rng: &mut Rng, stats: &mut Stats, budget: u64, next_id: &mut u64) 
     let pages0 = FakeHal::live_pages();
     let bar_a = ModelBar::standalone(small_fn_config());
     let bar_b = bar_a.add_peer(small_fn_config());
-    let da = probe_as(&bar_a, A, Profile::SMALL);
-    let db = probe_as(&bar_b, B, Profile::SMALL);
+    // Short CQP budgets: the in-process model completes an op inside its
+    // doorbell write, so only a hang waits them out (each one is spun).
+    let o = {
+        let mut o = opts();
+        let t = std::time::Duration::from_millis(5);
+        (o.timeouts.ccq, o.timeouts.poll_registers, o.timeouts.create) = (t, t, t);
+        o
+    };
+    let da =
+        Device::probe_with(bar_a.clone(), lan_of(A), Profile::SMALL, o.clone()).expect("probe A");
+    let db = Device::probe_with(bar_b.clone(), lan_of(B), Profile::SMALL, o).expect("probe B");
     let (ua, ub) = (da.resource_usage(), db.resource_usage());
     let mut leak_buffers: Vec<Buf> = Vec::new();
     let end = {
