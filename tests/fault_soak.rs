@@ -1365,8 +1365,7 @@ fn generation(rng: &mut Rng, stats: &mut Stats, budget: u64, next_id: &mut u64) 
         (o.timeouts.ccq, o.timeouts.poll_registers, o.timeouts.create) = (t, t, t);
         o
     };
-    let da =
-        Device::probe_with(bar_a.clone(), lan_of(A), Profile::SMALL, o.clone()).expect("probe A");
+    let da = Device::probe_with(bar_a.clone(), lan_of(A), Profile::SMALL, o).expect("probe A");
     let db = Device::probe_with(bar_b.clone(), lan_of(B), Profile::SMALL, o).expect("probe B");
     let (ua, ub) = (da.resource_usage(), db.resource_usage());
     let mut leak_buffers: Vec<Buf> = Vec::new();
