@@ -1652,9 +1652,20 @@ fn soak(ops: u64, seed: u64) -> Stats {
     let mut stats = Stats::default();
     let mut next_id = 1u64;
     let t = std::time::Instant::now();
+    let mut shown = 0;
     while stats.ops < ops {
         let budget = ops - stats.ops;
         generation(&mut rng, &mut stats, budget, &mut next_id);
+        if stats.ops / 50_000 != shown {
+            shown = stats.ops / 50_000;
+            eprintln!(
+                "fault soak: {} ops, {} faults, {} generations in {:.0?}",
+                stats.ops,
+                stats.total_faults(),
+                stats.generations,
+                t.elapsed()
+            );
+        }
     }
     let mut per = String::new();
     for (i, k) in FAULTS.iter().enumerate() {
