@@ -694,7 +694,7 @@ fn batch<'d>(
         .zip(sgs.iter())
         .map(|(&(wr_id, opcode, flags), sg)| SendWr { wr_id, opcode, flags, sg_list: sg })
         .collect();
-    if std::env::var_os("IRDMA_SOAK_TRACE").is_some() {
+    if tracing() {
         for w in &wrs {
             eprintln!(
                 "  post qp {} {} {:?} {:?}",
@@ -726,7 +726,7 @@ fn post(req: &mut Node<'_>, wrs: &[SendWr<'_>]) -> Result<(), End> {
 /// Handles one completion on `node` (whose peer is `peer`).
 fn on_wc<'d>(node: &mut Node<'d>, peer: &mut Node<'d>, c: &WorkCompletion, stats: &mut Stats) {
     stats.completions += 1;
-    if std::env::var_os("IRDMA_SOAK_TRACE").is_some() {
+    if tracing() {
         eprintln!(
             "  wc {} {:?} {:?} qp {} len {}",
             c.wr_id, c.status, c.opcode, c.qp_num, c.byte_len
@@ -1344,6 +1344,13 @@ fn clear_faults(bar: &ModelBar) {
         f.cqp_delay_polls = 0;
         f.lose_doorbells = 0;
         f.hold_cqes_of_qp = None;
+        // A WQE error armed past this round's WQEs would strike in a later
+        // round, possibly one whose CQEs are held: the device would then
+        // hold success CQEs across the flush the error causes, which no
+        // device does (the flush CQEs follow every earlier CQE; spec
+        // data-path §5.5), and the software flush would report executed
+        // WRs as flushed.
+        f.fail_wqe = None;
         // Unused, it would hit a response frame later (a lost ACK: the
         // responder executed what the requester reports failed).
         f.flip_frame_byte = None;
@@ -1354,6 +1361,7 @@ fn clear_faults(bar: &ModelBar) {
 /// are done or a fault needs a function reset.
 fn generation(rng: &mut Rng, stats: &mut Stats, budget: u64, next_id: &mut u64) {
     stats.generations += 1;
+    set_trace_gen(stats.generations);
     let pages0 = FakeHal::live_pages();
     let bar_a = ModelBar::standalone(small_fn_config());
     let bar_b = bar_a.add_peer(small_fn_config());
@@ -1545,7 +1553,7 @@ fn traffic<'d>(
         };
         stats.at =
             format!("gen {} ops {} fault {fault:?} action {action}", stats.generations, stats.ops);
-        if std::env::var_os("IRDMA_SOAK_TRACE").is_some() {
+        if tracing() {
             eprintln!("{} a_first {a_first}", stats.at);
         }
         let r = match action {
@@ -1638,6 +1646,25 @@ fn traffic<'d>(
 
 fn x_dev_gone(a: &Node<'_>, b: &Node<'_>) -> bool {
     a.side.dev.is_gone() || b.side.dev.is_gone()
+}
+
+/// Per-round trace on stderr: `IRDMA_SOAK_TRACE=1` (everything) or
+/// `IRDMA_SOAK_TRACE=G` (generation G only).
+fn tracing() -> bool {
+    match std::env::var("IRDMA_SOAK_TRACE").ok().and_then(|v| v.parse::<u64>().ok()) {
+        Some(1) => true,
+        Some(g) => static_gen().load(std::sync::atomic::Ordering::Relaxed) == g,
+        None => false,
+    }
+}
+
+fn set_trace_gen(g: u64) {
+    static_gen().store(g, std::sync::atomic::Ordering::Relaxed);
+}
+
+fn static_gen() -> &'static std::sync::atomic::AtomicU64 {
+    static GEN: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    &GEN
 }
 
 fn env(name: &str, default: u64) -> u64 {
