@@ -128,6 +128,9 @@ impl Display for PostErrorKind {
                  the pages mapped for it",
             ),
             PostErrorKind::Busy => f.write_str("the QP's lock is held; not posted (would block)"),
+            PostErrorKind::DeviceGone => {
+                f.write_str("the device is gone (surprise removal); nothing posted")
+            }
         }
     }
 }
@@ -136,7 +139,10 @@ impl Error for PostErrorKind {
         match self {
             PostErrorKind::Sq(e) => Some(e),
             PostErrorKind::Rq(e) => Some(e),
-            PostErrorKind::Destroyed | PostErrorKind::FastReg | PostErrorKind::Busy => None,
+            PostErrorKind::Destroyed
+            | PostErrorKind::FastReg
+            | PostErrorKind::Busy
+            | PostErrorKind::DeviceGone => None,
         }
     }
 }
@@ -268,6 +274,9 @@ impl Display for CqpError {
             CqpError::BadFeatures(e) => write!(f, "CQP: {e}"),
             CqpError::NeedsReset => {
                 f.write_str("the function needs a reset before the CQP is used again")
+            }
+            CqpError::DeviceGone => {
+                f.write_str("the device is gone (registers read all-ones: surprise removal)")
             }
         }
     }
@@ -493,6 +502,8 @@ mod tests {
             (&CloseError::Lan(LanError::NotReady), String::new()),
             (&kept, String::new()),
             (&CqpError::NeedsReset, "NeedsReset".into()),
+            (&CqpError::DeviceGone, "DeviceGone".into()),
+            (&PostErrorKind::DeviceGone, "DeviceGone".into()),
             (&VerbsError::InUse { what: "CQ", users: 2 }, String::new()),
             (&DmaError::NoMemory, "NoMemory".into()),
         ];

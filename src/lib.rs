@@ -196,6 +196,12 @@
 //!   [`cqp::CqpError::NeedsReset`] without touching the device, as Linux
 //!   stops using the CQP once it set `rf->reset`.
 //!
+//! A device that disappears (surprise removal: registers read all-ones) is
+//! treated the same way, found by the next CQP op within its timeout or by
+//! [`device::Device::check_presence`]: calls then fail with
+//! [`cqp::CqpError::DeviceGone`], and a CQ poll completes every outstanding
+//! WR as flushed.
+//!
 //! Per path: CREATE_CQ / CREATE_QP / REG_MR / ALLOC_STAG / re-registration
 //! that time out keep the rings, context, STag and PBLEs; a verbs object
 //! whose destroy fails in `Drop` is quarantined (it was leaked silently

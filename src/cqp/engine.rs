@@ -186,6 +186,18 @@ pub enum CqpError {
     NeedsReset,
     /// The device's QUERY_RDMA_FEATURES response was refused.
     BadFeatures(FeaturesError),
+    /// The device is gone (surprise removal): CQPTAIL read all-ones, which
+    /// a present device never returns (bits 30:11 are reserved, irdma.h:
+    /// IRDMA_CQPTAIL_WQTAIL / IRDMA_CQPTAIL_CQP_OP_ERR), as a PCIe read of a
+    /// removed function completes with all-ones. Like a timeout, the
+    /// function needs a reset; memory it was given is quarantined.
+    DeviceGone,
+}
+
+/// Whether a register value is what a read of a removed device returns
+/// (all-ones) for a register with reserved bits (CQPTAIL).
+pub(crate) fn reads_removed(v: u32) -> bool {
+    v == u32::MAX
 }
 
 impl CqpError {
@@ -751,10 +763,14 @@ impl<H: Hal, B: Bar> Cqp<H, B> {
         // device that has not yet seen the doorbell (or a shared-memory BAR
         // between polls) still shows the previous op's failure.
         let ok = irdma_hal::dma::wait_until::<H>(end, || {
-            tail = bar.read32(regs::CQPTAIL) as u64;
+            let raw = bar.read32(regs::CQPTAIL);
+            tail = raw as u64;
             let moved = rf::CQPTAIL_WQTAIL.get(tail) != pre;
-            moved || (rf::CQPTAIL_OP_ERR.is_set(tail) && !pre_err)
+            reads_removed(raw) || moved || (rf::CQPTAIL_OP_ERR.is_set(tail) && !pre_err)
         });
+        if reads_removed(tail as u32) {
+            return Err(CqpError::DeviceGone);
+        }
         // A device that leaves WQTAIL in place when an op fails, right after
         // an earlier failure, only shows the error bit: once the wait is
         // over, a set bit is this op's failure rather than a hang.
@@ -839,7 +855,11 @@ impl<H: Hal, B: Bar> Cqp<H, B> {
                 }
                 None => {
                     if watch_registers {
-                        let tail = self.bar.read32(regs::CQPTAIL) as u64;
+                        let raw = self.bar.read32(regs::CQPTAIL);
+                        if reads_removed(raw) {
+                            return Err(CqpError::DeviceGone);
+                        }
+                        let tail = raw as u64;
                         let moved = rf::CQPTAIL_WQTAIL.get(tail) != self.pre_tail as u64;
                         if moved && rf::CQPTAIL_OP_ERR.is_set(tail) {
                             self.retire(idx)?;
@@ -849,6 +869,11 @@ impl<H: Hal, B: Bar> Cqp<H, B> {
                         }
                     }
                     if H::now() >= end {
+                        // No completion in time: a removed device is told
+                        // apart from a hung one by one register read.
+                        if reads_removed(self.bar.read32(regs::CQPTAIL)) {
+                            return Err(CqpError::DeviceGone);
+                        }
                         return Err(CqpError::Timeout { what: "CQP op (CCQ)" });
                     }
                     H::relax();
@@ -1029,7 +1054,7 @@ impl<H: Hal, B: Bar> Cqp<H, B> {
 /// it; yes after a timeout or a completion that made no sense.
 pub fn device_may_own(e: &CqpError) -> bool {
     match e {
-        CqpError::Timeout { .. } | CqpError::Protocol { .. } => true,
+        CqpError::Timeout { .. } | CqpError::Protocol { .. } | CqpError::DeviceGone => true,
         CqpError::Encode(_)
         | CqpError::Dma(_)
         | CqpError::CreateFailed { .. }

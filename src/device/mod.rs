@@ -419,6 +419,10 @@ pub struct Device<H: Hal, B: Bar + Clone> {
     /// A CQP op timed out or something was quarantined: CQP calls now fail
     /// with [`CqpError::NeedsReset`] without touching the device.
     pub(crate) needs_reset: AtomicBool,
+    /// The device is gone (surprise removal: CQPTAIL read all-ones). Set
+    /// with `needs_reset` and every `qp_err` flag, so a CQ poll completes
+    /// every outstanding WR as flushed, in software.
+    pub(crate) gone: AtomicBool,
     /// Recent control-path events (see [`crate::flight`]).
     pub(crate) flight: spin::Mutex<crate::flight::FlightRecorder>,
     fw_version: (u16, u16),
@@ -515,6 +519,7 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
             max_ird: 8,
             quarantine: spin::Mutex::new(Quarantine::new()),
             needs_reset: AtomicBool::new(false),
+            gone: AtomicBool::new(false),
             flight: spin::Mutex::new(crate::flight::FlightRecorder::new()),
             fw_version: (0, 0),
             features: 0,
@@ -882,6 +887,9 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
             return Err(CqpError::NeedsReset);
         }
         let r = self.cqp_mut()?.exec(cmd, 0).map(|c| c.info());
+        if r == Err(CqpError::DeviceGone) {
+            self.mark_gone();
+        }
         if let Some(c) = self.cqp.get_mut().as_mut() {
             let f = self.flight.get_mut();
             while let Some((opcode, outcome)) = c.take_op_trace() {
@@ -1234,7 +1242,7 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
         f: impl FnOnce(&mut Cqp<H, B>) -> Result<R, CqpError>,
     ) -> Result<R, CqpError> {
         if self.needs_reset() {
-            return Err(CqpError::NeedsReset);
+            return Err(if self.is_gone() { CqpError::DeviceGone } else { CqpError::NeedsReset });
         }
         let mut g = self.cqp.lock();
         let r = match g.as_mut() {
@@ -1254,11 +1262,56 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
         // function for reset (utils.c: irdma_wait_event sets `rf->reset`
         // when the CQP made no progress).
         if let Err(e) = &r
-            && matches!(e, CqpError::Timeout { .. })
+            && matches!(e, CqpError::Timeout { .. } | CqpError::DeviceGone)
         {
+            if *e == CqpError::DeviceGone {
+                self.mark_gone();
+            }
             self.mark_needs_reset();
         }
         r
+    }
+
+    /// Marks the device gone: it needs a reset, and every QP counts as in
+    /// ERROR (its flag in `qp_err`, which the data path already reads: no
+    /// extra load on a healthy poll), so CQ polls flush in software.
+    fn mark_gone(&self) {
+        self.gone.store(true, Ordering::Release);
+        self.needs_reset.store(true, Ordering::Release);
+        for f in self.qp_err.iter() {
+            f.store(true, Ordering::Release);
+        }
+    }
+
+    /// Whether the device was found gone (surprise removal): by a CQP op,
+    /// or by [`Device::check_presence`]. From then on every control call
+    /// fails with [`CqpError::DeviceGone`], `post_send` / `post_recv` with
+    /// [`crate::verbs::PostErrorKind::DeviceGone`], and [`crate::verbs::Cq::poll`]
+    /// completes every outstanding WR as flushed (`WrFlushErr`), each once;
+    /// closing quarantines what the device was given
+    /// ([`CloseError::Quarantined`]) unless the function was reset
+    /// ([`Device::close_after_reset`]).
+    pub fn is_gone(&self) -> bool {
+        self.gone.load(Ordering::Acquire)
+    }
+
+    /// Reads one register (CQPTAIL) to learn whether the device is still
+    /// there: a removed function reads all-ones ([`CqpError::DeviceGone`]);
+    /// the device is then marked gone (see [`Device::is_gone`]). The data
+    /// path reads no register, so a caller that only posts and polls and
+    /// sees no completion for longer than it expects calls this (as a
+    /// watchdog would); control calls detect removal themselves, within
+    /// their CQP timeout. Returns [`CqpError::NeedsReset`] if the device
+    /// needs a reset for another reason (a CQP timeout).
+    pub fn check_presence(&self) -> Result<(), CqpError> {
+        if self.is_gone() {
+            return Err(CqpError::DeviceGone);
+        }
+        if crate::cqp::engine::reads_removed(self.bar.read32(regs::CQPTAIL)) {
+            self.mark_gone();
+            return Err(CqpError::DeviceGone);
+        }
+        if self.needs_reset() { Err(CqpError::NeedsReset) } else { Ok(()) }
     }
 
     /// Adds `event` to the flight recorder.

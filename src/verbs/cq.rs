@@ -9,7 +9,7 @@ use super::VerbsError;
 use super::qp::Qp;
 use super::static_view;
 use crate::cqp::cmd::{CreateCq, DestroyCq, ModifyCq, QueueMem as CqpQueueMem};
-use crate::cqp::engine::device_may_own;
+use crate::cqp::engine::{CqpError, device_may_own};
 use crate::device::{DeferredCq, Device};
 use crate::uk::{self, QpLookup, QpUk, SendQueue};
 use crate::wr::WorkCompletion;
@@ -486,6 +486,10 @@ impl<'d, H: Hal, B: Bar + Clone> Cq<'d, H, B> {
     pub fn destroy(&mut self) -> Result<(), VerbsError> {
         if !self.alive {
             return Ok(());
+        }
+        if self.dev.is_gone() {
+            // Its QPs cannot be destroyed either: say why.
+            return Err(VerbsError::Cqp(CqpError::DeviceGone));
         }
         let users = self.users();
         if users > 0 {

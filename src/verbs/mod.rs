@@ -253,6 +253,9 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
 
     /// `ib_alloc_pd`.
     pub fn alloc_pd(&self) -> Result<Pd<'_, H, B>, VerbsError> {
+        if self.is_gone() {
+            return Err(VerbsError::Cqp(CqpError::DeviceGone));
+        }
         let mut res = self.res.lock();
         let ids = res.ids.as_mut().ok_or(VerbsError::Destroyed)?;
         let id = ids.pds.alloc_next()?;

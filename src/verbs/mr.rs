@@ -606,6 +606,9 @@ impl<H: Hal, B: Bar + Clone> FastRegMr<'_, H, B> {
         if !self.alive {
             return Err(VerbsError::Destroyed);
         }
+        if self.dev.is_gone() {
+            return Err(VerbsError::Cqp(crate::cqp::CqpError::DeviceGone));
+        }
         if pages.len() > self.max_pages as usize {
             return Err(VerbsError::AboveLimit {
                 what: "pages",

@@ -229,6 +229,10 @@ pub enum PostErrorKind {
     /// posted. Retry from a context that may wait, or drop the WRs (they
     /// would complete as flushed).
     Busy,
+    /// The device is gone ([`Device::is_gone`](crate::device::Device::is_gone):
+    /// surprise removal): nothing was posted. WRs posted before complete as
+    /// flushed from [`Cq::poll`](super::Cq::poll).
+    DeviceGone,
 }
 
 struct QpMem<H: Hal> {
@@ -605,7 +609,8 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
         // had its flush (ctrl.c: irdma_sc_qp_flush_wqes keeps flush_sq /
         // flush_rq and answers a repeat with -EALREADY, posting nothing).
         let mut flushed = FlushState::default();
-        if self.qp_in_error(qpn) {
+        let was_in_error = self.qp_in_error(qpn);
+        if was_in_error {
             flushed = FlushState { sq: true, rq: true };
         }
         self.set_qp_error(qpn, true);
@@ -631,8 +636,10 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
         if f.is_ok() {
             self.record(FlightEvent::Flush { qpn, sq_code: flush_minor.0, rq_code: flush_minor.1 });
         }
-        self.with_cqp(|c| {
+        let mut modified = false;
+        let r = self.with_cqp(|c| {
             c.exec(m, 0)?;
+            modified = true;
             let Ok(f) = f else { return Ok(()) };
             match c.exec(f, 0) {
                 // "Flush with no WQE pending" is not an error (utils.c:
@@ -640,7 +647,15 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
                 Err(CqpError::OpFailed { major: 0xffff, minor: 0x8006, .. }) => Ok(()),
                 r => r.map(|_| ()),
             }
-        })
+        });
+        if r.is_err() && !modified && !was_in_error {
+            // The device refused (or never ran) the MODIFY_QP: the QP is not
+            // in ERROR, so the data path must not treat it as such (a retry
+            // would otherwise skip the MODIFY_QP and DESTROY_QP would meet a
+            // QP the device still has in RTS).
+            self.set_qp_error(qpn, false);
+        }
+        r
     }
 }
 
@@ -716,6 +731,9 @@ impl<'d, H: Hal, B: Bar + Clone, S: SendQueue> Qp<'d, H, B, S> {
             return Err(PostError { bad_wr: 0, kind: PostErrorKind::Destroyed });
         }
         self.sync_error();
+        if self.uk.in_error() && self.dev.is_gone() {
+            return Err(PostError { bad_wr: 0, kind: PostErrorKind::DeviceGone });
+        }
         self.uk.post_recv(wrs).map_err(|PostRecvError { bad_wr, kind }| PostError {
             bad_wr,
             kind: PostErrorKind::Rq(kind),
@@ -1027,6 +1045,11 @@ impl<H: Hal, B: Bar + Clone> Qp<'_, H, B> {
             return Err(PostError { bad_wr: 0, kind: PostErrorKind::Destroyed });
         }
         self.sync_error();
+        // A gone device puts every QP in error (`sync_error`): one more load
+        // only then, none on the posting path of a healthy QP.
+        if self.uk.in_error() && self.dev.is_gone() {
+            return Err(PostError { bad_wr: 0, kind: PostErrorKind::DeviceGone });
+        }
         // REG_MR WRs are checked against the device's fast-register records
         // (only they pay); the WRs before a refused one are posted.
         let ok = self.dev.admit_fast_regs(wrs);

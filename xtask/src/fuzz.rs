@@ -20,8 +20,16 @@ use serde_json::Value;
 use crate::util::{root, status_bounded};
 
 /// The targets, in run order.
-pub const TARGETS: &[&str] =
-    &["cqe_poll", "ccq_cqe", "aeqe", "fpm_hmc", "model_wqe", "conformance_json", "cm_mad"];
+pub const TARGETS: &[&str] = &[
+    "cqe_poll",
+    "ccq_cqe",
+    "aeqe",
+    "fpm_hmc",
+    "model_wqe",
+    "conformance_json",
+    "cm_mad",
+    "aeq_device",
+];
 
 fn fuzz_dir() -> PathBuf {
     root().join("fuzz")
@@ -105,6 +113,14 @@ fn seeds(target: &str, dir: &Path) -> Result<(), String> {
             s.push(v);
         }
         "aeqe" => s.push(le_words(&[0x1234, 1 << 63 | 0x102 << 52 | 7])),
+        // Consume by CQ poll then batches of 4; aim at the live QP; a QP
+        // access error (0x0102) and an overflow-flagged entry.
+        "aeq_device" => s.push({
+            let mut v = vec![0b0000_0111, 1];
+            // (AEQE word 1: code [45:34], source [53:50], overflow 33.)
+            v.extend(le_words(&[0x1234, 0x102 << 34 | 1 << 50 | 7, 0, 1 << 33 | 0x50c << 34]));
+            v
+        }),
         "fpm_hmc" => s.push({
             let mut v = vec![0u8; 1 + 16];
             v[1] = 64;
@@ -211,6 +227,8 @@ pub fn leg() -> Result<String, String> {
                 "-runs={}",
                 match *target {
                     "fpm_hmc" => 5_000,
+                    // A probed device per process, objects per input.
+                    "aeq_device" => 5_000,
                     "conformance_json" => 20_000,
                     "cqe_poll" => 200_000,
                     _ => 400_000,

@@ -7,6 +7,7 @@
 //! * `bench` — instructions per data-path operation under callgrind;
 //! * `wire FILE.pcap` — the driver's RC traffic between two model devices
 //!   as RoCEv2 frames in a pcap (`--check FILE.pcap`: tshark + scapy);
+//! * `soak --ops N --seed S` — the seeded fault soak (`tests/fault_soak.rs`);
 //!
 //! Run `cargo xtask help` for the list.
 
@@ -15,6 +16,7 @@ mod conformance;
 mod fuzz;
 mod qemu;
 mod size;
+mod soak;
 mod util;
 mod wire;
 
@@ -39,6 +41,7 @@ fn main() -> ExitCode {
         "bench" => bench::main(),
         "size" => bench::size_main(),
         "wire" => wire::main(rest),
+        "soak" => soak::main(rest),
         "setup" => match util::ensure_toolchain(&BARE_TARGETS) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
@@ -58,6 +61,7 @@ fn main() -> ExitCode {
                  bench                every figure as name=value: instructions per operation (callgrind), .text, DMA footprint\n  \
                  size                 only the .text figures (driver + hal in examples/firmware, both targets)\n  \
                  wire FILE.pcap       two model devices, the driver's RC traffic as RoCEv2 frames in a pcap\n  \
+                 soak [--ops N] [--seed S]  seeded random verbs traffic under injected faults (release), prints ops=… faults=… lost=…\n  \
                  setup                install the rustup targets and components the suite needs"
             );
             if cmd == "help" { ExitCode::SUCCESS } else { ExitCode::FAILURE }
@@ -181,6 +185,9 @@ fn legs() -> Vec<Leg> {
             "barrier",
         ])
     }));
+    // The seeded fault soak, 100,000 operations in a release build (the
+    // `test` leg runs a short debug one).
+    v.push(leg("soak", soak::leg));
     // The full 1,000 bring-up/teardown cycles of issue #4 (debug runs 100).
     v.push(leg("cycles-1000", || {
         cargo(&["test", "--release", "--quiet", "-p", "irdma", "--test", "cycles"])

@@ -1464,6 +1464,42 @@ impl Device {
         self.post_aeqe(code, src, id, ctx, 0);
     }
 
+    /// Writes an AEQE of arbitrary content (fuzzing the driver's AEQ
+    /// consumer): `w0` and `w1` as given, except bit 63 of `w1` (VALID,
+    /// spec control-path §8.2), which is the ring's current polarity so the
+    /// entry is consumed. Refused (counted as dropped) like any AEQE when
+    /// there is no AEQ or it is full. Returns whether it was written.
+    pub fn inject_raw_aeqe(&mut self, w0: u64, w1: u64) -> bool {
+        let Some(q) = self.aeq.clone() else {
+            self.counters.aeqes_dropped += 1;
+            return false;
+        };
+        if q.outstanding >= q.size {
+            self.counters.aeqes_dropped += 1;
+            return false;
+        }
+        let w1 = (w1 & !(1 << 63)) | (u64::from(q.pol) << 63);
+        let Some(pa) = self.queue_addr(q.ring, q.prod as u64 * 16) else {
+            self.counters.aeqes_dropped += 1;
+            return false;
+        };
+        if let Err(f) = write_u64(&*self.mem, pa, w0)
+            .and_then(|_| write_u64(&*self.mem, pa.wrapping_add(8), w1))
+        {
+            self.dma_fault(f);
+            return false;
+        }
+        self.counters.aeqes += 1;
+        if let Some(a) = self.aeq.as_mut() {
+            a.outstanding = a.outstanding.saturating_add(1);
+            a.prod = (a.prod + 1) % a.size;
+            if a.prod == 0 {
+                a.pol = !a.pol;
+            }
+        }
+        true
+    }
+
     /// PBLE `i` through the HMC (spec control-path §6.1).
     pub(crate) fn read_pble(&self, i: u64) -> Option<u64> {
         let l = self.fpm.as_ref()?;

@@ -97,6 +97,33 @@ impl FakeHal {
         in_alloc || in_share
     }
 
+    /// A copy of every live allocation and bounce buffer (bus address,
+    /// contents), in address order: all the memory any model device of this
+    /// process can reach, for before/after comparisons ("not one byte
+    /// written outside the target").
+    ///
+    /// Only meaningful while no device writes concurrently (in-process,
+    /// strict models: the device runs inside the driver's register writes).
+    pub fn snapshot() -> Vec<(u64, Vec<u8>)> {
+        let reg = registry();
+        let allocs = reg.allocs.iter().map(|(&a, &pages)| (a, pages * PAGE_SIZE));
+        let shares = reg.shares.iter().map(|(&a, &(_, len))| (a, len));
+        let mut v: Vec<(u64, Vec<u8>)> = allocs
+            .chain(shares)
+            .map(|(a, len)| {
+                let mut bytes = vec![0u8; len];
+                // SAFETY: the registry lock is held, so the allocation or
+                // bounce buffer at `a` is live for `len` bytes (bus address
+                // == host address) and cannot be freed meanwhile; a raw copy
+                // forms no reference into memory a device may write.
+                unsafe { std::ptr::copy_nonoverlapping(a as *const u8, bytes.as_mut_ptr(), len) };
+                (a, bytes)
+            })
+            .collect();
+        v.sort_by_key(|e| e.0);
+        v
+    }
+
     /// Makes the `n`th next `dma_alloc` (0 = the very next) fail.
     pub fn fail_alloc_after(n: u32) {
         FAIL_ALLOC.store(n as i64, Ordering::SeqCst);
