@@ -317,7 +317,8 @@ impl<'a> Cq<'a> {
             return Fast::Slow;
         }
         let Some(qp) = qps.lookup(ctx) else { return Fast::Slow };
-        if qp.destroy_pending {
+        // UD completions carry the sender's fields: the general path.
+        if qp.destroy_pending || qp.is_ud() {
             return Fast::Slow;
         }
         let q2 = w.get(2);
@@ -338,6 +339,7 @@ impl<'a> Cq<'a> {
                 imm_data: None,
                 invalidated_rkey: None,
                 solicited: cqe::SOEVENT.is_set(q3),
+                ud: None,
             }
         } else {
             let shift = qp.rq.multiplier().trailing_zeros();
@@ -360,6 +362,7 @@ impl<'a> Cq<'a> {
                     None
                 },
                 solicited: cqe::SOEVENT.is_set(q3),
+                ud: None,
             }
         };
         self.consume(false);

@@ -108,9 +108,9 @@ pub struct PostRecvError {
 /// irdma_post_send): SIGNALED → signaled, FENCE → read fence (and, for
 /// REG_MR, local fence too), LOCAL_INV forces the local fence.
 ///
-/// Limits of the verbs-level `SendWr`: it carries no UD address (AH index,
-/// Q_Key, destination QPN), so UD sends built from it have those fields 0 —
-/// UD callers use the uk-level [`SqOp::Send`] directly; `RdmaReadInv`'s
+/// A UD SEND carries its address in [`WrOpcode::UdSend`] (AH index, remote
+/// Q_Key, remote QPN → AHID, DESTQKEY, DESTQPN); a plain `Send` on a UD QP
+/// has those fields 0, and `UdSend` on an RC QP is refused; `RdmaReadInv`'s
 /// `inv_key` is not encoded (the kernel does not pass it either: the device
 /// invalidates the STag of the read's local SGE, spec data-path §10.12);
 /// INLINE is honoured for WRITE and SEND only.
@@ -166,11 +166,26 @@ pub fn sq_post_from_wr<'s>(wr: &SendWr<'s>, kind: QpKind) -> SqPost<'s> {
             local_fence |= f.contains(SendFlags::FENCE);
             SqOp::FastReg(r)
         }
+        WrOpcode::UdSend { ah, remote_qpn, remote_qkey, imm: i } if !rc => {
+            imm = i;
+            SqOp::Send {
+                kind: SendKind { solicited: sol, invalidate: false },
+                stag_to_inv: 0,
+                qkey: remote_qkey,
+                dest_qp: remote_qpn,
+                ah_id: ah,
+                udp_hdr: false,
+                l4len: 0,
+                sges,
+                inline,
+            }
+        }
         WrOpcode::AtomicCmpSwap | WrOpcode::AtomicFetchAdd => SqOp::Atomic,
         WrOpcode::RdmaWrite { .. }
         | WrOpcode::RdmaWriteImm { .. }
         | WrOpcode::RdmaRead { .. }
         | WrOpcode::RdmaReadInv { .. }
+        | WrOpcode::UdSend { .. }
         | WrOpcode::BindMw => SqOp::BindMw,
     };
     SqPost {
@@ -319,6 +334,25 @@ pub fn to_work_completion(i: &CqPollInfo, kind: QpKind) -> WorkCompletion {
             None
         },
         solicited: i.solicited_event,
+        ud: if kind == QpKind::Ud { Some(ud_wc(i)) } else { None },
+    }
+}
+
+/// The UD fields of a completion (verbs.c: irdma_process_cqe): source QPN
+/// and network type always; source MAC and VLAN (id only when non-zero,
+/// priority as the service level) only on a completion without error.
+fn ud_wc(i: &CqPollInfo) -> crate::wr::UdWc {
+    let ok = !i.error;
+    let vlan = (ok && i.ud_vlan_valid).then_some(i.ud_vlan);
+    crate::wr::UdWc {
+        src_qp: i.ud_src_qpn,
+        ipv4: i.ipv4,
+        smac: (ok && i.ud_smac_valid).then(|| {
+            let b = i.ud_smac.to_be_bytes();
+            [b[2], b[3], b[4], b[5], b[6], b[7]]
+        }),
+        vlan_id: vlan.map(|v| v & 0xFFF).filter(|v| *v != 0),
+        sl: vlan.map_or(0, |v| (v >> 13) as u8),
     }
 }
 
@@ -332,6 +366,7 @@ const EMPTY_WC: WorkCompletion = WorkCompletion {
     imm_data: None,
     invalidated_rkey: None,
     solicited: false,
+    ud: None,
 };
 
 impl<'a, S: SendQueue> QpUk<'a, S> {
