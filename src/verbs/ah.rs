@@ -260,7 +260,7 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
         res.ids.as_ref()?.neigh.iter().find(|(i, _)| *i == ip).map(|(_, m)| *m)
     }
 
-    /// Address handles in use (incl. the reserved index 0).
+    /// Address-handle ids in use.
     pub fn ahs_in_use(&self) -> u32 {
         self.res.lock().ids.as_ref().map_or(0, |i| i.ah_ids.in_use())
     }

@@ -296,7 +296,7 @@ pub struct ResourceUsage {
     pub mrs: u32,
     /// ARP entries in use (incl. reserved).
     pub arp: u32,
-    /// Address handles in use (incl. reserved).
+    /// Address-handle ids in use.
     pub ahs: u32,
     /// Free PBLEs.
     pub pble_free: u32,
