@@ -1665,8 +1665,7 @@ impl McastGrpInfo {
     /// uda.c: irdma_access_mcast_grp fills it.
     pub fn ctx(members: &[Option<McastMember>]) -> Result<[u64; 8], EncodeError> {
         let mut out = [0u64; mcast::CTX_ENTRIES];
-        let mut n = 0usize;
-        for m in members.iter().flatten() {
+        for (n, m) in members.iter().flatten().enumerate() {
             let slot = out.get_mut(n).ok_or(EncodeError::TooWide {
                 field: "mcast members",
                 value: n as u64 + 1,
@@ -1675,7 +1674,6 @@ impl McastGrpInfo {
             *slot = fit(mcast::CTX_QPID, m.qp_id as u64, "member qp_id")?
                 | mcast::CTX_VALID.mask()
                 | mcast::CTX_DESTPORT.prep(m.dest_port as u64);
-            n += 1;
         }
         Ok(out)
     }

@@ -3,15 +3,17 @@
 //! The scenario is `tests/wire_scenario.rs`: two model devices, the driver
 //! posting WRITE / READ / SEND (+immediate, +invalidate, inline,
 //! multi-packet at MTU 1024 and 4096), an RNR NAK and an access-error NAK,
-//! over IPv4 and IPv6 with and without VLAN. It writes every frame to the
+//! over IPv4 and IPv6 with and without VLAN, then UD SEND Only (+immediate)
+//! datagrams with DETH over IPv4 and IPv6/VLAN and a MAD from QP1 to QP1. It writes every frame to the
 //! pcap and, beside it, `FILE.expect.tsv` with the fields that follow from
 //! what the driver posted.
 //!
 //! The checks use tools nobody here wrote (shared/spec/rocev2-wire.md):
 //! * tshark decodes every frame as InfiniBand over UDP 4791 with no
 //!   malformed-packet or expert item (§6.4, the exact command);
-//! * tshark's BTH opcode / dest QP / PSN, RETH VA / R_Key / DMA length and
-//!   AETH syndrome equal the expectations, frame by frame (§6.2 fields);
+//! * tshark's BTH opcode / dest QP / PSN, RETH VA / R_Key / DMA length,
+//!   AETH syndrome and DETH Q_Key / source QP equal the expectations, frame
+//!   by frame (§6.2 fields);
 //! * scapy's RoCE layer verifies every ICRC (`tests/wire/check_icrc.py`,
 //!   §3.4).
 
@@ -207,6 +209,8 @@ fn check(file: &Path) -> Result<String, String> {
         "infiniband.reth.r_key",
         "infiniband.reth.dmalen",
         "infiniband.aeth.syndrome",
+        "infiniband.deth.q_key",
+        "infiniband.deth.srcqp",
     ];
     let mut args = vec!["-n", "-r", f];
     args.extend(heur);
