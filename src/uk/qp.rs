@@ -341,6 +341,9 @@ pub fn to_work_completion(i: &CqPollInfo, kind: QpKind) -> WorkCompletion {
 /// The UD fields of a completion (verbs.c: irdma_process_cqe): source QPN
 /// and network type always; source MAC and VLAN (id only when non-zero,
 /// priority as the service level) only on a completion without error.
+/// Out of line: RC completions never call it.
+#[cold]
+#[inline(never)]
 fn ud_wc(i: &CqPollInfo) -> crate::wr::UdWc {
     let ok = !i.error;
     let vlan = (ok && i.ud_vlan_valid).then_some(i.ud_vlan);
