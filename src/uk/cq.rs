@@ -313,12 +313,14 @@ impl<'a> Cq<'a> {
         dma_rmb();
         const SLOW: u64 = cqe::EXTCQE.mask() | cqe::ERROR.mask() | cqe::PSHDROP.mask();
         let ctx = w.get(1);
-        if q3 & SLOW != 0 || ctx == 0 {
+        // A zero context, or bit 63 (UD QPs, whose completions carry the
+        // sender's fields: `UD_CTX_FLAG`), is for the general path; one
+        // signed test covers both.
+        if q3 & SLOW != 0 || (ctx as i64) <= 0 {
             return Fast::Slow;
         }
         let Some(qp) = qps.lookup(ctx) else { return Fast::Slow };
-        // UD completions carry the sender's fields: the general path.
-        if qp.destroy_pending || qp.is_ud() {
+        if qp.destroy_pending {
             return Fast::Slow;
         }
         let q2 = w.get(2);

@@ -19,6 +19,13 @@ pub enum QpKind {
     Ud,
 }
 
+/// Bit 63 of a UD QP's completion context. [`QpUk::new`] sets it for UD
+/// QPs, so the fast poll path, which takes only contexts that are non-zero
+/// with bit 63 clear, leaves UD completions (they carry the sender's
+/// fields) to the general path at no cost to RC polls. An RC context with
+/// bit 63 set is still polled correctly, by the general path.
+pub const UD_CTX_FLAG: u64 = 1 << 63;
+
 /// The data-path state of one QP. `S` is its send queue: the single-owner
 /// [`Sq`] (default) or a shared `&MpSq`.
 pub struct QpUk<'a, S: SendQueue = Sq<'a>> {
@@ -375,11 +382,13 @@ const EMPTY_WC: WorkCompletion = WorkCompletion {
 impl<'a, S: SendQueue> QpUk<'a, S> {
     /// A QP's data path. `ctx` is the completion context programmed into the
     /// QP context (+168); it must be non-zero and unique per CQ.
+    /// A UD QP's `ctx` gets [`UD_CTX_FLAG`]; program [`QpUk::ctx`] into
+    /// the QP context.
     pub fn new(sq: S, rq: Rq<'a>, ctx: u64, kind: QpKind) -> Self {
         QpUk {
             sq,
             rq,
-            ctx,
+            ctx: if kind == QpKind::Ud { ctx | UD_CTX_FLAG } else { ctx },
             kind,
             in_error: false,
             push_dropped: false,

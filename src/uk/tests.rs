@@ -428,10 +428,11 @@ fn fast_poll_equals_general() {
             while slot < 15 {
                 let r = rnd();
                 let sq = r & 1 != 0;
+                // the QP's own context (a UD QP's carries UD_CTX_FLAG)
                 let ctx = match (r >> 1) & 15 {
                     0 => 0,
-                    1 => CTX + 1,
-                    _ => CTX,
+                    1 => qa.ctx() + 1,
+                    _ => qa.ctx(),
                 };
                 let err = (r >> 5) & 7 == 0;
                 let major = [1u64, 0xFFFE, 0xE001, 0x1234][((r >> 8) & 3) as usize];

@@ -185,9 +185,11 @@ impl<'d, H: Hal, B: Bar + Clone, S: SendQueue, Q: QpSlot<'d, H, B, S>> QpLookup<
             .map(|q| q.uk_mut())
     }
 
-    /// A QP's completion context is its QP number (see `create_qp_inner`).
+    /// A QP's completion context is its QP number (see `create_qp_inner`),
+    /// with [`crate::uk::qp::UD_CTX_FLAG`] on a UD QP.
     fn holds(&mut self, ctx: u64) -> bool {
-        let live = u32::try_from(ctx).ok().filter(|&q| self.dev.qp_uses_cq(q, self.cq));
+        let qpn = ctx & !crate::uk::qp::UD_CTX_FLAG;
+        let live = u32::try_from(qpn).ok().filter(|&q| self.dev.qp_uses_cq(q, self.cq));
         self.held = live;
         live.is_some()
     }

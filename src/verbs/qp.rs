@@ -508,7 +508,8 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
             qs_handle: self.ws.qs_handle,
             send_cq_num: attr.send_cq.id(),
             rcv_cq_num: attr.recv_cq.id(),
-            qp_compl_ctx: u64::from(id),
+            // The QP number (UD: with `UD_CTX_FLAG`, see `QpUk::new`).
+            qp_compl_ctx: uk.ctx(),
             // UD: P_Key, Q_Key and PD come at INIT (conformance README,
             // UD/GSI contexts).
             p_key: if ud { 0 } else { 0xffff },
