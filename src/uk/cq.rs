@@ -313,13 +313,11 @@ impl<'a> Cq<'a> {
         dma_rmb();
         const SLOW: u64 = cqe::EXTCQE.mask() | cqe::ERROR.mask() | cqe::PSHDROP.mask();
         let ctx = w.get(1);
-        // A zero context, or bit 63 (UD QPs, whose completions carry the
-        // sender's fields: `UD_CTX_FLAG`), is for the general path; one
-        // signed test covers both.
-        if q3 & SLOW != 0 || (ctx as i64) <= 0 {
+        if q3 & SLOW != 0 || ctx == 0 {
             return Fast::Slow;
         }
-        let Some(qp) = qps.lookup(ctx) else { return Fast::Slow };
+        // Not a UD QP (`lookup_fast`): its CQEs take the general path.
+        let Some(qp) = qps.lookup_fast(ctx) else { return Fast::Slow };
         if qp.destroy_pending {
             return Fast::Slow;
         }

@@ -19,13 +19,6 @@ pub enum QpKind {
     Ud,
 }
 
-/// Bit 63 of a UD QP's completion context. [`QpUk::new`] sets it for UD
-/// QPs, so the fast poll path, which takes only contexts that are non-zero
-/// with bit 63 clear, leaves UD completions (they carry the sender's
-/// fields) to the general path at no cost to RC polls. An RC context with
-/// bit 63 set is still polled correctly, by the general path.
-pub const UD_CTX_FLAG: u64 = 1 << 63;
-
 /// The data-path state of one QP. `S` is its send queue: the single-owner
 /// [`Sq`] (default) or a shared `&MpSq`.
 pub struct QpUk<'a, S: SendQueue = Sq<'a>> {
@@ -34,6 +27,9 @@ pub struct QpUk<'a, S: SendQueue = Sq<'a>> {
     /// Receive queue.
     pub rq: Rq<'a>,
     ctx: u64,
+    /// `ctx` for the fast poll path's lookup; 0 (matches no CQE the fast
+    /// path takes) for a UD QP.
+    fast_ctx: u64,
     kind: QpKind,
     in_error: bool,
     /// An SQ CQE reported that a push WQE was dropped (push is never used on
@@ -76,17 +72,31 @@ pub trait QpLookup<'a, S: SendQueue = Sq<'a>> {
     fn holds(&mut self, _ctx: u64) -> bool {
         false
     }
+
+    /// [`QpLookup::lookup`] for the fast poll path: never a UD QP (its
+    /// completions carry the sender's fields, which only the general path
+    /// decodes). Implementations compare [`QpUk::fast_ctx`] instead of
+    /// [`QpUk::ctx`], which costs RC polls nothing.
+    fn lookup_fast(&mut self, ctx: u64) -> Option<&mut QpUk<'a, S>> {
+        self.lookup(ctx).filter(|q| !q.is_ud())
+    }
 }
 
 impl<'a, S: SendQueue> QpLookup<'a, S> for QpUk<'a, S> {
     fn lookup(&mut self, ctx: u64) -> Option<&mut QpUk<'a, S>> {
         if ctx == self.ctx { Some(self) } else { None }
     }
+    fn lookup_fast(&mut self, ctx: u64) -> Option<&mut QpUk<'a, S>> {
+        if ctx == self.fast_ctx { Some(self) } else { None }
+    }
 }
 
 impl<'a, S: SendQueue> QpLookup<'a, S> for [QpUk<'a, S>] {
     fn lookup(&mut self, ctx: u64) -> Option<&mut QpUk<'a, S>> {
         self.iter_mut().find(|q| q.ctx == ctx)
+    }
+    fn lookup_fast(&mut self, ctx: u64) -> Option<&mut QpUk<'a, S>> {
+        self.iter_mut().find(|q| q.fast_ctx == ctx)
     }
 }
 
@@ -382,13 +392,13 @@ const EMPTY_WC: WorkCompletion = WorkCompletion {
 impl<'a, S: SendQueue> QpUk<'a, S> {
     /// A QP's data path. `ctx` is the completion context programmed into the
     /// QP context (+168); it must be non-zero and unique per CQ.
-    /// A UD QP's `ctx` gets [`UD_CTX_FLAG`]; program [`QpUk::ctx`] into
-    /// the QP context.
     pub fn new(sq: S, rq: Rq<'a>, ctx: u64, kind: QpKind) -> Self {
         QpUk {
             sq,
             rq,
-            ctx: if kind == QpKind::Ud { ctx | UD_CTX_FLAG } else { ctx },
+            ctx,
+            // A UD QP's CQEs carry the sender's fields: never the fast path.
+            fast_ctx: if kind == QpKind::Ud { 0 } else { ctx },
             kind,
             in_error: false,
             push_dropped: false,
@@ -405,6 +415,12 @@ impl<'a, S: SendQueue> QpUk<'a, S> {
     /// The completion context.
     pub fn ctx(&self) -> u64 {
         self.ctx
+    }
+
+    /// The completion context the fast poll path matches: `ctx`, or 0 for
+    /// a UD QP ([`QpLookup::lookup_fast`]).
+    pub fn fast_ctx(&self) -> u64 {
+        self.fast_ctx
     }
 
     /// Whether this is a UD QP.

@@ -508,8 +508,7 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
             qs_handle: self.ws.qs_handle,
             send_cq_num: attr.send_cq.id(),
             rcv_cq_num: attr.recv_cq.id(),
-            // The QP number (UD: with `UD_CTX_FLAG`, see `QpUk::new`).
-            qp_compl_ctx: uk.ctx(),
+            qp_compl_ctx: u64::from(id),
             // UD: P_Key, Q_Key and PD come at INIT (conformance README,
             // UD/GSI contexts).
             p_key: if ud { 0 } else { 0xffff },
@@ -740,6 +739,10 @@ impl<'d, H: Hal, B: Bar + Clone, S: SendQueue> Qp<'d, H, B, S> {
 
     pub(crate) fn compl_ctx(&self) -> u64 {
         self.uk.ctx()
+    }
+
+    pub(crate) fn fast_compl_ctx(&self) -> u64 {
+        self.uk.fast_ctx()
     }
 
     pub(crate) fn uk_mut(&mut self) -> &mut QpUk<'static, S> {
