@@ -11,10 +11,11 @@ pub use crate::lan::{LanError, LanInfo, LanInfoError, LanOps};
 pub use crate::res::Profile;
 pub use crate::rw::{DeviceAttrs, Direction, MrPool, RwCtx, RwError, RwPostError, RwQp, SgEntry};
 pub use crate::verbs::{
-    AddressVector, Cq, FastRegMr, IpAddr, Mr, MrDesc, Pd, PostError, PostErrorKind, Qp, QpAttr,
-    QpCap, QpInitAttr, QpState, SharedQp, VerbsError,
+    AddressVector, Ah, AhAttr, Cq, FastRegMr, GRH_BYTES, GSI_QKEY, IpAddr, Mr, MrDesc, Pd,
+    PostError, PostErrorKind, Qp, QpAttr, QpCap, QpInitAttr, QpState, SharedQp, VerbsError,
 };
 pub use crate::wr::{
-    Access, PageSize, RecvWr, SendFlags, SendWr, Sge, WcOpcode, WcStatus, WorkCompletion, WrOpcode,
+    Access, PageSize, RecvWr, SendFlags, SendWr, Sge, UdWc, WcOpcode, WcStatus, WorkCompletion,
+    WrOpcode,
 };
 pub use irdma_hal::{Bar, BufferDirection, Dma, DmaError, Hal, MmioBar, PhysAddr};

@@ -190,6 +190,21 @@ pub enum WrOpcode {
     AtomicFetchAdd,
     /// `IB_WR_BIND_MW` — refused by the E810 kernel path.
     BindMw,
+    /// A UD SEND (`IB_WR_SEND` / `IB_WR_SEND_WITH_IMM` with `struct
+    /// ib_ud_wr`): the address handle, remote QPN and remote Q_Key go into
+    /// the WQE (AHID, DESTQPN, DESTQKEY; verbs.c: irdma_post_send, spec
+    /// data-path §1.6). Only a UD QP accepts it; on an RC QP it is refused
+    /// like the other operations the QP type cannot do.
+    UdSend {
+        /// Address-handle index ([`crate::verbs::Ah::id`]).
+        ah: u32,
+        /// Destination QPN (24 bits).
+        remote_qpn: u32,
+        /// Destination Q_Key.
+        remote_qkey: u32,
+        /// Immediate data, if any.
+        imm: Option<u32>,
+    },
 }
 
 /// A send work request (`struct ib_send_wr`); chains are slices of these.
@@ -303,4 +318,27 @@ pub struct WorkCompletion {
     pub invalidated_rkey: Option<u32>,
     /// The sender asked for a solicited event.
     pub solicited: bool,
+    /// UD / GSI QPs only: what the CQE says about the datagram's sender
+    /// (`src_qp`, `IB_WC_GRH`, network type, `smac`, `vlan_id`, `sl`).
+    pub ud: Option<UdWc>,
+}
+
+/// The UD part of a work completion, decoded as the vendor does (verbs.c:
+/// irdma_process_cqe; spec data-path §5.2, §5.6). Every UD completion has
+/// a GRH area (`IB_WC_GRH`) and a network type; the source MAC and VLAN
+/// only on successful receives whose CQE extension carries them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct UdWc {
+    /// Source QPN (CQE +16 \[31:0\]).
+    pub src_qp: u32,
+    /// The datagram came over IPv4 (CQE bit 53): the 40-byte GRH area holds
+    /// 20 unused bytes, then the IPv4 header; else the IPv6 header.
+    pub ipv4: bool,
+    /// Source MAC (`IB_WC_WITH_SMAC`).
+    pub smac: Option<[u8; 6]>,
+    /// VLAN id (`IB_WC_WITH_VLAN`: only a non-zero id is reported).
+    pub vlan_id: Option<u16>,
+    /// Service level = VLAN priority (0 without a VLAN tag).
+    pub sl: u8,
 }

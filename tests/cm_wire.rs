@@ -58,11 +58,14 @@ fn frame(from: char, psn: u32, mad: &[u8; MAD_SIZE], ip_id: u16) -> Vec<u8> {
 
 /// [`frame`] on any path.
 fn frame_on(path: &Path, psn: u32, mad: &[u8; MAD_SIZE], ip_id: u16) -> Vec<u8> {
-    let mut payload = Vec::with_capacity(8 + MAD_SIZE);
-    payload.extend_from_slice(&QP1_QKEY.to_be_bytes());
-    payload.extend_from_slice(&[0, 0, 0, 1]); // reserved byte, SrcQP 1
-    payload.extend_from_slice(mad);
-    let p = Packet { opcode: UD_SEND_ONLY, dest_qp: 1, psn, payload, ..Packet::default() };
+    let p = Packet {
+        opcode: UD_SEND_ONLY,
+        dest_qp: 1,
+        psn,
+        deth: Some((QP1_QKEY, 1)), // Q_Key, reserved byte 0, SrcQP 1
+        payload: mad.to_vec(),
+        ..Packet::default()
+    };
     wire::build(path, &p, ip_id)
 }
 
@@ -263,8 +266,7 @@ fn num(v: &str) -> Option<u64> {
 #[test]
 fn cm_frames_decode_as_infiniband_cm_in_tshark() {
     let run = scenario();
-    // lengths and the ICRC the builder stored (the model's RC parser does
-    // not take UD opcodes, so only its ICRC function is used here)
+    // lengths and the ICRC the builder stored
     for f in run.cap.frames() {
         // IPv4: 322 bytes; IPv6: 20 more
         assert!(f.len() == 322 || f.len() == 342, "{}", f.len());

@@ -16,6 +16,7 @@ mod common;
 mod e2e_common;
 
 use e2e_common::*;
+use irdma::verbs::{AhAttr, GSI_QKEY};
 use irdma::wr::RegMrWr;
 use mock_bar::wire;
 
@@ -30,6 +31,8 @@ struct Exp {
     psn: u32,
     reth: Option<(u64, u32, u32)>,
     syndrome: Option<u8>,
+    /// DETH (UD): Q_Key, source QPN.
+    deth: Option<(u32, u32)>,
 }
 
 /// One connection's expectations: the PSN each end sends next.
@@ -74,6 +77,7 @@ impl Conn {
             psn: psn(self.psn, i),
             reth,
             syndrome: None,
+            deth: None,
         }
     }
 
@@ -85,6 +89,7 @@ impl Conn {
             psn: at,
             reth: None,
             syndrome: Some(syndrome),
+            deth: None,
         }
     }
 
@@ -144,6 +149,7 @@ impl Conn {
                 psn: psn(self.psn, i),
                 reth: None,
                 syndrome: (op != 0x0E).then_some(0x1F),
+                deth: None,
             });
         }
         self.psn = psn(self.psn, n);
@@ -278,6 +284,138 @@ fn pair<'d>(da: &'d Dev, db: &'d Dev, p: &Path) -> (Side<'d>, Side<'d>, Conn) {
     (a, b, Conn { a_qpn: na, b_qpn: nb, psn: p.psn, mtu: p.mtu, sport })
 }
 
+/// One UD (or GSI) end: INIT with the Q_Key, RTR, RTS with `sq_psn`.
+struct UdEnd<'d> {
+    qp: TQp<'d>,
+    cq: TCq<'d>,
+    pd: TPd<'d>,
+    dev: &'d Dev,
+}
+
+impl<'d> UdEnd<'d> {
+    fn new(dev: &'d Dev, gsi: bool, qkey: u32, sq_psn: u32) -> Self {
+        let pd = dev.alloc_pd().unwrap();
+        let cq = dev.create_cq(64).unwrap();
+        let mut attr = QpInitAttr { send_cq: &cq, recv_cq: &cq, cap: cap() };
+        let mut qp = if gsi {
+            dev.create_gsi_qp(&pd, &mut attr).unwrap()
+        } else {
+            dev.create_ud_qp(&pd, &mut attr).unwrap()
+        };
+        let mut init = QpAttr::new(QpState::Init);
+        init.qkey = qkey;
+        qp.modify(&init).unwrap();
+        qp.modify(&QpAttr::new(QpState::Rtr)).unwrap();
+        let mut rts = QpAttr::new(QpState::Rts);
+        rts.sq_psn = sq_psn;
+        qp.modify(&rts).unwrap();
+        UdEnd { qp, cq, pd, dev }
+    }
+
+    fn one(&mut self) -> WorkCompletion {
+        let wc = poll_n(&mut self.cq, &mut [&mut self.qp], 1);
+        assert_eq!(wc.len(), 1, "{wc:?}");
+        wc[0]
+    }
+
+    fn region(&self, seed: u8) -> Region<'d> {
+        let b = buf(1);
+        let _ = fill(&b, seed);
+        let mr = reg(self.dev, &self.pd, b.paddr(), 4096, &pages_of(&b), false);
+        Region { mr, buf: b }
+    }
+}
+
+/// The CM REQ MAD of spec ib-cm-rocev2 §7.2 (tshark decodes QP1 payloads
+/// as MADs; this one it decodes cleanly, §7.4).
+const CM_REQ_MAD: &str = "01 07 02 03 00 00 00 00 00 00 00 01 1a 2b 3c 4d
+    00 10 00 00 00 00 00 00 1a 2b 3c 4d 00 00 00 00 00 00 00 00 01 06 11 44
+    b6 96 91 ff fe aa bb 01 00 00 00 00 00 00 00 00 00 00 42 08 00 00 00 08
+    00 00 00 a1 12 34 56 a7 ff ff 37 f0 ff ff ff ff 00 00 00 00 00 00 00 00
+    00 00 ff ff c0 00 02 01 00 00 00 00 00 00 00 00 00 00 ff ff c0 00 02 02
+    75 14 40 00 00 40 00 98";
+
+/// UD traffic (wire §5): UD SEND Only over IPv4, over IPv6 with a VLAN
+/// tag and traffic class, SEND Only with immediate back, then a MAD from
+/// QP1 to the peer's QP1 with Q_Key 0x80010000.
+fn ud_traffic(da: &Dev, db: &Dev, exp: &mut Vec<Exp>) {
+    const QKEY: u32 = 0x0123_4567;
+    let mut a = UdEnd::new(da, false, QKEY, 0x5d_1f0b);
+    let mut b = UdEnd::new(db, false, QKEY, 77);
+    let (na, nb) = (a.qp.qp_num(), b.qp.qp_num());
+    // a UD QP never gets an address vector, so its source port stays the
+    // 0xC000 irdma sets at create (rocev2-wire §1.5)
+    let ud = |opcode, dest_qp, psn, src| Exp {
+        sport: 0xC000,
+        opcode,
+        dest_qp,
+        psn,
+        reth: None,
+        syndrome: None,
+        deth: Some((if dest_qp == 1 { GSI_QKEY } else { QKEY }, src)),
+    };
+    let (sa, sb, ra, rb) = (a.region(5), b.region(6), a.region(0), b.region(0));
+    let post = |end: &mut UdEnd<'_>, r: &Region<'_>, ah: u32, to: u32, qkey: u32, len: u32, imm| {
+        let sge = [r.sge(0, len as usize)];
+        let op = WrOpcode::UdSend { ah, remote_qpn: to, remote_qkey: qkey, imm };
+        end.qp.post_send(&[signaled(1, op, &sge)]).unwrap();
+        ok(&end.one(), "ud send");
+    };
+    let recv = |end: &mut UdEnd<'_>, r: &Region<'_>, len: u32| {
+        end.qp.post_recv(&[RecvWr { wr_id: 2, sg_list: &[r.sge(0, len as usize)] }]).unwrap();
+    };
+    let ah4 = a.pd.create_ah(&AhAttr {
+        dest_mac: Some(B.mac),
+        ..AhAttr::new(IpAddr::V4(B.ip), IpAddr::V4(A.ip))
+    });
+    let ah4 = ah4.unwrap();
+    recv(&mut b, &rb, 40 + 100);
+    post(&mut a, &sa, ah4.id(), nb, QKEY, 100, None);
+    let r = b.one();
+    assert_eq!((r.status, r.byte_len, r.ud.map(|u| u.src_qp)), (WcStatus::Success, 140, Some(na)));
+    exp.push(ud(0x64, nb, 0x5d_1f0b, na));
+    let mut v6 = AhAttr::new(ip_of(B, true), ip_of(A, true));
+    v6.dest_mac = Some(B.mac);
+    v6.vlan = Some(100 | 3 << 13);
+    v6.traffic_class = 0x68;
+    v6.flow_label = 0x12345;
+    let ah6 = a.pd.create_ah(&v6).unwrap();
+    recv(&mut b, &rb, 40 + 64);
+    post(&mut a, &sa, ah6.id(), nb, QKEY, 64, None);
+    let r = b.one();
+    assert_eq!(r.ud.map(|u| (u.ipv4, u.vlan_id, u.sl)), Some((false, Some(100), 3)), "{r:?}");
+    exp.push(ud(0x64, nb, 0x5d_1f0c, na));
+    let back = b.pd.create_ah(&AhAttr {
+        dest_mac: Some(A.mac),
+        ..AhAttr::new(IpAddr::V4(A.ip), IpAddr::V4(B.ip))
+    });
+    let back = back.unwrap();
+    recv(&mut a, &ra, 40 + 48);
+    post(&mut b, &sb, back.id(), na, QKEY, 48, Some(0xABCD));
+    let r = a.one();
+    assert_eq!((r.imm_data, r.ud.map(|u| u.src_qp)), (Some(0xABCD), Some(nb)));
+    exp.push(ud(0x65, na, 77, nb));
+    // QP1 → QP1: one 256-byte MAD after the 40-byte GRH area
+    let mut ga = UdEnd::new(da, true, GSI_QKEY, 0);
+    let mut gb = UdEnd::new(db, true, GSI_QKEY, 0);
+    let mut mad: Vec<u8> =
+        CM_REQ_MAD.split_whitespace().map(|w| u8::from_str_radix(w, 16).unwrap()).collect();
+    mad.resize(256, 0);
+    let (gs, gr) = (ga.region(0), gb.region(0));
+    assert!(gs.buf.write_bytes(0, &mad));
+    let gah = ga.pd.create_ah(&AhAttr {
+        dest_mac: Some(B.mac),
+        ..AhAttr::new(IpAddr::V4(B.ip), IpAddr::V4(A.ip))
+    });
+    let gah = gah.unwrap();
+    recv(&mut gb, &gr, 40 + 256);
+    post(&mut ga, &gs, gah.id(), 1, GSI_QKEY, 256, None);
+    let r = gb.one();
+    assert_eq!((r.qp_num, r.byte_len, r.ud.map(|u| u.src_qp)), (1, 296, Some(1)));
+    assert_eq!(gr.bytes(40, 256), mad);
+    exp.push(ud(0x64, 1, 0, 1));
+}
+
 #[test]
 fn wire_scenario() {
     let _g = lock();
@@ -391,6 +529,7 @@ fn wire_scenario() {
         exp.push(c.req(0, 0x0A, Some((0x1000, bad, 16))));
         exp.push(c.ack(c.psn, 0x62));
     }
+    ud_traffic(&da, &db, &mut exp);
     let frames = cap.frames();
     let got: Vec<Exp> = frames
         .iter()
@@ -403,6 +542,7 @@ fn wire_scenario() {
                 psn: p.pkt.psn,
                 reth: p.pkt.reth,
                 syndrome: p.pkt.aeth.map(|a| a.0),
+                deth: p.pkt.deth,
             }
         })
         .collect();
@@ -419,8 +559,11 @@ fn wire_scenario() {
                     (r.0.to_string(), r.1.to_string(), r.2.to_string())
                 });
             let syn = e.syndrome.map_or(String::new(), |s| s.to_string());
+            let (qkey, sqp) = e
+                .deth
+                .map_or((String::new(), String::new()), |d| (d.0.to_string(), d.1.to_string()));
             tsv += &format!(
-                "{}\t{}\t{}\t{}\t{va}\t{rkey}\t{len}\t{syn}\n",
+                "{}\t{}\t{}\t{}\t{va}\t{rkey}\t{len}\t{syn}\t{qkey}\t{sqp}\n",
                 e.sport, e.opcode, e.dest_qp, e.psn
             );
         }

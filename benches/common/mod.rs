@@ -69,6 +69,7 @@ pub const WC0: WorkCompletion = WorkCompletion {
     imm_data: None,
     invalidated_rkey: None,
     solicited: false,
+    ud: None,
 };
 
 /// The one SGE of the benchmark WR.

@@ -50,11 +50,17 @@ pub mod op {
     pub const DESTROY_CEQ: u8 = 0x18;
     pub const CREATE_AEQ: u8 = 0x19;
     pub const DESTROY_AEQ: u8 = 0x1B;
+    pub const CREATE_ADDR_HANDLE: u8 = 0x1C;
+    pub const MODIFY_ADDR_HANDLE: u8 = 0x1D;
+    pub const DESTROY_ADDR_HANDLE: u8 = 0x1E;
     pub const UPDATE_PE_SDS: u8 = 0x1F;
     pub const QUERY_FPM_VAL: u8 = 0x20;
     pub const COMMIT_FPM_VAL: u8 = 0x21;
     pub const FLUSH_WQES: u8 = 0x22;
     pub const NOP: u8 = 0x24;
+    pub const CREATE_MCAST_GRP: u8 = 0x26;
+    pub const MODIFY_MCAST_GRP: u8 = 0x27;
+    pub const DESTROY_MCAST_GRP: u8 = 0x28;
     pub const SUSPEND_QP: u8 = 0x29;
     pub const RESUME_QP: u8 = 0x2A;
     pub const SHMC_PAGES_ALLOCATED: u8 = 0x2B;
@@ -411,6 +417,93 @@ pub mod arp {
         super::hdr::OPCODE,
         ENTRYVALID,
         PERMANENT,
+        super::hdr::WQEVALID,
+    ]);
+}
+
+/// CREATE/MODIFY/DESTROY_ADDR_HANDLE (uda_d.h: IRDMA_UDA_CQPSQ_MAV_*, built
+/// by uda.c: irdma_sc_access_ah; layout in conformance/README.md, "UD
+/// control-path vectors"). IP addresses: IPv6 destination @40 = word0<<32 |
+/// word1, @32 = word2<<32 | word3; source @56/@48 likewise; IPv4 in the low
+/// 32 bits of @32 (destination) and @48 (source).
+pub mod ah {
+    use super::Field;
+    /// @0 local MAC, byte 0 in bits \[63:56\].
+    pub const MACADDR: Field = Field::bits(63, 16);
+    /// @8 PD index bits \[15:0\].
+    pub const PDINDEXLO: Field = Field::bits(63, 48);
+    /// @8 traffic class (DSCP << 2 | ECN).
+    pub const TC: Field = Field::bits(39, 32);
+    /// @8 VLAN tag (id | priority << 13).
+    pub const VLANTAG: Field = Field::bits(15, 0);
+    /// @16 ARP table index of the next hop.
+    pub const ARPINDEX: Field = Field::bits(63, 48);
+    /// @16 hop limit / TTL.
+    pub const HOPLIMIT: Field = Field::bits(39, 32);
+    /// @16 PD index bits \[23:16\].
+    pub const PDINDEXHI: Field = Field::bits(27, 20);
+    /// @16 flow label.
+    pub const FLOWLABEL: Field = Field::bits(19, 0);
+    /// @24 address-handle index.
+    pub const AVIDX: Field = Field::bits(23, 0);
+    /// @24 IPv4 addresses.
+    pub const IPV4VALID: Field = Field::bit(59);
+    /// @24 insert the VLAN tag.
+    pub const INSERTVLANTAG: Field = Field::bit(60);
+    /// @24 loopback (source address == destination address).
+    pub const DOLOOPBACK: Field = Field::bit(62);
+    const _: () = super::assert_disjoint(&[PDINDEXLO, TC, VLANTAG]);
+    const _: () = super::assert_disjoint(&[ARPINDEX, HOPLIMIT, PDINDEXHI, FLOWLABEL]);
+    const _: () = super::assert_disjoint(&[
+        AVIDX,
+        super::hdr::OPCODE,
+        IPV4VALID,
+        INSERTVLANTAG,
+        DOLOOPBACK,
+        super::hdr::WQEVALID,
+    ]);
+}
+
+/// CREATE/MODIFY/DESTROY_MCAST_GRP (uda_d.h: IRDMA_UDA_CQPSQ_MG_*, built by
+/// uda.c: irdma_access_mcast_grp; layout in conformance/README.md). @0 the
+/// group MAC \[47:0\]; @32 the 64-byte group context's bus address; IPv6
+/// group address @56 = word0<<32 | word1, @48 = word2<<32 | word3; IPv4 in
+/// the low 32 bits of @48.
+pub mod mcast {
+    use super::Field;
+    /// @0 destination (group) MAC, byte 0 in bits \[47:40\].
+    pub const DMAC: Field = Field::bits(47, 0);
+    /// @8 HMC function id.
+    pub const HMCFNID: Field = Field::bits(5, 0);
+    /// @16 VLAN id.
+    pub const VLANID: Field = Field::bits(43, 32);
+    /// @16 queue-set handle.
+    pub const QS_HANDLE: Field = Field::bits(9, 0);
+    /// @24 multicast group index.
+    pub const MGIDX: Field = Field::bits(12, 0);
+    /// @24 VLAN id valid.
+    pub const VLANVALID: Field = Field::bit(59);
+    /// @24 IPv4 group address.
+    pub const IPV4VALID: Field = Field::bit(60);
+    /// Context entry: member QP id.
+    pub const CTX_QPID: Field = Field::bits(17, 0);
+    /// Context entry: valid.
+    pub const CTX_VALID: Field = Field::bit(31);
+    /// Context entry: destination port.
+    pub const CTX_DESTPORT: Field = Field::bits(47, 32);
+    /// Member slots in the 64-byte context (eight u64 entries;
+    /// conformance/README.md, "UD control-path vectors").
+    pub const CTX_ENTRIES: usize = 8;
+    /// Group indices the vendor accepts (uda.c: irdma_access_mcast_grp
+    /// refuses `mg_id` >= IRDMA_UDA_MAX_FSI_MGS = 4096).
+    pub const MAX_GROUPS: u32 = 4096;
+    const _: () = super::assert_disjoint(&[VLANID, QS_HANDLE]);
+    const _: () = super::assert_disjoint(&[CTX_QPID, CTX_VALID, CTX_DESTPORT]);
+    const _: () = super::assert_disjoint(&[
+        MGIDX,
+        super::hdr::OPCODE,
+        VLANVALID,
+        IPV4VALID,
         super::hdr::WQEVALID,
     ]);
 }

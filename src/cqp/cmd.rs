@@ -11,7 +11,7 @@
 //! against the committed HMC counts in [`Limits`], as the vendor does.
 
 use irdma_hal::Field;
-use irdma_hal::cqp::{arp, cq, eq, hdr, hmc, op, qp, stag, ws};
+use irdma_hal::cqp::{ah, arp, cq, eq, hdr, hmc, mcast, op, qp, stag, ws};
 
 use super::{EncodeError, fit, flag};
 
@@ -1510,6 +1510,239 @@ impl CqpCommand for ArpDel {
     }
 }
 
+// ---------------------------------------------------------------- UD
+
+/// An address handle as the device holds it (uda.h: struct irdma_ah_info;
+/// built by uda.c: irdma_sc_access_ah). IP words are host order, `[0]` the
+/// most significant word of an IPv6 address; IPv4 uses `[0]` only.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct AhInfo {
+    /// Address-handle index (< 2^24).
+    pub ah_idx: u32,
+    /// Protection domain (< 2^24).
+    pub pd_idx: u32,
+    /// ARP-table index of the next hop (its MAC reaches the hardware only
+    /// through that entry).
+    pub dst_arp_index: u16,
+    /// Destination IP.
+    pub dest_ip: [u32; 4],
+    /// Source IP.
+    pub src_ip: [u32; 4],
+    /// IPv6 flow label (< 2^20).
+    pub flow_label: u32,
+    /// VLAN tag (id | priority << 13); Linux passes 0x1000 (VLAN_N_VID)
+    /// without a VLAN, written as it is.
+    pub vlan_tag: u16,
+    /// Insert the VLAN tag.
+    pub insert_vlan_tag: bool,
+    /// Traffic class (DSCP << 2 | ECN).
+    pub tc_tos: u8,
+    /// Hop limit / TTL.
+    pub hop_ttl: u8,
+    /// The **local** MAC (Linux copies the netdev address).
+    pub mac: [u8; 6],
+    /// IPv4 addresses.
+    pub ipv4: bool,
+    /// Loopback (Linux: source address == destination address).
+    pub loopback: bool,
+}
+
+impl AhInfo {
+    /// The AH WQE for `opcode`. The vendor checks nothing and cuts wider
+    /// values to the field; the driver refuses them instead.
+    fn encode(&self, opcode: u8, wqe: &mut [u64; 8]) -> Result<(), EncodeError> {
+        let pd = fit(Field::bits(23, 0), self.pd_idx as u64, "pd_idx")?;
+        let ip = |a: [u32; 4]| -> (u64, u64) {
+            if self.ipv4 {
+                (a[0] as u64, 0)
+            } else {
+                (
+                    (a[2] as u64) << 32 | a[3] as u64, // low half
+                    (a[0] as u64) << 32 | a[1] as u64, // high half
+                )
+            }
+        };
+        let (d_lo, d_hi) = ip(self.dest_ip);
+        let (s_lo, s_hi) = ip(self.src_ip);
+        *wqe = [
+            ah::MACADDR.prep(mac_to_u64(self.mac)),
+            ah::PDINDEXLO.prep(pd & 0xffff)
+                | ah::TC.prep(self.tc_tos as u64)
+                | ah::VLANTAG.prep(self.vlan_tag as u64),
+            ah::ARPINDEX.prep(self.dst_arp_index as u64)
+                | ah::HOPLIMIT.prep(self.hop_ttl as u64)
+                | ah::PDINDEXHI.prep(pd >> 16)
+                | fit(ah::FLOWLABEL, self.flow_label as u64, "flow_label")?,
+            header(opcode)
+                | fit(ah::AVIDX, self.ah_idx as u64, "ah_idx")?
+                | flag(ah::IPV4VALID, self.ipv4)
+                | flag(ah::INSERTVLANTAG, self.insert_vlan_tag)
+                | flag(ah::DOLOOPBACK, self.loopback),
+            d_lo,
+            d_hi,
+            s_lo,
+            s_hi,
+        ];
+        Ok(())
+    }
+}
+
+/// CREATE_ADDR_HANDLE (0x1C) — uda.c: irdma_sc_access_ah.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CreateAh(pub AhInfo);
+
+/// MODIFY_ADDR_HANDLE (0x1D) — uda.c: irdma_sc_access_ah (Linux never
+/// issues it; the layout is the create's).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ModifyAh(pub AhInfo);
+
+/// DESTROY_ADDR_HANDLE (0x1E) — uda.c: irdma_sc_access_ah; Linux sends the
+/// full AH info, as at create.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DestroyAh(pub AhInfo);
+
+impl CqpCommand for CreateAh {
+    const OPCODE: u8 = op::CREATE_ADDR_HANDLE;
+    fn encode(&self, wqe: &mut [u64; 8], _env: &mut Env) -> Result<(), EncodeError> {
+        self.0.encode(Self::OPCODE, wqe)
+    }
+}
+
+impl CqpCommand for ModifyAh {
+    const OPCODE: u8 = op::MODIFY_ADDR_HANDLE;
+    fn encode(&self, wqe: &mut [u64; 8], _env: &mut Env) -> Result<(), EncodeError> {
+        self.0.encode(Self::OPCODE, wqe)
+    }
+}
+
+impl CqpCommand for DestroyAh {
+    const OPCODE: u8 = op::DESTROY_ADDR_HANDLE;
+    fn encode(&self, wqe: &mut [u64; 8], _env: &mut Env) -> Result<(), EncodeError> {
+        self.0.encode(Self::OPCODE, wqe)
+    }
+}
+
+/// A multicast group (uda.h: struct irdma_mcast_grp_info; built by uda.c:
+/// irdma_access_mcast_grp). The members live in a 64-byte context in host
+/// memory ([`McastGrpInfo::ctx`]) that the caller writes at `ctx_pa` before
+/// posting.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct McastGrpInfo {
+    /// Group index (< 4096; the vendor refuses more with -EINVAL).
+    pub mg_id: u16,
+    /// IPv4 group address.
+    pub ipv4: bool,
+    /// Group IP (host order, `[0]` most significant; IPv4 in `[0]`).
+    pub dest_ip: [u32; 4],
+    /// Group MAC.
+    pub dest_mac: [u8; 6],
+    /// VLAN id; Linux passes 0xFFFF with `vlan_valid` false off a VLAN.
+    /// Without `vlan_valid` the low 12 bits are written as the vendor does
+    /// (the hardware ignores them); with it, more than 12 bits is refused.
+    pub vlan_id: u16,
+    /// VLAN id valid.
+    pub vlan_valid: bool,
+    /// HMC function id (< 64).
+    pub hmc_fn_id: u8,
+    /// Queue-set handle (< 1024).
+    pub qs_handle: u16,
+    /// Bus address of the 64-byte group context.
+    pub ctx_pa: u64,
+}
+
+/// One member slot of a multicast-group context.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct McastMember {
+    /// Member QP id (< 2^18).
+    pub qp_id: u32,
+    /// Destination port (Linux: 0).
+    pub dest_port: u16,
+}
+
+impl McastGrpInfo {
+    /// The 64-byte group context for `members` (slots in table order; `None`
+    /// = unused): valid members packed from entry 0, the rest zero, as
+    /// uda.c: irdma_access_mcast_grp fills it.
+    pub fn ctx(members: &[Option<McastMember>]) -> Result<[u64; 8], EncodeError> {
+        let mut out = [0u64; mcast::CTX_ENTRIES];
+        for (n, m) in members.iter().flatten().enumerate() {
+            let slot = out.get_mut(n).ok_or(EncodeError::TooWide {
+                field: "mcast members",
+                value: n as u64 + 1,
+                max: mcast::CTX_ENTRIES as u64,
+            })?;
+            *slot = fit(mcast::CTX_QPID, m.qp_id as u64, "member qp_id")?
+                | mcast::CTX_VALID.mask()
+                | mcast::CTX_DESTPORT.prep(m.dest_port as u64);
+        }
+        Ok(out)
+    }
+
+    fn encode(&self, opcode: u8, wqe: &mut [u64; 8]) -> Result<(), EncodeError> {
+        below(self.mg_id as u64, mcast::MAX_GROUPS, "mg_id")?;
+        let vlan = if self.vlan_valid {
+            fit(mcast::VLANID, self.vlan_id as u64, "vlan_id")?
+        } else {
+            mcast::VLANID.prep(self.vlan_id as u64)
+        };
+        let (lo, hi) = if self.ipv4 {
+            (self.dest_ip[0] as u64, 0)
+        } else {
+            (
+                (self.dest_ip[2] as u64) << 32 | self.dest_ip[3] as u64,
+                (self.dest_ip[0] as u64) << 32 | self.dest_ip[1] as u64,
+            )
+        };
+        *wqe = [
+            mcast::DMAC.prep(mac_to_u64(self.dest_mac)),
+            fit(mcast::HMCFNID, self.hmc_fn_id as u64, "hmc_fn_id")?,
+            vlan | fit(mcast::QS_HANDLE, self.qs_handle as u64, "qs_handle")?,
+            header(opcode)
+                | mcast::MGIDX.prep(self.mg_id as u64)
+                | flag(mcast::VLANVALID, self.vlan_valid)
+                | flag(mcast::IPV4VALID, self.ipv4),
+            self.ctx_pa,
+            0,
+            lo,
+            hi,
+        ];
+        Ok(())
+    }
+}
+
+/// CREATE_MCAST_GRP (0x26) — uda.c: irdma_access_mcast_grp.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CreateMcastGrp(pub McastGrpInfo);
+
+/// MODIFY_MCAST_GRP (0x27) — uda.c: irdma_access_mcast_grp.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ModifyMcastGrp(pub McastGrpInfo);
+
+/// DESTROY_MCAST_GRP (0x28) — uda.c: irdma_access_mcast_grp.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DestroyMcastGrp(pub McastGrpInfo);
+
+impl CqpCommand for CreateMcastGrp {
+    const OPCODE: u8 = op::CREATE_MCAST_GRP;
+    fn encode(&self, wqe: &mut [u64; 8], _env: &mut Env) -> Result<(), EncodeError> {
+        self.0.encode(Self::OPCODE, wqe)
+    }
+}
+
+impl CqpCommand for ModifyMcastGrp {
+    const OPCODE: u8 = op::MODIFY_MCAST_GRP;
+    fn encode(&self, wqe: &mut [u64; 8], _env: &mut Env) -> Result<(), EncodeError> {
+        self.0.encode(Self::OPCODE, wqe)
+    }
+}
+
+impl CqpCommand for DestroyMcastGrp {
+    const OPCODE: u8 = op::DESTROY_MCAST_GRP;
+    fn encode(&self, wqe: &mut [u64; 8], _env: &mut Env) -> Result<(), EncodeError> {
+        self.0.encode(Self::OPCODE, wqe)
+    }
+}
+
 /// Work-scheduler node operations (defs.h: enum irdma_ws_node_op).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum WsNodeOp {
@@ -1583,6 +1816,69 @@ mod tests {
             Err(EncodeError::TooWide { field, .. }) => assert_eq!(field, name),
             other => panic!("expected TooWide({name}), got {other:?}"),
         }
+    }
+
+    #[test]
+    fn ah_layout_and_refusals() {
+        let info = AhInfo {
+            ah_idx: 0x12_3456,
+            pd_idx: 0xab_cdef,
+            dst_arp_index: 0x0102,
+            dest_ip: [0x2001_0db8, 1, 2, 3],
+            src_ip: [0xfe80_0000, 4, 5, 6],
+            flow_label: 0xf_1234,
+            vlan_tag: 0x2064,
+            insert_vlan_tag: true,
+            tc_tos: 0x68,
+            hop_ttl: 0x40,
+            mac: [0xb4, 0x96, 0x91, 1, 2, 3],
+            ipv4: false,
+            loopback: true,
+        };
+        let w = enc(&CreateAh(info)).unwrap();
+        assert_eq!(w[0], 0xb496_9101_0203_0000);
+        assert_eq!(w[1], 0xcdef_0068_0000_2064);
+        assert_eq!(w[2], 0x0102_0040_0abf_1234);
+        assert_eq!(w[3], 0x5000_001c_0012_3456);
+        assert_eq!((w[4], w[5]), (0x2_0000_0003, 0x2001_0db8_0000_0001));
+        assert_eq!((w[6], w[7]), (0x5_0000_0006, 0xfe80_0000_0000_0004));
+        assert_eq!(enc(&DestroyAh(info)).unwrap()[3] >> 32 & 0x3f, 0x1e);
+        assert_eq!(enc(&ModifyAh(info)).unwrap()[3] >> 32 & 0x3f, 0x1d);
+        let v4 = AhInfo { ipv4: true, dest_ip: [0x0a00_0001, 9, 9, 9], ..info };
+        let w = enc(&CreateAh(v4)).unwrap();
+        assert_eq!((w[4], w[5], w[6] >> 32, w[7]), (0x0a00_0001, 0, 0, 0));
+        too_wide(enc(&CreateAh(AhInfo { ah_idx: 1 << 24, ..info })), "ah_idx");
+        too_wide(enc(&CreateAh(AhInfo { pd_idx: 1 << 24, ..info })), "pd_idx");
+        too_wide(enc(&CreateAh(AhInfo { flow_label: 1 << 20, ..info })), "flow_label");
+    }
+
+    #[test]
+    fn mcast_layout_ctx_and_refusals() {
+        let g = McastGrpInfo {
+            mg_id: 0xfff,
+            ipv4: true,
+            dest_ip: [0xe000_00fb, 0, 0, 0],
+            dest_mac: [1, 0, 0x5e, 0, 0, 0xfb],
+            vlan_id: 0xffff,
+            vlan_valid: false,
+            hmc_fn_id: 3,
+            qs_handle: 0x3ff,
+            ctx_pa: 0x1234_5000,
+        };
+        let w = enc(&CreateMcastGrp(g)).unwrap();
+        assert_eq!(w[0], 0x0100_5e00_00fb);
+        assert_eq!(w[1], 3);
+        assert_eq!(w[2], 0xfff_0000_03ff);
+        assert_eq!(w[3], 0x1000_0026_0000_0fff);
+        assert_eq!((w[4], w[6], w[7]), (0x1234_5000, 0xe000_00fb, 0));
+        too_wide(enc(&CreateMcastGrp(McastGrpInfo { mg_id: 4096, ..g })), "mg_id");
+        too_wide(enc(&ModifyMcastGrp(McastGrpInfo { vlan_valid: true, ..g })), "vlan_id");
+        too_wide(enc(&DestroyMcastGrp(McastGrpInfo { qs_handle: 0x400, ..g })), "qs_handle");
+        let m = |qp_id| Some(McastMember { qp_id, dest_port: 0 });
+        let ctx = McastGrpInfo::ctx(&[None, m(0x51), None, m(0x3ffff)]).unwrap();
+        assert_eq!(ctx, [0x8000_0051, 0x8003_ffff, 0, 0, 0, 0, 0, 0]);
+        too_wide(McastGrpInfo::ctx(&[m(1 << 18)]).map(|_| [0; 8]), "member qp_id");
+        too_wide(McastGrpInfo::ctx(&[m(1); 9]).map(|_| [0; 8]), "mcast members");
     }
 
     #[test]

@@ -76,6 +76,12 @@ pub(crate) const CQ_WORDS: usize = (MAX_CQS / 64) as usize;
 pub(crate) const PD_WORDS: usize = (MAX_PDS / 64) as usize;
 pub(crate) const MR_WORDS: usize = (MAX_MRS / 64) as usize;
 pub(crate) const ARP_WORDS: usize = (MAX_ARP / 64) as usize;
+/// Most address handles the driver tracks (ids below the committed FSIAV
+/// count and this).
+pub const MAX_AHS: u32 = 1024;
+pub(crate) const AH_WORDS: usize = (MAX_AHS / 64) as usize;
+/// Entries of the static neighbour table ([`Device::add_neighbour`]).
+pub const MAX_NEIGHBOURS: usize = 64;
 
 /// Bytes of the QUERY_RDMA_FEATURES buffer (Linux: 34 entries × 8; spec §4.3.23).
 const FEATURES_BYTES: usize = 272;
@@ -299,6 +305,8 @@ pub(crate) struct QpRecord {
     pub live: bool,
     pub ctx_pa: u64,
     pub shadow_pa: u64,
+    /// QPTYPE of its CQP ops (0 = not recorded: RoCE RC).
+    pub qp_type: u8,
 }
 
 /// One live fast-register MR as the post paths check REG_MR WRs against
@@ -340,6 +348,12 @@ pub(crate) struct Ids {
     pub pd_orphan: [u64; PD_WORDS],
     /// Live fast-register MRs, sorted by STag index.
     pub fr: heapless::Vec<FrRecord, MAX_FR_MRS>,
+    /// Address-handle ids (index 0 reserved).
+    pub ah_ids: IdBitmap<AH_WORDS>,
+    /// QP 1 (GSI) is live.
+    pub gsi: bool,
+    /// The static neighbour table: IP → MAC.
+    pub neigh: heapless::Vec<(crate::verbs::IpAddr, [u8; 6]), MAX_NEIGHBOURS>,
 }
 
 /// A CQ dropped while QPs still completed to it: destroyed when the last
@@ -776,6 +790,10 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
             pd_refs: [0; MAX_PDS as usize],
             pd_orphan: [0; PD_WORDS],
             fr: heapless::Vec::new(),
+            ah_ids: IdBitmap::ah_ids(layout.object(HmcObj::Fsiav).cnt.min(MAX_AHS))
+                .or_else(|e| fail(S::Resources, ProbeCause::Ids(e)))?,
+            gsi: false,
+            neigh: heapless::Vec::new(),
         };
         self.res.get_mut().ids = Some(ids);
         // RDMA traffic to the VSI on, last (main.c: irdma_probe).

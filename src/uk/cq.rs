@@ -316,7 +316,8 @@ impl<'a> Cq<'a> {
         if q3 & SLOW != 0 || ctx == 0 {
             return Fast::Slow;
         }
-        let Some(qp) = qps.lookup(ctx) else { return Fast::Slow };
+        // Not a UD QP (`lookup_fast`): its CQEs take the general path.
+        let Some(qp) = qps.lookup_fast(ctx) else { return Fast::Slow };
         if qp.destroy_pending {
             return Fast::Slow;
         }
@@ -338,6 +339,7 @@ impl<'a> Cq<'a> {
                 imm_data: None,
                 invalidated_rkey: None,
                 solicited: cqe::SOEVENT.is_set(q3),
+                ud: None,
             }
         } else {
             let shift = qp.rq.multiplier().trailing_zeros();
@@ -360,6 +362,7 @@ impl<'a> Cq<'a> {
                     None
                 },
                 solicited: cqe::SOEVENT.is_set(q3),
+                ud: None,
             }
         };
         self.consume(false);

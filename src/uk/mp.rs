@@ -844,6 +844,7 @@ mod tests {
             imm_data: None,
             invalidated_rkey: None,
             solicited: false,
+            ud: None,
         };
         let mut wc = [wc0; 64];
         let n = poll_cq(&mut cq, &mut qp, &mut wc);

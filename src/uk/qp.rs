@@ -27,6 +27,9 @@ pub struct QpUk<'a, S: SendQueue = Sq<'a>> {
     /// Receive queue.
     pub rq: Rq<'a>,
     ctx: u64,
+    /// `ctx` for the fast poll path's lookup; 0 (matches no CQE the fast
+    /// path takes) for a UD QP.
+    fast_ctx: u64,
     kind: QpKind,
     in_error: bool,
     /// An SQ CQE reported that a push WQE was dropped (push is never used on
@@ -69,17 +72,31 @@ pub trait QpLookup<'a, S: SendQueue = Sq<'a>> {
     fn holds(&mut self, _ctx: u64) -> bool {
         false
     }
+
+    /// [`QpLookup::lookup`] for the fast poll path: never a UD QP (its
+    /// completions carry the sender's fields, which only the general path
+    /// decodes). Implementations compare [`QpUk::fast_ctx`] instead of
+    /// [`QpUk::ctx`], which costs RC polls nothing.
+    fn lookup_fast(&mut self, ctx: u64) -> Option<&mut QpUk<'a, S>> {
+        self.lookup(ctx).filter(|q| !q.is_ud())
+    }
 }
 
 impl<'a, S: SendQueue> QpLookup<'a, S> for QpUk<'a, S> {
     fn lookup(&mut self, ctx: u64) -> Option<&mut QpUk<'a, S>> {
         if ctx == self.ctx { Some(self) } else { None }
     }
+    fn lookup_fast(&mut self, ctx: u64) -> Option<&mut QpUk<'a, S>> {
+        if ctx == self.fast_ctx { Some(self) } else { None }
+    }
 }
 
 impl<'a, S: SendQueue> QpLookup<'a, S> for [QpUk<'a, S>] {
     fn lookup(&mut self, ctx: u64) -> Option<&mut QpUk<'a, S>> {
         self.iter_mut().find(|q| q.ctx == ctx)
+    }
+    fn lookup_fast(&mut self, ctx: u64) -> Option<&mut QpUk<'a, S>> {
+        self.iter_mut().find(|q| q.fast_ctx == ctx)
     }
 }
 
@@ -108,9 +125,9 @@ pub struct PostRecvError {
 /// irdma_post_send): SIGNALED → signaled, FENCE → read fence (and, for
 /// REG_MR, local fence too), LOCAL_INV forces the local fence.
 ///
-/// Limits of the verbs-level `SendWr`: it carries no UD address (AH index,
-/// Q_Key, destination QPN), so UD sends built from it have those fields 0 —
-/// UD callers use the uk-level [`SqOp::Send`] directly; `RdmaReadInv`'s
+/// A UD SEND carries its address in [`WrOpcode::UdSend`] (AH index, remote
+/// Q_Key, remote QPN → AHID, DESTQKEY, DESTQPN); a plain `Send` on a UD QP
+/// has those fields 0, and `UdSend` on an RC QP is refused; `RdmaReadInv`'s
 /// `inv_key` is not encoded (the kernel does not pass it either: the device
 /// invalidates the STag of the read's local SGE, spec data-path §10.12);
 /// INLINE is honoured for WRITE and SEND only.
@@ -166,11 +183,26 @@ pub fn sq_post_from_wr<'s>(wr: &SendWr<'s>, kind: QpKind) -> SqPost<'s> {
             local_fence |= f.contains(SendFlags::FENCE);
             SqOp::FastReg(r)
         }
+        WrOpcode::UdSend { ah, remote_qpn, remote_qkey, imm: i } if !rc => {
+            imm = i;
+            SqOp::Send {
+                kind: SendKind { solicited: sol, invalidate: false },
+                stag_to_inv: 0,
+                qkey: remote_qkey,
+                dest_qp: remote_qpn,
+                ah_id: ah,
+                udp_hdr: false,
+                l4len: 0,
+                sges,
+                inline,
+            }
+        }
         WrOpcode::AtomicCmpSwap | WrOpcode::AtomicFetchAdd => SqOp::Atomic,
         WrOpcode::RdmaWrite { .. }
         | WrOpcode::RdmaWriteImm { .. }
         | WrOpcode::RdmaRead { .. }
         | WrOpcode::RdmaReadInv { .. }
+        | WrOpcode::UdSend { .. }
         | WrOpcode::BindMw => SqOp::BindMw,
     };
     SqPost {
@@ -319,6 +351,28 @@ pub fn to_work_completion(i: &CqPollInfo, kind: QpKind) -> WorkCompletion {
             None
         },
         solicited: i.solicited_event,
+        ud: if kind == QpKind::Ud { Some(ud_wc(i)) } else { None },
+    }
+}
+
+/// The UD fields of a completion (verbs.c: irdma_process_cqe): source QPN
+/// and network type always; source MAC and VLAN (id only when non-zero,
+/// priority as the service level) only on a completion without error.
+/// Out of line: RC completions never call it.
+#[cold]
+#[inline(never)]
+fn ud_wc(i: &CqPollInfo) -> crate::wr::UdWc {
+    let ok = !i.error;
+    let vlan = (ok && i.ud_vlan_valid).then_some(i.ud_vlan);
+    crate::wr::UdWc {
+        src_qp: i.ud_src_qpn,
+        ipv4: i.ipv4,
+        smac: (ok && i.ud_smac_valid).then(|| {
+            let b = i.ud_smac.to_be_bytes();
+            [b[2], b[3], b[4], b[5], b[6], b[7]]
+        }),
+        vlan_id: vlan.map(|v| v & 0xFFF).filter(|v| *v != 0),
+        sl: vlan.map_or(0, |v| (v >> 13) as u8),
     }
 }
 
@@ -332,6 +386,7 @@ const EMPTY_WC: WorkCompletion = WorkCompletion {
     imm_data: None,
     invalidated_rkey: None,
     solicited: false,
+    ud: None,
 };
 
 impl<'a, S: SendQueue> QpUk<'a, S> {
@@ -342,6 +397,8 @@ impl<'a, S: SendQueue> QpUk<'a, S> {
             sq,
             rq,
             ctx,
+            // A UD QP's CQEs carry the sender's fields: never the fast path.
+            fast_ctx: if kind == QpKind::Ud { 0 } else { ctx },
             kind,
             in_error: false,
             push_dropped: false,
@@ -358,6 +415,12 @@ impl<'a, S: SendQueue> QpUk<'a, S> {
     /// The completion context.
     pub fn ctx(&self) -> u64 {
         self.ctx
+    }
+
+    /// The completion context the fast poll path matches: `ctx`, or 0 for
+    /// a UD QP ([`QpLookup::lookup_fast`]).
+    pub fn fast_ctx(&self) -> u64 {
+        self.fast_ctx
     }
 
     /// Whether this is a UD QP.

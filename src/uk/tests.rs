@@ -105,6 +105,7 @@ const WC0: WorkCompletion = WorkCompletion {
     imm_data: None,
     invalidated_rkey: None,
     solicited: false,
+    ud: None,
 };
 
 #[test]
@@ -427,10 +428,11 @@ fn fast_poll_equals_general() {
             while slot < 15 {
                 let r = rnd();
                 let sq = r & 1 != 0;
+                // the QP's own context (a UD QP's carries UD_CTX_FLAG)
                 let ctx = match (r >> 1) & 15 {
                     0 => 0,
-                    1 => CTX + 1,
-                    _ => CTX,
+                    1 => qa.ctx() + 1,
+                    _ => qa.ctx(),
                 };
                 let err = (r >> 5) & 7 == 0;
                 let major = [1u64, 0xFFFE, 0xE001, 0x1234][((r >> 8) & 3) as usize];
@@ -966,4 +968,68 @@ fn sge_length_over_31_bits_is_refused_not_truncated() {
     qp.post_recv(&[RecvWr { wr_id: 1, sg_list: &[max] }]).unwrap();
     let r = qp.post_recv(&[RecvWr { wr_id: 2, sg_list: &[SGE, over] }]);
     assert_eq!(r.map_err(|e| (e.bad_wr, e.kind)), Err((0, super::rq::RqError::InvalidField)));
+}
+
+#[test]
+fn ud_send_carries_ah_qkey_and_dest_qpn_and_rc_refuses_it() {
+    use super::qp::sq_post_from_wr;
+    use super::sq::SqOp;
+    let one = [SGE];
+    let wr = SendWr {
+        wr_id: 9,
+        opcode: WrOpcode::UdSend {
+            ah: 0x12_3456,
+            remote_qpn: 1,
+            remote_qkey: 0x8001_0000,
+            imm: Some(7),
+        },
+        flags: SendFlags::SIGNALED,
+        sg_list: &one,
+    };
+    let p = sq_post_from_wr(&wr, QpKind::Ud);
+    match p.op {
+        SqOp::Send { qkey, dest_qp, ah_id, stag_to_inv, .. } => {
+            assert_eq!((qkey, dest_qp, ah_id, stag_to_inv), (0x8001_0000, 1, 0x12_3456, 0));
+        }
+        other => panic!("UD SEND became {other:?}"),
+    }
+    assert_eq!(p.imm, Some(7));
+    // The same WR on an RC QP is an operation the QP cannot do.
+    let mut w = World::new();
+    let (mut qp, _cq) = w.parts(QpKind::Rc);
+    let bar = RecBar::default();
+    assert_eq!(qp.post_send(&bar, &[wr]).map_err(|e| e.kind), Err(SqError::Unsupported));
+    assert!(bar.0.borrow().is_empty());
+}
+
+#[test]
+fn ud_completion_fields_as_the_vendor_reports_them() {
+    use super::cq::{CqPollInfo, QueueType};
+    use super::qp::to_work_completion;
+    let mut i = CqPollInfo {
+        q_type: QueueType::Rq,
+        ud_src_qpn: 0x42,
+        ipv4: true,
+        ud_smac_valid: true,
+        ud_smac: 0x0200_0000_000b,
+        ud_vlan_valid: true,
+        ud_vlan: 5 << 13 | 100,
+        bytes_xfered: 296,
+        ..CqPollInfo::default()
+    };
+    let wc = to_work_completion(&i, QpKind::Ud);
+    let ud = wc.ud.expect("UD fields");
+    assert_eq!((ud.src_qp, ud.ipv4, ud.sl), (0x42, true, 5));
+    assert_eq!(ud.smac, Some([2, 0, 0, 0, 0, 0x0b]));
+    assert_eq!(ud.vlan_id, Some(100));
+    // VLAN id 0 (priority only): no VLAN reported, the priority is the SL.
+    i.ud_vlan = 3 << 13;
+    let ud = to_work_completion(&i, QpKind::Ud).ud.expect("UD fields");
+    assert_eq!((ud.vlan_id, ud.sl), (None, 3));
+    // An error completion keeps the source QPN but reports no MAC/VLAN.
+    i.error = true;
+    let ud = to_work_completion(&i, QpKind::Ud).ud.expect("UD fields");
+    assert_eq!((ud.src_qp, ud.smac, ud.vlan_id, ud.sl), (0x42, None, None, 0));
+    // RC completions have no UD part.
+    assert_eq!(to_work_completion(&i, QpKind::Rc).ud, None);
 }

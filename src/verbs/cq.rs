@@ -185,6 +185,14 @@ impl<'d, H: Hal, B: Bar + Clone, S: SendQueue, Q: QpSlot<'d, H, B, S>> QpLookup<
             .map(|q| q.uk_mut())
     }
 
+    fn lookup_fast(&mut self, ctx: u64) -> Option<&mut QpUk<'static, S>> {
+        self.qps
+            .iter_mut()
+            .filter_map(|q| q.qp())
+            .find(|q| q.alive() && q.fast_compl_ctx() == ctx)
+            .map(|q| q.uk_mut())
+    }
+
     /// A QP's completion context is its QP number (see `create_qp_inner`).
     fn holds(&mut self, ctx: u64) -> bool {
         let live = u32::try_from(ctx).ok().filter(|&q| self.dev.qp_uses_cq(q, self.cq));

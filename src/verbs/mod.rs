@@ -20,6 +20,7 @@
 //! [`Cq::req_notify`]) is a thin wrapper over [`crate::uk`]; it takes no
 //! lock, only reads the QP's error flag (an atomic set by the control path).
 
+mod ah;
 mod cq;
 mod mr;
 mod poller;
@@ -27,11 +28,13 @@ mod qp;
 mod shared;
 mod wq;
 
+pub use ah::{Ah, AhAttr, gid_of, ip_of_gid};
 pub use cq::{Cq, MAX_PENDING_RESIZES};
 pub use mr::{FastRegMr, Mr, MrDesc};
 pub use poller::CqPoller;
 pub use qp::{
-    AddressVector, IpAddr, PostError, PostErrorKind, Qp, QpAttr, QpCap, QpInitAttr, QpState,
+    AddressVector, GRH_BYTES, GSI_QKEY, IpAddr, PostError, PostErrorKind, Qp, QpAttr, QpCap,
+    QpInitAttr, QpState,
 };
 pub use shared::{BUSY_TRIES, SharedQp, SharedSqStats};
 pub use wq::{Wq, WqInitAttr, WqType};
@@ -273,6 +276,7 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
                 cqs: i.cqs.in_use(),
                 mrs: i.stags.ids().in_use(),
                 arp: i.arp_ids.in_use(),
+                ahs: i.ah_ids.in_use(),
                 pble_free: i.pble.free_entries(),
                 backed_sds: res.sds.sds.len() as u32,
             },
@@ -295,6 +299,8 @@ pub struct ResourceUsage {
     pub mrs: u32,
     /// ARP entries in use (incl. reserved).
     pub arp: u32,
+    /// Address-handle ids in use.
+    pub ahs: u32,
     /// Free PBLEs.
     pub pble_free: u32,
     /// SDs backed (static + PBLE chunks; chunks stay backed once added, as

@@ -248,6 +248,27 @@ struct QpMem<H: Hal> {
 /// Host memory a shared send queue keeps alive (tracking, queue object).
 pub(super) type SharedMem<H> = Option<(Dma<H>, Dma<H>)>;
 
+/// The transport a QP is created with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Transport {
+    /// RoCEv2 RC.
+    Rc,
+    /// RoCEv2 UD (any free QP id).
+    Ud,
+    /// The GSI QP: a RoCE UD QP with hardware id 1.
+    Gsi,
+}
+
+/// Bytes at the start of every UD / GSI receive buffer that the device
+/// fills with the network header: for IPv4, 20 unused bytes then the
+/// 20-byte IPv4 header; for IPv6 the 40-byte IPv6 header (spec
+/// rocev2-wire §5.3, ib-cm-rocev2 §1.3). The payload follows at this offset
+/// and the completion's `byte_len` counts these bytes.
+pub const GRH_BYTES: u32 = 40;
+
+/// Q_Key of the GSI QP (IB_QP1_QKEY; spec ib-cm-rocev2 §1.2).
+pub const GSI_QKEY: u32 = 0x8001_0000;
+
 /// Byte offset of the 256-byte QP context in its page (after the 256-byte
 /// Q2 area; irdma_kcompat.c: irdma_create_qp; spec §7.2).
 const CTX_OFF: usize = 256;
@@ -307,6 +328,8 @@ pub struct Qp<'d, H: Hal, B: Bar + Clone, S: SendQueue = Sq<'static>> {
     ctx: QpRoceCtx,
     cap: QpCap,
     arp: Option<u16>,
+    /// QPTYPE of its CQP ops ([`qp_type`]).
+    qp_type: u8,
     alive: bool,
     shadow_pa: u64,
     mem: Option<QpMem<H>>,
@@ -323,7 +346,35 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
         pd: &Pd<'d, H, B>,
         attr: &mut QpInitAttr<'_, 'd, H, B>,
     ) -> Result<Qp<'d, H, B>, VerbsError> {
-        self.create_qp_inner(pd, attr, None, |sq| Ok((sq, None)))
+        self.create_qp_inner(pd, attr, None, Transport::Rc, |sq| Ok((sq, None)))
+    }
+
+    /// `ib_create_qp` for a UD QP (`IB_QPT_UD`; irdma_kcompat.c:
+    /// irdma_create_qp with QPTYPE 4, ROCE_UD): as an RC QP, but the context
+    /// carries no address (every send names an AH, a remote QPN and a remote
+    /// Q_Key, [`crate::wr::WrOpcode::UdSend`]), and its receives start with
+    /// the [`GRH_BYTES`] network-header area. Drive it INIT (`qkey`) → RTR
+    /// → RTS (`sq_psn`).
+    pub fn create_ud_qp<'d>(
+        &'d self,
+        pd: &Pd<'d, H, B>,
+        attr: &mut QpInitAttr<'_, 'd, H, B>,
+    ) -> Result<Qp<'d, H, B>, VerbsError> {
+        self.create_qp_inner(pd, attr, None, Transport::Ud, |sq| Ok((sq, None)))
+    }
+
+    /// `ib_create_qp` for the GSI QP (`IB_QPT_GSI`) as Linux creates it on
+    /// RoCEv2: a RoCE UD QP with hardware id 1 (irdma_kcompat.c:
+    /// irdma_create_qp; the context's ISQP1 bit is not set on a GEN_2 PF,
+    /// spec ib-cm-rocev2 §1.2). One per device ([`VerbsError::InUse`]
+    /// while it lives). The MAD layer drives it INIT with Q_Key
+    /// [`GSI_QKEY`] → RTR → RTS with `sq_psn` 0.
+    pub fn create_gsi_qp<'d>(
+        &'d self,
+        pd: &Pd<'d, H, B>,
+        attr: &mut QpInitAttr<'_, 'd, H, B>,
+    ) -> Result<Qp<'d, H, B>, VerbsError> {
+        self.create_qp_inner(pd, attr, None, Transport::Gsi, |sq| Ok((sq, None)))
     }
 
     /// `ib_create_qp` whose receive queue is `wq` (from
@@ -339,7 +390,7 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
         if wq.cq_id != attr.recv_cq.id() {
             return Err(VerbsError::Invalid { what: "the WQ completes on another CQ" });
         }
-        self.create_qp_inner(pd, attr, Some(wq), |sq| Ok((sq, None)))
+        self.create_qp_inner(pd, attr, Some(wq), Transport::Rc, |sq| Ok((sq, None)))
     }
 
     /// The one QP-create path. `make_sq` turns the SQ built over the QP's
@@ -350,6 +401,7 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
         pd: &Pd<'d, H, B>,
         attr: &mut QpInitAttr<'_, 'd, H, B>,
         wq: Option<Wq<'d, H, B>>,
+        transport: Transport,
         make_sq: impl FnOnce(Sq<'static>) -> Result<(S, SharedMem<H>), VerbsError>,
     ) -> Result<Qp<'d, H, B, S>, VerbsError> {
         let mut c = attr.cap;
@@ -400,16 +452,37 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
         };
         let send_sge = c.max_send_sge.max(1);
 
+        let gsi = transport == Transport::Gsi;
         let id = {
             let mut res = self.res.lock();
-            res.ids.as_mut().ok_or(VerbsError::Destroyed)?.qps.alloc_next()?
+            let ids = res.ids.as_mut().ok_or(VerbsError::Destroyed)?;
+            if gsi {
+                // QP 1 is reserved in the id table for the GSI QP
+                // (hw.c: irdma_initialize_hw_rsrc).
+                if ids.gsi {
+                    return Err(VerbsError::InUse { what: "GSI QP 1", users: 1 });
+                }
+                ids.gsi = true;
+                1
+            } else {
+                ids.qps.alloc_next()?
+            }
         };
         let free_id = |e: VerbsError| {
             if let Some(ids) = self.res.lock().ids.as_mut() {
-                let _ = ids.qps.free(id);
+                if gsi {
+                    ids.gsi = false;
+                } else {
+                    let _ = ids.qps.free(id);
+                }
             }
             e
         };
+        let (kind, ty) = match transport {
+            Transport::Rc => (QpKind::Rc, qp_type::ROCE_RC),
+            Transport::Ud | Transport::Gsi => (QpKind::Ud, qp_type::ROCE_UD),
+        };
+        let ud = kind == QpKind::Ud;
         // SAFETY: `ring` and `trk` are owned by the returned `Qp` (in `mem`)
         // next to `uk`, never move their pages, are never freed while `uk`
         // is used (field order, `alive` checks), and `uk` never leaves the
@@ -451,7 +524,7 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
             }
         };
         let (sq_uk, shared_mem) = make_sq(sq_uk).map_err(free_id)?;
-        let uk = QpUk::new(sq_uk, rq_uk, u64::from(id), QpKind::Rc);
+        let uk = QpUk::new(sq_uk, rq_uk, u64::from(id), kind);
 
         let shadow_pa = ring.paddr() + (sq_bytes + rq_bytes) as u64;
         let ird = self.max_ird;
@@ -465,7 +538,9 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
             send_cq_num: attr.send_cq.id(),
             rcv_cq_num: attr.recv_cq.id(),
             qp_compl_ctx: u64::from(id),
-            p_key: 0xffff,
+            // UD: P_Key, Q_Key and PD come at INIT (conformance README,
+            // UD/GSI contexts).
+            p_key: if ud { 0 } else { 0xffff },
             ack_credits: 0x1e,
             rtomin: 5,
             mac_addr: self.lan.mac,
@@ -476,8 +551,10 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
             fast_reg_en: true,
             udprivcq_en: true,
             priv_mode_en: true,
-            ipv4: true,
-            ttl: 64,
+            // A UD context never gets an address vector: IP version, TTL
+            // and the addresses stay 0 (conformance README).
+            ipv4: !ud,
+            ttl: if ud { 0 } else { 64 },
             src_port: ROCE_SPORT,
             dst_port: ROCE_DPORT,
             snd_mss: 1024,
@@ -504,6 +581,7 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
                 max_inline_data: c.max_inline_data,
             },
             arp: None,
+            qp_type: ty,
             alive: false,
             shadow_pa,
             mem: Some(QpMem {
@@ -516,7 +594,7 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
         };
         let cmd = CreateQp {
             qp_id: id,
-            qp_type: qp_type::ROCE_RC,
+            qp_type: ty,
             virtual_map: false,
             host_ctx_pa: qp.ctx_pa(),
             shadow_area_pa: shadow_pa,
@@ -547,14 +625,14 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
         self.bind_qp_cqs(id, Some((attr.send_cq.id(), attr.recv_cq.id())));
         if let Some(rec) = self.res.lock().ids.as_mut().and_then(|i| i.qp_rec.get_mut(id as usize))
         {
-            *rec = QpRecord { live: true, ctx_pa: qp.ctx_pa(), shadow_pa };
+            *rec = QpRecord { live: true, ctx_pa: qp.ctx_pa(), shadow_pa, qp_type: ty };
         }
         Ok(qp)
     }
 
     /// Takes a reference on the ARP entry for `mac`, adding it with
     /// MANAGE_ARP when it is new (utils.c: irdma_add_arp; spec §4.3.18).
-    fn arp_get(&self, mac: [u8; 6]) -> Result<u16, VerbsError> {
+    pub(crate) fn arp_get(&self, mac: [u8; 6]) -> Result<u16, VerbsError> {
         let mut res = self.res.lock();
         let ids = res.ids.as_mut().ok_or(VerbsError::Destroyed)?;
         if let Some((i, s)) =
@@ -580,7 +658,7 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
     }
 
     /// Drops a reference; the last one deletes the entry.
-    fn arp_put(&self, idx: u16) -> Result<(), VerbsError> {
+    pub(crate) fn arp_put(&self, idx: u16) -> Result<(), VerbsError> {
         let mut res = self.res.lock();
         let ids = res.ids.as_mut().ok_or(VerbsError::Destroyed)?;
         let Some(s) = ids.arp.get_mut(idx as usize) else { return Ok(()) };
@@ -614,9 +692,16 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
             flushed = FlushState { sq: true, rq: true };
         }
         self.set_qp_error(qpn, true);
+        let ty = self
+            .res
+            .lock()
+            .ids
+            .as_ref()
+            .and_then(|i| i.qp_rec.get(qpn as usize))
+            .map_or(0, |r| r.qp_type);
         let m = ModifyQp {
             qp_id: qpn,
-            qp_type: qp_type::ROCE_RC,
+            qp_type: if ty == 0 { qp_type::ROCE_RC } else { ty },
             host_ctx_pa: ctx_pa,
             shadow_area_pa: shadow_pa,
             next_state: qp_state::ERROR,
@@ -696,6 +781,10 @@ impl<'d, H: Hal, B: Bar + Clone, S: SendQueue> Qp<'d, H, B, S> {
         self.uk.ctx()
     }
 
+    pub(crate) fn fast_compl_ctx(&self) -> u64 {
+        self.uk.fast_ctx()
+    }
+
     pub(crate) fn uk_mut(&mut self) -> &mut QpUk<'static, S> {
         &mut self.uk
     }
@@ -758,6 +847,7 @@ impl<'d, H: Hal, B: Bar + Clone, S: SendQueue> Qp<'d, H, B, S> {
             imm_data: None,
             invalidated_rkey: None,
             solicited: false,
+            ud: None,
         };
         let mut n = 0;
         if self.send_cq == cq_id {
@@ -808,22 +898,40 @@ impl<'d, H: Hal, B: Bar + Clone, S: SendQueue> Qp<'d, H, B, S> {
             (_, S::Error) | (_, S::Reset) => self.go_error(attr.state),
             (S::Reset, S::Init) | (S::Init, S::Init) if !self.hw_error => {
                 // RESET → INIT is a software step on a QP created IDLE
-                // (verbs.c: only issued while the QP is INVALID).
+                // (verbs.c: only issued while the QP is INVALID). A UD QP
+                // gets its P_Key here (irdma_query_pkey: 0xFFFF).
                 self.ctx.pd_id = self.pd;
                 self.ctx.qkey = attr.qkey;
+                self.ctx.p_key = 0xffff;
                 self.state = S::Init;
                 Ok(())
             }
+            (S::Init, S::Rtr) if self.is_ud() => self.go_rtr_ud(),
             (S::Init, S::Rtr) => self.go_rtr(attr),
             (S::Rtr, S::Rts) | (S::Rts, S::Rts) => self.go_rts(attr),
             _ => Err(VerbsError::InvalidState),
         }
     }
 
+    /// Whether this is a UD (or GSI) QP.
+    pub fn is_ud(&self) -> bool {
+        self.qp_type == qp_type::ROCE_UD
+    }
+
+    /// INIT → RTR of a UD QP: no address vector, destination QPN or EPSN
+    /// (verbs.c: irdma_modify_qp_roce; the vectors' GSI RTR carries
+    /// CQNUMVALID and ARPTABIDXVALID with ARP index 0).
+    fn go_rtr_ud(&mut self) -> Result<(), VerbsError> {
+        self.ctx.pd_id = self.pd;
+        self.hw_modify(qp_state::RTR, true, false)?;
+        self.state = QpState::Rtr;
+        Ok(())
+    }
+
     fn hw_modify(&mut self, next: u8, arp: bool, ord: bool) -> Result<(), VerbsError> {
         let m = ModifyQp {
             qp_id: self.id,
-            qp_type: qp_type::ROCE_RC,
+            qp_type: self.qp_type,
             host_ctx_pa: self.ctx_pa(),
             shadow_area_pa: self.shadow_pa,
             next_state: next,
@@ -895,14 +1003,19 @@ impl<'d, H: Hal, B: Bar + Clone, S: SendQueue> Qp<'d, H, B, S> {
             return Err(VerbsError::Invalid { what: "sq_psn/retry_cnt/rnr_retry width" });
         }
         let saved = self.ctx;
+        let ud = self.is_ud();
         let c = &mut self.ctx;
         c.psn_nxt = a.sq_psn;
         c.lsn = 0xffff;
         c.psn_max = a.sq_psn;
         c.psn_una = a.sq_psn;
-        c.rexmit_thresh = a.retry_cnt;
-        c.rnr_nak_thresh = a.rnr_retry;
-        c.ord_size = a.max_rd_atomic.clamp(1, self.dev.max_ird);
+        // A UD QP keeps the create-time retry thresholds and ORD
+        // (conformance README, UD/GSI contexts).
+        if !ud {
+            c.rexmit_thresh = a.retry_cnt;
+            c.rnr_nak_thresh = a.rnr_retry;
+            c.ord_size = a.max_rd_atomic.clamp(1, self.dev.max_ird);
+        }
         match self.hw_modify(qp_state::RTS, true, true) {
             Ok(()) => {
                 self.state = QpState::Rts;
@@ -939,7 +1052,7 @@ impl<'d, H: Hal, B: Bar + Clone, S: SendQueue> Qp<'d, H, B, S> {
             if !self.hw_error {
                 let m = ModifyQp {
                     qp_id: self.id,
-                    qp_type: qp_type::ROCE_RC,
+                    qp_type: self.qp_type,
                     host_ctx_pa: self.ctx_pa(),
                     shadow_area_pa: self.shadow_pa,
                     next_state: qp_state::ERROR,
@@ -950,11 +1063,13 @@ impl<'d, H: Hal, B: Bar + Clone, S: SendQueue> Qp<'d, H, B, S> {
             }
             let d = DestroyQp {
                 qp_id: self.id,
-                qp_type: qp_type::ROCE_RC,
+                qp_type: self.qp_type,
                 host_ctx_pa: self.ctx_pa(),
                 shadow_area_pa: self.shadow_pa,
                 ignore_mw_bnd: false,
-                remove_hash_idx: false,
+                // The vendor's GSI destroy removes the hash entry
+                // (cqp-ud-vectors: destroy_qp linux_gsi_qp1_remove_hash_idx).
+                remove_hash_idx: self.is_ud(),
             };
             self.dev.with_cqp(|c| c.exec(d, 0).map(|_| ()))?;
             self.alive = false;
@@ -964,7 +1079,11 @@ impl<'d, H: Hal, B: Bar + Clone, S: SendQueue> Qp<'d, H, B, S> {
                 if let Some(r) = ids.qp_rec.get_mut(self.id as usize) {
                     *r = QpRecord::default();
                 }
-                let _ = ids.qps.free(self.id);
+                if self.id == 1 && self.is_ud() {
+                    ids.gsi = false;
+                } else {
+                    let _ = ids.qps.free(self.id);
+                }
             }
             self.dev.release_refs(Some(self.pd), &[self.send_cq, self.recv_cq]);
         }

@@ -112,11 +112,12 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
         inline: bool,
     ) -> Result<SharedQp<'d, H, B>, VerbsError> {
         let mut sq_ref: Option<&'static SharedSq> = None;
-        let qp = self.create_qp_inner(pd, attr, None, |sq: Sq<'static>| {
-            let r = shared_sq::<H>(&sq, inline)?;
-            sq_ref = Some(r.0);
-            Ok((r.0, Some((r.1, r.2))))
-        })?;
+        let qp =
+            self.create_qp_inner(pd, attr, None, super::qp::Transport::Rc, |sq: Sq<'static>| {
+                let r = shared_sq::<H>(&sq, inline)?;
+                sq_ref = Some(r.0);
+                Ok((r.0, Some((r.1, r.2))))
+            })?;
         let sq = sq_ref.ok_or(VerbsError::Invalid { what: "shared SQ" })?;
         Ok(SharedQp {
             id: qp.qp_num(),

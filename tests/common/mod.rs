@@ -172,6 +172,7 @@ pub const EMPTY_WC: WorkCompletion = WorkCompletion {
     imm_data: None,
     invalidated_rkey: None,
     solicited: false,
+    ud: None,
 };
 
 /// Polls until `n` completions arrived (bounded).

@@ -3,7 +3,8 @@
 //! The scenario is `tests/wire_scenario.rs`: two model devices, the driver
 //! posting WRITE / READ / SEND (+immediate, +invalidate, inline,
 //! multi-packet at MTU 1024 and 4096), an RNR NAK and an access-error NAK,
-//! over IPv4 and IPv6 with and without VLAN. It writes every frame to the
+//! over IPv4 and IPv6 with and without VLAN, then UD SEND Only (+immediate)
+//! datagrams with DETH over IPv4 and IPv6/VLAN and a MAD from QP1 to QP1. It writes every frame to the
 //! pcap and, beside it, `FILE.expect.tsv` with the fields that follow from
 //! what the driver posted.
 //!
@@ -11,8 +12,9 @@
 //! * tshark decodes every frame as InfiniBand over UDP 4791 with no
 //!   malformed-packet or expert item (§6.4, the exact command);
 //! * tshark's UDP source port (the §1.5 rule the driver applies at RTR),
-//!   BTH opcode / dest QP / PSN, RETH VA / R_Key / DMA length and AETH
-//!   syndrome equal the expectations, frame by frame (§6.2 fields);
+//!   BTH opcode / dest QP / PSN, RETH VA / R_Key / DMA length, AETH
+//!   syndrome and DETH Q_Key / source QP equal the expectations, frame by
+//!   frame (§6.2 fields);
 //! * scapy's RoCE layer verifies every ICRC (`tests/wire/check_icrc.py`,
 //!   §3.4).
 //!
@@ -265,6 +267,8 @@ fn check(file: &Path) -> Result<String, String> {
         "infiniband.reth.r_key",
         "infiniband.reth.dmalen",
         "infiniband.aeth.syndrome",
+        "infiniband.deth.q_key",
+        "infiniband.deth.srcqp",
     ];
     let mut args = vec!["-n", "-r", f];
     args.extend(HEUR);

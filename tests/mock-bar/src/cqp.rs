@@ -110,6 +110,30 @@ pub struct QpWqe {
     pub next_state: u8,
 }
 
+/// CREATE/MODIFY/DESTROY_ADDR_HANDLE fields (uda.c: irdma_sc_access_ah;
+/// layout in shared/spec/rocev2-wire.md §5.2 and conformance/README.md "UD
+/// control-path vectors"). IP words are as the WQE holds them: `[0]` most
+/// significant, IPv4 in `[0]`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[allow(missing_docs)]
+pub struct AhWqe {
+    /// Local MAC (@0 [63:16]).
+    pub mac: u64,
+    /// PD: @8 [63:48] | @16 [27:20] << 16.
+    pub pd: u32,
+    pub tc: u8,
+    pub vlan_tag: u16,
+    pub arp_idx: u16,
+    pub hop_limit: u8,
+    pub flow_label: u32,
+    pub idx: u32,
+    pub ipv4: bool,
+    pub insert_vlan: bool,
+    pub loopback: bool,
+    pub dest_ip: [u32; 4],
+    pub src_ip: [u32; 4],
+}
+
 /// A decoded CQP WQE.
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[allow(missing_docs)]
@@ -184,6 +208,9 @@ pub enum CqpOp {
         flush_sq: bool,
         flush_rq: bool,
     },
+    CreateAh(AhWqe),
+    ModifyAh(AhWqe),
+    DestroyAh(AhWqe),
     /// An opcode the model does not implement.
     Other(u8),
 }
@@ -286,6 +313,31 @@ fn qp(w: &[u64; 8]) -> QpWqe {
     }
 }
 
+fn ah(w: &[u64; 8]) -> AhWqe {
+    let h = w[3];
+    let ipv4 = bit(h, 59);
+    let hi = |v: u64| get(v, 63, 32) as u32;
+    let lo = |v: u64| get(v, 31, 0) as u32;
+    let ip = |lo_w: u64, hi_w: u64| {
+        if ipv4 { [lo(lo_w), 0, 0, 0] } else { [hi(hi_w), lo(hi_w), hi(lo_w), lo(lo_w)] }
+    };
+    AhWqe {
+        mac: get(w[0], 63, 16),
+        pd: (get(w[1], 63, 48) | get(w[2], 27, 20) << 16) as u32,
+        tc: get(w[1], 39, 32) as u8,
+        vlan_tag: get(w[1], 15, 0) as u16,
+        arp_idx: get(w[2], 63, 48) as u16,
+        hop_limit: get(w[2], 39, 32) as u8,
+        flow_label: get(w[2], 19, 0) as u32,
+        idx: get(h, 23, 0) as u32,
+        ipv4,
+        insert_vlan: bit(h, 60),
+        loopback: bit(h, 62),
+        dest_ip: ip(w[4], w[5]),
+        src_ip: ip(w[6], w[7]),
+    }
+}
+
 /// The opcode of a CQP WQE (header @24 [37:32]).
 pub fn opcode(w: &[u64; 8]) -> u8 {
     get(w[3], 37, 32) as u8
@@ -364,6 +416,9 @@ pub fn decode(w: &[u64; 8]) -> CqpOp {
             flush_sq: bit(h, 61),
             flush_rq: bit(h, 62),
         },
+        op::CREATE_ADDR_HANDLE => CqpOp::CreateAh(ah(w)),
+        op::MODIFY_ADDR_HANDLE => CqpOp::ModifyAh(ah(w)),
+        op::DESTROY_ADDR_HANDLE => CqpOp::DestroyAh(ah(w)),
         other => CqpOp::Other(other),
     }
 }

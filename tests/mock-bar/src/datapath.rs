@@ -95,6 +95,21 @@ impl Cqe {
     pub fn ext_imm_words(imm: u64, valid: bool) -> [u64; 4] {
         [imm, 0, 0, put(1, 62, 62) | put(valid as u64, 63, 63)]
     }
+
+    /// The extension of a UD receive CQE (spec data-path §5.2): immediate
+    /// (+0), source MAC +16 [47:0], VLAN tag +16 [63:48], and the
+    /// UDVLANVALID [60] / UDSMACVALID [61] / IMMVALID [62] flags at +24.
+    pub fn ext_ud_words(imm: Option<u64>, smac: u64, vlan: Option<u16>, valid: bool) -> [u64; 4] {
+        [
+            imm.unwrap_or(0),
+            0,
+            put(smac, 47, 0) | put(vlan.unwrap_or(0) as u64, 63, 48),
+            put(vlan.is_some() as u64, 60, 60)
+                | put(1, 61, 61)
+                | put(imm.is_some() as u64, 62, 62)
+                | put(valid as u64, 63, 63),
+        ]
+    }
 }
 
 /// A QP as the device keeps it.
@@ -178,6 +193,11 @@ pub struct Qp {
     /// out-of-sequence packets are dropped silently until the ePSN arrives
     /// (wire §4.7).
     pub nak_latched: bool,
+    /// QPTYPE of its CREATE_QP: 3 RoCE RC, 4 RoCE UD (the GSI QP is a UD
+    /// QP with id 1).
+    pub qp_type: u8,
+    /// Q_Key (@64 [63:32]); UD receives must carry it (wire §5.1).
+    pub qkey: u32,
 }
 
 /// What crosses the wire.
@@ -227,6 +247,14 @@ pub struct Packet {
 
 /// Other devices reachable from this one.
 pub(crate) trait Peers {
+    /// A UD datagram: handed to the device whose UD QP owns its destination
+    /// MAC. `Some(delivered)` if a device claimed it, `None` if none did
+    /// (the datagram is lost).
+    fn deliver_datagram(&mut self, frame: &[u8]) -> Option<bool> {
+        let _ = frame;
+        None
+    }
+
     /// Puts `frames` (one request, wire §4.1 segmented) on the wire to the
     /// device owning `(ip, qpn)`; returns that device's answer and the
     /// frames carrying it, or `None` if no such QP exists anywhere or the
@@ -457,6 +485,216 @@ fn reassemble(pkts: &[wire::Packet], src_qpn: u32, mss: u32) -> Option<Request> 
     }
 }
 
+impl Device {
+    /// Executes an SQ WQE of a UD QP (wire §5.1): only SENDs (no
+    /// invalidate); one UD SEND Only packet per message, built from the
+    /// address handle the WQE names (rocev2-wire §5.2) and the QP context
+    /// (UDP ports, P_Key, TVer), with a DETH carrying the WQE's Q_Key and
+    /// this QP's number. Unreliable: the SEND completes whether or not a
+    /// receiver takes it. Model choices where the spec is silent: a
+    /// message longer than the QP's MSS is not sent (rxe's behaviour,
+    /// wire §4.1) and counted in `ud_drops`; a missing AH, an AH of
+    /// another PD, or a non-SEND opcode is WQE_UNEXPECTED_OPCODE; the PSN
+    /// is the QP's PSNNXT, advanced per packet.
+    fn exec_ud(&mut self, q: &Qp, w: &wqe::SqWqe, peers: &mut dyn Peers) -> Outcome {
+        let SqOp::Send { imm, solicited, invalidate: None, payload, qkey, dest_qp, ah_id } = &w.op
+        else {
+            return match w.op {
+                SqOp::Nop => Outcome::Done,
+                _ => Outcome::Fatal(ae::WQE_UNEXPECTED_OPCODE),
+            };
+        };
+        let Some(ah) = self.ahs.get(ah_id).copied().filter(|a| a.pd == q.pd) else {
+            return Outcome::Fatal(ae::WQE_UNEXPECTED_OPCODE);
+        };
+        let data = match self.gather(q.pd, payload) {
+            Ok(d) => d,
+            Err(code) => return Outcome::Fatal(code),
+        };
+        let Some(&mac) = self.arp.get(&ah.arp_idx) else {
+            return Outcome::Fatal(0x0401); // AE INVALID_ARP_ENTRY
+        };
+        if data.len() as u64 > u64::from(q.mss) {
+            self.counters.ud_drops += 1;
+            return Outcome::Done;
+        }
+        // AH words: [0] most significant, IPv4 in [0]; the path: IPv4 in [3]
+        let ip = |a: [u32; 4]| if ah.ipv4 { [0, 0, 0, a[0]] } else { a };
+        let path = wire::Path {
+            src_mac: mac_bytes(ah.mac),
+            dst_mac: mac_bytes(mac),
+            vlan: ah.insert_vlan.then_some(ah.vlan_tag),
+            ipv4: ah.ipv4,
+            tos: ah.tc,
+            ttl: ah.hop_limit,
+            flow_label: ah.flow_label,
+            src_ip: ip(ah.src_ip),
+            dst_ip: ip(ah.dest_ip),
+            ..q.path.clone()
+        };
+        let pkt = wire::Packet {
+            opcode: if imm.is_some() { bop::UD_SEND_ONLY_IMM } else { bop::UD_SEND_ONLY },
+            se: *solicited,
+            dest_qp: *dest_qp,
+            psn: q.psn_nxt,
+            imm: imm.map(|v| get(v, 31, 0) as u32),
+            deth: Some((*qkey, q.id)),
+            payload: data,
+            ..wire::Packet::default()
+        };
+        self.counters.packets += 1;
+        if let Some(qm) = self.qps.get_mut(&q.id) {
+            qm.psn_nxt = psn_add(q.psn_nxt, 1);
+        }
+        for f in self.emit(&path, &[pkt]) {
+            if self.receive_datagram(&f).is_none() {
+                let _ = peers.deliver_datagram(&f);
+            }
+        }
+        Outcome::Done
+    }
+
+    /// Whether a UD QP of this device has `mac` as its source MAC.
+    fn ud_mac(&self, mac: [u8; 6]) -> bool {
+        self.qps.values().any(|q| q.qp_type == QPTYPE_UD && q.path.src_mac == mac)
+    }
+
+    /// Receive side of a UD datagram (wire §5.1, §5.3): `None` if its
+    /// destination MAC is not one of this device's UD QPs (not for this
+    /// device); else `Some(delivered)`. Checks: ICRC and lengths, a UD
+    /// opcode with DETH, destination QP a UD QP with that MAC in
+    /// RTR/RTS/SQD, UDP port 4791, TVer 0, P_Key, then Q_Key (mismatch:
+    /// dropped, counted in `qkey_violations`). The UD context has no local
+    /// IP, so the destination IP is not checked (model choice). The
+    /// receive buffer gets the 40-byte GRH area (IPv4: 20 zero bytes then
+    /// the IPv4 header as received; IPv6: the IPv6 header), then the
+    /// payload; the CQE reports 40 + payload bytes, the source QPN, the
+    /// IPv4 flag, the source MAC and VLAN (spec data-path §5.2).
+    pub(crate) fn receive_datagram(&mut self, f: &[u8]) -> Option<bool> {
+        let dst: [u8; 6] = f.get(0..6)?.try_into().ok()?;
+        if !self.ud_mac(dst) {
+            return None;
+        }
+        let p = match wire::parse(f) {
+            Ok(p) => p,
+            Err(why) => {
+                self.wire_drop(0, why);
+                return Some(false);
+            }
+        };
+        let qpn = p.pkt.dest_qp;
+        let q = match self.qps.get(&qpn) {
+            Some(q) if q.qp_type == QPTYPE_UD && q.path.src_mac == dst => q.clone(),
+            _ => {
+                self.wire_drop(qpn, wire::Drop::Qp);
+                return Some(false);
+            }
+        };
+        let check = || {
+            let Some((qkey, src_qpn)) = p.pkt.deth else { return Err(wire::Drop::Malformed) };
+            if p.dport != wire::ROCE_PORT {
+                return Err(wire::Drop::Port);
+            }
+            if p.tver != 0 {
+                return Err(wire::Drop::Tver);
+            }
+            if !wire::pkey_match(p.pkey, q.path.pkey) {
+                return Err(wire::Drop::Pkey);
+            }
+            if qkey != q.qkey {
+                return Err(wire::Drop::Qkey);
+            }
+            Ok(src_qpn)
+        };
+        let src_qpn = match check() {
+            Ok(s) => s,
+            Err(why) => {
+                if why == wire::Drop::Qkey {
+                    self.counters.qkey_violations += 1;
+                }
+                self.wire_drop(qpn, why);
+                return Some(false);
+            }
+        };
+        if !matches!(q.state, qps::RTR | qps::RTS | qps::SQD) {
+            self.counters.ud_drops += 1;
+            return Some(false);
+        }
+        // wire §5.3: the GRH area
+        let ip = if p.vlan.is_some() { 18 } else { 14 };
+        let mut data = Vec::with_capacity(40 + p.pkt.payload.len());
+        if p.ipv4 {
+            data.extend_from_slice(&[0; 20]);
+            data.extend_from_slice(f.get(ip..ip + 20)?);
+        } else {
+            data.extend_from_slice(f.get(ip..ip + 40)?);
+        }
+        data.extend_from_slice(&p.pkt.payload);
+        let Some(words) = self.rq_wqe(&q) else {
+            self.counters.ud_drops += 1;
+            return Some(false);
+        };
+        let frags = match wqe::decode_rq(&words) {
+            Ok(f) => f,
+            Err(_) => {
+                self.counters.invalid_wqes += 1;
+                self.qp_fatal(q.id, ae::WQE_UNEXPECTED_OPCODE, ae::SRC_RQ, q.rq_head);
+                return Some(false);
+            }
+        };
+        let cap: u64 = frags.iter().map(|f| f.len as u64).sum();
+        if data.len() as u64 > cap {
+            self.counters.ud_drops += 1;
+            return Some(false);
+        }
+        if let Err(code) = self.scatter(q.pd, &frags, &data) {
+            self.qp_fatal(q.id, code, ae::SRC_RQ, q.rq_head);
+            return Some(false);
+        }
+        let idx = q.rq_head;
+        if let Some(qm) = self.qps.get_mut(&q.id) {
+            qm.rq_head = (qm.rq_head + 1) % qm.rq_wqes.max(1);
+            if qm.rq_head == 0 {
+                qm.rq_pol = !qm.rq_pol;
+            }
+        }
+        self.counters.rq_wqes += 1;
+        self.record(Event::Recv { qp: q.id, idx, len: data.len() as u64 });
+        let imm = p.pkt.imm.map(u64::from);
+        let main = Cqe {
+            payload_len: data.len() as u32,
+            ctx: q.compl_ctx,
+            inv_stag: src_qpn,
+            qp_id: q.id,
+            wqe_idx: idx << q.rq_shift,
+            ext: true,
+            stag_or_ipv4: p.ipv4,
+            solicited: p.pkt.se,
+            // the model writes the RC SEND opcodes (spec silent for UD)
+            op: if imm.is_some() { bop::SEND_ONLY_IMM } else { bop::SEND_ONLY },
+            ..Cqe::default()
+        }
+        .words();
+        let smac = u64::from_be_bytes([
+            0,
+            0,
+            p.src_mac[0],
+            p.src_mac[1],
+            p.src_mac[2],
+            p.src_mac[3],
+            p.src_mac[4],
+            p.src_mac[5],
+        ]);
+        let ext = Cqe::ext_ud_words(imm, smac, p.vlan, false);
+        self.post_cqe_ext(q.rx_cq, main, ext, p.pkt.se);
+        Some(true)
+    }
+}
+
+/// QPTYPE values the model executes (spec control-path §4.3.4).
+const QPTYPE_RC: u8 = 3;
+const QPTYPE_UD: u8 = 4;
+
 /// A local protection failure: the AE code to raise.
 type Prot<T> = Result<T, u16>;
 
@@ -468,7 +706,7 @@ impl Device {
 
     /// Whether this device terminates `(ip, qpn)`.
     pub(crate) fn owns(&self, ip: u32, qpn: u32) -> bool {
-        self.qps.get(&qpn).is_some_and(|q| q.local_ip == ip)
+        self.qps.get(&qpn).is_some_and(|q| q.qp_type == QPTYPE_RC && q.local_ip == ip)
     }
 
     // ------------------------------------------------------------------
@@ -524,6 +762,7 @@ impl Device {
         q.dest_qp = get(c[8], 23, 0) as u32;
         q.rnr_retry = get(c[16], 56, 54) as u8;
         q.retry_cnt = get(c[16], 53, 48) as u8;
+        q.qkey = get(c[8], 63, 32) as u32;
         if cqnum_valid {
             let tx = get(c[17], 24, 0) as u32;
             let rx = get(c[17], 56, 32) as u32;
@@ -565,8 +804,9 @@ impl Device {
         if self.qps.contains_key(&id) {
             return Err(Completion::err(err::MAJ_GENERIC, err::MODEL_MIN_IN_USE));
         }
-        // RoCE RC only (QPTYPE 3); IDLE as the first state; CQ numbers given
-        if w.qp_type != 3 {
+        // RoCE RC (QPTYPE 3) and RoCE UD (4, also the GSI QP 1); IDLE as the
+        // first state; CQ numbers given
+        if w.qp_type != QPTYPE_RC && w.qp_type != QPTYPE_UD {
             return Err(Completion::err(err::MAJ_GENERIC, err::MODEL_MIN_UNSUPPORTED_OP));
         }
         if w.next_state != qps::IDLE || !w.cq_num_valid || w.shadow_pa == 0 {
@@ -610,6 +850,8 @@ impl Device {
             msn: 0,
             rx_partial: Vec::new(),
             nak_latched: false,
+            qp_type: w.qp_type,
+            qkey: 0,
         };
         self.apply_ctx(&mut q, &c, w)?;
         self.qps.insert(id, q);
@@ -671,6 +913,16 @@ impl Device {
     /// RoCE path-MTU range 256..=4096 (§7.2), and QSHANDLE naming an enabled
     /// work-scheduler leaf (§4.3.20, §9 step 13).
     fn check_path(&self, q: &Qp) -> Result<(), Completion> {
+        // A UD QP has no address in its context (each send names an AH):
+        // only the scheduler leaf applies (model reading of spec
+        // rocev2-wire §1.9/§5: the per-destination fields come from the AH).
+        if q.qp_type == QPTYPE_UD {
+            return if self.ws.values().any(|n| n.leaf && n.enabled && n.qs_handle == q.qs_handle) {
+                Ok(())
+            } else {
+                Err(Completion::bad())
+            };
+        }
         if !self.arp.contains_key(&q.arp_idx) {
             return Err(Completion::bad());
         }
@@ -1006,6 +1258,9 @@ impl Device {
     }
 
     fn exec_sq(&mut self, q: &Qp, w: &wqe::SqWqe, peers: &mut dyn Peers) -> Outcome {
+        if q.qp_type == QPTYPE_UD {
+            return self.exec_ud(q, w, peers);
+        }
         match &w.op {
             SqOp::Nop => Outcome::Done,
             SqOp::Write { remote_addr, rkey, imm, solicited, payload } => {

@@ -294,6 +294,7 @@ pub struct Device {
     /// STag table by slot.
     pub(crate) stags: BTreeMap<u32, Stag>,
     pub(crate) arp: BTreeMap<u16, u64>,
+    pub(crate) ahs: BTreeMap<u32, crate::cqp::AhWqe>,
     pub(crate) ws: BTreeMap<u16, WsNode>,
     next_qs: u16,
     pub(crate) faults: FaultPlan,
@@ -401,6 +402,7 @@ impl Device {
             qps: BTreeMap::new(),
             stags: BTreeMap::new(),
             arp: BTreeMap::new(),
+            ahs: BTreeMap::new(),
             ws: BTreeMap::new(),
             next_qs: 0,
             faults: FaultPlan::default(),
@@ -955,6 +957,9 @@ impl Device {
             CqpOp::DestroyQp(q) => self.op_destroy_qp(&q),
             f @ CqpOp::FlushWqes { .. } => self.op_flush_wqes(&f),
             CqpOp::ModifyCq(c) => self.op_modify_cq(&c),
+            CqpOp::CreateAh(a) => self.op_create_ah(&a),
+            CqpOp::ModifyAh(a) => self.op_modify_ah(&a),
+            CqpOp::DestroyAh(a) => self.op_destroy_ah(&a),
             CqpOp::Other(_) => {
                 Err(Completion::err(err::MAJ_GENERIC, err::MODEL_MIN_UNSUPPORTED_OP))
             }
@@ -1262,6 +1267,43 @@ impl Device {
     }
 
     // spec control-path §4.3.18
+    /// CREATE_ADDR_HANDLE (uda.c: irdma_sc_access_ah): the index must be
+    /// below the committed FSIAV count and free. Model choices (the spec
+    /// is silent): an AH whose ARP index has no entry is accepted (the
+    /// entry is needed only when a datagram is sent), and the AH's fields
+    /// are taken as the WQE gives them.
+    pub fn ah(&self, idx: u32) -> Option<&crate::cqp::AhWqe> {
+        self.ahs.get(&idx)
+    }
+
+    fn op_create_ah(&mut self, a: &crate::cqp::AhWqe) -> OpResult {
+        self.check_obj(hmc::FSIAV, a.idx as u64)?;
+        if self.ahs.contains_key(&a.idx) {
+            return Err(Completion::err(err::MAJ_GENERIC, err::MODEL_MIN_IN_USE));
+        }
+        self.ahs.insert(a.idx, *a);
+        Ok(Completion::ok(0))
+    }
+
+    /// MODIFY_ADDR_HANDLE: an existing AH takes the new fields.
+    fn op_modify_ah(&mut self, a: &crate::cqp::AhWqe) -> OpResult {
+        let slot = self
+            .ahs
+            .get_mut(&a.idx)
+            .ok_or(Completion::err(err::MAJ_GENERIC, err::MODEL_MIN_NO_OBJECT))?;
+        *slot = *a;
+        Ok(Completion::ok(0))
+    }
+
+    /// DESTROY_ADDR_HANDLE: the AH must exist (Linux sends its full info;
+    /// the model checks only the index).
+    fn op_destroy_ah(&mut self, a: &crate::cqp::AhWqe) -> OpResult {
+        self.ahs
+            .remove(&a.idx)
+            .map(|_| Completion::ok(0))
+            .ok_or(Completion::err(err::MAJ_GENERIC, err::MODEL_MIN_NO_OBJECT))
+    }
+
     fn op_manage_arp(&mut self, idx: u16, valid: bool, mac: u64) -> OpResult {
         let l =
             self.fpm.as_ref().ok_or(Completion::err(err::MAJ_GENERIC, err::MIN_INVALID_STATE))?;

@@ -46,6 +46,10 @@ impl Peers for FabricPeers<'_> {
         let d = self.devs.iter_mut().flatten().find(|d| d.owns(ip, qpn))?;
         d.receive(qpn, src_qpn, frames)
     }
+
+    fn deliver_datagram(&mut self, frame: &[u8]) -> Option<bool> {
+        self.devs.iter_mut().flatten().find_map(|d| d.receive_datagram(frame))
+    }
 }
 
 impl Fabric {

@@ -152,6 +152,13 @@ pub struct Counters {
     /// MAC / IP / UDP port / QP / P_Key / PSN not matching its QP context
     /// (see [`crate::wire::Drop`]).
     pub wire_drops: u64,
+    /// UD datagrams dropped for a Q_Key that is not the QP's (rocev2-wire
+    /// §5.1; also counted in `wire_drops`).
+    pub qkey_violations: u64,
+    /// UD datagrams accepted on the wire but not delivered: no receive
+    /// posted, receive too small, QP not in RTR/RTS (UD has no RNR NAK;
+    /// the spec is silent on the device's counter, so this is the model's).
+    pub ud_drops: u64,
     /// Request frames whose PSN was not the responder's expected PSN,
     /// executed anyway (only with `Device::set_strict_psn(false)`).
     pub psn_mismatches: u64,

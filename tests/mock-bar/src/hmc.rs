@@ -23,6 +23,8 @@ pub const APBVT: usize = 5;
 pub const MR: usize = 6;
 /// PBLE object (8 bytes each).
 pub const PBLE: usize = 14;
+/// Address handles (FSIAV, object 13; spec control-path §3.5 table).
+pub const FSIAV: usize = 13;
 /// SD size (hmc.h: IRDMA_HMC_DIRECT_BP_SIZE).
 pub const SD_SIZE: u64 = 0x20_0000;
 

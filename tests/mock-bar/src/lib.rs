@@ -117,11 +117,14 @@
 //!   non-PBLE object is backed), CREATE/DESTROY CQ, CREATE/DESTROY CEQ and
 //!   AEQ, MANAGE_ARP, WORK_SCHED_NODE (tree checks; leaf add returns a
 //!   queue-set handle), ALLOC_STAG, REG_MR (PBL levels 0/1/2), DEALLOC_STAG
-//!   (PD must match), CREATE_QP (RoCE RC), MODIFY_QP (state machine of spec
+//!   (PD must match), CREATE_QP (RoCE RC and RoCE UD; the GSI QP is UD
+//!   QP 1), CREATE/MODIFY/DESTROY_ADDR_HANDLE (index below the committed
+//!   FSIAV count, unused on create, existing on modify/destroy), MODIFY_QP (state machine of spec
 //!   §7.4; the context is re-read; the ARP index, ORD and CQ numbers are
 //!   taken only with ARPTABIDXVALID / ORDVALID / CQNUMVALID; entering RTR
 //!   or RTS needs an ARP entry at the QP's index, SNDMSS in 256..=4096 and
-//!   QSHANDLE naming an enabled WS leaf), DESTROY_QP (only in ERROR, or in
+//!   QSHANDLE naming an enabled WS leaf — a UD QP only the WS leaf, its
+//!   addresses come from AHs), DESTROY_QP (only in ERROR, or in
 //!   IDLE — a QP never modified; refusing a live QP is a model choice, the
 //!   spec only says Linux moves it to ERROR first), FLUSH_WQES and GEN_AE. Any
 //!   other opcode completes with an error. Object ids are checked against
@@ -199,6 +202,29 @@
 //!   frame that no later frame of its message reveals is never resent and
 //!   ends as LLP_TOO_MANY_RETRIES), READ-response loss and partial READ
 //!   re-requests (§4.6), duplicate ACKs, ACK coalescing.
+//! * UD (`rocev2-wire.md` §5): a UD QP executes SENDs only (no
+//!   invalidate): one UD SEND Only (0x64/0x65) packet per message with a
+//!   DETH (the WQE's Q_Key, the sending QP's number), addressed from the
+//!   AH the WQE's AHID names (local MAC, ARP entry → destination MAC,
+//!   VLAN, IP version, addresses, TOS, TTL, flow label; §5.2) and the QP
+//!   context (UDP ports, P_Key, TVer); the PSN is the QP's PSNNXT, one per
+//!   packet. Frames go to the device whose UD QP has the destination MAC
+//!   as its MACADDRESS (destination QP = BTH DestQP). Receive checks ICRC,
+//!   lengths, DETH (reserved byte 0), UDP port, TVer, P_Key, QP state and
+//!   then the Q_Key: a mismatch is dropped silently and counted in
+//!   `qkey_violations` and `wire_drops`. The receive buffer gets the
+//!   40-byte GRH area (IPv4: 20 zero bytes, then the IPv4 header as
+//!   received; IPv6: the IPv6 header; §5.3) and the payload; the extended
+//!   CQE carries 40 + payload bytes, the source QPN (+16), the IPv4 flag
+//!   (bit 53), the source MAC and VLAN. Model choices where the spec is
+//!   silent: the destination IP of a UD datagram is not checked (a UD
+//!   context has no local IP); no receive posted, a receive too small or a
+//!   QP not in RTR/RTS/SQD drops the datagram (`ud_drops`; UD has no RNR
+//!   NAK); a message longer than SNDMSS is not sent (rxe's behaviour) and
+//!   counted in `ud_drops`; a missing AH or one of another PD is
+//!   WQE_UNEXPECTED_OPCODE; the RQ CQE opcode of a UD receive is the RC
+//!   SEND Only (with immediate) opcode. The UD SEND completes on the
+//!   sender whether or not anyone took it.
 //! * Protection on every access: STag index (slot and full 24-bit index),
 //!   key byte, registered and not invalidated, PD, rights (local read for
 //!   gathers, local write for scatters, remote read/write; QP RDOK/WRRDRSPOK),
@@ -221,7 +247,7 @@
 //!   zero-length MRs cover nothing, RQ BTH opcodes in CQEs.
 //! * MODIFY_CQ resizes a CQ: new ring from slot 0, valid bit 1; the shadow
 //!   head counts only once SW_CQ_SELECT reports every resize retired.
-//! * Not modelled: UD QPs, SRQ, memory windows, atomics, push
+//! * Not modelled: multicast groups, SRQ, memory windows, atomics, push
 //!   pages, statistics, interrupts/MSI-X, timers (retransmission only
 //!   after a PSN-sequence NAK), loss other than the fault knob, IPv6 routing (routing uses IP word 3; the receiver then checks
 //!   all four words), iWARP.

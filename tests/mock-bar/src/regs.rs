@@ -63,6 +63,9 @@ pub mod op {
     pub const DESTROY_CEQ: u8 = 0x18;
     pub const CREATE_AEQ: u8 = 0x19;
     pub const DESTROY_AEQ: u8 = 0x1B;
+    pub const CREATE_ADDR_HANDLE: u8 = 0x1C;
+    pub const MODIFY_ADDR_HANDLE: u8 = 0x1D;
+    pub const DESTROY_ADDR_HANDLE: u8 = 0x1E;
     pub const UPDATE_PE_SDS: u8 = 0x1F;
     pub const QUERY_FPM_VAL: u8 = 0x20;
     pub const COMMIT_FPM_VAL: u8 = 0x21;

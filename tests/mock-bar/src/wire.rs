@@ -36,6 +36,15 @@ pub mod op {
     pub const ACK: u8 = 0x11;
     pub const SEND_LAST_INV: u8 = 0x16;
     pub const SEND_ONLY_INV: u8 = 0x17;
+    /// UD SEND Only (wire §2, §5.1).
+    pub const UD_SEND_ONLY: u8 = 0x64;
+    /// UD SEND Only with Immediate.
+    pub const UD_SEND_ONLY_IMM: u8 = 0x65;
+}
+
+/// Whether an opcode carries a DETH (UD transport, wire §2: 0x64/0x65).
+pub fn has_deth(opcode: u8) -> bool {
+    matches!(opcode, op::UD_SEND_ONLY | op::UD_SEND_ONLY_IMM)
 }
 
 /// AETH syndromes (wire §4.4).
@@ -58,8 +67,10 @@ pub fn ext_headers(opcode: u8) -> Option<(bool, bool, bool, bool)> {
     use op::*;
     Some(match opcode {
         SEND_FIRST | SEND_MIDDLE | SEND_LAST | SEND_ONLY | WRITE_MIDDLE | WRITE_LAST
-        | READ_RESP_MIDDLE => (false, false, false, false),
-        SEND_LAST_IMM | SEND_ONLY_IMM | WRITE_LAST_IMM => (false, false, true, false),
+        | READ_RESP_MIDDLE | UD_SEND_ONLY => (false, false, false, false),
+        SEND_LAST_IMM | SEND_ONLY_IMM | WRITE_LAST_IMM | UD_SEND_ONLY_IMM => {
+            (false, false, true, false)
+        }
         WRITE_FIRST | WRITE_ONLY | READ_REQ => (true, false, false, false),
         WRITE_ONLY_IMM => (true, false, true, false),
         READ_RESP_FIRST | READ_RESP_LAST | READ_RESP_ONLY | ACK => (false, true, false, false),
@@ -136,6 +147,8 @@ pub struct Packet {
     pub imm: Option<u32>,
     /// IETH: R_Key to invalidate.
     pub ieth: Option<u32>,
+    /// DETH (UD, wire §1.7 / §5.1): Q_Key, source QPN.
+    pub deth: Option<(u32, u32)>,
     /// Payload (without pad).
     pub payload: Vec<u8>,
 }
@@ -236,7 +249,12 @@ pub fn build(path: &Path, p: &Packet, ip_id: u16) -> Vec<u8> {
     t.extend_from_slice(&(p.dest_qp & 0xFF_FFFF).to_be_bytes()[1..]);
     t.push((p.ack_req as u8) << 7);
     t.extend_from_slice(&(p.psn & 0xFF_FFFF).to_be_bytes()[1..]);
-    // extended headers in rxe order (wire §1.7)
+    // extended headers in rxe order (wire §1.7): DETH before ImmDt
+    if has_deth(p.opcode) {
+        let (qkey, sqp) = p.deth.unwrap_or_default();
+        t.extend_from_slice(&qkey.to_be_bytes());
+        t.extend_from_slice(&(sqp & 0xFF_FFFF).to_be_bytes());
+    }
     if reth {
         let (va, rkey, len) = p.reth.unwrap_or_default();
         t.extend_from_slice(&va.to_be_bytes());
@@ -367,6 +385,8 @@ pub enum Drop {
     Tver,
     /// PSN is not the expected one.
     Psn,
+    /// UD: the DETH Q_Key is not the QP's (wire §5.1).
+    Qkey,
 }
 
 fn be32(b: &[u8], at: usize) -> Option<u32> {
@@ -436,6 +456,15 @@ pub fn parse(f: &[u8]) -> Result<Parsed, Drop> {
         psn: be32(t, 8).ok_or(m)? & 0xFF_FFFF,
         ..Packet::default()
     };
+    if has_deth(opcode) {
+        let w = be32(t, at + 4).ok_or(m)?;
+        // wire §1.7: byte 4 of the DETH is reserved (0)
+        if w >> 24 != 0 {
+            return Err(m);
+        }
+        p.deth = Some((be32(t, at).ok_or(m)?, w & 0xFF_FFFF));
+        at += 8;
+    }
     if reth {
         let va = u64::from_be_bytes(t.get(at..at + 8).ok_or(m)?.try_into().map_err(|_| m)?);
         p.reth = Some((va, be32(t, at + 8).ok_or(m)?, be32(t, at + 12).ok_or(m)?));
@@ -716,5 +745,69 @@ mod tests {
         assert_eq!(&b[..4], &[0xd4, 0xc3, 0xb2, 0xa1]);
         assert_eq!(&b[20..24], &1u32.to_le_bytes());
         assert_eq!(b.len(), 24 + 16 + 3);
+    }
+
+    /// The QP1 CM REQ frame of spec ib-cm-rocev2 §7.3 (322 bytes): UD SEND
+    /// Only, DETH Q_Key 0x80010000 / source QP 1, ICRC 0A B0 56 EE.
+    #[test]
+    fn ud_send_only_qp1_frame_of_the_spec() {
+        let mad = hex("01 07 02 03 00 00 00 00 00 00 00 01 1a 2b 3c 4d
+            00 10 00 00 00 00 00 00 1a 2b 3c 4d 00 00 00 00
+            00 00 00 00 01 06 11 44 b6 96 91 ff fe aa bb 01
+            00 00 00 00 00 00 00 00 00 00 42 08 00 00 00 08
+            00 00 00 a1 12 34 56 a7 ff ff 37 f0 ff ff ff ff
+            00 00 00 00 00 00 00 00 00 00 ff ff c0 00 02 01
+            00 00 00 00 00 00 00 00 00 00 ff ff c0 00 02 02
+            75 14 40 00 00 40 00 98 00 00 00 00 00 00 00 00
+            00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00
+            00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00
+            00 00 00 00 00 40 c0 00 00 00 00 00 00 00 00 00
+            00 00 00 00 c0 00 02 01 00 00 00 00 00 00 00 00
+            00 00 00 00 c0 00 02 02 00 00 00 00 00 00 00 00
+            00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00
+            00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00
+            00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00");
+        assert_eq!(mad.len(), 256);
+        let path = Path {
+            src_mac: [0xb4, 0x96, 0x91, 0xaa, 0xbb, 0x01],
+            dst_mac: [0xb4, 0x96, 0x91, 0xaa, 0xbb, 0x02],
+            ipv4: true,
+            ttl: 64,
+            src_ip: [0, 0, 0, 0xC000_0201],
+            dst_ip: [0, 0, 0, 0xC000_0202],
+            sport: 0xD159,
+            dport: ROCE_PORT,
+            pkey: 0xFFFF,
+            ..Path::default()
+        };
+        let p = Packet {
+            opcode: op::UD_SEND_ONLY,
+            dest_qp: 1,
+            psn: 0,
+            deth: Some((0x8001_0000, 1)),
+            payload: mad.clone(),
+            ..Packet::default()
+        };
+        let f = build(&path, &p, 0);
+        let head = hex("b4 96 91 aa bb 02 b4 96 91 aa bb 01 08 00
+            45 00 01 34 00 00 40 00 40 11 b5 b5 c0 00 02 01 c0 00 02 02
+            d1 59 12 b7 01 20 00 00
+            64 00 ff ff 00 00 00 01 00 00 00 00
+            80 01 00 00 00 00 00 01");
+        assert_eq!(f.len(), 322);
+        assert_eq!(&f[..0x3e], &head[..]);
+        assert_eq!(&f[0x3e..0x13e], &mad[..]);
+        assert_eq!(&f[0x13e..], &[0x0a, 0xb0, 0x56, 0xee], "ICRC");
+        let back = parse(&f).expect("parses");
+        assert_eq!(back.pkt.deth, Some((0x8001_0000, 1)));
+        assert_eq!((back.pkt.opcode, back.pkt.dest_qp, back.pkt.payload), (0x64, 1, mad));
+        // DETH byte 4 is reserved: a non-zero value is malformed (the ICRC
+        // is recomputed so only that byte is wrong).
+        let mut bad = f.clone();
+        bad[0x36 + 4] = 1;
+        let n = bad.len();
+        let crc = icrc(&bad).unwrap();
+        bad[n - 4..].copy_from_slice(&crc.to_le_bytes());
+        assert_eq!(parse(&bad).map(|_| ()), Err(Drop::Malformed));
     }
 }

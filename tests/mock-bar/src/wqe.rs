@@ -118,6 +118,9 @@ pub enum SqOp {
         qkey: u32,
         /// UD: destination QPN (+16 [55:32]).
         dest_qp: u32,
+        /// UD: address-handle index, header [24:0] (spec data-path §1.3:
+        /// the same low bits as the STag to invalidate).
+        ah_id: u32,
     },
     /// BIND_MW (0x08).
     BindMw {
@@ -372,6 +375,7 @@ pub fn decode_sq(w: &[u64]) -> Result<SqWqe, WqeError> {
             payload: payload()?,
             qkey: get(w[2], 31, 0) as u32,
             dest_qp: get(w[2], 55, 32) as u32,
+            ah_id: get(hdr, 24, 0) as u32,
         },
         opc::BIND_MW => SqOp::BindMw {
             mr_stag: get(w[1], 63, 32) as u32,

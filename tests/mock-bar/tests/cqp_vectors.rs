@@ -6,16 +6,20 @@ use mock_bar::cqp::{self, CqpOp};
 use serde_json::Value;
 
 fn vectors() -> Value {
+    vectors_of("cqp-vectors.json")
+}
+
+fn vectors_of(file: &str) -> Value {
     // The repo's copy (`tests/conformance/`), or `$IRDMA_CONFORMANCE_DIR`.
     let dir = std::env::var_os("IRDMA_CONFORMANCE_DIR").map_or_else(
         || std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../conformance"),
         std::path::PathBuf::from,
     );
-    let path = dir.join("cqp-vectors.json");
+    let path = dir.join(file);
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| {
         panic!("conformance vectors missing at {}: {e} — this test needs them and must not pass without", path.display())
     });
-    serde_json::from_str(&text).expect("cqp-vectors.json is not valid JSON")
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{file} is not valid JSON: {e}"))
 }
 
 fn num(v: &Value) -> u64 {
@@ -71,6 +75,26 @@ fn check(case: &Value) -> Result<bool, String> {
     let d = cqp::decode(&w);
     match (opname, &d) {
         ("nop", CqpOp::Nop) => {}
+        ("create_ah", CqpOp::CreateAh(a))
+        | ("modify_ah", CqpOp::ModifyAh(a))
+        | ("destroy_ah", CqpOp::DestroyAh(a)) => {
+            c.eq("mac", a.mac, "mac_addr", 48);
+            c.eq("pd", a.pd as u64, "pd_idx", 24);
+            c.eq("tc", a.tc as u64, "tc_tos", 8);
+            c.eq("vlan", a.vlan_tag as u64, "vlan_tag", 16);
+            c.eq("arp", a.arp_idx as u64, "dst_arpindex", 16);
+            c.eq("hop", a.hop_limit as u64, "hop_ttl", 8);
+            c.eq("flow", a.flow_label as u64, "flow_label", 20);
+            c.eq("idx", a.idx as u64, "ah_idx", 24);
+            c.eq("ipv4", a.ipv4 as u64, "ipv4_valid", 1);
+            c.eq("insert_vlan", a.insert_vlan as u64, "insert_vlan_tag", 1);
+            c.eq("loopback", a.loopback as u64, "do_lpbk", 1);
+            let n = if a.ipv4 { 1 } else { 4 };
+            for i in 0..n {
+                c.eq("dest ip", a.dest_ip[i] as u64, &format!("dest_ip_addr[{i}]"), 32);
+                c.eq("src ip", a.src_ip[i] as u64, &format!("src_ip_addr[{i}]"), 32);
+            }
+        }
         ("query_rdma_features", CqpOp::QueryFeatures { buf, len }) => {
             c.eq("buf", *buf, "buf.pa", 64);
             c.eq("len", *len as u64, "buf.size", 32);
@@ -418,6 +442,30 @@ fn cqp_decoder_matches_the_vendor_builders() {
     );
     assert!(failures.is_empty(), "{} mismatches:\n{}", failures.len(), failures.join("\n"));
     assert!(checked >= 55, "only {checked} cases checked: wrong file?");
+}
+
+/// The UD file: address handles decode to the AH inputs, the UD/GSI
+/// create/modify/destroy QP WQEs as any other (QPTYPE 4).
+#[test]
+fn cqp_decoder_matches_the_vendor_ud_builders() {
+    let v = vectors_of("cqp-ud-vectors.json");
+    let ops = ["create_ah", "modify_ah", "destroy_ah", "create_qp", "modify_qp", "destroy_qp"];
+    let (mut checked, mut skipped, mut failures) = (0, Vec::new(), Vec::new());
+    for case in v["cases"].as_array().expect("cases") {
+        let opname = case["op"].as_str().unwrap_or("");
+        if !ops.contains(&opname) || num(&case["ret"]) != 0 {
+            continue;
+        }
+        let name = format!("{opname}/{}", case["case"].as_str().unwrap_or("?"));
+        match check(case) {
+            Ok(true) => checked += 1,
+            Ok(false) => skipped.push(name),
+            Err(e) => failures.push(format!("{name}: {e}")),
+        }
+    }
+    println!("{checked} UD CQP WQEs decoded and checked; skipped: {skipped:?}");
+    assert!(failures.is_empty(), "{} mismatches:\n{}", failures.len(), failures.join("\n"));
+    assert!(checked >= 20, "only {checked} cases checked: wrong file?");
 }
 
 /// What the model writes (CCQ CQEs, AEQEs) must decode, with the vendor's

@@ -140,7 +140,7 @@ fn check_sq(case: &Value) -> Result<(), String> {
                 && frags_match(input, f)
         }
         (
-            SqOp::Send { imm: i, solicited, invalidate, payload, qkey, dest_qp },
+            SqOp::Send { imm: i, solicited, invalidate, payload, qkey, dest_qp, ah_id },
             "irdma_uk_send" | "irdma_uk_inline_send",
         ) => {
             let inv = matches!(op_type, wqe::opc::SEND_INV | wqe::opc::SEND_SOL_INV);
@@ -149,6 +149,9 @@ fn check_sq(case: &Value) -> Result<(), String> {
                 // the AH index is OR-ed into the same header bits (spec
                 // data-path §1.3): the device sees the union
                 && *invalidate == inv.then(|| (hex(&input["stag_to_inv"]) | input.get("ah_id").map_or(0, hex)) as u32)
+                && *ah_id as u64
+                    == (input.get("stag_to_inv").map_or(0, hex) | input.get("ah_id").map_or(0, hex))
+                        & 0x1FF_FFFF
                 && *qkey as u64 == input.get("qkey").map_or(0, hex)
                 && *dest_qp as u64 == input.get("dest_qp").map_or(0, hex)
                 && if inline { inline_ok(input, payload) } else { matches!(payload, Payload::Sges(f) if frags_match(input, f)) }

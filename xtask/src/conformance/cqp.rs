@@ -716,6 +716,15 @@ fn run_case(case: &Value) -> Outcome {
             };
             check_post(case, c, lim, none)
         }
+        "create_ah" | "modify_ah" | "destroy_ah" => {
+            let ah = tri!(ah_info(&i));
+            match op {
+                "create_ah" => check_post(case, CreateAh(ah), lim, none),
+                "modify_ah" => check_post(case, ModifyAh(ah), lim, none),
+                _ => check_post(case, DestroyAh(ah), lim, none),
+            }
+        }
+        "create_mcast_grp" | "modify_mcast_grp" | "destroy_mcast_grp" => mcast(case, &i, op, lim),
         "decode_ccq_cqe" => decode_ccq(case, &i),
         "decode_fpm_query_buf" => decode_query(case, &i),
         "decode_fpm_commit_buf" => decode_commit(case, &i),
@@ -723,6 +732,94 @@ fn run_case(case: &Value) -> Outcome {
         "decode_aeqe_classification" => decode_aeqe_class(case, &i),
         _ => Outcome::Fail(format!("no runner for op {op}")),
     }
+}
+
+// ------------------------------------------------------------ UD (AH, multicast)
+
+fn ip4(i: &In, k: &str) -> Result<[u32; 4], String> {
+    Ok([
+        i.n(&format!("{k}[0]"))?,
+        i.n(&format!("{k}[1]"))?,
+        i.n(&format!("{k}[2]"))?,
+        i.n(&format!("{k}[3]"))?,
+    ])
+}
+
+fn ah_info(i: &In) -> Result<AhInfo, String> {
+    Ok(AhInfo {
+        ah_idx: i.n("ah_idx")?,
+        pd_idx: i.n("pd_idx")?,
+        dst_arp_index: i.n("dst_arpindex")?,
+        dest_ip: ip4(i, "dest_ip_addr")?,
+        src_ip: ip4(i, "src_ip_addr")?,
+        flow_label: i.n("flow_label")?,
+        vlan_tag: i.n("vlan_tag")?,
+        insert_vlan_tag: i.b("insert_vlan_tag"),
+        tc_tos: i.n("tc_tos")?,
+        hop_ttl: i.n("hop_ttl")?,
+        mac: i.mac("mac_addr"),
+        ipv4: i.b("ipv4_valid"),
+        loopback: i.b("do_lpbk"),
+    })
+}
+
+/// A multicast op: the WQE as any other, plus the 64-byte group context
+/// the driver writes from the member table (checked against
+/// `host_buffers.mcast_grp_ctx`).
+fn mcast(case: &Value, i: &In, op: &str, lim: Limits) -> Outcome {
+    let g = McastGrpInfo {
+        mg_id: tri!(i.n("mg_id")),
+        ipv4: i.b("ipv4_valid"),
+        dest_ip: tri!(ip4(i, "dest_ip_addr")),
+        dest_mac: i.mac("dest_mac_addr"),
+        vlan_id: tri!(i.n("vlan_id")),
+        vlan_valid: i.b("vlan_valid"),
+        hmc_fn_id: tri!(i.n("hmc_fcn_id")),
+        qs_handle: tri!(i.n("qs_handle")),
+        ctx_pa: i.u("dma_mem_mc.pa"),
+    };
+    let mut members = Vec::new();
+    for k in 0..8 {
+        let p = format!("mg_ctx_info[{k}]");
+        if !i.has(&format!("{p}.qp_id")) {
+            continue;
+        }
+        members.push(if i.b(&format!("{p}.valid_entry")) {
+            Some(McastMember {
+                qp_id: tri!(i.n(&format!("{p}.qp_id"))),
+                dest_port: tri!(i.n(&format!("{p}.dest_port"))),
+            })
+        } else {
+            None
+        });
+    }
+    let none = |_: &Cqp<FakeHal, &RecBar>, _: &mut Vec<u64>| Ok(());
+    let r = match op {
+        "create_mcast_grp" => check_post(case, CreateMcastGrp(g), lim, none),
+        "modify_mcast_grp" => check_post(case, ModifyMcastGrp(g), lim, none),
+        _ => check_post(case, DestroyMcastGrp(g), lim, none),
+    };
+    if !matches!(r, Outcome::Pass) || case["ret"].as_i64().unwrap_or(0) < 0 {
+        return r;
+    }
+    if let Some(hb) = case["host_buffers"].get("mcast_grp_ctx") {
+        let ctx = match McastGrpInfo::ctx(&members) {
+            Ok(c) => c,
+            Err(EncodeError::TooWide { field, value, max }) => {
+                return Outcome::Refused(format!("{field}={value:#x} > {max:#x}"));
+            }
+            Err(e) => return Outcome::Fail(format!("group context refused: {e:?}")),
+        };
+        if let Err(e) = cmp_words(
+            "mcast ctx",
+            &ctx,
+            &words(&hb["words"]),
+            Some(&words(&hb["written_byte_mask"])),
+        ) {
+            return Outcome::Fail(e);
+        }
+    }
+    Outcome::Pass
 }
 
 // ------------------------------------------------------------ CQP create

@@ -20,6 +20,7 @@ mod rw;
 pub const SUITE: &[(&str, &str)] = &[
     ("conformance-datapath", "datapath-vectors.json"),
     ("conformance-cqp", "cqp-vectors.json"),
+    ("conformance-cqp-ud", "cqp-ud-vectors.json"),
     ("conformance-rw", "rw-vectors.json"),
 ];
 

@@ -87,6 +87,7 @@ const EMPTY_WC: WorkCompletion = WorkCompletion {
     imm_data: None,
     invalidated_rkey: None,
     solicited: false,
+    ud: None,
 };
 
 fn buf(pages: usize) -> Result<Buf, Msg> {
