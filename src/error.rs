@@ -10,6 +10,8 @@ use crate::cqp::EncodeError;
 use crate::cqp::decode::{DecodeError, FeaturesError};
 use crate::cqp::engine::CqpError;
 use crate::device::{CloseError, ProbeCause, ProbeError, ProbeStep};
+use crate::ice::AqError;
+use crate::ice::desc::rc;
 use crate::lan::{LanError, LanInfoError};
 use crate::res::{AccessError, HmcError, IdError, PbleError, StagError};
 use crate::rw::{RwError, RwPostError};
@@ -52,6 +54,43 @@ impl Display for LanError {
     }
 }
 impl Error for LanError {}
+
+impl Display for AqError {
+    fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
+        match self {
+            AqError::BadConfig => f.write_str("admin-queue ring or buffer size out of range"),
+            AqError::Dma(e) => write!(f, "admin-queue ring memory: {e}"),
+            AqError::RegisterReadback => f.write_str("admin-queue base address did not read back"),
+            AqError::NotRunning => f.write_str("admin queue not running"),
+            AqError::BadBuffer => f.write_str("admin-queue buffer empty or larger than a slot"),
+            AqError::HeadOutOfRange(h) => write!(f, "admin-queue head {h} beyond the ring"),
+            AqError::RingFull => f.write_str("admin queue full"),
+            AqError::Timeout { opcode, critical: true } => {
+                write!(f, "admin command {opcode:#06x} timed out; firmware critical error")
+            }
+            AqError::Timeout { opcode, critical: false } => {
+                write!(f, "admin command {opcode:#06x} timed out")
+            }
+            AqError::Firmware { opcode, code } => {
+                write!(f, "admin command {opcode:#06x} failed: {} ({code})", rc::name(*code))
+            }
+            AqError::ResponseTooLong { datalen, capacity } => {
+                write!(f, "admin response of {datalen} bytes exceeds the {capacity}-byte buffer")
+            }
+            AqError::EventError { opcode, code } => {
+                write!(f, "admin event {opcode:#06x} carried error {} ({code})", rc::name(*code))
+            }
+        }
+    }
+}
+impl Error for AqError {
+    fn source(&self) -> Option<&(dyn Error + 'static)> {
+        match self {
+            AqError::Dma(e) => Some(e),
+            _ => None,
+        }
+    }
+}
 
 phrases!(SqError {
     SqError::TooManySges => "more SGEs than the QP allows",

@@ -1,0 +1,24 @@
+//! The LAN side of an E810 PF, for hosts where no `ice` driver runs (issue
+//! #17): the admin queue to the firmware and the typed commands that make
+//! the PF ready for RDMA (spec ice-lan-for-rdma §1, §2, §5).
+//!
+//! Where something else owns the LAN side (Linux `ice`, a hypervisor), the
+//! hand-off types in [`crate::lan`] stay the way in: fill a
+//! [`LanInfo`](crate::lan::LanInfo) and implement
+//! [`LanOps`](crate::lan::LanOps) yourself. This module is only linked when
+//! used.
+//!
+//! * [`desc`] — the 32-byte descriptor, flags, opcodes, return codes;
+//! * [`aq`] — the engine: ATQ/ARQ rings in DMA memory, head-polled
+//!   completion, CRIT on timeout, EBUSY retry, ARQ events;
+//! * [`cmd`] — one typed command per opcode, with range checks, and the
+//!   parsers of the answers;
+//! * [`regs`] — the registers.
+
+pub mod aq;
+pub mod cmd;
+pub mod desc;
+pub mod regs;
+
+pub use aq::{AdminQueue, AqConfig, AqError, AqTimeouts, Event};
+pub use desc::{Desc, Opcode};
