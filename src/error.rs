@@ -11,6 +11,7 @@ use crate::cqp::decode::{DecodeError, FeaturesError};
 use crate::cqp::engine::CqpError;
 use crate::device::{CloseError, ProbeCause, ProbeError, ProbeStep};
 use crate::ice::AqError;
+use crate::ice::cmd::CmdError;
 use crate::ice::desc::rc;
 use crate::lan::{LanError, LanInfoError};
 use crate::res::{AccessError, HmcError, IdError, PbleError, StagError};
@@ -87,6 +88,27 @@ impl Error for AqError {
     fn source(&self) -> Option<&(dyn Error + 'static)> {
         match self {
             AqError::Dma(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+impl Display for CmdError {
+    fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
+        match self {
+            CmdError::Aq(e) => write!(f, "admin command failed: {e}"),
+            CmdError::Invalid(why) => write!(f, "admin command refused: {why}"),
+            CmdError::BadResponse(why) => write!(f, "firmware answer unusable: {why}"),
+            CmdError::ApiTooNew { major, minor } => {
+                write!(f, "firmware AQ API {major}.{minor} is newer than 1.x")
+            }
+        }
+    }
+}
+impl Error for CmdError {
+    fn source(&self) -> Option<&(dyn Error + 'static)> {
+        match self {
+            CmdError::Aq(e) => Some(e),
             _ => None,
         }
     }
