@@ -284,6 +284,16 @@ impl Desc {
         d
     }
 
+    /// A descriptor for the generic send path (what ice_aq_send_cmd takes
+    /// from a caller that built its own): [`Desc::new`] plus the 16
+    /// parameter bytes as given. The opcode is still one the driver knows;
+    /// the engine adds BUF/LB and the buffer address itself.
+    pub fn with_params(op: Opcode, params: [u8; 16]) -> Desc {
+        let mut d = Desc::new(op);
+        d.bytes[off::PARAMS..].copy_from_slice(&params);
+        d
+    }
+
     /// A descriptor from its 32 bytes (what the ring or an event holds).
     pub const fn from_bytes(bytes: [u8; 32]) -> Desc {
         Desc { bytes }

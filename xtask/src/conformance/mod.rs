@@ -13,6 +13,7 @@ use serde_json::Value;
 
 mod cqp;
 mod datapath;
+mod lan;
 mod rw;
 
 /// Conformance legs of `cargo xtask test`: (leg name, vector file name).
@@ -59,6 +60,8 @@ pub enum Schema {
     Cqp,
     /// `rw-vectors.json`: rdma_rw decisions and WR chains.
     Rw,
+    /// `lan-aq-vectors.json`: the LAN side's admin queue.
+    Lan,
 }
 
 /// Recognises the schema of a vector file.
@@ -67,7 +70,9 @@ pub fn schema_of(v: &Value) -> Option<Schema> {
         return Some(Schema::Datapath);
     }
     let first = v.get("cases")?.as_array()?.first()?;
-    if first.get("op").is_some() && first.get("builder").is_some() {
+    if first.get("op").is_some() && first.get("vendor").is_some() {
+        Some(Schema::Lan)
+    } else if first.get("op").is_some() && first.get("builder").is_some() {
         Some(Schema::Cqp)
     } else if first.get("function").is_some() {
         Some(Schema::Rw)
@@ -95,6 +100,7 @@ pub fn run_value(v: &Value) -> Result<Tally, String> {
         Some(Schema::Datapath) => datapath::run(v),
         Some(Schema::Cqp) => cqp::run(v),
         Some(Schema::Rw) => Ok(rw::run(v)),
+        Some(Schema::Lan) => lan::run(v),
         None => Err("unknown conformance schema".into()),
     }
 }
