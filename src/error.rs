@@ -11,6 +11,7 @@ use crate::cqp::decode::{DecodeError, FeaturesError};
 use crate::cqp::engine::CqpError;
 use crate::device::{CloseError, ProbeCause, ProbeError, ProbeStep};
 use crate::ice::AqError;
+use crate::ice::bringup::BringUpError;
 use crate::ice::cmd::CmdError;
 use crate::ice::desc::rc;
 use crate::lan::{LanError, LanInfoError};
@@ -88,6 +89,37 @@ impl Error for AqError {
     fn source(&self) -> Option<&(dyn Error + 'static)> {
         match self {
             AqError::Dma(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+impl Display for BringUpError {
+    fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
+        match self {
+            BringUpError::ResetTimeout(step) => {
+                write!(f, "PF bring-up: wait timed out at {step:?}")
+            }
+            BringUpError::FirmwareRecovery => f.write_str("PF bring-up: firmware in recovery mode"),
+            BringUpError::Command(step, e) => write!(f, "PF bring-up at {step:?}: {e}"),
+            BringUpError::RdmaDisabled => {
+                f.write_str("PF bring-up: RDMA disabled (no capability or more than 4 PFs)")
+            }
+            BringUpError::NoDdpPackage => {
+                f.write_str("PF bring-up: no DDP package active and none supplied")
+            }
+            BringUpError::NoMac => f.write_str("PF bring-up: firmware reports no LAN MAC"),
+            BringUpError::LinkDown => f.write_str("PF bring-up: link stayed down"),
+            BringUpError::BadOptions(why) => write!(f, "PF bring-up options refused: {why}"),
+            BringUpError::Probe(e) => write!(f, "PF bring-up: RDMA probe failed: {e}"),
+        }
+    }
+}
+impl Error for BringUpError {
+    fn source(&self) -> Option<&(dyn Error + 'static)> {
+        match self {
+            BringUpError::Command(_, e) => Some(e),
+            BringUpError::Probe(e) => Some(e),
             _ => None,
         }
     }

@@ -8,17 +8,25 @@
 //! [`LanOps`](crate::lan::LanOps) yourself. This module is only linked when
 //! used.
 //!
+//! * [`bringup`] — [`E810::bring_up`]: one call from a cold PF to a
+//!   ready [`Device`](crate::device::Device), and the [`LanOps`](crate::lan::LanOps) of this layer;
 //! * [`desc`] — the 32-byte descriptor, flags, opcodes, return codes;
 //! * [`aq`] — the engine: ATQ/ARQ rings in DMA memory, head-polled
 //!   completion, CRIT on timeout, EBUSY retry, ARQ events;
 //! * [`cmd`] — one typed command per opcode, with range checks, and the
 //!   parsers of the answers;
+//! * [`sched`] — the Tx scheduler branch and RDMA queue sets;
+//! * [`switch`] — the MAC and broadcast switch rules;
 //! * [`regs`] — the registers.
 
 pub mod aq;
+pub mod bringup;
 pub mod cmd;
 pub mod desc;
 pub mod regs;
+pub mod sched;
+pub mod switch;
 
 pub use aq::{AdminQueue, AqConfig, AqError, AqTimeouts, Event};
+pub use bringup::{BringUpError, BringUpOptions, DdpPolicy, E810, IceLan};
 pub use desc::{Desc, Opcode};

@@ -1,0 +1,107 @@
+//! Receive switch rules that deliver the RDMA MAC's frames (and broadcast)
+//! to the PF VSI (spec ice-lan-for-rdma §2.15; ice_switch.c →
+//! ice_fill_sw_rule, ice_fill_sw_info; ice_fltr.c →
+//! ice_fltr_add_mac_and_broadcast; conformance README "Switch rules").
+
+use irdma_hal::{Bar, Hal};
+
+use super::aq::AdminQueue;
+use super::cmd::CmdError;
+use super::desc::{Desc, Opcode};
+
+/// Size of a lookup rule with its 16-byte dummy Ethernet header.
+pub const RULE_LEN: usize = 32;
+
+/// Rule type TX (ICE_AQC_SW_RULES_T_LKUP_TX): what Linux installs for the
+/// permanent MAC and broadcast.
+const RULE_T_LKUP_TX: u16 = 1;
+/// Recipe 1: MAC lookup (ICE_SW_LKUP_MAC).
+const RECIPE_MAC: u16 = 1;
+/// Action: forward to a VSI (type 0), VSI number bits 13:4, VALID bit 17.
+const ACT_VSI_SHIFT: u32 = 4;
+const ACT_VALID: u32 = 1 << 17;
+/// LB_EN (bit 2): may loop back; LAN_EN (bit 3): may go to the wire.
+const ACT_LB_EN: u32 = 1 << 2;
+const ACT_LAN_EN: u32 = 1 << 3;
+/// Dummy header length (DUMMY_ETH_HDR_LEN).
+const DUMMY_HDR_LEN: u16 = 16;
+
+/// The broadcast address.
+pub const BROADCAST: [u8; 6] = [0xff; 6];
+
+/// A "forward frames to `mac` to VSI `vsi_num`" rule as ice builds it:
+/// TX-type, recipe MAC, source = the VSI, LB_EN always, LAN_EN in VEPA
+/// mode and, in VEB mode (Linux's default), only for multicast/broadcast
+/// addresses; dummy header dst = `mac`, src 02:00:00:00:00:00, ethertype
+/// 0x8100 (spec §7 item 11).
+pub fn mac_fwd_rule(mac: [u8; 6], vsi_num: u16, veb: bool) -> Result<[u8; RULE_LEN], CmdError> {
+    if vsi_num > 0x3ff {
+        return Err(CmdError::Invalid("VSI number beyond 10 bits"));
+    }
+    let mut r = [0u8; RULE_LEN];
+    r[0..2].copy_from_slice(&RULE_T_LKUP_TX.to_le_bytes());
+    r[4..6].copy_from_slice(&RECIPE_MAC.to_le_bytes());
+    r[6..8].copy_from_slice(&vsi_num.to_le_bytes());
+    let mut act = ACT_VALID | (u32::from(vsi_num) << ACT_VSI_SHIFT) | ACT_LB_EN;
+    let multicast = mac[0] & 1 != 0;
+    if !veb || multicast {
+        act |= ACT_LAN_EN;
+    }
+    r[8..12].copy_from_slice(&act.to_le_bytes());
+    r[14..16].copy_from_slice(&DUMMY_HDR_LEN.to_le_bytes());
+    r[16..22].copy_from_slice(&mac);
+    r[22] = 0x02;
+    r[28] = 0x81;
+    Ok(r)
+}
+
+impl<H: Hal, B: Bar> AdminQueue<H, B> {
+    /// Add Switch Rules 0x02A0 with one rule; returns the rule index the
+    /// firmware wrote back (rule bytes 12–13).
+    pub fn add_switch_rule(&mut self, rule: &mut [u8; RULE_LEN]) -> Result<u16, CmdError> {
+        let mut d = Desc::new(Opcode::AddSwitchRules);
+        d.set_u16(16, 1);
+        self.send(&mut d, Some(rule))?;
+        Ok(u16::from_le_bytes([rule[12], rule[13]]))
+    }
+
+    /// Broadcast first, then the unicast MAC, each in its own 0x02A0, both
+    /// forwarded to `vsi_num` (ice_init_mac_fltr →
+    /// ice_fltr_add_mac_and_broadcast). Returns (broadcast, unicast) rule
+    /// indices.
+    pub fn add_mac_and_broadcast(
+        &mut self,
+        mac: [u8; 6],
+        vsi_num: u16,
+        veb: bool,
+    ) -> Result<(u16, u16), CmdError> {
+        if mac[0] & 1 != 0 || mac == [0; 6] {
+            return Err(CmdError::Invalid("unicast MAC required"));
+        }
+        let mut b = mac_fwd_rule(BROADCAST, vsi_num, veb)?;
+        let bi = self.add_switch_rule(&mut b)?;
+        let mut u = mac_fwd_rule(mac, vsi_num, veb)?;
+        let ui = self.add_switch_rule(&mut u)?;
+        Ok((bi, ui))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rules_match_linux_veb() {
+        let b = mac_fwd_rule(BROADCAST, 0x300, true).unwrap();
+        let want_b = [
+            1, 0, 0, 0, 1, 0, 0, 3, 0x0c, 0x30, 2, 0, 0, 0, 0x10, 0, 0xff, 0xff, 0xff, 0xff, 0xff,
+            0xff, 2, 0, 0, 0, 0, 0, 0x81, 0, 0, 0,
+        ];
+        assert_eq!(b, want_b);
+        let u = mac_fwd_rule([0x4c, 0x1c, 0x3d, 0xac, 0x99, 0x6b], 0x300, true).unwrap();
+        assert_eq!(&u[8..12], &[0x04, 0x30, 0x02, 0x00], "unicast in VEB: LB_EN only");
+        let v = mac_fwd_rule([0x4c, 0, 0, 0, 0, 1], 5, false).unwrap();
+        assert_eq!(u32::from_le_bytes([v[8], v[9], v[10], v[11]]) & 0xc, 0xc);
+        assert!(mac_fwd_rule(BROADCAST, 0x400, true).is_err());
+    }
+}
