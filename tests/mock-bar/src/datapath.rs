@@ -841,6 +841,12 @@ impl Device {
                     return;
                 }
             };
+            // cold PF (crate::lan): without a Tx-scheduler qset for the QP's
+            // qs_handle nothing of this QP is scheduled; the WQE waits
+            if self.cfg.lan.cold && self.lan.qset(q.qs_handle).is_none() {
+                self.counters.lan_gated_wqes += 1;
+                return;
+            }
             self.record(Event::Wqe { qp: qpn, idx, opcode: w.opcode });
             let outcome = if let Some((major, minor)) = self.faults.wqe_error() {
                 Outcome::Error(major, minor)
@@ -1166,6 +1172,15 @@ impl Device {
         strict: bool,
     ) -> Option<Vec<wire::Packet>> {
         let own = self.qps.get(&qpn)?.path.clone();
+        // cold PF (crate::lan): a RoCE frame reaches the RDMA engine only
+        // through a switch rule to a VSI with the PE filter on
+        if self.cfg.lan.cold {
+            let dst = frames.first().and_then(|f| wire::parse(f).ok()).map(|p| p.dst_mac);
+            if !dst.is_some_and(|m| self.lan.delivers_to_pe(m)) {
+                self.counters.pe_filter_drops += 1;
+                return None;
+            }
+        }
         let mut out = Vec::with_capacity(frames.len());
         let mut psn = psn;
         for (i, f) in frames.iter().enumerate() {

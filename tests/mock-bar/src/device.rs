@@ -41,6 +41,8 @@ pub struct Config {
     /// control-path §3.6; whether hardware needs the alignment is an open
     /// question, §11 item 6, hence an option). Off by default.
     pub strict_sds: bool,
+    /// The LAN firmware (admin queue) of the function; see [`crate::lan`].
+    pub lan: crate::lan::LanConfig,
 }
 
 /// How the device learns about doorbells.
@@ -73,6 +75,7 @@ impl Default for Config {
             pci_function: 0,
             strict_sds: false,
             mode: Mode::Strict,
+            lan: crate::lan::LanConfig::default(),
         }
     }
 }
@@ -316,6 +319,8 @@ pub struct Device {
     /// Deferred mode: values last acted on (CCQPHIGH/LOW pair, CQPDB, WQEALLOC, CQARM).
     seen: (u64, Option<u32>, Option<u32>, Option<u32>),
     pending_ccqp: Option<u64>,
+    /// The LAN firmware (admin queue, VSIs, scheduler, link).
+    pub(crate) lan: crate::lan::Firmware,
 }
 
 /// The fields of one AEQE (spec control-path §8.2, GEN_2 layout).
@@ -374,7 +379,9 @@ impl Device {
         // Deferred mode cannot see every PFHMC_PDINV write (writes latch),
         // so PD entries are read live there.
         let cache_pds = cfg.mode == Mode::Strict;
+        let lan = crate::lan::Firmware::new(cfg.lan.clone());
         Self {
+            lan,
             cfg,
             mem,
             node: 0,
@@ -425,6 +432,48 @@ impl Device {
         fresh.faults.critical_error = 0;
         *self = fresh;
         self.record(Event::Reset);
+    }
+
+    /// PF software reset (PFGEN_CTRL.PFSWR, spec ice-lan-for-rdma §1.7): as
+    /// [`Device::reset`], except that the LAN firmware keeps what a PFR
+    /// keeps (the DDP package and the cleared PXE mode, spec §2.5, §2.8),
+    /// and PFSWR reads set for `LanConfig::reset_reads` register reads.
+    pub fn pf_reset(&mut self) {
+        let keep = self.lan.persistent();
+        self.reset();
+        self.lan = crate::lan::Firmware::with_persistent(self.cfg.lan.clone(), keep);
+        self.lan.begin_reset(true);
+    }
+
+    /// A global reset (CORER-like) as the LAN side sees it: [`Device::reset`]
+    /// plus GLGEN_RSTAT.DEVSTATE ≠ 0 and the GLNVM_ULD done bits clear for
+    /// `LanConfig::reset_reads` register reads.
+    pub fn global_reset(&mut self) {
+        self.reset();
+        self.lan.begin_reset(false);
+    }
+
+    /// The LAN firmware (inspection).
+    pub fn lan(&self) -> &crate::lan::Firmware {
+        &self.lan
+    }
+
+    /// The link partner goes away or comes back (a link event is posted to
+    /// the ARQ when enabled).
+    pub fn set_link(&mut self, up: bool) {
+        self.lan.set_link(up, &*self.mem, &mut self.counters);
+    }
+
+    /// Acts on what the LAN firmware asked for and records its completions.
+    fn after_lan(&mut self) {
+        for (slot, opcode, retval) in std::mem::take(&mut self.lan.completed) {
+            self.record(Event::AqCmd { slot, opcode, retval });
+        }
+        match self.lan.reset_request.take() {
+            Some(true) => self.pf_reset(),
+            Some(false) => self.global_reset(),
+            None => {}
+        }
     }
 
     /// The trace as text, one event per line (for failing-test output).
@@ -555,6 +604,7 @@ impl Device {
                 let tail = self.cqp.as_ref().map_or(0, |c| c.tail);
                 (tail & 0x7FF) | ((self.cqptail_err as u32) << 31)
             }
+            _ if let Some(v) = self.lan.read(off, self.faults.aq_crit) => v,
             _ if off >= regs::BAR_SIZE || !off.is_multiple_of(4) => u32::MAX,
             _ => self.other_regs.get(&off).copied().unwrap_or(0),
         }
@@ -578,6 +628,10 @@ impl Device {
             return;
         }
         self.record(Event::RegWrite { off, val: v });
+        if self.lan.write(off, v, &*self.mem, &mut self.faults, &mut self.counters) {
+            self.after_lan();
+            return;
+        }
         if self.cfg.mode == Mode::Deferred {
             match off {
                 regs::CCQPHIGH => self.ccqphigh = v,

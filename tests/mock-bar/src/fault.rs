@@ -57,6 +57,20 @@ pub struct FaultPlan {
     /// recorded in the capture as built); offsets past the end hit the
     /// last byte (the ICRC).
     pub flip_frame_byte: Option<(u32, usize)>,
+    /// LAN admin queue: the Nth command from now (0 = the next) is never
+    /// completed, nor any after it, until a reset (ATQH stays put).
+    pub aq_hang_at: Option<u32>,
+    /// LAN admin queue: firmware critical error — ATQLEN and ARQLEN read
+    /// with CRIT (bit 30) and no command completes while set.
+    pub aq_crit: bool,
+    /// LAN admin queue: the next command with this opcode fails with this
+    /// firmware return code (not executed).
+    pub aq_fail_opcode: Option<(u16, u16)>,
+    /// LAN admin queue: at the Nth command from now a global reset happens
+    /// instead (the command never completes; the AQ is torn down and
+    /// GLGEN_RSTAT / GLNVM_ULD show the reset for `LanConfig::reset_reads`
+    /// reads).
+    pub aq_reset_at: Option<u32>,
 }
 
 fn countdown(slot: &mut Option<(u32, u16, u16)>) -> Option<(u16, u16)> {
@@ -134,23 +148,84 @@ pub struct Counters {
     pub psn_mismatches: u64,
     /// Deferred mode: SQ work found by a sweep with no WQEALLOC change.
     pub work_without_doorbell: u64,
+    /// LAN admin-queue commands completed.
+    pub aq_commands: u64,
+    /// Of those, completed with a nonzero return code.
+    pub aq_errors: u64,
+    /// ATQT writes ignored because the ring was not usable (disabled, bad
+    /// length, unaligned base, tail or head out of range).
+    pub aq_bad_ring: u64,
+    /// ARQ events delivered.
+    pub arq_events: u64,
+    /// ARQ events lost (no free posted slot, ring not usable).
+    pub arq_dropped: u64,
+    /// Cold PF: SQ WQEs not sent because no qset is registered for the
+    /// QP's qs_handle.
+    pub lan_gated_wqes: u64,
+    /// Cold PF: RoCE frames dropped because no VSI has the PE filter on.
+    pub pe_filter_drops: u64,
 }
 
 /// One thing the device did.
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[allow(missing_docs)]
 pub enum Event {
-    RegWrite { off: u32, val: u32 },
-    CqpCreated { ctx_pa: u64 },
-    CqpNotValid { idx: u32 },
-    CqpOp { idx: u32, opcode: u8, ret: u32, major: u16, minor: u16 },
-    Cqe { cq: u32, slot: u32, w3: u64 },
-    CqArm { cq: u32, word: u64 },
-    Ceqe { ceq: u32, cq_ctx: u64 },
-    Aeqe { code: u16, src: u8, id: u32, written: bool },
-    Wqe { qp: u32, idx: u32, opcode: u8 },
-    Recv { qp: u32, idx: u32, len: u64 },
+    RegWrite {
+        off: u32,
+        val: u32,
+    },
+    CqpCreated {
+        ctx_pa: u64,
+    },
+    CqpNotValid {
+        idx: u32,
+    },
+    CqpOp {
+        idx: u32,
+        opcode: u8,
+        ret: u32,
+        major: u16,
+        minor: u16,
+    },
+    Cqe {
+        cq: u32,
+        slot: u32,
+        w3: u64,
+    },
+    CqArm {
+        cq: u32,
+        word: u64,
+    },
+    Ceqe {
+        ceq: u32,
+        cq_ctx: u64,
+    },
+    Aeqe {
+        code: u16,
+        src: u8,
+        id: u32,
+        written: bool,
+    },
+    Wqe {
+        qp: u32,
+        idx: u32,
+        opcode: u8,
+    },
+    Recv {
+        qp: u32,
+        idx: u32,
+        len: u64,
+    },
     DmaFault(Fault),
-    WireDrop { qp: u32, why: crate::wire::Drop },
+    /// A LAN admin-queue command completed.
+    AqCmd {
+        slot: u32,
+        opcode: u16,
+        retval: u16,
+    },
+    WireDrop {
+        qp: u32,
+        why: crate::wire::Drop,
+    },
     Reset,
 }

@@ -52,6 +52,14 @@
 //!   [`Device::reset`] is a function-level reset. [`Counters`] and a bounded
 //!   trace of [`Event`]s record what the device did ([`Device::trace_dump`]
 //!   prints it for a failing test).
+//! * [`lan`] — the LAN firmware of the PF (ice admin queue), written from
+//!   `shared/spec/ice-lan-for-rdma.md`: ATQ/ARQ registers and rings, the
+//!   commands a bare PF needs before RDMA (version, clear PF config / PXE,
+//!   capabilities, switch config, MAC, link with ARQ events, scheduler tree
+//!   with a configurable layer count, VSI table and PE filter, RDMA qsets,
+//!   switch rules, a synthetic DDP package), PFSWR / GLGEN_RSTAT / GLNVM_ULD
+//!   resets and recovery mode; [`Config::lan`] configures it and
+//!   [`Device::lan`] inspects it. AQ faults: `FaultPlan::aq_*`.
 //! * [`wqe`] (SQ/RQ WQE decoder) and [`cqp`] (CQP WQE decoder) are public so
 //!   tests can use them; [`Aeqe`] and [`ccq_cqe_words`] are the model's
 //!   encoders for what it writes.
@@ -212,6 +220,7 @@ pub mod device;
 pub mod fabric;
 pub mod fault;
 pub mod hmc;
+pub mod lan;
 pub mod mem;
 pub mod regs;
 pub mod shm;
