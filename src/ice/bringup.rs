@@ -35,6 +35,8 @@
 //! * 6/7 (MSI-X index space, polled mode): [`BringUpOptions::msix`] is
 //!   handed to the RDMA layer as given (default: none, polled mode).
 //! * 8 (LB flag): Linux's rule (LB above 512 bytes).
+//! * PE_DONE is awaited after the caps, when RDMA is known to be on (as
+//!   ice_check_reset does for a function that has the capability).
 //! * 9 (API version): major > 1 refused (ice_aq_ver_check).
 //! * 10 (DCB): one TC; [`BringUpOptions::stop_lldp`] stops the firmware
 //!   LLDP agent so the link partner cannot push more TCs.
@@ -80,7 +82,7 @@ pub struct BringUpOptions<'a> {
     pub pf_reset: bool,
     /// Bound on each reset wait (PFSWR clearing, DEVSTATE, GLNVM_ULD).
     pub reset_timeout: Duration,
-    /// Also wait for GLNVM_ULD.PE_DONE (Linux does once RDMA is known on).
+    /// Wait for GLNVM_ULD.PE_DONE once the caps show RDMA on (Linux does).
     pub wait_pe_done: bool,
     /// Bound on GL_MNG_FWSM.FW_LOADING (ice_wait_fw_load: 30 s).
     pub fw_load_timeout: Duration,
@@ -338,7 +340,7 @@ pub fn reset_and_identify<H: Hal, B: Bar>(
     bar: &B,
     o: &BringUpOptions<'_>,
 ) -> Result<(u8, u8), BringUpError> {
-    let done_mask = regs::GLNVM_ULD_DONE | if o.wait_pe_done { regs::GLNVM_ULD_PE_DONE } else { 0 };
+    let done_mask = regs::GLNVM_ULD_DONE;
     let global_busy = bar.read32(regs::GLGEN_RSTAT) & 3 != 0
         || bar.read32(regs::GLNVM_ULD) & regs::GLNVM_ULD_DONE != regs::GLNVM_ULD_DONE;
     if o.pf_reset && !global_busy {
@@ -446,6 +448,14 @@ impl<H: Hal, B: Bar + Clone> E810<H, B> {
         let func = aq.discover_caps(CapsKind::Function).map_err(E::cmd(Step::Caps))?;
         if !Caps::rdma_usable(&func, &dev) {
             return Err(E::RdmaDisabled);
+        }
+        // Once RDMA is known to be on, ice also waits for PE_DONE: the PE
+        // firmware is up after the reset (ice_check_reset; spec §1.7).
+        if o.wait_pe_done {
+            let done = |v: u32| v & regs::GLNVM_ULD_PE_DONE != 0;
+            if !wait_reg::<H, B>(aq.bar(), o.reset_timeout, done, regs::GLNVM_ULD) {
+                return Err(E::ResetTimeout(Step::Caps));
+            }
         }
         if o.ddp != DdpPolicy::Ignore {
             let mut buf = [0u8; PKG_INFO_BUF];

@@ -10,7 +10,7 @@
 use irdma_hal::{Bar, Hal};
 
 use super::aq::{AdminQueue, AqError};
-use super::desc::{Desc, Opcode, rc};
+use super::desc::{Desc, Opcode};
 
 /// Why a typed command failed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -695,9 +695,10 @@ pub struct VsiAnswer {
 // ----------------------------------------------------------------- DDP
 
 /// Get Package Info List answer (0x0C43): the number of packages and
-/// whether one is active (ice_ddp.c → ice_get_pkg_info; struct
-/// ice_aqc_get_pkg_info_resp: u32 count, then 48-byte entries with the
-/// `is_active` byte at entry offset 44).
+/// whether one is active (ice_ddp.c → ice_get_pkg_info;
+/// ice_adminq_cmd.h → struct ice_aqc_get_pkg_info_resp: u32 count, then
+/// 40-byte entries: version 4, name 28 (ICE_SEG_NAME_SIZE), track id 4,
+/// is_in_nvm, is_active, is_active_at_boot, is_modified).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PkgInfo {
     /// Packages listed.
@@ -706,10 +707,10 @@ pub struct PkgInfo {
     pub active: Option<u32>,
 }
 
-/// Size of a package-info entry (computed from struct ice_aqc_get_pkg_info).
-pub const PKG_INFO_ENTRY: usize = 48;
+/// Size of a package-info entry (struct ice_aqc_get_pkg_info).
+pub const PKG_INFO_ENTRY: usize = 40;
 /// Offset of `is_active` inside an entry.
-const PKG_INFO_ACTIVE: usize = 44;
+const PKG_INFO_ACTIVE: usize = 37;
 
 /// Largest DDP download buffer (ICE_PKG_BUF_SIZE, 4 KiB).
 pub const PKG_BUF_SIZE: usize = 4096;
@@ -726,10 +727,16 @@ const GLOBAL_CFG_LOCK_TIMEOUT_MS: u32 = 3000;
 pub enum LockOutcome {
     /// Held: download, then release.
     Acquired,
-    /// Another function already downloaded the package (firmware answers
-    /// EEXIST: "already done", ice_aq_req_res).
+    /// Another function already downloaded the package (response status
+    /// ICE_AQ_RES_GLBL_DONE, 2; ice_aq_req_res returns EALREADY).
     AlreadyDone,
 }
+
+/// Request Resource response status (bytes 28–29) for the global-config
+/// lock (ice_adminq_cmd.h → ICE_AQ_RES_GLBL_SUCCESS / IN_PROG / DONE).
+const RES_GLBL_SUCCESS: u16 = 0;
+const RES_GLBL_IN_PROG: u16 = 1;
+const RES_GLBL_DONE: u16 = 2;
 
 // -------------------------------------------------------------- commands
 
@@ -1056,16 +1063,24 @@ impl<H: Hal, B: Bar> AdminQueue<H, B> {
 
     /// Request Resource 0x0008 for the global-config lock, write access,
     /// 3000 ms (ice_acquire_global_cfg_lock → ice_aq_req_res): bytes 16–17
-    /// resource id 4, 18–19 access 2, 20–23 timeout.
+    /// resource id 4, 18–19 access 2, 20–23 timeout; the answer's status
+    /// (bytes 28–29) decides: success → held, in progress → another
+    /// function holds it (ice: EIO), done → already downloaded (ice:
+    /// EALREADY), anything else → error.
     pub fn acquire_global_cfg_lock(&mut self) -> Result<LockOutcome, CmdError> {
         let mut d = Desc::new(Opcode::RequestResource);
         d.set_u16(16, RES_GLOBAL_CFG_LOCK);
         d.set_u16(18, RES_WRITE);
         d.set_u32(20, GLOBAL_CFG_LOCK_TIMEOUT_MS);
-        match self.send(&mut d, None) {
-            Ok(()) => Ok(LockOutcome::Acquired),
-            Err(AqError::Firmware { code: rc::EEXIST, .. }) => Ok(LockOutcome::AlreadyDone),
-            Err(e) => Err(e.into()),
+        let r = self.send(&mut d, None);
+        match (d.u16_at(28), r) {
+            (RES_GLBL_DONE, _) => Ok(LockOutcome::AlreadyDone),
+            (RES_GLBL_SUCCESS, Ok(())) => Ok(LockOutcome::Acquired),
+            (RES_GLBL_IN_PROG, _) => {
+                Err(CmdError::BadResponse("global-config lock held elsewhere"))
+            }
+            (_, Err(e)) => Err(e.into()),
+            (_, Ok(())) => Err(CmdError::BadResponse("unknown global-config lock status")),
         }
     }
 
