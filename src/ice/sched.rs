@@ -166,22 +166,25 @@ impl Tree {
         self.nodes.retain(|n| n.teid != teid);
     }
 
-    /// Depth-first order from the root (for listings and comparisons).
-    pub fn depth_first(&self, out: &mut heapless::Vec<Node, MAX_NODES>) {
-        out.clear();
-        let Some(root) = self.root() else { return };
+    /// Writes the nodes in depth-first order from the root (children in the
+    /// order they were added) into `out`; returns how many were written.
+    pub fn depth_first(&self, out: &mut [Node]) -> usize {
+        let Some(root) = self.root() else { return 0 };
         let mut stack: heapless::Vec<u32, MAX_NODES> = heapless::Vec::new();
         let _ = stack.push(root);
+        let mut n = 0;
         while let Some(t) = stack.pop() {
-            if let Some(n) = self.find(t) {
-                let _ = out.push(*n);
+            if let (Some(node), Some(slot)) = (self.find(t), out.get_mut(n)) {
+                *slot = *node;
+                n += 1;
             }
             // push children in reverse so the first added is visited first
-            let kids: heapless::Vec<u32, MAX_NODES> = self.children(t).map(|n| n.teid).collect();
+            let kids: heapless::Vec<u32, MAX_NODES> = self.children(t).map(|c| c.teid).collect();
             for k in kids.iter().rev() {
                 let _ = stack.push(*k);
             }
         }
+        n
     }
 }
 
@@ -235,22 +238,41 @@ impl<H: Hal, B: Bar> AdminQueue<H, B> {
         Ok(())
     }
 
-    /// Add Scheduling Elements 0x0401: one generic node under `parent`;
-    /// returns its TEID (ice_sched_add_elems; firmware writes the TEID into
-    /// the buffer and the groups added into response bytes 18–19).
-    pub fn add_sched_elem(&mut self, parent: u32) -> Result<u32, CmdError> {
-        let mut buf = [0u8; 8 + ELEM_LEN];
+    /// Add Scheduling Elements 0x0401: one group of `teids.len()` generic
+    /// nodes under `parent` (1..=16); the TEIDs the firmware writes back go
+    /// to `teids` (ice_sched_add_elems; response bytes 18–19 = groups added,
+    /// which must be 1).
+    pub fn add_sched_elems(&mut self, parent: u32, teids: &mut [u32]) -> Result<(), CmdError> {
+        let n = teids.len();
+        if n == 0 || n > 16 {
+            return Err(CmdError::Invalid("1..=16 scheduling elements per call"));
+        }
+        let mut buf = [0u8; 8 + 16 * ELEM_LEN];
+        let len = 8 + n * ELEM_LEN;
         buf[0..4].copy_from_slice(&parent.to_le_bytes());
-        buf[4..6].copy_from_slice(&1u16.to_le_bytes());
-        buf[8..12].copy_from_slice(&parent.to_le_bytes());
-        buf[16..32].copy_from_slice(&default_elem_data(elem_type::GENERIC));
+        buf[4..6].copy_from_slice(&(n as u16).to_le_bytes());
+        for i in 0..n {
+            let at = 8 + i * ELEM_LEN;
+            buf[at..at + 4].copy_from_slice(&parent.to_le_bytes());
+            buf[at + 8..at + 24].copy_from_slice(&default_elem_data(elem_type::GENERIC));
+        }
         let mut d = Desc::new(Opcode::AddSchedElems);
         d.set_u16(16, 1);
-        self.send(&mut d, Some(&mut buf))?;
+        self.send(&mut d, Some(&mut buf[..len]))?;
         if d.u16_at(18) != 1 {
             return Err(CmdError::BadResponse("firmware added no scheduling element"));
         }
-        Ok(rd32(&buf, 12))
+        for (i, t) in teids.iter_mut().enumerate() {
+            *t = rd32(&buf, 8 + i * ELEM_LEN + 4);
+        }
+        Ok(())
+    }
+
+    /// [`add_sched_elems`](Self::add_sched_elems) for one node.
+    pub fn add_sched_elem(&mut self, parent: u32) -> Result<u32, CmdError> {
+        let mut t = [0u32; 1];
+        self.add_sched_elems(parent, &mut t)?;
+        Ok(t[0])
     }
 
     /// Add RDMA Queue Set 0x0C33: one group under the RDMA queue-group node
@@ -315,7 +337,14 @@ impl<H: Hal, B: Bar> AdminQueue<H, B> {
     pub fn sched_init_port(&mut self, lport: u8, layers: u8) -> Result<Tree, CmdError> {
         let mut tree = Tree::new(layers)?;
         let mut buf = [0u8; MAX_BUF_LEN];
-        let branches = self.get_default_topology(lport, &mut buf)?;
+        let branches = match self.get_default_topology(lport, &mut buf) {
+            Ok(b) => b,
+            // ice_sched_init_port tolerates a failed 0x0400 (the vectors'
+            // `topo_error_*` case): the port is left without a tree, and
+            // any later step that needs a TC node fails.
+            Err(CmdError::Aq(super::aq::AqError::Firmware { .. })) => return Ok(tree),
+            Err(e) => return Err(e),
+        };
         if branches == 0 || branches > 8 {
             return Err(CmdError::BadResponse("default topology has no usable branch"));
         }
@@ -343,7 +372,8 @@ impl<H: Hal, B: Bar> AdminQueue<H, B> {
                 }
                 tree.push(node)?;
             }
-            if count >= 2 {
+            // ice takes the last node from the first branch only
+            if br == 0 && count >= 2 {
                 // the node before a leaf is the queue group (ice: last node)
                 let last = elem_at(&buf, base + 8 + (count - 1) * ELEM_LEN);
                 tree.last_node_teid = if last.2[0] == elem_type::LEAF {
@@ -368,6 +398,30 @@ impl<H: Hal, B: Bar> AdminQueue<H, B> {
             tree.remove(v.teid);
         }
         Ok(tree)
+    }
+
+    /// Adds `teids.len()` generic nodes under `parent` at `layer` in one
+    /// 0x0401, then queries each (ice_sched_add_nodes_to_layer).
+    pub fn sched_add_nodes(
+        &mut self,
+        tree: &mut Tree,
+        parent: u32,
+        layer: u8,
+        tc: u8,
+        teids: &mut [u32],
+    ) -> Result<(), CmdError> {
+        if tree.nodes.len() + teids.len() > MAX_NODES {
+            return Err(CmdError::Invalid("scheduler tree full"));
+        }
+        if layer >= tree.layers || tree.find(parent).is_none() {
+            return Err(CmdError::Invalid("no such parent or layer"));
+        }
+        self.add_sched_elems(parent, teids)?;
+        for t in teids.iter() {
+            let (p, data) = self.query_sched_elem(*t)?;
+            tree.push(Node { teid: *t, parent: p, layer, tc, owner: Owner::Lan, data })?;
+        }
+        Ok(())
     }
 
     /// Adds one generic node under `parent` at `layer`, then queries it

@@ -65,7 +65,8 @@ impl<H: Hal, B: Bar> AdminQueue<H, B> {
         Ok(u16::from_le_bytes([rule[12], rule[13]]))
     }
 
-    /// Broadcast first, then the unicast MAC, each in its own 0x02A0, both
+    /// Broadcast first, then the port's MAC (a multicast one gets LAN_EN as
+    /// ice gives it), each in its own 0x02A0, both
     /// forwarded to `vsi_num` (ice_init_mac_fltr →
     /// ice_fltr_add_mac_and_broadcast). Returns (broadcast, unicast) rule
     /// indices.
@@ -75,8 +76,8 @@ impl<H: Hal, B: Bar> AdminQueue<H, B> {
         vsi_num: u16,
         veb: bool,
     ) -> Result<(u16, u16), CmdError> {
-        if mac[0] & 1 != 0 || mac == [0; 6] {
-            return Err(CmdError::Invalid("unicast MAC required"));
+        if mac == [0; 6] {
+            return Err(CmdError::Invalid("all-zero MAC"));
         }
         let mut b = mac_fwd_rule(BROADCAST, vsi_num, veb)?;
         let bi = self.add_switch_rule(&mut b)?;

@@ -30,6 +30,7 @@ use irdma::ice::cmd::{
     Caps, CapsKind, LinkStatus, PfVsiParams, PortInfo, VsiContext, read_pause_cfg,
 };
 use irdma::ice::desc::Opcode;
+use irdma::ice::sched::{MAX_NODES, Node, Owner, RdmaBranch, Tree};
 use irdma::ice::{AdminQueue, AqConfig, AqTimeouts, Desc, regs};
 use irdma_hal::Bar;
 use irdma_testkit::FakeHal;
@@ -42,14 +43,16 @@ const SKIP_OPS: &[(&str, &str)] =
     &[("sff_eeprom", "SFF EEPROM access is not used by the RDMA bring-up")];
 
 /// Ops the runner cannot yet drive (driver code missing): counted as FAILED.
-const NOT_IMPLEMENTED: &[&str] = &[
+const NOT_IMPLEMENTED: &[&str] = &["fill_sw_rule"];
+
+/// Ops driven call by call from the case's `vendor` list.
+const SEQUENCED: &[&str] = &[
     "sched_init_port",
     "sched_add_nodes",
     "cfg_vsi_rdma",
     "ena_rdma_qset",
     "dis_rdma_qset",
     "add_mac_fltr",
-    "fill_sw_rule",
 ];
 
 enum Outcome {
@@ -756,6 +759,7 @@ fn drive_ops(case: &Value, bar: &RecBar, aq: &mut Aq<'_>, op: &str) -> Result<Ve
             outs.push(o);
         }
         "send_cmd" => return send_cmd(case, aq).map(|o| vec![o]),
+        o if SEQUENCED.contains(&o) => return sequenced(case, aq),
         "clean_rq_elem" => {
             let polls = arg(case, "polls").unwrap_or(1);
             let blen = arg(case, "buf_len").unwrap_or(4096) as usize;
@@ -787,15 +791,7 @@ fn drive_ops(case: &Value, bar: &RecBar, aq: &mut Aq<'_>, op: &str) -> Result<Ve
             let r = aq.query_sched_res();
             let mut o = Out::new(errno(r.map(|_| ())));
             if let Ok(s) = r {
-                o.set("num_tx_sched_layers", json!(s.layers));
-                o.set("num_tx_sched_phys_layers", json!(s.phys_layers));
-                o.set("flattened_layers", json!(s.flattened_layers));
-                o.set("max_cgds", json!(s.max_cgds));
-                for (i, m) in s.max_children.iter().enumerate() {
-                    o.set(&format!("max_children[{i}]"), json!(m.unwrap_or(0xeeee)));
-                }
-                let li: Vec<u8> = s.layer_info.iter().flatten().copied().collect();
-                o.set("layer_info", json!(hexstr(&li)));
+                sched_res_fields(&mut o, &s);
             }
             o.set("sq_last_status", json!(aq.last_status()));
             outs.push(o);
@@ -843,6 +839,199 @@ fn drive_ops(case: &Value, bar: &RecBar, aq: &mut Aq<'_>, op: &str) -> Result<Ve
             outs.push(o);
         }
         _ => return Err(Outcome::Fail(format!("op {op} not mapped"))),
+    }
+    Ok(outs)
+}
+
+fn sched_res_fields(o: &mut Out, s: &irdma::ice::cmd::SchedResources) {
+    o.set("num_tx_sched_layers", json!(s.layers));
+    o.set("num_tx_sched_phys_layers", json!(s.phys_layers));
+    o.set("flattened_layers", json!(s.flattened_layers));
+    o.set("max_cgds", json!(s.max_cgds));
+    for (i, m) in s.max_children.iter().enumerate() {
+        // the vendor leaves the last layer's entry unwritten (0xEEEE
+        // sentinel) or at 0 when its array was zeroed: both are "none"
+        o.set(
+            &format!("max_children[{i}]"),
+            json!(m.map_or("none".to_string(), |v| v.to_string())),
+        );
+    }
+    // the vendor keeps one entry per logical layer
+    let li: Vec<u8> = s.layer_info.iter().take(s.layers as usize).flatten().copied().collect();
+    o.set("layer_info", json!(hexstr(&li)));
+}
+
+fn tree_out(tree: &Tree) -> Value {
+    let blank = Node { teid: 0, parent: 0, layer: 0, tc: 0, owner: Owner::Lan, data: [0; 16] };
+    let mut v = vec![blank; MAX_NODES];
+    let n = tree.depth_first(&mut v);
+    Value::Array(
+        v[..n]
+            .iter()
+            .map(|n| {
+                json!({"teid": n.teid, "parent": n.parent, "layer": n.layer,
+                       "owner": if n.owner == Owner::Rdma { 2 } else { 0 }})
+            })
+            .collect(),
+    )
+}
+
+fn port_fields(o: &mut Out, tree: &Tree) {
+    o.set("tree", tree_out(tree));
+    o.set("sw_entry_point_layer", json!(tree.entry_layer));
+    o.set("last_node_teid", json!(tree.last_node_teid));
+    o.set("port_state", json!(1));
+}
+
+/// Composite ops: each vendor function of the case, in order, mapped to the
+/// driver call that does the same job.
+fn sequenced(case: &Value, aq: &mut Aq<'_>) -> Result<Vec<Out>, Outcome> {
+    let lport = num(&case["inputs"]["port_info"]["lport"]).unwrap_or(0) as u8;
+    let mut layers = 9u8;
+    let mut tree: Option<Tree> = None;
+    let mut vsi: Option<(u16, VsiContext)> = None;
+    let mut branches: Vec<(u8, RdmaBranch)> = Vec::new();
+    let mut qsets: Vec<(u16, u32)> = Vec::new();
+    let mut outs = Vec::new();
+    let args = &case["inputs"]["args"];
+    let fns: Vec<String> = case["vendor"]
+        .as_array()
+        .map(|a| a.iter().filter_map(|f| f.as_str().map(str::to_string)).collect())
+        .unwrap_or_default();
+    for f in fns {
+        let mut o;
+        match f.as_str() {
+            "ice_sched_query_res_alloc" => {
+                let r = aq.query_sched_res();
+                o = Out::new(errno(r.map(|_| ())));
+                if let Ok(s) = r {
+                    layers = s.layers;
+                    sched_res_fields(&mut o, &s);
+                }
+            }
+            "ice_sched_init_port" => {
+                let r = aq.sched_init_port(lport, layers);
+                o = Out::new(errno(r.as_ref().map(|_| ()).map_err(|e| *e)));
+                if let Ok(t) = r {
+                    port_fields(&mut o, &t);
+                    tree = Some(t);
+                }
+            }
+            "ice_vsi_init" => {
+                let (vo, n, c) = add_vsi0(aq, case).map_err(Outcome::Fail)?;
+                o = vo;
+                vsi = Some((n, c));
+            }
+            "ice_sched_add_nodes_to_layer" => {
+                let t = tree.as_mut().ok_or_else(|| Outcome::Fail("no tree".into()))?;
+                let tc = arg(case, "tc").unwrap_or(0) as u8;
+                let parent = arg(case, "parent_teid")
+                    .map(|p| p as u32)
+                    .or_else(|| t.tc_node(tc))
+                    .unwrap_or(0);
+                let layer = arg(case, "layer")
+                    .map(|l| l as u8)
+                    .unwrap_or_else(|| t.find(parent).map_or(0, |p| p.layer + 1));
+                let n = arg(case, "num_nodes").unwrap_or(1) as usize;
+                let mut teids = vec![0u32; n];
+                let r = aq.sched_add_nodes(t, parent, layer, tc, &mut teids);
+                o = Out::new(errno(r));
+                if o.ret == 0 {
+                    o.set(
+                        "first_node_teid",
+                        json!(format!("{:#x}", teids.first().copied().unwrap_or(0))),
+                    );
+                    o.set("num_nodes_added", json!(n));
+                }
+                port_fields(&mut o, t);
+            }
+            "ice_cfg_vsi_lan" => {
+                return Err(Outcome::Fail(
+                    "LAN queue scheduling (ice_cfg_vsi_lan) is not in the driver".into(),
+                ));
+            }
+            "ice_cfg_vsi_rdma" => {
+                let t = tree.as_mut().ok_or_else(|| Outcome::Fail("no tree".into()))?;
+                let bitmap = arg(case, "tc_bitmap").unwrap_or(1) as u8;
+                let mut ret = 0;
+                for tc in 0..8u8 {
+                    if bitmap & (1 << tc) == 0 || t.tc_node(tc).is_none() {
+                        // ice skips a TC the port has no node for
+                        continue;
+                    }
+                    match aq.sched_cfg_vsi_rdma(t, tc) {
+                        Ok(b) => branches.push((tc, b)),
+                        Err(e) => {
+                            ret = i64::from(e.linux_errno());
+                            break;
+                        }
+                    }
+                }
+                o = Out::new(ret);
+                port_fields(&mut o, t);
+            }
+            "ice_ena_vsi_rdma_qset" => {
+                let t = tree.as_mut().ok_or_else(|| Outcome::Fail("no tree".into()))?;
+                let tc = arg(case, "tc").unwrap_or(0) as u8;
+                let hs: Vec<u16> = args["qs_handles"]
+                    .as_array()
+                    .map(|a| a.iter().filter_map(num).map(|h| h as u16).collect())
+                    .unwrap_or_default();
+                let b = branches
+                    .iter()
+                    .find(|b| b.0 == tc)
+                    .map(|b| b.1)
+                    .ok_or_else(|| Outcome::Fail("no RDMA branch".into()))?;
+                let mut teids = vec![0u32; hs.len()];
+                let r = aq.sched_ena_rdma_qsets(t, &b, tc, &hs, &mut teids);
+                o = Out::new(errno(r));
+                if o.ret == 0 {
+                    for (i, te) in teids.iter().enumerate() {
+                        o.set(&format!("qset_teid[{i}]"), json!(format!("{te:#x}")));
+                        qsets.push((hs[i], *te));
+                    }
+                }
+                port_fields(&mut o, t);
+            }
+            "ice_dis_vsi_rdma_qset" => {
+                let t = tree.as_mut().ok_or_else(|| Outcome::Fail("no tree".into()))?;
+                let bogus = arg(case, "bogus_teid").unwrap_or(0xffff_ffff) as u32;
+                let mut ret = 0;
+                for idx in args["free_idx"].as_array().cloned().unwrap_or_default() {
+                    let i = num(&idx).unwrap_or(0) as usize;
+                    let (h, te) = qsets.get(i).copied().unwrap_or((0, bogus));
+                    if let Err(e) = aq.sched_dis_rdma_qset(t, te, h) {
+                        ret = i64::from(e.linux_errno());
+                        break;
+                    }
+                }
+                o = Out::new(ret);
+                port_fields(&mut o, t);
+            }
+            "ice_fltr_add_mac_and_broadcast" => {
+                if case["inputs"].get("vsi1").is_some_and(|v| !v.is_null()) {
+                    return Err(Outcome::Fail(
+                        "VSI lists (a second VSI on the same MAC) are not in the driver".into(),
+                    ));
+                }
+                let (n, _) = vsi.ok_or_else(|| Outcome::Fail("no VSI".into()))?;
+                let mac = hexbytes(&args["mac"].as_str().unwrap_or("").replace(':', ""));
+                let mac: [u8; 6] = mac.try_into().map_err(|_| Outcome::Fail("bad mac".into()))?;
+                let veb = case["inputs"]["hw"]["evb_veb"].as_bool().unwrap_or(true);
+                let r = aq.add_mac_and_broadcast(mac, n, veb);
+                o = Out::new(errno(r.map(|_| ())));
+                if r.is_ok() {
+                    o.set("switch_info.rule_cnt", json!(2));
+                }
+            }
+            other => return Err(Outcome::Fail(format!("vendor call {other} not mapped"))),
+        }
+        o.set("sq_last_status", json!(aq.last_status()));
+        let failed = o.ret != 0;
+        outs.push(o);
+        if failed {
+            break;
+        }
     }
     Ok(outs)
 }
@@ -939,6 +1128,10 @@ fn cmp_out(ci: usize, want: &Value, got: &Out) -> Result<(), String> {
             }
             return Err(format!("call {ci}: output {k} not produced by the driver"));
         };
+        if k == "tree" {
+            cmp_tree(ci, w, g)?;
+            continue;
+        }
         if let (Some(wh), Some(gh)) =
             (w.get("hex").and_then(Value::as_str), g.get("hex").and_then(Value::as_str))
         {
@@ -950,8 +1143,31 @@ fn cmp_out(ci: usize, want: &Value, got: &Out) -> Result<(), String> {
             )?;
             continue;
         }
+        if g.as_str() == Some("none") && matches!(num(w), Some(0xeeee) | Some(0)) {
+            continue;
+        }
         if !same(g, w) {
             return Err(format!("call {ci}: {k} = {g}, want {w}"));
+        }
+    }
+    Ok(())
+}
+
+/// Trees: the same nodes in the same depth-first order, compared on TEID,
+/// parent, layer and owner (the README: "Compare the TEIDs, layers,
+/// parents and owners of the driver's own tree").
+fn cmp_tree(ci: usize, want: &Value, got: &Value) -> Result<(), String> {
+    let (Some(w), Some(g)) = (want.as_array(), got.as_array()) else {
+        return Err(format!("call {ci}: tree not a list"));
+    };
+    if w.len() != g.len() {
+        return Err(format!("call {ci}: tree has {} nodes, want {}", g.len(), w.len()));
+    }
+    for (i, (a, b)) in w.iter().zip(g).enumerate() {
+        for k in ["teid", "parent", "layer", "owner"] {
+            if num(&a[k]) != num(&b[k]) {
+                return Err(format!("call {ci}: tree node {i} {k} = {}, want {}", b[k], a[k]));
+            }
         }
     }
     Ok(())
