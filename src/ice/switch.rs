@@ -29,22 +29,79 @@ const DUMMY_HDR_LEN: u16 = 16;
 /// The broadcast address.
 pub const BROADCAST: [u8; 6] = [0xff; 6];
 
-/// A "forward frames to `mac` to VSI `vsi_num`" rule as ice builds it:
-/// TX-type, recipe MAC, source = the VSI, LB_EN always, LAN_EN in VEPA
-/// mode and, in VEB mode (Linux's default), only for multicast/broadcast
-/// addresses; dummy header dst = `mac`, src 02:00:00:00:00:00, ethertype
-/// 0x8100 (spec §7 item 11).
-pub fn mac_fwd_rule(mac: [u8; 6], vsi_num: u16, veb: bool) -> Result<[u8; RULE_LEN], CmdError> {
-    if vsi_num > 0x3ff {
-        return Err(CmdError::Invalid("VSI number beyond 10 bits"));
+/// Which direction a lookup rule applies to (ice `fltr_info.flag`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RuleDir {
+    /// Received frames (type LKUP_RX, source = logical port).
+    Rx {
+        /// Logical port.
+        lport: u8,
+    },
+    /// Transmitted frames (type LKUP_TX, source = hardware VSI number);
+    /// `tx_only` is ice's ICE_FLTR_TX_ONLY (never to the wire).
+    Tx {
+        /// Source VSI.
+        vsi: u16,
+        /// Loop back only.
+        tx_only: bool,
+    },
+}
+
+/// Where matching frames go.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fwd {
+    /// One VSI (action type 0).
+    Vsi(u16),
+    /// A VSI list (VSI_LIST bit 14, list id in bits 13:4).
+    VsiList(u16),
+}
+
+/// Action bit: the id is a VSI list (ICE_SINGLE_ACT_VSI_LIST).
+const ACT_VSI_LIST: u32 = 1 << 14;
+/// Rule type RX.
+const RULE_T_LKUP_RX: u16 = 0;
+
+/// A MAC lookup rule as ice_fill_sw_rule builds it (spec §2.15; §7 item
+/// 11): recipe MAC, the action (VALID, VSI or list id in bits 13:4), LB_EN
+/// on Tx rules, LAN_EN on Tx rules in VEPA mode and, in VEB mode (Linux's
+/// default), only for multicast/broadcast addresses and never for Tx-only
+/// rules; dummy header dst = `mac`, src 02:00:00:00:00:00, ethertype
+/// 0x8100. Ids beyond 10 bits are refused (ice cuts them to the field).
+pub fn mac_rule(
+    mac: [u8; 6],
+    dir: RuleDir,
+    fwd: Fwd,
+    veb: bool,
+) -> Result<[u8; RULE_LEN], CmdError> {
+    let (id, list) = match fwd {
+        Fwd::Vsi(v) => (v, false),
+        Fwd::VsiList(l) => (l, true),
+    };
+    if id > 0x3ff {
+        return Err(CmdError::Invalid("VSI or list id beyond 10 bits"));
     }
     let mut r = [0u8; RULE_LEN];
-    r[0..2].copy_from_slice(&RULE_T_LKUP_TX.to_le_bytes());
+    let (ty, src, lb, lan) = match dir {
+        RuleDir::Rx { lport } => (RULE_T_LKUP_RX, u16::from(lport), false, false),
+        RuleDir::Tx { vsi, tx_only } => {
+            if vsi > 0x3ff {
+                return Err(CmdError::Invalid("VSI number beyond 10 bits"));
+            }
+            let multicast = mac[0] & 1 != 0;
+            (RULE_T_LKUP_TX, vsi, true, !tx_only && (!veb || multicast))
+        }
+    };
+    r[0..2].copy_from_slice(&ty.to_le_bytes());
     r[4..6].copy_from_slice(&RECIPE_MAC.to_le_bytes());
-    r[6..8].copy_from_slice(&vsi_num.to_le_bytes());
-    let mut act = ACT_VALID | (u32::from(vsi_num) << ACT_VSI_SHIFT) | ACT_LB_EN;
-    let multicast = mac[0] & 1 != 0;
-    if !veb || multicast {
+    r[6..8].copy_from_slice(&src.to_le_bytes());
+    let mut act = ACT_VALID | (u32::from(id) << ACT_VSI_SHIFT);
+    if list {
+        act |= ACT_VSI_LIST;
+    }
+    if lb {
+        act |= ACT_LB_EN;
+    }
+    if lan {
         act |= ACT_LAN_EN;
     }
     r[8..12].copy_from_slice(&act.to_le_bytes());
@@ -53,6 +110,12 @@ pub fn mac_fwd_rule(mac: [u8; 6], vsi_num: u16, veb: bool) -> Result<[u8; RULE_L
     r[22] = 0x02;
     r[28] = 0x81;
     Ok(r)
+}
+
+/// The Linux rule for the permanent MAC and broadcast: Tx, from and to
+/// `vsi_num` ([`mac_rule`]).
+pub fn mac_fwd_rule(mac: [u8; 6], vsi_num: u16, veb: bool) -> Result<[u8; RULE_LEN], CmdError> {
+    mac_rule(mac, RuleDir::Tx { vsi: vsi_num, tx_only: false }, Fwd::Vsi(vsi_num), veb)
 }
 
 impl<H: Hal, B: Bar> AdminQueue<H, B> {
