@@ -250,41 +250,35 @@ pub struct Caps {
 }
 
 impl Caps {
-    /// Parses `count` elements of `buf` (ice walks the count the firmware
-    /// gave; elements past the data read as zeros; the last of duplicate
-    /// ids wins).
+    /// The summary of `count` elements of `buf`, from the full parse
+    /// ([`super::caps::CommonCaps`]; elements past the data read as zeros;
+    /// the last of duplicate ids wins).
     pub fn parse(buf: &[u8], count: u32) -> Caps {
-        let mut c = Caps { count, ..Caps::default() };
-        for i in 0..count as usize {
-            let e = cap_elem(buf, i);
-            match e.id {
-                cap_id::VALID_FUNCTIONS => c.valid_functions = e.number,
-                cap_id::VSI => c.num_vsi = e.number,
-                cap_id::DCB => {
-                    c.dcb = e.number == 1;
-                    c.active_tc_bitmap = e.logical_id;
-                    c.maxtc = e.phys_id;
-                }
-                cap_id::RXQS => {
-                    c.num_rxq = e.number;
-                    c.rxq_first_id = e.phys_id;
-                }
-                cap_id::TXQS => {
-                    c.num_txq = e.number;
-                    c.txq_first_id = e.phys_id;
-                }
-                cap_id::MSIX => {
-                    c.num_msix_vectors = e.number;
-                    c.msix_vector_first_id = e.phys_id;
-                }
-                cap_id::MAX_MTU => c.max_mtu = e.number,
-                cap_id::RDMA => c.rdma = e.number == 1,
-                cap_id::FW_LAG_SUPPORT => c.roce_lag = e.number & 1 != 0,
-                cap_id::TX_SCHED_TOPO_COMP_MODE => c.tx_sched_topo_comp_mode_en = e.number != 0,
-                _ => {}
-            }
+        let c = super::caps::CommonCaps::parse(buf, count);
+        let n = (count as usize).min(buf.len() / CAP_ELEM_LEN);
+        let vsi = (0..n)
+            .rev()
+            .map(|i| cap_elem(buf, i))
+            .find(|e| e.id == cap_id::VSI)
+            .map_or(0, |e| e.number);
+        Caps {
+            count,
+            rdma: c.iwarp,
+            valid_functions: c.valid_functions,
+            num_msix_vectors: c.num_msix_vectors,
+            msix_vector_first_id: c.msix_vector_first_id,
+            num_rxq: c.num_rxq,
+            rxq_first_id: c.rxq_first_id,
+            num_txq: c.num_txq,
+            txq_first_id: c.txq_first_id,
+            dcb: c.dcb,
+            active_tc_bitmap: c.active_tc_bitmap,
+            maxtc: c.maxtc,
+            max_mtu: c.max_mtu,
+            roce_lag: c.roce_lag,
+            tx_sched_topo_comp_mode_en: c.tx_sched_topo_comp_mode_en,
+            num_vsi: vsi,
         }
-        c
     }
 
     /// Enabled PFs: popcount of the VALID_FUNCTIONS bitmap.
@@ -821,6 +815,25 @@ impl<H: Hal, B: Bar> AdminQueue<H, B> {
         Ok(Caps::parse(&buf, count))
     }
 
+    /// Device capabilities, every field ice parses (ice_discover_dev_caps).
+    pub fn discover_dev_caps(&mut self, pf_id: u8) -> Result<super::caps::DevCaps, CmdError> {
+        let mut buf = [0u8; super::desc::MAX_BUF_LEN];
+        let count = self.list_caps(CapsKind::Device, &mut buf).map_err(|(e, _)| e)?;
+        Ok(super::caps::DevCaps::parse(&buf, count, pf_id))
+    }
+
+    /// Function capabilities, every field ice parses, given the device caps
+    /// (ice_discover_func_caps; flow-director sizes from GLQF_FD_SIZE).
+    pub fn discover_func_caps(
+        &mut self,
+        dev: &super::caps::DevCaps,
+    ) -> Result<super::caps::FuncCaps, CmdError> {
+        let mut buf = [0u8; super::desc::MAX_BUF_LEN];
+        let count = self.list_caps(CapsKind::Function, &mut buf).map_err(|(e, _)| e)?;
+        let fd = self.bar().read32(super::caps::GLQF_FD_SIZE);
+        Ok(super::caps::FuncCaps::parse(&buf, count, dev.common.valid_functions, dev.num_funcs, fd))
+    }
+
     /// Get Switch Configuration 0x0200 from element `start` into `buf`
     /// (ice_aq_get_sw_cfg): returns (next element, elements returned).
     pub fn get_sw_cfg(&mut self, start: u16, buf: &mut [u8]) -> Result<(u16, u16), CmdError> {
@@ -1188,6 +1201,14 @@ mod tests {
         assert_eq!(Caps::guaranteed_vsis(0x0f), 192);
         assert_eq!(Caps::guaranteed_vsis(0x300), 0);
         assert_eq!(Caps::guaranteed_vsis(0x103), 384);
+        // a firmware count far past the buffer walks only the buffer
+        assert_eq!(Caps::parse(&b, u32::MAX).num_msix_vectors, 64);
+        let d = super::super::caps::DevCaps::parse(&b, u32::MAX, 3);
+        assert_eq!(
+            (d.num_funcs, d.logical_pf_id, d.common.iwarp),
+            (5, 3, false),
+            "5 PFs: RDMA off"
+        );
     }
 
     #[test]

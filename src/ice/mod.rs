@@ -13,6 +13,7 @@
 //! * [`desc`] — the 32-byte descriptor, flags, opcodes, return codes;
 //! * [`aq`] — the engine: ATQ/ARQ rings in DMA memory, head-polled
 //!   completion, CRIT on timeout, EBUSY retry, ARQ events;
+//! * [`caps`] — device and function capabilities, every field ice parses;
 //! * [`cmd`] — one typed command per opcode, with range checks, and the
 //!   parsers of the answers;
 //! * [`sched`] — the Tx scheduler branch and RDMA queue sets;
@@ -21,6 +22,7 @@
 
 pub mod aq;
 pub mod bringup;
+pub mod caps;
 pub mod cmd;
 pub mod desc;
 pub mod regs;

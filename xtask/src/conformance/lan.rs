@@ -26,9 +26,8 @@ use std::cell::RefCell;
 use std::collections::HashMap;
 use std::time::Duration;
 
-use irdma::ice::cmd::{
-    Caps, CapsKind, LinkStatus, PfVsiParams, PortInfo, VsiContext, read_pause_cfg,
-};
+use irdma::ice::caps::{CommonCaps, DevCaps, FuncCaps};
+use irdma::ice::cmd::{CapsKind, LinkStatus, PfVsiParams, PortInfo, VsiContext, read_pause_cfg};
 use irdma::ice::desc::Opcode;
 use irdma::ice::sched::{MAX_NODES, Node, Owner, RdmaBranch, Tree};
 use irdma::ice::{AdminQueue, AqConfig, AqTimeouts, Desc, regs};
@@ -423,31 +422,136 @@ fn errno<E: Into<irdma::ice::cmd::CmdError>>(r: Result<(), E>) -> i64 {
     }
 }
 
-fn caps_fields(o: &mut Out, prefix: &str, c: &Caps, dev_valid: u32) {
-    let p = |k: &str| format!("{prefix}.common_cap.{k}");
-    o.set(&p("valid_functions"), json!(c.valid_functions));
-    o.set(&p("num_msix_vectors"), json!(c.num_msix_vectors));
-    o.set(&p("msix_vector_first_id"), json!(c.msix_vector_first_id));
-    o.set(&p("num_rxq"), json!(c.num_rxq));
-    o.set(&p("rxq_first_id"), json!(c.rxq_first_id));
-    o.set(&p("num_txq"), json!(c.num_txq));
-    o.set(&p("txq_first_id"), json!(c.txq_first_id));
-    o.set(&p("dcb"), json!(u8::from(c.dcb)));
-    o.set(&p("active_tc_bitmap"), json!(c.active_tc_bitmap));
-    o.set(&p("maxtc"), json!(c.maxtc));
-    o.set(&p("max_mtu"), json!(c.max_mtu));
-    o.set(&p("iwarp"), json!(u8::from(c.rdma)));
-    o.set(&p("roce_lag"), json!(u8::from(c.roce_lag)));
-    o.set(&p("tx_sched_topo_comp_mode_en"), json!(u8::from(c.tx_sched_topo_comp_mode_en)));
-    if prefix == "dev_caps" {
-        o.set("dev_caps.num_funcs", json!(c.num_funcs()));
-    } else {
-        o.set("func_caps.guar_num_vsi", json!(Caps::guaranteed_vsis(dev_valid)));
+fn common_fields(o: &mut Out, prefix: &str, c: &CommonCaps) {
+    let mut set = |k: &str, v: Value| o.set(&format!("{prefix}.common_cap.{k}"), v);
+    let b = |x: bool| json!(u8::from(x));
+    set("wr_csr_prot", json!(c.wr_csr_prot));
+    set("switching_mode", json!(c.switching_mode));
+    set("mgmt_mode", json!(c.mgmt_mode));
+    set("mgmt_protocols_mctp", json!(c.mgmt_protocols_mctp));
+    set("os2bmc", json!(c.os2bmc));
+    set("valid_functions", json!(c.valid_functions));
+    set("active_tc_bitmap", json!(c.active_tc_bitmap));
+    set("maxtc", json!(c.maxtc));
+    set("rss_table_size", json!(c.rss_table_size));
+    set("rss_table_entry_width", json!(c.rss_table_entry_width));
+    set("num_rxq", json!(c.num_rxq));
+    set("rxq_first_id", json!(c.rxq_first_id));
+    set("num_txq", json!(c.num_txq));
+    set("txq_first_id", json!(c.txq_first_id));
+    set("num_msix_vectors", json!(c.num_msix_vectors));
+    set("msix_vector_first_id", json!(c.msix_vector_first_id));
+    set("max_mtu", json!(c.max_mtu));
+    set("num_wol_proxy_fltr", json!(c.num_wol_proxy_fltr));
+    set("wol_proxy_vsi_seid", json!(c.wol_proxy_vsi_seid));
+    set("led_pin_num", json!(c.led_pin_num));
+    set("sdp_pin_num", json!(c.sdp_pin_num));
+    for (i, l) in c.led.iter().enumerate() {
+        set(&format!("led[{i}]"), b(*l));
+    }
+    for (i, l) in c.sdp.iter().enumerate() {
+        set(&format!("sdp[{i}]"), b(*l));
+    }
+    for (k, v) in [
+        ("sr_iov_1_1", c.sr_iov_1_1),
+        ("vmdq", c.vmdq),
+        ("evb_802_1_qbg", c.evb_802_1_qbg),
+        ("evb_802_1_qbh", c.evb_802_1_qbh),
+        ("dcb", c.dcb),
+        ("iscsi", c.iscsi),
+        ("ieee_1588", c.ieee_1588),
+        ("mgmt_cem", c.mgmt_cem),
+        ("iwarp", c.iwarp),
+        ("roce_lag", c.roce_lag),
+        ("sriov_lag", c.sriov_lag),
+        ("sriov_aa_lag", c.sriov_aa_lag),
+        ("apm_wol_support", c.apm_wol_support),
+        ("acpi_prog_mthd", c.acpi_prog_mthd),
+        ("proxy_support", c.proxy_support),
+        ("nvm_update_pending_nvm", c.nvm_update_pending_nvm),
+        ("nvm_update_pending_orom", c.nvm_update_pending_orom),
+        ("nvm_update_pending_netlist", c.nvm_update_pending_netlist),
+        ("sec_rev_disabled", c.sec_rev_disabled),
+        ("update_disabled", c.update_disabled),
+        ("nvm_unified_update", c.nvm_unified_update),
+        ("netlist_auth", c.netlist_auth),
+        ("pcie_reset_avoidance", c.pcie_reset_avoidance),
+        ("reset_restrict_support", c.reset_restrict_support),
+        ("tx_sched_topo_comp_mode_en", c.tx_sched_topo_comp_mode_en),
+        ("dyn_flattening_en", c.dyn_flattening_en),
+        ("orom_recovery_update", c.orom_recovery_update),
+        ("next_cluster_id_support", c.next_cluster_id_support),
+    ] {
+        set(k, b(v));
+    }
+    for i in 0..3 {
+        set(&format!("nvm_word_address[{i}]"), json!(c.nvm_word_address[i]));
+        set(&format!("nvm_value[{i}]"), json!(c.nvm_value[i]));
+    }
+    set("orom_ver", json!(c.orom_ver));
+    set("base_release_ver_major", json!(c.base_release_ver_major));
+    set("base_release_ver_type", json!(c.base_release_ver_type));
+    set("base_release_ver_iana", json!(c.base_release_ver_iana));
+    for i in 0..4 {
+        set(&format!("ext_topo_dev_img_ver_high[{i}]"), json!(c.ext_topo_dev_img_ver_high[i]));
+        set(&format!("ext_topo_dev_img_ver_low[{i}]"), json!(c.ext_topo_dev_img_ver_low[i]));
+        set(&format!("ext_topo_dev_img_part_num[{i}]"), json!(c.ext_topo_dev_img_part_num[i]));
+        set(&format!("ext_topo_dev_img_load_en[{i}]"), b(c.ext_topo_dev_img_load_en[i]));
+        set(&format!("ext_topo_dev_img_prog_en[{i}]"), b(c.ext_topo_dev_img_prog_en[i]));
+        set(&format!("ext_topo_dev_img_ver_schema[{i}]"), b(c.ext_topo_dev_img_ver_schema[i]));
     }
 }
 
-fn state_dev_valid(case: &Value) -> u32 {
-    num(&case["inputs"]["state"]["dev_caps.valid_functions"]).unwrap_or(0) as u32
+fn dev_caps_fields(o: &mut Out, d: &DevCaps) {
+    common_fields(o, "dev_caps", &d.common);
+    let b = |x: bool| json!(u8::from(x));
+    let t = &d.ts_dev_info;
+    for (k, v) in [
+        ("num_vfs_exposed", json!(d.num_vfs_exposed)),
+        ("num_vsi_allocd_to_host", json!(d.num_vsi_allocd_to_host)),
+        ("num_flow_director_fltr", json!(d.num_flow_director_fltr)),
+        ("ts_dev_info.tmr_own_map", json!(t.tmr_own_map)),
+        ("ts_dev_info.tmr0_owner", json!(t.tmr0_owner)),
+        ("ts_dev_info.tmr1_owner", json!(t.tmr1_owner)),
+        ("ts_dev_info.tmr0_owned", b(t.tmr0_owned)),
+        ("ts_dev_info.tmr1_owned", b(t.tmr1_owned)),
+        ("ts_dev_info.ena", b(t.ena)),
+        ("ts_dev_info.tmr0_ena", b(t.tmr0_ena)),
+        ("ts_dev_info.tmr1_ena", b(t.tmr1_ena)),
+        ("ts_dev_info.ts_ll_read", b(t.ts_ll_read)),
+        ("ts_dev_info.ts_ll_int_read", b(t.ts_ll_int_read)),
+        ("ts_dev_info.ll_phy_tmr_update", b(t.ll_phy_tmr_update)),
+        ("num_funcs", json!(d.num_funcs)),
+        ("nac_topo.mode", json!(d.nac_topo_mode)),
+        ("nac_topo.id", json!(d.nac_topo_id)),
+        ("supported_sensors", json!(d.supported_sensors)),
+    ] {
+        o.set(&format!("dev_caps.{k}"), v);
+    }
+    o.set("logical_pf_id", json!(d.logical_pf_id));
+}
+
+fn func_caps_fields(o: &mut Out, f: &FuncCaps) {
+    common_fields(o, "func_caps", &f.common);
+    let b = |x: bool| json!(u8::from(x));
+    let t = &f.ts_func_info;
+    for (k, v) in [
+        ("num_allocd_vfs", json!(f.num_allocd_vfs)),
+        ("vf_base_id", json!(f.vf_base_id)),
+        ("guar_num_vsi", json!(f.guar_num_vsi)),
+        ("fd_fltr_guar", json!(f.fd_fltr_guar)),
+        ("fd_fltr_best_effort", json!(f.fd_fltr_best_effort)),
+        ("ts_func_info.time_ref", json!(t.time_ref)),
+        ("ts_func_info.clk_src", b(t.clk_src)),
+        ("ts_func_info.tmr_index_assoc", b(t.tmr_index_assoc)),
+        ("ts_func_info.ena", b(t.ena)),
+        ("ts_func_info.tmr_index_owned", b(t.tmr_index_owned)),
+        ("ts_func_info.src_tmr_owned", b(t.src_tmr_owned)),
+        ("ts_func_info.tmr_ena", b(t.tmr_ena)),
+        ("ts_func_info.gpio_1pps", b(t.gpio_1pps)),
+    ] {
+        o.set(&format!("func_caps.{k}"), v);
+    }
 }
 
 fn vsi_params(v: &Value) -> Result<PfVsiParams, String> {
@@ -597,28 +701,25 @@ fn drive_ops(case: &Value, bar: &RecBar, aq: &mut Aq<'_>, op: &str) -> Result<Ve
             outs.push(o);
         }
         "discover_dev_caps" | "discover_func_caps" | "get_caps" => {
-            let kinds: &[CapsKind] = match op {
-                "discover_dev_caps" => &[CapsKind::Device],
-                "discover_func_caps" => &[CapsKind::Function],
-                _ => &[CapsKind::Device, CapsKind::Function],
-            };
-            let mut dev_valid = state_dev_valid(case);
+            let pf_id = num(&case["inputs"]["hw"]["pf_id"]).unwrap_or(0) as u8;
+            let st = &case["inputs"]["state"];
+            let mut dev = DevCaps::default();
+            dev.common.valid_functions = num(&st["dev_caps.valid_functions"]).unwrap_or(0) as u32;
+            dev.num_funcs = num(&st["dev_caps.num_funcs"]).unwrap_or(0) as u32;
             let mut o = Out::new(0);
-            for k in kinds {
-                let r = aq.discover_caps(*k);
-                match r {
-                    Ok(c) => {
-                        if *k == CapsKind::Device {
-                            dev_valid = c.valid_functions;
-                            caps_fields(&mut o, "dev_caps", &c, dev_valid);
-                        } else {
-                            caps_fields(&mut o, "func_caps", &c, dev_valid);
-                        }
+            if op != "discover_func_caps" {
+                match aq.discover_dev_caps(pf_id) {
+                    Ok(d) => {
+                        dev = d;
+                        dev_caps_fields(&mut o, &dev);
                     }
-                    Err(e) => {
-                        o.ret = i64::from(e.linux_errno());
-                        break;
-                    }
+                    Err(e) => o.ret = i64::from(e.linux_errno()),
+                }
+            }
+            if op != "discover_dev_caps" && o.ret == 0 {
+                match aq.discover_func_caps(&dev) {
+                    Ok(f) => func_caps_fields(&mut o, &f),
+                    Err(e) => o.ret = i64::from(e.linux_errno()),
                 }
             }
             o.set("sq_last_status", json!(aq.last_status()));

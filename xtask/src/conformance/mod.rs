@@ -22,6 +22,7 @@ pub const SUITE: &[(&str, &str)] = &[
     ("conformance-datapath", "datapath-vectors.json"),
     ("conformance-cqp", "cqp-vectors.json"),
     ("conformance-rw", "rw-vectors.json"),
+    ("conformance-lan", "lan-aq-vectors.json"),
 ];
 
 /// Totals of one run.
