@@ -378,6 +378,26 @@ impl<H: Hal, B: Bar + Clone> E810<H, B> {
     /// Takes a bare PF from PCI to a ready RDMA [`Device`] (spec §5 steps
     /// 2–19, 22–24; see the module docs). On failure everything done so far
     /// is undone where the firmware allows it (VSI freed, AQ shut down).
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # use irdma::ice::{BringUpOptions, E810};
+    /// # use irdma::res::Profile;
+    /// # use irdma_testkit::{FakeHal, ModelBar};
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let mut cfg = mock_bar::Config::default();
+    /// # cfg.lan.cold = true; // the model's PF starts with no LAN set-up
+    /// # let bar = ModelBar::standalone(cfg);
+    /// // On hardware: `unsafe { MmioBar::new(bar0, len) }` and your `Hal`.
+    /// let pf: E810<FakeHal, ModelBar> =
+    ///     E810::bring_up(bar, Profile::SMALL, BringUpOptions::default())?;
+    /// println!("VSI {}, link up: {}", pf.lan.vsi_num(), pf.link.up());
+    /// // … verbs on `pf.device` …
+    /// pf.shut_down()?;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn bring_up(bar: B, profile: Profile, o: BringUpOptions<'_>) -> Result<Self, BringUpError> {
         if o.vsi_rx_queues == 0 {
             return Err(BringUpError::BadOptions("the VSI needs at least one Rx queue"));
