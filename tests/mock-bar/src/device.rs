@@ -462,10 +462,14 @@ impl Device {
     /// the ARQ when enabled).
     pub fn set_link(&mut self, up: bool) {
         self.lan.set_link(up, &*self.mem, &mut self.counters);
+        self.after_lan();
     }
 
     /// Acts on what the LAN firmware asked for and records its completions.
     fn after_lan(&mut self) {
+        for f in std::mem::take(&mut self.lan.faulted) {
+            self.record(Event::DmaFault(f));
+        }
         for (slot, opcode, retval) in std::mem::take(&mut self.lan.completed) {
             self.record(Event::AqCmd { slot, opcode, retval });
         }

@@ -86,9 +86,14 @@
 //! [`LanConfig::num_tc`]; 0x0A05 is accepted and does nothing), large
 //! actions and prune lists, interrupts (PFINT_*; everything is polled), the
 //! EBUSY retry lists (no command answers EBUSY by itself except a held
-//! global-config lock; use [`crate::FaultPlan::aq_fail_opcode`]), and the AQ
-//! over the shared-memory (QEMU) transport: ATQT writes are processed at
-//! the write in either mode, but `ShmHost` does not copy AQ registers yet.
+//! global-config lock; use [`crate::FaultPlan::aq_fail_opcode`]), and
+//! ARQ events other than link changes.
+//!
+//! Over the shared-memory (QEMU) transport, [`crate::shm::ShmHost`] copies
+//! the AQ and PFGEN_CTRL registers the guest changed into the device each
+//! round (bases and lengths first, heads, then tails) and writes back the
+//! ones the firmware changed (heads, LEN firmware bits, reset status); a
+//! reset's busy window counts host rounds there.
 //!
 //! # Synthetic DDP package (spec §2.8; no real package is ever used)
 //!
@@ -317,9 +322,14 @@ pub struct LanConfig {
     pub teid_base: u32,
     /// First VSI number handed out by Add VSI.
     pub vsi_base: u16,
-    /// VSIs of the pool already in use by others (Add/Update/Free VSI
-    /// report used = this + the PF's own, free = pool − used).
+    /// VSIs of the pool already in use by other functions (Add/Update/Free
+    /// VSI report used = this + this PF's, free = pool − used).
     pub vsi_used: u16,
+    /// A VSI the firmware (or a previous driver) left behind at power-up,
+    /// as iPXE finds and reuses through 0x0200 (spec §2.7, §6 item 5): its
+    /// number; a PF VSI on the port's switch with LAN_ENA. Clear PF config
+    /// removes it. None by default.
+    pub firmware_vsi: Option<u16>,
     /// An explicit default topology (0x0400) instead of the built one:
     /// elements (parent TEID, TEID, 16 data bytes) parents first; a parent
     /// 0 makes a root. TEIDs handed out later still start at `teid_base`.
@@ -379,6 +389,7 @@ impl Default for LanConfig {
             teid_base: 0x100,
             vsi_base: 6,
             vsi_used: 1,
+            firmware_vsi: None,
             default_topology: None,
             rule_base: 64,
             res_base: 16,
@@ -550,6 +561,8 @@ pub struct Firmware {
     /// Set by a command that fails but still returns this many buffer bytes
     /// (Download Package's error_offset / error_info, spec §2.8).
     err_out: Option<usize>,
+    /// DMA faults not yet recorded in the device trace.
+    pub(crate) faulted: Vec<crate::mem::Fault>,
 }
 
 /// What a command returns: the response length written back into the
@@ -683,10 +696,18 @@ impl Firmware {
             reset_request: None,
             completed: Vec::new(),
             err_out: None,
+            faulted: Vec::new(),
             cfg,
         };
         fw.cfg.sched_layers = layers;
         fw.build_default_tree();
+        if let Some(n) = fw.cfg.firmware_vsi {
+            let n = n & 0x3FF;
+            let mut ctx = [0u8; 128];
+            ctx[2] = fw.cfg.sw_id as u8; // switch id
+            ctx[4] = 1 << 4; // sw_flags2 LAN_ENA
+            fw.vsis.insert(n, Vsi { num: n, vsi_type: 2, ctx });
+        }
         fw
     }
 
@@ -843,8 +864,9 @@ impl Firmware {
     // registers
     // --------------------------------------------------------------
 
-    /// Register read; None when `off` is not a LAN register.
-    pub(crate) fn read(&mut self, off: u32, crit: bool) -> Option<u32> {
+    /// Register value without side effects; None when `off` is not a LAN
+    /// register.
+    pub(crate) fn peek(&self, off: u32, crit: bool) -> Option<u32> {
         let busy = self.resetting > 0;
         let crit = if crit { reg::LEN_CRIT } else { 0 };
         let v = match off {
@@ -872,10 +894,21 @@ impl Firmware {
             reg::PFGEN_PORTNUM => self.cfg.port as u32 & 7,
             _ => return None,
         };
-        if busy {
-            self.resetting -= 1;
-        }
         Some(v)
+    }
+
+    /// A register read: [`Firmware::peek`], and one read of a reset's busy
+    /// window elapses.
+    pub(crate) fn read(&mut self, off: u32, crit: bool) -> Option<u32> {
+        let v = self.peek(off, crit)?;
+        self.tick();
+        Some(v)
+    }
+
+    /// One unit of a reset's busy window elapses (a register read; a round
+    /// of the shared-memory host).
+    pub(crate) fn tick(&mut self) {
+        self.resetting = self.resetting.saturating_sub(1);
     }
 
     /// Register write; returns false when `off` is not a LAN register. A
@@ -928,6 +961,12 @@ impl Firmware {
         }
     }
 
+    /// A refused DMA access: counted, and kept for the device trace.
+    fn dma_fault(&mut self, f: crate::mem::Fault, counters: &mut crate::fault::Counters) {
+        counters.dma_faults += 1;
+        self.faulted.push(f);
+    }
+
     /// Starts a reset's busy window (`pf`: PFSWR stays set; otherwise a
     /// global reset: DEVSTATE ≠ 0).
     pub(crate) fn begin_reset(&mut self, pf: bool) {
@@ -964,8 +1003,7 @@ impl Firmware {
             let slot = self.atq.base().wrapping_add(32 * self.atq.head as u64);
             let mut d = [0u8; 32];
             if let Err(f) = mem.read(slot, &mut d) {
-                counters.dma_faults += 1;
-                let _ = f;
+                self.dma_fault(f, counters);
                 return;
             }
             // fault plan: hang, reset
@@ -989,8 +1027,8 @@ impl Firmware {
             }
             self.execute(&mut d, mem, faults, counters);
             self.completed.push((self.atq.head, u16_at(&d, 2), u16_at(&d, 6)));
-            if mem.write(slot, &d).is_err() {
-                counters.dma_faults += 1;
+            if let Err(f) = mem.write(slot, &d) {
+                self.dma_fault(f, counters);
             }
             self.commands += 1;
             counters.aq_commands += 1;
@@ -1020,8 +1058,10 @@ impl Firmware {
                 rv = rc::EINVAL;
             } else {
                 buf = vec![0u8; datalen];
-                if flags & flag::RD != 0 && mem.read(addr, &mut buf).is_err() {
-                    counters.dma_faults += 1;
+                if flags & flag::RD != 0
+                    && let Err(f) = mem.read(addr, &mut buf)
+                {
+                    self.dma_fault(f, counters);
                     rv = rc::BAD_ADDR;
                 }
             }
@@ -1055,8 +1095,10 @@ impl Firmware {
         }
         if let Some(len) = out_len {
             let len = len.min(buf.len());
-            if len > 0 && mem.write(addr, &buf[..len]).is_err() {
-                counters.dma_faults += 1;
+            if len > 0
+                && let Err(f) = mem.write(addr, &buf[..len])
+            {
+                self.dma_fault(f, counters);
                 rv = rc::BAD_ADDR;
             }
             put16(d, 4, len as u16);
@@ -1902,8 +1944,8 @@ impl Firmware {
         }
         let slot = self.arq.base().wrapping_add(32 * self.arq.head as u64);
         let mut d = [0u8; 32];
-        if mem.read(slot, &mut d).is_err() {
-            counters.dma_faults += 1;
+        if let Err(f) = mem.read(slot, &mut d) {
+            self.dma_fault(f, counters);
             return false;
         }
         let flags = u16_at(&d, 0);
@@ -1913,8 +1955,10 @@ impl Firmware {
             return false;
         }
         let addr = (u32_at(&d, 24) as u64) << 32 | u32_at(&d, 28) as u64;
-        if !data.is_empty() && mem.write(addr, data).is_err() {
-            counters.dma_faults += 1;
+        if !data.is_empty()
+            && let Err(f) = mem.write(addr, data)
+        {
+            self.dma_fault(f, counters);
             return false;
         }
         put16(&mut d, 0, flags | flag::DD | flag::CMP);
@@ -1922,8 +1966,8 @@ impl Firmware {
         put16(&mut d, 4, data.len() as u16);
         put16(&mut d, 6, 0);
         d[16..24].copy_from_slice(&params[..8]);
-        if mem.write(slot, &d).is_err() {
-            counters.dma_faults += 1;
+        if let Err(f) = mem.write(slot, &d) {
+            self.dma_fault(f, counters);
             return false;
         }
         self.arq.head = next;

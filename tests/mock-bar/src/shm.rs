@@ -15,9 +15,10 @@
 //! single-copy-atomic instruction).
 //!
 //! Each [`ShmHost::step`] costs a handful of system calls: the watched
-//! registers are read in six positional reads, and only status registers
-//! the device changed are written back (all nine are compared with the BAR
-//! after a CQP handshake and every 256 rounds).
+//! registers are read in six positional reads, the LAN admin-queue block
+//! and PFGEN_CTRL in two more, and only status registers the device
+//! changed are written back (all nine are compared with the BAR after a
+//! CQP handshake and every 256 rounds).
 //!
 //! [`Harness`] is the model's side of the `cargo xtask qemu` mailbox (layout
 //! in [`mailbox`], defined by boot/src/contract.rs): HOST_MAGIC, ping/pong,
@@ -35,7 +36,7 @@ use std::time::{Duration, Instant};
 
 use crate::device::{Config, Device, Mode};
 use crate::mem::{Fault, Memory};
-use crate::regs;
+use crate::{lan, regs};
 
 /// Guest RAM in a file: offset = GPA below `below_4g`, GPA − 4 GiB +
 /// `below_4g` above 4 GiB (notes/qemu-mock-bar.md §3) — with GPA counted
@@ -156,6 +157,29 @@ const WATCHED: [u32; 8] = [
     regs::DB_ADDR_OFFSET + 64,
 ];
 
+/// LAN admin-queue and reset registers the guest writes
+/// (`crate::lan`), in the order the host applies changes: bases and lengths,
+/// heads, the ARQ tail, then the ATQ tail (which makes the firmware work),
+/// then PFGEN_CTRL. The host also writes back the values the firmware
+/// changed (heads, LEN firmware bits, everything after a reset).
+const AQ_REGS: [u32; 11] = [
+    lan::reg::ATQBAL,
+    lan::reg::ATQBAH,
+    lan::reg::ARQBAL,
+    lan::reg::ARQBAH,
+    lan::reg::ATQLEN,
+    lan::reg::ARQLEN,
+    lan::reg::ATQH,
+    lan::reg::ARQH,
+    lan::reg::ARQT,
+    lan::reg::ATQT,
+    lan::reg::PFGEN_CTRL,
+];
+
+/// LAN status registers the host publishes (read-only for the guest).
+const LAN_STATUS: [u32; 4] =
+    [lan::reg::GLGEN_RSTAT, lan::reg::GLNVM_ULD, lan::reg::GL_MNG_FWSM, lan::reg::PFGEN_PORTNUM];
+
 /// How the host loop waits.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum PollMode {
@@ -175,6 +199,10 @@ pub struct ShmHost {
     quiet_rounds: u32,
     /// The status registers as last published.
     published: [(u32, u32); 9],
+    /// [`AQ_REGS`] as last seen in (or written to) the BAR.
+    aq_seen: [u32; 11],
+    /// [`LAN_STATUS`] as last published.
+    lan_published: [u32; 4],
 }
 
 /// Watched registers close enough to share one positional read: (first
@@ -201,9 +229,70 @@ impl ShmHost {
         cfg.mode = Mode::Deferred;
         let device = Device::new(cfg, Box::new(ram));
         let published = device.status_registers();
-        let mut h = Self { device, bar, last: [0; 8], quiet_rounds: 0, published };
+        let mut h = Self {
+            device,
+            bar,
+            last: [0; 8],
+            quiet_rounds: 0,
+            published,
+            aq_seen: [0; 11],
+            lan_published: [0; 4],
+        };
         h.publish();
+        h.publish_lan(true);
         h
+    }
+
+    /// The [`AQ_REGS`] as the BAR holds them: one read of the AQ block
+    /// (0x80000..0x80484) and one of PFGEN_CTRL.
+    fn read_aq(&self) -> [u32; 11] {
+        let mut v = self.aq_seen;
+        let mut b = [0u8; 0x484];
+        if self.bar.read_block(lan::reg::ATQBAL, &mut b) {
+            for (i, off) in AQ_REGS.iter().enumerate() {
+                if let Some(rel) = off.checked_sub(lan::reg::ATQBAL).map(|r| r as usize)
+                    && let Some(w) = b.get(rel..rel + 4)
+                {
+                    v[i] = u32::from_le_bytes([w[0], w[1], w[2], w[3]]);
+                }
+            }
+        }
+        v[10] = self.bar.read32(lan::reg::PFGEN_CTRL);
+        v
+    }
+
+    /// Copies the AQ registers the guest changed into the device.
+    fn apply_aq(&mut self) -> bool {
+        let now = self.read_aq();
+        let mut changed = false;
+        for (i, off) in AQ_REGS.iter().enumerate() {
+            if now[i] != self.aq_seen[i] {
+                self.aq_seen[i] = now[i];
+                self.device.mmio_write32(*off, now[i]);
+                changed = true;
+            }
+        }
+        changed
+    }
+
+    /// Writes back the AQ registers whose device value differs from the
+    /// BAR, and the LAN status registers (all of them when `all`).
+    fn publish_lan(&mut self, all: bool) {
+        let crit = self.device.faults.aq_crit;
+        for (i, off) in AQ_REGS.iter().enumerate() {
+            let v = self.device.lan.peek(*off, crit).unwrap_or(0);
+            if v != self.aq_seen[i] {
+                self.aq_seen[i] = v;
+                self.bar.write32(*off, v);
+            }
+        }
+        for (i, off) in LAN_STATUS.iter().enumerate() {
+            let v = self.device.lan.peek(*off, crit).unwrap_or(0);
+            if all || v != self.lan_published[i] {
+                self.lan_published[i] = v;
+                self.bar.write32(*off, v);
+            }
+        }
     }
 
     /// The current values of the [`WATCHED`] registers, read span by span.
@@ -263,7 +352,10 @@ impl ShmHost {
                 handshake |= *off == regs::CCQPHIGH || *off == regs::CCQPLOW;
             }
         }
+        changed |= self.apply_aq();
         let work = self.device.poll();
+        self.device.lan.tick();
+        self.publish_lan(false);
         self.quiet_rounds += 1;
         if handshake || self.quiet_rounds >= REPUBLISH_ROUNDS {
             self.quiet_rounds = 0;

@@ -279,14 +279,33 @@ fn buffer_dma_fault_is_bad_addr_and_unknown_opcode_is_esrch() {
     d[0..2].copy_from_slice(&(flag::SI | flag::BUF).to_le_bytes());
     d[2..4].copy_from_slice(&opc::QUERY_SCHED_RES.to_le_bytes());
     d[4..6].copy_from_slice(&320u16.to_le_bytes());
-    d[24..28].copy_from_slice(&0x77u32.to_le_bytes()); // unmapped
+    d[24..28].copy_from_slice(&0x77u32.to_le_bytes()); // unmapped: the response write faults
     aq.mem.fill(ATQ, &d);
     aq.next = slot + 1;
     aq.wr(reg::ATQT, 1);
     assert_eq!(le16(&aq.mem.bytes(ATQ, 8), 6), rc::BAD_ADDR);
     assert_eq!(aq.dev.counters().dma_faults, 1);
+    let dump = aq.dev.trace_dump();
+    let hit =
+        aq.dev.trace().any(|e| matches!(e, Event::DmaFault(f) if f.addr == 0x77 << 32 && f.write));
+    assert!(hit, "{dump}");
     let r = aq.cmd(0x0999, 0, &[], None);
     assert_eq!(r.retval(), rc::ESRCH);
+    // a buffer the firmware must read (RD) that faults: not executed
+    let slot = aq.next as u64;
+    let mut d = [0u8; 32];
+    d[0..2].copy_from_slice(&(flag::SI | flag::BUF | flag::RD).to_le_bytes());
+    d[2..4].copy_from_slice(&opc::ADD_VSI.to_le_bytes());
+    d[4..6].copy_from_slice(&128u16.to_le_bytes());
+    d[24..28].copy_from_slice(&0x66u32.to_le_bytes());
+    aq.mem.fill(ATQ + 32 * slot, &d);
+    aq.next += 1;
+    aq.wr(reg::ATQT, aq.next);
+    assert_eq!(le16(&aq.mem.bytes(ATQ + 32 * slot, 8), 6), rc::BAD_ADDR);
+    let hit =
+        aq.dev.trace().any(|e| matches!(e, Event::DmaFault(f) if f.addr == 0x66 << 32 && !f.write));
+    assert!(hit, "the read fault is in the trace");
+    assert!(aq.dev.lan().vsis().is_empty());
 }
 
 // ---------------------------------------------------------------------
@@ -771,4 +790,21 @@ fn vsi_lists_alloc_set_forward_and_free() {
     assert_eq!(aq.cmd(opc::FREE_RES, flag::RD, &[1, 0], Some((&free, 6))).retval(), rc::ENOENT);
     // a set rule naming an unknown list
     assert_eq!(aq.cmd(opc::ADD_SW_RULES, flag::RD, &[1, 0], Some((&set, 12))).retval(), rc::ENOENT);
+}
+
+#[test]
+fn a_firmware_vsi_shows_in_switch_config_until_clear_pf_cfg() {
+    let mut aq = Aq::with(LanConfig { firmware_vsi: Some(3), ..LanConfig::default() });
+    let r = aq.ok(opc::GET_SW_CFG, 0, &[], Some((&[], 2048)));
+    assert_eq!(r.p16(20), 2, "port and the leftover VSI");
+    assert_eq!(le16(&r.buf, 6), 2 << 14 | 3);
+    // usable as is: the PE filter can be turned on (iPXE style, spec §6 item 5)
+    let mut upd = [0u8; 128];
+    upd[0] = 1 << 7;
+    upd[80] = 1;
+    aq.ok(opc::UPDATE_VSI, flag::RD, &(3u16 | 0x8000).to_le_bytes(), Some((&upd, 128)));
+    assert!(aq.dev.lan().vsis()[&3].pe_filter());
+    aq.ok(opc::CLEAR_PF_CFG, 0, &[], None);
+    let r = aq.ok(opc::GET_SW_CFG, 0, &[], Some((&[], 2048)));
+    assert_eq!(r.p16(20), 1, "only the port");
 }

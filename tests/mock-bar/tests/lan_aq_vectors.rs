@@ -119,6 +119,7 @@ fn config(case: &Value) -> LanConfig {
         cfg.vsi_used = num(&m["vsi_used"]) as u16;
         cfg.vsi_pool = num(&m["vsi_pool"]) as u16;
         cfg.rule_base = num(&m["rule_base"]) as u16;
+        cfg.res_base = num(&m["res_base"]) as u16;
     }
     // scripted scheduler resources and default topology = the device's
     // scheduler configuration

@@ -277,3 +277,57 @@ fn status_registers_heal_and_the_cqp_can_be_recreated() {
     let _ = std::fs::remove_file(&bar_p);
     let _ = std::fs::remove_file(&ram_p);
 }
+
+#[test]
+fn guest_uses_the_lan_admin_queue_through_files() {
+    use mock_bar::lan::{self, reg};
+    let dir = std::env::temp_dir();
+    let id = std::process::id();
+    let (bar_p, ram_p) =
+        (dir.join(format!("mock-bar-aq-{id}")), dir.join(format!("mock-ram-aq-{id}")));
+    let (bar_size, ram_size) = (16u64 << 20, 4u64 << 20);
+    let bar = shm::create_zeroed(&bar_p, bar_size).unwrap();
+    let ram = shm::create_zeroed(&ram_p, ram_size).unwrap();
+    let open = |p: &std::path::Path| OpenOptions::new().read(true).write(true).open(p).unwrap();
+    let g = Guest { bar: open(&bar_p), ram: open(&ram_p) };
+    let host = ShmHost::new(
+        Config::default(),
+        FileBar::new(bar, bar_size),
+        FileMemory::new(ram, ram_size, ram_size),
+    );
+    // reset-done bits are published from the start
+    assert_eq!(g.r32(reg::GLNVM_ULD), reg::ULD_DONE | reg::ULD_PE_DONE);
+    let (stop, handle) = shm::spawn(host, PollMode::Hybrid);
+    let ring = 0x10_0000u64;
+    let init = |g: &Guest| {
+        g.w32(reg::ATQH, 0);
+        g.w32(reg::ATQT, 0);
+        g.w32(reg::ATQLEN, 8 | reg::LEN_ENABLE);
+        g.w32(reg::ATQBAL, ring as u32);
+        g.w32(reg::ATQBAH, 0);
+    };
+    init(&g);
+    // Get Version in slot 0 (flags SI)
+    let get_ver = (lan::opc::GET_VER as u64) << 16 | lan::flag::SI as u64;
+    g.w64(ring, get_ver);
+    g.w32(reg::ATQT, 1);
+    g.wait(reg::ATQH, 1);
+    assert_eq!(g.r64(ring) & 0xFFFF, (lan::flag::SI | lan::flag::DD | lan::flag::CMP) as u64);
+    assert_eq!(g.r64(ring + 24) >> 40 & 0xFFFF, 0x0501, "API 1.5 in bytes 29-30");
+    assert_eq!(g.r32(reg::ATQLEN), 8 | reg::LEN_ENABLE, "the guest's LEN stays");
+    // PF reset: PFSWR clears when done, the AQ is torn down
+    g.w32(reg::PFGEN_CTRL, 1);
+    g.wait(reg::PFGEN_CTRL, 0);
+    g.wait(reg::ATQLEN, 0);
+    assert_eq!(g.r32(reg::ATQH), 0);
+    init(&g);
+    g.w64(ring, get_ver);
+    g.w32(reg::ATQT, 1);
+    g.wait(reg::ATQH, 1);
+    stop.store(true, std::sync::atomic::Ordering::Release);
+    let host = handle.join().unwrap();
+    assert_eq!(host.device.counters().aq_commands, 2);
+    assert_eq!(host.device.counters().aq_bad_ring, 0);
+    let _ = std::fs::remove_file(&bar_p);
+    let _ = std::fs::remove_file(&ram_p);
+}
