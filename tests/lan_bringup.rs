@@ -216,3 +216,22 @@ fn reset_in_the_middle_of_bring_up_is_an_error_not_a_hang() {
     assert!(up(&bar).is_err());
     up(&bar).expect("second bring-up after the reset").shut_down().expect("down");
 }
+
+#[test]
+fn link_events_arrive_on_the_arq_and_are_consumed() {
+    let _g = lock();
+    let bar = ModelBar::standalone(cold(A));
+    let mut pf = up(&bar).expect("bring-up");
+    // nothing pending after bring-up beyond the link-up report(s)
+    let _ = pf.lan.poll_events().expect("poll");
+    assert_eq!(pf.lan.poll_events().expect("poll"), None, "queue drained");
+    bar.with_device(|d| d.set_link(false));
+    let ev = pf.lan.poll_events().expect("poll").expect("a link event");
+    assert!(!ev.up(), "link down reported: {ev:?}");
+    assert!(!pf.lan.link_status().expect("status").up());
+    bar.with_device(|d| d.set_link(true));
+    let ev = pf.lan.poll_events().expect("poll").expect("a link event");
+    assert!(ev.up());
+    assert_eq!(pf.lan.poll_events().expect("poll"), None);
+    pf.shut_down().expect("down");
+}
