@@ -54,6 +54,11 @@ const SEQUENCED: &[&str] = &[
     "add_mac_fltr",
 ];
 
+/// Largest buffer an argument may ask the runner to allocate (the driver
+/// refuses anything over 4 KiB; this only keeps arbitrary JSON from the fuzz
+/// target from exhausting memory).
+const MAX_ARG_BUF: usize = 1 << 16;
+
 enum Outcome {
     Pass,
     Fail(String),
@@ -141,6 +146,14 @@ struct St {
     hung: bool,
     /// Writes after the case's calls (the queue's drop) are not recorded.
     frozen: bool,
+    /// Ring geometry the driver was configured with: (ATQ entries, ATQ
+    /// buffer bytes, ARQ entries, ARQ buffer bytes). The fake firmware never
+    /// walks or writes past these, whatever the case's registers or
+    /// answers say (the fuzz target feeds this runner arbitrary JSON).
+    geom: (u32, usize, u32, usize),
+    /// Bus addresses of the driver's rings, taken before the queue is
+    /// dropped.
+    rings: Vec<u64>,
 }
 
 struct RecBar(RefCell<St>);
@@ -171,11 +184,14 @@ impl St {
     /// Firmware side of an ATQT write.
     fn run_atq(&mut self, tail: u32) {
         let ring = self.ring(regs::PF_FW_ATQBAL, regs::PF_FW_ATQBAH);
-        let n = self.reg(regs::PF_FW_ATQLEN) & regs::LEN_MASK;
-        if n == 0 || ring == 0 {
+        let n = self.geom.0;
+        if n == 0 || ring == 0 || tail >= n {
             return;
         }
         let mut head = self.reg(regs::PF_FW_ATQH);
+        if head >= n {
+            return;
+        }
         while head != tail && !self.hung {
             let slot = ring + u64::from(head) * 32;
             let d: [u8; 32] = read_bus(slot, 32).try_into().unwrap_or([0; 32]);
@@ -183,6 +199,7 @@ impl St {
             let fl = u16::from_le_bytes([d[0], d[1]]);
             let bpa = (u64::from(u32::from_le_bytes([d[24], d[25], d[26], d[27]])) << 32)
                 | u64::from(u32::from_le_bytes([d[28], d[29], d[30], d[31]]));
+            let dl = dl.min(self.geom.1);
             let buf = if fl & 0x1000 != 0 && bpa != 0 { read_bus(bpa, dl) } else { Vec::new() };
             match &self.replay {
                 None => {
@@ -207,7 +224,7 @@ impl St {
                                 write_bus(slot, first);
                             }
                             if let Some(b) = resp.get("buf").filter(|b| b.is_object()) {
-                                let len = num(&b["len"]).unwrap_or(0) as usize;
+                                let len = (num(&b["len"]).unwrap_or(0) as usize).min(self.geom.1);
                                 let mut bytes = hexbytes(b["hex"].as_str().unwrap_or(""));
                                 bytes.resize(len, 0);
                                 if bpa != 0 {
@@ -261,6 +278,13 @@ impl RecBar {
             }
         }
         st.drop_atqbal = case["inputs"].get("bar_fault").is_some();
+        let c = ring_cfg(case);
+        st.geom = (
+            u32::from(c.sq_entries),
+            usize::from(c.sq_buf_size),
+            u32::from(c.rq_entries),
+            usize::from(c.rq_buf_size),
+        );
         RecBar(RefCell::new(st))
     }
 
@@ -280,12 +304,16 @@ impl RecBar {
         let Some(evs) = case["inputs"]["arq_events"].as_array() else { return };
         let mut s = self.0.borrow_mut();
         let ring = s.ring(regs::PF_FW_ARQBAL, regs::PF_FW_ARQBAH);
-        let n = (s.reg(regs::PF_FW_ARQLEN) & regs::LEN_MASK).max(1);
-        for (i, e) in evs.iter().enumerate() {
+        let n = s.geom.2;
+        if ring == 0 || n == 0 {
+            return;
+        }
+        for (i, e) in evs.iter().enumerate().take(n as usize) {
             let slot_i = (u32::from(arq_position) + i as u32) % n;
             let slot = ring + u64::from(slot_i) * 32;
             let mut d: [u8; 32] = read_bus(slot, 32).try_into().unwrap_or([0; 32]);
-            let buf = hexbytes(e["buf"].as_str().unwrap_or(""));
+            let mut buf = hexbytes(e["buf"].as_str().unwrap_or(""));
+            buf.truncate(s.geom.3);
             let bpa = (u64::from(u32::from_le_bytes([d[24], d[25], d[26], d[27]])) << 32)
                 | u64::from(u32::from_le_bytes([d[28], d[29], d[30], d[31]]));
             if !buf.is_empty() {
@@ -308,7 +336,7 @@ impl RecBar {
             d[20..24].copy_from_slice(&(num(&e["param1"]).unwrap_or(0) as u32).to_le_bytes());
             write_bus(slot, &d);
         }
-        let h = (u32::from(arq_position) + evs.len() as u32) % n;
+        let h = (u32::from(arq_position) + evs.len().min(n as usize) as u32) % n;
         s.regs.insert(regs::PF_FW_ARQH, h);
     }
 }
@@ -340,6 +368,11 @@ fn prepare<'a>(bar: &'a RecBar, case: &Value) -> Result<Aq<'a>, String> {
         AdminQueue::<FakeHal, _>::start(bar, &cfg).map_err(|e| format!("AQ start: {e}"))?;
     let r = &case["inputs"]["ring"];
     let pos = num(&r["position"]).unwrap_or(0);
+    if pos >= u64::from(cfg.sq_entries)
+        || num(&r["arq_position"]).unwrap_or(0) >= u64::from(cfg.rq_entries)
+    {
+        return Err("ring position beyond the ring".into());
+    }
     for _ in 0..pos {
         aq.send(&mut Desc::new(Opcode::GetVersion), None)
             .map_err(|e| format!("positioning: {e}"))?;
@@ -627,9 +660,15 @@ fn drive(case: &Value, bar: &RecBar) -> Result<Vec<Out>, Outcome> {
                     o.set("adminq.arq_desc[0]", json!({"hex": hexstr(d0.bytes())}));
                     o.set("adminq.arq_desc[last]", json!({"hex": hexstr(dl.bytes())}));
                 }
-                // the rings must stay alive until compared; keep the queue
-                // running (dropping it would write the shutdown registers)
-                std::mem::forget(aq);
+                // the register check needs the rings' addresses; the
+                // queue's drop (which clears the registers) is not part of
+                // the case
+                let (sq_pa, rq_pa) = aq.ring_addrs();
+                let mut st = bar.0.borrow_mut();
+                st.rings = vec![sq_pa, rq_pa];
+                st.frozen = true;
+                drop(st);
+                drop(aq);
             }
         }
         return Ok(vec![o]);
@@ -726,7 +765,7 @@ fn drive_ops(case: &Value, bar: &RecBar, aq: &mut Aq<'_>, op: &str) -> Result<Ve
             outs.push(o);
         }
         "list_caps" => {
-            let size = arg(case, "buf_size").unwrap_or(4096) as usize;
+            let size = (arg(case, "buf_size").unwrap_or(4096) as usize).min(MAX_ARG_BUF);
             let kind = match arg(case, "opc") {
                 Some(0x0b) => CapsKind::Device,
                 Some(0x0a) => CapsKind::Function,
@@ -764,7 +803,7 @@ fn drive_ops(case: &Value, bar: &RecBar, aq: &mut Aq<'_>, op: &str) -> Result<Ve
             outs.push(o);
         }
         "get_sw_cfg" => {
-            let size = arg(case, "buf_size").unwrap_or(2048) as usize;
+            let size = (arg(case, "buf_size").unwrap_or(2048) as usize).min(MAX_ARG_BUF);
             let mut buf = vec![0u8; size];
             let r = aq.get_sw_cfg(arg(case, "req_desc").unwrap_or(0) as u16, &mut buf);
             let mut o = Out::new(errno(r.map(|_| ())));
@@ -862,8 +901,8 @@ fn drive_ops(case: &Value, bar: &RecBar, aq: &mut Aq<'_>, op: &str) -> Result<Ve
         "send_cmd" => return send_cmd(case, aq).map(|o| vec![o]),
         o if SEQUENCED.contains(&o) => return sequenced(case, aq),
         "clean_rq_elem" => {
-            let polls = arg(case, "polls").unwrap_or(1);
-            let blen = arg(case, "buf_len").unwrap_or(4096) as usize;
+            let polls = arg(case, "polls").unwrap_or(1).min(4096);
+            let blen = (arg(case, "buf_len").unwrap_or(4096) as usize).min(MAX_ARG_BUF);
             for _ in 0..polls {
                 let mut b = vec![0u8; blen];
                 let r = aq.next_event(&mut b);
@@ -1033,7 +1072,7 @@ fn sequenced(case: &Value, aq: &mut Aq<'_>) -> Result<Vec<Out>, Outcome> {
                 let layer = arg(case, "layer")
                     .map(|l| l as u8)
                     .unwrap_or_else(|| t.find(parent).map_or(0, |p| p.layer + 1));
-                let n = arg(case, "num_nodes").unwrap_or(1) as usize;
+                let n = (arg(case, "num_nodes").unwrap_or(1) as usize).min(MAX_ARG_BUF);
                 let mut teids = vec![0u32; n];
                 let r = aq.sched_add_nodes(t, parent, layer, tc, &mut teids);
                 o = Out::new(errno(r));
@@ -1229,7 +1268,7 @@ fn send_cmd(case: &Value, aq: &mut Aq<'_>) -> Result<Out, Outcome> {
             d.flags()
         )));
     }
-    let size = arg(case, "buf_size").unwrap_or(0) as usize;
+    let size = (arg(case, "buf_size").unwrap_or(0) as usize).min(MAX_ARG_BUF);
     let mut buf = hexbytes(case["inputs"]["args"]["buf"].as_str().unwrap_or(""));
     buf.resize(size, 0);
     let r = if size > 0 { aq.send(&mut d, Some(&mut buf)) } else { aq.send(&mut d, None) };
@@ -1410,7 +1449,7 @@ fn run_case(case: &Value) -> Outcome {
             Some(v) if v.starts_with("lo32") => {
                 let hi = st.log.get(i + 1).map_or(0, |x| x.1);
                 let pa = (u64::from(hi) << 32) | u64::from(*val);
-                pa % 64 == 0 && FakeHal::contains(pa, 32)
+                pa % 64 == 0 && (st.rings.contains(&pa) || FakeHal::contains(pa, 32))
             }
             Some(_) => i > 0 && st.log.get(i - 1).is_some_and(|x| x.1 != 0),
             None => *val == wval,
