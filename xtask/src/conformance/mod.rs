@@ -134,3 +134,35 @@ pub fn main(files: &[String]) -> ExitCode {
     }
     if ok { ExitCode::SUCCESS } else { ExitCode::FAILURE }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn schemas_are_told_apart() {
+        let v = |s: &str| serde_json::from_str::<Value>(s).unwrap();
+        assert_eq!(schema_of(&v(r#"{"sq_cases":[]}"#)), Some(Schema::Datapath));
+        assert_eq!(schema_of(&v(r#"{"cases":[{"op":"x","builder":"y"}]}"#)), Some(Schema::Cqp));
+        assert_eq!(schema_of(&v(r#"{"cases":[{"op":"x","vendor":["f"]}]}"#)), Some(Schema::Lan));
+        assert_eq!(schema_of(&v(r#"{"cases":[{"function":"f"}]}"#)), Some(Schema::Rw));
+        assert_eq!(schema_of(&v(r#"{"cases":[{}]}"#)), None);
+    }
+
+    #[test]
+    fn lan_runner_takes_hostile_geometry_without_panicking() {
+        // a case whose registers and answers point past the ring must not
+        // touch memory outside it (the fuzz target feeds arbitrary JSON)
+        let doc = r#"{"cases":[{"op":"get_fw_ver","name":"x","vendor":["ice_aq_get_fw_ver"],
+            "inputs":{"ring":{"sq_entries":4,"rq_entries":4,"sq_buf_size":64,"rq_buf_size":64,
+                              "position":3,"arq_position":0},
+                      "hw":{"mac_type":"E810"},"state":{"atqlen":"0x800003ff","atqh":3},
+                      "arq_events":[{"opcode":"0x0607","buf":"ffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff"}]},
+            "outputs":{"ret":0,"calls":[{"fn":"ice_aq_get_fw_ver","ret":0,"outputs":{}}],
+                       "commands":[{"call":0,"slot":3,"desc":{"hex":""},
+                                    "resp":{"desc":"03","buf":{"len":100000,"hex":"ff"}}}],
+                       "reg_writes":[]}}]}"#;
+        let t = run_text(doc).expect("runs");
+        assert_eq!(t.passed + t.failed + t.skipped, 1);
+    }
+}
