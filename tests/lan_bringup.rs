@@ -235,3 +235,32 @@ fn link_events_arrive_on_the_arq_and_are_consumed() {
     assert_eq!(pf.lan.poll_events().expect("poll"), None);
     pf.shut_down().expect("down");
 }
+
+#[test]
+fn link_down_is_an_option_and_lldp_stop_is_sent() {
+    let _g = lock();
+    // no media: restart AN cannot bring the link up
+    let mut c = cold(A);
+    c.lan.media = false;
+    let bar = ModelBar::standalone(c.clone());
+    let o = BringUpOptions { link_wait: Duration::from_millis(50), ..options() };
+    let pf = Pf::bring_up(bar.clone(), Profile::SMALL, o).expect("link down tolerated by default");
+    assert!(!pf.link.up());
+    pf.shut_down().expect("down");
+    let o =
+        BringUpOptions { link_wait: Duration::from_millis(50), require_link: true, ..options() };
+    assert!(matches!(fails(c, |_| {}, o), BringUpError::LinkDown));
+    // stop_lldp sends 0x0A05: a firmware error on it surfaces as that opcode
+    let o = BringUpOptions { stop_lldp: true, ..options() };
+    let e = fails(cold(A), |b| b.with_device(|d| d.faults().aq_fail_opcode = Some((0x0A05, 1))), o);
+    assert!(
+        matches!(
+            e,
+            BringUpError::Command(
+                Step::Link,
+                CmdError::Aq(AqError::Firmware { opcode: 0x0A05, code: 1 })
+            )
+        ),
+        "{e:?}"
+    );
+}
