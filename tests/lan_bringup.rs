@@ -264,3 +264,19 @@ fn link_down_is_an_option_and_lldp_stop_is_sent() {
         "{e:?}"
     );
 }
+
+#[test]
+fn bad_options_are_refused_before_anything_is_touched() {
+    let _g = lock();
+    let bar = ModelBar::standalone(cold(A));
+    for o in [
+        BringUpOptions { vsi_rx_queues: 0, ..options() },
+        BringUpOptions { mtu: 9800, ..options() },
+        BringUpOptions { mtu: 100, ..options() },
+        BringUpOptions { max_frame: 0, ..options() },
+    ] {
+        let e = Pf::bring_up(bar.clone(), Profile::SMALL, o).err().expect("refused");
+        assert!(matches!(e, BringUpError::BadOptions(_)), "{e:?}");
+    }
+    assert_eq!(bar.with_device(|d| d.counters().aq_commands), 0, "no command sent");
+}
