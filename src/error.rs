@@ -111,6 +111,9 @@ impl Display for BringUpError {
             BringUpError::NoMac => f.write_str("PF bring-up: firmware reports no LAN MAC"),
             BringUpError::LinkDown => f.write_str("PF bring-up: link stayed down"),
             BringUpError::BadOptions(why) => write!(f, "PF bring-up options refused: {why}"),
+            BringUpError::MsixOutOfRange { available } => {
+                write!(f, "PF bring-up: MSI-X vectors beyond the function's {available}")
+            }
             BringUpError::Probe(e) => write!(f, "PF bring-up: RDMA probe failed: {e}"),
         }
     }

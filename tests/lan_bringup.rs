@@ -280,3 +280,16 @@ fn bad_options_are_refused_before_anything_is_touched() {
     }
     assert_eq!(bar.with_device(|d| d.counters().aq_commands), 0, "no command sent");
 }
+
+#[test]
+fn msix_range_is_checked_against_the_function_caps() {
+    let _g = lock();
+    let mut c = cold(A);
+    c.lan.msix = (16, 0);
+    let o = BringUpOptions { msix: irdma::lan::MsixInfo { first: 10, count: 8 }, ..options() };
+    let e = fails(c.clone(), |_| {}, o);
+    assert!(matches!(e, BringUpError::MsixOutOfRange { available: 16 }), "{e:?}");
+    let bar = ModelBar::standalone(c);
+    let o = BringUpOptions { msix: irdma::lan::MsixInfo { first: 1, count: 8 }, ..options() };
+    Pf::bring_up(bar, Profile::SMALL, o).expect("inside the table").shut_down().expect("down");
+}

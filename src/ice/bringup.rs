@@ -33,7 +33,9 @@
 //! * 4 (shortcut parent): not used; Linux's dedicated RDMA queue group.
 //! * 5 (leftover VSI): not used; Clear PF config, then our own VSI.
 //! * 6/7 (MSI-X index space, polled mode): [`BringUpOptions::msix`] is
-//!   handed to the RDMA layer as given (default: none, polled mode).
+//!   handed to the RDMA layer as given (default: none, polled mode), after
+//!   a check that the range lies inside the function's MSI-X count (cap
+//!   0x0043) — [`BringUpError::MsixOutOfRange`] otherwise.
 //! * 8 (LB flag): Linux's rule (LB above 512 bytes).
 //! * PE_DONE is awaited after the caps, when RDMA is known to be on (as
 //!   ice_check_reset does for a function that has the capability).
@@ -188,6 +190,12 @@ pub enum BringUpError {
     LinkDown,
     /// Bad options (MTU, queue count) — nothing was touched.
     BadOptions(&'static str),
+    /// The MSI-X vectors asked for in the options lie outside the
+    /// function's MSI-X table (function caps 0x0043 count).
+    MsixOutOfRange {
+        /// Vectors the function has.
+        available: u32,
+    },
     /// The RDMA layer's probe failed (the LAN side has been torn down).
     Probe(ProbeError),
 }
@@ -468,6 +476,12 @@ impl<H: Hal, B: Bar + Clone> E810<H, B> {
         let func = aq.discover_caps(CapsKind::Function).map_err(E::cmd(Step::Caps))?;
         if !Caps::rdma_usable(&func, &dev) {
             return Err(E::RdmaDisabled);
+        }
+        // The RDMA vectors are PF-relative table indices (spec §4, §6 item
+        // 6): they must lie inside the function's MSI-X count.
+        let end = u32::from(o.msix.first) + u32::from(o.msix.count);
+        if o.msix.count > 0 && end > func.num_msix_vectors {
+            return Err(E::MsixOutOfRange { available: func.num_msix_vectors });
         }
         // Once RDMA is known to be on, ice also waits for PE_DONE: the PE
         // firmware is up after the reset (ice_check_reset; spec §1.7).
