@@ -512,7 +512,7 @@ impl<H: Hal, B: Bar + Clone> E810<H, B> {
         let res = aq.query_sched_res().map_err(E::cmd(Step::Scheduler))?;
         let mut tree =
             aq.sched_init_port(port.lport, res.layers).map_err(E::cmd(Step::Scheduler))?;
-        aq.manage_mac_read(2, &mut port).map_err(E::cmd(Step::MacRead))?;
+        aq.manage_mac_read(16, &mut port).map_err(E::cmd(Step::MacRead))?;
         if port.mac.is_none() {
             return Err(E::NoMac);
         }

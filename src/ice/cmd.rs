@@ -880,14 +880,15 @@ impl<H: Hal, B: Bar> AdminQueue<H, B> {
         Err(CmdError::BadResponse("switch configuration never ends"))
     }
 
-    /// Manage MAC Address Read 0x0107 with room for `entries` 8-byte
-    /// entries (Linux: 2). Stores the first LAN-type address in `port`
+    /// Manage MAC Address Read 0x0107 with a `buf_len`-byte answer buffer
+    /// (8..=4096: at least one 8-byte entry; Linux passes 16, two entries).
+    /// Stores the first LAN-type address in `port`; entries past the
+    /// buffer are not read even when firmware counts more
     /// (ice_aq_manage_mac_read).
-    pub fn manage_mac_read(&mut self, entries: usize, port: &mut PortInfo) -> Result<(), CmdError> {
-        let len = entries.saturating_mul(8);
-        let mut buf = [0u8; 64];
-        let Some(b) = buf.get_mut(..len).filter(|b| !b.is_empty()) else {
-            return Err(CmdError::Invalid("MAC read needs room for 1..=8 entries"));
+    pub fn manage_mac_read(&mut self, buf_len: usize, port: &mut PortInfo) -> Result<(), CmdError> {
+        let mut buf = [0u8; super::desc::MAX_BUF_LEN];
+        let Some(b) = buf.get_mut(..buf_len).filter(|b| b.len() >= 8) else {
+            return Err(CmdError::Invalid("MAC read buffer outside 8..=4096 bytes"));
         };
         let mut d = Desc::new(Opcode::ManageMacRead);
         self.send(&mut d, Some(b))?;

@@ -815,14 +815,12 @@ fn drive_ops(case: &Value, bar: &RecBar, aq: &mut Aq<'_>, op: &str) -> Result<Ve
             outs.push(o);
         }
         "manage_mac_read" => {
-            let entries = match (arg(case, "buf_entries"), arg(case, "buf_size")) {
-                (Some(n), _) => n as usize,
-                (None, Some(s)) if s % 8 == 0 => (s / 8) as usize,
-                // a size that is not whole entries is below one entry in
-                // the vectors; the driver counts entries, so round down
-                (None, Some(s)) => (s / 8) as usize,
-                (None, None) => 2,
+            let len = match (arg(case, "buf_entries"), arg(case, "buf_size")) {
+                (Some(n), _) => n.saturating_mul(8),
+                (None, Some(s)) => s,
+                (None, None) => 16,
             };
+            let entries = len.min(MAX_ARG_BUF as u64) as usize;
             let mut port = PortInfo::default();
             let r = aq.manage_mac_read(entries, &mut port);
             let mut o = Out::new(errno(r));
