@@ -908,7 +908,7 @@ impl<H: Hal, B: Bar> AdminQueue<H, B> {
         Ok(())
     }
 
-    /// Set MAC Config 0x0603 (ice_aq_set_mac_cfg): max frame size (1..=9728),
+    /// Set MAC Config 0x0603 (ice_aq_set_mac_cfg): max frame size (not 0),
     /// the Tx pause-quanta timer and refresh threshold (ice reads them from
     /// the PRTMAC registers; [`read_pause_cfg`]) and the auto-drop bit,
     /// which is sent only when the firmware API is ≥ 1.4 (spec §7 item 7).
@@ -919,8 +919,10 @@ impl<H: Hal, B: Bar> AdminQueue<H, B> {
         auto_drop: bool,
         api: &Version,
     ) -> Result<(), CmdError> {
-        if max_frame == 0 || max_frame > 9728 {
-            return Err(CmdError::Invalid("max frame size outside 1..=9728"));
+        // ice refuses 0 (ice_aq_set_mac_cfg); the upper bound is the
+        // firmware's to judge (the bring-up option is checked ≤ 9728).
+        if max_frame == 0 {
+            return Err(CmdError::Invalid("max frame size 0"));
         }
         let mut d = Desc::new(Opcode::SetMacConfig);
         d.set_u16(16, max_frame);
