@@ -239,15 +239,16 @@ impl<H: Hal, B: Bar> AdminQueue<H, B> {
     }
 
     /// Add Scheduling Elements 0x0401: one group of `teids.len()` generic
-    /// nodes under `parent` (1..=16); the TEIDs the firmware writes back go
+    /// nodes under `parent` (1..=170, what one 4 KiB buffer holds); the
+    /// TEIDs the firmware writes back go
     /// to `teids` (ice_sched_add_elems; response bytes 18–19 = groups added,
     /// which must be 1).
     pub fn add_sched_elems(&mut self, parent: u32, teids: &mut [u32]) -> Result<(), CmdError> {
         let n = teids.len();
-        if n == 0 || n > 16 {
-            return Err(CmdError::Invalid("1..=16 scheduling elements per call"));
+        if n == 0 || 8 + n * ELEM_LEN > MAX_BUF_LEN {
+            return Err(CmdError::Invalid("scheduling elements beyond one buffer"));
         }
-        let mut buf = [0u8; 8 + 16 * ELEM_LEN];
+        let mut buf = [0u8; MAX_BUF_LEN];
         let len = 8 + n * ELEM_LEN;
         buf[0..4].copy_from_slice(&parent.to_le_bytes());
         buf[4..6].copy_from_slice(&(n as u16).to_le_bytes());
