@@ -5,11 +5,11 @@
 //! ```text
 //! E810::bring_up(bar, profile, options)
 //!   2  PF reset (PFGEN_CTRL.PFSWR) or wait out a global reset; GLGEN_RSTAT,
-//!      GLNVM_ULD done bits (+ PE_DONE)
+//!      GLNVM_ULD done bits (PE_DONE once step 8 shows RDMA on)
 //!   3  pf_id, port, firmware mode (recovery → error; FW_LOADING waited)
 //!   4  admin queue up            5  Get Version + API check
 //!   6  Clear PF config           7  Clear PXE (EEXIST is fine)
-//!   8  device + function caps (RDMA, ≤ 4 PFs, MSI-X)
+//!   8  device + function caps (RDMA, ≤ 4 PFs, MSI-X range), then PE_DONE
 //!   9  DDP: active package? else download the caller's, else error
 //!  10  switch config (lport, sw_id)
 //!  12  scheduler resources      13  default topology, default nodes deleted
