@@ -10,6 +10,10 @@ use crate::cqp::EncodeError;
 use crate::cqp::decode::{DecodeError, FeaturesError};
 use crate::cqp::engine::CqpError;
 use crate::device::{CloseError, ProbeCause, ProbeError, ProbeStep};
+use crate::ice::AqError;
+use crate::ice::bringup::BringUpError;
+use crate::ice::cmd::CmdError;
+use crate::ice::desc::rc;
 use crate::lan::{LanError, LanInfoError};
 use crate::res::{AccessError, HmcError, IdError, PbleError, StagError};
 use crate::rw::{RwError, RwPostError};
@@ -52,6 +56,98 @@ impl Display for LanError {
     }
 }
 impl Error for LanError {}
+
+impl Display for AqError {
+    fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
+        match self {
+            AqError::BadConfig => f.write_str("admin-queue ring or buffer size out of range"),
+            AqError::Dma(e) => write!(f, "admin-queue ring memory: {e}"),
+            AqError::RegisterReadback => f.write_str("admin-queue base address did not read back"),
+            AqError::NotRunning => f.write_str("admin queue not running"),
+            AqError::BadBuffer => f.write_str("admin-queue buffer empty or larger than a slot"),
+            AqError::HeadOutOfRange(h) => write!(f, "admin-queue head {h} beyond the ring"),
+            AqError::RingFull => f.write_str("admin queue full"),
+            AqError::Timeout { opcode, critical: true } => {
+                write!(f, "admin command {opcode:#06x} timed out; firmware critical error")
+            }
+            AqError::Timeout { opcode, critical: false } => {
+                write!(f, "admin command {opcode:#06x} timed out")
+            }
+            AqError::Firmware { opcode, code } => {
+                write!(f, "admin command {opcode:#06x} failed: {} ({code})", rc::name(*code))
+            }
+            AqError::ResponseTooLong { datalen, capacity } => {
+                write!(f, "admin response of {datalen} bytes exceeds the {capacity}-byte buffer")
+            }
+            AqError::EventError { opcode, code } => {
+                write!(f, "admin event {opcode:#06x} carried error {} ({code})", rc::name(*code))
+            }
+        }
+    }
+}
+impl Error for AqError {
+    fn source(&self) -> Option<&(dyn Error + 'static)> {
+        match self {
+            AqError::Dma(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+impl Display for BringUpError {
+    fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
+        match self {
+            BringUpError::ResetTimeout(step) => {
+                write!(f, "PF bring-up: wait timed out at {step:?}")
+            }
+            BringUpError::FirmwareRecovery => f.write_str("PF bring-up: firmware in recovery mode"),
+            BringUpError::Command(step, e) => write!(f, "PF bring-up at {step:?}: {e}"),
+            BringUpError::RdmaDisabled => {
+                f.write_str("PF bring-up: RDMA disabled (no capability or more than 4 PFs)")
+            }
+            BringUpError::NoDdpPackage => {
+                f.write_str("PF bring-up: no DDP package active and none supplied")
+            }
+            BringUpError::NoMac => f.write_str("PF bring-up: firmware reports no LAN MAC"),
+            BringUpError::LinkDown => f.write_str("PF bring-up: link stayed down"),
+            BringUpError::BadOptions(why) => write!(f, "PF bring-up options refused: {why}"),
+            BringUpError::MsixOutOfRange { available } => {
+                write!(f, "PF bring-up: MSI-X vectors beyond the function's {available}")
+            }
+            BringUpError::Probe(e) => write!(f, "PF bring-up: RDMA probe failed: {e}"),
+        }
+    }
+}
+impl Error for BringUpError {
+    fn source(&self) -> Option<&(dyn Error + 'static)> {
+        match self {
+            BringUpError::Command(_, e) => Some(e),
+            BringUpError::Probe(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+impl Display for CmdError {
+    fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
+        match self {
+            CmdError::Aq(e) => write!(f, "admin command failed: {e}"),
+            CmdError::Invalid(why) => write!(f, "admin command refused: {why}"),
+            CmdError::BadResponse(why) => write!(f, "firmware answer unusable: {why}"),
+            CmdError::ApiTooNew { major, minor } => {
+                write!(f, "firmware AQ API {major}.{minor} is newer than 1.x")
+            }
+        }
+    }
+}
+impl Error for CmdError {
+    fn source(&self) -> Option<&(dyn Error + 'static)> {
+        match self {
+            CmdError::Aq(e) => Some(e),
+            _ => None,
+        }
+    }
+}
 
 phrases!(SqError {
     SqError::TooManySges => "more SGEs than the QP allows",

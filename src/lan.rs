@@ -5,8 +5,11 @@
 //! `struct iidc_core_dev_info`, in-tree `struct iidc_rdma_core_dev_info` +
 //! `iidc_rdma_priv_dev_info`). This driver takes the same facts as one plain
 //! value, [`LanInfo`], handed to probe. On real hardware a bare-metal LAN
-//! layer fills it by doing the minimal sequence of spec ice-lan-for-rdma §5;
-//! with the mock BAR the boot image or test fills it with the model's values.
+//! layer fills it by doing the minimal sequence of spec ice-lan-for-rdma §5
+//! — this crate's [`crate::ice`] module is one ([`crate::ice::E810::bring_up`]
+//! builds the `LanInfo` from the firmware's answers and implements
+//! [`LanOps`] on the admin queue); with the mock BAR the boot image or test
+//! may also fill it with the model's values.
 //!
 //! The calls irdma makes back into the LAN side at run time (queue-set
 //! registration, the VSI's RDMA filter, reset) are the [`LanOps`] trait.

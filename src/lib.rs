@@ -232,6 +232,7 @@ pub mod cqp;
 pub mod device;
 mod error;
 pub mod flight;
+pub mod ice;
 pub mod lan;
 pub mod prelude;
 pub mod res;

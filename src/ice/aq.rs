@@ -1,0 +1,581 @@
+//! The admin-queue engine: ATQ (commands) and ARQ (firmware events) rings in
+//! DMA memory, one indirect buffer per slot, completion by head polling
+//! (spec ice-lan-for-rdma §1; ice: ice_controlq.c).
+//!
+//! Behaviour, each point from the cited ice function:
+//! * bring-up, per ring: HEAD = 0, TAIL = 0, LEN = n | ENABLE, BAL, BAH; BAL
+//!   read back (mismatch → [`AqError::RegisterReadback`]); the ATQ first,
+//!   then the ARQ with every slot pre-posted, then ARQT = n − 1
+//!   (ice_init_sq, ice_init_rq, ice_cfg_cq_regs, ice_alloc_rq_bufs);
+//! * send: head ≥ ring size → refused before anything is posted; slots the
+//!   head has passed are zeroed and reclaimed; the descriptor is copied
+//!   whole, the caller's buffer into the slot's buffer with BUF (and LB above
+//!   512 bytes), datalen and its bus address; ATQT is written, GLGEN_STAT
+//!   read to flush; completion is ATQH reaching the new tail, bounded by
+//!   [`AqTimeouts::command`] from `Hal::now` (DD is never read); the
+//!   completed descriptor is copied back; a response datalen larger than the
+//!   caller's buffer fails with nothing copied; the return code is the low
+//!   8 bits of retval (ice_sq_send_cmd, ice_clean_sq);
+//! * on timeout the CRIT bit of ATQLEN/ARQLEN is read and reported;
+//! * EBUSY is retried only for [`Opcode::retried_on_busy`] opcodes: 3 sends
+//!   in all, 10 ms apart, with the original descriptor and buffer
+//!   (ice_common.c → ice_sq_send_cmd_retry; conformance README);
+//! * ARQ: events from next_to_clean up to ARQH are copied out, the slot is
+//!   re-armed and ARQT = the index just cleaned (ice_clean_rq_elem).
+
+use core::time::Duration;
+
+use irdma_hal::barrier;
+use irdma_hal::dma::wait_until;
+use irdma_hal::{Bar, BufferDirection, Dma, DmaError, Hal};
+
+use super::desc::{Desc, LARGE_BUF, MAX_BUF_LEN, Opcode, flags, off, rc};
+use super::regs;
+
+/// Timeouts and retry pacing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AqTimeouts {
+    /// One command (ice: ICE_CTL_Q_SQ_CMD_TIMEOUT, 1 s).
+    pub command: Duration,
+    /// Pause before resending an EBUSY command (ICE_SQ_SEND_DELAY_TIME_MS).
+    pub busy_delay: Duration,
+    /// Sends in all for a retried opcode (ICE_SQ_SEND_MAX_EXECUTE, 3).
+    pub busy_sends: u8,
+}
+
+impl Default for AqTimeouts {
+    fn default() -> Self {
+        AqTimeouts {
+            command: Duration::from_secs(1),
+            busy_delay: Duration::from_millis(10),
+            busy_sends: 3,
+        }
+    }
+}
+
+/// Ring and buffer sizes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AqConfig {
+    /// ATQ entries, 1..=1023 (the LEN field is 10 bits).
+    pub sq_entries: u16,
+    /// ARQ entries, 1..=1023.
+    pub rq_entries: u16,
+    /// Bytes of each ATQ slot buffer, 1..=4096.
+    pub sq_buf_size: u16,
+    /// Bytes of each ARQ slot buffer, 1..=4096.
+    pub rq_buf_size: u16,
+    /// Timeouts.
+    pub timeouts: AqTimeouts,
+}
+
+impl AqConfig {
+    /// What ice uses on a PF: 192 entries, 4096-byte buffers (ice.h →
+    /// ICE_AQ_LEN; ice_controlq.h → ICE_AQ_MAX_BUF_LEN).
+    pub fn linux() -> AqConfig {
+        AqConfig {
+            sq_entries: 192,
+            rq_entries: 192,
+            sq_buf_size: 4096,
+            rq_buf_size: 4096,
+            timeouts: AqTimeouts::default(),
+        }
+    }
+
+    fn valid(&self) -> bool {
+        let ring = |n: u16| (1..=regs::LEN_MAX).contains(&n);
+        let buf = |n: u16| n > 0 && n as usize <= MAX_BUF_LEN;
+        ring(self.sq_entries)
+            && ring(self.rq_entries)
+            && buf(self.sq_buf_size)
+            && buf(self.rq_buf_size)
+    }
+}
+
+/// Why an admin-queue operation failed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum AqError {
+    /// Ring or buffer size zero or beyond its field (ice: EIO).
+    BadConfig,
+    /// DMA memory for the rings could not be had.
+    Dma(DmaError),
+    /// The ring base address did not read back (ice_cfg_cq_regs: EIO).
+    RegisterReadback,
+    /// The queue is not running (ice: EIO).
+    NotRunning,
+    /// The caller's buffer is empty or larger than a slot buffer (ice: EINVAL).
+    BadBuffer,
+    /// ATQH holds a value at or past the ring size; nothing was posted
+    /// (ice_sq_send_cmd: EIO).
+    HeadOutOfRange(u32),
+    /// No free ATQ slot (ice: ENOSPC).
+    RingFull,
+    /// The firmware did not complete the command in time; `critical` is the
+    /// CRIT bit of ATQLEN or ARQLEN (ice_sq_send_cmd: EIO either way).
+    Timeout {
+        /// The command's opcode.
+        opcode: u16,
+        /// Firmware reported a critical error.
+        critical: bool,
+    },
+    /// The firmware completed the command with a non-zero return code (the
+    /// low 8 bits of retval; names in [`rc`]) (ice: EIO).
+    Firmware {
+        /// The command's opcode.
+        opcode: u16,
+        /// The AQ return code.
+        code: u8,
+    },
+    /// The response is longer than the caller's buffer; nothing was copied
+    /// (ice_sq_send_cmd: EIO).
+    ResponseTooLong {
+        /// The datalen firmware reported.
+        datalen: u16,
+        /// The caller's buffer size.
+        capacity: usize,
+    },
+    /// An ARQ event carried the ERR flag (ice_clean_rq_elem: EIO); the
+    /// event was still consumed.
+    EventError {
+        /// The event's opcode.
+        opcode: u16,
+        /// Its return code.
+        code: u8,
+    },
+}
+
+impl AqError {
+    /// The Linux errno ice returns for the same failure (negative), for
+    /// comparison with the vendor's vectors.
+    pub fn linux_errno(&self) -> i32 {
+        match self {
+            AqError::BadBuffer => -22,
+            AqError::RingFull => -28,
+            AqError::Dma(_) => -12,
+            _ => -5,
+        }
+    }
+
+    /// The firmware return code, when the firmware gave one.
+    pub fn firmware_code(&self) -> Option<u8> {
+        match self {
+            AqError::Firmware { code, .. } | AqError::EventError { code, .. } => Some(*code),
+            _ => None,
+        }
+    }
+}
+
+impl From<DmaError> for AqError {
+    fn from(e: DmaError) -> Self {
+        AqError::Dma(e)
+    }
+}
+
+/// An event taken from the ARQ.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Event {
+    /// The descriptor firmware wrote (address bytes are the slot buffer's).
+    pub desc: Desc,
+    /// Bytes of the event's buffer copied to the caller: min(datalen,
+    /// caller's buffer).
+    pub msg_len: usize,
+    /// Events still waiting after this one.
+    pub pending: u16,
+    /// The ring slot the event was in.
+    pub slot: u16,
+}
+
+struct Ring<H: Hal> {
+    desc: Dma<H>,
+    bufs: Dma<H>,
+    entries: u16,
+    buf_size: u16,
+    ntu: u16,
+    ntc: u16,
+}
+
+impl<H: Hal> Ring<H> {
+    fn new(entries: u16, buf_size: u16) -> Result<Self, AqError> {
+        let desc = Dma::with_bytes(entries as usize * 32, BufferDirection::Both)?;
+        let bufs = Dma::with_bytes(entries as usize * buf_size as usize, BufferDirection::Both)?;
+        Ok(Ring { desc, bufs, entries, buf_size, ntu: 0, ntc: 0 })
+    }
+
+    fn buf_off(&self, slot: u16) -> usize {
+        slot as usize * self.buf_size as usize
+    }
+
+    fn buf_pa(&self, slot: u16) -> u64 {
+        self.bufs.paddr().wrapping_add(self.buf_off(slot) as u64)
+    }
+
+    fn read_desc(&self, slot: u16) -> Desc {
+        let mut b = [0u8; 32];
+        self.desc.read_bytes(slot as usize * 32, &mut b);
+        Desc::from_bytes(b)
+    }
+
+    fn write_desc(&self, slot: u16, d: &Desc) {
+        self.desc.write_bytes(slot as usize * 32, d.bytes());
+    }
+
+    fn next(&self, slot: u16) -> u16 {
+        if slot + 1 >= self.entries { 0 } else { slot + 1 }
+    }
+
+    /// The pre-posted receive descriptor of `slot` (ice_alloc_rq_bufs).
+    fn rx_armed(&self, slot: u16) -> Desc {
+        let mut d = Desc::from_bytes([0; 32]);
+        let mut fl = flags::BUF;
+        if self.buf_size as usize > LARGE_BUF {
+            fl |= flags::LB;
+        }
+        d.set_u16(off::FLAGS, fl);
+        d.set_u16(off::DATALEN, self.buf_size);
+        let pa = self.buf_pa(slot);
+        d.set_u32(off::ADDR_HIGH, (pa >> 32) as u32);
+        d.set_u32(off::ADDR_LOW, pa as u32);
+        d
+    }
+}
+
+/// Register block of one queue (ice: ICE_CQ_INIT_REGS with prefix PF_FW).
+struct QRegs {
+    head: usize,
+    tail: usize,
+    len: usize,
+    bal: usize,
+    bah: usize,
+}
+
+const ATQ: QRegs = QRegs {
+    head: regs::PF_FW_ATQH,
+    tail: regs::PF_FW_ATQT,
+    len: regs::PF_FW_ATQLEN,
+    bal: regs::PF_FW_ATQBAL,
+    bah: regs::PF_FW_ATQBAH,
+};
+const ARQ: QRegs = QRegs {
+    head: regs::PF_FW_ARQH,
+    tail: regs::PF_FW_ARQT,
+    len: regs::PF_FW_ARQLEN,
+    bal: regs::PF_FW_ARQBAL,
+    bah: regs::PF_FW_ARQBAH,
+};
+
+/// A running admin queue on one PF.
+///
+/// The rings and buffers are DMA memory the firmware may access while the
+/// queue is enabled; they are only freed by [`AdminQueue::shutdown`] /
+/// `Drop` after the queue's registers are cleared (ice_shutdown_sq/rq).
+pub struct AdminQueue<H: Hal, B: Bar> {
+    bar: B,
+    sq: Ring<H>,
+    rq: Ring<H>,
+    timeouts: AqTimeouts,
+    last_status: u8,
+    running: bool,
+}
+
+impl<H: Hal, B: Bar> AdminQueue<H, B> {
+    /// Allocates the rings and brings both queues up, ATQ first (ice_init_sq,
+    /// ice_init_rq). Nothing is written when the configuration is refused.
+    /// On a failed read-back the queue registers are left as ice leaves them
+    /// and the ring memory is leaked (never freed while the device may use it).
+    pub fn start(bar: B, cfg: &AqConfig) -> Result<Self, AqError> {
+        if !cfg.valid() {
+            return Err(AqError::BadConfig);
+        }
+        let sq = Ring::new(cfg.sq_entries, cfg.sq_buf_size)?;
+        let rq = Ring::new(cfg.rq_entries, cfg.rq_buf_size)?;
+        for slot in 0..rq.entries {
+            rq.write_desc(slot, &rq.rx_armed(slot));
+        }
+        let mut aq =
+            AdminQueue { bar, sq, rq, timeouts: cfg.timeouts, last_status: 0, running: false };
+        barrier::wmb();
+        let configured = aq
+            .cfg_regs(&ATQ, aq.sq.desc.paddr(), aq.sq.entries)
+            .and_then(|()| aq.cfg_regs(&ARQ, aq.rq.desc.paddr(), aq.rq.entries));
+        if let Err(e) = configured {
+            // ice writes nothing more on this path (the vectors record no
+            // further register write), so the queue stays enabled at an
+            // address that did not stick: the rings are leaked, never freed,
+            // because the device may still reach them.
+            core::mem::forget(aq);
+            return Err(e);
+        }
+        aq.bar.write32(ARQ.tail, u32::from(aq.rq.entries - 1));
+        aq.running = true;
+        Ok(aq)
+    }
+
+    /// ice_cfg_cq_regs: HEAD, TAIL, LEN | ENABLE, BAL, BAH, BAL read back.
+    fn cfg_regs(&self, r: &QRegs, pa: u64, entries: u16) -> Result<(), AqError> {
+        self.bar.write32(r.head, 0);
+        self.bar.write32(r.tail, 0);
+        self.bar.write32(r.len, u32::from(entries) | regs::LEN_ENABLE);
+        self.bar.write32(r.bal, pa as u32);
+        self.bar.write32(r.bah, (pa >> 32) as u32);
+        if self.bar.read32(r.bal) != pa as u32 {
+            return Err(AqError::RegisterReadback);
+        }
+        Ok(())
+    }
+
+    /// ice_shutdown_sq / ice_shutdown_rq: HEAD, TAIL, LEN, BAL, BAH = 0.
+    fn clear_regs(&self, r: &QRegs) {
+        self.bar.write32(r.head, 0);
+        self.bar.write32(r.tail, 0);
+        self.bar.write32(r.len, 0);
+        self.bar.write32(r.bal, 0);
+        self.bar.write32(r.bah, 0);
+    }
+
+    /// The BAR.
+    pub fn bar(&self) -> &B {
+        &self.bar
+    }
+
+    /// Whether ATQLEN holds (entries | ENABLE) (ice_check_sq_alive).
+    pub fn sq_alive(&self) -> bool {
+        let v = self.bar.read32(ATQ.len);
+        v & (regs::LEN_MASK | regs::LEN_ENABLE) == u32::from(self.sq.entries) | regs::LEN_ENABLE
+    }
+
+    /// Whether the rings are configured (not shut down).
+    pub fn is_running(&self) -> bool {
+        self.running
+    }
+
+    /// The AQ return code of the last command sent (ice `sq_last_status`).
+    pub fn last_status(&self) -> u8 {
+        self.last_status
+    }
+
+    /// (next_to_use, next_to_clean) of the ATQ.
+    pub fn sq_state(&self) -> (u16, u16) {
+        (self.sq.ntu, self.sq.ntc)
+    }
+
+    /// (next_to_use, next_to_clean) of the ARQ.
+    pub fn rq_state(&self) -> (u16, u16) {
+        (self.rq.ntu, self.rq.ntc)
+    }
+
+    /// Entries of (ATQ, ARQ); (0, 0) once shut down, as ice reports.
+    pub fn counts(&self) -> (u16, u16) {
+        if self.running { (self.sq.entries, self.rq.entries) } else { (0, 0) }
+    }
+
+    /// Bus address of the ATQ ring and of the ARQ ring.
+    pub fn ring_addrs(&self) -> (u64, u64) {
+        (self.sq.desc.paddr(), self.rq.desc.paddr())
+    }
+
+    /// The descriptor in ARQ slot `slot` (for inspection).
+    pub fn arq_desc(&self, slot: u16) -> Option<Desc> {
+        (slot < self.rq.entries).then(|| self.rq.read_desc(slot))
+    }
+
+    /// Sends one command and waits for its completion, with ice's EBUSY
+    /// resend for the opcodes Linux retries (ice_aq_send_cmd).
+    ///
+    /// `desc` is updated with the completed descriptor; `buf` (if any) goes
+    /// to firmware and receives `datalen` bytes of the answer.
+    pub fn send(&mut self, desc: &mut Desc, mut buf: Option<&mut [u8]>) -> Result<(), AqError> {
+        let retry = Opcode::from_u16(desc.opcode()).is_some_and(Opcode::retried_on_busy);
+        if !retry {
+            return self.send_once(desc, buf);
+        }
+        let orig = *desc;
+        // The original buffer is resent each time; keep a copy (a resend
+        // must not carry the first answer's bytes).
+        let mut saved = [0u8; MAX_BUF_LEN];
+        let blen = buf.as_deref().map_or(0, <[u8]>::len);
+        if let (Some(b), Some(s)) = (buf.as_deref(), saved.get_mut(..blen)) {
+            s.copy_from_slice(b);
+        }
+        let mut sends = 0u8;
+        loop {
+            sends += 1;
+            let r = self.send_once(desc, buf.as_deref_mut());
+            let busy = matches!(r, Err(AqError::Firmware { code: rc::EBUSY, .. }));
+            if !busy || sends >= self.timeouts.busy_sends {
+                return r;
+            }
+            let until = H::now().saturating_add(self.timeouts.busy_delay);
+            wait_until::<H>(until, || false);
+            *desc = orig;
+            if let (Some(b), Some(s)) = (buf.as_deref_mut(), saved.get(..blen)) {
+                b.copy_from_slice(s);
+            }
+        }
+    }
+
+    /// One send (ice_sq_send_cmd).
+    fn send_once(&mut self, desc: &mut Desc, buf: Option<&mut [u8]>) -> Result<(), AqError> {
+        if !self.running {
+            return Err(AqError::NotRunning);
+        }
+        if let Some(b) = buf.as_deref()
+            && (b.is_empty() || b.len() > self.sq.buf_size as usize)
+        {
+            return Err(AqError::BadBuffer);
+        }
+        self.last_status = rc::OK;
+        let head = self.bar.read32(ATQ.head);
+        if head >= u32::from(self.sq.entries) {
+            return Err(AqError::HeadOutOfRange(head));
+        }
+        self.clean_sq(head as u16);
+        if self.sq.next(self.sq.ntu) == self.sq.ntc {
+            return Err(AqError::RingFull);
+        }
+        let slot = self.sq.ntu;
+        let mut on_ring = *desc;
+        if let Some(b) = buf.as_deref() {
+            self.sq.bufs.write_bytes(self.sq.buf_off(slot), b);
+            let mut fl = flags::BUF;
+            if b.len() > LARGE_BUF {
+                fl |= flags::LB;
+            }
+            on_ring.or_flags(fl);
+            on_ring.set_u16(off::DATALEN, b.len() as u16);
+            let pa = self.sq.buf_pa(slot);
+            on_ring.set_u32(off::ADDR_HIGH, (pa >> 32) as u32);
+            on_ring.set_u32(off::ADDR_LOW, pa as u32);
+        }
+        self.sq.write_desc(slot, &on_ring);
+        self.sq.ntu = self.sq.next(slot);
+        barrier::wmb();
+        self.bar.write32(ATQ.tail, u32::from(self.sq.ntu));
+        let _ = self.bar.read32(regs::GLGEN_STAT);
+
+        let ntu = u32::from(self.sq.ntu);
+        let bar = &self.bar;
+        let deadline = H::now().saturating_add(self.timeouts.command);
+        let done = wait_until::<H>(deadline, || bar.read32(ATQ.head) == ntu);
+        if !done {
+            let crit = |r: usize| bar.read32(r) & regs::LEN_CRIT != 0;
+            let critical = crit(ARQ.len) || crit(ATQ.len);
+            return Err(AqError::Timeout { opcode: desc.opcode(), critical });
+        }
+        barrier::dma_rmb();
+        let done_desc = self.sq.read_desc(slot);
+        *desc = done_desc;
+        let mut result = Ok(());
+        if let Some(b) = buf {
+            let datalen = done_desc.datalen();
+            match b.get_mut(..datalen as usize) {
+                Some(dst) => {
+                    self.sq.bufs.read_bytes(self.sq.buf_off(slot), dst);
+                }
+                None => result = Err(AqError::ResponseTooLong { datalen, capacity: b.len() }),
+            }
+        }
+        let code = done_desc.retval();
+        self.last_status = code;
+        if result.is_ok() && code != rc::OK {
+            result = Err(AqError::Firmware { opcode: done_desc.opcode(), code });
+        }
+        result
+    }
+
+    /// ice_clean_sq: zero and reclaim the slots the head has passed.
+    fn clean_sq(&mut self, head: u16) {
+        let mut n = 0;
+        while self.sq.ntc != head && n < self.sq.entries {
+            self.sq.write_desc(self.sq.ntc, &Desc::from_bytes([0; 32]));
+            self.sq.ntc = self.sq.next(self.sq.ntc);
+            n += 1;
+        }
+    }
+
+    /// Takes the next firmware event, if any (ice_clean_rq_elem): copies its
+    /// descriptor and up to `out.len()` bytes of its buffer, re-arms the slot
+    /// and writes ARQT = the slot. `Ok(None)` when nothing is waiting. An
+    /// event with the ERR flag is consumed and reported as
+    /// [`AqError::EventError`].
+    pub fn next_event(&mut self, out: &mut [u8]) -> Result<Option<Event>, AqError> {
+        if !self.running {
+            return Err(AqError::NotRunning);
+        }
+        let head = self.bar.read32(ARQ.head) & regs::LEN_MASK;
+        if head >= u32::from(self.rq.entries) {
+            return Err(AqError::HeadOutOfRange(head));
+        }
+        let head = head as u16;
+        let slot = self.rq.ntc;
+        if head == slot {
+            return Ok(None);
+        }
+        barrier::dma_rmb();
+        let d = self.rq.read_desc(slot);
+        let datalen = d.datalen() as usize;
+        let msg_len = datalen.min(out.len()).min(self.rq.buf_size as usize);
+        if let Some(dst) = out.get_mut(..msg_len) {
+            self.rq.bufs.read_bytes(self.rq.buf_off(slot), dst);
+        }
+        self.rq.write_desc(slot, &self.rq.rx_armed(slot));
+        barrier::wmb();
+        self.bar.write32(ARQ.tail, u32::from(slot));
+        self.rq.ntc = self.rq.next(slot);
+        self.rq.ntu = head;
+        let now_head =
+            (self.bar.read32(ARQ.head) & regs::LEN_MASK).min(u32::from(self.rq.entries)) as u16;
+        let ntc = self.rq.ntc;
+        let pending =
+            if ntc > now_head { self.rq.entries - ntc + now_head } else { now_head - ntc };
+        if d.flags() & flags::ERR != 0 {
+            return Err(AqError::EventError { opcode: d.opcode(), code: d.retval() });
+        }
+        Ok(Some(Event { desc: d, msg_len, pending, slot }))
+    }
+
+    /// Clears both queues' registers, ARQ first, without a Queue Shutdown
+    /// command (what ice_init_check_adminq does after a failed version
+    /// check).
+    pub fn stop_rq_then_sq(&mut self) {
+        if self.running {
+            self.clear_regs(&ARQ);
+            self.clear_regs(&ATQ);
+            self.running = false;
+        }
+    }
+
+    /// Clears both queues' registers, ATQ first (ice_shutdown_ctrlq after
+    /// Queue Shutdown).
+    pub fn stop_sq_then_rq(&mut self) {
+        if self.running {
+            self.clear_regs(&ATQ);
+            self.clear_regs(&ARQ);
+            self.running = false;
+        }
+    }
+
+    /// Sends Queue Shutdown (0x0003; byte 16 bit 0 = driver unloading) while
+    /// the ATQ is alive, ignoring its result, then clears the ATQ and ARQ
+    /// registers (ice_shutdown_ctrlq, ice_aq_q_shutdown). The result of the
+    /// command is returned for information.
+    pub fn shutdown(&mut self, unloading: bool) -> Result<(), AqError> {
+        let mut r = Ok(());
+        if self.running && self.sq_alive() {
+            let mut d = super::cmd::queue_shutdown(unloading);
+            r = self.send(&mut d, None);
+        }
+        self.stop_sq_then_rq();
+        r
+    }
+}
+
+impl<H: Hal, B: Bar> Drop for AdminQueue<H, B> {
+    fn drop(&mut self) {
+        // The rings are freed right after: make sure firmware no longer
+        // owns them.
+        self.stop_sq_then_rq();
+    }
+}
+
+#[cfg(test)]
+mod tests;

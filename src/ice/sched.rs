@@ -1,0 +1,504 @@
+//! The Tx scheduler branch RDMA needs: default topology, the chain of
+//! generic nodes from the entry-point layer to the VSI layer, the RDMA
+//! queue-group nodes below it, and the RDMA queue sets (spec
+//! ice-lan-for-rdma §2.11 and §2.13; ice_sched.c → ice_sched_init_port,
+//! ice_sched_rm_dflt_nodes, ice_sched_add_elems, ice_sched_cfg_vsi;
+//! ice_common.c → ice_cfg_vsi_rdma, ice_ena_vsi_rdma_qset,
+//! ice_dis_vsi_rdma_qset).
+//!
+//! The layers are never assumed: they come from Query Tx Scheduler
+//! Resources (0x0412) and the default topology (0x0400), as §6 item 3
+//! demands. With N layers: VSI layer N − 4 (N − 2 when N ≤ 5, where VSI and
+//! queue group coincide), queue-group layer N − 2, leaves N − 1
+//! (ice_sched_get_vsi_layer, ice_sched_get_qgrp_layer).
+//!
+//! Every node ice adds it also queries (0x0404), and records what the
+//! firmware reports (spec §7 item 8); this module does the same.
+
+use irdma_hal::{Bar, Hal};
+
+use super::aq::AdminQueue;
+use super::cmd::{CmdError, MAX_LAYERS};
+use super::desc::{Desc, MAX_BUF_LEN, Opcode};
+
+/// Element data bytes (16) as ice fills them for nodes it adds: generic SE
+/// (type 3), valid sections GENERIC|CIR|EIR (7), CIR/EIR profile 0 and
+/// weight 4 (ICE_SCHED_DFLT_RL_PROF_ID, ICE_SCHED_DFLT_BW_WT). Queue sets
+/// leave the type byte 0 (conformance README, "Scheduler").
+pub fn default_elem_data(elem_type: u8) -> [u8; 16] {
+    let mut d = [0u8; 16];
+    d[0] = elem_type;
+    d[1] = 7;
+    d[6] = 4;
+    d[10] = 4;
+    d
+}
+
+/// Element types (spec §2.11).
+pub mod elem_type {
+    /// Root port.
+    pub const ROOT: u8 = 1;
+    /// Traffic class.
+    pub const TC: u8 = 2;
+    /// Generic scheduling element.
+    pub const GENERIC: u8 = 3;
+    /// Entry point.
+    pub const ENTRY_POINT: u8 = 4;
+    /// Leaf.
+    pub const LEAF: u8 = 5;
+}
+
+/// Who a node belongs to (ice software bookkeeping only; the AQ carries no
+/// owner: spec §2.11).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Owner {
+    /// LAN (0).
+    Lan,
+    /// RDMA (2).
+    Rdma,
+}
+
+/// One scheduler node as the driver keeps it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Node {
+    /// The node's TEID.
+    pub teid: u32,
+    /// Parent TEID (0 for the root).
+    pub parent: u32,
+    /// Layer (root 0).
+    pub layer: u8,
+    /// Traffic class.
+    pub tc: u8,
+    /// Owner.
+    pub owner: Owner,
+    /// The 16 element-data bytes the firmware reported.
+    pub data: [u8; 16],
+}
+
+impl Node {
+    /// The element type (data byte 0).
+    pub fn elem_type(&self) -> u8 {
+        self.data[0]
+    }
+}
+
+/// Most nodes the driver tracks (root, up to 8 TCs, one VSI chain per TC
+/// and RDMA qsets).
+pub const MAX_NODES: usize = 96;
+
+/// 24-byte scheduling element: parent TEID, node TEID, 16 data bytes.
+const ELEM_LEN: usize = 24;
+
+fn rd32(b: &[u8], at: usize) -> u32 {
+    let g = |i: usize| b.get(at + i).copied().unwrap_or(0);
+    u32::from_le_bytes([g(0), g(1), g(2), g(3)])
+}
+
+fn elem_at(b: &[u8], at: usize) -> (u32, u32, [u8; 16]) {
+    let mut d = [0u8; 16];
+    if let Some(s) = b.get(at + 8..at + 24) {
+        d.copy_from_slice(s);
+    }
+    (rd32(b, at), rd32(b, at + 4), d)
+}
+
+/// The driver's copy of the port's scheduler tree.
+#[derive(Clone, Debug)]
+pub struct Tree {
+    nodes: heapless::Vec<Node, MAX_NODES>,
+    /// Logical layers (0x0412).
+    pub layers: u8,
+    /// Layer of the entry point (from the default topology).
+    pub entry_layer: u8,
+    /// The node before the default leaf (ice `last_node_teid`).
+    pub last_node_teid: u32,
+}
+
+impl Tree {
+    /// An empty tree for a scheduler of `layers` layers (2..=9).
+    pub fn new(layers: u8) -> Result<Tree, CmdError> {
+        if !(2..=MAX_LAYERS as u8).contains(&layers) {
+            return Err(CmdError::BadResponse("scheduler layer count outside 2..=9"));
+        }
+        Ok(Tree { nodes: heapless::Vec::new(), layers, entry_layer: 0, last_node_teid: 0 })
+    }
+
+    /// The nodes, in insertion order.
+    pub fn nodes(&self) -> &[Node] {
+        &self.nodes
+    }
+
+    /// The node with this TEID.
+    pub fn find(&self, teid: u32) -> Option<&Node> {
+        self.nodes.iter().find(|n| n.teid == teid)
+    }
+
+    /// Children of `teid`.
+    pub fn children(&self, teid: u32) -> impl Iterator<Item = &Node> {
+        self.nodes.iter().filter(move |n| n.parent == teid && n.teid != teid)
+    }
+
+    /// The root's TEID.
+    pub fn root(&self) -> Option<u32> {
+        self.nodes.iter().find(|n| n.layer == 0).map(|n| n.teid)
+    }
+
+    /// The TC node of traffic class `tc`.
+    pub fn tc_node(&self, tc: u8) -> Option<u32> {
+        self.nodes.iter().find(|n| n.layer == 1 && n.tc == tc).map(|n| n.teid)
+    }
+
+    /// VSI layer (ice_sched_get_vsi_layer).
+    pub fn vsi_layer(&self) -> u8 {
+        if self.layers > 5 { self.layers - 4 } else { self.layers.saturating_sub(2) }
+    }
+
+    /// Queue-group layer (ice_sched_get_qgrp_layer).
+    pub fn qgrp_layer(&self) -> u8 {
+        self.layers.saturating_sub(2)
+    }
+
+    fn push(&mut self, n: Node) -> Result<(), CmdError> {
+        self.nodes.push(n).map_err(|_| CmdError::Invalid("scheduler tree full"))
+    }
+
+    fn remove(&mut self, teid: u32) {
+        self.nodes.retain(|n| n.teid != teid);
+    }
+
+    /// Writes the nodes in depth-first order from the root (children in the
+    /// order they were added) into `out`; returns how many were written.
+    pub fn depth_first(&self, out: &mut [Node]) -> usize {
+        let Some(root) = self.root() else { return 0 };
+        let mut stack: heapless::Vec<u32, MAX_NODES> = heapless::Vec::new();
+        let _ = stack.push(root);
+        let mut n = 0;
+        while let Some(t) = stack.pop() {
+            if let (Some(node), Some(slot)) = (self.find(t), out.get_mut(n)) {
+                *slot = *node;
+                n += 1;
+            }
+            // push children in reverse so the first added is visited first
+            let kids: heapless::Vec<u32, MAX_NODES> = self.children(t).map(|c| c.teid).collect();
+            for k in kids.iter().rev() {
+                let _ = stack.push(*k);
+            }
+        }
+        n
+    }
+}
+
+/// The RDMA branch of one VSI on one TC.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RdmaBranch {
+    /// The VSI node.
+    pub vsi_node: u32,
+    /// The RDMA queue-group node: the parent of the qsets.
+    pub qgrp_node: u32,
+}
+
+impl<H: Hal, B: Bar> AdminQueue<H, B> {
+    /// Get Default Topology 0x0400 for `lport` into `buf` (4 KiB): returns
+    /// the number of branches (response byte 17) (ice_aq_get_dflt_topo).
+    pub fn get_default_topology(&mut self, lport: u8, buf: &mut [u8]) -> Result<u8, CmdError> {
+        let mut d = Desc::new(Opcode::GetDefaultTopology);
+        d.set_u8(16, lport);
+        self.send(&mut d, Some(buf))?;
+        Ok(d.u8_at(17))
+    }
+
+    /// Query Scheduling Elements 0x0404 for one TEID: returns (parent,
+    /// element data) (ice_sched_query_elem).
+    pub fn query_sched_elem(&mut self, teid: u32) -> Result<(u32, [u8; 16]), CmdError> {
+        let mut buf = [0u8; ELEM_LEN];
+        buf[4..8].copy_from_slice(&teid.to_le_bytes());
+        let mut d = Desc::new(Opcode::QuerySchedElems);
+        d.set_u16(16, 1);
+        self.send(&mut d, Some(&mut buf))?;
+        if d.u16_at(18) != 1 {
+            return Err(CmdError::BadResponse("scheduling element not found"));
+        }
+        let (parent, _, data) = elem_at(&buf, 0);
+        Ok((parent, data))
+    }
+
+    /// Delete Scheduling Elements 0x040F: one group, `teid` under `parent`
+    /// (ice_sched_remove_elems).
+    pub fn delete_sched_elem(&mut self, parent: u32, teid: u32) -> Result<(), CmdError> {
+        let mut buf = [0u8; 12];
+        buf[0..4].copy_from_slice(&parent.to_le_bytes());
+        buf[4..6].copy_from_slice(&1u16.to_le_bytes());
+        buf[8..12].copy_from_slice(&teid.to_le_bytes());
+        let mut d = Desc::new(Opcode::DeleteSchedElems);
+        d.set_u16(16, 1);
+        self.send(&mut d, Some(&mut buf))?;
+        if d.u16_at(18) != 1 {
+            return Err(CmdError::BadResponse("scheduling element not deleted"));
+        }
+        Ok(())
+    }
+
+    /// Add Scheduling Elements 0x0401: one group of `teids.len()` generic
+    /// nodes under `parent` (1..=170, what one 4 KiB buffer holds); the
+    /// TEIDs the firmware writes back go
+    /// to `teids` (ice_sched_add_elems; response bytes 18–19 = groups added,
+    /// which must be 1).
+    pub fn add_sched_elems(&mut self, parent: u32, teids: &mut [u32]) -> Result<(), CmdError> {
+        let n = teids.len();
+        if n == 0 || 8 + n * ELEM_LEN > MAX_BUF_LEN {
+            return Err(CmdError::Invalid("scheduling elements beyond one buffer"));
+        }
+        let mut buf = [0u8; MAX_BUF_LEN];
+        let len = 8 + n * ELEM_LEN;
+        buf[0..4].copy_from_slice(&parent.to_le_bytes());
+        buf[4..6].copy_from_slice(&(n as u16).to_le_bytes());
+        for i in 0..n {
+            let at = 8 + i * ELEM_LEN;
+            buf[at..at + 4].copy_from_slice(&parent.to_le_bytes());
+            buf[at + 8..at + 24].copy_from_slice(&default_elem_data(elem_type::GENERIC));
+        }
+        let mut d = Desc::new(Opcode::AddSchedElems);
+        d.set_u16(16, 1);
+        self.send(&mut d, Some(&mut buf[..len]))?;
+        if d.u16_at(18) != 1 {
+            return Err(CmdError::BadResponse("firmware added no scheduling element"));
+        }
+        for (i, t) in teids.iter_mut().enumerate() {
+            *t = rd32(&buf, 8 + i * ELEM_LEN + 4);
+        }
+        Ok(())
+    }
+
+    /// [`add_sched_elems`](Self::add_sched_elems) for one node.
+    pub fn add_sched_elem(&mut self, parent: u32) -> Result<u32, CmdError> {
+        let mut t = [0u32; 1];
+        self.add_sched_elems(parent, &mut t)?;
+        Ok(t[0])
+    }
+
+    /// Add RDMA Queue Set 0x0C33: one group under the RDMA queue-group node
+    /// `parent`, one entry per `qs_handles` (tx_qset_id = irdma's
+    /// qs_handle, 10 bits); the TEIDs the firmware assigns go to `teids`
+    /// (ice_aq_add_rdma_qsets; spec §2.13).
+    pub fn add_rdma_qsets(
+        &mut self,
+        parent: u32,
+        qs_handles: &[u16],
+        teids: &mut [u32],
+    ) -> Result<(), CmdError> {
+        let n = qs_handles.len();
+        if n == 0 || teids.len() < n || 8 + n * ELEM_LEN > MAX_BUF_LEN {
+            return Err(CmdError::Invalid("queue-set count out of range"));
+        }
+        if qs_handles.iter().any(|h| *h > 0x3ff) {
+            return Err(CmdError::Invalid("qs_handle beyond 10 bits"));
+        }
+        let mut buf = [0u8; MAX_BUF_LEN];
+        let len = 8 + n * ELEM_LEN;
+        buf[0..4].copy_from_slice(&parent.to_le_bytes());
+        buf[4..6].copy_from_slice(&(n as u16).to_le_bytes());
+        for (i, h) in qs_handles.iter().enumerate() {
+            let at = 8 + i * ELEM_LEN;
+            buf[at..at + 2].copy_from_slice(&h.to_le_bytes());
+            buf[at + 8..at + 24].copy_from_slice(&default_elem_data(0));
+        }
+        let mut d = Desc::new(Opcode::AddRdmaQset);
+        d.set_u8(16, 1);
+        self.send(&mut d, Some(&mut buf[..len]))?;
+        for (i, t) in teids.iter_mut().take(n).enumerate() {
+            *t = rd32(&buf, 8 + i * ELEM_LEN + 4);
+        }
+        Ok(())
+    }
+
+    /// Disable Tx Queues 0x0C31 for one RDMA qset: FLUSH_PIPE (byte 16 bit
+    /// 3), one entry, timeout 5 (bytes 18–19 bits 15:10); the item is the
+    /// parent TEID, count 1, q_id = qs_handle | bit 15 (RDMA qset)
+    /// (ice_aq_dis_lan_txq via ice_dis_vsi_rdma_qset; spec §2.13).
+    pub fn dis_rdma_qset(&mut self, parent: u32, qs_handle: u16) -> Result<(), CmdError> {
+        if qs_handle > 0x3ff {
+            return Err(CmdError::Invalid("qs_handle beyond 10 bits"));
+        }
+        let mut buf = [0u8; 8];
+        buf[0..4].copy_from_slice(&parent.to_le_bytes());
+        buf[4] = 1;
+        buf[6..8].copy_from_slice(&(qs_handle | 0x8000).to_le_bytes());
+        let mut d = Desc::new(Opcode::DisableTxQueues);
+        d.set_u8(16, 1 << 3);
+        d.set_u8(17, 1);
+        d.set_u16(18, 5 << 10);
+        self.send(&mut d, Some(&mut buf))?;
+        Ok(())
+    }
+
+    /// ice_sched_init_port: reads the default topology of `lport`, records
+    /// every node (querying each except the root), notes the entry-point
+    /// layer and deletes the firmware's default nodes at or below it,
+    /// bottom-up, keeping root and TC nodes.
+    pub fn sched_init_port(&mut self, lport: u8, layers: u8) -> Result<Tree, CmdError> {
+        let mut tree = Tree::new(layers)?;
+        let mut buf = [0u8; MAX_BUF_LEN];
+        let branches = match self.get_default_topology(lport, &mut buf) {
+            Ok(b) => b,
+            // ice_sched_init_port tolerates a failed 0x0400 (the vectors'
+            // `topo_error_*` case): the port is left without a tree, and
+            // any later step that needs a TC node fails.
+            Err(CmdError::Aq(super::aq::AqError::Firmware { .. })) => return Ok(tree),
+            Err(e) => return Err(e),
+        };
+        if branches == 0 || branches > 8 {
+            return Err(CmdError::BadResponse("default topology has no usable branch"));
+        }
+        // Branch: 8-byte header (parent TEID, element count), then up to 9
+        // elements of 24 bytes: 224 bytes (spec §2.11, computed).
+        let mut entry_layer = None;
+        for br in 0..branches as usize {
+            let base = br * (8 + MAX_LAYERS * ELEM_LEN);
+            let count = u16::from_le_bytes([buf[base + 4], buf[base + 5]]) as usize;
+            let count = count.min(MAX_LAYERS).min(layers as usize);
+            for j in 0..count {
+                let (parent, teid, data) = elem_at(&buf, base + 8 + j * ELEM_LEN);
+                if tree.find(teid).is_some() {
+                    continue;
+                }
+                let layer = j as u8;
+                let mut node = Node { teid, parent, layer, tc: br as u8, owner: Owner::Lan, data };
+                if layer > 0 {
+                    let (p, d) = self.query_sched_elem(teid)?;
+                    node.parent = p;
+                    node.data = d;
+                }
+                if node.elem_type() == elem_type::ENTRY_POINT && entry_layer.is_none() {
+                    entry_layer = Some(layer);
+                }
+                tree.push(node)?;
+            }
+            // ice takes the last node from the first branch only
+            if br == 0 && count >= 2 {
+                // the node before a leaf is the queue group (ice: last node)
+                let last = elem_at(&buf, base + 8 + (count - 1) * ELEM_LEN);
+                tree.last_node_teid = if last.2[0] == elem_type::LEAF {
+                    elem_at(&buf, base + 8 + (count - 2) * ELEM_LEN).1
+                } else {
+                    last.1
+                };
+            }
+        }
+        tree.entry_layer = entry_layer.unwrap_or(1);
+        // Remove the default nodes at or below the entry layer, deepest first.
+        let el = tree.entry_layer.max(2);
+        loop {
+            let victim = tree
+                .nodes()
+                .iter()
+                .filter(|n| n.layer >= el && tree.children(n.teid).next().is_none())
+                .max_by_key(|n| n.layer)
+                .copied();
+            let Some(v) = victim else { break };
+            self.delete_sched_elem(v.parent, v.teid)?;
+            tree.remove(v.teid);
+        }
+        Ok(tree)
+    }
+
+    /// Adds `teids.len()` generic nodes under `parent` at `layer` in one
+    /// 0x0401, then queries each (ice_sched_add_nodes_to_layer).
+    pub fn sched_add_nodes(
+        &mut self,
+        tree: &mut Tree,
+        parent: u32,
+        layer: u8,
+        tc: u8,
+        teids: &mut [u32],
+    ) -> Result<(), CmdError> {
+        if tree.nodes.len() + teids.len() > MAX_NODES {
+            return Err(CmdError::Invalid("scheduler tree full"));
+        }
+        if layer >= tree.layers || tree.find(parent).is_none() {
+            return Err(CmdError::Invalid("no such parent or layer"));
+        }
+        self.add_sched_elems(parent, teids)?;
+        for t in teids.iter() {
+            let (p, data) = self.query_sched_elem(*t)?;
+            tree.push(Node { teid: *t, parent: p, layer, tc, owner: Owner::Lan, data })?;
+        }
+        Ok(())
+    }
+
+    /// Adds one generic node under `parent` at `layer`, then queries it
+    /// (ice_sched_add_elems + ice_sched_add_node).
+    fn add_node(
+        &mut self,
+        tree: &mut Tree,
+        parent: u32,
+        layer: u8,
+        tc: u8,
+        owner: Owner,
+    ) -> Result<u32, CmdError> {
+        if tree.nodes.is_full() {
+            return Err(CmdError::Invalid("scheduler tree full"));
+        }
+        let teid = self.add_sched_elem(parent)?;
+        let (p, data) = self.query_sched_elem(teid)?;
+        tree.push(Node { teid, parent: p, layer, tc, owner, data })?;
+        Ok(teid)
+    }
+
+    /// Builds the RDMA branch for one VSI on `tc` (ice_cfg_vsi_rdma for a
+    /// single queue group): a chain of generic nodes from the entry layer
+    /// to the VSI layer under the TC node (LAN-owned), then RDMA-owned
+    /// nodes down to the queue-group layer.
+    pub fn sched_cfg_vsi_rdma(&mut self, tree: &mut Tree, tc: u8) -> Result<RdmaBranch, CmdError> {
+        let tc_node =
+            tree.tc_node(tc).ok_or(CmdError::Invalid("no TC node for this traffic class"))?;
+        let vsi_layer = tree.vsi_layer();
+        let qgrp_layer = tree.qgrp_layer();
+        let mut parent = tc_node;
+        let start = tree.entry_layer.max(2);
+        for layer in start..=vsi_layer {
+            parent = self.add_node(tree, parent, layer, tc, Owner::Lan)?;
+        }
+        let vsi_node = parent;
+        for layer in vsi_layer + 1..=qgrp_layer {
+            parent = self.add_node(tree, parent, layer, tc, Owner::Rdma)?;
+        }
+        Ok(RdmaBranch { vsi_node, qgrp_node: parent })
+    }
+
+    /// Adds RDMA qsets under the branch's queue-group node and records
+    /// them as leaves (ice_ena_vsi_rdma_qset): one 0x0C33, then a query of
+    /// each new TEID.
+    pub fn sched_ena_rdma_qsets(
+        &mut self,
+        tree: &mut Tree,
+        branch: &RdmaBranch,
+        tc: u8,
+        qs_handles: &[u16],
+        teids: &mut [u32],
+    ) -> Result<(), CmdError> {
+        if tree.nodes.len() + qs_handles.len() > MAX_NODES {
+            return Err(CmdError::Invalid("scheduler tree full"));
+        }
+        self.add_rdma_qsets(branch.qgrp_node, qs_handles, teids)?;
+        let leaf = tree.layers.saturating_sub(1);
+        for t in teids.iter().take(qs_handles.len()) {
+            let (p, data) = self.query_sched_elem(*t)?;
+            tree.push(Node { teid: *t, parent: p, layer: leaf, tc, owner: Owner::Lan, data })?;
+        }
+        Ok(())
+    }
+
+    /// Removes one RDMA qset leaf (ice_dis_vsi_rdma_qset): an unknown TEID
+    /// is skipped without a command; on success the leaf leaves the tree.
+    pub fn sched_dis_rdma_qset(
+        &mut self,
+        tree: &mut Tree,
+        teid: u32,
+        qs_handle: u16,
+    ) -> Result<(), CmdError> {
+        let Some(node) = tree.find(teid).copied() else { return Ok(()) };
+        self.dis_rdma_qset(node.parent, qs_handle)?;
+        tree.remove(teid);
+        Ok(())
+    }
+}

@@ -1,0 +1,295 @@
+//! The LAN layer (`irdma::ice`) against the device model's firmware side
+//! (tests/mock-bar `lan`, written from the spec by another hand): a cold PF
+//! goes from PCI to RDMA traffic through `E810::bring_up`, and admin-queue
+//! faults give typed errors with nothing left behind.
+
+mod common;
+mod e2e_common;
+
+use std::time::Duration;
+
+use common::*;
+use e2e_common::{A, Addr, B, Side, link};
+use irdma::ice::bringup::Step;
+use irdma::ice::cmd::CmdError;
+use irdma::ice::{AqError, AqTimeouts, BringUpError, BringUpOptions, DdpPolicy, E810};
+
+type Pf = E810<FakeHal, ModelBar>;
+
+/// A cold PF whose firmware knows `a`'s MAC.
+fn cold(a: Addr) -> Config {
+    let mut c = small_fn_config();
+    c.lan.cold = true;
+    c.lan.mac = a.mac;
+    c
+}
+
+fn options() -> BringUpOptions<'static> {
+    let mut o = BringUpOptions {
+        probe: opts(),
+        link_wait: Duration::from_millis(500),
+        ..Default::default()
+    };
+    o.aq.sq_entries = 16;
+    o.aq.rq_entries = 16;
+    o.aq.timeouts = AqTimeouts { command: Duration::from_millis(100), ..AqTimeouts::default() };
+    o.reset_timeout = Duration::from_millis(500);
+    o.fw_load_timeout = Duration::from_millis(500);
+    o
+}
+
+fn up(bar: &ModelBar) -> Result<Pf, BringUpError> {
+    Pf::bring_up(bar.clone(), Profile::SMALL, options())
+}
+
+#[test]
+fn cold_pf_to_rdma_write_and_back() {
+    let _g = lock();
+    let base = FakeHal::live_pages();
+    let bar_a = ModelBar::standalone(cold(A));
+    let bar_b = bar_a.add_peer(cold(B));
+    let pa = up(&bar_a).expect("bring-up A");
+    let pb = up(&bar_b).expect("bring-up B");
+    assert!(pa.link.up(), "link up after restart AN");
+    assert_eq!(pa.lan.port().mac, Some(A.mac));
+    // the firmware's view: our VSI has the PE filter, one qset exists
+    let vsi = pa.lan.vsi_num();
+    assert!(
+        bar_a.with_device(|d| d.lan().vsis().get(&vsi).is_some_and(|v| v.pe_filter())),
+        "PE filter on"
+    );
+    assert_eq!(
+        pa.lan.tree().nodes().iter().filter(|n| n.elem_type() == 5).count(),
+        1,
+        "one qset leaf"
+    );
+    {
+        let mut sa = Side::new(&pa.device, A, 16, e2e_common_cap());
+        let mut sb = Side::new(&pb.device, B, 16, e2e_common_cap());
+        link(&mut sa, &mut sb);
+        let src = sa.region(1, 0x11);
+        let dst = sb.region(1, 0x22);
+        let sges = [src.sge(0, 256)];
+        let wr = e2e_common::signaled(7, e2e_common::write_op(dst.addr() + 64, dst.key()), &sges);
+        sa.qp.post_send(&[wr]).expect("post");
+        let wc = sa.one();
+        assert_eq!(wc.status, WcStatus::Success, "{wc:?}");
+        assert_eq!(dst.bytes(64, 256), src.bytes(0, 256), "bytes landed");
+    }
+    assert_eq!(bar_a.with_device(|d| d.counters().lan_gated_wqes), 0);
+    assert_eq!(bar_b.with_device(|d| d.counters().pe_filter_drops), 0);
+    pa.shut_down().expect("teardown A");
+    pb.shut_down().expect("teardown B");
+    assert!(
+        !bar_a.with_device(|d| d.lan().vsis().get(&vsi).is_some_and(|v| v.pe_filter())),
+        "PE filter off after teardown"
+    );
+    assert_eq!(FakeHal::live_pages(), base, "everything freed");
+}
+
+fn e2e_common_cap() -> QpCap {
+    QpCap { max_send_wr: 8, max_recv_wr: 8, max_send_sge: 2, max_recv_sge: 2, max_inline_data: 0 }
+}
+
+/// Runs a bring-up that must fail, checks nothing leaked, returns the error.
+fn fails(cfg: Config, arm: impl FnOnce(&ModelBar), o: BringUpOptions<'_>) -> BringUpError {
+    let base = FakeHal::live_pages();
+    let bar = ModelBar::standalone(cfg);
+    arm(&bar);
+    let e = match Pf::bring_up(bar.clone(), Profile::SMALL, o) {
+        Ok(_) => panic!("bring-up should fail"),
+        Err(e) => e,
+    };
+    assert_eq!(FakeHal::live_pages(), base, "nothing left allocated after {e}");
+    e
+}
+
+#[test]
+fn aq_timeout_and_crit_are_typed() {
+    let _g = lock();
+    let e = fails(cold(A), |b| b.with_device(|d| d.faults().aq_hang_at = Some(3)), options());
+    assert!(
+        matches!(
+            e,
+            BringUpError::Command(_, CmdError::Aq(AqError::Timeout { critical: false, .. }))
+        ),
+        "{e:?}"
+    );
+    let e = fails(cold(A), |b| b.with_device(|d| d.faults().aq_crit = true), options());
+    assert!(
+        matches!(
+            e,
+            BringUpError::Command(
+                Step::AdminQueue,
+                CmdError::Aq(AqError::Timeout { critical: true, .. })
+            )
+        ),
+        "{e:?}"
+    );
+}
+
+#[test]
+fn firmware_error_per_opcode_stops_at_its_step() {
+    let _g = lock();
+    let cases: [(u16, Step); 9] = [
+        (0x02A4, Step::ClearPfConfig),
+        (0x000B, Step::Caps),
+        (0x0200, Step::SwitchConfig),
+        (0x0412, Step::Scheduler),
+        (0x0107, Step::MacRead),
+        (0x0603, Step::MacConfig),
+        (0x0210, Step::AddVsi),
+        (0x0401, Step::RdmaBranch),
+        (0x02A0, Step::SwitchRules),
+    ];
+    for (opc, step) in cases {
+        let e = fails(
+            cold(A),
+            |b| b.with_device(|d| d.faults().aq_fail_opcode = Some((opc, 14))),
+            options(),
+        );
+        match e {
+            BringUpError::Command(s, CmdError::Aq(AqError::Firmware { opcode, code: 14 })) => {
+                assert_eq!((s, opcode), (step, opc));
+            }
+            other => panic!("{opc:#06x}: {other:?}"),
+        }
+    }
+    // Clear PXE's EEXIST is "already not in PXE mode": not an error
+    let bar = ModelBar::standalone(cold(A));
+    bar.with_device(|d| d.faults().aq_fail_opcode = Some((0x0110, 13)));
+    up(&bar).expect("EEXIST from Clear PXE tolerated").shut_down().expect("down");
+}
+
+#[test]
+fn refusals_recovery_rdma_off_and_ddp() {
+    let _g = lock();
+    let mut c = cold(A);
+    c.lan.recovery_mode = true;
+    assert!(matches!(fails(c, |_| {}, options()), BringUpError::FirmwareRecovery));
+    let mut c = cold(A);
+    c.lan.rdma = false;
+    assert!(matches!(fails(c, |_| {}, options()), BringUpError::RdmaDisabled));
+    let mut c = cold(A);
+    c.lan.valid_functions = 0x1f;
+    assert!(matches!(fails(c, |_| {}, options()), BringUpError::RdmaDisabled), "5 PFs");
+    let mut c = cold(A);
+    c.lan.package = None;
+    assert!(matches!(fails(c.clone(), |_| {}, options()), BringUpError::NoDdpPackage));
+    // a synthetic package (never a real one) is downloaded in 4 KiB chunks
+    let pkg = mock_bar::lan::synthetic_package(
+        [1, 3, 36, 0],
+        "MOCK test pkg",
+        0xC000_0042,
+        &[0x5a; 9000],
+    );
+    let bar = ModelBar::standalone(c.clone());
+    let o = BringUpOptions { ddp: DdpPolicy::Download(&pkg), ..options() };
+    let pf = Pf::bring_up(bar.clone(), Profile::SMALL, o).expect("bring-up with download");
+    assert!(bar.with_device(|d| d.lan().package().is_some_and(|p| p.track_id == 0xC000_0042)));
+    pf.shut_down().expect("down");
+    // a corrupt package is refused by the firmware: typed error, lock released
+    let mut bad = pkg.clone();
+    bad[0] ^= 0xff;
+    let o = BringUpOptions { ddp: DdpPolicy::Download(&bad), ..options() };
+    let e = fails(c, |_| {}, o);
+    assert!(
+        matches!(
+            e,
+            BringUpError::Command(
+                Step::Ddp,
+                CmdError::Aq(AqError::Firmware { opcode: 0x0C40, .. })
+            )
+        ),
+        "{e:?}"
+    );
+}
+
+#[test]
+fn reset_in_the_middle_of_bring_up_is_an_error_not_a_hang() {
+    let _g = lock();
+    let e = fails(cold(A), |b| b.with_device(|d| d.faults().aq_reset_at = Some(6)), options());
+    assert!(matches!(e, BringUpError::Command(_, CmdError::Aq(AqError::Timeout { .. }))), "{e:?}");
+    // and the PF comes up again from there
+    let bar = ModelBar::standalone(cold(A));
+    bar.with_device(|d| d.faults().aq_reset_at = Some(6));
+    assert!(up(&bar).is_err());
+    up(&bar).expect("second bring-up after the reset").shut_down().expect("down");
+}
+
+#[test]
+fn link_events_arrive_on_the_arq_and_are_consumed() {
+    let _g = lock();
+    let bar = ModelBar::standalone(cold(A));
+    let mut pf = up(&bar).expect("bring-up");
+    // nothing pending after bring-up beyond the link-up report(s)
+    let _ = pf.lan.poll_events().expect("poll");
+    assert_eq!(pf.lan.poll_events().expect("poll"), None, "queue drained");
+    bar.with_device(|d| d.set_link(false));
+    let ev = pf.lan.poll_events().expect("poll").expect("a link event");
+    assert!(!ev.up(), "link down reported: {ev:?}");
+    assert!(!pf.lan.link_status().expect("status").up());
+    bar.with_device(|d| d.set_link(true));
+    let ev = pf.lan.poll_events().expect("poll").expect("a link event");
+    assert!(ev.up());
+    assert_eq!(pf.lan.poll_events().expect("poll"), None);
+    pf.shut_down().expect("down");
+}
+
+#[test]
+fn link_down_is_an_option_and_lldp_stop_is_sent() {
+    let _g = lock();
+    // no media: restart AN cannot bring the link up
+    let mut c = cold(A);
+    c.lan.media = false;
+    let bar = ModelBar::standalone(c.clone());
+    let o = BringUpOptions { link_wait: Duration::from_millis(50), ..options() };
+    let pf = Pf::bring_up(bar.clone(), Profile::SMALL, o).expect("link down tolerated by default");
+    assert!(!pf.link.up());
+    pf.shut_down().expect("down");
+    let o =
+        BringUpOptions { link_wait: Duration::from_millis(50), require_link: true, ..options() };
+    assert!(matches!(fails(c, |_| {}, o), BringUpError::LinkDown));
+    // stop_lldp sends 0x0A05: a firmware error on it surfaces as that opcode
+    let o = BringUpOptions { stop_lldp: true, ..options() };
+    let e = fails(cold(A), |b| b.with_device(|d| d.faults().aq_fail_opcode = Some((0x0A05, 1))), o);
+    assert!(
+        matches!(
+            e,
+            BringUpError::Command(
+                Step::Link,
+                CmdError::Aq(AqError::Firmware { opcode: 0x0A05, code: 1 })
+            )
+        ),
+        "{e:?}"
+    );
+}
+
+#[test]
+fn bad_options_are_refused_before_anything_is_touched() {
+    let _g = lock();
+    let bar = ModelBar::standalone(cold(A));
+    for o in [
+        BringUpOptions { vsi_rx_queues: 0, ..options() },
+        BringUpOptions { mtu: 9800, ..options() },
+        BringUpOptions { mtu: 100, ..options() },
+        BringUpOptions { max_frame: 0, ..options() },
+    ] {
+        let e = Pf::bring_up(bar.clone(), Profile::SMALL, o).err().expect("refused");
+        assert!(matches!(e, BringUpError::BadOptions(_)), "{e:?}");
+    }
+    assert_eq!(bar.with_device(|d| d.counters().aq_commands), 0, "no command sent");
+}
+
+#[test]
+fn msix_range_is_checked_against_the_function_caps() {
+    let _g = lock();
+    let mut c = cold(A);
+    c.lan.msix = (16, 0);
+    let o = BringUpOptions { msix: irdma::lan::MsixInfo { first: 10, count: 8 }, ..options() };
+    let e = fails(c.clone(), |_| {}, o);
+    assert!(matches!(e, BringUpError::MsixOutOfRange { available: 16 }), "{e:?}");
+    let bar = ModelBar::standalone(c);
+    let o = BringUpOptions { msix: irdma::lan::MsixInfo { first: 1, count: 8 }, ..options() };
+    Pf::bring_up(bar, Profile::SMALL, o).expect("inside the table").shut_down().expect("down");
+}
