@@ -271,6 +271,28 @@ impl<C> Completed<C> {
     }
 }
 
+/// A command without its type, for the non-generic post (`CqpCommand`
+/// has an associated const, so `dyn CqpCommand` does not exist): what
+/// the ring work needs of a command.
+pub(crate) trait DynCmd {
+    /// [`CqpCommand::encode`].
+    fn encode_dyn(&self, wqe: &mut [u64; 8], env: &mut Env) -> Result<(), EncodeError>;
+    /// [`CqpCommand::pre_post_writes`].
+    fn pre_post_writes_dyn(&self) -> &'static [(usize, u32)];
+}
+
+/// A borrowed command as a [`DynCmd`].
+pub(crate) struct Cmd<'a, C>(pub(crate) &'a C);
+
+impl<C: CqpCommand> DynCmd for Cmd<'_, C> {
+    fn encode_dyn(&self, wqe: &mut [u64; 8], env: &mut Env) -> Result<(), EncodeError> {
+        self.0.encode(wqe, env)
+    }
+    fn pre_post_writes_dyn(&self) -> &'static [(usize, u32)] {
+        self.0.pre_post_writes()
+    }
+}
+
 fn read_words<H: Hal, const N: usize>(buf: &Dma<H>) -> [u64; N] {
     let mut w = [0u64; N];
     for (i, x) in w.iter_mut().enumerate() {
@@ -610,13 +632,21 @@ impl<H: Hal, B: Bar> Cqp<H, B> {
     /// ring work are the non-generic `post_check` and
     /// `post_encoded`, shared by every command type.
     pub fn post<C: CqpCommand>(&mut self, cmd: C, scratch: u64) -> Result<Posted<C>, CqpError> {
+        let idx = self.post_dyn(&Cmd(&cmd), scratch)?;
+        Ok(Posted { cmd, idx })
+    }
+
+    /// [`Self::post`] without the command's type: the encoder is reached
+    /// through a vtable, so the environment set-up, the
+    /// checks and the ring work exist once for every command type.
+    #[inline(never)]
+    fn post_dyn(&mut self, cmd: &dyn DynCmd, scratch: u64) -> Result<u16, CqpError> {
         let sdbuf_pa = self.post_check()?;
         let mut env = Env::new(self.limits);
         env.sdbuf_pa = sdbuf_pa;
         let mut wqe = [0u64; 8];
-        cmd.encode(&mut wqe, &mut env)?;
-        let idx = self.post_encoded(&wqe, &env, cmd.pre_post_writes(), scratch);
-        Ok(Posted { cmd, idx })
+        cmd.encode_dyn(&mut wqe, &mut env)?;
+        Ok(self.post_encoded(&wqe, &env, cmd.pre_post_writes_dyn(), scratch))
     }
 
     /// The checks before a post; the bus address of the next slot's
@@ -719,8 +749,19 @@ impl<H: Hal, B: Bar> Cqp<H, B> {
 
     /// Posts `cmd` and waits for it.
     pub fn exec<C: CqpCommand>(&mut self, cmd: C, scratch: u64) -> Result<Completed<C>, CqpError> {
-        let p = self.post(cmd, scratch)?;
-        self.wait(p)
+        let info = self.exec_dyn(&Cmd(&cmd), scratch)?;
+        Ok(Completed { cmd, info })
+    }
+
+    /// [`Self::exec`] without the command's type (one copy for all).
+    #[inline(never)]
+    pub(crate) fn exec_dyn(
+        &mut self,
+        cmd: &dyn DynCmd,
+        scratch: u64,
+    ) -> Result<Completion, CqpError> {
+        let idx = self.post_dyn(cmd, scratch)?;
+        self.wait_slot(idx)
     }
 
     fn opcode_at(&self, idx: u16) -> u8 {

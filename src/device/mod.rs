@@ -878,10 +878,16 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
     /// Runs one command on the CQP during probe (refused once the device
     /// needs a reset; a timeout marks it so).
     fn exec<C: crate::cqp::CqpCommand>(&mut self, cmd: C) -> Result<Completion, CqpError> {
+        self.exec_dyn(&crate::cqp::engine::Cmd(&cmd))
+    }
+
+    /// [`Self::exec`] without the command's type (one copy for all).
+    #[inline(never)]
+    fn exec_dyn(&mut self, cmd: &dyn crate::cqp::engine::DynCmd) -> Result<Completion, CqpError> {
         if *self.needs_reset.get_mut() {
             return Err(CqpError::NeedsReset);
         }
-        let r = self.cqp_mut()?.exec(cmd, 0).map(|c| c.info());
+        let r = self.cqp_mut()?.exec_dyn(cmd, 0);
         if let Some(c) = self.cqp.get_mut().as_mut() {
             let f = self.flight.get_mut();
             while let Some((opcode, outcome)) = c.take_op_trace() {
@@ -1240,25 +1246,32 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
         let r = match g.as_mut() {
             Some(c) => {
                 let r = f(c);
-                // Lock order: CQP → flight recorder (nothing takes the
-                // recorder's lock and then another).
-                let mut fl = self.flight.lock();
-                while let Some((opcode, outcome)) = c.take_op_trace() {
-                    fl.push(crate::flight::FlightEvent::Cqp { opcode, outcome });
-                }
+                self.after_cqp(c, r.as_ref().err());
                 r
             }
             None => Err(CqpError::Protocol { what: "device closed" }),
         };
+        r
+    }
+
+    /// What [`Self::with_cqp`] does after `f`, with the CQP lock held
+    /// (non-generic: one copy for every caller): copy the op trace to the
+    /// flight recorder, and mark the device for reset after a timeout.
+    #[inline(never)]
+    fn after_cqp(&self, c: &mut Cqp<H, B>, err: Option<&CqpError>) {
+        // Lock order: CQP → flight recorder (nothing takes the
+        // recorder's lock and then another).
+        let mut fl = self.flight.lock();
+        while let Some((opcode, outcome)) = c.take_op_trace() {
+            fl.push(crate::flight::FlightEvent::Cqp { opcode, outcome });
+        }
+        drop(fl);
         // A timeout leaves the device's state unknown: Linux marks the
         // function for reset (utils.c: irdma_wait_event sets `rf->reset`
         // when the CQP made no progress).
-        if let Err(e) = &r
-            && matches!(e, CqpError::Timeout { .. })
-        {
+        if matches!(err, Some(CqpError::Timeout { .. })) {
             self.mark_needs_reset();
         }
-        r
     }
 
     /// Adds `event` to the flight recorder.
