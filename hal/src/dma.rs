@@ -163,6 +163,8 @@ unsafe impl<H: Hal> Sync for Dma<H> {}
 
 impl<H: Hal> Dma<H> {
     /// Allocates `pages` zeroed pages.
+    // Out of line, as `drop`: keeps the platform's allocator in one place.
+    #[inline(never)]
     pub fn new(pages: usize, direction: BufferDirection) -> Result<Self, DmaError> {
         if pages == 0 {
             return Err(DmaError::NoMemory);
@@ -289,6 +291,9 @@ impl<H: Hal> Dma<H> {
 }
 
 impl<H: Hal> Drop for Dma<H> {
+    // Out of line: the platform's `dma_dealloc` would otherwise be inlined
+    // at every place a `Dma` can be dropped (code size, issue #16).
+    #[inline(never)]
     fn drop(&mut self) {
         // SAFETY: these are the values `dma_alloc` returned, freed once, and the
         // owner of a `Dma` guarantees the device no longer uses it by dropping.
