@@ -1113,6 +1113,7 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
     }
 
     /// Keeps `d` in the quarantine and marks the device for reset.
+    #[inline(never)] // cold, called from many error paths (code size)
     pub(crate) fn quarantine(&self, d: Dma<H>) {
         self.quarantine.lock().put(d);
         self.mark_needs_reset();
