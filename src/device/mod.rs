@@ -430,6 +430,25 @@ pub struct Device<H: Hal, B: Bar + Clone> {
 /// One teardown op on the CQP.
 type CqpOp<'a, H, B> = dyn FnMut(&mut Cqp<H, B>) -> Result<(), CqpError> + 'a;
 
+/// Teardown's bookkeeping of one step's result: whether it succeeded; an
+/// error the device may own memory after marks it for reset, and the first
+/// error (other than "needs a reset") is kept. Out of line: teardown runs
+/// it after every step (code size).
+#[inline(never)]
+fn note_close(nr: &AtomicBool, first: &mut Option<CloseError>, r: Result<(), CqpError>) -> bool {
+    if let Err(e) = r {
+        if device_may_own(&e) {
+            nr.store(true, Ordering::Release);
+        }
+        if e != CqpError::NeedsReset {
+            first.get_or_insert(CloseError::Cqp(e));
+        }
+        false
+    } else {
+        true
+    }
+}
+
 fn pages_bytes(bytes: usize) -> u64 {
     (bytes.div_ceil(PAGE_SIZE).max(1) * PAGE_SIZE) as u64
 }
@@ -950,19 +969,7 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
                 quarantine.put(d);
             }
         };
-        let mut note = |r: Result<(), CqpError>| {
-            if let Err(e) = r {
-                if device_may_own(&e) {
-                    nr.store(true, Ordering::Release);
-                }
-                if e != CqpError::NeedsReset {
-                    first.get_or_insert(CloseError::Cqp(e));
-                }
-                false
-            } else {
-                true
-            }
-        };
+        let mut note = |r: Result<(), CqpError>| note_close(nr, &mut first, r);
         let aeq = self.aeq.get_mut().take();
         let ceq = self.ceq.take();
         let mut sds_released = false;
@@ -1233,6 +1240,19 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
             let [m0, m1, m2, m3, m4, m5] = l.mac;
             crate::res::default_key_seed(H::now(), &[l.pf_id, v0, v1, m0, m1, m2, m3, m4, m5])
         })
+    }
+
+    /// Runs one command on the CQP ([`Self::with_cqp`] + [`Cqp::exec`]);
+    /// only this shell is generic over the command type.
+    #[inline]
+    pub(crate) fn exec_cmd<C: crate::cqp::CqpCommand>(&self, cmd: C) -> Result<(), CqpError> {
+        self.exec_cmd_dyn(&crate::cqp::engine::Cmd(&cmd))
+    }
+
+    /// [`Self::exec_cmd`] without the command's type (one copy for all).
+    #[inline(never)]
+    fn exec_cmd_dyn(&self, cmd: &dyn crate::cqp::engine::DynCmd) -> Result<(), CqpError> {
+        self.with_cqp(|c| c.exec_dyn(cmd, 0).map(|_| ()))
     }
 
     /// Runs `f` with the CQP (shared by every control call).

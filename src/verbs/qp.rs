@@ -536,7 +536,7 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
         }
         let idx = ids.arp_ids.alloc_next()?;
         let cmd = ArpAdd { arp_index: idx as u16, mac, reach_max: 0, permanent: true };
-        match self.with_cqp(|c| c.exec(cmd, 0).map(|_| ())) {
+        match self.exec_cmd(cmd) {
             Ok(()) => {
                 if let Some(s) = ids.arp.get_mut(idx as usize) {
                     *s = ArpSlot { mac, refs: 1 };
@@ -559,7 +559,7 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
             s.refs -= 1;
             return Ok(());
         }
-        self.with_cqp(|c| c.exec(ArpDel { arp_index: idx }, 0).map(|_| ()))?;
+        self.exec_cmd(ArpDel { arp_index: idx })?;
         s.refs = 0;
         let _ = ids.arp_ids.free(idx.into());
         Ok(())
@@ -901,7 +901,7 @@ impl<'d, H: Hal, B: Bar + Clone, S: SendQueue> Qp<'d, H, B, S> {
                     next_state: qp_state::ERROR,
                     ..ModifyQp::default()
                 };
-                self.dev.with_cqp(|c| c.exec(m, 0).map(|_| ()))?;
+                self.dev.exec_cmd(m)?;
                 self.hw_error = true;
             }
             let d = DestroyQp {
@@ -912,7 +912,7 @@ impl<'d, H: Hal, B: Bar + Clone, S: SendQueue> Qp<'d, H, B, S> {
                 ignore_mw_bnd: false,
                 remove_hash_idx: false,
             };
-            self.dev.with_cqp(|c| c.exec(d, 0).map(|_| ()))?;
+            self.dev.exec_cmd(d)?;
             self.alive = false;
             self.dev.set_qp_error(self.id, false);
             self.dev.bind_qp_cqs(self.id, None);
