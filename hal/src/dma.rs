@@ -123,6 +123,14 @@ pub unsafe trait Hal {
     }
 }
 
+/// [`Hal::now`], out of line: the platform's clock read (often a counter
+/// read and a division) is then one copy, not one per wait loop in the
+/// control path (code size, issue #16).
+#[inline(never)]
+pub fn now<H: Hal>() -> Duration {
+    H::now()
+}
+
 /// Busy-waits until `deadline` (from [`Hal::now`]) or until `done` is true.
 /// Returns whether `done` became true.
 pub fn wait_until<H: Hal>(deadline: Duration, mut done: impl FnMut() -> bool) -> bool {
@@ -130,7 +138,7 @@ pub fn wait_until<H: Hal>(deadline: Duration, mut done: impl FnMut() -> bool) ->
         if done() {
             return true;
         }
-        if H::now() >= deadline {
+        if now::<H>() >= deadline {
             // One last look, so a completion that raced the clock is not lost.
             return done();
         }

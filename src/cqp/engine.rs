@@ -472,7 +472,7 @@ fn completion_rmb() {
 }
 
 fn deadline<H: Hal>(budget: Duration) -> Duration {
-    H::now().saturating_add(budget)
+    irdma_hal::dma::now::<H>().saturating_add(budget)
 }
 
 impl<H: Hal, B: Bar> Cqp<H, B> {
@@ -889,7 +889,7 @@ impl<H: Hal, B: Bar> Cqp<H, B> {
                             return Err(CqpError::OpFailed { opcode, major, minor });
                         }
                     }
-                    if H::now() >= end {
+                    if irdma_hal::dma::now::<H>() >= end {
                         return Err(CqpError::Timeout { what: "CQP op (CCQ)" });
                     }
                     H::relax();

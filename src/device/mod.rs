@@ -574,7 +574,7 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
         use ProbeStep as S;
         self.probe_step(S::FirmwareReady);
         // 1. Firmware ready (ctrl.c: irdma_wait_pe_ready).
-        let end = H::now().saturating_add(self.opts.fw_ready_timeout);
+        let end = irdma_hal::dma::now::<H>().saturating_add(self.opts.fw_ready_timeout);
         let mut st = [0u32; 3];
         let ready = irdma_hal::dma::wait_until::<H>(end, || {
             for (s, off) in st.iter_mut().zip(regs::GLPE_CPUSTATUS) {
@@ -1238,7 +1238,10 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
             let l = &self.lan;
             let [v0, v1] = l.vsi_num.to_le_bytes();
             let [m0, m1, m2, m3, m4, m5] = l.mac;
-            crate::res::default_key_seed(H::now(), &[l.pf_id, v0, v1, m0, m1, m2, m3, m4, m5])
+            crate::res::default_key_seed(
+                irdma_hal::dma::now::<H>(),
+                &[l.pf_id, v0, v1, m0, m1, m2, m3, m4, m5],
+            )
         })
     }
 
