@@ -753,6 +753,17 @@ impl<H: Hal, B: Bar> Cqp<H, B> {
         Ok(Completed { cmd, info })
     }
 
+    /// [`Self::exec`] when only the completion is wanted (the command is
+    /// not moved into a [`Completed`]).
+    #[inline]
+    pub(crate) fn exec_info<C: CqpCommand>(
+        &mut self,
+        cmd: C,
+        scratch: u64,
+    ) -> Result<Completion, CqpError> {
+        self.exec_dyn(&Cmd(&cmd), scratch)
+    }
+
     /// [`Self::exec`] without the command's type (one copy for all).
     #[inline(never)]
     pub(crate) fn exec_dyn(
@@ -968,7 +979,7 @@ impl<H: Hal, B: Bar> Cqp<H, B> {
             avoid_mem_cflct: false,
         };
         let keep = self.ccq.take();
-        let r = self.exec(cmd, 0).map(|_| ());
+        let r = self.exec_info(cmd, 0).map(|_| ());
         if r.is_err() {
             self.ccq = keep;
         }
@@ -977,7 +988,7 @@ impl<H: Hal, B: Bar> Cqp<H, B> {
 
     /// A NOP round trip (liveness check).
     pub fn nop(&mut self) -> Result<(), CqpError> {
-        self.exec(Nop, 0).map(|_| ())
+        self.exec_info(Nop, 0).map(|_| ())
     }
 
     /// Destroys the CQP: CCQ first, then CCQPHIGH/CCQPLOW ← 0 and wait for

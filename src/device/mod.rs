@@ -983,7 +983,7 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
         // failed): before the CEQ they report to (hw.c: CQs go first).
         while let Some(c) = self.res.get_mut().deferred_cqs.pop() {
             let d = crate::verbs::destroy_cq_cmd(&c.cmd);
-            if !note(run(&mut cqp, &mut |q| q.exec(d, 0).map(|_| ()))) {
+            if !note(run(&mut cqp, &mut |q| q.exec_info(d, 0).map(|_| ()))) {
                 keep(c.ring);
                 keep(c.shadow);
             }
@@ -1006,7 +1006,7 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
                 tc: if *leaf { ws.tc } else { 0 },
                 weight: 1,
             };
-            note(run(&mut cqp, &mut |c| c.exec(del, 0).map(|_| ())));
+            note(run(&mut cqp, &mut |c| c.exec_info(del, 0).map(|_| ())));
         }
         if let Some(a) = aeq {
             let d = DestroyAeq {
@@ -1015,7 +1015,7 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
                 pasid_valid: false,
                 pasid: 0,
             };
-            if !note(run(&mut cqp, &mut |c| c.exec(d, 0).map(|_| ()))) {
+            if !note(run(&mut cqp, &mut |c| c.exec_info(d, 0).map(|_| ()))) {
                 keep(a.ring);
             }
         }
@@ -1028,7 +1028,7 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
                 pasid_valid: false,
                 pasid: 0,
             };
-            if !note(run(&mut cqp, &mut |q| q.exec(d, 0).map(|_| ()))) {
+            if !note(run(&mut cqp, &mut |q| q.exec_info(d, 0).map(|_| ()))) {
                 keep(c._ring);
             }
         }

@@ -498,7 +498,7 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
         };
         let r = self.with_cqp(|cqp| {
             qp.write_ctx()?;
-            cqp.exec(cmd, 0).map(|_| ())
+            cqp.exec_info(cmd, 0).map(|_| ())
         });
         if let Err(e) = r {
             if device_may_own(&e) {
@@ -607,9 +607,9 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
             self.record(FlightEvent::Flush { qpn, sq_code: flush_minor.0, rq_code: flush_minor.1 });
         }
         self.with_cqp(|c| {
-            c.exec(m, 0)?;
+            c.exec_info(m, 0)?;
             let Ok(f) = f else { return Ok(()) };
-            match c.exec(f, 0) {
+            match c.exec_info(f, 0) {
                 // "Flush with no WQE pending" is not an error (utils.c:
                 // irdma_noncrit_err_list; spec §2.6).
                 Err(CqpError::OpFailed { major: 0xffff, minor: 0x8006, .. }) => Ok(()),
@@ -792,7 +792,7 @@ impl<'d, H: Hal, B: Bar + Clone, S: SendQueue> Qp<'d, H, B, S> {
         let this = &*self;
         this.dev.with_cqp(|c| {
             this.write_ctx()?;
-            c.exec(m, 0).map(|_| ())
+            c.exec_info(m, 0).map(|_| ())
         })?;
         Ok(())
     }
