@@ -1267,15 +1267,14 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
             return Err(CqpError::NeedsReset);
         }
         let mut g = self.cqp.lock();
-        let r = match g.as_mut() {
+        match g.as_mut() {
             Some(c) => {
                 let r = f(c);
                 self.after_cqp(c, r.as_ref().err());
                 r
             }
             None => Err(CqpError::Protocol { what: "device closed" }),
-        };
-        r
+        }
     }
 
     /// What [`Self::with_cqp`] does after `f`, with the CQP lock held
