@@ -488,9 +488,7 @@ impl<H: Hal, B: Bar> Cqp<H, B> {
             Dma::<H>::with_bytes(size * SDBUF_BYTES_PER_SLOT, BufferDirection::DriverToDevice)?;
         let mut words = [0u64; 8];
         cfg.host_ctx(sq.paddr()).encode(&mut words)?;
-        for (i, w) in words.iter().enumerate() {
-            host_ctx.write_u64(i * 8, *w);
-        }
+        host_ctx.write_u64s(0, &words);
         let (sq_pa, host_ctx_pa, sdbuf_pa) = (sq.paddr(), host_ctx.paddr(), sdbuf.paddr());
         let mut cqp = Cqp {
             bar,

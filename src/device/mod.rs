@@ -647,9 +647,7 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
         let mut commit_buf = [0u64; 24];
         encode_fpm_commit(&counts.cnt, &mut commit_buf);
         if let Some(s) = self.scratch.as_ref() {
-            for (i, w) in commit_buf.iter().enumerate() {
-                s.write_u64(SCRATCH_COMMIT + 8 * i, *w);
-            }
+            s.write_u64s(SCRATCH_COMMIT, &commit_buf);
         }
         let fn_id = self.lan.pf_id as u16;
         self.exec(CommitFpmVal { hmc_fn_id: fn_id, buf_pa: c_pa, flush_timer_disable: false })
@@ -881,10 +879,8 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
 
     fn scratch_words(&self, off: usize) -> [u64; 24] {
         let mut w = [0u64; 24];
-        if let Some(s) = self.scratch.as_ref() {
-            for (i, x) in w.iter_mut().enumerate().take(FPM_BUF_BYTES / 8) {
-                *x = s.read_u64(off + 8 * i).unwrap_or(0);
-            }
+        if let (Some(s), Some(dst)) = (self.scratch.as_ref(), w.get_mut(..FPM_BUF_BYTES / 8)) {
+            s.read_u64s(off, dst);
         }
         w
     }

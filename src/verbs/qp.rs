@@ -670,9 +670,7 @@ impl<'d, H: Hal, B: Bar + Clone, S: SendQueue> Qp<'d, H, B, S> {
         let Some(m) = self.mem.as_ref() else {
             return Err(CqpError::Protocol { what: "QP memory gone" });
         };
-        for (i, v) in w.iter().enumerate() {
-            m.ctx.write_u64(CTX_OFF + 8 * i, *v);
-        }
+        m.ctx.write_u64s(CTX_OFF, &w);
         Ok(())
     }
 
