@@ -113,6 +113,7 @@ impl FlightRecorder {
     }
 
     /// Records `event`, overwriting the oldest when full.
+    #[inline(never)] // control path only, called from many places (code size)
     pub(crate) fn push(&mut self, event: FlightEvent) {
         let seq = self.next;
         if let Some(slot) = self.recs.get_mut(seq as usize % FLIGHT_EVENTS) {

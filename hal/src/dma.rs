@@ -123,6 +123,14 @@ pub unsafe trait Hal {
     }
 }
 
+/// [`Hal::now`], out of line: the platform's clock read (often a counter
+/// read and a division) is then one copy, not one per wait loop in the
+/// control path (code size, issue #16).
+#[inline(never)]
+pub fn now<H: Hal>() -> Duration {
+    H::now()
+}
+
 /// Busy-waits until `deadline` (from [`Hal::now`]) or until `done` is true.
 /// Returns whether `done` became true.
 pub fn wait_until<H: Hal>(deadline: Duration, mut done: impl FnMut() -> bool) -> bool {
@@ -130,7 +138,7 @@ pub fn wait_until<H: Hal>(deadline: Duration, mut done: impl FnMut() -> bool) ->
         if done() {
             return true;
         }
-        if H::now() >= deadline {
+        if now::<H>() >= deadline {
             // One last look, so a completion that raced the clock is not lost.
             return done();
         }
@@ -163,6 +171,8 @@ unsafe impl<H: Hal> Sync for Dma<H> {}
 
 impl<H: Hal> Dma<H> {
     /// Allocates `pages` zeroed pages.
+    // Out of line, as `drop`: keeps the platform's allocator in one place.
+    #[inline(never)]
     pub fn new(pages: usize, direction: BufferDirection) -> Result<Self, DmaError> {
         if pages == 0 {
             return Err(DmaError::NoMemory);
@@ -250,6 +260,39 @@ impl<H: Hal> Dma<H> {
         true
     }
 
+    /// Atomic reads of `dst.len()` consecutive little-endian u64s from
+    /// `offset` (8-aligned); false, and `dst` untouched, unless all fit.
+    // Out of line: one loop instead of an unrolled copy at each control-path
+    // caller (code size, issue #16).
+    #[inline(never)]
+    pub fn read_u64s(&self, offset: usize, dst: &mut [u64]) -> bool {
+        if !self.fits_u64s(offset, dst.len()) {
+            return false;
+        }
+        for (i, x) in dst.iter_mut().enumerate() {
+            *x = self.read_u64(offset + 8 * i).unwrap_or(0);
+        }
+        true
+    }
+
+    /// Atomic writes of `src` as consecutive little-endian u64s at `offset`
+    /// (8-aligned); false, and nothing written, unless all fit.
+    #[inline(never)] // as `read_u64s`
+    pub fn write_u64s(&self, offset: usize, src: &[u64]) -> bool {
+        if !self.fits_u64s(offset, src.len()) {
+            return false;
+        }
+        for (i, w) in src.iter().enumerate() {
+            self.write_u64(offset + 8 * i, *w);
+        }
+        true
+    }
+
+    fn fits_u64s(&self, offset: usize, n: usize) -> bool {
+        offset.is_multiple_of(8)
+            && n.checked_mul(8).and_then(|b| offset.checked_add(b)).is_some_and(|e| e <= self.len())
+    }
+
     /// Copies `src` into the buffer at `offset`; false if it does not fit.
     pub fn write_bytes(&self, offset: usize, src: &[u8]) -> bool {
         let Some(end) = offset.checked_add(src.len()) else { return false };
@@ -289,6 +332,9 @@ impl<H: Hal> Dma<H> {
 }
 
 impl<H: Hal> Drop for Dma<H> {
+    // Out of line: the platform's `dma_dealloc` would otherwise be inlined
+    // at every place a `Dma` can be dropped (code size, issue #16).
+    #[inline(never)]
     fn drop(&mut self) {
         // SAFETY: these are the values `dma_alloc` returned, freed once, and the
         // owner of a `Dma` guarantees the device no longer uses it by dropping.
@@ -373,6 +419,18 @@ mod tests {
             assert!(d.write_bytes(1, &[0xaa, 0xbb]));
             assert_eq!(d.read_u32(0), Some(0x00bb_aa00));
             assert!(!d.write_bytes(usize::MAX, &[1]));
+            assert!(d.write_u64s(8168, &[1, 2, 3]));
+            let mut w = [9u64; 3];
+            assert!(d.read_u64s(8168, &mut w));
+            assert_eq!(w, [1, 2, 3]);
+            assert_eq!(d.read_u64(8176), Some(2));
+            assert!(!d.read_u64s(8176, &mut w), "past the end");
+            assert_eq!(w, [1, 2, 3], "untouched when refused");
+            assert!(!d.read_u64s(4, &mut w), "misaligned");
+            assert!(!d.write_u64s(8176, &[7, 7, 7]), "past the end");
+            assert_eq!(d.read_u64(8176), Some(2), "nothing written when refused");
+            assert!(!d.write_u64s(usize::MAX - 7, &[1]));
+            assert!(d.read_u64s(0, &mut []));
             d.zero();
             assert_eq!(d.read_u64(8184), Some(0));
         }

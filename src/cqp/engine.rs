@@ -283,6 +283,28 @@ impl<C> Completed<C> {
     }
 }
 
+/// A command without its type, for the non-generic post (`CqpCommand`
+/// has an associated const, so `dyn CqpCommand` does not exist): what
+/// the ring work needs of a command.
+pub(crate) trait DynCmd {
+    /// [`CqpCommand::encode`].
+    fn encode_dyn(&self, wqe: &mut [u64; 8], env: &mut Env) -> Result<(), EncodeError>;
+    /// [`CqpCommand::pre_post_writes`].
+    fn pre_post_writes_dyn(&self) -> &'static [(usize, u32)];
+}
+
+/// A borrowed command as a [`DynCmd`].
+pub(crate) struct Cmd<'a, C>(pub(crate) &'a C);
+
+impl<C: CqpCommand> DynCmd for Cmd<'_, C> {
+    fn encode_dyn(&self, wqe: &mut [u64; 8], env: &mut Env) -> Result<(), EncodeError> {
+        self.0.encode(wqe, env)
+    }
+    fn pre_post_writes_dyn(&self) -> &'static [(usize, u32)] {
+        self.0.pre_post_writes()
+    }
+}
+
 fn read_words<H: Hal, const N: usize>(buf: &Dma<H>) -> [u64; N] {
     let mut w = [0u64; N];
     for (i, x) in w.iter_mut().enumerate() {
@@ -462,7 +484,7 @@ fn completion_rmb() {
 }
 
 fn deadline<H: Hal>(budget: Duration) -> Duration {
-    H::now().saturating_add(budget)
+    irdma_hal::dma::now::<H>().saturating_add(budget)
 }
 
 impl<H: Hal, B: Bar> Cqp<H, B> {
@@ -478,9 +500,7 @@ impl<H: Hal, B: Bar> Cqp<H, B> {
             Dma::<H>::with_bytes(size * SDBUF_BYTES_PER_SLOT, BufferDirection::DriverToDevice)?;
         let mut words = [0u64; 8];
         cfg.host_ctx(sq.paddr()).encode(&mut words)?;
-        for (i, w) in words.iter().enumerate() {
-            host_ctx.write_u64(i * 8, *w);
-        }
+        host_ctx.write_u64s(0, &words);
         let (sq_pa, host_ctx_pa, sdbuf_pa) = (sq.paddr(), host_ctx.paddr(), sdbuf.paddr());
         let mut cqp = Cqp {
             bar,
@@ -622,13 +642,21 @@ impl<H: Hal, B: Bar> Cqp<H, B> {
     /// ring work are the non-generic `post_check` and
     /// `post_encoded`, shared by every command type.
     pub fn post<C: CqpCommand>(&mut self, cmd: C, scratch: u64) -> Result<Posted<C>, CqpError> {
+        let idx = self.post_dyn(&Cmd(&cmd), scratch)?;
+        Ok(Posted { cmd, idx })
+    }
+
+    /// [`Self::post`] without the command's type: the encoder is reached
+    /// through a vtable, so the environment set-up, the
+    /// checks and the ring work exist once for every command type.
+    #[inline(never)]
+    fn post_dyn(&mut self, cmd: &dyn DynCmd, scratch: u64) -> Result<u16, CqpError> {
         let sdbuf_pa = self.post_check()?;
         let mut env = Env::new(self.limits);
         env.sdbuf_pa = sdbuf_pa;
         let mut wqe = [0u64; 8];
-        cmd.encode(&mut wqe, &mut env)?;
-        let idx = self.post_encoded(&wqe, &env, cmd.pre_post_writes(), scratch);
-        Ok(Posted { cmd, idx })
+        cmd.encode_dyn(&mut wqe, &mut env)?;
+        Ok(self.post_encoded(&wqe, &env, cmd.pre_post_writes_dyn(), scratch))
     }
 
     /// The checks before a post; the bus address of the next slot's
@@ -731,8 +759,30 @@ impl<H: Hal, B: Bar> Cqp<H, B> {
 
     /// Posts `cmd` and waits for it.
     pub fn exec<C: CqpCommand>(&mut self, cmd: C, scratch: u64) -> Result<Completed<C>, CqpError> {
-        let p = self.post(cmd, scratch)?;
-        self.wait(p)
+        let info = self.exec_dyn(&Cmd(&cmd), scratch)?;
+        Ok(Completed { cmd, info })
+    }
+
+    /// [`Self::exec`] when only the completion is wanted (the command is
+    /// not moved into a [`Completed`]).
+    #[inline]
+    pub(crate) fn exec_info<C: CqpCommand>(
+        &mut self,
+        cmd: C,
+        scratch: u64,
+    ) -> Result<Completion, CqpError> {
+        self.exec_dyn(&Cmd(&cmd), scratch)
+    }
+
+    /// [`Self::exec`] without the command's type (one copy for all).
+    #[inline(never)]
+    pub(crate) fn exec_dyn(
+        &mut self,
+        cmd: &dyn DynCmd,
+        scratch: u64,
+    ) -> Result<Completion, CqpError> {
+        let idx = self.post_dyn(cmd, scratch)?;
+        self.wait_slot(idx)
     }
 
     fn opcode_at(&self, idx: u16) -> u8 {
@@ -868,7 +918,7 @@ impl<H: Hal, B: Bar> Cqp<H, B> {
                             return Err(CqpError::OpFailed { opcode, major, minor });
                         }
                     }
-                    if H::now() >= end {
+                    if irdma_hal::dma::now::<H>() >= end {
                         // No completion in time: a removed device is told
                         // apart from a hung one by one register read.
                         if reads_removed(self.bar.read32(regs::CQPTAIL)) {
@@ -952,7 +1002,7 @@ impl<H: Hal, B: Bar> Cqp<H, B> {
             avoid_mem_cflct: false,
         };
         let keep = self.ccq.take();
-        let r = self.exec(cmd, 0).map(|_| ());
+        let r = self.exec_info(cmd, 0).map(|_| ());
         if r.is_err() {
             self.ccq = keep;
         }
@@ -961,7 +1011,7 @@ impl<H: Hal, B: Bar> Cqp<H, B> {
 
     /// A NOP round trip (liveness check).
     pub fn nop(&mut self) -> Result<(), CqpError> {
-        self.exec(Nop, 0).map(|_| ())
+        self.exec_info(Nop, 0).map(|_| ())
     }
 
     /// Destroys the CQP: CCQ first, then CCQPHIGH/CCQPLOW ← 0 and wait for

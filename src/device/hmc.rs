@@ -122,7 +122,7 @@ impl<H: Hal> SdStore<H> {
         entries: &[SdEntry],
         from: usize,
     ) -> Result<(), BackError> {
-        cqp.exec(UpdatePeSds { hmc_fn_id: self.hmc_fn_id, entries }, 0)?;
+        cqp.exec_info(UpdatePeSds { hmc_fn_id: self.hmc_fn_id, entries }, 0)?;
         for b in self.sds.iter_mut().skip(from) {
             b.programmed = true;
         }
@@ -188,7 +188,7 @@ impl<H: Hal> SdStore<H> {
         let entry = SdEntry::set(sd16, table_pa, backing.kind == SdKind::Direct)
             .map_err(|e| BackError::Cqp(CqpError::Encode(e)))?;
         let entries = [entry];
-        let r = cqp.exec(UpdatePeSds { hmc_fn_id: self.hmc_fn_id, entries: &entries }, 0);
+        let r = cqp.exec_info(UpdatePeSds { hmc_fn_id: self.hmc_fn_id, entries: &entries }, 0);
         if let Err(e) = r {
             if crate::cqp::engine::device_may_own(&e) {
                 // The device may have taken the SD (a timeout): keep the
@@ -222,7 +222,7 @@ impl<H: Hal> SdStore<H> {
             if batch.is_empty() {
                 return;
             }
-            if let Err(e) = cqp.exec(UpdatePeSds { hmc_fn_id: fn_id, entries: batch }, 0) {
+            if let Err(e) = cqp.exec_info(UpdatePeSds { hmc_fn_id: fn_id, entries: batch }, 0) {
                 first_err.get_or_insert(e);
             }
             batch.clear();

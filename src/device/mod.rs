@@ -448,6 +448,25 @@ pub struct Device<H: Hal, B: Bar + Clone> {
 /// One teardown op on the CQP.
 type CqpOp<'a, H, B> = dyn FnMut(&mut Cqp<H, B>) -> Result<(), CqpError> + 'a;
 
+/// Teardown's bookkeeping of one step's result: whether it succeeded; an
+/// error the device may own memory after marks it for reset, and the first
+/// error (other than "needs a reset") is kept. Out of line: teardown runs
+/// it after every step (code size).
+#[inline(never)]
+fn note_close(nr: &AtomicBool, first: &mut Option<CloseError>, r: Result<(), CqpError>) -> bool {
+    if let Err(e) = r {
+        if device_may_own(&e) {
+            nr.store(true, Ordering::Release);
+        }
+        if e != CqpError::NeedsReset {
+            first.get_or_insert(CloseError::Cqp(e));
+        }
+        false
+    } else {
+        true
+    }
+}
+
 fn pages_bytes(bytes: usize) -> u64 {
     (bytes.div_ceil(PAGE_SIZE).max(1) * PAGE_SIZE) as u64
 }
@@ -574,7 +593,7 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
         use ProbeStep as S;
         self.probe_step(S::FirmwareReady);
         // 1. Firmware ready (ctrl.c: irdma_wait_pe_ready).
-        let end = H::now().saturating_add(self.opts.fw_ready_timeout);
+        let end = irdma_hal::dma::now::<H>().saturating_add(self.opts.fw_ready_timeout);
         let mut st = [0u32; 3];
         let ready = irdma_hal::dma::wait_until::<H>(end, || {
             for (s, off) in st.iter_mut().zip(regs::GLPE_CPUSTATUS) {
@@ -647,9 +666,7 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
         let mut commit_buf = [0u64; 24];
         encode_fpm_commit(&counts.cnt, &mut commit_buf);
         if let Some(s) = self.scratch.as_ref() {
-            for (i, w) in commit_buf.iter().enumerate() {
-                s.write_u64(SCRATCH_COMMIT + 8 * i, *w);
-            }
+            s.write_u64s(SCRATCH_COMMIT, &commit_buf);
         }
         let fn_id = self.lan.pf_id as u16;
         self.exec(CommitFpmVal { hmc_fn_id: fn_id, buf_pa: c_pa, flush_timer_disable: false })
@@ -885,10 +902,8 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
 
     fn scratch_words(&self, off: usize) -> [u64; 24] {
         let mut w = [0u64; 24];
-        if let Some(s) = self.scratch.as_ref() {
-            for (i, x) in w.iter_mut().enumerate().take(FPM_BUF_BYTES / 8) {
-                *x = s.read_u64(off + 8 * i).unwrap_or(0);
-            }
+        if let (Some(s), Some(dst)) = (self.scratch.as_ref(), w.get_mut(..FPM_BUF_BYTES / 8)) {
+            s.read_u64s(off, dst);
         }
         w
     }
@@ -901,11 +916,17 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
     /// Runs one command on the CQP during probe (refused once the device
     /// needs a reset; a timeout marks it so).
     fn exec<C: crate::cqp::CqpCommand>(&mut self, cmd: C) -> Result<Completion, CqpError> {
+        self.exec_dyn(&crate::cqp::engine::Cmd(&cmd))
+    }
+
+    /// [`Self::exec`] without the command's type (one copy for all).
+    #[inline(never)]
+    fn exec_dyn(&mut self, cmd: &dyn crate::cqp::engine::DynCmd) -> Result<Completion, CqpError> {
         if *self.needs_reset.get_mut() {
             return Err(CqpError::NeedsReset);
         }
-        let r = self.cqp_mut()?.exec(cmd, 0).map(|c| c.info());
-        if r == Err(CqpError::DeviceGone) {
+        let r = self.cqp_mut()?.exec_dyn(cmd, 0);
+        if matches!(r, Err(CqpError::DeviceGone)) {
             self.mark_gone();
         }
         if let Some(c) = self.cqp.get_mut().as_mut() {
@@ -970,19 +991,7 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
                 quarantine.put(d);
             }
         };
-        let mut note = |r: Result<(), CqpError>| {
-            if let Err(e) = r {
-                if device_may_own(&e) {
-                    nr.store(true, Ordering::Release);
-                }
-                if e != CqpError::NeedsReset {
-                    first.get_or_insert(CloseError::Cqp(e));
-                }
-                false
-            } else {
-                true
-            }
-        };
+        let mut note = |r: Result<(), CqpError>| note_close(nr, &mut first, r);
         let aeq = self.aeq.get_mut().take();
         let ceq = self.ceq.take();
         let mut sds_released = false;
@@ -996,7 +1005,7 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
         // failed): before the CEQ they report to (hw.c: CQs go first).
         while let Some(c) = self.res.get_mut().deferred_cqs.pop() {
             let d = crate::verbs::destroy_cq_cmd(&c.cmd);
-            if !note(run(&mut cqp, &mut |q| q.exec(d, 0).map(|_| ()))) {
+            if !note(run(&mut cqp, &mut |q| q.exec_info(d, 0).map(|_| ()))) {
                 keep(c.ring);
                 keep(c.shadow);
             }
@@ -1019,7 +1028,7 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
                 tc: if *leaf { ws.tc } else { 0 },
                 weight: 1,
             };
-            note(run(&mut cqp, &mut |c| c.exec(del, 0).map(|_| ())));
+            note(run(&mut cqp, &mut |c| c.exec_info(del, 0).map(|_| ())));
         }
         if let Some(a) = aeq {
             let d = DestroyAeq {
@@ -1028,7 +1037,7 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
                 pasid_valid: false,
                 pasid: 0,
             };
-            if !note(run(&mut cqp, &mut |c| c.exec(d, 0).map(|_| ()))) {
+            if !note(run(&mut cqp, &mut |c| c.exec_info(d, 0).map(|_| ()))) {
                 keep(a.ring);
             }
         }
@@ -1041,7 +1050,7 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
                 pasid_valid: false,
                 pasid: 0,
             };
-            if !note(run(&mut cqp, &mut |q| q.exec(d, 0).map(|_| ()))) {
+            if !note(run(&mut cqp, &mut |q| q.exec_info(d, 0).map(|_| ()))) {
                 keep(c._ring);
             }
         }
@@ -1133,6 +1142,7 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
     }
 
     /// Keeps `d` in the quarantine and marks the device for reset.
+    #[inline(never)] // cold, called from many error paths (code size)
     pub(crate) fn quarantine(&self, d: Dma<H>) {
         self.quarantine.lock().put(d);
         self.mark_needs_reset();
@@ -1250,8 +1260,24 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
             let l = &self.lan;
             let [v0, v1] = l.vsi_num.to_le_bytes();
             let [m0, m1, m2, m3, m4, m5] = l.mac;
-            crate::res::default_key_seed(H::now(), &[l.pf_id, v0, v1, m0, m1, m2, m3, m4, m5])
+            crate::res::default_key_seed(
+                irdma_hal::dma::now::<H>(),
+                &[l.pf_id, v0, v1, m0, m1, m2, m3, m4, m5],
+            )
         })
+    }
+
+    /// Runs one command on the CQP ([`Self::with_cqp`] + [`Cqp::exec`]);
+    /// only this shell is generic over the command type.
+    #[inline]
+    pub(crate) fn exec_cmd<C: crate::cqp::CqpCommand>(&self, cmd: C) -> Result<(), CqpError> {
+        self.exec_cmd_dyn(&crate::cqp::engine::Cmd(&cmd))
+    }
+
+    /// [`Self::exec_cmd`] without the command's type (one copy for all).
+    #[inline(never)]
+    fn exec_cmd_dyn(&self, cmd: &dyn crate::cqp::engine::DynCmd) -> Result<(), CqpError> {
+        self.with_cqp(|c| c.exec_dyn(cmd, 0).map(|_| ()))
     }
 
     /// Runs `f` with the CQP (shared by every control call).
@@ -1263,31 +1289,37 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
             return Err(if self.is_gone() { CqpError::DeviceGone } else { CqpError::NeedsReset });
         }
         let mut g = self.cqp.lock();
-        let r = match g.as_mut() {
+        match g.as_mut() {
             Some(c) => {
                 let r = f(c);
-                // Lock order: CQP → flight recorder (nothing takes the
-                // recorder's lock and then another).
-                let mut fl = self.flight.lock();
-                while let Some((opcode, outcome)) = c.take_op_trace() {
-                    fl.push(crate::flight::FlightEvent::Cqp { opcode, outcome });
-                }
+                self.after_cqp(c, r.as_ref().err());
                 r
             }
             None => Err(CqpError::Protocol { what: "device closed" }),
-        };
+        }
+    }
+
+    /// What [`Self::with_cqp`] does after `f`, with the CQP lock held
+    /// (non-generic: one copy for every caller): copy the op trace to the
+    /// flight recorder, and mark the device for reset after a timeout.
+    #[inline(never)]
+    fn after_cqp(&self, c: &mut Cqp<H, B>, err: Option<&CqpError>) {
+        // Lock order: CQP → flight recorder (nothing takes the
+        // recorder's lock and then another).
+        let mut fl = self.flight.lock();
+        while let Some((opcode, outcome)) = c.take_op_trace() {
+            fl.push(crate::flight::FlightEvent::Cqp { opcode, outcome });
+        }
+        drop(fl);
         // A timeout leaves the device's state unknown: Linux marks the
         // function for reset (utils.c: irdma_wait_event sets `rf->reset`
         // when the CQP made no progress).
-        if let Err(e) = &r
-            && matches!(e, CqpError::Timeout { .. } | CqpError::DeviceGone)
-        {
-            if *e == CqpError::DeviceGone {
+        if matches!(err, Some(CqpError::Timeout { .. } | CqpError::DeviceGone)) {
+            if matches!(err, Some(CqpError::DeviceGone)) {
                 self.mark_gone();
             }
             self.mark_needs_reset();
         }
-        r
     }
 
     /// Marks the device gone: it needs a reset, and every QP counts as in

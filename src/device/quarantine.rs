@@ -47,6 +47,7 @@ impl<H: Hal> Quarantine<H> {
     }
 
     /// Keeps `d` (or, when full, leaks it); counts it.
+    #[inline(never)] // cold, called from many error paths (code size)
     pub fn put(&mut self, d: Dma<H>) {
         self.stats.bytes = self.stats.bytes.saturating_add(d.len() as u64);
         self.stats.buffers = self.stats.buffers.saturating_add(1);

@@ -122,7 +122,7 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
         let Some(ukcq) = ukcq else {
             return Err(free_id(VerbsError::Invalid { what: "CQ ring" }));
         };
-        if let Err(e) = self.with_cqp(|c| c.exec(cmd, 0).map(|_| ())) {
+        if let Err(e) = self.exec_cmd(cmd) {
             if device_may_own(&e) {
                 // A timeout: the device may have created the CQ and write
                 // CQEs into the ring. Keep ring, shadow and id (issue #12).
@@ -457,7 +457,7 @@ impl<'d, H: Hal, B: Bar + Clone> Cq<'d, H, B> {
         // memory does not move when the `Dma` value moves.
         let view = unsafe { static_view(&ring, 0, entries as usize * 32) }
             .ok_or(VerbsError::Invalid { what: "CQ ring" })?;
-        if let Err(e) = self.dev.with_cqp(|q| q.exec(m, 0).map(|_| ())) {
+        if let Err(e) = self.dev.exec_cmd(m) {
             if device_may_own(&e) {
                 // A timed-out MODIFY_CQ may have moved the device to the new
                 // ring: keep it (issue #12), the device needs a reset.
@@ -504,7 +504,7 @@ impl<'d, H: Hal, B: Bar + Clone> Cq<'d, H, B> {
             return Err(VerbsError::InUse { what: "CQ with live QPs", users: users.into() });
         }
         let d = destroy_cmd(&self.cmd);
-        self.dev.with_cqp(|q| q.exec(d, 0).map(|_| ()))?;
+        self.dev.exec_cmd(d)?;
         self.alive = false;
         if let Some(ids) = self.dev.res.lock().ids.as_mut() {
             let _ = ids.cqs.free(self.id);

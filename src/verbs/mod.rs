@@ -241,7 +241,7 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
             };
             let d = res.deferred_cqs.swap_remove(pos);
             let cmd = cq::destroy_cmd(&d.cmd);
-            match self.with_cqp(|q| q.exec(cmd, 0).map(|_| ())) {
+            match self.exec_cmd(cmd) {
                 Ok(()) => {
                     let _ = ids.cqs.free(*c);
                 }

@@ -193,7 +193,7 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
     fn dealloc_mr_stag(&self, stag: Stag, pd: u32) -> Result<(), VerbsError> {
         let d =
             DeallocStag { stag_idx: stag.index_field(), pd_id: pd, mr: true, skip_flush: false };
-        self.with_cqp(|c| c.exec(d, 0).map(|_| ()))?;
+        self.exec_cmd(d)?;
         Ok(())
     }
 
@@ -315,7 +315,7 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
             placement_type: 0,
             all_memory: false,
         };
-        if let Err(e) = self.with_cqp(|c| c.exec(reg, 0).map(|_| ())) {
+        if let Err(e) = self.exec_cmd(reg) {
             if device_may_own(&e) {
                 self.quarantine_mr(pbl);
                 return Err(e.into());
@@ -379,7 +379,7 @@ impl<H: Hal, B: Bar + Clone> Mr<'_, H, B> {
         };
         self.stag = next;
         let reg = RegMr { stag_idx: next.index_field(), stag_key: next.key(), ..self.reg };
-        match self.dev.with_cqp(|c| c.exec(reg, 0).map(|_| ())) {
+        match self.dev.exec_cmd(reg) {
             Ok(()) => {
                 self.reg = reg;
                 Ok(())
@@ -499,7 +499,7 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
             pbl: Some(Pbl { level: 1, first_index: held.alloc.first_index() }),
             all_memory: false,
         };
-        if let Err(e) = self.with_cqp(|c| c.exec(cmd, 0).map(|_| ())) {
+        if let Err(e) = self.exec_cmd(cmd) {
             self.fr_remove(stag.index());
             if device_may_own(&e) {
                 self.quarantine_mr(Some(held));

@@ -605,7 +605,7 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
         };
         let r = self.with_cqp(|cqp| {
             qp.write_ctx()?;
-            cqp.exec(cmd, 0).map(|_| ())
+            cqp.exec_info(cmd, 0).map(|_| ())
         });
         if let Err(e) = r {
             if device_may_own(&e) {
@@ -643,7 +643,7 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
         }
         let idx = ids.arp_ids.alloc_next()?;
         let cmd = ArpAdd { arp_index: idx as u16, mac, reach_max: 0, permanent: true };
-        match self.with_cqp(|c| c.exec(cmd, 0).map(|_| ())) {
+        match self.exec_cmd(cmd) {
             Ok(()) => {
                 if let Some(s) = ids.arp.get_mut(idx as usize) {
                     *s = ArpSlot { mac, refs: 1 };
@@ -666,7 +666,7 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
             s.refs -= 1;
             return Ok(());
         }
-        self.with_cqp(|c| c.exec(ArpDel { arp_index: idx }, 0).map(|_| ()))?;
+        self.exec_cmd(ArpDel { arp_index: idx })?;
         s.refs = 0;
         let _ = ids.arp_ids.free(idx.into());
         Ok(())
@@ -723,10 +723,10 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
         }
         let mut modified = false;
         let r = self.with_cqp(|c| {
-            c.exec(m, 0)?;
+            c.exec_info(m, 0)?;
             modified = true;
             let Ok(f) = f else { return Ok(()) };
-            match c.exec(f, 0) {
+            match c.exec_info(f, 0) {
                 // "Flush with no WQE pending" is not an error (utils.c:
                 // irdma_noncrit_err_list; spec §2.6).
                 Err(CqpError::OpFailed { major: 0xffff, minor: 0x8006, .. }) => Ok(()),
@@ -799,9 +799,7 @@ impl<'d, H: Hal, B: Bar + Clone, S: SendQueue> Qp<'d, H, B, S> {
         let Some(m) = self.mem.as_ref() else {
             return Err(CqpError::Protocol { what: "QP memory gone" });
         };
-        for (i, v) in w.iter().enumerate() {
-            m.ctx.write_u64(CTX_OFF + 8 * i, *v);
-        }
+        m.ctx.write_u64s(CTX_OFF, &w);
         Ok(())
     }
 
@@ -943,7 +941,7 @@ impl<'d, H: Hal, B: Bar + Clone, S: SendQueue> Qp<'d, H, B, S> {
         let this = &*self;
         this.dev.with_cqp(|c| {
             this.write_ctx()?;
-            c.exec(m, 0).map(|_| ())
+            c.exec_info(m, 0).map(|_| ())
         })?;
         Ok(())
     }
@@ -1058,7 +1056,7 @@ impl<'d, H: Hal, B: Bar + Clone, S: SendQueue> Qp<'d, H, B, S> {
                     next_state: qp_state::ERROR,
                     ..ModifyQp::default()
                 };
-                self.dev.with_cqp(|c| c.exec(m, 0).map(|_| ()))?;
+                self.dev.exec_cmd(m)?;
                 self.hw_error = true;
             }
             let d = DestroyQp {
@@ -1071,7 +1069,7 @@ impl<'d, H: Hal, B: Bar + Clone, S: SendQueue> Qp<'d, H, B, S> {
                 // (cqp-ud-vectors: destroy_qp linux_gsi_qp1_remove_hash_idx).
                 remove_hash_idx: self.is_ud(),
             };
-            self.dev.with_cqp(|c| c.exec(d, 0).map(|_| ()))?;
+            self.dev.exec_cmd(d)?;
             self.alive = false;
             self.dev.set_qp_error(self.id, false);
             self.dev.bind_qp_cqs(self.id, None);
