@@ -69,11 +69,11 @@
 //! let send = SendWr { wr_id: 1, opcode: WrOpcode::Send, flags: SendFlags::SIGNALED, sg_list: &sge };
 //! a.post_send(&[send])?;
 //!
-//! // 6. Poll: one completion per side.
+//! // 6. Poll the CQ (no QP list, as `ib_poll_cq`): one completion per side.
 //! let mut wc = [WorkCompletion::default(); 4];
 //! let mut got = 0;
 //! for _ in 0..100 {
-//!     got += cq.poll(&mut [&mut a, &mut b], &mut wc[got..]);
+//!     got += cq.poll(&mut wc[got..]);
 //!     if got == 2 { break; }
 //! }
 //! assert_eq!(got, 2);

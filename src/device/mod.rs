@@ -24,7 +24,7 @@
 mod hmc;
 mod quarantine;
 
-use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use core::time::Duration;
 
 use irdma_hal::cqp::{
@@ -412,6 +412,12 @@ pub struct Device<H: Hal, B: Bar + Clone> {
     /// Lets a CQ poll tell a completion of a live QP the caller did not list
     /// (kept for a later poll) from one of a destroyed QP (dropped).
     pub(crate) qp_cqs: [AtomicU64; MAX_QPS as usize],
+    /// Per QP number: the completion half of a plain QP, where `Cq::poll`
+    /// finds it (`verbs::table`).
+    pub(crate) qp_compl: [crate::verbs::ComplSlot; MAX_QPS as usize],
+    /// How many `qp_err` flags are set (the poll's software flush scans
+    /// the table only when some QP is in error).
+    qps_in_error: AtomicU32,
     pub(crate) max_ird: u8,
     /// Buffers and ids the device may still use (see [`Quarantine`]).
     /// A leaf lock: nothing else is taken while it is held.
@@ -512,6 +518,8 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
             ws: WsTree::default(),
             qp_err: [const { AtomicBool::new(false) }; MAX_QPS as usize],
             qp_cqs: [const { AtomicU64::new(0) }; MAX_QPS as usize],
+            qp_compl: core::array::from_fn(|_| crate::verbs::ComplSlot::new()),
+            qps_in_error: AtomicU32::new(0),
             max_ird: 8,
             quarantine: spin::Mutex::new(Quarantine::new()),
             needs_reset: AtomicBool::new(false),
@@ -1303,9 +1311,20 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
     }
 
     pub(crate) fn set_qp_error(&self, qpn: u32, on: bool) {
-        if let Some(f) = self.qp_err.get(qpn as usize) {
-            f.store(on, Ordering::Release);
+        if let Some(f) = self.qp_err.get(qpn as usize)
+            && f.swap(on, Ordering::AcqRel) != on
+        {
+            if on {
+                self.qps_in_error.fetch_add(1, Ordering::AcqRel);
+            } else {
+                self.qps_in_error.fetch_sub(1, Ordering::AcqRel);
+            }
         }
+    }
+
+    /// Whether any QP's error flag is set.
+    pub(crate) fn any_qp_in_error(&self) -> bool {
+        self.qps_in_error.load(Ordering::Acquire) != 0
     }
 }
 

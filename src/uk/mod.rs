@@ -11,6 +11,8 @@
 //!   producer waiting for another → doorbell) on the same encoder;
 //! * [`rq`] — receive WQEs;
 //! * [`cq`] — CQE decoding, retirement, flush replay, arming;
+//! * [`link`] — a plain QP split into a producer and a consumer half, so a
+//!   CQ is polled without the QP (`QpLink`, the SPSC protocol);
 //! * [`qp`] — [`QpUk`] and `post_send` / `post_recv` / `poll_cq` /
 //!   `req_notify_cq`.
 //!
@@ -18,6 +20,7 @@
 //! the Intel driver's and rdma-core's `uk.c`/`defs.h`.
 
 pub mod cq;
+pub mod link;
 pub mod mem;
 pub mod mp;
 pub mod qp;

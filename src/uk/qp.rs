@@ -4,6 +4,7 @@
 use irdma_hal::Bar;
 
 use super::cq::{CompStatus, Cq, CqPollInfo, Fast, PollError, QueueType, flush_code};
+use super::link::Publish;
 use super::rq::{Rq, RqError};
 use super::sq::{HotWqe, SendKind, SendQueue, Sq, SqError, SqOp, SqPost};
 use crate::wr::{RecvWr, SendFlags, SendWr, WcOpcode, WcStatus, WorkCompletion, WrOpcode};
@@ -439,6 +440,18 @@ impl<'a> QpUk<'a, Sq<'a>> {
     /// index; the ones before it stay posted (verbs.c: irdma_post_send).
     #[inline(always)]
     pub fn post_send(&mut self, bar: &impl Bar, wrs: &[SendWr<'_>]) -> Result<(), PostSendError> {
+        self.post_send_with(bar, wrs, &())
+    }
+
+    /// [`QpUk::post_send`] that publishes the SQ head through `p` before
+    /// the doorbell (the producer half of a split QP, [`super::link`]).
+    #[inline(always)]
+    pub fn post_send_with<P: Publish>(
+        &mut self,
+        bar: &impl Bar,
+        wrs: &[SendWr<'_>],
+        p: &P,
+    ) -> Result<(), PostSendError> {
         // Hot WRs are posted inline here; the first WR of another shape (or
         // the first refusal) hands the rest of the chain to `post_send_rest`.
         let kind = self.kind;
@@ -451,10 +464,13 @@ impl<'a> QpUk<'a, Sq<'a>> {
             i += 1;
         }
         if i < wrs.len() {
-            return self.post_send_rest(bar, wrs, i);
+            return self.post_send_rest(bar, wrs, i, p);
         }
-        if i != 0 && !self.in_error {
-            self.sq.ring_doorbell(bar);
+        if i != 0 {
+            p.publish(&self.sq);
+            if !self.in_error {
+                self.sq.ring_doorbell(bar);
+            }
         }
         Ok(())
     }
@@ -463,11 +479,12 @@ impl<'a> QpUk<'a, Sq<'a>> {
     /// WR through [`Sq::post`] and the general encoder (a hot WR encodes the
     /// same either way), then the doorbell if anything was posted.
     #[inline(never)]
-    fn post_send_rest<B: Bar>(
+    fn post_send_rest<B: Bar, P: Publish>(
         &mut self,
         bar: &B,
         wrs: &[SendWr<'_>],
         start: usize,
+        p: &P,
     ) -> Result<(), PostSendError> {
         let mut res = Ok(());
         let mut posted = start;
@@ -478,8 +495,11 @@ impl<'a> QpUk<'a, Sq<'a>> {
             }
             posted += 1;
         }
-        if posted != 0 && !self.in_error {
-            self.sq.ring_doorbell(bar);
+        if posted != 0 {
+            p.publish(&self.sq);
+            if !self.in_error {
+                self.sq.ring_doorbell(bar);
+            }
         }
         res
     }

@@ -25,6 +25,7 @@ mod mr;
 mod poller;
 mod qp;
 mod shared;
+mod table;
 mod wq;
 
 pub use cq::{Cq, MAX_PENDING_RESIZES};
@@ -34,6 +35,7 @@ pub use qp::{
     AddressVector, IpAddr, PostError, PostErrorKind, Qp, QpAttr, QpCap, QpInitAttr, QpState,
 };
 pub use shared::{BUSY_TRIES, SharedQp, SharedSqStats};
+pub(crate) use table::ComplSlot;
 pub use wq::{Wq, WqInitAttr, WqType};
 
 pub(crate) use cq::destroy_cmd as destroy_cq_cmd;

@@ -98,7 +98,7 @@ fn wait<'d, H: Hal, B: Bar + Clone>(
 ) -> Result<(), FwError> {
     let deadline = H::now().saturating_add(Duration::from_secs(1));
     let mut wc = [WorkCompletion::default(); 1];
-    while cq.poll(&mut [&mut *qp], &mut wc) == 0 {
+    while cq.poll(&mut wc) == 0 {
         if H::now() > deadline {
             return Err(FwError::Timeout(wr_id));
         }
@@ -223,7 +223,7 @@ pub fn run<H: Hal, B: Bar + Clone>(
 
     step(out, 8, "poll: nothing left on the CQ");
     let mut wc = [WorkCompletion::default(); 4];
-    let left = cq.poll(&mut [&mut qp], &mut wc);
+    let left = cq.poll(&mut wc);
     let _ = writeln!(out, "        {left} completion(s) left");
 
     step(out, 9, "teardown: MR, QP, CQ, PD (each destroys itself)");
