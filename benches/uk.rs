@@ -11,7 +11,7 @@ use std::hint::black_box;
 
 use common::{
     Device, Mem, NopBar, Retire, SGE, WC0, mp_post_write_op, mp_trk, poll_cqe_base_op, poll_cqe_op,
-    poll_empty_op, post_write_op, write_post, write_wr,
+    poll_empty_op, post_write_op, split_poll_cqe_op, split_post_write_op, write_post, write_wr,
 };
 
 fn main() {
@@ -52,6 +52,32 @@ fn main() {
                 _ => {
                     for _ in 0..n {
                         poll_empty_op(&mut qp, &mut cq, &mut wc);
+                    }
+                }
+            }
+            black_box(&wc);
+        }
+        "split_post_write" | "split_post_write_batch32" | "split_poll_cqe" => {
+            let (mut prod, mut cons, link, mut cq) = mem.split();
+            let mut wc = [WC0; 1];
+            let mut dev = Device::new();
+            let one = write_post(&wr);
+            match case {
+                "split_post_write" => {
+                    for _ in 0..n {
+                        split_post_write_op(&mut prod, &mut cons, &link, &bar, &batch[..1]);
+                    }
+                }
+                "split_post_write_batch32" => {
+                    for _ in 0..n / 32 {
+                        split_post_write_op(&mut prod, &mut cons, &link, &bar, &batch[..]);
+                    }
+                }
+                _ => {
+                    for _ in 0..n {
+                        split_poll_cqe_op(
+                            &mut prod, &mut cons, &link, &mut cq, &mut dev, &one, &mut wc,
+                        );
                     }
                 }
             }

@@ -146,8 +146,9 @@ fn many_plain_qps_on_one_cq_polled_without_listing_them() {
 }
 
 /// A QP destroyed while its completions are still in the CQ: they are
-/// dropped (never delivered, never attributed to another QP) and do not
-/// block the other QP's; its memory goes with it, nothing leaks.
+/// dropped (never delivered, never attributed to another QP — not even to
+/// a new QP with the same number) and do not block the other QP's; its
+/// memory goes with it, nothing leaks.
 #[test]
 fn destroyed_qp_with_cqes_in_the_cq() {
     let _g = lock();
@@ -180,15 +181,26 @@ fn destroyed_qp_with_cqes_in_the_cq() {
         let n1 = q1.qp_num();
         q1.destroy().expect("destroy");
         drop(q1);
-        // A new QP on the same CQ: q1's leftovers are not its completions.
-        let mut q3 = create_qp(&da, &pa, &cq, 16);
+        // A new QP on the same CQ with q1's very number (ids rotate: create
+        // and destroy until it comes round), with WRs outstanding at the
+        // indexes q1's leftover CQEs name: those are still not its own.
+        let mut q3 = None;
+        for _ in 0..600 {
+            let q = create_qp(&da, &pa, &cq, 16);
+            if q.qp_num() == n1 {
+                q3 = Some(q);
+                break;
+            }
+        }
+        let mut q3 = q3.expect("QP number reused");
         let mut b3 = create_qp(&db, &pb, &cb, 16);
         connect(&mut q3, A, B, b3.qp_num()).expect("connect");
         connect(&mut b3, B, A, q3.qp_num()).expect("connect");
-        q3.post_send(&[wr(21)]).expect("post");
-        let got = poll_until(&mut cq, 3, 10);
+        q3.post_send(&[wr(21), wr(22), wr(23), wr(24)]).expect("post");
+        let got = poll_until(&mut cq, 6, 10);
         let ids: Vec<(u32, u64)> = got.iter().map(|c| (c.qp_num, c.wr_id)).collect();
-        assert_eq!(ids, [(q2.qp_num(), 11), (q3.qp_num(), 21)], "q1 ({n1}) dropped");
+        let want = [(q2.qp_num(), 11), (n1, 21), (n1, 22), (n1, 23), (n1, 24)];
+        assert_eq!(ids, want, "q1's leftovers dropped, not given to its successor");
         assert!(got.iter().all(|c| c.status == WcStatus::Success), "{got:?}");
         assert_eq!(cq.unlisted_qp(), None);
         drop((q2, q3, b1, b2, b3, src, dst));
@@ -289,16 +301,20 @@ fn flush_exactly_once_while_another_thread_posts() {
 /// room come back (the consumer's tails reach it through the link).
 #[test]
 fn post_on_one_thread_poll_on_another() {
-    const ROUNDS: u64 = 200;
+    // More than an SQ holds (255 WRs), so the poster must wait for the
+    // consumer's tail; the CQ holds every WR both SQs can have outstanding,
+    // so a starved poller cannot overflow it.
+    const ROUNDS: u64 = 600;
     let _g = lock();
     let base = FakeHal::live_pages();
     {
         let (_ba, _bb, da, db) = two_devices(Profile::SMALL);
         let pa = da.alloc_pd().expect("pd");
         let pb = db.alloc_pd().expect("pd");
-        let mut cq = da.create_cq(64).expect("cq");
+        let mut cq = da.create_cq(1024).expect("cq");
         let cb = db.create_cq(64).expect("cq b");
         let mut qa: Vec<TQp<'_>> = (0..2).map(|_| create_qp(&da, &pa, &cq, 8)).collect();
+        assert!(qa[0].cap().max_send_wr < ROUNDS as u32 / 2);
         let mut qb: Vec<TQp<'_>> = (0..2).map(|_| create_qp(&db, &pb, &cb, 8)).collect();
         for (a, b) in qa.iter_mut().zip(qb.iter_mut()) {
             let (na, nb) = (a.qp_num(), b.qp_num());
@@ -336,7 +352,7 @@ fn post_on_one_thread_poll_on_another() {
             let want = 2 * ROUNDS as usize;
             let mut out = Vec::new();
             let mut quiet = 0u64;
-            while out.len() < want && quiet < 2_000_000 {
+            while out.len() < want && quiet < 20_000_000 {
                 let mut wc = [EMPTY_WC; 4];
                 let k = cq.poll(&mut wc);
                 quiet = if k == 0 { quiet + 1 } else { 0 };

@@ -15,7 +15,7 @@ use irdma::hal::Bar;
 use irdma::hal::wqe::cqe;
 use irdma::uk::qp::{QpKind, QpUk, poll_cq};
 use irdma::uk::sq::SqPost;
-use irdma::uk::{Cq, MpSq, MpTrk, QueueMem, Rq, Sq, SqWrTrk};
+use irdma::uk::{Cq, Linked, MpSq, MpTrk, Publish, QpLink, QueueMem, Rq, Sq, SqWrTrk};
 use irdma::wr::{SendFlags, SendWr, Sge, WcOpcode, WcStatus, WorkCompletion, WrOpcode};
 
 /// A BAR whose doorbell is one relaxed store (what an MMIO write costs in
@@ -123,6 +123,19 @@ impl Mem {
         (qp, cq)
     }
 
+    /// The same QP split into a producer half and a consumer half (what a
+    /// verbs `Qp` is since `Cq::poll` takes no QP list), their link, and
+    /// the CQ.
+    pub fn split(&mut self) -> (QpUk<'_>, QpUk<'_>, QpLink, Cq<'_>) {
+        let (prod, cq) = self.qp_cq();
+        // SAFETY: the bench keeps to the split protocol: `prod` only posts,
+        // `cons` only retires, and positions cross only through the link.
+        let (s, r) = unsafe { (prod.sq.split_consumer(), prod.rq.split_consumer()) };
+        let cons = QpUk::new(s, r, CTX, QpKind::Rc);
+        let link = QpLink::new(&prod.sq, &prod.rq);
+        (prod, cons, link, cq)
+    }
+
     /// A multi-producer SQ over this memory's SQ ring and `trk`.
     pub fn mp<'a>(&'a mut self, trk: &'a [MpTrk]) -> MpSq<QueueMem<'a>, &'a [MpTrk]> {
         MpSq::new(view(&mut self.sqm), trk, SQ_QUANTA, 13, 101, QP_ID).expect("mp")
@@ -194,6 +207,49 @@ impl Retire {
 pub fn post_write_op(qp: &mut QpUk<'_>, bar: &NopBar, wrs: &[SendWr<'_>]) {
     let _ = black_box(qp.post_send(bar, black_box(wrs)));
     qp.sq.consume_all();
+}
+
+/// `post_send` on the producer half of a split QP (the consumer's tail
+/// in, the head published before the doorbell), then the consumer half
+/// retires them and publishes its tail (two loads and four stores more
+/// than [`post_write_op`]'s retirement, counted in the figure).
+#[inline(always)]
+pub fn split_post_write_op(
+    prod: &mut QpUk<'_>,
+    cons: &mut QpUk<'_>,
+    link: &QpLink,
+    bar: &NopBar,
+    wrs: &[SendWr<'_>],
+) {
+    link.sq_begin(&mut prod.sq);
+    let _ = black_box(prod.post_send_with(bar, black_box(wrs), link));
+    link.consumer_begin(cons);
+    cons.sq.consume_all();
+    link.consumer_end(cons);
+}
+
+/// The split QP: the producer posts one WQE (uk) and publishes it, the
+/// device writes its CQE, `poll_cq` through [`Linked`] returns it, the
+/// consumer publishes its tail. Measured against the single-owner
+/// [`poll_cqe_base_op`], so the figure also holds the producer's link
+/// (one load, two stores).
+#[inline(always)]
+pub fn split_poll_cqe_op(
+    prod: &mut QpUk<'_>,
+    cons: &mut QpUk<'_>,
+    link: &QpLink,
+    cq: &mut Cq<'_>,
+    dev: &mut Device,
+    one: &SqPost<'_>,
+    wc: &mut [WorkCompletion; 1],
+) {
+    link.sq_begin(&mut prod.sq);
+    let p = prod.sq.post(black_box(one)).map(|p| p.wqe_idx).unwrap_or(0);
+    link.publish(&prod.sq);
+    dev.sq_cqe(cq, p);
+    let got = poll_cq(cq, &mut Linked { link, qp: cons }, black_box(&mut wc[..]));
+    link.consumer_end(cons);
+    assert_eq!(got, 1);
 }
 
 /// Multi-producer `post_send` of `wrs` (one doorbell), then retire them.

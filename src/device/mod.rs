@@ -412,6 +412,11 @@ pub struct Device<H: Hal, B: Bar + Clone> {
     /// Lets a CQ poll tell a completion of a live QP the caller did not list
     /// (kept for a later poll) from one of a destroyed QP (dropped).
     pub(crate) qp_cqs: [AtomicU64; MAX_QPS as usize],
+    /// Per live QP: its completion context (QP number in the low 32 bits,
+    /// a creation count above, so CQEs a destroyed QP left in a CQ never
+    /// resolve to a later QP of the same number); 0 = none.
+    pub(crate) qp_ctx: [AtomicU64; MAX_QPS as usize],
+    ctx_gen: AtomicU32,
     /// Per QP number: the completion half of a plain QP, where `Cq::poll`
     /// finds it (`verbs::table`).
     pub(crate) qp_compl: [crate::verbs::ComplSlot; MAX_QPS as usize],
@@ -518,6 +523,8 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
             ws: WsTree::default(),
             qp_err: [const { AtomicBool::new(false) }; MAX_QPS as usize],
             qp_cqs: [const { AtomicU64::new(0) }; MAX_QPS as usize],
+            qp_ctx: [const { AtomicU64::new(0) }; MAX_QPS as usize],
+            ctx_gen: AtomicU32::new(0),
             qp_compl: core::array::from_fn(|_| crate::verbs::ComplSlot::new()),
             qps_in_error: AtomicU32::new(0),
             max_ird: 8,
@@ -1295,12 +1302,31 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
         self.qp_err.get(qpn as usize).is_some_and(|f| f.load(Ordering::Acquire))
     }
 
-    /// Records (or, with `None`, forgets) the CQs live QP `qpn` completes to.
-    pub(crate) fn bind_qp_cqs(&self, qpn: u32, cqs: Option<(u32, u32)>) {
-        if let Some(slot) = self.qp_cqs.get(qpn as usize) {
-            let v = cqs.map_or(0, |(s, r)| (u64::from(s) + 1) << 32 | (u64::from(r) + 1));
+    /// Records (or, with `None`, forgets) the CQs live QP `qpn` completes
+    /// to and its completion context.
+    pub(crate) fn bind_qp_cqs(&self, qpn: u32, cqs: Option<(u32, u32, u64)>) {
+        if let (Some(slot), Some(c)) =
+            (self.qp_cqs.get(qpn as usize), self.qp_ctx.get(qpn as usize))
+        {
+            let v = cqs.map_or(0, |(s, r, _)| (u64::from(s) + 1) << 32 | (u64::from(r) + 1));
+            c.store(cqs.map_or(0, |(_, _, ctx)| ctx), Ordering::Release);
             slot.store(v, Ordering::Release);
         }
+    }
+
+    /// A fresh completion context for a QP numbered `qpn`: the number in
+    /// the low 32 bits, a creation count (never 0) above.
+    pub(crate) fn next_compl_ctx(&self, qpn: u32) -> u64 {
+        let g = self.ctx_gen.fetch_add(1, Ordering::Relaxed).wrapping_add(1).max(1);
+        u64::from(g) << 32 | u64::from(qpn)
+    }
+
+    /// The number of the live QP whose completion context is `ctx`, if it
+    /// completes to CQ `cq`.
+    pub(crate) fn live_ctx_on_cq(&self, ctx: u64, cq: u32) -> Option<u32> {
+        let qpn = ctx as u32;
+        let cur = self.qp_ctx.get(qpn as usize)?.load(Ordering::Acquire);
+        (cur == ctx && self.qp_uses_cq(qpn, cq)).then_some(qpn)
     }
 
     /// Whether live QP `qpn` completes to CQ `cq`.

@@ -30,6 +30,7 @@ pub mod sq;
 mod sync;
 
 pub use cq::{CompStatus, Cq, CqPollInfo, PollError, QueueType};
+pub use link::{Linked, Publish, QpLink};
 pub use mem::{QueueMem, Words, WqeSlot};
 pub use mp::{MpSq, MpTrk};
 pub use qp::{

@@ -264,7 +264,7 @@ impl<'a> Rq<'a> {
     /// of outstanding entries), and each learns the other's position only
     /// from a value published with release after its accesses, read with
     /// acquire.
-    pub(crate) unsafe fn split_consumer(&self) -> Rq<'a> {
+    pub unsafe fn split_consumer(&self) -> Rq<'a> {
         Rq {
             // SAFETY: the alias lives no longer than `'a`; ring accesses are
             // atomic.

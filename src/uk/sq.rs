@@ -1057,7 +1057,7 @@ impl<'a> Sq<'a> {
     /// the consumer learns the producer's head only through
     /// [`Sq::set_head_pos`] with a value the producer published (release)
     /// after writing the WQEs and entries below it, read with acquire.
-    pub(crate) unsafe fn split_consumer(&self) -> Sq<'a> {
+    pub unsafe fn split_consumer(&self) -> Sq<'a> {
         Sq {
             // SAFETY: the alias lives no longer than `'a`, the memory's
             // own lifetime; ring accesses are atomic.

@@ -148,17 +148,13 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
     }
 }
 
-/// Something that may give access to a QP while a CQ is polled: a
-/// `&mut Qp`, or the locked inside of a shared QP.
+/// Something that may give access to a QP while a CQ is polled: the
+/// locked inside of a shared QP. (A plain `Qp` is never a slot: its
+/// completion half is reached only through the device's table, and its
+/// own `uk` only posts.)
 pub(super) trait QpSlot<'d, H: Hal, B: Bar + Clone, S: SendQueue> {
     /// The QP, if this slot holds one.
     fn qp(&mut self) -> Option<&mut Qp<'d, H, B, S>>;
-}
-
-impl<'d, H: Hal, B: Bar + Clone, S: SendQueue> QpSlot<'d, H, B, S> for &mut Qp<'d, H, B, S> {
-    fn qp(&mut self) -> Option<&mut Qp<'d, H, B, S>> {
-        Some(self)
-    }
 }
 
 /// What a CQ poll resolves completions through: the device's table of
@@ -202,9 +198,10 @@ impl<'d, H: Hal, B: Bar + Clone, S: SendQueue, Q: QpSlot<'d, H, B, S>, F> QpLook
             .map(|q| q.uk_mut())
     }
 
-    /// A QP's completion context is its QP number (see `create_qp_inner`).
+    /// A live QP of this CQ with this completion context (its number in
+    /// the low bits, see `create_qp_inner`) that was not listed.
     fn holds(&mut self, ctx: u64) -> bool {
-        let live = u32::try_from(ctx).ok().filter(|&q| self.dev.qp_uses_cq(q, self.cq));
+        let live = self.dev.live_ctx_on_cq(ctx, self.cq);
         self.held = live;
         live.is_some()
     }

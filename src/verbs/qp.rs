@@ -446,7 +446,9 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
             }
         };
         let (sq_uk, shared_mem) = make_sq(sq_uk).map_err(free_id)?;
-        let uk = QpUk::new(sq_uk, rq_uk, u64::from(id), QpKind::Rc);
+        // Echoed in every CQE (QP context +168); unique per creation.
+        let compl_ctx = self.next_compl_ctx(id);
+        let uk = QpUk::new(sq_uk, rq_uk, compl_ctx, QpKind::Rc);
 
         let shadow_pa = ring.paddr() + (sq_bytes + rq_bytes) as u64;
         let ird = self.max_ird;
@@ -459,7 +461,7 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
             qs_handle: self.ws.qs_handle,
             send_cq_num: attr.send_cq.id(),
             rcv_cq_num: attr.recv_cq.id(),
-            qp_compl_ctx: u64::from(id),
+            qp_compl_ctx: compl_ctx,
             p_key: 0xffff,
             ack_credits: 0x1e,
             rtomin: 5,
@@ -541,7 +543,7 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
         self.hold(Some(pd.id()), &[attr.send_cq.id(), attr.recv_cq.id()]);
         attr.cap = qp.cap;
         self.set_qp_error(id, false);
-        self.bind_qp_cqs(id, Some((attr.send_cq.id(), attr.recv_cq.id())));
+        self.bind_qp_cqs(id, Some((attr.send_cq.id(), attr.recv_cq.id(), compl_ctx)));
         if let Some(rec) = self.res.lock().ids.as_mut().and_then(|i| i.qp_rec.get_mut(id as usize))
         {
             *rec = QpRecord { live: true, ctx_pa: qp.ctx_pa(), shadow_pa };

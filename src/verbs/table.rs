@@ -27,6 +27,8 @@ pub(crate) struct QpCompl {
     /// The positions both halves publish.
     pub(crate) link: QpLink,
     qpn: u32,
+    /// The QP's completion context (`Device::next_compl_ctx`).
+    ctx: u64,
     send_cq: u32,
     recv_cq: u32,
     /// The consumer half. Reached only by a poller holding the QP's
@@ -75,6 +77,7 @@ pub(crate) unsafe fn attach<H: Hal, B: Bar + Clone>(
     let c = QpCompl {
         link: QpLink::new(&uk.sq, &uk.rq),
         qpn,
+        ctx: uk.ctx(),
         send_cq,
         recv_cq,
         uk: UnsafeCell::new(cons),
@@ -133,19 +136,20 @@ impl<H: Hal, B: Bar + Clone> Drop for Table<'_, H, B> {
 
 impl<H: Hal, B: Bar + Clone> QpLookup<'static, Sq<'static>> for Table<'_, H, B> {
     fn lookup(&mut self, ctx: u64) -> Option<&mut QpUk<'static>> {
-        // The completion context is the QP number (`create_qp_inner`).
-        let qpn = u32::try_from(ctx).ok()?;
+        // The completion context holds the QP number in its low 32 bits
+        // (`Device::next_compl_ctx`); the whole context must match, so a
+        // destroyed QP's CQEs never resolve to a later QP of that number.
         let same = self.cur.as_ref().is_some_and(|g| {
             // SAFETY: registered and valid while the guard lives, which
             // `self` keeps (so below too).
-            unsafe { g.ptr().as_ref() }.qpn == qpn
+            unsafe { g.ptr().as_ref() }.ctx == ctx
         });
         if !same {
             self.release();
-            let g = self.dev.qp_compl.get(qpn as usize)?.try_acquire(BUSY_TRIES).ok()?;
+            let g = self.dev.qp_compl.get(ctx as u32 as usize)?.try_acquire(BUSY_TRIES).ok()?;
             // SAFETY: as above.
             let c = unsafe { g.ptr().as_ref() };
-            if c.send_cq != self.cq && c.recv_cq != self.cq {
+            if c.ctx != ctx || (c.send_cq != self.cq && c.recv_cq != self.cq) {
                 return None;
             }
             self.cur = Some(g);
@@ -163,7 +167,7 @@ impl<H: Hal, B: Bar + Clone> QpLookup<'static, Sq<'static>> for Table<'_, H, B> 
     /// A live QP of this CQ not in the table (a shared QP, or a plain one
     /// whose slot another poller holds right now): keep its CQE.
     fn holds(&mut self, ctx: u64) -> bool {
-        let live = u32::try_from(ctx).ok().filter(|&q| self.dev.qp_uses_cq(q, self.cq));
+        let live = self.dev.live_ctx_on_cq(ctx, self.cq);
         self.held = live;
         live.is_some()
     }
