@@ -15,7 +15,7 @@ use irdma::hal::Bar;
 use irdma::hal::wqe::cqe;
 use irdma::uk::qp::{QpKind, QpUk, poll_cq};
 use irdma::uk::sq::SqPost;
-use irdma::uk::{Cq, Linked, MpSq, MpTrk, Publish, QpLink, QueueMem, Rq, Sq, SqWrTrk};
+use irdma::uk::{CqRing, Linked, MpSq, MpTrk, Publish, QpLink, QueueMem, Rq, Sq, SqWrTrk};
 use irdma::wr::{SendFlags, SendWr, Sge, WcOpcode, WcStatus, WorkCompletion, WrOpcode};
 
 /// A BAR whose doorbell is one relaxed store (what an MMIO write costs in
@@ -114,19 +114,19 @@ impl Mem {
     }
 
     /// A single-owner RC QP and its CQ over this memory.
-    pub fn qp_cq(&mut self) -> (QpUk<'_>, Cq<'_>) {
+    pub fn qp_cq(&mut self) -> (QpUk<'_>, CqRing<'_>) {
         let sq =
             Sq::new(view(&mut self.sqm), &mut self.trk, SQ_QUANTA, 13, 101, QP_ID).expect("sq");
         let rq = Rq::new(view(&mut self.rqm), &mut self.wrid, 64, 0, 1).expect("rq");
         let qp = QpUk::new(sq, rq, CTX, QpKind::Rc);
-        let cq = Cq::new(view(&mut self.cqm), view(&mut self.sh), CQ_SLOTS, 7).expect("cq");
+        let cq = CqRing::new(view(&mut self.cqm), view(&mut self.sh), CQ_SLOTS, 7).expect("cq");
         (qp, cq)
     }
 
     /// The same QP split into a producer half and a consumer half (what a
     /// verbs `Qp` is since `Cq::poll` takes no QP list), their link, and
     /// the CQ.
-    pub fn split(&mut self) -> (QpUk<'_>, QpUk<'_>, QpLink, Cq<'_>) {
+    pub fn split(&mut self) -> (QpUk<'_>, QpUk<'_>, QpLink, CqRing<'_>) {
         let (prod, cq) = self.qp_cq();
         // SAFETY: the bench keeps to the split protocol: `prod` only posts,
         // `cons` only retires, and positions cross only through the link.
@@ -160,7 +160,7 @@ impl Device {
 
     /// Writes one SQ CQE for the WQE at `idx`; returns its first qword.
     #[inline(always)]
-    pub fn sq_cqe(&mut self, cq: &Cq<'_>, idx: u32) -> usize {
+    pub fn sq_cqe(&mut self, cq: &CqRing<'_>, idx: u32) -> usize {
         let slot = (self.hw % u64::from(CQ_SLOTS)) as usize * 4;
         let valid = (self.hw / u64::from(CQ_SLOTS)).is_multiple_of(2);
         let m = cq.mem();
@@ -238,7 +238,7 @@ pub fn split_poll_cqe_op(
     prod: &mut QpUk<'_>,
     cons: &mut QpUk<'_>,
     link: &QpLink,
-    cq: &mut Cq<'_>,
+    cq: &mut CqRing<'_>,
     dev: &mut Device,
     one: &SqPost<'_>,
     wc: &mut [WorkCompletion; 1],
@@ -268,7 +268,7 @@ pub fn mp_post_write_op(
 #[inline(always)]
 pub fn poll_cqe_op(
     qp: &mut QpUk<'_>,
-    cq: &mut Cq<'_>,
+    cq: &mut CqRing<'_>,
     dev: &mut Device,
     one: &SqPost<'_>,
     wc: &mut [WorkCompletion; 1],
@@ -279,14 +279,14 @@ pub fn poll_cqe_op(
 
 /// First half of [`poll_cqe_op`]: post one WQE (uk), the device writes its CQE.
 #[inline(always)]
-pub fn post_with_cqe_op(qp: &mut QpUk<'_>, cq: &Cq<'_>, dev: &mut Device, one: &SqPost<'_>) {
+pub fn post_with_cqe_op(qp: &mut QpUk<'_>, cq: &CqRing<'_>, dev: &mut Device, one: &SqPost<'_>) {
     let p = qp.sq.post(black_box(one)).map(|p| p.wqe_idx).unwrap_or(0);
     dev.sq_cqe(cq, p);
 }
 
 /// Second half of [`poll_cqe_op`]: `poll_cq` returns the one waiting CQE.
 #[inline(always)]
-pub fn poll_one_op(qp: &mut QpUk<'_>, cq: &mut Cq<'_>, wc: &mut [WorkCompletion; 1]) {
+pub fn poll_one_op(qp: &mut QpUk<'_>, cq: &mut CqRing<'_>, wc: &mut [WorkCompletion; 1]) {
     let got = poll_cq(cq, qp, black_box(&mut wc[..]));
     assert_eq!(got, 1);
 }
@@ -296,7 +296,7 @@ pub fn poll_one_op(qp: &mut QpUk<'_>, cq: &mut Cq<'_>, wc: &mut [WorkCompletion;
 #[inline(always)]
 pub fn poll_cqe_base_op(
     qp: &mut QpUk<'_>,
-    cq: &mut Cq<'_>,
+    cq: &mut CqRing<'_>,
     dev: &mut Device,
     one: &SqPost<'_>,
     wc: &mut [WorkCompletion; 1],
@@ -311,7 +311,7 @@ pub fn poll_cqe_base_op(
 
 /// `poll_cq` on an empty CQ.
 #[inline(always)]
-pub fn poll_empty_op(qp: &mut QpUk<'_>, cq: &mut Cq<'_>, wc: &mut [WorkCompletion; 1]) {
+pub fn poll_empty_op(qp: &mut QpUk<'_>, cq: &mut CqRing<'_>, wc: &mut [WorkCompletion; 1]) {
     let got = poll_cq(cq, qp, black_box(&mut wc[..]));
     assert_eq!(black_box(got), 0);
 }

@@ -35,7 +35,7 @@ use irdma_hal::{Bar, BufferDirection, Dma, DmaError, Hal, PAGE_SIZE};
 
 use crate::cqp::cmd::{
     CommitFpmVal, CreateAeq, CreateCeq, DestroyAeq, DestroyCeq, Limits, QueryFpmVal,
-    QueryRdmaFeatures, QueueMem, ShmcPagesAllocated, WsNode, WsNodeOp,
+    QueryRdmaFeatures, QueueAddr, ShmcPagesAllocated, WsNode, WsNodeOp,
 };
 use crate::cqp::ctx::{HMC_OBJ_COUNT, encode_fpm_commit};
 use crate::cqp::decode::{DecodeError, FpmCommit, FpmQuery, RingConsumer};
@@ -701,7 +701,7 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
         let cmd = CreateCeq {
             ceq_id: 0,
             elem_cnt: ceq_entries,
-            mem: QueueMem::contiguous(ring.paddr()),
+            mem: QueueAddr::contiguous(ring.paddr()),
             tph_en: false,
             tph_val: 0,
             itr_no_expire: false,
@@ -744,7 +744,7 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
         self.control_bytes += ring.len() as u64;
         let cmd = CreateAeq {
             elem_cnt: aeq_entries,
-            mem: QueueMem::contiguous(ring.paddr()),
+            mem: QueueAddr::contiguous(ring.paddr()),
             pasid_valid: false,
             pasid: 0,
         };

@@ -29,7 +29,7 @@ pub mod sizing;
 pub mod sq;
 mod sync;
 
-pub use cq::{CompStatus, Cq, CqPollInfo, PollError, QueueType};
+pub use cq::{CompStatus, CqPollInfo, CqRing, PollError, QueueType};
 pub use link::{Linked, Publish, QpLink};
 pub use mem::{QueueMem, Words, WqeSlot};
 pub use mp::{MpSq, MpTrk};

@@ -3,7 +3,7 @@
 
 use irdma_hal::Bar;
 
-use super::cq::{CompStatus, Cq, CqPollInfo, Fast, PollError, QueueType, flush_code};
+use super::cq::{CompStatus, CqPollInfo, CqRing, Fast, PollError, QueueType, flush_code};
 use super::link::Publish;
 use super::rq::{Rq, RqError};
 use super::sq::{HotWqe, SendKind, SendQueue, Sq, SqError, SqOp, SqPost};
@@ -510,12 +510,12 @@ impl<'a> QpUk<'a, Sq<'a>> {
 /// and skipped.
 #[inline(always)]
 pub fn poll_cq<'q, S: SendQueue, L: QpLookup<'q, S> + ?Sized>(
-    cq: &mut Cq<'_>,
+    cq: &mut CqRing<'_>,
     qps: &mut L,
     wc: &mut [WorkCompletion],
 ) -> usize {
     // The common polls are inline: "nothing there" is a single valid-bit
-    // test, and one common CQE is `Cq::poll_fast`; the rest is out of line.
+    // test, and one common CQE is `CqRing::poll_fast`; the rest is out of line.
     let Some(first) = wc.first_mut() else { return 0 };
     match cq.poll_fast(qps) {
         Fast::Empty => 0,
@@ -532,19 +532,19 @@ pub fn poll_cq<'q, S: SendQueue, L: QpLookup<'q, S> + ?Sized>(
 
 #[inline(never)]
 fn poll_cq_some<'q, S: SendQueue, L: QpLookup<'q, S> + ?Sized>(
-    cq: &mut Cq<'_>,
+    cq: &mut CqRing<'_>,
     qps: &mut L,
     wc: &mut [WorkCompletion],
 ) -> usize {
     poll_cq_with(cq, qps, wc, false)
 }
 
-/// The `poll_cq` loop: each CQE through [`Cq::poll_fast`], or through the
-/// general [`Cq::poll_one`] + [`to_work_completion`] when the fast path
+/// The `poll_cq` loop: each CQE through [`CqRing::poll_fast`], or through the
+/// general [`CqRing::poll_one`] + [`to_work_completion`] when the fast path
 /// declines it (or always, with `general_only`, for tests).
 #[inline(always)]
 fn poll_cq_with<'q, S: SendQueue, L: QpLookup<'q, S> + ?Sized>(
-    cq: &mut Cq<'_>,
+    cq: &mut CqRing<'_>,
     qps: &mut L,
     wc: &mut [WorkCompletion],
     general_only: bool,
@@ -580,7 +580,7 @@ fn poll_cq_with<'q, S: SendQueue, L: QpLookup<'q, S> + ?Sized>(
 /// [`poll_cq`] through the general decoder only (tests compare the two).
 #[cfg(test)]
 pub(crate) fn poll_cq_general<'q, S: SendQueue, L: QpLookup<'q, S> + ?Sized>(
-    cq: &mut Cq<'_>,
+    cq: &mut CqRing<'_>,
     qps: &mut L,
     wc: &mut [WorkCompletion],
 ) -> usize {
@@ -589,6 +589,6 @@ pub(crate) fn poll_cq_general<'q, S: SendQueue, L: QpLookup<'q, S> + ?Sized>(
 
 /// `ib_req_notify_cq`: `solicited_only` = `IB_CQ_SOLICITED` alone, else
 /// next completion (spec data-path §5.7).
-pub fn req_notify_cq(cq: &mut Cq<'_>, bar: &impl Bar, solicited_only: bool) {
+pub fn req_notify_cq(cq: &mut CqRing<'_>, bar: &impl Bar, solicited_only: bool) {
     cq.request_notification(bar, solicited_only);
 }

@@ -185,7 +185,7 @@ pub enum SqConfigError {
 
 /// Where a WQE went.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Posted {
+pub struct PostedWqe {
     /// First quantum of the WQE (after padding).
     pub wqe_idx: u32,
     /// Quanta of the WQE.
@@ -864,19 +864,19 @@ impl<'a> Sq<'a> {
     /// with `post_sq = false`): validate, reserve with NOP padding, record
     /// tracking, write the body, `dma_wmb`, write the header.
     #[inline(always)]
-    pub fn post(&mut self, p: &SqPost<'_>) -> Result<Posted, SqError> {
+    pub fn post(&mut self, p: &SqPost<'_>) -> Result<PostedWqe, SqError> {
         self.post_with(p, false)
     }
 
     /// [`Sq::post`] with the general encoder only (tests prove the hot
     /// paths write the same WQEs).
     #[cfg(test)]
-    pub(crate) fn post_general(&mut self, p: &SqPost<'_>) -> Result<Posted, SqError> {
+    pub(crate) fn post_general(&mut self, p: &SqPost<'_>) -> Result<PostedWqe, SqError> {
         self.post_with(p, true)
     }
 
     #[inline(always)]
-    fn post_with(&mut self, p: &SqPost<'_>, general_only: bool) -> Result<Posted, SqError> {
+    fn post_with(&mut self, p: &SqPost<'_>, general_only: bool) -> Result<PostedWqe, SqError> {
         let sz = size_post(p, &self.lim)?;
         let (pos, pad) = self.reserve(sz.quanta)?;
         let idx = pos & self.mask;
@@ -899,7 +899,7 @@ impl<'a> Sq<'a> {
         };
         slot.publish(3, hdr);
         self.head = pos.wrapping_add(sz.quanta);
-        Ok(Posted { wqe_idx: idx, quanta: sz.quanta, pad, valid })
+        Ok(PostedWqe { wqe_idx: idx, quanta: sz.quanta, pad, valid })
     }
 
     /// [`Sq::post`] for a [`HotWqe`]: same checks, tracking and stores, with
@@ -1133,7 +1133,7 @@ mod tests {
         );
         p.signaled = true;
         let got = sq.post(&p).unwrap();
-        assert_eq!(got, Posted { wqe_idx: 0, quanta: 1, pad: 0, valid: true });
+        assert_eq!(got, PostedWqe { wqe_idx: 0, quanta: 1, pad: 0, valid: true });
         let m = sq.mem();
         assert_eq!(m.read(0), 0x7f00_0010_0040);
         assert_eq!(m.read(1), 0x8000_0100_00ab_cd00);
@@ -1161,7 +1161,7 @@ mod tests {
         );
         p.imm = Some(0x1234_5678);
         let got = sq.post(&p).unwrap();
-        assert_eq!(got, Posted { wqe_idx: 0, quanta: 8, pad: 3, valid: false });
+        assert_eq!(got, PostedWqe { wqe_idx: 0, quanta: 8, pad: 3, valid: false });
         for i in 13..16 {
             assert_eq!(sq.mem().read(i * 4 + 3), 0x8000_000c_0000_0000, "pad {i} is a valid NOP");
             assert_eq!(sq.trk(i as u32).unwrap().quanta, 1);
@@ -1184,7 +1184,7 @@ mod tests {
         assert_eq!(sq.complete_at(0).unwrap().wr_id, 9);
         assert_eq!(sq.used(), 5);
         let got = sq.post(&SqPost::new(2, w4)).unwrap();
-        assert_eq!(got, Posted { wqe_idx: 0, quanta: 4, pad: 3, valid: true });
+        assert_eq!(got, PostedWqe { wqe_idx: 0, quanta: 4, pad: 3, valid: true });
     }
 
     /// The one-SGE hot path writes exactly what the general encoder writes.

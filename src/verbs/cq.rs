@@ -1,5 +1,5 @@
 //! Completion queues: CREATE_CQ / DESTROY_CQ and `poll_cq` /
-//! `req_notify_cq` over [`crate::uk::Cq`].
+//! `req_notify_cq` over [`crate::uk::CqRing`].
 
 use core::marker::PhantomData;
 
@@ -9,7 +9,7 @@ use super::VerbsError;
 use super::qp::Qp;
 use super::static_view;
 use super::table::Table;
-use crate::cqp::cmd::{CreateCq, DestroyCq, ModifyCq, QueueMem as CqpQueueMem};
+use crate::cqp::cmd::{CreateCq, DestroyCq, ModifyCq, QueueAddr};
 use crate::cqp::engine::device_may_own;
 use crate::device::{DeferredCq, Device};
 use crate::uk::{self, QpLookup, QpUk, SendQueue};
@@ -26,7 +26,7 @@ pub const MAX_PENDING_RESIZES: usize = 4;
 /// A ring replaced by [`Cq::resize`], drained before the current one.
 struct OldRing<H: Hal> {
     // `uk` views `ring`; declared (and dropped) first.
-    uk: uk::Cq<'static>,
+    uk: uk::CqRing<'static>,
     _ring: Dma<H>,
 }
 
@@ -50,7 +50,7 @@ struct OldRing<H: Hal> {
 /// ```
 pub struct Cq<'d, H: Hal, B: Bar + Clone> {
     // `uk` and `old` view `ring`/`shadow`; they are declared (and dropped) first.
-    uk: uk::Cq<'static>,
+    uk: uk::CqRing<'static>,
     old: heapless::Vec<OldRing<H>, MAX_PENDING_RESIZES>,
     dev: &'d Device<H, B>,
     id: u32,
@@ -94,7 +94,7 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
             ceq_id: Some(0),
             ceqe_mask: true,
             check_overflow: true,
-            ring: CqpQueueMem::contiguous(ring.paddr()),
+            ring: QueueAddr::contiguous(ring.paddr()),
             shadow_area_pa: shadow.paddr(),
             tph_en: false,
             tph_val: 0,
@@ -111,7 +111,7 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
         // SAFETY: as above.
         let sh = unsafe { static_view(&shadow, 0, 64) };
         let ukcq = match (mem, sh) {
-            (Some(m), Some(s)) => uk::Cq::new(m, s, entries, id).ok(),
+            (Some(m), Some(s)) => uk::CqRing::new(m, s, entries, id).ok(),
             _ => None,
         };
         let free_id = |e: VerbsError| {
@@ -522,7 +522,7 @@ impl<'d, H: Hal, B: Bar + Clone> Cq<'d, H, B> {
         // `is_full` was checked above.
         let _ = self.old.push(OldRing { uk: old_uk, _ring: cur_ring });
         self.cmd.cq_size = entries;
-        self.cmd.ring = CqpQueueMem::contiguous(m.new_ring_pa);
+        self.cmd.ring = QueueAddr::contiguous(m.new_ring_pa);
         self.cqe = cqe;
         Ok(())
     }
