@@ -1011,19 +1011,20 @@ impl<H: Hal, B: Bar + Clone> Qp<'_, H, B> {
         let ok = self.dev.admit_fast_regs(wrs);
         let head = wrs.get(..ok).unwrap_or(wrs);
         if !head.is_empty() {
-            let r = match self.compl {
-                Some(c) => {
-                    // The producer half of the split QP (`uk::link`): the
-                    // consumer's tail in, the head out before the doorbell.
-                    c.link.sq_begin(&mut self.uk.sq);
-                    self.uk.post_send_with(self.dev.regs(), head, &c.link)
-                }
-                None => self.uk.post_send(self.dev.regs(), head),
+            // A live plain QP always has its completion half (`attach_compl`
+            // at create, `detach_compl` only once it is destroyed).
+            let Some(c) = self.compl else {
+                return Err(PostError { bad_wr: 0, kind: PostErrorKind::Destroyed });
             };
-            r.map_err(|PostSendError { bad_wr, kind }| PostError {
-                bad_wr,
-                kind: PostErrorKind::Sq(kind),
-            })?;
+            // The producer half of the split QP (`uk::link`): the consumer's
+            // tail in, the head out before the doorbell.
+            c.link.sq_begin(&mut self.uk.sq);
+            self.uk.post_send_with(self.dev.regs(), head, &c.link).map_err(
+                |PostSendError { bad_wr, kind }| PostError {
+                    bad_wr,
+                    kind: PostErrorKind::Sq(kind),
+                },
+            )?;
         }
         if ok < wrs.len() {
             return Err(PostError { bad_wr: ok, kind: PostErrorKind::FastReg });
