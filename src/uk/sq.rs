@@ -1052,10 +1052,10 @@ impl<'a> Sq<'a> {
     /// consumer half only retires (`complete_at`, `retire_oldest`,
     /// `offset_of`/`peek`/`trk` of outstanding entries, its own counters);
     /// the producer learns the consumer's tail only through
-    /// [`Sq::set_tail_pos`] with a value the consumer published (release)
+    /// `Sq::set_tail_pos` with a value the consumer published (release)
     /// after its last read of the entries it retired, read with acquire;
     /// the consumer learns the producer's head only through
-    /// [`Sq::set_head_pos`] with a value the producer published (release)
+    /// `Sq::set_head_pos` with a value the producer published (release)
     /// after writing the WQEs and entries below it, read with acquire.
     pub unsafe fn split_consumer(&self) -> Sq<'a> {
         Sq {
