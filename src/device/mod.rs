@@ -408,14 +408,13 @@ pub struct Device<H: Hal, B: Bar + Clone> {
     pub(crate) caps_fpm: Option<FpmQuery>,
     pub(crate) ws: WsTree,
     pub(crate) qp_err: [AtomicBool; MAX_QPS as usize],
-    /// Per live QP: (send CQ id + 1) << 32 | (receive CQ id + 1); 0 = none.
-    /// Lets a CQ poll tell a completion of a live QP the caller did not list
-    /// (kept for a later poll) from one of a destroyed QP (dropped).
+    /// Per live QP: its completion context's creation count (the upper 32
+    /// bits of the context, `Device::next_compl_ctx`) << 32 | (send CQ id
+    /// + 1) << 16 | (receive CQ id + 1); 0 = none. Lets a CQ poll tell a
+    /// completion of a live QP it cannot resolve (kept for a later poll)
+    /// from one of a destroyed QP (dropped) — even when a later QP has the
+    /// same number.
     pub(crate) qp_cqs: [AtomicU64; MAX_QPS as usize],
-    /// Per live QP: its completion context (QP number in the low 32 bits,
-    /// a creation count above, so CQEs a destroyed QP left in a CQ never
-    /// resolve to a later QP of the same number); 0 = none.
-    pub(crate) qp_ctx: [AtomicU64; MAX_QPS as usize],
     ctx_gen: AtomicU32,
     /// Per QP number: the completion half of a plain QP, where `Cq::poll`
     /// finds it (`verbs::table`).
@@ -523,7 +522,6 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
             ws: WsTree::default(),
             qp_err: [const { AtomicBool::new(false) }; MAX_QPS as usize],
             qp_cqs: [const { AtomicU64::new(0) }; MAX_QPS as usize],
-            qp_ctx: [const { AtomicU64::new(0) }; MAX_QPS as usize],
             ctx_gen: AtomicU32::new(0),
             qp_compl: core::array::from_fn(|_| crate::verbs::ComplSlot::new()),
             qps_in_error: AtomicU32::new(0),
@@ -1304,12 +1302,11 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
 
     /// Records (or, with `None`, forgets) the CQs live QP `qpn` completes
     /// to and its completion context.
+    /// (CQ ids are below `MAX_CQS`, so each fits its 16 bits.)
     pub(crate) fn bind_qp_cqs(&self, qpn: u32, cqs: Option<(u32, u32, u64)>) {
-        if let (Some(slot), Some(c)) =
-            (self.qp_cqs.get(qpn as usize), self.qp_ctx.get(qpn as usize))
-        {
-            let v = cqs.map_or(0, |(s, r, _)| (u64::from(s) + 1) << 32 | (u64::from(r) + 1));
-            c.store(cqs.map_or(0, |(_, _, ctx)| ctx), Ordering::Release);
+        if let Some(slot) = self.qp_cqs.get(qpn as usize) {
+            let id = |c: u32| u64::from(c.min(0xfffe)) + 1;
+            let v = cqs.map_or(0, |(s, r, ctx)| ctx >> 32 << 32 | id(s) << 16 | id(r));
             slot.store(v, Ordering::Release);
         }
     }
@@ -1325,15 +1322,14 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
     /// completes to CQ `cq`.
     pub(crate) fn live_ctx_on_cq(&self, ctx: u64, cq: u32) -> Option<u32> {
         let qpn = ctx as u32;
-        let cur = self.qp_ctx.get(qpn as usize)?.load(Ordering::Acquire);
-        (cur == ctx && self.qp_uses_cq(qpn, cq)).then_some(qpn)
+        let v = self.qp_cqs.get(qpn as usize)?.load(Ordering::Acquire);
+        (v >> 32 == ctx >> 32 && uses_cq(v, cq)).then_some(qpn)
     }
 
     /// Whether live QP `qpn` completes to CQ `cq`.
     pub(crate) fn qp_uses_cq(&self, qpn: u32, cq: u32) -> bool {
         let v = self.qp_cqs.get(qpn as usize).map_or(0, |f| f.load(Ordering::Acquire));
-        let c = u64::from(cq) + 1;
-        v != 0 && (v >> 32 == c || v & 0xffff_ffff == c)
+        uses_cq(v, cq)
     }
 
     pub(crate) fn set_qp_error(&self, qpn: u32, on: bool) {
@@ -1352,6 +1348,12 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
     pub(crate) fn any_qp_in_error(&self) -> bool {
         self.qps_in_error.load(Ordering::Acquire) != 0
     }
+}
+
+/// Whether a `qp_cqs` word names CQ `cq` as its send or receive CQ.
+fn uses_cq(v: u64, cq: u32) -> bool {
+    let c = u64::from(cq) + 1;
+    v != 0 && ((v >> 16) & 0xffff == c || v & 0xffff == c)
 }
 
 impl<H: Hal, B: Bar + Clone> Drop for Device<H, B> {
