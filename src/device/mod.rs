@@ -408,9 +408,9 @@ pub struct Device<H: Hal, B: Bar + Clone> {
     pub(crate) caps_fpm: Option<FpmQuery>,
     pub(crate) ws: WsTree,
     pub(crate) qp_err: [AtomicBool; MAX_QPS as usize],
-    /// Per live QP: its completion context's creation count (the upper 32
-    /// bits of the context, `Device::next_compl_ctx`) << 32 | (send CQ id
-    /// + 1) << 16 | (receive CQ id + 1); 0 = none. Lets a CQ poll tell a
+    /// Per live QP: `count << 32 | (send_cq + 1) << 16 | (recv_cq + 1)`,
+    /// `count` being its completion context's creation count (the upper
+    /// 32 bits of the context, `Device::next_compl_ctx`); 0 = none. Lets a CQ poll tell a
     /// completion of a live QP it cannot resolve (kept for a later poll)
     /// from one of a destroyed QP (dropped) — even when a later QP has the
     /// same number.
