@@ -14,7 +14,8 @@ use std::time::{Duration, Instant};
 
 use common::{
     Device, Mem, NopBar, Retire, SGE, WC0, mp_post_write_op, mp_trk, poll_cqe_base_op, poll_cqe_op,
-    poll_empty_op, poll_one_op, post_with_cqe_op, post_write_op, write_post, write_wr,
+    poll_empty_op, poll_one_op, post_with_cqe_op, post_write_op, split_poll_cqe_op,
+    split_post_write_op, write_post, write_wr,
 };
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use irdma::uk::qp::QpKind;
@@ -45,6 +46,31 @@ fn post(c: &mut Criterion) {
         g.throughput(Throughput::Elements(CHAIN as u64));
         g.bench_function("write_1sge_doorbell_per32", |b| {
             b.iter(|| post_write_op(&mut qp, &bar, &batch[..]))
+        });
+    }
+    {
+        let mut mem = Mem::new();
+        let (mut prod, mut cons, link, _cq) = mem.split();
+        g.throughput(Throughput::Elements(1));
+        g.bench_function("split_write_1sge_doorbell_each", |b| {
+            b.iter(|| split_post_write_op(&mut prod, &mut cons, &link, &bar, &batch[..1]))
+        });
+        g.throughput(Throughput::Elements(CHAIN as u64));
+        g.bench_function("split_write_1sge_doorbell_per32", |b| {
+            b.iter(|| split_post_write_op(&mut prod, &mut cons, &link, &bar, &batch[..]))
+        });
+    }
+    {
+        let mut mem = Mem::new();
+        let (mut prod, mut cons, link, mut cq) = mem.split();
+        let mut dev = Device::new();
+        let one = write_post(&wr);
+        let mut wc = [WC0; 1];
+        g.throughput(Throughput::Elements(1));
+        g.bench_function("split_post_cqe_poll", |b| {
+            b.iter(|| {
+                split_poll_cqe_op(&mut prod, &mut cons, &link, &mut cq, &mut dev, &one, &mut wc)
+            })
         });
     }
     {

@@ -62,13 +62,12 @@ fn connect(
 /// Polls `cq` until `n` completions arrived (bounded).
 fn poll<'d>(
     cq: &mut Cq<'d, FakeHal, ModelBar>,
-    qp: &mut Qp<'d, FakeHal, ModelBar>,
     n: usize,
 ) -> Result<Vec<WorkCompletion>, Box<dyn Error>> {
     let mut out = Vec::new();
     for _ in 0..1000 {
         let mut wc = [WorkCompletion::default(); 8];
-        let k = cq.poll(&mut [&mut *qp], &mut wc);
+        let k = cq.poll(&mut wc);
         out.extend_from_slice(&wc[..k]);
         if out.len() >= n {
             break;
@@ -170,7 +169,7 @@ fn main() -> Result<(), Box<dyn Error>> {
     qa.post_send(&[SendWr { wr_id: 1, opcode: write, flags: SendFlags::SIGNALED, sg_list: &sge }])?;
 
     step(6, "poll A's CQ: the WRITE completes");
-    let wc = poll(&mut ca, &mut qa, 1)?;
+    let wc = poll(&mut ca, 1)?;
     check(wc[0].wr_id == 1 && wc[0].opcode == WcOpcode::RdmaWrite, "WRITE completion")?;
     let mut got = vec![0u8; 6000];
     check(dst.read_bytes(0, &mut got) && got == data[..6000], "WRITE landed byte for byte")?;
@@ -187,8 +186,8 @@ fn main() -> Result<(), Box<dyn Error>> {
     }])?;
 
     step(8, "poll both CQs: the SEND on A, the receive on B");
-    let wa = poll(&mut ca, &mut qa, 1)?;
-    let wb = poll(&mut cb, &mut qb, 1)?;
+    let wa = poll(&mut ca, 1)?;
+    let wb = poll(&mut cb, 1)?;
     check(wa[0].wr_id == 2 && wb[0].wr_id == 20 && wb[0].byte_len == 100, "SEND/RECV completions")?;
     let mut got = vec![0u8; 100];
     check(dst.read_bytes(4096, &mut got) && got == data[4096..4196], "SEND landed byte for byte")?;
@@ -225,7 +224,7 @@ fn main() -> Result<(), Box<dyn Error>> {
         }
     }
     ctx.post(&mut qa, &mut pool, 3, &[])?;
-    let wc = poll(&mut ca, &mut qa, 1)?;
+    let wc = poll(&mut ca, 1)?;
     // SAFETY: the device is done with the transfer (its completion is in).
     unsafe { ctx.destroy::<FakeHal, 1, 16>(&mut pool, &mut sg) }?;
     check(wc[0].wr_id == 3 && wc[0].opcode == WcOpcode::RdmaRead, "READ completion")?;

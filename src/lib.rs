@@ -69,11 +69,11 @@
 //! let send = SendWr { wr_id: 1, opcode: WrOpcode::Send, flags: SendFlags::SIGNALED, sg_list: &sge };
 //! a.post_send(&[send])?;
 //!
-//! // 6. Poll: one completion per side.
+//! // 6. Poll the CQ (no QP list, as `ib_poll_cq`): one completion per side.
 //! let mut wc = [WorkCompletion::default(); 4];
 //! let mut got = 0;
 //! for _ in 0..100 {
-//!     got += cq.poll(&mut [&mut a, &mut b], &mut wc[got..]);
+//!     got += cq.poll(&mut wc[got..]);
 //!     if got == 2 { break; }
 //! }
 //! assert_eq!(got, 2);
@@ -150,7 +150,17 @@
 //!   [`verbs::PostErrorKind::Busy`] when it is held, so it may be called
 //!   from an interrupt handler. `SharedQp::post_recv`, `SharedQp::state` and
 //!   [`verbs::Cq::poll_shared`] do wait for that lock: an interrupt handler
-//!   that may have interrupted one of them must not call them.
+//!   that may have interrupted one of them must not call them;
+//! * a plain [`verbs::Qp`] is split into a producer half (its posts: no
+//!   lock, one acquire load and one release store per call) and a consumer
+//!   half that [`verbs::Cq::poll`] finds through the device's table
+//!   (`uk::link`); the poll only *tries* a QP's table slot and stops with
+//!   the CQE kept if another poller holds it, never waiting; destroying
+//!   (or dropping) the QP withdraws the half and waits for a poller that
+//!   holds it (at most one poll call), so its memory is never freed under
+//!   a poller. The two halves share the tracking arrays only through the
+//!   crate-private protocol; [`uk::Sq::split_consumer`] and
+//!   [`uk::Rq::split_consumer`] are `unsafe` for that reason.
 //!
 //! Known limit: a REG_MR admitted while its MR was live but executed by the
 //! device after the MR's DEALLOC_STAG (the SQ and the CQP are separate
@@ -168,6 +178,7 @@
 //! | [`device::Device::bar`] | raw register access only reads, or writes nothing that changes which memory the device uses or disturbs the driver's rings and CQP |
 //! | [`device::Device::close_after_reset`] | the PCI function was reset after the last CQP op and after every quarantined buffer was handed to the device |
 //! | [`verbs::Qp::enable_inline`], [`uk::Sq::enable_inline`], [`uk::MpSq::enable_inline`], [`device::Device::create_shared_qp_inline`] | the `addr` of every inline SGE posted from then on is a CPU address readable for `length` bytes during the post |
+//! | [`uk::Sq::split_consumer`], [`uk::Rq::split_consumer`] | until one half is dropped, the original only posts and the new half only retires, and each learns the other's position only from a value the other published with release after its accesses (through [`uk::QpLink`]), read with acquire |
 //! | [`uk::QueueMem::from_raw`] | `base` is 8-byte aligned, valid for volatile reads and writes of `qwords * 8` bytes for `'a`, and no Rust reference into it exists meanwhile |
 //! | [`rw::RwCtx::init`], [`rw::rdma_rw_ctx_init`] | every `sg[i].buf` is valid for the direction's access and not moved or freed until `destroy` was called with the same `sg`, after the device is done |
 //! | [`rw::RwCtx::init_bvec`], [`rw::rdma_rw_ctx_init_bvec`] | the same for every buffer the bio_vec iterator covers, until `destroy_bvec` |

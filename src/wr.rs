@@ -92,15 +92,36 @@ impl core::ops::BitOr for Access {
 }
 
 /// Page sizes a fast-registered MR can use (spec data-path §1.6, HPAGESIZE).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub enum PageSize {
     /// 4 KiB.
+    #[default]
     Size4K,
     /// 2 MiB.
     Size2M,
     /// 1 GiB.
     Size1G,
+}
+
+impl PageSize {
+    /// The page size for `bytes`, or `None` for a size the device lacks.
+    pub fn from_bytes(bytes: u64) -> Option<Self> {
+        match bytes {
+            0x1000 => Some(Self::Size4K),
+            0x20_0000 => Some(Self::Size2M),
+            0x4000_0000 => Some(Self::Size1G),
+            _ => None,
+        }
+    }
+    /// Size in bytes.
+    pub fn bytes(self) -> u64 {
+        match self {
+            Self::Size4K => 0x1000,
+            Self::Size2M => 0x20_0000,
+            Self::Size1G => 0x4000_0000,
+        }
+    }
 }
 
 /// A fast-register (`IB_WR_REG_MR`) request: what the MR will map.

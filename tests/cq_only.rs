@@ -20,7 +20,7 @@ fn cq_only(side: &mut Side<'_>, want: usize, polls: usize) -> Vec<WorkCompletion
     let mut out = Vec::new();
     for _ in 0..polls {
         let mut wc = [EMPTY_WC; 4];
-        let k = side.cq.poll(&mut [&mut side.qp], &mut wc);
+        let k = side.cq.poll(&mut wc);
         out.extend_from_slice(&wc[..k]);
         if out.len() >= want {
             break;
@@ -28,7 +28,7 @@ fn cq_only(side: &mut Side<'_>, want: usize, polls: usize) -> Vec<WorkCompletion
     }
     for _ in 0..3 {
         let mut wc = [EMPTY_WC; 4];
-        let k = side.cq.poll(&mut [&mut side.qp], &mut wc);
+        let k = side.cq.poll(&mut wc);
         out.extend_from_slice(&wc[..k]);
     }
     out

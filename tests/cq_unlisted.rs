@@ -1,11 +1,14 @@
-//! A CQ shared by two QPs, polled with only one of them listed: the other
-//! QP's completion is kept for a later poll (never consumed and lost), and
-//! the CQ names the QP it stopped at; a destroyed QP's leftover completion
-//! is dropped instead of blocking the CQ.
+//! A CQ shared by a plain QP and a shared QP: `Cq::poll` resolves plain
+//! QPs only (through the device's table), so it stops at the shared QP's
+//! completion and keeps it (never consumed and lost), naming that QP;
+//! `Cq::poll_shared` with the shared QP takes it (and stops at the plain
+//! QP's in turn); a destroyed QP's leftover completion is dropped instead
+//! of blocking the CQ.
 
 mod common;
+mod e2e_common;
 
-use common::*;
+use e2e_common::*;
 
 #[test]
 fn unlisted_live_qp_keeps_its_completions_destroyed_qp_does_not_block() {
@@ -20,12 +23,19 @@ fn unlisted_live_qp_keeps_its_completions_destroyed_qp_does_not_block() {
         let mut ca = da.create_cq(64).unwrap();
         let cb = db.create_cq(64).unwrap();
         let mut qa1 = create_qp(&da, &pa, &ca, 16);
-        let mut qa2 = create_qp(&da, &pa, &ca, 16);
+        let cap = QpCap {
+            max_send_wr: 16,
+            max_recv_wr: 16,
+            max_send_sge: 1,
+            max_recv_sge: 1,
+            max_inline_data: 0,
+        };
+        let mut qa2 = shared_qp(&da, &pa, &ca, cap);
         let mut qb1 = create_qp(&db, &pb, &cb, 16);
         let mut qb2 = create_qp(&db, &pb, &cb, 16);
         let (na1, na2, nb1, nb2) = (qa1.qp_num(), qa2.qp_num(), qb1.qp_num(), qb2.qp_num());
         connect(&mut qa1, A, B, nb1).unwrap();
-        connect(&mut qa2, A, B, nb2).unwrap();
+        connect_shared(&mut qa2, A, B, nb2);
         connect(&mut qb1, B, A, na1).unwrap();
         connect(&mut qb2, B, A, na2).unwrap();
 
@@ -45,27 +55,30 @@ fn unlisted_live_qp_keeps_its_completions_destroyed_qp_does_not_block() {
         qa2.post_send(&[write(2)]).unwrap();
         qa1.post_send(&[write(3)]).unwrap();
 
-        // Only qa1 listed: its first completion, then a stop at qa2's.
+        // `poll`: qa1's first completion, then a stop at the shared qa2's.
         let mut wc = [EMPTY_WC; 8];
-        let n = ca.poll(&mut [&mut qa1], &mut wc);
+        let n = ca.poll(&mut wc);
         assert_eq!(n, 1);
         assert_eq!((wc[0].wr_id, wc[0].qp_num), (1, na1));
         assert_eq!(ca.unlisted_qp(), Some(na2), "the CQ names the QP it stopped at");
         // Polling again the same way loses nothing and returns nothing.
-        assert_eq!(ca.poll(&mut [&mut qa1], &mut wc), 0);
+        assert_eq!(ca.poll(&mut wc), 0);
         assert_eq!(ca.unlisted_qp(), Some(na2));
-        // With both listed, qa2's completion and then qa1's second.
-        let n = ca.poll(&mut [&mut qa1, &mut qa2], &mut wc);
-        assert_eq!(n, 2);
+        // `poll_shared` with qa2: its completion, then a stop at qa1's.
+        let n = ca.poll_shared([&qa2], &mut wc);
+        assert_eq!(n, 1);
         assert_eq!((wc[0].wr_id, wc[0].qp_num, wc[0].status), (2, na2, WcStatus::Success));
-        assert_eq!((wc[1].wr_id, wc[1].qp_num), (3, na1));
+        assert_eq!(ca.unlisted_qp(), Some(na1));
+        let n = ca.poll(&mut wc);
+        assert_eq!(n, 1);
+        assert_eq!((wc[0].wr_id, wc[0].qp_num), (3, na1));
         assert_eq!(ca.unlisted_qp(), None);
 
         // A completion of a QP that is then destroyed is dropped, not held.
         qa2.post_send(&[write(4)]).unwrap();
         qa2.destroy().unwrap();
         qa1.post_send(&[write(5)]).unwrap();
-        let n = ca.poll(&mut [&mut qa1], &mut wc);
+        let n = ca.poll(&mut wc);
         assert_eq!(ca.unlisted_qp(), None);
         assert_eq!((n, wc[0].wr_id), (1, 5), "qa2's leftover CQE did not block qa1");
         drop(qa2);

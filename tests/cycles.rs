@@ -47,7 +47,7 @@ fn cycle(bar_a: &ModelBar, bar_b: &ModelBar, big: &[u64], phys: &Buf) -> (u32, u
         sg_list: &sge,
     };
     qa.post_send(&[w]).unwrap();
-    let wc = poll_n(&mut ca, &mut [&mut qa], 1);
+    let wc = poll_n(&mut ca, 1);
     assert_eq!(wc[0].status, WcStatus::Success);
     let mut got = read(&dst, 4096, 4096);
     got.extend(read(&dst, 0, 904));
@@ -60,7 +60,7 @@ fn cycle(bar_a: &ModelBar, bar_b: &ModelBar, big: &[u64], phys: &Buf) -> (u32, u
         sg_list: &sge,
     };
     qa.post_send(&[r]).unwrap();
-    let wc = poll_n(&mut ca, &mut [&mut qa], 1);
+    let wc = poll_n(&mut ca, 1);
     assert_eq!(wc[0].status, WcStatus::Success);
     assert_eq!(read(&src, 4096, 256), read(phys, 4096, 256), "READ through level 2");
     let rsge = [Sge { addr: 0x4000_0000, length: 64, lkey: d1.lkey() }];
@@ -68,8 +68,8 @@ fn cycle(bar_a: &ModelBar, bar_b: &ModelBar, big: &[u64], phys: &Buf) -> (u32, u
     let sge = [Sge { addr: src.paddr(), length: 64, lkey: s0.lkey() }];
     let s = SendWr { wr_id: 4, opcode: WrOpcode::Send, flags: SendFlags::SIGNALED, sg_list: &sge };
     qa.post_send(&[s]).unwrap();
-    assert_eq!(poll_n(&mut ca, &mut [&mut qa], 1)[0].status, WcStatus::Success);
-    let wc = poll_n(&mut cb, &mut [&mut qb], 1);
+    assert_eq!(poll_n(&mut ca, 1)[0].status, WcStatus::Success);
+    let wc = poll_n(&mut cb, 1);
     assert_eq!((wc[0].wr_id, wc[0].byte_len), (3, 64));
     assert_eq!(read(&dst, 4096, 64), data[..64].to_vec());
     drop((s0, d1, d2, qa, qb, ca, cb, pa, pb));
@@ -136,7 +136,7 @@ fn object_cycles_recycle_every_id() {
             sg_list: &sge,
         };
         q1.post_send(&[w]).unwrap();
-        let wc = poll_n(&mut cq, &mut [&mut q1, &mut q2], 1);
+        let wc = poll_n(&mut cq, 1);
         assert_eq!((wc[0].wr_id, wc[0].status), (u64::from(i), WcStatus::Success));
         assert_eq!(read(&b, 4096 + 100, 4), i.to_le_bytes().to_vec());
         qpns.extend([n1, n2]);

@@ -194,7 +194,7 @@ impl<'d> Node<'d> {
         let since = std::time::Instant::now();
         let qpn = self.side.qp.qp_num();
         while !self.expect_sq.is_empty() || !self.expect_rq.is_empty() {
-            let n = self.side.cq.poll(&mut [&mut self.side.qp], &mut wc);
+            let n = self.side.cq.poll(&mut wc);
             if n == 0 {
                 assert!(
                     deferred && since.elapsed() < WAIT,
@@ -231,7 +231,7 @@ impl<'d> Node<'d> {
             }
         }
         let mut extra = [EMPTY_WC; 4];
-        let n = self.side.cq.poll(&mut [&mut self.side.qp], &mut extra);
+        let n = self.side.cq.poll(&mut extra);
         assert_eq!(n, 0, "nothing twice: {:?}", &extra[..n]);
         // Every batch ends signaled: all WRs are retired now.
         self.unsignaled.clear();

@@ -48,7 +48,7 @@ impl<'d> Ud<'d> {
     }
 
     fn poll(&mut self, n: usize) -> Vec<WorkCompletion> {
-        poll_n(&mut self.cq, &mut [&mut self.qp], n)
+        poll_n(&mut self.cq, n)
     }
 
     fn recv(&mut self, r: &Region<'_>, off: u64, len: u32, wr_id: u64) {

@@ -883,7 +883,7 @@ fn retire<'d>(node: &mut Node<'d>, peer: &mut Node<'d>, i: usize, ok: bool, stat
 
 fn poll_once<'d>(node: &mut Node<'d>, peer: &mut Node<'d>, stats: &mut Stats) -> usize {
     let mut wc = [EMPTY_WC; 32];
-    let n = node.side.cq.poll(&mut [&mut node.side.qp], &mut wc);
+    let n = node.side.cq.poll(&mut wc);
     for c in &wc[..n] {
         on_wc(node, peer, c, stats);
     }

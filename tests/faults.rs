@@ -165,7 +165,7 @@ fn workload(dev: &Dev, hit: &mut bool) {
         sg_list: &sge,
     };
     qa.post_send(&[wr]).unwrap();
-    let wc = poll_n(&mut cq, &mut [&mut qa, &mut qb], 1);
+    let wc = poll_n(&mut cq, 1);
     assert_eq!(wc[0].status, WcStatus::Success, "{wc:?}");
     // mr1 maps IOVA page 2 to physical page 0.
     assert_eq!(read(&b, 0, 100), data[..100].to_vec());

@@ -56,7 +56,7 @@ fn rw_read_through_fast_registered_mrs() {
             assert!(n >= 1);
             // `post` writes the pool's page lists into the FR MRs' PBLEs.
             ctx.post(&mut q1, &mut pool, 100 + round, &[]).unwrap();
-            let wc = poll_n(&mut cq, &mut [&mut q1, &mut q2], 1);
+            let wc = poll_n(&mut cq, 1);
             assert_eq!(wc.len(), 1, "{wc:?}");
             assert_eq!(
                 (wc[0].wr_id, wc[0].status, wc[0].opcode),
@@ -125,7 +125,7 @@ fn fast_reg_key_rotation_rejects_the_stale_rkey() {
         };
         let k1 = fr.next_key();
         owner.post_send(&[reg_wr(1, k1)]).unwrap();
-        let wc = poll_n(&mut cq, &mut [&mut owner, &mut peer], 1);
+        let wc = poll_n(&mut cq, 1);
         assert_eq!((wc[0].status, wc[0].opcode), (WcStatus::Success, WcOpcode::RegMr), "{wc:?}");
 
         let src = buf(1);
@@ -139,7 +139,7 @@ fn fast_reg_key_rotation_rejects_the_stale_rkey() {
             sg_list: &sge,
         };
         peer.post_send(&[write(2, k1)]).unwrap();
-        let wc = poll_n(&mut cq, &mut [&mut owner, &mut peer], 1);
+        let wc = poll_n(&mut cq, 1);
         assert_eq!(wc[0].status, WcStatus::Success);
         assert_eq!(read(&target, 0, 16), data[..16].to_vec(), "IOVA page 1 = physical page 0");
 
@@ -156,7 +156,7 @@ fn fast_reg_key_rotation_rejects_the_stale_rkey() {
         // Each map arms one REG_MR WR (issue #12): map again.
         map_pages(&fr, &rev);
         owner.post_send(&[inv, reg_wr(4, k2)]).unwrap();
-        let wc = poll_n(&mut cq, &mut [&mut owner, &mut peer], 2);
+        let wc = poll_n(&mut cq, 2);
         assert!(wc.iter().all(|w| w.status == WcStatus::Success), "{wc:?}");
 
         assert!(target.write_bytes(0, &[0u8; 16]));
@@ -174,7 +174,7 @@ fn fast_reg_key_rotation_rejects_the_stale_rkey() {
             "{:?}",
             &ev[..n]
         );
-        let wc = poll_n(&mut cq, &mut [&mut owner, &mut peer], 1);
+        let wc = poll_n(&mut cq, 1);
         assert_eq!((wc[0].wr_id, wc[0].status), (5, WcStatus::RemAccessErr));
         assert_eq!(read(&target, 0, 16), vec![0u8; 16], "stale key wrote nothing");
 
@@ -185,7 +185,7 @@ fn fast_reg_key_rotation_rejects_the_stale_rkey() {
         connect(&mut a, A, A, nb).unwrap();
         connect(&mut b, A, A, na).unwrap();
         a.post_send(&[write(6, k2)]).unwrap();
-        let wc = poll_n(&mut cq, &mut [&mut a, &mut b], 1);
+        let wc = poll_n(&mut cq, 1);
         assert_eq!((wc[0].wr_id, wc[0].status), (6, WcStatus::Success));
         assert_eq!(read(&target, 0, 16), data[..16].to_vec());
     }
@@ -277,13 +277,13 @@ fn fast_reg_wr_must_name_a_live_fast_register_mr_of_this_device() {
             owner.post_send(&[wr_for(&other, 9), bad]),
             Err(PostError { bad_wr: 1, kind: PostErrorKind::FastReg })
         );
-        let wc = poll_n(&mut cq, &mut [&mut owner, &mut peer], 1);
+        let wc = poll_n(&mut cq, 1);
         assert_eq!((wc.len(), wc[0].wr_id, wc[0].status), (1, 9, WcStatus::Success), "{wc:?}");
 
         // The legal one, with any key byte: registered, and the key works.
         let key = fr.next_key();
         owner.post_send(&[wr_for(&fr, 10)]).unwrap();
-        let wc = poll_n(&mut cq, &mut [&mut owner, &mut peer], 1);
+        let wc = poll_n(&mut cq, 1);
         assert_eq!(
             (wc[0].wr_id, wc[0].status, wc[0].opcode),
             (10, WcStatus::Success, WcOpcode::RegMr)
@@ -302,7 +302,7 @@ fn fast_reg_wr_must_name_a_live_fast_register_mr_of_this_device() {
             sg_list: &sge,
         };
         peer.post_send(&[w]).unwrap();
-        let wc = poll_n(&mut cq, &mut [&mut owner, &mut peer], 1);
+        let wc = poll_n(&mut cq, 1);
         assert_eq!((wc[0].wr_id, wc[0].status), (12, WcStatus::Success), "{wc:?}");
         assert_eq!(read(&target, 3 * 4096, 64), data[..64].to_vec());
         drop((smr, other));

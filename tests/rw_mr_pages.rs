@@ -93,7 +93,7 @@ fn rw_force_mr_without_manual_pble_writes_every_size_and_start() {
                 assert!(n >= 2, "REG_MR + RDMA at least");
                 wr_id += 1;
                 ctx.post(&mut q1, &mut pool, wr_id, &[]).unwrap();
-                let wc = poll_n(&mut cq, &mut [&mut q1, &mut q2], 1);
+                let wc = poll_n(&mut cq, 1);
                 assert_eq!(wc.len(), 1, "case {case} ({off}, {len}) {dir:?}: {wc:?}");
                 assert_eq!(
                     (wc[0].wr_id, wc[0].status),

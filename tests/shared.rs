@@ -41,7 +41,7 @@ fn threads_share_one_device() {
                         sg_list: &sge,
                     };
                     q1.post_send(&[w]).unwrap();
-                    let wc = poll_n(&mut cq, &mut [&mut q1, &mut q2], 1);
+                    let wc = poll_n(&mut cq, 1);
                     assert_eq!((wc[0].wr_id, wc[0].status), (u64::from(i), WcStatus::Success));
                     assert_eq!(read(&b, 64, 4), v.to_vec());
                 }

@@ -46,7 +46,7 @@ fn write_read_send_between_two_devices() {
             sg_list: &sge,
         };
         qa.post_send(&[wr]).unwrap();
-        let wc = poll_n(&mut ca, &mut [&mut qa], 1);
+        let wc = poll_n(&mut ca, 1);
         assert_eq!(wc.len(), 1);
         assert_eq!(
             (wc[0].wr_id, wc[0].status, wc[0].opcode),
@@ -71,7 +71,7 @@ fn write_read_send_between_two_devices() {
             sg_list: &sge,
         };
         qa.post_send(&[wr]).unwrap();
-        let wc = poll_n(&mut ca, &mut [&mut qa], 1);
+        let wc = poll_n(&mut ca, 1);
         assert_eq!(
             (wc[0].wr_id, wc[0].status, wc[0].opcode),
             (2, WcStatus::Success, WcOpcode::RdmaRead)
@@ -87,9 +87,9 @@ fn write_read_send_between_two_devices() {
         let wr =
             SendWr { wr_id: 3, opcode: WrOpcode::Send, flags: SendFlags::SIGNALED, sg_list: &sge };
         qa.post_send(&[wr]).unwrap();
-        let wc = poll_n(&mut ca, &mut [&mut qa], 1);
+        let wc = poll_n(&mut ca, 1);
         assert_eq!((wc[0].wr_id, wc[0].status), (3, WcStatus::Success));
-        let wc = poll_n(&mut cb, &mut [&mut qb], 1);
+        let wc = poll_n(&mut cb, 1);
         assert_eq!(wc.len(), 1);
         assert_eq!(
             (wc[0].wr_id, wc[0].status, wc[0].opcode, wc[0].byte_len),
@@ -142,7 +142,7 @@ fn level2_mr_and_zero_based_mr_on_loopback() {
             sg_list: &sge,
         };
         q1.post_send(&[wr]).unwrap();
-        let wc = poll_n(&mut cq, &mut [&mut q1, &mut q2], 1);
+        let wc = poll_n(&mut cq, 1);
         assert_eq!((wc[0].wr_id, wc[0].status), (9, WcStatus::Success), "{wc:?}");
         assert_eq!(read(&phys, 4096 + 16, 64), data[..64].to_vec(), "level-2 translation");
         assert_eq!(read(&phys, 16, 64), vec![0; 64], "even page untouched");
@@ -187,7 +187,7 @@ fn stale_rkey_after_rereg_is_rejected_and_the_qp_flushes() {
         };
         // The current key works.
         qa.post_send(&[write(1, dmr.rkey())]).unwrap();
-        let wc = poll_n(&mut ca, &mut [&mut qa], 1);
+        let wc = poll_n(&mut ca, 1);
         assert_eq!(wc[0].status, WcStatus::Success);
         assert_eq!(read(&dst, 0, 32), data[..32].to_vec());
         assert!(dst.write_bytes(0, &[0u8; 32]));
@@ -212,7 +212,7 @@ fn stale_rkey_after_rereg_is_rejected_and_the_qp_flushes() {
         assert_eq!(read(&dst, 0, 32), vec![0u8; 32], "nothing written with the stale key");
 
         // Every outstanding WR completes exactly once: WRITE 2 and 3, RECV 50.
-        let wc = poll_n(&mut ca, &mut [&mut qa], 3);
+        let wc = poll_n(&mut ca, 3);
         let mut ids: Vec<u64> = wc.iter().map(|w| w.wr_id).collect();
         ids.sort();
         assert_eq!(ids, vec![2, 3, 50], "{wc:?}");
@@ -220,13 +220,13 @@ fn stale_rkey_after_rereg_is_rejected_and_the_qp_flushes() {
         let first = wc.iter().find(|w| w.wr_id == 2).unwrap();
         assert_eq!(first.status, WcStatus::RemAccessErr, "the failing WR carries the AE's code");
         let mut more = [EMPTY_WC; 4];
-        assert_eq!(ca.poll(&mut [&mut qa], &mut more), 0, "nothing twice");
+        assert_eq!(ca.poll(&mut more), 0, "nothing twice");
 
         // Posts after the error complete as flushed, once.
         qa.post_send(&[write(4, dmr.rkey())]).unwrap();
-        let wc = poll_n(&mut ca, &mut [&mut qa], 1);
+        let wc = poll_n(&mut ca, 1);
         assert_eq!((wc.len(), wc[0].wr_id, wc[0].status), (1, 4, WcStatus::WrFlushErr));
-        assert_eq!(ca.poll(&mut [&mut qa], &mut more), 0);
+        assert_eq!(ca.poll(&mut more), 0);
         // Moving the QP to ERROR again flushes nothing twice (ctrl.c:
         // irdma_sc_qp_flush_wqes: -EALREADY for queues already flushed).
         let _ = qa.modify(&QpAttr::new(QpState::Error));
@@ -269,11 +269,11 @@ fn modify_to_error_flushes_every_outstanding_wr_exactly_once() {
         ])
         .unwrap();
         let mut wc = [EMPTY_WC; 16];
-        assert_eq!(scq.poll(&mut [&mut q1], &mut wc), 0, "stalled");
+        assert_eq!(scq.poll(&mut wc), 0, "stalled");
         q1.modify(&QpAttr::new(QpState::Error)).unwrap();
         assert_eq!(q1.state(), QpState::Error);
-        let s = poll_n(&mut scq, &mut [&mut q1, &mut q2], 3);
-        let r = poll_n(&mut rcq, &mut [&mut q1, &mut q2], 3);
+        let s = poll_n(&mut scq, 3);
+        let r = poll_n(&mut rcq, 3);
         let ids = |v: &[WorkCompletion]| {
             let mut x: Vec<u64> = v.iter().map(|w| w.wr_id).collect();
             x.sort();
@@ -285,15 +285,15 @@ fn modify_to_error_flushes_every_outstanding_wr_exactly_once() {
             s.iter().chain(r.iter()).all(|w| w.status == WcStatus::WrFlushErr && w.qp_num == n1)
         );
         assert!(r.iter().all(|w| w.opcode == WcOpcode::Recv));
-        assert_eq!(scq.poll(&mut [&mut q1], &mut wc), 0);
-        assert_eq!(rcq.poll(&mut [&mut q1], &mut wc), 0);
+        assert_eq!(scq.poll(&mut wc), 0);
+        assert_eq!(rcq.poll(&mut wc), 0);
         // In ERROR a post completes as flushed, on its own CQ, once.
         q1.post_recv(&[RecvWr { wr_id: 20, sg_list: &sge }]).unwrap();
         q1.post_send(&[send(21, SendFlags::SIGNALED)]).unwrap();
-        let r = poll_n(&mut rcq, &mut [&mut q1], 1);
-        let s = poll_n(&mut scq, &mut [&mut q1], 1);
+        let r = poll_n(&mut rcq, 1);
+        let s = poll_n(&mut scq, 1);
         assert_eq!((r.len(), r[0].wr_id, s.len(), s[0].wr_id), (1, 20, 1, 21));
-        assert_eq!(scq.poll(&mut [&mut q1], &mut wc) + rcq.poll(&mut [&mut q1], &mut wc), 0);
+        assert_eq!(scq.poll(&mut wc) + rcq.poll(&mut wc), 0);
         // INIT after a hardware error is refused: only destroy remains.
         assert_eq!(q1.modify(&QpAttr::new(QpState::Init)), Err(VerbsError::InvalidState));
     }
@@ -388,7 +388,7 @@ fn create_wq_rounds_up_and_a_qp_receives_through_it() {
             sg_list: &sge,
         };
         q2.post_send(&[w(1), w(2)]).unwrap();
-        let wc = poll_n(&mut cq, &mut [&mut q1, &mut q2], 4);
+        let wc = poll_n(&mut cq, 4);
         let recvs: Vec<_> = wc
             .iter()
             .filter(|c| c.opcode == WcOpcode::Recv)
@@ -465,7 +465,7 @@ fn ipv6_path_and_cq_arming() {
         sg_list: &ss,
     }])
     .unwrap();
-    let wc = poll_n(&mut cq, &mut [&mut q1, &mut q2], 2);
+    let wc = poll_n(&mut cq, 2);
     assert!(wc.iter().all(|w| w.status == WcStatus::Success), "{wc:?}");
     assert_eq!(bar.with_device(|d| d.counters().ceqes), ceqes + 1, "one CEQE for the armed CQ");
 }
@@ -511,7 +511,7 @@ fn cq_overflow_is_an_async_cq_error() {
     assert_eq!((ev[0].kind, ev[0].ae_code, ev[0].id), (AsyncEventKind::CqError, 0x0203, tiny.id()));
     assert!(!ev[0].moved_to_error);
     assert_eq!(dev.poll_async_events(&mut ev), 0, "consumed once");
-    let wc = poll_n(&mut tiny, &mut [&mut q1], 3);
+    let wc = poll_n(&mut tiny, 3);
     assert_eq!(wc.iter().map(|w| w.wr_id).collect::<Vec<_>>(), vec![1, 2, 3]);
 }
 
@@ -633,12 +633,12 @@ fn rnr_retries_exhausted_is_a_fatal_qp_event() {
     let e = got.expect("an AE for q1");
     assert_eq!((e.kind, e.ae_code), (AsyncEventKind::QpFatal, 0x050F), "{e:?}");
     assert!(e.moved_to_error);
-    let wc = poll_n(&mut cq, &mut [&mut q1, &mut q2], 2);
+    let wc = poll_n(&mut cq, 2);
     assert_eq!(wc.iter().map(|w| w.wr_id).collect::<Vec<_>>(), vec![1, 2], "{wc:?}");
     assert_eq!(wc[0].status, WcStatus::RnrRetryExcErr, "the failing WR carries the AE's code");
     assert_eq!(wc[1].status, WcStatus::WrFlushErr);
     let mut more = [EMPTY_WC; 4];
-    assert_eq!(cq.poll(&mut [&mut q1, &mut q2], &mut more), 0);
+    assert_eq!(cq.poll(&mut more), 0);
 }
 
 /// `ib_resize_cq` (verbs.c: irdma_resize_cq, MODIFY_CQ): completions left in
@@ -682,22 +682,22 @@ fn resize_cq_delivers_pending_cqes_once_then_uses_the_new_ring() {
         assert_eq!((cq.cqe(), cq.pending_resizes()), (64, 1));
         // Pending completions: from the old ring, in order, once.
         let mut wc = [EMPTY_WC; 2];
-        assert_eq!(cq.poll(&mut [&mut qp], &mut wc), 2);
+        assert_eq!(cq.poll(&mut wc), 2);
         assert_eq!((wc[0].wr_id, wc[1].wr_id), (1, 2));
-        assert_eq!(cq.poll(&mut [&mut qp], &mut wc), 1);
+        assert_eq!(cq.poll(&mut wc), 1);
         assert_eq!(wc[0].wr_id, 3);
         assert_eq!(wc[0].status, WcStatus::Success);
         // More traffic than the old ring held: all of it in the new ring.
         for id in 10..30 {
             qp.post_send(&[write(id)]).unwrap();
         }
-        let got = poll_n(&mut cq, &mut [&mut qp], 20);
+        let got = poll_n(&mut cq, 20);
         let ids: Vec<u64> = got.iter().map(|w| w.wr_id).collect();
         assert_eq!(ids, (10..30).collect::<Vec<u64>>());
         assert!(got.iter().all(|w| w.status == WcStatus::Success));
         assert_eq!(cq.pending_resizes(), 0, "the old ring is retired");
         let mut wc = [EMPTY_WC; 4];
-        assert_eq!(cq.poll(&mut [&mut qp], &mut wc), 0, "nothing delivered twice");
+        assert_eq!(cq.poll(&mut wc), 0, "nothing delivered twice");
         // The model saw one resize, and the next arm reports one retired
         // ring in SW_CQ_SELECT (uk.c: irdma_uk_cq_set_resized_cnt).
         assert_eq!(bar.with_device(|d| d.cq(cq.id()).map(|c| (c.resizes, c.size))), Some((1, 130)));
@@ -750,12 +750,12 @@ fn destroyed_qp_cqes_are_dropped_and_other_qps_lose_nothing() {
             q2.post_send(&[write(200 + i)]).unwrap();
         }
         q1.destroy().unwrap();
-        let got = poll_n(&mut scq, &mut [&mut q2], 3);
+        let got = poll_n(&mut scq, 3);
         let ids: Vec<u64> = got.iter().map(|w| w.wr_id).collect();
         assert_eq!(ids, vec![200, 201, 202], "q2's completions, none of q1's");
         assert!(got.iter().all(|w| w.status == WcStatus::Success && w.qp_num == n2));
         let mut wc = [EMPTY_WC; 4];
-        assert_eq!(scq.poll(&mut [&mut q2], &mut wc), 0);
+        assert_eq!(scq.poll(&mut wc), 0);
         assert_eq!(scq.unlisted_qp(), None);
     }
     assert_eq!(FakeHal::live_pages(), base);
@@ -799,7 +799,7 @@ fn resize_cq_pending_rings_are_bounded() {
             sg_list: &sge,
         };
         qp.post_send(&[wr]).unwrap();
-        let got = poll_n(&mut cq, &mut [&mut qp], 1);
+        let got = poll_n(&mut cq, 1);
         assert_eq!(got.iter().map(|w| w.wr_id).collect::<Vec<_>>(), vec![7]);
         assert_eq!(cq.pending_resizes(), 0);
         cq.resize(100).unwrap();

@@ -313,7 +313,7 @@ impl<'d> UdEnd<'d> {
     }
 
     fn one(&mut self) -> WorkCompletion {
-        let wc = poll_n(&mut self.cq, &mut [&mut self.qp], 1);
+        let wc = poll_n(&mut self.cq, 1);
         assert_eq!(wc.len(), 1, "{wc:?}");
         wc[0]
     }

@@ -15,7 +15,7 @@ use irdma::hal::Bar;
 use irdma::hal::wqe::cqe;
 use irdma::uk::qp::{QpKind, QpUk, poll_cq};
 use irdma::uk::sq::SqPost;
-use irdma::uk::{Cq, MpSq, MpTrk, QueueMem, Rq, Sq, SqWrTrk};
+use irdma::uk::{CqRing, Linked, MpSq, MpTrk, Publish, QpLink, QueueMem, Rq, Sq, SqWrTrk};
 use irdma::wr::{SendFlags, SendWr, Sge, WcOpcode, WcStatus, WorkCompletion, WrOpcode};
 
 /// A BAR whose doorbell is one relaxed store (what an MMIO write costs in
@@ -115,13 +115,26 @@ impl Mem {
     }
 
     /// A single-owner RC QP and its CQ over this memory.
-    pub fn qp_cq(&mut self) -> (QpUk<'_>, Cq<'_>) {
+    pub fn qp_cq(&mut self) -> (QpUk<'_>, CqRing<'_>) {
         let sq =
             Sq::new(view(&mut self.sqm), &mut self.trk, SQ_QUANTA, 13, 101, QP_ID).expect("sq");
         let rq = Rq::new(view(&mut self.rqm), &mut self.wrid, 64, 0, 1).expect("rq");
         let qp = QpUk::new(sq, rq, CTX, QpKind::Rc);
-        let cq = Cq::new(view(&mut self.cqm), view(&mut self.sh), CQ_SLOTS, 7).expect("cq");
+        let cq = CqRing::new(view(&mut self.cqm), view(&mut self.sh), CQ_SLOTS, 7).expect("cq");
         (qp, cq)
+    }
+
+    /// The same QP split into a producer half and a consumer half (what a
+    /// verbs `Qp` is since `Cq::poll` takes no QP list), their link, and
+    /// the CQ.
+    pub fn split(&mut self) -> (QpUk<'_>, QpUk<'_>, QpLink, CqRing<'_>) {
+        let (prod, cq) = self.qp_cq();
+        // SAFETY: the bench keeps to the split protocol: `prod` only posts,
+        // `cons` only retires, and positions cross only through the link.
+        let (s, r) = unsafe { (prod.sq.split_consumer(), prod.rq.split_consumer()) };
+        let cons = QpUk::new(s, r, CTX, QpKind::Rc);
+        let link = QpLink::new(&prod.sq, &prod.rq);
+        (prod, cons, link, cq)
     }
 
     /// A multi-producer SQ over this memory's SQ ring and `trk`.
@@ -148,7 +161,7 @@ impl Device {
 
     /// Writes one SQ CQE for the WQE at `idx`; returns its first qword.
     #[inline(always)]
-    pub fn sq_cqe(&mut self, cq: &Cq<'_>, idx: u32) -> usize {
+    pub fn sq_cqe(&mut self, cq: &CqRing<'_>, idx: u32) -> usize {
         let slot = (self.hw % u64::from(CQ_SLOTS)) as usize * 4;
         let valid = (self.hw / u64::from(CQ_SLOTS)).is_multiple_of(2);
         let m = cq.mem();
@@ -197,6 +210,49 @@ pub fn post_write_op(qp: &mut QpUk<'_>, bar: &NopBar, wrs: &[SendWr<'_>]) {
     qp.sq.consume_all();
 }
 
+/// `post_send` on the producer half of a split QP (the consumer's tail
+/// in, the head published before the doorbell), then the consumer half
+/// retires them and publishes its tail (two loads and four stores more
+/// than [`post_write_op`]'s retirement, counted in the figure).
+#[inline(always)]
+pub fn split_post_write_op(
+    prod: &mut QpUk<'_>,
+    cons: &mut QpUk<'_>,
+    link: &QpLink,
+    bar: &NopBar,
+    wrs: &[SendWr<'_>],
+) {
+    link.sq_begin(&mut prod.sq);
+    let _ = black_box(prod.post_send_with(bar, black_box(wrs), link));
+    link.consumer_begin(cons);
+    cons.sq.consume_all();
+    link.consumer_end(cons);
+}
+
+/// The split QP: the producer posts one WQE (uk) and publishes it, the
+/// device writes its CQE, `poll_cq` through [`Linked`] returns it, the
+/// consumer publishes its tail. Measured against the single-owner
+/// [`poll_cqe_base_op`], so the figure also holds the producer's link
+/// (one load, two stores).
+#[inline(always)]
+pub fn split_poll_cqe_op(
+    prod: &mut QpUk<'_>,
+    cons: &mut QpUk<'_>,
+    link: &QpLink,
+    cq: &mut CqRing<'_>,
+    dev: &mut Device,
+    one: &SqPost<'_>,
+    wc: &mut [WorkCompletion; 1],
+) {
+    link.sq_begin(&mut prod.sq);
+    let p = prod.sq.post(black_box(one)).map(|p| p.wqe_idx).unwrap_or(0);
+    link.publish(&prod.sq);
+    dev.sq_cqe(cq, p);
+    let got = poll_cq(cq, &mut Linked { link, qp: cons }, black_box(&mut wc[..]));
+    link.consumer_end(cons);
+    assert_eq!(got, 1);
+}
+
 /// Multi-producer `post_send` of `wrs` (one doorbell), then retire them.
 #[inline(always)]
 pub fn mp_post_write_op(
@@ -213,7 +269,7 @@ pub fn mp_post_write_op(
 #[inline(always)]
 pub fn poll_cqe_op(
     qp: &mut QpUk<'_>,
-    cq: &mut Cq<'_>,
+    cq: &mut CqRing<'_>,
     dev: &mut Device,
     one: &SqPost<'_>,
     wc: &mut [WorkCompletion; 1],
@@ -224,14 +280,14 @@ pub fn poll_cqe_op(
 
 /// First half of [`poll_cqe_op`]: post one WQE (uk), the device writes its CQE.
 #[inline(always)]
-pub fn post_with_cqe_op(qp: &mut QpUk<'_>, cq: &Cq<'_>, dev: &mut Device, one: &SqPost<'_>) {
+pub fn post_with_cqe_op(qp: &mut QpUk<'_>, cq: &CqRing<'_>, dev: &mut Device, one: &SqPost<'_>) {
     let p = qp.sq.post(black_box(one)).map(|p| p.wqe_idx).unwrap_or(0);
     dev.sq_cqe(cq, p);
 }
 
 /// Second half of [`poll_cqe_op`]: `poll_cq` returns the one waiting CQE.
 #[inline(always)]
-pub fn poll_one_op(qp: &mut QpUk<'_>, cq: &mut Cq<'_>, wc: &mut [WorkCompletion; 1]) {
+pub fn poll_one_op(qp: &mut QpUk<'_>, cq: &mut CqRing<'_>, wc: &mut [WorkCompletion; 1]) {
     let got = poll_cq(cq, qp, black_box(&mut wc[..]));
     assert_eq!(got, 1);
 }
@@ -241,7 +297,7 @@ pub fn poll_one_op(qp: &mut QpUk<'_>, cq: &mut Cq<'_>, wc: &mut [WorkCompletion;
 #[inline(always)]
 pub fn poll_cqe_base_op(
     qp: &mut QpUk<'_>,
-    cq: &mut Cq<'_>,
+    cq: &mut CqRing<'_>,
     dev: &mut Device,
     one: &SqPost<'_>,
     wc: &mut [WorkCompletion; 1],
@@ -256,7 +312,7 @@ pub fn poll_cqe_base_op(
 
 /// `poll_cq` on an empty CQ.
 #[inline(always)]
-pub fn poll_empty_op(qp: &mut QpUk<'_>, cq: &mut Cq<'_>, wc: &mut [WorkCompletion; 1]) {
+pub fn poll_empty_op(qp: &mut QpUk<'_>, cq: &mut CqRing<'_>, wc: &mut [WorkCompletion; 1]) {
     let got = poll_cq(cq, qp, black_box(&mut wc[..]));
     assert_eq!(black_box(got), 0);
 }

@@ -12,7 +12,7 @@
 use core::ptr::NonNull;
 
 use irdma::uk::qp::{QpKind, QpUk, poll_cq};
-use irdma::uk::{Cq, QueueMem, Rq, Sq, SqWrTrk};
+use irdma::uk::{CqRing, QueueMem, Rq, Sq, SqWrTrk};
 use irdma::wr::{RecvWr, SendFlags, SendWr, Sge, WorkCompletion, WrOpcode};
 use irdma_hal::Bar;
 use libfuzzer_sys::fuzz_target;
@@ -58,7 +58,7 @@ fuzz_target!(|data: &[u8]| {
     let mut sh = vec![0u64; 8];
     let sq = Sq::new(view(&mut sqm), &mut trk, 64, 13, 101, QP_ID).unwrap();
     let rq = Rq::new(view(&mut rqm), &mut wrid, 16, 1, 3).unwrap();
-    let mut cq = Cq::new(view(&mut cqm), view(&mut sh), CQ_SIZE as u32, 7).unwrap();
+    let mut cq = CqRing::new(view(&mut cqm), view(&mut sh), CQ_SIZE as u32, 7).unwrap();
     let mut qp = QpUk::new(sq, rq, CTX, kind);
 
     let sge = [Sge { addr: 0x1000, length: 100, lkey: 5 }];

@@ -525,7 +525,7 @@ impl CqpCommand for ResumeQp {
 /// kept apart as it keeps them (ctrl.c: irdma_sc_cq_create,
 /// irdma_sc_ceq_create, irdma_sc_aeq_create).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct QueueMem {
+pub struct QueueAddr {
     /// Ring bus address (used when not virtually mapped).
     pub pa: u64,
     /// Ring described by PBLEs.
@@ -536,14 +536,14 @@ pub struct QueueMem {
     pub first_pbl_index: u32,
 }
 
-impl QueueMem {
+impl QueueAddr {
     /// A physically contiguous ring at `pa`.
     pub fn contiguous(pa: u64) -> Self {
-        QueueMem { pa, ..Default::default() }
+        QueueAddr { pa, ..Default::default() }
     }
     /// A ring described by a level-1 PBL starting at PBLE `first_index`.
     pub fn pbl(first_index: u32) -> Self {
-        QueueMem { pa: 0, virtual_map: true, pbl_chunk_size: 1, first_pbl_index: first_index }
+        QueueAddr { pa: 0, virtual_map: true, pbl_chunk_size: 1, first_pbl_index: first_index }
     }
     fn lpbl(&self, f: Field) -> Result<u64, EncodeError> {
         fit(f, self.pbl_chunk_size as u64, "pbl_chunk_size")
@@ -577,7 +577,7 @@ pub struct CreateCq {
     /// CHKOVERFLOW.
     pub check_overflow: bool,
     /// Ring.
-    pub ring: QueueMem,
+    pub ring: QueueAddr,
     /// Shadow-area bus address.
     pub shadow_area_pa: u64,
     /// TPHEN.
@@ -690,7 +690,7 @@ pub struct DestroyCq {
     /// ENCEQEMASK.
     pub ceqe_mask: bool,
     /// Ring (as at create; only the PBL fields are used).
-    pub ring: QueueMem,
+    pub ring: QueueAddr,
     /// Shadow-area bus address.
     pub shadow_area_pa: u64,
     /// TPHEN.
@@ -860,42 +860,15 @@ impl CqpCommand for ModifyCq {
 
 // ---------------------------------------------------------------- STags
 
-/// Page sizes of an MR (type.h: enum irdma_page_size; spec §5.5).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum PageSize {
-    /// 4 KiB (HPAGESIZE 0).
-    #[default]
-    Size4K,
-    /// 2 MiB (HPAGESIZE 1).
-    Size2M,
-    /// 1 GiB (HPAGESIZE 2).
-    Size1G,
-}
+/// Page sizes of an MR: the one type the verbs use too (`crate::wr`).
+pub use crate::wr::PageSize;
 
-impl PageSize {
-    /// The page size for `bytes`, or `None` for a size the device lacks.
-    pub fn from_bytes(bytes: u64) -> Option<Self> {
-        match bytes {
-            0x1000 => Some(Self::Size4K),
-            0x20_0000 => Some(Self::Size2M),
-            0x4000_0000 => Some(Self::Size1G),
-            _ => None,
-        }
-    }
-    /// Size in bytes.
-    pub fn bytes(self) -> u64 {
-        match self {
-            Self::Size4K => 0x1000,
-            Self::Size2M => 0x20_0000,
-            Self::Size1G => 0x4000_0000,
-        }
-    }
-    fn code(self) -> u64 {
-        match self {
-            Self::Size4K => 0,
-            Self::Size2M => 1,
-            Self::Size1G => 2,
-        }
+/// HPAGESIZE of a page size (type.h: enum irdma_page_size; spec §5.5).
+fn page_code(p: PageSize) -> u64 {
+    match p {
+        PageSize::Size4K => 0,
+        PageSize::Size2M => 1,
+        PageSize::Size1G => 2,
     }
 }
 
@@ -962,7 +935,7 @@ impl CqpCommand for AllocStag {
         let h = header(Self::OPCODE)
             | stag::MR.mask()
             | lpbl
-            | stag::HPAGESIZE.prep(self.page_size.code())
+            | stag::HPAGESIZE.prep(page_code(self.page_size))
             | fit(stag::ARIGHTS, self.access_rights as u64, "access_rights")?
             | flag(stag::REMACCENABLED, self.remote_access)
             | fit(stag::PLACEMENTTYPE, self.placement_type as u64, "placement_type")?
@@ -1045,7 +1018,7 @@ impl CqpCommand for RegMr {
         let h = header(Self::OPCODE)
             | stag::MR.mask()
             | lpbl
-            | stag::HPAGESIZE.prep(self.page_size.code())
+            | stag::HPAGESIZE.prep(page_code(self.page_size))
             | fit(stag::ARIGHTS, self.access_rights as u64, "access_rights")?
             | flag(stag::REMACCENABLED, remote)
             | fit(stag::PLACEMENTTYPE, self.placement_type as u64, "placement_type")?
@@ -1271,7 +1244,7 @@ pub struct CreateCeq {
     /// Number of 8-byte CEQEs (< 2^22).
     pub elem_cnt: u32,
     /// Ring.
-    pub mem: QueueMem,
+    pub mem: QueueAddr,
     /// TPHEN.
     pub tph_en: bool,
     /// TPH value.
@@ -1329,7 +1302,7 @@ pub struct DestroyCeq {
     /// Number of CEQEs.
     pub elem_cnt: u32,
     /// Ring.
-    pub mem: QueueMem,
+    pub mem: QueueAddr,
     /// TPHEN.
     pub tph_en: bool,
     /// PASID_VALID.
@@ -1362,7 +1335,7 @@ pub struct CreateAeq {
     /// Number of 16-byte AEQEs (< 2^19).
     pub elem_cnt: u32,
     /// Ring.
-    pub mem: QueueMem,
+    pub mem: QueueAddr,
     /// PASID_VALID.
     pub pasid_valid: bool,
     /// PASID (< 2^20).
@@ -1373,7 +1346,7 @@ pub struct CreateAeq {
 fn aeq_words(
     opcode: u8,
     elem_cnt: u32,
-    mem: QueueMem,
+    mem: QueueAddr,
     pasid: (bool, u32),
     with_pa: bool,
     wqe: &mut [u64; 8],
@@ -1426,7 +1399,7 @@ pub struct DestroyAeq {
     /// Number of AEQEs (as at create).
     pub elem_cnt: u32,
     /// Ring (as at create).
-    pub mem: QueueMem,
+    pub mem: QueueAddr,
     /// PASID_VALID.
     pub pasid_valid: bool,
     /// PASID (< 2^20).
@@ -1922,7 +1895,7 @@ mod tests {
         too_wide(enc(&CreateCq { cq_size: 1 << 21, ..Default::default() }), "cq_size");
         too_wide(enc(&CreateCq { ceq_id: Some(1024), ..Default::default() }), "ceq_id");
         too_wide(
-            enc(&CreateCq { ring: QueueMem::pbl(1 << 28), ..Default::default() }),
+            enc(&CreateCq { ring: QueueAddr::pbl(1 << 28), ..Default::default() }),
             "first_pbl_index",
         );
         let w =
@@ -1996,12 +1969,12 @@ mod tests {
         );
         too_wide(enc(&CreateCq { pasid: 1 << 20, ..Default::default() }), "pasid");
         too_wide(enc(&CreateCq { cq_ctx: 1 << 63, ..Default::default() }), "cq_ctx");
-        let ring = QueueMem { pbl_chunk_size: 4, ..Default::default() };
+        let ring = QueueAddr { pbl_chunk_size: 4, ..Default::default() };
         too_wide(enc(&CreateCq { ring, ..Default::default() }), "pbl_chunk_size");
         let ceq = CreateCeq {
             ceq_id: 0,
             elem_cnt: 1 << 22,
-            mem: QueueMem::contiguous(0x1000),
+            mem: QueueAddr::contiguous(0x1000),
             tph_en: false,
             tph_val: 0,
             itr_no_expire: false,
@@ -2013,7 +1986,7 @@ mod tests {
         too_wide(enc(&CreateCeq { elem_cnt: 1, ceq_id: 1024, ..ceq }), "ceq_id");
         let aeq = CreateAeq {
             elem_cnt: 1 << 19,
-            mem: QueueMem::contiguous(0x1000),
+            mem: QueueAddr::contiguous(0x1000),
             pasid_valid: false,
             pasid: 0,
         };
@@ -2064,7 +2037,7 @@ mod tests {
         let ceq = CreateCeq {
             ceq_id: 0,
             elem_cnt: hw_limits::MAX_CEQ_ENTRIES,
-            mem: QueueMem::contiguous(0x1000),
+            mem: QueueAddr::contiguous(0x1000),
             tph_en: false,
             tph_val: 0,
             itr_no_expire: false,
@@ -2077,7 +2050,7 @@ mod tests {
         assert!(matches!(enc(&CreateCeq { elem_cnt: 0, ..ceq }), Err(EncodeError::Invalid { .. })));
         let aeq = CreateAeq {
             elem_cnt: 0,
-            mem: QueueMem::contiguous(0x1000),
+            mem: QueueAddr::contiguous(0x1000),
             pasid_valid: false,
             pasid: 0,
         };

@@ -957,7 +957,7 @@ impl<H: Hal, B: Bar> Cqp<H, B> {
             ceq_id: cfg.ceq_id,
             ceqe_mask: false,
             check_overflow: true,
-            ring: super::cmd::QueueMem::contiguous(ring.paddr()),
+            ring: super::cmd::QueueAddr::contiguous(ring.paddr()),
             shadow_area_pa: shadow.paddr(),
             tph_en: false,
             tph_val: 0,

@@ -24,7 +24,7 @@
 mod hmc;
 mod quarantine;
 
-use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use core::time::Duration;
 
 use irdma_hal::cqp::{
@@ -35,7 +35,7 @@ use irdma_hal::{Bar, BufferDirection, Dma, DmaError, Hal, PAGE_SIZE};
 
 use crate::cqp::cmd::{
     CommitFpmVal, CreateAeq, CreateCeq, DestroyAeq, DestroyCeq, Limits, QueryFpmVal,
-    QueryRdmaFeatures, QueueMem, ShmcPagesAllocated, WsNode, WsNodeOp,
+    QueryRdmaFeatures, QueueAddr, ShmcPagesAllocated, WsNode, WsNodeOp,
 };
 use crate::cqp::ctx::{HMC_OBJ_COUNT, encode_fpm_commit};
 use crate::cqp::decode::{DecodeError, FpmCommit, FpmQuery, RingConsumer};
@@ -422,10 +422,20 @@ pub struct Device<H: Hal, B: Bar + Clone> {
     pub(crate) caps_fpm: Option<FpmQuery>,
     pub(crate) ws: WsTree,
     pub(crate) qp_err: [AtomicBool; MAX_QPS as usize],
-    /// Per live QP: (send CQ id + 1) << 32 | (receive CQ id + 1); 0 = none.
-    /// Lets a CQ poll tell a completion of a live QP the caller did not list
-    /// (kept for a later poll) from one of a destroyed QP (dropped).
+    /// Per live QP: `count << 32 | (send_cq + 1) << 16 | (recv_cq + 1)`,
+    /// `count` being its completion context's creation count (the upper
+    /// 32 bits of the context, `Device::next_compl_ctx`); 0 = none. Lets a CQ poll tell a
+    /// completion of a live QP it cannot resolve (kept for a later poll)
+    /// from one of a destroyed QP (dropped) — even when a later QP has the
+    /// same number.
     pub(crate) qp_cqs: [AtomicU64; MAX_QPS as usize],
+    ctx_gen: AtomicU32,
+    /// Per QP number: the completion half of a plain QP, where `Cq::poll`
+    /// finds it (`verbs::table`).
+    pub(crate) qp_compl: [crate::verbs::ComplSlot; MAX_QPS as usize],
+    /// How many `qp_err` flags are set (the poll's software flush scans
+    /// the table only when some QP is in error).
+    qps_in_error: AtomicU32,
     pub(crate) max_ird: u8,
     /// Buffers and ids the device may still use (see [`Quarantine`]).
     /// A leaf lock: nothing else is taken while it is held.
@@ -549,6 +559,9 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
             ws: WsTree::default(),
             qp_err: [const { AtomicBool::new(false) }; MAX_QPS as usize],
             qp_cqs: [const { AtomicU64::new(0) }; MAX_QPS as usize],
+            ctx_gen: AtomicU32::new(0),
+            qp_compl: core::array::from_fn(|_| crate::verbs::ComplSlot::new()),
+            qps_in_error: AtomicU32::new(0),
             max_ird: 8,
             quarantine: spin::Mutex::new(Quarantine::new()),
             needs_reset: AtomicBool::new(false),
@@ -722,7 +735,7 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
         let cmd = CreateCeq {
             ceq_id: 0,
             elem_cnt: ceq_entries,
-            mem: QueueMem::contiguous(ring.paddr()),
+            mem: QueueAddr::contiguous(ring.paddr()),
             tph_en: false,
             tph_val: 0,
             itr_no_expire: false,
@@ -765,7 +778,7 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
         self.control_bytes += ring.len() as u64;
         let cmd = CreateAeq {
             elem_cnt: aeq_entries,
-            mem: QueueMem::contiguous(ring.paddr()),
+            mem: QueueAddr::contiguous(ring.paddr()),
             pasid_valid: false,
             pasid: 0,
         };
@@ -1390,26 +1403,60 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
         self.qp_err.get(qpn as usize).is_some_and(|f| f.load(Ordering::Acquire))
     }
 
-    /// Records (or, with `None`, forgets) the CQs live QP `qpn` completes to.
-    pub(crate) fn bind_qp_cqs(&self, qpn: u32, cqs: Option<(u32, u32)>) {
+    /// Records (or, with `None`, forgets) the CQs live QP `qpn` completes
+    /// to and its completion context.
+    /// (CQ ids are below `MAX_CQS`, so each fits its 16 bits.)
+    pub(crate) fn bind_qp_cqs(&self, qpn: u32, cqs: Option<(u32, u32, u64)>) {
         if let Some(slot) = self.qp_cqs.get(qpn as usize) {
-            let v = cqs.map_or(0, |(s, r)| (u64::from(s) + 1) << 32 | (u64::from(r) + 1));
+            let id = |c: u32| u64::from(c.min(0xfffe)) + 1;
+            let v = cqs.map_or(0, |(s, r, ctx)| ctx >> 32 << 32 | id(s) << 16 | id(r));
             slot.store(v, Ordering::Release);
         }
+    }
+
+    /// A fresh completion context for a QP numbered `qpn`: the number in
+    /// the low 32 bits, a creation count (never 0) above.
+    pub(crate) fn next_compl_ctx(&self, qpn: u32) -> u64 {
+        let g = self.ctx_gen.fetch_add(1, Ordering::Relaxed).wrapping_add(1).max(1);
+        u64::from(g) << 32 | u64::from(qpn)
+    }
+
+    /// The number of the live QP whose completion context is `ctx`, if it
+    /// completes to CQ `cq`.
+    pub(crate) fn live_ctx_on_cq(&self, ctx: u64, cq: u32) -> Option<u32> {
+        let qpn = ctx as u32;
+        let v = self.qp_cqs.get(qpn as usize)?.load(Ordering::Acquire);
+        (v >> 32 == ctx >> 32 && uses_cq(v, cq)).then_some(qpn)
     }
 
     /// Whether live QP `qpn` completes to CQ `cq`.
     pub(crate) fn qp_uses_cq(&self, qpn: u32, cq: u32) -> bool {
         let v = self.qp_cqs.get(qpn as usize).map_or(0, |f| f.load(Ordering::Acquire));
-        let c = u64::from(cq) + 1;
-        v != 0 && (v >> 32 == c || v & 0xffff_ffff == c)
+        uses_cq(v, cq)
     }
 
     pub(crate) fn set_qp_error(&self, qpn: u32, on: bool) {
-        if let Some(f) = self.qp_err.get(qpn as usize) {
-            f.store(on, Ordering::Release);
+        if let Some(f) = self.qp_err.get(qpn as usize)
+            && f.swap(on, Ordering::AcqRel) != on
+        {
+            if on {
+                self.qps_in_error.fetch_add(1, Ordering::AcqRel);
+            } else {
+                self.qps_in_error.fetch_sub(1, Ordering::AcqRel);
+            }
         }
     }
+
+    /// Whether any QP's error flag is set.
+    pub(crate) fn any_qp_in_error(&self) -> bool {
+        self.qps_in_error.load(Ordering::Acquire) != 0
+    }
+}
+
+/// Whether a `qp_cqs` word names CQ `cq` as its send or receive CQ.
+fn uses_cq(v: u64, cq: u32) -> bool {
+    let c = u64::from(cq) + 1;
+    v != 0 && ((v >> 16) & 0xffff == c || v & 0xffff == c)
 }
 
 impl<H: Hal, B: Bar + Clone> Drop for Device<H, B> {

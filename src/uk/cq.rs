@@ -180,7 +180,7 @@ fn sq_wc_status_opcode(q3: u64) -> (WcStatus, WcOpcode) {
     TABLE[(q3 >> 56) as u8 as usize]
 }
 
-/// What [`Cq::poll_fast`] did.
+/// What [`CqRing::poll_fast`] did.
 pub(crate) enum Fast {
     /// Polled one CQE into this completion.
     Done(WorkCompletion),
@@ -193,9 +193,9 @@ pub(crate) enum Fast {
 /// A completion queue over 32-byte CQEs.
 ///
 /// Invariant: `head_q` is a multiple of 4 below `size_q` (it starts at 0
-/// and only `Cq::next` moves it) and `mem.qwords() >= size_q` (checked by
-/// [`Cq::new`]), so the CQE at the head is inside the ring without a check.
-pub struct Cq<'a> {
+/// and only `CqRing::next` moves it) and `mem.qwords() >= size_q` (checked by
+/// [`CqRing::new`]), so the CQE at the head is inside the ring without a check.
+pub struct CqRing<'a> {
     mem: QueueMem<'a>,
     shadow: QueueMem<'a>,
     /// Ring size in qwords (slots × 4).
@@ -208,7 +208,7 @@ pub struct Cq<'a> {
     cq_id: u32,
 }
 
-impl<'a> Cq<'a> {
+impl<'a> CqRing<'a> {
     /// A CQ of `size` CQE slots with its 64-byte shadow area.
     pub fn new(
         mem: QueueMem<'a>,
@@ -223,7 +223,7 @@ impl<'a> Cq<'a> {
             return Err(CqConfigError::MemoryTooSmall);
         }
         // Expected polarity starts at 1 on zeroed memory (spec data-path §3.1).
-        Ok(Cq {
+        Ok(CqRing {
             mem,
             shadow,
             size_q: size * QUANTUM_QWORDS as u32,
@@ -277,7 +277,7 @@ impl<'a> Cq<'a> {
     fn head_cqe(&self) -> RawSlot<'_> {
         // SAFETY: `head_q + 4 <= size_q <= mem.qwords()` by the type's
         // invariant (`head_q` a multiple of 4 below `size_q`, memory size
-        // checked in `Cq::new`).
+        // checked in `CqRing::new`).
         unsafe { self.mem.slot_unchecked(self.head_q as usize, QUANTUM_QWORDS) }
     }
 
@@ -297,7 +297,7 @@ impl<'a> Cq<'a> {
     /// Polls the common CQE in one pass, straight into a [`WorkCompletion`]:
     /// no extension, no error, no push drop, a known QP and an outstanding
     /// WQE. Anything else is [`Fast::Slow`] with nothing changed, for
-    /// [`Cq::poll_one`]; the result is what `poll_one` +
+    /// [`CqRing::poll_one`]; the result is what `poll_one` +
     /// `to_work_completion` give for the same CQE (spec data-path §5.3–5.6;
     /// `fast_poll_equals_general` proves it).
     #[inline(always)]
@@ -552,7 +552,7 @@ impl<'a> Cq<'a> {
         if ext {
             self.advance();
         }
-        // SAFETY: `Cq::new` checked `shadow.qwords() >= SHADOW_QWORDS` (8)
+        // SAFETY: `CqRing::new` checked `shadow.qwords() >= SHADOW_QWORDS` (8)
         // and `shadow` never changes.
         let sh = unsafe { self.shadow.slot_unchecked(0, 1) };
         sh.put(0, shadow::CQ_CQEIDX.prep(self.head().into()));
@@ -591,7 +591,7 @@ impl<'a> Cq<'a> {
     /// Places the head at `head` with expected valid bit `polarity`: the
     /// software state of a CQ whose ring already holds `head` consumed
     /// entries (the vendor's `cq_ring.head` / `polarity`). A new ring after a
-    /// resize starts at head 0, polarity 1 ([`Cq::resize`]).
+    /// resize starts at head 0, polarity 1 ([`CqRing::resize`]).
     pub fn set_position(&mut self, head: u32, polarity: bool) -> Result<(), CqConfigError> {
         let q = head.checked_mul(QUANTUM_QWORDS as u32).ok_or(CqConfigError::BadSize)?;
         if q >= self.size_q {
@@ -607,7 +607,7 @@ impl<'a> Cq<'a> {
     /// CQ id stay. Returns the old ring, still positioned where polling
     /// stopped, so its pending CQEs can be drained first (uverbs.c:
     /// `resize_list`, verbs.c: irdma_resize_cq).
-    pub fn resize(&mut self, mem: QueueMem<'a>, size: u32) -> Result<Cq<'a>, CqConfigError> {
+    pub fn resize(&mut self, mem: QueueMem<'a>, size: u32) -> Result<CqRing<'a>, CqConfigError> {
         if !(2..=1 << 21).contains(&size) {
             return Err(CqConfigError::BadSize);
         }
@@ -619,10 +619,10 @@ impl<'a> Cq<'a> {
         // memory the borrow checker holds it to the memory; a `'static` view
         // exists only through `QueueMem::from_raw` / `verbs::static_view`,
         // whose contracts cover every view derived from it (the verbs CQ
-        // keeps the old ring's `Cq` inside itself, beside the shadow's
+        // keeps the old ring's `CqRing` inside itself, beside the shadow's
         // owner).
         let shadow = unsafe { self.shadow.alias() };
-        let old = Cq {
+        let old = CqRing {
             mem: old_mem,
             shadow,
             size_q: self.size_q,

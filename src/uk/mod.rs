@@ -11,6 +11,8 @@
 //!   producer waiting for another → doorbell) on the same encoder;
 //! * [`rq`] — receive WQEs;
 //! * [`cq`] — CQE decoding, retirement, flush replay, arming;
+//! * [`link`] — a plain QP split into a producer and a consumer half, so a
+//!   CQ is polled without the QP (`QpLink`, the SPSC protocol);
 //! * [`qp`] — [`QpUk`] and `post_send` / `post_recv` / `poll_cq` /
 //!   `req_notify_cq`.
 //!
@@ -18,6 +20,7 @@
 //! the Intel driver's and rdma-core's `uk.c`/`defs.h`.
 
 pub mod cq;
+pub mod link;
 pub mod mem;
 pub mod mp;
 pub mod qp;
@@ -26,7 +29,8 @@ pub mod sizing;
 pub mod sq;
 mod sync;
 
-pub use cq::{CompStatus, Cq, CqPollInfo, PollError, QueueType};
+pub use cq::{CompStatus, CqPollInfo, CqRing, PollError, QueueType};
+pub use link::{Linked, Publish, QpLink};
 pub use mem::{QueueMem, Words, WqeSlot};
 pub use mp::{MpSq, MpTrk};
 pub use qp::{

@@ -49,7 +49,7 @@ use irdma_hal::{Bar, barrier::wmb, regs};
 use super::mem::{Words, WqeSlot};
 use super::qp::{PostSendError, QpKind, hot_from_wr, sq_post_from_wr};
 use super::sq::{
-    HotWqe, Posted, SendQueue, SqConfigError, SqError, SqLimits, SqPost, SqWrTrk, encode_body,
+    HotWqe, PostedWqe, SendQueue, SqConfigError, SqError, SqLimits, SqPost, SqWrTrk, encode_body,
     encode_hot, size_post, wqe_slot,
 };
 use super::sync::{AtomicU32, AtomicU64, Ordering, fence};
@@ -241,7 +241,7 @@ impl<M: Words, T: AsRef<[MpTrk]>> MpSq<M, T> {
 
     /// Posts one WQE without the doorbell: reserve → fill → publish. Never
     /// waits for another producer.
-    pub fn post(&self, p: &SqPost<'_>) -> Result<Posted, SqError> {
+    pub fn post(&self, p: &SqPost<'_>) -> Result<PostedWqe, SqError> {
         let sz = size_post(p, &self.lim)?;
         let t = SqWrTrk {
             wr_id: p.wr_id,
@@ -272,7 +272,7 @@ impl<M: Words, T: AsRef<[MpTrk]>> MpSq<M, T> {
         &self,
         t: SqWrTrk,
         encode: impl FnOnce(&M::Slot<'_>, bool) -> u64,
-    ) -> Result<Posted, SqError> {
+    ) -> Result<PostedWqe, SqError> {
         let (start, pad) = self.reserve(u32::from(t.quanta))?;
         Ok(self.fill_publish(start, pad, t, encode))
     }
@@ -286,7 +286,7 @@ impl<M: Words, T: AsRef<[MpTrk]>> MpSq<M, T> {
         pad: u32,
         t: SqWrTrk,
         encode: impl FnOnce(&M::Slot<'_>, bool) -> u64,
-    ) -> Posted {
+    ) -> PostedWqe {
         let quanta = u32::from(t.quanta);
         let pos = start.wrapping_add(pad);
         let idx = pos & self.mask;
@@ -315,7 +315,7 @@ impl<M: Words, T: AsRef<[MpTrk]>> MpSq<M, T> {
             wqe_slot(&self.mem, pp & self.mask, 1).publish(3, nop);
         }
         slot.publish(3, hdr);
-        Posted { wqe_idx: idx, quanta, pad, valid }
+        PostedWqe { wqe_idx: idx, quanta, pad, valid }
     }
 
     /// Rings the SQ doorbell (spec data-path §4.2).
@@ -775,7 +775,7 @@ mod tests {
     /// completes every WR exactly once, then a flush CQE replays the rest.
     #[test]
     fn shared_sq_completes_through_the_cq() {
-        use crate::uk::cq::Cq;
+        use crate::uk::cq::CqRing;
         use crate::uk::qp::{QpKind, QpUk, poll_cq};
         use crate::uk::rq::Rq;
         use crate::wr::{SendFlags, SendWr, WcStatus, WorkCompletion, WrOpcode};
@@ -814,10 +814,10 @@ mod tests {
         let mut cqm = vec![0u64; 64 * 4];
         let mut sh = vec![0u64; 8];
         let rq = Rq::new(view(&mut rqm), &mut ids, 8, 0, 1).unwrap();
-        let mut cq = Cq::new(view(&mut cqm), view(&mut sh), 64, 3).unwrap();
+        let mut cq = CqRing::new(view(&mut cqm), view(&mut sh), 64, 3).unwrap();
         let mut qp = QpUk::new(&mp, rq, 0x77, QpKind::Rc);
         // The device completes the first 30 WQEs (all 1 quantum) in order...
-        let cqe_at = |cq: &Cq<'_>, slot: usize, idx: u64, major: u64| {
+        let cqe_at = |cq: &CqRing<'_>, slot: usize, idx: u64, major: u64| {
             cq.mem().write(slot * 4 + 1, 0x77);
             cq.mem().write(
                 slot * 4 + 3,

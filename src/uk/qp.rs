@@ -3,7 +3,8 @@
 
 use irdma_hal::Bar;
 
-use super::cq::{CompStatus, Cq, CqPollInfo, Fast, PollError, QueueType, flush_code};
+use super::cq::{CompStatus, CqPollInfo, CqRing, Fast, PollError, QueueType, flush_code};
+use super::link::Publish;
 use super::rq::{Rq, RqError};
 use super::sq::{HotWqe, SendKind, SendQueue, Sq, SqError, SqOp, SqPost};
 use crate::wr::{RecvWr, SendFlags, SendWr, WcOpcode, WcStatus, WorkCompletion, WrOpcode};
@@ -502,6 +503,18 @@ impl<'a> QpUk<'a, Sq<'a>> {
     /// index; the ones before it stay posted (verbs.c: irdma_post_send).
     #[inline(always)]
     pub fn post_send(&mut self, bar: &impl Bar, wrs: &[SendWr<'_>]) -> Result<(), PostSendError> {
+        self.post_send_with(bar, wrs, &())
+    }
+
+    /// [`QpUk::post_send`] that publishes the SQ head through `p` before
+    /// the doorbell (the producer half of a split QP, [`super::link`]).
+    #[inline(always)]
+    pub fn post_send_with<P: Publish>(
+        &mut self,
+        bar: &impl Bar,
+        wrs: &[SendWr<'_>],
+        p: &P,
+    ) -> Result<(), PostSendError> {
         // Hot WRs are posted inline here; the first WR of another shape (or
         // the first refusal) hands the rest of the chain to `post_send_rest`.
         let kind = self.kind;
@@ -514,10 +527,13 @@ impl<'a> QpUk<'a, Sq<'a>> {
             i += 1;
         }
         if i < wrs.len() {
-            return self.post_send_rest(bar, wrs, i);
+            return self.post_send_rest(bar, wrs, i, p);
         }
-        if i != 0 && !self.in_error {
-            self.sq.ring_doorbell(bar);
+        if i != 0 {
+            p.publish(&self.sq);
+            if !self.in_error {
+                self.sq.ring_doorbell(bar);
+            }
         }
         Ok(())
     }
@@ -526,11 +542,12 @@ impl<'a> QpUk<'a, Sq<'a>> {
     /// WR through [`Sq::post`] and the general encoder (a hot WR encodes the
     /// same either way), then the doorbell if anything was posted.
     #[inline(never)]
-    fn post_send_rest<B: Bar>(
+    fn post_send_rest<B: Bar, P: Publish>(
         &mut self,
         bar: &B,
         wrs: &[SendWr<'_>],
         start: usize,
+        p: &P,
     ) -> Result<(), PostSendError> {
         let mut res = Ok(());
         let mut posted = start;
@@ -541,8 +558,11 @@ impl<'a> QpUk<'a, Sq<'a>> {
             }
             posted += 1;
         }
-        if posted != 0 && !self.in_error {
-            self.sq.ring_doorbell(bar);
+        if posted != 0 {
+            p.publish(&self.sq);
+            if !self.in_error {
+                self.sq.ring_doorbell(bar);
+            }
         }
         res
     }
@@ -553,12 +573,12 @@ impl<'a> QpUk<'a, Sq<'a>> {
 /// and skipped.
 #[inline(always)]
 pub fn poll_cq<'q, S: SendQueue, L: QpLookup<'q, S> + ?Sized>(
-    cq: &mut Cq<'_>,
+    cq: &mut CqRing<'_>,
     qps: &mut L,
     wc: &mut [WorkCompletion],
 ) -> usize {
     // The common polls are inline: "nothing there" is a single valid-bit
-    // test, and one common CQE is `Cq::poll_fast`; the rest is out of line.
+    // test, and one common CQE is `CqRing::poll_fast`; the rest is out of line.
     let Some(first) = wc.first_mut() else { return 0 };
     match cq.poll_fast(qps) {
         Fast::Empty => 0,
@@ -575,19 +595,19 @@ pub fn poll_cq<'q, S: SendQueue, L: QpLookup<'q, S> + ?Sized>(
 
 #[inline(never)]
 fn poll_cq_some<'q, S: SendQueue, L: QpLookup<'q, S> + ?Sized>(
-    cq: &mut Cq<'_>,
+    cq: &mut CqRing<'_>,
     qps: &mut L,
     wc: &mut [WorkCompletion],
 ) -> usize {
     poll_cq_with(cq, qps, wc, false)
 }
 
-/// The `poll_cq` loop: each CQE through [`Cq::poll_fast`], or through the
-/// general [`Cq::poll_one`] + [`to_work_completion`] when the fast path
+/// The `poll_cq` loop: each CQE through [`CqRing::poll_fast`], or through the
+/// general [`CqRing::poll_one`] + [`to_work_completion`] when the fast path
 /// declines it (or always, with `general_only`, for tests).
 #[inline(always)]
 fn poll_cq_with<'q, S: SendQueue, L: QpLookup<'q, S> + ?Sized>(
-    cq: &mut Cq<'_>,
+    cq: &mut CqRing<'_>,
     qps: &mut L,
     wc: &mut [WorkCompletion],
     general_only: bool,
@@ -623,7 +643,7 @@ fn poll_cq_with<'q, S: SendQueue, L: QpLookup<'q, S> + ?Sized>(
 /// [`poll_cq`] through the general decoder only (tests compare the two).
 #[cfg(test)]
 pub(crate) fn poll_cq_general<'q, S: SendQueue, L: QpLookup<'q, S> + ?Sized>(
-    cq: &mut Cq<'_>,
+    cq: &mut CqRing<'_>,
     qps: &mut L,
     wc: &mut [WorkCompletion],
 ) -> usize {
@@ -632,6 +652,6 @@ pub(crate) fn poll_cq_general<'q, S: SendQueue, L: QpLookup<'q, S> + ?Sized>(
 
 /// `ib_req_notify_cq`: `solicited_only` = `IB_CQ_SOLICITED` alone, else
 /// next completion (spec data-path §5.7).
-pub fn req_notify_cq(cq: &mut Cq<'_>, bar: &impl Bar, solicited_only: bool) {
+pub fn req_notify_cq(cq: &mut CqRing<'_>, bar: &impl Bar, solicited_only: bool) {
     cq.request_notification(bar, solicited_only);
 }

@@ -3,7 +3,10 @@
 //!
 //! There is no RQ doorbell: the device finds RQ WQEs by their valid bits.
 
+use core::marker::PhantomData;
+use core::ptr::NonNull;
 use irdma_hal::barrier::dma_wmb;
+
 use irdma_hal::wqe::{QUANTUM_QWORDS, frag, rq_hdr};
 
 use super::mem::QueueMem;
@@ -51,7 +54,10 @@ pub struct PostedRecv {
 /// The receive queue. Head/tail are free-running WQE counters.
 pub struct Rq<'a> {
     mem: QueueMem<'a>,
-    wrid: &'a mut [u64],
+    /// The wr_id array (`mask + 1` entries at least), through a raw pointer
+    /// so a split pair ([`Rq::split_consumer`]) can share it.
+    wrid: NonNull<u64>,
+    _wrid: PhantomData<&'a mut [u64]>,
     log2: u8,
     mask: u32,
     shift: u8,
@@ -84,7 +90,8 @@ impl<'a> Rq<'a> {
         }
         Ok(Rq {
             mem,
-            wrid,
+            wrid: NonNull::from(wrid).cast(),
+            _wrid: PhantomData,
             log2: size.trailing_zeros() as u8,
             mask: size - 1,
             shift,
@@ -132,7 +139,18 @@ impl<'a> Rq<'a> {
 
     /// The wr_id recorded at WQE index `idx`.
     pub fn wr_id(&self, idx: u32) -> Option<u64> {
-        self.wrid.get((idx & self.mask) as usize).copied()
+        // SAFETY: in bounds (`wrid_ptr`); not written meanwhile (writes need
+        // `&mut self`; a split pair's producer never writes an outstanding
+        // entry, the only ones its consumer reads: `Rq::split_consumer`).
+        Some(unsafe { self.wrid_ptr(idx & self.mask).read() })
+    }
+
+    /// Pointer to wr_id entry `idx` (`idx <= mask`).
+    #[inline(always)]
+    fn wrid_ptr(&self, idx: u32) -> *mut u64 {
+        debug_assert!(idx <= self.mask);
+        // SAFETY: `idx <= mask < wrid.len()` (checked by `Rq::new`).
+        unsafe { self.wrid.as_ptr().add(idx as usize) }
     }
 
     /// Posts one receive (spec data-path §2.1–2.2): SGE 0 in slot 0, the rest
@@ -152,9 +170,9 @@ impl<'a> Rq<'a> {
         let pos = self.head;
         let idx = pos & self.mask;
         let valid = (pos >> self.log2) & 1 == 0;
-        if let Some(w) = self.wrid.get_mut(idx as usize) {
-            *w = wr_id;
-        }
+        // SAFETY: `idx <= mask`; the slot is free (`used() < mask` above: a
+        // consumer half, if any, retired it and published that).
+        unsafe { self.wrid_ptr(idx).write(wr_id) };
         let base = ((idx as usize) << self.shift) * QUANTUM_QWORDS;
         let len = QUANTUM_QWORDS << self.shift;
         let put = |i: usize, v: u64| {
@@ -212,7 +230,63 @@ impl<'a> Rq<'a> {
     pub fn consume_all(&mut self) {
         self.tail = self.head;
     }
+
+    /// The free-running head (what a producer half publishes).
+    #[inline(always)]
+    pub(crate) fn head_pos(&self) -> u32 {
+        self.head
+    }
+
+    /// The free-running tail (what a consumer half publishes).
+    #[inline(always)]
+    pub(crate) fn tail_pos(&self) -> u32 {
+        self.tail
+    }
+
+    /// A producer half learns how far its consumer half retired.
+    #[inline(always)]
+    pub(crate) fn set_tail_pos(&mut self, tail: u32) {
+        self.tail = tail;
+    }
+
+    /// A consumer half learns how far its producer half posted.
+    #[inline(always)]
+    pub(crate) fn set_head_pos(&mut self, head: u32) {
+        self.head = head;
+    }
+
+    /// The consumer half of a split pair, as [`super::Sq::split_consumer`].
+    ///
+    /// # Safety
+    ///
+    /// As [`super::Sq::split_consumer`]: the producer half only posts, the
+    /// consumer half only retires (`complete_at`, `retire_oldest`, `wr_id`
+    /// of outstanding entries), and each learns the other's position only
+    /// from a value published with release after its accesses, read with
+    /// acquire.
+    pub unsafe fn split_consumer(&self) -> Rq<'a> {
+        Rq {
+            // SAFETY: the alias lives no longer than `'a`; ring accesses are
+            // atomic.
+            mem: unsafe { self.mem.alias() },
+            wrid: self.wrid,
+            _wrid: PhantomData,
+            log2: self.log2,
+            mask: self.mask,
+            shift: self.shift,
+            head: self.head,
+            tail: self.tail,
+            max_frags: self.max_frags,
+        }
+    }
 }
+
+// SAFETY: `Rq` owns its wr_id array like the `&'a mut [u64]` it was made
+// from; the ring is atomic-access memory.
+unsafe impl Send for Rq<'_> {}
+// SAFETY: through `&Rq` the wr_id array is only read, never written
+// meanwhile (see `Rq::wr_id`).
+unsafe impl Sync for Rq<'_> {}
 
 #[cfg(test)]
 mod tests {

@@ -5,8 +5,11 @@
 //! multi-producer path and the conformance runner all go through
 //! `encode_body` / [`Sq::post`].
 
+use core::marker::PhantomData;
+use core::ptr::NonNull;
 use irdma_hal::barrier::wmb;
 use irdma_hal::wqe::{QUANTUM_QWORDS, SQ_CHUNK_QUANTA, fastreg, frag, inline, op, send16, sq_hdr};
+
 use irdma_hal::{Bar, regs};
 
 use super::mem::{QueueMem, Words, WqeSlot};
@@ -182,7 +185,7 @@ pub enum SqConfigError {
 
 /// Where a WQE went.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Posted {
+pub struct PostedWqe {
     /// First quantum of the WQE (after padding).
     pub wqe_idx: u32,
     /// Quanta of the WQE.
@@ -694,7 +697,10 @@ impl SendQueue for Sq<'_> {
 /// without checks. Every tracking entry of the ring has `quanta >= 1`.
 pub struct Sq<'a> {
     mem: QueueMem<'a>,
-    trk: &'a mut [SqWrTrk],
+    /// The tracking array (`mask + 1` entries at least), reached through a
+    /// raw pointer so a split pair ([`Sq::split_consumer`]) can share it.
+    trk: NonNull<SqWrTrk>,
+    _trk: PhantomData<&'a mut [SqWrTrk]>,
     log2: u8,
     mask: u32,
     head: u32,
@@ -753,7 +759,8 @@ impl<'a> Sq<'a> {
         }
         Ok(Sq {
             mem,
-            trk,
+            trk: NonNull::from(trk).cast(),
+            _trk: PhantomData,
             log2: size.trailing_zeros() as u8,
             mask: size - 1,
             head: 0,
@@ -827,7 +834,19 @@ impl<'a> Sq<'a> {
 
     /// The tracking entry at ring index `idx`.
     pub fn trk(&self, idx: u32) -> Option<&SqWrTrk> {
-        self.trk.get((idx & self.mask) as usize)
+        // SAFETY: `idx & mask < size <= trk.len()` (the type's invariant);
+        // the entry is not written while this shared borrow of `self` lives
+        // (writes need `&mut self`; a split pair's producer never writes an
+        // entry the consumer may read: `Sq::split_consumer`).
+        Some(unsafe { &*self.trk_ptr(idx & self.mask) })
+    }
+
+    /// Pointer to tracking entry `idx` (`idx <= mask`).
+    #[inline(always)]
+    fn trk_ptr(&self, idx: u32) -> *mut SqWrTrk {
+        debug_assert!(idx <= self.mask);
+        // SAFETY: `idx <= mask < trk.len()`: in bounds of the array.
+        unsafe { self.trk.as_ptr().add(idx as usize) }
     }
 
     /// The opcode in the header of the WQE at ring index `idx`.
@@ -845,30 +864,32 @@ impl<'a> Sq<'a> {
     /// with `post_sq = false`): validate, reserve with NOP padding, record
     /// tracking, write the body, `dma_wmb`, write the header.
     #[inline(always)]
-    pub fn post(&mut self, p: &SqPost<'_>) -> Result<Posted, SqError> {
+    pub fn post(&mut self, p: &SqPost<'_>) -> Result<PostedWqe, SqError> {
         self.post_with(p, false)
     }
 
     /// [`Sq::post`] with the general encoder only (tests prove the hot
     /// paths write the same WQEs).
     #[cfg(test)]
-    pub(crate) fn post_general(&mut self, p: &SqPost<'_>) -> Result<Posted, SqError> {
+    pub(crate) fn post_general(&mut self, p: &SqPost<'_>) -> Result<PostedWqe, SqError> {
         self.post_with(p, true)
     }
 
     #[inline(always)]
-    fn post_with(&mut self, p: &SqPost<'_>, general_only: bool) -> Result<Posted, SqError> {
+    fn post_with(&mut self, p: &SqPost<'_>, general_only: bool) -> Result<PostedWqe, SqError> {
         let sz = size_post(p, &self.lim)?;
         let (pos, pad) = self.reserve(sz.quanta)?;
         let idx = pos & self.mask;
-        if let Some(t) = self.trk.get_mut(idx as usize) {
-            *t = SqWrTrk {
+        // SAFETY: `idx <= mask`; the slot is free (reserved above: the
+        // consumer half, if any, has retired it and published that).
+        unsafe {
+            self.trk_ptr(idx).write(SqWrTrk {
                 wr_id: p.wr_id,
                 wr_len: sz.wr_len,
                 quanta: sz.quanta as u8,
                 signaled: p.signaled,
-            };
-        }
+            })
+        };
         let valid = self.valid_at(pos);
         let slot = wqe_slot(&self.mem, idx, sz.quanta);
         let hdr = if general_only {
@@ -878,7 +899,7 @@ impl<'a> Sq<'a> {
         };
         slot.publish(3, hdr);
         self.head = pos.wrapping_add(sz.quanta);
-        Ok(Posted { wqe_idx: idx, quanta: sz.quanta, pad, valid })
+        Ok(PostedWqe { wqe_idx: idx, quanta: sz.quanta, pad, valid })
     }
 
     /// [`Sq::post`] for a [`HotWqe`]: same checks, tracking and stores, with
@@ -894,12 +915,17 @@ impl<'a> Sq<'a> {
         }
         let pos = self.head;
         let idx = (pos & self.mask) as usize;
-        debug_assert!(idx < self.trk.len());
         // SAFETY: `idx <= mask < size <= trk.len()`: `Sq::new` checked the
         // tracking length against the size that `mask` encodes, and neither
-        // `trk` nor `mask` changes afterwards.
-        let t = unsafe { self.trk.get_unchecked_mut(idx) };
-        *t = SqWrTrk { wr_id: h.wr_id, wr_len: h.sge.length, quanta: 1, signaled: h.signaled() };
+        // `trk` nor `mask` changes afterwards; the slot is free (see `post`).
+        unsafe {
+            self.trk_ptr(idx as u32).write(SqWrTrk {
+                wr_id: h.wr_id,
+                wr_len: h.sge.length,
+                quanta: 1,
+                signaled: h.signaled(),
+            })
+        };
         let valid = self.valid_at(pos);
         // SAFETY: `(idx + 1) * 4 <= size * 4 <= mem.qwords()`, checked by
         // `Sq::new` (and `mem`/`mask` never change afterwards).
@@ -925,9 +951,10 @@ impl<'a> Sq<'a> {
         for i in 0..pad {
             let pos = self.head.wrapping_add(i);
             let pi = pos & self.mask;
-            if let Some(t) = self.trk.get_mut(pi as usize) {
-                *t = SqWrTrk { wr_id: 0, wr_len: 0, quanta: 1, signaled: false };
-            }
+            // SAFETY: `pi <= mask`; a reserved (free) slot, as in `post`.
+            unsafe {
+                self.trk_ptr(pi).write(SqWrTrk { wr_id: 0, wr_len: 0, quanta: 1, signaled: false })
+            };
             write_nop_pad(&wqe_slot(&self.mem, pi, 1), self.valid_at(pos));
         }
         Ok((self.head.wrapping_add(pad), pad))
@@ -949,9 +976,10 @@ impl<'a> Sq<'a> {
     pub fn complete_at(&mut self, wqe_idx: u32) -> Option<SqWrTrk> {
         let d = wqe_idx.wrapping_sub(self.tail) & self.mask;
         let idx = (wqe_idx & self.mask) as usize;
-        debug_assert!(idx < self.trk.len());
-        // SAFETY: `idx <= mask < size <= trk.len()` (the type's invariant).
-        let e = unsafe { self.trk.get_unchecked(idx) };
+        // SAFETY: `idx <= mask < size <= trk.len()` (the type's invariant);
+        // entries are written only through `&mut self` of the producer, never
+        // for an outstanding slot (a consumer half reads only those).
+        let e = unsafe { &*self.trk_ptr(idx as u32) };
         let t =
             SqWrTrk { wr_id: e.wr_id, wr_len: e.wr_len, quanta: e.quanta, signaled: e.signaled };
         // `quanta >= 1` in every entry (set in `Sq::new`, kept by every post).
@@ -976,7 +1004,7 @@ impl<'a> Sq<'a> {
             return None;
         }
         let idx = self.tail & self.mask;
-        let t = *self.trk.get(idx as usize)?;
+        let t = *self.trk(idx)?;
         let q = u32::from(t.quanta).clamp(1, used);
         let opc = self.wqe_opcode(idx);
         self.tail = self.tail.wrapping_add(q);
@@ -988,7 +1016,72 @@ impl<'a> Sq<'a> {
     pub fn consume_all(&mut self) {
         self.tail = self.head;
     }
+
+    /// The free-running head (what a producer half publishes).
+    #[inline(always)]
+    pub(crate) fn head_pos(&self) -> u32 {
+        self.head
+    }
+
+    /// The free-running tail (what a consumer half publishes).
+    #[inline(always)]
+    pub(crate) fn tail_pos(&self) -> u32 {
+        self.tail
+    }
+
+    /// A producer half learns how far its consumer half retired.
+    #[inline(always)]
+    pub(crate) fn set_tail_pos(&mut self, tail: u32) {
+        self.tail = tail;
+    }
+
+    /// A consumer half learns how far its producer half posted.
+    #[inline(always)]
+    pub(crate) fn set_head_pos(&mut self, head: u32) {
+        self.head = head;
+    }
+
+    /// The consumer half of a split pair: a second `Sq` over the same ring
+    /// and tracking memory, at the same head and tail. `self` stays the
+    /// producer half. See [`super::link`] for the protocol.
+    ///
+    /// # Safety
+    ///
+    /// Until one of the two is dropped: the producer half only posts
+    /// (`post*`, `reserve`, `ring_doorbell`, its own counters) and the
+    /// consumer half only retires (`complete_at`, `retire_oldest`,
+    /// `offset_of`/`peek`/`trk` of outstanding entries, its own counters);
+    /// the producer learns the consumer's tail only through
+    /// `Sq::set_tail_pos` with a value the consumer published (release)
+    /// after its last read of the entries it retired, read with acquire;
+    /// the consumer learns the producer's head only through
+    /// `Sq::set_head_pos` with a value the producer published (release)
+    /// after writing the WQEs and entries below it, read with acquire.
+    pub unsafe fn split_consumer(&self) -> Sq<'a> {
+        Sq {
+            // SAFETY: the alias lives no longer than `'a`, the memory's
+            // own lifetime; ring accesses are atomic.
+            mem: unsafe { self.mem.alias() },
+            trk: self.trk,
+            _trk: PhantomData,
+            log2: self.log2,
+            mask: self.mask,
+            head: self.head,
+            tail: self.tail,
+            cap: self.cap,
+            lim: self.lim,
+            qp_id: self.qp_id,
+        }
+    }
 }
+
+// SAFETY: `Sq` owns its tracking array like the `&'a mut [SqWrTrk]` it was
+// made from (which is `Send`); the ring is atomic-access memory.
+unsafe impl Send for Sq<'_> {}
+// SAFETY: through `&Sq` the tracking array is only read, and never written
+// meanwhile (writes need `&mut Sq`; a split pair's producer writes only
+// entries the consumer does not read, `Sq::split_consumer`).
+unsafe impl Sync for Sq<'_> {}
 
 #[cfg(test)]
 mod tests {
@@ -1040,7 +1133,7 @@ mod tests {
         );
         p.signaled = true;
         let got = sq.post(&p).unwrap();
-        assert_eq!(got, Posted { wqe_idx: 0, quanta: 1, pad: 0, valid: true });
+        assert_eq!(got, PostedWqe { wqe_idx: 0, quanta: 1, pad: 0, valid: true });
         let m = sq.mem();
         assert_eq!(m.read(0), 0x7f00_0010_0040);
         assert_eq!(m.read(1), 0x8000_0100_00ab_cd00);
@@ -1068,7 +1161,7 @@ mod tests {
         );
         p.imm = Some(0x1234_5678);
         let got = sq.post(&p).unwrap();
-        assert_eq!(got, Posted { wqe_idx: 0, quanta: 8, pad: 3, valid: false });
+        assert_eq!(got, PostedWqe { wqe_idx: 0, quanta: 8, pad: 3, valid: false });
         for i in 13..16 {
             assert_eq!(sq.mem().read(i * 4 + 3), 0x8000_000c_0000_0000, "pad {i} is a valid NOP");
             assert_eq!(sq.trk(i as u32).unwrap().quanta, 1);
@@ -1091,7 +1184,7 @@ mod tests {
         assert_eq!(sq.complete_at(0).unwrap().wr_id, 9);
         assert_eq!(sq.used(), 5);
         let got = sq.post(&SqPost::new(2, w4)).unwrap();
-        assert_eq!(got, Posted { wqe_idx: 0, quanta: 4, pad: 3, valid: true });
+        assert_eq!(got, PostedWqe { wqe_idx: 0, quanta: 4, pad: 3, valid: true });
     }
 
     /// The one-SGE hot path writes exactly what the general encoder writes.

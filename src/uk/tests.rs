@@ -11,7 +11,7 @@ use std::vec::Vec;
 use irdma_hal::wqe::{cqe, shadow};
 use irdma_hal::{Bar, regs};
 
-use super::cq::{Cq, PollError};
+use super::cq::{CqRing, PollError};
 use super::mem::QueueMem;
 use super::qp::{PostSendError, QpKind, QpUk, poll_cq, req_notify_cq};
 use super::rq::Rq;
@@ -58,16 +58,16 @@ impl World {
             sh: vec![0; 8],
         }
     }
-    fn parts(&mut self, kind: QpKind) -> (QpUk<'_>, Cq<'_>) {
+    fn parts(&mut self, kind: QpKind) -> (QpUk<'_>, CqRing<'_>) {
         let sq = Sq::new(view(&mut self.sq), &mut self.trk, 64, 13, 101, QP_ID).unwrap();
         let rq = Rq::new(view(&mut self.rq), &mut self.wrid, 16, 1, 3).unwrap();
-        let cq = Cq::new(view(&mut self.cq), view(&mut self.sh), 16, 7).unwrap();
+        let cq = CqRing::new(view(&mut self.cq), view(&mut self.sh), 16, 7).unwrap();
         (QpUk::new(sq, rq, CTX, kind), cq)
     }
 }
 
 /// Writes a CQE the way hardware would: body, then the valid word.
-fn hw_cqe(cq: &Cq<'_>, slot: usize, sq: bool, wqe_idx: u64, major: u64, minor: u64, len: u32) {
+fn hw_cqe(cq: &CqRing<'_>, slot: usize, sq: bool, wqe_idx: u64, major: u64, minor: u64, len: u32) {
     let m = cq.mem();
     m.write(slot * 4, u64::from(len));
     m.write(slot * 4 + 1, CTX);
@@ -380,7 +380,7 @@ fn verbs_hot_path_equals_general() {
     assert!(hot_wrs > 500, "the hot shapes were exercised ({hot_wrs})");
 }
 
-/// `poll_cq` (with `Cq::poll_fast` for the common CQEs) gives exactly what
+/// `poll_cq` (with `CqRing::poll_fast` for the common CQEs) gives exactly what
 /// the general decoder gives — completions, counts, CQ head/polarity/shadow,
 /// rewritten CQEs, SQ/RQ tails and QP flags — over pseudo-random CQEs:
 /// SQ/RQ, success/error/flush, extension, push drop, solicited, STAG,
@@ -681,20 +681,23 @@ fn cq_new_refuses_unpollable_rings() {
     let mut ring = vec![0u64; 8 * 4];
     let mut sh = vec![0u64; 8];
     let mut small_sh = vec![0u64; 4];
-    assert_eq!(Cq::new(view(&mut ring), view(&mut sh), 1, 7).err(), Some(CqConfigError::BadSize));
     assert_eq!(
-        Cq::new(view(&mut ring), view(&mut sh), (1 << 21) + 1, 7).err(),
+        CqRing::new(view(&mut ring), view(&mut sh), 1, 7).err(),
         Some(CqConfigError::BadSize)
     );
     assert_eq!(
-        Cq::new(view(&mut ring), view(&mut sh), 9, 7).err(),
+        CqRing::new(view(&mut ring), view(&mut sh), (1 << 21) + 1, 7).err(),
+        Some(CqConfigError::BadSize)
+    );
+    assert_eq!(
+        CqRing::new(view(&mut ring), view(&mut sh), 9, 7).err(),
         Some(CqConfigError::MemoryTooSmall)
     );
     assert_eq!(
-        Cq::new(view(&mut ring), view(&mut small_sh), 8, 7).err(),
+        CqRing::new(view(&mut ring), view(&mut small_sh), 8, 7).err(),
         Some(CqConfigError::MemoryTooSmall)
     );
-    assert!(Cq::new(view(&mut ring), view(&mut sh), 8, 7).is_ok());
+    assert!(CqRing::new(view(&mut ring), view(&mut sh), 8, 7).is_ok());
 }
 
 /// uk.c: irdma_uk_qp_init: fragment counts above `max_hw_wq_frags` (13)

@@ -1,5 +1,5 @@
 //! Completion queues: CREATE_CQ / DESTROY_CQ and `poll_cq` /
-//! `req_notify_cq` over [`crate::uk::Cq`].
+//! `req_notify_cq` over [`crate::uk::CqRing`].
 
 use core::marker::PhantomData;
 
@@ -8,7 +8,8 @@ use irdma_hal::{Bar, BufferDirection, Dma, Hal};
 use super::VerbsError;
 use super::qp::Qp;
 use super::static_view;
-use crate::cqp::cmd::{CreateCq, DestroyCq, ModifyCq, QueueMem as CqpQueueMem};
+use super::table::Table;
+use crate::cqp::cmd::{CreateCq, DestroyCq, ModifyCq, QueueAddr};
 use crate::cqp::engine::{CqpError, device_may_own};
 use crate::device::{DeferredCq, Device};
 use crate::uk::{self, QpLookup, QpUk, SendQueue};
@@ -25,7 +26,7 @@ pub const MAX_PENDING_RESIZES: usize = 4;
 /// A ring replaced by [`Cq::resize`], drained before the current one.
 struct OldRing<H: Hal> {
     // `uk` views `ring`; declared (and dropped) first.
-    uk: uk::Cq<'static>,
+    uk: uk::CqRing<'static>,
     _ring: Dma<H>,
 }
 
@@ -43,13 +44,13 @@ struct OldRing<H: Hal> {
 /// let mut cq = dev.create_cq(64)?; // at least 64 completions
 /// assert_eq!(cq.cqe(), 64);
 /// let mut wc = [WorkCompletion::default(); 8];
-/// assert_eq!(cq.poll(&mut [], &mut wc), 0); // nothing yet
+/// assert_eq!(cq.poll(&mut wc), 0); // nothing yet
 /// # Ok(())
 /// # }
 /// ```
 pub struct Cq<'d, H: Hal, B: Bar + Clone> {
     // `uk` and `old` view `ring`/`shadow`; they are declared (and dropped) first.
-    uk: uk::Cq<'static>,
+    uk: uk::CqRing<'static>,
     old: heapless::Vec<OldRing<H>, MAX_PENDING_RESIZES>,
     dev: &'d Device<H, B>,
     id: u32,
@@ -57,7 +58,7 @@ pub struct Cq<'d, H: Hal, B: Bar + Clone> {
     cmd: CreateCq,
     alive: bool,
     /// Set by a poll that stopped at a CQE of a live QP of this CQ that the
-    /// caller did not pass (see [`Cq::unlisted_qp`]).
+    /// poll could not resolve (see [`Cq::unlisted_qp`]).
     unlisted: Option<u32>,
     /// Ring and shadow area; `None` only after a failed destroy in `Drop`.
     mem: Option<(Dma<H>, Dma<H>)>,
@@ -93,7 +94,7 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
             ceq_id: Some(0),
             ceqe_mask: true,
             check_overflow: true,
-            ring: CqpQueueMem::contiguous(ring.paddr()),
+            ring: QueueAddr::contiguous(ring.paddr()),
             shadow_area_pa: shadow.paddr(),
             tph_en: false,
             tph_val: 0,
@@ -110,7 +111,7 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
         // SAFETY: as above.
         let sh = unsafe { static_view(&shadow, 0, 64) };
         let ukcq = match (mem, sh) {
-            (Some(m), Some(s)) => uk::Cq::new(m, s, entries, id).ok(),
+            (Some(m), Some(s)) => uk::CqRing::new(m, s, entries, id).ok(),
             _ => None,
         };
         let free_id = |e: VerbsError| {
@@ -147,35 +148,47 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
     }
 }
 
-/// Something that may give access to a QP while a CQ is polled: a
-/// `&mut Qp`, or the locked inside of a shared QP.
+/// Something that may give access to a QP while a CQ is polled: the
+/// locked inside of a shared QP. (A plain `Qp` is never a slot: its
+/// completion half is reached only through the device's table, and its
+/// own `uk` only posts.)
 pub(super) trait QpSlot<'d, H: Hal, B: Bar + Clone, S: SendQueue> {
     /// The QP, if this slot holds one.
     fn qp(&mut self) -> Option<&mut Qp<'d, H, B, S>>;
 }
 
-impl<'d, H: Hal, B: Bar + Clone, S: SendQueue> QpSlot<'d, H, B, S> for &mut Qp<'d, H, B, S> {
-    fn qp(&mut self) -> Option<&mut Qp<'d, H, B, S>> {
-        Some(self)
-    }
+/// What a CQ poll resolves completions through: the device's table of
+/// plain QPs ([`super::table::Table`]) or a caller's list of locked
+/// shared QPs ([`Lookup`]).
+pub(super) trait PollQps<S: SendQueue>: QpLookup<'static, S> {
+    /// Adopts the control path's ERROR on the QPs' data path.
+    fn sync_errors(&mut self);
+    /// A live QP of this CQ whose CQE the poll stopped at, unresolved.
+    fn held(&self) -> Option<u32>;
+    /// The software flush of the QPs in error on this CQ into `wc`.
+    fn flush(&mut self, wc: &mut [WorkCompletion]) -> usize;
+    /// Lets go of anything held for the lookups so far.
+    fn release(&mut self) {}
 }
 
 /// Looks QPs up by completion context for [`crate::uk::poll_cq`].
-struct Lookup<'x, 'd, H: Hal, B: Bar + Clone, S: SendQueue, Q: QpSlot<'d, H, B, S>> {
+struct Lookup<'x, 'd, H: Hal, B: Bar + Clone, S: SendQueue, Q: QpSlot<'d, H, B, S>, F> {
     qps: &'x mut [Q],
     dev: &'d Device<H, B>,
     cq: u32,
     /// QP number of a live QP of this CQ that was not passed, if the poll
     /// stopped at one of its CQEs.
     held: Option<u32>,
+    /// Whether the software flush of a QP may run now.
+    may_flush: F,
     _t: PhantomData<QpType<'d, H, B, S>>,
 }
 
 /// Names the QP type a [`Lookup`] resolves to (variance-neutral).
 type QpType<'d, H, B, S> = fn() -> Qp<'d, H, B, S>;
 
-impl<'d, H: Hal, B: Bar + Clone, S: SendQueue, Q: QpSlot<'d, H, B, S>> QpLookup<'static, S>
-    for Lookup<'_, 'd, H, B, S, Q>
+impl<'d, H: Hal, B: Bar + Clone, S: SendQueue, Q: QpSlot<'d, H, B, S>, F> QpLookup<'static, S>
+    for Lookup<'_, 'd, H, B, S, Q, F>
 {
     fn lookup(&mut self, ctx: u64) -> Option<&mut QpUk<'static, S>> {
         self.qps
@@ -193,11 +206,39 @@ impl<'d, H: Hal, B: Bar + Clone, S: SendQueue, Q: QpSlot<'d, H, B, S>> QpLookup<
             .map(|q| q.uk_mut())
     }
 
-    /// A QP's completion context is its QP number (see `create_qp_inner`).
+    /// A live QP of this CQ with this completion context (its number in
+    /// the low bits, see `create_qp_inner`) that was not listed.
     fn holds(&mut self, ctx: u64) -> bool {
-        let live = u32::try_from(ctx).ok().filter(|&q| self.dev.qp_uses_cq(q, self.cq));
+        let live = self.dev.live_ctx_on_cq(ctx, self.cq);
         self.held = live;
         live.is_some()
+    }
+}
+
+impl<'d, H: Hal, B: Bar + Clone, S: SendQueue, Q: QpSlot<'d, H, B, S>, F: Fn(u32) -> bool>
+    PollQps<S> for Lookup<'_, 'd, H, B, S, Q, F>
+{
+    fn sync_errors(&mut self) {
+        for q in self.qps.iter_mut().filter_map(|q| q.qp()) {
+            q.sync_error();
+        }
+    }
+
+    fn held(&self) -> Option<u32> {
+        self.held
+    }
+
+    fn flush(&mut self, wc: &mut [WorkCompletion]) -> usize {
+        let mut n = 0;
+        for q in self.qps.iter_mut().filter_map(|q| q.qp()) {
+            if !(self.may_flush)(q.qp_num()) {
+                continue;
+            }
+            if let Some(rest) = wc.get_mut(n..) {
+                n += q.flush_software(self.cq, rest);
+            }
+        }
+        n
     }
 }
 
@@ -213,9 +254,10 @@ impl<'d, H: Hal, B: Bar + Clone> Cq<'d, H, B> {
     }
 
     /// After a poll: the QP number of a live QP completing to this CQ that
-    /// was not in the poll's QP list, if the poll stopped at one of its
+    /// the poll could not resolve (a shared QP for [`Cq::poll`], one not
+    /// listed for [`Cq::poll_shared`]), if it stopped at one of its
     /// completions. That completion is kept (not consumed, not lost); poll
-    /// again passing that QP to receive it and everything behind it.
+    /// again the right way to receive it and everything behind it.
     pub fn unlisted_qp(&self) -> Option<u32> {
         self.unlisted
     }
@@ -225,10 +267,17 @@ impl<'d, H: Hal, B: Bar + Clone> Cq<'d, H, B> {
         self.cqe
     }
 
-    /// `ib_poll_cq`: fills `wc` and returns how many. `qps` are the QPs that
-    /// use this CQ. A completion of a live QP of this CQ that is not listed
-    /// is not consumed: the poll stops there and [`Cq::unlisted_qp`] names
-    /// that QP, so nothing is lost; completions of destroyed QPs are dropped.
+    /// `ib_poll_cq`: fills `wc` and returns how many. No QP is passed: each
+    /// completion's QP is found through the device's table, where every
+    /// plain [`Qp`] registers its completion half at create and withdraws
+    /// it at destroy (ARCHITECTURE.md, "Polling a CQ without listing its
+    /// QPs"), so the QPs stay free to post from other threads meanwhile.
+    /// Completions of destroyed QPs are dropped. A completion of a live
+    /// [`super::SharedQp`] of this CQ (polled with [`Cq::poll_shared`] or a
+    /// [`super::CqPoller`]) — or of a QP whose completion half another
+    /// poller (its other CQ) holds at that instant — is not consumed: the
+    /// poll stops there and [`Cq::unlisted_qp`] names that QP, so nothing
+    /// is lost.
     ///
     /// A QP the control path moved to ERROR completes every outstanding WR
     /// exactly once: hardware flush CQEs are replayed by [`crate::uk`]; once
@@ -282,35 +331,46 @@ impl<'d, H: Hal, B: Bar + Clone> Cq<'d, H, B> {
     /// let mut wc = [WorkCompletion::default(); 8];
     /// let mut n = 0;
     /// for _ in 0..100 {
-    ///     n += cq.poll(&mut [&mut qp], &mut wc[n..]);
+    ///     n += cq.poll(&mut wc[n..]);
     ///     if n > 0 { break; }
     /// }
     /// assert_eq!(n, 1);
     /// assert_eq!((wc[0].wr_id, wc[0].status), (9, WcStatus::Success));
     /// assert_eq!(wc[0].opcode, WcOpcode::RdmaWrite);
-    /// assert_eq!(cq.poll(&mut [&mut qp], &mut wc), 0); // exactly once
+    /// assert_eq!(cq.poll(&mut wc), 0); // exactly once
     /// # Ok(())
     /// # }
     /// ```
-    pub fn poll(&mut self, qps: &mut [&mut Qp<'d, H, B>], wc: &mut [WorkCompletion]) -> usize {
-        self.poll_slots(qps, wc, |_| true)
+    pub fn poll(&mut self, wc: &mut [WorkCompletion]) -> usize {
+        let mut table = Table::new(self.dev, self.id);
+        self.poll_with(&mut table, wc)
     }
 
-    /// [`Cq::poll`] over any kind of QP slot; `may_flush(qp_num)` says
-    /// whether the software flush of that QP may run now.
+    /// A poll of a CQ of shared QPs, resolved among `qps` (locked by the
+    /// caller); `may_flush(qp_num)` says whether the software flush of
+    /// that QP may run now.
     pub(super) fn poll_slots<S: SendQueue, Q: QpSlot<'d, H, B, S>>(
         &mut self,
         qps: &mut [Q],
         wc: &mut [WorkCompletion],
         may_flush: impl Fn(u32) -> bool,
     ) -> usize {
+        let mut look =
+            Lookup { qps, dev: self.dev, cq: self.id, held: None, may_flush, _t: PhantomData };
+        self.poll_with(&mut look, wc)
+    }
+
+    /// The one poll loop: old rings, the current ring, the AEQ when it is
+    /// empty, the software flush; completions resolved through `look`.
+    fn poll_with<S: SendQueue, L: PollQps<S>>(
+        &mut self,
+        look: &mut L,
+        wc: &mut [WorkCompletion],
+    ) -> usize {
         if !self.alive {
             return 0;
         }
-        for q in qps.iter_mut().filter_map(|q| q.qp()) {
-            q.sync_error();
-        }
-        let mut look = Lookup { qps, dev: self.dev, cq: self.id, held: None, _t: PhantomData };
+        look.sync_errors();
         // Rings replaced by a resize first, oldest first, then the current
         // one (verbs.c: irdma_poll_cq / uverbs.c: __irdma_upoll_cq), so every
         // CQE is delivered once and in order.
@@ -319,13 +379,13 @@ impl<'d, H: Hal, B: Bar + Clone> Cq<'d, H, B> {
         let mut blocked = false;
         for (i, o) in self.old.iter_mut().enumerate() {
             let before = (o.uk.head(), o.uk.polarity());
-            let got = wc.get_mut(n..).map_or(0, |rest| uk::poll_cq(&mut o.uk, &mut look, rest));
+            let got = wc.get_mut(n..).map_or(0, |rest| uk::poll_cq(&mut o.uk, look, rest));
             n += got;
             if got > 0 || (o.uk.head(), o.uk.polarity()) != before {
                 last_old = Some(i);
             }
             if o.uk.has_cqe() {
-                // Stopped (caller's array full, or an unlisted QP): nothing
+                // Stopped (caller's array full, or an unresolved QP): nothing
                 // newer may be delivered before this ring is drained.
                 blocked = true;
                 break;
@@ -337,29 +397,25 @@ impl<'d, H: Hal, B: Bar + Clone> Cq<'d, H, B> {
             // make the device write flush CQEs (spec control-path §8.2).
             for pass in 0..2 {
                 let before = (self.uk.head(), self.uk.polarity());
-                let got =
-                    wc.get_mut(n..).map_or(0, |rest| uk::poll_cq(&mut self.uk, &mut look, rest));
+                let got = wc.get_mut(n..).map_or(0, |rest| uk::poll_cq(&mut self.uk, look, rest));
                 n += got;
                 new_cqe |= got > 0 || (self.uk.head(), self.uk.polarity()) != before;
                 // The ring is empty and the caller wants more: an error the
                 // device reports only through the AEQ (bad lkey, bad
                 // REG_MR, remote access) must still reach a caller that
                 // polls only CQs (issue #19), so service the AEQ here.
-                if pass > 0
-                    || n >= wc.len()
-                    || self.uk.has_cqe()
-                    || look.held.is_some()
-                    || !self.dev.service_async_events()
-                {
+                if pass > 0 || n >= wc.len() || self.uk.has_cqe() || look.held().is_some() {
                     break;
                 }
-                for q in look.qps.iter_mut().filter_map(|q| q.qp()) {
-                    q.sync_error();
+                // No QP's completion half is held across the control path.
+                look.release();
+                if !self.dev.service_async_events() {
+                    break;
                 }
+                look.sync_errors();
             }
         }
-        self.unlisted = look.held;
-        let qps = look.qps;
+        self.unlisted = look.held();
         // A CQE from the current ring retires every old ring; otherwise the
         // ones before the last old ring that gave a CQE (verbs.c:
         // irdma_process_resize_list). The count goes to the device through
@@ -374,14 +430,7 @@ impl<'d, H: Hal, B: Bar + Clone> Cq<'d, H, B> {
             self.uk.set_resized_cnt(retire as u16);
         }
         if n < wc.len() && !self.uk.has_cqe() && self.old.iter().all(|o| !o.uk.has_cqe()) {
-            for q in qps.iter_mut().filter_map(|q| q.qp()) {
-                if !may_flush(q.qp_num()) {
-                    continue;
-                }
-                if let Some(rest) = wc.get_mut(n..) {
-                    n += q.flush_software(self.id, rest);
-                }
-            }
+            n += wc.get_mut(n..).map_or(0, |rest| look.flush(rest));
         }
         n
     }
@@ -481,7 +530,7 @@ impl<'d, H: Hal, B: Bar + Clone> Cq<'d, H, B> {
         // `is_full` was checked above.
         let _ = self.old.push(OldRing { uk: old_uk, _ring: cur_ring });
         self.cmd.cq_size = entries;
-        self.cmd.ring = CqpQueueMem::contiguous(m.new_ring_pa);
+        self.cmd.ring = QueueAddr::contiguous(m.new_ring_pa);
         self.cqe = cqe;
         Ok(())
     }

@@ -26,6 +26,7 @@ mod mr;
 mod poller;
 mod qp;
 mod shared;
+mod table;
 mod wq;
 
 pub use ah::{Ah, AhAttr, gid_of, ip_of_gid};
@@ -37,6 +38,7 @@ pub use qp::{
     QpInitAttr, QpState,
 };
 pub use shared::{BUSY_TRIES, SharedQp, SharedSqStats};
+pub(crate) use table::ComplSlot;
 pub use wq::{Wq, WqInitAttr, WqType};
 
 pub(crate) use cq::destroy_cmd as destroy_cq_cmd;

@@ -6,7 +6,7 @@
 use irdma_hal::{Bar, BufferDirection, Dma, Hal};
 
 use super::{Pd, VerbsError, dma_slice};
-use crate::cqp::cmd::{AllocStag, DeallocStag, MrPages, PageSize as CqpPageSize, Pbl, RegMr};
+use crate::cqp::cmd::{AllocStag, DeallocStag, MrPages, Pbl, RegMr};
 use crate::cqp::engine::device_may_own;
 use crate::device::Device;
 use crate::device::FrRecord;
@@ -34,14 +34,6 @@ pub struct MrDesc<'p> {
     pub zero_based: bool,
     /// Access rights.
     pub access: Access,
-}
-
-fn cqp_page(p: PageSize) -> CqpPageSize {
-    match p {
-        PageSize::Size4K => CqpPageSize::Size4K,
-        PageSize::Size2M => CqpPageSize::Size2M,
-        PageSize::Size1G => CqpPageSize::Size1G,
-    }
 }
 
 /// A PBL taken from the pool, with the host memory that remembers a level-2
@@ -239,7 +231,7 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
         pd: &Pd<'d, H, B>,
         d: &MrDesc<'_>,
     ) -> Result<Mr<'d, H, B>, VerbsError> {
-        let ps = cqp_page(d.page_size);
+        let ps = d.page_size;
         let pbytes = ps.bytes();
         if d.length == 0 || d.pages.is_empty() {
             return Err(VerbsError::Invalid { what: "empty MR" });
@@ -490,7 +482,7 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
             stag_idx: stag.index_field(),
             pd_id: pd.id(),
             total_len: u64::from(max_pages) * 4096,
-            page_size: CqpPageSize::Size4K,
+            page_size: PageSize::Size4K,
             access_rights: crate::res::AccessRights::LOCAL_READ,
             remote_access: false,
             use_hmc_fn_index: false,

@@ -6,6 +6,7 @@
 use irdma_hal::{Bar, BufferDirection, Dma, Hal};
 
 use super::cq::Cq;
+use super::table::QpCompl;
 use super::wq::Wq;
 use super::{Pd, VerbsError, dma_slice, static_view};
 use crate::cqp::cmd::{
@@ -16,12 +17,11 @@ use crate::cqp::ctx::QpRoceCtx;
 use crate::cqp::engine::{CqpError, device_may_own};
 use crate::device::{ArpSlot, Device, QpRecord};
 use crate::uk::cq::flush_code;
-use crate::uk::qp::wc_opcode_sq;
 use crate::uk::sizing::{MAX_FRAGS, WqSizing, calc_rq, calc_sq};
 use crate::uk::sq::SqWrTrk;
 use crate::uk::{PostRecvError, PostSendError, QpKind, QpUk, Rq, RqError, SendQueue, Sq, SqError};
-use crate::wr::{RecvWr, SendWr, WcOpcode, WcStatus, WorkCompletion};
-use irdma_hal::wqe::{cqe, op};
+use crate::wr::{RecvWr, SendWr, WorkCompletion};
+use irdma_hal::wqe::cqe;
 
 /// RoCEv2 UDP destination port (spec §7.2 @24 DESTPORTNUM).
 const ROCE_DPORT: u16 = 4791;
@@ -243,6 +243,8 @@ struct QpMem<H: Hal> {
     _wq: Option<(Dma<H>, Dma<H>)>,
     /// Host memory of a shared send queue (see [`super::shared`]), if any.
     _shared: SharedMem<H>,
+    /// Host memory of a plain QP's completion half ([`super::table`]).
+    _compl: Option<Dma<H>>,
 }
 
 /// Host memory a shared send queue keeps alive (tracking, queue object).
@@ -332,6 +334,9 @@ pub struct Qp<'d, H: Hal, B: Bar + Clone, S: SendQueue = Sq<'static>> {
     qp_type: u8,
     alive: bool,
     shadow_pa: u64,
+    /// A plain QP's completion half, registered in the device's table
+    /// while this is `Some` (lives in `mem._compl`).
+    compl: Option<&'static QpCompl>,
     mem: Option<QpMem<H>>,
 }
 
@@ -346,7 +351,8 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
         pd: &Pd<'d, H, B>,
         attr: &mut QpInitAttr<'_, 'd, H, B>,
     ) -> Result<Qp<'d, H, B>, VerbsError> {
-        self.create_qp_inner(pd, attr, None, Transport::Rc, |sq| Ok((sq, None)))
+        let qp = self.create_qp_inner(pd, attr, None, Transport::Rc, |sq| Ok((sq, None)))?;
+        self.attach_compl(qp)
     }
 
     /// `ib_create_qp` for a UD QP (`IB_QPT_UD`; irdma_kcompat.c:
@@ -360,7 +366,8 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
         pd: &Pd<'d, H, B>,
         attr: &mut QpInitAttr<'_, 'd, H, B>,
     ) -> Result<Qp<'d, H, B>, VerbsError> {
-        self.create_qp_inner(pd, attr, None, Transport::Ud, |sq| Ok((sq, None)))
+        let qp = self.create_qp_inner(pd, attr, None, Transport::Ud, |sq| Ok((sq, None)))?;
+        self.attach_compl(qp)
     }
 
     /// `ib_create_qp` for the GSI QP (`IB_QPT_GSI`) as Linux creates it on
@@ -374,7 +381,25 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
         pd: &Pd<'d, H, B>,
         attr: &mut QpInitAttr<'_, 'd, H, B>,
     ) -> Result<Qp<'d, H, B>, VerbsError> {
-        self.create_qp_inner(pd, attr, None, Transport::Gsi, |sq| Ok((sq, None)))
+        let qp = self.create_qp_inner(pd, attr, None, Transport::Gsi, |sq| Ok((sq, None)))?;
+        self.attach_compl(qp)
+    }
+
+    /// Registers a new plain QP's completion half so [`Cq::poll`] finds
+    /// it (`verbs::table`); on failure the QP is destroyed.
+    fn attach_compl<'d>(&'d self, mut qp: Qp<'d, H, B>) -> Result<Qp<'d, H, B>, VerbsError> {
+        // SAFETY: the rings and tracking memory live in `qp.mem` with the
+        // completion memory and are freed after it is unregistered
+        // (`Qp::detach_compl` runs before `mem` goes); from now on `qp.uk`
+        // only posts and learns its tails through the link (`post_send`,
+        // `post_recv`).
+        let (c, mem) =
+            unsafe { super::table::attach(self, &qp.uk, qp.id, qp.send_cq, qp.recv_cq) }?;
+        if let Some(m) = qp.mem.as_mut() {
+            m._compl = Some(mem);
+        }
+        qp.compl = Some(c);
+        Ok(qp)
     }
 
     /// `ib_create_qp` whose receive queue is `wq` (from
@@ -390,7 +415,8 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
         if wq.cq_id != attr.recv_cq.id() {
             return Err(VerbsError::Invalid { what: "the WQ completes on another CQ" });
         }
-        self.create_qp_inner(pd, attr, Some(wq), Transport::Rc, |sq| Ok((sq, None)))
+        let qp = self.create_qp_inner(pd, attr, Some(wq), Transport::Rc, |sq| Ok((sq, None)))?;
+        self.attach_compl(qp)
     }
 
     /// The one QP-create path. `make_sq` turns the SQ built over the QP's
@@ -524,7 +550,9 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
             }
         };
         let (sq_uk, shared_mem) = make_sq(sq_uk).map_err(free_id)?;
-        let uk = QpUk::new(sq_uk, rq_uk, u64::from(id), kind);
+        // Echoed in every CQE (QP context +168); unique per creation.
+        let compl_ctx = self.next_compl_ctx(id);
+        let uk = QpUk::new(sq_uk, rq_uk, compl_ctx, kind);
 
         let shadow_pa = ring.paddr() + (sq_bytes + rq_bytes) as u64;
         let ird = self.max_ird;
@@ -537,7 +565,7 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
             qs_handle: self.ws.qs_handle,
             send_cq_num: attr.send_cq.id(),
             rcv_cq_num: attr.recv_cq.id(),
-            qp_compl_ctx: u64::from(id),
+            qp_compl_ctx: compl_ctx,
             // UD: P_Key, Q_Key and PD come at INIT (conformance README,
             // UD/GSI contexts).
             p_key: if ud { 0 } else { 0xffff },
@@ -584,12 +612,14 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
             qp_type: ty,
             alive: false,
             shadow_pa,
+            compl: None,
             mem: Some(QpMem {
                 _ring: ring,
                 ctx: ctx_page,
                 _trk: trk,
                 _wq: wq_mem,
                 _shared: shared_mem,
+                _compl: None,
             }),
         };
         let cmd = CreateQp {
@@ -622,7 +652,7 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
         self.hold(Some(pd.id()), &[attr.send_cq.id(), attr.recv_cq.id()]);
         attr.cap = qp.cap;
         self.set_qp_error(id, false);
-        self.bind_qp_cqs(id, Some((attr.send_cq.id(), attr.recv_cq.id())));
+        self.bind_qp_cqs(id, Some((attr.send_cq.id(), attr.recv_cq.id(), compl_ctx)));
         if let Some(rec) = self.res.lock().ids.as_mut().and_then(|i| i.qp_rec.get_mut(id as usize))
         {
             *rec = QpRecord { live: true, ctx_pa: qp.ctx_pa(), shadow_pa, qp_type: ty };
@@ -821,7 +851,15 @@ impl<'d, H: Hal, B: Bar + Clone, S: SendQueue> Qp<'d, H, B, S> {
         if self.uk.in_error() && self.dev.is_gone() {
             return Err(PostError { bad_wr: 0, kind: PostErrorKind::DeviceGone });
         }
-        self.uk.post_recv(wrs).map_err(|PostRecvError { bad_wr, kind }| PostError {
+        if let Some(c) = self.compl {
+            c.link.rq_begin(&mut self.uk.rq);
+        }
+        let r = self.uk.post_recv(wrs);
+        if let Some(c) = self.compl {
+            // Receives need no doorbell: publishing after them is enough.
+            c.link.rq_publish(&self.uk.rq);
+        }
+        r.map_err(|PostRecvError { bad_wr, kind }| PostError {
             bad_wr,
             kind: PostErrorKind::Rq(kind),
         })
@@ -834,42 +872,8 @@ impl<'d, H: Hal, B: Bar + Clone, S: SendQueue> Qp<'d, H, B, S> {
         if !self.alive || !self.uk.in_error() {
             return 0;
         }
-        let qp_num = self.id;
-        let flushed = |wr_id, opcode, byte_len| WorkCompletion {
-            wr_id,
-            status: WcStatus::WrFlushErr,
-            opcode,
-            vendor_err: (u32::from(cqe::FLUSH_MAJOR_ERR) << 16) | u32::from(flush_code::GENERAL),
-            byte_len,
-            qp_num,
-            imm_data: None,
-            invalidated_rkey: None,
-            solicited: false,
-            ud: None,
-        };
-        let mut n = 0;
-        if self.send_cq == cq_id {
-            while n < out.len() {
-                let Some((_, opc, t)) = self.uk.sq.retire_oldest() else { break };
-                if opc == op::NOP && !t.signaled {
-                    continue;
-                }
-                if let Some(s) = out.get_mut(n) {
-                    *s = flushed(t.wr_id, wc_opcode_sq(opc).unwrap_or(WcOpcode::Send), t.wr_len);
-                    n += 1;
-                }
-            }
-        }
-        if self.recv_cq == cq_id {
-            while n < out.len() {
-                let Some(w) = self.uk.rq.retire_oldest() else { break };
-                if let Some(s) = out.get_mut(n) {
-                    *s = flushed(w, WcOpcode::Recv, 0);
-                    n += 1;
-                }
-            }
-        }
-        n
+        let (send, recv) = (self.send_cq == cq_id, self.recv_cq == cq_id);
+        super::table::flush_queues(&mut self.uk, self.id, send, recv, out)
     }
 
     /// `ib_modify_qp` (verbs.c: irdma_modify_qp_roce; spec §7.4, §9.2 steps
@@ -1071,6 +1075,8 @@ impl<'d, H: Hal, B: Bar + Clone, S: SendQueue> Qp<'d, H, B, S> {
             };
             self.dev.exec_cmd(d)?;
             self.alive = false;
+            // Before the id can be reused: later CQEs of this QP are dropped.
+            self.detach_compl();
             self.dev.set_qp_error(self.id, false);
             self.dev.bind_qp_cqs(self.id, None);
             if let Some(ids) = self.dev.res.lock().ids.as_mut() {
@@ -1148,7 +1154,7 @@ impl<H: Hal, B: Bar + Clone> Qp<'_, H, B> {
     /// qp.post_send(&[wr])?; // on failure: PostError { bad_wr, kind }
     /// let mut wc = [WorkCompletion::default(); 1];
     /// for _ in 0..100 {
-    ///     if cq.poll(&mut [&mut qp], &mut wc) == 1 { break; }
+    ///     if cq.poll(&mut wc) == 1 { break; }
     /// }
     /// assert_eq!((wc[0].wr_id, wc[0].status), (7, WcStatus::Success));
     /// let mut back = [0u8; 4];
@@ -1172,7 +1178,15 @@ impl<H: Hal, B: Bar + Clone> Qp<'_, H, B> {
         let ok = self.dev.admit_fast_regs(wrs);
         let head = wrs.get(..ok).unwrap_or(wrs);
         if !head.is_empty() {
-            self.uk.post_send(self.dev.regs(), head).map_err(
+            // A live plain QP always has its completion half (`attach_compl`
+            // at create, `detach_compl` only once it is destroyed).
+            let Some(c) = self.compl else {
+                return Err(PostError { bad_wr: 0, kind: PostErrorKind::Destroyed });
+            };
+            // The producer half of the split QP (`uk::link`): the consumer's
+            // tail in, the head out before the doorbell.
+            c.link.sq_begin(&mut self.uk.sq);
+            self.uk.post_send_with(self.dev.regs(), head, &c.link).map_err(
                 |PostSendError { bad_wr, kind }| PostError {
                     bad_wr,
                     kind: PostErrorKind::Sq(kind),
@@ -1215,6 +1229,9 @@ impl<H: Hal, B: Bar + Clone, S: SendQueue> Qp<'_, H, B, S> {
             self.dev.quarantine(m._ring);
             self.dev.quarantine(m.ctx);
             self.dev.quarantine(m._trk);
+            if let Some(c) = m._compl {
+                self.dev.quarantine(c);
+            }
             for (a, b) in [m._wq, m._shared].into_iter().flatten() {
                 self.dev.quarantine(a);
                 self.dev.quarantine(b);
@@ -1223,9 +1240,23 @@ impl<H: Hal, B: Bar + Clone, S: SendQueue> Qp<'_, H, B, S> {
     }
 }
 
+impl<H: Hal, B: Bar + Clone, S: SendQueue> Qp<'_, H, B, S> {
+    /// Withdraws the completion half from the device's table (waiting for
+    /// a poller that holds it), once.
+    fn detach_compl(&mut self) {
+        if let Some(c) = self.compl.take() {
+            super::table::unregister(self.dev, c);
+        }
+    }
+}
+
 impl<H: Hal, B: Bar + Clone, S: SendQueue> Drop for Qp<'_, H, B, S> {
     fn drop(&mut self) {
-        if self.destroy().is_err() && self.alive {
+        // Whatever happens below, no poller may reach the completion half
+        // once `mem` is released or quarantined.
+        let destroyed = self.destroy();
+        self.detach_compl();
+        if destroyed.is_err() && self.alive {
             // The device still owns the queues: quarantine them and the id
             // (counted, reported by `footprint`, never freed). Its CQEs are
             // no longer attributed to a live QP.

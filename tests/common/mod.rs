@@ -176,11 +176,11 @@ pub const EMPTY_WC: WorkCompletion = WorkCompletion {
 };
 
 /// Polls until `n` completions arrived (bounded).
-pub fn poll_n<'d>(cq: &mut TCq<'d>, qps: &mut [&mut TQp<'d>], n: usize) -> Vec<WorkCompletion> {
+pub fn poll_n<'d>(cq: &mut TCq<'d>, n: usize) -> Vec<WorkCompletion> {
     let mut out = Vec::new();
     for _ in 0..1000 {
         let mut wc = [EMPTY_WC; 16];
-        let k = cq.poll(qps, &mut wc);
+        let k = cq.poll(&mut wc);
         out.extend_from_slice(&wc[..k]);
         if out.len() >= n {
             break;

@@ -61,7 +61,7 @@ impl<'d> Side<'d> {
         let mut idle = 0;
         while out.len() < n && idle < 3 {
             let mut wc = [EMPTY_WC; 32];
-            let k = self.cq.poll(&mut [&mut self.qp], &mut wc);
+            let k = self.cq.poll(&mut wc);
             if k == 0 {
                 idle += 1;
             }
@@ -81,7 +81,7 @@ impl<'d> Side<'d> {
     /// Asserts the CQ holds nothing more.
     pub fn nothing(&mut self) {
         let mut wc = [EMPTY_WC; 4];
-        let k = self.cq.poll(&mut [&mut self.qp], &mut wc);
+        let k = self.cq.poll(&mut wc);
         assert_eq!(k, 0, "unexpected completions: {:?}", &wc[..k]);
     }
 

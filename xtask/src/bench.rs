@@ -30,6 +30,9 @@ const CASES: &[(&str, &str, Option<&str>, u64, u64)] = &[
     ("mp_post_write_1sge_doorbell_per32", "mp_post_write_batch32", None, 4096, 1),
     ("poll_one_cqe", "poll_cqe", Some("poll_cqe_base"), 2048, 1),
     ("poll_empty_cq", "poll_empty", None, 4096, 1),
+    ("split_post_write_1sge_doorbell_each", "split_post_write", None, 4096, 1),
+    ("split_post_write_1sge_doorbell_per32", "split_post_write_batch32", None, 4096, 1),
+    ("poll_one_cqe_split", "split_poll_cqe", Some("poll_cqe_base"), 2048, 1),
     // init_bvec + wrs + post + retire + destroy_bvec of 16 bvecs, per bvec.
     ("rw_bvec16_per_bvec", "rw_bvec16", None, 512, 16),
 ];

@@ -91,14 +91,10 @@ fn step(out: &mut dyn Write, n: u32, what: &str) {
 }
 
 /// Polls until WR `wr_id` completes (within a second of `H::now`).
-fn wait<'d, H: Hal, B: Bar + Clone>(
-    cq: &mut Cq<'d, H, B>,
-    qp: &mut Qp<'d, H, B>,
-    wr_id: u64,
-) -> Result<(), FwError> {
+fn wait<'d, H: Hal, B: Bar + Clone>(cq: &mut Cq<'d, H, B>, wr_id: u64) -> Result<(), FwError> {
     let deadline = H::now().saturating_add(Duration::from_secs(1));
     let mut wc = [WorkCompletion::default(); 1];
-    while cq.poll(&mut [&mut *qp], &mut wc) == 0 {
+    while cq.poll(&mut wc) == 0 {
         if H::now() > deadline {
             return Err(FwError::Timeout(wr_id));
         }
@@ -183,7 +179,7 @@ pub fn run<H: Hal, B: Bar + Clone>(
     let sge = [Sge { addr: buf.paddr(), length: 4096, lkey }];
     let write = WrOpcode::RdmaWrite { remote_addr: peer.addr, rkey: peer.rkey };
     qp.post_send(&[SendWr { wr_id: 1, opcode: write, flags: SendFlags::SIGNALED, sg_list: &sge }])?;
-    wait(&mut cq, &mut qp, 1)?;
+    wait(&mut cq, 1)?;
 
     step(out, 6, "SEND a 64-byte message into the receive the peer posted");
     let _ = buf.write_bytes(4096, b"hello from the firmware");
@@ -191,7 +187,7 @@ pub fn run<H: Hal, B: Bar + Clone>(
     let send =
         SendWr { wr_id: 2, opcode: WrOpcode::Send, flags: SendFlags::SIGNALED, sg_list: &sge };
     qp.post_send(&[send])?;
-    wait(&mut cq, &mut qp, 2)?;
+    wait(&mut cq, 2)?;
 
     step(out, 7, "rdma_rw: READ 8 KiB of the peer's buffer back through SGEs");
     let attrs = DeviceAttrs::e810_roce(13, 4096, lkey);
@@ -214,7 +210,7 @@ pub fn run<H: Hal, B: Bar + Clone>(
         )
     }?;
     ctx.post(&mut qp, &mut mrs, 3, &[])?;
-    let done = wait(&mut cq, &mut qp, 3);
+    let done = wait(&mut cq, 3);
     // SAFETY: the READ completed (or the QP is in error and flushed it), so
     // the device is done with `buf`.
     unsafe { ctx.destroy::<H, 0, 0>(&mut mrs, &mut sg) }?;
@@ -223,7 +219,7 @@ pub fn run<H: Hal, B: Bar + Clone>(
 
     step(out, 8, "poll: nothing left on the CQ");
     let mut wc = [WorkCompletion::default(); 4];
-    let left = cq.poll(&mut [&mut qp], &mut wc);
+    let left = cq.poll(&mut wc);
     let _ = writeln!(out, "        {left} completion(s) left");
 
     step(out, 9, "teardown: MR, QP, CQ, PD (each destroys itself)");

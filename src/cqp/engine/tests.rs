@@ -17,7 +17,7 @@ use irdma_testkit::FakeHal;
 
 use super::*;
 use crate::cqp::cmd::{
-    DestroyAeq, FlushWqes, QueryFpmVal, QueryRdmaFeatures, QueueMem, WsNode, WsNodeOp,
+    DestroyAeq, FlushWqes, QueryFpmVal, QueryRdmaFeatures, QueueAddr, WsNode, WsNodeOp,
 };
 
 /// Times the register-poll completion path issued its read barrier.
@@ -328,8 +328,12 @@ fn destroy_aeq_clears_aeqctl_before_doorbell() {
     let dev = FakeDev::new();
     let mut cqp = Cqp::<FakeHal, &FakeDev>::create(&dev, &cfg(8)).unwrap();
     let n = dev.with(|d| d.writes.len());
-    let c =
-        DestroyAeq { elem_cnt: 8, mem: QueueMem::contiguous(0x1000), pasid_valid: false, pasid: 0 };
+    let c = DestroyAeq {
+        elem_cnt: 8,
+        mem: QueueAddr::contiguous(0x1000),
+        pasid_valid: false,
+        pasid: 0,
+    };
     cqp.exec(c, 0).unwrap();
     let w = dev.with(|d| d.writes[n..].to_vec());
     assert_eq!(w, [(regs::PFINT_AEQCTL, 0), (regs::CQPDB, 1)]);

@@ -636,7 +636,7 @@ fn run_case(case: &Value) -> Outcome {
             check_post(case, c, lim, none)
         }
         "ceq_create" | "ceq_destroy" => {
-            let mem = QueueMem {
+            let mem = QueueAddr {
                 pa: i.u("ceqe_pa"),
                 virtual_map: i.b("virtual_map"),
                 pbl_chunk_size: tri!(i.n("pbl_chunk_size")),
@@ -666,7 +666,7 @@ fn run_case(case: &Value) -> Outcome {
             }
         }
         "aeq_create" | "aeq_destroy" => {
-            let mem = QueueMem {
+            let mem = QueueAddr {
                 pa: i.u("aeq_elem_pa"),
                 virtual_map: i.b("virtual_map"),
                 pbl_chunk_size: tri!(i.n("pbl_chunk_size")),
@@ -1129,7 +1129,7 @@ fn cq_ops(case: &Value, i: &In, op: &str, lim: Limits) -> Outcome {
         };
     }
     let ceq_id = if i.b("ceq_id_valid") { Some(tri!(i.n("ceq_id"))) } else { None };
-    let ring = QueueMem {
+    let ring = QueueAddr {
         pa: i.u("cq_pa"),
         virtual_map: i.b("virtual_map"),
         pbl_chunk_size: tri!(i.n("pbl_chunk_size")),

@@ -1,8 +1,8 @@
 //! Runner for `datapath-vectors.json` (schema 1, see the vectors' README).
 //!
 //! Every case drives the driver's real data-path code — `irdma::uk::Sq::post`
-//! (what `post_send` calls for each WR), `Rq::post`, `Cq::poll_one`,
-//! `Cq::request_notification` and the sizing helpers — on rings that live in
+//! (what `post_send` calls for each WR), `Rq::post`, `CqRing::poll_one`,
+//! `CqRing::request_notification` and the sizing helpers — on rings that live in
 //! host memory, then compares what it wrote with the vendor's bytes.
 
 use std::cell::RefCell;
@@ -15,7 +15,7 @@ use irdma::uk::cq::CompStatus;
 use irdma::uk::qp::{QpKind, QpUk, flush_status, to_work_completion};
 use irdma::uk::sizing;
 use irdma::uk::sq::{SendKind, SqError, SqOp, SqPost, SqWrTrk, WqeSize, size_post};
-use irdma::uk::{Cq, PollError, QueueMem, QueueType, Rq, RqError, Sq};
+use irdma::uk::{CqRing, PollError, QueueMem, QueueType, Rq, RqError, Sq};
 use irdma::wr::{Sge, WcStatus};
 use serde_json::Value;
 
@@ -112,7 +112,7 @@ impl World {
         }
     }
 
-    fn parts(&mut self) -> Result<(QpUk<'_>, Cq<'_>), String> {
+    fn parts(&mut self) -> Result<(QpUk<'_>, CqRing<'_>), String> {
         let c = &self.cfg;
         let (sq_q, frags, inl, qp_id) = (
             get(c, "sq_ring_quanta") as u32,
@@ -131,7 +131,7 @@ impl World {
         unsafe { sq.enable_inline() };
         let rq = Rq::new(mem(&mut self.rq_mem), &mut self.rq_wrid, rq_n, shift, rfr)
             .map_err(|e| format!("RQ set-up: {e:?}"))?;
-        let cq = Cq::new(mem(&mut self.cq_mem), mem(&mut self.shadow), cq_n, cq_id)
+        let cq = CqRing::new(mem(&mut self.cq_mem), mem(&mut self.shadow), cq_n, cq_id)
             .map_err(|e| format!("CQ set-up: {e:?}"))?;
         Ok((QpUk::new(sq, rq, OUR_CTX, kind), cq))
     }
@@ -906,7 +906,7 @@ fn run_cq_case_with(case: &Value, cfg: &Value, park: bool) -> Result<Outcome, St
                 let cnt = u16::try_from(cnt)
                     .map_err(|_| at(format!("cnt {cnt} wider than the vendor's u16")))?;
                 // The CQ's resize count (irdma_uk_cq_set_resized_cnt): what
-                // `verbs::Cq::resize` reports once old rings are drained.
+                // `verbs::CqRing::resize` reports once old rings are drained.
                 cq.set_resized_cnt(cnt);
             }
             "request_notification" => {
@@ -933,7 +933,7 @@ fn known_keys(v: &Value, known: &[&str]) -> Result<(), String> {
 /// A `post_send` event's expectations besides `ret`.
 fn check_post_send_event(
     e: &Value,
-    p: &irdma::uk::sq::Posted,
+    p: &irdma::uk::sq::PostedWqe,
     qp: &QpUk<'_>,
 ) -> Result<(), String> {
     use irdma::uk::SendQueue;
@@ -981,7 +981,7 @@ fn set_state(
     field: &str,
     value: u64,
     qp: &mut QpUk<'_>,
-    cq: &mut Cq<'_>,
+    cq: &mut CqRing<'_>,
     cfg: &Value,
     lsmm: &mut LsmmState,
 ) -> Result<Option<String>, String> {
@@ -1147,7 +1147,7 @@ fn rq_reach(qp: &mut QpUk<'_>, head: u32, pol: bool) -> Result<(), String> {
 fn check_state_after(
     sa: &Value,
     qp: &QpUk<'_>,
-    cq: &Cq<'_>,
+    cq: &CqRing<'_>,
     lsmm: &mut LsmmState,
 ) -> Result<(), String> {
     let Some(obj) = sa.as_object() else { return Ok(()) };
@@ -1187,7 +1187,7 @@ fn check_state_after(
 
 /// A `request_notification` event: arm and compare the shadow arm word and
 /// the CQARM write with whatever the event records.
-fn check_arm(e: &Value, cq: &mut Cq<'_>, bar: &RecBar) -> Result<(), String> {
+fn check_arm(e: &Value, cq: &mut CqRing<'_>, bar: &RecBar) -> Result<(), String> {
     // The published file has no such event; this reads the plausible shapes
     // (notify kind under `cq_notify`/`notify`/`solicited`, arm word as a
     // shadow "qword4"/"+32"/"arm" value before and after, the CQARM write)

@@ -185,16 +185,12 @@ fn connect(qp: &mut TQp<'_, '_>, peer: u32) -> Result<(), Msg> {
 
 /// Polls `cq` until one completion arrives; the cycles of the poll call that
 /// returned it go to `m`.
-fn poll_one<'d, 'b>(
-    cq: &mut TCq<'d, 'b>,
-    qps: &mut [&mut TQp<'d, 'b>],
-    m: &mut Meter,
-) -> Result<WorkCompletion, Msg> {
+fn poll_one<'d, 'b>(cq: &mut TCq<'d, 'b>, m: &mut Meter) -> Result<WorkCompletion, Msg> {
     let end = BootHal::now() + WAIT;
     loop {
         let mut wc = [EMPTY_WC; 1];
         let t0 = arch::rdtsc();
-        let n = cq.poll(qps, &mut wc);
+        let n = cq.poll(&mut wc);
         let dt = arch::rdtsc().wrapping_sub(t0);
         if n == 1 {
             m.poll_cycles += dt;
@@ -518,7 +514,7 @@ fn mr_levels<'d, 'b>(dev: &'d Dev<'b>, o: &mut Objs<'d, 'b>, m: &mut Meter) -> R
         };
         post(&mut o.q1, wr, m)?;
         m.bytes += 64;
-        let wc = poll_one(&mut o.cq, &mut [&mut o.q1, &mut o.q2], m)?;
+        let wc = poll_one(&mut o.cq, m)?;
         expect(wc, 10 + i as u64, WcOpcode::RdmaWrite)?;
     }
     // IOVA page 1 of the level-1 MR is physical page 2 (reversed).
@@ -562,7 +558,7 @@ fn write_read_send<'d, 'b>(
         sg_list: &sge,
     };
     post(&mut o.q1, wr, m)?;
-    expect(poll_one(&mut o.cq, &mut [&mut o.q1, &mut o.q2], m)?, 1, WcOpcode::RdmaWrite)?;
+    expect(poll_one(&mut o.cq, m)?, 1, WcOpcode::RdmaWrite)?;
     m.bytes += 6000;
     // IOVA page p lives in physical page 3 - p.
     let mut off = 100usize;
@@ -588,7 +584,7 @@ fn write_read_send<'d, 'b>(
         sg_list: &sge,
     };
     post(&mut o.q1, wr, m)?;
-    expect(poll_one(&mut o.cq, &mut [&mut o.q1, &mut o.q2], m)?, 2, WcOpcode::RdmaRead)?;
+    expect(poll_one(&mut o.cq, m)?, 2, WcOpcode::RdmaRead)?;
     m.bytes += 5000;
     check(&back, 0, 5000, 7, 0).map_err(|e| msg(format_args!("READ: {e}")))?;
 
@@ -609,7 +605,7 @@ fn write_read_send<'d, 'b>(
     let mut got_send = false;
     let mut got_recv = false;
     while !(got_send && got_recv) {
-        let wc = poll_one(&mut o.cq, &mut [&mut o.q1, &mut o.q2], m)?;
+        let wc = poll_one(&mut o.cq, m)?;
         match (wc.wr_id, wc.status, wc.opcode) {
             (3, WcStatus::Success, WcOpcode::Send) if !got_send => got_send = true,
             (30, WcStatus::Success, WcOpcode::Recv) if !got_recv => {
@@ -653,11 +649,7 @@ fn timing<'d, 'b>(dev: &'d Dev<'b>, o: &mut Objs<'d, 'b>, m: &mut Meter) -> Resu
             sg_list: &sge,
         };
         post(&mut o.q1, wr, m)?;
-        expect(
-            poll_one(&mut o.cq, &mut [&mut o.q1, &mut o.q2], m)?,
-            1000 + i as u64,
-            WcOpcode::RdmaWrite,
-        )?;
+        expect(poll_one(&mut o.cq, m)?, 1000 + i as u64, WcOpcode::RdmaWrite)?;
         m.bytes += 64;
     }
     let total = arch::rdtsc().wrapping_sub(t0);
@@ -715,7 +707,7 @@ fn batch_timing<'d, 'b>(dev: &'d Dev<'b>, o: &mut Objs<'d, 'b>, m: &mut Meter) -
         while got < BATCH {
             let mut wc = [EMPTY_WC; 16];
             let t = arch::rdtsc();
-            let n = o.cq.poll(&mut [&mut o.q1, &mut o.q2], &mut wc);
+            let n = o.cq.poll(&mut wc);
             let dt = arch::rdtsc().wrapping_sub(t);
             if n > 0 {
                 m.poll_cycles += dt;
@@ -828,7 +820,7 @@ fn cq_resize<'d, 'b>(dev: &'d Dev<'b>, o: &mut Objs<'d, 'b>) -> Result<(), Msg> 
     o.cq.resize(old * 2).map_err(|e| msg(format_args!("resize: {e:?}")))?;
     ensure!(o.cq.pending_resizes() == 1, "old ring not kept");
     for i in 0..3 {
-        let wc = poll_one(&mut o.cq, &mut [&mut o.q1, &mut o.q2], &mut m)?;
+        let wc = poll_one(&mut o.cq, &mut m)?;
         expect(wc, 0x5e00 + i, WcOpcode::RdmaWrite)?;
     }
     // More than the old ring's 2 × (cqe + 1) entries, 40 at a time.
@@ -840,14 +832,14 @@ fn cq_resize<'d, 'b>(dev: &'d Dev<'b>, o: &mut Objs<'d, 'b>) -> Result<(), Msg> 
             post(&mut o.q1, write(i % 64), &mut m)?;
         }
         for i in next..next + batch {
-            let wc = poll_one(&mut o.cq, &mut [&mut o.q1, &mut o.q2], &mut m)?;
+            let wc = poll_one(&mut o.cq, &mut m)?;
             expect(wc, 0x5e00 + i % 64, WcOpcode::RdmaWrite)?;
         }
         next += batch;
     }
     ensure!(o.cq.pending_resizes() == 0, "old ring not retired");
     let mut wc = [EMPTY_WC; 2];
-    ensure!(o.cq.poll(&mut [&mut o.q1, &mut o.q2], &mut wc) == 0, "a completion came twice");
+    ensure!(o.cq.poll(&mut wc) == 0, "a completion came twice");
     println!(
         "  cq_resize: {old} -> {} CQEs with 3 completions pending; {} more through the new ring",
         o.cq.cqe(),
@@ -896,19 +888,19 @@ fn error_completion<'d, 'b>(dev: &'d Dev<'b>, o: &mut Objs<'d, 'b>) -> Result<()
     });
     o.q1.post_send(&wrs).map_err(|e| msg(format_args!("post_send: {e:?}")))?;
     let mut m = Meter::default();
-    let first = poll_one(&mut o.cq, &mut [&mut o.q1, &mut o.q2], &mut m)?;
+    let first = poll_one(&mut o.cq, &mut m)?;
     expect(first, 501, WcOpcode::RdmaWrite)?;
-    let second = poll_one(&mut o.cq, &mut [&mut o.q1, &mut o.q2], &mut m)?;
+    let second = poll_one(&mut o.cq, &mut m)?;
     ensure!(
         (second.wr_id, second.status) == (502, WcStatus::RemAccessErr),
         "second WRITE: {second:?}"
     );
     o.q1.modify(&QpAttr::new(QpState::Error)).map_err(|e| msg(format_args!("to ERROR: {e:?}")))?;
-    let third = poll_one(&mut o.cq, &mut [&mut o.q1, &mut o.q2], &mut m)?;
+    let third = poll_one(&mut o.cq, &mut m)?;
     ensure!((third.wr_id, third.status) == (503, WcStatus::WrFlushErr), "third WRITE: {third:?}");
     let mut wc = [EMPTY_WC; 4];
     for _ in 0..100 {
-        let n = o.cq.poll(&mut [&mut o.q1, &mut o.q2], &mut wc);
+        let n = o.cq.poll(&mut wc);
         ensure!(n == 0, "{n} more completions after the flush: {:?}", wc[0]);
     }
     ensure!(o.q1.state() == QpState::Error, "sender in {:?}", o.q1.state());
@@ -992,7 +984,7 @@ fn rw_transfer<'d, 'b>(
         r.map_err(|e| msg(format_args!("rdma_rw_ctx_post: {e:?}")))?;
         let want =
             if dir == Direction::FromDevice { WcOpcode::RdmaRead } else { WcOpcode::RdmaWrite };
-        expect(poll_one(&mut o.cq, &mut [&mut o.q1, &mut o.q2], m)?, 77, want)?;
+        expect(poll_one(&mut o.cq, m)?, 77, want)?;
         m.bytes += RW_BYTES as u64;
         Ok(arch::rdtsc().wrapping_sub(t0))
     })();
