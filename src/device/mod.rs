@@ -1341,8 +1341,10 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
     fn mark_gone(&self) {
         self.gone.store(true, Ordering::Release);
         self.needs_reset.store(true, Ordering::Release);
-        for f in self.qp_err.iter() {
-            f.store(true, Ordering::Release);
+        // Through `set_qp_error`, so the count of QPs in error that lets a
+        // CQ poll skip the software-flush scan counts them too.
+        for qpn in 0..self.qp_err.len() {
+            self.set_qp_error(qpn as u32, true);
         }
     }
 
