@@ -1,6 +1,6 @@
 //! The CM driving real RC QPs: two model devices, a CM per device (MADs
-//! over the in-memory QP1 stand-in of `tests/cm_common`, since the driver's
-//! QP1 is not wired yet), the QPs moved INIT → RTR → RTS only with the
+//! over the in-memory QP1 stand-in of `tests/cm_common`; `tests/cm_qp1.rs`
+//! runs the same over the driver's real QP1), the QPs moved INIT → RTR → RTS only with the
 //! `ConnParams` the CM derived (`ConnParams::apply`), then SEND and WRITE
 //! traffic on the model's wire, disconnect (QP to ERROR, DREQ/DREP) and
 //! timewait; repeated over fresh QPs.

@@ -40,8 +40,8 @@ pub struct MadAddr {
 }
 
 /// The datagram service under the CM: 256-byte MADs to and from QP1 (remote
-/// QPN 1, Q_Key [`mad::QP1_QKEY`], spec §1.1). Later implemented over the
-/// driver's QP1; tests use an in-memory one.
+/// QPN 1, Q_Key [`mad::QP1_QKEY`], spec §1.1): [`super::Qp1Transport`]
+/// over the driver's QP1; some tests use an in-memory one.
 pub trait MadTransport {
     /// Why a send failed.
     type Error;

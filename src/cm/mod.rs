@@ -7,8 +7,10 @@
 //!   reasons, CM time values;
 //! * [`Cm`]: the active and passive state machine over a fixed table of
 //!   connections, driven by the caller ([`Cm::on_mad`], [`Cm::poll`]) and
-//!   sending through a [`MadTransport`] (QP1; the wiring to the driver's
-//!   QP1 is pending, tests use an in-memory transport);
+//!   sending through a [`MadTransport`];
+//! * [`Qp1Transport`]: the [`MadTransport`] on the driver's GSI QP (QP 1):
+//!   UD SENDs to the peer's QP 1 with Q_Key 0x80010000, a ring of
+//!   GRH + MAD receive buffers, address handles cached per peer;
 //! * [`ConnParams`]: what the exchange decided for the RC QP, as the verbs
 //!   [`QpAttr`](crate::verbs::QpAttr) steps ([`ConnParams::apply`]).
 //!
@@ -20,6 +22,7 @@
 mod machine;
 pub mod mad;
 mod params;
+mod qp1;
 pub mod rdma_cm;
 
 pub use machine::{
@@ -27,3 +30,4 @@ pub use machine::{
     ConnectParams, Ignored, ListenId, MAX_RD_ATOMIC, MadAddr, MadTransport, ReqInfo,
 };
 pub use params::ConnParams;
+pub use qp1::{QP1_AH_SLOTS, QP1_MAX_PAGES, QP1_RECV_BYTES, Qp1Error, Qp1Stats, Qp1Transport};

@@ -190,7 +190,9 @@ fn legs() -> Vec<Leg> {
     v.push(leg("soak", soak::leg));
     // The full 1,000 bring-up/teardown cycles of issue #4 (debug runs 100).
     v.push(leg("cycles-1000", || {
-        cargo(&["test", "--release", "--quiet", "-p", "irdma", "--test", "cycles"])
+        cargo(&["test", "--release", "--quiet", "-p", "irdma", "--test", "cycles"])?;
+        // the CM over QP1: 1,000 connect/disconnect cycles in release
+        cargo(&["test", "--release", "--quiet", "-p", "irdma", "--test", "cm_qp1", "cycles"])
     }));
     v.push(leg("loom", util::loom));
     v.push(leg("example-host", util::example_host));

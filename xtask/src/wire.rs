@@ -21,7 +21,10 @@
 //! The leg also runs `tests/cm_wire.rs` (issue #18): the CM's MADs as UD
 //! SEND frames to QP1, decoded by tshark as InfiniBand CM
 //! (`infiniband.cm.req.*`, `infiniband.cm.req.ip_cm.*`, REP/RTU/DREQ/DREP/
-//! REJ fields) and their ICRCs checked by scapy.
+//! REJ fields) and their ICRCs checked by scapy, and `tests/cm_qp1.rs`'s
+//! capture test: a connect / traffic / disconnect through the CM over the
+//! driver's QP1 between the two model devices (real UD datagrams), written
+//! to `FILE.cm.pcap` beside `FILE.pcap` and checked the same way.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
@@ -50,9 +53,10 @@ const PIP: SysPackage = SysPackage {
 /// `cargo xtask wire --check FILE.pcap` (the checks on an existing capture).
 pub fn main(args: &[String]) -> ExitCode {
     let r = match args {
-        [f] if f != "--check" && f != "--help" => {
-            scenario(Path::new(f)).map(|n| format!("wire: {n} frames written to {f}"))
-        }
+        [f] if f != "--check" && f != "--help" => scenario(Path::new(f)).and_then(|n| {
+            let cm = cm_qp1(Path::new(f), false)?;
+            Ok(format!("wire: {n} frames written to {f}; {cm}"))
+        }),
         [c, f] if c == "--check" => check(Path::new(f)),
         _ => {
             eprintln!(
@@ -84,7 +88,32 @@ pub fn run_leg() -> Result<String, String> {
     let n = scenario(&file)?;
     let c = check(&file)?;
     let cm = cm_wire()?;
-    Ok(format!("{n} frames; {c}; {cm}"))
+    let qp1 = cm_qp1(&file, true)?;
+    Ok(format!("{n} frames; {c}; {cm}; {qp1}"))
+}
+
+/// The CM over the driver's QP1 between the two model devices
+/// (`tests/cm_qp1.rs`, `cm_over_qp1_on_the_wire_decodes_in_tshark`): a
+/// full connect / SEND + WRITE / disconnect, every frame from the model's
+/// UD and RC paths, written to `FILE.cm.pcap` beside `FILE`; the test
+/// itself runs tshark (InfiniBand CM fields equal to what both sides used,
+/// no malformed/expert item) and scapy (ICRC); `required` makes missing
+/// tools an error.
+fn cm_qp1(file: &Path, required: bool) -> Result<String, String> {
+    let out = abs(file).with_extension("cm.pcap");
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let mut cmd = Command::new(cargo);
+    cmd.args(["test", "-p", "irdma", "--test", "cm_qp1", "--quiet", "on_the_wire"])
+        .env("CM_QP1_PCAP", &out)
+        .current_dir(root());
+    if required {
+        cmd.env("CM_WIRE_REQUIRED", "1");
+    }
+    let status = cmd.status().map_err(|e| format!("cannot run cargo: {e}"))?;
+    if !status.success() {
+        return Err(format!("the CM-over-QP1 capture (tests/cm_qp1.rs) failed ({status})"));
+    }
+    Ok(format!("CM over QP1: {} frames written to {}", pcap_frames(&out)?.len(), out.display()))
 }
 
 /// The CM MADs as RoCEv2 UD frames to QP1 (`tests/cm_wire.rs`): tshark

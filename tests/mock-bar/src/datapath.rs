@@ -546,7 +546,23 @@ impl Device {
         if let Some(qm) = self.qps.get_mut(&q.id) {
             qm.psn_nxt = psn_add(q.psn_nxt, 1);
         }
+        let lost = match self.faults.drop_datagram {
+            Some(0) => {
+                self.faults.drop_datagram = None;
+                self.counters.frames_lost += 1;
+                self.record(Event::FrameLost { qp: q.id, psn: q.psn_nxt });
+                true
+            }
+            Some(n) => {
+                self.faults.drop_datagram = Some(n - 1);
+                false
+            }
+            None => false,
+        };
         for f in self.emit(&path, &[pkt]) {
+            if lost {
+                continue;
+            }
             if self.receive_datagram(&f).is_none() {
                 let _ = peers.deliver_datagram(&f);
             }

@@ -80,6 +80,11 @@ pub struct FaultPlan {
     /// timer, so losing the last (or only) frame of a message ends as
     /// when nobody answers: LLP_TOO_MANY_RETRIES.
     pub drop_request_frame: Option<u32>,
+    /// The Nth UD datagram this device sends (0 = the next) is lost on the
+    /// wire: recorded in the capture as sent, never delivered (counter
+    /// `frames_lost`); the sender's completion is a success, as UD is
+    /// unreliable (wire §4.1).
+    pub drop_datagram: Option<u32>,
 }
 
 fn countdown(slot: &mut Option<(u32, u16, u16)>) -> Option<(u16, u16)> {
