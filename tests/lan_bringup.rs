@@ -293,3 +293,45 @@ fn msix_range_is_checked_against_the_function_caps() {
     let o = BringUpOptions { msix: irdma::lan::MsixInfo { first: 1, count: 8 }, ..options() };
     Pf::bring_up(bar, Profile::SMALL, o).expect("inside the table").shut_down().expect("down");
 }
+
+#[test]
+fn bring_up_observed_reports_each_step_in_order() {
+    use irdma::ice::Progress as P;
+    let _g = lock();
+    let all = [
+        P::Reset,
+        P::Identify,
+        P::AqInit,
+        P::Version,
+        P::ClearPfConfig,
+        P::ClearPxe,
+        P::Caps,
+        P::Ddp,
+        P::SwitchConfig,
+        P::Scheduler,
+        P::MacRead,
+        P::MacConfig,
+        P::AddVsi,
+        P::RdmaBranch,
+        P::SwitchRules,
+        P::Link,
+        P::Qset,
+        P::PeFilter,
+        P::Probe,
+    ];
+    let bar = ModelBar::standalone(cold(A));
+    let mut seen = Vec::new();
+    let pf = Pf::bring_up_observed(bar.clone(), Profile::SMALL, options(), &mut |p| seen.push(p))
+        .expect("bring-up");
+    assert_eq!(seen, all);
+    pf.shut_down().expect("down");
+    // A failure stops the reports at the step before the one that failed.
+    let base = FakeHal::live_pages();
+    let bar = ModelBar::standalone(cold(A));
+    bar.with_device(|d| d.faults().aq_fail_opcode = Some((0x0210, 16)));
+    let mut seen = Vec::new();
+    let r = Pf::bring_up_observed(bar.clone(), Profile::SMALL, options(), &mut |p| seen.push(p));
+    assert!(matches!(r, Err(BringUpError::Command(Step::AddVsi, _))), "{:?}", r.err());
+    assert_eq!(seen, all[..12], "reports up to Set MAC config");
+    assert_eq!(FakeHal::live_pages(), base, "nothing left allocated");
+}

@@ -29,9 +29,9 @@
 //! | [`MB_SHUTDOWN`] | u32 | xtask | non-zero once QEMU has exited: a model process must exit |
 //! | [`MB_PING`] | u32 | guest | doorbell: a sequence number, never 0 |
 //! | [`MB_PONG`] | u32 | model | [`pong`]`(ping)` once the model saw the doorbell (after it wrote the counters below) |
-//! | [`MB_FAULT_KIND`] | u32 | guest | fault to inject: [`FAULT_CLEAR`], [`FAULT_FAIL_CQP_OP`], …, or [`FAULT_FUNCTION_RESET`] |
-//! | [`MB_FAULT_ARG`] | u32 | guest | its count (ops to let pass first, or ops to affect) |
-//! | [`MB_FAULT_CODES`] | u32 | guest | `major << 16 \| minor` for [`FAULT_FAIL_CQP_OP`] |
+//! | [`MB_FAULT_KIND`] | u32 | guest | fault to inject: [`FAULT_CLEAR`], [`FAULT_FAIL_CQP_OP`], …, [`FAULT_FUNCTION_RESET`], or an admin-queue fault [`FAULT_AQ_HANG`] … [`FAULT_AQ_RESET`] |
+//! | [`MB_FAULT_ARG`] | u32 | guest | its count (ops or AQ commands to let pass first, or ops to affect) |
+//! | [`MB_FAULT_CODES`] | u32 | guest | `major << 16 \| minor` for [`FAULT_FAIL_CQP_OP`]; `opcode << 16 \| retval` for [`FAULT_AQ_FAIL_OPCODE`] |
 //! | [`MB_FAULT_SEQ`] | u32 | guest | written last: request number, never 0 |
 //! | [`MB_FAULT_ACK`] | u32 | model | the request number once applied (or refused) |
 //! | [`MB_FAULT_RESULT`] | u32 | model | 0 applied, 1 unknown kind (valid once ACK matches) |
@@ -130,6 +130,18 @@ pub const FAULT_FUNCTION_RESET: u32 = 4;
 /// Fault kind: let `ARG` SQ WQEs pass, then complete the next one with an
 /// error CQE carrying `CODES` (its QP goes to ERROR).
 pub const FAULT_FAIL_WQE: u32 = 5;
+/// Fault kind: LAN admin queue — let `ARG` commands complete, then the
+/// firmware stops answering until a reset (the guest sees a timeout).
+pub const FAULT_AQ_HANG: u32 = 6;
+/// Fault kind: LAN admin queue — firmware critical error: CRIT in
+/// ATQLEN/ARQLEN, no command completes until [`FAULT_CLEAR`].
+pub const FAULT_AQ_CRIT: u32 = 7;
+/// Fault kind: LAN admin queue — the next command with opcode
+/// `CODES >> 16` fails with return code `CODES & 0xFFFF` (not executed).
+pub const FAULT_AQ_FAIL_OPCODE: u32 = 8;
+/// Fault kind: LAN admin queue — at the `ARG`th command from now a global
+/// reset happens instead (the command never completes).
+pub const FAULT_AQ_RESET: u32 = 9;
 
 /// Start of the scratch pattern.
 pub const MB_SCRATCH: usize = 0x100;

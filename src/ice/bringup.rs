@@ -19,6 +19,10 @@
 //!  19  event mask, link events, restart AN, link status
 //!  22–24  Device::probe_with_lan: Add RDMA Qset per TC leaf, PE filter
 //! ```
+//! [`E810::bring_up_observed`] is the same call with an observer that hears
+//! each completed step ([`Progress`]), for callers that report the steps
+//! one by one (the QEMU demo prints one scenario line per step).
+//!
 //! Teardown ([`E810::shut_down`]) is the reverse: PE filter off and qsets
 //! removed (by `Device::close_with_lan`), Free VSI, Queue Shutdown, AQ off.
 //!
@@ -168,6 +172,82 @@ pub enum Step {
     Link,
     /// 22–24: the RDMA layer.
     Probe,
+}
+
+/// A bring-up step that just completed, reported to the observer of
+/// [`E810::bring_up_observed`] in this order (spec §5 numbering). Errors
+/// still name a [`Step`]; a failure happened in the step after the last
+/// one reported.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum Progress {
+    /// 2: reset done (PFSWR cleared, GLGEN_RSTAT and GLNVM_ULD ready).
+    Reset,
+    /// 3: pf_id and port read, firmware not in recovery, loaded.
+    Identify,
+    /// 4: the admin queue is up.
+    AqInit,
+    /// 5: Get Version answered and the API version accepted.
+    Version,
+    /// 6: Clear PF config.
+    ClearPfConfig,
+    /// 7: Clear PXE (or already clear).
+    ClearPxe,
+    /// 8: device and function caps read, RDMA usable, PE_DONE seen.
+    Caps,
+    /// 9: a DDP package is active (or the policy is `Ignore`).
+    Ddp,
+    /// 10: switch configuration read.
+    SwitchConfig,
+    /// 12–13: scheduler resources and default topology.
+    Scheduler,
+    /// 14: MAC read.
+    MacRead,
+    /// 15: Set MAC config.
+    MacConfig,
+    /// 16: the PF VSI exists.
+    AddVsi,
+    /// 17: the RDMA scheduler branch exists.
+    RdmaBranch,
+    /// 18: broadcast and unicast MAC rules.
+    SwitchRules,
+    /// 19: event mask set, link status read (after Restart AN if down).
+    Link,
+    /// 22–23: the RDMA layer registered a queue set (Add RDMA Qset), once
+    /// per TC leaf.
+    Qset,
+    /// 24: the PE filter is on (Update VSI).
+    PeFilter,
+    /// The RDMA layer's probe finished: the [`Device`] is ready.
+    Probe,
+}
+
+/// Forwards [`LanOps`] to the LAN side and reports [`Progress::Qset`] and
+/// [`Progress::PeFilter`] when they succeed.
+struct Watched<'a, H: Hal, B: Bar> {
+    lan: &'a mut IceLan<H, B>,
+    on: &'a mut dyn FnMut(Progress),
+}
+
+impl<H: Hal, B: Bar> LanOps for Watched<'_, H, B> {
+    fn register_qset(&mut self, qs_handle: u16, tc: u8, vsi_num: u16) -> Result<u32, LanError> {
+        let teid = self.lan.register_qset(qs_handle, tc, vsi_num)?;
+        (self.on)(Progress::Qset);
+        Ok(teid)
+    }
+    fn unregister_qset(&mut self, qs_handle: u16, teid: u32) -> Result<(), LanError> {
+        self.lan.unregister_qset(qs_handle, teid)
+    }
+    fn set_rdma_filter(&mut self, vsi_num: u16, enable: bool) -> Result<(), LanError> {
+        self.lan.set_rdma_filter(vsi_num, enable)?;
+        if enable {
+            (self.on)(Progress::PeFilter);
+        }
+        Ok(())
+    }
+    fn request_reset(&mut self) {
+        self.lan.request_reset();
+    }
 }
 
 /// Why the bring-up failed.
@@ -347,6 +427,7 @@ fn wait_reg<H: Hal, B: Bar>(
 pub fn reset_and_identify<H: Hal, B: Bar>(
     bar: &B,
     o: &BringUpOptions<'_>,
+    on: &mut dyn FnMut(Progress),
 ) -> Result<(u8, u8), BringUpError> {
     let done_mask = regs::GLNVM_ULD_DONE;
     let global_busy = bar.read32(regs::GLGEN_RSTAT) & 3 != 0
@@ -368,6 +449,7 @@ pub fn reset_and_identify<H: Hal, B: Bar>(
     if !wait_reg::<H, B>(bar, o.reset_timeout, |v| v & done_mask == done_mask, regs::GLNVM_ULD) {
         return Err(BringUpError::ResetTimeout(Step::Reset));
     }
+    on(Progress::Reset);
     let pf_id = (bar.read32(regs::PF_FUNC_RID) & 7) as u8;
     let port = (bar.read32(regs::PFGEN_PORTNUM) & 7) as u8;
     if bar.read32(regs::GL_MNG_FWSM) & (1 << 1) != 0 {
@@ -376,6 +458,7 @@ pub fn reset_and_identify<H: Hal, B: Bar>(
     if !wait_reg::<H, B>(bar, o.fw_load_timeout, |v| v & (1 << 30) == 0, regs::GL_MNG_FWSM) {
         return Err(BringUpError::ResetTimeout(Step::Identify));
     }
+    on(Progress::Identify);
     Ok((pf_id, port))
 }
 
@@ -407,6 +490,18 @@ impl<H: Hal, B: Bar + Clone> E810<H, B> {
     /// # }
     /// ```
     pub fn bring_up(bar: B, profile: Profile, o: BringUpOptions<'_>) -> Result<Self, BringUpError> {
+        Self::bring_up_observed(bar, profile, o, &mut |_| {})
+    }
+
+    /// [`E810::bring_up`], calling `on` after each step that completed
+    /// ([`Progress`], in order), so a caller can report or time the steps
+    /// one by one. The result and the clean-up on failure are the same.
+    pub fn bring_up_observed(
+        bar: B,
+        profile: Profile,
+        o: BringUpOptions<'_>,
+        on: &mut dyn FnMut(Progress),
+    ) -> Result<Self, BringUpError> {
         if o.vsi_rx_queues == 0 {
             return Err(BringUpError::BadOptions("the VSI needs at least one Rx queue"));
         }
@@ -417,12 +512,14 @@ impl<H: Hal, B: Bar + Clone> E810<H, B> {
         {
             return Err(BringUpError::BadOptions("MTU or max frame size out of range"));
         }
-        let (pf_id, _port) = reset_and_identify::<H, B>(&bar, &o)?;
+        let (pf_id, _port) = reset_and_identify::<H, B>(&bar, &o, on)?;
         let mut aq = AdminQueue::<H, B>::start(bar.clone(), &o.aq)
             .map_err(|e| BringUpError::Command(Step::AdminQueue, e.into()))?;
+        on(Progress::AqInit);
         let version =
             aq.init_check().map_err(|(e, _)| BringUpError::Command(Step::AdminQueue, e))?;
-        let r = Self::lan_steps(&mut aq, &o, version);
+        on(Progress::Version);
+        let r = Self::lan_steps(&mut aq, &o, version, on);
         let (lan_parts, link) = match r {
             Ok(x) => x,
             Err(e) => {
@@ -449,8 +546,15 @@ impl<H: Hal, B: Bar + Clone> E810<H, B> {
         let mut info = LanInfo::single_tc(pf_id, vsi_num, mac, o.mtu);
         info.msix = o.msix;
         info.link_up = link.up();
-        match Device::probe_with_lan(bar, info, profile, o.probe, &mut lan) {
-            Ok(device) => Ok(E810 { lan, device, link }),
+        let probed = {
+            let mut w = Watched { lan: &mut lan, on: &mut *on };
+            Device::probe_with_lan(bar, info, profile, o.probe, &mut w)
+        };
+        match probed {
+            Ok(device) => {
+                on(Progress::Probe);
+                Ok(E810 { lan, device, link })
+            }
             Err(e) => {
                 let _ = lan.shut_down();
                 Err(BringUpError::Probe(e))
@@ -463,15 +567,18 @@ impl<H: Hal, B: Bar + Clone> E810<H, B> {
         aq: &mut AdminQueue<H, B>,
         o: &BringUpOptions<'_>,
         version: Version,
+        on: &mut dyn FnMut(Progress),
     ) -> Result<((PortInfo, u16, VsiContext, Tree, RdmaBranch), cmd::LinkStatus), BringUpError>
     {
         use BringUpError as E;
         aq.clear_pf_cfg().map_err(E::cmd(Step::ClearPfConfig))?;
+        on(Progress::ClearPfConfig);
         match aq.clear_pxe() {
             Ok(()) => {}
             Err(e) if e.firmware_code() == Some(super::desc::rc::EEXIST) => {}
             Err(e) => return Err(E::Command(Step::ClearPxe, e)),
         }
+        on(Progress::ClearPxe);
         let dev = aq.discover_caps(CapsKind::Device).map_err(E::cmd(Step::Caps))?;
         let func = aq.discover_caps(CapsKind::Function).map_err(E::cmd(Step::Caps))?;
         if !Caps::rdma_usable(&func, &dev) {
@@ -491,6 +598,7 @@ impl<H: Hal, B: Bar + Clone> E810<H, B> {
                 return Err(E::ResetTimeout(Step::Caps));
             }
         }
+        on(Progress::Caps);
         if o.ddp != DdpPolicy::Ignore {
             let mut buf = [0u8; PKG_INFO_BUF];
             let info = aq.get_pkg_info(&mut buf).map_err(E::cmd(Step::Ddp))?;
@@ -503,21 +611,26 @@ impl<H: Hal, B: Bar + Clone> E810<H, B> {
                 }
             }
         }
+        on(Progress::Ddp);
         if o.stop_lldp {
             aq.send(&mut cmd::lldp_stop(false), None)
                 .map_err(|e| E::Command(Step::Link, e.into()))?;
         }
         let mut port = PortInfo::default();
         aq.initial_sw_cfg(&mut port).map_err(E::cmd(Step::SwitchConfig))?;
+        on(Progress::SwitchConfig);
         let res = aq.query_sched_res().map_err(E::cmd(Step::Scheduler))?;
         let mut tree =
             aq.sched_init_port(port.lport, res.layers).map_err(E::cmd(Step::Scheduler))?;
+        on(Progress::Scheduler);
         aq.manage_mac_read(16, &mut port).map_err(E::cmd(Step::MacRead))?;
         if port.mac.is_none() {
             return Err(E::NoMac);
         }
+        on(Progress::MacRead);
         let pause = cmd::read_pause_cfg(aq.bar());
         aq.set_mac_cfg(o.max_frame, pause, false, &version).map_err(E::cmd(Step::MacConfig))?;
+        on(Progress::MacConfig);
         let params = PfVsiParams {
             sw_id: port.sw_id as u8,
             rxq_base: 0,
@@ -529,10 +642,13 @@ impl<H: Hal, B: Bar + Clone> E810<H, B> {
         let mut ctx = VsiContext::pf_add(&params).map_err(E::cmd(Step::AddVsi))?;
         let cache = ctx;
         let vsi = aq.add_vsi(&mut ctx).map_err(E::cmd(Step::AddVsi))?;
-        let rest = (|| {
+        on(Progress::AddVsi);
+        let mut rest = || {
             let branch = aq.sched_cfg_vsi_rdma(&mut tree, 0).map_err(E::cmd(Step::RdmaBranch))?;
+            on(Progress::RdmaBranch);
             let mac = port.mac.unwrap_or_default();
             aq.add_mac_and_broadcast(mac, vsi.vsi_num, o.veb).map_err(E::cmd(Step::SwitchRules))?;
+            on(Progress::SwitchRules);
             aq.set_event_mask(port.lport, cmd::LINUX_EVENT_MASK).map_err(E::cmd(Step::Link))?;
             let mut link =
                 aq.get_link_status(port.lport, Some(true)).map_err(E::cmd(Step::Link))?;
@@ -551,8 +667,10 @@ impl<H: Hal, B: Bar + Clone> E810<H, B> {
                     return Err(E::LinkDown);
                 }
             }
+            on(Progress::Link);
             Ok((branch, link))
-        })();
+        };
+        let rest = rest();
         match rest {
             Ok((branch, link)) => Ok(((port, vsi.vsi_num, cache, tree, branch), link)),
             Err(e) => {

@@ -30,5 +30,5 @@ pub mod sched;
 pub mod switch;
 
 pub use aq::{AdminQueue, AqConfig, AqError, AqTimeouts, Event};
-pub use bringup::{BringUpError, BringUpOptions, DdpPolicy, E810, IceLan};
+pub use bringup::{BringUpError, BringUpOptions, DdpPolicy, E810, IceLan, Progress};
 pub use desc::{Desc, Opcode};

@@ -1123,7 +1123,7 @@ fn run_main(opts: &Opts) -> Result<(), String> {
 
 /// Scenarios that drive the driver against the device model: they must
 /// pass with the model attached and skip without one.
-pub const DRIVER_SCENARIOS: [&str; 22] = [
+pub const DRIVER_SCENARIOS: [&str; 44] = [
     "cqp_create",
     "query_rdma_features",
     "query_fpm_val",
@@ -1134,6 +1134,28 @@ pub const DRIVER_SCENARIOS: [&str; 22] = [
     "cqp_nop_ccq",
     "cqp_fault_injection",
     "cqp_destroy",
+    "lan_fault_aq_hang",
+    "lan_fault_aq_crit",
+    "lan_fault_aq_error",
+    "lan_fault_reset_midway",
+    "lan_reset",
+    "lan_identify",
+    "lan_aq_init",
+    "lan_version",
+    "lan_clear_pf_config",
+    "lan_clear_pxe",
+    "lan_caps",
+    "lan_ddp",
+    "lan_switch_config",
+    "lan_sched",
+    "lan_mac_read",
+    "lan_mac_config",
+    "lan_vsi",
+    "lan_rdma_branch",
+    "lan_switch_rules",
+    "lan_link",
+    "lan_qset",
+    "lan_pe_filter",
     "device_probe",
     "verbs_objects",
     "mr_levels",
@@ -1175,9 +1197,20 @@ fn model_checks(o: &Outcome, model: bool) -> Vec<String> {
     // the demo loses no frame: a receiver drop means the driver programmed
     // a QP context the model's wire rejects (issue #15)
     for l in o.model_output.iter().filter(|l| l.contains("cqp_ops=")) {
-        let drops = l.split_whitespace().find_map(|w| w.strip_prefix("wire_drops="));
-        if let Some(n) = drops.filter(|n| *n != "0") {
+        let field = |k: &str| l.split_whitespace().find_map(|w| w.strip_prefix(k));
+        if let Some(n) = field("wire_drops=").filter(|n| *n != "0") {
             why.push(format!("the model's receivers dropped {n} frame(s)"));
+        }
+        // issue #17: the PF starts cold, so the traffic flowed only because
+        // the guest's LAN layer made the qset and the PE filter; none of it
+        // waited for a qset or was dropped for want of the filter.
+        if model && field("lan_cold=") != Some("1") {
+            why.push("the model's PF did not run cold (lan_cold=1 missing)".into());
+        }
+        for k in ["lan_gated_wqes=", "pe_filter_drops="] {
+            if let Some(n) = field(k).filter(|n| *n != "0") {
+                why.push(format!("the model counted {k}{n} on the cold PF"));
+            }
         }
     }
     why
@@ -1533,6 +1566,10 @@ mod tests {
             (m::FAULT_LOSE_DOORBELLS, c::FAULT_LOSE_DOORBELLS),
             (m::FAULT_FUNCTION_RESET, c::FAULT_FUNCTION_RESET),
             (m::FAULT_FAIL_WQE, c::FAULT_FAIL_WQE),
+            (m::FAULT_AQ_HANG, c::FAULT_AQ_HANG),
+            (m::FAULT_AQ_CRIT, c::FAULT_AQ_CRIT),
+            (m::FAULT_AQ_FAIL_OPCODE, c::FAULT_AQ_FAIL_OPCODE),
+            (m::FAULT_AQ_RESET, c::FAULT_AQ_RESET),
         ];
         for (model, contract) in kinds {
             assert_eq!(model, contract);
@@ -1550,10 +1587,25 @@ mod tests {
         let refs: Vec<&str> = lines.iter().map(String::as_str).collect();
         let mut o = outcome(33, &refs);
         assert_eq!(model_checks(&o, true), vec!["the model printed no counters line"]);
-        o.model_output.push("mock-bar-shm: cqp_ops=3 wire_drops=0".into());
+        let ok =
+            "mock-bar-shm: cqp_ops=3 wire_drops=0 lan_cold=1 lan_gated_wqes=0 pe_filter_drops=0";
+        o.model_output.push(ok.into());
         assert!(model_checks(&o, true).is_empty());
-        o.model_output[0] = "mock-bar-shm: cqp_ops=3 wire_drops=2".into();
+        o.model_output[0] = ok.replace("wire_drops=0", "wire_drops=2");
         assert_eq!(model_checks(&o, true), vec!["the model's receivers dropped 2 frame(s)"]);
+        // the PF must have run cold, and nothing may have been gated
+        o.model_output[0] = ok.replace("lan_cold=1", "lan_cold=0");
+        assert_eq!(
+            model_checks(&o, true),
+            vec!["the model's PF did not run cold (lan_cold=1 missing)"]
+        );
+        o.model_output[0] = ok.replace("pe_filter_drops=0", "pe_filter_drops=4");
+        assert_eq!(
+            model_checks(&o, true),
+            vec!["the model counted pe_filter_drops=4 on the cold PF"]
+        );
+        o.model_output[0] = ok.replace("lan_gated_wqes=0", "lan_gated_wqes=1");
+        assert_eq!(model_checks(&o, true).len(), 1);
         o.model_output[0] = "mock-bar-shm: cqp_ops=3".into();
         // Without a model the same lines are wrong: they must be SKIPs.
         assert_eq!(model_checks(&o, false).len(), DRIVER_SCENARIOS.len() + 1);

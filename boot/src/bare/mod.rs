@@ -78,7 +78,8 @@ extern "C" fn kmain(start_info: u64) -> ! {
     }
 
     let mut runner = scenarios::Runner::new();
-    scenarios::run_all(&mut runner, info.as_ref());
+    let hand_lan = cmd.split(' ').any(|w| w == "lan=hand");
+    scenarios::run_all(&mut runner, info.as_ref(), hand_lan);
     if cmd.split(' ').any(|w| w == "fail") {
         // Self-test of the failure report: one scenario that always fails.
         runner.run("injected", scenarios::injected_failure);

@@ -43,6 +43,7 @@ macro_rules! ensure {
 }
 
 mod bringup;
+mod lan;
 mod verbs;
 
 /// How a scenario that did not fail ended.
@@ -148,8 +149,10 @@ const E810_BAR: u8 = 0;
 const ASSIGN_BASE: u64 = arch::BAR_WINDOW.0;
 const ASSIGN_LIMIT: u64 = arch::BAR_WINDOW.1;
 
-/// Runs every scenario of this round.
-pub fn run_all(r: &mut Runner, info: Option<&StartInfo>) {
+/// Runs every scenario of this round. `hand_lan` (`-append lan=hand`):
+/// probe with a hand-filled `LanInfo` instead of the LAN bring-up (the
+/// `lan_*` lines then skip).
+pub fn run_all(r: &mut Runner, info: Option<&StartInfo>, hand_lan: bool) {
     let mut ctx = Ctx::default();
     let pool_ok = init_pool(info);
     // Discovery runs before the clock: the host's TSC rate is in the BAR.
@@ -162,7 +165,19 @@ pub fn run_all(r: &mut Runner, info: Option<&StartInfo>) {
     r.run("clock", || clock_check(source));
     let mut b = bringup::Bringup::new(&ctx);
     b.run(r);
-    verbs::run(r, bringup::model_bar(&ctx), b.injected());
+    // The device the verbs scenarios use: from a cold PF through the LAN
+    // layer, one line per step (or probed with a hand-filled LanInfo).
+    let pool0 = (hal::stats().live_pages, hal::bad_frees());
+    let probed = if hand_lan {
+        let why = msg(format_args!("lan=hand: LanInfo filled by hand"));
+        for n in lan::FAULTS.iter().chain(lan::STEPS[..lan::STEPS.len() - 1].iter().map(|s| &s.1)) {
+            r.run(n, || Ok(Outcome::Skip(why.clone())));
+        }
+        verbs::probe_by_hand(r, bringup::model_bar(&ctx))
+    } else {
+        lan::run(r, bringup::model_bar(&ctx)).map(verbs::Probed::Lan)
+    };
+    verbs::run(r, bringup::model_bar(&ctx), probed, b.injected(), pool0);
     r.run("stack", stack_check);
 }
 

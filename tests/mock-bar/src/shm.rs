@@ -470,6 +470,18 @@ pub mod mailbox {
     /// Let ARG SQ WQEs pass, then complete the next with an error CQE
     /// carrying CODES; its QP goes to ERROR (`FaultPlan::fail_wqe`).
     pub const FAULT_FAIL_WQE: u32 = 5;
+    /// Admin queue: let ARG commands complete, then the firmware stops
+    /// answering until a reset (`FaultPlan::aq_hang_at`).
+    pub const FAULT_AQ_HANG: u32 = 6;
+    /// Admin queue: firmware critical error, CRIT in ATQLEN/ARQLEN and no
+    /// command completes until cleared (`FaultPlan::aq_crit`).
+    pub const FAULT_AQ_CRIT: u32 = 7;
+    /// Admin queue: the next command with opcode `CODES >> 16` fails with
+    /// return code `CODES & 0xFFFF`, not executed (`FaultPlan::aq_fail_opcode`).
+    pub const FAULT_AQ_FAIL_OPCODE: u32 = 8;
+    /// Admin queue: at the ARGth command from now a global reset happens
+    /// instead (`FaultPlan::aq_reset_at`).
+    pub const FAULT_AQ_RESET: u32 = 9;
 
     /// The model's answer to ping `seq`.
     pub const fn pong(seq: u32) -> u32 {
@@ -558,6 +570,22 @@ impl Harness {
                 }
                 mailbox::FAULT_FAIL_WQE => {
                     plan.fail_wqe = Some((arg, (codes >> 16) as u16, codes as u16));
+                    true
+                }
+                mailbox::FAULT_AQ_HANG => {
+                    plan.aq_hang_at = Some(arg);
+                    true
+                }
+                mailbox::FAULT_AQ_CRIT => {
+                    plan.aq_crit = true;
+                    true
+                }
+                mailbox::FAULT_AQ_FAIL_OPCODE => {
+                    plan.aq_fail_opcode = Some(((codes >> 16) as u16, codes as u16));
+                    true
+                }
+                mailbox::FAULT_AQ_RESET => {
+                    plan.aq_reset_at = Some(arg);
                     true
                 }
                 _ => false,

@@ -194,6 +194,32 @@ fn harness_mailbox_ping_faults_counters_and_shutdown() {
     assert_eq!(h.service(&mut host), Tick::Busy);
     assert_eq!(host.device.faults().fail_wqe, Some((2, 1, 3)));
 
+    // Admin-queue faults land in the fault plan, each as asked.
+    for (seq, kind, arg, codes) in [
+        (0x60, mb::FAULT_AQ_HANG, 3, 0),
+        (0x61, mb::FAULT_AQ_CRIT, 0, 0),
+        (0x62, mb::FAULT_AQ_FAIL_OPCODE, 0, 0x0210_000E),
+        (0x63, mb::FAULT_AQ_RESET, 5, 0),
+    ] {
+        g.w32(base + mb::FAULT_KIND, kind);
+        g.w32(base + mb::FAULT_ARG, arg);
+        g.w32(base + mb::FAULT_CODES, codes);
+        g.w32(base + mb::FAULT_SEQ, seq);
+        assert_eq!(h.service(&mut host), Tick::Busy);
+        assert_eq!((g.r32(base + mb::FAULT_ACK), g.r32(base + mb::FAULT_RESULT)), (seq, 0));
+    }
+    let f = host.device.faults();
+    assert_eq!(f.aq_hang_at, Some(3));
+    assert!(f.aq_crit);
+    assert_eq!(f.aq_fail_opcode, Some((0x0210, 14)));
+    assert_eq!(f.aq_reset_at, Some(5));
+    g.w32(base + mb::FAULT_KIND, mb::FAULT_CLEAR);
+    g.w32(base + mb::FAULT_SEQ, 0x64);
+    h.service(&mut host);
+    let f = host.device.faults();
+    assert!(f.aq_hang_at.is_none() && !f.aq_crit && f.aq_fail_opcode.is_none());
+    assert!(f.aq_reset_at.is_none() && f.fail_wqe.is_none(), "CLEAR drops them all");
+
     // A function reset destroys the CQP (CCQPSTATUS back to 0).
     g.w32(base + mb::FAULT_KIND, mb::FAULT_FUNCTION_RESET);
     g.w32(base + mb::FAULT_SEQ, 7);

@@ -31,11 +31,12 @@ type TMr<'d, 'b> = Mr<'d, BootHal, &'b MmioBar>;
 type TPd<'d, 'b> = Pd<'d, BootHal, &'b MmioBar>;
 type Buf = Dma<BootHal>;
 
-/// The node's identity (both QPs: loopback).
-const MAC: [u8; 6] = [0x02, 0, 0, 0, 0, 0x0a];
+/// The node's MAC when `LanInfo` is filled by hand (`lan=hand`; otherwise
+/// the firmware's, from the LAN bring-up). Both QPs: loopback.
+const HAND_MAC: [u8; 6] = [0x02, 0, 0, 0, 0, 0x0a];
 const IP: [u8; 4] = [10, 0, 0, 1];
 /// Enough PBLEs for a level-2 MR (more pages than one SD of PBLEs holds).
-const PROFILE: Profile = Profile { pbles: 1 << 20, ..Profile::SMALL };
+pub(super) const PROFILE: Profile = Profile { pbles: 1 << 20, ..Profile::SMALL };
 /// Pages of the level-2 MR: one more than a level-1 run can hold.
 const L2_PAGES: usize = 262_145;
 /// Bytes of the rw transfers.
@@ -161,7 +162,7 @@ unsafe fn reg<'d, 'b>(
 }
 
 /// INIT → RTR → RTS towards `peer` on this node (loopback).
-fn connect(qp: &mut TQp<'_, '_>, peer: u32) -> Result<(), Msg> {
+fn connect(qp: &mut TQp<'_, '_>, peer: u32, mac: [u8; 6]) -> Result<(), Msg> {
     let e = |e| msg(format_args!("modify: {e:?}"));
     qp.modify(&QpAttr::new(QpState::Init)).map_err(e)?;
     let mut rtr = QpAttr::new(QpState::Rtr);
@@ -169,7 +170,7 @@ fn connect(qp: &mut TQp<'_, '_>, peer: u32) -> Result<(), Msg> {
     rtr.rq_psn = 100;
     rtr.path_mtu = 1024;
     rtr.av = Some(AddressVector {
-        dest_mac: MAC,
+        dest_mac: mac,
         dest_ip: IpAddr::V4(IP),
         src_ip: IpAddr::V4(IP),
         hop_limit: 64,
@@ -225,12 +226,91 @@ fn expect(wc: WorkCompletion, id: u64, op: WcOpcode) -> Result<(), Msg> {
 /// CQP failures `verbs_fault_injection` injects.
 const VERBS_INJECTED: u64 = 2;
 
-/// Runs the verbs scenarios against `bar` (`Err`: skip them all, saying
-/// why); `injected` CQP errors were injected before (the model must report
-/// exactly those plus this module's, no other failed op).
-pub fn run(r: &mut Runner, bar: Result<&MmioBar, Msg>, injected: u64) {
-    const NAMES: [&str; 13] = [
-        "device_probe",
+/// The device the verbs scenarios run on.
+// One value per run, on the stack; there is no allocator to box the PF.
+#[allow(clippy::large_enum_variant)]
+pub enum Probed<'b> {
+    /// From the LAN bring-up of a cold PF (the default).
+    Lan(super::lan::Pf<'b>),
+    /// From `Device::probe_with` and a hand-filled `LanInfo` (`lan=hand`).
+    Hand(Dev<'b>),
+}
+
+impl<'b> Probed<'b> {
+    fn device(&self) -> &Dev<'b> {
+        match self {
+            Probed::Lan(pf) => &pf.device,
+            Probed::Hand(d) => d,
+        }
+    }
+
+    fn close(self) -> Result<(), Msg> {
+        match self {
+            Probed::Lan(pf) => pf.shut_down().map_err(|e| msg(format_args!("shut_down: {e:?}"))),
+            Probed::Hand(d) => d.close().map_err(|e| msg(format_args!("close: {e:?}"))),
+        }
+    }
+}
+
+/// The RDMA layer's probe options of the demo (both paths).
+pub(super) fn probe_options() -> ProbeOptions {
+    let mut o = ProbeOptions::default();
+    o.timeouts.create = WAIT;
+    o.timeouts.poll_registers = WAIT;
+    o.timeouts.ccq = WAIT;
+    o.fw_ready_timeout = WAIT;
+    o.stag_key_seed = Some(arch::rdtsc() as u8);
+    o
+}
+
+/// `lan=hand`: the `device_probe` line with a hand-filled `LanInfo`, for
+/// hosts where something else owns the LAN side (the model must be warm:
+/// `--model-arg --warm`, or the cold PF gates the traffic).
+pub fn probe_by_hand<'b>(r: &mut Runner, bar: Result<&'b MmioBar, Msg>) -> Result<Probed<'b>, Msg> {
+    let bar = match bar {
+        Ok(b) => b,
+        Err(why) => {
+            r.run("device_probe", || Ok(Outcome::Skip(why.clone())));
+            return Err(why);
+        }
+    };
+    let mut dev = None;
+    r.run("device_probe", || {
+        // The bring-up scenarios committed the FPM already; a function
+        // accepts one commit per reset, so reset it as the LAN driver would.
+        super::bringup::request_fault(bar, irdma_boot::contract::FAULT_FUNCTION_RESET, 0, 0, 0)?;
+        let lan = LanInfo::single_tc(0, 6, HAND_MAC, 1500);
+        let d = Device::probe_with(bar, lan, PROFILE, probe_options())
+            .map_err(|e| msg(format_args!("probe: {e:?}")))?;
+        let f = d.footprint();
+        println!(
+            "  device_probe: hand-filled LanInfo, after a function reset; firmware {}.{}, \
+             qs_handle {}, holds {} KiB of DMA ({} KiB control)",
+            d.fw_version().0,
+            d.fw_version().1,
+            d.qs_handle(),
+            f.current_bytes / 1024,
+            f.control_bytes / 1024
+        );
+        dev = Some(d);
+        Ok(Outcome::Pass)
+    });
+    dev.map(Probed::Hand).ok_or_else(|| msg(format_args!("device_probe failed")))
+}
+
+/// Runs the verbs scenarios on `probed` (its `device_probe` line is
+/// printed already) against `bar` (`Err`: skip them all, saying why);
+/// `injected` CQP errors were injected before (the model must report
+/// exactly those plus this module's, no other failed op). `live0` and
+/// `bad0`: the pool before the device existed.
+pub fn run(
+    r: &mut Runner,
+    bar: Result<&MmioBar, Msg>,
+    probed: Result<Probed<'_>, Msg>,
+    injected: u64,
+    (live0, bad0): (usize, u64),
+) {
+    const NAMES: [&str; 12] = [
         "verbs_objects",
         "mr_levels",
         "rc_write_read_send",
@@ -253,50 +333,26 @@ pub fn run(r: &mut Runner, bar: Result<&MmioBar, Msg>, injected: u64) {
             return;
         }
     };
-    let live0 = hal::stats().live_pages;
-    let bad0 = hal::bad_frees();
     let mut rows: heapless::Vec<Row, 12> = heapless::Vec::new();
-    let mut dev: Option<Dev<'_>> = None;
-    r.run("device_probe", || {
-        // The bring-up scenarios committed the FPM already; a function
-        // accepts one commit per reset, so reset it as the LAN driver would.
-        super::bringup::request_fault(bar, irdma_boot::contract::FAULT_FUNCTION_RESET, 0, 0, 0)?;
-        let lan = LanInfo::single_tc(0, 6, MAC, 1500);
-        let mut o = ProbeOptions::default();
-        o.timeouts.create = WAIT;
-        o.timeouts.poll_registers = WAIT;
-        o.timeouts.ccq = WAIT;
-        o.fw_ready_timeout = WAIT;
-        o.stag_key_seed = Some(arch::rdtsc() as u8);
-        let d = Device::probe_with(bar, lan, PROFILE, o)
-            .map_err(|e| msg(format_args!("probe: {e:?}")))?;
-        let f = d.footprint();
-        println!(
-            "  device_probe: after a function reset; firmware {}.{}, qs_handle {}, holds {} KiB \
-             of DMA ({} KiB control)",
-            d.fw_version().0,
-            d.fw_version().1,
-            d.qs_handle(),
-            f.current_bytes / 1024,
-            f.control_bytes / 1024
-        );
-        dev = Some(d);
-        Ok(Outcome::Pass)
-    });
-    match dev.as_ref() {
-        Some(d) => run_on(r, d, &mut rows),
+    let mut probed = probed.ok();
+    match probed.as_ref() {
+        Some(p) => {
+            let d = p.device();
+            run_on(r, d, &mut rows);
+        }
         None => {
-            for n in &NAMES[1..NAMES.len() - 1] {
+            for n in &NAMES[..NAMES.len() - 1] {
                 r.run(n, || bail!("no device (device_probe failed)"));
             }
         }
     }
-    // Every verbs object is gone now; the device goes last.
+    // Every verbs object is gone now; the device goes last (with the LAN
+    // side: PE filter off, qsets removed, VSI freed, admin queue off).
     r.run("device_close", || {
-        let d = need(dev.take(), "device")?;
-        d.close().map_err(|e| msg(format_args!("close: {e:?}")))?;
+        let p = need(probed.take(), "device")?;
+        p.close()?;
         let live = hal::stats().live_pages;
-        ensure!(live == live0, "leak: {live} live pool pages, {live0} before probe");
+        ensure!(live == live0, "leak: {live} live pool pages, {live0} before the device");
         ensure!(hal::bad_frees() == bad0, "the pool refused a free");
         let m = super::bringup::model_counters(bar)?;
         ensure!(m.dma_faults == 0, "the model saw {} DMA faults", m.dma_faults);
@@ -369,8 +425,9 @@ fn objects<'d, 'b>(dev: &'d Dev<'b>) -> Result<Objs<'d, 'b>, Msg> {
     let mut a2 = QpInitAttr { send_cq: &cq, recv_cq: &cq, cap };
     let mut q2 = dev.create_qp(&pd, &mut a2).map_err(e)?;
     let (n1, n2) = (q1.qp_num(), q2.qp_num());
-    connect(&mut q1, n2)?;
-    connect(&mut q2, n1)?;
+    let mac = dev.lan_info().mac;
+    connect(&mut q1, n2, mac)?;
+    connect(&mut q2, n1, mac)?;
     ensure!(q1.state() == QpState::Rts && q2.state() == QpState::Rts, "QPs not in RTS");
     println!(
         "  verbs_objects: PD {}, CQ {}, RC QPs {n1} <-> {n2} (loopback), RTS",

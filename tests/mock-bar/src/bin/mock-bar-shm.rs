@@ -17,7 +17,10 @@
 //! ready, answers pings, applies fault requests from the guest, publishes
 //! its CQP counters, and exits 0 once xtask sets the shutdown flag
 //! (`shm::Harness`; the layout is `shm::mailbox`). It gives up with status
-//! 1 after `--max-secs` (default 600) or when its parent goes away.
+//! 1 after `--max-secs` (default 600) or when its parent goes away. Its PF
+//! starts cold (`LanConfig::cold`: no traffic until the guest's LAN layer
+//! registered a qset and turned the PE filter on); `--warm` starts it with
+//! the LAN side counted as done (for a guest that fills `LanInfo` by hand).
 //!
 //! Guest RAM starts at guest-physical 0 (x86 PCs) unless `--ram-base ADDR`
 //! or, in harness mode, `IRDMA_RAM_BASE` says otherwise (QEMU's Arm `virt`
@@ -25,7 +28,7 @@
 //! `pa − ADDR`.
 //!
 //! ```text
-//! IRDMA_BAR_FILE=… mock-bar-shm [--poll spin|hybrid] [--max-secs N] [--pcap FILE]
+//! IRDMA_BAR_FILE=… mock-bar-shm [--poll spin|hybrid] [--max-secs N] [--pcap FILE] [--warm]
 //! ```
 //!
 //! `--pcap FILE` (both modes; `cargo xtask qemu --pcap FILE` passes it)
@@ -60,7 +63,7 @@ fn usage() -> ExitCode {
     eprintln!(
         "usage: mock-bar-shm --bar FILE --bar-size SIZE --ram FILE --ram-size SIZE \
          [--below-4g SIZE] [--ram-base ADDR] [--poll spin|hybrid] [--pcap FILE] [-- COMMAND ARGS...]\n   or: IRDMA_BAR_FILE=… \
-         mock-bar-shm [--poll spin|hybrid] [--max-secs N] [--pcap FILE]   (harness mode, see the docs)"
+         mock-bar-shm [--poll spin|hybrid] [--max-secs N] [--pcap FILE] [--warm]   (harness mode, see the docs)"
     );
     ExitCode::from(2)
 }
@@ -93,7 +96,7 @@ fn write_capture(path: Option<&String>, cap: Option<&Capture>) -> Result<(), Str
 }
 
 /// Harness mode: the model process of `cargo xtask qemu`.
-fn harness(mode: PollMode, max: Duration, pcap: Option<&String>) -> Result<(), String> {
+fn harness(mode: PollMode, max: Duration, pcap: Option<&String>, warm: bool) -> Result<(), String> {
     let bar = std::env::var("IRDMA_BAR_FILE").map_err(|_| "IRDMA_BAR_FILE is not set")?;
     let ram = std::env::var("IRDMA_RAM_FILE").map_err(|_| "IRDMA_RAM_FILE is not set")?;
     let (bar_size, ram_size) = (env_num("IRDMA_BAR_SIZE")?, env_num("IRDMA_RAM_SIZE")?);
@@ -107,8 +110,12 @@ fn harness(mode: PollMode, max: Duration, pcap: Option<&String>) -> Result<(), S
     if mailbox < 8 << 20 || mailbox + 4096 > bar_size {
         return Err(format!("IRDMA_MAILBOX {mailbox:#x} not in [8 MiB, BAR size − 4 KiB]"));
     }
+    // A cold PF (LanConfig::cold): the guest's LAN layer must create the
+    // qset and turn the PE filter on before any RDMA traffic flows.
+    let mut cfg = Config::default();
+    cfg.lan.cold = !warm;
     let mut host = ShmHost::new(
-        Config::default(),
+        cfg,
         FileBar::new(open_existing(&bar, bar_size)?, bar_size),
         // every GPA is below 4 GiB up to 2 GiB of RAM (q35)
         FileMemory::new(open_existing(&ram, ram_size)?, ram_size, ram_size.min(2 << 30))
@@ -144,7 +151,8 @@ fn harness(mode: PollMode, max: Duration, pcap: Option<&String>) -> Result<(), S
     println!(
         "mock-bar-shm: {:.2} s, {rounds} rounds, {} pings, {} fault requests; cqp_ops={} \
          cqp_errors={} cqp_doorbells={} cqes={} sq_wqes={} dma_faults={} invalid_cqp_wqes={} \
-         packets={} wire_drops={}",
+         packets={} wire_drops={} lan_cold={} aq_commands={} aq_errors={} lan_gated_wqes={} \
+         pe_filter_drops={}",
         t0.elapsed().as_secs_f64(),
         h.pings,
         h.faults,
@@ -157,6 +165,11 @@ fn harness(mode: PollMode, max: Duration, pcap: Option<&String>) -> Result<(), S
         c.cqp_invalid_wqes,
         c.packets,
         c.wire_drops,
+        u8::from(host.device.config().lan.cold),
+        c.aq_commands,
+        c.aq_errors,
+        c.lan_gated_wqes,
+        c.pe_filter_drops,
     );
     // The failed CQP ops still in the trace: the first thing to look at when
     // a guest scenario reports an unexpected CQP error.
@@ -194,7 +207,8 @@ fn main() -> ExitCode {
             Some(Ok(n)) => n,
             Some(Err(_)) => return usage(),
         };
-        return match harness(mode, Duration::from_secs(max), get("--pcap")) {
+        let warm = opts.iter().any(|a| a == "--warm");
+        return match harness(mode, Duration::from_secs(max), get("--pcap"), warm) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
                 eprintln!("mock-bar-shm: {e}");
