@@ -448,6 +448,20 @@ pub struct Device<H: Hal, B: Bar + Clone> {
 /// One teardown op on the CQP.
 type CqpOp<'a, H, B> = dyn FnMut(&mut Cqp<H, B>) -> Result<(), CqpError> + 'a;
 
+/// One CQP command of teardown, unless the device needs a reset
+/// (non-generic over the command: one copy for every destroy).
+#[inline(never)]
+fn run_cmd<H: Hal, B: Bar>(
+    cqp: &mut Option<Cqp<H, B>>,
+    nr: &AtomicBool,
+    cmd: &dyn crate::cqp::engine::DynCmd,
+) -> Result<(), CqpError> {
+    match cqp.as_mut() {
+        Some(c) if !nr.load(Ordering::Acquire) => c.exec_dyn(cmd, 0).map(|_| ()),
+        _ => Err(CqpError::NeedsReset),
+    }
+}
+
 /// Teardown's bookkeeping of one step's result: whether it succeeded; an
 /// error the device may own memory after marks it for reset, and the first
 /// error (other than "needs a reset") is kept. Out of line: teardown runs
@@ -1020,7 +1034,7 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
         // failed): before the CEQ they report to (hw.c: CQs go first).
         while let Some(c) = self.res.get_mut().deferred_cqs.pop() {
             let d = crate::verbs::destroy_cq_cmd(&c.cmd);
-            if !note(run(&mut cqp, &mut |q| q.exec_info(d, 0).map(|_| ()))) {
+            if !note(run_cmd(&mut cqp, nr, &crate::cqp::engine::Cmd(&d))) {
                 keep(c.ring);
                 keep(c.shadow);
             }
@@ -1043,7 +1057,7 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
                 tc: if *leaf { ws.tc } else { 0 },
                 weight: 1,
             };
-            note(run(&mut cqp, &mut |q| q.exec_info(del, 0).map(|_| ())));
+            note(run_cmd(&mut cqp, nr, &crate::cqp::engine::Cmd(&del)));
         }
         if let Some(a) = aeq {
             let d = DestroyAeq {
@@ -1052,7 +1066,7 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
                 pasid_valid: false,
                 pasid: 0,
             };
-            if !note(run(&mut cqp, &mut |q| q.exec_info(d, 0).map(|_| ()))) {
+            if !note(run_cmd(&mut cqp, nr, &crate::cqp::engine::Cmd(&d))) {
                 keep(a.ring);
             }
         }
@@ -1065,7 +1079,7 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
                 pasid_valid: false,
                 pasid: 0,
             };
-            if !note(run(&mut cqp, &mut |q| q.exec_info(d, 0).map(|_| ()))) {
+            if !note(run_cmd(&mut cqp, nr, &crate::cqp::engine::Cmd(&d))) {
                 keep(c._ring);
             }
         }
