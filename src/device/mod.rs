@@ -458,6 +458,20 @@ pub struct Device<H: Hal, B: Bar + Clone> {
 /// One teardown op on the CQP.
 type CqpOp<'a, H, B> = dyn FnMut(&mut Cqp<H, B>) -> Result<(), CqpError> + 'a;
 
+/// One CQP command of teardown, unless the device needs a reset
+/// (non-generic over the command: one copy for every destroy).
+#[inline(never)]
+fn run_cmd<H: Hal, B: Bar>(
+    cqp: &mut Option<Cqp<H, B>>,
+    nr: &AtomicBool,
+    cmd: &dyn crate::cqp::engine::DynCmd,
+) -> Result<(), CqpError> {
+    match cqp.as_mut() {
+        Some(c) if !nr.load(Ordering::Acquire) => c.exec_dyn(cmd, 0).map(|_| ()),
+        _ => Err(CqpError::NeedsReset),
+    }
+}
+
 /// Teardown's bookkeeping of one step's result: whether it succeeded; an
 /// error the device may own memory after marks it for reset, and the first
 /// error (other than "needs a reset") is kept. Out of line: teardown runs
@@ -601,10 +615,31 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
         &mut self,
         bar: B,
         profile: &Profile,
-        mut ops: Option<&mut (dyn LanOps + 'o)>,
+        ops: Option<&mut (dyn LanOps + 'o)>,
     ) -> Result<(), ProbeError> {
+        let mut step = ProbeStep::FirmwareReady;
+        self.bring_up_steps(bar, profile, ops, &mut step)
+            .map_err(|cause| ProbeError { step, cause })
+    }
+
+    /// Starts bring-up step `s`: the step a failure is reported in, and its
+    /// flight-recorder event.
+    fn enter(&mut self, at: &mut ProbeStep, s: ProbeStep) {
+        *at = s;
+        self.probe_step(s);
+    }
+
+    /// The steps of [`Self::bring_up`]; a failure returns its cause only
+    /// and `step` says where (the [`ProbeError`] is built once).
+    fn bring_up_steps<'o>(
+        &mut self,
+        bar: B,
+        profile: &Profile,
+        mut ops: Option<&mut (dyn LanOps + 'o)>,
+        step: &mut ProbeStep,
+    ) -> Result<(), ProbeCause> {
         use ProbeStep as S;
-        self.probe_step(S::FirmwareReady);
+        self.enter(step, S::FirmwareReady);
         // 1. Firmware ready (ctrl.c: irdma_wait_pe_ready).
         let end = irdma_hal::dma::now::<H>().saturating_add(self.opts.fw_ready_timeout);
         let mut st = [0u32; 3];
@@ -615,18 +650,17 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
             st.iter().all(|s| *s == regs::CPUSTATUS_READY)
         });
         if !ready {
-            return fail(S::FirmwareReady, ProbeCause::FirmwareNotReady(st));
+            return Err(ProbeCause::FirmwareNotReady(st));
         }
-        self.probe_step(S::DoorbellSize);
+        self.enter(step, S::DoorbellSize);
         // 2. Doorbell size (ctrl.c: irdma_sc_dev_init).
         let lbar = bar.read32(regs::GLPCI_LBARCTRL);
         if !matches!(regs::field::LBARCTRL_PE_DB_SIZE.get(u64::from(lbar)), 1 | 2) {
-            return fail(S::DoorbellSize, ProbeCause::DoorbellDisabled(lbar));
+            return Err(ProbeCause::DoorbellDisabled(lbar));
         }
-        self.probe_step(S::CqpCreate);
+        self.enter(step, S::CqpCreate);
         // 3–4. Memory and the CQP.
-        let scratch = Dma::<H>::new(1, BufferDirection::Both)
-            .or_else(|e| fail(S::CqpCreate, ProbeCause::Dma(e)))?;
+        let scratch = Dma::<H>::new(1, BufferDirection::Both).map_err(ProbeCause::Dma)?;
         let (q_pa, c_pa, f_pa) = (
             scratch.paddr() + SCRATCH_QUERY as u64,
             scratch.paddr() + SCRATCH_COMMIT as u64,
@@ -649,50 +683,49 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
                     self.quarantine.get_mut().count_leaked(cqp_bytes, 3);
                     self.needs_reset.store(true, Ordering::Release);
                 }
-                return fail(S::CqpCreate, ProbeCause::Cqp(e));
+                return Err(ProbeCause::Cqp(e));
             }
         };
         self.control_bytes = cqp_bytes + pages_bytes(PAGE_SIZE);
         *self.cqp.get_mut() = Some(cqp);
 
-        self.probe_step(S::QueryFeatures);
+        self.enter(step, S::QueryFeatures);
         // 5. Features (ctrl.c: irdma_get_rdma_features).
         let manage_rsrc_ver2 = {
             let cmd = QueryRdmaFeatures { buf_pa: f_pa, buf_len: FEATURES_BYTES as u32 };
-            self.exec(cmd).or_else(|e| fail(S::QueryFeatures, ProbeCause::Cqp(e)))?;
+            self.exec(cmd).map_err(ProbeCause::Cqp)?;
             self.read_features()
         };
 
-        self.probe_step(S::QueryFpm);
+        self.enter(step, S::QueryFpm);
         // 6. FPM query → sizing → commit.
         let query = {
             let fn_id = self.lan.pf_id as u16;
-            self.exec(QueryFpmVal { hmc_fn_id: fn_id, buf_pa: q_pa })
-                .or_else(|e| fail(S::QueryFpm, ProbeCause::Cqp(e)))?;
+            self.exec(QueryFpmVal { hmc_fn_id: fn_id, buf_pa: q_pa }).map_err(ProbeCause::Cqp)?;
             let buf = self.scratch_words(SCRATCH_QUERY);
-            FpmQuery::decode(&buf, manage_rsrc_ver2, false)
-                .or_else(|e| fail(S::QueryFpm, ProbeCause::Decode(e)))?
+            FpmQuery::decode(&buf, manage_rsrc_ver2, false).map_err(ProbeCause::Decode)?
         };
         self.max_ird = query.max_hw_ird().min(u8::MAX as u16) as u8;
         let caps = FpmCaps::from(&query);
-        let counts = size_hmc(&caps, profile).or_else(|e| fail(S::SizeHmc, ProbeCause::Hmc(e)))?;
+        *step = S::SizeHmc;
+        let counts = size_hmc(&caps, profile).map_err(ProbeCause::Hmc)?;
         let mut commit_buf = [0u64; 24];
         encode_fpm_commit(&counts.cnt, &mut commit_buf);
         if let Some(s) = self.scratch.as_ref() {
             s.write_u64s(SCRATCH_COMMIT, &commit_buf);
         }
         let fn_id = self.lan.pf_id as u16;
+        *step = S::CommitFpm;
         self.exec(CommitFpmVal { hmc_fn_id: fn_id, buf_pa: c_pa, flush_timer_disable: false })
-            .or_else(|e| fail(S::CommitFpm, ProbeCause::Cqp(e)))?;
+            .map_err(ProbeCause::Cqp)?;
         let sizes: [u64; HMC_OBJ_COUNT] = core::array::from_fn(|i| caps.obj[i].size);
         let committed = FpmCommit::decode(&self.scratch_words(SCRATCH_COMMIT), &sizes)
-            .or_else(|e| fail(S::CommitFpm, ProbeCause::Decode(e)))?;
+            .map_err(ProbeCause::Decode)?;
         let objs: [ObjCommit; HMC_OBJ_COUNT] = core::array::from_fn(|i| ObjCommit {
             cnt: committed.obj[i].cnt,
             base: committed.obj[i].base,
         });
-        let layout =
-            HmcLayout::new(&sizes, &objs).or_else(|e| fail(S::CommitFpm, ProbeCause::Hmc(e)))?;
+        let layout = HmcLayout::new(&sizes, &objs).map_err(ProbeCause::Hmc)?;
         self.layout = Some(layout);
         self.caps_fpm = Some(query);
         let qp_cnt = layout.object(HmcObj::Qp).cnt;
@@ -703,34 +736,31 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
             pble_count: layout.object(HmcObj::Pble).cnt,
             ceq_count: u32::from(query.max_ceqs),
         };
-        self.cqp_mut().or_else(|e| fail(S::CommitFpm, ProbeCause::Cqp(e)))?.set_limits(limits);
+        self.cqp_mut().map_err(ProbeCause::Cqp)?.set_limits(limits);
 
-        self.probe_step(S::BackHmc);
+        self.enter(step, S::BackHmc);
         // 7. Back every non-PBLE SD.
         {
             let res = self.res.get_mut();
             let cqp = self.cqp.get_mut().as_mut();
-            let Some(cqp) = cqp else { return fail(S::BackHmc, ProbeCause::Capacity) };
-            res.sds.back_static(&layout, cqp).or_else(|e| fail(S::BackHmc, e.into()))?;
+            let Some(cqp) = cqp else { return Err(ProbeCause::Capacity) };
+            res.sds.back_static(&layout, cqp).map_err(ProbeCause::from)?;
         }
-        self.probe_step(S::ShmcPagesAllocated);
+        self.enter(step, S::ShmcPagesAllocated);
         // 8. SHMC_PAGES_ALLOCATED.
-        self.exec(ShmcPagesAllocated { hmc_fn_id: fn_id })
-            .or_else(|e| fail(S::ShmcPagesAllocated, ProbeCause::Cqp(e)))?;
-        self.probe_step(S::CreateCcq);
+        self.exec(ShmcPagesAllocated { hmc_fn_id: fn_id }).map_err(ProbeCause::Cqp)?;
+        self.enter(step, S::CreateCcq);
         // 9. CCQ (spec §2.7).
         let mut ccq = CcqConfig::linux(self.opts.cqp_sq_size);
         ccq.vsi_idx = self.lan.vsi_num;
         self.control_bytes += pages_bytes(ccq.entries as usize * CCQ_CQE_BYTES) + pages_bytes(64);
-        self.cqp_mut()
-            .and_then(|c| c.create_ccq(ccq))
-            .or_else(|e| fail(S::CreateCcq, ProbeCause::Cqp(e)))?;
+        self.cqp_mut().and_then(|c| c.create_ccq(ccq)).map_err(ProbeCause::Cqp)?;
 
-        self.probe_step(S::CreateCeq);
+        self.enter(step, S::CreateCeq);
         // 10. CEQ 0: min(committed CQ count, 262143) entries (hw.c: irdma_create_ceq).
         let ceq_entries = cq_cnt.clamp(1, 262_143);
         let ring = Dma::<H>::with_bytes(ceq_entries as usize * 8, BufferDirection::DeviceToDriver)
-            .or_else(|e| fail(S::CreateCeq, ProbeCause::Dma(e)))?;
+            .map_err(ProbeCause::Dma)?;
         self.control_bytes += ring.len() as u64;
         let cmd = CreateCeq {
             ceq_id: 0,
@@ -750,31 +780,30 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
             Ok(_) => self.ceq = Some(Ceq { _ring: ring, cmd }),
             Err(e) => {
                 self.keep_if_owned(&e, ring);
-                return fail(S::CreateCeq, ProbeCause::Cqp(e));
+                return Err(ProbeCause::Cqp(e));
             }
         }
 
-        self.probe_step(S::PblePool);
+        self.enter(step, S::PblePool);
         // 11. The PBLE pool; its first chunk is backed now (pble.c:
         // irdma_hmc_init_pble), the rest on demand.
-        let pool = PblePool::<PBLE_RUNS>::new(*layout.pble())
-            .or_else(|e| fail(S::PblePool, ProbeCause::Pble(e)))?;
+        let pool = PblePool::<PBLE_RUNS>::new(*layout.pble()).map_err(ProbeCause::Pble)?;
         if let Some(first) = layout.pble().chunks().next() {
             let res = self.res.get_mut();
             let Some(cqp) = self.cqp.get_mut().as_mut() else {
-                return fail(S::PblePool, ProbeCause::Capacity);
+                return Err(ProbeCause::Capacity);
             };
-            res.sds.back_pble_chunk(&first, cqp).or_else(|e| fail(S::PblePool, e.into()))?;
+            res.sds.back_pble_chunk(&first, cqp).map_err(ProbeCause::from)?;
         }
 
-        self.probe_step(S::CreateAeq);
+        self.enter(step, S::CreateAeq);
         // 12. AEQ: min(QP + CQ count, 524287) entries of 16 B (hw.c: irdma_create_aeq).
         let aeq_entries = qp_cnt.saturating_add(cq_cnt).clamp(1, 524_287);
         let ring = Dma::<H>::with_bytes(
             aeq_entries as usize * AEQE_BYTES,
             BufferDirection::DeviceToDriver,
         )
-        .or_else(|e| fail(S::CreateAeq, ProbeCause::Dma(e)))?;
+        .map_err(ProbeCause::Dma)?;
         self.control_bytes += ring.len() as u64;
         let cmd = CreateAeq {
             elem_cnt: aeq_entries,
@@ -795,25 +824,25 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
             }
             Err(e) => {
                 self.keep_if_owned(&e, ring);
-                return fail(S::CreateAeq, ProbeCause::Cqp(e));
+                return Err(ProbeCause::Cqp(e));
             }
         }
 
-        self.probe_step(S::WorkScheduler);
+        self.enter(step, S::WorkScheduler);
         // 13. Work-scheduler tree: root 0, VSI node, TC leaf → qs_handle,
         // then enable the leaf (ws.c: irdma_ws_add; spec §4.3.20).
-        self.build_ws(ops.as_deref_mut()).or_else(|e| fail(S::WorkScheduler, e))?;
+        self.build_ws(ops.as_deref_mut())?;
 
         // Software tables (hw.c: irdma_initialize_hw_rsrc).
+        *step = S::Resources;
         let ids = Ids {
-            pds: IdBitmap::pd_ids(MAX_PDS).or_else(|e| fail(S::Resources, ProbeCause::Ids(e)))?,
-            qps: IdBitmap::qp_ids(qp_cnt).or_else(|e| fail(S::Resources, ProbeCause::Ids(e)))?,
-            cqs: IdBitmap::cq_ids(cq_cnt).or_else(|e| fail(S::Resources, ProbeCause::Ids(e)))?,
-            arp_ids: IdBitmap::arp_ids(layout.object(HmcObj::Arp).cnt)
-                .or_else(|e| fail(S::Resources, ProbeCause::Ids(e)))?,
+            pds: IdBitmap::pd_ids(MAX_PDS).map_err(ProbeCause::Ids)?,
+            qps: IdBitmap::qp_ids(qp_cnt).map_err(ProbeCause::Ids)?,
+            cqs: IdBitmap::cq_ids(cq_cnt).map_err(ProbeCause::Ids)?,
+            arp_ids: IdBitmap::arp_ids(layout.object(HmcObj::Arp).cnt).map_err(ProbeCause::Ids)?,
             arp: [ArpSlot::default(); MAX_ARP as usize],
             stags: StagTable::new(layout.object(HmcObj::Mr).cnt, self.stag_key_seed())
-                .or_else(|_| fail(S::Resources, ProbeCause::Ids(IdError::BadCapacity)))?,
+                .map_err(|_| ProbeCause::Ids(IdError::BadCapacity))?,
             pble: pool,
             qp_rec: [QpRecord::default(); MAX_QPS as usize],
             cq_refs: [0; MAX_CQS as usize],
@@ -821,15 +850,15 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
             pd_orphan: [0; PD_WORDS],
             fr: heapless::Vec::new(),
             ah_ids: IdBitmap::ah_ids(layout.object(HmcObj::Fsiav).cnt.min(MAX_AHS))
-                .or_else(|e| fail(S::Resources, ProbeCause::Ids(e)))?,
+                .map_err(ProbeCause::Ids)?,
             gsi: false,
             neigh: heapless::Vec::new(),
         };
         self.res.get_mut().ids = Some(ids);
         // RDMA traffic to the VSI on, last (main.c: irdma_probe).
         if let Some(o) = ops {
-            o.set_rdma_filter(self.lan.vsi_num, true)
-                .or_else(|e| fail(S::RdmaFilter, ProbeCause::LanOp(e)))?;
+            *step = S::RdmaFilter;
+            o.set_rdma_filter(self.lan.vsi_num, true).map_err(ProbeCause::LanOp)?;
             self.ws.filter_on = true;
         }
         info!("irdma: probe done");
@@ -1018,7 +1047,7 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
         // failed): before the CEQ they report to (hw.c: CQs go first).
         while let Some(c) = self.res.get_mut().deferred_cqs.pop() {
             let d = crate::verbs::destroy_cq_cmd(&c.cmd);
-            if !note(run(&mut cqp, &mut |q| q.exec_info(d, 0).map(|_| ()))) {
+            if !note(run_cmd(&mut cqp, nr, &crate::cqp::engine::Cmd(&d))) {
                 keep(c.ring);
                 keep(c.shadow);
             }
@@ -1041,7 +1070,7 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
                 tc: if *leaf { ws.tc } else { 0 },
                 weight: 1,
             };
-            note(run(&mut cqp, &mut |c| c.exec_info(del, 0).map(|_| ())));
+            note(run_cmd(&mut cqp, nr, &crate::cqp::engine::Cmd(&del)));
         }
         if let Some(a) = aeq {
             let d = DestroyAeq {
@@ -1050,7 +1079,7 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
                 pasid_valid: false,
                 pasid: 0,
             };
-            if !note(run(&mut cqp, &mut |c| c.exec_info(d, 0).map(|_| ()))) {
+            if !note(run_cmd(&mut cqp, nr, &crate::cqp::engine::Cmd(&d))) {
                 keep(a.ring);
             }
         }
@@ -1063,7 +1092,7 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
                 pasid_valid: false,
                 pasid: 0,
             };
-            if !note(run(&mut cqp, &mut |q| q.exec_info(d, 0).map(|_| ()))) {
+            if !note(run_cmd(&mut cqp, nr, &crate::cqp::engine::Cmd(&d))) {
                 keep(c._ring);
             }
         }
