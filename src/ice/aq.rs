@@ -378,6 +378,28 @@ impl<H: Hal, B: Bar> AdminQueue<H, B> {
         (slot < self.rq.entries).then(|| self.rq.read_desc(slot))
     }
 
+    /// [`send`](Self::send) for a caller that names the buffer and its size
+    /// separately, as ice_aq_send_cmd's `(buf, buf_size)` does: `buf_size`
+    /// bytes of `buf` are sent. A size without a buffer, a buffer with size
+    /// 0, or a size past the buffer's end is refused with
+    /// [`AqError::BadBuffer`] (ice_sq_send_cmd: EINVAL) before anything is
+    /// posted and with `desc` untouched.
+    pub fn send_sized(
+        &mut self,
+        desc: &mut Desc,
+        buf: Option<&mut [u8]>,
+        buf_size: usize,
+    ) -> Result<(), AqError> {
+        match (buf, buf_size) {
+            (None, 0) => self.send(desc, None),
+            (Some(b), n) if n > 0 => match b.get_mut(..n) {
+                Some(b) => self.send(desc, Some(b)),
+                None => Err(AqError::BadBuffer),
+            },
+            _ => Err(AqError::BadBuffer),
+        }
+    }
+
     /// Sends one command and waits for its completion, with ice's EBUSY
     /// resend for the opcodes Linux retries (ice_aq_send_cmd).
     ///
