@@ -1182,41 +1182,62 @@ fn sequenced(case: &Value, aq: &mut Aq<'_>) -> Result<Vec<Out>, Outcome> {
     Ok(outs)
 }
 
-/// `ice_fill_sw_rule` alone: the driver's MAC rule encoder. Lookups other
-/// than MAC (and VLAN, which the driver does not build) are skipped as the
-/// README allows; ids wider than 10 bits pass when refused with a typed
-/// error before anything is built.
+/// `ice_fill_sw_rule` alone: the driver's lookup-rule encoder
+/// (`switch::lookup_rule`) for MAC and VLAN lookups with every action,
+/// flag and command. Other lookups are skipped as the README allows; ids
+/// wider than their field pass when refused with a typed error.
 fn fill_sw_rule(case: &Value) -> Result<Vec<Out>, Outcome> {
-    use irdma::ice::switch::{Fwd, RuleDir, mac_rule};
-    let lk = arg(case, "lkup_type").unwrap_or(0);
-    if lk != 1 {
-        return Err(Outcome::Skip(format!("lookup type {lk}: the driver builds MAC rules only")));
-    }
-    let flag = arg(case, "flag").unwrap_or(0);
-    let src = arg(case, "src").unwrap_or(0);
-    let dir = if flag & 2 != 0 {
-        RuleDir::Tx { vsi: src.min(u64::from(u16::MAX)) as u16, tx_only: flag & 8 != 0 }
-    } else {
-        RuleDir::Rx { lport: src.min(255) as u8 }
-    };
-    let fwd = match arg(case, "fltr_act").unwrap_or(0) {
-        0 => Fwd::Vsi(arg(case, "fwd_id").unwrap_or(0).min(u64::from(u16::MAX)) as u16),
+    use irdma::ice::switch::{Action, Lookup, RuleOp, RuleSpec, lookup_rule};
+    let a = |k: &str| arg(case, k);
+    let u16a = |k: &str| a(k).unwrap_or(0).min(u64::from(u16::MAX)) as u16;
+    let lk = a("lkup_type").unwrap_or(0);
+    let lookup = match lk {
         1 => {
-            Fwd::VsiList(arg(case, "fwd_vsi_list_id").unwrap_or(0).min(u64::from(u16::MAX)) as u16)
+            let m = case["inputs"]["args"]["mac"].as_str().unwrap_or("00:00:00:00:00:00");
+            let mac: [u8; 6] = hexbytes(&m.replace(':', ""))
+                .try_into()
+                .map_err(|_| Outcome::Fail("bad mac".into()))?;
+            Lookup::Mac(mac)
         }
-        a => return Err(Outcome::Skip(format!("action {a}: the driver forwards to VSIs only"))),
+        4 => Lookup::Vlan {
+            id: u16a("vlan_id"),
+            tpid: (a("tpid_valid") == Some(1)).then(|| u16a("tpid")),
+        },
+        _ => {
+            return Err(Outcome::Skip(format!(
+                "lookup type {lk}: the driver builds MAC and VLAN rules only"
+            )));
+        }
     };
-    let mac = hexbytes(&case["inputs"]["args"]["mac"].as_str().unwrap_or("").replace(':', ""));
-    let mac: [u8; 6] = mac.try_into().map_err(|_| Outcome::Fail("bad mac".into()))?;
-    let veb = case["inputs"]["hw"]["evb_veb"].as_bool().unwrap_or(true);
-    match mac_rule(mac, dir, fwd, veb) {
+    let action = match a("fltr_act").unwrap_or(0) {
+        0 => Action::Vsi(u16a("fwd_id")),
+        1 => Action::VsiList(u16a("fwd_vsi_list_id")),
+        2 => Action::Queue(u16a("fwd_q_id")),
+        3 => Action::QueueGroup { queue: u16a("fwd_q_id"), size: u16a("qgrp_size") },
+        4 => Action::Drop,
+        x => return Err(Outcome::Skip(format!("fltr_act {x} is not an ice action"))),
+    };
+    let op = match a("opc") {
+        Some(0x02a1) => RuleOp::Update,
+        Some(0x02a2) => RuleOp::Remove { rule_id: u16a("fltr_rule_id") },
+        _ => RuleOp::Add,
+    };
+    let spec = RuleSpec {
+        lookup,
+        action,
+        flags: a("flag").unwrap_or(0).min(255) as u8,
+        src: u16a("src"),
+        veb: case["inputs"]["hw"]["evb_veb"].as_bool().unwrap_or(true),
+        op,
+    };
+    match lookup_rule(&spec) {
         Err(irdma::ice::cmd::CmdError::Invalid(_)) => Err(Outcome::Pass),
         Err(e) => Err(Outcome::Fail(format!("encoder: {e}"))),
         Ok(r) => {
             let mut o = Out::new(0);
-            o.set("rule", json!({"hex": hexstr(&r)}));
-            o.set("f_info.lb_en", json!(u8::from(r[8] & 4 != 0)));
-            o.set("f_info.lan_en", json!(u8::from(r[8] & 8 != 0)));
+            o.set("rule", json!({"hex": hexstr(&r.bytes)}));
+            o.set("f_info.lb_en", json!(u8::from(r.lb_en)));
+            o.set("f_info.lan_en", json!(u8::from(r.lan_en)));
             Ok(vec![o])
         }
     }
@@ -1485,3 +1506,7 @@ pub fn run(v: &Value) -> Result<Tally, String> {
     }
     Ok(t)
 }
+
+#[cfg(test)]
+#[path = "lan_mutations.rs"]
+mod mutations;
