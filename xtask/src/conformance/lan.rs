@@ -954,6 +954,10 @@ fn drive_ops(case: &Value, bar: &RecBar, aq: &mut Aq<'_>, op: &str) -> Result<Ve
         "pe_filter" => {
             let (o, vsi_num, mut cache) = add_vsi0(aq, case).map_err(Outcome::Fail)?;
             outs.push(o);
+            if outs.last().is_some_and(|o| o.ret != 0) {
+                // the VSI was not added: the vendor stops there too
+                return Ok(outs);
+            }
             for en in case["inputs"]["args"]["enable"].as_array().cloned().unwrap_or_default() {
                 let r = aq.set_pe_filter(vsi_num, &mut cache, num(&en) == Some(1));
                 let mut o = Out::new(errno(r));
@@ -971,6 +975,10 @@ fn drive_ops(case: &Value, bar: &RecBar, aq: &mut Aq<'_>, op: &str) -> Result<Ve
         "free_vsi" => {
             let (o, vsi_num, _) = add_vsi0(aq, case).map_err(Outcome::Fail)?;
             outs.push(o);
+            if outs.last().is_some_and(|o| o.ret != 0) {
+                // the VSI was not added: the vendor stops there too
+                return Ok(outs);
+            }
             let handle = arg(case, "handle").unwrap_or(0);
             let mut o;
             if handle != num(&case["inputs"]["vsi0"]["idx"]).unwrap_or(0) {

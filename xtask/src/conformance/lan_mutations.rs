@@ -361,3 +361,68 @@ fn fill_sw_rule_actions_and_vlan() {
     wrong["outputs"]["calls"][0]["outputs"]["f_info.lb_en"] = json!(0);
     assert!(matches!(run_case(&wrong), Outcome::Fail(_)));
 }
+
+/// A firmware that never answers the k-th command, for every k of the
+/// multi-step ops: the driver must time out there (EIO), send nothing
+/// more, and the case ends with that call.
+#[test]
+fn timeouts_at_every_command_index() {
+    const OPS: &[&str] = &[
+        "sched_init_port",
+        "sched_add_nodes",
+        "cfg_vsi_rdma",
+        "ena_rdma_qset",
+        "dis_rdma_qset",
+        "add_mac_fltr",
+        "add_vsi",
+        "pe_filter",
+        "free_vsi",
+        "discover_dev_caps",
+        "discover_func_caps",
+        "get_caps",
+        "get_initial_sw_cfg",
+        "get_link_info",
+        "query_sched_res",
+        "manage_mac_read",
+    ];
+    let mut cases = Vec::new();
+    for c in published() {
+        if !OPS.contains(&c["op"].as_str().unwrap_or("")) || c["outputs"]["ret"] != json!(0) {
+            continue;
+        }
+        let cmds = c["outputs"]["commands"].as_array().cloned().unwrap_or_default();
+        for k in 0..cmds.len() {
+            let mut m = c.clone();
+            let call = num(&cmds[k]["call"]).unwrap_or(0) as usize;
+            let mut kept: Vec<Value> = cmds[..=k].to_vec();
+            kept[k]["resp"] = Value::Null;
+            m["outputs"]["commands"] = json!(kept);
+            let mut calls = c["outputs"]["calls"].as_array().cloned().unwrap_or_default();
+            calls.truncate(call + 1);
+            calls[call]["ret"] = json!(-5);
+            calls[call]["outputs"] = json!({});
+            m["outputs"]["calls"] = json!(calls);
+            m["outputs"]["ret"] = json!(-5);
+            // register writes up to the k-th command's tail write
+            let mut tails = 0;
+            let ws: Vec<Value> = c["outputs"]["reg_writes"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+                .into_iter()
+                .take_while(|w| {
+                    let before = tails <= k;
+                    if w["name"] == "PF_FW_ATQT" {
+                        tails += 1;
+                    }
+                    before
+                })
+                .collect();
+            m["outputs"]["reg_writes"] = json!(ws);
+            cases.push((m, format!("timeout at command {k}")));
+        }
+    }
+    assert!(cases.len() > 50, "{} mutated cases", cases.len());
+    let bad = run_all(&cases);
+    assert!(bad.is_empty(), "{} of {} failed:\n{}", bad.len(), cases.len(), bad.join("\n"));
+}
