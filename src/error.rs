@@ -65,6 +65,7 @@ impl Display for AqError {
             AqError::RegisterReadback => f.write_str("admin-queue base address did not read back"),
             AqError::NotRunning => f.write_str("admin queue not running"),
             AqError::BadBuffer => f.write_str("admin-queue buffer empty or larger than a slot"),
+            AqError::ResetOngoing => f.write_str("admin-queue command refused: reset in progress"),
             AqError::HeadOutOfRange(h) => write!(f, "admin-queue head {h} beyond the ring"),
             AqError::RingFull => f.write_str("admin queue full"),
             AqError::Timeout { opcode, critical: true } => {

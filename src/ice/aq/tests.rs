@@ -419,3 +419,23 @@ fn sized_send_refuses_size_buffer_mismatch_before_posting() {
     let (_, sent) = fw.with(|f| f.seen[1].clone());
     assert_eq!(sent, [1, 2, 3, 4]);
 }
+
+#[test]
+fn reset_ongoing_refuses_every_send_first() {
+    let fw = FakeFw::new();
+    let mut aq = start(&fw);
+    fw.answer(Answer::Done { retval: 0x0005, datalen: None, buf: Vec::new() });
+    let _ = aq.send(&mut Desc::new(Opcode::GetVersion), None);
+    assert_eq!(aq.last_status(), 5);
+    fw.take_writes();
+    aq.set_reset_ongoing(true);
+    let mut d = Desc::new(Opcode::GetVersion);
+    assert_eq!(aq.send(&mut d, None), Err(AqError::ResetOngoing));
+    // before the buffer checks, too (ice tests reset_ongoing first)
+    assert_eq!(aq.send_sized(&mut d, None, 16), Err(AqError::ResetOngoing));
+    assert_eq!(AqError::ResetOngoing.linux_errno(), -16);
+    assert!(fw.take_writes().is_empty(), "nothing posted");
+    assert_eq!(aq.last_status(), 5, "last status left alone");
+    aq.set_reset_ongoing(false);
+    aq.send(&mut d, None).unwrap();
+}

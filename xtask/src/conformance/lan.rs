@@ -404,6 +404,7 @@ fn prepare<'a>(bar: &'a RecBar, case: &Value) -> Result<Aq<'a>, String> {
         s.regs.insert(regs::PF_FW_ARQLEN, v | regs::LEN_CRIT);
     }
     drop(s);
+    aq.set_reset_ongoing(num(&st["reset_ongoing"]).is_some_and(|v| v != 0));
     bar.post_events(case, arq_pos);
     Ok(aq)
 }

@@ -426,3 +426,29 @@ fn timeouts_at_every_command_index() {
     let bad = run_all(&cases);
     assert!(bad.is_empty(), "{} of {} failed:\n{}", bad.len(), cases.len(), bad.join("\n"));
 }
+
+/// `state.reset_ongoing`: every command-sending op is refused with EBUSY
+/// before anything is posted (ice_sq_send_cmd); nothing is written.
+#[test]
+fn reset_ongoing_refuses_before_posting() {
+    let mut cases = Vec::new();
+    for c in published() {
+        let op = c["op"].as_str().unwrap_or("");
+        // one call, one command, no teardown
+        if !["get_fw_ver", "clear_pf_cfg", "get_link_info", "set_event_mask", "query_sched_res"]
+            .contains(&op)
+        {
+            continue;
+        }
+        let mut m = c.clone();
+        m["inputs"]["state"]["reset_ongoing"] = json!(1);
+        m["outputs"]["commands"] = json!([]);
+        m["outputs"]["reg_writes"] = json!([]);
+        m["outputs"]["ret"] = json!(-16);
+        m["outputs"]["calls"] = json!([{"fn": c["vendor"][0], "ret": -16, "outputs": {}}]);
+        cases.push((m, "reset ongoing".to_string()));
+    }
+    assert!(cases.len() >= 5, "{} mutated cases", cases.len());
+    let bad = run_all(&cases);
+    assert!(bad.is_empty(), "{} of {} failed:\n{}", bad.len(), cases.len(), bad.join("\n"));
+}
