@@ -135,6 +135,7 @@ impl Display for CmdError {
             CmdError::Aq(e) => write!(f, "admin command failed: {e}"),
             CmdError::Invalid(why) => write!(f, "admin command refused: {why}"),
             CmdError::BadResponse(why) => write!(f, "firmware answer unusable: {why}"),
+            CmdError::TcFull => f.write_str("scheduler TC node has no room for more children"),
             CmdError::ApiTooNew { major, minor } => {
                 write!(f, "firmware AQ API {major}.{minor} is newer than 1.x")
             }

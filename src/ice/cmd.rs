@@ -23,6 +23,9 @@ pub enum CmdError {
     Invalid(&'static str),
     /// The firmware's answer is inconsistent (ice: EIO); the text says how.
     BadResponse(&'static str),
+    /// A TC node would get more children than its layer allows
+    /// (ice_sched_add_nodes_to_hw_layer: EIO). Nothing was sent.
+    TcFull,
     /// The firmware's AQ API major version is newer than this driver
     /// supports (ice_aq_ver_check: EIO).
     ApiTooNew {
@@ -39,7 +42,7 @@ impl CmdError {
         match self {
             CmdError::Aq(e) => e.linux_errno(),
             CmdError::Invalid(_) => -22,
-            CmdError::BadResponse(_) | CmdError::ApiTooNew { .. } => -5,
+            CmdError::BadResponse(_) | CmdError::TcFull | CmdError::ApiTooNew { .. } => -5,
         }
     }
 

@@ -1043,6 +1043,7 @@ fn port_fields(o: &mut Out, tree: &Tree) {
 fn sequenced(case: &Value, aq: &mut Aq<'_>) -> Result<Vec<Out>, Outcome> {
     let lport = num(&case["inputs"]["port_info"]["lport"]).unwrap_or(0) as u8;
     let mut layers = 9u8;
+    let mut res: Option<irdma::ice::cmd::SchedResources> = None;
     let mut tree: Option<Tree> = None;
     let mut vsi: Option<(u16, VsiContext)> = None;
     let mut branches: Vec<(u8, RdmaBranch)> = Vec::new();
@@ -1062,12 +1063,16 @@ fn sequenced(case: &Value, aq: &mut Aq<'_>) -> Result<Vec<Out>, Outcome> {
                 if let Ok(s) = r {
                     layers = s.layers;
                     sched_res_fields(&mut o, &s);
+                    res = Some(s);
                 }
             }
             "ice_sched_init_port" => {
                 let r = aq.sched_init_port(lport, layers);
                 o = Out::new(errno(r.as_ref().map(|_| ()).map_err(|e| *e)));
-                if let Ok(t) = r {
+                if let Ok(mut t) = r {
+                    if let Some(s) = &res {
+                        t.set_max_children(s);
+                    }
                     port_fields(&mut o, &t);
                     tree = Some(t);
                 }

@@ -452,3 +452,47 @@ fn reset_ongoing_refuses_before_posting() {
     let bad = run_all(&cases);
     assert!(bad.is_empty(), "{} of {} failed:\n{}", bad.len(), cases.len(), bad.join("\n"));
 }
+
+/// More nodes than a TC node may hold (max_children of its layer, 8 in the
+/// published answer): ice refuses with EIO before sending the 0x0401; a
+/// layer above the entry point is EINVAL, zero nodes send nothing.
+#[test]
+fn too_many_nodes_under_a_tc_node() {
+    let c = published().into_iter().find(|c| c["name"] == "three_nodes_under_tc0").unwrap();
+    let mut cases = Vec::new();
+    // (num_nodes, explicit layer, ret): too many under the TC node → EIO;
+    // a layer above the entry point (2 here) → EINVAL; no nodes → 0
+    for (n, layer, ret) in
+        [(9, None, -5), (12, None, -5), (200, None, -5), (3, Some(1), -22), (0, None, 0)]
+    {
+        let mut m = c.clone();
+        m["inputs"]["args"]["num_nodes"] = json!(n);
+        if let Some(l) = layer {
+            m["inputs"]["args"]["layer"] = json!(l);
+        }
+        let cmds: Vec<Value> = c["outputs"]["commands"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|k| k["call"] != json!(2))
+            .cloned()
+            .collect();
+        let sent = cmds.len();
+        m["outputs"]["commands"] = json!(cmds);
+        let ws: Vec<Value> = c["outputs"]["reg_writes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|w| w["call"] != json!(2))
+            .cloned()
+            .collect();
+        m["outputs"]["reg_writes"] = json!(ws);
+        m["outputs"]["calls"][2]["ret"] = json!(ret);
+        m["outputs"]["calls"][2]["outputs"] = json!({});
+        m["outputs"]["ret"] = json!(ret);
+        assert!(sent > 0);
+        cases.push((m, format!("{n} nodes under TC 0, layer {layer:?}")));
+    }
+    let bad = run_all(&cases);
+    assert!(bad.is_empty(), "{} of {} failed:\n{}", bad.len(), cases.len(), bad.join("\n"));
+}
