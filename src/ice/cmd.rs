@@ -664,6 +664,15 @@ impl VsiContext {
         Ok(VsiContext(c))
     }
 
+    /// The same context for an Update VSI (0x0211) that re-applies it:
+    /// ice_vsi_init marks the Rx queue-map section valid when it updates
+    /// rather than adds (ice_lib.c → ice_vsi_init, `!init_vsi`).
+    pub fn for_update(mut self) -> VsiContext {
+        let v = self.valid_sections() | vsi::PROP_RXQ_MAP_VALID;
+        put16(&mut self.0, vsi::VALID_SECTIONS, v);
+        self
+    }
+
     /// The Rx queues the context maps (q_mapping\[1\]).
     pub fn num_rxq(&self) -> u16 {
         le16(&self.0, vsi::Q_MAPPING + 2)
@@ -1281,6 +1290,9 @@ mod tests {
             VsiContext::ctrl_add(&PfVsiParams { flow_director: Some((64, 100)), ..p }).unwrap();
         assert_eq!(fd.valid_sections(), vsi::PROP_FLOW_DIR_VALID | vsi::PROP_ACL_VALID);
         assert!(VsiContext::ctrl_add(&PfVsiParams { num_rxq: 0, ..p }).is_err());
+        let u = VsiContext::pf_add(&p).unwrap().for_update();
+        assert_eq!(u.valid_sections(), vsi::PROP_SECURITY_VALID | vsi::PROP_RXQ_MAP_VALID);
+        assert_eq!(u.0[2..], pf.0[2..], "only the section bits change");
     }
 
     #[test]

@@ -635,6 +635,44 @@ fn add_vsi0(aq: &mut Aq<'_>, case: &Value) -> Result<(Out, u16, VsiContext), Str
     Ok((o, num_vsi, cache))
 }
 
+/// `then_update`: ice_vsi_init again as an update of hardware VSI
+/// `vsi_num`, with `vsi0` changed by `upd.*` (flat `"upd.KEY"` arguments or
+/// an `upd` object): the rebuilt context with the Rx queue-map section
+/// marked valid, sent with 0x0211.
+fn update_vsi0(aq: &mut Aq<'_>, case: &Value, vsi_num: u16) -> Result<Out, String> {
+    let args = &case["inputs"]["args"];
+    let mut v = case["inputs"]["vsi0"].clone();
+    if let Some(u) = args.get("upd").and_then(Value::as_object) {
+        for (k, x) in u {
+            v[k.as_str()] = x.clone();
+        }
+    }
+    if let Some(a) = args.as_object() {
+        for (k, x) in a {
+            if let Some(k) = k.strip_prefix("upd.") {
+                v[k] = x.clone();
+            }
+        }
+    }
+    let (p, ctrl) = vsi_params(&v)?;
+    let ctx = if ctrl { VsiContext::ctrl_add(&p) } else { VsiContext::pf_add(&p) };
+    let mut ctx = ctx.map_err(|e| format!("context refused: {e}"))?.for_update();
+    let sent = ctx;
+    let r = aq.update_vsi(vsi_num, &mut ctx);
+    let mut o = Out::new(errno(r.map(|_| ())));
+    o.set("sq_last_status", json!(aq.last_status()));
+    if let Ok(a) = r {
+        o.set("vsi.vsi_num", json!(vsi_num));
+        o.set("vsi_ctx.vsi_num", json!(vsi_num));
+        o.set("vsi_ctx.vsis_allocd", json!(a.used));
+        o.set("vsi_ctx.vsis_unallocated", json!(a.free));
+        o.set("vsi.num_txq", json!(num(&v["alloc_txq"]).unwrap_or(0)));
+        o.set("vsi.num_rxq", json!(sent.num_rxq()));
+        o.set("vsi.info", json!(hexstr(&sent.0)));
+    }
+    Ok(o)
+}
+
 /// Runs the case's calls; returns one `Out` per vendor call.
 fn drive(case: &Value, bar: &RecBar) -> Result<Vec<Out>, Outcome> {
     let op = case["op"].as_str().unwrap_or("");
@@ -941,17 +979,20 @@ fn drive_ops(case: &Value, bar: &RecBar, aq: &mut Aq<'_>, op: &str) -> Result<Ve
             o.set("sq_last_status", json!(aq.last_status()));
             outs.push(o);
         }
-        "add_vsi" => {
-            if case["inputs"]["args"].get("then_update").is_some() {
-                return Err(Outcome::Fail("add_vsi then_update not mapped".into()));
+        "add_vsi" => match vsi_params(&case["inputs"]["vsi0"]) {
+            Err(why) => {
+                return Err(skip(&format!("{why}: the driver builds PF and CTRL VSIs only")));
             }
-            match vsi_params(&case["inputs"]["vsi0"]) {
-                Err(why) => {
-                    return Err(skip(&format!("{why}: the driver builds PF and CTRL VSIs only")));
+            Ok(_) => {
+                let (o, vsi_num, _) = add_vsi0(aq, case).map_err(Outcome::Fail)?;
+                let added = o.ret == 0;
+                outs.push(o);
+                let args = &case["inputs"]["args"];
+                if added && args.get("then_update").is_some_and(|v| num(v) != Some(0)) {
+                    outs.push(update_vsi0(aq, case, vsi_num).map_err(Outcome::Fail)?);
                 }
-                Ok(_) => outs.push(add_vsi0(aq, case).map_err(Outcome::Fail)?.0),
             }
-        }
+        },
         "pe_filter" => {
             let (o, vsi_num, mut cache) = add_vsi0(aq, case).map_err(Outcome::Fail)?;
             outs.push(o);

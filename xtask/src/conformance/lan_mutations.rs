@@ -496,3 +496,53 @@ fn too_many_nodes_under_a_tc_node() {
     let bad = run_all(&cases);
     assert!(bad.is_empty(), "{} of {} failed:\n{}", bad.len(), cases.len(), bad.join("\n"));
 }
+
+/// `add_vsi` with `then_update` and `upd.alloc_rxq`: the second
+/// ice_vsi_init sends Update VSI 0x0211 (flags SI|BUF|RD, datalen 128,
+/// number | IS_VALID in bytes 16–17) with the rebuilt context (8 Rx queues:
+/// q_mapping count 8, TC 0 log2 3) and the Rx queue-map section marked
+/// valid; the firmware echoes the number and its used/free counts.
+#[test]
+fn add_vsi_then_update() {
+    let c = published().into_iter().find(|c| c["name"] == "pf_16q_rss_veb").unwrap();
+    let mut m = c.clone();
+    m["vendor"] = json!(["ice_vsi_init", "ice_vsi_init"]);
+    m["inputs"]["args"] = json!({"then_update": 1, "upd.alloc_rxq": 8, "upd.alloc_txq": 8});
+    let add = &c["outputs"]["commands"][0];
+    let mut ctx = hexbytes(add["buf"]["hex"].as_str().unwrap());
+    ctx.resize(128, 0);
+    ctx[0] |= 0x40; // RXQ_MAP_VALID
+    ctx[32] = 8; // q_mapping[1]
+    ctx[63] = 3 << 3; // tc_mapping[0] = 3 << 11
+    let mut d = hexbytes(add["desc"]["hex"].as_str().unwrap());
+    d[2] = 0x11;
+    d[16..24].copy_from_slice(&[6, 0x80, 0, 0, 0, 0, 0, 0]);
+    let mut r = hexbytes(add["resp"]["desc"].as_str().unwrap());
+    r[0] = 0x03;
+    r[2] = 0x11;
+    r[16..24].copy_from_slice(&[6, 0x80, 0, 0, 2, 0, 0xfe, 2]);
+    let upd = json!({
+        "call": 1, "slot": 2,
+        "desc": {"hex": hexstr(&d), "addr": "buffer", "mask": add["desc"]["mask"].clone()},
+        "buf": {"len": 128, "hex": hexstr(&ctx), "compare": "bytes"},
+        "resp": {"desc": hexstr(&r), "buf": {"len": 128, "hex": hexstr(&ctx)}},
+    });
+    m["outputs"]["commands"].as_array_mut().unwrap().push(upd);
+    m["outputs"]["reg_writes"].as_array_mut().unwrap().push(
+        json!({"call": 1, "offset": "0x00080400", "name": "PF_FW_ATQT", "value": "0x00000003", "group": "atq"}),
+    );
+    let mut out = c["outputs"]["calls"][0].clone();
+    out["outputs"]["vsi.num_txq"] = json!(8);
+    out["outputs"]["vsi.num_rxq"] = json!(8);
+    out["outputs"]["vsi.info"] = json!(hexstr(&ctx));
+    m["outputs"]["calls"].as_array_mut().unwrap().push(out);
+    let good = vec![(m.clone(), "then_update".to_string())];
+    let bad = run_all(&good);
+    assert!(bad.is_empty(), "{}", bad.join("\n"));
+    // without the queue-map bit the command differs
+    let mut wrong = m;
+    let mut w = ctx.clone();
+    w[0] &= !0x40;
+    wrong["outputs"]["commands"][1]["buf"]["hex"] = json!(hexstr(&w));
+    assert!(matches!(run_case(&wrong), Outcome::Fail(_)));
+}
