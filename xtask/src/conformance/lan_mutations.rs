@@ -546,3 +546,55 @@ fn add_vsi_then_update() {
     wrong["outputs"]["commands"][1]["buf"]["hex"] = json!(hexstr(&w));
     assert!(matches!(run_case(&wrong), Outcome::Fail(_)));
 }
+
+/// `init_all_ctrlq` with other ring sizes: ATQLEN / ARQLEN carry the entry
+/// counts (| ENABLE), ARQT = entries − 1, and every pre-posted ARQ
+/// descriptor has datalen = the buffer size with BUF, plus LB above 512
+/// bytes.
+#[test]
+fn other_ring_sizes() {
+    let mut cases = Vec::new();
+    for c in published() {
+        if c["op"] != "init_all_ctrlq" || c["outputs"]["ret"] != json!(0) {
+            continue;
+        }
+        for (sq, rq, sqb, rqb) in
+            [(64u32, 32u32, 1024u32, 512u32), (16, 8, 4096, 4096), (1023, 1023, 512, 2048)]
+        {
+            let mut m = c.clone();
+            m["inputs"]["ring"] =
+                json!({"sq_entries": sq, "rq_entries": rq, "sq_buf_size": sqb, "rq_buf_size": rqb});
+            let mut after_arqbah = false;
+            for w in m["outputs"]["reg_writes"].as_array_mut().unwrap() {
+                match w["name"].as_str() {
+                    Some("PF_FW_ATQLEN") => {
+                        w["value"] = json!(format!("{:#010x}", 0x8000_0000u32 | sq))
+                    }
+                    Some("PF_FW_ARQLEN") => {
+                        w["value"] = json!(format!("{:#010x}", 0x8000_0000u32 | rq))
+                    }
+                    Some("PF_FW_ARQBAH") => after_arqbah = true,
+                    Some("PF_FW_ARQT") if after_arqbah => {
+                        w["value"] = json!(format!("{:#010x}", rq - 1));
+                        after_arqbah = false;
+                    }
+                    _ => {}
+                }
+            }
+            let o = &mut m["outputs"]["calls"][0]["outputs"];
+            o["adminq.sq.count"] = json!(sq);
+            o["adminq.rq.count"] = json!(rq);
+            for k in ["adminq.arq_desc[0]", "adminq.arq_desc[last]"] {
+                let mut b = hexbytes(o[k]["hex"].as_str().unwrap());
+                let fl: u16 = 0x1000 | if rqb > 512 { 0x0200 } else { 0 };
+                b[0..2].copy_from_slice(&fl.to_le_bytes());
+                b[4..6].copy_from_slice(&(rqb as u16).to_le_bytes());
+                o[k]["hex"] = json!(hexstr(&b));
+            }
+            cases.push((m, format!("rings {sq}/{rq}, buffers {sqb}/{rqb}")));
+        }
+    }
+    assert!(cases.len() >= 6, "{} mutated cases", cases.len());
+    let bad = run_all(&cases);
+    assert!(bad.is_empty(), "{} of {} failed:\n{}", bad.len(), cases.len(), bad.join("\n"));
+}
