@@ -65,6 +65,7 @@ impl Display for AqError {
             AqError::RegisterReadback => f.write_str("admin-queue base address did not read back"),
             AqError::NotRunning => f.write_str("admin queue not running"),
             AqError::BadBuffer => f.write_str("admin-queue buffer empty or larger than a slot"),
+            AqError::ResetOngoing => f.write_str("admin-queue command refused: reset in progress"),
             AqError::HeadOutOfRange(h) => write!(f, "admin-queue head {h} beyond the ring"),
             AqError::RingFull => f.write_str("admin queue full"),
             AqError::Timeout { opcode, critical: true } => {
@@ -134,6 +135,7 @@ impl Display for CmdError {
             CmdError::Aq(e) => write!(f, "admin command failed: {e}"),
             CmdError::Invalid(why) => write!(f, "admin command refused: {why}"),
             CmdError::BadResponse(why) => write!(f, "firmware answer unusable: {why}"),
+            CmdError::TcFull => f.write_str("scheduler TC node has no room for more children"),
             CmdError::ApiTooNew { major, minor } => {
                 write!(f, "firmware AQ API {major}.{minor} is newer than 1.x")
             }

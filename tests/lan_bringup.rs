@@ -335,3 +335,46 @@ fn bring_up_observed_reports_each_step_in_order() {
     assert_eq!(seen, all[..12], "reports up to Set MAC config");
     assert_eq!(FakeHal::live_pages(), base, "nothing left allocated");
 }
+
+/// ice_sched_add_nodes_to_layer with more nodes than the parent may hold:
+/// the parent is filled to its layer's limit, the rest goes to its next
+/// sibling (the model refuses any over-full parent with ENOSPC); with no
+/// sibling left the call is EINVAL; a TC node over its limit is refused
+/// before anything is sent.
+#[test]
+fn add_nodes_fill_the_parent_then_its_sibling() {
+    let _g = lock();
+    let bar = ModelBar::standalone(cold(A));
+    let mut pf = up(&bar).expect("bring-up");
+    let mut t = pf.lan.tree().clone();
+    let res = pf.lan.aq().query_sched_res().expect("0x0412");
+    t.set_max_children(&res);
+    // the generic node above our VSI node, and its parent
+    let vl = t.vsi_layer();
+    let vsi_node = *t.nodes().iter().find(|n| n.layer == vl).expect("VSI node");
+    let p = *t.find(vsi_node.parent).expect("parent");
+    let max = usize::from(res.max_children[usize::from(p.layer)].expect("limit"));
+    assert!(max >= 2);
+    // a sibling for p
+    let mut s = [0u32; 1];
+    pf.lan.aq().sched_add_nodes(&mut t, p.parent, p.layer, p.tc, &mut s).expect("sibling");
+    // max nodes: max - 1 fit under p (it has the VSI node), one goes to s
+    let mut teids = vec![0u32; max];
+    pf.lan.aq().sched_add_nodes(&mut t, p.teid, p.layer + 1, p.tc, &mut teids).expect("spill");
+    assert_eq!(t.children(p.teid).count(), max, "parent filled");
+    assert_eq!(t.children(s[0]).count(), 1, "the rest under the sibling");
+    assert!(teids.iter().all(|x| *x != 0));
+    // s has room for max - 1 more; one more than that has no sibling left
+    let mut more = vec![0u32; max];
+    let e = pf.lan.aq().sched_add_nodes(&mut t, s[0], p.layer + 1, p.tc, &mut more);
+    assert!(matches!(e, Err(CmdError::Invalid(_))), "{e:?}");
+    assert_eq!(t.children(s[0]).count(), max, "filled before the refusal");
+    // a TC node over its limit: refused, nothing sent
+    let tc = t.tc_node(p.tc).expect("TC node");
+    let tmax = usize::from(res.max_children[1].expect("TC limit"));
+    let mut too_many = vec![0u32; tmax + 1];
+    let before = t.nodes().len();
+    let e = pf.lan.aq().sched_add_nodes(&mut t, tc, 2, p.tc, &mut too_many);
+    assert_eq!(e, Err(CmdError::TcFull));
+    assert_eq!(t.nodes().len(), before);
+}

@@ -105,6 +105,10 @@ pub enum AqError {
     NotRunning,
     /// The caller's buffer is empty or larger than a slot buffer (ice: EINVAL).
     BadBuffer,
+    /// A reset is in progress ([`AdminQueue::set_reset_ongoing`]): nothing
+    /// is sent and the last status is left alone (ice_sq_send_cmd: EBUSY,
+    /// hw->reset_ongoing).
+    ResetOngoing,
     /// ATQH holds a value at or past the ring size; nothing was posted
     /// (ice_sq_send_cmd: EIO).
     HeadOutOfRange(u32),
@@ -150,6 +154,7 @@ impl AqError {
     pub fn linux_errno(&self) -> i32 {
         match self {
             AqError::BadBuffer => -22,
+            AqError::ResetOngoing => -16,
             AqError::RingFull => -28,
             AqError::Dma(_) => -12,
             _ => -5,
@@ -275,6 +280,7 @@ pub struct AdminQueue<H: Hal, B: Bar> {
     timeouts: AqTimeouts,
     last_status: u8,
     running: bool,
+    reset_ongoing: bool,
 }
 
 impl<H: Hal, B: Bar> AdminQueue<H, B> {
@@ -291,8 +297,15 @@ impl<H: Hal, B: Bar> AdminQueue<H, B> {
         for slot in 0..rq.entries {
             rq.write_desc(slot, &rq.rx_armed(slot));
         }
-        let mut aq =
-            AdminQueue { bar, sq, rq, timeouts: cfg.timeouts, last_status: 0, running: false };
+        let mut aq = AdminQueue {
+            bar,
+            sq,
+            rq,
+            timeouts: cfg.timeouts,
+            last_status: 0,
+            running: false,
+            reset_ongoing: false,
+        };
         barrier::wmb();
         let configured = aq
             .cfg_regs(&ATQ, aq.sq.desc.paddr(), aq.sq.entries)
@@ -378,12 +391,48 @@ impl<H: Hal, B: Bar> AdminQueue<H, B> {
         (slot < self.rq.entries).then(|| self.rq.read_desc(slot))
     }
 
+    /// Marks a device reset as in progress (or over): while it is, every
+    /// send is refused with [`AqError::ResetOngoing`] before anything is
+    /// checked or posted (ice_controlq.c → ice_sq_send_cmd, which tests
+    /// `hw->reset_ongoing` first). ARQ events are still taken.
+    pub fn set_reset_ongoing(&mut self, on: bool) {
+        self.reset_ongoing = on;
+    }
+
+    /// [`send`](Self::send) for a caller that names the buffer and its size
+    /// separately, as ice_aq_send_cmd's `(buf, buf_size)` does: `buf_size`
+    /// bytes of `buf` are sent. A size without a buffer, a buffer with size
+    /// 0, or a size past the buffer's end is refused with
+    /// [`AqError::BadBuffer`] (ice_sq_send_cmd: EINVAL) before anything is
+    /// posted and with `desc` untouched.
+    pub fn send_sized(
+        &mut self,
+        desc: &mut Desc,
+        buf: Option<&mut [u8]>,
+        buf_size: usize,
+    ) -> Result<(), AqError> {
+        if self.reset_ongoing {
+            return Err(AqError::ResetOngoing);
+        }
+        match (buf, buf_size) {
+            (None, 0) => self.send(desc, None),
+            (Some(b), n) if n > 0 => match b.get_mut(..n) {
+                Some(b) => self.send(desc, Some(b)),
+                None => Err(AqError::BadBuffer),
+            },
+            _ => Err(AqError::BadBuffer),
+        }
+    }
+
     /// Sends one command and waits for its completion, with ice's EBUSY
     /// resend for the opcodes Linux retries (ice_aq_send_cmd).
     ///
     /// `desc` is updated with the completed descriptor; `buf` (if any) goes
     /// to firmware and receives `datalen` bytes of the answer.
     pub fn send(&mut self, desc: &mut Desc, mut buf: Option<&mut [u8]>) -> Result<(), AqError> {
+        if self.reset_ongoing {
+            return Err(AqError::ResetOngoing);
+        }
         let retry = Opcode::from_u16(desc.opcode()).is_some_and(Opcode::retried_on_busy);
         if !retry {
             return self.send_once(desc, buf);

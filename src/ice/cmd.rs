@@ -23,6 +23,9 @@ pub enum CmdError {
     Invalid(&'static str),
     /// The firmware's answer is inconsistent (ice: EIO); the text says how.
     BadResponse(&'static str),
+    /// A TC node would get more children than its layer allows
+    /// (ice_sched_add_nodes_to_hw_layer: EIO). Nothing was sent.
+    TcFull,
     /// The firmware's AQ API major version is newer than this driver
     /// supports (ice_aq_ver_check: EIO).
     ApiTooNew {
@@ -39,7 +42,7 @@ impl CmdError {
         match self {
             CmdError::Aq(e) => e.linux_errno(),
             CmdError::Invalid(_) => -22,
-            CmdError::BadResponse(_) | CmdError::ApiTooNew { .. } => -5,
+            CmdError::BadResponse(_) | CmdError::TcFull | CmdError::ApiTooNew { .. } => -5,
         }
     }
 
@@ -604,6 +607,21 @@ impl VsiContext {
     /// Only the security section is marked valid (plus flow director and
     /// ACL with flow director); the rest is sent anyway.
     pub fn pf_add(p: &PfVsiParams) -> Result<VsiContext, CmdError> {
+        Self::build_add(p, false)
+    }
+
+    /// The context ice sends to add a CTRL VSI (the flow-director control
+    /// VSI): the PF context without the security section (ice_lib.c →
+    /// ice_vsi_init sets ALLOW_DEST_OVRD and SECURITY_VALID for PF VSIs
+    /// only) and without RSS (ice_vsi_init skips ice_set_rss_vsi_ctx for
+    /// CTRL); queue map and flow director as for a PF. It is added with the
+    /// same descriptor (VSI type PF in the command, as ice_vsi_init does for
+    /// CTRL). `p.rss` is ignored.
+    pub fn ctrl_add(p: &PfVsiParams) -> Result<VsiContext, CmdError> {
+        Self::build_add(p, true)
+    }
+
+    fn build_add(p: &PfVsiParams, ctrl: bool) -> Result<VsiContext, CmdError> {
         if p.num_rxq == 0 {
             return Err(CmdError::Invalid("a VSI needs at least one Rx queue"));
         }
@@ -611,11 +629,11 @@ impl VsiContext {
             return Err(CmdError::Invalid("first Rx queue beyond 11 bits"));
         }
         let mut c = [0u8; VSI_CTX_LEN];
-        let mut valid = vsi::PROP_SECURITY_VALID;
+        let mut valid = if ctrl { 0 } else { vsi::PROP_SECURITY_VALID };
         c[vsi::SW_ID] = p.sw_id;
         c[vsi::SW_FLAGS] = 1 << 7 | if p.veb { (1 << 5) | (1 << 6) } else { 0 };
         c[vsi::SW_FLAGS2] = 1 << 4;
-        c[vsi::SEC_FLAGS] = 1;
+        c[vsi::SEC_FLAGS] = u8::from(!ctrl);
         c[vsi::INNER_VLAN_FLAGS] = 3;
         put32(&mut c, vsi::INGRESS_TABLE, vsi::UP_TABLE_1_TO_1);
         put32(&mut c, vsi::EGRESS_TABLE, vsi::UP_TABLE_1_TO_1);
@@ -628,7 +646,7 @@ impl VsiContext {
         put16(&mut c, vsi::MAPPING_FLAGS, 0);
         put16(&mut c, vsi::Q_MAPPING, p.rxq_base);
         put16(&mut c, vsi::Q_MAPPING + 2, q);
-        if p.rss {
+        if p.rss && !ctrl {
             c[vsi::Q_OPT_RSS] = vsi::Q_OPT_RSS_PF;
         }
         if let Some((dedicated, shared)) = p.flow_director {
@@ -644,6 +662,15 @@ impl VsiContext {
         }
         put16(&mut c, vsi::VALID_SECTIONS, valid);
         Ok(VsiContext(c))
+    }
+
+    /// The same context for an Update VSI (0x0211) that re-applies it:
+    /// ice_vsi_init marks the Rx queue-map section valid when it updates
+    /// rather than adds (ice_lib.c → ice_vsi_init, `!init_vsi`).
+    pub fn for_update(mut self) -> VsiContext {
+        let v = self.valid_sections() | vsi::PROP_RXQ_MAP_VALID;
+        put16(&mut self.0, vsi::VALID_SECTIONS, v);
+        self
     }
 
     /// The Rx queues the context maps (q_mapping\[1\]).
@@ -1239,6 +1266,33 @@ mod tests {
         assert_eq!(u.valid_sections(), vsi::PROP_Q_OPT_VALID);
         assert_eq!(&u.0[78..81], &[2, 0, 1]);
         assert!(u.0.iter().enumerate().all(|(i, b)| *b == 0 || [0, 78, 80].contains(&i)));
+    }
+
+    #[test]
+    fn ctrl_vsi_context_drops_security_and_rss() {
+        let p = PfVsiParams {
+            sw_id: 0x20,
+            rxq_base: 3,
+            num_rxq: 1,
+            rss: true,
+            flow_director: None,
+            veb: true,
+        };
+        let pf = VsiContext::pf_add(&p).unwrap();
+        let c = VsiContext::ctrl_add(&p).unwrap();
+        assert_eq!(c.valid_sections(), 0, "no SECURITY section");
+        assert_eq!((c.0[vsi::SEC_FLAGS], c.0[vsi::Q_OPT_RSS]), (0, 0));
+        for i in 0..VSI_CTX_LEN {
+            let differs = [0, vsi::SEC_FLAGS, vsi::Q_OPT_RSS].contains(&i);
+            assert_eq!(c.0[i] != pf.0[i], differs, "byte {i}: the rest as for a PF");
+        }
+        let fd =
+            VsiContext::ctrl_add(&PfVsiParams { flow_director: Some((64, 100)), ..p }).unwrap();
+        assert_eq!(fd.valid_sections(), vsi::PROP_FLOW_DIR_VALID | vsi::PROP_ACL_VALID);
+        assert!(VsiContext::ctrl_add(&PfVsiParams { num_rxq: 0, ..p }).is_err());
+        let u = VsiContext::pf_add(&p).unwrap().for_update();
+        assert_eq!(u.valid_sections(), vsi::PROP_SECURITY_VALID | vsi::PROP_RXQ_MAP_VALID);
+        assert_eq!(u.0[2..], pf.0[2..], "only the section bits change");
     }
 
     #[test]

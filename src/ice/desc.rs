@@ -294,6 +294,20 @@ impl Desc {
         d
     }
 
+    /// A caller-built descriptor for the generic send path, exactly as
+    /// ice_aq_send_cmd takes one: flags SI plus the caller's `flags` (no RD
+    /// unless the caller asks), any opcode, the 16 parameter bytes, the rest
+    /// zero (ice_controlq.c → ice_fill_dflt_direct_cmd_desc, then the
+    /// caller's changes). The engine adds BUF/LB, datalen and the buffer
+    /// address itself.
+    pub fn raw(opcode: u16, flags: u16, params: [u8; 16]) -> Desc {
+        let mut d = Desc { bytes: [0; 32] };
+        d.set_u16(off::FLAGS, flags::SI | flags);
+        d.set_u16(off::OPCODE, opcode);
+        d.bytes[off::PARAMS..].copy_from_slice(&params);
+        d
+    }
+
     /// A descriptor from its 32 bytes (what the ring or an event holds).
     pub const fn from_bytes(bytes: [u8; 32]) -> Desc {
         Desc { bytes }
@@ -396,6 +410,17 @@ mod tests {
         let d = Desc::new(Opcode::AddVsi);
         assert_eq!(d.flags(), flags::SI | flags::RD);
         assert_eq!(Desc::new(Opcode::ListDevCaps).flags(), flags::SI);
+    }
+
+    #[test]
+    fn raw_takes_caller_flags_exactly() {
+        // 0x0210 is an RD opcode for the typed path; a caller-built
+        // descriptor has RD only when the caller asks (ice_aq_send_cmd)
+        let p = [7u8; 16];
+        let d = Desc::raw(0x0210, 0, p);
+        assert_eq!((d.flags(), d.opcode(), d.params()), (flags::SI, 0x0210, p));
+        assert!(d.bytes()[4..16].iter().all(|b| *b == 0));
+        assert_eq!(Desc::raw(0x0682, flags::RD, p).flags(), flags::SI | flags::RD);
     }
 
     #[test]

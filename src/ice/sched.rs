@@ -112,6 +112,9 @@ pub struct Tree {
     pub entry_layer: u8,
     /// The node before the default leaf (ice `last_node_teid`).
     pub last_node_teid: u32,
+    /// Max children of a node per layer (0x0412), 0 = not known (no limit
+    /// is applied).
+    max_children: [u16; MAX_LAYERS],
 }
 
 impl Tree {
@@ -120,7 +123,22 @@ impl Tree {
         if !(2..=MAX_LAYERS as u8).contains(&layers) {
             return Err(CmdError::BadResponse("scheduler layer count outside 2..=9"));
         }
-        Ok(Tree { nodes: heapless::Vec::new(), layers, entry_layer: 0, last_node_teid: 0 })
+        Ok(Tree {
+            nodes: heapless::Vec::new(),
+            layers,
+            entry_layer: 0,
+            last_node_teid: 0,
+            max_children: [0; MAX_LAYERS],
+        })
+    }
+
+    /// Takes the per-layer child limits from Query Scheduler Resources
+    /// (ice `hw->max_children`), which [`AdminQueue::sched_add_nodes`]
+    /// honours.
+    pub fn set_max_children(&mut self, res: &super::cmd::SchedResources) {
+        for (m, r) in self.max_children.iter_mut().zip(res.max_children.iter()) {
+            *m = r.unwrap_or(0);
+        }
     }
 
     /// The nodes, in insertion order.
@@ -401,8 +419,14 @@ impl<H: Hal, B: Bar> AdminQueue<H, B> {
         Ok(tree)
     }
 
-    /// Adds `teids.len()` generic nodes under `parent` at `layer` in one
-    /// 0x0401, then queries each (ice_sched_add_nodes_to_layer).
+    /// Adds `teids.len()` generic nodes under `parent` at `layer`, then
+    /// queries each (ice_sched.c → ice_sched_add_nodes_to_layer). When the
+    /// tree knows its layers' child limits ([`Tree::set_max_children`]) and
+    /// the nodes do not fit under `parent`: a TC node parent is refused
+    /// with [`CmdError::TcFull`] (EIO) before anything is sent; another
+    /// parent is filled up, then the rest goes to the next nodes of its
+    /// layer and TC (ice's sibling list, in the order they were added), one
+    /// 0x0401 per parent; no sibling left is [`CmdError::Invalid`] (EINVAL).
     pub fn sched_add_nodes(
         &mut self,
         tree: &mut Tree,
@@ -411,16 +435,59 @@ impl<H: Hal, B: Bar> AdminQueue<H, B> {
         tc: u8,
         teids: &mut [u32],
     ) -> Result<(), CmdError> {
+        if teids.is_empty() {
+            // ice: nothing to add, nothing sent
+            return Ok(());
+        }
+        // ice_sched_add_nodes_to_hw_layer refuses layers above the entry
+        // point (EINVAL)
+        if layer >= tree.layers || layer < tree.entry_layer {
+            return Err(CmdError::Invalid("no such parent or layer"));
+        }
+        let Some(first) = tree.find(parent).copied() else {
+            return Err(CmdError::Invalid("no such parent or layer"));
+        };
+        let max =
+            usize::from(tree.max_children.get(usize::from(first.layer)).copied().unwrap_or(0));
+        if max != 0
+            && tree.tc_node(tc) == Some(parent)
+            && tree.children(parent).count() + teids.len() > max
+        {
+            return Err(CmdError::TcFull);
+        }
         if tree.nodes.len() + teids.len() > MAX_NODES {
             return Err(CmdError::Invalid("scheduler tree full"));
         }
-        if layer >= tree.layers || tree.find(parent).is_none() {
-            return Err(CmdError::Invalid("no such parent or layer"));
-        }
-        self.add_sched_elems(parent, teids)?;
-        for t in teids.iter() {
-            let (p, data) = self.query_sched_elem(*t)?;
-            tree.push(Node { teid: *t, parent: p, layer, tc, owner: Owner::Lan, data })?;
+        let mut parent = first;
+        let mut done = 0;
+        while done < teids.len() {
+            let left = teids.len() - done;
+            let children = tree.children(parent.teid).count();
+            let n = if max == 0 || children + left <= max {
+                left
+            } else if tree.tc_node(tc) == Some(parent.teid) {
+                return Err(CmdError::TcFull);
+            } else if children < max {
+                max - children
+            } else {
+                // full: the next node of the same layer and TC
+                let at = tree.nodes.iter().position(|n| n.teid == parent.teid).unwrap_or(0);
+                parent = tree
+                    .nodes
+                    .iter()
+                    .skip(at + 1)
+                    .find(|n| n.layer == parent.layer && n.tc == parent.tc)
+                    .copied()
+                    .ok_or(CmdError::Invalid("no sibling parent with room"))?;
+                continue;
+            };
+            let chunk = teids.get_mut(done..done + n).ok_or(CmdError::Invalid("node count"))?;
+            self.add_sched_elems(parent.teid, chunk)?;
+            for t in chunk.iter() {
+                let (p, data) = self.query_sched_elem(*t)?;
+                tree.push(Node { teid: *t, parent: p, layer, tc, owner: Owner::Lan, data })?;
+            }
+            done += n;
         }
         Ok(())
     }

@@ -67,49 +67,239 @@ const RULE_T_LKUP_RX: u16 = 0;
 /// default), only for multicast/broadcast addresses and never for Tx-only
 /// rules; dummy header dst = `mac`, src 02:00:00:00:00:00, ethertype
 /// 0x8100. Ids beyond 10 bits are refused (ice cuts them to the field).
+/// A shorthand for [`lookup_rule`].
 pub fn mac_rule(
     mac: [u8; 6],
     dir: RuleDir,
     fwd: Fwd,
     veb: bool,
 ) -> Result<[u8; RULE_LEN], CmdError> {
-    let (id, list) = match fwd {
-        Fwd::Vsi(v) => (v, false),
-        Fwd::VsiList(l) => (l, true),
-    };
-    if id > 0x3ff {
-        return Err(CmdError::Invalid("VSI or list id beyond 10 bits"));
-    }
-    let mut r = [0u8; RULE_LEN];
-    let (ty, src, lb, lan) = match dir {
-        RuleDir::Rx { lport } => (RULE_T_LKUP_RX, u16::from(lport), false, false),
+    let (flags, src) = match dir {
+        RuleDir::Rx { lport } => (rule_flag::RX, u16::from(lport)),
         RuleDir::Tx { vsi, tx_only } => {
             if vsi > 0x3ff {
                 return Err(CmdError::Invalid("VSI number beyond 10 bits"));
             }
-            let multicast = mac[0] & 1 != 0;
-            (RULE_T_LKUP_TX, vsi, true, !tx_only && (!veb || multicast))
+            (rule_flag::TX | if tx_only { rule_flag::TX_ONLY } else { 0 }, vsi)
         }
     };
-    r[0..2].copy_from_slice(&ty.to_le_bytes());
-    r[4..6].copy_from_slice(&RECIPE_MAC.to_le_bytes());
-    r[6..8].copy_from_slice(&src.to_le_bytes());
-    let mut act = ACT_VALID | (u32::from(id) << ACT_VSI_SHIFT);
-    if list {
-        act |= ACT_VSI_LIST;
+    let action = match fwd {
+        Fwd::Vsi(v) => Action::Vsi(v),
+        Fwd::VsiList(l) => Action::VsiList(l),
+    };
+    let spec = RuleSpec { lookup: Lookup::Mac(mac), action, flags, src, veb, op: RuleOp::Add };
+    Ok(lookup_rule(&spec)?.bytes)
+}
+
+/// What a lookup rule matches (ice_sw_lkup_type; the code is also the
+/// recipe id). Other lookups are not built by the driver.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Lookup {
+    /// ICE_SW_LKUP_MAC (1): destination MAC.
+    Mac([u8; 6]),
+    /// ICE_SW_LKUP_VLAN (4): VLAN id (12 bits) and the tag protocol id
+    /// (`None` = 0x8100).
+    Vlan {
+        /// VLAN id.
+        id: u16,
+        /// TPID, when the caller gives one (ice's tpid_valid).
+        tpid: Option<u16>,
+    },
+}
+
+/// A rule's action (ice_sw_fwd_act_type).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Action {
+    /// ICE_FWD_TO_VSI: hardware VSI number (10 bits).
+    Vsi(u16),
+    /// ICE_FWD_TO_VSI_LIST: VSI list id (10 bits).
+    VsiList(u16),
+    /// ICE_FWD_TO_Q: absolute queue (11 bits).
+    Queue(u16),
+    /// ICE_FWD_TO_QGRP: first queue (11 bits) and group size; the region
+    /// field is floor(log2(size)) (0 for size 0), at most 7.
+    QueueGroup {
+        /// First queue.
+        queue: u16,
+        /// Queues in the group.
+        size: u16,
+    },
+    /// ICE_DROP_PACKET.
+    Drop,
+}
+
+/// The bits of ice's `fltr_info.flag`.
+pub mod rule_flag {
+    /// ICE_FLTR_RX: a receive rule (type LKUP_RX), else LKUP_TX.
+    pub const RX: u8 = 1;
+    /// ICE_FLTR_TX: a transmit rule (LB_EN / LAN_EN apply).
+    pub const TX: u8 = 2;
+    /// ICE_FLTR_RX_LB: LB_EN off, LAN_EN on.
+    pub const RX_LB: u8 = 4;
+    /// ICE_FLTR_TX_ONLY: LAN_EN off.
+    pub const TX_ONLY: u8 = 8;
+}
+
+/// Which switch-rules command the rule is for (ice_fill_sw_rule's `opc`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RuleOp {
+    /// Add (0x02A0): everything, with the header length.
+    Add,
+    /// Update (0x02A1): as Add but the header length is left 0 (the caller
+    /// puts the rule index in bytes 12–13).
+    Update,
+    /// Remove (0x02A2): only the rule index; the action and header length
+    /// are 0 and nothing else is written.
+    Remove {
+        /// The rule's index (fltr_rule_id).
+        rule_id: u16,
+    },
+}
+
+/// Everything ice_fill_sw_rule takes from `ice_fltr_info` and the switch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RuleSpec {
+    /// What the rule matches.
+    pub lookup: Lookup,
+    /// What it does.
+    pub action: Action,
+    /// [`rule_flag`] bits.
+    pub flags: u8,
+    /// Source: the logical port for Rx rules, the hardware VSI for Tx
+    /// (written as given).
+    pub src: u16,
+    /// The switch is in VEB mode (ice `hw->evb_veb`).
+    pub veb: bool,
+    /// The command the rule goes with.
+    pub op: RuleOp,
+}
+
+/// An encoded lookup rule and the loopback / LAN decisions ice records in
+/// `fltr_info` (lb_en, lan_en).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Rule {
+    /// The 32 rule bytes (ice_sw_rule_lkup_rx_tx with the dummy header).
+    pub bytes: [u8; RULE_LEN],
+    /// LB_EN was set.
+    pub lb_en: bool,
+    /// LAN_EN was set.
+    pub lan_en: bool,
+}
+
+/// Action type 1: to a queue or queue group (ICE_SINGLE_ACT_TO_Q), queue
+/// in bits 14:4, region in bits 17:15.
+const ACT_TO_Q: u32 = 1;
+const ACT_Q_REGION_SHIFT: u32 = 15;
+/// Drop (ICE_SINGLE_ACT_DROP), with forwarding type 0 and VALID.
+const ACT_DROP: u32 = 1 << 18;
+/// Prune (type 2) with EGRESS (bit 15) and INGRESS (bit 16): VLAN rules
+/// that forward to a VSI or list.
+const ACT_PRUNE: u32 = 2 | (1 << 15) | (1 << 16);
+/// Recipe 4: VLAN lookup (ICE_SW_LKUP_VLAN).
+const RECIPE_VLAN: u16 = 4;
+/// Offsets in the dummy header: ethertype (TPID) and VLAN TCI.
+const HDR_ETHTYPE: usize = 16 + 12;
+const HDR_VLAN_TCI: usize = 16 + 14;
+
+/// ice_fill_sw_info: LB_EN for Tx rules that forward (not VLAN); LAN_EN
+/// for forwarding Tx rules in VEPA mode, or in VEB mode for VLAN lookups
+/// and multicast/broadcast MACs; TX_ONLY clears LAN_EN; RX_LB clears LB_EN
+/// and sets LAN_EN (ice_switch.c → ice_fill_sw_info).
+fn lb_lan(s: &RuleSpec) -> (bool, bool) {
+    let forwards = !matches!(s.action, Action::Drop);
+    let (mut lb, mut lan) = (false, false);
+    if s.flags & rule_flag::TX != 0 && forwards {
+        lb = !matches!(s.lookup, Lookup::Vlan { .. });
+        lan = !s.veb
+            || match s.lookup {
+                Lookup::Vlan { .. } => true,
+                Lookup::Mac(m) => m[0] & 1 != 0,
+            };
     }
+    if s.flags & rule_flag::TX_ONLY != 0 {
+        lan = false;
+    }
+    if s.flags & rule_flag::RX_LB != 0 {
+        lb = false;
+        lan = true;
+    }
+    (lb, lan)
+}
+
+/// A lookup rule as ice_fill_sw_rule builds it for MAC and VLAN lookups
+/// and every action (ice_switch.c → ice_fill_sw_rule, ice_fill_sw_info;
+/// action bits from ice_lan_tx_rx.h, ICE_SINGLE_ACT_*). Stricter than ice:
+/// VSI / list ids beyond 10 bits, queues beyond 11 bits, a queue-group
+/// region beyond 3 bits and VLAN ids beyond 12 bits are refused with
+/// [`CmdError::Invalid`] (ice cuts the first three to their field and
+/// silently leaves the VLAN out).
+pub fn lookup_rule(s: &RuleSpec) -> Result<Rule, CmdError> {
+    let mut r = [0u8; RULE_LEN];
+    if let RuleOp::Remove { rule_id } = s.op {
+        r[12..14].copy_from_slice(&rule_id.to_le_bytes());
+        return Ok(Rule { bytes: r, lb_en: false, lan_en: false });
+    }
+    let mut act = match s.action {
+        Action::Vsi(id) | Action::VsiList(id) => {
+            if id > 0x3ff {
+                return Err(CmdError::Invalid("VSI or list id beyond 10 bits"));
+            }
+            let list = if matches!(s.action, Action::VsiList(_)) { ACT_VSI_LIST } else { 0 };
+            let valid = if matches!(s.lookup, Lookup::Vlan { .. }) { 0 } else { ACT_VALID };
+            (u32::from(id) << ACT_VSI_SHIFT) | list | valid
+        }
+        Action::Queue(q) | Action::QueueGroup { queue: q, .. } => {
+            if q > 0x7ff {
+                return Err(CmdError::Invalid("queue beyond 11 bits"));
+            }
+            let region = match s.action {
+                Action::QueueGroup { size, .. } if size > 0 => 15 - size.leading_zeros(),
+                _ => 0,
+            };
+            if region > 7 {
+                return Err(CmdError::Invalid("queue group larger than the region field"));
+            }
+            ACT_TO_Q | (u32::from(q) << ACT_VSI_SHIFT) | (region << ACT_Q_REGION_SHIFT)
+        }
+        Action::Drop => ACT_DROP | ACT_VALID,
+    };
+    let (lb, lan) = lb_lan(s);
     if lb {
         act |= ACT_LB_EN;
     }
     if lan {
         act |= ACT_LAN_EN;
     }
-    r[8..12].copy_from_slice(&act.to_le_bytes());
-    r[14..16].copy_from_slice(&DUMMY_HDR_LEN.to_le_bytes());
-    r[16..22].copy_from_slice(&mac);
+    // dummy header: dst and src 02:00:00:00:00:00, ethertype 0x8100
+    r[16] = 0x02;
     r[22] = 0x02;
-    r[28] = 0x81;
-    Ok(r)
+    r[HDR_ETHTYPE] = 0x81;
+    let recipe = match s.lookup {
+        Lookup::Mac(mac) => {
+            r[16..22].copy_from_slice(&mac);
+            RECIPE_MAC
+        }
+        Lookup::Vlan { id, tpid } => {
+            if id > 0xfff {
+                return Err(CmdError::Invalid("VLAN id beyond 12 bits"));
+            }
+            if matches!(s.action, Action::Vsi(_) | Action::VsiList(_)) {
+                act |= ACT_PRUNE;
+            }
+            r[HDR_VLAN_TCI..HDR_VLAN_TCI + 2].copy_from_slice(&id.to_be_bytes());
+            r[HDR_ETHTYPE..HDR_ETHTYPE + 2].copy_from_slice(&tpid.unwrap_or(0x8100).to_be_bytes());
+            RECIPE_VLAN
+        }
+    };
+    let ty = if s.flags & rule_flag::RX != 0 { RULE_T_LKUP_RX } else { RULE_T_LKUP_TX };
+    r[0..2].copy_from_slice(&ty.to_le_bytes());
+    r[4..6].copy_from_slice(&recipe.to_le_bytes());
+    r[6..8].copy_from_slice(&s.src.to_le_bytes());
+    r[8..12].copy_from_slice(&act.to_le_bytes());
+    if s.op == RuleOp::Add {
+        r[14..16].copy_from_slice(&DUMMY_HDR_LEN.to_le_bytes());
+    }
+    Ok(Rule { bytes: r, lb_en: lb, lan_en: lan })
 }
 
 /// The Linux rule for the permanent MAC and broadcast: Tx, from and to
@@ -167,5 +357,48 @@ mod tests {
         let v = mac_fwd_rule([0x4c, 0, 0, 0, 0, 1], 5, false).unwrap();
         assert_eq!(u32::from_le_bytes([v[8], v[9], v[10], v[11]]) & 0xc, 0xc);
         assert!(mac_fwd_rule(BROADCAST, 0x400, true).is_err());
+    }
+
+    fn spec(lookup: Lookup, action: Action, flags: u8) -> RuleSpec {
+        RuleSpec { lookup, action, flags, src: 6, veb: true, op: RuleOp::Add }
+    }
+
+    fn act(r: &Rule) -> u32 {
+        u32::from_le_bytes([r.bytes[8], r.bytes[9], r.bytes[10], r.bytes[11]])
+    }
+
+    #[test]
+    fn lookup_rule_actions_vlan_and_ops() {
+        let mac = Lookup::Mac([0x4c, 1, 2, 3, 4, 5]);
+        let qg = lookup_rule(&spec(mac, Action::QueueGroup { queue: 32, size: 8 }, 2)).unwrap();
+        assert_eq!((act(&qg), qg.lb_en, qg.lan_en), (0x18205, true, false));
+        let q = lookup_rule(&spec(mac, Action::Queue(0x7ff), 1)).unwrap();
+        assert_eq!((act(&q), q.bytes[0]), (0x7ff1, 0), "Rx: type 0, no LB");
+        let d = lookup_rule(&spec(mac, Action::Drop, 2)).unwrap();
+        assert_eq!((act(&d), d.lb_en, d.lan_en), ((1 << 18) | (1 << 17), false, false));
+        let rxlb = lookup_rule(&spec(mac, Action::Vsi(6), 2 | rule_flag::RX_LB)).unwrap();
+        assert_eq!((rxlb.lb_en, rxlb.lan_en), (false, true));
+        let vlan = Lookup::Vlan { id: 200, tpid: Some(0x88a8) };
+        let v = lookup_rule(&spec(vlan, Action::Vsi(3), 2)).unwrap();
+        assert_eq!(act(&v), (3 << 4) | 2 | (1 << 15) | (1 << 16) | 8, "prune, LAN_EN, no VALID");
+        assert_eq!((&v.bytes[16..22], v.bytes[4]), (&[2, 0, 0, 0, 0, 0][..], 4));
+        assert_eq!(&v.bytes[28..32], &[0x88, 0xa8, 0, 200]);
+        let u = lookup_rule(&RuleSpec { op: RuleOp::Update, ..spec(mac, Action::Vsi(6), 2) });
+        assert_eq!(&u.unwrap().bytes[14..16], &[0, 0], "update: no header length");
+        let rm = lookup_rule(&RuleSpec {
+            op: RuleOp::Remove { rule_id: 0x1234 },
+            ..spec(mac, Action::Vsi(6), 2)
+        })
+        .unwrap();
+        assert!(rm.bytes.iter().enumerate().all(|(i, b)| *b
+            == [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x34, 0x12][..].get(i).copied().unwrap_or(0)));
+        for bad in [
+            spec(mac, Action::Queue(0x800), 2),
+            spec(mac, Action::QueueGroup { queue: 0, size: 256 }, 2),
+            spec(mac, Action::VsiList(0x400), 2),
+            spec(Lookup::Vlan { id: 0x1000, tpid: None }, Action::Vsi(1), 2),
+        ] {
+            assert!(matches!(lookup_rule(&bad), Err(CmdError::Invalid(_))), "{bad:?}");
+        }
     }
 }

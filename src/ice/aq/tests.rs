@@ -394,3 +394,48 @@ fn shutdown_sends_queue_shutdown_then_clears() {
     drop(aq);
     assert!(fw.take_writes().is_empty(), "drop after shutdown writes nothing");
 }
+
+#[test]
+fn sized_send_refuses_size_buffer_mismatch_before_posting() {
+    let fw = FakeFw::new();
+    let mut aq = start(&fw);
+    let mut d = Desc::new(Opcode::GetVersion);
+    let before = *d.bytes();
+    // a size without a buffer, a buffer without a size, a size past the end
+    let mut b = [0u8; 8];
+    for (buf, size) in [(None, 16), (Some(&mut b[..]), 0)] {
+        assert_eq!(aq.send_sized(&mut d, buf, size), Err(AqError::BadBuffer));
+    }
+    assert_eq!(aq.send_sized(&mut d, Some(&mut b[..]), 9), Err(AqError::BadBuffer));
+    assert_eq!(AqError::BadBuffer.linux_errno(), -22);
+    assert!(fw.take_writes().is_empty(), "nothing posted");
+    assert_eq!((aq.sq_state(), *d.bytes()), ((0, 0), before), "descriptor untouched");
+    // matching pairs are sent: none/0 and 4 of the 8 bytes
+    aq.send_sized(&mut d, None, 0).unwrap();
+    fw.answer(ok());
+    let mut d = Desc::new(Opcode::GetVersion);
+    b.copy_from_slice(&[1, 2, 3, 4, 5, 6, 7, 8]);
+    aq.send_sized(&mut d, Some(&mut b[..]), 4).unwrap();
+    let (_, sent) = fw.with(|f| f.seen[1].clone());
+    assert_eq!(sent, [1, 2, 3, 4]);
+}
+
+#[test]
+fn reset_ongoing_refuses_every_send_first() {
+    let fw = FakeFw::new();
+    let mut aq = start(&fw);
+    fw.answer(Answer::Done { retval: 0x0005, datalen: None, buf: Vec::new() });
+    let _ = aq.send(&mut Desc::new(Opcode::GetVersion), None);
+    assert_eq!(aq.last_status(), 5);
+    fw.take_writes();
+    aq.set_reset_ongoing(true);
+    let mut d = Desc::new(Opcode::GetVersion);
+    assert_eq!(aq.send(&mut d, None), Err(AqError::ResetOngoing));
+    // before the buffer checks, too (ice tests reset_ongoing first)
+    assert_eq!(aq.send_sized(&mut d, None, 16), Err(AqError::ResetOngoing));
+    assert_eq!(AqError::ResetOngoing.linux_errno(), -16);
+    assert!(fw.take_writes().is_empty(), "nothing posted");
+    assert_eq!(aq.last_status(), 5, "last status left alone");
+    aq.set_reset_ongoing(false);
+    aq.send(&mut d, None).unwrap();
+}

@@ -404,6 +404,7 @@ fn prepare<'a>(bar: &'a RecBar, case: &Value) -> Result<Aq<'a>, String> {
         s.regs.insert(regs::PF_FW_ARQLEN, v | regs::LEN_CRIT);
     }
     drop(s);
+    aq.set_reset_ongoing(num(&st["reset_ongoing"]).is_some_and(|v| v != 0));
     bar.post_events(case, arq_pos);
     Ok(aq)
 }
@@ -587,29 +588,35 @@ fn func_caps_fields(o: &mut Out, f: &FuncCaps) {
     }
 }
 
-fn vsi_params(v: &Value) -> Result<PfVsiParams, String> {
+/// VSI types the driver builds: 0 PF, 3 CTRL (the `vsi0.type` codes);
+/// returns the parameters and whether it is CTRL.
+fn vsi_params(v: &Value) -> Result<(PfVsiParams, bool), String> {
     let t = num(&v["type"]).unwrap_or(0);
-    if t != 0 {
+    if t != 0 && t != 3 {
         return Err(format!("VSI type {t}"));
     }
     let fd = (num(&v["fd_ena"]) == Some(1)).then(|| {
         (num(&v["num_gfltr"]).unwrap_or(0) as u16, num(&v["num_bfltr"]).unwrap_or(0) as u16)
     });
-    Ok(PfVsiParams {
-        sw_id: num(&v["sw_id"]).unwrap_or(0) as u8,
-        rxq_base: num(&v["rxq_base"]).unwrap_or(0) as u16,
-        num_rxq: num(&v["alloc_rxq"]).unwrap_or(0) as u16,
-        rss: num(&v["rss_ena"]) == Some(1),
-        flow_director: fd,
-        veb: num(&v["bridge_mode"]).unwrap_or(0) == 0,
-    })
+    Ok((
+        PfVsiParams {
+            sw_id: num(&v["sw_id"]).unwrap_or(0) as u8,
+            rxq_base: num(&v["rxq_base"]).unwrap_or(0) as u16,
+            num_rxq: num(&v["alloc_rxq"]).unwrap_or(0) as u16,
+            rss: num(&v["rss_ena"]) == Some(1),
+            flow_director: fd,
+            veb: num(&v["bridge_mode"]).unwrap_or(0) == 0,
+        },
+        t == 3,
+    ))
 }
 
 /// Adds `vsi0` like ice_vsi_init; returns (outputs, hw VSI number, cache).
 fn add_vsi0(aq: &mut Aq<'_>, case: &Value) -> Result<(Out, u16, VsiContext), String> {
     let v = &case["inputs"]["vsi0"];
-    let p = vsi_params(v)?;
-    let mut ctx = VsiContext::pf_add(&p).map_err(|e| format!("context refused: {e}"))?;
+    let (p, ctrl) = vsi_params(v)?;
+    let ctx = if ctrl { VsiContext::ctrl_add(&p) } else { VsiContext::pf_add(&p) };
+    let mut ctx = ctx.map_err(|e| format!("context refused: {e}"))?;
     let cache = ctx;
     let r = aq.add_vsi(&mut ctx);
     let mut o = Out::new(errno(r.map(|_| ())));
@@ -626,6 +633,44 @@ fn add_vsi0(aq: &mut Aq<'_>, case: &Value) -> Result<(Out, u16, VsiContext), Str
         o.set("vsi.info", json!(hexstr(&cache.0)));
     }
     Ok((o, num_vsi, cache))
+}
+
+/// `then_update`: ice_vsi_init again as an update of hardware VSI
+/// `vsi_num`, with `vsi0` changed by `upd.*` (flat `"upd.KEY"` arguments or
+/// an `upd` object): the rebuilt context with the Rx queue-map section
+/// marked valid, sent with 0x0211.
+fn update_vsi0(aq: &mut Aq<'_>, case: &Value, vsi_num: u16) -> Result<Out, String> {
+    let args = &case["inputs"]["args"];
+    let mut v = case["inputs"]["vsi0"].clone();
+    if let Some(u) = args.get("upd").and_then(Value::as_object) {
+        for (k, x) in u {
+            v[k.as_str()] = x.clone();
+        }
+    }
+    if let Some(a) = args.as_object() {
+        for (k, x) in a {
+            if let Some(k) = k.strip_prefix("upd.") {
+                v[k] = x.clone();
+            }
+        }
+    }
+    let (p, ctrl) = vsi_params(&v)?;
+    let ctx = if ctrl { VsiContext::ctrl_add(&p) } else { VsiContext::pf_add(&p) };
+    let mut ctx = ctx.map_err(|e| format!("context refused: {e}"))?.for_update();
+    let sent = ctx;
+    let r = aq.update_vsi(vsi_num, &mut ctx);
+    let mut o = Out::new(errno(r.map(|_| ())));
+    o.set("sq_last_status", json!(aq.last_status()));
+    if let Ok(a) = r {
+        o.set("vsi.vsi_num", json!(vsi_num));
+        o.set("vsi_ctx.vsi_num", json!(vsi_num));
+        o.set("vsi_ctx.vsis_allocd", json!(a.used));
+        o.set("vsi_ctx.vsis_unallocated", json!(a.free));
+        o.set("vsi.num_txq", json!(num(&v["alloc_txq"]).unwrap_or(0)));
+        o.set("vsi.num_rxq", json!(sent.num_rxq()));
+        o.set("vsi.info", json!(hexstr(&sent.0)));
+    }
+    Ok(o)
 }
 
 /// Runs the case's calls; returns one `Out` per vendor call.
@@ -934,18 +979,27 @@ fn drive_ops(case: &Value, bar: &RecBar, aq: &mut Aq<'_>, op: &str) -> Result<Ve
             o.set("sq_last_status", json!(aq.last_status()));
             outs.push(o);
         }
-        "add_vsi" => {
-            if case["inputs"]["args"].get("then_update").is_some() {
-                return Err(Outcome::Fail("add_vsi then_update not mapped".into()));
+        "add_vsi" => match vsi_params(&case["inputs"]["vsi0"]) {
+            Err(why) => {
+                return Err(skip(&format!("{why}: the driver builds PF and CTRL VSIs only")));
             }
-            match vsi_params(&case["inputs"]["vsi0"]) {
-                Err(why) => return Err(skip(&format!("{why}: the driver builds PF VSIs only"))),
-                Ok(_) => outs.push(add_vsi0(aq, case).map_err(Outcome::Fail)?.0),
+            Ok(_) => {
+                let (o, vsi_num, _) = add_vsi0(aq, case).map_err(Outcome::Fail)?;
+                let added = o.ret == 0;
+                outs.push(o);
+                let args = &case["inputs"]["args"];
+                if added && args.get("then_update").is_some_and(|v| num(v) != Some(0)) {
+                    outs.push(update_vsi0(aq, case, vsi_num).map_err(Outcome::Fail)?);
+                }
             }
-        }
+        },
         "pe_filter" => {
             let (o, vsi_num, mut cache) = add_vsi0(aq, case).map_err(Outcome::Fail)?;
             outs.push(o);
+            if outs.last().is_some_and(|o| o.ret != 0) {
+                // the VSI was not added: the vendor stops there too
+                return Ok(outs);
+            }
             for en in case["inputs"]["args"]["enable"].as_array().cloned().unwrap_or_default() {
                 let r = aq.set_pe_filter(vsi_num, &mut cache, num(&en) == Some(1));
                 let mut o = Out::new(errno(r));
@@ -963,6 +1017,10 @@ fn drive_ops(case: &Value, bar: &RecBar, aq: &mut Aq<'_>, op: &str) -> Result<Ve
         "free_vsi" => {
             let (o, vsi_num, _) = add_vsi0(aq, case).map_err(Outcome::Fail)?;
             outs.push(o);
+            if outs.last().is_some_and(|o| o.ret != 0) {
+                // the VSI was not added: the vendor stops there too
+                return Ok(outs);
+            }
             let handle = arg(case, "handle").unwrap_or(0);
             let mut o;
             if handle != num(&case["inputs"]["vsi0"]["idx"]).unwrap_or(0) {
@@ -1026,6 +1084,7 @@ fn port_fields(o: &mut Out, tree: &Tree) {
 fn sequenced(case: &Value, aq: &mut Aq<'_>) -> Result<Vec<Out>, Outcome> {
     let lport = num(&case["inputs"]["port_info"]["lport"]).unwrap_or(0) as u8;
     let mut layers = 9u8;
+    let mut res: Option<irdma::ice::cmd::SchedResources> = None;
     let mut tree: Option<Tree> = None;
     let mut vsi: Option<(u16, VsiContext)> = None;
     let mut branches: Vec<(u8, RdmaBranch)> = Vec::new();
@@ -1045,12 +1104,16 @@ fn sequenced(case: &Value, aq: &mut Aq<'_>) -> Result<Vec<Out>, Outcome> {
                 if let Ok(s) = r {
                     layers = s.layers;
                     sched_res_fields(&mut o, &s);
+                    res = Some(s);
                 }
             }
             "ice_sched_init_port" => {
                 let r = aq.sched_init_port(lport, layers);
                 o = Out::new(errno(r.as_ref().map(|_| ()).map_err(|e| *e)));
-                if let Ok(t) = r {
+                if let Ok(mut t) = r {
+                    if let Some(s) = &res {
+                        t.set_max_children(s);
+                    }
                     port_fields(&mut o, &t);
                     tree = Some(t);
                 }
@@ -1174,41 +1237,62 @@ fn sequenced(case: &Value, aq: &mut Aq<'_>) -> Result<Vec<Out>, Outcome> {
     Ok(outs)
 }
 
-/// `ice_fill_sw_rule` alone: the driver's MAC rule encoder. Lookups other
-/// than MAC (and VLAN, which the driver does not build) are skipped as the
-/// README allows; ids wider than 10 bits pass when refused with a typed
-/// error before anything is built.
+/// `ice_fill_sw_rule` alone: the driver's lookup-rule encoder
+/// (`switch::lookup_rule`) for MAC and VLAN lookups with every action,
+/// flag and command. Other lookups are skipped as the README allows; ids
+/// wider than their field pass when refused with a typed error.
 fn fill_sw_rule(case: &Value) -> Result<Vec<Out>, Outcome> {
-    use irdma::ice::switch::{Fwd, RuleDir, mac_rule};
-    let lk = arg(case, "lkup_type").unwrap_or(0);
-    if lk != 1 {
-        return Err(Outcome::Skip(format!("lookup type {lk}: the driver builds MAC rules only")));
-    }
-    let flag = arg(case, "flag").unwrap_or(0);
-    let src = arg(case, "src").unwrap_or(0);
-    let dir = if flag & 2 != 0 {
-        RuleDir::Tx { vsi: src.min(u64::from(u16::MAX)) as u16, tx_only: flag & 8 != 0 }
-    } else {
-        RuleDir::Rx { lport: src.min(255) as u8 }
-    };
-    let fwd = match arg(case, "fltr_act").unwrap_or(0) {
-        0 => Fwd::Vsi(arg(case, "fwd_id").unwrap_or(0).min(u64::from(u16::MAX)) as u16),
+    use irdma::ice::switch::{Action, Lookup, RuleOp, RuleSpec, lookup_rule};
+    let a = |k: &str| arg(case, k);
+    let u16a = |k: &str| a(k).unwrap_or(0).min(u64::from(u16::MAX)) as u16;
+    let lk = a("lkup_type").unwrap_or(0);
+    let lookup = match lk {
         1 => {
-            Fwd::VsiList(arg(case, "fwd_vsi_list_id").unwrap_or(0).min(u64::from(u16::MAX)) as u16)
+            let m = case["inputs"]["args"]["mac"].as_str().unwrap_or("00:00:00:00:00:00");
+            let mac: [u8; 6] = hexbytes(&m.replace(':', ""))
+                .try_into()
+                .map_err(|_| Outcome::Fail("bad mac".into()))?;
+            Lookup::Mac(mac)
         }
-        a => return Err(Outcome::Skip(format!("action {a}: the driver forwards to VSIs only"))),
+        4 => Lookup::Vlan {
+            id: u16a("vlan_id"),
+            tpid: (a("tpid_valid") == Some(1)).then(|| u16a("tpid")),
+        },
+        _ => {
+            return Err(Outcome::Skip(format!(
+                "lookup type {lk}: the driver builds MAC and VLAN rules only"
+            )));
+        }
     };
-    let mac = hexbytes(&case["inputs"]["args"]["mac"].as_str().unwrap_or("").replace(':', ""));
-    let mac: [u8; 6] = mac.try_into().map_err(|_| Outcome::Fail("bad mac".into()))?;
-    let veb = case["inputs"]["hw"]["evb_veb"].as_bool().unwrap_or(true);
-    match mac_rule(mac, dir, fwd, veb) {
+    let action = match a("fltr_act").unwrap_or(0) {
+        0 => Action::Vsi(u16a("fwd_id")),
+        1 => Action::VsiList(u16a("fwd_vsi_list_id")),
+        2 => Action::Queue(u16a("fwd_q_id")),
+        3 => Action::QueueGroup { queue: u16a("fwd_q_id"), size: u16a("qgrp_size") },
+        4 => Action::Drop,
+        x => return Err(Outcome::Skip(format!("fltr_act {x} is not an ice action"))),
+    };
+    let op = match a("opc") {
+        Some(0x02a1) => RuleOp::Update,
+        Some(0x02a2) => RuleOp::Remove { rule_id: u16a("fltr_rule_id") },
+        _ => RuleOp::Add,
+    };
+    let spec = RuleSpec {
+        lookup,
+        action,
+        flags: a("flag").unwrap_or(0).min(255) as u8,
+        src: u16a("src"),
+        veb: case["inputs"]["hw"]["evb_veb"].as_bool().unwrap_or(true),
+        op,
+    };
+    match lookup_rule(&spec) {
         Err(irdma::ice::cmd::CmdError::Invalid(_)) => Err(Outcome::Pass),
         Err(e) => Err(Outcome::Fail(format!("encoder: {e}"))),
         Ok(r) => {
             let mut o = Out::new(0);
-            o.set("rule", json!({"hex": hexstr(&r)}));
-            o.set("f_info.lb_en", json!(u8::from(r[8] & 4 != 0)));
-            o.set("f_info.lan_en", json!(u8::from(r[8] & 8 != 0)));
+            o.set("rule", json!({"hex": hexstr(&r.bytes)}));
+            o.set("f_info.lb_en", json!(u8::from(r.lb_en)));
+            o.set("f_info.lan_en", json!(u8::from(r.lan_en)));
             Ok(vec![o])
         }
     }
@@ -1242,34 +1326,24 @@ fn link_fields(o: &mut Out, l: &LinkStatus) {
 }
 
 fn send_cmd(case: &Value, aq: &mut Aq<'_>) -> Result<Out, Outcome> {
+    // the caller's descriptor: SI | flags_or, the opcode, the parameters
+    // (any opcode: the generic send path does not need to know it)
     let opc = arg(case, "opcode").unwrap_or(0) as u16;
-    let Some(op) = Opcode::from_u16(opc) else {
-        return Err(Outcome::Skip(format!("opcode {opc:#06x} is never sent by the driver")));
-    };
-    if arg(case, "null_buf") == Some(1) {
-        return Err(Outcome::Skip(
-            "a missing buffer with a size: a Rust slice carries its length, so the driver's \
-             API cannot express it"
-                .into(),
-        ));
-    }
     let mut params = [0u8; 16];
     let p = hexbytes(case["inputs"]["args"]["params"].as_str().unwrap_or(""));
     for (d, s) in params.iter_mut().zip(p) {
         *d = s;
     }
-    let mut d = Desc::with_params(op, params);
     let flags_or = arg(case, "flags_or").unwrap_or(0) as u16;
-    if flags_or & !d.flags() != 0 {
-        return Err(Outcome::Fail(format!(
-            "caller flags {flags_or:#x} not set by the driver for {op:?} (flags {:#x})",
-            d.flags()
-        )));
-    }
+    let mut d = Desc::raw(opc, flags_or, params);
     let size = (arg(case, "buf_size").unwrap_or(0) as usize).min(MAX_ARG_BUF);
     let mut buf = hexbytes(case["inputs"]["args"]["buf"].as_str().unwrap_or(""));
     buf.resize(size, 0);
-    let r = if size > 0 { aq.send(&mut d, Some(&mut buf)) } else { aq.send(&mut d, None) };
+    // `null_buf`: the caller passes no buffer but still a size (the
+    // driver's sized send refuses the pair before posting anything)
+    let has_buf = arg(case, "null_buf") != Some(1)
+        && (size > 0 || case["inputs"]["args"].get("buf").is_some());
+    let r = aq.send_sized(&mut d, has_buf.then_some(&mut buf[..]), size);
     let mut o = Out::new(match r {
         Ok(()) => 0,
         Err(e) => i64::from(e.linux_errno()),
@@ -1487,3 +1561,7 @@ pub fn run(v: &Value) -> Result<Tally, String> {
     }
     Ok(t)
 }
+
+#[cfg(test)]
+#[path = "lan_mutations.rs"]
+mod mutations;
