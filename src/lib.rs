@@ -89,6 +89,15 @@
 //! # }
 //! ```
 //!
+//! # Memory: where the `Device` lives
+//!
+//! A `Device` holds its tables inline (no allocator): about 90 KB on
+//! x86_64 with the default limits (`device::MAX_QPS`, `MAX_MRS`, …), and
+//! `Device::probe` / `ice::E810::bring_up` return it by value. Firmware
+//! with small stacks should move it straight into a static or a large
+//! stack; unoptimized builds keep several copies in the probe frames (the
+//! repo's tests run with `RUST_MIN_STACK` = 16 MiB, `.cargo/config.toml`).
+//!
 //! # Layers
 //!
 //! The verbs API is [`device`], [`verbs`], [`wr`], [`rw`], [`lan`] and

@@ -23,17 +23,6 @@ fn ops(bar: &ModelBar) -> u64 {
 
 #[test]
 fn every_probe_op_failing_is_reported_and_torn_down() {
-    // Unoptimized, each failed probe keeps several copies of the ~90 KB
-    // `Device` in its frames; more than the test harness's 2 MiB thread.
-    std::thread::Builder::new()
-        .stack_size(32 << 20)
-        .spawn(every_probe_op_failing_body)
-        .expect("spawn")
-        .join()
-        .unwrap_or_else(|e| std::panic::resume_unwind(e));
-}
-
-fn every_probe_op_failing_body() {
     let _g = lock();
     let base = FakeHal::live_pages();
     // How many CQP ops a probe issues.

@@ -90,6 +90,7 @@ const EMPTY_WC: WorkCompletion = WorkCompletion {
     imm_data: None,
     invalidated_rkey: None,
     solicited: false,
+    ud: None,
 };
 
 fuzz_target!(|data: &[u8]| {
