@@ -11,7 +11,6 @@ mod e2e_common;
 use e2e_common::*;
 use irdma::uk::SqError;
 use irdma::verbs::{CqPoller, PostError, PostErrorKind};
-use std::collections::BTreeMap;
 
 type TPoller<'c, 'q, 'd, const N: usize> = CqPoller<'c, 'q, 'd, FakeHal, ModelBar, N>;
 
@@ -32,33 +31,6 @@ fn region_on<'d>(dev: &'d Dev, pd: &TPd<'d>, pages: usize) -> Region<'d> {
     let _ = fill(&buf, 1);
     let mr = reg(dev, pd, buf.paddr(), (pages * 4096) as u64, &pages_of(&buf), false);
     Region { mr, buf }
-}
-
-/// Polls until `n` completions arrived or `idle` polls in a row gave none.
-fn poll_until<const N: usize>(
-    p: &mut TPoller<'_, '_, '_, N>,
-    n: usize,
-    idle: usize,
-) -> Vec<WorkCompletion> {
-    let mut out = Vec::new();
-    let mut quiet = 0;
-    while out.len() < n && quiet < idle {
-        let mut wc = [EMPTY_WC; 5]; // small: many polls, stops mid-ring
-        let k = p.poll(&mut wc);
-        quiet = if k == 0 { quiet + 1 } else { 0 };
-        out.extend_from_slice(&wc[..k]);
-    }
-    out
-}
-
-/// Counts each (QP, wr_id, opcode) and asserts every one came exactly once.
-fn once(got: &[WorkCompletion]) -> BTreeMap<(u32, u64, String), usize> {
-    let mut m = BTreeMap::new();
-    for c in got {
-        *m.entry((c.qp_num, c.wr_id, format!("{:?}", c.opcode))).or_insert(0) += 1;
-    }
-    assert!(m.values().all(|&k| k == 1), "a completion came twice: {m:?}");
-    m
 }
 
 /// Eight shared QPs on A's one CQ, each connected to its own QP on B.
@@ -115,7 +87,7 @@ fn eight_qps_one_cq_every_completion_once() {
         b.post_send(&wrs).expect("b post_send");
     }
     let want = QPS * (WRITES + SENDS) as usize;
-    let got = poll_until(&mut poller, want + 1, 20);
+    let got = poll_until_with(|wc| poller.poll(wc), want + 1, 20);
     assert_eq!(poller.unlisted_qp(), None);
     assert_eq!(got.len(), want, "{got:?}");
     assert!(got.iter().all(|c| c.status == WcStatus::Success), "{got:?}");
@@ -171,7 +143,7 @@ fn destroyed_qp_dropped_unregistered_qp_kept() {
         let mut p: TPoller<'_, '_, '_, 2> = cq.poller();
         assert!(matches!(p.register(&q1), Err(VerbsError::Invalid { .. })), "destroyed");
         p.register(&q2).expect("register");
-        let got = poll_until(&mut p, 3, 10);
+        let got = poll_until_with(|wc| p.poll(wc), 3, 10);
         let ids: Vec<(u32, u64)> = got.iter().map(|c| (c.qp_num, c.wr_id)).collect();
         assert_eq!(ids, [(q2.qp_num(), 11), (q2.qp_num(), 12)]);
         assert_eq!(p.unlisted_qp(), None);
@@ -194,7 +166,7 @@ fn destroyed_qp_dropped_unregistered_qp_kept() {
     let q4 = shared_qp(&da, &pa, &other, qcap(4));
     let mut p: TPoller<'_, '_, '_, 1> = cq.poller();
     p.register(&q2).expect("register");
-    let got = poll_until(&mut p, 2, 10);
+    let got = poll_until_with(|wc| p.poll(wc), 2, 10);
     let ids: Vec<(u32, u64)> = got.iter().map(|c| (c.qp_num, c.wr_id)).collect();
     assert_eq!(ids, [(q2.qp_num(), 13)]);
     // Capacity and foreign QPs are refused.
@@ -247,7 +219,7 @@ fn errored_qp_flushed_exactly_once() {
     let mut p: TPoller<'_, '_, '_, 2> = cq.poller();
     p.register(&q2).expect("register");
     p.register(&q1).expect("register");
-    let got = poll_until(&mut p, usize::MAX, 10);
+    let got = poll_until_with(|wc| p.poll(wc), usize::MAX, 10);
     once(&got);
     let of = |qpn: u32| -> Vec<(u64, WcStatus)> {
         let mut v: Vec<_> =

@@ -10,7 +10,6 @@ mod e2e_common;
 use e2e_common::*;
 use irdma::uk::SqError;
 use irdma::verbs::PostErrorKind;
-use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 // A QP and a CQ may each move to their own thread.
@@ -27,29 +26,6 @@ fn region_on<'d>(dev: &'d Dev, pd: &TPd<'d>, pages: usize) -> Region<'d> {
     let _ = fill(&buf, 1);
     let mr = reg(dev, pd, buf.paddr(), (pages * 4096) as u64, &pages_of(&buf), false);
     Region { mr, buf }
-}
-
-/// Polls until `n` completions arrived or `idle` polls in a row gave none.
-fn poll_until(cq: &mut TCq<'_>, n: usize, idle: usize) -> Vec<WorkCompletion> {
-    let mut out = Vec::new();
-    let mut quiet = 0;
-    while out.len() < n && quiet < idle {
-        let mut wc = [EMPTY_WC; 5]; // small: many polls, stops mid-ring
-        let k = cq.poll(&mut wc);
-        quiet = if k == 0 { quiet + 1 } else { 0 };
-        out.extend_from_slice(&wc[..k]);
-    }
-    out
-}
-
-/// Counts each (QP, wr_id, opcode) and asserts every one came exactly once.
-fn once(got: &[WorkCompletion]) -> BTreeMap<(u32, u64, String), usize> {
-    let mut m = BTreeMap::new();
-    for c in got {
-        *m.entry((c.qp_num, c.wr_id, format!("{:?}", c.opcode))).or_insert(0) += 1;
-    }
-    assert!(m.values().all(|&k| k == 1), "a completion came twice: {m:?}");
-    m
 }
 
 /// Eight plain QPs on A's one CQ, each connected to its own QP on B (B's
@@ -115,7 +91,7 @@ fn many_plain_qps_on_one_cq_polled_without_listing_them() {
             b.post_send(&wrs).expect("b post_send");
         }
         let want = QPS * (WRITES + SENDS) as usize;
-        let got = poll_until(&mut cq, want + 1, 20);
+        let got = poll_until_with(|wc| cq.poll(wc), want + 1, 20);
         assert_eq!(cq.unlisted_qp(), None);
         assert_eq!(got.len(), want, "{got:?}");
         assert!(got.iter().all(|c| c.status == WcStatus::Success), "{got:?}");
@@ -131,7 +107,7 @@ fn many_plain_qps_on_one_cq_polled_without_listing_them() {
         let mut wc = [EMPTY_WC; 4];
         assert_eq!(cq.poll(&mut wc), 0, "exactly once: nothing more");
         // B: sends on its send CQ only, nothing on the receive CQ.
-        let gs = poll_until(&mut scq, QPS * SENDS as usize + 1, 20);
+        let gs = poll_until_with(|wc| scq.poll(wc), QPS * SENDS as usize + 1, 20);
         assert_eq!(gs.len(), QPS * SENDS as usize);
         let m = once(&gs);
         for b in &qb {
@@ -197,7 +173,7 @@ fn destroyed_qp_with_cqes_in_the_cq() {
         connect(&mut q3, A, B, b3.qp_num()).expect("connect");
         connect(&mut b3, B, A, q3.qp_num()).expect("connect");
         q3.post_send(&[wr(21), wr(22), wr(23), wr(24)]).expect("post");
-        let got = poll_until(&mut cq, 6, 10);
+        let got = poll_until_with(|wc| cq.poll(wc), 6, 10);
         let ids: Vec<(u32, u64)> = got.iter().map(|c| (c.qp_num, c.wr_id)).collect();
         let want = [(q2.qp_num(), 11), (n1, 21), (n1, 22), (n1, 23), (n1, 24)];
         assert_eq!(ids, want, "q1's leftovers dropped, not given to its successor");
@@ -271,7 +247,7 @@ fn flush_exactly_once_while_another_thread_posts() {
             stop.store(true, Ordering::Relaxed);
             let posted = poster.join().expect("poster");
             assert_eq!(posted, LATE);
-            out.extend(poll_until(&mut cq, usize::MAX, 20));
+            out.extend(poll_until_with(|wc| cq.poll(wc), usize::MAX, 20));
             out
         });
         let m = once(&got);

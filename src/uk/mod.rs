@@ -19,6 +19,37 @@
 //! Hardware facts are from `spec/irdma-gen2-data-path.md` §1–5, which cites
 //! the Intel driver's and rdma-core's `uk.c`/`defs.h`.
 
+/// The four position accessors of a ring with free-running `head`/`tail`
+/// (`Sq`, `Rq`) that the split producer/consumer halves exchange through
+/// [`link`]; one definition for both queue types.
+macro_rules! split_positions {
+    () => {
+        /// The free-running head (what a producer half publishes).
+        #[inline(always)]
+        pub(crate) fn head_pos(&self) -> u32 {
+            self.head
+        }
+
+        /// The free-running tail (what a consumer half publishes).
+        #[inline(always)]
+        pub(crate) fn tail_pos(&self) -> u32 {
+            self.tail
+        }
+
+        /// A producer half learns how far its consumer half retired.
+        #[inline(always)]
+        pub(crate) fn set_tail_pos(&mut self, tail: u32) {
+            self.tail = tail;
+        }
+
+        /// A consumer half learns how far its producer half posted.
+        #[inline(always)]
+        pub(crate) fn set_head_pos(&mut self, head: u32) {
+            self.head = head;
+        }
+    };
+}
+
 pub mod cq;
 pub mod link;
 pub mod mem;

@@ -1017,29 +1017,7 @@ impl<'a> Sq<'a> {
         self.tail = self.head;
     }
 
-    /// The free-running head (what a producer half publishes).
-    #[inline(always)]
-    pub(crate) fn head_pos(&self) -> u32 {
-        self.head
-    }
-
-    /// The free-running tail (what a consumer half publishes).
-    #[inline(always)]
-    pub(crate) fn tail_pos(&self) -> u32 {
-        self.tail
-    }
-
-    /// A producer half learns how far its consumer half retired.
-    #[inline(always)]
-    pub(crate) fn set_tail_pos(&mut self, tail: u32) {
-        self.tail = tail;
-    }
-
-    /// A consumer half learns how far its producer half posted.
-    #[inline(always)]
-    pub(crate) fn set_head_pos(&mut self, head: u32) {
-        self.head = head;
-    }
+    split_positions!();
 
     /// The consumer half of a split pair: a second `Sq` over the same ring
     /// and tracking memory, at the same head and tail. `self` stays the

@@ -226,3 +226,34 @@ pub fn connect_shared(qp: &mut TShared<'_>, me: Addr, peer: Addr, peer_qpn: u32)
     rts.sq_psn = 100;
     qp.modify(&rts).expect("rts");
 }
+
+/// Polls through `poll` (a CQ or a poller) until `n` completions arrived
+/// or `idle` polls in a row gave none; a small array per poll, so polls
+/// stop mid-ring.
+#[allow(dead_code)]
+pub fn poll_until_with(
+    mut poll: impl FnMut(&mut [WorkCompletion]) -> usize,
+    n: usize,
+    idle: usize,
+) -> Vec<WorkCompletion> {
+    let mut out = Vec::new();
+    let mut quiet = 0;
+    while out.len() < n && quiet < idle {
+        let mut wc = [EMPTY_WC; 5];
+        let k = poll(&mut wc);
+        quiet = if k == 0 { quiet + 1 } else { 0 };
+        out.extend_from_slice(&wc[..k]);
+    }
+    out
+}
+
+/// Counts each (QP, wr_id, opcode) and asserts every one came exactly once.
+#[allow(dead_code)]
+pub fn once(got: &[WorkCompletion]) -> std::collections::BTreeMap<(u32, u64, String), usize> {
+    let mut m = std::collections::BTreeMap::new();
+    for c in got {
+        *m.entry((c.qp_num, c.wr_id, format!("{:?}", c.opcode))).or_insert(0) += 1;
+    }
+    assert!(m.values().all(|&k| k == 1), "a completion came twice: {m:?}");
+    m
+}
