@@ -280,3 +280,54 @@ fn hung_cqp_then_every_control_entry_point_needs_reset() {
     drop(dst);
     db.close().unwrap();
 }
+
+/// A shared QP after removal: `post_send(&self)` is refused with
+/// `DeviceGone` at once (not queued for the software flush, as before),
+/// `post_recv` too, and what was posted before the removal is flushed once
+/// by `poll_shared`.
+#[test]
+fn shared_qp_posts_after_removal_are_device_gone() {
+    let _g = lock();
+    let base = FakeHal::live_pages();
+    {
+        let (bar_a, _bar_b, da, db) = two_devices(Profile::SMALL);
+        let pa = da.alloc_pd().expect("pd");
+        let mut ca = da.create_cq(32).expect("cq");
+        let mut qa = shared_qp(&da, &pa, &ca, qcap());
+        let mut b = Side::new(&db, B, 32, qcap());
+        connect_shared(&mut qa, A, B, b.qp.qp_num());
+        connect(&mut b.qp, B, A, qa.qp_num()).expect("connect b");
+        let src = buf(1);
+        let src_mr = reg(&da, &pa, src.paddr(), 4096, &pages_of(&src), false);
+        let dst = b.region(1, 0);
+        let sge = [Sge { addr: src.paddr(), length: 64, lkey: src_mr.lkey() }];
+        let wr = |id| signaled(id, write_op(dst.addr(), dst.key()), &sge);
+        qa.post_send(&[wr(1)]).expect("before the removal");
+        let mut wc = [EMPTY_WC; 8];
+        let got = poll_until_with(|w| ca.poll_shared([&qa], w), 1, 50);
+        assert_eq!((got.len(), got[0].status), (1, WcStatus::Success), "{got:?}");
+
+        bar_a.with_device(|d| d.faults().removed = true);
+        qa.post_send(&[wr(2)]).expect("not detected yet: posted");
+        assert_eq!(da.check_presence(), Err(CqpError::DeviceGone));
+        gone_post(qa.post_send(&[wr(3)]).unwrap_err());
+        let rsge = [Sge { addr: src.paddr() + 128, length: 64, lkey: src_mr.lkey() }];
+        gone_post(qa.post_recv(&[RecvWr { wr_id: 4, sg_list: &rsge }]).unwrap_err());
+        // WR 2 completes once, flushed; WR 3 was never taken.
+        let got = poll_until_with(|w| ca.poll_shared([&qa], w), usize::MAX, 20);
+        let ids: Vec<(u64, WcStatus)> = got.iter().map(|w| (w.wr_id, w.status)).collect();
+        assert_eq!(ids, vec![(2, WcStatus::WrFlushErr)]);
+        assert_eq!(ca.poll_shared([&qa], &mut wc), 0, "nothing twice");
+        drop((qa, ca, src_mr, pa));
+        bar_a.with_device(|d| {
+            d.faults().removed = false;
+            d.reset()
+        });
+        // SAFETY: the model function was just reset: it holds no bus
+        // address this device gave it.
+        unsafe { da.close_after_reset() };
+        drop((b, dst));
+        db.close().expect("peer closes cleanly");
+    }
+    assert_eq!(FakeHal::live_pages(), base, "every page back after the reset");
+}
