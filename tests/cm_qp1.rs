@@ -6,9 +6,11 @@
 //! rejected; a lost REP or RTU datagram is recovered by the CM's retries;
 //! a silent peer times out.
 
+mod cm_common;
 mod common;
 mod e2e_common;
 
+use cm_common::{have, num, tshark};
 use e2e_common::*;
 use irdma::cm::mad::{AttrId, CmMad};
 use irdma::cm::rdma_cm::{PortSpace, guid_from_mac, rej};
@@ -431,18 +433,6 @@ fn qp1_caches_address_handles_and_reports_the_grh_of_each_datagram() {
     let _ = &mut eb.cm;
 }
 
-fn have(tool: &str, args: &[&str]) -> bool {
-    std::process::Command::new(tool).args(args).output().is_ok_and(|o| o.status.success())
-}
-
-/// A tshark value as a number when it is one (hex or decimal).
-fn num(v: &str) -> Option<u64> {
-    match v.strip_prefix("0x") {
-        Some(h) => u64::from_str_radix(h, 16).ok(),
-        None => v.parse().ok(),
-    }
-}
-
 /// The outside judge of the CM over QP1: a full connect / SEND + WRITE /
 /// disconnect between the two model devices, every frame from the model's
 /// real UD and RC paths, written to a pcap (`CM_QP1_PCAP`, else the test
@@ -491,26 +481,7 @@ fn cm_over_qp1_on_the_wire_decodes_in_tshark() {
         eprintln!("cm_qp1: tshark not installed, tool checks skipped ({f} written)");
         return;
     }
-    let heur = [
-        "--disable-heuristic",
-        "rpcrdma_infiniband",
-        "--disable-heuristic",
-        "eth_over_ib",
-        "--disable-heuristic",
-        "mellanox_eoib",
-        "-o",
-        "ip.check_checksum:TRUE",
-        "-o",
-        "udp.check_checksum:TRUE",
-    ];
-    let tshark = |extra: &[&str]| {
-        let mut args = vec!["-n", "-r", f];
-        args.extend(heur);
-        args.extend(extra);
-        let o = std::process::Command::new("tshark").args(&args).output().expect("run tshark");
-        assert!(o.status.success(), "tshark {args:?}: {}", String::from_utf8_lossy(&o.stderr));
-        String::from_utf8(o.stdout).unwrap()
-    };
+    let tshark = |extra: &[&str]| tshark(f, &["-o", "udp.check_checksum:TRUE"], extra);
     let bad = tshark(&["-Y", "_ws.malformed || _ws.expert || !infiniband"]);
     assert!(bad.trim().is_empty(), "tshark flags frames:\n{bad}");
     // (filter, field, value the sides used)

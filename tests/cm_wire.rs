@@ -91,10 +91,6 @@ struct Run {
     exp: Vec<Vec<(&'static str, String)>>,
 }
 
-fn have(tool: &str, args: &[&str]) -> bool {
-    Command::new(tool).args(args).output().is_ok_and(|o| o.status.success())
-}
-
 fn scenario() -> Run {
     let mut p = Pair::new();
     let ida = p.connect();
@@ -255,14 +251,6 @@ fn scenario() -> Run {
     Run { cap, exp }
 }
 
-/// A tshark value as a number when it is one (hex or decimal).
-fn num(v: &str) -> Option<u64> {
-    match v.strip_prefix("0x") {
-        Some(h) => u64::from_str_radix(h, 16).ok(),
-        None => v.parse().ok(),
-    }
-}
-
 #[test]
 fn cm_frames_decode_as_infiniband_cm_in_tshark() {
     let run = scenario();
@@ -286,24 +274,7 @@ fn cm_frames_decode_as_infiniband_cm_in_tshark() {
         eprintln!("cm_wire: tshark not installed, tool checks skipped ({f} written)");
         return;
     }
-    let heur = [
-        "--disable-heuristic",
-        "rpcrdma_infiniband",
-        "--disable-heuristic",
-        "eth_over_ib",
-        "--disable-heuristic",
-        "mellanox_eoib",
-        "-o",
-        "ip.check_checksum:TRUE",
-    ];
-    let tshark = |extra: &[&str]| {
-        let mut args = vec!["-n", "-r", f];
-        args.extend(heur);
-        args.extend(extra);
-        let o = Command::new("tshark").args(&args).output().expect("run tshark");
-        assert!(o.status.success(), "tshark {args:?}: {}", String::from_utf8_lossy(&o.stderr));
-        String::from_utf8(o.stdout).unwrap()
-    };
+    let tshark = |extra: &[&str]| tshark(f, &[], extra);
     let bad = tshark(&["-Y", "_ws.malformed || _ws.expert || !infiniband || !infiniband.mad"]);
     assert!(bad.trim().is_empty(), "tshark flags frames:\n{bad}");
     let info = tshark(&["-T", "fields", "-e", "_ws.col.Info"]);

@@ -262,3 +262,40 @@ impl Pair {
         self.events.iter().filter(|(s, e)| *s == side && f(e)).count()
     }
 }
+
+/// Whether `tool args` runs and succeeds (the capture checks skip without
+/// tshark / scapy unless `CM_WIRE_REQUIRED` is set).
+pub fn have(tool: &str, args: &[&str]) -> bool {
+    std::process::Command::new(tool).args(args).output().is_ok_and(|o| o.status.success())
+}
+
+/// A tshark value as a number when it is one (hex or decimal).
+pub fn num(v: &str) -> Option<u64> {
+    match v.strip_prefix("0x") {
+        Some(h) => u64::from_str_radix(h, 16).ok(),
+        None => v.parse().ok(),
+    }
+}
+
+/// Runs tshark on capture `f` with the RoCE heuristics other dissectors
+/// would steal disabled (rocev2-wire §6.4), IP checksums checked, `opts`
+/// (further `-o` preferences) and `extra`; its stdout. Panics if tshark
+/// fails.
+pub fn tshark(f: &str, opts: &[&str], extra: &[&str]) -> String {
+    let mut args = vec!["-n", "-r", f];
+    args.extend([
+        "--disable-heuristic",
+        "rpcrdma_infiniband",
+        "--disable-heuristic",
+        "eth_over_ib",
+        "--disable-heuristic",
+        "mellanox_eoib",
+        "-o",
+        "ip.check_checksum:TRUE",
+    ]);
+    args.extend(opts);
+    args.extend(extra);
+    let o = std::process::Command::new("tshark").args(&args).output().expect("run tshark");
+    assert!(o.status.success(), "tshark {args:?}: {}", String::from_utf8_lossy(&o.stderr));
+    String::from_utf8(o.stdout).expect("tshark output is UTF-8")
+}
