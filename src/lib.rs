@@ -134,7 +134,8 @@
 //!   ([`verbs::Qp::post_send`], [`verbs::SharedQp::post_send`], and so
 //!   [`rw::RwCtx::post`]) is admitted only if it names a live
 //!   [`verbs::FastRegMr`] of this device: its STag index (any key byte), its
-//!   own level-1 PBLE run, 4 KiB pages, no more pages (counted from the
+//!   own PBL at its own level (a level-1 run, or a level-2 root), 4 KiB
+//!   pages, no more pages (counted from the
 //!   IOVA's offset in its first page) than the last map wrote, no atomic or
 //!   MW rights. Otherwise the post fails with
 //!   [`verbs::PostErrorKind::FastReg`] at that WR (those before it posted,

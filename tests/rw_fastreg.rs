@@ -310,3 +310,181 @@ fn fast_reg_wr_must_name_a_live_fast_register_mr_of_this_device() {
     }
     assert_eq!(FakeHal::live_pages(), base);
 }
+
+type TFr<'d> = irdma::verbs::FastRegMr<'d, FakeHal, ModelBar>;
+
+/// A profile with a small PBLE object, so filling it takes a few dozen MRs.
+fn few_pbles() -> Profile {
+    Profile { pbles: 16 * 1024, ..Profile::SMALL }
+}
+
+/// Fills the PBLE pool with 512-entry fast-register MRs, then frees every
+/// other one: no level-1 run longer than 512 entries is left, so a larger
+/// PBL can only be level 2 (pble.c: get_lvl1_lvl2_pble). Returns the MRs
+/// that hold the pool apart.
+fn fragment_pbles<'d>(dev: &'d Dev, pd: &TPd<'d>) -> Vec<TFr<'d>> {
+    let mut all = Vec::new();
+    while let Ok(f) = dev.alloc_mr(pd, 512) {
+        all.push(f);
+        assert!(all.len() < 256, "the PBLE pool should be small");
+    }
+    assert!(all.len() >= 8, "{} runs", all.len());
+    let mut keep = Vec::new();
+    for (i, mut f) in all.into_iter().enumerate() {
+        if i % 2 == 0 {
+            f.dereg().unwrap();
+        } else {
+            keep.push(f);
+        }
+    }
+    keep
+}
+
+/// A fast-register MR larger than any level-1 run left: `alloc_mr` falls
+/// back to level 2 (root + three leaves: 512 + 512 + 76), `map_pages`
+/// writes the leaves, the FAST_REG WQE carries LPBLSIZE 3 and the root
+/// (verbs.c: irdma_post_send, IB_WR_REG_MR), and WRITE/READ through the key
+/// land on the pages the leaves name — across a leaf boundary, in the last
+/// leaf, from an unaligned IOVA — and nowhere else. The admission checks
+/// hold for level 2 (level, armed pages, live MR), and dealloc gives every
+/// PBLE back. Without level 2, `alloc_mr` fails here (no run of 1,100).
+#[test]
+fn level2_fast_register_mr_maps_three_leaves() {
+    use irdma::verbs::{PostError, PostErrorKind};
+    use irdma::wr::RegMrWr;
+    let _g = lock();
+    let base = FakeHal::live_pages();
+    let bar = ModelBar::standalone(small_fn_config());
+    {
+        let dev = probe_as(&bar, A, few_pbles());
+        let pd = dev.alloc_pd().unwrap();
+        let mut cq = dev.create_cq(64).unwrap();
+        let mut owner = create_qp(&dev, &pd, &cq, 16);
+        let mut peer = create_qp(&dev, &pd, &cq, 16);
+        let (no, np) = (owner.qp_num(), peer.qp_num());
+        connect(&mut owner, A, A, np).unwrap();
+        connect(&mut peer, A, A, no).unwrap();
+        let src = buf(1);
+        let sdata = fill(&src, 17);
+        let smr = reg(&dev, &pd, src.paddr(), 4096, &pages_of(&src), false);
+
+        let holes = fragment_pbles(&dev, &pd);
+        let before = dev.resource_usage();
+        const N: u32 = 1100;
+        let mut fr = dev.alloc_mr(&pd, N).expect("level-2 fast-register MR");
+        assert_eq!(fr.pbl_level(), 2);
+        assert_eq!(fr.fr_mr().pbl_level, 2);
+        let taken = before.pble_free - dev.resource_usage().pble_free;
+        assert!(taken >= N + 3, "root + leaves: {taken}");
+
+        // IOVA page i → physical page (3 i) mod 8 of `target`.
+        let target = buf(8);
+        let tp = pages_of(&target);
+        let mut mem = fill(&target, 5);
+        let pages: Vec<u64> = (0..N as usize).map(|i| tp[(i * 3) % 8]).collect();
+        map_pages(&fr, &pages);
+        for p in [0u32, 1, 511, 512, 1023, 1024, N - 1] {
+            assert_eq!(fr.pble_entry(p), Some(pages[p as usize]), "page {p}");
+        }
+        assert_eq!(fr.pble_entry(N), None);
+
+        let iova = 0x7000_0300u64; // unaligned: page 0 starts at 0x7000_0000
+        let page0 = iova & !0xfff;
+        let root = fr.fr_mr().first_pble_index;
+        let reg_wr = |id, key, level, length| SendWr {
+            wr_id: id,
+            opcode: WrOpcode::RegMr(RegMrWr {
+                key,
+                access: Access::LOCAL_WRITE | Access::REMOTE_WRITE | Access::REMOTE_READ,
+                iova,
+                length,
+                page_size: PageSize::Size4K,
+                first_pble_index: root,
+                pbl_level: level,
+            }),
+            flags: SendFlags::SIGNALED,
+            sg_list: &[],
+        };
+        let full = u64::from(N) * 4096 - 0x300;
+        // Level 1 for a level-2 MR is refused (its root is no page run).
+        assert_eq!(
+            owner.post_send(&[reg_wr(1, fr.key(), 1, full)]),
+            Err(PostError { bad_wr: 0, kind: PostErrorKind::FastReg })
+        );
+        let key = fr.next_key();
+        owner.post_send(&[reg_wr(2, key, 2, full)]).unwrap();
+        let wc = poll_n(&mut cq, 1);
+        assert_eq!(
+            (wc.len(), wc[0].wr_id, wc[0].status, wc[0].opcode),
+            (1, 2, WcStatus::Success, WcOpcode::RegMr),
+            "{wc:?}"
+        );
+        // The map armed one registration.
+        assert_eq!(
+            owner.post_send(&[reg_wr(3, key, 2, full)]),
+            Err(PostError { bad_wr: 0, kind: PostErrorKind::FastReg })
+        );
+
+        // (IOVA page, offset, length, source offset) of each WRITE.
+        let writes =
+            [(511u64, 4096 - 128, 256usize, 0usize), (1090, 100, 64, 512), (0, 0x300, 32, 900)];
+        for (k, &(p, off, len, so)) in writes.iter().enumerate() {
+            let sge = [Sge { addr: src.paddr() + so as u64, length: len as u32, lkey: smr.lkey() }];
+            let w = SendWr {
+                wr_id: 10 + k as u64,
+                opcode: WrOpcode::RdmaWrite { remote_addr: page0 + p * 4096 + off, rkey: key },
+                flags: SendFlags::SIGNALED,
+                sg_list: &sge,
+            };
+            peer.post_send(&[w]).unwrap();
+            let wc = poll_n(&mut cq, 1);
+            assert_eq!((wc[0].wr_id, wc[0].status), (10 + k as u64, WcStatus::Success), "{wc:?}");
+            // The reference: byte by byte through the page list.
+            for i in 0..len {
+                let at = p * 4096 + off + i as u64;
+                let phys = (at / 4096) as usize * 3 % 8;
+                mem[phys * 4096 + (at % 4096) as usize] = sdata[so + i];
+            }
+        }
+        assert!(read(&target, 0, 8 * 4096) == mem, "every byte of the 8 target pages");
+
+        // READ back from the last leaf's last page into the source buffer.
+        let rsge = [Sge { addr: src.paddr() + 2048, length: 64, lkey: smr.lkey() }];
+        let r = SendWr {
+            wr_id: 20,
+            opcode: WrOpcode::RdmaRead {
+                remote_addr: page0 + u64::from(N - 1) * 4096 + 4000,
+                rkey: key,
+            },
+            flags: SendFlags::SIGNALED,
+            sg_list: &rsge,
+        };
+        peer.post_send(&[r]).unwrap();
+        let wc = poll_n(&mut cq, 1);
+        assert_eq!((wc[0].wr_id, wc[0].status), (20, WcStatus::Success), "{wc:?}");
+        let phys = (N as usize - 1) * 3 % 8;
+        assert_eq!(read(&src, 2048, 64), mem[phys * 4096 + 4000..phys * 4096 + 4064].to_vec());
+
+        // More pages than the last map wrote: refused.
+        map_pages(&fr, &pages[..600]);
+        let k4 = fr.next_key();
+        assert_eq!(
+            owner.post_send(&[reg_wr(4, k4, 2, 600 * 4096 - 0x300 + 1)]),
+            Err(PostError { bad_wr: 0, kind: PostErrorKind::FastReg })
+        );
+
+        // Dealloc returns the root and every leaf; the STag index too.
+        let stale = reg_wr(5, fr.key(), 2, 4096);
+        fr.dereg().unwrap();
+        let after = dev.resource_usage();
+        assert_eq!((after.pble_free, after.mrs), (before.pble_free, before.mrs), "no leak");
+        assert_eq!(
+            owner.post_send(&[stale]),
+            Err(PostError { bad_wr: 0, kind: PostErrorKind::FastReg }),
+            "a deregistered level-2 MR"
+        );
+        drop(holes);
+        drop(smr);
+    }
+    assert_eq!(FakeHal::live_pages(), base);
+}

@@ -310,12 +310,20 @@ pub(crate) struct QpRecord {
 }
 
 /// One live fast-register MR as the post paths check REG_MR WRs against
-/// it (issue #12): its STag index, its own level-1 PBLE run, and how many
-/// pages `map_pages` / `map_mr_pages` armed for the next FAST_REG.
+/// it (issue #12): its STag index, its own PBL (level-1 run or level-2
+/// root), and how many pages `map_pages` / `map_mr_pages` armed for the
+/// next FAST_REG.
 #[derive(Clone, Copy, Debug, Default)]
 pub(crate) struct FrRecord {
     pub stag_idx: u32,
+    /// The level-1 run's first PBLE, or the level-2 root's.
     pub first_pble: u32,
+    /// PBL level: 1 or 2.
+    pub level: u8,
+    /// Level 2: a fingerprint of the leaf runs' first indexes, in order, so
+    /// a leaf list read back from the root PBLEs is checked before the rw
+    /// path writes through it (0 for level 1).
+    pub leaf_tag: u64,
     pub max_pages: u32,
     /// Pages written by the last map, valid for exactly one REG_MR WR (0:
     /// nothing armed; a REG_MR WR is refused).

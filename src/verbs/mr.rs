@@ -1,7 +1,8 @@
 //! Memory regions: REG_MR with PBL level 0/1/2 written into the HMC PBLE
 //! memory (spec control-path §4.3.9, §5, §6), DEALLOC_STAG, re-registration
 //! with a rotated key byte, and fast-register MRs (ALLOC_STAG with a level-1
-//! PBL, §4.3.7) for the `rw` layer's [`crate::rw::MrPool`].
+//! PBL, or level 2 when no level-1 run fits, §4.3.7) for the `rw` layer's
+//! [`crate::rw::MrPool`].
 
 use irdma_hal::{Bar, BufferDirection, Dma, Hal};
 
@@ -34,6 +35,54 @@ pub struct MrDesc<'p> {
     pub zero_based: bool,
     /// Access rights.
     pub access: Access,
+}
+
+/// What a new PBL's page entries start as.
+#[derive(Clone, Copy)]
+enum Fill<'a> {
+    /// These page addresses (`reg_mr`).
+    Pages(&'a [u64]),
+    /// This many zeroed entries (`alloc_mr`: nothing mapped yet).
+    Zeros(u32),
+}
+
+/// Zeroes for [`Fill::Zeros`], one leaf's worth at a time.
+static ZERO_LEAF: [u64; LEAF_ENTRIES as usize] = [0; LEAF_ENTRIES as usize];
+
+/// Writes `n` zero entries from PBLE `first` (one run).
+fn write_zero_run<H: Hal>(
+    sds: &crate::device::SdStore<H>,
+    layout: &crate::res::pble::PbleLayout,
+    first: u32,
+    n: u32,
+) -> bool {
+    let mut at = 0u32;
+    while at < n {
+        let k = (n - at).min(LEAF_ENTRIES);
+        let ok = first.checked_add(at).is_some_and(|i| {
+            sds.write_pble_run(layout, i, ZERO_LEAF.get(..k as usize).unwrap_or(&[]))
+        });
+        if !ok {
+            return false;
+        }
+        at += k;
+    }
+    true
+}
+
+/// A fingerprint of a level-2 PBL's leaf runs (FNV-1a over their first
+/// indexes, in order), kept in the fast-register record so a leaf list read
+/// back from the root PBLEs is known to be this MR's before anything is
+/// written through it.
+pub(crate) fn leaf_tag(firsts: impl Iterator<Item = u32>) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for f in firsts {
+        for b in f.to_le_bytes() {
+            h ^= u64::from(b);
+            h = h.wrapping_mul(0x0000_0100_0000_01b3);
+        }
+    }
+    h
 }
 
 /// A PBL taken from the pool, with the host memory that remembers a level-2
@@ -96,18 +145,25 @@ pub struct Mr<'d, H: Hal, B: Bar + Clone> {
 }
 
 impl<H: Hal, B: Bar + Clone> Device<H, B> {
-    /// Takes a PBL for `pages` from the pool, backs the SDs it lands in
-    /// (UPDATE_PE_SDS, pble.c: add_pble_prm) and writes the entries: level 1
-    /// = page addresses; level 2 = root entries holding leaf PBLE indexes,
-    /// leaves holding page addresses (spec §6.2; pble.c: get_lvl2_pble).
-    fn take_pbl(&self, pages: &[u64], policy: PblePolicy) -> Result<HeldPbl<H>, VerbsError> {
-        let n = u32::try_from(pages.len()).map_err(|_| VerbsError::AboveLimit {
-            what: "pages",
-            requested: pages.len() as u64,
-            max: u32::MAX.into(),
-        })?;
+    /// Takes a PBL for the entries `fill` describes from the pool, backs the
+    /// SDs it lands in (UPDATE_PE_SDS, pble.c: add_pble_prm) and writes the
+    /// entries: level 1 = page addresses; level 2 = root entries holding
+    /// leaf PBLE indexes, leaves holding page addresses (spec §6.2; pble.c:
+    /// get_lvl2_pble). A fast-register MR's entries start zeroed
+    /// ([`Fill::Zeros`]); `irdma_set_page` (verbs.c) fills them later.
+    fn take_pbl(&self, fill: Fill<'_>, policy: PblePolicy) -> Result<HeldPbl<H>, VerbsError> {
+        let n = match fill {
+            Fill::Pages(pages) => {
+                u32::try_from(pages.len()).map_err(|_| VerbsError::AboveLimit {
+                    what: "pages",
+                    requested: pages.len() as u64,
+                    max: u32::MAX.into(),
+                })?
+            }
+            Fill::Zeros(n) => n,
+        };
         let nleaves = n.div_ceil(LEAF_ENTRIES) as usize;
-        let leaves = if policy == PblePolicy::Level1OrLevel2 && n > LEAF_ENTRIES {
+        let mut leaves = if policy == PblePolicy::Level1OrLevel2 && n > LEAF_ENTRIES {
             Some(Dma::<H>::with_bytes(
                 nleaves * core::mem::size_of::<PbleRun>(),
                 BufferDirection::DriverToDevice,
@@ -128,6 +184,12 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
             None => &mut empty,
         };
         let alloc = ids.pble.alloc(n, policy, buf)?;
+        if alloc.level() == 1 {
+            // Level 1 after all: the leaf list is not needed (host memory
+            // the device never saw).
+            leaves = None;
+        }
+        let nleaves = if leaves.is_some() { nleaves } else { 0 };
         let held = HeldPbl { alloc, leaves, nleaves };
         let layout = *ids.pble.layout();
         let back = {
@@ -148,19 +210,29 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
             }
             r
         };
+        let sds = &res.sds;
+        let run = |first: u32, part: Fill<'_>| match part {
+            Fill::Pages(p) => sds.write_pble_run(&layout, first, p),
+            Fill::Zeros(k) => write_zero_run(sds, &layout, first, k),
+        };
         let written = back.is_ok()
             && match alloc {
-                PbleAlloc::Level1(run) => res.sds.write_pble_run(&layout, run.first, pages),
+                PbleAlloc::Level1(r) => run(r.first, fill),
                 PbleAlloc::Level2 { root, .. } => {
                     let lv = held.leaves();
                     let roots = lv.iter().enumerate().all(|(j, leaf)| {
                         let idx = root.first.wrapping_add(j as u32);
-                        res.sds.write_pble(&layout, idx, leaf.first.into())
+                        sds.write_pble(&layout, idx, leaf.first.into())
                     });
                     roots
-                        && pages.chunks(LEAF_ENTRIES as usize).enumerate().all(|(j, part)| {
-                            lv.get(j)
-                                .is_some_and(|l| res.sds.write_pble_run(&layout, l.first, part))
+                        && lv.iter().enumerate().all(|(j, leaf)| {
+                            let part = match fill {
+                                Fill::Pages(p) => Fill::Pages(
+                                    p.chunks(LEAF_ENTRIES as usize).nth(j).unwrap_or(&[]),
+                                ),
+                                Fill::Zeros(_) => Fill::Zeros(leaf.count),
+                            };
+                            run(leaf.first, part)
                         })
                 }
             };
@@ -278,17 +350,20 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
         };
         let (mr_pages, pbl, level) = match pbl_level(npages, contiguous) {
             PblNeed::Level0 => (MrPages::Contiguous(first_page), None, 0),
-            PblNeed::Pbl(_) => match self.take_pbl(pages, PblePolicy::Level1OrLevel2) {
-                Ok(p) => {
-                    let pb = Pbl { level: p.alloc.lpbl_size(), first_index: p.alloc.first_index() };
-                    let lvl = p.alloc.level();
-                    (MrPages::Pbl(pb), Some(p), lvl)
+            PblNeed::Pbl(_) => {
+                match self.take_pbl(Fill::Pages(pages), PblePolicy::Level1OrLevel2) {
+                    Ok(p) => {
+                        let pb =
+                            Pbl { level: p.alloc.lpbl_size(), first_index: p.alloc.first_index() };
+                        let lvl = p.alloc.level();
+                        (MrPages::Pbl(pb), Some(p), lvl)
+                    }
+                    Err(e) => {
+                        self.put_stag(stag);
+                        return Err(e);
+                    }
                 }
-                Err(e) => {
-                    self.put_stag(stag);
-                    return Err(e);
-                }
-            },
+            }
         };
         let reg = RegMr {
             stag_idx: stag.index_field(),
@@ -422,8 +497,10 @@ impl<H: Hal, B: Bar + Clone> Drop for Mr<'_, H, B> {
 }
 
 /// A fast-register MR (`ib_alloc_mr(IB_MR_TYPE_MEM_REG)`): an STag with a
-/// level-1 PBL of `max_pages` entries (verbs.c: irdma_alloc_mr,
-/// irdma_hw_alloc_stag), registered later by a FAST_REG WR. Hand
+/// PBL of `max_pages` entries — level 1, or level 2 when no level-1 run
+/// fits and `max_pages` > 512 (irdma_kcompat.c: irdma_alloc_mr →
+/// irdma_get_pble without lvl1_only; verbs.c: irdma_hw_alloc_stag) —
+/// registered later by a FAST_REG WR. Hand
 /// [`FastRegMr::fr_mr`] to the `rw` layer's pool, or use
 /// [`FastRegMr::map_pages`] + [`FastRegMr::next_key`] directly.
 pub struct FastRegMr<'d, H: Hal, B: Bar + Clone> {
@@ -439,7 +516,10 @@ pub struct FastRegMr<'d, H: Hal, B: Bar + Clone> {
 }
 
 impl<H: Hal, B: Bar + Clone> Device<H, B> {
-    /// `ib_alloc_mr` for up to `max_pages` 4 KiB pages.
+    /// `ib_alloc_mr` for up to `max_pages` 4 KiB pages. The PBL is level 1
+    /// when one run of `max_pages` entries fits, otherwise level 2 (more
+    /// than 512 pages only), as for [`Device::reg_mr`] (pble.c:
+    /// irdma_get_pble, get_lvl1_lvl2_pble).
     pub fn alloc_mr<'d>(
         &'d self,
         pd: &Pd<'d, H, B>,
@@ -458,7 +538,7 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
             res.ids.as_mut().ok_or(VerbsError::Destroyed)?.stags.alloc()?
         };
         // Zeroed page addresses until the first FAST_REG maps real ones.
-        let held = match self.take_pbl_len(max_pages) {
+        let held = match self.take_pbl(Fill::Zeros(max_pages), PblePolicy::Level1OrLevel2) {
             Ok(h) => h,
             Err(e) => {
                 self.put_stag(stag);
@@ -470,6 +550,8 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
         let rec = FrRecord {
             stag_idx: stag.index(),
             first_pble: held.alloc.first_index(),
+            level: held.alloc.level(),
+            leaf_tag: leaf_tag(held.leaves().iter().map(|l| l.first)),
             max_pages,
             mapped: 0,
         };
@@ -488,7 +570,7 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
             use_hmc_fn_index: false,
             hmc_fn_index: 0,
             placement_type: 0,
-            pbl: Some(Pbl { level: 1, first_index: held.alloc.first_index() }),
+            pbl: Some(Pbl { level: held.alloc.lpbl_size(), first_index: held.alloc.first_index() }),
             all_memory: false,
         };
         if let Err(e) = self.exec_cmd(cmd) {
@@ -512,53 +594,35 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
             alive: true,
         })
     }
-
-    /// A level-1 PBL of `n` entries for a fast-register MR, its SDs backed,
-    /// entries zeroed.
-    fn take_pbl_len(&self, n: u32) -> Result<HeldPbl<H>, VerbsError> {
-        let mut res = self.res.lock();
-        let res = &mut *res;
-        let ids = res.ids.as_mut().ok_or(VerbsError::Destroyed)?;
-        let alloc = ids.pble.alloc(n, PblePolicy::Level1Only, &mut [])?;
-        let held = HeldPbl { alloc, leaves: None, nleaves: 0 };
-        let layout = *ids.pble.layout();
-        let mut r: Result<(), VerbsError> = Ok(());
-        for chunk in alloc.chunks(&layout, &[]) {
-            let mut back = Ok(());
-            let cq = self.with_cqp(|c| {
-                back = res.sds.back_pble_chunk(&chunk, c);
-                Ok(())
-            });
-            if let Err(e) = cq {
-                r = Err(e.into());
-                break;
-            }
-            if let Err(e) = back {
-                r = Err(e.into());
-                break;
-            }
-        }
-        let first = alloc.first_index();
-        if r.is_ok() && !(0..n).all(|i| res.sds.write_pble(&layout, first.wrapping_add(i), 0)) {
-            r = Err(VerbsError::Capacity);
-        }
-        if let Err(e) = r {
-            let _ = ids.pble.free(&held.alloc, &[]);
-            return Err(e);
-        }
-        Ok(held)
-    }
 }
 
 impl<H: Hal, B: Bar + Clone> FastRegMr<'_, H, B> {
-    /// The MR as the `rw` pool takes it (level-1 PBL).
+    /// The MR as the `rw` pool takes it: its PBL level (1 or 2) and first
+    /// PBLE (the level-1 run's, or the level-2 root's), what its REG_MR WRs
+    /// carry (verbs.c: irdma_post_send, IB_WR_REG_MR).
     pub fn fr_mr(&self) -> FrMr {
         FrMr {
             key: self.key,
             max_pages: self.max_pages,
             first_pble_index: self.pbl.as_ref().map_or(0, |p| p.alloc.first_index()),
-            pbl_level: 1,
+            pbl_level: self.pbl_level(),
         }
+    }
+
+    /// The PBL level: 1, or 2 when no level-1 run fitted at allocation
+    /// (0 once deregistered).
+    pub fn pbl_level(&self) -> u8 {
+        self.pbl.as_ref().map_or(0, |p| p.alloc.level())
+    }
+
+    /// Reads back the PBLE that holds page `page` (diagnostics and tests:
+    /// what the device will read from HMC memory after a map).
+    pub fn pble_entry(&self, page: u32) -> Option<u64> {
+        let p = self.pbl.as_ref()?;
+        let idx = p.alloc.entry_index(p.leaves(), page)?;
+        let res = self.dev.res.lock();
+        let layout = *res.ids.as_ref()?.pble.layout();
+        res.sds.read_pble(&layout, idx)
     }
 
     /// The key the next FAST_REG WR should register.
@@ -577,7 +641,8 @@ impl<H: Hal, B: Bar + Clone> FastRegMr<'_, H, B> {
     }
 
     /// Writes the page list the next FAST_REG WR maps into the MR's PBLEs
-    /// (verbs.c: irdma_map_mr_sg → irdma_set_page). Refused if it does not
+    /// (verbs.c: irdma_map_mr_sg → irdma_set_page: level 1 into the run,
+    /// level 2 into the leaves, 512 pages each). Refused if it does not
     /// fit. The map arms exactly one REG_MR WR: the next one the safe post
     /// paths admit for this MR (covering at most `pages.len()` pages); any
     /// later REG_MR needs a new map ([`PostErrorKind::FastReg`] otherwise).
@@ -616,12 +681,17 @@ impl<H: Hal, B: Bar + Clone> FastRegMr<'_, H, B> {
         let rec = ids.fr_get_mut(self.stag.index()).ok_or(VerbsError::Destroyed)?;
         // Disarmed while the entries change; armed for one REG_MR after.
         rec.mapped = 0;
-        let first = p.alloc.first_index();
-        if pages
-            .iter()
-            .enumerate()
-            .all(|(i, pa)| res.sds.write_pble(&layout, first.wrapping_add(i as u32), *pa))
-        {
+        let sds = &res.sds;
+        let ok = match p.alloc {
+            PbleAlloc::Level1(run) => sds.write_pble_run(&layout, run.first, pages),
+            PbleAlloc::Level2 { .. } => {
+                let lv = p.leaves();
+                pages.chunks(LEAF_ENTRIES as usize).enumerate().all(|(j, part)| {
+                    lv.get(j).is_some_and(|l| sds.write_pble_run(&layout, l.first, part))
+                })
+            }
+        };
+        if ok {
             rec.mapped = pages.len() as u32; // <= max_pages, checked above
             Ok(())
         } else {
@@ -659,13 +729,17 @@ impl<H: Hal, B: Bar + Clone> Drop for FastRegMr<'_, H, B> {
 }
 
 impl<H: Hal, B: Bar + Clone> Device<H, B> {
-    /// Writes `pages` into the level-1 PBL of the fast-register MR `mr`
-    /// names (verbs.c: irdma_map_mr_sg → irdma_set_page), for the rw
-    /// layer's REG_MR (see [`crate::rw::PostSend::map_mr_pages`]), and arms
-    /// that MR for one REG_MR WR, as [`FastRegMr::map_pages`] does. Refused
-    /// unless `mr` names a live fast-register MR of this device (its STag
-    /// index) with that MR's own first PBLE, and `pages` fits its size, so
-    /// it never writes free entries or another MR's.
+    /// Writes `pages` into the PBL of the fast-register MR `mr` names
+    /// (verbs.c: irdma_map_mr_sg → irdma_set_page: a level-1 run, or the
+    /// leaves of a level-2 PBL, 512 pages each), for the rw layer's REG_MR
+    /// (see [`crate::rw::PostSend::map_mr_pages`]), and arms that MR for one
+    /// REG_MR WR, as [`FastRegMr::map_pages`] does. Refused unless `mr`
+    /// names a live fast-register MR of this device (its STag index) with
+    /// that MR's own first PBLE and level, and `pages` fits its size, so it
+    /// never writes free entries or another MR's. A level-2 MR's leaves are
+    /// read back from its root PBLEs and used only if each is a live run of
+    /// the pool, of its leaf's length, and the list matches the fingerprint
+    /// taken at allocation.
     ///
     /// # Safety
     ///
@@ -674,29 +748,68 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
     /// invalidated (or the MR deregistered, or — no REG_MR admitted since —
     /// the list overwritten by a later map).
     pub(crate) unsafe fn write_fr_pages(&self, mr: &FrMr, pages: &[u64]) -> Result<(), VerbsError> {
+        const BAD: VerbsError = VerbsError::Invalid { what: "fast-register MR" };
         let n = u32::try_from(pages.len()).map_err(|_| VerbsError::Capacity)?;
-        if mr.pbl_level != 1 {
+        if !matches!(mr.pbl_level, 1 | 2) {
             return Err(VerbsError::Invalid { what: "fast-register MR page list" });
         }
         let mut res = self.res.lock();
         let res = &mut *res;
         let ids = res.ids.as_mut().ok_or(VerbsError::Destroyed)?;
         let layout = *ids.pble.layout();
-        // Only a live fast-register MR's own run, within its own size.
+        // Only a live fast-register MR's own PBL, within its own size.
         let rec = match ids.fr_get_mut(mr.key >> 8) {
-            Some(r) if r.first_pble == mr.first_pble_index && n <= r.max_pages => r,
-            _ => return Err(VerbsError::Invalid { what: "fast-register MR" }),
+            Some(r)
+                if r.first_pble == mr.first_pble_index
+                    && r.level == mr.pbl_level
+                    && n <= r.max_pages =>
+            {
+                r
+            }
+            _ => return Err(BAD),
         };
         rec.mapped = 0;
+        let rec = *rec;
         if n == 0 {
             return Ok(());
         }
-        if res.sds.write_pble_run(&layout, rec.first_pble, pages) {
-            rec.mapped = n;
-            Ok(())
+        let sds = &res.sds;
+        let ok = if rec.level == 1 {
+            sds.write_pble_run(&layout, rec.first_pble, pages)
         } else {
-            Err(VerbsError::Capacity)
+            // The leaf runs, from the root entries the driver wrote at
+            // allocation (pble.c: get_lvl2_pble), checked before any write.
+            let nleaves = rec.max_pages.div_ceil(LEAF_ENTRIES);
+            let leaf = |j: u32| -> Option<u32> {
+                let v = sds.read_pble(&layout, rec.first_pble.checked_add(j)?)?;
+                let first = u32::try_from(v).ok()?;
+                let len = if j + 1 == nleaves {
+                    rec.max_pages - (nleaves - 1) * LEAF_ENTRIES
+                } else {
+                    LEAF_ENTRIES
+                };
+                ids.pble.is_live(first, len).then_some(first)
+            };
+            let mut all_live = true;
+            let tag = leaf_tag((0..nleaves).map(|j| {
+                let l = leaf(j);
+                all_live &= l.is_some();
+                l.unwrap_or(0)
+            }));
+            if !all_live || tag != rec.leaf_tag {
+                return Err(BAD);
+            }
+            pages.chunks(LEAF_ENTRIES as usize).enumerate().all(|(j, part)| {
+                leaf(j as u32).is_some_and(|l| sds.write_pble_run(&layout, l, part))
+            })
+        };
+        if !ok {
+            return Err(VerbsError::Capacity);
         }
+        if let Some(r) = ids.fr_get_mut(rec.stag_idx) {
+            r.mapped = n;
+        }
+        Ok(())
     }
 
     fn fr_remove(&self, stag_idx: u32) {
@@ -729,8 +842,7 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
     #[cold]
     fn admit_fast_reg(&self, r: &RegMrWr) -> bool {
         const PAGE: u64 = 4096;
-        if r.pbl_level != 1
-            || r.page_size != PageSize::Size4K
+        if r.page_size != PageSize::Size4K
             || r.access.contains(Access::REMOTE_ATOMIC)
             || r.access.contains(Access::MW_BIND)
         {
@@ -745,7 +857,10 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
         let Some(rec) = res.ids.as_mut().and_then(|ids| ids.fr_get_mut(r.key >> 8)) else {
             return false;
         };
-        if rec.first_pble != r.first_pble_index || pages > u64::from(rec.mapped) {
+        if rec.first_pble != r.first_pble_index
+            || rec.level != r.pbl_level
+            || pages > u64::from(rec.mapped)
+        {
             return false;
         }
         rec.mapped = 0;
@@ -772,5 +887,71 @@ impl crate::device::Ids {
         {
             self.fr.remove(i);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    extern crate std;
+    use super::*;
+    use irdma_testkit::{FakeHal, ModelBar};
+    use std::vec::Vec;
+
+    /// The rw path finds a level-2 MR's leaves through its root PBLEs; a
+    /// root entry that no longer names this MR's leaf (here: another live
+    /// MR's run, which the pool alone would accept) is refused before any
+    /// entry is written, by the fingerprint taken at allocation.
+    #[test]
+    fn rw_map_of_a_level2_mr_checks_the_leaves_read_back() {
+        let bar = ModelBar::standalone(mock_bar::Config::default());
+        let lan = crate::lan::LanInfo::single_tc(0, 6, [2, 0, 0, 0, 0, 0x0a], 1500);
+        let profile = crate::res::Profile { pbles: 16 * 1024, ..crate::res::Profile::SMALL };
+        let dev: Device<FakeHal, ModelBar> = Device::probe(bar, lan, profile).unwrap();
+        let pd = dev.alloc_pd().unwrap();
+        // Fragment: 512-entry MRs until the pool is full, every other freed.
+        let mut all = Vec::new();
+        while let Ok(f) = dev.alloc_mr(&pd, 512) {
+            all.push(f);
+            assert!(all.len() < 256);
+        }
+        let mut holes = Vec::new();
+        for (i, mut f) in all.into_iter().enumerate() {
+            if i % 2 == 0 {
+                f.dereg().unwrap();
+            } else {
+                holes.push(f);
+            }
+        }
+        let fr = dev.alloc_mr(&pd, 600).unwrap();
+        let mr = fr.fr_mr();
+        assert_eq!(mr.pbl_level, 2);
+        let victim = holes.first().unwrap();
+        let victim_first = victim.fr_mr().first_pble_index;
+        let pages: Vec<u64> = (1..=600u64).map(|i| i << 12).collect();
+        // SAFETY: no REG_MR is posted; the addresses are never used.
+        unsafe { dev.write_fr_pages(&mr, &pages) }.unwrap();
+        assert_eq!(fr.pble_entry(599), Some(600 << 12));
+
+        // Root entry 1 (leaf 1, 88 entries) redirected to the victim's run.
+        let layout = *dev.res.lock().ids.as_ref().unwrap().pble.layout();
+        let saved = dev.res.lock().sds.read_pble(&layout, mr.first_pble_index + 1).unwrap();
+        assert!(dev.res.lock().sds.write_pble(
+            &layout,
+            mr.first_pble_index + 1,
+            victim_first.into()
+        ));
+        // SAFETY: as above.
+        let r = unsafe { dev.write_fr_pages(&mr, &pages) };
+        assert_eq!(r, Err(VerbsError::Invalid { what: "fast-register MR" }));
+        assert_eq!(victim.pble_entry(0), Some(0), "the other MR's entries untouched");
+        // A root entry naming free entries: refused too.
+        let free = dev.res.lock().ids.as_ref().unwrap().pble.free_runs().first().unwrap().first;
+        assert!(dev.res.lock().sds.write_pble(&layout, mr.first_pble_index + 1, free.into()));
+        // SAFETY: as above.
+        assert!(unsafe { dev.write_fr_pages(&mr, &pages) }.is_err());
+        // Restored: accepted again.
+        assert!(dev.res.lock().sds.write_pble(&layout, mr.first_pble_index + 1, saved));
+        // SAFETY: as above.
+        unsafe { dev.write_fr_pages(&mr, &pages) }.unwrap();
     }
 }

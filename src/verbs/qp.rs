@@ -216,7 +216,8 @@ pub enum PostErrorKind {
     Destroyed,
     /// A REG_MR (fast-register) WR that does not name a live
     /// [`FastRegMr`](super::FastRegMr) of this device (its STag index, any
-    /// key byte), its own level-1 PBLE run, 4 KiB pages, no more pages
+    /// key byte), its own PBL (level-1 run or level-2 root, at the level it
+    /// was allocated with: `pbl_level` 1 or 2), 4 KiB pages, no more pages
     /// (from the IOVA's offset in its first page) than the last
     /// [`FastRegMr::map_pages`](super::FastRegMr::map_pages) (or the rw
     /// layer's map at post) wrote, and rights a fast-register WQE may grant
@@ -1207,7 +1208,8 @@ impl<H: Hal, B: Bar + Clone> crate::rw::PostSend for Qp<'_, H, B> {
         Qp::post_send(self, wrs).map_err(|e| (e.bad_wr, e.kind))
     }
 
-    /// Writes the page list into the MR's level-1 PBL on this QP's device.
+    /// Writes the page list into the MR's PBL (level-1 run or level-2
+    /// leaves) on this QP's device.
     unsafe fn map_mr_pages(
         &mut self,
         mr: &crate::rw::FrMr,

@@ -400,7 +400,8 @@ impl<H: Hal, B: Bar + Clone> crate::rw::PostSend for &SharedQp<'_, H, B> {
         SharedQp::post_send(self, wrs).map_err(|e| (e.bad_wr, e.kind))
     }
 
-    /// Writes the page list into the MR's level-1 PBL on this QP's device.
+    /// Writes the page list into the MR's PBL (level-1 run or level-2
+    /// leaves) on this QP's device.
     unsafe fn map_mr_pages(
         &mut self,
         mr: &crate::rw::FrMr,
