@@ -17,9 +17,11 @@ pub struct FrMr {
     pub key: u32,
     /// Page-list capacity of the MR (`max_num_sg` it was allocated with).
     pub max_pages: u32,
-    /// First PBLE of the MR's page list in the HMC PBLE pool.
+    /// First PBLE of the MR's page list in the HMC PBLE pool: the level-1
+    /// run's first entry, or the level-2 root's.
     pub first_pble_index: u32,
-    /// PBL level the MR was set up with.
+    /// PBL level the MR was set up with: 1, or 2 (a root of leaf indexes;
+    /// its REG_MR WRs carry LPBLSIZE 3, verbs.c: irdma_post_send).
     pub pbl_level: u8,
 }
 
