@@ -488,3 +488,44 @@ fn level2_fast_register_mr_maps_three_leaves() {
     }
     assert_eq!(FakeHal::live_pages(), base);
 }
+
+/// Every CQP op of a level-2 `alloc_mr` failing once (model
+/// `fail_cqp_op`): a typed error with the injected codes, and the root, the
+/// leaves and the STag index all back in their pools; the retry works.
+#[test]
+fn level2_alloc_mr_failing_cqp_op_leaks_no_pble() {
+    const MAJ: u16 = 0xF001;
+    const MIN: u16 = 0x0042;
+    let _g = lock();
+    let base = FakeHal::live_pages();
+    let bar = ModelBar::standalone(small_fn_config());
+    {
+        let dev = probe_as(&bar, A, few_pbles());
+        let pd = dev.alloc_pd().unwrap();
+        let holes = fragment_pbles(&dev, &pd);
+        let before = dev.resource_usage();
+        let mut failed = 0;
+        for n in 0..8u32 {
+            bar.with_device(|d| d.faults().fail_cqp_op = Some((n, MAJ, MIN)));
+            match dev.alloc_mr(&pd, 1100) {
+                Err(e) => {
+                    assert_eq!(e.hw_codes(), Some((MAJ, MIN)), "op {n}: {e:?}");
+                    let now = dev.resource_usage();
+                    assert_eq!((now.pble_free, now.mrs), (before.pble_free, before.mrs), "op {n}");
+                    failed += 1;
+                }
+                Ok(mut fr) => {
+                    bar.with_device(|d| d.faults().fail_cqp_op = None);
+                    assert_eq!(fr.pbl_level(), 2);
+                    fr.dereg().unwrap();
+                    break;
+                }
+            }
+        }
+        assert!(failed >= 1, "ALLOC_STAG at least");
+        let now = dev.resource_usage();
+        assert_eq!((now.pble_free, now.mrs), (before.pble_free, before.mrs));
+        drop(holes);
+    }
+    assert_eq!(FakeHal::live_pages(), base);
+}
