@@ -646,12 +646,16 @@ pub fn model_path() -> PathBuf {
     let target = std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| root().join("target"));
-    target.join("release").join("mock-bar-shm")
+    target.join("release").join("mock-bar-cm")
 }
 
-/// Builds the device model process (release: it polls for the guest).
+/// Builds the device model process (release: it polls for the guest):
+/// `mock-bar-cm`, i.e. `mock-bar-shm`'s harness mode plus a second device
+/// on the same wire whose host-side irdma driver is the CM peer of the
+/// `cm_connect_*` scenarios (crate `tests/cm-peer`; `mock-bar` itself never
+/// depends on the driver).
 pub fn build_model() -> Result<PathBuf, String> {
-    cargo(&["build", "-p", "mock-bar", "--bin", "mock-bar-shm", "--release", "--quiet"])?;
+    cargo(&["build", "-p", "irdma-cm-peer", "--bin", "mock-bar-cm", "--release", "--quiet"])?;
     let p = model_path();
     if p.is_file() { Ok(p) } else { Err(format!("no model binary at {}", p.display())) }
 }
@@ -1123,7 +1127,7 @@ fn run_main(opts: &Opts) -> Result<(), String> {
 
 /// Scenarios that drive the driver against the device model: they must
 /// pass with the model attached and skip without one.
-pub const DRIVER_SCENARIOS: [&str; 44] = [
+pub const DRIVER_SCENARIOS: [&str; 46] = [
     "cqp_create",
     "query_rdma_features",
     "query_fpm_val",
@@ -1167,6 +1171,8 @@ pub const DRIVER_SCENARIOS: [&str; 44] = [
     "rw_1mib_write",
     "rc_error_completion",
     "verbs_teardown",
+    "cm_connect_active",
+    "cm_connect_passive",
     "device_close",
 ];
 
