@@ -1200,6 +1200,23 @@ fn model_checks(o: &Outcome, model: bool) -> Vec<String> {
     if model && !o.model_output.iter().any(|l| l.contains("cqp_ops=")) {
         why.push("the model printed no counters line".into());
     }
+    // The CM peer of `mock-bar-cm` (the cm_connect_* scenarios): it did not
+    // fail, and its device saw no error either.
+    for l in &o.model_output {
+        if let Some(e) = l.strip_prefix("cm-peer: FAILED: ") {
+            why.push(format!("the CM peer failed: {e}"));
+        }
+        if let Some(counters) = l.strip_prefix("cm-peer: device counters: ") {
+            for w in counters.split_whitespace() {
+                let bad = ["wire_drops=", "dma_faults=", "cqes_dropped=", "invalid_wqes="]
+                    .iter()
+                    .any(|k| w.strip_prefix(k).is_some_and(|n| n != "0"));
+                if bad {
+                    why.push(format!("the CM peer's device counted {w}"));
+                }
+            }
+        }
+    }
     // the demo loses no frame: a receiver drop means the driver programmed
     // a QP context the model's wire rejects (issue #15)
     for l in o.model_output.iter().filter(|l| l.contains("cqp_ops=")) {
@@ -1612,6 +1629,16 @@ mod tests {
         );
         o.model_output[0] = ok.replace("lan_gated_wqes=0", "lan_gated_wqes=1");
         assert_eq!(model_checks(&o, true).len(), 1);
+        // the CM peer of mock-bar-cm: a failure or an error counter of its
+        // device is a problem
+        o.model_output[0] = ok.into();
+        o.model_output.push("cm-peer: device counters: cqp=9 packets=20 wire_drops=0".into());
+        assert!(model_checks(&o, true).is_empty());
+        o.model_output[1] = "cm-peer: device counters: cqp=9 wire_drops=0 dma_faults=1".into();
+        assert_eq!(model_checks(&o, true), vec!["the CM peer's device counted dma_faults=1"]);
+        o.model_output[1] = "cm-peer: FAILED: probe: Timeout".into();
+        assert_eq!(model_checks(&o, true), vec!["the CM peer failed: probe: Timeout"]);
+        o.model_output.truncate(1);
         o.model_output[0] = "mock-bar-shm: cqp_ops=3".into();
         // Without a model the same lines are wrong: they must be SKIPs.
         assert_eq!(model_checks(&o, false).len(), DRIVER_SCENARIOS.len() + 1);

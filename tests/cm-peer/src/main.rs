@@ -432,6 +432,15 @@ fn main() -> ExitCode {
         }
     });
     let r = shm::run_harness(&o, Some(Arc::clone(&fabric)), |_| Tick::Idle);
+    // The peer device's own error counters (xtask checks them like the
+    // served device's).
+    if let Some(k) = fabric.with(id, |d| d.counters().clone()) {
+        println!(
+            "cm-peer: device counters: cqp={} packets={} wire_drops={} dma_faults={} \
+             cqes_dropped={} invalid_wqes={}",
+            k.cqp_ops, k.packets, k.wire_drops, k.dma_faults, k.cqes_dropped, k.invalid_wqes
+        );
+    }
     // The peer sees the shutdown flag and returns (its device objects are
     // destroyed through the fabric, which the harness no longer polls: do
     // not wait for that).
