@@ -1,5 +1,5 @@
 //! `cargo xtask qemu`: build the unikernel image and the device model
-//! (`mock-bar-shm`), and run the image in QEMU against the model serving the
+//! (`mock-bar-cm`: `mock-bar-shm`'s harness with a CM peer device), and run the image in QEMU against the model serving the
 //! BAR file.
 //!
 //! The host/guest contract (files, mailbox, exit codes, console lines, the
@@ -8,7 +8,8 @@
 //! Per run: recreate a BAR file and a RAM file under /dev/shm (unique names,
 //! removed afterwards: QEMU keeps stale contents otherwise), write the nonce
 //! and the host TSC rate into the mailbox, start the model process (by
-//! default `mock-bar-shm` in harness mode) pinned to CPU 0 and wait for its
+//! default `mock-bar-cm`, i.e. `mock-bar-shm`'s harness mode plus the CM
+//! peer of the `cm_connect_*` scenarios) pinned to CPU 0 and wait for its
 //! HOST_MAGIC, start QEMU pinned to CPU 1 with a timeout,
 //! stream COM1, then check the exit status (33 only), the scenario lines and
 //! the BAR file, and print a summary table.
@@ -109,7 +110,7 @@ pub struct Opts {
     /// Write the host TSC rate into the mailbox (else the guest uses the PIT).
     pub host_tsc: bool,
     /// The model writes every RoCEv2 frame of the run to this pcap
-    /// (`mock-bar-shm --pcap`), checked with tshark and scapy afterwards.
+    /// (`mock-bar-cm --pcap`), checked with tshark and scapy afterwards.
     pub pcap: Option<PathBuf>,
 }
 
@@ -135,7 +136,8 @@ impl Default for Opts {
 pub enum ModelSel {
     /// None: the BAR file is plain memory (driver scenarios skip).
     Bare,
-    /// `mock-bar-shm` in harness mode (built by xtask), with these arguments.
+    /// `mock-bar-cm` (`mock-bar-shm`'s harness mode plus the CM peer device;
+    /// built by xtask), with these arguments.
     Shm(Vec<String>),
     /// Another program honouring the contract, with its arguments.
     Program(String, Vec<String>),
@@ -1035,7 +1037,7 @@ fn parse_opts(args: &[String]) -> Result<Opts, String> {
         }
     }
     if o.pcap.is_some() && !matches!(o.model, ModelSel::Shm(_)) {
-        return Err("--pcap needs the built-in model (mock-bar-shm)".into());
+        return Err("--pcap needs the built-in model (mock-bar-cm)".into());
     }
     if o.arch == Arch::Aarch64 {
         if o.qboot || o.defmt {
@@ -1063,7 +1065,8 @@ pub fn main(args: &[String]) -> ExitCode {
              [--append CMDLINE] [--timeout SECS]\n\
              [--no-model | --model PROGRAM] [--model-arg ARG]... [--defmt] [--no-host-tsc] [--quiet]\n\
              [--pcap FILE]\n\n\
-             Builds the boot image and the device model (mock-bar-shm), starts the model pinned\n\
+             Builds the boot image and the device model (mock-bar-cm: mock-bar-shm's harness plus\n\
+             a CM peer device driven by the host-side driver), starts the model pinned\n\
              to CPU 0 and QEMU pinned to CPU 1, and exits 0 only if QEMU exited 33 and every\n\
              scenario passed. The model serves the GEN_2 register space of the BAR file and does\n\
              its DMA in the RAM file; `--model-arg` passes options to it (e.g. `--poll spin`).\n\

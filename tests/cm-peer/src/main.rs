@@ -311,7 +311,10 @@ fn peer(bar: ModelBar, mb: &Mailbox, nonce: u64) -> Result<(), String> {
             }
         }
         if let Some(k) = conn.as_mut() {
-            if !k.verified && k.check(nonce)? {
+            // a failed check is a data error (the guest's line says so)
+            let checked = !k.verified
+                && k.check(nonce).inspect_err(|_| mb.w32(c::MB_CM_ERROR, c::CM_ERR_DATA))?;
+            if checked {
                 busy = true;
                 verified += 1;
                 mb.w32(c::MB_CM_VERIFIED, verified);
@@ -425,8 +428,7 @@ fn main() -> ExitCode {
         if let Err(e) = &r {
             println!("cm-peer: FAILED: {e}");
             if mb.r32(c::MB_CM_ERROR) == 0 {
-                let code = if e.contains("byte") { c::CM_ERR_DATA } else { c::CM_ERR_PROTOCOL };
-                mb.w32(c::MB_CM_ERROR, code);
+                mb.w32(c::MB_CM_ERROR, c::CM_ERR_PROTOCOL);
             }
             mb.w32(c::MB_CM_PEER, c::CM_PEER_FAILED);
         }
