@@ -125,7 +125,8 @@ pub const MB_CM_PEER: usize = 0x60;
 pub const MB_CM_REQ_SEQ: usize = 0x64;
 /// Guest: what the request asks for.
 pub const MB_CM_REQ_KIND: usize = 0x68;
-/// Guest: its IPv4 address (big-endian bytes as u32 LE of the 4 bytes).
+/// Guest: its IPv4 address, the four bytes in address order (a
+/// little-endian u32 of `[a, b, c, d]`).
 pub const MB_CM_GUEST_IP: usize = 0x6c;
 /// Guest: its MAC (bytes 0..6 of a u64, little-endian).
 pub const MB_CM_GUEST_MAC: usize = 0x70;
@@ -152,7 +153,7 @@ pub const CM_ERR_PROTOCOL: u32 = 2;
 /// [`MB_CM_ERROR`]: a connection did not progress in time.
 pub const CM_ERR_TIMEOUT: u32 = 3;
 
-/// The peer device's MAC and IPv4 address.
+/// The peer device's MAC.
 pub const CM_PEER_MAC: [u8; 6] = [0x02, 0, 0, 0, 0, 0x0b];
 /// The peer's IPv4 address (the guest's is [`CM_GUEST_IP`]).
 pub const CM_PEER_IP: [u8; 4] = [10, 0, 0, 2];
