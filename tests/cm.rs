@@ -587,7 +587,7 @@ fn an_mra_extends_the_wait() {
 use irdma::cm::MadAddr;
 
 #[test]
-fn duplicate_req_is_dropped_as_cm_c_does() {
+fn duplicate_req_gets_the_delayed_mra_then_is_dropped() {
     let mut p = Pair::new();
     p.auto_accept = false;
     p.connect();
@@ -595,9 +595,11 @@ fn duplicate_req_is_dropped_as_cm_c_does() {
     let req = p.sent()[0].mad;
     let src = path_a_to_b();
     let before = p.sent().len();
-    // REQ_RCVD: dropped, no second request, nothing sent
+    // REQ_RCVD (the caller has not answered): no second request, but the
+    // MRA RDMA-CM armed is sent (spec §4.4, cm.c `cm_dup_req_handler`)
     assert_eq!(p.b.on_mad(p.now, &src, &req, &mut p.tb), Err(Ignored::Duplicate));
-    assert_eq!(p.sent().len(), before);
+    assert_eq!(p.sent().len(), before + 1);
+    assert_eq!(sent_count(&p, 'b', AttrId::Mra), 1);
     assert_eq!(p.b.active_connections(), 1);
     // REP_SENT: dropped too (the REP timer covers loss)
     let idb = p
@@ -614,6 +616,82 @@ fn duplicate_req_is_dropped_as_cm_c_does() {
     assert_eq!(p.b.on_mad(p.now, &src, &req, &mut p.tb), Err(Ignored::Duplicate));
     assert_eq!(p.sent().len(), before);
     assert_eq!(p.count('b', |e| matches!(e, CmEvent::ConnectRequest { .. })), 1);
+}
+
+/// A's REQ TID (the first REQ it sent).
+fn req_tid(p: &Pair) -> u64 {
+    first_sent(p, 'a', AttrId::Req).unwrap().0.hdr.tid
+}
+
+#[test]
+fn a_slow_accept_mras_the_retransmitted_req_and_the_active_side_waits() {
+    // B's caller sits on the REQ past A's REQ timeout (2·ms(18) + ms(20) =
+    // 6144 ms): A's retransmission gets B's delayed MRA (24), and A defers
+    // its next REQ by 65536 + ms(av.timeout 19) ms (cm.c `cm_mra_handler`).
+    // Without the MRA, A would give up after 16 × 6144 ms.
+    let mut p = Pair::new();
+    p.auto_accept = false;
+    let ida = p.connect();
+    p.run_until(6143);
+    assert_eq!(sent_count(&p, 'b', AttrId::Mra), 0);
+    p.run_until(1);
+    assert_eq!(sent_count(&p, 'a', AttrId::Req), 2);
+    let (m, _) = first_sent(&p, 'b', AttrId::Mra).expect("B sent an MRA");
+    let CmMsg::Mra(x) = m.msg else { panic!("not an MRA") };
+    let idb = req_id(&p);
+    assert_eq!(
+        (x.local_comm_id, x.remote_comm_id, x.msg_mraed, x.service_timeout),
+        (idb.0, ida.0, 0, 24)
+    );
+    assert_eq!(m.hdr.tid, req_tid(&p), "the MRA of a REQ carries the REQ's TID");
+    assert_eq!(p.b.state(idb), CmState::MraReqSent);
+    assert_eq!(p.a.state(ida), CmState::MraReqRcvd);
+    // no REQ until 6144 + 65536 + 2048 ms
+    p.run_until(65536 + 2048 - 1);
+    assert_eq!(sent_count(&p, 'a', AttrId::Req), 2);
+    // past the point where 16 unanswered REQs would have ended it
+    p.run_until(16 * 6144 - p.now + 1);
+    assert_eq!(p.a.state(ida), CmState::MraReqRcvd);
+    assert_eq!(p.count('a', |e| matches!(e, CmEvent::TimedOut { .. })), 0);
+    // the caller finally accepts: connected
+    p.b.accept(p.now, idb, &accept_params(p.qpn_b), &mut p.tb).unwrap();
+    p.settle();
+    assert_eq!((p.a.state(ida), p.b.state(idb)), (CmState::Established, CmState::Established));
+}
+
+#[test]
+fn a_slow_rtu_mras_the_retransmitted_rep_and_the_passive_side_waits() {
+    // A's caller has the REP but has not moved its QP / sent the RTU when
+    // B's REP timer (ms(20) = 4096 ms) fires: the duplicate REP gets an MRA
+    // of the REP (Message MRAed 1, Service Timeout 24; spec §4.3
+    // MRA_REP_SENT, cm.c `cm_dup_rep_handler`), and B defers its next REP
+    // by 65536 + ms(av.timeout 19) ms. Without it, B's 16 REPs run out at
+    // 16 × 4096 ms and the connection is UNREACHABLE.
+    let mut p = Pair::new();
+    p.auto_rtu = false;
+    let ida = p.connect();
+    p.settle();
+    let idb = req_id(&p);
+    assert_eq!((p.a.state(ida), p.b.state(idb)), (CmState::RepRcvd, CmState::RepSent));
+    p.run_until(4096);
+    assert_eq!(sent_count(&p, 'b', AttrId::Rep), 2);
+    let (m, _) = first_sent(&p, 'a', AttrId::Mra).expect("A sent an MRA");
+    let CmMsg::Mra(x) = m.msg else { panic!("not an MRA") };
+    assert_eq!(
+        (x.local_comm_id, x.remote_comm_id, x.msg_mraed, x.service_timeout),
+        (ida.0, idb.0, 1, 24)
+    );
+    assert_eq!(m.hdr.tid, req_tid(&p), "MRA-for-REP carries the active side's REQ TID");
+    assert_eq!(p.b.state(idb), CmState::MraRepRcvd);
+    p.run_until(65536 + 2048 - 1);
+    assert_eq!(sent_count(&p, 'b', AttrId::Rep), 2, "no REP during the MRA's wait");
+    assert_eq!(p.count('b', |e| matches!(e, CmEvent::TimedOut { .. })), 0);
+    assert!(p.now > 16 * 4096);
+    // the caller catches up: RTU, both established
+    p.a.ready_to_use(ida, &mut p.ta).unwrap();
+    p.settle();
+    assert_eq!((p.a.state(ida), p.b.state(idb)), (CmState::Established, CmState::Established));
+    assert_eq!(sent_count(&p, 'a', AttrId::Mra), 1);
 }
 
 #[test]

@@ -115,6 +115,70 @@ pub const MB_MODEL_CQP_ERRORS: usize = 0x50;
 /// Model DMA accesses outside guest RAM (u64).
 pub const MB_MODEL_DMA_FAULTS: usize = 0x58;
 
+/// CM peer (`mock-bar-cm`, the model process with a second device driven
+/// by the host-side driver): its state, [`CM_PEER_STARTING`],
+/// [`CM_PEER_READY`] or [`CM_PEER_FAILED`]; 0 when the model has no peer.
+pub const MB_CM_PEER: usize = 0x60;
+/// Guest: a request sequence number (never 0), written last; the peer acts
+/// once per new value: [`CM_REQ_CONNECT`] in [`MB_CM_REQ_KIND`] makes it
+/// connect to the guest's [`CM_GUEST_PORT`].
+pub const MB_CM_REQ_SEQ: usize = 0x64;
+/// Guest: what the request asks for.
+pub const MB_CM_REQ_KIND: usize = 0x68;
+/// Guest: its IPv4 address, the four bytes in address order (a
+/// little-endian u32 of `[a, b, c, d]`).
+pub const MB_CM_GUEST_IP: usize = 0x6c;
+/// Guest: its MAC (bytes 0..6 of a u64, little-endian).
+pub const MB_CM_GUEST_MAC: usize = 0x70;
+/// Peer: connections whose SEND and WRITE data it checked and found right.
+pub const MB_CM_VERIFIED: usize = 0x78;
+/// Peer: 0, or the first error ([`CM_ERR_DATA`], …); its line on the
+/// model's output says more.
+pub const MB_CM_ERROR: usize = 0x7c;
+/// Peer: connections it saw disconnected (DREQ/DREP done).
+pub const MB_CM_CLOSED: usize = 0x80;
+
+/// [`MB_CM_PEER`]: the peer thread started, its driver is probing.
+pub const CM_PEER_STARTING: u32 = 1;
+/// [`MB_CM_PEER`]: the peer's driver is up and listening on [`CM_PEER_PORT`].
+pub const CM_PEER_READY: u32 = 0x4344_5249;
+/// [`MB_CM_PEER`]: the peer's driver failed (see the model's output).
+pub const CM_PEER_FAILED: u32 = 0xdead_0c0c;
+/// [`MB_CM_REQ_KIND`]: connect to the guest's [`CM_GUEST_PORT`].
+pub const CM_REQ_CONNECT: u32 = 1;
+/// [`MB_CM_ERROR`]: SEND or WRITE data differed from [`cm_byte`].
+pub const CM_ERR_DATA: u32 = 1;
+/// [`MB_CM_ERROR`]: a CM or verbs call failed, or an unexpected event.
+pub const CM_ERR_PROTOCOL: u32 = 2;
+/// [`MB_CM_ERROR`]: a connection did not progress in time.
+pub const CM_ERR_TIMEOUT: u32 = 3;
+
+/// The peer device's MAC.
+pub const CM_PEER_MAC: [u8; 6] = [0x02, 0, 0, 0, 0, 0x0b];
+/// The peer's IPv4 address (the guest's is [`CM_GUEST_IP`]).
+pub const CM_PEER_IP: [u8; 4] = [10, 0, 0, 2];
+/// The guest's IPv4 address in the CM scenarios.
+pub const CM_GUEST_IP: [u8; 4] = [10, 0, 0, 1];
+/// RDMA_PS_TCP port the peer listens on (`cm_connect_active`).
+pub const CM_PEER_PORT: u16 = 4420;
+/// RDMA_PS_TCP port the guest listens on (`cm_connect_passive`).
+pub const CM_GUEST_PORT: u16 = 4421;
+/// Bytes of the guest's SEND; the peer posts a receive buffer this big.
+pub const CM_SEND_BYTES: usize = 512;
+/// Bytes of the guest's WRITE into the peer's region.
+pub const CM_WRITE_BYTES: usize = 8192;
+/// Bytes of the private data naming the peer's region: address (u64 LE),
+/// rkey (u32 LE), length (u32 LE).
+pub const CM_REGION_PDATA: usize = 16;
+
+/// Byte `j` of what the guest sends (`what` 0: the SEND, 1: the WRITE) on
+/// connection `conn` (1 = `cm_connect_active`, 2 = `cm_connect_passive`)
+/// of the run with `nonce`.
+pub const fn cm_byte(nonce: u64, conn: u32, what: u32, j: usize) -> u8 {
+    let w = pattern(nonce ^ ((conn as u64) << 40) ^ ((what as u64) << 48), (j / 8) as u64);
+    (w >> ((j % 8) * 8)) as u8
+}
+
 /// Fault kind: clear every injected fault.
 pub const FAULT_CLEAR: u32 = 0;
 /// Fault kind: let `ARG` CQP ops pass, then fail one with `CODES` (the op
@@ -206,7 +270,8 @@ const _: () = {
     assert!(BAR_FILE_SIZE.is_power_of_two());
     assert!(MAILBOX as u64 + 4096 <= BAR_FILE_SIZE);
     assert!(MB_SCRATCH + SCRATCH_WORDS * 8 <= 4096 + 0x100);
-    assert!(MB_MODEL_DMA_FAULTS + 8 <= MB_SCRATCH);
+    assert!(MB_MODEL_DMA_FAULTS + 8 <= MB_CM_PEER);
+    assert!(MB_CM_CLOSED + 4 <= MB_SCRATCH);
     assert!(DMA_POOL_BASE.is_multiple_of(4096) && DMA_POOL_SIZE.is_multiple_of(4096));
     assert!(DMA_POOL_BASE + DMA_POOL_SIZE <= RAM_FILE_SIZE - (16 << 20));
     assert!(STATUS_PASS == 33);

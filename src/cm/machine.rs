@@ -60,9 +60,16 @@ pub struct ConnId(pub u32);
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct ListenId(pub usize);
 
-/// CM states of a connection (`enum ib_cm_state`, ib_cm.h; MRA_REP_SENT is
-/// absent: the active side answers a REP with RTU or REJ as soon as the
-/// caller applied it).
+/// Service Timeout of the MRAs this CM sends on its own (RDMA-CM's
+/// `CMA_CM_MRA_SETTING`, cma.c; shared spec ib-cm-rocev2.md §4.1: 24 →
+/// 65536 ms): the peer then waits that long plus its ack timeout before
+/// retransmitting.
+pub const MRA_SERVICE_TIMEOUT: u8 = 24;
+
+/// CM states of a connection (`enum ib_cm_state`, ib_cm.h). MRA_REP_SENT
+/// is folded into [`CmState::RepRcvd`]: RDMA-CM arms its delayed MRA as soon
+/// as a REP arrives (cma.c `cma_ib_handler`; spec §4.3), so a duplicate REP
+/// there is answered with an MRA of the REP.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum CmState {
     /// Slot unused.
@@ -79,7 +86,8 @@ pub enum CmState {
     RepSent,
     /// Passive: the peer MRA-ed our REP.
     MraRepRcvd,
-    /// Active: REP received, the caller moves the QP, then RTU.
+    /// Active: REP received, the caller moves the QP, then RTU (Linux's
+    /// MRA_REP_SENT: a duplicate REP gets an MRA of the REP).
     RepRcvd,
     /// Connected.
     Established,
@@ -848,6 +856,21 @@ impl<const C: usize, const L: usize> Cm<C, L> {
         Ok(())
     }
 
+    /// Active, REP_RCVD: the MRA of the REP (Message MRAed = REP, Service
+    /// Timeout [`MRA_SERVICE_TIMEOUT`]), with the TID of our REQ (spec §2.3:
+    /// MRA-for-REP uses the active side's REQ TID); not kept for resending
+    /// (every duplicate REP gets a new one, as cm.c `cm_dup_rep_handler`).
+    fn send_mra<T: MadTransport>(&mut self, t: &mut T, c: &Conn, what: u8) -> Result<(), MadError> {
+        let mra = Mra {
+            local_comm_id: c.local_id,
+            remote_comm_id: c.remote_id,
+            msg_mraed: what,
+            service_timeout: MRA_SERVICE_TIMEOUT,
+            private_data: [0; mad::pdata::MRA],
+        };
+        self.send_msg(t, &c.peer, c.tid, CmMsg::Mra(mra)).map(|_| ())
+    }
+
     fn send_rtu<T: MadTransport>(&mut self, t: &mut T, c: &Conn) -> Result<(), MadError> {
         let rtu = Rtu {
             local_comm_id: c.local_id,
@@ -1077,9 +1100,20 @@ impl<const C: usize, const L: usize> Cm<C, L> {
         if let Some(c) = self.conns.iter().flatten().filter(live).find(|c| {
             !c.active && c.remote_id == r.local_comm_id && c.remote_guid == r.local_ca_guid
         }) {
-            if c.state == CmState::MraReqSent {
-                let (peer, out) = (c.peer, c.out);
-                self.send(t, &peer, &out);
+            let c = *c;
+            match c.state {
+                CmState::MraReqSent => self.send(t, &c.peer, &c.out),
+                // The caller has not answered the REQ within the active
+                // side's REQ timeout (its retransmission is this duplicate):
+                // RDMA-CM armed a delayed MRA when the REQ handler returned
+                // (cma.c `cma_ib_req_handler` → `ib_send_cm_mra`; spec §4.4
+                // REQ_RCVD → MRA_REQ_SENT), sent now (cm.c
+                // `cm_dup_req_handler`); the active side then waits 65 s
+                // more (cm.c `cm_mra_handler`).
+                CmState::ReqRcvd => {
+                    let _ = self.mra(ConnId(c.local_id), MRA_SERVICE_TIMEOUT, t);
+                }
+                _ => {}
             }
             return Err(Ignored::Duplicate);
         }
@@ -1213,7 +1247,13 @@ impl<const C: usize, const L: usize> Cm<C, L> {
                 let _ = self.send_rtu(t, &c);
                 return Err(Ignored::Duplicate);
             }
+            // the passive side's REP timer ran out while our caller has not
+            // sent the RTU yet: answer with the MRA RDMA-CM armed when the
+            // REP arrived (Message MRAed = REP, cm.c `cm_dup_rep_handler` in
+            // MRA_REP_SENT; spec §4.3), so it waits 65 s more instead of
+            // spending its retries
             CmState::RepRcvd if c.remote_id == r.local_comm_id => {
+                let _ = self.send_mra(t, &c, msg_response::REP);
                 return Err(Ignored::Duplicate);
             }
             _ => return Err(Ignored::Stale),

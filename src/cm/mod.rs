@@ -17,7 +17,9 @@
 //! Facts: `shared/spec/ib-cm-rocev2.md` (IBTA vol. 1 ch. 12 through Linux
 //! `include/rdma/ibta_vol1_c12.h`, `drivers/infiniband/core/cm.c`,
 //! `cma.c`). Not implemented: LAP/APR/SIDR (Linux ignores LAP/APR on RoCE),
-//! ECE, MRA of a REP, alternate paths.
+//! ECE, alternate paths. MRAs are sent as RDMA-CM does: on a duplicate
+//! REQ the caller has not answered yet, and on a duplicate REP before the
+//! RTU ([`MRA_SERVICE_TIMEOUT`]); [`Cm::mra`] sends one for a REQ at once.
 
 mod machine;
 pub mod mad;
@@ -27,7 +29,8 @@ pub mod rdma_cm;
 
 pub use machine::{
     AcceptParams, Cm, CmConfig, CmError, CmEvent, CmState, CmStats, CmTiming, ConnId,
-    ConnectParams, Ignored, ListenId, MAX_RD_ATOMIC, MadAddr, MadTransport, ReqInfo,
+    ConnectParams, Ignored, ListenId, MAX_RD_ATOMIC, MRA_SERVICE_TIMEOUT, MadAddr, MadTransport,
+    ReqInfo,
 };
 pub use params::ConnParams;
 pub use qp1::{QP1_AH_SLOTS, QP1_MAX_PAGES, QP1_RECV_BYTES, Qp1Error, Qp1Stats, Qp1Transport};

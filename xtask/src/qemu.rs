@@ -1,5 +1,5 @@
 //! `cargo xtask qemu`: build the unikernel image and the device model
-//! (`mock-bar-shm`), and run the image in QEMU against the model serving the
+//! (`mock-bar-cm`: `mock-bar-shm`'s harness with a CM peer device), and run the image in QEMU against the model serving the
 //! BAR file.
 //!
 //! The host/guest contract (files, mailbox, exit codes, console lines, the
@@ -8,7 +8,8 @@
 //! Per run: recreate a BAR file and a RAM file under /dev/shm (unique names,
 //! removed afterwards: QEMU keeps stale contents otherwise), write the nonce
 //! and the host TSC rate into the mailbox, start the model process (by
-//! default `mock-bar-shm` in harness mode) pinned to CPU 0 and wait for its
+//! default `mock-bar-cm`, i.e. `mock-bar-shm`'s harness mode plus the CM
+//! peer of the `cm_connect_*` scenarios) pinned to CPU 0 and wait for its
 //! HOST_MAGIC, start QEMU pinned to CPU 1 with a timeout,
 //! stream COM1, then check the exit status (33 only), the scenario lines and
 //! the BAR file, and print a summary table.
@@ -109,7 +110,7 @@ pub struct Opts {
     /// Write the host TSC rate into the mailbox (else the guest uses the PIT).
     pub host_tsc: bool,
     /// The model writes every RoCEv2 frame of the run to this pcap
-    /// (`mock-bar-shm --pcap`), checked with tshark and scapy afterwards.
+    /// (`mock-bar-cm --pcap`), checked with tshark and scapy afterwards.
     pub pcap: Option<PathBuf>,
 }
 
@@ -135,7 +136,8 @@ impl Default for Opts {
 pub enum ModelSel {
     /// None: the BAR file is plain memory (driver scenarios skip).
     Bare,
-    /// `mock-bar-shm` in harness mode (built by xtask), with these arguments.
+    /// `mock-bar-cm` (`mock-bar-shm`'s harness mode plus the CM peer device;
+    /// built by xtask), with these arguments.
     Shm(Vec<String>),
     /// Another program honouring the contract, with its arguments.
     Program(String, Vec<String>),
@@ -646,12 +648,16 @@ pub fn model_path() -> PathBuf {
     let target = std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| root().join("target"));
-    target.join("release").join("mock-bar-shm")
+    target.join("release").join("mock-bar-cm")
 }
 
-/// Builds the device model process (release: it polls for the guest).
+/// Builds the device model process (release: it polls for the guest):
+/// `mock-bar-cm`, i.e. `mock-bar-shm`'s harness mode plus a second device
+/// on the same wire whose host-side irdma driver is the CM peer of the
+/// `cm_connect_*` scenarios (crate `tests/cm-peer`; `mock-bar` itself never
+/// depends on the driver).
 pub fn build_model() -> Result<PathBuf, String> {
-    cargo(&["build", "-p", "mock-bar", "--bin", "mock-bar-shm", "--release", "--quiet"])?;
+    cargo(&["build", "-p", "irdma-cm-peer", "--bin", "mock-bar-cm", "--release", "--quiet"])?;
     let p = model_path();
     if p.is_file() { Ok(p) } else { Err(format!("no model binary at {}", p.display())) }
 }
@@ -1031,7 +1037,7 @@ fn parse_opts(args: &[String]) -> Result<Opts, String> {
         }
     }
     if o.pcap.is_some() && !matches!(o.model, ModelSel::Shm(_)) {
-        return Err("--pcap needs the built-in model (mock-bar-shm)".into());
+        return Err("--pcap needs the built-in model (mock-bar-cm)".into());
     }
     if o.arch == Arch::Aarch64 {
         if o.qboot || o.defmt {
@@ -1059,7 +1065,8 @@ pub fn main(args: &[String]) -> ExitCode {
              [--append CMDLINE] [--timeout SECS]\n\
              [--no-model | --model PROGRAM] [--model-arg ARG]... [--defmt] [--no-host-tsc] [--quiet]\n\
              [--pcap FILE]\n\n\
-             Builds the boot image and the device model (mock-bar-shm), starts the model pinned\n\
+             Builds the boot image and the device model (mock-bar-cm: mock-bar-shm's harness plus\n\
+             a CM peer device driven by the host-side driver), starts the model pinned\n\
              to CPU 0 and QEMU pinned to CPU 1, and exits 0 only if QEMU exited 33 and every\n\
              scenario passed. The model serves the GEN_2 register space of the BAR file and does\n\
              its DMA in the RAM file; `--model-arg` passes options to it (e.g. `--poll spin`).\n\
@@ -1123,7 +1130,7 @@ fn run_main(opts: &Opts) -> Result<(), String> {
 
 /// Scenarios that drive the driver against the device model: they must
 /// pass with the model attached and skip without one.
-pub const DRIVER_SCENARIOS: [&str; 44] = [
+pub const DRIVER_SCENARIOS: [&str; 46] = [
     "cqp_create",
     "query_rdma_features",
     "query_fpm_val",
@@ -1167,6 +1174,8 @@ pub const DRIVER_SCENARIOS: [&str; 44] = [
     "rw_1mib_write",
     "rc_error_completion",
     "verbs_teardown",
+    "cm_connect_active",
+    "cm_connect_passive",
     "device_close",
 ];
 
@@ -1193,6 +1202,23 @@ fn model_checks(o: &Outcome, model: bool) -> Vec<String> {
     }
     if model && !o.model_output.iter().any(|l| l.contains("cqp_ops=")) {
         why.push("the model printed no counters line".into());
+    }
+    // The CM peer of `mock-bar-cm` (the cm_connect_* scenarios): it did not
+    // fail, and its device saw no error either.
+    for l in &o.model_output {
+        if let Some(e) = l.strip_prefix("cm-peer: FAILED: ") {
+            why.push(format!("the CM peer failed: {e}"));
+        }
+        if let Some(counters) = l.strip_prefix("cm-peer: device counters: ") {
+            for w in counters.split_whitespace() {
+                let bad = ["wire_drops=", "dma_faults=", "cqes_dropped=", "invalid_wqes="]
+                    .iter()
+                    .any(|k| w.strip_prefix(k).is_some_and(|n| n != "0"));
+                if bad {
+                    why.push(format!("the CM peer's device counted {w}"));
+                }
+            }
+        }
     }
     // the demo loses no frame: a receiver drop means the driver programmed
     // a QP context the model's wire rejects (issue #15)
@@ -1606,6 +1632,16 @@ mod tests {
         );
         o.model_output[0] = ok.replace("lan_gated_wqes=0", "lan_gated_wqes=1");
         assert_eq!(model_checks(&o, true).len(), 1);
+        // the CM peer of mock-bar-cm: a failure or an error counter of its
+        // device is a problem
+        o.model_output[0] = ok.into();
+        o.model_output.push("cm-peer: device counters: cqp=9 packets=20 wire_drops=0".into());
+        assert!(model_checks(&o, true).is_empty());
+        o.model_output[1] = "cm-peer: device counters: cqp=9 wire_drops=0 dma_faults=1".into();
+        assert_eq!(model_checks(&o, true), vec!["the CM peer's device counted dma_faults=1"]);
+        o.model_output[1] = "cm-peer: FAILED: probe: Timeout".into();
+        assert_eq!(model_checks(&o, true), vec!["the CM peer failed: probe: Timeout"]);
+        o.model_output.truncate(1);
         o.model_output[0] = "mock-bar-shm: cqp_ops=3".into();
         // Without a model the same lines are wrong: they must be SKIPs.
         assert_eq!(model_checks(&o, false).len(), DRIVER_SCENARIOS.len() + 1);

@@ -43,6 +43,7 @@ macro_rules! ensure {
 }
 
 mod bringup;
+mod cm;
 mod lan;
 mod verbs;
 

@@ -52,6 +52,36 @@ impl Peers for FabricPeers<'_> {
     }
 }
 
+/// The fabric's devices plus one device kept outside it (the QEMU-facing
+/// device of a [`crate::shm::ShmHost`] joined with [`Fabric::poll_joined`]).
+struct JoinedPeers<'a> {
+    devs: &'a mut [Option<Device>],
+    ext: Option<&'a mut Device>,
+}
+
+impl Peers for JoinedPeers<'_> {
+    fn deliver(
+        &mut self,
+        ip: u32,
+        qpn: u32,
+        src_qpn: u32,
+        frames: &[Vec<u8>],
+    ) -> Option<(Response, Vec<Vec<u8>>)> {
+        if let Some(d) = self.devs.iter_mut().flatten().find(|d| d.owns(ip, qpn)) {
+            return d.receive(qpn, src_qpn, frames);
+        }
+        let ext = self.ext.as_deref_mut().filter(|d| d.owns(ip, qpn))?;
+        ext.receive(qpn, src_qpn, frames)
+    }
+
+    fn deliver_datagram(&mut self, frame: &[u8]) -> Option<bool> {
+        if let Some(r) = self.devs.iter_mut().flatten().find_map(|d| d.receive_datagram(frame)) {
+            return Some(r);
+        }
+        self.ext.as_deref_mut()?.receive_datagram(frame)
+    }
+}
+
 impl Fabric {
     /// An empty fabric.
     pub fn new() -> Arc<Self> {
@@ -83,6 +113,15 @@ impl Fabric {
             d.set_capture(Some(c.clone()));
         }
         c
+    }
+
+    /// Records every frame any device of this fabric sends into `c` (an
+    /// existing capture, e.g. the one of a joined shm host), from now on.
+    pub fn record_into(&self, c: Capture) {
+        *self.capture.lock().unwrap_or_else(|e| e.into_inner()) = Some(c.clone());
+        for d in self.lock().iter_mut().flatten() {
+            d.set_capture(Some(c.clone()));
+        }
     }
 
     /// A register read on device `id` (all-ones for an unknown id).
@@ -126,6 +165,25 @@ impl Fabric {
         for id in 0..devs.len() {
             let Some(mut dev) = devs.get_mut(id).and_then(Option::take) else { continue };
             work |= dev.poll_with(&mut FabricPeers { devs: &mut devs });
+            devs[id] = Some(dev);
+        }
+        work
+    }
+
+    /// Deferred mode with one more device kept outside the fabric (`ext`,
+    /// e.g. the device a [`crate::shm::ShmHost`] serves to QEMU): polls
+    /// `ext` with this fabric's devices as its peers, then every device of
+    /// the fabric with `ext` among theirs, so frames cross between them on
+    /// the same wire. The devices of the fabric must be in
+    /// [`crate::Mode::Deferred`] too (an immediate-mode doorbell is served
+    /// inside the register write, where `ext` is out of reach). Returns
+    /// whether any device did work.
+    pub fn poll_joined(&self, ext: &mut Device) -> bool {
+        let mut devs = self.lock();
+        let mut work = ext.poll_with(&mut JoinedPeers { devs: &mut devs, ext: None });
+        for id in 0..devs.len() {
+            let Some(mut dev) = devs.get_mut(id).and_then(Option::take) else { continue };
+            work |= dev.poll_with(&mut JoinedPeers { devs: &mut devs, ext: Some(&mut *ext) });
             devs[id] = Some(dev);
         }
         work

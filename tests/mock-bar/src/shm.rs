@@ -34,7 +34,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use crate::wire::Capture;
+
 use crate::device::{Config, Device, Mode};
+use crate::fabric::Fabric;
 use crate::mem::{Fault, Memory};
 use crate::{lan, regs};
 
@@ -203,6 +206,8 @@ pub struct ShmHost {
     aq_seen: [u32; 11],
     /// [`LAN_STATUS`] as last published.
     lan_published: [u32; 4],
+    /// Other devices on the device's wire ([`ShmHost::join`]).
+    peers: Option<Arc<Fabric>>,
 }
 
 /// Watched registers close enough to share one positional read: (first
@@ -237,10 +242,20 @@ impl ShmHost {
             published,
             aq_seen: [0; 11],
             lan_published: [0; 4],
+            peers: None,
         };
         h.publish();
         h.publish_lan(true);
         h
+    }
+
+    /// Puts the served device on `fabric`'s wire: from now on each
+    /// [`ShmHost::step`] polls it and the fabric's devices together
+    /// ([`Fabric::poll_joined`]), so a second device (driven by a host-side
+    /// driver through the fabric, in [`Mode::Deferred`]) can exchange frames
+    /// with the guest's.
+    pub fn join(&mut self, fabric: Arc<Fabric>) {
+        self.peers = Some(fabric);
     }
 
     /// The [`AQ_REGS`] as the BAR holds them: one read of the AQ block
@@ -353,7 +368,10 @@ impl ShmHost {
             }
         }
         changed |= self.apply_aq();
-        let work = self.device.poll();
+        let work = match &self.peers {
+            Some(f) => f.poll_joined(&mut self.device),
+            None => self.device.poll(),
+        };
         self.device.lan.tick();
         self.publish_lan(false);
         self.quiet_rounds += 1;
@@ -606,6 +624,177 @@ impl Harness {
             return Tick::Stop;
         }
         t
+    }
+}
+
+/// A size: decimal or 0x hex, with an optional K/M/G suffix.
+pub fn parse_size(s: &str) -> Option<u64> {
+    let (num, mul) = match s.chars().last()? {
+        'K' | 'k' => (&s[..s.len() - 1], 1 << 10),
+        'M' | 'm' => (&s[..s.len() - 1], 1 << 20),
+        'G' | 'g' => (&s[..s.len() - 1], 1 << 30),
+        _ => (s, 1),
+    };
+    let n = match num.strip_prefix("0x") {
+        Some(h) => u64::from_str_radix(h, 16).ok()?,
+        None => num.parse().ok()?,
+    };
+    n.checked_mul(mul)
+}
+
+pub fn env_num(name: &str) -> Result<u64, String> {
+    let v = std::env::var(name).map_err(|_| format!("{name} is not set"))?;
+    parse_size(&v).ok_or(format!("{name}={v}: not a size"))
+}
+
+pub fn open_existing(path: &str, size: u64) -> Result<std::fs::File, String> {
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(path)
+        .map_err(|e| format!("{path}: {e}"))?;
+    let len = f.metadata().map_err(|e| format!("{path}: {e}"))?.len();
+    if len != size {
+        return Err(format!("{path} is {len} bytes, the environment says {size}"));
+    }
+    Ok(f)
+}
+
+/// Writes `cap` to `path` (when both are given) and says so.
+pub fn write_capture(path: Option<&Path>, cap: Option<&Capture>) -> Result<(), String> {
+    if let (Some(p), Some(c)) = (path, cap) {
+        c.write_pcap(p).map_err(|e| format!("{}: {e}", p.display()))?;
+        println!("mock-bar-shm: {} frames written to {}", c.len(), p.display());
+    }
+    Ok(())
+}
+
+/// How [`run_harness`] serves.
+#[derive(Clone, Debug)]
+pub struct HarnessOpts {
+    /// How the loop waits.
+    pub mode: PollMode,
+    /// Give up (status 1) after this long without a shutdown.
+    pub max: Duration,
+    /// Write every frame of the device's wire here at the end.
+    pub pcap: Option<String>,
+    /// Start the PF with the LAN side counted as done.
+    pub warm: bool,
+}
+
+/// Harness mode: the model process of `cargo xtask qemu` (the
+/// `mock-bar-shm` binary's harness mode, see its docs). With `peers`, the
+/// served device shares the wire with that fabric's devices
+/// ([`ShmHost::join`]); `each` runs after every round, besides the
+/// mailbox service (a [`Tick::Stop`] from it ends the run like a shutdown).
+pub fn run_harness(
+    o: &HarnessOpts,
+    peers: Option<Arc<Fabric>>,
+    mut each: impl FnMut(&ShmHost) -> Tick,
+) -> Result<(), String> {
+    let (mode, max, warm) = (o.mode, o.max, o.warm);
+    let pcap = o.pcap.as_ref().map(Path::new);
+    let bar = std::env::var("IRDMA_BAR_FILE").map_err(|_| "IRDMA_BAR_FILE is not set")?;
+    let ram = std::env::var("IRDMA_RAM_FILE").map_err(|_| "IRDMA_RAM_FILE is not set")?;
+    let (bar_size, ram_size) = (env_num("IRDMA_BAR_SIZE")?, env_num("IRDMA_RAM_SIZE")?);
+    let mailbox = env_num("IRDMA_MAILBOX")?;
+    let ram_base = match std::env::var_os("IRDMA_RAM_BASE") {
+        Some(_) => env_num("IRDMA_RAM_BASE")?,
+        None => 0,
+    };
+    // The register space (up to the doorbell page at 0x7F0040) lies below
+    // the mailbox page, which lies inside the file.
+    if mailbox < 8 << 20 || mailbox + 4096 > bar_size {
+        return Err(format!("IRDMA_MAILBOX {mailbox:#x} not in [8 MiB, BAR size − 4 KiB]"));
+    }
+    // A cold PF (LanConfig::cold): the guest's LAN layer must create the
+    // qset and turn the PE filter on before any RDMA traffic flows.
+    let mut cfg = Config::default();
+    cfg.lan.cold = !warm;
+    let mut host = ShmHost::new(
+        cfg,
+        FileBar::new(open_existing(&bar, bar_size)?, bar_size),
+        // every GPA is below 4 GiB up to 2 GiB of RAM (q35)
+        FileMemory::new(open_existing(&ram, ram_size)?, ram_size, ram_size.min(2 << 30))
+            .with_base(ram_base),
+    );
+    let cap = pcap.map(|_| Capture::new());
+    host.device.set_capture(cap.clone());
+    if let Some(f) = peers {
+        if let Some(c) = &cap {
+            // the peers' frames go to the same capture
+            f.record_into(c.clone());
+        }
+        host.join(f);
+    }
+    let mut h = Harness::new(mailbox as u32);
+    h.announce(&host);
+    let (t0, parent) = (Instant::now(), std::os::unix::process::parent_id());
+    let mut rounds = 0u64;
+    let mut why = None;
+    host.serve_with(mode, |host| {
+        rounds += 1;
+        let t = h.service(host);
+        if t == Tick::Stop {
+            return t;
+        }
+        let t = match each(host) {
+            Tick::Stop => return Tick::Stop,
+            Tick::Busy => Tick::Busy,
+            Tick::Idle => t,
+        };
+        // Cheap checks, now and then: an orphaned model must not live on.
+        if rounds.is_multiple_of(4096) {
+            if t0.elapsed() > max {
+                why = Some(format!("no shutdown within {} s", max.as_secs()));
+                return Tick::Stop;
+            }
+            if std::os::unix::process::parent_id() != parent {
+                why = Some("the parent process went away".to_string());
+                return Tick::Stop;
+            }
+        }
+        t
+    });
+    let c = host.device.counters();
+    println!(
+        "mock-bar-shm: {:.2} s, {rounds} rounds, {} pings, {} fault requests; cqp_ops={} \
+         cqp_errors={} cqp_doorbells={} cqes={} sq_wqes={} dma_faults={} invalid_cqp_wqes={} \
+         packets={} wire_drops={} lan_cold={} aq_commands={} aq_errors={} lan_gated_wqes={} \
+         pe_filter_drops={}",
+        t0.elapsed().as_secs_f64(),
+        h.pings,
+        h.faults,
+        c.cqp_ops,
+        c.cqp_errors,
+        c.cqp_doorbells,
+        c.cqes,
+        c.sq_wqes,
+        c.dma_faults,
+        c.cqp_invalid_wqes,
+        c.packets,
+        c.wire_drops,
+        u8::from(host.device.config().lan.cold),
+        c.aq_commands,
+        c.aq_errors,
+        c.lan_gated_wqes,
+        c.pe_filter_drops,
+    );
+    // The failed CQP ops still in the trace: the first thing to look at when
+    // a guest scenario reports an unexpected CQP error.
+    for e in host.device.trace() {
+        if let crate::Event::CqpOp { idx, opcode, major, minor, .. } = e
+            && (*major != 0 || *minor != 0)
+        {
+            println!(
+                "mock-bar-shm: CQP op {opcode:#04x} in slot {idx} failed {major:#06x}/{minor:#06x}"
+            );
+        }
+    }
+    write_capture(pcap, cap.as_ref())?;
+    match why {
+        Some(w) => Err(w),
+        None => Ok(()),
     }
 }
 

@@ -24,12 +24,12 @@ use crate::bare::hal::{self, BootHal};
 use crate::bare::serial::println;
 use crate::bare::{arch, clock};
 
-type Dev<'b> = Device<BootHal, &'b MmioBar>;
-type TQp<'d, 'b> = Qp<'d, BootHal, &'b MmioBar>;
-type TCq<'d, 'b> = Cq<'d, BootHal, &'b MmioBar>;
-type TMr<'d, 'b> = Mr<'d, BootHal, &'b MmioBar>;
-type TPd<'d, 'b> = Pd<'d, BootHal, &'b MmioBar>;
-type Buf = Dma<BootHal>;
+pub(super) type Dev<'b> = Device<BootHal, &'b MmioBar>;
+pub(super) type TQp<'d, 'b> = Qp<'d, BootHal, &'b MmioBar>;
+pub(super) type TCq<'d, 'b> = Cq<'d, BootHal, &'b MmioBar>;
+pub(super) type TMr<'d, 'b> = Mr<'d, BootHal, &'b MmioBar>;
+pub(super) type TPd<'d, 'b> = Pd<'d, BootHal, &'b MmioBar>;
+pub(super) type Buf = Dma<BootHal>;
 
 /// The node's MAC when `LanInfo` is filled by hand (`lan=hand`; otherwise
 /// the firmware's, from the LAN bring-up). Both QPs: loopback.
@@ -78,7 +78,7 @@ impl Meter {
     }
 }
 
-const EMPTY_WC: WorkCompletion = WorkCompletion {
+pub(super) const EMPTY_WC: WorkCompletion = WorkCompletion {
     wr_id: 0,
     status: WcStatus::GeneralErr,
     opcode: WcOpcode::Send,
@@ -91,7 +91,7 @@ const EMPTY_WC: WorkCompletion = WorkCompletion {
     ud: None,
 };
 
-fn buf(pages: usize) -> Result<Buf, Msg> {
+pub(super) fn buf(pages: usize) -> Result<Buf, Msg> {
     Dma::new(pages, BufferDirection::Both).map_err(|e| msg(format_args!("{pages} pages: {e:?}")))
 }
 
@@ -127,7 +127,7 @@ fn check(b: &Buf, off: usize, len: usize, seed: u8, from: usize) -> Result<(), M
     Ok(())
 }
 
-fn pages_of(b: &Buf, out: &mut [u64]) -> usize {
+pub(super) fn pages_of(b: &Buf, out: &mut [u64]) -> usize {
     let n = b.pages().min(out.len());
     for (i, p) in out.iter_mut().take(n).enumerate() {
         *p = b.paddr() + (i * 4096) as u64;
@@ -141,7 +141,7 @@ fn pages_of(b: &Buf, out: &mut [u64]) -> usize {
 ///
 /// As for `Device::reg_mr`: `pages` are pool pages the caller owns, which
 /// stay allocated until the returned MR is deregistered.
-unsafe fn reg<'d, 'b>(
+pub(super) unsafe fn reg<'d, 'b>(
     dev: &'d Dev<'b>,
     pd: &TPd<'d, 'b>,
     iova: u64,
@@ -298,6 +298,9 @@ pub fn probe_by_hand<'b>(r: &mut Runner, bar: Result<&'b MmioBar, Msg>) -> Resul
     dev.map(Probed::Hand).ok_or_else(|| msg(format_args!("device_probe failed")))
 }
 
+/// The CM scenarios (`super::cm`), run after the verbs scenarios.
+const CM_NAMES: [&str; 2] = ["cm_connect_active", "cm_connect_passive"];
+
 /// Runs the verbs scenarios on `probed` (its `device_probe` line is
 /// printed already) against `bar` (`Err`: skip them all, saying why);
 /// `injected` CQP errors were injected before (the model must report
@@ -327,7 +330,7 @@ pub fn run(
     let bar = match bar {
         Ok(b) => b,
         Err(why) => {
-            for n in NAMES {
+            for n in NAMES.iter().chain(CM_NAMES.iter()) {
                 r.run(n, || Ok(Outcome::Skip(why.clone())));
             }
             return;
@@ -339,9 +342,12 @@ pub fn run(
         Some(p) => {
             let d = p.device();
             run_on(r, d, &mut rows);
+            // Connections through the CM with the model process's peer,
+            // on the device the verbs scenarios left clean.
+            super::cm::run(r, d, bar);
         }
         None => {
-            for n in &NAMES[..NAMES.len() - 1] {
+            for n in NAMES[..NAMES.len() - 1].iter().chain(CM_NAMES.iter()) {
                 r.run(n, || bail!("no device (device_probe failed)"));
             }
         }
