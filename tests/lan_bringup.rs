@@ -378,3 +378,75 @@ fn add_nodes_fill_the_parent_then_its_sibling() {
     assert_eq!(e, Err(CmdError::TcFull));
     assert_eq!(t.nodes().len(), before);
 }
+
+/// A second (and third) VSI on the port's addresses: the broadcast rule is
+/// turned into a VSI list (0x0208, list rule 0x02A0, rule update 0x02A1)
+/// and then extended (0x02A1), as ice_add_update_vsi_list does; the
+/// unicast MAC stays with the PF VSI (ice does not share it by default);
+/// the same VSI again is `Exists` with nothing sent. The model's switch
+/// delivers by its own reading of the rules and lists.
+#[test]
+fn more_vsis_on_the_port_mac_share_a_vsi_list() {
+    use irdma::ice::cmd::{PfVsiParams, VsiContext};
+    use irdma::ice::switch::Fwd;
+    let _g = lock();
+    let bar = ModelBar::standalone(cold(A));
+    let mut pf = up(&bar).expect("bring-up");
+    let v0 = pf.lan.vsi_num();
+    let sw_id = pf.lan.port().sw_id as u8;
+    let add_vsi = |pf: &mut Pf, rxq_base: u16| {
+        let p =
+            PfVsiParams { sw_id, rxq_base, num_rxq: 1, rss: false, flow_director: None, veb: true };
+        let mut ctx = VsiContext::pf_add(&p).expect("context");
+        pf.lan.aq().add_vsi(&mut ctx).expect("add VSI").vsi_num
+    };
+    let v1 = add_vsi(&mut pf, 8);
+    assert_eq!(pf.lan.mac_filters().rule_cnt(), 2);
+    let bcast = [0xff; 6];
+    let sorted = |mac: [u8; 6]| {
+        let mut v = bar.with_device(|d| d.lan().vsis_for(mac));
+        v.sort_unstable();
+        v
+    };
+    assert_eq!(sorted(bcast), vec![v0]);
+    pf.lan.subscribe_mac(v1, A.mac).expect("second VSI");
+    assert_eq!(sorted(bcast), vec![v0, v1], "broadcast through the list");
+    assert_eq!(sorted(A.mac), vec![v0], "unicast left with the PF VSI");
+    let f = *pf.lan.mac_filters().find(bcast).expect("broadcast rule");
+    assert!(matches!(f.fwd, Fwd::VsiList(_)) && f.reaches(v0) && f.reaches(v1), "{f:?}");
+    assert_eq!(f.vsi_count, 2);
+    assert_eq!(pf.lan.mac_filters().rule_cnt(), 3, "the list rule counts");
+    let sent = bar.with_device(|d| d.counters().aq_commands);
+    assert_eq!(pf.lan.subscribe_mac(v1, A.mac), Err(CmdError::Exists));
+    assert_eq!(bar.with_device(|d| d.counters().aq_commands), sent, "nothing sent");
+    let v2 = add_vsi(&mut pf, 9);
+    pf.lan.subscribe_mac(v2, A.mac).expect("third VSI");
+    assert_eq!(sorted(bcast), vec![v0, v1, v2], "list extended");
+    assert_eq!(pf.lan.mac_filters().rule_cnt(), 3, "an update adds no rule");
+    assert_eq!(pf.lan.mac_filters().find(bcast).map(|f| f.vsi_count), Some(3));
+    // the typed commands' own refusals: nothing is sent
+    use irdma::ice::switch::{ListKind, ListOp};
+    let set = ListOp::Set { new_list: false };
+    let Fwd::VsiList(list) = f.fwd else { unreachable!() };
+    let aq = pf.lan.aq();
+    for (l, vs) in
+        [(list, &[][..]), (list, &[0u16; 17][..]), (0x400, &[v0][..]), (list, &[0x400][..])]
+    {
+        let r = aq.vsi_list_rule(set, ListKind::Forward, l, vs);
+        assert!(matches!(r, Err(CmdError::Invalid(_))), "{l} {vs:?}: {r:?}");
+    }
+    assert!(matches!(aq.free_vsi_list(0x400, ListKind::Forward), Err(CmdError::Invalid(_))));
+    assert_eq!(bar.with_device(|d| d.counters().aq_commands), sent + 2, "refusals sent nothing");
+    // a list a rule still forwards to cannot be freed (model: EBUSY); a
+    // fresh one can, and an update of a list that is gone is NotFound
+    let busy = aq.free_vsi_list(list, ListKind::Forward);
+    assert_eq!(busy.map_err(|e| e.firmware_code()), Err(Some(12)), "{busy:?}");
+    let fresh = aq.alloc_vsi_list(ListKind::Forward).expect("alloc");
+    assert!(fresh <= 0x3ff && fresh != list);
+    aq.vsi_list_rule(ListOp::Set { new_list: true }, ListKind::Forward, fresh, &[v1])
+        .expect("list rule");
+    assert_eq!(bar.with_device(|d| d.lan().vsi_list(fresh).map(<[u16]>::to_vec)), Some(vec![v1]));
+    aq.free_vsi_list(fresh, ListKind::Forward).expect("free");
+    assert_eq!(aq.vsi_list_rule(set, ListKind::Forward, fresh, &[v1]), Err(CmdError::NotFound));
+    pf.shut_down().expect("teardown");
+}

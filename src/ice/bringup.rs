@@ -64,6 +64,7 @@ use super::aq::{AdminQueue, AqConfig, AqError};
 use super::cmd::{self, Caps, CapsKind, CmdError, PfVsiParams, PortInfo, Version, VsiContext};
 use super::regs;
 use super::sched::{RdmaBranch, Tree};
+use super::switch::MacFilters;
 use crate::device::{Device, ProbeError, ProbeOptions};
 use crate::lan::{LanError, LanInfo, LanOps, MsixInfo};
 use crate::res::Profile;
@@ -299,6 +300,8 @@ pub struct IceLan<H: Hal, B: Bar> {
     /// (qs_handle, teid) of registered qsets.
     qsets: heapless::Vec<(u16, u32), 8>,
     reset_requested: bool,
+    filters: MacFilters,
+    veb: bool,
 }
 
 impl<H: Hal, B: Bar> IceLan<H, B> {
@@ -317,6 +320,20 @@ impl<H: Hal, B: Bar> IceLan<H, B> {
     /// Hardware VSI number (irdma's vport_id).
     pub fn vsi_num(&self) -> u16 {
         self.vsi_num
+    }
+    /// The MAC switch rules installed so far (the port's MAC and
+    /// broadcast after bring-up).
+    pub fn mac_filters(&self) -> &MacFilters {
+        &self.filters
+    }
+    /// Makes another VSI (`vsi_num`, e.g. one added with
+    /// [`AdminQueue::add_vsi`]) receive `mac` and broadcast as well, as
+    /// ice_fltr_add_mac_and_broadcast does for a second VSI: an address
+    /// that already has a rule is turned into a VSI list or the list
+    /// extended ([`MacFilters::add_mac_and_broadcast`]; the port's unicast
+    /// MAC is not shared, ice's default `umac_shared` = false).
+    pub fn subscribe_mac(&mut self, vsi_num: u16, mac: [u8; 6]) -> Result<(), CmdError> {
+        self.filters.add_mac_and_broadcast(&mut self.aq, mac, vsi_num, self.veb, false)
     }
     /// The scheduler tree.
     pub fn tree(&self) -> &Tree {
@@ -527,7 +544,7 @@ impl<H: Hal, B: Bar + Clone> E810<H, B> {
                 return Err(e);
             }
         };
-        let (port, vsi_num, vsi_ctx, tree, branch) = lan_parts;
+        let (port, vsi_num, vsi_ctx, tree, branch, filters) = lan_parts;
         let mut lan = IceLan {
             aq,
             port,
@@ -538,6 +555,8 @@ impl<H: Hal, B: Bar + Clone> E810<H, B> {
             branch,
             qsets: heapless::Vec::new(),
             reset_requested: false,
+            filters,
+            veb: o.veb,
         };
         let Some(mac) = port.mac else {
             let _ = lan.shut_down();
@@ -568,8 +587,10 @@ impl<H: Hal, B: Bar + Clone> E810<H, B> {
         o: &BringUpOptions<'_>,
         version: Version,
         on: &mut dyn FnMut(Progress),
-    ) -> Result<((PortInfo, u16, VsiContext, Tree, RdmaBranch), cmd::LinkStatus), BringUpError>
-    {
+    ) -> Result<
+        ((PortInfo, u16, VsiContext, Tree, RdmaBranch, MacFilters), cmd::LinkStatus),
+        BringUpError,
+    > {
         use BringUpError as E;
         aq.clear_pf_cfg().map_err(E::cmd(Step::ClearPfConfig))?;
         on(Progress::ClearPfConfig);
@@ -647,7 +668,10 @@ impl<H: Hal, B: Bar + Clone> E810<H, B> {
             let branch = aq.sched_cfg_vsi_rdma(&mut tree, 0).map_err(E::cmd(Step::RdmaBranch))?;
             on(Progress::RdmaBranch);
             let mac = port.mac.unwrap_or_default();
-            aq.add_mac_and_broadcast(mac, vsi.vsi_num, o.veb).map_err(E::cmd(Step::SwitchRules))?;
+            let mut filters = MacFilters::new();
+            filters
+                .add_mac_and_broadcast(aq, mac, vsi.vsi_num, o.veb, false)
+                .map_err(E::cmd(Step::SwitchRules))?;
             on(Progress::SwitchRules);
             aq.set_event_mask(port.lport, cmd::LINUX_EVENT_MASK).map_err(E::cmd(Step::Link))?;
             let mut link =
@@ -668,11 +692,13 @@ impl<H: Hal, B: Bar + Clone> E810<H, B> {
                 }
             }
             on(Progress::Link);
-            Ok((branch, link))
+            Ok((branch, filters, link))
         };
         let rest = rest();
         match rest {
-            Ok((branch, link)) => Ok(((port, vsi.vsi_num, cache, tree, branch), link)),
+            Ok((branch, filters, link)) => {
+                Ok(((port, vsi.vsi_num, cache, tree, branch, filters), link))
+            }
             Err(e) => {
                 let _ = aq.free_vsi(vsi.vsi_num, false);
                 Err(e)

@@ -26,6 +26,16 @@ pub enum CmdError {
     /// A TC node would get more children than its layer allows
     /// (ice_sched_add_nodes_to_hw_layer: EIO). Nothing was sent.
     TcFull,
+    /// The switch rule or VSI already forwards to this VSI
+    /// (ice_add_update_vsi_list: EEXIST). Nothing was sent.
+    Exists,
+    /// An update or removal named a rule or list the firmware does not
+    /// have (ice_aq_sw_rules: the ENOENT return code of 0x02A1 / 0x02A2
+    /// becomes ENOENT).
+    NotFound,
+    /// The driver's fixed-size filter table has no free entry. Nothing was
+    /// sent.
+    TableFull,
     /// The firmware's AQ API major version is newer than this driver
     /// supports (ice_aq_ver_check: EIO).
     ApiTooNew {
@@ -43,6 +53,9 @@ impl CmdError {
             CmdError::Aq(e) => e.linux_errno(),
             CmdError::Invalid(_) => -22,
             CmdError::BadResponse(_) | CmdError::TcFull | CmdError::ApiTooNew { .. } => -5,
+            CmdError::Exists => -17,
+            CmdError::NotFound => -2,
+            CmdError::TableFull => -28,
         }
     }
 

@@ -1517,13 +1517,26 @@ impl Firmware {
             let rule_type = u16_at(buf, off);
             match rule_type {
                 0 | 1 => {
-                    let hdr_len = u16_at(buf, off + 14) as usize;
+                    // An update (0x02A1) may leave the header length 0 and
+                    // still carry the 16-byte dummy header: it changes the
+                    // action and source of the rule it names, whose match
+                    // stays (ice_switch.c → ice_fill_sw_rule writes hdr_len
+                    // only for Add; ice_update_pkt_fwd_rule sends the
+                    // 32-byte rule). Model choice: on update a header
+                    // length of 0 means the 16-byte header of spec §2.15.
+                    let mut hdr_len = u16_at(buf, off + 14) as usize;
+                    if update && hdr_len == 0 {
+                        hdr_len = 16;
+                    }
                     let size = 16 + hdr_len;
                     if off + size > buf.len() || hdr_len < 6 {
                         return Err(rc::EINVAL);
                     }
                     let mut dst = [0u8; 6];
                     dst.copy_from_slice(&buf[off + 16..off + 22]);
+                    if update && let Some(old) = self.rules.get(&u16_at(buf, off + 12)) {
+                        dst = old.dst_mac;
+                    }
                     let r = Rule {
                         index: u16_at(buf, off + 12),
                         rule_type,
