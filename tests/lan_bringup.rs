@@ -450,3 +450,81 @@ fn more_vsis_on_the_port_mac_share_a_vsi_list() {
     assert_eq!(aq.vsi_list_rule(set, ListKind::Forward, fresh, &[v1]), Err(CmdError::NotFound));
     pf.shut_down().expect("teardown");
 }
+
+/// `rdma_tcs` and `rdma_qsets_per_tc`: with queue-group nodes that hold two
+/// qsets, three qsets per TC need two RDMA queue-group nodes on each TC
+/// (ice_sched_calc_vsi_child_nodes); qsets go to the least-loaded node with
+/// room (ice_sched_get_free_qparent), a second TC gets its own branch, and
+/// when every node is full the LAN side refuses without a command.
+#[test]
+fn several_qsets_per_tc_and_a_second_tc() {
+    use irdma::ice::sched::Owner;
+    use irdma::lan::{LanError, LanOps};
+    let _g = lock();
+    let mut cfg = cold(A);
+    cfg.lan.num_tc = 2;
+    cfg.lan.max_sibl[8] = 2; // children of a queue-group node
+    let bar = ModelBar::standalone(cfg);
+    let mut o = options();
+    o.rdma_tcs = 0b11;
+    o.rdma_qsets_per_tc = 3;
+    let mut pf = Pf::bring_up(bar.clone(), Profile::SMALL, o).expect("bring-up");
+    let qgl = pf.lan.tree().qgrp_layer();
+    let qgrps = |pf: &Pf, tc: u8| -> Vec<u32> {
+        let t = pf.lan.tree();
+        t.nodes()
+            .iter()
+            .filter(|n| n.layer == qgl && n.tc == tc && n.owner == Owner::Rdma)
+            .map(|n| n.teid)
+            .collect()
+    };
+    let (q0, q1) = (qgrps(&pf, 0), qgrps(&pf, 1));
+    assert_eq!((q0.len(), q1.len()), (2, 2), "ceil(3 / 2) queue groups per TC");
+    let vsi = pf.lan.vsi_num();
+    let parent = |h: u16| bar.with_device(|d| d.lan().qset(h).map(|n| n.parent));
+    // the device's own qset sits in q0[0]; then: the emptier q0[1], q0[0],
+    // q0[1] again (first with room), then all are full
+    let mut mine = Vec::new();
+    for (h, want) in [(100u16, q0[1]), (101, q0[0]), (102, q0[1])] {
+        let teid = pf.lan.register_qset(h, 0, vsi).expect("qset");
+        assert_eq!(parent(h), Some(want), "qset {h}");
+        mine.push((h, teid));
+    }
+    let sent = bar.with_device(|d| d.counters().aq_commands);
+    assert_eq!(pf.lan.register_qset(103, 0, vsi), Err(LanError::NoResources));
+    assert_eq!(bar.with_device(|d| d.counters().aq_commands), sent, "nothing sent");
+    // TC 1 has its own branch
+    let teid = pf.lan.register_qset(200, 1, vsi).expect("TC 1 qset");
+    assert_eq!(parent(200), Some(q1[0]));
+    assert_eq!(pf.lan.tree().find(teid).map(|n| n.tc), Some(1));
+    mine.push((200, teid));
+    assert_eq!(pf.lan.register_qset(300, 2, vsi), Err(LanError::NoResources), "TC 2 not enabled");
+    for (h, t) in mine {
+        pf.lan.unregister_qset(h, t).expect("unregister");
+        assert_eq!(parent(h), None);
+    }
+    pf.shut_down().expect("teardown");
+}
+
+/// The TC and qset options are checked before anything is touched.
+#[test]
+fn rdma_tc_options_are_checked() {
+    let _g = lock();
+    let bar = ModelBar::standalone(cold(A));
+    for (tcs, per) in [(0b10u8, 1u16), (1, 0), (0xff, 5)] {
+        let mut o = options();
+        o.rdma_tcs = tcs;
+        o.rdma_qsets_per_tc = per;
+        let e = Pf::bring_up(bar.clone(), Profile::SMALL, o).err();
+        assert!(matches!(e, Some(BringUpError::BadOptions(_))), "{tcs:#x} {per}: {e:?}");
+    }
+    assert_eq!(bar.with_device(|d| d.counters().aq_commands), 0);
+    // a TC the firmware's topology lacks is refused at the branch step
+    let mut o = options();
+    o.rdma_tcs = 0b11;
+    let e = Pf::bring_up(bar.clone(), Profile::SMALL, o).err();
+    assert!(
+        matches!(e, Some(BringUpError::Command(Step::RdmaBranch, CmdError::Invalid(_)))),
+        "{e:?}"
+    );
+}

@@ -80,6 +80,12 @@ pub enum DdpPolicy<'a> {
     Ignore,
 }
 
+/// Most RDMA queue sets the LAN side registers (over all TCs).
+pub const MAX_QSETS: usize = 32;
+
+/// One RDMA scheduler branch per enabled TC.
+type Branches = heapless::Vec<RdmaBranch, 8>;
+
 /// How the PF is brought up.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct BringUpOptions<'a> {
@@ -111,6 +117,17 @@ pub struct BringUpOptions<'a> {
     pub require_link: bool,
     /// MSI-X vectors for the RDMA layer (§6 items 6–7).
     pub msix: MsixInfo,
+    /// Traffic classes that get an RDMA scheduler branch (bit n = TC n;
+    /// default TC 0 only; TC 0 must be in). Each TC named needs a TC node
+    /// in the firmware's default topology (ice skips a TC without one;
+    /// the driver refuses). Qsets are registered per TC through
+    /// [`LanOps::register_qset`].
+    pub rdma_tcs: u8,
+    /// Queue sets each RDMA branch is sized for (ice `max_rdmaqs[tc]`;
+    /// irdma asks for one per work-scheduler leaf): more than one
+    /// queue-group node holds adds further nodes, as ice_sched.c does.
+    /// 1..=[`MAX_QSETS`] in total over the TCs.
+    pub rdma_qsets_per_tc: u16,
     /// Options for the RDMA layer's probe.
     pub probe: ProbeOptions,
 }
@@ -132,6 +149,8 @@ impl Default for BringUpOptions<'_> {
             link_wait: Duration::from_secs(5),
             require_link: false,
             msix: MsixInfo { first: 0, count: 0 },
+            rdma_tcs: 1,
+            rdma_qsets_per_tc: 1,
             probe: ProbeOptions::default(),
         }
     }
@@ -296,9 +315,9 @@ pub struct IceLan<H: Hal, B: Bar> {
     vsi_num: u16,
     vsi_ctx: VsiContext,
     tree: Tree,
-    branch: RdmaBranch,
+    branches: Branches,
     /// (qs_handle, teid) of registered qsets.
-    qsets: heapless::Vec<(u16, u32), 8>,
+    qsets: heapless::Vec<(u16, u32), MAX_QSETS>,
     reset_requested: bool,
     filters: MacFilters,
     veb: bool,
@@ -387,13 +406,16 @@ fn lan_err(e: CmdError) -> LanError {
 
 impl<H: Hal, B: Bar> LanOps for IceLan<H, B> {
     fn register_qset(&mut self, qs_handle: u16, tc: u8, vsi_num: u16) -> Result<u32, LanError> {
-        if vsi_num != self.vsi_num || tc != 0 || self.qsets.is_full() {
-            // one VSI, one TC (§6 item 10)
+        // one VSI; a TC the bring-up gave a branch (rdma_tcs)
+        let Some(branch) = self.branches.iter().find(|b| b.tc == tc).copied() else {
+            return Err(LanError::NoResources);
+        };
+        if vsi_num != self.vsi_num || self.qsets.is_full() {
             return Err(LanError::NoResources);
         }
         let mut teid = [0u32; 1];
         self.aq
-            .sched_ena_rdma_qsets(&mut self.tree, &self.branch, tc, &[qs_handle], &mut teid)
+            .sched_ena_rdma_qsets(&mut self.tree, &branch, tc, &[qs_handle], &mut teid)
             .map_err(lan_err)?;
         let _ = self.qsets.push((qs_handle, teid[0]));
         Ok(teid[0])
@@ -522,6 +544,13 @@ impl<H: Hal, B: Bar + Clone> E810<H, B> {
         if o.vsi_rx_queues == 0 {
             return Err(BringUpError::BadOptions("the VSI needs at least one Rx queue"));
         }
+        let tcs = o.rdma_tcs.count_ones() as usize;
+        if o.rdma_tcs & 1 == 0
+            || o.rdma_qsets_per_tc == 0
+            || usize::from(o.rdma_qsets_per_tc).saturating_mul(tcs) > MAX_QSETS
+        {
+            return Err(BringUpError::BadOptions("RDMA TCs must include TC 0, 1..=32 qsets"));
+        }
         if o.max_frame == 0
             || o.max_frame > 9728
             || o.mtu < 576
@@ -544,7 +573,7 @@ impl<H: Hal, B: Bar + Clone> E810<H, B> {
                 return Err(e);
             }
         };
-        let (port, vsi_num, vsi_ctx, tree, branch, filters) = lan_parts;
+        let (port, vsi_num, vsi_ctx, tree, branches, filters) = lan_parts;
         let mut lan = IceLan {
             aq,
             port,
@@ -552,7 +581,7 @@ impl<H: Hal, B: Bar + Clone> E810<H, B> {
             vsi_num,
             vsi_ctx,
             tree,
-            branch,
+            branches,
             qsets: heapless::Vec::new(),
             reset_requested: false,
             filters,
@@ -588,7 +617,7 @@ impl<H: Hal, B: Bar + Clone> E810<H, B> {
         version: Version,
         on: &mut dyn FnMut(Progress),
     ) -> Result<
-        ((PortInfo, u16, VsiContext, Tree, RdmaBranch, MacFilters), cmd::LinkStatus),
+        ((PortInfo, u16, VsiContext, Tree, Branches, MacFilters), cmd::LinkStatus),
         BringUpError,
     > {
         use BringUpError as E;
@@ -643,6 +672,8 @@ impl<H: Hal, B: Bar + Clone> E810<H, B> {
         let res = aq.query_sched_res().map_err(E::cmd(Step::Scheduler))?;
         let mut tree =
             aq.sched_init_port(port.lport, res.layers).map_err(E::cmd(Step::Scheduler))?;
+        // ice keeps the per-layer child limits (hw->max_children)
+        tree.set_max_children(&res);
         on(Progress::Scheduler);
         aq.manage_mac_read(16, &mut port).map_err(E::cmd(Step::MacRead))?;
         if port.mac.is_none() {
@@ -665,7 +696,13 @@ impl<H: Hal, B: Bar + Clone> E810<H, B> {
         let vsi = aq.add_vsi(&mut ctx).map_err(E::cmd(Step::AddVsi))?;
         on(Progress::AddVsi);
         let mut rest = || {
-            let branch = aq.sched_cfg_vsi_rdma(&mut tree, 0).map_err(E::cmd(Step::RdmaBranch))?;
+            let mut branch = Branches::new();
+            for tc in (0..8u8).filter(|t| o.rdma_tcs & (1 << t) != 0) {
+                let b = aq
+                    .sched_cfg_vsi_rdma(&mut tree, tc, o.rdma_qsets_per_tc)
+                    .map_err(E::cmd(Step::RdmaBranch))?;
+                let _ = branch.push(b);
+            }
             on(Progress::RdmaBranch);
             let mac = port.mac.unwrap_or_default();
             let mut filters = MacFilters::new();

@@ -1178,12 +1178,22 @@ fn sequenced(case: &Value, aq: &mut Aq<'_>) -> Result<Vec<Out>, Outcome> {
                         // ice skips a TC the port has no node for
                         continue;
                     }
-                    match aq.sched_cfg_vsi_rdma(t, tc) {
-                        Ok(b) => branches.push((tc, b)),
-                        Err(e) => {
-                            ret = i64::from(e.linux_errno());
-                            break;
+                    // ice_cfg_vsi_rdma(max_rdmaqs[tc]): a new branch, or
+                    // one grown to the larger count
+                    let max_qs = args["max_rdmaqs"]
+                        .as_array()
+                        .and_then(|a| a.get(usize::from(tc)))
+                        .and_then(num)
+                        .unwrap_or(0) as u16;
+                    let r = match branches.iter_mut().find(|b| b.0 == tc) {
+                        Some(b) => aq.sched_grow_rdma(t, &mut b.1, max_qs),
+                        None => {
+                            aq.sched_cfg_vsi_rdma(t, tc, max_qs).map(|b| branches.push((tc, b)))
                         }
+                    };
+                    if let Err(e) = r {
+                        ret = i64::from(e.linux_errno());
+                        break;
                     }
                 }
                 o = Out::new(ret);

@@ -875,3 +875,87 @@ fn with_vsi1(
     m["outputs"]["ret"] = json!(ret);
     Some(m)
 }
+
+/// `cfg_vsi_rdma` with more queue sets than one queue-group node holds
+/// (max_children of that layer = 8 in the published answers):
+/// ice_sched_calc_vsi_child_nodes asks for ceil(n / 8) queue-group nodes
+/// (and ceil of that / 16 = 1 above), added in one 0x0401 with that many
+/// elements under the first new layer-6 node, each then queried (0x0404);
+/// the tree gains them, RDMA-owned. 9 and 16 sets need two nodes, 17
+/// three.
+#[test]
+fn more_rdma_qsets_than_a_queue_group_holds() {
+    let c = published().into_iter().find(|c| c["name"] == "one_tc_4_qsets").unwrap();
+    let mut cases = Vec::new();
+    for qs in [9u64, 16, 17, 8] {
+        let k = qs.div_ceil(8) as usize;
+        let mut m = c.clone();
+        m["inputs"]["args"]["max_rdmaqs"] = json!([qs]);
+        let cmds = m["outputs"]["commands"].as_array_mut().unwrap();
+        let query = cmds.pop().unwrap();
+        let add = cmds.pop().unwrap();
+        let slot0 = num(&add["slot"]).unwrap();
+        let n = num(&c["inputs"]["ring"]["sq_entries"]).unwrap();
+        let mut sent = hexbytes(add["buf"]["hex"].as_str().unwrap());
+        sent.resize(32, 0);
+        let mut got = hexbytes(add["resp"]["buf"]["hex"].as_str().unwrap());
+        got.resize(32, 0);
+        let first = u32::from_le_bytes(got[12..16].try_into().unwrap());
+        let parent = u32::from_le_bytes(sent[0..4].try_into().unwrap());
+        let mut buf = sent[..8].to_vec();
+        buf[4..6].copy_from_slice(&(k as u16).to_le_bytes());
+        let mut rbuf = buf.clone();
+        for i in 0..k {
+            let mut e = sent[8..32].to_vec();
+            buf.extend_from_slice(&e);
+            e[4..8].copy_from_slice(&(first + i as u32).to_le_bytes());
+            rbuf.extend_from_slice(&e);
+        }
+        let mut d = hexbytes(add["desc"]["hex"].as_str().unwrap());
+        d[4..6].copy_from_slice(&(buf.len() as u16).to_le_bytes());
+        let mut r = hexbytes(add["resp"]["desc"].as_str().unwrap());
+        r[4..6].copy_from_slice(&(buf.len() as u16).to_le_bytes());
+        let mut a = add.clone();
+        a["desc"]["hex"] = json!(hexstr(&d));
+        a["buf"] = json!({"len": buf.len(), "hex": hexstr(&buf), "compare": "bytes"});
+        a["resp"] = json!({"desc": hexstr(&r), "buf": {"len": buf.len(), "hex": hexstr(&rbuf)}});
+        cmds.push(a);
+        for i in 0..k {
+            let mut q = query.clone();
+            q["slot"] = json!((slot0 + 1 + i as u64) % n);
+            let teid = (first + i as u32).to_le_bytes();
+            let mut b = hexbytes(q["buf"]["hex"].as_str().unwrap());
+            b.resize(24, 0);
+            b[4..8].copy_from_slice(&teid);
+            q["buf"]["hex"] = json!(hexstr(&b));
+            let mut rb = hexbytes(q["resp"]["buf"]["hex"].as_str().unwrap());
+            rb.resize(24, 0);
+            rb[4..8].copy_from_slice(&teid);
+            q["resp"]["buf"]["hex"] = json!(hexstr(&rb));
+            cmds.push(q);
+        }
+        let last = num(&add["slot"]).unwrap();
+        let writes = m["outputs"]["reg_writes"].as_array_mut().unwrap();
+        writes.truncate(writes.len() - 2);
+        for i in 0..=k as u64 {
+            let s = (last + 1 + i) % n;
+            writes.push(json!({"call": 3, "offset": "0x00080400", "name": "PF_FW_ATQT",
+                "value": format!("{s:#010x}"), "group": "atq"}));
+        }
+        let tree = m["outputs"]["calls"][3]["outputs"]["tree"].as_array_mut().unwrap();
+        let node = tree.pop().unwrap();
+        for i in 0..k {
+            let mut x = node.clone();
+            x["teid"] = json!(first + i as u32);
+            x["parent"] = json!(parent);
+            tree.push(x);
+        }
+        cases.push((m, format!("max_rdmaqs {qs}")));
+    }
+    let bad = run_all(&cases);
+    assert!(bad.is_empty(), "{} of {} failed:\n{}", bad.len(), cases.len(), bad.join("\n"));
+    // really compared: one queue-group node too few fails
+    let mut wrong = cases[0].0.clone();
+    wrong["inputs"]["args"]["max_rdmaqs"] = json!([8]);
+    assert!(matches!(run_case(&wrong), Outcome::Fail(_)));
+}
