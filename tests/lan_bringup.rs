@@ -528,3 +528,57 @@ fn rdma_tc_options_are_checked() {
         "{e:?}"
     );
 }
+
+/// The optional commands: Set Port Params 0x0203 (after the switch
+/// configuration, Linux's values: VSI 0, no flags, loopback normal |
+/// VALID) and Driver Version 0x0002 (after the link: version bytes, the
+/// ASCII name as the buffer), each answered by the model and recorded; off
+/// by default; a firmware error stops at its own step; a name ice could
+/// not send is refused before anything is sent.
+#[test]
+fn port_params_and_driver_version_are_options() {
+    use irdma::ice::cmd::{DriverVersion, PortParams};
+    let _g = lock();
+    let bar = ModelBar::standalone(cold(A));
+    let pf = up(&bar).expect("bring-up");
+    assert_eq!(bar.with_device(|d| d.lan().port_params().copied()), None, "off by default");
+    assert!(bar.with_device(|d| d.lan().driver_version().is_none()));
+    pf.shut_down().expect("teardown");
+    let mut o = options();
+    o.port_params = Some(PortParams::LINUX);
+    o.driver_version = Some(DriverVersion { version: [1, 15, 4, 0], name: "irdma-bare" });
+    let bar = ModelBar::standalone(cold(A));
+    let pf = Pf::bring_up(bar.clone(), Profile::SMALL, o).expect("bring-up");
+    assert_eq!(bar.with_device(|d| d.lan().port_params().copied()), Some([0, 0, 0, 0, 0, 0, 4]));
+    assert_eq!(
+        bar.with_device(|d| d.lan().driver_version().map(|(v, n)| (*v, n.to_vec()))),
+        Some(([1, 15, 4, 0], b"irdma-bare".to_vec()))
+    );
+    pf.shut_down().expect("teardown");
+    for (op, step) in [(0x0203u16, Step::PortParams), (0x0002, Step::DriverVersion)] {
+        let bar = ModelBar::standalone(cold(A));
+        bar.with_device(|d| d.faults().aq_fail_opcode = Some((op, 14)));
+        let e = Pf::bring_up(bar.clone(), Profile::SMALL, o).err();
+        match e {
+            Some(BringUpError::Command(s, e)) => {
+                assert_eq!((s, e.firmware_code()), (step, Some(14)), "{op:#x}")
+            }
+            other => panic!("{op:#x}: {other:?}"),
+        }
+    }
+    for name in ["", "ünïcode", "a-name-longer-than-thirty-two-bytes", "nul\0"] {
+        let mut o = o;
+        o.driver_version = Some(DriverVersion { version: [1, 0, 0, 0], name });
+        let bar = ModelBar::standalone(cold(A));
+        let e = Pf::bring_up(bar.clone(), Profile::SMALL, o).err();
+        assert!(
+            matches!(e, Some(BringUpError::Command(Step::DriverVersion, CmdError::Invalid(_)))),
+            "{name:?}: {e:?}"
+        );
+        assert!(bar.with_device(|d| d.lan().driver_version().is_none()));
+    }
+    let mut o = o;
+    o.port_params = Some(PortParams { bad_frame_vsi: 0x400, ..PortParams::LINUX });
+    let e = Pf::bring_up(ModelBar::standalone(cold(A)), Profile::SMALL, o).err();
+    assert!(matches!(e, Some(BringUpError::Command(Step::PortParams, CmdError::Invalid(_)))));
+}

@@ -12,11 +12,13 @@
 //!   8  device + function caps (RDMA, ≤ 4 PFs, MSI-X range), then PE_DONE
 //!   9  DDP: active package? else download the caller's, else error
 //!  10  switch config (lport, sw_id)
+//!  11  Set Port Params (option, Linux sends it)
 //!  12  scheduler resources      13  default topology, default nodes deleted
 //!  14  MAC read                 15  max frame size (Set MAC config)
 //!  16  Add PF VSI               17  scheduler branch to the RDMA qgrp node
 //!  18  broadcast + unicast MAC rules
-//!  19  event mask, link events, restart AN, link status
+//!  19  event mask, link events, restart AN, link status; Driver
+//!      Version (option)
 //!  22–24  Device::probe_with_lan: Add RDMA Qset per TC leaf, PE filter
 //! ```
 //! [`E810::bring_up_observed`] is the same call with an observer that hears
@@ -61,7 +63,10 @@ use irdma_hal::dma::wait_until;
 use irdma_hal::{Bar, Hal};
 
 use super::aq::{AdminQueue, AqConfig, AqError};
-use super::cmd::{self, Caps, CapsKind, CmdError, PfVsiParams, PortInfo, Version, VsiContext};
+use super::cmd::{
+    self, Caps, CapsKind, CmdError, DriverVersion, PfVsiParams, PortInfo, PortParams, Version,
+    VsiContext,
+};
 use super::regs;
 use super::sched::{RdmaBranch, Tree};
 use super::switch::MacFilters;
@@ -128,6 +133,13 @@ pub struct BringUpOptions<'a> {
     /// queue-group node holds adds further nodes, as ice_sched.c does.
     /// 1..=[`MAX_QSETS`] in total over the TCs.
     pub rdma_qsets_per_tc: u16,
+    /// Send Set Port Parameters (0x0203) after the switch configuration,
+    /// as Linux does with [`PortParams::LINUX`] (spec §5 step 11; optional:
+    /// default off, the firmware's defaults stay).
+    pub port_params: Option<PortParams>,
+    /// Send Driver Version (0x0002) after the link step, as Linux does
+    /// (spec §2.3; optional, default off).
+    pub driver_version: Option<DriverVersion<'a>>,
     /// Options for the RDMA layer's probe.
     pub probe: ProbeOptions,
 }
@@ -151,6 +163,8 @@ impl Default for BringUpOptions<'_> {
             msix: MsixInfo { first: 0, count: 0 },
             rdma_tcs: 1,
             rdma_qsets_per_tc: 1,
+            port_params: None,
+            driver_version: None,
             probe: ProbeOptions::default(),
         }
     }
@@ -190,6 +204,10 @@ pub enum Step {
     SwitchRules,
     /// 19: link.
     Link,
+    /// 11: Set Port Parameters (optional).
+    PortParams,
+    /// Driver Version (optional, after the link).
+    DriverVersion,
     /// 22–24: the RDMA layer.
     Probe,
 }
@@ -669,6 +687,9 @@ impl<H: Hal, B: Bar + Clone> E810<H, B> {
         let mut port = PortInfo::default();
         aq.initial_sw_cfg(&mut port).map_err(E::cmd(Step::SwitchConfig))?;
         on(Progress::SwitchConfig);
+        if let Some(p) = &o.port_params {
+            aq.set_port_params(p).map_err(E::cmd(Step::PortParams))?;
+        }
         let res = aq.query_sched_res().map_err(E::cmd(Step::Scheduler))?;
         let mut tree =
             aq.sched_init_port(port.lport, res.layers).map_err(E::cmd(Step::Scheduler))?;
@@ -729,6 +750,9 @@ impl<H: Hal, B: Bar + Clone> E810<H, B> {
                 }
             }
             on(Progress::Link);
+            if let Some(v) = &o.driver_version {
+                aq.send_driver_version(v).map_err(E::cmd(Step::DriverVersion))?;
+            }
             Ok((branch, filters, link))
         };
         let rest = rest();

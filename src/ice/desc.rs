@@ -88,6 +88,8 @@ pub enum Opcode {
     FreeVsi = 0x0213,
     /// Add Switch Rules (indirect, RD).
     AddSwitchRules = 0x02A0,
+    /// Set Port Parameters (direct).
+    SetPortParams = 0x0203,
     /// Update Switch Rules (indirect, RD).
     UpdateSwitchRules = 0x02A1,
     /// Allocate Resources (indirect, RD): VSI lists (ice_aq_alloc_free_res).
@@ -128,7 +130,7 @@ pub enum Opcode {
 
 impl Opcode {
     /// Every opcode, for look-ups.
-    pub const ALL: [Opcode; 32] = [
+    pub const ALL: [Opcode; 33] = [
         Opcode::GetVersion,
         Opcode::DriverVersion,
         Opcode::QueueShutdown,
@@ -144,6 +146,7 @@ impl Opcode {
         Opcode::FreeVsi,
         Opcode::AddSwitchRules,
         Opcode::UpdateSwitchRules,
+        Opcode::SetPortParams,
         Opcode::AllocResources,
         Opcode::FreeResources,
         Opcode::ClearPfConfig,
