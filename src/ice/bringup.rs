@@ -46,12 +46,19 @@
 //! * PE_DONE is awaited after the caps, when RDMA is known to be on (as
 //!   ice_check_reset does for a function that has the capability).
 //! * 9 (API version): major > 1 refused (ice_aq_ver_check).
-//! * 10 (DCB): one TC; [`BringUpOptions::stop_lldp`] stops the firmware
-//!   LLDP agent so the link partner cannot push more TCs.
+//! * 10 (DCB): TC 0 by default; [`BringUpOptions::rdma_tcs`] names more
+//!   TCs (each needs a TC node in the default topology; ice's TC numbers
+//!   come from its DCB code, which the vendor vectors do not cover, so
+//!   the branch index of 0x0400 is taken as the TC) and
+//!   [`BringUpOptions::rdma_qsets_per_tc`] sizes each branch;
+//!   [`BringUpOptions::stop_lldp`] stops the firmware LLDP agent so the
+//!   link partner cannot push more TCs. Reading the DCB configuration is
+//!   the caller's.
 //! * 11 (RDMA disabled by NVM): cap 0x0051 = 0 or more than 4 PFs →
 //!   [`BringUpError::RdmaDisabled`]; the doorbell size is the RDMA layer's
 //!   check.
-//! * 13 (link bring-up): Restart AN only (iPXE's path); no PHY config.
+//! * 13 (link bring-up): Restart AN only (iPXE's path); no PHY config
+//!   (0x0600/0x0601 are media-dependent and not sent).
 //!   Link down after [`BringUpOptions::link_wait`] is an error only when
 //!   [`BringUpOptions::require_link`].
 //! * 14 (address resolution): outside this layer (ARP entries are the
