@@ -577,7 +577,6 @@ fn port_params_and_driver_version_are_options() {
         );
         assert!(bar.with_device(|d| d.lan().driver_version().is_none()));
     }
-    let mut o = o;
     o.port_params = Some(PortParams { bad_frame_vsi: 0x400, ..PortParams::LINUX });
     let e = Pf::bring_up(ModelBar::standalone(cold(A)), Profile::SMALL, o).err();
     assert!(matches!(e, Some(BringUpError::Command(Step::PortParams, CmdError::Invalid(_)))));
