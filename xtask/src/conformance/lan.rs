@@ -1134,6 +1134,11 @@ fn sequenced(case: &Value, aq: &mut Aq<'_>) -> Result<Vec<Out>, Outcome> {
                 if case["inputs"].get(&key).is_none_or(Value::is_null) {
                     return Err(Outcome::Fail(format!("ice_vsi_init without inputs.{key}")));
                 }
+                if let Err(why) = vsi_params(&case["inputs"][key.as_str()]) {
+                    return Err(Outcome::Skip(format!(
+                        "{key}: {why}: the driver builds PF and CTRL VSIs only"
+                    )));
+                }
                 let (vo, n, c) = add_vsi(aq, case, &key).map_err(Outcome::Fail)?;
                 o = vo;
                 vsis.push(n);

@@ -959,3 +959,13 @@ fn more_rdma_qsets_than_a_queue_group_holds() {
     wrong["inputs"]["args"]["max_rdmaqs"] = json!([8]);
     assert!(matches!(run_case(&wrong), Outcome::Fail(_)));
 }
+
+/// A second VSI of a type the driver does not build (VF, VMDq2) is a
+/// skip with the README's reason, not a failure.
+#[test]
+fn a_second_vsi_of_another_type_is_skipped() {
+    let c = published().into_iter().find(|c| c["op"] == "add_mac_fltr").unwrap();
+    let mut m = with_vsi1(&c, false, false, None).unwrap();
+    m["inputs"]["vsi1"]["type"] = json!(2);
+    assert!(matches!(run_case(&m), Outcome::Skip(_)));
+}
