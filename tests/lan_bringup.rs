@@ -448,6 +448,31 @@ fn more_vsis_on_the_port_mac_share_a_vsi_list() {
     assert_eq!(bar.with_device(|d| d.lan().vsi_list(fresh).map(<[u16]>::to_vec)), Some(vec![v1]));
     aq.free_vsi_list(fresh, ListKind::Forward).expect("free");
     assert_eq!(aq.vsi_list_rule(set, ListKind::Forward, fresh, &[v1]), Err(CmdError::NotFound));
+    // removal (ice_remove_rule_internal / ice_rem_update_vsi_list): the
+    // list shrinks; with one VSI left the rule forwards to it again and
+    // the list is freed; a VSI that does not receive the address is
+    // NotFound with nothing sent
+    pf.lan.remove_mac_filter(v2, bcast).expect("remove v2");
+    assert_eq!(sorted(bcast), vec![v0, v1]);
+    let sent = bar.with_device(|d| d.counters().aq_commands);
+    assert_eq!(pf.lan.remove_mac_filter(v2, bcast), Err(CmdError::NotFound));
+    assert_eq!(pf.lan.remove_mac_filter(v1, A.mac), Err(CmdError::NotFound), "v0's unicast");
+    assert_eq!(bar.with_device(|d| d.counters().aq_commands), sent, "nothing sent");
+    pf.lan.remove_mac_filter(v0, bcast).expect("remove v0");
+    assert_eq!(
+        bar.with_device(|d| d.counters().aq_commands),
+        sent + 4,
+        "clear, clear, update, free"
+    );
+    assert_eq!(sorted(bcast), vec![v1], "back to one VSI");
+    let f = *pf.lan.mac_filters().find(bcast).expect("rule kept");
+    assert_eq!((f.fwd, f.vsi_count), (Fwd::Vsi(v1), 1));
+    assert!(bar.with_device(|d| d.lan().vsi_list(list).is_none()), "list freed");
+    let rule = bar.with_device(|d| d.lan().rules().get(&f.rule_id).map(|r| (r.src, r.fwd_vsi())));
+    assert_eq!(rule, Some((v0, Some(v1))), "source kept, forwards to v1");
+    pf.lan.remove_mac_filter(v1, bcast).expect("remove the last");
+    assert!(sorted(bcast).is_empty() && pf.lan.mac_filters().find(bcast).is_none());
+    assert_eq!(pf.lan.mac_filters().rule_cnt(), 2, "ice counts down on 0x02A2 only");
     pf.shut_down().expect("teardown");
 }
 

@@ -379,6 +379,13 @@ impl<H: Hal, B: Bar> IceLan<H, B> {
     pub fn subscribe_mac(&mut self, vsi_num: u16, mac: [u8; 6]) -> Result<(), CmdError> {
         self.filters.add_mac_and_broadcast(&mut self.aq, mac, vsi_num, self.veb, false)
     }
+    /// Stops VSI `vsi_num` receiving `mac` (one address; broadcast is
+    /// [`super::switch::BROADCAST`]), as ice_remove_mac does
+    /// ([`MacFilters::remove_mac`]): a list shrinks, and back to a single
+    /// VSI it becomes a plain rule again.
+    pub fn remove_mac_filter(&mut self, vsi_num: u16, mac: [u8; 6]) -> Result<(), CmdError> {
+        self.filters.remove_mac(&mut self.aq, mac, vsi_num, self.veb)
+    }
     /// The scheduler tree.
     pub fn tree(&self) -> &Tree {
         &self.tree

@@ -88,6 +88,8 @@ pub enum Opcode {
     FreeVsi = 0x0213,
     /// Add Switch Rules (indirect, RD).
     AddSwitchRules = 0x02A0,
+    /// Remove Switch Rules (indirect, RD).
+    RemoveSwitchRules = 0x02A2,
     /// Set Port Parameters (direct).
     SetPortParams = 0x0203,
     /// Update Switch Rules (indirect, RD).
@@ -130,7 +132,7 @@ pub enum Opcode {
 
 impl Opcode {
     /// Every opcode, for look-ups.
-    pub const ALL: [Opcode; 33] = [
+    pub const ALL: [Opcode; 34] = [
         Opcode::GetVersion,
         Opcode::DriverVersion,
         Opcode::QueueShutdown,
@@ -146,6 +148,7 @@ impl Opcode {
         Opcode::FreeVsi,
         Opcode::AddSwitchRules,
         Opcode::UpdateSwitchRules,
+        Opcode::RemoveSwitchRules,
         Opcode::SetPortParams,
         Opcode::AllocResources,
         Opcode::FreeResources,
@@ -186,6 +189,7 @@ impl Opcode {
                 | Opcode::UpdateVsi
                 | Opcode::AddSwitchRules
                 | Opcode::UpdateSwitchRules
+                | Opcode::RemoveSwitchRules
                 | Opcode::AllocResources
                 | Opcode::FreeResources
                 | Opcode::AddSchedElems

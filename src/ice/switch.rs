@@ -333,6 +333,18 @@ impl<H: Hal, B: Bar> AdminQueue<H, B> {
         self.sw_rules_result(d, rule)
     }
 
+    /// Remove Switch Rules 0x02A2 for the lookup rule `rule_id`: the
+    /// 16-byte rule without header that ice_fill_sw_rule leaves for a
+    /// removal (index only; ice_remove_rule_internal). ENOENT becomes
+    /// [`CmdError::NotFound`].
+    pub fn remove_switch_rule(&mut self, rule_id: u16) -> Result<(), CmdError> {
+        let mut b = [0u8; 16];
+        b[12..14].copy_from_slice(&rule_id.to_le_bytes());
+        let mut d = Desc::new(Opcode::RemoveSwitchRules);
+        d.set_u16(16, 1);
+        self.sw_rules_result(d, &mut b)
+    }
+
     fn sw_rules_result(&mut self, mut d: Desc, buf: &mut [u8]) -> Result<(), CmdError> {
         let r = self.send(&mut d, Some(buf));
         // ice_aq_sw_rules: for update / remove, a last status of ENOENT
@@ -489,7 +501,8 @@ pub struct MacFilter {
     /// Where the rule forwards now: the first VSI, or the list once a
     /// second VSI subscribed.
     pub fwd: Fwd,
-    /// The VSI that installed the rule.
+    /// The VSI that installed the rule (the rule's source, kept when the
+    /// rule is pointed elsewhere, as ice keeps `fltr_info.src`).
     pub first_vsi: u16,
     /// Member bitmap of the list (hardware VSI numbers, 10 bits).
     members: [u64; 16],
@@ -508,6 +521,20 @@ impl MacFilter {
 
     fn is_member(&self, vsi: u16) -> bool {
         self.members.get(usize::from(vsi / 64)).is_some_and(|w| w & (1u64 << (vsi % 64)) != 0)
+    }
+
+    fn clear_member(&mut self, vsi: u16) {
+        if let Some(w) = self.members.get_mut(usize::from(vsi / 64)) {
+            *w &= !(1u64 << (vsi % 64));
+        }
+    }
+
+    /// The lowest member (ice find_first_bit on the VSI map).
+    fn first_member(&self) -> Option<u16> {
+        self.members.iter().enumerate().find(|(_, w)| **w != 0).map(|(i, w)| {
+            // i < 16 and trailing_zeros < 64: fits in 10 bits
+            (i as u16) * 64 + w.trailing_zeros() as u16
+        })
     }
 
     fn set_member(&mut self, vsi: u16) {
@@ -584,6 +611,81 @@ impl MacFilters {
         } else {
             self.create(aq, mac, vsi, veb)
         }
+    }
+
+    /// Stops `vsi` receiving `mac` (ice_switch.c → ice_remove_mac_rule,
+    /// ice_remove_rule_internal, ice_rem_update_vsi_list): a rule that
+    /// forwards to `vsi` alone is removed (0x02A2); from a list the VSI is
+    /// cleared (VSI_LIST_CLEAR with 0x02A1), and when one VSI is left the
+    /// list is emptied, the rule pointed back at that VSI (0x02A1, the
+    /// rule's original source) and the list freed (0x0209). No rule for
+    /// `mac`, or `vsi` not in its list, is [`CmdError::NotFound`] (ice:
+    /// ENOENT), nothing sent. Stricter than ice: a rule that forwards to
+    /// another single VSI is NotFound too (ice removes a multicast one).
+    pub fn remove_mac<H: Hal, B: Bar>(
+        &mut self,
+        aq: &mut AdminQueue<H, B>,
+        mac: [u8; 6],
+        vsi: u16,
+        veb: bool,
+    ) -> Result<(), CmdError> {
+        let i = self
+            .entries
+            .iter()
+            .position(|e| e.is_some_and(|e| e.mac == mac))
+            .ok_or(CmdError::NotFound)?;
+        let Some(Some(mut e)) = self.entries.get(i).copied() else {
+            return Err(CmdError::NotFound);
+        };
+        match e.fwd {
+            Fwd::Vsi(v) => {
+                if v != vsi {
+                    return Err(CmdError::NotFound);
+                }
+                aq.remove_switch_rule(e.rule_id)?;
+                self.rule_cnt = self.rule_cnt.wrapping_sub(1);
+                if let Some(s) = self.entries.get_mut(i) {
+                    *s = None;
+                }
+                return Ok(());
+            }
+            Fwd::VsiList(list) => {
+                if !e.is_member(vsi) {
+                    return Err(CmdError::NotFound);
+                }
+                aq.vsi_list_rule(ListOp::Clear, ListKind::Forward, list, &[vsi])?;
+                e.clear_member(vsi);
+                e.vsi_count = e.vsi_count.saturating_sub(1);
+                if e.vsi_count == 1
+                    && let Some(rem) = e.first_member()
+                {
+                    // store the cleared member before the next steps can fail
+                    if let Some(s) = self.entries.get_mut(i) {
+                        *s = Some(e);
+                    }
+                    aq.vsi_list_rule(ListOp::Clear, ListKind::Forward, list, &[rem])?;
+                    let spec = RuleSpec {
+                        lookup: Lookup::Mac(mac),
+                        action: Action::Vsi(rem),
+                        flags: rule_flag::TX,
+                        src: e.first_vsi,
+                        veb,
+                        op: RuleOp::Update,
+                    };
+                    let mut r = lookup_rule(&spec)?.bytes;
+                    aq.update_switch_rule(&mut r, e.rule_id)?;
+                    e.fwd = Fwd::Vsi(rem);
+                    if let Some(s) = self.entries.get_mut(i) {
+                        *s = Some(e);
+                    }
+                    aq.free_vsi_list(list, ListKind::Forward)?;
+                }
+            }
+        }
+        if let Some(s) = self.entries.get_mut(i) {
+            *s = Some(e);
+        }
+        Ok(())
     }
 
     /// A new "MAC forward to VSI" rule (ice_create_pkt_fwd_rule, or the
