@@ -969,3 +969,145 @@ fn a_second_vsi_of_another_type_is_skipped() {
     m["inputs"]["vsi1"]["type"] = json!(2);
     assert!(matches!(run_case(&m), Outcome::Skip(_)));
 }
+
+fn le32_at(b: &[u8], at: usize) -> u32 {
+    u32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
+}
+
+/// `ena_rdma_qset` after a `cfg_vsi_rdma` sized for more qsets than one
+/// queue-group node holds: the branch gets k queue-group nodes (one 0x0401
+/// with k elements, k queries), and ice_sched_get_free_qparent puts all
+/// the qsets of the one 0x0C33 under the first node with room — the first
+/// queue group, still empty; every TEID the firmware hands out afterwards
+/// is k − 1 higher.
+#[test]
+fn qsets_go_to_the_first_queue_group_with_room() {
+    let c = published().into_iter().find(|c| c["name"] == "eight_qsets").unwrap();
+    let mut cases = Vec::new();
+    for k in [2usize, 3] {
+        let mut m = c.clone();
+        m["inputs"]["args"]["max_rdmaqs"] = json!([8 * k as u64 - 1]);
+        let n = num(&c["inputs"]["ring"]["sq_entries"]).unwrap();
+        let old = c["outputs"]["commands"].as_array().unwrap().clone();
+        let ia = old
+            .iter()
+            .rposition(|x| {
+                num(&x["call"]) == Some(3) && x["desc"]["hex"].as_str().unwrap()[4..8] == *"0104"
+            })
+            .unwrap();
+        let (add, query) = (&old[ia], &old[ia + 1]);
+        let mut sent = hexbytes(add["buf"]["hex"].as_str().unwrap());
+        sent.resize(32, 0);
+        let mut got = hexbytes(add["resp"]["buf"]["hex"].as_str().unwrap());
+        got.resize(32, 0);
+        let first = le32_at(&got, 12);
+        let parent = le32_at(&sent, 0);
+        let d = (k - 1) as u32;
+        let shift = |t: u32| if t > first { t + d } else { t };
+        let mut buf = sent[..8].to_vec();
+        buf[4..6].copy_from_slice(&(k as u16).to_le_bytes());
+        let mut rbuf = buf.clone();
+        for i in 0..k {
+            let mut e = sent[8..32].to_vec();
+            buf.extend_from_slice(&e);
+            e[4..8].copy_from_slice(&(first + i as u32).to_le_bytes());
+            rbuf.extend_from_slice(&e);
+        }
+        let mut cmds: Vec<Value> = old[..ia].to_vec();
+        let mut a = add.clone();
+        let mut dh = hexbytes(add["desc"]["hex"].as_str().unwrap());
+        dh[4..6].copy_from_slice(&(buf.len() as u16).to_le_bytes());
+        let mut rh = hexbytes(add["resp"]["desc"].as_str().unwrap());
+        rh[4..6].copy_from_slice(&(buf.len() as u16).to_le_bytes());
+        a["desc"]["hex"] = json!(hexstr(&dh));
+        a["buf"] = json!({"len": buf.len(), "hex": hexstr(&buf), "compare": "bytes"});
+        a["resp"] = json!({"desc": hexstr(&rh), "buf": {"len": buf.len(), "hex": hexstr(&rbuf)}});
+        cmds.push(a);
+        for i in 0..k {
+            let mut q = query.clone();
+            let t = (first + i as u32).to_le_bytes();
+            for (key, sub) in [("buf", "hex"), ("resp", "buf")] {
+                let v = if key == "buf" { &q[key][sub] } else { &q[key][sub]["hex"] };
+                let mut b = hexbytes(v.as_str().unwrap());
+                b.resize(24, 0);
+                b[4..8].copy_from_slice(&t);
+                if key == "buf" {
+                    q[key][sub] = json!(hexstr(&b));
+                } else {
+                    q[key][sub]["hex"] = json!(hexstr(&b));
+                }
+            }
+            cmds.push(q);
+        }
+        // call 4: the same commands, TEIDs above the first queue group moved
+        for x in &old[ia + 2..] {
+            let mut x = x.clone();
+            let op = x["desc"]["hex"].as_str().unwrap()[4..8].to_string();
+            let mut rb = hexbytes(x["resp"]["buf"]["hex"].as_str().unwrap());
+            if op == "330c" {
+                let cnt = u16::from_le_bytes([rb[4], rb[5]]) as usize;
+                rb.resize(8 + 24 * cnt, 0);
+                for i in 0..cnt {
+                    let at = 8 + 24 * i + 4;
+                    let v = shift(le32_at(&rb, at));
+                    rb[at..at + 4].copy_from_slice(&v.to_le_bytes());
+                }
+            } else {
+                let mut b = hexbytes(x["buf"]["hex"].as_str().unwrap());
+                b.resize(24, 0);
+                let v = shift(le32_at(&b, 4));
+                b[4..8].copy_from_slice(&v.to_le_bytes());
+                x["buf"]["hex"] = json!(hexstr(&b));
+                rb.resize(24, 0);
+                rb[4..8].copy_from_slice(&v.to_le_bytes());
+            }
+            x["resp"]["buf"]["hex"] = json!(hexstr(&rb));
+            cmds.push(x);
+        }
+        let slot0 = num(&old[0]["slot"]).unwrap();
+        let mut writes = Vec::new();
+        for (i, x) in cmds.iter_mut().enumerate() {
+            let s = (slot0 + i as u64) % n;
+            x["slot"] = json!(s);
+            writes.push(json!({"call": x["call"].clone(), "offset": "0x00080400",
+                "name": "PF_FW_ATQT", "value": format!("{:#010x}", (s + 1) % n), "group": "atq"}));
+        }
+        assert_eq!(writes.len(), c["outputs"]["reg_writes"].as_array().unwrap().len() + (k - 1));
+        m["outputs"]["commands"] = json!(cmds);
+        m["outputs"]["reg_writes"] = json!(writes);
+        for ci in [3usize, 4] {
+            let out = &mut m["outputs"]["calls"][ci]["outputs"];
+            let tree = out["tree"].as_array_mut().unwrap();
+            let at = tree.iter().position(|x| num(&x["teid"]) == Some(u64::from(first))).unwrap();
+            let qgrp = tree[at].clone();
+            let mut end = at + 1;
+            for x in tree.iter_mut().skip(at + 1) {
+                if num(&x["parent"]) != Some(u64::from(first)) {
+                    break;
+                }
+                let t = num(&x["teid"]).unwrap() as u32;
+                x["teid"] = json!(shift(t));
+                end += 1;
+            }
+            for i in 1..k {
+                let mut x = qgrp.clone();
+                x["teid"] = json!(first + i as u32);
+                x["parent"] = json!(parent);
+                x["children"] = json!(0);
+                tree.insert(end + i - 1, x);
+            }
+            for i in 0..8 {
+                let key = format!("qset_teid[{i}]");
+                if let Some(v) = out.get(&key).and_then(num) {
+                    out[key] = json!(format!("{:#x}", shift(v as u32)));
+                }
+            }
+        }
+        cases.push((m, format!("{k} queue groups")));
+    }
+    let bad = run_all(&cases);
+    assert!(bad.is_empty(), "{} of {} failed:\n{}", bad.len(), cases.len(), bad.join("\n"));
+    let mut wrong = cases[0].0.clone();
+    wrong["outputs"]["calls"][4]["outputs"]["qset_teid[0]"] = json!("0x2006");
+    assert!(matches!(run_case(&wrong), Outcome::Fail(_)));
+}
