@@ -1179,8 +1179,11 @@ fn sequenced(case: &Value, aq: &mut Aq<'_>) -> Result<Vec<Out>, Outcome> {
                 let bitmap = arg(case, "tc_bitmap").unwrap_or(1) as u8;
                 let mut ret = 0;
                 for tc in 0..8u8 {
-                    if bitmap & (1 << tc) == 0 || t.tc_node(tc).is_none() {
-                        // ice skips a TC the port has no node for
+                    // ice skips a TC the port has no node for; without
+                    // DCB (not in the vectors) every TC node carries
+                    // tc_num 0, so only TC 0 has one in ice's view
+                    // (the vectors' trees report tc 0 for all of them)
+                    if bitmap & (1 << tc) == 0 || tc != 0 || t.tc_node(tc).is_none() {
                         continue;
                     }
                     // ice_cfg_vsi_rdma(max_rdmaqs[tc]): a new branch, or
@@ -1211,13 +1214,13 @@ fn sequenced(case: &Value, aq: &mut Aq<'_>) -> Result<Vec<Out>, Outcome> {
                     .as_array()
                     .map(|a| a.iter().filter_map(num).map(|h| h as u16).collect())
                     .unwrap_or_default();
-                let b = branches
-                    .iter()
-                    .find(|b| b.0 == tc)
-                    .map(|b| b.1)
-                    .ok_or_else(|| Outcome::Fail("no RDMA branch".into()))?;
                 let mut teids = vec![0u32; hs.len()];
-                let r = aq.sched_ena_rdma_qsets(t, &b, tc, &hs, &mut teids);
+                // no branch on this TC: ice_sched_get_free_qparent finds no
+                // parent (EINVAL), nothing sent
+                let r = match branches.iter().find(|b| b.0 == tc) {
+                    Some(b) => aq.sched_ena_rdma_qsets(t, &b.1, tc, &hs, &mut teids),
+                    None => Err(irdma::ice::cmd::CmdError::Invalid("no RDMA branch on this TC")),
+                };
                 o = Out::new(errno(r));
                 if o.ret == 0 {
                     for (i, te) in teids.iter().enumerate() {

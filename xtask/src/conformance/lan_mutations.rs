@@ -1111,3 +1111,30 @@ fn qsets_go_to_the_first_queue_group_with_room() {
     wrong["outputs"]["calls"][4]["outputs"]["qset_teid[0]"] = json!("0x2006");
     assert!(matches!(run_case(&wrong), Outcome::Fail(_)));
 }
+
+/// Without DCB every TC node of ice's tree has tc_num 0, so on a
+/// two-branch topology `tc_bitmap` 3 builds the TC 0 branch only (the
+/// same commands as bitmap 1), and qsets on TC 1 find no parent: EINVAL,
+/// nothing sent.
+#[test]
+fn only_tc0_exists_without_dcb() {
+    let c = published().into_iter().find(|c| c["name"] == "eight_qsets").unwrap();
+    let mut both = c.clone();
+    both["inputs"]["args"]["tc_bitmap"] = json!(3);
+    let mut tc1 = c.clone();
+    tc1["inputs"]["args"]["tc"] = json!(1);
+    let cmds = tc1["outputs"]["commands"].as_array_mut().unwrap();
+    cmds.retain(|x| num(&x["call"]) != Some(4));
+    let writes = tc1["outputs"]["reg_writes"].as_array_mut().unwrap();
+    writes.retain(|x| num(&x["call"]) != Some(4));
+    let call = &mut tc1["outputs"]["calls"][4];
+    call["ret"] = json!(-22);
+    let out = call["outputs"].as_object_mut().unwrap();
+    out.retain(|k, _| !k.starts_with("qset_teid"));
+    let tree = c["outputs"]["calls"][3]["outputs"]["tree"].clone();
+    out.insert("tree".into(), tree);
+    tc1["outputs"]["ret"] = json!(-22);
+    let cases = vec![(both, "tc_bitmap 3".to_string()), (tc1, "qsets on TC 1".to_string())];
+    let bad = run_all(&cases);
+    assert!(bad.is_empty(), "{} of {} failed:\n{}", bad.len(), cases.len(), bad.join("\n"));
+}
