@@ -136,6 +136,9 @@ impl Display for CmdError {
             CmdError::Invalid(why) => write!(f, "admin command refused: {why}"),
             CmdError::BadResponse(why) => write!(f, "firmware answer unusable: {why}"),
             CmdError::TcFull => f.write_str("scheduler TC node has no room for more children"),
+            CmdError::Exists => f.write_str("the rule already forwards to this VSI"),
+            CmdError::NotFound => f.write_str("firmware has no such switch rule or list"),
+            CmdError::TableFull => f.write_str("the driver's filter table is full"),
             CmdError::ApiTooNew { major, minor } => {
                 write!(f, "firmware AQ API {major}.{minor} is newer than 1.x")
             }

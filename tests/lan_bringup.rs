@@ -378,3 +378,231 @@ fn add_nodes_fill_the_parent_then_its_sibling() {
     assert_eq!(e, Err(CmdError::TcFull));
     assert_eq!(t.nodes().len(), before);
 }
+
+/// A second (and third) VSI on the port's addresses: the broadcast rule is
+/// turned into a VSI list (0x0208, list rule 0x02A0, rule update 0x02A1)
+/// and then extended (0x02A1), as ice_add_update_vsi_list does; the
+/// unicast MAC stays with the PF VSI (ice does not share it by default);
+/// the same VSI again is `Exists` with nothing sent. The model's switch
+/// delivers by its own reading of the rules and lists.
+#[test]
+fn more_vsis_on_the_port_mac_share_a_vsi_list() {
+    use irdma::ice::cmd::{PfVsiParams, VsiContext};
+    use irdma::ice::switch::Fwd;
+    let _g = lock();
+    let bar = ModelBar::standalone(cold(A));
+    let mut pf = up(&bar).expect("bring-up");
+    let v0 = pf.lan.vsi_num();
+    let sw_id = pf.lan.port().sw_id as u8;
+    let add_vsi = |pf: &mut Pf, rxq_base: u16| {
+        let p =
+            PfVsiParams { sw_id, rxq_base, num_rxq: 1, rss: false, flow_director: None, veb: true };
+        let mut ctx = VsiContext::pf_add(&p).expect("context");
+        pf.lan.aq().add_vsi(&mut ctx).expect("add VSI").vsi_num
+    };
+    let v1 = add_vsi(&mut pf, 8);
+    assert_eq!(pf.lan.mac_filters().rule_cnt(), 2);
+    let bcast = [0xff; 6];
+    let sorted = |mac: [u8; 6]| {
+        let mut v = bar.with_device(|d| d.lan().vsis_for(mac));
+        v.sort_unstable();
+        v
+    };
+    assert_eq!(sorted(bcast), vec![v0]);
+    pf.lan.subscribe_mac(v1, A.mac).expect("second VSI");
+    assert_eq!(sorted(bcast), vec![v0, v1], "broadcast through the list");
+    assert_eq!(sorted(A.mac), vec![v0], "unicast left with the PF VSI");
+    let f = *pf.lan.mac_filters().find(bcast).expect("broadcast rule");
+    assert!(matches!(f.fwd, Fwd::VsiList(_)) && f.reaches(v0) && f.reaches(v1), "{f:?}");
+    assert_eq!(f.vsi_count, 2);
+    assert_eq!(pf.lan.mac_filters().rule_cnt(), 3, "the list rule counts");
+    let sent = bar.with_device(|d| d.counters().aq_commands);
+    assert_eq!(pf.lan.subscribe_mac(v1, A.mac), Err(CmdError::Exists));
+    assert_eq!(bar.with_device(|d| d.counters().aq_commands), sent, "nothing sent");
+    let v2 = add_vsi(&mut pf, 9);
+    pf.lan.subscribe_mac(v2, A.mac).expect("third VSI");
+    assert_eq!(sorted(bcast), vec![v0, v1, v2], "list extended");
+    assert_eq!(pf.lan.mac_filters().rule_cnt(), 3, "an update adds no rule");
+    assert_eq!(pf.lan.mac_filters().find(bcast).map(|f| f.vsi_count), Some(3));
+    // the typed commands' own refusals: nothing is sent
+    use irdma::ice::switch::{ListKind, ListOp};
+    let set = ListOp::Set { new_list: false };
+    let Fwd::VsiList(list) = f.fwd else { unreachable!() };
+    let aq = pf.lan.aq();
+    for (l, vs) in
+        [(list, &[][..]), (list, &[0u16; 17][..]), (0x400, &[v0][..]), (list, &[0x400][..])]
+    {
+        let r = aq.vsi_list_rule(set, ListKind::Forward, l, vs);
+        assert!(matches!(r, Err(CmdError::Invalid(_))), "{l} {vs:?}: {r:?}");
+    }
+    assert!(matches!(aq.free_vsi_list(0x400, ListKind::Forward), Err(CmdError::Invalid(_))));
+    assert_eq!(bar.with_device(|d| d.counters().aq_commands), sent + 2, "refusals sent nothing");
+    // a list a rule still forwards to cannot be freed (model: EBUSY); a
+    // fresh one can, and an update of a list that is gone is NotFound
+    let busy = aq.free_vsi_list(list, ListKind::Forward);
+    assert_eq!(busy.map_err(|e| e.firmware_code()), Err(Some(12)), "{busy:?}");
+    let fresh = aq.alloc_vsi_list(ListKind::Forward).expect("alloc");
+    assert!(fresh <= 0x3ff && fresh != list);
+    aq.vsi_list_rule(ListOp::Set { new_list: true }, ListKind::Forward, fresh, &[v1])
+        .expect("list rule");
+    assert_eq!(bar.with_device(|d| d.lan().vsi_list(fresh).map(<[u16]>::to_vec)), Some(vec![v1]));
+    aq.free_vsi_list(fresh, ListKind::Forward).expect("free");
+    assert_eq!(aq.vsi_list_rule(set, ListKind::Forward, fresh, &[v1]), Err(CmdError::NotFound));
+    // removal (ice_remove_rule_internal / ice_rem_update_vsi_list): the
+    // list shrinks; with one VSI left the rule forwards to it again and
+    // the list is freed; a VSI that does not receive the address is
+    // NotFound with nothing sent
+    pf.lan.remove_mac_filter(v2, bcast).expect("remove v2");
+    assert_eq!(sorted(bcast), vec![v0, v1]);
+    let sent = bar.with_device(|d| d.counters().aq_commands);
+    assert_eq!(pf.lan.remove_mac_filter(v2, bcast), Err(CmdError::NotFound));
+    assert_eq!(pf.lan.remove_mac_filter(v1, A.mac), Err(CmdError::NotFound), "v0's unicast");
+    assert_eq!(bar.with_device(|d| d.counters().aq_commands), sent, "nothing sent");
+    pf.lan.remove_mac_filter(v0, bcast).expect("remove v0");
+    assert_eq!(
+        bar.with_device(|d| d.counters().aq_commands),
+        sent + 4,
+        "clear, clear, update, free"
+    );
+    assert_eq!(sorted(bcast), vec![v1], "back to one VSI");
+    let f = *pf.lan.mac_filters().find(bcast).expect("rule kept");
+    assert_eq!((f.fwd, f.vsi_count), (Fwd::Vsi(v1), 1));
+    assert!(bar.with_device(|d| d.lan().vsi_list(list).is_none()), "list freed");
+    let rule = bar.with_device(|d| d.lan().rules().get(&f.rule_id).map(|r| (r.src, r.fwd_vsi())));
+    assert_eq!(rule, Some((v0, Some(v1))), "source kept, forwards to v1");
+    pf.lan.remove_mac_filter(v1, bcast).expect("remove the last");
+    assert!(sorted(bcast).is_empty() && pf.lan.mac_filters().find(bcast).is_none());
+    assert_eq!(pf.lan.mac_filters().rule_cnt(), 2, "ice counts down on 0x02A2 only");
+    pf.shut_down().expect("teardown");
+}
+
+/// `rdma_tcs` and `rdma_qsets_per_tc`: with queue-group nodes that hold two
+/// qsets, three qsets per TC need two RDMA queue-group nodes on each TC
+/// (ice_sched_calc_vsi_child_nodes); qsets go to the least-loaded node with
+/// room (ice_sched_get_free_qparent), a second TC gets its own branch, and
+/// when every node is full the LAN side refuses without a command.
+#[test]
+fn several_qsets_per_tc_and_a_second_tc() {
+    use irdma::ice::sched::Owner;
+    use irdma::lan::{LanError, LanOps};
+    let _g = lock();
+    let mut cfg = cold(A);
+    cfg.lan.num_tc = 2;
+    cfg.lan.max_sibl[8] = 2; // children of a queue-group node
+    let bar = ModelBar::standalone(cfg);
+    let mut o = options();
+    o.rdma_tcs = 0b11;
+    o.rdma_qsets_per_tc = 3;
+    let mut pf = Pf::bring_up(bar.clone(), Profile::SMALL, o).expect("bring-up");
+    let qgl = pf.lan.tree().qgrp_layer();
+    let qgrps = |pf: &Pf, tc: u8| -> Vec<u32> {
+        let t = pf.lan.tree();
+        t.nodes()
+            .iter()
+            .filter(|n| n.layer == qgl && n.tc == tc && n.owner == Owner::Rdma)
+            .map(|n| n.teid)
+            .collect()
+    };
+    let (q0, q1) = (qgrps(&pf, 0), qgrps(&pf, 1));
+    assert_eq!((q0.len(), q1.len()), (2, 2), "ceil(3 / 2) queue groups per TC");
+    let vsi = pf.lan.vsi_num();
+    let parent = |h: u16| bar.with_device(|d| d.lan().qset(h).map(|n| n.parent));
+    // the device's own qset sits in q0[0]; then: the emptier q0[1], q0[0],
+    // q0[1] again (first with room), then all are full
+    let mut mine = Vec::new();
+    for (h, want) in [(100u16, q0[1]), (101, q0[0]), (102, q0[1])] {
+        let teid = pf.lan.register_qset(h, 0, vsi).expect("qset");
+        assert_eq!(parent(h), Some(want), "qset {h}");
+        mine.push((h, teid));
+    }
+    let sent = bar.with_device(|d| d.counters().aq_commands);
+    assert_eq!(pf.lan.register_qset(103, 0, vsi), Err(LanError::NoResources));
+    assert_eq!(bar.with_device(|d| d.counters().aq_commands), sent, "nothing sent");
+    // TC 1 has its own branch
+    let teid = pf.lan.register_qset(200, 1, vsi).expect("TC 1 qset");
+    assert_eq!(parent(200), Some(q1[0]));
+    assert_eq!(pf.lan.tree().find(teid).map(|n| n.tc), Some(1));
+    mine.push((200, teid));
+    assert_eq!(pf.lan.register_qset(300, 2, vsi), Err(LanError::NoResources), "TC 2 not enabled");
+    for (h, t) in mine {
+        pf.lan.unregister_qset(h, t).expect("unregister");
+        assert_eq!(parent(h), None);
+    }
+    pf.shut_down().expect("teardown");
+}
+
+/// The TC and qset options are checked before anything is touched.
+#[test]
+fn rdma_tc_options_are_checked() {
+    let _g = lock();
+    let bar = ModelBar::standalone(cold(A));
+    for (tcs, per) in [(0b10u8, 1u16), (1, 0), (0xff, 5)] {
+        let mut o = options();
+        o.rdma_tcs = tcs;
+        o.rdma_qsets_per_tc = per;
+        let e = Pf::bring_up(bar.clone(), Profile::SMALL, o).err();
+        assert!(matches!(e, Some(BringUpError::BadOptions(_))), "{tcs:#x} {per}: {e:?}");
+    }
+    assert_eq!(bar.with_device(|d| d.counters().aq_commands), 0);
+    // a TC the firmware's topology lacks is refused at the branch step
+    let mut o = options();
+    o.rdma_tcs = 0b11;
+    let e = Pf::bring_up(bar.clone(), Profile::SMALL, o).err();
+    assert!(
+        matches!(e, Some(BringUpError::Command(Step::RdmaBranch, CmdError::Invalid(_)))),
+        "{e:?}"
+    );
+}
+
+/// The optional commands: Set Port Params 0x0203 (after the switch
+/// configuration, Linux's values: VSI 0, no flags, loopback normal |
+/// VALID) and Driver Version 0x0002 (after the link: version bytes, the
+/// ASCII name as the buffer), each answered by the model and recorded; off
+/// by default; a firmware error stops at its own step; a name ice could
+/// not send is refused before anything is sent.
+#[test]
+fn port_params_and_driver_version_are_options() {
+    use irdma::ice::cmd::{DriverVersion, PortParams};
+    let _g = lock();
+    let bar = ModelBar::standalone(cold(A));
+    let pf = up(&bar).expect("bring-up");
+    assert_eq!(bar.with_device(|d| d.lan().port_params().copied()), None, "off by default");
+    assert!(bar.with_device(|d| d.lan().driver_version().is_none()));
+    pf.shut_down().expect("teardown");
+    let mut o = options();
+    o.port_params = Some(PortParams::LINUX);
+    o.driver_version = Some(DriverVersion { version: [1, 15, 4, 0], name: "irdma-bare" });
+    let bar = ModelBar::standalone(cold(A));
+    let pf = Pf::bring_up(bar.clone(), Profile::SMALL, o).expect("bring-up");
+    assert_eq!(bar.with_device(|d| d.lan().port_params().copied()), Some([0, 0, 0, 0, 0, 0, 4]));
+    assert_eq!(
+        bar.with_device(|d| d.lan().driver_version().map(|(v, n)| (*v, n.to_vec()))),
+        Some(([1, 15, 4, 0], b"irdma-bare".to_vec()))
+    );
+    pf.shut_down().expect("teardown");
+    for (op, step) in [(0x0203u16, Step::PortParams), (0x0002, Step::DriverVersion)] {
+        let bar = ModelBar::standalone(cold(A));
+        bar.with_device(|d| d.faults().aq_fail_opcode = Some((op, 14)));
+        let e = Pf::bring_up(bar.clone(), Profile::SMALL, o).err();
+        match e {
+            Some(BringUpError::Command(s, e)) => {
+                assert_eq!((s, e.firmware_code()), (step, Some(14)), "{op:#x}")
+            }
+            other => panic!("{op:#x}: {other:?}"),
+        }
+    }
+    for name in ["", "ünïcode", "a-name-longer-than-thirty-two-bytes", "nul\0"] {
+        let mut o = o;
+        o.driver_version = Some(DriverVersion { version: [1, 0, 0, 0], name });
+        let bar = ModelBar::standalone(cold(A));
+        let e = Pf::bring_up(bar.clone(), Profile::SMALL, o).err();
+        assert!(
+            matches!(e, Some(BringUpError::Command(Step::DriverVersion, CmdError::Invalid(_)))),
+            "{name:?}: {e:?}"
+        );
+        assert!(bar.with_device(|d| d.lan().driver_version().is_none()));
+    }
+    o.port_params = Some(PortParams { bad_frame_vsi: 0x400, ..PortParams::LINUX });
+    let e = Pf::bring_up(ModelBar::standalone(cold(A)), Profile::SMALL, o).err();
+    assert!(matches!(e, Some(BringUpError::Command(Step::PortParams, CmdError::Invalid(_)))));
+}

@@ -12,11 +12,13 @@
 //!   8  device + function caps (RDMA, ≤ 4 PFs, MSI-X range), then PE_DONE
 //!   9  DDP: active package? else download the caller's, else error
 //!  10  switch config (lport, sw_id)
+//!  11  Set Port Params (option, Linux sends it)
 //!  12  scheduler resources      13  default topology, default nodes deleted
 //!  14  MAC read                 15  max frame size (Set MAC config)
 //!  16  Add PF VSI               17  scheduler branch to the RDMA qgrp node
 //!  18  broadcast + unicast MAC rules
-//!  19  event mask, link events, restart AN, link status
+//!  19  event mask, link events, restart AN, link status; Driver
+//!      Version (option)
 //!  22–24  Device::probe_with_lan: Add RDMA Qset per TC leaf, PE filter
 //! ```
 //! [`E810::bring_up_observed`] is the same call with an observer that hears
@@ -44,12 +46,19 @@
 //! * PE_DONE is awaited after the caps, when RDMA is known to be on (as
 //!   ice_check_reset does for a function that has the capability).
 //! * 9 (API version): major > 1 refused (ice_aq_ver_check).
-//! * 10 (DCB): one TC; [`BringUpOptions::stop_lldp`] stops the firmware
-//!   LLDP agent so the link partner cannot push more TCs.
+//! * 10 (DCB): TC 0 by default; [`BringUpOptions::rdma_tcs`] names more
+//!   TCs (each needs a TC node in the default topology; ice's TC numbers
+//!   come from its DCB code, which the vendor vectors do not cover, so
+//!   the branch index of 0x0400 is taken as the TC) and
+//!   [`BringUpOptions::rdma_qsets_per_tc`] sizes each branch;
+//!   [`BringUpOptions::stop_lldp`] stops the firmware LLDP agent so the
+//!   link partner cannot push more TCs. Reading the DCB configuration is
+//!   the caller's.
 //! * 11 (RDMA disabled by NVM): cap 0x0051 = 0 or more than 4 PFs →
 //!   [`BringUpError::RdmaDisabled`]; the doorbell size is the RDMA layer's
 //!   check.
-//! * 13 (link bring-up): Restart AN only (iPXE's path); no PHY config.
+//! * 13 (link bring-up): Restart AN only (iPXE's path); no PHY config
+//!   (0x0600/0x0601 are media-dependent and not sent).
 //!   Link down after [`BringUpOptions::link_wait`] is an error only when
 //!   [`BringUpOptions::require_link`].
 //! * 14 (address resolution): outside this layer (ARP entries are the
@@ -61,9 +70,13 @@ use irdma_hal::dma::wait_until;
 use irdma_hal::{Bar, Hal};
 
 use super::aq::{AdminQueue, AqConfig, AqError};
-use super::cmd::{self, Caps, CapsKind, CmdError, PfVsiParams, PortInfo, Version, VsiContext};
+use super::cmd::{
+    self, Caps, CapsKind, CmdError, DriverVersion, PfVsiParams, PortInfo, PortParams, Version,
+    VsiContext,
+};
 use super::regs;
 use super::sched::{RdmaBranch, Tree};
+use super::switch::MacFilters;
 use crate::device::{Device, ProbeError, ProbeOptions};
 use crate::lan::{LanError, LanInfo, LanOps, MsixInfo};
 use crate::res::Profile;
@@ -78,6 +91,12 @@ pub enum DdpPolicy<'a> {
     /// Do not look.
     Ignore,
 }
+
+/// Most RDMA queue sets the LAN side registers (over all TCs).
+pub const MAX_QSETS: usize = 32;
+
+/// One RDMA scheduler branch per enabled TC.
+type Branches = heapless::Vec<RdmaBranch, 8>;
 
 /// How the PF is brought up.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -110,6 +129,24 @@ pub struct BringUpOptions<'a> {
     pub require_link: bool,
     /// MSI-X vectors for the RDMA layer (§6 items 6–7).
     pub msix: MsixInfo,
+    /// Traffic classes that get an RDMA scheduler branch (bit n = TC n;
+    /// default TC 0 only; TC 0 must be in). Each TC named needs a TC node
+    /// in the firmware's default topology (ice skips a TC without one;
+    /// the driver refuses). Qsets are registered per TC through
+    /// [`LanOps::register_qset`].
+    pub rdma_tcs: u8,
+    /// Queue sets each RDMA branch is sized for (ice `max_rdmaqs[tc]`;
+    /// irdma asks for one per work-scheduler leaf): more than one
+    /// queue-group node holds adds further nodes, as ice_sched.c does.
+    /// 1..=[`MAX_QSETS`] in total over the TCs.
+    pub rdma_qsets_per_tc: u16,
+    /// Send Set Port Parameters (0x0203) after the switch configuration,
+    /// as Linux does with [`PortParams::LINUX`] (spec §5 step 11; optional:
+    /// default off, the firmware's defaults stay).
+    pub port_params: Option<PortParams>,
+    /// Send Driver Version (0x0002) after the link step, as Linux does
+    /// (spec §2.3; optional, default off).
+    pub driver_version: Option<DriverVersion<'a>>,
     /// Options for the RDMA layer's probe.
     pub probe: ProbeOptions,
 }
@@ -131,6 +168,10 @@ impl Default for BringUpOptions<'_> {
             link_wait: Duration::from_secs(5),
             require_link: false,
             msix: MsixInfo { first: 0, count: 0 },
+            rdma_tcs: 1,
+            rdma_qsets_per_tc: 1,
+            port_params: None,
+            driver_version: None,
             probe: ProbeOptions::default(),
         }
     }
@@ -170,6 +211,10 @@ pub enum Step {
     SwitchRules,
     /// 19: link.
     Link,
+    /// 11: Set Port Parameters (optional).
+    PortParams,
+    /// Driver Version (optional, after the link).
+    DriverVersion,
     /// 22–24: the RDMA layer.
     Probe,
 }
@@ -295,10 +340,12 @@ pub struct IceLan<H: Hal, B: Bar> {
     vsi_num: u16,
     vsi_ctx: VsiContext,
     tree: Tree,
-    branch: RdmaBranch,
+    branches: Branches,
     /// (qs_handle, teid) of registered qsets.
-    qsets: heapless::Vec<(u16, u32), 8>,
+    qsets: heapless::Vec<(u16, u32), MAX_QSETS>,
     reset_requested: bool,
+    filters: MacFilters,
+    veb: bool,
 }
 
 impl<H: Hal, B: Bar> IceLan<H, B> {
@@ -317,6 +364,27 @@ impl<H: Hal, B: Bar> IceLan<H, B> {
     /// Hardware VSI number (irdma's vport_id).
     pub fn vsi_num(&self) -> u16 {
         self.vsi_num
+    }
+    /// The MAC switch rules installed so far (the port's MAC and
+    /// broadcast after bring-up).
+    pub fn mac_filters(&self) -> &MacFilters {
+        &self.filters
+    }
+    /// Makes another VSI (`vsi_num`, e.g. one added with
+    /// [`AdminQueue::add_vsi`]) receive `mac` and broadcast as well, as
+    /// ice_fltr_add_mac_and_broadcast does for a second VSI: an address
+    /// that already has a rule is turned into a VSI list or the list
+    /// extended ([`MacFilters::add_mac_and_broadcast`]; the port's unicast
+    /// MAC is not shared, ice's default `umac_shared` = false).
+    pub fn subscribe_mac(&mut self, vsi_num: u16, mac: [u8; 6]) -> Result<(), CmdError> {
+        self.filters.add_mac_and_broadcast(&mut self.aq, mac, vsi_num, self.veb, false)
+    }
+    /// Stops VSI `vsi_num` receiving `mac` (one address; broadcast is
+    /// [`super::switch::BROADCAST`]), as ice_remove_mac does
+    /// ([`MacFilters::remove_mac`]): a list shrinks, and back to a single
+    /// VSI it becomes a plain rule again.
+    pub fn remove_mac_filter(&mut self, vsi_num: u16, mac: [u8; 6]) -> Result<(), CmdError> {
+        self.filters.remove_mac(&mut self.aq, mac, vsi_num, self.veb)
     }
     /// The scheduler tree.
     pub fn tree(&self) -> &Tree {
@@ -370,13 +438,16 @@ fn lan_err(e: CmdError) -> LanError {
 
 impl<H: Hal, B: Bar> LanOps for IceLan<H, B> {
     fn register_qset(&mut self, qs_handle: u16, tc: u8, vsi_num: u16) -> Result<u32, LanError> {
-        if vsi_num != self.vsi_num || tc != 0 || self.qsets.is_full() {
-            // one VSI, one TC (§6 item 10)
+        // one VSI; a TC the bring-up gave a branch (rdma_tcs)
+        let Some(branch) = self.branches.iter().find(|b| b.tc == tc).copied() else {
+            return Err(LanError::NoResources);
+        };
+        if vsi_num != self.vsi_num || self.qsets.is_full() {
             return Err(LanError::NoResources);
         }
         let mut teid = [0u32; 1];
         self.aq
-            .sched_ena_rdma_qsets(&mut self.tree, &self.branch, tc, &[qs_handle], &mut teid)
+            .sched_ena_rdma_qsets(&mut self.tree, &branch, tc, &[qs_handle], &mut teid)
             .map_err(lan_err)?;
         let _ = self.qsets.push((qs_handle, teid[0]));
         Ok(teid[0])
@@ -505,6 +576,13 @@ impl<H: Hal, B: Bar + Clone> E810<H, B> {
         if o.vsi_rx_queues == 0 {
             return Err(BringUpError::BadOptions("the VSI needs at least one Rx queue"));
         }
+        let tcs = o.rdma_tcs.count_ones() as usize;
+        if o.rdma_tcs & 1 == 0
+            || o.rdma_qsets_per_tc == 0
+            || usize::from(o.rdma_qsets_per_tc).saturating_mul(tcs) > MAX_QSETS
+        {
+            return Err(BringUpError::BadOptions("RDMA TCs must include TC 0, 1..=32 qsets"));
+        }
         if o.max_frame == 0
             || o.max_frame > 9728
             || o.mtu < 576
@@ -527,7 +605,7 @@ impl<H: Hal, B: Bar + Clone> E810<H, B> {
                 return Err(e);
             }
         };
-        let (port, vsi_num, vsi_ctx, tree, branch) = lan_parts;
+        let (port, vsi_num, vsi_ctx, tree, branches, filters) = lan_parts;
         let mut lan = IceLan {
             aq,
             port,
@@ -535,9 +613,11 @@ impl<H: Hal, B: Bar + Clone> E810<H, B> {
             vsi_num,
             vsi_ctx,
             tree,
-            branch,
+            branches,
             qsets: heapless::Vec::new(),
             reset_requested: false,
+            filters,
+            veb: o.veb,
         };
         let Some(mac) = port.mac else {
             let _ = lan.shut_down();
@@ -568,8 +648,10 @@ impl<H: Hal, B: Bar + Clone> E810<H, B> {
         o: &BringUpOptions<'_>,
         version: Version,
         on: &mut dyn FnMut(Progress),
-    ) -> Result<((PortInfo, u16, VsiContext, Tree, RdmaBranch), cmd::LinkStatus), BringUpError>
-    {
+    ) -> Result<
+        ((PortInfo, u16, VsiContext, Tree, Branches, MacFilters), cmd::LinkStatus),
+        BringUpError,
+    > {
         use BringUpError as E;
         aq.clear_pf_cfg().map_err(E::cmd(Step::ClearPfConfig))?;
         on(Progress::ClearPfConfig);
@@ -619,9 +701,14 @@ impl<H: Hal, B: Bar + Clone> E810<H, B> {
         let mut port = PortInfo::default();
         aq.initial_sw_cfg(&mut port).map_err(E::cmd(Step::SwitchConfig))?;
         on(Progress::SwitchConfig);
+        if let Some(p) = &o.port_params {
+            aq.set_port_params(p).map_err(E::cmd(Step::PortParams))?;
+        }
         let res = aq.query_sched_res().map_err(E::cmd(Step::Scheduler))?;
         let mut tree =
             aq.sched_init_port(port.lport, res.layers).map_err(E::cmd(Step::Scheduler))?;
+        // ice keeps the per-layer child limits (hw->max_children)
+        tree.set_max_children(&res);
         on(Progress::Scheduler);
         aq.manage_mac_read(16, &mut port).map_err(E::cmd(Step::MacRead))?;
         if port.mac.is_none() {
@@ -644,10 +731,19 @@ impl<H: Hal, B: Bar + Clone> E810<H, B> {
         let vsi = aq.add_vsi(&mut ctx).map_err(E::cmd(Step::AddVsi))?;
         on(Progress::AddVsi);
         let mut rest = || {
-            let branch = aq.sched_cfg_vsi_rdma(&mut tree, 0).map_err(E::cmd(Step::RdmaBranch))?;
+            let mut branch = Branches::new();
+            for tc in (0..8u8).filter(|t| o.rdma_tcs & (1 << t) != 0) {
+                let b = aq
+                    .sched_cfg_vsi_rdma(&mut tree, tc, o.rdma_qsets_per_tc)
+                    .map_err(E::cmd(Step::RdmaBranch))?;
+                let _ = branch.push(b);
+            }
             on(Progress::RdmaBranch);
             let mac = port.mac.unwrap_or_default();
-            aq.add_mac_and_broadcast(mac, vsi.vsi_num, o.veb).map_err(E::cmd(Step::SwitchRules))?;
+            let mut filters = MacFilters::new();
+            filters
+                .add_mac_and_broadcast(aq, mac, vsi.vsi_num, o.veb, false)
+                .map_err(E::cmd(Step::SwitchRules))?;
             on(Progress::SwitchRules);
             aq.set_event_mask(port.lport, cmd::LINUX_EVENT_MASK).map_err(E::cmd(Step::Link))?;
             let mut link =
@@ -668,11 +764,16 @@ impl<H: Hal, B: Bar + Clone> E810<H, B> {
                 }
             }
             on(Progress::Link);
-            Ok((branch, link))
+            if let Some(v) = &o.driver_version {
+                aq.send_driver_version(v).map_err(E::cmd(Step::DriverVersion))?;
+            }
+            Ok((branch, filters, link))
         };
         let rest = rest();
         match rest {
-            Ok((branch, link)) => Ok(((port, vsi.vsi_num, cache, tree, branch), link)),
+            Ok((branch, filters, link)) => {
+                Ok(((port, vsi.vsi_num, cache, tree, branch, filters), link))
+            }
             Err(e) => {
                 let _ = aq.free_vsi(vsi.vsi_num, false);
                 Err(e)

@@ -26,6 +26,16 @@ pub enum CmdError {
     /// A TC node would get more children than its layer allows
     /// (ice_sched_add_nodes_to_hw_layer: EIO). Nothing was sent.
     TcFull,
+    /// The switch rule or VSI already forwards to this VSI
+    /// (ice_add_update_vsi_list: EEXIST). Nothing was sent.
+    Exists,
+    /// An update or removal named a rule or list the firmware does not
+    /// have (ice_aq_sw_rules: the ENOENT return code of 0x02A1 / 0x02A2
+    /// becomes ENOENT).
+    NotFound,
+    /// The driver's fixed-size filter table has no free entry. Nothing was
+    /// sent.
+    TableFull,
     /// The firmware's AQ API major version is newer than this driver
     /// supports (ice_aq_ver_check: EIO).
     ApiTooNew {
@@ -43,6 +53,9 @@ impl CmdError {
             CmdError::Aq(e) => e.linux_errno(),
             CmdError::Invalid(_) => -22,
             CmdError::BadResponse(_) | CmdError::TcFull | CmdError::ApiTooNew { .. } => -5,
+            CmdError::Exists => -17,
+            CmdError::NotFound => -2,
+            CmdError::TableFull => -28,
         }
     }
 
@@ -99,6 +112,44 @@ pub fn lldp_stop(persist: bool) -> Desc {
     let mut d = Desc::new(Opcode::LldpStop);
     d.set_u8(16, 1 | if persist { 2 } else { 0 });
     d
+}
+
+// ----------------------------------------------------- port and driver
+
+/// Set Port Parameters (0x0203) values.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PortParams {
+    /// VSI that receives frames with errors (10 bits).
+    pub bad_frame_vsi: u16,
+    /// Forward frames with errors to `bad_frame_vsi`.
+    pub save_bad: bool,
+    /// Pad transmitted frames shorter than 60 bytes.
+    pub pad_short: bool,
+    /// Double VLAN mode.
+    pub double_vlan: bool,
+    /// Loopback mode: 0 normal, 1 none, 2 high.
+    pub loopback: u8,
+}
+
+impl PortParams {
+    /// What Linux sends in single-VLAN mode: bad frames to VSI 0, no
+    /// flags, normal loopback.
+    pub const LINUX: PortParams = PortParams {
+        bad_frame_vsi: 0,
+        save_bad: false,
+        pad_short: false,
+        double_vlan: false,
+        loopback: 0,
+    };
+}
+
+/// Driver Version (0x0002) values.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DriverVersion<'a> {
+    /// Major, minor, build, subbuild.
+    pub version: [u8; 4],
+    /// ASCII name, 1..=32 bytes.
+    pub name: &'a str,
 }
 
 // ---------------------------------------------------------------- version
@@ -806,6 +857,53 @@ impl<H: Hal, B: Bar> AdminQueue<H, B> {
         let mut d = Desc::new(Opcode::ClearPxe);
         d.set_u8(16, 2);
         self.send(&mut d, None)?;
+        Ok(())
+    }
+
+    /// Set Port Parameters 0x0203 (direct; ice_common.c →
+    /// ice_aq_set_port_params; spec §5 step 11): bytes 16–17 flags (SAVE_BAD
+    /// bit 0, PAD_SHORT bit 1, DOUBLE_VLAN bit 2), 18–19 the bad-frame VSI,
+    /// byte 22 the loopback mode | VALID (bit 2). Linux sends VSI 0, no
+    /// flags but double VLAN as the device is configured, normal loopback
+    /// ([`PortParams::LINUX`]; ice_main.c → __ice_init_pf_sw). A VSI
+    /// beyond 10 bits or a loopback mode above 2 is refused (ice writes
+    /// them as given).
+    pub fn set_port_params(&mut self, p: &PortParams) -> Result<(), CmdError> {
+        if p.bad_frame_vsi > 0x3ff {
+            return Err(CmdError::Invalid("bad-frame VSI beyond 10 bits"));
+        }
+        if p.loopback > 2 {
+            return Err(CmdError::Invalid("loopback mode beyond 2"));
+        }
+        let flags =
+            u16::from(p.save_bad) | u16::from(p.pad_short) << 1 | u16::from(p.double_vlan) << 2;
+        let mut d = Desc::new(Opcode::SetPortParams);
+        d.set_u16(16, flags);
+        d.set_u16(18, p.bad_frame_vsi);
+        d.set_u8(22, p.loopback | 4);
+        self.send(&mut d, None)?;
+        Ok(())
+    }
+
+    /// Driver Version 0x0002 (indirect, RD; ice_common.c →
+    /// ice_aq_send_driver_ver; spec §2.3): bytes 16–19 major, minor, build,
+    /// subbuild; the buffer is the ASCII name without a terminator. ice
+    /// cuts the name at the first non-ASCII or NUL byte and at 32 bytes,
+    /// and an empty name fails its send (EINVAL); the driver refuses all
+    /// of these with [`CmdError::Invalid`] before sending.
+    pub fn send_driver_version(&mut self, v: &DriverVersion<'_>) -> Result<(), CmdError> {
+        let name = v.name.as_bytes();
+        if name.is_empty() || name.len() > 32 || name.iter().any(|b| *b == 0 || !b.is_ascii()) {
+            return Err(CmdError::Invalid("driver name must be 1 to 32 ASCII bytes"));
+        }
+        let mut buf = [0u8; 32];
+        let buf = buf.get_mut(..name.len()).ok_or(CmdError::Invalid("driver name"))?;
+        buf.copy_from_slice(name);
+        let mut d = Desc::new(Opcode::DriverVersion);
+        for (i, x) in v.version.iter().enumerate() {
+            d.set_u8(16 + i, *x);
+        }
+        self.send(&mut d, Some(buf))?;
         Ok(())
     }
 

@@ -88,6 +88,16 @@ pub enum Opcode {
     FreeVsi = 0x0213,
     /// Add Switch Rules (indirect, RD).
     AddSwitchRules = 0x02A0,
+    /// Remove Switch Rules (indirect, RD).
+    RemoveSwitchRules = 0x02A2,
+    /// Set Port Parameters (direct).
+    SetPortParams = 0x0203,
+    /// Update Switch Rules (indirect, RD).
+    UpdateSwitchRules = 0x02A1,
+    /// Allocate Resources (indirect, RD): VSI lists (ice_aq_alloc_free_res).
+    AllocResources = 0x0208,
+    /// Free Resources (indirect, RD).
+    FreeResources = 0x0209,
     /// Clear PF Configuration (direct).
     ClearPfConfig = 0x02A4,
     /// Get Default Topology (indirect).
@@ -122,7 +132,7 @@ pub enum Opcode {
 
 impl Opcode {
     /// Every opcode, for look-ups.
-    pub const ALL: [Opcode; 29] = [
+    pub const ALL: [Opcode; 34] = [
         Opcode::GetVersion,
         Opcode::DriverVersion,
         Opcode::QueueShutdown,
@@ -137,6 +147,11 @@ impl Opcode {
         Opcode::UpdateVsi,
         Opcode::FreeVsi,
         Opcode::AddSwitchRules,
+        Opcode::UpdateSwitchRules,
+        Opcode::RemoveSwitchRules,
+        Opcode::SetPortParams,
+        Opcode::AllocResources,
+        Opcode::FreeResources,
         Opcode::ClearPfConfig,
         Opcode::GetDefaultTopology,
         Opcode::AddSchedElems,
@@ -163,7 +178,8 @@ impl Opcode {
     /// item 2; the conformance README's list: 0x0210, 0x0211, 0x0401,
     /// 0x0404, 0x040F, 0x0C33, 0x0C31, 0x02A0, 0x02A1, 0x0208, 0x06EE;
     /// download package 0x0C40 and driver version 0x0002 per spec §1.2/§2.3).
-    /// Free VSI (0x0213) carries no buffer in ice (ice_aq_free_vsi sends
+    /// ice_aq_alloc_free_res sets RD for Free Resources (0x0209) as for
+    /// Alloc (ice_common.c). Free VSI (0x0213) carries no buffer in ice (ice_aq_free_vsi sends
     /// a direct descriptor), so it is not listed.
     pub fn firmware_reads_buffer(self) -> bool {
         matches!(
@@ -172,6 +188,10 @@ impl Opcode {
                 | Opcode::AddVsi
                 | Opcode::UpdateVsi
                 | Opcode::AddSwitchRules
+                | Opcode::UpdateSwitchRules
+                | Opcode::RemoveSwitchRules
+                | Opcode::AllocResources
+                | Opcode::FreeResources
                 | Opcode::AddSchedElems
                 | Opcode::QuerySchedElems
                 | Opcode::DeleteSchedElems

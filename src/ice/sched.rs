@@ -176,6 +176,61 @@ impl Tree {
         self.layers.saturating_sub(2)
     }
 
+    /// Whether `teid` lies below `ancestor` (or is it).
+    pub fn in_subtree(&self, ancestor: u32, teid: u32) -> bool {
+        let mut cur = teid;
+        for _ in 0..=MAX_LAYERS {
+            if cur == ancestor {
+                return true;
+            }
+            match self.find(cur) {
+                Some(n) if n.parent != cur && n.layer > 0 => cur = n.parent,
+                _ => return false,
+            }
+        }
+        false
+    }
+
+    /// The queue-group node a new RDMA qset of `branch` goes under
+    /// (ice_sched.c → ice_sched_get_free_qparent, ice_sched_get_free_qgrp):
+    /// the VSI node when the VSI and queue-group layers coincide; else,
+    /// among the TC's queue-group-layer nodes in the order they were added
+    /// that lie in the VSI's subtree and are RDMA-owned, the first with
+    /// fewer children than the layer allows, or a later one with fewer
+    /// children still (the first childless one wins). `None` when all are
+    /// full (ice: EINVAL).
+    pub fn free_qparent(&self, branch: &RdmaBranch) -> Option<u32> {
+        let qgl = self.qgrp_layer();
+        if qgl == self.vsi_layer() {
+            return Some(branch.vsi_node);
+        }
+        let max = match self.max_children.get(usize::from(qgl)).copied().unwrap_or(0) {
+            0 => usize::MAX,
+            m => usize::from(m),
+        };
+        let mut cands = self.nodes.iter().filter(|n| {
+            n.layer == qgl
+                && n.tc == branch.tc
+                && n.owner == Owner::Rdma
+                && self.in_subtree(branch.vsi_node, n.teid)
+        });
+        let first = cands.by_ref().find(|n| self.children(n.teid).count() < max)?;
+        let mut best = (first.teid, self.children(first.teid).count());
+        if best.1 == 0 {
+            return Some(best.0);
+        }
+        for n in cands {
+            let c = self.children(n.teid).count();
+            if c < best.1 {
+                best = (n.teid, c);
+                if c == 0 {
+                    break;
+                }
+            }
+        }
+        Some(best.0)
+    }
+
     fn push(&mut self, n: Node) -> Result<(), CmdError> {
         self.nodes.push(n).map_err(|_| CmdError::Invalid("scheduler tree full"))
     }
@@ -211,8 +266,13 @@ impl Tree {
 pub struct RdmaBranch {
     /// The VSI node.
     pub vsi_node: u32,
-    /// The RDMA queue-group node: the parent of the qsets.
+    /// The first RDMA queue-group node (the VSI node when the two layers
+    /// coincide); qsets go to [`Tree::free_qparent`].
     pub qgrp_node: u32,
+    /// The traffic class.
+    pub tc: u8,
+    /// Queue sets the branch was sized for (ice `max_rdmaq[tc]`).
+    pub max_qs: u16,
 }
 
 impl<H: Hal, B: Bar> AdminQueue<H, B> {
@@ -511,30 +571,84 @@ impl<H: Hal, B: Bar> AdminQueue<H, B> {
         Ok(teid)
     }
 
-    /// Builds the RDMA branch for one VSI on `tc` (ice_cfg_vsi_rdma for a
-    /// single queue group): a chain of generic nodes from the entry layer
-    /// to the VSI layer under the TC node (LAN-owned), then RDMA-owned
-    /// nodes down to the queue-group layer.
-    pub fn sched_cfg_vsi_rdma(&mut self, tree: &mut Tree, tc: u8) -> Result<RdmaBranch, CmdError> {
+    /// Builds the RDMA branch for one VSI on `tc`, sized for `max_qs`
+    /// queue sets (ice_cfg_vsi_rdma → ice_sched_cfg_vsi for a VSI new to
+    /// the TC): a chain of generic nodes from the entry layer to the VSI
+    /// layer under the TC node (LAN-owned), then the RDMA-owned nodes below
+    /// it ([`AdminQueue::sched_grow_rdma`] from 0). `max_qs` = 0 adds no
+    /// queue-group node, as ice (no qset can be added then).
+    pub fn sched_cfg_vsi_rdma(
+        &mut self,
+        tree: &mut Tree,
+        tc: u8,
+        max_qs: u16,
+    ) -> Result<RdmaBranch, CmdError> {
         let tc_node =
             tree.tc_node(tc).ok_or(CmdError::Invalid("no TC node for this traffic class"))?;
         let vsi_layer = tree.vsi_layer();
-        let qgrp_layer = tree.qgrp_layer();
         let mut parent = tc_node;
         let start = tree.entry_layer.max(2);
         for layer in start..=vsi_layer {
             parent = self.add_node(tree, parent, layer, tc, Owner::Lan)?;
         }
-        let vsi_node = parent;
-        for layer in vsi_layer + 1..=qgrp_layer {
-            parent = self.add_node(tree, parent, layer, tc, Owner::Rdma)?;
-        }
-        Ok(RdmaBranch { vsi_node, qgrp_node: parent })
+        let mut branch = RdmaBranch { vsi_node: parent, qgrp_node: parent, tc, max_qs: 0 };
+        self.sched_grow_rdma(tree, &mut branch, max_qs)?;
+        Ok(branch)
     }
 
-    /// Adds RDMA qsets under the branch's queue-group node and records
-    /// them as leaves (ice_ena_vsi_rdma_qset): one 0x0C33, then a query of
-    /// each new TEID.
+    /// Room for `max_qs` queue sets in `branch` (ice_sched.c →
+    /// ice_sched_update_vsi_child_nodes, ice_sched_calc_vsi_child_nodes,
+    /// ice_sched_add_vsi_child_nodes): nothing when `max_qs` is not more
+    /// than before; else, for the new ones, ceil(n / max children) nodes
+    /// at the queue-group layer, ceil of that at the layer above, and so
+    /// up to just below the VSI layer (at least one each); each layer's
+    /// nodes are added under the first node added one layer up
+    /// ([`AdminQueue::sched_add_nodes`], which spills into its siblings),
+    /// RDMA-owned.
+    pub fn sched_grow_rdma(
+        &mut self,
+        tree: &mut Tree,
+        branch: &mut RdmaBranch,
+        max_qs: u16,
+    ) -> Result<(), CmdError> {
+        if max_qs <= branch.max_qs {
+            return Ok(());
+        }
+        let (vsil, qgl) = (tree.vsi_layer(), tree.qgrp_layer());
+        let mut count = [0u16; MAX_LAYERS];
+        let mut num = max_qs - branch.max_qs;
+        for layer in (vsil + 1..=qgl).rev() {
+            let m = tree.max_children.get(usize::from(layer)).copied().unwrap_or(0);
+            num = if m == 0 { num.min(1) } else { num.div_ceil(m) };
+            if let Some(c) = count.get_mut(usize::from(layer)) {
+                *c = num.max(1);
+            }
+        }
+        let mut parent = branch.vsi_node;
+        for layer in vsil + 1..=qgl {
+            let n = usize::from(count.get(usize::from(layer)).copied().unwrap_or(1));
+            let mut teids = [0u32; MAX_NODES];
+            let teids = teids.get_mut(..n).ok_or(CmdError::Invalid("scheduler tree full"))?;
+            self.sched_add_nodes(tree, parent, layer, branch.tc, teids)?;
+            for t in teids.iter() {
+                if let Some(node) = tree.nodes.iter_mut().find(|x| x.teid == *t) {
+                    node.owner = Owner::Rdma;
+                }
+            }
+            parent = teids.first().copied().unwrap_or(parent);
+            if layer == qgl && branch.max_qs == 0 {
+                branch.qgrp_node = parent;
+            }
+        }
+        branch.max_qs = max_qs;
+        Ok(())
+    }
+
+    /// Adds RDMA qsets, all under the queue-group node
+    /// [`Tree::free_qparent`] picks, and records them as leaves
+    /// (ice_ena_vsi_rdma_qset): one 0x0C33, then a query of each new TEID.
+    /// No queue-group node with room is [`CmdError::Invalid`] (ice:
+    /// EINVAL), nothing sent.
     pub fn sched_ena_rdma_qsets(
         &mut self,
         tree: &mut Tree,
@@ -546,7 +660,9 @@ impl<H: Hal, B: Bar> AdminQueue<H, B> {
         if tree.nodes.len() + qs_handles.len() > MAX_NODES {
             return Err(CmdError::Invalid("scheduler tree full"));
         }
-        self.add_rdma_qsets(branch.qgrp_node, qs_handles, teids)?;
+        let parent =
+            tree.free_qparent(branch).ok_or(CmdError::Invalid("no RDMA queue group with room"))?;
+        self.add_rdma_qsets(parent, qs_handles, teids)?;
         let leaf = tree.layers.saturating_sub(1);
         for t in teids.iter().take(qs_handles.len()) {
             let (p, data) = self.query_sched_elem(*t)?;

@@ -7,7 +7,7 @@ use irdma_hal::{Bar, Hal};
 
 use super::aq::AdminQueue;
 use super::cmd::CmdError;
-use super::desc::{Desc, Opcode};
+use super::desc::{Desc, Opcode, rc};
 
 /// Size of a lookup rule with its 16-byte dummy Ethernet header.
 pub const RULE_LEN: usize = 32;
@@ -318,25 +318,459 @@ impl<H: Hal, B: Bar> AdminQueue<H, B> {
         Ok(u16::from_le_bytes([rule[12], rule[13]]))
     }
 
-    /// Broadcast first, then the port's MAC (a multicast one gets LAN_EN as
-    /// ice gives it), each in its own 0x02A0, both
-    /// forwarded to `vsi_num` (ice_init_mac_fltr →
-    /// ice_fltr_add_mac_and_broadcast). Returns (broadcast, unicast) rule
-    /// indices.
-    pub fn add_mac_and_broadcast(
+    /// Update Switch Rules 0x02A1 with one lookup rule (built with
+    /// [`RuleOp::Update`]); `rule_id` goes into bytes 12–13 as
+    /// ice_update_pkt_fwd_rule puts it. The firmware's ENOENT becomes
+    /// [`CmdError::NotFound`] (ice_switch.c → ice_aq_sw_rules).
+    pub fn update_switch_rule(
         &mut self,
+        rule: &mut [u8; RULE_LEN],
+        rule_id: u16,
+    ) -> Result<(), CmdError> {
+        rule[12..14].copy_from_slice(&rule_id.to_le_bytes());
+        let mut d = Desc::new(Opcode::UpdateSwitchRules);
+        d.set_u16(16, 1);
+        self.sw_rules_result(d, rule)
+    }
+
+    /// Remove Switch Rules 0x02A2 for the lookup rule `rule_id`: the
+    /// 16-byte rule without header that ice_fill_sw_rule leaves for a
+    /// removal (index only; ice_remove_rule_internal). ENOENT becomes
+    /// [`CmdError::NotFound`].
+    pub fn remove_switch_rule(&mut self, rule_id: u16) -> Result<(), CmdError> {
+        let mut b = [0u8; 16];
+        b[12..14].copy_from_slice(&rule_id.to_le_bytes());
+        let mut d = Desc::new(Opcode::RemoveSwitchRules);
+        d.set_u16(16, 1);
+        self.sw_rules_result(d, &mut b)
+    }
+
+    fn sw_rules_result(&mut self, mut d: Desc, buf: &mut [u8]) -> Result<(), CmdError> {
+        let r = self.send(&mut d, Some(buf));
+        // ice_aq_sw_rules: for update / remove, a last status of ENOENT
+        // makes the result ENOENT whatever the send returned
+        if d.opcode() != Opcode::AddSwitchRules as u16 && self.last_status() == rc::ENOENT {
+            return Err(CmdError::NotFound);
+        }
+        r.map_err(CmdError::from)
+    }
+
+    /// Allocate Resources 0x0208 for one VSI list (ice_switch.c →
+    /// ice_aq_alloc_free_vsi_list; ice_common.c → ice_aq_alloc_free_res):
+    /// bytes 16–17 = 1 entry; a 6-byte buffer with the resource type
+    /// (VSI_LIST_REP 0x03 for forwarding lists, VSI_LIST_PRUNE 0x04 with
+    /// SHARED 0x80 for prune lists), one element, and the id the firmware
+    /// writes at bytes 4–5. An id beyond the 10-bit action field is
+    /// refused with [`CmdError::BadResponse`] (ice would cut it later).
+    pub fn alloc_vsi_list(&mut self, kind: ListKind) -> Result<u16, CmdError> {
+        let ty = match kind {
+            ListKind::Forward => RES_VSI_LIST_REP,
+            ListKind::Prune => RES_VSI_LIST_PRUNE | RES_FLAG_SHARED,
+        };
+        let mut b = res_buf(ty, 0);
+        let mut d = Desc::new(Opcode::AllocResources);
+        d.set_u16(16, 1);
+        self.send(&mut d, Some(&mut b))?;
+        let id = u16::from_le_bytes([b[4], b[5]]);
+        if id > MAX_ID {
+            return Err(CmdError::BadResponse("VSI list id beyond 10 bits"));
+        }
+        Ok(id)
+    }
+
+    /// Free Resources 0x0209 for VSI list `id` (the same buffer, the id at
+    /// bytes 4–5, the prune type without SHARED as ice frees it).
+    pub fn free_vsi_list(&mut self, id: u16, kind: ListKind) -> Result<(), CmdError> {
+        if id > MAX_ID {
+            return Err(CmdError::Invalid("VSI list id beyond 10 bits"));
+        }
+        let ty = match kind {
+            ListKind::Forward => RES_VSI_LIST_REP,
+            ListKind::Prune => RES_VSI_LIST_PRUNE,
+        };
+        let mut b = res_buf(ty, id);
+        let mut d = Desc::new(Opcode::FreeResources);
+        d.set_u16(16, 1);
+        self.send(&mut d, Some(&mut b))?;
+        Ok(())
+    }
+
+    /// A VSI-list rule (ice_switch.c → ice_update_vsi_list_rule): type
+    /// VSI_LIST_SET 3 / CLEAR 4 (PRUNE_LIST_SET 5 / CLEAR 6 for prune
+    /// lists), list id at bytes 4–5, the count at 6–7, then the hardware VSI
+    /// numbers; sent with Add 0x02A0 (a new list) or Update 0x02A1 (one
+    /// that has members). No VSIs (ice: EINVAL), more than
+    /// [`MAX_LIST_VSIS`], or ids beyond 10 bits are refused with
+    /// [`CmdError::Invalid`] before anything is sent.
+    pub fn vsi_list_rule(
+        &mut self,
+        op: ListOp,
+        kind: ListKind,
+        list_id: u16,
+        vsis: &[u16],
+    ) -> Result<(), CmdError> {
+        if vsis.is_empty() || vsis.len() > MAX_LIST_VSIS {
+            return Err(CmdError::Invalid("VSI list rule needs 1 to 16 VSIs"));
+        }
+        if list_id > MAX_ID || vsis.iter().any(|v| *v > MAX_ID) {
+            return Err(CmdError::Invalid("VSI or list id beyond 10 bits"));
+        }
+        let ty = match (kind, op) {
+            (ListKind::Forward, ListOp::Set { .. }) => RULE_T_VSI_LIST_SET,
+            (ListKind::Forward, ListOp::Clear) => RULE_T_VSI_LIST_CLEAR,
+            (ListKind::Prune, ListOp::Set { .. }) => RULE_T_PRUNE_LIST_SET,
+            (ListKind::Prune, ListOp::Clear) => RULE_T_PRUNE_LIST_CLEAR,
+        };
+        let mut b = [0u8; 8 + 2 * MAX_LIST_VSIS];
+        b[0..2].copy_from_slice(&ty.to_le_bytes());
+        b[4..6].copy_from_slice(&list_id.to_le_bytes());
+        b[6..8].copy_from_slice(&(vsis.len() as u16).to_le_bytes());
+        for (slot, v) in b[8..].chunks_exact_mut(2).zip(vsis) {
+            slot.copy_from_slice(&v.to_le_bytes());
+        }
+        let len = 8 + 2 * vsis.len();
+        let opcode = match op {
+            ListOp::Set { new_list: true } => Opcode::AddSwitchRules,
+            _ => Opcode::UpdateSwitchRules,
+        };
+        let mut d = Desc::new(opcode);
+        d.set_u16(16, 1);
+        self.sw_rules_result(d, b.get_mut(..len).unwrap_or(&mut []))
+    }
+}
+
+/// Largest VSI / list id (the 10-bit action field).
+const MAX_ID: u16 = 0x3ff;
+/// Most VSIs one [`AdminQueue::vsi_list_rule`] carries (a driver bound;
+/// ice sizes the rule to its caller's array).
+pub const MAX_LIST_VSIS: usize = 16;
+/// ICE_AQC_RES_TYPE_VSI_LIST_REP / _PRUNE and ICE_AQC_RES_TYPE_FLAG_SHARED
+/// (ice_adminq_cmd.h).
+const RES_VSI_LIST_REP: u16 = 0x03;
+const RES_VSI_LIST_PRUNE: u16 = 0x04;
+const RES_FLAG_SHARED: u16 = 0x80;
+/// ICE_AQC_SW_RULES_T_VSI_LIST_SET / _CLEAR / PRUNE_LIST_SET / _CLEAR.
+const RULE_T_VSI_LIST_SET: u16 = 3;
+const RULE_T_VSI_LIST_CLEAR: u16 = 4;
+const RULE_T_PRUNE_LIST_SET: u16 = 5;
+const RULE_T_PRUNE_LIST_CLEAR: u16 = 6;
+
+/// The ice_aqc_alloc_free_res_elem buffer with one element.
+fn res_buf(ty: u16, id: u16) -> [u8; 6] {
+    let mut b = [0u8; 6];
+    b[0..2].copy_from_slice(&ty.to_le_bytes());
+    b[2..4].copy_from_slice(&1u16.to_le_bytes());
+    b[4..6].copy_from_slice(&id.to_le_bytes());
+    b
+}
+
+/// Which kind of VSI list (ice picks it from the lookup type).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ListKind {
+    /// Forwarding ("replication") list: MAC, ethertype, promiscuous and the
+    /// other non-VLAN lookups.
+    Forward,
+    /// Prune list: VLAN lookups.
+    Prune,
+}
+
+/// What a VSI-list rule does to the list.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ListOp {
+    /// Add the VSIs; `new_list` sends it with Add Switch Rules (ice's
+    /// ice_create_vsi_list_rule), else with Update.
+    Set {
+        /// A freshly allocated list.
+        new_list: bool,
+    },
+    /// Remove the VSIs (Update).
+    Clear,
+}
+
+/// How many MAC rules a [`MacFilters`] table tracks.
+pub const MAX_MAC_FILTERS: usize = 8;
+
+/// One MAC lookup rule the driver installed (ice's
+/// ice_fltr_mgmt_list_entry for the MAC recipe, Tx flag).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MacFilter {
+    /// The destination MAC.
+    pub mac: [u8; 6],
+    /// The rule index the firmware returned.
+    pub rule_id: u16,
+    /// Where the rule forwards now: the first VSI, or the list once a
+    /// second VSI subscribed.
+    pub fwd: Fwd,
+    /// The VSI that installed the rule (the rule's source, kept when the
+    /// rule is pointed elsewhere, as ice keeps `fltr_info.src`).
+    pub first_vsi: u16,
+    /// Member bitmap of the list (hardware VSI numbers, 10 bits).
+    members: [u64; 16],
+    /// VSIs the rule reaches (ice vsi_count).
+    pub vsi_count: u16,
+}
+
+impl MacFilter {
+    /// Whether the rule delivers to hardware VSI `vsi`.
+    pub fn reaches(&self, vsi: u16) -> bool {
+        match self.fwd {
+            Fwd::Vsi(v) => v == vsi,
+            Fwd::VsiList(_) => self.is_member(vsi),
+        }
+    }
+
+    fn is_member(&self, vsi: u16) -> bool {
+        self.members.get(usize::from(vsi / 64)).is_some_and(|w| w & (1u64 << (vsi % 64)) != 0)
+    }
+
+    fn clear_member(&mut self, vsi: u16) {
+        if let Some(w) = self.members.get_mut(usize::from(vsi / 64)) {
+            *w &= !(1u64 << (vsi % 64));
+        }
+    }
+
+    /// The lowest member (ice find_first_bit on the VSI map).
+    fn first_member(&self) -> Option<u16> {
+        self.members.iter().enumerate().find(|(_, w)| **w != 0).map(|(i, w)| {
+            // i < 16 and trailing_zeros < 64: fits in 10 bits
+            (i as u16) * 64 + w.trailing_zeros() as u16
+        })
+    }
+
+    fn set_member(&mut self, vsi: u16) {
+        if let Some(w) = self.members.get_mut(usize::from(vsi / 64)) {
+            *w |= 1u64 << (vsi % 64);
+        }
+    }
+}
+
+/// The driver's copy of its MAC switch rules, so a second VSI on the same
+/// address turns the rule into a VSI list as ice does (ice_switch.c →
+/// ice_add_mac_rule, ice_add_rule_internal, ice_add_update_vsi_list,
+/// ice_create_vsi_list_rule, ice_update_pkt_fwd_rule). Fixed size, no
+/// allocation.
+#[derive(Clone, Debug, Default)]
+pub struct MacFilters {
+    entries: [Option<MacFilter>; MAX_MAC_FILTERS],
+    rule_cnt: u32,
+}
+
+impl MacFilters {
+    /// An empty table.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Rules the driver added with 0x02A0 that succeeded, lookup and
+    /// VSI-list rules alike (ice `switch_info->rule_cnt`).
+    pub fn rule_cnt(&self) -> u32 {
+        self.rule_cnt
+    }
+
+    /// The rule for `mac`, if one was installed.
+    pub fn find(&self, mac: [u8; 6]) -> Option<&MacFilter> {
+        self.entries.iter().flatten().find(|e| e.mac == mac)
+    }
+
+    /// The installed rules.
+    pub fn iter(&self) -> impl Iterator<Item = &MacFilter> {
+        self.entries.iter().flatten()
+    }
+
+    /// ice_fltr_add_mac_and_broadcast(vsi, mac, FWD_TO_VSI) (Linux
+    /// ice_init_mac_fltr): broadcast first, then `mac` (ice's list holds
+    /// them in that order). Broadcast, multicast and (with `umac_shared`)
+    /// unicast addresses go through ice_add_rule_internal: a new rule, or,
+    /// when the address already has a rule, the rule turned into a VSI
+    /// list (alloc 0x0208, list rule 0x02A0, rule update 0x02A1) or the
+    /// list extended (0x02A1); the same VSI again is
+    /// [`CmdError::Exists`]. A unicast address without `umac_shared` that
+    /// already has a rule is left alone, whichever VSI owns it (ice: "don't
+    /// overwrite the unicast address"). Stricter than ice: an all-zero MAC
+    /// is refused before the broadcast rule is sent (ice sends it, then
+    /// returns EINVAL).
+    pub fn add_mac_and_broadcast<H: Hal, B: Bar>(
+        &mut self,
+        aq: &mut AdminQueue<H, B>,
         mac: [u8; 6],
-        vsi_num: u16,
+        vsi: u16,
         veb: bool,
-    ) -> Result<(u16, u16), CmdError> {
+        umac_shared: bool,
+    ) -> Result<(), CmdError> {
         if mac == [0; 6] {
             return Err(CmdError::Invalid("all-zero MAC"));
         }
-        let mut b = mac_fwd_rule(BROADCAST, vsi_num, veb)?;
-        let bi = self.add_switch_rule(&mut b)?;
-        let mut u = mac_fwd_rule(mac, vsi_num, veb)?;
-        let ui = self.add_switch_rule(&mut u)?;
-        Ok((bi, ui))
+        if vsi > MAX_ID {
+            return Err(CmdError::Invalid("VSI number beyond 10 bits"));
+        }
+        self.add_rule_internal(aq, BROADCAST, vsi, veb)?;
+        if mac[0] & 1 != 0 || umac_shared {
+            self.add_rule_internal(aq, mac, vsi, veb)
+        } else if self.find(mac).is_some() {
+            Ok(())
+        } else {
+            self.create(aq, mac, vsi, veb)
+        }
+    }
+
+    /// Stops `vsi` receiving `mac` (ice_switch.c → ice_remove_mac_rule,
+    /// ice_remove_rule_internal, ice_rem_update_vsi_list): a rule that
+    /// forwards to `vsi` alone is removed (0x02A2); from a list the VSI is
+    /// cleared (VSI_LIST_CLEAR with 0x02A1), and when one VSI is left the
+    /// list is emptied, the rule pointed back at that VSI (0x02A1, the
+    /// rule's original source) and the list freed (0x0209). No rule for
+    /// `mac`, or `vsi` not in its list, is [`CmdError::NotFound`] (ice:
+    /// ENOENT), nothing sent. Stricter than ice: a rule that forwards to
+    /// another single VSI is NotFound too (ice removes a multicast one).
+    pub fn remove_mac<H: Hal, B: Bar>(
+        &mut self,
+        aq: &mut AdminQueue<H, B>,
+        mac: [u8; 6],
+        vsi: u16,
+        veb: bool,
+    ) -> Result<(), CmdError> {
+        let i = self
+            .entries
+            .iter()
+            .position(|e| e.is_some_and(|e| e.mac == mac))
+            .ok_or(CmdError::NotFound)?;
+        let Some(Some(mut e)) = self.entries.get(i).copied() else {
+            return Err(CmdError::NotFound);
+        };
+        match e.fwd {
+            Fwd::Vsi(v) => {
+                if v != vsi {
+                    return Err(CmdError::NotFound);
+                }
+                aq.remove_switch_rule(e.rule_id)?;
+                self.rule_cnt = self.rule_cnt.wrapping_sub(1);
+                if let Some(s) = self.entries.get_mut(i) {
+                    *s = None;
+                }
+                return Ok(());
+            }
+            Fwd::VsiList(list) => {
+                if !e.is_member(vsi) {
+                    return Err(CmdError::NotFound);
+                }
+                aq.vsi_list_rule(ListOp::Clear, ListKind::Forward, list, &[vsi])?;
+                e.clear_member(vsi);
+                e.vsi_count = e.vsi_count.saturating_sub(1);
+                if e.vsi_count == 1
+                    && let Some(rem) = e.first_member()
+                {
+                    // store the cleared member before the next steps can fail
+                    if let Some(s) = self.entries.get_mut(i) {
+                        *s = Some(e);
+                    }
+                    aq.vsi_list_rule(ListOp::Clear, ListKind::Forward, list, &[rem])?;
+                    let spec = RuleSpec {
+                        lookup: Lookup::Mac(mac),
+                        action: Action::Vsi(rem),
+                        flags: rule_flag::TX,
+                        src: e.first_vsi,
+                        veb,
+                        op: RuleOp::Update,
+                    };
+                    let mut r = lookup_rule(&spec)?.bytes;
+                    aq.update_switch_rule(&mut r, e.rule_id)?;
+                    e.fwd = Fwd::Vsi(rem);
+                    if let Some(s) = self.entries.get_mut(i) {
+                        *s = Some(e);
+                    }
+                    aq.free_vsi_list(list, ListKind::Forward)?;
+                }
+            }
+        }
+        if let Some(s) = self.entries.get_mut(i) {
+            *s = Some(e);
+        }
+        Ok(())
+    }
+
+    /// A new "MAC forward to VSI" rule (ice_create_pkt_fwd_rule, or the
+    /// bulk unicast add with one rule: the same bytes).
+    fn create<H: Hal, B: Bar>(
+        &mut self,
+        aq: &mut AdminQueue<H, B>,
+        mac: [u8; 6],
+        vsi: u16,
+        veb: bool,
+    ) -> Result<(), CmdError> {
+        let slot = self.entries.iter().position(Option::is_none).ok_or(CmdError::TableFull)?;
+        let mut r = mac_fwd_rule(mac, vsi, veb)?;
+        let rule_id = aq.add_switch_rule(&mut r)?;
+        self.rule_cnt = self.rule_cnt.wrapping_add(1);
+        let mut e = MacFilter {
+            mac,
+            rule_id,
+            fwd: Fwd::Vsi(vsi),
+            first_vsi: vsi,
+            members: [0; 16],
+            vsi_count: 1,
+        };
+        e.set_member(vsi);
+        if let Some(s) = self.entries.get_mut(slot) {
+            *s = Some(e);
+        }
+        Ok(())
+    }
+
+    /// ice_add_rule_internal for a Tx MAC rule from `vsi`.
+    fn add_rule_internal<H: Hal, B: Bar>(
+        &mut self,
+        aq: &mut AdminQueue<H, B>,
+        mac: [u8; 6],
+        vsi: u16,
+        veb: bool,
+    ) -> Result<(), CmdError> {
+        let Some(i) = self.entries.iter().position(|e| e.is_some_and(|e| e.mac == mac)) else {
+            return self.create(aq, mac, vsi, veb);
+        };
+        let Some(Some(mut e)) = self.entries.get(i).copied() else {
+            return Err(CmdError::Invalid("filter table"));
+        };
+        match e.fwd {
+            Fwd::Vsi(cur) => {
+                if cur == vsi {
+                    return Err(CmdError::Exists);
+                }
+                let list = aq.alloc_vsi_list(ListKind::Forward)?;
+                aq.vsi_list_rule(
+                    ListOp::Set { new_list: true },
+                    ListKind::Forward,
+                    list,
+                    &[cur, vsi],
+                )?;
+                self.rule_cnt = self.rule_cnt.wrapping_add(1);
+                // the updated rule is the new filter's: its source is the
+                // new VSI (ice copies new_fltr into tmp_fltr)
+                let spec = RuleSpec {
+                    lookup: Lookup::Mac(mac),
+                    action: Action::VsiList(list),
+                    flags: rule_flag::TX,
+                    src: vsi,
+                    veb,
+                    op: RuleOp::Update,
+                };
+                let mut r = lookup_rule(&spec)?.bytes;
+                aq.update_switch_rule(&mut r, e.rule_id)?;
+                e.fwd = Fwd::VsiList(list);
+                e.set_member(vsi);
+            }
+            Fwd::VsiList(list) => {
+                if e.is_member(vsi) {
+                    return Err(CmdError::Exists);
+                }
+                aq.vsi_list_rule(ListOp::Set { new_list: false }, ListKind::Forward, list, &[vsi])?;
+                e.set_member(vsi);
+            }
+        }
+        e.vsi_count = e.vsi_count.saturating_add(1);
+        if let Some(s) = self.entries.get_mut(i) {
+            *s = Some(e);
+        }
+        Ok(())
     }
 }
 

@@ -531,6 +531,10 @@ pub struct Firmware {
     /// Global-config lock held (0x0008 resource 4).
     lock_held: bool,
     pkg_buf: Vec<u8>,
+    /// Driver Version 0x0002: the four version bytes and the name.
+    driver_version: Option<([u8; 4], Vec<u8>)>,
+    /// Set Port Parameters 0x0203: descriptor bytes 16–22 as sent.
+    port_params: Option<[u8; 7]>,
     vsis: BTreeMap<u16, Vsi>,
     next_vsi: u16,
     nodes: BTreeMap<u32, SchedNode>,
@@ -679,6 +683,8 @@ impl Firmware {
             package: p.package,
             lock_held: false,
             pkg_buf: Vec::new(),
+            driver_version: None,
+            port_params: None,
             vsis: BTreeMap::new(),
             next_vsi: cfg.vsi_base,
             nodes: BTreeMap::new(),
@@ -742,6 +748,14 @@ impl Firmware {
     /// Still in PXE mode.
     pub fn pxe_mode(&self) -> bool {
         self.pxe_mode
+    }
+    /// What Driver Version (0x0002) reported: version bytes and name.
+    pub fn driver_version(&self) -> Option<(&[u8; 4], &[u8])> {
+        self.driver_version.as_ref().map(|(v, n)| (v, n.as_slice()))
+    }
+    /// Set Port Parameters (0x0203) descriptor bytes 16–22 as last sent.
+    pub fn port_params(&self) -> Option<&[u8; 7]> {
+        self.port_params.as_ref()
     }
     /// The global-config lock is held.
     pub fn lock_held(&self) -> bool {
@@ -1124,7 +1138,34 @@ impl Firmware {
                 d[28..32].copy_from_slice(&self.cfg.api_ver);
                 Ok(None)
             }
-            opc::DRIVER_VER | opc::Q_SHUTDOWN | opc::SET_PORT_PARAMS | opc::STOP_LLDP => Ok(None),
+            opc::DRIVER_VER => {
+                // spec §2.3: bytes 16–19 major/minor/build/subbuild, the
+                // buffer an ASCII name. Model choice (the spec is silent on
+                // errors): an empty or non-ASCII name is EINVAL.
+                if buf.is_empty() || buf.iter().any(|b| !b.is_ascii()) {
+                    return Err(rc::EINVAL);
+                }
+                let mut v = [0u8; 4];
+                v.copy_from_slice(&d[16..20]);
+                self.driver_version = Some((v, buf.to_vec()));
+                Ok(None)
+            }
+            opc::SET_PORT_PARAMS => {
+                // spec §5 step 11 names the command and its bad-frame VSI
+                // and double-VLAN settings, no layout: the model records
+                // bytes 16–22 and checks nothing else (model choice), except
+                // that a bad-frame VSI (bytes 18–19, low 10 bits) other than
+                // 0 must exist (EINVAL).
+                let vsi = u16_at(d, 18) & 0x3FF;
+                if vsi != 0 && !self.vsis.contains_key(&vsi) {
+                    return Err(rc::EINVAL);
+                }
+                let mut p = [0u8; 7];
+                p.copy_from_slice(&d[16..23]);
+                self.port_params = Some(p);
+                Ok(None)
+            }
+            opc::Q_SHUTDOWN | opc::STOP_LLDP => Ok(None),
             opc::REQ_RES => self.request_resource(d),
             opc::REL_RES => {
                 // model choice: releasing a lock not held is EPERM
@@ -1165,9 +1206,10 @@ impl Firmware {
             }
             opc::GET_SW_CFG => self.get_sw_cfg(d, buf),
             opc::CLEAR_PF_CFG => {
-                // spec §2.4: VSIs, VSI lists, switch rules; the scheduler
-                // tree is not named there and stays (it carries no VSI,
-                // spec §2.11)
+                // spec §2.4: VSIs, VSI lists, switch rules, port config;
+                // the scheduler tree is not named there and stays (it
+                // carries no VSI, spec §2.11)
+                self.port_params = None;
                 self.vsis.clear();
                 self.rules.clear();
                 self.resources.clear();
@@ -1517,13 +1559,26 @@ impl Firmware {
             let rule_type = u16_at(buf, off);
             match rule_type {
                 0 | 1 => {
-                    let hdr_len = u16_at(buf, off + 14) as usize;
+                    // An update (0x02A1) may leave the header length 0 and
+                    // still carry the 16-byte dummy header: it changes the
+                    // action and source of the rule it names, whose match
+                    // stays (ice_switch.c → ice_fill_sw_rule writes hdr_len
+                    // only for Add; ice_update_pkt_fwd_rule sends the
+                    // 32-byte rule). Model choice: on update a header
+                    // length of 0 means the 16-byte header of spec §2.15.
+                    let mut hdr_len = u16_at(buf, off + 14) as usize;
+                    if update && hdr_len == 0 {
+                        hdr_len = 16;
+                    }
                     let size = 16 + hdr_len;
                     if off + size > buf.len() || hdr_len < 6 {
                         return Err(rc::EINVAL);
                     }
                     let mut dst = [0u8; 6];
                     dst.copy_from_slice(&buf[off + 16..off + 22]);
+                    if update && let Some(old) = self.rules.get(&u16_at(buf, off + 12)) {
+                        dst = old.dst_mac;
+                    }
                     let r = Rule {
                         index: u16_at(buf, off + 12),
                         rule_type,

@@ -35,6 +35,10 @@ pub enum ErrorCounter {
     /// A frame a receiver dropped (malformed, bad ICRC, or an address,
     /// QP, P_Key or PSN not matching its QP context).
     WireDrops,
+    /// An ATQ tail write the LAN firmware side ignored because the ring was
+    /// not usable (disabled, bad length, unaligned base, tail or head out
+    /// of range).
+    AqBadRing,
 }
 // Not checked: `work_without_doorbell` (deferred mode). WQEALLOC latches, so
 // two posters ringing the same QP number leave no change for the device to
@@ -42,7 +46,7 @@ pub enum ErrorCounter {
 
 impl ErrorCounter {
     /// Every error counter.
-    pub const ALL: [Self; 8] = [
+    pub const ALL: [Self; 9] = [
         Self::DmaFaults,
         Self::CqesDropped,
         Self::CeqesDropped,
@@ -51,6 +55,7 @@ impl ErrorCounter {
         Self::CqpInvalidWqes,
         Self::InvalidWqes,
         Self::WireDrops,
+        Self::AqBadRing,
     ];
 
     /// Its value in `c`.
@@ -64,6 +69,7 @@ impl ErrorCounter {
             Self::CqpInvalidWqes => c.cqp_invalid_wqes,
             Self::InvalidWqes => c.invalid_wqes,
             Self::WireDrops => c.wire_drops,
+            Self::AqBadRing => c.aq_bad_ring,
         }
     }
 }

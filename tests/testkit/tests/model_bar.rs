@@ -84,3 +84,16 @@ fn a_declared_model_error_passes_and_finish_checks_once() {
     let r = std::panic::catch_unwind(|| late.finish());
     assert!(r.is_err(), "finish() checks at once");
 }
+
+/// An ATQ tail write the LAN firmware side ignores (no ring set up) is a
+/// checked error counter too.
+#[test]
+fn an_atq_post_on_a_dead_ring_is_a_checked_error() {
+    use irdma_hal::Bar;
+    use irdma_testkit::ErrorCounter;
+    let bar = irdma_testkit::ModelBar::standalone(mock_bar::Config::default());
+    bar.write32(0x0008_0400, 1); // PF_FW_ATQT with no ATQ enabled
+    assert_eq!(bar.unexpected_errors(), vec![(ErrorCounter::AqBadRing, 1)]);
+    bar.expect_counter(ErrorCounter::AqBadRing);
+    bar.finish();
+}

@@ -613,7 +613,12 @@ fn vsi_params(v: &Value) -> Result<(PfVsiParams, bool), String> {
 
 /// Adds `vsi0` like ice_vsi_init; returns (outputs, hw VSI number, cache).
 fn add_vsi0(aq: &mut Aq<'_>, case: &Value) -> Result<(Out, u16, VsiContext), String> {
-    let v = &case["inputs"]["vsi0"];
+    add_vsi(aq, case, "vsi0")
+}
+
+/// Adds the VSI under `inputs.<key>` like ice_vsi_init.
+fn add_vsi(aq: &mut Aq<'_>, case: &Value, key: &str) -> Result<(Out, u16, VsiContext), String> {
+    let v = &case["inputs"][key];
     let (p, ctrl) = vsi_params(v)?;
     let ctx = if ctrl { VsiContext::ctrl_add(&p) } else { VsiContext::pf_add(&p) };
     let mut ctx = ctx.map_err(|e| format!("context refused: {e}"))?;
@@ -1087,6 +1092,11 @@ fn sequenced(case: &Value, aq: &mut Aq<'_>) -> Result<Vec<Out>, Outcome> {
     let mut res: Option<irdma::ice::cmd::SchedResources> = None;
     let mut tree: Option<Tree> = None;
     let mut vsi: Option<(u16, VsiContext)> = None;
+    // hardware numbers of the VSIs added so far (vsi0, vsi1, …) and the
+    // driver's MAC-rule table (ice's MAC recipe filter list)
+    let mut vsis: Vec<u16> = Vec::new();
+    let mut filters = irdma::ice::switch::MacFilters::new();
+    let mut mac_calls = 0usize;
     let mut branches: Vec<(u8, RdmaBranch)> = Vec::new();
     let mut qsets: Vec<(u16, u32)> = Vec::new();
     let mut outs = Vec::new();
@@ -1119,9 +1129,22 @@ fn sequenced(case: &Value, aq: &mut Aq<'_>) -> Result<Vec<Out>, Outcome> {
                 }
             }
             "ice_vsi_init" => {
-                let (vo, n, c) = add_vsi0(aq, case).map_err(Outcome::Fail)?;
+                // the k-th ice_vsi_init builds inputs.vsi<k>
+                let key = format!("vsi{}", vsis.len());
+                if case["inputs"].get(&key).is_none_or(Value::is_null) {
+                    return Err(Outcome::Fail(format!("ice_vsi_init without inputs.{key}")));
+                }
+                if let Err(why) = vsi_params(&case["inputs"][key.as_str()]) {
+                    return Err(Outcome::Skip(format!(
+                        "{key}: {why}: the driver builds PF and CTRL VSIs only"
+                    )));
+                }
+                let (vo, n, c) = add_vsi(aq, case, &key).map_err(Outcome::Fail)?;
                 o = vo;
-                vsi = Some((n, c));
+                vsis.push(n);
+                if vsi.is_none() {
+                    vsi = Some((n, c));
+                }
             }
             "ice_sched_add_nodes_to_layer" => {
                 let t = tree.as_mut().ok_or_else(|| Outcome::Fail("no tree".into()))?;
@@ -1156,16 +1179,29 @@ fn sequenced(case: &Value, aq: &mut Aq<'_>) -> Result<Vec<Out>, Outcome> {
                 let bitmap = arg(case, "tc_bitmap").unwrap_or(1) as u8;
                 let mut ret = 0;
                 for tc in 0..8u8 {
-                    if bitmap & (1 << tc) == 0 || t.tc_node(tc).is_none() {
-                        // ice skips a TC the port has no node for
+                    // ice skips a TC the port has no node for; without
+                    // DCB (not in the vectors) every TC node carries
+                    // tc_num 0, so only TC 0 has one in ice's view
+                    // (the vectors' trees report tc 0 for all of them)
+                    if bitmap & (1 << tc) == 0 || tc != 0 || t.tc_node(tc).is_none() {
                         continue;
                     }
-                    match aq.sched_cfg_vsi_rdma(t, tc) {
-                        Ok(b) => branches.push((tc, b)),
-                        Err(e) => {
-                            ret = i64::from(e.linux_errno());
-                            break;
+                    // ice_cfg_vsi_rdma(max_rdmaqs[tc]): a new branch, or
+                    // one grown to the larger count
+                    let max_qs = args["max_rdmaqs"]
+                        .as_array()
+                        .and_then(|a| a.get(usize::from(tc)))
+                        .and_then(num)
+                        .unwrap_or(0) as u16;
+                    let r = match branches.iter_mut().find(|b| b.0 == tc) {
+                        Some(b) => aq.sched_grow_rdma(t, &mut b.1, max_qs),
+                        None => {
+                            aq.sched_cfg_vsi_rdma(t, tc, max_qs).map(|b| branches.push((tc, b)))
                         }
+                    };
+                    if let Err(e) = r {
+                        ret = i64::from(e.linux_errno());
+                        break;
                     }
                 }
                 o = Out::new(ret);
@@ -1178,13 +1214,13 @@ fn sequenced(case: &Value, aq: &mut Aq<'_>) -> Result<Vec<Out>, Outcome> {
                     .as_array()
                     .map(|a| a.iter().filter_map(num).map(|h| h as u16).collect())
                     .unwrap_or_default();
-                let b = branches
-                    .iter()
-                    .find(|b| b.0 == tc)
-                    .map(|b| b.1)
-                    .ok_or_else(|| Outcome::Fail("no RDMA branch".into()))?;
                 let mut teids = vec![0u32; hs.len()];
-                let r = aq.sched_ena_rdma_qsets(t, &b, tc, &hs, &mut teids);
+                // no branch on this TC: ice_sched_get_free_qparent finds no
+                // parent (EINVAL), nothing sent
+                let r = match branches.iter().find(|b| b.0 == tc) {
+                    Some(b) => aq.sched_ena_rdma_qsets(t, &b.1, tc, &hs, &mut teids),
+                    None => Err(irdma::ice::cmd::CmdError::Invalid("no RDMA branch on this TC")),
+                };
                 o = Out::new(errno(r));
                 if o.ret == 0 {
                     for (i, te) in teids.iter().enumerate() {
@@ -1210,20 +1246,20 @@ fn sequenced(case: &Value, aq: &mut Aq<'_>) -> Result<Vec<Out>, Outcome> {
                 port_fields(&mut o, t);
             }
             "ice_fltr_add_mac_and_broadcast" => {
-                if case["inputs"].get("vsi1").is_some_and(|v| !v.is_null()) {
-                    return Err(Outcome::Fail(
-                        "VSI lists (a second VSI on the same MAC) are not in the driver".into(),
-                    ));
-                }
-                let (n, _) = vsi.ok_or_else(|| Outcome::Fail("no VSI".into()))?;
+                // the k-th call subscribes vsi<k> (vsi1: a second VSI on
+                // the same addresses, which ice turns into VSI lists)
+                let n = vsis.get(mac_calls).copied().ok_or_else(|| {
+                    Outcome::Fail(format!("add_mac call {mac_calls} without its VSI"))
+                })?;
+                mac_calls += 1;
                 let mac = hexbytes(&args["mac"].as_str().unwrap_or("").replace(':', ""));
                 let mac: [u8; 6] = mac.try_into().map_err(|_| Outcome::Fail("bad mac".into()))?;
-                let veb = case["inputs"]["hw"]["evb_veb"].as_bool().unwrap_or(true);
-                let r = aq.add_mac_and_broadcast(mac, n, veb);
-                o = Out::new(errno(r.map(|_| ())));
-                if r.is_ok() {
-                    o.set("switch_info.rule_cnt", json!(2));
-                }
+                let hw = &case["inputs"]["hw"];
+                let veb = hw["evb_veb"].as_bool().unwrap_or(true);
+                let umac_shared = hw["umac_shared"].as_bool().unwrap_or(false);
+                let r = filters.add_mac_and_broadcast(aq, mac, n, veb, umac_shared);
+                o = Out::new(errno(r));
+                o.set("switch_info.rule_cnt", json!(filters.rule_cnt()));
             }
             other => return Err(Outcome::Fail(format!("vendor call {other} not mapped"))),
         }

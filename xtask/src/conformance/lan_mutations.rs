@@ -598,3 +598,543 @@ fn other_ring_sizes() {
     let bad = run_all(&cases);
     assert!(bad.is_empty(), "{} of {} failed:\n{}", bad.len(), cases.len(), bad.join("\n"));
 }
+
+/// Builds a command expectation: the descriptor is the published 0x02A0
+/// one with another opcode, datalen and bytes 16–17 = 1 (flags SI|BUF|RD
+/// as ice_aq_sw_rules and ice_aq_alloc_free_res set them); the firmware
+/// answers DD|CMP (| ERR) with `retval` and `resp_buf`.
+fn vsi_list_cmd(
+    like: &Value,
+    slot: u64,
+    call: usize,
+    opcode: u16,
+    buf: &[u8],
+    resp_buf: &[u8],
+    retval: u8,
+) -> Value {
+    let mut d = hexbytes(like["desc"]["hex"].as_str().unwrap());
+    d[2..4].copy_from_slice(&opcode.to_le_bytes());
+    d[4..6].copy_from_slice(&(buf.len() as u16).to_le_bytes());
+    d[16..18].copy_from_slice(&[1, 0]);
+    let mut r = d.clone();
+    r[0] |= 0x03 | if retval != 0 { 0x04 } else { 0 };
+    r[6] = retval;
+    json!({
+        "call": call, "slot": slot,
+        "desc": {"hex": hexstr(&d), "addr": "buffer", "mask": like["desc"]["mask"].clone()},
+        "buf": {"len": buf.len(), "hex": hexstr(buf), "compare": "bytes"},
+        "resp": {"desc": hexstr(&r), "buf": {"len": resp_buf.len(), "hex": hexstr(resp_buf)}},
+    })
+}
+
+/// What ice does when a second VSI subscribes to an address that already
+/// has a rule (ice_switch.c → ice_add_rule_internal →
+/// ice_add_update_vsi_list): Alloc Resources 0x0208 for a VSI_LIST_REP
+/// (type 3) list, a VSI_LIST_SET rule (type 3, list id, 2 VSIs: old, new)
+/// with Add 0x02A0, then the lookup rule updated with 0x02A1 to forward to
+/// the list (action list << 4 | VSI_LIST bit 14 | VALID, LB_EN, LAN_EN as
+/// before; source = the new VSI; header length 0; index = the rule's).
+/// `fail` makes the firmware answer command `fail.0` of the three with
+/// return code `fail.1` (the case then ends there).
+#[allow(clippy::too_many_arguments)]
+fn convert_to_list(
+    cmds: &mut Vec<Value>,
+    like: &Value,
+    rule_sent: &[u8],
+    rule_id: [u8; 2],
+    old: u16,
+    new: u16,
+    list: u16,
+    slot: &mut u64,
+    n: u64,
+    call: usize,
+    fail: Option<(usize, u8)>,
+) -> bool {
+    let rv = |i: usize| fail.filter(|f| f.0 == i).map_or(0, |f| f.1);
+    let alloc = [3, 0, 1, 0, 0, 0];
+    let mut alloc_resp = alloc;
+    alloc_resp[4..6].copy_from_slice(&list.to_le_bytes());
+    cmds.push(vsi_list_cmd(like, *slot, call, 0x0208, &alloc, &alloc_resp, rv(0)));
+    *slot = (*slot + 1) % n;
+    if rv(0) != 0 {
+        return false;
+    }
+    let mut set = vec![3, 0, 0, 0];
+    set.extend_from_slice(&list.to_le_bytes());
+    set.extend_from_slice(&[2, 0]);
+    set.extend_from_slice(&old.to_le_bytes());
+    set.extend_from_slice(&new.to_le_bytes());
+    cmds.push(vsi_list_cmd(like, *slot, call, 0x02a0, &set, &set, rv(1)));
+    *slot = (*slot + 1) % n;
+    if rv(1) != 0 {
+        return false;
+    }
+    let mut upd = rule_sent.to_vec();
+    upd.resize(32, 0);
+    upd[6..8].copy_from_slice(&new.to_le_bytes());
+    let act = u32::from_le_bytes([upd[8], upd[9], upd[10], upd[11]]);
+    let act = (act & 0xc) | (u32::from(list) << 4) | (1 << 14) | (1 << 17);
+    upd[8..12].copy_from_slice(&act.to_le_bytes());
+    upd[12..14].copy_from_slice(&rule_id);
+    upd[14..16].copy_from_slice(&[0, 0]);
+    cmds.push(vsi_list_cmd(like, *slot, call, 0x02a1, &upd, &upd, rv(2)));
+    *slot = (*slot + 1) % n;
+    rv(2) == 0
+}
+
+/// `add_mac_fltr` with `vsi1` (no published case; the held-out set may
+/// have some): ice_vsi_init for vsi0 and vsi1, then
+/// ice_fltr_add_mac_and_broadcast for each. For vsi1 the broadcast rule
+/// becomes a VSI list (0x0208, 0x02A0, 0x02A1); a unicast MAC without
+/// umac_shared is left alone (ice_add_mac_rule: "don't overwrite"); a
+/// multicast MAC or umac_shared converts that rule too, with the next list
+/// id. rule_cnt counts every successful Add Switch Rules rule (lookup and
+/// VSI-list). Both call orders (init, init, add, add and init, add, init,
+/// add) and firmware errors on each list command (0x0208 EIO-class → EIO;
+/// 0x02A1 ENOENT → ENOENT, ice_aq_sw_rules) are run; adding vsi0 twice is
+/// EEXIST with nothing sent.
+#[test]
+fn second_vsi_on_the_same_mac() {
+    let mut cases = Vec::new();
+    for c in published() {
+        if c["op"] != "add_mac_fltr" {
+            continue;
+        }
+        for umac_shared in [false, true] {
+            for interleaved in [false, true] {
+                for fail in [None, Some((0, 16u8)), Some((1, 2)), Some((2, 2))] {
+                    if let Some(m) = with_vsi1(&c, umac_shared, interleaved, fail) {
+                        let what = format!(
+                            "vsi1 umac_shared={umac_shared} interleaved={interleaved} fail={fail:?}"
+                        );
+                        cases.push((m, what));
+                    }
+                }
+            }
+        }
+    }
+    assert!(cases.len() >= 16, "{} mutated cases", cases.len());
+    let bad = run_all(&cases);
+    assert!(bad.is_empty(), "{} of {} failed:\n{}", bad.len(), cases.len(), bad.join("\n"));
+    // really compared: another list id in the update rule fails
+    let mut wrong = cases[0].0.clone();
+    let cmds = wrong["outputs"]["commands"].as_array_mut().unwrap();
+    let last = cmds.len() - 1;
+    let mut b = hexbytes(cmds[last]["buf"]["hex"].as_str().unwrap());
+    b[8] ^= 0x10;
+    cmds[last]["buf"]["hex"] = json!(hexstr(&b));
+    assert!(matches!(run_case(&wrong), Outcome::Fail(_)));
+}
+
+/// The published `add_mac_fltr` case `c` with a second VSI, as ice
+/// behaves (see [`second_vsi_on_the_same_mac`]).
+fn with_vsi1(
+    c: &Value,
+    umac_shared: bool,
+    interleaved: bool,
+    fail: Option<(usize, u8)>,
+) -> Option<Value> {
+    let mut m = c.clone();
+    let n = num(&c["inputs"]["ring"]["sq_entries"])?;
+    let cmds0 = c["outputs"]["commands"].as_array()?.clone();
+    let (add, bcast, mac_rule) = (&cmds0[0], &cmds0[1], &cmds0[2]);
+    let mac = hexbytes(&c["inputs"]["args"]["mac"].as_str()?.replace(':', ""));
+    let multicast = mac.first()? & 1 != 0;
+    if fail.is_some() && umac_shared {
+        return None;
+    }
+    m["inputs"]["hw"]["umac_shared"] = json!(umac_shared);
+    let mut v1 = c["inputs"]["vsi0"].clone();
+    v1["idx"] = json!(1);
+    m["inputs"]["vsi1"] = v1;
+    // the firmware gives vsi1 the next number, one more used, one less free
+    let r0 = hexbytes(add["resp"]["desc"].as_str()?);
+    let v0 = u16::from_le_bytes([r0[16], r0[17]]);
+    let v1n = v0 + 1;
+    let mut r1 = r0.clone();
+    r1[16..18].copy_from_slice(&v1n.to_le_bytes());
+    let used = u16::from_le_bytes([r0[20], r0[21]]) + 1;
+    let free = u16::from_le_bytes([r0[22], r0[23]]) - 1;
+    r1[20..22].copy_from_slice(&used.to_le_bytes());
+    r1[22..24].copy_from_slice(&free.to_le_bytes());
+    let calls0 = c["outputs"]["calls"].as_array()?;
+    let mut init1 = calls0[0].clone();
+    init1["outputs"]["vsi.vsi_num"] = json!(v1n);
+    init1["outputs"]["vsi_ctx.vsi_num"] = json!(v1n);
+    init1["outputs"]["vsi_ctx.vsis_allocd"] = json!(used);
+    init1["outputs"]["vsi_ctx.vsis_unallocated"] = json!(free);
+    let order: &[(&str, usize)] = if interleaved {
+        &[("init", 0), ("add", 0), ("init", 1), ("add", 1)]
+    } else {
+        &[("init", 0), ("init", 1), ("add", 0), ("add", 1)]
+    };
+    let mut slot = num(&add["slot"])?;
+    let mut cmds = Vec::new();
+    let mut calls = Vec::new();
+    let mut vendor = Vec::new();
+    let mut rule_cnt = 0;
+    let mut ret = 0i64;
+    for (ci, (what, vsi)) in order.iter().enumerate() {
+        let mut push = |k: &Value, resp_desc: Option<Vec<u8>>, slot: &mut u64| {
+            let mut k = k.clone();
+            k["call"] = json!(ci);
+            k["slot"] = json!(*slot);
+            if let Some(r) = resp_desc {
+                k["resp"]["desc"] = json!(hexstr(&r));
+            }
+            cmds.push(k);
+            *slot = (*slot + 1) % n;
+        };
+        if *what == "init" {
+            vendor.push("ice_vsi_init");
+            if *vsi == 0 {
+                push(add, None, &mut slot);
+                calls.push(calls0[0].clone());
+            } else {
+                push(add, Some(r1.clone()), &mut slot);
+                calls.push(init1.clone());
+            }
+            continue;
+        }
+        vendor.push("ice_fltr_add_mac_and_broadcast");
+        let mut out = calls0[1].clone();
+        if *vsi == 0 {
+            // vsi0's rules: exactly the published ones (with umac_shared
+            // the unicast one is a single add as well: the same bytes)
+            push(bcast, None, &mut slot);
+            push(mac_rule, None, &mut slot);
+            rule_cnt += 2;
+        } else {
+            let sent = |k: &Value| hexbytes(k["buf"]["hex"].as_str().unwrap_or(""));
+            let id = |k: &Value| {
+                let b = hexbytes(k["resp"]["buf"]["hex"].as_str().unwrap_or(""));
+                [b.get(12).copied().unwrap_or(0), b.get(13).copied().unwrap_or(0)]
+            };
+            let list = 16;
+            let ok = convert_to_list(
+                &mut cmds,
+                bcast,
+                &sent(bcast),
+                id(bcast),
+                v0,
+                v1n,
+                list,
+                &mut slot,
+                n,
+                ci,
+                fail,
+            );
+            if ok {
+                rule_cnt += 1;
+                if multicast || umac_shared {
+                    let ok2 = convert_to_list(
+                        &mut cmds,
+                        mac_rule,
+                        &sent(mac_rule),
+                        id(mac_rule),
+                        v0,
+                        v1n,
+                        list + 1,
+                        &mut slot,
+                        n,
+                        ci,
+                        None,
+                    );
+                    if ok2 {
+                        rule_cnt += 1;
+                    }
+                }
+            } else {
+                let (i, code) = fail?;
+                // the list rule itself counted when its add succeeded
+                if i == 2 {
+                    rule_cnt += 1;
+                }
+                ret = if i == 2 && code == 2 { -2 } else { -5 };
+                out["ret"] = json!(ret);
+                out["outputs"]["sq_last_status"] = json!(code);
+            }
+        }
+        out["outputs"]["switch_info.rule_cnt"] = json!(rule_cnt);
+        calls.push(out);
+        if ret != 0 {
+            break;
+        }
+    }
+    let mut writes = Vec::new();
+    for k in &cmds {
+        let s = (num(&k["slot"]).unwrap_or(0) + 1) % n;
+        writes
+            .push(json!({"call": k["call"].clone(), "offset": "0x00080400", "name": "PF_FW_ATQT",
+            "value": format!("{s:#010x}"), "group": "atq"}));
+    }
+    m["vendor"] = json!(vendor[..calls.len()]);
+    m["outputs"]["commands"] = json!(cmds);
+    m["outputs"]["calls"] = json!(calls);
+    m["outputs"]["reg_writes"] = json!(writes);
+    m["outputs"]["ret"] = json!(ret);
+    Some(m)
+}
+
+/// `cfg_vsi_rdma` with more queue sets than one queue-group node holds
+/// (max_children of that layer = 8 in the published answers):
+/// ice_sched_calc_vsi_child_nodes asks for ceil(n / 8) queue-group nodes
+/// (and ceil of that / 16 = 1 above), added in one 0x0401 with that many
+/// elements under the first new layer-6 node, each then queried (0x0404);
+/// the tree gains them, RDMA-owned. 9 and 16 sets need two nodes, 17
+/// three.
+#[test]
+fn more_rdma_qsets_than_a_queue_group_holds() {
+    let c = published().into_iter().find(|c| c["name"] == "one_tc_4_qsets").unwrap();
+    let mut cases = Vec::new();
+    for qs in [9u64, 16, 17, 8] {
+        let k = qs.div_ceil(8) as usize;
+        let mut m = c.clone();
+        m["inputs"]["args"]["max_rdmaqs"] = json!([qs]);
+        let cmds = m["outputs"]["commands"].as_array_mut().unwrap();
+        let query = cmds.pop().unwrap();
+        let add = cmds.pop().unwrap();
+        let slot0 = num(&add["slot"]).unwrap();
+        let n = num(&c["inputs"]["ring"]["sq_entries"]).unwrap();
+        let mut sent = hexbytes(add["buf"]["hex"].as_str().unwrap());
+        sent.resize(32, 0);
+        let mut got = hexbytes(add["resp"]["buf"]["hex"].as_str().unwrap());
+        got.resize(32, 0);
+        let first = u32::from_le_bytes(got[12..16].try_into().unwrap());
+        let parent = u32::from_le_bytes(sent[0..4].try_into().unwrap());
+        let mut buf = sent[..8].to_vec();
+        buf[4..6].copy_from_slice(&(k as u16).to_le_bytes());
+        let mut rbuf = buf.clone();
+        for i in 0..k {
+            let mut e = sent[8..32].to_vec();
+            buf.extend_from_slice(&e);
+            e[4..8].copy_from_slice(&(first + i as u32).to_le_bytes());
+            rbuf.extend_from_slice(&e);
+        }
+        let mut d = hexbytes(add["desc"]["hex"].as_str().unwrap());
+        d[4..6].copy_from_slice(&(buf.len() as u16).to_le_bytes());
+        let mut r = hexbytes(add["resp"]["desc"].as_str().unwrap());
+        r[4..6].copy_from_slice(&(buf.len() as u16).to_le_bytes());
+        let mut a = add.clone();
+        a["desc"]["hex"] = json!(hexstr(&d));
+        a["buf"] = json!({"len": buf.len(), "hex": hexstr(&buf), "compare": "bytes"});
+        a["resp"] = json!({"desc": hexstr(&r), "buf": {"len": buf.len(), "hex": hexstr(&rbuf)}});
+        cmds.push(a);
+        for i in 0..k {
+            let mut q = query.clone();
+            q["slot"] = json!((slot0 + 1 + i as u64) % n);
+            let teid = (first + i as u32).to_le_bytes();
+            let mut b = hexbytes(q["buf"]["hex"].as_str().unwrap());
+            b.resize(24, 0);
+            b[4..8].copy_from_slice(&teid);
+            q["buf"]["hex"] = json!(hexstr(&b));
+            let mut rb = hexbytes(q["resp"]["buf"]["hex"].as_str().unwrap());
+            rb.resize(24, 0);
+            rb[4..8].copy_from_slice(&teid);
+            q["resp"]["buf"]["hex"] = json!(hexstr(&rb));
+            cmds.push(q);
+        }
+        let last = num(&add["slot"]).unwrap();
+        let writes = m["outputs"]["reg_writes"].as_array_mut().unwrap();
+        writes.truncate(writes.len() - 2);
+        for i in 0..=k as u64 {
+            let s = (last + 1 + i) % n;
+            writes.push(json!({"call": 3, "offset": "0x00080400", "name": "PF_FW_ATQT",
+                "value": format!("{s:#010x}"), "group": "atq"}));
+        }
+        let tree = m["outputs"]["calls"][3]["outputs"]["tree"].as_array_mut().unwrap();
+        let node = tree.pop().unwrap();
+        for i in 0..k {
+            let mut x = node.clone();
+            x["teid"] = json!(first + i as u32);
+            x["parent"] = json!(parent);
+            tree.push(x);
+        }
+        cases.push((m, format!("max_rdmaqs {qs}")));
+    }
+    let bad = run_all(&cases);
+    assert!(bad.is_empty(), "{} of {} failed:\n{}", bad.len(), cases.len(), bad.join("\n"));
+    // really compared: one queue-group node too few fails
+    let mut wrong = cases[0].0.clone();
+    wrong["inputs"]["args"]["max_rdmaqs"] = json!([8]);
+    assert!(matches!(run_case(&wrong), Outcome::Fail(_)));
+}
+
+/// A second VSI of a type the driver does not build (VF, VMDq2) is a
+/// skip with the README's reason, not a failure.
+#[test]
+fn a_second_vsi_of_another_type_is_skipped() {
+    let c = published().into_iter().find(|c| c["op"] == "add_mac_fltr").unwrap();
+    let mut m = with_vsi1(&c, false, false, None).unwrap();
+    m["inputs"]["vsi1"]["type"] = json!(2);
+    assert!(matches!(run_case(&m), Outcome::Skip(_)));
+}
+
+fn le32_at(b: &[u8], at: usize) -> u32 {
+    u32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
+}
+
+/// `ena_rdma_qset` after a `cfg_vsi_rdma` sized for more qsets than one
+/// queue-group node holds: the branch gets k queue-group nodes (one 0x0401
+/// with k elements, k queries), and ice_sched_get_free_qparent puts all
+/// the qsets of the one 0x0C33 under the first node with room — the first
+/// queue group, still empty; every TEID the firmware hands out afterwards
+/// is k − 1 higher.
+#[test]
+fn qsets_go_to_the_first_queue_group_with_room() {
+    let c = published().into_iter().find(|c| c["name"] == "eight_qsets").unwrap();
+    let mut cases = Vec::new();
+    for k in [2usize, 3] {
+        let mut m = c.clone();
+        m["inputs"]["args"]["max_rdmaqs"] = json!([8 * k as u64 - 1]);
+        let n = num(&c["inputs"]["ring"]["sq_entries"]).unwrap();
+        let old = c["outputs"]["commands"].as_array().unwrap().clone();
+        let ia = old
+            .iter()
+            .rposition(|x| {
+                num(&x["call"]) == Some(3) && x["desc"]["hex"].as_str().unwrap()[4..8] == *"0104"
+            })
+            .unwrap();
+        let (add, query) = (&old[ia], &old[ia + 1]);
+        let mut sent = hexbytes(add["buf"]["hex"].as_str().unwrap());
+        sent.resize(32, 0);
+        let mut got = hexbytes(add["resp"]["buf"]["hex"].as_str().unwrap());
+        got.resize(32, 0);
+        let first = le32_at(&got, 12);
+        let parent = le32_at(&sent, 0);
+        let d = (k - 1) as u32;
+        let shift = |t: u32| if t > first { t + d } else { t };
+        let mut buf = sent[..8].to_vec();
+        buf[4..6].copy_from_slice(&(k as u16).to_le_bytes());
+        let mut rbuf = buf.clone();
+        for i in 0..k {
+            let mut e = sent[8..32].to_vec();
+            buf.extend_from_slice(&e);
+            e[4..8].copy_from_slice(&(first + i as u32).to_le_bytes());
+            rbuf.extend_from_slice(&e);
+        }
+        let mut cmds: Vec<Value> = old[..ia].to_vec();
+        let mut a = add.clone();
+        let mut dh = hexbytes(add["desc"]["hex"].as_str().unwrap());
+        dh[4..6].copy_from_slice(&(buf.len() as u16).to_le_bytes());
+        let mut rh = hexbytes(add["resp"]["desc"].as_str().unwrap());
+        rh[4..6].copy_from_slice(&(buf.len() as u16).to_le_bytes());
+        a["desc"]["hex"] = json!(hexstr(&dh));
+        a["buf"] = json!({"len": buf.len(), "hex": hexstr(&buf), "compare": "bytes"});
+        a["resp"] = json!({"desc": hexstr(&rh), "buf": {"len": buf.len(), "hex": hexstr(&rbuf)}});
+        cmds.push(a);
+        for i in 0..k {
+            let mut q = query.clone();
+            let t = (first + i as u32).to_le_bytes();
+            for (key, sub) in [("buf", "hex"), ("resp", "buf")] {
+                let v = if key == "buf" { &q[key][sub] } else { &q[key][sub]["hex"] };
+                let mut b = hexbytes(v.as_str().unwrap());
+                b.resize(24, 0);
+                b[4..8].copy_from_slice(&t);
+                if key == "buf" {
+                    q[key][sub] = json!(hexstr(&b));
+                } else {
+                    q[key][sub]["hex"] = json!(hexstr(&b));
+                }
+            }
+            cmds.push(q);
+        }
+        // call 4: the same commands, TEIDs above the first queue group moved
+        for x in &old[ia + 2..] {
+            let mut x = x.clone();
+            let op = x["desc"]["hex"].as_str().unwrap()[4..8].to_string();
+            let mut rb = hexbytes(x["resp"]["buf"]["hex"].as_str().unwrap());
+            if op == "330c" {
+                let cnt = u16::from_le_bytes([rb[4], rb[5]]) as usize;
+                rb.resize(8 + 24 * cnt, 0);
+                for i in 0..cnt {
+                    let at = 8 + 24 * i + 4;
+                    let v = shift(le32_at(&rb, at));
+                    rb[at..at + 4].copy_from_slice(&v.to_le_bytes());
+                }
+            } else {
+                let mut b = hexbytes(x["buf"]["hex"].as_str().unwrap());
+                b.resize(24, 0);
+                let v = shift(le32_at(&b, 4));
+                b[4..8].copy_from_slice(&v.to_le_bytes());
+                x["buf"]["hex"] = json!(hexstr(&b));
+                rb.resize(24, 0);
+                rb[4..8].copy_from_slice(&v.to_le_bytes());
+            }
+            x["resp"]["buf"]["hex"] = json!(hexstr(&rb));
+            cmds.push(x);
+        }
+        let slot0 = num(&old[0]["slot"]).unwrap();
+        let mut writes = Vec::new();
+        for (i, x) in cmds.iter_mut().enumerate() {
+            let s = (slot0 + i as u64) % n;
+            x["slot"] = json!(s);
+            writes.push(json!({"call": x["call"].clone(), "offset": "0x00080400",
+                "name": "PF_FW_ATQT", "value": format!("{:#010x}", (s + 1) % n), "group": "atq"}));
+        }
+        assert_eq!(writes.len(), c["outputs"]["reg_writes"].as_array().unwrap().len() + (k - 1));
+        m["outputs"]["commands"] = json!(cmds);
+        m["outputs"]["reg_writes"] = json!(writes);
+        for ci in [3usize, 4] {
+            let out = &mut m["outputs"]["calls"][ci]["outputs"];
+            let tree = out["tree"].as_array_mut().unwrap();
+            let at = tree.iter().position(|x| num(&x["teid"]) == Some(u64::from(first))).unwrap();
+            let qgrp = tree[at].clone();
+            let mut end = at + 1;
+            for x in tree.iter_mut().skip(at + 1) {
+                if num(&x["parent"]) != Some(u64::from(first)) {
+                    break;
+                }
+                let t = num(&x["teid"]).unwrap() as u32;
+                x["teid"] = json!(shift(t));
+                end += 1;
+            }
+            for i in 1..k {
+                let mut x = qgrp.clone();
+                x["teid"] = json!(first + i as u32);
+                x["parent"] = json!(parent);
+                x["children"] = json!(0);
+                tree.insert(end + i - 1, x);
+            }
+            for i in 0..8 {
+                let key = format!("qset_teid[{i}]");
+                if let Some(v) = out.get(&key).and_then(num) {
+                    out[key] = json!(format!("{:#x}", shift(v as u32)));
+                }
+            }
+        }
+        cases.push((m, format!("{k} queue groups")));
+    }
+    let bad = run_all(&cases);
+    assert!(bad.is_empty(), "{} of {} failed:\n{}", bad.len(), cases.len(), bad.join("\n"));
+    let mut wrong = cases[0].0.clone();
+    wrong["outputs"]["calls"][4]["outputs"]["qset_teid[0]"] = json!("0x2006");
+    assert!(matches!(run_case(&wrong), Outcome::Fail(_)));
+}
+
+/// Without DCB every TC node of ice's tree has tc_num 0, so on a
+/// two-branch topology `tc_bitmap` 3 builds the TC 0 branch only (the
+/// same commands as bitmap 1), and qsets on TC 1 find no parent: EINVAL,
+/// nothing sent.
+#[test]
+fn only_tc0_exists_without_dcb() {
+    let c = published().into_iter().find(|c| c["name"] == "eight_qsets").unwrap();
+    let mut both = c.clone();
+    both["inputs"]["args"]["tc_bitmap"] = json!(3);
+    let mut tc1 = c.clone();
+    tc1["inputs"]["args"]["tc"] = json!(1);
+    let cmds = tc1["outputs"]["commands"].as_array_mut().unwrap();
+    cmds.retain(|x| num(&x["call"]) != Some(4));
+    let writes = tc1["outputs"]["reg_writes"].as_array_mut().unwrap();
+    writes.retain(|x| num(&x["call"]) != Some(4));
+    let call = &mut tc1["outputs"]["calls"][4];
+    call["ret"] = json!(-22);
+    let out = call["outputs"].as_object_mut().unwrap();
+    out.retain(|k, _| !k.starts_with("qset_teid"));
+    let tree = c["outputs"]["calls"][3]["outputs"]["tree"].clone();
+    out.insert("tree".into(), tree);
+    tc1["outputs"]["ret"] = json!(-22);
+    let cases = vec![(both, "tc_bitmap 3".to_string()), (tc1, "qsets on TC 1".to_string())];
+    let bad = run_all(&cases);
+    assert!(bad.is_empty(), "{} of {} failed:\n{}", bad.len(), cases.len(), bad.join("\n"));
+}
