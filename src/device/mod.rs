@@ -46,8 +46,7 @@ use crate::res::bitmap::IdBitmap;
 use crate::res::hmc::Footprint;
 use crate::res::pble::PblePool;
 use crate::res::{
-    FpmCaps, HmcError, HmcLayout, HmcObj, IdError, ObjCommit, PbleError, Profile, StagTable,
-    size_hmc,
+    FpmCaps, HmcError, HmcLayout, HmcObj, IdError, PbleError, Profile, StagTable, size_hmc,
 };
 
 pub use hmc::MAX_BACKED_SDS;
@@ -623,7 +622,8 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
     }
 
     /// Starts bring-up step `s`: the step a failure is reported in, and its
-    /// flight-recorder event.
+    /// flight-recorder event. Out of line (code size: 14 call sites).
+    #[inline(never)]
     fn enter(&mut self, at: &mut ProbeStep, s: ProbeStep) {
         *at = s;
         self.probe_step(s);
@@ -721,11 +721,7 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
         let sizes: [u64; HMC_OBJ_COUNT] = core::array::from_fn(|i| caps.obj[i].size);
         let committed = FpmCommit::decode(&self.scratch_words(SCRATCH_COMMIT), &sizes)
             .map_err(ProbeCause::Decode)?;
-        let objs: [ObjCommit; HMC_OBJ_COUNT] = core::array::from_fn(|i| ObjCommit {
-            cnt: committed.obj[i].cnt,
-            base: committed.obj[i].base,
-        });
-        let layout = HmcLayout::new(&sizes, &objs).map_err(ProbeCause::Hmc)?;
+        let layout = HmcLayout::new(&sizes, &committed.obj).map_err(ProbeCause::Hmc)?;
         self.layout = Some(layout);
         self.caps_fpm = Some(query);
         let qp_cnt = layout.object(HmcObj::Qp).cnt;
