@@ -418,7 +418,6 @@ pub struct Device<H: Hal, B: Bar + Clone> {
     pub(crate) ceq: Option<Ceq<H>>,
     scratch: Option<Dma<H>>,
     pub(crate) layout: Option<HmcLayout>,
-    pub(crate) caps_fpm: Option<FpmQuery>,
     pub(crate) ws: WsTree,
     pub(crate) qp_err: [AtomicBool; MAX_QPS as usize],
     /// Per live QP: `count << 32 | (send_cq + 1) << 16 | (recv_cq + 1)`,
@@ -568,7 +567,6 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
             ceq: None,
             scratch: None,
             layout: None,
-            caps_fpm: None,
             ws: WsTree::default(),
             qp_err: [const { AtomicBool::new(false) }; MAX_QPS as usize],
             qp_cqs: [const { AtomicU64::new(0) }; MAX_QPS as usize],
@@ -723,7 +721,6 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
             .map_err(ProbeCause::Decode)?;
         let layout = HmcLayout::new(&sizes, &committed.obj).map_err(ProbeCause::Hmc)?;
         self.layout = Some(layout);
-        self.caps_fpm = Some(query);
         let qp_cnt = layout.object(HmcObj::Qp).cnt;
         let cq_cnt = layout.object(HmcObj::Cq).cnt;
         let limits = Limits {
@@ -831,26 +828,33 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
 
         // Software tables (hw.c: irdma_initialize_hw_rsrc).
         *step = S::Resources;
-        let ids = Ids {
-            pds: IdBitmap::pd_ids(MAX_PDS).map_err(ProbeCause::Ids)?,
-            qps: IdBitmap::qp_ids(qp_cnt).map_err(ProbeCause::Ids)?,
-            cqs: IdBitmap::cq_ids(cq_cnt).map_err(ProbeCause::Ids)?,
-            arp_ids: IdBitmap::arp_ids(layout.object(HmcObj::Arp).cnt).map_err(ProbeCause::Ids)?,
+        // The fallible parts first, then the tables built where they live
+        // (code size: `Ids` is not assembled on the stack and moved).
+        let pds = IdBitmap::pd_ids(MAX_PDS).map_err(ProbeCause::Ids)?;
+        let qps = IdBitmap::qp_ids(qp_cnt).map_err(ProbeCause::Ids)?;
+        let cqs = IdBitmap::cq_ids(cq_cnt).map_err(ProbeCause::Ids)?;
+        let arp_ids = IdBitmap::arp_ids(layout.object(HmcObj::Arp).cnt).map_err(ProbeCause::Ids)?;
+        let stags = StagTable::new(layout.object(HmcObj::Mr).cnt, self.stag_key_seed())
+            .map_err(|_| ProbeCause::Ids(IdError::BadCapacity))?;
+        let ah_ids = IdBitmap::ah_ids(layout.object(HmcObj::Fsiav).cnt.min(MAX_AHS))
+            .map_err(ProbeCause::Ids)?;
+        self.res.get_mut().ids = Some(Ids {
+            pds,
+            qps,
+            cqs,
+            arp_ids,
             arp: [ArpSlot::default(); MAX_ARP as usize],
-            stags: StagTable::new(layout.object(HmcObj::Mr).cnt, self.stag_key_seed())
-                .map_err(|_| ProbeCause::Ids(IdError::BadCapacity))?,
+            stags,
             pble: pool,
             qp_rec: [QpRecord::default(); MAX_QPS as usize],
             cq_refs: [0; MAX_CQS as usize],
             pd_refs: [0; MAX_PDS as usize],
             pd_orphan: [0; PD_WORDS],
             fr: heapless::Vec::new(),
-            ah_ids: IdBitmap::ah_ids(layout.object(HmcObj::Fsiav).cnt.min(MAX_AHS))
-                .map_err(ProbeCause::Ids)?,
+            ah_ids,
             gsi: false,
             neigh: heapless::Vec::new(),
-        };
-        self.res.get_mut().ids = Some(ids);
+        });
         // RDMA traffic to the VSI on, last (main.c: irdma_probe).
         if let Some(o) = ops {
             *step = S::RdmaFilter;
@@ -1030,8 +1034,6 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
             }
         };
         let mut note = |r: Result<(), CqpError>| note_close(nr, &mut first, r);
-        let aeq = self.aeq.get_mut().take();
-        let ceq = self.ceq.take();
         let mut sds_released = false;
         let mut cqp = self.cqp.get_mut().take();
         // One CQP op, unless the device needs a reset.
@@ -1068,18 +1070,24 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
             };
             note(run_cmd(&mut cqp, nr, &crate::cqp::engine::Cmd(&del)));
         }
-        if let Some(a) = aeq {
+        // The AEQ and CEQ 0 are destroyed in place; only their rings move
+        // out (to be freed or kept), not the whole ring records.
+        let aeq = self.aeq.get_mut();
+        if let Some(a) = aeq.as_ref() {
             let d = DestroyAeq {
                 elem_cnt: a.cmd.elem_cnt,
                 mem: a.cmd.mem,
                 pasid_valid: false,
                 pasid: 0,
             };
-            if !note(run_cmd(&mut cqp, nr, &crate::cqp::engine::Cmd(&d))) {
-                keep(a.ring);
+            let done = note(run_cmd(&mut cqp, nr, &crate::cqp::engine::Cmd(&d)));
+            if let Some(ring) = aeq.take().map(|a| a.ring)
+                && !done
+            {
+                keep(ring);
             }
         }
-        if let Some(c) = ceq {
+        if let Some(c) = self.ceq.as_ref() {
             let d = DestroyCeq {
                 ceq_id: c.cmd.ceq_id,
                 elem_cnt: c.cmd.elem_cnt,
@@ -1088,8 +1096,11 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
                 pasid_valid: false,
                 pasid: 0,
             };
-            if !note(run_cmd(&mut cqp, nr, &crate::cqp::engine::Cmd(&d))) {
-                keep(c._ring);
+            let done = note(run_cmd(&mut cqp, nr, &crate::cqp::engine::Cmd(&d)));
+            if let Some(ring) = self.ceq.take().map(|c| c._ring)
+                && !done
+            {
+                keep(ring);
             }
         }
         // The CCQ's memory stays in the engine until it is handed back below.
