@@ -300,9 +300,9 @@ impl QpRoceCtx {
     }
 
     /// Encodes the 256-byte context into 32 words. Table-driven (code
-    /// size): [`CTX_HEAD`], the PD-id range check, then [`CTX_FIELDS`], each
-    /// in a fixed order, so the first field that does not fit is the one
-    /// reported.
+    /// size): the fields before the PD id, the PD-id range check, then the
+    /// rest, each table in a fixed order, so the first field that does not
+    /// fit is the one reported.
     pub fn encode(&self, out: &mut [u64; 32]) -> Result<(), EncodeError> {
         *out = [0; 32];
         self.put_all(&CTX_HEAD, out)?;
