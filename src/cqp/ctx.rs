@@ -299,23 +299,13 @@ impl QpRoceCtx {
         if self.dcqcn_en || self.dctcp_en { (self.tos & !3) | ECN_CODE_PT_VAL } else { self.tos }
     }
 
-    /// Encodes the 256-byte context into 32 words.
+    /// Encodes the 256-byte context into 32 words. Table-driven (code
+    /// size): the fields before the PD id, the PD-id range check, then the
+    /// rest, each table in a fixed order, so the first field that does not
+    /// fit is the one reported.
     pub fn encode(&self, out: &mut [u64; 32]) -> Result<(), EncodeError> {
-        use qpc::*;
         *out = [0; 32];
-        let mut put = |f: CtxField, v: u64, name: &'static str| -> Result<(), EncodeError> {
-            let bits = fit(f.1, v, name)?;
-            if let Some(w) = out.get_mut(f.0 / 8) {
-                *w |= bits;
-            }
-            Ok(())
-        };
-        let b = |x: bool| x as u64;
-        put(IPV4, b(self.ipv4), "ipv4")?;
-        put(INSERTVLANTAG, b(self.insert_vlan_tag), "insert_vlan_tag")?;
-        put(ISQP1, b(self.is_qp1), "is_qp1")?;
-        put(RQWQESIZE, self.rq_wqe_size as u64, "rq_wqe_size")?;
-        put(ERR_RQ_IDX_VALID, b(self.err_rq_idx_valid), "err_rq_idx_valid")?;
+        self.put_all(&CTX_HEAD, out)?;
         // The PD id is split: [15:0] at @56, [17:16] at @0 (spec §5.4).
         if self.pd_id >= 1 << 18 {
             return Err(EncodeError::TooWide {
@@ -324,78 +314,106 @@ impl QpRoceCtx {
                 max: (1 << 18) - 1,
             });
         }
-        put(PDIDXHI, (self.pd_id >> 16) as u64, "pd_id")?;
-        put(PDIDX, (self.pd_id & 0xffff) as u64, "pd_id")?;
-        put(DC_TCP_EN, b(self.dctcp_en), "dctcp_en")?;
-        put(RCVTPHEN, b(self.rcv_tph_en), "rcv_tph_en")?;
-        put(XMITTPHEN, b(self.xmit_tph_en), "xmit_tph_en")?;
-        put(RQTPHEN, b(self.rq_tph_en), "rq_tph_en")?;
-        put(SQTPHEN, b(self.sq_tph_en), "sq_tph_en")?;
-        if let Some(p) = self.push_idx {
-            put(PPIDX, p as u64, "push_idx")?;
-            put(PMENA, 1, "push_idx")?;
+        self.put_all(&CTX_FIELDS, out)
+    }
+
+    /// ORs each entry's value into its word, refusing one that does not fit.
+    fn put_all(&self, table: &[CtxEntry], out: &mut [u64; 32]) -> Result<(), EncodeError> {
+        for &((word, f), name, get) in table {
+            let bits = fit(f, get(self), name)?;
+            if let Some(w) = out.get_mut(word / 8) {
+                *w |= bits;
+            }
         }
-        put(ROCE_TVER, self.roce_tver as u64, "roce_tver")?;
-        put(SQADDR, self.sq_pa, "sq_pa")?;
-        put(RQADDR, self.rq_pa, "rq_pa")?;
-        put(TTL, self.ttl as u64, "ttl")?;
-        put(RQSIZE, self.hw_rq_size as u64, "hw_rq_size")?;
-        put(SQSIZE, self.hw_sq_size as u64, "hw_sq_size")?;
-        put(TOS, self.effective_tos() as u64, "tos")?;
-        put(SRCPORTNUM, self.src_port as u64, "src_port")?;
-        put(DESTPORTNUM, self.dst_port as u64, "dst_port")?;
-        put(DESTIPADDR0, self.dest_ip_addr[0] as u64, "dest_ip_addr")?;
-        put(DESTIPADDR1, self.dest_ip_addr[1] as u64, "dest_ip_addr")?;
-        put(DESTIPADDR2, self.dest_ip_addr[2] as u64, "dest_ip_addr")?;
-        put(DESTIPADDR3, self.dest_ip_addr[3] as u64, "dest_ip_addr")?;
-        put(SNDMSS, self.snd_mss as u64, "snd_mss")?;
-        put(VLANTAG, self.vlan_tag as u64, "vlan_tag")?;
-        put(ARPIDX, self.arp_idx as u64, "arp_idx")?;
-        put(FLOWLABEL, self.flow_label as u64, "flow_label")?;
-        put(ACKCREDITS, self.ack_credits as u64, "ack_credits")?;
-        put(PKEY, self.p_key as u64, "p_key")?;
-        put(DESTQP, self.dest_qp as u64, "dest_qp")?;
-        put(QKEY, self.qkey as u64, "qkey")?;
-        put(PSNNXT, self.psn_nxt as u64, "psn_nxt")?;
-        put(LSN, self.lsn as u64, "lsn")?;
-        put(EPSN, self.epsn as u64, "epsn")?;
-        put(PSNMAX, self.psn_max as u64, "psn_max")?;
-        put(PSNUNA, self.psn_una as u64, "psn_una")?;
-        put(CWNDROCE, self.cwnd as u64, "cwnd")?;
-        put(ERR_RQ_IDX, self.err_rq_idx as u64, "err_rq_idx")?;
-        put(REXMIT_THRESH, self.rexmit_thresh as u64, "rexmit_thresh")?;
-        put(RNRNAK_THRESH, self.rnr_nak_thresh as u64, "rnr_nak_thresh")?;
-        put(RTOMIN, self.rtomin as u64, "rtomin")?;
-        put(TXCQNUM, self.send_cq_num as u64, "send_cq_num")?;
-        put(RXCQNUM, self.rcv_cq_num as u64, "rcv_cq_num")?;
-        put(STAT_INDEX, self.stats_idx as u64, "stats_idx")?;
-        put(USESTATSINSTANCE, b(self.use_stats_instance), "use_stats_instance")?;
-        put(MACADDRESS, super::cmd::mac_to_u64(self.mac_addr), "mac_addr")?;
-        put(ORDSIZE, self.ord_size as u64, "ord_size")?;
-        put(IRDSIZE, encoded_ird_size(self.ird_size) as u64, "ird_size")?;
-        put(UDPRIVCQENABLE, b(self.udprivcq_en), "udprivcq_en")?;
-        put(WRRDRSPOK, b(self.wr_rdresp_en), "wr_rdresp_en")?;
-        put(RDOK, b(self.rd_en), "rd_en")?;
-        put(DCQCNENABLE, b(self.dcqcn_en), "dcqcn_en")?;
-        put(FASTREGEN, b(self.fast_reg_en), "fast_reg_en")?;
-        put(PRIVEN, b(self.priv_mode_en), "priv_mode_en")?;
-        put(TIMELYENABLE, b(self.timely_en), "timely_en")?;
-        put(FW_CC_ENABLE, b(self.fw_cc_enable), "fw_cc_enable")?;
-        put(RCVNOICRC, b(self.rcv_no_icrc), "rcv_no_icrc")?;
-        put(QPCOMPCTX, self.qp_compl_ctx, "qp_compl_ctx")?;
-        put(SQTPHVAL, self.sq_tph_val as u64, "sq_tph_val")?;
-        put(RQTPHVAL, self.rq_tph_val as u64, "rq_tph_val")?;
-        put(QSHANDLE, self.qs_handle as u64, "qs_handle")?;
-        put(LOCAL_IPADDR0, self.local_ipaddr[0] as u64, "local_ipaddr")?;
-        put(LOCAL_IPADDR1, self.local_ipaddr[1] as u64, "local_ipaddr")?;
-        put(LOCAL_IPADDR2, self.local_ipaddr[2] as u64, "local_ipaddr")?;
-        put(LOCAL_IPADDR3, self.local_ipaddr[3] as u64, "local_ipaddr")?;
-        put(TLOW, self.t_low as u64, "t_low")?;
-        put(THIGH, self.t_high as u64, "t_high")?;
-        put(REMENDPOINTIDX, self.rem_endpoint_idx as u64, "rem_endpoint_idx")?;
         Ok(())
     }
 }
+
+/// One QP-context field: its place (byte offset, bits), its name in an
+/// [`EncodeError`], and its value in a [`QpRoceCtx`].
+type CtxEntry = (qpc::CtxField, &'static str, fn(&QpRoceCtx) -> u64);
+
+/// The context fields before the PD id's range check.
+static CTX_HEAD: [CtxEntry; 5] = [
+    (qpc::IPV4, "ipv4", |c| c.ipv4 as u64),
+    (qpc::INSERTVLANTAG, "insert_vlan_tag", |c| c.insert_vlan_tag as u64),
+    (qpc::ISQP1, "is_qp1", |c| c.is_qp1 as u64),
+    (qpc::RQWQESIZE, "rq_wqe_size", |c| c.rq_wqe_size as u64),
+    (qpc::ERR_RQ_IDX_VALID, "err_rq_idx_valid", |c| c.err_rq_idx_valid as u64),
+];
+
+/// The rest of the context, from the PD id on (spec §5.4; ctrl.c:
+/// irdma_sc_qp_setctx_roce). A push page index is written with PMENA only
+/// when there is one (0 otherwise, which always fits).
+static CTX_FIELDS: [CtxEntry; 67] = [
+    (qpc::PDIDXHI, "pd_id", |c| (c.pd_id >> 16) as u64),
+    (qpc::PDIDX, "pd_id", |c| (c.pd_id & 0xffff) as u64),
+    (qpc::DC_TCP_EN, "dctcp_en", |c| c.dctcp_en as u64),
+    (qpc::RCVTPHEN, "rcv_tph_en", |c| c.rcv_tph_en as u64),
+    (qpc::XMITTPHEN, "xmit_tph_en", |c| c.xmit_tph_en as u64),
+    (qpc::RQTPHEN, "rq_tph_en", |c| c.rq_tph_en as u64),
+    (qpc::SQTPHEN, "sq_tph_en", |c| c.sq_tph_en as u64),
+    (qpc::PPIDX, "push_idx", |c| c.push_idx.map_or(0, u64::from)),
+    (qpc::PMENA, "push_idx", |c| c.push_idx.is_some() as u64),
+    (qpc::ROCE_TVER, "roce_tver", |c| c.roce_tver as u64),
+    (qpc::SQADDR, "sq_pa", |c| c.sq_pa),
+    (qpc::RQADDR, "rq_pa", |c| c.rq_pa),
+    (qpc::TTL, "ttl", |c| c.ttl as u64),
+    (qpc::RQSIZE, "hw_rq_size", |c| c.hw_rq_size as u64),
+    (qpc::SQSIZE, "hw_sq_size", |c| c.hw_sq_size as u64),
+    (qpc::TOS, "tos", |c| c.effective_tos() as u64),
+    (qpc::SRCPORTNUM, "src_port", |c| c.src_port as u64),
+    (qpc::DESTPORTNUM, "dst_port", |c| c.dst_port as u64),
+    (qpc::DESTIPADDR0, "dest_ip_addr", |c| c.dest_ip_addr[0] as u64),
+    (qpc::DESTIPADDR1, "dest_ip_addr", |c| c.dest_ip_addr[1] as u64),
+    (qpc::DESTIPADDR2, "dest_ip_addr", |c| c.dest_ip_addr[2] as u64),
+    (qpc::DESTIPADDR3, "dest_ip_addr", |c| c.dest_ip_addr[3] as u64),
+    (qpc::SNDMSS, "snd_mss", |c| c.snd_mss as u64),
+    (qpc::VLANTAG, "vlan_tag", |c| c.vlan_tag as u64),
+    (qpc::ARPIDX, "arp_idx", |c| c.arp_idx as u64),
+    (qpc::FLOWLABEL, "flow_label", |c| c.flow_label as u64),
+    (qpc::ACKCREDITS, "ack_credits", |c| c.ack_credits as u64),
+    (qpc::PKEY, "p_key", |c| c.p_key as u64),
+    (qpc::DESTQP, "dest_qp", |c| c.dest_qp as u64),
+    (qpc::QKEY, "qkey", |c| c.qkey as u64),
+    (qpc::PSNNXT, "psn_nxt", |c| c.psn_nxt as u64),
+    (qpc::LSN, "lsn", |c| c.lsn as u64),
+    (qpc::EPSN, "epsn", |c| c.epsn as u64),
+    (qpc::PSNMAX, "psn_max", |c| c.psn_max as u64),
+    (qpc::PSNUNA, "psn_una", |c| c.psn_una as u64),
+    (qpc::CWNDROCE, "cwnd", |c| c.cwnd as u64),
+    (qpc::ERR_RQ_IDX, "err_rq_idx", |c| c.err_rq_idx as u64),
+    (qpc::REXMIT_THRESH, "rexmit_thresh", |c| c.rexmit_thresh as u64),
+    (qpc::RNRNAK_THRESH, "rnr_nak_thresh", |c| c.rnr_nak_thresh as u64),
+    (qpc::RTOMIN, "rtomin", |c| c.rtomin as u64),
+    (qpc::TXCQNUM, "send_cq_num", |c| c.send_cq_num as u64),
+    (qpc::RXCQNUM, "rcv_cq_num", |c| c.rcv_cq_num as u64),
+    (qpc::STAT_INDEX, "stats_idx", |c| c.stats_idx as u64),
+    (qpc::USESTATSINSTANCE, "use_stats_instance", |c| c.use_stats_instance as u64),
+    (qpc::MACADDRESS, "mac_addr", |c| super::cmd::mac_to_u64(c.mac_addr)),
+    (qpc::ORDSIZE, "ord_size", |c| c.ord_size as u64),
+    (qpc::IRDSIZE, "ird_size", |c| encoded_ird_size(c.ird_size) as u64),
+    (qpc::UDPRIVCQENABLE, "udprivcq_en", |c| c.udprivcq_en as u64),
+    (qpc::WRRDRSPOK, "wr_rdresp_en", |c| c.wr_rdresp_en as u64),
+    (qpc::RDOK, "rd_en", |c| c.rd_en as u64),
+    (qpc::DCQCNENABLE, "dcqcn_en", |c| c.dcqcn_en as u64),
+    (qpc::FASTREGEN, "fast_reg_en", |c| c.fast_reg_en as u64),
+    (qpc::PRIVEN, "priv_mode_en", |c| c.priv_mode_en as u64),
+    (qpc::TIMELYENABLE, "timely_en", |c| c.timely_en as u64),
+    (qpc::FW_CC_ENABLE, "fw_cc_enable", |c| c.fw_cc_enable as u64),
+    (qpc::RCVNOICRC, "rcv_no_icrc", |c| c.rcv_no_icrc as u64),
+    (qpc::QPCOMPCTX, "qp_compl_ctx", |c| c.qp_compl_ctx),
+    (qpc::SQTPHVAL, "sq_tph_val", |c| c.sq_tph_val as u64),
+    (qpc::RQTPHVAL, "rq_tph_val", |c| c.rq_tph_val as u64),
+    (qpc::QSHANDLE, "qs_handle", |c| c.qs_handle as u64),
+    (qpc::LOCAL_IPADDR0, "local_ipaddr", |c| c.local_ipaddr[0] as u64),
+    (qpc::LOCAL_IPADDR1, "local_ipaddr", |c| c.local_ipaddr[1] as u64),
+    (qpc::LOCAL_IPADDR2, "local_ipaddr", |c| c.local_ipaddr[2] as u64),
+    (qpc::LOCAL_IPADDR3, "local_ipaddr", |c| c.local_ipaddr[3] as u64),
+    (qpc::TLOW, "t_low", |c| c.t_low as u64),
+    (qpc::THIGH, "t_high", |c| c.t_high as u64),
+    (qpc::REMENDPOINTIDX, "rem_endpoint_idx", |c| c.rem_endpoint_idx as u64),
+];
 
 /// Number of HMC object types on GEN_2 (hmc.h: IRDMA_HMC_IW_MAX).
 pub const HMC_OBJ_COUNT: usize = 21;
@@ -482,6 +500,39 @@ mod tests {
         assert!(QpRoceCtx { push_idx: Some(1024), ..c }.encode(&mut w).is_err());
         let t = QpRoceCtx { tos: 0xff, dcqcn_en: true, ..c };
         assert_eq!(t.effective_tos(), 0xfe);
+    }
+
+    #[test]
+    fn qp_ctx_reports_the_first_field_that_does_not_fit() {
+        let mut w = [0; 32];
+        let wide = |field: &'static str, value: u64, max: u64| {
+            Err(EncodeError::TooWide { field, value, max })
+        };
+        let c = QpRoceCtx::default();
+        // A field before the PD-id check is reported before the PD id.
+        let both = QpRoceCtx { rq_wqe_size: 4, pd_id: 1 << 18, ..c };
+        assert_eq!(both.encode(&mut w), wide("rq_wqe_size", 4, 3));
+        // The PD id with its full value and range, not its split halves.
+        assert_eq!(
+            QpRoceCtx { pd_id: 1 << 18, ..c }.encode(&mut w),
+            wide("pd_id", 1 << 18, (1 << 18) - 1)
+        );
+        // Later fields in the order they are written.
+        let two = QpRoceCtx { psn_nxt: 1 << 24, rnr_nak_thresh: 8, ..c };
+        assert_eq!(two.encode(&mut w), wide("psn_nxt", 1 << 24, (1 << 24) - 1));
+        assert_eq!(
+            QpRoceCtx { rnr_nak_thresh: 8, ..c }.encode(&mut w),
+            wide("rnr_nak_thresh", 8, 7)
+        );
+        // A push page index sets PMENA with it; none leaves both 0.
+        let mut p = [0; 32];
+        QpRoceCtx { push_idx: Some(5), ..c }.encode(&mut p).unwrap();
+        c.encode(&mut w).unwrap();
+        let (ppidx, pmena) = (qpc::PPIDX, qpc::PMENA);
+        assert_eq!(p[ppidx.0 / 8] & ppidx.1.mask(), ppidx.1.prep_checked(5).unwrap());
+        assert_ne!(p[pmena.0 / 8] & pmena.1.mask(), 0);
+        assert_eq!(w[ppidx.0 / 8] & ppidx.1.mask(), 0);
+        assert_eq!(w[pmena.0 / 8] & pmena.1.mask(), 0);
     }
 
     #[test]

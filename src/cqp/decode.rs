@@ -225,14 +225,10 @@ impl FpmQuery {
     }
 }
 
-/// One committed HMC object.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct HmcObjCommit {
-    /// Committed count.
-    pub cnt: u32,
-    /// Base in FPM space (bytes).
-    pub base: u64,
-}
+/// One committed HMC object: the same type as [`crate::res::ObjCommit`]
+/// (count and FPM byte base), so the decoded commit feeds
+/// [`crate::res::HmcLayout::new`] without a copy.
+pub type HmcObjCommit = crate::res::ObjCommit;
 
 /// The decoded COMMIT_FPM_VAL buffer (ctrl.c: irdma_sc_parse_fpm_commit_buf;
 /// spec §3.4).

@@ -46,8 +46,7 @@ use crate::res::bitmap::IdBitmap;
 use crate::res::hmc::Footprint;
 use crate::res::pble::PblePool;
 use crate::res::{
-    FpmCaps, HmcError, HmcLayout, HmcObj, IdError, ObjCommit, PbleError, Profile, StagTable,
-    size_hmc,
+    FpmCaps, HmcError, HmcLayout, HmcObj, IdError, PbleError, Profile, StagTable, size_hmc,
 };
 
 pub use hmc::MAX_BACKED_SDS;
@@ -427,7 +426,6 @@ pub struct Device<H: Hal, B: Bar + Clone> {
     pub(crate) ceq: Option<Ceq<H>>,
     scratch: Option<Dma<H>>,
     pub(crate) layout: Option<HmcLayout>,
-    pub(crate) caps_fpm: Option<FpmQuery>,
     pub(crate) ws: WsTree,
     pub(crate) qp_err: [AtomicBool; MAX_QPS as usize],
     /// Per live QP: `count << 32 | (send_cq + 1) << 16 | (recv_cq + 1)`,
@@ -577,7 +575,6 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
             ceq: None,
             scratch: None,
             layout: None,
-            caps_fpm: None,
             ws: WsTree::default(),
             qp_err: [const { AtomicBool::new(false) }; MAX_QPS as usize],
             qp_cqs: [const { AtomicU64::new(0) }; MAX_QPS as usize],
@@ -631,7 +628,8 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
     }
 
     /// Starts bring-up step `s`: the step a failure is reported in, and its
-    /// flight-recorder event.
+    /// flight-recorder event. Out of line (code size: 14 call sites).
+    #[inline(never)]
     fn enter(&mut self, at: &mut ProbeStep, s: ProbeStep) {
         *at = s;
         self.probe_step(s);
@@ -729,13 +727,8 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
         let sizes: [u64; HMC_OBJ_COUNT] = core::array::from_fn(|i| caps.obj[i].size);
         let committed = FpmCommit::decode(&self.scratch_words(SCRATCH_COMMIT), &sizes)
             .map_err(ProbeCause::Decode)?;
-        let objs: [ObjCommit; HMC_OBJ_COUNT] = core::array::from_fn(|i| ObjCommit {
-            cnt: committed.obj[i].cnt,
-            base: committed.obj[i].base,
-        });
-        let layout = HmcLayout::new(&sizes, &objs).map_err(ProbeCause::Hmc)?;
+        let layout = HmcLayout::new(&sizes, &committed.obj).map_err(ProbeCause::Hmc)?;
         self.layout = Some(layout);
-        self.caps_fpm = Some(query);
         let qp_cnt = layout.object(HmcObj::Qp).cnt;
         let cq_cnt = layout.object(HmcObj::Cq).cnt;
         let limits = Limits {
@@ -843,26 +836,33 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
 
         // Software tables (hw.c: irdma_initialize_hw_rsrc).
         *step = S::Resources;
-        let ids = Ids {
-            pds: IdBitmap::pd_ids(MAX_PDS).map_err(ProbeCause::Ids)?,
-            qps: IdBitmap::qp_ids(qp_cnt).map_err(ProbeCause::Ids)?,
-            cqs: IdBitmap::cq_ids(cq_cnt).map_err(ProbeCause::Ids)?,
-            arp_ids: IdBitmap::arp_ids(layout.object(HmcObj::Arp).cnt).map_err(ProbeCause::Ids)?,
+        // The fallible parts first, then the tables built where they live
+        // (code size: `Ids` is not assembled on the stack and moved).
+        let pds = IdBitmap::pd_ids(MAX_PDS).map_err(ProbeCause::Ids)?;
+        let qps = IdBitmap::qp_ids(qp_cnt).map_err(ProbeCause::Ids)?;
+        let cqs = IdBitmap::cq_ids(cq_cnt).map_err(ProbeCause::Ids)?;
+        let arp_ids = IdBitmap::arp_ids(layout.object(HmcObj::Arp).cnt).map_err(ProbeCause::Ids)?;
+        let stags = StagTable::new(layout.object(HmcObj::Mr).cnt, self.stag_key_seed())
+            .map_err(|_| ProbeCause::Ids(IdError::BadCapacity))?;
+        let ah_ids = IdBitmap::ah_ids(layout.object(HmcObj::Fsiav).cnt.min(MAX_AHS))
+            .map_err(ProbeCause::Ids)?;
+        self.res.get_mut().ids = Some(Ids {
+            pds,
+            qps,
+            cqs,
+            arp_ids,
             arp: [ArpSlot::default(); MAX_ARP as usize],
-            stags: StagTable::new(layout.object(HmcObj::Mr).cnt, self.stag_key_seed())
-                .map_err(|_| ProbeCause::Ids(IdError::BadCapacity))?,
+            stags,
             pble: pool,
             qp_rec: [QpRecord::default(); MAX_QPS as usize],
             cq_refs: [0; MAX_CQS as usize],
             pd_refs: [0; MAX_PDS as usize],
             pd_orphan: [0; PD_WORDS],
             fr: heapless::Vec::new(),
-            ah_ids: IdBitmap::ah_ids(layout.object(HmcObj::Fsiav).cnt.min(MAX_AHS))
-                .map_err(ProbeCause::Ids)?,
+            ah_ids,
             gsi: false,
             neigh: heapless::Vec::new(),
-        };
-        self.res.get_mut().ids = Some(ids);
+        });
         // RDMA traffic to the VSI on, last (main.c: irdma_probe).
         if let Some(o) = ops {
             *step = S::RdmaFilter;
@@ -1042,8 +1042,6 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
             }
         };
         let mut note = |r: Result<(), CqpError>| note_close(nr, &mut first, r);
-        let aeq = self.aeq.get_mut().take();
-        let ceq = self.ceq.take();
         let mut sds_released = false;
         let mut cqp = self.cqp.get_mut().take();
         // One CQP op, unless the device needs a reset.
@@ -1080,18 +1078,24 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
             };
             note(run_cmd(&mut cqp, nr, &crate::cqp::engine::Cmd(&del)));
         }
-        if let Some(a) = aeq {
+        // The AEQ and CEQ 0 are destroyed in place; only their rings move
+        // out (to be freed or kept), not the whole ring records.
+        let aeq = self.aeq.get_mut();
+        if let Some(a) = aeq.as_ref() {
             let d = DestroyAeq {
                 elem_cnt: a.cmd.elem_cnt,
                 mem: a.cmd.mem,
                 pasid_valid: false,
                 pasid: 0,
             };
-            if !note(run_cmd(&mut cqp, nr, &crate::cqp::engine::Cmd(&d))) {
-                keep(a.ring);
+            let done = note(run_cmd(&mut cqp, nr, &crate::cqp::engine::Cmd(&d)));
+            if let Some(ring) = aeq.take().map(|a| a.ring)
+                && !done
+            {
+                keep(ring);
             }
         }
-        if let Some(c) = ceq {
+        if let Some(c) = self.ceq.as_ref() {
             let d = DestroyCeq {
                 ceq_id: c.cmd.ceq_id,
                 elem_cnt: c.cmd.elem_cnt,
@@ -1100,8 +1104,11 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
                 pasid_valid: false,
                 pasid: 0,
             };
-            if !note(run_cmd(&mut cqp, nr, &crate::cqp::engine::Cmd(&d))) {
-                keep(c._ring);
+            let done = note(run_cmd(&mut cqp, nr, &crate::cqp::engine::Cmd(&d)));
+            if let Some(ring) = self.ceq.take().map(|c| c._ring)
+                && !done
+            {
+                keep(ring);
             }
         }
         // The CCQ's memory stays in the engine until it is handed back below.

@@ -711,10 +711,13 @@ impl Iterator for NewSds<'_> {
         while self.next < self.end {
             let sd = self.next;
             self.next += 1;
-            let earlier = HmcObj::ALL
-                .iter()
-                .take_while(|&&o| o != self.obj)
-                .any(|&o| o != HmcObj::Pble && self.layout.sds[o.idx()].contains(sd));
+            // The objects before `obj` in creation order are those with a
+            // lower index (`HmcObj::ALL` is in index order): a loop over the
+            // ranges, not the 21 range checks unrolled (code size).
+            let pble = HmcObj::Pble.idx();
+            let earlier = (self.layout.sds.iter().enumerate())
+                .take(self.obj.idx())
+                .any(|(i, r)| i != pble && r.contains(sd));
             if !earlier {
                 return Some(sd);
             }
@@ -727,6 +730,15 @@ impl Iterator for NewSds<'_> {
 mod tests {
     use super::*;
     use crate::res::pble::PBLES_PER_SD;
+
+    /// `NewSds` walks the per-object arrays by index as the creation
+    /// order: `HmcObj::ALL` must be in index order.
+    #[test]
+    fn all_objects_are_in_index_order() {
+        for (i, o) in HmcObj::ALL.iter().enumerate() {
+            assert_eq!(o.idx(), i, "{o:?}");
+        }
+    }
 
     /// Issue #12: `SdRange`'s fields are public, so a reversed range can be
     /// built; `len` underflowed on it (a panic in debug builds, a huge count

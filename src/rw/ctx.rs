@@ -1173,9 +1173,10 @@ impl<const MAX_SGE: usize, const MAX_OPS: usize> RwCtx<MAX_SGE, MAX_OPS> {
         let has_chain = !chain.is_empty();
         let total = self.chain_len().saturating_add(chain.len());
         let mut start = 0usize;
+        // One buffer for every window (only `buf[..n]` is posted).
+        let mut buf = [PLACEHOLDER; 16];
         while start < total {
             // Rebuild the chain and keep the window [start, start + 16).
-            let mut buf = [PLACEHOLDER; 16];
             let mut n = 0usize;
             let mut idx = 0usize;
             self.emit(wr_id, has_chain, |wr| {

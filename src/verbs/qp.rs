@@ -352,8 +352,9 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
         pd: &Pd<'d, H, B>,
         attr: &mut QpInitAttr<'_, 'd, H, B>,
     ) -> Result<Qp<'d, H, B>, VerbsError> {
-        let qp = self.create_qp_inner(pd, attr, None, Transport::Rc, |sq| Ok((sq, None)))?;
-        self.attach_compl(qp)
+        let mut qp = self.create_qp_inner(pd, attr, None, Transport::Rc, |sq| Ok((sq, None)))?;
+        self.attach_compl(&mut qp)?;
+        Ok(qp)
     }
 
     /// `ib_create_qp` for a UD QP (`IB_QPT_UD`; irdma_kcompat.c:
@@ -367,8 +368,9 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
         pd: &Pd<'d, H, B>,
         attr: &mut QpInitAttr<'_, 'd, H, B>,
     ) -> Result<Qp<'d, H, B>, VerbsError> {
-        let qp = self.create_qp_inner(pd, attr, None, Transport::Ud, |sq| Ok((sq, None)))?;
-        self.attach_compl(qp)
+        let mut qp = self.create_qp_inner(pd, attr, None, Transport::Ud, |sq| Ok((sq, None)))?;
+        self.attach_compl(&mut qp)?;
+        Ok(qp)
     }
 
     /// `ib_create_qp` for the GSI QP (`IB_QPT_GSI`) as Linux creates it on
@@ -382,13 +384,15 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
         pd: &Pd<'d, H, B>,
         attr: &mut QpInitAttr<'_, 'd, H, B>,
     ) -> Result<Qp<'d, H, B>, VerbsError> {
-        let qp = self.create_qp_inner(pd, attr, None, Transport::Gsi, |sq| Ok((sq, None)))?;
-        self.attach_compl(qp)
+        let mut qp = self.create_qp_inner(pd, attr, None, Transport::Gsi, |sq| Ok((sq, None)))?;
+        self.attach_compl(&mut qp)?;
+        Ok(qp)
     }
 
     /// Registers a new plain QP's completion half so [`Cq::poll`] finds
-    /// it (`verbs::table`); on failure the QP is destroyed.
-    fn attach_compl<'d>(&'d self, mut qp: Qp<'d, H, B>) -> Result<Qp<'d, H, B>, VerbsError> {
+    /// it (`verbs::table`); on failure the caller drops (destroys) the QP.
+    /// By reference: the QP is not moved in and out (code size).
+    fn attach_compl<'d>(&'d self, qp: &mut Qp<'d, H, B>) -> Result<(), VerbsError> {
         // SAFETY: the rings and tracking memory live in `qp.mem` with the
         // completion memory and are freed after it is unregistered
         // (`Qp::detach_compl` runs before `mem` goes); from now on `qp.uk`
@@ -400,7 +404,7 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
             m._compl = Some(mem);
         }
         qp.compl = Some(c);
-        Ok(qp)
+        Ok(())
     }
 
     /// `ib_create_qp` whose receive queue is `wq` (from
@@ -416,8 +420,10 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
         if wq.cq_id != attr.recv_cq.id() {
             return Err(VerbsError::Invalid { what: "the WQ completes on another CQ" });
         }
-        let qp = self.create_qp_inner(pd, attr, Some(wq), Transport::Rc, |sq| Ok((sq, None)))?;
-        self.attach_compl(qp)
+        let mut qp =
+            self.create_qp_inner(pd, attr, Some(wq), Transport::Rc, |sq| Ok((sq, None)))?;
+        self.attach_compl(&mut qp)?;
+        Ok(qp)
     }
 
     /// The one QP-create path. `make_sq` turns the SQ built over the QP's
