@@ -586,9 +586,9 @@ impl MacFilters {
     /// list extended (0x02A1); the same VSI again is
     /// [`CmdError::Exists`]. A unicast address without `umac_shared` that
     /// already has a rule is left alone, whichever VSI owns it (ice: "don't
-    /// overwrite the unicast address"). Stricter than ice: an all-zero MAC
-    /// is refused before the broadcast rule is sent (ice sends it, then
-    /// returns EINVAL).
+    /// overwrite the unicast address"). An all-zero MAC is refused with
+    /// [`CmdError::Invalid`] after the broadcast rule was added, as ice
+    /// (its list is checked entry by entry, broadcast first).
     pub fn add_mac_and_broadcast<H: Hal, B: Bar>(
         &mut self,
         aq: &mut AdminQueue<H, B>,
@@ -597,13 +597,15 @@ impl MacFilters {
         veb: bool,
         umac_shared: bool,
     ) -> Result<(), CmdError> {
-        if mac == [0; 6] {
-            return Err(CmdError::Invalid("all-zero MAC"));
-        }
         if vsi > MAX_ID {
             return Err(CmdError::Invalid("VSI number beyond 10 bits"));
         }
         self.add_rule_internal(aq, BROADCAST, vsi, veb)?;
+        // ice_add_mac_rule checks each list entry as it reaches it: the
+        // broadcast rule above is already in when the zero address is refused
+        if mac == [0; 6] {
+            return Err(CmdError::Invalid("all-zero MAC"));
+        }
         if mac[0] & 1 != 0 || umac_shared {
             self.add_rule_internal(aq, mac, vsi, veb)
         } else if self.find(mac).is_some() {

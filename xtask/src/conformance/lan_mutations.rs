@@ -726,6 +726,36 @@ fn second_vsi_on_the_same_mac() {
     assert!(matches!(run_case(&wrong), Outcome::Fail(_)));
 }
 
+/// `add_mac_fltr` with an all-zero MAC: ice_add_mac_rule walks
+/// ice_fltr_add_mac_and_broadcast's list in order, so the broadcast entry
+/// is added (its 0x02A0 sent, rule_cnt 1) before the zero address is
+/// refused with EINVAL; nothing else is sent.
+#[test]
+fn all_zero_mac_after_the_broadcast_rule() {
+    let mut cases = Vec::new();
+    for c in published() {
+        if c["op"] != "add_mac_fltr" {
+            continue;
+        }
+        let mut m = c.clone();
+        m["inputs"]["args"]["mac"] = json!("00:00:00:00:00:00");
+        let cmds: Vec<Value> = c["outputs"]["commands"].as_array().unwrap()[..2].to_vec();
+        m["outputs"]["commands"] = json!(cmds);
+        let writes: Vec<Value> = c["outputs"]["reg_writes"].as_array().unwrap().clone();
+        m["outputs"]["reg_writes"] = json!(writes[..writes.len() - 1].to_vec());
+        let call = &mut m["outputs"]["calls"][1];
+        call["ret"] = json!(-22);
+        call["ret_name"] = json!("EINVAL");
+        call["outputs"]["switch_info.rule_cnt"] = json!(1);
+        m["outputs"]["ret"] = json!(-22);
+        m["outputs"]["ret_name"] = json!("EINVAL");
+        cases.push((m, "all-zero MAC".to_string()));
+    }
+    assert!(!cases.is_empty());
+    let bad = run_all(&cases);
+    assert!(bad.is_empty(), "{} of {} failed:\n{}", bad.len(), cases.len(), bad.join("\n"));
+}
+
 /// The published `add_mac_fltr` case `c` with a second VSI, as ice
 /// behaves (see [`second_vsi_on_the_same_mac`]).
 fn with_vsi1(
