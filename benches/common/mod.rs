@@ -143,6 +143,33 @@ impl Mem {
     }
 }
 
+/// Quanta of [`BigMp`]'s ring: room for every WR of a `cargo xtask bench`
+/// run (2 × 4096) without retiring any.
+pub const BIG_QUANTA: u32 = 16384;
+
+/// Host memory for a multi-producer SQ large enough that the post-only
+/// cases never retire (so their figure is the post alone, like the
+/// single-owner post's, whose retirement is `consume_all`).
+pub struct BigMp {
+    sqm: Vec<u64>,
+    trk: Vec<MpTrk>,
+}
+
+impl BigMp {
+    /// A zeroed ring of [`BIG_QUANTA`] quanta.
+    pub fn new() -> Self {
+        BigMp {
+            sqm: vec![0u64; BIG_QUANTA as usize * 4],
+            trk: (0..BIG_QUANTA).map(|_| MpTrk::new()).collect(),
+        }
+    }
+
+    /// The multi-producer SQ over it.
+    pub fn mp(&mut self) -> MpSq<QueueMem<'_>, &[MpTrk]> {
+        MpSq::new(view(&mut self.sqm), &self.trk[..], BIG_QUANTA, 13, 101, QP_ID).expect("mp")
+    }
+}
+
 /// Tracking entries for [`Mem::mp`].
 pub fn mp_trk() -> Vec<MpTrk> {
     (0..SQ_QUANTA).map(|_| MpTrk::new()).collect()
@@ -176,30 +203,31 @@ impl Device {
     }
 }
 
-/// The multi-producer completer: retires everything published so far.
+/// The multi-producer completer: retires what the last post published,
+/// naming its last WQE as a CQE would (`MpSq::complete_at`, the CQ
+/// poller's retirement of a shared SQ).
 pub struct Retire {
-    last: u32,
+    /// Free-running position after the last WQE posted so far.
+    next: u32,
 }
 
 impl Retire {
-    /// Nothing retired yet.
+    /// Nothing posted yet.
     pub fn new() -> Self {
-        Retire { last: 0 }
+        Retire { next: 0 }
     }
 
-    /// Retires what was posted since the last call.
+    /// Retires the `posted` one-quantum WQEs posted since the last call.
+    /// Single-threaded, every WQE one quantum: the last one's ring index is
+    /// known the way a poller learns it from its CQE, without reading the
+    /// SQ's counters.
     #[inline(always)]
-    pub fn run(&mut self, mp: &MpSq<QueueMem<'_>, &[MpTrk]>) {
-        // Single-threaded, every WQE one quantum: the last reserved quantum
-        // is the last WQE, and it is published. (`published()` is a
-        // diagnostic walk since issue #12; a poller learns what to retire
-        // from its CQEs, not from the SQ.)
-        let used = mp.used();
-        if used != 0 {
-            let last = mp.tail().wrapping_add(used - 1) & (SQ_QUANTA - 1);
-            let _ = mp.complete_at(last);
-            self.last = last;
-        }
+    pub fn run(&mut self, mp: &MpSq<QueueMem<'_>, &[MpTrk]>, posted: u32) {
+        self.next = self.next.wrapping_add(posted);
+        let last = self.next.wrapping_sub(1) & (SQ_QUANTA - 1);
+        let t = mp.complete_at(last);
+        debug_assert!(t.is_some());
+        black_box(t.map(|t| t.wr_id));
     }
 }
 
@@ -262,7 +290,13 @@ pub fn mp_post_write_op(
     wrs: &[SendWr<'_>],
 ) {
     let _ = black_box(mp.post_send(bar, QpKind::Rc, black_box(wrs)));
-    retire.run(mp);
+    retire.run(mp, wrs.len() as u32);
+}
+
+/// Multi-producer `post_send` of `wrs` (one doorbell), not retired.
+#[inline(always)]
+pub fn mp_post_only_op(mp: &MpSq<QueueMem<'_>, &[MpTrk]>, bar: &NopBar, wrs: &[SendWr<'_>]) {
+    let _ = black_box(mp.post_send(bar, QpKind::Rc, black_box(wrs)));
 }
 
 /// Post one WQE (uk), the device writes its CQE, `poll_cq` returns it.
