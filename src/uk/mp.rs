@@ -368,18 +368,32 @@ impl<M: Words, T: AsRef<[MpTrk]>> MpSq<M, T> {
             && !wrs.is_empty()
             && let Ok((start, n)) = self.reserve_run(wrs.len())
         {
-            let trk = self.trk.as_ref();
-            for wr in wrs.get(..n as usize).unwrap_or_default() {
-                let Some(h) = hot_from_wr(wr, kind) else { break };
-                let pos = start.wrapping_add(done);
-                let idx = pos & self.mask;
-                if let Some(e) = trk.get(idx as usize) {
-                    e.store_hot(&h);
+            if n == 1 {
+                // One WR (the doorbell-each shape): no piece set-up.
+                if let Some(h) = wrs.first().and_then(|wr| hot_from_wr(wr, kind)) {
+                    let idx = start & self.mask;
+                    if let Some(e) = self.trk_at(idx) {
+                        e.store_hot(&h);
+                    }
+                    let slot = wqe_slot(&self.mem, idx, 1);
+                    slot.publish(3, encode_hot(&h, &slot, self.valid_at(start)));
+                    done = 1;
                 }
-                let valid = self.valid_at(pos);
-                let slot = wqe_slot(&self.mem, idx, 1);
-                slot.publish(3, encode_hot(&h, &slot, valid));
-                done += 1;
+            } else {
+                // The run in contiguous pieces (n <= cap < size: it wraps
+                // the ring at most once), each bounds-checked once.
+                let mut rest = wrs.get(..n as usize).unwrap_or_default();
+                while !rest.is_empty() {
+                    let pos = start.wrapping_add(done);
+                    let room = (self.lap - (pos & self.mask)) as usize;
+                    let (a, b) = rest.split_at(room.min(rest.len()));
+                    let k = self.fill_hot(pos, a, kind);
+                    done += k;
+                    if k as usize != a.len() {
+                        break;
+                    }
+                    rest = b;
+                }
             }
             if done != n {
                 self.release_run(start.wrapping_add(done), start.wrapping_add(n));
@@ -392,6 +406,27 @@ impl<M: Words, T: AsRef<[MpTrk]>> MpSq<M, T> {
             self.ring_doorbell(bar);
         }
         Ok(())
+    }
+
+    /// Fills and publishes the hot WRs of `wrs` (until the first that is
+    /// not hot) into the reserved quanta from free-running `pos`, which do
+    /// not wrap the ring; returns how many. The tracking entries and the
+    /// ring window are bounds-checked once for the piece.
+    #[inline(always)]
+    fn fill_hot(&self, pos: u32, wrs: &[SendWr<'_>], kind: QpKind) -> u32 {
+        let idx = (pos & self.mask) as usize;
+        let Some(trk) = self.trk.as_ref().get(idx..idx + wrs.len()) else { return 0 };
+        let slot = wqe_slot(&self.mem, idx as u32, wrs.len() as u32);
+        let valid = self.valid_at(pos);
+        let mut k = 0;
+        for (wr, e) in wrs.iter().zip(trk) {
+            let Some(h) = hot_from_wr(wr, kind) else { break };
+            e.store_hot(&h);
+            let q = Quantum { slot: &slot, base: k * QUANTUM_QWORDS };
+            q.publish(3, encode_hot(&h, &q, valid));
+            k += 1;
+        }
+        k as u32
     }
 
     /// Claims up to `want` one-quantum WQEs (as many as fit, at least one)
@@ -578,6 +613,23 @@ impl<M: Words, T: AsRef<[MpTrk]>> MpSq<M, T> {
             .compare_exchange(tail, tail.wrapping_add(q), Ordering::Release, Ordering::Relaxed)
             .ok()?;
         Some((idx, sq_hdr::OPCODE.get(h) as u8, t))
+    }
+}
+
+/// One quantum of a wider [`WqeSlot`] window (qword `base` on).
+struct Quantum<'s, S> {
+    slot: &'s S,
+    base: usize,
+}
+
+impl<S: WqeSlot> WqeSlot for Quantum<'_, S> {
+    #[inline(always)]
+    fn put(&self, i: usize, v: u64) {
+        self.slot.put(self.base + i, v);
+    }
+    #[inline(always)]
+    fn publish(&self, i: usize, v: u64) {
+        self.slot.publish(self.base + i, v);
     }
 }
 
