@@ -38,8 +38,9 @@
 //! Completion ([`MpSq::complete_at`], [`MpSq::retire_oldest`]) belongs to the
 //! CQ poller (one at a time) and is bounded by what was published: a WQE is
 //! retired only when it and every WQE before it (from the tail) carries the
-//! current lap's valid bit, which the device needs before it can execute it.
-//! A bogus or early CQE that names a reserved, unwritten WQE (or one behind
+//! current lap's valid bit, which the device needs before it can execute it
+//! (`complete_at` checks it quantum by quantum, which covers every header in
+//! the range). A bogus or early CQE that names a reserved, unwritten WQE (or one behind
 //! it) is refused, so a slot is never handed to a second producer while its
 //! first one still fills it.
 
