@@ -10,10 +10,12 @@ mod common;
 use std::hint::black_box;
 
 use common::{
-    BigMp, Device, Mem, NopBar, Retire, SGE, WC0, mp_post_only_op, mp_post_write_op, mp_trk,
-    poll_cqe_base_op, poll_cqe_op, poll_empty_op, post_write_op, split_poll_cqe_op,
-    split_post_write_op, write_post, write_wr,
+    Device, Mem, NopBar, QP_ID, Retire, SGE, WC0, mp_post_write_op, mp_trk, poll_cqe_base_op,
+    poll_cqe_op, poll_empty_op, post_write_op, split_poll_cqe_op, split_post_write_op, view,
+    write_post, write_wr,
 };
+use irdma::uk::{MpSq, MpTrk, QpKind, QueueMem};
+use irdma::wr::SendWr;
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
@@ -120,6 +122,39 @@ fn split_cases(mem: &mut Mem, bar: &NopBar, case: &str, n: u64) {
         }
     }
     black_box(&wc);
+}
+
+/// Quanta of [`BigMp`]'s ring: room for every WR of a `cargo xtask bench`
+/// run (2 × 4096) without retiring any.
+const BIG_QUANTA: u32 = 16384;
+
+/// Host memory for a multi-producer SQ large enough that the post-only
+/// cases never retire (so their figure is the post alone, like the
+/// single-owner post's, whose retirement is `consume_all`).
+struct BigMp {
+    sqm: Vec<u64>,
+    trk: Vec<MpTrk>,
+}
+
+impl BigMp {
+    /// A zeroed ring of [`BIG_QUANTA`] quanta.
+    fn new() -> Self {
+        BigMp {
+            sqm: vec![0u64; BIG_QUANTA as usize * 4],
+            trk: (0..BIG_QUANTA).map(|_| MpTrk::new()).collect(),
+        }
+    }
+
+    /// The multi-producer SQ over it.
+    fn mp(&mut self) -> MpSq<QueueMem<'_>, &[MpTrk]> {
+        MpSq::new(view(&mut self.sqm), &self.trk[..], BIG_QUANTA, 13, 101, QP_ID).expect("mp")
+    }
+}
+
+/// Multi-producer `post_send` of `wrs` (one doorbell), not retired.
+#[inline(always)]
+fn mp_post_only_op(mp: &MpSq<QueueMem<'_>, &[MpTrk]>, bar: &NopBar, wrs: &[SendWr<'_>]) {
+    let _ = black_box(mp.post_send(bar, QpKind::Rc, black_box(wrs)));
 }
 
 /// The multi-producer post alone: a ring large enough for every WR of the

@@ -53,7 +53,8 @@ pub const CTX: u64 = 0x1000;
 /// QP id of the benchmark QP.
 pub const QP_ID: u32 = 0x2a;
 
-fn view(v: &mut [u64]) -> QueueMem<'_> {
+/// A queue view of a host buffer.
+pub fn view(v: &mut [u64]) -> QueueMem<'_> {
     // SAFETY: the slice is borrowed mutably for the view's lifetime.
     unsafe { QueueMem::from_raw(NonNull::new(v.as_mut_ptr()).expect("non-null"), v.len()) }
 }
@@ -140,33 +141,6 @@ impl Mem {
     /// A multi-producer SQ over this memory's SQ ring and `trk`.
     pub fn mp<'a>(&'a mut self, trk: &'a [MpTrk]) -> MpSq<QueueMem<'a>, &'a [MpTrk]> {
         MpSq::new(view(&mut self.sqm), trk, SQ_QUANTA, 13, 101, QP_ID).expect("mp")
-    }
-}
-
-/// Quanta of [`BigMp`]'s ring: room for every WR of a `cargo xtask bench`
-/// run (2 × 4096) without retiring any.
-pub const BIG_QUANTA: u32 = 16384;
-
-/// Host memory for a multi-producer SQ large enough that the post-only
-/// cases never retire (so their figure is the post alone, like the
-/// single-owner post's, whose retirement is `consume_all`).
-pub struct BigMp {
-    sqm: Vec<u64>,
-    trk: Vec<MpTrk>,
-}
-
-impl BigMp {
-    /// A zeroed ring of [`BIG_QUANTA`] quanta.
-    pub fn new() -> Self {
-        BigMp {
-            sqm: vec![0u64; BIG_QUANTA as usize * 4],
-            trk: (0..BIG_QUANTA).map(|_| MpTrk::new()).collect(),
-        }
-    }
-
-    /// The multi-producer SQ over it.
-    pub fn mp(&mut self) -> MpSq<QueueMem<'_>, &[MpTrk]> {
-        MpSq::new(view(&mut self.sqm), &self.trk[..], BIG_QUANTA, 13, 101, QP_ID).expect("mp")
     }
 }
 
@@ -291,12 +265,6 @@ pub fn mp_post_write_op(
 ) {
     let _ = black_box(mp.post_send(bar, QpKind::Rc, black_box(wrs)));
     retire.run(mp, wrs.len() as u32);
-}
-
-/// Multi-producer `post_send` of `wrs` (one doorbell), not retired.
-#[inline(always)]
-pub fn mp_post_only_op(mp: &MpSq<QueueMem<'_>, &[MpTrk]>, bar: &NopBar, wrs: &[SendWr<'_>]) {
-    let _ = black_box(mp.post_send(bar, QpKind::Rc, black_box(wrs)));
 }
 
 /// Post one WQE (uk), the device writes its CQE, `poll_cq` returns it.
