@@ -238,7 +238,8 @@ fn rw_bvec16(mem: &mut Mem, bar: &NopBar, n: u64) {
 /// `uk mp_threads`: wall-clock throughput (WRs per second) of one shared SQ
 /// with 1 and 2 posting threads, run natively by `cargo xtask bench` (not
 /// under callgrind). Each thread posts chains of 1 or 32 one-SGE WRITEs
-/// (one doorbell per chain) and, when it gets the completer's try-lock,
+/// (one doorbell per chain) and, once more than half the ring is
+/// outstanding (or it is full) and it gets the completer's try-lock,
 /// retires what is published (one completer at a time, as
 /// `MpSq::complete_at` requires; nobody waits for it). The same total of
 /// WRs is split between the threads; the best of 5 runs is reported, and
@@ -283,7 +284,9 @@ mod mp_threads {
                 c.try_run(mp);
                 std::hint::spin_loop();
             }
-            c.try_run(mp);
+            if mp.used() > SQ_QUANTA / 2 {
+                c.try_run(mp);
+            }
         }
     }
 
