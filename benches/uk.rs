@@ -10,9 +10,12 @@ mod common;
 use std::hint::black_box;
 
 use common::{
-    Device, Mem, NopBar, Retire, SGE, WC0, mp_post_write_op, mp_trk, poll_cqe_base_op, poll_cqe_op,
-    poll_empty_op, post_write_op, split_poll_cqe_op, split_post_write_op, write_post, write_wr,
+    Device, Mem, NopBar, QP_ID, Retire, SGE, WC0, mp_post_write_op, mp_trk, poll_cqe_base_op,
+    poll_cqe_op, poll_empty_op, post_write_op, split_poll_cqe_op, split_post_write_op, view,
+    write_post, write_wr,
 };
+use irdma::uk::{MpSq, MpTrk, QpKind, QueueMem};
+use irdma::wr::SendWr;
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
@@ -74,6 +77,8 @@ fn main() {
                 }
             }
         }
+        "mp_post_only_write" | "mp_post_only_write_batch32" => mp_post_only(&bar, case, n),
+        "mp_threads" => mp_threads::run(),
         "rw_bvec16" => rw_bvec16(&mut mem, &bar, n),
         // `cargo bench` runs every bench target with `--bench`: this one is a
         // set of callgrind workloads driven by `cargo xtask bench`.
@@ -117,6 +122,60 @@ fn split_cases(mem: &mut Mem, bar: &NopBar, case: &str, n: u64) {
         }
     }
     black_box(&wc);
+}
+
+/// Quanta of [`BigMp`]'s ring: room for every WR of a `cargo xtask bench`
+/// run (2 × 4096) without retiring any.
+const BIG_QUANTA: u32 = 16384;
+
+/// Host memory for a multi-producer SQ large enough that the post-only
+/// cases never retire (so their figure is the post alone, like the
+/// single-owner post's, whose retirement is `consume_all`).
+struct BigMp {
+    sqm: Vec<u64>,
+    trk: Vec<MpTrk>,
+}
+
+impl BigMp {
+    /// A zeroed ring of [`BIG_QUANTA`] quanta.
+    fn new() -> Self {
+        BigMp {
+            sqm: vec![0u64; BIG_QUANTA as usize * 4],
+            trk: (0..BIG_QUANTA).map(|_| MpTrk::new()).collect(),
+        }
+    }
+
+    /// The multi-producer SQ over it.
+    fn mp(&mut self) -> MpSq<QueueMem<'_>, &[MpTrk]> {
+        MpSq::new(view(&mut self.sqm), &self.trk[..], BIG_QUANTA, 13, 101, QP_ID).expect("mp")
+    }
+}
+
+/// Multi-producer `post_send` of `wrs` (one doorbell), not retired.
+#[inline(always)]
+fn mp_post_only_op(mp: &MpSq<QueueMem<'_>, &[MpTrk]>, bar: &NopBar, wrs: &[SendWr<'_>]) {
+    let _ = black_box(mp.post_send(bar, QpKind::Rc, black_box(wrs)));
+}
+
+/// The multi-producer post alone: a ring large enough for every WR of the
+/// run, so nothing is retired (out of line, like `split_cases`).
+#[inline(never)]
+fn mp_post_only(bar: &NopBar, case: &str, n: u64) {
+    let wr = write_wr(&SGE);
+    let batch = [wr; 32];
+    let mut big = BigMp::new();
+    let mp = big.mp();
+    assert!(n <= u64::from(mp.size()) / 2, "the ring must hold 2N WRs");
+    if case == "mp_post_only_write" {
+        for _ in 0..n {
+            mp_post_only_op(&mp, bar, &batch[..1]);
+        }
+    } else {
+        for _ in 0..n / 32 {
+            mp_post_only_op(&mp, bar, &batch[..]);
+        }
+    }
+    black_box(mp.used());
 }
 
 /// The rw layer on 16 bvecs of 4 KiB, RDMA WRITE, RoCE, no IOMMU (MAP_WRS:
@@ -174,4 +233,93 @@ fn rw_bvec16(mem: &mut Mem, bar: &NopBar, n: u64) {
         assert!(d.is_ok());
     }
     black_box(&bufs);
+}
+
+/// `uk mp_threads`: wall-clock throughput (WRs per second) of one shared SQ
+/// with 1 and 2 posting threads, run natively by `cargo xtask bench` (not
+/// under callgrind). Each thread posts chains of 1 or 32 one-SGE WRITEs
+/// (one doorbell per chain) and, once more than half the ring is
+/// outstanding (or it is full) and it gets the completer's try-lock,
+/// retires what is published (one completer at a time, as
+/// `MpSq::complete_at` requires; nobody waits for it). The same total of
+/// WRs is split between the threads; the best of 5 runs is reported, and
+/// the ratio is rate(2 threads) / rate(1 thread). A timing, not a check:
+/// on a shared 2-core machine other load moves it.
+mod mp_threads {
+    use std::hint::black_box;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::time::Instant;
+
+    use irdma::uk::{MpSq, MpTrk, QpKind, QueueMem};
+    use irdma::wr::SendWr;
+
+    use super::common::{Mem, NopBar, SGE, SQ_QUANTA, mp_trk, write_wr};
+
+    type Shared<'a> = MpSq<QueueMem<'a>, &'a [MpTrk]>;
+
+    /// WRs per run (all threads together).
+    const TOTAL: u64 = 1 << 21;
+
+    /// The completer's try-lock.
+    struct Completer(AtomicBool);
+
+    impl Completer {
+        fn try_run(&self, mp: &Shared<'_>) {
+            if self.0.swap(true, Ordering::Acquire) {
+                return;
+            }
+            let end = mp.published();
+            let tail = mp.tail();
+            let mask = SQ_QUANTA - 1;
+            if end & mask != tail || mp.used() == SQ_QUANTA {
+                let _ = black_box(mp.complete_at(end.wrapping_sub(1) & mask));
+            }
+            self.0.store(false, Ordering::Release);
+        }
+    }
+
+    fn producer(mp: &Shared<'_>, c: &Completer, bar: &NopBar, wrs: &[SendWr<'_>], calls: u64) {
+        for _ in 0..calls {
+            while mp.post_send(bar, QpKind::Rc, black_box(wrs)).is_err() {
+                c.try_run(mp);
+                std::hint::spin_loop();
+            }
+            if mp.used() > SQ_QUANTA / 2 {
+                c.try_run(mp);
+            }
+        }
+    }
+
+    /// WRs per second of one run.
+    fn rate(threads: u64, chain: usize) -> f64 {
+        let trk = mp_trk();
+        let mut mem = Mem::new();
+        let mp = mem.mp(&trk);
+        let bar = NopBar::new();
+        let c = Completer(AtomicBool::new(false));
+        let wr = write_wr(&SGE);
+        let batch = [wr; 32];
+        let wrs = &batch[..chain];
+        let calls = TOTAL / chain as u64 / threads;
+        let t = Instant::now();
+        std::thread::scope(|s| {
+            for _ in 1..threads {
+                s.spawn(|| producer(&mp, &c, &bar, wrs, calls));
+            }
+            producer(&mp, &c, &bar, wrs, calls);
+        });
+        let secs = t.elapsed().as_secs_f64();
+        black_box(bar.last());
+        (calls * threads * chain as u64) as f64 / secs
+    }
+
+    pub fn run() {
+        for chain in [1usize, 32] {
+            let best = |threads| (0..5).map(|_| rate(threads, chain)).fold(0.0, f64::max);
+            let (one, two) = (best(1), best(2));
+            println!("mp_threads_chain{chain}_1_thread_wrs_per_s={one:.0}");
+            println!("mp_threads_chain{chain}_2_threads_wrs_per_s={two:.0}");
+            println!("mp_threads_chain{chain}_ratio_2_to_1={:.2}", two / one);
+        }
+    }
 }

@@ -53,7 +53,8 @@ pub const CTX: u64 = 0x1000;
 /// QP id of the benchmark QP.
 pub const QP_ID: u32 = 0x2a;
 
-fn view(v: &mut [u64]) -> QueueMem<'_> {
+/// A queue view of a host buffer.
+pub fn view(v: &mut [u64]) -> QueueMem<'_> {
     // SAFETY: the slice is borrowed mutably for the view's lifetime.
     unsafe { QueueMem::from_raw(NonNull::new(v.as_mut_ptr()).expect("non-null"), v.len()) }
 }
@@ -176,30 +177,31 @@ impl Device {
     }
 }
 
-/// The multi-producer completer: retires everything published so far.
+/// The multi-producer completer: retires what the last post published,
+/// naming its last WQE as a CQE would (`MpSq::complete_at`, the CQ
+/// poller's retirement of a shared SQ).
 pub struct Retire {
-    last: u32,
+    /// Free-running position after the last WQE posted so far.
+    next: u32,
 }
 
 impl Retire {
-    /// Nothing retired yet.
+    /// Nothing posted yet.
     pub fn new() -> Self {
-        Retire { last: 0 }
+        Retire { next: 0 }
     }
 
-    /// Retires what was posted since the last call.
+    /// Retires the `posted` one-quantum WQEs posted since the last call.
+    /// Single-threaded, every WQE one quantum: the last one's ring index is
+    /// known the way a poller learns it from its CQE, without reading the
+    /// SQ's counters.
     #[inline(always)]
-    pub fn run(&mut self, mp: &MpSq<QueueMem<'_>, &[MpTrk]>) {
-        // Single-threaded, every WQE one quantum: the last reserved quantum
-        // is the last WQE, and it is published. (`published()` is a
-        // diagnostic walk since issue #12; a poller learns what to retire
-        // from its CQEs, not from the SQ.)
-        let used = mp.used();
-        if used != 0 {
-            let last = mp.tail().wrapping_add(used - 1) & (SQ_QUANTA - 1);
-            let _ = mp.complete_at(last);
-            self.last = last;
-        }
+    pub fn run(&mut self, mp: &MpSq<QueueMem<'_>, &[MpTrk]>, posted: u32) {
+        self.next = self.next.wrapping_add(posted);
+        let last = self.next.wrapping_sub(1) & (SQ_QUANTA - 1);
+        let t = mp.complete_at(last);
+        debug_assert!(t.is_some());
+        black_box(t.map(|t| t.wr_id));
     }
 }
 
@@ -262,7 +264,7 @@ pub fn mp_post_write_op(
     wrs: &[SendWr<'_>],
 ) {
     let _ = black_box(mp.post_send(bar, QpKind::Rc, black_box(wrs)));
-    retire.run(mp);
+    retire.run(mp, wrs.len() as u32);
 }
 
 /// Post one WQE (uk), the device writes its CQE, `poll_cq` returns it.

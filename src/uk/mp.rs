@@ -38,8 +38,9 @@
 //! Completion ([`MpSq::complete_at`], [`MpSq::retire_oldest`]) belongs to the
 //! CQ poller (one at a time) and is bounded by what was published: a WQE is
 //! retired only when it and every WQE before it (from the tail) carries the
-//! current lap's valid bit, which the device needs before it can execute it.
-//! A bogus or early CQE that names a reserved, unwritten WQE (or one behind
+//! current lap's valid bit, which the device needs before it can execute it
+//! (`complete_at` checks it quantum by quantum, which covers every header in
+//! the range). A bogus or early CQE that names a reserved, unwritten WQE (or one behind
 //! it) is refused, so a slot is never handed to a second producer while its
 //! first one still fills it.
 
@@ -55,12 +56,17 @@ use super::sq::{
 use super::sync::{AtomicU32, AtomicU64, Ordering, fence};
 use crate::wr::SendWr;
 
+/// The signaled bit of [`MpTrk`]'s `meta`: where the WQE header has it.
+const SIGNALED: u64 = 1 << 62;
+const _: () = assert!(sq_hdr::SIGCOMPL.prep(1) == SIGNALED);
+
 /// One tracking entry of the shared SQ (`sq_wrtrk`, written by the producer
 /// that reserved the quantum, read by the completer).
 #[derive(Debug)]
 pub struct MpTrk {
     wr_id: AtomicU64,
-    /// wr_len | quanta << 32 | signaled << 40.
+    /// wr_len | quanta << 32 | signaled << 62 (the header's SIGCOMPL
+    /// bit, so a hot post stores its header flags masked).
     meta: AtomicU64,
 }
 
@@ -74,7 +80,15 @@ impl MpTrk {
     #[inline(always)]
     fn store(&self, t: SqWrTrk) {
         self.wr_id.store(t.wr_id, Ordering::Relaxed);
-        let m = u64::from(t.wr_len) | (u64::from(t.quanta) << 32) | (u64::from(t.signaled) << 40);
+        let m = u64::from(t.wr_len) | (u64::from(t.quanta) << 32) | (u64::from(t.signaled) << 62);
+        self.meta.store(m, Ordering::Relaxed);
+    }
+
+    /// [`MpTrk::store`] of a one-quantum [`HotWqe`].
+    #[inline(always)]
+    fn store_hot(&self, h: &HotWqe<'_>) {
+        self.wr_id.store(h.wr_id, Ordering::Relaxed);
+        let m = u64::from(h.sge.length) | (1 << 32) | (h.flags & SIGNALED);
         self.meta.store(m, Ordering::Relaxed);
     }
 
@@ -85,7 +99,7 @@ impl MpTrk {
             wr_id: self.wr_id.load(Ordering::Relaxed),
             wr_len: m as u32,
             quanta: (m >> 32) as u8,
-            signaled: (m >> 40) & 1 != 0,
+            signaled: m & SIGNALED != 0,
         }
     }
 
@@ -303,6 +317,12 @@ impl<M: Words, T: AsRef<[MpTrk]>> MpSq<M, T> {
         if let Some(e) = self.trk_at(idx) {
             e.store(t);
         }
+        // The inner quanta are not WQE starts (`complete_at` refuses them).
+        for q in 1..quanta {
+            if let Some(e) = self.trk_at(idx.wrapping_add(q)) {
+                e.store(SqWrTrk { wr_id: 0, wr_len: 0, quanta: 0, signaled: false });
+            }
+        }
         let valid = self.valid_at(pos);
         let slot = wqe_slot(&self.mem, idx, quanta);
         let hdr = encode(&slot, valid);
@@ -345,22 +365,36 @@ impl<M: Words, T: AsRef<[MpTrk]>> MpSq<M, T> {
         wrs: &[SendWr<'_>],
     ) -> Result<(), PostSendError> {
         let mut done = 0u32;
-        let want = wrs.len().min(self.cap as usize) as u32;
         if self.lim.max_frags != 0
-            && want != 0
-            && let Ok((start, n)) = self.reserve_run(want)
+            && !wrs.is_empty()
+            && let Ok((start, n)) = self.reserve_run(wrs.len())
         {
-            for wr in wrs.iter().take(n as usize) {
-                let Some(h) = hot_from_wr(wr, kind) else { break };
-                let t = SqWrTrk {
-                    wr_id: h.wr_id,
-                    wr_len: h.sge.length,
-                    quanta: 1,
-                    signaled: h.signaled(),
-                };
-                let pos = start.wrapping_add(done);
-                self.fill_publish(pos, 0, t, |slot, valid| encode_hot(&h, slot, valid));
-                done += 1;
+            if n == 1 {
+                // One WR (the doorbell-each shape): no piece set-up.
+                if let Some(h) = wrs.first().and_then(|wr| hot_from_wr(wr, kind)) {
+                    let idx = start & self.mask;
+                    if let Some(e) = self.trk_at(idx) {
+                        e.store_hot(&h);
+                    }
+                    let slot = wqe_slot(&self.mem, idx, 1);
+                    slot.publish(3, encode_hot(&h, &slot, self.valid_at(start)));
+                    done = 1;
+                }
+            } else {
+                // The run in contiguous pieces (n <= cap < size: it wraps
+                // the ring at most once), each bounds-checked once.
+                let mut rest = wrs.get(..n as usize).unwrap_or_default();
+                while !rest.is_empty() {
+                    let pos = start.wrapping_add(done);
+                    let room = (self.lap - (pos & self.mask)) as usize;
+                    let (a, b) = rest.split_at(room.min(rest.len()));
+                    let k = self.fill_hot(pos, a, kind);
+                    done += k;
+                    if k as usize != a.len() {
+                        break;
+                    }
+                    rest = b;
+                }
             }
             if done != n {
                 self.release_run(start.wrapping_add(done), start.wrapping_add(n));
@@ -375,31 +409,56 @@ impl<M: Words, T: AsRef<[MpTrk]>> MpSq<M, T> {
         Ok(())
     }
 
+    /// Fills and publishes the hot WRs of `wrs` (until the first that is
+    /// not hot) into the reserved quanta from free-running `pos`, which do
+    /// not wrap the ring; returns how many. The tracking entries and the
+    /// ring window are bounds-checked once for the piece.
+    #[inline(always)]
+    fn fill_hot(&self, pos: u32, wrs: &[SendWr<'_>], kind: QpKind) -> u32 {
+        let idx = (pos & self.mask) as usize;
+        let Some(trk) = self.trk.as_ref().get(idx..idx + wrs.len()) else { return 0 };
+        let slot = wqe_slot(&self.mem, idx as u32, wrs.len() as u32);
+        let valid = self.valid_at(pos);
+        let mut k = 0;
+        for (wr, e) in wrs.iter().zip(trk) {
+            let Some(h) = hot_from_wr(wr, kind) else { break };
+            e.store_hot(&h);
+            let q = Quantum { slot: &slot, base: k * QUANTUM_QWORDS };
+            q.publish(3, encode_hot(&h, &q, valid));
+            k += 1;
+        }
+        k as u32
+    }
+
     /// Claims up to `want` one-quantum WQEs (as many as fit, at least one)
     /// by one CAS on `head`: returns the run's start and length. One
     /// quantum never crosses an 8-quanta chunk, so the run needs no pad.
     #[inline(always)]
-    fn reserve_run(&self, want: u32) -> Result<(u32, u32), SqError> {
-        let mut head = self.head.load(Ordering::Relaxed);
+    fn reserve_run(&self, want: usize) -> Result<(u32, u32), SqError> {
         loop {
-            let used = head.wrapping_sub(self.tail.load(Ordering::Acquire));
-            if used > self.mask + 1 {
-                // Our head snapshot is older than the tail: look again.
-                head = self.head.load(Ordering::Relaxed);
-                continue;
-            }
-            let n = want.min(self.cap.saturating_sub(used));
+            // The tail first: the completer stored it (release) after it
+            // read a head at or past it (acquire), and `head` never goes
+            // back past a tail (`release_run` hands back only unpublished
+            // quanta, which the tail never passes), so the head read next
+            // is at or past this tail: `used` cannot wrap, no retry for it.
+            let tail = self.tail.load(Ordering::Acquire);
+            let head = self.head.load(Ordering::Relaxed);
+            let used = head.wrapping_sub(tail);
+            let n = want.min(self.cap.saturating_sub(used) as usize) as u32;
             if n == 0 {
                 return Err(SqError::Full);
             }
-            match self.head.compare_exchange_weak(
-                head,
-                head.wrapping_add(n),
-                Ordering::Relaxed,
-                Ordering::Relaxed,
-            ) {
-                Ok(_) => return Ok((head, n)),
-                Err(h) => head = h,
+            if self
+                .head
+                .compare_exchange_weak(
+                    head,
+                    head.wrapping_add(n),
+                    Ordering::Relaxed,
+                    Ordering::Relaxed,
+                )
+                .is_ok()
+            {
+                return Ok((head, n));
             }
         }
     }
@@ -469,12 +528,16 @@ impl<M: Words, T: AsRef<[MpTrk]>> MpSq<M, T> {
     /// arrived) and returns its tracking entry; `None` if it is not an
     /// outstanding, published WQE start. One completer at a time.
     ///
-    /// The bound is what was published: the WQE and every WQE between the
-    /// tail and it must carry this lap's valid bit (the device cannot have
-    /// executed it otherwise). A bogus or early CQE naming a reserved,
-    /// unwritten WQE, or one behind such a reservation, is refused; retiring
-    /// it would free quanta a producer is still filling. The walk visits the
-    /// WQEs retired together (one per unsignaled WQE before the signaled one).
+    /// The bound is what was published: every quantum from the tail through
+    /// `wqe_idx` must carry this lap's valid bit (the device cannot have
+    /// executed the WQE otherwise). Each WQE whose start lies in that range
+    /// has its header there, and a header is stored last (after `dma_wmb`),
+    /// so the scan checks every WQE header in the range without reading any
+    /// tracking entry; `wqe_idx` is a WQE start if its entry says so (the
+    /// inner quanta of a multi-quanta WQE are marked 0 before its header is
+    /// stored). A bogus or early CQE naming a reserved, unwritten WQE, or
+    /// one behind such a reservation, is refused; retiring it would free
+    /// quanta a producer is still filling.
     #[inline]
     pub fn complete_at(&self, wqe_idx: u32) -> Option<SqWrTrk> {
         let tail = self.tail.load(Ordering::Relaxed);
@@ -483,29 +546,38 @@ impl<M: Words, T: AsRef<[MpTrk]>> MpSq<M, T> {
         if d >= avail || avail > self.mask + 1 {
             return None;
         }
-        // Walk the WQEs before `wqe_idx` by their quanta alone (each one's
-        // valid bit checked); the whole entry is read for `wqe_idx` only.
         let mut off = 0u32;
-        let e = loop {
-            let e = self.published_at(tail.wrapping_add(off))?;
-            if off == d {
-                break e;
-            }
-            off += e.quanta();
-            if off > d {
-                // `wqe_idx` is inside a WQE, not at its start.
+        loop {
+            if !self.quantum_valid(tail.wrapping_add(off)) {
                 return None;
             }
-        };
-        let t = e.load();
-        let q = u32::from(t.quanta).max(1);
-        if d.checked_add(q)? > avail {
+            if off == d {
+                break;
+            }
+            off += 1;
+        }
+        // Pairs with the `dma_wmb` (a release fence, at least) before each
+        // header store: the entry read is the one its producer wrote.
+        fence(Ordering::Acquire);
+        let t = self.trk_at(wqe_idx)?.load();
+        // 0: an inner quantum of a WQE, not its start.
+        let q = u32::from(t.quanta);
+        if q == 0 || d + q > avail {
             return None;
         }
         self.tail
             .compare_exchange(tail, tail.wrapping_add(d + q), Ordering::Release, Ordering::Relaxed)
             .ok()?;
         Some(t)
+    }
+
+    /// Whether word 3 of the quantum at free-running `pos` (a header, a
+    /// fragment's second qword, a NOP pad: every quantum has one) carries
+    /// that position's lap valid bit.
+    #[inline(always)]
+    fn quantum_valid(&self, pos: u32) -> bool {
+        let h = self.mem.read((pos & self.mask) as usize * QUANTUM_QWORDS + 3);
+        sq_hdr::VALID.is_set(h) == self.valid_at(pos)
     }
 }
 
@@ -542,6 +614,23 @@ impl<M: Words, T: AsRef<[MpTrk]>> MpSq<M, T> {
             .compare_exchange(tail, tail.wrapping_add(q), Ordering::Release, Ordering::Relaxed)
             .ok()?;
         Some((idx, sq_hdr::OPCODE.get(h) as u8, t))
+    }
+}
+
+/// One quantum of a wider [`WqeSlot`] window (qword `base` on).
+struct Quantum<'s, S> {
+    slot: &'s S,
+    base: usize,
+}
+
+impl<S: WqeSlot> WqeSlot for Quantum<'_, S> {
+    #[inline(always)]
+    fn put(&self, i: usize, v: u64) {
+        self.slot.put(self.base + i, v);
+    }
+    #[inline(always)]
+    fn publish(&self, i: usize, v: u64) {
+        self.slot.publish(self.base + i, v);
     }
 }
 
@@ -1063,6 +1152,48 @@ mod tests {
         assert_eq!(r, Err(PostSendError { bad_wr: 5, kind: SqError::Full }));
         assert_eq!(mp.used(), 8);
         assert_eq!(mp.published(), 8);
+    }
+
+    /// `complete_at` scans valid bits, not tracking entries, up to the
+    /// named quantum: a CQE naming the second quantum of a 2-quanta WQE is
+    /// refused (its tracking entry is marked as no WQE start), on the first
+    /// lap (fresh entries say "one quantum") and after a wrap (a stale
+    /// entry of a one-quantum WQE of the lap before).
+    #[test]
+    fn complete_at_refuses_an_inner_quantum() {
+        let mut b = vec![0u64; 8 * 4];
+        let tb: Vec<MpTrk> = (0..8).map(|_| MpTrk::new()).collect();
+        let mp = MpSq::new(view(&mut b), &tb[..], 8, 13, 101, 7).unwrap();
+        let sges = [Sge { addr: 1, length: 1, lkey: 1 }; 3];
+        let big = |id| {
+            let op = SqOp::Write {
+                remote_addr: 0,
+                rkey: 1,
+                solicited: false,
+                sges: &sges,
+                inline: false,
+            };
+            let mut p = SqPost::new(id, op);
+            p.signaled = true;
+            p
+        };
+        // Lap 0: one-quantum WQEs at 0..3, retired; a 2-quanta one at 4..5.
+        for i in 0..4 {
+            mp.post(&SqPost::new(i, SqOp::Nop)).unwrap();
+        }
+        assert_eq!(mp.complete_at(3).map(|t| t.wr_id), Some(3));
+        assert_eq!(mp.post(&big(10)).map(|p| (p.wqe_idx, p.quanta)), Ok((4, 2)));
+        assert_eq!(mp.complete_at(5), None, "inner quantum completed");
+        assert_eq!(mp.complete_at(4).map(|t| t.wr_id), Some(10));
+        // Lap 1: 6, 7 and 0 one quantum, then a 2-quanta WQE at 1..2, whose
+        // inner quantum 2 held a one-quantum WQE on lap 0.
+        for i in 0..3 {
+            mp.post(&SqPost::new(20 + i, SqOp::Nop)).unwrap();
+        }
+        assert_eq!(mp.post(&big(30)).map(|p| (p.wqe_idx, p.quanta)), Ok((1, 2)));
+        assert_eq!(mp.complete_at(2), None, "inner quantum completed after the wrap");
+        assert_eq!(mp.complete_at(1).map(|t| t.wr_id), Some(30));
+        assert_eq!(mp.used(), 0);
     }
 
     #[test]

@@ -28,6 +28,9 @@ const CASES: &[(&str, &str, Option<&str>, u64, u64)] = &[
     ("post_write_1sge_doorbell_per32", "post_write_batch32", None, 4096, 1),
     ("mp_post_write_1sge_doorbell_each", "mp_post_write", None, 4096, 1),
     ("mp_post_write_1sge_doorbell_per32", "mp_post_write_batch32", None, 4096, 1),
+    // The post alone (a ring that holds every WR of the run: no retirement).
+    ("mp_post_only_write_1sge_doorbell_each", "mp_post_only_write", None, 4096, 1),
+    ("mp_post_only_write_1sge_doorbell_per32", "mp_post_only_write_batch32", None, 4096, 1),
     ("poll_one_cqe", "poll_cqe", Some("poll_cqe_base"), 2048, 1),
     ("poll_empty_cq", "poll_empty", None, 4096, 1),
     ("split_post_write_1sge_doorbell_each", "split_post_write", None, 4096, 1),
@@ -98,6 +101,31 @@ fn instruction_figures(divisor: u64) -> Result<Vec<(String, f64)>, String> {
             x -= per_op(&exe, b, n)?;
         }
         v.push((name.to_string(), x / *per as f64));
+    }
+    Ok(v)
+}
+
+/// Wall-clock WRs/s of one shared SQ with 1 and 2 posting threads and their
+/// ratio (`uk mp_threads`, run natively; not guarded: a timing on a shared
+/// machine).
+fn mp_thread_figures() -> Result<Vec<(String, f64)>, String> {
+    let exe = bench_binary()?;
+    let out = Command::new(&exe)
+        .arg("mp_threads")
+        .output()
+        .map_err(|e| format!("cannot run {}: {e}", exe.display()))?;
+    if !out.status.success() {
+        return Err(format!("mp_threads failed: {}", String::from_utf8_lossy(&out.stderr)));
+    }
+    let mut v = Vec::new();
+    for line in String::from_utf8_lossy(&out.stdout).lines() {
+        if let Some((k, x)) = line.split_once('=') {
+            let x: f64 = x.trim().parse().map_err(|e| format!("mp_threads {line}: {e}"))?;
+            v.push((k.trim().to_string(), x));
+        }
+    }
+    if v.is_empty() {
+        return Err("mp_threads printed no figures".into());
     }
     Ok(v)
 }
@@ -251,6 +279,7 @@ pub fn guard() -> Result<String, String> {
 /// `cargo xtask bench`.
 pub fn main() -> ExitCode {
     let ok = print_figures(instruction_figures(1), "instructions")
+        & print_figures(mp_thread_figures(), "mp threads")
         & print_figures(text_figures(size::Profile::Release), "text")
         & print_figures(text_figures(size::Profile::LtoS), "text (LTO, s)")
         & print_figures(footprint_figures(), "footprint");
