@@ -164,6 +164,26 @@ impl<H: Hal, B: Bar + Clone> QpLookup<'static, Sq<'static>> for Table<'_, H, B> 
         Some(uk)
     }
 
+    /// The held QP when it has this fast-path context (the common case: a
+    /// run of CQEs of one QP), refreshing only the CQE's queue's head;
+    /// otherwise [`Table::lookup`] (slot switch, both heads).
+    fn lookup_fast(&mut self, ctx: u64, sq: bool) -> Option<&mut QpUk<'static>> {
+        if let Some(g) = self.cur.as_ref() {
+            // SAFETY: registered and valid while the guard lives, which
+            // `self` keeps.
+            let c = unsafe { g.ptr().as_ref() };
+            // SAFETY: the slot lock gives this poller the consumer half
+            // alone until `release`, and the `&mut` lives no longer than
+            // `&mut self`.
+            let uk = unsafe { &mut *c.uk.get() };
+            if uk.fast_ctx() == ctx {
+                c.link.consumer_begin_one(uk, sq);
+                return Some(uk);
+            }
+        }
+        self.lookup(ctx).filter(|q| q.fast_ctx() == ctx)
+    }
+
     /// A live QP of this CQ not in the table (a shared QP, or a plain one
     /// whose slot another poller holds right now): keep its CQE.
     fn holds(&mut self, ctx: u64) -> bool {
