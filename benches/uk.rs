@@ -74,6 +74,9 @@ fn main() {
                 }
             }
         }
+        "post_write_2sge" | "post_write_3sge" | "post_write_imm" | "post_send_imm" => {
+            shape_cases(&mut mem, &bar, case, n)
+        }
         "rw_bvec16" => rw_bvec16(&mut mem, &bar, n),
         "verbs_poll_cqe" | "verbs_poll_empty" => verbs_poll(case == "verbs_poll_cqe", n),
         // `cargo bench` runs every bench target with `--bench`: this one is a
@@ -118,6 +121,34 @@ fn split_cases(mem: &mut Mem, bar: &NopBar, case: &str, n: u64) {
         }
     }
     black_box(&wc);
+}
+
+/// Other WR shapes on the single-owner QP, one doorbell each (issue #16:
+/// 2-3 SGEs, WRITE / SEND with immediate), out of line like `split_cases`.
+/// Each iteration posts one signaled WR and retires it ([`post_write_op`]).
+#[inline(never)]
+fn shape_cases(mem: &mut Mem, bar: &NopBar, case: &str, n: u64) {
+    use irdma::wr::{SendFlags, SendWr, Sge, WrOpcode};
+    let sges = [
+        SGE[0],
+        Sge { addr: 0x7f00_3000, length: 512, lkey: 0x1234 },
+        Sge { addr: 0x7f00_5000, length: 64, lkey: 0x1234 },
+    ];
+    let write = WrOpcode::RdmaWrite { remote_addr: 0x9000_0000, rkey: 0x55 };
+    let (opcode, sg_list) = match case {
+        "post_write_2sge" => (write, &sges[..2]),
+        "post_write_3sge" => (write, &sges[..3]),
+        "post_write_imm" => (
+            WrOpcode::RdmaWriteImm { remote_addr: 0x9000_0000, rkey: 0x55, imm: 0x1234_5678 },
+            &sges[..1],
+        ),
+        _ => (WrOpcode::SendImm { imm: 0x1234_5678 }, &sges[..1]),
+    };
+    let wr = SendWr { wr_id: 1, opcode, flags: SendFlags::SIGNALED, sg_list };
+    let (mut qp, _cq) = mem.qp_cq();
+    for _ in 0..n {
+        post_write_op(&mut qp, bar, std::slice::from_ref(&wr));
+    }
 }
 
 /// The rw layer on 16 bvecs of 4 KiB, RDMA WRITE, RoCE, no IOMMU (MAP_WRS:
