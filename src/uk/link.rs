@@ -57,7 +57,9 @@ impl QpLink {
         }
     }
 
-    /// Producer, before posting sends: the consumer's SQ tail.
+    /// Producer: the consumer's SQ tail now (`QpUk::post_send_with` needs
+    /// no call: it learns the tail when the ring looks full,
+    /// [`Publish::refresh`]).
     #[inline(always)]
     pub fn sq_begin(&self, sq: &mut Sq<'_>) {
         sq.set_tail_pos(self.sq_tail.load(Ordering::Acquire));
