@@ -371,40 +371,10 @@ impl<'d, H: Hal, B: Bar + Clone> Cq<'d, H, B> {
             return 0;
         }
         look.sync_errors();
-        if self.old.is_empty() {
-            // The common case, inline: no resize pending, one pass over the
-            // current ring. When it fills `wc` nothing else could run (the
-            // AEQ check and the software flush both need room left), so
-            // the poll ends here exactly as `poll_rest` would end it.
-            let before = (self.uk.head(), self.uk.polarity());
-            let n = uk::poll_cq(&mut self.uk, look, wc);
-            if n >= wc.len() {
-                self.unlisted = look.held();
-                return n;
-            }
-            let new_cqe = n > 0 || (self.uk.head(), self.uk.polarity()) != before;
-            return self.poll_rest(look, wc, n, new_cqe, true);
-        }
-        self.poll_rest(look, wc, 0, false, false)
-    }
-
-    /// [`Cq::poll_with`] after its inline part put `n` completions in `wc`
-    /// (`new_cqe`: it consumed a CQE of the current ring; `polled`: it ran
-    /// the first pass over the current ring): old rings, the current ring,
-    /// the AEQ when it is empty, the software flush.
-    #[inline(always)]
-    fn poll_rest<S: SendQueue, L: PollQps<S>>(
-        &mut self,
-        look: &mut L,
-        wc: &mut [WorkCompletion],
-        mut n: usize,
-        mut new_cqe: bool,
-        polled: bool,
-    ) -> usize {
         // Rings replaced by a resize first, oldest first, then the current
         // one (verbs.c: irdma_poll_cq / uverbs.c: __irdma_upoll_cq), so every
-        // CQE is delivered once and in order. (The inline part runs only
-        // when there are no old rings.)
+        // CQE is delivered once and in order.
+        let mut n = 0;
         let mut last_old = None;
         let mut blocked = false;
         for (i, o) in self.old.iter_mut().enumerate() {
@@ -421,18 +391,23 @@ impl<'d, H: Hal, B: Bar + Clone> Cq<'d, H, B> {
                 break;
             }
         }
+        let mut new_cqe = false;
         if !blocked {
             // Second pass only after the AEQ was serviced: its QP errors
             // make the device write flush CQEs (spec control-path §8.2).
             for pass in 0..2 {
-                // The inline part already ran the first pass over this ring.
-                if pass > 0 || !polled {
-                    let before = (self.uk.head(), self.uk.polarity());
-                    let got =
-                        wc.get_mut(n..).map_or(0, |rest| uk::poll_cq(&mut self.uk, look, rest));
-                    n += got;
-                    new_cqe |= got > 0 || (self.uk.head(), self.uk.polarity()) != before;
+                let before = (self.uk.head(), self.uk.polarity());
+                let got = wc.get_mut(n..).map_or(0, |rest| uk::poll_cq(&mut self.uk, look, rest));
+                n += got;
+                if n >= wc.len() && self.old.is_empty() {
+                    // The common case: `wc` is full and no resize is
+                    // pending, so nothing below could run (no old ring to
+                    // retire; the AEQ check and the software flush need
+                    // room): end the poll as the code below would.
+                    self.unlisted = look.held();
+                    return n;
                 }
+                new_cqe |= got > 0 || (self.uk.head(), self.uk.polarity()) != before;
                 // The ring is empty and the caller wants more: an error the
                 // device reports only through the AEQ (bad lkey, bad
                 // REG_MR, remote access) must still reach a caller that
