@@ -79,7 +79,11 @@ fn main() {
         }
         "mp_post_only_write" | "mp_post_only_write_batch32" => mp_post_only(&bar, case, n),
         "mp_threads" => mp_threads::run(),
+        "post_write_2sge" | "post_write_3sge" | "post_write_imm" | "post_send_imm" => {
+            shape_cases(&mut mem, &bar, case, n)
+        }
         "rw_bvec16" => rw_bvec16(&mut mem, &bar, n),
+        "verbs_poll_cqe" | "verbs_poll_empty" => verbs_poll(case == "verbs_poll_cqe", n),
         // `cargo bench` runs every bench target with `--bench`: this one is a
         // set of callgrind workloads driven by `cargo xtask bench`.
         "" | "--bench" => {
@@ -176,6 +180,34 @@ fn mp_post_only(bar: &NopBar, case: &str, n: u64) {
         }
     }
     black_box(mp.used());
+}
+
+/// Other WR shapes on the single-owner QP, one doorbell each (issue #16:
+/// 2-3 SGEs, WRITE / SEND with immediate), out of line like `split_cases`.
+/// Each iteration posts one signaled WR and retires it ([`post_write_op`]).
+#[inline(never)]
+fn shape_cases(mem: &mut Mem, bar: &NopBar, case: &str, n: u64) {
+    use irdma::wr::{SendFlags, SendWr, Sge, WrOpcode};
+    let sges = [
+        SGE[0],
+        Sge { addr: 0x7f00_3000, length: 512, lkey: 0x1234 },
+        Sge { addr: 0x7f00_5000, length: 64, lkey: 0x1234 },
+    ];
+    let write = WrOpcode::RdmaWrite { remote_addr: 0x9000_0000, rkey: 0x55 };
+    let (opcode, sg_list) = match case {
+        "post_write_2sge" => (write, &sges[..2]),
+        "post_write_3sge" => (write, &sges[..3]),
+        "post_write_imm" => (
+            WrOpcode::RdmaWriteImm { remote_addr: 0x9000_0000, rkey: 0x55, imm: 0x1234_5678 },
+            &sges[..1],
+        ),
+        _ => (WrOpcode::SendImm { imm: 0x1234_5678 }, &sges[..1]),
+    };
+    let wr = SendWr { wr_id: 1, opcode, flags: SendFlags::SIGNALED, sg_list };
+    let (mut qp, _cq) = mem.qp_cq();
+    for _ in 0..n {
+        post_write_op(&mut qp, bar, std::slice::from_ref(&wr));
+    }
 }
 
 /// The rw layer on 16 bvecs of 4 KiB, RDMA WRITE, RoCE, no IOMMU (MAP_WRS:
@@ -322,4 +354,91 @@ mod mp_threads {
             println!("mp_threads_chain{chain}_ratio_2_to_1={:.2}", two / one);
         }
     }
+}
+
+/// The real verbs `Cq::poll` (the table lookup, the slot's try-lock, the
+/// split QP's head refresh and tail publication, the loop over old rings
+/// and the AEQ check an empty ring makes) on a device model
+/// (`ModelBar::standalone`, in process: a doorbell is processed before it
+/// returns). One iteration: post one signaled 1-SGE RDMA WRITE on a
+/// loopback RC QP (not counted), then `Cq::poll` until it returns the
+/// completion (counted: `cargo xtask bench` runs this case with
+/// `--toggle-collect` on [`counted_poll`]). `verbs_poll_empty`: polls of
+/// the empty CQ only.
+fn verbs_poll(with_cqe: bool, n: u64) {
+    use irdma::prelude::*;
+    use irdma_testkit::{FakeHal, ModelBar};
+
+    let bar = ModelBar::standalone(mock_bar::Config::default());
+    let mac = [2, 0, 0, 0, 0, 0x0a];
+    let lan = LanInfo::single_tc(0, 6, mac, 1500);
+    let dev: Device<FakeHal, ModelBar> = Device::probe(bar, lan, Profile::SMALL).expect("probe");
+    let pd = dev.alloc_pd().expect("pd");
+    let mut cq = dev.create_cq(64).expect("cq");
+    let cap = QpCap {
+        max_send_wr: 32,
+        max_recv_wr: 8,
+        max_send_sge: 1,
+        max_recv_sge: 1,
+        ..QpCap::default()
+    };
+    let mut qp =
+        dev.create_qp(&pd, &mut QpInitAttr { send_cq: &cq, recv_cq: &cq, cap }).expect("qp");
+    let me = qp.qp_num();
+    qp.modify(&QpAttr::new(QpState::Init)).expect("init");
+    let mut rtr = QpAttr::new(QpState::Rtr);
+    rtr.dest_qp = me;
+    rtr.av = Some(AddressVector {
+        dest_mac: mac,
+        dest_ip: IpAddr::V4([10, 0, 0, 1]),
+        src_ip: IpAddr::V4([10, 0, 0, 1]),
+        hop_limit: 64,
+        traffic_class: 0,
+        flow_label: 0,
+        vlan: None,
+    });
+    qp.modify(&rtr).expect("rtr");
+    qp.modify(&QpAttr::new(QpState::Rts)).expect("rts");
+    let mem = Dma::<FakeHal>::new(2, BufferDirection::Both).expect("dma");
+    let pages = [mem.paddr(), mem.paddr() + 4096];
+    let desc = MrDesc {
+        iova: mem.paddr(),
+        length: 8192,
+        page_size: PageSize::Size4K,
+        pages: &pages,
+        zero_based: false,
+        access: Access::LOCAL_WRITE | Access::REMOTE_WRITE,
+    };
+    // SAFETY: `mem` outlives the MR and backs nothing else meanwhile.
+    let mr = unsafe { dev.reg_mr(&pd, &desc) }.expect("mr");
+    let sge = [Sge { addr: mem.paddr(), length: 64, lkey: mr.lkey() }];
+    let write = WrOpcode::RdmaWrite { remote_addr: mem.paddr() + 4096, rkey: mr.rkey() };
+    let wr = SendWr { wr_id: 9, opcode: write, flags: SendFlags::SIGNALED, sg_list: &sge };
+    let mut wc = [WorkCompletion::default(); 1];
+    let mut polls = 0u64;
+    for _ in 0..n {
+        if with_cqe {
+            qp.post_send(&[wr]).expect("post");
+            let mut got = 0;
+            while got == 0 {
+                got = counted_poll(&mut cq, &mut wc);
+                polls += 1;
+            }
+            assert_eq!((got, wc[0].wr_id, wc[0].status), (1, 9, WcStatus::Success));
+        } else {
+            assert_eq!(counted_poll(&mut cq, &mut wc), 0);
+            polls += 1;
+        }
+    }
+    // One poll per completion: the figure is one `Cq::poll` call each.
+    assert_eq!(polls, n, "the model completes a WRITE within the doorbell");
+}
+
+/// One `Cq::poll` call: what `--toggle-collect` counts.
+#[inline(never)]
+fn counted_poll<H: irdma::hal::Hal, B: irdma::hal::Bar + Clone>(
+    cq: &mut irdma::verbs::Cq<'_, H, B>,
+    wc: &mut [irdma::wr::WorkCompletion],
+) -> usize {
+    cq.poll(black_box(wc))
 }

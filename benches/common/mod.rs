@@ -15,7 +15,7 @@ use irdma::hal::Bar;
 use irdma::hal::wqe::cqe;
 use irdma::uk::qp::{QpKind, QpUk, poll_cq};
 use irdma::uk::sq::SqPost;
-use irdma::uk::{CqRing, Linked, MpSq, MpTrk, Publish, QpLink, QueueMem, Rq, Sq, SqWrTrk};
+use irdma::uk::{CqRing, Linked, MpSq, MpTrk, Publish, QpLink, QueueMem, Rq, Sq, SqError, SqWrTrk};
 use irdma::wr::{SendFlags, SendWr, Sge, WcOpcode, WcStatus, WorkCompletion, WrOpcode};
 
 /// A BAR whose doorbell is one relaxed store (what an MMIO write costs in
@@ -212,10 +212,11 @@ pub fn post_write_op(qp: &mut QpUk<'_>, bar: &NopBar, wrs: &[SendWr<'_>]) {
     qp.sq.consume_all();
 }
 
-/// `post_send` on the producer half of a split QP (the consumer's tail
-/// in, the head published before the doorbell), then the consumer half
-/// retires them and publishes its tail (two loads and four stores more
-/// than [`post_write_op`]'s retirement, counted in the figure).
+/// `post_send` on the producer half of a split QP as a verbs `Qp` runs it
+/// (the head published before the doorbell; the consumer's tail read only
+/// when the ring looks full), then the consumer half retires them and
+/// publishes its tail (two loads and four stores more than
+/// [`post_write_op`]'s retirement, counted in the figure).
 #[inline(always)]
 pub fn split_post_write_op(
     prod: &mut QpUk<'_>,
@@ -224,18 +225,18 @@ pub fn split_post_write_op(
     bar: &NopBar,
     wrs: &[SendWr<'_>],
 ) {
-    link.sq_begin(&mut prod.sq);
     let _ = black_box(prod.post_send_with(bar, black_box(wrs), link));
     link.consumer_begin(cons);
     cons.sq.consume_all();
     link.consumer_end(cons);
 }
 
-/// The split QP: the producer posts one WQE (uk) and publishes it, the
-/// device writes its CQE, `poll_cq` through [`Linked`] returns it, the
-/// consumer publishes its tail. Measured against the single-owner
+/// The split QP: the producer posts one WQE (uk; the consumer's tail read
+/// only when the ring looks full, as `post_send_with` does) and publishes
+/// it, the device writes its CQE, `poll_cq` through [`Linked`] returns it,
+/// the consumer publishes its tail. Measured against the single-owner
 /// [`poll_cqe_base_op`], so the figure also holds the producer's link
-/// (one load, two stores).
+/// (one store, and the full-ring check).
 #[inline(always)]
 pub fn split_poll_cqe_op(
     prod: &mut QpUk<'_>,
@@ -246,8 +247,11 @@ pub fn split_poll_cqe_op(
     one: &SqPost<'_>,
     wc: &mut [WorkCompletion; 1],
 ) {
-    link.sq_begin(&mut prod.sq);
-    let p = prod.sq.post(black_box(one)).map(|p| p.wqe_idx).unwrap_or(0);
+    let p = match prod.sq.post(black_box(one)) {
+        Err(SqError::Full) if link.refresh(&mut prod.sq) => prod.sq.post(one),
+        r => r,
+    };
+    let p = p.map(|p| p.wqe_idx).unwrap_or(0);
     link.publish(&prod.sq);
     dev.sq_cqe(cq, p);
     let got = poll_cq(cq, &mut Linked { link, qp: cons }, black_box(&mut wc[..]));

@@ -316,17 +316,16 @@ impl<'a> CqRing<'a> {
         if q3 & SLOW != 0 || ctx == 0 {
             return Fast::Slow;
         }
-        // Not a UD QP (`lookup_fast`): its CQEs take the general path.
-        let Some(qp) = qps.lookup_fast(ctx) else { return Fast::Slow };
-        if qp.destroy_pending {
-            return Fast::Slow;
-        }
+        // Not a UD QP, nor one being destroyed (`lookup_fast` matches
+        // `QpUk::fast_ctx`, 0 for both): their CQEs take the general path.
+        const _: () = assert!(cqe::SQ.mask() == 1 << 62);
+        // SQ bit (62) as a sign test.
+        let is_sq = ((q3 << 1) as i64) < 0;
+        let Some(qp) = qps.lookup_fast(ctx, is_sq) else { return Fast::Slow };
         let q2 = w.get(2);
         let wqe_idx = cqe::WQEIDX.get(q3) as u32;
         let opc = cqe::OP.get(q3) as u8;
-        const _: () = assert!(cqe::SQ.mask() == 1 << 62);
-        // SQ bit (62) as a sign test.
-        let wc = if ((q3 << 1) as i64) < 0 {
+        let wc = if is_sq {
             let Some(t) = qp.sq.complete_at(wqe_idx) else { return Fast::Slow };
             let (status, opcode) = sq_wc_status_opcode(q3);
             WorkCompletion {
@@ -428,7 +427,7 @@ impl<'a> CqRing<'a> {
             self.consume(ext);
             return Err(PollError::NoQp);
         };
-        if qp.destroy_pending {
+        if qp.destroy_pending() {
             // uk.c: irdma_uk_cq_poll_cmpl: `!qp || qp->destroy_pending` is
             // -EFAULT with the head moved; like the kernel copy (README),
             // nothing else is filled and the CQE is not rewritten.

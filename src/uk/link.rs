@@ -11,14 +11,17 @@
 //! [`Rq`] unchanged) and learns the other's through a [`QpLink`]: the
 //! producer publishes its head with release after the WQEs and entries
 //! below it are written (before the doorbell), and reads the consumer's
-//! tail with acquire before posting; the consumer reads the heads with
-//! acquire before each CQE and publishes its tails with release after
-//! the entries it retired were read. A stale copy is always on the safe
-//! side: the producer sees less room, the consumer fewer outstanding WQEs
-//! — and a CQE can only name a WQE whose head was published before the
-//! doorbell that made the device run it. This is the SPSC protocol the
-//! hardware ring itself uses; posting stays lock-free (one acquire load
-//! and one release store per call, plain `mov`s on x86_64).
+//! tail with acquire only when its ring looks full ([`Publish::refresh`];
+//! receives read it before each post); the consumer reads the head of the
+//! CQE's queue with acquire before each CQE (both heads on the general
+//! path and before a flush) and publishes its tails with release once per
+//! poll, after the entries it retired were read. A stale copy is always
+//! on the safe side: the producer sees less room, the consumer fewer
+//! outstanding WQEs — and a CQE can only name a WQE whose head was
+//! published before the doorbell that made the device run it. This is the
+//! SPSC protocol the hardware ring itself uses; posting stays lock-free
+//! (one release store per call, plain `mov`s on x86_64, and one acquire
+//! load each time the ring fills).
 //!
 //! The consumer half is found through a `Slot` (one per QP number on the
 //! device): a pointer plus a small lock that only pollers and
@@ -54,7 +57,9 @@ impl QpLink {
         }
     }
 
-    /// Producer, before posting sends: the consumer's SQ tail.
+    /// Producer: the consumer's SQ tail now (`QpUk::post_send_with` needs
+    /// no call: it learns the tail when the ring looks full,
+    /// [`Publish::refresh`]).
     #[inline(always)]
     pub fn sq_begin(&self, sq: &mut Sq<'_>) {
         sq.set_tail_pos(self.sq_tail.load(Ordering::Acquire));
@@ -79,6 +84,20 @@ impl QpLink {
         qp.rq.set_head_pos(self.rq_head.load(Ordering::Acquire));
     }
 
+    /// Consumer, before a CQE of one queue (the fast poll path,
+    /// [`super::QpLookup::lookup_fast`]): that queue's producer head only
+    /// (`sq`, else the RQ's). The other queue's copy stays as it was: stale
+    /// is the safe side (fewer outstanding WQEs), and it is refreshed
+    /// before anything retires on that queue.
+    #[inline(always)]
+    pub fn consumer_begin_one(&self, qp: &mut QpUk<'_>, sq: bool) {
+        if sq {
+            qp.sq.set_head_pos(self.sq_head.load(Ordering::Acquire));
+        } else {
+            qp.rq.set_head_pos(self.rq_head.load(Ordering::Acquire));
+        }
+    }
+
     /// Consumer, after retiring: publish the tails.
     #[inline(always)]
     pub fn consumer_end(&self, qp: &QpUk<'_>) {
@@ -88,10 +107,11 @@ impl QpLink {
 }
 
 /// One split QP's consumer half as the lookup of a poll
-/// ([`super::poll_cq`]): each CQE of its context reads the producer's heads
-/// first — what `verbs::Cq::poll` does per CQE once it holds the QP's
-/// slot (and what `cargo xtask bench` measures as `poll_one_cqe_split`).
-/// Publish the tails with [`QpLink::consumer_end`] after the poll.
+/// ([`super::poll_cq`]): each CQE of its context reads the producer's head
+/// of its queue first (both heads on the general path) — what
+/// `verbs::Cq::poll` does per CQE once it holds the QP's slot (and what
+/// `cargo xtask bench` measures as `poll_one_cqe_split`). Publish the
+/// tails with [`QpLink::consumer_end`] after the poll.
 pub struct Linked<'l, 'a> {
     /// The link of the pair.
     pub link: &'l QpLink,
@@ -108,24 +128,56 @@ impl<'a> super::QpLookup<'a> for Linked<'_, 'a> {
         self.link.consumer_begin(self.qp);
         Some(self.qp)
     }
+
+    #[inline(always)]
+    fn lookup_fast(&mut self, ctx: u64, sq: bool) -> Option<&mut QpUk<'a>> {
+        if ctx != self.qp.fast_ctx() {
+            return None;
+        }
+        self.link.consumer_begin_one(self.qp, sq);
+        Some(self.qp)
+    }
 }
 
-/// What `QpUk::post_send_with` does before ringing the doorbell.
+/// What `QpUk::post_send_with` does with the other half of a split QP:
+/// publish the head before ringing the doorbell, and learn the consumer's
+/// tail when the ring looks full.
 pub trait Publish {
     /// Makes the SQ head visible to the consumer half (release).
     fn publish(&self, sq: &Sq<'_>);
+
+    /// The SQ looked full: learn the consumer half's tail (acquire) and
+    /// say whether there is anything to learn (a retry may then fit). The
+    /// producer's copy of the tail is only ever behind the consumer's, so
+    /// reading it only here is on the safe side: a post between refreshes
+    /// sees less room, never more. This replaces a load per post with one
+    /// per time the ring fills.
+    fn refresh(&self, sq: &mut Sq<'_>) -> bool;
 }
 
-/// An unsplit QP: nothing to publish.
+/// An unsplit QP: nothing to publish, nothing to learn.
 impl Publish for () {
     #[inline(always)]
     fn publish(&self, _sq: &Sq<'_>) {}
+
+    #[inline(always)]
+    fn refresh(&self, _sq: &mut Sq<'_>) -> bool {
+        false
+    }
 }
 
 impl Publish for QpLink {
     #[inline(always)]
     fn publish(&self, sq: &Sq<'_>) {
         self.sq_head.store(sq.head_pos(), Ordering::Release);
+    }
+
+    #[inline]
+    fn refresh(&self, sq: &mut Sq<'_>) -> bool {
+        let t = self.sq_tail.load(Ordering::Acquire);
+        let moved = t != sq.tail_pos();
+        sq.set_tail_pos(t);
+        moved
     }
 }
 
@@ -291,7 +343,7 @@ mod tests {
                         flags: SendFlags::SIGNALED,
                         sg_list: &sg,
                     };
-                    link.sq_begin(&mut prod.sq);
+                    // No `sq_begin`: the post learns the tail when full.
                     match prod.post_send_with(&NopBar, &[wr], &*link) {
                         Ok(()) => s += 1,
                         Err(e) => assert_eq!(e.kind, SqError::Full),
@@ -358,8 +410,28 @@ mod tests {
         link.sq_begin(&mut prod.sq);
         assert!(prod.post_send_with(&NopBar, &[wr(99)], &*link).is_err(), "tail not published");
         link.consumer_end(&cons);
-        link.sq_begin(&mut prod.sq);
+        // No `sq_begin`: a post that finds the ring full learns the tail.
         assert!(prod.post_send_with(&NopBar, &[wr(99)], &*link).is_ok());
+        // Two retired and published: room for exactly two.
+        assert!(prod.post_send_with(&NopBar, &[wr(100)], &*link).is_ok());
+        assert!(prod.post_send_with(&NopBar, &[wr(101)], &*link).is_err(), "full again");
+    }
+
+    /// The fast poll path refreshes only the head of the CQE's queue: the
+    /// other queue's copy stays behind (the safe side) until its own CQE.
+    #[test]
+    fn consumer_begin_one_refreshes_one_queue() {
+        let (mut prod, mut cons, link) = pair();
+        let sge = [Sge { addr: 0x1000, length: 8, lkey: 1 }];
+        let wr =
+            SendWr { wr_id: 5, opcode: WrOpcode::Send, flags: SendFlags::SIGNALED, sg_list: &sge };
+        prod.post_send_with(&NopBar, &[wr], &*link).unwrap();
+        prod.post_recv(&[RecvWr { wr_id: 6, sg_list: &sge }]).unwrap();
+        link.rq_publish(&prod.rq);
+        link.consumer_begin_one(&mut cons, true);
+        assert_eq!((cons.sq.used(), cons.rq.used()), (1, 0));
+        link.consumer_begin_one(&mut cons, false);
+        assert_eq!((cons.sq.used(), cons.rq.used()), (1, 1));
     }
 
     /// Unregistering waits for a poller holding the slot; afterwards the
@@ -414,8 +486,10 @@ mod loom_tests {
 
     /// The SPSC protocol of a split SQ with the real `Sq` arithmetic and
     /// the real `QpLink`: the producer tries 11 posts into an 8-quanta ring
-    /// (it gets past 8 only with room the consumer published), the
-    /// consumer retires in three rounds, then drains after the join. Each
+    /// (it gets past 8 only with room the consumer published, which it
+    /// reads only when the ring looks full: `Publish::refresh`), the
+    /// consumer retires in three rounds (refreshing the SQ head only, as
+    /// the fast poll path does), then drains after the join. Each
     /// tracking write/read is mirrored in a loom cell at the same program
     /// point, so loom reports a race if a slot could be rewritten before
     /// the consumer read it, or read before it was written (the real array
@@ -441,8 +515,14 @@ mod loom_tests {
             let t = loom::thread::spawn(move || {
                 let mut k = 0;
                 for _ in 0..TRIES {
-                    l2.sq_begin(&mut prod.sq);
-                    match prod.sq.post(&SqPost::new(k, SqOp::Nop)) {
+                    // The producer learns the tail only when the ring looks
+                    // full (`Publish::refresh`, as `post_send_with` does).
+                    let post = SqPost::new(k, SqOp::Nop);
+                    let mut r = prod.sq.post(&post);
+                    if r == Err(SqError::Full) && l2.refresh(&mut prod.sq) {
+                        r = prod.sq.post(&post);
+                    }
+                    match r {
                         Ok(p) => {
                             // SAFETY: loom checks this access for races.
                             c2[p.wqe_idx as usize].with_mut(|c| unsafe { *c = k });
@@ -457,7 +537,8 @@ mod loom_tests {
             });
             let mut next = 0;
             let mut round = |cons: &mut QpUk<'static>| {
-                link.consumer_begin(cons);
+                // The fast poll path's refresh: the SQ head only.
+                link.consumer_begin_one(cons, true);
                 while let Some((idx, _, t)) = cons.sq.retire_oldest() {
                     assert_eq!(t.wr_id, next);
                     // SAFETY: loom checks this access for races.

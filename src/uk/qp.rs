@@ -29,7 +29,8 @@ pub struct QpUk<'a, S: SendQueue = Sq<'a>> {
     pub rq: Rq<'a>,
     ctx: u64,
     /// `ctx` for the fast poll path's lookup; 0 (matches no CQE the fast
-    /// path takes) for a UD QP.
+    /// path takes) for a UD QP and while `destroy_pending` is set, so the
+    /// fast path needs no test of its own for either.
     fast_ctx: u64,
     kind: QpKind,
     in_error: bool,
@@ -50,10 +51,8 @@ pub struct QpUk<'a, S: SendQueue = Sq<'a>> {
     pub sq_flush_complete: bool,
     /// A flush was seen and the RQ was empty after it (`rq_flush_complete`).
     pub rq_flush_complete: bool,
-    /// The QP is being destroyed: its CQEs are consumed and dropped
-    /// ([`super::PollError::NoQp`], vendor `-EFAULT`) without touching its
-    /// rings (uk.c: irdma_uk_cq_poll_cmpl, `destroy_pending`).
-    pub destroy_pending: bool,
+    /// The QP is being destroyed ([`QpUk::set_destroy_pending`]).
+    destroy_pending: bool,
     /// On an RQ error CQE that is not a flush, park the CQ head and report
     /// every outstanding receive with that error (the kernel's behaviour,
     /// default `true`); `false` reports one receive and moves on (rdma-core's).
@@ -76,10 +75,14 @@ pub trait QpLookup<'a, S: SendQueue = Sq<'a>> {
 
     /// [`QpLookup::lookup`] for the fast poll path: never a UD QP (its
     /// completions carry the sender's fields, which only the general path
-    /// decodes). Implementations compare [`QpUk::fast_ctx`] instead of
-    /// [`QpUk::ctx`], which costs RC polls nothing.
-    fn lookup_fast(&mut self, ctx: u64) -> Option<&mut QpUk<'a, S>> {
-        self.lookup(ctx).filter(|q| !q.is_ud())
+    /// decodes) nor one being destroyed. Implementations compare
+    /// [`QpUk::fast_ctx`] instead of [`QpUk::ctx`], which costs RC polls
+    /// nothing. `sq` says which queue the CQE is for (else the RQ): the
+    /// fast path retires on that queue only, so a split QP's consumer half
+    /// (`uk::link`) need only learn that queue's producer position.
+    fn lookup_fast(&mut self, ctx: u64, sq: bool) -> Option<&mut QpUk<'a, S>> {
+        let _ = sq;
+        self.lookup(ctx).filter(|q| q.fast_ctx == ctx)
     }
 }
 
@@ -87,7 +90,7 @@ impl<'a, S: SendQueue> QpLookup<'a, S> for QpUk<'a, S> {
     fn lookup(&mut self, ctx: u64) -> Option<&mut QpUk<'a, S>> {
         if ctx == self.ctx { Some(self) } else { None }
     }
-    fn lookup_fast(&mut self, ctx: u64) -> Option<&mut QpUk<'a, S>> {
+    fn lookup_fast(&mut self, ctx: u64, _sq: bool) -> Option<&mut QpUk<'a, S>> {
         if ctx == self.fast_ctx { Some(self) } else { None }
     }
 }
@@ -96,7 +99,7 @@ impl<'a, S: SendQueue> QpLookup<'a, S> for [QpUk<'a, S>] {
     fn lookup(&mut self, ctx: u64) -> Option<&mut QpUk<'a, S>> {
         self.iter_mut().find(|q| q.ctx == ctx)
     }
-    fn lookup_fast(&mut self, ctx: u64) -> Option<&mut QpUk<'a, S>> {
+    fn lookup_fast(&mut self, ctx: u64, _sq: bool) -> Option<&mut QpUk<'a, S>> {
         self.iter_mut().find(|q| q.fast_ctx == ctx)
     }
 }
@@ -419,9 +422,25 @@ impl<'a, S: SendQueue> QpUk<'a, S> {
     }
 
     /// The completion context the fast poll path matches: `ctx`, or 0 for
-    /// a UD QP ([`QpLookup::lookup_fast`]).
+    /// a UD QP and while the QP is being destroyed
+    /// ([`QpLookup::lookup_fast`]).
     pub fn fast_ctx(&self) -> u64 {
         self.fast_ctx
+    }
+
+    /// Whether the QP is being destroyed ([`QpUk::set_destroy_pending`]).
+    pub fn destroy_pending(&self) -> bool {
+        self.destroy_pending
+    }
+
+    /// Marks the QP as being destroyed (or not): its CQEs are consumed and
+    /// dropped ([`super::PollError::NoQp`], vendor `-EFAULT`) without
+    /// touching its rings (uk.c: irdma_uk_cq_poll_cmpl, `destroy_pending`).
+    /// While it is set the fast poll path's context ([`QpUk::fast_ctx`]) is
+    /// 0, so those CQEs take the general path, which drops them.
+    pub fn set_destroy_pending(&mut self, pending: bool) {
+        self.destroy_pending = pending;
+        self.fast_ctx = if pending || self.kind == QpKind::Ud { 0 } else { self.ctx };
     }
 
     /// Whether this is a UD QP.
@@ -552,7 +571,19 @@ impl<'a> QpUk<'a, Sq<'a>> {
         let mut res = Ok(());
         let mut posted = start;
         for (i, wr) in wrs.iter().enumerate().skip(start) {
-            if let Err(kind) = self.sq.post(&sq_post_from_wr(wr, self.kind)) {
+            let post = sq_post_from_wr(wr, self.kind);
+            // A split QP's producer learns the consumer's tail only when
+            // the ring looks full (`Publish::refresh`), then tries again.
+            let mut refreshed = false;
+            let r = loop {
+                let r = self.sq.post(&post);
+                if matches!(r, Err(SqError::Full)) && !refreshed && p.refresh(&mut self.sq) {
+                    refreshed = true;
+                    continue;
+                }
+                break r;
+            };
+            if let Err(kind) = r {
                 res = Err(PostSendError { bad_wr: i, kind });
                 break;
             }

@@ -519,12 +519,39 @@ fn destroy_pending_qp_cqes_are_dropped_not_retired() {
     qp.post_send(&bar, &[write_wr(2, SendFlags::SIGNALED, &one)]).unwrap();
     hw_cqe(&cq, 0, true, 0, 0, 0, 0);
     hw_cqe(&cq, 1, true, 1, 0, 0, 0);
-    qp.destroy_pending = true;
+    qp.set_destroy_pending(true);
     let mut wc = [WC0; 2];
     assert_eq!(cq.poll_one(&mut qp), Err(PollError::NoQp), "vendor -EFAULT");
     assert_eq!(cq.head(), 1, "the CQE is consumed");
     assert_eq!(qp.sq.used(), 2, "nothing retired for a QP being destroyed");
-    qp.destroy_pending = false;
+    qp.set_destroy_pending(false);
+    assert_eq!(poll_cq(&mut cq, &mut qp, &mut wc), 1);
+    assert_eq!(wc[0].wr_id, 2);
+}
+
+/// The same through `poll_cq`, whose fast path has no `destroy_pending`
+/// test of its own (`QpUk::fast_ctx` is 0 while it is set): the CQE is
+/// still dropped, nothing retired, and the fast path resumes once cleared.
+#[test]
+fn destroy_pending_holds_on_the_fast_path() {
+    let mut w = World::new();
+    let (mut qp, mut cq) = w.parts(QpKind::Rc);
+    let bar = RecBar::default();
+    let one = [SGE];
+    qp.post_send(&bar, &[write_wr(1, SendFlags::SIGNALED, &one)]).unwrap();
+    hw_cqe(&cq, 0, true, 0, 0, 0, 0);
+    let ctx = qp.fast_ctx();
+    qp.set_destroy_pending(true);
+    assert!(qp.destroy_pending());
+    assert_eq!(qp.fast_ctx(), 0);
+    let mut wc = [WC0; 1];
+    assert_eq!(poll_cq(&mut cq, &mut qp, &mut wc), 0, "dropped, not delivered");
+    assert_eq!(cq.head(), 1, "the CQE is consumed");
+    assert_eq!(qp.sq.used(), 1, "nothing retired for a QP being destroyed");
+    qp.set_destroy_pending(false);
+    assert_eq!(qp.fast_ctx(), ctx);
+    qp.post_send(&bar, &[write_wr(2, SendFlags::SIGNALED, &one)]).unwrap();
+    hw_cqe(&cq, 1, true, 1, 0, 0, 0);
     assert_eq!(poll_cq(&mut cq, &mut qp, &mut wc), 1);
     assert_eq!(wc[0].wr_id, 2);
 }

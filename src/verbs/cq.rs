@@ -198,7 +198,7 @@ impl<'d, H: Hal, B: Bar + Clone, S: SendQueue, Q: QpSlot<'d, H, B, S>, F> QpLook
             .map(|q| q.uk_mut())
     }
 
-    fn lookup_fast(&mut self, ctx: u64) -> Option<&mut QpUk<'static, S>> {
+    fn lookup_fast(&mut self, ctx: u64, _sq: bool) -> Option<&mut QpUk<'static, S>> {
         self.qps
             .iter_mut()
             .filter_map(|q| q.qp())
@@ -399,6 +399,14 @@ impl<'d, H: Hal, B: Bar + Clone> Cq<'d, H, B> {
                 let before = (self.uk.head(), self.uk.polarity());
                 let got = wc.get_mut(n..).map_or(0, |rest| uk::poll_cq(&mut self.uk, look, rest));
                 n += got;
+                if n >= wc.len() && self.old.is_empty() {
+                    // The common case: `wc` is full and no resize is
+                    // pending, so nothing below could run (no old ring to
+                    // retire; the AEQ check and the software flush need
+                    // room): end the poll as the code below would.
+                    self.unlisted = look.held();
+                    return n;
+                }
                 new_cqe |= got > 0 || (self.uk.head(), self.uk.polarity()) != before;
                 // The ring is empty and the caller wants more: an error the
                 // device reports only through the AEQ (bad lkey, bad

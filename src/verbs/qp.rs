@@ -1191,8 +1191,8 @@ impl<H: Hal, B: Bar + Clone> Qp<'_, H, B> {
                 return Err(PostError { bad_wr: 0, kind: PostErrorKind::Destroyed });
             };
             // The producer half of the split QP (`uk::link`): the consumer's
-            // tail in, the head out before the doorbell.
-            c.link.sq_begin(&mut self.uk.sq);
+            // tail in when the ring looks full (`Publish::refresh`), the
+            // head out before the doorbell.
             self.uk.post_send_with(self.dev.regs(), head, &c.link).map_err(
                 |PostSendError { bad_wr, kind }| PostError {
                     bad_wr,

@@ -134,8 +134,12 @@ impl<H: Hal, B: Bar + Clone> Drop for Table<'_, H, B> {
     }
 }
 
-impl<H: Hal, B: Bar + Clone> QpLookup<'static, Sq<'static>> for Table<'_, H, B> {
-    fn lookup(&mut self, ctx: u64) -> Option<&mut QpUk<'static>> {
+impl<H: Hal, B: Bar + Clone> Table<'_, H, B> {
+    /// [`QpLookup::lookup`] (`fast` = `None`: both producer heads read) and
+    /// [`QpLookup::lookup_fast`] (`Some(sq)`: a QP the fast path may take,
+    /// only the CQE's queue's head read) in one out-of-line body.
+    #[inline(never)]
+    fn find(&mut self, ctx: u64, fast: Option<bool>) -> Option<&mut QpUk<'static>> {
         // The completion context holds the QP number in its low 32 bits
         // (`Device::next_compl_ctx`); the whole context must match, so a
         // destroyed QP's CQEs never resolve to a later QP of that number.
@@ -160,8 +164,24 @@ impl<H: Hal, B: Bar + Clone> QpLookup<'static, Sq<'static>> for Table<'_, H, B> 
         // SAFETY: the slot lock gives this poller the consumer half alone
         // until `release`, and the `&mut` lives no longer than `&mut self`.
         let uk = unsafe { &mut *c.uk.get() };
-        c.link.consumer_begin(uk);
+        match fast {
+            // A UD QP or one being destroyed: the general path (which
+            // finds the held slot again) decodes its CQE.
+            Some(_) if uk.fast_ctx() != ctx => return None,
+            Some(sq) => c.link.consumer_begin_one(uk, sq),
+            None => c.link.consumer_begin(uk),
+        }
         Some(uk)
+    }
+}
+
+impl<H: Hal, B: Bar + Clone> QpLookup<'static, Sq<'static>> for Table<'_, H, B> {
+    fn lookup(&mut self, ctx: u64) -> Option<&mut QpUk<'static>> {
+        self.find(ctx, None)
+    }
+
+    fn lookup_fast(&mut self, ctx: u64, sq: bool) -> Option<&mut QpUk<'static>> {
+        self.find(ctx, Some(sq))
     }
 
     /// A live QP of this CQ not in the table (a shared QP, or a plain one

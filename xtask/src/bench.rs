@@ -26,6 +26,12 @@ use crate::util::{SysPackage, ensure_program, root};
 const CASES: &[(&str, &str, Option<&str>, u64, u64)] = &[
     ("post_write_1sge_doorbell_each", "post_write", None, 4096, 1),
     ("post_write_1sge_doorbell_per32", "post_write_batch32", None, 4096, 1),
+    // Other shapes, one doorbell each (issue #16 fast paths; measured, not
+    // guarded yet).
+    ("post_write_2sge", "post_write_2sge", None, 4096, 1),
+    ("post_write_3sge", "post_write_3sge", None, 4096, 1),
+    ("post_write_imm", "post_write_imm", None, 4096, 1),
+    ("post_send_imm", "post_send_imm", None, 4096, 1),
     ("mp_post_write_1sge_doorbell_each", "mp_post_write", None, 4096, 1),
     ("mp_post_write_1sge_doorbell_per32", "mp_post_write_batch32", None, 4096, 1),
     // The post alone (a ring that holds every WR of the run: no retirement).
@@ -36,6 +42,11 @@ const CASES: &[(&str, &str, Option<&str>, u64, u64)] = &[
     ("split_post_write_1sge_doorbell_each", "split_post_write", None, 4096, 1),
     ("split_post_write_1sge_doorbell_per32", "split_post_write_batch32", None, 4096, 1),
     ("poll_one_cqe_split", "split_poll_cqe", Some("poll_cqe_base"), 2048, 1),
+    // The real verbs `Cq::poll` on a device model, one call that returns
+    // one completion / one call on an empty CQ (`verbs_*` cases count only
+    // inside the bench's `counted_poll`: see `instructions`).
+    ("verbs_poll_one_cqe", "verbs_poll_cqe", None, 512, 1),
+    ("verbs_poll_empty_cq", "verbs_poll_empty", None, 512, 1),
     // init_bvec + wrs + post + retire + destroy_bvec of 16 bvecs, per bvec.
     ("rw_bvec16_per_bvec", "rw_bvec16", None, 512, 16),
 ];
@@ -62,11 +73,17 @@ fn bench_binary() -> Result<PathBuf, String> {
     Err("bench binary not found in cargo's output".into())
 }
 
-/// Total instructions (Ir) of one run under callgrind.
+/// Total instructions (Ir) of one run under callgrind. The `verbs_*` cases
+/// run a device model in the same process, so only the instructions inside
+/// the bench's `counted_poll` (the driver's `Cq::poll` call) are counted.
 fn instructions(exe: &PathBuf, case: &str, n: u64) -> Result<u64, String> {
     let file = std::env::temp_dir().join(format!("irdma-cg-{case}-{n}-{}.out", std::process::id()));
-    let out = Command::new("valgrind")
-        .arg("--tool=callgrind")
+    let mut cmd = Command::new("valgrind");
+    cmd.arg("--tool=callgrind");
+    if case.starts_with("verbs_") {
+        cmd.arg("--toggle-collect=*counted_poll*");
+    }
+    let out = cmd
         .arg(format!("--callgrind-out-file={}", file.display()))
         .arg(exe)
         .args([case, &n.to_string()])

@@ -1003,7 +1003,7 @@ fn set_state(
         }
         "qp.destroy_pending" => {
             bool_only()?;
-            qp.destroy_pending = b;
+            qp.set_destroy_pending(b);
         }
         "qp.sq_flush_seen" => qp.sq_flush_seen = b,
         "qp.rq_flush_seen" => qp.rq_flush_seen = b,
@@ -1168,7 +1168,7 @@ fn check_state_after(
             "rq_flush_complete" => qp.rq_flush_complete.into(),
             "push_mode" | "qp_push_mode" => qp.push_mode.into(),
             "qp_push_dropped" | "push_dropped" => qp.push_dropped.into(),
-            "destroy_pending" => qp.destroy_pending.into(),
+            "destroy_pending" => qp.destroy_pending().into(),
             "swqe_polarity" => qp.sq.swqe_polarity().into(),
             "rwqe_polarity" => qp.rq.rwqe_polarity().into(),
             "cq_shadow_qword4" | "cq_arm_word" => cq.shadow().read(4),
