@@ -1202,7 +1202,8 @@ impl<const MAX_SGE: usize, const MAX_OPS: usize> RwCtx<MAX_SGE, MAX_OPS> {
                 break;
             }
             let part = buf.get(..n).unwrap_or(&[]);
-            qp.post_send(part).map_err(|(i, err)| RwPostError::Post { bad: start + i, err })?;
+            qp.post_send(part)
+                .map_err(|(i, err)| RwPostError::Post { bad: start.saturating_add(i), err })?;
             start += n;
         }
         Ok(())

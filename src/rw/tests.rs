@@ -768,6 +768,43 @@ fn post_sends_the_same_chain_as_wrs_in_batches() {
     assert_eq!((TestHal::live(), pool.in_use()), (0, 0));
 }
 
+/// A QP whose third `post_send` call reports a nonsense bad-WR index.
+struct LiarQp {
+    calls: usize,
+}
+
+impl PostSend for LiarQp {
+    type Error = i32;
+    fn post_send(&mut self, _: &[SendWr<'_>]) -> Result<(), (usize, i32)> {
+        self.calls += 1;
+        if self.calls == 3 { Err((usize::MAX, -5)) } else { Ok(()) }
+    }
+}
+
+#[test]
+fn post_with_a_huge_bad_index_from_the_qp_does_not_overflow() {
+    // `start + i` overflowed (a debug-build panic) when a caller's
+    // `PostSend` returned an index past usize::MAX - 16 for a later batch.
+    TestHal::reset(0);
+    let qp = RwQp::new(roce(1), true, 1);
+    let mut pool = pool_for(&qp, 8);
+    let mut sg: Vec<SgEntry> =
+        (0..7 * 256).map(|i| SgEntry::new(fake(0x100_0000 + 0x1000 * i, 4096))).collect();
+    let mut ctx = Ctx::new();
+    assert_eq!(init_sg(&mut ctx, &qp, &mut pool, &mut sg, 0, Direction::ToDevice), Ok(14));
+    let mut q = LiarQp { calls: 0 };
+    ctx.post(&mut q, &mut pool, CQE, &[]).unwrap();
+    destroy_sg(&mut ctx, &mut pool, &mut sg);
+    // Second time round: 21 WRs (LOCAL_INVs), two batches; the second
+    // batch (start 16) gets the bogus index.
+    assert_eq!(init_sg(&mut ctx, &qp, &mut pool, &mut sg, 0, Direction::ToDevice), Ok(21));
+    let r = ctx.post(&mut q, &mut pool, CQE, &[]);
+    assert_eq!(r, Err(RwPostError::Post { bad: usize::MAX, err: -5 }));
+    assert_eq!(q.calls, 3);
+    destroy_sg(&mut ctx, &mut pool, &mut sg);
+    assert_eq!((TestHal::live(), pool.in_use()), (0, 0));
+}
+
 #[test]
 fn linux_named_entry_points_round_trip() {
     TestHal::reset(0);
