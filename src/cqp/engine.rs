@@ -399,10 +399,11 @@ pub struct CcqConfig {
 }
 
 impl CcqConfig {
-    /// Linux's CCQ for an SQ of `sq_size`.
+    /// Linux's CCQ for an SQ of `sq_size` (`sq_size + 2` entries,
+    /// saturating: a size past the CQ limit is refused by `create_ccq`).
     pub fn linux(sq_size: u32) -> Self {
         CcqConfig {
-            entries: sq_size + 2,
+            entries: sq_size.saturating_add(2),
             cq_ctx: 0,
             ceq_id: Some(0),
             vsi_idx: 0,

@@ -384,7 +384,13 @@ impl<const MAX_SGE: usize, const MAX_OPS: usize> RwCtx<MAX_SGE, MAX_OPS> {
     /// Every `sg[i].buf` must be valid for the direction's access (read for
     /// [`Direction::ToDevice`], write for [`Direction::FromDevice`]) and not
     /// moved or freed until [`RwCtx::destroy`] has been called with the same
-    /// `sg`, after the device is done with the transfer.
+    /// `sg`, after the device is done with the transfer. Every MR of `pool`
+    /// must be held by no other pool and be mapped or registered by nothing
+    /// but this pool's contexts while the pool holds it (as `ib_mr_pool`
+    /// owns `qp->rdma_mrs`): [`RwCtx::post`] rewrites an MR's page list,
+    /// and a registration of the same MR still in use elsewhere would then
+    /// reach these pages. [`MrPool::init`] refuses the same MR twice in one
+    /// pool.
     #[allow(clippy::too_many_arguments)]
     pub unsafe fn init<H: Hal, const N: usize, const P: usize>(
         &mut self,
@@ -751,7 +757,8 @@ impl<const MAX_SGE: usize, const MAX_OPS: usize> RwCtx<MAX_SGE, MAX_OPS> {
     ///
     /// Every buffer the iterator covers must be valid for the direction's
     /// access and not moved or freed until [`RwCtx::destroy_bvec`] has
-    /// been called, after the device is done with the transfer.
+    /// been called, after the device is done with the transfer; `pool`'s
+    /// MRs as for [`RwCtx::init`].
     #[allow(clippy::too_many_arguments)]
     pub unsafe fn init_bvec<H: Hal, I: IovaMapper, const N: usize, const P: usize>(
         &mut self,
@@ -1167,6 +1174,11 @@ impl<const MAX_SGE: usize, const MAX_OPS: usize> RwCtx<MAX_SGE, MAX_OPS> {
                 // from the caller's buffers, which stay valid for device
                 // access until `destroy` under those functions' contract;
                 // the REG_MR posted below grants the access the context asked for.
+                // Under that contract no other pool or context uses the MR,
+                // so no registration still in use reads the rewritten list.
+                // (`pool` must be the one given to `init`: another pool's
+                // slot names another MR, whose REG_MR the QP refuses, as the
+                // WR carries this context's MR's first PBLE.)
                 unsafe { qp.map_mr_pages(&mr, pool.pages(op.mr)) }.map_err(RwPostError::Rw)?;
             }
         }
@@ -1203,7 +1215,8 @@ impl<const MAX_SGE: usize, const MAX_OPS: usize> RwCtx<MAX_SGE, MAX_OPS> {
                 break;
             }
             let part = buf.get(..n).unwrap_or(&[]);
-            qp.post_send(part).map_err(|(i, err)| RwPostError::Post { bad: start + i, err })?;
+            qp.post_send(part)
+                .map_err(|(i, err)| RwPostError::Post { bad: start.saturating_add(i), err })?;
             start += n;
         }
         Ok(())

@@ -68,7 +68,12 @@ impl<const N: usize, const P: usize> MrPool<N, P> {
     /// device (`can_use_mr`), takes `max_rdma_ctxs` MRs from `mrs` (in
     /// order: the first is taken first); otherwise takes none. Fails with
     /// [`RwError::NoCapacity`] when `mrs` has fewer MRs or the pool has no
-    /// room, [`RwError::Busy`] when the pool already holds MRs.
+    /// room, [`RwError::Busy`] when the pool already holds MRs,
+    /// [`RwError::InvalidArgument`] when two of the MRs taken name the same
+    /// STag index (two contexts would then map and register one MR at once,
+    /// the second map rewriting the page list the first transfer still
+    /// uses). An MR must likewise be in no other pool and not be mapped
+    /// directly while this pool holds it (see [`super::RwCtx::init`]).
     pub fn init(
         &mut self,
         dev: &DeviceAttrs,
@@ -85,6 +90,12 @@ impl<const N: usize, const P: usize> MrPool<N, P> {
         let n = max_rdma_ctxs as usize;
         if n > N || n > mrs.len() || n > usize::from(u16::MAX) {
             return Err(RwError::NoCapacity);
+        }
+        let taken = mrs.get(..n).unwrap_or(&[]);
+        for (i, a) in taken.iter().enumerate() {
+            if taken.iter().skip(i.saturating_add(1)).any(|b| b.key >> 8 == a.key >> 8) {
+                return Err(RwError::InvalidArgument);
+            }
         }
         for (i, (slot, mr)) in self.slots.iter_mut().zip(mrs.iter()).take(n).enumerate() {
             *slot = Slot { mr: *mr, ..Self::EMPTY };
@@ -157,7 +168,9 @@ impl<const N: usize, const P: usize> MrPool<N, P> {
         Some(usize::from(idx))
     }
 
-    /// `ib_mr_pool_put`: returns an MR to the head.
+    /// `ib_mr_pool_put`: returns an MR to the head. Its page list is
+    /// forgotten: those pages' mapping ended with the context, so no later
+    /// [`super::RwCtx::post`] may map them again.
     pub(super) fn put(&mut self, idx: usize) {
         // Ignore an index that is not ours or a put beyond what was taken.
         if idx < self.len
@@ -167,6 +180,7 @@ impl<const N: usize, const P: usize> MrPool<N, P> {
         {
             *f = idx as u16;
             self.nfree += 1;
+            self.clear_pages(idx);
         }
     }
 

@@ -768,6 +768,92 @@ fn post_sends_the_same_chain_as_wrs_in_batches() {
     assert_eq!((TestHal::live(), pool.in_use()), (0, 0));
 }
 
+/// A QP whose third `post_send` call reports a nonsense bad-WR index.
+struct LiarQp {
+    calls: usize,
+}
+
+impl PostSend for LiarQp {
+    type Error = i32;
+    fn post_send(&mut self, _: &[SendWr<'_>]) -> Result<(), (usize, i32)> {
+        self.calls += 1;
+        if self.calls == 3 { Err((usize::MAX, -5)) } else { Ok(()) }
+    }
+}
+
+#[test]
+fn post_with_a_huge_bad_index_from_the_qp_does_not_overflow() {
+    // `start + i` overflowed (a debug-build panic) when a caller's
+    // `PostSend` returned an index past usize::MAX - 16 for a later batch.
+    TestHal::reset(0);
+    let qp = RwQp::new(roce(1), true, 1);
+    let mut pool = pool_for(&qp, 8);
+    let mut sg: Vec<SgEntry> =
+        (0..7 * 256).map(|i| SgEntry::new(fake(0x100_0000 + 0x1000 * i, 4096))).collect();
+    let mut ctx = Ctx::new();
+    assert_eq!(init_sg(&mut ctx, &qp, &mut pool, &mut sg, 0, Direction::ToDevice), Ok(14));
+    let mut q = LiarQp { calls: 0 };
+    ctx.post(&mut q, &mut pool, CQE, &[]).unwrap();
+    destroy_sg(&mut ctx, &mut pool, &mut sg);
+    // Second time round: 21 WRs (LOCAL_INVs), two batches; the second
+    // batch (start 16) gets the bogus index.
+    assert_eq!(init_sg(&mut ctx, &qp, &mut pool, &mut sg, 0, Direction::ToDevice), Ok(21));
+    let r = ctx.post(&mut q, &mut pool, CQE, &[]);
+    assert_eq!(r, Err(RwPostError::Post { bad: usize::MAX, err: -5 }));
+    assert_eq!(q.calls, 3);
+    destroy_sg(&mut ctx, &mut pool, &mut sg);
+    assert_eq!((TestHal::live(), pool.in_use()), (0, 0));
+}
+
+/// A QP that records the page lists `post` maps.
+struct MapQp {
+    maps: Vec<(u32, Vec<u64>)>,
+}
+
+impl PostSend for MapQp {
+    type Error = i32;
+    fn post_send(&mut self, _: &[SendWr<'_>]) -> Result<(), (usize, i32)> {
+        Ok(())
+    }
+    unsafe fn map_mr_pages(&mut self, mr: &FrMr, pages: &[u64]) -> Result<(), RwError> {
+        self.maps.push((mr.key >> 8, pages.to_vec()));
+        Ok(())
+    }
+}
+
+#[test]
+fn a_returned_mr_forgets_its_pages_so_no_post_maps_them_again() {
+    // After `destroy` the caller may free the buffers; the pool kept their
+    // page addresses, and `post` on another live context given this pool
+    // mapped them into the MR again (a REG_MR over freed memory if the QP
+    // admitted it). The put now clears them.
+    TestHal::reset(0);
+    let qp = RwQp::new(iwarp(), false, 13);
+    let mut p1 = pool_for(&qp, 1);
+    let mut p2 = pool_for(&qp, 1);
+    let mut b = Ctx::new();
+    let mut sg_b = pages(3);
+    init_sg(&mut b, &qp, &mut p2, &mut sg_b, 0, Direction::FromDevice).unwrap();
+    assert_eq!(p2.pages(0).len(), 3);
+    destroy_sg(&mut b, &mut p2, &mut sg_b);
+    assert!(p2.pages(0).is_empty(), "pages of a destroyed context are forgotten");
+    // A live context of pool 1, posted (wrongly) with pool 2: nothing of
+    // the destroyed context's pages is mapped.
+    let mut a = Ctx::new();
+    let mut sg_a = pages(2);
+    init_sg(&mut a, &qp, &mut p1, &mut sg_a, 0, Direction::FromDevice).unwrap();
+    let mut q = MapQp { maps: Vec::new() };
+    a.post(&mut q, &mut p2, CQE, &[]).unwrap();
+    assert_eq!(q.maps.len(), 1);
+    assert!(q.maps[0].1.is_empty(), "stale pages mapped: {:?}", q.maps);
+    // The right pool maps the context's own pages.
+    let mut q = MapQp { maps: Vec::new() };
+    a.post(&mut q, &mut p1, CQE, &[]).unwrap();
+    assert_eq!(q.maps[0].1.len(), 2);
+    destroy_sg(&mut a, &mut p1, &mut sg_a);
+    assert_eq!((TestHal::live(), p1.in_use(), p2.in_use()), (0, 0, 0));
+}
+
 #[test]
 fn linux_named_entry_points_round_trip() {
     TestHal::reset(0);
@@ -938,10 +1024,21 @@ fn sizing_matches_linux_formulas_and_saturates() {
 fn pool_init_and_cleanup() {
     let qp_r = RwQp::new(roce(13), false, 13);
     let qp_i = RwQp::new(iwarp(), false, 13);
-    let mrs = [FrMr { key: 0x100, max_pages: 256, first_pble_index: 0, pbl_level: 1 }; 4];
+    let mr =
+        |i: u32| FrMr { key: (0x100 + i) << 8, max_pages: 256, first_pble_index: 0, pbl_level: 1 };
+    let mrs = [mr(0), mr(1), mr(2), mr(3)];
     let mut p = Pool::new();
     assert_eq!(p.init(&qp_r.dev, false, 4, &mrs), Ok(0), "RoCE without force_mr: no MRs");
     assert_eq!(p.init(&qp_i.dev, false, 9, &mrs), Err(RwError::NoCapacity));
+    // The same MR twice (same STag index, any key byte) would let two
+    // contexts map one MR at once: refused, nothing taken.
+    let dup = [mr(0), mr(1), FrMr { key: mr(0).key | 0x17, ..mr(2) }, mr(3)];
+    assert_eq!(p.init(&qp_i.dev, false, 4, &dup), Err(RwError::InvalidArgument));
+    assert_eq!(p.len(), 0);
+    // Only the MRs taken count: a duplicate past `max_rdma_ctxs` is unused.
+    let mut p2 = Pool::new();
+    let tail_dup = [mr(0), mr(1), mr(0)];
+    assert_eq!(p2.init(&qp_i.dev, false, 2, &tail_dup), Ok(2));
     assert_eq!(p.init(&qp_i.dev, false, 4, &mrs), Ok(4));
     assert_eq!(p.init(&qp_i.dev, false, 4, &mrs), Err(RwError::Busy));
     let taken = p.get().unwrap();

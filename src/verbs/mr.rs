@@ -95,12 +95,19 @@ struct HeldPbl<H: Hal> {
 
 impl<H: Hal> HeldPbl<H> {
     fn leaves(&self) -> &[PbleRun] {
-        match self.leaves.as_ref() {
-            // SAFETY: the allocation holds `nleaves` runs written by the pool;
-            // it lives as long as `self` and is never given to the device.
-            Some(d) => unsafe { dma_slice::<H, PbleRun>(d, self.nleaves) }.map_or(&[], |s| &*s),
-            None => &[],
+        let Some(d) = self.leaves.as_ref() else { return &[] };
+        let fits =
+            self.nleaves.checked_mul(core::mem::size_of::<PbleRun>()).is_some_and(|b| b <= d.len());
+        if !fits {
+            return &[];
         }
+        // SAFETY: the allocation holds `nleaves` runs (checked to fit;
+        // page-aligned, so aligned for `PbleRun`; zeroed or written by the
+        // pool, every bit pattern valid), lives as long as `self` and is
+        // never given to the device. A shared view: several may be alive at
+        // once (a `&mut` view per call would invalidate the earlier ones),
+        // and nothing writes the runs while `self` is borrowed.
+        unsafe { core::slice::from_raw_parts(d.vaddr().as_ptr().cast::<PbleRun>(), self.nleaves) }
     }
 }
 
@@ -896,6 +903,34 @@ mod tests {
     use super::*;
     use irdma_testkit::{FakeHal, ModelBar};
     use std::vec::Vec;
+
+    /// Two views of a level-2 PBL's leaf list alive at once. Each
+    /// `HeldPbl::leaves` call made a `&'static mut` over the same memory,
+    /// which invalidates the earlier view (aliasing UB: fails under Miri,
+    /// `cargo +nightly miri test -p irdma --lib held_pbl_leaf_views`).
+    #[test]
+    fn held_pbl_leaf_views_may_overlap() {
+        let bytes = 4 * core::mem::size_of::<PbleRun>();
+        let d = Dma::<FakeHal>::with_bytes(bytes, BufferDirection::DriverToDevice).unwrap();
+        let held = HeldPbl::<FakeHal> {
+            alloc: PbleAlloc::Level1(PbleRun { first: 0, count: 8 }),
+            leaves: Some(d),
+            nleaves: 3,
+        };
+        let a = held.leaves();
+        let b = held.leaves();
+        assert_eq!(a.len(), 3);
+        assert_eq!(a, b);
+        assert_eq!(a.first(), Some(&PbleRun::default()));
+        // More runs than the memory holds: no view at all.
+        let d = Dma::<FakeHal>::with_bytes(bytes, BufferDirection::DriverToDevice).unwrap();
+        let over = HeldPbl::<FakeHal> {
+            alloc: PbleAlloc::Level1(PbleRun { first: 0, count: 8 }),
+            leaves: Some(d),
+            nleaves: 4096 / core::mem::size_of::<PbleRun>() + 1,
+        };
+        assert!(over.leaves().is_empty());
+    }
 
     /// The rw path finds a level-2 MR's leaves through its root PBLEs; a
     /// root entry that no longer names this MR's leaf (here: another live

@@ -375,6 +375,20 @@ fn ccq_completions_ret_val_errors_and_wrap() {
 }
 
 #[test]
+fn ccq_linux_config_of_a_huge_sq_size_is_refused_not_an_overflow() {
+    // `sq_size + 2` overflowed (a debug-build panic) for caller input
+    // near u32::MAX; now it saturates and create_ccq refuses the size.
+    let ccq = CcqConfig::linux(u32::MAX);
+    assert_eq!(ccq.entries, u32::MAX);
+    assert_eq!(CcqConfig::linux(u32::MAX - 2).entries, u32::MAX);
+    let dev = FakeDev::new();
+    let mut cqp = Cqp::<FakeHal, &FakeDev>::create(&dev, &cfg(4)).unwrap();
+    assert!(cqp.create_ccq(ccq).is_err());
+    assert!(!cqp.has_ccq());
+    assert!(dev.with(|d| d.opcodes.is_empty()), "nothing posted");
+}
+
+#[test]
 fn out_of_order_ccq_completions_are_stashed_and_ring_full_is_typed() {
     let dev = FakeDev::new();
     let mut cqp = Cqp::<FakeHal, &FakeDev>::create(&dev, &cfg(4)).unwrap();
