@@ -1235,6 +1235,7 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
 
     /// Counts `n` ids left allocated because the device may use them, and
     /// marks the device for reset.
+    #[inline(never)]
     pub(crate) fn quarantine_ids(&self, n: u32) {
         self.quarantine.lock().count_ids(n);
         self.mark_needs_reset();
@@ -1452,6 +1453,7 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
     }
 
     /// Adds `event` to the flight recorder.
+    #[inline(never)]
     pub(crate) fn record(&self, event: crate::flight::FlightEvent) {
         self.flight.lock().push(event);
     }
@@ -1509,6 +1511,7 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
         uses_cq(v, cq)
     }
 
+    #[inline(never)]
     pub(crate) fn set_qp_error(&self, qpn: u32, on: bool) {
         if let Some(f) = self.qp_err.get(qpn as usize)
             && f.swap(on, Ordering::AcqRel) != on
