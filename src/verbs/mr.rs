@@ -94,6 +94,7 @@ struct HeldPbl<H: Hal> {
 }
 
 impl<H: Hal> HeldPbl<H> {
+    #[inline(never)]
     fn leaves(&self) -> &[PbleRun] {
         match self.leaves.as_ref() {
             // SAFETY: the allocation holds `nleaves` runs written by the pool;
