@@ -182,6 +182,7 @@ impl<H: Hal> Dma<H> {
     }
 
     /// Allocates enough zeroed pages for `bytes` bytes.
+    #[inline(never)]
     pub fn with_bytes(bytes: usize, direction: BufferDirection) -> Result<Self, DmaError> {
         Self::new(bytes.div_ceil(PAGE_SIZE).max(1), direction)
     }

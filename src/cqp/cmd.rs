@@ -1343,6 +1343,7 @@ pub struct CreateAeq {
 }
 
 #[allow(clippy::too_many_arguments)]
+#[inline(never)]
 fn aeq_words(
     opcode: u8,
     elem_cnt: u32,

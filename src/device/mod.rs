@@ -416,13 +416,41 @@ pub(crate) struct WsTree {
     pub leaf_enabled: bool,
 }
 
+/// A control-path spin lock: [`spin::Mutex`] whose blocking `lock` is one
+/// out-of-line copy per guarded type instead of a compare-exchange spin
+/// loop inlined at each of the ~60 control-path call sites (code size,
+/// issue #16). `try_lock` and `get_mut` stay inline. Not for the data path.
+pub(crate) struct CtlLock<T>(spin::Mutex<T>);
+
+impl<T> CtlLock<T> {
+    pub(crate) const fn new(v: T) -> Self {
+        CtlLock(spin::Mutex::new(v))
+    }
+
+    /// Spins until the lock is free, as [`spin::Mutex::lock`].
+    #[inline(never)]
+    pub(crate) fn lock(&self) -> spin::MutexGuard<'_, T> {
+        self.0.lock()
+    }
+
+    #[inline]
+    pub(crate) fn try_lock(&self) -> Option<spin::MutexGuard<'_, T>> {
+        self.0.try_lock()
+    }
+
+    #[inline]
+    pub(crate) fn get_mut(&mut self) -> &mut T {
+        self.0.get_mut()
+    }
+}
+
 /// A brought-up E810 RDMA function. See the module docs.
 pub struct Device<H: Hal, B: Bar + Clone> {
     pub(crate) bar: B,
     pub(crate) lan: LanInfo,
-    pub(crate) cqp: spin::Mutex<Option<Cqp<H, B>>>,
-    pub(crate) res: spin::Mutex<Resources<H>>,
-    pub(crate) aeq: spin::Mutex<Option<AeqRing<H>>>,
+    pub(crate) cqp: CtlLock<Option<Cqp<H, B>>>,
+    pub(crate) res: CtlLock<Resources<H>>,
+    pub(crate) aeq: CtlLock<Option<AeqRing<H>>>,
     pub(crate) ceq: Option<Ceq<H>>,
     scratch: Option<Dma<H>>,
     pub(crate) layout: Option<HmcLayout>,
@@ -445,7 +473,7 @@ pub struct Device<H: Hal, B: Bar + Clone> {
     pub(crate) max_ird: u8,
     /// Buffers and ids the device may still use (see [`Quarantine`]).
     /// A leaf lock: nothing else is taken while it is held.
-    pub(crate) quarantine: spin::Mutex<Quarantine<H>>,
+    pub(crate) quarantine: CtlLock<Quarantine<H>>,
     /// A CQP op timed out or something was quarantined: CQP calls now fail
     /// with [`CqpError::NeedsReset`] without touching the device.
     pub(crate) needs_reset: AtomicBool,
@@ -454,7 +482,7 @@ pub struct Device<H: Hal, B: Bar + Clone> {
     /// every outstanding WR as flushed, in software.
     pub(crate) gone: AtomicBool,
     /// Recent control-path events (see [`crate::flight`]).
-    pub(crate) flight: spin::Mutex<crate::flight::FlightRecorder>,
+    pub(crate) flight: CtlLock<crate::flight::FlightRecorder>,
     fw_version: (u16, u16),
     features: u64,
     opts: ProbeOptions,
@@ -565,13 +593,13 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
         let mut dev = Device {
             bar: bar.clone(),
             lan,
-            cqp: spin::Mutex::new(None),
-            res: spin::Mutex::new(Resources {
+            cqp: CtlLock::new(None),
+            res: CtlLock::new(Resources {
                 sds: SdStore::new(lan.pf_id),
                 ids: None,
                 deferred_cqs: heapless::Vec::new(),
             }),
-            aeq: spin::Mutex::new(None),
+            aeq: CtlLock::new(None),
             ceq: None,
             scratch: None,
             layout: None,
@@ -582,10 +610,10 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
             qp_compl: core::array::from_fn(|_| crate::verbs::ComplSlot::new()),
             qps_in_error: AtomicU32::new(0),
             max_ird: 8,
-            quarantine: spin::Mutex::new(Quarantine::new()),
+            quarantine: CtlLock::new(Quarantine::new()),
             needs_reset: AtomicBool::new(false),
             gone: AtomicBool::new(false),
-            flight: spin::Mutex::new(crate::flight::FlightRecorder::new()),
+            flight: CtlLock::new(crate::flight::FlightRecorder::new()),
             fw_version: (0, 0),
             features: 0,
             opts,
@@ -1207,6 +1235,7 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
 
     /// Counts `n` ids left allocated because the device may use them, and
     /// marks the device for reset.
+    #[inline(never)]
     pub(crate) fn quarantine_ids(&self, n: u32) {
         self.quarantine.lock().count_ids(n);
         self.mark_needs_reset();
@@ -1424,6 +1453,7 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
     }
 
     /// Adds `event` to the flight recorder.
+    #[inline(never)]
     pub(crate) fn record(&self, event: crate::flight::FlightEvent) {
         self.flight.lock().push(event);
     }
@@ -1481,6 +1511,7 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
         uses_cq(v, cq)
     }
 
+    #[inline(never)]
     pub(crate) fn set_qp_error(&self, qpn: u32, on: bool) {
         if let Some(f) = self.qp_err.get(qpn as usize)
             && f.swap(on, Ordering::AcqRel) != on

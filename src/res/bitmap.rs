@@ -190,7 +190,9 @@ impl<const WORDS: usize> IdBitmap<WORDS> {
         Ok(self.take(id))
     }
 
-    /// Returns `id` to the pool.
+    /// Returns `id` to the pool. Out of line: called at ~10 control-path
+    /// sites (code size).
+    #[inline(never)]
     pub fn free(&mut self, id: u32) -> Result<(), IdError> {
         if id >= self.capacity {
             return Err(IdError::OutOfRange);

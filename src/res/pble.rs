@@ -615,6 +615,7 @@ impl<const RUNS: usize> PblePool<RUNS> {
         }
     }
 
+    #[inline(never)]
     fn remove_free(&mut self, slot: usize) {
         if slot < self.nfree {
             self.free.copy_within(slot + 1..self.nfree, slot);
@@ -622,6 +623,7 @@ impl<const RUNS: usize> PblePool<RUNS> {
         }
     }
 
+    #[inline(never)]
     fn insert_free(&mut self, slot: usize, run: PbleRun) -> Result<(), PbleError> {
         if self.nfree >= RUNS || slot > self.nfree {
             return Err(PbleError::TooManyRuns);

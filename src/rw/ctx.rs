@@ -259,9 +259,6 @@ impl<const S: usize, const O: usize> Default for RwCtx<S, O> {
     }
 }
 
-const PLACEHOLDER: SendWr<'static> =
-    SendWr { wr_id: 0, opcode: WrOpcode::Send, flags: SendFlags::NONE, sg_list: &[] };
-
 /// A sub-range of a buffer, without dereferencing it.
 fn sub(buf: NonNull<[u8]>, off: usize, len: usize) -> Option<NonNull<[u8]>> {
     let end = off.checked_add(len)?;
@@ -1185,37 +1182,34 @@ impl<const MAX_SGE: usize, const MAX_OPS: usize> RwCtx<MAX_SGE, MAX_OPS> {
         let has_chain = !chain.is_empty();
         let total = self.chain_len().saturating_add(chain.len());
         let mut start = 0usize;
-        // One buffer for every window (only `buf[..n]` is posted).
-        let mut buf = [PLACEHOLDER; 16];
+        // One buffer for every window, filled by push: no placeholder WRs
+        // are written first (that initialisation was ~1.4 KB of immediate
+        // stores on x86_64).
+        let mut buf: heapless::Vec<SendWr<'_>, 16> = heapless::Vec::new();
         while start < total {
             // Rebuild the chain and keep the window [start, start + 16).
-            let mut n = 0usize;
+            buf.clear();
             let mut idx = 0usize;
             self.emit(wr_id, has_chain, |wr| {
-                if idx >= start
-                    && let Some(s) = buf.get_mut(n)
-                {
-                    *s = wr;
-                    n += 1;
+                if idx >= start {
+                    // A full window drops the rest: they go in the next one.
+                    let _ = buf.push(wr);
                 }
                 idx += 1;
                 Ok(())
             })
             .map_err(RwPostError::Rw)?;
             for c in chain {
-                if idx >= start
-                    && let Some(s) = buf.get_mut(n)
-                {
-                    *s = *c;
-                    n += 1;
+                if idx >= start {
+                    let _ = buf.push(*c);
                 }
                 idx += 1;
             }
+            let n = buf.len();
             if n == 0 {
                 break;
             }
-            let part = buf.get(..n).unwrap_or(&[]);
-            qp.post_send(part)
+            qp.post_send(&buf)
                 .map_err(|(i, err)| RwPostError::Post { bad: start.saturating_add(i), err })?;
             start += n;
         }

@@ -94,6 +94,7 @@ struct HeldPbl<H: Hal> {
 }
 
 impl<H: Hal> HeldPbl<H> {
+    #[inline(never)]
     fn leaves(&self) -> &[PbleRun] {
         let Some(d) = self.leaves.as_ref() else { return &[] };
         let fits =

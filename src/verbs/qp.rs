@@ -830,6 +830,7 @@ impl<'d, H: Hal, B: Bar + Clone, S: SendQueue> Qp<'d, H, B, S> {
         self.mem.as_ref().map_or(0, |m| m.ctx.paddr() + CTX_OFF as u64)
     }
 
+    #[inline(never)]
     fn write_ctx(&self) -> Result<(), CqpError> {
         let mut w = [0u64; 32];
         self.ctx.encode(&mut w)?;
