@@ -120,7 +120,8 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
     }
 
     /// Called by a CQ poll that found its ring empty: if the AEQ holds an
-    /// entry (one try-lock and one load of the next AEQE's VALID word),
+    /// entry ([`Device::aeq_may_hold_entry`], no lock; then a try-lock and
+    /// the same test under it),
     /// consumes every pending AEQE, acts on it as
     /// [`Device::poll_async_events`] does (QP to ERROR + flush) and keeps
     /// the report for the caller. Returns whether anything was consumed.

@@ -288,8 +288,9 @@ impl<'d, H: Hal, B: Bar + Clone> Cq<'d, H, B> {
     /// **Polling only CQs is enough.** Some errors (a bad lkey, a bad
     /// REG_MR, a remote access error) produce no CQE: the device reports
     /// them on the AEQ. A poll that finds this CQ's ring empty while `wc`
-    /// has room checks the AEQ (one try-lock and one load of the next
-    /// AEQE's VALID word) and, if it holds entries, processes them as
+    /// has room checks the AEQ (no lock: one load of where its consumer
+    /// stands and one of that AEQE's VALID word; the lock only when an
+    /// entry is there) and, if it holds entries, processes them as
     /// [`Device::poll_async_events`] does — the QP goes to ERROR and is
     /// flushed — then polls again, so the failing WR's error and the
     /// flushes of the rest arrive from this or the next poll, each WR
