@@ -14,7 +14,7 @@ use common::{
     poll_cqe_op, poll_empty_op, post_write_op, split_poll_cqe_op, split_post_write_op, view,
     write_post, write_wr,
 };
-use irdma::uk::{MpSq, MpTrk, QpKind, QueueMem};
+use irdma::uk::{MpSq, MpTrk, Publish, QpKind, QueueMem};
 use irdma::wr::SendWr;
 
 fn main() {
@@ -63,6 +63,7 @@ fn main() {
         "split_post_write" | "split_post_write_batch32" | "split_poll_cqe" => {
             split_cases(&mut mem, &bar, case, n)
         }
+        "counted_poll_one" | "counted_poll_one_split" => uk_poll_alone_cases(&mut mem, case, n),
         "mp_post_write" | "mp_post_write_batch32" => {
             let trk = mp_trk();
             let mp = mem.mp(&trk);
@@ -95,6 +96,68 @@ fn main() {
         }
     }
     black_box(bar.last());
+}
+
+/// The uk poll of one CQE alone, single-owner (`counted_poll_one`) and
+/// through the split QP's link (`counted_poll_one_split`): the post and the
+/// "device" CQE are not counted (`cargo xtask bench` runs these cases with
+/// `--toggle-collect` on [`counted_poll_uk`] / [`counted_poll_uk_split`]),
+/// so neither the producer's link stores nor a subtracted base case are in
+/// the figure; the call itself (call, ret, register saves) is.
+#[inline(never)]
+fn uk_poll_alone_cases(mem: &mut Mem, case: &str, n: u64) {
+    let wr = write_wr(&SGE);
+    let one = write_post(&wr);
+    let mut wc = [WC0; 1];
+    let mut dev = Device::new();
+    if case == "counted_poll_one" {
+        let (mut qp, mut cq) = mem.qp_cq();
+        for _ in 0..n {
+            let p = qp.sq.post(black_box(&one)).map(|p| p.wqe_idx).unwrap_or(0);
+            dev.sq_cqe(&cq, p);
+            assert_eq!(counted_poll_uk(&mut qp, &mut cq, &mut wc), 1);
+        }
+    } else {
+        let (mut prod, mut cons, link, mut cq) = mem.split();
+        for _ in 0..n {
+            let p = match prod.sq.post(black_box(&one)) {
+                Err(irdma::uk::SqError::Full) if link.refresh(&mut prod.sq) => prod.sq.post(&one),
+                r => r,
+            };
+            link.publish(&prod.sq);
+            dev.sq_cqe(&cq, p.map(|p| p.wqe_idx).unwrap_or(0));
+            assert_eq!(counted_poll_uk_split(&mut cons, &link, &mut cq, &mut wc), 1);
+        }
+    }
+    black_box(&wc);
+}
+
+/// One single-owner uk `poll_cq` (counted).
+#[inline(never)]
+fn counted_poll_uk(
+    qp: &mut irdma::uk::QpUk<'_>,
+    cq: &mut irdma::uk::CqRing<'_>,
+    wc: &mut [irdma::wr::WorkCompletion; 1],
+) -> usize {
+    irdma::uk::poll_cq(cq, qp, black_box(&mut wc[..]))
+}
+
+/// One uk `poll_cq` through the split link, with the tail publication that
+/// ends a poll (counted).
+#[inline(never)]
+fn counted_poll_uk_split(
+    cons: &mut irdma::uk::QpUk<'_>,
+    link: &irdma::uk::link::QpLink,
+    cq: &mut irdma::uk::CqRing<'_>,
+    wc: &mut [irdma::wr::WorkCompletion; 1],
+) -> usize {
+    let got = irdma::uk::poll_cq(
+        cq,
+        &mut irdma::uk::link::Linked { link, qp: cons },
+        black_box(&mut wc[..]),
+    );
+    link.consumer_end(cons);
+    got
 }
 
 /// The split-QP cases, out of line so `main`'s code for the single-owner

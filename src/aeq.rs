@@ -3,13 +3,24 @@
 //! RoCE (spec control-path §8.2; hw.c: irdma_process_aeq): a QP error moves
 //! the QP to ERROR and flushes it so every outstanding WR completes.
 
+use core::sync::atomic::Ordering;
+
 use irdma_hal::barrier::dma_rmb;
-use irdma_hal::cqp::AEQE_BYTES;
+use irdma_hal::cqp::{AEQE_BYTES, aeqe};
 use irdma_hal::{Bar, Hal, regs};
 
 use crate::cqp::decode::Aeqe;
 use crate::device::Device;
 use crate::uk::cq::ae_to_flush_code;
+
+/// The value of `Device::aeq_next` for a consumer at entry `head` that
+/// expects VALID = `polarity`: the qword index of that entry's VALID word
+/// (offset 8 of a 16-byte AEQE, spec control-path §8.2), shifted left by
+/// one, the polarity in bit 0.
+pub(crate) fn aeq_next_word(head: u32, polarity: bool) -> u64 {
+    let qword = u64::from(head) * (AEQE_BYTES as u64 / 8) + 1;
+    (qword << 1) | u64::from(polarity)
+}
 
 /// What an asynchronous event means to the caller.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -109,13 +120,19 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
     }
 
     /// Called by a CQ poll that found its ring empty: if the AEQ holds an
-    /// entry (one try-lock and one load of the next AEQE's VALID word),
+    /// entry ([`Device::aeq_may_hold_entry`], no lock; then a try-lock and
+    /// the same test under it),
     /// consumes every pending AEQE, acts on it as
     /// [`Device::poll_async_events`] does (QP to ERROR + flush) and keeps
     /// the report for the caller. Returns whether anything was consumed.
     /// Never waits for the AEQ lock: if another thread holds it, that
     /// thread is processing the AEQ.
     pub(crate) fn service_async_events(&self) -> bool {
+        // Nothing at the consumer's head: no lock taken (the common case of
+        // a CQ poll that found its ring empty).
+        if !self.aeq_may_hold_entry() {
+            return false;
+        }
         let Some(mut aeq) = self.aeq.try_lock() else { return false };
         let Some(ring) = aeq.as_mut() else { return false };
         let base = ring.cons.head as usize * AEQE_BYTES;
@@ -136,6 +153,28 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
         ring.pending = pend;
         ring.pending_lost = ring.pending_lost.saturating_add(lost);
         consumed != 0
+    }
+
+    /// Whether the AEQE at the consumer's head may be valid: one relaxed
+    /// load of where the consumer stands (`aeq_next`, written under the
+    /// AEQ lock) and one atomic load of that entry's VALID word, no lock
+    /// (the VALID-bit test of hw.c: irdma_process_aeq / ctrl.c:
+    /// irdma_sc_get_next_aeqe). A `true` is re-checked under the lock by
+    /// [`Device::service_async_events`]. A stale `aeq_next` (another thread
+    /// consumed meanwhile) points at an entry already consumed, which still
+    /// reads valid (a harmless `true`), unless the device has since
+    /// rewritten it a whole ring later; then this poll misses the entry and
+    /// a later one sees it (the consumer's store of its new position
+    /// becomes visible to later loads; a thread that consumed the AEQ
+    /// itself always sees its own). An index past the ring reads 0; without
+    /// an AEQ (before probe created it, after teardown) the view is empty
+    /// and `aeq_next` is 1 (polarity 1), so this is `false`.
+    #[inline(always)]
+    pub(crate) fn aeq_may_hold_entry(&self) -> bool {
+        let next = self.aeq_next.load(Ordering::Relaxed);
+        let w8 = self.aeq_view.read((next >> 1) as usize);
+        // VALID (bit 63) equals the polarity in bit 0 of `next`.
+        ((w8 >> aeqe::VALID.hi()) ^ next) & 1 == 0
     }
 
     /// Reports of events a CQ poll consumed that were dropped because
@@ -172,6 +211,8 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
             }
         }
         if consumed != 0 {
+            self.aeq_next
+                .store(aeq_next_word(ring.cons.head, ring.cons.polarity), Ordering::Relaxed);
             self.bar.write32(regs::AEQALLOC, consumed);
         }
         consumed

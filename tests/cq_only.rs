@@ -147,3 +147,46 @@ fn bad_reg_mr_completes_with_its_error_in_a_cq_only_loop() {
         drop(pd2);
     });
 }
+
+/// The empty poll looks at the AEQ without its lock, at the consumer's
+/// position as the consumer last published it (`Device::aeq_may_hold_entry`).
+/// That position must follow the consumer around the ring, polarity flip
+/// included: with a 16-entry AEQ (8 QPs + 8 CQs), 40 rounds of "loopback
+/// QP, bad-lkey WRITE, CQ-only loop until its error arrives, destroy" wrap
+/// the AEQ at least twice, and every round's error must still arrive.
+#[test]
+fn aeq_errors_reach_a_cq_only_loop_after_the_aeq_wraps() {
+    let _g = lock();
+    let base = FakeHal::live_pages();
+    {
+        let bar = ModelBar::standalone(small_fn_config());
+        let profile = Profile { qps: 8, cqs: 8, ..Profile::SMALL };
+        let dev = probe_as(&bar, A, profile);
+        let mut side = Side::new(&dev, A, 16, cap());
+        let src = side.region(1, 1);
+        let dst = side.region(1, 0);
+        for round in 0..40u64 {
+            let mut qp = {
+                let mut attr = QpInitAttr { send_cq: &side.cq, recv_cq: &side.cq, cap: cap() };
+                dev.create_qp(&side.pd, &mut attr).expect("create_qp")
+            };
+            let me = qp.qp_num();
+            connect(&mut qp, A, A, me).expect("connect");
+            let bad = [Sge { lkey: src.key() ^ 0x80, ..src.sge(0, 64) }];
+            qp.post_send(&[signaled(round, write_op(dst.addr(), dst.key()), &bad)]).unwrap();
+            let mut got = Vec::new();
+            for _ in 0..20 {
+                let mut wc = [EMPTY_WC; 4];
+                let k = side.cq.poll(&mut wc);
+                got.extend_from_slice(&wc[..k]);
+                if !got.is_empty() {
+                    break;
+                }
+            }
+            let st: Vec<_> = got.iter().map(|w| (w.wr_id, w.status)).collect();
+            assert_eq!(st, [(round, WcStatus::LocProtErr)], "round {round}");
+            drop(qp);
+        }
+    }
+    assert_eq!(FakeHal::live_pages(), base, "every DMA page freed");
+}

@@ -451,6 +451,16 @@ pub struct Device<H: Hal, B: Bar + Clone> {
     pub(crate) cqp: CtlLock<Option<Cqp<H, B>>>,
     pub(crate) res: CtlLock<Resources<H>>,
     pub(crate) aeq: CtlLock<Option<AeqRing<H>>>,
+    /// A view of the AEQ ring (`aeq`'s `ring`, set at probe, emptied at
+    /// teardown before the ring goes; empty without an AEQ), read without
+    /// the lock by
+    /// [`Device::aeq_may_hold_entry`].
+    pub(crate) aeq_view: crate::uk::QueueMem<'static>,
+    /// Where the AEQ consumer stands, for the lock-free peek: the qword
+    /// index of the next AEQE's VALID word (`head * 2 + 1`) shifted left by
+    /// one, the expected polarity in bit 0. Written under the `aeq` lock
+    /// whenever the consumer moves.
+    pub(crate) aeq_next: AtomicU64,
     pub(crate) ceq: Option<Ceq<H>>,
     scratch: Option<Dma<H>>,
     pub(crate) layout: Option<HmcLayout>,
@@ -600,6 +610,8 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
                 deferred_cqs: heapless::Vec::new(),
             }),
             aeq: CtlLock::new(None),
+            aeq_view: crate::uk::QueueMem::empty(),
+            aeq_next: AtomicU64::new(1),
             ceq: None,
             scratch: None,
             layout: None,
@@ -849,7 +861,18 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
                     overflowed: false,
                     pending: heapless::Deque::new(),
                     pending_lost: 0,
-                })
+                });
+                let aeq = self.aeq.get_mut().as_ref();
+                // SAFETY: the ring's memory does not move with the `Dma`
+                // value and stays in `self.aeq` until `teardown` (which has
+                // `&mut self`) clears `aeq_view` before taking it out; the
+                // view only makes atomic qword loads.
+                let view = aeq.and_then(|a| unsafe {
+                    crate::verbs::static_view(&a.ring, 0, a.ring.len() & !7)
+                });
+                self.aeq_view = view.unwrap_or_else(crate::uk::QueueMem::empty);
+                // Entry 0's VALID word, polarity 1 (`RingConsumer::new`).
+                *self.aeq_next.get_mut() = crate::aeq::aeq_next_word(0, true);
             }
             Err(e) => {
                 self.keep_if_owned(&e, ring);
@@ -1108,6 +1131,9 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
         }
         // The AEQ and CEQ 0 are destroyed in place; only their rings move
         // out (to be freed or kept), not the whole ring records.
+        // No lock-free peek may look at the ring from now on.
+        self.aeq_view = crate::uk::QueueMem::empty();
+        *self.aeq_next.get_mut() = 1;
         let aeq = self.aeq.get_mut();
         if let Some(a) = aeq.as_ref() {
             let d = DestroyAeq {

@@ -210,6 +210,11 @@ impl<'a> QueueMem<'a> {
         QueueMem { base, qwords, _mem: PhantomData }
     }
 
+    /// A view of nothing: every read gives 0, every write is dropped.
+    pub const fn empty() -> Self {
+        QueueMem { base: NonNull::dangling(), qwords: 0, _mem: PhantomData }
+    }
+
     /// A view of `bytes` bytes of `dma` starting at byte `offset` (both
     /// multiples of 8), or `None` if that is not inside the allocation.
     pub fn from_dma<H: Hal>(dma: &'a Dma<H>, offset: usize, bytes: usize) -> Option<Self> {

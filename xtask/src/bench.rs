@@ -45,6 +45,10 @@ const CASES: &[(&str, &str, Option<&str>, u64, u64)] = &[
     // The real verbs `Cq::poll` on a device model, one call that returns
     // one completion / one call on an empty CQ (`verbs_*` cases count only
     // inside the bench's `counted_poll`: see `instructions`).
+    // The uk poll of one CQE alone (only the `counted_poll_uk*` call is
+    // counted: no producer work, no subtracted base), single-owner and split.
+    ("poll_one_cqe_counted", "counted_poll_one", None, 2048, 1),
+    ("poll_one_cqe_split_counted", "counted_poll_one_split", None, 2048, 1),
     ("verbs_poll_one_cqe", "verbs_poll_cqe", None, 512, 1),
     ("verbs_poll_empty_cq", "verbs_poll_empty", None, 512, 1),
     // init_bvec + wrs + post + retire + destroy_bvec of 16 bvecs, per bvec.
@@ -75,12 +79,13 @@ fn bench_binary() -> Result<PathBuf, String> {
 
 /// Total instructions (Ir) of one run under callgrind. The `verbs_*` cases
 /// run a device model in the same process, so only the instructions inside
-/// the bench's `counted_poll` (the driver's `Cq::poll` call) are counted.
+/// the bench's `counted_poll` (the driver's `Cq::poll` call) are counted;
+/// the `counted_*` cases likewise count only their `counted_poll_uk*` call.
 fn instructions(exe: &PathBuf, case: &str, n: u64) -> Result<u64, String> {
     let file = std::env::temp_dir().join(format!("irdma-cg-{case}-{n}-{}.out", std::process::id()));
     let mut cmd = Command::new("valgrind");
     cmd.arg("--tool=callgrind");
-    if case.starts_with("verbs_") {
+    if case.starts_with("verbs_") || case.starts_with("counted_") {
         cmd.arg("--toggle-collect=*counted_poll*");
     }
     let out = cmd
