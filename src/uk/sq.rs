@@ -402,6 +402,12 @@ pub(crate) fn encode_body<S: WqeSlot>(p: &SqPost<'_>, slot: &S, valid: bool, qua
     if let Some(h) = HotWqe::from_post(p) {
         return encode_hot(&h, slot, valid);
     }
+    // Two quanta, three fragment slots (2–3 SGEs, immediate): the encoder
+    // of the verbs two-quanta fast path, so the conformance runner (which
+    // posts through here) judges it too.
+    if let Some(h) = Hot2Wqe::from_post(p) {
+        return encode_hot2(&h, slot, valid);
+    }
     encode_general(p, slot, valid, quanta)
 }
 
@@ -551,6 +557,54 @@ impl Hot2Wqe {
                 ([PAD, f(a), f(b)], a.length | b.length, a.length.wrapping_add(b.length))
             }
             _ => return None,
+        })
+    }
+}
+
+impl Hot2Wqe {
+    /// The two-quanta shape of a uk post, if it has one: non-inline RDMA
+    /// WRITE, RDMA READ without immediate, or SEND without UD address
+    /// fields, with two or three fragment slots, no RTT report.
+    #[inline(always)]
+    fn from_post(p: &SqPost<'_>) -> Option<Self> {
+        if p.report_rtt {
+            return None;
+        }
+        let (qw2, stag, opc, sges) = match p.op {
+            SqOp::Write { remote_addr, rkey, solicited, sges, inline: false } => {
+                let opc = if solicited { op::RDMA_WRITE_SOL } else { op::RDMA_WRITE };
+                (remote_addr, rkey, opc, sges)
+            }
+            SqOp::Read { remote_addr, rkey, local_inv: false, sges } if p.imm.is_none() => {
+                (remote_addr, rkey, op::RDMA_READ, sges)
+            }
+            SqOp::Send {
+                kind,
+                stag_to_inv,
+                qkey: 0,
+                dest_qp: 0,
+                ah_id: 0,
+                udp_hdr: false,
+                l4len: 0,
+                sges,
+                inline: false,
+            } => (0, stag_to_inv, kind.opcode(), sges),
+            _ => return None,
+        };
+        let (frags, or_len, wr_len) = Self::frags(sges, p.imm.is_some())?;
+        if !frag::LEN.fits(or_len.into()) {
+            return None;
+        }
+        Some(Hot2Wqe {
+            wr_id: p.wr_id,
+            qw2,
+            stag,
+            opc,
+            imm: p.imm,
+            frags,
+            sges: sges.len() as u8,
+            wr_len,
+            flags: HotWqe::flag_bits(p.read_fence, p.local_fence, p.signaled),
         })
     }
 }
