@@ -6,7 +6,7 @@ use irdma_hal::Bar;
 use super::cq::{CompStatus, CqPollInfo, CqRing, Fast, PollError, QueueType, flush_code};
 use super::link::Publish;
 use super::rq::{Rq, RqError};
-use super::sq::{HotWqe, SendKind, SendQueue, Sq, SqError, SqOp, SqPost};
+use super::sq::{Hot2Wqe, HotWqe, SendKind, SendQueue, Sq, SqError, SqOp, SqPost};
 use crate::wr::{RecvWr, SendFlags, SendWr, WcOpcode, WcStatus, WorkCompletion, WrOpcode};
 use irdma_hal::wqe::{frag, op};
 
@@ -248,6 +248,50 @@ pub(crate) fn hot_from_wr<'s>(wr: &SendWr<'s>, kind: QpKind) -> Option<HotWqe<'s
         _ => return None,
     };
     Some(HotWqe { wr_id: wr.wr_id, qw2, stag, opc, sge, flags: hdr_flag_bits(f) })
+}
+
+/// The [`Hot2Wqe`] shape of a verbs WR, if it has one: no INLINE, and RDMA
+/// WRITE / READ (RC QP) or SEND / SEND_INV with 2–3 SGEs, or RDMA WRITE with
+/// immediate (RC QP) / SEND with immediate with 1–2 SGEs, every SGE length
+/// below 2^31. Exactly what [`sq_post_from_wr`] + the general encoder
+/// produce for these WRs (`verbs_hot_path_equals_general` proves it, on
+/// 0xA5-filled rings).
+#[inline(always)]
+pub(crate) fn hot2_from_wr(wr: &SendWr<'_>, kind: QpKind) -> Option<Hot2Wqe> {
+    let f = wr.flags;
+    let sol = f.contains(SendFlags::SOLICITED);
+    let rc = kind == QpKind::Rc;
+    let write = if sol { op::RDMA_WRITE_SOL } else { op::RDMA_WRITE };
+    let send = SendKind { solicited: sol, invalidate: false }.opcode();
+    let (qw2, stag, opc, imm) = match wr.opcode {
+        WrOpcode::RdmaWrite { remote_addr, rkey } if rc => (remote_addr, rkey, write, None),
+        WrOpcode::RdmaWriteImm { remote_addr, rkey, imm } if rc => {
+            (remote_addr, rkey, write, Some(imm))
+        }
+        WrOpcode::RdmaRead { remote_addr, rkey } if rc => (remote_addr, rkey, op::RDMA_READ, None),
+        WrOpcode::Send => (0, 0, send, None),
+        WrOpcode::SendImm { imm } => (0, 0, send, Some(imm)),
+        WrOpcode::SendInv { inv_key } => {
+            (0, inv_key, SendKind { solicited: sol, invalidate: true }.opcode(), None)
+        }
+        _ => return None,
+    };
+    let (frags, or_len, wr_len) = Hot2Wqe::frags(wr.sg_list, imm.is_some())?;
+    // Inline, or a length FRAG_LEN cannot hold: the general path decides.
+    if f.contains(SendFlags::INLINE) | !frag::LEN.fits(or_len.into()) {
+        return None;
+    }
+    Some(Hot2Wqe {
+        wr_id: wr.wr_id,
+        qw2,
+        stag,
+        opc,
+        imm,
+        frags,
+        sges: wr.sg_list.len() as u8,
+        wr_len,
+        flags: hdr_flag_bits(f),
+    })
 }
 
 /// Header READFENCE | LOCALFENCE | SIGCOMPL for FENCE (bit 0), SIGNALED
@@ -534,8 +578,9 @@ impl<'a> QpUk<'a, Sq<'a>> {
         wrs: &[SendWr<'_>],
         p: &P,
     ) -> Result<(), PostSendError> {
-        // Hot WRs are posted inline here; the first WR of another shape (or
-        // the first refusal) hands the rest of the chain to `post_send_rest`.
+        // One-quantum hot WRs are posted inline here; the first WR of
+        // another shape (or the first refusal) hands the rest of the chain
+        // to `post_send_more`.
         let kind = self.kind;
         let mut i = 0;
         while let Some(wr) = wrs.get(i) {
@@ -546,13 +591,41 @@ impl<'a> QpUk<'a, Sq<'a>> {
             i += 1;
         }
         if i < wrs.len() {
-            return self.post_send_rest(bar, wrs, i, p);
+            return self.post_send_more(bar, wrs, i, p);
         }
         if i != 0 {
             p.publish(&self.sq);
             if !self.in_error {
                 self.sq.ring_doorbell(bar);
             }
+        }
+        Ok(())
+    }
+
+    /// `post_send` from WR `start` on (the ones before it are posted): the
+    /// two-quanta hot shape ([`Hot2Wqe`]: 2–3 SGEs, immediate) without
+    /// `SqPost` or the general encoder; the first WR of another shape, or
+    /// the first one `post_hot2` declines (a refusal, a chunk pad), hands
+    /// the rest to `post_send_rest`, which re-checks it in full.
+    #[inline(never)]
+    fn post_send_more<B: Bar, P: Publish>(
+        &mut self,
+        bar: &B,
+        wrs: &[SendWr<'_>],
+        start: usize,
+        p: &P,
+    ) -> Result<(), PostSendError> {
+        let kind = self.kind;
+        let mut i = start;
+        while let Some(wr) = wrs.get(i) {
+            if !hot2_from_wr(wr, kind).is_some_and(|h| self.sq.post_hot2(&h)) {
+                return self.post_send_rest(bar, wrs, i, p);
+            }
+            i += 1;
+        }
+        p.publish(&self.sq);
+        if !self.in_error {
+            self.sq.ring_doorbell(bar);
         }
         Ok(())
     }

@@ -402,6 +402,12 @@ pub(crate) fn encode_body<S: WqeSlot>(p: &SqPost<'_>, slot: &S, valid: bool, qua
     if let Some(h) = HotWqe::from_post(p) {
         return encode_hot(&h, slot, valid);
     }
+    // Two quanta, three fragment slots (2–3 SGEs, immediate): the encoder
+    // of the verbs two-quanta fast path, so the conformance runner (which
+    // posts through here) judges it too.
+    if let Some(h) = Hot2Wqe::from_post(p) {
+        return encode_hot2(&h, slot, valid);
+    }
     encode_general(p, slot, valid, quanta)
 }
 
@@ -484,6 +490,153 @@ pub(crate) fn encode_hot<S: WqeSlot>(h: &HotWqe<'_>, slot: &S, valid: bool) -> u
     slot.put(2, h.qw2);
     sq_hdr::REMSTAG.prep(h.stag.into())
         | sq_hdr::OPCODE.prep(h.opc.into())
+        | h.flags
+        | sq_hdr::VALID.prep(valid as u64)
+}
+
+/// A two-quanta RDMA WRITE/READ or SEND with three fragment slots: 2–3
+/// SGEs, or 1–2 SGEs after an immediate (WRITE/SEND only), not inline, no
+/// RTT report. Slot 0 is qwords 0–1 (or the immediate in qword 0, qword 1
+/// not written), slots 1–2 qwords 4–7; with two fragments slot 2 is the
+/// GEN_2 pad fragment (address 0, valid bit only), so ADDFRAGCNT is 2
+/// either way (spec data-path §1.4–1.5; uk.c: irdma_uk_rdma_write,
+/// irdma_uk_send, irdma_uk_rdma_read with 2–3 fragments). Qword 2 and the
+/// header as for [`HotWqe`], plus IMMDATAFLAG.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Hot2Wqe {
+    /// The WR's cookie.
+    pub wr_id: u64,
+    /// Qword 2: remote address (WRITE/READ) or 0 (SEND).
+    pub qw2: u64,
+    /// REMSTAG: rkey, or the STag to invalidate (SEND_INV).
+    pub stag: u32,
+    /// WQE opcode.
+    pub opc: u8,
+    /// Immediate data (WRITE/SEND only); then `frags[0]` is unused.
+    pub imm: Option<u32>,
+    /// Address and STAG | LEN (no valid bit) of each fragment slot; the
+    /// pad is `(0, 0)`. Built by [`Hot2Wqe::frags`].
+    pub frags: [(u64, u64); 3],
+    /// SGEs in the WQE (2 or 3, or 1–2 with `imm`).
+    pub sges: u8,
+    /// Sum of the SGE lengths (wrapping, as `size_post`).
+    pub wr_len: u32,
+    /// READFENCE | LOCALFENCE | SIGCOMPL, already in header position.
+    pub flags: u64,
+}
+
+/// The fragment slots of a [`Hot2Wqe`] (address, STAG | LEN), the OR of
+/// the SGE lengths and their wrapping sum.
+pub(crate) type Hot2Frags = ([(u64, u64); 3], u32, u32);
+
+/// Address and STAG | LEN of a fragment (spec data-path §1.4).
+#[inline(always)]
+const fn frag_words(s: &Sge) -> (u64, u64) {
+    (s.addr, frag::STAG.prep(s.lkey as u64) | frag::LEN.prep(s.length as u64))
+}
+
+impl Hot2Wqe {
+    /// The fragment slots of `sges` after an optional immediate, with the
+    /// OR and the (wrapping) sum of their lengths, if they are two or three
+    /// slots. The OR tells whether every length fits FRAG_LEN.
+    #[inline(always)]
+    pub(crate) fn frags(sges: &[Sge], imm: bool) -> Option<Hot2Frags> {
+        const PAD: (u64, u64) = (0, 0);
+        let f = frag_words;
+        Some(match (imm, sges) {
+            (false, [a, b]) => {
+                ([f(a), f(b), PAD], a.length | b.length, a.length.wrapping_add(b.length))
+            }
+            (false, [a, b, c]) => (
+                [f(a), f(b), f(c)],
+                a.length | b.length | c.length,
+                a.length.wrapping_add(b.length).wrapping_add(c.length),
+            ),
+            (true, [a]) => ([PAD, f(a), PAD], a.length, a.length),
+            (true, [a, b]) => {
+                ([PAD, f(a), f(b)], a.length | b.length, a.length.wrapping_add(b.length))
+            }
+            _ => return None,
+        })
+    }
+}
+
+impl Hot2Wqe {
+    /// The two-quanta shape of a uk post, if it has one: non-inline RDMA
+    /// WRITE, RDMA READ without immediate, or SEND without UD address
+    /// fields, with two or three fragment slots, no RTT report.
+    #[inline(always)]
+    fn from_post(p: &SqPost<'_>) -> Option<Self> {
+        if p.report_rtt {
+            return None;
+        }
+        let (qw2, stag, opc, sges) = match p.op {
+            SqOp::Write { remote_addr, rkey, solicited, sges, inline: false } => {
+                let opc = if solicited { op::RDMA_WRITE_SOL } else { op::RDMA_WRITE };
+                (remote_addr, rkey, opc, sges)
+            }
+            SqOp::Read { remote_addr, rkey, local_inv: false, sges } if p.imm.is_none() => {
+                (remote_addr, rkey, op::RDMA_READ, sges)
+            }
+            SqOp::Send {
+                kind,
+                stag_to_inv,
+                qkey: 0,
+                dest_qp: 0,
+                ah_id: 0,
+                udp_hdr: false,
+                l4len: 0,
+                sges,
+                inline: false,
+            } => (0, stag_to_inv, kind.opcode(), sges),
+            _ => return None,
+        };
+        let (frags, or_len, wr_len) = Self::frags(sges, p.imm.is_some())?;
+        if !frag::LEN.fits(or_len.into()) {
+            return None;
+        }
+        Some(Hot2Wqe {
+            wr_id: p.wr_id,
+            qw2,
+            stag,
+            opc,
+            imm: p.imm,
+            frags,
+            sges: sges.len() as u8,
+            wr_len,
+            flags: HotWqe::flag_bits(p.read_fence, p.local_fence, p.signaled),
+        })
+    }
+}
+
+/// Writes qwords 0–2 and 4–7 of a [`Hot2Wqe`] and returns its header:
+/// the bytes the general encoder writes for it
+/// (`uk::tests::verbs_hot_path_equals_general`).
+#[inline(always)]
+pub(crate) fn encode_hot2<S: WqeSlot>(h: &Hot2Wqe, slot: &S, valid: bool) -> u64 {
+    let v = frag::VALID.prep(valid as u64);
+    let [f0, f1, f2] = h.frags;
+    let imm = match h.imm {
+        Some(i) => {
+            // Immediate in slot 0: qword 0 only, qword 1 not written.
+            slot.put(0, i.into());
+            sq_hdr::IMMDATAFLAG.prep(1)
+        }
+        None => {
+            slot.put(0, f0.0);
+            slot.put(1, f0.1 | v);
+            0
+        }
+    };
+    slot.put(2, h.qw2);
+    slot.put(frag_qword(1), f1.0);
+    slot.put(frag_qword(1) + 1, f1.1 | v);
+    slot.put(frag_qword(2), f2.0);
+    slot.put(frag_qword(2) + 1, f2.1 | v);
+    sq_hdr::REMSTAG.prep(h.stag.into())
+        | sq_hdr::OPCODE.prep(h.opc.into())
+        | sq_hdr::ADDFRAGCNT.prep(2)
+        | imm
         | h.flags
         | sq_hdr::VALID.prep(valid as u64)
 }
@@ -934,6 +1087,43 @@ impl<'a> Sq<'a> {
         slot.publish(3, hdr);
         self.head = pos.wrapping_add(1);
         Ok(())
+    }
+
+    /// [`Sq::post`] for a [`Hot2Wqe`] when it needs no NOP padding: the
+    /// same SGE-count and free-space checks, tracking and stores. Returns
+    /// `false` (nothing written) when a check fails or the WQE would cross
+    /// an 8-quanta chunk (spec data-path §1.10): the caller then posts the
+    /// WR through [`Sq::post`], which pads or refuses it.
+    #[inline(always)]
+    pub(crate) fn post_hot2(&mut self, h: &Hot2Wqe) -> bool {
+        let pos = self.head;
+        let idx = pos & self.mask;
+        if u32::from(h.sges) > self.lim.max_frags
+            || idx % SQ_CHUNK_QUANTA == SQ_CHUNK_QUANTA - 1
+            || self.used() + 2 > self.cap
+        {
+            return false;
+        }
+        // SAFETY: `idx <= mask < size <= trk.len()` (see `post_hot`); the
+        // slot is free (checked above, as in `post`).
+        unsafe {
+            self.trk_ptr(idx).write(SqWrTrk {
+                wr_id: h.wr_id,
+                wr_len: h.wr_len,
+                quanta: 2,
+                signaled: h.flags & sq_hdr::SIGCOMPL.prep(1) != 0,
+            })
+        };
+        let valid = self.valid_at(pos);
+        // SAFETY: the ring size is a multiple of 8 and `idx % 8 != 7`, so
+        // `idx + 2 <= size` and `(idx + 2) * 4 <= size * 4 <= mem.qwords()`
+        // (checked by `Sq::new`; `mem`/`mask` never change afterwards).
+        let slot =
+            unsafe { self.mem.slot_unchecked(idx as usize * QUANTUM_QWORDS, 2 * QUANTUM_QWORDS) };
+        let hdr = encode_hot2(h, &slot, valid);
+        slot.publish(3, hdr);
+        self.head = pos.wrapping_add(2);
+        true
     }
 
     /// Reserves `quanta` quanta, writing NOP pads to the end of the current

@@ -291,9 +291,12 @@ fn arming_bumps_sequence_and_rings_cqarm() {
 }
 
 /// `QpUk::post_send` (the `HotWqe` path for one-SGE WRITE/READ/SEND/SEND_INV,
-/// the general path for the rest) writes exactly the WQEs, tracking and
+/// the `Hot2Wqe` path for 2–3 SGEs and WRITE/SEND with immediate, the
+/// general path for the rest) writes exactly the WQEs, tracking and
 /// errors that the general encoder writes, over every flag combination,
-/// both QP kinds, padding, polarity wrap and a full ring.
+/// both QP kinds, SGE limits 0–13, lengths at and over 2^31, chunk
+/// padding, polarity wrap and a full ring, on 0xA5-filled rings (a word
+/// the general encoder leaves alone must stay untouched).
 #[test]
 #[cfg_attr(miri, ignore = "exhaustive comparison: too slow under Miri")]
 fn verbs_hot_path_equals_general() {
@@ -301,6 +304,10 @@ fn verbs_hot_path_equals_general() {
     use crate::wr::RegMrWr;
     let s1 = [Sge { addr: 0x7f00_1234_5678, length: 0x8765_4321, lkey: 0xab_cdef }];
     let s2 = [s1[0], Sge { addr: 0x10, length: 3, lkey: 9 }];
+    let ok1 = [Sge { addr: 0x7f00_0000_1000, length: 0x7fff_ffff, lkey: 0x12_3456 }];
+    let ok2 = [Sge { addr: 0x20, length: 0x4000, lkey: 0xff_ffff }, ok1[0]];
+    let ok3 = [ok2[0], Sge { addr: 0x5000, length: 0, lkey: 1 }, ok1[0]];
+    let over3 = [ok2[0], ok2[0], Sge { length: 0x8000_0000, ..ok1[0] }];
     let none: [Sge; 0] = [];
     let ops = [
         WrOpcode::RdmaWrite { remote_addr: 0x1122_3344_5566_7788, rkey: 0xfeed_beef },
@@ -328,7 +335,7 @@ fn verbs_hot_path_equals_general() {
             if f & SendFlags::INLINE.0 != 0 {
                 continue; // inline needs trusted CPU addresses: not this test
             }
-            for sg in [&s1[..], &s2[..], &none[..]] {
+            for sg in [&s1[..], &s2[..], &none[..], &ok1[..], &ok2[..], &ok3[..], &over3[..]] {
                 wrs.push(SendWr {
                     wr_id: (k as u64) << 8 | u64::from(f),
                     opcode: *op,
@@ -338,11 +345,12 @@ fn verbs_hot_path_equals_general() {
             }
         }
     }
-    let mut hot_wrs = 0;
+    let (mut hot_wrs, mut hot2_wrs) = (0, 0);
     for kind in [QpKind::Rc, QpKind::Ud] {
-        for max_frags in [0, 13] {
-            let (mut ma, mut ta) = (vec![0u64; 16 * 4], vec![SqWrTrk::default(); 16]);
-            let (mut mb, mut tb) = (vec![0u64; 16 * 4], vec![SqWrTrk::default(); 16]);
+        for max_frags in [0, 1, 2, 13] {
+            let a5 = 0xa5a5_a5a5_a5a5_a5a5u64;
+            let (mut ma, mut ta) = (vec![a5; 16 * 4], vec![SqWrTrk::default(); 16]);
+            let (mut mb, mut tb) = (vec![a5; 16 * 4], vec![SqWrTrk::default(); 16]);
             let (mut rq, mut wrid) = (vec![0u64; 8 * 4], vec![0u64; 8]);
             let a = Sq::new(view(&mut ma), &mut ta, 16, max_frags, 0, QP_ID).unwrap();
             let mut b = Sq::new(view(&mut mb), &mut tb, 16, max_frags, 0, QP_ID).unwrap();
@@ -356,6 +364,9 @@ fn verbs_hot_path_equals_general() {
                 for (i, wr) in chain.iter().enumerate() {
                     if wr.sg_list.len() == 1 && wr.flags.0 & SendFlags::INLINE.0 == 0 {
                         hot_wrs += 1;
+                    }
+                    if super::qp::hot2_from_wr(wr, kind).is_some() {
+                        hot2_wrs += 1;
                     }
                     if let Err(e) = b.post_general(&sq_post_from_wr(wr, kind)) {
                         want = Err(PostSendError { bad_wr: i, kind: e });
@@ -378,6 +389,7 @@ fn verbs_hot_path_equals_general() {
         }
     }
     assert!(hot_wrs > 500, "the hot shapes were exercised ({hot_wrs})");
+    assert!(hot2_wrs > 500, "the two-quanta hot shapes were exercised ({hot2_wrs})");
 }
 
 /// `poll_cq` (with `CqRing::poll_fast` for the common CQEs) gives exactly what
@@ -976,6 +988,103 @@ mod barrier_trace {
         check_published(&ev, base + 32, base + 96, base + 32 + 24, "MP 3-SGE WRITE");
         check_doorbells(&ev, regs::WQEALLOC, "MP SQ");
     }
+}
+
+/// The two-quanta hot shapes (2–3 SGEs, WRITE/SEND with immediate) keep
+/// every refusal of the general path and its chunk padding: each case
+/// below fails if `post_hot2` / `hot2_from_wr` skips a check.
+#[test]
+fn hot2_shapes_keep_every_refusal() {
+    let three = [SGE, Sge { addr: 0x2000, length: 7, lkey: 6 }, SGE];
+    let two = &three[..2];
+    fn imm_write(id: u64, sg: &[Sge]) -> SendWr<'_> {
+        SendWr {
+            wr_id: id,
+            opcode: WrOpcode::RdmaWriteImm { remote_addr: 0x9000, rkey: 3, imm: 0x1234 },
+            flags: SendFlags::SIGNALED,
+            sg_list: sg,
+        }
+    }
+    fn send_imm(id: u64, sg: &[Sge]) -> SendWr<'_> {
+        SendWr {
+            wr_id: id,
+            opcode: WrOpcode::SendImm { imm: 9 },
+            flags: SendFlags::SIGNALED,
+            sg_list: sg,
+        }
+    }
+    // SGE count against the QP's max_send_sge (the immediate is not an SGE).
+    let (mut m, mut t) = (vec![0u64; 64 * 4], vec![SqWrTrk::default(); 64]);
+    let (mut rqm, mut wrid) = (vec![0u64; 8 * 4], vec![0u64; 8]);
+    let sq = Sq::new(view(&mut m), &mut t, 64, 2, 0, QP_ID).unwrap();
+    let rq = Rq::new(view(&mut rqm), &mut wrid, 8, 0, 1).unwrap();
+    let mut qp = QpUk::new(sq, rq, CTX, QpKind::Rc);
+    let bar = RecBar::default();
+    let r = qp.post_send(&bar, &[write_wr(1, SendFlags::NONE, &three)]);
+    assert_eq!(r, Err(PostSendError { bad_wr: 0, kind: SqError::TooManySges }));
+    qp.post_send(&bar, &[imm_write(2, two), send_imm(3, two)]).unwrap();
+    assert_eq!(qp.sq.used(), 4);
+
+    let mut w = World::new();
+    let (mut qp, _cq) = w.parts(QpKind::Rc);
+    let bar = RecBar::default();
+    // A length of 2^31 in any slot, with or without immediate.
+    let over = Sge { length: 0x8000_0000, ..SGE };
+    for sg in [&[SGE, SGE, over][..], &[SGE, over][..]] {
+        let r = qp.post_send(&bar, &[write_wr(4, SendFlags::NONE, sg)]);
+        assert_eq!(r, Err(PostSendError { bad_wr: 0, kind: SqError::InvalidField }));
+        let r = qp.post_send(&bar, &[imm_write(5, sg)]);
+        assert_eq!(r, Err(PostSendError { bad_wr: 0, kind: SqError::InvalidField }));
+    }
+    let over1 = [over];
+    let r = qp.post_send(&bar, &[send_imm(6, &over1)]);
+    assert_eq!(r, Err(PostSendError { bad_wr: 0, kind: SqError::InvalidField }));
+    // Inline without `enable_inline`.
+    let r = qp.post_send(&bar, &[write_wr(7, SendFlags::INLINE, two)]);
+    assert_eq!(r, Err(PostSendError { bad_wr: 0, kind: SqError::InlineNotEnabled }));
+    assert_eq!(qp.sq.used(), 0, "nothing posted for the refused WRs");
+    assert!(bar.0.borrow().is_empty(), "no doorbell without a post");
+
+    // Chunk rule: seven one-quantum WRs, then a two-quanta WRITE pads
+    // quantum 7 with a NOP and lands at 8.
+    let one = [SGE];
+    let ones: Vec<SendWr<'_>> = (0..7).map(|i| write_wr(i, SendFlags::NONE, &one)).collect();
+    qp.post_send(&bar, &ones).unwrap();
+    qp.post_send(&bar, &[write_wr(8, SendFlags::SIGNALED, two)]).unwrap();
+    assert_eq!(qp.sq.head(), 10);
+    assert_eq!(qp.sq.wqe_opcode(7), irdma_hal::wqe::op::NOP);
+    assert_eq!(qp.sq.trk(7).map(|t| t.quanta), Some(1));
+    assert_eq!(qp.sq.trk(8).map(|t| (t.wr_id, t.quanta, t.wr_len)), Some((8, 2, 107)));
+    assert_eq!(qp.sq.wqe_opcode(8), irdma_hal::wqe::op::RDMA_WRITE);
+
+    // Ring full: 64 quanta (a test ring keeps none free) hold 27 more
+    // two-quanta WQEs; the 28th is refused and the chain stops there.
+    let wrs: Vec<SendWr<'_>> = (0..28).map(|i| imm_write(100 + i, &one)).collect();
+    let r = qp.post_send(&bar, &wrs);
+    assert_eq!(r, Err(PostSendError { bad_wr: 27, kind: SqError::Full }));
+    assert_eq!(qp.sq.used(), 64);
+
+    // QP in error: written, no doorbell.
+    let mut w = World::new();
+    let (mut qp, _cq) = w.parts(QpKind::Rc);
+    qp.set_error();
+    let bar = RecBar::default();
+    qp.post_send(&bar, &[write_wr(1, SendFlags::SIGNALED, two)]).unwrap();
+    assert_eq!(qp.sq.used(), 2);
+    assert!(bar.0.borrow().is_empty(), "no doorbell in error");
+
+    // UD: no RDMA WRITE (with or without immediate); SEND with immediate is
+    // the one UD operation and stays on the fast path.
+    let mut w = World::new();
+    let (mut qp, _cq) = w.parts(QpKind::Ud);
+    let bar = RecBar::default();
+    let r = qp.post_send(&bar, &[write_wr(1, SendFlags::NONE, two)]);
+    assert_eq!(r.map_err(|e| e.kind), Err(SqError::Unsupported));
+    let r = qp.post_send(&bar, &[imm_write(2, &one)]);
+    assert_eq!(r.map_err(|e| e.kind), Err(SqError::Unsupported));
+    qp.post_send(&bar, &[send_imm(3, &one)]).unwrap();
+    assert_eq!(qp.sq.used(), 2);
+    assert_eq!(*bar.0.borrow(), vec![(regs::WQEALLOC, QP_ID)]);
 }
 
 /// An SGE length above the 31-bit FRAG_LEN field (spec data-path §1.4:

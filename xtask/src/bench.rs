@@ -26,8 +26,8 @@ use crate::util::{SysPackage, ensure_program, root};
 const CASES: &[(&str, &str, Option<&str>, u64, u64)] = &[
     ("post_write_1sge_doorbell_each", "post_write", None, 4096, 1),
     ("post_write_1sge_doorbell_per32", "post_write_batch32", None, 4096, 1),
-    // Other shapes, one doorbell each (issue #16 fast paths; measured, not
-    // guarded yet).
+    // Other shapes, one doorbell each (issue #16: the two-quanta fast path
+    // for 2-3 SGEs and WRITE/SEND with immediate; guarded).
     ("post_write_2sge", "post_write_2sge", None, 4096, 1),
     ("post_write_3sge", "post_write_3sge", None, 4096, 1),
     ("post_write_imm", "post_write_imm", None, 4096, 1),
