@@ -291,17 +291,17 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct ResourceUsage {
-    /// PD ids in use (incl. reserved).
+    /// PD ids handed out (reserved ids not counted).
     pub pds: u32,
-    /// QP ids in use (incl. reserved).
+    /// QP ids handed out (reserved ids not counted).
     pub qps: u32,
-    /// CQ ids in use (incl. reserved).
+    /// CQ ids handed out (reserved ids not counted).
     pub cqs: u32,
-    /// MR indexes in use (incl. reserved).
+    /// MR indexes handed out (reserved ids not counted).
     pub mrs: u32,
-    /// ARP entries in use (incl. reserved).
+    /// ARP entries handed out (reserved ids not counted).
     pub arp: u32,
-    /// Address-handle ids in use.
+    /// Address-handle ids handed out (the reserved index 0 not counted).
     pub ahs: u32,
     /// Free PBLEs.
     pub pble_free: u32,
