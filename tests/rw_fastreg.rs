@@ -311,33 +311,9 @@ fn fast_reg_wr_must_name_a_live_fast_register_mr_of_this_device() {
     assert_eq!(FakeHal::live_pages(), base);
 }
 
-type TFr<'d> = irdma::verbs::FastRegMr<'d, FakeHal, ModelBar>;
-
 /// A profile with a small PBLE object, so filling it takes a few dozen MRs.
 fn few_pbles() -> Profile {
     Profile { pbles: 16 * 1024, ..Profile::SMALL }
-}
-
-/// Fills the PBLE pool with 512-entry fast-register MRs, then frees every
-/// other one: no level-1 run longer than 512 entries is left, so a larger
-/// PBL can only be level 2 (pble.c: get_lvl1_lvl2_pble). Returns the MRs
-/// that hold the pool apart.
-fn fragment_pbles<'d>(dev: &'d Dev, pd: &TPd<'d>) -> Vec<TFr<'d>> {
-    let mut all = Vec::new();
-    while let Ok(f) = dev.alloc_mr(pd, 512) {
-        all.push(f);
-        assert!(all.len() < 256, "the PBLE pool should be small");
-    }
-    assert!(all.len() >= 8, "{} runs", all.len());
-    let mut keep = Vec::new();
-    for (i, mut f) in all.into_iter().enumerate() {
-        if i % 2 == 0 {
-            f.dereg().unwrap();
-        } else {
-            keep.push(f);
-        }
-    }
-    keep
 }
 
 /// A fast-register MR larger than any level-1 run left: `alloc_mr` falls

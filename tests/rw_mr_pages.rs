@@ -38,28 +38,6 @@ const CASES: &[(usize, usize)] = &[
     (0, 256 * 4096),
 ];
 
-type TFr<'d> = irdma::verbs::FastRegMr<'d, FakeHal, ModelBar>;
-
-/// Fills the PBLE pool with 512-entry fast-register MRs, then frees every
-/// other one: no level-1 run longer than 512 entries is left, so a larger
-/// PBL can only be level 2 (pble.c: get_lvl1_lvl2_pble).
-fn fragment_pbles<'d>(dev: &'d Dev, pd: &TPd<'d>) -> Vec<TFr<'d>> {
-    let mut all = Vec::new();
-    while let Ok(f) = dev.alloc_mr(pd, 512) {
-        all.push(f);
-        assert!(all.len() < 256, "the PBLE pool should be small");
-    }
-    let mut keep = Vec::new();
-    for (i, mut f) in all.into_iter().enumerate() {
-        if i % 2 == 0 {
-            f.dereg().unwrap();
-        } else {
-            keep.push(f);
-        }
-    }
-    keep
-}
-
 /// Every size and start through fast-register MRs of PBL level `fr_level`
 /// (1 or 2) against a remote MR of level `remote_level` (0, 1 or 2).
 fn every_size_and_start(fr_level: u8, remote_level: u8) {

@@ -46,6 +46,7 @@ pub type TQp<'d> = Qp<'d, FakeHal, ModelBar>;
 pub type TCq<'d> = Cq<'d, FakeHal, ModelBar>;
 pub type TMr<'d> = Mr<'d, FakeHal, ModelBar>;
 pub type TPd<'d> = Pd<'d, FakeHal, ModelBar>;
+pub type TFr<'d> = irdma::verbs::FastRegMr<'d, FakeHal, ModelBar>;
 pub type Buf = Dma<FakeHal>;
 
 /// A node's identity on the wire.
@@ -198,4 +199,26 @@ pub fn small_fn_config() -> Config {
     c.fpm.max_cnt[19] = 4096;
     c.fpm.max_cnt[20] = 4096;
     c
+}
+
+/// Fills the PBLE pool with 512-entry fast-register MRs, then frees every
+/// other one: no level-1 run longer than 512 entries is left, so a larger
+/// PBL can only be level 2 (pble.c: get_lvl1_lvl2_pble). Returns the MRs
+/// that hold the pool apart.
+pub fn fragment_pbles<'d>(dev: &'d Dev, pd: &TPd<'d>) -> Vec<TFr<'d>> {
+    let mut all = Vec::new();
+    while let Ok(f) = dev.alloc_mr(pd, 512) {
+        all.push(f);
+        assert!(all.len() < 256, "the PBLE pool should be small");
+    }
+    assert!(all.len() >= 8, "{} runs", all.len());
+    let mut keep = Vec::new();
+    for (i, mut f) in all.into_iter().enumerate() {
+        if i % 2 == 0 {
+            f.dereg().unwrap();
+        } else {
+            keep.push(f);
+        }
+    }
+    keep
 }
