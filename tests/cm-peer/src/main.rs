@@ -163,18 +163,7 @@ impl<'d> Conn<'d> {
 
     /// Polls the CQ; on the guest's SEND checks it and the WRITE before it.
     fn check(&mut self, nonce: u64) -> Result<bool, String> {
-        let mut wc = [WorkCompletion {
-            wr_id: 0,
-            status: WcStatus::GeneralErr,
-            opcode: WcOpcode::Send,
-            vendor_err: 0,
-            byte_len: 0,
-            qp_num: 0,
-            imm_data: None,
-            invalidated_rkey: None,
-            solicited: false,
-            ud: None,
-        }; 2];
+        let mut wc = [WorkCompletion::default(); 2];
         let n = self.cq.poll(&mut wc);
         let Some(w) = wc.get(..n).and_then(|w| w.first()) else { return Ok(false) };
         if (w.wr_id, w.status, w.opcode) != (7, WcStatus::Success, WcOpcode::Recv) {
