@@ -798,7 +798,10 @@ pub trait SendQueue {
     fn used(&self) -> u32;
     /// Ring index of the tail.
     fn tail(&self) -> u32;
-    /// Retires through the WQE starting at ring index `wqe_idx`.
+    /// Retires through the WQE starting at ring index `wqe_idx`. Only the
+    /// bits of `wqe_idx` under the ring's mask count (a ring has at most
+    /// 32768 quanta: bits 15 and up are ignored; the fast poll path passes
+    /// the CQE's qword 3 shifted, unmasked).
     fn complete_at(&mut self, wqe_idx: u32) -> Option<SqWrTrk>;
     /// Retires the oldest WQE: its ring index, opcode and tracking entry.
     fn retire_oldest(&mut self) -> Option<(u32, u8, SqWrTrk)>;
