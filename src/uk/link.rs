@@ -35,8 +35,8 @@ use core::ptr::NonNull;
 use super::qp::QpUk;
 use super::rq::Rq;
 use super::sq::Sq;
-use crate::wr::WorkCompletion;
 use super::sync::{AtomicBool, AtomicPtr, AtomicU32, Ordering};
+use crate::wr::WorkCompletion;
 
 /// The positions the two halves of a split QP publish to each other.
 #[derive(Debug)]

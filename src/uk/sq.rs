@@ -1414,6 +1414,22 @@ mod tests {
         assert_eq!(sq.complete_at(5), None);
     }
 
+    /// `SendQueue::complete_at` ignores the index's bits above the ring's
+    /// mask: the fast poll path passes CQE qword 3 shifted by 32, unmasked
+    /// (the opcode, SQ and valid bits above WQEIDX's 15 bits).
+    #[test]
+    fn complete_at_ignores_bits_above_the_mask() {
+        let mut r = Ring::new(32768);
+        let mut sq = r.sq(32768);
+        for n in 0..4 {
+            sq.post(&SqPost::new(n, SqOp::Nop)).unwrap();
+        }
+        // The largest ring: its mask is WQEIDX's 15 bits.
+        assert_eq!(SendQueue::complete_at(&mut sq, 0xFFFF_8000 | 2).map(|t| t.wr_id), Some(2));
+        assert_eq!(sq.used(), 1);
+        assert_eq!(SendQueue::complete_at(&mut sq, 0x4000_8000 | 2), None);
+    }
+
     #[test]
     fn errors_are_typed() {
         let mut r = Ring::new(64);
