@@ -320,10 +320,9 @@ pub enum WcOpcode {
 /// `[WorkCompletion::default(); 16]`; it reports nothing.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
-// `repr(C)`, fields in this order, for the poll's fill (BENCHMARKS.md,
-// "Split QPs"): `vendor_err` and `imm_data`'s tag are adjacent (two
-// constant zeros on the fast path, one 8-byte store) and `status` and
-// `opcode` sit next to each other as in the fast path's opcode table.
+// `repr(C)`, fields in this order, for the fast poll's fill (BENCHMARKS.md,
+// "The split poll at 79"): `vendor_err` and `imm_data`'s tag are adjacent,
+// so the fast path's two constant zeros are one 8-byte store.
 #[repr(C)]
 pub struct WorkCompletion {
     /// The WR's cookie.
