@@ -320,28 +320,32 @@ pub enum WcOpcode {
 /// `[WorkCompletion::default(); 16]`; it reports nothing.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
+// `repr(C)`, fields in this order, for the fast poll's fill (BENCHMARKS.md,
+// "The split poll at 79"): `vendor_err` and `imm_data`'s tag are adjacent,
+// so the fast path's two constant zeros are one 8-byte store.
+#[repr(C)]
 pub struct WorkCompletion {
     /// The WR's cookie.
     pub wr_id: u64,
-    /// Outcome.
-    pub status: WcStatus,
-    /// What completed.
-    pub opcode: WcOpcode,
-    /// Hardware major/minor error code (0 on success), for diagnostics.
-    pub vendor_err: u32,
     /// Bytes transferred (receives and reads).
     pub byte_len: u32,
     /// Local QP number.
     pub qp_num: u32,
-    /// Immediate data, when `wc_flags` says so.
-    pub imm_data: Option<u32>,
     /// Remote-invalidated STag (receive of SEND_WITH_INV).
     pub invalidated_rkey: Option<u32>,
-    /// The sender asked for a solicited event.
-    pub solicited: bool,
+    /// Hardware major/minor error code (0 on success), for diagnostics.
+    pub vendor_err: u32,
+    /// Immediate data, when `wc_flags` says so.
+    pub imm_data: Option<u32>,
     /// UD / GSI QPs only: what the CQE says about the datagram's sender
     /// (`src_qp`, `IB_WC_GRH`, network type, `smac`, `vlan_id`, `sl`).
     pub ud: Option<UdWc>,
+    /// Outcome.
+    pub status: WcStatus,
+    /// What completed.
+    pub opcode: WcOpcode,
+    /// The sender asked for a solicited event.
+    pub solicited: bool,
 }
 
 /// The UD part of a work completion, decoded as the vendor does (verbs.c:

@@ -323,10 +323,14 @@ impl<'a> CqRing<'a> {
         let is_sq = ((q3 << 1) as i64) < 0;
         let Some(qp) = qps.lookup_fast(ctx, is_sq) else { return Fast::Slow };
         let q2 = w.get(2);
-        let wqe_idx = cqe::WQEIDX.get(q3) as u32;
         let opc = cqe::OP.get(q3) as u8;
         let wc = if is_sq {
-            let Some(t) = qp.sq.complete_at(wqe_idx) else { return Fast::Slow };
+            // `complete_at` uses only the index's bits under the ring's mask
+            // (`SendQueue::complete_at`), and a ring has at most 32768 quanta
+            // (`Sq::new`, `MpSq::new`): the mask lies within WQEIDX's 15
+            // bits, so the bits above them need no clearing here.
+            const _: () = assert!(cqe::WQEIDX.lo == 32 && cqe::WQEIDX.hi() == 46);
+            let Some(t) = qp.sq.complete_at((q3 >> 32) as u32) else { return Fast::Slow };
             let (status, opcode) = sq_wc_status_opcode(q3);
             WorkCompletion {
                 wr_id: t.wr_id,
@@ -341,6 +345,7 @@ impl<'a> CqRing<'a> {
                 ud: None,
             }
         } else {
+            let wqe_idx = cqe::WQEIDX.get(q3) as u32;
             let shift = qp.rq.multiplier().trailing_zeros();
             let Some(wr_id) = qp.rq.complete_at(wqe_idx >> shift) else { return Fast::Slow };
             WorkCompletion {

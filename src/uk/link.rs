@@ -36,6 +36,7 @@ use super::qp::QpUk;
 use super::rq::Rq;
 use super::sq::Sq;
 use super::sync::{AtomicBool, AtomicPtr, AtomicU32, Ordering};
+use crate::wr::WorkCompletion;
 
 /// The positions the two halves of a split QP publish to each other.
 #[derive(Debug)]
@@ -131,11 +132,24 @@ impl<'a> super::QpLookup<'a> for Linked<'_, 'a> {
 
     #[inline(always)]
     fn lookup_fast(&mut self, ctx: u64, sq: bool) -> Option<&mut QpUk<'a>> {
-        if ctx != self.qp.fast_ctx() {
+        // One reborrow, used for the head store and returned: returning
+        // `self.qp` after the store would have the compiler reload the
+        // pointer (and then the head) from the `Linked`, which it cannot
+        // prove the store left alone.
+        let qp = &mut *self.qp;
+        if ctx != qp.fast_ctx() {
             return None;
         }
-        self.link.consumer_begin_one(self.qp, sq);
-        Some(self.qp)
+        self.link.consumer_begin_one(qp, sq);
+        Some(qp)
+    }
+
+    #[inline(always)]
+    fn poll_rest(&mut self, cq: &mut super::CqRing<'_>, wc: &mut [WorkCompletion]) -> usize {
+        // A copy, so `self` (built per poll by the caller) has no address
+        // taken and stays in registers on the inline path.
+        let mut copy = Linked { link: self.link, qp: &mut *self.qp };
+        super::qp::poll_cq_some(cq, &mut copy, wc)
     }
 }
 

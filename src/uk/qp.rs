@@ -84,6 +84,16 @@ pub trait QpLookup<'a, S: SendQueue = Sq<'a>> {
         let _ = sq;
         self.lookup(ctx).filter(|q| q.fast_ctx == ctx)
     }
+
+    /// The out-of-line part of [`poll_cq`] (everything but its inline first
+    /// CQE): polls into `wc` and returns how many. A lookup that is a view
+    /// built per call (`uk::link::Linked`) passes a copy of itself, so its
+    /// caller's value never has its address taken and stays in registers
+    /// on the inline path.
+    #[inline(always)]
+    fn poll_rest(&mut self, cq: &mut CqRing<'_>, wc: &mut [WorkCompletion]) -> usize {
+        poll_cq_some(cq, self, wc)
+    }
 }
 
 impl<'a, S: SendQueue> QpLookup<'a, S> for QpUk<'a, S> {
@@ -689,16 +699,16 @@ pub fn poll_cq<'q, S: SendQueue, L: QpLookup<'q, S> + ?Sized>(
         Fast::Done(w) => {
             *first = w;
             match wc.get_mut(1..) {
-                Some(rest) if !rest.is_empty() => 1 + poll_cq_some(cq, qps, rest),
+                Some(rest) if !rest.is_empty() => 1 + qps.poll_rest(cq, rest),
                 _ => 1,
             }
         }
-        Fast::Slow => poll_cq_some(cq, qps, wc),
+        Fast::Slow => qps.poll_rest(cq, wc),
     }
 }
 
 #[inline(never)]
-fn poll_cq_some<'q, S: SendQueue, L: QpLookup<'q, S> + ?Sized>(
+pub(crate) fn poll_cq_some<'q, S: SendQueue, L: QpLookup<'q, S> + ?Sized>(
     cq: &mut CqRing<'_>,
     qps: &mut L,
     wc: &mut [WorkCompletion],

@@ -798,7 +798,10 @@ pub trait SendQueue {
     fn used(&self) -> u32;
     /// Ring index of the tail.
     fn tail(&self) -> u32;
-    /// Retires through the WQE starting at ring index `wqe_idx`.
+    /// Retires through the WQE starting at ring index `wqe_idx`. Only the
+    /// bits of `wqe_idx` under the ring's mask count (a ring has at most
+    /// 32768 quanta: bits 15 and up are ignored; the fast poll path passes
+    /// the CQE's qword 3 shifted, unmasked).
     fn complete_at(&mut self, wqe_idx: u32) -> Option<SqWrTrk>;
     /// Retires the oldest WQE: its ring index, opcode and tracking entry.
     fn retire_oldest(&mut self) -> Option<(u32, u8, SqWrTrk)>;
@@ -1409,6 +1412,22 @@ mod tests {
         assert_eq!(sq.used(), 512 - 257 - 10);
         // A completion index that is not outstanding is refused.
         assert_eq!(sq.complete_at(5), None);
+    }
+
+    /// `SendQueue::complete_at` ignores the index's bits above the ring's
+    /// mask: the fast poll path passes CQE qword 3 shifted by 32, unmasked
+    /// (the opcode, SQ and valid bits above WQEIDX's 15 bits).
+    #[test]
+    fn complete_at_ignores_bits_above_the_mask() {
+        let mut r = Ring::new(32768);
+        let mut sq = r.sq(32768);
+        for n in 0..4 {
+            sq.post(&SqPost::new(n, SqOp::Nop)).unwrap();
+        }
+        // The largest ring: its mask is WQEIDX's 15 bits.
+        assert_eq!(SendQueue::complete_at(&mut sq, 0xFFFF_8000 | 2).map(|t| t.wr_id), Some(2));
+        assert_eq!(sq.used(), 1);
+        assert_eq!(SendQueue::complete_at(&mut sq, 0x4000_8000 | 2), None);
     }
 
     #[test]
