@@ -604,12 +604,20 @@ impl<'a> QpUk<'a, Sq<'a>> {
             return self.post_send_more(bar, wrs, i, p);
         }
         if i != 0 {
-            p.publish(&self.sq);
-            if !self.in_error {
-                self.sq.ring_doorbell(bar);
-            }
+            self.finish(bar, p);
         }
         Ok(())
+    }
+
+    /// The end of a post: the positions published to the consumer half,
+    /// then the doorbell unless the QP is in ERROR (its WQEs wait for the
+    /// flush).
+    #[inline(always)]
+    fn finish<B: Bar, P: Publish>(&self, bar: &B, p: &P) {
+        p.publish(&self.sq);
+        if !self.in_error {
+            self.sq.ring_doorbell(bar);
+        }
     }
 
     /// `post_send` from WR `start` on (the ones before it are posted): the
@@ -633,10 +641,7 @@ impl<'a> QpUk<'a, Sq<'a>> {
             }
             i += 1;
         }
-        p.publish(&self.sq);
-        if !self.in_error {
-            self.sq.ring_doorbell(bar);
-        }
+        self.finish(bar, p);
         Ok(())
     }
 
@@ -673,10 +678,7 @@ impl<'a> QpUk<'a, Sq<'a>> {
             posted += 1;
         }
         if posted != 0 {
-            p.publish(&self.sq);
-            if !self.in_error {
-                self.sq.ring_doorbell(bar);
-            }
+            self.finish(bar, p);
         }
         res
     }
