@@ -18,11 +18,7 @@ fn rw_read_through_fast_registered_mrs() {
         let dev = probe_as(&bar, A, Profile::SMALL);
         let pd = dev.alloc_pd().unwrap();
         let mut cq = dev.create_cq(64).unwrap();
-        let mut q1 = create_qp(&dev, &pd, &cq, 32);
-        let mut q2 = create_qp(&dev, &pd, &cq, 32);
-        let (n1, n2) = (q1.qp_num(), q2.qp_num());
-        connect(&mut q1, A, A, n2).unwrap();
-        connect(&mut q2, A, A, n1).unwrap();
+        let (mut q1, _q2) = loopback_pair(&dev, &pd, &cq, 32);
 
         // The remote buffer, registered for remote read.
         let remote = buf(3);
@@ -179,11 +175,7 @@ fn fast_reg_key_rotation_rejects_the_stale_rkey() {
         assert_eq!(read(&target, 0, 16), vec![0u8; 16], "stale key wrote nothing");
 
         // A fresh QP pair: the current key works.
-        let mut a = create_qp(&dev, &pd, &cq, 4);
-        let mut b = create_qp(&dev, &pd, &cq, 4);
-        let (na, nb) = (a.qp_num(), b.qp_num());
-        connect(&mut a, A, A, nb).unwrap();
-        connect(&mut b, A, A, na).unwrap();
+        let (mut a, _b) = loopback_pair(&dev, &pd, &cq, 4);
         a.post_send(&[write(6, k2)]).unwrap();
         let wc = poll_n(&mut cq, 1);
         assert_eq!((wc[0].wr_id, wc[0].status), (6, WcStatus::Success));

@@ -51,11 +51,7 @@ fn every_size_and_start(fr_level: u8, remote_level: u8) {
         let dev = probe_as(&bar, A, profile);
         let pd = dev.alloc_pd().unwrap();
         let mut cq = dev.create_cq(64).unwrap();
-        let mut q1 = create_qp(&dev, &pd, &cq, 32);
-        let mut q2 = create_qp(&dev, &pd, &cq, 32);
-        let (n1, n2) = (q1.qp_num(), q2.qp_num());
-        connect(&mut q1, A, A, n2).unwrap();
-        connect(&mut q2, A, A, n1).unwrap();
+        let (mut q1, _q2) = loopback_pair(&dev, &pd, &cq, 32);
         let holes = if level2 { fragment_pbles(&dev, &pd) } else { Vec::new() };
         let before = dev.resource_usage();
 
@@ -188,11 +184,7 @@ fn rw_refuses_a_level2_mr_passed_as_level1() {
         let dev = probe_as(&bar, A, Profile { pbles: 16 * 1024, ..Profile::SMALL });
         let pd = dev.alloc_pd().unwrap();
         let mut cq = dev.create_cq(64).unwrap();
-        let mut q1 = create_qp(&dev, &pd, &cq, 32);
-        let mut q2 = create_qp(&dev, &pd, &cq, 32);
-        let (n1, n2) = (q1.qp_num(), q2.qp_num());
-        connect(&mut q1, A, A, n2).unwrap();
-        connect(&mut q2, A, A, n1).unwrap();
+        let (mut q1, mut q2) = loopback_pair(&dev, &pd, &cq, 32);
         let holes = fragment_pbles(&dev, &pd);
         let remote = buf(4);
         let rdata = fill(&remote, 3);

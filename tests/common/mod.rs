@@ -95,6 +95,17 @@ pub fn create_qp<'d>(dev: &'d Dev, pd: &TPd<'d>, cq: &TCq<'d>, n: u32) -> TQp<'d
 }
 
 /// INIT → RTR → RTS towards `peer_qpn` at `peer`.
+/// Two RC QPs of `dev` (depth `n`, one PD and CQ) connected to each other
+/// in loopback, both in RTS.
+pub fn loopback_pair<'d>(dev: &'d Dev, pd: &TPd<'d>, cq: &TCq<'d>, n: u32) -> (TQp<'d>, TQp<'d>) {
+    let mut a = create_qp(dev, pd, cq, n);
+    let mut b = create_qp(dev, pd, cq, n);
+    let (na, nb) = (a.qp_num(), b.qp_num());
+    connect(&mut a, A, A, nb).unwrap();
+    connect(&mut b, A, A, na).unwrap();
+    (a, b)
+}
+
 pub fn connect(qp: &mut TQp<'_>, me: Addr, peer: Addr, peer_qpn: u32) -> Result<(), VerbsError> {
     qp.modify(&QpAttr::new(QpState::Init))?;
     let mut rtr = QpAttr::new(QpState::Rtr);
