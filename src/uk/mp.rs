@@ -35,6 +35,15 @@
 //! their producers. The valid bit of a position is derived from the position
 //! itself, so no polarity state is shared.
 //!
+//! Sharing between cores: `head` (written by every reservation) and `tail`
+//! (written by the completer) each have a cache line of their own, apart
+//! from the read-mostly fields every post reads, so a reservation moves
+//! only the `head` line between the producers' cores. What still moves is
+//! inherent to one ring shared by several producers: that line once per
+//! post (a chain reserves once), and the WQE and tracking lines, which the
+//! next lap's producer of a quantum may be another core (BENCHMARKS.md,
+//! "two producer threads").
+//!
 //! Completion ([`MpSq::complete_at`], [`MpSq::retire_oldest`]) belongs to the
 //! CQ poller (one at a time) and is bounded by what was published: a WQE is
 //! retired only when it and every WQE before it (from the tail) carries the
@@ -53,7 +62,7 @@ use super::sq::{
     HotWqe, PostedWqe, SendQueue, SqConfigError, SqError, SqLimits, SqPost, SqWrTrk, encode_body,
     encode_hot, size_post, wqe_slot,
 };
-use super::sync::{AtomicU32, AtomicU64, Ordering, fence};
+use super::sync::{AtomicU32, AtomicU64, Ordering, Padded, fence};
 use crate::wr::SendWr;
 
 /// The signaled bit of [`MpTrk`]'s `meta`: where the WQE header has it.
@@ -125,8 +134,12 @@ pub struct MpSq<M: Words, T: AsRef<[MpTrk]>> {
     lap: u32,
     mask: u32,
     cap: u32,
-    head: AtomicU32,
-    tail: AtomicU32,
+    /// Written by every producer's reservation: alone on its lines, so
+    /// the read-mostly fields above and the completer's `tail` do not move
+    /// between cores with it.
+    head: Padded<AtomicU32>,
+    /// Written by the completer only.
+    tail: Padded<AtomicU32>,
     lim: SqLimits,
     qp_id: u32,
 }
@@ -149,8 +162,8 @@ impl<M: Words, T: AsRef<[MpTrk]>> MpSq<M, T> {
             lap: size,
             mask: size - 1,
             cap,
-            head: AtomicU32::new(0),
-            tail: AtomicU32::new(0),
+            head: Padded(AtomicU32::new(0)),
+            tail: Padded(AtomicU32::new(0)),
             lim: SqLimits { max_frags, max_inline, inline_enabled: false },
             qp_id,
         })
@@ -947,6 +960,34 @@ mod tests {
         want.sort_unstable();
         assert_eq!(got, want, "every WR exactly once");
         assert_eq!(mp.used(), 0);
+    }
+
+    /// Issue #16: the producers' `head` and the completer's `tail` sit on
+    /// cache lines of their own, apart from each other and from the
+    /// read-mostly fields every post reads (with them on one line, each
+    /// reservation took that line from the other cores: 2 threads ran at
+    /// about a third of one thread's rate with one WR per post).
+    #[test]
+    fn head_and_tail_have_cache_lines_of_their_own() {
+        let mut b = vec![0u64; 8 * 4];
+        let tb: Vec<MpTrk> = (0..8).map(|_| MpTrk::new()).collect();
+        let mp = MpSq::new(view(&mut b), &tb[..], 8, 13, 101, 7).unwrap();
+        let block = |p: *const u8| p as usize / 128;
+        let head = block((&*mp.head as *const AtomicU32).cast());
+        let tail = block((&*mp.tail as *const AtomicU32).cast());
+        assert_ne!(head, tail);
+        let shared: [*const u8; 6] = [
+            (&mp.mask as *const u32).cast(),
+            (&mp.cap as *const u32).cast(),
+            (&mp.lap as *const u32).cast(),
+            (&mp.qp_id as *const u32).cast(),
+            (&mp.lim as *const SqLimits).cast(),
+            (&mp.mem as *const QueueMem<'_>).cast(),
+        ];
+        for p in shared {
+            assert_ne!(block(p), head);
+            assert_ne!(block(p), tail);
+        }
     }
 
     /// Flush replay and the software flush retire with `retire_oldest`
