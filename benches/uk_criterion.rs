@@ -13,16 +13,11 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::{
-    Device, Mem, NopBar, Retire, SGE, WC0, mp_post_write_op, mp_trk, poll_cqe_base_op, poll_cqe_op,
-    poll_empty_op, poll_one_op, post_with_cqe_op, post_write_op, split_poll_cqe_op,
-    split_post_write_op, write_post, write_wr,
+    Completer, Device, Mem, NopBar, Retire, SGE, WC0, mp_post_write_op, mp_trk, poll_cqe_base_op,
+    poll_cqe_op, poll_empty_op, poll_one_op, post_with_cqe_op, post_write_op, producer,
+    split_poll_cqe_op, split_post_write_op, write_post, write_wr,
 };
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use irdma::uk::qp::QpKind;
-use irdma::uk::{MpSq, MpTrk, QueueMem};
-use irdma::wr::SendWr;
-use std::hint::black_box;
-use std::sync::atomic::Ordering;
 
 /// WRs per chain in the `…_per32` cases (one doorbell per chain).
 const CHAIN: usize = 32;
@@ -93,10 +88,11 @@ fn post(c: &mut Criterion) {
 
 /// Throughput of one shared SQ with 1 and 2 posting threads: the same
 /// total number of WRs (chains of 1 or 32, one doorbell each) split between
-/// the threads, each thread retiring what is published when no other thread
-/// is. Figures are per WR; the 2-thread gain is `time(1) / time(2)`.
+/// the threads, each pinned to its own CPU, retiring as
+/// `common::producer` does. Figures are per WR; the 2-thread gain is
+/// `time(1) / time(2)` (`cargo xtask bench` prints it as medians of
+/// interleaved runs, with the machine's cache-line transfer time).
 fn mp_threads(c: &mut Criterion) {
-    let bar = NopBar::new();
     let wr = write_wr(&SGE);
     let batch = [wr; CHAIN];
     let mut g = c.benchmark_group("mp_threads");
@@ -105,7 +101,7 @@ fn mp_threads(c: &mut Criterion) {
             let trk = mp_trk();
             let mut mem = Mem::new();
             let mp = mem.mp(&trk);
-            let retire = SharedRetire::default();
+            let completer = Completer::default();
             let wrs = &batch[..chain];
             g.throughput(Throughput::Elements(chain as u64));
             let name = format!("write_1sge_chain{chain}_{threads}_thread");
@@ -114,10 +110,11 @@ fn mp_threads(c: &mut Criterion) {
                     let per = iters.div_ceil(threads);
                     let t = Instant::now();
                     std::thread::scope(|s| {
-                        for _ in 1..threads {
-                            s.spawn(|| mp_thread_ops(&mp, &retire, &bar, wrs, per));
+                        for cpu in 1..threads as usize {
+                            let (mp, completer) = (&mp, &completer);
+                            s.spawn(move || producer(cpu, mp, completer, wrs, per));
                         }
-                        mp_thread_ops(&mp, &retire, &bar, wrs, per);
+                        producer(0, &mp, &completer, wrs, per);
                     });
                     t.elapsed().mul_f64(iters as f64 / (per * threads) as f64)
                 })
@@ -125,52 +122,6 @@ fn mp_threads(c: &mut Criterion) {
         }
     }
     g.finish();
-    std::hint::black_box(bar.last());
-}
-
-/// The completer for several posting threads: whichever thread gets the
-/// try-lock retires everything published so far (one completer at a time,
-/// as `MpSq::complete_at` requires); the others carry on posting.
-#[derive(Default)]
-struct SharedRetire {
-    busy: std::sync::atomic::AtomicBool,
-}
-
-impl SharedRetire {
-    /// Retires through the last published WQE, unless another thread is
-    /// retiring.
-    #[inline(always)]
-    fn try_run(&self, mp: &MpSq<QueueMem<'_>, &[MpTrk]>) {
-        if self.busy.swap(true, Ordering::Acquire) {
-            return;
-        }
-        let mask = common::SQ_QUANTA - 1;
-        let end = mp.published() & mask;
-        let tail = mp.tail();
-        if end != tail || mp.used() == common::SQ_QUANTA {
-            let _ = mp.complete_at(end.wrapping_sub(1) & mask);
-        }
-        self.busy.store(false, Ordering::Release);
-    }
-}
-
-/// One thread's share of the multi-thread case: `ops` calls of
-/// multi-producer `post_send` of `wrs` (one doorbell each), retrying a full
-/// ring, with [`SharedRetire`] after each.
-fn mp_thread_ops(
-    mp: &MpSq<QueueMem<'_>, &[MpTrk]>,
-    retire: &SharedRetire,
-    bar: &NopBar,
-    wrs: &[SendWr<'_>],
-    ops: u64,
-) {
-    for _ in 0..ops {
-        while black_box(mp.post_send(bar, QpKind::Rc, black_box(wrs))).is_err() {
-            retire.try_run(mp);
-            std::hint::spin_loop();
-        }
-        retire.try_run(mp);
-    }
 }
 
 fn poll(c: &mut Criterion) {

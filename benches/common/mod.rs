@@ -322,3 +322,66 @@ pub fn poll_empty_op(qp: &mut QpUk<'_>, cq: &mut CqRing<'_>, wc: &mut [WorkCompl
     let got = poll_cq(cq, qp, black_box(&mut wc[..]));
     assert_eq!(black_box(got), 0);
 }
+
+/// The multi-producer SQ the thread benchmarks share.
+pub type SharedSq<'a> = MpSq<QueueMem<'a>, &'a [MpTrk]>;
+
+/// The completer of the thread benchmarks: whichever posting thread gets
+/// the try-lock retires everything published so far (one completer at a
+/// time, as `MpSq::complete_at` requires); the others carry on posting.
+#[derive(Default)]
+pub struct Completer(std::sync::atomic::AtomicBool);
+
+impl Completer {
+    /// Retires through the last published WQE, unless another thread is
+    /// retiring.
+    pub fn try_run(&self, mp: &SharedSq<'_>) {
+        // Look before the swap: a busy flag costs the poster a read of a
+        // shared line, not taking the line from the completer's core.
+        if self.0.load(Ordering::Relaxed) || self.0.swap(true, Ordering::Acquire) {
+            return;
+        }
+        let end = mp.published();
+        let mask = mp.size() - 1;
+        if end & mask != mp.tail() || mp.used() == mp.size() {
+            let _ = black_box(mp.complete_at(end.wrapping_sub(1) & mask));
+        }
+        self.0.store(false, Ordering::Release);
+    }
+}
+
+/// One posting thread of the thread benchmarks, pinned to `cpu`: `calls`
+/// multi-producer `post_send`s of `wrs` (one doorbell each, on the thread's
+/// own doorbell word: an MMIO write moves no cache line between cores, a
+/// shared `NopBar` word would), retrying a full ring; every 256 WRs, if
+/// more than half the ring is outstanding, [`Completer::try_run`].
+pub fn producer(cpu: usize, mp: &SharedSq<'_>, c: &Completer, wrs: &[SendWr<'_>], calls: u64) {
+    pin(cpu);
+    let bar = &NopBar::new();
+    let every = (256 / wrs.len().max(1)).max(1) as u64;
+    for i in 0..calls {
+        while mp.post_send(bar, QpKind::Rc, black_box(wrs)).is_err() {
+            c.try_run(mp);
+            std::hint::spin_loop();
+        }
+        if i % every == 0 && mp.used() > mp.size() / 2 {
+            c.try_run(mp);
+        }
+    }
+    black_box(bar.last());
+}
+
+/// Pins the calling thread to CPU `cpu` (Linux; elsewhere a no-op), so the
+/// scheduler does not move the threads between the cores mid-run.
+pub fn pin(cpu: usize) {
+    #[cfg(target_os = "linux")]
+    // SAFETY: `set` is a local, zero-initialised `cpu_set_t` (a plain bit
+    // array), passed with its size; the call only reads it.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu % libc::CPU_SETSIZE as usize, &mut set);
+        let _ = libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = cpu;
+}
