@@ -111,13 +111,6 @@ impl MpTrk {
             signaled: m & SIGNALED != 0,
         }
     }
-
-    /// The entry's quanta (at least 1): all the completer's walk needs of
-    /// the WQEs it steps over.
-    #[inline(always)]
-    fn quanta(&self) -> u32 {
-        ((self.meta.load(Ordering::Relaxed) >> 32) as u8).max(1).into()
-    }
 }
 
 impl Default for MpTrk {
@@ -189,20 +182,52 @@ impl<M: Words, T: AsRef<[MpTrk]>> MpSq<M, T> {
         self.mask + 1
     }
 
-    /// The end (free-running) of the contiguous run of published WQEs from
-    /// the tail: what the device may execute. A diagnostic; it walks the
-    /// outstanding WQEs.
+    /// The end (free-running) of the contiguous run of published quanta
+    /// from the tail: what the device may execute. A diagnostic; it reads
+    /// word 3 of every outstanding quantum up to the first unpublished one
+    /// (so it may end inside a multi-quanta WQE whose later quanta this core
+    /// does not see yet: never past what is published).
     pub fn published(&self) -> u32 {
         let tail = self.tail.load(Ordering::Relaxed);
         let used = self.head.load(Ordering::Acquire).wrapping_sub(tail);
-        let mut off = 0;
-        while off < used.min(self.mask + 1) {
-            match self.published_at(tail.wrapping_add(off)) {
-                Some(e) => off += e.quanta(),
-                None => break,
+        tail.wrapping_add(self.valid_run(tail, used.min(self.mask + 1)))
+    }
+
+    /// Whether word 3 of the quantum at free-running `pos` carries that
+    /// position's lap valid bit.
+    #[inline(always)]
+    fn quantum_valid(&self, pos: u32) -> bool {
+        let h = self.mem.read((pos & self.mask) as usize * QUANTUM_QWORDS + 3);
+        sq_hdr::VALID.is_set(h) == self.valid_at(pos)
+    }
+
+    /// How many of the `n` quanta from free-running `pos` on carry their
+    /// lap's valid bit in word 3 (a header, a fragment's second qword, a NOP
+    /// pad: every quantum has one), counted up to the first that does not.
+    /// The ring is read in at most two pieces (to its end, then from its
+    /// start), each with one lap bit and one bounds check.
+    #[inline(never)]
+    fn valid_run(&self, pos: u32, n: u32) -> u32 {
+        let mut done = 0u32;
+        while done < n {
+            let p = pos.wrapping_add(done);
+            let idx = p & self.mask;
+            let piece = (n - done).min(self.lap - idx);
+            let want = sq_hdr::VALID.prep(self.valid_at(p).into());
+            let first = idx as usize * QUANTUM_QWORDS + 3;
+            // `sq_config` sized the memory for the ring: never taken.
+            if first + (piece as usize - 1) * QUANTUM_QWORDS >= self.mem.qwords() {
+                return done;
             }
+            for k in 0..piece {
+                let w = self.mem.read(first + k as usize * QUANTUM_QWORDS);
+                if w & sq_hdr::VALID.prep(1) != want {
+                    return done + k;
+                }
+            }
+            done += piece;
         }
-        tail.wrapping_add(off.min(used))
+        done
     }
 
     /// The tracking entry of the WQE starting at free-running position
@@ -559,15 +584,12 @@ impl<M: Words, T: AsRef<[MpTrk]>> MpSq<M, T> {
         if d >= avail || avail > self.mask + 1 {
             return None;
         }
-        let mut off = 0u32;
-        loop {
-            if !self.quantum_valid(tail.wrapping_add(off)) {
-                return None;
-            }
-            if off == d {
-                break;
-            }
-            off += 1;
+        // One quantum (a CQE per WQE) read inline; a longer range (a
+        // signaled WQE behind unsignaled ones) in pieces.
+        let published =
+            if d == 0 { self.quantum_valid(tail) } else { self.valid_run(tail, d + 1) == d + 1 };
+        if !published {
+            return None;
         }
         // Pairs with the `dma_wmb` (a release fence, at least) before each
         // header store: the entry read is the one its producer wrote.
@@ -582,15 +604,6 @@ impl<M: Words, T: AsRef<[MpTrk]>> MpSq<M, T> {
             .compare_exchange(tail, tail.wrapping_add(d + q), Ordering::Release, Ordering::Relaxed)
             .ok()?;
         Some(t)
-    }
-
-    /// Whether word 3 of the quantum at free-running `pos` (a header, a
-    /// fragment's second qword, a NOP pad: every quantum has one) carries
-    /// that position's lap valid bit.
-    #[inline(always)]
-    fn quantum_valid(&self, pos: u32) -> bool {
-        let h = self.mem.read((pos & self.mask) as usize * QUANTUM_QWORDS + 3);
-        sq_hdr::VALID.is_set(h) == self.valid_at(pos)
     }
 }
 
@@ -1044,6 +1057,36 @@ mod tests {
         assert_eq!(mp.used(), 2);
         assert_eq!(mp.complete_at(1), None, "not outstanding");
         assert_eq!(mp.complete_at(0).map(|t| t.wr_id), Some(15), "across the wrap");
+        assert_eq!(mp.used(), 0);
+    }
+
+    /// The completer's scan reads the ring in two pieces when the range
+    /// wraps: an unpublished quantum in the second piece (the new lap) stops
+    /// `complete_at` and `published()` just as one in the first does.
+    #[test]
+    fn scan_across_the_wrap_stops_at_an_unpublished_quantum() {
+        let b: &'static mut [u64] = Vec::leak(vec![0u64; 8 * 4]);
+        let tb: &'static [MpTrk] = Vec::leak((0..8).map(|_| MpTrk::new()).collect());
+        let mp = MpSq::new(view(b), tb, 8, 13, 101, 7).unwrap();
+        for i in 0..6 {
+            mp.post(&SqPost::new(i, SqOp::Nop)).unwrap();
+        }
+        assert_eq!(mp.complete_at(5).map(|t| t.wr_id), Some(5));
+        mp.post(&SqPost::new(6, SqOp::Nop)).unwrap();
+        mp.post(&SqPost::new(7, SqOp::Nop)).unwrap();
+        // Position 8 (ring index 0, the next lap) reserved, not filled.
+        let (start, pad) = mp.reserve(1).unwrap();
+        assert_eq!((start, pad), (8, 0));
+        assert_eq!(mp.post(&SqPost::new(9, SqOp::Nop)).map(|p| p.wqe_idx), Ok(1));
+        assert_eq!(mp.published(), 8, "the walk stops at the new lap's hole");
+        assert_eq!(mp.complete_at(1), None, "retired across an unpublished quantum");
+        assert_eq!(mp.used(), 4);
+        let t = SqWrTrk { wr_id: 8, wr_len: 0, quanta: 1, signaled: true };
+        mp.fill_publish(start, pad, t, |slot, valid| {
+            encode_body(&SqPost::new(8, SqOp::Nop), slot, valid, 1)
+        });
+        assert_eq!(mp.published(), 10);
+        assert_eq!(mp.complete_at(1).map(|t| t.wr_id), Some(9));
         assert_eq!(mp.used(), 0);
     }
 
