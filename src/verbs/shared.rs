@@ -41,8 +41,8 @@ pub(crate) type SharedSq = MpSq<QueueMem<'static>, &'static [MpTrk]>;
 pub struct SharedSqStats {
     /// Outstanding (reserved, not retired) quanta.
     pub used: u32,
-    /// Quanta from the tail through the last WQE of the contiguous run of
-    /// published WQEs (free-running).
+    /// The end of the contiguous run of published quanta from the tail
+    /// (free-running; `uk::MpSq::published`).
     pub published: u32,
     /// Ring index of the tail.
     pub tail: u32,
