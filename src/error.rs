@@ -6,9 +6,9 @@
 use core::error::Error;
 use core::fmt::{self, Display, Formatter};
 
-use crate::cqp::EncodeError;
 use crate::cqp::decode::{DecodeError, FeaturesError};
 use crate::cqp::engine::CqpError;
+use crate::cqp::{EncodeError, FieldName};
 use crate::device::{CloseError, ProbeCause, ProbeError, ProbeStep};
 use crate::ice::AqError;
 use crate::ice::bringup::BringUpError;
@@ -23,6 +23,70 @@ use crate::uk::rq::RqConfigError;
 use crate::uk::sq::SqConfigError;
 use crate::uk::{PollError, RqError, SqError};
 use crate::verbs::{PostError, PostErrorKind, VerbsError};
+
+/// A fixed phrase an error carries (what was invalid, what timed out),
+/// held as one pointer to a `&'static str` instead of the two words of the
+/// `&str` itself, so the error types that carry one stay small enough to be
+/// returned in registers (BENCHMARKS.md, `.text` sixth pass). Built with
+/// [`Phrase::new`]`(&"text")`; compares, prints and formats as its text.
+#[derive(Clone, Copy)]
+pub struct Phrase(&'static &'static str);
+
+impl Phrase {
+    /// The phrase `text` (pass `&"literal"`).
+    pub const fn new(text: &'static &'static str) -> Self {
+        Phrase(text)
+    }
+
+    /// The text.
+    pub const fn as_str(self) -> &'static str {
+        self.0
+    }
+}
+
+impl PartialEq for Phrase {
+    fn eq(&self, other: &Self) -> bool {
+        self.as_str() == other.as_str()
+    }
+}
+impl Eq for Phrase {}
+
+impl PartialEq<&str> for Phrase {
+    fn eq(&self, other: &&str) -> bool {
+        self.as_str() == *other
+    }
+}
+
+impl fmt::Debug for Phrase {
+    fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(self.as_str(), f)
+    }
+}
+
+impl Display for Phrase {
+    fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+#[cfg(feature = "defmt")]
+impl defmt::Format for Phrase {
+    fn format(&self, f: defmt::Formatter<'_>) {
+        defmt::write!(f, "{=str}", self.as_str())
+    }
+}
+
+impl Display for FieldName {
+    fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl PartialEq<&str> for FieldName {
+    fn eq(&self, other: &&str) -> bool {
+        self.name() == *other
+    }
+}
 
 /// `Display` by a fixed phrase per variant, and an `Error` without source.
 macro_rules! phrases {
@@ -324,7 +388,11 @@ impl Error for HmcError {}
 impl Display for EncodeError {
     fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
         match self {
-            EncodeError::TooWide { field, value, max } => {
+            EncodeError::TooWide { field, bits, value } => {
+                let max = crate::cqp::max_of(*bits);
+                write!(f, "{field} = {value:#x} does not fit its field (max {max:#x})")
+            }
+            EncodeError::AboveMax { field, max, value } => {
                 write!(f, "{field} = {value:#x} does not fit its field (max {max:#x})")
             }
             EncodeError::Invalid { what } => write!(f, "invalid command input: {what}"),
@@ -591,7 +659,14 @@ mod tests {
             (&StagError::StaleKey, "StaleKey".into()),
             (&AccessError::MwBind, "MwBind".into()),
             (&HmcError::Overlap(HmcObj::Qp, HmcObj::Cq), String::new()),
-            (&EncodeError::TooWide { field: "qpn", value: 0x40000, max: 0x3ffff }, String::new()),
+            (
+                &EncodeError::TooWide { field: FieldName::QpId, bits: 18, value: 0x40000 },
+                String::new()
+            ),
+            (
+                &EncodeError::AboveMax { field: FieldName::CqId, max: 511, value: 512 },
+                String::new()
+            ),
             (&DecodeError::Overflow, "Overflow".into()),
             (&FeaturesError::TooFew(1), String::new()),
             (&cqp, String::new()),
@@ -622,8 +697,36 @@ mod tests {
             "WR 1 not posted: send queue full"
         );
         assert_eq!(
+            EncodeError::TooWide { field: FieldName::QpId, bits: 18, value: 0x40000 }.to_string(),
+            "qp_id = 0x40000 does not fit its field (max 0x3ffff)"
+        );
+        assert_eq!(
+            EncodeError::AboveMax { field: FieldName::CqId, max: 511, value: 512 }.to_string(),
+            "cq_id = 0x200 does not fit its field (max 0x1ff)"
+        );
+        assert_eq!(
+            CqpError::Timeout { what: Phrase::new(&"CQP op (CCQ)") }.to_string(),
+            "CQP timed out waiting for CQP op (CCQ)"
+        );
+        assert_eq!(
             VerbsError::AboveLimit { what: "max_send_sge", requested: 14, max: 13 }.to_string(),
             "max_send_sge 14 above the device limit 13"
         );
+    }
+
+    /// The control path's errors stay small enough to be returned in two
+    /// registers (BENCHMARKS.md, `.text` sixth pass): a field name is one
+    /// byte, a phrase one pointer. A new variant with a wide payload fails
+    /// here instead of growing every `?` of the driver.
+    #[test]
+    fn error_sizes_stay_pinned() {
+        use core::mem::size_of;
+        assert_eq!(size_of::<FieldName>(), 1);
+        assert_eq!(size_of::<Phrase>(), size_of::<usize>());
+        assert!(size_of::<EncodeError>() <= 16);
+        assert!(size_of::<Result<u64, EncodeError>>() <= 16);
+        assert!(size_of::<CqpError>() <= 16);
+        assert!(size_of::<Result<(), CqpError>>() <= 16);
+        assert!(size_of::<Result<u32, CqpError>>() <= 16);
     }
 }

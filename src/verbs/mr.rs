@@ -7,6 +7,7 @@
 use irdma_hal::{Bar, BufferDirection, Dma, Hal};
 
 use super::{Pd, VerbsError, dma_slice};
+use crate::Phrase;
 use crate::cqp::cmd::{AllocStag, DeallocStag, MrPages, Pbl, RegMr};
 use crate::cqp::engine::device_may_own;
 use crate::device::Device;
@@ -208,7 +209,9 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
                         crate::device::BackError::Cqp(c) => c,
                         crate::device::BackError::Dma(d) => crate::cqp::engine::CqpError::Dma(d),
                         crate::device::BackError::Capacity => {
-                            crate::cqp::engine::CqpError::Protocol { what: "SD table full" }
+                            crate::cqp::engine::CqpError::Protocol {
+                                what: Phrase::new(&"SD table full"),
+                            }
                         }
                     })
                 });

@@ -9,6 +9,7 @@ use super::cq::Cq;
 use super::table::QpCompl;
 use super::wq::Wq;
 use super::{Pd, VerbsError, dma_slice, static_view};
+use crate::Phrase;
 use crate::cqp::cmd::{
     ArpAdd, ArpDel, CreateQp, DestroyQp, FlushCodes, FlushState, FlushWqes, ModifyQp, qp_state,
     qp_type,
@@ -835,7 +836,7 @@ impl<'d, H: Hal, B: Bar + Clone, S: SendQueue> Qp<'d, H, B, S> {
         let mut w = [0u64; 32];
         self.ctx.encode(&mut w)?;
         let Some(m) = self.mem.as_ref() else {
-            return Err(CqpError::Protocol { what: "QP memory gone" });
+            return Err(CqpError::Protocol { what: Phrase::new(&"QP memory gone") });
         };
         m.ctx.write_u64s(CTX_OFF, &w);
         Ok(())
