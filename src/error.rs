@@ -22,7 +22,7 @@ use crate::uk::qp::{PostRecvError, PostSendError};
 use crate::uk::rq::RqConfigError;
 use crate::uk::sq::SqConfigError;
 use crate::uk::{PollError, RqError, SqError};
-use crate::verbs::{PostError, PostErrorKind, VerbsError};
+use crate::verbs::{PostError, PostErrorKind, Quantity, VerbsError};
 
 /// A fixed phrase an error carries (what was invalid, what timed out),
 /// held as one pointer to a `&'static str` instead of the two words of the
@@ -79,6 +79,18 @@ impl defmt::Format for Phrase {
 impl Display for FieldName {
     fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
         f.write_str(self.name())
+    }
+}
+
+impl Display for Quantity {
+    fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl PartialEq<&str> for Quantity {
+    fn eq(&self, other: &&str) -> bool {
+        self.name() == *other
     }
 }
 
@@ -474,6 +486,10 @@ impl Display for VerbsError {
             VerbsError::AboveLimit { what, requested, max } => {
                 write!(f, "{what} {requested} above the device limit {max}")
             }
+            VerbsError::TooLong { length } => {
+                let max = crate::verbs::MAX_MR_SIZE;
+                write!(f, "length {length} above the device limit {max}")
+            }
             VerbsError::Invalid { what } => write!(f, "invalid argument: {what}"),
             VerbsError::InvalidState => f.write_str("not allowed in the QP's current state"),
             VerbsError::Destroyed => f.write_str("the object was destroyed"),
@@ -680,7 +696,7 @@ mod tests {
             (&CqpError::NeedsReset, "NeedsReset".into()),
             (&CqpError::DeviceGone, "DeviceGone".into()),
             (&PostErrorKind::DeviceGone, "DeviceGone".into()),
-            (&VerbsError::InUse { what: "CQ", users: 2 }, String::new()),
+            (&VerbsError::InUse { what: Quantity::CqWithLiveQps, users: 2 }, String::new()),
             (&DmaError::NoMemory, "NoMemory".into()),
         ];
         for (e, debug) in all {
@@ -709,8 +725,17 @@ mod tests {
             "CQP timed out waiting for CQP op (CCQ)"
         );
         assert_eq!(
-            VerbsError::AboveLimit { what: "max_send_sge", requested: 14, max: 13 }.to_string(),
+            VerbsError::AboveLimit { what: Quantity::MaxSendSge, requested: 14, max: 13 }
+                .to_string(),
             "max_send_sge 14 above the device limit 13"
+        );
+        assert_eq!(
+            VerbsError::TooLong { length: (1 << 45) + 1 }.to_string(),
+            "length 35184372088833 above the device limit 35184372088832"
+        );
+        assert_eq!(
+            VerbsError::InUse { what: Quantity::CqWithLiveQps, users: 2 }.to_string(),
+            "CQ with live QPs: 2 users left"
         );
     }
 
@@ -728,5 +753,9 @@ mod tests {
         assert!(size_of::<CqpError>() <= 16);
         assert!(size_of::<Result<(), CqpError>>() <= 16);
         assert!(size_of::<Result<u32, CqpError>>() <= 16);
+        assert_eq!(size_of::<Quantity>(), 1);
+        assert!(size_of::<VerbsError>() <= 16);
+        assert!(size_of::<Result<(), VerbsError>>() <= 16);
+        assert!(size_of::<Result<u32, VerbsError>>() <= 16);
     }
 }
