@@ -35,7 +35,8 @@ pub use engine::{Completed, Cqp, CqpConfig, CqpError, Posted};
 /// Sixteen bytes (a pinned unit test keeps it so): the input is named by a
 /// one-byte [`FieldName`], a field's maximum by its width, a refusal by a
 /// one-pointer [`Phrase`], so `Result<_, EncodeError>` and
-/// `Result<_, CqpError>` are returned in registers.
+/// `Result<_, CqpError>` are two words (rustc 1.95 still returns them
+/// through memory, but each `?` copies two words instead of four or five).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub enum EncodeError {

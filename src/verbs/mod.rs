@@ -52,10 +52,9 @@ use crate::res::{AccessError, IdError, PbleError, StagError};
 
 /// Why a verb failed.
 ///
-/// Sixteen bytes (a pinned unit test keeps it so), so `Result<u32,
-/// VerbsError>` and `Result<(), VerbsError>` are returned in registers: the
-/// limit names are a one-byte [`Quantity`], phrases a one-pointer
-/// [`Phrase`].
+/// Sixteen bytes (a pinned unit test keeps it so), as are `Result<u32,
+/// VerbsError>` and `Result<(), VerbsError>`: the limit names are a
+/// one-byte [`Quantity`], phrases a one-pointer [`Phrase`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub enum VerbsError {

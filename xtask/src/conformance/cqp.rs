@@ -7,13 +7,12 @@
 //! trips; the check is all eight words of the slot and the register writes
 //! of that post (CQPDB with the new head, PFINT_AEQCTL before DESTROY_AEQ).
 //! Inputs wider than their field pass when the driver refuses them with
-//! `EncodeError::TooWide`; vendor-rejected cases (`ret` < 0) pass when the
+//! `EncodeError::TooWide` / `AboveMax`; vendor-rejected cases (`ret` < 0) pass when the
 //! driver refuses too.
 
 use std::cell::RefCell;
 use std::collections::HashMap;
 
-use irdma::cqp::EncodeError;
 use irdma::cqp::cmd::*;
 use irdma::cqp::ctx::{CqpHostCtx, Dcqcn, HMC_OBJ_COUNT, QpRoceCtx, encode_fpm_commit};
 use irdma::cqp::decode::{Aeqe, CcqCqe, FpmCommit, FpmQuery, RingConsumer};
