@@ -79,7 +79,7 @@ pub enum VerbsError {
         /// Requested (a count above `u32::MAX` is reported as `u32::MAX`).
         requested: u32,
     },
-    /// An MR length above [`MAX_MR_SIZE`](MAX_MR_SIZE) (2^45 bytes, a
+    /// An MR length above [`MAX_MR_SIZE`] (2^45 bytes, a
     /// limit wider than [`AboveLimit`](Self::AboveLimit)'s `max`).
     TooLong {
         /// The length asked for.
