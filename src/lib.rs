@@ -252,6 +252,7 @@ pub mod cm;
 pub mod cqp;
 pub mod device;
 mod error;
+pub use error::Phrase;
 pub mod flight;
 pub mod ice;
 pub mod lan;

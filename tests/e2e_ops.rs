@@ -501,7 +501,7 @@ fn inline_above_101_is_refused_at_create_and_without_enable() {
     attr.cap.max_inline_data = 102;
     match da.create_qp(&pd, &mut attr) {
         Err(VerbsError::AboveLimit { what, requested, max }) => {
-            assert_eq!((what, requested, max), ("max_inline_data", 102, 101))
+            assert_eq!((what.name(), requested, max), ("max_inline_data", 102, 101))
         }
         other => panic!("{:?}", other.err()),
     }

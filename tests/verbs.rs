@@ -550,6 +550,8 @@ fn bad_mr_requests_are_refused_without_taking_anything() {
     for (c, what) in cases {
         assert!(try_reg(&c).is_some(), "{what}");
     }
+    let long = MrDesc { length: (1 << 45) + 1, ..d };
+    assert_eq!(try_reg(&long), Some(VerbsError::TooLong { length: (1 << 45) + 1 }));
     let atomic = MrDesc { access: Access::REMOTE_ATOMIC, ..d };
     assert!(matches!(try_reg(&atomic), Some(VerbsError::Access(_))));
     let remote_only = MrDesc { access: Access::REMOTE_WRITE, ..d };
@@ -673,7 +675,11 @@ fn resize_cq_delivers_pending_cqes_once_then_uses_the_new_ring() {
         assert_eq!(prod, Some(3), "three CQEs sit in the old ring");
         assert_eq!(
             cq.resize(0),
-            Err(VerbsError::AboveLimit { what: "cqe", requested: 0, max: 524_286 })
+            Err(VerbsError::AboveLimit {
+                what: irdma::verbs::Quantity::Cqe,
+                requested: 0,
+                max: 524_286
+            })
         );
         assert!(matches!(cq.resize(600_000), Err(VerbsError::AboveLimit { .. })));
         assert_eq!(cq.resize(4), Ok(()), "same size: nothing to do");
@@ -825,7 +831,10 @@ fn dropping_a_cq_or_pd_under_a_live_qp_defers_until_the_qp_goes() {
     let mr = reg(&dev, &pd, b.paddr(), 4096, &pages_of(&b), false);
     let cq_id = cq.id();
     // Send and receive queue both complete here: two users.
-    assert_eq!(cq.destroy(), Err(VerbsError::InUse { what: "CQ with live QPs", users: 2 }));
+    assert_eq!(
+        cq.destroy(),
+        Err(VerbsError::InUse { what: irdma::verbs::Quantity::CqWithLiveQps, users: 2 })
+    );
     let live = FakeHal::live_pages();
     drop(cq);
     drop(pd);

@@ -13,7 +13,7 @@
 use irdma_hal::Field;
 use irdma_hal::cqp::{ah, arp, cq, eq, hdr, hmc, mcast, op, qp, stag, ws};
 
-use super::{EncodeError, fit, flag};
+use super::{EncodeError, FieldName, Phrase, fit, flag};
 
 /// Object counts the builders check ids against (the vendor refuses ids at
 /// or above the committed HMC count, e.g. ctrl.c: irdma_sc_qp_create,
@@ -89,12 +89,13 @@ fn header(opcode: u8) -> u64 {
     hdr::OPCODE.prep(opcode as u64)
 }
 
-fn below(v: u64, limit: u32, name: &'static str) -> Result<(), EncodeError> {
-    if v < limit as u64 {
-        Ok(())
-    } else {
-        Err(EncodeError::TooWide { field: name, value: v, max: (limit as u64).saturating_sub(1) })
-    }
+fn below(v: u64, limit: u32, name: FieldName) -> Result<(), EncodeError> {
+    if v < limit as u64 { Ok(()) } else { Err(above_max(name, v, limit.saturating_sub(1))) }
+}
+
+/// [`EncodeError::AboveMax`].
+fn above_max(field: FieldName, value: u64, max: u32) -> EncodeError {
+    EncodeError::AboveMax { field, max, value }
 }
 
 /// GEN_2 sizes the vendor range-checks in its `*_init` functions (user.h:
@@ -118,15 +119,9 @@ pub mod hw_limits {
 
 /// `v` within `min..=max`: above is [`EncodeError::TooWide`] naming `name`,
 /// below is [`EncodeError::Invalid`] with `low` (the vendor: -EINVAL).
-fn in_range(
-    v: u64,
-    min: u32,
-    max: u32,
-    name: &'static str,
-    low: &'static str,
-) -> Result<(), EncodeError> {
+fn in_range(v: u64, min: u32, max: u32, name: FieldName, low: Phrase) -> Result<(), EncodeError> {
     if v > max as u64 {
-        Err(EncodeError::TooWide { field: name, value: v, max: max as u64 })
+        Err(above_max(name, v, max))
     } else if v < min as u64 {
         Err(EncodeError::Invalid { what: low })
     } else {
@@ -183,8 +178,8 @@ pub mod qp_type {
 }
 
 fn qp_id_checked(id: u32, env: &Env) -> Result<u64, EncodeError> {
-    let v = fit(qp::QPID, id as u64, "qp_id")?;
-    below(id as u64, env.limits.qp_count, "qp_id")?;
+    let v = fit(qp::QPID, id as u64, FieldName::QpId)?;
+    below(id as u64, env.limits.qp_count, FieldName::QpId)?;
     Ok(v)
 }
 
@@ -227,10 +222,10 @@ impl CqpCommand for CreateQp {
             | flag(qp::VQ, self.virtual_map)
             | flag(qp::FORCELOOPBACK, self.force_loopback)
             | flag(qp::CQNUMVALID, self.cq_num_valid)
-            | fit(qp::QPTYPE, self.qp_type as u64, "qp_type")?
+            | fit(qp::QPTYPE, self.qp_type as u64, FieldName::QpType)?
             | flag(qp::MACVALID, self.mac_valid)
             | flag(qp::ARPTABIDXVALID, self.arp_cache_idx_valid)
-            | fit(qp::NEXTIWSTATE, self.next_state as u64, "next_state")?;
+            | fit(qp::NEXTIWSTATE, self.next_state as u64, FieldName::NextState)?;
         *wqe = [0, 0, self.host_ctx_pa, h, 0, self.shadow_area_pa, 0, 0];
         Ok(())
     }
@@ -292,8 +287,8 @@ impl CqpCommand for ModifyQp {
         } else {
             (0, 0)
         };
-        let w8 = fit(qp::NEWMSS, self.new_mss as u64, "new_mss")?
-            | fit(qp::TERMLEN, term_len, "termlen")?;
+        let w8 = fit(qp::NEWMSS, self.new_mss as u64, FieldName::NewMss)?
+            | fit(qp::TERMLEN, term_len, FieldName::Termlen)?;
         let h = header(Self::OPCODE)
             | qp_id_checked(self.qp_id, env)?
             | flag(qp::ORDVALID, self.ord_valid)
@@ -302,14 +297,14 @@ impl CqpCommand for ModifyQp {
             | flag(qp::VQ, self.virtual_map)
             | flag(qp::FORCELOOPBACK, self.force_loopback)
             | flag(qp::CQNUMVALID, self.cq_num_valid)
-            | fit(qp::QPTYPE, self.qp_type as u64, "qp_type")?
+            | fit(qp::QPTYPE, self.qp_type as u64, FieldName::QpType)?
             | flag(qp::MACVALID, self.mac_valid)
             | flag(qp::MSSCHANGE, self.mss_change)
             | flag(qp::REMOVEHASHENTRY, self.remove_hash_idx)
             | qp::TERMACT.prep(term_actions)
             | flag(qp::RESETCON, self.reset_tcp_conn)
             | flag(qp::ARPTABIDXVALID, self.arp_cache_idx_valid)
-            | fit(qp::NEXTIWSTATE, self.next_state as u64, "next_state")?;
+            | fit(qp::NEXTIWSTATE, self.next_state as u64, FieldName::NextState)?;
         *wqe = [0, w8, self.host_ctx_pa, h, 0, self.shadow_area_pa, 0, 0];
         Ok(())
     }
@@ -337,7 +332,7 @@ impl CqpCommand for DestroyQp {
     fn encode(&self, wqe: &mut [u64; 8], env: &mut Env) -> Result<(), EncodeError> {
         let h = header(Self::OPCODE)
             | qp_id_checked(self.qp_id, env)?
-            | fit(qp::QPTYPE, self.qp_type as u64, "qp_type")?
+            | fit(qp::QPTYPE, self.qp_type as u64, FieldName::QpType)?
             | flag(qp::IGNOREMWBOUND, self.ignore_mw_bnd)
             | flag(qp::REMOVEHASHENTRY, self.remove_hash_idx);
         *wqe = [0, 0, self.host_ctx_pa, h, 0, self.shadow_area_pa, 0, 0];
@@ -375,7 +370,7 @@ impl CqpCommand for FlushWqes {
         use qp::flush::*;
         if !self.flush_sq && !self.flush_rq {
             // Linux: -EALREADY (ctrl.c: irdma_sc_qp_flush_wqes).
-            return Err(EncodeError::Invalid { what: "flush of neither SQ nor RQ" });
+            return Err(EncodeError::Invalid { what: Phrase::new(&"flush of neither SQ nor RQ") });
         }
         let mut w16 = 0;
         if let Some(c) = self.user_codes {
@@ -388,7 +383,7 @@ impl CqpCommand for FlushWqes {
         }
         let mut w8 = 0;
         if let Some((code, src)) = self.generate_ae {
-            w8 = AECODE.prep(code as u64) | fit(AESOURCE, src as u64, "ae_src")?;
+            w8 = AECODE.prep(code as u64) | fit(AESOURCE, src as u64, FieldName::AeSrc)?;
         }
         let h = header(Self::OPCODE)
             | qp_id_checked(self.qp_id, env)?
@@ -424,7 +419,9 @@ impl FlushState {
         let sq = f.flush_sq && !self.sq;
         let rq = f.flush_rq && !self.rq;
         if !sq && !rq {
-            return Err(EncodeError::Invalid { what: "flush: no queue left to flush (-EALREADY)" });
+            return Err(EncodeError::Invalid {
+                what: Phrase::new(&"flush: no queue left to flush (-EALREADY)"),
+            });
         }
         self.sq |= sq;
         self.rq |= rq;
@@ -447,7 +444,8 @@ impl CqpCommand for GenAe {
     const OPCODE: u8 = op::FLUSH_WQES;
     fn encode(&self, wqe: &mut [u64; 8], env: &mut Env) -> Result<(), EncodeError> {
         use qp::flush::*;
-        let w8 = AECODE.prep(self.ae_code as u64) | fit(AESOURCE, self.ae_src as u64, "ae_src")?;
+        let w8 =
+            AECODE.prep(self.ae_code as u64) | fit(AESOURCE, self.ae_src as u64, FieldName::AeSrc)?;
         let h = header(Self::OPCODE) | qp_id_checked(self.qp_id, env)? | GENERATE_AE.mask();
         *wqe = [0, w8, 0, h, 0, 0, 0, 0];
         Ok(())
@@ -474,7 +472,7 @@ impl CqpCommand for UploadContext {
     fn encode(&self, wqe: &mut [u64; 8], env: &mut Env) -> Result<(), EncodeError> {
         let h = header(Self::OPCODE)
             | qp_id_checked(self.qp_id, env)?
-            | fit(qp::upload::QPTYPE, self.qp_type as u64, "qp_type")?
+            | fit(qp::upload::QPTYPE, self.qp_type as u64, FieldName::QpType)?
             | flag(qp::upload::RAWFORMAT, self.raw_format)
             | flag(qp::upload::FREEZEQP, self.freeze_qp);
         *wqe = [0, 0, self.buf_pa, h, 0, 0, 0, 0];
@@ -546,7 +544,7 @@ impl QueueAddr {
         QueueAddr { pa: 0, virtual_map: true, pbl_chunk_size: 1, first_pbl_index: first_index }
     }
     fn lpbl(&self, f: Field) -> Result<u64, EncodeError> {
-        fit(f, self.pbl_chunk_size as u64, "pbl_chunk_size")
+        fit(f, self.pbl_chunk_size as u64, FieldName::PblChunkSize)
     }
     /// @32 of a create: the address unless virtually mapped.
     fn create_pa(&self) -> u64 {
@@ -604,8 +602,8 @@ impl CreateCq {
             self.cq_size.into(),
             hw_limits::MIN_CQ_SIZE,
             hw_limits::MAX_CQ_SIZE,
-            "cq_size",
-            "CCQ with no entries",
+            FieldName::CqSize,
+            Phrase::new(&"CCQ with no entries"),
         )
     }
 }
@@ -613,27 +611,27 @@ impl CreateCq {
 fn ceq_checked(ceq: Option<u16>, env: &Env) -> Result<u64, EncodeError> {
     match ceq {
         Some(c) => {
-            below(c as u64, env.limits.ceq_count, "ceq_id")?;
-            Ok(fit(cq::CEQID, c as u64, "ceq_id")? | cq::CEQIDVALID.mask())
+            below(c as u64, env.limits.ceq_count, FieldName::CeqId)?;
+            Ok(fit(cq::CEQID, c as u64, FieldName::CeqId)? | cq::CEQIDVALID.mask())
         }
         None => Ok(0),
     }
 }
 
 fn cq_id_checked(id: u32, env: &Env) -> Result<u64, EncodeError> {
-    let v = fit(cq::CQID, id as u64, "cq_id")?;
-    below(id as u64, env.limits.cq_count, "cq_id")?;
+    let v = fit(cq::CQID, id as u64, FieldName::CqId)?;
+    below(id as u64, env.limits.cq_count, FieldName::CqId)?;
     Ok(v)
 }
 
 fn pbl_index_checked(f: Field, idx: u32, env: &Env) -> Result<u64, EncodeError> {
-    let v = fit(f, idx as u64, "first_pbl_index")?;
-    below(idx as u64, env.limits.pble_count, "first_pbl_index")?;
+    let v = fit(f, idx as u64, FieldName::FirstPblIndex)?;
+    below(idx as u64, env.limits.pble_count, FieldName::FirstPblIndex)?;
     Ok(v)
 }
 
 fn ctx63(v: u64) -> Result<u64, EncodeError> {
-    fit(cq::CQCTX, v, "cq_ctx")
+    fit(cq::CQCTX, v, FieldName::CqCtx)
 }
 
 impl CqpCommand for CreateCq {
@@ -656,14 +654,14 @@ impl CqpCommand for CreateCq {
             | flag(cq::PASID_VALID, self.pasid_valid);
         let w56 = cq::TPHVAL.prep(self.tph_val as u64)
             | cq::VSIIDX.prep(self.vsi_idx as u64)
-            | fit(cq::PASID, self.pasid as u64, "pasid")?;
+            | fit(cq::PASID, self.pasid as u64, FieldName::Pasid)?;
         *wqe = [
-            fit(cq::CQSIZE, self.cq_size as u64, "cq_size")?,
+            fit(cq::CQSIZE, self.cq_size as u64, FieldName::CqSize)?,
             ctx63(self.cq_ctx)?,
             fit(
                 cq::SHADOW_READ_THRESHOLD,
                 self.shadow_read_threshold as u64,
-                "shadow_read_threshold",
+                FieldName::ShadowReadThreshold,
             )?,
             h,
             w32,
@@ -709,7 +707,7 @@ impl CqpCommand for DestroyCq {
         let (lpbl, w48) = (
             self.ring.lpbl(cq::LPBLSIZE)?,
             if self.ring.virtual_map {
-                fit(cq::FIRSTPMPBLIDX, self.ring.first_pbl_index as u64, "first_pbl_index")?
+                fit(cq::FIRSTPMPBLIDX, self.ring.first_pbl_index as u64, FieldName::FirstPblIndex)?
             } else {
                 0
             },
@@ -724,14 +722,14 @@ impl CqpCommand for DestroyCq {
             | flag(cq::AVOIDMEMCNFLCT, self.avoid_mem_cflct)
             | flag(cq::PASID_VALID, self.pasid_valid);
         *wqe = [
-            fit(cq::CQSIZE, self.cq_size as u64, "cq_size")?,
+            fit(cq::CQSIZE, self.cq_size as u64, FieldName::CqSize)?,
             ctx63(self.cq_ctx)?,
             0,
             h,
             0,
             self.shadow_area_pa,
             w48,
-            fit(cq::PASID, self.pasid as u64, "pasid")?,
+            fit(cq::PASID, self.pasid as u64, FieldName::Pasid)?,
         ];
         Ok(())
     }
@@ -766,7 +764,7 @@ impl CqpCommand for DestroyCcq {
             | flag(cq::TPHEN, self.tph_en)
             | flag(cq::AVOIDMEMCNFLCT, self.avoid_mem_cflct);
         *wqe = [
-            fit(cq::CQSIZE, self.cq_size as u64, "cq_size")?,
+            fit(cq::CQSIZE, self.cq_size as u64, FieldName::CqSize)?,
             ctx63(self.cq_ctx)?,
             0,
             h,
@@ -826,7 +824,7 @@ impl CqpCommand for ModifyCq {
         let h = header(Self::OPCODE)
             | cq_id_checked(self.cq_id, env)?
             | flag(cq::CQRESIZE, self.resize)
-            | fit(cq::LPBLSIZE, self.new_pbl_level as u64, "pbl_level")?
+            | fit(cq::LPBLSIZE, self.new_pbl_level as u64, FieldName::PblLevel)?
             | flag(cq::CHKOVERFLOW, self.check_overflow)
             | flag(cq::VIRTMAP, self.new_virtual_map)
             | flag(cq::ENCEQEMASK, self.ceqe_mask)
@@ -835,14 +833,14 @@ impl CqpCommand for ModifyCq {
             | flag(cq::PASID_VALID, self.pasid_valid);
         let w56 = cq::TPHVAL.prep(self.tph_val as u64)
             | cq::VSIIDX.prep(self.vsi_idx as u64)
-            | fit(cq::PASID, self.pasid as u64, "pasid")?;
+            | fit(cq::PASID, self.pasid as u64, FieldName::Pasid)?;
         *wqe = [
-            fit(cq::CQSIZE, self.new_size as u64, "cq_size")?,
+            fit(cq::CQSIZE, self.new_size as u64, FieldName::CqSize)?,
             ctx63(self.cq_ctx)?,
             fit(
                 cq::SHADOW_READ_THRESHOLD,
                 self.new_shadow_read_threshold as u64,
-                "shadow_read_threshold",
+                FieldName::ShadowReadThreshold,
             )?,
             h,
             self.new_ring_pa,
@@ -850,7 +848,7 @@ impl CqpCommand for ModifyCq {
             if self.resize && self.new_virtual_map {
                 pbl_index_checked(cq::FIRSTPMPBLIDX, self.new_first_pbl_index, env)?
             } else {
-                fit(cq::FIRSTPMPBLIDX, self.new_first_pbl_index as u64, "first_pbl_index")?
+                fit(cq::FIRSTPMPBLIDX, self.new_first_pbl_index as u64, FieldName::FirstPblIndex)?
             },
             w56,
         ];
@@ -884,11 +882,11 @@ pub mod access {
 
 fn pd_words(pd_id: u32) -> Result<u64, EncodeError> {
     // PDID_HI (pd >> 18) is always 0 for ids that fit PDID (spec §12 item 5).
-    fit(stag::PDID, pd_id as u64, "pd_id")
+    fit(stag::PDID, pd_id as u64, FieldName::PdId)
 }
 
 fn stag_idx(idx: u32) -> Result<u64, EncodeError> {
-    fit(stag::IDX, idx as u64, "stag_idx")
+    fit(stag::IDX, idx as u64, FieldName::StagIdx)
 }
 
 /// ALLOC_STAG (0x09), memory-region form — ctrl.c: irdma_sc_alloc_stag;
@@ -923,11 +921,13 @@ impl CqpCommand for AllocStag {
     const OPCODE: u8 = op::ALLOC_STAG;
     fn encode(&self, wqe: &mut [u64; 8], env: &mut Env) -> Result<(), EncodeError> {
         if self.total_len == 0 && !self.all_memory {
-            return Err(EncodeError::Invalid { what: "zero-length STag without all_memory" });
+            return Err(EncodeError::Invalid {
+                what: Phrase::new(&"zero-length STag without all_memory"),
+            });
         }
         let (lpbl, w48) = match self.pbl {
             Some(p) => (
-                fit(stag::LPBLSIZE, p.level as u64, "pbl_level")?,
+                fit(stag::LPBLSIZE, p.level as u64, FieldName::PblLevel)?,
                 pbl_index_checked(stag::FIRSTPMPBLIDX, p.first_index, env)?,
             ),
             None => (0, 0),
@@ -936,13 +936,13 @@ impl CqpCommand for AllocStag {
             | stag::MR.mask()
             | lpbl
             | stag::HPAGESIZE.prep(page_code(self.page_size))
-            | fit(stag::ARIGHTS, self.access_rights as u64, "access_rights")?
+            | fit(stag::ARIGHTS, self.access_rights as u64, FieldName::AccessRights)?
             | flag(stag::REMACCENABLED, self.remote_access)
-            | fit(stag::PLACEMENTTYPE, self.placement_type as u64, "placement_type")?
+            | fit(stag::PLACEMENTTYPE, self.placement_type as u64, FieldName::PlacementType)?
             | flag(stag::USEHMCFNIDX, self.use_hmc_fn_index);
         *wqe = [
             0,
-            fit(stag::STAGLEN, self.total_len, "total_len")? | pd_words(self.pd_id)?,
+            fit(stag::STAGLEN, self.total_len, FieldName::TotalLen)? | pd_words(self.pd_id)?,
             stag_idx(self.stag_idx)?,
             h,
             0,
@@ -1002,14 +1002,16 @@ impl CqpCommand for RegMr {
     const OPCODE: u8 = op::REG_MR;
     fn encode(&self, wqe: &mut [u64; 8], env: &mut Env) -> Result<(), EncodeError> {
         if self.total_len == 0 && !self.all_memory {
-            return Err(EncodeError::Invalid { what: "zero-length MR without all_memory" });
+            return Err(EncodeError::Invalid {
+                what: Phrase::new(&"zero-length MR without all_memory"),
+            });
         }
         // Zero-based MRs carry the first-byte offset in the page (spec §5.5).
         let w0 = if self.va_based { self.va } else { self.va & (self.page_size.bytes() - 1) };
         let (lpbl, w32, w48) = match self.pages {
             MrPages::Contiguous(pa) => (0, pa, 0),
             MrPages::Pbl(p) => (
-                fit(stag::LPBLSIZE, p.level as u64, "pbl_level")?,
+                fit(stag::LPBLSIZE, p.level as u64, FieldName::PblLevel)?,
                 0,
                 pbl_index_checked(stag::FIRSTPMPBLIDX, p.first_index, env)?,
             ),
@@ -1019,15 +1021,15 @@ impl CqpCommand for RegMr {
             | stag::MR.mask()
             | lpbl
             | stag::HPAGESIZE.prep(page_code(self.page_size))
-            | fit(stag::ARIGHTS, self.access_rights as u64, "access_rights")?
+            | fit(stag::ARIGHTS, self.access_rights as u64, FieldName::AccessRights)?
             | flag(stag::REMACCENABLED, remote)
-            | fit(stag::PLACEMENTTYPE, self.placement_type as u64, "placement_type")?
+            | fit(stag::PLACEMENTTYPE, self.placement_type as u64, FieldName::PlacementType)?
             | flag(stag::VABASEDTO, self.va_based)
             | flag(stag::USEHMCFNIDX, self.use_hmc_fn_index)
             | flag(stag::REMOTE_ATOMIC_EN, self.remote_atomics);
         *wqe = [
             w0,
-            fit(stag::STAGLEN, self.total_len, "total_len")? | pd_words(self.pd_id)?,
+            fit(stag::STAGLEN, self.total_len, FieldName::TotalLen)? | pd_words(self.pd_id)?,
             stag::KEY.prep(self.stag_key as u64) | stag_idx(self.stag_idx)?,
             h,
             w32,
@@ -1138,9 +1140,11 @@ impl SdEntry {
     pub fn set(sd_index: u16, pa: u64, direct: bool) -> Result<Self, EncodeError> {
         use irdma_hal::cqp::sd::*;
         if pa & 0xfff != 0 {
-            return Err(EncodeError::Invalid { what: "SD page address not 4 KiB aligned" });
+            return Err(EncodeError::Invalid {
+                what: Phrase::new(&"SD page address not 4 KiB aligned"),
+            });
         }
-        let cmd = fit(Field::bits(14, 0), sd_index as u64, "sd_index")?
+        let cmd = fit(Field::bits(14, 0), sd_index as u64, FieldName::SdIndex)?
             | CMD_PMSDPARTSEL.mask()
             | CMD_PMSDWR.mask();
         let data = (pa & DATA_ADDR.mask())
@@ -1153,7 +1157,7 @@ impl SdEntry {
     /// Clears SD `sd_index` — hmc.c: irdma_clr_sd_entry.
     pub fn clear(sd_index: u16) -> Result<Self, EncodeError> {
         use irdma_hal::cqp::sd::*;
-        let cmd = fit(Field::bits(14, 0), sd_index as u64, "sd_index")?
+        let cmd = fit(Field::bits(14, 0), sd_index as u64, FieldName::SdIndex)?
             | CMD_PMSDPARTSEL.mask()
             | CMD_PMSDWR.mask();
         Ok(SdEntry { cmd: cmd as u32, data: 0 })
@@ -1177,19 +1181,17 @@ impl CqpCommand for UpdatePeSds<'_> {
     fn encode(&self, wqe: &mut [u64; 8], env: &mut Env) -> Result<(), EncodeError> {
         let n = self.entries.len();
         if n > MAX_SD_ENTRIES {
-            return Err(EncodeError::TooWide {
-                field: "sd_entries",
-                value: n as u64,
-                max: MAX_SD_ENTRIES as u64,
-            });
+            return Err(above_max(FieldName::SdEntries, n as u64, MAX_SD_ENTRIES as u32));
         }
-        let fnid = fit(hmc::UPESD_HMCFNID, self.hmc_fn_id as u64, "hmc_fn_id")?;
+        let fnid = fit(hmc::UPESD_HMCFNID, self.hmc_fn_id as u64, FieldName::HmcFnId)?;
         *wqe = [0; 8];
         let mut h = header(Self::OPCODE);
         let mut w16 = fnid;
         if n > 3 {
             if env.sdbuf_pa == 0 || env.sdbuf_pa & !hmc::UPESD_SDBUF_PA.mask() != 0 {
-                return Err(EncodeError::Invalid { what: "no 64-byte-aligned SD overflow buffer" });
+                return Err(EncodeError::Invalid {
+                    what: Phrase::new(&"no 64-byte-aligned SD overflow buffer"),
+                });
             }
             w16 |= env.sdbuf_pa;
             h |= hmc::UPESD_ENTRY_COUNT.prep((n - 3) as u64);
@@ -1261,8 +1263,8 @@ pub struct CreateCeq {
 
 /// The CEQ id and its limit check.
 fn ceq_id_hdr(id: u16, env: &Env) -> Result<u64, EncodeError> {
-    below(id as u64, env.limits.ceq_count, "ceq_id")?;
-    fit(eq::CEQID, id as u64, "ceq_id")
+    below(id as u64, env.limits.ceq_count, FieldName::CeqId)?;
+    fit(eq::CEQID, id as u64, FieldName::CeqId)
 }
 
 impl CqpCommand for CreateCeq {
@@ -1274,8 +1276,8 @@ impl CqpCommand for CreateCeq {
             self.elem_cnt.into(),
             hw_limits::MIN_CEQ_ENTRIES,
             hw_limits::MAX_CEQ_ENTRIES,
-            "elem_cnt",
-            "CEQ with no entries",
+            FieldName::ElemCnt,
+            Phrase::new(&"CEQ with no entries"),
         )?;
         let h = header(Self::OPCODE)
             | ceq_id_hdr(self.ceq_id, env)?
@@ -1286,9 +1288,18 @@ impl CqpCommand for CreateCeq {
             | flag(eq::PASID_VALID, self.pasid_valid);
         let w56 = eq::TPHVAL.prep(self.tph_val as u64)
             | eq::VSIIDX.prep(self.vsi_idx as u64)
-            | fit(eq::PASID, self.pasid as u64, "pasid")?;
+            | fit(eq::PASID, self.pasid as u64, FieldName::Pasid)?;
         let (w32, w48) = (self.mem.create_pa(), self.mem.create_pbl(eq::FIRSTPMPBLIDX, env)?);
-        *wqe = [0, 0, fit(eq::CEQSIZE, self.elem_cnt as u64, "elem_cnt")?, h, w32, 0, w48, w56];
+        *wqe = [
+            0,
+            0,
+            fit(eq::CEQSIZE, self.elem_cnt as u64, FieldName::ElemCnt)?,
+            h,
+            w32,
+            0,
+            w48,
+            w56,
+        ];
         Ok(())
     }
 }
@@ -1316,15 +1327,17 @@ impl CqpCommand for DestroyCeq {
     fn encode(&self, wqe: &mut [u64; 8], env: &mut Env) -> Result<(), EncodeError> {
         // The vendor writes the PBLE index whatever VMAP says (ctrl.c:
         // irdma_sc_ceq_destroy).
-        let w48 = fit(eq::FIRSTPMPBLIDX, self.mem.first_pbl_index as u64, "first_pbl_index")?;
+        let w48 =
+            fit(eq::FIRSTPMPBLIDX, self.mem.first_pbl_index as u64, FieldName::FirstPblIndex)?;
         let h = header(Self::OPCODE)
             | ceq_id_hdr(self.ceq_id, env)?
             | self.mem.lpbl(eq::LPBLSIZE)?
             | flag(eq::VMAP, self.mem.virtual_map)
             | flag(eq::TPHEN, self.tph_en)
             | flag(eq::PASID_VALID, self.pasid_valid);
-        let w56 = fit(eq::PASID, self.pasid as u64, "pasid")?;
-        *wqe = [0, 0, fit(eq::CEQSIZE, self.elem_cnt as u64, "elem_cnt")?, h, 0, 0, w48, w56];
+        let w56 = fit(eq::PASID, self.pasid as u64, FieldName::Pasid)?;
+        *wqe =
+            [0, 0, fit(eq::CEQSIZE, self.elem_cnt as u64, FieldName::ElemCnt)?, h, 0, 0, w48, w56];
         Ok(())
     }
 }
@@ -1359,14 +1372,14 @@ fn aeq_words(
     let (w32, w48) = if with_pa {
         (mem.create_pa(), mem.create_pbl(eq::FIRSTPMPBLIDX, env)?)
     } else {
-        (0, fit(eq::FIRSTPMPBLIDX, mem.first_pbl_index as u64, "first_pbl_index")?)
+        (0, fit(eq::FIRSTPMPBLIDX, mem.first_pbl_index as u64, FieldName::FirstPblIndex)?)
     };
     let h = header(opcode)
         | mem.lpbl(eq::LPBLSIZE)?
         | flag(eq::VMAP, mem.virtual_map)
         | flag(eq::PASID_VALID, pasid.0);
-    let w56 = fit(eq::PASID, pasid.1 as u64, "pasid")?;
-    *wqe = [0, 0, fit(eq::AEQECNT, elem_cnt as u64, "elem_cnt")?, h, w32, 0, w48, w56];
+    let w56 = fit(eq::PASID, pasid.1 as u64, FieldName::Pasid)?;
+    *wqe = [0, 0, fit(eq::AEQECNT, elem_cnt as u64, FieldName::ElemCnt)?, h, w32, 0, w48, w56];
     Ok(())
 }
 
@@ -1378,8 +1391,8 @@ impl CqpCommand for CreateAeq {
             self.elem_cnt.into(),
             hw_limits::MIN_AEQ_ENTRIES,
             hw_limits::MAX_AEQ_ENTRIES,
-            "elem_cnt",
-            "AEQ with no entries",
+            FieldName::ElemCnt,
+            Phrase::new(&"AEQ with no entries"),
         )?;
         aeq_words(
             Self::OPCODE,
@@ -1451,7 +1464,7 @@ impl CqpCommand for ArpAdd {
     const OPCODE: u8 = op::MANAGE_ARP;
     fn encode(&self, wqe: &mut [u64; 8], _env: &mut Env) -> Result<(), EncodeError> {
         let h = header(Self::OPCODE)
-            | fit(arp::ARPENTRYIDX, self.arp_index as u64, "arp_index")?
+            | fit(arp::ARPENTRYIDX, self.arp_index as u64, FieldName::ArpIndex)?
             | arp::ENTRYVALID.mask()
             | flag(arp::PERMANENT, self.permanent);
         *wqe = [
@@ -1478,7 +1491,8 @@ pub struct ArpDel {
 impl CqpCommand for ArpDel {
     const OPCODE: u8 = op::MANAGE_ARP;
     fn encode(&self, wqe: &mut [u64; 8], _env: &mut Env) -> Result<(), EncodeError> {
-        let h = header(Self::OPCODE) | fit(arp::ARPENTRYIDX, self.arp_index as u64, "arp_index")?;
+        let h = header(Self::OPCODE)
+            | fit(arp::ARPENTRYIDX, self.arp_index as u64, FieldName::ArpIndex)?;
         *wqe = [0, 0, 0, h, 0, 0, 0, 0];
         Ok(())
     }
@@ -1525,7 +1539,7 @@ impl AhInfo {
     /// The AH WQE for `opcode`. The vendor checks nothing and cuts wider
     /// values to the field; the driver refuses them instead.
     fn encode(&self, opcode: u8, wqe: &mut [u64; 8]) -> Result<(), EncodeError> {
-        let pd = fit(Field::bits(23, 0), self.pd_idx as u64, "pd_idx")?;
+        let pd = fit(Field::bits(23, 0), self.pd_idx as u64, FieldName::PdIdx)?;
         let ip = |a: [u32; 4]| -> (u64, u64) {
             if self.ipv4 {
                 (a[0] as u64, 0)
@@ -1546,9 +1560,9 @@ impl AhInfo {
             ah::ARPINDEX.prep(self.dst_arp_index as u64)
                 | ah::HOPLIMIT.prep(self.hop_ttl as u64)
                 | ah::PDINDEXHI.prep(pd >> 16)
-                | fit(ah::FLOWLABEL, self.flow_label as u64, "flow_label")?,
+                | fit(ah::FLOWLABEL, self.flow_label as u64, FieldName::FlowLabel)?,
             header(opcode)
-                | fit(ah::AVIDX, self.ah_idx as u64, "ah_idx")?
+                | fit(ah::AVIDX, self.ah_idx as u64, FieldName::AhIdx)?
                 | flag(ah::IPV4VALID, self.ipv4)
                 | flag(ah::INSERTVLANTAG, self.insert_vlan_tag)
                 | flag(ah::DOLOOPBACK, self.loopback),
@@ -1640,12 +1654,14 @@ impl McastGrpInfo {
     pub fn ctx(members: &[Option<McastMember>]) -> Result<[u64; 8], EncodeError> {
         let mut out = [0u64; mcast::CTX_ENTRIES];
         for (n, m) in members.iter().flatten().enumerate() {
-            let slot = out.get_mut(n).ok_or(EncodeError::TooWide {
-                field: "mcast members",
-                value: n as u64 + 1,
-                max: mcast::CTX_ENTRIES as u64,
-            })?;
-            *slot = fit(mcast::CTX_QPID, m.qp_id as u64, "member qp_id")?
+            let Some(slot) = out.get_mut(n) else {
+                return Err(above_max(
+                    FieldName::McastMembers,
+                    n as u64 + 1,
+                    mcast::CTX_ENTRIES as u32,
+                ));
+            };
+            *slot = fit(mcast::CTX_QPID, m.qp_id as u64, FieldName::MemberQpId)?
                 | mcast::CTX_VALID.mask()
                 | mcast::CTX_DESTPORT.prep(m.dest_port as u64);
         }
@@ -1653,9 +1669,9 @@ impl McastGrpInfo {
     }
 
     fn encode(&self, opcode: u8, wqe: &mut [u64; 8]) -> Result<(), EncodeError> {
-        below(self.mg_id as u64, mcast::MAX_GROUPS, "mg_id")?;
+        below(self.mg_id as u64, mcast::MAX_GROUPS, FieldName::MgId)?;
         let vlan = if self.vlan_valid {
-            fit(mcast::VLANID, self.vlan_id as u64, "vlan_id")?
+            fit(mcast::VLANID, self.vlan_id as u64, FieldName::VlanId)?
         } else {
             mcast::VLANID.prep(self.vlan_id as u64)
         };
@@ -1669,8 +1685,8 @@ impl McastGrpInfo {
         };
         *wqe = [
             mcast::DMAC.prep(mac_to_u64(self.dest_mac)),
-            fit(mcast::HMCFNID, self.hmc_fn_id as u64, "hmc_fn_id")?,
-            vlan | fit(mcast::QS_HANDLE, self.qs_handle as u64, "qs_handle")?,
+            fit(mcast::HMCFNID, self.hmc_fn_id as u64, FieldName::HmcFnId)?,
+            vlan | fit(mcast::QS_HANDLE, self.qs_handle as u64, FieldName::QsHandle)?,
             header(opcode)
                 | mcast::MGIDX.prep(self.mg_id as u64)
                 | flag(mcast::VLANVALID, self.vlan_valid)
@@ -1762,14 +1778,15 @@ impl CqpCommand for WsNode {
             WsNodeOp::Delete => 2,
         };
         let h = header(Self::OPCODE)
-            | fit(ws::NODEID, self.node_id as u64, "node_id")?
-            | fit(ws::PARENTID, self.parent_id as u64, "parent_id")?
+            | fit(ws::NODEID, self.node_id as u64, FieldName::NodeId)?
+            | fit(ws::PARENTID, self.parent_id as u64, FieldName::ParentId)?
             | ws::NODEOP.prep(op)
-            | fit(ws::TC, self.tc as u64, "tc")?
-            | fit(ws::PRIOTYPE, self.prio_type as u64, "prio_type")?
+            | fit(ws::TC, self.tc as u64, FieldName::Tc)?
+            | fit(ws::PRIOTYPE, self.prio_type as u64, FieldName::PrioType)?
             | flag(ws::NODETYPE, self.leaf)
             | flag(ws::ENABLENODE, self.enable);
-        let w32 = fit(ws::WEIGHT, self.weight as u64, "weight")? | ws::VSI.prep(self.vsi as u64);
+        let w32 =
+            fit(ws::WEIGHT, self.weight as u64, FieldName::Weight)? | ws::VSI.prep(self.vsi as u64);
         *wqe = [0, 0, 0, h, w32, 0, 0, 0];
         Ok(())
     }
@@ -1786,9 +1803,9 @@ mod tests {
     }
 
     fn too_wide(r: Result<[u64; 8], EncodeError>, name: &str) {
-        match r {
-            Err(EncodeError::TooWide { field, .. }) => assert_eq!(field, name),
-            other => panic!("expected TooWide({name}), got {other:?}"),
+        match r.map_err(|e| e.too_wide()) {
+            Err(Some((field, ..))) => assert_eq!(field, name),
+            other => panic!("expected TooWide/AboveMax({name}), got {other:?}"),
         }
     }
 
@@ -1883,7 +1900,10 @@ mod tests {
         let mut w = [0; 8];
         let mut env = Env::new(Limits { qp_count: 1024, ..Limits::NONE });
         let c = CreateQp { qp_id: 1024, ..Default::default() };
-        assert!(matches!(c.encode(&mut w, &mut env), Err(EncodeError::TooWide { .. })));
+        assert_eq!(
+            c.encode(&mut w, &mut env),
+            Err(EncodeError::AboveMax { field: FieldName::QpId, max: 1023, value: 1024 })
+        );
         let c = CreateQp { qp_id: 1023, ..Default::default() };
         assert!(c.encode(&mut w, &mut env).is_ok());
     }
@@ -2001,7 +2021,7 @@ mod tests {
         let mut w = [0; 8];
         let mut env = Env::new(Limits { ceq_count: 4, ..Limits::NONE });
         let r = CreateCeq { elem_cnt: 1, ceq_id: 4, ..ceq }.encode(&mut w, &mut env);
-        assert!(matches!(r, Err(EncodeError::TooWide { field: "ceq_id", .. })));
+        assert_eq!(r.err().and_then(|e| e.too_wide()).map(|t| t.0), Some("ceq_id"));
     }
 
     #[test]
@@ -2065,7 +2085,11 @@ mod tests {
         ));
         assert!(matches!(
             CreateCq { cq_size: hw_limits::MAX_CQ_SIZE + 1, ..ccq }.check_ccq(),
-            Err(EncodeError::TooWide { field: "cq_size", .. })
+            Err(EncodeError::AboveMax {
+                field: FieldName::CqSize,
+                max: hw_limits::MAX_CQ_SIZE,
+                value: 1_048_576
+            })
         ));
     }
 

@@ -4,7 +4,7 @@
 
 use irdma_hal::cqp::{cqp_ctx, qpc};
 
-use super::{EncodeError, fit};
+use super::{EncodeError, FieldName, Phrase, fit};
 
 /// DCQCN parameters of the CQP host context (spec §2.3; all 0 unless DCQCN
 /// is configured).
@@ -96,7 +96,7 @@ impl CqpHostCtx {
             || !(irdma_hal::cqp::CQP_SQ_MIN..=irdma_hal::cqp::CQP_SQ_MAX).contains(&sq_size)
         {
             return Err(EncodeError::Invalid {
-                what: "CQP SQ size must be a power of two 4..=2048",
+                what: Phrase::new(&"CQP SQ size must be a power of two 4..=2048"),
             });
         }
         Ok((sq_size.trailing_zeros() - 1) as u8)
@@ -107,31 +107,31 @@ impl CqpHostCtx {
         use cqp_ctx::*;
         let enc = Self::encoded_sq_size(self.sq_size)?;
         if self.sq_pa & 0x1ff != 0 {
-            return Err(EncodeError::Invalid { what: "CQP SQ not 512-byte aligned" });
+            return Err(EncodeError::Invalid { what: Phrase::new(&"CQP SQ not 512-byte aligned") });
         }
         let d = &self.dcqcn;
         out[0] = (self.disable_packed as u64) << DISABLE_PFPDUS.lo
             | (self.rocev2_rto_policy as u64) << ROCEV2_RTO_POLICY.lo
-            | fit(PROTOCOL_USED, self.protocol_used as u64, "protocol_used")?
+            | fit(PROTOCOL_USED, self.protocol_used as u64, FieldName::ProtocolUsed)?
             | SQSIZE.prep(enc as u64)
             | SVER.prep(self.struct_ver as u64)
             | CEQPERVF.prep(self.ceqs_per_vf as u64);
         out[1] = self.sq_pa;
-        out[2] = fit(HMC_PROFILE, self.hmc_profile as u64, "hmc_profile")?
+        out[2] = fit(HMC_PROFILE, self.hmc_profile as u64, FieldName::HmcProfile)?
             | (self.en_rem_endpoint_trk as u64) << EN_REM_ENDPOINT_TRK.lo
-            | fit(TMR_SLOT, self.timer_slots as u64, "timer_slots")?
-            | fit(ENABLED_VFS, self.ena_vf_count as u64, "ena_vf_count")?;
+            | fit(TMR_SLOT, self.timer_slots as u64, FieldName::TimerSlots)?
+            | fit(ENABLED_VFS, self.ena_vf_count as u64, FieldName::EnaVfCount)?;
         out[3] = self.completion_ctx;
         out[4] = HW_MINVER.prep(self.hw_min_ver as u64)
             | HW_MAJVER.prep(self.hw_maj_ver as u64)
-            | fit(MIN_RATE, d.min_rate as u64, "min_rate")?
-            | fit(MIN_DEC_FACTOR, d.min_dec_factor as u64, "min_dec_factor")?;
+            | fit(MIN_RATE, d.min_rate as u64, FieldName::MinRate)?
+            | fit(MIN_DEC_FACTOR, d.min_dec_factor as u64, FieldName::MinDecFactor)?;
         out[5] = 0;
         out[6] = DCQCN_T.prep(d.dcqcn_t as u64)
             | HAI_FACTOR.prep(d.hai_factor as u64)
             | RAI_FACTOR.prep(d.rai_factor as u64);
-        out[7] = fit(DCQCN_B, d.dcqcn_b as u64, "dcqcn_b")?
-            | fit(DCQCN_F, d.dcqcn_f as u64, "dcqcn_f")?
+        out[7] = fit(DCQCN_B, d.dcqcn_b as u64, FieldName::DcqcnB)?
+            | fit(DCQCN_F, d.dcqcn_f as u64, FieldName::DcqcnF)?
             | (d.cc_cfg_valid as u64) << CC_CFG_VALID.lo
             | RREDUCE_MPERIOD.prep(d.rreduce_mperiod as u64);
         Ok(())
@@ -309,9 +309,9 @@ impl QpRoceCtx {
         // The PD id is split: [15:0] at @56, [17:16] at @0 (spec §5.4).
         if self.pd_id >= 1 << 18 {
             return Err(EncodeError::TooWide {
-                field: "pd_id",
+                field: FieldName::PdId,
+                bits: 18,
                 value: self.pd_id as u64,
-                max: (1 << 18) - 1,
             });
         }
         self.put_all(&CTX_FIELDS, out)
@@ -331,88 +331,88 @@ impl QpRoceCtx {
 
 /// One QP-context field: its place (byte offset, bits), its name in an
 /// [`EncodeError`], and its value in a [`QpRoceCtx`].
-type CtxEntry = (qpc::CtxField, &'static str, fn(&QpRoceCtx) -> u64);
+type CtxEntry = (qpc::CtxField, FieldName, fn(&QpRoceCtx) -> u64);
 
 /// The context fields before the PD id's range check.
 static CTX_HEAD: [CtxEntry; 5] = [
-    (qpc::IPV4, "ipv4", |c| c.ipv4 as u64),
-    (qpc::INSERTVLANTAG, "insert_vlan_tag", |c| c.insert_vlan_tag as u64),
-    (qpc::ISQP1, "is_qp1", |c| c.is_qp1 as u64),
-    (qpc::RQWQESIZE, "rq_wqe_size", |c| c.rq_wqe_size as u64),
-    (qpc::ERR_RQ_IDX_VALID, "err_rq_idx_valid", |c| c.err_rq_idx_valid as u64),
+    (qpc::IPV4, FieldName::Ipv4, |c| c.ipv4 as u64),
+    (qpc::INSERTVLANTAG, FieldName::InsertVlanTag, |c| c.insert_vlan_tag as u64),
+    (qpc::ISQP1, FieldName::IsQp1, |c| c.is_qp1 as u64),
+    (qpc::RQWQESIZE, FieldName::RqWqeSize, |c| c.rq_wqe_size as u64),
+    (qpc::ERR_RQ_IDX_VALID, FieldName::ErrRqIdxValid, |c| c.err_rq_idx_valid as u64),
 ];
 
 /// The rest of the context, from the PD id on (spec §5.4; ctrl.c:
 /// irdma_sc_qp_setctx_roce). A push page index is written with PMENA only
 /// when there is one (0 otherwise, which always fits).
 static CTX_FIELDS: [CtxEntry; 67] = [
-    (qpc::PDIDXHI, "pd_id", |c| (c.pd_id >> 16) as u64),
-    (qpc::PDIDX, "pd_id", |c| (c.pd_id & 0xffff) as u64),
-    (qpc::DC_TCP_EN, "dctcp_en", |c| c.dctcp_en as u64),
-    (qpc::RCVTPHEN, "rcv_tph_en", |c| c.rcv_tph_en as u64),
-    (qpc::XMITTPHEN, "xmit_tph_en", |c| c.xmit_tph_en as u64),
-    (qpc::RQTPHEN, "rq_tph_en", |c| c.rq_tph_en as u64),
-    (qpc::SQTPHEN, "sq_tph_en", |c| c.sq_tph_en as u64),
-    (qpc::PPIDX, "push_idx", |c| c.push_idx.map_or(0, u64::from)),
-    (qpc::PMENA, "push_idx", |c| c.push_idx.is_some() as u64),
-    (qpc::ROCE_TVER, "roce_tver", |c| c.roce_tver as u64),
-    (qpc::SQADDR, "sq_pa", |c| c.sq_pa),
-    (qpc::RQADDR, "rq_pa", |c| c.rq_pa),
-    (qpc::TTL, "ttl", |c| c.ttl as u64),
-    (qpc::RQSIZE, "hw_rq_size", |c| c.hw_rq_size as u64),
-    (qpc::SQSIZE, "hw_sq_size", |c| c.hw_sq_size as u64),
-    (qpc::TOS, "tos", |c| c.effective_tos() as u64),
-    (qpc::SRCPORTNUM, "src_port", |c| c.src_port as u64),
-    (qpc::DESTPORTNUM, "dst_port", |c| c.dst_port as u64),
-    (qpc::DESTIPADDR0, "dest_ip_addr", |c| c.dest_ip_addr[0] as u64),
-    (qpc::DESTIPADDR1, "dest_ip_addr", |c| c.dest_ip_addr[1] as u64),
-    (qpc::DESTIPADDR2, "dest_ip_addr", |c| c.dest_ip_addr[2] as u64),
-    (qpc::DESTIPADDR3, "dest_ip_addr", |c| c.dest_ip_addr[3] as u64),
-    (qpc::SNDMSS, "snd_mss", |c| c.snd_mss as u64),
-    (qpc::VLANTAG, "vlan_tag", |c| c.vlan_tag as u64),
-    (qpc::ARPIDX, "arp_idx", |c| c.arp_idx as u64),
-    (qpc::FLOWLABEL, "flow_label", |c| c.flow_label as u64),
-    (qpc::ACKCREDITS, "ack_credits", |c| c.ack_credits as u64),
-    (qpc::PKEY, "p_key", |c| c.p_key as u64),
-    (qpc::DESTQP, "dest_qp", |c| c.dest_qp as u64),
-    (qpc::QKEY, "qkey", |c| c.qkey as u64),
-    (qpc::PSNNXT, "psn_nxt", |c| c.psn_nxt as u64),
-    (qpc::LSN, "lsn", |c| c.lsn as u64),
-    (qpc::EPSN, "epsn", |c| c.epsn as u64),
-    (qpc::PSNMAX, "psn_max", |c| c.psn_max as u64),
-    (qpc::PSNUNA, "psn_una", |c| c.psn_una as u64),
-    (qpc::CWNDROCE, "cwnd", |c| c.cwnd as u64),
-    (qpc::ERR_RQ_IDX, "err_rq_idx", |c| c.err_rq_idx as u64),
-    (qpc::REXMIT_THRESH, "rexmit_thresh", |c| c.rexmit_thresh as u64),
-    (qpc::RNRNAK_THRESH, "rnr_nak_thresh", |c| c.rnr_nak_thresh as u64),
-    (qpc::RTOMIN, "rtomin", |c| c.rtomin as u64),
-    (qpc::TXCQNUM, "send_cq_num", |c| c.send_cq_num as u64),
-    (qpc::RXCQNUM, "rcv_cq_num", |c| c.rcv_cq_num as u64),
-    (qpc::STAT_INDEX, "stats_idx", |c| c.stats_idx as u64),
-    (qpc::USESTATSINSTANCE, "use_stats_instance", |c| c.use_stats_instance as u64),
-    (qpc::MACADDRESS, "mac_addr", |c| super::cmd::mac_to_u64(c.mac_addr)),
-    (qpc::ORDSIZE, "ord_size", |c| c.ord_size as u64),
-    (qpc::IRDSIZE, "ird_size", |c| encoded_ird_size(c.ird_size) as u64),
-    (qpc::UDPRIVCQENABLE, "udprivcq_en", |c| c.udprivcq_en as u64),
-    (qpc::WRRDRSPOK, "wr_rdresp_en", |c| c.wr_rdresp_en as u64),
-    (qpc::RDOK, "rd_en", |c| c.rd_en as u64),
-    (qpc::DCQCNENABLE, "dcqcn_en", |c| c.dcqcn_en as u64),
-    (qpc::FASTREGEN, "fast_reg_en", |c| c.fast_reg_en as u64),
-    (qpc::PRIVEN, "priv_mode_en", |c| c.priv_mode_en as u64),
-    (qpc::TIMELYENABLE, "timely_en", |c| c.timely_en as u64),
-    (qpc::FW_CC_ENABLE, "fw_cc_enable", |c| c.fw_cc_enable as u64),
-    (qpc::RCVNOICRC, "rcv_no_icrc", |c| c.rcv_no_icrc as u64),
-    (qpc::QPCOMPCTX, "qp_compl_ctx", |c| c.qp_compl_ctx),
-    (qpc::SQTPHVAL, "sq_tph_val", |c| c.sq_tph_val as u64),
-    (qpc::RQTPHVAL, "rq_tph_val", |c| c.rq_tph_val as u64),
-    (qpc::QSHANDLE, "qs_handle", |c| c.qs_handle as u64),
-    (qpc::LOCAL_IPADDR0, "local_ipaddr", |c| c.local_ipaddr[0] as u64),
-    (qpc::LOCAL_IPADDR1, "local_ipaddr", |c| c.local_ipaddr[1] as u64),
-    (qpc::LOCAL_IPADDR2, "local_ipaddr", |c| c.local_ipaddr[2] as u64),
-    (qpc::LOCAL_IPADDR3, "local_ipaddr", |c| c.local_ipaddr[3] as u64),
-    (qpc::TLOW, "t_low", |c| c.t_low as u64),
-    (qpc::THIGH, "t_high", |c| c.t_high as u64),
-    (qpc::REMENDPOINTIDX, "rem_endpoint_idx", |c| c.rem_endpoint_idx as u64),
+    (qpc::PDIDXHI, FieldName::PdId, |c| (c.pd_id >> 16) as u64),
+    (qpc::PDIDX, FieldName::PdId, |c| (c.pd_id & 0xffff) as u64),
+    (qpc::DC_TCP_EN, FieldName::DctcpEn, |c| c.dctcp_en as u64),
+    (qpc::RCVTPHEN, FieldName::RcvTphEn, |c| c.rcv_tph_en as u64),
+    (qpc::XMITTPHEN, FieldName::XmitTphEn, |c| c.xmit_tph_en as u64),
+    (qpc::RQTPHEN, FieldName::RqTphEn, |c| c.rq_tph_en as u64),
+    (qpc::SQTPHEN, FieldName::SqTphEn, |c| c.sq_tph_en as u64),
+    (qpc::PPIDX, FieldName::PushIdx, |c| c.push_idx.map_or(0, u64::from)),
+    (qpc::PMENA, FieldName::PushIdx, |c| c.push_idx.is_some() as u64),
+    (qpc::ROCE_TVER, FieldName::RoceTver, |c| c.roce_tver as u64),
+    (qpc::SQADDR, FieldName::SqPa, |c| c.sq_pa),
+    (qpc::RQADDR, FieldName::RqPa, |c| c.rq_pa),
+    (qpc::TTL, FieldName::Ttl, |c| c.ttl as u64),
+    (qpc::RQSIZE, FieldName::HwRqSize, |c| c.hw_rq_size as u64),
+    (qpc::SQSIZE, FieldName::HwSqSize, |c| c.hw_sq_size as u64),
+    (qpc::TOS, FieldName::Tos, |c| c.effective_tos() as u64),
+    (qpc::SRCPORTNUM, FieldName::SrcPort, |c| c.src_port as u64),
+    (qpc::DESTPORTNUM, FieldName::DstPort, |c| c.dst_port as u64),
+    (qpc::DESTIPADDR0, FieldName::DestIpAddr, |c| c.dest_ip_addr[0] as u64),
+    (qpc::DESTIPADDR1, FieldName::DestIpAddr, |c| c.dest_ip_addr[1] as u64),
+    (qpc::DESTIPADDR2, FieldName::DestIpAddr, |c| c.dest_ip_addr[2] as u64),
+    (qpc::DESTIPADDR3, FieldName::DestIpAddr, |c| c.dest_ip_addr[3] as u64),
+    (qpc::SNDMSS, FieldName::SndMss, |c| c.snd_mss as u64),
+    (qpc::VLANTAG, FieldName::VlanTag, |c| c.vlan_tag as u64),
+    (qpc::ARPIDX, FieldName::ArpIdx, |c| c.arp_idx as u64),
+    (qpc::FLOWLABEL, FieldName::FlowLabel, |c| c.flow_label as u64),
+    (qpc::ACKCREDITS, FieldName::AckCredits, |c| c.ack_credits as u64),
+    (qpc::PKEY, FieldName::PKey, |c| c.p_key as u64),
+    (qpc::DESTQP, FieldName::DestQp, |c| c.dest_qp as u64),
+    (qpc::QKEY, FieldName::Qkey, |c| c.qkey as u64),
+    (qpc::PSNNXT, FieldName::PsnNxt, |c| c.psn_nxt as u64),
+    (qpc::LSN, FieldName::Lsn, |c| c.lsn as u64),
+    (qpc::EPSN, FieldName::Epsn, |c| c.epsn as u64),
+    (qpc::PSNMAX, FieldName::PsnMax, |c| c.psn_max as u64),
+    (qpc::PSNUNA, FieldName::PsnUna, |c| c.psn_una as u64),
+    (qpc::CWNDROCE, FieldName::Cwnd, |c| c.cwnd as u64),
+    (qpc::ERR_RQ_IDX, FieldName::ErrRqIdx, |c| c.err_rq_idx as u64),
+    (qpc::REXMIT_THRESH, FieldName::RexmitThresh, |c| c.rexmit_thresh as u64),
+    (qpc::RNRNAK_THRESH, FieldName::RnrNakThresh, |c| c.rnr_nak_thresh as u64),
+    (qpc::RTOMIN, FieldName::Rtomin, |c| c.rtomin as u64),
+    (qpc::TXCQNUM, FieldName::SendCqNum, |c| c.send_cq_num as u64),
+    (qpc::RXCQNUM, FieldName::RcvCqNum, |c| c.rcv_cq_num as u64),
+    (qpc::STAT_INDEX, FieldName::StatsIdx, |c| c.stats_idx as u64),
+    (qpc::USESTATSINSTANCE, FieldName::UseStatsInstance, |c| c.use_stats_instance as u64),
+    (qpc::MACADDRESS, FieldName::MacAddr, |c| super::cmd::mac_to_u64(c.mac_addr)),
+    (qpc::ORDSIZE, FieldName::OrdSize, |c| c.ord_size as u64),
+    (qpc::IRDSIZE, FieldName::IrdSize, |c| encoded_ird_size(c.ird_size) as u64),
+    (qpc::UDPRIVCQENABLE, FieldName::UdprivcqEn, |c| c.udprivcq_en as u64),
+    (qpc::WRRDRSPOK, FieldName::WrRdrespEn, |c| c.wr_rdresp_en as u64),
+    (qpc::RDOK, FieldName::RdEn, |c| c.rd_en as u64),
+    (qpc::DCQCNENABLE, FieldName::DcqcnEn, |c| c.dcqcn_en as u64),
+    (qpc::FASTREGEN, FieldName::FastRegEn, |c| c.fast_reg_en as u64),
+    (qpc::PRIVEN, FieldName::PrivModeEn, |c| c.priv_mode_en as u64),
+    (qpc::TIMELYENABLE, FieldName::TimelyEn, |c| c.timely_en as u64),
+    (qpc::FW_CC_ENABLE, FieldName::FwCcEnable, |c| c.fw_cc_enable as u64),
+    (qpc::RCVNOICRC, FieldName::RcvNoIcrc, |c| c.rcv_no_icrc as u64),
+    (qpc::QPCOMPCTX, FieldName::QpComplCtx, |c| c.qp_compl_ctx),
+    (qpc::SQTPHVAL, FieldName::SqTphVal, |c| c.sq_tph_val as u64),
+    (qpc::RQTPHVAL, FieldName::RqTphVal, |c| c.rq_tph_val as u64),
+    (qpc::QSHANDLE, FieldName::QsHandle, |c| c.qs_handle as u64),
+    (qpc::LOCAL_IPADDR0, FieldName::LocalIpaddr, |c| c.local_ipaddr[0] as u64),
+    (qpc::LOCAL_IPADDR1, FieldName::LocalIpaddr, |c| c.local_ipaddr[1] as u64),
+    (qpc::LOCAL_IPADDR2, FieldName::LocalIpaddr, |c| c.local_ipaddr[2] as u64),
+    (qpc::LOCAL_IPADDR3, FieldName::LocalIpaddr, |c| c.local_ipaddr[3] as u64),
+    (qpc::TLOW, FieldName::TLow, |c| c.t_low as u64),
+    (qpc::THIGH, FieldName::THigh, |c| c.t_high as u64),
+    (qpc::REMENDPOINTIDX, FieldName::RemEndpointIdx, |c| c.rem_endpoint_idx as u64),
 ];
 
 /// Number of HMC object types on GEN_2 (hmc.h: IRDMA_HMC_IW_MAX).
@@ -505,24 +505,26 @@ mod tests {
     #[test]
     fn qp_ctx_reports_the_first_field_that_does_not_fit() {
         let mut w = [0; 32];
-        let wide = |field: &'static str, value: u64, max: u64| {
-            Err(EncodeError::TooWide { field, value, max })
-        };
+        let wide = |r: Result<(), EncodeError>| r.err().and_then(|e| e.too_wide());
         let c = QpRoceCtx::default();
         // A field before the PD-id check is reported before the PD id.
         let both = QpRoceCtx { rq_wqe_size: 4, pd_id: 1 << 18, ..c };
-        assert_eq!(both.encode(&mut w), wide("rq_wqe_size", 4, 3));
+        assert_eq!(wide(both.encode(&mut w)), Some(("rq_wqe_size", 4, 3)));
         // The PD id with its full value and range, not its split halves.
         assert_eq!(
             QpRoceCtx { pd_id: 1 << 18, ..c }.encode(&mut w),
-            wide("pd_id", 1 << 18, (1 << 18) - 1)
+            Err(EncodeError::TooWide { field: FieldName::PdId, bits: 18, value: 1 << 18 })
+        );
+        assert_eq!(
+            wide(QpRoceCtx { pd_id: 1 << 18, ..c }.encode(&mut w)),
+            Some(("pd_id", 1 << 18, (1 << 18) - 1))
         );
         // Later fields in the order they are written.
         let two = QpRoceCtx { psn_nxt: 1 << 24, rnr_nak_thresh: 8, ..c };
-        assert_eq!(two.encode(&mut w), wide("psn_nxt", 1 << 24, (1 << 24) - 1));
+        assert_eq!(wide(two.encode(&mut w)), Some(("psn_nxt", 1 << 24, (1 << 24) - 1)));
         assert_eq!(
-            QpRoceCtx { rnr_nak_thresh: 8, ..c }.encode(&mut w),
-            wide("rnr_nak_thresh", 8, 7)
+            wide(QpRoceCtx { rnr_nak_thresh: 8, ..c }.encode(&mut w)),
+            Some(("rnr_nak_thresh", 8, 7))
         );
         // A push page index sets PMENA with it; none leaves both 0.
         let mut p = [0; 32];

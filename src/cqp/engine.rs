@@ -21,7 +21,6 @@ use irdma_hal::cqp::{CCQ_CQE_BYTES, CQP_WQE_BYTES, SDBUF_BYTES_PER_SLOT, ccq, hd
 use irdma_hal::regs::{self, field as rf};
 use irdma_hal::{Bar, BufferDirection, Dma, DmaError, Hal};
 
-use super::EncodeError;
 use super::cmd::{
     CommitFpmVal, CqpCommand, CreateCq, DestroyCcq, Env, FlushWqes, Limits, Nop, QueryFpmVal,
     QueryRdmaFeatures, WsNode,
@@ -30,6 +29,7 @@ use super::ctx::{CqpHostCtx, Dcqcn, HMC_OBJ_COUNT};
 use super::decode::{
     CcqCqe, DecodeError, FeaturesError, FpmCommit, FpmQuery, RdmaFeatures, RingConsumer,
 };
+use super::{EncodeError, Phrase};
 
 /// Largest SQ the engine supports (and the size Linux uses).
 pub const MAX_SQ: usize = irdma_hal::cqp::CQP_SQ_MAX as usize;
@@ -146,7 +146,7 @@ pub enum CqpError {
     /// The device did not answer in time; `what` names the wait.
     Timeout {
         /// Which wait.
-        what: &'static str,
+        what: Phrase,
     },
     /// CQP create failed (CCQPSTATUS.CCQP_ERR) with these CQPERRCODES.
     CreateFailed {
@@ -172,7 +172,7 @@ pub enum CqpError {
     /// with no command, a stash overflow); `what` says which.
     Protocol {
         /// What.
-        what: &'static str,
+        what: Phrase,
     },
     /// A result buffer was asked for with a buffer the command did not name.
     WrongBuffer,
@@ -546,7 +546,7 @@ impl<H: Hal, B: Bar> Cqp<H, B> {
             status != 0
         });
         if !ok {
-            return Err(CqpError::Timeout { what: "CQP create (CCQPSTATUS)" });
+            return Err(CqpError::Timeout { what: Phrase::new(&"CQP create (CCQPSTATUS)") });
         }
         if rf::CCQPSTATUS_ERR.is_set(status as u64) {
             // The device refused the CQP: it holds none of the memory.
@@ -665,7 +665,7 @@ impl<H: Hal, B: Bar> Cqp<H, B> {
     #[inline(never)]
     fn post_check(&self) -> Result<u64, CqpError> {
         if !self.alive || self.mem.is_none() {
-            return Err(CqpError::Protocol { what: "CQP not alive" });
+            return Err(CqpError::Protocol { what: Phrase::new(&"CQP not alive") });
         }
         if self.ccq.is_none() && self.inflight > 0 {
             return Err(CqpError::Busy);
@@ -794,7 +794,9 @@ impl<H: Hal, B: Bar> Cqp<H, B> {
 
     fn retire(&mut self, idx: u16) -> Result<u64, CqpError> {
         if !self.set_pending(idx as u32, false) {
-            return Err(CqpError::Protocol { what: "completion for a slot with no command" });
+            return Err(CqpError::Protocol {
+                what: Phrase::new(&"completion for a slot with no command"),
+            });
         }
         self.inflight = self.inflight.saturating_sub(1);
         Ok(self.scratch.get(idx as usize).copied().unwrap_or(0))
@@ -826,7 +828,7 @@ impl<H: Hal, B: Bar> Cqp<H, B> {
         // an earlier failure, only shows the error bit: once the wait is
         // over, a set bit is this op's failure rather than a hang.
         if !ok && !rf::CQPTAIL_OP_ERR.is_set(tail) {
-            return Err(CqpError::Timeout { what: "CQP op (CQPTAIL)" });
+            return Err(CqpError::Timeout { what: Phrase::new(&"CQP op (CQPTAIL)") });
         }
         // The CQPTAIL read above said the op is done; what it wrote into
         // DMA memory (QUERY_RDMA_FEATURES, QUERY_FPM_VAL and COMMIT_FPM_VAL
@@ -847,7 +849,7 @@ impl<H: Hal, B: Bar> Cqp<H, B> {
         let Some(ccq) = self.ccq.as_mut() else { return Ok(None) };
         let base = ccq.cons.head as usize * CCQ_CQE_BYTES;
         let Some(w24) = ccq.ring.read_u64(base + 24) else {
-            return Err(CqpError::Protocol { what: "CCQ head outside its ring" });
+            return Err(CqpError::Protocol { what: Phrase::new(&"CCQ head outside its ring") });
         };
         if ccq::VALID.is_set(w24) != ccq.cons.polarity {
             return Ok(None);
@@ -862,7 +864,9 @@ impl<H: Hal, B: Bar> Cqp<H, B> {
         ccq.shadow.write_u64(0, ccq::DBSA_CQEIDX.prep(head as u64));
         let idx = cqe.wqe_idx;
         if idx as u32 >= self.size {
-            return Err(CqpError::Protocol { what: "CCQ CQE names a slot outside the SQ" });
+            return Err(CqpError::Protocol {
+                what: Phrase::new(&"CCQ CQE names a slot outside the SQ"),
+            });
         }
         let scratch = self.retire(idx)?;
         let r = if cqe.error {
@@ -901,7 +905,9 @@ impl<H: Hal, B: Bar> Cqp<H, B> {
                 Some((i, r)) if i == idx => return r,
                 Some(other) => {
                     if self.stash.push(other).is_err() {
-                        return Err(CqpError::Protocol { what: "too many unclaimed completions" });
+                        return Err(CqpError::Protocol {
+                            what: Phrase::new(&"too many unclaimed completions"),
+                        });
                     }
                 }
                 None => {
@@ -925,7 +931,7 @@ impl<H: Hal, B: Bar> Cqp<H, B> {
                         if reads_removed(self.bar.read32(regs::CQPTAIL)) {
                             return Err(CqpError::DeviceGone);
                         }
-                        return Err(CqpError::Timeout { what: "CQP op (CCQ)" });
+                        return Err(CqpError::Timeout { what: Phrase::new(&"CQP op (CCQ)") });
                     }
                     H::relax();
                 }
@@ -938,7 +944,7 @@ impl<H: Hal, B: Bar> Cqp<H, B> {
     /// irdma_sc_ccq_create_done; spec §2.7).
     pub fn create_ccq(&mut self, cfg: CcqConfig) -> Result<(), CqpError> {
         if self.ccq.is_some() {
-            return Err(CqpError::Protocol { what: "CCQ exists" });
+            return Err(CqpError::Protocol { what: Phrase::new(&"CCQ exists") });
         }
         if self.inflight > 0 {
             return Err(CqpError::Busy);
@@ -1095,7 +1101,7 @@ impl<H: Hal, B: Bar> Cqp<H, B> {
             self.device_owned = false;
             Ok(())
         } else {
-            Err(CqpError::Timeout { what: "CQP destroy (CCQPSTATUS)" })
+            Err(CqpError::Timeout { what: Phrase::new(&"CQP destroy (CCQPSTATUS)") })
         }
     }
 }

@@ -20,37 +20,81 @@ pub mod cmd;
 pub mod ctx;
 pub mod decode;
 pub mod engine;
+mod names;
 
 use irdma_hal::Field;
+
+pub use crate::error::Phrase;
+pub use names::FieldName;
 
 pub use cmd::CqpCommand;
 pub use engine::{Completed, Cqp, CqpConfig, CqpError, Posted};
 
 /// Why a command, context or buffer could not be encoded.
+///
+/// Sixteen bytes (a pinned unit test keeps it so): the input is named by a
+/// one-byte [`FieldName`], a field's maximum by its width, a refusal by a
+/// one-pointer [`Phrase`], so `Result<_, EncodeError>` and
+/// `Result<_, CqpError>` are two words (rustc 1.95 still returns them
+/// through memory, but each `?` copies two words instead of four or five).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub enum EncodeError {
-    /// `value` does not fit the hardware field `field` (at most `max`).
+    /// `value` does not fit the `bits`-bit hardware field `field` (at most
+    /// 2^`bits` − 1).
     TooWide {
-        /// Name of the input.
-        field: &'static str,
+        /// The input.
+        field: FieldName,
+        /// Width of the field in bits (1..=64).
+        bits: u8,
         /// The value given.
         value: u64,
-        /// The largest value the field holds.
-        max: u64,
+    },
+    /// `value` is above `max`, the largest the device (or the driver's
+    /// table) accepts for `field`, which is narrower than the WQE field.
+    AboveMax {
+        /// The input.
+        field: FieldName,
+        /// The largest value accepted.
+        max: u32,
+        /// The value given.
+        value: u64,
     },
     /// The input is not one the hardware accepts (e.g. a page size other than
     /// 4 KiB / 2 MiB / 1 GiB); `what` names it.
     Invalid {
         /// What was wrong.
-        what: &'static str,
+        what: Phrase,
     },
+}
+
+impl EncodeError {
+    /// For [`TooWide`](Self::TooWide) and [`AboveMax`](Self::AboveMax): the
+    /// input's name, the value given and the largest value accepted.
+    pub fn too_wide(&self) -> Option<(&'static str, u64, u64)> {
+        match *self {
+            EncodeError::TooWide { field, bits, value } => {
+                Some((field.name(), value, max_of(bits)))
+            }
+            EncodeError::AboveMax { field, max, value } => Some((field.name(), value, max.into())),
+            EncodeError::Invalid { .. } => None,
+        }
+    }
+}
+
+/// 2^`bits` − 1 (all ones for 64 and above).
+pub(crate) const fn max_of(bits: u8) -> u64 {
+    if bits >= 64 { u64::MAX } else { (1u64 << bits) - 1 }
 }
 
 /// `v` placed in `f`, or [`EncodeError::TooWide`] naming `name`.
 #[inline]
-pub(crate) fn fit(f: Field, v: u64, name: &'static str) -> Result<u64, EncodeError> {
-    f.prep_checked(v).ok_or(EncodeError::TooWide { field: name, value: v, max: f.max() })
+pub(crate) fn fit(f: Field, v: u64, name: FieldName) -> Result<u64, EncodeError> {
+    f.prep_checked(v).ok_or(EncodeError::TooWide {
+        field: name,
+        bits: f.max().count_ones() as u8,
+        value: v,
+    })
 }
 
 /// A one-bit flag placed in `f`.

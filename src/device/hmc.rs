@@ -9,6 +9,7 @@
 use irdma_hal::regs::{self, field as rf};
 use irdma_hal::{Bar, BufferDirection, Dma, DmaError, Hal};
 
+use crate::Phrase;
 use crate::cqp::Cqp;
 use crate::cqp::cmd::{MAX_SD_ENTRIES, SdEntry, UpdatePeSds};
 use crate::cqp::engine::CqpError;
@@ -231,11 +232,12 @@ impl<H: Hal> SdStore<H> {
             match u16::try_from(b.sd).ok().and_then(|s| SdEntry::clear(s).ok()) {
                 Some(e) => {
                     if batch.push(e).is_err() {
-                        first_err.get_or_insert(CqpError::Protocol { what: "SD batch" });
+                        first_err
+                            .get_or_insert(CqpError::Protocol { what: Phrase::new(&"SD batch") });
                     }
                 }
                 None => {
-                    first_err.get_or_insert(CqpError::Protocol { what: "SD index" });
+                    first_err.get_or_insert(CqpError::Protocol { what: Phrase::new(&"SD index") });
                 }
             }
             b.programmed = false;

@@ -33,6 +33,7 @@ use irdma_hal::cqp::{
 use irdma_hal::regs;
 use irdma_hal::{Bar, BufferDirection, Dma, DmaError, Hal, PAGE_SIZE};
 
+use crate::Phrase;
 use crate::cqp::cmd::{
     CommitFpmVal, CreateAeq, CreateCeq, DestroyAeq, DestroyCeq, Limits, QueryFpmVal,
     QueryRdmaFeatures, QueueAddr, ShmcPagesAllocated, WsNode, WsNodeOp,
@@ -1011,7 +1012,7 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
 
     /// The CQP during probe (exclusive access; it exists after step 4).
     fn cqp_mut(&mut self) -> Result<&mut Cqp<H, B>, CqpError> {
-        self.cqp.get_mut().as_mut().ok_or(CqpError::Protocol { what: "no CQP" })
+        self.cqp.get_mut().as_mut().ok_or(CqpError::Protocol { what: Phrase::new(&"no CQP") })
     }
 
     /// Runs one command on the CQP during probe (refused once the device
@@ -1407,7 +1408,7 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
                 self.after_cqp(c, r.as_ref().err());
                 r
             }
-            None => Err(CqpError::Protocol { what: "device closed" }),
+            None => Err(CqpError::Protocol { what: Phrase::new(&"device closed") }),
         }
     }
 

@@ -12,8 +12,10 @@ use irdma_hal::{Bar, Hal};
 
 use super::qp::IpAddr;
 use super::{Pd, VerbsError};
+use crate::Phrase;
 use crate::cqp::cmd::{AhInfo, CreateAh, DestroyAh};
 use crate::device::Device;
+use crate::verbs::Quantity;
 
 /// VLAN_N_VID: the VLAN tag Linux writes into an AH without a VLAN
 /// (irdma_kcompat.c: irdma_create_ah_vlan_tag; conformance README).
@@ -163,19 +165,19 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
     ) -> Result<Ah<'d, H, B>, VerbsError> {
         let v4 = matches!(attr.dest_ip, IpAddr::V4(_));
         if v4 != matches!(attr.src_ip, IpAddr::V4(_)) {
-            return Err(VerbsError::Invalid { what: "mixed IPv4/IPv6 addresses" });
+            return Err(VerbsError::Invalid { what: Phrase::new(&"mixed IPv4/IPv6 addresses") });
         }
         if attr.flow_label >= 1 << 20 {
-            return Err(VerbsError::Invalid { what: "flow_label width" });
+            return Err(VerbsError::Invalid { what: Phrase::new(&"flow_label width") });
         }
         if attr.vlan.is_some_and(|v| v & 0xFFF >= 0xFFF) {
-            return Err(VerbsError::Invalid { what: "VLAN id" });
+            return Err(VerbsError::Invalid { what: Phrase::new(&"VLAN id") });
         }
         let mac = match attr.dest_mac {
             Some(m) => m,
-            None => self
-                .neighbour(attr.dest_ip)
-                .ok_or(VerbsError::Invalid { what: "no neighbour entry for the destination" })?,
+            None => self.neighbour(attr.dest_ip).ok_or(VerbsError::Invalid {
+                what: Phrase::new(&"no neighbour entry for the destination"),
+            })?,
         };
         let id = {
             let mut res = self.res.lock();
@@ -234,9 +236,9 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
             return Ok(());
         }
         ids.neigh.push((ip, mac)).map_err(|_| VerbsError::AboveLimit {
-            what: "neighbour entries",
-            requested: crate::device::MAX_NEIGHBOURS as u64 + 1,
-            max: crate::device::MAX_NEIGHBOURS as u64,
+            what: Quantity::NeighbourEntries,
+            requested: crate::device::MAX_NEIGHBOURS as u32 + 1,
+            max: crate::device::MAX_NEIGHBOURS as u32,
         })
     }
 

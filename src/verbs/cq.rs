@@ -9,10 +9,12 @@ use super::VerbsError;
 use super::qp::Qp;
 use super::static_view;
 use super::table::Table;
+use crate::Phrase;
 use crate::cqp::cmd::{CreateCq, DestroyCq, ModifyCq, QueueAddr};
 use crate::cqp::engine::{CqpError, device_may_own};
 use crate::device::{DeferredCq, Device};
 use crate::uk::{self, QpLookup, QpUk, SendQueue};
+use crate::verbs::Quantity;
 use crate::wr::WorkCompletion;
 
 /// Largest CQ the device takes (spec control-path §2.2: 1..1048575 entries).
@@ -73,9 +75,9 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
     pub fn create_cq(&self, cqe: u32) -> Result<Cq<'_, H, B>, VerbsError> {
         if cqe == 0 || cqe > MAX_CQE / 2 - 1 {
             return Err(VerbsError::AboveLimit {
-                what: "cqe",
-                requested: cqe.into(),
-                max: (MAX_CQE / 2 - 1).into(),
+                what: Quantity::Cqe,
+                requested: cqe,
+                max: MAX_CQE / 2 - 1,
             });
         }
         let entries = (cqe + 1) * 2;
@@ -121,7 +123,7 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
             e
         };
         let Some(ukcq) = ukcq else {
-            return Err(free_id(VerbsError::Invalid { what: "CQ ring" }));
+            return Err(free_id(VerbsError::Invalid { what: Phrase::new(&"CQ ring") }));
         };
         if let Err(e) = self.exec_cmd(cmd) {
             if device_may_own(&e) {
@@ -501,9 +503,9 @@ impl<'d, H: Hal, B: Bar + Clone> Cq<'d, H, B> {
         }
         if cqe == 0 || cqe > MAX_CQE / 2 - 1 {
             return Err(VerbsError::AboveLimit {
-                what: "cqe",
-                requested: cqe.into(),
-                max: (MAX_CQE / 2 - 1).into(),
+                what: Quantity::Cqe,
+                requested: cqe,
+                max: MAX_CQE / 2 - 1,
             });
         }
         let entries = ((cqe + 1) * 2).max(4);
@@ -541,7 +543,7 @@ impl<'d, H: Hal, B: Bar + Clone> Cq<'d, H, B> {
         // until after every `uk` view of it is dropped (field order); its
         // memory does not move when the `Dma` value moves.
         let view = unsafe { static_view(&ring, 0, entries as usize * 32) }
-            .ok_or(VerbsError::Invalid { what: "CQ ring" })?;
+            .ok_or(VerbsError::Invalid { what: Phrase::new(&"CQ ring") })?;
         if let Err(e) = self.dev.exec_cmd(m) {
             if device_may_own(&e) {
                 // A timed-out MODIFY_CQ may have moved the device to the new
@@ -559,7 +561,7 @@ impl<'d, H: Hal, B: Bar + Clone> Cq<'d, H, B> {
             Err(_) => {
                 // Unreachable (sizes checked above); keep the old state.
                 self.mem = Some((cur_ring, shadow));
-                return Err(VerbsError::Invalid { what: "CQ ring" });
+                return Err(VerbsError::Invalid { what: Phrase::new(&"CQ ring") });
             }
         };
         self.mem = Some((ring, shadow));
@@ -586,7 +588,7 @@ impl<'d, H: Hal, B: Bar + Clone> Cq<'d, H, B> {
         }
         let users = self.users();
         if users > 0 {
-            return Err(VerbsError::InUse { what: "CQ with live QPs", users: users.into() });
+            return Err(VerbsError::InUse { what: Quantity::CqWithLiveQps, users: users.into() });
         }
         let d = destroy_cmd(&self.cmd);
         self.dev.exec_cmd(d)?;

@@ -31,7 +31,7 @@ mod wq;
 
 pub use ah::{Ah, AhAttr, gid_of, ip_of_gid};
 pub use cq::{Cq, MAX_PENDING_RESIZES};
-pub use mr::{FastRegMr, Mr, MrDesc};
+pub use mr::{FastRegMr, MAX_MR_SIZE, Mr, MrDesc};
 pub use poller::CqPoller;
 pub use qp::{
     AddressVector, GRH_BYTES, GSI_QKEY, IpAddr, PostError, PostErrorKind, Qp, QpAttr, QpCap,
@@ -45,11 +45,16 @@ pub(crate) use cq::destroy_cmd as destroy_cq_cmd;
 
 use irdma_hal::{Bar, DmaError, Hal};
 
+use crate::Phrase;
 use crate::cqp::engine::CqpError;
 use crate::device::{Device, cqp_codes};
 use crate::res::{AccessError, IdError, PbleError, StagError};
 
 /// Why a verb failed.
+///
+/// Sixteen bytes (a pinned unit test keeps it so), as are `Result<u32,
+/// VerbsError>` and `Result<(), VerbsError>`: the limit names are a
+/// one-byte [`Quantity`], phrases a one-pointer [`Phrase`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub enum VerbsError {
@@ -68,16 +73,22 @@ pub enum VerbsError {
     /// A requested size is above what the device allows.
     AboveLimit {
         /// What.
-        what: &'static str,
-        /// Requested.
-        requested: u64,
+        what: Quantity,
         /// Largest allowed.
-        max: u64,
+        max: u32,
+        /// Requested (a count above `u32::MAX` is reported as `u32::MAX`).
+        requested: u32,
+    },
+    /// An MR length above [`MAX_MR_SIZE`] (2^45 bytes, a
+    /// limit wider than [`AboveLimit`](Self::AboveLimit)'s `max`).
+    TooLong {
+        /// The length asked for.
+        length: u64,
     },
     /// An argument is unusable; `what` says which.
     Invalid {
         /// What.
-        what: &'static str,
+        what: Phrase,
     },
     /// The transition is not allowed from the QP's current state.
     InvalidState,
@@ -87,12 +98,74 @@ pub enum VerbsError {
     /// them first. Dropping it instead defers its destroy until they go.
     InUse {
         /// What.
-        what: &'static str,
+        what: Quantity,
         /// How many users.
         users: u32,
     },
     /// More PBLE SDs than the driver tracks.
     Capacity,
+}
+
+/// What a [`VerbsError::AboveLimit`] or [`VerbsError::InUse`] is about, one byte (a `&'static str`
+/// would make every `Result<_, VerbsError>` eight bytes larger).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[repr(u8)]
+#[non_exhaustive]
+pub enum Quantity {
+    /// `cqe`
+    Cqe,
+    /// `length`
+    Length,
+    /// `max_pages`
+    MaxPages,
+    /// `max_sge`
+    MaxSge,
+    /// `max_wr`
+    MaxWr,
+    /// `neighbour entries`
+    NeighbourEntries,
+    /// `pages`
+    Pages,
+    /// `registered QPs`
+    RegisteredQPs,
+    /// `max_inline_data`
+    MaxInlineData,
+    /// `max_recv_sge`
+    MaxRecvSge,
+    /// `max_recv_wr`
+    MaxRecvWr,
+    /// `max_send_sge`
+    MaxSendSge,
+    /// `max_send_wr`
+    MaxSendWr,
+    /// `GSI QP 1`
+    GsiQp1,
+    /// `CQ with live QPs`
+    CqWithLiveQps,
+}
+
+impl Quantity {
+    /// Its name, e.g. `"max_send_sge"`.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Quantity::Cqe => "cqe",
+            Quantity::Length => "length",
+            Quantity::MaxPages => "max_pages",
+            Quantity::MaxSge => "max_sge",
+            Quantity::MaxWr => "max_wr",
+            Quantity::NeighbourEntries => "neighbour entries",
+            Quantity::Pages => "pages",
+            Quantity::RegisteredQPs => "registered QPs",
+            Quantity::MaxInlineData => "max_inline_data",
+            Quantity::MaxRecvSge => "max_recv_sge",
+            Quantity::MaxRecvWr => "max_recv_wr",
+            Quantity::MaxSendSge => "max_send_sge",
+            Quantity::MaxSendWr => "max_send_wr",
+            Quantity::GsiQp1 => "GSI QP 1",
+            Quantity::CqWithLiveQps => "CQ with live QPs",
+        }
+    }
 }
 
 impl VerbsError {

@@ -7,6 +7,7 @@
 use irdma_hal::{Bar, BufferDirection, Dma, Hal};
 
 use super::{Pd, VerbsError, dma_slice};
+use crate::Phrase;
 use crate::cqp::cmd::{AllocStag, DeallocStag, MrPages, Pbl, RegMr};
 use crate::cqp::engine::device_may_own;
 use crate::device::Device;
@@ -14,6 +15,7 @@ use crate::device::FrRecord;
 use crate::res::pble::{LEAF_ENTRIES, PblNeed, PbleAlloc, PblePolicy, PbleRun, pbl_level};
 use crate::res::{Stag, mr_access_rights};
 use crate::rw::FrMr;
+use crate::verbs::Quantity;
 use crate::wr::{Access, PageSize, RegMrWr, SendWr, WrOpcode};
 
 /// Largest MR (spec §5.5: 2^45 bytes).
@@ -161,13 +163,9 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
     /// ([`Fill::Zeros`]); `irdma_set_page` (verbs.c) fills them later.
     fn take_pbl(&self, fill: Fill<'_>, policy: PblePolicy) -> Result<HeldPbl<H>, VerbsError> {
         let n = match fill {
-            Fill::Pages(pages) => {
-                u32::try_from(pages.len()).map_err(|_| VerbsError::AboveLimit {
-                    what: "pages",
-                    requested: pages.len() as u64,
-                    max: u32::MAX.into(),
-                })?
-            }
+            Fill::Pages(pages) => u32::try_from(pages.len()).map_err(|_| VerbsError::Invalid {
+                what: Phrase::new(&"more than 2^32 - 1 pages"),
+            })?,
             Fill::Zeros(n) => n,
         };
         let nleaves = n.div_ceil(LEAF_ENTRIES) as usize;
@@ -208,7 +206,9 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
                         crate::device::BackError::Cqp(c) => c,
                         crate::device::BackError::Dma(d) => crate::cqp::engine::CqpError::Dma(d),
                         crate::device::BackError::Capacity => {
-                            crate::cqp::engine::CqpError::Protocol { what: "SD table full" }
+                            crate::cqp::engine::CqpError::Protocol {
+                                what: Phrase::new(&"SD table full"),
+                            }
                         }
                     })
                 });
@@ -314,44 +314,41 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
         let ps = d.page_size;
         let pbytes = ps.bytes();
         if d.length == 0 || d.pages.is_empty() {
-            return Err(VerbsError::Invalid { what: "empty MR" });
+            return Err(VerbsError::Invalid { what: Phrase::new(&"empty MR") });
         }
         if d.length > MAX_MR_SIZE {
-            return Err(VerbsError::AboveLimit {
-                what: "length",
-                requested: d.length,
-                max: MAX_MR_SIZE,
-            });
+            return Err(VerbsError::TooLong { length: d.length });
         }
         if d.pages.iter().any(|p| p % pbytes != 0) {
-            return Err(VerbsError::Invalid { what: "page address not aligned to the page size" });
+            return Err(VerbsError::Invalid {
+                what: Phrase::new(&"page address not aligned to the page size"),
+            });
         }
         // The pages must cover [offset in first page, + length).
         let first_off = d.iova % pbytes;
         let need = first_off
             .checked_add(d.length)
             .map(|e| e.div_ceil(pbytes))
-            .ok_or(VerbsError::Invalid { what: "iova + length overflows" })?;
+            .ok_or(VerbsError::Invalid { what: Phrase::new(&"iova + length overflows") })?;
         if (d.pages.len() as u64) < need {
-            return Err(VerbsError::Invalid { what: "fewer pages than the length needs" });
+            return Err(VerbsError::Invalid {
+                what: Phrase::new(&"fewer pages than the length needs"),
+            });
         }
         if !d.zero_based && d.iova.checked_add(d.length).is_none() {
-            return Err(VerbsError::Invalid { what: "iova + length overflows" });
+            return Err(VerbsError::Invalid { what: Phrase::new(&"iova + length overflows") });
         }
         let rights = mr_access_rights(d.access)?;
         let pages = d.pages.get(..need as usize).unwrap_or(d.pages);
         let Some(&first_page) = pages.first() else {
-            return Err(VerbsError::Invalid { what: "empty MR" });
+            return Err(VerbsError::Invalid { what: Phrase::new(&"empty MR") });
         };
         let contiguous = pages
             .iter()
             .enumerate()
             .all(|(i, p)| first_page.checked_add(i as u64 * pbytes) == Some(*p));
-        let npages = u32::try_from(pages.len()).map_err(|_| VerbsError::AboveLimit {
-            what: "pages",
-            requested: pages.len() as u64,
-            max: u32::MAX.into(),
-        })?;
+        let npages = u32::try_from(pages.len())
+            .map_err(|_| VerbsError::Invalid { what: Phrase::new(&"more than 2^32 - 1 pages") })?;
         let stag = {
             let mut res = self.res.lock();
             res.ids.as_mut().ok_or(VerbsError::Destroyed)?.stags.alloc()?
@@ -536,9 +533,9 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
         const MAX: u32 = 262_144; // main.h: IRDMA_MAX_PAGES_PER_FMR (spec §5.5)
         if max_pages == 0 || max_pages > MAX {
             return Err(VerbsError::AboveLimit {
-                what: "max_pages",
-                requested: max_pages.into(),
-                max: MAX.into(),
+                what: Quantity::MaxPages,
+                requested: max_pages,
+                max: MAX,
             });
         }
         let stag = {
@@ -676,9 +673,9 @@ impl<H: Hal, B: Bar + Clone> FastRegMr<'_, H, B> {
         }
         if pages.len() > self.max_pages as usize {
             return Err(VerbsError::AboveLimit {
-                what: "pages",
-                requested: pages.len() as u64,
-                max: self.max_pages.into(),
+                what: Quantity::Pages,
+                requested: u32::try_from(pages.len()).unwrap_or(u32::MAX),
+                max: self.max_pages,
             });
         }
         let Some(p) = self.pbl.as_ref() else { return Err(VerbsError::Destroyed) };
@@ -756,10 +753,10 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
     /// invalidated (or the MR deregistered, or — no REG_MR admitted since —
     /// the list overwritten by a later map).
     pub(crate) unsafe fn write_fr_pages(&self, mr: &FrMr, pages: &[u64]) -> Result<(), VerbsError> {
-        const BAD: VerbsError = VerbsError::Invalid { what: "fast-register MR" };
+        const BAD: VerbsError = VerbsError::Invalid { what: Phrase::new(&"fast-register MR") };
         let n = u32::try_from(pages.len()).map_err(|_| VerbsError::Capacity)?;
         if !matches!(mr.pbl_level, 1 | 2) {
-            return Err(VerbsError::Invalid { what: "fast-register MR page list" });
+            return Err(VerbsError::Invalid { what: Phrase::new(&"fast-register MR page list") });
         }
         let mut res = self.res.lock();
         let res = &mut *res;
@@ -978,7 +975,7 @@ mod tests {
         ));
         // SAFETY: as above.
         let r = unsafe { dev.write_fr_pages(&mr, &pages) };
-        assert_eq!(r, Err(VerbsError::Invalid { what: "fast-register MR" }));
+        assert_eq!(r, Err(VerbsError::Invalid { what: Phrase::new(&"fast-register MR") }));
         assert_eq!(victim.pble_entry(0), Some(0), "the other MR's entries untouched");
         // A root entry naming free entries: refused too.
         let free = dev.res.lock().ids.as_ref().unwrap().pble.free_runs().first().unwrap().first;

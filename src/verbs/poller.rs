@@ -8,6 +8,8 @@ use irdma_hal::{Bar, Hal};
 use super::VerbsError;
 use super::cq::Cq;
 use super::shared::SharedQp;
+use crate::Phrase;
+use crate::verbs::Quantity;
 use crate::wr::WorkCompletion;
 
 /// A CQ together with the (up to `N`) shared QPs registered on it, polled
@@ -52,7 +54,7 @@ impl<'c, 'q, 'd, H: Hal, B: Bar + Clone, const N: usize> CqPoller<'c, 'q, 'd, H,
     /// CQ, [`VerbsError::AboveLimit`] if `N` QPs are registered.
     pub fn register(&mut self, qp: &'q SharedQp<'d, H, B>) -> Result<(), VerbsError> {
         if !self.cq.device().qp_uses_cq(qp.qp_num(), self.cq.id()) {
-            return Err(VerbsError::Invalid { what: "QP not on this CQ" });
+            return Err(VerbsError::Invalid { what: Phrase::new(&"QP not on this CQ") });
         }
         let addr = |q: &SharedQp<'d, H, B>| core::ptr::from_ref(q) as usize;
         let at = match self.qps.binary_search_by_key(&addr(qp), |q| addr(q)) {
@@ -60,9 +62,9 @@ impl<'c, 'q, 'd, H: Hal, B: Bar + Clone, const N: usize> CqPoller<'c, 'q, 'd, H,
             Err(at) => at,
         };
         self.qps.insert(at, qp).map_err(|_| VerbsError::AboveLimit {
-            what: "registered QPs",
-            requested: (N as u64).saturating_add(1),
-            max: N as u64,
+            what: Quantity::RegisteredQPs,
+            requested: u32::try_from(N).unwrap_or(u32::MAX).saturating_add(1),
+            max: u32::try_from(N).unwrap_or(u32::MAX),
         })
     }
 

@@ -9,6 +9,7 @@ use super::cq::Cq;
 use super::table::QpCompl;
 use super::wq::Wq;
 use super::{Pd, VerbsError, dma_slice, static_view};
+use crate::Phrase;
 use crate::cqp::cmd::{
     ArpAdd, ArpDel, CreateQp, DestroyQp, FlushCodes, FlushState, FlushWqes, ModifyQp, qp_state,
     qp_type,
@@ -20,6 +21,7 @@ use crate::uk::cq::flush_code;
 use crate::uk::sizing::{MAX_FRAGS, WqSizing, calc_rq, calc_sq};
 use crate::uk::sq::SqWrTrk;
 use crate::uk::{PostRecvError, PostSendError, QpKind, QpUk, Rq, RqError, SendQueue, Sq, SqError};
+use crate::verbs::Quantity;
 use crate::wr::{RecvWr, SendWr, WorkCompletion};
 use irdma_hal::wqe::cqe;
 
@@ -418,7 +420,9 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
         wq: Wq<'d, H, B>,
     ) -> Result<Qp<'d, H, B>, VerbsError> {
         if wq.cq_id != attr.recv_cq.id() {
-            return Err(VerbsError::Invalid { what: "the WQ completes on another CQ" });
+            return Err(VerbsError::Invalid {
+                what: Phrase::new(&"the WQ completes on another CQ"),
+            });
         }
         let mut qp =
             self.create_qp_inner(pd, attr, Some(wq), Transport::Rc, |sq| Ok((sq, None)))?;
@@ -444,20 +448,22 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
         }
         let above = |what, requested: u32, max: u32| {
             if requested > max {
-                Err(VerbsError::AboveLimit { what, requested: requested.into(), max: max.into() })
+                Err(VerbsError::AboveLimit { what, requested, max })
             } else {
                 Ok(())
             }
         };
-        above("max_send_sge", c.max_send_sge, MAX_FRAGS)?;
-        above("max_recv_sge", c.max_recv_sge, MAX_FRAGS)?;
-        above("max_inline_data", c.max_inline_data, MAX_INLINE)?;
+        above(Quantity::MaxSendSge, c.max_send_sge, MAX_FRAGS)?;
+        above(Quantity::MaxRecvSge, c.max_recv_sge, MAX_FRAGS)?;
+        above(Quantity::MaxInlineData, c.max_inline_data, MAX_INLINE)?;
         if c.max_send_wr == 0 && c.max_recv_wr == 0 {
-            return Err(VerbsError::Invalid { what: "a QP needs a send or receive queue" });
+            return Err(VerbsError::Invalid {
+                what: Phrase::new(&"a QP needs a send or receive queue"),
+            });
         }
         // Sizing: uk.c: irdma_uk_calc_depth_shift_sq/rq, irdma_get_sqdepth/rqdepth.
         let sq = calc_sq(c.max_send_wr.max(1), c.max_send_sge.max(1), c.max_inline_data)
-            .map_err(|_| too_deep("max_send_wr", c.max_send_wr))?;
+            .map_err(|_| too_deep(Quantity::MaxSendWr, c.max_send_wr))?;
         let rq = match wq.as_ref() {
             Some(w) => WqSizing {
                 depth_quanta: w.depth_quanta,
@@ -466,7 +472,7 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
                 reported_max_wr: w.max_wr,
             },
             None => calc_rq(c.max_recv_wr.max(1), c.max_recv_sge.max(1))
-                .map_err(|_| too_deep("max_recv_wr", c.max_recv_wr))?,
+                .map_err(|_| too_deep(Quantity::MaxRecvWr, c.max_recv_wr))?,
         };
         let sq_bytes = sq.depth_quanta as usize * 32;
         // With a WQ the RQ ring is the WQ's; otherwise it follows the SQ.
@@ -493,7 +499,7 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
                 // QP 1 is reserved in the id table for the GSI QP
                 // (hw.c: irdma_initialize_hw_rsrc).
                 if ids.gsi {
-                    return Err(VerbsError::InUse { what: "GSI QP 1", users: 1 });
+                    return Err(VerbsError::InUse { what: Quantity::GsiQp1, users: 1 });
                 }
                 ids.gsi = true;
                 1
@@ -528,10 +534,10 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
             )
         };
         let (Some(sq_mem), Some(sq_trk)) = parts else {
-            return Err(free_id(VerbsError::Invalid { what: "QP memory" }));
+            return Err(free_id(VerbsError::Invalid { what: Phrase::new(&"QP memory") }));
         };
         let sq_uk = Sq::new(sq_mem, sq_trk, sq.depth_quanta, send_sge, c.max_inline_data, id)
-            .map_err(|_| free_id(VerbsError::Invalid { what: "SQ" }))?;
+            .map_err(|_| free_id(VerbsError::Invalid { what: Phrase::new(&"SQ") }))?;
         let (rq_uk, rq_pa, wq_mem) = match wq {
             Some(w) => {
                 let pa = w.ring.paddr();
@@ -549,10 +555,10 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
                     core::slice::from_raw_parts_mut(p, rq_size as usize)
                 };
                 let Some(rq_mem) = rq_mem else {
-                    return Err(free_id(VerbsError::Invalid { what: "QP memory" }));
+                    return Err(free_id(VerbsError::Invalid { what: Phrase::new(&"QP memory") }));
                 };
                 let rq_uk = Rq::new(rq_mem, rq_wrid, rq_size, rq.shift, rq_frags)
-                    .map_err(|_| free_id(VerbsError::Invalid { what: "RQ" }))?;
+                    .map_err(|_| free_id(VerbsError::Invalid { what: Phrase::new(&"RQ") }))?;
                 (rq_uk, ring.paddr() + sq_bytes as u64, None)
             }
         };
@@ -781,8 +787,8 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
     }
 }
 
-fn too_deep(what: &'static str, requested: u32) -> VerbsError {
-    VerbsError::AboveLimit { what, requested: requested.into(), max: 32768 }
+fn too_deep(what: Quantity, requested: u32) -> VerbsError {
+    VerbsError::AboveLimit { what, requested, max: 32768 }
 }
 
 fn mtu_ok(mtu: u32) -> bool {
@@ -835,7 +841,7 @@ impl<'d, H: Hal, B: Bar + Clone, S: SendQueue> Qp<'d, H, B, S> {
         let mut w = [0u64; 32];
         self.ctx.encode(&mut w)?;
         let Some(m) = self.mem.as_ref() else {
-            return Err(CqpError::Protocol { what: "QP memory gone" });
+            return Err(CqpError::Protocol { what: Phrase::new(&"QP memory gone") });
         };
         m.ctx.write_u64s(CTX_OFF, &w);
         Ok(())
@@ -959,16 +965,19 @@ impl<'d, H: Hal, B: Bar + Clone, S: SendQueue> Qp<'d, H, B, S> {
     }
 
     fn go_rtr(&mut self, a: &QpAttr) -> Result<(), VerbsError> {
-        let av = a.av.ok_or(VerbsError::Invalid { what: "RTR needs an address vector" })?;
+        let av =
+            a.av.ok_or(VerbsError::Invalid { what: Phrase::new(&"RTR needs an address vector") })?;
         if !mtu_ok(a.path_mtu) {
-            return Err(VerbsError::Invalid { what: "path_mtu" });
+            return Err(VerbsError::Invalid { what: Phrase::new(&"path_mtu") });
         }
         if a.dest_qp >= 1 << 24 || a.rq_psn >= 1 << 24 || av.flow_label >= 1 << 20 {
-            return Err(VerbsError::Invalid { what: "dest_qp/rq_psn/flow_label width" });
+            return Err(VerbsError::Invalid {
+                what: Phrase::new(&"dest_qp/rq_psn/flow_label width"),
+            });
         }
         let v4 = matches!(av.dest_ip, IpAddr::V4(_));
         if v4 != matches!(av.src_ip, IpAddr::V4(_)) {
-            return Err(VerbsError::Invalid { what: "mixed IPv4/IPv6 addresses" });
+            return Err(VerbsError::Invalid { what: Phrase::new(&"mixed IPv4/IPv6 addresses") });
         }
         let arp = self.dev.arp_get(av.dest_mac)?;
         let old_arp = self.arp.replace(arp);
@@ -1010,7 +1019,9 @@ impl<'d, H: Hal, B: Bar + Clone, S: SendQueue> Qp<'d, H, B, S> {
 
     fn go_rts(&mut self, a: &QpAttr) -> Result<(), VerbsError> {
         if a.sq_psn >= 1 << 24 || a.retry_cnt > 7 || a.rnr_retry > 7 {
-            return Err(VerbsError::Invalid { what: "sq_psn/retry_cnt/rnr_retry width" });
+            return Err(VerbsError::Invalid {
+                what: Phrase::new(&"sq_psn/retry_cnt/rnr_retry width"),
+            });
         }
         let saved = self.ctx;
         let ud = self.is_ud();

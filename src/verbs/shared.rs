@@ -23,6 +23,7 @@ use irdma_hal::{Bar, BufferDirection, Dma, Hal};
 use super::cq::{Cq, QpSlot};
 use super::qp::{PostError, PostErrorKind, Qp, QpAttr, QpCap, QpInitAttr, QpState};
 use super::{Pd, VerbsError, dma_slice};
+use crate::Phrase;
 use crate::device::Device;
 use crate::uk::mp::PostGate;
 use crate::uk::qp::sq_post_from_wr;
@@ -118,7 +119,7 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
                 sq_ref = Some(r.0);
                 Ok((r.0, Some((r.1, r.2))))
             })?;
-        let sq = sq_ref.ok_or(VerbsError::Invalid { what: "shared SQ" })?;
+        let sq = sq_ref.ok_or(VerbsError::Invalid { what: Phrase::new(&"shared SQ") })?;
         Ok(SharedQp {
             id: qp.qp_num(),
             cap: qp.cap(),
@@ -148,7 +149,7 @@ fn shared_sq<H: Hal>(
     // uses it and is freed only when the QP (and so every user of the view)
     // is gone; all-zero bytes are valid `MpTrk`s (two atomic integers).
     let trk = unsafe { dma_slice::<H, MpTrk>(&trk_mem, size as usize) }
-        .ok_or(VerbsError::Invalid { what: "shared SQ tracking" })?;
+        .ok_or(VerbsError::Invalid { what: Phrase::new(&"shared SQ tracking") })?;
     // Entries start as `MpTrk::new()` (one quantum), as the uk layer expects.
     for t in trk.iter_mut() {
         *t = MpTrk::new();
@@ -165,7 +166,7 @@ fn shared_sq<H: Hal>(
         lim.max_inline,
         sq.qp_id(),
     )
-    .map_err(|_| VerbsError::Invalid { what: "shared SQ" })?;
+    .map_err(|_| VerbsError::Invalid { what: Phrase::new(&"shared SQ") })?;
     if inline {
         // SAFETY: the caller of `create_shared_qp_inline` took on the
         // inline contract for every post on this QP.
@@ -176,7 +177,7 @@ fn shared_sq<H: Hal>(
     if core::mem::size_of::<SharedSq>() > obj_mem.len()
         || core::mem::align_of::<SharedSq>() > irdma_hal::PAGE_SIZE
     {
-        return Err(VerbsError::Invalid { what: "shared SQ object" });
+        return Err(VerbsError::Invalid { what: Phrase::new(&"shared SQ object") });
     }
     let p = obj_mem.vaddr().as_ptr().cast::<SharedSq>();
     // SAFETY: `p` is page-aligned (so aligned for `SharedSq`), the

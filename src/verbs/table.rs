@@ -13,6 +13,7 @@ use irdma_hal::{Bar, BufferDirection, Dma, Hal};
 use super::VerbsError;
 use super::cq::PollQps;
 use super::shared::BUSY_TRIES;
+use crate::Phrase;
 use crate::device::{Device, MAX_QPS};
 use crate::uk::cq::flush_code;
 use crate::uk::link::{QpLink, Slot, SlotGuard};
@@ -62,13 +63,16 @@ pub(crate) unsafe fn attach<H: Hal, B: Bar + Clone>(
     send_cq: u32,
     recv_cq: u32,
 ) -> Result<(&'static QpCompl, Dma<H>), VerbsError> {
-    let slot = dev.qp_compl.get(qpn as usize).ok_or(VerbsError::Invalid { what: "QP number" })?;
+    let slot = dev
+        .qp_compl
+        .get(qpn as usize)
+        .ok_or(VerbsError::Invalid { what: Phrase::new(&"QP number") })?;
     let mem =
         Dma::<H>::with_bytes(core::mem::size_of::<QpCompl>(), BufferDirection::DriverToDevice)?;
     if core::mem::size_of::<QpCompl>() > mem.len()
         || core::mem::align_of::<QpCompl>() > irdma_hal::PAGE_SIZE
     {
-        return Err(VerbsError::Invalid { what: "QP completion state" });
+        return Err(VerbsError::Invalid { what: Phrase::new(&"QP completion state") });
     }
     // SAFETY: forwarded contract (the producer only posts from now on).
     let (sq, rq) = unsafe { (uk.sq.split_consumer(), uk.rq.split_consumer()) };

@@ -10,9 +10,11 @@ use irdma_hal::{Bar, BufferDirection, Dma, Hal};
 use super::cq::Cq;
 use super::qp::{PostError, PostErrorKind};
 use super::{VerbsError, dma_slice, static_view};
+use crate::Phrase;
 use crate::device::Device;
 use crate::uk::Rq;
 use crate::uk::sizing::{MAX_FRAGS, calc_rq};
+use crate::verbs::Quantity;
 use crate::wr::RecvWr;
 
 /// WQ types (`enum ib_wq_type`); E810 has receive WQs only.
@@ -61,17 +63,17 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
         let WqType::Rq = attr.wq_type;
         if attr.max_sge > MAX_FRAGS {
             return Err(VerbsError::AboveLimit {
-                what: "max_sge",
-                requested: attr.max_sge.into(),
-                max: MAX_FRAGS.into(),
+                what: Quantity::MaxSge,
+                requested: attr.max_sge,
+                max: MAX_FRAGS,
             });
         }
         if attr.max_wr == 0 {
-            return Err(VerbsError::Invalid { what: "max_wr 0" });
+            return Err(VerbsError::Invalid { what: Phrase::new(&"max_wr 0") });
         }
         let s = calc_rq(attr.max_wr, attr.max_sge.max(1)).map_err(|_| VerbsError::AboveLimit {
-            what: "max_wr",
-            requested: attr.max_wr.into(),
+            what: Quantity::MaxWr,
+            requested: attr.max_wr,
             max: 32768,
         })?;
         let ring = Dma::<H>::with_bytes(s.depth_quanta as usize * 32, BufferDirection::Both)?;
@@ -89,10 +91,10 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
             )
         };
         let (Some(mem), Some(wrid)) = (mem, wrid) else {
-            return Err(VerbsError::Invalid { what: "WQ memory" });
+            return Err(VerbsError::Invalid { what: Phrase::new(&"WQ memory") });
         };
         let rq = Rq::new(mem, wrid, size, s.shift, frags)
-            .map_err(|_| VerbsError::Invalid { what: "WQ ring" })?;
+            .map_err(|_| VerbsError::Invalid { what: Phrase::new(&"WQ ring") })?;
         let max_wr = s.reported_max_wr.max(attr.max_wr);
         attr.max_wr = max_wr;
         attr.max_sge = frags;

@@ -415,7 +415,7 @@ fn ccq_hang_is_a_timeout() {
     cqp.create_ccq(CcqConfig::linux(8)).unwrap();
     dev.with(|d| d.hang = true);
     let p = cqp.post(Nop, 0).unwrap();
-    assert_eq!(cqp.wait(p).err(), Some(CqpError::Timeout { what: "CQP op (CCQ)" }));
+    assert_eq!(cqp.wait(p).err(), Some(CqpError::Timeout { what: Phrase::new(&"CQP op (CCQ)") }));
 }
 
 #[test]
@@ -485,7 +485,7 @@ fn noncritical_errors_follow_linux_list() {
     assert!(e(0xf002, 1).is_noncritical());
     assert!(!e(0xffff, 0x8029).is_noncritical());
     assert!(!e(0xf001, 2).is_noncritical());
-    assert!(!CqpError::Timeout { what: "x" }.is_noncritical());
+    assert!(!CqpError::Timeout { what: Phrase::new(&"x") }.is_noncritical());
 }
 
 #[test]
@@ -495,7 +495,7 @@ fn destroy_of_a_dead_device_still_releases_the_cqp() {
     cqp.create_ccq(CcqConfig::linux(8)).unwrap();
     dev.with(|d| d.hang = true);
     let e = cqp.destroy().err();
-    assert_eq!(e, Some(CqpError::Timeout { what: "CQP op (CQPTAIL)" }));
+    assert_eq!(e, Some(CqpError::Timeout { what: Phrase::new(&"CQP op (CQPTAIL)") }));
     let w = dev.with(|d| d.writes.clone());
     assert_eq!(&w[w.len() - 2..], &[(regs::CCQPHIGH, 0), (regs::CCQPLOW, 0)]);
 }

@@ -7,13 +7,12 @@
 //! trips; the check is all eight words of the slot and the register writes
 //! of that post (CQPDB with the new head, PFINT_AEQCTL before DESTROY_AEQ).
 //! Inputs wider than their field pass when the driver refuses them with
-//! `EncodeError::TooWide`; vendor-rejected cases (`ret` < 0) pass when the
+//! `EncodeError::TooWide` / `AboveMax`; vendor-rejected cases (`ret` < 0) pass when the
 //! driver refuses too.
 
 use std::cell::RefCell;
 use std::collections::HashMap;
 
-use irdma::cqp::EncodeError;
 use irdma::cqp::cmd::*;
 use irdma::cqp::ctx::{CqpHostCtx, Dcqcn, HMC_OBJ_COUNT, QpRoceCtx, encode_fpm_commit};
 use irdma::cqp::decode::{Aeqe, CcqCqe, FpmCommit, FpmQuery, RingConsumer};
@@ -273,8 +272,8 @@ fn limits_of(i: &In) -> Limits {
 
 fn refused(e: &CqpError) -> Option<String> {
     match e {
-        CqpError::Encode(EncodeError::TooWide { field, value, max }) => {
-            Some(format!("{field}={value:#x} > {max:#x}"))
+        CqpError::Encode(e) => {
+            e.too_wide().map(|(field, value, max)| format!("{field}={value:#x} > {max:#x}"))
         }
         _ => None,
     }
@@ -805,10 +804,12 @@ fn mcast(case: &Value, i: &In, op: &str, lim: Limits) -> Outcome {
     if let Some(hb) = case["host_buffers"].get("mcast_grp_ctx") {
         let ctx = match McastGrpInfo::ctx(&members) {
             Ok(c) => c,
-            Err(EncodeError::TooWide { field, value, max }) => {
-                return Outcome::Refused(format!("{field}={value:#x} > {max:#x}"));
-            }
-            Err(e) => return Outcome::Fail(format!("group context refused: {e:?}")),
+            Err(e) => match e.too_wide() {
+                Some((field, value, max)) => {
+                    return Outcome::Refused(format!("{field}={value:#x} > {max:#x}"));
+                }
+                None => return Outcome::Fail(format!("group context refused: {e:?}")),
+            },
         };
         if let Err(e) = cmp_words(
             "mcast ctx",
@@ -1008,11 +1009,9 @@ fn qp_setctx(case: &Value, i: &In) -> Outcome {
     };
     let mut got = [0u64; 32];
     if let Err(e) = c.encode(&mut got) {
-        return match e {
-            EncodeError::TooWide { field, value, max } => {
-                Outcome::Refused(format!("{field}={value:#x} > {max:#x}"))
-            }
-            e => Outcome::Fail(format!("{e:?}")),
+        return match e.too_wide() {
+            Some((field, value, max)) => Outcome::Refused(format!("{field}={value:#x} > {max:#x}")),
+            None => Outcome::Fail(format!("{e:?}")),
         };
     }
     let hb = &case["host_buffers"]["qp_host_ctx"];
@@ -1159,12 +1158,12 @@ fn cq_ops(case: &Value, i: &In, op: &str, lim: Limits) -> Outcome {
                 && let Err(e) = c.check_ccq()
             {
                 // The engine's CCQ create runs this check before posting.
-                return match (ret < 0, &e) {
+                return match (ret < 0, e.too_wide()) {
                     (true, _) => Outcome::Pass,
-                    (false, EncodeError::TooWide { field, value, max }) => {
+                    (false, Some((field, value, max))) => {
                         Outcome::Refused(format!("{field}={value:#x} > {max:#x}"))
                     }
-                    (false, _) => Outcome::Fail(format!("vendor accepted; we refused: {e:?}")),
+                    (false, None) => Outcome::Fail(format!("vendor accepted; we refused: {e:?}")),
                 };
             }
             check_post(case, c, lim, none)

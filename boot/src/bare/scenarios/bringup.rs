@@ -12,6 +12,7 @@
 
 use core::time::Duration;
 
+use irdma::Phrase;
 use irdma::cqp::cmd::{
     CommitFpmVal, MAX_SD_ENTRIES, Nop, QueryFpmVal, QueryRdmaFeatures, SdEntry, ShmcPagesAllocated,
     UpdatePeSds,
@@ -167,7 +168,7 @@ impl<'a> Bringup<'a> {
         cmd: C,
     ) -> Result<irdma::cqp::Completed<C>, CqpError> {
         let Some(cqp) = self.cqp.as_mut() else {
-            return Err(CqpError::Protocol { what: "no CQP" });
+            return Err(CqpError::Protocol { what: Phrase::new(&"no CQP") });
         };
         let r = cqp.exec(cmd, 0);
         // A command that reached the ring counts, whatever its result.
