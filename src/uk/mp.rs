@@ -1527,6 +1527,66 @@ mod loom_tests {
         });
     }
 
+    /// The completer (the CQ poller) in a thread of its own, spinning on
+    /// `take` until it hands back an entry while `main` produces WQE 1 at
+    /// position 0: the entry taken is the one the producer wrote (wr_id 1,
+    /// length 1), never the ring's initial one (wr_id 0, length 0). `take` is `complete_at(0)`
+    /// or `retire_oldest()`.
+    ///
+    /// Why the completer is its own thread and the stale entry was stored
+    /// by another one: loom 0.7 lets a relaxed load return an older store
+    /// only if the loading thread has not itself seen that store before its
+    /// last `yield_now` (`rt/atomic.rs`, `match_load_to_stores`,
+    /// `is_seen_before_yield`: the progress rule for spin loops). A
+    /// completer that wrote or read the old entry and then yielded (as the
+    /// `main` completers of the models above do) can never read it stale,
+    /// with or without the fence. Here the completer's first load of the
+    /// entry comes after the header load that saw the valid bit, and the
+    /// old entry was stored by `main` (`MpTrk::new`), so without the
+    /// acquire fence loom offers both stores to the relaxed entry load.
+    /// (Checked: with a `peek(0)` and a `yield_now` added at the start of
+    /// the completer, the model passes with the `complete_at` fence
+    /// deleted.) The ring memory is `LoomMem`: relaxed header loads, a
+    /// release store for `dma_wmb` + header store, so nothing but the
+    /// fence orders the entry load after the header load.
+    fn completer_takes_the_producers_entry(take: fn(&Shared) -> Option<SqWrTrk>) {
+        bounded(2, move || {
+            let sq = ring(8);
+            let c = sq.clone();
+            let completer = loom::thread::spawn(move || {
+                loop {
+                    if let Some(t) = take(&c) {
+                        return t;
+                    }
+                    loom::thread::yield_now();
+                }
+            });
+            produce(&sq, 1, 1);
+            let t = completer.join().unwrap();
+            assert_eq!(t.wr_id, 1, "stale tracking entry");
+            assert_eq!(t.wr_len, 1, "stale tracking meta");
+            assert_eq!(sq.used(), 0);
+        });
+    }
+
+    /// [`completer_takes_the_producers_entry`] through `complete_at`: fails
+    /// ("stale tracking entry": the completer read wr_id 0) when the
+    /// `fence(Ordering::Acquire)` in `MpSq::complete_at` is deleted —
+    /// checked by deleting it and running this model — and passes with it.
+    #[test]
+    fn loom_complete_at_fence_orders_the_entry_after_the_header() {
+        completer_takes_the_producers_entry(|sq| sq.complete_at(0));
+    }
+
+    /// The same through `retire_oldest` (flush replay), whose header check
+    /// and fence are `published_at`'s: fails when the
+    /// `fence(Ordering::Acquire)` in `MpSq::published_at` is deleted (checked
+    /// the same way) and passes with it.
+    #[test]
+    fn loom_published_at_fence_orders_the_entry_after_the_header() {
+        completer_takes_the_producers_entry(|sq| sq.retire_oldest().map(|(_, _, t)| t));
+    }
+
     /// A register block whose doorbell the model can see: each WQEALLOC
     /// write is a release increment (the `wmb` before it orders the ring
     /// stores; the device reads the ring after it).
