@@ -1291,8 +1291,28 @@ mod loom_tests {
     use loom::sync::Arc;
     use std::vec::Vec;
 
-    /// Ring memory whose every access loom sees.
-    struct LoomMem(Vec<AtomicU64>);
+    /// Ring memory whose every access loom sees: the qwords as atomics
+    /// (relaxed loads and stores, `publish` a release store), and for the
+    /// body qwords (0–2 of each quantum; qword 3 carries the valid bit and
+    /// is read while being written by design) a loom cell that every read
+    /// and write also touches, so loom reports a body store that does not
+    /// happen after the previous lap's stores and reads of that qword (a
+    /// slot reused before it was released).
+    struct LoomMem(Vec<AtomicU64>, Vec<loom::cell::UnsafeCell<()>>);
+
+    impl LoomMem {
+        fn new(qwords: usize) -> Self {
+            LoomMem(
+                (0..qwords).map(|_| AtomicU64::new(0)).collect(),
+                (0..qwords).map(|_| loom::cell::UnsafeCell::new(())).collect(),
+            )
+        }
+
+        /// The body qword `i`'s cell (`None` for qword 3 of a quantum).
+        fn body(&self, i: usize) -> Option<&loom::cell::UnsafeCell<()>> {
+            if i % QUANTUM_QWORDS == 3 { None } else { self.1.get(i) }
+        }
+    }
 
     impl Words for LoomMem {
         type Slot<'m> = CheckedSlot<'m, LoomMem>;
@@ -1303,9 +1323,15 @@ mod loom_tests {
             self.0.len()
         }
         fn read(&self, i: usize) -> u64 {
+            if let Some(c) = self.body(i) {
+                c.with(|_| ());
+            }
             self.0.get(i).map_or(0, |a| a.load(Ordering::Relaxed))
         }
         fn write(&self, i: usize, v: u64) {
+            if let Some(c) = self.body(i) {
+                c.with_mut(|_| ());
+            }
             if let Some(a) = self.0.get(i) {
                 a.store(v, Ordering::Relaxed)
             }
@@ -1321,7 +1347,7 @@ mod loom_tests {
     type Shared = MpSq<LoomMem, Vec<MpTrk>>;
 
     fn ring(quanta: usize) -> Arc<Shared> {
-        let mem = LoomMem((0..quanta * 4).map(|_| AtomicU64::new(0)).collect());
+        let mem = LoomMem::new(quanta * 4);
         let trk = (0..quanta).map(|_| MpTrk::new()).collect();
         Arc::new(MpSq::new(mem, trk, quanta as u32, 13, 101, 7).unwrap())
     }
@@ -1585,6 +1611,103 @@ mod loom_tests {
     #[test]
     fn loom_published_at_fence_orders_the_entry_after_the_header() {
         completer_takes_the_producers_entry(|sq| sq.retire_oldest().map(|(_, _, t)| t));
+    }
+
+    /// Slot reuse across the ring wrap, released only through `tail`:
+    /// `main` posts WR 1 at position 7 (ring index 7) and a 7-quanta WR 2
+    /// at 8..14 after the reuser started, fills the ring, retires both
+    /// with `complete`, then raises a *relaxed* flag; the reuser, which
+    /// waits for that flag (it carries no ordering) and retries while the
+    /// ring looks full, posts WR 3 with `post` at position 15 — ring index
+    /// 7 again. Its body stores must happen after `main`'s stores of WR 1
+    /// there (`LoomMem`'s cells report them otherwise): the only edge is
+    /// the completer's release CAS on `tail` and the producer's acquire
+    /// load of it before it reserves.
+    fn reuse_waits_for_the_tail(complete: fn(&Shared), post: fn(&Shared) -> bool) {
+        use loom::sync::atomic::AtomicBool;
+        bounded(2, move || {
+            let sq = ring(8);
+            advance(&sq, 7);
+            let go = Arc::new(AtomicBool::new(false));
+            let (b, g) = (sq.clone(), go.clone());
+            let reuser = loom::thread::spawn(move || {
+                while !g.load(Ordering::Relaxed) {
+                    loom::thread::yield_now();
+                }
+                while !post(&b) {
+                    loom::thread::yield_now();
+                }
+            });
+            produce(&sq, 1, 1);
+            produce(&sq, 2, 13);
+            assert_eq!(sq.used(), 8);
+            complete(&sq);
+            assert_eq!(sq.used(), 0);
+            go.store(true, Ordering::Relaxed);
+            reuser.join().unwrap();
+            assert_eq!(sq.complete_at(7).map(|t| t.wr_id), Some(3));
+        });
+    }
+
+    /// WR 3 in [`reuse_waits_for_the_tail`], posted by `post` (`reserve`)
+    /// or `post_send` (`reserve_run`); false while the ring looks full.
+    fn post_3(sq: &Shared) -> bool {
+        let sges = [Sge { addr: 3, length: 1, lkey: 3 }];
+        let op =
+            SqOp::Write { remote_addr: 3, rkey: 3, solicited: false, sges: &sges, inline: false };
+        match sq.post(&SqPost::new(3, op)) {
+            Ok(_) => true,
+            Err(e) => {
+                assert_eq!(e, SqError::Full);
+                false
+            }
+        }
+    }
+
+    fn post_send_3(sq: &Shared) -> bool {
+        use crate::wr::{SendFlags, SendWr, WrOpcode};
+        let sg = [Sge { addr: 3, length: 1, lkey: 3 }];
+        let wr = SendWr {
+            wr_id: 3,
+            opcode: WrOpcode::RdmaWrite { remote_addr: 3, rkey: 3 },
+            flags: SendFlags::SIGNALED,
+            sg_list: &sg,
+        };
+        match sq.post_send(&LoomBar(AtomicU32::new(0)), QpKind::Rc, &[wr]) {
+            Ok(()) => true,
+            Err(e) => {
+                assert_eq!(e.kind, SqError::Full);
+                false
+            }
+        }
+    }
+
+    /// [`reuse_waits_for_the_tail`] with `complete_at` and `post`: fails
+    /// (loom: causality violation on a body qword of ring index 7) when
+    /// the `Release` of `complete_at`'s `tail` CAS or the `Acquire` of
+    /// `reserve`'s `tail` load is made `Relaxed` (checked by making each
+    /// change and running this model); passes as written.
+    #[test]
+    fn loom_slot_reused_only_after_complete_at_released_it() {
+        reuse_waits_for_the_tail(
+            |sq| assert_eq!(sq.complete_at(0).map(|t| t.wr_id), Some(2)),
+            post_3,
+        );
+    }
+
+    /// The same with `retire_oldest` (twice) and `post_send`: fails when
+    /// the `Release` of `retire_oldest`'s `tail` CAS or the `Acquire` of
+    /// `reserve_run`'s `tail` load is made `Relaxed` (checked the same
+    /// way); passes as written.
+    #[test]
+    fn loom_slot_reused_only_after_retire_oldest_released_it() {
+        reuse_waits_for_the_tail(
+            |sq| {
+                assert_eq!(sq.retire_oldest().map(|(i, _, t)| (i, t.wr_id)), Some((7, 1)));
+                assert_eq!(sq.retire_oldest().map(|(i, _, t)| (i, t.wr_id)), Some((0, 2)));
+            },
+            post_send_3,
+        );
     }
 
     /// A register block whose doorbell the model can see: each WQEALLOC
