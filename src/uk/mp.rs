@@ -1378,7 +1378,7 @@ mod loom_tests {
     fn observe(sq: &Shared, start: u32, end: u32) -> Vec<u64> {
         let n = sq.size();
         let word = |pos: u32| sq.mem().0[(pos % n) as usize * 4 + 3].load(Ordering::Acquire);
-        let valid = |pos: u32, w: u64| (w >> 63 != 0) == ((pos / n) % 2 == 0);
+        let valid = |pos: u32, w: u64| (w >> 63 != 0) == (pos / n).is_multiple_of(2);
         let mut seen = Vec::new();
         let mut cur = start;
         while cur < end {
