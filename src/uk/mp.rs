@@ -1375,8 +1375,28 @@ mod loom_tests {
     use loom::sync::Arc;
     use std::vec::Vec;
 
-    /// Ring memory whose every access loom sees.
-    struct LoomMem(Vec<AtomicU64>);
+    /// Ring memory whose every access loom sees: the qwords as atomics
+    /// (relaxed loads and stores, `publish` a release store), and for the
+    /// body qwords (0–2 of each quantum; qword 3 carries the valid bit and
+    /// is read while being written by design) a loom cell that every read
+    /// and write also touches, so loom reports a body store that does not
+    /// happen after the previous lap's stores and reads of that qword (a
+    /// slot reused before it was released).
+    struct LoomMem(Vec<AtomicU64>, Vec<loom::cell::UnsafeCell<()>>);
+
+    impl LoomMem {
+        fn new(qwords: usize) -> Self {
+            LoomMem(
+                (0..qwords).map(|_| AtomicU64::new(0)).collect(),
+                (0..qwords).map(|_| loom::cell::UnsafeCell::new(())).collect(),
+            )
+        }
+
+        /// The body qword `i`'s cell (`None` for qword 3 of a quantum).
+        fn body(&self, i: usize) -> Option<&loom::cell::UnsafeCell<()>> {
+            if i % QUANTUM_QWORDS == 3 { None } else { self.1.get(i) }
+        }
+    }
 
     impl Words for LoomMem {
         type Slot<'m> = CheckedSlot<'m, LoomMem>;
@@ -1387,9 +1407,15 @@ mod loom_tests {
             self.0.len()
         }
         fn read(&self, i: usize) -> u64 {
+            if let Some(c) = self.body(i) {
+                c.with(|_| ());
+            }
             self.0.get(i).map_or(0, |a| a.load(Ordering::Relaxed))
         }
         fn write(&self, i: usize, v: u64) {
+            if let Some(c) = self.body(i) {
+                c.with_mut(|_| ());
+            }
             if let Some(a) = self.0.get(i) {
                 a.store(v, Ordering::Relaxed)
             }
@@ -1405,7 +1431,7 @@ mod loom_tests {
     type Shared = MpSq<LoomMem, Vec<MpTrk>>;
 
     fn ring(quanta: usize) -> Arc<Shared> {
-        let mem = LoomMem((0..quanta * 4).map(|_| AtomicU64::new(0)).collect());
+        let mem = LoomMem::new(quanta * 4);
         let trk = (0..quanta).map(|_| MpTrk::new()).collect();
         Arc::new(MpSq::new(mem, trk, quanta as u32, 13, 101, 7).unwrap())
     }
@@ -1436,7 +1462,7 @@ mod loom_tests {
     fn observe(sq: &Shared, start: u32, end: u32) -> Vec<u64> {
         let n = sq.size();
         let word = |pos: u32| sq.mem().0[(pos % n) as usize * 4 + 3].load(Ordering::Acquire);
-        let valid = |pos: u32, w: u64| (w >> 63 != 0) == ((pos / n) % 2 == 0);
+        let valid = |pos: u32, w: u64| (w >> 63 != 0) == (pos / n).is_multiple_of(2);
         let mut seen = Vec::new();
         let mut cur = start;
         while cur < end {
@@ -1609,6 +1635,163 @@ mod loom_tests {
                 None => settle(&sq, 7, 9, &[1, 2]),
             }
         });
+    }
+
+    /// The completer (the CQ poller) in a thread of its own, spinning on
+    /// `take` until it hands back an entry while `main` produces WQE 1 at
+    /// position 0: the entry taken is the one the producer wrote (wr_id 1,
+    /// length 1), never the ring's initial one (wr_id 0, length 0). `take` is `complete_at(0)`
+    /// or `retire_oldest()`.
+    ///
+    /// Why the completer is its own thread and the stale entry was stored
+    /// by another one: loom 0.7 lets a relaxed load return an older store
+    /// only if the loading thread has not itself seen that store before its
+    /// last `yield_now` (`rt/atomic.rs`, `match_load_to_stores`,
+    /// `is_seen_before_yield`: the progress rule for spin loops). A
+    /// completer that wrote or read the old entry and then yielded (as the
+    /// `main` completers of the models above do) can never read it stale,
+    /// with or without the fence. Here the completer's first load of the
+    /// entry comes after the header load that saw the valid bit, and the
+    /// old entry was stored by `main` (`MpTrk::new`), so without the
+    /// acquire fence loom offers both stores to the relaxed entry load.
+    /// (Checked: with a `peek(0)` and a `yield_now` added at the start of
+    /// the completer, the model passes with the `complete_at` fence
+    /// deleted.) The ring memory is `LoomMem`: relaxed header loads, a
+    /// release store for `dma_wmb` + header store, so nothing but the
+    /// fence orders the entry load after the header load.
+    fn completer_takes_the_producers_entry(take: fn(&Shared) -> Option<SqWrTrk>) {
+        bounded(2, move || {
+            let sq = ring(8);
+            let c = sq.clone();
+            let completer = loom::thread::spawn(move || {
+                loop {
+                    if let Some(t) = take(&c) {
+                        return t;
+                    }
+                    loom::thread::yield_now();
+                }
+            });
+            produce(&sq, 1, 1);
+            let t = completer.join().unwrap();
+            assert_eq!(t.wr_id, 1, "stale tracking entry");
+            assert_eq!(t.wr_len, 1, "stale tracking meta");
+            assert_eq!(sq.used(), 0);
+        });
+    }
+
+    /// [`completer_takes_the_producers_entry`] through `complete_at`: fails
+    /// ("stale tracking entry": the completer read wr_id 0) when the
+    /// `fence(Ordering::Acquire)` in `MpSq::complete_at` is deleted —
+    /// checked by deleting it and running this model — and passes with it.
+    #[test]
+    fn loom_complete_at_fence_orders_the_entry_after_the_header() {
+        completer_takes_the_producers_entry(|sq| sq.complete_at(0));
+    }
+
+    /// The same through `retire_oldest` (flush replay), whose header check
+    /// and fence are `published_at`'s: fails when the
+    /// `fence(Ordering::Acquire)` in `MpSq::published_at` is deleted (checked
+    /// the same way) and passes with it.
+    #[test]
+    fn loom_published_at_fence_orders_the_entry_after_the_header() {
+        completer_takes_the_producers_entry(|sq| sq.retire_oldest().map(|(_, _, t)| t));
+    }
+
+    /// Slot reuse across the ring wrap, released only through `tail`:
+    /// `main` posts WR 1 at position 7 (ring index 7) and a 7-quanta WR 2
+    /// at 8..14 after the reuser started, fills the ring, retires both
+    /// with `complete`, then raises a *relaxed* flag; the reuser, which
+    /// waits for that flag (it carries no ordering) and retries while the
+    /// ring looks full, posts WR 3 with `post` at position 15 — ring index
+    /// 7 again. Its body stores must happen after `main`'s stores of WR 1
+    /// there (`LoomMem`'s cells report them otherwise): the only edge is
+    /// the completer's release CAS on `tail` and the producer's acquire
+    /// load of it before it reserves.
+    fn reuse_waits_for_the_tail(complete: fn(&Shared), post: fn(&Shared) -> bool) {
+        use loom::sync::atomic::AtomicBool;
+        bounded(2, move || {
+            let sq = ring(8);
+            advance(&sq, 7);
+            let go = Arc::new(AtomicBool::new(false));
+            let (b, g) = (sq.clone(), go.clone());
+            let reuser = loom::thread::spawn(move || {
+                while !g.load(Ordering::Relaxed) {
+                    loom::thread::yield_now();
+                }
+                while !post(&b) {
+                    loom::thread::yield_now();
+                }
+            });
+            produce(&sq, 1, 1);
+            produce(&sq, 2, 13);
+            assert_eq!(sq.used(), 8);
+            complete(&sq);
+            assert_eq!(sq.used(), 0);
+            go.store(true, Ordering::Relaxed);
+            reuser.join().unwrap();
+            assert_eq!(sq.complete_at(7).map(|t| t.wr_id), Some(3));
+        });
+    }
+
+    /// WR 3 in [`reuse_waits_for_the_tail`], posted by `post` (`reserve`)
+    /// or `post_send` (`reserve_run`); false while the ring looks full.
+    fn post_3(sq: &Shared) -> bool {
+        let sges = [Sge { addr: 3, length: 1, lkey: 3 }];
+        let op =
+            SqOp::Write { remote_addr: 3, rkey: 3, solicited: false, sges: &sges, inline: false };
+        match sq.post(&SqPost::new(3, op)) {
+            Ok(_) => true,
+            Err(e) => {
+                assert_eq!(e, SqError::Full);
+                false
+            }
+        }
+    }
+
+    fn post_send_3(sq: &Shared) -> bool {
+        use crate::wr::{SendFlags, SendWr, WrOpcode};
+        let sg = [Sge { addr: 3, length: 1, lkey: 3 }];
+        let wr = SendWr {
+            wr_id: 3,
+            opcode: WrOpcode::RdmaWrite { remote_addr: 3, rkey: 3 },
+            flags: SendFlags::SIGNALED,
+            sg_list: &sg,
+        };
+        match sq.post_send(&LoomBar(AtomicU32::new(0)), QpKind::Rc, &[wr]) {
+            Ok(()) => true,
+            Err(e) => {
+                assert_eq!(e.kind, SqError::Full);
+                false
+            }
+        }
+    }
+
+    /// [`reuse_waits_for_the_tail`] with `complete_at` and `post`: fails
+    /// (loom: causality violation on a body qword of ring index 7) when
+    /// the `Release` of `complete_at`'s `tail` CAS or the `Acquire` of
+    /// `reserve`'s `tail` load is made `Relaxed` (checked by making each
+    /// change and running this model); passes as written.
+    #[test]
+    fn loom_slot_reused_only_after_complete_at_released_it() {
+        reuse_waits_for_the_tail(
+            |sq| assert_eq!(sq.complete_at(0).map(|t| t.wr_id), Some(2)),
+            post_3,
+        );
+    }
+
+    /// The same with `retire_oldest` (twice) and `post_send`: fails when
+    /// the `Release` of `retire_oldest`'s `tail` CAS or the `Acquire` of
+    /// `reserve_run`'s `tail` load is made `Relaxed` (checked the same
+    /// way); passes as written.
+    #[test]
+    fn loom_slot_reused_only_after_retire_oldest_released_it() {
+        reuse_waits_for_the_tail(
+            |sq| {
+                assert_eq!(sq.retire_oldest().map(|(i, _, t)| (i, t.wr_id)), Some((7, 1)));
+                assert_eq!(sq.retire_oldest().map(|(i, _, t)| (i, t.wr_id)), Some((0, 2)));
+            },
+            post_send_3,
+        );
     }
 
     /// A register block whose doorbell the model can see: each WQEALLOC
