@@ -1020,13 +1020,27 @@ mod tests {
         assert_eq!(mp.used(), 1, "the reservation stays outstanding");
     }
 
+    /// A producer stalled after `reserve` finishes: fills and publishes
+    /// its reservation (`start`, `pad`) as NOP `wr_id`. (`'static` memory:
+    /// `fill_publish`'s encoder closure is higher-ranked over the slot
+    /// lifetime.)
+    fn finish_nop(
+        mp: &MpSq<QueueMem<'static>, &'static [MpTrk]>,
+        (start, pad): (u32, u32),
+        wr_id: u64,
+        signaled: bool,
+    ) -> PostedWqe {
+        let t = SqWrTrk { wr_id, wr_len: 0, quanta: 1, signaled };
+        mp.fill_publish(start, pad, t, |slot, valid| {
+            encode_body(&SqPost::new(wr_id, SqOp::Nop), slot, valid, 1)
+        })
+    }
+
     /// Issue #12: a bogus or early CQE naming a reserved, unwritten WQE —
     /// or a published one behind it — is refused. (Accepting it retired the
     /// reservation, after which a second producer filled the same slot.)
     #[test]
     fn complete_at_refuses_unpublished_and_what_lies_behind_it() {
-        // `'static` memory: `fill_publish`'s encoder closure is higher-ranked
-        // over the slot lifetime.
         let b: &'static mut [u64] = Vec::leak(vec![0u64; 8 * 4]);
         let tb: &'static [MpTrk] = Vec::leak((0..8).map(|_| MpTrk::new()).collect());
         let mp = MpSq::new(view(b), tb, 8, 13, 101, 7).unwrap();
@@ -1047,10 +1061,7 @@ mod tests {
         }
         assert_eq!(mp.post(&SqPost::new(99, SqOp::Nop)), Err(SqError::Full));
         // The stalled producer finishes: everything behind it completes.
-        let t = SqWrTrk { wr_id: 2, wr_len: 0, quanta: 1, signaled: true };
-        let p = mp.fill_publish(start, pad, t, |slot, valid| {
-            encode_body(&SqPost::new(2, SqOp::Nop), slot, valid, 1)
-        });
+        let p = finish_nop(&mp, (start, pad), 2, true);
         assert_eq!(p.wqe_idx, 1);
         assert_eq!(mp.published(), 9);
         assert_eq!(mp.complete_at(6).map(|t| t.wr_id), Some(13));
@@ -1081,10 +1092,7 @@ mod tests {
         assert_eq!(mp.published(), 8, "the walk stops at the new lap's hole");
         assert_eq!(mp.complete_at(1), None, "retired across an unpublished quantum");
         assert_eq!(mp.used(), 4);
-        let t = SqWrTrk { wr_id: 8, wr_len: 0, quanta: 1, signaled: true };
-        mp.fill_publish(start, pad, t, |slot, valid| {
-            encode_body(&SqPost::new(8, SqOp::Nop), slot, valid, 1)
-        });
+        finish_nop(&mp, (start, pad), 8, true);
         assert_eq!(mp.published(), 10);
         assert_eq!(mp.complete_at(1).map(|t| t.wr_id), Some(9));
         assert_eq!(mp.used(), 0);
@@ -1116,10 +1124,7 @@ mod tests {
         assert_eq!(mp.published(), 0, "but the device's walk stops at the stalled one");
         assert_eq!(mp.complete_at(1), None);
         assert_eq!(mp.retire_oldest(), None);
-        let t = SqWrTrk { wr_id: 1, wr_len: 0, quanta: 1, signaled: false };
-        mp.fill_publish(start, pad, t, |slot, valid| {
-            encode_body(&SqPost::new(1, SqOp::Nop), slot, valid, 1)
-        });
+        finish_nop(mp, (start, pad), 1, false);
         assert_eq!(mp.published(), 2);
         assert_eq!(mp.complete_at(1).map(|t| t.wr_id), Some(2));
         assert_eq!(mp.used(), 0);
