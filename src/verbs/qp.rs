@@ -508,13 +508,7 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
             }
         };
         let free_id = |e: VerbsError| {
-            if let Some(ids) = self.res.lock().ids.as_mut() {
-                if gsi {
-                    ids.gsi = false;
-                } else {
-                    let _ = ids.qps.free(id);
-                }
-            }
+            self.release_qp_id(id, gsi);
             e
         };
         let (kind, ty) = match transport {
@@ -671,6 +665,20 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
             *rec = QpRecord { live: true, ctx_pa: qp.ctx_pa(), shadow_pa, qp_type: ty };
         }
         Ok(qp)
+    }
+
+    /// Gives back the id of a QP whose creation failed before the device
+    /// knew it (QP 1's GSI flag for `gsi`). Out of line (code size: six
+    /// error paths of `create_qp_inner`).
+    #[inline(never)]
+    fn release_qp_id(&self, id: u32, gsi: bool) {
+        if let Some(ids) = self.res.lock().ids.as_mut() {
+            if gsi {
+                ids.gsi = false;
+            } else {
+                let _ = ids.qps.free(id);
+            }
+        }
     }
 
     /// Takes a reference on the ARP entry for `mac`, adding it with
