@@ -147,11 +147,10 @@ pub struct FpmCaps {
 /// irdma_sc_parse_fpm_query_buf).
 impl From<&crate::cqp::decode::FpmQuery> for FpmCaps {
     fn from(q: &crate::cqp::decode::FpmQuery) -> Self {
+        // Same length, same fields: `map` copies without a bounds check per
+        // element (code size).
         FpmCaps {
-            obj: core::array::from_fn(|i| {
-                let o = q.obj.get(i).copied().unwrap_or_default();
-                ObjCaps { max_cnt: o.max_cnt, size: o.size }
-            }),
+            obj: q.obj.map(|o| ObjCaps { max_cnt: o.max_cnt, size: o.size }),
             first_sd_index: u32::from(q.first_sd_index),
             max_sds: u32::from(q.max_sds),
             ht_multiplier: u32::from(q.ht_multiplier),
