@@ -750,12 +750,20 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
             let fn_id = self.lan.pf_id as u16;
             self.exec(QueryFpmVal { hmc_fn_id: fn_id, buf_pa: q_pa }).map_err(ProbeCause::Cqp)?;
             let buf = self.scratch_words(SCRATCH_QUERY);
-            FpmQuery::decode(&buf, manage_rsrc_ver2, false).map_err(ProbeCause::Decode)?
+            // `match`, not `map_err`: the large `Ok` value is not repacked
+            // (code size, here and below).
+            match FpmQuery::decode(&buf, manage_rsrc_ver2, false) {
+                Ok(q) => q,
+                Err(e) => return Err(ProbeCause::Decode(e)),
+            }
         };
         self.max_ird = query.max_hw_ird().min(u8::MAX as u16) as u8;
         let caps = FpmCaps::from(&query);
         *step = S::SizeHmc;
-        let counts = size_hmc(&caps, profile).map_err(ProbeCause::Hmc)?;
+        let counts = match size_hmc(&caps, profile) {
+            Ok(c) => c,
+            Err(e) => return Err(ProbeCause::Hmc(e)),
+        };
         let mut commit_buf = [0u64; 24];
         encode_fpm_commit(&counts.cnt, &mut commit_buf);
         if let Some(s) = self.scratch.as_ref() {
@@ -766,9 +774,14 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
         self.exec(CommitFpmVal { hmc_fn_id: fn_id, buf_pa: c_pa, flush_timer_disable: false })
             .map_err(ProbeCause::Cqp)?;
         let sizes: [u64; HMC_OBJ_COUNT] = core::array::from_fn(|i| caps.obj[i].size);
-        let committed = FpmCommit::decode(&self.scratch_words(SCRATCH_COMMIT), &sizes)
-            .map_err(ProbeCause::Decode)?;
-        let layout = HmcLayout::new(&sizes, &committed.obj).map_err(ProbeCause::Hmc)?;
+        let committed = match FpmCommit::decode(&self.scratch_words(SCRATCH_COMMIT), &sizes) {
+            Ok(c) => c,
+            Err(e) => return Err(ProbeCause::Decode(e)),
+        };
+        let layout = match HmcLayout::new(&sizes, &committed.obj) {
+            Ok(l) => l,
+            Err(e) => return Err(ProbeCause::Hmc(e)),
+        };
         self.layout = Some(layout);
         let qp_cnt = layout.object(HmcObj::Qp).cnt;
         let cq_cnt = layout.object(HmcObj::Cq).cnt;
