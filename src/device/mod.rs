@@ -842,7 +842,10 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
         self.enter(step, S::PblePool);
         // 11. The PBLE pool; its first chunk is backed now (pble.c:
         // irdma_hmc_init_pble), the rest on demand.
-        let pool = PblePool::<PBLE_RUNS>::new(*layout.pble()).map_err(ProbeCause::Pble)?;
+        let pool = match PblePool::<PBLE_RUNS>::new(*layout.pble()) {
+            Ok(p) => p,
+            Err(e) => return Err(ProbeCause::Pble(e)),
+        };
         if let Some(first) = layout.pble().chunks().next() {
             let res = self.res.get_mut();
             let Some(cqp) = self.cqp.get_mut().as_mut() else {
@@ -903,10 +906,22 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
         *step = S::Resources;
         // The fallible parts first, then the tables built where they live
         // (code size: `Ids` is not assembled on the stack and moved).
-        let pds = IdBitmap::pd_ids(MAX_PDS).map_err(ProbeCause::Ids)?;
-        let qps = IdBitmap::qp_ids(qp_cnt).map_err(ProbeCause::Ids)?;
-        let cqs = IdBitmap::cq_ids(cq_cnt).map_err(ProbeCause::Ids)?;
-        let arp_ids = IdBitmap::arp_ids(layout.object(HmcObj::Arp).cnt).map_err(ProbeCause::Ids)?;
+        let pds = match IdBitmap::pd_ids(MAX_PDS) {
+            Ok(b) => b,
+            Err(e) => return Err(ProbeCause::Ids(e)),
+        };
+        let qps = match IdBitmap::qp_ids(qp_cnt) {
+            Ok(b) => b,
+            Err(e) => return Err(ProbeCause::Ids(e)),
+        };
+        let cqs = match IdBitmap::cq_ids(cq_cnt) {
+            Ok(b) => b,
+            Err(e) => return Err(ProbeCause::Ids(e)),
+        };
+        let arp_ids = match IdBitmap::arp_ids(layout.object(HmcObj::Arp).cnt) {
+            Ok(b) => b,
+            Err(e) => return Err(ProbeCause::Ids(e)),
+        };
         let stags = StagTable::new(layout.object(HmcObj::Mr).cnt, self.stag_key_seed())
             .map_err(|_| ProbeCause::Ids(IdError::BadCapacity))?;
         let ah_ids = IdBitmap::ah_ids(layout.object(HmcObj::Fsiav).cnt.min(MAX_AHS))
