@@ -530,8 +530,12 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
         let (Some(sq_mem), Some(sq_trk)) = parts else {
             return Err(free_id(VerbsError::Invalid { what: Phrase::new(&"QP memory") }));
         };
-        let sq_uk = Sq::new(sq_mem, sq_trk, sq.depth_quanta, send_sge, c.max_inline_data, id)
-            .map_err(|_| free_id(VerbsError::Invalid { what: Phrase::new(&"SQ") }))?;
+        // `match`, not `map_err`: the rings are not repacked (code size).
+        let sq_uk = match Sq::new(sq_mem, sq_trk, sq.depth_quanta, send_sge, c.max_inline_data, id)
+        {
+            Ok(q) => q,
+            Err(_) => return Err(free_id(VerbsError::Invalid { what: Phrase::new(&"SQ") })),
+        };
         let (rq_uk, rq_pa, wq_mem) = match wq {
             Some(w) => {
                 let pa = w.ring.paddr();
@@ -551,12 +555,19 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
                 let Some(rq_mem) = rq_mem else {
                     return Err(free_id(VerbsError::Invalid { what: Phrase::new(&"QP memory") }));
                 };
-                let rq_uk = Rq::new(rq_mem, rq_wrid, rq_size, rq.shift, rq_frags)
-                    .map_err(|_| free_id(VerbsError::Invalid { what: Phrase::new(&"RQ") }))?;
+                let rq_uk = match Rq::new(rq_mem, rq_wrid, rq_size, rq.shift, rq_frags) {
+                    Ok(q) => q,
+                    Err(_) => {
+                        return Err(free_id(VerbsError::Invalid { what: Phrase::new(&"RQ") }));
+                    }
+                };
                 (rq_uk, ring.paddr() + sq_bytes as u64, None)
             }
         };
-        let (sq_uk, shared_mem) = make_sq(sq_uk).map_err(free_id)?;
+        let (sq_uk, shared_mem) = match make_sq(sq_uk) {
+            Ok(v) => v,
+            Err(e) => return Err(free_id(e)),
+        };
         // Echoed in every CQE (QP context +168); unique per creation.
         let compl_ctx = self.next_compl_ctx(id);
         let uk = QpUk::new(sq_uk, rq_uk, compl_ctx, kind);
