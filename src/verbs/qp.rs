@@ -574,41 +574,6 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
 
         let shadow_pa = ring.paddr() + (sq_bytes + rq_bytes) as u64;
         let ird = self.max_ird;
-        let ctx = QpRoceCtx {
-            sq_pa: ring.paddr(),
-            rq_pa,
-            hw_sq_size: (sq.depth_quanta.trailing_zeros() - 2) as u8,
-            hw_rq_size: (rq.depth_quanta.trailing_zeros() - 2) as u8,
-            rq_wqe_size: rq.shift,
-            qs_handle: self.ws.qs_handle,
-            send_cq_num: attr.send_cq.id(),
-            rcv_cq_num: attr.recv_cq.id(),
-            qp_compl_ctx: compl_ctx,
-            // UD: P_Key, Q_Key and PD come at INIT (conformance README,
-            // UD/GSI contexts).
-            p_key: if ud { 0 } else { 0xffff },
-            ack_credits: 0x1e,
-            rtomin: 5,
-            mac_addr: self.lan.mac,
-            ord_size: ird,
-            ird_size: ird.into(),
-            wr_rdresp_en: true,
-            rd_en: true,
-            fast_reg_en: true,
-            udprivcq_en: true,
-            priv_mode_en: true,
-            // A UD context never gets an address vector: IP version, TTL
-            // and the addresses stay 0 (conformance README).
-            ipv4: !ud,
-            ttl: if ud { 0 } else { 64 },
-            src_port: ROCE_SPORT,
-            dst_port: ROCE_DPORT,
-            snd_mss: 1024,
-            cwnd: 0x400,
-            rexmit_thresh: 2,
-            rnr_nak_thresh: 2,
-            ..QpRoceCtx::default()
-        };
         let mut qp = Qp {
             uk,
             dev: self,
@@ -618,7 +583,42 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
             recv_cq: attr.recv_cq.id(),
             state: QpState::Reset,
             hw_error: false,
-            ctx,
+            // Built in place (code size: not on the stack and copied in).
+            ctx: QpRoceCtx {
+                sq_pa: ring.paddr(),
+                rq_pa,
+                hw_sq_size: (sq.depth_quanta.trailing_zeros() - 2) as u8,
+                hw_rq_size: (rq.depth_quanta.trailing_zeros() - 2) as u8,
+                rq_wqe_size: rq.shift,
+                qs_handle: self.ws.qs_handle,
+                send_cq_num: attr.send_cq.id(),
+                rcv_cq_num: attr.recv_cq.id(),
+                qp_compl_ctx: compl_ctx,
+                // UD: P_Key, Q_Key and PD come at INIT (conformance README,
+                // UD/GSI contexts).
+                p_key: if ud { 0 } else { 0xffff },
+                ack_credits: 0x1e,
+                rtomin: 5,
+                mac_addr: self.lan.mac,
+                ord_size: ird,
+                ird_size: ird.into(),
+                wr_rdresp_en: true,
+                rd_en: true,
+                fast_reg_en: true,
+                udprivcq_en: true,
+                priv_mode_en: true,
+                // A UD context never gets an address vector: IP version, TTL
+                // and the addresses stay 0 (conformance README).
+                ipv4: !ud,
+                ttl: if ud { 0 } else { 64 },
+                src_port: ROCE_SPORT,
+                dst_port: ROCE_DPORT,
+                snd_mss: 1024,
+                cwnd: 0x400,
+                rexmit_thresh: 2,
+                rnr_nak_thresh: 2,
+                ..QpRoceCtx::default()
+            },
             cap: QpCap {
                 max_send_wr: sq.reported_max_wr.max(c.max_send_wr),
                 max_recv_wr: rq.reported_max_wr.max(c.max_recv_wr),
