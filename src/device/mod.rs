@@ -922,10 +922,14 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
             Ok(b) => b,
             Err(e) => return Err(ProbeCause::Ids(e)),
         };
-        let stags = StagTable::new(layout.object(HmcObj::Mr).cnt, self.stag_key_seed())
-            .map_err(|_| ProbeCause::Ids(IdError::BadCapacity))?;
-        let ah_ids = IdBitmap::ah_ids(layout.object(HmcObj::Fsiav).cnt.min(MAX_AHS))
-            .map_err(ProbeCause::Ids)?;
+        let stags = match StagTable::new(layout.object(HmcObj::Mr).cnt, self.stag_key_seed()) {
+            Ok(t) => t,
+            Err(_) => return Err(ProbeCause::Ids(IdError::BadCapacity)),
+        };
+        let ah_ids = match IdBitmap::ah_ids(layout.object(HmcObj::Fsiav).cnt.min(MAX_AHS)) {
+            Ok(b) => b,
+            Err(e) => return Err(ProbeCause::Ids(e)),
+        };
         self.res.get_mut().ids = Some(Ids {
             pds,
             qps,
