@@ -1135,9 +1135,15 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
         };
         // CQs whose destroy waited for QPs that never went (their destroy
         // failed): before the CEQ they report to (hw.c: CQs go first).
-        while let Some(c) = self.res.get_mut().deferred_cqs.pop() {
-            let d = crate::verbs::destroy_cq_cmd(&c.cmd);
-            if !note(run_cmd(&mut cqp, nr, &crate::cqp::engine::Cmd(&d))) {
+        // The command is built from the record in place; only the rings
+        // move out (code size).
+        while let Some(d) =
+            self.res.get_mut().deferred_cqs.last().map(|c| crate::verbs::destroy_cq_cmd(&c.cmd))
+        {
+            let done = note(run_cmd(&mut cqp, nr, &crate::cqp::engine::Cmd(&d)));
+            if let Some(c) = self.res.get_mut().deferred_cqs.pop()
+                && !done
+            {
                 keep(c.ring);
                 keep(c.shadow);
             }
@@ -1215,8 +1221,12 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
         // Now nothing the device knows of is left, or it is kept above.
         let res = self.res.get_mut();
         res.ids = None;
-        while let Some(b) = res.sds.sds.pop() {
-            if !sds_released {
+        // Two loops, not one with the test inside (code size: LLVM
+        // unswitched it into two copies of the whole body).
+        if sds_released {
+            while res.sds.sds.pop().is_some() {}
+        } else {
+            while let Some(b) = res.sds.sds.pop() {
                 keep(b.mem);
                 if let Some(p) = b.pd_page {
                     keep(p);
