@@ -190,24 +190,27 @@ impl<H: Hal> SdStore<H> {
             .map_err(|e| BackError::Cqp(CqpError::Encode(e)))?;
         let entries = [entry];
         let r = cqp.exec_info(UpdatePeSds { hmc_fn_id: self.hmc_fn_id, entries: &entries }, 0);
-        if let Err(e) = r {
-            if crate::cqp::engine::device_may_own(&e) {
-                // The device may have taken the SD (a timeout): keep the
-                // memory as if programmed, so teardown clears or quarantines
-                // it instead of freeing pages the device may use.
-                let mut backing = backing;
-                backing.programmed = true;
-                // Capacity was checked above; were it full, leak rather
-                // than free.
-                if let Err(b) = self.sds.push(backing) {
-                    core::mem::forget(b);
-                }
-            }
+        if let Err(e) = r
+            && !crate::cqp::engine::device_may_own(&e)
+        {
             return Err(e.into());
         }
+        // Programmed, or the device may have taken the SD (a timeout): keep
+        // the memory as programmed, so teardown clears or quarantines it
+        // instead of freeing pages the device may use. One push for both
+        // (code size).
         let mut backing = backing;
         backing.programmed = true;
-        self.sds.push(backing).map_err(|_| BackError::Capacity)
+        if let Err(b) = self.sds.push(backing) {
+            // Capacity was checked above; were it full, leak rather than
+            // free after a timeout.
+            if r.is_err() {
+                core::mem::forget(b);
+            } else {
+                return Err(BackError::Capacity);
+            }
+        }
+        r.map(|_| ()).map_err(BackError::from)
     }
 
     /// Clears every programmed SD (UPDATE_PE_SDS with PMSDVALID = 0, ≤ 11 per

@@ -750,12 +750,20 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
             let fn_id = self.lan.pf_id as u16;
             self.exec(QueryFpmVal { hmc_fn_id: fn_id, buf_pa: q_pa }).map_err(ProbeCause::Cqp)?;
             let buf = self.scratch_words(SCRATCH_QUERY);
-            FpmQuery::decode(&buf, manage_rsrc_ver2, false).map_err(ProbeCause::Decode)?
+            // `match`, not `map_err`: the large `Ok` value is not repacked
+            // (code size, here and below).
+            match FpmQuery::decode(&buf, manage_rsrc_ver2, false) {
+                Ok(q) => q,
+                Err(e) => return Err(ProbeCause::Decode(e)),
+            }
         };
         self.max_ird = query.max_hw_ird().min(u8::MAX as u16) as u8;
         let caps = FpmCaps::from(&query);
         *step = S::SizeHmc;
-        let counts = size_hmc(&caps, profile).map_err(ProbeCause::Hmc)?;
+        let counts = match size_hmc(&caps, profile) {
+            Ok(c) => c,
+            Err(e) => return Err(ProbeCause::Hmc(e)),
+        };
         let mut commit_buf = [0u64; 24];
         encode_fpm_commit(&counts.cnt, &mut commit_buf);
         if let Some(s) = self.scratch.as_ref() {
@@ -766,9 +774,14 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
         self.exec(CommitFpmVal { hmc_fn_id: fn_id, buf_pa: c_pa, flush_timer_disable: false })
             .map_err(ProbeCause::Cqp)?;
         let sizes: [u64; HMC_OBJ_COUNT] = core::array::from_fn(|i| caps.obj[i].size);
-        let committed = FpmCommit::decode(&self.scratch_words(SCRATCH_COMMIT), &sizes)
-            .map_err(ProbeCause::Decode)?;
-        let layout = HmcLayout::new(&sizes, &committed.obj).map_err(ProbeCause::Hmc)?;
+        let committed = match FpmCommit::decode(&self.scratch_words(SCRATCH_COMMIT), &sizes) {
+            Ok(c) => c,
+            Err(e) => return Err(ProbeCause::Decode(e)),
+        };
+        let layout = match HmcLayout::new(&sizes, &committed.obj) {
+            Ok(l) => l,
+            Err(e) => return Err(ProbeCause::Hmc(e)),
+        };
         self.layout = Some(layout);
         let qp_cnt = layout.object(HmcObj::Qp).cnt;
         let cq_cnt = layout.object(HmcObj::Cq).cnt;
@@ -829,7 +842,10 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
         self.enter(step, S::PblePool);
         // 11. The PBLE pool; its first chunk is backed now (pble.c:
         // irdma_hmc_init_pble), the rest on demand.
-        let pool = PblePool::<PBLE_RUNS>::new(*layout.pble()).map_err(ProbeCause::Pble)?;
+        let pool = match PblePool::<PBLE_RUNS>::new(*layout.pble()) {
+            Ok(p) => p,
+            Err(e) => return Err(ProbeCause::Pble(e)),
+        };
         if let Some(first) = layout.pble().chunks().next() {
             let res = self.res.get_mut();
             let Some(cqp) = self.cqp.get_mut().as_mut() else {
@@ -890,14 +906,30 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
         *step = S::Resources;
         // The fallible parts first, then the tables built where they live
         // (code size: `Ids` is not assembled on the stack and moved).
-        let pds = IdBitmap::pd_ids(MAX_PDS).map_err(ProbeCause::Ids)?;
-        let qps = IdBitmap::qp_ids(qp_cnt).map_err(ProbeCause::Ids)?;
-        let cqs = IdBitmap::cq_ids(cq_cnt).map_err(ProbeCause::Ids)?;
-        let arp_ids = IdBitmap::arp_ids(layout.object(HmcObj::Arp).cnt).map_err(ProbeCause::Ids)?;
-        let stags = StagTable::new(layout.object(HmcObj::Mr).cnt, self.stag_key_seed())
-            .map_err(|_| ProbeCause::Ids(IdError::BadCapacity))?;
-        let ah_ids = IdBitmap::ah_ids(layout.object(HmcObj::Fsiav).cnt.min(MAX_AHS))
-            .map_err(ProbeCause::Ids)?;
+        let pds = match IdBitmap::pd_ids(MAX_PDS) {
+            Ok(b) => b,
+            Err(e) => return Err(ProbeCause::Ids(e)),
+        };
+        let qps = match IdBitmap::qp_ids(qp_cnt) {
+            Ok(b) => b,
+            Err(e) => return Err(ProbeCause::Ids(e)),
+        };
+        let cqs = match IdBitmap::cq_ids(cq_cnt) {
+            Ok(b) => b,
+            Err(e) => return Err(ProbeCause::Ids(e)),
+        };
+        let arp_ids = match IdBitmap::arp_ids(layout.object(HmcObj::Arp).cnt) {
+            Ok(b) => b,
+            Err(e) => return Err(ProbeCause::Ids(e)),
+        };
+        let stags = match StagTable::new(layout.object(HmcObj::Mr).cnt, self.stag_key_seed()) {
+            Ok(t) => t,
+            Err(_) => return Err(ProbeCause::Ids(IdError::BadCapacity)),
+        };
+        let ah_ids = match IdBitmap::ah_ids(layout.object(HmcObj::Fsiav).cnt.min(MAX_AHS)) {
+            Ok(b) => b,
+            Err(e) => return Err(ProbeCause::Ids(e)),
+        };
         self.res.get_mut().ids = Some(Ids {
             pds,
             qps,
@@ -1103,9 +1135,15 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
         };
         // CQs whose destroy waited for QPs that never went (their destroy
         // failed): before the CEQ they report to (hw.c: CQs go first).
-        while let Some(c) = self.res.get_mut().deferred_cqs.pop() {
-            let d = crate::verbs::destroy_cq_cmd(&c.cmd);
-            if !note(run_cmd(&mut cqp, nr, &crate::cqp::engine::Cmd(&d))) {
+        // The command is built from the record in place; only the rings
+        // move out (code size).
+        while let Some(d) =
+            self.res.get_mut().deferred_cqs.last().map(|c| crate::verbs::destroy_cq_cmd(&c.cmd))
+        {
+            let done = note(run_cmd(&mut cqp, nr, &crate::cqp::engine::Cmd(&d)));
+            if let Some(c) = self.res.get_mut().deferred_cqs.pop()
+                && !done
+            {
                 keep(c.ring);
                 keep(c.shadow);
             }
@@ -1183,8 +1221,12 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
         // Now nothing the device knows of is left, or it is kept above.
         let res = self.res.get_mut();
         res.ids = None;
-        while let Some(b) = res.sds.sds.pop() {
-            if !sds_released {
+        // Two loops, not one with the test inside (code size: LLVM
+        // unswitched it into two copies of the whole body).
+        if sds_released {
+            while res.sds.sds.pop().is_some() {}
+        } else {
+            while let Some(b) = res.sds.sds.pop() {
                 keep(b.mem);
                 if let Some(p) = b.pd_page {
                     keep(p);

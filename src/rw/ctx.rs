@@ -1191,19 +1191,12 @@ impl<const MAX_SGE: usize, const MAX_OPS: usize> RwCtx<MAX_SGE, MAX_OPS> {
             buf.clear();
             let mut idx = 0usize;
             self.emit(wr_id, has_chain, |wr| {
-                if idx >= start {
-                    // A full window drops the rest: they go in the next one.
-                    let _ = buf.push(wr);
-                }
-                idx += 1;
+                window_push(&mut buf, &mut idx, start, &wr);
                 Ok(())
             })
             .map_err(RwPostError::Rw)?;
             for c in chain {
-                if idx >= start {
-                    let _ = buf.push(*c);
-                }
-                idx += 1;
+                window_push(&mut buf, &mut idx, start, c);
             }
             let n = buf.len();
             if n == 0 {
@@ -1298,4 +1291,21 @@ unsafe fn unmap_sg<H: Hal>(sg: &mut [SgEntry], bdir: BufferDirection) {
             unsafe { H::unshare(pa, e.buf, bdir) };
         }
     }
+}
+
+/// One WR of the rebuilt chain for [`RwCtx::post`]: WR number `*idx` goes
+/// into the window when it is at or after `start` (a full window drops the
+/// rest: they go in the next one). Out of line (code size: the WR copy and
+/// the push were inlined at both call sites).
+#[inline(never)]
+fn window_push<'a>(
+    buf: &mut heapless::Vec<SendWr<'a>, 16>,
+    idx: &mut usize,
+    start: usize,
+    wr: &SendWr<'a>,
+) {
+    if *idx >= start {
+        let _ = buf.push(*wr);
+    }
+    *idx += 1;
 }

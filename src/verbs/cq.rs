@@ -117,9 +117,7 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
             _ => None,
         };
         let free_id = |e: VerbsError| {
-            if let Some(ids) = self.res.lock().ids.as_mut() {
-                let _ = ids.cqs.free(id);
-            }
+            self.release_cq_id(id);
             e
         };
         let Some(ukcq) = ukcq else {
@@ -147,6 +145,15 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
             unlisted: None,
             mem: Some((ring, shadow)),
         })
+    }
+
+    /// Gives back the id of a CQ whose creation failed before the device
+    /// knew it. Out of line (code size: two error paths of `create_cq`).
+    #[inline(never)]
+    fn release_cq_id(&self, id: u32) {
+        if let Some(ids) = self.res.lock().ids.as_mut() {
+            let _ = ids.cqs.free(id);
+        }
     }
 }
 

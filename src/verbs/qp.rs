@@ -508,13 +508,7 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
             }
         };
         let free_id = |e: VerbsError| {
-            if let Some(ids) = self.res.lock().ids.as_mut() {
-                if gsi {
-                    ids.gsi = false;
-                } else {
-                    let _ = ids.qps.free(id);
-                }
-            }
+            self.release_qp_id(id, gsi);
             e
         };
         let (kind, ty) = match transport {
@@ -536,8 +530,12 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
         let (Some(sq_mem), Some(sq_trk)) = parts else {
             return Err(free_id(VerbsError::Invalid { what: Phrase::new(&"QP memory") }));
         };
-        let sq_uk = Sq::new(sq_mem, sq_trk, sq.depth_quanta, send_sge, c.max_inline_data, id)
-            .map_err(|_| free_id(VerbsError::Invalid { what: Phrase::new(&"SQ") }))?;
+        // `match`, not `map_err`: the rings are not repacked (code size).
+        let sq_uk = match Sq::new(sq_mem, sq_trk, sq.depth_quanta, send_sge, c.max_inline_data, id)
+        {
+            Ok(q) => q,
+            Err(_) => return Err(free_id(VerbsError::Invalid { what: Phrase::new(&"SQ") })),
+        };
         let (rq_uk, rq_pa, wq_mem) = match wq {
             Some(w) => {
                 let pa = w.ring.paddr();
@@ -557,53 +555,25 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
                 let Some(rq_mem) = rq_mem else {
                     return Err(free_id(VerbsError::Invalid { what: Phrase::new(&"QP memory") }));
                 };
-                let rq_uk = Rq::new(rq_mem, rq_wrid, rq_size, rq.shift, rq_frags)
-                    .map_err(|_| free_id(VerbsError::Invalid { what: Phrase::new(&"RQ") }))?;
+                let rq_uk = match Rq::new(rq_mem, rq_wrid, rq_size, rq.shift, rq_frags) {
+                    Ok(q) => q,
+                    Err(_) => {
+                        return Err(free_id(VerbsError::Invalid { what: Phrase::new(&"RQ") }));
+                    }
+                };
                 (rq_uk, ring.paddr() + sq_bytes as u64, None)
             }
         };
-        let (sq_uk, shared_mem) = make_sq(sq_uk).map_err(free_id)?;
+        let (sq_uk, shared_mem) = match make_sq(sq_uk) {
+            Ok(v) => v,
+            Err(e) => return Err(free_id(e)),
+        };
         // Echoed in every CQE (QP context +168); unique per creation.
         let compl_ctx = self.next_compl_ctx(id);
         let uk = QpUk::new(sq_uk, rq_uk, compl_ctx, kind);
 
         let shadow_pa = ring.paddr() + (sq_bytes + rq_bytes) as u64;
         let ird = self.max_ird;
-        let ctx = QpRoceCtx {
-            sq_pa: ring.paddr(),
-            rq_pa,
-            hw_sq_size: (sq.depth_quanta.trailing_zeros() - 2) as u8,
-            hw_rq_size: (rq.depth_quanta.trailing_zeros() - 2) as u8,
-            rq_wqe_size: rq.shift,
-            qs_handle: self.ws.qs_handle,
-            send_cq_num: attr.send_cq.id(),
-            rcv_cq_num: attr.recv_cq.id(),
-            qp_compl_ctx: compl_ctx,
-            // UD: P_Key, Q_Key and PD come at INIT (conformance README,
-            // UD/GSI contexts).
-            p_key: if ud { 0 } else { 0xffff },
-            ack_credits: 0x1e,
-            rtomin: 5,
-            mac_addr: self.lan.mac,
-            ord_size: ird,
-            ird_size: ird.into(),
-            wr_rdresp_en: true,
-            rd_en: true,
-            fast_reg_en: true,
-            udprivcq_en: true,
-            priv_mode_en: true,
-            // A UD context never gets an address vector: IP version, TTL
-            // and the addresses stay 0 (conformance README).
-            ipv4: !ud,
-            ttl: if ud { 0 } else { 64 },
-            src_port: ROCE_SPORT,
-            dst_port: ROCE_DPORT,
-            snd_mss: 1024,
-            cwnd: 0x400,
-            rexmit_thresh: 2,
-            rnr_nak_thresh: 2,
-            ..QpRoceCtx::default()
-        };
         let mut qp = Qp {
             uk,
             dev: self,
@@ -613,7 +583,42 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
             recv_cq: attr.recv_cq.id(),
             state: QpState::Reset,
             hw_error: false,
-            ctx,
+            // Built in place (code size: not on the stack and copied in).
+            ctx: QpRoceCtx {
+                sq_pa: ring.paddr(),
+                rq_pa,
+                hw_sq_size: (sq.depth_quanta.trailing_zeros() - 2) as u8,
+                hw_rq_size: (rq.depth_quanta.trailing_zeros() - 2) as u8,
+                rq_wqe_size: rq.shift,
+                qs_handle: self.ws.qs_handle,
+                send_cq_num: attr.send_cq.id(),
+                rcv_cq_num: attr.recv_cq.id(),
+                qp_compl_ctx: compl_ctx,
+                // UD: P_Key, Q_Key and PD come at INIT (conformance README,
+                // UD/GSI contexts).
+                p_key: if ud { 0 } else { 0xffff },
+                ack_credits: 0x1e,
+                rtomin: 5,
+                mac_addr: self.lan.mac,
+                ord_size: ird,
+                ird_size: ird.into(),
+                wr_rdresp_en: true,
+                rd_en: true,
+                fast_reg_en: true,
+                udprivcq_en: true,
+                priv_mode_en: true,
+                // A UD context never gets an address vector: IP version, TTL
+                // and the addresses stay 0 (conformance README).
+                ipv4: !ud,
+                ttl: if ud { 0 } else { 64 },
+                src_port: ROCE_SPORT,
+                dst_port: ROCE_DPORT,
+                snd_mss: 1024,
+                cwnd: 0x400,
+                rexmit_thresh: 2,
+                rnr_nak_thresh: 2,
+                ..QpRoceCtx::default()
+            },
             cap: QpCap {
                 max_send_wr: sq.reported_max_wr.max(c.max_send_wr),
                 max_recv_wr: rq.reported_max_wr.max(c.max_recv_wr),
@@ -671,6 +676,20 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
             *rec = QpRecord { live: true, ctx_pa: qp.ctx_pa(), shadow_pa, qp_type: ty };
         }
         Ok(qp)
+    }
+
+    /// Gives back the id of a QP whose creation failed before the device
+    /// knew it (QP 1's GSI flag for `gsi`). Out of line (code size: six
+    /// error paths of `create_qp_inner`).
+    #[inline(never)]
+    fn release_qp_id(&self, id: u32, gsi: bool) {
+        if let Some(ids) = self.res.lock().ids.as_mut() {
+            if gsi {
+                ids.gsi = false;
+            } else {
+                let _ = ids.qps.free(id);
+            }
+        }
     }
 
     /// Takes a reference on the ARP entry for `mac`, adding it with
@@ -1252,7 +1271,13 @@ impl<H: Hal, B: Bar + Clone, S: SendQueue> Qp<'_, H, B, S> {
             if let Some(c) = m._compl {
                 self.dev.quarantine(c);
             }
-            for (a, b) in [m._wq, m._shared].into_iter().flatten() {
+            // Two `if let`s, not an array iterator (code size: its drop
+            // glue for the elements not yet taken).
+            if let Some((a, b)) = m._wq {
+                self.dev.quarantine(a);
+                self.dev.quarantine(b);
+            }
+            if let Some((a, b)) = m._shared {
                 self.dev.quarantine(a);
                 self.dev.quarantine(b);
             }
