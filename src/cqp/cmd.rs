@@ -1135,6 +1135,11 @@ pub struct SdEntry {
 }
 
 impl SdEntry {
+    /// The SD index in the command word (bits 14:0; `SdEntry::set`'s
+    /// source). A `const`: `Field::bits` called at run time was not inlined,
+    /// its two asserts came with it (code size).
+    const SD_INDEX: Field = Field::bits(14, 0);
+
     /// Programs SD `sd_index` with a backing page at `pa` (4 KiB aligned):
     /// direct (2 MiB buffer) or paged (PD page) — hmc.c: irdma_set_sd_entry.
     pub fn set(sd_index: u16, pa: u64, direct: bool) -> Result<Self, EncodeError> {
@@ -1144,7 +1149,7 @@ impl SdEntry {
                 what: Phrase::new(&"SD page address not 4 KiB aligned"),
             });
         }
-        let cmd = fit(Field::bits(14, 0), sd_index as u64, FieldName::SdIndex)?
+        let cmd = fit(Self::SD_INDEX, sd_index as u64, FieldName::SdIndex)?
             | CMD_PMSDPARTSEL.mask()
             | CMD_PMSDWR.mask();
         let data = (pa & DATA_ADDR.mask())
@@ -1157,7 +1162,7 @@ impl SdEntry {
     /// Clears SD `sd_index` — hmc.c: irdma_clr_sd_entry.
     pub fn clear(sd_index: u16) -> Result<Self, EncodeError> {
         use irdma_hal::cqp::sd::*;
-        let cmd = fit(Field::bits(14, 0), sd_index as u64, FieldName::SdIndex)?
+        let cmd = fit(Self::SD_INDEX, sd_index as u64, FieldName::SdIndex)?
             | CMD_PMSDPARTSEL.mask()
             | CMD_PMSDWR.mask();
         Ok(SdEntry { cmd: cmd as u32, data: 0 })
@@ -1539,7 +1544,8 @@ impl AhInfo {
     /// The AH WQE for `opcode`. The vendor checks nothing and cuts wider
     /// values to the field; the driver refuses them instead.
     fn encode(&self, opcode: u8, wqe: &mut [u64; 8]) -> Result<(), EncodeError> {
-        let pd = fit(Field::bits(23, 0), self.pd_idx as u64, FieldName::PdIdx)?;
+        const PD_IDX: Field = Field::bits(23, 0);
+        let pd = fit(PD_IDX, self.pd_idx as u64, FieldName::PdIdx)?;
         let ip = |a: [u32; 4]| -> (u64, u64) {
             if self.ipv4 {
                 (a[0] as u64, 0)

@@ -1016,7 +1016,9 @@ impl<'d, H: Hal, B: Bar + Clone, S: SendQueue> Qp<'d, H, B, S> {
         c.insert_vlan_tag = av.vlan.is_some();
         c.vlan_tag = av.vlan.unwrap_or(0);
         c.arp_idx = arp;
-        c.ird_size = a.max_dest_rd_atomic.clamp(1, self.dev.max_ird).into();
+        // `max(1).min(..)`, not `clamp`: the same while `max_ird` ≥ 1 (it is
+        // ≥ 2, `FpmQuery::decode`), without `clamp`'s panic path (code size).
+        c.ird_size = a.max_dest_rd_atomic.max(1).min(self.dev.max_ird).into();
         match self.hw_modify(qp_state::RTR, true, false) {
             Ok(()) => {
                 self.state = QpState::Rtr;
@@ -1054,7 +1056,7 @@ impl<'d, H: Hal, B: Bar + Clone, S: SendQueue> Qp<'d, H, B, S> {
         if !ud {
             c.rexmit_thresh = a.retry_cnt;
             c.rnr_nak_thresh = a.rnr_retry;
-            c.ord_size = a.max_rd_atomic.clamp(1, self.dev.max_ird);
+            c.ord_size = a.max_rd_atomic.max(1).min(self.dev.max_ird);
         }
         match self.hw_modify(qp_state::RTS, true, true) {
             Ok(()) => {
