@@ -602,33 +602,29 @@ impl HmcLayout {
     /// can span up to 2³² SDs, and walking them hung `footprint()` (found by
     /// the `fpm_hmc` fuzz target).
     pub fn static_sd_count(&self) -> u32 {
-        // Ranges sorted by start (insertion sort of ≤ 21 entries, no
-        // allocation), then merged.
-        let mut r = [SdRange::default(); HMC_OBJ_COUNT];
-        let mut n = 0usize;
-        for o in HmcObj::ALL {
-            let s = self.sds[o.idx()];
-            if o == HmcObj::Pble || s.is_empty() {
-                continue;
-            }
-            let mut k = n;
-            while k > 0 && r[k - 1].first > s.first {
-                r[k] = r[k - 1];
-                k -= 1;
-            }
-            r[k] = s;
-            n += 1;
-        }
+        // The union of the ranges, walked in order of their starts without
+        // sorting a copy: each step takes the lowest-starting range that
+        // still reaches past what is counted (at most one step per range:
+        // `covered_to` grows every step).
+        let pble = HmcObj::Pble.idx();
         let mut count = 0u32;
         let mut covered_to = 0u32;
-        for s in &r[..n] {
-            let start = s.first.max(covered_to);
-            if s.end > start {
-                count = count.saturating_add(s.end - start);
-                covered_to = s.end;
+        loop {
+            // The lowest-starting range past `covered_to`; its end is
+            // above `covered_to`, so 0 means there is none.
+            let (mut first, mut end) = (u32::MAX, 0u32);
+            for (i, s) in self.sds.iter().enumerate() {
+                if i != pble && !s.is_empty() && s.end > covered_to && (end == 0 || s.first < first)
+                {
+                    (first, end) = (s.first, s.end);
+                }
             }
+            if end == 0 {
+                return count;
+            }
+            count = count.saturating_add(end - first.max(covered_to));
+            covered_to = end;
         }
-        count
     }
 
     /// Host DMA memory for the bring-up SDs: one 2 MiB direct buffer each.
@@ -1042,6 +1038,36 @@ mod tests {
     /// `static_sd_count` (and so `footprint`) walk every SD — minutes to
     /// hours. It is computed from the ranges now; this layout takes far
     /// less than the bound with the fix and far more without it.
+    #[test]
+    fn static_sd_count_is_the_union_of_the_non_pble_ranges() {
+        extern crate std;
+        use std::collections::BTreeSet;
+        let sizes = [64u64; HMC_OBJ_COUNT];
+        let mut c = [ObjCommit::default(); HMC_OBJ_COUNT];
+        let half = SD_SIZE / 2;
+        // (object, base, bytes): QP in SDs 0..=2, CQ sharing SD 2 and
+        // reaching SD 3, HTE alone in SD 10, PBLE in 20..25 (not counted),
+        // object 5 in 26..=27, object 6 in the same SD 27 as it.
+        for (o, base, bytes) in [
+            (0, 0, 5 * half),
+            (1, 5 * half, 2 * half),
+            (2, 10 * SD_SIZE, half / 2),
+            (14, 20 * SD_SIZE, 5 * SD_SIZE),
+            (5, 26 * SD_SIZE, 3 * half),
+            (6, 27 * SD_SIZE + half, half / 2),
+        ] {
+            c[o] = ObjCommit { cnt: (bytes / 64) as u32, base };
+        }
+        let l = HmcLayout::new(&sizes, &c).unwrap();
+        let mut sds = BTreeSet::new();
+        for o in HmcObj::ALL.into_iter().filter(|&o| o != HmcObj::Pble) {
+            let r = l.sd_range(o);
+            sds.extend(r.first..r.end);
+        }
+        assert_eq!(sds.len(), 7, "the layout above: SDs 0-3, 10, 26, 27");
+        assert_eq!(l.static_sd_count(), sds.len() as u32);
+    }
+
     #[test]
     fn static_sd_count_of_a_huge_layout_is_prompt() {
         extern crate std;
