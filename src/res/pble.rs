@@ -617,8 +617,12 @@ impl<const RUNS: usize> PblePool<RUNS> {
 
     #[inline(never)]
     fn remove_free(&mut self, slot: usize) {
-        if slot < self.nfree {
-            self.free.copy_within(slot + 1..self.nfree, slot);
+        // The window `slot..nfree` is taken once (no panic path if `nfree`
+        // were ever past the table) and shifted down by one.
+        if slot < self.nfree
+            && let Some(w) = self.free.get_mut(slot..self.nfree)
+        {
+            w.copy_within(1.., 0);
             self.nfree -= 1;
         }
     }
@@ -628,7 +632,13 @@ impl<const RUNS: usize> PblePool<RUNS> {
         if self.nfree >= RUNS || slot > self.nfree {
             return Err(PbleError::TooManyRuns);
         }
-        self.free.copy_within(slot..self.nfree, slot + 1);
+        // The window `slot..=nfree` (inside the table: `nfree < RUNS`)
+        // shifted up by one.
+        let Some(w) = self.free.get_mut(slot..=self.nfree) else {
+            return Err(PbleError::TooManyRuns);
+        };
+        let last = w.len() - 1;
+        w.copy_within(..last, 1);
         self.nfree += 1;
         self.set_free(slot, run);
         Ok(())
