@@ -694,7 +694,10 @@ impl<H: Hal, B: Bar> Cqp<H, B> {
         // stores were unrolled, each with its own check).
         let n = env.sdbuf_words.min(env.sdbuf.len());
         mem.sdbuf.write_u64s(slot_sdbuf, env.sdbuf.get(..n).unwrap_or(&[]));
-        self.head = (idx + 1) % self.size;
+        // `size` is a power of two (`Cqp::create` refused anything else
+        // through `encoded_sq_size`): a mask, no division and no
+        // divide-by-zero panic path.
+        self.head = (idx + 1) & self.size.wrapping_sub(1);
         if idx == 0 {
             self.polarity = !self.polarity;
         }
