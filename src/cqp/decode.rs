@@ -264,9 +264,11 @@ impl FpmCommit {
                 last = i;
             }
         }
-        let o = c.obj[last];
+        // `last < HMC_OBJ_COUNT` (an index of the loop above).
+        let (o, size) = (c.obj.get(last).copied(), sizes.get(last).copied());
+        let (o, size) = (o.unwrap_or_default(), size.unwrap_or(0));
         let end = (o.cnt as u64)
-            .checked_mul(sizes[last])
+            .checked_mul(size)
             .and_then(|b| b.checked_add(o.base))
             .ok_or(DecodeError::Overflow)?;
         c.sd_cnt = u32::try_from(end.div_ceil(2 << 20)).map_err(|_| DecodeError::Overflow)?;
