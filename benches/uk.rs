@@ -349,7 +349,7 @@ mod mp_threads {
     use std::sync::atomic::Ordering;
     use std::time::Instant;
 
-    use super::common::{Completer, Mem, SGE, mp_trk, pin, producer, write_wr};
+    use super::common::{Completer, Mem, SGE, mp_trk, pin, run_producers, write_wr};
 
     /// WRs per run (all threads together).
     const TOTAL: u64 = 1 << 22;
@@ -365,13 +365,7 @@ mod mp_threads {
         let wrs = &batch[..chain];
         let calls = TOTAL / chain as u64 / threads;
         let t = Instant::now();
-        std::thread::scope(|s| {
-            for cpu in 1..threads as usize {
-                let (mp, c) = (&mp, &c);
-                s.spawn(move || producer(cpu, mp, c, wrs, calls));
-            }
-            producer(0, &mp, &c, wrs, calls);
-        });
+        run_producers(threads, &mp, &c, wrs, calls);
         let secs = t.elapsed().as_secs_f64();
         (calls * threads * chain as u64) as f64 / secs
     }

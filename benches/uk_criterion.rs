@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use common::{
     Completer, Device, Mem, NopBar, Retire, SGE, WC0, mp_post_write_op, mp_trk, poll_cqe_base_op,
-    poll_cqe_op, poll_empty_op, poll_one_op, post_with_cqe_op, post_write_op, producer,
+    poll_cqe_op, poll_empty_op, poll_one_op, post_with_cqe_op, post_write_op, run_producers,
     split_poll_cqe_op, split_post_write_op, write_post, write_wr,
 };
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
@@ -109,13 +109,7 @@ fn mp_threads(c: &mut Criterion) {
                 b.iter_custom(|iters| {
                     let per = iters.div_ceil(threads);
                     let t = Instant::now();
-                    std::thread::scope(|s| {
-                        for cpu in 1..threads as usize {
-                            let (mp, completer) = (&mp, &completer);
-                            s.spawn(move || producer(cpu, mp, completer, wrs, per));
-                        }
-                        producer(0, &mp, &completer, wrs, per);
-                    });
+                    run_producers(threads, &mp, &completer, wrs, per);
                     t.elapsed().mul_f64(iters as f64 / (per * threads) as f64)
                 })
             });

@@ -371,6 +371,23 @@ pub fn producer(cpu: usize, mp: &SharedSq<'_>, c: &Completer, wrs: &[SendWr<'_>]
     black_box(bar.last());
 }
 
+/// `threads` posting threads at once (the caller's thread is CPU 0's),
+/// each running [`producer`] with `calls` calls; returns when all are done.
+pub fn run_producers(
+    threads: u64,
+    mp: &SharedSq<'_>,
+    c: &Completer,
+    wrs: &[SendWr<'_>],
+    calls: u64,
+) {
+    std::thread::scope(|s| {
+        for cpu in 1..threads as usize {
+            s.spawn(move || producer(cpu, mp, c, wrs, calls));
+        }
+        producer(0, mp, c, wrs, calls);
+    });
+}
+
 /// Pins the calling thread to CPU `cpu` (Linux; elsewhere a no-op), so the
 /// scheduler does not move the threads between the cores mid-run.
 pub fn pin(cpu: usize) {
