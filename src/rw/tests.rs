@@ -734,22 +734,30 @@ impl PostSend for Qp {
     }
 }
 
-#[test]
-fn post_sends_the_same_chain_as_wrs_in_batches() {
-    TestHal::reset(0);
+/// 7 MRs of 256 pages set up and posted through `q` (14 WRs), torn down
+/// and set up again: 21 WRs with LOCAL_INVs (more than one batch of 16),
+/// ready to post.
+fn second_round_of_seven_mrs(
+    q: &mut impl PostSend<Error = i32>,
+) -> (RwQp, Pool, Vec<SgEntry>, Ctx) {
     let qp = RwQp::new(roce(1), true, 1);
     let mut pool = pool_for(&qp, 8);
-    // 7 MRs of 256 pages: 14 WRs the first time, then 21 with LOCAL_INVs
-    // (more than one batch of 16).
     let mut sg: Vec<SgEntry> =
         (0..7 * 256).map(|i| SgEntry::new(fake(0x100_0000 + 0x1000 * i, 4096))).collect();
     let mut ctx = Ctx::new();
     assert_eq!(init_sg(&mut ctx, &qp, &mut pool, &mut sg, 0, Direction::ToDevice), Ok(14));
-    let mut q = Qp { posted: Vec::new(), fail_at: None, calls: 0 };
-    ctx.post(&mut q, &mut pool, CQE, &[]).unwrap();
-    assert_eq!((q.calls, q.posted.len()), (1, 14));
+    ctx.post(q, &mut pool, CQE, &[]).unwrap();
     destroy_sg(&mut ctx, &mut pool, &mut sg);
     assert_eq!(init_sg(&mut ctx, &qp, &mut pool, &mut sg, 0, Direction::ToDevice), Ok(21));
+    (qp, pool, sg, ctx)
+}
+
+#[test]
+fn post_sends_the_same_chain_as_wrs_in_batches() {
+    TestHal::reset(0);
+    let mut q = Qp { posted: Vec::new(), fail_at: None, calls: 0 };
+    let (qp, mut pool, mut sg, mut ctx) = second_round_of_seven_mrs(&mut q);
+    assert_eq!((q.calls, q.posted.len()), (1, 14));
     let extra =
         [SendWr { wr_id: 5, opcode: WrOpcode::Send, flags: SendFlags::SIGNALED, sg_list: &[] }];
     let mut q = Qp { posted: Vec::new(), fail_at: None, calls: 0 };
@@ -786,18 +794,10 @@ fn post_with_a_huge_bad_index_from_the_qp_does_not_overflow() {
     // `start + i` overflowed (a debug-build panic) when a caller's
     // `PostSend` returned an index past usize::MAX - 16 for a later batch.
     TestHal::reset(0);
-    let qp = RwQp::new(roce(1), true, 1);
-    let mut pool = pool_for(&qp, 8);
-    let mut sg: Vec<SgEntry> =
-        (0..7 * 256).map(|i| SgEntry::new(fake(0x100_0000 + 0x1000 * i, 4096))).collect();
-    let mut ctx = Ctx::new();
-    assert_eq!(init_sg(&mut ctx, &qp, &mut pool, &mut sg, 0, Direction::ToDevice), Ok(14));
     let mut q = LiarQp { calls: 0 };
-    ctx.post(&mut q, &mut pool, CQE, &[]).unwrap();
-    destroy_sg(&mut ctx, &mut pool, &mut sg);
     // Second time round: 21 WRs (LOCAL_INVs), two batches; the second
     // batch (start 16) gets the bogus index.
-    assert_eq!(init_sg(&mut ctx, &qp, &mut pool, &mut sg, 0, Direction::ToDevice), Ok(21));
+    let (_qp, mut pool, mut sg, mut ctx) = second_round_of_seven_mrs(&mut q);
     let r = ctx.post(&mut q, &mut pool, CQE, &[]);
     assert_eq!(r, Err(RwPostError::Post { bad: usize::MAX, err: -5 }));
     assert_eq!(q.calls, 3);
