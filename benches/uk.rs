@@ -349,7 +349,9 @@ mod mp_threads {
     use std::sync::atomic::Ordering;
     use std::time::Instant;
 
-    use super::common::{Completer, Mem, SGE, mp_trk, pin, run_producers, write_wr};
+    use super::common::{
+        Completer, Mem, SGE, mp_trk, pin, run_producers, run_separate_producers, write_wr,
+    };
 
     /// WRs per run (all threads together).
     const TOTAL: u64 = 1 << 22;
@@ -370,22 +372,35 @@ mod mp_threads {
         (calls * threads * chain as u64) as f64 / secs
     }
 
+    /// WRs per second of one run with each thread on an SQ of its own.
+    fn separate_rate(threads: u64, chain: usize) -> f64 {
+        let wr = write_wr(&SGE);
+        let batch = [wr; 32];
+        let calls = TOTAL / chain as u64 / threads;
+        let secs = run_separate_producers(threads, &batch[..chain], calls).as_secs_f64();
+        (calls * threads * chain as u64) as f64 / secs
+    }
+
     pub fn run() {
         for chain in [1usize, 32] {
-            // Interleaved pairs, so slow phases of the machine hit both
-            // counts alike; medians, so one lucky or unlucky run does not
-            // set the ratio.
-            let (mut one, mut two, mut line) = (Vec::new(), Vec::new(), Vec::new());
+            // Interleaved, so slow phases of the machine hit every count
+            // alike; medians, so one lucky or unlucky run does not set the
+            // ratio.
+            let (mut one, mut two, mut sep, mut line) =
+                (Vec::new(), Vec::new(), Vec::new(), Vec::new());
             for _ in 0..PAIRS {
                 line.push(line_transfer_ns());
                 one.push(rate(1, chain));
                 two.push(rate(2, chain));
+                sep.push(separate_rate(2, chain));
             }
-            let (one, two) = (median(&mut one), median(&mut two));
+            let (one, two, sep) = (median(&mut one), median(&mut two), median(&mut sep));
             println!("mp_threads_chain{chain}_line_transfer_ns={:.0}", median(&mut line));
             println!("mp_threads_chain{chain}_1_thread_wrs_per_s={one:.0}");
             println!("mp_threads_chain{chain}_2_threads_wrs_per_s={two:.0}");
             println!("mp_threads_chain{chain}_ratio_2_to_1={:.2}", two / one);
+            println!("mp_threads_chain{chain}_2_separate_sqs_wrs_per_s={sep:.0}");
+            println!("mp_threads_chain{chain}_ceiling_ratio_2_to_1={:.2}", sep / one);
         }
     }
 

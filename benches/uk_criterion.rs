@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use common::{
     Completer, Device, Mem, NopBar, Retire, SGE, WC0, mp_post_write_op, mp_trk, poll_cqe_base_op,
     poll_cqe_op, poll_empty_op, poll_one_op, post_with_cqe_op, post_write_op, run_producers,
-    split_poll_cqe_op, split_post_write_op, write_post, write_wr,
+    run_separate_producers, split_poll_cqe_op, split_post_write_op, write_post, write_wr,
 };
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 
@@ -114,6 +114,15 @@ fn mp_threads(c: &mut Criterion) {
                 })
             });
         }
+        // The machine's ceiling: two threads, each on an SQ of its own.
+        let wrs = &batch[..chain];
+        g.throughput(Throughput::Elements(chain as u64));
+        g.bench_function(format!("write_1sge_chain{chain}_2_separate_sqs"), |b| {
+            b.iter_custom(|iters| {
+                let per = iters.div_ceil(2);
+                run_separate_producers(2, wrs, per).mul_f64(iters as f64 / (per * 2) as f64)
+            })
+        });
     }
     g.finish();
 }

@@ -128,8 +128,9 @@ fn instruction_figures(divisor: u64) -> Result<Vec<(String, f64)>, String> {
 }
 
 /// Wall-clock WRs/s of one shared SQ with 1 and 2 posting threads and their
-/// ratio (`uk mp_threads`, run natively; not guarded: a timing on a shared
-/// machine).
+/// ratio, beside the machine's ceiling (2 threads on separate SQs) and its
+/// cache-line transfer time (`uk mp_threads`, run natively; not guarded: a
+/// timing on a shared machine).
 fn mp_thread_figures() -> Result<Vec<(String, f64)>, String> {
     let exe = bench_binary()?;
     let out = Command::new(&exe)
