@@ -196,3 +196,27 @@ fn model_read(pa: u64) -> u64 {
     irdma_testkit::FakeHalMemory.read(pa, &mut b).expect("live FakeHal memory");
     u64::from_le_bytes(b)
 }
+
+/// `alloc_mr` sends ALLOC_STAG with the vendor's fields for a fast-register
+/// MR (verbs.c: irdma_hw_alloc_stag; spec control-path §4.3.7): the MR form,
+/// no access rights, REMACCENABLED set, no PBL chunk (LPBLSIZE 0, no first
+/// PBLE index), 4 KiB pages, the PD and `max_pages` × 4 KiB as its length.
+/// The PBLEs it holds are named by each FAST_REGISTER WQE instead.
+#[test]
+fn alloc_mr_sends_the_vendors_alloc_stag() {
+    let _g = lock();
+    let bar = ModelBar::standalone(Config::default());
+    let dev = probe(&bar).expect("probe");
+    let pd = dev.alloc_pd().unwrap();
+    let fr = dev.alloc_mr(&pd, 3).unwrap();
+    let w = bar
+        .with_device(|d| d.stag(fr.fr_mr().key >> 8).map(|s| s.created_by))
+        .expect("STag known to the model");
+    assert!(w.mr, "memory-region form");
+    assert_eq!((w.rights, w.remote_access), (0, true), "rights 0, REMACCENABLED 1");
+    assert_eq!((w.lpbl_size, w.first_pble), (0, 0), "no PBL chunk");
+    assert_eq!((w.page_size, w.len), (0, 3 * 4096));
+    assert_eq!(w.pd, pd.id());
+    drop((fr, pd));
+    dev.close().expect("close");
+}

@@ -1,8 +1,8 @@
 //! Memory regions: REG_MR with PBL level 0/1/2 written into the HMC PBLE
 //! memory (spec control-path §4.3.9, §5, §6), DEALLOC_STAG, re-registration
-//! with a rotated key byte, and fast-register MRs (ALLOC_STAG with a level-1
-//! PBL, or level 2 when no level-1 run fits, §4.3.7) for the `rw` layer's
-//! [`crate::rw::MrPool`].
+//! with a rotated key byte, and fast-register MRs (ALLOC_STAG, §4.3.7,
+//! holding a level-1 PBL, or level 2 when no level-1 run fits, which each
+//! FAST_REGISTER WQE names) for the `rw` layer's [`crate::rw::MrPool`].
 
 use irdma_hal::{Bar, BufferDirection, Dma, Hal};
 
@@ -565,17 +565,22 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
             self.put_stag(stag);
             return Err(VerbsError::Capacity);
         }
+        // What the vendor sends for a fast-register MR (verbs.c:
+        // irdma_hw_alloc_stag; spec control-path §4.3.7): no access rights
+        // and no PBL chunk (each FAST_REGISTER WQE carries its own rights,
+        // PBL level and first PBLE), REMACCENABLED set so a FAST_REGISTER
+        // may grant remote rights.
         let cmd = AllocStag {
             stag_idx: stag.index_field(),
             pd_id: pd.id(),
             total_len: u64::from(max_pages) * 4096,
             page_size: PageSize::Size4K,
-            access_rights: crate::res::AccessRights::LOCAL_READ,
-            remote_access: false,
+            access_rights: 0,
+            remote_access: true,
             use_hmc_fn_index: false,
             hmc_fn_index: 0,
             placement_type: 0,
-            pbl: Some(Pbl { level: held.alloc.lpbl_size(), first_index: held.alloc.first_index() }),
+            pbl: None,
             all_memory: false,
         };
         if let Err(e) = self.exec_cmd(cmd) {

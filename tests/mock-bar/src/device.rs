@@ -215,6 +215,13 @@ pub struct Stag {
     pub valid: bool,
     /// True for a memory window.
     pub is_mw: bool,
+    /// The decoded CQP WQE (ALLOC_STAG or REG_MR) that created the entry,
+    /// as the device received it. The spec says what Linux writes there
+    /// (control-path §4.3.7, §4.3.9) but not what the device does with a
+    /// field Linux leaves out (e.g. REMACCENABLED 0, or an ALLOC_STAG PBL
+    /// chunk, before a FAST_REGISTER): the model keeps the WQE for tests to
+    /// judge against the vendor's values and does not act on those fields.
+    pub created_by: crate::cqp::StagWqe,
 }
 
 /// How an MR's pages are found.
@@ -1419,6 +1426,7 @@ impl Device {
             pbl,
             valid: false,
             is_mw: !is_mr,
+            created_by: *w,
         };
         self.stags.insert(slot, stag);
         Ok(Completion::ok(0))
@@ -1455,6 +1463,7 @@ impl Device {
             pbl,
             valid: true,
             is_mw: false,
+            created_by: *w,
         };
         self.stags.insert(slot, stag);
         Ok(Completion::ok(0))
