@@ -68,6 +68,9 @@ use crate::wr::SendWr;
 /// The signaled bit of [`MpTrk`]'s `meta`: where the WQE header has it.
 const SIGNALED: u64 = 1 << 62;
 const _: () = assert!(sq_hdr::SIGCOMPL.prep(1) == SIGNALED);
+/// Every bit a [`HotWqe`]'s `flags` may hold; above `meta`'s quanta byte.
+const HOT_FLAGS: u64 = HotWqe::flag_bits(true, true, true);
+const _: () = assert!(HOT_FLAGS >> 40 << 40 == HOT_FLAGS);
 
 /// One tracking entry of the shared SQ (`sq_wrtrk`, written by the producer
 /// that reserved the quantum, read by the completer).
@@ -75,7 +78,9 @@ const _: () = assert!(sq_hdr::SIGCOMPL.prep(1) == SIGNALED);
 pub struct MpTrk {
     wr_id: AtomicU64,
     /// wr_len | quanta << 32 | signaled << 62 (the header's SIGCOMPL
-    /// bit, so a hot post stores its header flags masked).
+    /// bit). A hot post stores its header flags unmasked: READFENCE and
+    /// LOCALFENCE (bits 60, 61) may be set too, and [`MpTrk::load`] reads
+    /// neither.
     meta: AtomicU64,
 }
 
@@ -96,8 +101,11 @@ impl MpTrk {
     /// [`MpTrk::store`] of a one-quantum [`HotWqe`].
     #[inline(always)]
     fn store_hot(&self, h: &HotWqe<'_>) {
+        // `flags` holds only header bits 60-62 (`HotWqe::flag_bits`): clear
+        // of `wr_len` and `quanta`, so not masked (3 instructions a WR).
+        debug_assert!(h.flags & !HOT_FLAGS == 0);
         self.wr_id.store(h.wr_id, Ordering::Relaxed);
-        let m = u64::from(h.sge.length) | (1 << 32) | (h.flags & SIGNALED);
+        let m = u64::from(h.sge.length) | (1 << 32) | h.flags;
         self.meta.store(m, Ordering::Relaxed);
     }
 
@@ -416,6 +424,12 @@ impl<M: Words, T: AsRef<[MpTrk]>> MpSq<M, T> {
                     }
                     let slot = wqe_slot(&self.mem, idx, 1);
                     slot.publish(3, encode_hot(&h, &slot, self.valid_at(start)));
+                    if wrs.len() == 1 {
+                        // The whole call (`done == n == wrs.len()`): ring
+                        // here, without the tests below.
+                        self.ring_doorbell(bar);
+                        return Ok(());
+                    }
                     done = 1;
                 }
             } else {
