@@ -68,6 +68,8 @@ use crate::wr::SendWr;
 /// The signaled bit of [`MpTrk`]'s `meta`: where the WQE header has it.
 const SIGNALED: u64 = 1 << 62;
 const _: () = assert!(sq_hdr::SIGCOMPL.prep(1) == SIGNALED);
+// `MpSq::has_lap_valid` reads the valid bit as the sign bit.
+const _: () = assert!(sq_hdr::VALID.prep(1) == 1 << 63);
 /// Every bit a [`HotWqe`]'s `flags` may hold; above `meta`'s quanta byte.
 const HOT_FLAGS: u64 = HotWqe::flag_bits(true, true, true);
 const _: () = assert!(HOT_FLAGS >> 40 << 40 == HOT_FLAGS);
@@ -206,7 +208,17 @@ impl<M: Words, T: AsRef<[MpTrk]>> MpSq<M, T> {
     #[inline(always)]
     fn quantum_valid(&self, pos: u32) -> bool {
         let h = self.mem.read((pos & self.mask) as usize * QUANTUM_QWORDS + 3);
-        sq_hdr::VALID.is_set(h) == self.valid_at(pos)
+        self.has_lap_valid(h, pos)
+    }
+
+    /// Whether the word-3 value `h` carries free-running position `pos`'s
+    /// lap valid bit ([`MpSq::valid_at`]: set on even laps). VALID is bit
+    /// 63, so `h >> 63` (arithmetic) is all ones when it is set, and the
+    /// bit is right when that differs from `pos` at the lap bit: four
+    /// instructions, no flag-to-register moves.
+    #[inline(always)]
+    fn has_lap_valid(&self, h: u64, pos: u32) -> bool {
+        ((((h as i64) >> 63) as u32 ^ pos) & self.lap) != 0
     }
 
     /// How many of the `n` quanta from free-running `pos` on carry their
@@ -247,7 +259,7 @@ impl<M: Words, T: AsRef<[MpTrk]>> MpSq<M, T> {
     fn published_at(&self, pos: u32) -> Option<&MpTrk> {
         let idx = pos & self.mask;
         let h = self.mem.read(idx as usize * QUANTUM_QWORDS + 3);
-        if sq_hdr::VALID.is_set(h) != self.valid_at(pos) {
+        if !self.has_lap_valid(h, pos) {
             return None;
         }
         fence(Ordering::Acquire);
@@ -595,7 +607,12 @@ impl<M: Words, T: AsRef<[MpTrk]>> MpSq<M, T> {
         let tail = self.tail.load(Ordering::Relaxed);
         let avail = self.head.load(Ordering::Acquire).wrapping_sub(tail);
         let d = wqe_idx.wrapping_sub(tail) & self.mask;
-        if d >= avail || avail > self.mask + 1 {
+        // `avail > lap` is kept: it is the one refusal of a head read older
+        // than the tail (possible only when another completer stored that
+        // tail without ordering against this one). The tail CAS below does
+        // not catch that case (the tail did not move), and without it the
+        // bound would rest on the valid-bit scan alone. Two instructions.
+        if d >= avail || avail > self.lap {
             return None;
         }
         // One quantum (a CQE per WQE) read inline; a longer range (a
@@ -609,9 +626,11 @@ impl<M: Words, T: AsRef<[MpTrk]>> MpSq<M, T> {
         // header store: the entry read is the one its producer wrote.
         fence(Ordering::Acquire);
         let t = self.trk_at(wqe_idx)?.load();
-        // 0: an inner quantum of a WQE, not its start.
+        // Refused: `q == 0` (an inner quantum of a WQE, not its start) or
+        // `d + q > avail` (past the head), in one test: `d < avail`, so
+        // `avail - d` does not wrap, and `q - 1` wraps to the maximum for 0.
         let q = u32::from(t.quanta);
-        if q == 0 || d + q > avail {
+        if q.wrapping_sub(1) >= avail - d {
             return None;
         }
         self.tail
@@ -1226,6 +1245,34 @@ mod tests {
         assert_eq!(mp.used(), 0);
         // The ring is whole again: 8 quanta fit, the 9th does not.
         assert_eq!(mp.reserve_run(9), Ok((4, 8)));
+    }
+
+    /// `complete_at` refuses a WQE whose tracking entry reaches past the
+    /// head (`d + q > avail`) and accepts one that ends at it; and refuses
+    /// everything while the head it reads is older than the tail (a head
+    /// snapshot from before another completer's retirement), although the
+    /// quanta it names are published and the tail CAS would succeed.
+    #[test]
+    fn complete_at_refuses_past_the_head_and_a_head_behind_the_tail() {
+        let mut b = vec![0u64; 8 * 4];
+        let tb: Vec<MpTrk> = (0..8).map(|_| MpTrk::new()).collect();
+        let mp = MpSq::new(view(&mut b), &tb[..], 8, 13, 101, 7).unwrap();
+        for i in 0..4 {
+            mp.post(&SqPost::new(i, SqOp::Nop)).unwrap();
+        }
+        // The entry of the last WQE (position 3) says 2 quanta: one past the head.
+        tb[3].store(SqWrTrk { wr_id: 3, wr_len: 0, quanta: 2, signaled: true });
+        assert_eq!(mp.complete_at(3), None, "retired past the head");
+        assert_eq!(mp.used(), 4);
+        tb[3].store(SqWrTrk { wr_id: 3, wr_len: 0, quanta: 1, signaled: true });
+        assert_eq!(mp.complete_at(1).map(|t| t.wr_id), Some(1));
+        // A head older than the tail (2): quanta 2 and 3 are published.
+        mp.head.store(1, Ordering::Relaxed);
+        assert_eq!(mp.complete_at(2), None, "head behind the tail");
+        assert_eq!(mp.complete_at(3), None, "head behind the tail");
+        mp.head.store(4, Ordering::Relaxed);
+        assert_eq!(mp.complete_at(3).map(|t| t.wr_id), Some(3));
+        assert_eq!(mp.used(), 0);
     }
 
     /// A chain reserves once for the WRs that fit: a full ring posts the
