@@ -406,7 +406,9 @@ impl<M: Words, T: AsRef<[MpTrk]>> MpSq<M, T> {
     /// `ib_post_send` on the shared SQ: posts in order, one doorbell if any
     /// was posted; `bad_wr` as in [`super::QpUk::post_send`].
     ///
-    /// One CAS reserves a quantum for every WR of the chain that fits (the
+    /// One hot WR is shaped first and then reserves its quantum (nothing to
+    /// hand back); one WR of another shape goes to `post_send_rest`.
+    /// In a longer chain, one CAS reserves a quantum for every WR that fits (the
     /// hot shapes take one quantum each, which never crosses an 8-quanta
     /// chunk, so no pad). Each hot WR is then filled and published in its
     /// quantum as in [`MpSq::post`]. At the first WR of another shape the
@@ -422,43 +424,32 @@ impl<M: Words, T: AsRef<[MpTrk]>> MpSq<M, T> {
         kind: QpKind,
         wrs: &[SendWr<'_>],
     ) -> Result<(), PostSendError> {
+        // One WR (the doorbell-each shape): a hot one reserves its quantum
+        // and rings, with no run to hand back; another goes WR by WR.
+        if let [wr] = wrs {
+            return match hot_from_wr(wr, kind) {
+                Some(h) if self.lim.max_frags != 0 => self.post_send_one(bar, &h),
+                _ => self.post_send_rest(bar, kind, wrs, 0),
+            };
+        }
         let mut done = 0u32;
         if self.lim.max_frags != 0
             && !wrs.is_empty()
             && let Ok((start, n)) = self.reserve_run(wrs.len())
         {
-            if n == 1 {
-                // One WR (the doorbell-each shape): no piece set-up.
-                if let Some(h) = wrs.first().and_then(|wr| hot_from_wr(wr, kind)) {
-                    let idx = start & self.mask;
-                    if let Some(e) = self.trk_at(idx) {
-                        e.store_hot(&h);
-                    }
-                    let slot = wqe_slot(&self.mem, idx, 1);
-                    slot.publish(3, encode_hot(&h, &slot, self.valid_at(start)));
-                    if wrs.len() == 1 {
-                        // The whole call (`done == n == wrs.len()`): ring
-                        // here, without the tests below.
-                        self.ring_doorbell(bar);
-                        return Ok(());
-                    }
-                    done = 1;
+            // The run in contiguous pieces (n <= cap < size: it wraps the
+            // ring at most once), each bounds-checked once.
+            let mut rest = wrs.get(..n as usize).unwrap_or_default();
+            while !rest.is_empty() {
+                let pos = start.wrapping_add(done);
+                let room = (self.lap - (pos & self.mask)) as usize;
+                let (a, b) = rest.split_at(room.min(rest.len()));
+                let k = self.fill_hot(pos, a, kind);
+                done += k;
+                if k as usize != a.len() {
+                    break;
                 }
-            } else {
-                // The run in contiguous pieces (n <= cap < size: it wraps
-                // the ring at most once), each bounds-checked once.
-                let mut rest = wrs.get(..n as usize).unwrap_or_default();
-                while !rest.is_empty() {
-                    let pos = start.wrapping_add(done);
-                    let room = (self.lap - (pos & self.mask)) as usize;
-                    let (a, b) = rest.split_at(room.min(rest.len()));
-                    let k = self.fill_hot(pos, a, kind);
-                    done += k;
-                    if k as usize != a.len() {
-                        break;
-                    }
-                    rest = b;
-                }
+                rest = b;
             }
             if done != n {
                 self.release_run(start.wrapping_add(done), start.wrapping_add(n));
@@ -470,6 +461,21 @@ impl<M: Words, T: AsRef<[MpTrk]>> MpSq<M, T> {
         if done != 0 {
             self.ring_doorbell(bar);
         }
+        Ok(())
+    }
+
+    /// [`MpSq::post_send`] of one hot WR: one quantum reserved
+    /// ([`MpSq::reserve_run`]), filled, published, the doorbell rung.
+    #[inline(always)]
+    fn post_send_one(&self, bar: &impl Bar, h: &HotWqe<'_>) -> Result<(), PostSendError> {
+        let (start, _) = self.reserve_run(1).map_err(|kind| PostSendError { bad_wr: 0, kind })?;
+        let idx = start & self.mask;
+        if let Some(e) = self.trk_at(idx) {
+            e.store_hot(h);
+        }
+        let slot = wqe_slot(&self.mem, idx, 1);
+        slot.publish(3, encode_hot(h, &slot, self.valid_at(start)));
+        self.ring_doorbell(bar);
         Ok(())
     }
 
@@ -867,6 +873,9 @@ mod tests {
             }
             fn write32(&self, _o: usize, _v: u32) {}
         }
+        // `s0` is a hot SGE; `s1`'s length is past the largest message
+        // (refused by both paths).
+        let s0 = [Sge { addr: 0x7f00_1234_5678, length: 0x0765_4321, lkey: 0xab_cdef }];
         let s1 = [Sge { addr: 0x7f00_1234_5678, length: 0x8765_4321, lkey: 0xab_cdef }];
         let s2 = [s1[0], Sge { addr: 0x10, length: 3, lkey: 9 }];
         let ops = [
@@ -880,7 +889,7 @@ mod tests {
         let mut wrs = Vec::new();
         for (k, op) in ops.iter().enumerate() {
             for f in (0..32u8).filter(|f| f & SendFlags::INLINE.0 == 0) {
-                for sg in [&s1[..], &s2[..], &[][..]] {
+                for sg in [&s0[..], &s1[..], &s2[..], &[][..]] {
                     let wr_id = ((k as u64) << 8) | u64::from(f);
                     wrs.push(SendWr { wr_id, opcode: *op, flags: SendFlags(f), sg_list: sg });
                 }
@@ -893,7 +902,15 @@ mod tests {
                 let tb: Vec<MpTrk> = (0..16).map(|_| MpTrk::new()).collect();
                 let mut sq = Sq::new(view(&mut ma), &mut ta, 16, max_frags, 0, 7).unwrap();
                 let mp = MpSq::new(view(&mut mb), &tb[..], 16, max_frags, 0, 7).unwrap();
-                for (c, chain) in wrs.chunks(3).enumerate() {
+                // Chains of 1, 2, 1 and 3 WRs in turn (one WR takes its own
+                // path; the single ones meet every SGE list).
+                let mut rest = &wrs[..];
+                for c in 0.. {
+                    if rest.is_empty() {
+                        break;
+                    }
+                    let (chain, r) = rest.split_at([1, 2, 1, 3][c % 4].min(rest.len()));
+                    rest = r;
                     let got = mp.post_send(&NoBar, kind, chain);
                     let mut want = Ok(());
                     for (i, wr) in chain.iter().enumerate() {
@@ -907,8 +924,16 @@ mod tests {
                     for q in 0..16 * 4 {
                         assert_eq!(mp.mem().read(q), sq.mem().read(q), "chain {c} qword {q}");
                     }
-                    for (i, t) in tb.iter().enumerate() {
-                        assert_eq!(Some(&t.load()), sq.trk(i as u32), "chain {c} trk {i}");
+                    // The outstanding entries, WQE start by WQE start (the
+                    // shared SQ marks inner quanta, the single-owner one
+                    // leaves them stale: not compared).
+                    assert_eq!(mp.tail(), sq.tail(), "chain {c}");
+                    let mut p = mp.tail();
+                    let end = p + mp.used();
+                    while p < end {
+                        let t = tb[(p % 16) as usize].load();
+                        assert_eq!(Some(&t), sq.trk(p % 16), "chain {c} trk {p}");
+                        p += u32::from(t.quanta.max(1));
                     }
                     if c % 7 == 6 {
                         while mp.retire_oldest().is_some() {}
