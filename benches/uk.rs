@@ -11,8 +11,8 @@ use std::hint::black_box;
 
 use common::{
     Device, Mem, NopBar, QP_ID, Retire, SGE, WC0, mp_post_write_op, mp_trk, poll_cqe_base_op,
-    poll_cqe_op, poll_empty_op, post_write_op, split_poll_cqe_op, split_post_write_op, view,
-    write_post, write_wr,
+    poll_cqe_op, poll_empty_op, post_complete_write_op, post_write_op, split_poll_cqe_op,
+    split_post_write_op, view, write_post, write_wr,
 };
 use irdma::uk::{MpSq, MpTrk, Publish, QpKind, QueueMem};
 use irdma::wr::SendWr;
@@ -64,6 +64,19 @@ fn main() {
             split_cases(&mut mem, &bar, case, n)
         }
         "counted_poll_one" | "counted_poll_one_split" => uk_poll_alone_cases(&mut mem, case, n),
+        "post_complete_write" | "post_complete_write_batch32" => {
+            let (mut qp, _cq) = mem.qp_cq();
+            let mut retire = Retire::new();
+            if case == "post_complete_write" {
+                for _ in 0..n {
+                    post_complete_write_op(&mut qp, &mut retire, &bar, &batch[..1]);
+                }
+            } else {
+                for _ in 0..n / 32 {
+                    post_complete_write_op(&mut qp, &mut retire, &bar, &batch[..]);
+                }
+            }
+        }
         "mp_post_write" | "mp_post_write_batch32" => {
             let trk = mp_trk();
             let mp = mem.mp(&trk);

@@ -14,8 +14,9 @@ use std::time::{Duration, Instant};
 
 use common::{
     Completer, Device, Mem, NopBar, Retire, SGE, WC0, mp_post_write_op, mp_trk, poll_cqe_base_op,
-    poll_cqe_op, poll_empty_op, poll_one_op, post_with_cqe_op, post_write_op, run_producers,
-    run_separate_producers, split_poll_cqe_op, split_post_write_op, write_post, write_wr,
+    poll_cqe_op, poll_empty_op, poll_one_op, post_complete_write_op, post_with_cqe_op,
+    post_write_op, run_producers, run_separate_producers, split_poll_cqe_op, split_post_write_op,
+    write_post, write_wr,
 };
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 
@@ -66,6 +67,20 @@ fn post(c: &mut Criterion) {
             b.iter(|| {
                 split_poll_cqe_op(&mut prod, &mut cons, &link, &mut cq, &mut dev, &one, &mut wc)
             })
+        });
+    }
+    {
+        // Like-for-like with the `mp_` cases: retired by `Sq::complete_at`.
+        let mut mem = Mem::new();
+        let (mut qp, _cq) = mem.qp_cq();
+        let mut retire = Retire::new();
+        g.throughput(Throughput::Elements(1));
+        g.bench_function("complete_write_1sge_doorbell_each", |b| {
+            b.iter(|| post_complete_write_op(&mut qp, &mut retire, &bar, &batch[..1]))
+        });
+        g.throughput(Throughput::Elements(CHAIN as u64));
+        g.bench_function("complete_write_1sge_doorbell_per32", |b| {
+            b.iter(|| post_complete_write_op(&mut qp, &mut retire, &bar, &batch[..]))
         });
     }
     {

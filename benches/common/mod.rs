@@ -199,9 +199,17 @@ impl Retire {
     /// SQ's counters.
     #[inline(always)]
     pub fn run(&mut self, mp: &MpSq<QueueMem<'_>, &[MpTrk]>, posted: u32) {
+        self.run_with(posted, |last| mp.complete_at(last));
+    }
+
+    /// [`Retire::run`] through any SQ's `complete_at` (the single-owner
+    /// [`Sq::complete_at`] for the like-for-like cases): the same harness,
+    /// so the MP and single-owner figures differ only in the SQ type.
+    #[inline(always)]
+    pub fn run_with(&mut self, posted: u32, complete_at: impl FnOnce(u32) -> Option<SqWrTrk>) {
         self.next = self.next.wrapping_add(posted);
         let last = self.next.wrapping_sub(1) & (SQ_QUANTA - 1);
-        let t = mp.complete_at(last);
+        let t = complete_at(last);
         debug_assert!(t.is_some());
         black_box(t.map(|t| t.wr_id));
     }
@@ -212,6 +220,22 @@ impl Retire {
 pub fn post_write_op(qp: &mut QpUk<'_>, bar: &NopBar, wrs: &[SendWr<'_>]) {
     let _ = black_box(qp.post_send(bar, black_box(wrs)));
     qp.sq.consume_all();
+}
+
+/// `post_send` of `wrs` (one doorbell), then retire them through the
+/// single-owner SQ's own poller retirement [`Sq::complete_at`] naming the
+/// last WQE, as [`mp_post_write_op`] does on the shared SQ (the
+/// like-for-like figure for it; [`post_write_op`] retires with
+/// `consume_all`, no completion step).
+#[inline(always)]
+pub fn post_complete_write_op(
+    qp: &mut QpUk<'_>,
+    retire: &mut Retire,
+    bar: &NopBar,
+    wrs: &[SendWr<'_>],
+) {
+    let _ = black_box(qp.post_send(bar, black_box(wrs)));
+    retire.run_with(wrs.len() as u32, |last| qp.sq.complete_at(last));
 }
 
 /// `post_send` on the producer half of a split QP as a verbs `Qp` runs it

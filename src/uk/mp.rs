@@ -68,6 +68,11 @@ use crate::wr::SendWr;
 /// The signaled bit of [`MpTrk`]'s `meta`: where the WQE header has it.
 const SIGNALED: u64 = 1 << 62;
 const _: () = assert!(sq_hdr::SIGCOMPL.prep(1) == SIGNALED);
+// `MpSq::has_lap_valid` reads the valid bit as the sign bit.
+const _: () = assert!(sq_hdr::VALID.prep(1) == 1 << 63);
+/// Every bit a [`HotWqe`]'s `flags` may hold; above `meta`'s quanta byte.
+const HOT_FLAGS: u64 = HotWqe::flag_bits(true, true, true);
+const _: () = assert!(HOT_FLAGS >> 40 << 40 == HOT_FLAGS);
 
 /// One tracking entry of the shared SQ (`sq_wrtrk`, written by the producer
 /// that reserved the quantum, read by the completer).
@@ -75,7 +80,9 @@ const _: () = assert!(sq_hdr::SIGCOMPL.prep(1) == SIGNALED);
 pub struct MpTrk {
     wr_id: AtomicU64,
     /// wr_len | quanta << 32 | signaled << 62 (the header's SIGCOMPL
-    /// bit, so a hot post stores its header flags masked).
+    /// bit). A hot post stores its header flags unmasked: READFENCE and
+    /// LOCALFENCE (bits 60, 61) may be set too, and [`MpTrk::load`] reads
+    /// neither.
     meta: AtomicU64,
 }
 
@@ -96,8 +103,11 @@ impl MpTrk {
     /// [`MpTrk::store`] of a one-quantum [`HotWqe`].
     #[inline(always)]
     fn store_hot(&self, h: &HotWqe<'_>) {
+        // `flags` holds only header bits 60-62 (`HotWqe::flag_bits`): clear
+        // of `wr_len` and `quanta`, so not masked (3 instructions a WR).
+        debug_assert!(h.flags & !HOT_FLAGS == 0);
         self.wr_id.store(h.wr_id, Ordering::Relaxed);
-        let m = u64::from(h.sge.length) | (1 << 32) | (h.flags & SIGNALED);
+        let m = u64::from(h.sge.length) | (1 << 32) | h.flags;
         self.meta.store(m, Ordering::Relaxed);
     }
 
@@ -198,7 +208,17 @@ impl<M: Words, T: AsRef<[MpTrk]>> MpSq<M, T> {
     #[inline(always)]
     fn quantum_valid(&self, pos: u32) -> bool {
         let h = self.mem.read((pos & self.mask) as usize * QUANTUM_QWORDS + 3);
-        sq_hdr::VALID.is_set(h) == self.valid_at(pos)
+        self.has_lap_valid(h, pos)
+    }
+
+    /// Whether the word-3 value `h` carries free-running position `pos`'s
+    /// lap valid bit ([`MpSq::valid_at`]: set on even laps). VALID is bit
+    /// 63, so `h >> 63` (arithmetic) is all ones when it is set, and the
+    /// bit is right when that differs from `pos` at the lap bit: four
+    /// instructions, no flag-to-register moves.
+    #[inline(always)]
+    fn has_lap_valid(&self, h: u64, pos: u32) -> bool {
+        ((((h as i64) >> 63) as u32 ^ pos) & self.lap) != 0
     }
 
     /// How many of the `n` quanta from free-running `pos` on carry their
@@ -239,7 +259,7 @@ impl<M: Words, T: AsRef<[MpTrk]>> MpSq<M, T> {
     fn published_at(&self, pos: u32) -> Option<&MpTrk> {
         let idx = pos & self.mask;
         let h = self.mem.read(idx as usize * QUANTUM_QWORDS + 3);
-        if sq_hdr::VALID.is_set(h) != self.valid_at(pos) {
+        if !self.has_lap_valid(h, pos) {
             return None;
         }
         fence(Ordering::Acquire);
@@ -386,7 +406,9 @@ impl<M: Words, T: AsRef<[MpTrk]>> MpSq<M, T> {
     /// `ib_post_send` on the shared SQ: posts in order, one doorbell if any
     /// was posted; `bad_wr` as in [`super::QpUk::post_send`].
     ///
-    /// One CAS reserves a quantum for every WR of the chain that fits (the
+    /// One hot WR is shaped first and then reserves its quantum (nothing to
+    /// hand back); one WR of another shape goes to `post_send_rest`.
+    /// In a longer chain, one CAS reserves a quantum for every WR that fits (the
     /// hot shapes take one quantum each, which never crosses an 8-quanta
     /// chunk, so no pad). Each hot WR is then filled and published in its
     /// quantum as in [`MpSq::post`]. At the first WR of another shape the
@@ -402,37 +424,32 @@ impl<M: Words, T: AsRef<[MpTrk]>> MpSq<M, T> {
         kind: QpKind,
         wrs: &[SendWr<'_>],
     ) -> Result<(), PostSendError> {
+        // One WR (the doorbell-each shape): a hot one reserves its quantum
+        // and rings, with no run to hand back; another goes WR by WR.
+        if let [wr] = wrs {
+            return match hot_from_wr(wr, kind) {
+                Some(h) if self.lim.max_frags != 0 => self.post_send_one(bar, &h),
+                _ => self.post_send_rest(bar, kind, wrs, 0),
+            };
+        }
         let mut done = 0u32;
         if self.lim.max_frags != 0
             && !wrs.is_empty()
             && let Ok((start, n)) = self.reserve_run(wrs.len())
         {
-            if n == 1 {
-                // One WR (the doorbell-each shape): no piece set-up.
-                if let Some(h) = wrs.first().and_then(|wr| hot_from_wr(wr, kind)) {
-                    let idx = start & self.mask;
-                    if let Some(e) = self.trk_at(idx) {
-                        e.store_hot(&h);
-                    }
-                    let slot = wqe_slot(&self.mem, idx, 1);
-                    slot.publish(3, encode_hot(&h, &slot, self.valid_at(start)));
-                    done = 1;
+            // The run in contiguous pieces (n <= cap < size: it wraps the
+            // ring at most once), each bounds-checked once.
+            let mut rest = wrs.get(..n as usize).unwrap_or_default();
+            while !rest.is_empty() {
+                let pos = start.wrapping_add(done);
+                let room = (self.lap - (pos & self.mask)) as usize;
+                let (a, b) = rest.split_at(room.min(rest.len()));
+                let k = self.fill_hot(pos, a, kind);
+                done += k;
+                if k as usize != a.len() {
+                    break;
                 }
-            } else {
-                // The run in contiguous pieces (n <= cap < size: it wraps
-                // the ring at most once), each bounds-checked once.
-                let mut rest = wrs.get(..n as usize).unwrap_or_default();
-                while !rest.is_empty() {
-                    let pos = start.wrapping_add(done);
-                    let room = (self.lap - (pos & self.mask)) as usize;
-                    let (a, b) = rest.split_at(room.min(rest.len()));
-                    let k = self.fill_hot(pos, a, kind);
-                    done += k;
-                    if k as usize != a.len() {
-                        break;
-                    }
-                    rest = b;
-                }
+                rest = b;
             }
             if done != n {
                 self.release_run(start.wrapping_add(done), start.wrapping_add(n));
@@ -444,6 +461,21 @@ impl<M: Words, T: AsRef<[MpTrk]>> MpSq<M, T> {
         if done != 0 {
             self.ring_doorbell(bar);
         }
+        Ok(())
+    }
+
+    /// [`MpSq::post_send`] of one hot WR: one quantum reserved
+    /// ([`MpSq::reserve_run`]), filled, published, the doorbell rung.
+    #[inline(always)]
+    fn post_send_one(&self, bar: &impl Bar, h: &HotWqe<'_>) -> Result<(), PostSendError> {
+        let (start, _) = self.reserve_run(1).map_err(|kind| PostSendError { bad_wr: 0, kind })?;
+        let idx = start & self.mask;
+        if let Some(e) = self.trk_at(idx) {
+            e.store_hot(h);
+        }
+        let slot = wqe_slot(&self.mem, idx, 1);
+        slot.publish(3, encode_hot(h, &slot, self.valid_at(start)));
+        self.ring_doorbell(bar);
         Ok(())
     }
 
@@ -581,7 +613,12 @@ impl<M: Words, T: AsRef<[MpTrk]>> MpSq<M, T> {
         let tail = self.tail.load(Ordering::Relaxed);
         let avail = self.head.load(Ordering::Acquire).wrapping_sub(tail);
         let d = wqe_idx.wrapping_sub(tail) & self.mask;
-        if d >= avail || avail > self.mask + 1 {
+        // `avail > lap` is kept: it is the one refusal of a head read older
+        // than the tail (possible only when another completer stored that
+        // tail without ordering against this one). The tail CAS below does
+        // not catch that case (the tail did not move), and without it the
+        // bound would rest on the valid-bit scan alone. Two instructions.
+        if d >= avail || avail > self.lap {
             return None;
         }
         // One quantum (a CQE per WQE) read inline; a longer range (a
@@ -595,9 +632,11 @@ impl<M: Words, T: AsRef<[MpTrk]>> MpSq<M, T> {
         // header store: the entry read is the one its producer wrote.
         fence(Ordering::Acquire);
         let t = self.trk_at(wqe_idx)?.load();
-        // 0: an inner quantum of a WQE, not its start.
+        // Refused: `q == 0` (an inner quantum of a WQE, not its start) or
+        // `d + q > avail` (past the head), in one test: `d < avail`, so
+        // `avail - d` does not wrap, and `q - 1` wraps to the maximum for 0.
         let q = u32::from(t.quanta);
-        if q == 0 || d + q > avail {
+        if q.wrapping_sub(1) >= avail - d {
             return None;
         }
         self.tail
@@ -834,6 +873,9 @@ mod tests {
             }
             fn write32(&self, _o: usize, _v: u32) {}
         }
+        // `s0` is a hot SGE; `s1`'s length is past the largest message
+        // (refused by both paths).
+        let s0 = [Sge { addr: 0x7f00_1234_5678, length: 0x0765_4321, lkey: 0xab_cdef }];
         let s1 = [Sge { addr: 0x7f00_1234_5678, length: 0x8765_4321, lkey: 0xab_cdef }];
         let s2 = [s1[0], Sge { addr: 0x10, length: 3, lkey: 9 }];
         let ops = [
@@ -847,7 +889,7 @@ mod tests {
         let mut wrs = Vec::new();
         for (k, op) in ops.iter().enumerate() {
             for f in (0..32u8).filter(|f| f & SendFlags::INLINE.0 == 0) {
-                for sg in [&s1[..], &s2[..], &[][..]] {
+                for sg in [&s0[..], &s1[..], &s2[..], &[][..]] {
                     let wr_id = ((k as u64) << 8) | u64::from(f);
                     wrs.push(SendWr { wr_id, opcode: *op, flags: SendFlags(f), sg_list: sg });
                 }
@@ -860,7 +902,15 @@ mod tests {
                 let tb: Vec<MpTrk> = (0..16).map(|_| MpTrk::new()).collect();
                 let mut sq = Sq::new(view(&mut ma), &mut ta, 16, max_frags, 0, 7).unwrap();
                 let mp = MpSq::new(view(&mut mb), &tb[..], 16, max_frags, 0, 7).unwrap();
-                for (c, chain) in wrs.chunks(3).enumerate() {
+                // Chains of 1, 2, 1 and 3 WRs in turn (one WR takes its own
+                // path; the single ones meet every SGE list).
+                let mut rest = &wrs[..];
+                for c in 0.. {
+                    if rest.is_empty() {
+                        break;
+                    }
+                    let (chain, r) = rest.split_at([1, 2, 1, 3][c % 4].min(rest.len()));
+                    rest = r;
                     let got = mp.post_send(&NoBar, kind, chain);
                     let mut want = Ok(());
                     for (i, wr) in chain.iter().enumerate() {
@@ -874,8 +924,16 @@ mod tests {
                     for q in 0..16 * 4 {
                         assert_eq!(mp.mem().read(q), sq.mem().read(q), "chain {c} qword {q}");
                     }
-                    for (i, t) in tb.iter().enumerate() {
-                        assert_eq!(Some(&t.load()), sq.trk(i as u32), "chain {c} trk {i}");
+                    // The outstanding entries, WQE start by WQE start (the
+                    // shared SQ marks inner quanta, the single-owner one
+                    // leaves them stale: not compared).
+                    assert_eq!(mp.tail(), sq.tail(), "chain {c}");
+                    let mut p = mp.tail();
+                    let end = p + mp.used();
+                    while p < end {
+                        let t = tb[(p % 16) as usize].load();
+                        assert_eq!(Some(&t), sq.trk(p % 16), "chain {c} trk {p}");
+                        p += u32::from(t.quanta.max(1));
                     }
                     if c % 7 == 6 {
                         while mp.retire_oldest().is_some() {}
@@ -1212,6 +1270,34 @@ mod tests {
         assert_eq!(mp.used(), 0);
         // The ring is whole again: 8 quanta fit, the 9th does not.
         assert_eq!(mp.reserve_run(9), Ok((4, 8)));
+    }
+
+    /// `complete_at` refuses a WQE whose tracking entry reaches past the
+    /// head (`d + q > avail`) and accepts one that ends at it; and refuses
+    /// everything while the head it reads is older than the tail (a head
+    /// snapshot from before another completer's retirement), although the
+    /// quanta it names are published and the tail CAS would succeed.
+    #[test]
+    fn complete_at_refuses_past_the_head_and_a_head_behind_the_tail() {
+        let mut b = vec![0u64; 8 * 4];
+        let tb: Vec<MpTrk> = (0..8).map(|_| MpTrk::new()).collect();
+        let mp = MpSq::new(view(&mut b), &tb[..], 8, 13, 101, 7).unwrap();
+        for i in 0..4 {
+            mp.post(&SqPost::new(i, SqOp::Nop)).unwrap();
+        }
+        // The entry of the last WQE (position 3) says 2 quanta: one past the head.
+        tb[3].store(SqWrTrk { wr_id: 3, wr_len: 0, quanta: 2, signaled: true });
+        assert_eq!(mp.complete_at(3), None, "retired past the head");
+        assert_eq!(mp.used(), 4);
+        tb[3].store(SqWrTrk { wr_id: 3, wr_len: 0, quanta: 1, signaled: true });
+        assert_eq!(mp.complete_at(1).map(|t| t.wr_id), Some(1));
+        // A head older than the tail (2): quanta 2 and 3 are published.
+        mp.head.store(1, Ordering::Relaxed);
+        assert_eq!(mp.complete_at(2), None, "head behind the tail");
+        assert_eq!(mp.complete_at(3), None, "head behind the tail");
+        mp.head.store(4, Ordering::Relaxed);
+        assert_eq!(mp.complete_at(3).map(|t| t.wr_id), Some(3));
+        assert_eq!(mp.used(), 0);
     }
 
     /// A chain reserves once for the WRs that fit: a full ring posts the

@@ -32,6 +32,11 @@ const CASES: &[(&str, &str, Option<&str>, u64, u64)] = &[
     ("post_write_3sge", "post_write_3sge", None, 4096, 1),
     ("post_write_imm", "post_write_imm", None, 4096, 1),
     ("post_send_imm", "post_send_imm", None, 4096, 1),
+    // The single-owner post + its poller retirement `Sq::complete_at`
+    // naming the last WQE, the same harness as the `mp_post_write_*` cases
+    // (like-for-like with them; the two above retire by `consume_all`).
+    ("post_complete_write_1sge_doorbell_each", "post_complete_write", None, 4096, 1),
+    ("post_complete_write_1sge_doorbell_per32", "post_complete_write_batch32", None, 4096, 1),
     ("mp_post_write_1sge_doorbell_each", "mp_post_write", None, 4096, 1),
     ("mp_post_write_1sge_doorbell_per32", "mp_post_write_batch32", None, 4096, 1),
     // The post alone (a ring that holds every WR of the run: no retirement).
