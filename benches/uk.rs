@@ -363,7 +363,8 @@ mod mp_threads {
     use std::time::Instant;
 
     use super::common::{
-        Completer, Mem, SGE, mp_trk, pin, run_producers, run_separate_producers, write_wr,
+        Completer, FULL_WAITS, Mem, SGE, mp_trk, pin, run_producers, run_separate_producers,
+        write_wr,
     };
 
     /// WRs per run (all threads together).
@@ -399,12 +400,14 @@ mod mp_threads {
             // Interleaved, so slow phases of the machine hit every count
             // alike; medians, so one lucky or unlucky run does not set the
             // ratio.
-            let (mut one, mut two, mut sep, mut line) =
-                (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+            let (mut one, mut two, mut sep, mut line, mut waits) =
+                (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
             for _ in 0..PAIRS {
                 line.push(line_transfer_ns());
                 one.push(rate(1, chain));
+                FULL_WAITS.store(0, Ordering::Relaxed);
                 two.push(rate(2, chain));
+                waits.push(FULL_WAITS.swap(0, Ordering::Relaxed) as f64);
                 sep.push(separate_rate(2, chain));
             }
             let (one, two, sep) = (median(&mut one), median(&mut two), median(&mut sep));
@@ -414,6 +417,10 @@ mod mp_threads {
             println!("mp_threads_chain{chain}_ratio_2_to_1={:.2}", two / one);
             println!("mp_threads_chain{chain}_2_separate_sqs_wrs_per_s={sep:.0}");
             println!("mp_threads_chain{chain}_ceiling_ratio_2_to_1={:.2}", sep / one);
+            println!(
+                "mp_threads_chain{chain}_2_threads_full_waits_per_run={:.0}",
+                median(&mut waits)
+            );
         }
     }
 

@@ -10,7 +10,7 @@
 use std::hint::black_box;
 use std::ptr::NonNull;
 use std::sync::Barrier;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use irdma::hal::Bar;
@@ -385,9 +385,11 @@ pub fn producer(cpu: usize, mp: &SharedSq<'_>, c: &Completer, wrs: &[SendWr<'_>]
     pin(cpu);
     let bar = &NopBar::new();
     let every = (256 / wrs.len().max(1)).max(1) as u64;
+    let mut waits = 0u64;
     for i in 0..calls {
         while mp.post_send(bar, QpKind::Rc, black_box(wrs)).is_err() {
             c.try_run(mp);
+            waits += 1;
             std::hint::spin_loop();
         }
         if i % every == 0 && mp.used() > mp.size() / 2 {
@@ -395,7 +397,14 @@ pub fn producer(cpu: usize, mp: &SharedSq<'_>, c: &Completer, wrs: &[SendWr<'_>]
         }
     }
     black_box(bar.last());
+    FULL_WAITS.fetch_add(waits, Ordering::Relaxed);
 }
+
+/// How many times [`producer`]s found the ring full (another thread was
+/// retiring, or nothing published was left to retire) and tried again,
+/// since the last `swap(0)`: the time one producer spends waiting on the
+/// other's retirement.
+pub static FULL_WAITS: AtomicU64 = AtomicU64::new(0);
 
 /// `threads` posting threads at once (the caller's thread is CPU 0's),
 /// each running [`producer`] with `calls` calls; returns when all are done.
