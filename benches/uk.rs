@@ -98,6 +98,12 @@ fn main() {
         }
         "rw_bvec16" => rw_bvec16(&mut mem, &bar, n),
         "verbs_poll_cqe" | "verbs_poll_empty" => verbs_poll(case == "verbs_poll_cqe", n),
+        "verbs_post_write" | "verbs_post_write_batch32" => {
+            verbs_post(false, case == "verbs_post_write_batch32", n)
+        }
+        "verbs_shared_post_write" | "verbs_shared_post_write_batch32" => {
+            verbs_post(true, case == "verbs_shared_post_write_batch32", n)
+        }
         // `cargo bench` runs every bench target with `--bench`: this one is a
         // set of callgrind workloads driven by `cargo xtask bench`.
         "" | "--bench" => {
@@ -541,4 +547,124 @@ fn counted_poll<H: irdma::hal::Hal, B: irdma::hal::Bar + Clone>(
     wc: &mut [irdma::wr::WorkCompletion],
 ) -> usize {
     cq.poll(black_box(wc))
+}
+
+/// Takes a loopback RC QP (`Qp` or `SharedQp`: both have `qp_num` and
+/// `modify`) from RESET to RTS, connected to itself.
+macro_rules! loopback_rts {
+    ($qp:expr, $mac:expr) => {{
+        let me = $qp.qp_num();
+        $qp.modify(&QpAttr::new(QpState::Init)).expect("init");
+        let mut rtr = QpAttr::new(QpState::Rtr);
+        rtr.dest_qp = me;
+        rtr.av = Some(AddressVector {
+            dest_mac: $mac,
+            dest_ip: IpAddr::V4([10, 0, 0, 1]),
+            src_ip: IpAddr::V4([10, 0, 0, 1]),
+            hop_limit: 64,
+            traffic_class: 0,
+            flow_label: 0,
+            vlan: None,
+        });
+        $qp.modify(&rtr).expect("rtr");
+        $qp.modify(&QpAttr::new(QpState::Rts)).expect("rts");
+    }};
+}
+
+/// The verbs posts on a device model (`ModelBar::standalone`, in process):
+/// `SharedQp::post_send` (`shared`) or the single-owner `Qp::post_send`
+/// (split QP) of signaled 1-SGE RDMA WRITEs on a loopback RC QP, one WR
+/// per call (`batch32` false) or chains of 32 (true). Only the post call
+/// is counted (`cargo xtask bench` toggles collection on
+/// [`counted_shared_post`] / [`counted_post`], and off again inside the
+/// model's doorbell entry `Fabric::mmio_write32`, which executes the WQEs
+/// and writes their CQEs); after each call the CQ is drained by the verbs
+/// poller (`Cq::poll_shared` / `Cq::poll`, not counted), so the SQ never
+/// fills.
+fn verbs_post(shared: bool, batch32: bool, n: u64) {
+    use irdma::prelude::*;
+    use irdma_testkit::{FakeHal, ModelBar};
+
+    let bar = ModelBar::standalone(mock_bar::Config::default());
+    let mac = [2, 0, 0, 0, 0, 0x0a];
+    let lan = LanInfo::single_tc(0, 6, mac, 1500);
+    let dev: Device<FakeHal, ModelBar> = Device::probe(bar, lan, Profile::SMALL).expect("probe");
+    let pd = dev.alloc_pd().expect("pd");
+    let mut cq = dev.create_cq(64).expect("cq");
+    let cap = QpCap {
+        max_send_wr: 64,
+        max_recv_wr: 8,
+        max_send_sge: 1,
+        max_recv_sge: 1,
+        ..QpCap::default()
+    };
+    let mem = Dma::<FakeHal>::new(2, BufferDirection::Both).expect("dma");
+    let pages = [mem.paddr(), mem.paddr() + 4096];
+    let desc = MrDesc {
+        iova: mem.paddr(),
+        length: 8192,
+        page_size: PageSize::Size4K,
+        pages: &pages,
+        zero_based: false,
+        access: Access::LOCAL_WRITE | Access::REMOTE_WRITE,
+    };
+    // SAFETY: `mem` outlives the MR and backs nothing else meanwhile.
+    let mr = unsafe { dev.reg_mr(&pd, &desc) }.expect("mr");
+    let sge = [Sge { addr: mem.paddr(), length: 64, lkey: mr.lkey() }];
+    let write = WrOpcode::RdmaWrite { remote_addr: mem.paddr() + 4096, rkey: mr.rkey() };
+    let wr = SendWr { wr_id: 9, opcode: write, flags: SendFlags::SIGNALED, sg_list: &sge };
+    let chain = [wr; 32];
+    let (per_call, calls) = if batch32 { (32, n / 32) } else { (1, n) };
+    let wrs = &chain[..per_call];
+    let mut wc = [WorkCompletion::default(); 32];
+    let mut attr = QpInitAttr { send_cq: &cq, recv_cq: &cq, cap };
+    let mut done = 0u64;
+    if shared {
+        let mut qp = dev.create_shared_qp(&pd, &mut attr).expect("shared qp");
+        loopback_rts!(qp, mac);
+        for _ in 0..calls {
+            counted_shared_post(&qp, wrs).expect("post");
+            let mut got = 0;
+            while got < per_call {
+                let k = cq.poll_shared([&qp], &mut wc[got..]);
+                assert!(k > 0, "the model completes a WRITE within the doorbell");
+                got += k;
+            }
+            done += got as u64;
+        }
+        assert!(wc[..per_call].iter().all(|c| (c.wr_id, c.status) == (9, WcStatus::Success)));
+    } else {
+        let mut qp = dev.create_qp(&pd, &mut attr).expect("qp");
+        loopback_rts!(qp, mac);
+        for _ in 0..calls {
+            counted_post(&mut qp, wrs).expect("post");
+            let mut got = 0;
+            while got < per_call {
+                let k = cq.poll(&mut wc[got..]);
+                assert!(k > 0, "the model completes a WRITE within the doorbell");
+                got += k;
+            }
+            done += got as u64;
+        }
+        assert!(wc[..per_call].iter().all(|c| (c.wr_id, c.status) == (9, WcStatus::Success)));
+    }
+    assert_eq!(done, calls * per_call as u64, "every WR completed once");
+}
+
+/// One `SharedQp::post_send` call: what `--toggle-collect` counts.
+#[inline(never)]
+fn counted_shared_post<H: irdma::hal::Hal, B: irdma::hal::Bar + Clone>(
+    qp: &irdma::verbs::SharedQp<'_, H, B>,
+    wrs: &[SendWr<'_>],
+) -> Result<(), irdma::verbs::PostError> {
+    qp.post_send(black_box(wrs))
+}
+
+/// One single-owner `Qp::post_send` call: what `--toggle-collect` counts.
+#[inline(never)]
+fn counted_post<H: irdma::hal::Hal, B: irdma::hal::Bar + Clone>(
+    qp: &mut irdma::verbs::Qp<'_, H, B>,
+    wrs: &[SendWr<'_>],
+) -> Result<(), irdma::verbs::PostError> {
+    qp.post_send(black_box(wrs))
 }

@@ -56,6 +56,20 @@ const CASES: &[(&str, &str, Option<&str>, u64, u64)] = &[
     ("poll_one_cqe_split_counted", "counted_poll_one_split", None, 2048, 1),
     ("verbs_poll_one_cqe", "verbs_poll_cqe", None, 512, 1),
     ("verbs_poll_empty_cq", "verbs_poll_empty", None, 512, 1),
+    // The verbs posts on a device model: one `SharedQp::post_send` /
+    // single-owner `Qp::post_send` (split QP) of one signaled 1-SGE WRITE
+    // per call, or of a 32-WR chain (per WR). Only the post call is counted,
+    // not the model's processing of its doorbell (see `instructions`).
+    ("verbs_post_write_1sge_doorbell_each", "verbs_post_write", None, 2048, 1),
+    ("verbs_post_write_1sge_doorbell_per32", "verbs_post_write_batch32", None, 2048, 1),
+    ("verbs_shared_post_write_1sge_doorbell_each", "verbs_shared_post_write", None, 2048, 1),
+    (
+        "verbs_shared_post_write_1sge_doorbell_per32",
+        "verbs_shared_post_write_batch32",
+        None,
+        2048,
+        1,
+    ),
     // init_bvec + wrs + post + retire + destroy_bvec of 16 bvecs, per bvec.
     ("rw_bvec16_per_bvec", "rw_bvec16", None, 512, 16),
 ];
@@ -86,11 +100,22 @@ fn bench_binary() -> Result<PathBuf, String> {
 /// run a device model in the same process, so only the instructions inside
 /// the bench's `counted_poll` (the driver's `Cq::poll` call) are counted;
 /// the `counted_*` cases likewise count only their `counted_poll_uk*` call.
+/// The `verbs_post*` / `verbs_shared_post*` cases count only inside
+/// `counted_post` / `counted_shared_post` (the driver's post call), and not
+/// inside the model's BAR write (`ModelBar::write32`, which executes the
+/// doorbell's WQEs and writes their CQEs): callgrind flips collection on
+/// entry to and exit from each toggled function, so the nested toggle turns
+/// it off there. (A BAR write outside the post, by probe or modify, flips
+/// collection on for that model call: the same in the N and the 2N run, so
+/// it cancels in the difference.)
 fn instructions(exe: &PathBuf, case: &str, n: u64) -> Result<u64, String> {
     let file = std::env::temp_dir().join(format!("irdma-cg-{case}-{n}-{}.out", std::process::id()));
     let mut cmd = Command::new("valgrind");
     cmd.arg("--tool=callgrind");
-    if case.starts_with("verbs_") || case.starts_with("counted_") {
+    if case.starts_with("verbs_post") || case.starts_with("verbs_shared_post") {
+        cmd.arg("--toggle-collect=*counted_*post*");
+        cmd.arg("--toggle-collect=*ModelBar as*Bar>::write32");
+    } else if case.starts_with("verbs_") || case.starts_with("counted_") {
         cmd.arg("--toggle-collect=*counted_poll*");
     }
     let out = cmd
