@@ -468,6 +468,71 @@ mod mp_threads {
     }
 }
 
+/// Takes a loopback RC QP (`Qp` or `SharedQp`: both have `qp_num` and
+/// `modify`) from RESET to RTS, connected to itself.
+macro_rules! loopback_rts {
+    ($qp:expr, $mac:expr) => {{
+        let me = $qp.qp_num();
+        $qp.modify(&QpAttr::new(QpState::Init)).expect("init");
+        let mut rtr = QpAttr::new(QpState::Rtr);
+        rtr.dest_qp = me;
+        rtr.av = Some(AddressVector {
+            dest_mac: $mac,
+            dest_ip: IpAddr::V4([10, 0, 0, 1]),
+            src_ip: IpAddr::V4([10, 0, 0, 1]),
+            hop_limit: 64,
+            traffic_class: 0,
+            flow_label: 0,
+            vlan: None,
+        });
+        $qp.modify(&rtr).expect("rtr");
+        $qp.modify(&QpAttr::new(QpState::Rts)).expect("rts");
+    }};
+}
+
+/// A 2-page buffer registered on the model device for local and remote
+/// writes (the MR is dropped before its pages: fields drop in order).
+struct ModelMr<'d, B: irdma::hal::Bar + Clone> {
+    mr: irdma::verbs::Mr<'d, irdma_testkit::FakeHal, B>,
+    mem: irdma::hal::Dma<irdma_testkit::FakeHal>,
+}
+
+impl<'d, B: irdma::hal::Bar + Clone> ModelMr<'d, B> {
+    fn new(
+        dev: &'d irdma::device::Device<irdma_testkit::FakeHal, B>,
+        pd: &irdma::verbs::Pd<'d, irdma_testkit::FakeHal, B>,
+    ) -> Self {
+        use irdma::prelude::*;
+        let mem = Dma::new(2, BufferDirection::Both).expect("dma");
+        let pages = [mem.paddr(), mem.paddr() + 4096];
+        let desc = MrDesc {
+            iova: mem.paddr(),
+            length: 8192,
+            page_size: PageSize::Size4K,
+            pages: &pages,
+            zero_based: false,
+            access: Access::LOCAL_WRITE | Access::REMOTE_WRITE,
+        };
+        // SAFETY: `mem` outlives the MR (dropped after it, see the struct)
+        // and backs nothing else meanwhile.
+        let mr = unsafe { dev.reg_mr(pd, &desc) }.expect("mr");
+        ModelMr { mr, mem }
+    }
+
+    /// 64 bytes of the first page.
+    fn sge(&self) -> [irdma::wr::Sge; 1] {
+        [irdma::wr::Sge { addr: self.mem.paddr(), length: 64, lkey: self.mr.lkey() }]
+    }
+
+    /// An RDMA WRITE into the second page.
+    fn write(&self) -> irdma::wr::WrOpcode {
+        irdma::wr::WrOpcode::RdmaWrite {
+            remote_addr: self.mem.paddr() + 4096,
+            rkey: self.mr.rkey(),
+        }
+    }
+}
+
 /// The real verbs `Cq::poll` (the table lookup, the slot's try-lock, the
 /// split QP's head refresh and tail publication, the loop over old rings
 /// and the AEQ check an empty ring makes) on a device model
@@ -496,35 +561,10 @@ fn verbs_poll(with_cqe: bool, n: u64) {
     };
     let mut qp =
         dev.create_qp(&pd, &mut QpInitAttr { send_cq: &cq, recv_cq: &cq, cap }).expect("qp");
-    let me = qp.qp_num();
-    qp.modify(&QpAttr::new(QpState::Init)).expect("init");
-    let mut rtr = QpAttr::new(QpState::Rtr);
-    rtr.dest_qp = me;
-    rtr.av = Some(AddressVector {
-        dest_mac: mac,
-        dest_ip: IpAddr::V4([10, 0, 0, 1]),
-        src_ip: IpAddr::V4([10, 0, 0, 1]),
-        hop_limit: 64,
-        traffic_class: 0,
-        flow_label: 0,
-        vlan: None,
-    });
-    qp.modify(&rtr).expect("rtr");
-    qp.modify(&QpAttr::new(QpState::Rts)).expect("rts");
-    let mem = Dma::<FakeHal>::new(2, BufferDirection::Both).expect("dma");
-    let pages = [mem.paddr(), mem.paddr() + 4096];
-    let desc = MrDesc {
-        iova: mem.paddr(),
-        length: 8192,
-        page_size: PageSize::Size4K,
-        pages: &pages,
-        zero_based: false,
-        access: Access::LOCAL_WRITE | Access::REMOTE_WRITE,
-    };
-    // SAFETY: `mem` outlives the MR and backs nothing else meanwhile.
-    let mr = unsafe { dev.reg_mr(&pd, &desc) }.expect("mr");
-    let sge = [Sge { addr: mem.paddr(), length: 64, lkey: mr.lkey() }];
-    let write = WrOpcode::RdmaWrite { remote_addr: mem.paddr() + 4096, rkey: mr.rkey() };
+    loopback_rts!(qp, mac);
+    let m = ModelMr::new(&dev, &pd);
+    let sge = m.sge();
+    let write = m.write();
     let wr = SendWr { wr_id: 9, opcode: write, flags: SendFlags::SIGNALED, sg_list: &sge };
     let mut wc = [WorkCompletion::default(); 1];
     let mut polls = 0u64;
@@ -555,28 +595,6 @@ fn counted_poll<H: irdma::hal::Hal, B: irdma::hal::Bar + Clone>(
     cq.poll(black_box(wc))
 }
 
-/// Takes a loopback RC QP (`Qp` or `SharedQp`: both have `qp_num` and
-/// `modify`) from RESET to RTS, connected to itself.
-macro_rules! loopback_rts {
-    ($qp:expr, $mac:expr) => {{
-        let me = $qp.qp_num();
-        $qp.modify(&QpAttr::new(QpState::Init)).expect("init");
-        let mut rtr = QpAttr::new(QpState::Rtr);
-        rtr.dest_qp = me;
-        rtr.av = Some(AddressVector {
-            dest_mac: $mac,
-            dest_ip: IpAddr::V4([10, 0, 0, 1]),
-            src_ip: IpAddr::V4([10, 0, 0, 1]),
-            hop_limit: 64,
-            traffic_class: 0,
-            flow_label: 0,
-            vlan: None,
-        });
-        $qp.modify(&rtr).expect("rtr");
-        $qp.modify(&QpAttr::new(QpState::Rts)).expect("rts");
-    }};
-}
-
 /// The model's BAR under another type, for the shared-QP cases: their
 /// driver code (`SharedQp`, `Cq::poll_shared`) is then instantiated apart
 /// from the `Device<FakeHal, ModelBar>` code the other `verbs_*` cases
@@ -603,7 +621,7 @@ impl irdma::hal::Bar for SharedBar {
 /// per call (`batch32` false) or chains of 32 (true). Only the post call
 /// is counted (`cargo xtask bench` toggles collection on
 /// [`counted_shared_post`] / [`counted_post`], and off again inside the
-/// model's doorbell entry `Fabric::mmio_write32`, which executes the WQEs
+/// model's BAR write `ModelBar::write32`, which executes the doorbell's WQEs
 /// and writes their CQEs); after each call the CQ is drained by the verbs
 /// poller (`Cq::poll_shared` / `Cq::poll`, not counted), so the SQ never
 /// fills.
@@ -628,20 +646,9 @@ fn verbs_post<B: irdma::hal::Bar + Clone + Send + Sync>(
         max_recv_sge: 1,
         ..QpCap::default()
     };
-    let mem = Dma::<FakeHal>::new(2, BufferDirection::Both).expect("dma");
-    let pages = [mem.paddr(), mem.paddr() + 4096];
-    let desc = MrDesc {
-        iova: mem.paddr(),
-        length: 8192,
-        page_size: PageSize::Size4K,
-        pages: &pages,
-        zero_based: false,
-        access: Access::LOCAL_WRITE | Access::REMOTE_WRITE,
-    };
-    // SAFETY: `mem` outlives the MR and backs nothing else meanwhile.
-    let mr = unsafe { dev.reg_mr(&pd, &desc) }.expect("mr");
-    let sge = [Sge { addr: mem.paddr(), length: 64, lkey: mr.lkey() }];
-    let write = WrOpcode::RdmaWrite { remote_addr: mem.paddr() + 4096, rkey: mr.rkey() };
+    let m = ModelMr::new(&dev, &pd);
+    let sge = m.sge();
+    let write = m.write();
     let wr = SendWr { wr_id: 9, opcode: write, flags: SendFlags::SIGNALED, sg_list: &sge };
     let chain = [wr; 32];
     let (per_call, calls) = if batch32 { (32, n / 32) } else { (1, n) };
