@@ -382,28 +382,25 @@ mod mp_threads {
     /// WRs per run (all threads together).
     const TOTAL: u64 = 1 << 22;
 
-    /// WRs per second of one run.
-    fn rate(threads: u64, chain: usize) -> f64 {
-        let trk = mp_trk();
-        let mut mem = Mem::new();
-        let mp = mem.mp(&trk);
-        let c = Completer::default();
+    /// WRs per second of one run: `threads` producers on one shared SQ, or
+    /// (`separate`) each on an SQ of its own, the machine's ceiling.
+    fn rate(threads: u64, chain: usize, separate: bool) -> f64 {
         let wr = write_wr(&SGE);
         let batch = [wr; 32];
         let wrs = &batch[..chain];
         let calls = TOTAL / chain as u64 / threads;
-        let t = Instant::now();
-        run_producers(threads, &mp, &c, wrs, calls);
-        let secs = t.elapsed().as_secs_f64();
-        (calls * threads * chain as u64) as f64 / secs
-    }
-
-    /// WRs per second of one run with each thread on an SQ of its own.
-    fn separate_rate(threads: u64, chain: usize) -> f64 {
-        let wr = write_wr(&SGE);
-        let batch = [wr; 32];
-        let calls = TOTAL / chain as u64 / threads;
-        let secs = run_separate_producers(threads, &batch[..chain], calls).as_secs_f64();
+        let secs = if separate {
+            run_separate_producers(threads, wrs, calls)
+        } else {
+            let trk = mp_trk();
+            let mut mem = Mem::new();
+            let mp = mem.mp(&trk);
+            let c = Completer::default();
+            let t = Instant::now();
+            run_producers(threads, &mp, &c, wrs, calls);
+            t.elapsed()
+        }
+        .as_secs_f64();
         (calls * threads * chain as u64) as f64 / secs
     }
 
@@ -416,11 +413,11 @@ mod mp_threads {
                 (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
             for _ in 0..PAIRS {
                 line.push(line_transfer_ns());
-                one.push(rate(1, chain));
+                one.push(rate(1, chain, false));
                 FULL_WAITS.store(0, Ordering::Relaxed);
-                two.push(rate(2, chain));
+                two.push(rate(2, chain, false));
                 waits.push(FULL_WAITS.swap(0, Ordering::Relaxed) as f64);
-                sep.push(separate_rate(2, chain));
+                sep.push(rate(2, chain, true));
             }
             let (one, two, sep) = (median(&mut one), median(&mut two), median(&mut sep));
             println!("mp_threads_chain{chain}_line_transfer_ns={:.0}", median(&mut line));
@@ -655,37 +652,48 @@ fn verbs_post<B: irdma::hal::Bar + Clone + Send + Sync>(
     let wrs = &chain[..per_call];
     let mut wc = [WorkCompletion::default(); 32];
     let mut attr = QpInitAttr { send_cq: &cq, recv_cq: &cq, cap };
-    let mut done = 0u64;
-    if shared {
+    let done = if shared {
         let mut qp = dev.create_shared_qp(&pd, &mut attr).expect("shared qp");
         loopback_rts!(qp, mac);
-        for _ in 0..calls {
-            counted_shared_post(&qp, wrs).expect("post");
-            let mut got = 0;
-            while got < per_call {
-                let k = cq.poll_shared([&qp], &mut wc[got..]);
-                assert!(k > 0, "the model completes a WRITE within the doorbell");
-                got += k;
-            }
-            done += got as u64;
-        }
-        assert!(wc[..per_call].iter().all(|c| (c.wr_id, c.status) == (9, WcStatus::Success)));
+        let qp = &qp;
+        drive(
+            calls,
+            &mut wc[..per_call],
+            || counted_shared_post(qp, wrs),
+            |wc| cq.poll_shared([qp], wc),
+        )
     } else {
         let mut qp = dev.create_qp(&pd, &mut attr).expect("qp");
         loopback_rts!(qp, mac);
-        for _ in 0..calls {
-            counted_post(&mut qp, wrs).expect("post");
-            let mut got = 0;
-            while got < per_call {
-                let k = cq.poll(&mut wc[got..]);
-                assert!(k > 0, "the model completes a WRITE within the doorbell");
-                got += k;
-            }
-            done += got as u64;
-        }
-        assert!(wc[..per_call].iter().all(|c| (c.wr_id, c.status) == (9, WcStatus::Success)));
-    }
+        drive(calls, &mut wc[..per_call], || counted_post(&mut qp, wrs), |wc| cq.poll(wc))
+    };
     assert_eq!(done, calls * per_call as u64, "every WR completed once");
+}
+
+/// `calls` times: one counted post of a chain of `wc.len()` WRs, then the
+/// uncounted drain of its CQEs into `wc` (each a successful WRITE, wr_id
+/// 9). Returns how many completions came back.
+fn drive(
+    calls: u64,
+    wc: &mut [irdma::wr::WorkCompletion],
+    mut post: impl FnMut() -> Result<(), irdma::verbs::PostError>,
+    mut poll: impl FnMut(&mut [irdma::wr::WorkCompletion]) -> usize,
+) -> u64 {
+    let mut done = 0u64;
+    for _ in 0..calls {
+        post().expect("post");
+        let mut got = 0;
+        while got < wc.len() {
+            let k = poll(&mut wc[got..]);
+            assert!(k > 0, "the model completes a WRITE within the doorbell");
+            got += k;
+        }
+        done += got as u64;
+    }
+    let ok =
+        |c: &irdma::wr::WorkCompletion| (c.wr_id, c.status) == (9, irdma::wr::WcStatus::Success);
+    assert!(wc.iter().all(ok));
+    done
 }
 
 /// One `SharedQp::post_send` call: what `--toggle-collect` counts.
