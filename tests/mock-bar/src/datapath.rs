@@ -2013,6 +2013,26 @@ impl Device {
     /// STag exists (index and key byte), is valid (registered, not
     /// invalidated), belongs to `pd`, grants `need`, and the range is within
     /// the region (VA-based or zero-based).
+    ///
+    /// Rights: `need` must be in the MR's ARIGHTS (REG_MR / ALLOC_STAG
+    /// [52:48], or the FAST_REGISTER WQE's STAGRIGHTS, spec control-path
+    /// §4.3.7, §4.3.9, §5.3; data-path §1.6). A remote need (REMOTE_READ /
+    /// REMOTE_WRITE) also needs REMACCENABLED [53] of the CQP WQE that
+    /// created the STag (REG_MR, or the ALLOC_STAG a FAST_REGISTER fills).
+    /// The spec gives only what Linux writes there (ctrl.c:
+    /// irdma_sc_mr_reg_non_shared, irdma_sc_alloc_stag), not what the device
+    /// does with 0 and remote rights: the model takes the field at its name
+    /// and refuses the remote access with AMP_RIGHTS_VIOLATION, the code of
+    /// a missing right (model choice).
+    ///
+    /// Addressing: VA-based, `addr` is a VA in `[va, va + len)`; zero-based,
+    /// `addr` is an offset in `[0, len)` and the MR's word @0 is the first
+    /// byte's offset in its first page (spec control-path §4.3.9, §5.5;
+    /// data-path §1.6). A zero-based MR whose first-byte offset is not below
+    /// its page size (e.g. a whole VA written where the offset belongs) is
+    /// outside what Linux ever writes and the spec does not say what the
+    /// device makes of it: the model refuses every access to it with
+    /// AMP_BOUNDS_VIOLATION (model choice) rather than guess.
     pub(crate) fn translate(
         &self,
         stag: u32,
@@ -2041,6 +2061,10 @@ impl Device {
         if s.rights & need != need {
             return Err(ae::AMP_RIGHTS_VIOLATION);
         }
+        let remote = rights::REMOTE_READ | rights::REMOTE_WRITE;
+        if need & remote != 0 && !s.created_by.remote_access {
+            return Err(ae::AMP_RIGHTS_VIOLATION);
+        }
         let end = addr.checked_add(len).ok_or(ae::AMP_TO_WRAP)?;
         let (off, fbo) = if s.va_based {
             if addr < s.va {
@@ -2048,7 +2072,10 @@ impl Device {
             }
             (addr - s.va, s.va % s.page_size)
         } else {
-            (addr, s.va % s.page_size)
+            if s.va >= s.page_size {
+                return Err(ae::AMP_BOUNDS_VIOLATION);
+            }
+            (addr, s.va)
         };
         let _ = end;
         if off.checked_add(len).is_none_or(|e| e > s.len) {
