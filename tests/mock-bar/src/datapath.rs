@@ -148,6 +148,14 @@ pub struct Qp {
     /// ORDSIZE (@160 [7:0]), taken only with ORDVALID (spec control-path
     /// §4.3.5); 0 until then, and a READ with ORD 0 fails.
     pub ord: u8,
+    /// IRDSIZE (@160 [18:16]) as encoded in the context: 0 = 4, 1 = 16,
+    /// 2 = 64, 3 = 128, 4 = 256 read-response entries (spec control-path
+    /// §7.2; Linux writes roundup_pow2(2 × IRD), ctrl.c:
+    /// irdma_sc_get_encoded_ird_size). Taken from every context the QP is
+    /// created or modified with; the model keeps it for tests (what the CM
+    /// negotiated reaches the device) and does not bound incoming READs by
+    /// it (the spec does not say what the device does past it).
+    pub ird_enc: u8,
     /// SNDMSS (@48 [29:16]).
     pub mss: u32,
     /// QSHANDLE (@176 [25:16]).
@@ -773,6 +781,7 @@ impl Device {
         if w.ord_valid {
             q.ord = get(c[20], 7, 0) as u8;
         }
+        q.ird_enc = get(c[20], 18, 16) as u8;
         q.mss = get(c[6], 29, 16) as u32;
         q.qs_handle = get(c[22], 25, 16) as u16;
         q.dest_qp = get(c[8], 23, 0) as u32;
@@ -846,6 +855,7 @@ impl Device {
             local_ip: 0,
             arp_idx: 0,
             ord: 0,
+            ird_enc: 0,
             mss: 0,
             qs_handle: 0,
             compl_ctx: 0,
