@@ -40,6 +40,18 @@ fn pump(
     (cmb, tb, b): (&mut TestCm, &mut Port, &mut Side<'_>),
     psn_b: u32,
 ) -> Vec<(char, CmEvent)> {
+    pump_accepting(now, (cma, ta, a), (cmb, tb, b), psn_b, (8, 8))
+}
+
+/// [`pump`] with the passive application accepting with `(responder
+/// resources, initiator depth)` = `accept`.
+fn pump_accepting(
+    now: u64,
+    (cma, ta, a): (&mut TestCm, &mut Port, &mut Side<'_>),
+    (cmb, tb, b): (&mut TestCm, &mut Port, &mut Side<'_>),
+    psn_b: u32,
+    accept: (u8, u8),
+) -> Vec<(char, CmEvent)> {
     let mut seen = Vec::new();
     loop {
         let mut any = false;
@@ -52,8 +64,8 @@ fn pump(
                     let acc = AcceptParams {
                         qpn: b.qp.qp_num(),
                         starting_psn: psn_b,
-                        responder_resources: 8,
-                        initiator_depth: 8,
+                        responder_resources: accept.0,
+                        initiator_depth: accept.1,
                         rnr_retry_count: 7,
                         srq: false,
                         private_data: b"ok",
@@ -187,4 +199,103 @@ fn cm_connects_real_qps_that_then_carry_send_and_write() {
         now += 1;
     }
     assert_eq!(cma.stats().retransmits + cmb.stats().retransmits, 0);
+}
+
+/// What one negotiation left: each side's `ConnParams` (ORD, IRD) and the
+/// model's view of each QP's context (ORDSIZE, IRDSIZE as encoded: IRD
+/// 0–2 → 0, 3–8 → 1, spec control-path §7.2 / §12 item 6).
+#[derive(Debug, PartialEq, Eq)]
+struct Negotiated {
+    a: (u8, u8),
+    b: (u8, u8),
+    a_ctx: (u8, u8),
+    b_ctx: (u8, u8),
+}
+
+/// A connects offering `offer` = (responder resources, initiator depth), B
+/// accepts with `accept`; both QPs reach RTS with what the CM derived.
+fn negotiate(offer: (u8, u8), accept: (u8, u8)) -> Negotiated {
+    let _g = lock();
+    let (ba, bb, da, db) = two_devices(Profile::SMALL);
+    let wire = Rc::new(RefCell::new(Wire::default()));
+    let mut ta = Port { me: 'a', mac: A.mac, wire: wire.clone() };
+    let mut tb = Port { me: 'b', mac: B.mac, wire };
+    let mut cma = TestCm::new(cm_cfg(A, 0x3000));
+    let mut cmb = TestCm::new(cm_cfg(B, 0x4000));
+    cmb.listen(PortSpace::Tcp, 4420, Some(IpAddr::V4(B.ip))).unwrap();
+    let mut a = Side::new(&da, A, 16, cap(8));
+    let mut b = Side::new(&db, B, 16, cap(8));
+    let cp = ConnectParams {
+        peer: MadAddr {
+            peer_ip: IpAddr::V4(B.ip),
+            local_ip: IpAddr::V4(A.ip),
+            peer_mac: B.mac,
+            vlan: None,
+            hop_limit: 64,
+            traffic_class: 0,
+        },
+        port_space: PortSpace::Tcp,
+        dst_port: 4420,
+        src_port: 50000,
+        qpn: a.qp.qp_num(),
+        starting_psn: 0x100,
+        responder_resources: offer.0,
+        initiator_depth: offer.1,
+        retry_count: 7,
+        rnr_retry_count: 7,
+        path_mtu: 1024,
+        srq: false,
+        private_data: b"nvme",
+    };
+    let ida = cma.connect(0, &cp, &mut ta).unwrap();
+    let ev =
+        pump_accepting(0, (&mut cma, &mut ta, &mut a), (&mut cmb, &mut tb, &mut b), 0x200, accept);
+    let idb = ev
+        .iter()
+        .find_map(|(_, e)| match e {
+            CmEvent::ConnectRequest { id, .. } => Some(*id),
+            _ => None,
+        })
+        .expect("connect request");
+    assert_eq!((a.qp.state(), b.qp.state()), (QpState::Rts, QpState::Rts));
+    let (pa, pb) = (cma.params(ida).unwrap(), cmb.params(idb).unwrap());
+    let ctx = |bar: &ModelBar, qpn: u32| {
+        bar.with_device(|d| d.qp(qpn).map(|q| (q.ord, q.ird_enc))).expect("the model has the QP")
+    };
+    Negotiated {
+        a: (pa.max_rd_atomic, pa.max_dest_rd_atomic),
+        b: (pb.max_rd_atomic, pb.max_dest_rd_atomic),
+        a_ctx: ctx(&ba, a.qp.qp_num()),
+        b_ctx: ctx(&bb, b.qp.qp_num()),
+    }
+}
+
+/// The active side offers fewer than the passive side has (responder
+/// resources 3, initiator depth 2 against 8 / 8): the passive side caps its
+/// ORD to the offered responder resources and its IRD to the offered
+/// initiator depth, in its QP context and in the REP, and the active side
+/// keeps what it offered.
+#[test]
+fn passive_side_caps_ord_and_ird_to_the_offer() {
+    let n = negotiate((3, 2), (8, 8));
+    assert_eq!(
+        n,
+        Negotiated {
+            // (ORD, IRD)
+            a: (2, 3),
+            b: (3, 2),
+            a_ctx: (2, 1),
+            b_ctx: (3, 0),
+        }
+    );
+}
+
+/// The passive side accepts with fewer than the active side offered
+/// (responder resources 2, initiator depth 1 against 8 / 8): the active
+/// side caps its ORD to the REP's responder resources and its IRD to the
+/// REP's initiator depth.
+#[test]
+fn active_side_caps_ord_and_ird_to_the_rep() {
+    let n = negotiate((8, 8), (2, 1));
+    assert_eq!(n, Negotiated { a: (2, 1), b: (1, 2), a_ctx: (2, 0), b_ctx: (1, 0) });
 }

@@ -180,7 +180,8 @@ pub struct AcceptParams<'a> {
     pub qpn: u32,
     /// Our starting PSN = the PSN we expect to receive.
     pub starting_psn: u32,
-    /// RDMA READ/atomics we accept as responder (≤ 8).
+    /// RDMA READ/atomics we accept as responder (≤ 8; clamped to the
+    /// REQ's initiator depth).
     pub responder_resources: u8,
     /// RDMA READ/atomics we issue (≤ 8; clamped to the REQ's responder
     /// resources).
@@ -711,10 +712,16 @@ impl<const C: usize, const L: usize> Cm<C, L> {
             path_mtu,
             retry_cnt: r.retry_count,
             rnr_retry: r.rnr_retry_count,
-            // cma.c `cma_modify_qp_rts`: the application's initiator depth,
-            // here never above what the peer offered as responder.
+            // cma.c `cma_modify_qp_rts` / `cma_modify_qp_rtr`: the
+            // application's initiator depth and responder resources, here
+            // never above the peer's offer: its responder resources bound
+            // the reads we may have outstanding, its initiator depth the
+            // reads it will ever have outstanding at us (spec §6 "Rules";
+            // librdmacm rdma_accept(3): responder_resources ≤ the remote's
+            // initiator depth, initiator_depth ≤ the remote's responder
+            // resources). The REP advertises the capped values.
             max_rd_atomic: a.initiator_depth.min(r.responder_resources),
-            max_dest_rd_atomic: a.responder_resources,
+            max_dest_rd_atomic: a.responder_resources.min(r.initiator_depth),
             local_ip: ip_of_gid(r.primary.remote_gid),
             remote_ip: ip_of_gid(r.primary.local_gid),
             remote_mac: c.peer.peer_mac,

@@ -148,6 +148,14 @@ pub struct Qp {
     /// ORDSIZE (@160 [7:0]), taken only with ORDVALID (spec control-path
     /// §4.3.5); 0 until then, and a READ with ORD 0 fails.
     pub ord: u8,
+    /// IRDSIZE (@160 [18:16]) as encoded in the context: 0 = 4, 1 = 16,
+    /// 2 = 64, 3 = 128, 4 = 256 read-response entries (spec control-path
+    /// §7.2; Linux writes roundup_pow2(2 × IRD), ctrl.c:
+    /// irdma_sc_get_encoded_ird_size). Taken from every context the QP is
+    /// created or modified with; the model keeps it for tests (what the CM
+    /// negotiated reaches the device) and does not bound incoming READs by
+    /// it (the spec does not say what the device does past it).
+    pub ird_enc: u8,
     /// SNDMSS (@48 [29:16]).
     pub mss: u32,
     /// QSHANDLE (@176 [25:16]).
@@ -773,6 +781,7 @@ impl Device {
         if w.ord_valid {
             q.ord = get(c[20], 7, 0) as u8;
         }
+        q.ird_enc = get(c[20], 18, 16) as u8;
         q.mss = get(c[6], 29, 16) as u32;
         q.qs_handle = get(c[22], 25, 16) as u16;
         q.dest_qp = get(c[8], 23, 0) as u32;
@@ -846,6 +855,7 @@ impl Device {
             local_ip: 0,
             arp_idx: 0,
             ord: 0,
+            ird_enc: 0,
             mss: 0,
             qs_handle: 0,
             compl_ctx: 0,
@@ -2013,6 +2023,26 @@ impl Device {
     /// STag exists (index and key byte), is valid (registered, not
     /// invalidated), belongs to `pd`, grants `need`, and the range is within
     /// the region (VA-based or zero-based).
+    ///
+    /// Rights: `need` must be in the MR's ARIGHTS (REG_MR / ALLOC_STAG
+    /// [52:48], or the FAST_REGISTER WQE's STAGRIGHTS, spec control-path
+    /// §4.3.7, §4.3.9, §5.3; data-path §1.6). A remote need (REMOTE_READ /
+    /// REMOTE_WRITE) also needs REMACCENABLED [53] of the CQP WQE that
+    /// created the STag (REG_MR, or the ALLOC_STAG a FAST_REGISTER fills).
+    /// The spec gives only what Linux writes there (ctrl.c:
+    /// irdma_sc_mr_reg_non_shared, irdma_sc_alloc_stag), not what the device
+    /// does with 0 and remote rights: the model takes the field at its name
+    /// and refuses the remote access with AMP_RIGHTS_VIOLATION, the code of
+    /// a missing right (model choice).
+    ///
+    /// Addressing: VA-based, `addr` is a VA in `[va, va + len)`; zero-based,
+    /// `addr` is an offset in `[0, len)` and the MR's word @0 is the first
+    /// byte's offset in its first page (spec control-path §4.3.9, §5.5;
+    /// data-path §1.6). A zero-based MR whose first-byte offset is not below
+    /// its page size (e.g. a whole VA written where the offset belongs) is
+    /// outside what Linux ever writes and the spec does not say what the
+    /// device makes of it: the model refuses every access to it with
+    /// AMP_BOUNDS_VIOLATION (model choice) rather than guess.
     pub(crate) fn translate(
         &self,
         stag: u32,
@@ -2041,6 +2071,10 @@ impl Device {
         if s.rights & need != need {
             return Err(ae::AMP_RIGHTS_VIOLATION);
         }
+        let remote = rights::REMOTE_READ | rights::REMOTE_WRITE;
+        if need & remote != 0 && !s.created_by.remote_access {
+            return Err(ae::AMP_RIGHTS_VIOLATION);
+        }
         let end = addr.checked_add(len).ok_or(ae::AMP_TO_WRAP)?;
         let (off, fbo) = if s.va_based {
             if addr < s.va {
@@ -2048,7 +2082,10 @@ impl Device {
             }
             (addr - s.va, s.va % s.page_size)
         } else {
-            (addr, s.va % s.page_size)
+            if s.va >= s.page_size {
+                return Err(ae::AMP_BOUNDS_VIOLATION);
+            }
+            (addr, s.va)
         };
         let _ = end;
         if off.checked_add(len).is_none_or(|e| e > s.len) {

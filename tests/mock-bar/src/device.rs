@@ -218,9 +218,11 @@ pub struct Stag {
     /// The decoded CQP WQE (ALLOC_STAG or REG_MR) that created the entry,
     /// as the device received it. The spec says what Linux writes there
     /// (control-path §4.3.7, §4.3.9) but not what the device does with a
-    /// field Linux leaves out (e.g. REMACCENABLED 0, or an ALLOC_STAG PBL
-    /// chunk, before a FAST_REGISTER): the model keeps the WQE for tests to
-    /// judge against the vendor's values and does not act on those fields.
+    /// field Linux leaves out (e.g. an ALLOC_STAG PBL chunk before a
+    /// FAST_REGISTER): the model keeps the WQE for tests to judge against
+    /// the vendor's values and does not act on those fields, except
+    /// REMACCENABLED: without it remote access is refused (see
+    /// `Device::translate`, a model choice).
     pub created_by: crate::cqp::StagWqe,
 }
 

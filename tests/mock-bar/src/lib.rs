@@ -227,8 +227,11 @@
 //!   sender whether or not anyone took it.
 //! * Protection on every access: STag index (slot and full 24-bit index),
 //!   key byte, registered and not invalidated, PD, rights (local read for
-//!   gathers, local write for scatters, remote read/write; QP RDOK/WRRDRSPOK),
-//!   VA-based and zero-based bounds, address wrap. A violation moves the QP to
+//!   gathers, local write for scatters — receive buffers and READ sinks —,
+//!   remote read/write, and for a remote access REMACCENABLED of the CQP WQE
+//!   that created the STag; QP RDOK/WRRDRSPOK), VA-based (address is a VA)
+//!   and zero-based (address is an offset from the first byte) bounds,
+//!   address wrap. A violation moves the QP to
 //!   ERROR and raises the AMP_* AE; a remote one also NAKs, and the requester
 //!   gets IB_REMOTE_ACCESS_ERROR. No receive posted → RNR NAK; the WQE is
 //!   retried on later doorbells or [`Device::step`]; after RNR_RETRY retries
@@ -244,7 +247,11 @@
 //!   STag → MR slot reduction (low max(log2 MR count, 14) index bits),
 //!   ENCEQEMASK (the model raises CEQEs only when armed), level-0 MR
 //!   addressing (first page of the PA + offset from the VA's page start),
-//!   zero-length MRs cover nothing, RQ BTH opcodes in CQEs.
+//!   zero-length MRs cover nothing, RQ BTH opcodes in CQEs. Where the spec
+//!   gives only what Linux writes: an MR with remote rights but
+//!   REMACCENABLED 0 refuses remote access (AMP_RIGHTS_VIOLATION), and a
+//!   zero-based MR whose first-byte offset is not below its page size
+//!   refuses every access (AMP_BOUNDS_VIOLATION).
 //! * MODIFY_CQ resizes a CQ: new ring from slot 0, valid bit 1; the shadow
 //!   head counts only once SW_CQ_SELECT reports every resize retired.
 //! * Not modelled: multicast groups, SRQ, memory windows, atomics, push
