@@ -522,6 +522,10 @@ impl Display for RwError {
             RwError::WrongContext => f.write_str("context not initialised or of the other kind"),
             RwError::IntegrityUnsupported => f.write_str("integrity offload not supported on E810"),
             RwError::Iova(e) => write!(f, "IOVA mapper failed ({e})"),
+            RwError::WrongPool => f.write_str("context holds MRs of another MR pool"),
+            RwError::StaleMr => {
+                f.write_str("stale MR entry: the MR was returned or handed out again")
+            }
         }
     }
 }

@@ -147,6 +147,16 @@
 //!   pages the `unsafe` [`rw::RwCtx::init`] / [`rw::RwCtx::init_bvec`]
 //!   collected). The device itself checks the MR's PD against the QP's and
 //!   refuses a FAST_REG on an STag that is valid or unallocated;
+//! * an [`rw::RwCtx`] holding fast-register MRs is bound to the
+//!   [`rw::MrPool`] it took them from (an identity each [`rw::MrPool::init`]
+//!   draws from a global counter), and each MR hand-out carries a
+//!   generation: [`rw::RwCtx::wrs`], [`rw::RwCtx::post`],
+//!   [`rw::RwCtx::destroy`] and [`rw::RwCtx::destroy_bvec`] given another
+//!   pool, or holding an entry whose MR was returned or handed out again,
+//!   fail with [`rw::RwError::WrongPool`] / [`rw::RwError::StaleMr`] before
+//!   touching anything. So a pool never hands out an MR a live context
+//!   still holds, and `post` never writes a page list into another
+//!   context's MR. The pool is checked, not part of `destroy`'s contract;
 //! * the low-level [`uk`] queues post only into the [`uk::QueueMem`] they are
 //!   built over, which safe code can make only over a [`hal::Dma`] it owns
 //!   ([`uk::QueueMem::from_dma`]: host memory the device was never told

@@ -172,8 +172,10 @@ struct Op {
     sge_start: usize,
     sge_count: usize,
     remote_addr: u64,
-    /// MR: pool slot, key to invalidate first, registration, data SGE.
+    /// MR: pool slot and the generation it was handed out with, key to
+    /// invalidate first, registration, data SGE.
     mr: usize,
+    generation: u32,
     inv: Option<u32>,
     reg: Option<RegMrWr>,
     mr_sge: Sge,
@@ -185,6 +187,7 @@ impl Op {
         sge_count: 0,
         remote_addr: 0,
         mr: 0,
+        generation: 0,
         inv: None,
         reg: None,
         mr_sge: Sge { addr: 0, length: 0, lkey: 0 },
@@ -200,6 +203,9 @@ struct Live {
     rkey: u32,
     read_inv: bool,
     keys_done: bool,
+    /// MR contexts: the identity of the pool the MRs came from (0 for the
+    /// other kinds, which hold no MR).
+    pool: u64,
 }
 
 /// One R/W context. See the module docs for capacities.
@@ -505,7 +511,7 @@ impl<const MAX_SGE: usize, const MAX_OPS: usize> RwCtx<MAX_SGE, MAX_OPS> {
         rkey: u32,
         read_inv: bool,
     ) {
-        self.live = Some(Live { ty, dir, bvec, nr_ops, rkey, read_inv, keys_done: false });
+        self.live = Some(Live { ty, dir, bvec, nr_ops, rkey, read_inv, keys_done: false, pool: 0 });
     }
 
     /// Multi-WR split of `sges[..cnt]` (spec §7.2 rdma_rw_init_map_wrs).
@@ -565,15 +571,32 @@ impl<const MAX_SGE: usize, const MAX_OPS: usize> RwCtx<MAX_SGE, MAX_OPS> {
     ) -> Result<usize, RwError> {
         let mut nops = 0usize;
         let r = self.fill_mrs(qp, pool, cnt, seg, &mut nops);
-        if let Err(e) = r {
-            // Return in reverse order, as rw.c's error path does.
+        let r = r.and_then(|()| self.build_reg(qp, pool, nops, remote_addr, rkey, dir, bvec));
+        if r.is_err() {
+            // Return in reverse order, as rw.c's error path does. Each was
+            // taken just now with this generation: the puts succeed.
             for k in (0..nops).rev() {
                 if let Some(op) = self.ops.get(k) {
-                    pool.put(op.mr);
+                    let _ = pool.put(op.mr, op.generation);
                 }
             }
-            return Err(e);
         }
+        r
+    }
+
+    /// The registration WRs of the `nops` MRs `fill_mrs` took; binds the
+    /// context to `pool`.
+    #[allow(clippy::too_many_arguments)]
+    fn build_reg<const N: usize, const P: usize>(
+        &mut self,
+        qp: &RwQp,
+        pool: &MrPool<N, P>,
+        nops: usize,
+        remote_addr: u64,
+        rkey: u32,
+        dir: Direction,
+        bvec: bool,
+    ) -> Result<usize, RwError> {
         // iWARP needs REMOTE_WRITE on the local MR for READ responses
         // (spec §7.4, rw.c:rdma_rw_init_reg_wr).
         let access = if qp.dev.rdma_protocol_iwarp {
@@ -606,6 +629,9 @@ impl<const MAX_SGE: usize, const MAX_OPS: usize> RwCtx<MAX_SGE, MAX_OPS> {
             total += usize::from(op.inv.is_some()) + 2;
         }
         self.set_live(CtxType::Mr, dir, bvec, nops, rkey, read_inv);
+        if let Some(live) = self.live.as_mut() {
+            live.pool = pool.id();
+        }
         Ok(total)
     }
 
@@ -663,9 +689,9 @@ impl<const MAX_SGE: usize, const MAX_OPS: usize> RwCtx<MAX_SGE, MAX_OPS> {
                 if *nops >= MAX_OPS {
                     return Err(RwError::NoCapacity);
                 }
-                let slot = pool.get().ok_or(RwError::PoolEmpty)?;
+                let (slot, generation) = pool.get().ok_or(RwError::PoolEmpty)?;
                 if let Some(op) = self.ops.get_mut(*nops) {
-                    *op = Op { mr: slot, ..Op::EMPTY };
+                    *op = Op { mr: slot, generation, ..Op::EMPTY };
                 }
                 *nops += 1;
                 pool.clear_pages(slot);
@@ -1116,7 +1142,9 @@ impl<const MAX_SGE: usize, const MAX_OPS: usize> RwCtx<MAX_SGE, MAX_OPS> {
     /// returns its length. With a non-empty `chain` it is appended and no
     /// rw WR is signaled; otherwise the last WR carries `wr_id` (the
     /// caller's cqe) and is signaled. The first call bumps the MR keys;
-    /// later calls rebuild the same chain (spec §11.8).
+    /// later calls rebuild the same chain (spec §11.8). An MR context given
+    /// another pool than its own is [`RwError::WrongPool`] (a stale entry
+    /// [`RwError::StaleMr`]), before any key moves.
     pub fn wrs<'a, const N: usize, const P: usize>(
         &'a mut self,
         pool: &mut MrPool<N, P>,
@@ -1127,6 +1155,7 @@ impl<const MAX_SGE: usize, const MAX_OPS: usize> RwCtx<MAX_SGE, MAX_OPS> {
         if self.live.is_none() {
             return Err(RwError::WrongContext);
         }
+        self.check_pool(pool)?;
         let total = self.chain_len().checked_add(chain.len()).ok_or(RwError::NoCapacity)?;
         if out.len() < total {
             return Err(RwError::NoCapacity);
@@ -1151,6 +1180,8 @@ impl<const MAX_SGE: usize, const MAX_OPS: usize> RwCtx<MAX_SGE, MAX_OPS> {
     /// `rdma_rw_ctx_post` (spec §7.6): [`RwCtx::wrs`] and `post_send` of
     /// the chain (plus `chain`). The chain goes to the QP in batches of up
     /// to 16 WRs, in order; a refusal reports the index in the whole chain.
+    /// The pool is checked as in [`RwCtx::wrs`] before any key moves or any
+    /// page list is written.
     pub fn post<Q: PostSend, const N: usize, const P: usize>(
         &mut self,
         qp: &mut Q,
@@ -1161,6 +1192,7 @@ impl<const MAX_SGE: usize, const MAX_OPS: usize> RwCtx<MAX_SGE, MAX_OPS> {
         if self.live.is_none() {
             return Err(RwPostError::Rw(RwError::WrongContext));
         }
+        self.check_pool(pool).map_err(RwPostError::Rw)?;
         self.update_keys(pool);
         if let Some(live) = self.live
             && live.ty == CtxType::Mr
@@ -1173,9 +1205,10 @@ impl<const MAX_SGE: usize, const MAX_OPS: usize> RwCtx<MAX_SGE, MAX_OPS> {
                 // the REG_MR posted below grants the access the context asked for.
                 // Under that contract no other pool or context uses the MR,
                 // so no registration still in use reads the rewritten list.
-                // (`pool` must be the one given to `init`: another pool's
-                // slot names another MR, whose REG_MR the QP refuses, as the
-                // WR carries this context's MR's first PBLE.)
+                // `check_pool` above made sure `pool` is the one the MRs
+                // came from and that this context still holds `op.mr` (its
+                // hand-out generation), so the slot names this context's
+                // MR and no other context's.
                 unsafe { qp.map_mr_pages(&mr, pool.pages(op.mr)) }.map_err(RwPostError::Rw)?;
             }
         }
@@ -1209,21 +1242,57 @@ impl<const MAX_SGE: usize, const MAX_OPS: usize> RwCtx<MAX_SGE, MAX_OPS> {
         Ok(())
     }
 
-    /// Returns the context's MRs to the pool (forward order, as rw.c).
-    fn put_mrs<const N: usize, const P: usize>(&mut self, pool: &mut MrPool<N, P>) {
+    /// A context holding MRs is bound to the pool they came from, and each
+    /// of its entries must still be that pool's current hand-out of the MR:
+    /// [`RwError::WrongPool`] / [`RwError::StaleMr`] otherwise. Contexts
+    /// holding no MR accept any pool (they never touch it).
+    fn check_pool<const N: usize, const P: usize>(
+        &self,
+        pool: &MrPool<N, P>,
+    ) -> Result<(), RwError> {
+        let Some(live) = self.live else { return Err(RwError::WrongContext) };
+        if live.ty != CtxType::Mr {
+            return Ok(());
+        }
+        if live.pool != pool.id() {
+            return Err(RwError::WrongPool);
+        }
+        for op in self.ops.iter().take(live.nr_ops) {
+            pool.check(op.mr, op.generation)?;
+        }
+        Ok(())
+    }
+
+    /// Returns the context's MRs to the pool (forward order, as rw.c);
+    /// checked first, so either all go back or none does.
+    fn put_mrs<const N: usize, const P: usize>(
+        &mut self,
+        pool: &mut MrPool<N, P>,
+    ) -> Result<(), RwError> {
+        self.check_pool(pool)?;
         if let Some(live) = self.live
             && live.ty == CtxType::Mr
         {
             for op in self.ops.iter().take(live.nr_ops) {
-                pool.put(op.mr);
+                // Checked above; distinct slots, so none goes stale here.
+                pool.put(op.mr, op.generation)?;
             }
         }
+        Ok(())
     }
 
     /// `rdma_rw_ctx_destroy` (spec §7.7) for a context from
     /// [`RwCtx::init`]: returns its MRs and unmaps `sg`.
     /// [`RwError::WrongContext`] (nothing released) for a bvec context or an
-    /// empty one.
+    /// empty one (so also for a second destroy).
+    ///
+    /// An MR context must be given the pool it took its MRs from (Linux
+    /// returns them to the QP's own pool, rw.c:rdma_rw_ctx_destroy): any
+    /// other pool is [`RwError::WrongPool`] and an entry whose MR the pool no
+    /// longer counts as this context's is [`RwError::StaleMr`]; on either
+    /// nothing is released (no MR returned, nothing unmapped) and the context
+    /// stays initialised, so a later destroy with the right pool releases
+    /// everything. This is checked, not part of the `# Safety` contract.
     ///
     /// # Safety
     ///
@@ -1238,7 +1307,7 @@ impl<const MAX_SGE: usize, const MAX_OPS: usize> RwCtx<MAX_SGE, MAX_OPS> {
         if live.bvec {
             return Err(RwError::WrongContext);
         }
-        self.put_mrs(pool);
+        self.put_mrs(pool)?;
         // SAFETY: caller contract: these are init's mappings, device done.
         unsafe { unmap_sg::<H>(sg, live.dir.buffer_direction()) };
         self.reset();
@@ -1248,7 +1317,9 @@ impl<const MAX_SGE: usize, const MAX_OPS: usize> RwCtx<MAX_SGE, MAX_OPS> {
     /// `rdma_rw_ctx_destroy_bvec` (spec §7.7) for a context from
     /// [`RwCtx::init_bvec`]: returns its MRs and unmaps what it mapped
     /// (through `iova` for an IOVA context). [`RwError::WrongContext`]
-    /// (nothing released) for a scatterlist context or an empty one.
+    /// (nothing released) for a scatterlist context or an empty one;
+    /// [`RwError::WrongPool`] / [`RwError::StaleMr`] (nothing released, the
+    /// context stays initialised) as for [`RwCtx::destroy`].
     ///
     /// # Safety
     ///
@@ -1264,7 +1335,7 @@ impl<const MAX_SGE: usize, const MAX_OPS: usize> RwCtx<MAX_SGE, MAX_OPS> {
             return Err(RwError::WrongContext);
         }
         let bdir = live.dir.buffer_direction();
-        self.put_mrs(pool);
+        self.put_mrs(pool)?;
         if let Some((addr, len)) = self.iova.take() {
             iova.destroy(addr, len, bdir);
         }

@@ -8,7 +8,9 @@
 //! * [`RwQp`] — the per-QP limits (`max_write_sge`, `max_read_sge`) plus the
 //!   `force_mr` switch (a module parameter in Linux);
 //! * [`MrPool`] — the QP's fast-register MR pool (`qp->rdma_mrs`), fixed
-//!   capacity, LIFO like `mr_pool.c`;
+//!   capacity, LIFO like `mr_pool.c`; a context holding its MRs is bound to
+//!   it ([`RwError::WrongPool`]) and every MR hand-out has a generation
+//!   ([`RwError::StaleMr`]), see the pool module docs;
 //! * [`RwCtx`] — one R/W context in caller-provided storage with const
 //!   capacities; `init`/`init_bvec`/`wrs`/`post`/`destroy`/`destroy_bvec`;
 //! * sizing: [`rdma_rw_mr_factor`], [`rdma_rw_max_send_wr`],
@@ -152,6 +154,15 @@ pub enum RwError {
     IntegrityUnsupported,
     /// The IOVA mapper failed with this (negative) errno.
     Iova(i32),
+    /// The context holds MRs of another [`MrPool`] (or of an earlier
+    /// incarnation of this one, before `cleanup` and `init`): nothing was
+    /// done, the context keeps its MRs; give it the pool it took them from
+    /// (-EINVAL; Linux cannot make this mistake: its pool is the QP's).
+    WrongPool,
+    /// The context's entry for an MR is stale: the pool has that MR free, or
+    /// handed it out again since (its generation moved on). Nothing was done
+    /// (-EINVAL).
+    StaleMr,
 }
 
 impl RwError {
@@ -159,7 +170,11 @@ impl RwError {
     pub const fn errno(self) -> i32 {
         match self {
             RwError::NothingToTransfer => -5,
-            RwError::InvalidArgument | RwError::WrongContext | RwError::IntegrityUnsupported => -22,
+            RwError::InvalidArgument
+            | RwError::WrongContext
+            | RwError::IntegrityUnsupported
+            | RwError::WrongPool
+            | RwError::StaleMr => -22,
             RwError::MapFailed | RwError::NoCapacity => -12,
             RwError::PoolEmpty => -11,
             RwError::Busy => -16,

@@ -6,8 +6,18 @@
 //! (the control path allocates the STag and PBLEs) and handed in as
 //! [`FrMr`] values. Like mr_pool.c the pool is last-in-first-out: a returned
 //! MR is the next one taken (spec §11.3).
+//!
+//! Contexts are bound to the pool they take MRs from: see [`MrPool`].
 
+use core::sync::atomic::{AtomicU64, Ordering};
+
+#[cfg(doc)]
+use super::RwCtx;
 use super::{DeviceAttrs, RwError, can_use_mr};
+
+/// The next pool identity; 0 is "never initialised" and is never handed out
+/// (a u64 does not wrap in practice, and wrapping would not panic).
+static NEXT_POOL_ID: AtomicU64 = AtomicU64::new(1);
 
 /// A fast-register MR the caller created for the pool.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -33,9 +43,56 @@ struct Slot<const P: usize> {
     need_inval: bool,
     pages: [u64; P],
     npages: usize,
+    /// Bumped (wrapping) each time the MR is handed out.
+    generation: u32,
+    /// Handed out and not yet returned.
+    taken: bool,
 }
 
 /// Fixed-capacity MR pool. `N` MRs of up to `P` pages each.
+///
+/// # Binding contexts to their pool
+///
+/// Linux cannot return an MR to the wrong pool: `rdma_rw_ctx_destroy` takes
+/// the QP and puts the MRs on that QP's `qp->rdma_mrs` (LNX
+/// rw.c:rdma_rw_ctx_destroy → mr_pool.c:ib_mr_pool_put). Here the pool is a
+/// separate argument, so the binding is checked instead:
+///
+/// * every successful [`MrPool::init`] gives the pool a fresh identity from a
+///   global counter (not its address: a pool may move, and another may be
+///   put where it was), and a context that takes MRs records it;
+///   [`RwCtx::wrs`], [`RwCtx::post`], [`RwCtx::destroy`] and
+///   [`RwCtx::destroy_bvec`] given any other pool (another pool, a fresh one
+///   in its place, an uninitialised one) fail with [`RwError::WrongPool`] and
+///   touch nothing: no key moves, no page list is written, no MR is
+///   returned, nothing is unmapped; the context keeps its MRs and can be
+///   destroyed into its own pool. [`MrPool::cleanup`] (refused while a
+///   context holds an MR) ends the identity; the next `init` makes a new one;
+/// * every MR has a generation, bumped each time the pool hands it out; a
+///   context's entry for an MR carries the generation it got, and a pool
+///   refuses an entry whose MR is free or was handed out again since
+///   ([`RwError::StaleMr`]), so one hand-out can be returned only once.
+///
+/// A context holding no MR (single-WR, multi-WR, IOVA) is bound to no pool.
+///
+/// The checks rely on two things safe code cannot do, shown here: a pool
+/// cannot be duplicated (two values with one identity would accept each
+/// other's contexts) —
+///
+/// ```compile_fail,E0599
+/// use irdma::rw::MrPool;
+/// let a: MrPool<1, 4> = MrPool::new();
+/// let b = a.clone(); // no `Clone`: one identity, one pool
+/// ```
+///
+/// — and a context cannot be duplicated (a copy kept after the original's
+/// `destroy` would carry the same MR entries):
+///
+/// ```compile_fail,E0599
+/// use irdma::rw::RwCtx;
+/// let a: RwCtx<4, 4> = RwCtx::new();
+/// let b = a.clone(); // no `Clone`: one holder per MR hand-out
+/// ```
 pub struct MrPool<const N: usize, const P: usize> {
     slots: [Slot<P>; N],
     len: usize,
@@ -43,6 +100,8 @@ pub struct MrPool<const N: usize, const P: usize> {
     /// list head mr_pool.c takes from and puts to.
     free: [u16; N],
     nfree: usize,
+    /// This incarnation's identity (0: not initialised); see the type docs.
+    id: u64,
 }
 
 impl<const N: usize, const P: usize> Default for MrPool<N, P> {
@@ -57,11 +116,13 @@ impl<const N: usize, const P: usize> MrPool<N, P> {
         need_inval: false,
         pages: [0; P],
         npages: 0,
+        generation: 0,
+        taken: false,
     };
 
     /// An empty pool (no MRs).
     pub const fn new() -> Self {
-        MrPool { slots: [Self::EMPTY; N], len: 0, free: [0; N], nfree: 0 }
+        MrPool { slots: [Self::EMPTY; N], len: 0, free: [0; N], nfree: 0, id: 0 }
     }
 
     /// `rdma_rw_init_mrs` for a regular QP: when MRs can be used on this
@@ -74,6 +135,9 @@ impl<const N: usize, const P: usize> MrPool<N, P> {
     /// the second map rewriting the page list the first transfer still
     /// uses). An MR must likewise be in no other pool and not be mapped
     /// directly while this pool holds it (see [`super::RwCtx::init`]).
+    ///
+    /// Each successful call gives the pool a new identity: contexts are bound
+    /// to it (module docs).
     pub fn init(
         &mut self,
         dev: &DeviceAttrs,
@@ -85,6 +149,7 @@ impl<const N: usize, const P: usize> MrPool<N, P> {
             return Err(RwError::Busy);
         }
         if !can_use_mr(dev, force_mr) {
+            self.id = NEXT_POOL_ID.fetch_add(1, Ordering::Relaxed);
             return Ok(0);
         }
         let n = max_rdma_ctxs as usize;
@@ -106,6 +171,7 @@ impl<const N: usize, const P: usize> MrPool<N, P> {
         }
         self.len = n;
         self.nfree = n;
+        self.id = NEXT_POOL_ID.fetch_add(1, Ordering::Relaxed);
         Ok(n)
     }
 
@@ -121,6 +187,8 @@ impl<const N: usize, const P: usize> MrPool<N, P> {
         }
         self.len = 0;
         self.nfree = 0;
+        // Nothing is handed out; the next `init` is a new incarnation.
+        self.id = 0;
         Ok(())
     }
 
@@ -160,28 +228,51 @@ impl<const N: usize, const P: usize> MrPool<N, P> {
         self.slots.get(..self.len)?.iter().position(|s| s.mr.key >> 8 == key >> 8)
     }
 
-    /// `ib_mr_pool_get`: takes the head MR.
-    pub(super) fn get(&mut self) -> Option<usize> {
-        let top = self.nfree.checked_sub(1)?;
-        let idx = *self.free.get(top)?;
-        self.nfree = top;
-        Some(usize::from(idx))
+    /// This incarnation's identity (0 before the first [`MrPool::init`] and
+    /// after [`MrPool::cleanup`]); contexts holding its MRs record it.
+    pub(super) fn id(&self) -> u64 {
+        self.id
     }
 
-    /// `ib_mr_pool_put`: returns an MR to the head. Its page list is
-    /// forgotten: those pages' mapping ended with the context, so no later
-    /// [`super::RwCtx::post`] may map them again.
-    pub(super) fn put(&mut self, idx: usize) {
-        // Ignore an index that is not ours or a put beyond what was taken.
-        if idx < self.len
-            && self.nfree < self.len
-            && !self.free.get(..self.nfree).is_some_and(|f| f.contains(&(idx as u16)))
-            && let Some(f) = self.free.get_mut(self.nfree)
-        {
-            *f = idx as u16;
-            self.nfree += 1;
-            self.clear_pages(idx);
+    /// `ib_mr_pool_get`: takes the head MR and bumps its generation.
+    /// Returns the slot and the generation of this hand-out.
+    pub(super) fn get(&mut self) -> Option<(usize, u32)> {
+        let top = self.nfree.checked_sub(1)?;
+        let idx = *self.free.get(top)?;
+        let slot = self.slots.get_mut(usize::from(idx))?;
+        slot.generation = slot.generation.wrapping_add(1);
+        slot.taken = true;
+        self.nfree = top;
+        Some((usize::from(idx), slot.generation))
+    }
+
+    /// Whether `(idx, generation)` is a hand-out of this pool still out:
+    /// [`RwError::StaleMr`] when the slot is not ours, is free, or was
+    /// handed out again since.
+    pub(super) fn check(&self, idx: usize, generation: u32) -> Result<(), RwError> {
+        match self.slots.get(..self.len).and_then(|s| s.get(idx)) {
+            Some(s) if s.taken && s.generation == generation => Ok(()),
+            _ => Err(RwError::StaleMr),
         }
+    }
+
+    /// `ib_mr_pool_put`: returns the hand-out `(idx, generation)` to the
+    /// head. A stale one (see [`MrPool::check`]: a second put, or a put after
+    /// the MR went out again) is refused with [`RwError::StaleMr`] and
+    /// changes nothing. The MR's page list is forgotten: those pages' mapping
+    /// ended with the context, so no later [`super::RwCtx::post`] may map
+    /// them again.
+    pub(super) fn put(&mut self, idx: usize, generation: u32) -> Result<(), RwError> {
+        self.check(idx, generation)?;
+        // A taken slot means nfree < len, so the free stack has room.
+        let f = self.free.get_mut(self.nfree).ok_or(RwError::StaleMr)?;
+        *f = idx as u16;
+        self.nfree += 1;
+        if let Some(s) = self.slots.get_mut(idx) {
+            s.taken = false;
+        }
+        self.clear_pages(idx);
+        Ok(())
     }
 
     /// Capacity in pages of MR `idx` for the rw layer.

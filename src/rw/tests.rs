@@ -837,15 +837,15 @@ fn a_returned_mr_forgets_its_pages_so_no_post_maps_them_again() {
     assert_eq!(p2.pages(0).len(), 3);
     destroy_sg(&mut b, &mut p2, &mut sg_b);
     assert!(p2.pages(0).is_empty(), "pages of a destroyed context are forgotten");
-    // A live context of pool 1, posted (wrongly) with pool 2: nothing of
-    // the destroyed context's pages is mapped.
+    // A live context of pool 1, posted (wrongly) with pool 2: refused
+    // (issue #28), so nothing at all is mapped, least of all the destroyed
+    // context's pages.
     let mut a = Ctx::new();
     let mut sg_a = pages(2);
     init_sg(&mut a, &qp, &mut p1, &mut sg_a, 0, Direction::FromDevice).unwrap();
     let mut q = MapQp { maps: Vec::new() };
-    a.post(&mut q, &mut p2, CQE, &[]).unwrap();
-    assert_eq!(q.maps.len(), 1);
-    assert!(q.maps[0].1.is_empty(), "stale pages mapped: {:?}", q.maps);
+    assert_eq!(a.post(&mut q, &mut p2, CQE, &[]), Err(RwPostError::Rw(RwError::WrongPool)));
+    assert!(q.maps.is_empty(), "mapped through the wrong pool: {:?}", q.maps);
     // The right pool maps the context's own pages.
     let mut q = MapQp { maps: Vec::new() };
     a.post(&mut q, &mut p1, CQE, &[]).unwrap();
@@ -1041,19 +1041,135 @@ fn pool_init_and_cleanup() {
     assert_eq!(p2.init(&qp_i.dev, false, 2, &tail_dup), Ok(2));
     assert_eq!(p.init(&qp_i.dev, false, 4, &mrs), Ok(4));
     assert_eq!(p.init(&qp_i.dev, false, 4, &mrs), Err(RwError::Busy));
-    let taken = p.get().unwrap();
+    let (taken, g) = p.get().unwrap();
     assert_eq!(p.in_use(), 1);
     assert_eq!(p.cleanup(|_| {}), Err(RwError::Busy));
-    p.put(taken);
-    // A double or foreign put is ignored.
-    p.put(taken);
-    p.put(7);
+    assert_eq!(p.put(taken, g), Ok(()));
+    // A double or foreign put is refused and changes nothing.
+    assert_eq!(p.put(taken, g), Err(RwError::StaleMr));
+    assert_eq!(p.put(7, 1), Err(RwError::StaleMr));
     assert_eq!(p.in_use(), 0);
-    assert_eq!(p.get(), Some(taken), "LIFO");
-    p.put(taken);
+    assert_eq!(p.get(), Some((taken, g + 1)), "LIFO, next generation");
+    p.put(taken, g + 1).unwrap();
     let mut n = 0;
     p.cleanup(|_| n += 1).unwrap();
     assert_eq!((n, p.len()), (4, 0));
+}
+
+// ------------------------------------------------- pool binding (issue #28)
+
+#[test]
+fn mr_generation_refuses_stale_hand_outs() {
+    let qp = RwQp::new(iwarp(), false, 13);
+    let mut p = pool_for(&qp, 1);
+    let (i1, g1) = p.get().unwrap();
+    assert_eq!(p.check(i1, g1), Ok(()));
+    p.put(i1, g1).unwrap();
+    // Returned twice (a double destroy): refused.
+    assert_eq!(p.put(i1, g1), Err(RwError::StaleMr));
+    assert_eq!(p.check(i1, g1), Err(RwError::StaleMr), "a free MR is no hand-out");
+    // Handed out again: the old entry (kept after its destroy) is stale and
+    // cannot take the MR from its new holder.
+    let (i2, g2) = p.get().unwrap();
+    assert_eq!((i2, g2), (i1, g1.wrapping_add(1)));
+    assert_eq!(p.check(i1, g1), Err(RwError::StaleMr));
+    assert_eq!(p.put(i1, g1), Err(RwError::StaleMr));
+    assert_eq!(p.in_use(), 1, "the stale put freed the new holder's MR");
+    assert_eq!(p.get(), None);
+    p.put(i2, g2).unwrap();
+    assert_eq!(p.in_use(), 0);
+}
+
+#[test]
+fn context_with_a_stale_mr_entry_is_refused_everywhere() {
+    // The MR goes back and out again behind the context's back (only the
+    // pool's own API can do that): every use of the context's entry is
+    // refused and nothing of the new hand-out is touched.
+    TestHal::reset(0);
+    let qp = RwQp::new(iwarp(), false, 13);
+    let mut pool = pool_for(&qp, 1);
+    let mut ctx = Ctx::new();
+    let mut sg = pages(2);
+    init_sg(&mut ctx, &qp, &mut pool, &mut sg, 0, Direction::FromDevice).unwrap();
+    let (idx, g) = (0, 1);
+    assert_eq!(pool.check(idx, g), Ok(()));
+    pool.put(idx, g).unwrap();
+    let (idx2, g2) = pool.get().unwrap();
+    assert_eq!((idx2, g2), (idx, 2));
+    let key = pool.mr(idx).unwrap().key;
+    let mut out =
+        [SendWr { wr_id: 0, opcode: WrOpcode::Send, flags: SendFlags::NONE, sg_list: &[] }; 4];
+    assert_eq!(ctx.wrs(&mut pool, CQE, &[], &mut out), Err(RwError::StaleMr));
+    let mut q = MapQp { maps: Vec::new() };
+    assert_eq!(ctx.post(&mut q, &mut pool, CQE, &[]), Err(RwPostError::Rw(RwError::StaleMr)));
+    assert!(q.maps.is_empty());
+    assert_eq!(pool.mr(idx).unwrap().key, key, "a stale entry moved the key");
+    // SAFETY: TestHal; no device.
+    let r = unsafe { ctx.destroy::<TestHal, 8, 256>(&mut pool, &mut sg) };
+    assert_eq!(r, Err(RwError::StaleMr));
+    assert_eq!((pool.in_use(), TestHal::live()), (1, 2), "released on a refused destroy");
+    assert_eq!(ctx.ctx_type(), Some(CtxType::Mr));
+}
+
+#[test]
+fn double_destroy_of_an_mr_context_leaves_the_next_holder_alone() {
+    TestHal::reset(0);
+    let qp = RwQp::new(iwarp(), false, 13);
+    let mut pool = pool_for(&qp, 1);
+    let (mut c1, mut c2) = (Ctx::new(), Ctx::new());
+    let (mut sg1, mut sg2) = (pages(1), pages(1));
+    init_sg(&mut c1, &qp, &mut pool, &mut sg1, 0, Direction::FromDevice).unwrap();
+    destroy_sg(&mut c1, &mut pool, &mut sg1);
+    init_sg(&mut c2, &qp, &mut pool, &mut sg2, 0, Direction::FromDevice).unwrap();
+    // SAFETY: TestHal; no device.
+    let r = unsafe { c1.destroy::<TestHal, 8, 256>(&mut pool, &mut sg1) };
+    assert_eq!(r, Err(RwError::WrongContext));
+    assert_eq!((pool.in_use(), TestHal::live()), (1, 1));
+    destroy_sg(&mut c2, &mut pool, &mut sg2);
+    assert_eq!((pool.in_use(), TestHal::live()), (0, 0));
+}
+
+#[test]
+fn bvec_mr_context_is_bound_to_its_pool_and_the_binding_moves_with_it() {
+    TestHal::reset(0);
+    let qp = RwQp::new(iwarp(), false, 13);
+    let mut a = pool_for(&qp, 1);
+    let mut b = pool_for(&qp, 1);
+    let mut ctx = Ctx::new();
+    let bv = bvecs(2, 4096);
+    let n =
+        init_bv(&mut ctx, &qp, &mut a, &mut NoIova, &bv, 2, iter_all(&bv), Direction::FromDevice);
+    assert_eq!(ctx.ctx_type(), Some(CtxType::Mr), "{n:?}");
+    // SAFETY: TestHal; no device.
+    let r = unsafe { ctx.destroy_bvec::<TestHal, NoIova, 8, 256>(&mut b, &mut NoIova) };
+    assert_eq!(r, Err(RwError::WrongPool));
+    assert_eq!((a.in_use(), b.in_use(), TestHal::live()), (1, 0, 2));
+    // A fresh pool put where `a` was (same place, same MRs) is not `a`: the
+    // identity belongs to the pool value, not to its address.
+    let mut moved = core::mem::replace(&mut a, pool_for(&qp, 1));
+    // SAFETY: as above.
+    let r = unsafe { ctx.destroy_bvec::<TestHal, NoIova, 8, 256>(&mut a, &mut NoIova) };
+    assert_eq!(r, Err(RwError::WrongPool));
+    assert_eq!(a.in_use(), 0);
+    destroy_bv(&mut ctx, &mut moved, &mut NoIova);
+    assert_eq!((moved.in_use(), TestHal::live()), (0, 0));
+    // An uninitialised pool is no pool of anyone's.
+    init_bv(&mut ctx, &qp, &mut moved, &mut NoIova, &bv, 2, iter_all(&bv), Direction::FromDevice)
+        .unwrap();
+    let mut none = Pool::new();
+    // SAFETY: as above.
+    let r = unsafe { ctx.destroy_bvec::<TestHal, NoIova, 8, 256>(&mut none, &mut NoIova) };
+    assert_eq!(r, Err(RwError::WrongPool));
+    destroy_bv(&mut ctx, &mut moved, &mut NoIova);
+    assert_eq!(TestHal::live(), 0);
+    // `cleanup` then `init` is a new incarnation with a new identity (a
+    // context cannot span it: `cleanup` refuses while one holds an MR).
+    let before = moved.id();
+    moved.cleanup(|_| {}).unwrap();
+    assert_eq!(moved.id(), 0);
+    let mrs = [FrMr { key: 0x100 << 8, max_pages: 256, first_pble_index: 0, pbl_level: 1 }];
+    moved.init(&qp.dev, false, 1, &mrs).unwrap();
+    assert!(moved.id() != 0 && moved.id() != before);
 }
 
 // ------------------------------------------------------------ properties
