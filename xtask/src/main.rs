@@ -179,6 +179,12 @@ fn legs() -> Vec<Leg> {
     // Instruction counts (+10 %) and driver `.text` (+5 %) against benches/baseline.txt.
     v.push(leg("bench-guard", bench::guard));
     v.push(leg("model-independence", util::check_model_independence));
+    // A dry run of publishing (issue #29): both crates packaged as a user
+    // would get them and built from the package; nothing is uploaded.
+    v.push(leg("package", || {
+        cargo(&["package", "--quiet", "-p", "irdma-hal", "-p", "irdma", "--allow-dirty"])?;
+        Ok("irdma-hal and irdma packaged and built from their .crate files".into())
+    }));
     v.push(leg("wire", wire::run_leg));
     v.push(leg("doc", util::doc));
     v.push(leg("test", || cargo(&["test", "--workspace", "--quiet"])));
