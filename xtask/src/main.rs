@@ -14,6 +14,7 @@
 mod bench;
 mod conformance;
 mod fuzz;
+mod newcomer;
 mod qemu;
 mod size;
 mod soak;
@@ -34,6 +35,18 @@ fn main() -> ExitCode {
         Some((c, r)) => (c.as_str(), r),
         None => ("help", &[][..]),
     };
+    // Every command that builds something installs what it needs first: a
+    // newcomer's first command may be `cargo xtask qemu` on a machine with
+    // only the host target (issue #29). `rust-toolchain.toml` names the same
+    // targets and components, but rustup installs those only with a new
+    // toolchain, not into one that is already there.
+    let builds = !matches!(cmd, "help" | "-h" | "--help" | "setup" | "test");
+    if builds {
+        if let Err(e) = util::ensure_toolchain(&BARE_TARGETS) {
+            eprintln!("xtask {cmd}: cannot prepare the toolchain: {e}");
+            return ExitCode::FAILURE;
+        }
+    }
     match cmd {
         "test" => test(rest),
         "conformance" => conformance::main(rest),
@@ -88,7 +101,7 @@ fn leg(
 fn time_limit(name: &str) -> Duration {
     let mins = match name {
         "test" | "loom" | "clippy-host" => 40,
-        "cycles-1000" | "qemu" | "build-boot-image" => 30,
+        "cycles-1000" | "qemu" | "build-boot-image" | "newcomer" => 30,
         n if n.starts_with("clippy-") || n.starts_with("build-") => 30,
         _ => 15,
     };
@@ -166,6 +179,12 @@ fn legs() -> Vec<Leg> {
     // Instruction counts (+10 %) and driver `.text` (+5 %) against benches/baseline.txt.
     v.push(leg("bench-guard", bench::guard));
     v.push(leg("model-independence", util::check_model_independence));
+    // A dry run of publishing (issue #29): both crates packaged as a user
+    // would get them and built from the package; nothing is uploaded.
+    v.push(leg("package", || {
+        cargo(&["package", "--quiet", "-p", "irdma-hal", "-p", "irdma", "--allow-dirty"])?;
+        Ok("irdma-hal and irdma packaged and built from their .crate files".into())
+    }));
     v.push(leg("wire", wire::run_leg));
     v.push(leg("doc", util::doc));
     v.push(leg("test", || cargo(&["test", "--workspace", "--quiet"])));
@@ -198,6 +217,9 @@ fn legs() -> Vec<Leg> {
     v.push(leg("example-host", util::example_host));
     v.push(leg("miri", util::miri));
     v.push(leg("qemu", qemu::run_leg));
+    // The README's first command from a clean clone with a fresh toolchain
+    // that lacks the bare-metal targets (issue #29).
+    v.push(leg("newcomer", newcomer::leg));
     v.push(leg("build-boot-image-aarch64", || {
         let t = "aarch64-unknown-none";
         cargo(&["clippy", "-p", "irdma-boot", "--target", t, "--", "-D", "warnings"])?;
