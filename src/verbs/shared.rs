@@ -327,6 +327,20 @@ impl<'d, H: Hal, B: Bar + Clone> SharedQp<'d, H, B> {
 
     /// Whether the software flush may retire this QP's SQ now: no lock-free
     /// post is between reserve and publish. Called with the lock held.
+    /// Whether `cq` may resolve this QP's completions: a QP of `cq`'s
+    /// device ([`VerbsError::Invalid`] "QP of another device" otherwise),
+    /// and, while alive, completing to `cq` on its send or receive side
+    /// ("QP not on this CQ").
+    pub(super) fn check_cq(&self, cq: &Cq<'d, H, B>) -> Result<(), VerbsError> {
+        if !core::ptr::eq(self.dev, cq.device()) {
+            return Err(VerbsError::Invalid { what: Phrase::new(&"QP of another device") });
+        }
+        if self.alive && !self.dev.qp_uses_cq(self.id, cq.id()) {
+            return Err(VerbsError::Invalid { what: Phrase::new(&"QP not on this CQ") });
+        }
+        Ok(())
+    }
+
     pub(super) fn may_flush(&self) -> bool {
         self.gate.may_flush()
     }
@@ -364,11 +378,20 @@ impl<'d, H: Hal, B: Bar + Clone> Cq<'d, H, B> {
     /// orders cannot deadlock (issue #12). Safe to run while other threads
     /// post; the software flush of a QP in error waits (for a later poll)
     /// until no lock-free post is in progress on it.
+    ///
+    /// Refused with [`VerbsError::Invalid`], before anything is locked or
+    /// consumed, when a listed QP belongs to another device (QP numbers and
+    /// completion contexts are per device: its lookups would take this
+    /// device's completions) or is a live QP of this device that completes
+    /// to neither side of this CQ.
     pub fn poll_shared<const N: usize>(
         &mut self,
         qps: [&SharedQp<'d, H, B>; N],
         wc: &mut [WorkCompletion],
-    ) -> usize {
+    ) -> Result<usize, VerbsError> {
+        for q in &qps {
+            q.check_cq(self)?;
+        }
         let addr = |i: usize| qps.get(i).map_or(0, |q| core::ptr::from_ref(*q) as usize);
         let mut order: [usize; N] = core::array::from_fn(|i| i);
         order.sort_unstable_by_key(|&i| addr(i));
@@ -386,9 +409,9 @@ impl<'d, H: Hal, B: Bar + Clone> Cq<'d, H, B> {
                 *s = Some(q.inner.lock());
             }
         }
-        self.poll_slots(&mut slots, wc, |qpn| {
+        Ok(self.poll_slots(&mut slots, wc, |qpn| {
             qps.iter().find(|q| q.id == qpn).is_none_or(|q| q.may_flush())
-        })
+        }))
     }
 }
 
