@@ -647,11 +647,10 @@ impl<H: Hal, B: Bar + Clone> Drop for Cq<'_, H, B> {
             {
                 // The rings a resize replaced go with the CQ: the device
                 // holds them until the DESTROY_CQ completes (issue #28
-                // item 5). Their `uk` views are dropped here, first.
+                // item 5). Their `uk` views go here, first.
                 let mut old = heapless::Vec::new();
                 while !self.old.is_empty() {
-                    let OldRing { uk, _ring: r } = self.old.remove(0);
-                    drop(uk);
+                    let OldRing { uk: _, _ring: r } = self.old.remove(0);
                     // `old` has `self.old`'s capacity; were it full, the
                     // ring would still never be freed.
                     if let Err(r) = old.push(r) {

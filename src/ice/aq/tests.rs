@@ -165,8 +165,8 @@ fn small() -> AqConfig {
 }
 
 /// The raw `send_sized` on the fake firmware.
-fn send_sized<'f>(
-    aq: &mut AdminQueue<FakeHal, &'f FakeFw>,
+fn send_sized(
+    aq: &mut AdminQueue<FakeHal, &FakeFw>,
     d: &mut Desc,
     buf: Option<&mut [u8]>,
     size: usize,

@@ -28,7 +28,6 @@ use std::time::Duration;
 
 use irdma::ice::caps::{CommonCaps, DevCaps, FuncCaps};
 use irdma::ice::cmd::{CapsKind, LinkStatus, PfVsiParams, PortInfo, VsiContext, read_pause_cfg};
-use irdma::ice::desc::Opcode;
 use irdma::ice::sched::{MAX_NODES, Node, Owner, RdmaBranch, Tree};
 use irdma::ice::{AdminQueue, AqConfig, AqTimeouts, Desc, regs};
 use irdma_hal::Bar;
