@@ -51,7 +51,8 @@ fn resized_cq_dropped_under_a_live_qp_keeps_its_old_ring_until_destroyed() {
 
 /// `Cq::poll_shared` and `CqPoller::register` with a shared QP of another
 /// device are refused with a typed error, nothing consumed; a QP of the
-/// same device on another CQ is refused too.
+/// same device on another CQ is refused by the poller and harmless to
+/// `poll_shared`.
 #[test]
 fn a_cq_refuses_a_shared_qp_of_another_device() {
     let _g = lock();
@@ -100,8 +101,11 @@ fn a_cq_refuses_a_shared_qp_of_another_device() {
         let mut wc = [EMPTY_WC; 4];
         assert_eq!(ca.poll_shared([&qb], &mut wc), Err(foreign));
         assert_eq!(ca.poll_shared([&qa, &qb], &mut wc), Err(foreign), "one foreign QP is enough");
+        // A QP of this device on another CQ: no CQE of this CQ names it,
+        // so a poll listing it is harmless (it is only locked); the poller
+        // refuses to register it.
+        assert_eq!(ca.poll_shared([&qa2], &mut wc), Ok(0));
         let other_cq = VerbsError::Invalid { what: irdma::Phrase::new(&"QP not on this CQ") };
-        assert_eq!(ca.poll_shared([&qa2], &mut wc), Err(other_cq));
         {
             let mut p = ca.poller::<2>();
             assert_eq!(p.register(&qb), Err(foreign));

@@ -54,7 +54,7 @@ impl<'c, 'q, 'd, H: Hal, B: Bar + Clone, const N: usize> CqPoller<'c, 'q, 'd, H,
     /// destroyed or does not use this CQ, [`VerbsError::AboveLimit`] if `N`
     /// QPs are registered.
     pub fn register(&mut self, qp: &'q SharedQp<'d, H, B>) -> Result<(), VerbsError> {
-        qp.check_cq(self.cq)?;
+        qp.check_device(self.cq)?;
         if !self.cq.device().qp_uses_cq(qp.qp_num(), self.cq.id()) {
             return Err(VerbsError::Invalid { what: Phrase::new(&"QP not on this CQ") });
         }

@@ -327,16 +327,11 @@ impl<'d, H: Hal, B: Bar + Clone> SharedQp<'d, H, B> {
 
     /// Whether the software flush may retire this QP's SQ now: no lock-free
     /// post is between reserve and publish. Called with the lock held.
-    /// Whether `cq` may resolve this QP's completions: a QP of `cq`'s
-    /// device ([`VerbsError::Invalid`] "QP of another device" otherwise),
-    /// and, while alive, completing to `cq` on its send or receive side
-    /// ("QP not on this CQ").
-    pub(super) fn check_cq(&self, cq: &Cq<'d, H, B>) -> Result<(), VerbsError> {
+    /// Whether this QP belongs to `cq`'s device ([`VerbsError::Invalid`]
+    /// "QP of another device" otherwise; issue #28 item 6).
+    pub(super) fn check_device(&self, cq: &Cq<'d, H, B>) -> Result<(), VerbsError> {
         if !core::ptr::eq(self.dev, cq.device()) {
             return Err(VerbsError::Invalid { what: Phrase::new(&"QP of another device") });
-        }
-        if self.alive && !self.dev.qp_uses_cq(self.id, cq.id()) {
-            return Err(VerbsError::Invalid { what: Phrase::new(&"QP not on this CQ") });
         }
         Ok(())
     }
@@ -379,18 +374,20 @@ impl<'d, H: Hal, B: Bar + Clone> Cq<'d, H, B> {
     /// post; the software flush of a QP in error waits (for a later poll)
     /// until no lock-free post is in progress on it.
     ///
-    /// Refused with [`VerbsError::Invalid`], before anything is locked or
-    /// consumed, when a listed QP belongs to another device (QP numbers and
-    /// completion contexts are per device: its lookups would take this
-    /// device's completions) or is a live QP of this device that completes
-    /// to neither side of this CQ.
+    /// Refused with [`VerbsError::Invalid`] ("QP of another device"),
+    /// before anything is locked or consumed, when a listed QP belongs to
+    /// another device: QP numbers and completion contexts are per device,
+    /// so its lookups would take this device's completions. A QP of this
+    /// device that does not complete to this CQ is accepted (and only
+    /// locked): no CQE of this CQ names it, and its software flush covers
+    /// only the sides on this CQ (none).
     pub fn poll_shared<const N: usize>(
         &mut self,
         qps: [&SharedQp<'d, H, B>; N],
         wc: &mut [WorkCompletion],
     ) -> Result<usize, VerbsError> {
         for q in &qps {
-            q.check_cq(self)?;
+            q.check_device(self)?;
         }
         let addr = |i: usize| qps.get(i).map_or(0, |q| core::ptr::from_ref(*q) as usize);
         let mut order: [usize; N] = core::array::from_fn(|i| i);
