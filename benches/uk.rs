@@ -660,7 +660,7 @@ fn verbs_post<B: irdma::hal::Bar + Clone + Send + Sync>(
             calls,
             &mut wc[..per_call],
             || counted_shared_post(qp, wrs),
-            |wc| cq.poll_shared([qp], wc),
+            |wc| cq.poll_shared([qp], wc).expect("QPs of this CQ"),
         )
     } else {
         let mut qp = dev.create_qp(&pd, &mut attr).expect("qp");

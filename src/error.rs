@@ -128,6 +128,7 @@ impl Display for LanError {
             LanError::Command(code) => write!(f, "LAN admin-queue command failed with code {code}"),
             LanError::NoResources => f.write_str("LAN side has no resources left"),
             LanError::NotReady => f.write_str("LAN side not ready"),
+            LanError::InUse => f.write_str("the RDMA device still uses it"),
         }
     }
 }
@@ -212,6 +213,7 @@ impl Display for CmdError {
             CmdError::Invalid(why) => write!(f, "admin command refused: {why}"),
             CmdError::BadResponse(why) => write!(f, "firmware answer unusable: {why}"),
             CmdError::TcFull => f.write_str("scheduler TC node has no room for more children"),
+            CmdError::InUse => f.write_str("a live RDMA device holds the VSI"),
             CmdError::Exists => f.write_str("the rule already forwards to this VSI"),
             CmdError::NotFound => f.write_str("firmware has no such switch rule or list"),
             CmdError::TableFull => f.write_str("the driver's filter table is full"),

@@ -253,6 +253,9 @@ pub enum LanError {
     NoResources,
     /// The LAN side is not ready (reset in progress, link down, …).
     NotReady,
+    /// The queue set or filter belongs to a live RDMA device: only that
+    /// device's own close may release it.
+    InUse,
 }
 
 /// The operations irdma calls back into the LAN function (iidc `ops` /

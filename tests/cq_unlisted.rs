@@ -65,7 +65,7 @@ fn unlisted_live_qp_keeps_its_completions_destroyed_qp_does_not_block() {
         assert_eq!(ca.poll(&mut wc), 0);
         assert_eq!(ca.unlisted_qp(), Some(na2));
         // `poll_shared` with qa2: its completion, then a stop at qa1's.
-        let n = ca.poll_shared([&qa2], &mut wc);
+        let n = ca.poll_shared([&qa2], &mut wc).unwrap();
         assert_eq!(n, 1);
         assert_eq!((wc[0].wr_id, wc[0].qp_num, wc[0].status), (2, na2, WcStatus::Success));
         assert_eq!(ca.unlisted_qp(), Some(na1));

@@ -218,7 +218,7 @@ fn threads_share_one_qp_deferred() {
         let _stop = StopGuard;
         while got < want {
             check_stop();
-            let n = cq_a.poll_shared([&qp], &mut wc);
+            let n = cq_a.poll_shared([&qp], &mut wc).unwrap();
             if n == 0 {
                 if since.elapsed() > WAIT {
                     let sq = qp.send_queue_stats();
@@ -255,7 +255,7 @@ fn threads_share_one_qp_deferred() {
     // Nothing twice, nothing late.
     std::thread::sleep(std::time::Duration::from_millis(2));
     let mut extra = [EMPTY_WC; 4];
-    assert_eq!(cq_a.poll_shared([&qp], &mut extra), 0, "extra: {extra:?}");
+    assert_eq!(cq_a.poll_shared([&qp], &mut extra).unwrap(), 0, "extra: {extra:?}");
     assert_eq!(qp.send_queue_stats().used, 0, "every WQE retired");
 
     // B: every byte each thread wrote. Odd WRITEs moved only their first half.
@@ -358,7 +358,7 @@ fn shared_qp_refuses_what_qp_refuses() {
         let mut got = Vec::new();
         let mut buf = [EMPTY_WC; 4];
         for _ in 0..3 {
-            let n = shared_cq.poll_shared([&shared, &shared], &mut buf);
+            let n = shared_cq.poll_shared([&shared, &shared], &mut buf).unwrap();
             got.extend_from_slice(&buf[..n]);
         }
         assert_eq!(got.len(), 1, "{got:?}");
@@ -394,7 +394,7 @@ fn shared_qp_refuses_what_qp_refuses() {
     let mut got = Vec::new();
     let mut buf = [EMPTY_WC; 4];
     for _ in 0..3 {
-        let n = shared_cq.poll_shared([&shared], &mut buf);
+        let n = shared_cq.poll_shared([&shared], &mut buf).unwrap();
         got.extend_from_slice(&buf[..n]);
     }
     assert_eq!(got.len(), 1, "{got:?}");
@@ -413,7 +413,7 @@ fn shared_qp_refuses_what_qp_refuses() {
     let mut buf = [EMPTY_WC; 4];
     let mut n = 0;
     for _ in 0..3 {
-        n += shared_cq.poll_shared([&shared], &mut buf[n..]);
+        n += shared_cq.poll_shared([&shared], &mut buf[n..]).unwrap();
     }
     assert_eq!(n, 2, "{buf:?}");
     assert!(buf[..2].iter().all(|c| (c.wr_id, c.status) == (7, WcStatus::Success)), "{buf:?}");
@@ -492,7 +492,7 @@ fn poll_all<'d>(cq: &mut TCq<'d>, qp: &TShared<'d>) -> Vec<WorkCompletion> {
     let mut got = Vec::new();
     let mut buf = [EMPTY_WC; 4];
     for _ in 0..8 {
-        let n = cq.poll_shared([qp], &mut buf);
+        let n = cq.poll_shared([qp], &mut buf).unwrap();
         got.extend_from_slice(&buf[..n]);
     }
     got
@@ -581,7 +581,7 @@ fn threads_post_through_an_error_exactly_once() {
             check_stop();
             let e = da.poll_async_events(&mut ev);
             moved |= ev[..e].iter().any(|e| e.id == qp.qp_num() && e.moved_to_error);
-            let n = cq.poll_shared([&qp], &mut wc);
+            let n = cq.poll_shared([&qp], &mut wc).unwrap();
             if n == 0 {
                 assert!(since.elapsed() < WAIT, "missing completions: {got} of {}", T * N);
                 std::thread::yield_now();
@@ -597,7 +597,7 @@ fn threads_post_through_an_error_exactly_once() {
         assert!(moved, "the access error moved the QP to ERROR");
     });
     let mut extra = [EMPTY_WC; 4];
-    assert_eq!(cq.poll_shared([&qp], &mut extra), 0, "extra: {extra:?}");
+    assert_eq!(cq.poll_shared([&qp], &mut extra).unwrap(), 0, "extra: {extra:?}");
     assert_eq!(qp.state(), QpState::Error);
     assert_eq!(qp.send_queue_stats().used, 0);
 
@@ -673,7 +673,7 @@ fn shared_qp_inline() {
     let mut buf = [EMPTY_WC; 4];
     let mut n = 0;
     for _ in 0..3 {
-        n += sa.cq.poll_shared([&shared], &mut buf[n..]);
+        n += sa.cq.poll_shared([&shared], &mut buf[n..]).unwrap();
     }
     assert_eq!(n, 1, "{buf:?}");
     assert_eq!((buf[0].wr_id, buf[0].status), (1, WcStatus::Success), "{buf:?}");
@@ -757,9 +757,9 @@ fn poll_shared_in_opposite_orders_does_not_deadlock() {
                     let mut wc = [EMPTY_WC; 4];
                     for _ in 0..ROUNDS {
                         let n = if k % 2 == 0 {
-                            cq.poll_shared([a, b], &mut wc)
+                            cq.poll_shared([a, b], &mut wc).unwrap()
                         } else {
-                            cq.poll_shared([b, a, b], &mut wc)
+                            cq.poll_shared([b, a, b], &mut wc).unwrap()
                         };
                         assert_eq!(n, 0);
                     }

@@ -606,3 +606,43 @@ fn port_params_and_driver_version_are_options() {
     let e = Pf::bring_up(ModelBar::standalone(cold(A)), Profile::SMALL, o).err();
     assert!(matches!(e, Some(BringUpError::Command(Step::PortParams, CmdError::Invalid(_)))));
 }
+
+/// Issue #28 item 4: while the RDMA device of a bring-up lives, no safe
+/// typed path frees its VSI, disables its queue set, turns its PE filter
+/// off, clears the PF configuration or removes the rule that brings the
+/// port's MAC to the VSI: each is refused with a typed error and nothing is
+/// sent. Once the device is closed through the LAN side, the VSI can go.
+#[test]
+fn typed_commands_cannot_free_the_rdma_vsi_under_a_live_device() {
+    use irdma::lan::{LanError, LanOps};
+    let _g = lock();
+    let base = FakeHal::live_pages();
+    let bar = ModelBar::standalone(cold(A));
+    let E810 { mut lan, device, .. } = up(&bar).expect("bring-up");
+    let vsi = lan.vsi_num();
+    let qs = device.qs_handle();
+    let node = bar.with_device(|d| d.lan().qset(qs).map(|n| (n.teid, n.parent)));
+    let (teid, parent) = node.expect("the device's qset");
+    assert!(lan.device_holds_vsi());
+    let sent = bar.with_device(|d| d.counters().aq_commands);
+    assert_eq!(lan.aq().free_vsi(vsi, false).map(|_| ()), Err(CmdError::InUse));
+    assert_eq!(lan.aq().clear_pf_cfg(), Err(CmdError::InUse));
+    assert_eq!(lan.aq().dis_rdma_qset(parent, qs), Err(CmdError::InUse));
+    assert_eq!(lan.aq().delete_sched_elem(parent, teid), Err(CmdError::InUse));
+    assert_eq!(lan.unregister_qset(qs, teid), Err(LanError::InUse));
+    assert_eq!(lan.set_rdma_filter(vsi, false), Err(LanError::InUse));
+    assert_eq!(lan.remove_mac_filter(vsi, A.mac), Err(CmdError::InUse));
+    assert_eq!(bar.with_device(|d| d.counters().aq_commands), sent, "nothing sent");
+    let held = bar.with_device(|d| {
+        let l = d.lan();
+        (l.vsis().contains_key(&vsi), l.qset(qs).is_some(), l.pe_filter_on())
+    });
+    assert_eq!(held, (true, true, true), "VSI, qset and PE filter kept");
+    drop(device.create_cq(4).expect("the device still works"));
+    lan.close_device(device).expect("close");
+    assert!(!lan.device_holds_vsi());
+    assert!(bar.with_device(|d| d.lan().qset(qs).is_none()), "the device's close released it");
+    lan.shut_down().expect("Free VSI after the device");
+    assert!(bar.with_device(|d| !d.lan().vsis().contains_key(&vsi)), "VSI freed");
+    assert_eq!(FakeHal::live_pages(), base);
+}

@@ -304,7 +304,7 @@ fn shared_qp_posts_after_removal_are_device_gone() {
         let wr = |id| signaled(id, write_op(dst.addr(), dst.key()), &sge);
         qa.post_send(&[wr(1)]).expect("before the removal");
         let mut wc = [EMPTY_WC; 8];
-        let got = poll_until_with(|w| ca.poll_shared([&qa], w), 1, 50);
+        let got = poll_until_with(|w| ca.poll_shared([&qa], w).unwrap(), 1, 50);
         assert_eq!((got.len(), got[0].status), (1, WcStatus::Success), "{got:?}");
 
         bar_a.with_device(|d| d.faults().removed = true);
@@ -314,10 +314,10 @@ fn shared_qp_posts_after_removal_are_device_gone() {
         let rsge = [Sge { addr: src.paddr() + 128, length: 64, lkey: src_mr.lkey() }];
         gone_post(qa.post_recv(&[RecvWr { wr_id: 4, sg_list: &rsge }]).unwrap_err());
         // WR 2 completes once, flushed; WR 3 was never taken.
-        let got = poll_until_with(|w| ca.poll_shared([&qa], w), usize::MAX, 20);
+        let got = poll_until_with(|w| ca.poll_shared([&qa], w).unwrap(), usize::MAX, 20);
         let ids: Vec<(u64, WcStatus)> = got.iter().map(|w| (w.wr_id, w.status)).collect();
         assert_eq!(ids, vec![(2, WcStatus::WrFlushErr)]);
-        assert_eq!(ca.poll_shared([&qa], &mut wc), 0, "nothing twice");
+        assert_eq!(ca.poll_shared([&qa], &mut wc).unwrap(), 0, "nothing twice");
         drop((qa, ca, src_mr, pa));
         bar_a.with_device(|d| {
             d.faults().removed = false;

@@ -365,11 +365,23 @@ pub(crate) struct Ids {
 }
 
 /// A CQ dropped while QPs still completed to it: destroyed when the last
-/// of them is (or at teardown). Its memory stays with the device till then.
+/// of them is (or at teardown). Its memory stays with the device till then:
+/// the current ring, the shadow area and every ring a resize replaced that
+/// was not yet retired (the device holds the CQ, and so every ring it was
+/// given for it, until DESTROY_CQ completes; issue #28 item 5).
 pub(crate) struct DeferredCq<H: Hal> {
     pub cmd: crate::cqp::cmd::CreateCq,
     pub ring: Dma<H>,
     pub shadow: Dma<H>,
+    pub old: heapless::Vec<Dma<H>, { crate::verbs::MAX_PENDING_RESIZES }>,
+}
+
+impl<H: Hal> DeferredCq<H> {
+    /// Every buffer of the CQ, for the quarantine when its DESTROY_CQ
+    /// failed (or never ran).
+    pub(crate) fn into_bufs(self) -> impl Iterator<Item = Dma<H>> {
+        [self.ring, self.shadow].into_iter().chain(self.old)
+    }
 }
 
 /// CQs whose destroy waits for their QPs; beyond that, quarantined.
@@ -1150,8 +1162,7 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
             if let Some(c) = self.res.get_mut().deferred_cqs.pop()
                 && !done
             {
-                keep(c.ring);
-                keep(c.shadow);
+                c.into_bufs().for_each(&mut keep);
             }
         }
         // Work scheduler: leaf, VSI node, root (ws.c: irdma_ws_remove).

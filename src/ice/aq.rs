@@ -281,6 +281,11 @@ pub struct AdminQueue<H: Hal, B: Bar> {
     last_status: u8,
     running: bool,
     reset_ongoing: bool,
+    /// The hardware VSI an RDMA `Device` was handed ([`super::IceLan`]
+    /// sets it): the typed commands that would free or change it, its
+    /// queue sets or its scheduler branch are refused with
+    /// [`CmdError::InUse`](super::cmd::CmdError::InUse) meanwhile.
+    pub(super) held_vsi: Option<u16>,
 }
 
 impl<H: Hal, B: Bar> AdminQueue<H, B> {
@@ -305,6 +310,7 @@ impl<H: Hal, B: Bar> AdminQueue<H, B> {
             last_status: 0,
             running: false,
             reset_ongoing: false,
+            held_vsi: None,
         };
         barrier::wmb();
         let configured = aq
@@ -345,8 +351,37 @@ impl<H: Hal, B: Bar> AdminQueue<H, B> {
         self.bar.write32(r.bah, 0);
     }
 
-    /// The BAR.
-    pub fn bar(&self) -> &B {
+    /// The BAR, for raw register access (diagnostics, platform glue).
+    ///
+    /// Not reachable from safe code (issue #28 item 4): the BAR of an admin
+    /// queue an [`IceLan`](super::IceLan) holds is the BAR of a live RDMA
+    /// [`Device`](crate::device::Device), whose own
+    /// [`Device::bar`](crate::device::Device::bar) is `unsafe` for the same
+    /// reason.
+    ///
+    /// ```compile_fail,E0133
+    /// # use irdma::ice::AdminQueue;
+    /// # use irdma_hal::{Bar, Hal};
+    /// fn raw<H: Hal, B: Bar>(aq: &AdminQueue<H, B>) -> u32 {
+    ///     aq.bar().read32(0) // safe code cannot reach the BAR
+    /// }
+    /// ```
+    ///
+    /// # Safety
+    ///
+    /// As for [`Device::bar`](crate::device::Device::bar): a register write
+    /// can make the device DMA anywhere (a doorbell over a stale ring, an
+    /// HMC SD pointing at arbitrary memory, an admin-queue base address) or
+    /// stop it. The caller guarantees it only reads registers, or writes
+    /// only what does not change which memory the device (RDMA engine or
+    /// firmware) uses, nor disturb the driver's rings, CQP or this admin
+    /// queue.
+    pub unsafe fn bar(&self) -> &B {
+        &self.bar
+    }
+
+    /// The BAR for the crate's own register accesses.
+    pub(crate) fn regs(&self) -> &B {
         &self.bar
     }
 
@@ -405,7 +440,11 @@ impl<H: Hal, B: Bar> AdminQueue<H, B> {
     /// 0, or a size past the buffer's end is refused with
     /// [`AqError::BadBuffer`] (ice_sq_send_cmd: EINVAL) before anything is
     /// posted and with `desc` untouched.
-    pub fn send_sized(
+    ///
+    /// # Safety
+    ///
+    /// As for [`send`](Self::send).
+    pub unsafe fn send_sized(
         &mut self,
         desc: &mut Desc,
         buf: Option<&mut [u8]>,
@@ -415,21 +454,63 @@ impl<H: Hal, B: Bar> AdminQueue<H, B> {
             return Err(AqError::ResetOngoing);
         }
         match (buf, buf_size) {
-            (None, 0) => self.send(desc, None),
+            (None, 0) => self.exec(desc, None),
             (Some(b), n) if n > 0 => match b.get_mut(..n) {
-                Some(b) => self.send(desc, Some(b)),
+                Some(b) => self.exec(desc, Some(b)),
                 None => Err(AqError::BadBuffer),
             },
             _ => Err(AqError::BadBuffer),
         }
     }
 
-    /// Sends one command and waits for its completion, with ice's EBUSY
+    /// Sends one raw command and waits for its completion, with ice's EBUSY
     /// resend for the opcodes Linux retries (ice_aq_send_cmd).
     ///
     /// `desc` is updated with the completed descriptor; `buf` (if any) goes
-    /// to firmware and receives `datalen` bytes of the answer.
-    pub fn send(&mut self, desc: &mut Desc, mut buf: Option<&mut [u8]>) -> Result<(), AqError> {
+    /// to firmware and receives `datalen` bytes of the answer. Without
+    /// `buf` the descriptor goes to the firmware exactly as given, its
+    /// flags and address words included.
+    ///
+    /// Every command this crate's users need has a safe typed method (the
+    /// `impl AdminQueue` blocks of [`cmd`](super::cmd),
+    /// [`sched`](super::sched) and [`switch`](super::switch)); an arbitrary
+    /// descriptor is not reachable from safe code (issue #28 item 4):
+    ///
+    /// ```compile_fail,E0133
+    /// # use irdma::ice::{AdminQueue, Desc, Opcode};
+    /// # use irdma_hal::{Bar, Hal};
+    /// fn raw<H: Hal, B: Bar>(aq: &mut AdminQueue<H, B>) {
+    ///     let _ = aq.send(&mut Desc::new(Opcode::FreeVsi), None);
+    /// }
+    /// ```
+    ///
+    /// # Safety
+    ///
+    /// The caller guarantees that
+    /// * any bus address the descriptor carries (a buffer sent without
+    ///   `buf`, with the BUF flag and the address words set by hand) is DMA
+    ///   memory it owns, of the length the descriptor names, until this
+    ///   call returns: the firmware reads or writes it;
+    /// * the command changes no state a live RDMA
+    ///   [`Device`](crate::device::Device) of this function relies on: the
+    ///   VSI it was handed (Free VSI, Update VSI, Clear PF Configuration),
+    ///   its queue sets and their scheduler branch (Disable Tx Queues,
+    ///   Delete Scheduling Elements), its PE filter, the switch rules that
+    ///   steer its MAC to the VSI, the PF or its memory (resets, NVM,
+    ///   package download). Commands that do none of that (queries, a
+    ///   standalone queue no `Device` uses, a recording BAR) are fine.
+    pub unsafe fn send(&mut self, desc: &mut Desc, buf: Option<&mut [u8]>) -> Result<(), AqError> {
+        self.exec(desc, buf)
+    }
+
+    /// [`send`](Self::send) for the crate's typed commands, each of which
+    /// fills the descriptor itself and never sets an address word without
+    /// a buffer.
+    pub(crate) fn exec(
+        &mut self,
+        desc: &mut Desc,
+        mut buf: Option<&mut [u8]>,
+    ) -> Result<(), AqError> {
         if self.reset_ongoing {
             return Err(AqError::ResetOngoing);
         }
@@ -611,7 +692,7 @@ impl<H: Hal, B: Bar> AdminQueue<H, B> {
         let mut r = Ok(());
         if self.running && self.sq_alive() {
             let mut d = super::cmd::queue_shutdown(unloading);
-            r = self.send(&mut d, None);
+            r = self.exec(&mut d, None);
         }
         self.stop_sq_then_rq();
         r

@@ -77,7 +77,7 @@ use super::cmd::{
 use super::regs;
 use super::sched::{RdmaBranch, Tree};
 use super::switch::MacFilters;
-use crate::device::{Device, ProbeError, ProbeOptions};
+use crate::device::{CloseError, Device, ProbeError, ProbeOptions};
 use crate::lan::{LanError, LanInfo, LanOps, MsixInfo};
 use crate::res::Profile;
 
@@ -267,8 +267,10 @@ pub enum Progress {
     Probe,
 }
 
-/// Forwards [`LanOps`] to the LAN side and reports [`Progress::Qset`] and
-/// [`Progress::PeFilter`] when they succeed.
+/// The [`LanOps`] the RDMA device this layer probed (and later closes)
+/// calls: what it registers is marked as the device's, which only this
+/// path may release ([`IceLan`]'s public `LanOps` refuses it). Reports
+/// [`Progress::Qset`] and [`Progress::PeFilter`] when they succeed.
 struct Watched<'a, H: Hal, B: Bar> {
     lan: &'a mut IceLan<H, B>,
     on: &'a mut dyn FnMut(Progress),
@@ -276,15 +278,15 @@ struct Watched<'a, H: Hal, B: Bar> {
 
 impl<H: Hal, B: Bar> LanOps for Watched<'_, H, B> {
     fn register_qset(&mut self, qs_handle: u16, tc: u8, vsi_num: u16) -> Result<u32, LanError> {
-        let teid = self.lan.register_qset(qs_handle, tc, vsi_num)?;
+        let teid = self.lan.add_qset(qs_handle, tc, vsi_num, true)?;
         (self.on)(Progress::Qset);
         Ok(teid)
     }
     fn unregister_qset(&mut self, qs_handle: u16, teid: u32) -> Result<(), LanError> {
-        self.lan.unregister_qset(qs_handle, teid)
+        self.lan.remove_qset(qs_handle, teid, true)
     }
     fn set_rdma_filter(&mut self, vsi_num: u16, enable: bool) -> Result<(), LanError> {
-        self.lan.set_rdma_filter(vsi_num, enable)?;
+        self.lan.pe_filter(vsi_num, enable, true)?;
         if enable {
             (self.on)(Progress::PeFilter);
         }
@@ -341,17 +343,73 @@ pub struct IceLan<H: Hal, B: Bar> {
     vsi_ctx: VsiContext,
     tree: Tree,
     branches: Branches,
-    /// (qs_handle, teid) of registered qsets.
-    qsets: heapless::Vec<(u16, u32), MAX_QSETS>,
+    /// (qs_handle, teid, registered by the RDMA device) of registered
+    /// qsets.
+    qsets: heapless::Vec<(u16, u32, bool), MAX_QSETS>,
     reset_requested: bool,
     filters: MacFilters,
     veb: bool,
 }
 
 impl<H: Hal, B: Bar> IceLan<H, B> {
-    /// The admin queue.
+    /// The admin queue, for the typed commands. While the RDMA
+    /// [`Device`] made by [`E810::bring_up`] lives (until
+    /// [`IceLan::close_device`]), those that would free or change its VSI,
+    /// its queue sets or its scheduler branch (Free VSI, Update VSI, Clear
+    /// PF Configuration, Disable Tx Queues, Delete Scheduling Elements) are
+    /// refused with [`CmdError::InUse`]; the raw [`AdminQueue::send`] and
+    /// [`AdminQueue::bar`] are `unsafe` (issue #28 item 4):
+    ///
+    /// ```compile_fail,E0133
+    /// # use irdma::ice::IceLan;
+    /// # use irdma_hal::{Bar, Hal};
+    /// fn raw<H: Hal, B: Bar>(lan: &mut IceLan<H, B>) {
+    ///     lan.aq().bar().write32(0, 0); // safe code cannot reach the BAR
+    /// }
+    /// ```
     pub fn aq(&mut self) -> &mut AdminQueue<H, B> {
         &mut self.aq
+    }
+    /// Whether an RDMA [`Device`] holds this PF's VSI (from a successful
+    /// [`E810::bring_up`] until [`IceLan::close_device`]).
+    pub fn device_holds_vsi(&self) -> bool {
+        self.aq.held_vsi.is_some()
+    }
+    /// Closes the RDMA `device` this layer's bring-up made
+    /// ([`Device::close_with_lan`], its PE filter off and its queue sets
+    /// released through this layer), then lets go of the VSI: Free VSI and
+    /// the other commands [`IceLan::aq`] refused work again. What
+    /// [`E810::shut_down`] does first; for a caller that took the
+    /// [`E810`] apart.
+    pub fn close_device(&mut self, device: Device<H, B>) -> Result<(), CloseError>
+    where
+        B: Clone,
+    {
+        let r = {
+            let mut w = Watched { lan: self, on: &mut |_| {} };
+            device.close_with_lan(&mut w)
+        };
+        // The device is gone (closed, or its memory quarantined): nothing
+        // relies on the VSI any more.
+        self.aq.held_vsi = None;
+        for q in self.qsets.iter_mut() {
+            q.2 = false;
+        }
+        r
+    }
+    /// Lets go of the VSI without closing a device, for a caller whose
+    /// [`Device`] was dropped instead of closed through
+    /// [`IceLan::close_device`].
+    ///
+    /// # Safety
+    ///
+    /// No live RDMA [`Device`] uses this PF's VSI, its queue sets or its PE
+    /// filter (the device made by the bring-up was dropped or closed).
+    pub unsafe fn release_vsi(&mut self) {
+        self.aq.held_vsi = None;
+        for q in self.qsets.iter_mut() {
+            q.2 = false;
+        }
     }
     /// Port facts (lport, switch id, MAC).
     pub fn port(&self) -> &PortInfo {
@@ -383,7 +441,12 @@ impl<H: Hal, B: Bar> IceLan<H, B> {
     /// [`super::switch::BROADCAST`]), as ice_remove_mac does
     /// ([`MacFilters::remove_mac`]): a list shrinks, and back to a single
     /// VSI it becomes a plain rule again.
+    /// The rule that brings the port's MAC to the VSI an RDMA device holds
+    /// is refused with [`CmdError::InUse`] while the device lives.
     pub fn remove_mac_filter(&mut self, vsi_num: u16, mac: [u8; 6]) -> Result<(), CmdError> {
+        if self.aq.held_vsi == Some(vsi_num) && self.port.mac == Some(mac) {
+            return Err(CmdError::InUse);
+        }
         self.filters.remove_mac(&mut self.aq, mac, vsi_num, self.veb)
     }
     /// The scheduler tree.
@@ -421,7 +484,14 @@ impl<H: Hal, B: Bar> IceLan<H, B> {
 
     /// Free VSI, Queue Shutdown and the AQ off (step 26 after the RDMA
     /// layer's own teardown). Returns the first error; every step runs.
+    /// While an RDMA device holds the VSI ([`IceLan::device_holds_vsi`];
+    /// close it first with [`IceLan::close_device`]) nothing is sent and
+    /// the result is [`CmdError::InUse`]; the admin queue is still turned
+    /// off (its rings are this layer's, the device never uses them).
     pub fn shut_down(mut self) -> Result<(), CmdError> {
+        if self.device_holds_vsi() {
+            return Err(CmdError::InUse);
+        }
         let r1 = self.aq.free_vsi(self.vsi_num, false).map(|_| ());
         let r2 = self.aq.shutdown(true).map_err(CmdError::from);
         r1.and(r2)
@@ -436,8 +506,16 @@ fn lan_err(e: CmdError) -> LanError {
     }
 }
 
-impl<H: Hal, B: Bar> LanOps for IceLan<H, B> {
-    fn register_qset(&mut self, qs_handle: u16, tc: u8, vsi_num: u16) -> Result<u32, LanError> {
+impl<H: Hal, B: Bar> IceLan<H, B> {
+    /// Add RDMA Qset; `device`: the RDMA device's own (through
+    /// [`Watched`]).
+    fn add_qset(
+        &mut self,
+        qs_handle: u16,
+        tc: u8,
+        vsi_num: u16,
+        device: bool,
+    ) -> Result<u32, LanError> {
         // one VSI; a TC the bring-up gave a branch (rdma_tcs)
         let Some(branch) = self.branches.iter().find(|b| b.tc == tc).copied() else {
             return Err(LanError::NoResources);
@@ -449,26 +527,60 @@ impl<H: Hal, B: Bar> LanOps for IceLan<H, B> {
         self.aq
             .sched_ena_rdma_qsets(&mut self.tree, &branch, tc, &[qs_handle], &mut teid)
             .map_err(lan_err)?;
-        let _ = self.qsets.push((qs_handle, teid[0]));
+        let _ = self.qsets.push((qs_handle, teid[0], device));
         Ok(teid[0])
     }
 
-    fn unregister_qset(&mut self, qs_handle: u16, teid: u32) -> Result<(), LanError> {
-        self.aq.sched_dis_rdma_qset(&mut self.tree, teid, qs_handle).map_err(lan_err)?;
+    /// Disable Tx Queues for a qset; a qset of the live RDMA device only
+    /// when `device` (its own close).
+    fn remove_qset(&mut self, qs_handle: u16, teid: u32, device: bool) -> Result<(), LanError> {
+        if !device && self.qsets.iter().any(|q| q.1 == teid && q.2) {
+            return Err(LanError::InUse);
+        }
+        // This layer's own bookkeeping: the device's hold is lifted for
+        // the one command.
+        let held = self.aq.held_vsi.take();
+        let r = self.aq.sched_dis_rdma_qset(&mut self.tree, teid, qs_handle);
+        self.aq.held_vsi = held;
+        r.map_err(lan_err)?;
         self.qsets.retain(|q| q.1 != teid);
         Ok(())
     }
 
-    fn set_rdma_filter(&mut self, vsi_num: u16, enable: bool) -> Result<(), LanError> {
+    /// The PE filter; off while the RDMA device lives only when `device`.
+    fn pe_filter(&mut self, vsi_num: u16, enable: bool, device: bool) -> Result<(), LanError> {
         if vsi_num != self.vsi_num {
             return Err(LanError::NoResources);
         }
-        self.aq.set_pe_filter(vsi_num, &mut self.vsi_ctx, enable).map_err(lan_err)
+        if !device && !enable && self.device_holds_vsi() {
+            return Err(LanError::InUse);
+        }
+        let held = self.aq.held_vsi.take();
+        let r = self.aq.set_pe_filter(vsi_num, &mut self.vsi_ctx, enable);
+        self.aq.held_vsi = held;
+        r.map_err(lan_err)
+    }
+}
+
+/// The LAN side for an RDMA layer other than the device [`E810::bring_up`]
+/// made (which goes through a private path): queue sets and the PE filter
+/// of that device are refused here with [`LanError::InUse`] while it lives.
+impl<H: Hal, B: Bar> LanOps for IceLan<H, B> {
+    fn register_qset(&mut self, qs_handle: u16, tc: u8, vsi_num: u16) -> Result<u32, LanError> {
+        self.add_qset(qs_handle, tc, vsi_num, false)
+    }
+
+    fn unregister_qset(&mut self, qs_handle: u16, teid: u32) -> Result<(), LanError> {
+        self.remove_qset(qs_handle, teid, false)
+    }
+
+    fn set_rdma_filter(&mut self, vsi_num: u16, enable: bool) -> Result<(), LanError> {
+        self.pe_filter(vsi_num, enable, false)
     }
 
     fn request_reset(&mut self) {
         // PFSWR (spec §3.2); the caller must run the whole bring-up again.
-        self.aq.bar().write32(regs::PFGEN_CTRL, regs::PFGEN_CTRL_PFSWR);
+        self.aq.regs().write32(regs::PFGEN_CTRL, regs::PFGEN_CTRL_PFSWR);
         self.reset_requested = true;
     }
 }
@@ -632,6 +744,8 @@ impl<H: Hal, B: Bar + Clone> E810<H, B> {
         };
         match probed {
             Ok(device) => {
+                // The device now relies on the VSI, its qsets and filter.
+                lan.aq.held_vsi = Some(vsi_num);
                 on(Progress::Probe);
                 Ok(E810 { lan, device, link })
             }
@@ -676,7 +790,7 @@ impl<H: Hal, B: Bar + Clone> E810<H, B> {
         // firmware is up after the reset (ice_check_reset; spec §1.7).
         if o.wait_pe_done {
             let done = |v: u32| v & regs::GLNVM_ULD_PE_DONE != 0;
-            if !wait_reg::<H, B>(aq.bar(), o.reset_timeout, done, regs::GLNVM_ULD) {
+            if !wait_reg::<H, B>(aq.regs(), o.reset_timeout, done, regs::GLNVM_ULD) {
                 return Err(E::ResetTimeout(Step::Caps));
             }
         }
@@ -695,8 +809,7 @@ impl<H: Hal, B: Bar + Clone> E810<H, B> {
         }
         on(Progress::Ddp);
         if o.stop_lldp {
-            aq.send(&mut cmd::lldp_stop(false), None)
-                .map_err(|e| E::Command(Step::Link, e.into()))?;
+            aq.stop_lldp(false).map_err(E::cmd(Step::Link))?;
         }
         let mut port = PortInfo::default();
         aq.initial_sw_cfg(&mut port).map_err(E::cmd(Step::SwitchConfig))?;
@@ -715,7 +828,7 @@ impl<H: Hal, B: Bar + Clone> E810<H, B> {
             return Err(E::NoMac);
         }
         on(Progress::MacRead);
-        let pause = cmd::read_pause_cfg(aq.bar());
+        let pause = cmd::read_pause_cfg(aq.regs());
         aq.set_mac_cfg(o.max_frame, pause, false, &version).map_err(E::cmd(Step::MacConfig))?;
         on(Progress::MacConfig);
         let params = PfVsiParams {
@@ -785,7 +898,7 @@ impl<H: Hal, B: Bar + Clone> E810<H, B> {
     /// Free VSI, Queue Shutdown and the AQ off.
     pub fn shut_down(self) -> Result<(), BringUpError> {
         let E810 { mut lan, device, .. } = self;
-        let r = device.close_with_lan(&mut lan);
+        let r = lan.close_device(device);
         let r2 = lan.shut_down();
         if let Err(e) = r2 {
             return Err(BringUpError::Command(Step::AdminQueue, e));

@@ -36,6 +36,11 @@ pub enum CmdError {
     /// The driver's fixed-size filter table has no free entry. Nothing was
     /// sent.
     TableFull,
+    /// The command would free or change the VSI a live RDMA
+    /// [`Device`](crate::device::Device) was handed, its queue sets or its
+    /// scheduler branch ([`super::IceLan`] holds them for the device until
+    /// [`super::IceLan::close_device`]). Nothing was sent (ice: EBUSY).
+    InUse,
     /// The firmware's AQ API major version is newer than this driver
     /// supports (ice_aq_ver_check: EIO).
     ApiTooNew {
@@ -56,6 +61,7 @@ impl CmdError {
             CmdError::Exists => -17,
             CmdError::NotFound => -2,
             CmdError::TableFull => -28,
+            CmdError::InUse => -16,
         }
     }
 
@@ -816,7 +822,7 @@ impl<H: Hal, B: Bar> AdminQueue<H, B> {
     /// Get Version 0x0001 (ice_aq_get_fw_ver).
     pub fn get_version(&mut self) -> Result<Version, CmdError> {
         let mut d = Desc::new(Opcode::GetVersion);
-        self.send(&mut d, None)?;
+        self.exec(&mut d, None)?;
         let b = d.bytes();
         Ok(Version {
             rom: d.u32_at(16),
@@ -846,9 +852,30 @@ impl<H: Hal, B: Bar> AdminQueue<H, B> {
         }
     }
 
-    /// Clear PF Configuration 0x02A4 (ice_clear_pf_cfg).
+    /// [`CmdError::InUse`] when a live RDMA device holds a VSI and `vsi`
+    /// is that VSI, or is `None` (a command on the whole PF or its
+    /// scheduler tree).
+    pub(super) fn refuse_if_held(&self, vsi: Option<u16>) -> Result<(), CmdError> {
+        match (self.held_vsi, vsi) {
+            (Some(_), None) => Err(CmdError::InUse),
+            (Some(h), Some(v)) if h == v => Err(CmdError::InUse),
+            _ => Ok(()),
+        }
+    }
+
+    /// Clear PF Configuration 0x02A4 (ice_clear_pf_cfg). It frees every
+    /// VSI of the PF: refused with [`CmdError::InUse`] while a live RDMA
+    /// device holds one.
     pub fn clear_pf_cfg(&mut self) -> Result<(), CmdError> {
-        self.send(&mut Desc::new(Opcode::ClearPfConfig), None)?;
+        self.refuse_if_held(None)?;
+        self.exec(&mut Desc::new(Opcode::ClearPfConfig), None)?;
+        Ok(())
+    }
+
+    /// Stop LLDP Agent 0x0A05 ([`lldp_stop`]; ice_aq_stop_lldp), so the
+    /// link partner cannot push more traffic classes.
+    pub fn stop_lldp(&mut self, persist: bool) -> Result<(), CmdError> {
+        self.exec(&mut lldp_stop(persist), None)?;
         Ok(())
     }
 
@@ -856,7 +883,7 @@ impl<H: Hal, B: Bar> AdminQueue<H, B> {
     pub fn clear_pxe(&mut self) -> Result<(), CmdError> {
         let mut d = Desc::new(Opcode::ClearPxe);
         d.set_u8(16, 2);
-        self.send(&mut d, None)?;
+        self.exec(&mut d, None)?;
         Ok(())
     }
 
@@ -881,7 +908,7 @@ impl<H: Hal, B: Bar> AdminQueue<H, B> {
         d.set_u16(16, flags);
         d.set_u16(18, p.bad_frame_vsi);
         d.set_u8(22, p.loopback | 4);
-        self.send(&mut d, None)?;
+        self.exec(&mut d, None)?;
         Ok(())
     }
 
@@ -903,7 +930,7 @@ impl<H: Hal, B: Bar> AdminQueue<H, B> {
         for (i, x) in v.version.iter().enumerate() {
             d.set_u8(16 + i, *x);
         }
-        self.send(&mut d, Some(buf))?;
+        self.exec(&mut d, Some(buf))?;
         Ok(())
     }
 
@@ -924,7 +951,7 @@ impl<H: Hal, B: Bar> AdminQueue<H, B> {
             CapsKind::Function => Opcode::ListFuncCaps,
         };
         let mut d = Desc::new(op);
-        let r = self.send(&mut d, Some(buf));
+        let r = self.exec(&mut d, Some(buf));
         let count = d.u32_at(20);
         match r {
             Ok(()) => Ok(count),
@@ -955,7 +982,7 @@ impl<H: Hal, B: Bar> AdminQueue<H, B> {
     ) -> Result<super::caps::FuncCaps, CmdError> {
         let mut buf = [0u8; super::desc::MAX_BUF_LEN];
         let count = self.list_caps(CapsKind::Function, &mut buf).map_err(|(e, _)| e)?;
-        let fd = self.bar().read32(super::caps::GLQF_FD_SIZE);
+        let fd = self.regs().read32(super::caps::GLQF_FD_SIZE);
         Ok(super::caps::FuncCaps::parse(&buf, count, dev.common.valid_functions, dev.num_funcs, fd))
     }
 
@@ -964,7 +991,7 @@ impl<H: Hal, B: Bar> AdminQueue<H, B> {
     pub fn get_sw_cfg(&mut self, start: u16, buf: &mut [u8]) -> Result<(u16, u16), CmdError> {
         let mut d = Desc::new(Opcode::GetSwitchConfig);
         d.set_u16(18, start);
-        self.send(&mut d, Some(buf))?;
+        self.exec(&mut d, Some(buf))?;
         Ok((d.u16_at(18), d.u16_at(20)))
     }
 
@@ -1016,7 +1043,7 @@ impl<H: Hal, B: Bar> AdminQueue<H, B> {
             return Err(CmdError::Invalid("MAC read buffer outside 8..=4096 bytes"));
         };
         let mut d = Desc::new(Opcode::ManageMacRead);
-        self.send(&mut d, Some(b))?;
+        self.exec(&mut d, Some(b))?;
         if d.u16_at(16) & (1 << 4) == 0 {
             return Err(CmdError::BadResponse("no valid LAN address"));
         }
@@ -1056,7 +1083,7 @@ impl<H: Hal, B: Bar> AdminQueue<H, B> {
         if auto_drop && api.api_major() >= 1 && api.api_minor() >= 4 {
             d.set_u8(24, 1);
         }
-        self.send(&mut d, None)?;
+        self.exec(&mut d, None)?;
         Ok(())
     }
 
@@ -1076,7 +1103,7 @@ impl<H: Hal, B: Bar> AdminQueue<H, B> {
             None => {}
         }
         let mut buf = [0u8; LINK_STATUS_LEN];
-        self.send(&mut d, Some(&mut buf))?;
+        self.exec(&mut d, Some(&mut buf))?;
         Ok(LinkStatus::parse(&buf, d.u16_at(18) & 1 != 0))
     }
 
@@ -1103,7 +1130,7 @@ impl<H: Hal, B: Bar> AdminQueue<H, B> {
             port.phy_user_caps &= !(1 << 3);
         }
         d.set_u8(18, fl);
-        self.send(&mut d, None)?;
+        self.exec(&mut d, None)?;
         Ok(())
     }
 
@@ -1113,14 +1140,14 @@ impl<H: Hal, B: Bar> AdminQueue<H, B> {
         let mut d = Desc::new(Opcode::SetEventMask);
         d.set_u8(16, lport);
         d.set_u16(24, mask);
-        self.send(&mut d, None)?;
+        self.exec(&mut d, None)?;
         Ok(())
     }
 
     /// Query Tx Scheduler Resources 0x0412 (ice_sched_query_res_alloc).
     pub fn query_sched_res(&mut self) -> Result<SchedResources, CmdError> {
         let mut buf = [0u8; SCHED_RES_LEN];
-        self.send(&mut Desc::new(Opcode::QuerySchedRes), Some(&mut buf))?;
+        self.exec(&mut Desc::new(Opcode::QuerySchedRes), Some(&mut buf))?;
         SchedResources::parse(&buf)
     }
 
@@ -1129,11 +1156,14 @@ impl<H: Hal, B: Bar> AdminQueue<H, B> {
     pub fn add_vsi(&mut self, ctx: &mut VsiContext) -> Result<VsiAnswer, CmdError> {
         let mut d = Desc::new(Opcode::AddVsi);
         d.set_u16(22, VSI_TYPE_PF);
-        self.send(&mut d, Some(&mut ctx.0))?;
+        self.exec(&mut d, Some(&mut ctx.0))?;
         Ok(vsi_answer(&d))
     }
 
     /// Update VSI 0x0211 of hardware VSI `vsi_num` (ice_aq_update_vsi).
+    /// Refused with [`CmdError::InUse`] for the VSI a live RDMA device
+    /// holds (its PE filter is the device's, through
+    /// [`LanOps`](crate::lan::LanOps)).
     pub fn update_vsi(
         &mut self,
         vsi_num: u16,
@@ -1142,9 +1172,10 @@ impl<H: Hal, B: Bar> AdminQueue<H, B> {
         if vsi_num > 0x3ff {
             return Err(CmdError::Invalid("VSI number beyond 10 bits"));
         }
+        self.refuse_if_held(Some(vsi_num))?;
         let mut d = Desc::new(Opcode::UpdateVsi);
         d.set_u16(16, vsi_num | VSI_IS_VALID);
-        self.send(&mut d, Some(&mut ctx.0))?;
+        self.exec(&mut d, Some(&mut ctx.0))?;
         Ok(vsi_answer(&d))
     }
 
@@ -1167,15 +1198,17 @@ impl<H: Hal, B: Bar> AdminQueue<H, B> {
     }
 
     /// Free VSI 0x0213 (direct): byte 16–17 = number | IS_VALID, byte 18
-    /// bit 0 = keep the allocation (ice_aq_free_vsi).
+    /// bit 0 = keep the allocation (ice_aq_free_vsi). Refused with
+    /// [`CmdError::InUse`] for the VSI a live RDMA device holds.
     pub fn free_vsi(&mut self, vsi_num: u16, keep_alloc: bool) -> Result<VsiAnswer, CmdError> {
         if vsi_num > 0x3ff {
             return Err(CmdError::Invalid("VSI number beyond 10 bits"));
         }
+        self.refuse_if_held(Some(vsi_num))?;
         let mut d = Desc::new(Opcode::FreeVsi);
         d.set_u16(16, vsi_num | VSI_IS_VALID);
         d.set_u16(18, u16::from(keep_alloc));
-        self.send(&mut d, None)?;
+        self.exec(&mut d, None)?;
         Ok(vsi_answer(&d))
     }
 
@@ -1185,7 +1218,7 @@ impl<H: Hal, B: Bar> AdminQueue<H, B> {
         if buf.len() < 4 {
             return Err(CmdError::Invalid("package-info buffer under 4 bytes"));
         }
-        self.send(&mut Desc::new(Opcode::GetPackageInfo), Some(buf))?;
+        self.exec(&mut Desc::new(Opcode::GetPackageInfo), Some(buf))?;
         let count = le32(buf, 0);
         let mut active = None;
         for i in 0..count {
@@ -1213,7 +1246,7 @@ impl<H: Hal, B: Bar> AdminQueue<H, B> {
         d.set_u16(16, RES_GLOBAL_CFG_LOCK);
         d.set_u16(18, RES_WRITE);
         d.set_u32(20, GLOBAL_CFG_LOCK_TIMEOUT_MS);
-        let r = self.send(&mut d, None);
+        let r = self.exec(&mut d, None);
         match (d.u16_at(28), r) {
             (RES_GLBL_DONE, _) => Ok(LockOutcome::AlreadyDone),
             (RES_GLBL_SUCCESS, Ok(())) => Ok(LockOutcome::Acquired),
@@ -1229,7 +1262,7 @@ impl<H: Hal, B: Bar> AdminQueue<H, B> {
     pub fn release_global_cfg_lock(&mut self) -> Result<(), CmdError> {
         let mut d = Desc::new(Opcode::ReleaseResource);
         d.set_u16(16, RES_GLOBAL_CFG_LOCK);
-        self.send(&mut d, None)?;
+        self.exec(&mut d, None)?;
         Ok(())
     }
 
@@ -1250,7 +1283,7 @@ impl<H: Hal, B: Bar> AdminQueue<H, B> {
         b.copy_from_slice(chunk);
         let mut d = Desc::new(Opcode::DownloadPackage);
         d.set_u8(16, u8::from(last));
-        match self.send(&mut d, Some(b)) {
+        match self.exec(&mut d, Some(b)) {
             Ok(()) => Ok(()),
             Err(e) => Err((e.into(), le32(b, 0), le32(b, 4))),
         }

@@ -281,7 +281,7 @@ impl<H: Hal, B: Bar> AdminQueue<H, B> {
     pub fn get_default_topology(&mut self, lport: u8, buf: &mut [u8]) -> Result<u8, CmdError> {
         let mut d = Desc::new(Opcode::GetDefaultTopology);
         d.set_u8(16, lport);
-        self.send(&mut d, Some(buf))?;
+        self.exec(&mut d, Some(buf))?;
         Ok(d.u8_at(17))
     }
 
@@ -292,7 +292,7 @@ impl<H: Hal, B: Bar> AdminQueue<H, B> {
         buf[4..8].copy_from_slice(&teid.to_le_bytes());
         let mut d = Desc::new(Opcode::QuerySchedElems);
         d.set_u16(16, 1);
-        self.send(&mut d, Some(&mut buf))?;
+        self.exec(&mut d, Some(&mut buf))?;
         if d.u16_at(18) != 1 {
             return Err(CmdError::BadResponse("scheduling element not found"));
         }
@@ -301,15 +301,17 @@ impl<H: Hal, B: Bar> AdminQueue<H, B> {
     }
 
     /// Delete Scheduling Elements 0x040F: one group, `teid` under `parent`
-    /// (ice_sched_remove_elems).
+    /// (ice_sched_remove_elems). Refused with [`CmdError::InUse`] while a
+    /// live RDMA device holds a VSI (its branch is in the tree).
     pub fn delete_sched_elem(&mut self, parent: u32, teid: u32) -> Result<(), CmdError> {
+        self.refuse_if_held(None)?;
         let mut buf = [0u8; 12];
         buf[0..4].copy_from_slice(&parent.to_le_bytes());
         buf[4..6].copy_from_slice(&1u16.to_le_bytes());
         buf[8..12].copy_from_slice(&teid.to_le_bytes());
         let mut d = Desc::new(Opcode::DeleteSchedElems);
         d.set_u16(16, 1);
-        self.send(&mut d, Some(&mut buf))?;
+        self.exec(&mut d, Some(&mut buf))?;
         if d.u16_at(18) != 1 {
             return Err(CmdError::BadResponse("scheduling element not deleted"));
         }
@@ -337,7 +339,7 @@ impl<H: Hal, B: Bar> AdminQueue<H, B> {
         }
         let mut d = Desc::new(Opcode::AddSchedElems);
         d.set_u16(16, 1);
-        self.send(&mut d, Some(&mut buf[..len]))?;
+        self.exec(&mut d, Some(&mut buf[..len]))?;
         if d.u16_at(18) != 1 {
             return Err(CmdError::BadResponse("firmware added no scheduling element"));
         }
@@ -382,7 +384,7 @@ impl<H: Hal, B: Bar> AdminQueue<H, B> {
         }
         let mut d = Desc::new(Opcode::AddRdmaQset);
         d.set_u8(16, 1);
-        self.send(&mut d, Some(&mut buf[..len]))?;
+        self.exec(&mut d, Some(&mut buf[..len]))?;
         for (i, t) in teids.iter_mut().take(n).enumerate() {
             *t = rd32(&buf, 8 + i * ELEM_LEN + 4);
         }
@@ -393,10 +395,16 @@ impl<H: Hal, B: Bar> AdminQueue<H, B> {
     /// 3), one entry, timeout 5 (bytes 18–19 bits 15:10); the item is the
     /// parent TEID, count 1, q_id = qs_handle | bit 15 (RDMA qset)
     /// (ice_aq_dis_lan_txq via ice_dis_vsi_rdma_qset; spec §2.13).
+    ///
+    /// Refused with [`CmdError::InUse`] while a live RDMA device holds a
+    /// VSI: its qsets are released through
+    /// [`LanOps::unregister_qset`](crate::lan::LanOps::unregister_qset) on
+    /// the [`IceLan`](super::IceLan), which knows which are the device's.
     pub fn dis_rdma_qset(&mut self, parent: u32, qs_handle: u16) -> Result<(), CmdError> {
         if qs_handle > 0x3ff {
             return Err(CmdError::Invalid("qs_handle beyond 10 bits"));
         }
+        self.refuse_if_held(None)?;
         let mut buf = [0u8; 8];
         buf[0..4].copy_from_slice(&parent.to_le_bytes());
         buf[4] = 1;
@@ -405,7 +413,7 @@ impl<H: Hal, B: Bar> AdminQueue<H, B> {
         d.set_u8(16, 1 << 3);
         d.set_u8(17, 1);
         d.set_u16(18, 5 << 10);
-        self.send(&mut d, Some(&mut buf))?;
+        self.exec(&mut d, Some(&mut buf))?;
         Ok(())
     }
 

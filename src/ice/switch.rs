@@ -314,7 +314,7 @@ impl<H: Hal, B: Bar> AdminQueue<H, B> {
     pub fn add_switch_rule(&mut self, rule: &mut [u8; RULE_LEN]) -> Result<u16, CmdError> {
         let mut d = Desc::new(Opcode::AddSwitchRules);
         d.set_u16(16, 1);
-        self.send(&mut d, Some(rule))?;
+        self.exec(&mut d, Some(rule))?;
         Ok(u16::from_le_bytes([rule[12], rule[13]]))
     }
 
@@ -346,7 +346,7 @@ impl<H: Hal, B: Bar> AdminQueue<H, B> {
     }
 
     fn sw_rules_result(&mut self, mut d: Desc, buf: &mut [u8]) -> Result<(), CmdError> {
-        let r = self.send(&mut d, Some(buf));
+        let r = self.exec(&mut d, Some(buf));
         // ice_aq_sw_rules: for update / remove, a last status of ENOENT
         // makes the result ENOENT whatever the send returned
         if d.opcode() != Opcode::AddSwitchRules as u16 && self.last_status() == rc::ENOENT {
@@ -370,7 +370,7 @@ impl<H: Hal, B: Bar> AdminQueue<H, B> {
         let mut b = res_buf(ty, 0);
         let mut d = Desc::new(Opcode::AllocResources);
         d.set_u16(16, 1);
-        self.send(&mut d, Some(&mut b))?;
+        self.exec(&mut d, Some(&mut b))?;
         let id = u16::from_le_bytes([b[4], b[5]]);
         if id > MAX_ID {
             return Err(CmdError::BadResponse("VSI list id beyond 10 bits"));
@@ -391,7 +391,7 @@ impl<H: Hal, B: Bar> AdminQueue<H, B> {
         let mut b = res_buf(ty, id);
         let mut d = Desc::new(Opcode::FreeResources);
         d.set_u16(16, 1);
-        self.send(&mut d, Some(&mut b))?;
+        self.exec(&mut d, Some(&mut b))?;
         Ok(())
     }
 

@@ -645,12 +645,23 @@ impl<H: Hal, B: Bar + Clone> Drop for Cq<'_, H, B> {
             if users.is_some_and(|u| *u > 0)
                 && let Some((ring, shadow)) = self.mem.take()
             {
-                let d = DeferredCq { cmd: self.cmd, ring, shadow };
+                // The rings a resize replaced go with the CQ: the device
+                // holds them until the DESTROY_CQ completes (issue #28
+                // item 5). Their `uk` views go here, first.
+                let mut old = heapless::Vec::new();
+                while !self.old.is_empty() {
+                    let OldRing { uk: _, _ring: r } = self.old.remove(0);
+                    // `old` has `self.old`'s capacity; were it full, the
+                    // ring would still never be freed.
+                    if let Err(r) = old.push(r) {
+                        self.dev.quarantine(r);
+                    }
+                }
+                let d = DeferredCq { cmd: self.cmd, ring, shadow, old };
                 if let Err(d) = res.deferred_cqs.push(d) {
                     // No room to wait: keep it for good (the quarantine's
                     // lock is a leaf, taken under the resource lock).
-                    self.dev.quarantine(d.ring);
-                    self.dev.quarantine(d.shadow);
+                    d.into_bufs().for_each(|b| self.dev.quarantine(b));
                     self.dev.quarantine_ids(1);
                 }
                 return;

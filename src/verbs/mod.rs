@@ -321,8 +321,7 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
                     let _ = ids.cqs.free(*c);
                 }
                 Err(_) => {
-                    self.quarantine(d.ring);
-                    self.quarantine(d.shadow);
+                    d.into_bufs().for_each(|b| self.quarantine(b));
                     self.quarantine_ids(1);
                 }
             }

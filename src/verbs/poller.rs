@@ -50,9 +50,11 @@ impl<'d, H: Hal, B: Bar + Clone> Cq<'d, H, B> {
 impl<'c, 'q, 'd, H: Hal, B: Bar + Clone, const N: usize> CqPoller<'c, 'q, 'd, H, B, N> {
     /// Registers `qp`, a live shared QP completing (send or receive side)
     /// to this CQ. Registering it again does nothing. Refused:
-    /// [`VerbsError::Invalid`] if `qp` is destroyed or does not use this
-    /// CQ, [`VerbsError::AboveLimit`] if `N` QPs are registered.
+    /// [`VerbsError::Invalid`] if `qp` belongs to another device, is
+    /// destroyed or does not use this CQ, [`VerbsError::AboveLimit`] if `N`
+    /// QPs are registered.
     pub fn register(&mut self, qp: &'q SharedQp<'d, H, B>) -> Result<(), VerbsError> {
+        qp.check_device(self.cq)?;
         if !self.cq.device().qp_uses_cq(qp.qp_num(), self.cq.id()) {
             return Err(VerbsError::Invalid { what: Phrase::new(&"QP not on this CQ") });
         }

@@ -327,6 +327,15 @@ impl<'d, H: Hal, B: Bar + Clone> SharedQp<'d, H, B> {
 
     /// Whether the software flush may retire this QP's SQ now: no lock-free
     /// post is between reserve and publish. Called with the lock held.
+    /// Whether this QP belongs to `cq`'s device ([`VerbsError::Invalid`]
+    /// "QP of another device" otherwise; issue #28 item 6).
+    pub(super) fn check_device(&self, cq: &Cq<'d, H, B>) -> Result<(), VerbsError> {
+        if !core::ptr::eq(self.dev, cq.device()) {
+            return Err(VerbsError::Invalid { what: Phrase::new(&"QP of another device") });
+        }
+        Ok(())
+    }
+
     pub(super) fn may_flush(&self) -> bool {
         self.gate.may_flush()
     }
@@ -364,11 +373,22 @@ impl<'d, H: Hal, B: Bar + Clone> Cq<'d, H, B> {
     /// orders cannot deadlock (issue #12). Safe to run while other threads
     /// post; the software flush of a QP in error waits (for a later poll)
     /// until no lock-free post is in progress on it.
+    ///
+    /// Refused with [`VerbsError::Invalid`] ("QP of another device"),
+    /// before anything is locked or consumed, when a listed QP belongs to
+    /// another device: QP numbers and completion contexts are per device,
+    /// so its lookups would take this device's completions. A QP of this
+    /// device that does not complete to this CQ is accepted (and only
+    /// locked): no CQE of this CQ names it, and its software flush covers
+    /// only the sides on this CQ (none).
     pub fn poll_shared<const N: usize>(
         &mut self,
         qps: [&SharedQp<'d, H, B>; N],
         wc: &mut [WorkCompletion],
-    ) -> usize {
+    ) -> Result<usize, VerbsError> {
+        for q in &qps {
+            q.check_device(self)?;
+        }
         let addr = |i: usize| qps.get(i).map_or(0, |q| core::ptr::from_ref(*q) as usize);
         let mut order: [usize; N] = core::array::from_fn(|i| i);
         order.sort_unstable_by_key(|&i| addr(i));
@@ -386,9 +406,9 @@ impl<'d, H: Hal, B: Bar + Clone> Cq<'d, H, B> {
                 *s = Some(q.inner.lock());
             }
         }
-        self.poll_slots(&mut slots, wc, |qpn| {
+        Ok(self.poll_slots(&mut slots, wc, |qpn| {
             qps.iter().find(|q| q.id == qpn).is_none_or(|q| q.may_flush())
-        })
+        }))
     }
 }
 

@@ -1,0 +1,131 @@
+//! Issue #28 items 5 and 6: memory a resized CQ's old rings occupy stays
+//! with the device until its (deferred) DESTROY_CQ completes, and a CQ poll
+//! refuses a shared QP of another device.
+
+mod common;
+mod e2e_common;
+
+use e2e_common::*;
+use mock_bar::device::QueueMem;
+
+/// Bytes of the ring `create_cq(4)` makes: (4 + 1) × 2 entries of 32 bytes.
+const RING4: usize = 10 * 32;
+
+/// A CQ resized (its old ring kept for CQEs still in it) and then dropped
+/// while a QP still completes to it: the DESTROY_CQ waits for the QP, and
+/// until it ran every ring the device was given — the old one included —
+/// stays allocated. Once the QP is destroyed the CQ is destroyed and every
+/// page comes back.
+#[test]
+fn resized_cq_dropped_under_a_live_qp_keeps_its_old_ring_until_destroyed() {
+    let _g = lock();
+    let base = FakeHal::live_pages();
+    let bar = ModelBar::standalone(small_fn_config());
+    {
+        let dev = probe_as(&bar, A, Profile::SMALL);
+        let pd = dev.alloc_pd().unwrap();
+        let mut cq = dev.create_cq(4).unwrap();
+        let id = cq.id();
+        let mut qp = create_qp(&dev, &pd, &cq, 8);
+        let ring = bar.with_device(|d| d.cq(id).map(|c| c.ring));
+        let Some(QueueMem::Phys(old)) = ring else { panic!("contiguous ring: {ring:?}") };
+        assert!(FakeHal::contains(old, RING4));
+        cq.resize(64).unwrap();
+        assert_eq!(cq.pending_resizes(), 1, "the old ring is kept");
+        let before_drop = FakeHal::live_pages();
+        drop(cq);
+        // DESTROY_CQ deferred: the device still holds the CQ (and so every
+        // ring it was given for it).
+        assert!(bar.with_device(|d| d.cq(id).is_some()), "the CQ still exists in the device");
+        assert!(
+            FakeHal::contains(old, RING4),
+            "the old ring was freed while the device still holds the CQ"
+        );
+        assert_eq!(FakeHal::live_pages(), before_drop, "nothing freed before DESTROY_CQ");
+        qp.destroy().unwrap();
+        assert!(bar.with_device(|d| d.cq(id).is_none()), "destroyed with its last QP");
+        assert!(FakeHal::live_pages() < before_drop, "the CQ's rings came back");
+    }
+    assert_eq!(FakeHal::live_pages(), base, "every page back");
+}
+
+/// `Cq::poll_shared` and `CqPoller::register` with a shared QP of another
+/// device are refused with a typed error, nothing consumed; a QP of the
+/// same device on another CQ is refused by the poller and harmless to
+/// `poll_shared`.
+#[test]
+fn a_cq_refuses_a_shared_qp_of_another_device() {
+    let _g = lock();
+    let base = FakeHal::live_pages();
+    let bar_a = ModelBar::standalone(Config::default());
+    let bar_b = bar_a.add_peer(Config::default());
+    {
+        let da = probe_as(&bar_a, A, Profile::SMALL);
+        let db = probe_as(&bar_b, B, Profile::SMALL);
+        let (pa, pb) = (da.alloc_pd().unwrap(), db.alloc_pd().unwrap());
+        let mut ca = da.create_cq(64).unwrap();
+        let ca2 = da.create_cq(64).unwrap();
+        let cb = db.create_cq(64).unwrap();
+        let cap = QpCap {
+            max_send_wr: 16,
+            max_recv_wr: 16,
+            max_send_sge: 1,
+            max_recv_sge: 1,
+            max_inline_data: 0,
+        };
+        let mut qa = shared_qp(&da, &pa, &ca, cap);
+        let mut qa2 = shared_qp(&da, &pa, &ca2, cap);
+        let mut qb = shared_qp(&db, &pb, &cb, cap);
+        // The two devices number their QPs alike: B's QP has A's number,
+        // so only the device tells them apart.
+        assert_eq!(qa.qp_num(), qb.qp_num(), "same QP number on both devices");
+        let (na, nb) = (qa.qp_num(), qb.qp_num());
+        connect_shared(&mut qa, A, B, nb);
+        connect_shared(&mut qb, B, A, na);
+
+        let src = buf(1);
+        let dst = buf(1);
+        fill(&src, 5);
+        let src_mr = reg(&da, &pa, src.paddr(), 4096, &pages_of(&src), false);
+        let dst_mr = reg(&db, &pb, dst.paddr(), 4096, &pages_of(&dst), false);
+        let sge = [Sge { addr: src.paddr(), length: 64, lkey: src_mr.lkey() }];
+        let wr = SendWr {
+            wr_id: 7,
+            opcode: WrOpcode::RdmaWrite { remote_addr: dst.paddr(), rkey: dst_mr.rkey() },
+            flags: SendFlags::SIGNALED,
+            sg_list: &sge,
+        };
+        qa.post_send(&[wr]).unwrap();
+
+        let foreign = VerbsError::Invalid { what: irdma::Phrase::new(&"QP of another device") };
+        let mut wc = [EMPTY_WC; 4];
+        assert_eq!(ca.poll_shared([&qb], &mut wc), Err(foreign));
+        assert_eq!(ca.poll_shared([&qa, &qb], &mut wc), Err(foreign), "one foreign QP is enough");
+        // A QP of this device on another CQ: no CQE of this CQ names it,
+        // so a poll listing it is harmless (it is only locked); the poller
+        // refuses to register it.
+        assert_eq!(ca.poll_shared([&qa2], &mut wc), Ok(0));
+        let other_cq = VerbsError::Invalid { what: irdma::Phrase::new(&"QP not on this CQ") };
+        {
+            let mut p = ca.poller::<2>();
+            assert_eq!(p.register(&qb), Err(foreign));
+            assert_eq!(p.register(&qa2), Err(other_cq));
+            assert!(p.is_empty());
+            p.register(&qa).unwrap();
+        }
+        // Nothing was consumed: A's completion comes to A's QP.
+        let mut got = 0;
+        for _ in 0..100 {
+            got += ca.poll_shared([&qa], &mut wc[got..]).unwrap();
+            if got > 0 {
+                break;
+            }
+        }
+        assert_eq!(got, 1);
+        assert_eq!((wc[0].wr_id, wc[0].qp_num, wc[0].status), (7, na, WcStatus::Success));
+        for q in [&mut qa, &mut qa2, &mut qb] {
+            q.destroy().unwrap();
+        }
+    }
+    assert_eq!(FakeHal::live_pages(), base);
+}
