@@ -6,6 +6,7 @@ mod common;
 mod e2e_common;
 
 use e2e_common::*;
+use irdma::verbs::{WqInitAttr, WqType};
 use mock_bar::device::QueueMem;
 
 /// Bytes of the ring `create_cq(4)` makes: (4 + 1) × 2 entries of 32 bytes.
@@ -126,6 +127,66 @@ fn a_cq_refuses_a_shared_qp_of_another_device() {
         for q in [&mut qa, &mut qa2, &mut qb] {
             q.destroy().unwrap();
         }
+    }
+    assert_eq!(FakeHal::live_pages(), base);
+}
+
+/// Creating a QP, an MR, a fast-register MR or a WQ with a PD or CQ of
+/// another device is refused with a typed error, and nothing is taken: the
+/// other device's ids mean nothing here, and the reference this device
+/// would count (keeping the PD id or the CQ alive under the QP) would be
+/// the other device's.
+#[test]
+fn objects_of_another_device_are_refused_at_create() {
+    let _g = lock();
+    let base = FakeHal::live_pages();
+    let bar_a = ModelBar::standalone(Config::default());
+    let bar_b = bar_a.add_peer(Config::default());
+    {
+        let da = probe_as(&bar_a, A, Profile::SMALL);
+        let db = probe_as(&bar_b, B, Profile::SMALL);
+        let (pa, pb) = (da.alloc_pd().unwrap(), db.alloc_pd().unwrap());
+        let (ca, cb) = (da.create_cq(16).unwrap(), db.create_cq(16).unwrap());
+        let usage = da.resource_usage();
+        let cap = QpCap {
+            max_send_wr: 4,
+            max_recv_wr: 4,
+            max_send_sge: 1,
+            max_recv_sge: 1,
+            max_inline_data: 0,
+        };
+        let invalid = |e: VerbsError, what: &str| match e {
+            VerbsError::Invalid { what: w } => assert_eq!(w.as_str(), what),
+            other => panic!("{what}: {other:?}"),
+        };
+        let qp = |pd, s, r| da.create_qp(pd, &mut QpInitAttr { send_cq: s, recv_cq: r, cap });
+        invalid(qp(&pb, &ca, &ca).err().unwrap(), "PD of another device");
+        invalid(qp(&pa, &cb, &ca).err().unwrap(), "send CQ of another device");
+        invalid(qp(&pa, &ca, &cb).err().unwrap(), "receive CQ of another device");
+        let shared = da.create_shared_qp(&pa, &mut QpInitAttr { send_cq: &cb, recv_cq: &ca, cap });
+        invalid(shared.err().unwrap(), "send CQ of another device");
+        invalid(da.alloc_mr(&pb, 4).err().unwrap(), "PD of another device");
+        let mem = buf(1);
+        let pages = pages_of(&mem);
+        let desc = MrDesc {
+            iova: mem.paddr(),
+            length: 4096,
+            page_size: PageSize::Size4K,
+            pages: &pages,
+            zero_based: false,
+            access: Access::LOCAL_WRITE,
+        };
+        // SAFETY: `mem` outlives the call, and nothing is registered (refused).
+        invalid(unsafe { da.reg_mr(&pb, &desc) }.err().unwrap(), "PD of another device");
+        let mut wa = WqInitAttr { wq_type: WqType::Rq, max_wr: 4, max_sge: 1, cq: &cb };
+        invalid(da.create_wq(&mut wa).err().unwrap(), "CQ of another device");
+        assert_eq!(da.resource_usage(), usage, "nothing taken on A");
+        // The same calls with A's own objects work.
+        let ok = qp(&pa, &ca, &ca).unwrap();
+        drop(ok);
+        drop((ca, cb, pa, pb));
+        da.close().unwrap();
+        db.close().unwrap();
     }
     assert_eq!(FakeHal::live_pages(), base);
 }

@@ -163,6 +163,7 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
         pd: &Pd<'d, H, B>,
         attr: &AhAttr,
     ) -> Result<Ah<'d, H, B>, VerbsError> {
+        self.own(pd.device(), &"PD of another device")?;
         let v4 = matches!(attr.dest_ip, IpAddr::V4(_));
         if v4 != matches!(attr.src_ip, IpAddr::V4(_)) {
             return Err(VerbsError::Invalid { what: Phrase::new(&"mixed IPv4/IPv6 addresses") });

@@ -253,6 +253,24 @@ impl<'d, H: Hal, B: Bar + Clone> Pd<'d, H, B> {
     }
 }
 
+impl<H: Hal, B: Bar + Clone> Device<H, B> {
+    /// Refuses an object (PD, CQ, WQ) of another device: its id means
+    /// nothing here, and the reference this device would count is the
+    /// other device's (`what` names the object in the error).
+    #[inline(never)] // cold, shared by every create call (code size)
+    pub(crate) fn own(
+        &self,
+        of: &Device<H, B>,
+        what: &'static &'static str,
+    ) -> Result<(), VerbsError> {
+        if core::ptr::eq(self, of) {
+            Ok(())
+        } else {
+            Err(VerbsError::Invalid { what: Phrase::new(what) })
+        }
+    }
+}
+
 impl<H: Hal, B: Bar + Clone> Drop for Pd<'_, H, B> {
     fn drop(&mut self) {
         if let Some(ids) = self.dev.res.lock().ids.as_mut() {

@@ -311,6 +311,7 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
         pd: &Pd<'d, H, B>,
         d: &MrDesc<'_>,
     ) -> Result<Mr<'d, H, B>, VerbsError> {
+        self.own(pd.device(), &"PD of another device")?;
         let ps = d.page_size;
         let pbytes = ps.bytes();
         if d.length == 0 || d.pages.is_empty() {
@@ -530,6 +531,7 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
         pd: &Pd<'d, H, B>,
         max_pages: u32,
     ) -> Result<FastRegMr<'d, H, B>, VerbsError> {
+        self.own(pd.device(), &"PD of another device")?;
         const MAX: u32 = 262_144; // main.h: IRDMA_MAX_PAGES_PER_FMR (spec §5.5)
         if max_pages == 0 || max_pages > MAX {
             return Err(VerbsError::AboveLimit {

@@ -441,6 +441,12 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
         transport: Transport,
         make_sq: impl FnOnce(Sq<'static>) -> Result<(S, SharedMem<H>), VerbsError>,
     ) -> Result<Qp<'d, H, B, S>, VerbsError> {
+        self.own(pd.device(), &"PD of another device")?;
+        self.own(attr.send_cq.device(), &"send CQ of another device")?;
+        self.own(attr.recv_cq.device(), &"receive CQ of another device")?;
+        if let Some(w) = wq.as_ref() {
+            self.own(w._dev, &"WQ of another device")?;
+        }
         let mut c = attr.cap;
         if let Some(w) = wq.as_ref() {
             c.max_recv_wr = w.max_wr;

@@ -60,6 +60,7 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
         &'d self,
         attr: &mut WqInitAttr<'_, 'd, H, B>,
     ) -> Result<Wq<'d, H, B>, VerbsError> {
+        self.own(attr.cq.device(), &"CQ of another device")?;
         let WqType::Rq = attr.wq_type;
         if attr.max_sge > MAX_FRAGS {
             return Err(VerbsError::AboveLimit {
