@@ -126,7 +126,11 @@
 //!   be closed under it; objects that depend on others are reference
 //!   counted: a CQ with live QPs refuses [`verbs::Cq::destroy`] with
 //!   [`verbs::VerbsError::InUse`] and its `Drop` defers the DESTROY_CQ until
-//!   the last QP is destroyed; a PD keeps its id while QPs or MRs use it;
+//!   the last QP is destroyed, keeping every ring it gave the device (rings
+//!   a resize replaced included) until that DESTROY_CQ completed or, if it
+//!   cannot, in the quarantine; a PD keeps its id while QPs or MRs use it;
+//!   a PD, CQ or QP of another device is refused where one is named
+//!   ([`verbs::VerbsError::Invalid`]);
 //! * completions read from registers are ordered before the reads of the
 //!   buffers the op wrote ([`hal::barrier::dma_rmb`] after the CQPTAIL poll),
 //!   CQE/AEQE valid bits before their bodies;
@@ -196,6 +200,8 @@
 //! | [`verbs::FastRegMr::map_pages`] | the same for the pages, until the one REG_MR WR this map arms (the next one admitted for the MR) is invalidated, or the MR is deregistered, or — if no REG_MR was admitted — the entries are overwritten by a later map |
 //! | [`rw::PostSend::map_mr_pages`] (an `unsafe` method of a safe trait; the verbs QPs implement it) | `pages` may be accessed by the device with the rights of the REG_MR that follows, until that registration is invalidated — as the buffers [`rw::RwCtx::init`] / [`rw::RwCtx::init_bvec`] collected them from are under their contract; the verbs implementations write only into the named live fast-register MR's own PBLEs and arm it for one REG_MR |
 //! | [`device::Device::bar`] | raw register access only reads, or writes nothing that changes which memory the device uses or disturbs the driver's rings and CQP |
+//! | [`ice::AdminQueue::bar`] | as [`device::Device::bar`], and nothing disturbs the admin queue's rings either |
+//! | [`ice::AdminQueue::send`], [`ice::AdminQueue::send_sized`] | any address in the descriptor names DMA memory the caller owns for the call, and the command changes nothing a live [`device::Device`] relies on: its VSI, qsets and scheduler branch, PE filter, the port MAC's switch rule, PF resets, NVM or package |
 //! | [`device::Device::close_after_reset`] | the PCI function was reset after the last CQP op and after every quarantined buffer was handed to the device |
 //! | [`verbs::Qp::enable_inline`], [`uk::Sq::enable_inline`], [`uk::MpSq::enable_inline`], [`device::Device::create_shared_qp_inline`] | the `addr` of every inline SGE posted from then on is a CPU address readable for `length` bytes during the post |
 //! | [`uk::Sq::split_consumer`], [`uk::Rq::split_consumer`] | until one half is dropped, the original only posts and the new half only retires, and each learns the other's position only from a value the other published with release after its accesses (through [`uk::QpLink`]), read with acquire |
