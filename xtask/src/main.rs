@@ -41,11 +41,9 @@ fn main() -> ExitCode {
     // targets and components, but rustup installs those only with a new
     // toolchain, not into one that is already there.
     let builds = !matches!(cmd, "help" | "-h" | "--help" | "setup" | "test");
-    if builds {
-        if let Err(e) = util::ensure_toolchain(&BARE_TARGETS) {
-            eprintln!("xtask {cmd}: cannot prepare the toolchain: {e}");
-            return ExitCode::FAILURE;
-        }
+    if builds && let Err(e) = util::ensure_toolchain(&BARE_TARGETS) {
+        eprintln!("xtask {cmd}: cannot prepare the toolchain: {e}");
+        return ExitCode::FAILURE;
     }
     match cmd {
         "test" => test(rest),
