@@ -170,7 +170,11 @@ pub fn wait_until<H: Hal>(deadline: Duration, mut done: impl FnMut() -> bool) ->
 /// `read_u64` of the same word), so one size for every access is what makes
 /// sharing a `Dma` between threads sound. Views made from it
 /// (`irdma::uk::QueueMem`) and anything else that reaches the memory through
-/// [`vaddr`](Self::vaddr) must follow the same rule. Byte order is
+/// [`vaddr`](Self::vaddr) must follow the same rule (an allocation the
+/// device is never told about and that is never accessed through these
+/// accessors may instead hold its owner's typed objects, as the driver's
+/// private bookkeeping does). Partial-word writes keep a concurrent device
+/// write of the word's other bytes on cache-coherent DMA. Byte order is
 /// little-endian throughout. On x86_64 and aarch64 the loads and stores
 /// compile to the same plain instructions a volatile access does; only a
 /// partial-word write costs a locked (or exclusive) read-modify-write.
