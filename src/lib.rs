@@ -131,6 +131,17 @@
 //!   cannot, in the quarantine; a PD keeps its id while QPs or MRs use it;
 //!   a PD, CQ or QP of another device is refused where one is named
 //!   ([`verbs::VerbsError::Invalid`]);
+//! * every CPU access the driver makes to DMA memory — the [`hal::Dma`]
+//!   accessors and the [`uk::QueueMem`] ring views — is a relaxed atomic
+//!   access of one aligned 8-byte word: `read_u32`/`read_bytes` load the
+//!   words holding the bytes, `write_u32`/`write_bytes` store the words
+//!   they cover whole and compare-exchange a word they cover in part (so a
+//!   concurrent write of its other bytes is kept). Threads sharing a `Dma`
+//!   or a ring therefore never race accesses of different sizes, which
+//!   Rust's memory model makes undefined (issue #28); memory reached through
+//!   [`hal::Dma::vaddr`] must be accessed the same way. (A `Dma` the driver
+//!   uses as private bookkeeping memory, never told to the device and never
+//!   read through the accessors, holds typed objects instead.);
 //! * completions read from registers are ordered before the reads of the
 //!   buffers the op wrote ([`hal::barrier::dma_rmb`] after the CQPTAIL poll),
 //!   CQE/AEQE valid bits before their bodies;
@@ -203,9 +214,9 @@
 //! | [`ice::AdminQueue::bar`] | as [`device::Device::bar`], and nothing disturbs the admin queue's rings either |
 //! | [`ice::AdminQueue::send`], [`ice::AdminQueue::send_sized`] | any address in the descriptor names DMA memory the caller owns for the call, and the command changes nothing a live [`device::Device`] relies on: its VSI, qsets and scheduler branch, PE filter, the port MAC's switch rule, PF resets, NVM or package |
 //! | [`device::Device::close_after_reset`] | the PCI function was reset after the last CQP op and after every quarantined buffer was handed to the device |
-//! | [`verbs::Qp::enable_inline`], [`uk::Sq::enable_inline`], [`uk::MpSq::enable_inline`], [`device::Device::create_shared_qp_inline`] | the `addr` of every inline SGE posted from then on is a CPU address readable for `length` bytes during the post |
+//! | [`verbs::Qp::enable_inline`], [`uk::Sq::enable_inline`], [`uk::MpSq::enable_inline`], [`device::Device::create_shared_qp_inline`] | the `addr` of every inline SGE posted from then on is a CPU address readable for `length` bytes during the post (the driver copies the bytes with plain reads, so nothing — another thread, the device — writes them meanwhile; a payload in a [`hal::Dma`] that may be written concurrently is copied out with its accessors first) |
 //! | [`uk::Sq::split_consumer`], [`uk::Rq::split_consumer`] | until one half is dropped, the original only posts and the new half only retires, and each learns the other's position only from a value the other published with release after its accesses (through [`uk::QpLink`]), read with acquire |
-//! | [`uk::QueueMem::from_raw`] | `base` is 8-byte aligned, valid for volatile reads and writes of `qwords * 8` bytes for `'a`, and no Rust reference into it exists meanwhile |
+//! | [`uk::QueueMem::from_raw`] | `base` is 8-byte aligned, valid for reads and writes of `qwords * 8` bytes for `'a`, and meanwhile the CPU accesses it only as atomic accesses of aligned 8-byte words (the access model of DMA memory above): no Rust reference into it, no plain, volatile or other-size atomic access |
 //! | [`rw::RwCtx::init`], [`rw::rdma_rw_ctx_init`] | every `sg[i].buf` is valid for the direction's access and not moved or freed until `destroy` was called with the same `sg`, after the device is done |
 //! | [`rw::RwCtx::init_bvec`], [`rw::rdma_rw_ctx_init_bvec`] | the same for every buffer the bio_vec iterator covers, until `destroy_bvec` |
 //! | [`rw::RwCtx::signature_init_sg`] | as [`rw::RwCtx::init`], for `sg` and `prot_sg` while mapped (unmapped again before it returns) |

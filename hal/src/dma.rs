@@ -8,7 +8,7 @@
 
 use core::marker::PhantomData;
 use core::ptr::NonNull;
-use core::sync::atomic::{AtomicU8, AtomicU32, AtomicU64, Ordering};
+use core::sync::atomic::{AtomicU64, Ordering};
 use core::time::Duration;
 
 /// A physical (bus) address as the device sees it.
@@ -148,13 +148,36 @@ pub fn wait_until<H: Hal>(deadline: Duration, mut done: impl FnMut() -> bool) ->
 
 /// A DMA allocation that frees itself when dropped.
 ///
-/// Accesses go through relaxed atomic loads and stores at byte offsets,
-/// checked against the length: the device may write the memory at any time,
-/// so no Rust reference to its contents is ever handed out, and a `Dma` is
-/// `Sync`, so two threads may access the same word at once (atomically: no
-/// data race, issue #12). Views made from it (`irdma::uk::QueueMem`) follow
-/// the same rule. On x86_64 and aarch64 these compile to the same plain
-/// loads and stores a volatile access does.
+/// # Access model
+///
+/// The device may write the memory at any time and a `Dma` is `Sync`, so
+/// two threads may access the same bytes at once (issue #12). No Rust
+/// reference to its contents is ever handed out, and **every CPU access to
+/// DMA memory is a relaxed atomic access of one aligned 8-byte word
+/// (`AtomicU64` at an 8-aligned offset)**, whatever the accessor:
+///
+/// * [`read_u64`](Self::read_u64)/[`write_u64`](Self::write_u64) (and the
+///   `u64s` forms) are one atomic load/store of that word;
+/// * [`read_u32`](Self::read_u32) and [`read_bytes`](Self::read_bytes) load
+///   the words that hold the bytes and extract them;
+/// * [`write_u32`](Self::write_u32) and [`write_bytes`](Self::write_bytes)
+///   store the words they cover whole and update a word they cover in part
+///   with an atomic read-modify-write (a compare-exchange loop), so a
+///   concurrent write of the word's other bytes is never lost.
+///
+/// Rust's memory model makes racing atomic accesses of different sizes to
+/// overlapping bytes undefined behaviour (issue #28: a `write_u32` racing a
+/// `read_u64` of the same word), so one size for every access is what makes
+/// sharing a `Dma` between threads sound. Views made from it
+/// (`irdma::uk::QueueMem`) and anything else that reaches the memory through
+/// [`vaddr`](Self::vaddr) must follow the same rule (an allocation the
+/// device is never told about and that is never accessed through these
+/// accessors may instead hold its owner's typed objects, as the driver's
+/// private bookkeeping does). Partial-word writes keep a concurrent device
+/// write of the word's other bytes on cache-coherent DMA. Byte order is
+/// little-endian throughout. On x86_64 and aarch64 the loads and stores
+/// compile to the same plain instructions a volatile access does; only a
+/// partial-word write costs a locked (or exclusive) read-modify-write.
 pub struct Dma<H: Hal> {
     paddr: PhysAddr,
     vaddr: NonNull<u8>,
@@ -165,8 +188,9 @@ pub struct Dma<H: Hal> {
 // SAFETY: the allocation is exclusively owned by this value; all accesses are
 // atomic and bounds-checked, so moving it to another thread is sound.
 unsafe impl<H: Hal> Send for Dma<H> {}
-// SAFETY: shared access only performs relaxed atomic loads/stores, which
-// may race with each other without undefined behaviour.
+// SAFETY: shared access only performs relaxed atomic loads, stores and
+// read-modify-writes, all of one size (an aligned 8-byte word, see the access
+// model above), which may race with each other without undefined behaviour.
 unsafe impl<H: Hal> Sync for Dma<H> {}
 
 impl<H: Hal> Dma<H> {
@@ -244,21 +268,54 @@ impl<H: Hal> Dma<H> {
         true
     }
 
-    /// Atomic read of the u32 at `offset` (4-aligned).
+    /// The atomic word holding byte `offset` (the word at `offset & !7`):
+    /// the one access unit of DMA memory, for the sub-word accessors; `None`
+    /// out of bounds.
     #[inline(always)]
-    pub fn read_u32(&self, offset: usize) -> Option<u32> {
-        let p = self.ptr::<u32>(offset)?;
-        // SAFETY: as in `read_u64`, for 4 bytes at a 4-aligned offset.
-        Some(u32::from_le(unsafe { AtomicU32::from_ptr(p) }.load(Ordering::Relaxed)))
+    fn word(&self, offset: usize) -> Option<&AtomicU64> {
+        let p = self.ptr::<u64>(offset & !7)?;
+        // SAFETY: `ptr` checked bounds and 8-alignment; the allocation is
+        // live while `self` (and so the returned borrow) is, and every
+        // access to it is an aligned 8-byte atomic (the access model above),
+        // so no racing access of another size or a non-atomic one exists.
+        Some(unsafe { AtomicU64::from_ptr(p) })
     }
 
-    /// Atomic write of the u32 at `offset` (4-aligned).
+    /// Replaces the bytes of the little-endian word at `offset & !7` that
+    /// are set in `mask` with those of `bits` (already in place), in one
+    /// atomic read-modify-write: a concurrent write of the word's other
+    /// bytes (another thread or the device) is never lost.
+    #[inline(always)]
+    fn update_word(&self, offset: usize, mask: u64, bits: u64) -> bool {
+        let Some(w) = self.word(offset) else { return false };
+        // `fetch_update` retries its compare-exchange until no other store
+        // came between its load and its store; the closure never refuses.
+        let _ = w.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |raw| {
+            Some(((u64::from_le(raw) & !mask) | (bits & mask)).to_le())
+        });
+        true
+    }
+
+    /// Atomic read of the little-endian u32 at `offset` (4-aligned): a load
+    /// of the u64 that holds it.
+    #[inline(always)]
+    pub fn read_u32(&self, offset: usize) -> Option<u32> {
+        if !offset.is_multiple_of(4) {
+            return None;
+        }
+        let w = u64::from_le(self.word(offset)?.load(Ordering::Relaxed));
+        Some((w >> (8 * (offset % 8))) as u32)
+    }
+
+    /// Atomic write of the little-endian u32 at `offset` (4-aligned): a
+    /// read-modify-write of the u64 that holds it, the other half untouched.
     #[inline(always)]
     pub fn write_u32(&self, offset: usize, value: u32) -> bool {
-        let Some(p) = self.ptr::<u32>(offset) else { return false };
-        // SAFETY: as in `read_u32`.
-        unsafe { AtomicU32::from_ptr(p) }.store(value.to_le(), Ordering::Relaxed);
-        true
+        if !offset.is_multiple_of(4) {
+            return false;
+        }
+        let shift = 8 * (offset % 8);
+        self.update_word(offset, 0xffff_ffff << shift, u64::from(value) << shift)
     }
 
     /// Atomic reads of `dst.len()` consecutive little-endian u64s from
@@ -294,32 +351,58 @@ impl<H: Hal> Dma<H> {
             && n.checked_mul(8).and_then(|b| offset.checked_add(b)).is_some_and(|e| e <= self.len())
     }
 
-    /// Copies `src` into the buffer at `offset`; false if it does not fit.
+    /// Copies `src` into the buffer at `offset`; false (and nothing
+    /// written) if it does not fit. Words covered whole are atomic u64
+    /// stores; a word covered in part (at either end) is updated by an
+    /// atomic read-modify-write that keeps its other bytes.
     pub fn write_bytes(&self, offset: usize, src: &[u8]) -> bool {
         let Some(end) = offset.checked_add(src.len()) else { return false };
         if end > self.len() {
             return false;
         }
-        for (i, b) in src.iter().enumerate() {
-            // SAFETY: `offset + i < end <= len`; the allocation is live and
-            // only accessed atomically.
-            unsafe { AtomicU8::from_ptr(self.vaddr.as_ptr().add(offset + i)) }
-                .store(*b, Ordering::Relaxed);
+        let mut done = 0;
+        while done < src.len() {
+            let at = offset + done;
+            let first = at % 8;
+            let n = (8 - first).min(src.len() - done);
+            let mut b = [0u8; 8];
+            if let (Some(d), Some(s)) = (b.get_mut(first..first + n), src.get(done..done + n)) {
+                d.copy_from_slice(s);
+            }
+            let bits = u64::from_le_bytes(b);
+            if n == 8 {
+                let Some(w) = self.word(at) else { return false };
+                w.store(bits.to_le(), Ordering::Relaxed);
+            } else {
+                // n < 8 and first + n <= 8: the mask covers bytes first..first+n.
+                let mask = ((1u64 << (8 * n)) - 1) << (8 * first);
+                if !self.update_word(at, mask, bits) {
+                    return false;
+                }
+            }
+            done += n;
         }
         true
     }
 
-    /// Copies from the buffer at `offset` into `dst`; false if out of bounds.
+    /// Copies from the buffer at `offset` into `dst`; false (and `dst`
+    /// untouched) if out of bounds. One atomic u64 load per word covered.
     pub fn read_bytes(&self, offset: usize, dst: &mut [u8]) -> bool {
         let Some(end) = offset.checked_add(dst.len()) else { return false };
         if end > self.len() {
             return false;
         }
-        for (i, b) in dst.iter_mut().enumerate() {
-            // SAFETY: `offset + i < end <= len`; the allocation is live and
-            // only accessed atomically.
-            *b = unsafe { AtomicU8::from_ptr(self.vaddr.as_ptr().add(offset + i)) }
-                .load(Ordering::Relaxed);
+        let mut done = 0;
+        while done < dst.len() {
+            let at = offset + done;
+            let first = at % 8;
+            let n = (8 - first).min(dst.len() - done);
+            let Some(w) = self.word(at) else { return false };
+            let b = u64::from_le(w.load(Ordering::Relaxed)).to_le_bytes();
+            if let (Some(d), Some(s)) = (dst.get_mut(done..done + n), b.get(first..first + n)) {
+                d.copy_from_slice(s);
+            }
+            done += n;
         }
         true
     }
@@ -439,6 +522,42 @@ mod tests {
         assert_eq!(Dma::<HeapHal>::new(0, BufferDirection::Both).unwrap_err(), DmaError::NoMemory);
     }
 
+    /// The word-based sub-word accessors keep the byte semantics: every
+    /// offset and length around word boundaries, against a plain byte copy.
+    #[test]
+    fn byte_and_u32_access_across_word_boundaries() {
+        let _g = heap_lock();
+        let d = Dma::<HeapHal>::new(1, BufferDirection::Both).unwrap();
+        let base: std::vec::Vec<u8> = (0..48u8).map(|i| i ^ 0x5a).collect();
+        for off in 0..20 {
+            for len in 0..20 {
+                let mut want = base.clone();
+                let src: std::vec::Vec<u8> = (0..len as u8).map(|i| 0x80 | i).collect();
+                want[off..off + len].copy_from_slice(&src);
+                assert!(d.write_bytes(0, &base));
+                assert!(d.write_bytes(off, &src));
+                let mut got = [0u8; 48];
+                assert!(d.read_bytes(0, &mut got));
+                assert_eq!(got[..], want[..], "write_bytes({off}, {len} bytes)");
+                let mut part = std::vec![0u8; len];
+                assert!(d.read_bytes(off, &mut part));
+                assert_eq!(part[..], want[off..off + len], "read_bytes({off}, {len})");
+            }
+        }
+        assert!(d.write_u64(0, 0x8877_6655_4433_2211));
+        assert!(d.write_u32(4, 0xddcc_bbaa));
+        assert_eq!(d.read_u64(0), Some(0xddcc_bbaa_4433_2211));
+        assert!(d.write_u32(0, 0x0403_0201));
+        assert_eq!(d.read_u64(0), Some(0xddcc_bbaa_0403_0201));
+        assert_eq!(d.read_u32(4), Some(0xddcc_bbaa));
+        assert_eq!(d.read_u32(2), None, "misaligned");
+        assert!(!d.write_u32(6, 1), "misaligned");
+        assert!(!d.write_u32(PAGE_SIZE, 1), "past the end");
+        assert_eq!(d.read_u32(PAGE_SIZE - 4), Some(0));
+        assert!(!d.write_bytes(PAGE_SIZE - 1, &[1, 2]), "past the end");
+        assert_eq!(d.read_u64(PAGE_SIZE - 8), Some(0), "nothing written when refused");
+    }
+
     /// Issue #12: `Dma` is `Sync` and its accessors take `&self`, so two
     /// threads may store to the same word at once. With volatile (non-atomic)
     /// accesses that is a data race Miri reports as undefined behaviour; the
@@ -464,6 +583,47 @@ mod tests {
         });
         assert_eq!(d.read_u64(0).map(|v| v & 0xff), Some(3));
         assert!(matches!(d.read_u32(8), Some(1 | 2)));
+    }
+
+    /// Issue #28: two threads sharing one `&Dma` may access the same bytes
+    /// with different accessors (a u32 or byte write racing a u64 read, and
+    /// the other way round). Overlapping atomic accesses of different sizes
+    /// are undefined behaviour in Rust's memory model (Miri: "overlapping
+    /// unsynchronized atomic accesses must use the same access size"); every
+    /// accessor is a whole aligned u64 access, so this is sound (run under
+    /// `cargo xtask test miri`). Sub-word writes must also not lose a
+    /// concurrent writer's bytes of the same word.
+    #[test]
+    fn mixed_size_access_to_one_word_is_sound() {
+        let _g = heap_lock();
+        let d = Dma::<HeapHal>::new(1, BufferDirection::Both).unwrap();
+        std::thread::scope(|s| {
+            let d = &d;
+            s.spawn(move || {
+                for i in 0..4u8 {
+                    assert!(d.write_u32(0, 0x1111_1100 | u32::from(i)));
+                    assert!(d.write_bytes(13, &[0xa0 | i, 0xb0 | i]));
+                    let _ = d.read_u64(8);
+                    let mut b = [0u8; 5];
+                    assert!(d.read_bytes(5, &mut b));
+                    let _ = d.read_u32(12);
+                }
+            });
+            s.spawn(move || {
+                for i in 0..4u8 {
+                    let _ = d.read_u64(0);
+                    let mut b = [0u8; 3];
+                    assert!(d.read_bytes(1, &mut b));
+                    let _ = d.read_u32(0);
+                    assert!(d.write_u32(4, 0x2222_2200 | u32::from(i)));
+                    assert!(d.write_bytes(8, &[0xc0 | i, 0xd0 | i, 0xe0 | i]));
+                }
+            });
+        });
+        // Each thread's last writes survive the other's writes to the same
+        // word (no lost update of the bytes it did not write).
+        assert_eq!(d.read_u64(0), Some(0x2222_2203_1111_1103));
+        assert_eq!(d.read_u64(8), Some(0x00b3_a300_00e3_d3c3));
     }
 
     #[test]

@@ -5,8 +5,12 @@
 //! (including ring sizes smaller than any real GEN_2 queue). The device may
 //! write this memory at any time, and several cores may write it at once
 //! (the shared SQ), so it is accessed only through relaxed atomic loads and
-//! stores of whole qwords, never through Rust references or plain (or
-//! volatile) accesses, which would be a data race (issue #12). On x86_64 and
+//! stores of whole aligned qwords, never through Rust references or plain
+//! (or volatile) accesses, which would be a data race (issue #12), nor
+//! through atomics of another size, which racing an 8-byte access are
+//! undefined behaviour too (issue #28). This is the one access model of all
+//! DMA memory (see [`Dma`]'s docs), so a view and the `Dma` accessors of the
+//! same memory may be used side by side from any threads. On x86_64 and
 //! aarch64 a relaxed 64-bit atomic load or store is the same single `mov` /
 //! `ldr` / `str` a volatile access compiles to, so the data path costs the same.
 
@@ -203,9 +207,11 @@ impl<'a> QueueMem<'a> {
     ///
     /// `base` must be 8-byte aligned and valid for reads and writes of
     /// `qwords * 8` bytes for `'a`, and during `'a` the CPU may access that
-    /// memory only atomically (through `QueueMem` views, `Dma` accessors or
-    /// atomics): no Rust references to it as plain integers, no plain or
-    /// volatile accesses. (The device may access it at any time.)
+    /// memory only as atomic accesses of aligned 8-byte words (through
+    /// `QueueMem` views, `Dma` accessors or `AtomicU64`s): no Rust
+    /// references to it as plain integers, no plain or volatile accesses, no
+    /// atomics of another size (issue #28). (The device may access it at
+    /// any time.)
     pub unsafe fn from_raw(base: NonNull<u64>, qwords: usize) -> Self {
         QueueMem { base, qwords, _mem: PhantomData }
     }

@@ -1386,8 +1386,9 @@ mod tests {
         assert_eq!(mp.post(&SqPost::new(10, SqOp::Nop)).unwrap().wqe_idx, 0);
     }
 
+    /// Under Miri (weak-memory emulation on, issue #28) a dozen posts per
+    /// producer: the same races, in a time Miri can afford.
     #[test]
-    #[cfg_attr(miri, ignore = "900 posts against a spinning device thread: too slow under Miri")]
     fn threads_publish_every_wqe_once_in_order() {
         extern crate std;
         use std::sync::atomic::{AtomicBool, Ordering as O};
@@ -1395,7 +1396,7 @@ mod tests {
         let tb: Vec<MpTrk> = (0..512).map(|_| MpTrk::new()).collect();
         let mp = MpSq::new(view(&mut b), &tb[..], 512, 13, 101, 7).unwrap();
         let done = AtomicBool::new(false);
-        let per = 300u64;
+        let per = if cfg!(miri) { 12u64 } else { 300u64 };
         let seen = std::thread::scope(|s| {
             for t in 0..3u64 {
                 let mp = &mp;
@@ -1429,6 +1430,9 @@ mod tests {
                         std::hint::spin_loop();
                         continue;
                     }
+                    // The body is read after the valid bit, as the device
+                    // does (the producers' `dma_wmb` pairs with this).
+                    irdma_hal::barrier::dma_rmb();
                     let opc = sq_hdr::OPCODE.get(h) as u8;
                     if opc == op::NOP {
                         cur += 1;

@@ -933,7 +933,10 @@ impl<'a> Sq<'a> {
     ///
     /// From now on, the `addr` of every SGE of every inline WR posted on this
     /// SQ must be a CPU address whose `length` bytes are readable for the
-    /// duration of the post (the kernel's `IB_SEND_INLINE` contract).
+    /// duration of the post (the kernel's `IB_SEND_INLINE` contract). The
+    /// bytes are copied with plain reads, so nothing (another thread, the
+    /// device) may write them during the post: a payload in a `Dma` that
+    /// may be written concurrently is copied out with its accessors first.
     pub unsafe fn enable_inline(&mut self) {
         self.lim.inline_enabled = true;
     }

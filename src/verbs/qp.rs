@@ -1152,7 +1152,9 @@ impl<H: Hal, B: Bar + Clone> Qp<'_, H, B> {
     /// # Safety
     ///
     /// From now on the `addr` of every SGE of every inline WR posted on this
-    /// QP must be a CPU address readable for `length` bytes during the post.
+    /// QP must be a CPU address readable for `length` bytes during the post,
+    /// and not written meanwhile (by another thread or the device): the
+    /// driver copies the bytes with plain reads.
     pub unsafe fn enable_inline(&mut self) {
         // SAFETY: forwarded contract.
         unsafe { self.uk.sq.enable_inline() }

@@ -156,7 +156,8 @@ pub fn miri() -> Result<String, String> {
             // leak their ring on purpose (a thread that may outlive a
             // failing test uses it). Weak-memory emulation stays on: every
             // access to DMA memory is one aligned 8-byte atomic (issue #28),
-            // so there are no mixed-size accesses for it to trip over.
+            // so there are no mixed-size accesses for it to trip over, and it
+            // finds a missing read barrier (`uk::mp` threads test).
             .env("MIRIFLAGS", "-Zmiri-ignore-leaks")
             .env_remove("RUSTFLAGS")
             .env_remove("RUSTC")

@@ -113,10 +113,11 @@ impl FakeHal {
             .map(|(a, len)| {
                 let mut bytes = vec![0u8; len];
                 // SAFETY: the registry lock is held, so the allocation or
-                // bounce buffer at `a` is live for `len` bytes (bus address
-                // == host address) and cannot be freed meanwhile; a raw copy
-                // forms no reference into memory a device may write.
-                unsafe { std::ptr::copy_nonoverlapping(a as *const u8, bytes.as_mut_ptr(), len) };
+                // bounce buffer at `a` (page-aligned whole pages) is live for
+                // `len` bytes (bus address == host address) and cannot be
+                // freed meanwhile; it is DMA memory, accessed only as aligned
+                // 8-byte atomics, as `load_bytes` does.
+                unsafe { crate::host_words::load_bytes(a as usize, &mut bytes) };
                 (a, bytes)
             })
             .collect();
@@ -206,10 +207,15 @@ unsafe impl Hal for FakeHal {
         assert_eq!(orig, buffer.as_ptr() as *mut u8 as usize, "unshare with another buffer");
         assert_eq!(len, buffer.len(), "unshare with another length");
         if direction != BufferDirection::DriverToDevice {
-            // SAFETY: the bounce buffer holds `len` bytes; the caller's buffer
-            // is valid for writes per `share`'s contract.
+            let mut data = vec![0u8; len];
+            // SAFETY: the bounce buffer (page-aligned whole pages) holds
+            // `len` bytes; it is DMA memory, accessed only as aligned 8-byte
+            // atomics (by the device model too), as `load_bytes` does.
+            unsafe { crate::host_words::load_bytes(paddr as usize, &mut data) };
+            // SAFETY: the caller's buffer is valid for `len` bytes of writes
+            // per `share`'s contract; `data` is a fresh allocation.
             unsafe {
-                std::ptr::copy_nonoverlapping(paddr as *const u8, buffer.as_ptr() as *mut u8, len)
+                std::ptr::copy_nonoverlapping(data.as_ptr(), buffer.as_ptr() as *mut u8, len)
             };
         }
         let pages = len.div_ceil(PAGE_SIZE).max(1);

@@ -3,6 +3,7 @@
 //! device model grows, the adapter that implements the driver's `Bar` on it.
 
 pub mod fake_hal;
+mod host_words;
 pub mod identity_hal;
 pub mod model_bar;
 

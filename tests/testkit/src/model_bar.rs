@@ -217,7 +217,9 @@ impl Bar for ModelBar {
 }
 
 /// Host memory as the model sees it in host tests: only inside live
-/// `FakeHal` allocations or shares ([`FakeHal::contains`]).
+/// `FakeHal` allocations or shares ([`FakeHal::contains`]), and only through
+/// atomic accesses of aligned 8-byte words, the driver's access model for
+/// DMA memory (`host_words`; issue #28).
 ///
 /// The model runs synchronously inside the driver's register accesses, so
 /// a buffer the driver gave the device stays allocated while the device
@@ -238,11 +240,12 @@ impl Memory for FakeHalMemory {
         }
         // SAFETY: `contains` proved [pa, pa + len) lies inside one live
         // FakeHal allocation or bounce buffer, whose bus address is its host
-        // address; `buf` is a distinct Rust buffer, so the ranges do not
-        // overlap. Raw-pointer copy: no reference into DMA memory is formed.
-        unsafe {
-            std::ptr::copy_nonoverlapping(pa as usize as *const u8, buf.as_mut_ptr(), buf.len())
-        };
+        // address; both are page-aligned whole pages, so the aligned words
+        // holding those bytes are inside it too. The driver accesses that
+        // memory only as aligned 8-byte atomics, as `load_bytes` does (a
+        // plain copy here raced the driver's atomics: issue #28); `buf` is a
+        // distinct Rust buffer.
+        unsafe { crate::host_words::load_bytes(pa as usize, buf) };
         Ok(())
     }
 
@@ -254,10 +257,10 @@ impl Memory for FakeHalMemory {
         if !FakeHal::contains(pa, data.len()) {
             return Err(fault);
         }
-        // SAFETY: as in `read`: the destination range is inside a live
-        // FakeHal allocation/share (bus address == host address) and does
-        // not overlap `data`.
-        unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), pa as usize as *mut u8, data.len()) };
+        // SAFETY: as in `read`: the destination's words are inside a live
+        // FakeHal allocation/share (bus address == host address), accessed
+        // only as aligned 8-byte atomics, and do not overlap `data`.
+        unsafe { crate::host_words::store_bytes(pa as usize, data) };
         Ok(())
     }
 }
