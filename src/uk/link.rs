@@ -572,6 +572,50 @@ mod loom_tests {
         });
     }
 
+    /// Issue #28 item 2: the consumer half retires on CQEs naming its head
+    /// (the first free slot as far as it knows) and the slot after it —
+    /// device data — while the producer half posts into those slots; then
+    /// a CQE naming its last outstanding WQE. The real `Sq` code on both
+    /// sides, with every tracking-entry access mirrored in a loom cell
+    /// (`Sq::loom_track_entries`): reading a free slot's entry before
+    /// checking the index against the window races with the post writing
+    /// it, and loom reports that. No thread spins.
+    #[test]
+    fn loom_split_sq_refuses_a_free_slot_before_reading_it() {
+        bounded(2, || {
+            let trk: &'static mut [SqWrTrk] = Box::leak(vec![SqWrTrk::default(); 8].into());
+            let wrid: &'static mut [u64] = Box::leak(vec![0u64; 2].into());
+            let mut sq = Sq::new(leak_view(8 * 4), trk, 8, 1, 0, 3).unwrap();
+            sq.loom_track_entries();
+            let rq = Rq::new(leak_view(2 * 4), wrid, 2, 0, 1).unwrap();
+            let mut prod = QpUk::new(sq, rq, 3, QpKind::Rc);
+            // SAFETY: the model keeps to the split protocol.
+            let (s, r) = unsafe { (prod.sq.split_consumer(), prod.rq.split_consumer()) };
+            let mut cons = QpUk::new(s, r, 3, QpKind::Rc);
+            let link = Arc::new(QpLink::new(&prod.sq, &prod.rq));
+            prod.sq.post(&SqPost::new(0, SqOp::Nop)).unwrap();
+            link.publish(&prod.sq);
+            let l2 = link.clone();
+            let t = loom::thread::spawn(move || {
+                for k in 1..3 {
+                    prod.sq.post(&SqPost::new(k, SqOp::Nop)).unwrap();
+                    l2.publish(&prod.sq);
+                }
+            });
+            // The fast poll path's refresh: the SQ head only.
+            link.consumer_begin_one(&mut cons, true);
+            let used = cons.sq.used();
+            assert!((1..=3).contains(&used), "{used}");
+            let head = cons.sq.tail() + used;
+            assert_eq!(cons.sq.complete_at(head), None, "the first free slot");
+            assert_eq!(cons.sq.complete_at(head + 1), None, "just above the head");
+            let last = cons.sq.complete_at(head - 1).map(|t| t.wr_id);
+            assert_eq!(last, Some(u64::from(used) - 1), "the last outstanding");
+            link.consumer_end(&cons);
+            t.join().unwrap();
+        });
+    }
+
     struct Obj {
         data: UnsafeCell<u32>,
     }

@@ -5,6 +5,9 @@
 //! multi-producer path and the conformance runner all go through
 //! `encode_body` / [`Sq::post`].
 
+#[cfg(all(test, loom))]
+extern crate std;
+
 use core::marker::PhantomData;
 use core::ptr::NonNull;
 use irdma_hal::barrier::wmb;
@@ -864,6 +867,11 @@ pub struct Sq<'a> {
     cap: u32,
     lim: SqLimits,
     qp_id: u32,
+    /// Loom model only: one loom cell per tracking entry, touched by every
+    /// entry read and write of this SQ and of the halves split from it, so
+    /// loom sees the plain-memory array ([`Sq::loom_track_entries`]).
+    #[cfg(all(test, loom))]
+    loom_cells: Option<&'static [loom::cell::UnsafeCell<()>]>,
 }
 
 /// Checks an SQ configuration shared by [`Sq::new`] and the multi-producer
@@ -924,7 +932,34 @@ impl<'a> Sq<'a> {
             cap,
             lim: SqLimits { max_frags, max_inline, inline_enabled: false },
             qp_id,
+            #[cfg(all(test, loom))]
+            loom_cells: None,
         })
+    }
+
+    /// Loom model: from now on every tracking-entry read and write of this
+    /// SQ, and of the consumer halves split from it afterwards, touches a
+    /// loom cell of that entry, so loom reports an entry read and written
+    /// by the two halves without a happens-before edge between them. The
+    /// cells are leaked, like the models' rings.
+    #[cfg(all(test, loom))]
+    pub(crate) fn loom_track_entries(&mut self) {
+        let cells: std::vec::Vec<_> =
+            (0..=self.mask).map(|_| loom::cell::UnsafeCell::new(())).collect();
+        self.loom_cells = Some(std::boxed::Box::leak(cells.into_boxed_slice()));
+    }
+
+    /// Loom model: the access to tracking entry `idx` (see
+    /// [`Sq::loom_track_entries`]).
+    #[cfg(all(test, loom))]
+    fn loom_trk(&self, idx: u32, write: bool) {
+        if let Some(c) = self.loom_cells.as_ref().and_then(|v| v.get(idx as usize)) {
+            if write {
+                c.with_mut(|_| ());
+            } else {
+                c.with(|_| ());
+            }
+        }
     }
 
     /// Allows inline posts.
@@ -993,6 +1028,8 @@ impl<'a> Sq<'a> {
 
     /// The tracking entry at ring index `idx`.
     pub fn trk(&self, idx: u32) -> Option<&SqWrTrk> {
+        #[cfg(all(test, loom))]
+        self.loom_trk(idx & self.mask, false);
         // SAFETY: `idx & mask < size <= trk.len()` (the type's invariant);
         // the entry is not written while this shared borrow of `self` lives
         // (writes need `&mut self`; a split pair's producer never writes an
@@ -1039,6 +1076,8 @@ impl<'a> Sq<'a> {
         let sz = size_post(p, &self.lim)?;
         let (pos, pad) = self.reserve(sz.quanta)?;
         let idx = pos & self.mask;
+        #[cfg(all(test, loom))]
+        self.loom_trk(idx, true);
         // SAFETY: `idx <= mask`; the slot is free (reserved above: the
         // consumer half, if any, has retired it and published that).
         unsafe {
@@ -1074,6 +1113,8 @@ impl<'a> Sq<'a> {
         }
         let pos = self.head;
         let idx = (pos & self.mask) as usize;
+        #[cfg(all(test, loom))]
+        self.loom_trk(idx as u32, true);
         // SAFETY: `idx <= mask < size <= trk.len()`: `Sq::new` checked the
         // tracking length against the size that `mask` encodes, and neither
         // `trk` nor `mask` changes afterwards; the slot is free (see `post`).
@@ -1110,6 +1151,8 @@ impl<'a> Sq<'a> {
         {
             return false;
         }
+        #[cfg(all(test, loom))]
+        self.loom_trk(idx, true);
         // SAFETY: `idx <= mask < size <= trk.len()` (see `post_hot`); the
         // slot is free (checked above, as in `post`).
         unsafe {
@@ -1147,6 +1190,8 @@ impl<'a> Sq<'a> {
         for i in 0..pad {
             let pos = self.head.wrapping_add(i);
             let pi = pos & self.mask;
+            #[cfg(all(test, loom))]
+            self.loom_trk(pi, true);
             // SAFETY: `pi <= mask`; a reserved (free) slot, as in `post`.
             unsafe {
                 self.trk_ptr(pi).write(SqWrTrk { wr_id: 0, wr_len: 0, quanta: 1, signaled: false })
@@ -1168,23 +1213,37 @@ impl<'a> Sq<'a> {
     /// arrived): the tail moves past it, retiring every earlier unsignaled WQE
     /// and NOP (spec data-path §5.4). Returns its tracking entry, or `None`
     /// when `wqe_idx` is not an outstanding WQE start (device data is checked).
+    ///
+    /// The index is checked against the outstanding window *before* its
+    /// tracking entry is read (issue #28): the entry of a free slot is the
+    /// producer's to write, and on a split pair ([`Sq::split_consumer`]) the
+    /// producer half may be writing it at this moment.
     #[inline]
     pub fn complete_at(&mut self, wqe_idx: u32) -> Option<SqWrTrk> {
         let d = wqe_idx.wrapping_sub(self.tail) & self.mask;
-        let idx = (wqe_idx & self.mask) as usize;
-        // SAFETY: `idx <= mask < size <= trk.len()` (the type's invariant);
-        // entries are written only through `&mut self` of the producer, never
-        // for an outstanding slot (a consumer half reads only those).
-        let e = unsafe { &*self.trk_ptr(idx as u32) };
+        let used = self.used();
+        // The window: `d` quanta past the tail, on an outstanding quantum.
+        if d >= used {
+            return None;
+        }
+        // SAFETY: `wqe_idx & mask <= mask < size <= trk.len()` (the type's
+        // invariant). `d < used`: the slot is outstanding, and no producer
+        // writes the entry of an outstanding slot (posts write only slots
+        // they reserved from the free ones, `Sq::split_consumer`).
+        let e = unsafe { &*self.trk_ptr(wqe_idx & self.mask) };
+        #[cfg(all(test, loom))]
+        self.loom_trk(wqe_idx & self.mask, false);
         let t =
             SqWrTrk { wr_id: e.wr_id, wr_len: e.wr_len, quanta: e.quanta, signaled: e.signaled };
-        // `quanta >= 1` in every entry (set in `Sq::new`, kept by every post).
-        debug_assert!(t.quanta >= 1);
+        // The whole WQE must be outstanding: its `q` quanta fit in the
+        // `used - d` from its first (`d < used`: no underflow). With
+        // `quanta >= 1` in every entry (set in `Sq::new`, kept by every
+        // post) this refuses `d == used` too, so loosening the window test
+        // above changes no result: it only brings back the read of a free
+        // slot's entry, which the Miri and loom tests of a split pair catch
+        // (`uk::tests::window`, `uk::link` loom tests).
         let q = u32::from(t.quanta);
-        // `d <= mask < 2^15` and `q <= 255`: no overflow. With `q >= 1` this
-        // also refuses `d >= used` (not an outstanding WQE start); were an
-        // entry 0 anyway, the tail would stop short of it: never out of range.
-        if d + q > self.used() {
+        if q > used - d {
             return None;
         }
         self.tail = self.tail.wrapping_add(d + q);
@@ -1245,6 +1304,8 @@ impl<'a> Sq<'a> {
             cap: self.cap,
             lim: self.lim,
             qp_id: self.qp_id,
+            #[cfg(all(test, loom))]
+            loom_cells: self.loom_cells,
         }
     }
 }

@@ -1172,3 +1172,7 @@ fn ud_completion_fields_as_the_vendor_reports_them() {
     // RC completions have no UD part.
     assert_eq!(to_work_completion(&i, QpKind::Rc).ud, None);
 }
+
+/// Issue #28 item 2: CQEs whose WQE index lies outside the SQ's
+/// outstanding window, on split, single-owner and shared SQs.
+mod window;

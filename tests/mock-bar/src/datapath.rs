@@ -1252,6 +1252,12 @@ impl Device {
                             sq: true,
                             ..Cqe::default()
                         };
+                        if let Some(delta) = self.faults.stray_sq_cqe.take() {
+                            let moved =
+                                (i64::from(idx) + delta).rem_euclid(q.sq_quanta.max(1).into());
+                            let stray = Cqe { wqe_idx: moved as u32, ..c };
+                            self.post_cqe(q.tx_cq, stray.words(), false);
+                        }
                         self.post_cqe(q.tx_cq, c.words(), false);
                     }
                 }

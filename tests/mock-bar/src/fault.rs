@@ -39,6 +39,12 @@ pub struct FaultPlan {
     pub flush_cqes_per_queue: u32,
     /// WQE index written in the first SQ flush CQE instead of the SQ head.
     pub flush_sq_wqe_idx: Option<u32>,
+    /// The next successful SQ CQE is preceded by a stray copy of it whose
+    /// WQE index is moved by this many quanta (modulo the SQ size): a CQE
+    /// naming a WQE the driver may not have outstanding (issue #28). Not
+    /// something the spec says GEN_2 does: a corrupted completion, to judge
+    /// how the driver bounds a device-written index.
+    pub stray_sq_cqe: Option<i64>,
     /// CQEs of this QP are held back inside the device (up to the count)
     /// and written after the next CQE of another QP on the same CQ, or at
     /// [`crate::Device::step`] — completions of QPs sharing a CQ arrive
