@@ -1543,6 +1543,7 @@ impl Device {
     /// Counts a dropped frame.
     fn wire_drop(&mut self, qp: u32, why: wire::Drop) {
         self.counters.wire_drops += 1;
+        self.counters.wire_drop_reasons.add(why);
         self.record(Event::WireDrop { qp, why });
     }
 

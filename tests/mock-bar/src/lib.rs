@@ -35,6 +35,15 @@
 //!   records every frame ([`wire::Capture::write_pcap`]).
 //!   [`Fabric::spawn_device_thread`] runs
 //!   [`Fabric::poll`] on a thread (deferred devices).
+//! * [`port`] — the model's optional Ethernet port ([`Fabric::attach_port`]):
+//!   a loopback UDP socket carrying one Ethernet frame per datagram (QEMU's
+//!   `-netdev dgram` contract), so a Linux guest or a test's socket is a
+//!   peer on the fabric's wire. Frames for destinations no device claims
+//!   leave through it; arriving frames are checked as the hardware would
+//!   (MAC, UDP 4791, IP checksum and lengths, ICRC, then the device's QP /
+//!   P_Key / Q_Key / PSN checks), drops counted by reason
+//!   ([`PortCounters`], [`Counters::wire_drop_reasons`]); ARP and IPv6
+//!   neighbour solicitations for the port's addresses are answered.
 //! * [`shm`] and the `mock-bar-shm` binary — the QEMU transport: BAR file
 //!   (ivshmem-plain BAR2) and RAM file (offset = GPA, 4 GiB hole folded),
 //!   positional file I/O, a host loop that copies doorbells in, polls, and
@@ -272,6 +281,7 @@ pub mod fault;
 pub mod hmc;
 pub mod lan;
 pub mod mem;
+pub mod port;
 pub mod regs;
 pub mod shm;
 pub mod wire;
@@ -281,3 +291,4 @@ pub use device::{Aeqe, Config, Device, Mode, ccq_cqe_words};
 pub use fabric::{DeviceId, DeviceThread, Fabric};
 pub use fault::{Counters, Event, FaultPlan};
 pub use mem::{Fault, Memory, TestMemory};
+pub use port::{Port, PortConfig, PortCounters};
