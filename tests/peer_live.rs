@@ -61,3 +61,395 @@ fn peer_arp() {
     assert!(c.arp_replies >= 3, "{c:?}");
     assert_eq!(c.drops.total(), 0, "{c:?}");
 }
+
+// ---------------------------------------------------------------------
+// rping (rdma-core librdmacm/examples/rping.c) against the driver
+// ---------------------------------------------------------------------
+
+use irdma::cm::rdma_cm::{PortSpace, guid_from_mac};
+use irdma::cm::{
+    AcceptParams, Cm, CmConfig, CmEvent, CmTiming, ConnId, ConnectParams, MadAddr, QP1_RECV_BYTES,
+    Qp1Transport,
+};
+
+type T<'d> = Qp1Transport<'d, FakeHal, ModelBar>;
+type TestCm = Cm<4, 1>;
+
+/// rping's default port (rping.c: main).
+const RPING_PORT: u16 = 7174;
+/// rping's default ping size (`-S`, rping.c: main).
+const RPING_SIZE: usize = 64;
+/// Pings per run (`-C 3` on the Linux side).
+const PINGS: usize = 3;
+/// Offsets in the one registered page: rping's start_buf (the READ
+/// source), rdma_buf (the WRITE sink), send_buf and recv_buf (each a
+/// 16-byte `struct rping_rdma_info`: be64 addr, be32 rkey, be32 size).
+const START: usize = 0;
+const RDMA: usize = 1024;
+const SENDB: usize = 2048;
+const RECVB: usize = 3072;
+
+/// The host side of a live rping: the driver on device A, its CM over QP1,
+/// the model's port plugged into the guest, the wire recorded.
+struct Live<'d> {
+    bar: &'d ModelBar,
+    cm: TestCm,
+    t: T<'d>,
+    t0: Instant,
+    events: Vec<CmEvent>,
+    pending: Vec<WorkCompletion>,
+}
+
+impl<'d> Live<'d> {
+    fn new(bar: &'d ModelBar, dev: &'d Dev) -> Self {
+        let b = buf((16 * QP1_RECV_BYTES + 8 * 256).div_ceil(4096));
+        let t = Qp1Transport::new(dev, b, 16, 8).expect("QP1 transport");
+        let cfg = CmConfig {
+            ca_guid: guid_from_mac(A.mac),
+            hi_tid: 7,
+            id_seed: 0x5150,
+            local_ips: [Some(IpAddr::V4(A.ip)), None, None, None],
+            ca_ack_delay: 0,
+            timing: CmTiming::default(),
+        };
+        Live {
+            bar,
+            cm: TestCm::new(cfg),
+            t,
+            t0: Instant::now(),
+            events: Vec::new(),
+            pending: Vec::new(),
+        }
+    }
+
+    fn now(&self) -> u64 {
+        self.t0.elapsed().as_millis() as u64
+    }
+
+    /// Frames from the guest in, CM timers and MADs out; new CM events are
+    /// appended to `events` and returned.
+    fn step(&mut self) -> Vec<CmEvent> {
+        let n = self.bar.fabric().pump_port();
+        let now = self.now();
+        let mut new = Vec::new();
+        while let Some(e) = self.cm.poll(now, &mut self.t) {
+            new.push(e);
+        }
+        self.events.extend_from_slice(&new);
+        if n == 0 && new.is_empty() {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        new
+    }
+
+    /// Steps until a completion of kind `op` arrived on `s`'s CQ (60 s
+    /// at most) and returns it; completions of other kinds polled on the
+    /// way are kept for later calls.
+    fn wc(&mut self, s: &mut Side<'_>, op: WcOpcode) -> WorkCompletion {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            if let Some(i) = self.pending.iter().position(|w| w.opcode == op) {
+                let w = self.pending.remove(i);
+                assert_eq!(w.status, WcStatus::Success, "{w:?}");
+                return w;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "no {op:?} completion (have {:?}); CM events {:?}",
+                self.pending,
+                self.events
+            );
+            self.step();
+            let mut wc = [EMPTY_WC; 8];
+            let k = s.cq.poll(&mut wc);
+            self.pending.extend_from_slice(&wc[..k]);
+        }
+    }
+}
+
+/// rping's 16-byte buffer advertisement (rping.c: rping_format_send).
+fn advert(r: &Region<'_>, off: usize, len: usize) -> [u8; 16] {
+    let mut b = [0u8; 16];
+    b[..8].copy_from_slice(&(r.addr() + off as u64).to_be_bytes());
+    b[8..12].copy_from_slice(&r.mr.rkey().to_be_bytes());
+    b[12..].copy_from_slice(&(len as u32).to_be_bytes());
+    b
+}
+
+/// rping's ping text for round `ping` (rping.c: rping_test_client):
+/// "rdma-ping-N: " then letters from `start`, NUL-terminated.
+fn ping_text(ping: usize) -> Vec<u8> {
+    let mut v = format!("rdma-ping-{ping}: ").into_bytes();
+    let mut c = 65 + (ping % 58) as u8;
+    while v.len() < RPING_SIZE {
+        v.push(c);
+        c = if c >= 122 { 65 } else { c + 1 };
+    }
+    v[RPING_SIZE - 1] = 0;
+    v
+}
+
+/// Every RoCEv2 frame of the capture parses with a correct ICRC and
+/// lengths (the project's own check; tshark runs in the xtask).
+fn check_capture(cap: &mock_bar::wire::Capture) {
+    let mut n = 0;
+    for (i, f) in cap.frames().iter().enumerate() {
+        let l3 = if f.get(12..14) == Some(&[0x81, 0x00]) { 18 } else { 14 };
+        let et = f.get(l3 - 2..l3);
+        let udp = match et {
+            Some([0x08, 0x00]) => l3 + 20,
+            Some([0x86, 0xdd]) => l3 + 40,
+            _ => continue,
+        };
+        if f.get(udp + 2..udp + 4) != Some(&[0x12, 0xb7]) {
+            continue;
+        }
+        mock_bar::wire::parse(f).unwrap_or_else(|e| panic!("frame {i}: {e:?}: {f:02x?}"));
+        n += 1;
+    }
+    println!("host: {n} RoCEv2 frames, every ICRC correct");
+}
+
+/// Writes the pcap when the test ends, pass or fail.
+struct PcapOnDrop(mock_bar::wire::Capture);
+
+impl Drop for PcapOnDrop {
+    fn drop(&mut self) {
+        write_pcap(&self.0);
+    }
+}
+
+fn live_setup() -> (ModelBar, PcapOnDrop) {
+    let bar = ModelBar::standalone(small_fn_config());
+    let cap = bar.fabric().capture();
+    let _port = guest_port(bar.fabric());
+    (bar, PcapOnDrop(cap))
+}
+
+/// `rping-linux-server`: Linux `rping -s` listens; the driver connects
+/// through the CM over QP1 (retrying while the server is not up yet),
+/// then plays rping's client: SEND the start buffer's advertisement, the
+/// server READs it and says go-ahead, SEND the sink's advertisement, the
+/// server WRITEs the data back and says go-ahead; compare; three rounds,
+/// then DREQ.
+#[test]
+#[ignore = "needs the Linux guest of `cargo xtask peer run rping-linux-server`"]
+fn peer_rping_driver_client() {
+    let (bar, wire) = live_setup();
+    let dev = probe_as(&bar, A, Profile::SMALL);
+    let mut live = Live::new(&bar, &dev);
+    let mut s = Side::new(&dev, A, 16, cap(8));
+    let r = s.region(1, 0);
+    let recv = [r.sge(RECVB, 16)];
+    s.qp.post_recv(&[RecvWr { wr_id: 100, sg_list: &recv }]).unwrap();
+    let peer = MadAddr {
+        peer_ip: IpAddr::V4(B.ip),
+        local_ip: IpAddr::V4(A.ip),
+        peer_mac: B.mac,
+        vlan: None,
+        hop_limit: 64,
+        traffic_class: 0,
+    };
+    // connect, again every second while the server is not listening yet
+    let mut id: Option<ConnId> = None;
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let mut attempt = 0u16;
+    loop {
+        assert!(Instant::now() < deadline, "no connection: {:?}", live.events);
+        if id.is_none() {
+            let cp = ConnectParams {
+                peer,
+                port_space: PortSpace::Tcp,
+                dst_port: RPING_PORT,
+                src_port: 40000 + attempt,
+                qpn: s.qp.qp_num(),
+                starting_psn: 0x1234,
+                responder_resources: 1,
+                initiator_depth: 1,
+                retry_count: 7,
+                rnr_retry_count: 7,
+                path_mtu: 1024,
+                srq: false,
+                private_data: &[],
+            };
+            let now = live.now();
+            id = Some(live.cm.connect(now, &cp, &mut live.t).expect("connect"));
+            attempt += 1;
+        }
+        let mut done = false;
+        for e in live.step() {
+            match e {
+                CmEvent::Connected { id: cid, params, .. } => {
+                    params.apply(&mut s.qp).expect("QP to RTS");
+                    live.cm.ready_to_use(cid, &mut live.t).unwrap();
+                    done = true;
+                }
+                CmEvent::Rejected { .. } | CmEvent::TimedOut { .. } => {
+                    println!("host: {e:?}; again in 1 s");
+                    id = None;
+                    let until = Instant::now() + Duration::from_secs(1);
+                    while Instant::now() < until {
+                        live.step();
+                    }
+                }
+                _ => {}
+            }
+        }
+        if done {
+            break;
+        }
+    }
+    let id = id.unwrap();
+    println!("host: connected after {} attempt(s)", attempt);
+    for ping in 0..PINGS {
+        let text = ping_text(ping);
+        r.put(START, &text);
+        r.put(RDMA, &[0; RPING_SIZE]);
+        // the start buffer's advertisement; the server READs, then go-ahead
+        r.put(SENDB, &advert(&r, START, RPING_SIZE));
+        s.qp.post_send(&[signaled(1, WrOpcode::Send, &[r.sge(SENDB, 16)])]).unwrap();
+        live.wc(&mut s, WcOpcode::Send);
+        assert_eq!(live.wc(&mut s, WcOpcode::Recv).byte_len, 16);
+        s.qp.post_recv(&[RecvWr { wr_id: 100, sg_list: &recv }]).unwrap();
+        // the sink's advertisement; the server WRITEs, then go-ahead
+        r.put(SENDB, &advert(&r, RDMA, RPING_SIZE));
+        s.qp.post_send(&[signaled(2, WrOpcode::Send, &[r.sge(SENDB, 16)])]).unwrap();
+        live.wc(&mut s, WcOpcode::Send);
+        assert_eq!(live.wc(&mut s, WcOpcode::Recv).byte_len, 16);
+        s.qp.post_recv(&[RecvWr { wr_id: 100, sg_list: &recv }]).unwrap();
+        assert_eq!(r.bytes(RDMA, RPING_SIZE), text, "ping {ping}: the server's WRITE");
+        println!("host: ping data: {}", String::from_utf8_lossy(&text[..RPING_SIZE - 1]));
+    }
+    s.qp.modify(&QpAttr::new(QpState::Error)).unwrap();
+    let now = live.now();
+    live.cm.disconnect(now, id, &mut live.t).unwrap();
+    let until = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < until && live.cm.active_connections() > 0 {
+        live.step();
+        if live.events.iter().any(|e| matches!(e, CmEvent::TimewaitExit { .. })) {
+            break;
+        }
+    }
+    let kinds: Vec<String> = live
+        .events
+        .iter()
+        .map(|e| format!("{e:?}").split([' ', '{']).next().unwrap_or("").to_string())
+        .collect();
+    println!("host: CM events {kinds:?}");
+    check_capture(&wire.0);
+    let c = bar.fabric().port().unwrap().counters();
+    println!("host: port counters {c:?}");
+    assert_eq!(c.drops.total(), 0, "{c:?}");
+}
+
+/// `rping-linux-client`: the driver listens on rping's port and plays
+/// rping's server; Linux `rping -c -V` connects, and validates the data
+/// that came back.
+#[test]
+#[ignore = "needs the Linux guest of `cargo xtask peer run rping-linux-client`"]
+fn peer_rping_driver_server() {
+    let (bar, wire) = live_setup();
+    let dev = probe_as(&bar, A, Profile::SMALL);
+    let mut live = Live::new(&bar, &dev);
+    let mut s = Side::new(&dev, A, 16, cap(8));
+    let r = s.region(1, 0);
+    let recv = [r.sge(RECVB, 16)];
+    s.qp.post_recv(&[RecvWr { wr_id: 100, sg_list: &recv }]).unwrap();
+    live.cm.listen(PortSpace::Tcp, RPING_PORT, Some(IpAddr::V4(A.ip))).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let id = loop {
+        assert!(Instant::now() < deadline, "no connect request: {:?}", live.events);
+        let mut got = None;
+        for e in live.step() {
+            if let CmEvent::ConnectRequest { id, .. } = e {
+                let acc = AcceptParams {
+                    qpn: s.qp.qp_num(),
+                    starting_psn: 0x4321,
+                    responder_resources: 1,
+                    initiator_depth: 1,
+                    rnr_retry_count: 7,
+                    srq: false,
+                    private_data: &[],
+                };
+                let p = live.cm.accept_params(id, &acc).unwrap();
+                p.apply(&mut s.qp).expect("QP to RTS");
+                let now = live.now();
+                live.cm.accept(now, id, &acc, &mut live.t).unwrap();
+                got = Some(id);
+            }
+        }
+        if let Some(id) = got {
+            break id;
+        }
+    };
+    let mut pings = 0;
+    while pings < PINGS {
+        // the client's start buffer: READ it
+        assert_eq!(live.wc(&mut s, WcOpcode::Recv).byte_len, 16);
+        let a = r.bytes(RECVB, 16);
+        let (addr, rkey, len) = (
+            u64::from_be_bytes(a[..8].try_into().unwrap()),
+            u32::from_be_bytes(a[8..12].try_into().unwrap()),
+            u32::from_be_bytes(a[12..].try_into().unwrap()) as usize,
+        );
+        assert!(len <= 1024, "ping size {len}");
+        s.qp.post_recv(&[RecvWr { wr_id: 100, sg_list: &recv }]).unwrap();
+        s.qp.post_send(&[signaled(3, read_op(addr, rkey), &[r.sge(RDMA, len)])]).unwrap();
+        live.wc(&mut s, WcOpcode::RdmaRead);
+        let data = r.bytes(RDMA, len);
+        println!(
+            "host: server ping data: {}",
+            String::from_utf8_lossy(&data[..len.saturating_sub(1)])
+        );
+        // go ahead
+        s.qp.post_send(&[signaled(4, WrOpcode::Send, &[r.sge(SENDB, 16)])]).unwrap();
+        live.wc(&mut s, WcOpcode::Send);
+        // the client's sink: WRITE the data back (strlen + 1, as rping)
+        assert_eq!(live.wc(&mut s, WcOpcode::Recv).byte_len, 16);
+        let a = r.bytes(RECVB, 16);
+        let (addr, rkey) = (
+            u64::from_be_bytes(a[..8].try_into().unwrap()),
+            u32::from_be_bytes(a[8..12].try_into().unwrap()),
+        );
+        s.qp.post_recv(&[RecvWr { wr_id: 100, sg_list: &recv }]).unwrap();
+        let n = data.iter().position(|&b| b == 0).map_or(len, |p| p + 1);
+        s.qp.post_send(&[signaled(5, write_op(addr, rkey), &[r.sge(RDMA, n)])]).unwrap();
+        live.wc(&mut s, WcOpcode::RdmaWrite);
+        s.qp.post_send(&[signaled(6, WrOpcode::Send, &[r.sge(SENDB, 16)])]).unwrap();
+        live.wc(&mut s, WcOpcode::Send);
+        pings += 1;
+    }
+    // the client disconnects: DREQ in, DREP out
+    let until = Instant::now() + Duration::from_secs(30);
+    while Instant::now() < until {
+        let mut disc = false;
+        for e in live.step() {
+            if let CmEvent::Disconnected { id: d, .. } = e {
+                assert_eq!(d, id);
+                s.qp.modify(&QpAttr::new(QpState::Error)).unwrap();
+                let now = live.now();
+                live.cm.disconnect(now, d, &mut live.t).unwrap();
+                disc = true;
+            }
+        }
+        if disc {
+            break;
+        }
+    }
+    // let the DREP leave and the guest finish
+    let until = Instant::now() + Duration::from_secs(2);
+    while Instant::now() < until {
+        live.step();
+    }
+    let kinds: Vec<String> = live
+        .events
+        .iter()
+        .map(|e| format!("{e:?}").split([' ', '{']).next().unwrap_or("").to_string())
+        .collect();
+    println!("host: CM events {kinds:?}");
+    assert!(live.events.iter().any(|e| matches!(e, CmEvent::Disconnected { .. })), "no DREQ");
+    check_capture(&wire.0);
+    let c = bar.fabric().port().unwrap().counters();
+    println!("host: port counters {c:?}");
+    assert_eq!(c.drops.total(), 0, "{c:?}");
+}

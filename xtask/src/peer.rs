@@ -133,14 +133,40 @@ struct Scenario {
     mtu: u32,
 }
 
-const SCENARIOS: &[Scenario] = &[Scenario {
-    name: "arp",
-    what: "Linux resolves the model port's MAC by ARP (busybox arping)",
-    linux: "arping -c 3 -w 20 -I eth0 $MODEL_IP; rc=$?; /usr/sbin/ip neigh show dev eth0; exit $rc",
-    host_test: "peer_arp",
-    result: &["Received", "Sent", "10.0.0.1 lladdr"],
-    mtu: 1500,
-}];
+const SCENARIOS: &[Scenario] = &[
+    Scenario {
+        name: "arp",
+        what: "Linux resolves the model port's MAC by ARP (busybox arping)",
+        linux: "arping -c 3 -w 20 -I eth0 $MODEL_IP; rc=$?; /usr/sbin/ip neigh show dev eth0; exit $rc",
+        host_test: "peer_arp",
+        result: &["Received", "Sent", "10.0.0.1 lladdr"],
+        mtu: 1500,
+    },
+    Scenario {
+        name: "rping-linux-server",
+        what: "Linux `rping -s` listens, the driver connects (CM over QP1) and plays rping's client",
+        linux: "rping -s -a $PEER_IP -V -v; rc=$?; exit $rc",
+        host_test: "peer_rping_driver_client",
+        result: &["server ping data", "server DISCONNECT", "cma event", "rping", "wait for"],
+        mtu: 1500,
+    },
+    Scenario {
+        name: "rping-linux-client",
+        what: "the driver listens and plays rping's server, Linux `rping -c -V -C 3` connects",
+        // the host side may not listen yet when the guest is up: retry
+        linux: "for i in 1 2 3 4 5 6 7 8 9 10; do rping -c -a $MODEL_IP -V -v -C 3 && exit 0; sleep 1; done; exit 1",
+        host_test: "peer_rping_driver_server",
+        result: &[
+            "ping data",
+            "client DISCONNECT",
+            "cma event",
+            "rping",
+            "data mismatch",
+            "wait for",
+        ],
+        mtu: 1500,
+    },
+];
 
 /// The guest's and the model's identities (the tests' A = model, B = guest).
 const MODEL_MAC: &str = "02:00:00:00:00:0a";
