@@ -571,7 +571,13 @@ fn run(name: &str) -> Result<i32, String> {
         guest_wall.as_secs_f64(),
         out.display()
     );
+    let judged = judge(&pcap);
+    match &judged {
+        Ok(line) => println!("peer {}: {line}", sc.name),
+        Err(e) => println!("peer {}: capture check FAILED: {e}", sc.name),
+    }
     Ok(match (exit, host_st) {
+        _ if judged.is_err() => 1,
         (Some(0), Some(0)) => 0,
         (Some(c), Some(0)) => c.max(1),
         _ => 1,
@@ -594,8 +600,31 @@ fn wait(c: &mut std::process::Child, deadline: Instant) -> Option<i32> {
     }
 }
 
+/// The capture through tshark (notes, "Checking captures"): every frame
+/// decoded, none malformed, no expert item of severity error; warnings are
+/// counted and reported. The host side has already checked every RoCEv2
+/// frame's ICRC with the model's own parser.
+fn judge(pcap: &Path) -> Result<String, String> {
+    if !pcap.is_file() {
+        return Err(format!("no capture at {}", pcap.display()));
+    }
+    let tshark = ensure_program(&TSHARK_PACKAGE)?;
+    let count = |filter: Option<&str>| -> Result<usize, String> {
+        let mut c = Command::new(&tshark);
+        c.arg("-r").arg(pcap).args(["--disable-heuristic", "rpcrdma_infiniband"]);
+        if let Some(f) = filter {
+            c.args(["-Y", f]);
+        }
+        Ok(run_ok(c.stderr(Stdio::null()), "tshark")?.lines().count())
+    };
+    let all = count(None)?;
+    let bad = count(Some("_ws.malformed || _ws.expert.severity >= \"error\""))?;
+    let warn = count(Some("_ws.expert.severity == \"warning\""))?;
+    let line = format!("tshark: {all} frames, {bad} malformed/error, {warn} with warnings");
+    if all == 0 || bad > 0 { Err(line) } else { Ok(line) }
+}
+
 /// tshark, installed with the system's package manager if missing.
-#[allow(dead_code)]
 pub const TSHARK_PACKAGE: SysPackage = SysPackage {
     program: "tshark",
     what: "Wireshark's command-line decoder",
