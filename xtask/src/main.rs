@@ -228,6 +228,8 @@ fn legs() -> Vec<Leg> {
         cargo(&["build", "-p", "irdma-boot", "--release", "--target", t])
     }));
     v.push(leg("qemu-aarch64", qemu::run_leg_aarch64));
+    // a Linux Soft-RoCE guest as the peer (issue #34): arp, rping both ways
+    v.push(leg("peer", peer::leg));
     v.push(leg("conformance-sync", util::conformance_sync));
     for (name, file) in conformance::SUITE {
         v.push(leg(name, move || conformance::run_leg(file)));

@@ -206,6 +206,26 @@ pub fn main(args: &[String]) -> ExitCode {
     }
 }
 
+/// The `peer` leg of `cargo xtask test`: every scenario once, in order.
+pub fn leg() -> Result<String, String> {
+    let mut out = Vec::new();
+    for sc in SCENARIOS {
+        let t0 = Instant::now();
+        let code = run(sc.name)?;
+        let line = format!(
+            "{} {} {:.0} s",
+            sc.name,
+            if code == 0 { "ok" } else { "FAILED" },
+            t0.elapsed().as_secs_f64()
+        );
+        if code != 0 {
+            return Err(format!("{}; logs in target/peer/{}", line, sc.name));
+        }
+        out.push(line);
+    }
+    Ok(out.join(", "))
+}
+
 /// The cache directory (outside the repository).
 fn cache_dir() -> PathBuf {
     let base = std::env::var_os("XDG_CACHE_HOME")
