@@ -213,10 +213,15 @@ fn frames_from_the_wire_are_checked_as_the_hardware_would() {
     let wc = s.one();
     assert_eq!((wc.wr_id, wc.status, wc.byte_len), (1, WcStatus::Success, 19));
     assert_eq!(r.bytes(0, 19), b"hello from the wire");
-    // the same PSN again (stale): not executed a second time
+    // the same PSN again (a duplicate): not executed a second time, but
+    // re-ACKed with ePSN − 1 and the current MSN (rocev2-wire §4.7) — a
+    // Linux requester whose ACK was lost would otherwise retry until it
+    // gives up
     peer.send(&good).unwrap();
     pump();
     s.nothing();
+    let re = parse(&recv(&peer)).expect("the re-ACK parses");
+    assert_eq!((re.pkt.opcode, re.pkt.psn, re.pkt.aeth), (op::ACK, PSN0, ack.pkt.aeth));
     let d = bar.with_device(|d| d.counters().wire_drop_reasons.clone());
     assert_eq!(d.psn, 1, "{d:?}");
     assert_eq!(port.counters().delivered, 2);

@@ -198,9 +198,10 @@
 //!   budget is per message — when E810 restores it is not driver-visible,
 //!   model choice — and 7 is seven retries, not infinite); a NAK
 //!   PSN outside the request is no progress (LLP_TOO_MANY_RETRIES). A
-//!   duplicate (earlier PSN) is dropped, not re-ACKed as §4.7 says (model
-//!   simplification: the model's requester never resends a packet the
-//!   responder has already taken). ACK (syndrome 0x1F, MSN, §4.3), RNR NAK (0x2E:
+//!   duplicate SEND/WRITE packet (earlier PSN) is not executed again and is
+//!   re-ACKed with EPSN − 1 and the current MSN (§4.7); a duplicate READ
+//!   request is dropped (the model keeps no READ to replay — its own
+//!   requester never resends one). ACK (syndrome 0x1F, MSN, §4.3), RNR NAK (0x2E:
 //!   the timer value E810 sends is not driver-visible, model choice), NAK
 //!   0x61/0x62/0x63 and READ responses (First/Middle/Last with AETH on all
 //!   but Middle, §4.6) travel back as frames the requester checks the same
@@ -211,6 +212,13 @@
 //!   frame that no later frame of its message reveals is never resent and
 //!   ends as LLP_TOO_MANY_RETRIES), READ-response loss and partial READ
 //!   re-requests (§4.6), duplicate ACKs, ACK coalescing.
+//!
+//!   Corrected when a real peer joined the wire ([`port`], issue #34): the
+//!   model used to drop duplicates without an ACK, which its own requester
+//!   never noticed; a Linux (rxe) requester whose ACK is lost resends the
+//!   packet and, without the re-ACK, retries until its retry count is
+//!   spent. rocev2-wire §4.7 (rxe `rxe_resp.c: duplicate_request`) says to
+//!   re-ACK, so the model now does.
 //! * UD (`rocev2-wire.md` §5): a UD QP executes SENDs only (no
 //!   invalidate): one UD SEND Only (0x64/0x65) packet per message with a
 //!   DETH (the WQE's Q_Key, the sending QP's number), addressed from the
