@@ -77,17 +77,23 @@ type TestCm = Cm<4, 1>;
 
 /// rping's default port (rping.c: main).
 const RPING_PORT: u16 = 7174;
-/// rping's default ping size (`-S`, rping.c: main).
-const RPING_SIZE: usize = 64;
+/// The ping size: rping's `-S` (default 64, rping.c: main), from
+/// `PEER_RPING_SIZE` (the scenario gives both sides the same value; a size
+/// above the path MTU makes every READ and WRITE multi-packet).
+fn rping_size() -> usize {
+    std::env::var("PEER_RPING_SIZE").ok().and_then(|v| v.parse().ok()).unwrap_or(64)
+}
 /// Pings per run (`-C 3` on the Linux side).
 const PINGS: usize = 3;
 /// Offsets in the one registered page: rping's start_buf (the READ
 /// source), rdma_buf (the WRITE sink), send_buf and recv_buf (each a
 /// 16-byte `struct rping_rdma_info`: be64 addr, be32 rkey, be32 size).
 const START: usize = 0;
-const RDMA: usize = 1024;
-const SENDB: usize = 2048;
-const RECVB: usize = 3072;
+const RDMA: usize = 0x1800;
+const SENDB: usize = 0x3000;
+const RECVB: usize = 0x3400;
+/// Pages of the registered region (sizes up to `RDMA - START`).
+const PAGES: usize = 4;
 
 /// The host side of a live rping: the driver on device A, its CM over QP1,
 /// the model's port plugged into the guest, the wire recorded.
@@ -178,14 +184,15 @@ fn advert(r: &Region<'_>, off: usize, len: usize) -> [u8; 16] {
 
 /// rping's ping text for round `ping` (rping.c: rping_test_client):
 /// "rdma-ping-N: " then letters from `start`, NUL-terminated.
-fn ping_text(ping: usize) -> Vec<u8> {
+fn ping_text(ping: usize, size: usize) -> Vec<u8> {
     let mut v = format!("rdma-ping-{ping}: ").into_bytes();
     let mut c = 65 + (ping % 58) as u8;
-    while v.len() < RPING_SIZE {
+    while v.len() < size {
         v.push(c);
         c = if c >= 122 { 65 } else { c + 1 };
     }
-    v[RPING_SIZE - 1] = 0;
+    v.truncate(size);
+    v[size - 1] = 0;
     v
 }
 
@@ -239,7 +246,9 @@ fn peer_rping_driver_client() {
     let dev = probe_as(&bar, A, Profile::SMALL);
     let mut live = Live::new(&bar, &dev);
     let mut s = Side::new(&dev, A, 16, cap(8));
-    let r = s.region(1, 0);
+    let r = s.region(PAGES, 0);
+    let size = rping_size();
+    assert!((16..=RDMA - START).contains(&size), "ping size {size}");
     let recv = [r.sge(RECVB, 16)];
     s.qp.post_recv(&[RecvWr { wr_id: 100, sg_list: &recv }]).unwrap();
     let peer = MadAddr {
@@ -302,23 +311,23 @@ fn peer_rping_driver_client() {
     let id = id.unwrap();
     println!("host: connected after {} attempt(s)", attempt);
     for ping in 0..PINGS {
-        let text = ping_text(ping);
+        let text = ping_text(ping, size);
         r.put(START, &text);
-        r.put(RDMA, &[0; RPING_SIZE]);
+        r.put(RDMA, &vec![0; size]);
         // the start buffer's advertisement; the server READs, then go-ahead
-        r.put(SENDB, &advert(&r, START, RPING_SIZE));
+        r.put(SENDB, &advert(&r, START, size));
         s.qp.post_send(&[signaled(1, WrOpcode::Send, &[r.sge(SENDB, 16)])]).unwrap();
         live.wc(&mut s, WcOpcode::Send);
         assert_eq!(live.wc(&mut s, WcOpcode::Recv).byte_len, 16);
         s.qp.post_recv(&[RecvWr { wr_id: 100, sg_list: &recv }]).unwrap();
         // the sink's advertisement; the server WRITEs, then go-ahead
-        r.put(SENDB, &advert(&r, RDMA, RPING_SIZE));
+        r.put(SENDB, &advert(&r, RDMA, size));
         s.qp.post_send(&[signaled(2, WrOpcode::Send, &[r.sge(SENDB, 16)])]).unwrap();
         live.wc(&mut s, WcOpcode::Send);
         assert_eq!(live.wc(&mut s, WcOpcode::Recv).byte_len, 16);
         s.qp.post_recv(&[RecvWr { wr_id: 100, sg_list: &recv }]).unwrap();
-        assert_eq!(r.bytes(RDMA, RPING_SIZE), text, "ping {ping}: the server's WRITE");
-        println!("host: ping data: {}", String::from_utf8_lossy(&text[..RPING_SIZE - 1]));
+        assert_eq!(r.bytes(RDMA, size), text, "ping {ping}: the server's WRITE");
+        println!("host: ping data: {}", String::from_utf8_lossy(&text[..size.min(72) - 1]));
     }
     s.qp.modify(&QpAttr::new(QpState::Error)).unwrap();
     let now = live.now();
@@ -352,7 +361,9 @@ fn peer_rping_driver_server() {
     let dev = probe_as(&bar, A, Profile::SMALL);
     let mut live = Live::new(&bar, &dev);
     let mut s = Side::new(&dev, A, 16, cap(8));
-    let r = s.region(1, 0);
+    let r = s.region(PAGES, 0);
+    let size = rping_size();
+    assert!((16..=RDMA - START).contains(&size), "ping size {size}");
     let recv = [r.sge(RECVB, 16)];
     s.qp.post_recv(&[RecvWr { wr_id: 100, sg_list: &recv }]).unwrap();
     live.cm.listen(PortSpace::Tcp, RPING_PORT, Some(IpAddr::V4(A.ip))).unwrap();
@@ -392,15 +403,12 @@ fn peer_rping_driver_server() {
             u32::from_be_bytes(a[8..12].try_into().unwrap()),
             u32::from_be_bytes(a[12..].try_into().unwrap()) as usize,
         );
-        assert!(len <= 1024, "ping size {len}");
+        assert_eq!(len, size, "the client's ping size");
         s.qp.post_recv(&[RecvWr { wr_id: 100, sg_list: &recv }]).unwrap();
         s.qp.post_send(&[signaled(3, read_op(addr, rkey), &[r.sge(RDMA, len)])]).unwrap();
         live.wc(&mut s, WcOpcode::RdmaRead);
         let data = r.bytes(RDMA, len);
-        println!(
-            "host: server ping data: {}",
-            String::from_utf8_lossy(&data[..len.saturating_sub(1)])
-        );
+        println!("host: server ping data: {}", String::from_utf8_lossy(&data[..len.min(72) - 1]));
         // go ahead
         s.qp.post_send(&[signaled(4, WrOpcode::Send, &[r.sge(SENDB, 16)])]).unwrap();
         live.wc(&mut s, WcOpcode::Send);

@@ -131,6 +131,9 @@ struct Scenario {
     result: &'static [&'static str],
     /// Guest NIC MTU.
     mtu: u32,
+    /// rping's `-S` on both sides (`RPING_SIZE` in the guest,
+    /// `PEER_RPING_SIZE` on the host).
+    size: u32,
 }
 
 const SCENARIOS: &[Scenario] = &[
@@ -141,20 +144,22 @@ const SCENARIOS: &[Scenario] = &[
         host_test: "peer_arp",
         result: &["Received", "Sent", "10.0.0.1 lladdr"],
         mtu: 1500,
+        size: 64,
     },
     Scenario {
         name: "rping-linux-server",
         what: "Linux `rping -s` listens, the driver connects (CM over QP1) and plays rping's client",
-        linux: "rping -s -a $PEER_IP -V -v; rc=$?; exit $rc",
+        linux: "rping -s -a $PEER_IP -S $RPING_SIZE -V -v; rc=$?; exit $rc",
         host_test: "peer_rping_driver_client",
         result: &["server ping data", "server DISCONNECT", "cma event", "rping", "wait for"],
         mtu: 1500,
+        size: 64,
     },
     Scenario {
         name: "rping-linux-client",
         what: "the driver listens and plays rping's server, Linux `rping -c -V -C 3` connects",
         // the host side may not listen yet when the guest is up: retry
-        linux: "for i in 1 2 3 4 5 6 7 8 9 10; do rping -c -a $MODEL_IP -V -v -C 3 && exit 0; sleep 1; done; exit 1",
+        linux: "for i in 1 2 3 4 5 6 7 8 9 10; do rping -c -a $MODEL_IP -S $RPING_SIZE -V -v -C 3 && exit 0; sleep 1; done; exit 1",
         host_test: "peer_rping_driver_server",
         result: &[
             "ping data",
@@ -165,6 +170,33 @@ const SCENARIOS: &[Scenario] = &[
             "wait for",
         ],
         mtu: 1500,
+        size: 64,
+    },
+    Scenario {
+        name: "rping-linux-server-5000",
+        what: "rping-linux-server with 5000-byte pings (multi-packet READ responses and WRITEs)",
+        linux: "rping -s -a $PEER_IP -S $RPING_SIZE -V -v; rc=$?; exit $rc",
+        host_test: "peer_rping_driver_client",
+        result: &["server ping data", "server DISCONNECT", "cma event", "rping", "wait for"],
+        mtu: 1500,
+        size: 5000,
+    },
+    Scenario {
+        name: "rping-linux-client-5000",
+        what: "rping-linux-client with 5000-byte pings: every READ and WRITE is 5 packets at MTU 1024",
+        // the host side may not listen yet when the guest is up: retry
+        linux: "for i in 1 2 3 4 5 6 7 8 9 10; do rping -c -a $MODEL_IP -S $RPING_SIZE -V -v -C 3 && exit 0; sleep 1; done; exit 1",
+        host_test: "peer_rping_driver_server",
+        result: &[
+            "ping data",
+            "client DISCONNECT",
+            "cma event",
+            "rping",
+            "data mismatch",
+            "wait for",
+        ],
+        mtu: 1500,
+        size: 5000,
     },
 ];
 
@@ -514,8 +546,8 @@ fn run(name: &str) -> Result<i32, String> {
     }
     let (model_port, guest_port) = (free_udp_port()?, free_udp_port()?);
     let env = format!(
-        "PEER_IP={PEER_IP}\nPEER_MAC={PEER_MAC}\nMODEL_IP={MODEL_IP}\nMODEL_MAC={MODEL_MAC}\nMTU={}\n",
-        sc.mtu
+        "PEER_IP={PEER_IP}\nPEER_MAC={PEER_MAC}\nMODEL_IP={MODEL_IP}\nMODEL_MAC={MODEL_MAC}\nMTU={}\nRPING_SIZE={}\n",
+        sc.mtu, sc.size
     );
     std::fs::write(out.join("env"), env).map_err(|e| e.to_string())?;
     std::fs::write(out.join("run"), format!("{}\n", sc.linux)).map_err(|e| e.to_string())?;
@@ -535,6 +567,7 @@ fn run(name: &str) -> Result<i32, String> {
         .env("PEER_GUEST_ADDR", format!("127.0.0.1:{guest_port}"))
         .env("PEER_PCAP", &pcap)
         .env("PEER_MAC", PEER_MAC)
+        .env("PEER_RPING_SIZE", sc.size.to_string())
         .current_dir(root())
         .stdout(host_log.try_clone().map_err(|e| e.to_string())?)
         .stderr(host_log)
@@ -575,7 +608,8 @@ fn run(name: &str) -> Result<i32, String> {
             exit = v.trim().parse::<i32>().ok();
         }
         if l.starts_with("PEER-") || sc.result.iter().any(|r| l.trim_start().starts_with(r)) {
-            println!("guest: {l}");
+            let short: String = l.chars().take(100).collect();
+            println!("guest: {short}");
         }
     }
     let host_out = std::fs::read_to_string(out.join("host.log")).unwrap_or_default();
