@@ -461,3 +461,47 @@ fn peer_rping_driver_server() {
     println!("host: port counters {c:?}");
     assert_eq!(c.drops.total(), 0, "{c:?}");
 }
+
+/// `reject`: the driver listens on rping's port only; Linux connects to
+/// the next port, which nobody listens on. The driver's CM answers the REQ
+/// with a REJ (reason 8, invalid service ID) that Linux reports as
+/// `RDMA_CM_EVENT_REJECTED, error 8`; no connection is left on our side.
+#[test]
+#[ignore = "needs the Linux guest of `cargo xtask peer run reject`"]
+fn peer_reject() {
+    use irdma::cm::mad::{AttrId, CmMad};
+    let (bar, wire) = live_setup();
+    let dev = probe_as(&bar, A, Profile::SMALL);
+    let mut live = Live::new(&bar, &dev);
+    live.cm.listen(PortSpace::Tcp, RPING_PORT, Some(IpAddr::V4(A.ip))).unwrap();
+    let rejs = || {
+        wire.0
+            .frames()
+            .iter()
+            .filter_map(|f| mock_bar::wire::parse(f).ok())
+            .filter(|p| p.pkt.opcode == 0x64 && p.src_mac == A.mac)
+            .filter_map(|p| {
+                let mad: &[u8; 256] = p.pkt.payload.as_slice().try_into().ok()?;
+                let m = CmMad::decode(mad).ok()?;
+                (AttrId::from_u16(m.hdr.attr_id) == Some(AttrId::Rej)).then_some(())
+            })
+            .count()
+    };
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while rejs() == 0 {
+        assert!(Instant::now() < deadline, "no REJ sent; CM events {:?}", live.events);
+        live.step();
+    }
+    // the guest reports it and powers off; answer whatever else comes
+    let until = Instant::now() + Duration::from_secs(3);
+    while Instant::now() < until {
+        live.step();
+    }
+    println!("host: {} REJ sent, CM events {:?}", rejs(), live.events);
+    assert!(live.events.is_empty(), "no connection request reaches the application");
+    assert_eq!(live.cm.active_connections(), 0);
+    check_capture(&wire.0);
+    let c = bar.fabric().port().unwrap().counters();
+    println!("host: port counters {c:?}");
+    assert_eq!(c.drops.total(), 0, "{c:?}");
+}

@@ -198,6 +198,16 @@ const SCENARIOS: &[Scenario] = &[
         mtu: 1500,
         size: 5000,
     },
+    Scenario {
+        name: "reject",
+        what: "Linux `rping -c` to a port nobody listens on: the driver's CM answers REJ 8",
+        // retried while the host side is not up yet (no answer at all)
+        linux: "for i in 1 2 3 4 5 6 7 8 9 10; do rping -c -a $MODEL_IP -p 7175 -C 1 >/tmp/o 2>&1; cat /tmp/o; grep -q 'REJECTED, error 8' /tmp/o && exit 0; sleep 1; done; exit 1",
+        host_test: "peer_reject",
+        result: &["cma event", "rping", "connect error"],
+        mtu: 1500,
+        size: 64,
+    },
 ];
 
 /// The guest's and the model's identities (the tests' A = model, B = guest).
