@@ -23,10 +23,26 @@ fn env_addr(k: &str) -> SocketAddr {
         .unwrap_or_else(|e| panic!("{k}: {e}"))
 }
 
-/// A port with A's MAC and IPv4 on the addresses the xtask gave.
+/// fd00::a (the model, A) and fd00::b (the guest, B) for the IPv6
+/// scenarios.
+const V6_A: [u8; 16] = [0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x0a];
+const V6_B: [u8; 16] = [0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x0b];
+
+/// Whether the scenario runs over IPv6 (`PEER_IPV6=1`).
+fn ipv6() -> bool {
+    std::env::var("PEER_IPV6").is_ok_and(|v| v == "1")
+}
+
+/// (ours, the guest's) IP for the scenario.
+fn ips() -> (IpAddr, IpAddr) {
+    if ipv6() { (IpAddr::V6(V6_A), IpAddr::V6(V6_B)) } else { (IpAddr::V4(A.ip), IpAddr::V4(B.ip)) }
+}
+
+/// A port with A's MAC, IPv4 and fd00::a on the addresses the xtask gave.
 fn guest_port(fabric: &Fabric) -> Arc<Port> {
     let mut cfg = PortConfig::new(A.mac);
     cfg.ipv4 = vec![A.ip];
+    cfg.ipv6 = vec![V6_A];
     cfg.local = env_addr("PEER_MODEL_ADDR");
     cfg.remote = Some(env_addr("PEER_GUEST_ADDR"));
     // a TCG guest answers in milliseconds, but may stall for a while
@@ -114,7 +130,7 @@ impl<'d> Live<'d> {
             ca_guid: guid_from_mac(A.mac),
             hi_tid: 7,
             id_seed: 0x5150,
-            local_ips: [Some(IpAddr::V4(A.ip)), None, None, None],
+            local_ips: [Some(IpAddr::V4(A.ip)), Some(IpAddr::V6(V6_A)), None, None],
             ca_ack_delay: 0,
             timing: CmTiming::default(),
         };
@@ -251,9 +267,10 @@ fn peer_rping_driver_client() {
     assert!((16..=RDMA - START).contains(&size), "ping size {size}");
     let recv = [r.sge(RECVB, 16)];
     s.qp.post_recv(&[RecvWr { wr_id: 100, sg_list: &recv }]).unwrap();
+    let (ours, theirs) = ips();
     let peer = MadAddr {
-        peer_ip: IpAddr::V4(B.ip),
-        local_ip: IpAddr::V4(A.ip),
+        peer_ip: theirs,
+        local_ip: ours,
         peer_mac: B.mac,
         vlan: None,
         hop_limit: 64,
@@ -366,7 +383,7 @@ fn peer_rping_driver_server() {
     assert!((16..=RDMA - START).contains(&size), "ping size {size}");
     let recv = [r.sge(RECVB, 16)];
     s.qp.post_recv(&[RecvWr { wr_id: 100, sg_list: &recv }]).unwrap();
-    live.cm.listen(PortSpace::Tcp, RPING_PORT, Some(IpAddr::V4(A.ip))).unwrap();
+    live.cm.listen(PortSpace::Tcp, RPING_PORT, Some(ips().0)).unwrap();
     let deadline = Instant::now() + Duration::from_secs(120);
     let id = loop {
         assert!(Instant::now() < deadline, "no connect request: {:?}", live.events);
