@@ -105,11 +105,23 @@ const PINGS: usize = 3;
 /// source), rdma_buf (the WRITE sink), send_buf and recv_buf (each a
 /// 16-byte `struct rping_rdma_info`: be64 addr, be32 rkey, be32 size).
 const START: usize = 0;
-const RDMA: usize = 0x1800;
-const SENDB: usize = 0x3000;
-const RECVB: usize = 0x3400;
+const RDMA: usize = 0x3000;
+const SENDB: usize = 0x6000;
+const RECVB: usize = 0x6400;
 /// Pages of the registered region (sizes up to `RDMA - START`).
-const PAGES: usize = 4;
+const PAGES: usize = 8;
+
+/// The netdev MTU the driver is probed with (`PEER_LAN_MTU`, default 1500)
+/// and the path MTU its connect asks for (`PEER_PATH_MTU`, default 1024).
+fn env_num(k: &str, default: u32) -> u32 {
+    std::env::var(k).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+}
+
+/// Device A probed with the scenario's MTU.
+fn probe_a(bar: &ModelBar) -> Dev {
+    let lan = LanInfo::single_tc(0, 6, A.mac, env_num("PEER_LAN_MTU", 1500));
+    Device::probe_with(bar.clone(), lan, Profile::SMALL, opts()).expect("probe")
+}
 
 /// The host side of a live rping: the driver on device A, its CM over QP1,
 /// the model's port plugged into the guest, the wire recorded.
@@ -259,7 +271,7 @@ fn live_setup() -> (ModelBar, PcapOnDrop) {
 #[ignore = "needs the Linux guest of `cargo xtask peer run rping-linux-server`"]
 fn peer_rping_driver_client() {
     let (bar, wire) = live_setup();
-    let dev = probe_as(&bar, A, Profile::SMALL);
+    let dev = probe_a(&bar);
     let mut live = Live::new(&bar, &dev);
     let mut s = Side::new(&dev, A, 16, cap(8));
     let r = s.region(PAGES, 0);
@@ -294,7 +306,7 @@ fn peer_rping_driver_client() {
                 initiator_depth: 1,
                 retry_count: 7,
                 rnr_retry_count: 7,
-                path_mtu: 1024,
+                path_mtu: env_num("PEER_PATH_MTU", 1024),
                 srq: false,
                 private_data: &[],
             };
@@ -375,7 +387,7 @@ fn peer_rping_driver_client() {
 #[ignore = "needs the Linux guest of `cargo xtask peer run rping-linux-client`"]
 fn peer_rping_driver_server() {
     let (bar, wire) = live_setup();
-    let dev = probe_as(&bar, A, Profile::SMALL);
+    let dev = probe_a(&bar);
     let mut live = Live::new(&bar, &dev);
     let mut s = Side::new(&dev, A, 16, cap(8));
     let r = s.region(PAGES, 0);
@@ -488,7 +500,7 @@ fn peer_rping_driver_server() {
 fn peer_reject() {
     use irdma::cm::mad::{AttrId, CmMad};
     let (bar, wire) = live_setup();
-    let dev = probe_as(&bar, A, Profile::SMALL);
+    let dev = probe_a(&bar);
     let mut live = Live::new(&bar, &dev);
     live.cm.listen(PortSpace::Tcp, RPING_PORT, Some(IpAddr::V4(A.ip))).unwrap();
     let rejs = || {
