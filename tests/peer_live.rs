@@ -284,7 +284,8 @@ fn peer_rping_driver_client() {
         peer_ip: theirs,
         local_ip: ours,
         peer_mac: B.mac,
-        vlan: None,
+        // `PEER_VLAN`: the guest's addresses are on an 802.1Q interface
+        vlan: std::env::var("PEER_VLAN").ok().and_then(|v| v.parse().ok()),
         hop_limit: 64,
         traffic_class: 0,
     };

@@ -22,13 +22,16 @@ set +a
 IP=/usr/sbin/ip
 $IP link set lo up
 $IP link set eth0 mtu "${MTU:-1500}" up
-$IP addr add "$PEER_IP/24" dev eth0
-[ -n "$PEER_IP6" ] && $IP -6 addr add "$PEER_IP6/64" dev eth0 nodad
+# with VLAN set, the addresses live on the 802.1Q interface eth0.$VLAN
+DEV=eth0
 if [ -n "$VLAN" ]; then
-    $IP link add link eth0 name eth0.$VLAN type vlan id "$VLAN"
-    $IP link set eth0.$VLAN up
+    DEV=eth0.$VLAN
+    $IP link add link eth0 name $DEV type vlan id "$VLAN"
+    $IP link set $DEV up
 fi
-[ -n "$NEIGH_PERMANENT" ] && $IP neigh replace "$MODEL_IP" lladdr "$MODEL_MAC" dev eth0 nud permanent
+$IP addr add "$PEER_IP/24" dev $DEV
+[ -n "$PEER_IP6" ] && $IP -6 addr add "$PEER_IP6/64" dev $DEV nodad
+[ -n "$NEIGH_PERMANENT" ] && $IP neigh replace "$MODEL_IP" lladdr "$MODEL_MAC" dev $DEV nud permanent
 rdma link add rxe0 type rxe netdev eth0
 i=0
 while [ $i -lt 300 ]; do

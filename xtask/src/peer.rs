@@ -134,6 +134,9 @@ struct Scenario {
     /// Over IPv6 (`PEER_IPV6=1` on the host; the guest's `$PEER_ADDR` /
     /// `$MODEL_ADDR` are then fd00::b / fd00::a).
     ipv6: bool,
+    /// 802.1Q VLAN id of the guest's addresses (`VLAN` in the guest,
+    /// `PEER_VLAN` on the host), 0 = untagged.
+    vlan: u16,
     /// rping's `-S` on both sides (`RPING_SIZE` in the guest,
     /// `PEER_RPING_SIZE` on the host).
     size: u32,
@@ -149,6 +152,7 @@ const SCENARIOS: &[Scenario] = &[
         mtu: 1500,
         size: 64,
         ipv6: false,
+        vlan: 0,
     },
     Scenario {
         name: "rping-linux-server",
@@ -159,6 +163,7 @@ const SCENARIOS: &[Scenario] = &[
         mtu: 1500,
         size: 64,
         ipv6: false,
+        vlan: 0,
     },
     Scenario {
         name: "rping-linux-client",
@@ -177,6 +182,7 @@ const SCENARIOS: &[Scenario] = &[
         mtu: 1500,
         size: 64,
         ipv6: false,
+        vlan: 0,
     },
     Scenario {
         name: "rping-linux-server-5000",
@@ -187,6 +193,7 @@ const SCENARIOS: &[Scenario] = &[
         mtu: 1500,
         size: 5000,
         ipv6: false,
+        vlan: 0,
     },
     Scenario {
         name: "rping-linux-client-5000",
@@ -205,6 +212,7 @@ const SCENARIOS: &[Scenario] = &[
         mtu: 1500,
         size: 5000,
         ipv6: false,
+        vlan: 0,
     },
     Scenario {
         name: "reject",
@@ -216,6 +224,7 @@ const SCENARIOS: &[Scenario] = &[
         mtu: 1500,
         size: 64,
         ipv6: false,
+        vlan: 0,
     },
     Scenario {
         name: "rping-linux-server-ipv6",
@@ -226,6 +235,7 @@ const SCENARIOS: &[Scenario] = &[
         mtu: 1500,
         size: 64,
         ipv6: true,
+        vlan: 0,
     },
     Scenario {
         name: "rping-linux-client-ipv6",
@@ -244,6 +254,7 @@ const SCENARIOS: &[Scenario] = &[
         mtu: 1500,
         size: 64,
         ipv6: true,
+        vlan: 0,
     },
     Scenario {
         name: "rping-linux-server-mtu4096",
@@ -254,6 +265,7 @@ const SCENARIOS: &[Scenario] = &[
         mtu: 9000,
         size: 9000,
         ipv6: false,
+        vlan: 0,
     },
     Scenario {
         name: "rping-linux-client-mtu4096",
@@ -272,6 +284,37 @@ const SCENARIOS: &[Scenario] = &[
         mtu: 9000,
         size: 9000,
         ipv6: false,
+        vlan: 0,
+    },
+    Scenario {
+        name: "rping-linux-server-vlan",
+        what: "rping-linux-server over 802.1Q VLAN 100 on the Linux side (tagged frames both ways)",
+        linux: "rping -s -a $PEER_ADDR -S $RPING_SIZE -V -v; rc=$?; exit $rc",
+        host_test: "peer_rping_driver_client",
+        result: &["server ping data", "server DISCONNECT", "cma event", "rping", "wait for"],
+        mtu: 1500,
+        size: 64,
+        ipv6: false,
+        vlan: 100,
+    },
+    Scenario {
+        name: "rping-linux-client-vlan",
+        what: "rping-linux-client over 802.1Q VLAN 100",
+        // the host side may not listen yet when the guest is up: retry
+        linux: "for i in 1 2 3 4 5 6 7 8 9 10; do rping -c -a $MODEL_ADDR -S $RPING_SIZE -V -v -C 3 && exit 0; sleep 1; done; exit 1",
+        host_test: "peer_rping_driver_server",
+        result: &[
+            "ping data",
+            "client DISCONNECT",
+            "cma event",
+            "rping",
+            "data mismatch",
+            "wait for",
+        ],
+        mtu: 1500,
+        size: 64,
+        ipv6: false,
+        vlan: 100,
     },
 ];
 
@@ -624,11 +667,12 @@ fn run(name: &str) -> Result<i32, String> {
     let (model_port, guest_port) = (free_udp_port()?, free_udp_port()?);
     let env = format!(
         "PEER_IP={PEER_IP}\nPEER_MAC={PEER_MAC}\nMODEL_IP={MODEL_IP}\nMODEL_MAC={MODEL_MAC}\nMTU={}\nRPING_SIZE={}\n\
-         PEER_IP6={PEER_IP6}\nMODEL_IP6={MODEL_IP6}\nPEER_ADDR={}\nMODEL_ADDR={}\n",
+         PEER_IP6={PEER_IP6}\nMODEL_IP6={MODEL_IP6}\nPEER_ADDR={}\nMODEL_ADDR={}\nVLAN={}\n",
         sc.mtu,
         sc.size,
         if sc.ipv6 { PEER_IP6 } else { PEER_IP },
         if sc.ipv6 { MODEL_IP6 } else { MODEL_IP },
+        if sc.vlan == 0 { String::new() } else { sc.vlan.to_string() },
     );
     std::fs::write(out.join("env"), env).map_err(|e| e.to_string())?;
     std::fs::write(out.join("run"), format!("{}\n", sc.linux)).map_err(|e| e.to_string())?;
@@ -650,6 +694,7 @@ fn run(name: &str) -> Result<i32, String> {
         .env("PEER_MAC", PEER_MAC)
         .env("PEER_RPING_SIZE", sc.size.to_string())
         .env("PEER_IPV6", if sc.ipv6 { "1" } else { "0" })
+        .env("PEER_VLAN", if sc.vlan == 0 { String::new() } else { sc.vlan.to_string() })
         // the driver's netdev MTU and path MTU follow the guest's
         .env("PEER_LAN_MTU", sc.mtu.to_string())
         .env("PEER_PATH_MTU", if sc.mtu >= 4096 + 96 { "4096" } else { "1024" })
