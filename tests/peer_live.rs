@@ -535,3 +535,101 @@ fn peer_reject() {
     println!("host: port counters {c:?}");
     assert_eq!(c.drops.total(), 0, "{c:?}");
 }
+
+/// `ucmatose-linux-client`: Linux `ucmatose -s 10.0.0.1 -c 2` (rdma-core
+/// librdmacm/examples/cmatose.c) opens two connections; the driver accepts
+/// both (10 receives of 100 bytes posted on each first), SENDs 10 messages
+/// of 100 bytes on each once both are established, takes Linux's 10
+/// replies on each, then disconnects both (DREQ; Linux answers DREP).
+#[test]
+#[ignore = "needs the Linux guest of `cargo xtask peer run ucmatose-linux-client`"]
+fn peer_ucmatose_driver_server() {
+    /// cmatose.c defaults: port 7471, 10 messages of 100 bytes.
+    const PORT: u16 = 7471;
+    const CONNS: usize = 2;
+    const MSGS: usize = 10;
+    const SIZE: usize = 100;
+    let (bar, wire) = live_setup();
+    let dev = probe_a(&bar);
+    let mut live = Live::new(&bar, &dev);
+    live.cm.listen(PortSpace::Tcp, PORT, Some(ips().0)).unwrap();
+    let mut sides: Vec<(Side<'_>, Region<'_>, ConnId)> = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let mut established = 0;
+    while established < CONNS {
+        assert!(Instant::now() < deadline, "connections: {:?}", live.events);
+        for e in live.step() {
+            match e {
+                CmEvent::ConnectRequest { id, .. } => {
+                    let mut s = Side::new(&dev, A, 64, cap(16));
+                    let r = s.region(1, sides.len() as u8);
+                    for i in 0..MSGS {
+                        let sge = [r.sge(2048 + i * 128, SIZE)];
+                        s.qp.post_recv(&[RecvWr { wr_id: 200 + i as u64, sg_list: &sge }]).unwrap();
+                    }
+                    let acc = AcceptParams {
+                        qpn: s.qp.qp_num(),
+                        starting_psn: 0x100 * (sides.len() as u32 + 1),
+                        responder_resources: 1,
+                        initiator_depth: 1,
+                        rnr_retry_count: 7,
+                        srq: false,
+                        private_data: &[],
+                    };
+                    let p = live.cm.accept_params(id, &acc).unwrap();
+                    p.apply(&mut s.qp).expect("QP to RTS");
+                    let now = live.now();
+                    live.cm.accept(now, id, &acc, &mut live.t).unwrap();
+                    sides.push((s, r, id));
+                }
+                CmEvent::Established { .. } => established += 1,
+                _ => {}
+            }
+        }
+    }
+    println!("host: {CONNS} connections established");
+    for (k, (s, r, _)) in sides.iter_mut().enumerate() {
+        let msg: Vec<u8> = (0..SIZE).map(|i| (i + k) as u8).collect();
+        r.put(0, &msg);
+        for i in 0..MSGS {
+            s.qp.post_send(&[signaled(i as u64, WrOpcode::Send, &[r.sge(0, SIZE)])]).unwrap();
+        }
+    }
+    for (s, _, _) in sides.iter_mut() {
+        for _ in 0..MSGS {
+            live.wc(s, WcOpcode::Send);
+        }
+        for _ in 0..MSGS {
+            assert_eq!(live.wc(s, WcOpcode::Recv).byte_len, SIZE as u32);
+        }
+        assert!(live.pending.is_empty(), "{:?}", live.pending);
+    }
+    println!("host: {} SENDs each way on each connection", MSGS);
+    for (s, _, id) in sides.iter_mut() {
+        s.qp.modify(&QpAttr::new(QpState::Error)).unwrap();
+        let now = live.now();
+        live.cm.disconnect(now, *id, &mut live.t).unwrap();
+    }
+    let until = Instant::now() + Duration::from_secs(30);
+    let disconnected = |ev: &[CmEvent]| {
+        ev.iter().filter(|e| matches!(e, CmEvent::Disconnected { timed_out: false, .. })).count()
+    };
+    while Instant::now() < until && disconnected(&live.events) < CONNS {
+        live.step();
+    }
+    let until = Instant::now() + Duration::from_secs(2);
+    while Instant::now() < until {
+        live.step();
+    }
+    let kinds: Vec<String> = live
+        .events
+        .iter()
+        .map(|e| format!("{e:?}").split([' ', '{']).next().unwrap_or("").to_string())
+        .collect();
+    println!("host: CM events {kinds:?}");
+    assert_eq!(disconnected(&live.events), CONNS, "every DREQ answered");
+    check_capture(&wire.0);
+    let c = bar.fabric().port().unwrap().counters();
+    println!("host: port counters {c:?}");
+    assert_eq!(c.drops.total(), 0, "{c:?}");
+}

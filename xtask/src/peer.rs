@@ -316,6 +316,25 @@ const SCENARIOS: &[Scenario] = &[
         ipv6: false,
         vlan: 100,
     },
+    Scenario {
+        name: "ucmatose-linux-client",
+        what: "Linux `ucmatose -c 2` opens two connections to the driver, 10 SENDs each way on each",
+        linux: "for i in 1 2 3 4 5 6 7 8 9 10; do ucmatose -s $MODEL_ADDR -c 2 >/tmp/o 2>&1; rc=$?; cat /tmp/o; \
+                [ $rc = 0 ] && exit 0; grep -q 'data transfers' /tmp/o && exit $rc; sleep 1; done; exit 1",
+        host_test: "peer_ucmatose_driver_server",
+        result: &[
+            "cmatose",
+            "receiving",
+            "sending",
+            "data transfers",
+            "test complete",
+            "return status",
+        ],
+        mtu: 1500,
+        ipv6: false,
+        vlan: 0,
+        size: 64,
+    },
 ];
 
 /// The guest's and the model's identities (the tests' A = model, B = guest).
