@@ -8,6 +8,7 @@
 //! * `wire FILE.pcap` — the driver's RC traffic between two model devices
 //!   as RoCEv2 frames in a pcap (`--check FILE.pcap`: tshark + scapy);
 //! * `soak --ops N --seed S` — the seeded fault soak (`tests/fault_soak.rs`);
+//! * `peer build|run SCENARIO|list` — a Linux Soft-RoCE guest as the peer;
 //!
 //! Run `cargo xtask help` for the list.
 
@@ -15,6 +16,7 @@ mod bench;
 mod conformance;
 mod fuzz;
 mod newcomer;
+mod peer;
 mod qemu;
 mod size;
 mod soak;
@@ -53,6 +55,7 @@ fn main() -> ExitCode {
         "size" => bench::size_main(),
         "wire" => wire::main(rest),
         "soak" => soak::main(rest),
+        "peer" => peer::main(rest),
         "setup" => match util::ensure_toolchain(&BARE_TARGETS) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
@@ -73,6 +76,7 @@ fn main() -> ExitCode {
                  size                 only the .text figures (driver + hal in examples/firmware, both targets)\n  \
                  wire FILE.pcap       two model devices, the driver's RC traffic as RoCEv2 frames in a pcap\n  \
                  soak [--ops N] [--seed S]  seeded random verbs traffic under injected faults (release), prints ops=… faults=… lost=…\n  \
+                 peer build|run SCENARIO|list  a Linux Soft-RoCE guest in QEMU as the peer (issue #34)\n  \
                  setup                install the rustup targets and components the suite needs"
             );
             if cmd == "help" { ExitCode::SUCCESS } else { ExitCode::FAILURE }
@@ -224,6 +228,8 @@ fn legs() -> Vec<Leg> {
         cargo(&["build", "-p", "irdma-boot", "--release", "--target", t])
     }));
     v.push(leg("qemu-aarch64", qemu::run_leg_aarch64));
+    // a Linux Soft-RoCE guest as the peer (issue #34): arp, rping both ways
+    v.push(leg("peer", peer::leg));
     v.push(leg("conformance-sync", util::conformance_sync));
     for (name, file) in conformance::SUITE {
         v.push(leg(name, move || conformance::run_leg(file)));

@@ -239,6 +239,10 @@ enum Rx {
     /// A gap: answer with one PSN-sequence NAK carrying this (expected)
     /// PSN (wire §4.7).
     Gap(u32),
+    /// Only duplicates of SEND/WRITE packets already executed: answer with
+    /// an ACK for ePSN − 1 and the current MSN, without executing them
+    /// again (wire §4.7, rxe `rxe_resp.c: duplicate_request`).
+    Duplicate,
     /// Nothing to answer: every frame dropped, or the message is not
     /// complete yet.
     Nothing,
@@ -1549,6 +1553,7 @@ impl Device {
     /// Counts a dropped frame.
     fn wire_drop(&mut self, qp: u32, why: wire::Drop) {
         self.counters.wire_drops += 1;
+        self.counters.wire_drop_reasons.add(why);
         self.record(Event::WireDrop { qp, why });
     }
 
@@ -1605,8 +1610,8 @@ impl Device {
     /// (counted, nothing answered). A packet with the ePSN is taken and the
     /// ePSN advances; a later PSN is dropped and, the first time, answered
     /// by a PSN-sequence NAK for the ePSN (the latch clears when the ePSN
-    /// arrives); an earlier one (duplicate) is dropped — the model does not
-    /// re-ACK duplicates. Packets taken before a gap are kept in the QP
+    /// arrives); an earlier one (duplicate) is dropped (counted as a PSN
+    /// drop) and, for SEND/WRITE, re-ACKed with ePSN − 1 (wire §4.7). Packets taken before a gap are kept in the QP
     /// until the rest of their message arrives. With strict PSN off
     /// ([`Device::set_strict_psn`]) the first packet of a message sets the
     /// ePSN instead (counted in `psn_mismatches`).
@@ -1619,6 +1624,7 @@ impl Device {
         let mut expect = q.epsn;
         let mut latched = q.nak_latched;
         let mut nak = None;
+        let mut dup = false;
         for f in frames {
             let r = wire::parse(f).and_then(|p| {
                 wire::check_addressing(&p, &q.path)?;
@@ -1644,9 +1650,17 @@ impl Device {
                 pkts.push(p);
             } else {
                 self.wire_drop(qpn, wire::Drop::Psn);
-                if psn_later(p.psn, expect) && !latched {
-                    latched = true;
-                    nak = Some(expect);
+                if psn_later(p.psn, expect) {
+                    if !latched {
+                        latched = true;
+                        nak = Some(expect);
+                    }
+                } else if p.opcode != bop::READ_REQ {
+                    // wire §4.7: a duplicate SEND/WRITE is re-ACKed. A
+                    // duplicate READ would need the saved READ to replay
+                    // its responses; the model keeps none and drops it
+                    // (the requester's retry limit then decides).
+                    dup = true;
                 }
             }
         }
@@ -1659,9 +1673,10 @@ impl Device {
             return Rx::Gap(e);
         }
         if !complete {
+            let only_dups = dup && pkts.len() == qm.rx_partial.len();
             qm.rx_partial = pkts;
             qm.epsn = expect;
-            return Rx::Nothing;
+            return if only_dups { Rx::Duplicate } else { Rx::Nothing };
         }
         qm.rx_partial.clear();
         Rx::Message(pkts)
@@ -1771,6 +1786,15 @@ impl Device {
                     ..base.clone()
                 };
                 return Some((Response::NakSeq(epsn), self.emit(&path, &[nak])));
+            }
+            Rx::Duplicate => {
+                let q = self.qps.get(&qpn).unwrap_or(&q).clone();
+                let ack = wire::Packet {
+                    psn: psn_add(q.epsn, 0xFF_FFFF),
+                    aeth: Some((syndrome::ACK, q.msn)),
+                    ..base.clone()
+                };
+                return Some((Response::Ack, self.emit(&path, &[ack])));
             }
             Rx::Nothing => return None,
         };

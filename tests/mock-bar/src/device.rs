@@ -561,7 +561,8 @@ impl Device {
     /// not the responder QP's expected PSN (EPSN from the context at RTR,
     /// then advanced per packet) is dropped and counted in `wire_drops`; a
     /// later PSN (a gap) draws one PSN-sequence NAK (wire §4.7), an earlier
-    /// one (a duplicate) is dropped (the model does not re-ACK duplicates).
+    /// one (a duplicate) is dropped and, for SEND/WRITE, re-ACKed with
+    /// EPSN − 1 (wire §4.7).
     /// `false` is the lenient mode for tests that deliberately connect QPs
     /// with different initial PSNs on each end: the first packet of a
     /// message then sets the expected PSN, the mismatch is counted in

@@ -9,7 +9,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::datapath::{Peers, Response};
 use crate::device::Device;
-use crate::wire::Capture;
+use crate::port::{self, Port};
+use crate::wire::{self, Capture};
 
 /// Index of a device on a [`Fabric`].
 pub type DeviceId = usize;
@@ -23,6 +24,7 @@ pub type DeviceId = usize;
 pub struct Fabric {
     devices: Mutex<Vec<Option<Device>>>,
     capture: Mutex<Option<Capture>>,
+    port: Mutex<Option<Arc<Port>>>,
 }
 
 impl std::fmt::Debug for Fabric {
@@ -33,6 +35,7 @@ impl std::fmt::Debug for Fabric {
 
 struct FabricPeers<'a> {
     devs: &'a mut [Option<Device>],
+    port: Option<&'a Port>,
 }
 
 impl Peers for FabricPeers<'_> {
@@ -43,13 +46,47 @@ impl Peers for FabricPeers<'_> {
         src_qpn: u32,
         frames: &[Vec<u8>],
     ) -> Option<(Response, Vec<Vec<u8>>)> {
-        let d = self.devs.iter_mut().flatten().find(|d| d.owns(ip, qpn))?;
-        d.receive(qpn, src_qpn, frames)
+        match self.devs.iter_mut().flatten().find(|d| d.owns(ip, qpn)) {
+            Some(d) => d.receive(qpn, src_qpn, frames),
+            None => through_port(self.port?, src_qpn, frames),
+        }
     }
 
     fn deliver_datagram(&mut self, frame: &[u8]) -> Option<bool> {
-        self.devs.iter_mut().flatten().find_map(|d| d.receive_datagram(frame))
+        match self.devs.iter_mut().flatten().find_map(|d| d.receive_datagram(frame)) {
+            Some(r) => Some(r),
+            None => datagram_to_port(self.port?, frame),
+        }
     }
+}
+
+/// An RC request for a QP no device of the fabric owns: out through the
+/// port, and the peer's response frames back (`crate::port`, "The RC
+/// requester meets a real peer"). The [`Response`] is read from the first
+/// response frame's opcode and AETH; the requester then checks every frame
+/// against its QP context as for a device's answer.
+fn through_port(port: &Port, src_qpn: u32, frames: &[Vec<u8>]) -> Option<(Response, Vec<Vec<u8>>)> {
+    let back = port.exchange(src_qpn, frames)?;
+    let first = wire::parse(back.first()?).ok()?.pkt;
+    let resp = match (first.opcode, first.aeth.map(|a| a.0)) {
+        (o, _) if (wire::op::READ_RESP_FIRST..=wire::op::READ_RESP_ONLY).contains(&o) => {
+            Response::ReadData(Vec::new())
+        }
+        // wire §4.4: the syndrome's kind
+        (_, Some(s)) if s & 0x60 == 0 => Response::Ack,
+        (_, Some(s)) if s & 0x60 == 0x20 => Response::RnrNak,
+        (_, Some(wire::syndrome::NAK_PSN_SEQ)) => Response::NakSeq(first.psn),
+        (_, Some(wire::syndrome::NAK_ACCESS)) => Response::NakAccess,
+        (_, Some(wire::syndrome::NAK_INVALID)) => Response::NakInvalid,
+        _ => Response::NakOp,
+    };
+    Some((resp, back))
+}
+
+/// A UD datagram no device claims leaves through the port.
+fn datagram_to_port(port: &Port, frame: &[u8]) -> Option<bool> {
+    port.send(frame);
+    Some(true)
 }
 
 /// The fabric's devices plus one device kept outside it (the QEMU-facing
@@ -57,6 +94,7 @@ impl Peers for FabricPeers<'_> {
 struct JoinedPeers<'a> {
     devs: &'a mut [Option<Device>],
     ext: Option<&'a mut Device>,
+    port: Option<&'a Port>,
 }
 
 impl Peers for JoinedPeers<'_> {
@@ -70,15 +108,20 @@ impl Peers for JoinedPeers<'_> {
         if let Some(d) = self.devs.iter_mut().flatten().find(|d| d.owns(ip, qpn)) {
             return d.receive(qpn, src_qpn, frames);
         }
-        let ext = self.ext.as_deref_mut().filter(|d| d.owns(ip, qpn))?;
-        ext.receive(qpn, src_qpn, frames)
+        match self.ext.as_deref_mut().filter(|d| d.owns(ip, qpn)) {
+            Some(ext) => ext.receive(qpn, src_qpn, frames),
+            None => through_port(self.port?, src_qpn, frames),
+        }
     }
 
     fn deliver_datagram(&mut self, frame: &[u8]) -> Option<bool> {
         if let Some(r) = self.devs.iter_mut().flatten().find_map(|d| d.receive_datagram(frame)) {
             return Some(r);
         }
-        self.ext.as_deref_mut()?.receive_datagram(frame)
+        match self.ext.as_deref_mut().and_then(|d| d.receive_datagram(frame)) {
+            Some(r) => Some(r),
+            None => datagram_to_port(self.port?, frame),
+        }
     }
 }
 
@@ -109,6 +152,9 @@ impl Fabric {
         let mut cap = self.capture.lock().unwrap_or_else(|e| e.into_inner());
         let c = cap.get_or_insert_with(Capture::new).clone();
         drop(cap);
+        if let Some(p) = self.port() {
+            p.set_capture(Some(c.clone()));
+        }
         for d in self.lock().iter_mut().flatten() {
             d.set_capture(Some(c.clone()));
         }
@@ -119,9 +165,68 @@ impl Fabric {
     /// existing capture, e.g. the one of a joined shm host), from now on.
     pub fn record_into(&self, c: Capture) {
         *self.capture.lock().unwrap_or_else(|e| e.into_inner()) = Some(c.clone());
+        if let Some(p) = self.port() {
+            p.set_capture(Some(c.clone()));
+        }
         for d in self.lock().iter_mut().flatten() {
             d.set_capture(Some(c.clone()));
         }
+    }
+
+    /// Plugs an Ethernet port ([`crate::port`]) into this fabric: frames
+    /// for destinations no device claims leave through it, and
+    /// [`Fabric::pump_port`] (also run by [`Fabric::step`] and
+    /// [`Fabric::poll`]) takes the frames that arrive. Replaces an earlier
+    /// port. Returns the port (address, counters).
+    pub fn attach_port(&self, port: Port) -> Arc<Port> {
+        let port = Arc::new(port);
+        port.set_capture(self.capture.lock().unwrap_or_else(|e| e.into_inner()).clone());
+        *self.port.lock().unwrap_or_else(|e| e.into_inner()) = Some(port.clone());
+        port
+    }
+
+    /// The attached port, if any.
+    pub fn port(&self) -> Option<Arc<Port>> {
+        self.port.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Handles every frame waiting at the port (`crate::port`, "What comes
+    /// in"): ARP/ND answered, RoCEv2 frames checked and handed to the
+    /// device that owns their QP, whose answers leave through the port.
+    /// Returns how many frames were handled (0 without a port).
+    pub fn pump_port(&self) -> usize {
+        let Some(port) = self.port() else { return 0 };
+        let mut devs = self.lock();
+        let mut n = 0;
+        while let Some(f) = port.next_frame() {
+            n += 1;
+            let port::Rx::Roce(f, p) = port.classify(f) else { continue };
+            if wire::has_deth(p.pkt.opcode) {
+                match devs.iter_mut().flatten().find_map(|d| d.receive_datagram(&f)) {
+                    Some(_) => port.delivered(),
+                    None => port.drop_qp(),
+                }
+                continue;
+            }
+            if port::is_response(p.pkt.opcode) {
+                port.unsolicited();
+                continue;
+            }
+            let (ip, qpn) = (p.dst_ip[3], p.pkt.dest_qp);
+            let Some(d) = devs.iter_mut().flatten().find(|d| d.owns(ip, qpn)) else {
+                port.drop_qp();
+                continue;
+            };
+            port.delivered();
+            // RC frames carry no source QPN: the QP's own peer is assumed
+            let src = d.qp(qpn).map_or(0, |q| q.dest_qp);
+            if let Some((_, back)) = d.receive(qpn, src, &[f]) {
+                for b in &back {
+                    port.send(b);
+                }
+            }
+        }
+        n
     }
 
     /// A register read on device `id` (all-ones for an unknown id).
@@ -132,9 +237,10 @@ impl Fabric {
     /// A register write on device `id`; doorbells are fully processed,
     /// including the other devices' side of the wire, before this returns.
     pub fn mmio_write32(&self, id: DeviceId, off: u32, v: u32) {
+        let port = self.port();
         let mut devs = self.lock();
         let Some(mut dev) = devs.get_mut(id).and_then(Option::take) else { return };
-        dev.mmio_write32_with(off, v, &mut FabricPeers { devs: &mut devs });
+        dev.mmio_write32_with(off, v, &mut FabricPeers { devs: &mut devs, port: port.as_deref() });
         if let Some(slot) = devs.get_mut(id) {
             *slot = Some(dev);
         }
@@ -147,10 +253,12 @@ impl Fabric {
 
     /// Retries stalled work on every device (RNR retries).
     pub fn step(&self) {
+        self.pump_port();
+        let port = self.port();
         let mut devs = self.lock();
         for id in 0..devs.len() {
             let Some(mut dev) = devs.get_mut(id).and_then(Option::take) else { continue };
-            dev.step_with(&mut FabricPeers { devs: &mut devs });
+            dev.step_with(&mut FabricPeers { devs: &mut devs, port: port.as_deref() });
             devs[id] = Some(dev);
         }
     }
@@ -160,11 +268,12 @@ impl Fabric {
     /// Deferred mode: polls every device once (see [`Device::poll`]).
     /// Returns whether any device did work.
     pub fn poll(&self) -> bool {
+        let mut work = self.pump_port() > 0;
+        let port = self.port();
         let mut devs = self.lock();
-        let mut work = false;
         for id in 0..devs.len() {
             let Some(mut dev) = devs.get_mut(id).and_then(Option::take) else { continue };
-            work |= dev.poll_with(&mut FabricPeers { devs: &mut devs });
+            work |= dev.poll_with(&mut FabricPeers { devs: &mut devs, port: port.as_deref() });
             devs[id] = Some(dev);
         }
         work
@@ -179,11 +288,17 @@ impl Fabric {
     /// inside the register write, where `ext` is out of reach). Returns
     /// whether any device did work.
     pub fn poll_joined(&self, ext: &mut Device) -> bool {
+        let port = self.port();
         let mut devs = self.lock();
-        let mut work = ext.poll_with(&mut JoinedPeers { devs: &mut devs, ext: None });
+        let mut work =
+            ext.poll_with(&mut JoinedPeers { devs: &mut devs, ext: None, port: port.as_deref() });
         for id in 0..devs.len() {
             let Some(mut dev) = devs.get_mut(id).and_then(Option::take) else { continue };
-            work |= dev.poll_with(&mut JoinedPeers { devs: &mut devs, ext: Some(&mut *ext) });
+            work |= dev.poll_with(&mut JoinedPeers {
+                devs: &mut devs,
+                ext: Some(&mut *ext),
+                port: port.as_deref(),
+            });
             devs[id] = Some(dev);
         }
         work

@@ -163,6 +163,8 @@ pub struct Counters {
     /// MAC / IP / UDP port / QP / P_Key / PSN not matching its QP context
     /// (see [`crate::wire::Drop`]).
     pub wire_drops: u64,
+    /// The same drops by reason.
+    pub wire_drop_reasons: crate::wire::DropCounts,
     /// UD datagrams dropped for a Q_Key that is not the QP's (rocev2-wire
     /// §5.1; also counted in `wire_drops`).
     pub qkey_violations: u64,

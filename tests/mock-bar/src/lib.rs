@@ -35,6 +35,15 @@
 //!   records every frame ([`wire::Capture::write_pcap`]).
 //!   [`Fabric::spawn_device_thread`] runs
 //!   [`Fabric::poll`] on a thread (deferred devices).
+//! * [`port`] — the model's optional Ethernet port ([`Fabric::attach_port`]):
+//!   a loopback UDP socket carrying one Ethernet frame per datagram (QEMU's
+//!   `-netdev dgram` contract), so a Linux guest or a test's socket is a
+//!   peer on the fabric's wire. Frames for destinations no device claims
+//!   leave through it; arriving frames are checked as the hardware would
+//!   (MAC, UDP 4791, IP checksum and lengths, ICRC, then the device's QP /
+//!   P_Key / Q_Key / PSN checks), drops counted by reason
+//!   ([`PortCounters`], [`Counters::wire_drop_reasons`]); ARP and IPv6
+//!   neighbour solicitations for the port's addresses are answered.
 //! * [`shm`] and the `mock-bar-shm` binary — the QEMU transport: BAR file
 //!   (ivshmem-plain BAR2) and RAM file (offset = GPA, 4 GiB hole folded),
 //!   positional file I/O, a host loop that copies doorbells in, polls, and
@@ -189,9 +198,10 @@
 //!   budget is per message — when E810 restores it is not driver-visible,
 //!   model choice — and 7 is seven retries, not infinite); a NAK
 //!   PSN outside the request is no progress (LLP_TOO_MANY_RETRIES). A
-//!   duplicate (earlier PSN) is dropped, not re-ACKed as §4.7 says (model
-//!   simplification: the model's requester never resends a packet the
-//!   responder has already taken). ACK (syndrome 0x1F, MSN, §4.3), RNR NAK (0x2E:
+//!   duplicate SEND/WRITE packet (earlier PSN) is not executed again and is
+//!   re-ACKed with EPSN − 1 and the current MSN (§4.7); a duplicate READ
+//!   request is dropped (the model keeps no READ to replay — its own
+//!   requester never resends one). ACK (syndrome 0x1F, MSN, §4.3), RNR NAK (0x2E:
 //!   the timer value E810 sends is not driver-visible, model choice), NAK
 //!   0x61/0x62/0x63 and READ responses (First/Middle/Last with AETH on all
 //!   but Middle, §4.6) travel back as frames the requester checks the same
@@ -202,6 +212,13 @@
 //!   frame that no later frame of its message reveals is never resent and
 //!   ends as LLP_TOO_MANY_RETRIES), READ-response loss and partial READ
 //!   re-requests (§4.6), duplicate ACKs, ACK coalescing.
+//!
+//!   Corrected when a real peer joined the wire ([`port`], issue #34): the
+//!   model used to drop duplicates without an ACK, which its own requester
+//!   never noticed; a Linux (rxe) requester whose ACK is lost resends the
+//!   packet and, without the re-ACK, retries until its retry count is
+//!   spent. rocev2-wire §4.7 (rxe `rxe_resp.c: duplicate_request`) says to
+//!   re-ACK, so the model now does.
 //! * UD (`rocev2-wire.md` §5): a UD QP executes SENDs only (no
 //!   invalidate): one UD SEND Only (0x64/0x65) packet per message with a
 //!   DETH (the WQE's Q_Key, the sending QP's number), addressed from the
@@ -272,6 +289,7 @@ pub mod fault;
 pub mod hmc;
 pub mod lan;
 pub mod mem;
+pub mod port;
 pub mod regs;
 pub mod shm;
 pub mod wire;
@@ -281,3 +299,4 @@ pub use device::{Aeqe, Config, Device, Mode, ccq_cqe_words};
 pub use fabric::{DeviceId, DeviceThread, Fabric};
 pub use fault::{Counters, Event, FaultPlan};
 pub use mem::{Fault, Memory, TestMemory};
+pub use port::{Port, PortConfig, PortCounters};

@@ -389,6 +389,65 @@ pub enum Drop {
     Qkey,
 }
 
+/// Dropped frames by [`Drop`] reason (the model's per-reason counters,
+/// read by tests: [`crate::Counters::wire_drop_reasons`] for a device,
+/// [`crate::port::PortCounters::drops`] for the Ethernet port).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[allow(missing_docs)]
+pub struct DropCounts {
+    pub malformed: u64,
+    pub icrc: u64,
+    pub mac: u64,
+    pub ip: u64,
+    pub port: u64,
+    pub qp: u64,
+    pub pkey: u64,
+    pub tver: u64,
+    pub psn: u64,
+    pub qkey: u64,
+}
+
+impl DropCounts {
+    fn slot(&mut self, why: Drop) -> &mut u64 {
+        match why {
+            Drop::Malformed => &mut self.malformed,
+            Drop::Icrc => &mut self.icrc,
+            Drop::Mac => &mut self.mac,
+            Drop::Ip => &mut self.ip,
+            Drop::Port => &mut self.port,
+            Drop::Qp => &mut self.qp,
+            Drop::Pkey => &mut self.pkey,
+            Drop::Tver => &mut self.tver,
+            Drop::Psn => &mut self.psn,
+            Drop::Qkey => &mut self.qkey,
+        }
+    }
+
+    /// Counts one drop for `why`.
+    pub fn add(&mut self, why: Drop) {
+        *self.slot(why) += 1;
+    }
+
+    /// The count for `why`.
+    pub fn get(&self, why: Drop) -> u64 {
+        *self.clone().slot(why)
+    }
+
+    /// All reasons together.
+    pub fn total(&self) -> u64 {
+        self.malformed
+            + self.icrc
+            + self.mac
+            + self.ip
+            + self.port
+            + self.qp
+            + self.pkey
+            + self.tver
+            + self.psn
+            + self.qkey
+    }
+}
+
 fn be32(b: &[u8], at: usize) -> Option<u32> {
     Some(u32::from_be_bytes(b.get(at..at + 4)?.try_into().ok()?))
 }

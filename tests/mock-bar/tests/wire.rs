@@ -135,7 +135,10 @@ fn a_frame_to_the_wrong_mac_is_dropped() {
 }
 
 /// A PSN the responder does not expect (its EPSN, taken from the context
-/// at RTR) is dropped and counted — by default (strict PSN).
+/// at RTR) is dropped and counted — by default (strict PSN). An earlier one
+/// is a duplicate: not executed, re-ACKed with EPSN − 1 and the current MSN
+/// (wire §4.7), which the requester (expecting an ACK for its own PSN)
+/// drops in turn.
 #[test]
 fn an_unexpected_psn_is_dropped() {
     let mut s = setup();
@@ -152,9 +155,20 @@ fn an_unexpected_psn_is_dropped() {
     assert!(s.h.dev(|d| {
         d.trace().any(|e| matches!(e, mock_bar::Event::WireDrop { qp: 13, why: wire::Drop::Psn }))
     }));
-    assert_eq!(s.h.dev(|d| d.counters().wire_drops), 1);
-    // an earlier PSN (a duplicate for the responder) draws no NAK
+    // the responder's PSN drop, then the requester's drop of the re-ACK
+    assert_eq!(s.h.dev(|d| d.counters().wire_drops), 2);
+    assert_eq!(s.h.dev(|d| d.counters().wire_drop_reasons.psn), 2);
+    // an earlier PSN (a duplicate for the responder) draws no NAK, but an ACK
     assert_eq!(s.h.dev(|d| d.counters().seq_naks), 0);
+    let acks: Vec<_> = s
+        .cap
+        .frames()
+        .iter()
+        .filter_map(|f| wire::parse(f).ok())
+        .filter(|p| p.pkt.opcode == wire::op::ACK)
+        .map(|p| (p.pkt.dest_qp, p.pkt.psn, p.pkt.aeth))
+        .collect();
+    assert_eq!(acks, vec![(12, 6, Some((wire::syndrome::ACK, 0)))]);
     assert_eq!(s.h.aeq_poll().map(|a| a.0), Some(0x050A));
 }
 

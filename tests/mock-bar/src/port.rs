@@ -1,0 +1,478 @@
+//! The model's Ethernet port: a UDP socket on the loopback address that
+//! carries one Ethernet frame per datagram, so another network stack (a
+//! Linux guest's NIC through QEMU's `-netdev dgram`, a relay, or a test's
+//! own socket) is on the same wire as the devices of a [`crate::Fabric`].
+//!
+//! # Frame contract
+//! Exactly QEMU's `-netdev dgram` (`shared/notes/linux-peer.md`, "Frames
+//! between processes"): a datagram is one Ethernet frame starting with the
+//! destination MAC, no extra header, no FCS; Ethernet padding is optional
+//! (a frame longer than its IP datagram is trimmed to it before the checks,
+//! as a NIC strips padding). Frames up to 9014 bytes (MTU 9000).
+//!
+//! # What leaves through the port
+//! Every frame a device of the fabric puts on the wire for a destination no
+//! device of the fabric claims: a UD datagram whose destination MAC is no
+//! device's UD QP, an RC request whose (destination IP, QPN) no device
+//! owns, and the responses (ACK/NAK, READ responses) to requests that came
+//! in through the port. The fabric's capture also records every frame that
+//! came in ([`crate::Fabric::capture`]).
+//!
+//! # What comes in, and the checks (rocev2-wire §1, §3)
+//! In this order; the first failing check drops the frame and counts it in
+//! [`PortCounters`]:
+//! 1. ARP request (EtherType 0x0806) for one of the port's IPv4 addresses:
+//!    answered with an ARP reply from the port's MAC (counted in
+//!    `arp_replies`; other ARP frames are `not_roce`).
+//! 2. IPv6 neighbour solicitation (ICMPv6 type 135) for one of the port's
+//!    IPv6 addresses: answered with a solicited neighbour advertisement
+//!    carrying the port's MAC (RFC 4861 §4.4, §7.2.4; `nd_replies`).
+//! 3. Destination MAC: a unicast MAC that is not the port's is a `mac`
+//!    drop (wire §1.2 — rxe does the same, notes "rxe ... as observed");
+//!    broadcast/multicast frames that are not 1./2. are `not_roce`.
+//! 4. Not IPv4/IPv6 + UDP with destination port 4791 (wire §1.5): the
+//!    frame is for the LAN side of the NIC, which the model does not
+//!    have — counted as `not_roce`, not as a drop.
+//! 5. [`crate::wire::parse`]: IPv4 header checksum, IP and UDP lengths,
+//!    opcode, pad, ICRC (wire §3) → `malformed` / `icrc` drops.
+//! 6. Dispatch: a UD opcode goes to the device whose UD QP has the
+//!    destination MAC (Q_Key, P_Key and state checks are the device's, its
+//!    `wire_drop_reasons`); an RC request to the device owning (destination
+//!    IP, BTH DestQP), whose responder checks addressing and PSN (wire
+//!    §4.7) and whose answer leaves through the port; no such QP → `qp`
+//!    drop. An RC response (ACK, READ response) that arrives while no
+//!    request of that QP waits for it is an `unsolicited` drop.
+//!
+//! # The RC requester meets a real peer
+//! The model's RC transport is synchronous: a request is answered before
+//! the doorbell write returns ([`crate::Fabric`]). Toward the port this
+//! means: the request frames are sent, then the port waits (holding the
+//! fabric) for the response frames of that QP — an ACK/NAK, or READ
+//! responses up to the Last/Only one — for [`PortConfig::rc_timeout`],
+//! resending the whole request up to [`PortConfig::rc_retries`] times
+//! (go-back-N from the message's first PSN, wire §4.8), then the request
+//! is lost (the QP goes to error with a retry-exceeded AE as for any lost
+//! request). Frames that arrive meanwhile and are not that response are
+//! kept, in order, and handled at the next [`crate::Fabric::pump_port`].
+//! One message at a time per fabric: no pipelining, so no ACK coalescing
+//! across messages is needed (rxe ACKs every packet with AckReq, which the
+//! model sets on the last packet of each message).
+//!
+//! # Addressing (how the two sides learn each other's MAC)
+//! The driver has a static neighbour table (MANAGE_ARP): the test or the
+//! firmware gives it the peer's MAC; the model never learns MACs from the
+//! wire. The other side learns the port's MAC by ARP / neighbour discovery,
+//! which the port answers for the addresses it is configured with, as the
+//! LAN side of the E810 would for the host's addresses — so a Linux peer
+//! needs no permanent neighbour entry.
+//!
+//! Where the spec is silent: the ARP/ND answers are the model's stand-in
+//! for the LAN stack of the NIC's owner (the spec sheets describe only the
+//! RDMA engine); the timeout and retry numbers are model choices (GEN_2's
+//! RTOMIN unit is not documented, wire §4.8).
+
+use std::collections::VecDeque;
+use std::net::{SocketAddr, UdpSocket};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use crate::wire::{self, DropCounts, op};
+
+/// Largest frame the port takes (MTU 9000 + Ethernet + 802.1Q headers).
+pub const MAX_FRAME: usize = 9018;
+
+/// How a port is set up.
+#[derive(Clone, Debug)]
+pub struct PortConfig {
+    /// The port's MAC: destination MAC of every frame it takes, source MAC
+    /// of its ARP/ND answers.
+    pub mac: [u8; 6],
+    /// IPv4 addresses the port answers ARP for.
+    pub ipv4: Vec<[u8; 4]>,
+    /// IPv6 addresses the port answers neighbour solicitations for.
+    pub ipv6: Vec<[u8; 16]>,
+    /// Local socket address (127.0.0.1, port 0 = any free port).
+    pub local: SocketAddr,
+    /// Where frames go; `None` = the source of the first datagram received
+    /// (until then outgoing frames are counted in `tx_no_peer` and lost).
+    pub remote: Option<SocketAddr>,
+    /// How long an RC request waits for its response before it is resent.
+    pub rc_timeout: Duration,
+    /// How many times an unanswered RC request is resent.
+    pub rc_retries: u32,
+}
+
+impl PortConfig {
+    /// A port with `mac`, on a free loopback UDP port, no addresses, no
+    /// fixed peer, 1 s RC timeout and 3 resends.
+    pub fn new(mac: [u8; 6]) -> Self {
+        Self {
+            mac,
+            ipv4: Vec::new(),
+            ipv6: Vec::new(),
+            local: SocketAddr::from(([127, 0, 0, 1], 0)),
+            remote: None,
+            rc_timeout: Duration::from_secs(1),
+            rc_retries: 3,
+        }
+    }
+}
+
+/// What the port did and dropped.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PortCounters {
+    /// Datagrams received.
+    pub rx_frames: u64,
+    /// Frames sent.
+    pub tx_frames: u64,
+    /// Frames that could not be sent (no peer known yet, socket error).
+    pub tx_no_peer: u64,
+    /// RoCEv2 frames handed to a device (which may still drop them).
+    pub delivered: u64,
+    /// ARP requests answered.
+    pub arp_replies: u64,
+    /// IPv6 neighbour solicitations answered.
+    pub nd_replies: u64,
+    /// Frames for the LAN side (not RoCEv2, not an ARP/ND for the port).
+    pub not_roce: u64,
+    /// RC responses no waiting request wanted (late, duplicate, stale).
+    pub unsolicited: u64,
+    /// RC requests resent after [`PortConfig::rc_timeout`].
+    pub rc_timeouts: u64,
+    /// Frames dropped by the port's own checks, by reason (`mac`,
+    /// `malformed`, `icrc`, `qp`; see the module docs).
+    pub drops: DropCounts,
+}
+
+/// The port: socket, counters, and the frames waiting for the pump.
+#[derive(Debug)]
+pub struct Port {
+    sock: UdpSocket,
+    cfg: PortConfig,
+    remote: Mutex<Option<SocketAddr>>,
+    counters: Mutex<PortCounters>,
+    inbox: Mutex<VecDeque<Vec<u8>>>,
+    capture: Mutex<Option<wire::Capture>>,
+}
+
+/// What the port makes of one incoming frame.
+pub(crate) enum Rx {
+    /// A checked RoCEv2 frame (trimmed to its IP datagram), decoded.
+    Roce(Vec<u8>, Box<wire::Parsed>),
+    /// Answered (ARP/ND), ignored or dropped; counted.
+    Done,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Whether an opcode is an RC response (ACK/NAK, READ response, atomic
+/// ACK; wire §2).
+pub(crate) fn is_response(opcode: u8) -> bool {
+    (op::READ_RESP_FIRST..=0x12).contains(&opcode)
+}
+
+impl Port {
+    /// Binds the socket (raising its receive buffer is left to the OS
+    /// defaults; see the notes on `rmem`).
+    pub fn bind(cfg: PortConfig) -> std::io::Result<Self> {
+        let sock = UdpSocket::bind(cfg.local)?;
+        sock.set_nonblocking(true)?;
+        Ok(Self {
+            sock,
+            remote: Mutex::new(cfg.remote),
+            cfg,
+            counters: Mutex::default(),
+            inbox: Mutex::default(),
+            capture: Mutex::default(),
+        })
+    }
+
+    /// The bound socket address (give it to the peer).
+    pub fn local_addr(&self) -> SocketAddr {
+        self.sock.local_addr().unwrap_or(self.cfg.local)
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &PortConfig {
+        &self.cfg
+    }
+
+    /// A copy of the counters.
+    pub fn counters(&self) -> PortCounters {
+        lock(&self.counters).clone()
+    }
+
+    pub(crate) fn set_capture(&self, c: Option<wire::Capture>) {
+        *lock(&self.capture) = c;
+    }
+
+    fn count(&self, f: impl FnOnce(&mut PortCounters)) {
+        f(&mut lock(&self.counters));
+    }
+
+    /// Sends one frame to the peer (frames built by a device are already
+    /// in the capture).
+    pub(crate) fn send(&self, frame: &[u8]) {
+        let to = *lock(&self.remote);
+        let ok = to.is_some_and(|a| self.sock.send_to(frame, a).is_ok());
+        self.count(|c| if ok { c.tx_frames += 1 } else { c.tx_no_peer += 1 });
+    }
+
+    /// Sends a frame the port itself built (ARP/ND): recorded, then sent.
+    fn send_own(&self, frame: Vec<u8>) {
+        if let Some(c) = lock(&self.capture).as_ref() {
+            c.push(frame.clone());
+        }
+        self.send(&frame);
+    }
+
+    /// One datagram from the socket, if any; learns the peer's address if
+    /// none is configured. Recorded in the capture.
+    fn recv_raw(&self) -> Option<Vec<u8>> {
+        let mut buf = vec![0u8; MAX_FRAME + 1];
+        let (n, from) = self.sock.recv_from(&mut buf).ok()?;
+        buf.truncate(n);
+        lock(&self.remote).get_or_insert(from);
+        self.count(|c| c.rx_frames += 1);
+        if let Some(c) = lock(&self.capture).as_ref() {
+            c.push(buf.clone());
+        }
+        Some(buf)
+    }
+
+    /// The next frame to handle: first those kept while a request waited,
+    /// then the socket's.
+    pub(crate) fn next_frame(&self) -> Option<Vec<u8>> {
+        if let Some(f) = lock(&self.inbox).pop_front() {
+            return Some(f);
+        }
+        self.recv_raw()
+    }
+
+    /// Classifies and checks one incoming frame (module docs, steps 1–5).
+    pub(crate) fn classify(&self, f: Vec<u8>) -> Rx {
+        if f.len() < 14 || f.len() > MAX_FRAME {
+            self.count(|c| c.drops.add(wire::Drop::Malformed));
+            return Rx::Done;
+        }
+        let dst: [u8; 6] = f[0..6].try_into().unwrap_or_default();
+        let group = dst[0] & 1 != 0;
+        if !group && dst != self.cfg.mac {
+            self.count(|c| c.drops.add(wire::Drop::Mac));
+            return Rx::Done;
+        }
+        let (et, l3) = match u16::from_be_bytes([f[12], f[13]]) {
+            0x8100 if f.len() >= 18 => (u16::from_be_bytes([f[16], f[17]]), 18),
+            et => (et, 14),
+        };
+        if et == 0x0806 {
+            if let Some(r) = self.arp_reply(&f, l3) {
+                self.count(|c| c.arp_replies += 1);
+                self.send_own(r);
+            } else {
+                self.count(|c| c.not_roce += 1);
+            }
+            return Rx::Done;
+        }
+        if et == 0x86DD
+            && let Some(r) = self.nd_reply(&f, l3)
+        {
+            self.count(|c| c.nd_replies += 1);
+            self.send_own(r);
+            return Rx::Done;
+        }
+        // step 4: IPv4/IPv6 + UDP to 4791, else the LAN side's
+        let (udp, ip_len) = match et {
+            0x0800 if f.len() >= l3 + 20 && f[l3] >> 4 == 4 => {
+                (l3 + 20, u16::from_be_bytes([f[l3 + 2], f[l3 + 3]]) as usize)
+            }
+            0x86DD if f.len() >= l3 + 40 => {
+                (l3 + 40, 40 + u16::from_be_bytes([f[l3 + 4], f[l3 + 5]]) as usize)
+            }
+            _ => {
+                self.count(|c| c.not_roce += 1);
+                return Rx::Done;
+            }
+        };
+        let proto = if et == 0x0800 { f[l3 + 9] } else { f[l3 + 6] };
+        let dport = f.get(udp + 2..udp + 4).map(|b| u16::from_be_bytes([b[0], b[1]]));
+        if group || proto != 17 || dport != Some(wire::ROCE_PORT) {
+            self.count(|c| c.not_roce += 1);
+            return Rx::Done;
+        }
+        // Ethernet padding past the IP datagram is not part of it
+        let mut f = f;
+        if f.len() > l3 + ip_len {
+            f.truncate(l3 + ip_len);
+        }
+        match wire::parse(&f) {
+            Ok(p) => Rx::Roce(f, Box::new(p)),
+            Err(why) => {
+                self.count(|c| c.drops.add(why));
+                Rx::Done
+            }
+        }
+    }
+
+    /// Counts a frame that reached no QP.
+    pub(crate) fn drop_qp(&self) {
+        self.count(|c| c.drops.add(wire::Drop::Qp));
+    }
+
+    pub(crate) fn delivered(&self) {
+        self.count(|c| c.delivered += 1);
+    }
+
+    pub(crate) fn unsolicited(&self) {
+        self.count(|c| c.unsolicited += 1);
+    }
+
+    /// ARP (RFC 826) request for one of our IPv4 addresses → the reply.
+    fn arp_reply(&self, f: &[u8], at: usize) -> Option<Vec<u8>> {
+        let a = f.get(at..at + 28)?;
+        // Ethernet/IPv4, hlen 6, plen 4, operation 1 (request)
+        if a[0..8] != [0, 1, 8, 0, 6, 4, 0, 1] {
+            return None;
+        }
+        let (sha, spa, tpa) = (&a[8..14], &a[14..18], &a[24..28]);
+        if !self.cfg.ipv4.iter().any(|ip| ip[..] == tpa[..]) {
+            return None;
+        }
+        let mut r = Vec::with_capacity(42);
+        r.extend_from_slice(sha);
+        r.extend_from_slice(&self.cfg.mac);
+        r.extend_from_slice(&f[12..at]); // same VLAN tag, EtherType 0x0806
+        r.extend_from_slice(&[0, 1, 8, 0, 6, 4, 0, 2]);
+        r.extend_from_slice(&self.cfg.mac);
+        r.extend_from_slice(tpa);
+        r.extend_from_slice(sha);
+        r.extend_from_slice(spa);
+        Some(r)
+    }
+
+    /// IPv6 neighbour solicitation (RFC 4861 §4.3) for one of our IPv6
+    /// addresses → a solicited advertisement with our MAC (§4.4).
+    fn nd_reply(&self, f: &[u8], at: usize) -> Option<Vec<u8>> {
+        let ip = f.get(at..at + 40)?;
+        let icmp = f.get(at + 40..)?;
+        // next header ICMPv6, hop limit 255, type 135 code 0
+        if ip[6] != 58 || ip[7] != 255 || icmp.len() < 24 || icmp[0] != 135 || icmp[1] != 0 {
+            return None;
+        }
+        let target: [u8; 16] = icmp[8..24].try_into().ok()?;
+        if !self.cfg.ipv6.contains(&target) {
+            return None;
+        }
+        let src: [u8; 16] = ip[8..24].try_into().ok()?;
+        // an unspecified source (DAD) is answered to all-nodes, unsolicited
+        let (dst_ip, solicited) = if src == [0; 16] {
+            ([0xFF, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1], false)
+        } else {
+            (src, true)
+        };
+        let mut na = vec![136, 0, 0, 0];
+        // flags: Solicited (bit 30) when answering a solicitation, Override
+        na.extend_from_slice(&[if solicited { 0x60 } else { 0x20 }, 0, 0, 0]);
+        na.extend_from_slice(&target);
+        na.extend_from_slice(&[2, 1]); // target link-layer address option
+        na.extend_from_slice(&self.cfg.mac);
+        let mut ph = Vec::with_capacity(40 + na.len());
+        ph.extend_from_slice(&target);
+        ph.extend_from_slice(&dst_ip);
+        ph.extend_from_slice(&(na.len() as u32).to_be_bytes());
+        ph.extend_from_slice(&[0, 0, 0, 58]);
+        ph.extend_from_slice(&na);
+        let ck = inet_checksum(&ph);
+        na[2..4].copy_from_slice(&ck.to_be_bytes());
+        let dst_mac = if solicited { f[6..12].try_into().ok()? } else { [0x33, 0x33, 0, 0, 0, 1] };
+        let mut r = Vec::with_capacity(86);
+        r.extend_from_slice(&dst_mac);
+        r.extend_from_slice(&self.cfg.mac);
+        r.extend_from_slice(&f[12..at]);
+        r.extend_from_slice(&[0x60, 0, 0, 0]);
+        r.extend_from_slice(&(na.len() as u16).to_be_bytes());
+        r.extend_from_slice(&[58, 255]);
+        r.extend_from_slice(&target);
+        r.extend_from_slice(&dst_ip);
+        r.extend_from_slice(&na);
+        Some(r)
+    }
+
+    /// Sends the request `frames` of local QP `src_qpn` and waits for its
+    /// response frames (module docs). `None` if none came after every
+    /// resend.
+    pub(crate) fn exchange(&self, src_qpn: u32, frames: &[Vec<u8>]) -> Option<Vec<Vec<u8>>> {
+        let first_psn = frames.first().and_then(|f| wire::parse(f).ok())?.pkt.psn;
+        for attempt in 0..=self.cfg.rc_retries {
+            if attempt > 0 {
+                self.count(|c| c.rc_timeouts += 1);
+            }
+            for f in frames {
+                self.send(f);
+            }
+            let deadline = Instant::now() + self.cfg.rc_timeout;
+            let mut got: Vec<Vec<u8>> = Vec::new();
+            while Instant::now() < deadline {
+                let Some(f) = self.recv_raw() else {
+                    std::thread::sleep(Duration::from_micros(200));
+                    continue;
+                };
+                let p = wire::parse(&trim(&f)).ok();
+                let mine = p.as_ref().is_some_and(|p| {
+                    p.dst_mac == self.cfg.mac
+                        && is_response(p.pkt.opcode)
+                        && p.pkt.dest_qp == src_qpn
+                        && !psn_before(p.pkt.psn, first_psn)
+                });
+                if !mine {
+                    lock(&self.inbox).push_back(f);
+                    continue;
+                }
+                let op = p.map_or(0, |p| p.pkt.opcode);
+                got.push(trim(&f));
+                if !matches!(op, op::READ_RESP_FIRST | op::READ_RESP_MIDDLE) {
+                    return Some(got);
+                }
+            }
+        }
+        None
+    }
+}
+
+/// A frame trimmed to its IP datagram (Ethernet padding removed).
+fn trim(f: &[u8]) -> Vec<u8> {
+    let l3 = if f.get(12..14) == Some(&[0x81, 0x00]) { 18 } else { 14 };
+    let len = match f.get(l3 - 2..l3) {
+        Some([0x08, 0x00]) => {
+            f.get(l3 + 2..l3 + 4).map(|b| u16::from_be_bytes([b[0], b[1]]) as usize)
+        }
+        Some([0x86, 0xDD]) => {
+            f.get(l3 + 4..l3 + 6).map(|b| 40 + u16::from_be_bytes([b[0], b[1]]) as usize)
+        }
+        _ => None,
+    };
+    match len {
+        Some(n) if f.len() > l3 + n => f[..l3 + n].to_vec(),
+        _ => f.to_vec(),
+    }
+}
+
+/// Serial PSN order (wire §4.2): whether `a` is earlier than `b`.
+fn psn_before(a: u32, b: u32) -> bool {
+    let d = b.wrapping_sub(a) & 0xFF_FFFF;
+    d != 0 && d < 1 << 23
+}
+
+/// The Internet checksum (RFC 1071).
+fn inet_checksum(b: &[u8]) -> u16 {
+    let mut s = 0u32;
+    for c in b.chunks(2) {
+        s += u16::from_be_bytes([c[0], *c.get(1).unwrap_or(&0)]) as u32;
+    }
+    while s >> 16 != 0 {
+        s = (s & 0xFFFF) + (s >> 16);
+    }
+    !(s as u16)
+}

@@ -1,0 +1,850 @@
+//! `cargo xtask peer …` — a Linux Soft-RoCE (rxe) guest as the driver's
+//! peer (issue #34). Facts used here: `shared/notes/linux-peer.md`.
+//!
+//! * `peer build` — fetches the Debian packages below with `apt-get
+//!   download` into a cache outside the repository
+//!   (`$XDG_CACHE_HOME/irdma-peer` or `~/.cache/irdma-peer`), unpacks them
+//!   with `dpkg-deb -x`, and writes `initramfs.cpio` there: busybox, the
+//!   kernel modules in load order, iproute2's `ip` and `rdma`, rdma-core's
+//!   rping / ucmatose / udaddy / ibv_*, perftest, every library `ldd` names,
+//!   the loader, the rxe provider. Nothing is installed on the host and
+//!   nothing lands in the repository.
+//! * `peer run SCENARIO` — boots the kernel and initramfs in QEMU (TCG,
+//!   `-netdev dgram` to the model's port), pinned to the CPU the host side
+//!   does not use; the guest brings up rxe0 and runs the scenario's Linux
+//!   command from fw_cfg (`xtask/peer/init.sh`). The host side — a test of
+//!   `tests/peer_live.rs` that owns the model and its port
+//!   (`mock_bar::port`) and writes the pcap of the wire — runs at the same
+//!   time. Prints the Linux tool's own result line and `PEER-EXIT`; exits
+//!   with the guest's status (or the host side's, if that failed). Output
+//!   in `target/peer/SCENARIO/` (serial log, pcap, host log).
+//! * `peer list` — the scenarios.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::util::{SysPackage, ensure_program, root, which};
+
+/// The Debian 12 packages of the guest (notes, "Packages"). The kernel
+/// image is resolved from `linux-image-amd64` at build time.
+const PACKAGES: &[&str] = &[
+    "busybox-static",
+    "ibverbs-providers",
+    "libibverbs1",
+    "librdmacm1",
+    "rdmacm-utils",
+    "ibverbs-utils",
+    "perftest",
+    "iproute2",
+    // libraries the binaries above need (taken from these packages, not
+    // from the host, so the guest does not depend on what the host has)
+    "libc6",
+    "libgcc-s1",
+    "libnl-3-200",
+    "libnl-route-3-200",
+    "libpci3",
+    "libibumad3",
+    "libmnl0",
+    "libelf1",
+    "libbpf1",
+    "libcap2",
+    "libselinux1",
+    "libdb5.3",
+    "libxtables12",
+    "zlib1g",
+    "libpcre2-8-0",
+];
+
+/// The kernel image package the notes measured (used when `apt-cache`
+/// cannot resolve `linux-image-amd64`).
+const KERNEL_FALLBACK: &str = "linux-image-6.1.0-57-amd64";
+
+/// Modules in `modprobe --show-depends` order (notes, "The guest").
+const MODULES: &[&str] = &[
+    "crypto/crc32_generic",
+    "drivers/firmware/qemu_fw_cfg",
+    "drivers/virtio/virtio_ring",
+    "drivers/virtio/virtio",
+    "drivers/virtio/virtio_pci_modern_dev",
+    "drivers/virtio/virtio_pci_legacy_dev",
+    "drivers/virtio/virtio_pci",
+    "net/core/failover",
+    "drivers/net/net_failover",
+    "drivers/net/virtio_net",
+    "drivers/net/ethernet/intel/e1000/e1000",
+    "net/ipv4/udp_tunnel",
+    "net/ipv6/ip6_udp_tunnel",
+    // 802.1Q (VLAN scenarios): llc, stp, garp, mrp, then 8021q
+    "net/llc/llc",
+    "net/802/stp",
+    "net/802/garp",
+    "net/802/mrp",
+    "net/8021q/8021q",
+    "drivers/infiniband/core/ib_core",
+    "drivers/infiniband/core/ib_uverbs",
+    "drivers/infiniband/sw/rxe/rdma_rxe",
+    "fs/configfs/configfs",
+    "drivers/infiniband/core/ib_cm",
+    "drivers/infiniband/core/iw_cm",
+    "drivers/infiniband/core/rdma_cm",
+    "drivers/infiniband/core/rdma_ucm",
+];
+
+/// (path in the unpacked packages, path in the guest).
+const BINARIES: &[(&str, &str)] = &[
+    ("usr/bin/rping", "usr/bin/rping"),
+    ("usr/bin/ucmatose", "usr/bin/ucmatose"),
+    ("usr/bin/udaddy", "usr/bin/udaddy"),
+    ("usr/bin/ibv_rc_pingpong", "usr/bin/ibv_rc_pingpong"),
+    ("usr/bin/ibv_devinfo", "usr/bin/ibv_devinfo"),
+    ("usr/bin/ib_write_bw", "usr/bin/ib_write_bw"),
+    ("usr/bin/ib_read_bw", "usr/bin/ib_read_bw"),
+    ("usr/bin/ib_send_bw", "usr/bin/ib_send_bw"),
+    ("usr/bin/rdma", "usr/bin/rdma"),
+    // iproute2's `ip`; busybox's applet of that name is not linked
+    ("bin/ip", "usr/sbin/ip"),
+];
+
+/// busybox applets linked in `/bin` (not `ip`: notes, "The guest").
+const APPLETS: &[&str] = &[
+    "sh", "mount", "mkdir", "cat", "echo", "sleep", "insmod", "poweroff", "ls", "grep", "sed",
+    "cut", "seq", "head", "tail", "dmesg", "arping", "ping", "ping6", "timeout", "kill", "true",
+    "false", "test", "[", "uname", "wc", "tr", "date", "ps", "env", "hexdump", "md5sum",
+];
+
+const LIBDIR: &str = "lib/x86_64-linux-gnu";
+
+const QEMU: &str = "qemu-system-x86_64";
+
+/// One scenario: the guest's command, the host side's test, the line of
+/// the Linux tool's output that is its result.
+struct Scenario {
+    name: &'static str,
+    what: &'static str,
+    /// Shell run in the guest after rxe0 is up (sees the fw_cfg env).
+    linux: &'static str,
+    /// The `tests/peer_live.rs` test that is the host side.
+    host_test: &'static str,
+    /// Lines of the serial log that start with one of these are printed.
+    result: &'static [&'static str],
+    /// Guest NIC MTU.
+    mtu: u32,
+    /// Over IPv6 (`PEER_IPV6=1` on the host; the guest's `$PEER_ADDR` /
+    /// `$MODEL_ADDR` are then fd00::b / fd00::a).
+    ipv6: bool,
+    /// 802.1Q VLAN id of the guest's addresses (`VLAN` in the guest,
+    /// `PEER_VLAN` on the host), 0 = untagged.
+    vlan: u16,
+    /// rping's `-S` on both sides (`RPING_SIZE` in the guest,
+    /// `PEER_RPING_SIZE` on the host).
+    size: u32,
+}
+
+const SCENARIOS: &[Scenario] = &[
+    Scenario {
+        name: "arp",
+        what: "Linux resolves the model port's MAC by ARP (busybox arping)",
+        linux: "arping -c 3 -w 20 -I eth0 $MODEL_IP; rc=$?; /usr/sbin/ip neigh show dev eth0; exit $rc",
+        host_test: "peer_arp",
+        result: &["Received", "Sent", "10.0.0.1 lladdr"],
+        mtu: 1500,
+        size: 64,
+        ipv6: false,
+        vlan: 0,
+    },
+    Scenario {
+        name: "rping-linux-server",
+        what: "Linux `rping -s` listens, the driver connects (CM over QP1) and plays rping's client",
+        linux: "rping -s -a $PEER_ADDR -S $RPING_SIZE -V -v; rc=$?; exit $rc",
+        host_test: "peer_rping_driver_client",
+        result: &["server ping data", "server DISCONNECT", "cma event", "rping", "wait for"],
+        mtu: 1500,
+        size: 64,
+        ipv6: false,
+        vlan: 0,
+    },
+    Scenario {
+        name: "rping-linux-client",
+        what: "the driver listens and plays rping's server, Linux `rping -c -V -C 3` connects",
+        // the host side may not listen yet when the guest is up: retry
+        linux: "for i in 1 2 3 4 5 6 7 8 9 10; do rping -c -a $MODEL_ADDR -S $RPING_SIZE -V -v -C 3 && exit 0; sleep 1; done; exit 1",
+        host_test: "peer_rping_driver_server",
+        result: &[
+            "ping data",
+            "client DISCONNECT",
+            "cma event",
+            "rping",
+            "data mismatch",
+            "wait for",
+        ],
+        mtu: 1500,
+        size: 64,
+        ipv6: false,
+        vlan: 0,
+    },
+    Scenario {
+        name: "rping-linux-server-5000",
+        what: "rping-linux-server with 5000-byte pings (multi-packet READ responses and WRITEs)",
+        linux: "rping -s -a $PEER_ADDR -S $RPING_SIZE -V -v; rc=$?; exit $rc",
+        host_test: "peer_rping_driver_client",
+        result: &["server ping data", "server DISCONNECT", "cma event", "rping", "wait for"],
+        mtu: 1500,
+        size: 5000,
+        ipv6: false,
+        vlan: 0,
+    },
+    Scenario {
+        name: "rping-linux-client-5000",
+        what: "rping-linux-client with 5000-byte pings: every READ and WRITE is 5 packets at MTU 1024",
+        // the host side may not listen yet when the guest is up: retry
+        linux: "for i in 1 2 3 4 5 6 7 8 9 10; do rping -c -a $MODEL_ADDR -S $RPING_SIZE -V -v -C 3 && exit 0; sleep 1; done; exit 1",
+        host_test: "peer_rping_driver_server",
+        result: &[
+            "ping data",
+            "client DISCONNECT",
+            "cma event",
+            "rping",
+            "data mismatch",
+            "wait for",
+        ],
+        mtu: 1500,
+        size: 5000,
+        ipv6: false,
+        vlan: 0,
+    },
+    Scenario {
+        name: "reject",
+        what: "Linux `rping -c` to a port nobody listens on: the driver's CM answers REJ 8",
+        // retried while the host side is not up yet (no answer at all)
+        linux: "for i in 1 2 3 4 5 6 7 8 9 10; do rping -c -a $MODEL_IP -p 7175 -C 1 >/tmp/o 2>&1; cat /tmp/o; grep -q 'REJECTED, error 8' /tmp/o && exit 0; sleep 1; done; exit 1",
+        host_test: "peer_reject",
+        result: &["cma event", "rping", "connect error"],
+        mtu: 1500,
+        size: 64,
+        ipv6: false,
+        vlan: 0,
+    },
+    Scenario {
+        name: "rping-linux-server-ipv6",
+        what: "rping-linux-server over IPv6 (fd00::b / fd00::a, neighbour discovery answered by the port)",
+        linux: "rping -s -a $PEER_ADDR -S $RPING_SIZE -V -v; rc=$?; exit $rc",
+        host_test: "peer_rping_driver_client",
+        result: &["server ping data", "server DISCONNECT", "cma event", "rping", "wait for"],
+        mtu: 1500,
+        size: 64,
+        ipv6: true,
+        vlan: 0,
+    },
+    Scenario {
+        name: "rping-linux-client-ipv6",
+        what: "rping-linux-client over IPv6",
+        // the host side may not listen yet when the guest is up: retry
+        linux: "for i in 1 2 3 4 5 6 7 8 9 10; do rping -c -a $MODEL_ADDR -S $RPING_SIZE -V -v -C 3 && exit 0; sleep 1; done; exit 1",
+        host_test: "peer_rping_driver_server",
+        result: &[
+            "ping data",
+            "client DISCONNECT",
+            "cma event",
+            "rping",
+            "data mismatch",
+            "wait for",
+        ],
+        mtu: 1500,
+        size: 64,
+        ipv6: true,
+        vlan: 0,
+    },
+    Scenario {
+        name: "rping-linux-server-mtu4096",
+        what: "guest MTU 9000, path MTU 4096: 9000-byte pings in 4096-byte packets, driver as client",
+        linux: "rping -s -a $PEER_ADDR -S $RPING_SIZE -V -v; rc=$?; exit $rc",
+        host_test: "peer_rping_driver_client",
+        result: &["server ping data", "server DISCONNECT", "cma event", "rping", "wait for"],
+        mtu: 9000,
+        size: 9000,
+        ipv6: false,
+        vlan: 0,
+    },
+    Scenario {
+        name: "rping-linux-client-mtu4096",
+        what: "guest MTU 9000, path MTU 4096 (from Linux's REQ), driver as server",
+        // the host side may not listen yet when the guest is up: retry
+        linux: "for i in 1 2 3 4 5 6 7 8 9 10; do rping -c -a $MODEL_ADDR -S $RPING_SIZE -V -v -C 3 && exit 0; sleep 1; done; exit 1",
+        host_test: "peer_rping_driver_server",
+        result: &[
+            "ping data",
+            "client DISCONNECT",
+            "cma event",
+            "rping",
+            "data mismatch",
+            "wait for",
+        ],
+        mtu: 9000,
+        size: 9000,
+        ipv6: false,
+        vlan: 0,
+    },
+    Scenario {
+        name: "rping-linux-server-vlan",
+        what: "rping-linux-server over 802.1Q VLAN 100 on the Linux side (tagged frames both ways)",
+        linux: "rping -s -a $PEER_ADDR -S $RPING_SIZE -V -v; rc=$?; exit $rc",
+        host_test: "peer_rping_driver_client",
+        result: &["server ping data", "server DISCONNECT", "cma event", "rping", "wait for"],
+        mtu: 1500,
+        size: 64,
+        ipv6: false,
+        vlan: 100,
+    },
+    Scenario {
+        name: "rping-linux-client-vlan",
+        what: "rping-linux-client over 802.1Q VLAN 100",
+        // the host side may not listen yet when the guest is up: retry
+        linux: "for i in 1 2 3 4 5 6 7 8 9 10; do rping -c -a $MODEL_ADDR -S $RPING_SIZE -V -v -C 3 && exit 0; sleep 1; done; exit 1",
+        host_test: "peer_rping_driver_server",
+        result: &[
+            "ping data",
+            "client DISCONNECT",
+            "cma event",
+            "rping",
+            "data mismatch",
+            "wait for",
+        ],
+        mtu: 1500,
+        size: 64,
+        ipv6: false,
+        vlan: 100,
+    },
+    Scenario {
+        name: "ucmatose-linux-client",
+        what: "Linux `ucmatose -c 2` opens two connections to the driver, 10 SENDs each way on each",
+        linux: "for i in 1 2 3 4 5 6 7 8 9 10; do ucmatose -s $MODEL_ADDR -c 2 >/tmp/o 2>&1; rc=$?; cat /tmp/o; \
+                [ $rc = 0 ] && exit 0; grep -q 'data transfers' /tmp/o && exit $rc; sleep 1; done; exit 1",
+        host_test: "peer_ucmatose_driver_server",
+        result: &[
+            "cmatose",
+            "receiving",
+            "sending",
+            "data transfers",
+            "test complete",
+            "return status",
+        ],
+        mtu: 1500,
+        ipv6: false,
+        vlan: 0,
+        size: 64,
+    },
+];
+
+/// The guest's and the model's identities (the tests' A = model, B = guest).
+const MODEL_MAC: &str = "02:00:00:00:00:0a";
+const MODEL_IP: &str = "10.0.0.1";
+const PEER_MAC: &str = "02:00:00:00:00:0b";
+const PEER_IP: &str = "10.0.0.2";
+const MODEL_IP6: &str = "fd00::a";
+const PEER_IP6: &str = "fd00::b";
+
+/// Entry point of `cargo xtask peer`.
+pub fn main(args: &[String]) -> ExitCode {
+    let r = match args.first().map(String::as_str) {
+        Some("build") => build().map(|b| {
+            println!("peer: kernel {}", b.kernel.display());
+            println!("peer: initramfs {}", b.initrd.display());
+            0
+        }),
+        Some("run") => match args.get(1) {
+            Some(s) => run(s),
+            None => {
+                Err("usage: cargo xtask peer run SCENARIO (see `cargo xtask peer list`)".into())
+            }
+        },
+        Some("list") => {
+            for s in SCENARIOS {
+                println!("{:24} {}", s.name, s.what);
+            }
+            Ok(0)
+        }
+        _ => Err("usage: cargo xtask peer build | run SCENARIO | list".into()),
+    };
+    match r {
+        Ok(0) => ExitCode::SUCCESS,
+        Ok(c) => ExitCode::from(c.clamp(1, 255) as u8),
+        Err(e) => {
+            eprintln!("peer: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// The `peer` leg of `cargo xtask test`: every scenario once, in order.
+pub fn leg() -> Result<String, String> {
+    let mut out = Vec::new();
+    for sc in SCENARIOS {
+        let t0 = Instant::now();
+        let code = run(sc.name)?;
+        let line = format!(
+            "{} {} {:.0} s",
+            sc.name,
+            if code == 0 { "ok" } else { "FAILED" },
+            t0.elapsed().as_secs_f64()
+        );
+        if code != 0 {
+            return Err(format!("{}; logs in target/peer/{}", line, sc.name));
+        }
+        out.push(line);
+    }
+    Ok(out.join(", "))
+}
+
+/// The cache directory (outside the repository).
+fn cache_dir() -> PathBuf {
+    let base = std::env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .filter(|p| p.is_absolute())
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
+        .unwrap_or_else(std::env::temp_dir);
+    base.join("irdma-peer")
+}
+
+/// What `build` produced.
+pub struct Built {
+    /// The guest kernel (`vmlinuz`).
+    pub kernel: PathBuf,
+    /// The initramfs (uncompressed newc cpio).
+    pub initrd: PathBuf,
+}
+
+fn run_ok(cmd: &mut Command, what: &str) -> Result<String, String> {
+    let out = cmd.output().map_err(|e| format!("cannot run {what}: {e}"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "{what} failed ({}): {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr).trim()
+        ));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// The kernel image package `linux-image-amd64` depends on.
+fn kernel_package() -> String {
+    let out = Command::new("apt-cache").args(["depends", "linux-image-amd64"]).output();
+    out.ok()
+        .and_then(|o| {
+            String::from_utf8_lossy(&o.stdout).lines().find_map(|l| {
+                let d = l.trim().strip_prefix("Depends: ")?;
+                d.starts_with("linux-image-").then(|| d.to_string())
+            })
+        })
+        .unwrap_or_else(|| KERNEL_FALLBACK.to_string())
+}
+
+/// `apt-get download` of every package not yet in `debs` (one
+/// `apt-get update` first if the download fails).
+fn fetch(debs: &Path, pkgs: &[String]) -> Result<(), String> {
+    std::fs::create_dir_all(debs).map_err(|e| format!("{}: {e}", debs.display()))?;
+    let have = |p: &str| {
+        std::fs::read_dir(debs).into_iter().flatten().flatten().any(|e| {
+            let n = e.file_name().to_string_lossy().into_owned();
+            n.starts_with(&format!("{p}_")) && n.ends_with(".deb")
+        })
+    };
+    let missing: Vec<&String> = pkgs.iter().filter(|p| !have(p)).collect();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    println!("peer: apt-get download {} package(s) into {}", missing.len(), debs.display());
+    let download = || {
+        Command::new("apt-get")
+            .arg("download")
+            .args(&missing)
+            .current_dir(debs)
+            .stdout(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+    };
+    if download() {
+        return Ok(());
+    }
+    println!("peer: apt-get update, then again");
+    let _ = Command::new("apt-get").arg("update").stdout(Stdio::null()).status();
+    if download() { Ok(()) } else { Err(format!("apt-get download failed for {missing:?}")) }
+}
+
+/// Builds (or reuses) the kernel and the initramfs.
+pub fn build() -> Result<Built, String> {
+    for p in ["apt-get", "dpkg-deb", "ldd"] {
+        if which(p).is_none() {
+            return Err(format!("`{p}` is needed (a Debian-like host)"));
+        }
+    }
+    let t0 = Instant::now();
+    let cache = cache_dir();
+    let debs = cache.join("debs");
+    let kernel_pkg = kernel_package();
+    let mut pkgs: Vec<String> = PACKAGES.iter().map(|s| s.to_string()).collect();
+    pkgs.push(kernel_pkg.clone());
+    fetch(&debs, &pkgs)?;
+    // unpack every .deb (again when the set of .debs changed)
+    let mut names: Vec<String> = std::fs::read_dir(&debs)
+        .map_err(|e| e.to_string())?
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".deb"))
+        .collect();
+    names.sort();
+    let rootfs = cache.join("root");
+    let stamp = cache.join("root.stamp");
+    let want = names.join("\n");
+    if std::fs::read_to_string(&stamp).ok().as_deref() != Some(want.as_str()) {
+        let _ = std::fs::remove_dir_all(&rootfs);
+        std::fs::create_dir_all(&rootfs).map_err(|e| e.to_string())?;
+        for n in &names {
+            run_ok(
+                Command::new("dpkg-deb").arg("-x").arg(debs.join(n)).arg(&rootfs),
+                "dpkg-deb -x",
+            )?;
+        }
+        std::fs::write(&stamp, &want).map_err(|e| e.to_string())?;
+    }
+    let kver = kernel_pkg.trim_start_matches("linux-image-").to_string();
+    let kernel = rootfs.join(format!("boot/vmlinuz-{kver}"));
+    if !kernel.is_file() {
+        return Err(format!("no kernel at {}", kernel.display()));
+    }
+    let mut t = Tree::default();
+    for d in ["bin", "sbin", "usr/bin", "usr/sbin", "proc", "sys", "dev", "tmp", "run", "lib64"] {
+        t.dir(d);
+    }
+    t.file("init", include_bytes!("../peer/init.sh").to_vec(), 0o755);
+    t.file("bin/busybox", read(&rootfs.join("bin/busybox"))?, 0o755);
+    for a in APPLETS {
+        t.symlink(&format!("bin/{a}"), "busybox");
+    }
+    let mdir = rootfs.join(format!("lib/modules/{kver}/kernel"));
+    for (i, m) in MODULES.iter().enumerate() {
+        let name = m.rsplit('/').next().unwrap_or(m);
+        t.file(&format!("modules/{i:02}-{name}.ko"), read(&mdir.join(format!("{m}.ko")))?, 0o644);
+    }
+    let libpath =
+        format!("{}:{}", rootfs.join(LIBDIR).display(), rootfs.join("usr").join(LIBDIR).display());
+    let provider = format!("usr/{LIBDIR}/libibverbs/librxe-rdmav34.so");
+    let mut elfs: Vec<(PathBuf, String)> =
+        BINARIES.iter().map(|(from, to)| (rootfs.join(from), to.to_string())).collect();
+    elfs.push((rootfs.join(&provider), provider.clone()));
+    let mut libs: BTreeMap<String, PathBuf> = BTreeMap::new();
+    for (from, to) in &elfs {
+        t.file(to, read(from)?, 0o755);
+        let out = run_ok(Command::new("ldd").arg(from).env("LD_LIBRARY_PATH", &libpath), "ldd")?;
+        for l in out.lines() {
+            if l.contains("not found") {
+                return Err(format!("{}: {}", from.display(), l.trim()));
+            }
+            if let Some((name, rest)) = l.trim().split_once(" => ")
+                && let Some(p) = rest.split_whitespace().next()
+                && p.starts_with('/')
+            {
+                libs.insert(name.to_string(), PathBuf::from(p));
+            }
+        }
+    }
+    // pthread_cancel opens libgcc_s at run time (notes)
+    libs.insert("libgcc_s.so.1".into(), rootfs.join(LIBDIR).join("libgcc_s.so.1"));
+    for (name, p) in &libs {
+        t.file(&format!("{LIBDIR}/{name}"), read(p)?, 0o755);
+    }
+    let loader = read(&rootfs.join(LIBDIR).join("ld-linux-x86-64.so.2"))?;
+    t.file(&format!("{LIBDIR}/ld-linux-x86-64.so.2"), loader, 0o755);
+    t.symlink("lib64/ld-linux-x86-64.so.2", "../lib/x86_64-linux-gnu/ld-linux-x86-64.so.2");
+    t.file(
+        "etc/libibverbs.d/rxe.driver",
+        read(&rootfs.join("etc/libibverbs.d/rxe.driver"))?,
+        0o644,
+    );
+    let initrd = cache.join("initramfs.cpio");
+    std::fs::write(&initrd, t.cpio()).map_err(|e| format!("{}: {e}", initrd.display()))?;
+    println!(
+        "peer: initramfs {} ({} KiB, {} libraries) in {:.1} s",
+        initrd.display(),
+        std::fs::metadata(&initrd).map_or(0, |m| m.len() / 1024),
+        libs.len(),
+        t0.elapsed().as_secs_f64()
+    );
+    Ok(Built { kernel, initrd })
+}
+
+fn read(p: &Path) -> Result<Vec<u8>, String> {
+    std::fs::read(p).map_err(|e| format!("{}: {e}", p.display()))
+}
+
+/// The initramfs contents.
+#[derive(Default)]
+struct Tree {
+    /// path → (mode, data); directories have no data.
+    entries: BTreeMap<String, (u32, Vec<u8>)>,
+}
+
+impl Tree {
+    fn dir(&mut self, p: &str) {
+        let mut acc = String::new();
+        for part in p.split('/') {
+            if !acc.is_empty() {
+                acc.push('/');
+            }
+            acc.push_str(part);
+            self.entries.entry(acc.clone()).or_insert((0o040_755, Vec::new()));
+        }
+    }
+
+    fn parent(&mut self, p: &str) {
+        if let Some((d, _)) = p.rsplit_once('/') {
+            self.dir(d);
+        }
+    }
+
+    fn file(&mut self, p: &str, data: Vec<u8>, mode: u32) {
+        self.parent(p);
+        self.entries.insert(p.to_string(), (0o100_000 | mode, data));
+    }
+
+    fn symlink(&mut self, p: &str, target: &str) {
+        self.parent(p);
+        self.entries.insert(p.to_string(), (0o120_777, target.as_bytes().to_vec()));
+    }
+
+    /// An uncompressed "newc" cpio archive (the kernel's initramfs format,
+    /// Documentation/driver-api/early-userspace/buffer-format.rst).
+    fn cpio(&self) -> Vec<u8> {
+        fn pad(o: &mut Vec<u8>) {
+            while !o.len().is_multiple_of(4) {
+                o.push(0);
+            }
+        }
+        fn entry(o: &mut Vec<u8>, ino: usize, name: &str, mode: u32, data: &[u8]) {
+            let nlink = if mode & 0o170_000 == 0o040_000 { 2 } else { 1 };
+            let fields =
+                [ino, mode as usize, 0, 0, nlink, 0, data.len(), 0, 0, 0, 0, name.len() + 1, 0];
+            o.extend_from_slice(b"070701");
+            for f in fields {
+                o.extend_from_slice(format!("{f:08x}").as_bytes());
+            }
+            o.extend_from_slice(name.as_bytes());
+            o.push(0);
+            pad(o);
+            o.extend_from_slice(data);
+            pad(o);
+        }
+        let mut o = Vec::new();
+        for (i, (name, (mode, data))) in self.entries.iter().enumerate() {
+            entry(&mut o, i + 1, name, *mode, data);
+        }
+        entry(&mut o, 0, "TRAILER!!!", 0, &[]);
+        o
+    }
+}
+
+/// A free UDP port on the loopback address.
+fn free_udp_port() -> Result<u16, String> {
+    let s = std::net::UdpSocket::bind("127.0.0.1:0").map_err(|e| e.to_string())?;
+    Ok(s.local_addr().map_err(|e| e.to_string())?.port())
+}
+
+fn pinned(cpu: Option<u32>, program: &str) -> Command {
+    match cpu {
+        Some(c) => {
+            let mut cmd = Command::new("taskset");
+            cmd.arg("-c").arg(c.to_string()).arg(program);
+            cmd
+        }
+        None => Command::new(program),
+    }
+}
+
+/// Boots the guest for `name` next to its host side; returns the exit code.
+fn run(name: &str) -> Result<i32, String> {
+    let sc = SCENARIOS.iter().find(|s| s.name == name).ok_or_else(|| {
+        let all: Vec<&str> = SCENARIOS.iter().map(|s| s.name).collect();
+        format!("no scenario `{name}`; scenarios: {}", all.join(", "))
+    })?;
+    let qemu = ensure_program(&crate::qemu::QEMU_PACKAGE)?;
+    let built = build()?;
+    let out = root().join("target/peer").join(sc.name);
+    std::fs::create_dir_all(&out).map_err(|e| e.to_string())?;
+    // the host side is compiled before the guest boots
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let test_args = ["test", "-q", "-p", "irdma", "--test", "peer_live"];
+    let st = Command::new(&cargo)
+        .args(test_args)
+        .arg("--no-run")
+        .current_dir(root())
+        .status()
+        .map_err(|e| e.to_string())?;
+    if !st.success() {
+        return Err("cannot build tests/peer_live.rs".into());
+    }
+    let (model_port, guest_port) = (free_udp_port()?, free_udp_port()?);
+    let env = format!(
+        "PEER_IP={PEER_IP}\nPEER_MAC={PEER_MAC}\nMODEL_IP={MODEL_IP}\nMODEL_MAC={MODEL_MAC}\nMTU={}\nRPING_SIZE={}\n\
+         PEER_IP6={PEER_IP6}\nMODEL_IP6={MODEL_IP6}\nPEER_ADDR={}\nMODEL_ADDR={}\nVLAN={}\n",
+        sc.mtu,
+        sc.size,
+        if sc.ipv6 { PEER_IP6 } else { PEER_IP },
+        if sc.ipv6 { MODEL_IP6 } else { MODEL_IP },
+        if sc.vlan == 0 { String::new() } else { sc.vlan.to_string() },
+    );
+    std::fs::write(out.join("env"), env).map_err(|e| e.to_string())?;
+    std::fs::write(out.join("run"), format!("{}\n", sc.linux)).map_err(|e| e.to_string())?;
+    let serial = out.join("serial.log");
+    let pcap = out.join("wire.pcap");
+    let _ = std::fs::remove_file(&serial);
+    let _ = std::fs::remove_file(&pcap);
+    let two = std::thread::available_parallelism().map_or(1, |n| n.get()) >= 2
+        && which("taskset").is_some();
+    let (host_cpu, guest_cpu) = if two { (Some(0), Some(1)) } else { (None, None) };
+    let t0 = Instant::now();
+    let host_log = std::fs::File::create(out.join("host.log")).map_err(|e| e.to_string())?;
+    let mut host = pinned(host_cpu, &cargo)
+        .args(test_args)
+        .args(["--", "--ignored", "--exact", sc.host_test, "--nocapture"])
+        .env("PEER_MODEL_ADDR", format!("127.0.0.1:{model_port}"))
+        .env("PEER_GUEST_ADDR", format!("127.0.0.1:{guest_port}"))
+        .env("PEER_PCAP", &pcap)
+        .env("PEER_MAC", PEER_MAC)
+        .env("PEER_RPING_SIZE", sc.size.to_string())
+        .env("PEER_IPV6", if sc.ipv6 { "1" } else { "0" })
+        .env("PEER_VLAN", if sc.vlan == 0 { String::new() } else { sc.vlan.to_string() })
+        // the driver's netdev MTU and path MTU follow the guest's
+        .env("PEER_LAN_MTU", sc.mtu.to_string())
+        .env("PEER_PATH_MTU", if sc.mtu >= 4096 + 96 { "4096" } else { "1024" })
+        .current_dir(root())
+        .stdout(host_log.try_clone().map_err(|e| e.to_string())?)
+        .stderr(host_log)
+        .spawn()
+        .map_err(|e| format!("cannot start the host side: {e}"))?;
+    let netdev = format!(
+        "dgram,id=n0,local.type=inet,local.host=127.0.0.1,local.port={guest_port},\
+         remote.type=inet,remote.host=127.0.0.1,remote.port={model_port}"
+    );
+    let mut guest = pinned(guest_cpu, &qemu.to_string_lossy())
+        .args(["-nodefaults", "-no-reboot", "-display", "none", "-accel", "tcg"])
+        .args(["-m", "512", "-smp", "1"])
+        .arg("-kernel")
+        .arg(&built.kernel)
+        .arg("-initrd")
+        .arg(&built.initrd)
+        .args(["-append", "console=ttyS0 panic=-1 quiet loglevel=4"])
+        .arg("-serial")
+        .arg(format!("file:{}", serial.display()))
+        .args(["-netdev", &netdev])
+        .args(["-device", &format!("virtio-net-pci,netdev=n0,mac={PEER_MAC}")])
+        .arg("-fw_cfg")
+        .arg(format!("name=opt/irdma/env,file={}", out.join("env").display()))
+        .arg("-fw_cfg")
+        .arg(format!("name=opt/irdma/run,file={}", out.join("run").display()))
+        .stdin(Stdio::null())
+        .spawn()
+        .map_err(|e| format!("cannot start {QEMU}: {e}"))?;
+    let limit = Duration::from_secs(240);
+    let guest_st = wait(&mut guest, t0 + limit);
+    let guest_wall = t0.elapsed();
+    let host_st = wait(&mut host, Instant::now() + Duration::from_secs(15));
+    let log = std::fs::read_to_string(&serial).unwrap_or_default();
+    let mut exit = None;
+    for l in log.lines() {
+        let l = l.trim_end_matches('\r');
+        if let Some(v) = l.strip_prefix("PEER-EXIT ") {
+            exit = v.trim().parse::<i32>().ok();
+        }
+        if l.starts_with("PEER-") || sc.result.iter().any(|r| l.trim_start().starts_with(r)) {
+            let short: String = l.chars().take(100).collect();
+            println!("guest: {short}");
+        }
+    }
+    let host_out = std::fs::read_to_string(out.join("host.log")).unwrap_or_default();
+    for l in host_out.lines().filter(|l| l.starts_with("host:")) {
+        println!("{l}");
+    }
+    println!(
+        "peer {}: guest {} ({:?}), host side {} — {:.1} s; logs in {}",
+        sc.name,
+        exit.map_or("no PEER-EXIT".into(), |c| format!("exit {c}")),
+        guest_st,
+        if host_st == Some(0) { "passed".to_string() } else { format!("failed ({host_st:?})") },
+        guest_wall.as_secs_f64(),
+        out.display()
+    );
+    let judged = judge(&pcap);
+    match &judged {
+        Ok(line) => println!("peer {}: {line}", sc.name),
+        Err(e) => println!("peer {}: capture check FAILED: {e}", sc.name),
+    }
+    Ok(match (exit, host_st) {
+        _ if judged.is_err() => 1,
+        (Some(0), Some(0)) => 0,
+        (Some(c), Some(0)) => c.max(1),
+        _ => 1,
+    })
+}
+
+/// Waits for `c` until `deadline`, then kills it. The exit code, or `None`
+/// if it was killed or died of a signal.
+fn wait(c: &mut std::process::Child, deadline: Instant) -> Option<i32> {
+    loop {
+        match c.try_wait() {
+            Ok(Some(st)) => return st.code(),
+            Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(100)),
+            _ => {
+                let _ = c.kill();
+                let _ = c.wait();
+                return None;
+            }
+        }
+    }
+}
+
+/// The capture through tshark (notes, "Checking captures"): every frame
+/// decoded, none malformed, no expert item of severity error in a frame the
+/// model sent; the guest's errors and all warnings are counted and
+/// reported. The host side has already checked every RoCEv2
+/// frame's ICRC with the model's own parser.
+fn judge(pcap: &Path) -> Result<String, String> {
+    if !pcap.is_file() {
+        return Err(format!("no capture at {}", pcap.display()));
+    }
+    let tshark = ensure_program(&TSHARK_PACKAGE)?;
+    let count = |filter: Option<&str>| -> Result<usize, String> {
+        let mut c = Command::new(&tshark);
+        c.arg("-r").arg(pcap).args(["--disable-heuristic", "rpcrdma_infiniband"]);
+        if let Some(f) = filter {
+            c.args(["-Y", f]);
+        }
+        Ok(run_ok(c.stderr(Stdio::null()), "tshark")?.lines().count())
+    };
+    let all = count(None)?;
+    let malformed = count(Some("_ws.malformed"))?;
+    // our frames (the model's port MAC) must be free of expert errors; the
+    // guest's are reported only: rxe sends a zero UDP checksum on IPv6,
+    // which Wireshark 4.0 calls an error (rocev2-wire §1.5), and that is
+    // Linux's frame, not ours
+    let ours = format!("_ws.expert.severity >= \"error\" && eth.src == {MODEL_MAC}");
+    let errors = count(Some(&ours))?;
+    let theirs =
+        count(Some(&format!("_ws.expert.severity >= \"error\" && eth.src != {MODEL_MAC}")))?;
+    let warn = count(Some("_ws.expert.severity == \"warning\""))?;
+    let line = format!(
+        "tshark: {all} frames, {malformed} malformed, {errors} of ours with expert errors \
+         ({theirs} of the guest's), {warn} with warnings"
+    );
+    if all == 0 || malformed > 0 || errors > 0 { Err(line) } else { Ok(line) }
+}
+
+/// tshark, installed with the system's package manager if missing.
+pub const TSHARK_PACKAGE: SysPackage = SysPackage {
+    program: "tshark",
+    what: "Wireshark's command-line decoder",
+    apt: "tshark",
+    dnf: "wireshark-cli",
+    pacman: "wireshark-cli",
+    brew: "wireshark",
+};
