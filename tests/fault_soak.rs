@@ -12,10 +12,14 @@
 //! Faults (`mock_bar::FaultPlan`): CQP op errors, CQP hangs, lost CQP and SQ
 //! doorbells, dropped CCQ completions, delayed CQP completions, late SQ
 //! doorbells, held (delayed) CQEs, WQE errors, AEQ overflow, surprise
-//! removal. A fault that leaves the function needing a reset (a CQP
-//! timeout, an AEQ overflow, removal) ends the *generation*: both devices
-//! are torn down (memory the device may own is quarantined and reported)
-//! and two fresh ones are probed.
+//! removal, corrupted frames, catastrophic CQ errors (a CQE the device
+//! cannot write: the CQ is dead, its QP flushed in software; the episode
+//! destroys and re-creates QPs and CQ). A fault that leaves the function
+//! needing a reset (a CQP timeout, an AEQ overflow, removal) ends the
+//! *generation*: both QPs are moved to ERROR (in software where the CQP
+//! cannot be used, issue #35) and every outstanding WR completes, then
+//! both devices are torn down (memory the device may own is quarantined
+//! and reported) and two fresh ones are probed.
 //!
 //! Checks: every posted WR (send and receive) completes exactly once, or —
 //! unsignaled WRs only — is retired by a later successful completion of its
@@ -30,7 +34,9 @@
 //! `IRDMA_SOAK_OPS` / `IRDMA_SOAK_SEED` override the operation count and
 //! the seed (`cargo xtask soak --ops N --seed S` sets them and runs the
 //! release build). The last line printed is
-//! `ops=… faults=… completions=… lost=… duplicated=… leaked=…`.
+//! `ops=… faults=… completions=… lost=… duplicated=… leaked=… abandoned=…`
+//! (a receive that never completes after a reset is `abandoned`, a failure
+//! like `lost`), ending with the fault count of each kind (`by_kind=`).
 
 mod common;
 mod e2e_common;
