@@ -719,7 +719,15 @@ fn batch<'d>(
                 out.dests.extend(dests.iter().map(|&(o, n)| (Dest::PeerRecv, o, n)));
             }
             resp.rq_assigned += 1;
-            req.msgs.push_back(Msg { wr_id: id, opcode: wc_op, len: mlen, imm, inv, dests, uncertain: false });
+            req.msgs.push_back(Msg {
+                wr_id: id,
+                opcode: wc_op,
+                len: mlen,
+                imm,
+                inv,
+                dests,
+                uncertain: false,
+            });
         }
         outs.push(out);
         sgs.push(sg);
