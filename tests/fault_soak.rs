@@ -1493,7 +1493,17 @@ fn generation(rng: &mut Rng, stats: &mut Stats, budget: u64, next_id: &mut u64) 
             clear_faults(&bar_a);
             clear_faults(&bar_b);
             if let Err(End::Reset(why)) = episode(&mut na, &mut nb, rng, next_id, stats, true) {
+                // The QPs could not be moved to ERROR: what is outstanding
+                // never completes.
                 stats.fail(format!("flush after the reset: {why}"));
+                finish_sq(&mut na, &mut nb, stats);
+                finish_sq(&mut nb, &mut na, stats);
+                for x in [&mut na, &mut nb] {
+                    stats.abandoned += x.rq.len() as u64;
+                    stats.lost += x.msgs.len() as u64;
+                    x.rq.clear();
+                    x.msgs.clear();
+                }
             }
         }
         // Tear the nodes down: MRs deregistered before their memory goes;
