@@ -483,8 +483,8 @@ pub struct Device<H: Hal, B: Bar + Clone> {
     qps_in_error: AtomicU32,
     /// Per CQ id: the device reported the CQ unusable (AE
     /// CQ_OPERATION_ERROR / LCE_CQ_CATASTROPHIC, [`Device::cq_failed`]).
-    /// Cleared when the id is given to a new CQ.
-    pub(crate) cq_dead: [AtomicBool; MAX_CQS as usize],
+    /// Cleared when the id is given to a new CQ. One bit per CQ id.
+    cq_dead: [AtomicU64; CQ_WORDS],
     pub(crate) max_ird: u8,
     /// Buffers and ids the device may still use (see [`Quarantine`]).
     /// A leaf lock: nothing else is taken while it is held.
@@ -632,7 +632,7 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
             layout: None,
             ws: WsTree::default(),
             qp_err: [const { AtomicBool::new(false) }; MAX_QPS as usize],
-            cq_dead: [const { AtomicBool::new(false) }; MAX_CQS as usize],
+            cq_dead: [const { AtomicU64::new(0) }; CQ_WORDS],
             qp_cqs: [const { AtomicU64::new(0) }; MAX_QPS as usize],
             ctx_gen: AtomicU32::new(0),
             qp_compl: core::array::from_fn(|_| crate::verbs::ComplSlot::new()),
@@ -1612,14 +1612,20 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
     /// Whether the device reported CQ `cq` unusable (see
     /// [`crate::verbs::Cq::is_dead`]).
     pub(crate) fn cq_is_dead(&self, cq: u32) -> bool {
-        self.cq_dead.get(cq as usize).is_some_and(|f| f.load(Ordering::Acquire))
+        let bit = 1u64 << (cq % 64);
+        self.cq_dead.get((cq / 64) as usize).is_some_and(|w| w.load(Ordering::Acquire) & bit != 0)
     }
 
     /// Sets (a CQ error event) or clears (a new CQ got the id) CQ `cq`'s
     /// dead flag.
     pub(crate) fn set_cq_dead(&self, cq: u32, dead: bool) {
-        if let Some(f) = self.cq_dead.get(cq as usize) {
-            f.store(dead, Ordering::Release);
+        let bit = 1u64 << (cq % 64);
+        if let Some(w) = self.cq_dead.get((cq / 64) as usize) {
+            if dead {
+                w.fetch_or(bit, Ordering::AcqRel);
+            } else {
+                w.fetch_and(!bit, Ordering::AcqRel);
+            }
         }
     }
 
