@@ -1301,7 +1301,9 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
 
     /// Whether a CQP op timed out or memory had to be quarantined: CQP calls
     /// now fail with [`CqpError::NeedsReset`]; [`Device::close_with_lan`]
-    /// asks the LAN side for the reset ([`LanOps::request_reset`]).
+    /// asks the LAN side for the reset ([`LanOps::request_reset`]). Moving a
+    /// QP to ERROR still works (no CQP op is sent): its outstanding WRs
+    /// complete as flushed from [`crate::verbs::Cq::poll`], in software.
     pub fn needs_reset(&self) -> bool {
         self.needs_reset.load(Ordering::Acquire)
     }
