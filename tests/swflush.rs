@@ -415,3 +415,74 @@ fn late_cqe_after_software_flush_never_completes_a_later_wr() {
     }
     assert_eq!(FakeHal::live_pages(), base, "every page back");
 }
+
+/// The RQ side of [`late_cqe_after_software_flush_never_completes_a_later_wr`]:
+/// the held CQE of receive 20 (RQ index 0), whose message arrived before
+/// the device needed a reset, is written once receives posted after the
+/// software flush have wrapped the RQ back to index 0.
+#[test]
+fn late_receive_cqe_after_software_flush_never_completes_a_later_receive() {
+    let _g = lock();
+    let base = FakeHal::live_pages();
+    {
+        let (bar_a, _bar_b, da, db) = two_devices(Profile::SMALL);
+        let pa = da.alloc_pd().expect("pd");
+        let mut cq = da.create_cq(256).expect("cq");
+        let cap = qcap();
+        let mut q =
+            da.create_qp(&pa, &mut QpInitAttr { send_cq: &cq, recv_cq: &cq, cap }).expect("qp");
+        let ring = irdma::uk::sizing::calc_rq(cap.max_recv_wr, cap.max_recv_sge)
+            .expect("sizing")
+            .size as u64;
+        let mut b = Side::new(&db, B, 64, qcap());
+        connect(&mut q, A, B, b.qp.qp_num()).expect("connect");
+        connect(&mut b.qp, B, A, q.qp_num()).expect("connect");
+        let inbox = buf(1);
+        let inbox_mr = reg(&da, &pa, inbox.paddr(), 4096, &pages_of(&inbox), false);
+        let rsge = [Sge { addr: inbox.paddr(), length: 256, lkey: inbox_mr.lkey() }];
+        let recv = |id: u64| RecvWr { wr_id: id, sg_list: &rsge };
+        let src = b.region(1, 5);
+        // Receive 20 (RQ index 0) takes B's SEND; its CQE is held.
+        q.post_recv(&[recv(20)]).expect("post_recv");
+        bar_a.with_device(|d| d.faults().hold_cqes_of_qp = Some((q.qp_num(), 100)));
+        let sg = [src.sge(0, 32)];
+        b.qp.post_send(&[signaled(1, WrOpcode::Send, &sg)]).expect("send");
+        assert_eq!(b.one().status, WcStatus::Success, "delivered");
+        bar_a.with_device(|d| d.faults().cqp_hang = true);
+        assert!(da.create_cq(8).is_err(), "the CQP hangs");
+        q.modify(&QpAttr::new(QpState::Error)).expect("ERROR in software");
+        let got = poll_until_with(|w| cq.poll(w), usize::MAX, 20);
+        assert_eq!(queue(&got, true), vec![(20, WcStatus::WrFlushErr)]);
+        // Receives posted in ERROR and flushed, until the next ones reach
+        // RQ index `ring` (= 0) again. (Ids outside 20..30: `queue(.., false)`.)
+        let mut next = 1u64;
+        let mut id = 1000u64;
+        while next + 8 <= ring {
+            let wrs: Vec<RecvWr<'_>> = (0..8).map(|k| recv(id + k)).collect();
+            q.post_recv(&wrs).expect("post_recv in ERROR");
+            let got = poll_until_with(|w| cq.poll(w), usize::MAX, 20);
+            assert_eq!(got.len(), 8);
+            assert!(got.iter().all(|c| c.status == WcStatus::WrFlushErr), "{got:?}");
+            next += 8;
+            id += 8;
+        }
+        let last: Vec<RecvWr<'_>> = (0..=ring - next).map(|k| recv(id + k)).collect();
+        q.post_recv(&last).expect("post_recv in ERROR up to index 0");
+        // Now the device writes receive 20's success CQE (index 0).
+        bar_a.with_device(|d| d.step());
+        let got = poll_until_with(|w| cq.poll(w), usize::MAX, 20);
+        let want: Vec<(u64, WcStatus)> =
+            (0..last.len() as u64).map(|k| (id + k, WcStatus::WrFlushErr)).collect();
+        assert_eq!(queue(&got, false), want, "the late CQE completed nothing");
+        drop((q, cq, inbox_mr, pa));
+        bar_a.with_device(|d| {
+            d.faults().cqp_hang = false;
+            d.reset()
+        });
+        // SAFETY: the model function was just reset.
+        unsafe { da.close_after_reset() };
+        drop((inbox, src, b));
+        db.close().expect("peer closes cleanly");
+    }
+    assert_eq!(FakeHal::live_pages(), base, "every page back");
+}
