@@ -274,6 +274,11 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
         }
         if e.cq {
             ev.kind = AsyncEventKind::CqError;
+            // The two codes Linux turns into IB_EVENT_CQ_ERR (spec
+            // control-path §8.2 table): the CQ cannot be used any more.
+            if matches!(e.ae_id, 0x0203 | 0x0702) {
+                self.cq_failed(e.qp_cq_id);
+            }
         }
         ev
     }

@@ -310,6 +310,9 @@ impl Display for PostErrorKind {
             PostErrorKind::DeviceGone => {
                 f.write_str("the device is gone (surprise removal); nothing posted")
             }
+            PostErrorKind::CqDead => {
+                f.write_str("a CQ of the QP was reported unusable by the device; nothing posted")
+            }
         }
     }
 }
@@ -321,7 +324,8 @@ impl Error for PostErrorKind {
             PostErrorKind::Destroyed
             | PostErrorKind::FastReg
             | PostErrorKind::Busy
-            | PostErrorKind::DeviceGone => None,
+            | PostErrorKind::DeviceGone
+            | PostErrorKind::CqDead => None,
         }
     }
 }
@@ -700,6 +704,7 @@ mod tests {
             (&CqpError::NeedsReset, "NeedsReset".into()),
             (&CqpError::DeviceGone, "DeviceGone".into()),
             (&PostErrorKind::DeviceGone, "DeviceGone".into()),
+            (&PostErrorKind::CqDead, "CqDead".into()),
             (&VerbsError::InUse { what: Quantity::CqWithLiveQps, users: 2 }, String::new()),
             (&DmaError::NoMemory, "NoMemory".into()),
         ];

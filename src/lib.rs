@@ -250,6 +250,16 @@
 //! [`cqp::CqpError::DeviceGone`], and a CQ poll completes every outstanding
 //! WR as flushed.
 //!
+//! A QP moved to ERROR (by the caller, an asynchronous QP error, or a dead
+//! CQ: [`verbs::Cq::is_dead`]) whose MODIFY_QP / FLUSH_WQES cannot be done
+//! because the device needs a reset (or the op times out) is still in
+//! ERROR: the CQ poll completes its outstanding WRs as flushed in software,
+//! once, and drops any hardware CQE of those queues that arrives later. A
+//! WR completed that way may still have been executed by a device whose
+//! data path kept running; this moves no memory out of the device's
+//! reach: buffers stay reachable through their MRs until a deregistration
+//! succeeds (or the function is reset), as above.
+//!
 //! Per path: CREATE_CQ / CREATE_QP / REG_MR / ALLOC_STAG / re-registration
 //! that time out keep the rings, context, STag and PBLEs; a verbs object
 //! whose destroy fails in `Drop` is quarantined (it was leaked silently

@@ -12,10 +12,14 @@
 //! Faults (`mock_bar::FaultPlan`): CQP op errors, CQP hangs, lost CQP and SQ
 //! doorbells, dropped CCQ completions, delayed CQP completions, late SQ
 //! doorbells, held (delayed) CQEs, WQE errors, AEQ overflow, surprise
-//! removal. A fault that leaves the function needing a reset (a CQP
-//! timeout, an AEQ overflow, removal) ends the *generation*: both devices
-//! are torn down (memory the device may own is quarantined and reported)
-//! and two fresh ones are probed.
+//! removal, corrupted frames, catastrophic CQ errors (a CQE the device
+//! cannot write: the CQ is dead, its QP flushed in software; the episode
+//! destroys and re-creates QPs and CQ). A fault that leaves the function
+//! needing a reset (a CQP timeout, an AEQ overflow, removal) ends the
+//! *generation*: both QPs are moved to ERROR (in software where the CQP
+//! cannot be used, issue #35) and every outstanding WR completes, then
+//! both devices are torn down (memory the device may own is quarantined
+//! and reported) and two fresh ones are probed.
 //!
 //! Checks: every posted WR (send and receive) completes exactly once, or —
 //! unsignaled WRs only — is retired by a later successful completion of its
@@ -30,7 +34,9 @@
 //! `IRDMA_SOAK_OPS` / `IRDMA_SOAK_SEED` override the operation count and
 //! the seed (`cargo xtask soak --ops N --seed S` sets them and runs the
 //! release build). The last line printed is
-//! `ops=… faults=… completions=… lost=… duplicated=… leaked=…`.
+//! `ops=… faults=… completions=… lost=… duplicated=… leaked=… abandoned=…`
+//! (a receive that never completes after a reset is `abandoned`, a failure
+//! like `lost`), ending with the fault count of each kind (`by_kind=`).
 
 mod common;
 mod e2e_common;
@@ -86,9 +92,12 @@ enum FaultKind {
     AeqOverflow,
     Removal,
     FrameCorruption,
+    /// The device cannot write a CQE to a node's CQ and reports the CQ
+    /// unusable (`FaultPlan::kill_cq`, AE LCE_CQ_CATASTROPHIC).
+    CatastrophicCq,
 }
 
-const FAULTS: [FaultKind; 12] = [
+const FAULTS: [FaultKind; 13] = [
     FaultKind::CqpError,
     FaultKind::CqpHang,
     FaultKind::CqpLostDoorbell,
@@ -101,6 +110,7 @@ const FAULTS: [FaultKind; 12] = [
     FaultKind::AeqOverflow,
     FaultKind::Removal,
     FaultKind::FrameCorruption,
+    FaultKind::CatastrophicCq,
 ];
 
 /// Relative weights of the fault kinds (generation-ending ones are rarer:
@@ -115,6 +125,7 @@ fn fault_weight(k: FaultKind) -> u64 {
         | FaultKind::CqpDelayed
         | FaultKind::AeqOverflow
         | FaultKind::Removal => 1,
+        FaultKind::CatastrophicCq => 2,
         FaultKind::WqeError | FaultKind::FrameCorruption => 6,
         _ => 8,
     }
@@ -123,12 +134,21 @@ fn fault_weight(k: FaultKind) -> u64 {
 #[derive(Default, Debug)]
 struct Stats {
     ops: u64,
-    faults: [u64; 12],
+    faults: [u64; 13],
     completions: u64,
     lost: u64,
     duplicated: u64,
     leaked: u64,
+    /// Receives that never completed in a generation that ended with a
+    /// reset (a failure, like `lost`).
     abandoned: u64,
+    /// CQs the device reported unusable, destroyed and created again.
+    dead_cqs: u64,
+    /// WRs flushed in software on a dead CQ whose work the device may have
+    /// done (their CQE could not be written): a message counted here was
+    /// either received or flushed, never both, and its bytes are
+    /// undefined.
+    uncertain: u64,
     nop_errors: u64,
     misordered: u64,
     mismatched: u64,
@@ -169,7 +189,8 @@ impl Stats {
             "ops={} faults={} completions={} lost={} duplicated={} leaked={} abandoned={} nop_errors={} misordered={} \
              mismatched_bytes={} undefined_bytes={} quarantines={} quarantined_bytes={} \
              generations={} episodes={} stalls={} kicks={} rw_ops={} mr_ops={} \
-             removals_detected={} by_watchdog={} cqp_timeouts={} cqp_errors_retried={}",
+             removals_detected={} by_watchdog={} cqp_timeouts={} cqp_errors_retried={} \
+             dead_cqs={} uncertain={} by_kind={}",
             self.ops,
             self.total_faults(),
             self.completions,
@@ -193,6 +214,14 @@ impl Stats {
             self.removals_by_watchdog,
             self.timeouts_seen,
             self.cqp_errors_seen,
+            self.dead_cqs,
+            self.uncertain,
+            FAULTS
+                .iter()
+                .zip(self.faults)
+                .map(|(k, n)| format!("{k:?}:{n}"))
+                .collect::<Vec<_>>()
+                .join(","),
         )
     }
 }
@@ -245,6 +274,9 @@ struct Msg {
     inv: Option<u32>,
     /// The receive's bytes the message was predicted to land on.
     dests: Vec<(usize, usize)>,
+    /// Its send WR was flushed on a dead CQ (`Node::cq_died`): the device
+    /// may have delivered it. The peer's receive decides.
+    uncertain: bool,
 }
 
 struct PostedRecv {
@@ -320,6 +352,9 @@ struct Node<'d> {
     undefined: Vec<(Dest, usize, usize)>,
     /// A lost SQ doorbell was injected on this side's last post.
     lost_db: bool,
+    /// This side's CQ was reported unusable (`Cq::is_dead`): its flushed
+    /// WRs may have been executed.
+    cq_died: bool,
     rw_pool: MrPool<2, 16>,
     rw_frs: Vec<Fr<'d>>,
     cap: QpCap,
@@ -376,6 +411,7 @@ impl<'d> Node<'d> {
             msgs: VecDeque::new(),
             undefined: Vec::new(),
             lost_db: false,
+            cq_died: false,
             rw_pool,
             rw_frs,
             cap: side.qp.cap(),
@@ -683,7 +719,15 @@ fn batch<'d>(
                 out.dests.extend(dests.iter().map(|&(o, n)| (Dest::PeerRecv, o, n)));
             }
             resp.rq_assigned += 1;
-            req.msgs.push_back(Msg { wr_id: id, opcode: wc_op, len: mlen, imm, inv, dests });
+            req.msgs.push_back(Msg {
+                wr_id: id,
+                opcode: wc_op,
+                len: mlen,
+                imm,
+                inv,
+                dests,
+                uncertain: false,
+            });
         }
         outs.push(out);
         sgs.push(sg);
@@ -774,8 +818,24 @@ fn on_wc<'d>(node: &mut Node<'d>, peer: &mut Node<'d>, c: &WorkCompletion, stats
             }
         } else {
             if i < node.rq_assigned {
-                stats.fail(format!("a receive a message was headed for failed: {c:?}"));
-                stats.mismatched += 1;
+                // The message this receive was headed for: on a dead CQ
+                // (this side's, whose receive CQE could not be written, or
+                // the sender's, whose send was flushed) the device may have
+                // delivered it; its bytes are undefined. Otherwise a
+                // receive a message is headed for must not fail.
+                let m = peer.msgs.get(i).map(|m| m.uncertain);
+                if node.cq_died || m == Some(true) {
+                    stats.uncertain += 1;
+                    if let Some(m) = peer.msgs.remove(i) {
+                        for (off, n) in m.dests {
+                            node.undefined.push((Dest::PeerRecv, off, n));
+                        }
+                    }
+                    node.rq_assigned -= 1;
+                } else {
+                    stats.fail(format!("a receive a message was headed for failed: {c:?}"));
+                    stats.mismatched += 1;
+                }
             }
             let _ = node.rq.remove(i);
         }
@@ -866,12 +926,26 @@ fn retire<'d>(node: &mut Node<'d>, peer: &mut Node<'d>, i: usize, ok: bool, stat
         FrEffect::None => {}
     }
     if msg {
-        if let Some(p) = node.msgs.iter().position(|m| m.wr_id == id) {
+        if node.cq_died
+            && let Some(m) = node.msgs.iter_mut().find(|m| m.wr_id == id)
+        {
+            // Flushed on this side's dead CQ: the send may have executed.
+            // The peer's receive decides (success: delivered; failure:
+            // not); either way the bytes it lands on are undefined.
+            m.uncertain = true;
+            for &(off, n) in &m.dests {
+                peer.undefined.push((Dest::PeerRecv, off, n));
+            }
+        } else if let Some(p) = node.msgs.iter().position(|m| m.wr_id == id) {
             let m = node.msgs.remove(p).expect("found");
             for (off, n) in m.dests {
                 peer.undefined.push((Dest::PeerRecv, off, n));
             }
             peer.rq_assigned = peer.rq_assigned.saturating_sub(1);
+        } else if node.cq_died {
+            // Delivered before this side's CQ died; its own completion
+            // was flushed (the device could not write it).
+            stats.uncertain += 1;
         } else {
             // Delivered (its receive completed) although the WR failed.
             stats.mismatched += 1;
@@ -884,6 +958,9 @@ fn retire<'d>(node: &mut Node<'d>, peer: &mut Node<'d>, i: usize, ok: bool, stat
 fn poll_once<'d>(node: &mut Node<'d>, peer: &mut Node<'d>, stats: &mut Stats) -> usize {
     let mut wc = [EMPTY_WC; 32];
     let n = node.side.cq.poll(&mut wc);
+    // A poll that finds the CQ dead (the AE is serviced inside it) flushes
+    // its QP at once.
+    node.cq_died |= node.side.cq.is_dead();
     for c in &wc[..n] {
         on_wc(node, peer, c, stats);
     }
@@ -1006,7 +1083,14 @@ fn episode<'d>(
     finish_sq(b, a, stats);
     for x in [&mut *a, &mut *b] {
         if !x.rq.is_empty() {
-            stats.lost += x.rq.len() as u64;
+            // After a reset (`gone`) these used to be left to the function
+            // reset ("abandoned"); now every receive completes, flushed in
+            // software if the device cannot flush (issue #35).
+            if gone {
+                stats.abandoned += x.rq.len() as u64;
+            } else {
+                stats.lost += x.rq.len() as u64;
+            }
             stats.fail(format!("{} receives never completed", x.rq.len()));
             x.rq.clear();
         }
@@ -1028,6 +1112,14 @@ fn episode<'d>(
     }
     for x in [&mut *a, &mut *b] {
         let dev = x.side.dev;
+        if x.side.cq.is_dead() {
+            // The device reported the CQ unusable: its QP is destroyed
+            // above; destroy it and create a new one.
+            ctl(stats, "destroy dead cq", || x.side.cq.destroy())?;
+            x.side.cq = ctl(stats, "create cq", || dev.create_cq(128))?;
+            stats.dead_cqs += 1;
+        }
+        x.cq_died = false;
         let qp = ctl(stats, "create qp", || {
             let mut attr = QpInitAttr { send_cq: &x.side.cq, recv_cq: &x.side.cq, cap: qp_cap() };
             dev.create_qp(&x.side.pd, &mut attr)
@@ -1325,6 +1417,13 @@ fn inject(
             bar.with_device(|d| d.inject_ae(0x050C, 0, 1));
         }
         FaultKind::Removal => bar.with_device(|d| d.faults().removed = true),
+        FaultKind::CatastrophicCq => {
+            // The next CQE for this node's CQ cannot be written: the CQ is
+            // dead (driver: its QP to ERROR, flushed in software; the
+            // episode destroys and re-creates QPs and CQ).
+            let id = x.side.cq.id();
+            bar.with_device(|d| d.faults().kill_cq = Some(id))
+        }
         FaultKind::FrameCorruption => {
             // The next frame this device sends — the first request of the
             // batch that follows — has a bit flipped (header or ICRC): the
@@ -1354,6 +1453,8 @@ fn clear_faults(bar: &ModelBar) {
         // Unused, it would hit a response frame later (a lost ACK: the
         // responder executed what the requester reports failed).
         f.flip_frame_byte = None;
+        // Unused this round (no CQE for that CQ).
+        f.kill_cq = None;
     });
 }
 
@@ -1383,26 +1484,27 @@ fn generation(rng: &mut Rng, stats: &mut Stats, budget: u64, next_id: &mut u64) 
         link(&mut na.side, &mut nb.side);
         let r = traffic(&mut na, &mut nb, &bar_a, &bar_b, rng, stats, budget, next_id);
         if r.is_err() {
-            // The function needs a reset: no QP can be moved to ERROR any
-            // more. What the data path still completes is collected; a
-            // signaled WR that never completes is lost; receives no
-            // message was headed for are abandoned with the function.
+            // The function needs a reset: what the data path still
+            // completes is collected, then both QPs go to ERROR — through
+            // the CQP of a healthy device, in software where the CQP cannot
+            // be used (issue #35) — and every outstanding WR completes,
+            // flushed; a signaled WR or a receive that never completes is
+            // lost / abandoned (both failures).
             clear_faults(&bar_a);
             clear_faults(&bar_b);
-            let _ = settle(&mut na, &mut nb, rng, next_id, stats);
-            finish_sq(&mut na, &mut nb, stats);
-            finish_sq(&mut nb, &mut na, stats);
-            for x in [&mut na, &mut nb] {
-                stats.abandoned += (x.rq.len() - x.rq_assigned) as u64;
-                if x.rq_assigned > 0 || !x.msgs.is_empty() {
+            if let Err(End::Reset(why)) = episode(&mut na, &mut nb, rng, next_id, stats, true) {
+                // The QPs could not be moved to ERROR: what is outstanding
+                // never completes.
+                stats.fail(format!("flush after the reset: {why}"));
+                finish_sq(&mut na, &mut nb, stats);
+                finish_sq(&mut nb, &mut na, stats);
+                for x in [&mut na, &mut nb] {
+                    stats.abandoned += x.rq.len() as u64;
                     stats.lost += x.msgs.len() as u64;
-                    stats.fail(format!("{} messages never received", x.msgs.len()));
+                    x.rq.clear();
+                    x.msgs.clear();
                 }
-                x.rq.clear();
-                x.msgs.clear();
             }
-            na.check(stats, "reset A");
-            nb.check(stats, "reset B");
         }
         // Tear the nodes down: MRs deregistered before their memory goes;
         // what the device may still own after a reset is kept.
@@ -1547,7 +1649,7 @@ fn traffic<'d>(
         );
         let action = if cqp_fault {
             [15, 18][rng.range(0, 1) as usize]
-        } else if fault == Some(FaultKind::FrameCorruption) {
+        } else if matches!(fault, Some(FaultKind::FrameCorruption | FaultKind::CatastrophicCq)) {
             0
         } else {
             rng.range(0, 19)
@@ -1717,7 +1819,10 @@ fn fault_soak() {
         .unwrap_or_else(|e| std::panic::resume_unwind(e));
     println!("{}", s.line());
     assert!(s.errors.is_empty(), "seed {seed:#x}: {:#?}", s.errors);
-    assert_eq!((s.lost, s.duplicated, s.leaked, s.misordered, s.mismatched), (0, 0, 0, 0, 0));
+    assert_eq!(
+        (s.lost, s.duplicated, s.leaked, s.abandoned, s.misordered, s.mismatched),
+        (0, 0, 0, 0, 0, 0)
+    );
     assert!(s.ops >= ops);
     for (i, k) in FAULTS.iter().enumerate() {
         assert!(s.faults[i] > 0, "no {k:?} fault injected");

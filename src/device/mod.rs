@@ -493,6 +493,10 @@ pub struct Device<H: Hal, B: Bar + Clone> {
     /// How many `qp_err` flags are set (the poll's software flush scans
     /// the table only when some QP is in error).
     qps_in_error: AtomicU32,
+    /// Per CQ id: the device reported the CQ unusable (AE
+    /// CQ_OPERATION_ERROR / LCE_CQ_CATASTROPHIC, [`Device::cq_failed`]).
+    /// Cleared when the id is given to a new CQ. One bit per CQ id.
+    cq_dead: [AtomicU64; CQ_WORDS],
     pub(crate) max_ird: u8,
     /// Buffers and ids the device may still use (see [`Quarantine`]).
     /// A leaf lock: nothing else is taken while it is held.
@@ -640,6 +644,7 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
             layout: None,
             ws: WsTree::default(),
             qp_err: [const { AtomicBool::new(false) }; MAX_QPS as usize],
+            cq_dead: [const { AtomicU64::new(0) }; CQ_WORDS],
             qp_cqs: [const { AtomicU64::new(0) }; MAX_QPS as usize],
             ctx_gen: AtomicU32::new(0),
             qp_compl: core::array::from_fn(|_| crate::verbs::ComplSlot::new()),
@@ -1307,7 +1312,9 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
 
     /// Whether a CQP op timed out or memory had to be quarantined: CQP calls
     /// now fail with [`CqpError::NeedsReset`]; [`Device::close_with_lan`]
-    /// asks the LAN side for the reset ([`LanOps::request_reset`]).
+    /// asks the LAN side for the reset ([`LanOps::request_reset`]). Moving a
+    /// QP to ERROR still works (no CQP op is sent): its outstanding WRs
+    /// complete as flushed from [`crate::verbs::Cq::poll`], in software.
     pub fn needs_reset(&self) -> bool {
         self.needs_reset.load(Ordering::Acquire)
     }
@@ -1613,6 +1620,79 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
     /// Whether any QP's error flag is set.
     pub(crate) fn any_qp_in_error(&self) -> bool {
         self.qps_in_error.load(Ordering::Acquire) != 0
+    }
+
+    /// Whether the device reported CQ `cq` unusable (see
+    /// [`crate::verbs::Cq::is_dead`]).
+    pub(crate) fn cq_is_dead(&self, cq: u32) -> bool {
+        let bit = 1u64 << (cq % 64);
+        self.cq_dead.get((cq / 64) as usize).is_some_and(|w| w.load(Ordering::Acquire) & bit != 0)
+    }
+
+    /// Sets (a CQ error event) or clears (a new CQ got the id) CQ `cq`'s
+    /// dead flag.
+    pub(crate) fn set_cq_dead(&self, cq: u32, dead: bool) {
+        let bit = 1u64 << (cq % 64);
+        if let Some(w) = self.cq_dead.get((cq / 64) as usize) {
+            if dead {
+                w.fetch_or(bit, Ordering::AcqRel);
+            } else {
+                w.fetch_and(!bit, Ordering::AcqRel);
+            }
+        }
+    }
+
+    /// Whether live QP `qpn` completes to a dead CQ (send or receive).
+    /// Asked only on the error path (a post to a QP in error).
+    pub(crate) fn qp_on_dead_cq(&self, qpn: u32) -> bool {
+        let v = self.qp_cqs.get(qpn as usize).map_or(0, |f| f.load(Ordering::Acquire));
+        if v == 0 {
+            return false;
+        }
+        // `bind_qp_cqs`: (send + 1) << 16 | (recv + 1).
+        let cq = |x: u64| (x & 0xffff).checked_sub(1).map(|c| c as u32);
+        [cq(v >> 16), cq(v)].into_iter().flatten().any(|c| self.cq_is_dead(c))
+    }
+
+    /// The device reported CQ `cq` unusable (AE 0x0203 CQ_OPERATION_ERROR
+    /// or 0x0702 LCE_CQ_CATASTROPHIC; spec control-path §8.2, Linux raises
+    /// IB_EVENT_CQ_ERR for both, hw.c: irdma_process_aeq): the CQ is marked
+    /// dead, and every live QP completing to it (send or receive side) is
+    /// moved to ERROR and flushed — through the CQP when it answers (the
+    /// device then stops working on those QPs), in software in any case:
+    /// its completions could not be written. The CQ's poll delivers what
+    /// its ring already holds and then the software flush of those QPs;
+    /// posts to them are refused ([`crate::verbs::PostErrorKind::CqDead`]).
+    /// The caller destroys the QPs and the CQ and creates new ones.
+    /// Unknown or free CQ ids are ignored.
+    pub(crate) fn cq_failed(&self, cq: u32) {
+        let live = {
+            let res = self.res.lock();
+            res.ids.as_ref().is_some_and(|i| i.cqs.is_in_use(cq))
+        };
+        if !live {
+            return;
+        }
+        self.set_cq_dead(cq, true);
+        for qpn in 0..MAX_QPS {
+            if !self.qp_uses_cq(qpn, cq) {
+                continue;
+            }
+            let rec = {
+                let res = self.res.lock();
+                res.ids.as_ref().and_then(|i| i.qp_rec.get(qpn as usize).copied())
+            };
+            let Some(rec) = rec.filter(|r| r.live) else { continue };
+            let g = crate::uk::cq::flush_code::GENERAL;
+            // Already in error: its flush (hardware or software) is under
+            // way; the data path's software flush covers the rest.
+            if !self.qp_in_error(qpn) {
+                let _ = self.qp_to_error(qpn, rec.ctx_pa, rec.shadow_pa, (g, g));
+            }
+            // Whatever the CQP said, the queues on the dead CQ are flushed
+            // in software (their hardware flush CQEs cannot be written).
+            self.set_qp_error(qpn, true);
+        }
     }
 }
 

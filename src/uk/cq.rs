@@ -439,6 +439,17 @@ impl<'a> CqRing<'a> {
             self.consume(ext);
             return Err(PollError::NoQp);
         }
+        let sw = qp.sw_flushed();
+        if (info.q_type == QueueType::Sq && sw.0) || (info.q_type == QueueType::Rq && sw.1) {
+            // The queue was flushed in software (`QpUk::mark_sw_flushed`):
+            // its WRs all completed already; a hardware CQE arriving now is
+            // dropped, never a second completion (utils.c:
+            // irdma_generate_flush_completions runs only once the hardware
+            // will write no more for the QP; the driver cannot wait for that
+            // when the device cannot be asked to flush).
+            self.consume(ext);
+            return Err(PollError::NoQp);
+        }
         if info.push_dropped && info.q_type == QueueType::Sq {
             // "cease posting push mode on push drop": SQ CQEs only.
             qp.push_mode = false;

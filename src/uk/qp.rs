@@ -53,6 +53,9 @@ pub struct QpUk<'a, S: SendQueue = Sq<'a>> {
     pub rq_flush_complete: bool,
     /// The QP is being destroyed ([`QpUk::set_destroy_pending`]).
     destroy_pending: bool,
+    /// The SQ / RQ was flushed in software ([`QpUk::mark_sw_flushed`]):
+    /// every later CQE of that queue is dropped.
+    sw_flushed: (bool, bool),
     /// On an RQ error CQE that is not a flush, park the CQ head and report
     /// every outstanding receive with that error (the kernel's behaviour,
     /// default `true`); `false` reports one receive and moves on (rdma-core's).
@@ -466,6 +469,7 @@ impl<'a, S: SendQueue> QpUk<'a, S> {
             sq_flush_complete: false,
             rq_flush_complete: false,
             destroy_pending: false,
+            sw_flushed: (false, false),
             park_on_rq_error: true,
         }
     }
@@ -494,7 +498,40 @@ impl<'a, S: SendQueue> QpUk<'a, S> {
     /// 0, so those CQEs take the general path, which drops them.
     pub fn set_destroy_pending(&mut self, pending: bool) {
         self.destroy_pending = pending;
-        self.fast_ctx = if pending || self.kind == QpKind::Ud { 0 } else { self.ctx };
+        self.update_fast_ctx();
+    }
+
+    /// `fast_ctx` from the kind, `destroy_pending` and the software-flush
+    /// marks (all of which send CQEs to the general path).
+    fn update_fast_ctx(&mut self) {
+        let slow = self.destroy_pending
+            || self.kind == QpKind::Ud
+            || self.sw_flushed.0
+            || self.sw_flushed.1;
+        self.fast_ctx = if slow { 0 } else { self.ctx };
+    }
+
+    /// Marks the SQ (`sq`) and/or the RQ (`rq`) as flushed in software: from
+    /// now on every CQE of that queue is consumed and dropped
+    /// ([`super::PollError::NoQp`]) without touching the ring, so a hardware
+    /// CQE that arrives after the software flush (the device could not be
+    /// told to stop: a CQP that needs a reset, a dead CQ) never completes a
+    /// WR a second time, nor a later WR that reuses its ring slot. A queue
+    /// flushed in software stays so: its QP is in ERROR for good and every
+    /// WR posted later completes through the software flush (Linux
+    /// completes them with its flush worker too; utils.c:
+    /// irdma_generate_flush_completions). While either mark is set
+    /// [`QpUk::fast_ctx`] is 0, so the fast poll path needs no test.
+    pub fn mark_sw_flushed(&mut self, sq: bool, rq: bool) {
+        self.sw_flushed.0 |= sq;
+        self.sw_flushed.1 |= rq;
+        self.update_fast_ctx();
+    }
+
+    /// Whether the SQ / the RQ was flushed in software
+    /// ([`QpUk::mark_sw_flushed`]).
+    pub fn sw_flushed(&self) -> (bool, bool) {
+        self.sw_flushed
     }
 
     /// Whether this is a UD QP.
@@ -538,6 +575,7 @@ impl<'a, S: SendQueue> QpUk<'a, S> {
         if !self.in_error {
             return 0;
         }
+        self.mark_sw_flushed(true, true);
         let mut n = 0;
         let qp_num = self.sq.qp_id();
         let flushed = |wr_id, opcode, byte_len| WorkCompletion {

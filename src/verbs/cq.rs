@@ -123,6 +123,8 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
         let Some(ukcq) = ukcq else {
             return Err(free_id(VerbsError::Invalid { what: Phrase::new(&"CQ ring") }));
         };
+        // A CQ that had this id and died is gone: the new one is healthy.
+        self.set_cq_dead(id, false);
         if let Err(e) = self.exec_cmd(cmd) {
             if device_may_own(&e) {
                 // A timeout: the device may have created the CQ and write
@@ -269,6 +271,20 @@ impl<'d, H: Hal, B: Bar + Clone> Cq<'d, H, B> {
     /// again the right way to receive it and everything behind it.
     pub fn unlisted_qp(&self) -> Option<u32> {
         self.unlisted
+    }
+
+    /// Whether the device reported this CQ unusable (asynchronous event
+    /// CQ_OPERATION_ERROR 0x0203 or LCE_CQ_CATASTROPHIC 0x0702, reported
+    /// as [`crate::aeq::AsyncEventKind::CqError`]; Linux's
+    /// IB_EVENT_CQ_ERR). The device writes no more completions to it: the
+    /// driver moved every QP completing to it to ERROR, [`Cq::poll`]
+    /// delivers what the ring already held and then completes every
+    /// outstanding WR of those QPs as flushed (`WrFlushErr`), each once,
+    /// and nothing after that; posts to those QPs are refused
+    /// ([`super::PostErrorKind::CqDead`]). Destroy the QPs and the CQ and
+    /// create new ones.
+    pub fn is_dead(&self) -> bool {
+        self.alive && self.dev.cq_is_dead(self.id)
     }
 
     /// Completions it was created to hold (`cqe` given to create).

@@ -236,6 +236,11 @@ pub enum PostErrorKind {
     /// surprise removal): nothing was posted. WRs posted before complete as
     /// flushed from [`Cq::poll`](super::Cq::poll).
     DeviceGone,
+    /// The QP completes to a CQ the device reported unusable
+    /// ([`Cq::is_dead`](super::Cq::is_dead)): nothing was posted. WRs
+    /// posted before complete as flushed from that CQ's poll; destroy the
+    /// QP and the CQ and create new ones.
+    CqDead,
 }
 
 struct QpMem<H: Hal> {
@@ -801,6 +806,19 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
                 r => r.map(|_| ()),
             }
         });
+        if r.is_err() && self.needs_reset() {
+            // The device cannot be asked to flush (the CQP needs a reset,
+            // timed out on these ops, or the device is gone): the QP stays
+            // in ERROR for the data path, whose software flush completes
+            // every outstanding WR once the CQ holds no more hardware CQEs
+            // (and drops any that arrive later). Linux schedules its flush
+            // worker whatever the hardware flush did (hw.c:
+            // irdma_flush_wqes; utils.c: irdma_generate_flush_completions),
+            // and under `rf->reset` its CQP calls do nothing (utils.c:
+            // irdma_handle_cqp_op). The QP is in ERROR as far as the caller
+            // can tell; `needs_reset` says the rest.
+            return Ok(());
+        }
         if r.is_err() && !modified && !was_in_error {
             // The device refused (or never ran) the MODIFY_QP: the QP is not
             // in ERROR, so the data path must not treat it as such (a retry
@@ -810,6 +828,22 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
         }
         r
     }
+}
+
+/// [`Qp::refuse_in_error`] for any QP flavour (a shared QP's lock-free
+/// post asks it too).
+#[inline(never)]
+pub(super) fn refuse_in_error<H: Hal, B: Bar + Clone>(
+    dev: &Device<H, B>,
+    qpn: u32,
+) -> Result<(), PostError> {
+    if dev.is_gone() {
+        return Err(PostError { bad_wr: 0, kind: PostErrorKind::DeviceGone });
+    }
+    if dev.qp_on_dead_cq(qpn) {
+        return Err(PostError { bad_wr: 0, kind: PostErrorKind::CqDead });
+    }
+    Ok(())
 }
 
 fn too_deep(what: Quantity, requested: u32) -> VerbsError {
@@ -887,8 +921,8 @@ impl<'d, H: Hal, B: Bar + Clone, S: SendQueue> Qp<'d, H, B, S> {
             return Err(PostError { bad_wr: 0, kind: PostErrorKind::Destroyed });
         }
         self.sync_error();
-        if self.uk.in_error() && self.dev.is_gone() {
-            return Err(PostError { bad_wr: 0, kind: PostErrorKind::DeviceGone });
+        if self.uk.in_error() {
+            self.refuse_in_error()?;
         }
         if let Some(c) = self.compl {
             c.link.rq_begin(&mut self.uk.rq);
@@ -902,6 +936,15 @@ impl<'d, H: Hal, B: Bar + Clone, S: SendQueue> Qp<'d, H, B, S> {
             bad_wr,
             kind: PostErrorKind::Rq(kind),
         })
+    }
+
+    /// A post to this QP, which is in error, is refused when nothing posted
+    /// could ever run: the device is gone, or one of the QP's CQs is dead.
+    /// (Otherwise the WRs are taken and complete through the software
+    /// flush.) Out of line: the error path only.
+    #[inline(never)]
+    fn refuse_in_error(&self) -> Result<(), PostError> {
+        refuse_in_error(self.dev, self.id)
     }
 
     /// Completes, with `WrFlushErr`, the outstanding WRs of this QP's queues
@@ -1216,10 +1259,10 @@ impl<H: Hal, B: Bar + Clone> Qp<'_, H, B> {
             return Err(PostError { bad_wr: 0, kind: PostErrorKind::Destroyed });
         }
         self.sync_error();
-        // A gone device puts every QP in error (`sync_error`): one more load
-        // only then, none on the posting path of a healthy QP.
-        if self.uk.in_error() && self.dev.is_gone() {
-            return Err(PostError { bad_wr: 0, kind: PostErrorKind::DeviceGone });
+        // A gone device or a dead CQ puts the QP in error (`sync_error`):
+        // more loads only then, none on the posting path of a healthy QP.
+        if self.uk.in_error() {
+            self.refuse_in_error()?;
         }
         // REG_MR WRs are checked against the device's fast-register records
         // (only they pay); the WRs before a refused one are posted.

@@ -283,16 +283,16 @@ impl<'d, H: Hal, B: Bar + Clone> SharedQp<'d, H, B> {
                 || self.sq.post_send(self.dev.regs(), QpKind::Rc, head),
             ) {
                 Some(r) => r,
-                // In error (or being flushed): a removed device takes
-                // nothing more (as `Qp::post_send`); otherwise the WRs
-                // are queued for the software flush.
-                None if self.dev.is_gone() => {
-                    return Err(PostError { bad_wr: 0, kind: PostErrorKind::DeviceGone });
+                // In error (or being flushed): a removed device or a dead
+                // CQ takes nothing more (as `Qp::post_send`); otherwise the
+                // WRs are queued for the software flush.
+                None => {
+                    super::qp::refuse_in_error(self.dev, self.id)?;
+                    match self.try_lock_bounded() {
+                        Some(_guard) => self.post_queued(head),
+                        None => return Err(PostError { bad_wr: 0, kind: PostErrorKind::Busy }),
+                    }
                 }
-                None => match self.try_lock_bounded() {
-                    Some(_guard) => self.post_queued(head),
-                    None => return Err(PostError { bad_wr: 0, kind: PostErrorKind::Busy }),
-                },
             };
             r.map_err(|e| PostError { bad_wr: e.bad_wr, kind: PostErrorKind::Sq(e.kind) })?;
         }

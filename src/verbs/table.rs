@@ -265,6 +265,9 @@ pub(super) fn flush_queues<S: SendQueue>(
         solicited: false,
         ud: None,
     };
+    // Hardware CQEs of these queues from now on are dropped, so a late one
+    // never completes a WR twice (`QpUk::mark_sw_flushed`).
+    uk.mark_sw_flushed(send, recv);
     let mut n = 0;
     if send {
         while n < out.len() {

@@ -1661,6 +1661,14 @@ impl Device {
                 return false;
             }
         }
+        if self.faults.kill_cq == Some(cq_id) {
+            self.faults.kill_cq = None;
+            if let Some(c) = self.cqs.get_mut(&cq_id) {
+                c.error = true;
+            }
+            self.cqe_write_failed(cq_id, cq.ctx);
+            return false;
+        }
         if self.faults.fail_cqe_writes > 0 {
             self.faults.fail_cqe_writes -= 1;
             self.cqe_write_failed(cq_id, cq.ctx);

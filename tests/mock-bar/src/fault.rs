@@ -58,6 +58,15 @@ pub struct FaultPlan {
     /// The next N CQE writes fail as a DMA fault would: nothing written,
     /// AE LCE_CQ_CATASTROPHIC (0x0702) for the CQ.
     pub fail_cqe_writes: u32,
+    /// A catastrophic CQ error: the next CQE write to this CQ fails as with
+    /// `fail_cqe_writes` (nothing written, AE LCE_CQ_CATASTROPHIC 0x0702
+    /// for the CQ, spec control-path §8.2) and the CQ stays in error: no
+    /// later CQE is written to it (each dropped and counted, as after an
+    /// overflow's CQ_OPERATION_ERROR). The spec does not say what a device
+    /// does with a CQ after 0x0702; the model stops using it (Linux raises
+    /// IB_EVENT_CQ_ERR, after which the CQ is unusable). DESTROY_CQ still
+    /// works.
+    pub kill_cq: Option<u32>,
     /// The Nth frame this device sends (0 = the next) has the byte at the
     /// given offset XORed with 0x01 on the wire (after it is built and
     /// recorded in the capture as built); offsets past the end hit the

@@ -217,6 +217,23 @@ fn a_failed_cqe_write_raises_lce_cq_catastrophic() {
 }
 
 #[test]
+fn a_killed_cq_raises_lce_cq_catastrophic_and_takes_no_more_cqes() {
+    let (mut h, mut q, mut tx, stag) = knob_setup();
+    h.dev(|d| d.faults().kill_cq = Some(3));
+    let sg = Sge { addr: 0, stag, len: 4 };
+    for _ in 0..3 {
+        h.post_send(&mut q, |v| sq_frag_wqe(sqop::WRITE, stag, 0x100, &[sg], None, true, v));
+    }
+    // Unlike `fail_cqe_writes`, no later CQE reaches the CQ.
+    assert!(h.poll_cq(&mut tx).is_none(), "the CQ is in error");
+    let (code, src, id, _) = h.aeq_poll().expect("AE");
+    assert_eq!((code, src, id), (ae::LCE_CQ_CATASTROPHIC, ae::SRC_CQ, 3));
+    assert!(h.aeq_poll().is_none(), "one AE");
+    assert_eq!(h.dev(|d| d.counters().cqes_dropped), 3);
+    assert_eq!(h.dev(|d| d.faults().kill_cq), None, "fired once");
+}
+
+#[test]
 fn several_flush_cqes_and_a_chosen_flush_wqe_index() {
     let (mut h, mut q, mut tx, stag) = knob_setup();
     // three WQEs the device never reads (late doorbell), then ERROR + flush
