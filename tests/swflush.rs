@@ -109,7 +109,9 @@ fn drain<'d>(cqs: &mut [TCq<'d>], qp: &AnyQp<'d>, poller: bool) -> Vec<WorkCompl
                 p.register(s).expect("register");
                 poll_until_with(|w| p.poll(w), usize::MAX, 20)
             }
-            AnyQp::Shared(s) => poll_until_with(|w| cq.poll_shared([s], w), usize::MAX, 20),
+            AnyQp::Shared(s) => {
+                poll_until_with(|w| cq.poll_shared([s], w).unwrap(), usize::MAX, 20)
+            }
         });
     }
     out
