@@ -42,7 +42,7 @@ mod common;
 mod e2e_common;
 
 use e2e_common::*;
-use irdma::aeq::{AsyncEvent, AsyncEventKind};
+use irdma::aeq::AsyncEventKind;
 use irdma::cqp::CqpError;
 use irdma::rw::{DeviceAttrs, Direction, MrPool, RwCtx, RwQp, SgEntry};
 use irdma::verbs::FastRegMr;
@@ -69,14 +69,6 @@ const RW_MR_PAGES: u32 = 8;
 const INLINE: u32 = 64;
 
 type Fr<'d> = FastRegMr<'d, FakeHal, ModelBar>;
-
-const NO_EVENT: AsyncEvent = AsyncEvent {
-    kind: AsyncEventKind::Ignored,
-    ae_code: 0,
-    ae_src: 0,
-    id: 0,
-    moved_to_error: false,
-};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum FaultKind {

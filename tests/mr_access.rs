@@ -14,21 +14,13 @@ mod common;
 mod e2e_common;
 
 use e2e_common::*;
-use irdma::aeq::{AsyncEvent, AsyncEventKind};
+use irdma::aeq::AsyncEventKind;
 use irdma::wr::RegMrWr;
 
 /// AE codes (spec control-path §8.2 table; user.h: IRDMA_AE_*).
 const AMP_BOUNDS_VIOLATION: u16 = 0x0108;
 const AMP_RIGHTS_VIOLATION: u16 = 0x0109;
 const IB_REMOTE_ACCESS_ERROR: u16 = 0x020D;
-
-const NO_EVENT: AsyncEvent = AsyncEvent {
-    kind: AsyncEventKind::Ignored,
-    ae_code: 0,
-    ae_src: 0,
-    id: 0,
-    moved_to_error: false,
-};
 
 const WRITE_ONLY: Access = Access(Access::LOCAL_WRITE.0 | Access::REMOTE_WRITE.0);
 const READ_ONLY: Access = Access(Access::LOCAL_WRITE.0 | Access::REMOTE_READ.0);

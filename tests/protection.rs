@@ -19,14 +19,6 @@ fn qcap() -> QpCap {
     QpCap { max_send_wr: 16, max_recv_wr: 16, max_send_sge: 2, max_recv_sge: 2, max_inline_data: 0 }
 }
 
-const NO_EVENT: AsyncEvent = AsyncEvent {
-    kind: AsyncEventKind::Ignored,
-    ae_code: 0,
-    ae_src: 0,
-    id: 0,
-    moved_to_error: false,
-};
-
 /// What one attempt produced.
 #[derive(Debug)]
 struct Outcome {

@@ -13,14 +13,6 @@ mod e2e_common;
 use e2e_common::*;
 use irdma::aeq::{AsyncEvent, AsyncEventKind};
 
-const NO_EVENT: AsyncEvent = AsyncEvent {
-    kind: AsyncEventKind::Ignored,
-    ae_code: 0,
-    ae_src: 0,
-    id: 0,
-    moved_to_error: false,
-};
-
 /// AE codes and sources (spec control-path §8.2; user.h: IRDMA_AE_*,
 /// defs.h: IRDMA_AE_SOURCE_*).
 const CQ_OPERATION_ERROR: u16 = 0x0203;

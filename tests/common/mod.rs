@@ -18,6 +18,15 @@ pub fn lock() -> MutexGuard<'static, ()> {
 
 pub type Dev = Device<FakeHal, ModelBar>;
 
+/// An empty slot for `Device::poll_async_events` to fill.
+pub const NO_EVENT: irdma::aeq::AsyncEvent = irdma::aeq::AsyncEvent {
+    kind: irdma::aeq::AsyncEventKind::Ignored,
+    ae_code: 0,
+    ae_src: 0,
+    id: 0,
+    moved_to_error: false,
+};
+
 pub fn lan() -> LanInfo {
     LanInfo::single_tc(0, 6, [0x02, 0, 0, 0, 0, 1], 1500)
 }
