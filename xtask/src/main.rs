@@ -80,7 +80,7 @@ fn main() -> ExitCode {
                  wire FILE.pcap       two model devices, the driver's RC traffic as RoCEv2 frames in a pcap\n  \
                  soak [--ops N] [--seed S]  seeded random verbs traffic under injected faults (release), prints ops=… faults=… lost=…\n  \
                  peer build|run SCENARIO|list  a Linux Soft-RoCE guest in QEMU as the peer (issue #34)\n  \
-                 layers [--print-known]  the layer rule: upward imports and import cycles in src/ against xtask/layers-known.txt\n  \
+                 layers [--print-known|--edges]  the layer rule: upward imports and import cycles in src/ against xtask/layers-known.txt\n  \
                  setup                install the rustup targets and components the suite needs"
             );
             if cmd == "help" { ExitCode::SUCCESS } else { ExitCode::FAILURE }
