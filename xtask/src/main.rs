@@ -9,12 +9,14 @@
 //!   as RoCEv2 frames in a pcap (`--check FILE.pcap`: tshark + scapy);
 //! * `soak --ops N --seed S` — the seeded fault soak (`tests/fault_soak.rs`);
 //! * `peer build|run SCENARIO|list` — a Linux Soft-RoCE guest as the peer;
+//! * `layers` — the driver's layer rule checked from its sources (`layers.rs`);
 //!
 //! Run `cargo xtask help` for the list.
 
 mod bench;
 mod conformance;
 mod fuzz;
+mod layers;
 mod newcomer;
 mod peer;
 mod qemu;
@@ -42,7 +44,7 @@ fn main() -> ExitCode {
     // only the host target (issue #29). `rust-toolchain.toml` names the same
     // targets and components, but rustup installs those only with a new
     // toolchain, not into one that is already there.
-    let builds = !matches!(cmd, "help" | "-h" | "--help" | "setup" | "test");
+    let builds = !matches!(cmd, "help" | "-h" | "--help" | "setup" | "test" | "layers");
     if builds && let Err(e) = util::ensure_toolchain(&BARE_TARGETS) {
         eprintln!("xtask {cmd}: cannot prepare the toolchain: {e}");
         return ExitCode::FAILURE;
@@ -56,6 +58,7 @@ fn main() -> ExitCode {
         "wire" => wire::main(rest),
         "soak" => soak::main(rest),
         "peer" => peer::main(rest),
+        "layers" => layers::main(rest),
         "setup" => match util::ensure_toolchain(&BARE_TARGETS) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
@@ -77,6 +80,7 @@ fn main() -> ExitCode {
                  wire FILE.pcap       two model devices, the driver's RC traffic as RoCEv2 frames in a pcap\n  \
                  soak [--ops N] [--seed S]  seeded random verbs traffic under injected faults (release), prints ops=… faults=… lost=…\n  \
                  peer build|run SCENARIO|list  a Linux Soft-RoCE guest in QEMU as the peer (issue #34)\n  \
+                 layers [--print-known|--edges]  the layer rule: upward imports and import cycles in src/ against xtask/layers-known.txt\n  \
                  setup                install the rustup targets and components the suite needs"
             );
             if cmd == "help" { ExitCode::SUCCESS } else { ExitCode::FAILURE }
@@ -181,6 +185,9 @@ fn legs() -> Vec<Leg> {
     // Instruction counts (+10 %) and driver `.text` (+5 %) against benches/baseline.txt.
     v.push(leg("bench-guard", bench::guard));
     v.push(leg("model-independence", util::check_model_independence));
+    // The layer rule from the sources (issue #29): no new upward import or
+    // import cycle, and no stale entry in xtask/layers-known.txt.
+    v.push(leg("layers", layers::leg));
     // A dry run of publishing (issue #29): both crates packaged as a user
     // would get them and built from the package; nothing is uploaded.
     v.push(leg("package", || {
