@@ -142,6 +142,36 @@ struct Scenario {
     size: u32,
 }
 
+/// rping with Linux as the server (`rping -s`): the driver connects through
+/// the CM over QP1 and plays rping's client. The scenarios below vary its
+/// MTU, size, address family and VLAN.
+const RPING_SERVER: Scenario = Scenario {
+    name: "rping-linux-server",
+    what: "Linux `rping -s` listens, the driver connects (CM over QP1) and plays rping's client",
+    linux: "rping -s -a $PEER_ADDR -S $RPING_SIZE -V -v; rc=$?; exit $rc",
+    host_test: "peer_rping_driver_client",
+    result: &["server ping data", "server DISCONNECT", "cma event", "rping", "wait for"],
+    mtu: 1500,
+    size: 64,
+    ipv6: false,
+    vlan: 0,
+};
+
+/// rping with Linux as the client (`rping -c -V -C 3`): the driver listens
+/// and plays rping's server.
+const RPING_CLIENT: Scenario = Scenario {
+    name: "rping-linux-client",
+    what: "the driver listens and plays rping's server, Linux `rping -c -V -C 3` connects",
+    // the host side may not listen yet when the guest is up: retry
+    linux: "for i in 1 2 3 4 5 6 7 8 9 10; do rping -c -a $MODEL_ADDR -S $RPING_SIZE -V -v -C 3 && exit 0; sleep 1; done; exit 1",
+    host_test: "peer_rping_driver_server",
+    result: &["ping data", "client DISCONNECT", "cma event", "rping", "data mismatch", "wait for"],
+    mtu: 1500,
+    size: 64,
+    ipv6: false,
+    vlan: 0,
+};
+
 const SCENARIOS: &[Scenario] = &[
     Scenario {
         name: "arp",
@@ -154,65 +184,25 @@ const SCENARIOS: &[Scenario] = &[
         ipv6: false,
         vlan: 0,
     },
-    Scenario {
-        name: "rping-linux-server",
-        what: "Linux `rping -s` listens, the driver connects (CM over QP1) and plays rping's client",
-        linux: "rping -s -a $PEER_ADDR -S $RPING_SIZE -V -v; rc=$?; exit $rc",
-        host_test: "peer_rping_driver_client",
-        result: &["server ping data", "server DISCONNECT", "cma event", "rping", "wait for"],
-        mtu: 1500,
-        size: 64,
-        ipv6: false,
-        vlan: 0,
-    },
-    Scenario {
-        name: "rping-linux-client",
-        what: "the driver listens and plays rping's server, Linux `rping -c -V -C 3` connects",
-        // the host side may not listen yet when the guest is up: retry
-        linux: "for i in 1 2 3 4 5 6 7 8 9 10; do rping -c -a $MODEL_ADDR -S $RPING_SIZE -V -v -C 3 && exit 0; sleep 1; done; exit 1",
-        host_test: "peer_rping_driver_server",
-        result: &[
-            "ping data",
-            "client DISCONNECT",
-            "cma event",
-            "rping",
-            "data mismatch",
-            "wait for",
-        ],
-        mtu: 1500,
-        size: 64,
-        ipv6: false,
-        vlan: 0,
-    },
+    RPING_SERVER,
+    RPING_CLIENT,
     Scenario {
         name: "rping-linux-server-5000",
         what: "rping-linux-server with 5000-byte pings (multi-packet READ responses and WRITEs)",
-        linux: "rping -s -a $PEER_ADDR -S $RPING_SIZE -V -v; rc=$?; exit $rc",
-        host_test: "peer_rping_driver_client",
-        result: &["server ping data", "server DISCONNECT", "cma event", "rping", "wait for"],
         mtu: 1500,
         size: 5000,
         ipv6: false,
         vlan: 0,
+        ..RPING_SERVER
     },
     Scenario {
         name: "rping-linux-client-5000",
         what: "rping-linux-client with 5000-byte pings: every READ and WRITE is 5 packets at MTU 1024",
-        // the host side may not listen yet when the guest is up: retry
-        linux: "for i in 1 2 3 4 5 6 7 8 9 10; do rping -c -a $MODEL_ADDR -S $RPING_SIZE -V -v -C 3 && exit 0; sleep 1; done; exit 1",
-        host_test: "peer_rping_driver_server",
-        result: &[
-            "ping data",
-            "client DISCONNECT",
-            "cma event",
-            "rping",
-            "data mismatch",
-            "wait for",
-        ],
         mtu: 1500,
         size: 5000,
         ipv6: false,
         vlan: 0,
+        ..RPING_CLIENT
     },
     Scenario {
         name: "reject",
@@ -229,92 +219,56 @@ const SCENARIOS: &[Scenario] = &[
     Scenario {
         name: "rping-linux-server-ipv6",
         what: "rping-linux-server over IPv6 (fd00::b / fd00::a, neighbour discovery answered by the port)",
-        linux: "rping -s -a $PEER_ADDR -S $RPING_SIZE -V -v; rc=$?; exit $rc",
-        host_test: "peer_rping_driver_client",
-        result: &["server ping data", "server DISCONNECT", "cma event", "rping", "wait for"],
         mtu: 1500,
         size: 64,
         ipv6: true,
         vlan: 0,
+        ..RPING_SERVER
     },
     Scenario {
         name: "rping-linux-client-ipv6",
         what: "rping-linux-client over IPv6",
-        // the host side may not listen yet when the guest is up: retry
-        linux: "for i in 1 2 3 4 5 6 7 8 9 10; do rping -c -a $MODEL_ADDR -S $RPING_SIZE -V -v -C 3 && exit 0; sleep 1; done; exit 1",
-        host_test: "peer_rping_driver_server",
-        result: &[
-            "ping data",
-            "client DISCONNECT",
-            "cma event",
-            "rping",
-            "data mismatch",
-            "wait for",
-        ],
         mtu: 1500,
         size: 64,
         ipv6: true,
         vlan: 0,
+        ..RPING_CLIENT
     },
     Scenario {
         name: "rping-linux-server-mtu4096",
         what: "guest MTU 9000, path MTU 4096: 9000-byte pings in 4096-byte packets, driver as client",
-        linux: "rping -s -a $PEER_ADDR -S $RPING_SIZE -V -v; rc=$?; exit $rc",
-        host_test: "peer_rping_driver_client",
-        result: &["server ping data", "server DISCONNECT", "cma event", "rping", "wait for"],
         mtu: 9000,
         size: 9000,
         ipv6: false,
         vlan: 0,
+        ..RPING_SERVER
     },
     Scenario {
         name: "rping-linux-client-mtu4096",
         what: "guest MTU 9000, path MTU 4096 (from Linux's REQ), driver as server",
-        // the host side may not listen yet when the guest is up: retry
-        linux: "for i in 1 2 3 4 5 6 7 8 9 10; do rping -c -a $MODEL_ADDR -S $RPING_SIZE -V -v -C 3 && exit 0; sleep 1; done; exit 1",
-        host_test: "peer_rping_driver_server",
-        result: &[
-            "ping data",
-            "client DISCONNECT",
-            "cma event",
-            "rping",
-            "data mismatch",
-            "wait for",
-        ],
         mtu: 9000,
         size: 9000,
         ipv6: false,
         vlan: 0,
+        ..RPING_CLIENT
     },
     Scenario {
         name: "rping-linux-server-vlan",
         what: "rping-linux-server over 802.1Q VLAN 100 on the Linux side (tagged frames both ways)",
-        linux: "rping -s -a $PEER_ADDR -S $RPING_SIZE -V -v; rc=$?; exit $rc",
-        host_test: "peer_rping_driver_client",
-        result: &["server ping data", "server DISCONNECT", "cma event", "rping", "wait for"],
         mtu: 1500,
         size: 64,
         ipv6: false,
         vlan: 100,
+        ..RPING_SERVER
     },
     Scenario {
         name: "rping-linux-client-vlan",
         what: "rping-linux-client over 802.1Q VLAN 100",
-        // the host side may not listen yet when the guest is up: retry
-        linux: "for i in 1 2 3 4 5 6 7 8 9 10; do rping -c -a $MODEL_ADDR -S $RPING_SIZE -V -v -C 3 && exit 0; sleep 1; done; exit 1",
-        host_test: "peer_rping_driver_server",
-        result: &[
-            "ping data",
-            "client DISCONNECT",
-            "cma event",
-            "rping",
-            "data mismatch",
-            "wait for",
-        ],
         mtu: 1500,
         size: 64,
         ipv6: false,
         vlan: 100,
+        ..RPING_CLIENT
     },
     Scenario {
         name: "ucmatose-linux-client",
