@@ -254,6 +254,25 @@ impl Drop for PcapOnDrop {
     }
 }
 
+/// Prints the kinds of CM events the host side saw.
+fn print_events(live: &Live<'_>) {
+    let kinds: Vec<String> = live
+        .events
+        .iter()
+        .map(|e| format!("{e:?}").split([' ', '{']).next().unwrap_or("").to_string())
+        .collect();
+    println!("host: CM events {kinds:?}");
+}
+
+/// The end of every live scenario: the capture judged (ICRC of every
+/// RoCEv2 frame) and not one frame dropped by the model's port.
+fn judge_wire(bar: &ModelBar, wire: &PcapOnDrop) {
+    check_capture(&wire.0);
+    let c = bar.fabric().port().unwrap().counters();
+    println!("host: port counters {c:?}");
+    assert_eq!(c.drops.total(), 0, "{c:?}");
+}
+
 fn live_setup() -> (ModelBar, PcapOnDrop) {
     let bar = ModelBar::standalone(small_fn_config());
     let cap = bar.fabric().capture();
@@ -369,16 +388,8 @@ fn peer_rping_driver_client() {
             break;
         }
     }
-    let kinds: Vec<String> = live
-        .events
-        .iter()
-        .map(|e| format!("{e:?}").split([' ', '{']).next().unwrap_or("").to_string())
-        .collect();
-    println!("host: CM events {kinds:?}");
-    check_capture(&wire.0);
-    let c = bar.fabric().port().unwrap().counters();
-    println!("host: port counters {c:?}");
-    assert_eq!(c.drops.total(), 0, "{c:?}");
+    print_events(&live);
+    judge_wire(&bar, &wire);
 }
 
 /// `rping-linux-client`: the driver listens on rping's port and plays
@@ -479,17 +490,9 @@ fn peer_rping_driver_server() {
     while Instant::now() < until {
         live.step();
     }
-    let kinds: Vec<String> = live
-        .events
-        .iter()
-        .map(|e| format!("{e:?}").split([' ', '{']).next().unwrap_or("").to_string())
-        .collect();
-    println!("host: CM events {kinds:?}");
+    print_events(&live);
     assert!(live.events.iter().any(|e| matches!(e, CmEvent::Disconnected { .. })), "no DREQ");
-    check_capture(&wire.0);
-    let c = bar.fabric().port().unwrap().counters();
-    println!("host: port counters {c:?}");
-    assert_eq!(c.drops.total(), 0, "{c:?}");
+    judge_wire(&bar, &wire);
 }
 
 /// `reject`: the driver listens on rping's port only; Linux connects to
@@ -530,10 +533,7 @@ fn peer_reject() {
     println!("host: {} REJ sent, CM events {:?}", rejs(), live.events);
     assert!(live.events.is_empty(), "no connection request reaches the application");
     assert_eq!(live.cm.active_connections(), 0);
-    check_capture(&wire.0);
-    let c = bar.fabric().port().unwrap().counters();
-    println!("host: port counters {c:?}");
-    assert_eq!(c.drops.total(), 0, "{c:?}");
+    judge_wire(&bar, &wire);
 }
 
 /// `ucmatose-linux-client`: Linux `ucmatose -s 10.0.0.1 -c 2` (rdma-core
@@ -621,15 +621,7 @@ fn peer_ucmatose_driver_server() {
     while Instant::now() < until {
         live.step();
     }
-    let kinds: Vec<String> = live
-        .events
-        .iter()
-        .map(|e| format!("{e:?}").split([' ', '{']).next().unwrap_or("").to_string())
-        .collect();
-    println!("host: CM events {kinds:?}");
+    print_events(&live);
     assert_eq!(disconnected(&live.events), CONNS, "every DREQ answered");
-    check_capture(&wire.0);
-    let c = bar.fabric().port().unwrap().counters();
-    println!("host: port counters {c:?}");
-    assert_eq!(c.drops.total(), 0, "{c:?}");
+    judge_wire(&bar, &wire);
 }
