@@ -22,6 +22,9 @@
 //! scheduler TEID (spec ice-lan-for-rdma §2.13); and LAG/bonding fields
 //! (ignored, §3.1).
 
+use core::error::Error;
+use core::fmt::{self, Display, Formatter};
+
 /// The RDMA transport the function runs (iidc `rdma_protocol`: bit 0 iWARP,
 /// bit 1 RoCEv2; spec ice-lan-for-rdma §3.1).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -285,6 +288,33 @@ pub trait LanOps {
     /// ice-lan-for-rdma §3.2).
     fn request_reset(&mut self);
 }
+
+// `Display` and `core::error::Error` for the errors above, each a short
+// lower-case phrase with a wrapped error's own message after a colon (and
+// as its `source`); see `crate::error` (issue #29: beside their layer).
+
+crate::error::phrases!(LanInfoError {
+    LanInfoError::BadPfId => "PF id beyond the 3-bit PF_FUNC_RID field",
+    LanInfoError::BadVsi => "VSI number beyond the 10-bit hardware field",
+    LanInfoError::UnsupportedGeneration => "not an RDMA GEN_2 function",
+    LanInfoError::NotPrivileged => "the function is not privileged (VF)",
+    LanInfoError::BadQos => "traffic-class count or UP-to-TC map unusable",
+    LanInfoError::BadMac => "MAC address is multicast or zero",
+    LanInfoError::BadMtu => "MTU outside 576..=9728",
+});
+
+impl Display for LanError {
+    fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
+        match self {
+            LanError::Command(code) => write!(f, "LAN admin-queue command failed with code {code}"),
+            LanError::NoResources => f.write_str("LAN side has no resources left"),
+            LanError::NotReady => f.write_str("LAN side not ready"),
+            LanError::InUse => f.write_str("the RDMA device still uses it"),
+        }
+    }
+}
+
+impl Error for LanError {}
 
 #[cfg(test)]
 mod tests {

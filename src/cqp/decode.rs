@@ -2,6 +2,8 @@
 //! buffers, AEQEs. They take plain word arrays, cannot panic, and never trust
 //! a value to be in range.
 
+use core::error::Error;
+use core::fmt::{self, Display, Formatter};
 use irdma_hal::cqp::{aeqe, ccq, features, fpm_commit, fpm_query};
 
 use super::ctx::{HMC_APBVT, HMC_OBJ_COUNT, commit_word};
@@ -485,6 +487,31 @@ impl Aeqe {
         a
     }
 }
+
+// `Display` and `core::error::Error` for the errors above, each a short
+// lower-case phrase with a wrapped error's own message after a colon (and
+// as its `source`); see `crate::error` (issue #29: beside their layer).
+
+crate::error::phrases!(DecodeError {
+    DecodeError::Q1BlockSizeZero => "FPM buffer: Q1 block size is 0",
+    DecodeError::XfBlockSizeZero => "FPM buffer: XF block size is 0",
+    DecodeError::RrfBlockSizeZero => "FPM buffer: RRF block size is 0",
+    DecodeError::OoiscfBlockSizeZero => "FPM buffer: OOISCF block size is 0",
+    DecodeError::Overflow => "FPM buffer: base + count x size overflows",
+});
+
+impl Display for FeaturesError {
+    fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
+        match self {
+            FeaturesError::TooFew(n) => write!(f, "RDMA features: {n} entries, need at least 2"),
+            FeaturesError::BufferTooSmall { needed } => {
+                write!(f, "RDMA features: buffer too small, {needed} entries needed")
+            }
+        }
+    }
+}
+
+impl Error for FeaturesError {}
 
 #[cfg(test)]
 mod tests {

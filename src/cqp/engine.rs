@@ -13,6 +13,8 @@
 //! (CCQ); ctrl.c: irdma_sc_cqp_init, irdma_sc_cqp_create,
 //! irdma_sc_cqp_post_sq, irdma_cqp_poll_registers, irdma_sc_ccq_get_cqe_info.
 
+use core::error::Error;
+use core::fmt::{self, Display, Formatter};
 use core::marker::PhantomData;
 use core::time::Duration;
 
@@ -1145,3 +1147,49 @@ impl<H: Hal, B: Bar> Drop for Cqp<H, B> {
 
 #[cfg(test)]
 mod tests;
+
+// `Display` and `core::error::Error` for the errors above, each a short
+// lower-case phrase with a wrapped error's own message after a colon (and
+// as its `source`); see `crate::error` (issue #29: beside their layer).
+
+impl Display for CqpError {
+    fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
+        match self {
+            CqpError::Encode(e) => write!(f, "CQP command refused: {e}"),
+            CqpError::Dma(e) => write!(f, "CQP memory: {e}"),
+            CqpError::Timeout { what } => write!(f, "CQP timed out waiting for {what}"),
+            CqpError::CreateFailed { major, minor } => {
+                write!(f, "CQP create failed (major {major:#x}, minor {minor:#x})")
+            }
+            CqpError::OpFailed { opcode, major, minor } => {
+                write!(f, "CQP op {opcode:#x} failed (major {major:#x}, minor {minor:#x})")
+            }
+            CqpError::RingFull => f.write_str("CQP ring full"),
+            CqpError::Busy => f.write_str("CQP busy (one command at a time before the CCQ)"),
+            CqpError::Protocol { what } => write!(f, "CQP protocol violation: {what}"),
+            CqpError::WrongBuffer => {
+                f.write_str("result asked for a buffer the command did not name")
+            }
+            CqpError::BadFpmBuffer(e) => write!(f, "CQP: {e}"),
+            CqpError::BadFeatures(e) => write!(f, "CQP: {e}"),
+            CqpError::NeedsReset => {
+                f.write_str("the function needs a reset before the CQP is used again")
+            }
+            CqpError::DeviceGone => {
+                f.write_str("the device is gone (registers read all-ones: surprise removal)")
+            }
+        }
+    }
+}
+
+impl Error for CqpError {
+    fn source(&self) -> Option<&(dyn Error + 'static)> {
+        match self {
+            CqpError::Encode(e) => Some(e),
+            CqpError::Dma(e) => Some(e),
+            CqpError::BadFpmBuffer(e) => Some(e),
+            CqpError::BadFeatures(e) => Some(e),
+            _ => None,
+        }
+    }
+}

@@ -22,6 +22,8 @@ pub mod decode;
 pub mod engine;
 mod names;
 
+use core::error::Error;
+use core::fmt::{self, Display, Formatter};
 use irdma_hal::Field;
 
 pub use crate::error::Phrase;
@@ -102,3 +104,22 @@ pub(crate) fn fit(f: Field, v: u64, name: FieldName) -> Result<u64, EncodeError>
 pub(crate) fn flag(f: Field, on: bool) -> u64 {
     if on { f.mask() } else { 0 }
 }
+
+// `Display` and `core::error::Error` for the errors above, each a short
+// lower-case phrase with a wrapped error's own message after a colon (and
+// as its `source`); see `crate::error` (issue #29: beside their layer).
+
+impl Display for EncodeError {
+    fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
+        // One format for both width and maximum refusals.
+        match (self, self.too_wide()) {
+            (_, Some((field, value, max))) => {
+                write!(f, "{field} = {value:#x} does not fit its field (max {max:#x})")
+            }
+            (EncodeError::Invalid { what }, None) => write!(f, "invalid command input: {what}"),
+            (EncodeError::TooWide { .. } | EncodeError::AboveMax { .. }, None) => Ok(()),
+        }
+    }
+}
+
+impl Error for EncodeError {}

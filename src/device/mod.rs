@@ -24,6 +24,8 @@
 mod hmc;
 mod quarantine;
 
+use core::error::Error;
+use core::fmt::{self, Display, Formatter};
 use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use core::time::Duration;
 
@@ -1707,5 +1709,105 @@ impl<H: Hal, B: Bar + Clone> Drop for Device<H, B> {
         // A quarantine left non-empty is leaked on purpose (`Quarantine`'s
         // `Drop` forgets its buffers).
         let _ = self.teardown(None, false);
+    }
+}
+
+// `Display` and `core::error::Error` for the errors above, each a short
+// lower-case phrase with a wrapped error's own message after a colon (and
+// as its `source`); see `crate::error` (issue #29: beside their layer).
+
+impl Display for ProbeStep {
+    fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            ProbeStep::LanInfo => "LAN information",
+            ProbeStep::FirmwareReady => "firmware ready",
+            ProbeStep::DoorbellSize => "doorbell size",
+            ProbeStep::CqpCreate => "CQP create",
+            ProbeStep::QueryFeatures => "QUERY_RDMA_FEATURES",
+            ProbeStep::QueryFpm => "QUERY_FPM_VAL",
+            ProbeStep::SizeHmc => "HMC sizing",
+            ProbeStep::CommitFpm => "COMMIT_FPM_VAL",
+            ProbeStep::BackHmc => "HMC backing",
+            ProbeStep::ShmcPagesAllocated => "SHMC_PAGES_ALLOCATED",
+            ProbeStep::CreateCcq => "CCQ create",
+            ProbeStep::CreateCeq => "CEQ create",
+            ProbeStep::PblePool => "PBLE pool",
+            ProbeStep::CreateAeq => "AEQ create",
+            ProbeStep::WorkScheduler => "work-scheduler tree",
+            ProbeStep::Resources => "resource tables",
+            ProbeStep::RdmaFilter => "RDMA filter",
+        })
+    }
+}
+
+impl Display for ProbeCause {
+    fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
+        match self {
+            ProbeCause::Cqp(e) => e.fmt(f),
+            ProbeCause::Dma(e) => e.fmt(f),
+            ProbeCause::FirmwareNotReady([a, b, c]) => {
+                write!(f, "firmware not ready (CPUSTATUS {a:#x} {b:#x} {c:#x})")
+            }
+            ProbeCause::DoorbellDisabled(v) => write!(f, "doorbells disabled (PE_DB_SIZE {v:#x})"),
+            ProbeCause::Decode(e) => e.fmt(f),
+            ProbeCause::Hmc(e) => e.fmt(f),
+            ProbeCause::Pble(e) => e.fmt(f),
+            ProbeCause::Lan(e) => e.fmt(f),
+            ProbeCause::LanOp(e) => e.fmt(f),
+            ProbeCause::Ids(e) => e.fmt(f),
+            ProbeCause::Capacity => f.write_str("more SDs than the driver tracks"),
+        }
+    }
+}
+
+impl Error for ProbeCause {
+    fn source(&self) -> Option<&(dyn Error + 'static)> {
+        match self {
+            ProbeCause::Cqp(e) => Some(e),
+            ProbeCause::Dma(e) => Some(e),
+            ProbeCause::Decode(e) => Some(e),
+            ProbeCause::Hmc(e) => Some(e),
+            ProbeCause::Pble(e) => Some(e),
+            ProbeCause::Lan(e) => Some(e),
+            ProbeCause::LanOp(e) => Some(e),
+            ProbeCause::Ids(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+impl Display for ProbeError {
+    fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
+        write!(f, "probe failed at {}: {}", self.step, self.cause)
+    }
+}
+
+impl Error for ProbeError {
+    fn source(&self) -> Option<&(dyn Error + 'static)> {
+        Some(&self.cause)
+    }
+}
+
+impl Display for CloseError {
+    fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
+        match self {
+            CloseError::Cqp(e) => write!(f, "teardown not clean: {e}"),
+            CloseError::Lan(e) => write!(f, "teardown not clean: {e}"),
+            CloseError::Quarantined(q) => write!(
+                f,
+                "teardown kept {} bytes in {} buffers and {} ids the device may own (needs a reset)",
+                q.bytes, q.buffers, q.ids
+            ),
+        }
+    }
+}
+
+impl Error for CloseError {
+    fn source(&self) -> Option<&(dyn Error + 'static)> {
+        match self {
+            CloseError::Cqp(e) => Some(e),
+            CloseError::Lan(e) => Some(e),
+            CloseError::Quarantined(_) => None,
+        }
     }
 }

@@ -23,6 +23,8 @@
 //! * ARQ: events from next_to_clean up to ARQH are copied out, the slot is
 //!   re-armed and ARQT = the index just cleaned (ice_clean_rq_elem).
 
+use core::error::Error;
+use core::fmt::{self, Display, Formatter};
 use core::time::Duration;
 
 use irdma_hal::barrier;
@@ -709,3 +711,46 @@ impl<H: Hal, B: Bar> Drop for AdminQueue<H, B> {
 
 #[cfg(test)]
 mod tests;
+
+// `Display` and `core::error::Error` for the errors above, each a short
+// lower-case phrase with a wrapped error's own message after a colon (and
+// as its `source`); see `crate::error` (issue #29: beside their layer).
+
+impl Display for AqError {
+    fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
+        match self {
+            AqError::BadConfig => f.write_str("admin-queue ring or buffer size out of range"),
+            AqError::Dma(e) => write!(f, "admin-queue ring memory: {e}"),
+            AqError::RegisterReadback => f.write_str("admin-queue base address did not read back"),
+            AqError::NotRunning => f.write_str("admin queue not running"),
+            AqError::BadBuffer => f.write_str("admin-queue buffer empty or larger than a slot"),
+            AqError::ResetOngoing => f.write_str("admin-queue command refused: reset in progress"),
+            AqError::HeadOutOfRange(h) => write!(f, "admin-queue head {h} beyond the ring"),
+            AqError::RingFull => f.write_str("admin queue full"),
+            AqError::Timeout { opcode, critical: true } => {
+                write!(f, "admin command {opcode:#06x} timed out; firmware critical error")
+            }
+            AqError::Timeout { opcode, critical: false } => {
+                write!(f, "admin command {opcode:#06x} timed out")
+            }
+            AqError::Firmware { opcode, code } => {
+                write!(f, "admin command {opcode:#06x} failed: {} ({code})", rc::name(*code))
+            }
+            AqError::ResponseTooLong { datalen, capacity } => {
+                write!(f, "admin response of {datalen} bytes exceeds the {capacity}-byte buffer")
+            }
+            AqError::EventError { opcode, code } => {
+                write!(f, "admin event {opcode:#06x} carried error {} ({code})", rc::name(*code))
+            }
+        }
+    }
+}
+
+impl Error for AqError {
+    fn source(&self) -> Option<&(dyn Error + 'static)> {
+        match self {
+            AqError::Dma(e) => Some(e),
+            _ => None,
+        }
+    }
+}

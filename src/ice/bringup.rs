@@ -64,6 +64,8 @@
 //! * 14 (address resolution): outside this layer (ARP entries are the
 //!   caller's).
 
+use core::error::Error;
+use core::fmt::{self, Display, Formatter};
 use core::time::Duration;
 
 use irdma_hal::dma::wait_until;
@@ -906,5 +908,44 @@ impl<H: Hal, B: Bar + Clone> E810<H, B> {
         r.map_err(|_| {
             BringUpError::Command(Step::Probe, CmdError::BadResponse("RDMA close failed"))
         })
+    }
+}
+
+// `Display` and `core::error::Error` for the errors above, each a short
+// lower-case phrase with a wrapped error's own message after a colon (and
+// as its `source`); see `crate::error` (issue #29: beside their layer).
+
+impl Display for BringUpError {
+    fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
+        match self {
+            BringUpError::ResetTimeout(step) => {
+                write!(f, "PF bring-up: wait timed out at {step:?}")
+            }
+            BringUpError::FirmwareRecovery => f.write_str("PF bring-up: firmware in recovery mode"),
+            BringUpError::Command(step, e) => write!(f, "PF bring-up at {step:?}: {e}"),
+            BringUpError::RdmaDisabled => {
+                f.write_str("PF bring-up: RDMA disabled (no capability or more than 4 PFs)")
+            }
+            BringUpError::NoDdpPackage => {
+                f.write_str("PF bring-up: no DDP package active and none supplied")
+            }
+            BringUpError::NoMac => f.write_str("PF bring-up: firmware reports no LAN MAC"),
+            BringUpError::LinkDown => f.write_str("PF bring-up: link stayed down"),
+            BringUpError::BadOptions(why) => write!(f, "PF bring-up options refused: {why}"),
+            BringUpError::MsixOutOfRange { available } => {
+                write!(f, "PF bring-up: MSI-X vectors beyond the function's {available}")
+            }
+            BringUpError::Probe(e) => write!(f, "PF bring-up: RDMA probe failed: {e}"),
+        }
+    }
+}
+
+impl Error for BringUpError {
+    fn source(&self) -> Option<&(dyn Error + 'static)> {
+        match self {
+            BringUpError::Command(_, e) => Some(e),
+            BringUpError::Probe(e) => Some(e),
+            _ => None,
+        }
     }
 }

@@ -7,6 +7,8 @@
 //! into the indirect buffer, as in the spec's tables (computed there from
 //! ice_adminq_cmd.h).
 
+use core::error::Error;
+use core::fmt::{self, Display, Formatter};
 use irdma_hal::{Bar, Hal};
 
 use super::aq::{AdminQueue, AqError};
@@ -1336,6 +1338,37 @@ pub fn read_pause_cfg<B: Bar>(bar: &B) -> (u16, u16) {
         bar.read32(PRTMAC_TX_PAUSE_QUANTA_8) as u16,
         bar.read32(PRTMAC_TX_PAUSE_REFRESH_TIMER_8) as u16,
     )
+}
+
+// `Display` and `core::error::Error` for the errors above, each a short
+// lower-case phrase with a wrapped error's own message after a colon (and
+// as its `source`); see `crate::error` (issue #29: beside their layer).
+
+impl Display for CmdError {
+    fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
+        match self {
+            CmdError::Aq(e) => write!(f, "admin command failed: {e}"),
+            CmdError::Invalid(why) => write!(f, "admin command refused: {why}"),
+            CmdError::BadResponse(why) => write!(f, "firmware answer unusable: {why}"),
+            CmdError::TcFull => f.write_str("scheduler TC node has no room for more children"),
+            CmdError::InUse => f.write_str("a live RDMA device holds the VSI"),
+            CmdError::Exists => f.write_str("the rule already forwards to this VSI"),
+            CmdError::NotFound => f.write_str("firmware has no such switch rule or list"),
+            CmdError::TableFull => f.write_str("the driver's filter table is full"),
+            CmdError::ApiTooNew { major, minor } => {
+                write!(f, "firmware AQ API {major}.{minor} is newer than 1.x")
+            }
+        }
+    }
+}
+
+impl Error for CmdError {
+    fn source(&self) -> Option<&(dyn Error + 'static)> {
+        match self {
+            CmdError::Aq(e) => Some(e),
+            _ => None,
+        }
+    }
 }
 
 #[cfg(test)]

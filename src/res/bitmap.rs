@@ -304,6 +304,19 @@ pub const MAX_PDS: u32 = 262_144;
 /// (type.h: IRDMA_MAX_WS_NODES; spec control-path §4.3.20).
 pub const MAX_WS_NODES: u32 = 0x3FF;
 
+// `Display` and `core::error::Error` for the errors above, each a short
+// lower-case phrase with a wrapped error's own message after a colon (and
+// as its `source`); see `crate::error` (issue #29: beside their layer).
+
+crate::error::phrases!(IdError {
+    IdError::Exhausted => "every id is in use",
+    IdError::OutOfRange => "id beyond the table's capacity",
+    IdError::NotAllocated => "free of an id that is not allocated",
+    IdError::Reserved => "the id is reserved",
+    IdError::AlreadyAllocated => "the id is already in use",
+    IdError::BadCapacity => "id table capacity unusable",
+});
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -17,6 +17,8 @@
 use super::pble::{PD_PAGE_SIZE, PbleLayout, SD_SIZE, SdKind};
 use super::profile::Profile;
 use crate::lan::Protocol;
+use core::error::Error;
+use core::fmt::{self, Display, Formatter};
 
 /// Number of HMC object types on GEN_2 (hmc.h: enum irdma_hmc_rsrc_type).
 pub const HMC_OBJ_COUNT: usize = 21;
@@ -723,6 +725,30 @@ impl Iterator for NewSds<'_> {
         None
     }
 }
+
+// `Display` and `core::error::Error` for the errors above, each a short
+// lower-case phrase with a wrapped error's own message after a colon (and
+// as its `source`); see `crate::error` (issue #29: beside their layer).
+
+impl Display for HmcError {
+    fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
+        match self {
+            HmcError::ZeroQ1BlockSize => f.write_str("Q1 block size is 0"),
+            HmcError::ZeroXfBlockSize => f.write_str("XF block size is 0"),
+            HmcError::ZeroRrfBlockSize => f.write_str("RRF block size is 0"),
+            HmcError::ZeroOoiscfBlockSize => f.write_str("OOISCF block size is 0"),
+            HmcError::NoQps => f.write_str("no QPs offered or asked for"),
+            HmcError::DoesNotFit { needed, available } => {
+                write!(f, "HMC objects need {needed} SDs, {available} available")
+            }
+            HmcError::Overflow => f.write_str("HMC count or FPM address overflows"),
+            HmcError::Overlap(a, b) => write!(f, "HMC objects {a:?} and {b:?} overlap"),
+            HmcError::Misaligned(o) => write!(f, "HMC object {o:?} base not 512-byte aligned"),
+        }
+    }
+}
+
+impl Error for HmcError {}
 
 #[cfg(test)]
 mod tests {

@@ -849,6 +849,20 @@ fn overlaps(a: PbleRun, b: PbleRun) -> bool {
     a.first < be && b.first < ae
 }
 
+// `Display` and `core::error::Error` for the errors above, each a short
+// lower-case phrase with a wrapped error's own message after a colon (and
+// as its `source`); see `crate::error` (issue #29: beside their layer).
+
+crate::error::phrases!(PbleError {
+    PbleError::ZeroEntries => "a PBL of zero entries",
+    PbleError::TooLarge => "more PBL entries than any allowed level holds",
+    PbleError::NoSpace => "PBLE pool exhausted or too fragmented",
+    PbleError::TooManyRuns => "PBLE run table full",
+    PbleError::LeafBufferTooSmall => "level-2 leaf buffer too small",
+    PbleError::NotAllocated => "free of a PBLE run that is not allocated",
+    PbleError::BadLayout => "PBLE object range from the commit is unusable",
+});
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -14,6 +14,8 @@
 //! byte, so an rkey handed out before differs from the current one for the
 //! next 255 registrations of the same index.
 
+use core::error::Error;
+use core::fmt::{self, Display, Formatter};
 use core::sync::atomic::{AtomicU16, Ordering};
 use core::time::Duration;
 
@@ -302,6 +304,35 @@ pub const fn key_seed(entropy: u8, identity: &[u8]) -> u8 {
     }
     h
 }
+
+// `Display` and `core::error::Error` for the errors above, each a short
+// lower-case phrase with a wrapped error's own message after a colon (and
+// as its `source`); see `crate::error` (issue #29: beside their layer).
+
+impl Display for StagError {
+    fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
+        match self {
+            StagError::Id(e) => write!(f, "STag index: {e}"),
+            StagError::StaleKey => f.write_str("stale or forged STag key"),
+        }
+    }
+}
+
+impl Error for StagError {
+    fn source(&self) -> Option<&(dyn Error + 'static)> {
+        match self {
+            StagError::Id(e) => Some(e),
+            StagError::StaleKey => None,
+        }
+    }
+}
+
+crate::error::phrases!(AccessError {
+    AccessError::RemoteAtomic => "remote atomic access is not supported on E810",
+    AccessError::MwBind => "memory-window bind access is not supported",
+    AccessError::RemoteWriteNeedsLocalWrite => "remote write requires local write",
+    AccessError::UnknownFlags => "unknown access flag bits",
+});
 
 #[cfg(test)]
 mod tests {

@@ -5,6 +5,8 @@
 //! Exceeding them is [`RwError::NoCapacity`], where Linux's kzalloc would
 //! fail. SINGLE and IOVA contexts use neither array (Linux embeds them too).
 
+use core::error::Error;
+use core::fmt::{self, Display, Formatter};
 use core::ptr::NonNull;
 
 use irdma_hal::{BufferDirection, Hal, PhysAddr};
@@ -1379,4 +1381,26 @@ fn window_push<'a>(
         let _ = buf.push(*wr);
     }
     *idx += 1;
+}
+
+// `Display` and `core::error::Error` for the errors above, each a short
+// lower-case phrase with a wrapped error's own message after a colon (and
+// as its `source`); see `crate::error` (issue #29: beside their layer).
+
+impl<E: Display> Display for RwPostError<E> {
+    fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
+        match self {
+            RwPostError::Rw(e) => e.fmt(f),
+            RwPostError::Post { bad, err } => write!(f, "chain WR {bad} not posted: {err}"),
+        }
+    }
+}
+
+impl<E: Error + 'static> Error for RwPostError<E> {
+    fn source(&self) -> Option<&(dyn Error + 'static)> {
+        match self {
+            RwPostError::Rw(e) => Some(e),
+            RwPostError::Post { err, .. } => Some(err),
+        }
+    }
 }

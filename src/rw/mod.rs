@@ -31,6 +31,9 @@
 //! 7. an integrity QP is refused ([`RwError::IntegrityUnsupported`]) as
 //!    `ib_create_named_qp` refuses it on E810 (no integrity handover).
 
+use core::error::Error;
+use core::fmt::{self, Display, Formatter};
+
 mod ctx;
 mod pool;
 #[cfg(test)]
@@ -467,3 +470,29 @@ pub fn rdma_rw_cleanup_mrs<const N: usize, const P: usize>(
 ) -> Result<(), RwError> {
     pool.cleanup(out)
 }
+
+// `Display` and `core::error::Error` for the errors above, each a short
+// lower-case phrase with a wrapped error's own message after a colon (and
+// as its `source`); see `crate::error` (issue #29: beside their layer).
+
+impl Display for RwError {
+    fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
+        match self {
+            RwError::NothingToTransfer => f.write_str("nothing to transfer after the offset"),
+            RwError::InvalidArgument => f.write_str("invalid rdma_rw argument"),
+            RwError::MapFailed => f.write_str("buffer could not be shared with the device"),
+            RwError::NoCapacity => f.write_str("context storage or output slice too small"),
+            RwError::PoolEmpty => f.write_str("MR pool empty"),
+            RwError::Busy => f.write_str("context already initialised"),
+            RwError::WrongContext => f.write_str("context not initialised or of the other kind"),
+            RwError::IntegrityUnsupported => f.write_str("integrity offload not supported on E810"),
+            RwError::Iova(e) => write!(f, "IOVA mapper failed ({e})"),
+            RwError::WrongPool => f.write_str("context holds MRs of another MR pool"),
+            RwError::StaleMr => {
+                f.write_str("stale MR entry: the MR was returned or handed out again")
+            }
+        }
+    }
+}
+
+impl Error for RwError {}

@@ -695,3 +695,19 @@ fn sq_replay<S: SendQueue>(qp: &mut QpUk<'_, S>) -> Option<(u8, super::sq::SqWrT
         }
     }
 }
+
+// `Display` and `core::error::Error` for the errors above, each a short
+// lower-case phrase with a wrapped error's own message after a colon (and
+// as its `source`); see `crate::error` (issue #29: beside their layer).
+
+crate::error::phrases!(CqConfigError {
+    CqConfigError::BadSize => "CQ size below 2 or above 2^21 entries",
+    CqConfigError::MemoryTooSmall => "CQ ring or shadow memory too small",
+});
+
+crate::error::phrases!(PollError {
+    PollError::Empty => "no new completion",
+    PollError::Drained => "a flush completion for an already drained queue",
+    PollError::NoQp => "a completion of an unknown QP or WQE was dropped",
+    PollError::Unlisted => "the next completion belongs to a QP the caller did not pass",
+});

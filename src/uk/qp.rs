@@ -1,6 +1,8 @@
 //! A QP's data-path half (SQ + RQ + completion context) and the verbs-level
 //! entry points: `post_send`, `post_recv`, `poll_cq`, `req_notify_cq`.
 
+use core::error::Error;
+use core::fmt::{self, Display, Formatter};
 use irdma_hal::Bar;
 
 use super::cq::{CompStatus, CqPollInfo, CqRing, Fast, PollError, QueueType, flush_code};
@@ -808,4 +810,32 @@ pub(crate) fn poll_cq_general<'q, S: SendQueue, L: QpLookup<'q, S> + ?Sized>(
 /// next completion (spec data-path §5.7).
 pub fn req_notify_cq(cq: &mut CqRing<'_>, bar: &impl Bar, solicited_only: bool) {
     cq.request_notification(bar, solicited_only);
+}
+
+// `Display` and `core::error::Error` for the errors above, each a short
+// lower-case phrase with a wrapped error's own message after a colon (and
+// as its `source`); see `crate::error` (issue #29: beside their layer).
+
+impl Display for PostSendError {
+    fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
+        write!(f, "send WR {} not posted: {}", self.bad_wr, self.kind)
+    }
+}
+
+impl Error for PostSendError {
+    fn source(&self) -> Option<&(dyn Error + 'static)> {
+        Some(&self.kind)
+    }
+}
+
+impl Display for PostRecvError {
+    fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
+        write!(f, "receive WR {} not posted: {}", self.bad_wr, self.kind)
+    }
+}
+
+impl Error for PostRecvError {
+    fn source(&self) -> Option<&(dyn Error + 'static)> {
+        Some(&self.kind)
+    }
 }

@@ -266,6 +266,23 @@ unsafe impl Send for Rq<'_> {}
 // meanwhile (see `Rq::wr_id`).
 unsafe impl Sync for Rq<'_> {}
 
+// `Display` and `core::error::Error` for the errors above, each a short
+// lower-case phrase with a wrapped error's own message after a colon (and
+// as its `source`); see `crate::error` (issue #29: beside their layer).
+
+crate::error::phrases!(RqError {
+    RqError::TooManySges => "more SGEs than the QP allows",
+    RqError::Full => "receive queue full",
+    RqError::InvalidField => "an SGE length does not fit the 31-bit fragment length",
+});
+
+crate::error::phrases!(RqConfigError {
+    RqConfigError::BadSize => "RQ size not a power of two in 2..=32768, or shift above 3",
+    RqConfigError::MemoryTooSmall => "RQ memory smaller than the ring",
+    RqConfigError::TrackingTooSmall => "RQ wr_id slice smaller than the ring",
+    RqConfigError::BadLimits => "RQ max_frags above 13 or above the WQE stride",
+});
+
 #[cfg(test)]
 mod tests {
     extern crate std;

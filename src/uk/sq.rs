@@ -1318,6 +1318,27 @@ unsafe impl Send for Sq<'_> {}
 // entries the consumer does not read, `Sq::split_consumer`).
 unsafe impl Sync for Sq<'_> {}
 
+// `Display` and `core::error::Error` for the errors above, each a short
+// lower-case phrase with a wrapped error's own message after a colon (and
+// as its `source`); see `crate::error` (issue #29: beside their layer).
+
+crate::error::phrases!(SqError {
+    SqError::TooManySges => "more SGEs than the QP allows",
+    SqError::InlineTooLong => "inline payload longer than the QP's max_inline_data",
+    SqError::InlineNotEnabled => "inline requested on a QP without inline support",
+    SqError::ImmNotAllowed => "immediate data on an operation that cannot carry it",
+    SqError::InvalidField => "a value does not fit its WQE field",
+    SqError::Full => "send queue full",
+    SqError::Unsupported => "operation not supported on E810",
+});
+
+crate::error::phrases!(SqConfigError {
+    SqConfigError::BadSize => "SQ size not a power of two in 8..=32768 quanta",
+    SqConfigError::MemoryTooSmall => "SQ memory smaller than the ring",
+    SqConfigError::TrackingTooSmall => "SQ tracking slice smaller than the ring",
+    SqConfigError::BadLimits => "SQ max_frags above 13 or max_inline above 101",
+});
+
 #[cfg(test)]
 mod tests {
     extern crate std;

@@ -43,6 +43,8 @@ pub use wq::{Wq, WqInitAttr, WqType};
 
 pub(crate) use cq::destroy_cmd as destroy_cq_cmd;
 
+use core::error::Error;
+use core::fmt::{self, Display, Formatter};
 use irdma_hal::{Bar, DmaError, Hal};
 
 use crate::Phrase;
@@ -449,4 +451,59 @@ pub(crate) unsafe fn static_view<H: Hal>(
     // `bytes` bytes while the caller keeps `dma` alive (this function's
     // contract); only atomic qword accesses are made through the view.
     Some(unsafe { crate::uk::QueueMem::from_raw(base, bytes / 8) })
+}
+
+// `Display` and `core::error::Error` for the errors above, each a short
+// lower-case phrase with a wrapped error's own message after a colon (and
+// as its `source`); see `crate::error` (issue #29: beside their layer).
+
+impl Display for Quantity {
+    fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl PartialEq<&str> for Quantity {
+    fn eq(&self, other: &&str) -> bool {
+        self.name() == *other
+    }
+}
+
+impl Display for VerbsError {
+    fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
+        match self {
+            VerbsError::Cqp(e) => e.fmt(f),
+            VerbsError::Dma(e) => e.fmt(f),
+            VerbsError::Id(e) => e.fmt(f),
+            VerbsError::Stag(e) => e.fmt(f),
+            VerbsError::Pble(e) => e.fmt(f),
+            VerbsError::Access(e) => e.fmt(f),
+            VerbsError::AboveLimit { what, requested, max } => {
+                write!(f, "{what} {requested} above the device limit {max}")
+            }
+            VerbsError::TooLong { length } => {
+                let max = crate::verbs::MAX_MR_SIZE;
+                write!(f, "length {length} above the device limit {max}")
+            }
+            VerbsError::Invalid { what } => write!(f, "invalid argument: {what}"),
+            VerbsError::InvalidState => f.write_str("not allowed in the QP's current state"),
+            VerbsError::Destroyed => f.write_str("the object was destroyed"),
+            VerbsError::Capacity => f.write_str("more PBLE SDs than the driver tracks"),
+            VerbsError::InUse { what, users } => write!(f, "{what}: {users} users left"),
+        }
+    }
+}
+
+impl Error for VerbsError {
+    fn source(&self) -> Option<&(dyn Error + 'static)> {
+        match self {
+            VerbsError::Cqp(e) => e.source(),
+            VerbsError::Dma(e) => e.source(),
+            VerbsError::Id(e) => e.source(),
+            VerbsError::Stag(e) => e.source(),
+            VerbsError::Pble(e) => e.source(),
+            VerbsError::Access(e) => e.source(),
+            _ => None,
+        }
+    }
 }

@@ -3,6 +3,8 @@
 //! through INIT/RTR/RTS/ERR/RESET (§7.4), DESTROY_QP, and the data path
 //! (`post_send`, `post_recv`) over [`crate::uk::QpUk`].
 
+use core::error::Error;
+use core::fmt::{self, Display, Formatter};
 use irdma_hal::{Bar, BufferDirection, Dma, Hal};
 
 use super::cq::Cq;
@@ -1362,6 +1364,57 @@ impl<H: Hal, B: Bar + Clone, S: SendQueue> Drop for Qp<'_, H, B, S> {
             self.dev.quarantine_ids(1);
             self.dev.bind_qp_cqs(self.id, None);
         }
+    }
+}
+
+// `Display` and `core::error::Error` for the errors above, each a short
+// lower-case phrase with a wrapped error's own message after a colon (and
+// as its `source`); see `crate::error` (issue #29: beside their layer).
+
+impl Display for PostErrorKind {
+    fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
+        match self {
+            PostErrorKind::Sq(e) => e.fmt(f),
+            PostErrorKind::Rq(e) => e.fmt(f),
+            PostErrorKind::Destroyed => f.write_str("the QP was destroyed"),
+            PostErrorKind::FastReg => f.write_str(
+                "the REG_MR WR does not name a live fast-register MR of this device within \
+                 the pages mapped for it",
+            ),
+            PostErrorKind::Busy => f.write_str("the QP's lock is held; not posted (would block)"),
+            PostErrorKind::DeviceGone => {
+                f.write_str("the device is gone (surprise removal); nothing posted")
+            }
+            PostErrorKind::CqDead => {
+                f.write_str("a CQ of the QP was reported unusable by the device; nothing posted")
+            }
+        }
+    }
+}
+
+impl Error for PostErrorKind {
+    fn source(&self) -> Option<&(dyn Error + 'static)> {
+        match self {
+            PostErrorKind::Sq(e) => Some(e),
+            PostErrorKind::Rq(e) => Some(e),
+            PostErrorKind::Destroyed
+            | PostErrorKind::FastReg
+            | PostErrorKind::Busy
+            | PostErrorKind::DeviceGone
+            | PostErrorKind::CqDead => None,
+        }
+    }
+}
+
+impl Display for PostError {
+    fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
+        write!(f, "WR {} not posted: {}", self.bad_wr, self.kind)
+    }
+}
+
+impl Error for PostError {
+    fn source(&self) -> Option<&(dyn Error + 'static)> {
+        Some(&self.kind)
     }
 }
 

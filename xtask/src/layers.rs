@@ -42,8 +42,9 @@ use crate::util::root;
 /// A new file that matches no entry fails the leg: place it here.
 ///
 /// Files sit where today's code puts them, not where they should end up:
-/// `error.rs` (the phrases) and `flight.rs` (the event types) are plain
-/// types even though they still reach up for the types they describe; a
+/// `error.rs` (the phrases; each error's `Display` lives beside the error)
+/// is a plain type, and so is `flight.rs` (the event types) even though it
+/// still reaches up for the types it describes; a
 /// facade `mod.rs` that only re-exports sits with the highest of its
 /// children; `cqp/mod.rs` holds `EncodeError`, so it is a wire encoding.
 /// The ring order inside `uk` is memory → SQ, RQ, CQ → QP (with the poll
