@@ -729,8 +729,7 @@ fn peer_vanishes_mid_transfer() {
     let mut sink = (0u64, 0u32);
     // rping's server loop (as in `peer_rping_driver_server`) until the peer
     // is gone
-    loop {
-        let Some(_) = wait(&mut live, &mut s, &mut p, WcOpcode::Recv) else { break };
+    while wait(&mut live, &mut s, &mut p, WcOpcode::Recv).is_some() {
         let a = r.bytes(RECVB, 16);
         let (addr, rkey, len) = (
             u64::from_be_bytes(a[..8].try_into().unwrap()),
