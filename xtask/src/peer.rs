@@ -140,6 +140,8 @@ struct Scenario {
     /// rping's `-S` on both sides (`RPING_SIZE` in the guest,
     /// `PEER_RPING_SIZE` on the host).
     size: u32,
+    /// How long the host side may run on after the guest powered off.
+    host_grace_s: u64,
 }
 
 /// rping with Linux as the server (`rping -s`): the driver connects through
@@ -155,6 +157,7 @@ const RPING_SERVER: Scenario = Scenario {
     size: 64,
     ipv6: false,
     vlan: 0,
+    host_grace_s: 15,
 };
 
 /// rping with Linux as the client (`rping -c -V -C 3`): the driver listens
@@ -170,6 +173,7 @@ const RPING_CLIENT: Scenario = Scenario {
     size: 64,
     ipv6: false,
     vlan: 0,
+    host_grace_s: 15,
 };
 
 const SCENARIOS: &[Scenario] = &[
@@ -183,6 +187,7 @@ const SCENARIOS: &[Scenario] = &[
         size: 64,
         ipv6: false,
         vlan: 0,
+        host_grace_s: 15,
     },
     RPING_SERVER,
     RPING_CLIENT,
@@ -215,6 +220,7 @@ const SCENARIOS: &[Scenario] = &[
         size: 64,
         ipv6: false,
         vlan: 0,
+        host_grace_s: 15,
     },
     Scenario {
         name: "rping-linux-server-ipv6",
@@ -288,6 +294,26 @@ const SCENARIOS: &[Scenario] = &[
         ipv6: false,
         vlan: 0,
         size: 64,
+        host_grace_s: 15,
+    },
+    Scenario {
+        name: "peer-vanishes",
+        what: "Linux `rping -c -V` to the driver powers off after 20 pings: every WR flushed once, all back",
+        // rping in the background (again while the host side is not up
+        // yet); after 20 pings the guest exits to init's `poweroff -f`: the
+        // kernel sends no DREQ, rxe no last ACK
+        linux: "(for i in 1 2 3 4 5 6 7 8 9 10; do rping -c -a $MODEL_ADDR -S $RPING_SIZE -V -v -C 1000000 >>/tmp/o 2>&1; sleep 1; done) & \
+                i=0; while n=$(grep -c 'ping data' /tmp/o 2>/dev/null); [ \"${n:-0}\" -lt 20 ] && [ $i -lt 1200 ]; do sleep 0.1; i=$((i + 1)); done; \
+                tail -n 2 /tmp/o; echo \"peer vanishes after ${n:-0} pings\"; [ \"${n:-0}\" -ge 20 ]",
+        host_test: "peer_vanishes_mid_transfer",
+        result: &["peer vanishes", "ping data", "cma event", "rping", "data mismatch", "wait for"],
+        mtu: 1500,
+        ipv6: false,
+        vlan: 0,
+        size: 64,
+        // the driver's DREQ to the vanished peer: Linux's REQ asks for
+        // 15 retries of ~4.3 s (cma.c CMA_MAX_CM_RETRIES, CMA_CM_RESPONSE_TIMEOUT)
+        host_grace_s: 150,
     },
 ];
 
@@ -702,7 +728,7 @@ fn run(name: &str) -> Result<i32, String> {
     let limit = Duration::from_secs(240);
     let guest_st = wait(&mut guest, t0 + limit);
     let guest_wall = t0.elapsed();
-    let host_st = wait(&mut host, Instant::now() + Duration::from_secs(15));
+    let host_st = wait(&mut host, Instant::now() + Duration::from_secs(sc.host_grace_s));
     let log = std::fs::read_to_string(&serial).unwrap_or_default();
     let mut exit = None;
     for l in log.lines() {
