@@ -9,6 +9,15 @@ use e2e_common::*;
 use irdma::verbs::{WqInitAttr, WqType};
 use mock_bar::device::QueueMem;
 
+/// The QPs these tests create: a few one-SGE WRs each way.
+const CAP: QpCap = QpCap {
+    max_send_wr: 16,
+    max_recv_wr: 16,
+    max_send_sge: 1,
+    max_recv_sge: 1,
+    max_inline_data: 0,
+};
+
 /// Bytes of the ring `create_cq(4)` makes: (4 + 1) × 2 entries of 32 bytes.
 const RING4: usize = 10 * 32;
 
@@ -67,13 +76,7 @@ fn a_cq_refuses_a_shared_qp_of_another_device() {
         let mut ca = da.create_cq(64).unwrap();
         let ca2 = da.create_cq(64).unwrap();
         let cb = db.create_cq(64).unwrap();
-        let cap = QpCap {
-            max_send_wr: 16,
-            max_recv_wr: 16,
-            max_send_sge: 1,
-            max_recv_sge: 1,
-            max_inline_data: 0,
-        };
+        let cap = CAP;
         let mut qa = shared_qp(&da, &pa, &ca, cap);
         let mut qa2 = shared_qp(&da, &pa, &ca2, cap);
         let mut qb = shared_qp(&db, &pb, &cb, cap);
@@ -148,13 +151,7 @@ fn objects_of_another_device_are_refused_at_create() {
         let (pa, pb) = (da.alloc_pd().unwrap(), db.alloc_pd().unwrap());
         let (ca, cb) = (da.create_cq(16).unwrap(), db.create_cq(16).unwrap());
         let usage = da.resource_usage();
-        let cap = QpCap {
-            max_send_wr: 4,
-            max_recv_wr: 4,
-            max_send_sge: 1,
-            max_recv_sge: 1,
-            max_inline_data: 0,
-        };
+        let cap = CAP;
         let invalid = |e: VerbsError, what: &str| match e {
             VerbsError::Invalid { what: w } => assert_eq!(w.as_str(), what),
             other => panic!("{what}: {other:?}"),

@@ -832,8 +832,11 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
     }
 }
 
-/// [`Qp::refuse_in_error`] for any QP flavour (a shared QP's lock-free
-/// post asks it too).
+/// A post to a QP in error is refused when nothing posted could ever run:
+/// the device is gone, or one of the QP's CQs is dead (otherwise the WRs
+/// are taken and complete through the software flush). For any QP flavour
+/// (a shared QP's lock-free post asks it too); out of line: the error path
+/// only.
 #[inline(never)]
 pub(super) fn refuse_in_error<H: Hal, B: Bar + Clone>(
     dev: &Device<H, B>,
@@ -924,7 +927,7 @@ impl<'d, H: Hal, B: Bar + Clone, S: SendQueue> Qp<'d, H, B, S> {
         }
         self.sync_error();
         if self.uk.in_error() {
-            self.refuse_in_error()?;
+            refuse_in_error(self.dev, self.id)?;
         }
         if let Some(c) = self.compl {
             c.link.rq_begin(&mut self.uk.rq);
@@ -938,15 +941,6 @@ impl<'d, H: Hal, B: Bar + Clone, S: SendQueue> Qp<'d, H, B, S> {
             bad_wr,
             kind: PostErrorKind::Rq(kind),
         })
-    }
-
-    /// A post to this QP, which is in error, is refused when nothing posted
-    /// could ever run: the device is gone, or one of the QP's CQs is dead.
-    /// (Otherwise the WRs are taken and complete through the software
-    /// flush.) Out of line: the error path only.
-    #[inline(never)]
-    fn refuse_in_error(&self) -> Result<(), PostError> {
-        refuse_in_error(self.dev, self.id)
     }
 
     /// Completes, with `WrFlushErr`, the outstanding WRs of this QP's queues
@@ -1264,7 +1258,7 @@ impl<H: Hal, B: Bar + Clone> Qp<'_, H, B> {
         // A gone device or a dead CQ puts the QP in error (`sync_error`):
         // more loads only then, none on the posting path of a healthy QP.
         if self.uk.in_error() {
-            self.refuse_in_error()?;
+            refuse_in_error(self.dev, self.id)?;
         }
         // REG_MR WRs are checked against the device's fast-register records
         // (only they pay); the WRs before a refused one are posted.

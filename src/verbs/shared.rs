@@ -330,10 +330,7 @@ impl<'d, H: Hal, B: Bar + Clone> SharedQp<'d, H, B> {
     /// Whether this QP belongs to `cq`'s device ([`VerbsError::Invalid`]
     /// "QP of another device" otherwise; issue #28 item 6).
     pub(super) fn check_device(&self, cq: &Cq<'d, H, B>) -> Result<(), VerbsError> {
-        if !core::ptr::eq(self.dev, cq.device()) {
-            return Err(VerbsError::Invalid { what: Phrase::new(&"QP of another device") });
-        }
-        Ok(())
+        cq.device().own(self.dev, &"QP of another device")
     }
 
     pub(super) fn may_flush(&self) -> bool {
