@@ -1648,12 +1648,7 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
     /// Asked only on the error path (a post to a QP in error).
     pub(crate) fn qp_on_dead_cq(&self, qpn: u32) -> bool {
         let v = self.qp_cqs.get(qpn as usize).map_or(0, |f| f.load(Ordering::Acquire));
-        if v == 0 {
-            return false;
-        }
-        // `bind_qp_cqs`: (send + 1) << 16 | (recv + 1).
-        let cq = |x: u64| (x & 0xffff).checked_sub(1).map(|c| c as u32);
-        [cq(v >> 16), cq(v)].into_iter().flatten().any(|c| self.cq_is_dead(c))
+        bound_cqs(v).into_iter().flatten().any(|c| self.cq_is_dead(c))
     }
 
     /// The device reported CQ `cq` unusable (AE 0x0203 CQ_OPERATION_ERROR
@@ -1700,8 +1695,14 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
 
 /// Whether a `qp_cqs` word names CQ `cq` as its send or receive CQ.
 fn uses_cq(v: u64, cq: u32) -> bool {
-    let c = u64::from(cq) + 1;
-    v != 0 && ((v >> 16) & 0xffff == c || v & 0xffff == c)
+    bound_cqs(v).contains(&Some(cq))
+}
+
+/// The send and receive CQ ids a `qp_cqs` slot holds (`bind_qp_cqs`: each
+/// id + 1 in 16 bits, 0 = none), `None` for an empty slot.
+fn bound_cqs(v: u64) -> [Option<u32>; 2] {
+    let cq = |x: u64| (x & 0xffff).checked_sub(1).map(|c| c as u32);
+    [cq(v >> 16), cq(v)]
 }
 
 impl<H: Hal, B: Bar + Clone> Drop for Device<H, B> {
