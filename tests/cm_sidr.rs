@@ -344,6 +344,16 @@ fn duplicate_stale_and_foreign_sidr_reps_are_ignored() {
     );
     // and B sent nothing for any of this
     assert_eq!(sent_of(&p, 'b', AttrId::SidrRep).len(), 1);
+    // a SIDR_REP naming an RC connection (to the same service id) is stale
+    let mut cp = connect_params(b"");
+    cp.port_space = PortSpace::Udp;
+    cp.dst_port = UDADDY_PORT;
+    let rc = p.a.connect(p.now, &cp, &mut p.ta).unwrap();
+    let CmMsg::SidrRep(ref mut x) = m.msg else { unreachable!() };
+    x.request_id = rc.0;
+    m.encode(&mut b).unwrap();
+    assert_eq!(p.a.on_mad(p.now, &src, &b, &mut p.ta), Err(Ignored::Stale));
+    assert_eq!(p.a.state(rc), CmState::ReqSent);
 }
 
 #[test]
