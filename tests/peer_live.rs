@@ -952,3 +952,128 @@ fn peer_udaddy_driver_server() {
     print_events(&live);
     judge_wire(&bar, &wire);
 }
+
+/// `udaddy-linux-server`: Linux `udaddy` listens on RDMA_PS_UDP port 7174;
+/// the driver resolves it by SIDR (again every second while it is not
+/// listening yet: SIDR_REP status 1) and plays udaddy's client
+/// (examples/udaddy.c `run_client`): 10 SEND_WITH_IMM datagrams of 100
+/// bytes to the resolved QPN and Q_Key, immediate = our QPN (the server
+/// answers to it), then the server's 10 replies received.
+#[test]
+#[ignore = "needs the Linux guest of `cargo xtask peer run udaddy-linux-server`"]
+fn peer_udaddy_driver_client() {
+    use irdma::cm::SidrParams;
+    use irdma::cm::rdma_cm::UDP_QKEY;
+    use irdma::verbs::{AhAttr, GRH_BYTES};
+    const PORT: u16 = 7174;
+    const MSGS: u64 = 10;
+    const SIZE: u32 = 100;
+    let (bar, wire) = live_setup();
+    let dev = probe_a(&bar);
+    let mut live = Live::new(&bar, &dev);
+    let pd = dev.alloc_pd().expect("alloc_pd");
+    let mut cq = dev.create_cq(64).expect("create_cq");
+    let mut attr = QpInitAttr { send_cq: &cq, recv_cq: &cq, cap: cap(16) };
+    let mut qp = dev.create_ud_qp(&pd, &mut attr).expect("create_ud_qp");
+    let mut init = QpAttr::new(QpState::Init);
+    init.qkey = UDP_QKEY;
+    qp.modify(&init).expect("INIT");
+    qp.modify(&QpAttr::new(QpState::Rtr)).expect("RTR");
+    qp.modify(&QpAttr::new(QpState::Rts)).expect("RTS");
+    let b = buf(4);
+    let mr = reg(&dev, &pd, b.paddr(), 4 * 4096, &pages_of(&b), false);
+    let r = Region { mr, buf: b };
+    for i in 0..MSGS {
+        let sge = [Sge { addr: r.addr() + i * 256, length: GRH_BYTES + SIZE, lkey: r.key() }];
+        qp.post_recv(&[RecvWr { wr_id: 100 + i, sg_list: &sge }]).unwrap();
+    }
+    let (ours, theirs) = ips();
+    let peer = MadAddr {
+        peer_ip: theirs,
+        local_ip: ours,
+        peer_mac: B.mac,
+        vlan: None,
+        hop_limit: 64,
+        traffic_class: 0,
+    };
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let mut pending = false;
+    let mut retry_at = Instant::now();
+    let mut attempt = 0u16;
+    let (qpn, qkey) = loop {
+        assert!(Instant::now() < deadline, "not resolved: {:?}", live.events);
+        if !pending && Instant::now() >= retry_at {
+            let sp = SidrParams {
+                peer,
+                port_space: PortSpace::Udp,
+                dst_port: PORT,
+                src_port: 41000 + attempt,
+                private_data: &[],
+            };
+            let now = live.now();
+            live.cm.sidr_resolve(now, &sp, &mut live.t).expect("sidr_resolve");
+            pending = true;
+            attempt += 1;
+        }
+        let mut got = None;
+        for e in live.step() {
+            match e {
+                CmEvent::SidrResolved { qpn, qkey, .. } => got = Some((qpn, qkey)),
+                CmEvent::SidrRejected { .. } | CmEvent::TimedOut { .. } => {
+                    pending = false;
+                    retry_at = Instant::now() + Duration::from_secs(1);
+                }
+                _ => {}
+            }
+        }
+        if let Some(g) = got {
+            break g;
+        }
+    };
+    println!("host: SIDR resolved after {attempt} attempt(s): QPN {qpn}, Q_Key {qkey:#x}");
+    assert_eq!(qkey, UDP_QKEY);
+    let mut ah = AhAttr::new(peer.peer_ip, peer.local_ip);
+    ah.dest_mac = Some(peer.peer_mac);
+    let ah = pd.create_ah(&ah).expect("ah");
+    let msg: Vec<u8> = (0..SIZE).map(|i| i as u8).collect();
+    r.put(3000, &msg);
+    for i in 0..MSGS {
+        let sge = [Sge { addr: r.addr() + 3000, length: SIZE, lkey: r.key() }];
+        let wr = SendWr {
+            wr_id: i,
+            // the server replies to be32toh(imm) (udaddy.c `create_reply_ah`)
+            opcode: WrOpcode::UdSend {
+                ah: ah.id(),
+                remote_qpn: qpn,
+                remote_qkey: qkey,
+                imm: Some(qp.qp_num()),
+            },
+            flags: SendFlags::SIGNALED,
+            sg_list: &sge,
+        };
+        qp.post_send(&[wr]).unwrap();
+    }
+    let mut got = Vec::new();
+    let until = Instant::now() + Duration::from_secs(60);
+    while got.len() < 2 * MSGS as usize {
+        assert!(Instant::now() < until, "{} of {} completions: {got:?}", got.len(), 2 * MSGS);
+        live.step();
+        let mut wc = [EMPTY_WC; 8];
+        let k = cq.poll(&mut wc);
+        got.extend_from_slice(&wc[..k]);
+    }
+    assert!(got.iter().all(|w| w.status == WcStatus::Success), "{got:?}");
+    let recvs: Vec<_> = got.iter().filter(|w| w.opcode == WcOpcode::Recv).collect();
+    assert_eq!(recvs.len(), MSGS as usize, "{got:?}");
+    for w in recvs {
+        assert_eq!(w.byte_len, GRH_BYTES + SIZE);
+        assert_eq!(w.ud.map(|u| u.src_qp), Some(qpn), "{w:?}");
+    }
+    println!("host: {MSGS} datagrams sent, {MSGS} replies received");
+    let until = Instant::now() + Duration::from_secs(2);
+    while Instant::now() < until {
+        live.step();
+    }
+    print_events(&live);
+    judge_wire(&bar, &wire);
+}

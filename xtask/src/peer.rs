@@ -318,6 +318,25 @@ const SCENARIOS: &[Scenario] = &[
         host_grace_s: 15,
     },
     Scenario {
+        name: "udaddy-linux-server",
+        what: "Linux `udaddy` listens, the driver resolves it by SIDR and plays udaddy's client",
+        linux: "udaddy; rc=$?; exit $rc",
+        host_test: "peer_udaddy_driver_client",
+        result: &[
+            "udaddy",
+            "receiving",
+            "sending",
+            "data transfers",
+            "test complete",
+            "return status",
+        ],
+        mtu: 1500,
+        ipv6: false,
+        vlan: 0,
+        size: 64,
+        host_grace_s: 15,
+    },
+    Scenario {
         name: "peer-vanishes",
         what: "Linux `rping -c -V` to the driver powers off after 20 pings: every WR flushed once, all back",
         // rping in the background (again while the host side is not up
