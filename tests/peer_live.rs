@@ -844,3 +844,236 @@ fn peer_vanishes_mid_transfer() {
     drop(live);
     assert_eq!((dev.resource_usage(), FakeHal::live_pages()), base, "every resource and page back");
 }
+
+/// `udaddy-linux-client`: Linux `udaddy -s 10.0.0.1` resolves the driver's
+/// RDMA_PS_UDP port 7174 by SIDR and plays udaddy's client; the driver
+/// plays udaddy's server (librdmacm examples/udaddy.c `run_server`): a UD
+/// QP with Q_Key RDMA_UDP_QKEY and 10 receives of 40 + 100 bytes posted,
+/// the SIDR_REP with its QPN, 10 SEND_WITH_IMM datagrams received (immediate
+/// = the client's QPN), then 10 replies to that QPN, signaled.
+#[test]
+#[ignore = "needs the Linux guest of `cargo xtask peer run udaddy-linux-client`"]
+fn peer_udaddy_driver_server() {
+    use irdma::cm::SidrAcceptParams;
+    use irdma::cm::rdma_cm::UDP_QKEY;
+    use irdma::verbs::{AhAttr, GRH_BYTES};
+    /// udaddy.c defaults: port 7174, 10 messages of 100 bytes.
+    const PORT: u16 = 7174;
+    const MSGS: u64 = 10;
+    const SIZE: u32 = 100;
+    let (bar, wire) = live_setup();
+    let dev = probe_a(&bar);
+    let mut live = Live::new(&bar, &dev);
+    live.cm.listen(PortSpace::Udp, PORT, Some(ips().0)).unwrap();
+    let pd = dev.alloc_pd().expect("alloc_pd");
+    let mut cq = dev.create_cq(64).expect("create_cq");
+    let mut attr = QpInitAttr { send_cq: &cq, recv_cq: &cq, cap: cap(16) };
+    let mut qp = dev.create_ud_qp(&pd, &mut attr).expect("create_ud_qp");
+    let mut init = QpAttr::new(QpState::Init);
+    init.qkey = UDP_QKEY;
+    qp.modify(&init).expect("INIT");
+    qp.modify(&QpAttr::new(QpState::Rtr)).expect("RTR");
+    qp.modify(&QpAttr::new(QpState::Rts)).expect("RTS");
+    let b = buf(4);
+    let mr = reg(&dev, &pd, b.paddr(), 4 * 4096, &pages_of(&b), false);
+    let r = Region { mr, buf: b };
+    for i in 0..MSGS {
+        let sge = [Sge { addr: r.addr() + i * 256, length: GRH_BYTES + SIZE, lkey: r.key() }];
+        qp.post_recv(&[RecvWr { wr_id: 100 + i, sg_list: &sge }]).unwrap();
+    }
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let mut peer = None;
+    while peer.is_none() {
+        assert!(Instant::now() < deadline, "no SIDR_REQ: {:?}", live.events);
+        for e in live.step() {
+            if let CmEvent::SidrRequest { id, info } = e {
+                let acc = SidrAcceptParams { qpn: qp.qp_num(), qkey: UDP_QKEY, private_data: &[] };
+                let now = live.now();
+                live.cm.sidr_accept(now, id, &acc, &mut live.t).unwrap();
+                println!(
+                    "host: SIDR_REQ from {:?} port {}, answered with QPN {}",
+                    info.hdr.src, info.hdr.src_port, acc.qpn
+                );
+                peer = Some(info.peer);
+            }
+        }
+    }
+    let peer = peer.unwrap();
+    let poll = |live: &mut Live<'_>, cq: &mut TCq<'_>, n: usize| {
+        let mut got = Vec::new();
+        let until = Instant::now() + Duration::from_secs(60);
+        while got.len() < n {
+            assert!(Instant::now() < until, "{} of {n} completions: {got:?}", got.len());
+            live.step();
+            let mut wc = [EMPTY_WC; 8];
+            let k = cq.poll(&mut wc);
+            got.extend_from_slice(&wc[..k]);
+        }
+        got
+    };
+    let got = poll(&mut live, &mut cq, MSGS as usize);
+    let mut client_qpn = None;
+    for w in &got {
+        assert_eq!((w.opcode, w.status), (WcOpcode::Recv, WcStatus::Success), "{w:?}");
+        assert_eq!(w.byte_len, GRH_BYTES + SIZE, "{w:?}");
+        let ud = w.ud.expect("UD fields");
+        let imm = w.imm_data.expect("SEND_WITH_IMM");
+        assert!(imm == ud.src_qp || imm.swap_bytes() == ud.src_qp, "imm {imm:#x} vs {ud:?}");
+        assert_eq!(*client_qpn.get_or_insert(ud.src_qp), ud.src_qp);
+    }
+    let client_qpn = client_qpn.unwrap();
+    println!("host: {MSGS} datagrams from QPN {client_qpn}, replying");
+    let mut ah = AhAttr::new(peer.peer_ip, peer.local_ip);
+    ah.dest_mac = Some(peer.peer_mac);
+    ah.vlan = peer.vlan;
+    let ah = pd.create_ah(&ah).expect("ah");
+    r.put(3000, &[0x5a; SIZE as usize]);
+    for i in 0..MSGS {
+        let sge = [Sge { addr: r.addr() + 3000, length: SIZE, lkey: r.key() }];
+        let wr = SendWr {
+            wr_id: i,
+            opcode: WrOpcode::UdSend {
+                ah: ah.id(),
+                remote_qpn: client_qpn,
+                remote_qkey: UDP_QKEY,
+                imm: Some(qp.qp_num()),
+            },
+            flags: SendFlags::SIGNALED,
+            sg_list: &sge,
+        };
+        qp.post_send(&[wr]).unwrap();
+    }
+    let got = poll(&mut live, &mut cq, MSGS as usize);
+    assert!(got.iter().all(|w| w.opcode == WcOpcode::Send && w.status == WcStatus::Success));
+    let until = Instant::now() + Duration::from_secs(2);
+    while Instant::now() < until {
+        live.step();
+    }
+    print_events(&live);
+    judge_wire(&bar, &wire);
+}
+
+/// `udaddy-linux-server`: Linux `udaddy` listens on RDMA_PS_UDP port 7174;
+/// the driver resolves it by SIDR (again every second while it is not
+/// listening yet: SIDR_REP status 1) and plays udaddy's client
+/// (examples/udaddy.c `run_client`): 10 SEND_WITH_IMM datagrams of 100
+/// bytes to the resolved QPN and Q_Key, immediate = our QPN (the server
+/// answers to it), then the server's 10 replies received.
+#[test]
+#[ignore = "needs the Linux guest of `cargo xtask peer run udaddy-linux-server`"]
+fn peer_udaddy_driver_client() {
+    use irdma::cm::SidrParams;
+    use irdma::cm::rdma_cm::UDP_QKEY;
+    use irdma::verbs::{AhAttr, GRH_BYTES};
+    const PORT: u16 = 7174;
+    const MSGS: u64 = 10;
+    const SIZE: u32 = 100;
+    let (bar, wire) = live_setup();
+    let dev = probe_a(&bar);
+    let mut live = Live::new(&bar, &dev);
+    let pd = dev.alloc_pd().expect("alloc_pd");
+    let mut cq = dev.create_cq(64).expect("create_cq");
+    let mut attr = QpInitAttr { send_cq: &cq, recv_cq: &cq, cap: cap(16) };
+    let mut qp = dev.create_ud_qp(&pd, &mut attr).expect("create_ud_qp");
+    let mut init = QpAttr::new(QpState::Init);
+    init.qkey = UDP_QKEY;
+    qp.modify(&init).expect("INIT");
+    qp.modify(&QpAttr::new(QpState::Rtr)).expect("RTR");
+    qp.modify(&QpAttr::new(QpState::Rts)).expect("RTS");
+    let b = buf(4);
+    let mr = reg(&dev, &pd, b.paddr(), 4 * 4096, &pages_of(&b), false);
+    let r = Region { mr, buf: b };
+    for i in 0..MSGS {
+        let sge = [Sge { addr: r.addr() + i * 256, length: GRH_BYTES + SIZE, lkey: r.key() }];
+        qp.post_recv(&[RecvWr { wr_id: 100 + i, sg_list: &sge }]).unwrap();
+    }
+    let (ours, theirs) = ips();
+    let peer = MadAddr {
+        peer_ip: theirs,
+        local_ip: ours,
+        peer_mac: B.mac,
+        vlan: None,
+        hop_limit: 64,
+        traffic_class: 0,
+    };
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let mut pending = false;
+    let mut retry_at = Instant::now();
+    let mut attempt = 0u16;
+    let (qpn, qkey) = loop {
+        assert!(Instant::now() < deadline, "not resolved: {:?}", live.events);
+        if !pending && Instant::now() >= retry_at {
+            let sp = SidrParams {
+                peer,
+                port_space: PortSpace::Udp,
+                dst_port: PORT,
+                src_port: 41000 + attempt,
+                private_data: &[],
+            };
+            let now = live.now();
+            live.cm.sidr_resolve(now, &sp, &mut live.t).expect("sidr_resolve");
+            pending = true;
+            attempt += 1;
+        }
+        let mut got = None;
+        for e in live.step() {
+            match e {
+                CmEvent::SidrResolved { qpn, qkey, .. } => got = Some((qpn, qkey)),
+                CmEvent::SidrRejected { .. } | CmEvent::TimedOut { .. } => {
+                    pending = false;
+                    retry_at = Instant::now() + Duration::from_secs(1);
+                }
+                _ => {}
+            }
+        }
+        if let Some(g) = got {
+            break g;
+        }
+    };
+    println!("host: SIDR resolved after {attempt} attempt(s): QPN {qpn}, Q_Key {qkey:#x}");
+    assert_eq!(qkey, UDP_QKEY);
+    let mut ah = AhAttr::new(peer.peer_ip, peer.local_ip);
+    ah.dest_mac = Some(peer.peer_mac);
+    let ah = pd.create_ah(&ah).expect("ah");
+    let msg: Vec<u8> = (0..SIZE).map(|i| i as u8).collect();
+    r.put(3000, &msg);
+    for i in 0..MSGS {
+        let sge = [Sge { addr: r.addr() + 3000, length: SIZE, lkey: r.key() }];
+        let wr = SendWr {
+            wr_id: i,
+            // the server replies to be32toh(imm) (udaddy.c `create_reply_ah`)
+            opcode: WrOpcode::UdSend {
+                ah: ah.id(),
+                remote_qpn: qpn,
+                remote_qkey: qkey,
+                imm: Some(qp.qp_num()),
+            },
+            flags: SendFlags::SIGNALED,
+            sg_list: &sge,
+        };
+        qp.post_send(&[wr]).unwrap();
+    }
+    let mut got = Vec::new();
+    let until = Instant::now() + Duration::from_secs(60);
+    while got.len() < 2 * MSGS as usize {
+        assert!(Instant::now() < until, "{} of {} completions: {got:?}", got.len(), 2 * MSGS);
+        live.step();
+        let mut wc = [EMPTY_WC; 8];
+        let k = cq.poll(&mut wc);
+        got.extend_from_slice(&wc[..k]);
+    }
+    assert!(got.iter().all(|w| w.status == WcStatus::Success), "{got:?}");
+    let recvs: Vec<_> = got.iter().filter(|w| w.opcode == WcOpcode::Recv).collect();
+    assert_eq!(recvs.len(), MSGS as usize, "{got:?}");
+    for w in recvs {
+        assert_eq!(w.byte_len, GRH_BYTES + SIZE);
+        assert_eq!(w.ud.map(|u| u.src_qp), Some(qpn), "{w:?}");
+    }
+    println!("host: {MSGS} datagrams sent, {MSGS} replies received");
+    let until = Instant::now() + Duration::from_secs(2);
+    while Instant::now() < until {
+        live.step();
+    }
+    print_events(&live);
+    judge_wire(&bar, &wire);
+}

@@ -11,12 +11,13 @@
 use core::fmt;
 
 use super::mad::{
-    self, CmMad, CmMsg, Drep, Dreq, MAD_SIZE, MadError, Mra, Rej, Rep, Req, ReqPath, Rtu,
+    self, CmMad, CmMsg, Drep, Dreq, MAD_SIZE, MadError, Mra, Rej, Rep, Req, ReqPath, Rtu, SidrRep,
+    SidrReq, sidr_status,
 };
 use super::params::ConnParams;
 use super::rdma_cm::{
-    self, CmaHdr, PortSpace, REQ_USER_DATA, cm_ack_timeout, cm_ms, gid_of, ip_of_gid, msg_response,
-    rej, service_id, service_id_parts,
+    self, CmaHdr, PortSpace, REQ_USER_DATA, SIDR_REQ_USER_DATA, cm_ack_timeout, cm_ms, gid_of,
+    ip_of_gid, msg_response, rej, service_id, service_id_parts,
 };
 use crate::verbs::IpAddr;
 
@@ -97,6 +98,16 @@ pub enum CmState {
     DreqRcvd,
     /// Waiting out stray packets before ids and QPN are reused.
     Timewait,
+    /// Active SIDR: SIDR_REQ sent, retransmitted until a SIDR_REP
+    /// (IB_CM_SIDR_REQ_SENT).
+    SidrReqSent,
+    /// Passive SIDR: SIDR_REQ received, the caller decides
+    /// ([`Cm::sidr_accept`] / [`Cm::sidr_reject`]; IB_CM_SIDR_REQ_RCVD).
+    SidrReqRcvd,
+    /// Passive SIDR: SIDR_REP sent; kept for [`SIDR_LINGER_INTERVALS`]
+    /// SIDR_REQ timeouts to answer a retransmitted SIDR_REQ (our REP was
+    /// lost) with the same REP, then the slot is free without an event.
+    SidrRepSent,
 }
 
 /// Timing of an active connection (defaults: RDMA-CM's, cma.c
@@ -137,6 +148,15 @@ pub struct CmConfig {
     /// Timing of REQs we send.
     pub timing: CmTiming,
 }
+
+/// How long an answered SIDR_REQ is remembered, in SIDR_REQ timeouts
+/// (ms([`CmTiming::cm_response_timeout`]), RDMA-CM's own: cma.c
+/// `cma_resolve_ib_udp` `timeout_ms`). Linux forgets it as soon as its
+/// SIDR_REP is sent (cm.c `cm_send_sidr_rep_locked` removes the remote
+/// SIDR entry), so a retransmitted SIDR_REQ there is a new request; here a
+/// retransmission within this window gets the same SIDR_REP again and
+/// later ones are new requests, as on Linux.
+pub const SIDR_LINGER_INTERVALS: u64 = 2;
 
 /// The largest responder resources / initiator depth the E810 GEN_2 offers
 /// (`ICRDMA_MAX_IRD_SIZE` / `ICRDMA_MAX_ORD_SIZE`; spec §4.1, §8 pitfall 9).
@@ -192,6 +212,51 @@ pub struct AcceptParams<'a> {
     pub srq: bool,
     /// Application private data (≤ 196 bytes).
     pub private_data: &'a [u8],
+}
+
+/// What [`Cm::sidr_resolve`] needs (`rdma_resolve_route` on a UD id of
+/// the UDP port space: cma.c `cma_resolve_ib_udp`).
+#[derive(Clone, Copy, Debug)]
+pub struct SidrParams<'a> {
+    /// Where the peer's QP1 is, and our address on that path.
+    pub peer: MadAddr,
+    /// Port space of the service id (UD: UDP or IB).
+    pub port_space: PortSpace,
+    /// The listener's port (in the service id).
+    pub dst_port: u16,
+    /// Our RDMA-CM source port (in the `cma_hdr`).
+    pub src_port: u16,
+    /// Application private data (≤ 180 bytes after the `cma_hdr`).
+    pub private_data: &'a [u8],
+}
+
+/// What [`Cm::sidr_accept`] needs (`rdma_accept` on a UD id: cma.c
+/// `cma_send_sidr_rep`).
+#[derive(Clone, Copy, Debug)]
+pub struct SidrAcceptParams<'a> {
+    /// The UD QP the peer is to send to (24 bits).
+    pub qpn: u32,
+    /// Its Q_Key ([`rdma_cm::UDP_QKEY`] for RDMA-CM peers: Linux refuses
+    /// a SIDR_REP with another Q_Key, cma.c `cma_sidr_rep_handler` →
+    /// `cma_set_qkey`).
+    pub qkey: u32,
+    /// Application private data (≤ 136 bytes).
+    pub private_data: &'a [u8],
+}
+
+/// A valid SIDR_REQ, for the caller to answer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SidrReqInfo {
+    /// The listener it matched.
+    pub listen: ListenId,
+    /// Addresses and source port from the `cma_hdr`.
+    pub hdr: CmaHdr,
+    /// Our port (from the service id).
+    pub local_port: u16,
+    /// The application data after the `cma_hdr`.
+    pub private_data: [u8; SIDR_REQ_USER_DATA],
+    /// Where the SIDR_REQ came from (the address handle for UD replies).
+    pub peer: MadAddr,
 }
 
 /// A valid REQ, for the caller to accept or reject.
@@ -270,6 +335,37 @@ pub enum CmEvent {
         /// Its QPN.
         qpn: u32,
     },
+    /// Passive: a valid SIDR_REQ; answer with [`Cm::sidr_accept`] or
+    /// [`Cm::sidr_reject`].
+    SidrRequest {
+        /// The request.
+        id: ConnId,
+        /// What it asked.
+        info: SidrReqInfo,
+    },
+    /// Active: the SIDR_REP said success: send UD datagrams to `qpn` with
+    /// `qkey` (RDMA-CM `ESTABLISHED` on a UD id); the slot is free.
+    SidrResolved {
+        /// The request.
+        id: ConnId,
+        /// The peer's UD QPN.
+        qpn: u32,
+        /// Its Q_Key.
+        qkey: u32,
+        /// The SIDR_REP's private data.
+        private_data: [u8; mad::pdata::SIDR_REP],
+    },
+    /// Active: the SIDR_REP refused (RDMA-CM `UNREACHABLE` with the
+    /// status; [`mad::sidr_status`]); the slot is free. A SIDR_REQ that
+    /// ran out of retries is [`CmEvent::TimedOut`].
+    SidrRejected {
+        /// The request.
+        id: ConnId,
+        /// SIDR_REP status (never 0).
+        status: u8,
+        /// The SIDR_REP's private data.
+        private_data: [u8; mad::pdata::SIDR_REP],
+    },
 }
 
 /// Why an API call was refused.
@@ -334,6 +430,9 @@ pub enum Ignored {
     WrongQpn,
     /// A REQ that found no free slot (the peer will retransmit).
     TableFull,
+    /// A SIDR_REQ we answered at once with this SIDR_REP status (no such
+    /// service, or RDMA-CM refused it).
+    SidrRejected(u8),
 }
 
 impl fmt::Display for Ignored {
@@ -345,6 +444,7 @@ impl fmt::Display for Ignored {
             Self::Stale => f.write_str("stale MAD (no matching connection)"),
             Self::WrongQpn => f.write_str("DREQ for another QPN"),
             Self::TableFull => f.write_str("REQ dropped: connection table full"),
+            Self::SidrRejected(s) => write!(f, "SIDR_REQ answered with status {s}"),
         }
     }
 }
@@ -415,6 +515,38 @@ pub struct Cm<const C: usize, const L: usize> {
 
 fn fit24(v: u32, what: &'static str) -> Result<(), CmError> {
     if v >> 24 == 0 { Ok(()) } else { Err(CmError::Invalid(what)) }
+}
+
+/// The REQ field of a SIDR slot: only the service id is meaningful.
+const fn sidr_req_of(service_id: u64) -> Req {
+    Req {
+        local_comm_id: 0,
+        vendor_id: 0,
+        service_id,
+        local_ca_guid: 0,
+        local_qkey: 0,
+        local_qpn: 0,
+        responder_resources: 0,
+        local_eecn: 0,
+        initiator_depth: 0,
+        remote_eecn: 0,
+        remote_cm_response_timeout: 0,
+        transport_type: 0,
+        flow_control: false,
+        starting_psn: 0,
+        local_cm_response_timeout: 0,
+        retry_count: 0,
+        pkey: 0,
+        path_mtu: 0,
+        rdc_exists: false,
+        rnr_retry_count: 0,
+        max_cm_retries: 0,
+        srq: false,
+        ext_transport_type: 0,
+        primary: ReqPath::ZERO,
+        alternate: ReqPath::ZERO,
+        private_data: [0; mad::pdata::REQ],
+    }
 }
 
 impl<const C: usize, const L: usize> Cm<C, L> {
@@ -824,9 +956,17 @@ impl<const C: usize, const L: usize> Cm<C, L> {
     /// id): REJ reason 4 (timeout) with our CA GUID as the 8-byte ARI, so
     /// the passive side can match it (cm.c `cm_destroy_id` in REQ_SENT /
     /// MRA_REQ_RCVD; spec §3.4, §8 pitfall 12); the slot is free again.
+    /// An outstanding SIDR_REQ ([`sidr_resolve`](Self::sidr_resolve)) is
+    /// dropped without a message (cm.c `cm_destroy_id` in SIDR_REQ_SENT).
     pub fn cancel<T: MadTransport>(&mut self, id: ConnId, t: &mut T) -> Result<(), CmError> {
         let i = self.find(id).ok_or(CmError::NotFound)?;
         let c = *self.conn(i).ok_or(CmError::NotFound)?;
+        if c.state == CmState::SidrReqSent {
+            if let Some(s) = self.conns.get_mut(i) {
+                *s = None;
+            }
+            return Ok(());
+        }
         if !matches!(c.state, CmState::ReqSent | CmState::MraReqRcvd) {
             return Err(CmError::InvalidState(c.state));
         }
@@ -844,6 +984,145 @@ impl<const C: usize, const L: usize> Cm<C, L> {
         self.send_msg(t, &c.peer, c.tid, CmMsg::Rej(rej))?;
         if let Some(s) = self.conns.get_mut(i) {
             *s = None;
+        }
+        Ok(())
+    }
+
+    /// Active SIDR: asks the peer for the UD QPN and Q_Key behind
+    /// `port_space`:`dst_port` (cma.c `cma_resolve_ib_udp`, cm.c
+    /// `ib_send_cm_sidr_req` / `cm_format_sidr_req`): a SIDR_REQ with our
+    /// new id as Request ID, P_Key 0xFFFF, the `cma_hdr` and `private_data`,
+    /// TID as for a REQ; resent identically every ms(CM response timeout)
+    /// (RDMA-CM: 4096 ms), 1 + max CM retries times in all. The answer is
+    /// [`CmEvent::SidrResolved`], [`CmEvent::SidrRejected`] or
+    /// [`CmEvent::TimedOut`]; the slot is then free.
+    pub fn sidr_resolve<T: MadTransport>(
+        &mut self,
+        now: u64,
+        p: &SidrParams<'_>,
+        t: &mut T,
+    ) -> Result<ConnId, CmError> {
+        if matches!(p.peer.peer_ip, IpAddr::V4(_)) != matches!(p.peer.local_ip, IpAddr::V4(_)) {
+            return Err(CmError::Invalid("mixed IPv4/IPv6 addresses"));
+        }
+        if !matches!(p.port_space, PortSpace::Udp | PortSpace::Ib) {
+            return Err(CmError::Invalid("SIDR needs the UDP or IB port space"));
+        }
+        if p.private_data.len() > SIDR_REQ_USER_DATA {
+            return Err(MadError::PrivateData {
+                len: p.private_data.len(),
+                max: SIDR_REQ_USER_DATA,
+            }
+            .into());
+        }
+        let tm = self.cfg.timing;
+        if tm.cm_response_timeout > 31 || tm.max_cm_retries > 15 {
+            return Err(CmError::Invalid("CM timing field width"));
+        }
+        let slot = self.free_slot().ok_or(CmError::TableFull)?;
+        let hdr = CmaHdr { src_port: p.src_port, src: p.peer.local_ip, dst: p.peer.peer_ip };
+        let mut pd = [0u8; mad::pdata::SIDR_REQ];
+        pd[..rdma_cm::CMA_HDR_SIZE].copy_from_slice(&hdr.encode());
+        pd[rdma_cm::CMA_HDR_SIZE..rdma_cm::CMA_HDR_SIZE + p.private_data.len()]
+            .copy_from_slice(p.private_data);
+        let local_id = self.alloc_id();
+        let sid = service_id(p.port_space, p.dst_port);
+        let req = SidrReq { request_id: local_id, pkey: 0xFFFF, service_id: sid, private_data: pd };
+        let tid = mad::form_tid(self.cfg.hi_tid, local_id);
+        let mut out = [0u8; MAD_SIZE];
+        CmMad::new(tid, CmMsg::SidrReq(req)).encode(&mut out)?;
+        let interval = cm_ms(tm.cm_response_timeout);
+        let c = Conn {
+            state: CmState::SidrReqSent,
+            active: true,
+            local_id,
+            remote_id: 0,
+            remote_guid: 0,
+            tid,
+            dreq_tid: 0,
+            local_qpn: 0,
+            remote_qpn: None,
+            peer: p.peer,
+            req: sidr_req_of(sid),
+            params: None,
+            out,
+            deadline: now.saturating_add(interval),
+            retries_left: tm.max_cm_retries,
+            max_retries: tm.max_cm_retries,
+            interval,
+            av_timeout: 0,
+        };
+        if let Some(s) = self.conns.get_mut(slot) {
+            *s = Some(c);
+        }
+        self.send(t, &p.peer, &out);
+        Ok(ConnId(local_id))
+    }
+
+    /// Passive SIDR: answers a [`CmEvent::SidrRequest`] with success, our
+    /// UD QPN and Q_Key and `private_data` (cma.c `rdma_accept` on a UD id
+    /// → `cma_send_sidr_rep`; cm.c `cm_format_sidr_rep`: the SIDR_REQ's
+    /// TID, Request ID and Service ID echoed).
+    pub fn sidr_accept<T: MadTransport>(
+        &mut self,
+        now: u64,
+        id: ConnId,
+        a: &SidrAcceptParams<'_>,
+        t: &mut T,
+    ) -> Result<(), CmError> {
+        fit24(a.qpn, "QPN wider than 24 bits")?;
+        let pd = mad::private_data(a.private_data)?;
+        self.sidr_answer(now, id, sidr_status::SUCCESS, a.qpn, a.qkey, pd, t)
+    }
+
+    /// Passive SIDR: refuses a [`CmEvent::SidrRequest`]: SIDR_REP status 2
+    /// (`IB_SIDR_REJECT`) with `private_data` (≤ 136 bytes; cma.c
+    /// `rdma_reject` on a UD id).
+    pub fn sidr_reject<T: MadTransport>(
+        &mut self,
+        now: u64,
+        id: ConnId,
+        private_data: &[u8],
+        t: &mut T,
+    ) -> Result<(), CmError> {
+        let pd = mad::private_data(private_data)?;
+        self.sidr_answer(now, id, sidr_status::REJECT, 0, 0, pd, t)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn sidr_answer<T: MadTransport>(
+        &mut self,
+        now: u64,
+        id: ConnId,
+        status: u8,
+        qpn: u32,
+        qkey: u32,
+        private_data: [u8; mad::pdata::SIDR_REP],
+        t: &mut T,
+    ) -> Result<(), CmError> {
+        let i = self.find(id).ok_or(CmError::NotFound)?;
+        let c = *self.conn(i).ok_or(CmError::NotFound)?;
+        if c.state != CmState::SidrReqRcvd {
+            return Err(CmError::InvalidState(c.state));
+        }
+        let rep = SidrRep {
+            request_id: c.remote_id,
+            status,
+            info_length: 0,
+            vendor_id: 0,
+            qpn,
+            service_id: c.req.service_id,
+            qkey,
+            info: [0; mad::pdata::SIDR_REP_INFO],
+            private_data,
+        };
+        let out = self.send_msg(t, &c.peer, c.tid, CmMsg::SidrRep(rep))?;
+        let linger = cm_ms(self.cfg.timing.cm_response_timeout) * SIDR_LINGER_INTERVALS;
+        if let Some(c) = self.conn_mut(i) {
+            c.out = out;
+            c.local_qpn = qpn;
+            c.state = CmState::SidrRepSent;
+            c.deadline = now.saturating_add(linger);
         }
         Ok(())
     }
@@ -984,6 +1263,12 @@ impl<const C: usize, const L: usize> Cm<C, L> {
             return None;
         }
         let id = ConnId(c.local_id);
+        if c.state == CmState::SidrRepSent {
+            if let Some(s) = self.conns.get_mut(i) {
+                *s = None;
+            }
+            return None;
+        }
         if c.state == CmState::Timewait {
             if let Some(s) = self.conns.get_mut(i) {
                 *s = None;
@@ -1005,7 +1290,11 @@ impl<const C: usize, const L: usize> Cm<C, L> {
         match c.state {
             // REQ/REP errors: back to idle, no REJ (cm.c
             // `cm_process_send_error`).
-            CmState::ReqSent | CmState::MraReqRcvd | CmState::RepSent | CmState::MraRepRcvd => {
+            CmState::ReqSent
+            | CmState::MraReqRcvd
+            | CmState::RepSent
+            | CmState::MraRepRcvd
+            | CmState::SidrReqSent => {
                 if let Some(s) = self.conns.get_mut(i) {
                     *s = None;
                 }
@@ -1057,6 +1346,8 @@ impl<const C: usize, const L: usize> Cm<C, L> {
             CmMsg::Mra(r) => self.on_mra(now, &r),
             CmMsg::Dreq(r) => self.on_dreq(src, tid, &r, t),
             CmMsg::Drep(r) => self.on_drep(now, &r),
+            CmMsg::SidrReq(r) => self.on_sidr_req(src, tid, &r, t),
+            CmMsg::SidrRep(r) => self.on_sidr_rep(&r),
         }
     }
 
@@ -1179,7 +1470,11 @@ impl<const C: usize, const L: usize> Cm<C, L> {
         let Some(listen) = listen else {
             return rej_here(self, t, rej::CONSUMER_DEFINED, &[]);
         };
+        // a UDP-port-space id is UD: a REQ for it has the wrong QP type
+        // (cma.c `cma_ib_check_req_qp_type`)
+        let ud_only = matches!(service_id_parts(r.service_id), Some((PortSpace::Udp, _)));
         if r.transport_type != 0
+            || ud_only
             || rdma_cm::unusable_addr(hdr.src)
             || rdma_cm::unusable_addr(hdr.dst)
             || hdr.dst != ours
@@ -1471,6 +1766,148 @@ impl<const C: usize, const L: usize> Cm<C, L> {
     }
 }
 
+impl<const C: usize, const L: usize> Cm<C, L> {
+    /// cm.c `cm_sidr_req_handler` and cma.c `cma_ib_req_handler` for a
+    /// SIDR_REQ: a duplicate (same Request ID from the same peer address,
+    /// cm.c `cm_insert_remote_sidr`) is dropped while the caller decides
+    /// and answered with the same SIDR_REP once answered; no listener for
+    /// the exact service id → SIDR_REP status 1 (`IB_SIDR_UNSUPPORTED`);
+    /// a listener RDMA-CM would not give it to (bad `cma_hdr`, another
+    /// address, not a UD port space, unusable addresses) → status 2
+    /// (`IB_SIDR_REJECT`, cm.c `cm_destroy_id` in SIDR_REQ_RCVD); no free
+    /// slot → dropped (the peer retransmits).
+    fn on_sidr_req<T: MadTransport>(
+        &mut self,
+        src: &MadAddr,
+        tid: u64,
+        r: &SidrReq,
+        t: &mut T,
+    ) -> Result<Option<CmEvent>, Ignored> {
+        if let Some(c) = self.conns.iter().flatten().find(|c| {
+            matches!(c.state, CmState::SidrReqRcvd | CmState::SidrRepSent)
+                && c.remote_id == r.request_id
+                && c.peer.peer_ip == src.peer_ip
+        }) {
+            let c = *c;
+            if c.state == CmState::SidrRepSent {
+                self.send(t, &c.peer, &c.out);
+            }
+            return Err(Ignored::Duplicate);
+        }
+        let refuse = |s: &mut Self, t: &mut T, status: u8| {
+            let rep = SidrRep {
+                request_id: r.request_id,
+                status,
+                info_length: 0,
+                vendor_id: 0,
+                qpn: 0,
+                service_id: r.service_id,
+                qkey: 0,
+                info: [0; mad::pdata::SIDR_REP_INFO],
+                private_data: [0; mad::pdata::SIDR_REP],
+            };
+            let _ = s.send_msg(t, src, tid, CmMsg::SidrRep(rep));
+            Err(Ignored::SidrRejected(status))
+        };
+        if !self.listeners.iter().flatten().any(|l| l.sid == r.service_id) {
+            return refuse(self, t, sidr_status::UNSUPPORTED);
+        }
+        let ud =
+            matches!(service_id_parts(r.service_id), Some((PortSpace::Udp | PortSpace::Ib, _)));
+        let mut req_pd = [0u8; mad::pdata::REQ];
+        req_pd.copy_from_slice(&r.private_data[..mad::pdata::REQ]);
+        let Ok(hdr) = CmaHdr::decode(&req_pd) else {
+            return refuse(self, t, sidr_status::REJECT);
+        };
+        let same_family =
+            |a: IpAddr, b: IpAddr| matches!(a, IpAddr::V4(_)) == matches!(b, IpAddr::V4(_));
+        let listen = self.listeners.iter().enumerate().find_map(|(i, l)| {
+            let l = l.as_ref()?;
+            let ok = l.sid == r.service_id && l.addr.is_none_or(|a| a == hdr.dst);
+            ok.then_some(ListenId(i))
+        });
+        let Some(listen) = listen else {
+            return refuse(self, t, sidr_status::REJECT);
+        };
+        if !ud
+            || hdr.dst != src.local_ip
+            || !same_family(hdr.src, hdr.dst)
+            || rdma_cm::unusable_addr(hdr.src)
+            || rdma_cm::unusable_addr(hdr.dst)
+        {
+            return refuse(self, t, sidr_status::REJECT);
+        }
+        let Some(slot) = self.free_slot() else {
+            return Err(Ignored::TableFull);
+        };
+        let local_id = self.alloc_id();
+        let mut user = [0u8; SIDR_REQ_USER_DATA];
+        user.copy_from_slice(&r.private_data[rdma_cm::CMA_HDR_SIZE..]);
+        let info = SidrReqInfo {
+            listen,
+            hdr,
+            local_port: service_id_parts(r.service_id).map_or(0, |(_, p)| p),
+            private_data: user,
+            peer: *src,
+        };
+        let c = Conn {
+            state: CmState::SidrReqRcvd,
+            active: false,
+            local_id,
+            remote_id: r.request_id,
+            remote_guid: 0,
+            tid,
+            dreq_tid: 0,
+            local_qpn: 0,
+            remote_qpn: None,
+            peer: *src,
+            req: sidr_req_of(r.service_id),
+            params: None,
+            out: [0; MAD_SIZE],
+            deadline: 0,
+            retries_left: 0,
+            max_retries: 0,
+            interval: 0,
+            av_timeout: 0,
+        };
+        if let Some(s) = self.conns.get_mut(slot) {
+            *s = Some(c);
+        }
+        Ok(Some(CmEvent::SidrRequest { id: ConnId(local_id), info }))
+    }
+
+    /// cm.c `cm_sidr_rep_handler` (matched by Request ID alone, in
+    /// SIDR_REQ_SENT) and cma.c `cma_sidr_rep_handler` (status ≠ 0 →
+    /// unreachable with that status; a Q_Key of 0 becomes
+    /// [`rdma_cm::UDP_QKEY`] as `cma_set_qkey` does). The slot is free
+    /// afterwards; a later copy of the REP is stale.
+    fn on_sidr_rep(&mut self, r: &SidrRep) -> Result<Option<CmEvent>, Ignored> {
+        let i = self
+            .find(ConnId(r.request_id))
+            .filter(|&i| self.conn(i).is_some_and(|c| c.state == CmState::SidrReqSent))
+            .ok_or(Ignored::Stale)?;
+        let c = *self.conn(i).ok_or(Ignored::Stale)?;
+        // stricter than cm.c, which matches the Request ID alone: the REP
+        // echoes our service id (cm.c `cm_format_sidr_rep`)
+        if r.service_id != c.req.service_id {
+            return Err(Ignored::Stale);
+        }
+        if let Some(s) = self.conns.get_mut(i) {
+            *s = None;
+        }
+        let id = ConnId(c.local_id);
+        if r.status != sidr_status::SUCCESS {
+            return Ok(Some(CmEvent::SidrRejected {
+                id,
+                status: r.status,
+                private_data: r.private_data,
+            }));
+        }
+        let qkey = if r.qkey == 0 { rdma_cm::UDP_QKEY } else { r.qkey };
+        Ok(Some(CmEvent::SidrResolved { id, qpn: r.qpn, qkey, private_data: r.private_data }))
+    }
+}
+
 /// States with a running timer.
 const fn timed(s: CmState) -> bool {
     matches!(
@@ -1481,5 +1918,7 @@ const fn timed(s: CmState) -> bool {
             | CmState::MraRepRcvd
             | CmState::DreqSent
             | CmState::Timewait
+            | CmState::SidrReqSent
+            | CmState::SidrRepSent
     )
 }

@@ -1,12 +1,15 @@
-//! The MAD layer of the CM: the 24-byte common MAD header and the seven CM
-//! attributes this driver speaks (REQ, MRA, REJ, REP, RTU, DREQ, DREP),
-//! encoded into and decoded from 256-byte MADs field by field.
+//! The MAD layer of the CM: the 24-byte common MAD header and the nine CM
+//! attributes this driver speaks (REQ, MRA, REJ, REP, RTU, DREQ, DREP,
+//! SIDR_REQ, SIDR_REP), encoded into and decoded from 256-byte MADs field
+//! by field.
 //!
 //! Layouts: IBTA vol. 1 ch. 12 tables 106–113 as Linux writes them
 //! (`include/rdma/ibta_vol1_c12.h` `CM_*` field macros, decoded with
 //! `include/rdma/iba.h` `IBA_FIELD*_LOC`; cross-checked with the struct form
 //! in `drivers/infiniband/core/cm_msgs.h`); fact sheet
-//! `shared/spec/ib-cm-rocev2.md` §2–§3. Every field is big-endian; IBTA
+//! `shared/spec/ib-cm-rocev2.md` §2–§3; SIDR_REQ/SIDR_REP: IBTA tables
+//! 119/120 as `ibta_vol1_c12.h` `CM_SIDR_REQ_*` / `CM_SIDR_REP_*` give
+//! them (the fact sheet lists their attribute ids only). Every field is big-endian; IBTA
 //! numbers bits MSB-first, the comments below use `[hi:lo]` with bit 7 the
 //! MSB (spec §0).
 //!
@@ -49,6 +52,15 @@ pub mod pdata {
     pub const DREQ: usize = 220;
     /// DREP.
     pub const DREP: usize = 224;
+    /// SIDR_REQ (`IB_CM_SIDR_REQ_PRIVATE_DATA_SIZE`; C12
+    /// `CM_SIDR_REQ_PRIVATE_DATA`: data 16, 1728 bits).
+    pub const SIDR_REQ: usize = 216;
+    /// SIDR_REP (`IB_CM_SIDR_REP_PRIVATE_DATA_SIZE`; C12
+    /// `CM_SIDR_REP_PRIVATE_DATA`: data 96, 1088 bits).
+    pub const SIDR_REP: usize = 136;
+    /// SIDR_REP additional information (`IB_CM_SIDR_REP_INFO_LENGTH`; C12
+    /// `CM_SIDR_REP_ADDITIONAL_INFORMATION`: data 24, 576 bits).
+    pub const SIDR_REP_INFO: usize = 72;
 }
 
 /// CM attribute ids (`CM_*_ATTR_ID`, `include/rdma/ib_cm.h`; spec §2.2).
@@ -69,10 +81,14 @@ pub enum AttrId {
     Dreq = 0x0015,
     /// DisconnectReply.
     Drep = 0x0016,
+    /// ServiceIDResolutionRequest (UD service resolution).
+    SidrReq = 0x0017,
+    /// ServiceIDResolutionResponse.
+    SidrRep = 0x0018,
 }
 
 impl AttrId {
-    /// The id of a value, if it is one of the seven.
+    /// The id of a value, if it is one of the nine.
     pub const fn from_u16(v: u16) -> Option<Self> {
         Some(match v {
             0x10 => Self::Req,
@@ -82,6 +98,8 @@ impl AttrId {
             0x14 => Self::Rtu,
             0x15 => Self::Dreq,
             0x16 => Self::Drep,
+            0x17 => Self::SidrReq,
+            0x18 => Self::SidrRep,
             _ => return None,
         })
     }
@@ -102,7 +120,7 @@ pub enum MadError {
     ClassVersion(u8),
     /// Method other than Send (0x03).
     Method(u8),
-    /// An attribute id the CM does not handle (SIDR, LAP, APR, or unknown;
+    /// An attribute id the CM does not handle (LAP, APR, or unknown;
     /// Linux ignores LAP/APR on RoCE and drops unknown ids, cm.c
     /// `cm_recv_handler`).
     Attribute(u16),
@@ -324,6 +342,22 @@ pub struct ReqPath {
 }
 
 impl ReqPath {
+    /// All fields zero (an unused path).
+    pub const ZERO: Self = Self {
+        local_lid: 0,
+        remote_lid: 0,
+        local_gid: [0; 16],
+        remote_gid: [0; 16],
+        flow_label: 0,
+        packet_rate: 0,
+        traffic_class: 0,
+        hop_limit: 0,
+        sl: 0,
+        subnet_local: false,
+        local_ack_timeout: 0,
+        sap_supported: false,
+    };
+
     /// `base` = MAD offset of the path's local LID.
     fn write(&self, w: &mut Wr<'_>, base: usize, alt: bool) -> Result<(), MadError> {
         fit(self.flow_label.into(), 20, "flow label")?;
@@ -606,6 +640,64 @@ pub struct Drep {
     pub private_data: [u8; pdata::DREP],
 }
 
+/// ServiceIDResolutionRequest (C12 table 119, `CM_SIDR_REQ_*`): asks the
+/// passive side for the UD QPN and Q_Key behind a service id.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SidrReq {
+    /// Request ID (data 0): the sender's id for matching the SIDR_REP
+    /// (cm.c `cm_format_sidr_req`: its local id).
+    pub request_id: u32,
+    /// Partition key (data 4).
+    pub pkey: u16,
+    /// Service ID (data 8).
+    pub service_id: u64,
+    /// Private data (data 16..231; RDMA-CM puts its `cma_hdr` first).
+    pub private_data: [u8; pdata::SIDR_REQ],
+}
+
+/// ServiceIDResolutionResponse (C12 table 120, `CM_SIDR_REP_*`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SidrRep {
+    /// Request ID (data 0): the SIDR_REQ's.
+    pub request_id: u32,
+    /// Status (data 4; [`sidr_status`]).
+    pub status: u8,
+    /// Additional information length (data 5).
+    pub info_length: u8,
+    /// ECE vendor id (data 6..7 bits `[23:8]`, data 11 bits `[7:0]`; 0
+    /// without ECE).
+    pub vendor_id: u32,
+    /// QPN (data 8, 24 bits).
+    pub qpn: u32,
+    /// Service ID (data 12).
+    pub service_id: u64,
+    /// Q_Key (data 20).
+    pub qkey: u32,
+    /// Additional information (data 24..95).
+    pub info: [u8; pdata::SIDR_REP_INFO],
+    /// Private data (data 96..231).
+    pub private_data: [u8; pdata::SIDR_REP],
+}
+
+/// SIDR_REP status values (`enum ib_cm_sidr_status`, `include/rdma/
+/// ib_cm.h`).
+pub mod sidr_status {
+    /// `IB_SIDR_SUCCESS`: QPN and Q_Key are valid.
+    pub const SUCCESS: u8 = 0;
+    /// `IB_SIDR_UNSUPPORTED`: no such service (cm.c
+    /// `cm_sidr_req_handler` when no listener matches).
+    pub const UNSUPPORTED: u8 = 1;
+    /// `IB_SIDR_REJECT`: the consumer refused (cma.c `rdma_reject` on a
+    /// UD id; cm.c `cm_destroy_id` in SIDR_REQ_RCVD).
+    pub const REJECT: u8 = 2;
+    /// `IB_SIDR_NO_QP`.
+    pub const NO_QP: u8 = 3;
+    /// `IB_SIDR_REDIRECT`.
+    pub const REDIRECT: u8 = 4;
+    /// `IB_SIDR_UNSUPPORTED_VERSION`.
+    pub const UNSUPPORTED_VERSION: u8 = 5;
+}
+
 /// One CM message.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum CmMsg {
@@ -623,6 +715,10 @@ pub enum CmMsg {
     Dreq(Dreq),
     /// DisconnectReply.
     Drep(Drep),
+    /// ServiceIDResolutionRequest.
+    SidrReq(SidrReq),
+    /// ServiceIDResolutionResponse.
+    SidrRep(SidrRep),
 }
 
 impl CmMsg {
@@ -636,6 +732,8 @@ impl CmMsg {
             Self::Rtu(_) => AttrId::Rtu,
             Self::Dreq(_) => AttrId::Dreq,
             Self::Drep(_) => AttrId::Drep,
+            Self::SidrReq(_) => AttrId::SidrReq,
+            Self::SidrRep(_) => AttrId::SidrRep,
         }
     }
 }
@@ -732,6 +830,29 @@ impl CmMad {
                 w.u32(m(4), x.remote_comm_id);
                 w.bytes(m(8), &x.private_data);
             }
+            CmMsg::SidrReq(x) => {
+                w.u32(m(0), x.request_id);
+                w.u16(m(4), x.pkey);
+                w.u64(m(8), x.service_id);
+                w.bytes(m(16), &x.private_data);
+            }
+            CmMsg::SidrRep(x) => {
+                fit(x.qpn.into(), 24, "QPN")?;
+                fit(x.vendor_id.into(), 24, "vendor id")?;
+                if usize::from(x.info_length) > pdata::SIDR_REP_INFO {
+                    return Err(MadError::Field("additional information length"));
+                }
+                w.u32(m(0), x.request_id);
+                w.u8(m(4), x.status);
+                w.u8(m(5), x.info_length);
+                w.u16(m(6), (x.vendor_id >> 8) as u16);
+                w.u24(m(8), x.qpn);
+                w.u8(m(11), x.vendor_id as u8);
+                w.u64(m(12), x.service_id);
+                w.u32(m(20), x.qkey);
+                w.bytes(m(24), &x.info);
+                w.bytes(m(96), &x.private_data);
+            }
         }
         *out = b;
         Ok(())
@@ -740,7 +861,7 @@ impl CmMad {
     /// Decodes a received MAD. Refuses what Linux's CM agent never sees
     /// (base version ≠ 1, class ≠ CM, class version ≠ 2, method ≠ Send:
     /// cm.c `cm_add_one` registers for exactly those) and attributes other
-    /// than the seven; reserved bits are ignored as Linux ignores them.
+    /// than the nine; reserved bits are ignored as Linux ignores them.
     pub fn decode(buf: &[u8]) -> Result<Self, MadError> {
         let b: &[u8; MAD_SIZE] = buf.try_into().map_err(|_| MadError::Length(buf.len()))?;
         let hdr = MadHeader::read(b);
@@ -810,6 +931,23 @@ impl CmMad {
                 local_comm_id: ids.0,
                 remote_comm_id: ids.1,
                 private_data: r.arr(m(8)),
+            }),
+            AttrId::SidrReq => CmMsg::SidrReq(SidrReq {
+                request_id: ids.0,
+                pkey: r.u16(m(4)),
+                service_id: r.u64(m(8)),
+                private_data: r.arr(m(16)),
+            }),
+            AttrId::SidrRep => CmMsg::SidrRep(SidrRep {
+                request_id: ids.0,
+                status: r.u8(m(4)),
+                info_length: r.u8(m(5)),
+                vendor_id: u32::from(r.u16(m(6))) << 8 | u32::from(r.u8(m(11))),
+                qpn: r.u24(m(8)),
+                service_id: r.u64(m(12)),
+                qkey: r.u32(m(20)),
+                info: r.arr(m(24)),
+                private_data: r.arr(m(96)),
             }),
         };
         Ok(Self { hdr, msg })

@@ -16,8 +16,11 @@
 //!
 //! Facts: `shared/spec/ib-cm-rocev2.md` (IBTA vol. 1 ch. 12 through Linux
 //! `include/rdma/ibta_vol1_c12.h`, `drivers/infiniband/core/cm.c`,
-//! `cma.c`). Not implemented: LAP/APR/SIDR (Linux ignores LAP/APR on RoCE),
-//! ECE, alternate paths. MRAs are sent as RDMA-CM does: on a duplicate
+//! `cma.c`). SIDR (UD service resolution, `udaddy`): [`Cm::sidr_resolve`]
+//! on the active side, [`CmEvent::SidrRequest`] → [`Cm::sidr_accept`] /
+//! [`Cm::sidr_reject`] on the passive side of a UDP-port-space listener.
+//! Not implemented: LAP/APR (Linux ignores them on RoCE), ECE, alternate
+//! paths. MRAs are sent as RDMA-CM does: on a duplicate
 //! REQ the caller has not answered yet, and on a duplicate REP before the
 //! RTU ([`MRA_SERVICE_TIMEOUT`]); [`Cm::mra`] sends one for a REQ at once.
 
@@ -30,7 +33,7 @@ pub mod rdma_cm;
 pub use machine::{
     AcceptParams, Cm, CmConfig, CmError, CmEvent, CmState, CmStats, CmTiming, ConnId,
     ConnectParams, Ignored, ListenId, MAX_RD_ATOMIC, MRA_SERVICE_TIMEOUT, MadAddr, MadTransport,
-    ReqInfo,
+    ReqInfo, SIDR_LINGER_INTERVALS, SidrAcceptParams, SidrParams, SidrReqInfo,
 };
 pub use params::ConnParams;
 pub use qp1::{QP1_AH_SLOTS, QP1_MAX_PAGES, QP1_RECV_BYTES, Qp1Error, Qp1Stats, Qp1Transport};

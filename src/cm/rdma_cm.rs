@@ -71,6 +71,16 @@ pub const CMA_HDR_SIZE: usize = 36;
 /// `cma_user_data_offset`).
 pub const REQ_USER_DATA: usize = pdata::REQ - CMA_HDR_SIZE;
 
+/// User private data in a SIDR_REQ after the `cma_hdr`: 216 − 36 (cma.c
+/// `cma_resolve_ib_udp` puts the header first, `cma_user_data_offset`).
+pub const SIDR_REQ_USER_DATA: usize = pdata::SIDR_REQ - CMA_HDR_SIZE;
+
+/// The Q_Key of every RDMA-CM UD id in the UDP and IB port spaces
+/// (`RDMA_UDP_QKEY`, `include/rdma/rdma_cm_ib.h` and librdmacm
+/// `rdma_cma.h`; cma.c `cma_set_qkey` gives it to an id with none, and
+/// `rdma_accept` on a UD id sends it in the SIDR_REP).
+pub const UDP_QKEY: u32 = 0x0123_4567;
+
 /// Why a `cma_hdr` is refused (cma.c `cma_save_ip_info`, `cma_get_ip_ver`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum CmaHdrError {

@@ -297,6 +297,46 @@ const SCENARIOS: &[Scenario] = &[
         host_grace_s: 15,
     },
     Scenario {
+        name: "udaddy-linux-client",
+        what: "Linux `udaddy -s` resolves the driver's UDP port 7174 by SIDR, 10 UD datagrams each way",
+        // retried while the host side is not up yet
+        linux: "for i in 1 2 3 4 5 6 7 8 9 10; do udaddy -s $MODEL_ADDR >/tmp/o 2>&1; rc=$?; cat /tmp/o; \
+                [ $rc = 0 ] && exit 0; grep -q 'data transfers' /tmp/o && exit $rc; sleep 1; done; exit 1",
+        host_test: "peer_udaddy_driver_server",
+        result: &[
+            "udaddy",
+            "initiating",
+            "receiving",
+            "data transfers",
+            "test complete",
+            "return status",
+        ],
+        mtu: 1500,
+        ipv6: false,
+        vlan: 0,
+        size: 64,
+        host_grace_s: 15,
+    },
+    Scenario {
+        name: "udaddy-linux-server",
+        what: "Linux `udaddy` listens, the driver resolves it by SIDR and plays udaddy's client",
+        linux: "udaddy; rc=$?; exit $rc",
+        host_test: "peer_udaddy_driver_client",
+        result: &[
+            "udaddy",
+            "receiving",
+            "sending",
+            "data transfers",
+            "test complete",
+            "return status",
+        ],
+        mtu: 1500,
+        ipv6: false,
+        vlan: 0,
+        size: 64,
+        host_grace_s: 15,
+    },
+    Scenario {
         name: "peer-vanishes",
         what: "Linux `rping -c -V` to the driver powers off after 20 pings: every WR flushed once, all back",
         // rping in the background (again while the host side is not up

@@ -297,6 +297,10 @@ fn peer(bar: ModelBar, mb: &Mailbox, nonce: u64) -> Result<(), String> {
                 }
                 CmEvent::TimedOut { .. } => return Err("REQ/REP retries ran out".into()),
                 CmEvent::TimewaitExit { .. } => {}
+                // no UDP-port-space listener and no SIDR_REQ of ours
+                CmEvent::SidrRequest { .. }
+                | CmEvent::SidrResolved { .. }
+                | CmEvent::SidrRejected { .. } => return Err("a SIDR event".into()),
             }
         }
         if let Some(k) = conn.as_mut() {
