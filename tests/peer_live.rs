@@ -1042,7 +1042,7 @@ fn pt_next_event<R>(
     let deadline = Instant::now() + Duration::from_secs(secs);
     loop {
         while *seen < live.events.len() {
-            let e = live.events[*seen].clone();
+            let e = live.events[*seen];
             *seen += 1;
             if let Some(r) = pick(&e) {
                 return Some(r);
@@ -1121,7 +1121,9 @@ fn pt_connect(
         attempts += 1;
         let now = live.now();
         let id = live.cm.connect(now, &cp, &mut live.t).expect("connect");
-        let r = pt_next_event(live, seen, "answer to our REQ", 30, |e| match e {
+        // the CM resends the REQ while the guest boots, then times out
+        let left = deadline.saturating_duration_since(Instant::now()).as_secs().max(1);
+        let r = pt_next_event(live, seen, "answer to our REQ", left, |e| match e {
             CmEvent::Connected { id: c, params, .. } if *c == id => Some(Ok(*params)),
             CmEvent::Rejected { id: c, .. } | CmEvent::TimedOut { id: c, .. } if *c == id => {
                 Some(Err(format!("{e:?}")))
@@ -1311,7 +1313,7 @@ fn perftest_live(client: bool, verb: PtVerb) {
     let mut answered = Vec::new();
     loop {
         while seen < live.events.len() {
-            let e = live.events[seen].clone();
+            let e = live.events[seen];
             seen += 1;
             if let CmEvent::Disconnected { id, .. } = e
                 && !answered.contains(&id)
