@@ -1077,3 +1077,612 @@ fn peer_udaddy_driver_client() {
     print_events(&live);
     judge_wire(&bar, &wire);
 }
+
+// ---------------------------------------------------------------------
+// perftest with `-R` (linux-rdma/perftest, tag v4.5-0.17 = Debian 12's
+// perftest 4.5+0.17-1) against the driver
+// ---------------------------------------------------------------------
+//
+// With `-R` perftest makes two RDMA-CM connections to the same port
+// (perftest_parameters.c: parser sets use_rdma_cm with work_rdma_cm): a
+// "comm" RC QP (create_comm_struct: tx/rx depth 1, one receive of
+// sizeof(struct pingpong_dest) = 56 bytes) that replaces the TCP socket,
+// then the test's own QP (create_rdma_cm_connection). Every exchange on
+// the comm QP is lock-step (perftest_communication.c: ctx_xchg_data_rdma,
+// ctx_hand_shake): the client SENDs then waits for a RECV, the server
+// waits for a RECV then SENDs; each side reposts its one receive before it
+// SENDs again. The exchanges, in order (write_bw.c / read_bw.c /
+// send_bw.c: main):
+//  E1 version string (16 bytes, exchange_versions), E2 cycle_buffer and E3
+//  cache line size (be32 each, check_sys_data), E4 the MTU as "%d" of
+//  enum ibv_mtu in 2 bytes (check_mtu), E5 pingpong_dest (not yet filled),
+//  the data connection, E6 pingpong_dest, E7-E9 pingpong_dest (qpn, psn,
+//  rkey, vaddr, gid: set_up_connection; be32/be64 fields, rdma_write_keys).
+//  WRITE/READ: the client runs, then E10 handshake, E11-E15 the bw report
+//  (size, iters, peak, average, msg rate: be64 / byte-swapped doubles,
+//  xchg_bw_reports), E16 handshake (ctx_close_connection).
+//  SEND: the server posts its receives, E10 handshake, the client runs,
+//  E11 handshake (ctx_close_connection); no report exchange.
+// Then the client DREQs the data connection and waits for the DREP
+// (rdma_cm_disconnect_nodes); both destroy their ids (the kernel CM sends
+// a DREQ for an id destroyed while connected).
+
+/// perftest's port (perftest_parameters.h: DEF_PORT).
+const PT_PORT: u16 = 18515;
+/// sizeof(struct pingpong_dest) (perftest_resources.h): lid, out_reads,
+/// qpn, psn, rkey (5 × 4), 4 bytes of padding, vaddr (8), gid (16), srqn,
+/// gid_index (2 × 4).
+const PT_DEST: usize = 56;
+/// The version we claim: configure.ac AC_INIT of v4.5-0.17. perftest
+/// refuses a peer below 5.70 (check_version_compatibility).
+const PT_VERSION: &str = "6.06";
+/// Iterations (`-n` in the scenarios' command lines).
+const PT_ITERS: usize = 100;
+/// Our cycle buffer (a page) and cache line (perftest_parameters.h
+/// DEF_CACHE_LINE_SIZE); each side takes the larger of the two.
+const PT_CYCLE: u32 = 4096;
+const PT_CACHE_LINE: u32 = 64;
+/// Work requests the driver keeps in flight as perftest's client.
+const PT_WINDOW: usize = 16;
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum PtVerb {
+    Write,
+    Read,
+    Send,
+}
+
+/// `struct pingpong_dest` as rdma_write_keys sends it (big-endian fields).
+#[derive(Debug, Clone, Copy, Default)]
+struct PtDest {
+    out_reads: u32,
+    qpn: u32,
+    psn: u32,
+    rkey: u32,
+    vaddr: u64,
+    gid: [u8; 16],
+}
+
+impl PtDest {
+    fn encode(&self) -> [u8; PT_DEST] {
+        let mut b = [0u8; PT_DEST];
+        b[4..8].copy_from_slice(&self.out_reads.to_be_bytes());
+        b[8..12].copy_from_slice(&self.qpn.to_be_bytes());
+        b[12..16].copy_from_slice(&self.psn.to_be_bytes());
+        b[16..20].copy_from_slice(&self.rkey.to_be_bytes());
+        b[24..32].copy_from_slice(&self.vaddr.to_be_bytes());
+        b[32..48].copy_from_slice(&self.gid);
+        b
+    }
+
+    fn decode(b: &[u8]) -> PtDest {
+        assert_eq!(b.len(), PT_DEST, "a pingpong_dest is {PT_DEST} bytes: {b:02x?}");
+        let u32_at = |o: usize| u32::from_be_bytes(b[o..o + 4].try_into().unwrap());
+        PtDest {
+            out_reads: u32_at(4),
+            qpn: u32_at(8),
+            psn: u32_at(12),
+            rkey: u32_at(16),
+            vaddr: u64::from_be_bytes(b[24..32].try_into().unwrap()),
+            gid: b[32..48].try_into().unwrap(),
+        }
+    }
+}
+
+/// The GID of an address (IPv4-mapped for IPv4).
+fn gid_of(ip: IpAddr) -> [u8; 16] {
+    match ip {
+        IpAddr::V4(v4) => {
+            let mut g = [0u8; 16];
+            g[10] = 0xff;
+            g[11] = 0xff;
+            g[12..].copy_from_slice(&v4);
+            g
+        }
+        IpAddr::V6(v6) => v6,
+    }
+}
+
+/// Steps until a completion of kind `op` is on `s`'s CQ (60 s at most);
+/// completions of other kinds polled on the way wait in `pend`. Unlike
+/// [`Live::wc`] the pending list is per QP (perftest uses two).
+fn pt_wc(
+    live: &mut Live<'_>,
+    s: &mut Side<'_>,
+    pend: &mut Vec<WorkCompletion>,
+    op: WcOpcode,
+) -> WorkCompletion {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        if let Some(i) = pend.iter().position(|w| w.opcode == op) {
+            let w = pend.remove(i);
+            assert_eq!(w.status, WcStatus::Success, "{w:?}");
+            return w;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no {op:?} completion (have {pend:?}); CM events {:?}",
+            live.events
+        );
+        live.step();
+        let mut wc = [EMPTY_WC; 16];
+        let k = s.cq.poll(&mut wc);
+        pend.extend_from_slice(&wc[..k]);
+    }
+}
+
+/// perftest's comm QP: the driver's end of the lock-step exchange.
+struct PtComm<'d> {
+    s: Side<'d>,
+    r: Region<'d>,
+    client: bool,
+    pend: Vec<WorkCompletion>,
+}
+
+/// Offsets in the comm QP's page: the one receive buffer, the send buffer.
+const PT_RECV: usize = 0;
+const PT_SENDB: usize = 2048;
+
+impl PtComm<'_> {
+    fn post_recv(&mut self) {
+        let sge = [self.r.sge(PT_RECV, PT_DEST)];
+        self.s.qp.post_recv(&[RecvWr { wr_id: 1, sg_list: &sge }]).unwrap();
+    }
+
+    fn send(&mut self, live: &mut Live<'_>, mine: &[u8]) {
+        self.r.put(PT_SENDB, mine);
+        let sge = [self.r.sge(PT_SENDB, mine.len())];
+        self.s.qp.post_send(&[signaled(2, WrOpcode::Send, &sge)]).unwrap();
+        pt_wc(live, &mut self.s, &mut self.pend, WcOpcode::Send);
+    }
+
+    fn recv(&mut self, live: &mut Live<'_>) -> Vec<u8> {
+        let w = pt_wc(live, &mut self.s, &mut self.pend, WcOpcode::Recv);
+        let v = self.r.bytes(PT_RECV, w.byte_len as usize);
+        self.post_recv();
+        v
+    }
+
+    /// One exchange (ctx_xchg_data_rdma): ours out, theirs back.
+    fn xchg(&mut self, live: &mut Live<'_>, mine: &[u8]) -> Vec<u8> {
+        if self.client {
+            self.send(live, mine);
+            self.recv(live)
+        } else {
+            let v = self.recv(live);
+            self.send(live, mine);
+            v
+        }
+    }
+
+    /// An exchange whose content is checked for its size only.
+    fn xchg_len(&mut self, live: &mut Live<'_>, mine: &[u8]) -> Vec<u8> {
+        let v = self.xchg(live, mine);
+        assert_eq!(v.len(), mine.len(), "exchange of {} bytes got {v:02x?}", mine.len());
+        v
+    }
+}
+
+/// Index of the first event from `seen` on that `pick` accepts; `seen`
+/// moves past every event looked at.
+fn pt_next_event<R>(
+    live: &mut Live<'_>,
+    seen: &mut usize,
+    what: &str,
+    secs: u64,
+    mut pick: impl FnMut(&CmEvent) -> Option<R>,
+) -> Option<R> {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    loop {
+        while *seen < live.events.len() {
+            let e = live.events[*seen];
+            *seen += 1;
+            if let Some(r) = pick(&e) {
+                return Some(r);
+            }
+        }
+        if Instant::now() >= deadline {
+            println!("host: no {what} in {secs} s");
+            return None;
+        }
+        live.step();
+    }
+}
+
+/// Accepts the next connection request on the listener with `qp`.
+fn pt_accept(live: &mut Live<'_>, seen: &mut usize, qp: &mut TQp<'_>, psn: u32) -> ConnId {
+    let id = pt_next_event(live, seen, "connect request", 120, |e| match e {
+        CmEvent::ConnectRequest { id, .. } => Some(*id),
+        _ => None,
+    })
+    .unwrap_or_else(|| panic!("no connect request: {:?}", live.events));
+    let acc = AcceptParams {
+        qpn: qp.qp_num(),
+        starting_psn: psn,
+        responder_resources: 8,
+        initiator_depth: 8,
+        rnr_retry_count: 7,
+        srq: false,
+        private_data: &[],
+    };
+    live.cm.accept_params(id, &acc).unwrap().apply(qp).expect("QP to RTS");
+    let now = live.now();
+    live.cm.accept(now, id, &acc, &mut live.t).unwrap();
+    id
+}
+
+/// Connects `qp` to perftest's server, again every `again_ms` while it is
+/// not listening yet (REJ 8 or no answer), for `secs` at most.
+fn pt_connect(
+    live: &mut Live<'_>,
+    seen: &mut usize,
+    qp: &mut TQp<'_>,
+    psn: u32,
+    src_port: &mut u16,
+    again_ms: u64,
+    secs: u64,
+) -> ConnId {
+    let (ours, theirs) = ips();
+    let peer = MadAddr {
+        peer_ip: theirs,
+        local_ip: ours,
+        peer_mac: B.mac,
+        vlan: None,
+        hop_limit: 64,
+        traffic_class: 0,
+    };
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    let mut attempts = 0;
+    loop {
+        assert!(Instant::now() < deadline, "no connection: {:?}", live.events);
+        let cp = ConnectParams {
+            peer,
+            port_space: PortSpace::Tcp,
+            dst_port: PT_PORT,
+            src_port: *src_port,
+            qpn: qp.qp_num(),
+            starting_psn: psn,
+            responder_resources: 8,
+            initiator_depth: 8,
+            retry_count: 7,
+            rnr_retry_count: 7,
+            path_mtu: env_num("PEER_PATH_MTU", 1024),
+            srq: false,
+            private_data: &[],
+        };
+        *src_port += 1;
+        attempts += 1;
+        let now = live.now();
+        let id = live.cm.connect(now, &cp, &mut live.t).expect("connect");
+        // the CM resends the REQ while the guest boots, then times out
+        let left = deadline.saturating_duration_since(Instant::now()).as_secs().max(1);
+        let r = pt_next_event(live, seen, "answer to our REQ", left, |e| match e {
+            CmEvent::Connected { id: c, params, .. } if *c == id => Some(Ok(*params)),
+            CmEvent::Rejected { id: c, .. } | CmEvent::TimedOut { id: c, .. } if *c == id => {
+                Some(Err(format!("{e:?}")))
+            }
+            _ => None,
+        });
+        match r {
+            Some(Ok(params)) => {
+                params.apply(qp).expect("QP to RTS");
+                live.cm.ready_to_use(id, &mut live.t).unwrap();
+                println!("host: connected to port {PT_PORT} after {attempts} attempt(s)");
+                return id;
+            }
+            Some(Err(e)) => println!("host: {e}; again in {again_ms} ms"),
+            None => panic!("our REQ went unanswered: {:?}", live.events),
+        }
+        let until = Instant::now() + Duration::from_millis(again_ms);
+        while Instant::now() < until {
+            live.step();
+        }
+    }
+}
+
+/// One perftest `-R` run with the driver as client (`client`) or server.
+fn perftest_live(client: bool, verb: PtVerb) {
+    let rcvbuf0 = udp_rcvbuf_errors();
+    let (bar, wire) = live_setup();
+    let dev = probe_a(&bar);
+    let mut live = Live::new(&bar, &dev);
+    let size = rping_size();
+    let (ours, _) = ips();
+    let mut seen = 0;
+    let mut src_port = 41000;
+    let listen = (!client).then(|| live.cm.listen(PortSpace::Tcp, PT_PORT, Some(ours)).unwrap());
+    // the comm QP, its one receive posted before the connection
+    let s = Side::new(&dev, A, 16, cap(4));
+    let r = s.region(1, 0);
+    let mut comm = PtComm { s, r, client, pend: Vec::new() };
+    comm.post_recv();
+    let comm_id = if client {
+        pt_connect(&mut live, &mut seen, &mut comm.s.qp, 0x10, &mut src_port, 1000, 120)
+    } else {
+        pt_accept(&mut live, &mut seen, &mut comm.s.qp, 0x20)
+    };
+    // E1 version
+    let mut v = [0u8; 16];
+    v[..PT_VERSION.len()].copy_from_slice(PT_VERSION.as_bytes());
+    let theirs = comm.xchg_len(&mut live, &v);
+    let ver = String::from_utf8_lossy(&theirs[..theirs.iter().position(|&b| b == 0).unwrap_or(16)])
+        .into_owned();
+    println!("host: perftest version {ver} (we say {PT_VERSION})");
+    assert!(ver.parse::<f64>().is_ok_and(|x| x >= 5.70), "perftest version {ver}");
+    // E2, E3 cycle buffer and cache line
+    comm.xchg_len(&mut live, &PT_CYCLE.to_be_bytes());
+    comm.xchg_len(&mut live, &PT_CACHE_LINE.to_be_bytes());
+    // E4 the MTU as enum ibv_mtu in decimal (IBV_MTU_256 = 1 … 4096 = 5)
+    let mtu = env_num("PEER_PATH_MTU", 1024);
+    let m = b'0' + (mtu / 256).trailing_zeros() as u8 + 1;
+    let theirs = comm.xchg_len(&mut live, &[m, 0]);
+    println!("host: MTU enum ours {} theirs {}", m as char, theirs[0] as char);
+    // E5, the data connection, E6
+    comm.xchg_len(&mut live, &[0; PT_DEST]);
+    let mut ds = Side::new(&dev, A, 64, cap(32));
+    let dr = ds.region(size.max(4096).div_ceil(4096), 0x5a);
+    let data_id = if client {
+        // perftest's server listens again only after E5: retry briefly
+        pt_connect(&mut live, &mut seen, &mut ds.qp, 0x30, &mut src_port, 200, 60)
+    } else {
+        pt_accept(&mut live, &mut seen, &mut ds.qp, 0x40)
+    };
+    comm.xchg_len(&mut live, &[0; PT_DEST]);
+    // E7-E9 the data QP's addresses
+    let mine = PtDest {
+        out_reads: 8,
+        qpn: ds.qp.qp_num(),
+        psn: 0x40,
+        rkey: dr.mr.rkey(),
+        vaddr: dr.addr(),
+        gid: gid_of(ours),
+    }
+    .encode();
+    let rem = PtDest::decode(&comm.xchg(&mut live, &mine));
+    println!(
+        "host: remote address: QPN {:#08x} PSN {:#08x} RKey {:#010x} VAddr {:#018x} GID {:02x?}",
+        rem.qpn, rem.psn, rem.rkey, rem.vaddr, rem.gid
+    );
+    comm.xchg_len(&mut live, &mine);
+    comm.xchg_len(&mut live, &mine);
+    let mut dpend = Vec::new();
+    let pattern: Vec<u8> = (0..size).map(|i| (i * 7 + 3) as u8).collect();
+    let before = dr.bytes(0, size);
+    match (client, verb) {
+        (true, PtVerb::Send) => {
+            comm.xchg_len(&mut live, &[0; PT_DEST]); // E10: the server's receives are up
+            dr.put(0, &pattern);
+            let secs = pt_run(&mut live, &mut ds, &mut dpend, size, |_| WrOpcode::Send, &dr);
+            println!("host: driver's figures: {}", pt_figures(size, secs));
+            comm.xchg_len(&mut live, &[0; PT_DEST]); // E11
+        }
+        (true, _) => {
+            let op = move |_| match verb {
+                PtVerb::Write => write_op(rem.vaddr, rem.rkey),
+                _ => read_op(rem.vaddr, rem.rkey),
+            };
+            if verb == PtVerb::Write {
+                dr.put(0, &pattern);
+            }
+            let secs = pt_run(&mut live, &mut ds, &mut dpend, size, op, &dr);
+            println!("host: driver's figures: {}", pt_figures(size, secs));
+            if verb == PtVerb::Read {
+                assert_ne!(dr.bytes(0, size), before, "READ brought the server's buffer");
+            }
+            comm.xchg_len(&mut live, &[0; PT_DEST]); // E10
+            // E11-E15 our report (the server prints it)
+            let mb = (size * PT_ITERS) as f64 / secs / 1_048_576.0;
+            let rate = PT_ITERS as f64 / secs / 1e6;
+            for x in [size as u64, PT_ITERS as u64, mb.to_bits(), mb.to_bits(), rate.to_bits()] {
+                comm.xchg_len(&mut live, &x.to_be_bytes());
+            }
+            comm.xchg_len(&mut live, &[0; PT_DEST]); // E16
+        }
+        (false, PtVerb::Send) => {
+            let mut got = 0;
+            let mut posted = 0;
+            let post = |ds: &mut Side<'_>, posted: &mut usize| {
+                let sge = [dr.sge(0, size)];
+                ds.qp.post_recv(&[RecvWr { wr_id: 1000 + *posted as u64, sg_list: &sge }]).unwrap();
+                *posted += 1;
+            };
+            while posted < PT_WINDOW.min(PT_ITERS) {
+                post(&mut ds, &mut posted);
+            }
+            comm.xchg_len(&mut live, &[0; PT_DEST]); // E10
+            while got < PT_ITERS {
+                let w = pt_wc(&mut live, &mut ds, &mut dpend, WcOpcode::Recv);
+                assert_eq!(w.wr_id, 1000 + got as u64, "receives complete in order, once");
+                assert_eq!(w.byte_len as usize, size);
+                got += 1;
+                if posted < PT_ITERS {
+                    post(&mut ds, &mut posted);
+                }
+            }
+            println!("host: {got} SENDs of {size} bytes received");
+            comm.xchg_len(&mut live, &[0; PT_DEST]); // E11
+        }
+        (false, _) => {
+            comm.xchg_len(&mut live, &[0; PT_DEST]); // E10: the client is done
+            let mut rep = Vec::new();
+            for _ in 0..5 {
+                rep.push(u64::from_be_bytes(comm.xchg_len(&mut live, &[0; 8]).try_into().unwrap()));
+            }
+            println!(
+                "host: the client's report: {} bytes × {} iterations, peak {:.2} MB/s, \
+                 average {:.2} MB/s, {:.6} Mpps",
+                rep[0],
+                rep[1],
+                f64::from_bits(rep[2]),
+                f64::from_bits(rep[3]),
+                f64::from_bits(rep[4])
+            );
+            assert_eq!((rep[0], rep[1]), (size as u64, PT_ITERS as u64), "the client's run");
+            comm.xchg_len(&mut live, &[0; PT_DEST]); // E16
+            if verb == PtVerb::Write {
+                assert_ne!(dr.bytes(0, size), before, "the client's WRITEs landed");
+            }
+        }
+    }
+    assert!(dpend.is_empty(), "completions left over: {dpend:?}");
+    comm.s.nothing();
+    ds.nothing();
+    // the end: the client DREQs the data connection; both ids are
+    // destroyed (a DREQ each from Linux; ours as client)
+    let disc = |live: &Live<'_>, id: ConnId| {
+        live.events.iter().any(|e| matches!(e, CmEvent::Disconnected { id: d, .. } if *d == id))
+    };
+    if client {
+        for (qp, id) in [(&mut ds.qp, data_id), (&mut comm.s.qp, comm_id)] {
+            qp.modify(&QpAttr::new(QpState::Error)).unwrap();
+            let now = live.now();
+            // the server may have sent its DREQ first (crossing DREQs)
+            let _ = live.cm.disconnect(now, id, &mut live.t);
+        }
+    }
+    // a DREQ of the peer may have come while the last exchange finished:
+    // every event since the connections were made is looked at
+    let until = Instant::now() + Duration::from_secs(30);
+    let mut answered = Vec::new();
+    loop {
+        while seen < live.events.len() {
+            let e = live.events[seen];
+            seen += 1;
+            if let CmEvent::Disconnected { id, .. } = e
+                && !answered.contains(&id)
+            {
+                answered.push(id);
+                let qp = if id == data_id { &mut ds.qp } else { &mut comm.s.qp };
+                let _ = qp.modify(&QpAttr::new(QpState::Error));
+                let now = live.now();
+                // our DREP (or nothing, when it answers our own DREQ)
+                let _ = live.cm.disconnect(now, id, &mut live.t);
+            }
+        }
+        if Instant::now() >= until || (disc(&live, data_id) && disc(&live, comm_id)) {
+            break;
+        }
+        live.step();
+    }
+    let until = Instant::now() + Duration::from_secs(2);
+    while Instant::now() < until {
+        live.step();
+    }
+    print_events(&live);
+    assert!(disc(&live, data_id), "the data connection ended: {:?}", live.events);
+    assert!(disc(&live, comm_id), "the comm connection ended: {:?}", live.events);
+    if let Some(l) = listen {
+        live.cm.unlisten(l).unwrap();
+    }
+    // bulk traffic overflows the host's UDP receive buffer (notes, "Frames
+    // between processes"): a lost frame makes the model's responder drop
+    // what follows until the EPSN comes again (NAK 0x60 once, rxe goes
+    // back; rocev2-wire §4.7). Those PSN drops are expected here; every
+    // other reason is not.
+    let c = bar.with_device(|d| d.counters().clone());
+    let lost = udp_rcvbuf_errors().saturating_sub(rcvbuf0);
+    println!(
+        "host: model wire drops {} {:?}; host UDP RcvbufErrors +{lost}",
+        c.wire_drops, c.wire_drop_reasons
+    );
+    assert_eq!(c.wire_drops, c.wire_drop_reasons.psn, "only out-of-sequence drops");
+    bar.expect_counter(ErrorCounter::WireDrops);
+    judge_wire(&bar, &wire);
+}
+
+/// `Udp RcvbufErrors` of /proc/net/snmp (0 where unreadable).
+fn udp_rcvbuf_errors() -> u64 {
+    let t = std::fs::read_to_string("/proc/net/snmp").unwrap_or_default();
+    let mut udp = t.lines().filter(|l| l.starts_with("Udp:"));
+    let (Some(h), Some(v)) = (udp.next(), udp.next()) else { return 0 };
+    h.split_whitespace()
+        .zip(v.split_whitespace())
+        .find(|(k, _)| *k == "RcvbufErrors")
+        .and_then(|(_, v)| v.parse().ok())
+        .unwrap_or(0)
+}
+
+/// Posts `PT_ITERS` signaled WRs of `size` bytes (`op(i)`), at most
+/// [`PT_WINDOW`] in flight; every one completes once, in order. Returns the
+/// seconds from the first post to the last completion.
+fn pt_run(
+    live: &mut Live<'_>,
+    ds: &mut Side<'_>,
+    pend: &mut Vec<WorkCompletion>,
+    size: usize,
+    op: impl Fn(usize) -> WrOpcode,
+    dr: &Region<'_>,
+) -> f64 {
+    let want = match op(0) {
+        WrOpcode::RdmaWrite { .. } => WcOpcode::RdmaWrite,
+        WrOpcode::RdmaRead { .. } => WcOpcode::RdmaRead,
+        _ => WcOpcode::Send,
+    };
+    let t0 = Instant::now();
+    let (mut posted, mut done) = (0, 0);
+    while done < PT_ITERS {
+        while posted < PT_ITERS && posted - done < PT_WINDOW {
+            let sge = [dr.sge(0, size)];
+            ds.qp.post_send(&[signaled(posted as u64, op(posted), &sge)]).unwrap();
+            posted += 1;
+        }
+        let w = pt_wc(live, ds, pend, want);
+        assert_eq!(w.wr_id, done as u64, "completions in order, each once");
+        done += 1;
+    }
+    t0.elapsed().as_secs_f64()
+}
+
+/// The figures of a run, in perftest's units (MB = 2^20 bytes).
+fn pt_figures(size: usize, secs: f64) -> String {
+    format!(
+        "{size} bytes × {PT_ITERS} in {:.3} s: {:.2} MB/s, {:.6} Mpps",
+        secs,
+        (size * PT_ITERS) as f64 / secs / 1_048_576.0,
+        PT_ITERS as f64 / secs / 1e6
+    )
+}
+
+/// `perftest-write-linux-server`: Linux `ib_write_bw -R` serves, the driver
+/// is its client (WRITEs to the server's buffer; reports the figures).
+#[test]
+#[ignore = "needs the Linux guest of `cargo xtask peer run perftest-write-linux-server`"]
+fn peer_perftest_write_driver_client() {
+    perftest_live(true, PtVerb::Write);
+}
+
+/// `perftest-read-linux-server`: the driver READs from Linux's buffer.
+#[test]
+#[ignore = "needs the Linux guest of `cargo xtask peer run perftest-read-linux-server`"]
+fn peer_perftest_read_driver_client() {
+    perftest_live(true, PtVerb::Read);
+}
+
+/// `perftest-send-linux-server`: the driver SENDs to Linux's receives.
+#[test]
+#[ignore = "needs the Linux guest of `cargo xtask peer run perftest-send-linux-server`"]
+fn peer_perftest_send_driver_client() {
+    perftest_live(true, PtVerb::Send);
+}
+
+/// `perftest-write-linux-client`: Linux `ib_write_bw -R` WRITEs into the
+/// driver's buffer.
+#[test]
+#[ignore = "needs the Linux guest of `cargo xtask peer run perftest-write-linux-client`"]
+fn peer_perftest_write_driver_server() {
+    perftest_live(false, PtVerb::Write);
+}
+
+/// `perftest-read-linux-client`: Linux READs from the driver's buffer.
+#[test]
+#[ignore = "needs the Linux guest of `cargo xtask peer run perftest-read-linux-client`"]
+fn peer_perftest_read_driver_server() {
+    perftest_live(false, PtVerb::Read);
+}
+
+/// `perftest-send-linux-client`: Linux SENDs to the driver's receives.
+#[test]
+#[ignore = "needs the Linux guest of `cargo xtask peer run perftest-send-linux-client`"]
+fn peer_perftest_send_driver_server() {
+    perftest_live(false, PtVerb::Send);
+}

@@ -176,6 +176,45 @@ const RPING_CLIENT: Scenario = Scenario {
     host_grace_s: 15,
 };
 
+/// perftest `-R` with Linux as the server (`ib_*_bw -R -n 100 -s SIZE`):
+/// the driver is its client (comm QP and data QP, both through the CM;
+/// `tests/peer_live.rs` has the protocol). The `RPING_SIZE` of the scenario
+/// is perftest's `-s`.
+const PERFTEST_SERVER: Scenario = Scenario {
+    name: "perftest-write-linux-server",
+    what: "Linux `ib_write_bw -R` serves, the driver is its client: 100 WRITEs of 4096 bytes",
+    linux: "ib_write_bw -R -F -n 100 -s $RPING_SIZE; rc=$?; exit $rc",
+    host_test: "peer_perftest_write_driver_client",
+    result: &[
+        "#bytes",
+        "4096 ",
+        "local address",
+        "remote address",
+        "Unable",
+        "Failed",
+        "Couldn't",
+        "Bad wc",
+        "Completion",
+        "Current implementation",
+    ],
+    mtu: 1500,
+    size: 4096,
+    ipv6: false,
+    vlan: 0,
+    host_grace_s: 20,
+};
+
+/// perftest `-R` with Linux as the client; the driver serves. Retried while
+/// the host side does not answer yet (no `local address` printed).
+const PERFTEST_CLIENT: Scenario = Scenario {
+    name: "perftest-write-linux-client",
+    what: "Linux `ib_write_bw -R` connects to the driver and WRITEs 100 × 4096 bytes into it",
+    linux: "for i in 1 2 3 4 5 6 7 8 9 10; do ib_write_bw -R -F -n 100 -s $RPING_SIZE $MODEL_ADDR >/tmp/o 2>&1; \
+            rc=$?; cat /tmp/o; [ $rc = 0 ] && exit 0; grep -q 'local address' /tmp/o && exit $rc; sleep 1; done; exit 1",
+    host_test: "peer_perftest_write_driver_server",
+    ..PERFTEST_SERVER
+};
+
 const SCENARIOS: &[Scenario] = &[
     Scenario {
         name: "arp",
@@ -355,6 +394,38 @@ const SCENARIOS: &[Scenario] = &[
         // 15 retries of ~4.3 s (cma.c CMA_MAX_CM_RETRIES, CMA_CM_RESPONSE_TIMEOUT)
         host_grace_s: 150,
     },
+    PERFTEST_SERVER,
+    Scenario {
+        name: "perftest-read-linux-server",
+        what: "Linux `ib_read_bw -R` serves, the driver is its client: 100 READs of 4096 bytes",
+        linux: "ib_read_bw -R -F -n 100 -s $RPING_SIZE; rc=$?; exit $rc",
+        host_test: "peer_perftest_read_driver_client",
+        ..PERFTEST_SERVER
+    },
+    Scenario {
+        name: "perftest-send-linux-server",
+        what: "Linux `ib_send_bw -R` serves, the driver is its client: 100 SENDs of 4096 bytes",
+        linux: "ib_send_bw -R -F -n 100 -s $RPING_SIZE; rc=$?; exit $rc",
+        host_test: "peer_perftest_send_driver_client",
+        ..PERFTEST_SERVER
+    },
+    PERFTEST_CLIENT,
+    Scenario {
+        name: "perftest-read-linux-client",
+        what: "Linux `ib_read_bw -R` connects to the driver and READs 100 × 4096 bytes from it",
+        linux: "for i in 1 2 3 4 5 6 7 8 9 10; do ib_read_bw -R -F -n 100 -s $RPING_SIZE $MODEL_ADDR >/tmp/o 2>&1; \
+                rc=$?; cat /tmp/o; [ $rc = 0 ] && exit 0; grep -q 'local address' /tmp/o && exit $rc; sleep 1; done; exit 1",
+        host_test: "peer_perftest_read_driver_server",
+        ..PERFTEST_CLIENT
+    },
+    Scenario {
+        name: "perftest-send-linux-client",
+        what: "Linux `ib_send_bw -R` connects to the driver and SENDs 100 × 4096 bytes to it",
+        linux: "for i in 1 2 3 4 5 6 7 8 9 10; do ib_send_bw -R -F -n 100 -s $RPING_SIZE $MODEL_ADDR >/tmp/o 2>&1; \
+                rc=$?; cat /tmp/o; [ $rc = 0 ] && exit 0; grep -q 'local address' /tmp/o && exit $rc; sleep 1; done; exit 1",
+        host_test: "peer_perftest_send_driver_server",
+        ..PERFTEST_CLIENT
+    },
 ];
 
 /// The guest's and the model's identities (the tests' A = model, B = guest).
@@ -397,10 +468,24 @@ pub fn main(args: &[String]) -> ExitCode {
     }
 }
 
-/// The `peer` leg of `cargo xtask test`: every scenario once, in order.
+/// Scenarios the `peer` leg runs only in the long mode
+/// (`IRDMA_PEER_LONG=1`): new ones until they passed three times in a row,
+/// and those that would push the leg past its time budget.
+const LONG_ONLY: &[&str] = &[
+    "perftest-write-linux-server",
+    "perftest-read-linux-server",
+    "perftest-send-linux-server",
+    "perftest-write-linux-client",
+    "perftest-read-linux-client",
+    "perftest-send-linux-client",
+];
+
+/// The `peer` leg of `cargo xtask test`: every scenario once, in order
+/// (those of [`LONG_ONLY`] only with `IRDMA_PEER_LONG=1`).
 pub fn leg() -> Result<String, String> {
+    let long = std::env::var("IRDMA_PEER_LONG").is_ok_and(|v| v == "1");
     let mut out = Vec::new();
-    for sc in SCENARIOS {
+    for sc in SCENARIOS.iter().filter(|s| long || !LONG_ONLY.contains(&s.name)) {
         let t0 = Instant::now();
         let code = run(sc.name)?;
         let line = format!(
