@@ -626,6 +626,211 @@ fn peer_ucmatose_driver_server() {
     judge_wire(&bar, &wire);
 }
 
+/// `ucmatose-linux-server`: Linux `ucmatose -c 2` (no `-s`: the server,
+/// librdmacm examples/cmatose.c `run_server`) listens on port 7471; the
+/// driver plays cmatose's client (`run_client`): for each of the two
+/// connections a PD, a CQ and an RC QP with 10 receives of 100 bytes
+/// posted before the REQ (`route_handler` → `post_recvs`), the REQ with
+/// cmatose's `retry_count` 5 (again every second while the server is not
+/// listening yet); once both are connected, the server's 10 SENDs are
+/// received on each, then 10 SENDs of 100 bytes go back on each
+/// (`sending replies`). The server then disconnects every connection
+/// (DREQ from Linux); the driver answers each with a DREP
+/// (cmatose `cma_handler`, RDMA_CM_EVENT_DISCONNECTED → `rdma_disconnect`),
+/// the timewaits end, and every resource comes back.
+#[test]
+#[ignore = "needs the Linux guest of `cargo xtask peer run ucmatose-linux-server`"]
+fn peer_ucmatose_driver_client() {
+    /// cmatose.c defaults: port 7471, 10 messages of 100 bytes; `-c 2`.
+    const PORT: u16 = 7471;
+    const CONNS: usize = 2;
+    const MSGS: usize = 10;
+    const SIZE: usize = 100;
+    let (bar, wire) = live_setup();
+    let dev = probe_a(&bar);
+    // once, so that lazily backed tables (PBLE chunks) are not counted
+    drop(Side::new(&dev, A, 64, cap(16)).region(1, 0));
+    let base = (dev.resource_usage(), FakeHal::live_pages());
+    let mut live = Live::new(&bar, &dev);
+    let with_qp1 = dev.resource_usage();
+    let (ours, theirs) = ips();
+    let peer = MadAddr {
+        peer_ip: theirs,
+        local_ip: ours,
+        peer_mac: B.mac,
+        vlan: None,
+        hop_limit: 64,
+        traffic_class: 0,
+    };
+    // one cmatose node per connection: its QP, CQ, PD and message buffer,
+    // the receives posted before the REQ
+    let mut sides: Vec<(Side<'_>, Region<'_>)> = Vec::new();
+    for k in 0..CONNS {
+        let mut s = Side::new(&dev, A, 64, cap(16));
+        let r = s.region(1, k as u8);
+        for i in 0..MSGS {
+            let sge = [r.sge(2048 + i * 128, SIZE)];
+            s.qp.post_recv(&[RecvWr { wr_id: 200 + i as u64, sg_list: &sge }]).unwrap();
+        }
+        sides.push((s, r));
+    }
+    // connect every node, each again a second after a REJ or a timeout
+    let mut ids: [Option<ConnId>; CONNS] = [None; CONNS];
+    let mut connected = [false; CONNS];
+    let mut retry_at = [Instant::now(); CONNS];
+    let mut attempts = 0u16;
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while !connected.iter().all(|&c| c) {
+        assert!(Instant::now() < deadline, "connections: {:?}", live.events);
+        for k in 0..CONNS {
+            if ids[k].is_none() && !connected[k] && Instant::now() >= retry_at[k] {
+                let cp = ConnectParams {
+                    peer,
+                    port_space: PortSpace::Tcp,
+                    dst_port: PORT,
+                    src_port: 41000 + attempts,
+                    qpn: sides[k].0.qp.qp_num(),
+                    starting_psn: 0x1000 * (k as u32 + 1),
+                    // cmatose.c `route_handler`
+                    responder_resources: 1,
+                    initiator_depth: 1,
+                    retry_count: 5,
+                    rnr_retry_count: 7,
+                    path_mtu: env_num("PEER_PATH_MTU", 1024),
+                    srq: false,
+                    private_data: &[],
+                };
+                let now = live.now();
+                ids[k] = Some(live.cm.connect(now, &cp, &mut live.t).expect("connect"));
+                attempts += 1;
+            }
+        }
+        for e in live.step() {
+            let id = match e {
+                CmEvent::Connected { id, .. }
+                | CmEvent::Rejected { id, .. }
+                | CmEvent::TimedOut { id } => id,
+                _ => continue,
+            };
+            let k = ids.iter().position(|&i| i == Some(id)).expect("an event of one of ours");
+            match e {
+                CmEvent::Connected { id, params, .. } => {
+                    params.apply(&mut sides[k].0.qp).expect("QP to RTS");
+                    live.cm.ready_to_use(id, &mut live.t).unwrap();
+                    connected[k] = true;
+                }
+                _ => {
+                    println!("host: connection {k}: {e:?}; again in 1 s");
+                    ids[k] = None;
+                    retry_at[k] = Instant::now() + Duration::from_secs(1);
+                }
+            }
+        }
+    }
+    let ids: Vec<ConnId> = ids.into_iter().map(Option::unwrap).collect();
+    println!("host: {CONNS} connections after {attempts} REQ(s)");
+    // Steps until `n` completions of kind `op` arrived on node `k`; every
+    // completion must be a success and of that kind (cmatose polls the
+    // receives, then the sends).
+    let take = |live: &mut Live<'_>, s: &mut Side<'_>, n: usize, op: WcOpcode| {
+        let mut got: Vec<WorkCompletion> = Vec::new();
+        let until = Instant::now() + Duration::from_secs(60);
+        while got.len() < n {
+            assert!(Instant::now() < until, "{} of {n} {op:?}: {got:?}", got.len());
+            live.step();
+            let mut wc = [EMPTY_WC; 8];
+            let k = s.cq.poll(&mut wc[..(n - got.len()).min(8)]);
+            got.extend_from_slice(&wc[..k]);
+        }
+        assert!(got.iter().all(|w| w.status == WcStatus::Success && w.opcode == op), "{got:?}");
+        got
+    };
+    // `receiving data transfers`: the server's 10 SENDs on each
+    for (k, (s, _)) in sides.iter_mut().enumerate() {
+        let got = take(&mut live, s, MSGS, WcOpcode::Recv);
+        let mut wr: Vec<u64> = got.iter().map(|w| w.wr_id).collect();
+        wr.sort();
+        assert_eq!(wr, (200..200 + MSGS as u64).collect::<Vec<_>>(), "connection {k}");
+        assert!(got.iter().all(|w| w.byte_len == SIZE as u32), "connection {k}: {got:?}");
+    }
+    println!("host: {MSGS} SENDs received on each connection");
+    // `sending replies`: 10 SENDs of 100 bytes on each (sq_sig_all)
+    for (k, (s, r)) in sides.iter_mut().enumerate() {
+        let msg: Vec<u8> = (0..SIZE).map(|i| (i + k) as u8).collect();
+        r.put(0, &msg);
+        for i in 0..MSGS {
+            s.qp.post_send(&[signaled(i as u64, WrOpcode::Send, &[r.sge(0, SIZE)])]).unwrap();
+        }
+    }
+    for (k, (s, _)) in sides.iter_mut().enumerate() {
+        let got = take(&mut live, s, MSGS, WcOpcode::Send);
+        let wr: Vec<u64> = got.iter().map(|w| w.wr_id).collect();
+        assert_eq!(wr, (0..MSGS as u64).collect::<Vec<_>>(), "connection {k}: in order");
+    }
+    println!("host: {MSGS} SENDs sent on each connection");
+    // the server's DREQs (some may have come while our SENDs completed):
+    // each answered with a DREP, the QP to ERROR first
+    let mut answered = [false; CONNS];
+    let mut seen = 0;
+    let until = Instant::now() + Duration::from_secs(60);
+    while !answered.iter().all(|&a| a) {
+        assert!(Instant::now() < until, "no DREQ from the server: {:?}", live.events);
+        let new = live.events[seen..].to_vec();
+        seen = live.events.len();
+        if new.is_empty() {
+            live.step();
+        }
+        for e in new {
+            if let CmEvent::Disconnected { id, timed_out } = e {
+                let k = ids.iter().position(|&i| i == id).expect("a DREQ for one of ours");
+                assert!(!timed_out && !answered[k], "{e:?}");
+                sides[k].0.qp.modify(&QpAttr::new(QpState::Error)).unwrap();
+                let now = live.now();
+                live.cm.disconnect(now, id, &mut live.t).unwrap();
+                answered[k] = true;
+            }
+        }
+    }
+    println!("host: the server's {CONNS} DREQs answered");
+    // the timewaits end, nothing else is on the way
+    let until = Instant::now() + Duration::from_secs(30);
+    while live.cm.active_connections() > 0 && Instant::now() < until {
+        live.step();
+    }
+    let until = Instant::now() + Duration::from_secs(2);
+    while Instant::now() < until {
+        live.step();
+    }
+    print_events(&live);
+    assert_eq!(live.cm.active_connections(), 0, "every connection left the CM table");
+    let count = |f: fn(&CmEvent) -> bool| live.events.iter().filter(|e| f(e)).count();
+    assert_eq!(count(|e| matches!(e, CmEvent::Connected { .. })), CONNS, "{:?}", live.events);
+    assert_eq!(
+        count(|e| matches!(e, CmEvent::Disconnected { timed_out: false, .. })),
+        CONNS,
+        "one DREQ per connection: {:?}",
+        live.events
+    );
+    assert_eq!(count(|e| matches!(e, CmEvent::TimewaitExit { .. })), CONNS, "{:?}", live.events);
+    // every WR completed exactly once: nothing left to flush
+    for (s, _) in sides.iter_mut() {
+        s.nothing();
+    }
+    judge_wire(&bar, &wire);
+    // every resource comes back: the connections' QPs, CQs, MRs and PDs
+    // at once; the AH (and ARP entry) QP1 caches for the peer's MADs goes
+    // with the transport
+    drop(sides);
+    let held = live.t.ahs_held() as u32;
+    let mut u = dev.resource_usage();
+    println!("host: after the connections' QP/CQ/MR/PD: {u:?}, {held} AH cached by QP1");
+    assert!(held <= 1, "QP1 caches one AH for the one peer");
+    (u.ahs, u.arp) = (u.ahs - held, u.arp - held);
+    assert_eq!(u, with_qp1, "the connections' resources back");
+    drop(live);
+    assert_eq!((dev.resource_usage(), FakeHal::live_pages()), base, "every resource and page back");
+}
+
 /// Every WR the host side posted, by wr_id: a completion must name one of
 /// them, and each only once.
 #[derive(Default)]

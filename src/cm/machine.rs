@@ -70,8 +70,10 @@ pub const MRA_SERVICE_TIMEOUT: u8 = 24;
 /// CM states of a connection (`enum ib_cm_state`, ib_cm.h). MRA_REP_SENT
 /// is folded into [`CmState::RepRcvd`]: RDMA-CM arms its delayed MRA as soon
 /// as a REP arrives (cma.c `cma_ib_handler`; spec §4.3), so a duplicate REP
-/// there is answered with an MRA of the REP.
+/// there is answered with an MRA of the REP. More states may come
+/// (`#[non_exhaustive]`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum CmState {
     /// Slot unused.
     Idle,
@@ -280,8 +282,10 @@ pub struct ReqInfo {
     pub peer: MadAddr,
 }
 
-/// What happened, for the caller.
+/// What happened, for the caller. More kinds of events may come
+/// (`#[non_exhaustive]`): a caller's `match` needs a wildcard arm.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum CmEvent {
     /// Passive: a valid REQ; answer with [`Cm::accept`] or [`Cm::reject`].
     ConnectRequest {
@@ -368,8 +372,25 @@ pub enum CmEvent {
     },
 }
 
-/// Why an API call was refused.
+/// Why an API call was refused. More reasons may come (`#[non_exhaustive]`),
+/// so outside this crate a `match` without a wildcard arm does not compile:
+///
+/// ```compile_fail,E0004
+/// use irdma::cm::CmError;
+/// fn name(e: CmError) -> &'static str {
+///     match e {
+///         CmError::TableFull => "table full",
+///         CmError::ListenTableFull => "listener table full",
+///         CmError::AlreadyListening => "already listening",
+///         CmError::NotFound => "not found",
+///         CmError::InvalidState(_) => "invalid state",
+///         CmError::Invalid(_) => "invalid",
+///         CmError::Mad(_) => "MAD",
+///     }
+/// }
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum CmError {
     /// The connection table is full.
     TableFull,
@@ -415,7 +436,9 @@ impl From<MadError> for CmError {
 }
 
 /// Why a received MAD produced nothing (all silent on the wire, as Linux).
+/// More reasons may come (`#[non_exhaustive]`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Ignored {
     /// Not a CM MAD this CM handles.
     Malformed(MadError),

@@ -336,6 +336,27 @@ const SCENARIOS: &[Scenario] = &[
         host_grace_s: 15,
     },
     Scenario {
+        name: "ucmatose-linux-server",
+        what: "Linux `ucmatose -c 2` listens, the driver opens two connections, 10 SENDs each way on each, Linux's DREQs",
+        linux: "ucmatose -c 2 -C 10; rc=$?; exit $rc",
+        host_test: "peer_ucmatose_driver_client",
+        result: &[
+            "cmatose",
+            "initiating",
+            "completing",
+            "receiving",
+            "data transfers",
+            "disconnected",
+            "test complete",
+            "return status",
+        ],
+        mtu: 1500,
+        ipv6: false,
+        vlan: 0,
+        size: 64,
+        host_grace_s: 15,
+    },
+    Scenario {
         name: "udaddy-linux-client",
         what: "Linux `udaddy -s` resolves the driver's UDP port 7174 by SIDR, 10 UD datagrams each way",
         // retried while the host side is not up yet

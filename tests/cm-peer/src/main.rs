@@ -301,6 +301,9 @@ fn peer(bar: ModelBar, mb: &Mailbox, nonce: u64) -> Result<(), String> {
                 CmEvent::SidrRequest { .. }
                 | CmEvent::SidrResolved { .. }
                 | CmEvent::SidrRejected { .. } => return Err("a SIDR event".into()),
+                // `CmEvent` is `#[non_exhaustive]`: a kind this peer does
+                // not know is a failure, not something to skip silently
+                other => return Err(format!("an unexpected CM event: {other:?}")),
             }
         }
         if let Some(k) = conn.as_mut() {
