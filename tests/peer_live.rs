@@ -225,24 +225,13 @@ fn ping_text(ping: usize, size: usize) -> Vec<u8> {
 }
 
 /// Every RoCEv2 frame of the capture parses with a correct ICRC and
-/// lengths (the project's own check; tshark runs in the xtask).
+/// lengths (the project's own check, `mock_bar::wire::check_frames`, the
+/// same the model process applies to the unikernel's wire; tshark runs in
+/// the xtask).
 fn check_capture(cap: &mock_bar::wire::Capture) {
-    let mut n = 0;
-    for (i, f) in cap.frames().iter().enumerate() {
-        let l3 = if f.get(12..14) == Some(&[0x81, 0x00]) { 18 } else { 14 };
-        let et = f.get(l3 - 2..l3);
-        let udp = match et {
-            Some([0x08, 0x00]) => l3 + 20,
-            Some([0x86, 0xdd]) => l3 + 40,
-            _ => continue,
-        };
-        if f.get(udp + 2..udp + 4) != Some(&[0x12, 0xb7]) {
-            continue;
-        }
-        mock_bar::wire::parse(f).unwrap_or_else(|e| panic!("frame {i}: {e:?}: {f:02x?}"));
-        n += 1;
-    }
-    println!("host: {n} RoCEv2 frames, every ICRC correct");
+    let c = mock_bar::wire::check_frames(&cap.frames());
+    assert_eq!(c.bad, 0, "{c}");
+    println!("host: {} RoCEv2 frames, every ICRC correct", c.roce);
 }
 
 /// Writes the pcap when the test ends, pass or fail.
