@@ -91,8 +91,8 @@ use irdma::cm::{
 type T<'d> = Qp1Transport<'d, FakeHal, ModelBar>;
 type TestCm = Cm<4, 1>;
 
-/// rping's default port (rping.c: main).
-const RPING_PORT: u16 = 7174;
+/// rping's default port (rping.c: main; `irdma_rping`).
+const RPING_PORT: u16 = irdma_rping::PORT;
 /// The ping size: rping's `-S` (default 64, rping.c: main), from
 /// `PEER_RPING_SIZE` (the scenario gives both sides the same value; a size
 /// above the path MTU makes every READ and WRITE multi-packet).
@@ -203,46 +203,30 @@ impl<'d> Live<'d> {
 
 /// rping's 16-byte buffer advertisement (rping.c: rping_format_send).
 fn advert(r: &Region<'_>, off: usize, len: usize) -> [u8; 16] {
-    let mut b = [0u8; 16];
-    b[..8].copy_from_slice(&(r.addr() + off as u64).to_be_bytes());
-    b[8..12].copy_from_slice(&r.mr.rkey().to_be_bytes());
-    b[12..].copy_from_slice(&(len as u32).to_be_bytes());
-    b
+    irdma_rping::Advert { addr: r.addr() + off as u64, rkey: r.mr.rkey(), len: len as u32 }.encode()
 }
 
-/// rping's ping text for round `ping` (rping.c: rping_test_client):
-/// "rdma-ping-N: " then letters from `start`, NUL-terminated.
+/// rping's ping text for round `ping` (`irdma_rping::fill_ping`).
 fn ping_text(ping: usize, size: usize) -> Vec<u8> {
-    let mut v = format!("rdma-ping-{ping}: ").into_bytes();
-    let mut c = 65 + (ping % 58) as u8;
-    while v.len() < size {
-        v.push(c);
-        c = if c >= 122 { 65 } else { c + 1 };
-    }
-    v.truncate(size);
-    v[size - 1] = 0;
+    let mut v = vec![0; size];
+    irdma_rping::fill_ping(ping, &mut v);
     v
 }
 
+/// The client's advertisement: (address, rkey, size).
+fn decode_advert(a: &[u8]) -> (u64, u32, usize) {
+    let a = irdma_rping::Advert::decode(a).expect("a 16-byte rping advertisement");
+    (a.addr, a.rkey, a.len as usize)
+}
+
 /// Every RoCEv2 frame of the capture parses with a correct ICRC and
-/// lengths (the project's own check; tshark runs in the xtask).
+/// lengths (the project's own check, `mock_bar::wire::check_frames`, the
+/// same the model process applies to the unikernel's wire; tshark runs in
+/// the xtask).
 fn check_capture(cap: &mock_bar::wire::Capture) {
-    let mut n = 0;
-    for (i, f) in cap.frames().iter().enumerate() {
-        let l3 = if f.get(12..14) == Some(&[0x81, 0x00]) { 18 } else { 14 };
-        let et = f.get(l3 - 2..l3);
-        let udp = match et {
-            Some([0x08, 0x00]) => l3 + 20,
-            Some([0x86, 0xdd]) => l3 + 40,
-            _ => continue,
-        };
-        if f.get(udp + 2..udp + 4) != Some(&[0x12, 0xb7]) {
-            continue;
-        }
-        mock_bar::wire::parse(f).unwrap_or_else(|e| panic!("frame {i}: {e:?}: {f:02x?}"));
-        n += 1;
-    }
-    println!("host: {n} RoCEv2 frames, every ICRC correct");
+    let c = mock_bar::wire::check_frames(&cap.frames());
+    assert_eq!(c.bad, 0, "{c}");
+    println!("host: {} RoCEv2 frames, every ICRC correct", c.roce);
 }
 
 /// Writes the pcap when the test ends, pass or fail.
@@ -439,11 +423,7 @@ fn peer_rping_driver_server() {
         // the client's start buffer: READ it
         assert_eq!(live.wc(&mut s, WcOpcode::Recv).byte_len, 16);
         let a = r.bytes(RECVB, 16);
-        let (addr, rkey, len) = (
-            u64::from_be_bytes(a[..8].try_into().unwrap()),
-            u32::from_be_bytes(a[8..12].try_into().unwrap()),
-            u32::from_be_bytes(a[12..].try_into().unwrap()) as usize,
-        );
+        let (addr, rkey, len) = decode_advert(&a);
         assert_eq!(len, size, "the client's ping size");
         s.qp.post_recv(&[RecvWr { wr_id: 100, sg_list: &recv }]).unwrap();
         s.qp.post_send(&[signaled(3, read_op(addr, rkey), &[r.sge(RDMA, len)])]).unwrap();
@@ -456,12 +436,12 @@ fn peer_rping_driver_server() {
         // the client's sink: WRITE the data back (strlen + 1, as rping)
         assert_eq!(live.wc(&mut s, WcOpcode::Recv).byte_len, 16);
         let a = r.bytes(RECVB, 16);
-        let (addr, rkey) = (
-            u64::from_be_bytes(a[..8].try_into().unwrap()),
-            u32::from_be_bytes(a[8..12].try_into().unwrap()),
-        );
+        let (addr, rkey) = {
+            let (addr, rkey, _) = decode_advert(&a);
+            (addr, rkey)
+        };
         s.qp.post_recv(&[RecvWr { wr_id: 100, sg_list: &recv }]).unwrap();
-        let n = data.iter().position(|&b| b == 0).map_or(len, |p| p + 1);
+        let n = irdma_rping::text_len(&data);
         s.qp.post_send(&[signaled(5, write_op(addr, rkey), &[r.sge(RDMA, n)])]).unwrap();
         live.wc(&mut s, WcOpcode::RdmaWrite);
         s.qp.post_send(&[signaled(6, WrOpcode::Send, &[r.sge(SENDB, 16)])]).unwrap();
@@ -936,11 +916,7 @@ fn peer_vanishes_mid_transfer() {
     // is gone
     while wait(&mut live, &mut s, &mut p, WcOpcode::Recv).is_some() {
         let a = r.bytes(RECVB, 16);
-        let (addr, rkey, len) = (
-            u64::from_be_bytes(a[..8].try_into().unwrap()),
-            u32::from_be_bytes(a[8..12].try_into().unwrap()),
-            u32::from_be_bytes(a[12..].try_into().unwrap()) as usize,
-        );
+        let (addr, rkey, len) = decode_advert(&a);
         assert_eq!(len, rping_size(), "the client's ping size");
         s.qp.post_recv(&[RecvWr { wr_id: p.id("recv"), sg_list: &recv }]).unwrap();
         let _ = s.qp.post_send(&[signaled(p.id("read"), read_op(addr, rkey), &[r.sge(RDMA, len)])]);
@@ -949,13 +925,13 @@ fn peer_vanishes_mid_transfer() {
         let Some(_) = wait(&mut live, &mut s, &mut p, WcOpcode::Send) else { break };
         let Some(_) = wait(&mut live, &mut s, &mut p, WcOpcode::Recv) else { break };
         let a = r.bytes(RECVB, 16);
-        sink = (
-            u64::from_be_bytes(a[..8].try_into().unwrap()),
-            u32::from_be_bytes(a[8..12].try_into().unwrap()),
-        );
+        sink = {
+            let (addr, rkey, _) = decode_advert(&a);
+            (addr, rkey)
+        };
         s.qp.post_recv(&[RecvWr { wr_id: p.id("recv"), sg_list: &recv }]).unwrap();
         let data = r.bytes(RDMA, len);
-        let n = data.iter().position(|&b| b == 0).map_or(len, |p| p + 1);
+        let n = irdma_rping::text_len(&data);
         let sge = [r.sge(RDMA, n)];
         let _ = s.qp.post_send(&[signaled(p.id("write"), write_op(sink.0, sink.1), &sge)]);
         let Some(_) = wait(&mut live, &mut s, &mut p, WcOpcode::RdmaWrite) else { break };

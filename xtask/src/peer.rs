@@ -18,6 +18,19 @@
 //!   time. Prints the Linux tool's own result line and `PEER-EXIT`; exits
 //!   with the guest's status (or the host side's, if that failed). Output
 //!   in `target/peer/SCENARIO/` (serial log, pcap, host log).
+//! * `peer run peer_rping_server|peer_rping_client` — stage two: the
+//!   unikernel (`boot/`, built as for `cargo xtask qemu`) in QEMU, its BAR
+//!   served by the model process `mock-bar-shm` whose Ethernet port
+//!   (`--port`, `mock_bar::port`) is wired to the Linux guest's NIC. The
+//!   unikernel's addresses, the peer's MAC and the rping count/size reach it
+//!   on its command line (`irdma_boot::peercfg`), written here only. Three
+//!   processes on two cores: the model on CPU 0 (it sleeps when idle and
+//!   while it waits for the guest's answers), the unikernel's QEMU alone on
+//!   CPU 1 (its vCPU spins on the BAR), the Linux guest on CPU 0. Prints
+//!   rping's own result lines, the unikernel's scenario lines and the
+//!   model's port counters; the model judges every RoCEv2 frame's ICRC at
+//!   exit (`mock_bar::wire::check_frames`) and tshark the capture, as in
+//!   stage one. Output in `target/peer/NAME/` (serial logs, pcap).
 //! * `peer list` — the scenarios.
 
 use std::collections::BTreeMap;
@@ -449,6 +462,53 @@ const SCENARIOS: &[Scenario] = &[
     },
 ];
 
+/// A stage-two scenario: the unikernel in QEMU, through the model process,
+/// to the Linux guest.
+struct UkScenario {
+    name: &'static str,
+    what: &'static str,
+    /// `peer=` of the unikernel's command line (`irdma_boot::peercfg`).
+    role: &'static str,
+    /// Shell run in the Linux guest after rxe0 is up.
+    linux: &'static str,
+    /// Lines of the Linux serial log that start with one of these are printed.
+    result: &'static [&'static str],
+    /// rping `-C` on both sides.
+    count: u32,
+    /// rping `-S` on both sides.
+    size: u32,
+}
+
+/// The `peer_*` group: each is also the name of the unikernel's scenario line.
+const UK_SCENARIOS: &[UkScenario] = &[
+    UkScenario {
+        name: "peer_rping_server",
+        what: "the unikernel listens and plays rping's server, Linux `rping -c -V -C 3` connects",
+        role: "rping-server",
+        // the unikernel may not listen yet when the guest is up: retry
+        linux: "for i in 1 2 3 4 5 6 7 8 9 10; do rping -c -a $MODEL_ADDR -S $RPING_SIZE -V -v -C $RPING_COUNT && exit 0; sleep 1; done; exit 1",
+        result: &[
+            "ping data",
+            "client DISCONNECT",
+            "cma event",
+            "rping",
+            "data mismatch",
+            "wait for",
+        ],
+        count: 3,
+        size: 64,
+    },
+    UkScenario {
+        name: "peer_rping_client",
+        what: "Linux `rping -s -V` listens, the unikernel connects and plays rping's client",
+        role: "rping-client",
+        linux: "rping -s -a $PEER_ADDR -S $RPING_SIZE -V -v; rc=$?; exit $rc",
+        result: &["server ping data", "server DISCONNECT", "cma event", "rping", "wait for"],
+        count: 3,
+        size: 64,
+    },
+];
+
 /// The guest's and the model's identities (the tests' A = model, B = guest).
 const MODEL_MAC: &str = "02:00:00:00:00:0a";
 const MODEL_IP: &str = "10.0.0.1";
@@ -474,6 +534,9 @@ pub fn main(args: &[String]) -> ExitCode {
         Some("list") => {
             for s in SCENARIOS {
                 println!("{:24} {}", s.name, s.what);
+            }
+            for s in UK_SCENARIOS {
+                println!("{:24} (unikernel) {}", s.name, s.what);
             }
             Ok(0)
         }
@@ -501,22 +564,25 @@ const LONG_ONLY: &[&str] = &[
     "perftest-send-linux-client",
 ];
 
-/// The `peer` leg of `cargo xtask test`: every scenario once, in order
-/// (those of [`LONG_ONLY`] only with `IRDMA_PEER_LONG=1`).
+/// The `peer` leg of `cargo xtask test`: every scenario once, in order —
+/// stage one (the driver in a host test), then stage two (the unikernel
+/// in QEMU through the model process); those of [`LONG_ONLY`] only with
+/// `IRDMA_PEER_LONG=1`.
 pub fn leg() -> Result<String, String> {
     let long = std::env::var("IRDMA_PEER_LONG").is_ok_and(|v| v == "1");
     let mut out = Vec::new();
-    for sc in SCENARIOS.iter().filter(|s| long || !LONG_ONLY.contains(&s.name)) {
+    let names = SCENARIOS.iter().map(|s| s.name).chain(UK_SCENARIOS.iter().map(|s| s.name));
+    for name in names.filter(|n| long || !LONG_ONLY.contains(n)) {
         let t0 = Instant::now();
-        let code = run(sc.name)?;
+        let code = run(name)?;
         let line = format!(
             "{} {} {:.0} s",
-            sc.name,
+            name,
             if code == 0 { "ok" } else { "FAILED" },
             t0.elapsed().as_secs_f64()
         );
         if code != 0 {
-            return Err(format!("{}; logs in target/peer/{}", line, sc.name));
+            return Err(format!("{}; logs in target/peer/{}", line, name));
         }
         out.push(line);
     }
@@ -534,6 +600,7 @@ fn cache_dir() -> PathBuf {
 }
 
 /// What `build` produced.
+#[derive(Clone, Debug)]
 pub struct Built {
     /// The guest kernel (`vmlinuz`).
     pub kernel: PathBuf,
@@ -598,8 +665,22 @@ fn fetch(debs: &Path, pkgs: &[String]) -> Result<(), String> {
     if download() { Ok(()) } else { Err(format!("apt-get download failed for {missing:?}")) }
 }
 
-/// Builds (or reuses) the kernel and the initramfs.
+/// Builds (or reuses) the kernel and the initramfs, once per xtask
+/// process: the `peer` leg runs every scenario from one process, and
+/// writing the 13 MiB initramfs again for each cost 2–4 s of the leg's
+/// 10-minute budget per scenario.
 pub fn build() -> Result<Built, String> {
+    static BUILT: std::sync::Mutex<Option<Built>> = std::sync::Mutex::new(None);
+    let mut b = BUILT.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(b) = b.as_ref() {
+        return Ok(b.clone());
+    }
+    let fresh = build_fresh()?;
+    *b = Some(fresh.clone());
+    Ok(fresh)
+}
+
+fn build_fresh() -> Result<Built, String> {
     for p in ["apt-get", "dpkg-deb", "ldd"] {
         if which(p).is_none() {
             return Err(format!("`{p}` is needed (a Debian-like host)"));
@@ -789,8 +870,12 @@ fn pinned(cpu: Option<u32>, program: &str) -> Command {
 
 /// Boots the guest for `name` next to its host side; returns the exit code.
 fn run(name: &str) -> Result<i32, String> {
+    if let Some(uk) = UK_SCENARIOS.iter().find(|s| s.name == name) {
+        return run_uk(uk);
+    }
     let sc = SCENARIOS.iter().find(|s| s.name == name).ok_or_else(|| {
-        let all: Vec<&str> = SCENARIOS.iter().map(|s| s.name).collect();
+        let all: Vec<&str> =
+            SCENARIOS.iter().map(|s| s.name).chain(UK_SCENARIOS.iter().map(|s| s.name)).collect();
         format!("no scenario `{name}`; scenarios: {}", all.join(", "))
     })?;
     let qemu = ensure_program(&crate::qemu::QEMU_PACKAGE)?;
@@ -900,7 +985,7 @@ fn run(name: &str) -> Result<i32, String> {
         guest_wall.as_secs_f64(),
         out.display()
     );
-    let judged = judge(&pcap);
+    let judged = judge(&pcap, &format!("eth.src == {MODEL_MAC}"));
     match &judged {
         Ok(line) => println!("peer {}: {line}", sc.name),
         Err(e) => println!("peer {}: capture check FAILED: {e}", sc.name),
@@ -911,6 +996,182 @@ fn run(name: &str) -> Result<i32, String> {
         (Some(c), Some(0)) => c.max(1),
         _ => 1,
     })
+}
+
+/// The model process of stage two (`mock-bar-shm` in harness mode with an
+/// Ethernet port; no CM peer device: the Linux guest is the peer).
+fn build_shm_model() -> Result<PathBuf, String> {
+    crate::util::cargo(&[
+        "build",
+        "-p",
+        "mock-bar",
+        "--bin",
+        "mock-bar-shm",
+        "--release",
+        "--quiet",
+    ])?;
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root().join("target"));
+    let p = target.join("release").join("mock-bar-shm");
+    if p.is_file() { Ok(p) } else { Err(format!("no model binary at {}", p.display())) }
+}
+
+/// The unikernel's command line for `sc` (`irdma_boot::peercfg`): its
+/// address, the Linux guest's address and MAC, rping's count and size.
+fn uk_cmdline(sc: &UkScenario) -> String {
+    format!(
+        "peer={} ip={MODEL_IP} peer_ip={PEER_IP} peer_mac={PEER_MAC} rping_count={} rping_size={}",
+        sc.role, sc.count, sc.size
+    )
+}
+
+/// Stage two: the Linux guest, then the model process and the unikernel
+/// (through `crate::qemu::run_image`); returns the exit code.
+fn run_uk(sc: &UkScenario) -> Result<i32, String> {
+    use crate::qemu::{self, Line, ModelSel, Opts};
+    let qemu_bin = ensure_program(&qemu::QEMU_PACKAGE)?;
+    let built = build()?;
+    let image = qemu::build(false)?;
+    let model = build_shm_model()?;
+    let out = root().join("target/peer").join(sc.name);
+    std::fs::create_dir_all(&out).map_err(|e| e.to_string())?;
+    let (model_port, guest_port) = (free_udp_port()?, free_udp_port()?);
+    // the unikernel's MAC is the model device's (LAN bring-up); the guest
+    // learns it by ARP, which the port answers for MODEL_IP
+    let env = format!(
+        "PEER_IP={PEER_IP}\nPEER_MAC={PEER_MAC}\nMODEL_IP={MODEL_IP}\nMTU=1500\nRPING_SIZE={}\n\
+         RPING_COUNT={}\nPEER_ADDR={PEER_IP}\nMODEL_ADDR={MODEL_IP}\nVLAN=\n",
+        sc.size, sc.count
+    );
+    std::fs::write(out.join("env"), env).map_err(|e| e.to_string())?;
+    std::fs::write(out.join("run"), format!("{}\n", sc.linux)).map_err(|e| e.to_string())?;
+    let serial = out.join("serial.log");
+    let pcap = out.join("wire.pcap");
+    let _ = std::fs::remove_file(&serial);
+    let _ = std::fs::remove_file(&pcap);
+    let two = std::thread::available_parallelism().map_or(1, |n| n.get()) >= 2
+        && which("taskset").is_some();
+    let t0 = Instant::now();
+    let netdev = format!(
+        "dgram,id=n0,local.type=inet,local.host=127.0.0.1,local.port={guest_port},\
+         remote.type=inet,remote.host=127.0.0.1,remote.port={model_port}"
+    );
+    // CPU 0, beside the model (run_image puts the model on 0, the
+    // unikernel's QEMU on 1)
+    let mut guest = pinned(two.then_some(0), &qemu_bin.to_string_lossy())
+        .args(["-nodefaults", "-no-reboot", "-display", "none", "-accel", "tcg"])
+        .args(["-m", "512", "-smp", "1"])
+        .arg("-kernel")
+        .arg(&built.kernel)
+        .arg("-initrd")
+        .arg(&built.initrd)
+        .args(["-append", "console=ttyS0 panic=-1 quiet loglevel=4"])
+        .arg("-serial")
+        .arg(format!("file:{}", serial.display()))
+        .args(["-netdev", &netdev])
+        .args(["-device", &format!("virtio-net-pci,netdev=n0,mac={PEER_MAC}")])
+        .arg("-fw_cfg")
+        .arg(format!("name=opt/irdma/env,file={}", out.join("env").display()))
+        .arg("-fw_cfg")
+        .arg(format!("name=opt/irdma/run,file={}", out.join("run").display()))
+        .stdin(Stdio::null())
+        .spawn()
+        .map_err(|e| format!("cannot start {QEMU}: {e}"))?;
+    let model_args: Vec<String> = [
+        "--port".to_string(),
+        format!("127.0.0.1:{model_port}"),
+        "--port-peer".into(),
+        format!("127.0.0.1:{guest_port}"),
+        "--port-ip".into(),
+        MODEL_IP.into(),
+        // a TCG guest answers in milliseconds but may stall for a while
+        "--port-rc-timeout-ms".into(),
+        "2000".into(),
+        "--max-secs".into(),
+        "400".into(),
+    ]
+    .into();
+    let opts = Opts {
+        append: Some(uk_cmdline(sc)),
+        timeout: Duration::from_secs(300),
+        model: ModelSel::Program(model.display().to_string(), model_args),
+        echo: false,
+        pcap: Some(pcap.clone()),
+        ..Opts::default()
+    };
+    let uk = qemu::run_image(&image, &opts);
+    let uk_wall = t0.elapsed();
+    // the guest finishes its rping (and powers off) by itself
+    let guest_st = wait(&mut guest, Instant::now() + Duration::from_secs(60));
+    let wall = t0.elapsed();
+    let uk = uk?;
+    std::fs::write(out.join("unikernel.log"), uk.console.join("\n") + "\n")
+        .map_err(|e| e.to_string())?;
+    std::fs::write(out.join("model.log"), uk.model_output.join("\n") + "\n")
+        .map_err(|e| e.to_string())?;
+    let log = std::fs::read_to_string(&serial).unwrap_or_default();
+    let mut exit = None;
+    for l in log.lines() {
+        let l = l.trim_end_matches('\r');
+        if let Some(v) = l.strip_prefix("PEER-EXIT ") {
+            exit = v.trim().parse::<i32>().ok();
+        }
+        if l.starts_with("PEER-") || sc.result.iter().any(|r| l.trim_start().starts_with(r)) {
+            let short: String = l.chars().take(100).collect();
+            println!("linux: {short}");
+        }
+    }
+    for l in uk
+        .console
+        .iter()
+        .filter(|l| l.contains("peer_rping") || l.starts_with("FAIL ") || l.starts_with("DONE "))
+    {
+        println!("unikernel: {l}");
+    }
+    for l in uk
+        .model_output
+        .iter()
+        .filter(|l| l.starts_with("mock-bar-shm: port ") || l.starts_with("mock-bar-shm: capture"))
+    {
+        println!("model: {l}");
+    }
+    let mut why: Vec<String> = Vec::new();
+    let passed = uk.lines().iter().any(|l| matches!(l, Line::Pass { name, .. } if name == sc.name));
+    if !passed {
+        why.push(format!("the unikernel's {} did not pass", sc.name));
+    }
+    if uk.status != Some(irdma_boot::contract::STATUS_PASS) {
+        why.push(format!(
+            "the unikernel's QEMU exited {:?} (timed out: {})",
+            uk.status, uk.timed_out
+        ));
+    }
+    why.extend(uk.model_problems.iter().map(|p| format!("model: {p}")));
+    let port_line = uk.model_output.iter().find(|l| l.starts_with("mock-bar-shm: port "));
+    match port_line.and_then(|l| l.split_whitespace().find_map(|w| w.strip_prefix("drops="))) {
+        Some("0") => {}
+        Some(n) => why.push(format!("the model's port dropped {n} frame(s)")),
+        None => why.push("the model printed no port counters".into()),
+    }
+    if exit != Some(0) || guest_st != Some(0) {
+        why.push(format!("the Linux guest: {exit:?} (QEMU {guest_st:?})"));
+    }
+    // ours: every frame the Linux guest did not send
+    let judged = judge(&pcap, &format!("eth.src != {PEER_MAC}"));
+    match &judged {
+        Ok(line) => println!("peer {}: {line}", sc.name),
+        Err(e) => why.push(format!("capture check: {e}")),
+    }
+    println!(
+        "peer {}: {} — unikernel {:.1} s, whole run {:.1} s; logs in {}",
+        sc.name,
+        if why.is_empty() { "passed".to_string() } else { format!("FAILED: {}", why.join("; ")) },
+        uk_wall.as_secs_f64(),
+        wall.as_secs_f64(),
+        out.display()
+    );
+    Ok(if why.is_empty() { 0 } else { 1 })
 }
 
 /// Waits for `c` until `deadline`, then kills it. The exit code, or `None`
@@ -931,10 +1192,10 @@ fn wait(c: &mut std::process::Child, deadline: Instant) -> Option<i32> {
 
 /// The capture through tshark (notes, "Checking captures"): every frame
 /// decoded, none malformed, no expert item of severity error in a frame the
-/// model sent; the guest's errors and all warnings are counted and
+/// model sent (the display filter `ours` picks them); the guest's errors and all warnings are counted and
 /// reported. The host side has already checked every RoCEv2
 /// frame's ICRC with the model's own parser.
-fn judge(pcap: &Path) -> Result<String, String> {
+fn judge(pcap: &Path, ours: &str) -> Result<String, String> {
     if !pcap.is_file() {
         return Err(format!("no capture at {}", pcap.display()));
     }
@@ -953,10 +1214,8 @@ fn judge(pcap: &Path) -> Result<String, String> {
     // guest's are reported only: rxe sends a zero UDP checksum on IPv6,
     // which Wireshark 4.0 calls an error (rocev2-wire §1.5), and that is
     // Linux's frame, not ours
-    let ours = format!("_ws.expert.severity >= \"error\" && eth.src == {MODEL_MAC}");
-    let errors = count(Some(&ours))?;
-    let theirs =
-        count(Some(&format!("_ws.expert.severity >= \"error\" && eth.src != {MODEL_MAC}")))?;
+    let errors = count(Some(&format!("_ws.expert.severity >= \"error\" && {ours}")))?;
+    let theirs = count(Some(&format!("_ws.expert.severity >= \"error\" && !({ours})")))?;
     let warn = count(Some("_ws.expert.severity == \"warning\""))?;
     let line = format!(
         "tshark: {all} frames, {malformed} malformed, {errors} of ours with expert errors \
@@ -974,3 +1233,31 @@ pub const TSHARK_PACKAGE: SysPackage = SysPackage {
     pacman: "wireshark-cli",
     brew: "wireshark",
 };
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use irdma_boot::peercfg::{self, Role};
+
+    /// The unikernel's addresses are written once, here: its command line
+    /// must say what the Linux guest's env and the model's port are given.
+    #[test]
+    fn unikernel_command_line_carries_the_addresses() {
+        let ip = |s: &str| -> [u8; 4] { s.parse::<std::net::Ipv4Addr>().unwrap().octets() };
+        for sc in UK_SCENARIOS {
+            let line = uk_cmdline(sc);
+            // boot/src/bare/mod.rs reads at most 256 bytes of it
+            assert!(line.len() < 256, "{line}");
+            let c = peercfg::parse(&line).unwrap().unwrap();
+            let role =
+                if sc.name.ends_with("server") { Role::RpingServer } else { Role::RpingClient };
+            assert_eq!(c.role, role, "{}", sc.name);
+            assert_eq!(c.ip, ip(MODEL_IP));
+            assert_eq!(c.peer_ip, ip(PEER_IP));
+            let mac: Vec<u8> =
+                PEER_MAC.split(':').map(|b| u8::from_str_radix(b, 16).unwrap()).collect();
+            assert_eq!(c.peer_mac[..], mac[..]);
+            assert_eq!((c.count, c.size), (sc.count, sc.size));
+        }
+    }
+}

@@ -61,7 +61,7 @@ extern "C" fn kmain(start_info: u64) -> ! {
         let (base, last_bus) = pci::ecam();
         println!("PCIe ECAM at {base:#x}, buses 0..={last_bus}");
     }
-    let mut cmdline = [0u8; 128];
+    let mut cmdline = [0u8; 256];
     let cmd = info.as_ref().map(|i| i.cmdline(&mut cmdline)).unwrap_or("");
     if !cmd.is_empty() {
         println!("cmdline: {cmd}");
@@ -79,7 +79,8 @@ extern "C" fn kmain(start_info: u64) -> ! {
 
     let mut runner = scenarios::Runner::new();
     let hand_lan = cmd.split(' ').any(|w| w == "lan=hand");
-    scenarios::run_all(&mut runner, info.as_ref(), hand_lan);
+    let peer = irdma_boot::peercfg::parse(cmd);
+    scenarios::run_all(&mut runner, info.as_ref(), hand_lan, peer);
     if cmd.split(' ').any(|w| w == "fail") {
         // Self-test of the failure report: one scenario that always fails.
         runner.run("injected", scenarios::injected_failure);

@@ -45,6 +45,7 @@ macro_rules! ensure {
 mod bringup;
 mod cm;
 mod lan;
+mod peer;
 mod verbs;
 
 /// How a scenario that did not fail ended.
@@ -152,8 +153,15 @@ const ASSIGN_LIMIT: u64 = arch::BAR_WINDOW.1;
 
 /// Runs every scenario of this round. `hand_lan` (`-append lan=hand`):
 /// probe with a hand-filled `LanInfo` instead of the LAN bring-up (the
-/// `lan_*` lines then skip).
-pub fn run_all(r: &mut Runner, info: Option<&StartInfo>, hand_lan: bool) {
+/// `lan_*` lines then skip). `peer`: the live run the command line asks
+/// for (`irdma_boot::peercfg`); with one, the verbs and CM scenarios skip
+/// (their traffic must not reach the Linux peer) and the `peer_*` one runs.
+pub fn run_all(
+    r: &mut Runner,
+    info: Option<&StartInfo>,
+    hand_lan: bool,
+    peer: Result<Option<irdma_boot::peercfg::PeerCfg>, irdma_boot::peercfg::PeerCfgError>,
+) {
     let mut ctx = Ctx::default();
     let pool_ok = init_pool(info);
     // Discovery runs before the clock: the host's TSC rate is in the BAR.
@@ -178,7 +186,7 @@ pub fn run_all(r: &mut Runner, info: Option<&StartInfo>, hand_lan: bool) {
     } else {
         lan::run(r, bringup::model_bar(&ctx)).map(verbs::Probed::Lan)
     };
-    verbs::run(r, bringup::model_bar(&ctx), probed, b.injected(), pool0);
+    verbs::run(r, bringup::model_bar(&ctx), probed, b.injected(), pool0, peer);
     r.run("stack", stack_check);
 }
 

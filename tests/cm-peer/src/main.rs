@@ -395,6 +395,7 @@ fn main() -> ExitCode {
         max: Duration::from_secs(max),
         pcap: get("--pcap").cloned(),
         warm: args.iter().any(|a| a == "--warm"),
+        port: None,
     };
     let Some(bar_path) = std::env::var_os("IRDMA_BAR_FILE") else {
         eprintln!("mock-bar-cm: IRDMA_BAR_FILE is not set (harness mode only)");

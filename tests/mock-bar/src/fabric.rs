@@ -195,6 +195,13 @@ impl Fabric {
     /// device that owns their QP, whose answers leave through the port.
     /// Returns how many frames were handled (0 without a port).
     pub fn pump_port(&self) -> usize {
+        self.pump_port_with(None)
+    }
+
+    /// [`Fabric::pump_port`] with one more device kept outside the fabric
+    /// (`ext`, as in [`Fabric::poll_joined`]): a frame no device of the
+    /// fabric owns goes to `ext` if it owns it.
+    fn pump_port_with(&self, mut ext: Option<&mut Device>) -> usize {
         let Some(port) = self.port() else { return 0 };
         let mut devs = self.lock();
         let mut n = 0;
@@ -202,7 +209,11 @@ impl Fabric {
             n += 1;
             let port::Rx::Roce(f, p) = port.classify(f) else { continue };
             if wire::has_deth(p.pkt.opcode) {
-                match devs.iter_mut().flatten().find_map(|d| d.receive_datagram(&f)) {
+                let took = match devs.iter_mut().flatten().find_map(|d| d.receive_datagram(&f)) {
+                    Some(r) => Some(r),
+                    None => ext.as_deref_mut().and_then(|d| d.receive_datagram(&f)),
+                };
+                match took {
                     Some(_) => port.delivered(),
                     None => port.drop_qp(),
                 }
@@ -213,9 +224,15 @@ impl Fabric {
                 continue;
             }
             let (ip, qpn) = (p.dst_ip[3], p.pkt.dest_qp);
-            let Some(d) = devs.iter_mut().flatten().find(|d| d.owns(ip, qpn)) else {
-                port.drop_qp();
-                continue;
+            let d = match devs.iter_mut().flatten().find(|d| d.owns(ip, qpn)) {
+                Some(d) => d,
+                None => match ext.as_deref_mut().filter(|d| d.owns(ip, qpn)) {
+                    Some(d) => d,
+                    None => {
+                        port.drop_qp();
+                        continue;
+                    }
+                },
             };
             port.delivered();
             // RC frames carry no source QPN: the QP's own peer is assumed
@@ -283,14 +300,18 @@ impl Fabric {
     /// e.g. the device a [`crate::shm::ShmHost`] serves to QEMU): polls
     /// `ext` with this fabric's devices as its peers, then every device of
     /// the fabric with `ext` among theirs, so frames cross between them on
-    /// the same wire. The devices of the fabric must be in
+    /// the same wire. Frames waiting at the fabric's port
+    /// ([`Fabric::attach_port`]) are handled first, `ext` among the devices
+    /// they may be for. The devices of the fabric must be in
     /// [`crate::Mode::Deferred`] too (an immediate-mode doorbell is served
     /// inside the register write, where `ext` is out of reach). Returns
     /// whether any device did work.
     pub fn poll_joined(&self, ext: &mut Device) -> bool {
+        // frames from the port first, for the fabric's devices and `ext`
+        let mut work = self.pump_port_with(Some(&mut *ext)) > 0;
         let port = self.port();
         let mut devs = self.lock();
-        let mut work =
+        work |=
             ext.poll_with(&mut JoinedPeers { devs: &mut devs, ext: None, port: port.as_deref() });
         for id in 0..devs.len() {
             let Some(mut dev) = devs.get_mut(id).and_then(Option::take) else { continue };

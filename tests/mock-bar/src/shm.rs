@@ -680,6 +680,12 @@ pub struct HarnessOpts {
     pub pcap: Option<String>,
     /// Start the PF with the LAN side counted as done.
     pub warm: bool,
+    /// An Ethernet port ([`crate::port`]) for the served device's wire:
+    /// frames for destinations no device of the model claims leave through
+    /// it (to a Linux guest's `-netdev dgram`), frames that arrive are
+    /// taken as the hardware would. Its MAC is replaced by the served
+    /// device's (`LanConfig::mac`), the address the guest's LAN layer reads.
+    pub port: Option<crate::PortConfig>,
 }
 
 /// Harness mode: the model process of `cargo xtask qemu` (the
@@ -718,6 +724,20 @@ pub fn run_harness(
         FileMemory::new(open_existing(&ram, ram_size)?, ram_size, ram_size.min(2 << 30))
             .with_base(ram_base),
     );
+    // A port needs a fabric to hang on: the peers', or an empty one.
+    let peers = match (peers, &o.port) {
+        (None, Some(_)) => Some(Fabric::new()),
+        (p, _) => p,
+    };
+    let port = match (&peers, &o.port) {
+        (Some(f), Some(pc)) => {
+            let mut pc = pc.clone();
+            pc.mac = host.device.config().lan.mac;
+            let p = crate::Port::bind(pc).map_err(|e| format!("port: {e}"))?;
+            Some(f.attach_port(p))
+        }
+        _ => None,
+    };
     let cap = pcap.map(|_| Capture::new());
     host.device.set_capture(cap.clone());
     if let Some(f) = peers {
@@ -791,7 +811,35 @@ pub fn run_harness(
             );
         }
     }
+    if let Some(p) = &port {
+        let c = p.counters();
+        println!(
+            "mock-bar-shm: port {} rx={} tx={} tx_no_peer={} delivered={} arp_replies={} \
+             nd_replies={} not_roce={} unsolicited={} rc_timeouts={} drops={} {:?}",
+            p.local_addr(),
+            c.rx_frames,
+            c.tx_frames,
+            c.tx_no_peer,
+            c.delivered,
+            c.arp_replies,
+            c.nd_replies,
+            c.not_roce,
+            c.unsolicited,
+            c.rc_timeouts,
+            c.drops.total(),
+            c.drops
+        );
+    }
     write_capture(pcap, cap.as_ref())?;
+    // The wire of a port run is judged like the host stage's
+    // (tests/peer_live.rs): every RoCEv2 frame on it parses, ICRC right.
+    if let (Some(_), Some(c)) = (&port, &cap) {
+        let chk = crate::wire::check_frames(&c.frames());
+        println!("mock-bar-shm: capture: {chk}");
+        if let Some((i, d)) = chk.first_bad {
+            why.get_or_insert(format!("capture frame {i}: {d:?}"));
+        }
+    }
     match why {
         Some(w) => Err(w),
         None => Ok(()),

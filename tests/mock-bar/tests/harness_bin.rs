@@ -158,3 +158,84 @@ fn gives_up_without_a_shutdown_and_refuses_bad_environments() {
         .unwrap();
     assert_eq!(wait_exit(&mut c).code(), Some(1));
 }
+
+/// Internet checksum (RFC 1071) of an IPv4 header.
+fn ip_checksum(h: &[u8]) -> u16 {
+    let mut s: u32 = h.chunks(2).map(|c| u16::from_be_bytes([c[0], c[1]]) as u32).sum();
+    while s >> 16 != 0 {
+        s = (s & 0xffff) + (s >> 16);
+    }
+    !(s as u16)
+}
+
+/// Issue #34, stage two: `--port` plugs an Ethernet port into the served
+/// device's wire. A Linux guest's NIC on the other end resolves the port's
+/// address by ARP — answered with the served device's MAC, by the harness
+/// loop itself (no host-side driver pumps the port) — and a RoCEv2 frame
+/// with a bad ICRC is dropped and counted; the capture judge at exit then
+/// fails the run (status 1), naming the frame.
+#[test]
+fn port_answers_arp_with_the_devices_mac_and_judges_the_wire() {
+    let files = Files::new("port");
+    let bar = OpenOptions::new().read(true).write(true).open(&files.bar).unwrap();
+    let peer = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    peer.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let port = std::net::UdpSocket::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+    let pcap = std::env::temp_dir().join(format!("mock-hb-port-{}.pcap", std::process::id()));
+    let mut child = files.spawn(&[
+        "--port",
+        &port.to_string(),
+        "--port-peer",
+        &peer.local_addr().unwrap().to_string(),
+        "--port-ip",
+        "10.0.0.1",
+        "--pcap",
+        pcap.to_str().unwrap(),
+    ]);
+    wait_for("HOST_MAGIC", || r32(&bar, MAILBOX + mb::HOST_MAGIC) == mb::HOST_MAGIC_VALUE);
+    let dev_mac = mock_bar::Config::default().lan.mac;
+    let guest_mac = [2, 0, 0, 0, 0, 0x0b];
+    // ARP request: who has 10.0.0.1, tell 10.0.0.2
+    let mut arp = vec![0xff; 6];
+    arp.extend_from_slice(&guest_mac);
+    arp.extend_from_slice(&[0x08, 0x06, 0, 1, 8, 0, 6, 4, 0, 1]);
+    arp.extend_from_slice(&guest_mac);
+    arp.extend_from_slice(&[10, 0, 0, 2, 0, 0, 0, 0, 0, 0, 10, 0, 0, 1]);
+    peer.send_to(&arp, port).unwrap();
+    let mut b = [0u8; 2048];
+    let (n, _) = peer.recv_from(&mut b).expect("an ARP reply from the port");
+    let r = &b[..n];
+    assert_eq!(&r[0..6], &guest_mac, "to the asker");
+    assert_eq!(&r[6..12], &dev_mac, "from the served device's MAC");
+    assert_eq!(&r[12..14], &[0x08, 0x06]);
+    assert_eq!(&r[20..22], &[0, 2], "an ARP reply");
+    assert_eq!(&r[22..28], &dev_mac, "sender hardware address: the device's MAC");
+    assert_eq!(&r[28..32], &[10, 0, 0, 1]);
+    // a RoCEv2 SEND_ONLY to the device with a wrong ICRC
+    let mut f = dev_mac.to_vec();
+    f.extend_from_slice(&guest_mac);
+    f.extend_from_slice(&[0x08, 0x00]);
+    let mut ip = vec![0x45, 0, 0, 20 + 8 + 12 + 4, 0, 0, 0x40, 0, 64, 17, 0, 0];
+    ip.extend_from_slice(&[10, 0, 0, 2, 10, 0, 0, 1]);
+    let ck = ip_checksum(&ip);
+    ip[10..12].copy_from_slice(&ck.to_be_bytes());
+    f.extend_from_slice(&ip);
+    f.extend_from_slice(&[0xc0, 0x00, 0x12, 0xb7, 0, 8 + 12 + 4, 0, 0]);
+    f.extend_from_slice(&[0x04, 0, 0xff, 0xff, 0, 0, 0, 5, 0, 0, 0, 1]);
+    f.extend_from_slice(&[0xde, 0xad, 0xbe, 0xef]);
+    peer.send_to(&f, port).unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    w32(&bar, MAILBOX + mb::SHUTDOWN, 1);
+    let st = wait_exit(&mut child);
+    let mut out = String::new();
+    use std::io::Read;
+    child.stdout.take().unwrap().read_to_string(&mut out).unwrap();
+    let _ = std::fs::remove_file(&pcap);
+    let line = out.lines().find(|l| l.starts_with("mock-bar-shm: port ")).unwrap_or_else(|| {
+        panic!("no port counters line in {out}");
+    });
+    assert!(line.contains(" arp_replies=1 "), "{line}");
+    assert!(line.contains(" drops=1 "), "{line}");
+    assert!(out.contains("capture: 3 frames, 1 RoCEv2, 1 with a bad ICRC or length"), "{out}");
+    assert_eq!(st.code(), Some(1), "the capture judge fails the run: {out}");
+}

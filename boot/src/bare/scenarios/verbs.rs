@@ -312,7 +312,10 @@ pub fn run(
     probed: Result<Probed<'_>, Msg>,
     injected: u64,
     (live0, bad0): (usize, u64),
+    peer: Result<Option<irdma_boot::peercfg::PeerCfg>, irdma_boot::peercfg::PeerCfgError>,
 ) {
+    // a live run against a Linux peer: only its scenario uses the device
+    let live_run = matches!(peer, Ok(Some(_)));
     const NAMES: [&str; 12] = [
         "verbs_objects",
         "mr_levels",
@@ -330,7 +333,7 @@ pub fn run(
     let bar = match bar {
         Ok(b) => b,
         Err(why) => {
-            for n in NAMES.iter().chain(CM_NAMES.iter()) {
+            for n in NAMES.iter().chain(CM_NAMES.iter()).chain(super::peer::NAMES.iter()) {
                 r.run(n, || Ok(Outcome::Skip(why.clone())));
             }
             return;
@@ -341,13 +344,27 @@ pub fn run(
     match probed.as_ref() {
         Some(p) => {
             let d = p.device();
-            run_on(r, d, &mut rows);
-            // Connections through the CM with the model process's peer,
-            // on the device the verbs scenarios left clean.
-            super::cm::run(r, d, bar);
+            if live_run {
+                let why = msg(format_args!("live run against a Linux peer (peer=)"));
+                for n in NAMES[..NAMES.len() - 1].iter().chain(CM_NAMES.iter()) {
+                    r.run(n, || Ok(Outcome::Skip(why.clone())));
+                }
+            } else {
+                run_on(r, d, &mut rows);
+                // Connections through the CM with the model process's peer,
+                // on the device the verbs scenarios left clean.
+                super::cm::run(r, d, bar);
+            }
+            // The live runs with a Linux peer on the model's Ethernet port
+            // (skipped without `peer=`).
+            super::peer::run(r, d, peer);
         }
         None => {
-            for n in NAMES[..NAMES.len() - 1].iter().chain(CM_NAMES.iter()) {
+            for n in NAMES[..NAMES.len() - 1]
+                .iter()
+                .chain(CM_NAMES.iter())
+                .chain(super::peer::NAMES.iter())
+            {
                 r.run(n, || bail!("no device (device_probe failed)"));
             }
         }
@@ -362,7 +379,7 @@ pub fn run(
         ensure!(hal::bad_frees() == bad0, "the pool refused a free");
         let m = super::bringup::model_counters(bar)?;
         ensure!(m.dma_faults == 0, "the model saw {} DMA faults", m.dma_faults);
-        let want = injected + VERBS_INJECTED;
+        let want = injected + if live_run { 0 } else { VERBS_INJECTED };
         ensure!(m.errors == want, "the model failed {} CQP ops, {want} were injected", m.errors);
         println!(
             "  device_close: pool balanced ({live} pages live, peak {} MiB of {} MiB this run), \

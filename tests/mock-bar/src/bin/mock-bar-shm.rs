@@ -31,6 +31,22 @@
 //! IRDMA_BAR_FILE=… mock-bar-shm [--poll spin|hybrid] [--max-secs N] [--pcap FILE] [--warm]
 //! ```
 //!
+//! **Ethernet port** (harness mode, issue #34): `--port 127.0.0.1:P`
+//! plugs an Ethernet port (`mock_bar::port`: one frame per UDP datagram,
+//! QEMU's `-netdev dgram` contract) into the served device's wire, with the
+//! device's MAC; `--port-peer ADDR` is where its frames go (else the
+//! source of the first datagram), each `--port-ip IP` an address it
+//! answers ARP / neighbour solicitations for, `--port-rc-timeout-ms` and
+//! `--port-rc-retries` the RC request timeout and resends toward the peer
+//! (defaults 1000 ms, 3). At exit it prints the port's counters and judges
+//! the capture (`--pcap`): every RoCEv2 frame must parse with a right ICRC,
+//! else status 1.
+//!
+//! ```text
+//! IRDMA_BAR_FILE=… mock-bar-shm --port 127.0.0.1:40000 --port-peer 127.0.0.1:40001 \
+//!     --port-ip 10.0.0.1 --pcap wire.pcap
+//! ```
+//!
 //! `--pcap FILE` (both modes; `cargo xtask qemu --pcap FILE` passes it)
 //! records every RoCEv2 frame the device puts on its wire — loopback RC
 //! traffic between the guest's QPs, built from their QP contexts (module
@@ -41,17 +57,56 @@ use std::process::{Command, ExitCode};
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use mock_bar::Config;
+use std::net::IpAddr;
+
 use mock_bar::shm::{self, FileBar, FileMemory, HarnessOpts, PollMode, ShmHost, Tick, parse_size};
 use mock_bar::wire::Capture;
+use mock_bar::{Config, PortConfig};
 
 fn usage() -> ExitCode {
     eprintln!(
         "usage: mock-bar-shm --bar FILE --bar-size SIZE --ram FILE --ram-size SIZE \
          [--below-4g SIZE] [--ram-base ADDR] [--poll spin|hybrid] [--pcap FILE] [-- COMMAND ARGS...]\n   or: IRDMA_BAR_FILE=… \
-         mock-bar-shm [--poll spin|hybrid] [--max-secs N] [--pcap FILE] [--warm]   (harness mode, see the docs)"
+         mock-bar-shm [--poll spin|hybrid] [--max-secs N] [--pcap FILE] [--warm] \
+         [--port ADDR [--port-peer ADDR] [--port-ip IP]... [--port-rc-timeout-ms N] [--port-rc-retries N]]   (harness mode, see the docs)"
     );
     ExitCode::from(2)
+}
+
+/// The harness mode's Ethernet port (`--port ADDR` and its companions),
+/// `None` without `--port`.
+fn port_config(opts: &[String]) -> Result<Option<PortConfig>, String> {
+    let get = |k: &str| opts.iter().position(|a| a == k).and_then(|i| opts.get(i + 1));
+    let Some(local) = get("--port") else {
+        if opts.iter().any(|a| a.starts_with("--port-")) {
+            return Err("--port-… options need --port ADDR".into());
+        }
+        return Ok(None);
+    };
+    // the MAC is the served device's (`HarnessOpts::port`)
+    let mut pc = PortConfig::new([0; 6]);
+    pc.local = local.parse().map_err(|e| format!("--port {local}: {e}"))?;
+    if let Some(r) = get("--port-peer") {
+        pc.remote = Some(r.parse().map_err(|e| format!("--port-peer {r}: {e}"))?);
+    }
+    for (i, a) in opts.iter().enumerate() {
+        if a != "--port-ip" {
+            continue;
+        }
+        let v = opts.get(i + 1).ok_or("--port-ip needs an address")?;
+        match v.parse::<IpAddr>().map_err(|e| format!("--port-ip {v}: {e}"))? {
+            IpAddr::V4(a) => pc.ipv4.push(a.octets()),
+            IpAddr::V6(a) => pc.ipv6.push(a.octets()),
+        }
+    }
+    if let Some(ms) = get("--port-rc-timeout-ms") {
+        let ms: u64 = ms.parse().map_err(|e| format!("--port-rc-timeout-ms {ms}: {e}"))?;
+        pc.rc_timeout = Duration::from_millis(ms);
+    }
+    if let Some(n) = get("--port-rc-retries") {
+        pc.rc_retries = n.parse().map_err(|e| format!("--port-rc-retries {n}: {e}"))?;
+    }
+    Ok(Some(pc))
 }
 
 fn main() -> ExitCode {
@@ -73,8 +128,20 @@ fn main() -> ExitCode {
             Some(Err(_)) => return usage(),
         };
         let warm = opts.iter().any(|a| a == "--warm");
-        let o =
-            HarnessOpts { mode, max: Duration::from_secs(max), pcap: get("--pcap").cloned(), warm };
+        let port = match port_config(opts) {
+            Ok(p) => p,
+            Err(e) => {
+                eprintln!("mock-bar-shm: {e}");
+                return usage();
+            }
+        };
+        let o = HarnessOpts {
+            mode,
+            max: Duration::from_secs(max),
+            pcap: get("--pcap").cloned(),
+            warm,
+            port,
+        };
         return match shm::run_harness(&o, None, |_| Tick::Idle) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
