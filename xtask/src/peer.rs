@@ -484,7 +484,6 @@ pub fn main(args: &[String]) -> ExitCode {
 /// (`IRDMA_PEER_LONG=1`): new ones until they passed three times in a row,
 /// and those that would push the leg past its time budget.
 const LONG_ONLY: &[&str] = &[
-    "rping-linux-client-badframes",
     "perftest-write-linux-server",
     "perftest-read-linux-server",
     "perftest-send-linux-server",
