@@ -1950,14 +1950,15 @@ fn peer_rping_badframes() {
     let c = port.counters();
     println!("host: port counters {c:?}");
     println!("host: device wire drops {:?}", drops(&bar));
-    let mut want = mock_bar::wire::DropCounts::default();
-    want.icrc = 1;
-    want.malformed = if ipv6() { 2 } else { 3 };
-    want.mac = 1;
-    want.qp = 1;
+    let want = mock_bar::wire::DropCounts {
+        icrc: 1,
+        malformed: if ipv6() { 2 } else { 3 },
+        mac: 1,
+        qp: 1,
+        ..Default::default()
+    };
     assert_eq!(c.drops, want, "the port's drops are the injected frames, by reason");
-    let mut want = mock_bar::wire::DropCounts::default();
-    want.psn = 1;
+    let want = mock_bar::wire::DropCounts { psn: 1, ..Default::default() };
     assert_eq!(drops(&bar), want, "the device dropped the stale duplicate only");
     assert_eq!(injected, if ipv6() { 6 } else { 7 });
     check_capture(&wire.kept());
