@@ -229,12 +229,40 @@ fn check_capture(cap: &mock_bar::wire::Capture) {
     println!("host: {} RoCEv2 frames, every ICRC correct", c.roce);
 }
 
-/// Writes the pcap when the test ends, pass or fail.
-struct PcapOnDrop(mock_bar::wire::Capture);
+/// Writes the pcap when the test ends, pass or fail. Frames a harness
+/// injected broken on purpose (indices in `broken`) are left out of it
+/// (the capture judges would rightly fail them) and written to
+/// `injected.pcap` beside it.
+struct PcapOnDrop(mock_bar::wire::Capture, std::cell::RefCell<std::collections::BTreeSet<usize>>);
+
+impl PcapOnDrop {
+    /// The capture without the frames injected broken.
+    fn kept(&self) -> mock_bar::wire::Capture {
+        self.split().0
+    }
+
+    /// (kept, injected broken).
+    fn split(&self) -> (mock_bar::wire::Capture, mock_bar::wire::Capture) {
+        let (kept, broken) = (mock_bar::wire::Capture::new(), mock_bar::wire::Capture::new());
+        let b = self.1.borrow();
+        for (i, f) in self.0.frames().into_iter().enumerate() {
+            if b.contains(&i) { broken.push(f) } else { kept.push(f) }
+        }
+        (kept, broken)
+    }
+}
 
 impl Drop for PcapOnDrop {
     fn drop(&mut self) {
-        write_pcap(&self.0);
+        let (kept, broken) = self.split();
+        write_pcap(&kept);
+        if let Ok(p) = std::env::var("PEER_PCAP")
+            && !broken.is_empty()
+        {
+            let p = std::path::Path::new(&p).with_file_name("injected.pcap");
+            broken.write_pcap(&p).expect("write the pcap");
+            println!("host: {} injected frames in {}", broken.len(), p.display());
+        }
     }
 }
 
@@ -261,7 +289,7 @@ fn live_setup() -> (ModelBar, PcapOnDrop) {
     let bar = ModelBar::standalone(small_fn_config());
     let cap = bar.fabric().capture();
     let _port = guest_port(bar.fabric());
-    (bar, PcapOnDrop(cap))
+    (bar, PcapOnDrop(cap, Default::default()))
 }
 
 /// `rping-linux-server`: Linux `rping -s` listens; the driver connects
@@ -1866,4 +1894,392 @@ fn peer_perftest_read_driver_server() {
 #[ignore = "needs the Linux guest of `cargo xtask peer run perftest-send-linux-client`"]
 fn peer_perftest_send_driver_server() {
     perftest_live(false, PtVerb::Send);
+}
+
+// ---------------------------------------------------------------------
+// Bad frames injected during a live run (issue #34)
+// ---------------------------------------------------------------------
+
+/// Pings of `rping-linux-client-badframes` (`-C 20` on the Linux side).
+const BAD_PINGS: usize = 20;
+/// The harness injects its frames once this many pings are done.
+const INJECT_AFTER: usize = 5;
+
+/// One injected frame: what it is, and what the model must do with it.
+struct Injected {
+    kind: &'static str,
+    frame: Vec<u8>,
+    /// The port's drop counters must move by exactly this.
+    port: mock_bar::wire::DropCounts,
+    /// The device's per-reason wire drops must move by exactly this.
+    dev: mock_bar::wire::DropCounts,
+    /// Whether the port hands it to a device (`delivered`).
+    delivered: bool,
+}
+
+/// The harness's frames, each an altered copy of `send`, a SEND Only the
+/// guest sent to the driver's QP and that the model has already ACKed
+/// (rocev2-wire §1, §3, §4.7; the port's checks are in `mock_bar::port`):
+/// bad ICRC → `icrc` drop; truncated in the BTH and in the payload, bad
+/// IPv4 header checksum (§1.3) → `malformed`; wrong destination MAC
+/// (§1.2) → `mac`; a DestQP no QP has (ICRC recomputed, it covers DestQP)
+/// → `qp`; the unaltered copy, a stale-PSN duplicate → delivered, dropped
+/// by the responder as `psn` and re-ACKed (§4.7), no second receive.
+fn bad_frames(send: &[u8]) -> Vec<Injected> {
+    use mock_bar::wire::{Drop as D, DropCounts, icrc, parse};
+    let p = parse(send).expect("a captured frame of the guest");
+    let l3 = if p.vlan.is_some() { 18 } else { 14 };
+    let bth = l3 + if p.ipv4 { 20 } else { 40 } + 8;
+    let n = send.len();
+    let one = |d: D| {
+        let mut c = DropCounts::default();
+        c.add(d);
+        c
+    };
+    let port = |kind, frame, d: D| Injected {
+        kind,
+        frame,
+        port: one(d),
+        dev: DropCounts::default(),
+        delivered: false,
+    };
+    let mut v = Vec::new();
+    let mut f = send.to_vec();
+    f[n - 1] ^= 0x40;
+    v.push(port("bad ICRC", f, D::Icrc));
+    v.push(port("truncated mid-BTH", send[..bth + 6].to_vec(), D::Malformed));
+    // BTH, then 8 bytes into the payload
+    v.push(port("truncated mid-payload", send[..bth + 12 + 8].to_vec(), D::Malformed));
+    let mut f = send.to_vec();
+    let qpn = (p.pkt.dest_qp ^ 0x40_0000).to_be_bytes();
+    f[bth + 5..bth + 8].copy_from_slice(&qpn[1..]);
+    let c = icrc(&f).expect("ICRC");
+    f[n - 4..].copy_from_slice(&c.to_le_bytes());
+    v.push(port("wrong destination QPN", f, D::Qp));
+    let mut f = send.to_vec();
+    f[5] ^= 0x10;
+    v.push(port("wrong destination MAC", f, D::Mac));
+    if p.ipv4 {
+        let mut f = send.to_vec();
+        f[l3 + 10] ^= 0xFF;
+        v.push(port("bad IPv4 header checksum", f, D::Malformed));
+    }
+    v.push(Injected {
+        kind: "stale-PSN duplicate SEND",
+        frame: send.to_vec(),
+        port: DropCounts::default(),
+        dev: one(D::Psn),
+        delivered: true,
+    });
+    v
+}
+
+/// `rping-linux-client-badframes`: `rping-linux-client` with 20 pings
+/// (the driver plays rping's server; every WR id is new, see [`Posted`]).
+/// After five pings the host side sends toward the model's port, from a
+/// socket of its own, the frames of [`bad_frames`] made from the last SEND
+/// the guest sent, one at a time, each judged by exact counter deltas
+/// before the next. Judged at the end: the run completes (rping's `-V`
+/// verifies on the Linux side), 40 receives and every send-queue WR
+/// succeeded exactly once, the receives still posted are flushed once,
+/// and the port's and device's drop counters are exactly the injected
+/// ones.
+#[test]
+#[ignore = "needs the Linux guest of `cargo xtask peer run rping-linux-client-badframes`"]
+fn peer_rping_badframes() {
+    const RQ: usize = 4;
+    let (bar, wire) = live_setup();
+    // the stale duplicate is a wire drop of the device (reason `psn`)
+    bar.expect_counter(ErrorCounter::WireDrops);
+    let dev = probe_a(&bar);
+    let mut live = Live::new(&bar, &dev);
+    live.cm.listen(PortSpace::Tcp, RPING_PORT, Some(ips().0)).unwrap();
+    let mut s = Side::new(&dev, A, 32, cap(8));
+    let r = s.region(PAGES, 0);
+    let size = rping_size();
+    let recv = [r.sge(RECVB, 16)];
+    let mut p = Posted::default();
+    for _ in 0..RQ {
+        s.qp.post_recv(&[RecvWr { wr_id: p.id("recv"), sg_list: &recv }]).unwrap();
+    }
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let id = 'req: loop {
+        assert!(Instant::now() < deadline, "no connect request: {:?}", live.events);
+        for e in live.step() {
+            if let CmEvent::ConnectRequest { id, .. } = e {
+                let acc = AcceptParams {
+                    qpn: s.qp.qp_num(),
+                    starting_psn: 0x4321,
+                    responder_resources: 1,
+                    initiator_depth: 1,
+                    rnr_retry_count: 7,
+                    srq: false,
+                    private_data: &[],
+                };
+                live.cm.accept_params(id, &acc).unwrap().apply(&mut s.qp).expect("QP to RTS");
+                let now = live.now();
+                live.cm.accept(now, id, &acc, &mut live.t).unwrap();
+                break 'req id;
+            }
+        }
+    };
+    // a successful completion of `op` (every completion counted by wr_id)
+    let wait = |live: &mut Live<'_>, s: &mut Side<'_>, p: &mut Posted, op: WcOpcode| {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            live.step();
+            let mut wc = [EMPTY_WC; 8];
+            let k = s.cq.poll(&mut wc);
+            for w in &wc[..k] {
+                p.complete(w);
+                assert_eq!(w.status, WcStatus::Success, "{w:?}");
+            }
+            live.pending.extend_from_slice(&wc[..k]);
+            if let Some(i) = live.pending.iter().position(|w| w.opcode == op) {
+                return live.pending.remove(i);
+            }
+            assert!(Instant::now() < deadline, "no {op:?}; events {:?}", live.events);
+        }
+    };
+    let port = bar.fabric().port().unwrap();
+    let drops = |bar: &ModelBar| bar.with_device(|d| d.counters().wire_drop_reasons.clone());
+    let inject = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let mut injected = 0;
+    for ping in 0..BAD_PINGS {
+        let w = wait(&mut live, &mut s, &mut p, WcOpcode::Recv);
+        assert_eq!(w.byte_len, 16);
+        let a = r.bytes(RECVB, 16);
+        let (addr, rkey, len) = (
+            u64::from_be_bytes(a[..8].try_into().unwrap()),
+            u32::from_be_bytes(a[8..12].try_into().unwrap()),
+            u32::from_be_bytes(a[12..].try_into().unwrap()) as usize,
+        );
+        assert_eq!(len, size, "the client's ping size");
+        s.qp.post_recv(&[RecvWr { wr_id: p.id("recv"), sg_list: &recv }]).unwrap();
+        s.qp.post_send(&[signaled(p.id("read"), read_op(addr, rkey), &[r.sge(RDMA, len)])])
+            .unwrap();
+        wait(&mut live, &mut s, &mut p, WcOpcode::RdmaRead);
+        s.qp.post_send(&[signaled(p.id("send"), WrOpcode::Send, &[r.sge(SENDB, 16)])]).unwrap();
+        wait(&mut live, &mut s, &mut p, WcOpcode::Send);
+        assert_eq!(wait(&mut live, &mut s, &mut p, WcOpcode::Recv).byte_len, 16);
+        let a = r.bytes(RECVB, 16);
+        let (addr, rkey) = (
+            u64::from_be_bytes(a[..8].try_into().unwrap()),
+            u32::from_be_bytes(a[8..12].try_into().unwrap()),
+        );
+        s.qp.post_recv(&[RecvWr { wr_id: p.id("recv"), sg_list: &recv }]).unwrap();
+        let data = r.bytes(RDMA, len);
+        let n = data.iter().position(|&b| b == 0).map_or(len, |p| p + 1);
+        s.qp.post_send(&[signaled(p.id("write"), write_op(addr, rkey), &[r.sge(RDMA, n)])])
+            .unwrap();
+        wait(&mut live, &mut s, &mut p, WcOpcode::RdmaWrite);
+        s.qp.post_send(&[signaled(p.id("send"), WrOpcode::Send, &[r.sge(SENDB, 16)])]).unwrap();
+        wait(&mut live, &mut s, &mut p, WcOpcode::Send);
+        if ping + 1 == INJECT_AFTER {
+            injected =
+                inject_bad_frames(&mut live, &wire, &inject, port.local_addr(), s.qp.qp_num());
+        }
+    }
+    // the client disconnects: DREQ in, DREP out
+    let until = Instant::now() + Duration::from_secs(30);
+    while Instant::now() < until
+        && !live.events.iter().any(|e| matches!(e, CmEvent::Disconnected { .. }))
+    {
+        live.step();
+    }
+    assert!(live.events.iter().any(|e| matches!(e, CmEvent::Disconnected { .. })), "no DREQ");
+    s.qp.modify(&QpAttr::new(QpState::Error)).unwrap();
+    let now = live.now();
+    live.cm.disconnect(now, id, &mut live.t).unwrap();
+    // the receives still posted are flushed; every WR completes once
+    let until = Instant::now() + Duration::from_secs(10);
+    while !p.open.is_empty() && Instant::now() < until {
+        live.step();
+        let mut wc = [EMPTY_WC; 8];
+        let k = s.cq.poll(&mut wc);
+        wc[..k].iter().for_each(|w| p.complete(w));
+    }
+    let until = Instant::now() + Duration::from_secs(2);
+    while Instant::now() < until {
+        live.step();
+        let mut wc = [EMPTY_WC; 8];
+        let k = s.cq.poll(&mut wc);
+        wc[..k].iter().for_each(|w| p.complete(w));
+    }
+    print_events(&live);
+    assert!(p.open.is_empty(), "WRs never completed: {:?}", p.open);
+    let done = |op: WcOpcode, ok: bool| {
+        p.done.iter().filter(|w| w.opcode == op && (w.status == WcStatus::Success) == ok).count()
+    };
+    let line = format!(
+        "{} WRs posted, each completed once: {} receives, {} READs, {} WRITEs, {} SENDs, {} receives flushed",
+        p.next,
+        done(WcOpcode::Recv, true),
+        done(WcOpcode::RdmaRead, true),
+        done(WcOpcode::RdmaWrite, true),
+        done(WcOpcode::Send, true),
+        done(WcOpcode::Recv, false)
+    );
+    println!("host: {line}");
+    assert_eq!(p.done.len() as u64, p.next, "{line}");
+    assert_eq!(done(WcOpcode::Recv, true), 2 * BAD_PINGS, "no second receive: {line}");
+    assert_eq!(done(WcOpcode::Recv, false), RQ, "{line}");
+    assert_eq!(done(WcOpcode::RdmaRead, true), BAD_PINGS, "{line}");
+    assert_eq!(done(WcOpcode::RdmaWrite, true), BAD_PINGS, "{line}");
+    assert_eq!(done(WcOpcode::Send, true), 2 * BAD_PINGS, "{line}");
+    // the whole run: exactly the injected drops, nothing else
+    let c = port.counters();
+    println!("host: port counters {c:?}");
+    println!("host: device wire drops {:?}", drops(&bar));
+    let want = mock_bar::wire::DropCounts {
+        icrc: 1,
+        malformed: if ipv6() { 2 } else { 3 },
+        mac: 1,
+        qp: 1,
+        ..Default::default()
+    };
+    assert_eq!(c.drops, want, "the port's drops are the injected frames, by reason");
+    let want = mock_bar::wire::DropCounts { psn: 1, ..Default::default() };
+    assert_eq!(drops(&bar), want, "the device dropped the stale duplicate only");
+    assert_eq!(injected, if ipv6() { 6 } else { 7 });
+    check_capture(&wire.kept());
+}
+
+/// Sends the frames of [`bad_frames`] (made from the guest's last SEND to
+/// `qpn` in the capture) from `sock` to the port at `to`, one at a time;
+/// after each, steps the host side until the model took it and checks the
+/// counters moved exactly as expected, and for the duplicate that the
+/// next frame the model sent is the re-ACK (rocev2-wire §4.7: ACK with
+/// ePSN − 1 and the current MSN — a repeat of the ACK of the last request
+/// the model took).
+/// Marks the broken frames in `wire` (left out of `wire.pcap`). Returns
+/// how many frames were injected.
+fn inject_bad_frames(
+    live: &mut Live<'_>,
+    wire: &PcapOnDrop,
+    sock: &std::net::UdpSocket,
+    to: SocketAddr,
+    qpn: u32,
+) -> usize {
+    use mock_bar::wire::{op, parse};
+    let bar = live.bar;
+    let port = bar.fabric().port().unwrap();
+    let frames = wire.0.frames();
+    let guest_sends: Vec<(usize, mock_bar::wire::Parsed)> = frames
+        .iter()
+        .enumerate()
+        .filter_map(|(i, f)| parse(f).ok().map(|p| (i, p)))
+        .filter(|(_, p)| {
+            p.src_mac == B.mac && p.pkt.dest_qp == qpn && p.pkt.opcode == op::SEND_ONLY
+        })
+        .collect();
+    let (si, send) = guest_sends.last().expect("the guest sent SENDs");
+    // ACKed already: the model answered it before its next frame
+    assert!(
+        frames[si + 1..].iter().filter_map(|f| parse(f).ok()).any(|a| a.src_mac == A.mac
+            && a.pkt.opcode == op::ACK
+            && !psn_before(a.pkt.psn, send.pkt.psn)),
+        "the SEND was ACKed"
+    );
+    let kinds = bad_frames(&frames[*si]);
+    for k in &kinds {
+        let (c0, d0) =
+            (port.counters(), bar.with_device(|d| d.counters().wire_drop_reasons.clone()));
+        let at = wire.0.len();
+        sock.send_to(&k.frame, to).expect("inject");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        // the injected frame is in the capture once the port read it
+        let idx = loop {
+            live.step();
+            if let Some(i) = wire.0.frames()[at..].iter().position(|f| *f == k.frame) {
+                break at + i;
+            }
+            assert!(Instant::now() < deadline, "{}: the port never read it", k.kind);
+        };
+        // the port handles what it read before it reads more
+        live.step();
+        let (c1, d1) =
+            (port.counters(), bar.with_device(|d| d.counters().wire_drop_reasons.clone()));
+        let delta = |a: &mock_bar::wire::DropCounts, b: &mock_bar::wire::DropCounts| {
+            let mut x = mock_bar::wire::DropCounts::default();
+            for why in DROP_REASONS {
+                for _ in 0..(a.get(why) - b.get(why)) {
+                    x.add(why);
+                }
+            }
+            x
+        };
+        let (port_d, dev_d) = (delta(&c1.drops, &c0.drops), delta(&d1, &d0));
+        println!(
+            "host: injected {}: expected port {:?} device {:?}; observed port {:?} device {:?}",
+            k.kind,
+            nonzero(&k.port),
+            nonzero(&k.dev),
+            nonzero(&port_d),
+            nonzero(&dev_d)
+        );
+        assert_eq!(port_d, k.port, "{}: the port's drops", k.kind);
+        assert_eq!(dev_d, k.dev, "{}: the device's drops", k.kind);
+        assert!(c1.delivered > c0.delivered || !k.delivered, "{}: delivered", k.kind);
+        if k.delivered {
+            // ePSN − 1 is the last request the model took before the
+            // duplicate (the guest may have sent its next SEND meanwhile):
+            // the re-ACK repeats that request's ACK, PSN and MSN
+            let seen = wire.0.frames();
+            let broken = wire.1.borrow();
+            let before: Vec<_> = seen[..idx]
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| !broken.contains(i))
+                .filter_map(|(_, f)| parse(f).ok())
+                .collect();
+            let last = before
+                .iter()
+                .rfind(|p| {
+                    p.src_mac == B.mac && p.pkt.dest_qp == qpn && p.pkt.opcode < op::READ_RESP_FIRST
+                })
+                .expect("the guest's last request");
+            let ack = before
+                .iter()
+                .rfind(|a| {
+                    a.src_mac == A.mac && a.pkt.opcode == op::ACK && a.pkt.psn == last.pkt.psn
+                })
+                .expect("its ACK");
+            let re = seen[idx + 1..]
+                .iter()
+                .filter_map(|f| parse(f).ok())
+                .find(|a| a.src_mac == A.mac)
+                .expect("an answer to the duplicate");
+            println!(
+                "host: the duplicate of PSN {:#x} answered by opcode {:#x} PSN {:#x} AETH {:x?} \
+                 (ePSN − 1 = {:#x}, whose ACK had AETH {:x?})",
+                send.pkt.psn, re.pkt.opcode, re.pkt.psn, re.pkt.aeth, last.pkt.psn, ack.pkt.aeth
+            );
+            assert_eq!(
+                (re.pkt.opcode, re.pkt.dest_qp, re.pkt.psn, re.pkt.aeth),
+                (op::ACK, ack.pkt.dest_qp, ack.pkt.psn, ack.pkt.aeth),
+                "re-ACKed with ePSN − 1 and the current MSN"
+            );
+        } else {
+            wire.1.borrow_mut().insert(idx);
+        }
+    }
+    kinds.len()
+}
+
+/// Every drop reason (for counter deltas).
+const DROP_REASONS: [mock_bar::wire::Drop; 10] = {
+    use mock_bar::wire::Drop::*;
+    [Malformed, Icrc, Mac, Ip, Port, Qp, Pkey, Tver, Psn, Qkey]
+};
+
+/// The non-zero reasons of `c`.
+fn nonzero(c: &mock_bar::wire::DropCounts) -> Vec<(mock_bar::wire::Drop, u64)> {
+    DROP_REASONS.iter().map(|&w| (w, c.get(w))).filter(|&(_, n)| n > 0).collect()
+}
+
+/// Serial PSN order (rocev2-wire §4.2): whether `a` is earlier than `b`.
+fn psn_before(a: u32, b: u32) -> bool {
+    let d = b.wrapping_sub(a) & 0xFF_FFFF;
+    d != 0 && d < 1 << 23
 }

@@ -339,3 +339,24 @@ fn the_drivers_requests_leave_through_the_port_and_complete_on_the_peers_answers
     assert_eq!((c.tx_frames, c.rx_frames, c.rc_timeouts, c.unsolicited), (5, 5, 0, 0), "{c:?}");
     assert_eq!(c.drops.total(), 0);
 }
+
+/// The port's socket asks for a 4 MiB receive buffer: the OS default
+/// (212,992 bytes) overflowed under a Linux peer's bulk traffic and lost
+/// frames (notes, "Frames between processes"). Linux grants
+/// min(asked, `net.core.rmem_max`) and reports twice that (socket(7)).
+#[test]
+fn the_port_socket_asks_for_a_large_receive_buffer() {
+    let (_bar, port, _peer) = setup();
+    assert_eq!(port.config().rcvbuf, 4 << 20);
+    let Some(max) = std::fs::read_to_string("/proc/sys/net/core/rmem_max")
+        .ok()
+        .and_then(|s| s.trim().parse::<usize>().ok())
+    else {
+        println!("no /proc/sys/net/core/rmem_max: not Linux, nothing to compare");
+        return;
+    };
+    let got = port.recv_buffer().expect("SO_RCVBUF can be read");
+    let want = 2 * max.min(4 << 20);
+    println!("SO_RCVBUF {got} (rmem_max {max})");
+    assert_eq!(got, want, "the socket got min(4 MiB, rmem_max), reported doubled");
+}

@@ -262,6 +262,18 @@ const SCENARIOS: &[Scenario] = &[
         ..RPING_CLIENT
     },
     Scenario {
+        name: "rping-linux-client-badframes",
+        what: "rping-linux-client with 20 pings; mid-run the harness injects broken copies of the guest's \
+               frames and a stale duplicate SEND: each dropped or re-ACKed, counted by reason",
+        linux: "for i in 1 2 3 4 5 6 7 8 9 10; do rping -c -a $MODEL_ADDR -S $RPING_SIZE -V -v -C 20 && exit 0; sleep 1; done; exit 1",
+        host_test: "peer_rping_badframes",
+        mtu: 1500,
+        size: 64,
+        ipv6: false,
+        vlan: 0,
+        ..RPING_CLIENT
+    },
+    Scenario {
         name: "reject",
         what: "Linux `rping -c` to a port nobody listens on: the driver's CM answers REJ 8",
         // retried while the host side is not up yet (no answer at all)

@@ -10,6 +10,11 @@
 //! (a frame longer than its IP datagram is trimmed to it before the checks,
 //! as a NIC strips padding). Frames up to 9014 bytes (MTU 9000).
 //!
+//! The socket asks for a 4 MiB receive buffer ([`PortConfig::rcvbuf`]):
+//! with the OS default, bulk traffic from a Linux peer (perftest) overflowed
+//! it and every overflow is a frame lost on the wire (`Udp RcvbufErrors`
+//! in `/proc/net/snmp`; notes, "Frames between processes").
+//!
 //! # What leaves through the port
 //! Every frame a device of the fabric puts on the wire for a destination no
 //! device of the fabric claims: a UD datagram whose destination MAC is no
@@ -100,11 +105,20 @@ pub struct PortConfig {
     pub rc_timeout: Duration,
     /// How many times an unanswered RC request is resent.
     pub rc_retries: u32,
+    /// The receive buffer asked for on the socket (`SO_RCVBUF`, bytes;
+    /// 0 = the OS default). Bulk traffic from a peer overflows the
+    /// default (212,992 bytes on the Linux hosts measured: notes,
+    /// "Frames between processes"), and every overflow is a lost frame.
+    /// Linux caps the request at `net.core.rmem_max` (and reports twice
+    /// the value granted, socket(7)); [`Port::recv_buffer`] tells what the
+    /// socket got.
+    pub rcvbuf: usize,
 }
 
 impl PortConfig {
     /// A port with `mac`, on a free loopback UDP port, no addresses, no
-    /// fixed peer, 1 s RC timeout and 3 resends.
+    /// fixed peer, 1 s RC timeout and 3 resends, a 4 MiB receive buffer
+    /// asked for.
     pub fn new(mac: [u8; 6]) -> Self {
         Self {
             mac,
@@ -114,6 +128,7 @@ impl PortConfig {
             remote: None,
             rc_timeout: Duration::from_secs(1),
             rc_retries: 3,
+            rcvbuf: 4 << 20,
         }
     }
 }
@@ -174,11 +189,15 @@ pub(crate) fn is_response(opcode: u8) -> bool {
 }
 
 impl Port {
-    /// Binds the socket (raising its receive buffer is left to the OS
-    /// defaults; see the notes on `rmem`).
+    /// Binds the socket and asks for [`PortConfig::rcvbuf`] as its
+    /// receive buffer (best effort: the OS may grant less).
     pub fn bind(cfg: PortConfig) -> std::io::Result<Self> {
         let sock = UdpSocket::bind(cfg.local)?;
         sock.set_nonblocking(true)?;
+        if cfg.rcvbuf > 0 {
+            // an OS that refuses leaves its default: the port still works
+            let _ = socket2::SockRef::from(&sock).set_recv_buffer_size(cfg.rcvbuf);
+        }
         Ok(Self {
             sock,
             remote: Mutex::new(cfg.remote),
@@ -192,6 +211,12 @@ impl Port {
     /// The bound socket address (give it to the peer).
     pub fn local_addr(&self) -> SocketAddr {
         self.sock.local_addr().unwrap_or(self.cfg.local)
+    }
+
+    /// The socket's receive buffer as the OS reports it (`SO_RCVBUF`;
+    /// Linux reports twice what it granted), if it can be read.
+    pub fn recv_buffer(&self) -> Option<usize> {
+        socket2::SockRef::from(&self.sock).recv_buffer_size().ok()
     }
 
     /// The configuration.
