@@ -60,6 +60,7 @@
 //! device writes a CEQE only for CQEs written after the arm, so a CQE that
 //! landed between the last poll and the arm is found only by this check.
 
+#[cfg(not(all(test, loom)))]
 use core::cell::UnsafeCell;
 use core::task::Waker;
 
