@@ -194,6 +194,9 @@ pub enum LanInfoError {
     BadMac,
     /// MTU below the IPv4 minimum of 576 or above the 9728-byte frame limit.
     BadMtu,
+    /// Interrupts were asked for (`ProbeOptions::interrupts`) but
+    /// `msix.count` is 0 or `msix.first` is past GLINT_DYN_CTL(2045).
+    NoVectors,
 }
 
 impl LanInfo {
@@ -301,6 +304,7 @@ crate::error::phrases!(LanInfoError {
     LanInfoError::BadQos => "traffic-class count or UP-to-TC map unusable",
     LanInfoError::BadMac => "MAC address is multicast or zero",
     LanInfoError::BadMtu => "MTU outside 576..=9728",
+    LanInfoError::NoVectors => "interrupts asked for but no MSI-X vector given",
 });
 
 impl Display for LanError {

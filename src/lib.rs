@@ -305,6 +305,7 @@ mod error;
 pub use error::Phrase;
 pub mod flight;
 pub mod ice;
+pub mod irq;
 pub mod lan;
 pub mod prelude;
 pub mod res;

@@ -22,6 +22,7 @@
 //! error flags, which are atomics.
 
 mod hmc;
+mod irq;
 mod quarantine;
 
 use core::error::Error;
@@ -236,6 +237,14 @@ pub struct ProbeOptions {
     /// differ across boots and between the devices of one boot. `Some` for a
     /// value of the caller's (e.g. from a hardware RNG).
     pub stag_key_seed: Option<u8>,
+    /// Interrupt-driven completion (issue #31, [`crate::irq`]): `Some`
+    /// programs the CEQ 0 and AEQ causes onto `LanInfo::msix` vectors and
+    /// enables them at the end of probe; teardown disables them. `None`
+    /// (the default): polled mode, nothing interrupt-related is written.
+    /// `Some` with `msix.count == 0`, or `msix.first` within two of the
+    /// end of the GLINT_DYN_CTL array, fails probe with
+    /// `LanInfoError::NoVectors`.
+    pub interrupts: Option<crate::irq::IrqConfig>,
 }
 
 impl Default for ProbeOptions {
@@ -247,6 +256,7 @@ impl Default for ProbeOptions {
                 regs::PE_READY_MAX_READS as u64 * regs::PE_READY_INTERVAL_MS,
             ),
             stag_key_seed: None,
+            interrupts: None,
         }
     }
 }
@@ -512,6 +522,8 @@ pub struct Device<H: Hal, B: Bar + Clone> {
     pub(crate) gone: AtomicBool,
     /// Recent control-path events (see [`crate::flight`]).
     pub(crate) flight: CtlLock<crate::flight::FlightRecorder>,
+    /// Interrupt state (vectors, CEQ consumer, per-CQ arm/event/waker).
+    pub(crate) irq: crate::irq::IrqState,
     fw_version: (u16, u16),
     features: u64,
     opts: ProbeOptions,
@@ -629,6 +641,14 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
         if let Err(e) = lan.validate() {
             return fail(ProbeStep::LanInfo, ProbeCause::Lan(e));
         }
+        // At least one vector, and the two that may be used inside the
+        // GLINT_DYN_CTL array.
+        if opts.interrupts.is_some()
+            && (lan.msix.count == 0
+                || u32::from(lan.msix.first) + 2 > u32::from(regs::GLINT_DYN_CTL_COUNT))
+        {
+            return fail(ProbeStep::LanInfo, ProbeCause::Lan(LanInfoError::NoVectors));
+        }
         let mut dev = Device {
             bar: bar.clone(),
             lan,
@@ -656,6 +676,7 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
             needs_reset: AtomicBool::new(false),
             gone: AtomicBool::new(false),
             flight: CtlLock::new(crate::flight::FlightRecorder::new()),
+            irq: crate::irq::IrqState::new(),
             fw_version: (0, 0),
             features: 0,
             opts,
@@ -982,6 +1003,9 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
             o.set_rdma_filter(self.lan.vsi_num, true).map_err(ProbeCause::LanOp)?;
             self.ws.filter_on = true;
         }
+        if let Some(cfg) = self.opts.interrupts {
+            self.setup_interrupts(cfg);
+        }
         info!("irdma: probe done");
         Ok(())
     }
@@ -1129,6 +1153,7 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
         after_reset: bool,
     ) -> Result<(), CloseError> {
         let mut first: Option<CloseError> = None;
+        self.teardown_interrupts();
         let ws = self.ws;
         if let Some(o) = ops.as_deref_mut()
             && !after_reset

@@ -58,7 +58,7 @@ pub mod qp;
 pub mod rq;
 pub mod sizing;
 pub mod sq;
-mod sync;
+pub(crate) mod sync;
 
 pub use cq::{CompStatus, CqPollInfo, CqRing, PollError, QueueType};
 pub use link::{Linked, Publish, QpLink};

@@ -125,6 +125,7 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
         };
         // A CQ that had this id and died is gone: the new one is healthy.
         self.set_cq_dead(id, false);
+        self.cq_irq_reset(id);
         if let Err(e) = self.exec_cmd(cmd) {
             if device_may_own(&e) {
                 // A timeout: the device may have created the CQ and write
@@ -260,7 +261,7 @@ impl<'d, H: Hal, B: Bar + Clone> Cq<'d, H, B> {
     }
 
     /// The device the CQ lives on.
-    pub(super) fn device(&self) -> &'d Device<H, B> {
+    pub(crate) fn device(&self) -> &'d Device<H, B> {
         self.dev
     }
 
@@ -496,12 +497,28 @@ impl<'d, H: Hal, B: Bar + Clone> Cq<'d, H, B> {
         n
     }
 
-    /// `ib_req_notify_cq` (spec data-path §5.7). Polled-mode drivers never
-    /// need it; the CEQE it causes is ignored.
-    pub fn req_notify(&mut self, solicited_only: bool) {
-        if self.alive {
+    /// `ib_req_notify_cq` with `IB_CQ_REPORT_MISSED_EVENTS` (spec data-path
+    /// §5.7, interrupts.md A.3/A.5; verbs.c: irdma_req_notify_cq): the
+    /// hardware arm is issued only when the CQ is not armed yet, or to
+    /// upgrade a solicited arm to next-completion (the interrupt handler
+    /// clears the flag when it consumes the CQ's CEQE). Returns whether a
+    /// CQE is already in the ring after arming: the device raises an event
+    /// only for CQEs written after the arm, so `true` means "poll again,
+    /// do not sleep" (the poll-after-arm rule). Polled-mode drivers never
+    /// need it.
+    pub fn req_notify(&mut self, solicited_only: bool) -> bool {
+        if !self.alive {
+            return false;
+        }
+        if self.dev.cq_arm_decision(self.id, solicited_only) {
             self.uk.request_notification(self.dev.regs(), solicited_only);
         }
+        self.uk.has_cqe() || self.old.iter().any(|o| o.uk.has_cqe())
+    }
+
+    /// The CQ is not destroyed.
+    pub fn is_alive(&self) -> bool {
+        self.alive
     }
 
     /// Old rings a resize replaced that are not yet retired.

@@ -27,6 +27,7 @@ mod poller;
 mod qp;
 mod shared;
 mod table;
+pub mod wait;
 mod wq;
 
 pub use ah::{Ah, AhAttr, gid_of, ip_of_gid};

@@ -72,6 +72,7 @@ pub const LAYERS: &[(&str, u32)] = &[
     // 3..=6 rings (`uk`) and resources (`res`, beside ring memory).
     ("src/uk/mem.rs", 3),
     ("src/uk/sync.rs", 3),
+    ("src/irq.rs", 3),
     ("src/uk/sizing.rs", 3),
     ("src/res/", 3),
     ("src/uk/sq.rs", 4),

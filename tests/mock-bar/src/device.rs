@@ -291,7 +291,7 @@ pub struct Device {
     ccqpstatus: u32,
     cqptail_err: bool,
     cqperrcodes: u32,
-    other_regs: BTreeMap<u32, u32>,
+    pub(crate) other_regs: BTreeMap<u32, u32>,
     pub(crate) cqp: Option<Cqp>,
     pub(crate) fpm: Option<Layout>,
     pub(crate) sds: SdTable,
@@ -331,6 +331,8 @@ pub struct Device {
     pending_ccqp: Option<u64>,
     /// The LAN firmware (admin queue, VSIs, scheduler, link).
     pub(crate) lan: crate::lan::Firmware,
+    /// Interrupt causes, vectors, moderation ([`crate::irq`]).
+    pub(crate) irq: crate::irq::IrqModel,
 }
 
 /// The fields of one AEQE (spec control-path §8.2, GEN_2 layout).
@@ -391,6 +393,7 @@ impl Device {
         let cache_pds = cfg.mode == Mode::Strict;
         let lan = crate::lan::Firmware::new(cfg.lan.clone());
         Self {
+            irq: crate::irq::IrqModel::new(),
             lan,
             cfg,
             mem,
@@ -603,6 +606,7 @@ impl Device {
         if self.faults.removed {
             return u32::MAX;
         }
+        self.tick_interrupts();
         if let Some((left, v)) = self.delayed_cqpdb {
             if left <= 1 {
                 self.delayed_cqpdb = None;
@@ -650,6 +654,7 @@ impl Device {
             return;
         }
         self.record(Event::RegWrite { off, val: v });
+        self.tick_interrupts();
         if self.lan.write(off, v, &*self.mem, &mut self.faults, &mut self.counters) {
             self.after_lan();
             return;
@@ -719,7 +724,7 @@ impl Device {
                 self.sq_doorbell(v & 0xF_FFFF, peers)
             }
             regs::CQARM => self.cq_arm(v & 0x7_FFFF),
-            regs::CQACK => {}
+            regs::CQACK => self.cq_ack(v & 0x7_FFFF),
             regs::AEQALLOC => {
                 if let Some(a) = self.aeq.as_mut() {
                     a.outstanding = a.outstanding.saturating_sub(v);
@@ -727,6 +732,10 @@ impl Device {
             }
             o if o == regs::DB_ADDR_OFFSET => self.sq_doorbell(v & 0xF_FFFF, peers),
             o if o == regs::DB_ADDR_OFFSET + 64 => self.cq_arm(v & 0x7_FFFF),
+            o if let Some(n) = Self::dyn_ctl_vector(o) => {
+                self.other_regs.insert(off, v);
+                self.dyn_ctl_written(n, v);
+            }
             _ if off >= regs::BAR_SIZE || !off.is_multiple_of(4) => {}
             _ => {
                 self.other_regs.insert(off, v);
@@ -777,6 +786,7 @@ impl Device {
         let arm = reg(self, regs::CQARM);
         self.seen.3 = arm;
         self.step_with(peers);
+        self.tick_interrupts();
         let ids: Vec<u32> = self.qps.keys().copied().collect();
         for id in ids {
             let n = self.counters.sq_wqes;
@@ -1253,6 +1263,7 @@ impl Device {
         self.ceqs
             .remove(&e.id)
             .ok_or(Completion::err(err::MAJ_GENERIC, err::MODEL_MIN_NO_OBJECT))?;
+        self.irq.unacked.remove(&e.id);
         Ok(Completion::ok(0))
     }
 
@@ -1551,6 +1562,7 @@ impl Device {
                 a.pol = !a.pol;
             }
         }
+        self.aeq_event();
         true
     }
 
@@ -1752,8 +1764,18 @@ impl Device {
         } else {
             Arm::None
         };
+        // spec interrupts.md A.4: a new arm is a changed ARM_SEQ_NUM
+        // [17:16]; CQARM only says which CQ to look at (a plain-memory BAR
+        // coalesces repeated writes of one id), so a CQARM whose shadow
+        // word carries the sequence number already seen arms nothing.
+        let seq = get(word, 17, 16) as u8;
+        if cq.arm_seq == seq {
+            self.irq.counters.stale_arms += 1;
+            return;
+        }
+        self.irq.counters.arms += 1;
         if let Some(c) = self.cqs.get_mut(&id) {
-            c.arm_seq = get(word, 17, 16) as u8;
+            c.arm_seq = seq;
             // an arm request never downgrades an existing next-completion arm
             if c.arm != Arm::Next {
                 c.arm = arm;
@@ -1788,6 +1810,7 @@ impl Device {
                 q.pol = !q.pol;
             }
         }
+        self.ceq_event(ceq_id);
     }
 
     /// Writes an AEQE (spec control-path §8.2 GEN_2 layout).
@@ -1837,6 +1860,7 @@ impl Device {
                 a.pol = !a.pol;
             }
         }
+        self.aeq_event();
     }
 
     /// Moves a QP to ERROR and raises an AE for it (the "QP error path" of

@@ -244,6 +244,10 @@ pub enum Event {
         ceq: u32,
         cq_ctx: u64,
     },
+    /// An MSI-X vector was signalled (see [`crate::irq`]).
+    Interrupt {
+        vector: u32,
+    },
     Aeqe {
         code: u16,
         src: u8,

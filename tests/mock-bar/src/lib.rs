@@ -173,7 +173,13 @@
 //!   tail.
 //!   CQ arming (shadow @32 + CQARM) → one CEQE (next or solicited/error);
 //!   AEQEs (GEN_2 layout) with credits returned through AEQALLOC and the
-//!   OVERFLOW bit after a drop.
+//!   OVERFLOW bit after a drop. A new arm is a changed ARM_SEQ_NUM in the
+//!   shadow word (CQARM only says which CQ to look at); only CQEs written
+//!   after the arm count (the strict variant of spec interrupts.md A.4).
+//! * Interrupts ([`irq`]): GLINT_CEQCTL / PFINT_AEQCTL causes, per-vector
+//!   GLINT_DYN_CTL INTENA gating (cleared by the model when it fires),
+//!   pending latch, CLEARPBA, optional ITR moderation, CQACK counting;
+//!   delivered in-process to an [`InterruptSink`].
 //! * The wire (`shared/spec/rocev2-wire.md`, module [`wire`]): each RC
 //!   request is segmented at SNDMSS (First/Middle/Last, §4.1) into frames
 //!   whose every field comes from the context (§1.9: ARP entry at ARPIDX →
@@ -272,7 +278,7 @@
 //! * MODIFY_CQ resizes a CQ: new ring from slot 0, valid bit 1; the shadow
 //!   head counts only once SW_CQ_SELECT reports every resize retired.
 //! * Not modelled: multicast groups, SRQ, memory windows, atomics, push
-//!   pages, statistics, interrupts/MSI-X, timers (retransmission only
+//!   pages, statistics, MSI-X delivery into a QEMU guest, GLINT_RATE, timers (retransmission only
 //!   after a PSN-sequence NAK), loss other than the fault knob, IPv6 routing (routing uses IP word 3; the receiver then checks
 //!   all four words), iWARP.
 
@@ -287,6 +293,7 @@ pub mod device;
 pub mod fabric;
 pub mod fault;
 pub mod hmc;
+pub mod irq;
 pub mod lan;
 pub mod mem;
 pub mod port;
@@ -298,5 +305,6 @@ pub mod wqe;
 pub use device::{Aeqe, Config, Device, Mode, ccq_cqe_words};
 pub use fabric::{DeviceId, DeviceThread, Fabric};
 pub use fault::{Counters, Event, FaultPlan};
+pub use irq::{InterruptSink, IrqCounters};
 pub use mem::{Fault, Memory, TestMemory};
 pub use port::{Port, PortConfig, PortCounters};
