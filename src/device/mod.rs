@@ -52,6 +52,8 @@ use crate::res::{
     FpmCaps, HmcError, HmcLayout, HmcObj, IdError, PbleError, Profile, StagTable, size_hmc,
 };
 
+/// Defined with the flight recorder's events (a plain type below the device).
+pub use crate::flight::ProbeStep;
 pub use hmc::MAX_BACKED_SDS;
 pub(crate) use hmc::{BackError, SdStore};
 pub(crate) use quarantine::Quarantine;
@@ -91,46 +93,6 @@ const FEATURES_BYTES: usize = 272;
 const SCRATCH_QUERY: usize = 0;
 const SCRATCH_COMMIT: usize = 256;
 const SCRATCH_FEATURES: usize = 512;
-
-/// The bring-up step a [`ProbeError`] happened in (spec control-path §9.2).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub enum ProbeStep {
-    /// The [`LanInfo`] was refused.
-    LanInfo,
-    /// §9.2 step 1: GLPE_CPUSTATUS0/1/2 == 0x80.
-    FirmwareReady,
-    /// Step 2: GLPCI_LBARCTRL.PE_DB_SIZE.
-    DoorbellSize,
-    /// Steps 3–4: memory and the CQP create handshake.
-    CqpCreate,
-    /// Step 5: QUERY_RDMA_FEATURES.
-    QueryFeatures,
-    /// Step 6: QUERY_FPM_VAL.
-    QueryFpm,
-    /// Step 6: choosing the counts.
-    SizeHmc,
-    /// Step 6: COMMIT_FPM_VAL.
-    CommitFpm,
-    /// Step 7: backing and programming the SDs.
-    BackHmc,
-    /// Step 8: SHMC_PAGES_ALLOCATED.
-    ShmcPagesAllocated,
-    /// Step 9: the CCQ.
-    CreateCcq,
-    /// Step 10: CEQ 0.
-    CreateCeq,
-    /// Step 11: the PBLE pool and its first chunk.
-    PblePool,
-    /// Step 12: the AEQ.
-    CreateAeq,
-    /// Step 13: the work-scheduler tree (root, VSI node, TC leaf).
-    WorkScheduler,
-    /// Software tables sized from the commit.
-    Resources,
-    /// Turning the VSI's RDMA filter on (LAN side).
-    RdmaFilter,
-}
 
 /// Why a step failed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -1716,30 +1678,6 @@ impl<H: Hal, B: Bar + Clone> Drop for Device<H, B> {
 // `Display` and `core::error::Error` for the errors above, each a short
 // lower-case phrase with a wrapped error's own message after a colon (and
 // as its `source`); see `crate::error` (issue #29: beside their layer).
-
-impl Display for ProbeStep {
-    fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            ProbeStep::LanInfo => "LAN information",
-            ProbeStep::FirmwareReady => "firmware ready",
-            ProbeStep::DoorbellSize => "doorbell size",
-            ProbeStep::CqpCreate => "CQP create",
-            ProbeStep::QueryFeatures => "QUERY_RDMA_FEATURES",
-            ProbeStep::QueryFpm => "QUERY_FPM_VAL",
-            ProbeStep::SizeHmc => "HMC sizing",
-            ProbeStep::CommitFpm => "COMMIT_FPM_VAL",
-            ProbeStep::BackHmc => "HMC backing",
-            ProbeStep::ShmcPagesAllocated => "SHMC_PAGES_ALLOCATED",
-            ProbeStep::CreateCcq => "CCQ create",
-            ProbeStep::CreateCeq => "CEQ create",
-            ProbeStep::PblePool => "PBLE pool",
-            ProbeStep::CreateAeq => "AEQ create",
-            ProbeStep::WorkScheduler => "work-scheduler tree",
-            ProbeStep::Resources => "resource tables",
-            ProbeStep::RdmaFilter => "RDMA filter",
-        })
-    }
-}
 
 impl Display for ProbeCause {
     fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {

@@ -131,21 +131,8 @@ pub struct AddressVector {
     pub vlan: Option<u16>,
 }
 
-/// IB QP states the driver drives (spec §7.4).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub enum QpState {
-    /// Created, or reset.
-    Reset,
-    /// INIT.
-    Init,
-    /// Ready to receive.
-    Rtr,
-    /// Ready to send.
-    Rts,
-    /// Error: everything outstanding completes with a flush status.
-    Error,
-}
+/// Defined with the flight recorder's events (a plain type below the verbs).
+pub use crate::flight::QpState;
 
 /// A modify request (`ib_qp_attr` with the mask implied by `state`: INIT
 /// uses `qkey`; RTR uses `dest_qp`, `rq_psn`, `path_mtu`, `av`,

@@ -43,8 +43,8 @@ use crate::util::root;
 ///
 /// Files sit where today's code puts them, not where they should end up:
 /// `error.rs` (the phrases; each error's `Display` lives beside the error)
-/// is a plain type, and so is `flight.rs` (the event types) even though it
-/// still reaches up for the types it describes; a
+/// is a plain type, and so is `flight.rs` (the event types, with the
+/// `ProbeStep` and `QpState` enums they carry, re-exported above); a
 /// facade `mod.rs` that only re-exports sits with the highest of its
 /// children; `cqp/mod.rs` holds `EncodeError`, so it is a wire encoding.
 /// The ring order inside `uk` is memory → SQ, RQ, CQ → QP (with the poll
