@@ -21,6 +21,7 @@
 //! `post_recv`, `poll_cq`) takes any of them — it only reads the per-QP
 //! error flags, which are atomics.
 
+pub(crate) mod compl;
 mod hmc;
 mod quarantine;
 
@@ -84,6 +85,15 @@ pub(crate) const ARP_WORDS: usize = (MAX_ARP / 64) as usize;
 /// count and this).
 pub const MAX_AHS: u32 = 1024;
 pub(crate) const AH_WORDS: usize = (MAX_AHS / 64) as usize;
+/// Rings a resize replaced that may still hold CQEs, oldest first (uverbs.c
+/// / verbs.c `resize_list`). A further resize while this many are pending
+/// is refused with [`VerbsError::InvalidState`]; polling retires them.
+/// Defined with the device's resize list; re-exported as
+/// `verbs::MAX_PENDING_RESIZES`.
+///
+/// [`VerbsError::InvalidState`]: crate::verbs::VerbsError::InvalidState
+pub const MAX_PENDING_RESIZES: usize = 4;
+
 /// Entries of the static neighbour table ([`Device::add_neighbour`]).
 pub const MAX_NEIGHBOURS: usize = 64;
 
@@ -325,7 +335,7 @@ pub(crate) struct Ids {
     /// QP 1 (GSI) is live.
     pub gsi: bool,
     /// The static neighbour table: IP → MAC.
-    pub neigh: heapless::Vec<(crate::verbs::IpAddr, [u8; 6]), MAX_NEIGHBOURS>,
+    pub neigh: heapless::Vec<(crate::lan::IpAddr, [u8; 6]), MAX_NEIGHBOURS>,
 }
 
 /// A CQ dropped while QPs still completed to it: destroyed when the last
@@ -337,7 +347,7 @@ pub(crate) struct DeferredCq<H: Hal> {
     pub cmd: crate::cqp::cmd::CreateCq,
     pub ring: Dma<H>,
     pub shadow: Dma<H>,
-    pub old: heapless::Vec<Dma<H>, { crate::verbs::MAX_PENDING_RESIZES }>,
+    pub old: heapless::Vec<Dma<H>, MAX_PENDING_RESIZES>,
 }
 
 impl<H: Hal> DeferredCq<H> {
@@ -453,7 +463,7 @@ pub struct Device<H: Hal, B: Bar + Clone> {
     ctx_gen: AtomicU32,
     /// Per QP number: the completion half of a plain QP, where `Cq::poll`
     /// finds it (`verbs::table`).
-    pub(crate) qp_compl: [crate::verbs::ComplSlot; MAX_QPS as usize],
+    pub(crate) qp_compl: [compl::ComplSlot; MAX_QPS as usize],
     /// How many `qp_err` flags are set (the poll's software flush scans
     /// the table only when some QP is in error).
     qps_in_error: AtomicU32,
@@ -611,7 +621,7 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
             cq_dead: [const { AtomicU64::new(0) }; CQ_WORDS],
             qp_cqs: [const { AtomicU64::new(0) }; MAX_QPS as usize],
             ctx_gen: AtomicU32::new(0),
-            qp_compl: core::array::from_fn(|_| crate::verbs::ComplSlot::new()),
+            qp_compl: core::array::from_fn(|_| compl::ComplSlot::new()),
             qps_in_error: AtomicU32::new(0),
             max_ird: 8,
             quarantine: CtlLock::new(Quarantine::new()),
@@ -876,7 +886,7 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
                 // `&mut self`) clears `aeq_view` before taking it out; the
                 // view only makes atomic qword loads.
                 let view = aeq.and_then(|a| unsafe {
-                    crate::verbs::static_view(&a.ring, 0, a.ring.len() & !7)
+                    crate::uk::mem::static_view(&a.ring, 0, a.ring.len() & !7)
                 });
                 self.aeq_view = view.unwrap_or_else(crate::uk::QueueMem::empty);
                 // Entry 0's VALID word, polarity 1 (`RingConsumer::new`).
@@ -1125,7 +1135,7 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
         // The command is built from the record in place; only the rings
         // move out (code size).
         while let Some(d) =
-            self.res.get_mut().deferred_cqs.last().map(|c| crate::verbs::destroy_cq_cmd(&c.cmd))
+            self.res.get_mut().deferred_cqs.last().map(|c| crate::cqp::cmd::destroy_cq_cmd(&c.cmd))
         {
             let done = note(run_cmd(&mut cqp, nr, &crate::cqp::engine::Cmd(&d)));
             if let Some(c) = self.res.get_mut().deferred_cqs.pop()

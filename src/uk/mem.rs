@@ -306,6 +306,34 @@ impl<'a> QueueMem<'a> {
     }
 }
 
+/// A `'static` view of `bytes` bytes of `dma` at `offset` for a uk ring.
+///
+/// # Safety
+///
+/// The caller keeps `dma` alive, unmoved in memory (a `Dma` never moves its
+/// pages), for as long as the view or anything built on it is used, and
+/// never lets the view escape the object that owns `dma`.
+pub(crate) unsafe fn static_view<H: Hal>(
+    dma: &Dma<H>,
+    offset: usize,
+    bytes: usize,
+) -> Option<QueueMem<'static>> {
+    if !offset.is_multiple_of(8)
+        || !bytes.is_multiple_of(8)
+        || offset.checked_add(bytes)? > dma.len()
+    {
+        return None;
+    }
+    // SAFETY: `offset + bytes <= len`, so the pointer stays inside the
+    // allocation.
+    let p = unsafe { dma.vaddr().as_ptr().add(offset) };
+    let base = core::ptr::NonNull::new(p.cast::<u64>())?;
+    // SAFETY: page-aligned DMA memory plus an 8-aligned offset, valid for
+    // `bytes` bytes while the caller keeps `dma` alive (this function's
+    // contract); only atomic qword accesses are made through the view.
+    Some(unsafe { QueueMem::from_raw(base, bytes / 8) })
+}
+
 #[cfg(test)]
 mod tests {
     extern crate std;

@@ -7,12 +7,12 @@ use irdma_hal::{Bar, BufferDirection, Dma, Hal};
 
 use super::VerbsError;
 use super::qp::Qp;
-use super::static_view;
 use super::table::Table;
 use crate::Phrase;
-use crate::cqp::cmd::{CreateCq, DestroyCq, ModifyCq, QueueAddr};
+use crate::cqp::cmd::{CreateCq, ModifyCq, QueueAddr, destroy_cq_cmd};
 use crate::cqp::engine::{CqpError, device_may_own};
 use crate::device::{DeferredCq, Device};
+use crate::uk::mem::static_view;
 use crate::uk::{self, QpLookup, QpUk, SendQueue};
 use crate::verbs::Quantity;
 use crate::wr::WorkCompletion;
@@ -20,10 +20,7 @@ use crate::wr::WorkCompletion;
 /// Largest CQ the device takes (spec control-path §2.2: 1..1048575 entries).
 pub const MAX_CQE: u32 = 1_048_575;
 
-/// Rings a resize replaced that may still hold CQEs, oldest first (uverbs.c
-/// / verbs.c `resize_list`). A further resize while this many are pending
-/// is refused with [`VerbsError::InvalidState`]; polling retires them.
-pub const MAX_PENDING_RESIZES: usize = 4;
+pub use crate::device::MAX_PENDING_RESIZES;
 
 /// A ring replaced by [`Cq::resize`], drained before the current one.
 struct OldRing<H: Hal> {
@@ -613,7 +610,7 @@ impl<'d, H: Hal, B: Bar + Clone> Cq<'d, H, B> {
         if users > 0 {
             return Err(VerbsError::InUse { what: Quantity::CqWithLiveQps, users: users.into() });
         }
-        let d = destroy_cmd(&self.cmd);
+        let d = destroy_cq_cmd(&self.cmd);
         self.dev.exec_cmd(d)?;
         self.alive = false;
         if let Some(ids) = self.dev.res.lock().ids.as_mut() {
@@ -628,23 +625,6 @@ impl<H: Hal, B: Bar + Clone> Cq<'_, H, B> {
     fn users(&self) -> u16 {
         let res = self.dev.res.lock();
         res.ids.as_ref().and_then(|i| i.cq_refs.get(self.id as usize).copied()).unwrap_or(0)
-    }
-}
-
-/// DESTROY_CQ with the create-time values (ctrl.c: irdma_sc_cq_destroy).
-pub(crate) fn destroy_cmd(c: &CreateCq) -> DestroyCq {
-    DestroyCq {
-        cq_id: c.cq_id,
-        cq_size: c.cq_size,
-        cq_ctx: c.cq_ctx,
-        ceq_id: c.ceq_id,
-        ceqe_mask: c.ceqe_mask,
-        ring: c.ring,
-        shadow_area_pa: c.shadow_area_pa,
-        tph_en: c.tph_en,
-        avoid_mem_cflct: c.avoid_mem_cflct,
-        pasid_valid: c.pasid_valid,
-        pasid: c.pasid,
     }
 }
 

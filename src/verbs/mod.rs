@@ -38,16 +38,14 @@ pub use qp::{
     QpInitAttr, QpState,
 };
 pub use shared::{BUSY_TRIES, SharedQp, SharedSqStats};
-pub(crate) use table::ComplSlot;
 pub use wq::{Wq, WqInitAttr, WqType};
-
-pub(crate) use cq::destroy_cmd as destroy_cq_cmd;
 
 use core::error::Error;
 use core::fmt::{self, Display, Formatter};
 use irdma_hal::{Bar, DmaError, Hal};
 
 use crate::Phrase;
+use crate::cqp::cmd::destroy_cq_cmd;
 use crate::cqp::engine::CqpError;
 use crate::device::{Device, cqp_codes};
 use crate::res::{AccessError, IdError, PbleError, StagError};
@@ -335,7 +333,7 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
                 continue;
             };
             let d = res.deferred_cqs.swap_remove(pos);
-            let cmd = cq::destroy_cmd(&d.cmd);
+            let cmd = destroy_cq_cmd(&d.cmd);
             match self.exec_cmd(cmd) {
                 Ok(()) => {
                     let _ = ids.cqs.free(*c);
@@ -423,34 +421,6 @@ pub(crate) unsafe fn dma_slice<H: Hal, T>(
     // owned by the caller's object and never shared with the device, and
     // outlives the slice per this function's contract.
     Some(unsafe { core::slice::from_raw_parts_mut(dma.vaddr().as_ptr().cast::<T>(), len) })
-}
-
-/// A `'static` view of `bytes` bytes of `dma` at `offset` for a uk ring.
-///
-/// # Safety
-///
-/// The caller keeps `dma` alive, unmoved in memory (a `Dma` never moves its
-/// pages), for as long as the view or anything built on it is used, and
-/// never lets the view escape the object that owns `dma`.
-pub(crate) unsafe fn static_view<H: Hal>(
-    dma: &irdma_hal::Dma<H>,
-    offset: usize,
-    bytes: usize,
-) -> Option<crate::uk::QueueMem<'static>> {
-    if !offset.is_multiple_of(8)
-        || !bytes.is_multiple_of(8)
-        || offset.checked_add(bytes)? > dma.len()
-    {
-        return None;
-    }
-    // SAFETY: `offset + bytes <= len`, so the pointer stays inside the
-    // allocation.
-    let p = unsafe { dma.vaddr().as_ptr().add(offset) };
-    let base = core::ptr::NonNull::new(p.cast::<u64>())?;
-    // SAFETY: page-aligned DMA memory plus an 8-aligned offset, valid for
-    // `bytes` bytes while the caller keeps `dma` alive (this function's
-    // contract); only atomic qword accesses are made through the view.
-    Some(unsafe { crate::uk::QueueMem::from_raw(base, bytes / 8) })
 }
 
 // `Display` and `core::error::Error` for the errors above, each a short

@@ -8,9 +8,8 @@ use core::fmt::{self, Display, Formatter};
 use irdma_hal::{Bar, BufferDirection, Dma, Hal};
 
 use super::cq::Cq;
-use super::table::QpCompl;
 use super::wq::Wq;
-use super::{Pd, VerbsError, dma_slice, static_view};
+use super::{Pd, VerbsError, dma_slice};
 use crate::Phrase;
 use crate::cqp::cmd::{
     ArpAdd, ArpDel, CreateQp, DestroyQp, FlushCodes, FlushState, FlushWqes, ModifyQp, qp_state,
@@ -18,8 +17,10 @@ use crate::cqp::cmd::{
 };
 use crate::cqp::ctx::QpRoceCtx;
 use crate::cqp::engine::{CqpError, device_may_own};
+use crate::device::compl::QpCompl;
 use crate::device::{ArpSlot, Device, QpRecord};
 use crate::uk::cq::flush_code;
+use crate::uk::mem::static_view;
 use crate::uk::sizing::{MAX_FRAGS, WqSizing, calc_rq, calc_sq};
 use crate::uk::sq::SqWrTrk;
 use crate::uk::{PostRecvError, PostSendError, QpKind, QpUk, Rq, RqError, SendQueue, Sq, SqError};
@@ -86,15 +87,9 @@ pub struct QpInitAttr<'a, 'd, H: Hal, B: Bar + Clone> {
     pub cap: QpCap,
 }
 
-/// An IP address as the QP context carries it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub enum IpAddr {
-    /// IPv4, network order bytes.
-    V4([u8; 4]),
-    /// IPv6, network order bytes.
-    V6([u8; 16]),
-}
+/// Defined with the LAN hand-off (a plain type below the device and the
+/// verbs, whose neighbour table and address vectors carry it).
+pub use crate::lan::IpAddr;
 
 impl IpAddr {
     /// The four context words, host order, word 0 first; IPv4 in word 3

@@ -9,10 +9,11 @@ use irdma_hal::{Bar, BufferDirection, Dma, Hal};
 
 use super::cq::Cq;
 use super::qp::{PostError, PostErrorKind};
-use super::{VerbsError, dma_slice, static_view};
+use super::{VerbsError, dma_slice};
 use crate::Phrase;
 use crate::device::Device;
 use crate::uk::Rq;
+use crate::uk::mem::static_view;
 use crate::uk::sizing::{MAX_FRAGS, calc_rq};
 use crate::verbs::Quantity;
 use crate::wr::RecvWr;
