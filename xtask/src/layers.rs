@@ -46,7 +46,7 @@ use crate::util::root;
 /// is a plain type, and so is `flight.rs` (the event types, with the
 /// `ProbeStep` and `QpState` enums they carry, re-exported above); a
 /// facade `mod.rs` that only re-exports sits with the highest of its
-/// children; `cqp/mod.rs` holds `EncodeError`, so it is a wire encoding.
+/// children (`cqp/mod.rs`: `EncodeError` is in `cqp/encode.rs`).
 /// The ring order inside `uk` is memory → SQ, RQ, CQ → QP (with the poll
 /// loop, `uk/qp.rs` `poll_cq`) → link, MP.
 pub const LAYERS: &[(&str, u32)] = &[
@@ -59,7 +59,7 @@ pub const LAYERS: &[(&str, u32)] = &[
     ("src/log.rs", 1),
     // 2 wire encodings: CQP commands/contexts/decoders, ice descriptors,
     // capabilities and registers, CM MADs and RDMA-CM private data.
-    ("src/cqp/mod.rs", 2),
+    ("src/cqp/encode.rs", 2),
     ("src/cqp/cmd.rs", 2),
     ("src/cqp/ctx.rs", 2),
     ("src/cqp/decode.rs", 2),
@@ -84,6 +84,7 @@ pub const LAYERS: &[(&str, u32)] = &[
     // 7 engines: the CQP engine; the ice admin queue, commands,
     // scheduler, switch.
     ("src/cqp/engine.rs", 7),
+    ("src/cqp/mod.rs", 7),
     ("src/ice/aq.rs", 7),
     ("src/ice/cmd.rs", 7),
     ("src/ice/sched.rs", 7),
