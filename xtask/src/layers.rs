@@ -48,7 +48,7 @@ use crate::util::root;
 /// facade `mod.rs` that only re-exports sits with the highest of its
 /// children (`cqp/mod.rs`: `EncodeError` is in `cqp/encode.rs`).
 /// The ring order inside `uk` is memory → SQ, RQ, CQ → QP (with the poll
-/// loop, `uk/qp.rs` `poll_cq`) → link, MP.
+/// loop, `uk/qp.rs` `poll_cq`, and the CQE decoder, `uk/poll.rs`) → link, MP.
 pub const LAYERS: &[(&str, u32)] = &[
     // 1 plain types: work requests, LAN hand-off, error phrases,
     // flight-recorder events, the logging macros.
@@ -78,6 +78,9 @@ pub const LAYERS: &[(&str, u32)] = &[
     ("src/uk/rq.rs", 4),
     ("src/uk/cq.rs", 4),
     ("src/uk/qp.rs", 5),
+    // Polling retires the WQEs of the QP a CQE names: beside the QP, which
+    // reaches it only through `CqRing` methods.
+    ("src/uk/poll.rs", 5),
     ("src/uk/link.rs", 6),
     ("src/uk/mp.rs", 6),
     ("src/uk/mod.rs", 6),
