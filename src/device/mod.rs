@@ -22,6 +22,7 @@
 //! error flags, which are atomics.
 
 pub(crate) mod compl;
+pub(crate) mod events;
 mod hmc;
 mod quarantine;
 
@@ -382,7 +383,7 @@ pub(crate) struct AeqRing<H: Hal> {
     pub overflowed: bool,
     /// Events a CQ poll consumed (and acted on) that the caller has not
     /// yet read with `Device::poll_async_events`, oldest first.
-    pub pending: heapless::Deque<crate::aeq::AsyncEvent, { crate::aeq::PENDING_EVENTS }>,
+    pub pending: heapless::Deque<events::AsyncEvent, { events::PENDING_EVENTS }>,
     /// Events dropped from `pending` because it was full.
     pub pending_lost: u32,
 }
@@ -890,7 +891,7 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
                 });
                 self.aeq_view = view.unwrap_or_else(crate::uk::QueueMem::empty);
                 // Entry 0's VALID word, polarity 1 (`RingConsumer::new`).
-                *self.aeq_next.get_mut() = crate::aeq::aeq_next_word(0, true);
+                *self.aeq_next.get_mut() = events::aeq_next_word(0, true);
             }
             Err(e) => {
                 self.keep_if_owned(&e, ring);
