@@ -5,7 +5,8 @@ use core::marker::PhantomData;
 
 use irdma_hal::{Bar, BufferDirection, Dma, Hal};
 
-use super::VerbsError;
+use super::error::Quantity;
+use super::error::VerbsError;
 use super::qp::Qp;
 use super::table::Table;
 use crate::Phrase;
@@ -14,7 +15,6 @@ use crate::cqp::engine::{CqpError, device_may_own};
 use crate::device::{DeferredCq, Device};
 use crate::uk::mem::static_view;
 use crate::uk::{self, QpLookup, QpUk, SendQueue};
-use crate::verbs::Quantity;
 use crate::wr::WorkCompletion;
 
 /// Largest CQ the device takes (spec control-path §2.2: 1..1048575 entries).

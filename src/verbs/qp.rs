@@ -8,8 +8,10 @@ use core::fmt::{self, Display, Formatter};
 use irdma_hal::{Bar, BufferDirection, Dma, Hal};
 
 use super::cq::Cq;
+use super::error::Quantity;
+use super::error::VerbsError;
+use super::pd::Pd;
 use super::wq::Wq;
-use super::{Pd, VerbsError, dma_slice};
 use crate::Phrase;
 use crate::cqp::cmd::{
     ArpAdd, ArpDel, CreateQp, DestroyQp, FlushCodes, FlushState, FlushWqes, ModifyQp, qp_state,
@@ -20,11 +22,11 @@ use crate::cqp::engine::{CqpError, device_may_own};
 use crate::device::compl::QpCompl;
 use crate::device::{ArpSlot, Device, QpRecord};
 use crate::uk::cq::flush_code;
+use crate::uk::mem::dma_slice;
 use crate::uk::mem::static_view;
 use crate::uk::sizing::{MAX_FRAGS, WqSizing, calc_rq, calc_sq};
 use crate::uk::sq::SqWrTrk;
 use crate::uk::{PostRecvError, PostSendError, QpKind, QpUk, Rq, RqError, SendQueue, Sq, SqError};
-use crate::verbs::Quantity;
 use crate::wr::{RecvWr, SendWr, WorkCompletion};
 use irdma_hal::wqe::cqe;
 

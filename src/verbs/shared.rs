@@ -21,10 +21,12 @@
 use irdma_hal::{Bar, BufferDirection, Dma, Hal};
 
 use super::cq::{Cq, QpSlot};
+use super::error::VerbsError;
+use super::pd::Pd;
 use super::qp::{PostError, PostErrorKind, Qp, QpAttr, QpCap, QpInitAttr, QpState};
-use super::{Pd, VerbsError, dma_slice};
 use crate::Phrase;
 use crate::device::Device;
+use crate::uk::mem::dma_slice;
 use crate::uk::mp::PostGate;
 use crate::uk::qp::sq_post_from_wr;
 use crate::uk::{MpSq, MpTrk, QpKind, QueueMem, Sq};

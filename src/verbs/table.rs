@@ -10,8 +10,8 @@ use core::ptr::NonNull;
 
 use irdma_hal::{Bar, BufferDirection, Dma, Hal};
 
-use super::VerbsError;
 use super::cq::PollQps;
+use super::error::VerbsError;
 use super::shared::BUSY_TRIES;
 use crate::Phrase;
 use crate::device::compl::QpCompl;
