@@ -1,5 +1,5 @@
 //! The verbs' errors: [`VerbsError`] and the [`Quantity`] its limits name,
-//! each with `Display` (issue #29: errors beside their layer).
+//! [`PostError`] and its [`PostErrorKind`], each with `Display` (issue #29: errors beside their layer).
 
 use core::error::Error;
 use core::fmt::{self, Display, Formatter};
@@ -9,6 +9,7 @@ use crate::Phrase;
 use crate::cqp::engine::CqpError;
 use crate::device::cqp_codes;
 use crate::res::{AccessError, IdError, PbleError, StagError};
+use crate::uk::{RqError, SqError};
 
 /// Largest MR (spec §5.5: 2^45 bytes), the limit of [`VerbsError::TooLong`].
 pub const MAX_MR_SIZE: u64 = 1 << 45;
@@ -181,6 +182,53 @@ impl From<crate::device::BackError> for VerbsError {
     }
 }
 
+/// Why a post failed: at `bad_wr` (the ones before it are posted).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct PostError {
+    /// Index of the first WR not posted.
+    pub bad_wr: usize,
+    /// Why.
+    pub kind: PostErrorKind,
+}
+
+/// The reason of a [`PostError`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum PostErrorKind {
+    /// The SQ refused the WR.
+    Sq(SqError),
+    /// The RQ refused the WR.
+    Rq(RqError),
+    /// The QP was destroyed.
+    Destroyed,
+    /// A REG_MR (fast-register) WR that does not name a live
+    /// [`FastRegMr`](super::FastRegMr) of this device (its STag index, any
+    /// key byte), its own PBL (level-1 run or level-2 root, at the level it
+    /// was allocated with: `pbl_level` 1 or 2), 4 KiB pages, no more pages
+    /// (from the IOVA's offset in its first page) than the last
+    /// [`FastRegMr::map_pages`](super::FastRegMr::map_pages) (or the rw
+    /// layer's map at post) wrote, and rights a fast-register WQE may grant
+    /// (issue #12). Each map arms exactly one REG_MR WR. Nothing from this
+    /// WR on was posted.
+    FastReg,
+    /// [`SharedQp::post_send`](super::SharedQp::post_send) on a QP in ERROR
+    /// found the QP's lock held (by a poller, `post_recv`, or a post this
+    /// core interrupted) after [`BUSY_TRIES`](super::BUSY_TRIES) tries and did not wait: nothing from
+    /// `bad_wr` on was posted. Retry from a context that may wait, or drop the WRs (they
+    /// would complete as flushed).
+    Busy,
+    /// The device is gone ([`Device::is_gone`](crate::device::Device::is_gone):
+    /// surprise removal): nothing was posted. WRs posted before complete as
+    /// flushed from [`Cq::poll`](super::Cq::poll).
+    DeviceGone,
+    /// The QP completes to a CQ the device reported unusable
+    /// ([`Cq::is_dead`](super::Cq::is_dead)): nothing was posted. WRs
+    /// posted before complete as flushed from that CQ's poll; destroy the
+    /// QP and the CQ and create new ones.
+    CqDead,
+}
+
 // `Display` and `core::error::Error` for the errors above, each a short
 // lower-case phrase with a wrapped error's own message after a colon (and
 // as its `source`); see `crate::error` (issue #29: beside their layer).
@@ -233,5 +281,52 @@ impl Error for VerbsError {
             VerbsError::Access(e) => e.source(),
             _ => None,
         }
+    }
+}
+
+impl Display for PostErrorKind {
+    fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
+        match self {
+            PostErrorKind::Sq(e) => e.fmt(f),
+            PostErrorKind::Rq(e) => e.fmt(f),
+            PostErrorKind::Destroyed => f.write_str("the QP was destroyed"),
+            PostErrorKind::FastReg => f.write_str(
+                "the REG_MR WR does not name a live fast-register MR of this device within \
+                 the pages mapped for it",
+            ),
+            PostErrorKind::Busy => f.write_str("the QP's lock is held; not posted (would block)"),
+            PostErrorKind::DeviceGone => {
+                f.write_str("the device is gone (surprise removal); nothing posted")
+            }
+            PostErrorKind::CqDead => {
+                f.write_str("a CQ of the QP was reported unusable by the device; nothing posted")
+            }
+        }
+    }
+}
+
+impl Error for PostErrorKind {
+    fn source(&self) -> Option<&(dyn Error + 'static)> {
+        match self {
+            PostErrorKind::Sq(e) => Some(e),
+            PostErrorKind::Rq(e) => Some(e),
+            PostErrorKind::Destroyed
+            | PostErrorKind::FastReg
+            | PostErrorKind::Busy
+            | PostErrorKind::DeviceGone
+            | PostErrorKind::CqDead => None,
+        }
+    }
+}
+
+impl Display for PostError {
+    fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
+        write!(f, "WR {} not posted: {}", self.bad_wr, self.kind)
+    }
+}
+
+impl Error for PostError {
+    fn source(&self) -> Option<&(dyn Error + 'static)> {
+        Some(&self.kind)
     }
 }

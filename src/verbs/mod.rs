@@ -23,6 +23,7 @@
 mod ah;
 mod cq;
 mod error;
+mod lookup;
 mod mr;
 mod pd;
 mod poller;

@@ -10,9 +10,7 @@ use core::ptr::NonNull;
 
 use irdma_hal::{Bar, BufferDirection, Dma, Hal};
 
-use super::cq::PollQps;
 use super::error::VerbsError;
-use super::shared::BUSY_TRIES;
 use crate::Phrase;
 use crate::device::compl::QpCompl;
 use crate::device::{Device, MAX_QPS};
@@ -22,6 +20,29 @@ use crate::uk::qp::wc_opcode_sq;
 use crate::uk::{QpLookup, QpUk, SendQueue, Sq};
 use crate::wr::{WcOpcode, WcStatus, WorkCompletion};
 use irdma_hal::wqe::{cqe, op};
+
+/// How often a post in ERROR tries the QP's lock before it returns
+/// [`PostErrorKind::Busy`]: long enough for another poster's short hold
+/// (a few WQEs, no doorbell), bounded so that a holder the caller
+/// interrupted cannot hang it. A poll tries a table slot's lock as often.
+/// Re-exported as `verbs::BUSY_TRIES`.
+///
+/// [`PostErrorKind::Busy`]: super::PostErrorKind::Busy
+pub const BUSY_TRIES: u32 = 4096;
+
+/// What a CQ poll resolves completions through: the device's table of
+/// plain QPs ([`Table`]) or a caller's list of locked shared QPs
+/// (`verbs::lookup`).
+pub(super) trait PollQps<S: SendQueue>: QpLookup<'static, S> {
+    /// Adopts the control path's ERROR on the QPs' data path.
+    fn sync_errors(&mut self);
+    /// A live QP of this CQ whose CQE the poll stopped at, unresolved.
+    fn held(&self) -> Option<u32>;
+    /// The software flush of the QPs in error on this CQ into `wc`.
+    fn flush(&mut self, wc: &mut [WorkCompletion]) -> usize;
+    /// Lets go of anything held for the lookups so far.
+    fn release(&mut self) {}
+}
 
 /// Builds the completion half of a QP whose producer half is `uk` in a
 /// host-only allocation, registers it under `qpn`, and returns it with the

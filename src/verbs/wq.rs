@@ -10,7 +10,7 @@ use irdma_hal::{Bar, BufferDirection, Dma, Hal};
 use super::cq::Cq;
 use super::error::Quantity;
 use super::error::VerbsError;
-use super::qp::{PostError, PostErrorKind};
+use super::error::{PostError, PostErrorKind};
 use crate::Phrase;
 use crate::device::Device;
 use crate::uk::Rq;
