@@ -689,7 +689,69 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
     ) -> Result<(), ProbeCause> {
         use ProbeStep as S;
         self.enter(step, S::FirmwareReady);
-        // 1. Firmware ready (ctrl.c: irdma_wait_pe_ready).
+        self.wait_firmware_ready(&bar)?;
+        self.enter(step, S::DoorbellSize);
+        Self::check_doorbell_size(&bar)?;
+        self.enter(step, S::CqpCreate);
+        self.create_cqp(bar)?;
+        self.enter(step, S::QueryFeatures);
+        let (layout, max_ceqs) = self.size_and_commit_hmc(profile, step)?;
+        let qp_cnt = layout.object(HmcObj::Qp).cnt;
+        let cq_cnt = layout.object(HmcObj::Cq).cnt;
+        let limits = Limits {
+            qp_count: qp_cnt,
+            cq_count: cq_cnt,
+            pble_count: layout.object(HmcObj::Pble).cnt,
+            ceq_count: max_ceqs,
+        };
+        self.cqp_mut().map_err(ProbeCause::Cqp)?.set_limits(limits);
+
+        self.enter(step, S::BackHmc);
+        // 7. Back every non-PBLE SD.
+        {
+            let res = self.res.get_mut();
+            let cqp = self.cqp.get_mut().as_mut();
+            let Some(cqp) = cqp else { return Err(ProbeCause::Capacity) };
+            res.sds.back_static(&layout, cqp).map_err(ProbeCause::from)?;
+        }
+        self.enter(step, S::ShmcPagesAllocated);
+        // 8. SHMC_PAGES_ALLOCATED.
+        let fn_id = self.lan.pf_id as u16;
+        self.exec(ShmcPagesAllocated { hmc_fn_id: fn_id }).map_err(ProbeCause::Cqp)?;
+        self.enter(step, S::CreateCcq);
+        // 9. CCQ (spec §2.7).
+        let mut ccq = CcqConfig::linux(self.opts.cqp_sq_size);
+        ccq.vsi_idx = self.lan.vsi_num;
+        self.control_bytes += pages_bytes(ccq.entries as usize * CCQ_CQE_BYTES) + pages_bytes(64);
+        self.cqp_mut().and_then(|c| c.create_ccq(ccq)).map_err(ProbeCause::Cqp)?;
+
+        self.enter(step, S::CreateCeq);
+        self.create_ceq0(cq_cnt)?;
+        self.enter(step, S::PblePool);
+        let pool = self.create_pble_pool(&layout)?;
+        self.enter(step, S::CreateAeq);
+        self.create_aeq(qp_cnt, cq_cnt)?;
+
+        self.enter(step, S::WorkScheduler);
+        // 13. Work-scheduler tree: root 0, VSI node, TC leaf → qs_handle,
+        // then enable the leaf (ws.c: irdma_ws_add; spec §4.3.20).
+        self.build_ws(ops.as_deref_mut())?;
+
+        *step = S::Resources;
+        self.build_tables(&layout, pool)?;
+        // RDMA traffic to the VSI on, last (main.c: irdma_probe).
+        if let Some(o) = ops {
+            *step = S::RdmaFilter;
+            o.set_rdma_filter(self.lan.vsi_num, true).map_err(ProbeCause::LanOp)?;
+            self.ws.filter_on = true;
+        }
+        info!("irdma: probe done");
+        Ok(())
+    }
+
+    /// Bring-up step 1: the firmware reports ready (ctrl.c:
+    /// irdma_wait_pe_ready).
+    fn wait_firmware_ready(&self, bar: &B) -> Result<(), ProbeCause> {
         let end = irdma_hal::dma::now::<H>().saturating_add(self.opts.fw_ready_timeout);
         let mut st = [0u32; 3];
         let ready = irdma_hal::dma::wait_until::<H>(end, || {
@@ -701,20 +763,21 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
         if !ready {
             return Err(ProbeCause::FirmwareNotReady(st));
         }
-        self.enter(step, S::DoorbellSize);
-        // 2. Doorbell size (ctrl.c: irdma_sc_dev_init).
+        Ok(())
+    }
+
+    /// Bring-up step 2: doorbells are enabled (ctrl.c: irdma_sc_dev_init).
+    fn check_doorbell_size(bar: &B) -> Result<(), ProbeCause> {
         let lbar = bar.read32(regs::GLPCI_LBARCTRL);
         if !matches!(regs::field::LBARCTRL_PE_DB_SIZE.get(u64::from(lbar)), 1 | 2) {
             return Err(ProbeCause::DoorbellDisabled(lbar));
         }
-        self.enter(step, S::CqpCreate);
-        // 3–4. Memory and the CQP.
+        Ok(())
+    }
+
+    /// Bring-up steps 3–4: the scratch page and the CQP.
+    fn create_cqp(&mut self, bar: B) -> Result<(), ProbeCause> {
         let scratch = Dma::<H>::new(1, BufferDirection::Both).map_err(ProbeCause::Dma)?;
-        let (q_pa, c_pa, f_pa) = (
-            scratch.paddr() + SCRATCH_QUERY as u64,
-            scratch.paddr() + SCRATCH_COMMIT as u64,
-            scratch.paddr() + SCRATCH_FEATURES as u64,
-        );
         self.scratch = Some(scratch);
         let mut cfg = CqpConfig::gen2_roce(self.opts.cqp_sq_size);
         cfg.timeouts = self.opts.timeouts;
@@ -737,8 +800,24 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
         };
         self.control_bytes = cqp_bytes + pages_bytes(PAGE_SIZE);
         *self.cqp.get_mut() = Some(cqp);
+        Ok(())
+    }
 
-        self.enter(step, S::QueryFeatures);
+    /// Bring-up steps 5–6 (the caller entered [`ProbeStep::QueryFeatures`]):
+    /// QUERY_RDMA_FEATURES, QUERY_FPM_VAL → [`size_hmc`] → COMMIT_FPM_VAL,
+    /// the committed layout (kept in `self.layout`) and the CEQ count the
+    /// device allows; `step` moves through the sub-steps.
+    fn size_and_commit_hmc(
+        &mut self,
+        profile: &Profile,
+        step: &mut ProbeStep,
+    ) -> Result<(HmcLayout, u32), ProbeCause> {
+        let Some(scratch) = self.scratch.as_ref() else { return Err(ProbeCause::Capacity) };
+        let (q_pa, c_pa, f_pa) = (
+            scratch.paddr() + SCRATCH_QUERY as u64,
+            scratch.paddr() + SCRATCH_COMMIT as u64,
+            scratch.paddr() + SCRATCH_FEATURES as u64,
+        );
         // 5. Features (ctrl.c: irdma_get_rdma_features).
         let manage_rsrc_ver2 = {
             let cmd = QueryRdmaFeatures { buf_pa: f_pa, buf_len: FEATURES_BYTES as u32 };
@@ -746,7 +825,7 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
             self.read_features()
         };
 
-        self.enter(step, S::QueryFpm);
+        self.enter(step, ProbeStep::QueryFpm);
         // 6. FPM query → sizing → commit.
         let query = {
             let fn_id = self.lan.pf_id as u16;
@@ -761,7 +840,7 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
         };
         self.max_ird = query.max_hw_ird().min(u8::MAX as u16) as u8;
         let caps = FpmCaps::from(&query);
-        *step = S::SizeHmc;
+        *step = ProbeStep::SizeHmc;
         let counts = match size_hmc(&caps, profile) {
             Ok(c) => c,
             Err(e) => return Err(ProbeCause::Hmc(e)),
@@ -772,7 +851,7 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
             s.write_u64s(SCRATCH_COMMIT, &commit_buf);
         }
         let fn_id = self.lan.pf_id as u16;
-        *step = S::CommitFpm;
+        *step = ProbeStep::CommitFpm;
         self.exec(CommitFpmVal { hmc_fn_id: fn_id, buf_pa: c_pa, flush_timer_disable: false })
             .map_err(ProbeCause::Cqp)?;
         let sizes: [u64; HMC_OBJ_COUNT] = core::array::from_fn(|i| caps.obj[i].size);
@@ -785,36 +864,12 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
             Err(e) => return Err(ProbeCause::Hmc(e)),
         };
         self.layout = Some(layout);
-        let qp_cnt = layout.object(HmcObj::Qp).cnt;
-        let cq_cnt = layout.object(HmcObj::Cq).cnt;
-        let limits = Limits {
-            qp_count: qp_cnt,
-            cq_count: cq_cnt,
-            pble_count: layout.object(HmcObj::Pble).cnt,
-            ceq_count: u32::from(query.max_ceqs),
-        };
-        self.cqp_mut().map_err(ProbeCause::Cqp)?.set_limits(limits);
+        Ok((layout, u32::from(query.max_ceqs)))
+    }
 
-        self.enter(step, S::BackHmc);
-        // 7. Back every non-PBLE SD.
-        {
-            let res = self.res.get_mut();
-            let cqp = self.cqp.get_mut().as_mut();
-            let Some(cqp) = cqp else { return Err(ProbeCause::Capacity) };
-            res.sds.back_static(&layout, cqp).map_err(ProbeCause::from)?;
-        }
-        self.enter(step, S::ShmcPagesAllocated);
-        // 8. SHMC_PAGES_ALLOCATED.
-        self.exec(ShmcPagesAllocated { hmc_fn_id: fn_id }).map_err(ProbeCause::Cqp)?;
-        self.enter(step, S::CreateCcq);
-        // 9. CCQ (spec §2.7).
-        let mut ccq = CcqConfig::linux(self.opts.cqp_sq_size);
-        ccq.vsi_idx = self.lan.vsi_num;
-        self.control_bytes += pages_bytes(ccq.entries as usize * CCQ_CQE_BYTES) + pages_bytes(64);
-        self.cqp_mut().and_then(|c| c.create_ccq(ccq)).map_err(ProbeCause::Cqp)?;
-
-        self.enter(step, S::CreateCeq);
-        // 10. CEQ 0: min(committed CQ count, 262143) entries (hw.c: irdma_create_ceq).
+    /// Bring-up step 10: CEQ 0, min(committed CQ count, 262143) entries
+    /// (hw.c: irdma_create_ceq).
+    fn create_ceq0(&mut self, cq_cnt: u32) -> Result<(), ProbeCause> {
         let ceq_entries = cq_cnt.clamp(1, 262_143);
         let ring = Dma::<H>::with_bytes(ceq_entries as usize * 8, BufferDirection::DeviceToDriver)
             .map_err(ProbeCause::Dma)?;
@@ -840,10 +895,12 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
                 return Err(ProbeCause::Cqp(e));
             }
         }
+        Ok(())
+    }
 
-        self.enter(step, S::PblePool);
-        // 11. The PBLE pool; its first chunk is backed now (pble.c:
-        // irdma_hmc_init_pble), the rest on demand.
+    /// Bring-up step 11: the PBLE pool; its first chunk is backed now
+    /// (pble.c: irdma_hmc_init_pble), the rest on demand.
+    fn create_pble_pool(&mut self, layout: &HmcLayout) -> Result<PblePool<PBLE_RUNS>, ProbeCause> {
         let pool = match PblePool::<PBLE_RUNS>::new(*layout.pble()) {
             Ok(p) => p,
             Err(e) => return Err(ProbeCause::Pble(e)),
@@ -855,9 +912,12 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
             };
             res.sds.back_pble_chunk(&first, cqp).map_err(ProbeCause::from)?;
         }
+        Ok(pool)
+    }
 
-        self.enter(step, S::CreateAeq);
-        // 12. AEQ: min(QP + CQ count, 524287) entries of 16 B (hw.c: irdma_create_aeq).
+    /// Bring-up step 12: the AEQ, min(QP + CQ count, 524287) entries of 16 B
+    /// (hw.c: irdma_create_aeq), and the view its polls read.
+    fn create_aeq(&mut self, qp_cnt: u32, cq_cnt: u32) -> Result<(), ProbeCause> {
         let aeq_entries = qp_cnt.saturating_add(cq_cnt).clamp(1, 524_287);
         let ring = Dma::<H>::with_bytes(
             aeq_entries as usize * AEQE_BYTES,
@@ -898,14 +958,18 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
                 return Err(ProbeCause::Cqp(e));
             }
         }
+        Ok(())
+    }
 
-        self.enter(step, S::WorkScheduler);
-        // 13. Work-scheduler tree: root 0, VSI node, TC leaf → qs_handle,
-        // then enable the leaf (ws.c: irdma_ws_add; spec §4.3.20).
-        self.build_ws(ops.as_deref_mut())?;
-
-        // Software tables (hw.c: irdma_initialize_hw_rsrc).
-        *step = S::Resources;
+    /// The software tables sized from the commit (hw.c:
+    /// irdma_initialize_hw_rsrc).
+    fn build_tables(
+        &mut self,
+        layout: &HmcLayout,
+        pool: PblePool<PBLE_RUNS>,
+    ) -> Result<(), ProbeCause> {
+        let qp_cnt = layout.object(HmcObj::Qp).cnt;
+        let cq_cnt = layout.object(HmcObj::Cq).cnt;
         // The fallible parts first, then the tables built where they live
         // (code size: `Ids` is not assembled on the stack and moved).
         let pds = match IdBitmap::pd_ids(MAX_PDS) {
@@ -949,13 +1013,6 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
             gsi: false,
             neigh: heapless::Vec::new(),
         });
-        // RDMA traffic to the VSI on, last (main.c: irdma_probe).
-        if let Some(o) = ops {
-            *step = S::RdmaFilter;
-            o.set_rdma_filter(self.lan.vsi_num, true).map_err(ProbeCause::LanOp)?;
-            self.ws.filter_on = true;
-        }
-        info!("irdma: probe done");
         Ok(())
     }
 
