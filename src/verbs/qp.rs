@@ -384,32 +384,7 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
         transport: Transport,
         make_sq: impl FnOnce(Sq<'static>) -> Result<(S, SharedMem<H>), VerbsError>,
     ) -> Result<Qp<'d, H, B, S>, VerbsError> {
-        self.own(pd.device(), &"PD of another device")?;
-        self.own(attr.send_cq.device(), &"send CQ of another device")?;
-        self.own(attr.recv_cq.device(), &"receive CQ of another device")?;
-        if let Some(w) = wq.as_ref() {
-            self.own(w._dev, &"WQ of another device")?;
-        }
-        let mut c = attr.cap;
-        if let Some(w) = wq.as_ref() {
-            c.max_recv_wr = w.max_wr;
-            c.max_recv_sge = w.max_sge;
-        }
-        let above = |what, requested: u32, max: u32| {
-            if requested > max {
-                Err(VerbsError::AboveLimit { what, requested, max })
-            } else {
-                Ok(())
-            }
-        };
-        above(Quantity::MaxSendSge, c.max_send_sge, MAX_FRAGS)?;
-        above(Quantity::MaxRecvSge, c.max_recv_sge, MAX_FRAGS)?;
-        above(Quantity::MaxInlineData, c.max_inline_data, MAX_INLINE)?;
-        if c.max_send_wr == 0 && c.max_recv_wr == 0 {
-            return Err(VerbsError::Invalid {
-                what: Phrase::new(&"a QP needs a send or receive queue"),
-            });
-        }
+        let c = self.check_qp_args(pd, attr, wq.as_ref())?;
         // Sizing: uk.c: irdma_uk_calc_depth_shift_sq/rq, irdma_get_sqdepth/rqdepth.
         let sq = calc_sq(c.max_send_wr.max(1), c.max_send_sge.max(1), c.max_inline_data)
             .map_err(|_| too_deep(Quantity::MaxSendWr, c.max_send_wr))?;
@@ -441,21 +416,7 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
         let send_sge = c.max_send_sge.max(1);
 
         let gsi = transport == Transport::Gsi;
-        let id = {
-            let mut res = self.res.lock();
-            let ids = res.ids.as_mut().ok_or(VerbsError::Destroyed)?;
-            if gsi {
-                // QP 1 is reserved in the id table for the GSI QP
-                // (hw.c: irdma_initialize_hw_rsrc).
-                if ids.gsi {
-                    return Err(VerbsError::InUse { what: Quantity::GsiQp1, users: 1 });
-                }
-                ids.gsi = true;
-                1
-            } else {
-                ids.qps.alloc_next()?
-            }
-        };
+        let id = self.alloc_qp_id(gsi)?;
         let free_id = |e: VerbsError| {
             self.release_qp_id(id, gsi);
             e
@@ -625,6 +586,61 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
             *rec = QpRecord { live: true, ctx_pa: qp.ctx_pa(), shadow_pa, qp_type: ty };
         }
         Ok(qp)
+    }
+
+    /// `create_qp_inner`'s checks: every object is this device's, and the
+    /// capabilities (the RQ's from `wq` when given) are within the limits.
+    fn check_qp_args<'d>(
+        &'d self,
+        pd: &Pd<'d, H, B>,
+        attr: &QpInitAttr<'_, 'd, H, B>,
+        wq: Option<&Wq<'d, H, B>>,
+    ) -> Result<QpCap, VerbsError> {
+        self.own(pd.device(), &"PD of another device")?;
+        self.own(attr.send_cq.device(), &"send CQ of another device")?;
+        self.own(attr.recv_cq.device(), &"receive CQ of another device")?;
+        if let Some(w) = wq {
+            self.own(w._dev, &"WQ of another device")?;
+        }
+        let mut c = attr.cap;
+        if let Some(w) = wq {
+            c.max_recv_wr = w.max_wr;
+            c.max_recv_sge = w.max_sge;
+        }
+        let above = |what, requested: u32, max: u32| {
+            if requested > max {
+                Err(VerbsError::AboveLimit { what, requested, max })
+            } else {
+                Ok(())
+            }
+        };
+        above(Quantity::MaxSendSge, c.max_send_sge, MAX_FRAGS)?;
+        above(Quantity::MaxRecvSge, c.max_recv_sge, MAX_FRAGS)?;
+        above(Quantity::MaxInlineData, c.max_inline_data, MAX_INLINE)?;
+        if c.max_send_wr == 0 && c.max_recv_wr == 0 {
+            return Err(VerbsError::Invalid {
+                what: Phrase::new(&"a QP needs a send or receive queue"),
+            });
+        }
+        Ok(c)
+    }
+
+    /// A QP number: 1 for the GSI QP (refused while one exists), else the
+    /// next free one.
+    fn alloc_qp_id(&self, gsi: bool) -> Result<u32, VerbsError> {
+        let mut res = self.res.lock();
+        let ids = res.ids.as_mut().ok_or(VerbsError::Destroyed)?;
+        if gsi {
+            // QP 1 is reserved in the id table for the GSI QP
+            // (hw.c: irdma_initialize_hw_rsrc).
+            if ids.gsi {
+                return Err(VerbsError::InUse { what: Quantity::GsiQp1, users: 1 });
+            }
+            ids.gsi = true;
+            Ok(1)
+        } else {
+            Ok(ids.qps.alloc_next()?)
+        }
     }
 
     /// Gives back the id of a QP whose creation failed before the device
