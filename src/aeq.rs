@@ -2,6 +2,9 @@
 //! [`crate::cqp::decode::Aeqe`]) into typed events, with Linux's actions for
 //! RoCE (spec control-path §8.2; hw.c: irdma_process_aeq): a QP error moves
 //! the QP to ERROR and flushes it so every outstanding WR completes.
+//!
+//! The event types are defined with the device that queues them
+//! (`device/events.rs`) and re-exported here.
 
 use core::sync::atomic::Ordering;
 
@@ -11,54 +14,9 @@ use irdma_hal::{Bar, Hal, regs};
 
 use crate::cqp::decode::Aeqe;
 use crate::device::Device;
+use crate::device::events::aeq_next_word;
+pub use crate::device::events::{AsyncEvent, AsyncEventKind, PENDING_EVENTS};
 use crate::uk::cq::ae_to_flush_code;
-
-/// The value of `Device::aeq_next` for a consumer at entry `head` that
-/// expects VALID = `polarity`: the qword index of that entry's VALID word
-/// (offset 8 of a 16-byte AEQE, spec control-path §8.2), shifted left by
-/// one, the polarity in bit 0.
-pub(crate) fn aeq_next_word(head: u32, polarity: bool) -> u64 {
-    let qword = u64::from(head) * (AEQE_BYTES as u64 / 8) + 1;
-    (qword << 1) | u64::from(polarity)
-}
-
-/// What an asynchronous event means to the caller.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub enum AsyncEventKind {
-    /// A protection error on a QP's access (AMP_* codes 0x0102–0x010A,
-    /// 0x011C, and IB_REMOTE_ACCESS_ERROR 0x020D): `IB_EVENT_QP_ACCESS_ERR`.
-    QpAccessError,
-    /// Any other error of a QP ("QP error path" codes of spec §8.2):
-    /// `IB_EVENT_QP_FATAL` / `IB_EVENT_QP_REQ_ERR`.
-    QpFatal,
-    /// The SQ drained after RTS → SQD (0x0900).
-    QpSuspended,
-    /// A CQ error (0x0203 CQ_OPERATION_ERROR, 0x0702 LCE_CQ_CATASTROPHIC):
-    /// `IB_EVENT_CQ_ERR`.
-    CqError,
-    /// The AEQ overflowed (Linux then requests a function reset).
-    AeqOverflow,
-    /// An event Linux ignores or drops for RoCE (e.g. 0x050C, 0x0603,
-    /// 0x0520), or one for a QP the driver does not know.
-    Ignored,
-}
-
-/// One asynchronous event.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub struct AsyncEvent {
-    /// Classification.
-    pub kind: AsyncEventKind,
-    /// The AE code (user.h: IRDMA_AE_*).
-    pub ae_code: u16,
-    /// AESRC.
-    pub ae_src: u8,
-    /// QP or CQ id.
-    pub id: u32,
-    /// The driver moved the QP to ERROR (MODIFY_QP + FLUSH_WQES) for it.
-    pub moved_to_error: bool,
-}
 
 /// AE codes that are access errors (spec §8.2 table, "event ACCESS_ERR").
 fn is_access(code: u16) -> bool {
@@ -69,12 +27,6 @@ fn is_access(code: u16) -> bool {
 fn is_ignored(code: u16) -> bool {
     matches!(code, 0x050C | 0x0603 | 0x0520 | 0x0901)
 }
-
-/// Events a CQ poll may consume and act on before the caller reads them
-/// with [`Device::poll_async_events`]; beyond this the oldest are dropped
-/// (counted by [`Device::async_events_lost`]). The actions (QP to ERROR,
-/// flush) are never dropped, only the report.
-pub const PENDING_EVENTS: usize = 32;
 
 /// Most AEQEs one call consumes (bounds the loop whatever the device writes).
 const MAX_PER_CALL: u32 = 4096;

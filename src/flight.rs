@@ -4,6 +4,10 @@
 //! that firmware with no debugger and no log file can still say what led to
 //! a failure.
 //!
+//! The enums the events carry ([`ProbeStep`], [`QpState`]) are defined here,
+//! below the device and the verbs that re-export them, so the recorder
+//! imports nothing above it (issue #29).
+//!
 //! Recording copies a few words under a spin lock — no formatting, no
 //! allocation — and happens only on the control path (the data path never
 //! records). Read it with [`Device::flight_recorder`] (oldest first) or,
@@ -13,7 +17,89 @@
 //! [`Device::flight_recorder`]: crate::device::Device::flight_recorder
 //! [`Device::log_flight_recorder`]: crate::device::Device::log_flight_recorder
 
-use crate::device::ProbeStep;
+use core::fmt::{self, Display, Formatter};
+
+/// The bring-up step a [`ProbeError`](crate::device::ProbeError) happened
+/// in (spec control-path §9.2); re-exported as `device::ProbeStep`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum ProbeStep {
+    /// The [`LanInfo`](crate::lan::LanInfo) was refused.
+    LanInfo,
+    /// §9.2 step 1: GLPE_CPUSTATUS0/1/2 == 0x80.
+    FirmwareReady,
+    /// Step 2: GLPCI_LBARCTRL.PE_DB_SIZE.
+    DoorbellSize,
+    /// Steps 3–4: memory and the CQP create handshake.
+    CqpCreate,
+    /// Step 5: QUERY_RDMA_FEATURES.
+    QueryFeatures,
+    /// Step 6: QUERY_FPM_VAL.
+    QueryFpm,
+    /// Step 6: choosing the counts.
+    SizeHmc,
+    /// Step 6: COMMIT_FPM_VAL.
+    CommitFpm,
+    /// Step 7: backing and programming the SDs.
+    BackHmc,
+    /// Step 8: SHMC_PAGES_ALLOCATED.
+    ShmcPagesAllocated,
+    /// Step 9: the CCQ.
+    CreateCcq,
+    /// Step 10: CEQ 0.
+    CreateCeq,
+    /// Step 11: the PBLE pool and its first chunk.
+    PblePool,
+    /// Step 12: the AEQ.
+    CreateAeq,
+    /// Step 13: the work-scheduler tree (root, VSI node, TC leaf).
+    WorkScheduler,
+    /// Software tables sized from the commit.
+    Resources,
+    /// Turning the VSI's RDMA filter on (LAN side).
+    RdmaFilter,
+}
+
+impl Display for ProbeStep {
+    fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            ProbeStep::LanInfo => "LAN information",
+            ProbeStep::FirmwareReady => "firmware ready",
+            ProbeStep::DoorbellSize => "doorbell size",
+            ProbeStep::CqpCreate => "CQP create",
+            ProbeStep::QueryFeatures => "QUERY_RDMA_FEATURES",
+            ProbeStep::QueryFpm => "QUERY_FPM_VAL",
+            ProbeStep::SizeHmc => "HMC sizing",
+            ProbeStep::CommitFpm => "COMMIT_FPM_VAL",
+            ProbeStep::BackHmc => "HMC backing",
+            ProbeStep::ShmcPagesAllocated => "SHMC_PAGES_ALLOCATED",
+            ProbeStep::CreateCcq => "CCQ create",
+            ProbeStep::CreateCeq => "CEQ create",
+            ProbeStep::PblePool => "PBLE pool",
+            ProbeStep::CreateAeq => "AEQ create",
+            ProbeStep::WorkScheduler => "work-scheduler tree",
+            ProbeStep::Resources => "resource tables",
+            ProbeStep::RdmaFilter => "RDMA filter",
+        })
+    }
+}
+
+/// IB QP states the driver drives (spec §7.4); re-exported as
+/// `verbs::QpState`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum QpState {
+    /// Created, or reset.
+    Reset,
+    /// INIT.
+    Init,
+    /// Ready to receive.
+    Rtr,
+    /// Ready to send.
+    Rts,
+    /// Error: everything outstanding completes with a flush status.
+    Error,
+}
 
 /// Records kept; older ones are overwritten.
 pub const FLIGHT_EVENTS: usize = 64;
@@ -73,7 +159,7 @@ pub enum FlightEvent {
         /// QP number.
         qpn: u32,
         /// The new state.
-        state: crate::verbs::QpState,
+        state: QpState,
     },
     /// A QP's queues were flushed (FLUSH_WQES) with these minor codes.
     Flush {

@@ -248,6 +248,17 @@ impl LanInfo {
     }
 }
 
+/// An IP address as the QP context carries it (the verbs' address vectors,
+/// the device's neighbour table, the CM); re-exported as `verbs::IpAddr`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum IpAddr {
+    /// IPv4, network order bytes.
+    V4([u8; 4]),
+    /// IPv6, network order bytes.
+    V6([u8; 16]),
+}
+
 /// Why a LAN-side operation failed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]

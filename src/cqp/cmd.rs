@@ -701,6 +701,23 @@ pub struct DestroyCq {
     pub pasid: u32,
 }
 
+/// DESTROY_CQ with the create-time values (ctrl.c: irdma_sc_cq_destroy).
+pub(crate) fn destroy_cq_cmd(c: &CreateCq) -> DestroyCq {
+    DestroyCq {
+        cq_id: c.cq_id,
+        cq_size: c.cq_size,
+        cq_ctx: c.cq_ctx,
+        ceq_id: c.ceq_id,
+        ceqe_mask: c.ceqe_mask,
+        ring: c.ring,
+        shadow_area_pa: c.shadow_area_pa,
+        tph_en: c.tph_en,
+        avoid_mem_cflct: c.avoid_mem_cflct,
+        pasid_valid: c.pasid_valid,
+        pasid: c.pasid,
+    }
+}
+
 impl CqpCommand for DestroyCq {
     const OPCODE: u8 = op::DESTROY_CQ;
     fn encode(&self, wqe: &mut [u64; 8], env: &mut Env) -> Result<(), EncodeError> {

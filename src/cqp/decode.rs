@@ -227,10 +227,20 @@ impl FpmQuery {
     }
 }
 
-/// One committed HMC object: the same type as [`crate::res::ObjCommit`]
-/// (count and FPM byte base), so the decoded commit feeds
-/// [`crate::res::HmcLayout::new`] without a copy.
-pub type HmcObjCommit = crate::res::ObjCommit;
+/// One committed object: what COMMIT_FPM_VAL returns (spec §3.4); the
+/// decoded commit feeds [`crate::res::HmcLayout::new`] without a copy
+/// (re-exported as `res::ObjCommit`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct ObjCommit {
+    /// Committed count.
+    pub cnt: u32,
+    /// FPM byte address of element 0 (the decoded base × 512).
+    pub base: u64,
+}
+
+/// One committed HMC object (the decoder's name for [`ObjCommit`]).
+pub type HmcObjCommit = ObjCommit;
 
 /// The decoded COMMIT_FPM_VAL buffer (ctrl.c: irdma_sc_parse_fpm_commit_buf;
 /// spec §3.4).

@@ -21,6 +21,8 @@
 //! `post_recv`, `poll_cq`) takes any of them — it only reads the per-QP
 //! error flags, which are atomics.
 
+pub(crate) mod compl;
+pub(crate) mod events;
 mod hmc;
 mod irq;
 mod quarantine;
@@ -53,6 +55,8 @@ use crate::res::{
     FpmCaps, HmcError, HmcLayout, HmcObj, IdError, PbleError, Profile, StagTable, size_hmc,
 };
 
+/// Defined with the flight recorder's events (a plain type below the device).
+pub use crate::flight::ProbeStep;
 pub use hmc::MAX_BACKED_SDS;
 pub(crate) use hmc::{BackError, SdStore};
 pub(crate) use quarantine::Quarantine;
@@ -83,6 +87,15 @@ pub(crate) const ARP_WORDS: usize = (MAX_ARP / 64) as usize;
 /// count and this).
 pub const MAX_AHS: u32 = 1024;
 pub(crate) const AH_WORDS: usize = (MAX_AHS / 64) as usize;
+/// Rings a resize replaced that may still hold CQEs, oldest first (uverbs.c
+/// / verbs.c `resize_list`). A further resize while this many are pending
+/// is refused with [`VerbsError::InvalidState`]; polling retires them.
+/// Defined with the device's resize list; re-exported as
+/// `verbs::MAX_PENDING_RESIZES`.
+///
+/// [`VerbsError::InvalidState`]: crate::verbs::VerbsError::InvalidState
+pub const MAX_PENDING_RESIZES: usize = 4;
+
 /// Entries of the static neighbour table ([`Device::add_neighbour`]).
 pub const MAX_NEIGHBOURS: usize = 64;
 
@@ -92,46 +105,6 @@ const FEATURES_BYTES: usize = 272;
 const SCRATCH_QUERY: usize = 0;
 const SCRATCH_COMMIT: usize = 256;
 const SCRATCH_FEATURES: usize = 512;
-
-/// The bring-up step a [`ProbeError`] happened in (spec control-path §9.2).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub enum ProbeStep {
-    /// The [`LanInfo`] was refused.
-    LanInfo,
-    /// §9.2 step 1: GLPE_CPUSTATUS0/1/2 == 0x80.
-    FirmwareReady,
-    /// Step 2: GLPCI_LBARCTRL.PE_DB_SIZE.
-    DoorbellSize,
-    /// Steps 3–4: memory and the CQP create handshake.
-    CqpCreate,
-    /// Step 5: QUERY_RDMA_FEATURES.
-    QueryFeatures,
-    /// Step 6: QUERY_FPM_VAL.
-    QueryFpm,
-    /// Step 6: choosing the counts.
-    SizeHmc,
-    /// Step 6: COMMIT_FPM_VAL.
-    CommitFpm,
-    /// Step 7: backing and programming the SDs.
-    BackHmc,
-    /// Step 8: SHMC_PAGES_ALLOCATED.
-    ShmcPagesAllocated,
-    /// Step 9: the CCQ.
-    CreateCcq,
-    /// Step 10: CEQ 0.
-    CreateCeq,
-    /// Step 11: the PBLE pool and its first chunk.
-    PblePool,
-    /// Step 12: the AEQ.
-    CreateAeq,
-    /// Step 13: the work-scheduler tree (root, VSI node, TC leaf).
-    WorkScheduler,
-    /// Software tables sized from the commit.
-    Resources,
-    /// Turning the VSI's RDMA filter on (LAN side).
-    RdmaFilter,
-}
 
 /// Why a step failed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -373,7 +346,7 @@ pub(crate) struct Ids {
     /// QP 1 (GSI) is live.
     pub gsi: bool,
     /// The static neighbour table: IP → MAC.
-    pub neigh: heapless::Vec<(crate::verbs::IpAddr, [u8; 6]), MAX_NEIGHBOURS>,
+    pub neigh: heapless::Vec<(crate::lan::IpAddr, [u8; 6]), MAX_NEIGHBOURS>,
 }
 
 /// A CQ dropped while QPs still completed to it: destroyed when the last
@@ -385,7 +358,7 @@ pub(crate) struct DeferredCq<H: Hal> {
     pub cmd: crate::cqp::cmd::CreateCq,
     pub ring: Dma<H>,
     pub shadow: Dma<H>,
-    pub old: heapless::Vec<Dma<H>, { crate::verbs::MAX_PENDING_RESIZES }>,
+    pub old: heapless::Vec<Dma<H>, MAX_PENDING_RESIZES>,
 }
 
 impl<H: Hal> DeferredCq<H> {
@@ -420,7 +393,7 @@ pub(crate) struct AeqRing<H: Hal> {
     pub overflowed: bool,
     /// Events a CQ poll consumed (and acted on) that the caller has not
     /// yet read with `Device::poll_async_events`, oldest first.
-    pub pending: heapless::Deque<crate::aeq::AsyncEvent, { crate::aeq::PENDING_EVENTS }>,
+    pub pending: heapless::Deque<events::AsyncEvent, { events::PENDING_EVENTS }>,
     /// Events dropped from `pending` because it was full.
     pub pending_lost: u32,
 }
@@ -501,7 +474,7 @@ pub struct Device<H: Hal, B: Bar + Clone> {
     ctx_gen: AtomicU32,
     /// Per QP number: the completion half of a plain QP, where `Cq::poll`
     /// finds it (`verbs::table`).
-    pub(crate) qp_compl: [crate::verbs::ComplSlot; MAX_QPS as usize],
+    pub(crate) qp_compl: [compl::ComplSlot; MAX_QPS as usize],
     /// How many `qp_err` flags are set (the poll's software flush scans
     /// the table only when some QP is in error).
     qps_in_error: AtomicU32,
@@ -669,7 +642,7 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
             cq_dead: [const { AtomicU64::new(0) }; CQ_WORDS],
             qp_cqs: [const { AtomicU64::new(0) }; MAX_QPS as usize],
             ctx_gen: AtomicU32::new(0),
-            qp_compl: core::array::from_fn(|_| crate::verbs::ComplSlot::new()),
+            qp_compl: core::array::from_fn(|_| compl::ComplSlot::new()),
             qps_in_error: AtomicU32::new(0),
             max_ird: 8,
             quarantine: CtlLock::new(Quarantine::new()),
@@ -737,7 +710,72 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
     ) -> Result<(), ProbeCause> {
         use ProbeStep as S;
         self.enter(step, S::FirmwareReady);
-        // 1. Firmware ready (ctrl.c: irdma_wait_pe_ready).
+        self.wait_firmware_ready(&bar)?;
+        self.enter(step, S::DoorbellSize);
+        Self::check_doorbell_size(&bar)?;
+        self.enter(step, S::CqpCreate);
+        self.create_cqp(bar)?;
+        self.enter(step, S::QueryFeatures);
+        let (layout, max_ceqs) = self.size_and_commit_hmc(profile, step)?;
+        let qp_cnt = layout.object(HmcObj::Qp).cnt;
+        let cq_cnt = layout.object(HmcObj::Cq).cnt;
+        let limits = Limits {
+            qp_count: qp_cnt,
+            cq_count: cq_cnt,
+            pble_count: layout.object(HmcObj::Pble).cnt,
+            ceq_count: max_ceqs,
+        };
+        self.cqp_mut().map_err(ProbeCause::Cqp)?.set_limits(limits);
+
+        self.enter(step, S::BackHmc);
+        // 7. Back every non-PBLE SD.
+        {
+            let res = self.res.get_mut();
+            let cqp = self.cqp.get_mut().as_mut();
+            let Some(cqp) = cqp else { return Err(ProbeCause::Capacity) };
+            res.sds.back_static(&layout, cqp).map_err(ProbeCause::from)?;
+        }
+        self.enter(step, S::ShmcPagesAllocated);
+        // 8. SHMC_PAGES_ALLOCATED.
+        let fn_id = self.lan.pf_id as u16;
+        self.exec(ShmcPagesAllocated { hmc_fn_id: fn_id }).map_err(ProbeCause::Cqp)?;
+        self.enter(step, S::CreateCcq);
+        // 9. CCQ (spec §2.7).
+        let mut ccq = CcqConfig::linux(self.opts.cqp_sq_size);
+        ccq.vsi_idx = self.lan.vsi_num;
+        self.control_bytes += pages_bytes(ccq.entries as usize * CCQ_CQE_BYTES) + pages_bytes(64);
+        self.cqp_mut().and_then(|c| c.create_ccq(ccq)).map_err(ProbeCause::Cqp)?;
+
+        self.enter(step, S::CreateCeq);
+        self.create_ceq0(cq_cnt)?;
+        self.enter(step, S::PblePool);
+        let pool = self.create_pble_pool(&layout)?;
+        self.enter(step, S::CreateAeq);
+        self.create_aeq(qp_cnt, cq_cnt)?;
+
+        self.enter(step, S::WorkScheduler);
+        // 13. Work-scheduler tree: root 0, VSI node, TC leaf → qs_handle,
+        // then enable the leaf (ws.c: irdma_ws_add; spec §4.3.20).
+        self.build_ws(ops.as_deref_mut())?;
+
+        *step = S::Resources;
+        self.build_tables(&layout, pool)?;
+        // RDMA traffic to the VSI on, last (main.c: irdma_probe).
+        if let Some(o) = ops {
+            *step = S::RdmaFilter;
+            o.set_rdma_filter(self.lan.vsi_num, true).map_err(ProbeCause::LanOp)?;
+            self.ws.filter_on = true;
+        }
+        if let Some(cfg) = self.opts.interrupts {
+            self.setup_interrupts(cfg);
+        }
+        info!("irdma: probe done");
+        Ok(())
+    }
+
+    /// Bring-up step 1: the firmware reports ready (ctrl.c:
+    /// irdma_wait_pe_ready).
+    fn wait_firmware_ready(&self, bar: &B) -> Result<(), ProbeCause> {
         let end = irdma_hal::dma::now::<H>().saturating_add(self.opts.fw_ready_timeout);
         let mut st = [0u32; 3];
         let ready = irdma_hal::dma::wait_until::<H>(end, || {
@@ -749,20 +787,21 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
         if !ready {
             return Err(ProbeCause::FirmwareNotReady(st));
         }
-        self.enter(step, S::DoorbellSize);
-        // 2. Doorbell size (ctrl.c: irdma_sc_dev_init).
+        Ok(())
+    }
+
+    /// Bring-up step 2: doorbells are enabled (ctrl.c: irdma_sc_dev_init).
+    fn check_doorbell_size(bar: &B) -> Result<(), ProbeCause> {
         let lbar = bar.read32(regs::GLPCI_LBARCTRL);
         if !matches!(regs::field::LBARCTRL_PE_DB_SIZE.get(u64::from(lbar)), 1 | 2) {
             return Err(ProbeCause::DoorbellDisabled(lbar));
         }
-        self.enter(step, S::CqpCreate);
-        // 3–4. Memory and the CQP.
+        Ok(())
+    }
+
+    /// Bring-up steps 3–4: the scratch page and the CQP.
+    fn create_cqp(&mut self, bar: B) -> Result<(), ProbeCause> {
         let scratch = Dma::<H>::new(1, BufferDirection::Both).map_err(ProbeCause::Dma)?;
-        let (q_pa, c_pa, f_pa) = (
-            scratch.paddr() + SCRATCH_QUERY as u64,
-            scratch.paddr() + SCRATCH_COMMIT as u64,
-            scratch.paddr() + SCRATCH_FEATURES as u64,
-        );
         self.scratch = Some(scratch);
         let mut cfg = CqpConfig::gen2_roce(self.opts.cqp_sq_size);
         cfg.timeouts = self.opts.timeouts;
@@ -785,8 +824,24 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
         };
         self.control_bytes = cqp_bytes + pages_bytes(PAGE_SIZE);
         *self.cqp.get_mut() = Some(cqp);
+        Ok(())
+    }
 
-        self.enter(step, S::QueryFeatures);
+    /// Bring-up steps 5–6 (the caller entered [`ProbeStep::QueryFeatures`]):
+    /// QUERY_RDMA_FEATURES, QUERY_FPM_VAL → [`size_hmc`] → COMMIT_FPM_VAL,
+    /// the committed layout (kept in `self.layout`) and the CEQ count the
+    /// device allows; `step` moves through the sub-steps.
+    fn size_and_commit_hmc(
+        &mut self,
+        profile: &Profile,
+        step: &mut ProbeStep,
+    ) -> Result<(HmcLayout, u32), ProbeCause> {
+        let Some(scratch) = self.scratch.as_ref() else { return Err(ProbeCause::Capacity) };
+        let (q_pa, c_pa, f_pa) = (
+            scratch.paddr() + SCRATCH_QUERY as u64,
+            scratch.paddr() + SCRATCH_COMMIT as u64,
+            scratch.paddr() + SCRATCH_FEATURES as u64,
+        );
         // 5. Features (ctrl.c: irdma_get_rdma_features).
         let manage_rsrc_ver2 = {
             let cmd = QueryRdmaFeatures { buf_pa: f_pa, buf_len: FEATURES_BYTES as u32 };
@@ -794,7 +849,7 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
             self.read_features()
         };
 
-        self.enter(step, S::QueryFpm);
+        self.enter(step, ProbeStep::QueryFpm);
         // 6. FPM query → sizing → commit.
         let query = {
             let fn_id = self.lan.pf_id as u16;
@@ -809,7 +864,7 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
         };
         self.max_ird = query.max_hw_ird().min(u8::MAX as u16) as u8;
         let caps = FpmCaps::from(&query);
-        *step = S::SizeHmc;
+        *step = ProbeStep::SizeHmc;
         let counts = match size_hmc(&caps, profile) {
             Ok(c) => c,
             Err(e) => return Err(ProbeCause::Hmc(e)),
@@ -820,7 +875,7 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
             s.write_u64s(SCRATCH_COMMIT, &commit_buf);
         }
         let fn_id = self.lan.pf_id as u16;
-        *step = S::CommitFpm;
+        *step = ProbeStep::CommitFpm;
         self.exec(CommitFpmVal { hmc_fn_id: fn_id, buf_pa: c_pa, flush_timer_disable: false })
             .map_err(ProbeCause::Cqp)?;
         let sizes: [u64; HMC_OBJ_COUNT] = core::array::from_fn(|i| caps.obj[i].size);
@@ -833,36 +888,12 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
             Err(e) => return Err(ProbeCause::Hmc(e)),
         };
         self.layout = Some(layout);
-        let qp_cnt = layout.object(HmcObj::Qp).cnt;
-        let cq_cnt = layout.object(HmcObj::Cq).cnt;
-        let limits = Limits {
-            qp_count: qp_cnt,
-            cq_count: cq_cnt,
-            pble_count: layout.object(HmcObj::Pble).cnt,
-            ceq_count: u32::from(query.max_ceqs),
-        };
-        self.cqp_mut().map_err(ProbeCause::Cqp)?.set_limits(limits);
+        Ok((layout, u32::from(query.max_ceqs)))
+    }
 
-        self.enter(step, S::BackHmc);
-        // 7. Back every non-PBLE SD.
-        {
-            let res = self.res.get_mut();
-            let cqp = self.cqp.get_mut().as_mut();
-            let Some(cqp) = cqp else { return Err(ProbeCause::Capacity) };
-            res.sds.back_static(&layout, cqp).map_err(ProbeCause::from)?;
-        }
-        self.enter(step, S::ShmcPagesAllocated);
-        // 8. SHMC_PAGES_ALLOCATED.
-        self.exec(ShmcPagesAllocated { hmc_fn_id: fn_id }).map_err(ProbeCause::Cqp)?;
-        self.enter(step, S::CreateCcq);
-        // 9. CCQ (spec §2.7).
-        let mut ccq = CcqConfig::linux(self.opts.cqp_sq_size);
-        ccq.vsi_idx = self.lan.vsi_num;
-        self.control_bytes += pages_bytes(ccq.entries as usize * CCQ_CQE_BYTES) + pages_bytes(64);
-        self.cqp_mut().and_then(|c| c.create_ccq(ccq)).map_err(ProbeCause::Cqp)?;
-
-        self.enter(step, S::CreateCeq);
-        // 10. CEQ 0: min(committed CQ count, 262143) entries (hw.c: irdma_create_ceq).
+    /// Bring-up step 10: CEQ 0, min(committed CQ count, 262143) entries
+    /// (hw.c: irdma_create_ceq).
+    fn create_ceq0(&mut self, cq_cnt: u32) -> Result<(), ProbeCause> {
         let ceq_entries = cq_cnt.clamp(1, 262_143);
         let ring = Dma::<H>::with_bytes(ceq_entries as usize * 8, BufferDirection::DeviceToDriver)
             .map_err(ProbeCause::Dma)?;
@@ -888,10 +919,12 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
                 return Err(ProbeCause::Cqp(e));
             }
         }
+        Ok(())
+    }
 
-        self.enter(step, S::PblePool);
-        // 11. The PBLE pool; its first chunk is backed now (pble.c:
-        // irdma_hmc_init_pble), the rest on demand.
+    /// Bring-up step 11: the PBLE pool; its first chunk is backed now
+    /// (pble.c: irdma_hmc_init_pble), the rest on demand.
+    fn create_pble_pool(&mut self, layout: &HmcLayout) -> Result<PblePool<PBLE_RUNS>, ProbeCause> {
         let pool = match PblePool::<PBLE_RUNS>::new(*layout.pble()) {
             Ok(p) => p,
             Err(e) => return Err(ProbeCause::Pble(e)),
@@ -903,9 +936,12 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
             };
             res.sds.back_pble_chunk(&first, cqp).map_err(ProbeCause::from)?;
         }
+        Ok(pool)
+    }
 
-        self.enter(step, S::CreateAeq);
-        // 12. AEQ: min(QP + CQ count, 524287) entries of 16 B (hw.c: irdma_create_aeq).
+    /// Bring-up step 12: the AEQ, min(QP + CQ count, 524287) entries of 16 B
+    /// (hw.c: irdma_create_aeq), and the view its polls read.
+    fn create_aeq(&mut self, qp_cnt: u32, cq_cnt: u32) -> Result<(), ProbeCause> {
         let aeq_entries = qp_cnt.saturating_add(cq_cnt).clamp(1, 524_287);
         let ring = Dma::<H>::with_bytes(
             aeq_entries as usize * AEQE_BYTES,
@@ -935,25 +971,29 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
                 // `&mut self`) clears `aeq_view` before taking it out; the
                 // view only makes atomic qword loads.
                 let view = aeq.and_then(|a| unsafe {
-                    crate::verbs::static_view(&a.ring, 0, a.ring.len() & !7)
+                    crate::uk::mem::static_view(&a.ring, 0, a.ring.len() & !7)
                 });
                 self.aeq_view = view.unwrap_or_else(crate::uk::QueueMem::empty);
                 // Entry 0's VALID word, polarity 1 (`RingConsumer::new`).
-                *self.aeq_next.get_mut() = crate::aeq::aeq_next_word(0, true);
+                *self.aeq_next.get_mut() = events::aeq_next_word(0, true);
             }
             Err(e) => {
                 self.keep_if_owned(&e, ring);
                 return Err(ProbeCause::Cqp(e));
             }
         }
+        Ok(())
+    }
 
-        self.enter(step, S::WorkScheduler);
-        // 13. Work-scheduler tree: root 0, VSI node, TC leaf → qs_handle,
-        // then enable the leaf (ws.c: irdma_ws_add; spec §4.3.20).
-        self.build_ws(ops.as_deref_mut())?;
-
-        // Software tables (hw.c: irdma_initialize_hw_rsrc).
-        *step = S::Resources;
+    /// The software tables sized from the commit (hw.c:
+    /// irdma_initialize_hw_rsrc).
+    fn build_tables(
+        &mut self,
+        layout: &HmcLayout,
+        pool: PblePool<PBLE_RUNS>,
+    ) -> Result<(), ProbeCause> {
+        let qp_cnt = layout.object(HmcObj::Qp).cnt;
+        let cq_cnt = layout.object(HmcObj::Cq).cnt;
         // The fallible parts first, then the tables built where they live
         // (code size: `Ids` is not assembled on the stack and moved).
         let pds = match IdBitmap::pd_ids(MAX_PDS) {
@@ -997,16 +1037,6 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
             gsi: false,
             neigh: heapless::Vec::new(),
         });
-        // RDMA traffic to the VSI on, last (main.c: irdma_probe).
-        if let Some(o) = ops {
-            *step = S::RdmaFilter;
-            o.set_rdma_filter(self.lan.vsi_num, true).map_err(ProbeCause::LanOp)?;
-            self.ws.filter_on = true;
-        }
-        if let Some(cfg) = self.opts.interrupts {
-            self.setup_interrupts(cfg);
-        }
-        info!("irdma: probe done");
         Ok(())
     }
 
@@ -1188,7 +1218,7 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
         // The command is built from the record in place; only the rings
         // move out (code size).
         while let Some(d) =
-            self.res.get_mut().deferred_cqs.last().map(|c| crate::verbs::destroy_cq_cmd(&c.cmd))
+            self.res.get_mut().deferred_cqs.last().map(|c| crate::cqp::cmd::destroy_cq_cmd(&c.cmd))
         {
             let done = note(run_cmd(&mut cqp, nr, &crate::cqp::engine::Cmd(&d)));
             if let Some(c) = self.res.get_mut().deferred_cqs.pop()
@@ -1741,30 +1771,6 @@ impl<H: Hal, B: Bar + Clone> Drop for Device<H, B> {
 // `Display` and `core::error::Error` for the errors above, each a short
 // lower-case phrase with a wrapped error's own message after a colon (and
 // as its `source`); see `crate::error` (issue #29: beside their layer).
-
-impl Display for ProbeStep {
-    fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            ProbeStep::LanInfo => "LAN information",
-            ProbeStep::FirmwareReady => "firmware ready",
-            ProbeStep::DoorbellSize => "doorbell size",
-            ProbeStep::CqpCreate => "CQP create",
-            ProbeStep::QueryFeatures => "QUERY_RDMA_FEATURES",
-            ProbeStep::QueryFpm => "QUERY_FPM_VAL",
-            ProbeStep::SizeHmc => "HMC sizing",
-            ProbeStep::CommitFpm => "COMMIT_FPM_VAL",
-            ProbeStep::BackHmc => "HMC backing",
-            ProbeStep::ShmcPagesAllocated => "SHMC_PAGES_ALLOCATED",
-            ProbeStep::CreateCcq => "CCQ create",
-            ProbeStep::CreateCeq => "CEQ create",
-            ProbeStep::PblePool => "PBLE pool",
-            ProbeStep::CreateAeq => "AEQ create",
-            ProbeStep::WorkScheduler => "work-scheduler tree",
-            ProbeStep::Resources => "resource tables",
-            ProbeStep::RdmaFilter => "RDMA filter",
-        })
-    }
-}
 
 impl Display for ProbeCause {
     fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {

@@ -693,7 +693,7 @@ impl<H: Hal, B: Bar> AdminQueue<H, B> {
     pub fn shutdown(&mut self, unloading: bool) -> Result<(), AqError> {
         let mut r = Ok(());
         if self.running && self.sq_alive() {
-            let mut d = super::cmd::queue_shutdown(unloading);
+            let mut d = super::desc::queue_shutdown(unloading);
             r = self.exec(&mut d, None);
         }
         self.stop_sq_then_rq();

@@ -9,7 +9,41 @@
 //! the vendor's vectors. Elements are walked up to the count the firmware
 //! gave; elements past the buffer read as zeros; a later duplicate wins.
 
-use super::cmd::cap_elem;
+use super::desc::{le16, le32};
+
+/// Size of one capability element (spec §2.6, computed).
+pub const CAP_ELEM_LEN: usize = 32;
+
+/// One capability element (spec §2.6 table).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CapElem {
+    /// Capability id.
+    pub id: u16,
+    /// Major version.
+    pub major: u8,
+    /// Minor version.
+    pub minor: u8,
+    /// Number.
+    pub number: u32,
+    /// Logical id.
+    pub logical_id: u32,
+    /// Physical id.
+    pub phys_id: u32,
+}
+
+/// The element at index `i` of a capability buffer; elements past the
+/// buffer read as zeros (ice parses the count it was given).
+pub fn cap_elem(buf: &[u8], i: usize) -> CapElem {
+    let at = i.saturating_mul(CAP_ELEM_LEN);
+    CapElem {
+        id: le16(buf, at),
+        major: buf.get(at + 2).copied().unwrap_or(0),
+        minor: buf.get(at + 3).copied().unwrap_or(0),
+        number: le32(buf, at + 4),
+        logical_id: le32(buf, at + 8),
+        phys_id: le32(buf, at + 12),
+    }
+}
 
 /// Capability ids (ice_adminq_cmd.h → ICE_AQC_CAPS_*).
 #[allow(missing_docs)]
@@ -142,7 +176,7 @@ pub struct CommonCaps {
 /// acts on, so stopping there changes nothing and bounds the loop however
 /// large the count.
 fn walk(buf: &[u8], count: u32) -> usize {
-    (count as usize).min(buf.len() / super::cmd::CAP_ELEM_LEN)
+    (count as usize).min(buf.len() / CAP_ELEM_LEN)
 }
 
 fn lo16(v: u32) -> u16 {

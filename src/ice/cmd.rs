@@ -12,7 +12,10 @@ use core::fmt::{self, Display, Formatter};
 use irdma_hal::{Bar, Hal};
 
 use super::aq::{AdminQueue, AqError};
-use super::desc::{Desc, Opcode};
+use super::desc::{Desc, Opcode, le16, le32};
+
+pub use super::caps::{CAP_ELEM_LEN, CapElem, cap_elem};
+pub use super::desc::queue_shutdown;
 
 /// Why a typed command failed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -82,14 +85,6 @@ impl From<AqError> for CmdError {
     }
 }
 
-fn le16(b: &[u8], at: usize) -> u16 {
-    u16::from_le_bytes([b.get(at).copied().unwrap_or(0), b.get(at + 1).copied().unwrap_or(0)])
-}
-
-fn le32(b: &[u8], at: usize) -> u32 {
-    u32::from(le16(b, at)) | (u32::from(le16(b, at + 2)) << 16)
-}
-
 fn put16(b: &mut [u8], at: usize, v: u16) {
     for (i, x) in v.to_le_bytes().into_iter().enumerate() {
         if let Some(d) = b.get_mut(at + i) {
@@ -104,14 +99,6 @@ fn put32(b: &mut [u8], at: usize, v: u32) {
 }
 
 // ------------------------------------------------------------------ queue
-
-/// Queue Shutdown 0x0003: byte 16 bit 0 = driver unloading (ice_common.c →
-/// ice_aq_q_shutdown; spec §1.6).
-pub fn queue_shutdown(unloading: bool) -> Desc {
-    let mut d = Desc::new(Opcode::QueueShutdown);
-    d.set_u8(16, u8::from(unloading));
-    d
-}
 
 /// Stop LLDP Agent 0x0A05: byte 16 bit 0 = shut the agent down, bit 1 =
 /// persist across resets (ice_adminq_cmd.h → struct ice_aqc_lldp_stop; spec
@@ -211,40 +198,6 @@ pub enum CapsKind {
     Device,
     /// This function (0x000A).
     Function,
-}
-
-/// Size of one capability element (spec §2.6, computed).
-pub const CAP_ELEM_LEN: usize = 32;
-
-/// One capability element (spec §2.6 table).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct CapElem {
-    /// Capability id.
-    pub id: u16,
-    /// Major version.
-    pub major: u8,
-    /// Minor version.
-    pub minor: u8,
-    /// Number.
-    pub number: u32,
-    /// Logical id.
-    pub logical_id: u32,
-    /// Physical id.
-    pub phys_id: u32,
-}
-
-/// The element at index `i` of a capability buffer; elements past the
-/// buffer read as zeros (ice parses the count it was given).
-pub fn cap_elem(buf: &[u8], i: usize) -> CapElem {
-    let at = i.saturating_mul(CAP_ELEM_LEN);
-    CapElem {
-        id: le16(buf, at),
-        major: buf.get(at + 2).copied().unwrap_or(0),
-        minor: buf.get(at + 3).copied().unwrap_or(0),
-        number: le32(buf, at + 4),
-        logical_id: le32(buf, at + 8),
-        phys_id: le32(buf, at + 12),
-    }
 }
 
 /// Capability ids this driver uses (ice_adminq_cmd.h → ICE_AQC_CAPS_*;

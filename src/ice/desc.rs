@@ -418,6 +418,26 @@ impl Desc {
     }
 }
 
+/// Queue Shutdown 0x0003: byte 16 bit 0 = driver unloading (ice_common.c →
+/// ice_aq_q_shutdown; spec §1.6).
+pub fn queue_shutdown(unloading: bool) -> Desc {
+    let mut d = Desc::new(Opcode::QueueShutdown);
+    d.set_u8(16, u8::from(unloading));
+    d
+}
+
+// Byte readers of answer buffers (the command parsers in `cmd`, `caps`).
+
+/// The little-endian u16 at byte `at` of `b` (bytes past the end read as 0).
+pub(crate) fn le16(b: &[u8], at: usize) -> u16 {
+    u16::from_le_bytes([b.get(at).copied().unwrap_or(0), b.get(at + 1).copied().unwrap_or(0)])
+}
+
+/// The little-endian u32 at byte `at` of `b` (bytes past the end read as 0).
+pub(crate) fn le32(b: &[u8], at: usize) -> u32 {
+    u32::from(le16(b, at)) | (u32::from(le16(b, at + 2)) << 16)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -10,10 +10,12 @@
 //!
 //! * [`bringup`] — [`E810::bring_up`]: one call from a cold PF to a
 //!   ready [`Device`](crate::device::Device), and the [`LanOps`](crate::lan::LanOps) of this layer;
-//! * [`desc`] — the 32-byte descriptor, flags, opcodes, return codes;
+//! * [`desc`] — the 32-byte descriptor, flags, opcodes, return codes, the
+//!   queue's own Queue Shutdown command and the answer byte readers;
 //! * [`aq`] — the engine: ATQ/ARQ rings in DMA memory, head-polled
 //!   completion, CRIT on timeout, EBUSY retry, ARQ events;
-//! * [`caps`] — device and function capabilities, every field ice parses;
+//! * [`caps`] — device and function capabilities, every field ice parses
+//!   (and the capability element both parsers walk);
 //! * [`cmd`] — one typed command per opcode, with range checks, and the
 //!   parsers of the answers;
 //! * [`sched`] — the Tx scheduler branch and RDMA queue sets;

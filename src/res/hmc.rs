@@ -412,15 +412,9 @@ pub fn size_hmc(caps: &FpmCaps, profile: &Profile) -> Result<HmcCounts, HmcError
     Ok(HmcCounts { cnt: out, sd_needed: fit_u32(sd_needed)?, rounds })
 }
 
-/// One committed object: what COMMIT_FPM_VAL returns (spec §3.4).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-#[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub struct ObjCommit {
-    /// Committed count.
-    pub cnt: u32,
-    /// FPM byte address of element 0 (the decoded base × 512).
-    pub base: u64,
-}
+/// Defined with the COMMIT_FPM_VAL decoder (a wire decoding below the
+/// resources).
+pub use crate::cqp::decode::ObjCommit;
 
 /// A contiguous range of SD indexes `first..end`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

@@ -11,8 +11,8 @@ use core::ptr::NonNull;
 
 use irdma_hal::{BufferDirection, Hal, PhysAddr};
 
+use super::attrs::{Direction, RW_PAGE_SIZE, RwError, RwQp, io_needs_mr};
 use super::pool::{FrMr, MrPool};
-use super::{Direction, RW_PAGE_SIZE, RwError, RwQp, io_needs_mr};
 use crate::wr::{Access, PageSize, RegMrWr, SendFlags, SendWr, Sge, WrOpcode};
 
 /// One scatter-list entry (`struct scatterlist`): a CPU buffer, and its

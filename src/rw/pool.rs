@@ -11,9 +11,7 @@
 
 use core::sync::atomic::{AtomicU64, Ordering};
 
-#[cfg(doc)]
-use super::RwCtx;
-use super::{DeviceAttrs, RwError, can_use_mr};
+use super::attrs::{DeviceAttrs, RwError, can_use_mr};
 
 /// The next pool identity; 0 is "never initialised" and is never handed out
 /// (a u64 does not wrap in practice, and wrapping would not panic).
@@ -72,6 +70,11 @@ struct Slot<const P: usize> {
 ///   context's entry for an MR carries the generation it got, and a pool
 ///   refuses an entry whose MR is free or was handed out again since
 ///   ([`RwError::StaleMr`]), so one hand-out can be returned only once.
+///
+/// [`RwCtx::wrs`]: super::RwCtx::wrs
+/// [`RwCtx::post`]: super::RwCtx::post
+/// [`RwCtx::destroy`]: super::RwCtx::destroy
+/// [`RwCtx::destroy_bvec`]: super::RwCtx::destroy_bvec
 ///
 /// A context holding no MR (single-WR, multi-WR, IOVA) is bound to no pool.
 ///

@@ -32,6 +32,7 @@
 
 use core::ptr::NonNull;
 
+pub use super::qp::Publish;
 use super::qp::QpUk;
 use super::rq::Rq;
 use super::sq::Sq;
@@ -150,33 +151,6 @@ impl<'a> super::QpLookup<'a> for Linked<'_, 'a> {
         // taken and stays in registers on the inline path.
         let mut copy = Linked { link: self.link, qp: &mut *self.qp };
         super::qp::poll_cq_some(cq, &mut copy, wc)
-    }
-}
-
-/// What `QpUk::post_send_with` does with the other half of a split QP:
-/// publish the head before ringing the doorbell, and learn the consumer's
-/// tail when the ring looks full.
-pub trait Publish {
-    /// Makes the SQ head visible to the consumer half (release).
-    fn publish(&self, sq: &Sq<'_>);
-
-    /// The SQ looked full: learn the consumer half's tail (acquire) and
-    /// say whether there is anything to learn (a retry may then fit). The
-    /// producer's copy of the tail is only ever behind the consumer's, so
-    /// reading it only here is on the safe side: a post between refreshes
-    /// sees less room, never more. This replaces a load per post with one
-    /// per time the ring fills.
-    fn refresh(&self, sq: &mut Sq<'_>) -> bool;
-}
-
-/// An unsplit QP: nothing to publish, nothing to learn.
-impl Publish for () {
-    #[inline(always)]
-    fn publish(&self, _sq: &Sq<'_>) {}
-
-    #[inline(always)]
-    fn refresh(&self, _sq: &mut Sq<'_>) -> bool {
-        false
     }
 }
 

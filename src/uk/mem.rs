@@ -306,6 +306,54 @@ impl<'a> QueueMem<'a> {
     }
 }
 
+/// A `&'static mut [T]` over a DMA allocation the device never sees, used as
+/// fixed-capacity bookkeeping memory.
+///
+/// # Safety
+///
+/// `dma` must outlive every use of the slice, must not be handed to the
+/// device, and `T` must be valid when all-zero (the pages are zeroed) and
+/// need at most page alignment.
+pub(crate) unsafe fn dma_slice<H: Hal, T>(dma: &Dma<H>, len: usize) -> Option<&'static mut [T]> {
+    let bytes = len.checked_mul(core::mem::size_of::<T>())?;
+    if bytes > dma.len() || core::mem::align_of::<T>() > irdma_hal::PAGE_SIZE {
+        return None;
+    }
+    // SAFETY: the allocation is `dma.len()` ≥ `bytes` bytes, page-aligned
+    // (so aligned for `T`), zeroed (valid `T`s per the caller), exclusively
+    // owned by the caller's object and never shared with the device, and
+    // outlives the slice per this function's contract.
+    Some(unsafe { core::slice::from_raw_parts_mut(dma.vaddr().as_ptr().cast::<T>(), len) })
+}
+
+/// A `'static` view of `bytes` bytes of `dma` at `offset` for a uk ring.
+///
+/// # Safety
+///
+/// The caller keeps `dma` alive, unmoved in memory (a `Dma` never moves its
+/// pages), for as long as the view or anything built on it is used, and
+/// never lets the view escape the object that owns `dma`.
+pub(crate) unsafe fn static_view<H: Hal>(
+    dma: &Dma<H>,
+    offset: usize,
+    bytes: usize,
+) -> Option<QueueMem<'static>> {
+    if !offset.is_multiple_of(8)
+        || !bytes.is_multiple_of(8)
+        || offset.checked_add(bytes)? > dma.len()
+    {
+        return None;
+    }
+    // SAFETY: `offset + bytes <= len`, so the pointer stays inside the
+    // allocation.
+    let p = unsafe { dma.vaddr().as_ptr().add(offset) };
+    let base = core::ptr::NonNull::new(p.cast::<u64>())?;
+    // SAFETY: page-aligned DMA memory plus an 8-aligned offset, valid for
+    // `bytes` bytes while the caller keeps `dma` alive (this function's
+    // contract); only atomic qword accesses are made through the view.
+    Some(unsafe { QueueMem::from_raw(base, bytes / 8) })
+}
+
 #[cfg(test)]
 mod tests {
     extern crate std;

@@ -10,7 +10,9 @@
 //! * [`mp`] — the shared multi-producer SQ (reserve → fill → publish, no
 //!   producer waiting for another → doorbell) on the same encoder;
 //! * [`rq`] — receive WQEs;
-//! * [`cq`] — CQE decoding, retirement, flush replay, arming;
+//! * [`cq`] — the CQ ring: CQE layout, status codes, arming, resize;
+//! * `poll` — CQE decoding, retirement, flush replay ([`CqRing::poll_one`],
+//!   above the QP whose WQEs it retires);
 //! * [`link`] — a plain QP split into a producer and a consumer half, so a
 //!   CQ is polled without the QP (`QpLink`, the SPSC protocol);
 //! * [`qp`] — [`QpUk`] and `post_send` / `post_recv` / `poll_cq` /
@@ -54,6 +56,7 @@ pub mod cq;
 pub mod link;
 pub mod mem;
 pub mod mp;
+mod poll;
 pub mod qp;
 pub mod rq;
 pub mod sizing;

@@ -6,7 +6,6 @@ use core::fmt::{self, Display, Formatter};
 use irdma_hal::Bar;
 
 use super::cq::{CompStatus, CqPollInfo, CqRing, Fast, PollError, QueueType, flush_code};
-use super::link::Publish;
 use super::rq::{Rq, RqError};
 use super::sq::{Hot2Wqe, HotWqe, SendKind, SendQueue, Sq, SqError, SqOp, SqPost};
 use crate::wr::{RecvWr, SendFlags, SendWr, WcOpcode, WcStatus, WorkCompletion, WrOpcode};
@@ -20,6 +19,34 @@ pub enum QpKind {
     Rc,
     /// Unreliable datagram.
     Ud,
+}
+
+/// What [`QpUk::post_send_with`] does with the other half of a split QP
+/// ([`super::link::QpLink`]): publish the head before ringing the doorbell,
+/// and learn the consumer's tail when the ring looks full. Defined beside
+/// the post that takes it; re-exported as `uk::link::Publish`.
+pub trait Publish {
+    /// Makes the SQ head visible to the consumer half (release).
+    fn publish(&self, sq: &Sq<'_>);
+
+    /// The SQ looked full: learn the consumer half's tail (acquire) and
+    /// say whether there is anything to learn (a retry may then fit). The
+    /// producer's copy of the tail is only ever behind the consumer's, so
+    /// reading it only here is on the safe side: a post between refreshes
+    /// sees less room, never more. This replaces a load per post with one
+    /// per time the ring fills.
+    fn refresh(&self, sq: &mut Sq<'_>) -> bool;
+}
+
+/// An unsplit QP: nothing to publish, nothing to learn.
+impl Publish for () {
+    #[inline(always)]
+    fn publish(&self, _sq: &Sq<'_>) {}
+
+    #[inline(always)]
+    fn refresh(&self, _sq: &mut Sq<'_>) -> bool {
+        false
+    }
 }
 
 /// The data-path state of one QP. `S` is its send queue: the single-owner

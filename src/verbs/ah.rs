@@ -10,12 +10,13 @@
 
 use irdma_hal::{Bar, Hal};
 
+use super::error::Quantity;
+use super::error::VerbsError;
+use super::pd::Pd;
 use super::qp::IpAddr;
-use super::{Pd, VerbsError};
 use crate::Phrase;
 use crate::cqp::cmd::{AhInfo, CreateAh, DestroyAh};
 use crate::device::Device;
-use crate::verbs::Quantity;
 
 /// VLAN_N_VID: the VLAN tag Linux writes into an AH without a VLAN
 /// (irdma_kcompat.c: irdma_create_ah_vlan_tag; conformance README).

@@ -1,29 +1,23 @@
 //! Completion queues: CREATE_CQ / DESTROY_CQ and `poll_cq` /
 //! `req_notify_cq` over [`crate::uk::CqRing`].
 
-use core::marker::PhantomData;
-
 use irdma_hal::{Bar, BufferDirection, Dma, Hal};
 
-use super::VerbsError;
-use super::qp::Qp;
-use super::static_view;
-use super::table::Table;
+use super::error::Quantity;
+use super::error::VerbsError;
+use super::table::{PollQps, Table};
 use crate::Phrase;
-use crate::cqp::cmd::{CreateCq, DestroyCq, ModifyCq, QueueAddr};
+use crate::cqp::cmd::{CreateCq, ModifyCq, QueueAddr, destroy_cq_cmd};
 use crate::cqp::engine::{CqpError, device_may_own};
 use crate::device::{DeferredCq, Device};
-use crate::uk::{self, QpLookup, QpUk, SendQueue};
-use crate::verbs::Quantity;
+use crate::uk::mem::static_view;
+use crate::uk::{self, SendQueue};
 use crate::wr::WorkCompletion;
 
 /// Largest CQ the device takes (spec control-path §2.2: 1..1048575 entries).
 pub const MAX_CQE: u32 = 1_048_575;
 
-/// Rings a resize replaced that may still hold CQEs, oldest first (uverbs.c
-/// / verbs.c `resize_list`). A further resize while this many are pending
-/// is refused with [`VerbsError::InvalidState`]; polling retires them.
-pub const MAX_PENDING_RESIZES: usize = 4;
+pub use crate::device::MAX_PENDING_RESIZES;
 
 /// A ring replaced by [`Cq::resize`], drained before the current one.
 struct OldRing<H: Hal> {
@@ -160,100 +154,6 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
     }
 }
 
-/// Something that may give access to a QP while a CQ is polled: the
-/// locked inside of a shared QP. (A plain `Qp` is never a slot: its
-/// completion half is reached only through the device's table, and its
-/// own `uk` only posts.)
-pub(super) trait QpSlot<'d, H: Hal, B: Bar + Clone, S: SendQueue> {
-    /// The QP, if this slot holds one.
-    fn qp(&mut self) -> Option<&mut Qp<'d, H, B, S>>;
-}
-
-/// What a CQ poll resolves completions through: the device's table of
-/// plain QPs ([`super::table::Table`]) or a caller's list of locked
-/// shared QPs ([`Lookup`]).
-pub(super) trait PollQps<S: SendQueue>: QpLookup<'static, S> {
-    /// Adopts the control path's ERROR on the QPs' data path.
-    fn sync_errors(&mut self);
-    /// A live QP of this CQ whose CQE the poll stopped at, unresolved.
-    fn held(&self) -> Option<u32>;
-    /// The software flush of the QPs in error on this CQ into `wc`.
-    fn flush(&mut self, wc: &mut [WorkCompletion]) -> usize;
-    /// Lets go of anything held for the lookups so far.
-    fn release(&mut self) {}
-}
-
-/// Looks QPs up by completion context for [`crate::uk::poll_cq`].
-struct Lookup<'x, 'd, H: Hal, B: Bar + Clone, S: SendQueue, Q: QpSlot<'d, H, B, S>, F> {
-    qps: &'x mut [Q],
-    dev: &'d Device<H, B>,
-    cq: u32,
-    /// QP number of a live QP of this CQ that was not passed, if the poll
-    /// stopped at one of its CQEs.
-    held: Option<u32>,
-    /// Whether the software flush of a QP may run now.
-    may_flush: F,
-    _t: PhantomData<QpType<'d, H, B, S>>,
-}
-
-/// Names the QP type a [`Lookup`] resolves to (variance-neutral).
-type QpType<'d, H, B, S> = fn() -> Qp<'d, H, B, S>;
-
-impl<'d, H: Hal, B: Bar + Clone, S: SendQueue, Q: QpSlot<'d, H, B, S>, F> QpLookup<'static, S>
-    for Lookup<'_, 'd, H, B, S, Q, F>
-{
-    fn lookup(&mut self, ctx: u64) -> Option<&mut QpUk<'static, S>> {
-        self.qps
-            .iter_mut()
-            .filter_map(|q| q.qp())
-            .find(|q| q.alive() && q.compl_ctx() == ctx)
-            .map(|q| q.uk_mut())
-    }
-
-    fn lookup_fast(&mut self, ctx: u64, _sq: bool) -> Option<&mut QpUk<'static, S>> {
-        self.qps
-            .iter_mut()
-            .filter_map(|q| q.qp())
-            .find(|q| q.alive() && q.fast_compl_ctx() == ctx)
-            .map(|q| q.uk_mut())
-    }
-
-    /// A live QP of this CQ with this completion context (its number in
-    /// the low bits, see `create_qp_inner`) that was not listed.
-    fn holds(&mut self, ctx: u64) -> bool {
-        let live = self.dev.live_ctx_on_cq(ctx, self.cq);
-        self.held = live;
-        live.is_some()
-    }
-}
-
-impl<'d, H: Hal, B: Bar + Clone, S: SendQueue, Q: QpSlot<'d, H, B, S>, F: Fn(u32) -> bool>
-    PollQps<S> for Lookup<'_, 'd, H, B, S, Q, F>
-{
-    fn sync_errors(&mut self) {
-        for q in self.qps.iter_mut().filter_map(|q| q.qp()) {
-            q.sync_error();
-        }
-    }
-
-    fn held(&self) -> Option<u32> {
-        self.held
-    }
-
-    fn flush(&mut self, wc: &mut [WorkCompletion]) -> usize {
-        let mut n = 0;
-        for q in self.qps.iter_mut().filter_map(|q| q.qp()) {
-            if !(self.may_flush)(q.qp_num()) {
-                continue;
-            }
-            if let Some(rest) = wc.get_mut(n..) {
-                n += q.flush_software(self.cq, rest);
-            }
-        }
-        n
-    }
-}
-
 impl<'d, H: Hal, B: Bar + Clone> Cq<'d, H, B> {
     /// The CQ id.
     pub fn id(&self) -> u32 {
@@ -295,7 +195,7 @@ impl<'d, H: Hal, B: Bar + Clone> Cq<'d, H, B> {
 
     /// `ib_poll_cq`: fills `wc` and returns how many. No QP is passed: each
     /// completion's QP is found through the device's table, where every
-    /// plain [`Qp`] registers its completion half at create and withdraws
+    /// plain [`Qp`](super::Qp) registers its completion half at create and withdraws
     /// it at destroy (ARCHITECTURE.md, "Polling a CQ without listing its
     /// QPs"), so the QPs stay free to post from other threads meanwhile.
     /// Completions of destroyed QPs are dropped. A completion of a live
@@ -397,23 +297,9 @@ impl<'d, H: Hal, B: Bar + Clone> Cq<'d, H, B> {
         self.poll_with(&mut table, wc)
     }
 
-    /// A poll of a CQ of shared QPs, resolved among `qps` (locked by the
-    /// caller); `may_flush(qp_num)` says whether the software flush of
-    /// that QP may run now.
-    pub(super) fn poll_slots<S: SendQueue, Q: QpSlot<'d, H, B, S>>(
-        &mut self,
-        qps: &mut [Q],
-        wc: &mut [WorkCompletion],
-        may_flush: impl Fn(u32) -> bool,
-    ) -> usize {
-        let mut look =
-            Lookup { qps, dev: self.dev, cq: self.id, held: None, may_flush, _t: PhantomData };
-        self.poll_with(&mut look, wc)
-    }
-
     /// The one poll loop: old rings, the current ring, the AEQ when it is
     /// empty, the software flush; completions resolved through `look`.
-    fn poll_with<S: SendQueue, L: PollQps<S>>(
+    pub(super) fn poll_with<S: SendQueue, L: PollQps<S>>(
         &mut self,
         look: &mut L,
         wc: &mut [WorkCompletion],
@@ -630,7 +516,7 @@ impl<'d, H: Hal, B: Bar + Clone> Cq<'d, H, B> {
         if users > 0 {
             return Err(VerbsError::InUse { what: Quantity::CqWithLiveQps, users: users.into() });
         }
-        let d = destroy_cmd(&self.cmd);
+        let d = destroy_cq_cmd(&self.cmd);
         self.dev.exec_cmd(d)?;
         self.alive = false;
         if let Some(ids) = self.dev.res.lock().ids.as_mut() {
@@ -645,23 +531,6 @@ impl<H: Hal, B: Bar + Clone> Cq<'_, H, B> {
     fn users(&self) -> u16 {
         let res = self.dev.res.lock();
         res.ids.as_ref().and_then(|i| i.cq_refs.get(self.id as usize).copied()).unwrap_or(0)
-    }
-}
-
-/// DESTROY_CQ with the create-time values (ctrl.c: irdma_sc_cq_destroy).
-pub(crate) fn destroy_cmd(c: &CreateCq) -> DestroyCq {
-    DestroyCq {
-        cq_id: c.cq_id,
-        cq_size: c.cq_size,
-        cq_ctx: c.cq_ctx,
-        ceq_id: c.ceq_id,
-        ceqe_mask: c.ceqe_mask,
-        ring: c.ring,
-        shadow_area_pa: c.shadow_area_pa,
-        tph_en: c.tph_en,
-        avoid_mem_cflct: c.avoid_mem_cflct,
-        pasid_valid: c.pasid_valid,
-        pasid: c.pasid,
     }
 }
 

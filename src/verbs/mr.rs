@@ -6,7 +6,9 @@
 
 use irdma_hal::{Bar, BufferDirection, Dma, Hal};
 
-use super::{Pd, VerbsError, dma_slice};
+use super::error::Quantity;
+use super::error::VerbsError;
+use super::pd::Pd;
 use crate::Phrase;
 use crate::cqp::cmd::{AllocStag, DeallocStag, MrPages, Pbl, RegMr};
 use crate::cqp::engine::device_may_own;
@@ -15,11 +17,11 @@ use crate::device::FrRecord;
 use crate::res::pble::{LEAF_ENTRIES, PblNeed, PbleAlloc, PblePolicy, PbleRun, pbl_level};
 use crate::res::{Stag, mr_access_rights};
 use crate::rw::FrMr;
-use crate::verbs::Quantity;
+use crate::uk::mem::dma_slice;
 use crate::wr::{Access, PageSize, RegMrWr, SendWr, WrOpcode};
 
-/// Largest MR (spec §5.5: 2^45 bytes).
-pub const MAX_MR_SIZE: u64 = 1 << 45;
+/// Defined with the error that names it ([`VerbsError::TooLong`]).
+pub use super::error::MAX_MR_SIZE;
 
 /// What to register (`ib_reg_mr` with the pages already pinned and mapped).
 #[derive(Clone, Copy, Debug)]

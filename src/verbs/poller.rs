@@ -5,11 +5,11 @@
 
 use irdma_hal::{Bar, Hal};
 
-use super::VerbsError;
 use super::cq::Cq;
+use super::error::Quantity;
+use super::error::VerbsError;
 use super::shared::SharedQp;
 use crate::Phrase;
-use crate::verbs::Quantity;
 use crate::wr::WorkCompletion;
 
 /// A CQ together with the (up to `N`) shared QPs registered on it, polled

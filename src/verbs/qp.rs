@@ -3,14 +3,14 @@
 //! through INIT/RTR/RTS/ERR/RESET (§7.4), DESTROY_QP, and the data path
 //! (`post_send`, `post_recv`) over [`crate::uk::QpUk`].
 
-use core::error::Error;
-use core::fmt::{self, Display, Formatter};
 use irdma_hal::{Bar, BufferDirection, Dma, Hal};
 
 use super::cq::Cq;
-use super::table::QpCompl;
+use super::error::Quantity;
+use super::error::VerbsError;
+pub use super::error::{PostError, PostErrorKind};
+use super::pd::Pd;
 use super::wq::Wq;
-use super::{Pd, VerbsError, dma_slice, static_view};
 use crate::Phrase;
 use crate::cqp::cmd::{
     ArpAdd, ArpDel, CreateQp, DestroyQp, FlushCodes, FlushState, FlushWqes, ModifyQp, qp_state,
@@ -18,12 +18,14 @@ use crate::cqp::cmd::{
 };
 use crate::cqp::ctx::QpRoceCtx;
 use crate::cqp::engine::{CqpError, device_may_own};
+use crate::device::compl::QpCompl;
 use crate::device::{ArpSlot, Device, QpRecord};
 use crate::uk::cq::flush_code;
+use crate::uk::mem::dma_slice;
+use crate::uk::mem::static_view;
 use crate::uk::sizing::{MAX_FRAGS, WqSizing, calc_rq, calc_sq};
 use crate::uk::sq::SqWrTrk;
-use crate::uk::{PostRecvError, PostSendError, QpKind, QpUk, Rq, RqError, SendQueue, Sq, SqError};
-use crate::verbs::Quantity;
+use crate::uk::{PostRecvError, PostSendError, QpKind, QpUk, Rq, SendQueue, Sq};
 use crate::wr::{RecvWr, SendWr, WorkCompletion};
 use irdma_hal::wqe::cqe;
 
@@ -86,15 +88,9 @@ pub struct QpInitAttr<'a, 'd, H: Hal, B: Bar + Clone> {
     pub cap: QpCap,
 }
 
-/// An IP address as the QP context carries it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub enum IpAddr {
-    /// IPv4, network order bytes.
-    V4([u8; 4]),
-    /// IPv6, network order bytes.
-    V6([u8; 16]),
-}
+/// Defined with the LAN hand-off (a plain type below the device and the
+/// verbs, whose neighbour table and address vectors carry it).
+pub use crate::lan::IpAddr;
 
 impl IpAddr {
     /// The four context words, host order, word 0 first; IPv4 in word 3
@@ -131,21 +127,8 @@ pub struct AddressVector {
     pub vlan: Option<u16>,
 }
 
-/// IB QP states the driver drives (spec §7.4).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub enum QpState {
-    /// Created, or reset.
-    Reset,
-    /// INIT.
-    Init,
-    /// Ready to receive.
-    Rtr,
-    /// Ready to send.
-    Rts,
-    /// Error: everything outstanding completes with a flush status.
-    Error,
-}
+/// Defined with the flight recorder's events (a plain type below the verbs).
+pub use crate::flight::QpState;
 
 /// A modify request (`ib_qp_attr` with the mask implied by `state`: INIT
 /// uses `qkey`; RTR uses `dest_qp`, `rq_psn`, `path_mtu`, `av`,
@@ -196,53 +179,6 @@ impl QpAttr {
             max_dest_rd_atomic: 8,
         }
     }
-}
-
-/// Why a post failed: at `bad_wr` (the ones before it are posted).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub struct PostError {
-    /// Index of the first WR not posted.
-    pub bad_wr: usize,
-    /// Why.
-    pub kind: PostErrorKind,
-}
-
-/// The reason of a [`PostError`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub enum PostErrorKind {
-    /// The SQ refused the WR.
-    Sq(SqError),
-    /// The RQ refused the WR.
-    Rq(RqError),
-    /// The QP was destroyed.
-    Destroyed,
-    /// A REG_MR (fast-register) WR that does not name a live
-    /// [`FastRegMr`](super::FastRegMr) of this device (its STag index, any
-    /// key byte), its own PBL (level-1 run or level-2 root, at the level it
-    /// was allocated with: `pbl_level` 1 or 2), 4 KiB pages, no more pages
-    /// (from the IOVA's offset in its first page) than the last
-    /// [`FastRegMr::map_pages`](super::FastRegMr::map_pages) (or the rw
-    /// layer's map at post) wrote, and rights a fast-register WQE may grant
-    /// (issue #12). Each map arms exactly one REG_MR WR. Nothing from this
-    /// WR on was posted.
-    FastReg,
-    /// [`SharedQp::post_send`](super::SharedQp::post_send) on a QP in ERROR
-    /// found the QP's lock held (by a poller, `post_recv`, or a post this
-    /// core interrupted) after [`BUSY_TRIES`](super::BUSY_TRIES) tries and did not wait: nothing from `bad_wr` on was
-    /// posted. Retry from a context that may wait, or drop the WRs (they
-    /// would complete as flushed).
-    Busy,
-    /// The device is gone ([`Device::is_gone`](crate::device::Device::is_gone):
-    /// surprise removal): nothing was posted. WRs posted before complete as
-    /// flushed from [`Cq::poll`](super::Cq::poll).
-    DeviceGone,
-    /// The QP completes to a CQ the device reported unusable
-    /// ([`Cq::is_dead`](super::Cq::is_dead)): nothing was posted. WRs
-    /// posted before complete as flushed from that CQ's poll; destroy the
-    /// QP and the CQ and create new ones.
-    CqDead,
 }
 
 struct QpMem<H: Hal> {
@@ -448,32 +384,7 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
         transport: Transport,
         make_sq: impl FnOnce(Sq<'static>) -> Result<(S, SharedMem<H>), VerbsError>,
     ) -> Result<Qp<'d, H, B, S>, VerbsError> {
-        self.own(pd.device(), &"PD of another device")?;
-        self.own(attr.send_cq.device(), &"send CQ of another device")?;
-        self.own(attr.recv_cq.device(), &"receive CQ of another device")?;
-        if let Some(w) = wq.as_ref() {
-            self.own(w._dev, &"WQ of another device")?;
-        }
-        let mut c = attr.cap;
-        if let Some(w) = wq.as_ref() {
-            c.max_recv_wr = w.max_wr;
-            c.max_recv_sge = w.max_sge;
-        }
-        let above = |what, requested: u32, max: u32| {
-            if requested > max {
-                Err(VerbsError::AboveLimit { what, requested, max })
-            } else {
-                Ok(())
-            }
-        };
-        above(Quantity::MaxSendSge, c.max_send_sge, MAX_FRAGS)?;
-        above(Quantity::MaxRecvSge, c.max_recv_sge, MAX_FRAGS)?;
-        above(Quantity::MaxInlineData, c.max_inline_data, MAX_INLINE)?;
-        if c.max_send_wr == 0 && c.max_recv_wr == 0 {
-            return Err(VerbsError::Invalid {
-                what: Phrase::new(&"a QP needs a send or receive queue"),
-            });
-        }
+        let c = self.check_qp_args(pd, attr, wq.as_ref())?;
         // Sizing: uk.c: irdma_uk_calc_depth_shift_sq/rq, irdma_get_sqdepth/rqdepth.
         let sq = calc_sq(c.max_send_wr.max(1), c.max_send_sge.max(1), c.max_inline_data)
             .map_err(|_| too_deep(Quantity::MaxSendWr, c.max_send_wr))?;
@@ -505,21 +416,7 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
         let send_sge = c.max_send_sge.max(1);
 
         let gsi = transport == Transport::Gsi;
-        let id = {
-            let mut res = self.res.lock();
-            let ids = res.ids.as_mut().ok_or(VerbsError::Destroyed)?;
-            if gsi {
-                // QP 1 is reserved in the id table for the GSI QP
-                // (hw.c: irdma_initialize_hw_rsrc).
-                if ids.gsi {
-                    return Err(VerbsError::InUse { what: Quantity::GsiQp1, users: 1 });
-                }
-                ids.gsi = true;
-                1
-            } else {
-                ids.qps.alloc_next()?
-            }
-        };
+        let id = self.alloc_qp_id(gsi)?;
         let free_id = |e: VerbsError| {
             self.release_qp_id(id, gsi);
             e
@@ -689,6 +586,61 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
             *rec = QpRecord { live: true, ctx_pa: qp.ctx_pa(), shadow_pa, qp_type: ty };
         }
         Ok(qp)
+    }
+
+    /// `create_qp_inner`'s checks: every object is this device's, and the
+    /// capabilities (the RQ's from `wq` when given) are within the limits.
+    fn check_qp_args<'d>(
+        &'d self,
+        pd: &Pd<'d, H, B>,
+        attr: &QpInitAttr<'_, 'd, H, B>,
+        wq: Option<&Wq<'d, H, B>>,
+    ) -> Result<QpCap, VerbsError> {
+        self.own(pd.device(), &"PD of another device")?;
+        self.own(attr.send_cq.device(), &"send CQ of another device")?;
+        self.own(attr.recv_cq.device(), &"receive CQ of another device")?;
+        if let Some(w) = wq {
+            self.own(w._dev, &"WQ of another device")?;
+        }
+        let mut c = attr.cap;
+        if let Some(w) = wq {
+            c.max_recv_wr = w.max_wr;
+            c.max_recv_sge = w.max_sge;
+        }
+        let above = |what, requested: u32, max: u32| {
+            if requested > max {
+                Err(VerbsError::AboveLimit { what, requested, max })
+            } else {
+                Ok(())
+            }
+        };
+        above(Quantity::MaxSendSge, c.max_send_sge, MAX_FRAGS)?;
+        above(Quantity::MaxRecvSge, c.max_recv_sge, MAX_FRAGS)?;
+        above(Quantity::MaxInlineData, c.max_inline_data, MAX_INLINE)?;
+        if c.max_send_wr == 0 && c.max_recv_wr == 0 {
+            return Err(VerbsError::Invalid {
+                what: Phrase::new(&"a QP needs a send or receive queue"),
+            });
+        }
+        Ok(c)
+    }
+
+    /// A QP number: 1 for the GSI QP (refused while one exists), else the
+    /// next free one.
+    fn alloc_qp_id(&self, gsi: bool) -> Result<u32, VerbsError> {
+        let mut res = self.res.lock();
+        let ids = res.ids.as_mut().ok_or(VerbsError::Destroyed)?;
+        if gsi {
+            // QP 1 is reserved in the id table for the GSI QP
+            // (hw.c: irdma_initialize_hw_rsrc).
+            if ids.gsi {
+                return Err(VerbsError::InUse { what: Quantity::GsiQp1, users: 1 });
+            }
+            ids.gsi = true;
+            Ok(1)
+        } else {
+            Ok(ids.qps.alloc_next()?)
+        }
     }
 
     /// Gives back the id of a QP whose creation failed before the device
@@ -1358,57 +1310,6 @@ impl<H: Hal, B: Bar + Clone, S: SendQueue> Drop for Qp<'_, H, B, S> {
             self.dev.quarantine_ids(1);
             self.dev.bind_qp_cqs(self.id, None);
         }
-    }
-}
-
-// `Display` and `core::error::Error` for the errors above, each a short
-// lower-case phrase with a wrapped error's own message after a colon (and
-// as its `source`); see `crate::error` (issue #29: beside their layer).
-
-impl Display for PostErrorKind {
-    fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
-        match self {
-            PostErrorKind::Sq(e) => e.fmt(f),
-            PostErrorKind::Rq(e) => e.fmt(f),
-            PostErrorKind::Destroyed => f.write_str("the QP was destroyed"),
-            PostErrorKind::FastReg => f.write_str(
-                "the REG_MR WR does not name a live fast-register MR of this device within \
-                 the pages mapped for it",
-            ),
-            PostErrorKind::Busy => f.write_str("the QP's lock is held; not posted (would block)"),
-            PostErrorKind::DeviceGone => {
-                f.write_str("the device is gone (surprise removal); nothing posted")
-            }
-            PostErrorKind::CqDead => {
-                f.write_str("a CQ of the QP was reported unusable by the device; nothing posted")
-            }
-        }
-    }
-}
-
-impl Error for PostErrorKind {
-    fn source(&self) -> Option<&(dyn Error + 'static)> {
-        match self {
-            PostErrorKind::Sq(e) => Some(e),
-            PostErrorKind::Rq(e) => Some(e),
-            PostErrorKind::Destroyed
-            | PostErrorKind::FastReg
-            | PostErrorKind::Busy
-            | PostErrorKind::DeviceGone
-            | PostErrorKind::CqDead => None,
-        }
-    }
-}
-
-impl Display for PostError {
-    fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
-        write!(f, "WR {} not posted: {}", self.bad_wr, self.kind)
-    }
-}
-
-impl Error for PostError {
-    fn source(&self) -> Option<&(dyn Error + 'static)> {
-        Some(&self.kind)
     }
 }
 

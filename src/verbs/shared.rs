@@ -20,11 +20,15 @@
 
 use irdma_hal::{Bar, BufferDirection, Dma, Hal};
 
-use super::cq::{Cq, QpSlot};
-use super::qp::{PostError, PostErrorKind, Qp, QpAttr, QpCap, QpInitAttr, QpState};
-use super::{Pd, VerbsError, dma_slice};
+use super::cq::Cq;
+use super::error::VerbsError;
+use super::error::{PostError, PostErrorKind};
+use super::lookup::QpSlot;
+use super::pd::Pd;
+use super::qp::{Qp, QpAttr, QpCap, QpInitAttr, QpState};
 use crate::Phrase;
 use crate::device::Device;
+use crate::uk::mem::dma_slice;
 use crate::uk::mp::PostGate;
 use crate::uk::qp::sq_post_from_wr;
 use crate::uk::{MpSq, MpTrk, QpKind, QueueMem, Sq};
@@ -53,11 +57,8 @@ pub struct SharedSqStats {
 
 pub(super) type InnerQp<'d, H, B> = Qp<'d, H, B, &'static SharedSq>;
 
-/// How often a post in ERROR tries the QP's lock before it returns
-/// [`PostErrorKind::Busy`]: long enough for another poster's short hold
-/// (a few WQEs, no doorbell), bounded so that a holder the caller
-/// interrupted cannot hang it.
-pub const BUSY_TRIES: u32 = 4096;
+/// Defined with the device table's slot locks, which it bounds too.
+pub use super::table::BUSY_TRIES;
 
 /// An RC QP whose send side takes posts from several threads at once
 /// (`SharedQp: Sync`). What locks is described in `src/verbs/shared.rs`.

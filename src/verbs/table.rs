@@ -10,41 +10,39 @@ use core::ptr::NonNull;
 
 use irdma_hal::{Bar, BufferDirection, Dma, Hal};
 
-use super::VerbsError;
-use super::cq::PollQps;
-use super::shared::BUSY_TRIES;
+use super::error::VerbsError;
 use crate::Phrase;
+use crate::device::compl::QpCompl;
 use crate::device::{Device, MAX_QPS};
 use crate::uk::cq::flush_code;
-use crate::uk::link::{QpLink, Slot, SlotGuard};
+use crate::uk::link::{QpLink, SlotGuard};
 use crate::uk::qp::wc_opcode_sq;
 use crate::uk::{QpLookup, QpUk, SendQueue, Sq};
 use crate::wr::{WcOpcode, WcStatus, WorkCompletion};
 use irdma_hal::wqe::{cqe, op};
 
-/// One plain QP's completion half, in host memory the QP owns (never
-/// moved, never given to the device).
-pub(crate) struct QpCompl {
-    /// The positions both halves publish.
-    pub(crate) link: QpLink,
-    qpn: u32,
-    /// The QP's completion context (`Device::next_compl_ctx`).
-    ctx: u64,
-    send_cq: u32,
-    recv_cq: u32,
-    /// The consumer half. Reached only by a poller holding the QP's
-    /// [`Slot`] in [`Device::qp_compl`] (so by one thread at a time), and
-    /// by nobody else while it is registered.
-    uk: UnsafeCell<QpUk<'static>>,
+/// How often a post in ERROR tries the QP's lock before it returns
+/// [`PostErrorKind::Busy`]: long enough for another poster's short hold
+/// (a few WQEs, no doorbell), bounded so that a holder the caller
+/// interrupted cannot hang it. A poll tries a table slot's lock as often.
+/// Re-exported as `verbs::BUSY_TRIES`.
+///
+/// [`PostErrorKind::Busy`]: super::PostErrorKind::Busy
+pub const BUSY_TRIES: u32 = 4096;
+
+/// What a CQ poll resolves completions through: the device's table of
+/// plain QPs ([`Table`]) or a caller's list of locked shared QPs
+/// (`verbs::lookup`).
+pub(super) trait PollQps<S: SendQueue>: QpLookup<'static, S> {
+    /// Adopts the control path's ERROR on the QPs' data path.
+    fn sync_errors(&mut self);
+    /// A live QP of this CQ whose CQE the poll stopped at, unresolved.
+    fn held(&self) -> Option<u32>;
+    /// The software flush of the QPs in error on this CQ into `wc`.
+    fn flush(&mut self, wc: &mut [WorkCompletion]) -> usize;
+    /// Lets go of anything held for the lookups so far.
+    fn release(&mut self) {}
 }
-
-// SAFETY: `uk` is only reached under the slot lock (one thread at a time,
-// with acquire/release on the lock); everything else is atomics or
-// immutable.
-unsafe impl Sync for QpCompl {}
-
-/// The table slot type (one per QP number).
-pub(crate) type ComplSlot = Slot<QpCompl>;
 
 /// Builds the completion half of a QP whose producer half is `uk` in a
 /// host-only allocation, registers it under `qpn`, and returns it with the

@@ -8,13 +8,15 @@
 use irdma_hal::{Bar, BufferDirection, Dma, Hal};
 
 use super::cq::Cq;
-use super::qp::{PostError, PostErrorKind};
-use super::{VerbsError, dma_slice, static_view};
+use super::error::Quantity;
+use super::error::VerbsError;
+use super::error::{PostError, PostErrorKind};
 use crate::Phrase;
 use crate::device::Device;
 use crate::uk::Rq;
+use crate::uk::mem::dma_slice;
+use crate::uk::mem::static_view;
 use crate::uk::sizing::{MAX_FRAGS, calc_rq};
-use crate::verbs::Quantity;
 use crate::wr::RecvWr;
 
 /// WQ types (`enum ib_wq_type`); E810 has receive WQs only.
