@@ -346,6 +346,24 @@ impl Port {
         self.count(|c| c.drops.add(wire::Drop::Qp));
     }
 
+    /// Counts a frame for a destination IP that is not this side's.
+    pub(crate) fn drop_ip(&self) {
+        self.count(|c| c.drops.add(wire::Drop::Ip));
+    }
+
+    /// Whether `dst` (a parsed destination IP, IPv4 in word 3) is one of
+    /// the port's configured addresses.
+    pub(crate) fn has_ip(&self, ipv4: bool, dst: [u32; 4]) -> bool {
+        if ipv4 {
+            return self.cfg.ipv4.iter().any(|a| u32::from_be_bytes(*a) == dst[3]);
+        }
+        self.cfg.ipv6.iter().any(|a| {
+            (0..4).all(|i| {
+                u32::from_be_bytes([a[4 * i], a[4 * i + 1], a[4 * i + 2], a[4 * i + 3]]) == dst[i]
+            })
+        })
+    }
+
     pub(crate) fn delivered(&self) {
         self.count(|c| c.delivered += 1);
     }
