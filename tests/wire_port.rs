@@ -579,3 +579,79 @@ fn a_duplicate_read_is_answered_again_from_its_psn() {
     assert_eq!((p.opcode, p.psn, p.aeth), (op::READ_RESP_ONLY, PSN0 + 3, Some((0x1f, 2))));
     assert_eq!(port.counters().drops.total(), 0);
 }
+
+/// §4.4/§4.8, the model as requester: a PSN-sequence NAK for the second
+/// packet of a WRITE makes it resend from that PSN (go-back-N, not from
+/// the message's first); a request the peer never answers is resent whole
+/// after `rc_timeout` (counted in `rc_timeouts`).
+#[test]
+fn the_requester_resends_from_the_naked_psn_and_after_its_timeout() {
+    let _g = lock();
+    let bar = ModelBar::standalone(small_fn_config());
+    let peer = UdpSocket::bind("127.0.0.1:0").unwrap();
+    peer.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let mut cfg = PortConfig::new(A.mac);
+    cfg.ipv4 = vec![A.ip];
+    cfg.remote = Some(peer.local_addr().unwrap());
+    cfg.rc_timeout = Duration::from_millis(200);
+    let port = bar.fabric().attach_port(Port::bind(cfg).unwrap());
+    peer.connect(port.local_addr()).unwrap();
+    let dev = probe_as(&bar, A, Profile::SMALL);
+    let mut s = Side::new(&dev, A, 16, cap(8));
+    connect(&mut s.qp, A, B, PEER_QPN).unwrap();
+    let local = s.region(1, 5);
+    let qpn = s.qp.qp_num();
+    let p2 = peer.try_clone().unwrap();
+    let t = std::thread::spawn(move || {
+        let psns = |n: usize| -> Vec<(u8, u32)> {
+            (0..n)
+                .map(|_| parse(&recv(&p2)).expect("request parses").pkt)
+                .map(|p| (p.opcode, p.psn))
+                .collect()
+        };
+        let back = |psn, syn, msn| {
+            let a = Packet {
+                opcode: op::ACK,
+                dest_qp: qpn,
+                psn,
+                aeth: Some((syn, msn)),
+                ..Packet::default()
+            };
+            p2.send(&build(&b_to_a(), &a, 9)).unwrap();
+        };
+        let mut seen = psns(3);
+        back(PSN0 + 1, 0x60, 0); // the Middle was lost: NAK with ePSN
+        seen.extend(psns(2));
+        back(PSN0 + 2, 0x1f, 1);
+        // the SEND: first copy ignored (as if lost), the resend ACKed
+        seen.extend(psns(1));
+        seen.extend(psns(1));
+        back(PSN0 + 3, 0x1f, 2);
+        seen
+    });
+    let sge = [local.sge(0, 3000)];
+    s.qp.post_send(&[signaled(1, write_op(0x1000, 0x1234), &sge)]).unwrap();
+    let sge = [local.sge(0, 64)];
+    s.qp.post_send(&[signaled(2, WrOpcode::Send, &sge)]).unwrap();
+    let wcs = s.poll(2);
+    assert_eq!(wcs.len(), 2, "{wcs:?}");
+    for (wc, id) in wcs.iter().zip(1..) {
+        assert_eq!((wc.wr_id, wc.status), (id, WcStatus::Success), "{wc:?}");
+    }
+    let seen = t.join().unwrap();
+    assert_eq!(
+        seen,
+        vec![
+            (op::WRITE_FIRST, PSN0),
+            (op::WRITE_MIDDLE, PSN0 + 1),
+            (op::WRITE_LAST, PSN0 + 2),
+            (op::WRITE_MIDDLE, PSN0 + 1),
+            (op::WRITE_LAST, PSN0 + 2),
+            (op::SEND_ONLY, PSN0 + 3),
+            (op::SEND_ONLY, PSN0 + 3),
+        ]
+    );
+    let c = port.counters();
+    assert_eq!((c.rc_timeouts, c.unsolicited), (1, 0), "{c:?}");
+    assert_eq!(bar.with_device(|d| d.counters().retransmitted), 2);
+}
