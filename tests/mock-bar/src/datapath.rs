@@ -1708,7 +1708,10 @@ impl Device {
     /// ePSN advances; a later PSN is dropped and, the first time, answered
     /// by a PSN-sequence NAK for the ePSN (the latch clears when the ePSN
     /// arrives); an earlier one (duplicate) is dropped (counted as a PSN
-    /// drop) and, for SEND/WRITE, re-ACKed with ePSN − 1 (wire §4.7). Packets taken before a gap are kept in the QP
+    /// drop) and, for SEND/WRITE, re-ACKed with ePSN − 1; a duplicate READ
+    /// inside a saved one is answered again ([`Rx::ReplayRead`]); an
+    /// AckReq inside a message is ACKed at once ([`Rx::AckMid`]) (wire
+    /// §4.3, §4.7). Packets taken before a gap are kept in the QP
     /// until the rest of their message arrives. With strict PSN off
     /// ([`Device::set_strict_psn`]) the first packet of a message sets the
     /// ePSN instead (counted in `psn_mismatches`).
