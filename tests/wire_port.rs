@@ -655,3 +655,21 @@ fn the_requester_resends_from_the_naked_psn_and_after_its_timeout() {
     assert_eq!((c.rc_timeouts, c.unsolicited), (1, 0), "{c:?}");
     assert_eq!(bar.with_device(|d| d.counters().retransmitted), 2);
 }
+
+/// §4.4 (RXE `check_op_seq`): a WRITE Middle at the ePSN with no WRITE
+/// First before it is an invalid request, NAKed at once with its own PSN
+/// (not held waiting for a Last); the responder QP goes to error.
+#[test]
+fn a_bad_opcode_sequence_draws_an_invalid_request_nak_at_once() {
+    let _g = lock();
+    let (bar, _port, peer) = setup();
+    bar.expect_counter(ErrorCounter::WireDrops);
+    let dev = probe_as(&bar, A, Profile::SMALL);
+    let mut s = Side::new(&dev, A, 16, cap(8));
+    connect(&mut s.qp, A, B, PEER_QPN).unwrap();
+    let qpn = s.qp.qp_num();
+    put(&bar, &peer, &req(op::WRITE_MIDDLE, qpn, PSN0, false, &[7; 1024]));
+    assert_eq!(answer_of(&peer), (op::ACK, PSN0, Some(0x61), vec![]));
+    let st = bar.with_device(|d| d.qp(qpn).map(|q| q.state));
+    assert_eq!(st, Some(mock_bar::regs::qps::ERROR), "responder QP in error");
+}

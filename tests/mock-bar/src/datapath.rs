@@ -276,6 +276,11 @@ enum Rx {
     /// A packet in the middle of a message asked for an ACK (AckReq, wire
     /// §4.3): ACK its PSN, with the current MSN.
     AckMid(u32),
+    /// A packet at the ePSN that cannot follow the packets before it (a
+    /// MIDDLE/LAST with no FIRST, a FIRST/ONLY inside a message, another
+    /// kind's MIDDLE/LAST) or an opcode the model does not execute as a
+    /// responder: invalid request, NAK 0x61 with its PSN (wire §4.4).
+    Invalid(u32),
     /// Nothing to answer: every frame dropped, or the message is not
     /// complete yet.
     Nothing,
@@ -364,6 +369,33 @@ fn ends_message(opcode: u8) -> bool {
             | SEND_LAST_INV
             | SEND_ONLY_INV
     )
+}
+
+/// Whether request opcode `op` may follow `prev`, the last packet taken of
+/// an unfinished message (`None`: none), in one RC request stream (wire
+/// §2, §4.1; RXE `rxe_resp.c → check_op_seq`). The model's responder
+/// executes SEND, WRITE and READ only: anything else is an invalid request.
+fn op_follows(prev: Option<u8>, op: u8) -> bool {
+    use bop::*;
+    match prev {
+        Some(SEND_FIRST | SEND_MIDDLE) => {
+            matches!(op, SEND_MIDDLE | SEND_LAST | SEND_LAST_IMM | SEND_LAST_INV)
+        }
+        Some(WRITE_FIRST | WRITE_MIDDLE) => {
+            matches!(op, WRITE_MIDDLE | WRITE_LAST | WRITE_LAST_IMM)
+        }
+        _ => matches!(
+            op,
+            SEND_FIRST
+                | SEND_ONLY
+                | SEND_ONLY_IMM
+                | SEND_ONLY_INV
+                | WRITE_FIRST
+                | WRITE_ONLY
+                | WRITE_ONLY_IMM
+                | READ_REQ
+        ),
+    }
 }
 
 /// Number of packets of an `len`-byte message at `mss` (wire §4.1).
@@ -1745,6 +1777,12 @@ impl Device {
                 self.counters.psn_mismatches += 1;
                 expect = p.psn;
             }
+            if p.psn == expect && !op_follows(pkts.last().map(|x| x.opcode), p.opcode) {
+                let Some(qm) = self.qps.get_mut(&qpn) else { return Rx::Nothing };
+                qm.rx_partial.clear();
+                qm.nak_latched = false;
+                return Rx::Invalid(p.psn);
+            }
             if p.psn == expect {
                 expect = psn_add(expect, 1);
                 latched = false;
@@ -1928,25 +1966,18 @@ impl Device {
                 self.counters.retransmitted += out.len() as u64;
                 return Some((Response::ReadData(data), self.emit(&path, &out)));
             }
+            Rx::Invalid(psn) => return Some(self.invalid_request(&q, &path, &base, psn)),
             Rx::Nothing => return None,
         };
         let first = pkts.first()?.psn;
         let Some(req) = reassemble(&pkts, src_qpn, q.mss) else {
-            // wire §4.1/§4.4: a bad opcode sequence or a length error is an
-            // invalid request: NAK 0x61 with the offending (the message's
-            // first) PSN, and the responder QP goes to error as rxe's does
-            // (RXE `rxe_resp.c → do_class_ac_error`)
-            self.wire_drop(qpn, wire::Drop::Malformed);
-            let nak = wire::Packet {
-                psn: first,
-                aeth: Some((syndrome::NAK_INVALID, q.msn)),
-                ..base.clone()
-            };
+            // wire §4.1/§4.4: a length error (or a RETH length that is not
+            // the message's) is an invalid request, found when the message
+            // is whole: NAK 0x61 with the message's first PSN
             if let Some(qm) = self.qps.get_mut(&qpn) {
                 qm.epsn = first;
             }
-            self.qp_fatal(qpn, ae::IB_INVALID_REQUEST, ae::SRC_RQ, 0);
-            return Some((Response::NakInvalid, self.emit(&path, &[nak])));
+            return Some(self.invalid_request(&q, &path, &base, first));
         };
         let saved = match &req {
             Request::Read { addr, rkey, len, .. } => Some(SavedRead {
@@ -2010,6 +2041,25 @@ impl Device {
         };
         let back = self.emit(&path, &out);
         Some((resp, back))
+    }
+
+    /// Responder: an invalid request at `psn` (wire §4.4): the packet is
+    /// dropped (counted `malformed`), answered with NAK 0x61 carrying its
+    /// PSN and the current MSN, and the responder QP goes to error as
+    /// rxe's does (RXE `rxe_resp.c → do_class_ac_error`; the AE is
+    /// IB_INVALID_REQUEST, model choice — the sheet names none).
+    fn invalid_request(
+        &mut self,
+        q: &Qp,
+        path: &wire::Path,
+        base: &wire::Packet,
+        psn: u32,
+    ) -> (Response, Vec<Vec<u8>>) {
+        self.wire_drop(q.id, wire::Drop::Malformed);
+        let msn = self.qps.get(&q.id).map_or(q.msn, |x| x.msn);
+        let nak = wire::Packet { psn, aeth: Some((syndrome::NAK_INVALID, msn)), ..base.clone() };
+        self.qp_fatal(q.id, ae::IB_INVALID_REQUEST, ae::SRC_RQ, 0);
+        (Response::NakInvalid, self.emit(path, &[nak]))
     }
 
     /// Responder side of one request for local QP `qpn`.

@@ -70,10 +70,11 @@
 //!   same (an extra cumulative ACK; rxe always sets AckReq there).
 //! - NAKs (§4.4): no receive posted → RNR NAK with the packet's PSN (the
 //!   resend of that PSN is taken); bad R_Key, range or rights → 0x62; a
-//!   length error or bad opcode sequence (§4.1) → 0x61 with the message's
-//!   first PSN, found when the message ends (rxe finds a sequence error at
-//!   the offending packet). After 0x61/0x62 the responder QP goes to error
-//!   (RXE `rxe_resp.c → do_class_ac_error`).
+//!   bad opcode sequence or an opcode the model does not execute (atomics)
+//!   → 0x61 at once with that packet's PSN; a length error (§4.1) → 0x61
+//!   with the message's first PSN, found when the message is whole. After
+//!   0x61/0x62 the responder QP goes to error (RXE `rxe_resp.c →
+//!   do_class_ac_error`).
 //! - READ responses are segmented to the path MTU (§4.6), AETH on all but
 //!   Middle.
 //!
