@@ -360,3 +360,316 @@ fn the_port_socket_asks_for_a_large_receive_buffer() {
     println!("SO_RCVBUF {got} (rmem_max {max})");
     assert_eq!(got, want, "the socket got min(4 MiB, rmem_max), reported doubled");
 }
+
+// ---------------------------------------------------------------------
+// Issue #34: the RC rules of rocev2-wire §4 against frames a Linux (rxe)
+// peer sends, one rule per test.
+// ---------------------------------------------------------------------
+
+/// A request packet from the peer to the driver's QP `qpn`.
+fn req(opcode: u8, qpn: u32, psn: u32, ack_req: bool, payload: &[u8]) -> Packet {
+    Packet { opcode, dest_qp: qpn, ack_req, psn, payload: payload.to_vec(), ..Packet::default() }
+}
+
+/// Sends `p` from the peer and pumps the port once.
+fn put(bar: &ModelBar, peer: &UdpSocket, p: &Packet) {
+    peer.send(&build(&b_to_a(), p, 3)).unwrap();
+    bar.fabric().pump_port();
+}
+
+/// The next frame from the port, parsed (ICRC checked): (opcode, PSN,
+/// AETH syndrome, payload).
+fn answer_of(peer: &UdpSocket) -> (u8, u32, Option<u8>, Vec<u8>) {
+    let p = parse(&recv(peer)).expect("the answer parses, ICRC correct").pkt;
+    assert_eq!(p.dest_qp, PEER_QPN, "answers go to the peer's QP");
+    (p.opcode, p.psn, p.aeth.map(|a| a.0), p.payload)
+}
+
+/// (b) A RoCEv2 frame for the port's MAC but another destination IP is an
+/// address drop (`ip`), not a `qp` drop; one for our IP and an unknown QP
+/// stays a `qp` drop.
+#[test]
+fn a_frame_to_another_ip_is_an_address_drop() {
+    let _g = lock();
+    let (bar, port, peer) = setup();
+    let dev = probe_as(&bar, A, Profile::SMALL);
+    let mut s = Side::new(&dev, A, 16, cap(8));
+    connect(&mut s.qp, A, B, PEER_QPN).unwrap();
+    let p = req(op::SEND_ONLY, s.qp.qp_num(), PSN0, true, b"not for this host");
+    let mut path = b_to_a();
+    path.dst_ip[3] = ip32([10, 9, 9, 9]);
+    peer.send(&build(&path, &p, 1)).unwrap();
+    peer.send(&build(&b_to_a(), &req(op::SEND_ONLY, 0x3fe, PSN0, true, b"x"), 2)).unwrap();
+    assert_eq!(bar.fabric().pump_port(), 2);
+    nothing_from_port(&peer);
+    let c = port.counters();
+    assert_eq!((c.drops.ip, c.drops.qp, c.delivered), (1, 1, 0), "{c:?}");
+}
+
+/// §4.7: a PSN ahead of the ePSN draws one PSN-sequence NAK carrying the
+/// ePSN, later out-of-order packets are dropped silently, and the packet
+/// with the ePSN is taken (the latch clears).
+#[test]
+fn a_psn_gap_draws_one_sequence_nak_then_silence_until_the_epsn() {
+    let _g = lock();
+    let (bar, _port, peer) = setup();
+    bar.expect_counter(ErrorCounter::WireDrops);
+    let dev = probe_as(&bar, A, Profile::SMALL);
+    let mut s = Side::new(&dev, A, 16, cap(8));
+    connect(&mut s.qp, A, B, PEER_QPN).unwrap();
+    let r = s.region(1, 0);
+    let sge = [r.sge(0, 4096)];
+    s.qp.post_recv(&[RecvWr { wr_id: 1, sg_list: &sge }]).unwrap();
+    let qpn = s.qp.qp_num();
+    put(&bar, &peer, &req(op::SEND_ONLY, qpn, PSN0 + 2, true, b"ahead of the expected PSN"));
+    assert_eq!(answer_of(&peer), (op::ACK, PSN0, Some(0x60), vec![]), "NAK 0x60 with the ePSN");
+    put(&bar, &peer, &req(op::SEND_ONLY, qpn, PSN0 + 3, true, b"still ahead, no second NAK"));
+    nothing_from_port(&peer);
+    put(&bar, &peer, &req(op::SEND_ONLY, qpn, PSN0, true, b"the expected one arrives"));
+    assert_eq!(answer_of(&peer), (op::ACK, PSN0, Some(0x1f), vec![]));
+    let wc = s.one();
+    assert_eq!((wc.wr_id, wc.status), (1, WcStatus::Success));
+    // the latch cleared: a new gap is NAKed again
+    put(&bar, &peer, &req(op::SEND_ONLY, qpn, PSN0 + 5, true, b"a new gap, a new NAK"));
+    assert_eq!(answer_of(&peer), (op::ACK, PSN0 + 1, Some(0x60), vec![]));
+    assert_eq!(bar.with_device(|d| d.counters().wire_drop_reasons.psn), 3);
+}
+
+/// §4.4/§4.5: a SEND with no receive posted gets an RNR NAK with its own
+/// PSN; the requester's resend of that PSN after a receive is posted is
+/// taken and ACKed.
+#[test]
+fn no_receive_draws_an_rnr_nak_and_the_resend_is_taken() {
+    let _g = lock();
+    let (bar, _port, peer) = setup();
+    let dev = probe_as(&bar, A, Profile::SMALL);
+    let mut s = Side::new(&dev, A, 16, cap(8));
+    connect(&mut s.qp, A, B, PEER_QPN).unwrap();
+    let qpn = s.qp.qp_num();
+    let send = req(op::SEND_ONLY, qpn, PSN0, true, b"nobody posted a receive");
+    put(&bar, &peer, &send);
+    let (opc, psn, syn, _) = answer_of(&peer);
+    assert_eq!((opc, psn), (op::ACK, PSN0));
+    assert_eq!(syn.map(|s| s & 0xe0), Some(0x20), "RNR NAK: {syn:x?}");
+    s.nothing();
+    let r = s.region(1, 0);
+    let sge = [r.sge(0, 4096)];
+    s.qp.post_recv(&[RecvWr { wr_id: 9, sg_list: &sge }]).unwrap();
+    put(&bar, &peer, &send);
+    assert_eq!(answer_of(&peer), (op::ACK, PSN0, Some(0x1f), vec![]));
+    let wc = s.one();
+    assert_eq!((wc.wr_id, wc.status, wc.byte_len), (9, WcStatus::Success, 23));
+}
+
+/// §4.4: a WRITE with an R_Key the responder does not know draws a remote
+/// access NAK (0x62) with the offending PSN, and the responder's QP goes
+/// to error (as rxe's does).
+#[test]
+fn a_bad_rkey_draws_a_remote_access_nak() {
+    let _g = lock();
+    let (bar, _port, peer) = setup();
+    let dev = probe_as(&bar, A, Profile::SMALL);
+    let mut s = Side::new(&dev, A, 16, cap(8));
+    connect(&mut s.qp, A, B, PEER_QPN).unwrap();
+    let r = s.region(1, 0);
+    let mut w = req(op::WRITE_ONLY, s.qp.qp_num(), PSN0, true, b"to a key nobody registered");
+    w.reth = Some((r.addr(), r.mr.rkey() ^ 0x5500, 26));
+    put(&bar, &peer, &w);
+    assert_eq!(answer_of(&peer), (op::ACK, PSN0, Some(0x62), vec![]));
+    assert_eq!(r.bytes(0, 26), s.region(1, 0).bytes(0, 26), "memory untouched");
+    let qpn = s.qp.qp_num();
+    let st = bar.with_device(|d| d.qp(qpn).map(|q| q.state));
+    assert_eq!(st, Some(mock_bar::regs::qps::ERROR), "responder QP in error");
+}
+
+/// §4.1/§4.4: a SEND Only longer than the path MTU (1024) is a length
+/// error: invalid-request NAK (0x61) with its PSN, not a silent drop.
+#[test]
+fn a_length_error_draws_an_invalid_request_nak() {
+    let _g = lock();
+    let (bar, _port, peer) = setup();
+    bar.expect_counter(ErrorCounter::WireDrops);
+    let dev = probe_as(&bar, A, Profile::SMALL);
+    let mut s = Side::new(&dev, A, 16, cap(8));
+    connect(&mut s.qp, A, B, PEER_QPN).unwrap();
+    let r = s.region(1, 0);
+    let sge = [r.sge(0, 4096)];
+    s.qp.post_recv(&[RecvWr { wr_id: 1, sg_list: &sge }]).unwrap();
+    put(&bar, &peer, &req(op::SEND_ONLY, s.qp.qp_num(), PSN0, true, &[0x5a; 1500]));
+    assert_eq!(answer_of(&peer), (op::ACK, PSN0, Some(0x61), vec![]));
+}
+
+/// §4.3 ACK coalescing: the responder ACKs a packet with AckReq set even
+/// in the middle of a message (rxe sets it after 64 packets without, and
+/// stalls at 128 unacknowledged PSNs without that ACK); packets without
+/// AckReq inside a message are not answered.
+#[test]
+fn ack_req_inside_a_message_is_acked_at_once() {
+    let _g = lock();
+    let (bar, _port, peer) = setup();
+    let dev = probe_as(&bar, A, Profile::SMALL);
+    let mut s = Side::new(&dev, A, 16, cap(8));
+    connect(&mut s.qp, A, B, PEER_QPN).unwrap();
+    let r = s.region(1, 0);
+    let qpn = s.qp.qp_num();
+    let data: Vec<u8> = (0..3000u32).map(|i| (i * 3 + 1) as u8).collect();
+    let mut first = req(op::WRITE_FIRST, qpn, PSN0, false, &data[..1024]);
+    first.reth = Some((r.addr() + 8, r.mr.rkey(), 3000));
+    put(&bar, &peer, &first);
+    nothing_from_port(&peer);
+    put(&bar, &peer, &req(op::WRITE_MIDDLE, qpn, PSN0 + 1, true, &data[1024..2048]));
+    assert_eq!(answer_of(&peer), (op::ACK, PSN0 + 1, Some(0x1f), vec![]), "ACK mid-message");
+    put(&bar, &peer, &req(op::WRITE_LAST, qpn, PSN0 + 2, true, &data[2048..]));
+    assert_eq!(answer_of(&peer), (op::ACK, PSN0 + 2, Some(0x1f), vec![]));
+    assert_eq!(r.bytes(8, 3000), data);
+    nothing_from_port(&peer);
+}
+
+/// §4.6/§4.7: a READ is answered segmented to the path MTU; a duplicate
+/// READ (a PSN already answered, the same R_Key and a VA range inside the
+/// original — what rxe's `req_retry` sends after losing a response) is
+/// answered again from the duplicate's PSN with the current MSN; a
+/// duplicate that is not a subset is dropped silently.
+#[test]
+fn a_duplicate_read_is_answered_again_from_its_psn() {
+    let _g = lock();
+    let (bar, port, peer) = setup();
+    bar.expect_counter(ErrorCounter::WireDrops);
+    let dev = probe_as(&bar, A, Profile::SMALL);
+    let mut s = Side::new(&dev, A, 16, cap(8));
+    connect(&mut s.qp, A, B, PEER_QPN).unwrap();
+    let r = s.region(1, 0x33);
+    let qpn = s.qp.qp_num();
+    let mem = r.bytes(0, 3000);
+    let read = |psn: u32, off: u64, len: u32, rkey: u32| {
+        let mut p = req(op::READ_REQ, qpn, psn, true, &[]);
+        p.reth = Some((r.addr() + off, rkey, len));
+        p
+    };
+    put(&bar, &peer, &read(PSN0, 0, 3000, r.mr.rkey()));
+    let resp: Vec<_> = (0..3).map(|_| answer_of(&peer)).collect();
+    let ops: Vec<(u8, u32, Option<u8>)> = resp.iter().map(|a| (a.0, a.1, a.2)).collect();
+    assert_eq!(
+        ops,
+        vec![
+            (op::READ_RESP_FIRST, PSN0, Some(0x1f)),
+            (op::READ_RESP_MIDDLE, PSN0 + 1, None),
+            (op::READ_RESP_LAST, PSN0 + 2, Some(0x1f)),
+        ]
+    );
+    assert_eq!(resp.iter().flat_map(|a| a.3.clone()).collect::<Vec<_>>(), mem);
+    nothing_from_port(&peer);
+    // the requester lost the Middle: it re-reads from PSN0+1, VA + 1024
+    put(&bar, &peer, &read(PSN0 + 1, 1024, 3000 - 1024, r.mr.rkey()));
+    let again: Vec<_> = (0..2).map(|_| answer_of(&peer)).collect();
+    let ops: Vec<(u8, u32)> = again.iter().map(|a| (a.0, a.1)).collect();
+    assert_eq!(ops, vec![(op::READ_RESP_FIRST, PSN0 + 1), (op::READ_RESP_LAST, PSN0 + 2)]);
+    assert_eq!(again.iter().flat_map(|a| a.3.clone()).collect::<Vec<_>>(), mem[1024..]);
+    // the whole READ again, from its own PSN
+    put(&bar, &peer, &read(PSN0, 0, 3000, r.mr.rkey()));
+    let ops: Vec<(u8, u32)> = (0..3).map(|_| answer_of(&peer)).map(|a| (a.0, a.1)).collect();
+    assert_eq!(ops[0], (op::READ_RESP_FIRST, PSN0));
+    // not a subset (other R_Key, or past the end): silently dropped
+    put(&bar, &peer, &read(PSN0, 0, 3000, r.mr.rkey() ^ 0x100));
+    put(&bar, &peer, &read(PSN0 + 2, 2048, 2000, r.mr.rkey()));
+    nothing_from_port(&peer);
+    // and the ePSN did not move: the next READ is at PSN0 + 3, MSN 2
+    put(&bar, &peer, &read(PSN0 + 3, 0, 16, r.mr.rkey()));
+    let p = parse(&recv(&peer)).unwrap().pkt;
+    assert_eq!((p.opcode, p.psn, p.aeth), (op::READ_RESP_ONLY, PSN0 + 3, Some((0x1f, 2))));
+    assert_eq!(port.counters().drops.total(), 0);
+}
+
+/// §4.4/§4.8, the model as requester: a PSN-sequence NAK for the second
+/// packet of a WRITE makes it resend from that PSN (go-back-N, not from
+/// the message's first); a request the peer never answers is resent whole
+/// after `rc_timeout` (counted in `rc_timeouts`).
+#[test]
+fn the_requester_resends_from_the_naked_psn_and_after_its_timeout() {
+    let _g = lock();
+    let bar = ModelBar::standalone(small_fn_config());
+    let peer = UdpSocket::bind("127.0.0.1:0").unwrap();
+    peer.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let mut cfg = PortConfig::new(A.mac);
+    cfg.ipv4 = vec![A.ip];
+    cfg.remote = Some(peer.local_addr().unwrap());
+    cfg.rc_timeout = Duration::from_millis(200);
+    let port = bar.fabric().attach_port(Port::bind(cfg).unwrap());
+    peer.connect(port.local_addr()).unwrap();
+    let dev = probe_as(&bar, A, Profile::SMALL);
+    let mut s = Side::new(&dev, A, 16, cap(8));
+    connect(&mut s.qp, A, B, PEER_QPN).unwrap();
+    let local = s.region(1, 5);
+    let qpn = s.qp.qp_num();
+    let p2 = peer.try_clone().unwrap();
+    let t = std::thread::spawn(move || {
+        let psns = |n: usize| -> Vec<(u8, u32)> {
+            (0..n)
+                .map(|_| parse(&recv(&p2)).expect("request parses").pkt)
+                .map(|p| (p.opcode, p.psn))
+                .collect()
+        };
+        let back = |psn, syn, msn| {
+            let a = Packet {
+                opcode: op::ACK,
+                dest_qp: qpn,
+                psn,
+                aeth: Some((syn, msn)),
+                ..Packet::default()
+            };
+            p2.send(&build(&b_to_a(), &a, 9)).unwrap();
+        };
+        let mut seen = psns(3);
+        back(PSN0 + 1, 0x60, 0); // the Middle was lost: NAK with ePSN
+        seen.extend(psns(2));
+        back(PSN0 + 2, 0x1f, 1);
+        // the SEND: first copy ignored (as if lost), the resend ACKed
+        seen.extend(psns(1));
+        seen.extend(psns(1));
+        back(PSN0 + 3, 0x1f, 2);
+        seen
+    });
+    let sge = [local.sge(0, 3000)];
+    s.qp.post_send(&[signaled(1, write_op(0x1000, 0x1234), &sge)]).unwrap();
+    let sge = [local.sge(0, 64)];
+    s.qp.post_send(&[signaled(2, WrOpcode::Send, &sge)]).unwrap();
+    let wcs = s.poll(2);
+    assert_eq!(wcs.len(), 2, "{wcs:?}");
+    for (wc, id) in wcs.iter().zip(1..) {
+        assert_eq!((wc.wr_id, wc.status), (id, WcStatus::Success), "{wc:?}");
+    }
+    let seen = t.join().unwrap();
+    assert_eq!(
+        seen,
+        vec![
+            (op::WRITE_FIRST, PSN0),
+            (op::WRITE_MIDDLE, PSN0 + 1),
+            (op::WRITE_LAST, PSN0 + 2),
+            (op::WRITE_MIDDLE, PSN0 + 1),
+            (op::WRITE_LAST, PSN0 + 2),
+            (op::SEND_ONLY, PSN0 + 3),
+            (op::SEND_ONLY, PSN0 + 3),
+        ]
+    );
+    let c = port.counters();
+    assert_eq!((c.rc_timeouts, c.unsolicited), (1, 0), "{c:?}");
+    assert_eq!(bar.with_device(|d| d.counters().retransmitted), 2);
+}
+
+/// §4.4 (RXE `check_op_seq`): a WRITE Middle at the ePSN with no WRITE
+/// First before it is an invalid request, NAKed at once with its own PSN
+/// (not held waiting for a Last); the responder QP goes to error.
+#[test]
+fn a_bad_opcode_sequence_draws_an_invalid_request_nak_at_once() {
+    let _g = lock();
+    let (bar, _port, peer) = setup();
+    bar.expect_counter(ErrorCounter::WireDrops);
+    let dev = probe_as(&bar, A, Profile::SMALL);
+    let mut s = Side::new(&dev, A, 16, cap(8));
+    connect(&mut s.qp, A, B, PEER_QPN).unwrap();
+    let qpn = s.qp.qp_num();
+    put(&bar, &peer, &req(op::WRITE_MIDDLE, qpn, PSN0, false, &[7; 1024]));
+    assert_eq!(answer_of(&peer), (op::ACK, PSN0, Some(0x61), vec![]));
+    let st = bar.with_device(|d| d.qp(qpn).map(|q| q.state));
+    assert_eq!(st, Some(mock_bar::regs::qps::ERROR), "responder QP in error");
+}

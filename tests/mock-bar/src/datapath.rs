@@ -201,11 +201,37 @@ pub struct Qp {
     /// out-of-sequence packets are dropped silently until the ePSN arrives
     /// (wire §4.7).
     pub nak_latched: bool,
+    /// Responder: the READ requests answered most recently (at most
+    /// [`READ_HISTORY`]), kept so that a duplicate of one is answered again
+    /// (wire §4.7).
+    pub reads: Vec<SavedRead>,
     /// QPTYPE of its CREATE_QP: 3 RoCE RC, 4 RoCE UD (the GSI QP is a UD
     /// QP with id 1).
     pub qp_type: u8,
     /// Q_Key (@64 [63:32]); UD receives must carry it (wire §5.1).
     pub qkey: u32,
+}
+
+/// How many answered READ requests a responder QP remembers for duplicate
+/// detection. Model choice: rxe keeps `max_dest_rd_atomic` of them (RXE
+/// `rxe_resp.c → rxe_prepare_res`); GEN_2's IRDSIZE (context @160
+/// [18:16]) is not decoded by the model, so it keeps a fixed 16.
+pub const READ_HISTORY: usize = 16;
+
+/// A READ request a responder QP answered (wire §4.6, §4.7): its first
+/// PSN, the PSNs it consumed, and its RETH.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SavedRead {
+    /// PSN of the READ request (= of its first response).
+    pub psn: u32,
+    /// PSNs it consumed (its response packets, at least 1).
+    pub n: u32,
+    /// RETH virtual address.
+    pub addr: u64,
+    /// RETH R_Key.
+    pub rkey: u32,
+    /// RETH DMA length.
+    pub len: u64,
 }
 
 /// What crosses the wire.
@@ -243,6 +269,18 @@ enum Rx {
     /// an ACK for ePSN − 1 and the current MSN, without executing them
     /// again (wire §4.7, rxe `rxe_resp.c: duplicate_request`).
     Duplicate,
+    /// A duplicate READ request that is the same as, or a subset of, a
+    /// READ already answered: its responses are generated again from the
+    /// duplicate's PSN (wire §4.7, §4.6).
+    ReplayRead(SavedRead),
+    /// A packet in the middle of a message asked for an ACK (AckReq, wire
+    /// §4.3): ACK its PSN, with the current MSN.
+    AckMid(u32),
+    /// A packet at the ePSN that cannot follow the packets before it (a
+    /// MIDDLE/LAST with no FIRST, a FIRST/ONLY inside a message, another
+    /// kind's MIDDLE/LAST) or an opcode the model does not execute as a
+    /// responder: invalid request, NAK 0x61 with its PSN (wire §4.4).
+    Invalid(u32),
     /// Nothing to answer: every frame dropped, or the message is not
     /// complete yet.
     Nothing,
@@ -331,6 +369,33 @@ fn ends_message(opcode: u8) -> bool {
             | SEND_LAST_INV
             | SEND_ONLY_INV
     )
+}
+
+/// Whether request opcode `op` may follow `prev`, the last packet taken of
+/// an unfinished message (`None`: none), in one RC request stream (wire
+/// §2, §4.1; RXE `rxe_resp.c → check_op_seq`). The model's responder
+/// executes SEND, WRITE and READ only: anything else is an invalid request.
+fn op_follows(prev: Option<u8>, op: u8) -> bool {
+    use bop::*;
+    match prev {
+        Some(SEND_FIRST | SEND_MIDDLE) => {
+            matches!(op, SEND_MIDDLE | SEND_LAST | SEND_LAST_IMM | SEND_LAST_INV)
+        }
+        Some(WRITE_FIRST | WRITE_MIDDLE) => {
+            matches!(op, WRITE_MIDDLE | WRITE_LAST | WRITE_LAST_IMM)
+        }
+        _ => matches!(
+            op,
+            SEND_FIRST
+                | SEND_ONLY
+                | SEND_ONLY_IMM
+                | SEND_ONLY_INV
+                | WRITE_FIRST
+                | WRITE_ONLY
+                | WRITE_ONLY_IMM
+                | READ_REQ
+        ),
+    }
 }
 
 /// Number of packets of an `len`-byte message at `mss` (wire §4.1).
@@ -495,6 +560,62 @@ fn reassemble(pkts: &[wire::Packet], src_qpn: u32, mss: u32) -> Option<Request> 
         }
         _ => None,
     }
+}
+
+/// The READ responses carrying `data` from `psn` on, segmented at `mss`
+/// (wire §4.6): First/Middle/Last or one Only, AETH (ACK, `msn`) on all
+/// but Middle; an empty READ is one Only with no payload.
+fn read_responses(
+    base: &wire::Packet,
+    psn: u32,
+    msn: u32,
+    data: &[u8],
+    mss: u32,
+) -> Vec<wire::Packet> {
+    let parts: Vec<&[u8]> =
+        if data.is_empty() { vec![&[]] } else { data.chunks(mss.max(1) as usize).collect() };
+    let n = parts.len();
+    parts
+        .into_iter()
+        .enumerate()
+        .map(|(i, c)| {
+            let opcode = match (i == 0, i + 1 == n) {
+                (true, true) => bop::READ_RESP_ONLY,
+                (true, false) => bop::READ_RESP_FIRST,
+                (false, false) => bop::READ_RESP_MIDDLE,
+                (false, true) => bop::READ_RESP_LAST,
+            };
+            wire::Packet {
+                opcode,
+                psn: psn_add(psn, i as u32),
+                aeth: (opcode != bop::READ_RESP_MIDDLE).then_some((syndrome::ACK, msn)),
+                payload: c.to_vec(),
+                ..base.clone()
+            }
+        })
+        .collect()
+}
+
+/// A duplicate READ request `p` (its PSN earlier than the ePSN) against the
+/// READs a responder answered (wire §4.7, RXE `rxe_resp.c →
+/// duplicate_request`): the saved READ whose PSN range holds `p`'s PSN,
+/// if `p` asks for the same R_Key and a VA range inside it — then the
+/// READ to answer again, from `p`'s PSN. `None`: drop silently.
+fn duplicate_read(reads: &[SavedRead], p: &wire::Packet, mss: u32) -> Option<SavedRead> {
+    let (addr, rkey, len) = p.reth?;
+    let len = len as u64;
+    reads.iter().rev().find_map(|r| {
+        let inside = p.psn.wrapping_sub(r.psn) & 0xFF_FFFF < r.n;
+        let end = addr.checked_add(len)?;
+        let subset = rkey == r.rkey && addr >= r.addr && end <= r.addr.checked_add(r.len)?;
+        (inside && subset).then_some(SavedRead {
+            psn: p.psn,
+            n: packets(len, mss),
+            addr,
+            rkey,
+            len,
+        })
+    })
 }
 
 impl Device {
@@ -737,6 +858,12 @@ impl Device {
         self.qps.get(&qpn).is_some_and(|q| q.qp_type == QPTYPE_RC && q.local_ip == ip)
     }
 
+    /// Whether some RC QP of this device has `ip` (word 3) as its local
+    /// address.
+    pub(crate) fn has_local_ip(&self, ip: u32) -> bool {
+        self.qps.values().any(|q| q.qp_type == QPTYPE_RC && q.local_ip == ip)
+    }
+
     // ------------------------------------------------------------------
     // CQP QP ops
     // ------------------------------------------------------------------
@@ -880,6 +1007,7 @@ impl Device {
             msn: 0,
             rx_partial: Vec::new(),
             nak_latched: false,
+            reads: Vec::new(),
             qp_type: w.qp_type,
             qkey: 0,
         };
@@ -920,6 +1048,7 @@ impl Device {
                 q.epsn = get(c[11], 23, 0) as u32;
                 q.msn = 0;
                 q.rx_partial.clear();
+                q.reads.clear();
                 q.nak_latched = false;
             }
             if next == qps::RTS && cur == qps::RTR {
@@ -1611,7 +1740,10 @@ impl Device {
     /// ePSN advances; a later PSN is dropped and, the first time, answered
     /// by a PSN-sequence NAK for the ePSN (the latch clears when the ePSN
     /// arrives); an earlier one (duplicate) is dropped (counted as a PSN
-    /// drop) and, for SEND/WRITE, re-ACKed with ePSN − 1 (wire §4.7). Packets taken before a gap are kept in the QP
+    /// drop) and, for SEND/WRITE, re-ACKed with ePSN − 1; a duplicate READ
+    /// inside a saved one is answered again ([`Rx::ReplayRead`]); an
+    /// AckReq inside a message is ACKed at once ([`Rx::AckMid`]) (wire
+    /// §4.3, §4.7). Packets taken before a gap are kept in the QP
     /// until the rest of their message arrives. With strict PSN off
     /// ([`Device::set_strict_psn`]) the first packet of a message sets the
     /// ePSN instead (counted in `psn_mismatches`).
@@ -1625,6 +1757,7 @@ impl Device {
         let mut latched = q.nak_latched;
         let mut nak = None;
         let mut dup = false;
+        let mut replay = None;
         for f in frames {
             let r = wire::parse(f).and_then(|p| {
                 wire::check_addressing(&p, &q.path)?;
@@ -1644,6 +1777,12 @@ impl Device {
                 self.counters.psn_mismatches += 1;
                 expect = p.psn;
             }
+            if p.psn == expect && !op_follows(pkts.last().map(|x| x.opcode), p.opcode) {
+                let Some(qm) = self.qps.get_mut(&qpn) else { return Rx::Nothing };
+                qm.rx_partial.clear();
+                qm.nak_latched = false;
+                return Rx::Invalid(p.psn);
+            }
             if p.psn == expect {
                 expect = psn_add(expect, 1);
                 latched = false;
@@ -1656,11 +1795,12 @@ impl Device {
                         nak = Some(expect);
                     }
                 } else if p.opcode != bop::READ_REQ {
-                    // wire §4.7: a duplicate SEND/WRITE is re-ACKed. A
-                    // duplicate READ would need the saved READ to replay
-                    // its responses; the model keeps none and drops it
-                    // (the requester's retry limit then decides).
+                    // wire §4.7: a duplicate SEND/WRITE is re-ACKed
                     dup = true;
+                } else if let Some(r) = duplicate_read(&q.reads, &p, q.mss) {
+                    // wire §4.7: a duplicate READ inside an answered one
+                    // is answered again from its own PSN
+                    replay = Some(r);
                 }
             }
         }
@@ -1673,10 +1813,18 @@ impl Device {
             return Rx::Gap(e);
         }
         if !complete {
-            let only_dups = dup && pkts.len() == qm.rx_partial.len();
+            let taken = pkts.len() > qm.rx_partial.len();
+            // wire §4.3: an AckReq on a packet inside a message (rxe sets
+            // one after 64 packets without) is answered at once
+            let ack_mid = pkts.last().filter(|p| taken && p.ack_req).map(|p| p.psn);
             qm.rx_partial = pkts;
             qm.epsn = expect;
-            return if only_dups { Rx::Duplicate } else { Rx::Nothing };
+            return match (ack_mid, replay) {
+                (Some(psn), _) => Rx::AckMid(psn),
+                (None, Some(r)) if !taken => Rx::ReplayRead(r),
+                _ if dup && !taken => Rx::Duplicate,
+                _ => Rx::Nothing,
+            };
         }
         qm.rx_partial.clear();
         Rx::Message(pkts)
@@ -1796,16 +1944,50 @@ impl Device {
                 };
                 return Some((Response::Ack, self.emit(&path, &[ack])));
             }
+            Rx::AckMid(psn) => {
+                let msn = self.qps.get(&qpn).map_or(q.msn, |x| x.msn);
+                let ack = wire::Packet { psn, aeth: Some((syndrome::ACK, msn)), ..base.clone() };
+                return Some((Response::Ack, self.emit(&path, &[ack])));
+            }
+            Rx::ReplayRead(r) => {
+                // re-read from memory now (as rxe does); a region that has
+                // gone since is not answered (model choice: the sheet only
+                // says unknown duplicates are dropped)
+                let data = if r.len == 0 {
+                    Vec::new()
+                } else {
+                    let got = self
+                        .translate(r.rkey, q.pd, r.addr, r.len, rights::REMOTE_READ)
+                        .and_then(|c| self.copy_in(&c));
+                    got.ok()?
+                };
+                let msn = self.qps.get(&qpn).map_or(q.msn, |x| x.msn);
+                let out = read_responses(&base, r.psn, msn, &data, q.mss);
+                self.counters.retransmitted += out.len() as u64;
+                return Some((Response::ReadData(data), self.emit(&path, &out)));
+            }
+            Rx::Invalid(psn) => return Some(self.invalid_request(&q, &path, &base, psn)),
             Rx::Nothing => return None,
         };
         let first = pkts.first()?.psn;
         let Some(req) = reassemble(&pkts, src_qpn, q.mss) else {
-            self.wire_drop(qpn, wire::Drop::Malformed);
-            // the message is gone; the responder expects its first PSN again
+            // wire §4.1/§4.4: a length error (or a RETH length that is not
+            // the message's) is an invalid request, found when the message
+            // is whole: NAK 0x61 with the message's first PSN
             if let Some(qm) = self.qps.get_mut(&qpn) {
                 qm.epsn = first;
             }
-            return None;
+            return Some(self.invalid_request(&q, &path, &base, first));
+        };
+        let saved = match &req {
+            Request::Read { addr, rkey, len, .. } => Some(SavedRead {
+                psn: first,
+                n: packets(*len, q.mss),
+                addr: *addr,
+                rkey: *rkey,
+                len: *len,
+            }),
+            _ => None,
         };
         let used = match &req {
             Request::Read { len, .. } => packets(*len, q.mss),
@@ -1826,39 +2008,18 @@ impl Device {
                 qm.epsn = psn_add(first, used);
                 qm.msn = msn;
             }
+            if let (Some(r), Response::ReadData(_)) = (saved, &resp) {
+                if qm.reads.len() == READ_HISTORY {
+                    qm.reads.remove(0);
+                }
+                qm.reads.push(r);
+            }
         }
         let out = match &resp {
             Response::Ack => {
                 vec![wire::Packet { psn: last, aeth: Some((syndrome::ACK, msn)), ..base }]
             }
-            Response::ReadData(d) => {
-                // wire §4.6: First/Middle/Last or Only, AETH not on Middle
-                let parts: Vec<&[u8]> = if d.is_empty() {
-                    vec![&[]]
-                } else {
-                    d.chunks(q.mss.max(1) as usize).collect()
-                };
-                let n = parts.len();
-                parts
-                    .into_iter()
-                    .enumerate()
-                    .map(|(i, c)| {
-                        let opcode = match (i == 0, i + 1 == n) {
-                            (true, true) => bop::READ_RESP_ONLY,
-                            (true, false) => bop::READ_RESP_FIRST,
-                            (false, false) => bop::READ_RESP_MIDDLE,
-                            (false, true) => bop::READ_RESP_LAST,
-                        };
-                        wire::Packet {
-                            opcode,
-                            psn: psn_add(first, i as u32),
-                            aeth: (opcode != bop::READ_RESP_MIDDLE).then_some((syndrome::ACK, msn)),
-                            payload: c.to_vec(),
-                            ..base.clone()
-                        }
-                    })
-                    .collect()
-            }
+            Response::ReadData(d) => read_responses(&base, first, msn, d, q.mss),
             r => {
                 let (syn, psn) = match r {
                     // the packet that needed a receive WQE: SEND First/Only,
@@ -1880,6 +2041,25 @@ impl Device {
         };
         let back = self.emit(&path, &out);
         Some((resp, back))
+    }
+
+    /// Responder: an invalid request at `psn` (wire §4.4): the packet is
+    /// dropped (counted `malformed`), answered with NAK 0x61 carrying its
+    /// PSN and the current MSN, and the responder QP goes to error as
+    /// rxe's does (RXE `rxe_resp.c → do_class_ac_error`; the AE is
+    /// IB_INVALID_REQUEST, model choice — the sheet names none).
+    fn invalid_request(
+        &mut self,
+        q: &Qp,
+        path: &wire::Path,
+        base: &wire::Packet,
+        psn: u32,
+    ) -> (Response, Vec<Vec<u8>>) {
+        self.wire_drop(q.id, wire::Drop::Malformed);
+        let msn = self.qps.get(&q.id).map_or(q.msn, |x| x.msn);
+        let nak = wire::Packet { psn, aeth: Some((syndrome::NAK_INVALID, msn)), ..base.clone() };
+        self.qp_fatal(q.id, ae::IB_INVALID_REQUEST, ae::SRC_RQ, 0);
+        (Response::NakInvalid, self.emit(path, &[nak]))
     }
 
     /// Responder side of one request for local QP `qpn`.

@@ -229,7 +229,18 @@ impl Fabric {
                 None => match ext.as_deref_mut().filter(|d| d.owns(ip, qpn)) {
                     Some(d) => d,
                     None => {
-                        port.drop_qp();
+                        // wire §1.3/§1.4: a destination IP that is neither
+                        // the port's nor any RC QP's local address is an
+                        // addressing drop (`ip`); an address of ours with
+                        // no such QP is a `qp` drop
+                        let ours = port.has_ip(p.ipv4, p.dst_ip)
+                            || devs.iter().flatten().any(|d| d.has_local_ip(ip))
+                            || ext.as_deref().is_some_and(|d| d.has_local_ip(ip));
+                        if ours {
+                            port.drop_qp()
+                        } else {
+                            port.drop_ip()
+                        }
                         continue;
                     }
                 },

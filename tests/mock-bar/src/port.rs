@@ -45,8 +45,38 @@
 //!    `wire_drop_reasons`); an RC request to the device owning (destination
 //!    IP, BTH DestQP), whose responder checks addressing and PSN (wire
 //!    §4.7) and whose answer leaves through the port; no such QP → `qp`
-//!    drop. An RC response (ACK, READ response) that arrives while no
-//!    request of that QP waits for it is an `unsolicited` drop.
+//!    drop — unless the destination IP is neither one of the port's
+//!    addresses nor any RC QP's local address: that is an `ip` drop
+//!    (addressing, wire §1.3/§1.4). An RC response (ACK, READ response)
+//!    that arrives while no request of that QP waits for it is an
+//!    `unsolicited` drop.
+//!
+//! # The RC responder meets a real requester (wire §4)
+//! Each rule, as a Linux (rxe) requester exercises it; the tests are in
+//! `tests/wire_port.rs`:
+//! - PSN window (§4.7): the ePSN is taken and advanced (a READ by its
+//!   response count); a later PSN draws one NAK 0x60 carrying the ePSN and
+//!   later out-of-order packets are dropped silently until the ePSN comes.
+//! - Duplicates (§4.7): a SEND/WRITE is not executed again but re-ACKed
+//!   with ePSN − 1 and the current MSN; a READ whose PSN lies in one of the
+//!   last [`crate::datapath::READ_HISTORY`] READs answered, with the same
+//!   R_Key and a VA range inside it, is answered again from its own PSN
+//!   (memory read again, current MSN); any other duplicate READ is dropped.
+//! - ACKs (§4.3): every completed message is ACKed (PSN of its last
+//!   packet), and a packet with AckReq inside a message is ACKed at once
+//!   (rxe asks after 64 packets and stalls at 128 unacknowledged PSNs);
+//!   other packets inside a message are not answered. Model choice: a
+//!   completed message whose last packet lacks AckReq is ACKed all the
+//!   same (an extra cumulative ACK; rxe always sets AckReq there).
+//! - NAKs (§4.4): no receive posted → RNR NAK with the packet's PSN (the
+//!   resend of that PSN is taken); bad R_Key, range or rights → 0x62; a
+//!   bad opcode sequence or an opcode the model does not execute (atomics)
+//!   → 0x61 at once with that packet's PSN; a length error (§4.1) → 0x61
+//!   with the message's first PSN, found when the message is whole. After
+//!   0x61/0x62 the responder QP goes to error (RXE `rxe_resp.c →
+//!   do_class_ac_error`).
+//! - READ responses are segmented to the path MTU (§4.6), AETH on all but
+//!   Middle.
 //!
 //! # The RC requester meets a real peer
 //! The model's RC transport is synchronous: a request is answered before
@@ -59,9 +89,12 @@
 //! is lost (the QP goes to error with a retry-exceeded AE as for any lost
 //! request). Frames that arrive meanwhile and are not that response are
 //! kept, in order, and handled at the next [`crate::Fabric::pump_port`].
-//! One message at a time per fabric: no pipelining, so no ACK coalescing
-//! across messages is needed (rxe ACKs every packet with AckReq, which the
-//! model sets on the last packet of each message).
+//! A PSN-sequence NAK (0x60) makes the requester resend from the NAKed
+//! PSN, not from the message's first (§4.4, go-back-N), spending one of
+//! the QP's transport retries. One message at a time per fabric: no
+//! pipelining, so the model as requester sets AckReq on the last packet of
+//! each message only and waits for that ACK (rxe ACKs every packet with
+//! AckReq).
 //!
 //! # Addressing (how the two sides learn each other's MAC)
 //! The driver has a static neighbour table (MANAGE_ARP): the test or the
@@ -344,6 +377,24 @@ impl Port {
     /// Counts a frame that reached no QP.
     pub(crate) fn drop_qp(&self) {
         self.count(|c| c.drops.add(wire::Drop::Qp));
+    }
+
+    /// Counts a frame for a destination IP that is not this side's.
+    pub(crate) fn drop_ip(&self) {
+        self.count(|c| c.drops.add(wire::Drop::Ip));
+    }
+
+    /// Whether `dst` (a parsed destination IP, IPv4 in word 3) is one of
+    /// the port's configured addresses.
+    pub(crate) fn has_ip(&self, ipv4: bool, dst: [u32; 4]) -> bool {
+        if ipv4 {
+            return self.cfg.ipv4.iter().any(|a| u32::from_be_bytes(*a) == dst[3]);
+        }
+        self.cfg.ipv6.iter().any(|a| {
+            (0..4).all(|i| {
+                u32::from_be_bytes([a[4 * i], a[4 * i + 1], a[4 * i + 2], a[4 * i + 3]]) == dst[i]
+            })
+        })
     }
 
     pub(crate) fn delivered(&self) {
