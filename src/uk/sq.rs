@@ -328,12 +328,27 @@ pub struct SqLimits {
     pub inline_enabled: bool,
 }
 
+/// Bits of a UD SEND's AH index the driver accepts. The header field is
+/// 24:0 in Intel's out-of-tree defs.h but 16:0 in Linux 6.1's in-tree
+/// `drivers/infiniband/hw/irdma/defs.h` (`IRDMAQPSQ_AHID`, spec data-path
+/// §1.4 table), which truncates a wider index silently; the driver takes
+/// the width both agree on and refuses more (`SqError::InvalidField`). Its
+/// own AH table is far smaller (`device::MAX_AHS`). Found by the
+/// vendor-diff harness (issue #30).
+pub const AH_ID_BITS: u32 = 17;
+
 /// Validates a post and sizes it (spec data-path §1.2, §6.1 errors).
 #[inline(always)]
 pub fn size_post(p: &SqPost<'_>, lim: &SqLimits) -> Result<WqeSize, SqError> {
     let imm = p.imm.is_some() as u32;
     let (sges, inline) = match p.op {
-        SqOp::Write { sges, inline, .. } | SqOp::Send { sges, inline, .. } => (sges, inline),
+        SqOp::Write { sges, inline, .. } => (sges, inline),
+        // An AH index the two vendor widths would encode differently is
+        // refused, never truncated (see `AH_ID_BITS`).
+        SqOp::Send { ah_id, .. } if ah_id >> AH_ID_BITS != 0 => {
+            return Err(SqError::InvalidField);
+        }
+        SqOp::Send { sges, inline, .. } => (sges, inline),
         SqOp::Read { sges, .. } if imm == 0 => (sges, false),
         _ => return size_other(p, imm),
     };

@@ -1176,3 +1176,39 @@ fn ud_completion_fields_as_the_vendor_reports_them() {
 /// Issue #28 item 2: CQEs whose WQE index lies outside the SQ's
 /// outstanding window, on split, single-owner and shared SQs.
 mod window;
+
+#[test]
+fn ud_ah_index_wider_than_17_bits_is_refused_not_truncated() {
+    // Linux 6.1's uk.c keeps AHID bits 16:0, Intel's out-of-tree copy 24:0:
+    // an index in between would reach the device differently depending on
+    // whose encoding is right, so it is refused (vendor-diff, issue #30).
+    use super::sq::{AH_ID_BITS, SendKind, SqOp, SqPost};
+    let one = [SGE];
+    let send = |ah_id: u32| {
+        SqPost::new(
+            7,
+            SqOp::Send {
+                kind: SendKind::default(),
+                stag_to_inv: 0,
+                qkey: 0x8001_0000,
+                dest_qp: 1,
+                ah_id,
+                udp_hdr: false,
+                l4len: 0,
+                sges: &one,
+                inline: false,
+            },
+        )
+    };
+    let mut w = World::new();
+    let (mut qp, _cq) = w.parts(QpKind::Ud);
+    let max = (1u32 << AH_ID_BITS) - 1;
+    let p = qp.sq.post(&send(max)).unwrap();
+    let hdr = qp.sq.mem().read(p.wqe_idx as usize * 4 + 3);
+    assert_eq!(hdr & 0x1ff_ffff, u64::from(max), "the largest index is encoded whole");
+    let used = qp.sq.used();
+    for ah in [1 << AH_ID_BITS, 0x01cd_accc, u32::MAX] {
+        assert_eq!(qp.sq.post(&send(ah)), Err(SqError::InvalidField), "ah {ah:#x}");
+    }
+    assert_eq!(qp.sq.used(), used, "nothing posted for the refused WRs");
+}
