@@ -1235,6 +1235,12 @@ impl<'a> Sq<'a> {
     /// producer half may be writing it at this moment.
     #[inline]
     pub fn complete_at(&mut self, wqe_idx: u32) -> Option<SqWrTrk> {
+        // An index past the ring is device garbage, not an alias of a slot
+        // (the vendor indexes its tracking array with it unchecked; found by
+        // vendor-diff, issue #30).
+        if wqe_idx > self.mask {
+            return None;
+        }
         let d = wqe_idx.wrapping_sub(self.tail) & self.mask;
         let used = self.used();
         // The window: `d` quanta past the tail, on an outstanding quantum.
@@ -1514,20 +1520,22 @@ mod tests {
         assert_eq!(sq.complete_at(5), None);
     }
 
-    /// `SendQueue::complete_at` ignores the index's bits above the ring's
-    /// mask: the fast poll path passes CQE qword 3 shifted by 32, unmasked
-    /// (the opcode, SQ and valid bits above WQEIDX's 15 bits).
+    /// `SendQueue::complete_at` refuses an index past the ring instead of
+    /// using its bits under the mask (vendor-diff, issue #30): the fast poll
+    /// path masks qword 3 with WQEIDX first.
     #[test]
-    fn complete_at_ignores_bits_above_the_mask() {
+    fn complete_at_refuses_an_index_past_the_ring() {
         let mut r = Ring::new(32768);
         let mut sq = r.sq(32768);
         for n in 0..4 {
             sq.post(&SqPost::new(n, SqOp::Nop)).unwrap();
         }
         // The largest ring: its mask is WQEIDX's 15 bits.
-        assert_eq!(SendQueue::complete_at(&mut sq, 0xFFFF_8000 | 2).map(|t| t.wr_id), Some(2));
+        assert_eq!(SendQueue::complete_at(&mut sq, 0xFFFF_8000 | 2), None);
+        assert_eq!(SendQueue::complete_at(&mut sq, 0x8000 | 2), None);
+        assert_eq!(sq.used(), 4);
+        assert_eq!(SendQueue::complete_at(&mut sq, 2).map(|t| t.wr_id), Some(2));
         assert_eq!(sq.used(), 1);
-        assert_eq!(SendQueue::complete_at(&mut sq, 0x4000_8000 | 2), None);
     }
 
     #[test]

@@ -1212,3 +1212,31 @@ fn ud_ah_index_wider_than_17_bits_is_refused_not_truncated() {
     }
     assert_eq!(qp.sq.used(), used, "nothing posted for the refused WRs");
 }
+
+#[test]
+fn cqe_index_past_the_ring_is_dropped_not_aliased() {
+    // A WQE index of 15 bits can name a slot past a smaller ring; it is
+    // device garbage, not the slot it aliases modulo the ring (the vendor
+    // reads its tracking arrays past their end there; vendor-diff, #30).
+    let mut w = World::new();
+    let (mut qp, mut cq) = w.parts(QpKind::Rc);
+    let bar = RecBar::default();
+    let one = [SGE];
+    qp.post_send(&bar, &[write_wr(1, SendFlags::SIGNALED, &one)]).unwrap();
+    qp.post_recv(&[RecvWr { wr_id: 2, sg_list: &[SGE] }]).unwrap();
+    // SQ: 64 quanta, the WQE at 0; 64 and 64 * 5 alias it.
+    hw_cqe(&cq, 0, true, 64, 0, 0, 0);
+    hw_cqe(&cq, 1, true, 64 * 5, 0, 0, 0);
+    // RQ: 16 WQEs of 2 quanta, the receive at 0 (index 0 in 32-byte units);
+    // (16 << 1) aliases it.
+    hw_cqe(&cq, 2, false, 16 << 1, 0, 0, 8);
+    for _ in 0..3 {
+        assert_eq!(cq.poll_one(&mut qp), Err(PollError::NoQp));
+    }
+    assert_eq!((qp.sq.used(), qp.rq.used()), (1, 1), "the real WQEs are still outstanding");
+    // The real indices still complete.
+    hw_cqe(&cq, 3, true, 0, 0, 0, 0);
+    hw_cqe(&cq, 4, false, 0, 0, 0, 8);
+    assert_eq!(cq.poll_one(&mut qp).map(|i| i.wr_id), Ok(1));
+    assert_eq!(cq.poll_one(&mut qp).map(|i| i.wr_id), Ok(2));
+}
