@@ -346,6 +346,20 @@ u32 vd_cq_head(struct vd_cq *c)
 	return c->cq.cq_ring.head;
 }
 
+/* Places the CQ at `head` with expected polarity `pol` (the harness's way
+ * of reaching ring positions, as if `head` CQEs had been consumed). */
+void vd_cq_set_position(struct vd_cq *c, u32 head, u8 pol)
+{
+	c->cq.cq_ring.head = head;
+	c->cq.cq_ring.tail = head;
+	c->cq.polarity = pol;
+}
+
+int vd_status_unknown(void)
+{
+	return IRDMA_COMPL_STATUS_UNKNOWN;
+}
+
 u8 vd_cq_polarity(struct vd_cq *c)
 {
 	return c->cq.polarity;
@@ -357,7 +371,11 @@ struct vd_poll {
 	u32 bytes_xfered, qp_id, ud_src_qpn, imm_data, inv_stag, comp_status;
 	u16 major_err, minor_err;
 	u8 op_type, q_type, stag_invalid_set, error, solicited_event, imm_valid;
-	u8 push_dropped, ipv4;
+	u8 push_dropped, ipv4, ud_vlan_valid, ud_smac_valid;
+	u16 ud_vlan;
+	u32 tcp_seq_num_rtt;
+	u8 ud_smac[6];
+	u8 pad[6];
 };
 
 int vd_cq_poll(struct vd_cq *c, struct vd_poll *o)
@@ -386,6 +404,11 @@ int vd_cq_poll(struct vd_cq *c, struct vd_poll *o)
 	o->imm_valid = info.imm_valid;
 	o->push_dropped = info.push_dropped;
 	o->ipv4 = info.ipv4;
+	o->ud_vlan_valid = info.ud_vlan_valid;
+	o->ud_smac_valid = info.ud_smac_valid;
+	o->ud_vlan = info.ud_vlan;
+	o->tcp_seq_num_rtt = info.tcp_seq_num_rtt;
+	memcpy(o->ud_smac, info.ud_smac, 6);
 	return ret;
 }
 

@@ -228,6 +228,16 @@ fn gen_filler(r: &mut Rng, ring: u32) -> u32 {
 }
 
 pub fn gen_case(r: &mut Rng) -> Case {
+    let wild = r.chance(1, 8);
+    gen_case_with(r, wild)
+}
+
+/// A case inside the driver's domain (no deliberately refused input).
+pub fn gen_case_domain(r: &mut Rng) -> Case {
+    gen_case_with(r, false)
+}
+
+fn gen_case_with(r: &mut Rng, wild: bool) -> Case {
     let cfg = gen_cfg(r);
     let sq_filler = gen_filler(r, cfg.sq_quanta);
     let rq_filler = gen_filler(r, cfg.rq_size);
@@ -243,7 +253,6 @@ pub fn gen_case(r: &mut Rng) -> Case {
         1 => r.below(u64::from(cfg.rq_size)) as u32,
         _ => 0,
     };
-    let wild = r.chance(1, 8);
     let n = r.range(1, 6);
     let ops = (0..n)
         .map(|i| {

@@ -108,3 +108,51 @@ unsafe extern "C" {
     pub fn irdma_fragcnt_to_quanta_sq(frag_cnt: u32, quanta: *mut u16) -> c_int;
     pub fn irdma_fragcnt_to_wqesize_rq(frag_cnt: u32, wqe_size: *mut u16) -> c_int;
 }
+
+/// `struct vd_poll`: `irdma_cq_poll_info` flattened.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct VdPoll {
+    pub wr_id: u64,
+    pub qp_handle: u64,
+    pub bytes_xfered: u32,
+    pub qp_id: u32,
+    pub ud_src_qpn: u32,
+    pub imm_data: u32,
+    pub inv_stag: u32,
+    pub comp_status: u32,
+    pub major_err: u16,
+    pub minor_err: u16,
+    pub op_type: u8,
+    pub q_type: u8,
+    pub stag_invalid_set: u8,
+    pub error: u8,
+    pub solicited_event: u8,
+    pub imm_valid: u8,
+    pub push_dropped: u8,
+    pub ipv4: u8,
+    pub ud_vlan_valid: u8,
+    pub ud_smac_valid: u8,
+    pub ud_vlan: u16,
+    pub tcp_seq_num_rtt: u32,
+    pub ud_smac: [u8; 6],
+    pub pad: [u8; 6],
+}
+
+/// Opaque `struct vd_cq`.
+#[repr(C)]
+pub struct VdCq {
+    _p: [u8; 0],
+}
+
+unsafe extern "C" {
+    pub fn vd_qp_ctx(q: *mut VdQp) -> u64;
+    pub fn vd_cq_new(ring: *mut u64, size: u32, cq_id: u32) -> *mut VdCq;
+    pub fn vd_cq_free(c: *mut VdCq);
+    pub fn vd_cq_shadow(c: *mut VdCq, i: u32) -> u64;
+    pub fn vd_cq_head(c: *mut VdCq) -> u32;
+    pub fn vd_cq_polarity(c: *mut VdCq) -> u8;
+    pub fn vd_cq_set_position(c: *mut VdCq, head: u32, pol: u8);
+    pub fn vd_status_unknown() -> c_int;
+    pub fn vd_cq_poll(c: *mut VdCq, o: *mut VdPoll) -> c_int;
+}

@@ -19,6 +19,8 @@
 #[cfg(vendor_c)]
 pub mod case;
 #[cfg(vendor_c)]
+pub mod cq;
+#[cfg(vendor_c)]
 mod ffi;
 pub mod rng;
 #[cfg(vendor_c)]
@@ -48,6 +50,8 @@ pub struct Report {
     pub differences: u64,
     /// Posts compared (SQ and RQ).
     pub ops: u64,
+    /// CQ scripts run (one per post case).
+    pub cq_cases: u64,
 }
 
 /// Runs `opts.cases` cases from `opts.seed`; prints each difference (shrunk,
@@ -100,11 +104,28 @@ fn run_all(opts: Opts, devs: &deviations::Deviations) -> Result<Report, String> 
                 }
             }
         }
+        let cqc = cq::gen_cq_case(&mut rng);
+        rep.cq_cases += 1;
+        match cq::run_cq(&cqc) {
+            Ok(None) => {}
+            Ok(Some(id)) => *rep.deviations.entry(id.into()).or_default() += 1,
+            Err(d) => {
+                rep.differences += 1;
+                let (small, d) = cq::shrink_cq(cqc, d);
+                println!("DIFF cq case #{n} (seed {:#x}): event {}: {}", opts.seed, d.op, d.what);
+                print!("{}", cq::describe(&small));
+                if rep.differences >= 5 {
+                    println!("(stopping after 5 differences)");
+                    break;
+                }
+            }
+        }
     }
     println!(
-        "vendor-diff: {} cases ({} posts): {} same, {} deviating as listed, {} different, {:.1}s",
+        "vendor-diff: {} post cases ({} posts) + {} CQ scripts: {} post cases same, {} deviating as listed, {} different, {:.1}s",
         rep.cases,
         rep.ops,
+        rep.cq_cases,
         rep.same,
         rep.deviations.values().sum::<u64>(),
         rep.differences,

@@ -25,6 +25,10 @@ pub mod stats {
     pub static SQ_ENOMEM: AtomicU64 = AtomicU64::new(0);
     pub static RQ_POSTED: AtomicU64 = AtomicU64::new(0);
     pub static RQ_REFUSED: AtomicU64 = AtomicU64::new(0);
+    pub static CQ_OK: AtomicU64 = AtomicU64::new(0);
+    pub static CQ_ERR: AtomicU64 = AtomicU64::new(0);
+    pub static CQ_EMPTY: AtomicU64 = AtomicU64::new(0);
+    pub static CQ_DROPPED: AtomicU64 = AtomicU64::new(0);
 
     pub fn bump(c: &AtomicU64) {
         c.fetch_add(1, Ordering::Relaxed);
@@ -33,14 +37,19 @@ pub mod stats {
     pub fn line() -> String {
         let g = |c: &AtomicU64| c.load(Ordering::Relaxed);
         format!(
-            "SQ posts equal: {} posted ({} with NOP pads, {} landing in slot 0), {} -EINVAL, {} -ENOMEM; RQ: {} posted, {} refused",
+            "SQ posts equal: {} posted ({} with NOP pads, {} landing in slot 0), {} -EINVAL, {} -ENOMEM; RQ: {} posted, {} refused; \
+             CQ polls equal: {} completions, {} error completions, {} empty, {} consumed and dropped",
             g(&SQ_POSTED),
             g(&SQ_PADDED),
             g(&SQ_WRAPPED),
             g(&SQ_EINVAL),
             g(&SQ_ENOMEM),
             g(&RQ_POSTED),
-            g(&RQ_REFUSED)
+            g(&RQ_REFUSED),
+            g(&CQ_OK),
+            g(&CQ_ERR),
+            g(&CQ_EMPTY),
+            g(&CQ_DROPPED)
         )
     }
 }
@@ -50,24 +59,24 @@ const ENOMEM: i32 = 12;
 
 /// A ring buffer the vendor code writes through a raw pointer: all access
 /// from Rust goes through that same pointer.
-struct VRing {
-    ptr: *mut u64,
+pub(crate) struct VRing {
+    pub(crate) ptr: *mut u64,
     len: usize,
     _buf: Vec<u64>,
 }
 
 impl VRing {
-    fn new(len: usize) -> Self {
+    pub(crate) fn new(len: usize) -> Self {
         let mut buf = vec![0u64; len.max(1)];
         VRing { ptr: buf.as_mut_ptr(), len, _buf: buf }
     }
-    fn read(&self, i: usize) -> u64 {
+    pub(crate) fn read(&self, i: usize) -> u64 {
         assert!(i < self.len);
         // SAFETY: `i < len` and `ptr` addresses `_buf`'s `len` qwords, which
         // live as long as `self`; no Rust reference to them exists.
         unsafe { self.ptr.add(i).read() }
     }
-    fn write(&self, i: usize, v: u64) {
+    pub(crate) fn write(&self, i: usize, v: u64) {
         assert!(i < self.len);
         // SAFETY: as in `read`.
         unsafe { self.ptr.add(i).write(v) }
@@ -75,8 +84,8 @@ impl VRing {
 }
 
 /// The vendor QP (glue-owned) over two `VRing`s.
-struct VQp {
-    q: *mut VdQp,
+pub(crate) struct VQp {
+    pub(crate) q: *mut VdQp,
     sq: VRing,
     rq: VRing,
 }
@@ -89,7 +98,7 @@ impl Drop for VQp {
 }
 
 impl VQp {
-    fn state(&self) -> VdQpState {
+    pub(crate) fn state(&self) -> VdQpState {
         let mut s = VdQpState::default();
         // SAFETY: `q` is live; `s` is a valid out pointer.
         unsafe { ffi::vd_qp_state(self.q, &mut s) };
@@ -98,7 +107,7 @@ impl VQp {
 }
 
 /// Takes the vendor's recorded register writes.
-fn vendor_writes() -> Vec<(u64, u32)> {
+pub(crate) fn vendor_writes() -> Vec<(u64, u32)> {
     let mut a = [0u64; 16];
     let mut v = [0u32; 16];
     // SAFETY: both arrays hold 16 entries, the capacity passed.
@@ -120,7 +129,7 @@ impl Bar for RecBar {
     }
 }
 
-fn mem(v: &mut [u64]) -> QueueMem<'_> {
+pub(crate) fn mem(v: &mut [u64]) -> QueueMem<'_> {
     let base = NonNull::new(v.as_mut_ptr()).unwrap_or(NonNull::dangling());
     // SAFETY: the slice is mutably borrowed for the view's lifetime and the
     // pointer is valid for `len` qwords.
@@ -165,7 +174,7 @@ pub struct VendorPost {
     pub trk: (u64, u32, u16),
 }
 
-fn sges_of(p: &SqPostIn, bufs: &mut Vec<Vec<u8>>) -> Vec<IbSge> {
+pub(crate) fn sges_of(p: &SqPostIn, bufs: &mut Vec<Vec<u8>>) -> Vec<IbSge> {
     let mut s = p.sges.clone();
     if p.inline() {
         let mut off = 0usize;
@@ -180,11 +189,11 @@ fn sges_of(p: &SqPostIn, bufs: &mut Vec<Vec<u8>>) -> Vec<IbSge> {
     s
 }
 
-fn to_sge(s: &[IbSge]) -> Vec<Sge> {
+pub(crate) fn to_sge(s: &[IbSge]) -> Vec<Sge> {
     s.iter().map(|g| Sge { addr: g.addr, length: g.length, lkey: g.lkey }).collect()
 }
 
-fn driver_post<'s>(p: &SqPostIn, sges: &'s [Sge]) -> SqPost<'s> {
+pub(crate) fn driver_post<'s>(p: &SqPostIn, sges: &'s [Sge]) -> SqPost<'s> {
     let inline = p.inline();
     let op = match p.api {
         api::RDMA_WRITE | api::INLINE_RDMA_WRITE => SqOp::Write {
@@ -225,7 +234,7 @@ fn driver_post<'s>(p: &SqPostIn, sges: &'s [Sge]) -> SqPost<'s> {
     }
 }
 
-fn vendor_post(p: &SqPostIn, sges: &[IbSge]) -> VdSqPost {
+pub(crate) fn vendor_post(p: &SqPostIn, sges: &[IbSge]) -> VdSqPost {
     VdSqPost {
         wr_id: p.wr_id,
         remote_addr: p.remote_addr,
@@ -263,8 +272,17 @@ fn errno_rq(e: RqError) -> i32 {
 
 /// Every id `deviation_of` / `deviation_of_rq` can return; deviations.toml
 /// must list exactly these.
-pub const KNOWN_DEVIATIONS: &[&str] =
-    &["imm_on_op_without_imm", "sge_length_over_31_bits", "ah_id_over_17_bits"];
+pub const KNOWN_DEVIATIONS: &[&str] = &[
+    "imm_on_op_without_imm",
+    "sge_length_over_31_bits",
+    "ah_id_over_17_bits",
+    "cqe_wqe_idx_not_outstanding",
+    "sq_flush_past_outstanding_nops",
+    "cqe_wqe_idx_inside_a_wqe",
+    "sq_flush_reports_signaled_nop",
+    "sq_first_flush_skips_unsignaled_before_index",
+    "rq_error_parks_for_every_receive",
+];
 
 /// A fill pattern for ring memory before a post: unwritten bytes keep it on
 /// both sides, so only what a post writes is compared.
@@ -317,12 +335,12 @@ pub fn run(case: &Case, vp: &mut Option<(usize, VendorPost)>) -> Outcome {
     }
 }
 
-fn set_up(what: String) -> Diff {
+pub(crate) fn set_up(what: String) -> Diff {
     Diff { op: usize::MAX, what }
 }
 
 /// The filler WRITE (one SGE, unsignaled, with the doorbell).
-fn filler_post(sges: &[IbSge]) -> SqPostIn {
+pub(crate) fn filler_post(sges: &[IbSge]) -> SqPostIn {
     SqPostIn {
         api: api::RDMA_WRITE,
         op_type: 0,
@@ -350,7 +368,7 @@ fn filler_post(sges: &[IbSge]) -> SqPostIn {
     }
 }
 
-fn vendor_qp(c: &crate::case::Cfg) -> Result<VQp, Diff> {
+pub(crate) fn vendor_qp(c: &crate::case::Cfg) -> Result<VQp, Diff> {
     let stride = 1usize << c.rq_shift;
     let sq = VRing::new(c.sq_quanta as usize * 4);
     let rq = VRing::new(c.rq_size as usize * stride * 4);
