@@ -182,6 +182,9 @@ fn cq_deviation(
     let sq = q3 & q3::SQ != 0;
     let idx = ((q3 & q3::WQEIDX) >> q3::WQEIDX_S) as u32;
     let flush = q3 & q3::ERROR != 0 && (q3 >> q3::MAJERR_S) & 0xffff == 1;
+    if q3 & q3::ERROR != 0 && (q3 >> q3::MAJERR_S) & 0xffff == 0xfffe {
+        return Some("major_0xfffe_is_a_flush");
+    }
     match (vret, d) {
         // The vendor trusts the CQE's WQE index (it indexes its tracking
         // arrays with it); the driver drops a CQE whose index is not an

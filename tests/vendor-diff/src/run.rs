@@ -282,6 +282,7 @@ pub const KNOWN_DEVIATIONS: &[&str] = &[
     "sq_flush_reports_signaled_nop",
     "sq_first_flush_skips_unsignaled_before_index",
     "rq_error_parks_for_every_receive",
+    "major_0xfffe_is_a_flush",
 ];
 
 /// A fill pattern for ring memory before a post: unwritten bytes keep it on
