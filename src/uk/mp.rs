@@ -610,6 +610,10 @@ impl<M: Words, T: AsRef<[MpTrk]>> MpSq<M, T> {
     /// quanta a producer is still filling.
     #[inline]
     pub fn complete_at(&self, wqe_idx: u32) -> Option<SqWrTrk> {
+        // An index past the ring is device garbage (see `Sq::complete_at`).
+        if wqe_idx > self.mask {
+            return None;
+        }
         let tail = self.tail.load(Ordering::Relaxed);
         let avail = self.head.load(Ordering::Acquire).wrapping_sub(tail);
         let d = wqe_idx.wrapping_sub(tail) & self.mask;

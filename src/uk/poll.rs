@@ -68,12 +68,10 @@ impl<'a> CqRing<'a> {
         let q2 = w.get(2);
         let opc = cqe::OP.get(q3) as u8;
         let wc = if is_sq {
-            // `complete_at` uses only the index's bits under the ring's mask
-            // (`SendQueue::complete_at`), and a ring has at most 32768 quanta
-            // (`Sq::new`, `MpSq::new`): the mask lies within WQEIDX's 15
-            // bits, so the bits above them need no clearing here.
+            // `complete_at` refuses an index past the ring, so the bits of
+            // qword 3 above WQEIDX are cleared first.
             const _: () = assert!(cqe::WQEIDX.lo == 32 && cqe::WQEIDX.hi() == 46);
-            let Some(t) = qp.sq.complete_at((q3 >> 32) as u32) else { return Fast::Slow };
+            let Some(t) = qp.sq.complete_at(cqe::WQEIDX.get(q3) as u32) else { return Fast::Slow };
             let (status, opcode) = sq_wc_status_opcode(q3);
             WorkCompletion {
                 wr_id: t.wr_id,

@@ -207,6 +207,11 @@ impl<'a> Rq<'a> {
     /// Retires through WQE `idx` (success completion) and returns its wr_id;
     /// `None` if `idx` is not outstanding.
     pub fn complete_at(&mut self, idx: u32) -> Option<u64> {
+        // An index past the ring is device garbage, not an alias of a slot
+        // (vendor-diff, issue #30; see `Sq::complete_at`).
+        if idx > self.mask {
+            return None;
+        }
         let d = idx.wrapping_sub(self.tail) & self.mask;
         if d >= self.used() {
             return None;

@@ -328,12 +328,27 @@ pub struct SqLimits {
     pub inline_enabled: bool,
 }
 
+/// Bits of a UD SEND's AH index the driver accepts. The header field is
+/// 24:0 in Intel's out-of-tree defs.h but 16:0 in Linux 6.1's in-tree
+/// `drivers/infiniband/hw/irdma/defs.h` (`IRDMAQPSQ_AHID`, spec data-path
+/// §1.4 table), which truncates a wider index silently; the driver takes
+/// the width both agree on and refuses more (`SqError::InvalidField`). Its
+/// own AH table is far smaller (`device::MAX_AHS`). Found by the
+/// vendor-diff harness (issue #30).
+pub const AH_ID_BITS: u32 = 17;
+
 /// Validates a post and sizes it (spec data-path §1.2, §6.1 errors).
 #[inline(always)]
 pub fn size_post(p: &SqPost<'_>, lim: &SqLimits) -> Result<WqeSize, SqError> {
     let imm = p.imm.is_some() as u32;
     let (sges, inline) = match p.op {
-        SqOp::Write { sges, inline, .. } | SqOp::Send { sges, inline, .. } => (sges, inline),
+        SqOp::Write { sges, inline, .. } => (sges, inline),
+        // An AH index the two vendor widths would encode differently is
+        // refused, never truncated (see `AH_ID_BITS`).
+        SqOp::Send { ah_id, .. } if ah_id >> AH_ID_BITS != 0 => {
+            return Err(SqError::InvalidField);
+        }
+        SqOp::Send { sges, inline, .. } => (sges, inline),
         SqOp::Read { sges, .. } if imm == 0 => (sges, false),
         _ => return size_other(p, imm),
     };
@@ -1220,6 +1235,12 @@ impl<'a> Sq<'a> {
     /// producer half may be writing it at this moment.
     #[inline]
     pub fn complete_at(&mut self, wqe_idx: u32) -> Option<SqWrTrk> {
+        // An index past the ring is device garbage, not an alias of a slot
+        // (the vendor indexes its tracking array with it unchecked; found by
+        // vendor-diff, issue #30).
+        if wqe_idx > self.mask {
+            return None;
+        }
         let d = wqe_idx.wrapping_sub(self.tail) & self.mask;
         let used = self.used();
         // The window: `d` quanta past the tail, on an outstanding quantum.
@@ -1499,20 +1520,22 @@ mod tests {
         assert_eq!(sq.complete_at(5), None);
     }
 
-    /// `SendQueue::complete_at` ignores the index's bits above the ring's
-    /// mask: the fast poll path passes CQE qword 3 shifted by 32, unmasked
-    /// (the opcode, SQ and valid bits above WQEIDX's 15 bits).
+    /// `SendQueue::complete_at` refuses an index past the ring instead of
+    /// using its bits under the mask (vendor-diff, issue #30): the fast poll
+    /// path masks qword 3 with WQEIDX first.
     #[test]
-    fn complete_at_ignores_bits_above_the_mask() {
+    fn complete_at_refuses_an_index_past_the_ring() {
         let mut r = Ring::new(32768);
         let mut sq = r.sq(32768);
         for n in 0..4 {
             sq.post(&SqPost::new(n, SqOp::Nop)).unwrap();
         }
         // The largest ring: its mask is WQEIDX's 15 bits.
-        assert_eq!(SendQueue::complete_at(&mut sq, 0xFFFF_8000 | 2).map(|t| t.wr_id), Some(2));
+        assert_eq!(SendQueue::complete_at(&mut sq, 0xFFFF_8000 | 2), None);
+        assert_eq!(SendQueue::complete_at(&mut sq, 0x8000 | 2), None);
+        assert_eq!(sq.used(), 4);
+        assert_eq!(SendQueue::complete_at(&mut sq, 2).map(|t| t.wr_id), Some(2));
         assert_eq!(sq.used(), 1);
-        assert_eq!(SendQueue::complete_at(&mut sq, 0x4000_8000 | 2), None);
     }
 
     #[test]

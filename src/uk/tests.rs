@@ -1176,3 +1176,67 @@ fn ud_completion_fields_as_the_vendor_reports_them() {
 /// Issue #28 item 2: CQEs whose WQE index lies outside the SQ's
 /// outstanding window, on split, single-owner and shared SQs.
 mod window;
+
+#[test]
+fn ud_ah_index_wider_than_17_bits_is_refused_not_truncated() {
+    // Linux 6.1's uk.c keeps AHID bits 16:0, Intel's out-of-tree copy 24:0:
+    // an index in between would reach the device differently depending on
+    // whose encoding is right, so it is refused (vendor-diff, issue #30).
+    use super::sq::{AH_ID_BITS, SendKind, SqOp, SqPost};
+    let one = [SGE];
+    let send = |ah_id: u32| {
+        SqPost::new(
+            7,
+            SqOp::Send {
+                kind: SendKind::default(),
+                stag_to_inv: 0,
+                qkey: 0x8001_0000,
+                dest_qp: 1,
+                ah_id,
+                udp_hdr: false,
+                l4len: 0,
+                sges: &one,
+                inline: false,
+            },
+        )
+    };
+    let mut w = World::new();
+    let (mut qp, _cq) = w.parts(QpKind::Ud);
+    let max = (1u32 << AH_ID_BITS) - 1;
+    let p = qp.sq.post(&send(max)).unwrap();
+    let hdr = qp.sq.mem().read(p.wqe_idx as usize * 4 + 3);
+    assert_eq!(hdr & 0x1ff_ffff, u64::from(max), "the largest index is encoded whole");
+    let used = qp.sq.used();
+    for ah in [1 << AH_ID_BITS, 0x01cd_accc, u32::MAX] {
+        assert_eq!(qp.sq.post(&send(ah)), Err(SqError::InvalidField), "ah {ah:#x}");
+    }
+    assert_eq!(qp.sq.used(), used, "nothing posted for the refused WRs");
+}
+
+#[test]
+fn cqe_index_past_the_ring_is_dropped_not_aliased() {
+    // A WQE index of 15 bits can name a slot past a smaller ring; it is
+    // device garbage, not the slot it aliases modulo the ring (the vendor
+    // reads its tracking arrays past their end there; vendor-diff, #30).
+    let mut w = World::new();
+    let (mut qp, mut cq) = w.parts(QpKind::Rc);
+    let bar = RecBar::default();
+    let one = [SGE];
+    qp.post_send(&bar, &[write_wr(1, SendFlags::SIGNALED, &one)]).unwrap();
+    qp.post_recv(&[RecvWr { wr_id: 2, sg_list: &[SGE] }]).unwrap();
+    // SQ: 64 quanta, the WQE at 0; 64 and 64 * 5 alias it.
+    hw_cqe(&cq, 0, true, 64, 0, 0, 0);
+    hw_cqe(&cq, 1, true, 64 * 5, 0, 0, 0);
+    // RQ: 16 WQEs of 2 quanta, the receive at 0 (index 0 in 32-byte units);
+    // (16 << 1) aliases it.
+    hw_cqe(&cq, 2, false, 16 << 1, 0, 0, 8);
+    for _ in 0..3 {
+        assert_eq!(cq.poll_one(&mut qp), Err(PollError::NoQp));
+    }
+    assert_eq!((qp.sq.used(), qp.rq.used()), (1, 1), "the real WQEs are still outstanding");
+    // The real indices still complete.
+    hw_cqe(&cq, 3, true, 0, 0, 0, 0);
+    hw_cqe(&cq, 4, false, 0, 0, 0, 8);
+    assert_eq!(cq.poll_one(&mut qp).map(|i| i.wr_id), Ok(1));
+    assert_eq!(cq.poll_one(&mut qp).map(|i| i.wr_id), Ok(2));
+}

@@ -10,6 +10,8 @@
 //! * `soak --ops N --seed S` — the seeded fault soak (`tests/fault_soak.rs`);
 //! * `peer build|run SCENARIO|list` — a Linux Soft-RoCE guest as the peer;
 //! * `layers` — the driver's layer rule checked from its sources (`layers.rs`);
+//! * `vendor-diff [--seed N] [--cases N]` — the vendor's uk.c (fetched at run
+//!   time) against the driver's data path (`tests/vendor-diff`, issue #30);
 //!
 //! Run `cargo xtask help` for the list.
 
@@ -23,6 +25,7 @@ mod qemu;
 mod size;
 mod soak;
 mod util;
+mod vendor_diff;
 mod wire;
 
 use std::process::ExitCode;
@@ -59,6 +62,7 @@ fn main() -> ExitCode {
         "soak" => soak::main(rest),
         "peer" => peer::main(rest),
         "layers" => layers::main(rest),
+        "vendor-diff" => vendor_diff::main(rest),
         "setup" => match util::ensure_toolchain(&BARE_TARGETS) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
@@ -81,6 +85,7 @@ fn main() -> ExitCode {
                  soak [--ops N] [--seed S]  seeded random verbs traffic under injected faults (release), prints ops=… faults=… lost=…\n  \
                  peer build|run SCENARIO|list  a Linux Soft-RoCE guest in QEMU as the peer (issue #34)\n  \
                  layers [--print-known|--edges]  the layer rule: upward imports and import cycles in src/ against xtask/layers-known.txt\n  \
+                 vendor-diff [--seed N] [--cases N]  the vendor's uk.c (linux-source-6.1, fetched) against the driver's data path\n  \
                  setup                install the rustup targets and components the suite needs"
             );
             if cmd == "help" { ExitCode::SUCCESS } else { ExitCode::FAILURE }
@@ -238,6 +243,9 @@ fn legs() -> Vec<Leg> {
     // a Linux Soft-RoCE guest as the peer (issue #34): arp, rping both ways
     v.push(leg("peer", peer::leg));
     v.push(leg("conformance-sync", util::conformance_sync));
+    // The vendor's own uk.c against the driver's data path (issue #30):
+    // fetched at run time, fixed seed.
+    v.push(leg("vendor-diff", vendor_diff::leg));
     for (name, file) in conformance::SUITE {
         v.push(leg(name, move || conformance::run_leg(file)));
     }

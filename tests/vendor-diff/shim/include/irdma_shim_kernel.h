@@ -1,0 +1,108 @@
+/* SPDX-License-Identifier: MIT OR Apache-2.0 */
+/*
+ * irdma vendor-diff: the project's own stand-in for the few Linux kernel
+ * headers the vendor's irdma uk.c (and the headers it includes: osdep.h,
+ * defs.h, user.h, irdma.h) needs to compile in a host process. Written from
+ * the documented meaning of each kernel facility, not from kernel sources:
+ *
+ * - fixed-width types and the little-endian annotated types (the host is
+ *   x86_64, so cpu_to_le* / le*_to_cpu are identities);
+ * - BIT / GENMASK / FIELD_PREP / FIELD_GET on 64-bit values;
+ * - barriers (mb / wmb / rmb and the dma_ forms) as compiler+CPU fences;
+ * - writel: recorded by the harness's BAR (vd_bar_write in glue.c);
+ * - struct ib_sge with the kernel's layout (u64 addr, u32 length, u32 lkey).
+ *
+ * Everything else the vendor headers merely declare (prototypes taking
+ * pointers to structs that uk.c never dereferences) needs only a forward
+ * declaration.
+ */
+#ifndef IRDMA_SHIM_KERNEL_H
+#define IRDMA_SHIM_KERNEL_H
+
+#include <stdint.h>
+#include <stddef.h>
+#include <stdbool.h>
+#include <string.h>
+#include <stdlib.h>
+#include <errno.h>
+
+typedef uint8_t u8;
+typedef uint16_t u16;
+typedef uint32_t u32;
+typedef uint64_t u64;
+typedef int8_t s8;
+typedef int16_t s16;
+typedef int32_t s32;
+typedef int64_t s64;
+typedef uint16_t __le16;
+typedef uint32_t __le32;
+typedef uint64_t __le64;
+typedef uint16_t __be16;
+typedef uint32_t __be32;
+typedef uint64_t dma_addr_t;
+
+#if __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "the vendor-diff shims assume a little-endian host"
+#endif
+#define cpu_to_le16(x) ((u16)(x))
+#define cpu_to_le32(x) ((u32)(x))
+#define cpu_to_le64(x) ((u64)(x))
+#define le16_to_cpu(x) ((u16)(x))
+#define le32_to_cpu(x) ((u32)(x))
+#define le64_to_cpu(x) ((u64)(x))
+
+#define __iomem
+#define __packed __attribute__((__packed__))
+#define __aligned(x) __attribute__((__aligned__(x)))
+#define likely(x) __builtin_expect(!!(x), 1)
+#define unlikely(x) __builtin_expect(!!(x), 0)
+
+#define BIT(n) (1ULL << (n))
+#define BIT_ULL(n) (1ULL << (n))
+/* bits h..l set (h >= l), as a 64-bit value */
+#define GENMASK_ULL(h, l) ((~0ULL >> (63 - (h))) & (~0ULL << (l)))
+#define GENMASK(h, l) GENMASK_ULL(h, l)
+#define FIELD_PREP(mask, val) ((((u64)(val)) << __builtin_ctzll(mask)) & (u64)(mask))
+#define FIELD_GET(mask, reg) ((((u64)(reg)) & (u64)(mask)) >> __builtin_ctzll(mask))
+
+#define min(a, b) ((a) < (b) ? (a) : (b))
+#define max(a, b) ((a) > (b) ? (a) : (b))
+
+/* Barriers: a sequentially consistent fence orders both the compiler and
+ * the CPU, which is at least what every kernel barrier promises. */
+#define mb() __atomic_thread_fence(__ATOMIC_SEQ_CST)
+#define wmb() mb()
+#define rmb() mb()
+#define dma_wmb() mb()
+#define dma_rmb() mb()
+
+/* MMIO: every 32-bit register write goes to the harness's recording BAR. */
+void vd_bar_write(volatile void *addr, u32 val);
+#define writel(val, addr) vd_bar_write((addr), (u32)(val))
+
+/* Allocation (for the control-path files later): zeroed heap memory. */
+#define GFP_KERNEL 0
+#define GFP_ATOMIC 0
+#define kzalloc(size, flags) calloc(1, (size))
+#define kcalloc(n, size, flags) calloc((n), (size))
+#define kfree(p) free(p)
+
+/* Locks are not needed: the harness is single-threaded. */
+typedef struct { int unused; } spinlock_t;
+#define spin_lock_init(l) ((void)(l))
+#define spin_lock_irqsave(l, f) ((void)(l), (void)(f))
+#define spin_unlock_irqrestore(l, f) ((void)(l), (void)(f))
+
+struct ib_sge {
+	u64 addr;
+	u32 length;
+	u32 lkey;
+};
+
+#define ETH_ALEN 6
+
+/* Types the vendor headers only name in prototypes. */
+struct ib_device;
+struct shash_desc;
+
+#endif

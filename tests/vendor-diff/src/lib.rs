@@ -1,0 +1,139 @@
+//! Differential testing of the driver's data path against the vendor's own
+//! code (issue #30, first slice).
+//!
+//! The vendor's `drivers/infiniband/hw/irdma/uk.c` from Debian's
+//! `linux-source-6.1` package (the version in `VENDOR_VERSION`) is compiled
+//! unmodified against the project's shim kernel headers (`shim/include`) and
+//! a flat glue (`shim/glue.c`); nothing fetched is committed. Seeded random
+//! cases (`case.rs`) run on the vendor's uk layer and on the driver's
+//! (`irdma::uk::{Sq, Rq}`) over rings in host memory, and `run.rs`
+//! compares every byte a post wrote, return codes, tracking, ring state and
+//! doorbell writes. A difference is shrunk (`shrink.rs`) and printed in the
+//! conformance file's JSON schema (`vector.rs`).
+//!
+//! Where the driver is deliberately stricter, the difference must match an
+//! entry of `deviations.toml` (read at run time, every entry must be known
+//! to the classifier in `run.rs` and vice versa); it is counted and listed,
+//! never skipped silently.
+
+#[cfg(vendor_c)]
+pub mod case;
+#[cfg(vendor_c)]
+pub mod cq;
+#[cfg(vendor_c)]
+mod ffi;
+pub mod rng;
+#[cfg(vendor_c)]
+pub mod run;
+#[cfg(vendor_c)]
+mod shrink;
+#[cfg(vendor_c)]
+mod vector;
+
+pub mod deviations;
+
+use std::collections::BTreeMap;
+
+/// The run's parameters.
+#[derive(Clone, Copy, Debug)]
+pub struct Opts {
+    pub seed: u64,
+    pub cases: u64,
+}
+
+/// What a run found.
+#[derive(Debug, Default)]
+pub struct Report {
+    pub cases: u64,
+    pub same: u64,
+    pub deviations: BTreeMap<String, u64>,
+    pub differences: u64,
+    /// Posts compared (SQ and RQ).
+    pub ops: u64,
+    /// CQ scripts run (one per post case).
+    pub cq_cases: u64,
+}
+
+/// Runs `opts.cases` cases from `opts.seed`; prints each difference (shrunk,
+/// as a conformance vector) and a summary. `Err` when a difference was
+/// found or the harness could not run.
+pub fn main_with(opts: Opts, deviations_file: &str) -> Result<Report, String> {
+    let devs = deviations::load(deviations_file)?;
+    run_all(opts, &devs)
+}
+
+#[cfg(not(vendor_c))]
+fn run_all(_opts: Opts, _devs: &deviations::Deviations) -> Result<Report, String> {
+    Err("the vendor sources were not compiled in (IRDMA_VENDOR_DIR unset at build time): \
+         run `cargo xtask vendor-diff`, which fetches linux-source-6.1 and builds this crate"
+        .into())
+}
+
+#[cfg(vendor_c)]
+fn run_all(opts: Opts, devs: &deviations::Deviations) -> Result<Report, String> {
+    devs.check_known(run::KNOWN_DEVIATIONS)?;
+    let t = std::time::Instant::now();
+    let mut rep = Report::default();
+    let mut rng = rng::Rng::new(opts.seed);
+    println!("vendor-diff: seed {:#x}, {} cases", opts.seed, opts.cases);
+    match run::helpers() {
+        Ok(k) => println!("  sizing tables: {k} rows equal"),
+        Err(e) => {
+            println!("DIFF sizing table: {e}");
+            rep.differences += 1;
+        }
+    }
+    for n in 0..opts.cases {
+        let case = case::gen_case(&mut rng);
+        rep.cases += 1;
+        rep.ops += case.ops.len() as u64;
+        let mut vp = None;
+        match run::run(&case, &mut vp) {
+            run::Outcome::Same => rep.same += 1,
+            run::Outcome::Deviation(id) => *rep.deviations.entry(id.into()).or_default() += 1,
+            run::Outcome::Differs(d) => {
+                rep.differences += 1;
+                let (small, d) = shrink::shrink(case, d);
+                let mut vp = None;
+                let _ = run::run(&small, &mut vp);
+                println!("DIFF case #{n} (seed {:#x}): op {}: {}", opts.seed, d.op, d.what);
+                println!("{}", vector::print(&small, &d, vp));
+                if rep.differences >= 5 {
+                    println!("(stopping after 5 differences)");
+                    break;
+                }
+            }
+        }
+        let cqc = cq::gen_cq_case(&mut rng);
+        rep.cq_cases += 1;
+        match cq::run_cq(&cqc) {
+            Ok(None) => {}
+            Ok(Some(id)) => *rep.deviations.entry(id.into()).or_default() += 1,
+            Err(d) => {
+                rep.differences += 1;
+                let (small, d) = cq::shrink_cq(cqc, d);
+                println!("DIFF cq case #{n} (seed {:#x}): event {}: {}", opts.seed, d.op, d.what);
+                print!("{}", cq::describe(&small));
+                if rep.differences >= 5 {
+                    println!("(stopping after 5 differences)");
+                    break;
+                }
+            }
+        }
+    }
+    println!(
+        "vendor-diff: {} post cases ({} posts) + {} CQ scripts: {} post cases same, {} deviating as listed, {} different, {:.1}s",
+        rep.cases,
+        rep.ops,
+        rep.cq_cases,
+        rep.same,
+        rep.deviations.values().sum::<u64>(),
+        rep.differences,
+        t.elapsed().as_secs_f64()
+    );
+    println!("  {}", run::stats::line());
+    for (id, k) in &rep.deviations {
+        println!("  deviation {id}: {k} cases ({})", devs.reason(id));
+    }
+    if rep.differences == 0 { Ok(rep) } else { Err(format!("{} differences", rep.differences)) }
+}
