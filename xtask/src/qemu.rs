@@ -1162,6 +1162,11 @@ fn run_main(opts: &Opts) -> Result<(), String> {
     let o = run_image(&image, opts)?;
     print_summary("qemu", &o);
     let mut why = o.verdict();
+    let irq_why = irq_checks(&o, opts.irq);
+    for w in &irq_why {
+        println!("  verdict: {w}");
+    }
+    why.extend(irq_why);
     if let Some(p) = &opts.pcap {
         match crate::wire::check_capture(p) {
             Ok(m) => println!("xtask qemu: {}: {m}", p.display()),
@@ -1172,6 +1177,32 @@ fn run_main(opts: &Opts) -> Result<(), String> {
         }
     }
     if why.is_empty() { Ok(()) } else { Err(format!("{} problem(s)", why.len())) }
+}
+
+/// Scenarios of interrupt runs (`--irq`, issue #31): they must pass there
+/// and skip elsewhere.
+pub const IRQ_SCENARIOS: [&str; 3] = ["irq_setup", "irq_write_send", "irq_idle"];
+
+/// What an interrupt run (`irq`) or any other run must show of the
+/// [`IRQ_SCENARIOS`].
+fn irq_checks(o: &Outcome, irq: bool) -> Vec<String> {
+    let lines = o.lines();
+    let mut why = Vec::new();
+    for name in IRQ_SCENARIOS {
+        let r = lines.iter().find_map(|l| match l {
+            Line::Pass { name: n, .. } if n == name => Some("PASS"),
+            Line::Fail { name: n, .. } if n == name => Some("FAIL"),
+            Line::Skip { name: n, .. } if n == name => Some("SKIP"),
+            _ => None,
+        });
+        let want = if irq { "PASS" } else { "SKIP" };
+        match r {
+            Some(r) if r == want => {}
+            Some(r) => why.push(format!("{name}: {r}, expected {want}")),
+            None => why.push(format!("{name} did not run")),
+        }
+    }
+    why
 }
 
 /// Scenarios that drive the driver against the device model: they must
@@ -1293,6 +1324,8 @@ fn model_checks(o: &Outcome, model: bool) -> Vec<String> {
 /// `target/qemu/demo.pcap`, which tshark and scapy then check as in the
 /// `wire` leg; then qboot, which exercises BAR assignment), one without
 /// a model (the driver scenarios must skip) and with the PIT clock, the
+/// interrupt run (`--irq`: the model raises MSI-X through ivshmem-doorbell,
+/// the `irq_*` scenarios must pass; they skip in every other run), the
 /// three failure exits, and the defmt image with the model.
 pub fn run_leg() -> Result<String, String> {
     require_qemu()?;
@@ -1312,6 +1345,7 @@ pub fn run_leg() -> Result<String, String> {
         ("model", Opts { pcap: Some(pcap.clone()), ..quiet.clone() }),
         ("qboot", Opts { qboot: true, ..quiet.clone() }),
         ("bare-pit", Opts { host_tsc: false, ..bare.clone() }),
+        ("irq", Opts { irq: true, ..quiet.clone() }),
     ] {
         if title == "qboot" && !Path::new(QBOOT_ROM).is_file() {
             notes.push(format!("qboot skipped ({QBOOT_ROM} missing)"));
@@ -1321,6 +1355,7 @@ pub fn run_leg() -> Result<String, String> {
         print_summary(title, &o);
         let mut why = o.verdict();
         why.extend(model_checks(&o, opts.model.attached()));
+        why.extend(irq_checks(&o, opts.irq));
         let source = if opts.host_tsc { "from the host" } else { "by the PIT" };
         if !o.console.iter().any(|l| l.starts_with("  clock: ") && l.ends_with(source)) {
             why.push(format!("the clock line does not say the rate came {source}"));

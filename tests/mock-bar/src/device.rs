@@ -448,6 +448,10 @@ impl Device {
         // test-harness settings, not device state
         fresh.strict_psn = self.strict_psn;
         fresh.capture = self.capture.take();
+        // where interrupts are delivered is wiring, not device state: a
+        // reset clears the causes and vectors, not the sink
+        fresh.irq.sink = self.irq.sink.take();
+        fresh.irq.clearpba_drops_when_empty = self.irq.clearpba_drops_when_empty;
         *self = fresh;
         self.record(Event::Reset);
     }

@@ -326,7 +326,10 @@ impl ShmHost {
     }
 
     /// Copies changed GLINT_DYN_CTL / GLINT_CEQCTL (0..N) and PFINT_AEQCTL
-    /// values from the BAR into the device (three positional reads).
+    /// values from the BAR into the device (three positional reads). A
+    /// value the device changed itself (a reset clears them, DESTROY_AEQ
+    /// clears PFINT_AEQCTL) is written into the BAR first, as the register
+    /// would read on hardware.
     fn sync_irq_regs(&mut self) {
         let Some(irq) = self.irq.as_mut() else { return };
         let n = irq.vectors as usize;
@@ -335,6 +338,14 @@ impl ShmHost {
         for (base, seen) in
             [(irqm::dyn_ctl(0), &mut irq.dyn_seen), (irqm::ceqctl(0), &mut irq.ceqctl_seen)]
         {
+            for (i, last) in seen.iter_mut().enumerate() {
+                let off = base + 4 * i as u32;
+                let dv = self.device.reg(off);
+                if dv != *last {
+                    self.bar.write32(off, dv);
+                    *last = dv;
+                }
+            }
             if !self.bar.read_block(base, b) {
                 continue;
             }
@@ -345,6 +356,11 @@ impl ShmHost {
                     self.device.mmio_write32(base + 4 * i as u32, v);
                 }
             }
+        }
+        let dv = self.device.reg(regs::PFINT_AEQCTL);
+        if dv != irq.aeqctl_seen {
+            self.bar.write32(regs::PFINT_AEQCTL, dv);
+            irq.aeqctl_seen = dv;
         }
         let v = self.bar.read32(regs::PFINT_AEQCTL);
         if v != irq.aeqctl_seen {
