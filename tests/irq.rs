@@ -355,8 +355,7 @@ fn interrupts_without_vectors_is_a_typed_error() {
 #[test]
 fn deferred_arm_and_post_in_one_poll_raise_the_interrupt() {
     let _g = lock();
-    let mut cfg = Config::default();
-    cfg.mode = mock_bar::Mode::Deferred;
+    let cfg = Config { mode: mock_bar::Mode::Deferred, ..Config::default() };
     let bar = ModelBar::standalone(cfg);
     let thread = bar.fabric().spawn_device_thread(Duration::from_micros(20));
     let sink = InterruptSink::new();

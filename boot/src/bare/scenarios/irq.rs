@@ -60,6 +60,7 @@ pub fn msix() -> MsixInfo {
 }
 
 /// Longest a `Cq::wait` may take before the scenario fails.
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
 const WAIT: Duration = Duration::from_secs(2);
 /// Longest single halt (the local-APIC watchdog).
 #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
