@@ -42,8 +42,13 @@
 //! * **Delivery**: in-process only. The CQE and CEQE are in memory before
 //!   the sink is signalled (A.11 item 7). The sink never calls back into
 //!   the device (it is signalled under the device lock): a test's "CPU"
-//!   thread waits on it and then runs the driver's handler. QEMU MSI-X
-//!   delivery (spec part B, ivshmem-doorbell) is not modelled yet.
+//!   thread waits on it and then runs the driver's handler. Into a QEMU
+//!   guest the shared-memory host takes the raised vectors from a sink and
+//!   writes them to the guest's ivshmem-doorbell eventfds as MSI-X
+//!   interrupts (`crate::shm`, `crate::ivshmem`; spec part B).
+//! * **Reset**: [`crate::Device::reset`] clears the causes, vectors and
+//!   counters but keeps the sink and the CLEARPBA knob (test wiring, not
+//!   device state).
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Condvar, Mutex};
