@@ -346,3 +346,42 @@ fn interrupts_without_vectors_is_a_typed_error() {
     let e = Dev::probe_with(bar.clone(), lan_of(A), Profile::SMALL, o).err().expect("refused");
     assert_eq!(e.cause, irdma::device::ProbeCause::Lan(irdma::lan::LanInfoError::NoVectors));
 }
+
+/// A deferred device (the QEMU model process, the device threads) that
+/// finds an arm and a WQE in the same poll: the arm was made first, so the
+/// CQE the poll writes must raise a CEQE and the interrupt. The model
+/// used to look at arms after sweeping the queues, leaving that CQE
+/// unannounced and a core halted on it asleep (seen in QEMU, issue #31).
+#[test]
+fn deferred_arm_and_post_in_one_poll_raise_the_interrupt() {
+    let _g = lock();
+    let cfg = Config { mode: mock_bar::Mode::Deferred, ..Config::default() };
+    let bar = ModelBar::standalone(cfg);
+    let thread = bar.fabric().spawn_device_thread(Duration::from_micros(20));
+    let sink = InterruptSink::new();
+    bar.with_device(|d| d.set_interrupt_sink(sink.clone()));
+    let mut lan = lan_of(A);
+    lan.msix = MsixInfo { first: FIRST, count: 2 };
+    let mut o = opts_threaded();
+    o.interrupts = Some(IrqConfig::default());
+    let dev = Device::probe_with(bar.clone(), lan, Profile::SMALL, o).expect("probe");
+    let v = dev.irq_vectors().expect("vectors").ceq;
+    let pd = dev.alloc_pd().unwrap();
+    let mut cq = dev.create_cq(16).unwrap();
+    let (mut a, _b) = loopback_pair(&dev, &pd, &cq, 8);
+    let b = buf(1);
+    let mr = reg(&dev, &pd, b.paddr(), 4096, &pages_of(&b), false);
+    // From here the device runs only when this test polls it.
+    drop(thread);
+    let raised = sink.raised(v.into());
+    assert!(!cq.req_notify(false), "nothing there before the post");
+    post_write(&mut a, &mr, &b, 7);
+    bar.with_device(|d| {
+        d.poll();
+    });
+    assert_eq!(sink.raised(v.into()), raised + 1, "the armed CQ's completion raised no interrupt");
+    assert_eq!(dev.handle_interrupt(v).cqs, 1, "one CEQE for the CQ");
+    let mut wc = [EMPTY_WC; 2];
+    assert_eq!(cq.poll(&mut wc), 1);
+    assert_eq!((wc[0].wr_id, wc[0].status), (7, WcStatus::Success));
+}

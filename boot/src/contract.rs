@@ -39,6 +39,20 @@
 //! | [`MB_MODEL_CQP_ERRORS`] | u64 | model | of those, completed with an error |
 //! | [`MB_MODEL_DMA_FAULTS`] | u64 | model | device DMA outside guest RAM |
 //! | [`MB_SCRATCH`] | [`SCRATCH_WORDS`] × u64 | guest | word `i` = [`pattern`]`(nonce, i)` |
+//! | [`MB_MODEL_IRQ_RAISED`] … [`MB_MODEL_IRQ_LATCHED`] | u64 each | model | interrupt counters (interrupt runs only, see below) |
+//!
+//! # Interrupts (`cargo xtask qemu --irq`, issue #31)
+//!
+//! xtask passes `IRDMA_IVSHMEM_SOCK` (a UNIX socket path) and
+//! `IRDMA_IRQ_VECTORS` ([`IRQ_VECTORS`]) to the model and replaces
+//! `ivshmem-plain` with `ivshmem-doorbell,vectors=`[`IRQ_VECTORS`] whose
+//! server is the model (spec interrupts.md B.6 layout 1): the model listens
+//! before writing [`HOST_MAGIC`] and hands QEMU the BAR file as BAR2, so the
+//! register space and the mailbox keep their offsets; BAR1 carries the
+//! MSI-X table. The guest finds the MSI-X capability on the function and
+//! runs its `irq_*` scenarios (they skip without it). MSI-X table entry
+//! `n` is the device's vector `n` (GLINT_DYN_CTL(n)); the driver uses
+//! [`IRQ_FIRST`] (AEQ) and [`IRQ_FIRST`] + 1 (CEQ 0).
 //!
 //! # Device model process (the hook for the out-of-process model)
 //!
@@ -206,6 +220,25 @@ pub const FAULT_AQ_FAIL_OPCODE: u32 = 8;
 /// Fault kind: LAN admin queue — at the `ARG`th command from now a global
 /// reset happens instead (the command never completes).
 pub const FAULT_AQ_RESET: u32 = 9;
+
+/// Fault kind: the model acknowledges, then stops serving for `ARG` µs (at
+/// most 1 s), so work the guest posts meanwhile completes while it waits.
+pub const FAULT_PAUSE: u32 = 10;
+
+/// u64, model: interrupts the device raised (all vectors).
+pub const MB_MODEL_IRQ_RAISED: usize = 0x1200;
+/// u64, model: eventfd writes (interrupts signalled to QEMU).
+pub const MB_MODEL_IRQ_SIGNALS: usize = 0x1208;
+/// u64, model: CEQEs written.
+pub const MB_MODEL_IRQ_CEQES: usize = 0x1210;
+/// u64, model: CQ arm requests seen.
+pub const MB_MODEL_IRQ_ARMS: usize = 0x1218;
+/// u64, model: events that found their vector disabled (INTENA 0), latched.
+pub const MB_MODEL_IRQ_LATCHED: usize = 0x1220;
+/// MSI-X vectors of the ivshmem-doorbell device in interrupt runs.
+pub const IRQ_VECTORS: u32 = 3;
+/// First RDMA vector (entry 0 stands for ice's own, as on a real PF).
+pub const IRQ_FIRST: u16 = 1;
 
 /// Start of the scratch pattern.
 pub const MB_SCRATCH: usize = 0x100;

@@ -112,6 +112,9 @@ pub struct Opts {
     /// The model writes every RoCEv2 frame of the run to this pcap
     /// (`mock-bar-cm --pcap`), checked with tshark and scapy afterwards.
     pub pcap: Option<PathBuf>,
+    /// Interrupts (issue #31): `ivshmem-doorbell` with the model as its
+    /// server instead of `ivshmem-plain` (contract: "Interrupts").
+    pub irq: bool,
 }
 
 impl Default for Opts {
@@ -127,6 +130,7 @@ impl Default for Opts {
             defmt: false,
             host_tsc: true,
             pcap: None,
+            irq: false,
         }
     }
 }
@@ -337,6 +341,8 @@ struct Files {
     ram: PathBuf,
     /// COM2 capture (defmt frames).
     com2: PathBuf,
+    /// The ivshmem server socket (interrupt runs; the model creates it).
+    sock: PathBuf,
 }
 
 static RUN: AtomicU32 = AtomicU32::new(0);
@@ -359,6 +365,7 @@ impl Files {
             bar: dir.join(format!("{base}-bar")),
             ram: dir.join(format!("{base}-ram")),
             com2: dir.join(format!("{base}-com2")),
+            sock: dir.join(format!("{base}-ivs")),
         };
         for (path, size) in [(&files.bar, c::BAR_FILE_SIZE), (&files.ram, c::RAM_FILE_SIZE)] {
             let _ = std::fs::remove_file(path);
@@ -387,6 +394,7 @@ impl Drop for Files {
         let _ = std::fs::remove_file(&self.bar);
         let _ = std::fs::remove_file(&self.ram);
         let _ = std::fs::remove_file(&self.com2);
+        let _ = std::fs::remove_file(&self.sock);
     }
 }
 
@@ -498,6 +506,7 @@ pub fn qemu_args(
     bar: &Path,
     ram: &Path,
     com2: &Path,
+    sock: &Path,
     kvm: bool,
 ) -> Vec<String> {
     if opts.arch == Arch::Aarch64 {
@@ -510,7 +519,7 @@ pub fn qemu_args(
         "-accel".into(),
         if kvm { "kvm".into() } else { "tcg".into() },
     ];
-    a.extend(shared_files_args(bar, ram));
+    a.extend(shared_files_args(bar, ram, opts.irq.then_some(sock)));
     a.extend([
         "-device".into(),
         format!("isa-debug-exit,iobase={:#x},iosize=0x04", c::DEBUG_EXIT_PORT),
@@ -532,10 +541,31 @@ pub fn qemu_args(
 
 /// What both architectures pass alike: RAM and the BAR as the two shared
 /// files (the model process maps the same files), the ivshmem-plain device
-/// serving the BAR, no display, the console on stdio, no reboot.
-fn shared_files_args(bar: &Path, ram: &Path) -> Vec<String> {
+/// serving the BAR, no display, the console on stdio, no reboot. With
+/// `irq_sock` the BAR is an `ivshmem-doorbell` device instead, whose server
+/// (the model, listening on that socket) hands QEMU the BAR file and one
+/// eventfd per MSI-X vector (contract: "Interrupts").
+fn shared_files_args(bar: &Path, ram: &Path, irq_sock: Option<&Path>) -> Vec<String> {
     let mb = |b: u64| format!("{}M", b >> 20);
-    vec![
+    let bar_dev: [String; 4] = match irq_sock {
+        None => [
+            "-object".into(),
+            format!(
+                "memory-backend-file,id=bar,size={},mem-path={},share=on",
+                mb(c::BAR_FILE_SIZE),
+                bar.display()
+            ),
+            "-device".into(),
+            "ivshmem-plain,memdev=bar".into(),
+        ],
+        Some(sock) => [
+            "-chardev".into(),
+            format!("socket,path={},id=ivs", sock.display()),
+            "-device".into(),
+            format!("ivshmem-doorbell,chardev=ivs,vectors={}", c::IRQ_VECTORS),
+        ],
+    };
+    let mut a: Vec<String> = vec![
         "-m".into(),
         mb(c::RAM_FILE_SIZE),
         "-smp".into(),
@@ -546,20 +576,16 @@ fn shared_files_args(bar: &Path, ram: &Path) -> Vec<String> {
             mb(c::RAM_FILE_SIZE),
             ram.display()
         ),
-        "-object".into(),
-        format!(
-            "memory-backend-file,id=bar,size={},mem-path={},share=on",
-            mb(c::BAR_FILE_SIZE),
-            bar.display()
-        ),
-        "-device".into(),
-        "ivshmem-plain,memdev=bar".into(),
+    ];
+    a.extend(bar_dev);
+    a.extend([
         "-display".into(),
         "none".into(),
         "-serial".into(),
         "stdio".into(),
         "-no-reboot".into(),
-    ]
+    ]);
+    a
 }
 
 /// The QEMU arguments of an aarch64 run: `-M virt` (its PL011 is the
@@ -576,7 +602,7 @@ fn qemu_args_aarch64(opts: &Opts, image: &Path, bar: &Path, ram: &Path) -> Vec<S
         "-cpu".into(),
         "cortex-a57".into(),
     ];
-    a.extend(shared_files_args(bar, ram));
+    a.extend(shared_files_args(bar, ram, None));
     a.extend(["-semihosting".into(), "-kernel".into(), image.display().to_string()]);
     if let Some(s) = &opts.append {
         a.extend(["-append".into(), s.clone()]);
@@ -730,9 +756,15 @@ fn spawn_model(
     bar: &File,
     echo: bool,
     ram_base: u64,
+    irq: bool,
 ) -> Result<ModelProc, String> {
     let (prog, args) = model;
-    let mut child = pinned(cpu, prog)
+    let mut cmd = pinned(cpu, prog);
+    if irq {
+        cmd.env("IRDMA_IVSHMEM_SOCK", &files.sock)
+            .env("IRDMA_IRQ_VECTORS", c::IRQ_VECTORS.to_string());
+    }
+    let mut child = cmd
         .args(args)
         .env("IRDMA_BAR_FILE", &files.bar)
         .env("IRDMA_BAR_SIZE", c::BAR_FILE_SIZE.to_string())
@@ -832,12 +864,20 @@ pub fn run_image(image: &Path, opts: &Opts) -> Result<Outcome, String> {
             if let Some(p) = &opts.pcap {
                 m.1.extend(["--pcap".to_string(), p.display().to_string()]);
             }
-            Some(spawn_model(&m, &files, pins.map(|p| p.0), &bar, opts.echo, opts.arch.ram_base())?)
+            Some(spawn_model(
+                &m,
+                &files,
+                pins.map(|p| p.0),
+                &bar,
+                opts.echo,
+                opts.arch.ram_base(),
+                opts.irq,
+            )?)
         }
         None => None,
     };
 
-    let args = qemu_args(opts, image, &files.bar, &files.ram, &files.com2, kvm);
+    let args = qemu_args(opts, image, &files.bar, &files.ram, &files.com2, &files.sock, kvm);
     let qemu_prog = qemu.display().to_string();
     let t0 = Instant::now();
     let mut child = match pinned(pins.map(|p| p.1), &qemu_prog)
@@ -1033,11 +1073,15 @@ fn parse_opts(args: &[String]) -> Result<Opts, String> {
             "--defmt" => o.defmt = true,
             "--no-host-tsc" => o.host_tsc = false,
             "--pcap" => o.pcap = Some(crate::wire::abs(Path::new(&value("--pcap")?))),
+            "--irq" => o.irq = true,
             other => return Err(format!("unknown option {other}")),
         }
     }
     if o.pcap.is_some() && !matches!(o.model, ModelSel::Shm(_)) {
         return Err("--pcap needs the built-in model (mock-bar-cm)".into());
+    }
+    if o.irq && (o.arch != Arch::X86_64 || !matches!(o.model, ModelSel::Shm(_)) || o.qboot) {
+        return Err("--irq: x86_64 with the built-in model, under SeaBIOS (it assigns BAR1)".into());
     }
     if o.arch == Arch::Aarch64 {
         if o.qboot || o.defmt {
@@ -1064,7 +1108,7 @@ pub fn main(args: &[String]) -> ExitCode {
             "usage: cargo xtask qemu [--arch x86_64|aarch64] [--accel tcg|kvm|auto] [--qboot] \
              [--append CMDLINE] [--timeout SECS]\n\
              [--no-model | --model PROGRAM] [--model-arg ARG]... [--defmt] [--no-host-tsc] [--quiet]\n\
-             [--pcap FILE]\n\n\
+             [--pcap FILE] [--irq]\n\n\
              Builds the boot image and the device model (mock-bar-cm: mock-bar-shm's harness plus\n\
              a CM peer device driven by the host-side driver), starts the model pinned\n\
              to CPU 0 and QEMU pinned to CPU 1, and exits 0 only if QEMU exited 33 and every\n\
@@ -1078,7 +1122,9 @@ pub fn main(args: &[String]) -> ExitCode {
              PIT. `--pcap FILE` makes the model write every RoCEv2 frame of the run to FILE and\n\
              checks it (tshark: every frame InfiniBand, no malformed/expert item; scapy: every\n\
              ICRC). `--arch aarch64` boots the aarch64 image on qemu-system-aarch64 -M virt (TCG;\n\
-             no --qboot/--defmt; timeout 300 s). The host/guest contract is documented in\n\
+             no --qboot/--defmt; timeout 300 s). `--irq` (x86_64, SeaBIOS) serves the BAR through\n\
+             ivshmem-doorbell with the model as its server, so the model raises MSI-X interrupts\n\
+             and the guest runs its irq_* scenarios. The host/guest contract is documented in\n\
              boot/src/contract.rs."
         );
         return ExitCode::SUCCESS;
@@ -1116,6 +1162,11 @@ fn run_main(opts: &Opts) -> Result<(), String> {
     let o = run_image(&image, opts)?;
     print_summary("qemu", &o);
     let mut why = o.verdict();
+    let irq_why = irq_checks(&o, opts.irq);
+    for w in &irq_why {
+        println!("  verdict: {w}");
+    }
+    why.extend(irq_why);
     if let Some(p) = &opts.pcap {
         match crate::wire::check_capture(p) {
             Ok(m) => println!("xtask qemu: {}: {m}", p.display()),
@@ -1126,6 +1177,32 @@ fn run_main(opts: &Opts) -> Result<(), String> {
         }
     }
     if why.is_empty() { Ok(()) } else { Err(format!("{} problem(s)", why.len())) }
+}
+
+/// Scenarios of interrupt runs (`--irq`, issue #31): they must pass there
+/// and skip elsewhere.
+pub const IRQ_SCENARIOS: [&str; 3] = ["irq_setup", "irq_write_send", "irq_idle"];
+
+/// What an interrupt run (`irq`) or any other run must show of the
+/// [`IRQ_SCENARIOS`].
+fn irq_checks(o: &Outcome, irq: bool) -> Vec<String> {
+    let lines = o.lines();
+    let mut why = Vec::new();
+    for name in IRQ_SCENARIOS {
+        let r = lines.iter().find_map(|l| match l {
+            Line::Pass { name: n, .. } if n == name => Some("PASS"),
+            Line::Fail { name: n, .. } if n == name => Some("FAIL"),
+            Line::Skip { name: n, .. } if n == name => Some("SKIP"),
+            _ => None,
+        });
+        let want = if irq { "PASS" } else { "SKIP" };
+        match r {
+            Some(r) if r == want => {}
+            Some(r) => why.push(format!("{name}: {r}, expected {want}")),
+            None => why.push(format!("{name} did not run")),
+        }
+    }
+    why
 }
 
 /// Scenarios that drive the driver against the device model: they must
@@ -1247,6 +1324,8 @@ fn model_checks(o: &Outcome, model: bool) -> Vec<String> {
 /// `target/qemu/demo.pcap`, which tshark and scapy then check as in the
 /// `wire` leg; then qboot, which exercises BAR assignment), one without
 /// a model (the driver scenarios must skip) and with the PIT clock, the
+/// interrupt run (`--irq`: the model raises MSI-X through ivshmem-doorbell,
+/// the `irq_*` scenarios must pass; they skip in every other run), the
 /// three failure exits, and the defmt image with the model.
 pub fn run_leg() -> Result<String, String> {
     require_qemu()?;
@@ -1266,6 +1345,7 @@ pub fn run_leg() -> Result<String, String> {
         ("model", Opts { pcap: Some(pcap.clone()), ..quiet.clone() }),
         ("qboot", Opts { qboot: true, ..quiet.clone() }),
         ("bare-pit", Opts { host_tsc: false, ..bare.clone() }),
+        ("irq", Opts { irq: true, ..quiet.clone() }),
     ] {
         if title == "qboot" && !Path::new(QBOOT_ROM).is_file() {
             notes.push(format!("qboot skipped ({QBOOT_ROM} missing)"));
@@ -1275,6 +1355,7 @@ pub fn run_leg() -> Result<String, String> {
         print_summary(title, &o);
         let mut why = o.verdict();
         why.extend(model_checks(&o, opts.model.attached()));
+        why.extend(irq_checks(&o, opts.irq));
         let source = if opts.host_tsc { "from the host" } else { "by the PIT" };
         if !o.console.iter().any(|l| l.starts_with("  clock: ") && l.ends_with(source)) {
             why.push(format!("the clock line does not say the rate came {source}"));
@@ -1479,7 +1560,7 @@ mod tests {
         let opts = Opts { qboot: true, append: Some("fault".into()), ..Opts::default() };
         let (img, b, r, c2) =
             (Path::new("/img"), Path::new("/b"), Path::new("/r"), Path::new("/c"));
-        let a = qemu_args(&opts, img, b, r, c2, false);
+        let a = qemu_args(&opts, img, b, r, c2, Path::new("/s"), false);
         let s = a.join(" ");
         assert!(s.contains("mem-path=/b,share=on") && s.contains("mem-path=/r,share=on"), "{s}");
         assert!(s.contains("size=16M") && s.contains("-m 256M"), "{s}");
@@ -1487,7 +1568,8 @@ mod tests {
         assert!(s.contains("-no-reboot") && s.contains("-accel tcg"), "{s}");
         assert!(s.ends_with("-bios /usr/share/qemu/qboot.rom -append fault"), "{s}");
         assert!(!s.contains("file:/c"), "COM2 only with --defmt: {s}");
-        let d = qemu_args(&Opts { defmt: true, ..opts }, img, b, r, c2, true).join(" ");
+        let d = qemu_args(&Opts { defmt: true, ..opts }, img, b, r, c2, Path::new("/s"), true)
+            .join(" ");
         assert!(d.contains("-serial stdio") && d.contains("-serial file:/c"), "{d}");
         assert!(d.contains("-accel kvm"), "{d}");
         assert!(c::BAR_FILE_SIZE.is_power_of_two());
@@ -1503,7 +1585,7 @@ mod tests {
         );
         let (img, b, r, c2) =
             (Path::new("/img"), Path::new("/b"), Path::new("/r"), Path::new("/c"));
-        let s = qemu_args(&opts, img, b, r, c2, false).join(" ");
+        let s = qemu_args(&opts, img, b, r, c2, Path::new("/s"), false).join(" ");
         assert!(
             s.contains("-machine virt,memory-backend=ram") && s.contains("-semihosting"),
             "{s}"
@@ -1579,6 +1661,11 @@ mod tests {
             (m::MODEL_CQP_OPS, c::MB_MODEL_CQP_OPS),
             (m::MODEL_CQP_ERRORS, c::MB_MODEL_CQP_ERRORS),
             (m::MODEL_DMA_FAULTS, c::MB_MODEL_DMA_FAULTS),
+            (m::MODEL_IRQ_RAISED, c::MB_MODEL_IRQ_RAISED),
+            (m::MODEL_IRQ_SIGNALS, c::MB_MODEL_IRQ_SIGNALS),
+            (m::MODEL_IRQ_CEQES, c::MB_MODEL_IRQ_CEQES),
+            (m::MODEL_IRQ_ARMS, c::MB_MODEL_IRQ_ARMS),
+            (m::MODEL_IRQ_LATCHED, c::MB_MODEL_IRQ_LATCHED),
         ];
         for (model, contract) in pairs {
             assert_eq!(model as usize, contract);
@@ -1596,6 +1683,7 @@ mod tests {
             (m::FAULT_AQ_CRIT, c::FAULT_AQ_CRIT),
             (m::FAULT_AQ_FAIL_OPCODE, c::FAULT_AQ_FAIL_OPCODE),
             (m::FAULT_AQ_RESET, c::FAULT_AQ_RESET),
+            (m::FAULT_PAUSE, c::FAULT_PAUSE),
         ];
         for (model, contract) in kinds {
             assert_eq!(model, contract);

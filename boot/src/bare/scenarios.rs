@@ -44,6 +44,7 @@ macro_rules! ensure {
 
 mod bringup;
 mod cm;
+mod irq;
 mod lan;
 mod peer;
 mod verbs;
@@ -172,6 +173,9 @@ pub fn run_all(
     r.run("model_ping", || model_ping(&ctx));
     r.run("dma_pool", || pool_ok.clone().and_then(|()| dma_pool()));
     r.run("clock", || clock_check(source));
+    // MSI-X, IDT and local APIC before the device is probed (interrupt
+    // runs only): the probe enables the vectors.
+    irq::setup(r, &ctx);
     let mut b = bringup::Bringup::new(&ctx);
     b.run(r);
     // The device the verbs scenarios use: from a cold PF through the LAN

@@ -448,6 +448,10 @@ impl Device {
         // test-harness settings, not device state
         fresh.strict_psn = self.strict_psn;
         fresh.capture = self.capture.take();
+        // where interrupts are delivered is wiring, not device state: a
+        // reset clears the causes and vectors, not the sink
+        fresh.irq.sink = self.irq.sink.take();
+        fresh.irq.clearpba_drops_when_empty = self.irq.clearpba_drops_when_empty;
         *self = fresh;
         self.record(Event::Reset);
     }
@@ -785,6 +789,21 @@ impl Device {
         self.seen.2 = wa;
         let arm = reg(self, regs::CQARM);
         self.seen.3 = arm;
+        // Arm requests: ARM_SEQ_NUM in the shadow word changed. Taken before
+        // the queues are swept: an arm the driver made before this poll
+        // precedes every CQE the sweep writes, so those CQEs raise CEQEs
+        // (spec interrupts.md A.4). Looked at after the sweep, an arm and a
+        // WQE that arrived in the same round would leave the CQE unannounced
+        // and a driver halted on it asleep for good.
+        let cqs: Vec<(u32, u64, u8)> =
+            self.cqs.values().map(|c| (c.id, c.shadow, c.arm_seq)).collect();
+        for (id, shadow, seq) in cqs {
+            if let Ok(w) = read_u64(&*self.mem, shadow.wrapping_add(32))
+                && get(w, 17, 16) as u8 != seq
+            {
+                self.cq_arm(id);
+            }
+        }
         self.step_with(peers);
         self.tick_interrupts();
         let ids: Vec<u32> = self.qps.keys().copied().collect();
@@ -793,16 +812,6 @@ impl Device {
             self.process_sq(id, peers);
             if self.counters.sq_wqes != n && !rang {
                 self.counters.work_without_doorbell += 1;
-            }
-        }
-        // arm requests: ARM_SEQ_NUM in the shadow word changed
-        let cqs: Vec<(u32, u64, u8)> =
-            self.cqs.values().map(|c| (c.id, c.shadow, c.arm_seq)).collect();
-        for (id, shadow, seq) in cqs {
-            if let Ok(w) = read_u64(&*self.mem, shadow.wrapping_add(32))
-                && get(w, 17, 16) as u8 != seq
-            {
-                self.cq_arm(id);
             }
         }
         before != (self.counters.cqp_ops, self.counters.sq_wqes, self.counters.rq_wqes)

@@ -294,6 +294,7 @@ pub mod fabric;
 pub mod fault;
 pub mod hmc;
 pub mod irq;
+pub mod ivshmem;
 pub mod lan;
 pub mod mem;
 pub mod port;

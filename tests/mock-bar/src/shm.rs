@@ -25,19 +25,38 @@
 //! fault and reset requests mapped onto [`crate::FaultPlan`] and
 //! [`Device::reset`], the CQP counters, and the shutdown flag. The
 //! `mock-bar-shm` binary runs it in harness mode.
+//!
+//! **Interrupts** (issue #31, spec interrupts.md B.6 layout 1): with
+//! [`ShmHost::attach_interrupts`] (harness mode: `IRDMA_IVSHMEM_SOCK` and
+//! `IRDMA_IRQ_VECTORS` set, QEMU's device is then `ivshmem-doorbell` with
+//! the model as its server, [`crate::ivshmem`]) each step also copies the
+//! interrupt registers the driver wrote — GLINT_DYN_CTL(0..N),
+//! GLINT_CEQCTL(0..N), PFINT_AEQCTL — into the device, and after the poll
+//! delivers every vector the device raised: DYN_CTL(v) with INTENA cleared
+//! (the device's rule on firing, `crate::irq`) is written back into the
+//! BAR **before** the guest's eventfd of v is written, so the driver's
+//! re-enable, which can only follow the interrupt, is never overwritten.
+//! No compare-exchange is needed for that: between a clear and the
+//! interrupt it announces the driver does not write DYN_CTL(v) (it writes
+//! it at enable, at the end of its handler and at teardown). CQACK writes
+//! coalesce in a plain-memory BAR and are not copied (as for every
+//! deferred device, `crate::irq`). A vector raised before QEMU connected,
+//! or at or beyond N, is counted as undelivered.
 
 use std::fs::{File, OpenOptions};
 use std::io;
 use std::os::unix::fs::FileExt;
 use std::path::Path;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use crate::wire::Capture;
 
 use crate::device::{Config, Device, Mode};
 use crate::fabric::Fabric;
+use crate::irq::{self as irqm, InterruptSink};
+use crate::ivshmem::{self, Doorbell};
 use crate::mem::{Fault, Memory};
 use crate::{lan, regs};
 
@@ -208,6 +227,29 @@ pub struct ShmHost {
     lan_published: [u32; 4],
     /// Other devices on the device's wire ([`ShmHost::join`]).
     peers: Option<Arc<Fabric>>,
+    /// Interrupt delivery ([`ShmHost::attach_interrupts`]).
+    irq: Option<ShmIrq>,
+}
+
+/// Interrupt delivery through an ivshmem doorbell (see the module docs).
+struct ShmIrq {
+    doorbell: Arc<OnceLock<Doorbell>>,
+    vectors: u32,
+    sink: Arc<InterruptSink>,
+    dyn_seen: Vec<u32>,
+    ceqctl_seen: Vec<u32>,
+    aeqctl_seen: u32,
+    stats: IrqDelivery,
+}
+
+/// What [`ShmHost`] did with the device's interrupts.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct IrqDelivery {
+    /// Eventfd writes made (one per interrupt the device raised on a
+    /// connected vector).
+    pub signals: u64,
+    /// Interrupts raised before QEMU connected, or whose eventfd write failed.
+    pub undelivered: u64,
 }
 
 /// Watched registers close enough to share one positional read: (first
@@ -243,6 +285,7 @@ impl ShmHost {
             aq_seen: [0; 11],
             lan_published: [0; 4],
             peers: None,
+            irq: None,
         };
         h.publish();
         h.publish_lan(true);
@@ -256,6 +299,98 @@ impl ShmHost {
     /// with the guest's.
     pub fn join(&mut self, fabric: Arc<Fabric>) {
         self.peers = Some(fabric);
+    }
+
+    /// Delivers the device's interrupts on vectors `0..vectors` through the
+    /// doorbell once `doorbell` is set (QEMU connected; see the module
+    /// docs). Vectors are capped at [`ivshmem::MAX_VECTORS`].
+    pub fn attach_interrupts(&mut self, doorbell: Arc<OnceLock<Doorbell>>, vectors: u32) {
+        let vectors = vectors.min(ivshmem::MAX_VECTORS);
+        let sink = InterruptSink::new();
+        self.device.set_interrupt_sink(sink.clone());
+        self.irq = Some(ShmIrq {
+            doorbell,
+            vectors,
+            sink,
+            dyn_seen: vec![0; vectors as usize],
+            ceqctl_seen: vec![0; vectors as usize],
+            aeqctl_seen: 0,
+            stats: IrqDelivery::default(),
+        });
+    }
+
+    /// Interrupt delivery counters (`None` without
+    /// [`ShmHost::attach_interrupts`]).
+    pub fn irq_delivery(&self) -> Option<IrqDelivery> {
+        self.irq.as_ref().map(|i| i.stats)
+    }
+
+    /// Copies changed GLINT_DYN_CTL / GLINT_CEQCTL (0..N) and PFINT_AEQCTL
+    /// values from the BAR into the device (three positional reads). A
+    /// value the device changed itself (a reset clears them, DESTROY_AEQ
+    /// clears PFINT_AEQCTL) is written into the BAR first, as the register
+    /// would read on hardware.
+    fn sync_irq_regs(&mut self) {
+        let Some(irq) = self.irq.as_mut() else { return };
+        let n = irq.vectors as usize;
+        let mut buf = [0u8; 4 * ivshmem::MAX_VECTORS as usize];
+        let Some(b) = buf.get_mut(..4 * n) else { return };
+        for (base, seen) in
+            [(irqm::dyn_ctl(0), &mut irq.dyn_seen), (irqm::ceqctl(0), &mut irq.ceqctl_seen)]
+        {
+            for (i, last) in seen.iter_mut().enumerate() {
+                let off = base + 4 * i as u32;
+                let dv = self.device.reg(off);
+                if dv != *last {
+                    self.bar.write32(off, dv);
+                    *last = dv;
+                }
+            }
+            if !self.bar.read_block(base, b) {
+                continue;
+            }
+            for (i, (w, last)) in b.chunks_exact(4).zip(seen.iter_mut()).enumerate() {
+                let v = u32::from_le_bytes([w[0], w[1], w[2], w[3]]);
+                if v != *last {
+                    *last = v;
+                    self.device.mmio_write32(base + 4 * i as u32, v);
+                }
+            }
+        }
+        let dv = self.device.reg(regs::PFINT_AEQCTL);
+        if dv != irq.aeqctl_seen {
+            self.bar.write32(regs::PFINT_AEQCTL, dv);
+            irq.aeqctl_seen = dv;
+        }
+        let v = self.bar.read32(regs::PFINT_AEQCTL);
+        if v != irq.aeqctl_seen {
+            irq.aeqctl_seen = v;
+            self.device.mmio_write32(regs::PFINT_AEQCTL, v);
+        }
+    }
+
+    /// Signals every vector the device raised since the last call: DYN_CTL
+    /// as the device left it (INTENA clear) into the BAR, then the eventfd.
+    fn deliver_irqs(&mut self) {
+        let Some(irq) = self.irq.as_mut() else { return };
+        for v in 0..irq.vectors {
+            if !irq.sink.take(v) {
+                continue;
+            }
+            let off = irqm::dyn_ctl(v);
+            let val = self.device.reg(off);
+            self.bar.write32(off, val);
+            if let Some(seen) = irq.dyn_seen.get_mut(v as usize) {
+                *seen = val;
+            }
+            // `signal` fences (Release) before the eventfd write: the CQE,
+            // the CEQE and this DYN_CTL are in the files before QEMU can
+            // inject the MSI (spec A.11 item 7).
+            match irq.doorbell.get() {
+                Some(d) if d.signal(v) => irq.stats.signals += 1,
+                _ => irq.stats.undelivered += 1,
+            }
+        }
     }
 
     /// The [`AQ_REGS`] as the BAR holds them: one read of the AQ block
@@ -368,10 +503,12 @@ impl ShmHost {
             }
         }
         changed |= self.apply_aq();
+        self.sync_irq_regs();
         let work = match &self.peers {
             Some(f) => f.poll_joined(&mut self.device),
             None => self.device.poll(),
         };
+        self.deliver_irqs();
         self.device.lan.tick();
         self.publish_lan(false);
         self.quiet_rounds += 1;
@@ -470,6 +607,18 @@ pub mod mailbox {
     pub const MODEL_DMA_FAULTS: u32 = 0x58;
     /// Bytes the model reads each round (one positional read).
     pub const HEADER: usize = 0x60;
+    /// u64, model: interrupts the device raised (`IrqCounters::raised`),
+    /// written only when interrupts are attached (issue #31).
+    pub const MODEL_IRQ_RAISED: u32 = 0x1200;
+    /// u64, model: eventfd writes made (`IrqDelivery::signals`).
+    pub const MODEL_IRQ_SIGNALS: u32 = 0x1208;
+    /// u64, model: CEQEs written (`Counters::ceqes`).
+    pub const MODEL_IRQ_CEQES: u32 = 0x1210;
+    /// u64, model: CQ arm requests seen (`IrqCounters::arms`).
+    pub const MODEL_IRQ_ARMS: u32 = 0x1218;
+    /// u64, model: events that found their vector disabled and latched
+    /// (`IrqCounters::latched`).
+    pub const MODEL_IRQ_LATCHED: u32 = 0x1220;
 
     /// "IRDH".
     pub const HOST_MAGIC_VALUE: u32 = 0x4844_5249;
@@ -500,6 +649,12 @@ pub mod mailbox {
     /// Admin queue: at the ARGth command from now a global reset happens
     /// instead (`FaultPlan::aq_reset_at`).
     pub const FAULT_AQ_RESET: u32 = 9;
+    /// Acknowledge, then stop serving for ARG µs (at most 1 s): work the
+    /// guest posts meanwhile completes after the pause (the guest halts
+    /// waiting for it; issue #31).
+    pub const FAULT_PAUSE: u32 = 10;
+    /// Longest [`FAULT_PAUSE`], µs.
+    pub const PAUSE_MAX_US: u32 = 1_000_000;
 
     /// The model's answer to ping `seq`.
     pub const fn pong(seq: u32) -> u32 {
@@ -515,6 +670,7 @@ pub struct Harness {
     last_ping: u32,
     last_fault: u32,
     published: [u64; 3],
+    irq_published: [u64; 5],
     /// Pings answered.
     pub pings: u64,
     /// Fault requests applied.
@@ -529,7 +685,15 @@ fn word32(b: &[u8], off: u32) -> u32 {
 impl Harness {
     /// The mailbox at BAR offset `base`.
     pub fn new(base: u32) -> Self {
-        Self { base, last_ping: 0, last_fault: 0, published: [u64::MAX; 3], pings: 0, faults: 0 }
+        Self {
+            base,
+            last_ping: 0,
+            last_fault: 0,
+            published: [u64::MAX; 3],
+            irq_published: [u64::MAX; 5],
+            pings: 0,
+            faults: 0,
+        }
     }
 
     /// Writes the counters, then `HOST_MAGIC`: the model is serving.
@@ -548,6 +712,22 @@ impl Harness {
                 *last = *v;
             }
         }
+        let Some(d) = host.irq_delivery() else { return };
+        let ic = host.device.irq_counters();
+        let now = [ic.raised, d.signals, c.ceqes, ic.arms, ic.latched];
+        let offs = [
+            mailbox::MODEL_IRQ_RAISED,
+            mailbox::MODEL_IRQ_SIGNALS,
+            mailbox::MODEL_IRQ_CEQES,
+            mailbox::MODEL_IRQ_ARMS,
+            mailbox::MODEL_IRQ_LATCHED,
+        ];
+        for ((v, last), off) in now.iter().zip(self.irq_published.iter_mut()).zip(offs) {
+            if v != last {
+                host.bar().write64(self.base + off, *v);
+                *last = *v;
+            }
+        }
     }
 
     /// One round: counters, fault requests, ping, shutdown (checked last,
@@ -559,6 +739,7 @@ impl Harness {
             return Tick::Stop;
         }
         let mut t = Tick::Idle;
+        let mut pause = 0;
         let seq = word32(&h, mailbox::FAULT_SEQ);
         if seq != 0 && seq != self.last_fault {
             self.last_fault = seq;
@@ -606,12 +787,19 @@ impl Harness {
                     plan.aq_reset_at = Some(arg);
                     true
                 }
+                mailbox::FAULT_PAUSE => {
+                    pause = arg.min(mailbox::PAUSE_MAX_US);
+                    true
+                }
                 _ => false,
             };
             self.faults += applied as u64;
             host.bar().write32(self.base + mailbox::FAULT_RESULT, !applied as u32);
             host.bar().write32(self.base + mailbox::FAULT_ACK, seq);
             t = Tick::Busy;
+            if pause > 0 {
+                std::thread::sleep(Duration::from_micros(pause.into()));
+            }
         }
         let ping = word32(&h, mailbox::PING);
         if ping != 0 && ping != self.last_ping {
@@ -747,6 +935,35 @@ pub fn run_harness(
         }
         host.join(f);
     }
+    // Interrupts (issue #31): the model is the ivshmem server of QEMU's
+    // ivshmem-doorbell device. It listens before HOST_MAGIC (QEMU, started
+    // after it, reads the handshake inside device realize) and hands QEMU
+    // the BAR file as the shared memory (spec interrupts.md B.6 layout 1).
+    let _server = match std::env::var_os("IRDMA_IVSHMEM_SOCK") {
+        Some(sock) => {
+            let vectors = env_num("IRDMA_IRQ_VECTORS")? as u32;
+            if vectors == 0 || vectors > ivshmem::MAX_VECTORS {
+                return Err(format!("IRDMA_IRQ_VECTORS={vectors}: not in 1..=64"));
+            }
+            let server = Arc::new(
+                ivshmem::Server::bind(Path::new(&sock))
+                    .map_err(|e| format!("ivshmem socket {}: {e}", Path::new(&sock).display()))?,
+            );
+            let shm = open_existing(&bar, bar_size)?;
+            let slot = Arc::new(OnceLock::new());
+            host.attach_interrupts(slot.clone(), vectors);
+            let s = server.clone();
+            std::thread::spawn(move || match s.accept(&shm, vectors) {
+                Ok(d) => {
+                    println!("mock-bar-shm: ivshmem client connected, {vectors} vectors");
+                    let _ = slot.set(d);
+                }
+                Err(e) => eprintln!("mock-bar-shm: ivshmem handshake failed: {e}"),
+            });
+            Some(server)
+        }
+        None => None,
+    };
     let mut h = Harness::new(mailbox as u32);
     h.announce(&host);
     let (t0, parent) = (Instant::now(), std::os::unix::process::parent_id());
@@ -810,6 +1027,14 @@ pub fn run_harness(
                 "mock-bar-shm: CQP op {opcode:#04x} in slot {idx} failed {major:#06x}/{minor:#06x}"
             );
         }
+    }
+    if let Some(d) = host.irq_delivery() {
+        let ic = host.device.irq_counters();
+        println!(
+            "mock-bar-shm: interrupts raised={} signals={} undelivered={} latched={} arms={} \
+             ceqes={} disables={}",
+            ic.raised, d.signals, d.undelivered, ic.latched, ic.arms, c.ceqes, ic.disables
+        );
     }
     if let Some(p) = &port {
         let c = p.counters();

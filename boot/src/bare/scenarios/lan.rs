@@ -61,6 +61,7 @@ const FAULT_AQ_TIMEOUT: Duration = Duration::from_millis(200);
 fn options(command_timeout: Duration) -> BringUpOptions<'static> {
     let mut o = BringUpOptions {
         probe: super::verbs::probe_options(),
+        msix: super::irq::msix(),
         link_wait: Duration::from_secs(2),
         ..Default::default()
     };

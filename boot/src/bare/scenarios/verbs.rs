@@ -100,7 +100,7 @@ fn pat(seed: u8, i: usize) -> u8 {
     (i as u8).wrapping_mul(31).wrapping_add(seed).wrapping_add((i >> 12) as u8)
 }
 
-fn fill(b: &Buf, seed: u8) {
+pub(super) fn fill(b: &Buf, seed: u8) {
     let mut chunk = [0u8; 512];
     for off in (0..b.len()).step_by(chunk.len()) {
         for (j, c) in chunk.iter_mut().enumerate() {
@@ -112,7 +112,7 @@ fn fill(b: &Buf, seed: u8) {
 }
 
 /// Checks `len` bytes of `b` at `off` against pattern `seed` from `from`.
-fn check(b: &Buf, off: usize, len: usize, seed: u8, from: usize) -> Result<(), Msg> {
+pub(super) fn check(b: &Buf, off: usize, len: usize, seed: u8, from: usize) -> Result<(), Msg> {
     let mut chunk = [0u8; 512];
     let mut done = 0;
     while done < len {
@@ -212,7 +212,7 @@ fn post<'d, 'b>(qp: &mut TQp<'d, 'b>, wr: SendWr<'_>, m: &mut Meter) -> Result<(
     r.map_err(|e| msg(format_args!("post_send: {e:?}")))
 }
 
-fn expect(wc: WorkCompletion, id: u64, op: WcOpcode) -> Result<(), Msg> {
+pub(super) fn expect(wc: WorkCompletion, id: u64, op: WcOpcode) -> Result<(), Msg> {
     ensure!(
         (wc.wr_id, wc.status, wc.opcode) == (id, WcStatus::Success, op),
         "completion {:?} {:?} {:?}, expected {id} Success {op:?}",
@@ -260,6 +260,11 @@ pub(super) fn probe_options() -> ProbeOptions {
     o.timeouts.ccq = WAIT;
     o.fw_ready_timeout = WAIT;
     o.stag_key_seed = Some(arch::rdtsc() as u8);
+    // Interrupt runs (the device has MSI-X, `super::irq`): CEQ 0 and the
+    // AEQ on their own vectors.
+    if super::irq::enabled() {
+        o.interrupts = Some(irdma::irq::IrqConfig { shared: false, ceq_itr_us: 0 });
+    }
     o
 }
 
@@ -279,7 +284,8 @@ pub fn probe_by_hand<'b>(r: &mut Runner, bar: Result<&'b MmioBar, Msg>) -> Resul
         // The bring-up scenarios committed the FPM already; a function
         // accepts one commit per reset, so reset it as the LAN driver would.
         super::bringup::request_fault(bar, irdma_boot::contract::FAULT_FUNCTION_RESET, 0, 0, 0)?;
-        let lan = LanInfo::single_tc(0, 6, HAND_MAC, 1500);
+        let mut lan = LanInfo::single_tc(0, 6, HAND_MAC, 1500);
+        lan.msix = super::irq::msix();
         let d = Device::probe_with(bar, lan, PROFILE, probe_options())
             .map_err(|e| msg(format_args!("probe: {e:?}")))?;
         let f = d.footprint();
@@ -333,7 +339,12 @@ pub fn run(
     let bar = match bar {
         Ok(b) => b,
         Err(why) => {
-            for n in NAMES.iter().chain(CM_NAMES.iter()).chain(super::peer::NAMES.iter()) {
+            for n in NAMES
+                .iter()
+                .chain(CM_NAMES.iter())
+                .chain(super::peer::NAMES.iter())
+                .chain(super::irq::NAMES.iter())
+            {
                 r.run(n, || Ok(Outcome::Skip(why.clone())));
             }
             return;
@@ -358,12 +369,20 @@ pub fn run(
             // The live runs with a Linux peer on the model's Ethernet port
             // (skipped without `peer=`).
             super::peer::run(r, d, peer);
+            // Completion by interrupt (skipped without MSI-X or a live run).
+            if live_run {
+                let why = msg(format_args!("live run against a Linux peer (peer=)"));
+                super::irq::skip_all(r, &why);
+            } else {
+                super::irq::run(r, d, bar);
+            }
         }
         None => {
             for n in NAMES[..NAMES.len() - 1]
                 .iter()
                 .chain(CM_NAMES.iter())
                 .chain(super::peer::NAMES.iter())
+                .chain(super::irq::NAMES.iter())
             {
                 r.run(n, || bail!("no device (device_probe failed)"));
             }
@@ -425,14 +444,14 @@ fn print_table(rows: &[Row]) {
 
 /// The objects the data scenarios share. Field order is drop order: QPs
 /// before their CQ (the device refuses to destroy a CQ a QP still uses).
-struct Objs<'d, 'b> {
-    q1: TQp<'d, 'b>,
-    q2: TQp<'d, 'b>,
-    cq: TCq<'d, 'b>,
-    pd: TPd<'d, 'b>,
+pub(super) struct Objs<'d, 'b> {
+    pub(super) q1: TQp<'d, 'b>,
+    pub(super) q2: TQp<'d, 'b>,
+    pub(super) cq: TCq<'d, 'b>,
+    pub(super) pd: TPd<'d, 'b>,
 }
 
-fn objects<'d, 'b>(dev: &'d Dev<'b>) -> Result<Objs<'d, 'b>, Msg> {
+pub(super) fn objects<'d, 'b>(dev: &'d Dev<'b>) -> Result<Objs<'d, 'b>, Msg> {
     let e = |e| msg(format_args!("{e:?}"));
     let pd = dev.alloc_pd().map_err(e)?;
     let cq = dev.create_cq(256).map_err(e)?;

@@ -47,6 +47,14 @@
 //!     --port-ip 10.0.0.1 --pcap wire.pcap
 //! ```
 //!
+//! **Interrupts** (harness mode, issue #31): with `IRDMA_IVSHMEM_SOCK`
+//! (a socket path) and `IRDMA_IRQ_VECTORS` (N) in the environment it is
+//! also the ivshmem server of QEMU's `ivshmem-doorbell,vectors=N` device:
+//! it listens before HOST_MAGIC, hands QEMU the BAR file as the shared
+//! memory, and raises the device's vectors 0..N as MSI-X interrupts
+//! through the guest's eventfds (`mock_bar::ivshmem`, `mock_bar::shm`).
+//! `cargo xtask qemu --irq` sets both.
+//!
 //! `--pcap FILE` (both modes; `cargo xtask qemu --pcap FILE` passes it)
 //! records every RoCEv2 frame the device puts on its wire — loopback RC
 //! traffic between the guest's QPs, built from their QP contexts (module
