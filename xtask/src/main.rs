@@ -56,7 +56,7 @@ fn main() -> ExitCode {
         "test" => test(rest),
         "conformance" => conformance::main(rest),
         "qemu" => qemu::main(rest),
-        "bench" => bench::main(),
+        "bench" => bench::main(rest),
         "size" => bench::size_main(),
         "wire" => wire::main(rest),
         "soak" => soak::main(rest),
@@ -79,7 +79,7 @@ fn main() -> ExitCode {
                  test LEG…            run only the named legs\n  \
                  conformance FILE…    check the driver against a conformance vector file\n  \
                  qemu [--help]        build the boot image and run its scenarios in QEMU (exit 33 = pass)\n  \
-                 bench                every figure as name=value: instructions per operation (callgrind), .text, DMA footprint\n  \
+                 bench [--vs-vendor]  every figure as name=value: instructions per operation (callgrind), the vendor's uk.c beside them with issue #33's goals, .text, DMA footprint (--vs-vendor: only the instruction figures, the vendor's and the goals)\n  \
                  size                 only the .text figures (driver + hal in examples/firmware, both targets)\n  \
                  wire FILE.pcap       two model devices, the driver's RC traffic as RoCEv2 frames in a pcap\n  \
                  soak [--ops N] [--seed S]  seeded random verbs traffic under injected faults (release), prints ops=… faults=… lost=…\n  \

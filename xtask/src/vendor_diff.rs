@@ -19,7 +19,7 @@ use crate::util::{self, SysPackage, root, status_bounded};
 const LEG_SEED: u64 = 0x1a2b_3c4d;
 const LEG_CASES: u64 = 20_000;
 
-const CC: SysPackage = SysPackage {
+pub(crate) const CC: SysPackage = SysPackage {
     program: "cc",
     what: "a C compiler",
     apt: "gcc",

@@ -115,6 +115,13 @@ void vd_qp_free(struct vd_qp *q)
 	free(q);
 }
 
+/* The vendor's own QP and CQ structs, for the instruction-count bench
+ * (shim/bench.c), which calls uk.c directly. */
+struct irdma_qp_uk *vd_qp_uk(struct vd_qp *q)
+{
+	return &q->qp;
+}
+
 u64 vd_qp_db_addr(struct vd_qp *q)
 {
 	return (u64)(uintptr_t)&q->db;
@@ -334,6 +341,11 @@ struct vd_cq *vd_cq_new(u64 *ring, u32 size, u32 cq_id)
 void vd_cq_free(struct vd_cq *c)
 {
 	free(c);
+}
+
+struct irdma_cq_uk *vd_cq_uk(struct vd_cq *c)
+{
+	return &c->cq;
 }
 
 u64 vd_cq_shadow(struct vd_cq *c, u32 i)

@@ -15,6 +15,12 @@
 //! entry of `deviations.toml` (read at run time, every entry must be known
 //! to the classifier in `run.rs` and vice versa); it is counted and listed,
 //! never skipped silently.
+//!
+//! The same shims and glue also build the vendor's side of the
+//! instruction-count bench (issue #33): `shim/bench.c`, compiled by
+//! `cargo xtask bench` (not by this crate) with the vendor's `uk.c` at -O2
+//! and `VD_ONE_STORE_DOORBELL` (the doorbell one store into host memory
+//! instead of this harness's recording BAR); what it counts is written there.
 
 #[cfg(vendor_c)]
 pub mod case;
