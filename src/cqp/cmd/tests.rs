@@ -1,4 +1,5 @@
 use super::*;
+use crate::cqp::{EncodeError, FieldName};
 
 fn enc<C: CqpCommand>(c: &C) -> Result<[u64; 8], EncodeError> {
     let mut w = [0xdead_beef; 8];
