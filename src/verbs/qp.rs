@@ -323,6 +323,8 @@ struct QpParts<H: Hal, S: SendQueue> {
 /// irdma_uk_calc_depth_shift_sq/rq, irdma_get_sqdepth/rqdepth; the RQ is
 /// `wq`'s when given) and allocates the ring (SQ, RQ, 64-byte shadow
 /// area), the context page and the tracking memory.
+// Inlined into its one caller (code size, see `Device::qp_parts`).
+#[inline(always)]
 fn qp_alloc<H: Hal>(
     c: &QpCap,
     wq: Option<&Wq<'_, H, impl Bar + Clone>>,
@@ -367,6 +369,8 @@ fn qp_alloc<H: Hal>(
 /// The queues view `m.ring` and `m.trk` as `'static`: the caller must keep
 /// both (never moving their pages, never freeing them) for as long as the
 /// returned queues are used, and never hand the queues out on their own.
+// Inlined into its one caller (code size, see `Device::qp_parts`).
+#[inline(always)]
 #[allow(clippy::type_complexity)]
 unsafe fn qp_rings<'d, H: Hal, B: Bar + Clone>(
     m: &QpAlloc<H>,
@@ -529,6 +533,9 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
     /// memory allocated, a QP id taken (given back when a later step
     /// fails), the rings built over that memory (the RQ is `wq`'s when
     /// given) and turned into the QP's send queue by `make_sq`.
+    // Inlined into its one caller (code size: out of line it costs the
+    // firmware example ~1 KiB of `.text` in moves of the parts).
+    #[inline(always)]
     fn qp_parts<S: SendQueue>(
         &self,
         c: &QpCap,
