@@ -572,6 +572,31 @@ const fn sidr_req_of(service_id: u64) -> Req {
     }
 }
 
+/// The passive side's record of the REQ `r` it accepted for the caller to
+/// answer (state REQ_RCVD).
+fn passive_conn(now: u64, src: &MadAddr, tid: u64, r: &Req, local_id: u32) -> Conn {
+    Conn {
+        state: CmState::ReqRcvd,
+        active: false,
+        local_id,
+        remote_id: r.local_comm_id,
+        remote_guid: r.local_ca_guid,
+        tid,
+        dreq_tid: 0,
+        local_qpn: 0,
+        remote_qpn: Some(r.local_qpn),
+        peer: *src,
+        req: *r,
+        params: None,
+        out: [0; MAD_SIZE],
+        deadline: now,
+        retries_left: 0,
+        max_retries: r.max_cm_retries,
+        interval: cm_ms(r.local_cm_response_timeout),
+        av_timeout: r.primary.local_ack_timeout,
+    }
+}
+
 impl<const C: usize, const L: usize> Cm<C, L> {
     /// An empty CM.
     pub const fn new(cfg: CmConfig) -> Self {
@@ -1413,11 +1438,41 @@ impl<const C: usize, const L: usize> Cm<C, L> {
         r: &Req,
         t: &mut T,
     ) -> Result<Option<CmEvent>, Ignored> {
+        if self.dup_req(r, t) {
+            return Err(Ignored::Duplicate);
+        }
+        self.stale_req(now, src, tid, r, t)?;
+        let (listen, hdr) = self.match_req(src, tid, r, t)?;
+        let Some(slot) = self.free_slot() else {
+            return Err(Ignored::TableFull);
+        };
+        let local_id = self.alloc_id();
+        let mut user = [0u8; REQ_USER_DATA];
+        user.copy_from_slice(&r.private_data[rdma_cm::CMA_HDR_SIZE..]);
+        let info = ReqInfo {
+            listen,
+            hdr,
+            local_port: service_id_parts(r.service_id).map_or(0, |(_, p)| p),
+            private_data: user,
+            remote_qpn: r.local_qpn,
+            responder_resources: r.responder_resources,
+            initiator_depth: r.initiator_depth,
+            peer: *src,
+        };
+        let c = passive_conn(now, src, tid, r, local_id);
+        if let Some(s) = self.conns.get_mut(slot) {
+            *s = Some(c);
+        }
+        Ok(Some(CmEvent::ConnectRequest { id: ConnId(local_id), info }))
+    }
+
+    /// [`Self::on_req`] step 1, whether `r` is a duplicate: (remote comm
+    /// id, remote CA GUID); connections in timewait left the table (cm.c
+    /// `cm_enter_timewait` → `cm_remove_remote`). Answered with the MRA
+    /// again in MRA_REQ_SENT, dropped in every other state (cm.c
+    /// `cm_dup_req_handler`).
+    fn dup_req<T: MadTransport>(&mut self, r: &Req, t: &mut T) -> bool {
         let live = |c: &&Conn| c.state != CmState::Timewait;
-        // (1) duplicate: (remote comm id, remote CA GUID); connections in
-        // timewait left the table (cm.c `cm_enter_timewait` →
-        // `cm_remove_remote`). Answered with the MRA again in MRA_REQ_SENT,
-        // dropped in every other state (cm.c `cm_dup_req_handler`).
         if let Some(c) = self.conns.iter().flatten().filter(live).find(|c| {
             !c.active && c.remote_id == r.local_comm_id && c.remote_guid == r.local_ca_guid
         }) {
@@ -1436,37 +1491,73 @@ impl<const C: usize, const L: usize> Cm<C, L> {
                 }
                 _ => {}
             }
-            return Err(Ignored::Duplicate);
+            return true;
         }
-        let rej_here = |s: &mut Self, t: &mut T, reason: u16, ari: &[u8]| {
-            s.issue_rej(t, src, tid, 0, r.local_comm_id, msg_response::REQ, reason, ari);
-            Err(Ignored::Rejected(reason))
-        };
-        // (2) stale: (remote QPN, remote CA GUID) still connected → REJ 10,
-        // and a DREQ to the old connection if established (cm.c
-        // `cm_match_req`).
+        false
+    }
+
+    /// Rejects the REQ `r` with `reason` and `ari`; what [`Self::on_req`]
+    /// reports for it.
+    fn rej_req<T: MadTransport>(
+        &mut self,
+        t: &mut T,
+        src: &MadAddr,
+        tid: u64,
+        r: &Req,
+        reason: u16,
+        ari: &[u8],
+    ) -> Ignored {
+        self.issue_rej(t, src, tid, 0, r.local_comm_id, msg_response::REQ, reason, ari);
+        Ignored::Rejected(reason)
+    }
+
+    /// [`Self::on_req`] step 2, stale: (remote QPN, remote CA GUID) still
+    /// connected → REJ 10, and a DREQ to the old connection if established
+    /// (cm.c `cm_match_req`).
+    fn stale_req<T: MadTransport>(
+        &mut self,
+        now: u64,
+        src: &MadAddr,
+        tid: u64,
+        r: &Req,
+        t: &mut T,
+    ) -> Result<(), Ignored> {
+        let live = |c: &&Conn| c.state != CmState::Timewait;
         if let Some(old) = self.conns.iter().position(|c| {
             c.as_ref().filter(live).is_some_and(|c| {
                 c.remote_qpn == Some(r.local_qpn) && c.remote_guid == r.local_ca_guid
             })
         }) {
-            let res = rej_here(self, t, rej::STALE_CONN, &[]);
+            let res = self.rej_req(t, src, tid, r, rej::STALE_CONN, &[]);
             // `ib_send_cm_dreq` acts only on an established connection
             if let Some(c) = self.conn(old).copied().filter(|c| c.state == CmState::Established) {
                 let _ = self.disconnect(now, ConnId(c.local_id), t);
             }
-            return res;
+            return Err(res);
         }
+        Ok(())
+    }
+
+    /// [`Self::on_req`] steps 3 to 5: the listener the REQ is for and its
+    /// RDMA-CM header, or the REJ it got.
+    fn match_req<T: MadTransport>(
+        &mut self,
+        src: &MadAddr,
+        tid: u64,
+        r: &Req,
+        t: &mut T,
+    ) -> Result<(ListenId, CmaHdr), Ignored> {
         // (3) a CM listener for the exact service id (cm.c `cm_find_listen`)
         if !self.listeners.iter().flatten().any(|l| l.sid == r.service_id) {
-            return rej_here(self, t, rej::INVALID_SERVICE_ID, &[]);
+            return Err(self.rej_req(t, src, tid, r, rej::INVALID_SERVICE_ID, &[]));
         }
         // (4) the Primary Remote Port GID must be ours; ARI = our GID 0
         // (cm.c `cm_req_handler`).
         let ours = ip_of_gid(r.primary.remote_gid);
         if !self.cfg.local_ips.iter().flatten().any(|a| *a == ours) {
             let g0 = self.cfg.local_ips.iter().flatten().next().map(|a| gid_of(*a));
-            return rej_here(self, t, rej::INVALID_GID, g0.as_ref().map_or(&[][..], |g| &g[..]));
+            let ari = g0.as_ref().map_or(&[][..], |g| &g[..]);
+            return Err(self.rej_req(t, src, tid, r, rej::INVALID_GID, ari));
         }
         // (5) RDMA-CM: cma_hdr valid, a listener on that address (or the
         // wildcard) of the same family, RC, usable addresses, a path MTU the
@@ -1476,7 +1567,7 @@ impl<const C: usize, const L: usize> Cm<C, L> {
         // than Linux's route lookup: the cma_hdr destination must be the
         // address of the GID the REQ named, and of the source's family.
         let Ok(hdr) = CmaHdr::decode(&r.private_data) else {
-            return rej_here(self, t, rej::CONSUMER_DEFINED, &[]);
+            return Err(self.rej_req(t, src, tid, r, rej::CONSUMER_DEFINED, &[]));
         };
         let same_family =
             |a: IpAddr, b: IpAddr| matches!(a, IpAddr::V4(_)) == matches!(b, IpAddr::V4(_));
@@ -1491,7 +1582,7 @@ impl<const C: usize, const L: usize> Cm<C, L> {
             ok.then_some(ListenId(i))
         });
         let Some(listen) = listen else {
-            return rej_here(self, t, rej::CONSUMER_DEFINED, &[]);
+            return Err(self.rej_req(t, src, tid, r, rej::CONSUMER_DEFINED, &[]));
         };
         // a UDP-port-space id is UD: a REQ for it has the wrong QP type
         // (cma.c `cma_ib_check_req_qp_type`)
@@ -1504,48 +1595,9 @@ impl<const C: usize, const L: usize> Cm<C, L> {
             || rdma_cm::mtu_bytes(r.path_mtu).is_none()
             || !same_family(hdr.src, hdr.dst)
         {
-            return rej_here(self, t, rej::CONSUMER_DEFINED, &[]);
+            return Err(self.rej_req(t, src, tid, r, rej::CONSUMER_DEFINED, &[]));
         }
-        let Some(slot) = self.free_slot() else {
-            return Err(Ignored::TableFull);
-        };
-        let local_id = self.alloc_id();
-        let mut user = [0u8; REQ_USER_DATA];
-        user.copy_from_slice(&r.private_data[rdma_cm::CMA_HDR_SIZE..]);
-        let info = ReqInfo {
-            listen,
-            hdr,
-            local_port: service_id_parts(r.service_id).map_or(0, |(_, p)| p),
-            private_data: user,
-            remote_qpn: r.local_qpn,
-            responder_resources: r.responder_resources,
-            initiator_depth: r.initiator_depth,
-            peer: *src,
-        };
-        let c = Conn {
-            state: CmState::ReqRcvd,
-            active: false,
-            local_id,
-            remote_id: r.local_comm_id,
-            remote_guid: r.local_ca_guid,
-            tid,
-            dreq_tid: 0,
-            local_qpn: 0,
-            remote_qpn: Some(r.local_qpn),
-            peer: *src,
-            req: *r,
-            params: None,
-            out: [0; MAD_SIZE],
-            deadline: now,
-            retries_left: 0,
-            max_retries: r.max_cm_retries,
-            interval: cm_ms(r.local_cm_response_timeout),
-            av_timeout: r.primary.local_ack_timeout,
-        };
-        if let Some(s) = self.conns.get_mut(slot) {
-            *s = Some(c);
-        }
-        Ok(Some(CmEvent::ConnectRequest { id: ConnId(local_id), info }))
+        Ok((listen, hdr))
     }
 
     /// cm.c `cm_rep_handler` / `cm_dup_rep_handler` (spec §4.3).

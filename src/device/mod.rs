@@ -549,6 +549,201 @@ fn keep_unless_reset<H: Hal>(quarantine: &mut Quarantine<H>, after_reset: bool, 
     }
 }
 
+/// Teardown's running state: the CQP taken out of the device, whether the
+/// device needs a reset, where memory it may still use goes, and the first
+/// error.
+struct Closing<'a, H: Hal, B: Bar> {
+    cqp: Option<Cqp<H, B>>,
+    nr: &'a AtomicBool,
+    quarantine: &'a mut Quarantine<H>,
+    after_reset: bool,
+    first: Option<CloseError>,
+}
+
+impl<H: Hal, B: Bar> Closing<'_, H, B> {
+    /// Books one step's result (see [`note_close`]); whether it succeeded.
+    fn note(&mut self, r: Result<(), CqpError>) -> bool {
+        note_close(self.nr, &mut self.first, r)
+    }
+
+    /// Memory the device may still use (see [`keep_unless_reset`]).
+    fn keep(&mut self, d: Dma<H>) {
+        keep_unless_reset(self.quarantine, self.after_reset, d);
+    }
+
+    /// One CQP command (see [`run_cmd`]), booked; whether it succeeded.
+    fn run_cmd(&mut self, cmd: &dyn crate::cqp::engine::DynCmd) -> bool {
+        let r = run_cmd(&mut self.cqp, self.nr, cmd);
+        self.note(r)
+    }
+
+    /// One CQP op, unless the device needs a reset.
+    fn run(&mut self, op: &mut CqpOp<'_, H, B>) -> Result<(), CqpError> {
+        match self.cqp.as_mut() {
+            Some(c) if !self.nr.load(Ordering::Acquire) => op(c),
+            _ => Err(CqpError::NeedsReset),
+        }
+    }
+
+    /// Teardown's last step: after a reset the quarantine is freed; else,
+    /// when the device needs a reset or memory is quarantined, the LAN
+    /// driver is asked to reset the function. Returns what is still
+    /// quarantined, else the first error.
+    fn finish(self, ops: Option<&mut (dyn LanOps + '_)>) -> Result<(), CloseError> {
+        let quarantine = self.quarantine;
+        if self.after_reset {
+            quarantine.release_after_reset();
+        } else if (self.nr.load(Ordering::Acquire) || !quarantine.is_empty())
+            && let Some(o) = ops
+        {
+            // What Linux does once it marked the function for reset (utils.c:
+            // irdma_wait_event → rf->gen_ops.request_reset, main.c:
+            // irdma_request_reset → the LAN driver resets the function); a
+            // quarantine is only ever given back by a reset, too.
+            o.request_reset();
+        }
+        if !quarantine.is_empty() {
+            return Err(CloseError::Quarantined(quarantine.stats()));
+        }
+        match self.first {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+}
+
+/// Teardown: destroys the CQs whose destroy waited for QPs that never went.
+/// The command is built from the record in place; only the rings move out
+/// (code size).
+fn destroy_deferred_cqs<H: Hal, B: Bar>(res: &mut Resources<H>, cx: &mut Closing<'_, H, B>) {
+    while let Some(d) = res.deferred_cqs.last().map(|c| crate::cqp::cmd::destroy_cq_cmd(&c.cmd)) {
+        let done = cx.run_cmd(&crate::cqp::engine::Cmd(&d));
+        if let Some(c) = res.deferred_cqs.pop()
+            && !done
+        {
+            c.into_bufs().for_each(|d| cx.keep(d));
+        }
+    }
+}
+
+/// Teardown: deletes the work scheduler nodes, leaf, VSI node, root (ws.c:
+/// irdma_ws_remove).
+fn remove_ws_tree<H: Hal, B: Bar>(ws: &WsTree, vsi: u16, cx: &mut Closing<'_, H, B>) {
+    let ids = [(ws.leaf_node, ws.vsi_node, true), (ws.vsi_node, 0, false), (0, 0, false)];
+    for (k, (node, parent, leaf)) in ids.iter().enumerate() {
+        if (ws.created as usize) < ids.len() - k {
+            continue;
+        }
+        let del = WsNode {
+            op: WsNodeOp::Delete,
+            node_id: *node,
+            parent_id: *parent,
+            vsi,
+            leaf: *leaf,
+            enable: false,
+            prio_type: 1,
+            tc: if *leaf { ws.tc } else { 0 },
+            weight: 1,
+        };
+        cx.run_cmd(&crate::cqp::engine::Cmd(&del));
+    }
+}
+
+/// Teardown: destroys the AEQ and CEQ 0. They are destroyed in place; only
+/// their rings move out (to be freed or kept), not the whole ring records.
+fn destroy_event_queues<H: Hal, B: Bar>(
+    aeq: &mut Option<AeqRing<H>>,
+    ceq: &mut Option<Ceq<H>>,
+    cx: &mut Closing<'_, H, B>,
+) {
+    if let Some(a) = aeq.as_ref() {
+        let d =
+            DestroyAeq { elem_cnt: a.cmd.elem_cnt, mem: a.cmd.mem, pasid_valid: false, pasid: 0 };
+        let done = cx.run_cmd(&crate::cqp::engine::Cmd(&d));
+        if let Some(ring) = aeq.take().map(|a| a.ring)
+            && !done
+        {
+            cx.keep(ring);
+        }
+    }
+    if let Some(c) = ceq.as_ref() {
+        let d = DestroyCeq {
+            ceq_id: c.cmd.ceq_id,
+            elem_cnt: c.cmd.elem_cnt,
+            mem: c.cmd.mem,
+            tph_en: false,
+            pasid_valid: false,
+            pasid: 0,
+        };
+        let done = cx.run_cmd(&crate::cqp::engine::Cmd(&d));
+        if let Some(ring) = ceq.take().map(|c| c._ring)
+            && !done
+        {
+            cx.keep(ring);
+        }
+    }
+}
+
+/// Teardown: destroys the CCQ (its memory stays in the engine until
+/// [`close_cqp`] hands it back) and clears every SD. Returns whether the
+/// device released the SDs.
+fn stop_ccq_and_sds<H: Hal, B: Bar>(sds: &mut SdStore<H>, cx: &mut Closing<'_, H, B>) -> bool {
+    let r = cx.run(&mut |c| c.destroy_ccq());
+    cx.note(r);
+    let mut sds_released = false;
+    if !sds.sds.is_empty() {
+        let r = cx.run(&mut |c| sds.clear_all(c));
+        sds_released = cx.note(r);
+    }
+    sds_released
+}
+
+/// Teardown: destroys the CQP and takes back its memory (abandoned, all
+/// kept, once the device needs a reset).
+fn close_cqp<H: Hal, B: Bar>(cx: &mut Closing<'_, H, B>) {
+    if let Some(c) = cx.cqp.take() {
+        let (nr, quarantine, after_reset) = (cx.nr, &mut *cx.quarantine, cx.after_reset);
+        let mut keep = |d: Dma<H>| keep_unless_reset(quarantine, after_reset, d);
+        if nr.load(Ordering::Acquire) {
+            c.abandon_into(&mut keep);
+        } else {
+            let r = c.destroy_into(&mut keep);
+            note_close(nr, &mut cx.first, r);
+        }
+    }
+}
+
+/// Teardown, once nothing the device knows of is left (or it is kept):
+/// forgets the ids, frees or keeps the SD backing pages, and keeps the
+/// FPM/feature scratch buffer when the device needs a reset.
+fn free_device_memory<H: Hal, B: Bar>(
+    res: &mut Resources<H>,
+    scratch: &mut Option<Dma<H>>,
+    sds_released: bool,
+    cx: &mut Closing<'_, H, B>,
+) {
+    res.ids = None;
+    // Two loops, not one with the test inside (code size: LLVM
+    // unswitched it into two copies of the whole body).
+    if sds_released {
+        while res.sds.sds.pop().is_some() {}
+    } else {
+        while let Some(b) = res.sds.sds.pop() {
+            cx.keep(b.mem);
+            if let Some(p) = b.pd_page {
+                cx.keep(p);
+            }
+        }
+    }
+    if let Some(s) = scratch.take()
+        && cx.nr.load(Ordering::Acquire)
+    {
+        // The device writes the FPM/feature buffers: an op on them may
+        // not have finished.
+        cx.keep(s);
+    }
+}
+
 fn pages_bytes(bytes: usize) -> u64 {
     (bytes.div_ceil(PAGE_SIZE).max(1) * PAGE_SIZE) as u64
 }
@@ -1188,154 +1383,47 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
         if let Some(o) = ops.as_deref_mut()
             && !after_reset
         {
-            if ws.filter_on
-                && let Err(e) = o.set_rdma_filter(self.lan.vsi_num, false)
-            {
-                first.get_or_insert(CloseError::Lan(e));
-            }
-            if let Some(teid) = ws.qset_teid
-                && let Err(e) = o.unregister_qset(ws.qs_handle, teid)
-            {
-                first.get_or_insert(CloseError::Lan(e));
-            }
+            self.release_lan(o, &mut first);
         }
         if after_reset {
             self.needs_reset.store(true, Ordering::Release);
         }
-        let nr = &self.needs_reset;
-        let quarantine = self.quarantine.get_mut();
-        let mut keep = |d: Dma<H>| keep_unless_reset(quarantine, after_reset, d);
-        let mut note = |r: Result<(), CqpError>| note_close(nr, &mut first, r);
-        let mut sds_released = false;
-        let mut cqp = self.cqp.get_mut().take();
-        // One CQP op, unless the device needs a reset.
-        let run = |cqp: &mut Option<Cqp<H, B>>, op: &mut CqpOp<'_, H, B>| match cqp.as_mut() {
-            Some(c) if !nr.load(Ordering::Acquire) => op(c),
-            _ => Err(CqpError::NeedsReset),
+        let mut cx = Closing {
+            cqp: self.cqp.get_mut().take(),
+            nr: &self.needs_reset,
+            quarantine: self.quarantine.get_mut(),
+            after_reset,
+            first,
         };
         // CQs whose destroy waited for QPs that never went (their destroy
         // failed): before the CEQ they report to (hw.c: CQs go first).
-        // The command is built from the record in place; only the rings
-        // move out (code size).
-        while let Some(d) =
-            self.res.get_mut().deferred_cqs.last().map(|c| crate::cqp::cmd::destroy_cq_cmd(&c.cmd))
-        {
-            let done = note(run_cmd(&mut cqp, nr, &crate::cqp::engine::Cmd(&d)));
-            if let Some(c) = self.res.get_mut().deferred_cqs.pop()
-                && !done
-            {
-                c.into_bufs().for_each(&mut keep);
-            }
-        }
-        // Work scheduler: leaf, VSI node, root (ws.c: irdma_ws_remove).
-        let vsi = self.lan.vsi_num;
-        let ids = [(ws.leaf_node, ws.vsi_node, true), (ws.vsi_node, 0, false), (0, 0, false)];
-        for (k, (node, parent, leaf)) in ids.iter().enumerate() {
-            if (ws.created as usize) < ids.len() - k {
-                continue;
-            }
-            let del = WsNode {
-                op: WsNodeOp::Delete,
-                node_id: *node,
-                parent_id: *parent,
-                vsi,
-                leaf: *leaf,
-                enable: false,
-                prio_type: 1,
-                tc: if *leaf { ws.tc } else { 0 },
-                weight: 1,
-            };
-            note(run_cmd(&mut cqp, nr, &crate::cqp::engine::Cmd(&del)));
-        }
-        // The AEQ and CEQ 0 are destroyed in place; only their rings move
-        // out (to be freed or kept), not the whole ring records.
-        // No lock-free peek may look at the ring from now on.
+        destroy_deferred_cqs(self.res.get_mut(), &mut cx);
+        remove_ws_tree(&ws, self.lan.vsi_num, &mut cx);
+        // No lock-free peek may look at the AEQ ring from now on.
         self.aeq_view = crate::uk::QueueMem::empty();
         *self.aeq_next.get_mut() = 1;
-        let aeq = self.aeq.get_mut();
-        if let Some(a) = aeq.as_ref() {
-            let d = DestroyAeq {
-                elem_cnt: a.cmd.elem_cnt,
-                mem: a.cmd.mem,
-                pasid_valid: false,
-                pasid: 0,
-            };
-            let done = note(run_cmd(&mut cqp, nr, &crate::cqp::engine::Cmd(&d)));
-            if let Some(ring) = aeq.take().map(|a| a.ring)
-                && !done
-            {
-                keep(ring);
-            }
-        }
-        if let Some(c) = self.ceq.as_ref() {
-            let d = DestroyCeq {
-                ceq_id: c.cmd.ceq_id,
-                elem_cnt: c.cmd.elem_cnt,
-                mem: c.cmd.mem,
-                tph_en: false,
-                pasid_valid: false,
-                pasid: 0,
-            };
-            let done = note(run_cmd(&mut cqp, nr, &crate::cqp::engine::Cmd(&d)));
-            if let Some(ring) = self.ceq.take().map(|c| c._ring)
-                && !done
-            {
-                keep(ring);
-            }
-        }
-        // The CCQ's memory stays in the engine until it is handed back below.
-        note(run(&mut cqp, &mut |c| c.destroy_ccq()));
-        let sds = &mut self.res.get_mut().sds;
-        if !sds.sds.is_empty() {
-            sds_released = note(run(&mut cqp, &mut |c| sds.clear_all(c)));
-        }
+        destroy_event_queues(self.aeq.get_mut(), &mut self.ceq, &mut cx);
+        let sds_released = stop_ccq_and_sds(&mut self.res.get_mut().sds, &mut cx);
         self.ws = WsTree::default();
-        if let Some(c) = cqp.take() {
-            if nr.load(Ordering::Acquire) {
-                c.abandon_into(&mut keep);
-            } else {
-                note(c.destroy_into(&mut keep));
-            }
-        }
+        close_cqp(&mut cx);
         // Now nothing the device knows of is left, or it is kept above.
-        let res = self.res.get_mut();
-        res.ids = None;
-        // Two loops, not one with the test inside (code size: LLVM
-        // unswitched it into two copies of the whole body).
-        if sds_released {
-            while res.sds.sds.pop().is_some() {}
-        } else {
-            while let Some(b) = res.sds.sds.pop() {
-                keep(b.mem);
-                if let Some(p) = b.pd_page {
-                    keep(p);
-                }
-            }
-        }
-        if let Some(s) = self.scratch.take()
-            && nr.load(Ordering::Acquire)
+        free_device_memory(self.res.get_mut(), &mut self.scratch, sds_released, &mut cx);
+        cx.finish(ops)
+    }
+
+    /// Teardown's first step: the LAN side lets go of RDMA (the VSI's RDMA
+    /// filter off, the qset unregistered); an error is kept in `first`.
+    fn release_lan(&mut self, o: &mut dyn LanOps, first: &mut Option<CloseError>) {
+        let ws = self.ws;
+        if ws.filter_on
+            && let Err(e) = o.set_rdma_filter(self.lan.vsi_num, false)
         {
-            // The device writes the FPM/feature buffers: an op on them may
-            // not have finished.
-            keep(s);
+            first.get_or_insert(CloseError::Lan(e));
         }
-        if after_reset {
-            quarantine.release_after_reset();
-        } else if (nr.load(Ordering::Acquire) || !quarantine.is_empty())
-            && let Some(o) = ops
+        if let Some(teid) = ws.qset_teid
+            && let Err(e) = o.unregister_qset(ws.qs_handle, teid)
         {
-            // What Linux does once it marked the function for reset (utils.c:
-            // irdma_wait_event → rf->gen_ops.request_reset, main.c:
-            // irdma_request_reset → the LAN driver resets the function); a
-            // quarantine is only ever given back by a reset, too.
-            o.request_reset();
-        }
-        if !quarantine.is_empty() {
-            return Err(CloseError::Quarantined(quarantine.stats()));
-        }
-        match first {
-            Some(e) => Err(e),
-            None => Ok(()),
+            first.get_or_insert(CloseError::Lan(e));
         }
     }
 

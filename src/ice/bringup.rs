@@ -769,47 +769,8 @@ impl<H: Hal, B: Bar + Clone> E810<H, B> {
         BringUpError,
     > {
         use BringUpError as E;
-        aq.clear_pf_cfg().map_err(E::cmd(Step::ClearPfConfig))?;
-        on(Progress::ClearPfConfig);
-        match aq.clear_pxe() {
-            Ok(()) => {}
-            Err(e) if e.firmware_code() == Some(super::desc::rc::EEXIST) => {}
-            Err(e) => return Err(E::Command(Step::ClearPxe, e)),
-        }
-        on(Progress::ClearPxe);
-        let dev = aq.discover_caps(CapsKind::Device).map_err(E::cmd(Step::Caps))?;
-        let func = aq.discover_caps(CapsKind::Function).map_err(E::cmd(Step::Caps))?;
-        if !Caps::rdma_usable(&func, &dev) {
-            return Err(E::RdmaDisabled);
-        }
-        // The RDMA vectors are PF-relative table indices (spec §4, §6 item
-        // 6): they must lie inside the function's MSI-X count.
-        let end = u32::from(o.msix.first) + u32::from(o.msix.count);
-        if o.msix.count > 0 && end > func.num_msix_vectors {
-            return Err(E::MsixOutOfRange { available: func.num_msix_vectors });
-        }
-        // Once RDMA is known to be on, ice also waits for PE_DONE: the PE
-        // firmware is up after the reset (ice_check_reset; spec §1.7).
-        if o.wait_pe_done {
-            let done = |v: u32| v & regs::GLNVM_ULD_PE_DONE != 0;
-            if !wait_reg::<H, B>(aq.regs(), o.reset_timeout, done, regs::GLNVM_ULD) {
-                return Err(E::ResetTimeout(Step::Caps));
-            }
-        }
-        on(Progress::Caps);
-        if o.ddp != DdpPolicy::Ignore {
-            let mut buf = [0u8; PKG_INFO_BUF];
-            let info = aq.get_pkg_info(&mut buf).map_err(E::cmd(Step::Ddp))?;
-            if info.active.is_none() {
-                match o.ddp {
-                    DdpPolicy::Download(pkg) => {
-                        aq.download_pkg(pkg).map_err(E::cmd(Step::Ddp))?;
-                    }
-                    _ => return Err(E::NoDdpPackage),
-                }
-            }
-        }
-        on(Progress::Ddp);
+        Self::clear_and_discover(aq, o, on)?;
+        Self::ddp_step(aq, o, on)?;
         if o.stop_lldp {
             aq.stop_lldp(false).map_err(E::cmd(Step::Link))?;
         }
@@ -845,46 +806,7 @@ impl<H: Hal, B: Bar + Clone> E810<H, B> {
         let cache = ctx;
         let vsi = aq.add_vsi(&mut ctx).map_err(E::cmd(Step::AddVsi))?;
         on(Progress::AddVsi);
-        let mut rest = || {
-            let mut branch = Branches::new();
-            for tc in (0..8u8).filter(|t| o.rdma_tcs & (1 << t) != 0) {
-                let b = aq
-                    .sched_cfg_vsi_rdma(&mut tree, tc, o.rdma_qsets_per_tc)
-                    .map_err(E::cmd(Step::RdmaBranch))?;
-                let _ = branch.push(b);
-            }
-            on(Progress::RdmaBranch);
-            let mac = port.mac.unwrap_or_default();
-            let mut filters = MacFilters::new();
-            filters
-                .add_mac_and_broadcast(aq, mac, vsi.vsi_num, o.veb, false)
-                .map_err(E::cmd(Step::SwitchRules))?;
-            on(Progress::SwitchRules);
-            aq.set_event_mask(port.lport, cmd::LINUX_EVENT_MASK).map_err(E::cmd(Step::Link))?;
-            let mut link =
-                aq.get_link_status(port.lport, Some(true)).map_err(E::cmd(Step::Link))?;
-            if !link.up() {
-                aq.restart_an(&mut port, true, 0).map_err(E::cmd(Step::Link))?;
-                let deadline = H::now().saturating_add(o.link_wait);
-                loop {
-                    link = aq.get_link_status(port.lport, None).map_err(E::cmd(Step::Link))?;
-                    if link.up() || H::now() >= deadline {
-                        break;
-                    }
-                    let pause_until = H::now().saturating_add(Duration::from_millis(10));
-                    wait_until::<H>(pause_until, || false);
-                }
-                if !link.up() && o.require_link {
-                    return Err(E::LinkDown);
-                }
-            }
-            on(Progress::Link);
-            if let Some(v) = &o.driver_version {
-                aq.send_driver_version(v).map_err(E::cmd(Step::DriverVersion))?;
-            }
-            Ok((branch, filters, link))
-        };
-        let rest = rest();
+        let rest = Self::after_vsi(aq, o, &mut tree, &mut port, vsi.vsi_num, on);
         match rest {
             Ok((branch, filters, link)) => {
                 Ok(((port, vsi.vsi_num, cache, tree, branch, filters), link))
@@ -894,6 +816,133 @@ impl<H: Hal, B: Bar + Clone> E810<H, B> {
                 Err(e)
             }
         }
+    }
+
+    /// LAN steps up to the capabilities: clear the PF configuration and
+    /// PXE, discover the device and function capabilities, check RDMA and
+    /// the MSI-X range, wait for PE_DONE.
+    fn clear_and_discover(
+        aq: &mut AdminQueue<H, B>,
+        o: &BringUpOptions<'_>,
+        on: &mut dyn FnMut(Progress),
+    ) -> Result<(), BringUpError> {
+        use BringUpError as E;
+        aq.clear_pf_cfg().map_err(E::cmd(Step::ClearPfConfig))?;
+        on(Progress::ClearPfConfig);
+        match aq.clear_pxe() {
+            Ok(()) => {}
+            Err(e) if e.firmware_code() == Some(super::desc::rc::EEXIST) => {}
+            Err(e) => return Err(E::Command(Step::ClearPxe, e)),
+        }
+        on(Progress::ClearPxe);
+        let dev = aq.discover_caps(CapsKind::Device).map_err(E::cmd(Step::Caps))?;
+        let func = aq.discover_caps(CapsKind::Function).map_err(E::cmd(Step::Caps))?;
+        if !Caps::rdma_usable(&func, &dev) {
+            return Err(E::RdmaDisabled);
+        }
+        // The RDMA vectors are PF-relative table indices (spec §4, §6 item
+        // 6): they must lie inside the function's MSI-X count.
+        let end = u32::from(o.msix.first) + u32::from(o.msix.count);
+        if o.msix.count > 0 && end > func.num_msix_vectors {
+            return Err(E::MsixOutOfRange { available: func.num_msix_vectors });
+        }
+        // Once RDMA is known to be on, ice also waits for PE_DONE: the PE
+        // firmware is up after the reset (ice_check_reset; spec §1.7).
+        if o.wait_pe_done {
+            let done = |v: u32| v & regs::GLNVM_ULD_PE_DONE != 0;
+            if !wait_reg::<H, B>(aq.regs(), o.reset_timeout, done, regs::GLNVM_ULD) {
+                return Err(E::ResetTimeout(Step::Caps));
+            }
+        }
+        on(Progress::Caps);
+        Ok(())
+    }
+
+    /// The DDP step: unless ignored, an active package is required (or
+    /// downloaded when the options carry one).
+    fn ddp_step(
+        aq: &mut AdminQueue<H, B>,
+        o: &BringUpOptions<'_>,
+        on: &mut dyn FnMut(Progress),
+    ) -> Result<(), BringUpError> {
+        use BringUpError as E;
+        if o.ddp != DdpPolicy::Ignore {
+            let mut buf = [0u8; PKG_INFO_BUF];
+            let info = aq.get_pkg_info(&mut buf).map_err(E::cmd(Step::Ddp))?;
+            if info.active.is_none() {
+                match o.ddp {
+                    DdpPolicy::Download(pkg) => {
+                        aq.download_pkg(pkg).map_err(E::cmd(Step::Ddp))?;
+                    }
+                    _ => return Err(E::NoDdpPackage),
+                }
+            }
+        }
+        on(Progress::Ddp);
+        Ok(())
+    }
+
+    /// LAN steps once the VSI exists (the caller frees it when one fails):
+    /// the RDMA scheduler branches, the switch rules, the link, the driver
+    /// version.
+    fn after_vsi(
+        aq: &mut AdminQueue<H, B>,
+        o: &BringUpOptions<'_>,
+        tree: &mut Tree,
+        port: &mut PortInfo,
+        vsi_num: u16,
+        on: &mut dyn FnMut(Progress),
+    ) -> Result<(Branches, MacFilters, cmd::LinkStatus), BringUpError> {
+        use BringUpError as E;
+        let mut branch = Branches::new();
+        for tc in (0..8u8).filter(|t| o.rdma_tcs & (1 << t) != 0) {
+            let b = aq
+                .sched_cfg_vsi_rdma(tree, tc, o.rdma_qsets_per_tc)
+                .map_err(E::cmd(Step::RdmaBranch))?;
+            let _ = branch.push(b);
+        }
+        on(Progress::RdmaBranch);
+        let mac = port.mac.unwrap_or_default();
+        let mut filters = MacFilters::new();
+        filters
+            .add_mac_and_broadcast(aq, mac, vsi_num, o.veb, false)
+            .map_err(E::cmd(Step::SwitchRules))?;
+        on(Progress::SwitchRules);
+        let link = Self::link_step(aq, o, port)?;
+        on(Progress::Link);
+        if let Some(v) = &o.driver_version {
+            aq.send_driver_version(v).map_err(E::cmd(Step::DriverVersion))?;
+        }
+        Ok((branch, filters, link))
+    }
+
+    /// The link step: link events on; when the link is down, restart
+    /// auto-negotiation and wait up to `link_wait` for it (an error only
+    /// when the options require the link).
+    fn link_step(
+        aq: &mut AdminQueue<H, B>,
+        o: &BringUpOptions<'_>,
+        port: &mut PortInfo,
+    ) -> Result<cmd::LinkStatus, BringUpError> {
+        use BringUpError as E;
+        aq.set_event_mask(port.lport, cmd::LINUX_EVENT_MASK).map_err(E::cmd(Step::Link))?;
+        let mut link = aq.get_link_status(port.lport, Some(true)).map_err(E::cmd(Step::Link))?;
+        if !link.up() {
+            aq.restart_an(port, true, 0).map_err(E::cmd(Step::Link))?;
+            let deadline = H::now().saturating_add(o.link_wait);
+            loop {
+                link = aq.get_link_status(port.lport, None).map_err(E::cmd(Step::Link))?;
+                if link.up() || H::now() >= deadline {
+                    break;
+                }
+                let pause_until = H::now().saturating_add(Duration::from_millis(10));
+                wait_until::<H>(pause_until, || false);
+            }
+            if !link.up() && o.require_link {
+                return Err(E::LinkDown);
+            }
+        }
+        Ok(link)
     }
 
     /// Step 26: the RDMA layer closes (PE filter off, qsets removed), then

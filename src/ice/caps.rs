@@ -190,6 +190,14 @@ impl CommonCaps {
     /// One element into the common fields (ice_parse_common_caps); returns
     /// whether the id is a common capability.
     fn apply(&mut self, cap: u16, number: u32, logical: u32, phys: u32) -> bool {
+        self.apply_resources(cap, number, logical, phys)
+            || self.apply_versions(cap, number, logical, phys)
+            || self.apply_platform(cap, number, logical, phys)
+    }
+
+    /// [`Self::apply`] for the function's modes and resources (switching,
+    /// manageability, SR-IOV, DCB, RSS, queues, MSI-X).
+    fn apply_resources(&mut self, cap: u16, number: u32, logical: u32, phys: u32) -> bool {
         let c = self;
         match cap {
             id::SWITCHING_MODE => c.switching_mode = number,
@@ -225,6 +233,16 @@ impl CommonCaps {
                 c.num_msix_vectors = number;
                 c.msix_vector_first_id = phys;
             }
+            _ => return false,
+        }
+        true
+    }
+
+    /// [`Self::apply`] for the NVM, option ROM and netlist versions and the
+    /// NVM management flags.
+    fn apply_versions(&mut self, cap: u16, number: u32, logical: u32, phys: u32) -> bool {
+        let c = self;
+        match cap {
             id::NVM_VER | id::PENDING_NVM_VER => {
                 if cap == id::PENDING_NVM_VER {
                     c.nvm_update_pending_nvm = true;
@@ -251,6 +269,16 @@ impl CommonCaps {
                 c.nvm_unified_update = number & (1 << 3) != 0;
                 c.netlist_auth = number & (1 << 5) != 0;
             }
+            _ => return false,
+        }
+        true
+    }
+
+    /// [`Self::apply`] for the rest: CEM, RDMA, LAG, LED/SDP pins, WoL,
+    /// MTU, reset behaviour, external topology images, scheduler modes.
+    fn apply_platform(&mut self, cap: u16, number: u32, logical: u32, phys: u32) -> bool {
+        let c = self;
+        match cap {
             id::CEM => c.mgmt_cem = number == 1,
             id::IWARP => c.iwarp = number == 1,
             id::FW_LAG_SUPPORT => {

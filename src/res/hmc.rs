@@ -262,6 +262,13 @@ fn est_sd(caps: &FpmCaps, cnt: &[u64; HMC_OBJ_COUNT]) -> Result<u64, HmcError> {
     Ok(bytes.div_ceil(SD_SIZE))
 }
 
+/// What the shrink loop of [`size_hmc`] asks for in one round.
+struct Wanted {
+    qp: u32,
+    mr: u64,
+    pble: u64,
+}
+
 /// Chooses the counts to commit (spec control-path §3.5; ctrl.c:
 /// irdma_cfg_fpm_val with cfg_fpm_value_gen_2), with the profile's bounds
 /// applied where Linux starts from device maxima.
@@ -280,12 +287,15 @@ pub fn size_hmc(caps: &FpmCaps, profile: &Profile) -> Result<HmcCounts, HmcError
         _ => caps.max_sds,
     };
 
-    let mut qpwanted = pow2_floor(profile.qps.min(caps.obj[Qp.idx()].max_cnt));
+    let qpwanted = pow2_floor(profile.qps.min(caps.obj[Qp.idx()].max_cnt));
     if qpwanted == 0 {
         return Err(HmcError::NoQps);
     }
-    let mut mrwanted = max(Mr).min(profile.mrs as u64);
-    let mut pblewanted = max(Pble).min(profile.pbles as u64);
+    let mut want = Wanted {
+        qp: qpwanted,
+        mr: max(Mr).min(profile.mrs as u64),
+        pble: max(Pble).min(profile.pbles as u64),
+    };
     // The CQ bound applies from the start (Linux's starts at the maximum).
     cnt[Cq.idx()] = max(Cq).min(profile.cqs as u64);
     cnt[Fsimc.idx()] = max(Fsimc);
@@ -293,9 +303,9 @@ pub fn size_hmc(caps: &FpmCaps, profile: &Profile) -> Result<HmcCounts, HmcError
     cnt[Arp.idx()] = max(Arp);
     cnt[ApbvtEntry.idx()] = 1;
 
-    while q1_cnt(caps, profile.protocol, qpwanted)? > max(Q1) {
-        qpwanted /= 2;
-        if qpwanted == 0 {
+    while q1_cnt(caps, profile.protocol, want.qp)? > max(Q1) {
+        want.qp /= 2;
+        if want.qp == 0 {
             return Err(HmcError::NoQps);
         }
     }
@@ -304,94 +314,12 @@ pub fn size_hmc(caps: &FpmCaps, profile: &Profile) -> Result<HmcCounts, HmcError
     let mut sd_needed;
     loop {
         rounds += 1;
-        let qp = qpwanted as u64;
-        cnt[Qp.idx()] = qp;
-        cnt[Cq.idx()] = (2 * qp).min(cnt[Cq.idx()]);
-        cnt[Srq.idx()] = 0;
-        cnt[Mr.idx()] = mrwanted;
-
-        let hte = round_up(qp + cnt[Fsimc.idx()], 512).ok_or(HmcError::Overflow)?;
-        let hte = hte.checked_next_power_of_two().ok_or(HmcError::Overflow)?;
-        cnt[Hte.idx()] = hte.checked_mul(caps.ht_multiplier as u64).ok_or(HmcError::Overflow)?;
-
-        // cfg_fpm_value_gen_2
-        cnt[Xf.idx()] = 4u64
-            .checked_mul(caps.xf_block_size)
-            .and_then(|v| v.checked_mul(qp))
-            .ok_or(HmcError::Overflow)?;
-        cnt[Hdr.idx()] = qp;
-        if max(Rrf) != 0 {
-            cnt[Rrf.idx()] = 32 * qp;
-        }
-        if max(Rrffl) != 0 {
-            if caps.rrf_block_size == 0 {
-                return Err(HmcError::ZeroRrfBlockSize);
-            }
-            cnt[Rrffl.idx()] = cnt[Rrf.idx()] / caps.rrf_block_size;
-        }
-        if profile.protocol == Protocol::Iwarp {
-            if max(Ooisc) != 0 {
-                cnt[Ooisc.idx()] = 32 * qp;
-            }
-            if max(Ooiscffl) != 0 {
-                if caps.ooiscf_block_size == 0 {
-                    return Err(HmcError::ZeroOoiscfBlockSize);
-                }
-                cnt[Ooiscffl.idx()] = cnt[Ooisc.idx()] / caps.ooiscf_block_size;
-            }
-        }
-
-        cnt[Q1.idx()] = q1_cnt(caps, profile.protocol, qpwanted)?;
-        if caps.xf_block_size == 0 {
-            return Err(HmcError::ZeroXfBlockSize);
-        }
-        cnt[Xffl.idx()] = cnt[Xf.idx()] / caps.xf_block_size;
-        cnt[Q1fl.idx()] = cnt[Q1.idx()] / caps.q1_block_size;
-        cnt[Timer.idx()] = (round_up(qp, 512).ok_or(HmcError::Overflow)? / 512 + 1)
-            .checked_mul(caps.timer_bucket as u64)
-            .ok_or(HmcError::Overflow)?;
-        cnt[Pble.idx()] = pblewanted;
-
+        fill_round(caps, profile.protocol, &want, &mut cnt)?;
         sd_needed = est_sd(caps, &cnt)?;
         if sd_needed <= available as u64 || rounds >= MAX_ROUNDS {
             break;
         }
-
-        let sd_diff = sd_needed - available as u64;
-        if sd_diff > 128 {
-            if rounds.is_multiple_of(2) && qpwanted > 128 {
-                qpwanted /= 2;
-            } else {
-                pblewanted /= 2;
-                mrwanted /= 2;
-            }
-            continue;
-        }
-        // Default (not FAVOR_VF) HMC profile.
-        if pblewanted > 512 * FPM_MULTIPLIER * sd_diff {
-            pblewanted -= 256 * FPM_MULTIPLIER * sd_diff;
-            continue;
-        } else if pblewanted > 100 * FPM_MULTIPLIER {
-            pblewanted -= 10 * FPM_MULTIPLIER;
-        } else if pblewanted > 16 * FPM_MULTIPLIER {
-            pblewanted -= FPM_MULTIPLIER;
-        } else if qpwanted <= 128 {
-            if cnt[Fsimc.idx()] > 256 {
-                cnt[Fsimc.idx()] /= 2;
-            }
-            if cnt[Fsiav.idx()] > 256 {
-                cnt[Fsiav.idx()] /= 2;
-            }
-        }
-        if mrwanted > FPM_MULTIPLIER {
-            mrwanted -= FPM_MULTIPLIER;
-        }
-        if rounds.is_multiple_of(10) && qpwanted > 128 {
-            qpwanted /= 2;
-            if cnt[Fsiav.idx()] > 256 {
-                cnt[Fsiav.idx()] /= 2;
-            }
-        }
+        shrink(sd_needed - available as u64, rounds, &mut want, &mut cnt);
     }
     if sd_needed > available as u64 {
         return Err(HmcError::DoesNotFit { needed: fit_u32(sd_needed)?, available });
@@ -401,7 +329,7 @@ pub fn size_hmc(caps: &FpmCaps, profile: &Profile) -> Result<HmcCounts, HmcError
     if rounds > 1 && sd_needed < available as u64 {
         let grow = (available as u64 - sd_needed) * 256 * FPM_MULTIPLIER;
         let cap = max(Pble).min(profile.pbles as u64);
-        cnt[Pble.idx()] = (pblewanted + grow).min(cap);
+        cnt[Pble.idx()] = (want.pble + grow).min(cap);
         sd_needed = est_sd(caps, &cnt)?;
     }
 
@@ -410,6 +338,106 @@ pub fn size_hmc(caps: &FpmCaps, profile: &Profile) -> Result<HmcCounts, HmcError
         *o = fit_u32(*c)?;
     }
     Ok(HmcCounts { cnt: out, sd_needed: fit_u32(sd_needed)?, rounds })
+}
+
+/// One round of [`size_hmc`]: the counts that follow from what is wanted
+/// (ctrl.c: irdma_cfg_fpm_val's loop body and cfg_fpm_value_gen_2).
+fn fill_round(
+    caps: &FpmCaps,
+    protocol: Protocol,
+    want: &Wanted,
+    cnt: &mut [u64; HMC_OBJ_COUNT],
+) -> Result<(), HmcError> {
+    use HmcObj::*;
+    let max = |o: HmcObj| caps.obj[o.idx()].max_cnt as u64;
+    let qp = want.qp as u64;
+    cnt[Qp.idx()] = qp;
+    cnt[Cq.idx()] = (2 * qp).min(cnt[Cq.idx()]);
+    cnt[Srq.idx()] = 0;
+    cnt[Mr.idx()] = want.mr;
+
+    let hte = round_up(qp + cnt[Fsimc.idx()], 512).ok_or(HmcError::Overflow)?;
+    let hte = hte.checked_next_power_of_two().ok_or(HmcError::Overflow)?;
+    cnt[Hte.idx()] = hte.checked_mul(caps.ht_multiplier as u64).ok_or(HmcError::Overflow)?;
+
+    // cfg_fpm_value_gen_2
+    cnt[Xf.idx()] = 4u64
+        .checked_mul(caps.xf_block_size)
+        .and_then(|v| v.checked_mul(qp))
+        .ok_or(HmcError::Overflow)?;
+    cnt[Hdr.idx()] = qp;
+    if max(Rrf) != 0 {
+        cnt[Rrf.idx()] = 32 * qp;
+    }
+    if max(Rrffl) != 0 {
+        if caps.rrf_block_size == 0 {
+            return Err(HmcError::ZeroRrfBlockSize);
+        }
+        cnt[Rrffl.idx()] = cnt[Rrf.idx()] / caps.rrf_block_size;
+    }
+    if protocol == Protocol::Iwarp {
+        if max(Ooisc) != 0 {
+            cnt[Ooisc.idx()] = 32 * qp;
+        }
+        if max(Ooiscffl) != 0 {
+            if caps.ooiscf_block_size == 0 {
+                return Err(HmcError::ZeroOoiscfBlockSize);
+            }
+            cnt[Ooiscffl.idx()] = cnt[Ooisc.idx()] / caps.ooiscf_block_size;
+        }
+    }
+
+    cnt[Q1.idx()] = q1_cnt(caps, protocol, want.qp)?;
+    if caps.xf_block_size == 0 {
+        return Err(HmcError::ZeroXfBlockSize);
+    }
+    cnt[Xffl.idx()] = cnt[Xf.idx()] / caps.xf_block_size;
+    cnt[Q1fl.idx()] = cnt[Q1.idx()] / caps.q1_block_size;
+    cnt[Timer.idx()] = (round_up(qp, 512).ok_or(HmcError::Overflow)? / 512 + 1)
+        .checked_mul(caps.timer_bucket as u64)
+        .ok_or(HmcError::Overflow)?;
+    cnt[Pble.idx()] = want.pble;
+    Ok(())
+}
+
+/// The shrink step of [`size_hmc`] when round `rounds` needed `sd_diff`
+/// SDs more than available (ctrl.c: irdma_cfg_fpm_val, the default, not
+/// FAVOR_VF, HMC profile).
+fn shrink(sd_diff: u64, rounds: u32, want: &mut Wanted, cnt: &mut [u64; HMC_OBJ_COUNT]) {
+    use HmcObj::*;
+    if sd_diff > 128 {
+        if rounds.is_multiple_of(2) && want.qp > 128 {
+            want.qp /= 2;
+        } else {
+            want.pble /= 2;
+            want.mr /= 2;
+        }
+        return;
+    }
+    if want.pble > 512 * FPM_MULTIPLIER * sd_diff {
+        want.pble -= 256 * FPM_MULTIPLIER * sd_diff;
+        return;
+    } else if want.pble > 100 * FPM_MULTIPLIER {
+        want.pble -= 10 * FPM_MULTIPLIER;
+    } else if want.pble > 16 * FPM_MULTIPLIER {
+        want.pble -= FPM_MULTIPLIER;
+    } else if want.qp <= 128 {
+        if cnt[Fsimc.idx()] > 256 {
+            cnt[Fsimc.idx()] /= 2;
+        }
+        if cnt[Fsiav.idx()] > 256 {
+            cnt[Fsiav.idx()] /= 2;
+        }
+    }
+    if want.mr > FPM_MULTIPLIER {
+        want.mr -= FPM_MULTIPLIER;
+    }
+    if rounds.is_multiple_of(10) && want.qp > 128 {
+        want.qp /= 2;
+        if cnt[Fsiav.idx()] > 256 {
+            cnt[Fsiav.idx()] /= 2;
+        }
+    }
 }
 
 /// Defined with the COMMIT_FPM_VAL decoder (a wire decoding below the

@@ -286,6 +286,142 @@ pub struct Qp<'d, H: Hal, B: Bar + Clone, S: SendQueue = Sq<'static>> {
     mem: Option<QpMem<H>>,
 }
 
+/// A QP's queue sizes and host memory, before it has an id
+/// ([`qp_alloc`]).
+struct QpAlloc<H: Hal> {
+    sq: WqSizing,
+    rq: WqSizing,
+    sq_bytes: usize,
+    rq_bytes: usize,
+    rq_size: u32,
+    rq_frags: u32,
+    send_sge: u32,
+    ring: Dma<H>,
+    ctx_page: Dma<H>,
+    trk: Dma<H>,
+}
+
+/// The parts of a QP before its context is built
+/// ([`Device::qp_parts`]).
+struct QpParts<H: Hal, S: SendQueue> {
+    // Views `mem`: declared (and dropped) first.
+    uk: QpUk<'static, S>,
+    id: u32,
+    ty: u8,
+    ud: bool,
+    sq: WqSizing,
+    rq: WqSizing,
+    sq_pa: u64,
+    rq_pa: u64,
+    shadow_pa: u64,
+    compl_ctx: u64,
+    cap: QpCap,
+    mem: QpMem<H>,
+}
+
+/// Sizes a QP's queues for the checked capabilities `c` (uk.c:
+/// irdma_uk_calc_depth_shift_sq/rq, irdma_get_sqdepth/rqdepth; the RQ is
+/// `wq`'s when given) and allocates the ring (SQ, RQ, 64-byte shadow
+/// area), the context page and the tracking memory.
+// Inlined into its one caller (code size, see `Device::qp_parts`).
+#[inline(always)]
+fn qp_alloc<H: Hal>(
+    c: &QpCap,
+    wq: Option<&Wq<'_, H, impl Bar + Clone>>,
+) -> Result<QpAlloc<H>, VerbsError> {
+    let sq = calc_sq(c.max_send_wr.max(1), c.max_send_sge.max(1), c.max_inline_data)
+        .map_err(|_| too_deep(Quantity::MaxSendWr, c.max_send_wr))?;
+    let rq = match wq {
+        Some(w) => WqSizing {
+            depth_quanta: w.depth_quanta,
+            shift: w.shift,
+            size: w.depth_quanta >> w.shift,
+            reported_max_wr: w.max_wr,
+        },
+        None => calc_rq(c.max_recv_wr.max(1), c.max_recv_sge.max(1))
+            .map_err(|_| too_deep(Quantity::MaxRecvWr, c.max_recv_wr))?,
+    };
+    let sq_bytes = sq.depth_quanta as usize * 32;
+    // With a WQ the RQ ring is the WQ's; otherwise it follows the SQ.
+    let rq_bytes = if wq.is_some() { 0 } else { rq.depth_quanta as usize * 32 };
+    let ring_bytes = (sq_bytes + rq_bytes + 64).next_multiple_of(256);
+    let ring = Dma::<H>::with_bytes(ring_bytes, BufferDirection::Both)?;
+    let ctx_page = Dma::<H>::new(1, BufferDirection::DriverToDevice)?;
+    let rq_size = rq.depth_quanta >> rq.shift;
+    let own_rq_trk = if wq.is_some() { 0 } else { rq_size as usize * 8 };
+    let trk_bytes = sq.depth_quanta as usize * core::mem::size_of::<SqWrTrk>() + own_rq_trk;
+    let trk = Dma::<H>::with_bytes(trk_bytes, BufferDirection::DriverToDevice)?;
+    // A receive WQE of 2^shift quanta holds 2^(shift+1) − 1 fragments.
+    let rq_frags = match wq {
+        Some(w) => w.max_sge,
+        None => ((2u32 << rq.shift) - 1).min(MAX_FRAGS).max(c.max_recv_sge),
+    };
+    let send_sge = c.max_send_sge.max(1);
+    Ok(QpAlloc { sq, rq, sq_bytes, rq_bytes, rq_size, rq_frags, send_sge, ring, ctx_page, trk })
+}
+
+/// The SQ and RQ of QP `id` over `m`'s memory (the RQ is `wq`'s when
+/// given, its ring and tracking memory handed back with its ring's
+/// address), and the RQ ring's address.
+///
+/// # Safety
+///
+/// The queues view `m.ring` and `m.trk` as `'static`: the caller must keep
+/// both (never moving their pages, never freeing them) for as long as the
+/// returned queues are used, and never hand the queues out on their own.
+// Inlined into its one caller (code size, see `Device::qp_parts`).
+#[inline(always)]
+#[allow(clippy::type_complexity)]
+unsafe fn qp_rings<'d, H: Hal, B: Bar + Clone>(
+    m: &QpAlloc<H>,
+    max_inline_data: u32,
+    id: u32,
+    wq: Option<Wq<'d, H, B>>,
+) -> Result<(Sq<'static>, Rq<'static>, u64, Option<(Dma<H>, Dma<H>)>), VerbsError> {
+    let (ring, trk, sq, sq_bytes, rq_bytes) = (&m.ring, &m.trk, &m.sq, m.sq_bytes, m.rq_bytes);
+    // SAFETY: the caller keeps `ring` and `trk` as long as the views are
+    // used (this function's contract). `trk` is never given to the device;
+    // `SqWrTrk` and `u64` are valid all-zero.
+    let parts = unsafe {
+        (static_view(ring, 0, sq_bytes), dma_slice::<H, SqWrTrk>(trk, sq.depth_quanta as usize))
+    };
+    let (Some(sq_mem), Some(sq_trk)) = parts else {
+        return Err(VerbsError::Invalid { what: Phrase::new(&"QP memory") });
+    };
+    // `match`, not `map_err`: the rings are not repacked (code size).
+    let sq_uk = match Sq::new(sq_mem, sq_trk, sq.depth_quanta, m.send_sge, max_inline_data, id) {
+        Ok(q) => q,
+        Err(_) => return Err(VerbsError::Invalid { what: Phrase::new(&"SQ") }),
+    };
+    let (rq_uk, rq_pa, wq_mem) = match wq {
+        Some(w) => {
+            let pa = w.ring.paddr();
+            (w.rq, pa, Some((w.ring, w.trk)))
+        }
+        None => {
+            // SAFETY: as above; the RQ ring follows the SQ in `ring`, the
+            // RQ wrid array follows the SQ tracking array in `trk`, so
+            // no two views overlap.
+            let rq_mem = unsafe { static_view(ring, sq_bytes, rq_bytes) };
+            // SAFETY: as above.
+            let rq_wrid = unsafe {
+                let off = sq.depth_quanta as usize * core::mem::size_of::<SqWrTrk>();
+                let p = trk.vaddr().as_ptr().add(off).cast::<u64>();
+                core::slice::from_raw_parts_mut(p, m.rq_size as usize)
+            };
+            let Some(rq_mem) = rq_mem else {
+                return Err(VerbsError::Invalid { what: Phrase::new(&"QP memory") });
+            };
+            let rq_uk = match Rq::new(rq_mem, rq_wrid, m.rq_size, m.rq.shift, m.rq_frags) {
+                Ok(q) => q,
+                Err(_) => return Err(VerbsError::Invalid { what: Phrase::new(&"RQ") }),
+            };
+            (rq_uk, ring.paddr() + sq_bytes as u64, None)
+        }
+    };
+    Ok((sq_uk, rq_uk, rq_pa, wq_mem))
+}
+
 impl<H: Hal, B: Bar + Clone> Device<H, B> {
     /// `ib_create_qp` for an RC QP (irdma_kcompat.c: irdma_create_qp; verbs.c:
     /// irdma_setup_kmode_qp): SQ, RQ and the 64-byte shadow area in one
@@ -385,36 +521,29 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
         make_sq: impl FnOnce(Sq<'static>) -> Result<(S, SharedMem<H>), VerbsError>,
     ) -> Result<Qp<'d, H, B, S>, VerbsError> {
         let c = self.check_qp_args(pd, attr, wq.as_ref())?;
-        // Sizing: uk.c: irdma_uk_calc_depth_shift_sq/rq, irdma_get_sqdepth/rqdepth.
-        let sq = calc_sq(c.max_send_wr.max(1), c.max_send_sge.max(1), c.max_inline_data)
-            .map_err(|_| too_deep(Quantity::MaxSendWr, c.max_send_wr))?;
-        let rq = match wq.as_ref() {
-            Some(w) => WqSizing {
-                depth_quanta: w.depth_quanta,
-                shift: w.shift,
-                size: w.depth_quanta >> w.shift,
-                reported_max_wr: w.max_wr,
-            },
-            None => calc_rq(c.max_recv_wr.max(1), c.max_recv_sge.max(1))
-                .map_err(|_| too_deep(Quantity::MaxRecvWr, c.max_recv_wr))?,
-        };
-        let sq_bytes = sq.depth_quanta as usize * 32;
-        // With a WQ the RQ ring is the WQ's; otherwise it follows the SQ.
-        let rq_bytes = if wq.is_some() { 0 } else { rq.depth_quanta as usize * 32 };
-        let ring_bytes = (sq_bytes + rq_bytes + 64).next_multiple_of(256);
-        let ring = Dma::<H>::with_bytes(ring_bytes, BufferDirection::Both)?;
-        let ctx_page = Dma::<H>::new(1, BufferDirection::DriverToDevice)?;
-        let rq_size = rq.depth_quanta >> rq.shift;
-        let own_rq_trk = if wq.is_some() { 0 } else { rq_size as usize * 8 };
-        let trk_bytes = sq.depth_quanta as usize * core::mem::size_of::<SqWrTrk>() + own_rq_trk;
-        let trk = Dma::<H>::with_bytes(trk_bytes, BufferDirection::DriverToDevice)?;
-        // A receive WQE of 2^shift quanta holds 2^(shift+1) − 1 fragments.
-        let rq_frags = match wq.as_ref() {
-            Some(w) => w.max_sge,
-            None => ((2u32 << rq.shift) - 1).min(MAX_FRAGS).max(c.max_recv_sge),
-        };
-        let send_sge = c.max_send_sge.max(1);
+        let gsi = transport == Transport::Gsi;
+        let p = self.qp_parts(&c, wq, transport, make_sq)?;
+        let compl_ctx = p.compl_ctx;
+        let mut qp = self.new_qp(pd, attr, p);
+        self.create_on_device(&mut qp, pd, attr, gsi, compl_ctx)?;
+        Ok(qp)
+    }
 
+    /// [`Self::create_qp_inner`]'s first half: the queues sized, their host
+    /// memory allocated, a QP id taken (given back when a later step
+    /// fails), the rings built over that memory (the RQ is `wq`'s when
+    /// given) and turned into the QP's send queue by `make_sq`.
+    // Inlined into its one caller (code size: out of line it costs the
+    // firmware example ~1 KiB of `.text` in moves of the parts).
+    #[inline(always)]
+    fn qp_parts<S: SendQueue>(
+        &self,
+        c: &QpCap,
+        wq: Option<Wq<'_, H, B>>,
+        transport: Transport,
+        make_sq: impl FnOnce(Sq<'static>) -> Result<(S, SharedMem<H>), VerbsError>,
+    ) -> Result<QpParts<H, S>, VerbsError> {
+        let m = qp_alloc::<H>(c, wq.as_ref())?;
         let gsi = transport == Transport::Gsi;
         let id = self.alloc_qp_id(gsi)?;
         let free_id = |e: VerbsError| {
@@ -425,54 +554,16 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
             Transport::Rc => (QpKind::Rc, qp_type::ROCE_RC),
             Transport::Ud | Transport::Gsi => (QpKind::Ud, qp_type::ROCE_UD),
         };
-        let ud = kind == QpKind::Ud;
-        // SAFETY: `ring` and `trk` are owned by the returned `Qp` (in `mem`)
-        // next to `uk`, never move their pages, are never freed while `uk`
-        // is used (field order, `alive` checks), and `uk` never leaves the
-        // `Qp`. `trk` is never given to the device; `SqWrTrk` and `u64` are
-        // valid all-zero.
-        let parts = unsafe {
-            (
-                static_view(&ring, 0, sq_bytes),
-                dma_slice::<H, SqWrTrk>(&trk, sq.depth_quanta as usize),
-            )
-        };
-        let (Some(sq_mem), Some(sq_trk)) = parts else {
-            return Err(free_id(VerbsError::Invalid { what: Phrase::new(&"QP memory") }));
-        };
-        // `match`, not `map_err`: the rings are not repacked (code size).
-        let sq_uk = match Sq::new(sq_mem, sq_trk, sq.depth_quanta, send_sge, c.max_inline_data, id)
-        {
-            Ok(q) => q,
-            Err(_) => return Err(free_id(VerbsError::Invalid { what: Phrase::new(&"SQ") })),
-        };
-        let (rq_uk, rq_pa, wq_mem) = match wq {
-            Some(w) => {
-                let pa = w.ring.paddr();
-                (w.rq, pa, Some((w.ring, w.trk)))
-            }
-            None => {
-                // SAFETY: as above; the RQ ring follows the SQ in `ring`, the
-                // RQ wrid array follows the SQ tracking array in `trk`, so
-                // no two views overlap.
-                let rq_mem = unsafe { static_view(&ring, sq_bytes, rq_bytes) };
-                // SAFETY: as above.
-                let rq_wrid = unsafe {
-                    let off = sq.depth_quanta as usize * core::mem::size_of::<SqWrTrk>();
-                    let p = trk.vaddr().as_ptr().add(off).cast::<u64>();
-                    core::slice::from_raw_parts_mut(p, rq_size as usize)
-                };
-                let Some(rq_mem) = rq_mem else {
-                    return Err(free_id(VerbsError::Invalid { what: Phrase::new(&"QP memory") }));
-                };
-                let rq_uk = match Rq::new(rq_mem, rq_wrid, rq_size, rq.shift, rq_frags) {
-                    Ok(q) => q,
-                    Err(_) => {
-                        return Err(free_id(VerbsError::Invalid { what: Phrase::new(&"RQ") }));
-                    }
-                };
-                (rq_uk, ring.paddr() + sq_bytes as u64, None)
-            }
+        // SAFETY: `m.ring` and `m.trk` move, with the queues viewing them,
+        // into the returned parts (`mem` next to `uk`) and from there
+        // together into the `Qp` (`new_qp`), which owns them in `mem` next
+        // to `uk`, never moves their pages, never frees them while `uk` is
+        // used (field order, `alive` checks); `uk` never leaves the `Qp`.
+        // On an error below the queues are dropped before `m`.
+        let rings = unsafe { qp_rings(&m, c.max_inline_data, id, wq) };
+        let (sq_uk, rq_uk, rq_pa, wq_mem) = match rings {
+            Ok(v) => v,
+            Err(e) => return Err(free_id(e)),
         };
         let (sq_uk, shared_mem) = match make_sq(sq_uk) {
             Ok(v) => v,
@@ -481,13 +572,49 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
         // Echoed in every CQE (QP context +168); unique per creation.
         let compl_ctx = self.next_compl_ctx(id);
         let uk = QpUk::new(sq_uk, rq_uk, compl_ctx, kind);
-
-        let shadow_pa = ring.paddr() + (sq_bytes + rq_bytes) as u64;
-        let ird = self.max_ird;
-        let mut qp = Qp {
+        Ok(QpParts {
             uk,
-            dev: self,
             id,
+            ty,
+            ud: kind == QpKind::Ud,
+            sq: m.sq,
+            rq: m.rq,
+            sq_pa: m.ring.paddr(),
+            rq_pa,
+            shadow_pa: m.ring.paddr() + (m.sq_bytes + m.rq_bytes) as u64,
+            compl_ctx,
+            cap: QpCap {
+                max_send_wr: m.sq.reported_max_wr.max(c.max_send_wr),
+                max_recv_wr: m.rq.reported_max_wr.max(c.max_recv_wr),
+                max_send_sge: m.send_sge,
+                max_recv_sge: m.rq_frags,
+                max_inline_data: c.max_inline_data,
+            },
+            mem: QpMem {
+                _ring: m.ring,
+                ctx: m.ctx_page,
+                _trk: m.trk,
+                _wq: wq_mem,
+                _shared: shared_mem,
+                _compl: None,
+            },
+        })
+    }
+
+    /// The QP (state RESET, not yet created on the device) of the parts
+    /// [`Self::qp_parts`] made, its context from Linux's kernel defaults.
+    fn new_qp<'d, S: SendQueue>(
+        &'d self,
+        pd: &Pd<'d, H, B>,
+        attr: &QpInitAttr<'_, 'd, H, B>,
+        p: QpParts<H, S>,
+    ) -> Qp<'d, H, B, S> {
+        let (sq, rq, ud) = (p.sq, p.rq, p.ud);
+        let ird = self.max_ird;
+        Qp {
+            uk: p.uk,
+            dev: self,
+            id: p.id,
             pd: pd.id(),
             send_cq: attr.send_cq.id(),
             recv_cq: attr.recv_cq.id(),
@@ -495,15 +622,15 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
             hw_error: false,
             // Built in place (code size: not on the stack and copied in).
             ctx: QpRoceCtx {
-                sq_pa: ring.paddr(),
-                rq_pa,
+                sq_pa: p.sq_pa,
+                rq_pa: p.rq_pa,
                 hw_sq_size: (sq.depth_quanta.trailing_zeros() - 2) as u8,
                 hw_rq_size: (rq.depth_quanta.trailing_zeros() - 2) as u8,
                 rq_wqe_size: rq.shift,
                 qs_handle: self.ws.qs_handle,
                 send_cq_num: attr.send_cq.id(),
                 rcv_cq_num: attr.recv_cq.id(),
-                qp_compl_ctx: compl_ctx,
+                qp_compl_ctx: p.compl_ctx,
                 // UD: P_Key, Q_Key and PD come at INIT (conformance README,
                 // UD/GSI contexts).
                 p_key: if ud { 0 } else { 0xffff },
@@ -529,27 +656,30 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
                 rnr_nak_thresh: 2,
                 ..QpRoceCtx::default()
             },
-            cap: QpCap {
-                max_send_wr: sq.reported_max_wr.max(c.max_send_wr),
-                max_recv_wr: rq.reported_max_wr.max(c.max_recv_wr),
-                max_send_sge: send_sge,
-                max_recv_sge: rq_frags,
-                max_inline_data: c.max_inline_data,
-            },
+            cap: p.cap,
             arp: None,
-            qp_type: ty,
+            qp_type: p.ty,
             alive: false,
-            shadow_pa,
+            shadow_pa: p.shadow_pa,
             compl: None,
-            mem: Some(QpMem {
-                _ring: ring,
-                ctx: ctx_page,
-                _trk: trk,
-                _wq: wq_mem,
-                _shared: shared_mem,
-                _compl: None,
-            }),
-        };
+            mem: Some(p.mem),
+        }
+    }
+
+    /// [`Self::create_qp_inner`]'s last step: CREATE_QP → IDLE with the
+    /// context written, then the QP's bookkeeping (users of the PD and
+    /// CQs, `attr.cap`, its CQ binding and record). A failure the device
+    /// may own memory after quarantines the QP's memory and id; any other
+    /// gives the id back.
+    fn create_on_device<'d, S: SendQueue>(
+        &'d self,
+        qp: &mut Qp<'d, H, B, S>,
+        pd: &Pd<'d, H, B>,
+        attr: &mut QpInitAttr<'_, 'd, H, B>,
+        gsi: bool,
+        compl_ctx: u64,
+    ) -> Result<(), VerbsError> {
+        let (id, ty, shadow_pa) = (qp.id, qp.qp_type, qp.shadow_pa);
         let cmd = CreateQp {
             qp_id: id,
             qp_type: ty,
@@ -573,7 +703,8 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
                 self.quarantine_ids(1);
                 return Err(e.into());
             }
-            return Err(free_id(e.into()));
+            self.release_qp_id(id, gsi);
+            return Err(e.into());
         }
         qp.alive = true;
         // The PD and CQs now have a user: they outlive it in hardware.
@@ -585,7 +716,7 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
         {
             *rec = QpRecord { live: true, ctx_pa: qp.ctx_pa(), shadow_pa, qp_type: ty };
         }
-        Ok(qp)
+        Ok(())
     }
 
     /// `create_qp_inner`'s checks: every object is this device's, and the

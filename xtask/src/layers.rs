@@ -61,6 +61,7 @@ pub const LAYERS: &[(&str, u32)] = &[
     // capabilities and registers, CM MADs and RDMA-CM private data.
     ("src/cqp/encode.rs", 2),
     ("src/cqp/cmd.rs", 2),
+    ("src/cqp/cmd/", 2),
     ("src/cqp/ctx.rs", 2),
     ("src/cqp/decode.rs", 2),
     ("src/cqp/names.rs", 2),
