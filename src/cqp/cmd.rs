@@ -7,7 +7,7 @@
 //!
 //! Wherever the vendor driver ORs a value into a word without a mask or lets
 //! `FIELD_PREP` truncate it, these builders range-check instead and return
-//! [`EncodeError::TooWide`] (spec §12 items 1–5). Ids are also checked
+//! [`EncodeError::TooWide`](crate::cqp::EncodeError::TooWide) (spec §12 items 1–5). Ids are also checked
 //! against the committed HMC counts in [`Limits`], as the vendor does.
 
 //!

@@ -23,7 +23,7 @@ impl<'d, H: Hal, B: Bar + Clone> Cq<'d, H, B> {
     /// executor). Each round: poll; if empty, arm ([`Cq::req_notify`],
     /// next completion) and, if a CQE landed meanwhile, poll again; else
     /// call `halt(woken)`. `halt` must return once `woken()` is true (an
-    /// interrupt reached [`Device::handle_interrupt`] for this CQ); it may
+    /// interrupt reached [`Device::handle_interrupt`](crate::device::Device::handle_interrupt) for this CQ); it may
     /// return earlier. On x86_64 firmware that calls this with interrupts
     /// disabled: `|woken| if woken() { sti() } else { sti_hlt() }` and
     /// `cli()` after (the `sti; hlt` pair is atomic, so an interrupt
@@ -67,7 +67,7 @@ impl<'d, H: Hal, B: Bar + Clone> Cq<'d, H, B> {
 
     /// An `async` completion: resolves to the number of completions
     /// written to `wc` (at least one), woken from
-    /// [`Device::handle_interrupt`] through this CQ's waker. For a no_std
+    /// [`Device::handle_interrupt`](crate::device::Device::handle_interrupt) through this CQ's waker. For a no_std
     /// executor (e.g. embassy); the executor's `Waker` must be callable from
     /// wherever the handler runs.
     pub fn completion<'a>(

@@ -45,7 +45,7 @@ impl CreateCq {
     /// The CCQ's own checks (ctrl.c: irdma_sc_ccq_init): 1 ≤ entries ≤
     /// `max_hw_cq_size` (1,048,575; the field holds 2^21 − 1). A CQ made by
     /// irdma_sc_cq_create has no size check in the vendor code; the CCQ
-    /// create path ([`super::Cqp::create_ccq`]) calls this before posting.
+    /// create path ([`Cqp::create_ccq`](crate::cqp::Cqp::create_ccq)) calls this before posting.
     pub fn check_ccq(&self) -> Result<(), EncodeError> {
         in_range(
             self.cq_size.into(),
