@@ -876,6 +876,33 @@ impl Posted {
 #[test]
 #[ignore = "needs the Linux guest of `cargo xtask peer run peer-vanishes`"]
 fn peer_vanishes_mid_transfer() {
+    vanish(false);
+}
+
+/// `peer-vanishes-then-reconnects`: `peer-vanishes`, and then the next
+/// connection. Once everything of the vanished peer is back, the host side
+/// prints [`NEXT_PEER`]; the xtask, which saw the first guest power off,
+/// then boots the guest a second time (same initramfs, same MAC and IP,
+/// fresh rxe, the same CA GUID and addresses), and it runs
+/// `rping -c -V -C 3`. The driver accepts it on the listener the
+/// vanished connection came through, plays rping's server with every
+/// READ's data checked against rping's ping text (Linux's `-V` checks what
+/// we WRITE back), answers the client's DREQ, and every WR of the second
+/// connection completes exactly once and every resource comes back again.
+#[test]
+#[ignore = "needs the Linux guests of `cargo xtask peer run peer-vanishes-then-reconnects`"]
+fn peer_vanishes_then_reconnects() {
+    vanish(true);
+}
+
+/// The line the host side of `peer-vanishes-then-reconnects` prints when
+/// the vanished peer's connection and resources are all gone and it waits
+/// for the next client (`cargo xtask peer` boots the second guest on it).
+const NEXT_PEER: &str = "host: ready for the next peer";
+
+/// The body of `peer_vanishes_*`: with `reconnect`, a second client is
+/// accepted on the same listener after the first vanished.
+fn vanish(reconnect: bool) {
     const RQ: usize = 4;
     let (bar, wire) = live_setup();
     let dev = probe_a(&bar);
@@ -1037,21 +1064,138 @@ fn peer_vanishes_mid_transfer() {
         live.cm.listen(PortSpace::Tcp, RPING_PORT, Some(ips().0)),
         Err(irdma::cm::CmError::AlreadyListening)
     );
-    live.cm.unlisten(listen).unwrap();
-    judge_wire(&bar, &wire);
     // every resource comes back: the QP, CQ, MR and PD of the connection
     // at once; the address handle (and its ARP entry) that QP1 caches
     // for the peer's MADs goes with the transport
     drop(r);
     drop(s);
-    let held = live.t.ahs_held() as u32;
-    let mut u = dev.resource_usage();
-    println!("host: after the connection's QP/CQ/MR/PD: {u:?}, {held} AH cached by QP1");
-    assert!(held <= 1, "QP1 caches one AH for the one peer");
-    (u.ahs, u.arp) = (u.ahs - held, u.arp - held);
-    assert_eq!(u, with_qp1, "the connection's resources back");
+    let back = |live: &Live<'_>, what: &str| {
+        let held = live.t.ahs_held() as u32;
+        let mut u = dev.resource_usage();
+        println!("host: after {what}'s QP/CQ/MR/PD: {u:?}, {held} AH cached by QP1");
+        assert!(held <= 1, "QP1 caches one AH for the one peer");
+        (u.ahs, u.arp) = (u.ahs - held, u.arp - held);
+        assert_eq!(u, with_qp1, "{what}'s resources back");
+    };
+    back(&live, "the vanished connection");
+    if reconnect {
+        rping_again(&mut live, &dev, listen);
+        back(&live, "the second connection");
+    }
+    live.cm.unlisten(listen).unwrap();
+    judge_wire(&bar, &wire);
     drop(live);
     assert_eq!((dev.resource_usage(), FakeHal::live_pages()), base, "every resource and page back");
+}
+
+/// The second client of `peer_vanishes_then_reconnects`: prints
+/// [`NEXT_PEER`], accepts the next REQ (it must come through `listen`),
+/// plays rping's server for [`PINGS`] pings with the READ data checked,
+/// answers the client's DREQ and waits for the timewait to end. Every WR
+/// posted completes exactly once; the side is dropped on return.
+fn rping_again(live: &mut Live<'_>, dev: &Dev, listen: irdma::cm::ListenId) {
+    let mut s = Side::new(dev, A, 16, cap(8));
+    let r = s.region(PAGES, 0);
+    let size = rping_size();
+    let recv = [r.sge(RECVB, 16)];
+    let mut p = Posted::default();
+    s.qp.post_recv(&[RecvWr { wr_id: p.id("recv"), sg_list: &recv }]).unwrap();
+    live.events.clear();
+    live.pending.clear();
+    println!("{NEXT_PEER}");
+    // the second guest boots and connects in 7–15 s; the xtask waits 75 s
+    // after it powered off before it kills this side
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let id = 'req: loop {
+        assert!(Instant::now() < deadline, "no second connect request: {:?}", live.events);
+        for e in live.step() {
+            if let CmEvent::ConnectRequest { id, info } = e {
+                assert_eq!(info.listen, listen, "the second REQ came through the same listener");
+                let acc = AcceptParams {
+                    qpn: s.qp.qp_num(),
+                    starting_psn: 0x5432,
+                    responder_resources: 1,
+                    initiator_depth: 1,
+                    rnr_retry_count: 7,
+                    srq: false,
+                    private_data: &[],
+                };
+                live.cm.accept_params(id, &acc).unwrap().apply(&mut s.qp).expect("QP to RTS");
+                let now = live.now();
+                live.cm.accept(now, id, &acc, &mut live.t).unwrap();
+                break 'req id;
+            }
+        }
+    };
+    println!("host: the next peer's REQ accepted on the same listener");
+    // `Live::wc` (successful completions only), each recorded once
+    let wc = |live: &mut Live<'_>, s: &mut Side<'_>, p: &mut Posted, op| {
+        let w = live.wc(s, op);
+        p.complete(&w);
+        w
+    };
+    for ping in 0..PINGS {
+        assert_eq!(wc(live, &mut s, &mut p, WcOpcode::Recv).byte_len, 16);
+        let (addr, rkey, len) = decode_advert(&r.bytes(RECVB, 16));
+        assert_eq!(len, size, "the client's ping size");
+        s.qp.post_recv(&[RecvWr { wr_id: p.id("recv"), sg_list: &recv }]).unwrap();
+        s.qp.post_send(&[signaled(p.id("read"), read_op(addr, rkey), &[r.sge(RDMA, len)])])
+            .unwrap();
+        wc(live, &mut s, &mut p, WcOpcode::RdmaRead);
+        let data = r.bytes(RDMA, len);
+        // a fresh rping process: its pings count from 0 again
+        irdma_rping::check_ping(ping, &data)
+            .unwrap_or_else(|m| panic!("ping {ping} of the second client: {m:?}"));
+        println!("host: server ping data: {}", String::from_utf8_lossy(&data[..len.min(72) - 1]));
+        s.qp.post_send(&[signaled(p.id("send"), WrOpcode::Send, &[r.sge(SENDB, 16)])]).unwrap();
+        wc(live, &mut s, &mut p, WcOpcode::Send);
+        assert_eq!(wc(live, &mut s, &mut p, WcOpcode::Recv).byte_len, 16);
+        let (addr, rkey, _) = decode_advert(&r.bytes(RECVB, 16));
+        s.qp.post_recv(&[RecvWr { wr_id: p.id("recv"), sg_list: &recv }]).unwrap();
+        let n = irdma_rping::text_len(&data);
+        s.qp.post_send(&[signaled(p.id("write"), write_op(addr, rkey), &[r.sge(RDMA, n)])])
+            .unwrap();
+        wc(live, &mut s, &mut p, WcOpcode::RdmaWrite);
+        s.qp.post_send(&[signaled(p.id("send"), WrOpcode::Send, &[r.sge(SENDB, 16)])]).unwrap();
+        wc(live, &mut s, &mut p, WcOpcode::Send);
+    }
+    println!("host: {PINGS} pings with the next peer");
+    // the client's DREQ: the QP to ERROR, DREP out, the timewait ends
+    let deadline = Instant::now() + Duration::from_secs(30);
+    'dreq: loop {
+        assert!(Instant::now() < deadline, "no DREQ from the next peer: {:?}", live.events);
+        for e in live.step() {
+            if let CmEvent::Disconnected { id: d, timed_out } = e {
+                assert_eq!((d, timed_out), (id, false));
+                s.qp.modify(&QpAttr::new(QpState::Error)).unwrap();
+                let now = live.now();
+                live.cm.disconnect(now, d, &mut live.t).unwrap();
+                break 'dreq;
+            }
+        }
+    }
+    // the receive still posted is flushed, and nothing completes twice
+    let until = Instant::now() + Duration::from_secs(30);
+    while (!p.open.is_empty() || live.cm.active_connections() > 0) && Instant::now() < until {
+        live.step();
+        let mut w = [EMPTY_WC; 8];
+        let k = s.cq.poll(&mut w);
+        w[..k].iter().for_each(|w| p.complete(w));
+    }
+    for w in std::mem::take(&mut live.pending) {
+        p.complete(&w);
+    }
+    print_events(live);
+    assert!(p.open.is_empty(), "WRs of the second connection never completed: {:?}", p.open);
+    assert_eq!(p.done.len() as u64, p.next, "every posted WR completed exactly once");
+    let failed: Vec<_> = p.done.iter().filter(|w| w.status != WcStatus::Success).collect();
+    assert!(
+        failed.iter().all(|w| w.opcode == WcOpcode::Recv && w.status == WcStatus::WrFlushErr),
+        "only the last receive is flushed: {failed:?}"
+    );
+    assert_eq!(live.cm.active_connections(), 0, "the second connection left the CM table");
+    s.nothing();
+    println!("host: {} WRs of the second connection, each completed once", p.next);
 }
 
 /// `udaddy-linux-client`: Linux `udaddy -s 10.0.0.1` resolves the driver's

@@ -17,7 +17,10 @@
 //!   (`mock_bar::port`) and writes the pcap of the wire — runs at the same
 //!   time. Prints the Linux tool's own result line and `PEER-EXIT`; exits
 //!   with the guest's status (or the host side's, if that failed). Output
-//!   in `target/peer/SCENARIO/` (serial log, pcap, host log).
+//!   in `target/peer/SCENARIO/` (serial log, pcap, host log). A scenario
+//!   with `again` (`peer-vanishes-then-reconnects`) boots the guest a
+//!   second time on the same ports once the first powered off and the host
+//!   side printed `NEXT_PEER`, with a second command (`serial2.log`).
 //! * `peer run peer_rping_server|peer_rping_client` — stage two: the
 //!   unikernel (`boot/`, built as for `cargo xtask qemu`) in QEMU, its BAR
 //!   served by the model process `mock-bar-shm` whose Ethernet port
@@ -155,7 +158,16 @@ struct Scenario {
     size: u32,
     /// How long the host side may run on after the guest powered off.
     host_grace_s: u64,
+    /// Boot the guest a second time: once the first powered off and the
+    /// host side printed [`NEXT_PEER`] (within `host_grace_s`), the same
+    /// kernel and initramfs boot again on the same ports with this shell
+    /// command instead of `linux`; both guests must exit 0.
+    again: Option<&'static str>,
 }
+
+/// The host side's line that asks for the second boot of a scenario with
+/// `again` (`tests/peer_live.rs`: `NEXT_PEER`).
+const NEXT_PEER: &str = "host: ready for the next peer";
 
 /// rping with Linux as the server (`rping -s`): the driver connects through
 /// the CM over QP1 and plays rping's client. The scenarios below vary its
@@ -171,6 +183,7 @@ const RPING_SERVER: Scenario = Scenario {
     ipv6: false,
     vlan: 0,
     host_grace_s: 15,
+    again: None,
 };
 
 /// rping with Linux as the client (`rping -c -V -C 3`): the driver listens
@@ -187,6 +200,7 @@ const RPING_CLIENT: Scenario = Scenario {
     ipv6: false,
     vlan: 0,
     host_grace_s: 15,
+    again: None,
 };
 
 /// perftest `-R` with Linux as the server (`ib_*_bw -R -n 100 -s SIZE`):
@@ -215,6 +229,7 @@ const PERFTEST_SERVER: Scenario = Scenario {
     ipv6: false,
     vlan: 0,
     host_grace_s: 20,
+    again: None,
 };
 
 /// perftest `-R` with Linux as the client; the driver serves. Retried while
@@ -226,6 +241,29 @@ const PERFTEST_CLIENT: Scenario = Scenario {
             rc=$?; cat /tmp/o; [ $rc = 0 ] && exit 0; grep -q 'local address' /tmp/o && exit $rc; sleep 1; done; exit 1",
     host_test: "peer_perftest_write_driver_server",
     ..PERFTEST_SERVER
+};
+
+/// `peer-vanishes`: Linux `rping -c -V` to the driver, and the guest
+/// powers off mid-transfer.
+const PEER_VANISHES: Scenario = Scenario {
+    name: "peer-vanishes",
+    what: "Linux `rping -c -V` to the driver powers off after 20 pings: every WR flushed once, all back",
+    // rping in the background (again while the host side is not up
+    // yet); after 20 pings the guest exits to init's `poweroff -f`: the
+    // kernel sends no DREQ, rxe no last ACK
+    linux: "(for i in 1 2 3 4 5 6 7 8 9 10; do rping -c -a $MODEL_ADDR -S $RPING_SIZE -V -v -C 1000000 >>/tmp/o 2>&1; sleep 1; done) & \
+            i=0; while n=$(grep -c 'ping data' /tmp/o 2>/dev/null); [ \"${n:-0}\" -lt 20 ] && [ $i -lt 1200 ]; do sleep 0.1; i=$((i + 1)); done; \
+            tail -n 2 /tmp/o; echo \"peer vanishes after ${n:-0} pings\"; [ \"${n:-0}\" -ge 20 ]",
+    host_test: "peer_vanishes_mid_transfer",
+    result: &["peer vanishes", "ping data", "cma event", "rping", "data mismatch", "wait for"],
+    mtu: 1500,
+    ipv6: false,
+    vlan: 0,
+    size: 64,
+    // the driver's DREQ to the vanished peer: Linux's REQ asks for
+    // 15 retries of ~4.3 s (cma.c CMA_MAX_CM_RETRIES, CMA_CM_RESPONSE_TIMEOUT)
+    host_grace_s: 150,
+    again: None,
 };
 
 const SCENARIOS: &[Scenario] = &[
@@ -240,6 +278,7 @@ const SCENARIOS: &[Scenario] = &[
         ipv6: false,
         vlan: 0,
         host_grace_s: 15,
+        again: None,
     },
     RPING_SERVER,
     RPING_CLIENT,
@@ -285,6 +324,7 @@ const SCENARIOS: &[Scenario] = &[
         ipv6: false,
         vlan: 0,
         host_grace_s: 15,
+        again: None,
     },
     Scenario {
         name: "rping-linux-server-ipv6",
@@ -359,6 +399,7 @@ const SCENARIOS: &[Scenario] = &[
         vlan: 0,
         size: 64,
         host_grace_s: 15,
+        again: None,
     },
     Scenario {
         name: "ucmatose-linux-server",
@@ -380,6 +421,7 @@ const SCENARIOS: &[Scenario] = &[
         vlan: 0,
         size: 64,
         host_grace_s: 15,
+        again: None,
     },
     Scenario {
         name: "udaddy-linux-client",
@@ -401,6 +443,7 @@ const SCENARIOS: &[Scenario] = &[
         vlan: 0,
         size: 64,
         host_grace_s: 15,
+        again: None,
     },
     Scenario {
         name: "udaddy-linux-server",
@@ -420,25 +463,28 @@ const SCENARIOS: &[Scenario] = &[
         vlan: 0,
         size: 64,
         host_grace_s: 15,
+        again: None,
     },
+    PEER_VANISHES,
     Scenario {
-        name: "peer-vanishes",
-        what: "Linux `rping -c -V` to the driver powers off after 20 pings: every WR flushed once, all back",
-        // rping in the background (again while the host side is not up
-        // yet); after 20 pings the guest exits to init's `poweroff -f`: the
-        // kernel sends no DREQ, rxe no last ACK
-        linux: "(for i in 1 2 3 4 5 6 7 8 9 10; do rping -c -a $MODEL_ADDR -S $RPING_SIZE -V -v -C 1000000 >>/tmp/o 2>&1; sleep 1; done) & \
-                i=0; while n=$(grep -c 'ping data' /tmp/o 2>/dev/null); [ \"${n:-0}\" -lt 20 ] && [ $i -lt 1200 ]; do sleep 0.1; i=$((i + 1)); done; \
-                tail -n 2 /tmp/o; echo \"peer vanishes after ${n:-0} pings\"; [ \"${n:-0}\" -ge 20 ]",
-        host_test: "peer_vanishes_mid_transfer",
-        result: &["peer vanishes", "ping data", "cma event", "rping", "data mismatch", "wait for"],
-        mtu: 1500,
-        ipv6: false,
-        vlan: 0,
-        size: 64,
-        // the driver's DREQ to the vanished peer: Linux's REQ asks for
-        // 15 retries of ~4.3 s (cma.c CMA_MAX_CM_RETRIES, CMA_CM_RESPONSE_TIMEOUT)
-        host_grace_s: 150,
+        name: "peer-vanishes-then-reconnects",
+        what: "peer-vanishes, then the guest boots again: `rping -c -V -C 3` accepted on the same listener, all back",
+        host_test: "peer_vanishes_then_reconnects",
+        // the host side asked for it (`NEXT_PEER`): it listens already
+        again: Some(
+            "rping -c -a $MODEL_ADDR -S $RPING_SIZE -V -v -C 3 >/tmp/o 2>&1; rc=$?; cat /tmp/o; \
+             n=$(grep -c 'ping data' /tmp/o); echo \"next peer: rping exit $rc after $n pings\"; [ $rc = 0 ] && [ \"$n\" = 3 ]",
+        ),
+        result: &[
+            "peer vanishes",
+            "next peer",
+            "ping data",
+            "cma event",
+            "rping",
+            "data mismatch",
+            "wait for",
+        ],
+        ..PEER_VANISHES
     },
     PERFTEST_SERVER,
     Scenario {
@@ -574,6 +620,9 @@ const LONG_ONLY: &[&str] = &[
     "perftest-write-linux-client",
     "perftest-read-linux-client",
     "perftest-send-linux-client",
+    // superseded by peer-vanishes-then-reconnects (the same, and then the
+    // next connection), which passed three times in a row
+    "peer-vanishes",
 ];
 
 /// The `peer` leg of `cargo xtask test`: every scenario once, in order —
@@ -949,39 +998,85 @@ fn run(name: &str) -> Result<i32, String> {
         "dgram,id=n0,local.type=inet,local.host=127.0.0.1,local.port={guest_port},\
          remote.type=inet,remote.host=127.0.0.1,remote.port={model_port}"
     );
-    let mut guest = pinned(guest_cpu, &qemu.to_string_lossy())
-        .args(["-nodefaults", "-no-reboot", "-display", "none", "-accel", "tcg"])
-        .args(["-m", "512", "-smp", "1"])
-        .arg("-kernel")
-        .arg(&built.kernel)
-        .arg("-initrd")
-        .arg(&built.initrd)
-        .args(["-append", "console=ttyS0 panic=-1 quiet loglevel=4"])
-        .arg("-serial")
-        .arg(format!("file:{}", serial.display()))
-        .args(["-netdev", &netdev])
-        .args(["-device", &format!("virtio-net-pci,netdev=n0,mac={PEER_MAC}")])
-        .arg("-fw_cfg")
-        .arg(format!("name=opt/irdma/env,file={}", out.join("env").display()))
-        .arg("-fw_cfg")
-        .arg(format!("name=opt/irdma/run,file={}", out.join("run").display()))
-        .stdin(Stdio::null())
-        .spawn()
-        .map_err(|e| format!("cannot start {QEMU}: {e}"))?;
+    // one boot of the guest running the script `run`, its console to `serial`
+    let boot = |run: &Path, serial: &Path| {
+        pinned(guest_cpu, &qemu.to_string_lossy())
+            .args(["-nodefaults", "-no-reboot", "-display", "none", "-accel", "tcg"])
+            .args(["-m", "512", "-smp", "1"])
+            .arg("-kernel")
+            .arg(&built.kernel)
+            .arg("-initrd")
+            .arg(&built.initrd)
+            .args(["-append", "console=ttyS0 panic=-1 quiet loglevel=4"])
+            .arg("-serial")
+            .arg(format!("file:{}", serial.display()))
+            .args(["-netdev", &netdev])
+            .args(["-device", &format!("virtio-net-pci,netdev=n0,mac={PEER_MAC}")])
+            .arg("-fw_cfg")
+            .arg(format!("name=opt/irdma/env,file={}", out.join("env").display()))
+            .arg("-fw_cfg")
+            .arg(format!("name=opt/irdma/run,file={}", run.display()))
+            .stdin(Stdio::null())
+            .spawn()
+            .map_err(|e| format!("cannot start {QEMU}: {e}"))
+    };
+    let mut guest = boot(&out.join("run"), &serial)?;
     let limit = Duration::from_secs(240);
     let guest_st = wait(&mut guest, t0 + limit);
-    let guest_wall = t0.elapsed();
-    let host_st = wait(&mut host, Instant::now() + Duration::from_secs(sc.host_grace_s));
-    let log = std::fs::read_to_string(&serial).unwrap_or_default();
-    let mut exit = None;
-    for l in log.lines() {
-        let l = l.trim_end_matches('\r');
-        if let Some(v) = l.strip_prefix("PEER-EXIT ") {
-            exit = v.trim().parse::<i32>().ok();
+    let mut guest_wall = t0.elapsed();
+    // `again`: the second boot, on the same ports, when the host side asks
+    // for it; (its serial log, QEMU's status)
+    let mut second = None;
+    if let Some(cmd) = sc.again {
+        let serial2 = out.join("serial2.log");
+        let _ = std::fs::remove_file(&serial2);
+        let deadline = Instant::now() + Duration::from_secs(sc.host_grace_s);
+        let st = if wait_for_line(&mut host, &out.join("host.log"), NEXT_PEER, deadline) {
+            std::fs::write(out.join("run2"), format!("{cmd}\n")).map_err(|e| e.to_string())?;
+            let t1 = Instant::now();
+            let mut g = boot(&out.join("run2"), &serial2)?;
+            let st = wait(&mut g, t1 + limit);
+            println!("peer {}: second boot {:.1} s", sc.name, t1.elapsed().as_secs_f64());
+            guest_wall = t0.elapsed();
+            st
+        } else {
+            println!("peer {}: the host side never asked for the second boot", sc.name);
+            None
+        };
+        second = Some((serial2, st));
+    }
+    // the host side's checks after the (last) guest powered off (after a
+    // second boot: longer than the host side waits for its REQ, so that a
+    // missing one fails there, with the capture written)
+    let grace = if second.is_some() { 75 } else { sc.host_grace_s };
+    let host_st = wait(&mut host, Instant::now() + Duration::from_secs(grace));
+    // PEER-EXIT of a serial log, its result lines printed with `tag`
+    let exit_of = |serial: &Path, tag: &str| {
+        let log = std::fs::read_to_string(serial).unwrap_or_default();
+        let mut exit = None;
+        for l in log.lines() {
+            let l = l.trim_end_matches('\r');
+            if let Some(v) = l.strip_prefix("PEER-EXIT ") {
+                exit = v.trim().parse::<i32>().ok();
+            }
+            if l.starts_with("PEER-") || sc.result.iter().any(|r| l.trim_start().starts_with(r)) {
+                let short: String = l.chars().take(100).collect();
+                println!("{tag}: {short}");
+            }
         }
-        if l.starts_with("PEER-") || sc.result.iter().any(|r| l.trim_start().starts_with(r)) {
-            let short: String = l.chars().take(100).collect();
-            println!("guest: {short}");
+        exit
+    };
+    let mut exit = exit_of(&serial, "guest");
+    if let Some((serial2, st)) = &second {
+        let e2 = exit_of(serial2, "guest (second boot)");
+        println!(
+            "peer {}: second guest {} ({st:?})",
+            sc.name,
+            e2.map_or("no PEER-EXIT".into(), |c| format!("exit {c}"))
+        );
+        // both boots must succeed: the first failure counts
+        if exit == Some(0) {
+            exit = e2;
         }
     }
     let host_out = std::fs::read_to_string(out.join("host.log")).unwrap_or_default();
@@ -1008,6 +1103,27 @@ fn run(name: &str) -> Result<i32, String> {
         (Some(c), Some(0)) => c.max(1),
         _ => 1,
     })
+}
+
+/// Whether `line` appeared in the log `log` of `host` before `deadline`
+/// (false at once if `host` exited without it).
+fn wait_for_line(
+    host: &mut std::process::Child,
+    log: &Path,
+    line: &str,
+    deadline: Instant,
+) -> bool {
+    let seen = || std::fs::read_to_string(log).is_ok_and(|s| s.lines().any(|l| l == line));
+    while Instant::now() < deadline {
+        if seen() {
+            return true;
+        }
+        if !matches!(host.try_wait(), Ok(None)) {
+            return seen();
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    false
 }
 
 /// The model process of stage two (`mock-bar-shm` in harness mode with an
