@@ -460,6 +460,11 @@ pub struct Device<H: Hal, B: Bar + Clone> {
     /// whenever the consumer moves.
     pub(crate) aeq_next: AtomicU64,
     pub(crate) ceq: Option<Ceq<H>>,
+    /// CEQs 1.. (interrupt mode, one per further vector), CEQ `i` at
+    /// index `i − 1`; destroyed at teardown before CEQ 0.
+    pub(crate) irq_ceqs: heapless::Vec<Ceq<H>, { crate::irq::MAX_IRQ_CEQS - 1 }>,
+    /// MAX_CEQS from QUERY_FPM_VAL.
+    pub(crate) max_ceqs: u32,
     scratch: Option<Dma<H>>,
     pub(crate) layout: Option<HmcLayout>,
     pub(crate) ws: WsTree,
@@ -635,6 +640,8 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
             aeq_view: crate::uk::QueueMem::empty(),
             aeq_next: AtomicU64::new(1),
             ceq: None,
+            irq_ceqs: heapless::Vec::new(),
+            max_ceqs: 1,
             scratch: None,
             layout: None,
             ws: WsTree::default(),
@@ -726,6 +733,7 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
             ceq_count: max_ceqs,
         };
         self.cqp_mut().map_err(ProbeCause::Cqp)?.set_limits(limits);
+        self.max_ceqs = max_ceqs;
 
         self.enter(step, S::BackHmc);
         // 7. Back every non-PBLE SD.
@@ -743,6 +751,10 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
         // 9. CCQ (spec §2.7).
         let mut ccq = CcqConfig::linux(self.opts.cqp_sq_size);
         ccq.vsi_idx = self.lan.vsi_num;
+        if self.opts.interrupts.is_some() {
+            // Told apart from the CQs' contexts in CEQ 0 (`crate::irq`).
+            ccq.cq_ctx = crate::irq::CCQ_CTX;
+        }
         self.control_bytes += pages_bytes(ccq.entries as usize * CCQ_CQE_BYTES) + pages_bytes(64);
         self.cqp_mut().and_then(|c| c.create_ccq(ccq)).map_err(ProbeCause::Cqp)?;
 
@@ -1265,6 +1277,23 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
                 && !done
             {
                 keep(ring);
+            }
+        }
+        // CEQs 1.. before CEQ 0 (hw.c: irdma_del_ceqs, then
+        // irdma_del_ceq_0), last created first.
+        while let Some(d) = self.irq_ceqs.last().map(|c| DestroyCeq {
+            ceq_id: c.cmd.ceq_id,
+            elem_cnt: c.cmd.elem_cnt,
+            mem: c.cmd.mem,
+            tph_en: false,
+            pasid_valid: false,
+            pasid: 0,
+        }) {
+            let done = note(run_cmd(&mut cqp, nr, &crate::cqp::engine::Cmd(&d)));
+            if let Some(c) = self.irq_ceqs.pop()
+                && !done
+            {
+                keep(c._ring);
             }
         }
         if let Some(c) = self.ceq.as_ref() {
