@@ -211,8 +211,9 @@ pub struct ProbeOptions {
     /// value of the caller's (e.g. from a hardware RNG).
     pub stag_key_seed: Option<u8>,
     /// Interrupt-driven completion (issue #31, [`crate::irq`]): `Some`
-    /// programs the CEQ 0 and AEQ causes onto `LanInfo::msix` vectors and
-    /// enables them at the end of probe; teardown disables them. `None`
+    /// creates CEQs 1.. (one per further vector), programs the CEQ and
+    /// AEQ causes onto `LanInfo::msix` vectors and enables them at the end
+    /// of probe; teardown disables them and destroys the CEQs. `None`
     /// (the default): polled mode, nothing interrupt-related is written.
     /// `Some` with `msix.count == 0`, or `msix.first` within two of the
     /// end of the GLINT_DYN_CTL array, fails probe with

@@ -67,9 +67,10 @@ pub struct Cq<'d, H: Hal, B: Bar + Clone> {
 #[non_exhaustive]
 pub struct CqOptions {
     /// The CEQ the CQ reports to, and so the MSI-X vector its completion
-    /// events raise ([`Device::ceq_vector`]); default CEQ 0 (Linux's
-    /// `comp_vector` picks the CEQ the same way, verbs.c: irdma_create_cq).
-    /// Must be below [`Device::irq_ceq_count`] (only CEQ 0 exists without
+    /// events raise ([`Device::ceq_vector`]); default CEQ 0. Linux takes
+    /// `comp_vector` as the CEQ id (verbs.c: irdma_create_cq) and uses
+    /// CEQ 0 when it is past the CEQ count; here that is an error. Must be
+    /// below [`Device::irq_ceq_count`] (only CEQ 0 exists without
     /// interrupts).
     pub ceq: u16,
 }
