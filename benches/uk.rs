@@ -98,6 +98,8 @@ fn main() {
         }
         "rw_bvec16" => rw_bvec16(&mut mem, &bar, n),
         "verbs_poll_cqe" | "verbs_poll_empty" => verbs_poll(case == "verbs_poll_cqe", n),
+        "verbs_irq_path" | "verbs_irq_handler" => verbs_irq(n),
+        "irq_latency" => irq::latency(n),
         "verbs_post_write" | "verbs_post_write_batch32" => verbs_post(
             irdma_testkit::ModelBar::standalone(mock_bar::Config::default()),
             false,
@@ -712,4 +714,254 @@ fn counted_post<H: irdma::hal::Hal, B: irdma::hal::Bar + Clone>(
     wrs: &[SendWr<'_>],
 ) -> Result<(), irdma::verbs::PostError> {
     qp.post_send(black_box(wrs))
+}
+
+/// The interrupt path of completions (issue #31).
+mod irq {
+    use std::pin::{Pin, pin};
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+    use std::task::{Context, Poll, Wake, Waker};
+    use std::thread::Thread;
+    use std::time::{Duration, Instant};
+
+    use irdma::irq::{IrqConfig, IrqReport};
+    use irdma::lan::MsixInfo;
+    use irdma::prelude::*;
+    use irdma_testkit::{FakeHal, ModelBar};
+
+    use super::ModelMr;
+
+    type Dev = Device<FakeHal, ModelBar>;
+
+    /// The model's BAR, whose writes can be deferred: while `on`, a write
+    /// is logged (a few instructions, about what an MMIO store costs the
+    /// CPU) and handed to the model by [`IrqBar::flush`], outside the
+    /// counted calls, so the figure holds the driver's work and not the
+    /// model's. (Toggling collection off inside `ModelBar::write32`, as
+    /// the post cases do, would count the model's processing of the
+    /// uncounted post's doorbell instead.)
+    #[derive(Clone)]
+    struct IrqBar(ModelBar, Arc<Deferred>);
+
+    #[derive(Default)]
+    struct Deferred {
+        on: AtomicBool,
+        n: AtomicUsize,
+        w: [AtomicU64; 8],
+    }
+
+    impl irdma::hal::Bar for IrqBar {
+        #[inline(always)]
+        fn read32(&self, offset: usize) -> u32 {
+            self.0.read32(offset)
+        }
+        #[inline(always)]
+        fn write32(&self, offset: usize, value: u32) {
+            let d = &*self.1;
+            if d.on.load(Ordering::Relaxed) {
+                let i = d.n.fetch_add(1, Ordering::Relaxed);
+                let slot = d.w.get(i).expect("at most 8 deferred writes");
+                slot.store((offset as u64) << 32 | u64::from(value), Ordering::Relaxed);
+            } else {
+                self.0.write32(offset, value)
+            }
+        }
+    }
+
+    impl IrqBar {
+        fn defer(&self) {
+            self.1.on.store(true, Ordering::Relaxed);
+        }
+        fn flush(&self) {
+            self.1.on.store(false, Ordering::Relaxed);
+            let n = self.1.n.swap(0, Ordering::Relaxed);
+            for w in &self.1.w[..n] {
+                let w = w.load(Ordering::Relaxed);
+                self.0.write32((w >> 32) as usize, w as u32);
+            }
+        }
+    }
+
+    /// The model with interrupts on, two vectors unshared: the AEQ on 1,
+    /// CEQ 0 on 2 (so the handler's figure is the CEQ's alone). A
+    /// loopback RC QP on a CQ of CEQ 0.
+    fn device<B: irdma::hal::Bar + Clone>(bar: B) -> Device<FakeHal, B> {
+        let mac = [2, 0, 0, 0, 0, 0x0a];
+        let mut lan = LanInfo::single_tc(0, 6, mac, 1500);
+        lan.msix = MsixInfo { first: 1, count: 2 };
+        let o = ProbeOptions {
+            interrupts: Some(IrqConfig { shared: false, ceq_itr_us: 0 }),
+            ..ProbeOptions::default()
+        };
+        Device::probe_with(bar, lan, Profile::SMALL, o).expect("probe")
+    }
+
+    /// Set by a wake; unparks the task's thread.
+    struct Flag(AtomicBool, Thread);
+
+    impl Wake for Flag {
+        fn wake(self: Arc<Self>) {
+            self.wake_by_ref();
+        }
+        fn wake_by_ref(self: &Arc<Self>) {
+            self.0.store(true, Ordering::Release);
+            self.1.unpark();
+        }
+    }
+
+    /// `n` completions through the interrupt path (`verbs_irq_path`: every
+    /// `counted_irq_*` call is counted; `verbs_irq_handler`: only
+    /// `counted_irq_handle`): the `Cq::completion` future's first poll
+    /// (empty poll, waker registered, CQ armed), a signaled 1-SGE WRITE
+    /// posted (not counted; the model writes the CQE and the CEQE within
+    /// the doorbell), `Device::handle_interrupt` (CEQ drain, CQACK, wake,
+    /// re-enable), the future's second poll returning the completion. The
+    /// driver's BAR writes in them (CQARM, CQACK, DYN_CTL) are deferred
+    /// ([`IrqBar`]): the model's processing of them is not counted.
+    pub fn verbs_irq_bench(n: u64) {
+        let bar = IrqBar(ModelBar::standalone(mock_bar::Config::default()), Default::default());
+        let dev = device(bar.clone());
+        let v = dev.irq_vectors().expect("vectors").ceq;
+        let pd = dev.alloc_pd().expect("pd");
+        let mut cq = dev.create_cq(64).expect("cq");
+        let cap = QpCap {
+            max_send_wr: 32,
+            max_recv_wr: 8,
+            max_send_sge: 1,
+            max_recv_sge: 1,
+            ..QpCap::default()
+        };
+        let mut qp =
+            dev.create_qp(&pd, &mut QpInitAttr { send_cq: &cq, recv_cq: &cq, cap }).expect("qp");
+        loopback_rts!(qp, [2, 0, 0, 0, 0, 0x0a]);
+        let m = ModelMr::new(&dev, &pd);
+        let sge = m.sge();
+        let wr = SendWr { wr_id: 9, opcode: m.write(), flags: SendFlags::SIGNALED, sg_list: &sge };
+        let flag = Arc::new(Flag(AtomicBool::new(false), std::thread::current()));
+        let waker = Waker::from(flag.clone());
+        let mut cx = Context::from_waker(&waker);
+        let mut wc = [WorkCompletion::default(); 1];
+        for _ in 0..n {
+            let mut fut = pin!(cq.completion(&mut wc));
+            bar.defer();
+            assert!(counted_irq_arm(fut.as_mut(), &mut cx).is_pending());
+            bar.flush();
+            qp.post_send(&[wr]).expect("post");
+            bar.defer();
+            let rep = counted_irq_handle(&dev, v);
+            bar.flush();
+            assert_eq!((rep.cqs, rep.reenabled), (1, true), "{rep:?}");
+            assert!(flag.0.swap(false, Ordering::AcqRel), "woken");
+            assert_eq!(counted_irq_poll(fut.as_mut(), &mut cx), Poll::Ready(1));
+        }
+    }
+
+    #[inline(never)]
+    fn counted_irq_arm<F: Future>(f: Pin<&mut F>, cx: &mut Context<'_>) -> Poll<F::Output> {
+        f.poll(cx)
+    }
+
+    #[inline(never)]
+    fn counted_irq_handle<B: irdma::hal::Bar + Clone>(
+        dev: &Device<FakeHal, B>,
+        v: u16,
+    ) -> IrqReport {
+        dev.handle_interrupt(std::hint::black_box(v))
+    }
+
+    #[inline(never)]
+    fn counted_irq_poll<F: Future>(f: Pin<&mut F>, cx: &mut Context<'_>) -> Poll<F::Output> {
+        f.poll(cx)
+    }
+
+    /// Wall-clock latency in the in-process model, `n` rounds (not
+    /// guarded: timings on a shared machine). A "CPU" thread halts on the
+    /// model's interrupt sink and runs `Device::handle_interrupt`; the
+    /// task (this thread) awaits `Cq::completion` with a waker that
+    /// unparks it. Per round: the future's first poll arms, a WRITE is
+    /// posted, the task parks. Figures (ns, median and 99th percentile):
+    /// the model's raise (CQE and CEQE written) → handler entry, and →
+    /// the task running again with the completion in hand.
+    pub fn latency(n: u64) {
+        let bar = ModelBar::standalone(mock_bar::Config::default());
+        let sink = mock_bar::InterruptSink::new();
+        bar.with_device(|d| d.set_interrupt_sink(sink.clone()));
+        let dev: Dev = device(bar.clone());
+        let v = dev.irq_vectors().expect("vectors").ceq;
+        let pd = dev.alloc_pd().expect("pd");
+        let mut cq = dev.create_cq(64).expect("cq");
+        let cap = QpCap {
+            max_send_wr: 32,
+            max_recv_wr: 8,
+            max_send_sge: 1,
+            max_recv_sge: 1,
+            ..QpCap::default()
+        };
+        let mut qp =
+            dev.create_qp(&pd, &mut QpInitAttr { send_cq: &cq, recv_cq: &cq, cap }).expect("qp");
+        loopback_rts!(qp, [2, 0, 0, 0, 0, 0x0a]);
+        let m = ModelMr::new(&dev, &pd);
+        let sge = m.sge();
+        let wr = SendWr { wr_id: 9, opcode: m.write(), flags: SendFlags::SIGNALED, sg_list: &sge };
+        let flag = Arc::new(Flag(AtomicBool::new(false), std::thread::current()));
+        let waker = Waker::from(flag.clone());
+        let stop = AtomicBool::new(false);
+        let entered = std::sync::Mutex::new(None::<Instant>);
+        let busy = AtomicBool::new(false);
+        let (mut to_handler, mut to_task) = (Vec::new(), Vec::new());
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                while !stop.load(Ordering::Acquire) {
+                    if sink.wait(v.into(), Duration::from_millis(1)) {
+                        busy.store(true, Ordering::Release);
+                        *entered.lock().unwrap() = Some(Instant::now());
+                        dev.handle_interrupt(v);
+                        busy.store(false, Ordering::Release);
+                    }
+                }
+            });
+            let mut cx = Context::from_waker(&waker);
+            let mut wc = [WorkCompletion::default(); 1];
+            for i in 0..n {
+                // Each round starts with the handler idle and the vector
+                // re-enabled (else a handler still draining the last
+                // round's CEQE finds this round's too: no interrupt).
+                while busy.load(Ordering::Acquire) {
+                    std::hint::spin_loop();
+                }
+                let mut fut = pin!(cq.completion(&mut wc));
+                assert!(fut.as_mut().poll(&mut cx).is_pending());
+                qp.post_send(&[wr]).expect("post");
+                let end = Instant::now() + Duration::from_secs(5);
+                while !flag.0.swap(false, Ordering::AcqRel) {
+                    std::thread::park_timeout(Duration::from_millis(1));
+                    assert!(Instant::now() < end, "no wake-up");
+                }
+                assert_eq!(fut.as_mut().poll(&mut cx), Poll::Ready(1));
+                let task = Instant::now();
+                let raised = sink.last_raised_at(v.into()).expect("raised");
+                let Some(handler) = entered.lock().unwrap().take() else {
+                    stop.store(true, Ordering::Release);
+                    panic!("round {i}: woken without the handler");
+                };
+                to_handler.push(handler.saturating_duration_since(raised).as_nanos() as f64);
+                to_task.push(task.saturating_duration_since(raised).as_nanos() as f64);
+            }
+            stop.store(true, Ordering::Release);
+        });
+        for (name, v) in
+            [("irq_latency_cqe_to_handler_ns", to_handler), ("irq_latency_cqe_to_task_ns", to_task)]
+        {
+            let mut v = v;
+            v.sort_by(f64::total_cmp);
+            let at = |q: f64| v[((v.len() - 1) as f64 * q) as usize];
+            println!("{name}_p50={:.0}", at(0.5));
+            println!("{name}_p99={:.0}", at(0.99));
+        }
+    }
+}
+
+fn verbs_irq(n: u64) {
+    irq::verbs_irq_bench(n)
 }

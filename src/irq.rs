@@ -13,14 +13,32 @@
 //! # Vector plan (spec interrupts.md A.8; hw.c: irdma_save_msix_info,
 //! irdma_setup_ceq_0, irdma_cfg_aeq_vector)
 //!
-//! One CEQ exists (CEQ 0, created at probe; every CQ reports to it). With
-//! one vector, or [`IrqConfig::shared`], entry `msix.first` carries the AEQ
-//! **and** CEQ 0; otherwise entry `first` carries the AEQ and `first + 1`
-//! CEQ 0. More CEQs (one per further vector) are not created yet.
+//! CEQ 0 is created at probe; with interrupts, CEQs 1.. are created
+//! through the CQP at the end of probe, one per further vector:
+//! min(`msix.count`, MAX_CEQS, [`MAX_IRQ_CEQS`]) CEQs, one fewer when
+//! unshared. With one vector, or [`IrqConfig::shared`], entry `first`
+//! carries the AEQ **and** CEQ 0 and entry `first + i` CEQ `i`; otherwise
+//! entry `first` carries only the AEQ and entry `first + 1 + i` CEQ `i`.
+//! Each vector carries at most one CEQ (no fan-in on GEN_2). A CQ reports
+//! to CEQ 0 unless created with [`crate::verbs::CqOptions::ceq`]
+//! (`Device::create_cq_with`); `Device::ceq_vector` names its vector. A
+//! CEQ that cannot be created ends the list (fewer CEQs, probe still
+//! succeeds; a timed-out create is kept for teardown). Teardown destroys
+//! CEQs 1.. (last first) after the AEQ and before CEQ 0.
+//!
+//! # The CCQ on CEQ 0 (spec A.3, A.6; ctrl.c: irdma_sc_ccq_arm)
+//!
+//! With interrupts the CCQ is created with a context of its own
+//! (`CCQ_CTX`) so its CEQEs are told from CQs'. `Device::set_ccq_interrupts`
+//! (off by default; Linux arms it at the end of bring-up) arms it, and the
+//! CQP re-arms it after every wait that consumed a CQE (never after an
+//! empty one); a CQP completion then raises CEQ 0's vector and the handler
+//! acks it (CQACK 0) and reports [`IrqReport::ccq`]. The CQP waits stay
+//! polled — the safety net Linux keeps too.
 //!
 //! # What is programmed
 //!
-//! * GLINT_CEQCTL(0) = CAUSE_ENA | MSIX_INDX | ITR_INDX 3, then the vector
+//! * GLINT_CEQCTL(i) = CAUSE_ENA | MSIX_INDX | ITR_INDX 3, then the vector
 //!   enabled (icrdma_hw.c: icrdma_cfg_ceq, icrdma_ena_irq);
 //! * PFINT_AEQCTL = CAUSE_ENA | MSIX_INDX | ITR_INDX 3, then its vector
 //!   enabled unless shared with CEQ 0 (ctrl.c: irdma_cfg_aeq; hw.c:
@@ -29,8 +47,8 @@
 //!   | INTERVAL, INTERVAL = CEQ throttle / 2 µs only on a CEQ vector that
 //!   is not the AEQ's (icrdma_hw.c: icrdma_ena_irq);
 //! * teardown: GLINT_DYN_CTL(n) = 0 for every vector used
-//!   (icrdma_hw.c: icrdma_disable_irq) and GLINT_CEQCTL(0) = 0, before the
-//!   AEQ and CEQ are destroyed (DESTROY_AEQ itself clears PFINT_AEQCTL).
+//!   (icrdma_hw.c: icrdma_disable_irq) and GLINT_CEQCTL(i) = 0, before the
+//!   AEQ and CEQs are destroyed (DESTROY_AEQ itself clears PFINT_AEQCTL).
 //!
 //! # The handler (`Device::handle_interrupt`)
 //!
@@ -113,6 +131,8 @@ pub struct IrqReport {
     pub unknown: u32,
     /// AEQEs were consumed (and acted on) on this vector.
     pub aeq: bool,
+    /// A CEQE named the CCQ: a CQP op completed (spec A.6).
+    pub ccq: bool,
     /// Another call was draining this vector: nothing done, the vector is
     /// re-enabled by that call.
     pub busy: bool,
@@ -130,6 +150,8 @@ pub struct IrqStats {
     pub ceqes: u64,
     /// CQACK writes.
     pub acks: u64,
+    /// CEQEs that named the CCQ (a CQP completion raised CEQ 0).
+    pub ccq_events: u64,
 }
 
 /// Per-CQ slots: one per CQ id (the device's `MAX_CQS`, checked there).
@@ -151,21 +173,52 @@ pub(crate) struct CqIrq {
 /// Moved only by the holder of [`IrqState::busy`].
 pub(crate) struct CeqCons(pub(crate) AtomicU64);
 
+/// Most CEQs the driver creates (CEQ 0 included): one per MSI-X vector
+/// given, capped here (bounded, allocation-free state) and by the device's
+/// MAX_CEQS (hw.c: irdma_setup_ceqs).
+pub const MAX_IRQ_CEQS: usize = 8;
+
+/// One CEQ as the handler sees it: a view of its ring, its consumer and
+/// the vector it reports to.
+pub(crate) struct CeqIrq {
+    /// View of the CEQ's ring (set when interrupts are configured; emptied
+    /// at teardown before the ring goes).
+    pub(crate) view: crate::uk::QueueMem<'static>,
+    pub(crate) entries: u32,
+    pub(crate) cons: CeqCons,
+    /// MSI-X table index of this CEQ.
+    pub(crate) vector: u16,
+    /// Held by the one call draining this CEQ's vector (try-lock only).
+    pub(crate) busy: AtomicBool,
+}
+
+impl CeqIrq {
+    fn new() -> Self {
+        CeqIrq {
+            view: crate::uk::QueueMem::empty(),
+            entries: 0,
+            cons: CeqCons(AtomicU64::new(1)),
+            vector: 0,
+            busy: AtomicBool::new(false),
+        }
+    }
+}
+
 /// Everything interrupt-related the device keeps.
 pub(crate) struct IrqState {
     pub(crate) vectors: Option<IrqVectors>,
     pub(crate) itr_us: u16,
-    /// View of CEQ 0's ring (set when interrupts are configured; emptied
-    /// at teardown before the ring goes).
-    pub(crate) ceq_view: crate::uk::QueueMem<'static>,
-    pub(crate) ceq_entries: u32,
-    pub(crate) cons: CeqCons,
-    /// Held by the one call draining the CEQ/AEQ (try-lock only).
-    pub(crate) busy: AtomicBool,
+    /// CEQ `i` in slot `i`; the first `nceqs` are in use.
+    pub(crate) ceqs: [CeqIrq; MAX_IRQ_CEQS],
+    pub(crate) nceqs: usize,
+    /// The `busy` flag of the AEQ's vector when no CEQ shares it.
+    pub(crate) aeq_busy: AtomicBool,
     pub(crate) cqs: [CqIrq; CQ_SLOTS],
     pub(crate) interrupts: AtomicU64,
     pub(crate) ceqes: AtomicU64,
     pub(crate) acks: AtomicU64,
+    /// CEQEs that named the CCQ.
+    pub(crate) ccq_events: AtomicU64,
 }
 
 impl IrqState {
@@ -173,10 +226,9 @@ impl IrqState {
         IrqState {
             vectors: None,
             itr_us: 0,
-            ceq_view: crate::uk::QueueMem::empty(),
-            ceq_entries: 0,
-            cons: CeqCons(AtomicU64::new(1)),
-            busy: AtomicBool::new(false),
+            ceqs: core::array::from_fn(|_| CeqIrq::new()),
+            nceqs: 0,
+            aeq_busy: AtomicBool::new(false),
             cqs: core::array::from_fn(|_| CqIrq {
                 armed: AtomicU32::new(UNARMED),
                 event: AtomicBool::new(false),
@@ -185,13 +237,24 @@ impl IrqState {
             interrupts: AtomicU64::new(0),
             ceqes: AtomicU64::new(0),
             acks: AtomicU64::new(0),
+            ccq_events: AtomicU64::new(0),
         }
     }
 
     pub(crate) fn cq(&self, id: u32) -> Option<&CqIrq> {
         self.cqs.get(id as usize)
     }
+
+    /// The CEQs in use.
+    pub(crate) fn live_ceqs(&self) -> &[CeqIrq] {
+        self.ceqs.get(..self.nceqs).unwrap_or(&[])
+    }
 }
+
+/// The CQ context the CCQ is created with when interrupts are on, so its
+/// CEQEs are told from those of CQs (whose context is their id < 2^19);
+/// any non-zero 63-bit cookie works (spec interrupts.md A.2 step 2).
+pub(crate) const CCQ_CTX: u64 = 0x4343_5100_0000;
 
 /// The GLINT_DYN_CTL value that enables vector `n` (icrdma_hw.c:
 /// icrdma_ena_irq): INTENA, CLEARPBA, ITR_INDX 0, INTERVAL in 2 µs units.

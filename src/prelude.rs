@@ -11,8 +11,8 @@ pub use crate::lan::{LanError, LanInfo, LanInfoError, LanOps};
 pub use crate::res::Profile;
 pub use crate::rw::{DeviceAttrs, Direction, MrPool, RwCtx, RwError, RwPostError, RwQp, SgEntry};
 pub use crate::verbs::{
-    AddressVector, Ah, AhAttr, Cq, FastRegMr, GRH_BYTES, GSI_QKEY, IpAddr, Mr, MrDesc, Pd,
-    PostError, PostErrorKind, Qp, QpAttr, QpCap, QpInitAttr, QpState, Quantity, SharedQp,
+    AddressVector, Ah, AhAttr, Cq, CqOptions, FastRegMr, GRH_BYTES, GSI_QKEY, IpAddr, Mr, MrDesc,
+    Pd, PostError, PostErrorKind, Qp, QpAttr, QpCap, QpInitAttr, QpState, Quantity, SharedQp,
     VerbsError,
 };
 pub use crate::wr::{

@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 use common::*;
 use irdma::irq::IrqConfig;
 use irdma::lan::MsixInfo;
+use irdma::verbs::CqOptions;
 use mock_bar::InterruptSink;
 
 /// First RDMA vector (ice's own is 0).
@@ -384,4 +385,117 @@ fn deferred_arm_and_post_in_one_poll_raise_the_interrupt() {
     let mut wc = [EMPTY_WC; 2];
     assert_eq!(cq.poll(&mut wc), 1);
     assert_eq!((wc[0].wr_id, wc[0].status), (7, WcStatus::Success));
+}
+
+/// More CEQs (spec A.8; hw.c: irdma_setup_ceqs): three vectors unshared
+/// give the AEQ on FIRST, CEQ 0 on FIRST + 1, CEQ 1 on FIRST + 2, each
+/// CEQ's cause programmed onto its vector. A CQ on each CEQ: a completion
+/// raises its own vector only, and the handler on that vector finds it.
+/// Teardown destroys CEQ 1 and disables every vector.
+#[test]
+fn cqs_on_two_vectors_each_completion_raises_its_own() {
+    let _g = lock();
+    let bar = ModelBar::standalone(Config::default());
+    let (dev, sink) = probe_irq(&bar, 3, IrqConfig { shared: false, ceq_itr_us: 0 });
+    assert_eq!(dev.irq_ceq_count(), 2, "min(3 vectors, MAX_CEQS) − 1 (unshared)");
+    let v = dev.irq_vectors().unwrap();
+    assert_eq!((v.aeq, v.ceq), (FIRST, FIRST + 1));
+    let (v0, v1) = (dev.ceq_vector(0).unwrap(), dev.ceq_vector(1).unwrap());
+    assert_eq!((v0, v1), (FIRST + 1, FIRST + 2));
+    assert_eq!(dev.ceq_vector(2), None);
+    let ceqctl1 = bar.with_device(|d| d.reg(mock_bar::irq::ceqctl(1)));
+    assert_eq!(mock_bar::irq::cause_vector(ceqctl1), Some(u32::from(v1)), "GLINT_CEQCTL(1)");
+    assert!(bar.with_device(|d| d.ceq(1).is_some()), "CEQ 1 created through the CQP");
+    // A CEQ that does not exist is a typed error.
+    assert!(matches!(
+        dev.create_cq_with(16, CqOptions::on_ceq(2)),
+        Err(VerbsError::Invalid { .. })
+    ));
+    let pd = dev.alloc_pd().unwrap();
+    let mut cq0 = dev.create_cq(16).unwrap();
+    let mut cq1 = dev.create_cq_with(16, CqOptions::on_ceq(1)).unwrap();
+    let (mut a0, _b0) = loopback_pair(&dev, &pd, &cq0, 8);
+    let (mut a1, _b1) = loopback_pair(&dev, &pd, &cq1, 8);
+    let b = buf(1);
+    let mr = reg(&dev, &pd, b.paddr(), 4096, &pages_of(&b), false);
+    for round in 0..3u64 {
+        for (k, (cq, qp, mine, other)) in
+            [(&mut cq0, &mut a0, v0, v1), (&mut cq1, &mut a1, v1, v0)].into_iter().enumerate()
+        {
+            let (r_mine, r_other) = (sink.raised(mine.into()), sink.raised(other.into()));
+            assert!(!cq.req_notify(false));
+            post_write(qp, &mr, &b, round * 2 + k as u64);
+            assert!(sink.wait(mine.into(), Duration::from_secs(2)), "CQ {k}: its vector fired");
+            assert_eq!(sink.raised(mine.into()), r_mine + 1, "CQ {k}: one interrupt");
+            assert_eq!(sink.raised(other.into()), r_other, "CQ {k}: the other vector is quiet");
+            // The other vector's handler has nothing; this one's has the CQ.
+            assert_eq!(dev.handle_interrupt(other).cqs, 0);
+            let rep = dev.handle_interrupt(mine);
+            assert_eq!((rep.ceqes, rep.cqs, rep.reenabled), (1, 1, true), "CQ {k}: {rep:?}");
+            assert_eq!(poll_n(cq, 1).len(), 1);
+        }
+    }
+    assert_eq!(sink.raised(v.aeq.into()), 0, "no AEQ interrupt");
+    drop((a0, a1, _b0, _b1, mr, cq0, cq1, pd));
+    drop(dev);
+    bar.with_device(|d| {
+        assert!(d.ceq(1).is_none(), "CEQ 1 destroyed at teardown");
+        assert!(d.ceq(0).is_none(), "CEQ 0 destroyed at teardown");
+        for n in [v.aeq, v0, v1] {
+            assert_eq!(d.reg(mock_bar::irq::dyn_ctl(n.into())), 0, "vector {n} disabled");
+        }
+        assert_eq!(d.reg(mock_bar::irq::ceqctl(1)), 0, "CEQ 1 cause off");
+    });
+}
+
+/// Shared mode with two vectors: CEQ 0 and the AEQ on FIRST, CEQ 1 on
+/// FIRST + 1 (spec A.8).
+#[test]
+fn shared_mode_puts_ceq_i_on_entry_i() {
+    let _g = lock();
+    let bar = ModelBar::standalone(Config::default());
+    let (dev, _sink) = probe_irq(&bar, 2, IrqConfig { shared: true, ceq_itr_us: 0 });
+    assert_eq!(dev.irq_ceq_count(), 2);
+    assert_eq!(dev.irq_vectors().unwrap().aeq, FIRST);
+    assert_eq!((dev.ceq_vector(0), dev.ceq_vector(1)), (Some(FIRST), Some(FIRST + 1)));
+}
+
+/// The CCQ on CEQ 0 (spec A.3, A.6; ctrl.c: irdma_sc_ccq_arm): with CCQ
+/// interrupts on, a CQP op's completion raises CEQ 0's vector; the handler
+/// reports it as a CCQ event and acks it; the CQP re-arms after the drain
+/// that consumed the CQE, so the next op raises the vector again. Off: a
+/// CQP op raises nothing.
+#[test]
+fn cqp_completion_raises_ceq0_vector_when_ccq_armed() {
+    let _g = lock();
+    let bar = ModelBar::standalone(Config::default());
+    let (dev, sink) = probe_irq(&bar, 2, IrqConfig { shared: false, ceq_itr_us: 0 });
+    let v = dev.irq_vectors().unwrap().ceq;
+    let pd = dev.alloc_pd().unwrap();
+    let before = sink.raised(v.into());
+    let _cq = dev.create_cq(16).unwrap();
+    assert_eq!(sink.raised(v.into()), before, "CCQ not armed: no interrupt");
+    assert!(dev.set_ccq_interrupts(true));
+    for i in 0..3 {
+        let before = sink.raised(v.into());
+        let acks = bar.with_device(|d| d.irq_counters().acks);
+        let cq = dev.create_cq(16).unwrap();
+        assert_eq!(
+            sink.raised(v.into()),
+            before + 1,
+            "op {i}: CQP completion raised CEQ 0's vector"
+        );
+        assert!(sink.take(v.into()));
+        let rep = dev.handle_interrupt(v);
+        assert!(rep.ccq && rep.cqs == 0 && rep.ceqes == 1, "op {i}: {rep:?}");
+        assert_eq!(bar.with_device(|d| d.irq_counters().acks), acks + 1, "CQACK for the CCQ");
+        drop(cq);
+        // The destroy's completion raised it again (re-armed after the
+        // drain of the create's CQE).
+        assert!(sink.take(v.into()), "op {i}: destroy raised the vector");
+        assert!(dev.handle_interrupt(v).ccq);
+    }
+    assert_eq!(dev.irq_stats().ccq_events, 6);
+    assert!(!dev.set_ccq_interrupts(false));
+    drop(pd);
 }

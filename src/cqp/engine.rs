@@ -468,6 +468,11 @@ pub struct Cqp<H: Hal, B: Bar> {
     /// Ops that ended since the owner last took them
     /// ([`Cqp::take_op_trace`]), oldest first; the oldest drop when full.
     trace: heapless::Deque<(u8, crate::flight::CqpOutcome), 8>,
+    /// The CCQ is armed for interrupts (its CEQ raises a vector): re-arm
+    /// after every wait that consumed a CCQ CQE (spec interrupts.md A.3).
+    ccq_irq: bool,
+    /// A CCQ CQE was consumed since the last arm.
+    ccq_consumed: bool,
     _hal: PhantomData<H>,
 }
 
@@ -518,6 +523,8 @@ impl<H: Hal, B: Bar> Cqp<H, B> {
             pending: [0; MAX_SQ / 64],
             scratch: [0; MAX_SQ],
             stash: heapless::Vec::new(),
+            ccq_irq: false,
+            ccq_consumed: false,
             pre_tail: 0,
             pre_err: false,
             ccq: None,
@@ -741,6 +748,11 @@ impl<H: Hal, B: Bar> Cqp<H, B> {
     fn wait_slot(&mut self, idx: u16) -> Result<Completion, CqpError> {
         let opcode = self.opcode_at(idx);
         let r = if self.ccq.is_some() { self.wait_ccq(idx) } else { self.wait_registers(idx) };
+        // Re-arm only after a drain that consumed a CQE; an empty one
+        // leaves the earlier arm outstanding (hw.c: irdma_cqp_ce_handler).
+        if self.ccq_irq && self.ccq_consumed {
+            self.arm_ccq();
+        }
         use crate::flight::CqpOutcome as O;
         let outcome = match &r {
             Ok(_) => O::Ok,
@@ -866,6 +878,7 @@ impl<H: Hal, B: Bar> Cqp<H, B> {
         let Some(cqe) = CcqCqe::decode(&words, ccq.cons.polarity) else { return Ok(None) };
         let head = ccq.cons.advance();
         ccq.shadow.write_u64(0, ccq::DBSA_CQEIDX.prep(head as u64));
+        self.ccq_consumed = true;
         let idx = cqe.wqe_idx;
         if idx as u32 >= self.size {
             return Err(CqpError::Protocol {
@@ -995,6 +1008,40 @@ impl<H: Hal, B: Bar> Cqp<H, B> {
                 Err(e)
             }
         }
+    }
+
+    /// Turns CCQ interrupts on (arms the CCQ now, and again after every
+    /// wait that consumed a CCQ CQE) or off. The waits stay polled — the
+    /// arm only lets a CQP completion raise CEQ 0's vector (spec
+    /// interrupts.md A.3, A.6; Linux also keeps polling as its safety net).
+    pub fn set_ccq_interrupts(&mut self, on: bool) {
+        self.ccq_irq = on && self.ccq.is_some();
+        if self.ccq_irq {
+            self.arm_ccq();
+        }
+    }
+
+    /// Whether CCQ interrupts are on ([`Cqp::set_ccq_interrupts`]).
+    pub fn ccq_interrupts(&self) -> bool {
+        self.ccq_irq
+    }
+
+    /// Arms the CCQ (ctrl.c: irdma_sc_ccq_arm): in shadow +32 keep
+    /// SW_CQ_SELECT and ARM_NEXT_SE as read, bump ARM_SEQ_NUM, set
+    /// ARM_NEXT; barrier; CQ id 0 to CQARM.
+    fn arm_ccq(&mut self) {
+        use irdma_hal::wqe::shadow as sh;
+        let Some(ccq) = self.ccq.as_ref() else { return };
+        let Some(w) = ccq.shadow.read_u64(sh::CQ_ARM_OFFSET) else { return };
+        let seq = (sh::CQ_ARM_SEQ_NUM.get(w) + 1) & 3;
+        let nw = sh::CQ_SW_CQ_SELECT.prep(sh::CQ_SW_CQ_SELECT.get(w))
+            | sh::CQ_ARM_SEQ_NUM.prep(seq)
+            | sh::CQ_ARM_NEXT_SE.prep(sh::CQ_ARM_NEXT_SE.get(w))
+            | sh::CQ_ARM_NEXT.prep(1);
+        ccq.shadow.write_u64(sh::CQ_ARM_OFFSET, nw);
+        dma_wmb();
+        self.bar.write32(regs::CQARM, 0);
+        self.ccq_consumed = false;
     }
 
     /// Destroys the CCQ (register-polled, ctrl.c: irdma_sc_ccq_destroy).

@@ -211,8 +211,9 @@ pub struct ProbeOptions {
     /// value of the caller's (e.g. from a hardware RNG).
     pub stag_key_seed: Option<u8>,
     /// Interrupt-driven completion (issue #31, [`crate::irq`]): `Some`
-    /// programs the CEQ 0 and AEQ causes onto `LanInfo::msix` vectors and
-    /// enables them at the end of probe; teardown disables them. `None`
+    /// creates CEQs 1.. (one per further vector), programs the CEQ and
+    /// AEQ causes onto `LanInfo::msix` vectors and enables them at the end
+    /// of probe; teardown disables them and destroys the CEQs. `None`
     /// (the default): polled mode, nothing interrupt-related is written.
     /// `Some` with `msix.count == 0`, or `msix.first` within two of the
     /// end of the GLINT_DYN_CTL array, fails probe with
@@ -460,6 +461,11 @@ pub struct Device<H: Hal, B: Bar + Clone> {
     /// whenever the consumer moves.
     pub(crate) aeq_next: AtomicU64,
     pub(crate) ceq: Option<Ceq<H>>,
+    /// CEQs 1.. (interrupt mode, one per further vector), CEQ `i` at
+    /// index `i − 1`; destroyed at teardown before CEQ 0.
+    pub(crate) irq_ceqs: heapless::Vec<Ceq<H>, { crate::irq::MAX_IRQ_CEQS - 1 }>,
+    /// MAX_CEQS from QUERY_FPM_VAL.
+    pub(crate) max_ceqs: u32,
     scratch: Option<Dma<H>>,
     pub(crate) layout: Option<HmcLayout>,
     pub(crate) ws: WsTree,
@@ -649,10 +655,11 @@ fn remove_ws_tree<H: Hal, B: Bar>(ws: &WsTree, vsi: u16, cx: &mut Closing<'_, H,
     }
 }
 
-/// Teardown: destroys the AEQ and CEQ 0. They are destroyed in place; only
-/// their rings move out (to be freed or kept), not the whole ring records.
-fn destroy_event_queues<H: Hal, B: Bar>(
+/// Teardown: destroys the AEQ, the interrupt CEQs 1.. and CEQ 0; each ring
+/// is freed only after the device confirmed its destroy, otherwise kept.
+fn destroy_event_queues<H: Hal, B: Bar, const N: usize>(
     aeq: &mut Option<AeqRing<H>>,
+    irq_ceqs: &mut heapless::Vec<Ceq<H>, N>,
     ceq: &mut Option<Ceq<H>>,
     cx: &mut Closing<'_, H, B>,
 ) {
@@ -666,21 +673,29 @@ fn destroy_event_queues<H: Hal, B: Bar>(
             cx.keep(ring);
         }
     }
-    if let Some(c) = ceq.as_ref() {
-        let d = DestroyCeq {
-            ceq_id: c.cmd.ceq_id,
-            elem_cnt: c.cmd.elem_cnt,
-            mem: c.cmd.mem,
-            tph_en: false,
-            pasid_valid: false,
-            pasid: 0,
-        };
-        let done = cx.run_cmd(&crate::cqp::engine::Cmd(&d));
-        if let Some(ring) = ceq.take().map(|c| c._ring)
-            && !done
-        {
-            cx.keep(ring);
-        }
+    // CEQs 1.. before CEQ 0 (hw.c: irdma_del_ceqs, then irdma_del_ceq_0),
+    // last created first.
+    while let Some(c) = irq_ceqs.pop() {
+        destroy_ceq(c, cx);
+    }
+    if let Some(c) = ceq.take() {
+        destroy_ceq(c, cx);
+    }
+}
+
+/// Teardown: DESTROY_CEQ for one CEQ; its ring is freed only if the device
+/// confirmed, otherwise quarantined.
+fn destroy_ceq<H: Hal, B: Bar>(c: Ceq<H>, cx: &mut Closing<'_, H, B>) {
+    let d = DestroyCeq {
+        ceq_id: c.cmd.ceq_id,
+        elem_cnt: c.cmd.elem_cnt,
+        mem: c.cmd.mem,
+        tph_en: false,
+        pasid_valid: false,
+        pasid: 0,
+    };
+    if !cx.run_cmd(&crate::cqp::engine::Cmd(&d)) {
+        cx.keep(c._ring);
     }
 }
 
@@ -830,6 +845,8 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
             aeq_view: crate::uk::QueueMem::empty(),
             aeq_next: AtomicU64::new(1),
             ceq: None,
+            irq_ceqs: heapless::Vec::new(),
+            max_ceqs: 1,
             scratch: None,
             layout: None,
             ws: WsTree::default(),
@@ -921,6 +938,7 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
             ceq_count: max_ceqs,
         };
         self.cqp_mut().map_err(ProbeCause::Cqp)?.set_limits(limits);
+        self.max_ceqs = max_ceqs;
 
         self.enter(step, S::BackHmc);
         // 7. Back every non-PBLE SD.
@@ -938,6 +956,10 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
         // 9. CCQ (spec §2.7).
         let mut ccq = CcqConfig::linux(self.opts.cqp_sq_size);
         ccq.vsi_idx = self.lan.vsi_num;
+        if self.opts.interrupts.is_some() {
+            // Told apart from the CQs' contexts in CEQ 0 (`crate::irq`).
+            ccq.cq_ctx = crate::irq::CCQ_CTX;
+        }
         self.control_bytes += pages_bytes(ccq.entries as usize * CCQ_CQE_BYTES) + pages_bytes(64);
         self.cqp_mut().and_then(|c| c.create_ccq(ccq)).map_err(ProbeCause::Cqp)?;
 
@@ -1402,7 +1424,7 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
         // No lock-free peek may look at the AEQ ring from now on.
         self.aeq_view = crate::uk::QueueMem::empty();
         *self.aeq_next.get_mut() = 1;
-        destroy_event_queues(self.aeq.get_mut(), &mut self.ceq, &mut cx);
+        destroy_event_queues(self.aeq.get_mut(), &mut self.irq_ceqs, &mut self.ceq, &mut cx);
         let sds_released = stop_ccq_and_sds(&mut self.res.get_mut().sds, &mut cx);
         self.ws = WsTree::default();
         close_cqp(&mut cx);

@@ -26,7 +26,8 @@ struct OldRing<H: Hal> {
     _ring: Dma<H>,
 }
 
-/// A completion queue (`ib_cq`), polled; bound to CEQ 0.
+/// A completion queue (`ib_cq`), polled; bound to CEQ 0 unless created
+/// with [`Device::create_cq_with`].
 ///
 /// # Example
 ///
@@ -60,6 +61,27 @@ pub struct Cq<'d, H: Hal, B: Bar + Clone> {
     mem: Option<(Dma<H>, Dma<H>)>,
 }
 
+/// How a CQ is created beyond its size ([`Device::create_cq_with`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[non_exhaustive]
+pub struct CqOptions {
+    /// The CEQ the CQ reports to, and so the MSI-X vector its completion
+    /// events raise ([`Device::ceq_vector`]); default CEQ 0. Linux takes
+    /// `comp_vector` as the CEQ id (verbs.c: irdma_create_cq) and uses
+    /// CEQ 0 when it is past the CEQ count; here that is an error. Must be
+    /// below [`Device::irq_ceq_count`] (only CEQ 0 exists without
+    /// interrupts).
+    pub ceq: u16,
+}
+
+impl CqOptions {
+    /// Reporting to CEQ `ceq`.
+    pub fn on_ceq(ceq: u16) -> Self {
+        CqOptions { ceq }
+    }
+}
+
 impl<H: Hal, B: Bar + Clone> Device<H, B> {
     /// `ib_create_cq` with room for at least `cqe` completions. Ring entries:
     /// (cqe + 1) × 2 (irdma_kcompat.c: irdma_create_cq: one spare entry,
@@ -67,6 +89,16 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
     /// (level 0), with a 64-byte shadow area; CEQ 0, CEQE mask and overflow
     /// check set as Linux sets them.
     pub fn create_cq(&self, cqe: u32) -> Result<Cq<'_, H, B>, VerbsError> {
+        self.create_cq_with(cqe, CqOptions::default())
+    }
+
+    /// [`Device::create_cq`] with options: the CEQ (so the interrupt
+    /// vector) the CQ reports to. A CEQ that does not exist is
+    /// [`VerbsError::Invalid`].
+    pub fn create_cq_with(&self, cqe: u32, opts: CqOptions) -> Result<Cq<'_, H, B>, VerbsError> {
+        if usize::from(opts.ceq) >= self.irq_ceq_count().max(1) {
+            return Err(VerbsError::Invalid { what: Phrase::new(&"CEQ") });
+        }
         if cqe == 0 || cqe > MAX_CQE / 2 - 1 {
             return Err(VerbsError::AboveLimit {
                 what: Quantity::Cqe,
@@ -87,7 +119,7 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
             // Echoed in CEQEs; the CQ id is unique while the CQ lives.
             cq_ctx: id as u64,
             shadow_read_threshold: (entries / 2).min(0x3_ffc0),
-            ceq_id: Some(0),
+            ceq_id: Some(opts.ceq),
             ceqe_mask: true,
             check_overflow: true,
             ring: QueueAddr::contiguous(ring.paddr()),

@@ -34,7 +34,7 @@ pub mod wait;
 mod wq;
 
 pub use ah::{Ah, AhAttr, gid_of, ip_of_gid};
-pub use cq::{Cq, MAX_PENDING_RESIZES};
+pub use cq::{Cq, CqOptions, MAX_PENDING_RESIZES};
 pub use error::{Quantity, VerbsError};
 pub use mr::{FastRegMr, MAX_MR_SIZE, Mr, MrDesc};
 pub use pd::Pd;

@@ -95,6 +95,8 @@ pub fn cause_vector(ctl: u32) -> Option<u32> {
 #[derive(Default)]
 pub struct InterruptSink {
     state: Mutex<BTreeMap<u32, (u64, u64)>>,
+    /// When each vector was last raised (latency measurements).
+    stamps: Mutex<BTreeMap<u32, Instant>>,
     cv: Condvar,
 }
 
@@ -105,6 +107,8 @@ impl InterruptSink {
     }
 
     pub(crate) fn raise(&self, v: u32) {
+        let now = Instant::now();
+        self.stamps.lock().unwrap_or_else(|e| e.into_inner()).insert(v, now);
         let mut s = self.state.lock().unwrap_or_else(|e| e.into_inner());
         let e = s.entry(v).or_default();
         e.0 += 1;
@@ -116,6 +120,13 @@ impl InterruptSink {
     pub fn raised(&self, v: u32) -> u64 {
         let s = self.state.lock().unwrap_or_else(|e| e.into_inner());
         s.get(&v).map_or(0, |e| e.0)
+    }
+
+    /// When vector `v` was last raised: taken after the CQE and the CEQE
+    /// are in memory, just before the "CPU" is signalled (for latency
+    /// figures: CQE write → handler → woken task).
+    pub fn last_raised_at(&self, v: u32) -> Option<Instant> {
+        self.stamps.lock().unwrap_or_else(|e| e.into_inner()).get(&v).copied()
     }
 
     /// Takes every interrupt of vector `v` not yet taken; whether there was one.
