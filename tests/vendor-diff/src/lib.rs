@@ -21,6 +21,8 @@ pub mod case;
 #[cfg(vendor_c)]
 pub mod cq;
 #[cfg(vendor_c)]
+pub mod ctrl;
+#[cfg(vendor_c)]
 mod ffi;
 pub mod rng;
 #[cfg(vendor_c)]
@@ -52,6 +54,8 @@ pub struct Report {
     pub ops: u64,
     /// CQ scripts run (one per post case).
     pub cq_cases: u64,
+    /// CQP commands compared (one per post case).
+    pub ctrl_cases: u64,
 }
 
 /// Runs `opts.cases` cases from `opts.seed`; prints each difference (shrunk,
@@ -71,7 +75,9 @@ fn run_all(_opts: Opts, _devs: &deviations::Deviations) -> Result<Report, String
 
 #[cfg(vendor_c)]
 fn run_all(opts: Opts, devs: &deviations::Deviations) -> Result<Report, String> {
-    devs.check_known(run::KNOWN_DEVIATIONS)?;
+    let known: Vec<&str> = run::KNOWN_DEVIATIONS.iter().chain(ctrl::KNOWN).copied().collect();
+    devs.check_known(&known)?;
+    let mut vcqp = ctrl::VendorCqp::new(4)?;
     let t = std::time::Instant::now();
     let mut rep = Report::default();
     let mut rng = rng::Rng::new(opts.seed);
@@ -104,6 +110,21 @@ fn run_all(opts: Opts, devs: &deviations::Deviations) -> Result<Report, String> 
                 }
             }
         }
+        let cc = ctrl::gen_ctrl_case(&mut rng);
+        rep.ctrl_cases += 1;
+        match ctrl::run_ctrl(&mut vcqp, &cc) {
+            Ok(None) => {}
+            Ok(Some(id)) => *rep.deviations.entry(id.into()).or_default() += 1,
+            Err(d) => {
+                rep.differences += 1;
+                println!("DIFF ctrl case #{n} (seed {:#x}): {}", opts.seed, d.what);
+                print!("{}", ctrl::describe(&cc));
+                if rep.differences >= 5 {
+                    println!("(stopping after 5 differences)");
+                    break;
+                }
+            }
+        }
         let cqc = cq::gen_cq_case(&mut rng);
         rep.cq_cases += 1;
         match cq::run_cq(&cqc) {
@@ -122,16 +143,18 @@ fn run_all(opts: Opts, devs: &deviations::Deviations) -> Result<Report, String> 
         }
     }
     println!(
-        "vendor-diff: {} post cases ({} posts) + {} CQ scripts: {} post cases same, {} deviating as listed, {} different, {:.1}s",
+        "vendor-diff: {} post cases ({} posts) + {} CQ scripts + {} CQP commands: {} post cases same, {} deviating as listed, {} different, {:.1}s",
         rep.cases,
         rep.ops,
         rep.cq_cases,
+        rep.ctrl_cases,
         rep.same,
         rep.deviations.values().sum::<u64>(),
         rep.differences,
         t.elapsed().as_secs_f64()
     );
     println!("  {}", run::stats::line());
+    println!("  {}", ctrl::stats::line());
     for (id, k) in &rep.deviations {
         println!("  deviation {id}: {k} cases ({})", devs.reason(id));
     }

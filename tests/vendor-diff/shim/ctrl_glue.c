@@ -1,0 +1,231 @@
+/* SPDX-License-Identifier: MIT OR Apache-2.0 */
+/*
+ * irdma vendor-diff control-path glue: the vendor's ctrl.c (Debian
+ * linux-source-6.1 6.1.192-3, drivers/infiniband/hw/irdma/ctrl.c) compiled
+ * unmodified as part of this translation unit -- it is #included, not
+ * copied, so the WQE builders it keeps `static` (irdma_sc_alloc_stag,
+ * irdma_sc_dealloc_stag, ...) can be called directly -- and a flat C
+ * interface over its CQP WQE builders for the Rust harness.
+ *
+ * Every builder is called with post_sq = false: it only writes its WQE into
+ * the CQP SQ ring (host memory the glue owns) and never rings a doorbell.
+ * After each call the glue retires the slot (tail = head) so the ring never
+ * fills; the ring is small so the polarity flips often.
+ *
+ * The device is GEN_2 (icrdma_hw.c: icrdma_init_hw, also compiled
+ * unmodified): its register table, field shifts and masks. The BAR base is
+ * a fake address: register pointers are only recorded (vd_bar_write in
+ * glue.c) and read as 0 (vd_bar_read), never dereferenced.
+ */
+#include "ctrl.c"
+
+u32 vd_bar_read(const volatile void *addr)
+{
+	(void)addr;
+	return 0;
+}
+
+/* Functions ctrl.c references from other vendor files (utils.c, hw.c,
+ * ws.c, i40iw_hw.c) that no builder the harness calls reaches. They abort
+ * so that a harness change that does reach one fails loudly. */
+void i40iw_init_hw(struct irdma_sc_dev *dev) { (void)dev; abort(); }
+int irdma_cqp_qp_suspend_resume(struct irdma_sc_qp *qp, u8 cmd) { (void)qp; (void)cmd; abort(); }
+int irdma_cqp_sds_cmd(struct irdma_sc_dev *dev, struct irdma_update_sds_info *info) { (void)dev; (void)info; abort(); }
+int irdma_cqp_stats_inst_cmd(struct irdma_sc_vsi *vsi, u8 cmd, struct irdma_stats_inst_info *s) { (void)vsi; (void)cmd; (void)s; abort(); }
+void irdma_hw_stats_start_timer(struct irdma_sc_vsi *vsi) { (void)vsi; abort(); }
+void irdma_hw_stats_stop_timer(struct irdma_sc_vsi *vsi) { (void)vsi; abort(); }
+void irdma_modify_qp_to_err(struct irdma_sc_qp *qp) { (void)qp; abort(); }
+void irdma_reinitialize_ieq(struct irdma_sc_vsi *vsi) { (void)vsi; abort(); }
+void *irdma_remove_cqp_head(struct irdma_sc_dev *dev) { (void)dev; abort(); }
+void irdma_term_modify_qp(struct irdma_sc_qp *qp, u8 n, u8 t, u8 l) { (void)qp; (void)n; (void)t; (void)l; abort(); }
+void irdma_terminate_done(struct irdma_sc_qp *qp, int t) { (void)qp; (void)t; abort(); }
+void irdma_terminate_start_timer(struct irdma_sc_qp *qp) { (void)qp; abort(); }
+int irdma_ws_add(struct irdma_sc_vsi *vsi, u8 up) { (void)vsi; (void)up; abort(); }
+void irdma_ws_remove(struct irdma_sc_vsi *vsi, u8 up) { (void)vsi; (void)up; abort(); }
+void irdma_ws_reset(struct irdma_sc_vsi *vsi) { (void)vsi; abort(); }
+
+/* ---- a CQP ------------------------------------------------------------ */
+
+struct vd_cqp {
+	struct irdma_sc_dev dev;
+	struct irdma_hw hw;
+	struct irdma_hmc_info hmc;
+	struct irdma_hmc_obj_info hmc_obj[IRDMA_HMC_IW_MAX];
+	struct irdma_sc_cqp cqp;
+	struct irdma_sc_qp qp;
+	struct irdma_cqp_quanta *ring;
+	u64 *scratch;
+	u64 host_ctx[8];
+};
+
+/* A CQP of sq_size WQEs (a power of two, 4..2048, irdma_sc_cqp_init). */
+struct vd_cqp *vd_cqp_new(u32 sq_size, int *ret)
+{
+	struct irdma_cqp_init_info info;
+	struct vd_cqp *c = calloc(1, sizeof(*c));
+
+	if (!c) {
+		*ret = -ENOMEM;
+		return NULL;
+	}
+	c->ring = calloc(sq_size ? sq_size : 1, sizeof(*c->ring));
+	c->scratch = calloc(sq_size ? sq_size : 1, sizeof(u64));
+	c->hw.hw_addr = (u8 *)(uintptr_t)0x40000000ULL;
+	c->dev.hw = &c->hw;
+	c->hmc.hmc_obj = c->hmc_obj;
+	c->dev.hmc_info = &c->hmc;
+	c->dev.hw_attrs.uk_attrs.hw_rev = IRDMA_GEN_2;
+	icrdma_init_hw(&c->dev);
+	memset(&info, 0, sizeof(info));
+	info.dev = &c->dev;
+	info.sq = c->ring;
+	info.sq_pa = (u64)(uintptr_t)c->ring;
+	info.sq_size = sq_size;
+	info.host_ctx = (__le64 *)c->host_ctx;
+	info.host_ctx_pa = (u64)(uintptr_t)c->host_ctx;
+	info.scratch_array = c->scratch;
+	*ret = irdma_sc_cqp_init(&c->cqp, &info);
+	if (*ret) {
+		free(c->ring);
+		free(c->scratch);
+		free(c);
+		return NULL;
+	}
+	c->qp.dev = &c->dev;
+	return c;
+}
+
+void vd_cqp_free(struct vd_cqp *c)
+{
+	free(c->ring);
+	free(c->scratch);
+	free(c);
+}
+
+/* The committed HMC counts the builders check ids against. */
+void vd_cqp_set_counts(struct vd_cqp *c, u32 qp, u32 cq, u32 pble)
+{
+	c->hmc.hmc_obj[IRDMA_HMC_IW_QP].max_cnt = qp;
+	c->hmc.hmc_obj[IRDMA_HMC_IW_CQ].max_cnt = cq;
+	c->hmc.hmc_obj[IRDMA_HMC_IW_PBLE].max_cnt = pble;
+}
+
+/* The slot the next WQE takes. */
+u32 vd_cqp_head(struct vd_cqp *c)
+{
+	return c->cqp.sq_ring.head;
+}
+
+/* Copies out slot idx and retires every WQE written so far. */
+void vd_cqp_take(struct vd_cqp *c, u32 idx, u64 *out)
+{
+	memcpy(out, c->ring[idx % c->cqp.sq_size].elem, 64);
+	c->cqp.sq_ring.tail = c->cqp.sq_ring.head;
+}
+
+/* ---- QP commands (ctrl.c: irdma_sc_qp_create / _modify / _destroy) ---- */
+
+struct vd_qp_cmd {
+	u64 ctx_pa, shadow_pa;
+	u32 qp_id;
+	u16 new_mss;
+	u8 qp_type, virtual_map, next_state, termlen;
+	u8 ord_valid, tcp_ctx_valid, cached_var_valid, cq_num_valid;
+	u8 arp_cache_idx_valid, mac_valid, mss_change, remove_hash_idx;
+	u8 reset_tcp_conn, dont_send_fin, dont_send_term, force_lpb;
+	u8 ignore_mw_bnd, pad[7];
+};
+
+static void vd_qp_fill(struct vd_cqp *c, const struct vd_qp_cmd *k)
+{
+	c->qp.qp_uk.qp_id = k->qp_id;
+	c->qp.qp_uk.qp_type = k->qp_type;
+	c->qp.virtual_map = k->virtual_map;
+	c->qp.hw_host_ctx_pa = k->ctx_pa;
+	c->qp.shadow_area_pa = k->shadow_pa;
+}
+
+int vd_qp_create_cmd(struct vd_cqp *c, const struct vd_qp_cmd *k)
+{
+	struct irdma_create_qp_info i;
+
+	memset(&i, 0, sizeof(i));
+	vd_qp_fill(c, k);
+	i.ord_valid = k->ord_valid;
+	i.tcp_ctx_valid = k->tcp_ctx_valid;
+	i.cq_num_valid = k->cq_num_valid;
+	i.arp_cache_idx_valid = k->arp_cache_idx_valid;
+	i.mac_valid = k->mac_valid;
+	i.force_lpb = k->force_lpb;
+	i.next_iwarp_state = k->next_state;
+	return irdma_sc_qp_create(&c->qp, &i, 0, false);
+}
+
+int vd_qp_modify_cmd(struct vd_cqp *c, const struct vd_qp_cmd *k)
+{
+	struct irdma_modify_qp_info i;
+
+	memset(&i, 0, sizeof(i));
+	vd_qp_fill(c, k);
+	i.new_mss = k->new_mss;
+	i.next_iwarp_state = k->next_state;
+	i.termlen = k->termlen;
+	i.ord_valid = k->ord_valid;
+	i.tcp_ctx_valid = k->tcp_ctx_valid;
+	i.cq_num_valid = k->cq_num_valid;
+	i.arp_cache_idx_valid = k->arp_cache_idx_valid;
+	i.reset_tcp_conn = k->reset_tcp_conn;
+	i.remove_hash_idx = k->remove_hash_idx;
+	i.dont_send_term = k->dont_send_term;
+	i.dont_send_fin = k->dont_send_fin;
+	i.cached_var_valid = k->cached_var_valid;
+	i.mss_change = k->mss_change;
+	i.force_lpb = k->force_lpb;
+	i.mac_valid = k->mac_valid;
+	return irdma_sc_qp_modify(&c->qp, &i, 0, false);
+}
+
+int vd_qp_destroy_cmd(struct vd_cqp *c, const struct vd_qp_cmd *k)
+{
+	vd_qp_fill(c, k);
+	return irdma_sc_qp_destroy(&c->qp, 0, k->remove_hash_idx, k->ignore_mw_bnd, false);
+}
+
+/* ---- STags (ctrl.c: irdma_sc_alloc_stag / irdma_sc_dealloc_stag) ------ */
+
+struct vd_stag_cmd {
+	u64 total_len, first_pm_pbl_idx;
+	u32 chunk_size, stag_idx, page_size, pd_id;
+	u16 access_rights;
+	u8 remote_access, use_hmc_fcn_index, all_memory, hmc_fcn_index, mr, pad;
+};
+
+int vd_alloc_stag_cmd(struct vd_cqp *c, const struct vd_stag_cmd *k)
+{
+	struct irdma_allocate_stag_info i;
+
+	memset(&i, 0, sizeof(i));
+	i.total_len = k->total_len;
+	i.first_pm_pbl_idx = k->first_pm_pbl_idx;
+	i.chunk_size = k->chunk_size;
+	i.stag_idx = k->stag_idx;
+	i.page_size = k->page_size;
+	i.pd_id = k->pd_id;
+	i.access_rights = k->access_rights;
+	i.remote_access = k->remote_access;
+	i.use_hmc_fcn_index = k->use_hmc_fcn_index;
+	i.all_memory = k->all_memory;
+	i.hmc_fcn_index = k->hmc_fcn_index;
+	return irdma_sc_alloc_stag(&c->dev, &i, 0, false);
+}
+
+int vd_dealloc_stag_cmd(struct vd_cqp *c, const struct vd_stag_cmd *k)
+{
+	struct irdma_dealloc_stag_info i;
+
+	memset(&i, 0, sizeof(i));
+	i.stag_idx = k->stag_idx;
+	i.pd_id = k->pd_id;
+	i.mr = k->mr;
+	return irdma_sc_dealloc_stag(&c->dev, &i, 0, false);
+}
