@@ -108,6 +108,7 @@ void vd_cqp_set_counts(struct vd_cqp *c, u32 qp, u32 cq, u32 pble)
 	c->hmc.hmc_obj[IRDMA_HMC_IW_QP].max_cnt = qp;
 	c->hmc.hmc_obj[IRDMA_HMC_IW_CQ].max_cnt = cq;
 	c->hmc.hmc_obj[IRDMA_HMC_IW_PBLE].max_cnt = pble;
+	c->hmc.hmc_obj[IRDMA_HMC_IW_PBLE].cnt = pble;
 }
 
 /* The slot the next WQE takes. */
@@ -228,4 +229,90 @@ int vd_dealloc_stag_cmd(struct vd_cqp *c, const struct vd_stag_cmd *k)
 	i.pd_id = k->pd_id;
 	i.mr = k->mr;
 	return irdma_sc_dealloc_stag(&c->dev, &i, 0, false);
+}
+
+/* ---- CQs (ctrl.c: irdma_sc_cq_create / irdma_sc_cq_destroy) ----------- */
+
+struct vd_cq_cmd {
+	u64 cq_pa, shadow_pa;
+	u32 cq_id, cq_size, ceq_id, shadow_read_threshold, first_pm_pbl_idx, max_ceqs;
+	u16 vsi_idx;
+	u8 pbl_chunk_size, tph_val, ceqe_mask, virtual_map, check_overflow, ceq_id_valid;
+	u8 tph_en, avoid_mem_cflct, pad[4];
+};
+
+static struct irdma_sc_vsi vd_vsi;
+
+static void vd_cq_fill(struct vd_cqp *c, struct irdma_sc_cq *cq, const struct vd_cq_cmd *k)
+{
+	memset(cq, 0, sizeof(*cq));
+	c->dev.hmc_fpm_misc.max_ceqs = k->max_ceqs;
+	vd_vsi.vsi_idx = k->vsi_idx;
+	cq->dev = &c->dev;
+	cq->vsi = &vd_vsi;
+	cq->cq_uk.cq_id = k->cq_id;
+	cq->cq_uk.cq_size = k->cq_size;
+	cq->cq_uk.avoid_mem_cflct = k->avoid_mem_cflct;
+	cq->cq_pa = k->cq_pa;
+	cq->shadow_area_pa = k->shadow_pa;
+	cq->ceq_id = k->ceq_id;
+	cq->shadow_read_threshold = k->shadow_read_threshold;
+	cq->pbl_chunk_size = k->pbl_chunk_size;
+	cq->tph_val = k->tph_val;
+	cq->first_pm_pbl_idx = k->first_pm_pbl_idx;
+	cq->ceqe_mask = k->ceqe_mask;
+	cq->virtual_map = k->virtual_map;
+	cq->ceq_id_valid = k->ceq_id_valid;
+	cq->tph_en = k->tph_en;
+}
+
+static struct irdma_sc_cq vd_cq;
+
+/* The CQ context the vendor writes (@8): its struct's address >> 1. */
+u64 vd_cq_ctx(void)
+{
+	return (u64)(uintptr_t)&vd_cq >> 1;
+}
+
+int vd_cq_create_cmd(struct vd_cqp *c, const struct vd_cq_cmd *k)
+{
+	vd_cq_fill(c, &vd_cq, k);
+	return irdma_sc_cq_create(&vd_cq, 0, k->check_overflow, false);
+}
+
+int vd_cq_destroy_cmd(struct vd_cqp *c, const struct vd_cq_cmd *k)
+{
+	vd_cq_fill(c, &vd_cq, k);
+	return irdma_sc_cq_destroy(&vd_cq, 0, false);
+}
+
+/* ---- REG_MR (ctrl.c: irdma_sc_mr_reg_non_shared) ---------------------- */
+
+struct vd_mr_cmd {
+	u64 reg_addr_pa, va, total_len;
+	u32 page_size, chunk_size, first_pm_pbl_index, stag_idx, pd_id;
+	u16 access_rights;
+	u8 va_based, stag_key, use_hmc_fcn_index, hmc_fcn_index, all_memory, pad[5];
+};
+
+int vd_mr_reg_cmd(struct vd_cqp *c, const struct vd_mr_cmd *k)
+{
+	struct irdma_reg_ns_stag_info i;
+
+	memset(&i, 0, sizeof(i));
+	i.reg_addr_pa = k->reg_addr_pa;
+	i.va = k->va;
+	i.total_len = k->total_len;
+	i.page_size = k->page_size;
+	i.chunk_size = k->chunk_size;
+	i.first_pm_pbl_index = k->first_pm_pbl_index;
+	i.addr_type = k->va_based ? IRDMA_ADDR_TYPE_VA_BASED : IRDMA_ADDR_TYPE_ZERO_BASED;
+	i.stag_idx = k->stag_idx;
+	i.access_rights = k->access_rights;
+	i.pd_id = k->pd_id;
+	i.stag_key = k->stag_key;
+	i.use_hmc_fcn_index = k->use_hmc_fcn_index;
+	i.hmc_fcn_index = k->hmc_fcn_index;
+	i.all_memory = k->all_memory;
+	return irdma_sc_mr_reg_non_shared(&c->dev, &i, 0, false);
 }

@@ -18,15 +18,23 @@
 //! over-wide field cut to its width: the deviation is then the refusal
 //! alone, never a different encoding.
 //!
+//! Where the vendor ORs a value into its word without a mask, the check is
+//! the same with the raw value ORed into the driver's word for the cut
+//! input; where Linux 6.1's field is narrower than the spec's (HMCFNIDX,
+//! VSIIDX), the driver's word cut to 6.1's width must equal the vendor's.
+//!
 //! Commands covered: CREATE_QP, MODIFY_QP, DESTROY_QP (irdma_sc_qp_create /
-//! _modify / _destroy), ALLOC_STAG, DEALLOC_STAG (irdma_sc_alloc_stag /
-//! irdma_sc_dealloc_stag).
+//! _modify / _destroy), ALLOC_STAG, DEALLOC_STAG, REG_MR
+//! (irdma_sc_alloc_stag / irdma_sc_dealloc_stag /
+//! irdma_sc_mr_reg_non_shared), CREATE_CQ, DESTROY_CQ (irdma_sc_cq_create /
+//! irdma_sc_cq_destroy).
 
 use core::ffi::c_int;
 
 use irdma::cqp::EncodeError;
 use irdma::cqp::cmd::{
-    AllocStag, CqpCommand, CreateQp, DeallocStag, DestroyQp, Env, Limits, ModifyQp, Pbl,
+    AllocStag, CqpCommand, CreateCq, CreateQp, DeallocStag, DestroyCq, DestroyQp, Env, Limits,
+    ModifyQp, MrPages, Pbl, QueueAddr, RegMr,
 };
 use irdma::wr::PageSize;
 
@@ -79,6 +87,51 @@ pub struct VdStagCmd {
     pub pad: u8,
 }
 
+/// `struct vd_cq_cmd` (ctrl_glue.c).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct VdCqCmd {
+    pub cq_pa: u64,
+    pub shadow_pa: u64,
+    pub cq_id: u32,
+    pub cq_size: u32,
+    pub ceq_id: u32,
+    pub shadow_read_threshold: u32,
+    pub first_pm_pbl_idx: u32,
+    pub max_ceqs: u32,
+    pub vsi_idx: u16,
+    pub pbl_chunk_size: u8,
+    pub tph_val: u8,
+    pub ceqe_mask: u8,
+    pub virtual_map: u8,
+    pub check_overflow: u8,
+    pub ceq_id_valid: u8,
+    pub tph_en: u8,
+    pub avoid_mem_cflct: u8,
+    pub pad: [u8; 4],
+}
+
+/// `struct vd_mr_cmd` (ctrl_glue.c).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct VdMrCmd {
+    pub reg_addr_pa: u64,
+    pub va: u64,
+    pub total_len: u64,
+    pub page_size: u32,
+    pub chunk_size: u32,
+    pub first_pm_pbl_index: u32,
+    pub stag_idx: u32,
+    pub pd_id: u32,
+    pub access_rights: u16,
+    pub va_based: u8,
+    pub stag_key: u8,
+    pub use_hmc_fcn_index: u8,
+    pub hmc_fcn_index: u8,
+    pub all_memory: u8,
+    pub pad: [u8; 5],
+}
+
 #[repr(C)]
 struct VdCqp {
     _p: [u8; 0],
@@ -95,6 +148,10 @@ unsafe extern "C" {
     fn vd_qp_destroy_cmd(c: *mut VdCqp, k: *const VdQpCmd) -> c_int;
     fn vd_alloc_stag_cmd(c: *mut VdCqp, k: *const VdStagCmd) -> c_int;
     fn vd_dealloc_stag_cmd(c: *mut VdCqp, k: *const VdStagCmd) -> c_int;
+    fn vd_cq_ctx() -> u64;
+    fn vd_cq_create_cmd(c: *mut VdCqp, k: *const VdCqCmd) -> c_int;
+    fn vd_cq_destroy_cmd(c: *mut VdCqp, k: *const VdCqCmd) -> c_int;
+    fn vd_mr_reg_cmd(c: *mut VdCqp, k: *const VdMrCmd) -> c_int;
 }
 
 /// One control-path case.
@@ -105,6 +162,9 @@ pub enum Cmd {
     DestroyQp(VdQpCmd),
     AllocStag(VdStagCmd),
     DeallocStag(VdStagCmd),
+    RegMr(VdMrCmd),
+    CreateCq(VdCqCmd),
+    DestroyCq(VdCqCmd),
 }
 
 /// A command and the committed HMC counts it is checked against.
@@ -112,6 +172,7 @@ pub enum Cmd {
 pub struct CtrlCase {
     pub cmd: Cmd,
     pub qp_count: u32,
+    pub cq_count: u32,
     pub pble_count: u32,
 }
 
@@ -119,10 +180,19 @@ pub struct CtrlCase {
 pub mod stats {
     use std::sync::atomic::{AtomicU64, Ordering};
 
-    pub static POSTED: [AtomicU64; 5] = [const { AtomicU64::new(0) }; 5];
-    pub static REFUSED: [AtomicU64; 5] = [const { AtomicU64::new(0) }; 5];
+    pub static POSTED: [AtomicU64; 8] = [const { AtomicU64::new(0) }; 8];
+    pub static REFUSED: [AtomicU64; 8] = [const { AtomicU64::new(0) }; 8];
     pub static WRAPS: AtomicU64 = AtomicU64::new(0);
-    const NAMES: [&str; 5] = ["CREATE_QP", "MODIFY_QP", "DESTROY_QP", "ALLOC_STAG", "DEALLOC_STAG"];
+    const NAMES: [&str; 8] = [
+        "CREATE_QP",
+        "MODIFY_QP",
+        "DESTROY_QP",
+        "ALLOC_STAG",
+        "DEALLOC_STAG",
+        "REG_MR",
+        "CREATE_CQ",
+        "DESTROY_CQ",
+    ];
 
     pub fn line() -> String {
         let mut s = String::from("CQP WQEs equal (built / refused by both):");
@@ -143,6 +213,9 @@ impl Cmd {
             Cmd::DestroyQp(_) => 2,
             Cmd::AllocStag(_) => 3,
             Cmd::DeallocStag(_) => 4,
+            Cmd::RegMr(_) => 5,
+            Cmd::CreateCq(_) => 6,
+            Cmd::DestroyCq(_) => 7,
         }
     }
 }
@@ -203,20 +276,86 @@ fn gen_stag(r: &mut Rng) -> VdStagCmd {
     }
 }
 
+fn gen_mr(r: &mut Rng) -> VdMrCmd {
+    VdMrCmd {
+        reg_addr_pa: r.next_u64() & !0xfff,
+        va: r.next_u64(),
+        total_len: if r.chance(1, 8) { 0 } else { val(r, 46, 64) },
+        page_size: r.pick(&[0x1000, 0x1000, 0x20_0000, 0x4000_0000, 0x1_0000, 0]),
+        chunk_size: if r.chance(1, 3) { 0 } else { val(r, 2, 32) as u32 },
+        first_pm_pbl_index: val(r, 28, 32) as u32,
+        stag_idx: if r.chance(1, 8) { r.u32_edge() } else { r.field(24) as u32 },
+        pd_id: val(r, 18, 32) as u32,
+        access_rights: val(r, 5, 16) as u16,
+        va_based: b(r),
+        stag_key: r.field(8) as u8,
+        use_hmc_fcn_index: b(r),
+        hmc_fcn_index: r.field(8) as u8,
+        all_memory: b(r),
+        pad: [0; 5],
+    }
+}
+
+fn gen_cq(r: &mut Rng) -> VdCqCmd {
+    // The vendor indexes dev->ceq[IRDMA_CEQ_MAX_COUNT = 1024] with a ceq_id
+    // below max_ceqs (user.h): max_ceqs stays within that array.
+    let max_ceqs = if r.chance(1, 4) { r.range(1, 1024) as u32 } else { r.pick(&[1, 2, 64, 1024]) };
+    let ceq_id_valid = b(r);
+    VdCqCmd {
+        cq_pa: r.next_u64() & !0xff,
+        shadow_pa: r.next_u64() & !0x3f,
+        cq_id: if r.chance(1, 8) { r.u32_edge() } else { r.below(1 << 19) as u32 },
+        cq_size: val(r, 21, 32) as u32,
+        // the driver has no CEQ id without CEQIDVALID (the vendor checks it anyway)
+        ceq_id: if ceq_id_valid == 0 {
+            0
+        } else if r.chance(1, 8) {
+            r.u32_edge()
+        } else {
+            r.below(1024) as u32
+        },
+        shadow_read_threshold: val(r, 18, 32) as u32,
+        first_pm_pbl_idx: val(r, 28, 32) as u32,
+        max_ceqs,
+        vsi_idx: if r.chance(1, 4) { r.field(16) as u16 } else { r.field(10) as u16 },
+        pbl_chunk_size: val(r, 2, 8) as u8,
+        tph_val: r.field(8) as u8,
+        ceqe_mask: b(r),
+        virtual_map: b(r),
+        check_overflow: b(r),
+        ceq_id_valid,
+        tph_en: b(r),
+        avoid_mem_cflct: b(r),
+        pad: [0; 4],
+    }
+}
+
 /// A random case.
 pub fn gen_ctrl_case(r: &mut Rng) -> CtrlCase {
-    let cmd = match r.below(5) {
+    let cmd = match r.below(8) {
         0 => Cmd::CreateQp(gen_qp(r)),
         1 => Cmd::ModifyQp(gen_qp(r)),
         2 => Cmd::DestroyQp(gen_qp(r)),
         3 => Cmd::AllocStag(gen_stag(r)),
-        _ => Cmd::DeallocStag(gen_stag(r)),
+        4 => Cmd::DeallocStag(gen_stag(r)),
+        5 => Cmd::RegMr(gen_mr(r)),
+        6 => Cmd::CreateCq(gen_cq(r)),
+        _ => {
+            // irdma_sc_cq_destroy reads dev->ceq[ceq_id] with the id
+            // unchecked: past IRDMA_CEQ_MAX_COUNT (1024) it reads outside
+            // the array, so the harness keeps it inside (the driver refuses
+            // any id at or above the CEQ count)
+            let mut k = gen_cq(r);
+            k.ceq_id %= 1024;
+            Cmd::DestroyCq(k)
+        }
     };
     let count = |r: &mut Rng| match r.below(4) {
         0 => r.u32_edge(),
+        1 => u32::MAX,
         _ => r.range(1, 1 << 19) as u32,
     };
-    CtrlCase { cmd, qp_count: count(r), pble_count: count(r) }
+    CtrlCase { cmd, qp_count: count(r), cq_count: count(r), pble_count: count(r) }
 }
 
 /// What the driver's builder did.
@@ -242,11 +381,15 @@ fn driver(c: &CtrlCase) -> Option<Drv> {
 /// [`driver`]; `force_pbl`: an ALLOC_STAG gets a PBL (level from
 /// `chunk_size`, possibly 0) even for a `chunk_size` of 0.
 fn driver_pbl(c: &CtrlCase, force_pbl: bool) -> Option<Drv> {
+    let ceq_count = match c.cmd {
+        Cmd::CreateCq(k) | Cmd::DestroyCq(k) => k.max_ceqs,
+        _ => u32::MAX,
+    };
     let mut env = Env::new(Limits {
         qp_count: c.qp_count,
-        cq_count: u32::MAX,
+        cq_count: c.cq_count,
         pble_count: c.pble_count,
-        ceq_count: u32::MAX,
+        ceq_count,
     });
     let mut w = [0u64; 8];
     let r = match c.cmd {
@@ -324,6 +467,82 @@ fn driver_pbl(c: &CtrlCase, force_pbl: bool) -> Option<Drv> {
             DeallocStag { stag_idx: k.stag_idx, pd_id: k.pd_id, mr: k.mr != 0, skip_flush: false }
                 .encode(&mut w, &mut env)
         }
+        Cmd::RegMr(k) => {
+            let pages = match k.chunk_size {
+                0 if !force_pbl => MrPages::Contiguous(k.reg_addr_pa),
+                n => MrPages::Pbl(Pbl {
+                    level: u8::try_from(n).ok()?,
+                    first_index: k.first_pm_pbl_index,
+                }),
+            };
+            RegMr {
+                stag_idx: k.stag_idx,
+                stag_key: k.stag_key,
+                pd_id: k.pd_id,
+                va: k.va,
+                total_len: k.total_len,
+                page_size: page(k.page_size)?,
+                pages,
+                va_based: k.va_based != 0,
+                access_rights: u8::try_from(k.access_rights).ok()?,
+                remote_atomics: false,
+                non_cached: false,
+                use_hmc_fn_index: k.use_hmc_fcn_index != 0,
+                hmc_fn_index: k.hmc_fcn_index as u16,
+                placement_type: 0,
+                all_memory: k.all_memory != 0,
+            }
+            .encode(&mut w, &mut env)
+        }
+        Cmd::CreateCq(k) | Cmd::DestroyCq(k) => {
+            let ceq_id = match k.ceq_id_valid {
+                0 => None,
+                _ => Some(u16::try_from(k.ceq_id).ok()?),
+            };
+            let ring = QueueAddr {
+                pa: k.cq_pa,
+                virtual_map: k.virtual_map != 0,
+                pbl_chunk_size: k.pbl_chunk_size,
+                first_pbl_index: k.first_pm_pbl_idx,
+            };
+            // SAFETY: vd_cq_ctx only takes an address.
+            let cq_ctx = unsafe { vd_cq_ctx() };
+            if let Cmd::CreateCq(_) = c.cmd {
+                CreateCq {
+                    cq_id: k.cq_id,
+                    cq_size: k.cq_size,
+                    cq_ctx,
+                    shadow_read_threshold: k.shadow_read_threshold,
+                    ceq_id,
+                    ceqe_mask: k.ceqe_mask != 0,
+                    check_overflow: k.check_overflow != 0,
+                    ring,
+                    shadow_area_pa: k.shadow_pa,
+                    tph_en: k.tph_en != 0,
+                    tph_val: k.tph_val,
+                    avoid_mem_cflct: k.avoid_mem_cflct != 0,
+                    pasid_valid: false,
+                    pasid: 0,
+                    vsi_idx: k.vsi_idx,
+                }
+                .encode(&mut w, &mut env)
+            } else {
+                DestroyCq {
+                    cq_id: k.cq_id,
+                    cq_size: k.cq_size,
+                    cq_ctx,
+                    ceq_id,
+                    ceqe_mask: k.ceqe_mask != 0,
+                    ring,
+                    shadow_area_pa: k.shadow_pa,
+                    tph_en: k.tph_en != 0,
+                    avoid_mem_cflct: k.avoid_mem_cflct != 0,
+                    pasid_valid: false,
+                    pasid: 0,
+                }
+                .encode(&mut w, &mut env)
+            }
+        }
     };
     Some(r.map(|()| w))
 }
@@ -342,12 +561,21 @@ fn cut(v: u64, bits: u32) -> u64 {
 /// STag all_memory (a software flag the WQE does not carry); qp_id is cut
 /// to QPID's 24 bits (the vendor ORs it in whole: the caller adds the rest).
 /// Also says whether a non-zero PBL chunk size was cut to 0 (the vendor
-/// tests it before cutting, so it still writes the first PBLE index).
-fn cut_case(c: &CtrlCase) -> (CtrlCase, bool) {
+/// tests it before cutting, so it still writes the first PBLE index), and
+/// which raw values the vendor ORs into a word unmasked, as (word, value,
+/// the field's width).
+fn cut_case(c: &CtrlCase) -> (CtrlCase, bool, Vec<(usize, u64, u32)>) {
     let mut c = *c;
     let mut forced = false;
+    let mut ors = Vec::new();
+    // ctrl.c irdma_sc_qp_create / _modify / _destroy: `hdr = qp_id | ...`
+    if let Cmd::CreateQp(k) | Cmd::ModifyQp(k) | Cmd::DestroyQp(k) = c.cmd {
+        ors.push((3, k.qp_id as u64, 24));
+    }
     c.qp_count = u32::MAX;
+    c.cq_count = u32::MAX;
     c.pble_count = u32::MAX;
+    let cmd_kind = c.cmd;
     match &mut c.cmd {
         Cmd::CreateQp(k) | Cmd::ModifyQp(k) | Cmd::DestroyQp(k) => {
             k.qp_id = cut(k.qp_id as u64, 24) as u32;
@@ -383,8 +611,53 @@ fn cut_case(c: &CtrlCase) -> (CtrlCase, bool) {
                 k.page_size = 0x1000;
             }
         }
+        Cmd::RegMr(k) => {
+            let len = cut(k.total_len, 46);
+            if len == 0 && k.total_len != 0 {
+                k.all_memory = 1;
+            }
+            k.total_len = len;
+            k.stag_idx = cut(k.stag_idx as u64, 24) as u32;
+            forced = k.chunk_size != 0 && cut(k.chunk_size as u64, 2) == 0;
+            k.chunk_size = cut(k.chunk_size as u64, 2) as u32;
+            k.first_pm_pbl_index = cut(k.first_pm_pbl_index as u64, 28) as u32;
+            k.access_rights = cut(k.access_rights as u64, 5) as u16;
+            k.pd_id = cut(k.pd_id as u64, 18) as u32;
+        }
+        Cmd::CreateCq(k) | Cmd::DestroyCq(k) => {
+            // both write cq_size (@0) whole; destroy also cq_id into the
+            // header and the first PBLE index (@48) unmasked
+            ors.push((0, k.cq_size as u64, 21));
+            if let Cmd::DestroyCq(_) = cmd_kind {
+                ors.push((3, k.cq_id as u64, 19));
+                if k.virtual_map != 0 {
+                    ors.push((6, k.first_pm_pbl_idx as u64, 28));
+                }
+            }
+            k.cq_size = cut(k.cq_size as u64, 21) as u32;
+            k.cq_id = cut(k.cq_id as u64, 19) as u32;
+            k.first_pm_pbl_idx = cut(k.first_pm_pbl_idx as u64, 28) as u32;
+            k.shadow_read_threshold = cut(k.shadow_read_threshold as u64, 18) as u32;
+            k.pbl_chunk_size = cut(k.pbl_chunk_size as u64, 2) as u8;
+            // FLD_LS_64 with ICRDMA_CQPSQ_CQ_CEQID (31:22): 10 bits
+            k.ceq_id = cut(k.ceq_id as u64, 10) as u32;
+            k.max_ceqs = u32::MAX;
+        }
     }
-    (c, forced)
+    (c, forced, ors)
+}
+
+/// The driver's words with the fields Linux 6.1 makes narrower than the
+/// spec cut to 6.1's width: ALLOC_STAG HMCFNIDX (defs.h
+/// IRDMA_CQPSQ_STAG_HMCFNIDX 5:0; spec 15:0) and CREATE_CQ VSIIDX (defs.h
+/// IRDMA_CQPSQ_VSIIDX 17:8; spec and hal 23:8).
+fn narrow_to_6_1(cmd: &Cmd, mut w: [u64; 8]) -> [u64; 8] {
+    match cmd {
+        Cmd::AllocStag(_) => w[5] = cut(w[5], 6),
+        Cmd::CreateCq(_) => w[7] &= !0x00fc_0000,
+        _ => {}
+    }
+    w
 }
 
 /// A difference: what differed, for printing.
@@ -419,7 +692,7 @@ impl VendorCqp {
         // SAFETY: `c` is the live CQP from vd_cqp_new; every command struct
         // is a repr(C) copy of the glue's, passed by pointer for the call.
         unsafe {
-            vd_cqp_set_counts(c, case.qp_count, u32::MAX, case.pble_count);
+            vd_cqp_set_counts(c, case.qp_count, case.cq_count, case.pble_count);
             let head = vd_cqp_head(c);
             let rc = match &case.cmd {
                 Cmd::CreateQp(k) => vd_qp_create_cmd(c, k),
@@ -427,6 +700,9 @@ impl VendorCqp {
                 Cmd::DestroyQp(k) => vd_qp_destroy_cmd(c, k),
                 Cmd::AllocStag(k) => vd_alloc_stag_cmd(c, k),
                 Cmd::DeallocStag(k) => vd_dealloc_stag_cmd(c, k),
+                Cmd::RegMr(k) => vd_mr_reg_cmd(c, k),
+                Cmd::CreateCq(k) => vd_cq_create_cmd(c, k),
+                Cmd::DestroyCq(k) => vd_cq_destroy_cmd(c, k),
             };
             if vd_cqp_head(c) == head {
                 return (rc, None);
@@ -448,9 +724,9 @@ impl Drop for VendorCqp {
 /// Deviations this module classifies (listed in deviations.toml).
 pub const KNOWN: &[&str] = &[
     "cqp_field_truncated_by_vendor",
-    "cqp_qp_id_ored_unmasked",
+    "cqp_value_written_unmasked",
     "cqp_id_checked_only_on_create",
-    "cqp_stag_hmcfnidx_6_bits",
+    "cqp_field_wider_than_linux_6_1",
 ];
 
 const WQEVALID: u64 = 1 << 63;
@@ -496,16 +772,8 @@ pub fn run_ctrl(v: &mut VendorCqp, case: &CtrlCase) -> Result<Option<&'static st
                 stats::POSTED[kind].fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 return Ok(None);
             }
-            // the vendor's 6-bit HMCFNIDX (Linux 6.1 defs.h) against the
-            // spec's 16 bits: the only listed way equal inputs encode apart
-            if let Cmd::AllocStag(k) = case.cmd
-                && k.hmc_fcn_index >= 64
-            {
-                let mut d = dw;
-                d[5] = cut(d[5], 6);
-                if d == vn {
-                    return Ok(Some("cqp_stag_hmcfnidx_6_bits"));
-                }
+            if narrow_to_6_1(&case.cmd, dw) == vn {
+                return Ok(Some("cqp_field_wider_than_linux_6_1"));
             }
             diff(format!("WQE words differ:\n  vendor {}\n  driver {}", hex(&vn), hex(&dw)))
         }
@@ -527,38 +795,17 @@ fn classify(
 ) -> Result<Option<&'static str>, CtrlDiff> {
     let mut vn = vw;
     vn[3] &= !WQEVALID;
-    // ctrl.c irdma_sc_qp_create/_modify/_destroy OR qp_id into the header
-    // without a mask (QPID is 23:0): bits above spill into the opcode.
-    let spill = match case.cmd {
-        Cmd::CreateQp(k) | Cmd::ModifyQp(k) | Cmd::DestroyQp(k) if k.qp_id >= 1 << 24 => {
-            k.qp_id as u64
-        }
-        _ => 0,
-    };
-    // The vendor checks qp_id against the committed count only on create.
-    // (And alloc_stag never checks first_pm_pbl_idx against the PBLE count.)
-    let (cc, forced) = cut_case(case);
+    let (cc, forced, ors) = cut_case(case);
     let cut_drv = driver_pbl(&cc, forced);
-    let id_only = match case.cmd {
-        Cmd::ModifyQp(k) | Cmd::DestroyQp(k) => k.qp_id >= case.qp_count,
-        Cmd::AllocStag(k) => k.chunk_size != 0 && k.first_pm_pbl_idx >= case.pble_count as u64,
-        _ => false,
-    };
-    let mut hmc = false;
-    let matches = match cut_drv {
-        Some(Ok(mut dw)) => {
-            dw[3] |= spill;
-            if let Cmd::AllocStag(k) = case.cmd
-                && k.hmc_fcn_index >= 64
-            {
-                dw[5] = cut(dw[5], 6);
-                hmc = true;
-            }
-            dw == vn
+    let mut expected = None;
+    if let Some(Ok(dw)) = cut_drv {
+        let mut e = narrow_to_6_1(&case.cmd, dw);
+        for &(i, raw, _) in &ors {
+            e[i] |= raw;
         }
-        _ => false,
-    };
-    if !matches {
+        expected = Some(e);
+    }
+    if expected != Some(vn) {
         return Err(CtrlDiff {
             what: format!(
                 "vendor accepted, driver refused ({drv:?}), and the vendor's bytes are not the \
@@ -567,19 +814,50 @@ fn classify(
             ),
         });
     }
-    if spill != 0 {
-        return Ok(Some("cqp_qp_id_ored_unmasked"));
+    let spilled = ors.iter().any(|&(_, raw, bits)| raw >> bits != 0);
+    if spilled {
+        return Ok(Some("cqp_value_written_unmasked"));
     }
-    if cc == (CtrlCase { qp_count: cc.qp_count, pble_count: cc.pble_count, ..*case }) && !hmc {
-        // nothing was cut: the refusal is an id check alone
-        if id_only {
-            return Ok(Some("cqp_id_checked_only_on_create"));
-        }
-        return Err(CtrlDiff {
-            what: format!("driver refused ({drv:?}) an input the vendor encodes identically"),
+    let same_input = cc
+        == (CtrlCase {
+            qp_count: cc.qp_count,
+            cq_count: cc.cq_count,
+            pble_count: cc.pble_count,
+            cmd: match (case.cmd, cc.cmd) {
+                // max_ceqs is a limit, not an input
+                (Cmd::CreateCq(mut k), Cmd::CreateCq(c))
+                | (Cmd::DestroyCq(mut k), Cmd::DestroyCq(c)) => {
+                    k.max_ceqs = c.max_ceqs;
+                    if let Cmd::CreateCq(_) = case.cmd {
+                        Cmd::CreateCq(k)
+                    } else {
+                        Cmd::DestroyCq(k)
+                    }
+                }
+                (c, _) => c,
+            },
         });
+    if !same_input {
+        return Ok(Some("cqp_field_truncated_by_vendor"));
     }
-    Ok(Some("cqp_field_truncated_by_vendor"))
+    // nothing was cut: the refusal is an id check the vendor does not make
+    // (qp_id only on create; no PBLE index check in alloc_stag or
+    // cq_create; no CQ or CEQ id check in cq_destroy)
+    let id_only = match case.cmd {
+        Cmd::ModifyQp(k) | Cmd::DestroyQp(k) => k.qp_id >= case.qp_count,
+        Cmd::AllocStag(k) => k.chunk_size != 0 && k.first_pm_pbl_idx >= case.pble_count as u64,
+        Cmd::CreateCq(k) => k.virtual_map != 0 && k.first_pm_pbl_idx >= case.pble_count,
+        Cmd::DestroyCq(k) => {
+            k.cq_id >= case.cq_count || (k.ceq_id_valid != 0 && k.ceq_id >= k.max_ceqs)
+        }
+        _ => false,
+    };
+    if id_only {
+        return Ok(Some("cqp_id_checked_only_on_create"));
+    }
+    Err(CtrlDiff {
+        what: format!("driver refused ({drv:?}) an input the vendor encodes identically"),
+    })
 }
 
 /// Prints a case for a difference report.
