@@ -316,3 +316,104 @@ int vd_mr_reg_cmd(struct vd_cqp *c, const struct vd_mr_cmd *k)
 	i.all_memory = k->all_memory;
 	return irdma_sc_mr_reg_non_shared(&c->dev, &i, 0, false);
 }
+
+/* ---- the RoCE QP host context (ctrl.c: irdma_sc_qp_setctx_roce) ------- */
+
+struct vd_qpc {
+	u64 sq_pa, rq_pa, qp_compl_ctx;
+	u32 push_idx, send_cq_num, rcv_cq_num, rem_endpoint_idx, qkey, dest_qp, pd_id;
+	u32 dest_ip_addr[4], local_ipaddr[4];
+	u32 snd_mss, flow_label, psn_nxt, lsn, epsn, psn_max, psn_una, cwnd;
+	u16 qs_handle, p_key, err_rq_idx, ord_size, ird_size, t_high, t_low;
+	u16 src_port, dst_port, vlan_tag, arp_idx;
+	u8 rq_wqe_size, hw_sq_size, hw_rq_size, sq_tph_val, rq_tph_val, stats_idx;
+	u8 roce_tver, ack_credits, err_rq_idx_valid, rtomin, ttl, tos;
+	u8 rexmit_thresh, rnr_nak_thresh, mac_addr[6];
+	u8 sq_tph_en, rq_tph_en, rcv_tph_en, xmit_tph_en, stats_idx_valid;
+	u8 is_qp1, udprivcq_en, dcqcn_en, rcv_no_icrc, wr_rdresp_en, fast_reg_en;
+	u8 priv_mode_en, rd_en, timely_en, dctcp_en, fw_cc_enable, ipv4, insert_vlan_tag;
+	u8 pad[3];
+};
+
+/* Fills the 256-byte context at out (zeroed first: the vendor writes only
+ * the words it has fields in). */
+void vd_qp_setctx_roce(struct vd_cqp *c, const struct vd_qpc *k, u64 *out)
+{
+	struct irdma_qp_host_ctx_info info;
+	struct irdma_roce_offload_info roce;
+	struct irdma_udp_offload_info udp;
+	struct irdma_sc_qp *qp = &c->qp;
+
+	memset(&info, 0, sizeof(info));
+	memset(&roce, 0, sizeof(roce));
+	memset(&udp, 0, sizeof(udp));
+	memset(out, 0, IRDMA_QP_CTX_SIZE);
+	qp->dev = &c->dev;
+	qp->qp_uk.rq_wqe_size = k->rq_wqe_size;
+	qp->push_idx = k->push_idx;
+	qp->sq_pa = k->sq_pa;
+	qp->rq_pa = k->rq_pa;
+	qp->hw_sq_size = k->hw_sq_size;
+	qp->hw_rq_size = k->hw_rq_size;
+	qp->sq_tph_val = k->sq_tph_val;
+	qp->rq_tph_val = k->rq_tph_val;
+	qp->qs_handle = k->qs_handle;
+	qp->sq_tph_en = k->sq_tph_en;
+	qp->rq_tph_en = k->rq_tph_en;
+	qp->rcv_tph_en = k->rcv_tph_en;
+	qp->xmit_tph_en = k->xmit_tph_en;
+	info.qp_compl_ctx = k->qp_compl_ctx;
+	info.udp_info = &udp;
+	info.roce_info = &roce;
+	info.send_cq_num = k->send_cq_num;
+	info.rcv_cq_num = k->rcv_cq_num;
+	info.rem_endpoint_idx = k->rem_endpoint_idx;
+	info.stats_idx = k->stats_idx;
+	info.stats_idx_valid = k->stats_idx_valid;
+	roce.p_key = k->p_key;
+	roce.err_rq_idx = k->err_rq_idx;
+	roce.qkey = k->qkey;
+	roce.dest_qp = k->dest_qp;
+	roce.roce_tver = k->roce_tver;
+	roce.ack_credits = k->ack_credits;
+	roce.err_rq_idx_valid = k->err_rq_idx_valid;
+	roce.pd_id = k->pd_id;
+	roce.ord_size = k->ord_size;
+	roce.ird_size = k->ird_size;
+	roce.is_qp1 = k->is_qp1;
+	roce.udprivcq_en = k->udprivcq_en;
+	roce.dcqcn_en = k->dcqcn_en;
+	roce.rcv_no_icrc = k->rcv_no_icrc;
+	roce.wr_rdresp_en = k->wr_rdresp_en;
+	roce.fast_reg_en = k->fast_reg_en;
+	roce.priv_mode_en = k->priv_mode_en;
+	roce.rd_en = k->rd_en;
+	roce.timely_en = k->timely_en;
+	roce.dctcp_en = k->dctcp_en;
+	roce.fw_cc_enable = k->fw_cc_enable;
+	roce.t_high = k->t_high;
+	roce.t_low = k->t_low;
+	memcpy(roce.mac_addr, k->mac_addr, 6);
+	roce.rtomin = k->rtomin;
+	udp.ipv4 = k->ipv4;
+	udp.insert_vlan_tag = k->insert_vlan_tag;
+	udp.ttl = k->ttl;
+	udp.tos = k->tos;
+	udp.src_port = k->src_port;
+	udp.dst_port = k->dst_port;
+	memcpy(udp.dest_ip_addr, k->dest_ip_addr, sizeof(udp.dest_ip_addr));
+	memcpy(udp.local_ipaddr, k->local_ipaddr, sizeof(udp.local_ipaddr));
+	udp.snd_mss = k->snd_mss;
+	udp.vlan_tag = k->vlan_tag;
+	udp.arp_idx = k->arp_idx;
+	udp.flow_label = k->flow_label;
+	udp.psn_nxt = k->psn_nxt;
+	udp.lsn = k->lsn;
+	udp.epsn = k->epsn;
+	udp.psn_max = k->psn_max;
+	udp.psn_una = k->psn_una;
+	udp.cwnd = k->cwnd;
+	udp.rexmit_thresh = k->rexmit_thresh;
+	udp.rnr_nak_thresh = k->rnr_nak_thresh;
+	irdma_sc_qp_setctx_roce(qp, (__le64 *)out, &info);
+}

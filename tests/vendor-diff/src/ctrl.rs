@@ -714,6 +714,13 @@ impl VendorCqp {
     }
 }
 
+impl VendorCqp {
+    /// The glue's `struct vd_cqp *`, for the QP-context glue.
+    pub fn raw(&self) -> *mut core::ffi::c_void {
+        self.c.cast()
+    }
+}
+
 impl Drop for VendorCqp {
     fn drop(&mut self) {
         // SAFETY: created by vd_cqp_new, freed once.
@@ -727,6 +734,7 @@ pub const KNOWN: &[&str] = &[
     "cqp_value_written_unmasked",
     "cqp_id_checked_only_on_create",
     "cqp_field_wider_than_linux_6_1",
+    "qpc_ecn_always_forced",
 ];
 
 const WQEVALID: u64 = 1 << 63;

@@ -24,6 +24,8 @@ pub mod cq;
 pub mod ctrl;
 #[cfg(vendor_c)]
 mod ffi;
+#[cfg(vendor_c)]
+pub mod qpc;
 pub mod rng;
 #[cfg(vendor_c)]
 pub mod run;
@@ -56,6 +58,8 @@ pub struct Report {
     pub cq_cases: u64,
     /// CQP commands compared (one per post case).
     pub ctrl_cases: u64,
+    /// RoCE QP host contexts compared (one per post case).
+    pub qpc_cases: u64,
 }
 
 /// Runs `opts.cases` cases from `opts.seed`; prints each difference (shrunk,
@@ -125,6 +129,21 @@ fn run_all(opts: Opts, devs: &deviations::Deviations) -> Result<Report, String> 
                 }
             }
         }
+        let q = qpc::gen_qpc(&mut rng);
+        rep.qpc_cases += 1;
+        match qpc::run_qpc(vcqp.raw(), &q) {
+            Ok(None) => {}
+            Ok(Some(id)) => *rep.deviations.entry(id.into()).or_default() += 1,
+            Err(d) => {
+                rep.differences += 1;
+                println!("DIFF QP context case #{n} (seed {:#x}): {}", opts.seed, d.what);
+                println!("  context input: {q:?}");
+                if rep.differences >= 5 {
+                    println!("(stopping after 5 differences)");
+                    break;
+                }
+            }
+        }
         let cqc = cq::gen_cq_case(&mut rng);
         rep.cq_cases += 1;
         match cq::run_cq(&cqc) {
@@ -143,18 +162,23 @@ fn run_all(opts: Opts, devs: &deviations::Deviations) -> Result<Report, String> 
         }
     }
     println!(
-        "vendor-diff: {} post cases ({} posts) + {} CQ scripts + {} CQP commands: {} post cases same, {} deviating as listed, {} different, {:.1}s",
+        "vendor-diff: {} post cases ({} posts) + {} CQ scripts + {} CQP commands + {} QP contexts: {} post cases same, {} deviating as listed, {} different, {:.1}s",
         rep.cases,
         rep.ops,
         rep.cq_cases,
         rep.ctrl_cases,
+        rep.qpc_cases,
         rep.same,
         rep.deviations.values().sum::<u64>(),
         rep.differences,
         t.elapsed().as_secs_f64()
     );
     println!("  {}", run::stats::line());
-    println!("  {}", ctrl::stats::line());
+    println!(
+        "  {}; QP contexts equal: {}",
+        ctrl::stats::line(),
+        qpc::EQUAL.load(std::sync::atomic::Ordering::Relaxed)
+    );
     for (id, k) in &rep.deviations {
         println!("  deviation {id}: {k} cases ({})", devs.reason(id));
     }
