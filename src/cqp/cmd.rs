@@ -554,6 +554,17 @@ impl QueueAddr {
     fn create_pbl(&self, f: Field, env: &Env) -> Result<u64, EncodeError> {
         if self.virtual_map { pbl_index_checked(f, self.first_pbl_index, env) } else { Ok(0) }
     }
+    /// An event queue keeps its PBL fields only when virtually mapped:
+    /// unlike a CQ's, the vendor's EQ init drops the chunk size and first
+    /// PBLE index of a contiguous ring, so its create and destroy WQEs carry
+    /// LPBLSIZE 0 and index 0 (ctrl.c: irdma_sc_ceq_init, irdma_sc_aeq_init).
+    fn eq(&self) -> Self {
+        if self.virtual_map {
+            *self
+        } else {
+            QueueAddr { pbl_chunk_size: 0, first_pbl_index: 0, ..*self }
+        }
+    }
 }
 
 /// CREATE_CQ (0x03), also the CCQ — ctrl.c: irdma_sc_cq_create,
@@ -1301,17 +1312,18 @@ impl CqpCommand for CreateCeq {
             FieldName::ElemCnt,
             Phrase::new(&"CEQ with no entries"),
         )?;
+        let mem = self.mem.eq();
         let h = header(Self::OPCODE)
             | ceq_id_hdr(self.ceq_id, env)?
-            | self.mem.lpbl(eq::LPBLSIZE)?
-            | flag(eq::VMAP, self.mem.virtual_map)
+            | mem.lpbl(eq::LPBLSIZE)?
+            | flag(eq::VMAP, mem.virtual_map)
             | flag(eq::ITRNOEXPIRE, self.itr_no_expire)
             | flag(eq::TPHEN, self.tph_en)
             | flag(eq::PASID_VALID, self.pasid_valid);
         let w56 = eq::TPHVAL.prep(self.tph_val as u64)
             | eq::VSIIDX.prep(self.vsi_idx as u64)
             | fit(eq::PASID, self.pasid as u64, FieldName::Pasid)?;
-        let (w32, w48) = (self.mem.create_pa(), self.mem.create_pbl(eq::FIRSTPMPBLIDX, env)?);
+        let (w32, w48) = (mem.create_pa(), mem.create_pbl(eq::FIRSTPMPBLIDX, env)?);
         *wqe = [
             0,
             0,
@@ -1348,13 +1360,13 @@ impl CqpCommand for DestroyCeq {
     const OPCODE: u8 = op::DESTROY_CEQ;
     fn encode(&self, wqe: &mut [u64; 8], env: &mut Env) -> Result<(), EncodeError> {
         // The vendor writes the PBLE index whatever VMAP says (ctrl.c:
-        // irdma_sc_ceq_destroy).
-        let w48 =
-            fit(eq::FIRSTPMPBLIDX, self.mem.first_pbl_index as u64, FieldName::FirstPblIndex)?;
+        // irdma_sc_ceq_destroy), but its init kept one only with VMAP.
+        let mem = self.mem.eq();
+        let w48 = fit(eq::FIRSTPMPBLIDX, mem.first_pbl_index as u64, FieldName::FirstPblIndex)?;
         let h = header(Self::OPCODE)
             | ceq_id_hdr(self.ceq_id, env)?
-            | self.mem.lpbl(eq::LPBLSIZE)?
-            | flag(eq::VMAP, self.mem.virtual_map)
+            | mem.lpbl(eq::LPBLSIZE)?
+            | flag(eq::VMAP, mem.virtual_map)
             | flag(eq::TPHEN, self.tph_en)
             | flag(eq::PASID_VALID, self.pasid_valid);
         let w56 = fit(eq::PASID, self.pasid as u64, FieldName::Pasid)?;
@@ -1389,8 +1401,9 @@ fn aeq_words(
     env: &Env,
 ) -> Result<(), EncodeError> {
     // Create: address unless VMAP, PBLE index only with VMAP; destroy: no
-    // address, PBLE index as given (ctrl.c: irdma_sc_aeq_create,
-    // irdma_sc_aeq_destroy).
+    // address, PBLE index as init kept it (ctrl.c: irdma_sc_aeq_create,
+    // irdma_sc_aeq_destroy, irdma_sc_aeq_init).
+    let mem = mem.eq();
     let (w32, w48) = if with_pa {
         (mem.create_pa(), mem.create_pbl(eq::FIRSTPMPBLIDX, env)?)
     } else {
@@ -1830,6 +1843,52 @@ mod tests {
             Err(Some((field, ..))) => assert_eq!(field, name),
             other => panic!("expected TooWide/AboveMax({name}), got {other:?}"),
         }
+    }
+
+    /// A contiguous event queue carries no PBL fields even when the caller
+    /// left some in its QueueAddr: the vendor's EQ init drops them
+    /// (ctrl.c: irdma_sc_ceq_init, irdma_sc_aeq_init). Found by the
+    /// vendor-diff harness (tests/vendor-diff, ctrl.c).
+    #[test]
+    fn contiguous_eq_drops_pbl_fields() {
+        let mem =
+            QueueAddr { pa: 0x1000, virtual_map: false, pbl_chunk_size: 3, first_pbl_index: 7 };
+        let lpbl = eq::LPBLSIZE.mask();
+        let ceq = CreateCeq {
+            ceq_id: 1,
+            elem_cnt: 64,
+            mem,
+            tph_en: false,
+            tph_val: 0,
+            itr_no_expire: false,
+            vsi_idx: 0,
+            pasid_valid: false,
+            pasid: 0,
+        };
+        let w = enc(&ceq).unwrap();
+        assert_eq!((w[3] & lpbl, w[4], w[6]), (0, 0x1000, 0));
+        let d = DestroyCeq {
+            ceq_id: 1,
+            elem_cnt: 64,
+            mem,
+            tph_en: false,
+            pasid_valid: false,
+            pasid: 0,
+        };
+        let w = enc(&d).unwrap();
+        assert_eq!((w[3] & lpbl, w[6]), (0, 0));
+        // and an index the PBLE field could not hold is not looked at
+        let far = QueueAddr { first_pbl_index: u32::MAX, ..mem };
+        assert!(enc(&DestroyCeq { mem: far, ..d }).is_ok());
+        let a = CreateAeq { elem_cnt: 64, mem, pasid_valid: false, pasid: 0 };
+        let w = enc(&a).unwrap();
+        assert_eq!((w[3] & lpbl, w[4], w[6]), (0, 0x1000, 0));
+        let w = enc(&DestroyAeq { elem_cnt: 64, mem, pasid_valid: false, pasid: 0 }).unwrap();
+        assert_eq!((w[3] & lpbl, w[6]), (0, 0));
+        // a virtually mapped one keeps them
+        let vm = QueueAddr { virtual_map: true, ..mem };
+        let w = enc(&DestroyAeq { elem_cnt: 64, mem: vm, pasid_valid: false, pasid: 0 }).unwrap();
+        assert_eq!((w[3] & lpbl, w[6]), (eq::LPBLSIZE.prep(3), 7));
     }
 
     #[test]
