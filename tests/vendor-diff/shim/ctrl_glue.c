@@ -76,6 +76,11 @@ struct vd_cqp *vd_cqp_new(u32 sq_size, int *ret)
 	c->dev.hmc_info = &c->hmc;
 	c->dev.hw_attrs.uk_attrs.hw_rev = IRDMA_GEN_2;
 	icrdma_init_hw(&c->dev);
+	/* the EQ size limits irdma_sc_dev_init sets (ctrl.c) */
+	c->dev.hw_attrs.min_hw_aeq_size = IRDMA_MIN_AEQ_ENTRIES;
+	c->dev.hw_attrs.max_hw_aeq_size = IRDMA_MAX_AEQ_ENTRIES;
+	c->dev.hw_attrs.min_hw_ceq_size = IRDMA_MIN_CEQ_ENTRIES;
+	c->dev.hw_attrs.max_hw_ceq_size = IRDMA_MAX_CEQ_ENTRIES;
 	memset(&info, 0, sizeof(info));
 	info.dev = &c->dev;
 	info.sq = c->ring;
@@ -416,4 +421,67 @@ void vd_qp_setctx_roce(struct vd_cqp *c, const struct vd_qpc *k, u64 *out)
 	udp.rexmit_thresh = k->rexmit_thresh;
 	udp.rnr_nak_thresh = k->rnr_nak_thresh;
 	irdma_sc_qp_setctx_roce(qp, (__le64 *)out, &info);
+}
+
+/* ---- CEQ / AEQ (ctrl.c: irdma_sc_ceq_init + irdma_sc_ceq_create /
+ * irdma_sc_ceq_destroy, irdma_sc_aeq_init + irdma_sc_aeq_create /
+ * irdma_sc_aeq_destroy): init's checks, then the builder on what init kept */
+
+struct vd_eq_cmd {
+	u64 pa;
+	u32 elem_cnt, ceq_id, first_pm_pbl_idx, max_ceqs;
+	u16 vsi_idx;
+	u8 virtual_map, tph_en, itr_no_expire, pbl_chunk_size, tph_val, pad;
+};
+
+static struct irdma_sc_ceq vd_ceq;
+static struct irdma_sc_aeq vd_aeq;
+
+/* op: 0 create CEQ, 1 destroy CEQ, 2 create AEQ, 3 destroy AEQ */
+int vd_eq_cmd(struct vd_cqp *c, const struct vd_eq_cmd *k, u32 op)
+{
+	int ret;
+
+	c->dev.hmc_fpm_misc.max_ceqs = k->max_ceqs;
+	vd_vsi.vsi_idx = k->vsi_idx;
+	if (op < 2) {
+		struct irdma_ceq_init_info i;
+
+		memset(&i, 0, sizeof(i));
+		memset(&vd_ceq, 0, sizeof(vd_ceq));
+		i.ceqe_pa = k->pa;
+		i.dev = &c->dev;
+		i.elem_cnt = k->elem_cnt;
+		i.ceq_id = k->ceq_id;
+		i.virtual_map = k->virtual_map;
+		i.tph_en = k->tph_en;
+		i.itr_no_expire = k->itr_no_expire;
+		i.pbl_chunk_size = k->pbl_chunk_size;
+		i.tph_val = k->tph_val;
+		i.first_pm_pbl_idx = k->first_pm_pbl_idx;
+		i.vsi = &vd_vsi;
+		ret = irdma_sc_ceq_init(&vd_ceq, &i);
+		if (ret)
+			return ret;
+		/* the harness's CEQ is not one the CQ builders should see */
+		c->dev.ceq[k->ceq_id] = NULL;
+		return op == 0 ? irdma_sc_ceq_create(&vd_ceq, 0, false)
+			       : irdma_sc_ceq_destroy(&vd_ceq, 0, false);
+	} else {
+		struct irdma_aeq_init_info i;
+
+		memset(&i, 0, sizeof(i));
+		memset(&vd_aeq, 0, sizeof(vd_aeq));
+		i.aeq_elem_pa = k->pa;
+		i.dev = &c->dev;
+		i.elem_cnt = k->elem_cnt;
+		i.virtual_map = k->virtual_map;
+		i.pbl_chunk_size = k->pbl_chunk_size;
+		i.first_pm_pbl_idx = k->first_pm_pbl_idx;
+		ret = irdma_sc_aeq_init(&vd_aeq, &i);
+		if (ret)
+			return ret;
+		return op == 2 ? irdma_sc_aeq_create(&vd_aeq, 0, false)
+			       : irdma_sc_aeq_destroy(&vd_aeq, 0, false);
+	}
 }

@@ -27,14 +27,17 @@
 //! _modify / _destroy), ALLOC_STAG, DEALLOC_STAG, REG_MR
 //! (irdma_sc_alloc_stag / irdma_sc_dealloc_stag /
 //! irdma_sc_mr_reg_non_shared), CREATE_CQ, DESTROY_CQ (irdma_sc_cq_create /
-//! irdma_sc_cq_destroy).
+//! irdma_sc_cq_destroy), CREATE_CEQ, DESTROY_CEQ, CREATE_AEQ, DESTROY_AEQ
+//! (irdma_sc_ceq_init / _aeq_init, whose checks the driver folds into its
+//! builders, then irdma_sc_ceq_create / _destroy, irdma_sc_aeq_create /
+//! _destroy); and in `qpc.rs` the RoCE QP host context.
 
 use core::ffi::c_int;
 
 use irdma::cqp::EncodeError;
 use irdma::cqp::cmd::{
-    AllocStag, CqpCommand, CreateCq, CreateQp, DeallocStag, DestroyCq, DestroyQp, Env, Limits,
-    ModifyQp, MrPages, Pbl, QueueAddr, RegMr,
+    AllocStag, CqpCommand, CreateAeq, CreateCeq, CreateCq, CreateQp, DeallocStag, DestroyAeq,
+    DestroyCeq, DestroyCq, DestroyQp, Env, Limits, ModifyQp, MrPages, Pbl, QueueAddr, RegMr,
 };
 use irdma::wr::PageSize;
 
@@ -132,6 +135,24 @@ pub struct VdMrCmd {
     pub pad: [u8; 5],
 }
 
+/// `struct vd_eq_cmd` (ctrl_glue.c).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct VdEqCmd {
+    pub pa: u64,
+    pub elem_cnt: u32,
+    pub ceq_id: u32,
+    pub first_pm_pbl_idx: u32,
+    pub max_ceqs: u32,
+    pub vsi_idx: u16,
+    pub virtual_map: u8,
+    pub tph_en: u8,
+    pub itr_no_expire: u8,
+    pub pbl_chunk_size: u8,
+    pub tph_val: u8,
+    pub pad: u8,
+}
+
 #[repr(C)]
 struct VdCqp {
     _p: [u8; 0],
@@ -152,6 +173,7 @@ unsafe extern "C" {
     fn vd_cq_create_cmd(c: *mut VdCqp, k: *const VdCqCmd) -> c_int;
     fn vd_cq_destroy_cmd(c: *mut VdCqp, k: *const VdCqCmd) -> c_int;
     fn vd_mr_reg_cmd(c: *mut VdCqp, k: *const VdMrCmd) -> c_int;
+    fn vd_eq_cmd(c: *mut VdCqp, k: *const VdEqCmd, op: u32) -> c_int;
 }
 
 /// One control-path case.
@@ -165,6 +187,10 @@ pub enum Cmd {
     RegMr(VdMrCmd),
     CreateCq(VdCqCmd),
     DestroyCq(VdCqCmd),
+    CreateCeq(VdEqCmd),
+    DestroyCeq(VdEqCmd),
+    CreateAeq(VdEqCmd),
+    DestroyAeq(VdEqCmd),
 }
 
 /// A command and the committed HMC counts it is checked against.
@@ -180,10 +206,10 @@ pub struct CtrlCase {
 pub mod stats {
     use std::sync::atomic::{AtomicU64, Ordering};
 
-    pub static POSTED: [AtomicU64; 8] = [const { AtomicU64::new(0) }; 8];
-    pub static REFUSED: [AtomicU64; 8] = [const { AtomicU64::new(0) }; 8];
+    pub static POSTED: [AtomicU64; 12] = [const { AtomicU64::new(0) }; 12];
+    pub static REFUSED: [AtomicU64; 12] = [const { AtomicU64::new(0) }; 12];
     pub static WRAPS: AtomicU64 = AtomicU64::new(0);
-    const NAMES: [&str; 8] = [
+    const NAMES: [&str; 12] = [
         "CREATE_QP",
         "MODIFY_QP",
         "DESTROY_QP",
@@ -192,6 +218,10 @@ pub mod stats {
         "REG_MR",
         "CREATE_CQ",
         "DESTROY_CQ",
+        "CREATE_CEQ",
+        "DESTROY_CEQ",
+        "CREATE_AEQ",
+        "DESTROY_AEQ",
     ];
 
     pub fn line() -> String {
@@ -216,6 +246,10 @@ impl Cmd {
             Cmd::RegMr(_) => 5,
             Cmd::CreateCq(_) => 6,
             Cmd::DestroyCq(_) => 7,
+            Cmd::CreateCeq(_) => 8,
+            Cmd::DestroyCeq(_) => 9,
+            Cmd::CreateAeq(_) => 10,
+            Cmd::DestroyAeq(_) => 11,
         }
     }
 }
@@ -330,9 +364,51 @@ fn gen_cq(r: &mut Rng) -> VdCqCmd {
     }
 }
 
+/// An EQ: in and out of the vendor's init ranges (user.h
+/// IRDMA_MIN/MAX_CEQ_ENTRIES, IRDMA_MIN/MAX_AEQ_ENTRIES).
+fn gen_eq(r: &mut Rng, aeq: bool) -> VdEqCmd {
+    let max = if aeq { 524_287 } else { 262_143 };
+    let max_ceqs = r.pick(&[1, 2, 64, 1024]);
+    VdEqCmd {
+        pa: r.next_u64() & !0xff,
+        elem_cnt: match r.below(6) {
+            0 => r.u32_edge(),
+            1 => r.pick(&[0, 1, max, max + 1]),
+            _ => r.range(1, max as u64) as u32,
+        },
+        ceq_id: match r.below(8) {
+            0 => r.u32_edge(),
+            1 => r.below(1024) as u32,
+            _ => r.below(max_ceqs as u64) as u32,
+        },
+        first_pm_pbl_idx: val(r, 28, 32) as u32,
+        max_ceqs,
+        vsi_idx: if r.chance(1, 4) { r.field(16) as u16 } else { r.field(10) as u16 },
+        virtual_map: r.chance(1, 2) as u8,
+        tph_en: r.chance(1, 2) as u8,
+        itr_no_expire: r.chance(1, 2) as u8,
+        pbl_chunk_size: val(r, 2, 8) as u8,
+        tph_val: r.field(8) as u8,
+        pad: 0,
+    }
+}
+
+/// A destroy goes through the vendor's init first (its object must exist):
+/// keep the EQ one init accepts, as the driver's own objects are.
+fn init_ok(mut k: VdEqCmd, aeq: bool, pble_count: u32) -> VdEqCmd {
+    let max = if aeq { 524_287 } else { 262_143 };
+    k.elem_cnt = k.elem_cnt % max + 1;
+    k.ceq_id %= k.max_ceqs;
+    match pble_count {
+        0 => k.virtual_map = 0,
+        n => k.first_pm_pbl_idx %= n,
+    }
+    k
+}
+
 /// A random case.
 pub fn gen_ctrl_case(r: &mut Rng) -> CtrlCase {
-    let cmd = match r.below(8) {
+    let cmd = match r.below(12) {
         0 => Cmd::CreateQp(gen_qp(r)),
         1 => Cmd::ModifyQp(gen_qp(r)),
         2 => Cmd::DestroyQp(gen_qp(r)),
@@ -340,7 +416,7 @@ pub fn gen_ctrl_case(r: &mut Rng) -> CtrlCase {
         4 => Cmd::DeallocStag(gen_stag(r)),
         5 => Cmd::RegMr(gen_mr(r)),
         6 => Cmd::CreateCq(gen_cq(r)),
-        _ => {
+        7 => {
             // irdma_sc_cq_destroy reads dev->ceq[ceq_id] with the id
             // unchecked: past IRDMA_CEQ_MAX_COUNT (1024) it reads outside
             // the array, so the harness keeps it inside (the driver refuses
@@ -349,13 +425,23 @@ pub fn gen_ctrl_case(r: &mut Rng) -> CtrlCase {
             k.ceq_id %= 1024;
             Cmd::DestroyCq(k)
         }
+        8 => Cmd::CreateCeq(gen_eq(r, false)),
+        9 => Cmd::DestroyCeq(gen_eq(r, false)),
+        10 => Cmd::CreateAeq(gen_eq(r, true)),
+        _ => Cmd::DestroyAeq(gen_eq(r, true)),
     };
     let count = |r: &mut Rng| match r.below(4) {
         0 => r.u32_edge(),
         1 => u32::MAX,
         _ => r.range(1, 1 << 19) as u32,
     };
-    CtrlCase { cmd, qp_count: count(r), cq_count: count(r), pble_count: count(r) }
+    let mut c = CtrlCase { cmd, qp_count: count(r), cq_count: count(r), pble_count: count(r) };
+    match &mut c.cmd {
+        Cmd::DestroyCeq(k) => *k = init_ok(*k, false, c.pble_count),
+        Cmd::DestroyAeq(k) => *k = init_ok(*k, true, c.pble_count),
+        _ => {}
+    }
+    c
 }
 
 /// What the driver's builder did.
@@ -383,6 +469,7 @@ fn driver(c: &CtrlCase) -> Option<Drv> {
 fn driver_pbl(c: &CtrlCase, force_pbl: bool) -> Option<Drv> {
     let ceq_count = match c.cmd {
         Cmd::CreateCq(k) | Cmd::DestroyCq(k) => k.max_ceqs,
+        Cmd::CreateCeq(k) | Cmd::DestroyCeq(k) => k.max_ceqs,
         _ => u32::MAX,
     };
     let mut env = Env::new(Limits {
@@ -543,6 +630,43 @@ fn driver_pbl(c: &CtrlCase, force_pbl: bool) -> Option<Drv> {
                 .encode(&mut w, &mut env)
             }
         }
+        Cmd::CreateCeq(k) | Cmd::DestroyCeq(k) | Cmd::CreateAeq(k) | Cmd::DestroyAeq(k) => {
+            let mem = QueueAddr {
+                pa: k.pa,
+                virtual_map: k.virtual_map != 0,
+                pbl_chunk_size: k.pbl_chunk_size,
+                first_pbl_index: k.first_pm_pbl_idx,
+            };
+            match c.cmd {
+                Cmd::CreateCeq(_) => CreateCeq {
+                    ceq_id: u16::try_from(k.ceq_id).ok()?,
+                    elem_cnt: k.elem_cnt,
+                    mem,
+                    tph_en: k.tph_en != 0,
+                    tph_val: k.tph_val,
+                    itr_no_expire: k.itr_no_expire != 0,
+                    vsi_idx: k.vsi_idx,
+                    pasid_valid: false,
+                    pasid: 0,
+                }
+                .encode(&mut w, &mut env),
+                Cmd::DestroyCeq(_) => DestroyCeq {
+                    ceq_id: u16::try_from(k.ceq_id).ok()?,
+                    elem_cnt: k.elem_cnt,
+                    mem,
+                    tph_en: k.tph_en != 0,
+                    pasid_valid: false,
+                    pasid: 0,
+                }
+                .encode(&mut w, &mut env),
+                Cmd::CreateAeq(_) => {
+                    CreateAeq { elem_cnt: k.elem_cnt, mem, pasid_valid: false, pasid: 0 }
+                        .encode(&mut w, &mut env)
+                }
+                _ => DestroyAeq { elem_cnt: k.elem_cnt, mem, pasid_valid: false, pasid: 0 }
+                    .encode(&mut w, &mut env),
+            }
+        }
     };
     Some(r.map(|()| w))
 }
@@ -643,6 +767,17 @@ fn cut_case(c: &CtrlCase) -> (CtrlCase, bool, Vec<(usize, u64, u32)>) {
             k.ceq_id = cut(k.ceq_id as u64, 10) as u32;
             k.max_ceqs = u32::MAX;
         }
+        Cmd::CreateCeq(k) | Cmd::DestroyCeq(k) | Cmd::CreateAeq(k) | Cmd::DestroyAeq(k) => {
+            // irdma_sc_ceq_init / _aeq_init bound elem_cnt and the CEQ id;
+            // the builders write elem_cnt (@16) and the first PBLE index
+            // (@48) whole, and FIELD_PREP the chunk size
+            if k.virtual_map != 0 {
+                ors.push((6, k.first_pm_pbl_idx as u64, 28));
+            }
+            k.first_pm_pbl_idx = cut(k.first_pm_pbl_idx as u64, 28) as u32;
+            k.pbl_chunk_size = cut(k.pbl_chunk_size as u64, 2) as u8;
+            k.max_ceqs = u32::MAX;
+        }
     }
     (c, forced, ors)
 }
@@ -654,7 +789,7 @@ fn cut_case(c: &CtrlCase) -> (CtrlCase, bool, Vec<(usize, u64, u32)>) {
 fn narrow_to_6_1(cmd: &Cmd, mut w: [u64; 8]) -> [u64; 8] {
     match cmd {
         Cmd::AllocStag(_) => w[5] = cut(w[5], 6),
-        Cmd::CreateCq(_) => w[7] &= !0x00fc_0000,
+        Cmd::CreateCq(_) | Cmd::CreateCeq(_) => w[7] &= !0x00fc_0000,
         _ => {}
     }
     w
@@ -703,6 +838,10 @@ impl VendorCqp {
                 Cmd::RegMr(k) => vd_mr_reg_cmd(c, k),
                 Cmd::CreateCq(k) => vd_cq_create_cmd(c, k),
                 Cmd::DestroyCq(k) => vd_cq_destroy_cmd(c, k),
+                Cmd::CreateCeq(k) => vd_eq_cmd(c, k, 0),
+                Cmd::DestroyCeq(k) => vd_eq_cmd(c, k, 1),
+                Cmd::CreateAeq(k) => vd_eq_cmd(c, k, 2),
+                Cmd::DestroyAeq(k) => vd_eq_cmd(c, k, 3),
             };
             if vd_cqp_head(c) == head {
                 return (rc, None);
@@ -841,6 +980,22 @@ fn classify(
                     } else {
                         Cmd::DestroyCq(k)
                     }
+                }
+                (Cmd::CreateCeq(mut k), Cmd::CreateCeq(c)) => {
+                    k.max_ceqs = c.max_ceqs;
+                    Cmd::CreateCeq(k)
+                }
+                (Cmd::DestroyCeq(mut k), Cmd::DestroyCeq(c)) => {
+                    k.max_ceqs = c.max_ceqs;
+                    Cmd::DestroyCeq(k)
+                }
+                (Cmd::CreateAeq(mut k), Cmd::CreateAeq(c)) => {
+                    k.max_ceqs = c.max_ceqs;
+                    Cmd::CreateAeq(k)
+                }
+                (Cmd::DestroyAeq(mut k), Cmd::DestroyAeq(c)) => {
+                    k.max_ceqs = c.max_ceqs;
+                    Cmd::DestroyAeq(k)
                 }
                 (c, _) => c,
             },
