@@ -855,7 +855,7 @@ impl VendorCqp {
 
 impl VendorCqp {
     /// The glue's `struct vd_cqp *`, for the QP-context glue.
-    pub fn raw(&self) -> *mut core::ffi::c_void {
+    pub(crate) fn raw(&self) -> *mut core::ffi::c_void {
         self.c.cast()
     }
 }

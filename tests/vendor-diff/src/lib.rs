@@ -131,7 +131,7 @@ fn run_all(opts: Opts, devs: &deviations::Deviations) -> Result<Report, String> 
         }
         let q = qpc::gen_qpc(&mut rng);
         rep.qpc_cases += 1;
-        match qpc::run_qpc(vcqp.raw(), &q) {
+        match qpc::run_qpc(&vcqp, &q) {
             Ok(None) => {}
             Ok(Some(id)) => *rep.deviations.entry(id.into()).or_default() += 1,
             Err(d) => {

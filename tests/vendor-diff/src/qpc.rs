@@ -13,7 +13,7 @@
 
 use irdma::cqp::ctx::QpRoceCtx;
 
-use crate::ctrl::CtrlDiff;
+use crate::ctrl::{CtrlDiff, VendorCqp};
 use crate::rng::Rng;
 
 /// `struct vd_qpc` (ctrl_glue.c), field for field.
@@ -342,11 +342,12 @@ fn explain(k: &VdQpc, d: [u64; 32], v: &[u64; 32]) -> Option<&'static str> {
 pub static EQUAL: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 /// Runs one context; `Ok(None)` equal, `Ok(Some(id))` a listed deviation.
-pub fn run_qpc(cqp: *mut core::ffi::c_void, k: &VdQpc) -> Result<Option<&'static str>, CtrlDiff> {
+pub fn run_qpc(cqp: &VendorCqp, k: &VdQpc) -> Result<Option<&'static str>, CtrlDiff> {
     let mut v = [0u64; 32];
-    // SAFETY: `cqp` is the live vendor CQP; `k` and `v` outlive the call and
-    // `v` holds the 256 bytes (IRDMA_QP_CTX_SIZE) the vendor writes.
-    unsafe { vd_qp_setctx_roce(cqp, k, v.as_mut_ptr()) };
+    // SAFETY: `cqp` owns a live vendor CQP (freed only on drop); `k` and `v`
+    // outlive the call and `v` holds the 256 bytes (IRDMA_QP_CTX_SIZE) the
+    // vendor writes.
+    unsafe { vd_qp_setctx_roce(cqp.raw(), k, v.as_mut_ptr()) };
     match encode(k) {
         Some(Ok(d)) if d == v => {
             EQUAL.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
