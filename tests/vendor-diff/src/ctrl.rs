@@ -1025,5 +1025,5 @@ fn classify(
 
 /// Prints a case for a difference report.
 pub fn describe(c: &CtrlCase) -> String {
-    format!("  ctrl case: {c:?}\n")
+    format!("ctrl case: {c:?}")
 }
