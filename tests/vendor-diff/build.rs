@@ -1,4 +1,4 @@
-//! Compiles the vendor's `uk.c`, `ctrl.c` and `icrdma_hw.c` (unmodified) with the project's shim headers
+//! Compiles the vendor's `uk.c`, `ctrl.c`, `icrdma_hw.c` and `uda.c` (unmodified) with the project's shim headers
 //! and `shim/glue.c` / `shim/ctrl_glue.c`, when `IRDMA_VENDOR_DIR` names an extracted
 //! `linux-source-6.1` tree (`cargo xtask vendor-diff` fetches and sets it).
 //! Without it the crate builds without the C side and the harness reports
@@ -54,6 +54,7 @@ fn main() {
         // reachable), icrdma_hw.c compiled as is: both unmodified.
         .file(manifest.join("shim/ctrl_glue.c"))
         .file(irdma.join("icrdma_hw.c"))
+        .file(irdma.join("uda.c"))
         .include(manifest.join("shim/include"))
         .include(&irdma)
         .warnings(false)

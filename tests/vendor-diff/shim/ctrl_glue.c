@@ -485,3 +485,37 @@ int vd_eq_cmd(struct vd_cqp *c, const struct vd_eq_cmd *k, u32 op)
 			       : irdma_sc_aeq_destroy(&vd_aeq, 0, false);
 	}
 }
+
+/* ---- address handles (uda.c: irdma_sc_access_ah, compiled unmodified);
+ * it always rings the CQP doorbell, which lands in the recording BAR ---- */
+
+struct vd_ah_cmd {
+	u32 pd_idx, dst_arpindex, dest_ip_addr[4], src_ip_addr[4], flow_label, ah_idx;
+	u16 vlan_tag;
+	u8 insert_vlan_tag, tc_tos, hop_ttl, mac_addr[6], ipv4_valid, do_lpbk, pad[6];
+};
+
+/* op: 0 create, 1 modify, 2 destroy (defs.h IRDMA_CQP_OP_*_ADDR_HANDLE) */
+int vd_ah_cmd(struct vd_cqp *c, const struct vd_ah_cmd *k, u32 op)
+{
+	static const u32 ops[3] = { IRDMA_CQP_OP_CREATE_ADDR_HANDLE,
+				    IRDMA_CQP_OP_MODIFY_ADDR_HANDLE,
+				    IRDMA_CQP_OP_DESTROY_ADDR_HANDLE };
+	struct irdma_ah_info i;
+
+	memset(&i, 0, sizeof(i));
+	i.pd_idx = k->pd_idx;
+	i.dst_arpindex = k->dst_arpindex;
+	memcpy(i.dest_ip_addr, k->dest_ip_addr, sizeof(i.dest_ip_addr));
+	memcpy(i.src_ip_addr, k->src_ip_addr, sizeof(i.src_ip_addr));
+	i.flow_label = k->flow_label;
+	i.ah_idx = k->ah_idx;
+	i.vlan_tag = k->vlan_tag;
+	i.insert_vlan_tag = k->insert_vlan_tag;
+	i.tc_tos = k->tc_tos;
+	i.hop_ttl = k->hop_ttl;
+	memcpy(i.mac_addr, k->mac_addr, 6);
+	i.ipv4_valid = k->ipv4_valid;
+	i.do_lpbk = k->do_lpbk;
+	return irdma_sc_access_ah(&c->cqp, &i, ops[op % 3], 0);
+}

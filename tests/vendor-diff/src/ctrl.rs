@@ -36,8 +36,9 @@ use core::ffi::c_int;
 
 use irdma::cqp::EncodeError;
 use irdma::cqp::cmd::{
-    AllocStag, CqpCommand, CreateAeq, CreateCeq, CreateCq, CreateQp, DeallocStag, DestroyAeq,
-    DestroyCeq, DestroyCq, DestroyQp, Env, Limits, ModifyQp, MrPages, Pbl, QueueAddr, RegMr,
+    AhInfo, AllocStag, CqpCommand, CreateAeq, CreateAh, CreateCeq, CreateCq, CreateQp, DeallocStag,
+    DestroyAeq, DestroyAh, DestroyCeq, DestroyCq, DestroyQp, Env, Limits, ModifyAh, ModifyQp,
+    MrPages, Pbl, QueueAddr, RegMr,
 };
 use irdma::wr::PageSize;
 
@@ -153,6 +154,26 @@ pub struct VdEqCmd {
     pub pad: u8,
 }
 
+/// `struct vd_ah_cmd` (ctrl_glue.c).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct VdAhCmd {
+    pub pd_idx: u32,
+    pub dst_arpindex: u32,
+    pub dest_ip_addr: [u32; 4],
+    pub src_ip_addr: [u32; 4],
+    pub flow_label: u32,
+    pub ah_idx: u32,
+    pub vlan_tag: u16,
+    pub insert_vlan_tag: u8,
+    pub tc_tos: u8,
+    pub hop_ttl: u8,
+    pub mac_addr: [u8; 6],
+    pub ipv4_valid: u8,
+    pub do_lpbk: u8,
+    pub pad: [u8; 6],
+}
+
 #[repr(C)]
 struct VdCqp {
     _p: [u8; 0],
@@ -174,6 +195,7 @@ unsafe extern "C" {
     fn vd_cq_destroy_cmd(c: *mut VdCqp, k: *const VdCqCmd) -> c_int;
     fn vd_mr_reg_cmd(c: *mut VdCqp, k: *const VdMrCmd) -> c_int;
     fn vd_eq_cmd(c: *mut VdCqp, k: *const VdEqCmd, op: u32) -> c_int;
+    fn vd_ah_cmd(c: *mut VdCqp, k: *const VdAhCmd, op: u32) -> c_int;
 }
 
 /// One control-path case.
@@ -191,6 +213,8 @@ pub enum Cmd {
     DestroyCeq(VdEqCmd),
     CreateAeq(VdEqCmd),
     DestroyAeq(VdEqCmd),
+    /// CREATE / MODIFY / DESTROY_ADDR_HANDLE (op 0, 1, 2).
+    Ah(VdAhCmd, u32),
 }
 
 /// A command and the committed HMC counts it is checked against.
@@ -206,10 +230,10 @@ pub struct CtrlCase {
 pub mod stats {
     use std::sync::atomic::{AtomicU64, Ordering};
 
-    pub static POSTED: [AtomicU64; 12] = [const { AtomicU64::new(0) }; 12];
-    pub static REFUSED: [AtomicU64; 12] = [const { AtomicU64::new(0) }; 12];
+    pub static POSTED: [AtomicU64; 13] = [const { AtomicU64::new(0) }; 13];
+    pub static REFUSED: [AtomicU64; 13] = [const { AtomicU64::new(0) }; 13];
     pub static WRAPS: AtomicU64 = AtomicU64::new(0);
-    const NAMES: [&str; 12] = [
+    const NAMES: [&str; 13] = [
         "CREATE_QP",
         "MODIFY_QP",
         "DESTROY_QP",
@@ -222,6 +246,7 @@ pub mod stats {
         "DESTROY_CEQ",
         "CREATE_AEQ",
         "DESTROY_AEQ",
+        "CREATE/MODIFY/DESTROY_AH",
     ];
 
     pub fn line() -> String {
@@ -250,6 +275,7 @@ impl Cmd {
             Cmd::DestroyCeq(_) => 9,
             Cmd::CreateAeq(_) => 10,
             Cmd::DestroyAeq(_) => 11,
+            Cmd::Ah(..) => 12,
         }
     }
 }
@@ -406,9 +432,35 @@ fn init_ok(mut k: VdEqCmd, aeq: bool, pble_count: u32) -> VdEqCmd {
     k
 }
 
+fn gen_ah(r: &mut Rng) -> VdAhCmd {
+    let ip = |r: &mut Rng| [0; 4].map(|_: u32| r.next_u64() as u32);
+    let (dest_ip_addr, src_ip_addr) = (ip(r), ip(r));
+    VdAhCmd {
+        pd_idx: val(r, 18, 32) as u32,
+        dst_arpindex: val(r, 16, 32) as u32,
+        dest_ip_addr,
+        src_ip_addr,
+        flow_label: val(r, 20, 32) as u32,
+        // device::MAX_AHS is 1024; 17 bits is Linux 6.1's AVIDX
+        ah_idx: match r.below(8) {
+            0 => r.u32_edge(),
+            1 => r.field(24) as u32,
+            _ => r.field(17) as u32,
+        },
+        vlan_tag: r.field(16) as u16,
+        insert_vlan_tag: r.chance(1, 2) as u8,
+        tc_tos: r.field(8) as u8,
+        hop_ttl: r.field(8) as u8,
+        mac_addr: [0; 6].map(|_: u8| r.field(8) as u8),
+        ipv4_valid: r.chance(1, 2) as u8,
+        do_lpbk: r.chance(1, 2) as u8,
+        pad: [0; 6],
+    }
+}
+
 /// A random case.
 pub fn gen_ctrl_case(r: &mut Rng) -> CtrlCase {
-    let cmd = match r.below(12) {
+    let cmd = match r.below(13) {
         0 => Cmd::CreateQp(gen_qp(r)),
         1 => Cmd::ModifyQp(gen_qp(r)),
         2 => Cmd::DestroyQp(gen_qp(r)),
@@ -428,7 +480,8 @@ pub fn gen_ctrl_case(r: &mut Rng) -> CtrlCase {
         8 => Cmd::CreateCeq(gen_eq(r, false)),
         9 => Cmd::DestroyCeq(gen_eq(r, false)),
         10 => Cmd::CreateAeq(gen_eq(r, true)),
-        _ => Cmd::DestroyAeq(gen_eq(r, true)),
+        11 => Cmd::DestroyAeq(gen_eq(r, true)),
+        _ => Cmd::Ah(gen_ah(r), r.below(3) as u32),
     };
     let count = |r: &mut Rng| match r.below(4) {
         0 => r.u32_edge(),
@@ -667,6 +720,28 @@ fn driver_pbl(c: &CtrlCase, force_pbl: bool) -> Option<Drv> {
                     .encode(&mut w, &mut env),
             }
         }
+        Cmd::Ah(k, op) => {
+            let info = AhInfo {
+                ah_idx: k.ah_idx,
+                pd_idx: k.pd_idx,
+                dst_arp_index: u16::try_from(k.dst_arpindex).ok()?,
+                dest_ip: k.dest_ip_addr,
+                src_ip: k.src_ip_addr,
+                flow_label: k.flow_label,
+                vlan_tag: k.vlan_tag,
+                insert_vlan_tag: k.insert_vlan_tag != 0,
+                tc_tos: k.tc_tos,
+                hop_ttl: k.hop_ttl,
+                mac: k.mac_addr,
+                ipv4: k.ipv4_valid != 0,
+                loopback: k.do_lpbk != 0,
+            };
+            match op {
+                0 => CreateAh(info).encode(&mut w, &mut env),
+                1 => ModifyAh(info).encode(&mut w, &mut env),
+                _ => DestroyAh(info).encode(&mut w, &mut env),
+            }
+        }
     };
     Some(r.map(|()| w))
 }
@@ -778,6 +853,14 @@ fn cut_case(c: &CtrlCase) -> (CtrlCase, bool, Vec<(usize, u64, u32)>) {
             k.pbl_chunk_size = cut(k.pbl_chunk_size as u64, 2) as u8;
             k.max_ceqs = u32::MAX;
         }
+        Cmd::Ah(k, _) => {
+            // uda_d.h: PDINDEXLO 63:48 + PDINDEXHI 21:20 (18 bits),
+            // ARPINDEX 63:48, FLOWLABEL 19:0, AVIDX 16:0
+            k.pd_idx = cut(k.pd_idx as u64, 18) as u32;
+            k.dst_arpindex = cut(k.dst_arpindex as u64, 16) as u32;
+            k.flow_label = cut(k.flow_label as u64, 20) as u32;
+            k.ah_idx = cut(k.ah_idx as u64, 17) as u32;
+        }
     }
     (c, forced, ors)
 }
@@ -785,11 +868,16 @@ fn cut_case(c: &CtrlCase) -> (CtrlCase, bool, Vec<(usize, u64, u32)>) {
 /// The driver's words with the fields Linux 6.1 makes narrower than the
 /// spec cut to 6.1's width: ALLOC_STAG HMCFNIDX (defs.h
 /// IRDMA_CQPSQ_STAG_HMCFNIDX 5:0; spec 15:0) and CREATE_CQ VSIIDX (defs.h
-/// IRDMA_CQPSQ_VSIIDX 17:8; spec and hal 23:8).
+/// IRDMA_CQPSQ_VSIIDX 17:8; spec and hal 23:8), AH PDINDEXHI and AVIDX.
 fn narrow_to_6_1(cmd: &Cmd, mut w: [u64; 8]) -> [u64; 8] {
     match cmd {
         Cmd::AllocStag(_) => w[5] = cut(w[5], 6),
         Cmd::CreateCq(_) | Cmd::CreateCeq(_) => w[7] &= !0x00fc_0000,
+        // uda_d.h PDINDEXHI 21:20 (hal 27:20), AVIDX 16:0 (hal 23:0)
+        Cmd::Ah(..) => {
+            w[2] &= !(0x3f << 22);
+            w[3] &= !(0x7f << 17);
+        }
         _ => {}
     }
     w
@@ -842,6 +930,7 @@ impl VendorCqp {
                 Cmd::DestroyCeq(k) => vd_eq_cmd(c, k, 1),
                 Cmd::CreateAeq(k) => vd_eq_cmd(c, k, 2),
                 Cmd::DestroyAeq(k) => vd_eq_cmd(c, k, 3),
+                Cmd::Ah(k, op) => vd_ah_cmd(c, k, *op),
             };
             if vd_cqp_head(c) == head {
                 return (rc, None);
