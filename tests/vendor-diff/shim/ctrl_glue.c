@@ -519,3 +519,40 @@ int vd_ah_cmd(struct vd_cqp *c, const struct vd_ah_cmd *k, u32 op)
 	i.do_lpbk = k->do_lpbk;
 	return irdma_sc_access_ah(&c->cqp, &i, ops[op % 3], 0);
 }
+
+/* ---- WS nodes (ctrl.c: irdma_sc_manage_ws_node, which always rings the
+ * doorbell) and the FPM commands (irdma_sc_query_fpm_val /
+ * irdma_sc_commit_fpm_val with post_sq = false) ---------------------------- */
+
+struct vd_misc_cmd {
+	u64 pa;
+	u16 id, vsi, parent_id;
+	u8 type_leaf, enable, prio_type, tc, weight, hmc_fn_id;
+};
+
+/* op: 0-2 WS node add/modify/delete, 3 query FPM, 4 commit FPM */
+int vd_misc_cmd(struct vd_cqp *c, const struct vd_misc_cmd *k, u32 op)
+{
+	struct irdma_ws_node_info i;
+	struct irdma_dma_mem mem;
+
+	memset(&mem, 0, sizeof(mem));
+	mem.pa = k->pa;
+	switch (op) {
+	case 3:
+		return irdma_sc_query_fpm_val(&c->cqp, 0, k->hmc_fn_id, &mem, false, 0);
+	case 4:
+		return irdma_sc_commit_fpm_val(&c->cqp, 0, k->hmc_fn_id, &mem, false, 0);
+	default:
+		memset(&i, 0, sizeof(i));
+		i.id = k->id;
+		i.vsi = k->vsi;
+		i.parent_id = k->parent_id;
+		i.type_leaf = k->type_leaf;
+		i.enable = k->enable;
+		i.prio_type = k->prio_type;
+		i.tc = k->tc;
+		i.weight = k->weight;
+		return irdma_sc_manage_ws_node(&c->cqp, &i, (enum irdma_ws_node_op)op, 0);
+	}
+}

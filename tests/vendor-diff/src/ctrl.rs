@@ -30,15 +30,18 @@
 //! irdma_sc_cq_destroy), CREATE_CEQ, DESTROY_CEQ, CREATE_AEQ, DESTROY_AEQ
 //! (irdma_sc_ceq_init / _aeq_init, whose checks the driver folds into its
 //! builders, then irdma_sc_ceq_create / _destroy, irdma_sc_aeq_create /
-//! _destroy); and in `qpc.rs` the RoCE QP host context.
+//! _destroy); CREATE / MODIFY / DESTROY_ADDR_HANDLE (uda.c
+//! irdma_sc_access_ah); WORK_SCHED_NODE (irdma_sc_manage_ws_node);
+//! QUERY_FPM_VAL, COMMIT_FPM_VAL (irdma_sc_query_fpm_val /
+//! irdma_sc_commit_fpm_val); and in `qpc.rs` the RoCE QP host context.
 
 use core::ffi::c_int;
 
 use irdma::cqp::EncodeError;
 use irdma::cqp::cmd::{
-    AhInfo, AllocStag, CqpCommand, CreateAeq, CreateAh, CreateCeq, CreateCq, CreateQp, DeallocStag,
-    DestroyAeq, DestroyAh, DestroyCeq, DestroyCq, DestroyQp, Env, Limits, ModifyAh, ModifyQp,
-    MrPages, Pbl, QueueAddr, RegMr,
+    AhInfo, AllocStag, CommitFpmVal, CqpCommand, CreateAeq, CreateAh, CreateCeq, CreateCq,
+    CreateQp, DeallocStag, DestroyAeq, DestroyAh, DestroyCeq, DestroyCq, DestroyQp, Env, Limits,
+    ModifyAh, ModifyQp, MrPages, Pbl, QueryFpmVal, QueueAddr, RegMr, WsNode, WsNodeOp,
 };
 use irdma::wr::PageSize;
 
@@ -174,6 +177,22 @@ pub struct VdAhCmd {
     pub pad: [u8; 6],
 }
 
+/// `struct vd_misc_cmd` (ctrl_glue.c).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct VdMiscCmd {
+    pub pa: u64,
+    pub id: u16,
+    pub vsi: u16,
+    pub parent_id: u16,
+    pub type_leaf: u8,
+    pub enable: u8,
+    pub prio_type: u8,
+    pub tc: u8,
+    pub weight: u8,
+    pub hmc_fn_id: u8,
+}
+
 #[repr(C)]
 struct VdCqp {
     _p: [u8; 0],
@@ -196,6 +215,7 @@ unsafe extern "C" {
     fn vd_mr_reg_cmd(c: *mut VdCqp, k: *const VdMrCmd) -> c_int;
     fn vd_eq_cmd(c: *mut VdCqp, k: *const VdEqCmd, op: u32) -> c_int;
     fn vd_ah_cmd(c: *mut VdCqp, k: *const VdAhCmd, op: u32) -> c_int;
+    fn vd_misc_cmd(c: *mut VdCqp, k: *const VdMiscCmd, op: u32) -> c_int;
 }
 
 /// One control-path case.
@@ -215,6 +235,9 @@ pub enum Cmd {
     DestroyAeq(VdEqCmd),
     /// CREATE / MODIFY / DESTROY_ADDR_HANDLE (op 0, 1, 2).
     Ah(VdAhCmd, u32),
+    /// WORK_SCHED_NODE add / modify / delete (op 0, 1, 2), QUERY_FPM_VAL
+    /// (3), COMMIT_FPM_VAL (4).
+    Misc(VdMiscCmd, u32),
 }
 
 /// A command and the committed HMC counts it is checked against.
@@ -230,10 +253,10 @@ pub struct CtrlCase {
 pub mod stats {
     use std::sync::atomic::{AtomicU64, Ordering};
 
-    pub static POSTED: [AtomicU64; 13] = [const { AtomicU64::new(0) }; 13];
-    pub static REFUSED: [AtomicU64; 13] = [const { AtomicU64::new(0) }; 13];
+    pub static POSTED: [AtomicU64; 16] = [const { AtomicU64::new(0) }; 16];
+    pub static REFUSED: [AtomicU64; 16] = [const { AtomicU64::new(0) }; 16];
     pub static WRAPS: AtomicU64 = AtomicU64::new(0);
-    const NAMES: [&str; 13] = [
+    const NAMES: [&str; 16] = [
         "CREATE_QP",
         "MODIFY_QP",
         "DESTROY_QP",
@@ -247,6 +270,9 @@ pub mod stats {
         "CREATE_AEQ",
         "DESTROY_AEQ",
         "CREATE/MODIFY/DESTROY_AH",
+        "WORK_SCHED_NODE",
+        "QUERY_FPM_VAL",
+        "COMMIT_FPM_VAL",
     ];
 
     pub fn line() -> String {
@@ -276,6 +302,7 @@ impl Cmd {
             Cmd::CreateAeq(_) => 10,
             Cmd::DestroyAeq(_) => 11,
             Cmd::Ah(..) => 12,
+            Cmd::Misc(_, op) => 13 + (*op as usize).saturating_sub(2).min(2),
         }
     }
 }
@@ -458,9 +485,26 @@ fn gen_ah(r: &mut Rng) -> VdAhCmd {
     }
 }
 
+fn gen_misc(r: &mut Rng) -> VdMiscCmd {
+    // Linux 6.1 widths (defs.h IRDMA_CQPSQ_WS_*): NODEID / PARENTID / VSI
+    // 10 bits, WEIGHT 7, PRIOTYPE 2, TC 3
+    VdMiscCmd {
+        pa: r.next_u64() & !0x3f,
+        id: val(r, 10, 16) as u16,
+        vsi: val(r, 10, 16) as u16,
+        parent_id: val(r, 10, 16) as u16,
+        type_leaf: r.chance(1, 2) as u8,
+        enable: r.chance(1, 2) as u8,
+        prio_type: val(r, 2, 8) as u8,
+        tc: val(r, 3, 8) as u8,
+        weight: val(r, 7, 8) as u8,
+        hmc_fn_id: r.field(8) as u8,
+    }
+}
+
 /// A random case.
 pub fn gen_ctrl_case(r: &mut Rng) -> CtrlCase {
-    let cmd = match r.below(13) {
+    let cmd = match r.below(15) {
         0 => Cmd::CreateQp(gen_qp(r)),
         1 => Cmd::ModifyQp(gen_qp(r)),
         2 => Cmd::DestroyQp(gen_qp(r)),
@@ -481,7 +525,9 @@ pub fn gen_ctrl_case(r: &mut Rng) -> CtrlCase {
         9 => Cmd::DestroyCeq(gen_eq(r, false)),
         10 => Cmd::CreateAeq(gen_eq(r, true)),
         11 => Cmd::DestroyAeq(gen_eq(r, true)),
-        _ => Cmd::Ah(gen_ah(r), r.below(3) as u32),
+        12 => Cmd::Ah(gen_ah(r), r.below(3) as u32),
+        13 => Cmd::Misc(gen_misc(r), r.below(3) as u32),
+        _ => Cmd::Misc(gen_misc(r), 3 + r.below(2) as u32),
     };
     let count = |r: &mut Rng| match r.below(4) {
         0 => r.u32_edge(),
@@ -742,6 +788,29 @@ fn driver_pbl(c: &CtrlCase, force_pbl: bool) -> Option<Drv> {
                 _ => DestroyAh(info).encode(&mut w, &mut env),
             }
         }
+        Cmd::Misc(k, op) => match op {
+            3 => {
+                QueryFpmVal { hmc_fn_id: k.hmc_fn_id.into(), buf_pa: k.pa }.encode(&mut w, &mut env)
+            }
+            4 => CommitFpmVal {
+                hmc_fn_id: k.hmc_fn_id.into(),
+                buf_pa: k.pa,
+                flush_timer_disable: false,
+            }
+            .encode(&mut w, &mut env),
+            _ => WsNode {
+                op: [WsNodeOp::Add, WsNodeOp::Modify, WsNodeOp::Delete][op as usize % 3],
+                node_id: k.id,
+                parent_id: k.parent_id,
+                vsi: k.vsi,
+                leaf: k.type_leaf != 0,
+                enable: k.enable != 0,
+                prio_type: k.prio_type,
+                tc: k.tc,
+                weight: k.weight,
+            }
+            .encode(&mut w, &mut env),
+        },
     };
     Some(r.map(|()| w))
 }
@@ -861,6 +930,16 @@ fn cut_case(c: &CtrlCase) -> (CtrlCase, bool, Vec<(usize, u64, u32)>) {
             k.flow_label = cut(k.flow_label as u64, 20) as u32;
             k.ah_idx = cut(k.ah_idx as u64, 17) as u32;
         }
+        Cmd::Misc(k, _) => {
+            // defs.h IRDMA_CQPSQ_WS_*: NODEID 9:0, PARENTID 25:16, VSI 57:48,
+            // WEIGHT 38:32, PRIOTYPE 60:59, TC 58:56
+            k.id = cut(k.id as u64, 10) as u16;
+            k.parent_id = cut(k.parent_id as u64, 10) as u16;
+            k.vsi = cut(k.vsi as u64, 10) as u16;
+            k.weight = cut(k.weight as u64, 7) as u8;
+            k.prio_type = cut(k.prio_type as u64, 2) as u8;
+            k.tc = cut(k.tc as u64, 3) as u8;
+        }
     }
     (c, forced, ors)
 }
@@ -877,6 +956,12 @@ fn narrow_to_6_1(cmd: &Cmd, mut w: [u64; 8]) -> [u64; 8] {
         Cmd::Ah(..) => {
             w[2] &= !(0x3f << 22);
             w[3] &= !(0x7f << 17);
+        }
+        // defs.h IRDMA_CQPSQ_WS_NODEID 9:0 (hal 13:0), _PARENTID 25:16 (hal
+        // 29:16), _VSI 57:48 (hal 63:48)
+        Cmd::Misc(_, 0..=2) => {
+            w[3] &= !(0xf << 10 | 0xf << 26);
+            w[4] &= !(0x3f << 58);
         }
         _ => {}
     }
@@ -931,6 +1016,7 @@ impl VendorCqp {
                 Cmd::CreateAeq(k) => vd_eq_cmd(c, k, 2),
                 Cmd::DestroyAeq(k) => vd_eq_cmd(c, k, 3),
                 Cmd::Ah(k, op) => vd_ah_cmd(c, k, *op),
+                Cmd::Misc(k, op) => vd_misc_cmd(c, k, *op),
             };
             if vd_cqp_head(c) == head {
                 return (rc, None);
@@ -963,6 +1049,7 @@ pub const KNOWN: &[&str] = &[
     "cqp_id_checked_only_on_create",
     "cqp_field_wider_than_linux_6_1",
     "qpc_ecn_always_forced",
+    "commit_fpm_bufsize_192",
 ];
 
 const WQEVALID: u64 = 1 << 63;
@@ -1010,6 +1097,15 @@ pub fn run_ctrl(v: &mut VendorCqp, case: &CtrlCase) -> Result<Option<&'static st
             }
             if narrow_to_6_1(&case.cmd, dw) == vn {
                 return Ok(Some("cqp_field_wider_than_linux_6_1"));
+            }
+            // Linux 6.1 user.h IRDMA_COMMIT_FPM_BUF_SIZE is 176; the spec
+            // and the published vectors (Intel's irdma) say 192
+            if let Cmd::Misc(_, 4) = case.cmd
+                && (dw[3] & !0xffff_ffff) | 176 == vn[3]
+                && dw[..3] == vn[..3]
+                && dw[4..] == vn[4..]
+            {
+                return Ok(Some("commit_fpm_bufsize_192"));
             }
             diff(format!("WQE words differ:\n  vendor {}\n  driver {}", hex(&vn), hex(&dw)))
         }
