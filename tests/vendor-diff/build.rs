@@ -1,5 +1,6 @@
-//! Compiles the vendor's `uk.c`, `ctrl.c`, `icrdma_hw.c` and `uda.c` (unmodified) with the project's shim headers
-//! and `shim/glue.c` / `shim/ctrl_glue.c`, when `IRDMA_VENDOR_DIR` names an extracted
+//! Compiles the vendor's `uk.c`, `ctrl.c`, `icrdma_hw.c` and `uda.c`
+//! (unmodified) with the project's shim headers and `shim/glue.c` /
+//! `shim/ctrl_glue.c`, when `IRDMA_VENDOR_DIR` names an extracted
 //! `linux-source-6.1` tree (`cargo xtask vendor-diff` fetches and sets it).
 //! Without it the crate builds without the C side and the harness reports
 //! that the vendor sources were not fetched.

@@ -13,7 +13,8 @@
  * fills; the ring is small so the polarity flips often.
  *
  * The device is GEN_2 (icrdma_hw.c: icrdma_init_hw, also compiled
- * unmodified): its register table, field shifts and masks. The BAR base is
+ * unmodified): its register table, field shifts and masks. Address-handle
+ * WQEs come from uda.c (irdma_sc_access_ah), compiled unmodified too. The BAR base is
  * a fake address: register pointers are only recorded (vd_bar_write in
  * glue.c) and read as 0 (vd_bar_read), never dereferenced.
  */
