@@ -1,5 +1,6 @@
-//! Compiles the vendor's `uk.c` (unmodified) with the project's shim headers
-//! and `shim/glue.c`, when `IRDMA_VENDOR_DIR` names an extracted
+//! Compiles the vendor's `uk.c`, `ctrl.c`, `icrdma_hw.c` and `uda.c`
+//! (unmodified) with the project's shim headers and `shim/glue.c` /
+//! `shim/ctrl_glue.c`, when `IRDMA_VENDOR_DIR` names an extracted
 //! `linux-source-6.1` tree (`cargo xtask vendor-diff` fetches and sets it).
 //! Without it the crate builds without the C side and the harness reports
 //! that the vendor sources were not fetched.
@@ -30,12 +31,31 @@ fn main() {
     let irdma = dir.join("drivers/infiniband/hw/irdma");
     let uk = irdma.join("uk.c");
     assert!(uk.is_file(), "vendor-diff: {} missing", uk.display());
-    for f in ["uk.c", "defs.h", "user.h", "irdma.h", "osdep.h"] {
+    for f in [
+        "uk.c",
+        "ctrl.c",
+        "icrdma_hw.c",
+        "defs.h",
+        "user.h",
+        "irdma.h",
+        "osdep.h",
+        "type.h",
+        "hmc.h",
+        "protos.h",
+        "ws.h",
+        "uda.h",
+        "icrdma_hw.h",
+    ] {
         println!("cargo::rerun-if-changed={}", irdma.join(f).display());
     }
     cc::Build::new()
         .file(&uk)
         .file(manifest.join("shim/glue.c"))
+        // ctrl.c is #included by ctrl_glue.c (so its static builders are
+        // reachable), icrdma_hw.c compiled as is: both unmodified.
+        .file(manifest.join("shim/ctrl_glue.c"))
+        .file(irdma.join("icrdma_hw.c"))
+        .file(irdma.join("uda.c"))
         .include(manifest.join("shim/include"))
         .include(&irdma)
         .warnings(false)

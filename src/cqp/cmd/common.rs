@@ -189,6 +189,17 @@ impl QueueAddr {
     pub(super) fn create_pbl(&self, f: Field, env: &Env) -> Result<u64, EncodeError> {
         if self.virtual_map { pbl_index_checked(f, self.first_pbl_index, env) } else { Ok(0) }
     }
+    /// An event queue keeps its PBL fields only when virtually mapped:
+    /// unlike a CQ's, the vendor's EQ init drops the chunk size and first
+    /// PBLE index of a contiguous ring, so its create and destroy WQEs carry
+    /// LPBLSIZE 0 and index 0 (ctrl.c: irdma_sc_ceq_init, irdma_sc_aeq_init).
+    pub(super) fn eq(&self) -> Self {
+        if self.virtual_map {
+            *self
+        } else {
+            QueueAddr { pbl_chunk_size: 0, first_pbl_index: 0, ..*self }
+        }
+    }
 }
 
 pub(super) fn pbl_index_checked(f: Field, idx: u32, env: &Env) -> Result<u64, EncodeError> {

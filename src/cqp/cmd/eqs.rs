@@ -46,17 +46,18 @@ impl CqpCommand for CreateCeq {
             FieldName::ElemCnt,
             Phrase::new(&"CEQ with no entries"),
         )?;
+        let mem = self.mem.eq();
         let h = header(Self::OPCODE)
             | ceq_id_hdr(self.ceq_id, env)?
-            | self.mem.lpbl(eq::LPBLSIZE)?
-            | flag(eq::VMAP, self.mem.virtual_map)
+            | mem.lpbl(eq::LPBLSIZE)?
+            | flag(eq::VMAP, mem.virtual_map)
             | flag(eq::ITRNOEXPIRE, self.itr_no_expire)
             | flag(eq::TPHEN, self.tph_en)
             | flag(eq::PASID_VALID, self.pasid_valid);
         let w56 = eq::TPHVAL.prep(self.tph_val as u64)
             | eq::VSIIDX.prep(self.vsi_idx as u64)
             | fit(eq::PASID, self.pasid as u64, FieldName::Pasid)?;
-        let (w32, w48) = (self.mem.create_pa(), self.mem.create_pbl(eq::FIRSTPMPBLIDX, env)?);
+        let (w32, w48) = (mem.create_pa(), mem.create_pbl(eq::FIRSTPMPBLIDX, env)?);
         *wqe = [
             0,
             0,
@@ -93,13 +94,13 @@ impl CqpCommand for DestroyCeq {
     const OPCODE: u8 = op::DESTROY_CEQ;
     fn encode(&self, wqe: &mut [u64; 8], env: &mut Env) -> Result<(), EncodeError> {
         // The vendor writes the PBLE index whatever VMAP says (ctrl.c:
-        // irdma_sc_ceq_destroy).
-        let w48 =
-            fit(eq::FIRSTPMPBLIDX, self.mem.first_pbl_index as u64, FieldName::FirstPblIndex)?;
+        // irdma_sc_ceq_destroy), but its init kept one only with VMAP.
+        let mem = self.mem.eq();
+        let w48 = fit(eq::FIRSTPMPBLIDX, mem.first_pbl_index as u64, FieldName::FirstPblIndex)?;
         let h = header(Self::OPCODE)
             | ceq_id_hdr(self.ceq_id, env)?
-            | self.mem.lpbl(eq::LPBLSIZE)?
-            | flag(eq::VMAP, self.mem.virtual_map)
+            | mem.lpbl(eq::LPBLSIZE)?
+            | flag(eq::VMAP, mem.virtual_map)
             | flag(eq::TPHEN, self.tph_en)
             | flag(eq::PASID_VALID, self.pasid_valid);
         let w56 = fit(eq::PASID, self.pasid as u64, FieldName::Pasid)?;
@@ -134,8 +135,9 @@ fn aeq_words(
     env: &Env,
 ) -> Result<(), EncodeError> {
     // Create: address unless VMAP, PBLE index only with VMAP; destroy: no
-    // address, PBLE index as given (ctrl.c: irdma_sc_aeq_create,
-    // irdma_sc_aeq_destroy).
+    // address, PBLE index as init kept it (ctrl.c: irdma_sc_aeq_create,
+    // irdma_sc_aeq_destroy, irdma_sc_aeq_init).
+    let mem = mem.eq();
     let (w32, w48) = if with_pa {
         (mem.create_pa(), mem.create_pbl(eq::FIRSTPMPBLIDX, env)?)
     } else {

@@ -1,5 +1,6 @@
 use super::*;
 use crate::cqp::{EncodeError, FieldName};
+use irdma_hal::cqp::eq;
 
 fn enc<C: CqpCommand>(c: &C) -> Result<[u64; 8], EncodeError> {
     let mut w = [0xdead_beef; 8];
@@ -314,4 +315,43 @@ fn flush_state_flushes_each_queue_once() {
     let mut fresh = FlushState::default();
     assert!(fresh.request(FlushWqes { flush_rq: false, ..req }).is_err(), "neither queue");
     assert_eq!(fresh, FlushState::default());
+}
+
+/// A contiguous event queue carries no PBL fields even when the caller
+/// left some in its QueueAddr: the vendor's EQ init drops them
+/// (ctrl.c: irdma_sc_ceq_init, irdma_sc_aeq_init). Found by the
+/// vendor-diff harness (tests/vendor-diff, ctrl.c).
+#[test]
+fn contiguous_eq_drops_pbl_fields() {
+    let mem = QueueAddr { pa: 0x1000, virtual_map: false, pbl_chunk_size: 3, first_pbl_index: 7 };
+    let lpbl = eq::LPBLSIZE.mask();
+    let ceq = CreateCeq {
+        ceq_id: 1,
+        elem_cnt: 64,
+        mem,
+        tph_en: false,
+        tph_val: 0,
+        itr_no_expire: false,
+        vsi_idx: 0,
+        pasid_valid: false,
+        pasid: 0,
+    };
+    let w = enc(&ceq).unwrap();
+    assert_eq!((w[3] & lpbl, w[4], w[6]), (0, 0x1000, 0));
+    let d =
+        DestroyCeq { ceq_id: 1, elem_cnt: 64, mem, tph_en: false, pasid_valid: false, pasid: 0 };
+    let w = enc(&d).unwrap();
+    assert_eq!((w[3] & lpbl, w[6]), (0, 0));
+    // and an index the PBLE field could not hold is not looked at
+    let far = QueueAddr { first_pbl_index: u32::MAX, ..mem };
+    assert!(enc(&DestroyCeq { mem: far, ..d }).is_ok());
+    let a = CreateAeq { elem_cnt: 64, mem, pasid_valid: false, pasid: 0 };
+    let w = enc(&a).unwrap();
+    assert_eq!((w[3] & lpbl, w[4], w[6]), (0, 0x1000, 0));
+    let w = enc(&DestroyAeq { elem_cnt: 64, mem, pasid_valid: false, pasid: 0 }).unwrap();
+    assert_eq!((w[3] & lpbl, w[6]), (0, 0));
+    // a virtually mapped one keeps them
+    let vm = QueueAddr { virtual_map: true, ..mem };
+    let w = enc(&DestroyAeq { elem_cnt: 64, mem: vm, pasid_valid: false, pasid: 0 }).unwrap();
+    assert_eq!((w[3] & lpbl, w[6]), (eq::LPBLSIZE.prep(3), 7));
 }

@@ -11,6 +11,14 @@
 //! doorbell writes. A difference is shrunk (`shrink.rs`) and printed in the
 //! conformance file's JSON schema (`vector.rs`).
 //!
+//! The control path (second slice): the vendor's `ctrl.c` and
+//! `icrdma_hw.c`, compiled unmodified (`shim/ctrl_glue.c` `#include`s
+//! ctrl.c so its static WQE builders are reachable), build CQP WQEs with
+//! `post_sq = false` into a CQP SQ ring in host memory; `ctrl.rs` compares
+//! them, word for word with the valid bit, against `irdma::cqp::cmd`, and
+//! `qpc.rs` compares irdma_sc_qp_setctx_roce against
+//! `irdma::cqp::ctx::QpRoceCtx::encode`.
+//!
 //! Where the driver is deliberately stricter, the difference must match an
 //! entry of `deviations.toml` (read at run time, every entry must be known
 //! to the classifier in `run.rs` and vice versa); it is counted and listed,
@@ -27,7 +35,11 @@ pub mod case;
 #[cfg(vendor_c)]
 pub mod cq;
 #[cfg(vendor_c)]
+pub mod ctrl;
+#[cfg(vendor_c)]
 mod ffi;
+#[cfg(vendor_c)]
+pub mod qpc;
 pub mod rng;
 #[cfg(vendor_c)]
 pub mod run;
@@ -58,6 +70,10 @@ pub struct Report {
     pub ops: u64,
     /// CQ scripts run (one per post case).
     pub cq_cases: u64,
+    /// CQP commands compared (one per post case).
+    pub ctrl_cases: u64,
+    /// RoCE QP host contexts compared (one per post case).
+    pub qpc_cases: u64,
 }
 
 /// Runs `opts.cases` cases from `opts.seed`; prints each difference (shrunk,
@@ -75,9 +91,64 @@ fn run_all(_opts: Opts, _devs: &deviations::Deviations) -> Result<Report, String
         .into())
 }
 
+/// Control-path cases per post case: CQP commands and QP contexts are
+/// cheap (about 2 µs each), so each round runs several.
+#[cfg(vendor_c)]
+const CTRL_PER_CASE: u64 = 8;
+#[cfg(vendor_c)]
+const QPC_PER_CASE: u64 = 4;
+
+/// One round of control-path cases; true when the run should stop (five
+/// differences).
+#[cfg(vendor_c)]
+fn ctrl_round(
+    n: u64,
+    seed: u64,
+    rng: &mut rng::Rng,
+    vcqp: &mut ctrl::VendorCqp,
+    rep: &mut Report,
+) -> bool {
+    let note =
+        |rep: &mut Report, r: Result<Option<&'static str>, ctrl::CtrlDiff>, what: &str| match r {
+            Ok(None) => false,
+            Ok(Some(id)) => {
+                *rep.deviations.entry(id.into()).or_default() += 1;
+                false
+            }
+            Err(d) => {
+                rep.differences += 1;
+                println!("DIFF control-path case #{n} (seed {seed:#x}): {}", d.what);
+                println!("  {what}");
+                rep.differences >= 5
+            }
+        };
+    for _ in 0..CTRL_PER_CASE {
+        let cc = ctrl::gen_ctrl_case(rng);
+        rep.ctrl_cases += 1;
+        let r = ctrl::run_ctrl(vcqp, &cc);
+        if note(rep, r, &ctrl::describe(&cc)) {
+            println!("(stopping after 5 differences)");
+            return true;
+        }
+    }
+    for _ in 0..QPC_PER_CASE {
+        let q = qpc::gen_qpc(rng);
+        rep.qpc_cases += 1;
+        let r = qpc::run_qpc(vcqp, &q);
+        if note(rep, r, &format!("context input: {q:?}")) {
+            println!("(stopping after 5 differences)");
+            return true;
+        }
+    }
+    false
+}
+
 #[cfg(vendor_c)]
 fn run_all(opts: Opts, devs: &deviations::Deviations) -> Result<Report, String> {
-    devs.check_known(run::KNOWN_DEVIATIONS)?;
+    let known: Vec<&str> = run::KNOWN_DEVIATIONS.iter().chain(ctrl::KNOWN).copied().collect();
+    devs.check_known(&known)?;
+    let mut vcqp = ctrl::VendorCqp::new(4)?;
+    let mut ctrl_time = std::time::Duration::ZERO;
     let t = std::time::Instant::now();
     let mut rep = Report::default();
     let mut rng = rng::Rng::new(opts.seed);
@@ -110,6 +181,12 @@ fn run_all(opts: Opts, devs: &deviations::Deviations) -> Result<Report, String> 
                 }
             }
         }
+        let t_ctrl = std::time::Instant::now();
+        let stop = ctrl_round(n, opts.seed, &mut rng, &mut vcqp, &mut rep);
+        ctrl_time += t_ctrl.elapsed();
+        if stop {
+            break;
+        }
         let cqc = cq::gen_cq_case(&mut rng);
         rep.cq_cases += 1;
         match cq::run_cq(&cqc) {
@@ -128,16 +205,24 @@ fn run_all(opts: Opts, devs: &deviations::Deviations) -> Result<Report, String> 
         }
     }
     println!(
-        "vendor-diff: {} post cases ({} posts) + {} CQ scripts: {} post cases same, {} deviating as listed, {} different, {:.1}s",
+        "vendor-diff: {} post cases ({} posts) + {} CQ scripts + {} CQP commands + {} QP contexts: {} post cases same, {} deviating as listed, {} different, {:.1}s",
         rep.cases,
         rep.ops,
         rep.cq_cases,
+        rep.ctrl_cases,
+        rep.qpc_cases,
         rep.same,
         rep.deviations.values().sum::<u64>(),
         rep.differences,
         t.elapsed().as_secs_f64()
     );
     println!("  {}", run::stats::line());
+    println!(
+        "  {}; QP contexts equal: {}; control path {:.1}s",
+        ctrl::stats::line(),
+        qpc::EQUAL.load(std::sync::atomic::Ordering::Relaxed),
+        ctrl_time.as_secs_f64()
+    );
     for (id, k) in &rep.deviations {
         println!("  deviation {id}: {k} cases ({})", devs.reason(id));
     }

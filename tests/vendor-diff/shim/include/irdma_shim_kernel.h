@@ -43,6 +43,8 @@ typedef uint64_t dma_addr_t;
 
 #if __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "the vendor-diff shims assume a little-endian host"
+#include "irdma_shim_ctrl.h"
+
 #endif
 #define cpu_to_le16(x) ((u16)(x))
 #define cpu_to_le32(x) ((u32)(x))
@@ -111,5 +113,7 @@ struct ib_sge {
 /* Types the vendor headers only name in prototypes. */
 struct ib_device;
 struct shash_desc;
+
+#include "irdma_shim_ctrl.h"
 
 #endif

@@ -1,0 +1,1 @@
+#include <irdma_shim_kernel.h>
