@@ -1318,7 +1318,8 @@ fn wait(c: &mut std::process::Child, deadline: Instant) -> Option<i32> {
     }
 }
 
-/// The capture through tshark (notes, "Checking captures"): every frame
+/// The capture, converted to `wire.pcapng` beside `wire.pcap`, through
+/// tshark (notes, "Checking captures"): every frame
 /// decoded, none malformed, no expert item of severity error in a frame the
 /// model sent (the display filter `ours` picks them); the guest's errors and all warnings are counted and
 /// reported. The host side has already checked every RoCEv2
@@ -1328,9 +1329,15 @@ fn judge(pcap: &Path, ours: &str) -> Result<String, String> {
         return Err(format!("no capture at {}", pcap.display()));
     }
     let tshark = ensure_program(&TSHARK_PACKAGE)?;
+    // The capture is kept as pcapng too (editcap comes with tshark: Debian's
+    // wireshark-common), and that is the file judged.
+    let ng = pcap.with_extension("pcapng");
+    let mut editcap = Command::new(tshark.with_file_name("editcap"));
+    editcap.args(["-F", "pcapng"]).arg(pcap).arg(&ng);
+    run_ok(editcap.stderr(Stdio::null()), "editcap")?;
     let count = |filter: Option<&str>| -> Result<usize, String> {
         let mut c = Command::new(&tshark);
-        c.arg("-r").arg(pcap).args(["--disable-heuristic", "rpcrdma_infiniband"]);
+        c.arg("-r").arg(&ng).args(["--disable-heuristic", "rpcrdma_infiniband"]);
         if let Some(f) = filter {
             c.args(["-Y", f]);
         }
