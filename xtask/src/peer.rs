@@ -994,31 +994,9 @@ fn run(name: &str) -> Result<i32, String> {
         .stderr(host_log)
         .spawn()
         .map_err(|e| format!("cannot start the host side: {e}"))?;
-    let netdev = format!(
-        "dgram,id=n0,local.type=inet,local.host=127.0.0.1,local.port={guest_port},\
-         remote.type=inet,remote.host=127.0.0.1,remote.port={model_port}"
-    );
     // one boot of the guest running the script `run`, its console to `serial`
     let boot = |run: &Path, serial: &Path| {
-        pinned(guest_cpu, &qemu.to_string_lossy())
-            .args(["-nodefaults", "-no-reboot", "-display", "none", "-accel", "tcg"])
-            .args(["-m", "512", "-smp", "1"])
-            .arg("-kernel")
-            .arg(&built.kernel)
-            .arg("-initrd")
-            .arg(&built.initrd)
-            .args(["-append", "console=ttyS0 panic=-1 quiet loglevel=4"])
-            .arg("-serial")
-            .arg(format!("file:{}", serial.display()))
-            .args(["-netdev", &netdev])
-            .args(["-device", &format!("virtio-net-pci,netdev=n0,mac={PEER_MAC}")])
-            .arg("-fw_cfg")
-            .arg(format!("name=opt/irdma/env,file={}", out.join("env").display()))
-            .arg("-fw_cfg")
-            .arg(format!("name=opt/irdma/run,file={}", run.display()))
-            .stdin(Stdio::null())
-            .spawn()
-            .map_err(|e| format!("cannot start {QEMU}: {e}"))
+        guest_boot(guest_cpu, &qemu, &built, (guest_port, model_port), &out, run, serial)
     };
     let mut guest = boot(&out.join("run"), &serial)?;
     let limit = Duration::from_secs(240);
@@ -1181,31 +1159,17 @@ fn run_uk(sc: &UkScenario) -> Result<i32, String> {
     let two = std::thread::available_parallelism().map_or(1, |n| n.get()) >= 2
         && which("taskset").is_some();
     let t0 = Instant::now();
-    let netdev = format!(
-        "dgram,id=n0,local.type=inet,local.host=127.0.0.1,local.port={guest_port},\
-         remote.type=inet,remote.host=127.0.0.1,remote.port={model_port}"
-    );
     // CPU 0, beside the model (run_image puts the model on 0, the
     // unikernel's QEMU on 1)
-    let mut guest = pinned(two.then_some(0), &qemu_bin.to_string_lossy())
-        .args(["-nodefaults", "-no-reboot", "-display", "none", "-accel", "tcg"])
-        .args(["-m", "512", "-smp", "1"])
-        .arg("-kernel")
-        .arg(&built.kernel)
-        .arg("-initrd")
-        .arg(&built.initrd)
-        .args(["-append", "console=ttyS0 panic=-1 quiet loglevel=4"])
-        .arg("-serial")
-        .arg(format!("file:{}", serial.display()))
-        .args(["-netdev", &netdev])
-        .args(["-device", &format!("virtio-net-pci,netdev=n0,mac={PEER_MAC}")])
-        .arg("-fw_cfg")
-        .arg(format!("name=opt/irdma/env,file={}", out.join("env").display()))
-        .arg("-fw_cfg")
-        .arg(format!("name=opt/irdma/run,file={}", out.join("run").display()))
-        .stdin(Stdio::null())
-        .spawn()
-        .map_err(|e| format!("cannot start {QEMU}: {e}"))?;
+    let mut guest = guest_boot(
+        two.then_some(0),
+        &qemu_bin,
+        &built,
+        (guest_port, model_port),
+        &out,
+        &out.join("run"),
+        &serial,
+    )?;
     let model_args: Vec<String> = [
         "--port".to_string(),
         format!("127.0.0.1:{model_port}"),
@@ -1316,6 +1280,45 @@ fn wait(c: &mut std::process::Child, deadline: Instant) -> Option<i32> {
             }
         }
     }
+}
+
+/// Boots the Linux guest once under QEMU TCG, pinned to `cpu`: its NIC on
+/// `-netdev dgram` from `ports.0` to the model's port `ports.1`, the
+/// scenario's `env` and the script `run` through fw_cfg, its console to
+/// `serial`.
+fn guest_boot(
+    cpu: Option<u32>,
+    qemu: &Path,
+    built: &Built,
+    ports: (u16, u16),
+    out: &Path,
+    run: &Path,
+    serial: &Path,
+) -> Result<std::process::Child, String> {
+    let (guest_port, model_port) = ports;
+    let netdev = format!(
+        "dgram,id=n0,local.type=inet,local.host=127.0.0.1,local.port={guest_port},\
+         remote.type=inet,remote.host=127.0.0.1,remote.port={model_port}"
+    );
+    pinned(cpu, &qemu.to_string_lossy())
+        .args(["-nodefaults", "-no-reboot", "-display", "none", "-accel", "tcg"])
+        .args(["-m", "512", "-smp", "1"])
+        .arg("-kernel")
+        .arg(&built.kernel)
+        .arg("-initrd")
+        .arg(&built.initrd)
+        .args(["-append", "console=ttyS0 panic=-1 quiet loglevel=4"])
+        .arg("-serial")
+        .arg(format!("file:{}", serial.display()))
+        .args(["-netdev", &netdev])
+        .args(["-device", &format!("virtio-net-pci,netdev=n0,mac={PEER_MAC}")])
+        .arg("-fw_cfg")
+        .arg(format!("name=opt/irdma/env,file={}", out.join("env").display()))
+        .arg("-fw_cfg")
+        .arg(format!("name=opt/irdma/run,file={}", run.display()))
+        .stdin(Stdio::null())
+        .spawn()
+        .map_err(|e| format!("cannot start {QEMU}: {e}"))
 }
 
 /// The capture, converted to `wire.pcapng` beside `wire.pcap`, through
