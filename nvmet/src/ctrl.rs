@@ -1,0 +1,1 @@
+//! (placeholder: see the crate docs)
