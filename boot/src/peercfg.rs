@@ -19,6 +19,10 @@
 //!   ARP).
 //! * `rping_count=` (default 3), `rping_size=` (default 64) — rping's `-C`
 //!   and `-S`, the same on both sides.
+//! * `peer=nvme-target` — the unikernel serves an NVMe-over-RDMA subsystem
+//!   (issue #32) to the Linux host; `ns_mib=` (default 64, 1..=[`MAX_NS_MIB`])
+//!   sizes its RAM namespace, `nvme_io_queues=` (default 4,
+//!   1..=[`MAX_IO_QUEUES`]) is how many I/O queues it grants.
 
 use core::net::Ipv4Addr;
 
@@ -29,6 +33,8 @@ pub enum Role {
     RpingServer,
     /// It connects and plays rping's client (`peer=rping-client`).
     RpingClient,
+    /// It serves an NVMe-over-RDMA target on port 4420 (`peer=nvme-target`).
+    NvmeTarget,
 }
 
 /// A live run's configuration.
@@ -46,6 +52,10 @@ pub struct PeerCfg {
     pub count: u32,
     /// Ping size in bytes (rping `-S`).
     pub size: u32,
+    /// Size of the NVMe target's RAM namespace in MiB (`ns_mib=`).
+    pub ns_mib: u32,
+    /// I/O queues the NVMe target grants (`nvme_io_queues=`).
+    pub io_queues: u32,
 }
 
 /// Largest ping size the image's buffers take (three pages each for the
@@ -55,6 +65,11 @@ pub const MAX_SIZE: u32 = 3 * 4096;
 pub const MIN_SIZE: u32 = 16;
 /// Most pings a run may ask for.
 pub const MAX_COUNT: u32 = 10_000;
+/// Largest RAM namespace (MiB): half of the image's 128 MiB DMA pool, so
+/// the queues' buffers still fit beside it.
+pub const MAX_NS_MIB: u32 = 64;
+/// Most I/O queues the NVMe target grants.
+pub const MAX_IO_QUEUES: u32 = 8;
 
 /// What is wrong with the command line.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -104,6 +119,7 @@ pub fn parse(cmdline: &str) -> Result<Option<PeerCfg>, PeerCfgError> {
     let role = match role {
         "rping-server" => Role::RpingServer,
         "rping-client" => Role::RpingClient,
+        "nvme-target" => Role::NvmeTarget,
         _ => return Err(PeerCfgError::UnknownScenario),
     };
     let need = |k: &'static str| get(k).ok_or(PeerCfgError::Missing(k));
@@ -114,6 +130,9 @@ pub fn parse(cmdline: &str) -> Result<Option<PeerCfg>, PeerCfgError> {
         peer_mac: mac(need("peer_mac")?)?,
         count: get("rping_count").map_or(Ok(3), |v| num(v, "rping_count", 1..=MAX_COUNT))?,
         size: get("rping_size").map_or(Ok(64), |v| num(v, "rping_size", MIN_SIZE..=MAX_SIZE))?,
+        ns_mib: get("ns_mib").map_or(Ok(MAX_NS_MIB), |v| num(v, "ns_mib", 1..=MAX_NS_MIB))?,
+        io_queues: get("nvme_io_queues")
+            .map_or(Ok(4), |v| num(v, "nvme_io_queues", 1..=MAX_IO_QUEUES))?,
     }))
 }
 
@@ -139,6 +158,12 @@ mod tests {
         assert_eq!(s.role, Role::RpingServer);
         assert_eq!(s.peer_mac, [0xaa, 0xbb, 0xcc, 0, 0x11, 0x22]);
         assert_eq!((s.count, s.size), (3, 5000));
+        assert_eq!((s.ns_mib, s.io_queues), (64, 4), "the defaults");
+        let n = parse("peer=nvme-target ip=10.0.0.1 peer_ip=10.0.0.2 peer_mac=02:00:00:00:00:0b ns_mib=16 nvme_io_queues=2")
+            .unwrap()
+            .unwrap();
+        assert_eq!(n.role, Role::NvmeTarget);
+        assert_eq!((n.ns_mib, n.io_queues), (16, 2));
     }
 
     #[test]
@@ -172,6 +197,12 @@ mod tests {
                 "rping_size",
             ),
             ("ip=10.0.0.1 peer_ip=10.0.0.2 peer_mac=02:00:00:00:00:0b rping_size=-1", "rping_size"),
+            ("ip=10.0.0.1 peer_ip=10.0.0.2 peer_mac=02:00:00:00:00:0b ns_mib=0", "ns_mib"),
+            ("ip=10.0.0.1 peer_ip=10.0.0.2 peer_mac=02:00:00:00:00:0b ns_mib=65", "ns_mib"),
+            (
+                "ip=10.0.0.1 peer_ip=10.0.0.2 peer_mac=02:00:00:00:00:0b nvme_io_queues=9",
+                "nvme_io_queues",
+            ),
         ] {
             let l = std::format!("peer=rping-server {line}");
             assert_eq!(parse(&l), Err(PeerCfgError::Bad(key)), "{l}");

@@ -245,6 +245,7 @@ fn scenario(dev: &Dev<'_>, cfg: &PeerCfg) -> Result<Outcome, Msg> {
     let r = match cfg.role {
         Role::RpingServer => server(&mut live, &mut s, cfg),
         Role::RpingClient => client(&mut live, &mut s, cfg),
+        Role::NvmeTarget => Err(msg(format_args!("not an rping run"))),
     };
     // Whatever happened: the data QP first, then QP1 (its AHs and buffers).
     drop(s);
