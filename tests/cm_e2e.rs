@@ -62,13 +62,10 @@ fn pump_accepting(
                 CmEvent::ConnectRequest { id, info } => {
                     assert_eq!(info.remote_qpn, a.qp.qp_num());
                     let acc = AcceptParams {
-                        qpn: b.qp.qp_num(),
-                        starting_psn: psn_b,
                         responder_resources: accept.0,
                         initiator_depth: accept.1,
-                        rnr_retry_count: 7,
-                        srq: false,
                         private_data: b"ok",
+                        ..AcceptParams::new(b.qp.qp_num(), psn_b)
                     };
                     // the QP reaches RTS before the REP (cma_accept_ib)
                     let p = cmb.accept_params(id, &acc).unwrap();
@@ -122,26 +119,22 @@ fn cm_connects_real_qps_that_then_carry_send_and_write() {
         // every frame as out of sequence
         let (psn_a, psn_b) = (rng.range(0, 0xFF_FFFF) as u32, rng.range(0, 0xFF_FFFF) as u32);
         let cp = ConnectParams {
-            peer: MadAddr {
-                peer_ip: IpAddr::V4(B.ip),
-                local_ip: IpAddr::V4(A.ip),
-                peer_mac: B.mac,
-                vlan: None,
-                hop_limit: 64,
-                traffic_class: 0,
-            },
-            port_space: PortSpace::Tcp,
-            dst_port: 4420,
             src_port: 50000 + round as u16,
-            qpn: a.qp.qp_num(),
-            starting_psn: psn_a,
-            responder_resources: 8,
-            initiator_depth: 8,
-            retry_count: 7,
-            rnr_retry_count: 7,
-            path_mtu: 1024,
-            srq: false,
             private_data: b"nvme",
+            ..ConnectParams::new(
+                MadAddr {
+                    peer_ip: IpAddr::V4(B.ip),
+                    local_ip: IpAddr::V4(A.ip),
+                    peer_mac: B.mac,
+                    vlan: None,
+                    hop_limit: 64,
+                    traffic_class: 0,
+                },
+                PortSpace::Tcp,
+                4420,
+                a.qp.qp_num(),
+                psn_a,
+            )
         };
         let ida: ConnId = cma.connect(now, &cp, &mut ta).unwrap();
         let ev = pump(now, (&mut cma, &mut ta, &mut a), (&mut cmb, &mut tb, &mut b), psn_b);
@@ -226,26 +219,24 @@ fn negotiate(offer: (u8, u8), accept: (u8, u8)) -> Negotiated {
     let mut a = Side::new(&da, A, 16, cap(8));
     let mut b = Side::new(&db, B, 16, cap(8));
     let cp = ConnectParams {
-        peer: MadAddr {
-            peer_ip: IpAddr::V4(B.ip),
-            local_ip: IpAddr::V4(A.ip),
-            peer_mac: B.mac,
-            vlan: None,
-            hop_limit: 64,
-            traffic_class: 0,
-        },
-        port_space: PortSpace::Tcp,
-        dst_port: 4420,
         src_port: 50000,
-        qpn: a.qp.qp_num(),
-        starting_psn: 0x100,
         responder_resources: offer.0,
         initiator_depth: offer.1,
-        retry_count: 7,
-        rnr_retry_count: 7,
-        path_mtu: 1024,
-        srq: false,
         private_data: b"nvme",
+        ..ConnectParams::new(
+            MadAddr {
+                peer_ip: IpAddr::V4(B.ip),
+                local_ip: IpAddr::V4(A.ip),
+                peer_mac: B.mac,
+                vlan: None,
+                hop_limit: 64,
+                traffic_class: 0,
+            },
+            PortSpace::Tcp,
+            4420,
+            a.qp.qp_num(),
+            0x100,
+        )
     };
     let ida = cma.connect(0, &cp, &mut ta).unwrap();
     let ev =

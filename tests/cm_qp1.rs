@@ -55,19 +55,9 @@ fn path_a_to_b() -> MadAddr {
 
 fn connect_params(qpn: u32, psn: u32, src_port: u16) -> ConnectParams<'static> {
     ConnectParams {
-        peer: path_a_to_b(),
-        port_space: PortSpace::Tcp,
-        dst_port: PORT,
         src_port,
-        qpn,
-        starting_psn: psn,
-        responder_resources: 8,
-        initiator_depth: 8,
-        retry_count: 7,
-        rnr_retry_count: 7,
-        path_mtu: 1024,
-        srq: false,
         private_data: b"nvme",
+        ..ConnectParams::new(path_a_to_b(), PortSpace::Tcp, PORT, qpn, psn)
     }
 }
 
@@ -98,13 +88,8 @@ fn pump(
                 CmEvent::ConnectRequest { id, info } => {
                     assert_eq!(info.remote_qpn, a.qp.qp_num());
                     let acc = AcceptParams {
-                        qpn: b.qp.qp_num(),
-                        starting_psn: psn_b,
-                        responder_resources: 8,
-                        initiator_depth: 8,
-                        rnr_retry_count: 7,
-                        srq: false,
                         private_data: b"ok",
+                        ..AcceptParams::new(b.qp.qp_num(), psn_b)
                     };
                     let p = eb.cm.accept_params(id, &acc).unwrap();
                     p.apply(&mut b.qp).expect("passive QP to RTS");

@@ -328,19 +328,11 @@ fn peer_rping_driver_client() {
         assert!(Instant::now() < deadline, "no connection: {:?}", live.events);
         if id.is_none() {
             let cp = ConnectParams {
-                peer,
-                port_space: PortSpace::Tcp,
-                dst_port: RPING_PORT,
                 src_port: 40000 + attempt,
-                qpn: s.qp.qp_num(),
-                starting_psn: 0x1234,
                 responder_resources: 1,
                 initiator_depth: 1,
-                retry_count: 7,
-                rnr_retry_count: 7,
                 path_mtu: env_num("PEER_PATH_MTU", 1024),
-                srq: false,
-                private_data: &[],
+                ..ConnectParams::new(peer, PortSpace::Tcp, RPING_PORT, s.qp.qp_num(), 0x1234)
             };
             let now = live.now();
             id = Some(live.cm.connect(now, &cp, &mut live.t).expect("connect"));
@@ -427,13 +419,9 @@ fn peer_rping_driver_server() {
         for e in live.step() {
             if let CmEvent::ConnectRequest { id, .. } = e {
                 let acc = AcceptParams {
-                    qpn: s.qp.qp_num(),
-                    starting_psn: 0x4321,
                     responder_resources: 1,
                     initiator_depth: 1,
-                    rnr_retry_count: 7,
-                    srq: false,
-                    private_data: &[],
+                    ..AcceptParams::new(s.qp.qp_num(), 0x4321)
                 };
                 let p = live.cm.accept_params(id, &acc).unwrap();
                 p.apply(&mut s.qp).expect("QP to RTS");
@@ -576,13 +564,9 @@ fn peer_ucmatose_driver_server() {
                         s.qp.post_recv(&[RecvWr { wr_id: 200 + i as u64, sg_list: &sge }]).unwrap();
                     }
                     let acc = AcceptParams {
-                        qpn: s.qp.qp_num(),
-                        starting_psn: 0x100 * (sides.len() as u32 + 1),
                         responder_resources: 1,
                         initiator_depth: 1,
-                        rnr_retry_count: 7,
-                        srq: false,
-                        private_data: &[],
+                        ..AcceptParams::new(s.qp.qp_num(), 0x100 * (sides.len() as u32 + 1))
                     };
                     let p = live.cm.accept_params(id, &acc).unwrap();
                     p.apply(&mut s.qp).expect("QP to RTS");
@@ -925,13 +909,9 @@ fn vanish(reconnect: bool) {
         for e in live.step() {
             if let CmEvent::ConnectRequest { id, .. } = e {
                 let acc = AcceptParams {
-                    qpn: s.qp.qp_num(),
-                    starting_psn: 0x4321,
                     responder_resources: 1,
                     initiator_depth: 1,
-                    rnr_retry_count: 7,
-                    srq: false,
-                    private_data: &[],
+                    ..AcceptParams::new(s.qp.qp_num(), 0x4321)
                 };
                 live.cm.accept_params(id, &acc).unwrap().apply(&mut s.qp).expect("QP to RTS");
                 let now = live.now();
@@ -1112,13 +1092,9 @@ fn rping_again(live: &mut Live<'_>, dev: &Dev, listen: irdma::cm::ListenId) {
             if let CmEvent::ConnectRequest { id, info } = e {
                 assert_eq!(info.listen, listen, "the second REQ came through the same listener");
                 let acc = AcceptParams {
-                    qpn: s.qp.qp_num(),
-                    starting_psn: 0x5432,
                     responder_resources: 1,
                     initiator_depth: 1,
-                    rnr_retry_count: 7,
-                    srq: false,
-                    private_data: &[],
+                    ..AcceptParams::new(s.qp.qp_num(), 0x5432)
                 };
                 live.cm.accept_params(id, &acc).unwrap().apply(&mut s.qp).expect("QP to RTS");
                 let now = live.now();
@@ -1649,15 +1625,7 @@ fn pt_accept(live: &mut Live<'_>, seen: &mut usize, qp: &mut TQp<'_>, psn: u32) 
         _ => None,
     })
     .unwrap_or_else(|| panic!("no connect request: {:?}", live.events));
-    let acc = AcceptParams {
-        qpn: qp.qp_num(),
-        starting_psn: psn,
-        responder_resources: 8,
-        initiator_depth: 8,
-        rnr_retry_count: 7,
-        srq: false,
-        private_data: &[],
-    };
+    let acc = AcceptParams::new(qp.qp_num(), psn);
     live.cm.accept_params(id, &acc).unwrap().apply(qp).expect("QP to RTS");
     let now = live.now();
     live.cm.accept(now, id, &acc, &mut live.t).unwrap();
@@ -1689,19 +1657,9 @@ fn pt_connect(
     loop {
         assert!(Instant::now() < deadline, "no connection: {:?}", live.events);
         let cp = ConnectParams {
-            peer,
-            port_space: PortSpace::Tcp,
-            dst_port: PT_PORT,
             src_port: *src_port,
-            qpn: qp.qp_num(),
-            starting_psn: psn,
-            responder_resources: 8,
-            initiator_depth: 8,
-            retry_count: 7,
-            rnr_retry_count: 7,
             path_mtu: env_num("PEER_PATH_MTU", 1024),
-            srq: false,
-            private_data: &[],
+            ..ConnectParams::new(peer, PortSpace::Tcp, PT_PORT, qp.qp_num(), psn)
         };
         *src_port += 1;
         attempts += 1;
@@ -2152,13 +2110,9 @@ fn peer_rping_badframes() {
         for e in live.step() {
             if let CmEvent::ConnectRequest { id, .. } = e {
                 let acc = AcceptParams {
-                    qpn: s.qp.qp_num(),
-                    starting_psn: 0x4321,
                     responder_resources: 1,
                     initiator_depth: 1,
-                    rnr_retry_count: 7,
-                    srq: false,
-                    private_data: &[],
+                    ..AcceptParams::new(s.qp.qp_num(), 0x4321)
                 };
                 live.cm.accept_params(id, &acc).unwrap().apply(&mut s.qp).expect("QP to RTS");
                 let now = live.now();

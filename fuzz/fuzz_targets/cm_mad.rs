@@ -56,19 +56,9 @@ fuzz_target!(|data: &[u8]| {
     let mut now = 0u64;
     // one active connection too (local id 1 ^ 7 = 6), for forged REP/REJ/MRA
     let cp = ConnectParams {
-        peer: src,
-        port_space: PortSpace::Tcp,
-        dst_port: 4420,
         src_port: 49152,
-        qpn: 5,
-        starting_psn: 3,
-        responder_resources: 8,
-        initiator_depth: 8,
-        retry_count: 7,
-        rnr_retry_count: 7,
-        path_mtu: 1024,
-        srq: false,
         private_data: b"x",
+        ..ConnectParams::new(src, PortSpace::Tcp, 4420, 5, 3)
     };
     assert!(cm.connect(0, &cp, &mut t).is_ok());
     for chunk in data.chunks(MAD_SIZE) {
@@ -93,13 +83,9 @@ fuzz_target!(|data: &[u8]| {
                 continue;
             }
             let a = AcceptParams {
-                qpn: 9,
-                starting_psn: 1,
                 responder_resources: 1,
                 initiator_depth: 1,
-                rnr_retry_count: 7,
-                srq: false,
-                private_data: &[],
+                ..AcceptParams::new(9, 1)
             };
             let _ = cm.accept(now, id, &a, &mut t);
         }

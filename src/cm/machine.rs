@@ -216,6 +216,77 @@ pub struct AcceptParams<'a> {
     pub private_data: &'a [u8],
 }
 
+impl<'a> ConnectParams<'a> {
+    /// Parameters for connecting RC QP `qpn` (starting PSN `starting_psn`)
+    /// to the service at `dst_port` of `port_space` on `peer`, with what an
+    /// RDMA-CM application gets when it sets nothing else: source port
+    /// 0x8000 + the QPN's low 14 bits (an ephemeral port, as `cma.c` binds
+    /// one), [`MAX_RD_ATOMIC`] RDMA READs each way, retry and RNR retry 7,
+    /// path MTU 1024 (the largest IB MTU below a 1500-byte Ethernet MTU:
+    /// `include/rdma/ib_addr.h` `iboe_get_mtu`, spec `ib-cm-rocev2.md`
+    /// "MTU"), no SRQ, no private data. Change fields with struct update
+    /// syntax:
+    ///
+    /// ```
+    /// # use irdma::cm::{ConnectParams, MadAddr, rdma_cm::PortSpace};
+    /// # use irdma::verbs::IpAddr;
+    /// # let peer = MadAddr {
+    /// #     peer_ip: IpAddr::V4([10, 0, 0, 2]),
+    /// #     local_ip: IpAddr::V4([10, 0, 0, 1]),
+    /// #     peer_mac: [2, 0, 0, 0, 0, 0xb],
+    /// #     vlan: None,
+    /// #     hop_limit: 64,
+    /// #     traffic_class: 0,
+    /// # };
+    /// let p = ConnectParams {
+    ///     private_data: b"hello",
+    ///     ..ConnectParams::new(peer, PortSpace::Tcp, 7174, 0x42, 0x1234)
+    /// };
+    /// assert_eq!((p.dst_port, p.rnr_retry_count, p.path_mtu), (7174, 7, 1024));
+    /// ```
+    pub fn new(
+        peer: MadAddr,
+        port_space: PortSpace,
+        dst_port: u16,
+        qpn: u32,
+        starting_psn: u32,
+    ) -> ConnectParams<'a> {
+        ConnectParams {
+            peer,
+            port_space,
+            dst_port,
+            src_port: 0x8000 | (qpn & 0x3fff) as u16,
+            qpn,
+            starting_psn,
+            responder_resources: MAX_RD_ATOMIC,
+            initiator_depth: MAX_RD_ATOMIC,
+            retry_count: 7,
+            rnr_retry_count: 7,
+            path_mtu: 1024,
+            srq: false,
+            private_data: &[],
+        }
+    }
+}
+
+impl<'a> AcceptParams<'a> {
+    /// Parameters for accepting with RC QP `qpn` (starting PSN
+    /// `starting_psn`): [`MAX_RD_ATOMIC`] RDMA READs each way (the CM clamps
+    /// them to what the REQ offered), RNR retry 7, no SRQ, no private data;
+    /// change fields with struct update syntax.
+    pub fn new(qpn: u32, starting_psn: u32) -> AcceptParams<'a> {
+        AcceptParams {
+            qpn,
+            starting_psn,
+            responder_resources: MAX_RD_ATOMIC,
+            initiator_depth: MAX_RD_ATOMIC,
+            rnr_retry_count: 7,
+            srq: false,
+            private_data: &[],
+        }
+    }
+}
+
 /// What [`Cm::sidr_resolve`] needs (`rdma_resolve_route` on a UD id of
 /// the UDP port space: cma.c `cma_resolve_ib_udp`).
 #[derive(Clone, Copy, Debug)]

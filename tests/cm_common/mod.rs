@@ -132,31 +132,19 @@ pub fn path_a_to_b() -> MadAddr {
 
 pub fn connect_params(private_data: &[u8]) -> ConnectParams<'_> {
     ConnectParams {
-        peer: path_a_to_b(),
-        port_space: PortSpace::Tcp,
-        dst_port: 4420,
         src_port: 49152,
-        qpn: 0x42,
-        starting_psn: 0x123456,
-        responder_resources: 8,
-        initiator_depth: 8,
-        retry_count: 7,
-        rnr_retry_count: 7,
-        path_mtu: 1024,
-        srq: false,
         private_data,
+        ..ConnectParams::new(path_a_to_b(), PortSpace::Tcp, 4420, 0x42, 0x123456)
     }
 }
 
 pub fn accept_params(qpn: u32) -> AcceptParams<'static> {
     AcceptParams {
-        qpn,
-        starting_psn: 0xABCDE,
         responder_resources: 4,
         initiator_depth: 6,
         rnr_retry_count: 5,
-        srq: false,
         private_data: b"welcome",
+        ..AcceptParams::new(qpn, 0xABCDE)
     }
 }
 

@@ -150,15 +150,7 @@ impl<'d> Conn<'d> {
     }
 
     fn accept_params<'p>(&self, psn: u32, pdata: &'p [u8]) -> AcceptParams<'p> {
-        AcceptParams {
-            qpn: self.qp.qp_num(),
-            starting_psn: psn,
-            responder_resources: 8,
-            initiator_depth: 8,
-            rnr_retry_count: 7,
-            srq: false,
-            private_data: pdata,
-        }
+        AcceptParams { private_data: pdata, ..AcceptParams::new(self.qp.qp_num(), psn) }
     }
 
     /// Polls the CQ; on the guest's SEND checks it and the WRITE before it.
@@ -340,26 +332,22 @@ fn peer(bar: ModelBar, mb: &Mailbox, nonce: u64) -> Result<(), String> {
             let mut k = Conn::new(&dev, 2)?;
             let pd = k.region_pdata();
             let cp = ConnectParams {
-                peer: MadAddr {
-                    peer_ip: IpAddr::V4(ip),
-                    local_ip: IpAddr::V4(c::CM_PEER_IP),
-                    peer_mac: [mac[0], mac[1], mac[2], mac[3], mac[4], mac[5]],
-                    vlan: None,
-                    hop_limit: 64,
-                    traffic_class: 0,
-                },
-                port_space: PortSpace::Tcp,
-                dst_port: c::CM_GUEST_PORT,
                 src_port: 50000,
-                qpn: k.qp.qp_num(),
-                starting_psn: 0x4321,
-                responder_resources: 8,
-                initiator_depth: 8,
-                retry_count: 7,
-                rnr_retry_count: 7,
-                path_mtu: 1024,
-                srq: false,
                 private_data: &pd,
+                ..ConnectParams::new(
+                    MadAddr {
+                        peer_ip: IpAddr::V4(ip),
+                        local_ip: IpAddr::V4(c::CM_PEER_IP),
+                        peer_mac: [mac[0], mac[1], mac[2], mac[3], mac[4], mac[5]],
+                        vlan: None,
+                        hop_limit: 64,
+                        traffic_class: 0,
+                    },
+                    PortSpace::Tcp,
+                    c::CM_GUEST_PORT,
+                    k.qp.qp_num(),
+                    0x4321,
+                )
             };
             k.id = Some(cm.connect(now, &cp, &mut t).map_err(|e| format!("connect: {e:?}"))?);
             println!("cm-peer: REQ sent to the guest's port {}", c::CM_GUEST_PORT);

@@ -275,26 +275,22 @@ fn active_side(
 ) -> Result<(), Msg> {
     let verified0 = mb32(bar, c::MB_CM_VERIFIED);
     let cp = ConnectParams {
-        peer: MadAddr {
-            peer_ip: IpAddr::V4(c::CM_PEER_IP),
-            local_ip: IpAddr::V4(c::CM_GUEST_IP),
-            peer_mac: c::CM_PEER_MAC,
-            vlan: None,
-            hop_limit: 64,
-            traffic_class: 0,
-        },
-        port_space: PortSpace::Tcp,
-        dst_port: c::CM_PEER_PORT,
         src_port: 40000,
-        qpn: s.qp.qp_num(),
-        starting_psn: 0x77,
-        responder_resources: 8,
-        initiator_depth: 8,
-        retry_count: 7,
-        rnr_retry_count: 7,
-        path_mtu: 1024,
-        srq: false,
         private_data: b"irdma-boot",
+        ..ConnectParams::new(
+            MadAddr {
+                peer_ip: IpAddr::V4(c::CM_PEER_IP),
+                local_ip: IpAddr::V4(c::CM_GUEST_IP),
+                peer_mac: c::CM_PEER_MAC,
+                vlan: None,
+                hop_limit: 64,
+                traffic_class: 0,
+            },
+            PortSpace::Tcp,
+            c::CM_PEER_PORT,
+            s.qp.qp_num(),
+            0x77,
+        )
     };
     let id = cm.connect(ms(), &cp, t).map_err(|e| msg(format_args!("connect: {e:?}")))?;
     let mut region = [0u8; c::CM_REGION_PDATA];
@@ -348,15 +344,8 @@ fn passive_side(
             ensure!(info.local_port == c::CM_GUEST_PORT, "REQ for port {}", info.local_port);
             ensure!(info.peer.peer_ip == IpAddr::V4(c::CM_PEER_IP), "REQ from {:?}", info.peer);
             region.copy_from_slice(&info.private_data[..c::CM_REGION_PDATA]);
-            let acc = AcceptParams {
-                qpn: s.qp.qp_num(),
-                starting_psn: 0x99,
-                responder_resources: 8,
-                initiator_depth: 8,
-                rnr_retry_count: 7,
-                srq: false,
-                private_data: b"ok",
-            };
+            let acc =
+                AcceptParams { private_data: b"ok", ..AcceptParams::new(s.qp.qp_num(), 0x99) };
             let p = cm.accept_params(id, &acc).map_err(|e| msg(format_args!("{e:?}")))?;
             p.apply(&mut s.qp).map_err(|e| msg(format_args!("QP to RTS: {e:?}")))?;
             cm.accept(ms(), id, &acc, t).map_err(|e| msg(format_args!("accept: {e:?}")))?;

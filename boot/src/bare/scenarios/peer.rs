@@ -286,13 +286,9 @@ fn server(live: &mut Live<'_, '_>, s: &mut Side<'_, '_>, cfg: &PeerCfg) -> Resul
         if let CmEvent::ConnectRequest { id, info } = ev {
             ensure!(info.local_port == irdma_rping::PORT, "REQ for port {}", info.local_port);
             let acc = AcceptParams {
-                qpn: s.qp.qp_num(),
-                starting_psn: 0x4321,
                 responder_resources: 1,
                 initiator_depth: 1,
-                rnr_retry_count: 7,
-                srq: false,
-                private_data: &[],
+                ..AcceptParams::new(s.qp.qp_num(), 0x4321)
             };
             let p = live.cm.accept_params(id, &acc).map_err(|e| msg(format_args!("{e:?}")))?;
             p.apply(&mut s.qp).map_err(|e| msg(format_args!("QP to RTS: {e:?}")))?;
@@ -370,19 +366,10 @@ fn client(live: &mut Live<'_, '_>, s: &mut Side<'_, '_>, cfg: &PeerCfg) -> Resul
         ensure!(BootHal::now() < end, "no connection within {CONNECT:?} ({attempt} attempts)");
         if id.is_none() {
             let cp = ConnectParams {
-                peer,
-                port_space: PortSpace::Tcp,
-                dst_port: irdma_rping::PORT,
                 src_port: 40000 + attempt,
-                qpn: s.qp.qp_num(),
-                starting_psn: 0x1234,
                 responder_resources: 1,
                 initiator_depth: 1,
-                retry_count: 7,
-                rnr_retry_count: 7,
-                path_mtu: 1024,
-                srq: false,
-                private_data: &[],
+                ..ConnectParams::new(peer, PortSpace::Tcp, irdma_rping::PORT, s.qp.qp_num(), 0x1234)
             };
             id = Some(
                 live.cm
