@@ -19,6 +19,36 @@ use volatile::VolatilePtr;
 ///
 /// Methods take `&self`: registers are shared state and doorbells are written
 /// from several cores at once, exactly as on hardware.
+///
+/// # Example
+///
+/// Besides [`MmioBar`], a `Bar` can be anything that answers register
+/// accesses — a trace, a fault injector, a device model. A register file
+/// that follows the all-ones rule:
+///
+/// ```
+/// use core::sync::atomic::{AtomicU32, Ordering};
+/// use irdma_hal::Bar;
+///
+/// struct Regs([AtomicU32; 64]);
+///
+/// impl Bar for Regs {
+///     fn read32(&self, offset: usize) -> u32 {
+///         self.0.get(offset / 4).map_or(u32::MAX, |r| r.load(Ordering::Relaxed))
+///     }
+///     fn write32(&self, offset: usize, value: u32) {
+///         if let Some(r) = self.0.get(offset / 4) {
+///             r.store(value, Ordering::Relaxed);
+///         }
+///     }
+/// }
+///
+/// let bar = Regs([const { AtomicU32::new(0) }; 64]);
+/// bar.write64(0x10, 0x1122_3344_5566_7788);
+/// assert_eq!(bar.read32(0x10), 0x5566_7788, "low word first");
+/// assert_eq!(bar.read64(0x10), 0x1122_3344_5566_7788);
+/// assert_eq!(bar.read32(0x1000), u32::MAX, "outside the BAR");
+/// ```
 pub trait Bar {
     /// Reads the 32-bit register at `offset`.
     fn read32(&self, offset: usize) -> u32;
@@ -74,6 +104,24 @@ unsafe impl Sync for MmioBar {}
 
 impl MmioBar {
     /// Wraps a mapped BAR of `len` bytes at `base`.
+    ///
+    /// ```
+    /// use core::ptr::NonNull;
+    /// use irdma_hal::{Bar, MmioBar};
+    ///
+    /// // On a platform: `Hal::mmio_phys_to_virt(bar0_phys, bar0_len)`. Here
+    /// // plain memory stands in for the registers.
+    /// let mut regs = vec![0u64; 512];
+    /// let base = NonNull::new(regs.as_mut_ptr().cast::<u8>()).unwrap();
+    /// // SAFETY: `regs` outlives `bar`, is 8-byte aligned, and is touched only
+    /// // through `bar` while `bar` lives.
+    /// let bar = unsafe { MmioBar::new(base, 4096) };
+    /// bar.write32(0x40, 7);
+    /// assert_eq!(bar.read32(0x40), 7);
+    /// assert_eq!(bar.read32(4096), u32::MAX, "outside: all ones, as a removed device");
+    /// drop(bar);
+    /// assert_eq!(regs[8], 7);
+    /// ```
     ///
     /// # Safety
     ///

@@ -57,6 +57,59 @@ pub enum DmaError {
 /// * [`now`](Hal::now) never goes backwards.
 ///
 /// The driver relies on these for memory safety.
+///
+/// # Example
+///
+/// A platform with identity-mapped RAM and a fixed region set aside for
+/// DMA: a bump allocator over it (a real one also frees, e.g. a page
+/// bitmap), no IOMMU (sharing is the identity), and a clock. Here the
+/// region is a static array and the clock `std`'s, so the example runs on
+/// a host.
+///
+/// ```
+/// use core::ptr::NonNull;
+/// use core::sync::atomic::{AtomicUsize, Ordering};
+/// use core::time::Duration;
+/// use irdma_hal::{BufferDirection, Dma, DmaError, Hal, PAGE_SIZE, PhysAddr};
+///
+/// #[repr(C, align(4096))]
+/// struct Region([u8; 16 * PAGE_SIZE]);
+/// static mut REGION: Region = Region([0; 16 * PAGE_SIZE]);
+/// static NEXT: AtomicUsize = AtomicUsize::new(0);
+///
+/// struct Platform;
+///
+/// // SAFETY: the pages handed out are contiguous, page-aligned, zeroed (the
+/// // region starts zeroed and no page is handed out twice), identity-mapped
+/// // (physical = virtual on this platform); `share` is the identity because
+/// // there is no IOMMU; the clock is monotonic.
+/// unsafe impl Hal for Platform {
+///     fn dma_alloc(pages: usize, _: BufferDirection) -> Result<(PhysAddr, NonNull<u8>), DmaError> {
+///         let first = NEXT.fetch_add(pages, Ordering::Relaxed);
+///         if first + pages > 16 {
+///             return Err(DmaError::NoMemory);
+///         }
+///         // SAFETY: in bounds (checked above); no reference to REGION exists.
+///         let p = unsafe { (&raw mut REGION.0).cast::<u8>().add(first * PAGE_SIZE) };
+///         let v = NonNull::new(p).ok_or(DmaError::NoMemory)?;
+///         Ok((p as PhysAddr, v))
+///     }
+///     unsafe fn dma_dealloc(_: PhysAddr, _: NonNull<u8>, _: usize) {}
+///     unsafe fn share(buf: NonNull<[u8]>, _: BufferDirection) -> Result<PhysAddr, DmaError> {
+///         Ok(buf.cast::<u8>().as_ptr() as PhysAddr)
+///     }
+///     unsafe fn unshare(_: PhysAddr, _: NonNull<[u8]>, _: BufferDirection) {}
+///     fn now() -> Duration {
+///         static T0: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+///         T0.get_or_init(std::time::Instant::now).elapsed()
+///     }
+/// }
+///
+/// let ring = Dma::<Platform>::new(2, BufferDirection::Both).unwrap();
+/// assert_eq!(ring.paddr() % PAGE_SIZE as u64, 0);
+/// assert_eq!(ring.read_u64(8), Some(0), "zeroed");
+/// assert!(Dma::<Platform>::new(15, BufferDirection::Both).is_err(), "the region is 16 pages");
+/// ```
 pub unsafe trait Hal {
     /// Allocates `pages` contiguous zeroed pages of DMA memory.
     fn dma_alloc(
