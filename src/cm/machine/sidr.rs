@@ -125,60 +125,27 @@ impl<const C: usize, const L: usize> Cm<C, L> {
         r: &SidrReq,
         t: &mut T,
     ) -> Result<Option<CmEvent>, Ignored> {
-        if let Some(c) = self.conns.iter().flatten().find(|c| {
-            matches!(c.state, CmState::SidrReqRcvd | CmState::SidrRepSent)
-                && c.remote_id == r.request_id
-                && c.peer.peer_ip == src.peer_ip
-        }) {
-            let c = *c;
-            if c.state == CmState::SidrRepSent {
-                self.send(t, &c.peer, &c.out);
-            }
+        if self.dup_sidr_req(src, r, t) {
             return Err(Ignored::Duplicate);
         }
-        let refuse = |s: &mut Self, t: &mut T, status: u8| {
-            let rep = SidrRep {
-                request_id: r.request_id,
-                status,
-                info_length: 0,
-                vendor_id: 0,
-                qpn: 0,
-                service_id: r.service_id,
-                qkey: 0,
-                info: [0; mad::pdata::SIDR_REP_INFO],
-                private_data: [0; mad::pdata::SIDR_REP],
-            };
-            let _ = s.send_msg(t, src, tid, CmMsg::SidrRep(rep));
-            Err(Ignored::SidrRejected(status))
+        let (listen, hdr) = match self.sidr_listener(src, r) {
+            Ok(found) => found,
+            Err(status) => {
+                let rep = SidrRep {
+                    request_id: r.request_id,
+                    status,
+                    info_length: 0,
+                    vendor_id: 0,
+                    qpn: 0,
+                    service_id: r.service_id,
+                    qkey: 0,
+                    info: [0; mad::pdata::SIDR_REP_INFO],
+                    private_data: [0; mad::pdata::SIDR_REP],
+                };
+                let _ = self.send_msg(t, src, tid, CmMsg::SidrRep(rep));
+                return Err(Ignored::SidrRejected(status));
+            }
         };
-        if !self.listeners.iter().flatten().any(|l| l.sid == r.service_id) {
-            return refuse(self, t, sidr_status::UNSUPPORTED);
-        }
-        let ud =
-            matches!(service_id_parts(r.service_id), Some((PortSpace::Udp | PortSpace::Ib, _)));
-        let mut req_pd = [0u8; mad::pdata::REQ];
-        req_pd.copy_from_slice(&r.private_data[..mad::pdata::REQ]);
-        let Ok(hdr) = CmaHdr::decode(&req_pd) else {
-            return refuse(self, t, sidr_status::REJECT);
-        };
-        let same_family =
-            |a: IpAddr, b: IpAddr| matches!(a, IpAddr::V4(_)) == matches!(b, IpAddr::V4(_));
-        let listen = self.listeners.iter().enumerate().find_map(|(i, l)| {
-            let l = l.as_ref()?;
-            let ok = l.sid == r.service_id && l.addr.is_none_or(|a| a == hdr.dst);
-            ok.then_some(ListenId(i))
-        });
-        let Some(listen) = listen else {
-            return refuse(self, t, sidr_status::REJECT);
-        };
-        if !ud
-            || hdr.dst != src.local_ip
-            || !same_family(hdr.src, hdr.dst)
-            || rdma_cm::unusable_addr(hdr.src)
-            || rdma_cm::unusable_addr(hdr.dst)
-        {
-            return refuse(self, t, sidr_status::REJECT);
-        }
         let Some(slot) = self.free_slot() else {
             return Err(Ignored::TableFull);
         };
@@ -216,6 +183,56 @@ impl<const C: usize, const L: usize> Cm<C, L> {
             *s = Some(c);
         }
         Ok(Some(CmEvent::SidrRequest { id: ConnId(local_id), info }))
+    }
+
+    /// A SIDR_REQ already known (same Request ID from the same peer
+    /// address, cm.c `cm_insert_remote_sidr`): answered again with our
+    /// SIDR_REP if there is one.
+    fn dup_sidr_req<T: MadTransport>(&mut self, src: &MadAddr, r: &SidrReq, t: &mut T) -> bool {
+        let Some(c) = self.conns.iter().flatten().find(|c| {
+            matches!(c.state, CmState::SidrReqRcvd | CmState::SidrRepSent)
+                && c.remote_id == r.request_id
+                && c.peer.peer_ip == src.peer_ip
+        }) else {
+            return false;
+        };
+        let c = *c;
+        if c.state == CmState::SidrRepSent {
+            self.send(t, &c.peer, &c.out);
+        }
+        true
+    }
+
+    /// The listener a SIDR_REQ goes to and its `cma_hdr`, or the SIDR_REP
+    /// status that refuses it: 1 when nobody listens on the service id, 2
+    /// when RDMA-CM would not hand it to the listener (bad `cma_hdr`, another
+    /// address, not a UD port space, unusable addresses).
+    fn sidr_listener(&self, src: &MadAddr, r: &SidrReq) -> Result<(ListenId, CmaHdr), u8> {
+        if !self.listeners.iter().flatten().any(|l| l.sid == r.service_id) {
+            return Err(sidr_status::UNSUPPORTED);
+        }
+        let ud =
+            matches!(service_id_parts(r.service_id), Some((PortSpace::Udp | PortSpace::Ib, _)));
+        let mut req_pd = [0u8; mad::pdata::REQ];
+        req_pd.copy_from_slice(&r.private_data[..mad::pdata::REQ]);
+        let hdr = CmaHdr::decode(&req_pd).map_err(|_| sidr_status::REJECT)?;
+        let same_family =
+            |a: IpAddr, b: IpAddr| matches!(a, IpAddr::V4(_)) == matches!(b, IpAddr::V4(_));
+        let listen = self.listeners.iter().enumerate().find_map(|(i, l)| {
+            let l = l.as_ref()?;
+            let ok = l.sid == r.service_id && l.addr.is_none_or(|a| a == hdr.dst);
+            ok.then_some(ListenId(i))
+        });
+        let listen = listen.ok_or(sidr_status::REJECT)?;
+        if !ud
+            || hdr.dst != src.local_ip
+            || !same_family(hdr.src, hdr.dst)
+            || rdma_cm::unusable_addr(hdr.src)
+            || rdma_cm::unusable_addr(hdr.dst)
+        {
+            return Err(sidr_status::REJECT);
+        }
+        Ok((listen, hdr))
     }
 
     /// cm.c `cm_sidr_rep_handler` (matched by Request ID alone, in
