@@ -225,31 +225,7 @@ impl<const C: usize, const L: usize> Cm<C, L> {
             );
             return Err(Ignored::Rejected(rej::STALE_CONN));
         }
-        let req = c.req;
-        let hdr = CmaHdr::decode(&req.private_data).ok();
-        let plt = c.av_timeout.saturating_sub(1);
-        let params = ConnParams {
-            remote_qpn: r.local_qpn,
-            local_qpn: c.local_qpn,
-            rq_psn: req.starting_psn,
-            sq_psn: r.starting_psn,
-            path_mtu: rdma_cm::mtu_bytes(req.path_mtu).unwrap_or(1024),
-            retry_cnt: req.retry_count,
-            rnr_retry: r.rnr_retry_count,
-            // crossed, and never more than we offered (spec §6)
-            max_rd_atomic: r.responder_resources.min(req.initiator_depth),
-            max_dest_rd_atomic: r.initiator_depth.min(req.responder_resources),
-            local_ip: c.peer.local_ip,
-            remote_ip: c.peer.peer_ip,
-            remote_mac: c.peer.peer_mac,
-            vlan: c.peer.vlan,
-            hop_limit: c.peer.hop_limit,
-            traffic_class: c.peer.traffic_class,
-            flow_label: req.primary.flow_label,
-            ack_timeout: cm_ack_timeout(r.target_ack_delay, plt),
-            local_port: hdr.map_or(0, |h| h.src_port),
-            remote_port: service_id_parts(req.service_id).map_or(0, |(_, p)| p),
-        };
+        let params = rep_params(&c, r);
         if let Some(c) = self.conn_mut(i) {
             c.state = CmState::RepRcvd;
             c.remote_id = r.local_comm_id;
@@ -263,5 +239,36 @@ impl<const C: usize, const L: usize> Cm<C, L> {
             params,
             private_data: r.private_data,
         }))
+    }
+}
+
+/// The QP attributes an accepted REP gives the active side (cma.c
+/// `cma_modify_qp_rtr` / `cma_modify_qp_rts` through cm.c
+/// `cm_init_qp_rtr_attr` / `cm_init_qp_rts_attr`).
+fn rep_params(c: &Conn, r: &Rep) -> ConnParams {
+    let req = c.req;
+    let hdr = CmaHdr::decode(&req.private_data).ok();
+    let plt = c.av_timeout.saturating_sub(1);
+    ConnParams {
+        remote_qpn: r.local_qpn,
+        local_qpn: c.local_qpn,
+        rq_psn: req.starting_psn,
+        sq_psn: r.starting_psn,
+        path_mtu: rdma_cm::mtu_bytes(req.path_mtu).unwrap_or(1024),
+        retry_cnt: req.retry_count,
+        rnr_retry: r.rnr_retry_count,
+        // crossed, and never more than we offered (spec §6)
+        max_rd_atomic: r.responder_resources.min(req.initiator_depth),
+        max_dest_rd_atomic: r.initiator_depth.min(req.responder_resources),
+        local_ip: c.peer.local_ip,
+        remote_ip: c.peer.peer_ip,
+        remote_mac: c.peer.peer_mac,
+        vlan: c.peer.vlan,
+        hop_limit: c.peer.hop_limit,
+        traffic_class: c.peer.traffic_class,
+        flow_label: req.primary.flow_label,
+        ack_timeout: cm_ack_timeout(r.target_ack_delay, plt),
+        local_port: hdr.map_or(0, |h| h.src_port),
+        remote_port: service_id_parts(req.service_id).map_or(0, |(_, p)| p),
     }
 }
