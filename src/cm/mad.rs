@@ -534,6 +534,146 @@ impl Req {
     }
 }
 
+impl Mra {
+    fn write(&self, w: &mut Wr<'_>) -> Result<(), MadError> {
+        fit(self.msg_mraed.into(), 2, "message MRAed")?;
+        fit(self.service_timeout.into(), 5, "service timeout")?;
+        w.u32(m(0), self.local_comm_id);
+        w.u32(m(4), self.remote_comm_id);
+        w.bits(m(8), 6, self.msg_mraed);
+        w.bits(m(9), 3, self.service_timeout);
+        w.bytes(m(10), &self.private_data);
+        Ok(())
+    }
+
+    fn read(r: &Rd<'_>, ids: (u32, u32)) -> Mra {
+        Mra {
+            local_comm_id: ids.0,
+            remote_comm_id: ids.1,
+            msg_mraed: r.bits(m(8), 7, 6),
+            service_timeout: r.bits(m(9), 7, 3),
+            private_data: r.arr(m(10)),
+        }
+    }
+}
+
+impl Rej {
+    fn write(&self, w: &mut Wr<'_>) -> Result<(), MadError> {
+        fit(self.msg_rejected.into(), 2, "message REJected")?;
+        if usize::from(self.ari_length) > pdata::REJ_ARI {
+            return Err(MadError::Field("reject info length"));
+        }
+        w.u32(m(0), self.local_comm_id);
+        w.u32(m(4), self.remote_comm_id);
+        w.bits(m(8), 6, self.msg_rejected);
+        w.bits(m(9), 1, self.ari_length);
+        w.u16(m(10), self.reason);
+        w.bytes(m(12), &self.ari);
+        w.bytes(m(84), &self.private_data);
+        Ok(())
+    }
+
+    fn read(r: &Rd<'_>, ids: (u32, u32)) -> Rej {
+        Rej {
+            local_comm_id: ids.0,
+            remote_comm_id: ids.1,
+            msg_rejected: r.bits(m(8), 7, 6),
+            ari_length: r.bits(m(9), 7, 1),
+            reason: r.u16(m(10)),
+            ari: r.arr(m(12)),
+            private_data: r.arr(m(84)),
+        }
+    }
+}
+
+impl Rep {
+    fn write(&self, w: &mut Wr<'_>) -> Result<(), MadError> {
+        fit(self.local_qpn.into(), 24, "local QPN")?;
+        fit(self.vendor_id.into(), 24, "vendor id")?;
+        fit(self.local_eecn.into(), 24, "local EECN")?;
+        fit(self.starting_psn.into(), 24, "starting PSN")?;
+        fit(self.target_ack_delay.into(), 5, "target ACK delay")?;
+        fit(self.failover_accepted.into(), 2, "failover accepted")?;
+        fit(self.rnr_retry_count.into(), 3, "RNR retry count")?;
+        let v = self.vendor_id.to_be_bytes();
+        w.u32(m(0), self.local_comm_id);
+        w.u32(m(4), self.remote_comm_id);
+        w.u32(m(8), self.local_qkey);
+        w.u24(m(12), self.local_qpn);
+        w.u8(m(15), v[1]);
+        w.u24(m(16), self.local_eecn);
+        w.u8(m(19), v[2]);
+        w.u24(m(20), self.starting_psn);
+        w.u8(m(23), v[3]);
+        w.u8(m(24), self.responder_resources);
+        w.u8(m(25), self.initiator_depth);
+        w.bits(m(26), 3, self.target_ack_delay);
+        w.bits(m(26), 1, self.failover_accepted);
+        w.bits(m(26), 0, self.flow_control as u8);
+        w.bits(m(27), 5, self.rnr_retry_count);
+        w.bits(m(27), 4, self.srq as u8);
+        w.u64(m(28), self.local_ca_guid);
+        w.bytes(m(36), &self.private_data);
+        Ok(())
+    }
+
+    fn read(r: &Rd<'_>, ids: (u32, u32)) -> Rep {
+        Rep {
+            local_comm_id: ids.0,
+            remote_comm_id: ids.1,
+            local_qkey: r.u32(m(8)),
+            local_qpn: r.u24(m(12)),
+            vendor_id: u32::from_be_bytes([0, r.u8(m(15)), r.u8(m(19)), r.u8(m(23))]),
+            local_eecn: r.u24(m(16)),
+            starting_psn: r.u24(m(20)),
+            responder_resources: r.u8(m(24)),
+            initiator_depth: r.u8(m(25)),
+            target_ack_delay: r.bits(m(26), 7, 3),
+            failover_accepted: r.bits(m(26), 2, 1),
+            flow_control: r.bits(m(26), 0, 0) != 0,
+            rnr_retry_count: r.bits(m(27), 7, 5),
+            srq: r.bits(m(27), 4, 4) != 0,
+            local_ca_guid: r.u64(m(28)),
+            private_data: r.arr(m(36)),
+        }
+    }
+}
+
+impl SidrRep {
+    fn write(&self, w: &mut Wr<'_>) -> Result<(), MadError> {
+        fit(self.qpn.into(), 24, "QPN")?;
+        fit(self.vendor_id.into(), 24, "vendor id")?;
+        if usize::from(self.info_length) > pdata::SIDR_REP_INFO {
+            return Err(MadError::Field("additional information length"));
+        }
+        w.u32(m(0), self.request_id);
+        w.u8(m(4), self.status);
+        w.u8(m(5), self.info_length);
+        w.u16(m(6), (self.vendor_id >> 8) as u16);
+        w.u24(m(8), self.qpn);
+        w.u8(m(11), self.vendor_id as u8);
+        w.u64(m(12), self.service_id);
+        w.u32(m(20), self.qkey);
+        w.bytes(m(24), &self.info);
+        w.bytes(m(96), &self.private_data);
+        Ok(())
+    }
+
+    fn read(r: &Rd<'_>, ids: (u32, u32)) -> SidrRep {
+        SidrRep {
+            request_id: ids.0,
+            status: r.u8(m(4)),
+            info_length: r.u8(m(5)),
+            vendor_id: u32::from(r.u16(m(6))) << 8 | u32::from(r.u8(m(11))),
+            qpn: r.u24(m(8)),
+            service_id: r.u64(m(12)),
+            qkey: r.u32(m(20)),
+            info: r.arr(m(24)),
+            private_data: r.arr(m(96)),
+        }
+    }
+}
+
 /// MsgRcptAck (C12 table 107, `CM_MRA_*`; spec §3.5).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Mra {
@@ -763,56 +903,9 @@ impl CmMad {
         let mut w = Wr(&mut b);
         match &self.msg {
             CmMsg::Req(x) => x.write(&mut w)?,
-            CmMsg::Mra(x) => {
-                fit(x.msg_mraed.into(), 2, "message MRAed")?;
-                fit(x.service_timeout.into(), 5, "service timeout")?;
-                w.u32(m(0), x.local_comm_id);
-                w.u32(m(4), x.remote_comm_id);
-                w.bits(m(8), 6, x.msg_mraed);
-                w.bits(m(9), 3, x.service_timeout);
-                w.bytes(m(10), &x.private_data);
-            }
-            CmMsg::Rej(x) => {
-                fit(x.msg_rejected.into(), 2, "message REJected")?;
-                if usize::from(x.ari_length) > pdata::REJ_ARI {
-                    return Err(MadError::Field("reject info length"));
-                }
-                w.u32(m(0), x.local_comm_id);
-                w.u32(m(4), x.remote_comm_id);
-                w.bits(m(8), 6, x.msg_rejected);
-                w.bits(m(9), 1, x.ari_length);
-                w.u16(m(10), x.reason);
-                w.bytes(m(12), &x.ari);
-                w.bytes(m(84), &x.private_data);
-            }
-            CmMsg::Rep(x) => {
-                fit(x.local_qpn.into(), 24, "local QPN")?;
-                fit(x.vendor_id.into(), 24, "vendor id")?;
-                fit(x.local_eecn.into(), 24, "local EECN")?;
-                fit(x.starting_psn.into(), 24, "starting PSN")?;
-                fit(x.target_ack_delay.into(), 5, "target ACK delay")?;
-                fit(x.failover_accepted.into(), 2, "failover accepted")?;
-                fit(x.rnr_retry_count.into(), 3, "RNR retry count")?;
-                let v = x.vendor_id.to_be_bytes();
-                w.u32(m(0), x.local_comm_id);
-                w.u32(m(4), x.remote_comm_id);
-                w.u32(m(8), x.local_qkey);
-                w.u24(m(12), x.local_qpn);
-                w.u8(m(15), v[1]);
-                w.u24(m(16), x.local_eecn);
-                w.u8(m(19), v[2]);
-                w.u24(m(20), x.starting_psn);
-                w.u8(m(23), v[3]);
-                w.u8(m(24), x.responder_resources);
-                w.u8(m(25), x.initiator_depth);
-                w.bits(m(26), 3, x.target_ack_delay);
-                w.bits(m(26), 1, x.failover_accepted);
-                w.bits(m(26), 0, x.flow_control as u8);
-                w.bits(m(27), 5, x.rnr_retry_count);
-                w.bits(m(27), 4, x.srq as u8);
-                w.u64(m(28), x.local_ca_guid);
-                w.bytes(m(36), &x.private_data);
-            }
+            CmMsg::Mra(x) => x.write(&mut w)?,
+            CmMsg::Rej(x) => x.write(&mut w)?,
+            CmMsg::Rep(x) => x.write(&mut w)?,
             CmMsg::Rtu(x) => {
                 w.u32(m(0), x.local_comm_id);
                 w.u32(m(4), x.remote_comm_id);
@@ -836,23 +929,7 @@ impl CmMad {
                 w.u64(m(8), x.service_id);
                 w.bytes(m(16), &x.private_data);
             }
-            CmMsg::SidrRep(x) => {
-                fit(x.qpn.into(), 24, "QPN")?;
-                fit(x.vendor_id.into(), 24, "vendor id")?;
-                if usize::from(x.info_length) > pdata::SIDR_REP_INFO {
-                    return Err(MadError::Field("additional information length"));
-                }
-                w.u32(m(0), x.request_id);
-                w.u8(m(4), x.status);
-                w.u8(m(5), x.info_length);
-                w.u16(m(6), (x.vendor_id >> 8) as u16);
-                w.u24(m(8), x.qpn);
-                w.u8(m(11), x.vendor_id as u8);
-                w.u64(m(12), x.service_id);
-                w.u32(m(20), x.qkey);
-                w.bytes(m(24), &x.info);
-                w.bytes(m(96), &x.private_data);
-            }
+            CmMsg::SidrRep(x) => x.write(&mut w)?,
         }
         *out = b;
         Ok(())
@@ -882,40 +959,9 @@ impl CmMad {
         let ids = (r.u32(m(0)), r.u32(m(4)));
         let msg = match attr {
             AttrId::Req => CmMsg::Req(Req::read(&r)),
-            AttrId::Mra => CmMsg::Mra(Mra {
-                local_comm_id: ids.0,
-                remote_comm_id: ids.1,
-                msg_mraed: r.bits(m(8), 7, 6),
-                service_timeout: r.bits(m(9), 7, 3),
-                private_data: r.arr(m(10)),
-            }),
-            AttrId::Rej => CmMsg::Rej(Rej {
-                local_comm_id: ids.0,
-                remote_comm_id: ids.1,
-                msg_rejected: r.bits(m(8), 7, 6),
-                ari_length: r.bits(m(9), 7, 1),
-                reason: r.u16(m(10)),
-                ari: r.arr(m(12)),
-                private_data: r.arr(m(84)),
-            }),
-            AttrId::Rep => CmMsg::Rep(Rep {
-                local_comm_id: ids.0,
-                remote_comm_id: ids.1,
-                local_qkey: r.u32(m(8)),
-                local_qpn: r.u24(m(12)),
-                vendor_id: u32::from_be_bytes([0, r.u8(m(15)), r.u8(m(19)), r.u8(m(23))]),
-                local_eecn: r.u24(m(16)),
-                starting_psn: r.u24(m(20)),
-                responder_resources: r.u8(m(24)),
-                initiator_depth: r.u8(m(25)),
-                target_ack_delay: r.bits(m(26), 7, 3),
-                failover_accepted: r.bits(m(26), 2, 1),
-                flow_control: r.bits(m(26), 0, 0) != 0,
-                rnr_retry_count: r.bits(m(27), 7, 5),
-                srq: r.bits(m(27), 4, 4) != 0,
-                local_ca_guid: r.u64(m(28)),
-                private_data: r.arr(m(36)),
-            }),
+            AttrId::Mra => CmMsg::Mra(Mra::read(&r, ids)),
+            AttrId::Rej => CmMsg::Rej(Rej::read(&r, ids)),
+            AttrId::Rep => CmMsg::Rep(Rep::read(&r, ids)),
             AttrId::Rtu => CmMsg::Rtu(Rtu {
                 local_comm_id: ids.0,
                 remote_comm_id: ids.1,
@@ -938,17 +984,7 @@ impl CmMad {
                 service_id: r.u64(m(8)),
                 private_data: r.arr(m(16)),
             }),
-            AttrId::SidrRep => CmMsg::SidrRep(SidrRep {
-                request_id: ids.0,
-                status: r.u8(m(4)),
-                info_length: r.u8(m(5)),
-                vendor_id: u32::from(r.u16(m(6))) << 8 | u32::from(r.u8(m(11))),
-                qpn: r.u24(m(8)),
-                service_id: r.u64(m(12)),
-                qkey: r.u32(m(20)),
-                info: r.arr(m(24)),
-                private_data: r.arr(m(96)),
-            }),
+            AttrId::SidrRep => CmMsg::SidrRep(SidrRep::read(&r, ids)),
         };
         Ok(Self { hdr, msg })
     }
