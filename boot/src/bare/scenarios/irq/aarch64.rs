@@ -15,7 +15,8 @@
 //! * The distributor (GICv2 architecture spec, IHI 0048B, 4.3; C.8 "the
 //!   smallest MSI path"), per SPI: pending cleared (GICD_ICPENDR),
 //!   priority 0xA0 (GICD_IPRIORITYR), CPU interface 0 (GICD_ITARGETSR: on
-//!   a GICv2 an SPI with no target is never forwarded), edge
+//!   a GICv2 an SPI with no target is never forwarded; QEMU's GIC with one
+//!   CPU forwarded to CPU 0 even without the write, observed), edge
 //!   (GICD_ICFGR), enabled (GICD_ISENABLER); the timer PPI enabled with
 //!   the same priority; GICD_CTLR = 1. The CPU interface (4.4): GICC_PMR
 //!   0xF0, GICC_CTLR = 1. No security extensions on `virt` without
@@ -67,7 +68,8 @@ const V2M_MSI_SETSPI_NS: u64 = 0x040;
 /// (lower value = higher priority; C.8).
 const PRIORITY: u32 = 0xA0;
 const PMR: u32 = 0xF0;
-/// CNTV_CTL_EL0: ENABLE [0], IMASK [1] (Arm ARM D13/D19 "CNTV_CTL_EL0").
+/// CNTV_CTL_EL0: ENABLE [0], IMASK [1] (Arm ARM, DDI 0487, register
+/// description "CNTV_CTL_EL0").
 const CNTV_ENABLE: u64 = 1;
 
 fn read(addr: u64) -> u32 {
