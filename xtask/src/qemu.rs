@@ -19,7 +19,8 @@
 //! sits behind the virt machine's PCIe ECAM, the image assigns its BAR,
 //! prints on the PL011 and exits through semihosting with the same statuses;
 //! guest RAM starts at `VIRT_RAM_BASE`, which the model gets as
-//! `IRDMA_RAM_BASE`.
+//! `IRDMA_RAM_BASE`. With `--irq` the device is `ivshmem-doorbell` there
+//! too: its MSI-X messages go to the `virt` machine's GICv2m frame.
 
 use std::fs::{File, OpenOptions};
 use std::io::{BufRead, BufReader, Read};
@@ -510,7 +511,7 @@ pub fn qemu_args(
     kvm: bool,
 ) -> Vec<String> {
     if opts.arch == Arch::Aarch64 {
-        return qemu_args_aarch64(opts, image, bar, ram);
+        return qemu_args_aarch64(opts, image, bar, ram, sock);
     }
     let mut a: Vec<String> = vec![
         "-nodefaults".into(),
@@ -591,8 +592,15 @@ fn shared_files_args(bar: &Path, ram: &Path, irq_sock: Option<&Path>) -> Vec<Str
 /// The QEMU arguments of an aarch64 run: `-M virt` (its PL011 is the
 /// console, its PCIe host bridge carries the ivshmem device), TCG with a
 /// Cortex-A57, the same two shared files as on x86_64, and `-semihosting`
-/// for the exit status.
-fn qemu_args_aarch64(opts: &Opts, image: &Path, bar: &Path, ram: &Path) -> Vec<String> {
+/// for the exit status. `virt` keeps its default GICv2 (with the GICv2m
+/// MSI frame the `--irq` runs need; spec interrupts.md C.8).
+fn qemu_args_aarch64(
+    opts: &Opts,
+    image: &Path,
+    bar: &Path,
+    ram: &Path,
+    sock: &Path,
+) -> Vec<String> {
     let mut a: Vec<String> = vec![
         "-nodefaults".into(),
         "-machine".into(),
@@ -602,7 +610,7 @@ fn qemu_args_aarch64(opts: &Opts, image: &Path, bar: &Path, ram: &Path) -> Vec<S
         "-cpu".into(),
         "cortex-a57".into(),
     ];
-    a.extend(shared_files_args(bar, ram, None));
+    a.extend(shared_files_args(bar, ram, opts.irq.then_some(sock)));
     a.extend(["-semihosting".into(), "-kernel".into(), image.display().to_string()]);
     if let Some(s) = &opts.append {
         a.extend(["-append".into(), s.clone()]);
@@ -1080,8 +1088,11 @@ fn parse_opts(args: &[String]) -> Result<Opts, String> {
     if o.pcap.is_some() && !matches!(o.model, ModelSel::Shm(_)) {
         return Err("--pcap needs the built-in model (mock-bar-cm)".into());
     }
-    if o.irq && (o.arch != Arch::X86_64 || !matches!(o.model, ModelSel::Shm(_)) || o.qboot) {
-        return Err("--irq: x86_64 with the built-in model, under SeaBIOS (it assigns BAR1)".into());
+    if o.irq && (!matches!(o.model, ModelSel::Shm(_)) || o.qboot) {
+        return Err(
+            "--irq: the built-in model; on x86_64 under SeaBIOS (it assigns BAR1, qboot does not)"
+                .into(),
+        );
     }
     if o.arch == Arch::Aarch64 {
         if o.qboot || o.defmt {
@@ -1122,9 +1133,10 @@ pub fn main(args: &[String]) -> ExitCode {
              PIT. `--pcap FILE` makes the model write every RoCEv2 frame of the run to FILE and\n\
              checks it (tshark: every frame InfiniBand, no malformed/expert item; scapy: every\n\
              ICRC). `--arch aarch64` boots the aarch64 image on qemu-system-aarch64 -M virt (TCG;\n\
-             no --qboot/--defmt; timeout 300 s). `--irq` (x86_64, SeaBIOS) serves the BAR through\n\
-             ivshmem-doorbell with the model as its server, so the model raises MSI-X interrupts\n\
-             and the guest runs its irq_* scenarios. The host/guest contract is documented in\n\
+             no --qboot/--defmt; timeout 300 s). `--irq` (x86_64 under SeaBIOS, or aarch64) serves\n\
+             the BAR through ivshmem-doorbell with the model as its server, so the model raises\n\
+             MSI-X interrupts (x86_64: local APIC; aarch64: GICv2m) and the guest runs its irq_*\n\
+             scenarios. The host/guest contract is documented in\n\
              boot/src/contract.rs."
         );
         return ExitCode::SUCCESS;
@@ -1434,8 +1446,10 @@ pub fn run_leg() -> Result<String, String> {
 
 /// The `qemu-aarch64` leg: the aarch64 image on `-M virt` with the device
 /// model (every driver scenario must pass, with the same checks as the
-/// `qemu` leg), without a model (they must skip), and the three failure
-/// exits through semihosting.
+/// `qemu` leg), without a model (they must skip), the interrupt run
+/// (`--irq`: MSI-X through ivshmem-doorbell and the GICv2m, the `irq_*`
+/// scenarios must pass; they skip in the other runs), and the three
+/// failure exits through semihosting.
 pub fn run_leg_aarch64() -> Result<String, String> {
     require_qemu_for(Arch::Aarch64)?;
     let image = build_aarch64()?;
@@ -1445,11 +1459,16 @@ pub fn run_leg_aarch64() -> Result<String, String> {
     let bare = Opts { model: ModelSel::Bare, ..quiet.clone() };
     let mut problems = Vec::new();
     let mut notes = Vec::new();
-    for (title, opts) in [("aarch64-model", quiet.clone()), ("aarch64-bare", bare.clone())] {
+    for (title, opts) in [
+        ("aarch64-model", quiet.clone()),
+        ("aarch64-bare", bare.clone()),
+        ("aarch64-irq", Opts { irq: true, ..quiet.clone() }),
+    ] {
         let o = run_image(&image, &opts)?;
         print_summary(title, &o);
         let mut why = o.verdict();
         why.extend(model_checks(&o, opts.model.attached()));
+        why.extend(irq_checks(&o, opts.irq));
         if !o.console.iter().any(|l| l.starts_with("  clock: ") && l.ends_with("from CNTFRQ_EL0")) {
             why.push("the clock line does not say the rate came from CNTFRQ_EL0".into());
         }
@@ -1601,6 +1620,29 @@ mod tests {
         assert!(parse_opts(&["--arch".into(), "riscv".into()]).is_err());
         assert_eq!(Arch::Aarch64.ram_base(), 0x4000_0000);
         assert_eq!(Arch::X86_64.ram_base(), 0);
+    }
+
+    #[test]
+    fn aarch64_irq_command_line() {
+        // --irq on aarch64 (issue #31): ivshmem-doorbell served by the
+        // model on the socket, on virt's default GIC (v2, with the v2m
+        // frame; a gic-version=3 machine has no MSI path without the ITS).
+        let opts = parse_opts(&["--arch".into(), "aarch64".into(), "--irq".into()]).unwrap();
+        assert!(opts.irq && opts.arch == Arch::Aarch64);
+        let (img, b, r, c2) =
+            (Path::new("/img"), Path::new("/b"), Path::new("/r"), Path::new("/c"));
+        let s = qemu_args(&opts, img, b, r, c2, Path::new("/s"), false).join(" ");
+        assert!(s.contains("-chardev socket,path=/s,id=ivs"), "{s}");
+        assert!(
+            s.contains(&format!("-device ivshmem-doorbell,chardev=ivs,vectors={}", c::IRQ_VECTORS)),
+            "{s}"
+        );
+        assert!(!s.contains("ivshmem-plain") && !s.contains("gic-version"), "{s}");
+        assert!(s.contains("mem-path=/r,share=on") && s.contains("-semihosting"), "{s}");
+        for bad in [&["--irq", "--qboot"][..], &["--irq", "--no-model"][..]] {
+            let args: Vec<String> = bad.iter().map(|a| a.to_string()).collect();
+            assert!(parse_opts(&args).is_err(), "{bad:?}");
+        }
     }
 
     #[test]

@@ -175,7 +175,7 @@ pub fn run_all(
     r.run("clock", || clock_check(source));
     // MSI-X, IDT and local APIC before the device is probed (interrupt
     // runs only): the probe enables the vectors.
-    irq::setup(r, &ctx);
+    irq::setup(r, &ctx, info);
     let mut b = bringup::Bringup::new(&ctx);
     b.run(r);
     // The device the verbs scenarios use: from a cold PF through the LAN

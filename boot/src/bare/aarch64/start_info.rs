@@ -1,7 +1,9 @@
 //! The flattened device tree QEMU's `virt` machine hands the image: the
 //! command line (`/chosen/bootargs`, from `-append`), the RAM (`/memory`)
 //! and the PCIe ECAM (`pci-host-ecam-generic` reg). Only what the image
-//! needs is read; `virt` uses #address-cells = #size-cells = 2 throughout.
+//! needs is read, plus the GICv2 (interrupt runs: the `intc` node's
+//! distributor and CPU interface, its `v2m` frame, the virtual timer's
+//! PPI); `virt` uses #address-cells = #size-cells = 2 throughout.
 //!
 //! QEMU puts the DTB at the start of RAM when the ELF image is loaded above
 //! it (hw/arm/boot.c); `x0` at entry may hold its address too. Both are
@@ -26,6 +28,25 @@ pub struct StartInfo {
     regions: [Region; 4],
     n_regions: usize,
     ecam: Option<(u64, u64)>,
+    gic: Gic,
+}
+
+/// What the DTB says about the interrupt controller (QEMU `virt`,
+/// hw/arm/virt.c: create_gic, create_v2m, fdt_add_timer_nodes); `None`
+/// where it says nothing.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Gic {
+    /// The `intc` node's first `reg` range: the distributor.
+    pub dist: Option<u64>,
+    /// Its second range: the CPU interface (GICv2; a GICv3 has the
+    /// redistributors there).
+    pub cpu: Option<u64>,
+    /// The `v2m` child's `reg`: the GICv2m MSI frame.
+    pub v2m: Option<u64>,
+    /// The `timer` node's third `interrupts` triple (arm,armv8-timer
+    /// binding order: secure, non-secure, virtual, hypervisor), as an
+    /// INTID (PPI n = 16 + n).
+    pub virt_timer: Option<u32>,
 }
 
 fn be32(b: &[u8], at: usize) -> Option<u32> {
@@ -73,11 +94,29 @@ impl StartInfo {
             regions: [Region { addr: 0, size: 0, kind: 0 }; 4],
             n_regions: 0,
             ecam: None,
+            gic: Gic::default(),
         };
         let mut regions = [Region { addr: 0, size: 0, kind: 0 }; 4];
         let mut n = 0;
         let mut ecam = None;
+        let mut gic = Gic::default();
         info.walk(|path, name, value| {
+            let intc = path.first().is_some_and(|n| n.starts_with(b"intc"));
+            if path.len() == 1 && intc && name == b"reg" {
+                gic.dist = be64(value, 0);
+                gic.cpu = be64(value, 16);
+            }
+            if path.len() == 2 && intc && path[1].starts_with(b"v2m") && name == b"reg" {
+                gic.v2m = be64(value, 0);
+            }
+            if path == [b"timer".as_slice()] && name == b"interrupts" {
+                // Triple 2: <type number flags>, type 1 = PPI.
+                gic.virt_timer =
+                    be32(value, 24).zip(be32(value, 28)).and_then(|(kind, n)| match kind {
+                        1 if n < 16 => Some(16 + n),
+                        _ => None,
+                    });
+            }
             if path.first().is_some_and(|n| n.starts_with(b"memory"))
                 && path.len() == 1
                 && name == b"reg"
@@ -98,6 +137,7 @@ impl StartInfo {
         info.regions = regions;
         info.n_regions = n;
         info.ecam = ecam;
+        info.gic = gic;
         Some(info)
     }
 
@@ -167,6 +207,11 @@ impl StartInfo {
     /// The PCIe ECAM (base, size), if the DTB describes one.
     pub fn ecam(&self) -> Option<(u64, u64)> {
         self.ecam
+    }
+
+    /// The interrupt controller, as far as the DTB describes it.
+    pub fn gic(&self) -> Gic {
+        self.gic
     }
 }
 

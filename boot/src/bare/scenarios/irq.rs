@@ -1,34 +1,42 @@
 //! Completion by interrupt in QEMU (issue #31): the model process raises
 //! MSI-X interrupts through QEMU's `ivshmem-doorbell` (it is the ivshmem
-//! server; `cargo xtask qemu --irq`), the core halts in `Cq::wait` until
-//! one arrives.
+//! server; `cargo xtask qemu --irq`, on x86_64 and aarch64), the core
+//! halts in `Cq::wait` until one arrives.
 //!
-//! Guest side (spec interrupts.md part C, x86_64):
+//! Guest side (spec interrupts.md part C; the interrupt controller in
+//! `x86` / `aarch64` below this module):
 //!
-//! * `irq_setup`, before the device is probed: the legacy 8259s remapped
-//!   to 0x20/0x28 and masked (C.4); the xAPIC enabled (SVR = 0x1FF, TPR 0;
-//!   C.3), its page mapped uncached; MSI-X on the function (C.1): Memory +
-//!   Bus Master, function mask + enable, table entry `n` (device vector
-//!   `n`) = address 0xFEE0_0000 | APIC ID << 12, data = vector
-//!   [`idt::IRQ_BASE`] + n (fixed, edge; C.2), unmasked, then the function
-//!   mask cleared. The driver is then probed with
-//!   `ProbeOptions::interrupts` (AEQ on entry [`contract::IRQ_FIRST`],
-//!   CEQ 0 on the next). Interrupts stay disabled (IF = 0) except inside
-//!   `sti; hlt`, so one raised during the polled scenarios waits in the
-//!   APIC until the first halt (the driver re-enables its vector then).
-//! * The halt given to `Cq::wait`: with IF = 0, run the driver's handler
-//!   for every entry whose stub ran (`idt::take_pending`; the handler runs
-//!   here, not in the stub, see `idt`), return if woken, else `sti; hlt`
-//!   (atomic: an interrupt after the check still ends the halt; C.6) and
-//!   `cli`. A one-shot local-APIC timer (entry 3) bounds each halt to
-//!   [`WATCHDOG_MS`], so a lost interrupt shows as a failure after
-//!   [`WAIT`] instead of a hung guest.
+//! * `irq_setup`, before the device is probed: the interrupt controller
+//!   set up (x86_64: the legacy 8259s remapped to 0x20/0x28 and masked,
+//!   C.4; the xAPIC enabled, SVR = 0x1FF, TPR 0, C.3, its page mapped
+//!   uncached. aarch64 `virt`: the GICv2 distributor and CPU interface,
+//!   the GICv2m frame's SPIs, C.8); MSI-X on the function (C.1): Memory +
+//!   Bus Master, the table's BAR assigned if firmware left it unassigned
+//!   (always on aarch64), function mask + enable, table entry `n` (device
+//!   vector `n`) = the controller's message for entry `n` (x86_64:
+//!   0xFEE0_0000 | APIC ID << 12, data [`idt::IRQ_BASE`] + n, fixed,
+//!   edge, C.2; aarch64: MSI_SETSPI_NS of the v2m frame, data = its first
+//!   SPI + n), unmasked, then the function mask cleared. The driver is
+//!   then probed with `ProbeOptions::interrupts` (AEQ on entry
+//!   [`contract::IRQ_FIRST`], CEQ 0 on the next). Interrupts stay masked
+//!   (x86_64 IF = 0, aarch64 PSTATE.I = 1) except inside the halt, so one
+//!   raised during the polled scenarios waits in the APIC / GIC until the
+//!   first halt (the driver re-enables its vector then).
+//! * The halt given to `Cq::wait`: with interrupts masked, run the
+//!   driver's handler for every entry whose interrupt was taken
+//!   (`idt::take_pending`; the handler runs here, not in the interrupt,
+//!   see `idt`), return if woken, else halt until an interrupt with no
+//!   window for a lost wake-up (x86_64 `sti; hlt`, C.6; aarch64 `wfi`
+//!   with the IRQ still masked, then unmask to take it, C.8) and mask
+//!   again. A one-shot timer (x86_64 the local-APIC timer, aarch64 the
+//!   generic virtual timer; both report as entry [`TIMER_ENTRY`]) bounds
+//!   each halt to [`WATCHDOG_MS`], so a lost interrupt shows as a failure
+//!   after [`WAIT`] instead of a hung guest.
 //! * The model completes the work while the core is halted: before each
 //!   post the guest asks it to pause ([`contract::FAULT_PAUSE`]), so the
 //!   post, the arm and the halt all happen before the device runs.
 //!
-//! Without MSI-X (the default `ivshmem-plain` run) or on aarch64 every line
-//! here skips.
+//! Without MSI-X (the default `ivshmem-plain` run) every line here skips.
 
 use core::sync::atomic::{AtomicBool, Ordering};
 use core::time::Duration;
@@ -39,6 +47,14 @@ use irdma_hal::MmioBar;
 
 use super::{Ctx, Msg, Outcome, Runner, msg};
 use crate::bare::scenarios::verbs::Dev;
+use crate::bare::start_info::StartInfo;
+
+#[cfg(target_arch = "aarch64")]
+#[path = "irq/aarch64.rs"]
+mod plat;
+#[cfg(target_arch = "x86_64")]
+#[path = "irq/x86.rs"]
+mod plat;
 
 /// The scenario lines after `device_probe` (`irq_setup` runs before it).
 pub const NAMES: [&str; 2] = ["irq_write_send", "irq_idle"];
@@ -60,29 +76,20 @@ pub fn msix() -> MsixInfo {
 }
 
 /// Longest a `Cq::wait` may take before the scenario fails.
-#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
 const WAIT: Duration = Duration::from_secs(2);
-/// Longest single halt (the local-APIC watchdog).
-#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+/// Longest single halt (the watchdog timer).
 const WATCHDOG_MS: u32 = 50;
+/// The `idt` entry the watchdog timer reports as (not a device vector:
+/// [`contract::IRQ_VECTORS`] entries are 0..3).
+const TIMER_ENTRY: u32 = 3;
 /// How long the model pauses before each post (µs).
-#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
 const PAUSE_US: u32 = 20_000;
 /// WRITEs of `irq_idle`.
-#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
 const IDLE_ROUNDS: u32 = 5;
 
 /// `irq_setup` (before the probe).
-pub fn setup(r: &mut Runner, ctx: &Ctx) {
-    #[cfg(target_arch = "x86_64")]
-    r.run("irq_setup", || x86::setup(ctx));
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        let _ = ctx;
-        r.run("irq_setup", || {
-            Ok(Outcome::Skip(msg(format_args!("MSI through the model: x86_64 only so far"))))
-        });
-    }
+pub fn setup(r: &mut Runner, ctx: &Ctx, info: Option<&StartInfo>) {
+    r.run("irq_setup", || common::setup(ctx, info));
 }
 
 /// Skips every line of [`NAMES`].
@@ -102,38 +109,30 @@ pub fn run(r: &mut Runner, dev: &Dev<'_>, bar: &MmioBar) {
         };
         return skip_all(r, &why);
     }
-    #[cfg(target_arch = "x86_64")]
-    {
-        r.run(NAMES[0], || x86::write_send(dev, bar).map(|()| Outcome::Pass));
-        r.run(NAMES[1], || x86::idle(dev, bar).map(|()| Outcome::Pass));
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        let _ = bar;
-        skip_all(r, &msg(format_args!("x86_64 only so far")));
-    }
+    r.run(NAMES[0], || common::write_send(dev, bar).map(|()| Outcome::Pass));
+    r.run(NAMES[1], || common::idle(dev, bar).map(|()| Outcome::Pass));
 }
 
-#[cfg(target_arch = "x86_64")]
-mod x86 {
+/// What both architectures share: MSI-X on the function, the waits and the
+/// scenarios; the interrupt controller and the halt come from `plat`.
+mod common {
     use core::sync::atomic::Ordering;
 
     use irdma::wr::{RecvWr, SendFlags, SendWr, Sge, WcOpcode, WcStatus, WorkCompletion, WrOpcode};
     use irdma_boot::contract::{self, MAILBOX};
     use irdma_hal::pci::{self, ConfigSpace};
     use irdma_hal::{Bar, Hal, MmioBar};
-    use x86_64::instructions::interrupts;
-    use x86_64::registers::model_specific::Msr;
 
     use super::super::bringup::{model_counters, request_fault};
     use super::super::verbs::{
         Dev, EMPTY_WC, TCq, buf, check, expect, fill, objects, pages_of, reg,
     };
     use super::super::{Ctx, Kind, Msg, Outcome, msg};
-    use super::{IDLE_ROUNDS, ON, PAUSE_US, WAIT, WATCHDOG_MS};
+    use super::{IDLE_ROUNDS, ON, PAUSE_US, TIMER_ENTRY, WAIT, plat};
     use crate::bare::hal::BootHal;
-    use crate::bare::idt::{self, IRQ_BASE, SPURIOUS};
+    use crate::bare::idt;
     use crate::bare::serial::println;
+    use crate::bare::start_info::StartInfo;
     use crate::bare::{arch, clock, paging};
 
     /// MSI-X capability ID (PCI §6.8.2).
@@ -141,40 +140,6 @@ mod x86 {
     /// Message Control: enable [15], function mask [14].
     const MC_ENABLE: u16 = 1 << 15;
     const MC_MASK: u16 = 1 << 14;
-    /// IA32_APIC_BASE (SDM; spec C.3): global enable [11], base [51:12].
-    const IA32_APIC_BASE: u32 = 0x1B;
-    const APIC_ENABLE: u64 = 1 << 11;
-    /// xAPIC register offsets (spec C.3; SDM "Local APIC").
-    const APIC_ID: u64 = 0x20;
-    const APIC_TPR: u64 = 0x80;
-    const APIC_EOI: u64 = 0xB0;
-    const APIC_SVR: u64 = 0xF0;
-    const APIC_LVT_TIMER: u64 = 0x320;
-    const APIC_TIMER_INIT: u64 = 0x380;
-    const APIC_TIMER_DIV: u64 = 0x3E0;
-    /// The IDT entry stub the watchdog timer uses (not a device vector).
-    const TIMER_ENTRY: u32 = 3;
-    /// QEMU's local-APIC timer counts at 1 GHz (hw/intc/apic_common.c,
-    /// APIC bus cycle 1 ns) with divide-by-1.
-    const APIC_TIMER_HZ: u64 = 1_000_000_000;
-
-    static APIC: spin::Once<u64> = spin::Once::new();
-
-    fn apic_write(reg: u64, v: u32) {
-        if let Some(base) = APIC.get() {
-            // SAFETY: `setup` mapped the xAPIC page uncached before setting
-            // APIC; `reg` is one of the 32-bit registers above.
-            unsafe { core::ptr::write_volatile((base + reg) as *mut u32, v) };
-        }
-    }
-
-    fn apic_read(reg: u64) -> u32 {
-        match APIC.get() {
-            // SAFETY: as in `apic_write`.
-            Some(base) => unsafe { core::ptr::read_volatile((base + reg) as *const u32) },
-            None => 0,
-        }
-    }
 
     fn find_cap(cs: &impl ConfigSpace, id: u8) -> Option<u16> {
         // Status [4]: capability list present; pointer at 0x34.
@@ -195,26 +160,36 @@ mod x86 {
         None
     }
 
-    /// Remaps the 8259s away from the exception vectors, then masks them
-    /// (spec C.4).
-    fn pic_off() {
-        for (port, v) in [
-            (0x20, 0x11),
-            (0xA0, 0x11),
-            (0x21, 0x20),
-            (0xA1, 0x28),
-            (0x21, 0x04),
-            (0xA1, 0x02),
-            (0x21, 0x01),
-            (0xA1, 0x01),
-            (0x21, 0xFF),
-            (0xA1, 0xFF),
-        ] {
-            arch::outb(port, v);
+    /// The MSI-X table's BAR `bir`: its address and whether this call
+    /// assigned it — in `arch::BAR_WINDOW`, above the device's register BAR
+    /// (`used`), when firmware left it unassigned (aarch64 `virt` has no
+    /// firmware that assigns BARs; SeaBIOS does on x86_64).
+    fn table_bar(cs: &impl ConfigSpace, bir: u8, used: &pci::BarInfo) -> Result<(u64, bool), Msg> {
+        let raw = u64::from(cs.read32(pci::cfg::BAR0 + 4 * u16::from(bir)) & !0xF);
+        if raw != 0 {
+            return Ok((raw, false));
         }
+        let bar = pci::probe_bar(cs, bir).map_err(|e| msg(format_args!("BAR{bir}: {e:?}")))?;
+        let (lo, hi) = arch::BAR_WINDOW;
+        let used_end = used.addr.saturating_add(used.size);
+        let start = if used.addr >= lo && used_end <= hi { used_end } else { lo };
+        let addr = start.checked_next_multiple_of(bar.size).unwrap_or(u64::MAX);
+        let end = addr.checked_add(bar.size);
+        ensure!(
+            end.is_some_and(|e| e <= hi && (e <= used.addr || addr >= used_end)),
+            "MSI-X BAR{bir} unassigned and {:#x} bytes do not fit the window",
+            bar.size
+        );
+        let command = cs.read16(pci::cfg::COMMAND);
+        cs.write16(pci::cfg::COMMAND, command & !pci::cfg::CMD_MEM);
+        pci::set_bar_addr(cs, bir, &bar, addr);
+        cs.write16(pci::cfg::COMMAND, command);
+        let got = pci::probe_bar(cs, bir).map_err(|e| msg(format_args!("BAR{bir}: {e:?}")))?;
+        ensure!(got.addr == addr, "MSI-X BAR{bir}: assigned {addr:#x}, reads back {:#x}", got.addr);
+        Ok((addr, true))
     }
 
-    pub(super) fn setup(ctx: &Ctx) -> Result<Outcome, Msg> {
+    pub(super) fn setup(ctx: &Ctx, info: Option<&StartInfo>) -> Result<Outcome, Msg> {
         let Some(d) = ctx.device.as_ref() else {
             return Ok(Outcome::Skip(msg(format_args!("no device (pci_discovery failed)"))));
         };
@@ -237,43 +212,23 @@ mod x86 {
         let table = cs.read32(cap + 4);
         let (bir, off) = (table & 7, u64::from(table & !7));
         ensure!(bir < 6, "MSI-X table in BIR {bir}");
-        let bar = cs.read32(pci::cfg::BAR0 + 4 * bir as u16);
-        ensure!(bar & 1 == 0 && bar & 6 == 0, "MSI-X BAR{bir} {bar:#x} is not 32-bit memory");
-        let bar = u64::from(bar & !0xF);
-        ensure!(bar != 0, "MSI-X BAR{bir} is unassigned (qboot assigns no BARs)");
+        let raw = cs.read32(pci::cfg::BAR0 + 4 * bir as u16);
+        ensure!(raw & 1 == 0 && raw & 6 == 0, "MSI-X BAR{bir} {raw:#x} is not 32-bit memory");
+        let (bar, assigned) = table_bar(cs, bir as u8, &d.bar)?;
         let table = bar + off;
         // SAFETY: the MSI-X table BAR is device memory in the PCI hole, away
         // from the image and the DMA pool; nothing references it.
         unsafe { paging::map_uc(table, 16 * u64::from(entries)) }
             .map_err(|e| msg(format_args!("map MSI-X table: {e:?}")))?;
 
-        pic_off();
-        let msr = Msr::new(IA32_APIC_BASE);
-        // SAFETY: reading IA32_APIC_BASE has no side effects.
-        let base = unsafe { msr.read() };
-        if base & APIC_ENABLE == 0 {
-            let mut m = Msr::new(IA32_APIC_BASE);
-            // SAFETY: sets the global enable, keeping the base (SDM).
-            unsafe { m.write(base | APIC_ENABLE) };
-        }
-        let apic = base & 0x000F_FFFF_FFFF_F000;
-        // SAFETY: the xAPIC page is device memory (0xFEE0_0000), outside
-        // the image and the DMA pool; nothing references it.
-        unsafe { paging::map_uc(apic, 4096) }.map_err(|e| msg(format_args!("map xAPIC: {e:?}")))?;
-        APIC.call_once(|| apic);
-        apic_write(APIC_TPR, 0);
-        apic_write(APIC_SVR, 0x100 | u32::from(SPURIOUS));
-        // The watchdog: one-shot, masked until a halt arms it.
-        apic_write(APIC_TIMER_DIV, 0xB);
-        apic_write(APIC_LVT_TIMER, 1 << 16 | (u32::from(IRQ_BASE) + TIMER_ENTRY));
-        idt::set_eoi_register(apic + APIC_EOI);
-        let id = apic_read(APIC_ID) >> 24;
+        let ctl = plat::init(info)?;
 
         pci::enable(cs);
         cs.write16(cap + 2, mc | MC_ENABLE | MC_MASK);
         for n in 0..contract::IRQ_VECTORS {
             let e = table + 16 * u64::from(n);
-            let words = [0xFEE0_0000 | id << 12, 0, u32::from(IRQ_BASE) + n, 0];
+            let (addr, data) = ctl.message(n);
+            let words = [addr as u32, (addr >> 32) as u32, data, 0];
             for (i, w) in words.iter().enumerate() {
                 // SAFETY: entry `n` < `entries` of the table mapped above;
                 // 32-bit accesses as MSI-X requires.
@@ -283,8 +238,9 @@ mod x86 {
         cs.write16(cap + 2, (mc | MC_ENABLE) & !MC_MASK);
         ON.store(true, Ordering::Release);
         println!(
-            "  irq_setup: MSI-X {entries} entries at BAR{bir} {bar:#x}+{off:#x}; entries 0..{} -> \
-             APIC {id} vectors {IRQ_BASE:#x}..; 8259 masked, xAPIC {apic:#x} on",
+            "  irq_setup: MSI-X {entries} entries at BAR{bir} {bar:#x}+{off:#x}{}; entries 0..{} -> \
+             {ctl}",
+            if assigned { " (assigned here)" } else { "" },
             contract::IRQ_VECTORS
         );
         Ok(Outcome::Pass)
@@ -293,9 +249,10 @@ mod x86 {
     /// What the halts of one or more waits did.
     #[derive(Default)]
     struct Waits {
-        /// `hlt` executed.
+        /// Halts (`hlt` / `wfi`) executed.
         halts: u64,
-        /// TSC cycles inside `sti; hlt`.
+        /// Counter cycles halted (x86_64 TSC inside `sti; hlt`, aarch64
+        /// CNTVCT around `wfi` and taking the interrupt).
         halted: u64,
         /// TSC cycles inside `Cq::wait`.
         waited: u64,
@@ -309,7 +266,8 @@ mod x86 {
         timed_out: bool,
     }
 
-    /// Runs the driver's handler for every device entry taken (IF = 0).
+    /// Runs the driver's handler for every device entry taken (interrupts
+    /// masked).
     fn service(dev: &Dev<'_>, st: &mut Waits) {
         let p = idt::take_pending();
         if p & 1 << TIMER_ENTRY != 0 {
@@ -323,7 +281,8 @@ mod x86 {
         }
     }
 
-    /// `Cq::wait` with `sti; hlt` as the halt (interrupts off around it).
+    /// `Cq::wait` with `plat::halt` as the halt (interrupts masked around
+    /// it).
     fn wait(
         dev: &Dev<'_>,
         cq: &mut TCq<'_, '_>,
@@ -344,16 +303,8 @@ mod x86 {
                     st.timed_out = true;
                     return;
                 }
-                apic_write(APIC_LVT_TIMER, u32::from(IRQ_BASE) + TIMER_ENTRY);
-                apic_write(APIC_TIMER_INIT, (APIC_TIMER_HZ / 1000) as u32 * WATCHDOG_MS);
-                let h0 = arch::rdtsc();
-                interrupts::enable_and_hlt();
-                let h1 = arch::rdtsc();
-                interrupts::disable();
-                apic_write(APIC_TIMER_INIT, 0);
-                apic_write(APIC_LVT_TIMER, 1 << 16 | (u32::from(IRQ_BASE) + TIMER_ENTRY));
                 st.halts += 1;
-                st.halted += h1.wrapping_sub(h0);
+                st.halted += plat::halt();
             }
         });
         st.waited += arch::rdtsc().wrapping_sub(t0);
@@ -394,6 +345,8 @@ mod x86 {
     /// interrupt signalled during the polled scenarios waits in the APIC
     /// until the first halt).
     fn coalesced(m: &ModelIrq) -> Result<(), Msg> {
+        let stray = plat::stray();
+        ensure!(stray == 0, "{stray} interrupts on an unknown vector / INTID");
         let taken = device_taken();
         ensure!(
             taken <= m.signals,
