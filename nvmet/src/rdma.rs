@@ -200,6 +200,11 @@ pub struct Stats {
     pub early_established: u64,
     /// Completions that matched no outstanding work request.
     pub stray: u64,
+    /// Signalled work requests posted (receives, READ chains, SENDs).
+    pub wrs_posted: u64,
+    /// Of which completed (success, error or flush): equal to
+    /// `wrs_posted` whenever no queue is open or closing.
+    pub wrs_completed: u64,
     /// Held-command responses for no held command.
     pub stray_events: u64,
     /// Queue slots lost because their QP could not be destroyed.
@@ -739,6 +744,7 @@ impl<'d, H: Hal, B: Bar + Clone, T: MadTransport, const Q: usize, const D: usize
         if ok {
             if let Some(st) = q.slots.get_mut(s) {
                 st.recv_posted = true;
+                self.stats.wrs_posted += 1;
             }
         } else {
             self.fatal(qi);
@@ -865,6 +871,7 @@ impl<'d, H: Hal, B: Bar + Clone, T: MadTransport, const Q: usize, const D: usize
         match kind {
             K_RECV if st.recv_posted => {
                 st.recv_posted = false;
+                self.stats.wrs_completed += 1;
                 if !ok {
                     if !flushed {
                         self.fatal(qi);
@@ -890,6 +897,7 @@ impl<'d, H: Hal, B: Bar + Clone, T: MadTransport, const Q: usize, const D: usize
             K_READ if matches!(st.sq, SqWr::Read(_)) => {
                 let SqWr::Read(x) = st.sq else { return };
                 st.sq = SqWr::None;
+                self.stats.wrs_completed += 1;
                 self.end_ctx(qi, s);
                 if !open {
                     return;
@@ -918,6 +926,7 @@ impl<'d, H: Hal, B: Bar + Clone, T: MadTransport, const Q: usize, const D: usize
             }
             K_SEND if st.sq == SqWr::Send => {
                 st.sq = SqWr::None;
+                self.stats.wrs_completed += 1;
                 self.end_ctx(qi, s);
                 if !ok {
                     if !flushed {
@@ -1114,6 +1123,7 @@ impl<'d, H: Hal, B: Bar + Clone, T: MadTransport, const Q: usize, const D: usize
             return self.fatal(qi);
         }
         self.stats.reads += 1;
+        self.stats.wrs_posted += 1;
     }
 
     fn respond(&mut self, qi: usize, s: usize, rsp: Response, write: Option<Xfer>) {
@@ -1176,6 +1186,7 @@ impl<'d, H: Hal, B: Bar + Clone, T: MadTransport, const Q: usize, const D: usize
         }
         st.sq = SqWr::Send;
         self.stats.responses += 1;
+        self.stats.wrs_posted += 1;
         if write.is_some() {
             self.stats.writes += 1;
         }
