@@ -205,7 +205,7 @@ impl<'d> HostQ<'d> {
         let n = depth as u32 + 2;
         let side = Side::new(dev, A, 4 * n, cap(n));
         let rsp = side.region(1, 0);
-        let cmd = side.region(2, 0);
+        let cmd = side.region(3, 0);
         HostQ {
             side,
             rsp,
@@ -228,6 +228,14 @@ impl<'d> HostQ<'d> {
         let wr = signaled(1000 + i as u64, WrOpcode::Send, &[]);
         let sge = [self.cmd.sge(i * 64, 64)];
         self.side.qp.post_send(&[SendWr { sg_list: &sge, ..wr }]).unwrap();
+    }
+
+    /// Posts a capsule of any length (SQE + in-capsule data) from the
+    /// second page of the command buffers.
+    fn send_raw(&mut self, bytes: &[u8]) {
+        self.cmd.put(4096, bytes);
+        let sge = [self.cmd.sge(4096, bytes.len())];
+        self.side.qp.post_send(&[signaled(999, WrOpcode::Send, &sge)]).unwrap();
     }
 
     /// Collects completions; returns the responses (recv completions)
@@ -536,8 +544,19 @@ fn commands_move_data_both_ways_and_the_write_precedes_the_response() {
     assert_eq!(cids, vec![9, 10, 11]);
     same(&data.bytes(8192, 4096), &pattern(9, 4096), "scratch data at the host");
     same(&stub.scratch_seen[&10], &pattern(0x33, 1000), "fetched scratch data");
+    // In-capsule data (spec §1.4) reaches the command layer after the SQE.
+    q.completions.clear();
+    for i in 0..4 {
+        q.repost(i);
+    }
+    let mut cap = sqe(0x18, 12, 0, 0, 0, 0, 0x01).to_vec();
+    cap.extend(pattern(12, 4096));
+    q.send_raw(&cap);
+    run(&mut t, &mut stub, &mut host, &mut [&mut q]);
+    assert_eq!(q.responses().len(), 1);
+    assert_eq!(stub.capsules.last(), Some(&(QueueId(0), 0x18, 12, 64 + 4096)));
     let s = t.stats();
-    assert_eq!((s.capsules, s.responses, s.reads, s.writes), (5, 5, 2, 2), "{s:?}");
+    assert_eq!((s.capsules, s.responses, s.reads, s.writes), (6, 6, 2, 2), "{s:?}");
     assert_eq!((s.wr_errors, s.fatal, s.stray), (0, 0, 0), "{s:?}");
     drop(t);
 }
@@ -788,5 +807,32 @@ fn several_queues_at_once() {
     }
     assert_eq!(stub.opened.iter().map(|o| o.1.qid).collect::<Vec<_>>(), vec![0, 1, 2]);
     drop(regions);
+    drop(t);
+}
+
+/// The device moves the target's QP to ERROR on its own (a catastrophic QP
+/// event, LCE_QP_CATASTROPHIC 0x0700): the queue closes, every WR
+/// completes, QP and CQ come back, the host can connect again.
+#[test]
+fn a_qp_error_closes_the_queue() {
+    let _g = lock();
+    let e = env();
+    let disk = e.disk();
+    let mut t = e.target(&disk);
+    let mut host = e.host();
+    let mut stub = Stub::default();
+    let before = resources(&e.bb);
+    let mut q = HostQ::new(&e.da, 8);
+    open(&mut t, &mut stub, &mut host, &mut q, 1);
+    let qpn = t.qp_num(QueueId(0)).expect("the queue's QP");
+    e.bb.with_device(|d| d.inject_ae(0x0700, 0x5, qpn));
+    run(&mut t, &mut stub, &mut host, &mut [&mut q]);
+    let s = t.stats();
+    assert_eq!((s.qp_errors, s.closed), (1, 1), "{s:?}");
+    assert_eq!(s.wrs_posted, s.wrs_completed, "{s:?}");
+    assert_eq!(stub.closed, vec![QueueId(0)]);
+    assert_eq!(resources(&e.bb), before);
+    let mut q2 = HostQ::new(&e.da, 8);
+    open(&mut t, &mut stub, &mut host, &mut q2, 1);
     drop(t);
 }
