@@ -249,7 +249,7 @@ impl Window {
 unsafe impl IovaMapper for Window {
     fn try_alloc(&mut self, first: NonNull<[u8]>, size: u64, _: BufferDirection) -> Option<u64> {
         let addr = self.translate(first)?;
-        let start = addr - self.iova;
+        let start = addr.wrapping_sub(self.iova);
         (start.checked_add(size)? <= self.len as u64).then_some(addr)
     }
 
@@ -734,7 +734,7 @@ impl<'d, H: Hal, B: Bar + Clone, T: MadTransport, const Q: usize, const D: usize
         let Some(q) = self.queues.get_mut(qi) else { return false };
         let Some(lkey) = q.mr.as_ref().map(|m| m.lkey()) else { return false };
         let sge = [Sge {
-            addr: q.win.iova + layout.recv(s) as u64,
+            addr: q.win.iova.wrapping_add(layout.recv(s) as u64),
             length: layout.recv_stride as u32,
             lkey,
         }];
@@ -1154,7 +1154,8 @@ impl<'d, H: Hal, B: Bar + Clone, T: MadTransport, const Q: usize, const D: usize
         if !buf.write_bytes(layout.rsp(s), &rsp.cqe) {
             return self.fatal(qi);
         }
-        let sge = [Sge { addr: q.win.iova + layout.rsp(s) as u64, length: CQE as u32, lkey }];
+        let sge =
+            [Sge { addr: q.win.iova.wrapping_add(layout.rsp(s) as u64), length: CQE as u32, lkey }];
         // Re-post the receive before the response (nvmet
         // `nvmet_rdma_queue_response`); a capsule landing in it before the
         // SEND completes waits (`deferred`).
