@@ -326,6 +326,7 @@ fn run(t: &mut Tgt<'_>, stub: &mut Stub, host: &mut Host, qs: &mut [&mut HostQ<'
                     // The REP's initiator depth ≤ the host's responder
                     // resources (4), its responder resources 0 (spec §1.3).
                     assert_eq!((params.max_dest_rd_atomic, params.max_rd_atomic), (4, 0));
+                    assert_eq!(params.rnr_retry, 7, "the REP's RNR retry count (spec §1.1)");
                     params.apply(&mut q.side.qp).expect("host QP to RTS");
                     for i in 0..q.depth {
                         q.repost(i);
