@@ -15,7 +15,7 @@ use crate::cqp::engine::device_may_own;
 use crate::device::Device;
 use crate::device::FrRecord;
 use crate::res::pble::{LEAF_ENTRIES, PblNeed, PbleAlloc, PblePolicy, PbleRun, pbl_level};
-use crate::res::{Stag, mr_access_rights};
+use crate::res::{AccessRights, Stag, mr_access_rights};
 use crate::rw::FrMr;
 use crate::uk::mem::dma_slice;
 use crate::wr::{Access, PageSize, RegMrWr, SendWr, WrOpcode};
@@ -154,6 +154,63 @@ pub struct Mr<'d, H: Hal, B: Bar + Clone> {
     pbl: Option<HeldPbl<H>>,
     level: u8,
     alive: bool,
+}
+
+/// What `reg_mr` registers, from a checked [`MrDesc`].
+struct MrLayout<'p> {
+    /// The pages the length needs (extra ones are ignored).
+    pages: &'p [u64],
+    first_page: u64,
+    /// Each page right after the previous (verbs.c:
+    /// irdma_check_mr_contiguous): level 0.
+    contiguous: bool,
+    npages: u32,
+    rights: AccessRights,
+}
+
+/// `reg_mr`'s checks of a description: a non-empty length within
+/// [`MAX_MR_SIZE`], pages aligned to the page size and enough of them to
+/// cover the offset in the first page plus the length, no overflowing
+/// address range, access flags the device can express.
+fn mr_layout<'p>(d: &MrDesc<'p>) -> Result<MrLayout<'p>, VerbsError> {
+    let pbytes = d.page_size.bytes();
+    if d.length == 0 || d.pages.is_empty() {
+        return Err(VerbsError::Invalid { what: Phrase::new(&"empty MR") });
+    }
+    if d.length > MAX_MR_SIZE {
+        return Err(VerbsError::TooLong { length: d.length });
+    }
+    if d.pages.iter().any(|p| p % pbytes != 0) {
+        return Err(VerbsError::Invalid {
+            what: Phrase::new(&"page address not aligned to the page size"),
+        });
+    }
+    // The pages must cover [offset in first page, + length).
+    let first_off = d.iova % pbytes;
+    let need = first_off
+        .checked_add(d.length)
+        .map(|e| e.div_ceil(pbytes))
+        .ok_or(VerbsError::Invalid { what: Phrase::new(&"iova + length overflows") })?;
+    if (d.pages.len() as u64) < need {
+        return Err(VerbsError::Invalid {
+            what: Phrase::new(&"fewer pages than the length needs"),
+        });
+    }
+    if !d.zero_based && d.iova.checked_add(d.length).is_none() {
+        return Err(VerbsError::Invalid { what: Phrase::new(&"iova + length overflows") });
+    }
+    let rights = mr_access_rights(d.access)?;
+    let pages = d.pages.get(..need as usize).unwrap_or(d.pages);
+    let Some(&first_page) = pages.first() else {
+        return Err(VerbsError::Invalid { what: Phrase::new(&"empty MR") });
+    };
+    let contiguous = pages
+        .iter()
+        .enumerate()
+        .all(|(i, p)| first_page.checked_add(i as u64 * pbytes) == Some(*p));
+    let npages = u32::try_from(pages.len())
+        .map_err(|_| VerbsError::Invalid { what: Phrase::new(&"more than 2^32 - 1 pages") })?;
+    Ok(MrLayout { pages, first_page, contiguous, npages, rights })
 }
 
 impl<H: Hal, B: Bar + Clone> Device<H, B> {
@@ -314,44 +371,7 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
         d: &MrDesc<'_>,
     ) -> Result<Mr<'d, H, B>, VerbsError> {
         self.own(pd.device(), &"PD of another device")?;
-        let ps = d.page_size;
-        let pbytes = ps.bytes();
-        if d.length == 0 || d.pages.is_empty() {
-            return Err(VerbsError::Invalid { what: Phrase::new(&"empty MR") });
-        }
-        if d.length > MAX_MR_SIZE {
-            return Err(VerbsError::TooLong { length: d.length });
-        }
-        if d.pages.iter().any(|p| p % pbytes != 0) {
-            return Err(VerbsError::Invalid {
-                what: Phrase::new(&"page address not aligned to the page size"),
-            });
-        }
-        // The pages must cover [offset in first page, + length).
-        let first_off = d.iova % pbytes;
-        let need = first_off
-            .checked_add(d.length)
-            .map(|e| e.div_ceil(pbytes))
-            .ok_or(VerbsError::Invalid { what: Phrase::new(&"iova + length overflows") })?;
-        if (d.pages.len() as u64) < need {
-            return Err(VerbsError::Invalid {
-                what: Phrase::new(&"fewer pages than the length needs"),
-            });
-        }
-        if !d.zero_based && d.iova.checked_add(d.length).is_none() {
-            return Err(VerbsError::Invalid { what: Phrase::new(&"iova + length overflows") });
-        }
-        let rights = mr_access_rights(d.access)?;
-        let pages = d.pages.get(..need as usize).unwrap_or(d.pages);
-        let Some(&first_page) = pages.first() else {
-            return Err(VerbsError::Invalid { what: Phrase::new(&"empty MR") });
-        };
-        let contiguous = pages
-            .iter()
-            .enumerate()
-            .all(|(i, p)| first_page.checked_add(i as u64 * pbytes) == Some(*p));
-        let npages = u32::try_from(pages.len())
-            .map_err(|_| VerbsError::Invalid { what: Phrase::new(&"more than 2^32 - 1 pages") })?;
+        let MrLayout { pages, first_page, contiguous, npages, rights } = mr_layout(d)?;
         let stag = {
             let mut res = self.res.lock();
             res.ids.as_mut().ok_or(VerbsError::Destroyed)?.stags.alloc()?
@@ -379,7 +399,7 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
             pd_id: pd.id(),
             va: d.iova,
             total_len: d.length,
-            page_size: ps,
+            page_size: d.page_size,
             pages: mr_pages,
             va_based: !d.zero_based,
             access_rights: rights.bits(),
