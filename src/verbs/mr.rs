@@ -14,7 +14,9 @@ use crate::cqp::cmd::{AllocStag, DeallocStag, MrPages, Pbl, RegMr};
 use crate::cqp::engine::device_may_own;
 use crate::device::Device;
 use crate::device::FrRecord;
-use crate::res::pble::{LEAF_ENTRIES, PblNeed, PbleAlloc, PblePolicy, PbleRun, pbl_level};
+use crate::res::pble::{
+    LEAF_ENTRIES, PblNeed, PbleAlloc, PbleLayout, PblePolicy, PbleRun, pbl_level,
+};
 use crate::res::{AccessRights, Stag, mr_access_rights};
 use crate::rw::FrMr;
 use crate::uk::mem::dma_slice;
@@ -56,7 +58,7 @@ static ZERO_LEAF: [u64; LEAF_ENTRIES as usize] = [0; LEAF_ENTRIES as usize];
 /// Writes `n` zero entries from PBLE `first` (one run).
 fn write_zero_run<H: Hal>(
     sds: &crate::device::SdStore<H>,
-    layout: &crate::res::pble::PbleLayout,
+    layout: &PbleLayout,
     first: u32,
     n: u32,
 ) -> bool {
@@ -154,6 +156,42 @@ pub struct Mr<'d, H: Hal, B: Bar + Clone> {
     pbl: Option<HeldPbl<H>>,
     level: u8,
     alive: bool,
+}
+
+/// Writes a PBL's entries (spec §6.2): level 1 = the page addresses (or
+/// zeros); level 2 = root entries holding the leaves' first PBLE indexes,
+/// each leaf its share of the page addresses (pble.c: get_lvl2_pble).
+/// `false` if an entry lies outside the backed SDs.
+fn write_pbl<H: Hal>(
+    sds: &crate::device::SdStore<H>,
+    layout: &PbleLayout,
+    held: &HeldPbl<H>,
+    fill: Fill<'_>,
+) -> bool {
+    let run = |first: u32, part: Fill<'_>| match part {
+        Fill::Pages(p) => sds.write_pble_run(layout, first, p),
+        Fill::Zeros(k) => write_zero_run(sds, layout, first, k),
+    };
+    match held.alloc {
+        PbleAlloc::Level1(r) => run(r.first, fill),
+        PbleAlloc::Level2 { root, .. } => {
+            let lv = held.leaves();
+            let roots = lv.iter().enumerate().all(|(j, leaf)| {
+                let idx = root.first.wrapping_add(j as u32);
+                sds.write_pble(layout, idx, leaf.first.into())
+            });
+            roots
+                && lv.iter().enumerate().all(|(j, leaf)| {
+                    let part = match fill {
+                        Fill::Pages(p) => {
+                            Fill::Pages(p.chunks(LEAF_ENTRIES as usize).nth(j).unwrap_or(&[]))
+                        }
+                        Fill::Zeros(_) => Fill::Zeros(leaf.count),
+                    };
+                    run(leaf.first, part)
+                })
+        }
+    }
 }
 
 /// What `reg_mr` registers, from a checked [`MrDesc`].
@@ -277,32 +315,7 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
             }
             r
         };
-        let sds = &res.sds;
-        let run = |first: u32, part: Fill<'_>| match part {
-            Fill::Pages(p) => sds.write_pble_run(&layout, first, p),
-            Fill::Zeros(k) => write_zero_run(sds, &layout, first, k),
-        };
-        let written = back.is_ok()
-            && match alloc {
-                PbleAlloc::Level1(r) => run(r.first, fill),
-                PbleAlloc::Level2 { root, .. } => {
-                    let lv = held.leaves();
-                    let roots = lv.iter().enumerate().all(|(j, leaf)| {
-                        let idx = root.first.wrapping_add(j as u32);
-                        sds.write_pble(&layout, idx, leaf.first.into())
-                    });
-                    roots
-                        && lv.iter().enumerate().all(|(j, leaf)| {
-                            let part = match fill {
-                                Fill::Pages(p) => Fill::Pages(
-                                    p.chunks(LEAF_ENTRIES as usize).nth(j).unwrap_or(&[]),
-                                ),
-                                Fill::Zeros(_) => Fill::Zeros(leaf.count),
-                            };
-                            run(leaf.first, part)
-                        })
-                }
-            };
+        let written = back.is_ok() && write_pbl(&res.sds, &layout, &held, fill);
         if !written {
             let _ = ids.pble.free(&held.alloc, held.leaves());
             return Err(match back {
