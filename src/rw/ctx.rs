@@ -808,7 +808,6 @@ impl<const MAX_SGE: usize, const MAX_OPS: usize> RwCtx<MAX_SGE, MAX_OPS> {
             return Err(RwError::InvalidArgument);
         }
         self.reset();
-        let bdir = dir.buffer_direction();
         let lkey = qp.dev.local_dma_lkey;
         let iwarp_read = dir == Direction::FromDevice && qp.dev.rdma_protocol_iwarp;
         // spec §7.3 order of decisions.
@@ -819,48 +818,13 @@ impl<const MAX_SGE: usize, const MAX_OPS: usize> RwCtx<MAX_SGE, MAX_OPS> {
             };
         }
         if nr_bvec == 1 {
-            let mut rec = None;
-            walk_bvec(bvecs, iter, |_, s| {
-                // SAFETY: caller contract; unshared by `destroy_bvec`.
-                let pa = unsafe { H::share(s, bdir) }.map_err(|_| RwError::MapFailed)?;
-                rec = Some(MapRec { paddr: pa, buf: s });
-                Ok(())
-            })?;
-            let rec = rec.ok_or(RwError::InvalidArgument)?;
-            self.single = Sge { addr: rec.paddr, length: iter.bi_size, lkey };
-            self.single_remote = remote_addr;
-            self.single_map = Some(rec);
-            self.set_live(CtxType::SingleWr, dir, true, 1, rkey, false);
-            return Ok(1);
+            // SAFETY: forwarded caller contract.
+            return unsafe { self.bvec_single::<H>(bvecs, iter, remote_addr, rkey, dir, lkey) };
         }
-        if !qp.dev.uses_virt_dma {
-            let mut first = None;
-            walk_bvec(bvecs, iter, |i, s| {
-                if i == 0 {
-                    first = Some(s);
-                }
-                Ok(())
-            })?;
-            let first = first.ok_or(RwError::InvalidArgument)?;
-            let size = u64::from(iter.bi_size);
-            if let Some(addr) = iova.try_alloc(first, size, bdir) {
-                let mut linked = 0u64;
-                let r = walk_bvec(bvecs, iter, |_, s| {
-                    iova.link(addr, linked, s, bdir).map_err(RwError::Iova)?;
-                    linked += s.len() as u64;
-                    Ok(())
-                });
-                let r = r.and_then(|_| iova.sync(addr, linked).map_err(RwError::Iova));
-                if let Err(e) = r {
-                    iova.destroy(addr, linked, bdir);
-                    return Err(e);
-                }
-                self.iova = Some((addr, linked));
-                self.single = Sge { addr, length: iter.bi_size, lkey };
-                self.single_remote = remote_addr;
-                self.set_live(CtxType::Iova, dir, true, 1, rkey, false);
-                return Ok(1);
-            }
+        if !qp.dev.uses_virt_dma
+            && let Some(r) = self.bvec_iova(iova, bvecs, iter, remote_addr, rkey, dir, lkey)
+        {
+            return r;
         }
         if io_needs_mr(&qp.dev, qp.force_mr, dir, nr_bvec) {
             // SAFETY: forwarded caller contract.
@@ -868,6 +832,105 @@ impl<const MAX_SGE: usize, const MAX_OPS: usize> RwCtx<MAX_SGE, MAX_OPS> {
                 self.mr_bvec::<H, N, P>(qp, pool, bvecs, iter, segs, remote_addr, rkey, dir)
             };
         }
+        // SAFETY: forwarded caller contract.
+        unsafe { self.bvec_multi::<H>(qp, bvecs, iter, segs, remote_addr, rkey, dir) }
+    }
+
+    /// `init_bvec` with one bvec: one WR, one SGE, the segment mapped
+    /// (rw.c `rdma_rw_init_single_wr_bvec`).
+    ///
+    /// # Safety
+    ///
+    /// As [`RwCtx::init_bvec`].
+    unsafe fn bvec_single<H: Hal>(
+        &mut self,
+        bvecs: &[BioVec],
+        iter: BvecIter,
+        remote_addr: u64,
+        rkey: u32,
+        dir: Direction,
+        lkey: u32,
+    ) -> Result<usize, RwError> {
+        let bdir = dir.buffer_direction();
+        let mut rec = None;
+        walk_bvec(bvecs, iter, |_, s| {
+            // SAFETY: caller contract; unshared by `destroy_bvec`.
+            let pa = unsafe { H::share(s, bdir) }.map_err(|_| RwError::MapFailed)?;
+            rec = Some(MapRec { paddr: pa, buf: s });
+            Ok(())
+        })?;
+        let rec = rec.ok_or(RwError::InvalidArgument)?;
+        self.single = Sge { addr: rec.paddr, length: iter.bi_size, lkey };
+        self.single_remote = remote_addr;
+        self.single_map = Some(rec);
+        self.set_live(CtxType::SingleWr, dir, true, 1, rkey, false);
+        Ok(1)
+    }
+
+    /// `init_bvec` through one IOVA range linking every segment (rw.c
+    /// `rdma_rw_init_iova`); `None` when the mapper has no range, so the
+    /// caller goes on with the next way.
+    #[allow(clippy::too_many_arguments)]
+    fn bvec_iova<I: IovaMapper>(
+        &mut self,
+        iova: &mut I,
+        bvecs: &[BioVec],
+        iter: BvecIter,
+        remote_addr: u64,
+        rkey: u32,
+        dir: Direction,
+        lkey: u32,
+    ) -> Option<Result<usize, RwError>> {
+        let bdir = dir.buffer_direction();
+        let mut first = None;
+        let r = walk_bvec(bvecs, iter, |i, s| {
+            if i == 0 {
+                first = Some(s);
+            }
+            Ok(())
+        });
+        let first = match r.and_then(|_| first.ok_or(RwError::InvalidArgument)) {
+            Ok(f) => f,
+            Err(e) => return Some(Err(e)),
+        };
+        let addr = iova.try_alloc(first, u64::from(iter.bi_size), bdir)?;
+        let mut linked = 0u64;
+        let r = walk_bvec(bvecs, iter, |_, s| {
+            iova.link(addr, linked, s, bdir).map_err(RwError::Iova)?;
+            linked += s.len() as u64;
+            Ok(())
+        });
+        let r = r.and_then(|_| iova.sync(addr, linked).map_err(RwError::Iova));
+        if let Err(e) = r {
+            iova.destroy(addr, linked, bdir);
+            return Some(Err(e));
+        }
+        self.iova = Some((addr, linked));
+        self.single = Sge { addr, length: iter.bi_size, lkey };
+        self.single_remote = remote_addr;
+        self.set_live(CtxType::Iova, dir, true, 1, rkey, false);
+        Some(Ok(1))
+    }
+
+    /// `init_bvec` as a chain of RDMA WRs, each segment mapped (rw.c
+    /// `rdma_rw_init_map_wrs_bvec`).
+    ///
+    /// # Safety
+    ///
+    /// As [`RwCtx::init_bvec`].
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn bvec_multi<H: Hal>(
+        &mut self,
+        qp: &RwQp,
+        bvecs: &[BioVec],
+        iter: BvecIter,
+        segs: usize,
+        remote_addr: u64,
+        rkey: u32,
+        dir: Direction,
+    ) -> Result<usize, RwError> {
+        let bdir = dir.buffer_direction();
+        let lkey = qp.dev.local_dma_lkey;
         // Multi-WR: capacity first (Linux allocates before mapping).
         let max_sge = match dir {
             Direction::ToDevice => qp.max_write_sge,
