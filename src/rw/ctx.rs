@@ -323,6 +323,47 @@ struct Chunk {
     last_page: u64,
 }
 
+impl Chunk {
+    /// Adds the segment `addr..end` (`len` bytes) to this MR if its pages
+    /// fit: `Ok(false)` when the MR is full. A segment whose boundary with
+    /// the previous one is not page aligned must continue it exactly (a hole
+    /// cannot be mapped: `InvalidArgument`).
+    fn extend<const N: usize, const P: usize>(
+        &mut self,
+        pool: &mut MrPool<N, P>,
+        addr: u64,
+        len: u64,
+        end: u64,
+    ) -> Result<bool, RwError> {
+        let ps = RW_PAGE_SIZE;
+        let in_page = ps - 1;
+        let from = if self.last_end & in_page != 0 || addr & in_page != 0 {
+            if self.last_end != addr {
+                return Err(RwError::InvalidArgument);
+            }
+            self.last_page.checked_add(ps).ok_or(RwError::InvalidArgument)?
+        } else {
+            addr
+        };
+        let need = pages_between(from, end);
+        let have = pool.npages(self.slot) as u64;
+        if have + need > self.cap {
+            return Ok(false);
+        }
+        for p in 0..need {
+            if !pool.push_page(self.slot, from + p * ps) {
+                return Err(RwError::NoCapacity);
+            }
+        }
+        if need > 0 {
+            self.last_page = from + (need - 1) * ps;
+        }
+        self.len += len;
+        self.last_end = end;
+        Ok(true)
+    }
+}
+
 impl<const MAX_SGE: usize, const MAX_OPS: usize> RwCtx<MAX_SGE, MAX_OPS> {
     /// An empty context.
     pub const fn new() -> Self {
@@ -649,38 +690,13 @@ impl<const MAX_SGE: usize, const MAX_OPS: usize> RwCtx<MAX_SGE, MAX_OPS> {
         if ppm == 0 {
             return Err(RwError::InvalidArgument);
         }
-        let ps = RW_PAGE_SIZE;
-        let mask = !(ps - 1);
         let mut cur: Option<Chunk> = None;
         for i in 0..cnt {
             let (mut addr, mut len) = seg(i).ok_or(RwError::InvalidArgument)?;
             while len > 0 {
                 let end = addr.checked_add(len).ok_or(RwError::InvalidArgument)?;
                 if let Some(c) = cur.as_mut() {
-                    let last_off = c.last_end & !mask;
-                    let from = if last_off != 0 || addr & !mask != 0 {
-                        // Inner boundary not page aligned: must continue the
-                        // previous segment exactly; a hole cannot be mapped.
-                        if c.last_end != addr {
-                            return Err(RwError::InvalidArgument);
-                        }
-                        c.last_page.checked_add(ps).ok_or(RwError::InvalidArgument)?
-                    } else {
-                        addr
-                    };
-                    let need = pages_between(from, end);
-                    let have = pool.npages(c.slot) as u64;
-                    if have + need <= c.cap {
-                        for p in 0..need {
-                            if !pool.push_page(c.slot, from + p * ps) {
-                                return Err(RwError::NoCapacity);
-                            }
-                        }
-                        if need > 0 {
-                            c.last_page = from + (need - 1) * ps;
-                        }
-                        c.len += len;
-                        c.last_end = end;
+                    if c.extend(pool, addr, len, end)? {
                         break;
                     }
                     // Full: close this MR, the segment starts the next one.
@@ -688,37 +704,8 @@ impl<const MAX_SGE: usize, const MAX_OPS: usize> RwCtx<MAX_SGE, MAX_OPS> {
                     cur = None;
                 }
                 // Open a new MR with this segment first.
-                if *nops >= MAX_OPS {
-                    return Err(RwError::NoCapacity);
-                }
-                let (slot, generation) = pool.get().ok_or(RwError::PoolEmpty)?;
-                if let Some(op) = self.ops.get_mut(*nops) {
-                    *op = Op { mr: slot, generation, ..Op::EMPTY };
-                }
-                *nops += 1;
-                pool.clear_pages(slot);
-                let cap = pool.page_cap(slot, ppm) as u64;
-                if cap == 0 {
-                    return Err(RwError::InvalidArgument);
-                }
-                let page0 = addr & mask;
-                let need = pages_between(page0, end);
-                let take_pages = need.min(cap);
-                for p in 0..take_pages {
-                    if !pool.push_page(slot, page0 + p * ps) {
-                        return Err(RwError::NoCapacity);
-                    }
-                }
-                let mut c = Chunk {
-                    op: *nops - 1,
-                    slot,
-                    cap,
-                    iova: addr,
-                    len: 0,
-                    last_end: 0,
-                    last_page: page0 + (take_pages.max(1) - 1) * ps,
-                };
-                if need <= cap {
+                let (mut c, need) = self.open_chunk(pool, ppm, nops, addr, end)?;
+                if need <= c.cap {
                     c.len = len;
                     c.last_end = end;
                     cur = Some(c);
@@ -726,7 +713,7 @@ impl<const MAX_SGE: usize, const MAX_OPS: usize> RwCtx<MAX_SGE, MAX_OPS> {
                 }
                 // One segment larger than an MR: this MR ends on a page
                 // boundary and the rest starts the next MR.
-                let cut = page0 + cap * ps;
+                let cut = (addr & !(RW_PAGE_SIZE - 1)) + c.cap * RW_PAGE_SIZE;
                 let part = cut - addr;
                 c.len = part;
                 c.last_end = cut;
@@ -742,6 +729,50 @@ impl<const MAX_SGE: usize, const MAX_OPS: usize> RwCtx<MAX_SGE, MAX_OPS> {
             return Err(RwError::InvalidArgument);
         }
         Ok(())
+    }
+
+    /// Takes the next MR of the pool for a chunk starting at `addr`, records
+    /// its op, and pushes the pages of `addr..end` that fit; returns the
+    /// chunk and how many pages the whole range needs.
+    fn open_chunk<const N: usize, const P: usize>(
+        &mut self,
+        pool: &mut MrPool<N, P>,
+        ppm: u32,
+        nops: &mut usize,
+        addr: u64,
+        end: u64,
+    ) -> Result<(Chunk, u64), RwError> {
+        if *nops >= MAX_OPS {
+            return Err(RwError::NoCapacity);
+        }
+        let (slot, generation) = pool.get().ok_or(RwError::PoolEmpty)?;
+        if let Some(op) = self.ops.get_mut(*nops) {
+            *op = Op { mr: slot, generation, ..Op::EMPTY };
+        }
+        *nops += 1;
+        pool.clear_pages(slot);
+        let cap = pool.page_cap(slot, ppm) as u64;
+        if cap == 0 {
+            return Err(RwError::InvalidArgument);
+        }
+        let page0 = addr & !(RW_PAGE_SIZE - 1);
+        let need = pages_between(page0, end);
+        let take_pages = need.min(cap);
+        for p in 0..take_pages {
+            if !pool.push_page(slot, page0 + p * RW_PAGE_SIZE) {
+                return Err(RwError::NoCapacity);
+            }
+        }
+        let c = Chunk {
+            op: *nops - 1,
+            slot,
+            cap,
+            iova: addr,
+            len: 0,
+            last_end: 0,
+            last_page: page0 + (take_pages.max(1) - 1) * RW_PAGE_SIZE,
+        };
+        Ok((c, need))
     }
 
     /// Records a finished MR chunk in its op.
