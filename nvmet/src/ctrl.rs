@@ -244,7 +244,7 @@ impl<'a, const Q: usize, const C: usize> Target<'a, Q, C> {
             return Err(ConfigError::LbaSize);
         }
         let bs = 1u64 << cfg.lba_shift;
-        if cfg.disk.is_empty() || cfg.disk.len() % bs != 0 {
+        if cfg.disk.is_empty() || !cfg.disk.len().is_multiple_of(bs) {
             return Err(ConfigError::DiskSize);
         }
         let n = cfg.subnqn.len();
@@ -261,7 +261,7 @@ impl<'a, const Q: usize, const C: usize> Target<'a, Q, C> {
         if cfg.io_queues == 0 || cfg.io_queues > 1024 {
             return Err(ConfigError::Queues);
         }
-        if cfg.inline_bytes % 16 != 0 || cfg.inline_bytes > 0x00FF_FFFF {
+        if !cfg.inline_bytes.is_multiple_of(16) || cfg.inline_bytes > 0x00FF_FFFF {
             return Err(ConfigError::InCapsule);
         }
         if cfg.kas == 0 {
@@ -458,6 +458,7 @@ impl<'a, const Q: usize, const C: usize> Target<'a, Q, C> {
         }
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn exec(
         &mut self,
         qi: usize,
@@ -908,7 +909,7 @@ impl<'a, const Q: usize, const C: usize> Target<'a, Q, C> {
             (0x04, false) => 4096,
             _ => return Err(Status::INVALID_FIELD),
         };
-        if lpo % 4 != 0 || lpo > size {
+        if !lpo.is_multiple_of(4) || lpo > size {
             return Err(Status::INVALID_FIELD);
         }
         let buf = scratch.get_mut(..len as usize).ok_or(Status::INTERNAL)?;
@@ -1016,7 +1017,7 @@ impl<'a, const Q: usize, const C: usize> Target<'a, Q, C> {
         if disc && fid != 0x0F && fid != 0x0B {
             return Err(Status::INVALID_FIELD);
         }
-        if !(fid == 0x81 && !set) {
+        if fid != 0x81 || set {
             self.no_data(qi, sqe, capsule, inv)?;
         }
         let n = u64::from(self.cfg.io_queues - 1);

@@ -177,6 +177,9 @@ pub trait Commands {
     /// The [`Step::Fetch`] of `slot` finished (`ok` false: the READ failed
     /// and the transport will tear the queue down; the answer is then
     /// ignored). `scratch` holds the fetched bytes for `Local::Scratch`.
+    /// It must be the same buffer [`Commands::capsule`] got for this slot,
+    /// unchanged but for the fetched bytes: the command layer keeps the
+    /// fetching command's SQE in it (`ctrl`'s module docs).
     fn fetched(
         &mut self,
         q: QueueId,
