@@ -97,7 +97,7 @@ pub struct Config<'a> {
     /// In-capsule data bytes after the SQE on I/O queues (IOCCSZ =
     /// (64 + this) / 16; 0 = none, IOCCSZ 4); a multiple of 16.
     pub inline_bytes: u32,
-    /// I/O queues granted (1..=MQES+1 … here 1..=1024; Set Features 07h).
+    /// I/O queues granted, 1..=1024 (Set Features 07h; QIDs 1..=this).
     pub io_queues: u16,
     /// PORTID of the discovery log entries.
     pub port_id: u16,
