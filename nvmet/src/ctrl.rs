@@ -629,7 +629,6 @@ impl<'a, const Q: usize, const C: usize> Target<'a, Q, C> {
         if let Some(s) = self.queues.get_mut(qi).and_then(|s| s.as_mut()) {
             s.ctrl = Some(ci);
             s.size = size;
-            s.sqhd = 0;
             s.no_flow = no_flow;
         }
         Out::ok(u64::from(cntlid))

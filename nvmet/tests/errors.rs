@@ -398,3 +398,49 @@ fn failed_fetch() {
     let Step::Respond { rsp, write: None } = step else { panic!("{step:?}") };
     assert_ne!(rsp.cqe[14] | rsp.cqe[15], 0, "an error status");
 }
+
+#[test]
+fn config_validation() {
+    use irdma_nvmet::ctrl::{ConfigError, Target};
+    let t = |c| Target::<'static, 2, 1>::new(c).err();
+    let mut c = config(ram(1 << 16), 0, 1);
+    c.lba_shift = 10;
+    assert_eq!(t(c), Some(ConfigError::LbaSize));
+    let mut c = config(ram(4096 + 512), 0, 1);
+    c.lba_shift = 12;
+    assert_eq!(t(c), Some(ConfigError::DiskSize), "not whole 4 KiB blocks");
+    let mut c = config(ram(1 << 16), 0, 1);
+    c.subnqn = DISC;
+    assert_eq!(t(c), Some(ConfigError::Nqn));
+    let mut c = config(ram(1 << 16), 0, 1);
+    c.serial = "012345678901234567890";
+    assert_eq!(t(c), Some(ConfigError::Strings), "SN is 20 bytes");
+    assert_eq!(t(config(ram(1 << 16), 0, 0)), Some(ConfigError::Queues));
+    assert_eq!(t(config(ram(1 << 16), 100, 1)), Some(ConfigError::InCapsule));
+    let mut c = config(ram(1 << 16), 0, 1);
+    c.kas = 0;
+    assert_eq!(t(c), Some(ConfigError::Kas), "KAS ≠ 0 (spec §5.1 step 7)");
+    assert_eq!(t(config(ram(1 << 16), 1024, 1)), None);
+}
+
+#[test]
+fn features_and_zero_logs() {
+    let (mut f, _) = live(0, 1);
+    assert_eq!(f.get_features(100, 0x07, 0).dw0, 0x0003_0003, "4 I/O queues, 0's based");
+    assert!(f.set_features(100, 0x0F, 1500).ok());
+    assert_eq!(f.get_features(100, 0x0F, 0).dw0, 2000, "KATO rounded up to seconds");
+    assert!(f.set_features(100, 0x0B, 0x100).ok());
+    assert_eq!(f.get_features(100, 0x0B, 0).dw0, 0x100);
+    for (lid, len) in [(0x01u8, 64u32), (0x02, 512), (0x03, 512), (0x04, 4096)] {
+        let (r, page) = f.log(100, lid, 0xFFFF_FFFF, len, 0, false);
+        assert!(r.ok(), "LID {lid:#x}");
+        assert!(page.iter().all(|&b| b == 0), "LID {lid:#x} zeros");
+    }
+    // 4 KiB blocks: NSZE and LBADS follow.
+    let mut c = config(ram(1 << 20), 0, 1);
+    c.lba_shift = 12;
+    let mut f = Fake::with(c);
+    let _ = f.live_admin(100, 5000);
+    let (_, ns) = f.identify(100, 0, 1);
+    assert_eq!((get64(&ns, 0), ns[130]), (256, 12));
+}
