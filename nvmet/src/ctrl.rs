@@ -196,6 +196,21 @@ impl Data<'_> {
     }
 }
 
+/// One command on its way through the layer.
+struct Cmd<'c> {
+    /// Index of its queue.
+    qi: usize,
+    /// Index of the queue's controller (once known).
+    ci: usize,
+    slot: Slot,
+    sqe: Sqe<'c>,
+    /// The received bytes (SQE, then in-capsule data).
+    capsule: &'c [u8],
+    now: u64,
+    /// The rkey the response invalidates (spec §2.4).
+    inv: Option<u32>,
+}
+
 /// Writes a page's bytes into the window `[lpo, lpo + buf.len())`.
 struct Page<'b> {
     buf: &'b mut [u8],
@@ -385,27 +400,23 @@ impl<'a, const Q: usize, const C: usize> Target<'a, Q, C> {
     /// The command's data per its SGL (spec §2.3, `nvmet_rdma_map_sgl`):
     /// in-capsule only for a write-direction command, within the queue's
     /// in-capsule size (0 on the admin queue) and the bytes received.
-    fn data<'c>(
-        &self,
-        qi: usize,
-        sqe: &Sqe<'_>,
-        capsule: &'c [u8],
-        write: bool,
-        inv: &mut Option<u32>,
-    ) -> Result<Data<'c>, Status> {
-        match sqe.sgl()? {
+    fn data<'c>(&self, cmd: &mut Cmd<'c>, write: bool) -> Result<Data<'c>, Status> {
+        match cmd.sqe.sgl()? {
             Sgl::Keyed(k) if k.len == 0 => Ok(Data::None),
             Sgl::Keyed(k) => {
                 if k.invalidate {
                     // spec §2.4: answer with SEND_WITH_INVALIDATE of this key.
-                    *inv = Some(k.key);
+                    cmd.inv = Some(k.key);
                 }
                 Ok(Data::Keyed(k))
             }
             Sgl::InCapsule { .. } if !write => Err(Status::INVALID_FIELD),
             Sgl::InCapsule { off, len } => {
-                let admin =
-                    self.queues.get(qi).and_then(|s| s.as_ref()).is_none_or(|s| s.info.qid == 0);
+                let admin = self
+                    .queues
+                    .get(cmd.qi)
+                    .and_then(|s| s.as_ref())
+                    .is_none_or(|s| s.info.qid == 0);
                 let room = if admin { 0 } else { u64::from(self.cfg.inline_bytes) };
                 let end = off.checked_add(u64::from(len)).ok_or(Status::SGL_OFFSET_INVALID)?;
                 if end > room {
@@ -414,7 +425,7 @@ impl<'a, const Q: usize, const C: usize> Target<'a, Q, C> {
                 if len == 0 {
                     return Ok(Data::None);
                 }
-                let body = capsule.get(wire::SQE_LEN..).unwrap_or(&[]);
+                let body = cmd.capsule.get(wire::SQE_LEN..).unwrap_or(&[]);
                 match body.get(off as usize..end as usize) {
                     Some(b) => Ok(Data::Inline(b)),
                     None => Err(Status::SGL_OFFSET_INVALID),
@@ -425,27 +436,14 @@ impl<'a, const Q: usize, const C: usize> Target<'a, Q, C> {
 
     /// A command that moves no data: its SGL must describe none
     /// (`nvmet_check_transfer_len(req, 0)`).
-    fn no_data(
-        &self,
-        qi: usize,
-        sqe: &Sqe<'_>,
-        capsule: &[u8],
-        inv: &mut Option<u32>,
-    ) -> Result<(), Status> {
-        let d = self.data(qi, sqe, capsule, false, inv)?;
+    fn no_data(&self, cmd: &mut Cmd<'_>) -> Result<(), Status> {
+        let d = self.data(cmd, false)?;
         if d.len() != 0 { Err(Status::SGL_LENGTH_INVALID) } else { Ok(()) }
     }
 
     /// Target → host data of exactly `len` bytes through scratch.
-    fn to_host(
-        &self,
-        qi: usize,
-        sqe: &Sqe<'_>,
-        capsule: &[u8],
-        inv: &mut Option<u32>,
-        len: u64,
-    ) -> Result<Keyed, Status> {
-        let d = self.data(qi, sqe, capsule, false, inv)?;
+    fn to_host(&self, cmd: &mut Cmd<'_>, len: u64) -> Result<Keyed, Status> {
+        let d = self.data(cmd, false)?;
         if d.len() != len {
             return Err(Status::SGL_LENGTH_INVALID);
         }
@@ -458,71 +456,49 @@ impl<'a, const Q: usize, const C: usize> Target<'a, Q, C> {
         }
     }
 
-    #[allow(clippy::too_many_arguments)]
-    fn exec(
-        &mut self,
-        qi: usize,
-        slot: Slot,
-        sqe: &Sqe<'_>,
-        capsule: &[u8],
-        scratch: &mut [u8],
-        now: u64,
-        inv: &mut Option<u32>,
-    ) -> Out {
+    fn exec(&mut self, cmd: &mut Cmd<'_>, scratch: &mut [u8]) -> Out {
         // `t/core.c: nvmet_req_init`: SGLs only, no fused commands.
-        if sqe.fuse() != 0 || sqe.psdt() != 1 {
+        if cmd.sqe.fuse() != 0 || cmd.sqe.psdt() != 1 {
             return Out::st(Status::INVALID_FIELD);
         }
-        let Some(s) = self.queues.get(qi).and_then(|s| s.as_ref()) else {
+        let Some(s) = self.queues.get(cmd.qi).and_then(|s| s.as_ref()) else {
             return Out::st(Status::INTERNAL);
         };
         let (qid, ctrl) = (s.info.qid, s.ctrl);
-        let fabrics = sqe.opc() == opc::FABRICS;
+        let fabrics = cmd.sqe.opc() == opc::FABRICS;
         let Some(ci) = ctrl else {
             // A queue without a controller takes only Connect (spec §3 step 2).
-            if fabrics && sqe.fctype() == fctype::CONNECT {
-                return self.connect(qi, sqe, capsule, inv, now);
+            if fabrics && cmd.sqe.fctype() == fctype::CONNECT {
+                return self.connect(cmd);
             }
             return Out::st(Status::INVALID_OPCODE);
         };
+        cmd.ci = ci;
         if fabrics {
-            return match (sqe.fctype(), qid) {
+            return match (cmd.sqe.fctype(), qid) {
                 (fctype::CONNECT, _) => Out::st(Status::CMD_SEQ_ERROR),
-                (fctype::PROPERTY_GET, 0) => self.prop_get(qi, ci, sqe, capsule, inv),
-                (fctype::PROPERTY_SET, 0) => self.prop_set(qi, ci, sqe, capsule, inv, now),
+                (fctype::PROPERTY_GET, 0) => self.prop_get(cmd),
+                (fctype::PROPERTY_SET, 0) => self.prop_set(cmd),
                 _ => Out::st(Status::INVALID_OPCODE),
             };
         }
         // `nvmet_check_ctrl_status`: nothing but Fabrics before CC.EN and RDY.
-        let Some(c) = self.ctrls.get(ci).and_then(|c| c.as_ref()) else {
+        let Some(c) = self.ctrls.get(cmd.ci).and_then(|c| c.as_ref()) else {
             return Out::st(Status::INTERNAL);
         };
         if c.cc & 1 == 0 || c.csts & 1 == 0 {
             return Out::st(Status::CMD_SEQ_ERROR);
         }
         let disc = c.disc;
-        let r = if qid != 0 {
-            self.io(qi, sqe, capsule, inv)
-        } else if disc {
-            self.disc_admin(qi, ci, slot, sqe, capsule, scratch, inv, now)
-        } else {
-            self.admin(qi, ci, slot, sqe, capsule, scratch, inv, now)
-        };
+        let r = if qid != 0 { self.io(cmd) } else { self.admin(cmd, scratch, disc) };
         r.unwrap_or_else(Out::st)
     }
 
     // ---- Fabrics ----------------------------------------------------------
 
-    fn connect(
-        &mut self,
-        qi: usize,
-        sqe: &Sqe<'_>,
-        capsule: &[u8],
-        inv: &mut Option<u32>,
-        now: u64,
-    ) -> Out {
+    fn connect(&mut self, cmd: &mut Cmd<'_>) -> Out {
         // `nvmet_execute_admin_connect`: the data is exactly 1024 bytes.
-        let d = match self.data(qi, sqe, capsule, true, inv) {
+        let d = match self.data(cmd, true) {
             Ok(d) => d,
             Err(st) => return st.into(),
         };
@@ -533,17 +509,17 @@ impl<'a, const Q: usize, const C: usize> Target<'a, Q, C> {
             Data::Keyed(k) => {
                 Out::Fetch(Xfer { local: Local::Scratch { off: 0 }, remote: k, len: k.len })
             }
-            Data::Inline(b) => self.connect_run(qi, sqe, b, now),
+            Data::Inline(b) => self.connect_run(cmd, b),
             Data::None => Out::st(Status::SGL_LENGTH_INVALID),
         }
     }
 
     /// Connect with its data (spec §4.1; `t/fabrics-cmd.c`, `t/core.c:
     /// nvmet_alloc_ctrl`, `nvmet_ctrl_find_get`, `nvmet_install_queue`).
-    fn connect_run(&mut self, qi: usize, sqe: &Sqe<'_>, data: &[u8], now: u64) -> Out {
-        let c = Connect::of(sqe);
+    fn connect_run(&mut self, cmd: &Cmd<'_>, data: &[u8]) -> Out {
+        let c = Connect::of(&cmd.sqe);
         let Some(d) = ConnectData::parse(data) else { return Out::st(Status::SGL_LENGTH_INVALID) };
-        let Some(s) = self.queues.get(qi).and_then(|s| s.as_ref()) else {
+        let Some(s) = self.queues.get(cmd.qi).and_then(|s| s.as_ref()) else {
             return Out::st(Status::INTERNAL);
         };
         if s.ctrl.is_some() || s.doomed {
@@ -594,7 +570,7 @@ impl<'a, const Q: usize, const C: usize> Target<'a, Q, C> {
                 cc: 0,
                 csts: 0,
                 kato_ms,
-                ka_deadline: (kato_ms != 0).then(|| now.saturating_add(u64::from(kato_ms))),
+                ka_deadline: (kato_ms != 0).then(|| cmd.now.saturating_add(u64::from(kato_ms))),
                 aec: 0,
                 aers: Vec::new(),
                 notice: false,
@@ -626,7 +602,7 @@ impl<'a, const Q: usize, const C: usize> Target<'a, Q, C> {
             ci
         };
         let cntlid = self.ctrls[ci].as_ref().map_or(0, |c| c.cntlid);
-        if let Some(s) = self.queues.get_mut(qi).and_then(|s| s.as_mut()) {
+        if let Some(s) = self.queues.get_mut(cmd.qi).and_then(|s| s.as_mut()) {
             s.ctrl = Some(ci);
             s.size = size;
             s.no_flow = no_flow;
@@ -647,21 +623,14 @@ impl<'a, const Q: usize, const C: usize> Target<'a, Q, C> {
     }
 
     /// Property Get (spec §4.2, `nvmet_execute_prop_get`).
-    fn prop_get(
-        &mut self,
-        qi: usize,
-        ci: usize,
-        sqe: &Sqe<'_>,
-        capsule: &[u8],
-        inv: &mut Option<u32>,
-    ) -> Out {
-        if let Err(st) = self.no_data(qi, sqe, capsule, inv) {
+    fn prop_get(&mut self, cmd: &mut Cmd<'_>) -> Out {
+        if let Err(st) = self.no_data(cmd) {
             return st.into();
         }
-        let Some(c) = self.ctrls.get(ci).and_then(|c| c.as_ref()) else {
+        let Some(c) = self.ctrls.get(cmd.ci).and_then(|c| c.as_ref()) else {
             return Out::st(Status::INTERNAL);
         };
-        let p = Property::of(sqe);
+        let p = Property::of(&cmd.sqe);
         match (p.eight, p.ofst) {
             (true, prop::CAP) => Out::ok(CAP),
             (false, prop::VS) => Out::ok(u64::from(VS)),
@@ -672,23 +641,15 @@ impl<'a, const Q: usize, const C: usize> Target<'a, Q, C> {
     }
 
     /// Property Set: only CC, 4 bytes (spec §4.2, `nvmet_update_cc`).
-    fn prop_set(
-        &mut self,
-        qi: usize,
-        ci: usize,
-        sqe: &Sqe<'_>,
-        capsule: &[u8],
-        inv: &mut Option<u32>,
-        now: u64,
-    ) -> Out {
-        if let Err(st) = self.no_data(qi, sqe, capsule, inv) {
+    fn prop_set(&mut self, cmd: &mut Cmd<'_>) -> Out {
+        if let Err(st) = self.no_data(cmd) {
             return st.into();
         }
-        let p = Property::of(sqe);
+        let p = Property::of(&cmd.sqe);
         if p.eight || p.ofst != prop::CC {
             return Out::st(Status::INVALID_FIELD);
         }
-        let Some(c) = self.ctrls.get_mut(ci).and_then(|c| c.as_mut()) else {
+        let Some(c) = self.ctrls.get_mut(cmd.ci).and_then(|c| c.as_mut()) else {
             return Out::st(Status::INTERNAL);
         };
         let new = p.value as u32;
@@ -707,7 +668,7 @@ impl<'a, const Q: usize, const C: usize> Target<'a, Q, C> {
                 && (new >> 4) & 7 == 0;
             c.csts = if good { 1 } else { 2 };
             if good && c.kato_ms != 0 {
-                c.ka_deadline = Some(now.saturating_add(u64::from(c.kato_ms)));
+                c.ka_deadline = Some(cmd.now.saturating_add(u64::from(c.kato_ms)));
             }
         }
         if !en(new) && en(old) {
@@ -727,56 +688,20 @@ impl<'a, const Q: usize, const C: usize> Target<'a, Q, C> {
 
     // ---- Admin ------------------------------------------------------------
 
-    #[allow(clippy::too_many_arguments)]
-    fn admin(
-        &mut self,
-        qi: usize,
-        ci: usize,
-        slot: Slot,
-        sqe: &Sqe<'_>,
-        capsule: &[u8],
-        scratch: &mut [u8],
-        inv: &mut Option<u32>,
-        now: u64,
-    ) -> Result<Out, Status> {
-        match sqe.opc() {
-            opc::IDENTIFY => self.identify(qi, ci, sqe, capsule, scratch, inv),
-            opc::GET_LOG_PAGE => self.get_log(qi, ci, sqe, capsule, scratch, inv),
-            opc::SET_FEATURES | opc::GET_FEATURES => {
-                self.features(qi, ci, sqe, capsule, scratch, inv, now)
-            }
-            opc::KEEP_ALIVE => self.keep_alive(qi, ci, sqe, capsule, inv, now),
-            opc::AER => self.aer(qi, ci, slot, sqe, capsule, inv),
-            opc::ABORT => {
+    /// Admin commands; the discovery controller has no Abort (spec §6,
+    /// `t/discovery.c: nvmet_parse_discovery_cmd`).
+    fn admin(&mut self, cmd: &mut Cmd<'_>, scratch: &mut [u8], disc: bool) -> Result<Out, Status> {
+        match cmd.sqe.opc() {
+            opc::IDENTIFY => self.identify(cmd, scratch),
+            opc::GET_LOG_PAGE => self.get_log(cmd, scratch),
+            opc::SET_FEATURES | opc::GET_FEATURES => self.features(cmd, scratch),
+            opc::KEEP_ALIVE => self.keep_alive(cmd),
+            opc::AER => self.aer(cmd),
+            opc::ABORT if !disc => {
                 // spec §5.5: "not aborted" (DW0 bit 0 = 1).
-                self.no_data(qi, sqe, capsule, inv)?;
+                self.no_data(cmd)?;
                 Ok(Out::ok(1))
             }
-            _ => Err(Status::INVALID_OPCODE),
-        }
-    }
-
-    /// The discovery controller's commands (spec §6, `t/discovery.c`).
-    #[allow(clippy::too_many_arguments)]
-    fn disc_admin(
-        &mut self,
-        qi: usize,
-        ci: usize,
-        slot: Slot,
-        sqe: &Sqe<'_>,
-        capsule: &[u8],
-        scratch: &mut [u8],
-        inv: &mut Option<u32>,
-        now: u64,
-    ) -> Result<Out, Status> {
-        match sqe.opc() {
-            opc::IDENTIFY => self.identify(qi, ci, sqe, capsule, scratch, inv),
-            opc::GET_LOG_PAGE => self.get_log(qi, ci, sqe, capsule, scratch, inv),
-            opc::SET_FEATURES | opc::GET_FEATURES => {
-                self.features(qi, ci, sqe, capsule, scratch, inv, now)
-            }
-            opc::KEEP_ALIVE => self.keep_alive(qi, ci, sqe, capsule, inv, now),
-            opc::AER => self.aer(qi, ci, slot, sqe, capsule, inv),
             _ => Err(Status::INVALID_OPCODE),
         }
     }
@@ -791,21 +716,13 @@ impl<'a, const Q: usize, const C: usize> Target<'a, Q, C> {
 
     /// Identify (spec §5.2–§5.4, `t/admin-cmd.c: nvmet_execute_identify*`,
     /// `t/discovery.c: nvmet_execute_disc_identify`): 4096 bytes.
-    fn identify(
-        &self,
-        qi: usize,
-        ci: usize,
-        sqe: &Sqe<'_>,
-        capsule: &[u8],
-        scratch: &mut [u8],
-        inv: &mut Option<u32>,
-    ) -> Result<Out, Status> {
-        let k = self.to_host(qi, sqe, capsule, inv, 4096)?;
-        let c = self.ctrl(ci)?;
+    fn identify(&self, cmd: &mut Cmd<'_>, scratch: &mut [u8]) -> Result<Out, Status> {
+        let k = self.to_host(cmd, 4096)?;
+        let c = self.ctrl(cmd.ci)?;
         let buf = scratch.get_mut(..4096).ok_or(Status::INTERNAL)?;
         buf.fill(0);
-        let cns = sqe.byte(40);
-        let nsid = sqe.nsid();
+        let cns = cmd.sqe.byte(40);
+        let nsid = cmd.sqe.nsid();
         match (cns, c.disc) {
             (0x01, _) => self.id_ctrl(c, buf),
             (_, true) => return Err(Status::INVALID_FIELD),
@@ -838,7 +755,7 @@ impl<'a, const Q: usize, const C: usize> Target<'a, Q, C> {
             }
             (0x06, _) => {
                 // CSI 0: NVM controller limits, all zero (spec §5.4).
-                if sqe.byte(47) != 0 {
+                if cmd.sqe.byte(47) != 0 {
                     return Err(Status::INVALID_FIELD);
                 }
             }
@@ -885,22 +802,14 @@ impl<'a, const Q: usize, const C: usize> Target<'a, Q, C> {
 
     /// Get Log Page (spec §5.5, §6; `nvmet_execute_get_log_page`,
     /// `nvmet_execute_disc_get_log_page`).
-    fn get_log(
-        &mut self,
-        qi: usize,
-        ci: usize,
-        sqe: &Sqe<'_>,
-        capsule: &[u8],
-        scratch: &mut [u8],
-        inv: &mut Option<u32>,
-    ) -> Result<Out, Status> {
-        let lid = sqe.byte(40);
-        let rae = sqe.byte(41) & 0x80 != 0;
-        let numd = (u64::from(sqe.u16_at(44)) << 16) | u64::from(sqe.u16_at(42));
+    fn get_log(&mut self, cmd: &mut Cmd<'_>, scratch: &mut [u8]) -> Result<Out, Status> {
+        let lid = cmd.sqe.byte(40);
+        let rae = cmd.sqe.byte(41) & 0x80 != 0;
+        let numd = (u64::from(cmd.sqe.u16_at(44)) << 16) | u64::from(cmd.sqe.u16_at(42));
         let len = (numd + 1) * 4;
-        let lpo = sqe.u64_at(48);
-        let k = self.to_host(qi, sqe, capsule, inv, len)?;
-        let disc = self.ctrl(ci)?.disc;
+        let lpo = cmd.sqe.u64_at(48);
+        let k = self.to_host(cmd, len)?;
+        let disc = self.ctrl(cmd.ci)?.disc;
         let size: u64 = match (lid, disc) {
             (0x70, true) => 3 * 1024,
             (0x01, false) => 64,
@@ -917,7 +826,7 @@ impl<'a, const Q: usize, const C: usize> Target<'a, Q, C> {
         match lid {
             0x70 => self.disc_log(&mut page),
             0x04 => {
-                let c = self.ctrl_mut(ci)?;
+                let c = self.ctrl_mut(cmd.ci)?;
                 if c.changed {
                     page.put(0, &1u32.to_le_bytes());
                 }
@@ -998,30 +907,20 @@ impl<'a, const Q: usize, const C: usize> Target<'a, Q, C> {
 
     /// Set / Get Features (spec §5.5, `nvmet_execute_set_features`,
     /// `nvmet_execute_get_features`; discovery: KATO and AEC only).
-    #[allow(clippy::too_many_arguments)]
-    fn features(
-        &mut self,
-        qi: usize,
-        ci: usize,
-        sqe: &Sqe<'_>,
-        capsule: &[u8],
-        scratch: &mut [u8],
-        inv: &mut Option<u32>,
-        now: u64,
-    ) -> Result<Out, Status> {
-        let set = sqe.opc() == opc::SET_FEATURES;
-        let fid = sqe.cdw(10) as u8;
-        let v = sqe.cdw(11);
-        let disc = self.ctrl(ci)?.disc;
+    fn features(&mut self, cmd: &mut Cmd<'_>, scratch: &mut [u8]) -> Result<Out, Status> {
+        let set = cmd.sqe.opc() == opc::SET_FEATURES;
+        let fid = cmd.sqe.cdw(10) as u8;
+        let v = cmd.sqe.cdw(11);
+        let disc = self.ctrl(cmd.ci)?.disc;
         if disc && fid != 0x0F && fid != 0x0B {
             return Err(Status::INVALID_FIELD);
         }
         if fid != 0x81 || set {
-            self.no_data(qi, sqe, capsule, inv)?;
+            self.no_data(cmd)?;
         }
         let n = u64::from(self.cfg.io_queues - 1);
         let queues = n | (n << 16);
-        let c = self.ctrl_mut(ci)?;
+        let c = self.ctrl_mut(cmd.ci)?;
         match (fid, set) {
             (0x07, true) => {
                 if v & 0xFFFF == 0xFFFF || v >> 16 == 0xFFFF {
@@ -1032,7 +931,8 @@ impl<'a, const Q: usize, const C: usize> Target<'a, Q, C> {
             (0x07, false) => Ok(Out::ok(queues)),
             (0x0F, true) => {
                 c.kato_ms = v.div_ceil(1000).saturating_mul(1000);
-                c.ka_deadline = (c.kato_ms != 0).then(|| now.saturating_add(u64::from(c.kato_ms)));
+                c.ka_deadline =
+                    (c.kato_ms != 0).then(|| cmd.now.saturating_add(u64::from(c.kato_ms)));
                 Ok(Out::ok(0))
             }
             (0x0F, false) => Ok(Out::ok(u64::from(c.kato_ms))),
@@ -1052,7 +952,7 @@ impl<'a, const Q: usize, const C: usize> Target<'a, Q, C> {
                     return Err(Status::INVALID_FIELD);
                 }
                 let hostid = c.hostid;
-                let k = self.to_host(qi, sqe, capsule, inv, 16)?;
+                let k = self.to_host(cmd, 16)?;
                 let buf = scratch.get_mut(..16).ok_or(Status::INTERNAL)?;
                 buf.copy_from_slice(&hostid);
                 Ok(Out::Done { st: Status::SUCCESS, res: 0, write: Some(scratch_xfer(k)) })
@@ -1062,43 +962,31 @@ impl<'a, const Q: usize, const C: usize> Target<'a, Q, C> {
     }
 
     /// Keep Alive (spec §5.5, `nvmet_execute_keep_alive`).
-    fn keep_alive(
-        &mut self,
-        qi: usize,
-        ci: usize,
-        sqe: &Sqe<'_>,
-        capsule: &[u8],
-        inv: &mut Option<u32>,
-        now: u64,
-    ) -> Result<Out, Status> {
-        self.no_data(qi, sqe, capsule, inv)?;
-        let c = self.ctrl_mut(ci)?;
+    fn keep_alive(&mut self, cmd: &mut Cmd<'_>) -> Result<Out, Status> {
+        self.no_data(cmd)?;
+        let c = self.ctrl_mut(cmd.ci)?;
         if c.kato_ms == 0 {
             return Err(Status::KATO_INVALID);
         }
-        c.ka_deadline = Some(now.saturating_add(u64::from(c.kato_ms)));
+        c.ka_deadline = Some(cmd.now.saturating_add(u64::from(c.kato_ms)));
         Ok(Out::ok(0))
     }
 
     /// Asynchronous Event Request (spec §5.5): held, at most AERL + 1.
-    fn aer(
-        &mut self,
-        qi: usize,
-        ci: usize,
-        slot: Slot,
-        sqe: &Sqe<'_>,
-        capsule: &[u8],
-        inv: &mut Option<u32>,
-    ) -> Result<Out, Status> {
-        self.no_data(qi, sqe, capsule, inv)?;
-        let q =
-            self.queues.get(qi).and_then(|s| s.as_ref()).map(|s| s.id).ok_or(Status::INTERNAL)?;
-        let c = self.ctrl_mut(ci)?;
+    fn aer(&mut self, cmd: &mut Cmd<'_>) -> Result<Out, Status> {
+        self.no_data(cmd)?;
+        let q = self
+            .queues
+            .get(cmd.qi)
+            .and_then(|s| s.as_ref())
+            .map(|s| s.id)
+            .ok_or(Status::INTERNAL)?;
+        let c = self.ctrl_mut(cmd.ci)?;
         if c.notice {
             c.notice = false;
             return Ok(Out::ok(u64::from(AEN_NS_CHANGED)));
         }
-        if c.aers.push((q, slot, sqe.cid())).is_err() {
+        if c.aers.push((q, cmd.slot, cmd.sqe.cid())).is_err() {
             return Err(Status::AER_LIMIT);
         }
         Ok(Out::Held)
@@ -1107,27 +995,21 @@ impl<'a, const Q: usize, const C: usize> Target<'a, Q, C> {
     // ---- I/O --------------------------------------------------------------
 
     /// NVM commands (spec §7; `nvmet_parse_io_cmd`, `nvmet_check_transfer_len`).
-    fn io(
-        &mut self,
-        qi: usize,
-        sqe: &Sqe<'_>,
-        capsule: &[u8],
-        inv: &mut Option<u32>,
-    ) -> Result<Out, Status> {
-        if sqe.nsid() != 1 {
+    fn io(&mut self, cmd: &mut Cmd<'_>) -> Result<Out, Status> {
+        if cmd.sqe.nsid() != 1 {
             return Err(Status::INVALID_NS);
         }
         let shift = self.cfg.lba_shift;
-        let slba = sqe.u64_at(40);
-        let nlb = u64::from(sqe.u16_at(48)) + 1;
+        let slba = cmd.sqe.u64_at(40);
+        let nlb = u64::from(cmd.sqe.u16_at(48)) + 1;
         let in_range = slba.checked_add(nlb).is_some_and(|end| end <= self.nsze);
-        match sqe.opc() {
+        match cmd.sqe.opc() {
             opc::FLUSH => {
-                self.no_data(qi, sqe, capsule, inv)?;
+                self.no_data(cmd)?;
                 Ok(Out::ok(0))
             }
             opc::WRITE_ZEROES => {
-                self.no_data(qi, sqe, capsule, inv)?;
+                self.no_data(cmd)?;
                 if !in_range {
                     return Err(Status::LBA_RANGE);
                 }
@@ -1138,7 +1020,7 @@ impl<'a, const Q: usize, const C: usize> Target<'a, Q, C> {
             }
             op @ (opc::READ | opc::WRITE) => {
                 let write = op == opc::WRITE;
-                let d = self.data(qi, sqe, capsule, write, inv)?;
+                let d = self.data(cmd, write)?;
                 let len = nlb << shift;
                 if len > MAX_XFER {
                     return Err(Status::INVALID_FIELD);
@@ -1241,8 +1123,9 @@ impl<const Q: usize, const C: usize> Commands for Target<'_, Q, C> {
         if self.queues[qi].as_ref().is_some_and(|s| s.doomed) {
             return self.finish(qi, sqe.cid(), None, Out::st(Status::CMD_SEQ_ERROR));
         }
-        let mut inv = None;
-        let out = self.exec(qi, slot, &sqe, capsule, scratch, now_ms, &mut inv);
+        let mut cmd = Cmd { qi, ci: 0, slot, sqe, capsule, now: now_ms, inv: None };
+        let out = self.exec(&mut cmd, scratch);
+        let inv = cmd.inv;
         if let Out::Fetch(_) = out {
             // Keep the SQE for `fetched` (module docs).
             match scratch.get_mut(STASH..SCRATCH) {
@@ -1300,7 +1183,8 @@ impl<const Q: usize, const C: usize> Commands for Target<'_, Q, C> {
                     if data.len() == d.len() {
                         d.copy_from_slice(data);
                     }
-                    self.connect_run(qi, &sqe, &d, now_ms)
+                    let cmd = Cmd { qi, ci: 0, slot, sqe, capsule: &[], now: now_ms, inv };
+                    self.connect_run(&cmd, &d)
                 }
                 // The data already sits in the namespace (zero copy).
                 (opc::WRITE, _) => Out::ok(0),

@@ -388,3 +388,23 @@ fn sqhd_and_sqid() {
     assert_eq!((r.sqhd, r.sqid), (0xFFFF, 1));
     assert_eq!(f.read(101, 0, 1, true).0.sqhd, 0xFFFF);
 }
+
+/// Two hosts' controllers at once (discovery first, then the I/O one):
+/// each command reaches its own controller.
+#[test]
+fn concurrent_controllers_keep_their_own_state() {
+    let mut f = Fake::new(0, 2);
+    f.open(7, 0, 32);
+    let d = f.connect_admin(7, DISC, 0).dw0 as u16;
+    f.enable(7);
+    let id = f.live_admin(100, 5000);
+    assert_ne!(d, id, "distinct CNTLIDs");
+    let (_, a) = f.identify(100, 1, 0);
+    let (_, b) = f.identify(7, 1, 0);
+    assert_eq!((get16(&a, 78), a[111]), (id, 1));
+    assert_eq!((get16(&b, 78), b[111]), (d, 2));
+    assert!(f.set_features(100, 0x0B, 1 << 8).ok());
+    assert_eq!(f.get_features(7, 0x0B, 0).dw0, 0, "the discovery controller's AEC untouched");
+    assert!(f.prop_set(100, 0x14, 0x0046_4001).ok());
+    assert_eq!(f.prop_get(7, 0x1C, false).dw0, 1, "still ready");
+}
