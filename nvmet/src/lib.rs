@@ -128,7 +128,9 @@ pub enum Step {
     /// [`Commands::fetched`] for the same slot (spec §3 step 4).
     Fetch(Xfer),
     /// The command is held (an Asynchronous Event Request): its response
-    /// comes later through [`Commands::poll`].
+    /// comes later through [`Commands::poll`]. Also the answer to a capsule
+    /// too short to carry a CID (< 4 bytes): no response ever comes, the
+    /// queue's [`Event::Disconnect`] does (`ctrl`'s module docs).
     Held,
 }
 

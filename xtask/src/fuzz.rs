@@ -254,6 +254,8 @@ pub fn leg() -> Result<String, String> {
                     "aeq_device" => 5_000,
                     "conformance_json" => 20_000,
                     "cqe_poll" => 200_000,
+                    // Up to 64 commands per input (~15 s).
+                    "nvmet_capsule" => 200_000,
                     _ => 400_000,
                 }
             ),
