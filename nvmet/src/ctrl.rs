@@ -71,6 +71,8 @@ const AEC_MASK_DISC: u32 = 1 << 31;
 const STASH_LEN: usize = 72;
 const STASH: usize = SCRATCH - STASH_LEN;
 const STASH_TAG: [u8; 3] = *b"NVF";
+// The stashed SQE never overlaps fetched Connect data (Scratch from 0).
+const _: () = assert!(wire::CONNECT_DATA_LEN <= STASH);
 
 /// The target's address as the discovery log's TRADDR shows it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
