@@ -128,7 +128,9 @@ pub enum Step {
     /// [`Commands::fetched`] for the same slot (spec §3 step 4).
     Fetch(Xfer),
     /// The command is held (an Asynchronous Event Request): its response
-    /// comes later through [`Commands::poll`].
+    /// comes later through [`Commands::poll`]. Also the answer to a capsule
+    /// too short to carry a CID (< 4 bytes): no response ever comes, the
+    /// queue's [`Event::Disconnect`] does (`ctrl`'s module docs).
     Held,
 }
 
@@ -177,6 +179,9 @@ pub trait Commands {
     /// The [`Step::Fetch`] of `slot` finished (`ok` false: the READ failed
     /// and the transport will tear the queue down; the answer is then
     /// ignored). `scratch` holds the fetched bytes for `Local::Scratch`.
+    /// It must be the same buffer [`Commands::capsule`] got for this slot,
+    /// unchanged but for the fetched bytes: the command layer keeps the
+    /// fetching command's SQE in it (`ctrl`'s module docs).
     fn fetched(
         &mut self,
         q: QueueId,

@@ -29,6 +29,7 @@ pub const TARGETS: &[&str] = &[
     "conformance_json",
     "cm_mad",
     "aeq_device",
+    "nvmet_capsule",
 ];
 
 fn fuzz_dir() -> PathBuf {
@@ -133,6 +134,28 @@ fn seeds(target: &str, dir: &Path) -> Result<(), String> {
             s.push(le_words(&[0x1000, 100 | 5 << 32, 0, 1 << 63 | 0x0a << 32]));
             s.push(le_words(&[0, 0, 0, 1 << 63 | 1 << 57 | 20 << 48, 0, 0, 0, 1 << 63]));
         }
+        "nvmet_capsule" => {
+            // 1 KiB in-capsule, 512-byte blocks, 4 I/O queues; then a
+            // script (fuzz/fuzz_targets/nvmet_capsule.rs): open the admin
+            // queue, Connect (fetch valid data), enable, Identify, open
+            // QID 1, in-capsule Connect, keyed Write (+ fetched), Read,
+            // AER, poll past the keep-alive.
+            s.push(vec![
+                0x10, 0, 3, //
+                0, 0, 0, 31, //
+                3, 0, 0, 0, 1, 0, 0, 0, 0, //
+                4, 0, 0, 1, //
+                3, 0, 1, 1, 2, 0, 0, //
+                3, 0, 2, 2, 1, 0, 0, //
+                0, 1, 1, 127, //
+                3, 1, 0, 6, 3, 0, 0, //
+                3, 1, 1, 5, 4, 0, 0, //
+                4, 1, 1, 1, //
+                3, 1, 2, 4, 5, 0, 0, //
+                3, 0, 3, 7, 31, 0, 0, //
+                6, 0, 5, 0, 0x10, 0x27, //
+            ]);
+        }
         "cm_mad" => {
             // a CM MAD header (base 1, class CM, version 2, Send) with each
             // attribute id; a REQ to the listened TCP port 4420 with a
@@ -231,6 +254,8 @@ pub fn leg() -> Result<String, String> {
                     "aeq_device" => 5_000,
                     "conformance_json" => 20_000,
                     "cqe_poll" => 200_000,
+                    // Up to 64 commands per input (~15 s).
+                    "nvmet_capsule" => 200_000,
                     _ => 400_000,
                 }
             ),
