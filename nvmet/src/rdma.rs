@@ -895,7 +895,6 @@ impl<'d, H: Hal, B: Bar + Clone, T: MadTransport, const Q: usize, const D: usize
                 self.on_capsule(qi, s, c.byte_len, cmds);
             }
             K_READ if matches!(st.sq, SqWr::Read(_)) => {
-                let SqWr::Read(x) = st.sq else { return };
                 st.sq = SqWr::None;
                 self.stats.wrs_completed += 1;
                 self.end_ctx(qi, s);
@@ -903,7 +902,7 @@ impl<'d, H: Hal, B: Bar + Clone, T: MadTransport, const Q: usize, const D: usize
                     return;
                 }
                 if !ok {
-                    self.stage_scratch(qi, s, None);
+                    self.stage_scratch(qi, s);
                     let _ = cmds.fetched(
                         QueueId(qi as u16),
                         Slot(s as u16),
@@ -914,7 +913,7 @@ impl<'d, H: Hal, B: Bar + Clone, T: MadTransport, const Q: usize, const D: usize
                     self.fatal(qi);
                     return;
                 }
-                self.stage_scratch(qi, s, Some(x));
+                self.stage_scratch(qi, s);
                 let step = cmds.fetched(
                     QueueId(qi as u16),
                     Slot(s as u16),
@@ -952,17 +951,18 @@ impl<'d, H: Hal, B: Bar + Clone, T: MadTransport, const Q: usize, const D: usize
         }
     }
 
-    /// The scratch staging buffer for a call into the command layer: zeroed,
-    /// then the bytes `x` fetched into the slot's scratch, if any.
-    fn stage_scratch(&mut self, qi: usize, s: usize, x: Option<Xfer>) {
-        self.scratch.fill(0);
-        let Some(Xfer { local: Local::Scratch { off }, len, .. }) = x else { return };
-        let (off, len) = (off as usize, len as usize);
-        let at = self.layout.scratch(s) + off;
-        if let (Some(q), Some(dst)) = (self.queues.get(qi), self.scratch.get_mut(off..off + len))
-            && let Some(buf) = q.buf.as_ref()
-        {
-            let _ = buf.read_bytes(at, dst);
+    /// The scratch staging buffer for [`Commands::fetched`]: the slot's whole
+    /// scratch as [`Transport::fetch`] left it (what the command layer wrote
+    /// in `capsule`, the fetched bytes over it), as the contract asks.
+    fn stage_scratch(&mut self, qi: usize, s: usize) {
+        let at = self.layout.scratch(s);
+        let read = self
+            .queues
+            .get(qi)
+            .and_then(|q| q.buf.as_ref())
+            .is_some_and(|buf| buf.read_bytes(at, &mut self.scratch));
+        if !read {
+            self.scratch.fill(0);
         }
     }
 
@@ -981,8 +981,11 @@ impl<'d, H: Hal, B: Bar + Clone, T: MadTransport, const Q: usize, const D: usize
 
     fn on_capsule(&mut self, qi: usize, s: usize, byte_len: u32, cmds: &mut impl Commands) {
         let n = byte_len as usize;
-        if n < SQE || n > self.layout.recv_stride {
-            // spec §3 step 1: "capsule size less than 64 bytes" is fatal.
+        // nvmet treats a capsule under 64 bytes as fatal (spec §3 step 1);
+        // here the command layer answers it with an NVMe status (issue #32:
+        // "a capsule shorter than its header" gets a status), or holds it and
+        // asks for the disconnect when not even the CID is there.
+        if n == 0 || n > self.layout.recv_stride {
             return self.fatal(qi);
         }
         let at = self.layout.recv(s);
@@ -1107,7 +1110,16 @@ impl<'d, H: Hal, B: Bar + Clone, T: MadTransport, const Q: usize, const D: usize
     }
 
     fn fetch(&mut self, qi: usize, s: usize, x: Xfer) {
-        if !self.init_ctx(qi, s, &x, Direction::FromDevice) {
+        // The command layer's scratch goes to the slot's region first (the
+        // READ then lands over its part of it): `fetched` gets it back
+        // (the `Commands::fetched` contract).
+        let layout = self.layout;
+        let kept = self
+            .queues
+            .get(qi)
+            .and_then(|q| q.buf.as_ref())
+            .is_some_and(|buf| buf.write_bytes(layout.scratch(s), &self.scratch));
+        if !kept || !self.init_ctx(qi, s, &x, Direction::FromDevice) {
             return self.fatal(qi);
         }
         let Some(q) = self.queues.get_mut(qi) else { return };
