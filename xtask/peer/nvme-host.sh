@@ -99,7 +99,7 @@ ctrl() {
 connect() {
     if nvme connect -t rdma -a "$NVME_ADDR" -s "$PORT" -n "$NVME_NQN" \
         -i "$IOQ" -W "$WQ" -P "$PQ" >/tmp/conn 2>&1; then
-        pass "$1 ($(head -n 1 /tmp/conn))"
+        pass "$1 (-i $IOQ -W $WQ -P $PQ) $(head -n 1 /tmp/conn)"
     else
         fail "$1" "$(cat /tmp/conn)"
         finish
