@@ -13,7 +13,8 @@
 #   NVME_POLL_QUEUES  `-P` (default 1)
 #   NVME_TRIES        discover attempts, 2 s apart (default 30)
 #   NVME_PERF_MB      MiB moved by each sequential measurement (default 8)
-#   NVME_PERF_IOS     4 KiB reads of the QD1 measurement (default 512)
+#   NVME_PERF_IOS     4 KiB reads of the QD1 and the QD16 measurement
+#                     (default 512)
 #
 # Every check prints `NVME PASS <step>` or `NVME FAIL <step>: why`;
 # measurements print `NVME-PERF <name> key=value ...`; the last line is
@@ -283,6 +284,27 @@ if dd if="$DEV" of=/dev/null bs=4096 count="$PERF_IOS" skip=$PERF_OFF iflag=dire
     perf read-4k-qd1 "$PERF_IOS" "$(awk -v a="$t0" -v b="$t1" 'BEGIN { print b - a }')" ios
 else
     fail "read-4k-qd1" "dd failed"
+fi
+
+# 4 KiB reads with 16 in flight: 16 dd processes at once, each on its own
+# slice of the region (busybox has no fio; dd is QD1 per process)
+per=$((PERF_IOS / 16))
+pids=
+t0=$(now)
+k=0
+while [ $k -lt 16 ]; do
+    dd if="$DEV" of=/dev/null bs=4096 count=$per skip=$((PERF_OFF + k * per * 4096)) \
+        iflag=direct,skip_bytes 2>/dev/null &
+    pids="$pids $!"
+    k=$((k + 1))
+done
+bad=0
+for p in $pids; do wait "$p" || bad=$((bad + 1)); done
+t1=$(now)
+if [ "$bad" = 0 ]; then
+    perf read-4k-qd16 $((per * 16)) "$(awk -v a="$t0" -v b="$t1" 'BEGIN { print b - a }')" ios
+else
+    fail "read-4k-qd16" "$bad of 16 dd failed"
 fi
 
 disconnect "final disconnect"
