@@ -18,6 +18,17 @@ fi
 set -a
 . $CFG/env/raw
 set +a
+# NVMe over RDMA (issue #32): the host's and target's modules only when
+# asked (NVME=1), and a stable host identity for nvme-cli
+if [ "$NVME" = 1 ]; then
+    for m in /modules/nvme/*.ko; do
+        insmod "$m" || echo "peer: insmod $m failed"
+    done
+    mkdir -p /etc/nvme
+    HOSTID=${NVME_HOSTID:-5e2d0c1a-0b0b-4c32-8e00-00000000000b}
+    echo "nqn.2014-08.org.nvmexpress:uuid:$HOSTID" >/etc/nvme/hostnqn
+    echo "$HOSTID" >/etc/nvme/hostid
+fi
 # busybox's `ip` applet is not linked: this is iproute2's
 IP=/usr/sbin/ip
 $IP link set lo up

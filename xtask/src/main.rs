@@ -20,6 +20,7 @@ mod conformance;
 mod fuzz;
 mod layers;
 mod newcomer;
+mod nvme_wire;
 mod peer;
 mod qemu;
 mod size;
@@ -84,6 +85,7 @@ fn main() -> ExitCode {
                  wire FILE.pcap       two model devices, the driver's RC traffic as RoCEv2 frames in a pcap\n  \
                  soak [--ops N] [--seed S]  seeded random verbs traffic under injected faults (release), prints ops=… faults=… lost=…\n  \
                  peer build|run SCENARIO|list  a Linux Soft-RoCE guest in QEMU as the peer (issue #34)\n  \
+                 peer nvme-wire FILE  judge a capture with tshark's NVMe/RDMA dissector (issue #32)\n  \
                  layers [--print-known|--edges]  the layer rule: upward imports and import cycles in src/ against xtask/layers-known.txt\n  \
                  vendor-diff [--seed N] [--cases N]  the vendor's uk.c (linux-source-6.1, fetched) against the driver's data path\n  \
                  setup                install the rustup targets and components the suite needs"
