@@ -151,7 +151,7 @@ fuzz_target!(|data: &[u8]| {
         subnqn: SUBNQN,
         serial: "FUZZ",
         model: "fuzz",
-        disk,
+        disk: &disk,
         lba_shift: if b.u8() & 1 == 0 { 9 } else { 12 },
         inline_bytes: inline,
         io_queues: u16::from(b.u8() % 4) + 1,
@@ -159,7 +159,7 @@ fuzz_target!(|data: &[u8]| {
         traddr: TrAddr::V4([10, 0, 0, 1]),
         kas: 10,
     };
-    let mut t: Target<'static, 6, 2> = match Target::new(cfg) {
+    let mut t: Target<'_, 6, 2> = match Target::new(cfg) {
         Ok(t) => t,
         Err(_) => return,
     };

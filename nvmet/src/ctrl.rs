@@ -93,7 +93,7 @@ pub struct Config<'a> {
     /// Model number (≤ 40 ASCII bytes).
     pub model: &'a str,
     /// The namespace's memory (a whole number of blocks).
-    pub disk: RamDisk,
+    pub disk: &'a RamDisk,
     /// LBADS: 9 (512 B) or 12 (4096 B).
     pub lba_shift: u8,
     /// In-capsule data bytes after the SQE on I/O queues (IOCCSZ =
@@ -295,8 +295,8 @@ impl<'a, const Q: usize, const C: usize> Target<'a, Q, C> {
     }
 
     /// The namespace's memory (for the transport's memory registration).
-    pub fn disk(&self) -> &RamDisk {
-        &self.cfg.disk
+    pub fn disk(&self) -> &'a RamDisk {
+        self.cfg.disk
     }
 
     /// The configuration.

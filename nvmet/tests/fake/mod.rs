@@ -148,7 +148,7 @@ pub fn connect_data(cntlid: u16, subnqn: &str, hostnqn: &str) -> Vec<u8> {
     d
 }
 
-pub fn config(disk: RamDisk, inline_bytes: u32, io_queues: u16) -> Config<'static> {
+pub fn config(disk: &'static RamDisk, inline_bytes: u32, io_queues: u16) -> Config<'static> {
     Config {
         subnqn: SUBNQN,
         serial: "IRDMA0001",
@@ -163,11 +163,11 @@ pub fn config(disk: RamDisk, inline_bytes: u32, io_queues: u16) -> Config<'stati
     }
 }
 
-pub fn ram(bytes: usize) -> RamDisk {
+pub fn ram(bytes: usize) -> &'static RamDisk {
     let words: &'static mut [u64] = Box::leak(vec![0u64; bytes / 8].into_boxed_slice());
     let p = NonNull::new(words.as_mut_ptr().cast::<u8>()).unwrap();
     // SAFETY: leaked, 8-aligned, used only through the RamDisk.
-    unsafe { RamDisk::new(p, bytes as u64, 0x1000_0000) }
+    Box::leak(Box::new(unsafe { RamDisk::new(p, bytes as u64, 0x1000_0000) }))
 }
 
 pub type T = Target<'static, 16, 4>;
