@@ -247,6 +247,17 @@ fn answer(
     driver_qpn: u32,
     remote: Vec<u8>,
 ) -> std::thread::JoinHandle<Vec<wire::Parsed>> {
+    answer_paced(peer, n, driver_qpn, remote, Duration::ZERO)
+}
+
+/// [`answer`], with `gap` before each answer packet (a slow peer).
+fn answer_paced(
+    peer: UdpSocket,
+    n: usize,
+    driver_qpn: u32,
+    remote: Vec<u8>,
+    gap: Duration,
+) -> std::thread::JoinHandle<Vec<wire::Parsed>> {
     std::thread::spawn(move || {
         let mut got = Vec::new();
         let mut msn = 0;
@@ -288,6 +299,7 @@ fn answer(
                 vec![]
             };
             for b in &back {
+                std::thread::sleep(gap);
                 peer.send(&build(&b_to_a(), b, 7)).unwrap();
             }
             got.push(p);
@@ -338,6 +350,49 @@ fn the_drivers_requests_leave_through_the_port_and_complete_on_the_peers_answers
     let c = port.counters();
     assert_eq!((c.tx_frames, c.rx_frames, c.rc_timeouts, c.unsolicited), (5, 5, 0, 0), "{c:?}");
     assert_eq!(c.drops.total(), 0);
+}
+
+/// wire §4.8, the model as requester: its timeout runs from the last
+/// response packet of the message, not from the request — a long READ
+/// whose responses keep coming (a peer under TCG needs seconds for 1 MiB)
+/// is not resent while it makes progress. Resending it whole restarted the
+/// responses each time until the retries ran out (issue #32, the NVMe
+/// target's 1 MiB READs from a Linux host).
+#[test]
+fn a_read_whose_responses_keep_coming_is_not_resent() {
+    let _g = lock();
+    let bar = ModelBar::standalone(small_fn_config());
+    let peer = UdpSocket::bind("127.0.0.1:0").unwrap();
+    peer.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let mut cfg = PortConfig::new(A.mac);
+    cfg.ipv4 = vec![A.ip];
+    cfg.remote = Some(peer.local_addr().unwrap());
+    cfg.rc_timeout = Duration::from_millis(300);
+    let port = bar.fabric().attach_port(Port::bind(cfg).unwrap());
+    peer.connect(port.local_addr()).unwrap();
+    let dev = probe_as(&bar, A, Profile::SMALL);
+    let mut s = Side::new(&dev, A, 16, cap(8));
+    connect(&mut s.qp, A, B, PEER_QPN).unwrap();
+    let local = s.region(1, 2);
+    let remote: Vec<u8> = (0..4096u32).map(|i| (i * 13 + 5) as u8).collect();
+    // 4 responses, 150 ms apart: 600 ms in all, each gap under 300 ms
+    let peer_thread = answer_paced(
+        peer.try_clone().unwrap(),
+        1,
+        s.qp.qp_num(),
+        remote.clone(),
+        Duration::from_millis(150),
+    );
+    let sge = [local.sge(0, 4096)];
+    s.qp.post_send(&[signaled(1, read_op(0x2000, 0x5678), &sge)]).unwrap();
+    let wcs = s.poll(1);
+    assert_eq!(wcs.len(), 1, "{wcs:?}");
+    assert_eq!((wcs[0].wr_id, wcs[0].status), (1, WcStatus::Success), "{:?}", wcs[0]);
+    assert_eq!(local.bytes(0, 4096), &remote[..], "READ data from the peer");
+    assert_eq!(peer_thread.join().unwrap().len(), 1);
+    nothing_from_port(&peer);
+    let c = port.counters();
+    assert_eq!((c.rc_timeouts, c.unsolicited), (0, 0), "{c:?}");
 }
 
 /// The port's socket asks for a 4 MiB receive buffer: the OS default

@@ -83,7 +83,8 @@
 //! the doorbell write returns ([`crate::Fabric`]). Toward the port this
 //! means: the request frames are sent, then the port waits (holding the
 //! fabric) for the response frames of that QP — an ACK/NAK, or READ
-//! responses up to the Last/Only one — for [`PortConfig::rc_timeout`],
+//! responses up to the Last/Only one — for [`PortConfig::rc_timeout`]
+//! after the request or the last response packet of it that came,
 //! resending the whole request up to [`PortConfig::rc_retries`] times
 //! (go-back-N from the message's first PSN, wire §4.8), then the request
 //! is lost (the QP goes to error with a retry-exceeded AE as for any lost
@@ -488,7 +489,10 @@ impl Port {
             for f in frames {
                 self.send(f);
             }
-            let deadline = Instant::now() + self.cfg.rc_timeout;
+            // the timer restarts with every response packet of the
+            // message (progress), as a requester's ACK timer does (wire
+            // §4.8): a long READ is resent only when its responses stop
+            let mut deadline = Instant::now() + self.cfg.rc_timeout;
             let mut got: Vec<Vec<u8>> = Vec::new();
             while Instant::now() < deadline {
                 let Some(f) = self.recv_raw() else {
@@ -508,6 +512,7 @@ impl Port {
                 }
                 let op = p.map_or(0, |p| p.pkt.opcode);
                 got.push(trim(&f));
+                deadline = Instant::now() + self.cfg.rc_timeout;
                 if !matches!(op, op::READ_RESP_FIRST | op::READ_RESP_MIDDLE) {
                     return Some(got);
                 }
