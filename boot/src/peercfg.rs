@@ -70,6 +70,8 @@ pub const MAX_COUNT: u32 = 10_000;
 pub const MAX_NS_MIB: u32 = 64;
 /// Most I/O queues the NVMe target grants.
 pub const MAX_IO_QUEUES: u32 = 8;
+/// The NVM subsystem NQN the image's NVMe target serves (`peer=nvme-target`).
+pub const NVME_SUBNQN: &str = "nqn.2026-12.io.irdma:ram0";
 
 /// What is wrong with the command line.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

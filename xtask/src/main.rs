@@ -244,6 +244,9 @@ fn legs() -> Vec<Leg> {
     v.push(leg("qemu-aarch64", qemu::run_leg_aarch64));
     // a Linux Soft-RoCE guest as the peer (issue #34): arp, rping both ways
     v.push(leg("peer", peer::leg));
+    // the NVMe/RDMA target (issue #32): Linux's nvmet-rdma between two
+    // guests, then the unikernel's target with a Linux host, side by side
+    v.push(leg("nvme", peer::nvme_leg));
     v.push(leg("conformance-sync", util::conformance_sync));
     // The vendor's own uk.c against the driver's data path (issue #30):
     // fetched at run time, fixed seed.

@@ -607,6 +607,15 @@ struct UkScenario {
     count: u32,
     /// rping `-S` on both sides.
     size: u32,
+    /// More lines of the Linux guest's env file.
+    env: &'static str,
+    /// More words of the unikernel's command line.
+    cmdline: &'static str,
+    /// How long the unikernel may run (its QEMU's timeout).
+    limit_s: u64,
+    /// Judge the capture with tshark's NVMe/RDMA dissector too
+    /// ([`crate::nvme_wire`]).
+    nvme: bool,
 }
 
 /// The `peer_*` group: each is also the name of the unikernel's scenario line.
@@ -627,6 +636,10 @@ const UK_SCENARIOS: &[UkScenario] = &[
         ],
         count: 3,
         size: 64,
+        env: "",
+        cmdline: "",
+        limit_s: 300,
+        nvme: false,
     },
     UkScenario {
         name: "peer_rping_client",
@@ -636,6 +649,24 @@ const UK_SCENARIOS: &[UkScenario] = &[
         result: &["server ping data", "server DISCONNECT", "cma event", "rping", "wait for"],
         count: 3,
         size: 64,
+        env: "",
+        cmdline: "",
+        limit_s: 300,
+        nvme: false,
+    },
+    UkScenario {
+        name: "peer_nvmet",
+        what: "the unikernel serves an NVMe/RDMA target (irdma-nvmet: 64 MiB RAM namespace, 4 I/O \
+               queues, discovery); nvme-host.sh discovers, connects, verifies, restarts it, measures",
+        role: "nvme-target",
+        linux: "nvme-host.sh",
+        result: &["NVME", "nvme-host"],
+        count: 3,
+        size: 64,
+        env: "NVME=1\nNVME_HOOKS=1\n",
+        cmdline: " ns_mib=64 nvme_io_queues=4",
+        limit_s: 900,
+        nvme: true,
     },
 ];
 
@@ -710,19 +741,34 @@ const LONG_ONLY: &[&str] = &[
     "peer-vanishes",
 ];
 
+/// The scenarios of the `nvme` leg ([`nvme_leg`]), not the `peer` leg's.
+const NVME_LEG: [&str; 2] = [nvme::NAME, "peer_nvmet"];
+
 /// The `peer` leg of `cargo xtask test`: every scenario once, in order —
 /// stage one (the driver in a host test), then stage two (the unikernel
 /// in QEMU through the model process); those of [`LONG_ONLY`] only with
-/// `IRDMA_PEER_LONG=1`.
+/// `IRDMA_PEER_LONG=1`, those of [`NVME_LEG`] in their own leg.
 pub fn leg() -> Result<String, String> {
     let long = std::env::var("IRDMA_PEER_LONG").is_ok_and(|v| v == "1");
-    let mut out = Vec::new();
     let names = SCENARIOS
         .iter()
         .map(|s| s.name)
         .chain(UK_SCENARIOS.iter().map(|s| s.name))
-        .chain([nvme::NAME]);
-    for name in names.filter(|n| long || !LONG_ONLY.contains(n)) {
+        .filter(|n| !NVME_LEG.contains(n))
+        .filter(|n| long || !LONG_ONLY.contains(n));
+    run_all(names)
+}
+
+/// The `nvme` leg (issue #32): Linux's own nvmet-rdma target between two
+/// guests, then the unikernel's `irdma-nvmet` target with a Linux host; both
+/// print nvme-host.sh's checks and `NVME-PERF` figures in the same run.
+pub fn nvme_leg() -> Result<String, String> {
+    run_all(NVME_LEG.into_iter())
+}
+
+fn run_all<'a>(names: impl Iterator<Item = &'a str>) -> Result<String, String> {
+    let mut out = Vec::new();
+    for name in names {
         let t0 = Instant::now();
         let code = run(name)?;
         let line = format!(
@@ -1237,8 +1283,8 @@ fn build_shm_model() -> Result<PathBuf, String> {
 /// address, the Linux guest's address and MAC, rping's count and size.
 fn uk_cmdline(sc: &UkScenario) -> String {
     format!(
-        "peer={} ip={MODEL_IP} peer_ip={PEER_IP} peer_mac={PEER_MAC} rping_count={} rping_size={}",
-        sc.role, sc.count, sc.size
+        "peer={} ip={MODEL_IP} peer_ip={PEER_IP} peer_mac={PEER_MAC} rping_count={} rping_size={}{}",
+        sc.role, sc.count, sc.size, sc.cmdline
     )
 }
 
@@ -1257,8 +1303,12 @@ fn run_uk(sc: &UkScenario) -> Result<i32, String> {
     // learns it by ARP, which the port answers for MODEL_IP
     let env = format!(
         "PEER_IP={PEER_IP}\nPEER_MAC={PEER_MAC}\nMODEL_IP={MODEL_IP}\nMTU=1500\nRPING_SIZE={}\n\
-         RPING_COUNT={}\nPEER_ADDR={PEER_IP}\nMODEL_ADDR={MODEL_IP}\nVLAN=\n",
-        sc.size, sc.count
+         RPING_COUNT={}\nPEER_ADDR={PEER_IP}\nMODEL_ADDR={MODEL_IP}\nVLAN=\n\
+         NVME_ADDR={MODEL_IP}\nNVME_NQN={}\n{}",
+        sc.size,
+        sc.count,
+        irdma_boot::peercfg::NVME_SUBNQN,
+        sc.env
     );
     std::fs::write(out.join("env"), env).map_err(|e| e.to_string())?;
     std::fs::write(out.join("run"), format!("{}\n", sc.linux)).map_err(|e| e.to_string())?;
@@ -1291,12 +1341,52 @@ fn run_uk(sc: &UkScenario) -> Result<i32, String> {
         "--port-rc-timeout-ms".into(),
         "2000".into(),
         "--max-secs".into(),
-        "400".into(),
+        (sc.limit_s + 100).to_string(),
     ]
     .into();
+    // once the Linux guest is done, the unikernel has this long to finish
+    // (it may wait for a host that gave up: end it instead of its timeout)
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let uk_done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let watcher = {
+        let (stop, uk_done) = (stop.clone(), uk_done.clone());
+        let limit = Instant::now() + Duration::from_secs(sc.limit_s + 60);
+        std::thread::spawn(move || {
+            use std::sync::atomic::Ordering::Relaxed;
+            // the guest gets 60 s after the unikernel ended, and the
+            // unikernel 60 s after the guest ended
+            let (mut guest_end, mut uk_end) = (None, None);
+            loop {
+                let now = Instant::now();
+                if guest_end.is_none()
+                    && let Ok(Some(st)) = guest.try_wait()
+                {
+                    guest_end = Some((now, st.code()));
+                }
+                if uk_end.is_none() && uk_done.load(Relaxed) {
+                    uk_end = Some(now);
+                }
+                let grace = Duration::from_secs(60);
+                match (guest_end, uk_end) {
+                    (Some((_, st)), Some(_)) => return st,
+                    (Some((t, st)), None) if now > t + grace => {
+                        stop.store(true, Relaxed);
+                        return st;
+                    }
+                    (None, Some(t)) if now > t + grace => return wait(&mut guest, now),
+                    (None, None) if now > limit => {
+                        stop.store(true, Relaxed);
+                        return wait(&mut guest, now);
+                    }
+                    _ => std::thread::sleep(Duration::from_millis(100)),
+                }
+            }
+        })
+    };
     let opts = Opts {
+        stop: Some(stop),
         append: Some(uk_cmdline(sc)),
-        timeout: Duration::from_secs(300),
+        timeout: Duration::from_secs(sc.limit_s),
         model: ModelSel::Program(model.display().to_string(), model_args),
         echo: false,
         pcap: Some(pcap.clone()),
@@ -1304,8 +1394,9 @@ fn run_uk(sc: &UkScenario) -> Result<i32, String> {
     };
     let uk = qemu::run_image(&image, &opts);
     let uk_wall = t0.elapsed();
-    // the guest finishes its rping (and powers off) by itself
-    let guest_st = wait(&mut guest, Instant::now() + Duration::from_secs(60));
+    uk_done.store(true, std::sync::atomic::Ordering::Relaxed);
+    // the guest finishes its run (and powers off) by itself
+    let guest_st = watcher.join().unwrap_or(None);
     let wall = t0.elapsed();
     let uk = uk?;
     std::fs::write(out.join("unikernel.log"), uk.console.join("\n") + "\n")
@@ -1327,7 +1418,7 @@ fn run_uk(sc: &UkScenario) -> Result<i32, String> {
     for l in uk
         .console
         .iter()
-        .filter(|l| l.contains("peer_rping") || l.starts_with("FAIL ") || l.starts_with("DONE "))
+        .filter(|l| l.contains(sc.name) || l.starts_with("FAIL ") || l.starts_with("DONE "))
     {
         println!("unikernel: {l}");
     }
@@ -1364,6 +1455,15 @@ fn run_uk(sc: &UkScenario) -> Result<i32, String> {
     match &judged {
         Ok(line) => println!("peer {}: {line}", sc.name),
         Err(e) => why.push(format!("capture check: {e}")),
+    }
+    if sc.nvme {
+        match crate::nvme_wire::judge(&pcap) {
+            Ok(w) => {
+                println!("peer {}: nvme-wire {}", sc.name, w.summary());
+                why.extend(w.failures().into_iter().map(|f| format!("nvme-wire: {f}")));
+            }
+            Err(e) => why.push(format!("nvme-wire: {e}")),
+        }
     }
     println!(
         "peer {}: {} — unikernel {:.1} s, whole run {:.1} s; logs in {}",
@@ -1529,8 +1629,12 @@ mod tests {
             // boot/src/bare/mod.rs reads at most 256 bytes of it
             assert!(line.len() < 256, "{line}");
             let c = peercfg::parse(&line).unwrap().unwrap();
-            let role =
-                if sc.name.ends_with("server") { Role::RpingServer } else { Role::RpingClient };
+            let role = match sc.role {
+                "rping-server" => Role::RpingServer,
+                "rping-client" => Role::RpingClient,
+                "nvme-target" => Role::NvmeTarget,
+                r => panic!("role {r}"),
+            };
             assert_eq!(c.role, role, "{}", sc.name);
             assert_eq!(c.ip, ip(MODEL_IP));
             assert_eq!(c.peer_ip, ip(PEER_IP));

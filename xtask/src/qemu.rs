@@ -116,6 +116,9 @@ pub struct Opts {
     /// Interrupts (issue #31): `ivshmem-doorbell` with the model as its
     /// server instead of `ivshmem-plain` (contract: "Interrupts").
     pub irq: bool,
+    /// Ends the run early (as a timeout) once set: a live run whose peer
+    /// gave up (`peer.rs`).
+    pub stop: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
 }
 
 impl Default for Opts {
@@ -132,6 +135,7 @@ impl Default for Opts {
             host_tsc: true,
             pcap: None,
             irq: false,
+            stop: None,
         }
     }
 }
@@ -934,7 +938,13 @@ pub fn run_image(image: &Path, opts: &Opts) -> Result<Outcome, String> {
                 out.status = st.code();
                 break;
             }
-            Ok(None) if t0.elapsed() > opts.timeout => {
+            Ok(None)
+                if t0.elapsed() > opts.timeout
+                    || opts
+                        .stop
+                        .as_ref()
+                        .is_some_and(|s| s.load(std::sync::atomic::Ordering::Relaxed)) =>
+            {
                 out.timed_out = true;
                 let _ = child.kill();
                 let _ = child.wait();

@@ -46,6 +46,7 @@ mod bringup;
 mod cm;
 mod irq;
 mod lan;
+mod nvme;
 mod peer;
 mod verbs;
 

@@ -38,8 +38,9 @@ use crate::bare::serial::println;
 type PeerCm = Cm<2, 1>;
 type T<'d, 'b> = Qp1Transport<'d, BootHal, &'b MmioBar>;
 
-/// The two scenarios (one line each on every run).
-pub const NAMES: [&str; 2] = ["peer_rping_server", "peer_rping_client"];
+/// The live scenarios (one line each on every run): rping both ways and
+/// the NVMe-over-RDMA target (`super::nvme`).
+pub const NAMES: [&str; 3] = ["peer_rping_server", "peer_rping_client", super::nvme::NAME];
 
 /// How long one step (a completion, a CM answer) may take.
 const STEP: Duration = Duration::from_secs(60);
@@ -74,8 +75,15 @@ pub fn run(r: &mut Runner, dev: &Dev<'_>, cfg: Result<Option<PeerCfg>, PeerCfgEr
             return;
         }
     };
-    for (name, role) in [(NAMES[0], Role::RpingServer), (NAMES[1], Role::RpingClient)] {
-        if role == cfg.role {
+    let roles = [
+        (NAMES[0], Role::RpingServer),
+        (NAMES[1], Role::RpingClient),
+        (NAMES[2], Role::NvmeTarget),
+    ];
+    for (name, role) in roles {
+        if role == cfg.role && role == Role::NvmeTarget {
+            r.run(name, || super::nvme::scenario(dev, &cfg));
+        } else if role == cfg.role {
             r.run(name, || scenario(dev, &cfg));
         } else {
             r.run(name, || Ok(Outcome::Skip(msg(format_args!("this run is {:?}", cfg.role)))));
