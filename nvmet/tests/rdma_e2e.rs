@@ -34,7 +34,7 @@ use irdma_nvmet::{
 
 const Q: usize = 3;
 const D: usize = 32;
-type Tgt<'d> = Tp<'d, Q, D>;
+type Tgt<'d> = Tp<'d, Q, D, 8>;
 
 const DISK_PAGES: usize = 64;
 
@@ -176,7 +176,7 @@ fn bad_connect_requests_are_rejected_with_the_right_status() {
     let _g = lock();
     let e = env(DISK_PAGES);
     let disk = e.disk();
-    let mut t = e.target::<Q, D>(&disk);
+    let mut t = e.target::<Q, D, 8>(&disk);
     let mut host = e.host();
     let mut stub = Stub::default();
     let before = resources(&e.bb);
@@ -222,7 +222,7 @@ fn commands_move_data_both_ways_and_the_write_precedes_the_response() {
     let _g = lock();
     let e = env(DISK_PAGES);
     let disk = e.disk();
-    let mut t = e.target::<Q, D>(&disk);
+    let mut t = e.target::<Q, D, 8>(&disk);
     let mut host = e.host();
     let mut stub = Stub::default();
     let frames = e.bb.fabric().capture();
@@ -309,7 +309,7 @@ fn send_with_invalidate_kills_exactly_the_key() {
     let _g = lock();
     let e = env(DISK_PAGES);
     let disk = e.disk();
-    let mut t = e.target::<Q, D>(&disk);
+    let mut t = e.target::<Q, D, 8>(&disk);
     let mut host = e.host();
     let mut stub = Stub::default();
     let before = resources(&e.bb);
@@ -366,7 +366,7 @@ fn full_queue_depth_and_commands_before_rtu() {
     let _g = lock();
     let e = env(DISK_PAGES);
     let disk = e.disk();
-    let mut t = e.target::<Q, D>(&disk);
+    let mut t = e.target::<Q, D, 8>(&disk);
     let mut host = e.host();
     let mut stub = Stub::default();
     let mut q = HostQ::new(&e.da, 32);
@@ -425,7 +425,7 @@ fn errors_and_disconnects_tear_down_and_the_host_reconnects() {
     let _g = lock();
     let e = env(DISK_PAGES);
     let disk = e.disk();
-    let mut t = e.target::<Q, D>(&disk);
+    let mut t = e.target::<Q, D, 8>(&disk);
     let mut host = e.host();
     let mut stub = Stub::default();
     let before = resources(&e.bb);
@@ -493,7 +493,7 @@ fn several_queues_at_once() {
     let _g = lock();
     let e = env(DISK_PAGES);
     let disk = e.disk();
-    let mut t = e.target::<Q, D>(&disk);
+    let mut t = e.target::<Q, D, 8>(&disk);
     let mut host = e.host();
     let mut stub = Stub::default();
     let mut qs: Vec<HostQ<'_>> = [32, 16, 16].into_iter().map(|d| HostQ::new(&e.da, d)).collect();
@@ -558,7 +558,7 @@ fn a_qp_error_closes_the_queue() {
     let _g = lock();
     let e = env(DISK_PAGES);
     let disk = e.disk();
-    let mut t = e.target::<Q, D>(&disk);
+    let mut t = e.target::<Q, D, 8>(&disk);
     let mut host = e.host();
     let mut stub = Stub::default();
     let before = resources(&e.bb);

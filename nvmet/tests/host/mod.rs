@@ -20,9 +20,11 @@ use irdma::cm::{Cm, CmConfig, CmEvent, CmTiming, ConnId, ConnectParams, MadAddr}
 use irdma_nvmet::rdma::{Config, Transport};
 use irdma_nvmet::{Commands, RamDisk};
 
-/// The transport on device B with `Q` queues of `D` command slots.
-pub type Tp<'d, const Q: usize, const D: usize> = Transport<'d, FakeHal, ModelBar, Port, Q, D, 8>;
-pub type HostCm = Cm<8, 1>;
+/// The transport on device B with `Q` queues of `D` command slots and a CM
+/// of `C` connections.
+pub type Tp<'d, const Q: usize, const D: usize, const C: usize> =
+    Transport<'d, FakeHal, ModelBar, Port, Q, D, C>;
+pub type HostCm = Cm<16, 1>;
 
 pub fn cm_cfg(a: Addr, seed: u32) -> CmConfig {
     CmConfig {
@@ -134,6 +136,23 @@ impl<'d> HostQ<'d> {
         out
     }
 
+    /// Takes the responses that arrived since the last call (in arrival
+    /// order) as (CQE bytes, invalidated rkey), re-posting their receives.
+    pub fn take_responses(&mut self) -> Vec<([u8; 16], Option<u32>)> {
+        let out = self.responses();
+        let done: Vec<usize> = self
+            .completions
+            .iter()
+            .filter(|c| c.opcode == WcOpcode::Recv)
+            .map(|c| c.wr_id as usize)
+            .collect();
+        self.completions.retain(|c| c.opcode != WcOpcode::Recv);
+        for i in done {
+            self.repost(i);
+        }
+        out
+    }
+
     /// Re-posts the response receive `i`.
     pub fn repost(&mut self, i: usize) {
         let sge = [self.rsp.sge(i * 16, 16)];
@@ -179,8 +198,8 @@ impl Host {
 }
 
 /// Runs target and host CM until neither has anything to do.
-pub fn run<const Q: usize, const D: usize>(
-    t: &mut Tp<'_, Q, D>,
+pub fn run<const Q: usize, const D: usize, const C: usize>(
+    t: &mut Tp<'_, Q, D, C>,
     stub: &mut impl Commands,
     host: &mut Host,
     qs: &mut [&mut HostQ<'_>],
@@ -279,15 +298,18 @@ impl Env {
             src_port: 40000,
         }
     }
-    pub fn target<'d, const Q: usize, const D: usize>(&'d self, disk: &'d RamDisk) -> Tp<'d, Q, D> {
+    pub fn target<'d, const Q: usize, const D: usize, const C: usize>(
+        &'d self,
+        disk: &'d RamDisk,
+    ) -> Tp<'d, Q, D, C> {
         let port = Port { me: 'b', mac: B.mac, wire: self.wire.clone() };
         Transport::new(&self.db, disk, port, tgt_cfg()).expect("transport")
     }
 }
 
 /// Connects `q` as queue `qid` of depth `q.depth`, expecting success.
-pub fn open<const Q: usize, const D: usize>(
-    t: &mut Tp<'_, Q, D>,
+pub fn open<const Q: usize, const D: usize, const C: usize>(
+    t: &mut Tp<'_, Q, D, C>,
     stub: &mut impl Commands,
     host: &mut Host,
     q: &mut HostQ<'_>,
