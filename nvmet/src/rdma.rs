@@ -51,6 +51,9 @@
 //! that timed out, a post the QP refused, or a step the transport cannot
 //! carry out (a transfer out of range) close the queue: QP to ERROR,
 //! `rdma_disconnect` (DREQ, or DREP for the host's DREQ), flush, teardown.
+//! The failures among them (not the DREQ, the REP timeout or a REJ) reach
+//! the command layer as [`Commands::queue_failed`] just before
+//! [`Commands::queue_closed`]: nvmet deletes the controller then (§3).
 
 use core::ptr::NonNull;
 
@@ -330,6 +333,8 @@ struct Queue<'d, H: Hal, B: Bar + Clone, const D: usize> {
     established: bool,
     /// `queue_opened` accepted it: `queue_closed` is owed.
     opened: bool,
+    /// Closing for an error (not a disconnect): `queue_failed` is owed.
+    failed: bool,
     entries: usize,
     qp: Option<Qp<'d, H, B>>,
     cq: Option<Cq<'d, H, B>>,
@@ -499,6 +504,7 @@ impl<'d, H: Hal, B: Bar + Clone, T: MadTransport, const Q: usize, const D: usize
                 conn: ConnId(0),
                 established: false,
                 opened: false,
+                failed: false,
                 entries: 0,
                 qp: None,
                 cq: None,
@@ -689,6 +695,7 @@ impl<'d, H: Hal, B: Bar + Clone, T: MadTransport, const Q: usize, const D: usize
         q.conn = id;
         q.established = false;
         q.opened = true;
+        q.failed = false;
         q.entries = n;
         q.slots = [SlotSt::IDLE; D];
         q.qp = Some(qp);
@@ -753,7 +760,8 @@ impl<'d, H: Hal, B: Bar + Clone, T: MadTransport, const Q: usize, const D: usize
     }
 
     fn fatal(&mut self, qi: usize) {
-        if self.queues.get(qi).is_some_and(|q| q.state == QState::Open) {
+        if let Some(q) = self.queues.get_mut(qi).filter(|q| q.state == QState::Open) {
+            q.failed = true;
             self.stats.fatal += 1;
         }
         self.begin_close(qi);
@@ -804,6 +812,9 @@ impl<'d, H: Hal, B: Bar + Clone, T: MadTransport, const Q: usize, const D: usize
         }
         if q.opened {
             q.opened = false;
+            if q.failed {
+                cmds.queue_failed(QueueId(qi as u16));
+            }
             cmds.queue_closed(QueueId(qi as u16));
         }
         let destroyed = q.qp.as_mut().is_none_or(|qp| qp.destroy().is_ok());
@@ -829,6 +840,7 @@ impl<'d, H: Hal, B: Bar + Clone, T: MadTransport, const Q: usize, const D: usize
             return false;
         }
         if q.state == QState::Open && q.qp.as_ref().is_some_and(|qp| dev.qp_in_error(qp.qp_num())) {
+            q.failed = true;
             self.stats.qp_errors += 1;
             self.begin_close(qi);
         }

@@ -65,6 +65,8 @@ fn cqe(cid: u16, opc: u8) -> [u8; 16] {
 struct Stub {
     opened: Vec<(QueueId, QueueInfo)>,
     closed: Vec<QueueId>,
+    /// Queues closed for an error (`queue_failed`).
+    failed: Vec<QueueId>,
     refuse: Option<u16>,
     held: Vec<(QueueId, Slot, u16)>,
     release_held: bool,
@@ -84,6 +86,9 @@ impl Commands for Stub {
         }
         self.opened.push((q, info));
         Ok(())
+    }
+    fn queue_failed(&mut self, q: QueueId) {
+        self.failed.push(q);
     }
     fn queue_closed(&mut self, q: QueueId) {
         self.closed.push(q);
@@ -352,6 +357,7 @@ fn send_with_invalidate_kills_exactly_the_key() {
     let s = t.stats();
     assert!(s.wr_errors >= 1, "the WRITE with the invalidated key failed: {s:?}");
     assert_eq!(stub.closed, vec![QueueId(0)]);
+    assert_eq!(stub.failed, vec![QueueId(0)], "a failed WR: queue_failed before queue_closed");
     assert_eq!(t.open_queues(), 0);
     assert_eq!(resources(&e.bb), before, "QP and CQ back");
     assert_ne!(read(&mem, 0, 64), want[..64].to_vec(), "nothing written through the dead key");
@@ -465,6 +471,9 @@ fn errors_and_disconnects_tear_down_and_the_host_reconnects() {
         assert_eq!(s.wrs_posted, s.wrs_completed, "every WR completed before teardown: {s:?}");
         let want_closed = if round == 2 { 2 } else { round as usize + 1 };
         assert_eq!(stub.closed.len(), want_closed, "queue_closed, not after Event::Disconnect");
+        // Only the failed READ is a failure; a DREQ and the command
+        // layer's own disconnect are not.
+        assert_eq!(stub.failed, vec![QueueId(0)], "round {round}");
         assert_eq!(t.open_queues(), 0);
         assert_eq!(resources(&e.bb), before, "round {round}: QP and CQ back");
         // The host's side of the connection is gone too.
@@ -571,6 +580,7 @@ fn a_qp_error_closes_the_queue() {
     assert_eq!((s.qp_errors, s.closed), (1, 1), "{s:?}");
     assert_eq!(s.wrs_posted, s.wrs_completed, "{s:?}");
     assert_eq!(stub.closed, vec![QueueId(0)]);
+    assert_eq!(stub.failed, vec![QueueId(0)], "a failed WR: queue_failed before queue_closed");
     assert_eq!(resources(&e.bb), before);
     let mut q2 = HostQ::new(&e.da, 8);
     open(&mut t, &mut stub, &mut host, &mut q2, 1);

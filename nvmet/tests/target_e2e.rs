@@ -471,6 +471,26 @@ fn linux_6_1_bring_up_over_the_wire() {
     // (WRITE); each of those six answered with SEND_WITH_INVALIDATE.
     assert_eq!((s.reads, s.writes, s.send_inv), (1, 5, 6), "{s:?}");
     assert_eq!((s.wr_errors, s.fatal, s.stray, s.rejected), (0, 0, 0, 0), "{s:?}");
+    // On the wire, an Identify: the target's RDMA WRITEs (RETH naming the
+    // host's key and iova) then one SEND ONLY WITH INVALIDATE (RC opcode
+    // 0x17) whose IETH is that key (spec §2.4, §9).
+    let frames = e.bb.fabric().capture();
+    let (r, id) = n.identify(&mut a, 0x01, 0);
+    assert!(r.ok());
+    assert_eq!(id, a.id, "Identify is stable");
+    let ours: Vec<_> = frames
+        .frames()
+        .iter()
+        .filter_map(|f| mock_bar::wire::parse(f).ok())
+        .filter(|p| p.src_mac == B.mac && p.pkt.opcode != 0x11)
+        .map(|p| p.pkt)
+        .collect();
+    let ops: Vec<u8> = ours.iter().map(|p| p.opcode).collect();
+    // 4096 B at path MTU 1024: WRITE FIRST, MIDDLE ×2, LAST, then the SEND.
+    assert_eq!(ops, [0x06, 0x07, 0x07, 0x08, 0x17], "{ops:x?}");
+    assert_eq!(ours[0].reth, Some((a.fr.iova, a.fr.key, 4096)), "RETH: iova, rkey, length");
+    assert_eq!(ours[4].ieth, Some(a.fr.key), "IETH: the 0x4F key");
+    assert_eq!(ours[4].payload.len(), 16, "a 16-B response capsule");
     // The firmware changes the namespace: the held AER (CID 31) completes
     // with type 2 / info 0 / log 04h (spec §5.5).
     n.tg.notify_ns_changed();
@@ -548,6 +568,22 @@ fn data_up_to_mdts_over_four_queues() {
     let r = n.exec(&mut a.io[0], &with_sgl(rw(0x02, cid, 4008, 14), keyed(&regs[0], 0, 7168)));
     assert!(r.ok());
     same(&regs[0].bytes(0, 7168), &shadow[4008 * 512..4022 * 512], "zeroes read back");
+    // Every queue full (HSQSIZE + 1 = 32 outstanding): 16 keyed writes of
+    // 8 KiB, then 16 reads of them plus 16 of the earlier data, 128 at once.
+    let full: Vec<(usize, u64, usize, usize)> = (0..4)
+        .flat_map(|q| (0..16).map(move |i| (q, 6400 + (q * 16 + i) as u64 * 16, 16, i * 8192)))
+        .collect();
+    n.writes(&mut a, &regs, &full);
+    let mut both: Vec<(usize, u64, usize, usize)> =
+        full.iter().map(|&(q, slba, b, at)| (q, slba, b, at + 16 * 8192)).collect();
+    both.extend((0..4).flat_map(|q| {
+        (0..16).map(move |i| (q, 6400 + ((q + 1) % 4 * 16 + i) as u64 * 16, 16, i * 8192))
+    }));
+    n.reads(&mut a, &regs, &both);
+    for &(_, slba, blocks, _) in &full {
+        shadow[slba as usize * 512..][..blocks * 512].copy_from_slice(&lba_data(slba, blocks));
+    }
+    same(&disk_image(&disk), &shadow, "the namespace after the full queues");
     let s = n.t.stats();
     assert_eq!((s.wr_errors, s.fatal, s.stray), (0, 0, 0), "{s:?}");
     drop(regs);
@@ -603,6 +639,24 @@ fn errors_in_the_cqe_and_the_queue_stays_usable() {
         ),
         // A 40-byte capsule: Invalid Field, its CID echoed.
         ("40-byte capsule", sqe(0x02, 0x506, 1)[..40].to_vec(), (0, 0x02, true)),
+        // In-capsule data past the in-capsule size (offset 3840 + 512 >
+        // 4096) → SGL Offset Invalid (0x16).
+        (
+            "in-capsule offset",
+            {
+                let s = with_sgl(rw(0x01, 0x509, 0, 1), incapsule_sgl(3840, 512));
+                let mut c = s.to_vec();
+                c.extend(vec![0xAB; 4096]);
+                c
+            },
+            (0, 0x16, true),
+        ),
+        // More than MDTS (1 MiB + 512 B) → Invalid Field.
+        (
+            "above MDTS",
+            with_sgl(rw(0x02, 0x50A, 0, 2049), keyed(&data, 0, 2049 * 512)).to_vec(),
+            (0, 0x02, true),
+        ),
         // A Connect for a queue that is connected → Command Sequence Error.
         (
             "second Connect",
@@ -686,7 +740,14 @@ fn teardown_and_reconnect() {
                 n.host.cm.disconnect(n.host.now, id, &mut n.host.port).unwrap();
             }
             _ => {
-                // No Keep Alive for longer than KATO.
+                // Keep Alives every 3 s keep the controller past KATO...
+                for _ in 0..3 {
+                    n.host.now += 3000;
+                    assert!(n.keep_alive(&mut a.admin).ok());
+                }
+                n.pump(&mut a.all());
+                assert_eq!(n.tg.controllers(), 1, "kept alive");
+                // ...none for longer than KATO expires it.
                 n.host.now += u64::from(KATO) + 1;
             }
         }
@@ -727,6 +788,41 @@ fn teardown_and_reconnect() {
     assert_eq!(resources(&e.bb), before);
     drop(a);
     assert_eq!(FakeHal::live_pages(), pages);
+    drop(n);
+}
+
+/// A transfer that fails on an I/O queue (the host's RDMA READ responder
+/// refuses the key) is fatal for the whole controller (spec §3 "Errors":
+/// nvmet's `nvmet_rdma_error_comp` → `nvmet_ctrl_fatal_error`): every
+/// queue of it is disconnected, every resource comes back, and the host's
+/// new association finds the data.
+#[test]
+fn a_failed_transfer_deletes_the_controller() {
+    let _g = lock();
+    let e = env(DISK_PAGES);
+    let (disk, tg) = tgt_disk(&e);
+    let mut n = Nvme::new(&e, &disk, tg);
+    let before = resources(&e.bb);
+    let mut a = n.bring_up(&e);
+    let r = a.io[1].side.region(1, 0);
+    let bad =
+        keyed_sgl(Keyed { addr: r.addr(), len: 512, key: r.mr.rkey() ^ 0x100, invalidate: false });
+    Nvme::post(&mut a.io[1], &with_sgl(rw(0x01, 0x600, 0, 1), bad));
+    n.pump(&mut a.all());
+    let s = n.t.stats();
+    assert_eq!(s.wr_errors, 1, "the RDMA READ failed: {s:?}");
+    for (i, q) in a.io.iter().enumerate().filter(|(i, _)| *i != 1) {
+        assert_eq!(q.dreqs, 1, "I/O queue {i} disconnected by the target");
+    }
+    assert_eq!(a.admin.dreqs, 1, "the admin queue disconnected by the target");
+    assert_eq!((n.t.open_queues(), n.tg.controllers(), n.tg.queues()), (0, 0, 0));
+    assert_eq!(s.wrs_posted, s.wrs_completed, "{s:?}");
+    assert_eq!(resources(&e.bb), before);
+    drop(r);
+    drop(a);
+    let mut a = n.bring_up(&e);
+    assert!(n.keep_alive(&mut a.admin).ok());
+    drop(a);
     drop(n);
 }
 
