@@ -446,6 +446,12 @@ impl<'d, H: Hal, B: Bar + Clone, T: MadTransport, const Q: usize, const D: usize
         if D == 0 || D > 0xFFFF || Q == 0 || Q > 0xFFFF {
             return Err(Error::Config("queue or slot count out of range"));
         }
+        if C < Q.saturating_mul(2) {
+            // The type's docs: a host reconnecting every queue at once needs
+            // a CM entry per new connection while the old ones sit in
+            // timewait; a REQ that finds the table full is dropped.
+            return Err(Error::Config("CM connections below 2 x queues"));
+        }
         let recv_stride = (SQE + cfg.inline_bytes as usize).next_multiple_of(64);
         let layout = Layout { slots: D, recv_stride };
         let caps = dev.caps();

@@ -174,6 +174,19 @@ fn parse_req_statuses() {
     assert_eq!(&rdma::rep_pdata(32)[..4], &[0, 0, 32, 0]);
 }
 
+/// A CM table below twice the queues is refused (the type's docs: the old
+/// association's connections sit in timewait while the host reconnects).
+#[test]
+fn cm_table_must_hold_two_associations() {
+    let _g = lock();
+    let e = env(DISK_PAGES);
+    let disk = e.disk();
+    let port = || cm_common::Port { me: 'b', mac: B.mac, wire: e.wire.clone() };
+    let small = Tp::<'_, 3, 4, 5>::new(&e.db, &disk, port(), tgt_cfg());
+    assert_eq!(small.err(), Some(rdma::Error::Config("CM connections below 2 x queues")));
+    assert!(Tp::<'_, 3, 4, 6>::new(&e.db, &disk, port(), tgt_cfg()).is_ok());
+}
+
 /// Bad private data → REJ reason 28 with {RECFMT 0, STS}; no QP, no CQ
 /// left behind, and the command layer never hears of the queue.
 #[test]
