@@ -171,11 +171,18 @@ impl<'d> Assoc<'d> {
     }
 }
 
-fn tgt_disk(e: &Env) -> (RamDisk, Cmds) {
+/// Runs `f` with the model devices and the whole target on device B:
+/// the transport over one handle of the namespace memory, the command
+/// layer over another (both reach it only through atomics or DMA: the
+/// `RamDisk` docs).
+fn with_target(f: impl FnOnce(&Env, &mut Nvme<'_>)) {
+    let _g = lock();
+    let e = env(DISK_PAGES);
     let disk = e.disk();
     let mut cfg = fake::config(e.disk(), INLINE, IO_QUEUES);
     cfg.traddr = TrAddr::V4(B.ip);
-    (disk, Target::new(cfg).expect("target"))
+    let mut n = Nvme::new(&e, &disk, Target::new(cfg).expect("target"));
+    f(&e, &mut n);
 }
 
 impl<'d> Nvme<'d> {
@@ -459,47 +466,44 @@ fn disk_image(disk: &RamDisk) -> Vec<u8> {
 /// the held AER.
 #[test]
 fn linux_6_1_bring_up_over_the_wire() {
-    let _g = lock();
-    let e = env(DISK_PAGES);
-    let (disk, tg) = tgt_disk(&e);
-    let mut n = Nvme::new(&e, &disk, tg);
-    let mut a = n.bring_up(&e);
-    let s = n.t.stats();
-    assert_eq!(n.t.open_queues(), 5);
-    assert_eq!((n.tg.controllers(), n.tg.queues()), (1, 5));
-    // Keyed data: the admin Connect (READ); Identify ×4 and the SMART log
-    // (WRITE); each of those six answered with SEND_WITH_INVALIDATE.
-    assert_eq!((s.reads, s.writes, s.send_inv), (1, 5, 6), "{s:?}");
-    assert_eq!((s.wr_errors, s.fatal, s.stray, s.rejected), (0, 0, 0, 0), "{s:?}");
-    // On the wire, an Identify: the target's RDMA WRITEs (RETH naming the
-    // host's key and iova) then one SEND ONLY WITH INVALIDATE (RC opcode
-    // 0x17) whose IETH is that key (spec §2.4, §9).
-    let frames = e.bb.fabric().capture();
-    let (r, id) = n.identify(&mut a, 0x01, 0);
-    assert!(r.ok());
-    assert_eq!(id, a.id, "Identify is stable");
-    let ours: Vec<_> = frames
-        .frames()
-        .iter()
-        .filter_map(|f| mock_bar::wire::parse(f).ok())
-        .filter(|p| p.src_mac == B.mac && p.pkt.opcode != 0x11)
-        .map(|p| p.pkt)
-        .collect();
-    let ops: Vec<u8> = ours.iter().map(|p| p.opcode).collect();
-    // 4096 B at path MTU 1024: WRITE FIRST, MIDDLE ×2, LAST, then the SEND.
-    assert_eq!(ops, [0x06, 0x07, 0x07, 0x08, 0x17], "{ops:x?}");
-    assert_eq!(ours[0].reth, Some((a.fr.iova, a.fr.key, 4096)), "RETH: iova, rkey, length");
-    assert_eq!(ours[4].ieth, Some(a.fr.key), "IETH: the 0x4F key");
-    assert_eq!(ours[4].payload.len(), 16, "a 16-B response capsule");
-    // The firmware changes the namespace: the held AER (CID 31) completes
-    // with type 2 / info 0 / log 04h (spec §5.5).
-    n.tg.notify_ns_changed();
-    n.pump(&mut a.all());
-    let r = Nvme::responses(&mut a.admin);
-    assert_eq!(r.len(), 1);
-    assert_eq!((r[0].cid, r[0].status, r[0].dw0), (31, 0, 0x0004_0002));
-    drop(a);
-    drop(n);
+    with_target(|e, n| {
+        let mut a = n.bring_up(e);
+        let s = n.t.stats();
+        assert_eq!(n.t.open_queues(), 5);
+        assert_eq!((n.tg.controllers(), n.tg.queues()), (1, 5));
+        // Keyed data: the admin Connect (READ); Identify ×4 and the SMART log
+        // (WRITE); each of those six answered with SEND_WITH_INVALIDATE.
+        assert_eq!((s.reads, s.writes, s.send_inv), (1, 5, 6), "{s:?}");
+        assert_eq!((s.wr_errors, s.fatal, s.stray, s.rejected), (0, 0, 0, 0), "{s:?}");
+        // On the wire, an Identify: the target's RDMA WRITEs (RETH naming the
+        // host's key and iova) then one SEND ONLY WITH INVALIDATE (RC opcode
+        // 0x17) whose IETH is that key (spec §2.4, §9).
+        let frames = e.bb.fabric().capture();
+        let (r, id) = n.identify(&mut a, 0x01, 0);
+        assert!(r.ok());
+        assert_eq!(id, a.id, "Identify is stable");
+        let ours: Vec<_> = frames
+            .frames()
+            .iter()
+            .filter_map(|f| mock_bar::wire::parse(f).ok())
+            .filter(|p| p.src_mac == B.mac && p.pkt.opcode != 0x11)
+            .map(|p| p.pkt)
+            .collect();
+        let ops: Vec<u8> = ours.iter().map(|p| p.opcode).collect();
+        // 4096 B at path MTU 1024: WRITE FIRST, MIDDLE ×2, LAST, then the SEND.
+        assert_eq!(ops, [0x06, 0x07, 0x07, 0x08, 0x17], "{ops:x?}");
+        assert_eq!(ours[0].reth, Some((a.fr.iova, a.fr.key, 4096)), "RETH: iova, rkey, length");
+        assert_eq!(ours[4].ieth, Some(a.fr.key), "IETH: the 0x4F key");
+        assert_eq!(ours[4].payload.len(), 16, "a 16-B response capsule");
+        // The firmware changes the namespace: the held AER (CID 31) completes
+        // with type 2 / info 0 / log 04h (spec §5.5).
+        n.tg.notify_ns_changed();
+        n.pump(&mut a.all());
+        let r = Nvme::responses(&mut a.admin);
+        assert_eq!(r.len(), 1);
+        assert_eq!((r[0].cid, r[0].status, r[0].dw0), (31, 0, 0x0004_0002));
+        drop(a);
+    });
 }
 
 /// Keyed Writes and Reads of several sizes up to MDTS at several LBAs over
@@ -507,198 +511,193 @@ fn linux_6_1_bring_up_over_the_wire() {
 /// Write Zeroes, Flush; the namespace holds exactly the written bytes.
 #[test]
 fn data_up_to_mdts_over_four_queues() {
-    let _g = lock();
-    let e = env(DISK_PAGES);
-    let (disk, tg) = tgt_disk(&e);
-    let mut n = Nvme::new(&e, &disk, tg);
-    let mut a = n.bring_up(&e);
-    let mut shadow = disk_image(&disk);
-    // Queue 0 moves 1 MiB each way; the others up to 128 KiB (reading
-    // back 192 KiB above where they wrote).
-    let regs: Vec<Region<'_>> =
-        a.io.iter()
-            .enumerate()
-            .map(|(i, q)| q.side.region(if i == 0 { 2 * MDTS_BYTES / 4096 } else { 96 }, 0))
+    with_target(|e, n| {
+        let mut a = n.bring_up(e);
+        let mut shadow = disk_image(n.tg.disk());
+        // Queue 0 moves 1 MiB each way; the others up to 128 KiB (reading
+        // back 192 KiB above where they wrote).
+        let regs: Vec<Region<'_>> =
+            a.io.iter()
+                .enumerate()
+                .map(|(i, q)| q.side.region(if i == 0 { 2 * MDTS_BYTES / 4096 } else { 96 }, 0))
+                .collect();
+        // (queue, SLBA, blocks, offset in the queue's region)
+        let io: &[(usize, u64, usize, usize)] = &[
+            (0, 8, MDTS_BYTES / 512, 0),
+            (1, 3000, 1, 0),
+            (1, 3010, 8, 4096),
+            (1, 3100, 64, 65536),
+            (2, 4000, 256, 0),
+            (3, 5001, 3, 0),
+            (3, 5100, 17, 8192),
+            (3, NSZE - 1, 1, 65536),
+            (3, NSZE - 40, 40, 131072),
+        ];
+        n.writes(&mut a, &regs, io);
+        for &(_, slba, blocks, _) in io {
+            let o = slba as usize * 512;
+            shadow[o..o + blocks * 512].copy_from_slice(&lba_data(slba, blocks));
+        }
+        same(&disk_image(n.tg.disk()), &shadow, "the namespace after the keyed writes");
+        // Read back into the other half / other places of the regions.
+        let back: Vec<(usize, u64, usize, usize)> = io
+            .iter()
+            .map(|&(q, s, b, at)| (q, s, b, if q == 0 { MDTS_BYTES } else { at + 192 * 1024 }))
             .collect();
-    // (queue, SLBA, blocks, offset in the queue's region)
-    let io: &[(usize, u64, usize, usize)] = &[
-        (0, 8, MDTS_BYTES / 512, 0),
-        (1, 3000, 1, 0),
-        (1, 3010, 8, 4096),
-        (1, 3100, 64, 65536),
-        (2, 4000, 256, 0),
-        (3, 5001, 3, 0),
-        (3, 5100, 17, 8192),
-        (3, NSZE - 1, 1, 65536),
-        (3, NSZE - 40, 40, 131072),
-    ];
-    n.writes(&mut a, &regs, io);
-    for &(_, slba, blocks, _) in io {
-        let o = slba as usize * 512;
-        shadow[o..o + blocks * 512].copy_from_slice(&lba_data(slba, blocks));
-    }
-    same(&disk_image(&disk), &shadow, "the namespace after the keyed writes");
-    // Read back into the other half / other places of the regions.
-    let back: Vec<(usize, u64, usize, usize)> = io
-        .iter()
-        .map(|&(q, s, b, at)| (q, s, b, if q == 0 { MDTS_BYTES } else { at + 192 * 1024 }))
-        .collect();
-    n.reads(&mut a, &regs, &back);
-    // In-capsule writes (SGL 0x01, ≤ IOCCSZ × 16 − 64 bytes), one by one.
-    for (qi, slba, blocks) in [(1usize, 6000u64, 8usize), (2, 6100, 1), (1, 6200, 3)] {
-        let cid = n.next_cid();
-        let data = lba_data(slba, blocks);
-        let s = with_sgl(rw(0x01, cid, slba, blocks as u32), incapsule_sgl(0, data.len() as u32));
-        let mut cap = s.to_vec();
-        cap.extend(&data);
-        let r = n.exec(&mut a.io[qi], &cap);
+        n.reads(&mut a, &regs, &back);
+        // In-capsule writes (SGL 0x01, ≤ IOCCSZ × 16 − 64 bytes), one by one.
+        for (qi, slba, blocks) in [(1usize, 6000u64, 8usize), (2, 6100, 1), (1, 6200, 3)] {
+            let cid = n.next_cid();
+            let data = lba_data(slba, blocks);
+            let s =
+                with_sgl(rw(0x01, cid, slba, blocks as u32), incapsule_sgl(0, data.len() as u32));
+            let mut cap = s.to_vec();
+            cap.extend(&data);
+            let r = n.exec(&mut a.io[qi], &cap);
+            assert!(r.ok(), "{r:?}");
+            shadow[slba as usize * 512..][..data.len()].copy_from_slice(&data);
+        }
+        n.reads(&mut a, &regs, &[(3, 6000, 8, 0), (2, 6100, 1, 0), (1, 6200, 3, 0)]);
+        // Write Zeroes (null SGL) over part of queue 2's write, then Flush.
+        let r = n.exec(&mut a.io[2], &rw(0x08, 0x3333, 4010, 10));
         assert!(r.ok(), "{r:?}");
-        shadow[slba as usize * 512..][..data.len()].copy_from_slice(&data);
-    }
-    n.reads(&mut a, &regs, &[(3, 6000, 8, 0), (2, 6100, 1, 0), (1, 6200, 3, 0)]);
-    // Write Zeroes (null SGL) over part of queue 2's write, then Flush.
-    let r = n.exec(&mut a.io[2], &rw(0x08, 0x3333, 4010, 10));
-    assert!(r.ok(), "{r:?}");
-    shadow[4010 * 512..4020 * 512].fill(0);
-    let r = n.exec(&mut a.io[3], &sqe(0x00, 0x3334, 1));
-    assert!(r.ok(), "Flush: {r:?}");
-    same(&disk_image(&disk), &shadow, "the namespace: exactly the bytes written");
-    regs[0].put(0, &vec![0xEE; 8192]);
-    let cid = n.next_cid();
-    let r = n.exec(&mut a.io[0], &with_sgl(rw(0x02, cid, 4008, 14), keyed(&regs[0], 0, 7168)));
-    assert!(r.ok());
-    same(&regs[0].bytes(0, 7168), &shadow[4008 * 512..4022 * 512], "zeroes read back");
-    // Every queue full (HSQSIZE + 1 = 32 outstanding): 16 keyed writes of
-    // 8 KiB, then 16 reads of them plus 16 of the earlier data, 128 at once.
-    let full: Vec<(usize, u64, usize, usize)> = (0..4)
-        .flat_map(|q| (0..16).map(move |i| (q, 6400 + (q * 16 + i) as u64 * 16, 16, i * 8192)))
-        .collect();
-    n.writes(&mut a, &regs, &full);
-    let mut both: Vec<(usize, u64, usize, usize)> =
-        full.iter().map(|&(q, slba, b, at)| (q, slba, b, at + 16 * 8192)).collect();
-    both.extend((0..4).flat_map(|q| {
-        (0..16).map(move |i| (q, 6400 + ((q + 1) % 4 * 16 + i) as u64 * 16, 16, i * 8192))
-    }));
-    n.reads(&mut a, &regs, &both);
-    for &(_, slba, blocks, _) in &full {
-        shadow[slba as usize * 512..][..blocks * 512].copy_from_slice(&lba_data(slba, blocks));
-    }
-    same(&disk_image(&disk), &shadow, "the namespace after the full queues");
-    let s = n.t.stats();
-    assert_eq!((s.wr_errors, s.fatal, s.stray), (0, 0, 0), "{s:?}");
-    drop(regs);
-    drop(a);
-    drop(n);
+        shadow[4010 * 512..4020 * 512].fill(0);
+        let r = n.exec(&mut a.io[3], &sqe(0x00, 0x3334, 1));
+        assert!(r.ok(), "Flush: {r:?}");
+        same(&disk_image(n.tg.disk()), &shadow, "the namespace: exactly the bytes written");
+        regs[0].put(0, &vec![0xEE; 8192]);
+        let cid = n.next_cid();
+        let r = n.exec(&mut a.io[0], &with_sgl(rw(0x02, cid, 4008, 14), keyed(&regs[0], 0, 7168)));
+        assert!(r.ok());
+        same(&regs[0].bytes(0, 7168), &shadow[4008 * 512..4022 * 512], "zeroes read back");
+        // Every queue full (HSQSIZE + 1 = 32 outstanding): 16 keyed writes of
+        // 8 KiB, then 16 reads of them plus 16 of the earlier data, 128 at once.
+        let full: Vec<(usize, u64, usize, usize)> = (0..4)
+            .flat_map(|q| (0..16).map(move |i| (q, 6400 + (q * 16 + i) as u64 * 16, 16, i * 8192)))
+            .collect();
+        n.writes(&mut a, &regs, &full);
+        let mut both: Vec<(usize, u64, usize, usize)> =
+            full.iter().map(|&(q, slba, b, at)| (q, slba, b, at + 16 * 8192)).collect();
+        both.extend((0..4).flat_map(|q| {
+            (0..16).map(move |i| (q, 6400 + ((q + 1) % 4 * 16 + i) as u64 * 16, 16, i * 8192))
+        }));
+        n.reads(&mut a, &regs, &both);
+        for &(_, slba, blocks, _) in &full {
+            shadow[slba as usize * 512..][..blocks * 512].copy_from_slice(&lba_data(slba, blocks));
+        }
+        same(&disk_image(n.tg.disk()), &shadow, "the namespace after the full queues");
+        let s = n.t.stats();
+        assert_eq!((s.wr_errors, s.fatal, s.stray), (0, 0, 0), "{s:?}");
+        drop(regs);
+        drop(a);
+    });
 }
 
 /// Errors as the host sees them in the CQE, each followed by a command that
 /// succeeds on the same queue.
 #[test]
 fn errors_in_the_cqe_and_the_queue_stays_usable() {
-    let _g = lock();
-    let e = env(DISK_PAGES);
-    let (disk, tg) = tgt_disk(&e);
-    let mut n = Nvme::new(&e, &disk, tg);
-    let mut a = n.bring_up(&e);
-    let data = a.io[0].side.region(2, 0);
-    let good = |n: &mut Nvme<'_>, q: &mut HostQ<'_>| {
-        let cid = n.next_cid();
-        let r = n.exec(q, &with_sgl(rw(0x02, cid, 7, 1), keyed(&data, 0, 512)));
-        assert!(r.ok(), "the queue still works: {r:?}");
-    };
-    let q = &mut a.io[0];
-    let cases: Vec<(&str, Vec<u8>, Sts)> = vec![
-        // spec §7: an opcode no command set defines → Invalid Opcode, DNR.
-        ("unknown opcode", sqe(0x7C, 0x501, 1).to_vec(), (0, 0x01, true)),
-        // SLBA + NLB > NSZE → LBA Out of Range (0x80).
-        (
-            "LBA out of range",
-            with_sgl(rw(0x02, 0x502, NSZE - 1, 2), keyed(&data, 0, 1024)).to_vec(),
-            (0, 0x80, true),
-        ),
-        (
-            "SLBA = NSZE",
-            with_sgl(rw(0x01, 0x503, NSZE, 1), keyed(&data, 0, 512)).to_vec(),
-            (0, 0x80, true),
-        ),
-        // SGL length ≠ (NLB + 1) << LBADS → Data SGL Length Invalid (0x0F).
-        (
-            "SGL length",
-            with_sgl(rw(0x01, 0x504, 0, 1), keyed(&data, 0, 1024)).to_vec(),
-            (0, 0x0F, true),
-        ),
-        // Descriptor type 2 (Segment) → SGL Descriptor Type Invalid (0x11).
-        (
-            "SGL type",
-            {
-                let mut s = with_sgl(rw(0x02, 0x505, 0, 1), keyed(&data, 0, 512));
-                s[39] = 0x20;
-                s.to_vec()
-            },
-            (0, 0x11, true),
-        ),
-        // A 40-byte capsule: Invalid Field, its CID echoed.
-        ("40-byte capsule", sqe(0x02, 0x506, 1)[..40].to_vec(), (0, 0x02, true)),
-        // In-capsule data past the in-capsule size (offset 3840 + 512 >
-        // 4096) → SGL Offset Invalid (0x16).
-        (
-            "in-capsule offset",
-            {
-                let s = with_sgl(rw(0x01, 0x509, 0, 1), incapsule_sgl(3840, 512));
-                let mut c = s.to_vec();
-                c.extend(vec![0xAB; 4096]);
-                c
-            },
-            (0, 0x16, true),
-        ),
-        // More than MDTS (1 MiB + 512 B) → Invalid Field.
-        (
-            "above MDTS",
-            with_sgl(rw(0x02, 0x50A, 0, 2049), keyed(&data, 0, 2049 * 512)).to_vec(),
-            (0, 0x02, true),
-        ),
-        // A Connect for a queue that is connected → Command Sequence Error.
-        (
-            "second Connect",
-            {
-                let s = with_sgl(connect_sqe(0x507, 1, 31, 0), incapsule_sgl(0, 1024));
-                let mut c = s.to_vec();
-                c.extend(connect_data(a.cntlid, SUBNQN, HOSTNQN));
-                c
-            },
-            (0, 0x0C, true),
-        ),
-    ];
-    for (what, capsule, want) in cases {
-        let r = n.exec(q, &capsule);
-        assert_eq!(status(&r), want, "{what}: {r:?}");
-        assert_eq!(r.sqid, 1, "{what}: SQID");
-        good(&mut n, q);
-    }
-    // An admin command before CC.EN: a second association's admin queue.
-    let (mut b, r) = n.connect_admin(&e, SUBNQN, KATO);
-    assert!(r.ok());
-    assert_ne!(b.cntlid, a.cntlid, "a new controller");
-    let mut s = sqe(0x06, 0x508, 0);
-    s[40] = 1;
-    let d = b.fr.arm(&mut b.admin, 4096);
-    let r = n.exec(&mut b.admin, &with_sgl(s, d));
-    assert_eq!(status(&r), (0, 0x0C, true), "Identify before CC.EN: {r:?}");
-    assert_eq!(r.invalidate, None, "refused before its SGL was looked at");
-    // A response without the invalidation: the host invalidates the key
-    // itself (spec §2.4).
-    let inv = WrOpcode::LocalInv { inv_key: b.fr.key };
-    b.admin.side.qp.post_send(&[signaled(78, inv, &[])]).unwrap();
-    n.enable(&mut b.admin);
-    let (r, _) = n.identify(&mut b, 0x01, 0);
-    assert!(r.ok(), "after CC.EN: {r:?}");
-    let s = n.t.stats();
-    assert_eq!((s.wr_errors, s.fatal, s.stray, s.closed), (0, 0, 0, 0), "{s:?}");
-    assert_eq!(n.t.open_queues(), 6);
-    drop(b);
-    drop(data);
-    drop(a);
-    drop(n);
+    with_target(|e, n| {
+        let mut a = n.bring_up(e);
+        let data = a.io[0].side.region(2, 0);
+        let good = |n: &mut Nvme<'_>, q: &mut HostQ<'_>| {
+            let cid = n.next_cid();
+            let r = n.exec(q, &with_sgl(rw(0x02, cid, 7, 1), keyed(&data, 0, 512)));
+            assert!(r.ok(), "the queue still works: {r:?}");
+        };
+        let q = &mut a.io[0];
+        let cases: Vec<(&str, Vec<u8>, Sts)> = vec![
+            // spec §7: an opcode no command set defines → Invalid Opcode, DNR.
+            ("unknown opcode", sqe(0x7C, 0x501, 1).to_vec(), (0, 0x01, true)),
+            // SLBA + NLB > NSZE → LBA Out of Range (0x80).
+            (
+                "LBA out of range",
+                with_sgl(rw(0x02, 0x502, NSZE - 1, 2), keyed(&data, 0, 1024)).to_vec(),
+                (0, 0x80, true),
+            ),
+            (
+                "SLBA = NSZE",
+                with_sgl(rw(0x01, 0x503, NSZE, 1), keyed(&data, 0, 512)).to_vec(),
+                (0, 0x80, true),
+            ),
+            // SGL length ≠ (NLB + 1) << LBADS → Data SGL Length Invalid (0x0F).
+            (
+                "SGL length",
+                with_sgl(rw(0x01, 0x504, 0, 1), keyed(&data, 0, 1024)).to_vec(),
+                (0, 0x0F, true),
+            ),
+            // Descriptor type 2 (Segment) → SGL Descriptor Type Invalid (0x11).
+            (
+                "SGL type",
+                {
+                    let mut s = with_sgl(rw(0x02, 0x505, 0, 1), keyed(&data, 0, 512));
+                    s[39] = 0x20;
+                    s.to_vec()
+                },
+                (0, 0x11, true),
+            ),
+            // A 40-byte capsule: Invalid Field, its CID echoed.
+            ("40-byte capsule", sqe(0x02, 0x506, 1)[..40].to_vec(), (0, 0x02, true)),
+            // In-capsule data past the in-capsule size (offset 3840 + 512 >
+            // 4096) → SGL Offset Invalid (0x16).
+            (
+                "in-capsule offset",
+                {
+                    let s = with_sgl(rw(0x01, 0x509, 0, 1), incapsule_sgl(3840, 512));
+                    let mut c = s.to_vec();
+                    c.extend(vec![0xAB; 4096]);
+                    c
+                },
+                (0, 0x16, true),
+            ),
+            // More than MDTS (1 MiB + 512 B) → Invalid Field.
+            (
+                "above MDTS",
+                with_sgl(rw(0x02, 0x50A, 0, 2049), keyed(&data, 0, 2049 * 512)).to_vec(),
+                (0, 0x02, true),
+            ),
+            // A Connect for a queue that is connected → Command Sequence Error.
+            (
+                "second Connect",
+                {
+                    let s = with_sgl(connect_sqe(0x507, 1, 31, 0), incapsule_sgl(0, 1024));
+                    let mut c = s.to_vec();
+                    c.extend(connect_data(a.cntlid, SUBNQN, HOSTNQN));
+                    c
+                },
+                (0, 0x0C, true),
+            ),
+        ];
+        for (what, capsule, want) in cases {
+            let r = n.exec(q, &capsule);
+            assert_eq!(status(&r), want, "{what}: {r:?}");
+            assert_eq!(r.sqid, 1, "{what}: SQID");
+            good(n, q);
+        }
+        // An admin command before CC.EN: a second association's admin queue.
+        let (mut b, r) = n.connect_admin(e, SUBNQN, KATO);
+        assert!(r.ok());
+        assert_ne!(b.cntlid, a.cntlid, "a new controller");
+        let mut s = sqe(0x06, 0x508, 0);
+        s[40] = 1;
+        let d = b.fr.arm(&mut b.admin, 4096);
+        let r = n.exec(&mut b.admin, &with_sgl(s, d));
+        assert_eq!(status(&r), (0, 0x0C, true), "Identify before CC.EN: {r:?}");
+        assert_eq!(r.invalidate, None, "refused before its SGL was looked at");
+        // A response without the invalidation: the host invalidates the key
+        // itself (spec §2.4).
+        let inv = WrOpcode::LocalInv { inv_key: b.fr.key };
+        b.admin.side.qp.post_send(&[signaled(78, inv, &[])]).unwrap();
+        n.enable(&mut b.admin);
+        let (r, _) = n.identify(&mut b, 0x01, 0);
+        assert!(r.ok(), "after CC.EN: {r:?}");
+        let s = n.t.stats();
+        assert_eq!((s.wr_errors, s.fatal, s.stray, s.closed), (0, 0, 0, 0), "{s:?}");
+        assert_eq!(n.t.open_queues(), 6);
+        drop(b);
+        drop(data);
+        drop(a);
+    });
 }
 
 /// The host's DREQ of the admin queue, keep-alive expiry, and CC.SHN: the
@@ -706,89 +705,88 @@ fn errors_in_the_cqe_and_the_queue_stays_usable() {
 /// once and finds the data written before.
 #[test]
 fn teardown_and_reconnect() {
-    let _g = lock();
-    let e = env(DISK_PAGES);
-    let (disk, tg) = tgt_disk(&e);
-    let mut n = Nvme::new(&e, &disk, tg);
-    let before = resources(&e.bb);
-    let pages = FakeHal::live_pages();
-    let want = lba_data(100, 128);
-    for round in 0..2 {
-        let mut a = n.bring_up(&e);
-        assert_eq!(resources(&e.bb).0, before.0 + 5, "a QP per queue");
-        let r = a.io[1].side.region(16, 0);
-        if round == 0 {
-            let cid = n.next_cid();
-            r.put(0, &want);
-            let rsp = n.exec(&mut a.io[1], &with_sgl(rw(0x01, cid, 100, 128), keyed(&r, 0, 65536)));
-            assert!(rsp.ok());
-        } else {
-            // The data written by the previous association is still there.
-            r.put(0, &vec![0xEE; 65536]);
-            let cid = n.next_cid();
-            let rsp = n.exec(&mut a.io[1], &with_sgl(rw(0x02, cid, 100, 128), keyed(&r, 0, 65536)));
-            assert!(rsp.ok());
-            same(&r.bytes(0, 65536), &want, "data across associations");
-        }
-        drop(r);
-        match round {
-            0 => {
-                // The host DREQs the admin queue (nvme disconnect without
-                // the shutdown): the target disconnects every I/O queue.
-                a.admin.side.qp.modify(&QpAttr::new(QpState::Error)).unwrap();
-                let id = a.admin.conn.unwrap();
-                n.host.cm.disconnect(n.host.now, id, &mut n.host.port).unwrap();
+    with_target(|e, n| {
+        let before = resources(&e.bb);
+        let pages = FakeHal::live_pages();
+        let want = lba_data(100, 128);
+        for round in 0..2 {
+            let mut a = n.bring_up(e);
+            assert_eq!(resources(&e.bb).0, before.0 + 5, "a QP per queue");
+            let r = a.io[1].side.region(16, 0);
+            if round == 0 {
+                let cid = n.next_cid();
+                r.put(0, &want);
+                let rsp =
+                    n.exec(&mut a.io[1], &with_sgl(rw(0x01, cid, 100, 128), keyed(&r, 0, 65536)));
+                assert!(rsp.ok());
+            } else {
+                // The data written by the previous association is still there.
+                r.put(0, &vec![0xEE; 65536]);
+                let cid = n.next_cid();
+                let rsp =
+                    n.exec(&mut a.io[1], &with_sgl(rw(0x02, cid, 100, 128), keyed(&r, 0, 65536)));
+                assert!(rsp.ok());
+                same(&r.bytes(0, 65536), &want, "data across associations");
             }
-            _ => {
-                // Keep Alives every 3 s keep the controller past KATO...
-                for _ in 0..3 {
-                    n.host.now += 3000;
-                    assert!(n.keep_alive(&mut a.admin).ok());
+            drop(r);
+            match round {
+                0 => {
+                    // The host DREQs the admin queue (nvme disconnect without
+                    // the shutdown): the target disconnects every I/O queue.
+                    a.admin.side.qp.modify(&QpAttr::new(QpState::Error)).unwrap();
+                    let id = a.admin.conn.unwrap();
+                    n.host.cm.disconnect(n.host.now, id, &mut n.host.port).unwrap();
                 }
-                n.pump(&mut a.all());
-                assert_eq!(n.tg.controllers(), 1, "kept alive");
-                // ...none for longer than KATO expires it.
-                n.host.now += u64::from(KATO) + 1;
+                _ => {
+                    // Keep Alives every 3 s keep the controller past KATO...
+                    for _ in 0..3 {
+                        n.host.now += 3000;
+                        assert!(n.keep_alive(&mut a.admin).ok());
+                    }
+                    n.pump(&mut a.all());
+                    assert_eq!(n.tg.controllers(), 1, "kept alive");
+                    // ...none for longer than KATO expires it.
+                    n.host.now += u64::from(KATO) + 1;
+                }
             }
+            n.pump(&mut a.all());
+            for (i, q) in a.io.iter().enumerate() {
+                assert_eq!(q.dreqs, 1, "round {round}: I/O queue {i} got the target's DREQ");
+            }
+            if round == 1 {
+                assert_eq!(a.admin.dreqs, 1, "keep-alive expiry disconnects the admin queue too");
+            }
+            let s = n.t.stats();
+            assert_eq!(s.closed, 5 * (round + 1), "{s:?}");
+            assert_eq!(s.wrs_posted, s.wrs_completed, "every WR completed: {s:?}");
+            assert_eq!((s.wr_errors, s.fatal, s.stray), (0, 0, 0), "{s:?}");
+            assert_eq!((n.t.open_queues(), n.tg.controllers(), n.tg.queues()), (0, 0, 0));
+            assert_eq!(resources(&e.bb), before, "round {round}: QPs, CQs, STags back");
+            drop(a);
+            assert_eq!(FakeHal::live_pages(), pages, "round {round}: no DMA page kept");
+        }
+        // The orderly shutdown (spec §8): I/O queues disconnected by the host
+        // first (the controller stays), then CC.SHN → SHST complete, then the
+        // admin queue.
+        let mut a = n.bring_up(e);
+        for q in a.io.iter_mut() {
+            q.side.qp.modify(&QpAttr::new(QpState::Error)).unwrap();
+            n.host.cm.disconnect(n.host.now, q.conn.unwrap(), &mut n.host.port).unwrap();
         }
         n.pump(&mut a.all());
-        for (i, q) in a.io.iter().enumerate() {
-            assert_eq!(q.dreqs, 1, "round {round}: I/O queue {i} got the target's DREQ");
-        }
-        if round == 1 {
-            assert_eq!(a.admin.dreqs, 1, "keep-alive expiry disconnects the admin queue too");
-        }
-        let s = n.t.stats();
-        assert_eq!(s.closed, 5 * (round + 1), "{s:?}");
-        assert_eq!(s.wrs_posted, s.wrs_completed, "every WR completed: {s:?}");
-        assert_eq!((s.wr_errors, s.fatal, s.stray), (0, 0, 0), "{s:?}");
+        assert_eq!((n.t.open_queues(), n.tg.controllers()), (1, 1), "only the I/O queues went");
+        assert!(n.prop_set(&mut a.admin, 0x14, CC_SHUTDOWN).ok());
+        let csts = n.prop_get(&mut a.admin, 0x1C, false).dw0;
+        assert_eq!((csts >> 2) & 3, 0b10, "SHST: shutdown complete");
+        assert_eq!(csts & 1, 0, "RDY cleared");
+        a.admin.side.qp.modify(&QpAttr::new(QpState::Error)).unwrap();
+        n.host.cm.disconnect(n.host.now, a.admin.conn.unwrap(), &mut n.host.port).unwrap();
+        n.pump(&mut a.all());
         assert_eq!((n.t.open_queues(), n.tg.controllers(), n.tg.queues()), (0, 0, 0));
-        assert_eq!(resources(&e.bb), before, "round {round}: QPs, CQs, STags back");
+        assert_eq!(resources(&e.bb), before);
         drop(a);
-        assert_eq!(FakeHal::live_pages(), pages, "round {round}: no DMA page kept");
-    }
-    // The orderly shutdown (spec §8): I/O queues disconnected by the host
-    // first (the controller stays), then CC.SHN → SHST complete, then the
-    // admin queue.
-    let mut a = n.bring_up(&e);
-    for q in a.io.iter_mut() {
-        q.side.qp.modify(&QpAttr::new(QpState::Error)).unwrap();
-        n.host.cm.disconnect(n.host.now, q.conn.unwrap(), &mut n.host.port).unwrap();
-    }
-    n.pump(&mut a.all());
-    assert_eq!((n.t.open_queues(), n.tg.controllers()), (1, 1), "only the I/O queues went");
-    assert!(n.prop_set(&mut a.admin, 0x14, CC_SHUTDOWN).ok());
-    let csts = n.prop_get(&mut a.admin, 0x1C, false).dw0;
-    assert_eq!((csts >> 2) & 3, 0b10, "SHST: shutdown complete");
-    assert_eq!(csts & 1, 0, "RDY cleared");
-    a.admin.side.qp.modify(&QpAttr::new(QpState::Error)).unwrap();
-    n.host.cm.disconnect(n.host.now, a.admin.conn.unwrap(), &mut n.host.port).unwrap();
-    n.pump(&mut a.all());
-    assert_eq!((n.t.open_queues(), n.tg.controllers(), n.tg.queues()), (0, 0, 0));
-    assert_eq!(resources(&e.bb), before);
-    drop(a);
-    assert_eq!(FakeHal::live_pages(), pages);
-    drop(n);
+        assert_eq!(FakeHal::live_pages(), pages);
+    });
 }
 
 /// A transfer that fails on an I/O queue (the host's RDMA READ responder
@@ -798,81 +796,80 @@ fn teardown_and_reconnect() {
 /// new association finds the data.
 #[test]
 fn a_failed_transfer_deletes_the_controller() {
-    let _g = lock();
-    let e = env(DISK_PAGES);
-    let (disk, tg) = tgt_disk(&e);
-    let mut n = Nvme::new(&e, &disk, tg);
-    let before = resources(&e.bb);
-    let mut a = n.bring_up(&e);
-    let r = a.io[1].side.region(1, 0);
-    let bad =
-        keyed_sgl(Keyed { addr: r.addr(), len: 512, key: r.mr.rkey() ^ 0x100, invalidate: false });
-    Nvme::post(&mut a.io[1], &with_sgl(rw(0x01, 0x600, 0, 1), bad));
-    n.pump(&mut a.all());
-    let s = n.t.stats();
-    assert_eq!(s.wr_errors, 1, "the RDMA READ failed: {s:?}");
-    for (i, q) in a.io.iter().enumerate().filter(|(i, _)| *i != 1) {
-        assert_eq!(q.dreqs, 1, "I/O queue {i} disconnected by the target");
-    }
-    assert_eq!(a.admin.dreqs, 1, "the admin queue disconnected by the target");
-    assert_eq!((n.t.open_queues(), n.tg.controllers(), n.tg.queues()), (0, 0, 0));
-    assert_eq!(s.wrs_posted, s.wrs_completed, "{s:?}");
-    assert_eq!(resources(&e.bb), before);
-    drop(r);
-    drop(a);
-    let mut a = n.bring_up(&e);
-    assert!(n.keep_alive(&mut a.admin).ok());
-    drop(a);
-    drop(n);
+    with_target(|e, n| {
+        let before = resources(&e.bb);
+        let mut a = n.bring_up(e);
+        let r = a.io[1].side.region(1, 0);
+        let bad = keyed_sgl(Keyed {
+            addr: r.addr(),
+            len: 512,
+            key: r.mr.rkey() ^ 0x100,
+            invalidate: false,
+        });
+        Nvme::post(&mut a.io[1], &with_sgl(rw(0x01, 0x600, 0, 1), bad));
+        n.pump(&mut a.all());
+        let s = n.t.stats();
+        assert_eq!(s.wr_errors, 1, "the RDMA READ failed: {s:?}");
+        for (i, q) in a.io.iter().enumerate().filter(|(i, _)| *i != 1) {
+            assert_eq!(q.dreqs, 1, "I/O queue {i} disconnected by the target");
+        }
+        assert_eq!(a.admin.dreqs, 1, "the admin queue disconnected by the target");
+        assert_eq!((n.t.open_queues(), n.tg.controllers(), n.tg.queues()), (0, 0, 0));
+        assert_eq!(s.wrs_posted, s.wrs_completed, "{s:?}");
+        assert_eq!(resources(&e.bb), before);
+        drop(r);
+        drop(a);
+        let mut a = n.bring_up(e);
+        assert!(n.keep_alive(&mut a.admin).ok());
+        drop(a);
+    });
 }
 
 /// `nvme discover` (spec §6): the discovery controller with KATO 0,
 /// Identify (CNTRLTYPE 2), log 70h header then the entries with LPO.
 #[test]
 fn discovery() {
-    let _g = lock();
-    let e = env(DISK_PAGES);
-    let (disk, tg) = tgt_disk(&e);
-    let mut n = Nvme::new(&e, &disk, tg);
-    let before = resources(&e.bb);
-    let (mut a, r) = n.connect_admin(&e, DISC, 0);
-    assert!(r.ok(), "discovery Connect with KATO 0: {r:?}");
-    n.enable(&mut a.admin);
-    let (r, id) = n.identify(&mut a, 0x01, 0);
-    assert!(r.ok());
-    assert_eq!(id[111], 2, "CNTRLTYPE discovery");
-    assert_eq!(id[77], 0, "MDTS 0");
-    assert_eq!(&id[768..768 + DISC.len() + 1], format!("{DISC}\0").as_bytes(), "SUBNQN");
-    // The header (1024 B, RAE), then NUMREC entries from LPO 1024.
-    let (r, hdr) = n.log(&mut a, 0x70, 0, 1024, 0);
-    assert!(r.ok(), "{r:?}");
-    let (genctr, numrec) = (get64(&hdr, 0), get64(&hdr, 8));
-    assert_eq!(get16(&hdr, 16), 0, "RECFMT");
-    assert!((1..=4).contains(&numrec), "NUMREC {numrec}");
-    let (r, entries) = n.log(&mut a, 0x70, 0, numrec as u32 * 1024, 1024);
-    assert!(r.ok(), "{r:?}");
-    let subsys: Vec<&[u8]> = entries.chunks(1024).filter(|e| e[2] == 2).collect();
-    assert_eq!(subsys.len(), 1, "one NVM subsystem entry (SUBTYPE 2)");
-    let s = subsys[0];
-    assert_eq!((s[0], s[1]), (1, 1), "TRTYPE RDMA, ADRFAM IPv4");
-    assert_eq!(get16(s, 6), 0xFFFF, "CNTLID");
-    assert_eq!(get16(s, 8), 32, "ASQSZ");
-    let text =
-        |b: &[u8]| String::from_utf8(b.to_vec()).unwrap().trim_end_matches([' ', '\0']).to_string();
-    assert_eq!(text(&s[32..64]), "4420", "TRSVCID");
-    assert_eq!(text(&s[256..512]), SUBNQN, "SUBNQN");
-    assert_eq!(text(&s[512..768]), "10.0.0.2", "TRADDR: the address the host reached");
-    assert_eq!((s[768], s[770]), (1, 1), "RDMA_QPTYPE RC, RDMA_CMS RDMA_IP_CM");
-    let (_, hdr2) = n.log(&mut a, 0x70, 0, 1024, 0);
-    assert_eq!(get64(&hdr2, 0), genctr, "GENCTR stable");
-    // The end of `nvme discover`: CC.SHN, then the disconnect.
-    assert!(n.prop_set(&mut a.admin, 0x14, CC_SHUTDOWN).ok());
-    assert_eq!((n.prop_get(&mut a.admin, 0x1C, false).dw0 >> 2) & 3, 0b10);
-    a.admin.side.qp.modify(&QpAttr::new(QpState::Error)).unwrap();
-    n.host.cm.disconnect(n.host.now, a.admin.conn.unwrap(), &mut n.host.port).unwrap();
-    n.pump(&mut a.all());
-    assert_eq!((n.t.open_queues(), n.tg.controllers()), (0, 0));
-    assert_eq!(resources(&e.bb), before);
-    drop(a);
-    drop(n);
+    with_target(|e, n| {
+        let before = resources(&e.bb);
+        let (mut a, r) = n.connect_admin(e, DISC, 0);
+        assert!(r.ok(), "discovery Connect with KATO 0: {r:?}");
+        n.enable(&mut a.admin);
+        let (r, id) = n.identify(&mut a, 0x01, 0);
+        assert!(r.ok());
+        assert_eq!(id[111], 2, "CNTRLTYPE discovery");
+        assert_eq!(id[77], 0, "MDTS 0");
+        assert_eq!(&id[768..768 + DISC.len() + 1], format!("{DISC}\0").as_bytes(), "SUBNQN");
+        // The header (1024 B, RAE), then NUMREC entries from LPO 1024.
+        let (r, hdr) = n.log(&mut a, 0x70, 0, 1024, 0);
+        assert!(r.ok(), "{r:?}");
+        let (genctr, numrec) = (get64(&hdr, 0), get64(&hdr, 8));
+        assert_eq!(get16(&hdr, 16), 0, "RECFMT");
+        assert!((1..=4).contains(&numrec), "NUMREC {numrec}");
+        let (r, entries) = n.log(&mut a, 0x70, 0, numrec as u32 * 1024, 1024);
+        assert!(r.ok(), "{r:?}");
+        let subsys: Vec<&[u8]> = entries.chunks(1024).filter(|e| e[2] == 2).collect();
+        assert_eq!(subsys.len(), 1, "one NVM subsystem entry (SUBTYPE 2)");
+        let s = subsys[0];
+        assert_eq!((s[0], s[1]), (1, 1), "TRTYPE RDMA, ADRFAM IPv4");
+        assert_eq!(get16(s, 6), 0xFFFF, "CNTLID");
+        assert_eq!(get16(s, 8), 32, "ASQSZ");
+        let text = |b: &[u8]| {
+            String::from_utf8(b.to_vec()).unwrap().trim_end_matches([' ', '\0']).to_string()
+        };
+        assert_eq!(text(&s[32..64]), "4420", "TRSVCID");
+        assert_eq!(text(&s[256..512]), SUBNQN, "SUBNQN");
+        assert_eq!(text(&s[512..768]), "10.0.0.2", "TRADDR: the address the host reached");
+        assert_eq!((s[768], s[770]), (1, 1), "RDMA_QPTYPE RC, RDMA_CMS RDMA_IP_CM");
+        let (_, hdr2) = n.log(&mut a, 0x70, 0, 1024, 0);
+        assert_eq!(get64(&hdr2, 0), genctr, "GENCTR stable");
+        // The end of `nvme discover`: CC.SHN, then the disconnect.
+        assert!(n.prop_set(&mut a.admin, 0x14, CC_SHUTDOWN).ok());
+        assert_eq!((n.prop_get(&mut a.admin, 0x1C, false).dw0 >> 2) & 3, 0b10);
+        a.admin.side.qp.modify(&QpAttr::new(QpState::Error)).unwrap();
+        n.host.cm.disconnect(n.host.now, a.admin.conn.unwrap(), &mut n.host.port).unwrap();
+        n.pump(&mut a.all());
+        assert_eq!((n.t.open_queues(), n.tg.controllers()), (0, 0));
+        assert_eq!(resources(&e.bb), before);
+        drop(a);
+    });
 }

@@ -169,28 +169,19 @@ pub struct Host {
 }
 
 impl Host {
+    /// The 6.1 host's REQ (spec §1.2): RC, TCP port space to 4420,
+    /// responder resources 4, initiator depth 0, retry and RNR retry 7.
     pub fn connect(&mut self, q: &mut HostQ<'_>, pdata: &[u8; 32]) {
+        let (peer_ip, local_ip) = (IpAddr::V4(B.ip), IpAddr::V4(A.ip));
+        let path =
+            MadAddr { peer_ip, local_ip, peer_mac: B.mac, ..crate::cm_common::path_a_to_b() };
+        let psn = 0x4242 + u32::from(self.src_port);
         let cp = ConnectParams {
-            peer: MadAddr {
-                peer_ip: IpAddr::V4(B.ip),
-                local_ip: IpAddr::V4(A.ip),
-                peer_mac: B.mac,
-                vlan: None,
-                hop_limit: 64,
-                traffic_class: 0,
-            },
-            port_space: PortSpace::Tcp,
-            dst_port: 4420,
             src_port: self.src_port,
-            qpn: q.side.qp.qp_num(),
-            starting_psn: 0x4242 + u32::from(self.src_port),
             responder_resources: 4,
             initiator_depth: 0,
-            retry_count: 7,
-            rnr_retry_count: 7,
-            path_mtu: 1024,
-            srq: false,
             private_data: pdata,
+            ..ConnectParams::new(path, PortSpace::Tcp, 4420, q.side.qp.qp_num(), psn)
         };
         self.src_port += 1;
         q.conn = Some(self.cm.connect(self.now, &cp, &mut self.port).unwrap());
@@ -285,7 +276,8 @@ impl Env {
     pub fn disk(&self) -> RamDisk {
         // SAFETY: the Dma buffer outlives the disk and every registration
         // over it (the test drops the transport first); the model reaches
-        // it only through FakeHal's checked memory.
+        // it only through FakeHal's checked memory, the CPU only through
+        // the RamDisk handles made here.
         unsafe {
             RamDisk::new(self.disk_mem.vaddr(), self.disk_mem.len() as u64, self.disk_mem.paddr())
         }
