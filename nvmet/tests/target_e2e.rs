@@ -871,5 +871,18 @@ fn discovery() {
         assert_eq!((n.t.open_queues(), n.tg.controllers()), (0, 0));
         assert_eq!(resources(&e.bb), before);
         drop(a);
+        // A discovery controller left connected with KATO 0 expires after
+        // 120 s (spec §4.1, `NVMET_DISC_KATO_MS`), not before.
+        let (mut a, r) = n.connect_admin(e, DISC, 0);
+        assert!(r.ok());
+        n.enable(&mut a.admin);
+        n.host.now += 119_000;
+        n.pump(&mut a.all());
+        assert_eq!((n.tg.controllers(), a.admin.dreqs), (1, 0), "alive at 119 s");
+        n.host.now += 1_001;
+        n.pump(&mut a.all());
+        assert_eq!((n.tg.controllers(), a.admin.dreqs), (0, 1), "expired at 120 s");
+        assert_eq!(resources(&e.bb), before);
+        drop(a);
     });
 }
