@@ -29,7 +29,8 @@
 //!   (`capsule[64..]`), else SGL Offset Invalid.
 //! * Closing an I/O queue forgets only that queue (the 6.1 host closes its
 //!   I/O queues before it shuts the controller down over the admin queue,
-//!   spec §8); closing the admin queue tears the controller down.
+//!   spec §8); closing the admin queue tears the controller down, and so
+//!   does any queue of it failing ([`Commands::queue_failed`], spec §3).
 //! * The discovery controller advertises no asynchronous events (OAES 0):
 //!   its log never changes.
 
@@ -1083,6 +1084,15 @@ impl<const Q: usize, const C: usize> Commands for Target<'_, Q, C> {
             doomed: false,
         });
         Ok(())
+    }
+
+    fn queue_failed(&mut self, q: QueueId) {
+        // spec §3 "Errors" (`nvmet_rdma_error_comp` →
+        // `nvmet_ctrl_fatal_error`): the controller goes, every queue of it
+        // is disconnected.
+        if let Some(qi) = self.find_q(q) {
+            self.fatal(qi);
+        }
     }
 
     fn queue_closed(&mut self, q: QueueId) {

@@ -164,6 +164,15 @@ pub trait Commands {
     /// an [`Event::Disconnect`]); its held commands are dropped. For the
     /// admin queue of a live controller this tears the controller down.
     fn queue_closed(&mut self, q: QueueId);
+    /// The queue is closing because of an error — a work request that
+    /// failed (not a flush), its QP moved to ERROR by the device, a
+    /// protocol error the transport found — rather than a disconnect by
+    /// either side; [`Commands::queue_closed`] follows at once. nvmet
+    /// deletes the queue's controller then (spec §3 "Errors"). The default
+    /// does nothing.
+    fn queue_failed(&mut self, q: QueueId) {
+        let _ = q;
+    }
     /// A capsule arrived in `slot` of `q`: `capsule` is the received bytes
     /// (64-byte SQE, then in-capsule data, if any); `scratch` is the slot's
     /// [`SCRATCH`] bytes (no transfer in flight on it); `now_ms` a

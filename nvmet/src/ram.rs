@@ -34,8 +34,10 @@ impl RamDisk {
     ///
     /// `base..base + len` is valid for reads and writes, aligned to 8
     /// bytes, for as long as the `RamDisk` and every memory registration
-    /// over it live; nothing else accesses it except through this handle or
-    /// the device's DMA at `phys..phys + len`.
+    /// over it live; nothing else accesses it except through `RamDisk`
+    /// handles over it (this one, or others made by `new` for the same
+    /// region: the command layer owns one, the transport borrows another)
+    /// or the device's DMA at `phys..phys + len`.
     pub unsafe fn new(base: NonNull<u8>, len: u64, phys: u64) -> RamDisk {
         RamDisk { base, len, phys }
     }

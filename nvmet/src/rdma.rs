@@ -51,6 +51,9 @@
 //! that timed out, a post the QP refused, or a step the transport cannot
 //! carry out (a transfer out of range) close the queue: QP to ERROR,
 //! `rdma_disconnect` (DREQ, or DREP for the host's DREQ), flush, teardown.
+//! The failures among them (not the DREQ, the REP timeout or a REJ) reach
+//! the command layer as [`Commands::queue_failed`] just before
+//! [`Commands::queue_closed`]: nvmet deletes the controller then (§3).
 
 use core::ptr::NonNull;
 
@@ -330,6 +333,8 @@ struct Queue<'d, H: Hal, B: Bar + Clone, const D: usize> {
     established: bool,
     /// `queue_opened` accepted it: `queue_closed` is owed.
     opened: bool,
+    /// Closing for an error (not a disconnect): `queue_failed` is owed.
+    failed: bool,
     entries: usize,
     qp: Option<Qp<'d, H, B>>,
     cq: Option<Cq<'d, H, B>>,
@@ -441,6 +446,12 @@ impl<'d, H: Hal, B: Bar + Clone, T: MadTransport, const Q: usize, const D: usize
         if D == 0 || D > 0xFFFF || Q == 0 || Q > 0xFFFF {
             return Err(Error::Config("queue or slot count out of range"));
         }
+        if C < Q.saturating_mul(2) {
+            // The type's docs: a host reconnecting every queue at once needs
+            // a CM entry per new connection while the old ones sit in
+            // timewait; a REQ that finds the table full is dropped.
+            return Err(Error::Config("CM connections below 2 x queues"));
+        }
         let recv_stride = (SQE + cfg.inline_bytes as usize).next_multiple_of(64);
         let layout = Layout { slots: D, recv_stride };
         let caps = dev.caps();
@@ -499,6 +510,7 @@ impl<'d, H: Hal, B: Bar + Clone, T: MadTransport, const Q: usize, const D: usize
                 conn: ConnId(0),
                 established: false,
                 opened: false,
+                failed: false,
                 entries: 0,
                 qp: None,
                 cq: None,
@@ -689,6 +701,7 @@ impl<'d, H: Hal, B: Bar + Clone, T: MadTransport, const Q: usize, const D: usize
         q.conn = id;
         q.established = false;
         q.opened = true;
+        q.failed = false;
         q.entries = n;
         q.slots = [SlotSt::IDLE; D];
         q.qp = Some(qp);
@@ -753,7 +766,8 @@ impl<'d, H: Hal, B: Bar + Clone, T: MadTransport, const Q: usize, const D: usize
     }
 
     fn fatal(&mut self, qi: usize) {
-        if self.queues.get(qi).is_some_and(|q| q.state == QState::Open) {
+        if let Some(q) = self.queues.get_mut(qi).filter(|q| q.state == QState::Open) {
+            q.failed = true;
             self.stats.fatal += 1;
         }
         self.begin_close(qi);
@@ -804,6 +818,9 @@ impl<'d, H: Hal, B: Bar + Clone, T: MadTransport, const Q: usize, const D: usize
         }
         if q.opened {
             q.opened = false;
+            if q.failed {
+                cmds.queue_failed(QueueId(qi as u16));
+            }
             cmds.queue_closed(QueueId(qi as u16));
         }
         let destroyed = q.qp.as_mut().is_none_or(|qp| qp.destroy().is_ok());
@@ -829,6 +846,7 @@ impl<'d, H: Hal, B: Bar + Clone, T: MadTransport, const Q: usize, const D: usize
             return false;
         }
         if q.state == QState::Open && q.qp.as_ref().is_some_and(|qp| dev.qp_in_error(qp.qp_num())) {
+            q.failed = true;
             self.stats.qp_errors += 1;
             self.begin_close(qi);
         }

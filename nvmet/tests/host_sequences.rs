@@ -363,6 +363,24 @@ fn orderly_shutdown_after_io_queues_closed() {
     f.enable(100);
 }
 
+/// A queue that fails (a WR error, its QP in ERROR; spec §3 "Errors") is
+/// fatal for its controller, an I/O queue too: every other queue of it is
+/// disconnected, the controller is gone.
+#[test]
+fn a_failed_io_queue_deletes_the_controller() {
+    let (mut f, _) = live(4096, 3);
+    f.t.queue_failed(QueueId(102));
+    f.t.queue_closed(QueueId(102));
+    let mut ev = f.poll_all();
+    ev.sort_by_key(|e| match e {
+        Event::Disconnect(q) => q.0,
+        _ => 0,
+    });
+    let want: Vec<Event> = [100, 101, 103].map(|q| Event::Disconnect(QueueId(q))).to_vec();
+    assert_eq!(ev, want);
+    assert_eq!((f.t.controllers(), f.t.queues()), (0, 0));
+}
+
 /// SQHD advances modulo the SQ size per response; CATTR bit 2 → 0xFFFF.
 #[test]
 fn sqhd_and_sqid() {

@@ -18,54 +18,25 @@ mod cm_common;
 mod common;
 #[path = "../../tests/e2e_common/mod.rs"]
 mod e2e_common;
+mod host;
 
-use std::cell::RefCell;
 use std::collections::{HashMap, VecDeque};
-use std::rc::Rc;
 
-use cm_common::{Port, Wire};
 use e2e_common::*;
+use host::*;
 use irdma::cm::mad::CmMsg;
-use irdma::cm::rdma_cm::{PortSpace, guid_from_mac};
-use irdma::cm::{Cm, CmConfig, CmEvent, CmState, CmTiming, ConnId, ConnectParams, MadAddr};
+use irdma::cm::{CmState, ConnId};
 use irdma::wr::RegMrWr;
-use irdma_nvmet::rdma::{self, Config, Transport, parse_req, sts};
+use irdma_nvmet::rdma::{self, parse_req, sts};
 use irdma_nvmet::{
-    Commands, Event, Keyed, Local, QueueId, QueueInfo, RamDisk, Response, SCRATCH, Slot, Step, Xfer,
+    Commands, Event, Keyed, Local, QueueId, QueueInfo, Response, SCRATCH, Slot, Step, Xfer,
 };
 
 const Q: usize = 3;
 const D: usize = 32;
-type Tgt<'d> = Transport<'d, FakeHal, ModelBar, Port, Q, D, 8>;
-type HostCm = Cm<8, 1>;
+type Tgt<'d> = Tp<'d, Q, D, 8>;
 
 const DISK_PAGES: usize = 64;
-const DISK: u64 = (DISK_PAGES * 4096) as u64;
-
-fn cm_cfg(a: Addr, seed: u32) -> CmConfig {
-    CmConfig {
-        ca_guid: guid_from_mac(a.mac),
-        hi_tid: 9,
-        id_seed: seed,
-        local_ips: [Some(IpAddr::V4(a.ip)), None, None, None],
-        ca_ack_delay: 0,
-        timing: CmTiming::default(),
-    }
-}
-
-fn tgt_cfg() -> Config {
-    Config { cm: cm_cfg(B, 0x7000), inline_bytes: 4096, psn_seed: 0x1234_5678 }
-}
-
-/// `struct nvme_rdma_cm_req` (spec §1.2).
-fn req_pdata(recfmt: u16, qid: u16, hrqsize: u16, hsqsize: u16) -> [u8; 32] {
-    let mut p = [0u8; 32];
-    p[0..2].copy_from_slice(&recfmt.to_le_bytes());
-    p[2..4].copy_from_slice(&qid.to_le_bytes());
-    p[4..6].copy_from_slice(&hrqsize.to_le_bytes());
-    p[6..8].copy_from_slice(&hsqsize.to_le_bytes());
-    p
-}
 
 /// A 64-byte SQE: opcode, CID, a keyed SGL (spec §2.3) and a namespace
 /// byte offset in CDW10–11 (the stub's convention).
@@ -89,15 +60,13 @@ fn cqe(cid: u16, opc: u8) -> [u8; 16] {
     c
 }
 
-fn pattern(seed: u16, n: usize) -> Vec<u8> {
-    (0..n).map(|i| (i as u8).wrapping_mul(7).wrapping_add(seed as u8) ^ (seed >> 8) as u8).collect()
-}
-
 /// The stub command layer.
 #[derive(Default)]
 struct Stub {
     opened: Vec<(QueueId, QueueInfo)>,
     closed: Vec<QueueId>,
+    /// Queues closed for an error (`queue_failed`).
+    failed: Vec<QueueId>,
     refuse: Option<u16>,
     held: Vec<(QueueId, Slot, u16)>,
     release_held: bool,
@@ -117,6 +86,9 @@ impl Commands for Stub {
         }
         self.opened.push((q, info));
         Ok(())
+    }
+    fn queue_failed(&mut self, q: QueueId) {
+        self.failed.push(q);
     }
     fn queue_closed(&mut self, q: QueueId) {
         self.closed.push(q);
@@ -186,234 +158,6 @@ impl Commands for Stub {
     }
 }
 
-/// One host queue: its QP, 16-B response receives, SQE buffers.
-struct HostQ<'d> {
-    side: Side<'d>,
-    rsp: Region<'d>,
-    cmd: Region<'d>,
-    conn: Option<ConnId>,
-    depth: usize,
-    connected: bool,
-    rejected: Option<(u16, [u8; 4])>,
-    skip_rtu: bool,
-    completions: Vec<WorkCompletion>,
-    next_cmd: usize,
-}
-
-impl<'d> HostQ<'d> {
-    fn new(dev: &'d Dev, depth: usize) -> Self {
-        let n = depth as u32 + 2;
-        let side = Side::new(dev, A, 4 * n, cap(n));
-        let rsp = side.region(1, 0);
-        let cmd = side.region(3, 0);
-        HostQ {
-            side,
-            rsp,
-            cmd,
-            conn: None,
-            depth,
-            connected: false,
-            rejected: None,
-            skip_rtu: false,
-            completions: Vec::new(),
-            next_cmd: 0,
-        }
-    }
-
-    /// Posts one SQE (as a SEND) from the next command buffer.
-    fn send(&mut self, s: &[u8; 64]) {
-        let i = self.next_cmd % 64;
-        self.next_cmd += 1;
-        self.cmd.put(i * 64, s);
-        let wr = signaled(1000 + i as u64, WrOpcode::Send, &[]);
-        let sge = [self.cmd.sge(i * 64, 64)];
-        self.side.qp.post_send(&[SendWr { sg_list: &sge, ..wr }]).unwrap();
-    }
-
-    /// Posts a capsule of any length (SQE + in-capsule data) from the
-    /// second page of the command buffers.
-    fn send_raw(&mut self, bytes: &[u8]) {
-        self.cmd.put(4096, bytes);
-        let sge = [self.cmd.sge(4096, bytes.len())];
-        self.side.qp.post_send(&[signaled(999, WrOpcode::Send, &sge)]).unwrap();
-    }
-
-    /// Collects completions; returns the responses (recv completions)
-    /// received so far, as (CQE bytes, invalidated rkey).
-    fn drain(&mut self) {
-        let mut wc = [EMPTY_WC; 32];
-        loop {
-            let k = self.side.cq.poll(&mut wc);
-            if k == 0 {
-                break;
-            }
-            self.completions.extend_from_slice(&wc[..k]);
-        }
-    }
-
-    fn responses(&mut self) -> Vec<([u8; 16], Option<u32>)> {
-        self.drain();
-        let mut out = Vec::new();
-        for c in self.completions.iter().filter(|c| c.opcode == WcOpcode::Recv) {
-            assert_eq!(c.status, WcStatus::Success, "{c:?}");
-            assert_eq!(c.byte_len, 16, "responses are 16 bytes (spec §2.2)");
-            let i = c.wr_id as usize;
-            let b: [u8; 16] = self.rsp.bytes(i * 16, 16).try_into().unwrap();
-            out.push((b, c.invalidated_rkey));
-        }
-        out
-    }
-
-    /// Re-posts the response receive `i`.
-    fn repost(&mut self, i: usize) {
-        let sge = [self.rsp.sge(i * 16, 16)];
-        self.side.qp.post_recv(&[RecvWr { wr_id: i as u64, sg_list: &sge }]).unwrap();
-    }
-}
-
-/// The host's CM and clock.
-struct Host {
-    cm: HostCm,
-    port: Port,
-    now: u64,
-    src_port: u16,
-}
-
-impl Host {
-    fn connect(&mut self, q: &mut HostQ<'_>, pdata: &[u8; 32]) {
-        let cp = ConnectParams {
-            peer: MadAddr {
-                peer_ip: IpAddr::V4(B.ip),
-                local_ip: IpAddr::V4(A.ip),
-                peer_mac: B.mac,
-                vlan: None,
-                hop_limit: 64,
-                traffic_class: 0,
-            },
-            port_space: PortSpace::Tcp,
-            dst_port: 4420,
-            src_port: self.src_port,
-            qpn: q.side.qp.qp_num(),
-            starting_psn: 0x4242 + u32::from(self.src_port),
-            responder_resources: 4,
-            initiator_depth: 0,
-            retry_count: 7,
-            rnr_retry_count: 7,
-            path_mtu: 1024,
-            srq: false,
-            private_data: pdata,
-        };
-        self.src_port += 1;
-        q.conn = Some(self.cm.connect(self.now, &cp, &mut self.port).unwrap());
-    }
-}
-
-/// Runs target and host CM until neither has anything to do.
-fn run(t: &mut Tgt<'_>, stub: &mut Stub, host: &mut Host, qs: &mut [&mut HostQ<'_>]) {
-    for _ in 0..10_000 {
-        let mut any = t.poll(host.now, stub);
-        while let Some(e) = host.cm.poll(host.now, &mut host.port) {
-            any = true;
-            match e {
-                CmEvent::Connected { id, params, private_data } => {
-                    let q = qs.iter_mut().find(|q| q.conn == Some(id)).expect("our connection");
-                    // REP private data: RECFMT 0, CRQSIZE = HSQSIZE + 1.
-                    assert_eq!(&private_data[..2], &[0, 0]);
-                    assert_eq!(
-                        u16::from_le_bytes([private_data[2], private_data[3]]) as usize,
-                        q.depth
-                    );
-                    // The REP's initiator depth ≤ the host's responder
-                    // resources (4), its responder resources 0 (spec §1.3).
-                    assert_eq!((params.max_dest_rd_atomic, params.max_rd_atomic), (4, 0));
-                    assert_eq!(params.rnr_retry, 7, "the REP's RNR retry count (spec §1.1)");
-                    params.apply(&mut q.side.qp).expect("host QP to RTS");
-                    for i in 0..q.depth {
-                        q.repost(i);
-                    }
-                    q.connected = true;
-                    if !q.skip_rtu {
-                        host.cm.ready_to_use(id, &mut host.port).unwrap();
-                    }
-                }
-                CmEvent::Rejected { id, reason, private_data } => {
-                    let q = qs.iter_mut().find(|q| q.conn == Some(id)).expect("our connection");
-                    q.rejected = Some((reason, private_data[..4].try_into().unwrap()));
-                }
-                CmEvent::Disconnected { id, timed_out: false } => {
-                    if let Some(q) = qs.iter_mut().find(|q| q.conn == Some(id)) {
-                        q.side.qp.modify(&QpAttr::new(QpState::Error)).unwrap();
-                    }
-                    host.cm.disconnect(host.now, id, &mut host.port).unwrap();
-                }
-                _ => {}
-            }
-        }
-        for q in qs.iter_mut() {
-            q.drain();
-        }
-        if !any {
-            return;
-        }
-    }
-    panic!("the target never settled");
-}
-
-/// Live QPs, CQs and STags of a model device.
-fn resources(bar: &ModelBar) -> (usize, usize, usize) {
-    bar.with_device(|d| {
-        (
-            (0..4096).filter(|&i| d.qp(i).is_some()).count(),
-            (0..4096).filter(|&i| d.cq(i).is_some()).count(),
-            (0..1 << 14).filter(|&i| d.stag(i).is_some()).count(),
-        )
-    })
-}
-
-struct Env {
-    ba: ModelBar,
-    bb: ModelBar,
-    da: Dev,
-    db: Dev,
-    disk_mem: Buf,
-    wire: Rc<RefCell<Wire>>,
-}
-
-fn env() -> Env {
-    let (ba, bb, da, db) = two_devices(Profile::SMALL);
-    let disk_mem = buf(DISK_PAGES);
-    Env { ba, bb, da, db, disk_mem, wire: Rc::new(RefCell::new(Wire::default())) }
-}
-
-impl Env {
-    fn disk(&self) -> RamDisk {
-        // SAFETY: the Dma buffer outlives the disk and every registration
-        // over it (the test drops the transport first); the model reaches
-        // it only through FakeHal's checked memory.
-        unsafe { RamDisk::new(self.disk_mem.vaddr(), DISK, self.disk_mem.paddr()) }
-    }
-    fn host(&self) -> Host {
-        Host {
-            cm: HostCm::new(cm_cfg(A, 0x100)),
-            port: Port { me: 'a', mac: A.mac, wire: self.wire.clone() },
-            now: 0,
-            src_port: 40000,
-        }
-    }
-    fn target<'d>(&'d self, disk: &'d RamDisk) -> Tgt<'d> {
-        let port = Port { me: 'b', mac: B.mac, wire: self.wire.clone() };
-        Transport::new(&self.db, disk, port, tgt_cfg()).expect("transport")
-    }
-}
-
-/// Connects `q` as queue `qid` of depth `q.depth`, expecting success.
-fn open(t: &mut Tgt<'_>, stub: &mut Stub, host: &mut Host, q: &mut HostQ<'_>, qid: u16) {
-    let d = q.depth as u16;
-    host.connect(q, &req_pdata(0, qid, d, d - 1));
-    run(t, stub, host, &mut [q]);
-    assert!(q.connected, "connected: {:?}", q.rejected);
-}
-
 #[test]
 fn parse_req_statuses() {
     assert_eq!(parse_req(&[0; 31]), Err(sts::INVALID_PRIVATE_DATA_LENGTH));
@@ -430,14 +174,27 @@ fn parse_req_statuses() {
     assert_eq!(&rdma::rep_pdata(32)[..4], &[0, 0, 32, 0]);
 }
 
+/// A CM table below twice the queues is refused (the type's docs: the old
+/// association's connections sit in timewait while the host reconnects).
+#[test]
+fn cm_table_must_hold_two_associations() {
+    let _g = lock();
+    let e = env(DISK_PAGES);
+    let disk = e.disk();
+    let port = || cm_common::Port { me: 'b', mac: B.mac, wire: e.wire.clone() };
+    let small = Tp::<'_, 3, 4, 5>::new(&e.db, &disk, port(), tgt_cfg());
+    assert_eq!(small.err(), Some(rdma::Error::Config("CM connections below 2 x queues")));
+    assert!(Tp::<'_, 3, 4, 6>::new(&e.db, &disk, port(), tgt_cfg()).is_ok());
+}
+
 /// Bad private data → REJ reason 28 with {RECFMT 0, STS}; no QP, no CQ
 /// left behind, and the command layer never hears of the queue.
 #[test]
 fn bad_connect_requests_are_rejected_with_the_right_status() {
     let _g = lock();
-    let e = env();
+    let e = env(DISK_PAGES);
     let disk = e.disk();
-    let mut t = e.target(&disk);
+    let mut t = e.target::<Q, D, 8>(&disk);
     let mut host = e.host();
     let mut stub = Stub::default();
     let before = resources(&e.bb);
@@ -481,9 +238,9 @@ fn bad_connect_requests_are_rejected_with_the_right_status() {
 #[test]
 fn commands_move_data_both_ways_and_the_write_precedes_the_response() {
     let _g = lock();
-    let e = env();
+    let e = env(DISK_PAGES);
     let disk = e.disk();
-    let mut t = e.target(&disk);
+    let mut t = e.target::<Q, D, 8>(&disk);
     let mut host = e.host();
     let mut stub = Stub::default();
     let frames = e.bb.fabric().capture();
@@ -568,9 +325,9 @@ fn commands_move_data_both_ways_and_the_write_precedes_the_response() {
 #[test]
 fn send_with_invalidate_kills_exactly_the_key() {
     let _g = lock();
-    let e = env();
+    let e = env(DISK_PAGES);
     let disk = e.disk();
-    let mut t = e.target(&disk);
+    let mut t = e.target::<Q, D, 8>(&disk);
     let mut host = e.host();
     let mut stub = Stub::default();
     let before = resources(&e.bb);
@@ -613,6 +370,7 @@ fn send_with_invalidate_kills_exactly_the_key() {
     let s = t.stats();
     assert!(s.wr_errors >= 1, "the WRITE with the invalidated key failed: {s:?}");
     assert_eq!(stub.closed, vec![QueueId(0)]);
+    assert_eq!(stub.failed, vec![QueueId(0)], "a failed WR: queue_failed before queue_closed");
     assert_eq!(t.open_queues(), 0);
     assert_eq!(resources(&e.bb), before, "QP and CQ back");
     assert_ne!(read(&mem, 0, 64), want[..64].to_vec(), "nothing written through the dead key");
@@ -625,9 +383,9 @@ fn send_with_invalidate_kills_exactly_the_key() {
 #[test]
 fn full_queue_depth_and_commands_before_rtu() {
     let _g = lock();
-    let e = env();
+    let e = env(DISK_PAGES);
     let disk = e.disk();
-    let mut t = e.target(&disk);
+    let mut t = e.target::<Q, D, 8>(&disk);
     let mut host = e.host();
     let mut stub = Stub::default();
     let mut q = HostQ::new(&e.da, 32);
@@ -684,9 +442,9 @@ fn t_conn(t: &Tgt<'_>) -> ConnId {
 #[test]
 fn errors_and_disconnects_tear_down_and_the_host_reconnects() {
     let _g = lock();
-    let e = env();
+    let e = env(DISK_PAGES);
     let disk = e.disk();
-    let mut t = e.target(&disk);
+    let mut t = e.target::<Q, D, 8>(&disk);
     let mut host = e.host();
     let mut stub = Stub::default();
     let before = resources(&e.bb);
@@ -726,6 +484,9 @@ fn errors_and_disconnects_tear_down_and_the_host_reconnects() {
         assert_eq!(s.wrs_posted, s.wrs_completed, "every WR completed before teardown: {s:?}");
         let want_closed = if round == 2 { 2 } else { round as usize + 1 };
         assert_eq!(stub.closed.len(), want_closed, "queue_closed, not after Event::Disconnect");
+        // Only the failed READ is a failure; a DREQ and the command
+        // layer's own disconnect are not.
+        assert_eq!(stub.failed, vec![QueueId(0)], "round {round}");
         assert_eq!(t.open_queues(), 0);
         assert_eq!(resources(&e.bb), before, "round {round}: QP and CQ back");
         // The host's side of the connection is gone too.
@@ -752,9 +513,9 @@ fn errors_and_disconnects_tear_down_and_the_host_reconnects() {
 #[test]
 fn several_queues_at_once() {
     let _g = lock();
-    let e = env();
+    let e = env(DISK_PAGES);
     let disk = e.disk();
-    let mut t = e.target(&disk);
+    let mut t = e.target::<Q, D, 8>(&disk);
     let mut host = e.host();
     let mut stub = Stub::default();
     let mut qs: Vec<HostQ<'_>> = [32, 16, 16].into_iter().map(|d| HostQ::new(&e.da, d)).collect();
@@ -817,9 +578,9 @@ fn several_queues_at_once() {
 #[test]
 fn a_qp_error_closes_the_queue() {
     let _g = lock();
-    let e = env();
+    let e = env(DISK_PAGES);
     let disk = e.disk();
-    let mut t = e.target(&disk);
+    let mut t = e.target::<Q, D, 8>(&disk);
     let mut host = e.host();
     let mut stub = Stub::default();
     let before = resources(&e.bb);
@@ -832,6 +593,7 @@ fn a_qp_error_closes_the_queue() {
     assert_eq!((s.qp_errors, s.closed), (1, 1), "{s:?}");
     assert_eq!(s.wrs_posted, s.wrs_completed, "{s:?}");
     assert_eq!(stub.closed, vec![QueueId(0)]);
+    assert_eq!(stub.failed, vec![QueueId(0)], "a failed WR: queue_failed before queue_closed");
     assert_eq!(resources(&e.bb), before);
     let mut q2 = HostQ::new(&e.da, 8);
     open(&mut t, &mut stub, &mut host, &mut q2, 1);

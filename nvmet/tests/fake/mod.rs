@@ -36,7 +36,7 @@ pub struct Rsp {
 }
 
 impl Rsp {
-    fn of(c: &[u8; 16], invalidate: Option<u32>) -> Rsp {
+    pub fn of(c: &[u8; 16], invalidate: Option<u32>) -> Rsp {
         let u16at = |o: usize| u16::from_le_bytes([c[o], c[o + 1]]);
         let u32at = |o: usize| u32::from_le_bytes([c[o], c[o + 1], c[o + 2], c[o + 3]]);
         Rsp {
