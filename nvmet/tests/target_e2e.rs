@@ -51,7 +51,7 @@ const INLINE: u32 = 4096;
 /// MDTS 8: 2^8 × 4 KiB (spec §3).
 const MDTS_BYTES: usize = 1 << 20;
 
-type Cmds = Target<'static, Q, 4>;
+type Cmds<'d> = Target<'d, Q, 4>;
 
 /// CC values of the 6.1 host with CSS 0 (spec §4.2).
 const CC_CONFIGURE: u32 = 0x0046_0000;
@@ -146,7 +146,7 @@ impl<'d> Fr<'d> {
 /// The target (both layers) and the host's CM.
 struct Nvme<'d> {
     t: Tp<'d, Q, D, C>,
-    tg: Cmds,
+    tg: Cmds<'d>,
     host: Host,
     cid: u16,
 }
@@ -179,14 +179,14 @@ fn with_target(f: impl FnOnce(&Env, &mut Nvme<'_>)) {
     let _g = lock();
     let e = env(DISK_PAGES);
     let disk = e.disk();
-    let mut cfg = fake::config(e.disk(), INLINE, IO_QUEUES);
+    let mut cfg = fake::config(&disk, INLINE, IO_QUEUES);
     cfg.traddr = TrAddr::V4(B.ip);
     let mut n = Nvme::new(&e, &disk, Target::new(cfg).expect("target"));
     f(&e, &mut n);
 }
 
 impl<'d> Nvme<'d> {
-    fn new(e: &'d Env, disk: &'d RamDisk, tg: Cmds) -> Self {
+    fn new(e: &'d Env, disk: &'d RamDisk, tg: Cmds<'d>) -> Self {
         Nvme { t: e.target::<Q, D, C>(disk), tg, host: e.host(), cid: 0x100 }
     }
 

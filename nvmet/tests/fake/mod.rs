@@ -148,7 +148,7 @@ pub fn connect_data(cntlid: u16, subnqn: &str, hostnqn: &str) -> Vec<u8> {
     d
 }
 
-pub fn config(disk: &'static RamDisk, inline_bytes: u32, io_queues: u16) -> Config<'static> {
+pub fn config(disk: &RamDisk, inline_bytes: u32, io_queues: u16) -> Config<'_> {
     Config {
         subnqn: SUBNQN,
         serial: "IRDMA0001",

@@ -105,6 +105,10 @@ impl<X: Commands> Commands for Hooked<X> {
         Ok(())
     }
 
+    fn queue_failed(&mut self, q: QueueId) {
+        self.inner.queue_failed(q);
+    }
+
     fn queue_closed(&mut self, q: QueueId) {
         self.open.retain(|&(o, _)| o != q);
         self.inner.queue_closed(q);
