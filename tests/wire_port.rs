@@ -395,6 +395,54 @@ fn a_read_whose_responses_keep_coming_is_not_resent() {
     assert_eq!((c.rc_timeouts, c.unsolicited), (0, 0), "{c:?}");
 }
 
+/// The model as requester toward a real peer sends a long message a window
+/// at a time (`PortConfig::window`): AckReq on each window's last packet,
+/// the next window after its ACK, so the peer's socket never holds more
+/// than a window (issue #32: 128-packet WRITEs to a Linux guest lost their
+/// tail in the guest's 212 KB socket buffer, and every go-back-N resend was
+/// again a burst until the retries ran out).
+#[test]
+fn a_long_write_goes_a_window_at_a_time() {
+    let _g = lock();
+    let bar = ModelBar::standalone(small_fn_config());
+    let peer = UdpSocket::bind("127.0.0.1:0").unwrap();
+    peer.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let mut cfg = PortConfig::new(A.mac);
+    cfg.ipv4 = vec![A.ip];
+    cfg.remote = Some(peer.local_addr().unwrap());
+    cfg.window = 2;
+    let port = bar.fabric().attach_port(Port::bind(cfg).unwrap());
+    peer.connect(port.local_addr()).unwrap();
+    let dev = probe_as(&bar, A, Profile::SMALL);
+    let mut s = Side::new(&dev, A, 16, cap(8));
+    connect(&mut s.qp, A, B, PEER_QPN).unwrap();
+    let local = s.region(2, 2);
+    let peer_thread = answer(peer.try_clone().unwrap(), 5, s.qp.qp_num(), Vec::new());
+    let sge = [local.sge(0, 5000)];
+    s.qp.post_send(&[signaled(1, write_op(0x1000, 0x1234), &sge)]).unwrap();
+    let wcs = s.poll(1);
+    assert_eq!(wcs.len(), 1, "{wcs:?}");
+    assert_eq!((wcs[0].wr_id, wcs[0].status), (1, WcStatus::Success), "{:?}", wcs[0]);
+    let reqs = peer_thread.join().unwrap();
+    let seen: Vec<(u8, u32, bool)> =
+        reqs.iter().map(|p| (p.pkt.opcode, p.pkt.psn, p.pkt.ack_req)).collect();
+    assert_eq!(
+        seen,
+        vec![
+            (op::WRITE_FIRST, PSN0, false),
+            (op::WRITE_MIDDLE, PSN0 + 1, true),
+            (op::WRITE_MIDDLE, PSN0 + 2, false),
+            (op::WRITE_MIDDLE, PSN0 + 3, true),
+            (op::WRITE_LAST, PSN0 + 4, true),
+        ]
+    );
+    let data: Vec<u8> = reqs.iter().flat_map(|p| p.pkt.payload.clone()).collect();
+    assert_eq!(data, local.bytes(0, 5000), "the payload is the message's");
+    nothing_from_port(&peer);
+    let c = port.counters();
+    assert_eq!((c.windows, c.rc_timeouts, c.unsolicited), (2, 0, 0), "{c:?}");
+}
+
 /// The port's socket asks for a 4 MiB receive buffer: the OS default
 /// (212,992 bytes) overflowed under a Linux peer's bulk traffic and lost
 /// frames (notes, "Frames between processes"). Linux grants

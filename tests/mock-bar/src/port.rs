@@ -90,6 +90,11 @@
 //! is lost (the QP goes to error with a retry-exceeded AE as for any lost
 //! request). Frames that arrive meanwhile and are not that response are
 //! kept, in order, and handled at the next [`crate::Fabric::pump_port`].
+//! A message longer than [`PortConfig::window`] packets goes a window at
+//! a time: AckReq on each window's last packet, the next window only after
+//! its ACK (a model choice: the peer is a QEMU process whose socket buffer
+//! holds about a hundred frames; a longer burst loses its tail, and each
+//! go-back-N resend of the rest is again a burst).
 //! A PSN-sequence NAK (0x60) makes the requester resend from the NAKed
 //! PSN, not from the message's first (§4.4, go-back-N), spending one of
 //! the QP's transport retries. One message at a time per fabric: no
@@ -147,12 +152,18 @@ pub struct PortConfig {
     /// the value granted, socket(7)); [`Port::recv_buffer`] tells what the
     /// socket got.
     pub rcvbuf: usize,
+    /// Most packets of one request message sent before the port asks for
+    /// an ACK (AckReq on the window's last packet) and waits for it; 0 =
+    /// the whole message at once. A model choice (module docs, "The RC
+    /// requester meets a real peer"): the peer's socket buffer holds about
+    /// a hundred frames, and a longer burst is lost in part.
+    pub window: usize,
 }
 
 impl PortConfig {
     /// A port with `mac`, on a free loopback UDP port, no addresses, no
     /// fixed peer, 1 s RC timeout and 3 resends, a 4 MiB receive buffer
-    /// asked for.
+    /// asked for, windows of 32 packets.
     pub fn new(mac: [u8; 6]) -> Self {
         Self {
             mac,
@@ -163,6 +174,7 @@ impl PortConfig {
             rc_timeout: Duration::from_secs(1),
             rc_retries: 3,
             rcvbuf: 4 << 20,
+            window: 32,
         }
     }
 }
@@ -188,6 +200,9 @@ pub struct PortCounters {
     pub unsolicited: u64,
     /// RC requests resent after [`PortConfig::rc_timeout`].
     pub rc_timeouts: u64,
+    /// Windows of a long request ACKed before its next window went
+    /// ([`PortConfig::window`]).
+    pub windows: u64,
     /// Frames dropped by the port's own checks, by reason (`mac`,
     /// `malformed`, `icrc`, `qp`; see the module docs).
     pub drops: DropCounts,
@@ -478,9 +493,36 @@ impl Port {
     }
 
     /// Sends the request `frames` of local QP `src_qpn` and waits for its
-    /// response frames (module docs). `None` if none came after every
-    /// resend.
+    /// response frames (module docs): a message longer than
+    /// [`PortConfig::window`] packets goes a window at a time, AckReq on each
+    /// window's last packet, the next window once that packet is ACKed; a
+    /// NAK (or anything but that ACK) ends it and is the message's answer,
+    /// as the requester resends from the NAKed PSN. `None` if nothing came
+    /// after every resend.
     pub(crate) fn exchange(&self, src_qpn: u32, frames: &[Vec<u8>]) -> Option<Vec<Vec<u8>>> {
+        let w = self.cfg.window;
+        let mut start = 0;
+        while w > 0 && frames.len() - start > w {
+            let mut part = frames.get(start..start + w)?.to_vec();
+            let last = part.last_mut()?;
+            wire::set_ack_req(last)?;
+            let last_psn = wire::parse(last).ok()?.pkt.psn;
+            let back = self.exchange_part(src_qpn, &part)?;
+            let first = back.first().and_then(|f| wire::parse(f).ok())?.pkt;
+            let acked = first.opcode == wire::op::ACK
+                && first.aeth.is_some_and(|(s, _)| s & 0x60 == 0)
+                && first.psn == last_psn;
+            if !acked {
+                return Some(back);
+            }
+            self.count(|c| c.windows += 1);
+            start += w;
+        }
+        self.exchange_part(src_qpn, frames.get(start..)?)
+    }
+
+    /// [`Port::exchange`] of one window (or a whole short message).
+    fn exchange_part(&self, src_qpn: u32, frames: &[Vec<u8>]) -> Option<Vec<Vec<u8>>> {
         let first_psn = frames.first().and_then(|f| wire::parse(f).ok())?.pkt.psn;
         for attempt in 0..=self.cfg.rc_retries {
             if attempt > 0 {

@@ -1040,7 +1040,7 @@ pub fn run_harness(
         let c = p.counters();
         println!(
             "mock-bar-shm: port {} rx={} tx={} tx_no_peer={} delivered={} arp_replies={} \
-             nd_replies={} not_roce={} unsolicited={} rc_timeouts={} drops={} {:?}",
+             nd_replies={} not_roce={} unsolicited={} rc_timeouts={} windows={} drops={} {:?}",
             p.local_addr(),
             c.rx_frames,
             c.tx_frames,
@@ -1051,6 +1051,7 @@ pub fn run_harness(
             c.not_roce,
             c.unsolicited,
             c.rc_timeouts,
+            c.windows,
             c.drops.total(),
             c.drops
         );

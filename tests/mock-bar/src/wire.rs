@@ -317,11 +317,23 @@ pub fn build(path: &Path, p: &Packet, ip_id: u16) -> Vec<u8> {
     f.extend_from_slice(&(udp_len as u16).to_be_bytes());
     f.extend_from_slice(&[0, 0]);
     f.extend_from_slice(&t);
+    seal(&mut f, ip, udp, path.ipv4);
+    f
+}
+
+/// Writes a frame's ICRC (wire §3.2: least-significant byte first) and,
+/// on IPv6, its UDP checksum, computed after the ICRC (§1.5; 0 on IPv4).
+/// `ip` and `udp` are the offsets of the IP and UDP headers.
+fn seal(f: &mut [u8], ip: usize, udp: usize, ipv4: bool) {
     let n = f.len();
-    // wire §3.2: least-significant byte first
-    let crc = icrc(&f).unwrap_or(0);
+    if n < udp + 12 {
+        return;
+    }
+    f[udp + 6..udp + 8].copy_from_slice(&[0, 0]);
+    let crc = icrc(f).unwrap_or(0);
     f[n - 4..].copy_from_slice(&crc.to_le_bytes());
-    if !path.ipv4 {
+    if !ipv4 {
+        let udp_len = n - udp;
         let mut ph = Vec::with_capacity(40 + udp_len);
         ph.extend_from_slice(&f[ip + 8..ip + 40]);
         ph.extend_from_slice(&(udp_len as u32).to_be_bytes());
@@ -333,7 +345,21 @@ pub fn build(path: &Path, p: &Packet, ip_id: u16) -> Vec<u8> {
         }
         f[udp + 6..udp + 8].copy_from_slice(&ck.to_be_bytes());
     }
-    f
+}
+
+/// Sets the AckReq bit (BTH byte 8 bit 7, wire §4.3) of a built frame and seals
+/// it again (ICRC, IPv6 UDP checksum); `None` if it is not a RoCEv2 frame.
+pub fn set_ack_req(f: &mut [u8]) -> Option<()> {
+    let ip = ip_offset(f)?;
+    let ipv4 = f.get(ip)? >> 4 == 4;
+    let udp = ip + if ipv4 { 20 } else { 40 };
+    let bth = udp + 8;
+    *f.get_mut(bth + 8)? |= 0x80;
+    if f.len() < bth + 12 + 4 {
+        return None;
+    }
+    seal(f, ip, udp, ipv4);
+    Some(())
 }
 
 /// A received frame, decoded.

@@ -38,7 +38,8 @@
 //! source of the first datagram), each `--port-ip IP` an address it
 //! answers ARP / neighbour solicitations for, `--port-rc-timeout-ms` and
 //! `--port-rc-retries` the RC request timeout and resends toward the peer
-//! (defaults 1000 ms, 3). At exit it prints the port's counters and judges
+//! (defaults 1000 ms, 3), `--port-window` the packets of a long request
+//! sent before it waits for an ACK (default 32). At exit it prints the port's counters and judges
 //! the capture (`--pcap`): every RoCEv2 frame must parse with a right ICRC,
 //! else status 1.
 //!
@@ -76,7 +77,7 @@ fn usage() -> ExitCode {
         "usage: mock-bar-shm --bar FILE --bar-size SIZE --ram FILE --ram-size SIZE \
          [--below-4g SIZE] [--ram-base ADDR] [--poll spin|hybrid] [--pcap FILE] [-- COMMAND ARGS...]\n   or: IRDMA_BAR_FILE=… \
          mock-bar-shm [--poll spin|hybrid] [--max-secs N] [--pcap FILE] [--warm] \
-         [--port ADDR [--port-peer ADDR] [--port-ip IP]... [--port-rc-timeout-ms N] [--port-rc-retries N]]   (harness mode, see the docs)"
+         [--port ADDR [--port-peer ADDR] [--port-ip IP]... [--port-rc-timeout-ms N] [--port-rc-retries N] [--port-window N]]   (harness mode, see the docs)"
     );
     ExitCode::from(2)
 }
@@ -113,6 +114,9 @@ fn port_config(opts: &[String]) -> Result<Option<PortConfig>, String> {
     }
     if let Some(n) = get("--port-rc-retries") {
         pc.rc_retries = n.parse().map_err(|e| format!("--port-rc-retries {n}: {e}"))?;
+    }
+    if let Some(n) = get("--port-window") {
+        pc.window = n.parse().map_err(|e| format!("--port-window {n}: {e}"))?;
     }
     Ok(Some(pc))
 }
