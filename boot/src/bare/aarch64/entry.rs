@@ -102,8 +102,9 @@ boot_l1:
     .global boot_stack
     .global boot_stack_top
 boot_stack:
-    /* 2 MiB, as on x86_64: a Device is built and moved by value in probe. */
-    .skip 2048 * 1024
+    /* 4 MiB, as on x86_64: a Device is built and moved by value in probe,
+       the NVMe target's transport in peer_nvmet. */
+    .skip 4096 * 1024
 boot_stack_top:
     "#
 );
