@@ -880,6 +880,9 @@ pub struct Sq<'a> {
     head: u32,
     tail: u32,
     cap: u32,
+    /// `cap`, or 0 when `lim.max_frags` is 0 (no SGE may be posted): the
+    /// one-SGE hot post tests both with one compare ([`Sq::post_hot`]).
+    hot_cap: u32,
     lim: SqLimits,
     qp_id: u32,
     /// Loom model only: one loom cell per tracking entry, touched by every
@@ -945,6 +948,7 @@ impl<'a> Sq<'a> {
             head: 0,
             tail: 0,
             cap,
+            hot_cap: if max_frags == 0 { 0 } else { cap },
             lim: SqLimits { max_frags, max_inline, inline_enabled: false },
             qp_id,
             #[cfg(all(test, loom))]
@@ -1120,11 +1124,10 @@ impl<'a> Sq<'a> {
     /// so no NOP padding, spec data-path §1.10).
     #[inline(always)]
     pub(crate) fn post_hot(&mut self, h: &HotWqe<'_>) -> Result<(), SqError> {
-        if self.lim.max_frags == 0 {
-            return Err(SqError::TooManySges);
-        }
-        if self.used() >= self.cap {
-            return Err(SqError::Full);
+        // One compare for both refusals (`hot_cap` is 0 when no SGE may be
+        // posted), the same errors in the same order as `post`.
+        if self.used() >= self.hot_cap {
+            return Err(if self.lim.max_frags == 0 { SqError::TooManySges } else { SqError::Full });
         }
         let pos = self.head;
         let idx = (pos & self.mask) as usize;
@@ -1323,6 +1326,7 @@ impl<'a> Sq<'a> {
             head: self.head,
             tail: self.tail,
             cap: self.cap,
+            hot_cap: self.hot_cap,
             lim: self.lim,
             qp_id: self.qp_id,
             #[cfg(all(test, loom))]
