@@ -36,6 +36,18 @@ pub trait Publish {
     /// sees less room, never more. This replaces a load per post with one
     /// per time the ring fills.
     fn refresh(&self, sq: &mut Sq<'_>) -> bool;
+
+    /// Whether `wr` may be posted. Asked only on the general path, for
+    /// each WR it posts: the hot shapes ([`hot_from_wr`], [`hot2_from_wr`])
+    /// are never REG_MR, so a chain of hot WRs pays nothing for it. A
+    /// refused WR stops the post at its index with
+    /// [`SqError::NotAdmitted`] (the WRs before it are posted). The verbs
+    /// layer checks REG_MR WRs against its fast-register records here.
+    #[inline(always)]
+    fn admit(&self, wr: &SendWr<'_>) -> bool {
+        let _ = wr;
+        true
+    }
 }
 
 /// An unsplit QP: nothing to publish, nothing to learn.
@@ -736,6 +748,10 @@ impl<'a> QpUk<'a, Sq<'a>> {
         let mut res = Ok(());
         let mut posted = start;
         for (i, wr) in wrs.iter().enumerate().skip(start) {
+            if !p.admit(wr) {
+                res = Err(PostSendError { bad_wr: i, kind: SqError::NotAdmitted });
+                break;
+            }
             let post = sq_post_from_wr(wr, self.kind);
             // A split QP's producer learns the consumer's tail only when
             // the ring looks full (`Publish::refresh`), then tries again.

@@ -170,6 +170,10 @@ pub enum SqError {
     Full,
     /// An operation E810 does not support (atomics, memory windows).
     Unsupported,
+    /// The caller's admission check refused the WR
+    /// ([`Publish::admit`](super::qp::Publish::admit): the verbs layer's
+    /// check of a REG_MR against its fast-register records).
+    NotAdmitted,
 }
 
 /// Why an SQ could not be set up over the given memory.
@@ -1355,6 +1359,7 @@ crate::error::phrases!(SqError {
     SqError::InvalidField => "a value does not fit its WQE field",
     SqError::Full => "send queue full",
     SqError::Unsupported => "operation not supported on E810",
+    SqError::NotAdmitted => "refused by the caller's admission check",
 });
 
 crate::error::phrases!(SqConfigError {
