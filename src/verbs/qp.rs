@@ -1337,10 +1337,11 @@ impl<H: Hal, B: Bar + Clone> Qp<'_, H, B> {
         if !self.alive {
             return Err(PostError { bad_wr: 0, kind: PostErrorKind::Destroyed });
         }
-        self.sync_error();
-        // A gone device or a dead CQ puts the QP in error (`sync_error`):
-        // more loads only then, none on the posting path of a healthy QP.
-        if self.uk.in_error() {
+        // A gone device or a dead CQ puts the QP in error (`sync_error`
+        // adopts the control path's flag): more loads only then, two tests
+        // on the posting path of a healthy QP.
+        if self.uk.in_error() || self.dev.qp_in_error(self.id) {
+            self.sync_error();
             refuse_in_error(self.dev, self.id)?;
         }
         // A live plain QP always has its completion half (`attach_compl`
