@@ -1139,7 +1139,8 @@ impl<'a> Sq<'a> {
         self.loom_trk(idx as u32, true);
         // SAFETY: `idx <= mask < size <= trk.len()`: `Sq::new` checked the
         // tracking length against the size that `mask` encodes, and neither
-        // `trk` nor `mask` changes afterwards; the slot is free (see `post`).
+        // `trk` nor `mask` changes afterwards; the slot is free (see `post`:
+        // `used < hot_cap <= cap`, `hot_cap` being `cap` or 0 since `new`).
         unsafe {
             self.trk_ptr(idx as u32).write(SqWrTrk {
                 wr_id: h.wr_id,

@@ -20,12 +20,16 @@
 //!   is written in `bench.c`. The vendor's verbs level (`verbs.c`
 //!   `irdma_post_send` / `irdma_poll_cq`) is not built: see [`VENDOR_VERBS`].
 //!   `cargo xtask bench --vs-vendor` prints only these and our instruction
-//!   figures.
+//!   figures. Where both sides are measured, `ratio_<name>` is ours ÷ the
+//!   vendor's ([`ratio_figures`]).
 //!
 //! `bench-guard` (a leg of `cargo xtask test`) re-measures the instruction
-//! counts (N/4 iterations) and the release `.text` sizes and fails when one
-//! exceeds `benches/baseline.txt` by more than 10 % (instructions) or 5 %
-//! (`.text`).
+//! counts (N/4 iterations), the vendor's uk figures and the ratios, and the
+//! release `.text` sizes, and fails when one exceeds `benches/baseline.txt`
+//! by more than 10 % (instructions, ratios) or 5 % (`.text`). The vendor's
+//! figures are measured but not guarded (its code does not change); a ratio
+//! that grows more than 10 % is a regression of ours against the same
+//! vendor code. The guard needs the vendor tree, like `vendor-diff`.
 
 use std::path::PathBuf;
 use std::process::{Command, ExitCode};
@@ -120,8 +124,10 @@ const VENDOR_CASES: &[(&str, &str, Option<&str>, u64, u64)] = &[
 pub const VENDOR_VERBS: &str = "vendor verbs level not built: the kernel's verbs.c \
      (irdma_post_send, irdma_poll_cq) includes main.h, which pulls in about 35 \
      kernel headers (ib_core, netdev, iw_cm, rdma_cm types) the shims do not stand \
-     in for, and rdma-core's uverbs.c needs its source package, which this \
-     machine's apt cannot fetch (no deb-src entry); ratios are at the uk level only";
+     in for, and rdma-core's uverbs.c is in its source package only: with a deb-src \
+     entry apt fetches rdma-core 44.0-2's .dsc and debian.tar.xz, but the mirror \
+     answers 404 for rdma-core_44.0.orig.tar.gz, the tarball that holds \
+     providers/irdma (tried 2026-12-05); ratios are at the uk level only";
 
 /// Issue #33's goals: (level, our figure, goal in instructions per op).
 /// The vendor's twin of a `uk` figure is `vendor_uk_<figure>`.
@@ -207,19 +213,37 @@ fn vendor_bench_binary() -> Result<PathBuf, String> {
     Ok(exe)
 }
 
-/// The vendor's uk-level figures, `vendor_uk_<name>`.
-fn vendor_figures() -> Result<Vec<(String, f64)>, String> {
+/// The vendor's uk-level figures, `vendor_uk_<name>`, `divisor` dividing
+/// the iteration counts.
+fn vendor_figures(divisor: u64) -> Result<Vec<(String, f64)>, String> {
     ensure_program(&VALGRIND)?;
     let exe = vendor_bench_binary()?;
     let mut v = Vec::new();
     for (name, case, base, n, per) in VENDOR_CASES {
-        let mut x = per_op(&exe, case, *n)?;
+        let n = (*n / divisor).max(1);
+        let mut x = per_op(&exe, case, n)?;
         if let Some(b) = base {
-            x -= per_op(&exe, b, *n)?;
+            x -= per_op(&exe, b, n)?;
         }
         v.push((format!("vendor_uk_{name}"), x / *per as f64));
     }
     Ok(v)
+}
+
+/// `ratio_<name>` = our figure ÷ `vendor_uk_<name>` for every vendor case
+/// both sides measured (issue #33: guarded like an instruction count, so a
+/// ratio 10 % above its baseline fails).
+fn ratio_figures(ours: &[(String, f64)], vendor: &[(String, f64)]) -> Vec<(String, f64)> {
+    let get = |v: &[(String, f64)], k: &str| v.iter().find(|(n, _)| n == k).map(|(_, x)| *x);
+    VENDOR_CASES
+        .iter()
+        .filter_map(|(name, ..)| {
+            let o = get(ours, name)?;
+            let v = get(vendor, &format!("vendor_uk_{name}")).filter(|v| *v > 0.0)?;
+            // two decimals, as printed and as the baseline holds them
+            Some((format!("ratio_{name}"), (o / v * 100.0).round() / 100.0))
+        })
+        .collect()
 }
 
 fn bench_binary() -> Result<PathBuf, String> {
@@ -416,6 +440,8 @@ fn print_figures(r: Result<Vec<(String, f64)>, String>, what: &str) -> bool {
             for (name, x) in v {
                 if x.fract() == 0.0 {
                     println!("{name}={x}");
+                } else if name.starts_with("ratio_") {
+                    println!("{name}={x:.2}");
                 } else {
                     println!("{name}={x:.1}");
                 }
@@ -485,6 +511,9 @@ pub fn guard() -> Result<String, String> {
     let text = std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
     let baseline = parse_baseline(&text)?;
     let mut measured = instruction_figures(4)?;
+    let vendor = vendor_figures(4)?;
+    measured.extend(ratio_figures(&measured, &vendor));
+    measured.extend(vendor);
     measured.extend(text_figures(size::Profile::Release)?);
     let bad = over_baseline(&baseline, &measured);
     let report: Vec<String> = measured.iter().map(|(n, x)| format!("{n}={x:.1}")).collect();
@@ -506,13 +535,15 @@ pub fn main(args: &[String]) -> ExitCode {
         }
     };
     let ours = instruction_figures(1);
-    let vendor = vendor_figures();
-    let goals = match (&ours, &vendor) {
-        (Ok(o), Ok(v)) => goal_lines(o, v),
-        (Ok(o), Err(_)) => goal_lines(o, &[]),
-        _ => Vec::new(),
+    let vendor = vendor_figures(1);
+    let (goals, ratios) = match (&ours, &vendor) {
+        (Ok(o), Ok(v)) => (goal_lines(o, v), ratio_figures(o, v)),
+        (Ok(o), Err(_)) => (goal_lines(o, &[]), Vec::new()),
+        _ => (Vec::new(), Vec::new()),
     };
-    let ok = print_figures(ours, "instructions") & print_figures(vendor, "vendor");
+    let ok = print_figures(ours, "instructions")
+        & print_figures(vendor, "vendor")
+        & print_figures(Ok(ratios), "ratios");
     println!("# {VENDOR_VERBS}");
     for g in goals {
         println!("{g}");
@@ -531,7 +562,10 @@ pub fn main(args: &[String]) -> ExitCode {
 
 #[cfg(test)]
 mod tests {
-    use super::{BASELINE, CASES, GOALS, VENDOR_CASES, goal_lines, over_baseline, parse_baseline};
+    use super::{
+        BASELINE, CASES, GOALS, VENDOR_CASES, goal_lines, over_baseline, parse_baseline,
+        ratio_figures,
+    };
 
     /// Every figure issue #33 sets a goal for is measured and guarded, and
     /// every vendor case has a driver twin of the same name.
@@ -546,7 +580,43 @@ mod tests {
         for (name, ..) in VENDOR_CASES {
             assert!(CASES.iter().any(|c| c.0 == *name), "vendor {name}: no driver twin");
             assert!(GOALS.iter().any(|g| g.0 == "uk" && g.1 == *name), "vendor {name}: no goal");
+            let r = format!("ratio_{name}");
+            assert!(baseline.iter().any(|(n, _)| *n == r), "{r}: not in {BASELINE}");
         }
+        // every verbs figure is guarded too
+        for (name, ..) in CASES.iter().filter(|c| c.0.starts_with("verbs_p")) {
+            assert!(baseline.iter().any(|(n, _)| n == name), "{name}: not in {BASELINE}");
+        }
+    }
+
+    /// Ours ÷ the vendor's, for the cases both sides measured; a ratio
+    /// above its baseline by more than 10 % fails the guard.
+    #[test]
+    fn ratios() {
+        let ours = vec![
+            ("post_write_1sge_doorbell_each".to_string(), 112.0),
+            ("poll_one_cqe".to_string(), 80.0),
+            ("poll_empty_cq".to_string(), 19.0),
+        ];
+        let vendor = vec![
+            ("vendor_uk_post_write_1sge_doorbell_each".to_string(), 285.2),
+            ("vendor_uk_poll_one_cqe".to_string(), 133.0),
+            ("vendor_uk_post_write_1sge_doorbell_per32".to_string(), 248.5),
+            ("vendor_uk_poll_empty_cq".to_string(), 0.0),
+        ];
+        let r = ratio_figures(&ours, &vendor);
+        assert_eq!(
+            r,
+            vec![
+                ("ratio_post_write_1sge_doorbell_each".to_string(), 0.39),
+                ("ratio_poll_one_cqe".to_string(), 0.6),
+            ],
+            "only where both sides measured (and the vendor's is not 0)"
+        );
+        let b = parse_baseline("ratio_poll_one_cqe=0.6\n").unwrap();
+        assert!(over_baseline(&b, &r).is_empty());
+        let worse = vec![("ratio_poll_one_cqe".to_string(), 0.67)];
+        assert_eq!(over_baseline(&b, &worse).len(), 1, "a ratio 10 % over fails");
     }
 
     #[test]
