@@ -288,28 +288,18 @@ pub(crate) fn hot_from_wr<'s>(wr: &SendWr<'s>, kind: QpKind) -> Option<HotWqe<'s
         return None;
     }
     let sol = f.contains(SendFlags::SOLICITED);
-    // RDMA WRITE, the most common data-path WR, is tested first on its own
-    // (one compare of the tag) instead of through the jump table the other
-    // shapes' `match` becomes.
-    let (qw2, stag, opc) = if let WrOpcode::RdmaWrite { remote_addr, rkey } = wr.opcode {
-        if kind != QpKind::Rc {
-            return None;
+    let (qw2, stag, opc) = match wr.opcode {
+        WrOpcode::RdmaWrite { remote_addr, rkey } if kind == QpKind::Rc => {
+            (remote_addr, rkey, if sol { op::RDMA_WRITE_SOL } else { op::RDMA_WRITE })
         }
-        (remote_addr, rkey, if sol { op::RDMA_WRITE_SOL } else { op::RDMA_WRITE })
-    } else {
-        // The weight keeps WRITE out of the other shapes' jump table
-        // (LLVM peels a dominant case off a switch).
-        core::hint::cold_path();
-        match wr.opcode {
-            WrOpcode::RdmaRead { remote_addr, rkey } if kind == QpKind::Rc => {
-                (remote_addr, rkey, op::RDMA_READ)
-            }
-            WrOpcode::Send => (0, 0, SendKind { solicited: sol, invalidate: false }.opcode()),
-            WrOpcode::SendInv { inv_key } => {
-                (0, inv_key, SendKind { solicited: sol, invalidate: true }.opcode())
-            }
-            _ => return None,
+        WrOpcode::RdmaRead { remote_addr, rkey } if kind == QpKind::Rc => {
+            (remote_addr, rkey, op::RDMA_READ)
         }
+        WrOpcode::Send => (0, 0, SendKind { solicited: sol, invalidate: false }.opcode()),
+        WrOpcode::SendInv { inv_key } => {
+            (0, inv_key, SendKind { solicited: sol, invalidate: true }.opcode())
+        }
+        _ => return None,
     };
     Some(HotWqe { wr_id: wr.wr_id, qw2, stag, opc, sge, flags: hdr_flag_bits(f) })
 }
