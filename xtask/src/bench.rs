@@ -643,7 +643,13 @@ pub fn guard() -> Result<String, String> {
     measured.extend(vendor);
     measured.extend(text_figures(size::Profile::Release)?);
     let bad = over_baseline(&baseline, &measured);
-    let report: Vec<String> = measured.iter().map(|(n, x)| format!("{n}={x:.1}")).collect();
+    let report: Vec<String> =
+        measured
+            .iter()
+            .map(|(n, x)| {
+                if n.starts_with("ratio_") { format!("{n}={x:.2}") } else { format!("{n}={x:.1}") }
+            })
+            .collect();
     if bad.is_empty() {
         Ok(format!("{} figures within the baseline ({})", baseline.len(), report.join(" ")))
     } else {
