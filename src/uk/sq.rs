@@ -170,6 +170,10 @@ pub enum SqError {
     Full,
     /// An operation E810 does not support (atomics, memory windows).
     Unsupported,
+    /// The caller's admission check refused the WR
+    /// ([`Publish::admit`](super::qp::Publish::admit): the verbs layer's
+    /// check of a REG_MR against its fast-register records).
+    NotAdmitted,
 }
 
 /// Why an SQ could not be set up over the given memory.
@@ -880,6 +884,9 @@ pub struct Sq<'a> {
     head: u32,
     tail: u32,
     cap: u32,
+    /// `cap`, or 0 when `lim.max_frags` is 0 (no SGE may be posted): the
+    /// one-SGE hot post tests both with one compare ([`Sq::post_hot`]).
+    hot_cap: u32,
     lim: SqLimits,
     qp_id: u32,
     /// Loom model only: one loom cell per tracking entry, touched by every
@@ -945,6 +952,7 @@ impl<'a> Sq<'a> {
             head: 0,
             tail: 0,
             cap,
+            hot_cap: if max_frags == 0 { 0 } else { cap },
             lim: SqLimits { max_frags, max_inline, inline_enabled: false },
             qp_id,
             #[cfg(all(test, loom))]
@@ -1120,11 +1128,10 @@ impl<'a> Sq<'a> {
     /// so no NOP padding, spec data-path §1.10).
     #[inline(always)]
     pub(crate) fn post_hot(&mut self, h: &HotWqe<'_>) -> Result<(), SqError> {
-        if self.lim.max_frags == 0 {
-            return Err(SqError::TooManySges);
-        }
-        if self.used() >= self.cap {
-            return Err(SqError::Full);
+        // One compare for both refusals (`hot_cap` is 0 when no SGE may be
+        // posted), the same errors in the same order as `post`.
+        if self.used() >= self.hot_cap {
+            return Err(if self.lim.max_frags == 0 { SqError::TooManySges } else { SqError::Full });
         }
         let pos = self.head;
         let idx = (pos & self.mask) as usize;
@@ -1132,7 +1139,8 @@ impl<'a> Sq<'a> {
         self.loom_trk(idx as u32, true);
         // SAFETY: `idx <= mask < size <= trk.len()`: `Sq::new` checked the
         // tracking length against the size that `mask` encodes, and neither
-        // `trk` nor `mask` changes afterwards; the slot is free (see `post`).
+        // `trk` nor `mask` changes afterwards; the slot is free (see `post`:
+        // `used < hot_cap <= cap`, `hot_cap` being `cap` or 0 since `new`).
         unsafe {
             self.trk_ptr(idx as u32).write(SqWrTrk {
                 wr_id: h.wr_id,
@@ -1323,6 +1331,7 @@ impl<'a> Sq<'a> {
             head: self.head,
             tail: self.tail,
             cap: self.cap,
+            hot_cap: self.hot_cap,
             lim: self.lim,
             qp_id: self.qp_id,
             #[cfg(all(test, loom))]
@@ -1351,6 +1360,7 @@ crate::error::phrases!(SqError {
     SqError::InvalidField => "a value does not fit its WQE field",
     SqError::Full => "send queue full",
     SqError::Unsupported => "operation not supported on E810",
+    SqError::NotAdmitted => "refused by the caller's admission check",
 });
 
 crate::error::phrases!(SqConfigError {

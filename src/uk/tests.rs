@@ -1240,3 +1240,85 @@ fn cqe_index_past_the_ring_is_dropped_not_aliased() {
     assert_eq!(cq.poll_one(&mut qp).map(|i| i.wr_id), Ok(1));
     assert_eq!(cq.poll_one(&mut qp).map(|i| i.wr_id), Ok(2));
 }
+
+/// `Publish::admit` is asked for each WR the general path posts, never for
+/// a hot WR, and a refusal stops the post at its index with the WRs before
+/// it posted and rung once (issue #33: the verbs layer's REG_MR check moved
+/// there from a scan of every WR before the post).
+#[test]
+fn admission_is_asked_on_the_general_path_only() {
+    use super::qp::Publish;
+    struct Refuse(u64, RefCell<Vec<u64>>);
+    impl Publish for Refuse {
+        fn publish(&self, _sq: &Sq<'_>) {}
+        fn refresh(&self, _sq: &mut Sq<'_>) -> bool {
+            false
+        }
+        fn admit(&self, wr: &SendWr<'_>) -> bool {
+            self.1.borrow_mut().push(wr.wr_id);
+            wr.wr_id != self.0
+        }
+    }
+    let mut w = World::new();
+    let (mut qp, _cq) = w.parts(QpKind::Rc);
+    let bar = RecBar::default();
+    let one = [SGE];
+    let inv = |id| SendWr {
+        wr_id: id,
+        opcode: WrOpcode::LocalInv { inv_key: 0x100 },
+        flags: SendFlags::SIGNALED,
+        sg_list: &[],
+    };
+    let wrs = [
+        write_wr(1, SendFlags::SIGNALED, &one),
+        inv(2),
+        inv(3),
+        write_wr(4, SendFlags::NONE, &one),
+    ];
+    let p = Refuse(3, RefCell::new(Vec::new()));
+    let r = qp.post_send_with(&bar, &wrs, &p);
+    assert_eq!(r, Err(PostSendError { bad_wr: 2, kind: SqError::NotAdmitted }));
+    assert_eq!(*p.1.borrow(), vec![2, 3], "asked for the general-path WRs up to the refused one");
+    assert_eq!(qp.sq.used(), 2);
+    assert_eq!(*bar.0.borrow(), vec![(regs::WQEALLOC, QP_ID)]);
+    // Refused first: nothing posted, no doorbell.
+    let p = Refuse(5, RefCell::new(Vec::new()));
+    let r = qp.post_send_with(&bar, &[inv(5)], &p);
+    assert_eq!(r, Err(PostSendError { bad_wr: 0, kind: SqError::NotAdmitted }));
+    assert_eq!((qp.sq.used(), bar.0.borrow().len()), (2, 1));
+}
+
+/// The hot post's one compare (`Sq::hot_cap`) keeps both refusals and
+/// their order: no SGE allowed is `TooManySges`, full ring or not; a full
+/// ring that allows SGEs is `Full` (and `post_send` reports the same
+/// through the general path).
+#[test]
+fn hot_post_refusals_keep_their_order() {
+    use super::sq::HotWqe;
+    use irdma_hal::wqe::op;
+    let bar = RecBar::default();
+    let one = [SGE];
+    let hot = HotWqe { wr_id: 1, qw2: 0x9000, stag: 3, opc: op::RDMA_WRITE, sge: &SGE, flags: 0 };
+    let nop_send =
+        |id| SendWr { wr_id: id, opcode: WrOpcode::Send, flags: SendFlags::NONE, sg_list: &[] };
+    for max_frags in [0, 13] {
+        let (mut sq, mut trk) = (vec![0u64; 64 * 4], vec![SqWrTrk::default(); 64]);
+        let (mut rq, mut wrid) = (vec![0u64; 16 * 2 * 4], vec![0u64; 16]);
+        let s = Sq::new(view(&mut sq), &mut trk, 64, max_frags, 101, QP_ID).unwrap();
+        let r = Rq::new(view(&mut rq), &mut wrid, 16, 1, 3).unwrap();
+        let mut qp = QpUk::new(s, r, CTX, QpKind::Rc);
+        if max_frags == 0 {
+            assert_eq!(qp.sq.post_hot(&hot), Err(SqError::TooManySges), "empty ring");
+            assert_eq!(qp.sq.used(), 0);
+        }
+        for i in 0..64 {
+            qp.post_send(&bar, &[nop_send(i)]).unwrap();
+        }
+        assert_eq!(qp.sq.used(), 64);
+        let want = if max_frags == 0 { SqError::TooManySges } else { SqError::Full };
+        assert_eq!(qp.sq.post_hot(&hot), Err(want), "full ring, max_frags {max_frags}");
+        let r = qp.post_send(&bar, &[write_wr(1, SendFlags::NONE, &one)]);
+        assert_eq!(r.map_err(|e| e.kind), Err(want), "post_send, max_frags {max_frags}");
+        assert_eq!(qp.sq.used(), 64);
+    }
+}

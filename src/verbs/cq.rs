@@ -326,6 +326,21 @@ impl<'d, H: Hal, B: Bar + Clone> Cq<'d, H, B> {
     #[inline(never)]
     fn poll_table(&mut self, wc: &mut [WorkCompletion]) -> usize {
         let mut table = Table::new(self.dev, self.id);
+        // The common poll (issue #33): no ring left over from a resize,
+        // and the current ring fills `wc`. Then nothing else `poll_with`
+        // does could run (no old ring to retire; the AEQ check and the
+        // software flush need room in `wc`), so end the poll as it would.
+        // Otherwise `poll_with` goes on with the rest of `wc`: the ring
+        // again (it stopped for a reason `poll_with` handles), the AEQ,
+        // the software flush; with no old ring, its count is all it adds.
+        if self.alive && self.old.is_empty() {
+            let n = uk::poll_cq(&mut self.uk, &mut table, wc);
+            let Some(rest) = wc.get_mut(n..).filter(|r| !r.is_empty()) else {
+                self.unlisted = table.held();
+                return n;
+            };
+            return n + self.poll_with(&mut table, rest);
+        }
         self.poll_with(&mut table, wc)
     }
 

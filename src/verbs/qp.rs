@@ -25,7 +25,7 @@ use crate::uk::mem::dma_slice;
 use crate::uk::mem::static_view;
 use crate::uk::sizing::{MAX_FRAGS, WqSizing, calc_rq, calc_sq};
 use crate::uk::sq::SqWrTrk;
-use crate::uk::{PostRecvError, PostSendError, QpKind, QpUk, Rq, SendQueue, Sq};
+use crate::uk::{PostRecvError, PostSendError, Publish, QpKind, QpUk, Rq, SendQueue, Sq, SqError};
 use crate::wr::{RecvWr, SendWr, WorkCompletion};
 use irdma_hal::wqe::cqe;
 
@@ -1337,36 +1337,60 @@ impl<H: Hal, B: Bar + Clone> Qp<'_, H, B> {
         if !self.alive {
             return Err(PostError { bad_wr: 0, kind: PostErrorKind::Destroyed });
         }
-        self.sync_error();
-        // A gone device or a dead CQ puts the QP in error (`sync_error`):
-        // more loads only then, none on the posting path of a healthy QP.
-        if self.uk.in_error() {
+        // A gone device or a dead CQ puts the QP in error (`sync_error`
+        // adopts the control path's flag): more loads only then, two tests
+        // on the posting path of a healthy QP.
+        if self.uk.in_error() || self.dev.qp_in_error(self.id) {
+            self.sync_error();
             refuse_in_error(self.dev, self.id)?;
         }
-        // REG_MR WRs are checked against the device's fast-register records
-        // (only they pay); the WRs before a refused one are posted.
-        let ok = self.dev.admit_fast_regs(wrs);
-        let head = wrs.get(..ok).unwrap_or(wrs);
-        if !head.is_empty() {
-            // A live plain QP always has its completion half (`attach_compl`
-            // at create, `detach_compl` only once it is destroyed).
-            let Some(c) = self.compl else {
-                return Err(PostError { bad_wr: 0, kind: PostErrorKind::Destroyed });
-            };
-            // The producer half of the split QP (`uk::link`): the consumer's
-            // tail in when the ring looks full (`Publish::refresh`), the
-            // head out before the doorbell.
-            self.uk.post_send_with(self.dev.regs(), head, &c.link).map_err(
-                |PostSendError { bad_wr, kind }| PostError {
-                    bad_wr,
-                    kind: PostErrorKind::Sq(kind),
+        // A live plain QP always has its completion half (`attach_compl`
+        // at create, `detach_compl` only once it is destroyed).
+        let Some(c) = self.compl else {
+            return Err(PostError { bad_wr: 0, kind: PostErrorKind::Destroyed });
+        };
+        // The producer half of the split QP (`uk::link`): the consumer's
+        // tail in when the ring looks full (`Publish::refresh`), the head
+        // out before the doorbell. REG_MR WRs are checked against the
+        // device's fast-register records as the general path reaches them
+        // (`Publish::admit`; the hot shapes never are REG_MR, so only they
+        // pay); the WRs before a refused one are posted.
+        let p = PlainPost { link: &c.link, dev: self.dev };
+        self.uk.post_send_with(self.dev.regs(), wrs, &p).map_err(
+            |PostSendError { bad_wr, kind }| PostError {
+                bad_wr,
+                kind: match kind {
+                    SqError::NotAdmitted => PostErrorKind::FastReg,
+                    k => PostErrorKind::Sq(k),
                 },
-            )?;
-        }
-        if ok < wrs.len() {
-            return Err(PostError { bad_wr: ok, kind: PostErrorKind::FastReg });
-        }
-        Ok(())
+            },
+        )
+    }
+}
+
+/// What a plain QP's post does beside the uk post: the split QP's link
+/// (`uk::link::QpLink`) and the REG_MR admission of the device.
+struct PlainPost<'x, H: Hal, B: Bar + Clone> {
+    link: &'x crate::uk::QpLink,
+    dev: &'x Device<H, B>,
+}
+
+impl<H: Hal, B: Bar + Clone> Publish for PlainPost<'_, H, B> {
+    #[inline(always)]
+    fn publish(&self, sq: &Sq<'_>) {
+        self.link.publish(sq);
+    }
+
+    #[inline(always)]
+    fn refresh(&self, sq: &mut Sq<'_>) -> bool {
+        self.link.refresh(sq)
+    }
+
+    /// REG_MR WRs against the device's fast-register records
+    /// (`Device::admit_fast_regs`); every other WR passes.
+    #[inline(always)]
+    fn admit(&self, wr: &SendWr<'_>) -> bool {
+        self.dev.admit_fast_regs(core::slice::from_ref(wr)) == 1
     }
 }
 
