@@ -38,7 +38,7 @@ pub trait Publish {
     fn refresh(&self, sq: &mut Sq<'_>) -> bool;
 
     /// Whether `wr` may be posted. Asked only on the general path, for
-    /// each WR it posts: the hot shapes ([`hot_from_wr`], [`hot2_from_wr`])
+    /// each WR it posts: the hot shapes (`hot_from_wr`, `hot2_from_wr`)
     /// are never REG_MR, so a chain of hot WRs pays nothing for it. A
     /// refused WR stops the post at its index with
     /// [`SqError::NotAdmitted`] (the WRs before it are posted). The verbs

@@ -159,110 +159,114 @@ pub fn scenario(dev: &Dev<'_>, cfg: &PeerCfg) -> Result<Outcome, Msg> {
     let pad = (ALIGN - (region.paddr() as usize % ALIGN)) % ALIGN;
     let base = NonNull::new(region.vaddr().as_ptr().wrapping_add(pad))
         .ok_or_else(|| msg(format_args!("disk address")))?;
-    // SAFETY: `base..base + ns_bytes` lies inside `region` (pad < ALIGN),
-    // which outlives the disk, the target and the transport (dropped first,
-    // below); it is 2 MiB-aligned, so 8-byte aligned; nothing else in the
-    // image touches `region`.
-    let disk = unsafe { RamDisk::new(base, ns_bytes as u64, region.paddr() + pad as u64) };
-    let mac = dev.lan_info().mac;
-    let ctrl_cfg = CtrlConfig {
-        subnqn: SUBNQN,
-        serial: "irdma0001",
-        model: "irdma unikernel RAM",
-        disk: &disk,
-        lba_shift: 9,
-        inline_bytes: INLINE,
-        io_queues: cfg.io_queues as u16,
-        port_id: 1,
-        traddr: TrAddr::V4(cfg.ip),
-        kas: 10,
-    };
-    let target =
-        Target::<Q, CTRLS>::new(ctrl_cfg).map_err(|x| msg(format_args!("target: {x:?}")))?;
-    let qbuf = buf((16 * QP1_RECV_BYTES + 8 * 256).div_ceil(4096))?;
-    let mad = Qp1Transport::new(dev, qbuf, 16, 8).map_err(|x| msg(format_args!("QP1: {x:?}")))?;
-    let cm = CmConfig {
-        ca_guid: guid_from_mac(mac),
-        hi_tid: 0x0e01,
-        id_seed: (crate::bare::arch::rdtsc() as u32) | 1,
-        local_ips: [Some(IpAddr::V4(cfg.ip)), None, None, None],
-        ca_ack_delay: 0,
-        timing: CmTiming::default(),
-    };
-    let tcfg = Config { cm, inline_bytes: INLINE, psn_seed: crate::bare::arch::rdtsc() as u32 };
-    let mut tp: Tp<'_, '_> =
-        Transport::new(dev, &disk, mad, tcfg).map_err(|x| msg(format_args!("transport: {x:?}")))?;
-    let mut cmds = Hooked {
-        inner: target,
-        open: heapless::Vec::new(),
-        events: heapless::Deque::new(),
-        restart_at: None,
-        finish: false,
-        restarts: 0,
-    };
-    println!(
-        "  peer_nvmet: serving {SUBNQN} ({} MiB, {} I/O queues) on {}.{}.{}.{}:4420",
-        cfg.ns_mib, cfg.io_queues, cfg.ip[0], cfg.ip[1], cfg.ip[2], cfg.ip[3]
-    );
-    let end = BootHal::now() + LIMIT;
-    let t0 = ms();
-    let mut seen = (tp.stats(), 0usize);
-    let r = loop {
-        if !tp.poll(ms(), &mut cmds) {
-            BootHal::relax();
-        }
-        // a line whenever a queue comes or goes or something fails, so a
-        // run explains itself in the log
-        let s = tp.stats();
-        let now = (s, tp.open_queues());
-        let key = |(s, q): (irdma_nvmet::rdma::Stats, usize)| {
-            (s.accepted, s.rejected, s.closed, s.wr_errors, s.qp_errors, s.fatal, q)
+    // The disk, the target and the transport live in this block; the
+    // region under the disk outlives them all.
+    let (r, queues_left) = {
+        // SAFETY: `base..base + ns_bytes` lies inside `region` (pad < ALIGN),
+        // which outlives the disk, the target and the transport (all gone at
+        // the end of this block); it is 2 MiB-aligned, so 8-byte aligned; nothing else in the
+        // image touches `region`.
+        let disk = unsafe { RamDisk::new(base, ns_bytes as u64, region.paddr() + pad as u64) };
+        let mac = dev.lan_info().mac;
+        let ctrl_cfg = CtrlConfig {
+            subnqn: SUBNQN,
+            serial: "irdma0001",
+            model: "irdma unikernel RAM",
+            disk: &disk,
+            lba_shift: 9,
+            inline_bytes: INLINE,
+            io_queues: cfg.io_queues as u16,
+            port_id: 1,
+            traddr: TrAddr::V4(cfg.ip),
+            kas: 10,
         };
-        if key(now) != key(seen) {
-            println!(
-                "  peer_nvmet: +{} ms: {} queues open ({} accepted, {} rejected, {} closed), {} controllers; {} capsules, {} WR errors, {} QP errors, {} fatal",
-                ms() - t0,
-                now.1,
-                s.accepted,
-                s.rejected,
-                s.closed,
-                cmds.inner.controllers(),
-                s.capsules,
-                s.wr_errors,
-                s.qp_errors,
-                s.fatal
-            );
-            seen = now;
-        }
-        if cmds.finish && tp.open_queues() == 0 {
-            break Ok(());
-        }
-        if BootHal::now() >= end {
-            break Err(msg(format_args!(
-                "no 0xC1 end within {LIMIT:?} ({} queues open)",
-                tp.open_queues()
-            )));
-        }
+        let target =
+            Target::<Q, CTRLS>::new(ctrl_cfg).map_err(|x| msg(format_args!("target: {x:?}")))?;
+        let qbuf = buf((16 * QP1_RECV_BYTES + 8 * 256).div_ceil(4096))?;
+        let mad =
+            Qp1Transport::new(dev, qbuf, 16, 8).map_err(|x| msg(format_args!("QP1: {x:?}")))?;
+        let cm = CmConfig {
+            ca_guid: guid_from_mac(mac),
+            hi_tid: 0x0e01,
+            id_seed: (crate::bare::arch::rdtsc() as u32) | 1,
+            local_ips: [Some(IpAddr::V4(cfg.ip)), None, None, None],
+            ca_ack_delay: 0,
+            timing: CmTiming::default(),
+        };
+        let tcfg = Config { cm, inline_bytes: INLINE, psn_seed: crate::bare::arch::rdtsc() as u32 };
+        let mut tp: Tp<'_, '_> = Transport::new(dev, &disk, mad, tcfg)
+            .map_err(|x| msg(format_args!("transport: {x:?}")))?;
+        let mut cmds = Hooked {
+            inner: target,
+            open: heapless::Vec::new(),
+            events: heapless::Deque::new(),
+            restart_at: None,
+            finish: false,
+            restarts: 0,
+        };
+        println!(
+            "  peer_nvmet: serving {SUBNQN} ({} MiB, {} I/O queues) on {}.{}.{}.{}:4420",
+            cfg.ns_mib, cfg.io_queues, cfg.ip[0], cfg.ip[1], cfg.ip[2], cfg.ip[3]
+        );
+        let end = BootHal::now() + LIMIT;
+        let t0 = ms();
+        let mut seen = (tp.stats(), 0usize);
+        let r = loop {
+            if !tp.poll(ms(), &mut cmds) {
+                BootHal::relax();
+            }
+            // a line whenever a queue comes or goes or something fails, so a
+            // run explains itself in the log
+            let s = tp.stats();
+            let now = (s, tp.open_queues());
+            let key = |(s, q): (irdma_nvmet::rdma::Stats, usize)| {
+                (s.accepted, s.rejected, s.closed, s.wr_errors, s.qp_errors, s.fatal, q)
+            };
+            if key(now) != key(seen) {
+                println!(
+                    "  peer_nvmet: +{} ms: {} queues open ({} accepted, {} rejected, {} closed), {} controllers; {} capsules, {} WR errors, {} QP errors, {} fatal",
+                    ms() - t0,
+                    now.1,
+                    s.accepted,
+                    s.rejected,
+                    s.closed,
+                    cmds.inner.controllers(),
+                    s.capsules,
+                    s.wr_errors,
+                    s.qp_errors,
+                    s.fatal
+                );
+                seen = now;
+            }
+            if cmds.finish && tp.open_queues() == 0 {
+                break Ok(());
+            }
+            if BootHal::now() >= end {
+                break Err(msg(format_args!(
+                    "no 0xC1 end within {LIMIT:?} ({} queues open)",
+                    tp.open_queues()
+                )));
+            }
+        };
+        let s = tp.stats();
+        println!(
+            "  peer_nvmet: {} queues accepted, {} rejected, {} closed; {} capsules, {} responses ({} with invalidate), {} READ / {} WRITE chains, {} WR errors, {} restarts",
+            s.accepted,
+            s.rejected,
+            s.closed,
+            s.capsules,
+            s.responses,
+            s.send_inv,
+            s.reads,
+            s.writes,
+            s.wr_errors,
+            cmds.restarts
+        );
+        let queues_left = tp.open_queues();
+        // here the transport goes (with QP1, which it owns), then the
+        // target, then the disk
+        (r, queues_left)
     };
-    let s = tp.stats();
-    println!(
-        "  peer_nvmet: {} queues accepted, {} rejected, {} closed; {} capsules, {} responses ({} with invalidate), {} READ / {} WRITE chains, {} WR errors, {} restarts",
-        s.accepted,
-        s.rejected,
-        s.closed,
-        s.capsules,
-        s.responses,
-        s.send_inv,
-        s.reads,
-        s.writes,
-        s.wr_errors,
-        cmds.restarts
-    );
-    let queues_left = tp.open_queues();
-    // QP1 goes with the transport (it owns it), then the disk's region.
-    drop(tp);
-    drop(cmds);
-    drop(disk);
     drop(region);
     r?;
     ensure!(queues_left == 0, "{queues_left} queues still open");
