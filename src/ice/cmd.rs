@@ -388,7 +388,10 @@ pub struct LinkStatus {
     pub max_frame_size: u16,
     /// FEC info (byte 8 bits 2:0).
     pub fec_info: u8,
-    /// Pacing (byte 8 bits 6:3).
+    /// Pacing: byte 8 bits 7:3 left in place, the pacing value (bits 6:3)
+    /// and its type (bit 7: fixed, else average), as ice keeps them
+    /// (ice_common.c → ice_aq_get_link_info: `cfg & (ICE_AQ_CFG_PACING_M |
+    /// ICE_AQ_CFG_PACING_TYPE_M)`, ice_adminq_cmd.h).
     pub pacing: u8,
     /// Speed bitmap (bytes 10–11).
     pub link_speed: u16,
@@ -416,7 +419,7 @@ impl LinkStatus {
             ext_info: g(4),
             max_frame_size: le16(b, 6),
             fec_info: cfg & 0x7,
-            pacing: (cfg >> 3) & 0xf,
+            pacing: cfg & 0xf8,
             link_speed: le16(b, 10),
             phy_type_low: u64::from(le32(b, 16)) | (u64::from(le32(b, 20)) << 32),
             phy_type_high: u64::from(le32(b, 24)) | (u64::from(le32(b, 28)) << 32),
@@ -1422,7 +1425,10 @@ mod tests {
         b[23] = 0x10;
         let l = LinkStatus::parse(&b, true);
         assert!(l.up());
-        assert_eq!((l.fec_info, l.pacing, l.fc_mode()), (3, 3, 1));
+        assert_eq!((l.fec_info, l.pacing, l.fc_mode()), (3, 0x18, 1));
+        // the pacing type (bit 7) is kept, in place (found by vendor-diff)
+        b[8] = 0x9b;
+        assert_eq!(LinkStatus::parse(&b, true).pacing, 0x98);
         assert_eq!(l.phy_type_low, 0x1000_0000_0000_0000);
         let mut s = [0u8; SCHED_RES_LEN];
         put16(&mut s, 2, 10);
