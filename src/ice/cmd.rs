@@ -776,6 +776,50 @@ const RES_GLBL_DONE: u16 = 2;
 
 // -------------------------------------------------------------- commands
 
+/// Attempts to bring the admin queue up and pass the version check before
+/// giving up: ice retries ten times (ice_controlq.h →
+/// ICE_CTL_Q_ADMIN_INIT_TIMEOUT; spec §7 item 4).
+pub const ADMIN_INIT_ATTEMPTS: u8 = 11;
+
+/// Pause between those attempts (ice_controlq.h → ICE_CTL_Q_ADMIN_INIT_MSEC).
+pub const ADMIN_INIT_PAUSE: core::time::Duration = core::time::Duration::from_millis(100);
+
+impl<H: Hal, B: Bar + Clone> AdminQueue<H, B> {
+    /// The admin-queue part of ice_init_all_ctrlq (ice_controlq.c): start
+    /// the queue ([`AdminQueue::start`]) and run [`init_check`]
+    /// (Get Version, API check); when the check fails with EIO (a firmware
+    /// error, a timeout or the API refusal; the rings are already shut
+    /// down then) wait [`ADMIN_INIT_PAUSE`] and start over, up to
+    /// [`ADMIN_INIT_ATTEMPTS`] times in all. A failed start, or a check
+    /// failing otherwise, ends it at once. The error is the last attempt's,
+    /// with the version it read.
+    ///
+    /// [`init_check`]: AdminQueue::init_check
+    pub fn start_checked(
+        bar: &B,
+        cfg: &super::aq::AqConfig,
+    ) -> Result<(Self, Version), (CmdError, Option<Version>)> {
+        let mut attempt = 1u8;
+        loop {
+            let mut aq =
+                AdminQueue::start(bar.clone(), cfg).map_err(|e| (CmdError::Aq(e), None))?;
+            match aq.init_check() {
+                Ok(v) => return Ok((aq, v)),
+                // init_check cleared both queues' registers: the firmware
+                // no longer owns the rings, which `aq` frees here
+                Err((e, v)) if e.linux_errno() != -5 || attempt >= ADMIN_INIT_ATTEMPTS => {
+                    return Err((e, v));
+                }
+                Err(_) => {}
+            }
+            drop(aq);
+            attempt += 1;
+            let until = H::now().saturating_add(ADMIN_INIT_PAUSE);
+            irdma_hal::dma::wait_until::<H>(until, || false);
+        }
+    }
+}
+
 impl<H: Hal, B: Bar> AdminQueue<H, B> {
     /// Get Version 0x0001 (ice_aq_get_fw_ver).
     pub fn get_version(&mut self) -> Result<Version, CmdError> {
