@@ -85,6 +85,7 @@ unsafe extern "C" {
     fn vd_ice_hw_free(hw: *mut IceHw);
     fn vd_ice_init(hw: *mut IceHw) -> i32;
     fn vd_ice_init_check(hw: *mut IceHw) -> i32;
+    fn vd_ice_init_all(hw: *mut IceHw) -> i32;
     fn vd_ice_shutdown(hw: *mut IceHw);
     fn vd_ice_set_reset_ongoing(hw: *mut IceHw, on: u8);
     fn vd_ice_send(hw: *mut IceHw, desc: *mut u8, buf: *mut u8, size: u16) -> i32;
@@ -321,7 +322,10 @@ pub struct SeenCmd {
 struct Fw {
     regs: BTreeMap<usize, u32>,
     answers: VecDeque<Answer>,
-    writes: Vec<(usize, u32)>,
+    /// Register writes, a ring base address as a token (see `write`).
+    writes: Vec<(usize, String)>,
+    /// The last value written to ATQBAL / ARQBAL (dropped or not).
+    last_bal: [u32; 2],
     seen: Vec<SeenCmd>,
     /// Drop writes to ATQBAL (1) or ARQBAL (2).
     drop_bal: u8,
@@ -377,7 +381,24 @@ impl Fw {
     }
 
     fn write(&mut self, off: usize, val: u32) {
-        self.writes.push((off, val));
+        // The ATQ/ARQ base addresses differ between the two sides by
+        // construction: a BAL/BAH value that names the start of a live DMA
+        // allocation is logged as a token, anything else as written.
+        let tok = match off {
+            regs::PF_FW_ATQBAL | regs::PF_FW_ARQBAL => {
+                self.last_bal[usize::from(off == regs::PF_FW_ARQBAL)] = val;
+                let hit = DMA.with(|d| d.borrow().keys().any(|a| *a as u32 == val && val != 0));
+                hit.then(|| "lo32(ring)".to_string())
+            }
+            regs::PF_FW_ATQBAH | regs::PF_FW_ARQBAH => {
+                let lo = self.last_bal[usize::from(off == regs::PF_FW_ARQBAH)];
+                let pa = u64::from(val) << 32 | u64::from(lo);
+                let hit = lo != 0 && DMA.with(|d| d.borrow().contains_key(&pa));
+                hit.then(|| "hi32(ring)".to_string())
+            }
+            _ => None,
+        };
+        self.writes.push((off, tok.unwrap_or_else(|| format!("{val:#x}"))));
         if (off == regs::PF_FW_ATQBAL && self.drop_bal == 1)
             || (off == regs::PF_FW_ARQBAL && self.drop_bal == 2)
         {
@@ -571,6 +592,10 @@ pub struct LanCase {
     pub rq_buf: u16,
     /// The firmware drops the ATQBAL (1) or ARQBAL (2) write.
     pub drop_bal: u8,
+    /// Start with ice_init_all_ctrlq ↔ `AdminQueue::start_checked` (the
+    /// retried start + version check) on these Get Version answers,
+    /// instead of ice_init_ctrlq ↔ `AdminQueue::start`.
+    pub init_all: Option<Vec<Answer>>,
     pub ops: Vec<LanOp>,
 }
 
@@ -831,7 +856,19 @@ pub fn gen_lan_case(rng: &mut Rng) -> LanCase {
     let (sq_buf, rq_buf) = (buf(rng), buf(rng));
     let drop_bal = if rng.chance(1, 30) { rng.range(1, 2) as u8 } else { 0 };
     let mut ops = Vec::new();
-    if rng.chance(3, 5) {
+    let mut init_all = None;
+    if rng.chance(1, 4) {
+        let n = rng.range(1, 13) as usize;
+        let v: Vec<Answer> = (0..n)
+            .map(|_| {
+                let mut a = gen_version(rng);
+                // hangs cost 2 × 10 000 polls each: fewer of them here
+                a.hang &= rng.chance(1, 4);
+                a
+            })
+            .collect();
+        init_all = Some(v);
+    } else if rng.chance(3, 5) {
         ops.push(LanOp::InitCheck { answer: gen_version(rng) });
     }
     for _ in 0..rng.range(1, 12) {
@@ -845,7 +882,7 @@ pub fn gen_lan_case(rng: &mut Rng) -> LanCase {
         };
         ops.push(op);
     }
-    LanCase { sq_entries, rq_entries, sq_buf, rq_buf, drop_bal, ops }
+    LanCase { sq_entries, rq_entries, sq_buf, rq_buf, drop_bal, init_all, ops }
 }
 
 // ------------------------------------------------------------ running
@@ -927,46 +964,20 @@ fn arm(op: &LanOp) {
     });
 }
 
-/// Takes the firmware's log of the op: writes (with the rings' addresses
-/// replaced by tokens), commands seen, ring contents.
-fn collect(o: &mut OpOut, rings: (u64, u64)) {
+/// Takes the firmware's log of the op: register writes, commands seen,
+/// ring contents. The vendor's mailbox queue (PF_MBX_*, which
+/// ice_init_all_ctrlq also sets up) is left out: the driver runs none.
+fn collect(o: &mut OpOut) {
     FW.with(|f| {
         let mut fw = f.borrow_mut();
-        let tok = |off: usize, v: u32| -> String {
-            let ring = match off {
-                regs::PF_FW_ATQBAL | regs::PF_FW_ATQBAH => rings.0,
-                regs::PF_FW_ARQBAL | regs::PF_FW_ARQBAH => rings.1,
-                _ => return format!("{v:#x}"),
-            };
-            let hi = matches!(off, regs::PF_FW_ATQBAH | regs::PF_FW_ARQBAH);
-            let want = if hi { (ring >> 32) as u32 } else { ring as u32 };
-            if ring != 0 && v == want {
-                if hi { "hi32(ring)".into() } else { "lo32(ring)".into() }
-            } else {
-                format!("{v:#x}")
-            }
-        };
-        o.writes = fw.writes.drain(..).map(|(a, v)| (a, tok(a, v))).collect();
+        o.writes =
+            fw.writes.drain(..).filter(|w| !(0x0022_E000..0x0022_E800).contains(&w.0)).collect();
         o.cmds = std::mem::take(&mut fw.seen);
         o.rings = fw.snapshot();
         fw.answers.clear();
         fw.bad_atqh = None;
         fw.dead_atqlen = false;
     });
-}
-
-/// The rings' bus addresses as the start's first BAL/BAH writes carry them
-/// (also when a read-back failed and the rings are gone).
-fn written_rings() -> (u64, u64) {
-    FW.with(|f| {
-        let fw = f.borrow();
-        let find = |lo: usize, hi: usize| {
-            let l = fw.writes.iter().find(|w| w.0 == lo).map_or(0, |w| w.1 as u64);
-            let h = fw.writes.iter().find(|w| w.0 == hi).map_or(0, |w| w.1 as u64);
-            h << 32 | l
-        };
-        (find(regs::PF_FW_ATQBAL, regs::PF_FW_ATQBAH), find(regs::PF_FW_ARQBAL, regs::PF_FW_ARQBAH))
-    })
 }
 
 fn norm(mut d: [u8; 32], had_buf: bool) -> [u8; 32] {
@@ -997,13 +1008,30 @@ fn run_vendor(c: &LanCase) -> Vec<OpOut> {
         rq_ntc: s.rq_ntc,
         last_status: s.sq_last_status,
     };
-    // SAFETY: `hw` is live.
-    let r = unsafe { vd_ice_init(hw) };
-    // the rings' addresses as the BAL/BAH writes carry them (also after a
-    // failed read-back, when the glue no longer reports them)
-    let rings = written_rings();
-    let mut o = OpOut { rets: vec![r], state: qstate(&st(hw)), ..OpOut::default() };
-    collect(&mut o, rings);
+    let mut o = OpOut::default();
+    let r = match &c.init_all {
+        None => {
+            // SAFETY: `hw` is live.
+            unsafe { vd_ice_init(hw) }
+        }
+        Some(answers) => {
+            FW.with(|f| f.borrow_mut().answers.extend(answers.iter().cloned()));
+            // SAFETY: `hw` is live.
+            let r = unsafe { vd_ice_init_all(hw) };
+            let s = st(hw);
+            let api = [s.api_branch, s.api_maj, s.api_min, s.api_patch];
+            if s.fw_build != u32::MAX || api != [0xff; 4] {
+                o.version = Some((api, s.fw_build));
+            }
+            r
+        }
+    };
+    o.rets.push(r);
+    // no queue after a failed start: the driver has none to report on
+    if r == 0 {
+        o.state = qstate(&st(hw));
+    }
+    collect(&mut o);
     outs.push(o);
     if r == 0 {
         for op in &c.ops {
@@ -1072,7 +1100,7 @@ fn run_vendor(c: &LanCase) -> Vec<OpOut> {
                 LanOp::Shutdown { .. } => unsafe { vd_ice_shutdown(hw) },
             }
             o.state = qstate(&st(hw));
-            collect(&mut o, rings);
+            collect(&mut o);
             outs.push(o);
         }
     }
@@ -1279,20 +1307,35 @@ fn run_driver(c: &LanCase) -> Vec<OpOut> {
             busy_sends: 3,
         },
     };
-    let started = AdminQueue::<SimHal, FwBar>::start(FwBar, &cfg);
+    let mut o = OpOut::default();
+    let started = match &c.init_all {
+        None => AdminQueue::<SimHal, FwBar>::start(FwBar, &cfg).map_err(|e| e.linux_errno()),
+        Some(answers) => {
+            FW.with(|f| f.borrow_mut().answers.extend(answers.iter().cloned()));
+            match AdminQueue::<SimHal, FwBar>::start_checked(&FwBar, &cfg) {
+                Ok((aq, v)) => {
+                    o.version = Some((v.api, v.fw_build));
+                    Ok(aq)
+                }
+                Err((e, v)) => {
+                    o.version = v.map(|v| (v.api, v.fw_build));
+                    Err(e.linux_errno())
+                }
+            }
+        }
+    };
     let mut aq = match started {
         Ok(aq) => aq,
         Err(e) => {
-            let rings = written_rings();
-            let mut o = OpOut { rets: vec![e.linux_errno()], ..OpOut::default() };
-            collect(&mut o, rings);
+            o.rets.push(e);
+            collect(&mut o);
             outs.push(o);
             return outs;
         }
     };
-    let rings = aq.ring_addrs();
-    let mut o = OpOut { rets: vec![0], state: dstate(&aq), ..OpOut::default() };
-    collect(&mut o, rings);
+    o.rets.push(0);
+    o.state = dstate(&aq);
+    collect(&mut o);
     outs.push(o);
     for op in &c.ops {
         arm(op);
@@ -1349,7 +1392,7 @@ fn run_driver(c: &LanCase) -> Vec<OpOut> {
             }
         }
         o.state = dstate(&aq);
-        collect(&mut o, rings);
+        collect(&mut o);
         outs.push(o);
     }
     // the queue's drop clears its registers: not part of the case
@@ -1534,6 +1577,16 @@ pub fn shrink_lan(mut c: LanCase, mut d: LanDiff) -> (LanCase, LanDiff) {
             k.ops.truncate(d.op);
             cands.push(k);
         }
+        if let Some(a) = &c.init_all
+            && a.len() > 1
+        {
+            let mut k = c.clone();
+            k.init_all = Some(a[1..].to_vec());
+            cands.push(k);
+            let mut k = c.clone();
+            k.init_all = Some(a[..a.len() - 1].to_vec());
+            cands.push(k);
+        }
         for i in 0..c.ops.len() {
             if let LanOp::Send { answers, bad_head, crit, .. } = &c.ops[i] {
                 if answers.len() > 1 {
@@ -1605,6 +1658,7 @@ pub fn print_lan(c: &LanCase, d: &LanDiff) -> String {
     let mut commands = Vec::new();
     let mut writes = Vec::new();
     let name = |op: Option<&LanOp>| match op {
+        None if c.init_all.is_some() => "ice_init_all_ctrlq",
         None => "ice_init_ctrlq",
         Some(LanOp::InitCheck { .. }) => "ice_init_check_adminq",
         Some(LanOp::Send { .. }) => "ice_aq_send_cmd",
@@ -1659,7 +1713,9 @@ pub fn print_lan(c: &LanCase, d: &LanDiff) -> String {
                 regs.iter().map(|(a, v)| format!("\"{a:#010x}\":\"{v:#x}\"")).collect::<Vec<_>>().join(",")
             ),
             Some(LanOp::Shutdown { dead }) => format!("{{\"state\":{{\"atqlen\":{}}}}}", if *dead { "0" } else { "null" }),
-            None => "{}".into(),
+            None => c.init_all.as_ref().map_or("{}".into(), |a| {
+                format!("{{\"fw_script\":[{}]}}", a.iter().map(answer_json).collect::<Vec<_>>().join(","))
+            }),
         };
         ops.push(format!("{{\"fn\":\"{}\",\"args\":{args}}}", name(op)));
         let s = &o.state;

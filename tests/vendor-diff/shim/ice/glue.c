@@ -78,6 +78,15 @@ void vd_ice_hw_free(struct ice_hw *hw)
 		ICE_FREE_CQ_BUFS(hw, cq, rq);
 		ice_free_cq_ring(hw, &cq->rq);
 	}
+	cq = &hw->mailboxq;
+	if (cq->sq.count) {
+		ICE_FREE_CQ_BUFS(hw, cq, sq);
+		ice_free_cq_ring(hw, &cq->sq);
+	}
+	if (cq->rq.count) {
+		ICE_FREE_CQ_BUFS(hw, cq, rq);
+		ice_free_cq_ring(hw, &cq->rq);
+	}
 	vd_ice_free(hw->port_info);
 	vd_ice_free(hw->layer_info);
 	vd_ice_free(hw);
@@ -97,8 +106,19 @@ int vd_ice_init_check(struct ice_hw *hw)
 	return ice_init_check_adminq(hw);
 }
 
+/* ice_init_all_ctrlq also sets up the PF-VF mailbox queue (ice_main.c →
+ * ice_set_ctrlq_len gives it 64 / 1023 entries; 4 entries of 512 bytes
+ * here, to stay small); its PF_MBX_* register writes are left out of the
+ * comparison (the driver runs no mailbox queue). The version fields get
+ * the sentinel of vd_ice_init_check first. */
 int vd_ice_init_all(struct ice_hw *hw)
 {
+	hw->mailboxq.num_sq_entries = 4;
+	hw->mailboxq.num_rq_entries = 4;
+	hw->mailboxq.sq_buf_size = 512;
+	hw->mailboxq.rq_buf_size = 512;
+	hw->fw_build = 0xffffffff;
+	hw->api_branch = hw->api_maj_ver = hw->api_min_ver = hw->api_patch = 0xff;
 	return ice_init_all_ctrlq(hw);
 }
 
