@@ -832,13 +832,15 @@ fn gen_typed(rng: &mut Rng) -> LanOp {
 }
 
 pub fn gen_lan_case(rng: &mut Rng) -> LanCase {
+    // the largest rings cost megabytes of zeroed slot buffers per side and
+    // attempt: rare
     let ring = |rng: &mut Rng| -> u16 {
-        match rng.below(40) {
-            0 => 0,
-            1 => 1023,
-            2 => 1024,
-            3 => 192,
-            4..=9 => rng.range(1, 3) as u16,
+        match rng.below(200) {
+            0..=4 => 0,
+            5 => 1023,
+            6..=10 => 1024,
+            11 | 12 => 192,
+            13..=49 => rng.range(1, 3) as u16,
             _ => rng.range(2, 16) as u16,
         }
     };

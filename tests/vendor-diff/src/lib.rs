@@ -25,7 +25,7 @@
 //! `shim/ice/include`), against `irdma::ice::AdminQueue` and its typed
 //! commands, both on the same scripted firmware (return codes, EBUSY,
 //! hangs, CRIT bits, bad heads, ARQ events, versions, MAC read, link
-//! status, scheduler resources): one session per post case. `ice_switch.c`
+//! status, scheduler resources): one session per two post cases. `ice_switch.c`
 //! and `ice_lib.c` are not compiled (both need `ice.h`, the whole netdev
 //! driver), so Add VSI and the switch rules are not compared yet.
 //!
@@ -86,7 +86,7 @@ pub struct Report {
     pub ctrl_cases: u64,
     /// RoCE QP host contexts compared (one per post case).
     pub qpc_cases: u64,
-    /// LAN admin-queue sessions compared (one per post case).
+    /// LAN admin-queue sessions compared (one per two post cases).
     pub lan_cases: u64,
     /// Operations in those sessions (the start included).
     pub lan_ops: u64,
@@ -232,11 +232,15 @@ fn run_all(opts: Opts, devs: &deviations::Deviations) -> Result<Report, String> 
         if stop {
             break;
         }
-        let t_lan = std::time::Instant::now();
-        let stop = lan_round(n, opts.seed, &mut rng, &mut rep);
-        lan_time += t_lan.elapsed();
-        if stop {
-            break;
+        // one LAN admin-queue session per two post cases (a session sets up
+        // two queues per side, sometimes eleven times)
+        if n % 2 == 0 {
+            let t_lan = std::time::Instant::now();
+            let stop = lan_round(n, opts.seed, &mut rng, &mut rep);
+            lan_time += t_lan.elapsed();
+            if stop {
+                break;
+            }
         }
         let cqc = cq::gen_cq_case(&mut rng);
         rep.cq_cases += 1;
