@@ -108,6 +108,8 @@ unsafe extern "C" {
     fn vd_ice_mac_read(hw: *mut IceHw, buf_size: u16, mac: *mut u8) -> i32;
     fn vd_ice_link_info(hw: *mut IceHw, ena_lse: u8, o: *mut VdLink) -> i32;
     fn vd_ice_query_sched_res(hw: *mut IceHw, o: *mut VdSched) -> i32;
+    fn vd_ice_get_dflt_topo(hw: *mut IceHw, lport: u8, buf: *mut u8, branches: *mut u8) -> i32;
+    fn vd_ice_query_elem(hw: *mut IceHw, teid: u32, elem: *mut u8) -> i32;
 }
 
 /// `struct vd_link` (shim/ice/glue.c): ice's `struct ice_link_status`
@@ -581,6 +583,10 @@ pub enum Typed {
     LinkInfo { lport: u8, ena_lse: bool },
     /// ice_sched_query_res_alloc ↔ `query_sched_res`.
     QuerySchedRes,
+    /// ice_aq_get_dflt_topo (4 KiB buffer) ↔ `get_default_topology`.
+    GetDfltTopo { lport: u8 },
+    /// ice_sched_query_elem ↔ `query_sched_elem`.
+    QueryElem { teid: u32 },
 }
 
 /// A session.
@@ -742,7 +748,7 @@ fn gen_events(rng: &mut Rng, rq_buf: u16) -> LanOp {
 
 fn gen_typed(rng: &mut Rng) -> LanOp {
     let lport = if rng.chance(3, 4) { rng.below(4) as u8 } else { rng.next_u64() as u8 };
-    let cmd = match rng.below(9) {
+    let cmd = match rng.below(11) {
         0 => Typed::ClearPfCfg,
         1 => Typed::ClearPxe,
         2 => Typed::GetVersion,
@@ -765,12 +771,16 @@ fn gen_typed(rng: &mut Rng) -> LanOp {
             },
         },
         7 => Typed::LinkInfo { lport, ena_lse: rng.chance(1, 2) },
+        8 => Typed::GetDfltTopo { lport },
+        9 => Typed::QueryElem { teid: rng.u32_edge() },
         _ => Typed::QuerySchedRes,
     };
     let size: u16 = match cmd {
         Typed::MacRead { buf_len } => buf_len.min(4096),
         Typed::LinkInfo { .. } => 32,
         Typed::QuerySchedRes => 320,
+        Typed::GetDfltTopo { .. } => 4096,
+        Typed::QueryElem { .. } => 24,
         _ => 0,
     };
     let mut answers: Vec<Answer> = (0..rng.range(1, 2)).map(|_| gen_answer(rng, size)).collect();
@@ -805,6 +815,22 @@ fn gen_typed(rng: &mut Rng) -> LanOp {
             Typed::LinkInfo { .. } => {
                 a.buf = bytes(rng, 32);
                 a.datalen = rng.chance(1, 2).then_some(32);
+            }
+            Typed::GetDfltTopo { .. } => {
+                let n = rng.range(8, 600) as usize;
+                a.buf = bytes(rng, n);
+                let mut p = arr16(rng);
+                p[1] = if rng.chance(4, 5) { rng.range(0, 9) as u8 } else { p[1] };
+                a.params = Some(p);
+            }
+            Typed::QueryElem { .. } => {
+                a.buf = bytes(rng, 24);
+                let mut p = arr16(rng);
+                // num_elem_req (16-17) as sent, num_elem_resp (18-19)
+                p[0..2].copy_from_slice(&1u16.to_le_bytes());
+                let resp: u16 = if rng.chance(4, 5) { 1 } else { rng.below(3) as u16 };
+                p[2..4].copy_from_slice(&resp.to_le_bytes());
+                a.params = Some(p);
             }
             Typed::QuerySchedRes => {
                 let mut b = bytes(rng, 320);
@@ -1172,6 +1198,24 @@ unsafe fn vendor_typed(hw: *mut IceHw, cmd: &Typed) -> (i32, Vec<(&'static str, 
                 }
                 r
             }
+            Typed::GetDfltTopo { lport } => {
+                let mut b = vec![0u8; 4096];
+                let mut n = 0u8;
+                let r = vd_ice_get_dflt_topo(hw, lport, b.as_mut_ptr(), &mut n);
+                if r == 0 {
+                    p.push(("num_branches", n.into()));
+                    p.push(("buf_hash", hash(&b)));
+                }
+                r
+            }
+            Typed::QueryElem { teid } => {
+                let mut e = [0u8; 24];
+                let r = vd_ice_query_elem(hw, teid, e.as_mut_ptr());
+                if r == 0 {
+                    p = elem_fields(&e);
+                }
+                r
+            }
             Typed::QuerySchedRes => {
                 let mut q = VdSched::default();
                 let r = vd_ice_query_sched_res(hw, &mut q);
@@ -1192,6 +1236,22 @@ unsafe fn vendor_typed(hw: *mut IceHw, cmd: &Typed) -> (i32, Vec<(&'static str, 
         }
     };
     (r, p)
+}
+
+/// FNV-1a of a buffer (a 4 KiB answer compared as one number).
+fn hash(b: &[u8]) -> u64 {
+    b.iter().fold(0xcbf2_9ce4_8422_2325, |h, x| (h ^ u64::from(*x)).wrapping_mul(0x100_0000_01b3))
+}
+
+/// A scheduling element as ice keeps it: parent TEID and the 16 data bytes
+/// (the element's own TEID is the one asked for on both sides).
+fn elem_fields(e: &[u8; 24]) -> Vec<(&'static str, u64)> {
+    let q = |at: usize| u64::from_le_bytes(e[at..at + 8].try_into().unwrap_or([0; 8]));
+    vec![
+        ("parent_teid", u64::from(u32::from_le_bytes([e[0], e[1], e[2], e[3]]))),
+        ("data[0..8]", q(8)),
+        ("data[8..16]", q(16)),
+    ]
 }
 
 fn mac_u64(m: [u8; 6]) -> u64 {
@@ -1253,6 +1313,28 @@ fn driver_typed(
                     ("pacing", l.pacing.into()),
                     ("fc.current_mode", l.fc_mode().into()),
                 ];
+                0
+            }
+            Err(x) => x.linux_errno(),
+        },
+        Typed::GetDfltTopo { lport } => {
+            let mut b = vec![0u8; 4096];
+            match aq.get_default_topology(lport, &mut b) {
+                Ok(n) => {
+                    p.push(("num_branches", n.into()));
+                    p.push(("buf_hash", hash(&b)));
+                    0
+                }
+                Err(x) => x.linux_errno(),
+            }
+        }
+        Typed::QueryElem { teid } => match aq.query_sched_elem(teid) {
+            Ok((parent, data)) => {
+                let mut e = [0u8; 24];
+                e[0..4].copy_from_slice(&parent.to_le_bytes());
+                e[4..8].copy_from_slice(&teid.to_le_bytes());
+                e[8..].copy_from_slice(&data);
+                p = elem_fields(&e);
                 0
             }
             Err(x) => x.linux_errno(),
@@ -1476,6 +1558,7 @@ pub const KNOWN: &[&str] = &[
     "sched_layers_over_9",
     "mac_read_buffer_over_4096",
     "mac_read_entries_past_buffer",
+    "query_elem_count_checked",
 ];
 
 fn classify(c: &LanCase, v: &[OpOut], d: &[OpOut], diff: &LanDiff) -> Option<&'static str> {
@@ -1510,6 +1593,18 @@ fn classify(c: &LanCase, v: &[OpOut], d: &[OpOut], diff: &LanDiff) -> Option<&'s
                     }) =>
             {
                 return Some("sched_layers_over_9");
+            }
+            Typed::QueryElem { .. }
+                if dr == Some(EIO)
+                    && v.get(diff.op).is_some_and(|o| o.rets == [0])
+                    // the answer the 0x0404 got (after a hung command the
+                    // first answer goes to that one) counted other than 1
+                    // element; without params it stays 0, as sent
+                    && answers.iter().any(|a| {
+                        a.params.is_none_or(|p| u16::from_le_bytes([p[2], p[3]]) != 1)
+                    }) =>
+            {
+                return Some("query_elem_count_checked");
             }
             Typed::MacRead { buf_len } if *buf_len > 4096 && dr == Some(-22) => {
                 return Some("mac_read_buffer_over_4096");
@@ -1677,6 +1772,8 @@ pub fn print_lan(c: &LanCase, d: &LanDiff) -> String {
             Typed::MacRead { .. } => "ice_aq_manage_mac_read",
             Typed::LinkInfo { .. } => "ice_aq_get_link_info",
             Typed::QuerySchedRes => "ice_sched_query_res_alloc",
+            Typed::GetDfltTopo { .. } => "ice_aq_get_dflt_topo",
+            Typed::QueryElem { .. } => "ice_sched_query_elem",
         },
     };
     for (i, o) in v.iter().enumerate() {

@@ -321,6 +321,21 @@ int vd_ice_query_sched_res(struct ice_hw *hw, struct vd_sched *o)
 	return r;
 }
 
+/* ice_aq_get_dflt_topo with the 4 KiB buffer ice_sched_init_port uses */
+int vd_ice_get_dflt_topo(struct ice_hw *hw, u8 lport, u8 *buf, u8 *num_branches)
+{
+	*num_branches = 0;
+	return ice_aq_get_dflt_topo(hw, lport, (struct ice_aqc_get_topo_elem *)buf,
+				    ICE_AQ_MAX_BUF_LEN, num_branches, NULL);
+}
+
+/* ice_sched_query_elem: elem gets the 24-byte element (parent TEID, TEID,
+ * 16 bytes of data) */
+int vd_ice_query_elem(struct ice_hw *hw, u32 teid, u8 *elem)
+{
+	return ice_sched_query_elem(hw, teid, (struct ice_aqc_txsched_elem_data *)elem);
+}
+
 /* ---- functions of ice files not compiled here ---- */
 
 static void vd_unreachable(const char *f)
