@@ -336,6 +336,66 @@ int vd_ice_query_elem(struct ice_hw *hw, u32 teid, u8 *elem)
 	return ice_sched_query_elem(hw, teid, (struct ice_aqc_txsched_elem_data *)elem);
 }
 
+/* Capabilities: the fields both sides keep, flattened in the order of
+ * CAP_NAMES in src/lan.rs. */
+static void vd_common_caps(const struct ice_hw_common_caps *c, u32 *v)
+{
+	v[0] = c->valid_functions;
+	v[1] = c->active_tc_bitmap;
+	v[2] = c->maxtc;
+	v[3] = c->num_rxq;
+	v[4] = c->rxq_first_id;
+	v[5] = c->num_txq;
+	v[6] = c->txq_first_id;
+	v[7] = c->num_msix_vectors;
+	v[8] = c->msix_vector_first_id;
+	v[9] = c->max_mtu;
+	v[10] = c->sr_iov_1_1;
+	v[11] = c->rss_table_size;
+	v[12] = c->rss_table_entry_width;
+	v[13] = c->dcb;
+	v[14] = c->rdma;
+}
+
+/* Into hw->dev_caps, as ice_get_caps does: ice_recalc_port_limited_caps
+ * reads the number of functions from there. */
+int vd_ice_dev_caps(struct ice_hw *hw, u8 pf_id, u32 *v)
+{
+	struct ice_hw_dev_caps *dc = &hw->dev_caps;
+	int r;
+
+	memset(dc, 0, sizeof(*dc));
+	hw->pf_id = pf_id;
+	r = ice_discover_dev_caps(hw, dc);
+	vd_common_caps(&dc->common_cap, v);
+	v[15] = dc->num_vfs_exposed;
+	v[16] = dc->num_vsi_allocd_to_host;
+	v[17] = dc->num_flow_director_fltr;
+	v[18] = dc->num_funcs;
+	v[19] = 0;
+	return r;
+}
+
+/* The function caps depend on what the device caps found (valid
+ * functions, number of functions): given here. */
+int vd_ice_func_caps(struct ice_hw *hw, u32 valid_functions, u32 num_funcs, u32 *v)
+{
+	struct ice_hw_func_caps fc;
+	int r;
+
+	memset(&fc, 0, sizeof(fc));
+	hw->dev_caps.common_cap.valid_functions = valid_functions;
+	hw->dev_caps.num_funcs = num_funcs;
+	r = ice_discover_func_caps(hw, &fc);
+	vd_common_caps(&fc.common_cap, v);
+	v[15] = fc.num_allocd_vfs;
+	v[16] = fc.vf_base_id;
+	v[17] = fc.guar_num_vsi;
+	v[18] = fc.fd_fltr_guar;
+	v[19] = fc.fd_fltr_best_effort;
+	return r;
+}
+
 /* ---- functions of ice files not compiled here ---- */
 
 static void vd_unreachable(const char *f)
