@@ -501,7 +501,10 @@ impl Fw {
                 d[16..16 + end].copy_from_slice(&p[..end]);
             }
             if buf_ok && !a.buf.is_empty() {
-                let room = (0..=a.buf.len()).rev().find(|&k| dma_ok(bpa, k)).unwrap_or(0);
+                // never past the buffer the descriptor posted (`dl` bytes,
+                // checked above): the slot buffers of one side may be
+                // contiguous, of the other not
+                let room = a.buf.len().min(dl);
                 // SAFETY: `room` bytes from `bpa` lie inside a live allocation.
                 unsafe { std::ptr::copy_nonoverlapping(a.buf.as_ptr(), bpa as *mut u8, room) };
             }
