@@ -646,3 +646,27 @@ fn typed_commands_cannot_free_the_rdma_vsi_under_a_live_device() {
     assert!(bar.with_device(|d| !d.lan().vsis().contains_key(&vsi)), "VSI freed");
     assert_eq!(FakeHal::live_pages(), base);
 }
+
+#[test]
+fn admin_queue_init_is_retried_on_eio_like_ice() {
+    // ice_init_all_ctrlq (spec §7 item 4): a failed Get Version (EIO) or a
+    // refused API version starts the queue over, 11 attempts in all
+    let _g = lock();
+    let bar = ModelBar::standalone(cold(A));
+    bar.with_device(|d| d.faults().aq_fail_opcode = Some((0x0001, 5)));
+    let pf = up(&bar).expect("the second attempt passes");
+    pf.shut_down().expect("down");
+    // an API major the driver refuses: asked 11 times, then refused
+    let mut c = cold(A);
+    c.lan.api_ver = [0, 2, 0, 0];
+    let bar = ModelBar::standalone(c);
+    let e = match Pf::bring_up(bar.clone(), Profile::SMALL, options()) {
+        Ok(_) => panic!("API 2.0 must be refused"),
+        Err(e) => e,
+    };
+    assert!(
+        matches!(e, BringUpError::Command(Step::AdminQueue, CmdError::ApiTooNew { .. })),
+        "{e:?}"
+    );
+    assert_eq!(bar.with_device(|d| d.counters().aq_commands), 11, "Get Version, 11 times");
+}

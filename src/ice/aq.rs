@@ -4,8 +4,9 @@
 //!
 //! Behaviour, each point from the cited ice function:
 //! * bring-up, per ring: HEAD = 0, TAIL = 0, LEN = n | ENABLE, BAL, BAH; BAL
-//!   read back (mismatch → [`AqError::RegisterReadback`]); the ATQ first,
-//!   then the ARQ with every slot pre-posted, then ARQT = n − 1
+//!   read back (mismatch → [`AqError::RegisterReadback`]; an ARQ mismatch
+//!   first clears the ATQ's registers again, as ice_init_ctrlq does); the
+//!   ATQ first, then the ARQ with every slot pre-posted, then ARQT = n − 1
 //!   (ice_init_sq, ice_init_rq, ice_cfg_cq_regs, ice_alloc_rq_bufs);
 //! * send: head ≥ ring size → refused before anything is posted; slots the
 //!   head has passed are zeroed and reclaimed; the descriptor is copied
@@ -15,10 +16,15 @@
 //!   [`AqTimeouts::command`] from `Hal::now` (DD is never read); the
 //!   completed descriptor is copied back; a response datalen larger than the
 //!   caller's buffer fails with nothing copied; the return code is the low
-//!   8 bits of retval (ice_sq_send_cmd, ice_clean_sq);
+//!   8 bits of retval; the last status is reset to OK before any check, and
+//!   a stopped queue is refused before the buffer is looked at
+//!   (ice_sq_send_cmd, ice_clean_sq);
 //! * on timeout the CRIT bit of ATQLEN/ARQLEN is read and reported;
-//! * EBUSY is retried only for [`Opcode::retried_on_busy`] opcodes: 3 sends
-//!   in all, 10 ms apart, with the original descriptor and buffer
+//! * EBUSY is retried only for the opcodes of
+//!   [`retried_on_busy`](super::desc::retried_on_busy) (by number, so a raw
+//!   send of one the driver has no [`Opcode`] for is retried too): 3 sends
+//!   in all, 10 ms apart, with the original descriptor and buffer, whenever
+//!   a send failed with the firmware's code EBUSY
 //!   (ice_common.c → ice_sq_send_cmd_retry; conformance README);
 //! * ARQ: events from next_to_clean up to ARQH are copied out, the slot is
 //!   re-armed and ARQT = the index just cleaned (ice_clean_rq_elem).
@@ -31,7 +37,7 @@ use irdma_hal::barrier;
 use irdma_hal::dma::wait_until;
 use irdma_hal::{Bar, BufferDirection, Dma, DmaError, Hal};
 
-use super::desc::{Desc, LARGE_BUF, MAX_BUF_LEN, Opcode, flags, off, rc};
+use super::desc::{Desc, LARGE_BUF, MAX_BUF_LEN, flags, off, rc};
 use super::regs;
 
 /// Timeouts and retry pacing.
@@ -315,14 +321,21 @@ impl<H: Hal, B: Bar> AdminQueue<H, B> {
             held_vsi: None,
         };
         barrier::wmb();
-        let configured = aq
-            .cfg_regs(&ATQ, aq.sq.desc.paddr(), aq.sq.entries)
-            .and_then(|()| aq.cfg_regs(&ARQ, aq.rq.desc.paddr(), aq.rq.entries));
-        if let Err(e) = configured {
-            // ice writes nothing more on this path (the vectors record no
-            // further register write), so the queue stays enabled at an
-            // address that did not stick: the rings are leaked, never freed,
-            // because the device may still reach them.
+        if let Err(e) = aq.cfg_regs(&ATQ, aq.sq.desc.paddr(), aq.sq.entries) {
+            // ice writes nothing more when the ATQ's own base did not stick
+            // (ice_init_sq returns; the vectors record no further write), so
+            // the queue stays enabled at an address that did not stick: the
+            // rings are leaked, never freed, because the device may still
+            // reach them.
+            core::mem::forget(aq);
+            return Err(e);
+        }
+        if let Err(e) = aq.cfg_regs(&ARQ, aq.rq.desc.paddr(), aq.rq.entries) {
+            // When the ARQ's base did not stick, ice_init_ctrlq shuts the
+            // working ATQ down again (ice_shutdown_sq: HEAD, TAIL, LEN, BAL,
+            // BAH = 0) and leaves the ARQ as it is; the rings are still
+            // leaked, the ARQ's registers being left enabled.
+            aq.clear_regs(&ATQ);
             core::mem::forget(aq);
             return Err(e);
         }
@@ -455,6 +468,12 @@ impl<H: Hal, B: Bar> AdminQueue<H, B> {
         if self.reset_ongoing {
             return Err(AqError::ResetOngoing);
         }
+        // ice_sq_send_cmd's order: the last status is reset and a stopped
+        // queue refused before the buffer and its size are looked at.
+        self.last_status = rc::OK;
+        if !self.running {
+            return Err(AqError::NotRunning);
+        }
         match (buf, buf_size) {
             (None, 0) => self.exec(desc, None),
             (Some(b), n) if n > 0 => match b.get_mut(..n) {
@@ -469,7 +488,9 @@ impl<H: Hal, B: Bar> AdminQueue<H, B> {
     /// resend for the opcodes Linux retries (ice_aq_send_cmd).
     ///
     /// `desc` is updated with the completed descriptor; `buf` (if any) goes
-    /// to firmware and receives `datalen` bytes of the answer. Without
+    /// to firmware and receives `datalen` bytes of the answer (a retried
+    /// opcode that stayed EBUSY through every send gets its own descriptor
+    /// and buffer back, as ice's retry loop leaves them). Without
     /// `buf` the descriptor goes to the firmware exactly as given, its
     /// flags and address words included.
     ///
@@ -516,7 +537,7 @@ impl<H: Hal, B: Bar> AdminQueue<H, B> {
         if self.reset_ongoing {
             return Err(AqError::ResetOngoing);
         }
-        let retry = Opcode::from_u16(desc.opcode()).is_some_and(Opcode::retried_on_busy);
+        let retry = super::desc::retried_on_busy(desc.opcode());
         if !retry {
             return self.send_once(desc, buf);
         }
@@ -532,21 +553,34 @@ impl<H: Hal, B: Bar> AdminQueue<H, B> {
         loop {
             sends += 1;
             let r = self.send_once(desc, buf.as_deref_mut());
-            let busy = matches!(r, Err(AqError::Firmware { code: rc::EBUSY, .. }));
-            if !busy || sends >= self.timeouts.busy_sends {
+            // ice resends when the send failed and the firmware's code was
+            // EBUSY, whatever else failed (a response too long for the
+            // buffer included): ice_sq_send_cmd_retry tests the status and
+            // sq_last_status only.
+            let busy = r.is_err() && self.last_status == rc::EBUSY;
+            if !busy {
                 return r;
             }
-            let until = H::now().saturating_add(self.timeouts.busy_delay);
-            wait_until::<H>(until, || false);
+            // ice restores the caller's descriptor and buffer after every
+            // EBUSY, the last one included: a command that stayed busy
+            // hands back what the caller gave, not the firmware's answer.
             *desc = orig;
             if let (Some(b), Some(s)) = (buf.as_deref_mut(), saved.get(..blen)) {
                 b.copy_from_slice(s);
             }
+            if sends >= self.timeouts.busy_sends {
+                return r;
+            }
+            let until = H::now().saturating_add(self.timeouts.busy_delay);
+            wait_until::<H>(until, || false);
         }
     }
 
     /// One send (ice_sq_send_cmd).
     fn send_once(&mut self, desc: &mut Desc, buf: Option<&mut [u8]>) -> Result<(), AqError> {
+        // ice_sq_send_cmd resets the last status before any check, so a
+        // refused command never leaves an earlier command's code behind.
+        self.last_status = rc::OK;
         if !self.running {
             return Err(AqError::NotRunning);
         }
@@ -555,7 +589,6 @@ impl<H: Hal, B: Bar> AdminQueue<H, B> {
         {
             return Err(AqError::BadBuffer);
         }
-        self.last_status = rc::OK;
         let head = self.bar.read32(ATQ.head);
         if head >= u32::from(self.sq.entries) {
             return Err(AqError::HeadOutOfRange(head));

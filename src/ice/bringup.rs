@@ -7,7 +7,8 @@
 //!   2  PF reset (PFGEN_CTRL.PFSWR) or wait out a global reset; GLGEN_RSTAT,
 //!      GLNVM_ULD done bits (PE_DONE once step 8 shows RDMA on)
 //!   3  pf_id, port, firmware mode (recovery → error; FW_LOADING waited)
-//!   4  admin queue up            5  Get Version + API check
+//!   4  admin queue up            5  Get Version + API check (both again
+//!      on EIO: 11 attempts, 100 ms apart, as ice_init_all_ctrlq)
 //!   6  Clear PF config           7  Clear PXE (EEXIST is fine)
 //!   8  device + function caps (RDMA, ≤ 4 PFs, MSI-X range), then PE_DONE
 //!   9  DDP: active package? else download the caller's, else error
@@ -705,11 +706,11 @@ impl<H: Hal, B: Bar + Clone> E810<H, B> {
             return Err(BringUpError::BadOptions("MTU or max frame size out of range"));
         }
         let (pf_id, _port) = reset_and_identify::<H, B>(&bar, &o, on)?;
-        let mut aq = AdminQueue::<H, B>::start(bar.clone(), &o.aq)
-            .map_err(|e| BringUpError::Command(Step::AdminQueue, e.into()))?;
+        // ice_init_all_ctrlq: start + version check, again on EIO (11
+        // attempts, 100 ms apart; spec §7 item 4)
+        let (mut aq, version) = AdminQueue::<H, B>::start_checked(&bar, &o.aq)
+            .map_err(|(e, _)| BringUpError::Command(Step::AdminQueue, e))?;
         on(Progress::AqInit);
-        let version =
-            aq.init_check().map_err(|(e, _)| BringUpError::Command(Step::AdminQueue, e))?;
         on(Progress::Version);
         let r = Self::lan_steps(&mut aq, &o, version, on);
         let (lan_parts, link) = match r {

@@ -388,7 +388,10 @@ pub struct LinkStatus {
     pub max_frame_size: u16,
     /// FEC info (byte 8 bits 2:0).
     pub fec_info: u8,
-    /// Pacing (byte 8 bits 6:3).
+    /// Pacing: byte 8 bits 7:3 left in place, the pacing value (bits 6:3)
+    /// and its type (bit 7: fixed, else average), as ice keeps them
+    /// (ice_common.c → ice_aq_get_link_info: `cfg & (ICE_AQ_CFG_PACING_M |
+    /// ICE_AQ_CFG_PACING_TYPE_M)`, ice_adminq_cmd.h).
     pub pacing: u8,
     /// Speed bitmap (bytes 10–11).
     pub link_speed: u16,
@@ -416,7 +419,7 @@ impl LinkStatus {
             ext_info: g(4),
             max_frame_size: le16(b, 6),
             fec_info: cfg & 0x7,
-            pacing: (cfg >> 3) & 0xf,
+            pacing: cfg & 0xf8,
             link_speed: le16(b, 10),
             phy_type_low: u64::from(le32(b, 16)) | (u64::from(le32(b, 20)) << 32),
             phy_type_high: u64::from(le32(b, 24)) | (u64::from(le32(b, 28)) << 32),
@@ -772,6 +775,50 @@ const RES_GLBL_IN_PROG: u16 = 1;
 const RES_GLBL_DONE: u16 = 2;
 
 // -------------------------------------------------------------- commands
+
+/// Attempts to bring the admin queue up and pass the version check before
+/// giving up: ice retries ten times (ice_controlq.h →
+/// ICE_CTL_Q_ADMIN_INIT_TIMEOUT; spec §7 item 4).
+pub const ADMIN_INIT_ATTEMPTS: u8 = 11;
+
+/// Pause between those attempts (ice_controlq.h → ICE_CTL_Q_ADMIN_INIT_MSEC).
+pub const ADMIN_INIT_PAUSE: core::time::Duration = core::time::Duration::from_millis(100);
+
+impl<H: Hal, B: Bar + Clone> AdminQueue<H, B> {
+    /// The admin-queue part of ice_init_all_ctrlq (ice_controlq.c): start
+    /// the queue ([`AdminQueue::start`]) and run [`init_check`]
+    /// (Get Version, API check); when the check fails with EIO (a firmware
+    /// error, a timeout or the API refusal; the rings are already shut
+    /// down then) wait [`ADMIN_INIT_PAUSE`] and start over, up to
+    /// [`ADMIN_INIT_ATTEMPTS`] times in all. A failed start, or a check
+    /// failing otherwise, ends it at once. The error is the last attempt's,
+    /// with the version it read.
+    ///
+    /// [`init_check`]: AdminQueue::init_check
+    pub fn start_checked(
+        bar: &B,
+        cfg: &super::aq::AqConfig,
+    ) -> Result<(Self, Version), (CmdError, Option<Version>)> {
+        let mut attempt = 1u8;
+        loop {
+            let mut aq =
+                AdminQueue::start(bar.clone(), cfg).map_err(|e| (CmdError::Aq(e), None))?;
+            match aq.init_check() {
+                Ok(v) => return Ok((aq, v)),
+                // init_check cleared both queues' registers: the firmware
+                // no longer owns the rings, which `aq` frees here
+                Err((e, v)) if e.linux_errno() != -5 || attempt >= ADMIN_INIT_ATTEMPTS => {
+                    return Err((e, v));
+                }
+                Err(_) => {}
+            }
+            drop(aq);
+            attempt += 1;
+            let until = H::now().saturating_add(ADMIN_INIT_PAUSE);
+            irdma_hal::dma::wait_until::<H>(until, || false);
+        }
+    }
+}
 
 impl<H: Hal, B: Bar> AdminQueue<H, B> {
     /// Get Version 0x0001 (ice_aq_get_fw_ver).
@@ -1422,7 +1469,10 @@ mod tests {
         b[23] = 0x10;
         let l = LinkStatus::parse(&b, true);
         assert!(l.up());
-        assert_eq!((l.fec_info, l.pacing, l.fc_mode()), (3, 3, 1));
+        assert_eq!((l.fec_info, l.pacing, l.fc_mode()), (3, 0x18, 1));
+        // the pacing type (bit 7) is kept, in place (found by vendor-diff)
+        b[8] = 0x9b;
+        assert_eq!(LinkStatus::parse(&b, true).pacing, 0x98);
         assert_eq!(l.phy_type_low, 0x1000_0000_0000_0000);
         let mut s = [0u8; SCHED_RES_LEN];
         put16(&mut s, 2, 10);

@@ -207,8 +207,19 @@ impl Opcode {
     /// stop). The vectors confirm DNL call (0x0682) and Clear PF config are
     /// not retried.
     pub fn retried_on_busy(self) -> bool {
-        matches!(self, Opcode::LldpStop)
+        retried_on_busy(self as u16)
     }
+}
+
+/// Whether ice resends the opcode `opcode` on EBUSY, for any opcode
+/// number, known to [`Opcode`] or not: Get Link Topology Handle (0x06E0),
+/// Read/Write SFF EEPROM (0x06EE), LLDP Stop (0x0A05), LLDP Start (0x0A06)
+/// and LLDP Filter Control (0x0A0A) (Linux 6.1 ice_common.c →
+/// ice_should_retry_sq_send_cmd; ice_adminq_cmd.h for the numbers). A raw
+/// [`AdminQueue::send`](super::AdminQueue::send) of any of them is
+/// retried like the typed LLDP stop.
+pub const fn retried_on_busy(opcode: u16) -> bool {
+    matches!(opcode, 0x06E0 | 0x06EE | 0x0A05 | 0x0A06 | 0x0A0A)
 }
 
 /// Firmware return codes (spec §1.2 "Error codes"; ice_adminq_cmd.h →

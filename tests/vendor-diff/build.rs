@@ -2,6 +2,10 @@
 //! (unmodified) with the project's shim headers and `shim/glue.c` /
 //! `shim/ctrl_glue.c`, when `IRDMA_VENDOR_DIR` names an extracted
 //! `linux-source-6.1` tree (`cargo xtask vendor-diff` fetches and sets it).
+//! The LAN side (src/lan.rs): the vendor's ice `ice_controlq.c`,
+//! `ice_common.c` and `ice_sched.c`, unmodified, `#include`d by
+//! `shim/ice/glue.c` (one translation unit, so their static functions are
+//! reachable), with `shim/ice/include`.
 //! Without it the crate builds without the C side and the harness reports
 //! that the vendor sources were not fetched.
 
@@ -61,5 +65,34 @@ fn main() {
         .warnings(false)
         .flag_if_supported("-fno-strict-aliasing")
         .compile("irdma_vendor_uk");
+    build_ice(&dir, &manifest);
     println!("cargo::rustc-cfg=vendor_c");
+}
+
+/// The vendor's ice admin-queue files (Linux 6.1
+/// drivers/net/ethernet/intel/ice). `ice_switch.c` and `ice_lib.c` are not
+/// compiled: both include `ice.h`, which pulls in the whole netdev driver
+/// (49 kernel headers: net_device, XDP, devlink, PCI, interrupts) and
+/// `struct ice_pf`, more than a shim can stand in for honestly.
+fn build_ice(dir: &std::path::Path, manifest: &std::path::Path) {
+    let ice = dir.join("drivers/net/ethernet/intel/ice");
+    assert!(
+        ice.join("ice_controlq.c").is_file(),
+        "vendor-diff: {} missing (a tree extracted before the LAN area joined): \
+         run `cargo xtask vendor-diff`, which re-extracts it",
+        ice.display()
+    );
+    for f in ["ice_controlq.c", "ice_common.c", "ice_sched.c"] {
+        println!("cargo::rerun-if-changed={}", ice.join(f).display());
+    }
+    // glue.c #includes ice_controlq.c, ice_common.c and ice_sched.c
+    cc::Build::new()
+        .file(manifest.join("shim/ice/glue.c"))
+        // shim/ice/include first: its linux/*.h stand in for the kernel's
+        .include(manifest.join("shim/ice/include"))
+        .include(dir.join("include"))
+        .include(&ice)
+        .warnings(false)
+        .flag_if_supported("-fno-strict-aliasing")
+        .compile("irdma_vendor_ice");
 }

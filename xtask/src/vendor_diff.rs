@@ -1,6 +1,6 @@
 //! `cargo xtask vendor-diff [--seed N] [--cases N]` and the suite leg
-//! `vendor-diff` (issue #30): the vendor's own data-path code against the
-//! driver's, through `tests/vendor-diff`.
+//! `vendor-diff` (issue #30): the vendor's own data-path, control-path and
+//! LAN admin-queue code against the driver's, through `tests/vendor-diff`.
 //!
 //! Fetches the Debian source package named in
 //! `tests/vendor-diff/VENDOR_VERSION` with `apt-get download` into a cache
@@ -71,8 +71,13 @@ pub fn vendor_tree() -> Result<PathBuf, String> {
     let cache = cache_dir();
     let dir = cache.join(format!("src-{ver}"));
     let uk = dir.join("drivers/infiniband/hw/irdma/uk.c");
+    // a tree extracted before the LAN area joined has no ice directory
+    let ice = dir.join("drivers/net/ethernet/intel/ice/ice_controlq.c");
     let stamp = dir.join("VENDOR_VERSION");
-    if uk.is_file() && std::fs::read_to_string(&stamp).is_ok_and(|s| s.trim() == stamp_text) {
+    if uk.is_file()
+        && ice.is_file()
+        && std::fs::read_to_string(&stamp).is_ok_and(|s| s.trim() == stamp_text)
+    {
         return Ok(dir);
     }
     std::fs::create_dir_all(&cache).map_err(|e| format!("{}: {e}", cache.display()))?;
@@ -104,19 +109,26 @@ pub fn vendor_tree() -> Result<PathBuf, String> {
     let _ = std::fs::remove_dir_all(&tmp);
     std::fs::create_dir_all(&tmp).map_err(|e| format!("{}: {e}", tmp.display()))?;
     // The .deb holds usr/src/linux-source-6.1.tar.xz; take only the irdma
-    // directory out of it (ice and core/rw.c join when their areas do).
+    // and ice directories out of it, and the virtchnl header ice includes
+    // (core/rw.c joins when its area does).
     let tarball = format!("./usr/src/{pkg}.tar.xz");
     let script = format!(
         "dpkg-deb --fsys-tarfile \"$1\" | tar -xO \"{tarball}\" | \
-         tar -xJ -C \"$2\" --strip-components=1 --wildcards '{pkg}/drivers/infiniband/hw/irdma/*'"
+         tar -xJ -C \"$2\" --strip-components=1 --wildcards '{pkg}/drivers/infiniband/hw/irdma/*' \
+         '{pkg}/drivers/net/ethernet/intel/ice/*' '{pkg}/include/linux/avf/*'"
     );
-    eprintln!("xtask vendor-diff: extracting drivers/infiniband/hw/irdma from {}", deb.display());
+    eprintln!(
+        "xtask vendor-diff: extracting drivers/infiniband/hw/irdma and drivers/net/ethernet/intel/ice from {}",
+        deb.display()
+    );
     run(
         Command::new("sh").args(["-c", &script, "sh"]).arg(&deb).arg(&tmp),
         "extracting the vendor sources",
     )?;
-    if !tmp.join("drivers/infiniband/hw/irdma/uk.c").is_file() {
-        return Err(format!("{} has no drivers/infiniband/hw/irdma/uk.c", deb.display()));
+    for f in ["drivers/infiniband/hw/irdma/uk.c", "drivers/net/ethernet/intel/ice/ice_controlq.c"] {
+        if !tmp.join(f).is_file() {
+            return Err(format!("{} has no {f}", deb.display()));
+        }
     }
     std::fs::write(tmp.join("VENDOR_VERSION"), format!("{stamp_text}\n"))
         .map_err(|e| format!("stamp: {e}"))?;

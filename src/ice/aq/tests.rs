@@ -10,6 +10,7 @@ use std::vec::Vec;
 use irdma_testkit::FakeHal;
 
 use super::*;
+use crate::ice::Opcode;
 use crate::ice::cmd;
 
 /// What the fake firmware does with the next command.
@@ -33,6 +34,7 @@ struct Fw {
     /// (descriptor, buffer) of every command seen.
     seen: Vec<([u8; 32], Vec<u8>)>,
     drop_atqbal: bool,
+    drop_arqbal: bool,
 }
 
 struct FakeFw(Mutex<Fw>);
@@ -135,7 +137,9 @@ impl Bar for FakeFw {
     fn write32(&self, off: usize, v: u32) {
         self.with(|fw| {
             fw.writes.push((off, v));
-            if off == regs::PF_FW_ATQBAL && fw.drop_atqbal {
+            if (off == regs::PF_FW_ATQBAL && fw.drop_atqbal)
+                || (off == regs::PF_FW_ARQBAL && fw.drop_arqbal)
+            {
                 return;
             }
             if off == regs::PF_FW_ATQH || off == regs::PF_FW_ARQH {
@@ -450,4 +454,108 @@ fn reset_ongoing_refuses_every_send_first() {
     assert_eq!(aq.last_status(), 5, "last status left alone");
     aq.set_reset_ongoing(false);
     aq.exec(&mut d, None).unwrap();
+}
+
+// ---- found by the LAN differential harness (tests/vendor-diff src/lan.rs,
+// Linux 6.1 ice_controlq.c / ice_common.c)
+
+#[test]
+fn arq_readback_failure_shuts_the_atq_down_again() {
+    // ice_init_ctrlq: a failed ice_init_rq is followed by ice_shutdown_sq
+    let fw = FakeFw::new();
+    fw.with(|f| f.drop_arqbal = true);
+    assert_eq!(
+        AdminQueue::<FakeHal, _>::start(&fw, &small()).err(),
+        Some(AqError::RegisterReadback)
+    );
+    let w = fw.take_writes();
+    assert_eq!(w.len(), 15, "ATQ set up, ARQ set up, ATQ cleared: {w:x?}");
+    let tail: Vec<usize> = w[10..].iter().map(|x| x.0).collect();
+    assert_eq!(
+        tail,
+        [
+            regs::PF_FW_ATQH,
+            regs::PF_FW_ATQT,
+            regs::PF_FW_ATQLEN,
+            regs::PF_FW_ATQBAL,
+            regs::PF_FW_ATQBAH
+        ]
+    );
+    assert!(w[10..].iter().all(|x| x.1 == 0));
+}
+
+#[test]
+fn a_refused_send_resets_the_last_status() {
+    // ice_sq_send_cmd: sq_last_status = OK, then the count, then the buffer
+    let fw = FakeFw::new();
+    let mut aq = start(&fw);
+    fw.answer(Answer::Done { retval: 0x0034, datalen: None, buf: Vec::new() });
+    assert!(aq.exec(&mut Desc::new(Opcode::ClearPfConfig), None).is_err());
+    assert_eq!(aq.last_status(), 0x34);
+    let mut d = Desc::new(Opcode::GetVersion);
+    assert_eq!(send_sized(&mut aq, &mut d, None, 16), Err(AqError::BadBuffer));
+    assert_eq!(aq.last_status(), 0, "no earlier command's code left behind");
+    fw.answer(Answer::Done { retval: 0x0034, datalen: None, buf: Vec::new() });
+    assert!(aq.exec(&mut Desc::new(Opcode::ClearPfConfig), None).is_err());
+    assert_eq!(aq.exec(&mut Desc::new(Opcode::AddVsi), Some(&mut [])), Err(AqError::BadBuffer));
+    assert_eq!(aq.last_status(), 0);
+}
+
+#[test]
+fn a_stopped_queue_refuses_before_the_buffer_is_checked() {
+    // ice_sq_send_cmd: !sq.count → EIO comes before the buffer checks
+    let fw = FakeFw::new();
+    let mut aq = start(&fw);
+    aq.stop_sq_then_rq();
+    let mut d = Desc::new(Opcode::GetVersion);
+    let mut b = [0u8; 8];
+    assert_eq!(send_sized(&mut aq, &mut d, Some(&mut b[..]), 0), Err(AqError::NotRunning));
+    assert_eq!(send_sized(&mut aq, &mut d, None, 16), Err(AqError::NotRunning));
+}
+
+#[test]
+fn busy_retry_by_opcode_number() {
+    let busy = || Answer::Done { retval: 12, datalen: None, buf: Vec::new() };
+    // LLDP start, filter control, link topology, SFF EEPROM: no `Opcode`,
+    // still retried (ice_should_retry_sq_send_cmd)
+    for op in [0x0A06u16, 0x0A0A, 0x06E0, 0x06EE] {
+        let fw = FakeFw::new();
+        let mut aq = start(&fw);
+        fw.answer(busy());
+        let mut d = Desc::raw(op, flags::SI, [0; 16]);
+        send_sized(&mut aq, &mut d, None, 0).unwrap();
+        assert_eq!(fw.with(|f| f.seen.len()), 2, "opcode {op:#06x} resent once");
+    }
+}
+
+#[test]
+fn a_busy_answer_too_long_for_the_buffer_is_resent() {
+    // an EBUSY answer whose datalen does not fit is resent too (ice tests
+    // the status and sq_last_status only)
+    let fw = FakeFw::new();
+    let mut aq = start(&fw);
+    fw.answer(Answer::Done { retval: 12, datalen: Some(64), buf: Vec::new() });
+    let mut buf = [0u8; 16];
+    let mut d = cmd::lldp_stop(false);
+    send_sized(&mut aq, &mut d, Some(&mut buf[..]), 16).unwrap();
+    assert_eq!(fw.with(|f| f.seen.len()), 2);
+}
+
+#[test]
+fn a_command_busy_to_the_end_gets_its_own_descriptor_and_buffer_back() {
+    // ice_sq_send_cmd_retry restores both after every EBUSY, the last too
+    let fw = FakeFw::new();
+    let mut aq = start(&fw);
+    for _ in 0..3 {
+        fw.answer(Answer::Done { retval: 12, datalen: Some(4), buf: std::vec![9; 4] });
+    }
+    let mut d = Desc::raw(0x0A06, flags::SI, [7; 16]);
+    let orig = *d.bytes();
+    let mut buf = [0x5au8; 8];
+    let e = send_sized(&mut aq, &mut d, Some(&mut buf[..]), 8).unwrap_err();
+    assert_eq!(e, AqError::Firmware { opcode: 0x0A06, code: 12 });
+    assert_eq!(fw.with(|f| f.seen.len()), 3);
+    assert_eq!(*d.bytes(), orig);
+    assert_eq!(buf, [0x5a; 8]);
+    assert_eq!(aq.last_status(), 12);
 }

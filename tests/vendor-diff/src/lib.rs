@@ -19,6 +19,16 @@
 //! `qpc.rs` compares irdma_sc_qp_setctx_roce against
 //! `irdma::cqp::ctx::QpRoceCtx::encode`.
 //!
+//! The LAN admin queue (third slice, `lan.rs`): the vendor's Linux 6.1 ice
+//! `ice_controlq.c`, `ice_common.c` and `ice_sched.c`, compiled unmodified
+//! in one translation unit (`shim/ice/glue.c`, own shim headers in
+//! `shim/ice/include`), against `irdma::ice::AdminQueue` and its typed
+//! commands, both on the same scripted firmware (return codes, EBUSY,
+//! hangs, CRIT bits, bad heads, ARQ events, versions, MAC read, link
+//! status, scheduler resources): one session per two post cases. `ice_switch.c`
+//! and `ice_lib.c` are not compiled (both need `ice.h`, the whole netdev
+//! driver), so Add VSI and the switch rules are not compared yet.
+//!
 //! Where the driver is deliberately stricter, the difference must match an
 //! entry of `deviations.toml` (read at run time, every entry must be known
 //! to the classifier in `run.rs` and vice versa); it is counted and listed,
@@ -38,6 +48,8 @@ pub mod cq;
 pub mod ctrl;
 #[cfg(vendor_c)]
 mod ffi;
+#[cfg(vendor_c)]
+pub mod lan;
 #[cfg(vendor_c)]
 pub mod qpc;
 pub mod rng;
@@ -74,6 +86,10 @@ pub struct Report {
     pub ctrl_cases: u64,
     /// RoCE QP host contexts compared (one per post case).
     pub qpc_cases: u64,
+    /// LAN admin-queue sessions compared (one per two post cases).
+    pub lan_cases: u64,
+    /// Operations in those sessions (the start included).
+    pub lan_ops: u64,
 }
 
 /// Runs `opts.cases` cases from `opts.seed`; prints each difference (shrunk,
@@ -143,9 +159,38 @@ fn ctrl_round(
     false
 }
 
+/// One LAN admin-queue session; true when the run should stop (five
+/// differences).
+#[cfg(vendor_c)]
+fn lan_round(n: u64, seed: u64, rng: &mut rng::Rng, rep: &mut Report) -> bool {
+    let c = lan::gen_lan_case(rng);
+    rep.lan_cases += 1;
+    rep.lan_ops += 1 + c.ops.len() as u64;
+    match lan::run_lan(&c) {
+        lan::LanOutcome::Same => false,
+        lan::LanOutcome::Deviation(id) => {
+            *rep.deviations.entry(id.into()).or_default() += 1;
+            false
+        }
+        lan::LanOutcome::Differs(d) => {
+            rep.differences += 1;
+            let (small, d) = lan::shrink_lan(c, d);
+            println!("DIFF LAN admin-queue case #{n} (seed {seed:#x}): op {}: {}", d.op, d.what);
+            println!("{}", lan::print_lan(&small, &d));
+            if rep.differences >= 5 {
+                println!("(stopping after 5 differences)");
+                return true;
+            }
+            false
+        }
+    }
+}
+
 #[cfg(vendor_c)]
 fn run_all(opts: Opts, devs: &deviations::Deviations) -> Result<Report, String> {
-    let known: Vec<&str> = run::KNOWN_DEVIATIONS.iter().chain(ctrl::KNOWN).copied().collect();
+    let known: Vec<&str> =
+        run::KNOWN_DEVIATIONS.iter().chain(ctrl::KNOWN).chain(lan::KNOWN).copied().collect();
+    let mut lan_time = std::time::Duration::ZERO;
     devs.check_known(&known)?;
     let mut vcqp = ctrl::VendorCqp::new(4)?;
     let mut ctrl_time = std::time::Duration::ZERO;
@@ -187,6 +232,16 @@ fn run_all(opts: Opts, devs: &deviations::Deviations) -> Result<Report, String> 
         if stop {
             break;
         }
+        // one LAN admin-queue session per two post cases (a session sets up
+        // two queues per side, sometimes eleven times)
+        if n % 2 == 0 {
+            let t_lan = std::time::Instant::now();
+            let stop = lan_round(n, opts.seed, &mut rng, &mut rep);
+            lan_time += t_lan.elapsed();
+            if stop {
+                break;
+            }
+        }
         let cqc = cq::gen_cq_case(&mut rng);
         rep.cq_cases += 1;
         match cq::run_cq(&cqc) {
@@ -222,6 +277,12 @@ fn run_all(opts: Opts, devs: &deviations::Deviations) -> Result<Report, String> 
         ctrl::stats::line(),
         qpc::EQUAL.load(std::sync::atomic::Ordering::Relaxed),
         ctrl_time.as_secs_f64()
+    );
+    println!(
+        "  LAN admin queue: {} sessions, {} operations, {:.1}s",
+        rep.lan_cases,
+        rep.lan_ops,
+        lan_time.as_secs_f64()
     );
     for (id, k) in &rep.deviations {
         println!("  deviation {id}: {k} cases ({})", devs.reason(id));
