@@ -22,7 +22,7 @@
 //! * on timeout the CRIT bit of ATQLEN/ARQLEN is read and reported;
 //! * EBUSY is retried only for the opcodes of
 //!   [`retried_on_busy`](super::desc::retried_on_busy) (by number, so a raw
-//!   send of one the driver has no [`Opcode`] for is retried too): 3 sends
+//!   send of one the driver has no [`Opcode`](super::desc::Opcode) for is retried too): 3 sends
 //!   in all, 10 ms apart, with the original descriptor and buffer, whenever
 //!   a send failed with the firmware's code EBUSY
 //!   (ice_common.c → ice_sq_send_cmd_retry; conformance README);
