@@ -249,6 +249,12 @@ pub struct Target<'a, const Q: usize, const C: usize> {
     next_cntlid: u16,
 }
 
+/// The Connect response for an invalid parameter at `res` (spec §4.1: the
+/// offset of the field, [`iattr_data`] for one in the data).
+fn connect_invalid(res: u64) -> Out {
+    Out::Done { st: Status::CONNECT_INVALID_PARAM, res, write: None }
+}
+
 /// SQE offset of a Connect field or, with IATTR bit 16, of a data field
 /// (spec §4.1: DW0 of Connect Invalid Parameters).
 const fn iattr_data(off: u16) -> u64 {
@@ -531,78 +537,24 @@ impl<'a, const Q: usize, const C: usize> Target<'a, Q, C> {
         if c.recfmt != 0 {
             return Out::st(Status::CONNECT_FORMAT);
         }
-        let invalid = |res: u64| Out::Done { st: Status::CONNECT_INVALID_PARAM, res, write: None };
         if c.qid != s.info.qid {
-            return invalid(u64::from(connect_off::QID));
+            return connect_invalid(u64::from(connect_off::QID));
         }
         if c.sqsize == 0 || c.sqsize > MQES {
-            return invalid(u64::from(connect_off::SQSIZE));
+            return connect_invalid(u64::from(connect_off::SQSIZE));
         }
         let size = c.sqsize + 1;
         let no_flow = c.cattr & 4 != 0;
         let subsys = d.subnqn == self.cfg.subnqn.as_bytes();
         let disc = d.subnqn == DISCOVERY_NQN.as_bytes();
-        let ci = if c.qid == 0 {
-            if d.cntlid != 0xFFFF {
-                return invalid(iattr_data(connect_off::DATA_CNTLID));
-            }
-            if !subsys && !disc {
-                return invalid(iattr_data(connect_off::DATA_SUBNQN));
-            }
-            if d.hostnqn.is_empty() {
-                return Out::st(Status::CONNECT_INVALID_HOST);
-            }
-            let Some(ci) = self.ctrls.iter().position(|c| c.is_none()) else {
-                return Out::st(Status::CONNECT_BUSY);
-            };
-            let Some(cntlid) = self.alloc_cntlid() else {
-                return Out::st(Status::CONNECT_BUSY);
-            };
-            let kato_ms = match (disc, c.kato) {
-                (true, 0) => DISC_KATO_MS,
-                // ceil to whole seconds (nvmet keeps KATO in seconds).
-                (_, k) => k.div_ceil(1000).saturating_mul(1000),
-            };
-            let mut hostnqn = Vec::new();
-            let _ = hostnqn.extend_from_slice(d.hostnqn);
-            self.ctrls[ci] = Some(Ctrl {
-                cntlid,
-                disc,
-                hostid: d.hostid,
-                hostnqn,
-                cc: 0,
-                csts: 0,
-                kato_ms,
-                ka_deadline: (kato_ms != 0).then(|| cmd.now.saturating_add(u64::from(kato_ms))),
-                aec: 0,
-                aers: Vec::new(),
-                notice: false,
-                changed: false,
-            });
-            ci
+        let found = if c.qid == 0 {
+            self.connect_admin(&c, &d, cmd.now, subsys, disc)
         } else {
-            let found = self
-                .ctrls
-                .iter()
-                .position(|x| x.as_ref().is_some_and(|x| !x.disc && x.cntlid == d.cntlid));
-            let Some(ci) = found else { return invalid(iattr_data(connect_off::DATA_CNTLID)) };
-            if !subsys {
-                return invalid(iattr_data(connect_off::DATA_SUBNQN));
-            }
-            let same_host =
-                self.ctrls[ci].as_ref().is_some_and(|x| x.hostnqn.as_slice() == d.hostnqn);
-            if !same_host {
-                return invalid(iattr_data(connect_off::DATA_HOSTNQN));
-            }
-            if c.qid > self.cfg.io_queues {
-                return invalid(u64::from(connect_off::QID));
-            }
-            let taken =
-                self.queues.iter().flatten().any(|q| q.ctrl == Some(ci) && q.info.qid == c.qid);
-            if taken {
-                return Out::st(Status::CMD_SEQ_ERROR);
-            }
-            ci
+            self.connect_io(&c, &d, subsys)
+        };
+        let ci = match found {
+            Ok(ci) => ci,
+            Err(out) => return out,
         };
         let cntlid = self.ctrls[ci].as_ref().map_or(0, |c| c.cntlid);
         if let Some(s) = self.queues.get_mut(cmd.qi).and_then(|s| s.as_mut()) {
@@ -611,6 +563,82 @@ impl<'a, const Q: usize, const C: usize> Target<'a, Q, C> {
             s.no_flow = no_flow;
         }
         Out::ok(u64::from(cntlid))
+    }
+
+    /// Connect on the admin queue: a new controller (its CNTLID, KATO and
+    /// host NQN); the index of its slot, else the response to send.
+    fn connect_admin(
+        &mut self,
+        c: &Connect,
+        d: &ConnectData<'_>,
+        now: u64,
+        subsys: bool,
+        disc: bool,
+    ) -> Result<usize, Out> {
+        if d.cntlid != 0xFFFF {
+            return Err(connect_invalid(iattr_data(connect_off::DATA_CNTLID)));
+        }
+        if !subsys && !disc {
+            return Err(connect_invalid(iattr_data(connect_off::DATA_SUBNQN)));
+        }
+        if d.hostnqn.is_empty() {
+            return Err(Out::st(Status::CONNECT_INVALID_HOST));
+        }
+        let Some(ci) = self.ctrls.iter().position(|c| c.is_none()) else {
+            return Err(Out::st(Status::CONNECT_BUSY));
+        };
+        let Some(cntlid) = self.alloc_cntlid() else {
+            return Err(Out::st(Status::CONNECT_BUSY));
+        };
+        let kato_ms = match (disc, c.kato) {
+            (true, 0) => DISC_KATO_MS,
+            // ceil to whole seconds (nvmet keeps KATO in seconds).
+            (_, k) => k.div_ceil(1000).saturating_mul(1000),
+        };
+        let mut hostnqn = Vec::new();
+        let _ = hostnqn.extend_from_slice(d.hostnqn);
+        self.ctrls[ci] = Some(Ctrl {
+            cntlid,
+            disc,
+            hostid: d.hostid,
+            hostnqn,
+            cc: 0,
+            csts: 0,
+            kato_ms,
+            ka_deadline: (kato_ms != 0).then(|| now.saturating_add(u64::from(kato_ms))),
+            aec: 0,
+            aers: Vec::new(),
+            notice: false,
+            changed: false,
+        });
+        Ok(ci)
+    }
+
+    /// Connect on an I/O queue: the controller it joins (same host, queue id
+    /// in range and not yet taken); its index, else the response to send.
+    fn connect_io(&mut self, c: &Connect, d: &ConnectData<'_>, subsys: bool) -> Result<usize, Out> {
+        let found = self
+            .ctrls
+            .iter()
+            .position(|x| x.as_ref().is_some_and(|x| !x.disc && x.cntlid == d.cntlid));
+        let Some(ci) = found else {
+            return Err(connect_invalid(iattr_data(connect_off::DATA_CNTLID)));
+        };
+        if !subsys {
+            return Err(connect_invalid(iattr_data(connect_off::DATA_SUBNQN)));
+        }
+        let same_host = self.ctrls[ci].as_ref().is_some_and(|x| x.hostnqn.as_slice() == d.hostnqn);
+        if !same_host {
+            return Err(connect_invalid(iattr_data(connect_off::DATA_HOSTNQN)));
+        }
+        if c.qid > self.cfg.io_queues {
+            return Err(connect_invalid(u64::from(connect_off::QID)));
+        }
+        let taken = self.queues.iter().flatten().any(|q| q.ctrl == Some(ci) && q.info.qid == c.qid);
+        if taken {
+            return Err(Out::st(Status::CMD_SEQ_ERROR));
+        }
+        Ok(ci)
     }
 
     /// A CNTLID from [1, 0xFFEF] not in use (spec §4.1, `NVME_CNTLID_MIN/MAX`).

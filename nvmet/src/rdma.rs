@@ -440,87 +440,20 @@ impl<'d, H: Hal, B: Bar + Clone, T: MadTransport, const Q: usize, const D: usize
         mad: T,
         cfg: Config,
     ) -> Result<Self, Error> {
-        if cfg.inline_bytes > MAX_INLINE {
-            return Err(Error::Config("in-capsule size above MAX_INLINE"));
-        }
-        if D == 0 || D > 0xFFFF || Q == 0 || Q > 0xFFFF {
-            return Err(Error::Config("queue or slot count out of range"));
-        }
-        if C < Q.saturating_mul(2) {
-            // The type's docs: a host reconnecting every queue at once needs
-            // a CM entry per new connection while the old ones sit in
-            // timewait; a REQ that finds the table full is dropped.
-            return Err(Error::Config("CM connections below 2 x queues"));
-        }
-        let recv_stride = (SQE + cfg.inline_bytes as usize).next_multiple_of(64);
-        let layout = Layout { slots: D, recv_stride };
+        let layout = Self::check_config(&cfg)?;
         let caps = dev.caps();
         let pd = dev.alloc_pd()?;
         let mut pages = [0u64; MAX_REG_PAGES];
 
         let ns_len = usize::try_from(disk.len()).map_err(|_| Error::Config("disk too large"))?;
-        let ns_mr = if disk.is_empty() {
-            None
-        } else {
-            let (ps, n) = page_list(disk.phys(), disk.len(), &mut pages)
-                .ok_or(Error::Config("disk not 4 KiB aligned or too many pages"))?;
-            let d = MrDesc {
-                iova: disk.phys(),
-                length: disk.len(),
-                page_size: ps,
-                pages: pages.get(..n).unwrap_or(&[]),
-                zero_based: false,
-                access: Access::LOCAL_WRITE,
-            };
-            // SAFETY: the pages are the disk's (`RamDisk::new`'s contract:
-            // valid and used only through the handle or the device's DMA
-            // for as long as the handle and every registration over it
-            // live); `disk` outlives `'d` and the MR is deregistered in
-            // `Drop` (or, quarantined, kept until a reset, as the contract
-            // says).
-            Some(unsafe { dev.reg_mr(&pd, &d) }?)
-        };
+        let ns_mr = Self::register_disk(dev, &pd, disk, &mut pages)?;
         let ns_lkey = ns_mr.as_ref().map_or(0, |m| m.lkey());
         let ns_win = Window { va: disk.vaddr().as_ptr() as usize, len: ns_len, iova: disk.phys() };
         let attrs = |lkey| DeviceAttrs::e810_roce(caps.max_sge, caps.max_qp_wr_quanta, lkey);
 
         let mut queues = heapless::Vec::new();
         for _ in 0..Q {
-            let buf =
-                Dma::<H>::with_bytes(layout.bytes(), BufferDirection::Both).map_err(Error::Dma)?;
-            let (ps, n) = page_list(buf.paddr(), buf.len() as u64, &mut pages)
-                .ok_or(Error::Config("queue region has too many pages"))?;
-            let d = MrDesc {
-                iova: buf.paddr(),
-                length: buf.len() as u64,
-                page_size: ps,
-                pages: pages.get(..n).unwrap_or(&[]),
-                zero_based: false,
-                access: Access::LOCAL_WRITE,
-            };
-            // SAFETY: the pages are `buf`'s, owned by the queue; the queue
-            // keeps `buf` until its MR is deregistered (`Drop` leaks it
-            // when the deregistration fails).
-            let mr = unsafe { dev.reg_mr(&pd, &d) }?;
-            let win =
-                Window { va: buf.vaddr().as_ptr() as usize, len: buf.len(), iova: buf.paddr() };
-            let rwqp = RwQp::new(attrs(mr.lkey()), false, 1);
-            let q = Queue {
-                state: QState::Free,
-                conn: ConnId(0),
-                established: false,
-                opened: false,
-                failed: false,
-                entries: 0,
-                qp: None,
-                cq: None,
-                slots: [SlotSt::IDLE; D],
-                ctx: [const { Ctx::new() }; D],
-                mr: Some(mr),
-                buf: Some(buf),
-                win,
-                rwqp,
-            };
+            let q = Self::new_queue(dev, &pd, layout, &attrs, &mut pages)?;
             if queues.push(q).is_err() {
                 return Err(Error::Config("queue count"));
             }
@@ -544,6 +477,102 @@ impl<'d, H: Hal, B: Bar + Clone, T: MadTransport, const Q: usize, const D: usize
             capsule: [0; SQE + SCRATCH],
             scratch: [0; SCRATCH],
         })
+    }
+
+    /// [`Transport::new`]'s checks of the configuration and the type's
+    /// counts; the queue-region layout.
+    fn check_config(cfg: &Config) -> Result<Layout, Error> {
+        if cfg.inline_bytes > MAX_INLINE {
+            return Err(Error::Config("in-capsule size above MAX_INLINE"));
+        }
+        if D == 0 || D > 0xFFFF || Q == 0 || Q > 0xFFFF {
+            return Err(Error::Config("queue or slot count out of range"));
+        }
+        if C < Q.saturating_mul(2) {
+            // The type's docs: a host reconnecting every queue at once needs
+            // a CM entry per new connection while the old ones sit in
+            // timewait; a REQ that finds the table full is dropped.
+            return Err(Error::Config("CM connections below 2 x queues"));
+        }
+        let recv_stride = (SQE + cfg.inline_bytes as usize).next_multiple_of(64);
+        Ok(Layout { slots: D, recv_stride })
+    }
+
+    /// [`Transport::new`]'s registration over `disk` (VA-based at its
+    /// physical address, local access only); `None` for an empty disk.
+    fn register_disk(
+        dev: &'d Device<H, B>,
+        pd: &Pd<'d, H, B>,
+        disk: &'d RamDisk,
+        pages: &mut [u64; MAX_REG_PAGES],
+    ) -> Result<Option<Mr<'d, H, B>>, Error> {
+        Ok(if disk.is_empty() {
+            None
+        } else {
+            let (ps, n) = page_list(disk.phys(), disk.len(), pages)
+                .ok_or(Error::Config("disk not 4 KiB aligned or too many pages"))?;
+            let d = MrDesc {
+                iova: disk.phys(),
+                length: disk.len(),
+                page_size: ps,
+                pages: pages.get(..n).unwrap_or(&[]),
+                zero_based: false,
+                access: Access::LOCAL_WRITE,
+            };
+            // SAFETY: the pages are the disk's (`RamDisk::new`'s contract:
+            // valid and used only through the handle or the device's DMA
+            // for as long as the handle and every registration over it
+            // live); `disk` outlives `'d` and the MR is deregistered in
+            // `Drop` (or, quarantined, kept until a reset, as the contract
+            // says).
+            Some(unsafe { dev.reg_mr(pd, &d) }?)
+        })
+    }
+
+    /// One queue of [`Transport::new`]: its region of DMA memory from the
+    /// Hal, registered once, and its R/W limits.
+    fn new_queue(
+        dev: &'d Device<H, B>,
+        pd: &Pd<'d, H, B>,
+        layout: Layout,
+        attrs: &impl Fn(u32) -> DeviceAttrs,
+        pages: &mut [u64; MAX_REG_PAGES],
+    ) -> Result<Queue<'d, H, B, D>, Error> {
+        let buf =
+            Dma::<H>::with_bytes(layout.bytes(), BufferDirection::Both).map_err(Error::Dma)?;
+        let (ps, n) = page_list(buf.paddr(), buf.len() as u64, pages)
+            .ok_or(Error::Config("queue region has too many pages"))?;
+        let d = MrDesc {
+            iova: buf.paddr(),
+            length: buf.len() as u64,
+            page_size: ps,
+            pages: pages.get(..n).unwrap_or(&[]),
+            zero_based: false,
+            access: Access::LOCAL_WRITE,
+        };
+        // SAFETY: the pages are `buf`'s, owned by the queue; the queue
+        // keeps `buf` until its MR is deregistered (`Drop` leaks it
+        // when the deregistration fails).
+        let mr = unsafe { dev.reg_mr(pd, &d) }?;
+        let win = Window { va: buf.vaddr().as_ptr() as usize, len: buf.len(), iova: buf.paddr() };
+        let rwqp = RwQp::new(attrs(mr.lkey()), false, 1);
+        let q = Queue {
+            state: QState::Free,
+            conn: ConnId(0),
+            established: false,
+            opened: false,
+            failed: false,
+            entries: 0,
+            qp: None,
+            cq: None,
+            slots: [SlotSt::IDLE; D],
+            ctx: [const { Ctx::new() }; D],
+            mr: Some(mr),
+            buf: Some(buf),
+            win,
+            rwqp,
+        };
+        Ok(q)
     }
 
     /// Counters.
@@ -890,74 +919,17 @@ impl<'d, H: Hal, B: Bar + Clone, T: MadTransport, const Q: usize, const D: usize
             K_RECV if st.recv_posted => {
                 st.recv_posted = false;
                 self.stats.wrs_completed += 1;
-                if !ok {
-                    if !flushed {
-                        self.fatal(qi);
-                    }
-                    return;
-                }
-                if !open {
-                    return;
-                }
-                if !q.established {
-                    // spec §1.5: the first command before the RTU is the
-                    // connection's establishment (COMM_EST).
-                    q.established = true;
-                    self.stats.early_established += 1;
-                    let _ = self.cm.established(q.conn);
-                }
-                if st.sq != SqWr::None || st.held {
-                    st.deferred = Some(c.byte_len);
-                    return;
-                }
-                self.on_capsule(qi, s, c.byte_len, cmds);
+                self.recv_done(qi, s, c, open, cmds);
             }
             K_READ if matches!(st.sq, SqWr::Read(_)) => {
                 st.sq = SqWr::None;
                 self.stats.wrs_completed += 1;
-                self.end_ctx(qi, s);
-                if !open {
-                    return;
-                }
-                if !ok {
-                    self.stage_scratch(qi, s);
-                    let _ = cmds.fetched(
-                        QueueId(qi as u16),
-                        Slot(s as u16),
-                        false,
-                        &mut self.scratch,
-                        self.now,
-                    );
-                    self.fatal(qi);
-                    return;
-                }
-                self.stage_scratch(qi, s);
-                let step = cmds.fetched(
-                    QueueId(qi as u16),
-                    Slot(s as u16),
-                    true,
-                    &mut self.scratch,
-                    self.now,
-                );
-                self.on_step(qi, s, step);
+                self.read_done(qi, s, ok, open, cmds);
             }
             K_SEND if st.sq == SqWr::Send => {
                 st.sq = SqWr::None;
                 self.stats.wrs_completed += 1;
-                self.end_ctx(qi, s);
-                if !ok {
-                    if !flushed {
-                        self.fatal(qi);
-                    }
-                    return;
-                }
-                let deferred =
-                    self.queues.get_mut(qi).and_then(|q| q.slots.get_mut(s)?.deferred.take());
-                if let Some(n) = deferred
-                    && open
-                {
-                    self.on_capsule(qi, s, n, cmds);
-                }
+                self.send_done(qi, s, ok, flushed, open, cmds);
             }
             _ => {
                 if !ok && !flushed {
@@ -966,6 +938,93 @@ impl<'d, H: Hal, B: Bar + Clone, T: MadTransport, const Q: usize, const D: usize
                     self.stats.stray += 1;
                 }
             }
+        }
+    }
+
+    /// A receive completed (its slot's `recv_posted` already cleared): the
+    /// capsule is run, or deferred while the slot's last send or read is
+    /// outstanding or the slot is held.
+    fn recv_done(
+        &mut self,
+        qi: usize,
+        s: usize,
+        c: &WorkCompletion,
+        open: bool,
+        cmds: &mut impl Commands,
+    ) {
+        if c.status != WcStatus::Success {
+            if c.status != WcStatus::WrFlushErr {
+                self.fatal(qi);
+            }
+            return;
+        }
+        if !open {
+            return;
+        }
+        let Some(q) = self.queues.get_mut(qi) else { return };
+        if !q.established {
+            // spec §1.5: the first command before the RTU is the
+            // connection's establishment (COMM_EST).
+            q.established = true;
+            self.stats.early_established += 1;
+            let _ = self.cm.established(q.conn);
+        }
+        let Some(st) = q.slots.get_mut(s) else { return };
+        if st.sq != SqWr::None || st.held {
+            st.deferred = Some(c.byte_len);
+            return;
+        }
+        self.on_capsule(qi, s, c.byte_len, cmds);
+    }
+
+    /// A READ of a command's data completed (the slot's SQ WR already
+    /// cleared): the command layer gets the fetched data, or the failure.
+    fn read_done(&mut self, qi: usize, s: usize, ok: bool, open: bool, cmds: &mut impl Commands) {
+        self.end_ctx(qi, s);
+        if !open {
+            return;
+        }
+        if !ok {
+            self.stage_scratch(qi, s);
+            let _ = cmds.fetched(
+                QueueId(qi as u16),
+                Slot(s as u16),
+                false,
+                &mut self.scratch,
+                self.now,
+            );
+            self.fatal(qi);
+            return;
+        }
+        self.stage_scratch(qi, s);
+        let step =
+            cmds.fetched(QueueId(qi as u16), Slot(s as u16), true, &mut self.scratch, self.now);
+        self.on_step(qi, s, step);
+    }
+
+    /// A response SEND completed (the slot's SQ WR already cleared): a
+    /// capsule deferred behind it runs now.
+    fn send_done(
+        &mut self,
+        qi: usize,
+        s: usize,
+        ok: bool,
+        flushed: bool,
+        open: bool,
+        cmds: &mut impl Commands,
+    ) {
+        self.end_ctx(qi, s);
+        if !ok {
+            if !flushed {
+                self.fatal(qi);
+            }
+            return;
+        }
+        let deferred = self.queues.get_mut(qi).and_then(|q| q.slots.get_mut(s)?.deferred.take());
+        if let Some(n) = deferred
+            && open
+        {
+            self.on_capsule(qi, s, n, cmds);
         }
     }
 

@@ -128,31 +128,8 @@ impl<'a> CqRing<'a> {
         dma_rmb();
         let mut info = CqPollInfo::default();
         let ext = cqe::EXTCQE.is_set(q3);
-        if ext {
-            // GEN_2: the extension is the next slot; when that slot wrapped to
-            // 0 it carries the next pass's valid bit.
-            let nx = self.next(self.head_q);
-            let eb = nx as usize;
-            let e3 = self.mem.read(eb + 3);
-            if cqe::EXT_VALID.is_set(e3) ^ (nx == 0) != self.polarity() {
-                return Err(PollError::Empty);
-            }
-            dma_rmb();
-            info.imm_valid = cqe::IMMVALID.is_set(e3);
-            if info.imm_valid {
-                info.imm_data = cqe::IMMDATALOW32.get(self.mem.read(eb)) as u32;
-            }
-            info.ud_smac_valid = cqe::UDSMACVALID.is_set(e3);
-            info.ud_vlan_valid = cqe::UDVLANVALID.is_set(e3);
-            if info.ud_smac_valid || info.ud_vlan_valid {
-                let e2 = self.mem.read(eb + 2);
-                if info.ud_vlan_valid {
-                    info.ud_vlan = cqe::UDVLAN.get(e2) as u16;
-                }
-                if info.ud_smac_valid {
-                    info.ud_smac = cqe::UDSMAC.get(e2);
-                }
-            }
+        if ext && !self.read_ext(&mut info) {
+            return Err(PollError::Empty);
         }
         info.q_type = if cqe::SQ.is_set(q3) { QueueType::Sq } else { QueueType::Rq };
         info.error = cqe::ERROR.is_set(q3);
@@ -173,21 +150,7 @@ impl<'a> CqRing<'a> {
             self.consume(ext);
             return Err(PollError::NoQp);
         };
-        if qp.destroy_pending() {
-            // uk.c: irdma_uk_cq_poll_cmpl: `!qp || qp->destroy_pending` is
-            // -EFAULT with the head moved; like the kernel copy (README),
-            // nothing else is filled and the CQE is not rewritten.
-            self.consume(ext);
-            return Err(PollError::NoQp);
-        }
-        let sw = qp.sw_flushed();
-        if (info.q_type == QueueType::Sq && sw.0) || (info.q_type == QueueType::Rq && sw.1) {
-            // The queue was flushed in software (`QpUk::mark_sw_flushed`):
-            // its WRs all completed already; a hardware CQE arriving now is
-            // dropped, never a second completion (utils.c:
-            // irdma_generate_flush_completions runs only once the hardware
-            // will write no more for the QP; the driver cannot wait for that
-            // when the device cannot be asked to flush).
+        if dropped_for(qp, info.q_type) {
             self.consume(ext);
             return Err(PollError::NoQp);
         }
@@ -197,98 +160,23 @@ impl<'a> CqRing<'a> {
             qp.push_dropped = true;
         }
         if info.error {
-            let major = cqe::MAJERR.get(q3) as u16;
-            let minor = cqe::MINERR.get(q3) as u16;
-            info.major_err = major;
-            info.minor_err = minor;
-            info.comp_status = if major == cqe::SRQFLUSH_RSVD_MAJOR_ERR {
-                info.minor_err = ae_to_flush_code(minor);
-                CompStatus::Flushed
-            } else if major == cqe::FLUSH_MAJOR_ERR {
-                CompStatus::Flushed
-            } else if qp.is_ud() && info.q_type == QueueType::Sq && major & 0xF000 == 0xE000 {
-                // UD SQ "CIE" signature: not an error (spec data-path §5.5).
-                info.error = false;
-                info.major_err = 0;
-                info.minor_err = 0;
-                CompStatus::Success
-            } else {
-                CompStatus::Unknown
-            };
-            if info.comp_status == CompStatus::Flushed && minor != flush_code::GENERAL {
-                // Only the first completion reports the specific cause.
-                q3 = cqe::MINERR.set(q3, flush_code::GENERAL.into());
-                self.mem.write(base + 3, q3);
-            }
+            q3 = self.error_status(base, q3, qp, &mut info);
         }
         info.qp_ctx = ctx;
         info.op_type = cqe::OP.get(q3) as u8;
         let wqe_idx = cqe::WQEIDX.get(q3) as u32;
-        let replay = info.comp_status != CompStatus::Success;
         let remaining = match info.q_type {
-            QueueType::Rq => {
-                info.bytes_xfered = cqe::PAYLDLEN.get(q0) as u32;
-                if cqe::STAG.is_set(q3) {
-                    info.stag_invalid_set = true;
-                    info.inv_stag = cqe::INVSTAG.get(q2) as u32;
-                }
-                let got = if replay {
-                    // Flush, or an RQ error that is not a flush: report the
-                    // oldest receive and park the head so every outstanding
-                    // receive completes (kernel behaviour, README).
-                    qp.rq.retire_oldest()
-                } else {
-                    qp.rq.complete_at(wqe_idx >> qp.rq.multiplier().trailing_zeros())
-                };
-                let Some(w) = got else {
-                    self.consume(ext);
-                    return Err(if replay { PollError::Drained } else { PollError::NoQp });
-                };
-                info.wr_id = w;
-                if info.comp_status == CompStatus::Flushed {
-                    // Set only once a WR was found (an empty RQ is ENOENT
-                    // before these are touched).
-                    qp.rq_flush_seen = true;
-                    if qp.rq.used() == 0 {
-                        qp.rq_flush_complete = true;
-                    }
-                }
-                let park = info.comp_status == CompStatus::Flushed
-                    || (info.comp_status == CompStatus::Unknown && qp.park_on_rq_error);
-                if park && qp.rq.used() != 0 { Some(qp.rq.tail()) } else { None }
-            }
+            QueueType::Rq => complete_rq(qp, &mut info, q0, q2, q3),
             QueueType::Sq if info.comp_status == CompStatus::Flushed => {
-                if !qp.sq_flush_seen && info.minor_err != flush_code::GENERAL {
-                    skip_unsignaled_before(&mut qp.sq, wqe_idx);
-                }
-                let Some((opc, t)) = sq_replay(qp) else {
-                    self.consume(ext);
-                    return Err(PollError::Drained);
-                };
-                // uk.c: set after the replay found a WR; complete when the SQ
-                // is empty after it.
-                qp.sq_flush_seen = true;
-                if qp.sq.used() == 0 {
-                    qp.sq_flush_complete = true;
-                }
-                info.op_type = opc;
-                info.wr_id = t.wr_id;
-                info.bytes_xfered = t.wr_len;
-                if opc == op::BIND_MW && info.minor_err == flush_code::PROT {
-                    info.minor_err = flush_code::MW_BIND;
-                }
-                Some(qp.sq.used()).filter(|u| *u != 0).map(|_| qp.sq.tail())
+                complete_sq_flush(qp, &mut info, wqe_idx)
             }
-            QueueType::Sq => {
-                let Some(t) = qp.sq.complete_at(wqe_idx) else {
-                    self.consume(ext);
-                    return Err(PollError::NoQp);
-                };
-                info.wr_id = t.wr_id;
-                if info.comp_status == CompStatus::Success {
-                    info.bytes_xfered = t.wr_len;
-                }
-                None
+            QueueType::Sq => complete_sq(qp, &mut info, wqe_idx),
+        };
+        let remaining = match remaining {
+            Ok(r) => r,
+            Err(e) => {
+                self.consume(ext);
+                return Err(e);
             }
         };
         match remaining {
@@ -299,6 +187,187 @@ impl<'a> CqRing<'a> {
         }
         Ok(info)
     }
+
+    /// [`Self::poll_one`]'s read of a CQE's extension (the next slot, GEN_2):
+    /// immediate data, UD source MAC and VLAN into `info`; `false` if the
+    /// extension is not written yet.
+    #[inline(always)]
+    fn read_ext(&self, info: &mut CqPollInfo) -> bool {
+        // GEN_2: the extension is the next slot; when that slot wrapped to
+        // 0 it carries the next pass's valid bit.
+        let nx = self.next(self.head_q);
+        let eb = nx as usize;
+        let e3 = self.mem.read(eb + 3);
+        if cqe::EXT_VALID.is_set(e3) ^ (nx == 0) != self.polarity() {
+            return false;
+        }
+        dma_rmb();
+        info.imm_valid = cqe::IMMVALID.is_set(e3);
+        if info.imm_valid {
+            info.imm_data = cqe::IMMDATALOW32.get(self.mem.read(eb)) as u32;
+        }
+        info.ud_smac_valid = cqe::UDSMACVALID.is_set(e3);
+        info.ud_vlan_valid = cqe::UDVLANVALID.is_set(e3);
+        if info.ud_smac_valid || info.ud_vlan_valid {
+            let e2 = self.mem.read(eb + 2);
+            if info.ud_vlan_valid {
+                info.ud_vlan = cqe::UDVLAN.get(e2) as u16;
+            }
+            if info.ud_smac_valid {
+                info.ud_smac = cqe::UDSMAC.get(e2);
+            }
+        }
+        true
+    }
+
+    /// [`Self::poll_one`]'s status of an error CQE (spec data-path §5.5):
+    /// flushed, a UD SQ "CIE" that is no error, or unknown, into `info`;
+    /// returns QW3, rewritten to the general flush cause once a specific
+    /// one was reported.
+    #[inline(always)]
+    fn error_status<S: SendQueue>(
+        &mut self,
+        base: usize,
+        mut q3: u64,
+        qp: &QpUk<'_, S>,
+        info: &mut CqPollInfo,
+    ) -> u64 {
+        let major = cqe::MAJERR.get(q3) as u16;
+        let minor = cqe::MINERR.get(q3) as u16;
+        info.major_err = major;
+        info.minor_err = minor;
+        info.comp_status = if major == cqe::SRQFLUSH_RSVD_MAJOR_ERR {
+            info.minor_err = ae_to_flush_code(minor);
+            CompStatus::Flushed
+        } else if major == cqe::FLUSH_MAJOR_ERR {
+            CompStatus::Flushed
+        } else if qp.is_ud() && info.q_type == QueueType::Sq && major & 0xF000 == 0xE000 {
+            // UD SQ "CIE" signature: not an error (spec data-path §5.5).
+            info.error = false;
+            info.major_err = 0;
+            info.minor_err = 0;
+            CompStatus::Success
+        } else {
+            CompStatus::Unknown
+        };
+        if info.comp_status == CompStatus::Flushed && minor != flush_code::GENERAL {
+            // Only the first completion reports the specific cause.
+            q3 = cqe::MINERR.set(q3, flush_code::GENERAL.into());
+            self.mem.write(base + 3, q3);
+        }
+        q3
+    }
+}
+
+/// [`CqRing::poll_one`]: whether a CQE of `qp`'s `q_type` queue is dropped
+/// (`PollError::NoQp`) because the QP is being destroyed or that queue was
+/// flushed in software.
+#[inline(always)]
+fn dropped_for<S: SendQueue>(qp: &QpUk<'_, S>, q_type: QueueType) -> bool {
+    if qp.destroy_pending() {
+        // uk.c: irdma_uk_cq_poll_cmpl: `!qp || qp->destroy_pending` is
+        // -EFAULT with the head moved; like the kernel copy (README),
+        // nothing else is filled and the CQE is not rewritten.
+        return true;
+    }
+    let sw = qp.sw_flushed();
+    // The queue was flushed in software (`QpUk::mark_sw_flushed`): its WRs
+    // all completed already; a hardware CQE arriving now is dropped, never
+    // a second completion (utils.c: irdma_generate_flush_completions runs
+    // only once the hardware will write no more for the QP; the driver
+    // cannot wait for that when the device cannot be asked to flush).
+    (q_type == QueueType::Sq && sw.0) || (q_type == QueueType::Rq && sw.1)
+}
+
+/// [`CqRing::poll_one`]'s completion of a successful or failed (not
+/// flushed) SQ CQE: the WR at its WQE index.
+#[inline(always)]
+fn complete_sq<S: SendQueue>(
+    qp: &mut QpUk<'_, S>,
+    info: &mut CqPollInfo,
+    wqe_idx: u32,
+) -> Result<Option<u32>, PollError> {
+    let Some(t) = qp.sq.complete_at(wqe_idx) else {
+        return Err(PollError::NoQp);
+    };
+    info.wr_id = t.wr_id;
+    if info.comp_status == CompStatus::Success {
+        info.bytes_xfered = t.wr_len;
+    }
+    Ok(None)
+}
+
+/// [`CqRing::poll_one`]'s completion of an RQ CQE: the receive it names, or
+/// the oldest on a flush or error (replay); `Some(tail)` to park the CQE
+/// on while receives remain to flush.
+#[inline(always)]
+fn complete_rq<S: SendQueue>(
+    qp: &mut QpUk<'_, S>,
+    info: &mut CqPollInfo,
+    q0: u64,
+    q2: u64,
+    q3: u64,
+) -> Result<Option<u32>, PollError> {
+    let wqe_idx = cqe::WQEIDX.get(q3) as u32;
+    let replay = info.comp_status != CompStatus::Success;
+    info.bytes_xfered = cqe::PAYLDLEN.get(q0) as u32;
+    if cqe::STAG.is_set(q3) {
+        info.stag_invalid_set = true;
+        info.inv_stag = cqe::INVSTAG.get(q2) as u32;
+    }
+    let got = if replay {
+        // Flush, or an RQ error that is not a flush: report the
+        // oldest receive and park the head so every outstanding
+        // receive completes (kernel behaviour, README).
+        qp.rq.retire_oldest()
+    } else {
+        qp.rq.complete_at(wqe_idx >> qp.rq.multiplier().trailing_zeros())
+    };
+    let Some(w) = got else {
+        return Err(if replay { PollError::Drained } else { PollError::NoQp });
+    };
+    info.wr_id = w;
+    if info.comp_status == CompStatus::Flushed {
+        // Set only once a WR was found (an empty RQ is ENOENT
+        // before these are touched).
+        qp.rq_flush_seen = true;
+        if qp.rq.used() == 0 {
+            qp.rq_flush_complete = true;
+        }
+    }
+    let park = info.comp_status == CompStatus::Flushed
+        || (info.comp_status == CompStatus::Unknown && qp.park_on_rq_error);
+    Ok(if park && qp.rq.used() != 0 { Some(qp.rq.tail()) } else { None })
+}
+
+/// [`CqRing::poll_one`]'s completion of a flushed SQ CQE: the oldest
+/// signaled WR (replay); `Some(tail)` to park the CQE on while WRs remain.
+/// Out of line: only a flush gets here (code size).
+#[inline(never)]
+fn complete_sq_flush<S: SendQueue>(
+    qp: &mut QpUk<'_, S>,
+    info: &mut CqPollInfo,
+    wqe_idx: u32,
+) -> Result<Option<u32>, PollError> {
+    if !qp.sq_flush_seen && info.minor_err != flush_code::GENERAL {
+        skip_unsignaled_before(&mut qp.sq, wqe_idx);
+    }
+    let Some((opc, t)) = sq_replay(qp) else {
+        return Err(PollError::Drained);
+    };
+    // uk.c: set after the replay found a WR; complete when the SQ
+    // is empty after it.
+    qp.sq_flush_seen = true;
+    if qp.sq.used() == 0 {
+        qp.sq_flush_complete = true;
+    }
+    info.op_type = opc;
+    info.wr_id = t.wr_id;
+    info.bytes_xfered = t.wr_len;
+    if opc == op::BIND_MW && info.minor_err == flush_code::PROT {
+        info.minor_err = flush_code::MW_BIND;
+    }
+    Ok(Some(qp.sq.used()).filter(|u| *u != 0).map(|_| qp.sq.tail()))
 }
 
 /// The first flush CQE of an SQ that names a specific cause: the WQEs

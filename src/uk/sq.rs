@@ -724,35 +724,7 @@ fn encode_general<S: WqeSlot>(p: &SqPost<'_>, slot: &S, valid: bool, quanta: u32
             slot.put(2, 0);
             sq_hdr::OPCODE.prep(op::INV_STAG.into()) | common
         }
-        SqOp::FastReg(r) => {
-            // ctrl.c: irdma_sc_mr_fast_register, kernel mapping of
-            // verbs.c: irdma_post_send IB_WR_REG_MR (always VA-based).
-            slot.put(0, r.iova);
-            slot.put(1, fastreg::FIRSTPMPBLIDXHI.prep(u64::from(r.first_pble_index) >> 16));
-            slot.put(
-                2,
-                fastreg::STAGLEN.prep(r.length)
-                    | fastreg::FIRSTPMPBLIDXLO.prep(u64::from(r.first_pble_index)),
-            );
-            let page = match r.page_size {
-                PageSize::Size4K => 0,
-                PageSize::Size2M => 1,
-                PageSize::Size1G => 2,
-            };
-            let lpbl = match r.pbl_level {
-                1 => 1,
-                2 => 3,
-                _ => 0,
-            };
-            sq_hdr::STAGKEY.prep(u64::from(r.key & 0xff))
-                | sq_hdr::STAGINDEX.prep(u64::from(r.key >> 8))
-                | sq_hdr::OPCODE.prep(op::FAST_REG.into())
-                | sq_hdr::LPBLSIZE.prep(lpbl)
-                | sq_hdr::HPAGESIZE.prep(page)
-                | sq_hdr::STAGRIGHTS.prep(mr_rights(r.access))
-                | sq_hdr::VABASEDTO.prep(1)
-                | common
-        }
+        SqOp::FastReg(r) => fast_reg_body(&r, slot) | common,
         SqOp::Nop | SqOp::Atomic | SqOp::BindMw => {
             // uk.c: irdma_nop (Atomic/BindMw never get here: size_post refuses them).
             slot.put(0, 0);
@@ -763,6 +735,38 @@ fn encode_general<S: WqeSlot>(p: &SqPost<'_>, slot: &S, valid: bool, quanta: u32
                 | sq_hdr::VALID.prep(valid as u64)
         }
     }
+}
+
+/// [`encode_general`]'s FAST_REG WQE (ctrl.c: irdma_sc_mr_fast_register,
+/// kernel mapping of verbs.c: irdma_post_send IB_WR_REG_MR, always
+/// VA-based): QW0–2 written to `slot`, the header without the fences,
+/// signal and valid bits.
+#[inline(always)]
+fn fast_reg_body<S: WqeSlot>(r: &RegMrWr, slot: &S) -> u64 {
+    slot.put(0, r.iova);
+    slot.put(1, fastreg::FIRSTPMPBLIDXHI.prep(u64::from(r.first_pble_index) >> 16));
+    slot.put(
+        2,
+        fastreg::STAGLEN.prep(r.length)
+            | fastreg::FIRSTPMPBLIDXLO.prep(u64::from(r.first_pble_index)),
+    );
+    let page = match r.page_size {
+        PageSize::Size4K => 0,
+        PageSize::Size2M => 1,
+        PageSize::Size1G => 2,
+    };
+    let lpbl = match r.pbl_level {
+        1 => 1,
+        2 => 3,
+        _ => 0,
+    };
+    sq_hdr::STAGKEY.prep(u64::from(r.key & 0xff))
+        | sq_hdr::STAGINDEX.prep(u64::from(r.key >> 8))
+        | sq_hdr::OPCODE.prep(op::FAST_REG.into())
+        | sq_hdr::LPBLSIZE.prep(lpbl)
+        | sq_hdr::HPAGESIZE.prep(page)
+        | sq_hdr::STAGRIGHTS.prep(mr_rights(r.access))
+        | sq_hdr::VABASEDTO.prep(1)
 }
 
 /// STAGRIGHTS for a fast-registered MR (spec data-path §1.6; verbs.c:
