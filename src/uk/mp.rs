@@ -137,6 +137,10 @@ pub struct MpSq<M: Words, T: AsRef<[MpTrk]>> {
     lap: u32,
     mask: u32,
     cap: u32,
+    /// `cap`, or 0 when `lim.max_frags` is 0 (no SGE may be posted): the
+    /// one-WR hot post tests both with one compare ([`MpSq::reserve_one`]),
+    /// as the single-owner `Sq::post_hot` does.
+    hot_cap: u32,
     /// Written by every producer's reservation: alone on its lines, so
     /// the read-mostly fields above and the completer's `tail` do not move
     /// between cores with it.
@@ -165,6 +169,7 @@ impl<M: Words, T: AsRef<[MpTrk]>> MpSq<M, T> {
             lap: size,
             mask: size - 1,
             cap,
+            hot_cap: if max_frags == 0 { 0 } else { cap },
             head: Padded(AtomicU32::new(0)),
             tail: Padded(AtomicU32::new(0)),
             lim: SqLimits { max_frags, max_inline, inline_enabled: false },
@@ -203,11 +208,12 @@ impl<M: Words, T: AsRef<[MpTrk]>> MpSq<M, T> {
         tail.wrapping_add(self.valid_run(tail, used.min(self.mask + 1)))
     }
 
-    /// Whether word 3 of the quantum at free-running `pos` carries that
-    /// position's lap valid bit.
+    /// Whether word 3 of the quantum at ring index `idx` carries the lap
+    /// valid bit of free-running `pos` (the caller's `pos & mask == idx`;
+    /// it passes the index it already has, so no second mask).
     #[inline(always)]
-    fn quantum_valid(&self, pos: u32) -> bool {
-        let h = self.mem.read((pos & self.mask) as usize * QUANTUM_QWORDS + 3);
+    fn quantum_valid(&self, idx: u32, pos: u32) -> bool {
+        let h = self.mem.read(idx as usize * QUANTUM_QWORDS + 3);
         self.has_lap_valid(h, pos)
     }
 
@@ -428,8 +434,8 @@ impl<M: Words, T: AsRef<[MpTrk]>> MpSq<M, T> {
         // and rings, with no run to hand back; another goes WR by WR.
         if let [wr] = wrs {
             return match hot_from_wr(wr, kind) {
-                Some(h) if self.lim.max_frags != 0 => self.post_send_one(bar, &h),
-                _ => self.post_send_rest(bar, kind, wrs, 0),
+                Some(h) => self.post_send_one(bar, &h),
+                None => self.post_send_rest(bar, kind, wrs, 0),
             };
         }
         let mut done = 0u32;
@@ -465,10 +471,10 @@ impl<M: Words, T: AsRef<[MpTrk]>> MpSq<M, T> {
     }
 
     /// [`MpSq::post_send`] of one hot WR: one quantum reserved
-    /// ([`MpSq::reserve_run`]), filled, published, the doorbell rung.
+    /// ([`MpSq::reserve_one`]), filled, published, the doorbell rung.
     #[inline(always)]
     fn post_send_one(&self, bar: &impl Bar, h: &HotWqe<'_>) -> Result<(), PostSendError> {
-        let (start, _) = self.reserve_run(1).map_err(|kind| PostSendError { bad_wr: 0, kind })?;
+        let start = self.reserve_one().map_err(|kind| PostSendError { bad_wr: 0, kind })?;
         let idx = start & self.mask;
         if let Some(e) = self.trk_at(idx) {
             e.store_hot(h);
@@ -498,6 +504,43 @@ impl<M: Words, T: AsRef<[MpTrk]>> MpSq<M, T> {
             k += 1;
         }
         k as u32
+    }
+
+    /// [`MpSq::reserve_run`] of one quantum for a hot WR, with the SGE
+    /// limit folded into the free-space test: one compare against
+    /// `hot_cap` (0 when no SGE may be posted) refuses both, with the
+    /// errors [`MpSq::post_hot`] and [`MpSq::reserve_run`] give, in that
+    /// order (TooManySges before Full). The ordering argument of
+    /// `reserve_run` holds unchanged: `used` does not wrap.
+    #[inline(always)]
+    fn reserve_one(&self) -> Result<u32, SqError> {
+        loop {
+            let tail = self.tail.load(Ordering::Acquire);
+            let head = self.head.load(Ordering::Relaxed);
+            if head.wrapping_sub(tail) >= self.hot_cap {
+                return Err(self.hot_refusal());
+            }
+            if self
+                .head
+                .compare_exchange_weak(
+                    head,
+                    head.wrapping_add(1),
+                    Ordering::Relaxed,
+                    Ordering::Relaxed,
+                )
+                .is_ok()
+            {
+                return Ok(head);
+            }
+        }
+    }
+
+    /// Why [`MpSq::reserve_one`] refused: the SGE limit first, as
+    /// [`MpSq::post_hot`] tests it, else the ring is full.
+    #[cold]
+    #[inline(never)]
+    fn hot_refusal(&self) -> SqError {
+        if self.lim.max_frags == 0 { SqError::TooManySges } else { SqError::Full }
     }
 
     /// Claims up to `want` one-quantum WQEs (as many as fit, at least one)
@@ -627,8 +670,12 @@ impl<M: Words, T: AsRef<[MpTrk]>> MpSq<M, T> {
         }
         // One quantum (a CQE per WQE) read inline; a longer range (a
         // signaled WQE behind unsignaled ones) in pieces.
-        let published =
-            if d == 0 { self.quantum_valid(tail) } else { self.valid_run(tail, d + 1) == d + 1 };
+        // `d == 0`: the tail's ring index is `wqe_idx` (`<= mask`).
+        let published = if d == 0 {
+            self.quantum_valid(wqe_idx, tail)
+        } else {
+            self.valid_run(tail, d + 1) == d + 1
+        };
         if !published {
             return None;
         }

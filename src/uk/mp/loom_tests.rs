@@ -364,7 +364,8 @@ fn reuse_waits_for_the_tail(complete: fn(&Shared), post: fn(&Shared) -> bool) {
 }
 
 /// WR 3 in [`reuse_waits_for_the_tail`], posted by `post` (`reserve`)
-/// or `post_send` (`reserve_run`); false while the ring looks full.
+/// or a one-WR `post_send` (`reserve_one`; `reserve_run` before branch
+/// `mpratio`); false while the ring looks full.
 fn post_3(sq: &Shared) -> bool {
     let sges = [Sge { addr: 3, length: 1, lkey: 3 }];
     let op = SqOp::Write { remote_addr: 3, rkey: 3, solicited: false, sges: &sges, inline: false };
@@ -407,8 +408,9 @@ fn loom_slot_reused_only_after_complete_at_released_it() {
 
 /// The same with `retire_oldest` (twice) and `post_send`: fails when
 /// the `Release` of `retire_oldest`'s `tail` CAS or the `Acquire` of
-/// `reserve_run`'s `tail` load is made `Relaxed` (checked the same
-/// way); passes as written.
+/// `reserve_one`'s `tail` load (the one-WR `post_send`'s reservation;
+/// `reserve_run`'s before branch `mpratio`) is made `Relaxed` (checked
+/// the same way); passes as written.
 #[test]
 fn loom_slot_reused_only_after_retire_oldest_released_it() {
     reuse_waits_for_the_tail(

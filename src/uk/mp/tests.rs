@@ -664,3 +664,57 @@ fn threads_publish_every_wqe_once_in_order() {
     assert_eq!(seen, 3 * per);
     assert_eq!(mp.used(), 0);
 }
+
+/// The one-WR hot post folds the SGE limit into the free-space test (one
+/// compare against `hot_cap`): with no SGE allowed it refuses with
+/// TooManySges and reserves, writes and rings nothing; with SGEs allowed
+/// it fills the ring to `cap` one WR at a time and then refuses with Full
+/// (not TooManySges), still without reserving or ringing.
+#[test]
+fn one_hot_wr_refusals_from_one_compare() {
+    use crate::wr::{SendFlags, SendWr, WrOpcode};
+    use core::cell::Cell;
+    struct Count(Cell<u32>);
+    impl Bar for Count {
+        fn read32(&self, _o: usize) -> u32 {
+            0
+        }
+        fn write32(&self, _o: usize, _v: u32) {
+            self.0.set(self.0.get() + 1);
+        }
+    }
+    let sg = [Sge { addr: 1, length: 10, lkey: 2 }];
+    let wr = SendWr {
+        wr_id: 5,
+        opcode: WrOpcode::RdmaWrite { remote_addr: 0, rkey: 1 },
+        flags: SendFlags::SIGNALED,
+        sg_list: &sg,
+    };
+    let bar = Count(Cell::new(0));
+    let tb: Vec<MpTrk> = (0..8).map(|_| MpTrk::new()).collect();
+    {
+        let mut b = vec![0u64; 8 * 4];
+        let mp = MpSq::new(view(&mut b), &tb[..], 8, 0, 0, 7).unwrap();
+        let r = mp.post_send(&bar, QpKind::Rc, &[wr]);
+        assert_eq!(r, Err(PostSendError { bad_wr: 0, kind: SqError::TooManySges }));
+        assert_eq!((mp.used(), bar.0.get()), (0, 0));
+        assert!((0..8 * 4).all(|q| mp.mem().read(q) == 0), "a refused WR wrote the ring");
+    }
+    let mut b = vec![0u64; 8 * 4];
+    let mp = MpSq::new(view(&mut b), &tb[..], 8, 13, 0, 7).unwrap();
+    let mut posted = 0;
+    while mp.post_send(&bar, QpKind::Rc, &[wr]).is_ok() {
+        posted += 1;
+        assert!(posted <= 8, "posted past the ring");
+    }
+    assert_eq!(mp.used(), posted);
+    assert_eq!(bar.0.get(), posted, "one doorbell per posted WR, none for the refusal");
+    assert_eq!(posted, mp.cap);
+    let r = mp.post_send(&bar, QpKind::Rc, &[wr]);
+    assert_eq!(r, Err(PostSendError { bad_wr: 0, kind: SqError::Full }));
+    assert_eq!((mp.used(), bar.0.get()), (posted, posted));
+    // One retired, one more fits.
+    assert_eq!(mp.complete_at(0).map(|t| t.wr_id), Some(5));
+    assert_eq!(mp.post_send(&bar, QpKind::Rc, &[wr]), Ok(()));
+    assert_eq!(mp.used(), posted);
+}
