@@ -208,46 +208,7 @@ pub fn scenario(dev: &Dev<'_>, cfg: &PeerCfg) -> Result<Outcome, Msg> {
             "  peer_nvmet: serving {SUBNQN} ({} MiB, {} I/O queues) on {}.{}.{}.{}:4420",
             cfg.ns_mib, cfg.io_queues, cfg.ip[0], cfg.ip[1], cfg.ip[2], cfg.ip[3]
         );
-        let end = BootHal::now() + LIMIT;
-        let t0 = ms();
-        let mut seen = (tp.stats(), 0usize);
-        let r = loop {
-            if !tp.poll(ms(), &mut cmds) {
-                BootHal::relax();
-            }
-            // a line whenever a queue comes or goes or something fails, so a
-            // run explains itself in the log
-            let s = tp.stats();
-            let now = (s, tp.open_queues());
-            let key = |(s, q): (irdma_nvmet::rdma::Stats, usize)| {
-                (s.accepted, s.rejected, s.closed, s.wr_errors, s.qp_errors, s.fatal, q)
-            };
-            if key(now) != key(seen) {
-                println!(
-                    "  peer_nvmet: +{} ms: {} queues open ({} accepted, {} rejected, {} closed), {} controllers; {} capsules, {} WR errors, {} QP errors, {} fatal",
-                    ms() - t0,
-                    now.1,
-                    s.accepted,
-                    s.rejected,
-                    s.closed,
-                    cmds.inner.controllers(),
-                    s.capsules,
-                    s.wr_errors,
-                    s.qp_errors,
-                    s.fatal
-                );
-                seen = now;
-            }
-            if cmds.finish && tp.open_queues() == 0 {
-                break Ok(());
-            }
-            if BootHal::now() >= end {
-                break Err(msg(format_args!(
-                    "no 0xC1 end within {LIMIT:?} ({} queues open)",
-                    tp.open_queues()
-                )));
-            }
-        };
+        let r = serve(&mut tp, &mut cmds);
         let s = tp.stats();
         println!(
             "  peer_nvmet: {} queues accepted, {} rejected, {} closed; {} capsules, {} responses ({} with invalidate), {} READ / {} WRITE chains, {} WR errors, {} restarts",
@@ -273,4 +234,59 @@ pub fn scenario(dev: &Dev<'_>, cfg: &PeerCfg) -> Result<Outcome, Msg> {
     let pages = hal::stats().live_pages;
     ensure!(pages == pages0, "{} DMA pages not given back", pages.saturating_sub(pages0));
     Ok(Outcome::Pass)
+}
+
+/// Polls the transport until the host's `0xC1` and the end of every queue
+/// (or [`LIMIT`]), printing a line whenever a queue comes or goes or
+/// something fails, so a run explains itself in the log.
+fn serve<X: Commands + Controllers>(tp: &mut Tp<'_, '_>, cmds: &mut Hooked<X>) -> Result<(), Msg> {
+    let end = BootHal::now() + LIMIT;
+    let t0 = ms();
+    let key = |s: irdma_nvmet::rdma::Stats, q: usize| {
+        (s.accepted, s.rejected, s.closed, s.wr_errors, s.qp_errors, s.fatal, q)
+    };
+    let mut seen = key(tp.stats(), 0);
+    loop {
+        if !tp.poll(ms(), cmds) {
+            BootHal::relax();
+        }
+        let s = tp.stats();
+        let now = key(s, tp.open_queues());
+        if now != seen {
+            println!(
+                "  peer_nvmet: +{} ms: {} queues open ({} accepted, {} rejected, {} closed), {} controllers; {} capsules, {} WR errors, {} QP errors, {} fatal",
+                ms() - t0,
+                tp.open_queues(),
+                s.accepted,
+                s.rejected,
+                s.closed,
+                cmds.inner.controllers(),
+                s.capsules,
+                s.wr_errors,
+                s.qp_errors,
+                s.fatal
+            );
+            seen = now;
+        }
+        if cmds.finish && tp.open_queues() == 0 {
+            return Ok(());
+        }
+        if BootHal::now() >= end {
+            return Err(msg(format_args!(
+                "no 0xC1 end within {LIMIT:?} ({} queues open)",
+                tp.open_queues()
+            )));
+        }
+    }
+}
+
+/// How many controllers the command layer has (for the log lines).
+trait Controllers {
+    fn controllers(&self) -> usize;
+}
+
+impl<const Q: usize, const C: usize> Controllers for Target<'_, Q, C> {
+    fn controllers(&self) -> usize {
+        Target::controllers(self)
+    }
 }
