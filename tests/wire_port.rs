@@ -46,6 +46,11 @@ fn b_to_a() -> Path {
 /// Device A on its own fabric with a port (A's MAC and IPv4, fd00::a)
 /// whose peer is a fresh socket.
 fn setup() -> (ModelBar, Arc<Port>, UdpSocket) {
+    setup_with(|_| {})
+}
+
+/// [`setup`] with the port's configuration changed by `tune` first.
+fn setup_with(tune: impl FnOnce(&mut PortConfig)) -> (ModelBar, Arc<Port>, UdpSocket) {
     let bar = ModelBar::standalone(small_fn_config());
     let peer = UdpSocket::bind("127.0.0.1:0").unwrap();
     peer.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
@@ -53,6 +58,7 @@ fn setup() -> (ModelBar, Arc<Port>, UdpSocket) {
     cfg.ipv4 = vec![A.ip];
     cfg.ipv6 = vec![v6a()];
     cfg.remote = Some(peer.local_addr().unwrap());
+    tune(&mut cfg);
     let port = bar.fabric().attach_port(Port::bind(cfg).unwrap());
     peer.connect(port.local_addr()).unwrap();
     (bar, port, peer)
@@ -361,15 +367,7 @@ fn the_drivers_requests_leave_through_the_port_and_complete_on_the_peers_answers
 #[test]
 fn a_read_whose_responses_keep_coming_is_not_resent() {
     let _g = lock();
-    let bar = ModelBar::standalone(small_fn_config());
-    let peer = UdpSocket::bind("127.0.0.1:0").unwrap();
-    peer.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-    let mut cfg = PortConfig::new(A.mac);
-    cfg.ipv4 = vec![A.ip];
-    cfg.remote = Some(peer.local_addr().unwrap());
-    cfg.rc_timeout = Duration::from_millis(300);
-    let port = bar.fabric().attach_port(Port::bind(cfg).unwrap());
-    peer.connect(port.local_addr()).unwrap();
+    let (bar, port, peer) = setup_with(|c| c.rc_timeout = Duration::from_millis(300));
     let dev = probe_as(&bar, A, Profile::SMALL);
     let mut s = Side::new(&dev, A, 16, cap(8));
     connect(&mut s.qp, A, B, PEER_QPN).unwrap();
@@ -404,15 +402,7 @@ fn a_read_whose_responses_keep_coming_is_not_resent() {
 #[test]
 fn a_long_write_goes_a_window_at_a_time() {
     let _g = lock();
-    let bar = ModelBar::standalone(small_fn_config());
-    let peer = UdpSocket::bind("127.0.0.1:0").unwrap();
-    peer.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-    let mut cfg = PortConfig::new(A.mac);
-    cfg.ipv4 = vec![A.ip];
-    cfg.remote = Some(peer.local_addr().unwrap());
-    cfg.window = 2;
-    let port = bar.fabric().attach_port(Port::bind(cfg).unwrap());
-    peer.connect(port.local_addr()).unwrap();
+    let (bar, port, peer) = setup_with(|c| c.window = 2);
     let dev = probe_as(&bar, A, Profile::SMALL);
     let mut s = Side::new(&dev, A, 16, cap(8));
     connect(&mut s.qp, A, B, PEER_QPN).unwrap();
@@ -690,15 +680,7 @@ fn a_duplicate_read_is_answered_again_from_its_psn() {
 #[test]
 fn the_requester_resends_from_the_naked_psn_and_after_its_timeout() {
     let _g = lock();
-    let bar = ModelBar::standalone(small_fn_config());
-    let peer = UdpSocket::bind("127.0.0.1:0").unwrap();
-    peer.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-    let mut cfg = PortConfig::new(A.mac);
-    cfg.ipv4 = vec![A.ip];
-    cfg.remote = Some(peer.local_addr().unwrap());
-    cfg.rc_timeout = Duration::from_millis(200);
-    let port = bar.fabric().attach_port(Port::bind(cfg).unwrap());
-    peer.connect(port.local_addr()).unwrap();
+    let (bar, port, peer) = setup_with(|c| c.rc_timeout = Duration::from_millis(200));
     let dev = probe_as(&bar, A, Profile::SMALL);
     let mut s = Side::new(&dev, A, 16, cap(8));
     connect(&mut s.qp, A, B, PEER_QPN).unwrap();
