@@ -52,6 +52,8 @@ mod ffi;
 pub mod lan;
 #[cfg(vendor_c)]
 pub mod qpc;
+#[cfg(vendor_c)]
+pub mod regen;
 pub mod rng;
 #[cfg(vendor_c)]
 pub mod run;
