@@ -995,7 +995,7 @@ impl VendorCqp {
 
     /// Runs one command; the vendor's return code and, when it built a WQE,
     /// the eight words and the slot it took.
-    fn run(&mut self, case: &CtrlCase) -> (c_int, Option<(u32, [u64; 8])>) {
+    pub(crate) fn run(&mut self, case: &CtrlCase) -> (c_int, Option<(u32, [u64; 8])>) {
         let c = self.c;
         // SAFETY: `c` is the live CQP from vd_cqp_new; every command struct
         // is a repr(C) copy of the glue's, passed by pointer for the call.

@@ -499,7 +499,9 @@ fn sq_post_of(i: &Value) -> Result<SqPostIn, &'static str> {
             return Err("memory-window bind: not in the harness's glue (E810 refuses MW)");
         }
         _ => {
-            return Err("atomics: not in the harness's glue (no IRDMA_FEATURE_ATOMIC_OPS on GEN_2)");
+            return Err(
+                "atomics: not in the harness's glue (no IRDMA_FEATURE_ATOMIC_OPS on GEN_2)",
+            );
         }
     };
     if i.get("sg_list_entry0_when_num_sges_0").is_some() {
