@@ -42,6 +42,13 @@ unsafe extern "C" {
     fn vd_cq_ctx() -> u64;
 }
 
+/// The glue's CQ context (a host address), for tests.
+#[cfg(test)]
+pub(crate) fn glue_cq_ctx() -> u64 {
+    // SAFETY: a pure function of the glue's static CQ struct address.
+    unsafe { vd_cq_ctx() }
+}
+
 /// The CQP SQ size the cases are built on (the harness's: wraps every four
 /// WQEs, so both valid bits appear).
 const SQ_SIZE: u32 = 4;
