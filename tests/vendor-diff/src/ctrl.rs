@@ -948,7 +948,7 @@ fn cut_case(c: &CtrlCase) -> (CtrlCase, bool, Vec<(usize, u64, u32)>) {
 /// spec cut to 6.1's width: ALLOC_STAG HMCFNIDX (defs.h
 /// IRDMA_CQPSQ_STAG_HMCFNIDX 5:0; spec 15:0) and CREATE_CQ VSIIDX (defs.h
 /// IRDMA_CQPSQ_VSIIDX 17:8; spec and hal 23:8), AH PDINDEXHI and AVIDX.
-fn narrow_to_6_1(cmd: &Cmd, mut w: [u64; 8]) -> [u64; 8] {
+pub(crate) fn narrow_to_6_1(cmd: &Cmd, mut w: [u64; 8]) -> [u64; 8] {
     match cmd {
         Cmd::AllocStag(_) => w[5] = cut(w[5], 6),
         Cmd::CreateCq(_) | Cmd::CreateCeq(_) => w[7] &= !0x00fc_0000,
