@@ -34,6 +34,7 @@ pub const HARNESS: &[(&str, &str)] = &[
     ("conformance-harness-datapath", "datapath-vectors.json"),
     ("conformance-harness-cqp", "cqp-vectors.json"),
     ("conformance-harness-cqp-ud", "cqp-ud-vectors.json"),
+    ("conformance-harness-lan", "lan-aq-vectors.json"),
 ];
 
 /// A `conformance-harness-*` leg: the named file of the repo's harness set.

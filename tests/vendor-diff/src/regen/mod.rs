@@ -182,6 +182,7 @@ pub const AREAS: &[Area] = &[
     },
     Area { file: "cqp-vectors.json", generate: cqp::generate, rederive: cqp::rederive },
     Area { file: "cqp-ud-vectors.json", generate: cqp::generate_ud, rederive: cqp::rederive },
+    Area { file: "lan-aq-vectors.json", generate: lan::generate, rederive: lan::rederive },
 ];
 
 /// The text of a document as written: two-space indented, keys sorted,
