@@ -270,6 +270,34 @@ mod tests {
         }
     }
 
+    /// What the harness writes, it re-derives identically; a changed
+    /// expectation is reported as a difference.
+    #[test]
+    fn written_files_rederive_and_a_change_is_caught() {
+        for a in AREAS {
+            let w = (a.generate)(5, 12).expect("generates");
+            let r = (a.rederive)(&w.doc);
+            assert!(r.differ.is_empty() && r.kernel_vs_user.is_empty(), "{}: {r:?}", a.file);
+            assert_eq!(r.identical, w.count, "{}: {r:?}", a.file);
+            let mut doc = w.doc.clone();
+            let hit = match a.file {
+                "datapath-vectors.json" => {
+                    doc["sq_cases"][0]["output"]["state_after"]["sq_head"].as_u64().map(|h| {
+                        doc["sq_cases"][0]["output"]["state_after"]["sq_head"] = (h + 1).into()
+                    })
+                }
+                "lan-aq-vectors.json" => Some(doc["cases"][0]["outputs"]["ret"] = 99.into()),
+                _ => doc["cases"]
+                    .as_array_mut()
+                    .and_then(|cs| cs.iter_mut().find(|c| c.get("wqe").is_some()))
+                    .map(|c| c["wqe"]["words"][0] = h16(0x1234)),
+            };
+            assert!(hit.is_some(), "{}: nothing to change", a.file);
+            let r = (a.rederive)(&doc);
+            assert_eq!(r.differ.len(), 1, "{}: {r:?}", a.file);
+        }
+    }
+
     /// Nothing of the host leaks into a file: no heap or stack address
     /// (the CQ context is substituted, inline SGE addresses are the
     /// generated ones).
