@@ -716,11 +716,11 @@ fn preclear_only(got: &mut Value, want: &Value) -> bool {
     if wo.get("wqe").is_some() && go.get("wqe").is_some() {
         fix(&mut go["wqe"], &wo["wqe"]);
     }
-    if let (Some(gp), Some(wp)) = (go["nop_pad"].as_array_mut(), wo["nop_pad"].as_array()) {
-        if gp.len() == wp.len() {
-            for (a, b) in gp.iter_mut().zip(wp) {
-                fix(a, b);
-            }
+    if let (Some(gp), Some(wp)) = (go["nop_pad"].as_array_mut(), wo["nop_pad"].as_array())
+        && gp.len() == wp.len()
+    {
+        for (a, b) in gp.iter_mut().zip(wp) {
+            fix(a, b);
         }
     }
     ok && super::first_diff(got, want, &[], "").is_none()

@@ -551,10 +551,11 @@ pub fn rederive(v: &Value) -> Rederived {
                     }
                     // nor does the harness record the caller's descriptor
                     // when nothing was handed back (lan.rs `written_back`)
-                    if g["ret"] != 0 && g["call"].get("desc_after").is_none() {
-                        if let Some(m) = w["call"].as_object_mut() {
-                            m.remove("desc_after");
-                        }
+                    if g["ret"] != 0
+                        && g["call"].get("desc_after").is_none()
+                        && let Some(m) = w["call"].as_object_mut()
+                    {
+                        m.remove("desc_after");
                     }
                     if super::first_diff(&g, &w, &[], "").is_none() {
                         r.known(
