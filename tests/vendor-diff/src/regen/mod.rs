@@ -275,7 +275,7 @@ mod tests {
     #[test]
     fn written_files_rederive_and_a_change_is_caught() {
         for a in AREAS {
-            let w = (a.generate)(5, 12).expect("generates");
+            let w = (a.generate)(5, 48).expect("generates");
             let r = (a.rederive)(&w.doc);
             assert!(r.differ.is_empty() && r.kernel_vs_user.is_empty(), "{}: {r:?}", a.file);
             assert_eq!(r.identical, w.count, "{}: {r:?}", a.file);
