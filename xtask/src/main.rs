@@ -27,6 +27,7 @@ mod size;
 mod soak;
 mod util;
 mod vendor_diff;
+mod vendor_vectors;
 mod wire;
 
 use std::process::ExitCode;
@@ -88,6 +89,7 @@ fn main() -> ExitCode {
                  peer nvme-wire FILE  judge a capture with tshark's NVMe/RDMA dissector (issue #32)\n  \
                  layers [--print-known|--edges]  the layer rule: upward imports and import cycles in src/ against xtask/layers-known.txt\n  \
                  vendor-diff [--seed N] [--cases N]  the vendor's uk.c (linux-source-6.1, fetched) against the driver's data path\n  \
+                 vendor-diff --write-vectors DIR [--seed N] [--cases N] | --rederive [DIR]  conformance vectors from the vendor code\n  \
                  setup                install the rustup targets and components the suite needs"
             );
             if cmd == "help" { ExitCode::SUCCESS } else { ExitCode::FAILURE }
@@ -253,6 +255,10 @@ fn legs() -> Vec<Leg> {
     v.push(leg("vendor-diff", vendor_diff::leg));
     for (name, file) in conformance::SUITE {
         v.push(leg(name, move || conformance::run_leg(file)));
+    }
+    // the harness-generated set (tests/conformance/harness, issue #30)
+    for (name, file) in conformance::HARNESS {
+        v.push(leg(name, move || conformance::run_harness_leg(file)));
     }
     // cargo-fuzz targets (fuzz/, nightly), a short run each.
     v.push(leg("fuzz", fuzz::leg));

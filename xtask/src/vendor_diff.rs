@@ -1,4 +1,5 @@
-//! `cargo xtask vendor-diff [--seed N] [--cases N]` and the suite leg
+//! `cargo xtask vendor-diff [--seed N] [--cases N]` (and
+//! `--write-vectors DIR` / `--rederive [DIR]`, `vendor_vectors.rs`) and the suite leg
 //! `vendor-diff` (issue #30): the vendor's own data-path, control-path and
 //! LAN admin-queue code against the driver's, through `tests/vendor-diff`.
 //!
@@ -155,13 +156,20 @@ fn run_harness(seed: u64, cases: u64) -> Result<String, String> {
     }
 }
 
-/// The suite leg: a fixed seed and count.
+/// The suite leg: a fixed seed and count, then the vector files: the
+/// harness set regenerated without drift, the published copies re-derived
+/// (`vendor_vectors`).
 pub fn leg() -> Result<String, String> {
-    run_harness(LEG_SEED, LEG_CASES)
+    let run = run_harness(LEG_SEED, LEG_CASES)?;
+    let vectors = crate::vendor_vectors::leg()?;
+    Ok(format!("{run}; {vectors}"))
 }
 
 /// `cargo xtask vendor-diff [--seed N] [--cases N]`.
 pub fn main(args: &[String]) -> ExitCode {
+    if let Some(code) = crate::vendor_vectors::main(args) {
+        return code;
+    }
     let (mut seed, mut cases) = (LEG_SEED, LEG_CASES);
     let mut it = args.iter();
     while let Some(a) = it.next() {

@@ -948,7 +948,7 @@ fn cut_case(c: &CtrlCase) -> (CtrlCase, bool, Vec<(usize, u64, u32)>) {
 /// spec cut to 6.1's width: ALLOC_STAG HMCFNIDX (defs.h
 /// IRDMA_CQPSQ_STAG_HMCFNIDX 5:0; spec 15:0) and CREATE_CQ VSIIDX (defs.h
 /// IRDMA_CQPSQ_VSIIDX 17:8; spec and hal 23:8), AH PDINDEXHI and AVIDX.
-fn narrow_to_6_1(cmd: &Cmd, mut w: [u64; 8]) -> [u64; 8] {
+pub(crate) fn narrow_to_6_1(cmd: &Cmd, mut w: [u64; 8]) -> [u64; 8] {
     match cmd {
         Cmd::AllocStag(_) => w[5] = cut(w[5], 6),
         Cmd::CreateCq(_) | Cmd::CreateCeq(_) => w[7] &= !0x00fc_0000,
@@ -995,7 +995,7 @@ impl VendorCqp {
 
     /// Runs one command; the vendor's return code and, when it built a WQE,
     /// the eight words and the slot it took.
-    fn run(&mut self, case: &CtrlCase) -> (c_int, Option<(u32, [u64; 8])>) {
+    pub(crate) fn run(&mut self, case: &CtrlCase) -> (c_int, Option<(u32, [u64; 8])>) {
         let c = self.c;
         // SAFETY: `c` is the live CQP from vd_cqp_new; every command struct
         // is a repr(C) copy of the glue's, passed by pointer for the call.

@@ -659,7 +659,7 @@ fn arr16(rng: &mut Rng) -> [u8; 16] {
     a
 }
 
-fn gen_answer(rng: &mut Rng, size: u16) -> Answer {
+pub(crate) fn gen_answer(rng: &mut Rng, size: u16) -> Answer {
     let retval = match rng.below(10) {
         0..=4 => 0,
         5 | 6 => 12,
@@ -1121,7 +1121,7 @@ fn norm(mut d: [u8; 32], had_buf: bool) -> [u8; 32] {
 }
 
 /// The vendor's side of a case: the start's output, then one per op.
-fn run_vendor(c: &LanCase) -> Vec<OpOut> {
+pub(crate) fn run_vendor(c: &LanCase) -> Vec<OpOut> {
     fresh_fw(c);
     let mut outs = Vec::new();
     // SAFETY: the glue allocates and returns a zeroed struct ice_hw.

@@ -29,6 +29,13 @@
 //! and `ice_lib.c` are not compiled (both need `ice.h`, the whole netdev
 //! driver), so Add VSI and the switch rules are not compared yet.
 //!
+//! The conformance vectors (`regen/`): `--write-vectors DIR` writes
+//! `datapath`, `cqp`, `cqp-ud` and `lan-aq-vectors.json` in the published
+//! schemas with the vendor code's results on seeded inputs (same seed and
+//! count, same bytes); `--rederive DIR` runs the vendor code on the
+//! published files' inputs and reports per file what came out identical,
+//! different (and why) or not expressible.
+//!
 //! Where the driver is deliberately stricter, the difference must match an
 //! entry of `deviations.toml` (read at run time, every entry must be known
 //! to the classifier in `run.rs` and vice versa); it is counted and listed,
@@ -52,6 +59,8 @@ mod ffi;
 pub mod lan;
 #[cfg(vendor_c)]
 pub mod qpc;
+#[cfg(vendor_c)]
+pub mod regen;
 pub mod rng;
 #[cfg(vendor_c)]
 pub mod run;

@@ -67,7 +67,13 @@ pub(crate) struct VRing {
 
 impl VRing {
     pub(crate) fn new(len: usize) -> Self {
-        let mut buf = vec![0u64; len.max(1)];
+        Self::with_slack(len, 0)
+    }
+    /// A ring of `len` qwords followed by `slack` more the vendor may write
+    /// (its `irdma_clr_wqes` clears 128 quanta ahead, past the end of a
+    /// ring under 256 quanta); `read`/`write` still stop at `len`.
+    pub(crate) fn with_slack(len: usize, slack: usize) -> Self {
+        let mut buf = vec![0u64; len.max(1) + slack];
         VRing { ptr: buf.as_mut_ptr(), len, _buf: buf }
     }
     pub(crate) fn read(&self, i: usize) -> u64 {
@@ -86,8 +92,8 @@ impl VRing {
 /// The vendor QP (glue-owned) over two `VRing`s.
 pub(crate) struct VQp {
     pub(crate) q: *mut VdQp,
-    sq: VRing,
-    rq: VRing,
+    pub(crate) sq: VRing,
+    pub(crate) rq: VRing,
 }
 
 impl Drop for VQp {
@@ -370,8 +376,13 @@ pub(crate) fn filler_post(sges: &[IbSge]) -> SqPostIn {
 }
 
 pub(crate) fn vendor_qp(c: &crate::case::Cfg) -> Result<VQp, Diff> {
+    vendor_qp_slack(c, 0)
+}
+
+/// [`vendor_qp`] with `slack` qwords after the SQ ring (`VRing::with_slack`).
+pub(crate) fn vendor_qp_slack(c: &crate::case::Cfg, slack: usize) -> Result<VQp, Diff> {
     let stride = 1usize << c.rq_shift;
-    let sq = VRing::new(c.sq_quanta as usize * 4);
+    let sq = VRing::with_slack(c.sq_quanta as usize * 4, slack);
     let rq = VRing::new(c.rq_size as usize * stride * 4);
     let mut ret: c_int = 0;
     // SAFETY: the rings are `sq_quanta` and `rq_size << rq_shift` quanta

@@ -26,6 +26,24 @@ pub const SUITE: &[(&str, &str)] = &[
     ("conformance-lan", "lan-aq-vectors.json"),
 ];
 
+/// Legs over the harness-generated set in `tests/conformance/harness/`
+/// (written by `cargo xtask vendor-diff --write-vectors`, checked for drift
+/// by the `vendor-diff` leg): (leg name, file name). The rw area joins when
+/// the harness generates it.
+pub const HARNESS: &[(&str, &str)] = &[
+    ("conformance-harness-datapath", "datapath-vectors.json"),
+    ("conformance-harness-cqp", "cqp-vectors.json"),
+    ("conformance-harness-cqp-ud", "cqp-ud-vectors.json"),
+    ("conformance-harness-lan", "lan-aq-vectors.json"),
+];
+
+/// A `conformance-harness-*` leg: the named file of the repo's harness set.
+pub fn run_harness_leg(file: &str) -> Result<String, String> {
+    let path = crate::util::root().join(crate::vendor_vectors::HARNESS_DIR).join(file);
+    let t = run_file(&path)?;
+    if t.failed == 0 && t.passed > 0 { Ok(t.line()) } else { Err(t.line()) }
+}
+
 /// Totals of one run.
 #[derive(Default, Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Tally {
