@@ -261,6 +261,18 @@ void vd_hmc_index_limits(struct vd_hmc *h, u32 type, u32 idx, u32 cnt, u32 *sd_i
 	irdma_find_pd_index_limit(&h->hmc, type, idx, cnt, pd_idx, pd_lmt);
 }
 
+/* hw.c: iw_hmc_obj_types, the order bring-up creates and teardown deletes
+ * the objects in (SRQ, the reserved type, is not in it). */
+static const u32 vd_obj_order[] = {
+	IRDMA_HMC_IW_QP, IRDMA_HMC_IW_CQ, IRDMA_HMC_IW_HTE, IRDMA_HMC_IW_ARP,
+	IRDMA_HMC_IW_APBVT_ENTRY, IRDMA_HMC_IW_MR, IRDMA_HMC_IW_XF,
+	IRDMA_HMC_IW_XFFL, IRDMA_HMC_IW_Q1, IRDMA_HMC_IW_Q1FL,
+	IRDMA_HMC_IW_PBLE, IRDMA_HMC_IW_TIMER, IRDMA_HMC_IW_FSIMC,
+	IRDMA_HMC_IW_FSIAV, IRDMA_HMC_IW_RRF, IRDMA_HMC_IW_RRFFL,
+	IRDMA_HMC_IW_HDR, IRDMA_HMC_IW_MD, IRDMA_HMC_IW_OOISC,
+	IRDMA_HMC_IW_OOISCFFL,
+};
+
 /* Bring-up's object creation (hw.c: irdma_create_hmc_objs, its
  * iw_hmc_obj_types order, PBLE skipped, direct SDs as irdma_hmc_setup
  * chooses for a PF): irdma_sc_create_hmc_obj for every object with a
@@ -268,37 +280,55 @@ void vd_hmc_index_limits(struct vd_hmc *h, u32 type, u32 idx, u32 cnt, u32 *sd_i
  * *failed_type is the object it failed on. */
 int vd_hmc_create_all(struct vd_hmc *h, u32 *failed_type)
 {
-	static const u32 order[] = {
-		IRDMA_HMC_IW_QP, IRDMA_HMC_IW_CQ, IRDMA_HMC_IW_HTE, IRDMA_HMC_IW_ARP,
-		IRDMA_HMC_IW_APBVT_ENTRY, IRDMA_HMC_IW_MR, IRDMA_HMC_IW_XF,
-		IRDMA_HMC_IW_XFFL, IRDMA_HMC_IW_Q1, IRDMA_HMC_IW_Q1FL,
-		IRDMA_HMC_IW_PBLE, IRDMA_HMC_IW_TIMER, IRDMA_HMC_IW_FSIMC,
-		IRDMA_HMC_IW_FSIAV, IRDMA_HMC_IW_RRF, IRDMA_HMC_IW_RRFFL,
-		IRDMA_HMC_IW_HDR, IRDMA_HMC_IW_MD, IRDMA_HMC_IW_OOISC,
-		IRDMA_HMC_IW_OOISCFFL,
-	};
 	struct irdma_hmc_create_obj_info info;
 	u32 i;
 	int ret = 0;
 
 	vd_cur = h;
 	h->created = 1;
-	for (i = 0; i < sizeof(order) / sizeof(order[0]); i++) {
-		if (order[i] == IRDMA_HMC_IW_PBLE || !h->obj[order[i]].cnt)
+	for (i = 0; i < sizeof(vd_obj_order) / sizeof(vd_obj_order[0]); i++) {
+		if (vd_obj_order[i] == IRDMA_HMC_IW_PBLE || !h->obj[vd_obj_order[i]].cnt)
 			continue;
 		memset(&info, 0, sizeof(info));
 		info.hmc_info = &h->hmc;
 		info.privileged = true;
 		info.entry_type = IRDMA_SD_TYPE_DIRECT;
-		info.rsrc_type = order[i];
-		info.count = h->obj[order[i]].cnt;
+		info.rsrc_type = vd_obj_order[i];
+		info.count = h->obj[vd_obj_order[i]].cnt;
 		ret = irdma_sc_create_hmc_obj(&h->dev, &info);
 		if (ret) {
-			*failed_type = order[i];
+			*failed_type = vd_obj_order[i];
 			break;
 		}
 	}
 	return ret;
+}
+
+/* Teardown's object deletion (hw.c: irdma_del_hmc_objects, the same
+ * order, irdma_sc_del_hmc_obj per object with a count, not before a reset).
+ * PBLE is left out: this scenario never backs PBLE chunks, and deleting
+ * the PBLE object would drop use counts of SDs it never took. Returns the
+ * first error (every object is still tried, as hw.c does). */
+int vd_hmc_delete_all(struct vd_hmc *h)
+{
+	struct irdma_hmc_del_obj_info info;
+	u32 i;
+	int ret, first = 0;
+
+	vd_cur = h;
+	for (i = 0; i < sizeof(vd_obj_order) / sizeof(vd_obj_order[0]); i++) {
+		if (vd_obj_order[i] == IRDMA_HMC_IW_PBLE || !h->obj[vd_obj_order[i]].cnt)
+			continue;
+		memset(&info, 0, sizeof(info));
+		info.hmc_info = &h->hmc;
+		info.privileged = true;
+		info.rsrc_type = vd_obj_order[i];
+		info.count = h->obj[vd_obj_order[i]].cnt;
+		ret = irdma_sc_del_hmc_obj(&h->dev, &info, false);
+		if (ret && !first)
+			first = ret;
+	}
+	return first;
 }
 
 /* One irdma_sc_create_hmc_obj call over any range (refused ones included). */

@@ -130,6 +130,7 @@ unsafe extern "C" {
         pd_lmt: *mut u32,
     );
     fn vd_hmc_create_all(h: *mut VdHmc, failed_type: *mut u32) -> c_int;
+    fn vd_hmc_delete_all(h: *mut VdHmc) -> c_int;
     fn vd_hmc_take_sds(
         h: *mut VdHmc,
         op_cnt: *mut u32,
@@ -307,6 +308,16 @@ fn vendor_create_all(v: &Vendor) -> VendorSds {
     let mut failed = 0u32;
     // SAFETY: `v.0` is live; `failed` is a valid out pointer.
     let ret = unsafe { vd_hmc_create_all(v.0, &mut failed) };
+    take_sds(v, ret, failed)
+}
+
+fn vendor_delete_all(v: &Vendor) -> VendorSds {
+    // SAFETY: `v.0` is live.
+    let ret = unsafe { vd_hmc_delete_all(v.0) };
+    take_sds(v, ret, 0)
+}
+
+fn take_sds(v: &Vendor, ret: c_int, failed: u32) -> VendorSds {
     let mut ops = vec![0u32; 256];
     let mut cmd = vec![0u64; 256 * 11];
     let mut data = vec![0u64; 256 * 11];
@@ -346,6 +357,7 @@ pub mod stats {
     pub static SHRUNK: AtomicU64 = AtomicU64::new(0);
     pub static LAYOUTS: AtomicU64 = AtomicU64::new(0);
     pub static SD_ENTRIES: AtomicU64 = AtomicU64::new(0);
+    pub static SD_CLEARS: AtomicU64 = AtomicU64::new(0);
     pub static RANGES: AtomicU64 = AtomicU64::new(0);
 
     pub fn bump(c: &AtomicU64, n: u64) {
@@ -356,7 +368,7 @@ pub mod stats {
         let g = |c: &AtomicU64| c.load(Ordering::Relaxed);
         format!(
             "HMC: {} sized equal ({} after shrinking), {} refused by both ({} a zero block size, {} not fitting); \
-             {} committed layouts equal, {} SD ranges equal, {} UPDATE_PE_SDS entries equal",
+             {} committed layouts equal, {} SD ranges equal, {} UPDATE_PE_SDS entries equal ({} set, {} clear)",
             g(&SIZED),
             g(&SHRUNK),
             g(&REFUSED),
@@ -364,7 +376,9 @@ pub mod stats {
             g(&REFUSED_FIT),
             g(&LAYOUTS),
             g(&RANGES),
-            g(&SD_ENTRIES)
+            g(&SD_ENTRIES) + g(&SD_CLEARS),
+            g(&SD_ENTRIES),
+            g(&SD_CLEARS)
         )
     }
 }
@@ -742,6 +756,27 @@ fn compare_commit(
         ));
     }
     stats::bump(&stats::SD_ENTRIES, drv.len() as u64);
+    // 7. teardown: every backed SD cleared once (hmc.c: irdma_sc_del_hmc_obj,
+    // irdma_clr_sd_entry, clearing an SD when its last object goes); the
+    // order differs (the driver clears in backing order), so as sets
+    let vd = vendor_delete_all(v);
+    if vd.ret != 0 {
+        return differs(format!("the vendor's irdma_sc_del_hmc_obj failed: {}", vd.ret));
+    }
+    let mut want: Vec<(u64, u64)> = Vec::new();
+    for sd in layout.static_sds() {
+        match u16::try_from(sd).ok().map(|s| SdEntry::clear(s, true)) {
+            Some(Ok(e)) => want.push((u64::from(e.cmd), e.data)),
+            _ => return differs(format!("SdEntry::clear({sd}) refused")),
+        }
+    }
+    let mut got = vd.entries.clone();
+    want.sort_unstable();
+    got.sort_unstable();
+    if want != got {
+        return differs(format!("SD clear entries (sorted): driver {want:x?}, vendor {got:x?}"));
+    }
+    stats::bump(&stats::SD_CLEARS, want.len() as u64);
     same_or(note)
 }
 
