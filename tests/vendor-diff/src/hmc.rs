@@ -358,6 +358,7 @@ pub mod stats {
     pub static LAYOUTS: AtomicU64 = AtomicU64::new(0);
     pub static SD_ENTRIES: AtomicU64 = AtomicU64::new(0);
     pub static SD_CLEARS: AtomicU64 = AtomicU64::new(0);
+    pub static PBLES: AtomicU64 = AtomicU64::new(0);
     pub static RANGES: AtomicU64 = AtomicU64::new(0);
 
     pub fn bump(c: &AtomicU64, n: u64) {
@@ -368,7 +369,7 @@ pub mod stats {
         let g = |c: &AtomicU64| c.load(Ordering::Relaxed);
         format!(
             "HMC: {} sized equal ({} after shrinking), {} refused by both ({} a zero block size, {} not fitting); \
-             {} committed layouts equal, {} SD ranges equal, {} UPDATE_PE_SDS entries equal ({} set, {} clear)",
+             {} committed layouts equal, {} SD ranges equal, {} PBLE locations equal, {} UPDATE_PE_SDS entries equal ({} set, {} clear)",
             g(&SIZED),
             g(&SHRUNK),
             g(&REFUSED),
@@ -376,6 +377,7 @@ pub mod stats {
             g(&REFUSED_FIT),
             g(&LAYOUTS),
             g(&RANGES),
+            g(&PBLES),
             g(&SD_ENTRIES) + g(&SD_CLEARS),
             g(&SD_ENTRIES),
             g(&SD_CLEARS)
@@ -713,6 +715,57 @@ fn compare_commit(
             ));
         }
         stats::bump(&stats::RANGES, 1);
+    }
+    // 5b. the PBLE pool's chunks and PBLE addresses against hmc.c's index
+    // arithmetic (pble.c calls irdma_find_sd_index_limit /
+    // irdma_find_pd_index_limit for a chunk: one SD, its pages)
+    let pl = *layout.pble();
+    let limits = |ty: usize, idx: u32, cnt: u32| {
+        let (mut sd, mut sl, mut pd, mut pdl) = (0u32, 0u32, 0u32, 0u32);
+        // SAFETY: `v.0` is live; the four are valid out pointers.
+        unsafe {
+            vd_hmc_index_limits(v.0, ty as u32, idx, cnt, &mut sd, &mut sl, &mut pd, &mut pdl)
+        };
+        (sd, sl, pd, pdl)
+    };
+    let pble = HmcObj::Pble.idx();
+    let n_chunks = pl.chunks().count();
+    for ch in pl.chunks().enumerate().filter(|(k, _)| *k < 32 || *k + 2 > n_chunks).map(|(_, c)| c)
+    {
+        let got = limits(pble, ch.first_index, ch.count);
+        let want = (ch.sd_index, ch.sd_index + 1, ch.first_pd, ch.first_pd + ch.pages);
+        if got != want {
+            return differs(format!(
+                "PBLE chunk {ch:?}: driver SD/PD ranges {want:?}, vendor (sd, sd_limit, pd, pd_limit) {got:?}"
+            ));
+        }
+        stats::bump(&stats::RANGES, 1);
+    }
+    let mut rng = Rng::new(c.answer.seed ^ 0x9b1e);
+    for _ in 0..8 {
+        let idx = match rng.below(3) {
+            0 => pl.first_index().saturating_add(rng.below(u64::from(pl.count()).max(1)) as u32),
+            1 => pl.end_index().saturating_sub(rng.below(2) as u32),
+            _ => rng.u32_edge(),
+        };
+        let inside = idx < fc.obj[pble].cnt;
+        match (pl.locate(idx), inside) {
+            (Some(loc), _) => {
+                let got = limits(pble, idx, 1);
+                if (got.0, got.2) != (loc.sd_index, loc.pd_index) {
+                    return differs(format!(
+                        "PBLE {idx}: driver SD {} PD {}, vendor SD {} PD {}",
+                        loc.sd_index, loc.pd_index, got.0, got.2
+                    ));
+                }
+                stats::bump(&stats::PBLES, 1);
+            }
+            // outside the committed object: hmc.c refuses it too
+            (None, false) => stats::bump(&stats::PBLES, 1),
+            // committed but not usable by the pool (before the first 4 KiB
+            // boundary, or the partial last page): the driver's choice
+            (None, true) => {}
+        }
     }
     // 6. bring-up SD programming, when the SD table is small enough to back
     // (hmc.c keeps 8192 new SD indexes per object; 2 MiB mapped per SD)
