@@ -2,7 +2,7 @@
 //! `vendor-diff` (issue #30): the vendor's own data-path, control-path
 //! (HMC sizing and SD programming included) and LAN admin-queue code
 //! against the driver's, through `tests/vendor-diff`. `--cases N` scales
-//! every area (one HMC case per post case); a long soak is the same command
+//! every area (one HMC case per two post cases); a long soak is the same command
 //! with a large N and another seed.
 //!
 //! Fetches the Debian source package named in

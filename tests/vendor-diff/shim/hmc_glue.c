@@ -331,23 +331,6 @@ int vd_hmc_delete_all(struct vd_hmc *h)
 	return first;
 }
 
-/* One irdma_sc_create_hmc_obj call over any range (refused ones included). */
-int vd_hmc_create_obj(struct vd_hmc *h, u32 type, u32 start, u32 count, u8 paged)
-{
-	struct irdma_hmc_create_obj_info info;
-
-	vd_cur = h;
-	h->created = 1;
-	memset(&info, 0, sizeof(info));
-	info.hmc_info = &h->hmc;
-	info.privileged = true;
-	info.entry_type = paged ? IRDMA_SD_TYPE_PAGED : IRDMA_SD_TYPE_DIRECT;
-	info.rsrc_type = type;
-	info.start_idx = start;
-	info.count = count;
-	return irdma_sc_create_hmc_obj(&h->dev, &info);
-}
-
 /* The recorded UPDATE_PE_SDS ops: returns the op count; copies up to `cap`
  * entries (cmd, data) and each op's entry count (up to `ops_cap`). */
 u32 vd_hmc_take_sds(struct vd_hmc *h, u32 *op_cnt, u32 ops_cap, u64 *cmd, u64 *data,

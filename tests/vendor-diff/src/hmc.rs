@@ -515,7 +515,8 @@ pub fn run_hmc(c: &HmcCase) -> HmcOutcome {
     let ooisc = |o: HmcObj| caps.obj[o.idx()].max_cnt != 0;
     let roce_ooisc =
         c.profile.protocol == Protocol::RoceV2 && (ooisc(HmcObj::Ooisc) || ooisc(HmcObj::Ooiscffl));
-    if roce_ooisc && out.committed == 1 {
+    let both_refused = out.committed == 0 && sized.is_err();
+    if roce_ooisc && !both_refused && !matches!(sized, Err(HmcError::NoQps | HmcError::Overflow)) {
         return HmcOutcome::Deviation("ooisc_roce_keeps_max");
     }
     let counts = match sized {
