@@ -23,14 +23,29 @@
 //! 3. the counts to commit, word for word as written into the commit buffer;
 //! 4. the decoded commit: per object count and base, the SD count;
 //! 5. hmc.c's SD index range of every object (irdma_find_sd_index_limit)
-//!    against `HmcLayout::sd_range`;
+//!    against `HmcLayout::sd_range`; the PBLE pool's chunks (their SD and
+//!    PD ranges, irdma_find_pd_index_limit) and random PBLE indices
+//!    (`PbleLayout::locate`) against the same arithmetic;
 //! 6. bring-up's SD programming (hw.c: irdma_create_hmc_objs order,
 //!    irdma_sc_create_hmc_obj per object): every UPDATE_PE_SDS entry the
 //!    vendor asks for, cmd and data byte for byte, against
 //!    `HmcLayout::static_sds` encoded with `SdEntry::set` (same backing
 //!    addresses). How the entries are grouped into ops is not compared: the
 //!    driver's grouping (`device::hmc::SdStore::back_static`, crate-private)
-//!    packs 11 per op across objects, the vendor per object.
+//!    packs 11 per op across objects, the vendor per object;
+//! 7. teardown (hw.c: irdma_del_hmc_objects order, irdma_sc_del_hmc_obj):
+//!    the SD clear entries, as a set (the vendor clears an SD when its last
+//!    object goes, the driver in backing order), against `SdEntry::clear`.
+//!
+//! Not compared: paged SDs and PD entries (hmc.c: irdma_add_pd_table_entry,
+//! irdma_remove_pd_bp, the PFHMC_PDINV writes). The driver backs PBLE
+//! chunks in `device::hmc::SdStore::back_pble_chunk`, which is crate-private
+//! with no test-support route; its public parts (chunk SD/PD ranges, PBLE
+//! locations) are compared in step 5.
+//!
+//! A difference is shrunk (profile bounds lifted, query words zeroed or
+//! halved, the plain commit answer) and printed as JSON with the vendor's
+//! output as the expected one (`print_hmc`).
 //!
 //! Profile bounds the vendor does not have are given to it as lowered device
 //! maxima (CQ, MR, PBLE max counts and MAX_PE_SDS in its query buffer): the
@@ -1055,16 +1070,42 @@ pub fn shrink_hmc(mut c: HmcCase, mut d: HmcDiff) -> (HmcCase, HmcDiff) {
     (c, d)
 }
 
+/// The vendor's input for a case (the query buffer as it reaches 6.1), or
+/// `None` when 6.1 would spin forever on it.
+fn vendor_input(c: &HmcCase) -> Option<[u64; 24]> {
+    let q = narrow(&c.query);
+    let mut vq = vendor_query(c, &q);
+    if (q[7] as u32) == 0 {
+        vq[16] = (vq[16] & !0xffff_ffff) | 16;
+    }
+    let hangs = c.profile.protocol == Protocol::RoceV2 && (q[9] as u32) < 512;
+    (!hangs || parse_refuses_61(&vq)).then_some(vq)
+}
+
 /// The case as JSON in the spirit of cqp-vectors.json: the input buffers as
-/// hex words, the profile, and what differed.
+/// hex words, the profile, the vendor's output as the expected one (its
+/// return code, the commit buffer it wrote, the SD count it derived), and
+/// what differed.
 pub fn print_hmc(c: &HmcCase, d: &HmcDiff) -> String {
+    let hex = |ws: &[u64]| ws.iter().map(|w| format!("\"{w:#x}\"")).collect::<Vec<_>>().join(",");
+    let expected = match vendor_input(c).map(|vq| run_vendor(c, &vq)) {
+        Some(Ok((_, out))) => format!(
+            "{{\"ret\":{},\"committed\":{},\"commit_fpm_buf\":[{}],\"sd_cnt\":{}}}",
+            out.ret,
+            out.committed,
+            hex(&out.commit_sent[..22]),
+            out.sd_cnt
+        ),
+        Some(Err(e)) => format!("{{\"error\":{e:?}}}"),
+        None => "{\"hangs\":true}".to_string(),
+    };
     let words: Vec<String> = c.query.iter().map(|w| format!("\"{w:#x}\"")).collect();
     let p = &c.profile;
     format!(
         "{{\"area\":\"hmc\",\"function\":\"irdma_cfg_fpm_val\",\"input\":{{\"query_fpm_buf\":[{}],\
          \"qp_count\":{},\"cqs\":{},\"mrs\":{},\"pbles\":{},\"max_sds\":{},\"protocol\":\"{}\",\
          \"max_hw_ird\":{},\"commit_answer\":{{\"kind\":{},\"start\":{},\"seed\":\"{:#x}\"}}}},\
-         \"difference\":{:?}}}",
+         \"expected\":{},\"difference\":{:?}}}",
         words.join(","),
         p.qps,
         p.cqs,
@@ -1076,6 +1117,7 @@ pub fn print_hmc(c: &HmcCase, d: &HmcDiff) -> String {
         c.answer.kind,
         c.answer.start,
         c.answer.seed,
+        expected,
         d.what
     )
 }
