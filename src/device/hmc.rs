@@ -232,7 +232,8 @@ impl<H: Hal> SdStore<H> {
             batch.clear();
         };
         for b in self.sds.iter_mut().filter(|b| b.programmed) {
-            match u16::try_from(b.sd).ok().and_then(|s| SdEntry::clear(s).ok()) {
+            let direct = b.kind == SdKind::Direct;
+            match u16::try_from(b.sd).ok().and_then(|s| SdEntry::clear(s, direct).ok()) {
                 Some(e) => {
                     if batch.push(e).is_err() {
                         first_err

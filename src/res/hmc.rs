@@ -419,7 +419,7 @@ fn shrink(sd_diff: u64, rounds: u32, want: &mut Wanted, cnt: &mut [u64; HMC_OBJ_
         return;
     } else if want.pble > 100 * FPM_MULTIPLIER {
         want.pble -= 10 * FPM_MULTIPLIER;
-    } else if want.pble > 16 * FPM_MULTIPLIER {
+    } else if want.pble > FPM_MULTIPLIER {
         want.pble -= FPM_MULTIPLIER;
     } else if want.qp <= 128 {
         if cnt[Fsimc.idx()] > 256 {
@@ -928,6 +928,60 @@ mod tests {
             ]
         );
         assert_eq!((c.sd_needed, c.rounds), (20, 32));
+    }
+
+    /// Found by the vendor-diff harness (tests/vendor-diff, HMC area): the
+    /// shrink step takes 1 Ki PBLEs while more than 1 Ki are wanted (ctrl.c:
+    /// irdma_cfg_fpm_val, `pblewanted > FPM_MULTIPLIER`); the driver stopped
+    /// at 16 Ki and committed 16 Ki PBLEs where Linux 6.1 commits 1 Ki.
+    /// Expected counts: Linux 6.1's irdma_cfg_fpm_val on this query buffer.
+    #[test]
+    fn shrink_takes_pbles_down_to_1024() {
+        let buf: [u64; 24] = [
+            0x938_0000_3fff,
+            0xc_0000_0040,
+            0x7_0002_0000,
+            0xb_0066_fcb7,
+            0x5_0000_0000,
+            0xc_0000_2000,
+            0xa_0064_c73b,
+            0xc_00cb_08a2,
+            0x40_0000_0000,
+            0xb_0000_0200,
+            0x8_0000_0190,
+            0x8_0000_0400,
+            0x8_0000_0efb,
+            0x8_0000_0001,
+            0x8_0dfe_6af7,
+            0x40_0003_03ff,
+            0x8_0000_8000,
+            0x1_0000_0800,
+            0x9_0000_0010,
+            0xb_0000_0000,
+            0xc_0000_0000,
+            0x80_0000_0008,
+            0,
+            0,
+        ];
+        let q = crate::cqp::decode::FpmQuery::decode(&buf, false, false).unwrap();
+        let caps = FpmCaps { max_hw_ird: 127, ..FpmCaps::from(&q) };
+        let p = Profile {
+            qps: 262_144,
+            cqs: u32::MAX,
+            mrs: u32::MAX,
+            pbles: 2_097_152,
+            max_sds: Some(127),
+            protocol: Protocol::Iwarp,
+        };
+        let c = size_hmc(&caps, &p).unwrap();
+        assert_eq!(
+            c.cnt,
+            [
+                2, 4, 0, 0x600, 0x2000, 1, 0x36873, 0x200, 8, 0x1fc, 0x3f, 0x80, 0xef, 1, 0x400,
+                0x40, 0x40, 2, 0, 0, 0
+            ]
+        );
+        assert_eq!(c.rounds, 190);
     }
 
     #[test]

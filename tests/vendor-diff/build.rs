@@ -1,6 +1,6 @@
-//! Compiles the vendor's `uk.c`, `ctrl.c`, `icrdma_hw.c` and `uda.c`
+//! Compiles the vendor's `uk.c`, `ctrl.c`, `icrdma_hw.c`, `uda.c` and `hmc.c`
 //! (unmodified) with the project's shim headers and `shim/glue.c` /
-//! `shim/ctrl_glue.c`, when `IRDMA_VENDOR_DIR` names an extracted
+//! `shim/ctrl_glue.c` / `shim/hmc_glue.c`, when `IRDMA_VENDOR_DIR` names an extracted
 //! `linux-source-6.1` tree (`cargo xtask vendor-diff` fetches and sets it).
 //! The LAN side (src/lan.rs): the vendor's ice `ice_controlq.c`,
 //! `ice_common.c` and `ice_sched.c`, unmodified, `#include`d by
@@ -38,6 +38,7 @@ fn main() {
     for f in [
         "uk.c",
         "ctrl.c",
+        "hmc.c",
         "icrdma_hw.c",
         "defs.h",
         "user.h",
@@ -60,6 +61,9 @@ fn main() {
         .file(manifest.join("shim/ctrl_glue.c"))
         .file(irdma.join("icrdma_hw.c"))
         .file(irdma.join("uda.c"))
+        // hmc.c is #included by hmc_glue.c (its index-limit helpers are
+        // static), unmodified; the HMC area (src/hmc.rs).
+        .file(manifest.join("shim/hmc_glue.c"))
         .include(manifest.join("shim/include"))
         .include(&irdma)
         .warnings(false)

@@ -1,7 +1,10 @@
 //! `cargo xtask vendor-diff [--seed N] [--cases N]` (and
 //! `--write-vectors DIR` / `--rederive [DIR]`, `vendor_vectors.rs`) and the suite leg
-//! `vendor-diff` (issue #30): the vendor's own data-path, control-path and
-//! LAN admin-queue code against the driver's, through `tests/vendor-diff`.
+//! `vendor-diff` (issue #30): the vendor's own data-path, control-path
+//! (HMC sizing and SD programming included) and LAN admin-queue code
+//! against the driver's, through `tests/vendor-diff`. `--cases N` scales
+//! every area (one HMC case per two post cases); a long soak is the same command
+//! with a large N and another seed.
 //!
 //! Fetches the Debian source package named in
 //! `tests/vendor-diff/VENDOR_VERSION` with `apt-get download` into a cache

@@ -99,13 +99,17 @@ impl SdEntry {
         Ok(SdEntry { cmd: cmd as u32, data })
     }
 
-    /// Clears SD `sd_index` — hmc.c: irdma_clr_sd_entry.
-    pub fn clear(sd_index: u16) -> Result<Self, EncodeError> {
+    /// Clears SD `sd_index`, programmed `direct` or paged — hmc.c:
+    /// irdma_clr_sd_entry: the data word keeps PMSDBPCOUNT = 512 and the
+    /// SD's type, only PMSDVALID and the address are 0 (spec §3.6: the BP
+    /// count is 512 for set and clear alike).
+    pub fn clear(sd_index: u16, direct: bool) -> Result<Self, EncodeError> {
         use irdma_hal::cqp::sd::*;
         let cmd = fit(Self::SD_INDEX, sd_index as u64, FieldName::SdIndex)?
             | CMD_PMSDPARTSEL.mask()
             | CMD_PMSDWR.mask();
-        Ok(SdEntry { cmd: cmd as u32, data: 0 })
+        let data = DATA_PMSDBPCOUNT.prep(512) | flag(DATA_PMSDTYPE, direct);
+        Ok(SdEntry { cmd: cmd as u32, data })
     }
 }
 

@@ -246,6 +246,18 @@ fn update_pe_sds_spills_to_overflow_buffer() {
     assert_eq!(s.data, 0x4000_0000 | 512 << 2 | 2 | 1);
 }
 
+/// hmc.c: irdma_clr_sd_entry keeps PMSDBPCOUNT = 512 and the SD's type in a
+/// clear entry (spec §3.6); the driver wrote a data word of 0. Found by the
+/// vendor-diff harness (HMC area, teardown's irdma_sc_del_hmc_obj entries).
+#[test]
+fn sd_clear_entry_keeps_bp_count_and_type() {
+    let c = SdEntry::clear(7, true).unwrap();
+    assert_eq!((c.cmd, c.data), (0x8000_8007, 512 << 2 | 2));
+    let c = SdEntry::clear(0x7fff, false).unwrap();
+    assert_eq!((c.cmd, c.data), (0x8000_ffff, 512 << 2));
+    assert!(SdEntry::clear(0x8000, true).is_err());
+}
+
 /// ctrl.c: irdma_sc_ceq_init / irdma_sc_aeq_init / irdma_sc_ccq_init
 /// check sizes against the device's min/max (user.h), not the field
 /// widths: a CEQ of 262,144..2^22-1 entries fits CEQSIZE but the vendor

@@ -36,6 +36,14 @@
 //! published files' inputs and reports per file what came out identical,
 //! different (and why) or not expressible.
 //!
+//! HMC (fourth slice, `hmc.rs`): ctrl.c's FPM sizing (irdma_cfg_fpm_val:
+//! the query parse, the shrink loop, the commit and its parse) run against a
+//! fake device that answers its two CQP ops, and hmc.c (compiled unmodified
+//! through `shim/hmc_glue.c`) backing and programming the committed
+//! objects' SDs, against the driver's `FpmQuery` / `size_hmc` /
+//! `encode_fpm_commit` / `FpmCommit` / `HmcLayout` / `SdEntry`: one case per
+//! two post cases.
+//!
 //! Where the driver is deliberately stricter, the difference must match an
 //! entry of `deviations.toml` (read at run time, every entry must be known
 //! to the classifier in `run.rs` and vice versa); it is counted and listed,
@@ -55,6 +63,8 @@ pub mod cq;
 pub mod ctrl;
 #[cfg(vendor_c)]
 mod ffi;
+#[cfg(vendor_c)]
+pub mod hmc;
 #[cfg(vendor_c)]
 pub mod lan;
 #[cfg(vendor_c)]
@@ -99,6 +109,8 @@ pub struct Report {
     pub lan_cases: u64,
     /// Operations in those sessions (the start included).
     pub lan_ops: u64,
+    /// HMC sizing / layout / SD programming cases (`hmc.rs`).
+    pub hmc_cases: u64,
 }
 
 /// Runs `opts.cases` cases from `opts.seed`; prints each difference (shrunk,
@@ -195,11 +207,45 @@ fn lan_round(n: u64, seed: u64, rng: &mut rng::Rng, rep: &mut Report) -> bool {
     }
 }
 
+/// HMC cases per HMC round (`hmc.rs`; a round every two post cases).
+#[cfg(vendor_c)]
+const HMC_PER_CASE: u64 = 1;
+
+/// One round of HMC cases; true when the run should stop (five differences).
+#[cfg(vendor_c)]
+fn hmc_round(n: u64, seed: u64, rng: &mut rng::Rng, rep: &mut Report) -> bool {
+    for _ in 0..HMC_PER_CASE {
+        let c = hmc::gen_hmc(rng);
+        rep.hmc_cases += 1;
+        match hmc::run_hmc(&c) {
+            hmc::HmcOutcome::Same => {}
+            hmc::HmcOutcome::Deviation(id) => *rep.deviations.entry(id.into()).or_default() += 1,
+            hmc::HmcOutcome::Differs(d) => {
+                rep.differences += 1;
+                let (small, d) = hmc::shrink_hmc(c, d);
+                println!("DIFF HMC case #{n} (seed {seed:#x}): {}", d.what);
+                println!("{}", hmc::print_hmc(&small, &d));
+                if rep.differences >= 5 {
+                    println!("(stopping after 5 differences)");
+                    return true;
+                }
+            }
+        }
+    }
+    false
+}
+
 #[cfg(vendor_c)]
 fn run_all(opts: Opts, devs: &deviations::Deviations) -> Result<Report, String> {
-    let known: Vec<&str> =
-        run::KNOWN_DEVIATIONS.iter().chain(ctrl::KNOWN).chain(lan::KNOWN).copied().collect();
+    let known: Vec<&str> = run::KNOWN_DEVIATIONS
+        .iter()
+        .chain(ctrl::KNOWN)
+        .chain(lan::KNOWN)
+        .chain(hmc::KNOWN)
+        .copied()
+        .collect();
     let mut lan_time = std::time::Duration::ZERO;
+    let mut hmc_time = std::time::Duration::ZERO;
     devs.check_known(&known)?;
     let mut vcqp = ctrl::VendorCqp::new(4)?;
     let mut ctrl_time = std::time::Duration::ZERO;
@@ -251,6 +297,16 @@ fn run_all(opts: Opts, devs: &deviations::Deviations) -> Result<Report, String> 
                 break;
             }
         }
+        // one HMC case per two post cases (a sizing runs up to 2000 shrink
+        // rounds on each side)
+        if n % 2 == 1 {
+            let t_hmc = std::time::Instant::now();
+            let stop = hmc_round(n, opts.seed, &mut rng, &mut rep);
+            hmc_time += t_hmc.elapsed();
+            if stop {
+                break;
+            }
+        }
         let cqc = cq::gen_cq_case(&mut rng);
         rep.cq_cases += 1;
         match cq::run_cq(&cqc) {
@@ -293,6 +349,7 @@ fn run_all(opts: Opts, devs: &deviations::Deviations) -> Result<Report, String> 
         rep.lan_ops,
         lan_time.as_secs_f64()
     );
+    println!("  {} in {} cases, {:.1}s", hmc::stats::line(), rep.hmc_cases, hmc_time.as_secs_f64());
     for (id, k) in &rep.deviations {
         println!("  deviation {id}: {k} cases ({})", devs.reason(id));
     }

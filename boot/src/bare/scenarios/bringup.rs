@@ -465,7 +465,9 @@ impl<'a> Bringup<'a> {
         for chunk in ids.chunks(MAX_SD_ENTRIES) {
             let mut batch: heapless::Vec<SdEntry, MAX_SD_ENTRIES> = heapless::Vec::new();
             for sd in chunk {
-                let e = SdEntry::clear(*sd).map_err(|e| msg(format_args!("clear {sd}: {e:?}")))?;
+                // every SD here is direct (set with `direct = true` above)
+                let e = SdEntry::clear(*sd, true)
+                    .map_err(|e| msg(format_args!("clear {sd}: {e:?}")))?;
                 ensure!(batch.push(e).is_ok(), "batch overflow");
             }
             self.exec(UpdatePeSds { hmc_fn_id: HMC_FN_ID, entries: &batch })

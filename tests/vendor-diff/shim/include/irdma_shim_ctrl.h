@@ -10,11 +10,13 @@
  *   harness never runs two vendor calls at once and never arms a timer);
  * - readl from the recording BAR (vd_bar_read in glue.c), udelay as a no-op;
  * - debug printing (ibdev_dbg, print_hex_dump_debug) compiled out;
- * - DMA-coherent allocation as zeroed heap memory whose "bus address" is its
- *   host address.
+ * - DMA-coherent allocation as zeroed, page-aligned anonymous memory whose
+ *   "bus address" is its host address.
  */
 #ifndef IRDMA_SHIM_CTRL_H
 #define IRDMA_SHIM_CTRL_H
+
+#include <sys/mman.h>
 
 #define fallthrough __attribute__((__fallthrough__))
 
@@ -94,15 +96,20 @@ u32 vd_bar_read(const volatile void *addr);
 #define pr_info(...) ((void)0)
 #define pr_warn(...) ((void)0)
 
-/* Coherent DMA: zeroed heap memory, bus address = host address. */
+/* Coherent DMA: zeroed, page-aligned anonymous memory (as the kernel's
+ * dma_alloc_coherent gives whole pages), bus address = host address. Pages
+ * are mapped, not touched: hmc.c takes 2 MiB per direct SD. */
 struct device;
 static inline void *dma_alloc_coherent(struct device *d, size_t size,
 				       dma_addr_t *pa, int flags)
 {
-	void *p = calloc(1, size);
+	void *p = mmap(NULL, size ? (size + 4095) & ~(size_t)4095 : 4096,
+		       PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 
 	(void)d;
 	(void)flags;
+	if (p == MAP_FAILED)
+		p = NULL;
 	*pa = (dma_addr_t)(uintptr_t)p;
 	return p;
 }
@@ -111,9 +118,9 @@ static inline void dma_free_coherent(struct device *d, size_t size, void *va,
 				     dma_addr_t pa)
 {
 	(void)d;
-	(void)size;
 	(void)pa;
-	free(va);
+	if (va)
+		munmap(va, size ? (size + 4095) & ~(size_t)4095 : 4096);
 }
 
 static inline void ether_addr_copy(u8 *dst, const u8 *src)
