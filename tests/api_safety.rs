@@ -10,13 +10,7 @@ use irdma::verbs::{WqInitAttr, WqType};
 use mock_bar::device::QueueMem;
 
 /// The QPs these tests create: a few one-SGE WRs each way.
-const CAP: QpCap = QpCap {
-    max_send_wr: 16,
-    max_recv_wr: 16,
-    max_send_sge: 1,
-    max_recv_sge: 1,
-    max_inline_data: 0,
-};
+const CAP: QpCap = qp_cap(16, 16, 1, 1);
 
 /// Bytes of the ring `create_cq(4)` makes: (4 + 1) × 2 entries of 32 bytes.
 const RING4: usize = 10 * 32;
@@ -65,13 +59,8 @@ fn resized_cq_dropped_under_a_live_qp_keeps_its_old_ring_until_destroyed() {
 /// `poll_shared`.
 #[test]
 fn a_cq_refuses_a_shared_qp_of_another_device() {
-    let _g = lock();
-    let base = FakeHal::live_pages();
-    let bar_a = ModelBar::standalone(Config::default());
-    let bar_b = bar_a.add_peer(Config::default());
-    {
-        let da = probe_as(&bar_a, A, Profile::SMALL);
-        let db = probe_as(&bar_b, B, Profile::SMALL);
+    leak_checked(|| {
+        let (_bar_a, _bar_b, da, db) = two_devices_with(Config::default(), Profile::SMALL);
         let (pa, pb) = (da.alloc_pd().unwrap(), db.alloc_pd().unwrap());
         let mut ca = da.create_cq(64).unwrap();
         let ca2 = da.create_cq(64).unwrap();
@@ -130,8 +119,7 @@ fn a_cq_refuses_a_shared_qp_of_another_device() {
         for q in [&mut qa, &mut qa2, &mut qb] {
             q.destroy().unwrap();
         }
-    }
-    assert_eq!(FakeHal::live_pages(), base);
+    });
 }
 
 /// Creating a QP, an MR, a fast-register MR or a WQ with a PD or CQ of
@@ -141,13 +129,8 @@ fn a_cq_refuses_a_shared_qp_of_another_device() {
 /// the other device's.
 #[test]
 fn objects_of_another_device_are_refused_at_create() {
-    let _g = lock();
-    let base = FakeHal::live_pages();
-    let bar_a = ModelBar::standalone(Config::default());
-    let bar_b = bar_a.add_peer(Config::default());
-    {
-        let da = probe_as(&bar_a, A, Profile::SMALL);
-        let db = probe_as(&bar_b, B, Profile::SMALL);
+    leak_checked(|| {
+        let (_bar_a, _bar_b, da, db) = two_devices_with(Config::default(), Profile::SMALL);
         let (pa, pb) = (da.alloc_pd().unwrap(), db.alloc_pd().unwrap());
         let (ca, cb) = (da.create_cq(16).unwrap(), db.create_cq(16).unwrap());
         let usage = da.resource_usage();
@@ -184,6 +167,5 @@ fn objects_of_another_device_are_refused_at_create() {
         drop((ca, cb, pa, pb));
         da.close().unwrap();
         db.close().unwrap();
-    }
-    assert_eq!(FakeHal::live_pages(), base);
+    });
 }

@@ -200,9 +200,7 @@ fn cm_frames(frames: &mock_bar::wire::Capture) -> Vec<([u8; 6], AttrId)> {
 
 #[test]
 fn cm_over_qp1_connects_carries_traffic_and_disconnects() {
-    let _g = lock();
-    let base = FakeHal::live_pages();
-    {
+    leak_checked(|| {
         let (ba, bb, da, db) = two_devices(Profile::SMALL);
         for bar in [&ba, &bb] {
             bar.with_device(|d| d.set_strict_psn(true));
@@ -231,17 +229,14 @@ fn cm_over_qp1_connects_carries_traffic_and_disconnects() {
         drop((ea, eb));
         ba.finish();
         bb.finish();
-    }
-    assert_eq!(FakeHal::live_pages(), base, "every DMA page freed");
+    });
 }
 
 #[test]
 fn connect_disconnect_cycles_over_qp1_leak_nothing() {
     // 100 in the debug `test` leg; 1,000 in release (`cycles-1000` leg)
     let n: u32 = if cfg!(debug_assertions) { 100 } else { 1000 };
-    let _g = lock();
-    let base = FakeHal::live_pages();
-    {
+    leak_checked(|| {
         let (ba, bb, da, db) = two_devices(Profile::SMALL);
         let (mut ea, mut eb) = ends(&da, &db);
         let mut rng = Rng::new(0x1000);
@@ -261,8 +256,7 @@ fn connect_disconnect_cycles_over_qp1_leak_nothing() {
         assert_eq!(da.ahs_in_use() + db.ahs_in_use(), 0);
         ba.finish();
         bb.finish();
-    }
-    assert_eq!(FakeHal::live_pages(), base, "every DMA page freed");
+    });
 }
 
 #[test]

@@ -97,9 +97,7 @@ fn qp1(dev: &Dev) -> T<'_> {
 
 #[test]
 fn sidr_over_qp1_then_udaddy_traffic_both_ways() {
-    let _g = lock();
-    let base = FakeHal::live_pages();
-    {
+    leak_checked(|| {
         let (ba, bb, da, db) = two_devices(Profile::SMALL);
         let frames = ba.fabric().capture();
         let (mut ta, mut tb) = (qp1(&da), qp1(&db));
@@ -206,6 +204,5 @@ fn sidr_over_qp1_then_udaddy_traffic_both_ways() {
         drop((ta, tb));
         ba.finish();
         bb.finish();
-    }
-    assert_eq!(FakeHal::live_pages(), base, "every DMA page freed");
+    });
 }

@@ -23,7 +23,7 @@ const _: () = {
 const QPS: usize = 8;
 
 fn qcap(n: u32) -> QpCap {
-    QpCap { max_send_wr: n, max_recv_wr: n, max_send_sge: 1, max_recv_sge: 1, max_inline_data: 0 }
+    qp_cap(n, n, 1, 1)
 }
 
 fn region_on<'d>(dev: &'d Dev, pd: &TPd<'d>, pages: usize) -> Region<'d> {

@@ -36,9 +36,7 @@ fn region_on<'d>(dev: &'d Dev, pd: &TPd<'d>, pages: usize) -> Region<'d> {
 fn many_plain_qps_on_one_cq_polled_without_listing_them() {
     const WRITES: u64 = 6;
     const SENDS: u64 = 3;
-    let _g = lock();
-    let base = FakeHal::live_pages();
-    {
+    leak_checked(|| {
         let (_ba, _bb, da, db) = two_devices(Profile::SMALL);
         let pa = da.alloc_pd().expect("pd");
         let pb = db.alloc_pd().expect("pd");
@@ -48,21 +46,13 @@ fn many_plain_qps_on_one_cq_polled_without_listing_them() {
         let mut qa: Vec<TQp<'_>> = (0..QPS).map(|_| create_qp(&da, &pa, &cq, 16)).collect();
         let mut qb: Vec<TQp<'_>> = (0..QPS)
             .map(|_| {
-                let cap = QpCap {
-                    max_send_wr: 16,
-                    max_recv_wr: 16,
-                    max_send_sge: 1,
-                    max_recv_sge: 1,
-                    max_inline_data: 0,
-                };
+                let cap = qp_cap(16, 16, 1, 1);
                 let mut attr = QpInitAttr { send_cq: &scq, recv_cq: &rcq, cap };
                 db.create_qp(&pb, &mut attr).expect("qp b")
             })
             .collect();
         for (a, b) in qa.iter_mut().zip(qb.iter_mut()) {
-            let (na, nb) = (a.qp_num(), b.qp_num());
-            connect(a, A, B, nb).expect("connect a");
-            connect(b, B, A, na).expect("connect b");
+            connect_both(a, A, b, B);
         }
         let src = region_on(&da, &pa, 1);
         let inbox = region_on(&da, &pa, 1);
@@ -117,8 +107,7 @@ fn many_plain_qps_on_one_cq_polled_without_listing_them() {
         }
         assert_eq!(rcq.poll(&mut wc), 0);
         drop((qa, qb, src, inbox, dst, msg));
-    }
-    assert_eq!(FakeHal::live_pages(), base);
+    });
 }
 
 /// A QP destroyed while its completions are still in the CQ: they are
@@ -127,9 +116,7 @@ fn many_plain_qps_on_one_cq_polled_without_listing_them() {
 /// memory goes with it, nothing leaks.
 #[test]
 fn destroyed_qp_with_cqes_in_the_cq() {
-    let _g = lock();
-    let base = FakeHal::live_pages();
-    {
+    leak_checked(|| {
         let (_ba, _bb, da, db) = two_devices(Profile::SMALL);
         let pa = da.alloc_pd().expect("pd");
         let pb = db.alloc_pd().expect("pd");
@@ -170,8 +157,7 @@ fn destroyed_qp_with_cqes_in_the_cq() {
         }
         let mut q3 = q3.expect("QP number reused");
         let mut b3 = create_qp(&db, &pb, &cb, 16);
-        connect(&mut q3, A, B, b3.qp_num()).expect("connect");
-        connect(&mut b3, B, A, q3.qp_num()).expect("connect");
+        connect_both(&mut q3, A, &mut b3, B);
         q3.post_send(&[wr(21), wr(22), wr(23), wr(24)]).expect("post");
         let got = poll_until_with(|wc| cq.poll(wc), 6, 10);
         let ids: Vec<(u32, u64)> = got.iter().map(|c| (c.qp_num, c.wr_id)).collect();
@@ -180,8 +166,7 @@ fn destroyed_qp_with_cqes_in_the_cq() {
         assert!(got.iter().all(|c| c.status == WcStatus::Success), "{got:?}");
         assert_eq!(cq.unlisted_qp(), None);
         drop((q2, q3, b1, b2, b3, src, dst));
-    }
-    assert_eq!(FakeHal::live_pages(), base);
+    });
 }
 
 /// A QP moved to ERROR with WRs outstanding, while another thread keeps
@@ -192,9 +177,7 @@ fn destroyed_qp_with_cqes_in_the_cq() {
 #[test]
 fn flush_exactly_once_while_another_thread_posts() {
     const LATE: u64 = 40;
-    let _g = lock();
-    let base = FakeHal::live_pages();
-    {
+    leak_checked(|| {
         let (_ba, _bb, da, db) = two_devices(Profile::SMALL);
         let pa = da.alloc_pd().expect("pd");
         let pb = db.alloc_pd().expect("pd");
@@ -202,8 +185,7 @@ fn flush_exactly_once_while_another_thread_posts() {
         let cb = db.create_cq(64).expect("cq b");
         let mut q = create_qp(&da, &pa, &cq, 32);
         let mut b = create_qp(&db, &pb, &cb, 32);
-        connect(&mut q, A, B, b.qp_num()).expect("connect");
-        connect(&mut b, B, A, q.qp_num()).expect("connect");
+        connect_both(&mut q, A, &mut b, B);
         let src = region_on(&da, &pa, 1);
         let inbox = region_on(&da, &pa, 1);
         let dst = region_on(&db, &pb, 1);
@@ -268,8 +250,7 @@ fn flush_exactly_once_while_another_thread_posts() {
         let mut wc = [EMPTY_WC; 4];
         assert_eq!(cq.poll(&mut wc), 0, "nothing twice");
         drop((q, b, src, inbox, dst));
-    }
-    assert_eq!(FakeHal::live_pages(), base);
+    });
 }
 
 /// Healthy traffic: one thread owns the QPs and posts, another owns the CQ
@@ -281,9 +262,7 @@ fn post_on_one_thread_poll_on_another() {
     // consumer's tail; the CQ holds every WR both SQs can have outstanding,
     // so a starved poller cannot overflow it.
     const ROUNDS: u64 = 600;
-    let _g = lock();
-    let base = FakeHal::live_pages();
-    {
+    leak_checked(|| {
         let (_ba, _bb, da, db) = two_devices(Profile::SMALL);
         let pa = da.alloc_pd().expect("pd");
         let pb = db.alloc_pd().expect("pd");
@@ -293,9 +272,7 @@ fn post_on_one_thread_poll_on_another() {
         assert!(qa[0].cap().max_send_wr < ROUNDS as u32 / 2);
         let mut qb: Vec<TQp<'_>> = (0..2).map(|_| create_qp(&db, &pb, &cb, 8)).collect();
         for (a, b) in qa.iter_mut().zip(qb.iter_mut()) {
-            let (na, nb) = (a.qp_num(), b.qp_num());
-            connect(a, A, B, nb).expect("connect a");
-            connect(b, B, A, na).expect("connect b");
+            connect_both(a, A, b, B);
         }
         let src = region_on(&da, &pa, 1);
         let dst = region_on(&db, &pb, 1);
@@ -346,6 +323,5 @@ fn post_on_one_thread_poll_on_another() {
             }
         }
         drop((qa, qb, src, dst));
-    }
-    assert_eq!(FakeHal::live_pages(), base);
+    });
 }

@@ -26,8 +26,7 @@ fn cycle(bar_a: &ModelBar, bar_b: &ModelBar, big: &[u64], phys: &Buf) -> (u32, u
     let mut qa = create_qp(&da, &pa, &ca, 8);
     let mut qb = create_qp(&db, &pb, &cb, 8);
     let (na, nb) = (qa.qp_num(), qb.qp_num());
-    connect(&mut qa, A, B, nb).unwrap();
-    connect(&mut qb, B, A, na).unwrap();
+    connect_both(&mut qa, A, &mut qb, B);
     let src = buf(2);
     let data = fill(&src, na as u8);
     let dst = buf(2);
@@ -121,8 +120,7 @@ fn object_cycles_recycle_every_id() {
         let mut q1 = create_qp(&dev, &pd, &cq, 4);
         let mut q2 = create_qp(&dev, &pd, &cq, 4);
         let (n1, n2) = (q1.qp_num(), q2.qp_num());
-        connect(&mut q1, A, A, n2).unwrap();
-        connect(&mut q2, A, A, n1).unwrap();
+        connect_both(&mut q1, A, &mut q2, A);
         let m0 = reg(&dev, &pd, b.paddr(), 8192, &pages_of(&b), false);
         let m1 = reg(&dev, &pd, 0x10_0000, 8192, &rev, false);
         let fr = dev.alloc_mr(&pd, 8).unwrap();

@@ -100,13 +100,7 @@ fn threads_share_one_qp_deferred() {
     let da = probe_threaded_as(&bar_a, A, Profile::SMALL);
     let db = probe_threaded_as(&bar_b, B, Profile::SMALL);
 
-    let cap = QpCap {
-        max_send_wr: 32,
-        max_recv_wr: 4,
-        max_send_sge: 2,
-        max_recv_sge: 1,
-        max_inline_data: 0,
-    };
+    let cap = qp_cap(32, 4, 2, 1);
     let pd_a = da.alloc_pd().expect("pd");
     let mut cq_a = da.create_cq(128).expect("cq");
     let mut qp = shared_qp(&da, &pd_a, &cq_a, cap);
@@ -318,13 +312,7 @@ fn signaled_wr<'a>(id: u64, sg: &'a [Sge]) -> SendWr<'a> {
 fn shared_qp_refuses_what_qp_refuses() {
     let _g = lock();
     let (_ba, _bb, da, db) = two_devices(Profile::SMALL);
-    let cap = QpCap {
-        max_send_wr: 16,
-        max_recv_wr: 4,
-        max_send_sge: 2,
-        max_recv_sge: 1,
-        max_inline_data: 32,
-    };
+    let cap = QpCap { max_inline_data: 32, ..qp_cap(16, 4, 2, 1) };
     let mut sa = Side::new(&da, A, 64, cap);
     let mut sb = Side::new(&db, B, 64, cap);
     let mut shared_cq = da.create_cq(64).expect("cq");
@@ -427,13 +415,7 @@ fn shared_qp_refuses_what_qp_refuses() {
 fn shared_qp_flush_completes_everything_once() {
     let _g = lock();
     let (_ba, _bb, da, db) = two_devices(Profile::SMALL);
-    let cap = QpCap {
-        max_send_wr: 16,
-        max_recv_wr: 4,
-        max_send_sge: 1,
-        max_recv_sge: 1,
-        max_inline_data: 0,
-    };
+    let cap = qp_cap(16, 4, 1, 1);
     let pd = da.alloc_pd().expect("pd");
     let mut cq = da.create_cq(64).expect("cq");
     let mut qp = shared_qp(&da, &pd, &cq, cap);
@@ -521,13 +503,7 @@ fn threads_post_through_an_error_exactly_once() {
     let _thread = bar_a.fabric().spawn_device_thread(std::time::Duration::from_micros(20));
     let da = probe_threaded_as(&bar_a, A, Profile::SMALL);
     let db = probe_threaded_as(&bar_b, B, Profile::SMALL);
-    let cap = QpCap {
-        max_send_wr: 32,
-        max_recv_wr: 4,
-        max_send_sge: 1,
-        max_recv_sge: 1,
-        max_inline_data: 0,
-    };
+    let cap = qp_cap(32, 4, 1, 1);
     let pd = da.alloc_pd().expect("pd");
     let mut cq = da.create_cq(128).expect("cq");
     let mut qp = shared_qp(&da, &pd, &cq, cap);
@@ -632,16 +608,8 @@ fn threads_post_through_an_error_exactly_once() {
 fn shared_qp_inline() {
     let _g = lock();
     let (_ba, _bb, da, db) = two_devices(Profile::SMALL);
-    let cap = QpCap {
-        max_send_wr: 16,
-        max_recv_wr: 4,
-        max_send_sge: 2,
-        max_recv_sge: 1,
-        max_inline_data: 32,
-    };
-    let mut sa = Side::new(&da, A, 64, cap);
-    let mut sb = Side::new(&db, B, 64, cap);
-    link(&mut sa, &mut sb);
+    let cap = QpCap { max_inline_data: 32, ..qp_cap(16, 4, 2, 1) };
+    let (mut sa, sb) = linked(&da, &db, 64, cap);
     // SAFETY: every inline SGE below points into a live host buffer (the
     // test HAL's bus addresses are CPU addresses).
     unsafe { sa.qp.enable_inline() };
@@ -687,9 +655,7 @@ fn shared_qp_inline() {
 /// with it, destroyed explicitly or by drop.
 #[test]
 fn shared_qp_frees_its_memory() {
-    let _g = lock();
-    let base = FakeHal::live_pages();
-    {
+    leak_checked(|| {
         let (_ba, _bb, da, _db) = two_devices(Profile::SMALL);
         let pd = da.alloc_pd().expect("pd");
         let cq = da.create_cq(16).expect("cq");
@@ -711,8 +677,7 @@ fn shared_qp_frees_its_memory() {
         let b = shared_qp(&da, &pd, &cq, cap(8));
         drop(b);
         assert_eq!(FakeHal::live_pages(), with_dev);
-    }
-    assert_eq!(FakeHal::live_pages(), base);
+    });
 }
 
 /// Issue #12: pollers list the same two shared QPs in opposite orders

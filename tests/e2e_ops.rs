@@ -13,13 +13,7 @@ use irdma::wr::RegMrWr;
 
 /// Sizes every test QP gets: 13 SGEs both ways, 101 inline bytes.
 fn full_cap(n: u32) -> QpCap {
-    QpCap {
-        max_send_wr: n,
-        max_recv_wr: n,
-        max_send_sge: 13,
-        max_recv_sge: 13,
-        max_inline_data: 101,
-    }
+    QpCap { max_inline_data: 101, ..qp_cap(n, n, 13, 13) }
 }
 
 /// Runs `f` on two connected sides (A on device A, B on device B), then
@@ -30,16 +24,7 @@ fn with_pair(f: impl FnOnce(&mut Side<'_>, &mut Side<'_>)) {
 
 /// [`with_pair`] that also hands `f` the two model BARs.
 fn with_pair_bars(f: impl FnOnce(&ModelBar, &ModelBar, &mut Side<'_>, &mut Side<'_>)) {
-    let _g = lock();
-    let base = FakeHal::live_pages();
-    {
-        let (ba, bb, da, db) = two_devices(Profile::SMALL);
-        let mut a = Side::new(&da, A, 128, full_cap(32));
-        let mut b = Side::new(&db, B, 128, full_cap(32));
-        link(&mut a, &mut b);
-        f(&ba, &bb, &mut a, &mut b);
-    }
-    assert_eq!(FakeHal::live_pages(), base, "every DMA page freed");
+    with_linked(128, full_cap(32), f);
 }
 
 fn assert_wc(wc: &WorkCompletion, wr_id: u64, opcode: WcOpcode, byte_len: u32) {
@@ -612,17 +597,9 @@ fn thirteen_sges_for_send_write_and_read() {
 
 #[test]
 fn a_full_sq_refuses_at_bad_wr_and_takes_more_after_polling() {
-    let _g = lock();
-    let base = FakeHal::live_pages();
-    {
+    leak_checked(|| {
         let (_ba, _bb, da, db) = two_devices(Profile::SMALL);
-        let cap = QpCap {
-            max_send_wr: 16,
-            max_recv_wr: 4,
-            max_send_sge: 1,
-            max_recv_sge: 1,
-            max_inline_data: 0,
-        };
+        let cap = qp_cap(16, 4, 1, 1);
         let mut a = Side::new(&da, A, 1024, cap);
         let mut b = Side::new(&db, B, 64, cap);
         link(&mut a, &mut b);
@@ -667,8 +644,7 @@ fn a_full_sq_refuses_at_bad_wr_and_takes_more_after_polling() {
         }
         same(&dst.all(), &expect, "the rest, after polling");
         a.nothing();
-    }
-    assert_eq!(FakeHal::live_pages(), base);
+    });
 }
 
 #[test]
@@ -734,18 +710,14 @@ fn zero_length_and_thirteen_sge_operations_with_immediate() {
 
 #[test]
 fn eight_qp_pairs_share_one_cq_per_device() {
-    let _g = lock();
-    let base = FakeHal::live_pages();
-    {
+    leak_checked(|| {
         let (_ba, _bb, da, db) = two_devices(Profile::SMALL);
         let (pa, pb) = (da.alloc_pd().unwrap(), db.alloc_pd().unwrap());
         let (mut ca, mut cb) = (da.create_cq(256).unwrap(), db.create_cq(256).unwrap());
         let mut qa: Vec<TQp<'_>> = (0..8).map(|_| create_qp(&da, &pa, &ca, 8)).collect();
         let mut qb: Vec<TQp<'_>> = (0..8).map(|_| create_qp(&db, &pb, &cb, 8)).collect();
         for (x, y) in qa.iter_mut().zip(qb.iter_mut()) {
-            let (nx, ny) = (x.qp_num(), y.qp_num());
-            connect(x, A, B, ny).unwrap();
-            connect(y, B, A, nx).unwrap();
+            connect_both(x, A, y, B);
         }
         let src = buf(8);
         let smr = reg(&da, &pa, src.paddr(), 8 * 4096, &pages_of(&src), false);
@@ -810,8 +782,7 @@ fn eight_qp_pairs_share_one_cq_per_device() {
             same(&read(&dst, i * 4096, 4096), &want, &format!("pair {i}"));
         }
         drop((smr, dmr, qa, qb));
-    }
-    assert_eq!(FakeHal::live_pages(), base);
+    });
 }
 
 /// A bad rkey in the middle of a batch of WRITEs: `flags[i]` says which are
@@ -954,18 +925,14 @@ fn an_error_cqe_and_several_flush_cqes_complete_every_wr_once() {
 /// device and arrive after (interleaved with) the second's.
 #[test]
 fn completions_of_two_qps_delayed_and_interleaved_on_a_shared_cq() {
-    let _g = lock();
-    let base = FakeHal::live_pages();
-    {
+    leak_checked(|| {
         let (ba, _bb, da, db) = two_devices(Profile::SMALL);
         let (pa, pb) = (da.alloc_pd().unwrap(), db.alloc_pd().unwrap());
         let (mut ca, cb) = (da.create_cq(64).unwrap(), db.create_cq(64).unwrap());
         let mut qa: Vec<TQp<'_>> = (0..2).map(|_| create_qp(&da, &pa, &ca, 8)).collect();
         let mut qb: Vec<TQp<'_>> = (0..2).map(|_| create_qp(&db, &pb, &cb, 8)).collect();
         for (x, y) in qa.iter_mut().zip(qb.iter_mut()) {
-            let (nx, ny) = (x.qp_num(), y.qp_num());
-            connect(x, A, B, ny).unwrap();
-            connect(y, B, A, nx).unwrap();
+            connect_both(x, A, y, B);
         }
         let src = buf(1);
         let smr = reg(&da, &pa, src.paddr(), 4096, &pages_of(&src), false);
@@ -988,8 +955,7 @@ fn completions_of_two_qps_delayed_and_interleaved_on_a_shared_cq() {
         assert_eq!(ids, vec![10, 0, 1, 2, 11, 12], "QP 0's held CQEs land after QP 1's first");
         assert!(poll_n(&mut ca, 1).is_empty(), "nothing twice");
         drop((smr, dmr, qa, qb));
-    }
-    assert_eq!(FakeHal::live_pages(), base);
+    });
 }
 
 /// The device acts on an SQ doorbell late (the WQE is read after the

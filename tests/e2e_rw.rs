@@ -147,16 +147,8 @@ fn run(setup: Setup) {
         rdma_rw_init_qp(&attrs, force_mr, &mut rwcap, false).unwrap();
         let budget = rdma_rw_max_send_wr(&attrs, force_mr, CTXS * factor, false);
         assert_eq!(rwcap.max_send_wr, budget);
-        let cap = QpCap {
-            max_send_wr: budget,
-            max_recv_wr: 4,
-            max_send_sge: 13,
-            max_recv_sge: 1,
-            max_inline_data: 0,
-        };
-        let mut a = Side::new(&da, A, 64, cap);
-        let mut b = Side::new(&db, B, 64, cap);
-        link(&mut a, &mut b);
+        let cap = qp_cap(budget, 4, 13, 1);
+        let (mut a, mut b) = linked(&da, &db, 64, cap);
         assert!(a.qp.cap().max_send_wr >= budget);
 
         // The peer's 1 MiB target, pages in reverse order behind its IOVA.

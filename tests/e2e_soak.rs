@@ -400,18 +400,10 @@ fn soak(total_ops: u64, deferred: bool) {
             .then(|| bar_a.fabric().spawn_device_thread(std::time::Duration::from_micros(20)));
         let da = probe_threaded_as(&bar_a, A, Profile::SMALL);
         let db = probe_threaded_as(&bar_b, B, Profile::SMALL);
-        let cap = QpCap {
-            max_send_wr: 24,
-            max_recv_wr: 24,
-            max_send_sge: 13,
-            max_recv_sge: 4,
-            max_inline_data: 0,
-        };
+        let cap = qp_cap(24, 24, 13, 4);
         // Small CQs: up to 24 send and 24 receive completions land between
         // two polls; they wrap every few polls.
-        let mut sa = Side::new(&da, A, 48, cap);
-        let mut sb = Side::new(&db, B, 48, cap);
-        link(&mut sa, &mut sb);
+        let (sa, sb) = linked(&da, &db, 48, cap);
         sq_depth = sa.qp.cap().max_send_wr as usize;
         rq_depth = sa.qp.cap().max_recv_wr as usize;
         assert!(sq_depth >= 24 && rq_depth >= 24);

@@ -25,10 +25,6 @@ const IB_REMOTE_ACCESS_ERROR: u16 = 0x020D;
 const WRITE_ONLY: Access = Access(Access::LOCAL_WRITE.0 | Access::REMOTE_WRITE.0);
 const READ_ONLY: Access = Access(Access::LOCAL_WRITE.0 | Access::REMOTE_READ.0);
 
-fn qcap() -> QpCap {
-    QpCap { max_send_wr: 16, max_recv_wr: 16, max_send_sge: 2, max_recv_sge: 2, max_inline_data: 0 }
-}
-
 fn events(dev: &Dev) -> Vec<(AsyncEventKind, u16, u32)> {
     let mut ev = [NO_EVENT; 16];
     let n = dev.poll_async_events(&mut ev);
@@ -37,16 +33,7 @@ fn events(dev: &Dev) -> Vec<(AsyncEventKind, u16, u32)> {
 
 /// A fresh connected pair A → B on two model devices; `f` runs the case.
 fn pair(f: impl FnOnce(&mut Side<'_>, &mut Side<'_>)) {
-    let _g = lock();
-    let base = FakeHal::live_pages();
-    {
-        let (_ba, _bb, da, db) = two_devices(Profile::SMALL);
-        let mut a = Side::new(&da, A, 32, qcap());
-        let mut b = Side::new(&db, B, 32, qcap());
-        link(&mut a, &mut b);
-        f(&mut a, &mut b);
-    }
-    assert_eq!(FakeHal::live_pages(), base, "every page freed");
+    with_linked(32, cap(16), |_, _, a, b| f(a, b));
 }
 
 /// A REG_MR over the pages of `t` (whole pages), `iova` and `zero_based` as

@@ -15,10 +15,6 @@ use e2e_common::*;
 use irdma::aeq::{AsyncEvent, AsyncEventKind};
 use irdma::wr::RegMrWr;
 
-fn qcap() -> QpCap {
-    QpCap { max_send_wr: 16, max_recv_wr: 16, max_send_sge: 2, max_recv_sge: 2, max_inline_data: 0 }
-}
-
 /// What one attempt produced.
 #[derive(Debug)]
 struct Outcome {
@@ -89,9 +85,7 @@ fn case(
     let out;
     {
         let (_ba, _bb, da, db) = two_devices(Profile::SMALL);
-        let mut a = Side::new(&da, A, 32, qcap());
-        let mut b = Side::new(&db, B, 32, qcap());
-        link(&mut a, &mut b);
+        let (mut a, mut b) = linked(&da, &db, 32, cap(16));
         let src = a.region(1, 0x31);
         out = f(&mut a, &mut b, &src);
         assert_eq!(a.qp.state(), QpState::Error, "{name}: the requester's QP is in ERROR");

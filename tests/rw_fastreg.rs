@@ -95,9 +95,8 @@ fn fast_reg_key_rotation_rejects_the_stale_rkey() {
         let mut cq = dev.create_cq(64).unwrap();
         let mut owner = create_qp(&dev, &pd, &cq, 16); // registers the MR
         let mut peer = create_qp(&dev, &pd, &cq, 16);
-        let (no, np) = (owner.qp_num(), peer.qp_num());
-        connect(&mut owner, A, A, np).unwrap();
-        connect(&mut peer, A, A, no).unwrap();
+        let np = peer.qp_num();
+        connect_both(&mut owner, A, &mut peer, A);
 
         let target = buf(2);
         let mut fr = dev.alloc_mr(&pd, 16).unwrap();
@@ -201,9 +200,7 @@ fn fast_reg_wr_must_name_a_live_fast_register_mr_of_this_device() {
         let mut cq = dev.create_cq(64).unwrap();
         let mut owner = create_qp(&dev, &pd, &cq, 16);
         let mut peer = create_qp(&dev, &pd, &cq, 16);
-        let (no, np) = (owner.qp_num(), peer.qp_num());
-        connect(&mut owner, A, A, np).unwrap();
-        connect(&mut peer, A, A, no).unwrap();
+        connect_both(&mut owner, A, &mut peer, A);
 
         let target = buf(4);
         let pages = pages_of(&target);
@@ -329,9 +326,7 @@ fn level2_fast_register_mr_maps_three_leaves() {
         let mut cq = dev.create_cq(64).unwrap();
         let mut owner = create_qp(&dev, &pd, &cq, 16);
         let mut peer = create_qp(&dev, &pd, &cq, 16);
-        let (no, np) = (owner.qp_num(), peer.qp_num());
-        connect(&mut owner, A, A, np).unwrap();
-        connect(&mut peer, A, A, no).unwrap();
+        connect_both(&mut owner, A, &mut peer, A);
         let src = buf(1);
         let sdata = fill(&src, 17);
         let smr = reg(&dev, &pd, src.paddr(), 4096, &pages_of(&src), false);

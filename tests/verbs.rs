@@ -7,21 +7,15 @@ use common::*;
 
 #[test]
 fn write_read_send_between_two_devices() {
-    let _g = lock();
-    let base = FakeHal::live_pages();
-    let bar_a = ModelBar::standalone(Config::default());
-    let bar_b = bar_a.add_peer(Config::default());
-    {
-        let da = probe_as(&bar_a, A, Profile::SMALL);
-        let db = probe_as(&bar_b, B, Profile::SMALL);
+    leak_checked(|| {
+        let (_bar_a, _bar_b, da, db) = two_devices_with(Config::default(), Profile::SMALL);
         let (pa, pb) = (da.alloc_pd().unwrap(), db.alloc_pd().unwrap());
         let (mut ca, mut cb) = (da.create_cq(64).unwrap(), db.create_cq(64).unwrap());
         let mut qa = create_qp(&da, &pa, &ca, 32);
         let mut qb = create_qp(&db, &pb, &cb, 32);
         assert!(qa.cap().max_send_wr >= 32 && qa.cap().max_recv_sge >= 2);
-        let (na, nb) = (qa.qp_num(), qb.qp_num());
-        connect(&mut qa, A, B, nb).unwrap();
-        connect(&mut qb, B, A, na).unwrap();
+        let nb = qb.qp_num();
+        connect_both(&mut qa, A, &mut qb, B);
         assert_eq!(qa.state(), QpState::Rts);
 
         // A: source (level 0, contiguous), B: target (level 1: pages reversed).
@@ -97,8 +91,7 @@ fn write_read_send_between_two_devices() {
         );
         assert_eq!(wc[0].qp_num, nb);
         assert_eq!(read(&rbuf, 0, 777), data[8192..8192 + 777].to_vec(), "SEND byte for byte");
-    }
-    assert_eq!(FakeHal::live_pages(), base, "everything freed");
+    });
 }
 
 /// One device, two QPs connected to each other through the loopback.
@@ -114,9 +107,7 @@ fn level2_mr_and_zero_based_mr_on_loopback() {
         let mut cq = dev.create_cq(64).unwrap();
         let mut q1 = create_qp(&dev, &pd, &cq, 16);
         let mut q2 = create_qp(&dev, &pd, &cq, 16);
-        let (n1, n2) = (q1.qp_num(), q2.qp_num());
-        connect(&mut q1, A, A, n2).unwrap();
-        connect(&mut q2, A, A, n1).unwrap();
+        connect_both(&mut q1, A, &mut q2, A);
 
         // More pages than one level-1 run can hold (one SD of PBLEs): level 2.
         // Every IOVA page maps to one of two physical pages, alternating.
@@ -154,20 +145,14 @@ fn level2_mr_and_zero_based_mr_on_loopback() {
 
 #[test]
 fn stale_rkey_after_rereg_is_rejected_and_the_qp_flushes() {
-    let _g = lock();
-    let base = FakeHal::live_pages();
-    let bar_a = ModelBar::standalone(Config::default());
-    let bar_b = bar_a.add_peer(Config::default());
-    {
-        let da = probe_as(&bar_a, A, Profile::SMALL);
-        let db = probe_as(&bar_b, B, Profile::SMALL);
+    leak_checked(|| {
+        let (bar_a, _bar_b, da, db) = two_devices_with(Config::default(), Profile::SMALL);
         let (pa, pb) = (da.alloc_pd().unwrap(), db.alloc_pd().unwrap());
         let (mut ca, _cb) = (da.create_cq(64).unwrap(), db.create_cq(64).unwrap());
         let mut qa = create_qp(&da, &pa, &ca, 16);
         let mut qb = create_qp(&db, &pb, &_cb, 16);
-        let (na, nb) = (qa.qp_num(), qb.qp_num());
-        connect(&mut qa, A, B, nb).unwrap();
-        connect(&mut qb, B, A, na).unwrap();
+        let na = qa.qp_num();
+        connect_both(&mut qa, A, &mut qb, B);
         let src = buf(1);
         let data = fill(&src, 5);
         let smr = reg(&da, &pa, src.paddr(), 4096, &pages_of(&src), false);
@@ -234,8 +219,7 @@ fn stale_rkey_after_rereg_is_rejected_and_the_qp_flushes() {
             d.trace().filter(|e| matches!(e, mock_bar::Event::CqpOp { opcode: 0x22, .. })).count()
         });
         assert_eq!(flushes, 1, "one FLUSH_WQES for QP A");
-    }
-    assert_eq!(FakeHal::live_pages(), base);
+    });
 }
 
 #[test]
@@ -251,9 +235,8 @@ fn modify_to_error_flushes_every_outstanding_wr_exactly_once() {
         let mut q1 = dev.create_qp(&pd, &mut attr).unwrap();
         let mut attr = QpInitAttr { send_cq: &scq, recv_cq: &rcq, cap: cap(16) };
         let mut q2 = dev.create_qp(&pd, &mut attr).unwrap();
-        let (n1, n2) = (q1.qp_num(), q2.qp_num());
-        connect(&mut q1, A, A, n2).unwrap();
-        connect(&mut q2, A, A, n1).unwrap();
+        let n1 = q1.qp_num();
+        connect_both(&mut q1, A, &mut q2, A);
         let b = buf(1);
         let mr = reg(&dev, &pd, b.paddr(), 4096, &pages_of(&b), false);
         let sge = [Sge { addr: b.paddr(), length: 16, lkey: mr.lkey() }];
@@ -312,13 +295,7 @@ fn create_limits_and_written_back_caps() {
         let mut a = QpInitAttr { send_cq: &cq, recv_cq: &cq, cap: c };
         dev.create_qp(&pd, &mut a).map(|q| (a.cap, q.cap()))
     };
-    let c = QpCap {
-        max_send_wr: 5,
-        max_recv_wr: 3,
-        max_send_sge: 3,
-        max_recv_sge: 2,
-        max_inline_data: 40,
-    };
+    let c = QpCap { max_inline_data: 40, ..qp_cap(5, 3, 3, 2) };
     let (written, held) = mk(c).unwrap();
     assert_eq!(written, held);
     assert!(written.max_send_wr >= 5 && written.max_recv_wr >= 3);
@@ -374,9 +351,7 @@ fn create_wq_rounds_up_and_a_qp_receives_through_it() {
         let mut q1 = dev.create_qp_on_wq(&pd, &mut a, wq).unwrap();
         assert_eq!(a.cap.max_recv_wr, wa.max_wr);
         let mut q2 = create_qp(&dev, &pd, &cq, 8);
-        let (n1, n2) = (q1.qp_num(), q2.qp_num());
-        connect(&mut q1, A, A, n2).unwrap();
-        connect(&mut q2, A, A, n1).unwrap();
+        connect_both(&mut q1, A, &mut q2, A);
         let sb = buf(1);
         let data = fill(&sb, 9);
         let smr = reg(&dev, &pd, sb.paddr(), 4096, &pages_of(&sb), false);
@@ -484,9 +459,7 @@ fn cq_overflow_is_an_async_cq_error() {
     let mut a = QpInitAttr { send_cq: &tiny, recv_cq: &big_cq, cap: cap(8) };
     let mut q1 = dev.create_qp(&pd, &mut a).unwrap();
     let mut q2 = create_qp(&dev, &pd, &big_cq, 8);
-    let (n1, n2) = (q1.qp_num(), q2.qp_num());
-    connect(&mut q1, A, A, n2).unwrap();
-    connect(&mut q2, A, A, n1).unwrap();
+    connect_both(&mut q1, A, &mut q2, A);
     let b = buf(1);
     let mr = reg(&dev, &pd, b.paddr(), 4096, &pages_of(&b), false);
     let sge = [Sge { addr: b.paddr(), length: 8, lkey: mr.lkey() }];
@@ -591,24 +564,11 @@ fn rnr_retries_exhausted_is_a_fatal_qp_event() {
     let (n1, n2) = (q1.qp_num(), q2.qp_num());
     connect(&mut q2, A, A, n1).unwrap();
     q1.modify(&QpAttr::new(QpState::Init)).unwrap();
-    let mut rtr = QpAttr::new(QpState::Rtr);
-    rtr.dest_qp = n2;
-    // the same PSNs as `connect` gives q2: the RNR condition comes from the
-    // missing receive alone, not from a PSN the responder would drop
-    rtr.rq_psn = 100;
-    rtr.path_mtu = 1024;
-    rtr.av = Some(AddressVector {
-        dest_mac: A.mac,
-        dest_ip: IpAddr::V4(A.ip),
-        src_ip: IpAddr::V4(A.ip),
-        hop_limit: 64,
-        traffic_class: 0,
-        flow_label: 0,
-        vlan: None,
-    });
-    q1.modify(&rtr).unwrap();
-    let mut rts = QpAttr::new(QpState::Rts);
-    rts.sq_psn = 100;
+    // the same PSNs as `connect` gives q2 (`rtr_attr`, `rts_attr`): the RNR
+    // condition comes from the missing receive alone, not from a PSN the
+    // responder would drop
+    q1.modify(&rtr_attr(A, A, n2)).unwrap();
+    let mut rts = rts_attr();
     rts.rnr_retry = 1;
     q1.modify(&rts).unwrap();
     let b = buf(1);
@@ -744,9 +704,8 @@ fn destroyed_qp_cqes_are_dropped_and_other_qps_lose_nothing() {
         let mut q1 = dev.create_qp(&pd, &mut attr).unwrap();
         let mut attr = QpInitAttr { send_cq: &scq, recv_cq: &rcq, cap: cap(16) };
         let mut q2 = dev.create_qp(&pd, &mut attr).unwrap();
-        let (n1, n2) = (q1.qp_num(), q2.qp_num());
-        connect(&mut q1, A, A, n2).unwrap();
-        connect(&mut q2, A, A, n1).unwrap();
+        let n2 = q2.qp_num();
+        connect_both(&mut q1, A, &mut q2, A);
         let b = buf(1);
         let mr = reg(&dev, &pd, b.paddr(), 4096, &pages_of(&b), false);
         let sge = [Sge { addr: b.paddr(), length: 16, lkey: mr.lkey() }];

@@ -198,13 +198,7 @@ fn connect_path(qp: &mut TQp<'_>, me: Addr, peer: Addr, peer_qpn: u32, p: &Path)
 }
 
 fn cap() -> QpCap {
-    QpCap {
-        max_send_wr: 32,
-        max_recv_wr: 32,
-        max_send_sge: 4,
-        max_recv_sge: 4,
-        max_inline_data: 101,
-    }
+    QpCap { max_inline_data: 101, ..qp_cap(32, 32, 4, 4) }
 }
 
 fn ok(wc: &WorkCompletion, what: &str) {

@@ -34,9 +34,7 @@ fn events(dev: &Dev) -> Vec<AsyncEvent> {
 fn small_cqs_wrap_many_times_and_every_completion_is_seen_once() {
     let _g = lock();
     let (_ba, _bb, da, db) = two_devices(Profile::SMALL);
-    let mut a = Side::new(&da, A, 4, cap(8));
-    let mut b = Side::new(&db, B, 4, cap(8));
-    link(&mut a, &mut b);
+    let (mut a, mut b) = linked(&da, &db, 4, cap(8));
     let ring = (a.cq.cqe() + 1) * 2;
     assert_eq!(ring, 10);
     let src = a.region(1, 0);

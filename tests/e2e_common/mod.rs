@@ -98,18 +98,35 @@ impl<'d> Side<'d> {
 
 /// Two devices (A, B) on one fabric, each probed with `profile`.
 pub fn two_devices(profile: Profile) -> (ModelBar, ModelBar, Dev, Dev) {
-    let bar_a = ModelBar::standalone(small_fn_config());
-    let bar_b = bar_a.add_peer(small_fn_config());
-    let da = probe_as(&bar_a, A, profile);
-    let db = probe_as(&bar_b, B, profile);
-    (bar_a, bar_b, da, db)
+    two_devices_with(small_fn_config(), profile)
 }
 
 /// Connects two sides' QPs to each other (INIT → RTR → RTS both ways).
 pub fn link(a: &mut Side<'_>, b: &mut Side<'_>) {
-    let (na, nb) = (a.qp.qp_num(), b.qp.qp_num());
-    connect(&mut a.qp, a.addr, b.addr, nb).expect("connect a");
-    connect(&mut b.qp, b.addr, a.addr, na).expect("connect b");
+    connect_both(&mut a.qp, a.addr, &mut b.qp, b.addr);
+}
+
+/// A's and B's sides on `da` and `db` (CQs of `cqe` entries, QPs of
+/// `cap`), linked to each other.
+pub fn linked<'a, 'b>(da: &'a Dev, db: &'b Dev, cqe: u32, cap: QpCap) -> (Side<'a>, Side<'b>) {
+    let mut a = Side::new(da, A, cqe, cap);
+    let mut b = Side::new(db, B, cqe, cap);
+    link(&mut a, &mut b);
+    (a, b)
+}
+
+/// Runs `f` on a fresh [`linked`] pair A → B (CQs of `cqe` entries, QPs
+/// of `cap`) on [`two_devices`], with both model BARs, [`leak_checked`].
+pub fn with_linked(
+    cqe: u32,
+    cap: QpCap,
+    f: impl FnOnce(&ModelBar, &ModelBar, &mut Side<'_>, &mut Side<'_>),
+) {
+    leak_checked(|| {
+        let (ba, bb, da, db) = two_devices(Profile::SMALL);
+        let (mut a, mut b) = linked(&da, &db, cqe, cap);
+        f(&ba, &bb, &mut a, &mut b);
+    });
 }
 
 /// A buffer and the MR over it (VA-based at the buffer's bus address).
@@ -208,23 +225,8 @@ pub fn shared_qp<'d>(dev: &'d Dev, pd: &TPd<'d>, cq: &TCq<'d>, cap: QpCap) -> TS
 /// INIT → RTR → RTS towards `peer_qpn`, as `common::connect` does.
 pub fn connect_shared(qp: &mut TShared<'_>, me: Addr, peer: Addr, peer_qpn: u32) {
     qp.modify(&QpAttr::new(QpState::Init)).expect("init");
-    let mut rtr = QpAttr::new(QpState::Rtr);
-    rtr.dest_qp = peer_qpn;
-    rtr.rq_psn = 100;
-    rtr.path_mtu = 1024;
-    rtr.av = Some(AddressVector {
-        dest_mac: peer.mac,
-        dest_ip: IpAddr::V4(peer.ip),
-        src_ip: IpAddr::V4(me.ip),
-        hop_limit: 64,
-        traffic_class: 0,
-        flow_label: 0,
-        vlan: None,
-    });
-    qp.modify(&rtr).expect("rtr");
-    let mut rts = QpAttr::new(QpState::Rts);
-    rts.sq_psn = 100;
-    qp.modify(&rts).expect("rts");
+    qp.modify(&rtr_attr(me, peer, peer_qpn)).expect("rtr");
+    qp.modify(&rts_attr()).expect("rts");
 }
 
 /// Polls through `poll` (a CQ or a poller) until `n` completions arrived
