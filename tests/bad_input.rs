@@ -11,8 +11,7 @@ use irdma::wr::RecvWr;
 #[test]
 fn gaps_of_the_bad_input_table_are_refused() {
     let _g = lock();
-    let bar = ModelBar::standalone(small_fn_config());
-    let dev = probe_as(&bar, A, Profile::SMALL);
+    let (_bar, dev) = one_device(small_fn_config(), Profile::SMALL);
     let pd = dev.alloc_pd().unwrap();
     let usage = dev.resource_usage();
     let b = buf(2);

@@ -75,17 +75,7 @@ fn bad_lkey_write_completes_with_its_error_in_a_cq_only_loop() {
         }
         assert_eq!(a.qp.state(), QpState::Error);
         // The event is still there for a caller that asks.
-        use irdma::aeq::{AsyncEvent, AsyncEventKind};
-        let mut ev = [AsyncEvent {
-            kind: AsyncEventKind::Ignored,
-            ae_code: 0,
-            ae_src: 0,
-            id: 0,
-            moved_to_error: false,
-        }; 8];
-        let n = a.dev.poll_async_events(&mut ev);
-        let qpn = a.qp.qp_num();
-        assert!(ev[..n].iter().any(|e| e.id == qpn && e.moved_to_error), "{:?}", &ev[..n]);
+        a.assert_error_event();
     });
 }
 

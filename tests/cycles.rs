@@ -105,8 +105,7 @@ fn full_cycles_free_every_page() {
 fn object_cycles_recycle_every_id() {
     let _g = lock();
     let base = FakeHal::live_pages();
-    let bar = ModelBar::standalone(small_fn_config());
-    let dev = probe_as(&bar, A, Profile { mrs: 1024, ..Profile::SMALL });
+    let (_bar, dev) = one_device(small_fn_config(), Profile { mrs: 1024, ..Profile::SMALL });
     let b = buf(2);
     let mut rev = pages_of(&b);
     rev.reverse();

@@ -490,7 +490,6 @@ fn poll_all<'d>(cq: &mut TCq<'d>, qp: &TShared<'d>) -> Vec<WorkCompletion> {
 /// ones did not.
 #[test]
 fn threads_post_through_an_error_exactly_once() {
-    use irdma::aeq::{AsyncEvent, AsyncEventKind};
     const T: usize = 3;
     const N: usize = 200;
     const BAD: (usize, usize) = (1, 60);
@@ -541,13 +540,7 @@ fn threads_post_through_an_error_exactly_once() {
                 }
             });
         }
-        let mut ev = [AsyncEvent {
-            kind: AsyncEventKind::Ignored,
-            ae_code: 0,
-            ae_src: 0,
-            id: 0,
-            moved_to_error: false,
-        }; 8];
+        let mut ev = [NO_EVENT; 8];
         let mut got = 0;
         let mut wc = [EMPTY_WC; 16];
         let since = std::time::Instant::now();

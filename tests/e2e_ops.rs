@@ -230,34 +230,13 @@ fn fast_registered_key_works_for_remote_write_and_read() {
     });
 }
 
-/// The device reports an async error naming `side`'s QP (which moves it to
-/// ERROR); then exactly one completion, the failed WR, arrives.
-fn after_error(side: &mut Side<'_>) -> WorkCompletion {
-    use irdma::aeq::{AsyncEvent, AsyncEventKind};
-    let mut ev = [AsyncEvent {
-        kind: AsyncEventKind::Ignored,
-        ae_code: 0,
-        ae_src: 0,
-        id: 0,
-        moved_to_error: false,
-    }; 8];
-    let n = side.dev.poll_async_events(&mut ev);
-    let qpn = side.qp.qp_num();
-    assert!(
-        ev[..n].iter().any(|e| e.id == qpn && e.moved_to_error),
-        "an AE moved QP {qpn} to error: {:?}",
-        &ev[..n]
-    );
-    side.one()
-}
-
 /// A's access with `key` fails: the requester's WR completes with a remote
 /// access error and `dst` is not written.
 fn access_fails(a: &mut Side<'_>, src: &Region<'_>, addr: u64, key: u32, check: &Buf) {
     let before = read(check, 0, check.len());
     let sge = [src.sge(0, 256)];
     a.qp.post_send(&[signaled(99, write_op(addr, key), &sge)]).unwrap();
-    let wc = after_error(a);
+    let wc = a.after_error();
     assert_eq!((wc.wr_id, wc.status), (99, WcStatus::RemAccessErr), "{wc:?}");
     same(&read(check, 0, check.len()), &before, "nothing written with the dead key");
     assert_eq!(a.qp.state(), QpState::Error);
@@ -302,7 +281,7 @@ fn local_inv_kills_the_key_for_local_use() {
         assert_eq!(a.one().opcode, WcOpcode::LocalInv);
         dst.put(0, &dst_before[..32]);
         a.qp.post_send(&[signaled(4, write_op(dst.addr(), dst.key()), &sge)]).unwrap();
-        let wc = after_error(a);
+        let wc = a.after_error();
         assert_eq!(wc.wr_id, 4);
         assert_eq!(wc.status, WcStatus::LocProtErr, "the invalidated lkey is refused: {wc:?}");
         same(&dst.all(), &dst_before, "nothing sent with the dead lkey");
@@ -822,17 +801,7 @@ fn error_mid_batch_with(
         for i in 0..bad {
             expect[i * 200..i * 200 + 100].copy_from_slice(&src.bytes(i * 100, 100));
         }
-        use irdma::aeq::{AsyncEvent, AsyncEventKind};
-        let mut ev = [AsyncEvent {
-            kind: AsyncEventKind::Ignored,
-            ae_code: 0,
-            ae_src: 0,
-            id: 0,
-            moved_to_error: false,
-        }; 8];
-        let n = a.dev.poll_async_events(&mut ev);
-        let qpn = a.qp.qp_num();
-        assert!(ev[..n].iter().any(|e| e.id == qpn && e.moved_to_error), "{:?}", &ev[..n]);
+        a.assert_error_event();
         let wc = a.poll(20);
         let got: Vec<(u64, WcStatus)> = wc.iter().map(|c| (c.wr_id, c.status)).collect();
         let mut want: Vec<(u64, WcStatus)> =
@@ -983,14 +952,7 @@ fn a_wqe_read_late_completes_once() {
 }
 
 fn events(dev: &Dev) -> Vec<irdma::aeq::AsyncEvent> {
-    use irdma::aeq::{AsyncEvent, AsyncEventKind};
-    let mut ev = [AsyncEvent {
-        kind: AsyncEventKind::Ignored,
-        ae_code: 0,
-        ae_src: 0,
-        id: 0,
-        moved_to_error: false,
-    }; 8];
+    let mut ev = [NO_EVENT; 8];
     let n = dev.poll_async_events(&mut ev);
     ev[..n].to_vec()
 }
@@ -1138,7 +1100,7 @@ fn an_undeclared_wire_drop_fails_the_end_of_test_check() {
         let dst = b.region(1, 0);
         bar_a.with_device(|d| d.faults().flip_frame_byte = Some((0, usize::MAX)));
         a.qp.post_send(&[signaled(1, write_op(dst.addr(), dst.key()), &[src.sge(0, 8)])]).unwrap();
-        let wc = after_error(a);
+        let wc = a.after_error();
         assert_eq!(wc.status, WcStatus::RetryExcErr, "{wc:?}");
         assert_eq!(bar_b.unexpected_errors(), vec![(ErrorCounter::WireDrops, 1)]);
         let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| bar_b.finish()));

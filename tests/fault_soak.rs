@@ -1842,8 +1842,7 @@ fn refused_modify_to_error_is_retried_and_destroy_succeeds() {
 #[test]
 fn raw_aeqe_reaches_poll_async_events() {
     let _g = lock();
-    let bar = ModelBar::standalone(small_fn_config());
-    let dev = probe_as(&bar, A, Profile::SMALL);
+    let (bar, dev) = one_device(small_fn_config(), Profile::SMALL);
     let pd = dev.alloc_pd().unwrap();
     let cq = dev.create_cq(8).unwrap();
     let qp = create_qp(&dev, &pd, &cq, 4);

@@ -181,8 +181,7 @@ fn workload(dev: &Dev, hit: &mut bool) {
 fn every_verbs_op_failing_is_typed_leak_free_and_recoverable() {
     let _g = lock();
     let base = FakeHal::live_pages();
-    let bar = ModelBar::standalone(Config::default());
-    let dev = probe_as(&bar, A, Profile::SMALL);
+    let (bar, dev) = one_device(Config::default(), Profile::SMALL);
     let usage = dev.resource_usage();
     let pages = FakeHal::live_pages();
     let before = ops(&bar);

@@ -12,8 +12,7 @@ use irdma::flight::{CqpOutcome, FlightEvent};
 #[test]
 fn a_refused_cqp_op_is_in_the_flight_recorder() {
     let _g = lock();
-    let bar = ModelBar::standalone(small_fn_config());
-    let dev = probe_as(&bar, A, Profile::SMALL);
+    let (bar, dev) = one_device(small_fn_config(), Profile::SMALL);
     let recs: Vec<_> = dev.flight_recorder().collect();
     assert!(
         recs.iter().any(|r| r.event == FlightEvent::Probe { failed_at: None }),

@@ -113,13 +113,7 @@ fn removal_case(by_control: bool) {
         rts.sq_psn = 1;
         assert!(a.qp.modify(&rts).is_err(), "no transition out of ERROR");
         assert_eq!(da.check_presence(), Err(CqpError::DeviceGone));
-        let mut ev = [irdma::aeq::AsyncEvent {
-            kind: irdma::aeq::AsyncEventKind::Ignored,
-            ae_code: 0,
-            ae_src: 0,
-            id: 0,
-            moved_to_error: false,
-        }; 4];
+        let mut ev = [NO_EVENT; 4];
         assert_eq!(da.poll_async_events(&mut ev), 0);
         // rdma_rw: the context builds its chain; the post is refused.
         {
@@ -201,8 +195,7 @@ fn removal_found_by_check_presence_then_every_entry_point_is_typed() {
 #[test]
 fn removed_device_closed_after_reset_frees_everything() {
     leak_checked(|| {
-        let bar = ModelBar::standalone(small_fn_config());
-        let dev = probe_as(&bar, A, Profile::SMALL);
+        let (bar, dev) = one_device(small_fn_config(), Profile::SMALL);
         let pd = dev.alloc_pd().unwrap();
         let cq = dev.create_cq(8).unwrap();
         let qp = create_qp(&dev, &pd, &cq, 4);

@@ -84,7 +84,7 @@ fn rw_read_through_fast_registered_mrs() {
 /// refused by the model, the new one works.
 #[test]
 fn fast_reg_key_rotation_rejects_the_stale_rkey() {
-    use irdma::aeq::{AsyncEvent, AsyncEventKind};
+    use irdma::aeq::AsyncEventKind;
     use irdma::wr::RegMrWr;
     let _g = lock();
     let base = FakeHal::live_pages();
@@ -156,13 +156,7 @@ fn fast_reg_key_rotation_rejects_the_stale_rkey() {
 
         assert!(target.write_bytes(0, &[0u8; 16]));
         peer.post_send(&[write(5, k1)]).unwrap();
-        let mut ev = [AsyncEvent {
-            kind: AsyncEventKind::Ignored,
-            ae_code: 0,
-            ae_src: 0,
-            id: 0,
-            moved_to_error: false,
-        }; 4];
+        let mut ev = [NO_EVENT; 4];
         let n = dev.poll_async_events(&mut ev);
         assert!(
             ev[..n].iter().any(|e| e.id == np && e.kind == AsyncEventKind::QpAccessError),

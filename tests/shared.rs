@@ -11,8 +11,7 @@ fn assert_send_sync<T: Send + Sync>() {}
 fn threads_share_one_device() {
     assert_send_sync::<Dev>();
     let _g = lock();
-    let bar = ModelBar::standalone(small_fn_config());
-    let dev = probe_as(&bar, A, Profile::SMALL);
+    let (_bar, dev) = one_device(small_fn_config(), Profile::SMALL);
     let usage = dev.resource_usage();
     std::thread::scope(|s| {
         for t in 0..4u8 {

@@ -18,7 +18,7 @@ mod common;
 mod e2e_common;
 
 use e2e_common::*;
-use irdma::aeq::{AsyncEvent, AsyncEventKind};
+use irdma::aeq::AsyncEventKind;
 use irdma::cqp::CqpError;
 use irdma::verbs::PostErrorKind;
 
@@ -45,14 +45,6 @@ enum Flavor {
     /// A shared QP, polled with `poll_shared` (or a `CqPoller`).
     Shared,
 }
-
-const NO_EVENT: AsyncEvent = AsyncEvent {
-    kind: AsyncEventKind::Ignored,
-    ae_code: 0,
-    ae_src: 0,
-    id: 0,
-    moved_to_error: false,
-};
 
 /// Either QP flavour behind one interface.
 enum AnyQp<'d> {

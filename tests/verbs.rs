@@ -181,13 +181,7 @@ fn stale_rkey_after_rereg_is_rejected_and_the_qp_flushes() {
         let rsge = [Sge { addr: src.paddr() + 1024, length: 64, lkey: smr.lkey() }];
         qa.post_recv(&[RecvWr { wr_id: 50, sg_list: &rsge }]).unwrap();
         qa.post_send(&[write(2, old), write(3, dmr.rkey())]).unwrap();
-        let mut ev = [irdma::aeq::AsyncEvent {
-            kind: irdma::aeq::AsyncEventKind::Ignored,
-            ae_code: 0,
-            ae_src: 0,
-            id: 0,
-            moved_to_error: false,
-        }; 8];
+        let mut ev = [NO_EVENT; 8];
         let n = da.poll_async_events(&mut ev);
         assert!(n >= 1, "an AE for the requester");
         let e = ev[..n].iter().find(|e| e.id == na).expect("AE names QP A");
@@ -286,8 +280,7 @@ fn modify_to_error_flushes_every_outstanding_wr_exactly_once() {
 #[test]
 fn create_limits_and_written_back_caps() {
     let _g = lock();
-    let bar = ModelBar::standalone(small_fn_config());
-    let dev = probe_as(&bar, A, Profile::SMALL);
+    let (_bar, dev) = one_device(small_fn_config(), Profile::SMALL);
     let pd = dev.alloc_pd().unwrap();
     let cq = dev.create_cq(8).unwrap();
     let usage = dev.resource_usage();
@@ -379,8 +372,7 @@ fn create_wq_rounds_up_and_a_qp_receives_through_it() {
 #[test]
 fn ipv6_path_and_cq_arming() {
     let _g = lock();
-    let bar = ModelBar::standalone(small_fn_config());
-    let dev = probe_as(&bar, A, Profile::SMALL);
+    let (bar, dev) = one_device(small_fn_config(), Profile::SMALL);
     let pd = dev.alloc_pd().unwrap();
     let mut cq = dev.create_cq(16).unwrap();
     let mut q1 = create_qp(&dev, &pd, &cq, 4);
@@ -447,7 +439,7 @@ fn ipv6_path_and_cq_arming() {
 
 #[test]
 fn cq_overflow_is_an_async_cq_error() {
-    use irdma::aeq::{AsyncEvent, AsyncEventKind};
+    use irdma::aeq::AsyncEventKind;
     let _g = lock();
     let bar = ModelBar::standalone(small_fn_config());
     // the fourth CQE overflows the CQ and is dropped, by design
@@ -469,13 +461,7 @@ fn cq_overflow_is_an_async_cq_error() {
         flags: SendFlags::SIGNALED,
         sg_list: &sge,
     };
-    let mut ev = [AsyncEvent {
-        kind: AsyncEventKind::Ignored,
-        ae_code: 0,
-        ae_src: 0,
-        id: 0,
-        moved_to_error: false,
-    }; 4];
+    let mut ev = [NO_EVENT; 4];
     q1.post_send(&[w(1), w(2), w(3)]).unwrap();
     assert_eq!(dev.poll_async_events(&mut ev), 0, "three CQEs fit");
     q1.post_send(&[w(4)]).unwrap();
@@ -497,8 +483,7 @@ fn cq_overflow_is_an_async_cq_error() {
 #[test]
 fn bad_mr_requests_are_refused_without_taking_anything() {
     let _g = lock();
-    let bar = ModelBar::standalone(small_fn_config());
-    let dev = probe_as(&bar, A, Profile::SMALL);
+    let (_bar, dev) = one_device(small_fn_config(), Profile::SMALL);
     let pd = dev.alloc_pd().unwrap();
     let b = buf(2);
     let pages = pages_of(&b);
@@ -553,10 +538,9 @@ fn bad_mr_requests_are_refused_without_taking_anything() {
 /// receive stops the SENDs.
 #[test]
 fn rnr_retries_exhausted_is_a_fatal_qp_event() {
-    use irdma::aeq::{AsyncEvent, AsyncEventKind};
+    use irdma::aeq::AsyncEventKind;
     let _g = lock();
-    let bar = ModelBar::standalone(small_fn_config());
-    let dev = probe_as(&bar, A, Profile::SMALL);
+    let (bar, dev) = one_device(small_fn_config(), Profile::SMALL);
     let pd = dev.alloc_pd().unwrap();
     let mut cq = dev.create_cq(16).unwrap();
     let mut q1 = create_qp(&dev, &pd, &cq, 4);
@@ -582,13 +566,7 @@ fn rnr_retries_exhausted_is_a_fatal_qp_event() {
     };
     // q2 never posts a receive: RNR NAKs until the retry budget is spent.
     q1.post_send(&[send(1), send(2)]).unwrap();
-    let mut ev = [AsyncEvent {
-        kind: AsyncEventKind::Ignored,
-        ae_code: 0,
-        ae_src: 0,
-        id: 0,
-        moved_to_error: false,
-    }; 4];
+    let mut ev = [NO_EVENT; 4];
     let mut got = None;
     for _ in 0..20 {
         bar.fabric().step();

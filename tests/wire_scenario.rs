@@ -509,13 +509,7 @@ fn wire_scenario() {
         // remote access error: WRITE with an R_Key B does not have
         let bad = rb.key() ^ 0x55;
         a.qp.post_send(&[signaled(6, write_op(0x1000, bad), &[src.sge(0, 16)])]).unwrap();
-        let mut ev = [irdma::aeq::AsyncEvent {
-            kind: irdma::aeq::AsyncEventKind::Ignored,
-            ae_code: 0,
-            ae_src: 0,
-            id: 0,
-            moved_to_error: false,
-        }; 8];
+        let mut ev = [NO_EVENT; 8];
         let n = da.poll_async_events(&mut ev);
         assert!(ev[..n].iter().any(|e| e.id == c.a_qpn && e.moved_to_error), "{:?}", &ev[..n]);
         let wc = a.one();

@@ -86,6 +86,13 @@ pub fn probe_as(bar: &ModelBar, a: Addr, profile: Profile) -> Dev {
     Device::probe_with(bar.clone(), lan_of(a), profile, opts()).expect("probe")
 }
 
+/// One model function of `cfg` and the device probed on it as [`A`].
+pub fn one_device(cfg: Config, profile: Profile) -> (ModelBar, Dev) {
+    let bar = ModelBar::standalone(cfg);
+    let dev = probe_as(&bar, A, profile);
+    (bar, dev)
+}
+
 /// Probe options for a model driven by a device thread: the CQP waits are
 /// long (5 s) because that thread, not the driver's own register write,
 /// executes each op, and on a loaded 2-core machine it may not run for tens

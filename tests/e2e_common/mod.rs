@@ -85,6 +85,28 @@ impl<'d> Side<'d> {
         assert_eq!(k, 0, "unexpected completions: {:?}", &wc[..k]);
     }
 
+    /// Asserts the device reported an async event that moved this side's
+    /// QP to ERROR (among up to 8 pending events).
+    #[track_caller]
+    pub fn assert_error_event(&self) {
+        let mut ev = [NO_EVENT; 8];
+        let n = self.dev.poll_async_events(&mut ev);
+        let qpn = self.qp.qp_num();
+        assert!(
+            ev[..n].iter().any(|e| e.id == qpn && e.moved_to_error),
+            "an AE moved QP {qpn} to error: {:?}",
+            &ev[..n]
+        );
+    }
+
+    /// [`Side::assert_error_event`]; then exactly one completion (the
+    /// failed WR) arrives, and nothing after it: returns it.
+    #[track_caller]
+    pub fn after_error(&mut self) -> WorkCompletion {
+        self.assert_error_event();
+        self.one()
+    }
+
     /// A region of `pages` pages registered with [`ALL`] access, VA-based at
     /// its bus address, filled with `seed`'s pattern.
     pub fn region(&self, pages: usize, seed: u8) -> Region<'d> {
