@@ -560,14 +560,8 @@ fn an_mra_extends_the_wait() {
     );
     let mut b = [0u8; MAD_SIZE];
     mra.encode(&mut b).unwrap();
-    let from_b = MadAddr {
-        peer_ip: IpAddr::V4(IP_B),
-        local_ip: IpAddr::V4(IP_A),
-        peer_mac: MAC_B,
-        vlan: None,
-        hop_limit: 64,
-        traffic_class: 0,
-    };
+    // what A's QP1 reports for a MAD from B: the path A → B
+    let from_b = path_a_to_b();
     assert_eq!(p.a.on_mad(0, &from_b, &b, &mut p.ta), Ok(None));
     assert_eq!(p.a.state(ida), CmState::MraReqRcvd);
     assert_eq!(p.a.on_mad(0, &from_b, &b, &mut p.ta), Err(Ignored::Duplicate));
@@ -583,8 +577,6 @@ fn an_mra_extends_the_wait() {
     p.run_until(6144);
     assert_eq!(sent_count(&p, 'a', AttrId::Req), 3);
 }
-
-use irdma::cm::MadAddr;
 
 #[test]
 fn duplicate_req_gets_the_delayed_mra_then_is_dropped() {

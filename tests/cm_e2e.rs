@@ -12,22 +12,13 @@ mod e2e_common;
 use std::cell::RefCell;
 use std::rc::Rc;
 
-use cm_common::{Port, Wire};
+use cm_common::{Port, Wire, cm_config, mad_path};
 use e2e_common::*;
-use irdma::cm::rdma_cm::{PortSpace, guid_from_mac};
-use irdma::cm::{
-    AcceptParams, Cm, CmConfig, CmEvent, CmState, CmTiming, ConnId, ConnectParams, MadAddr,
-};
+use irdma::cm::rdma_cm::PortSpace;
+use irdma::cm::{AcceptParams, Cm, CmConfig, CmEvent, CmState, ConnId, ConnectParams};
 
 fn cm_cfg(a: Addr, seed: u32) -> CmConfig {
-    CmConfig {
-        ca_guid: guid_from_mac(a.mac),
-        hi_tid: 7,
-        id_seed: seed,
-        local_ips: [Some(IpAddr::V4(a.ip)), None, None, None],
-        ca_ack_delay: 0,
-        timing: CmTiming::default(),
-    }
+    cm_config(a.mac, a.ip, 7, seed)
 }
 
 type TestCm = Cm<4, 1>;
@@ -122,14 +113,7 @@ fn cm_connects_real_qps_that_then_carry_send_and_write() {
             src_port: 50000 + round as u16,
             private_data: b"nvme",
             ..ConnectParams::new(
-                MadAddr {
-                    peer_ip: IpAddr::V4(B.ip),
-                    local_ip: IpAddr::V4(A.ip),
-                    peer_mac: B.mac,
-                    vlan: None,
-                    hop_limit: 64,
-                    traffic_class: 0,
-                },
+                mad_path(A.ip, B.ip, B.mac),
                 PortSpace::Tcp,
                 4420,
                 a.qp.qp_num(),
@@ -224,14 +208,7 @@ fn negotiate(offer: (u8, u8), accept: (u8, u8)) -> Negotiated {
         initiator_depth: offer.1,
         private_data: b"nvme",
         ..ConnectParams::new(
-            MadAddr {
-                peer_ip: IpAddr::V4(B.ip),
-                local_ip: IpAddr::V4(A.ip),
-                peer_mac: B.mac,
-                vlan: None,
-                hop_limit: 64,
-                traffic_class: 0,
-            },
+            mad_path(A.ip, B.ip, B.mac),
             PortSpace::Tcp,
             4420,
             a.qp.qp_num(),

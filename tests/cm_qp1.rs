@@ -10,13 +10,13 @@ mod cm_common;
 mod common;
 mod e2e_common;
 
-use cm_common::{have, num, tshark};
+use cm_common::{cm_config, have, mad_path, num, tshark};
 use e2e_common::*;
 use irdma::cm::mad::{AttrId, CmMad};
 use irdma::cm::rdma_cm::{PortSpace, guid_from_mac, rej};
 use irdma::cm::{
-    AcceptParams, Cm, CmConfig, CmEvent, CmState, CmTiming, ConnId, ConnectParams, MadAddr,
-    QP1_RECV_BYTES, Qp1Error, Qp1Transport,
+    AcceptParams, Cm, CmConfig, CmEvent, CmState, ConnId, ConnectParams, MadAddr, QP1_RECV_BYTES,
+    Qp1Error, Qp1Transport,
 };
 use irdma::verbs::GSI_QKEY;
 
@@ -26,14 +26,7 @@ type TestCm = Cm<4, 1>;
 const PORT: u16 = 4420;
 
 fn cm_cfg(a: Addr, seed: u32) -> CmConfig {
-    CmConfig {
-        ca_guid: guid_from_mac(a.mac),
-        hi_tid: 7,
-        id_seed: seed,
-        local_ips: [Some(IpAddr::V4(a.ip)), None, None, None],
-        ca_ack_delay: 0,
-        timing: CmTiming::default(),
-    }
+    cm_config(a.mac, a.ip, 7, seed)
 }
 
 /// The GSI QP of `dev` with 16 receive and 8 send buffers.
@@ -43,14 +36,7 @@ fn qp1(dev: &Dev) -> T<'_> {
 }
 
 fn path_a_to_b() -> MadAddr {
-    MadAddr {
-        peer_ip: IpAddr::V4(B.ip),
-        local_ip: IpAddr::V4(A.ip),
-        peer_mac: B.mac,
-        vlan: None,
-        hop_limit: 64,
-        traffic_class: 0,
-    }
+    mad_path(A.ip, B.ip, B.mac)
 }
 
 fn connect_params(qpn: u32, psn: u32, src_port: u16) -> ConnectParams<'static> {

@@ -5,15 +5,16 @@
 //! datagrams of 100 bytes with that QPN and Q_Key, and B answers each to the
 //! source QPN its completions report.
 
+mod cm_common;
 mod common;
 mod e2e_common;
 
+use cm_common::{cm_config, mad_path};
 use e2e_common::*;
 use irdma::cm::mad::{AttrId, CmMad, CmMsg};
-use irdma::cm::rdma_cm::{PortSpace, UDP_QKEY, guid_from_mac};
+use irdma::cm::rdma_cm::{PortSpace, UDP_QKEY};
 use irdma::cm::{
-    Cm, CmConfig, CmEvent, CmTiming, MadAddr, QP1_RECV_BYTES, Qp1Transport, SidrAcceptParams,
-    SidrParams,
+    Cm, CmConfig, CmEvent, MadAddr, QP1_RECV_BYTES, Qp1Transport, SidrAcceptParams, SidrParams,
 };
 use irdma::verbs::{Ah, AhAttr, GRH_BYTES, GSI_QKEY};
 
@@ -26,14 +27,7 @@ const COUNT: u64 = 10;
 const SIZE: u32 = 100;
 
 fn cm_cfg(a: Addr, seed: u32) -> CmConfig {
-    CmConfig {
-        ca_guid: guid_from_mac(a.mac),
-        hi_tid: 3,
-        id_seed: seed,
-        local_ips: [Some(IpAddr::V4(a.ip)), None, None, None],
-        ca_ack_delay: 0,
-        timing: CmTiming::default(),
-    }
+    cm_config(a.mac, a.ip, 3, seed)
 }
 
 /// A UD QP in RTS with Q_Key `qkey` (as rdma_create_qp on a UD id does).
@@ -106,14 +100,7 @@ fn sidr_over_qp1_then_udaddy_traffic_both_ways() {
         cb.listen(PortSpace::Udp, PORT, None).unwrap();
         let mut ua = Ud::new(&da, UDP_QKEY);
         let mut ub = Ud::new(&db, UDP_QKEY);
-        let path = MadAddr {
-            peer_ip: IpAddr::V4(B.ip),
-            local_ip: IpAddr::V4(A.ip),
-            peer_mac: B.mac,
-            vlan: None,
-            hop_limit: 64,
-            traffic_class: 0,
-        };
+        let path = mad_path(A.ip, B.ip, B.mac);
         let p = SidrParams {
             peer: path,
             port_space: PortSpace::Udp,

@@ -85,15 +85,22 @@ impl MadTransport for Port {
     }
 }
 
-pub fn cfg(mac: [u8; 6], ip: [u8; 4], seed: u32) -> CmConfig {
+/// The CM configuration of the node at `mac`/`ip` (its GUID from the MAC):
+/// transaction ids with `hi_tid` in the upper word, connection ids from
+/// `seed`, default timing.
+pub fn cm_config(mac: [u8; 6], ip: [u8; 4], hi_tid: u32, seed: u32) -> CmConfig {
     CmConfig {
         ca_guid: guid_from_mac(mac),
-        hi_tid: 1,
+        hi_tid,
         id_seed: seed,
         local_ips: [Some(IpAddr::V4(ip)), None, None, None],
         ca_ack_delay: 0,
         timing: CmTiming::default(),
     }
+}
+
+pub fn cfg(mac: [u8; 6], ip: [u8; 4], seed: u32) -> CmConfig {
+    cm_config(mac, ip, 1, seed)
 }
 
 pub const C: usize = 8;
@@ -119,15 +126,21 @@ pub struct Pair {
     pub qpn_b: u32,
 }
 
-pub fn path_a_to_b() -> MadAddr {
+/// The IPv4 path from `local_ip` to `peer_ip` at `peer_mac`: no VLAN, hop
+/// limit 64, traffic class 0.
+pub fn mad_path(local_ip: [u8; 4], peer_ip: [u8; 4], peer_mac: [u8; 6]) -> MadAddr {
     MadAddr {
-        peer_ip: IpAddr::V4(IP_B),
-        local_ip: IpAddr::V4(IP_A),
-        peer_mac: MAC_B,
+        peer_ip: IpAddr::V4(peer_ip),
+        local_ip: IpAddr::V4(local_ip),
+        peer_mac,
         vlan: None,
         hop_limit: 64,
         traffic_class: 0,
     }
+}
+
+pub fn path_a_to_b() -> MadAddr {
+    mad_path(IP_A, IP_B, MAC_B)
 }
 
 pub fn connect_params(private_data: &[u8]) -> ConnectParams<'_> {
