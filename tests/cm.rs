@@ -430,14 +430,7 @@ fn application_reject_carries_reason_28_and_private_data() {
     p.auto_accept = false;
     let ida = p.connect();
     p.settle();
-    let idb = p
-        .events
-        .iter()
-        .find_map(|(_, e)| match e {
-            CmEvent::ConnectRequest { id, .. } => Some(*id),
-            _ => None,
-        })
-        .unwrap();
+    let idb = p.request_id().unwrap();
     assert_eq!(
         p.b.reject(idb, &[0u8; 149], &mut p.tb),
         Err(CmError::Mad(MadError::PrivateData { len: 149, max: 148 }))
@@ -506,14 +499,7 @@ fn lost_rtu_is_recovered_by_rep_retransmission_and_rtu_resend() {
     p.settle();
     assert_eq!(p.a.state(ida), CmState::Established);
     assert_eq!(p.b.active_connections(), 1);
-    let idb = p
-        .events
-        .iter()
-        .find_map(|(_, e)| match e {
-            CmEvent::ConnectRequest { id, .. } => Some(*id),
-            _ => None,
-        })
-        .unwrap();
+    let idb = p.request_id().unwrap();
     assert_eq!(p.b.state(idb), CmState::RepSent);
     p.run_until(4096);
     // B resent the REP, A (established) answered it with a second RTU
@@ -594,14 +580,7 @@ fn duplicate_req_gets_the_delayed_mra_then_is_dropped() {
     assert_eq!(sent_count(&p, 'b', AttrId::Mra), 1);
     assert_eq!(p.b.active_connections(), 1);
     // REP_SENT: dropped too (the REP timer covers loss)
-    let idb = p
-        .events
-        .iter()
-        .find_map(|(_, e)| match e {
-            CmEvent::ConnectRequest { id, .. } => Some(*id),
-            _ => None,
-        })
-        .unwrap();
+    let idb = p.request_id().unwrap();
     p.set_drop(|_, _| true);
     p.b.accept(p.now, idb, &accept_params(0x77), &mut p.tb).unwrap();
     let before = p.sent().len();

@@ -162,6 +162,14 @@ pub fn accept_params(qpn: u32) -> AcceptParams<'static> {
 }
 
 impl Pair {
+    /// The id of the first `ConnectRequest` event (on either side).
+    pub fn request_id(&self) -> Option<ConnId> {
+        self.events.iter().find_map(|(_, e)| match e {
+            CmEvent::ConnectRequest { id, .. } => Some(*id),
+            _ => None,
+        })
+    }
+
     pub fn new() -> Self {
         let wire = Rc::new(RefCell::new(Wire::default()));
         let mut b = TestCm::new(cfg(MAC_B, IP_B, 0x5555_0000));
