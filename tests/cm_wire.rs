@@ -18,8 +18,8 @@ mod cm_common;
 use std::process::Command;
 
 use cm_common::*;
-use irdma::cm::mad::{CmMad, MAD_SIZE, QP1_QKEY};
 use irdma::cm::ConnId;
+use irdma::cm::mad::{CmMad, MAD_SIZE, QP1_QKEY};
 use irdma::verbs::IpAddr;
 use mock_bar::wire::{self, Capture, Packet, Path};
 
