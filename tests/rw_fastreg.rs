@@ -11,11 +11,8 @@ use std::ptr::NonNull;
 
 #[test]
 fn rw_read_through_fast_registered_mrs() {
-    let _g = lock();
-    let base = FakeHal::live_pages();
-    let bar = ModelBar::standalone(small_fn_config());
-    {
-        let dev = probe_as(&bar, A, Profile::SMALL);
+    leak_checked(|| {
+        let (_bar, dev) = one_device(small_fn_config(), Profile::SMALL);
         let pd = dev.alloc_pd().unwrap();
         let mut cq = dev.create_cq(64).unwrap();
         let (mut q1, _q2) = loopback_pair(&dev, &pd, &cq, 32);
@@ -76,8 +73,7 @@ fn rw_read_through_fast_registered_mrs() {
         for f in frs.iter_mut() {
             f.dereg().unwrap();
         }
-    }
-    assert_eq!(FakeHal::live_pages(), base);
+    });
 }
 
 /// A fast-register MR re-registered under its next key: the old rkey is
@@ -86,11 +82,8 @@ fn rw_read_through_fast_registered_mrs() {
 fn fast_reg_key_rotation_rejects_the_stale_rkey() {
     use irdma::aeq::AsyncEventKind;
     use irdma::wr::RegMrWr;
-    let _g = lock();
-    let base = FakeHal::live_pages();
-    let bar = ModelBar::standalone(small_fn_config());
-    {
-        let dev = probe_as(&bar, A, Profile::SMALL);
+    leak_checked(|| {
+        let (_bar, dev) = one_device(small_fn_config(), Profile::SMALL);
         let pd = dev.alloc_pd().unwrap();
         let mut cq = dev.create_cq(64).unwrap();
         let mut owner = create_qp(&dev, &pd, &cq, 16); // registers the MR
@@ -173,8 +166,7 @@ fn fast_reg_key_rotation_rejects_the_stale_rkey() {
         let wc = poll_n(&mut cq, 1);
         assert_eq!((wc[0].wr_id, wc[0].status), (6, WcStatus::Success));
         assert_eq!(read(&target, 0, 16), data[..16].to_vec());
-    }
-    assert_eq!(FakeHal::live_pages(), base);
+    });
 }
 
 /// Issue #12: a REG_MR WR posted with safe `post_send` must name a live
@@ -185,11 +177,8 @@ fn fast_reg_key_rotation_rejects_the_stale_rkey() {
 fn fast_reg_wr_must_name_a_live_fast_register_mr_of_this_device() {
     use irdma::verbs::{PostError, PostErrorKind};
     use irdma::wr::RegMrWr;
-    let _g = lock();
-    let base = FakeHal::live_pages();
-    let bar = ModelBar::standalone(small_fn_config());
-    {
-        let dev = probe_as(&bar, A, Profile::SMALL);
+    leak_checked(|| {
+        let (bar, dev) = one_device(small_fn_config(), Profile::SMALL);
         let pd = dev.alloc_pd().unwrap();
         let mut cq = dev.create_cq(64).unwrap();
         let mut owner = create_qp(&dev, &pd, &cq, 16);
@@ -290,8 +279,7 @@ fn fast_reg_wr_must_name_a_live_fast_register_mr_of_this_device() {
         assert_eq!(read(&target, 3 * 4096, 64), data[..64].to_vec());
         drop((smr, other));
         fr.dereg().unwrap();
-    }
-    assert_eq!(FakeHal::live_pages(), base);
+    });
 }
 
 /// A profile with a small PBLE object, so filling it takes a few dozen MRs.
@@ -311,11 +299,8 @@ fn few_pbles() -> Profile {
 fn level2_fast_register_mr_maps_three_leaves() {
     use irdma::verbs::{PostError, PostErrorKind};
     use irdma::wr::RegMrWr;
-    let _g = lock();
-    let base = FakeHal::live_pages();
-    let bar = ModelBar::standalone(small_fn_config());
-    {
-        let dev = probe_as(&bar, A, few_pbles());
+    leak_checked(|| {
+        let (_bar, dev) = one_device(small_fn_config(), few_pbles());
         let pd = dev.alloc_pd().unwrap();
         let mut cq = dev.create_cq(64).unwrap();
         let mut owner = create_qp(&dev, &pd, &cq, 16);
@@ -442,8 +427,7 @@ fn level2_fast_register_mr_maps_three_leaves() {
         );
         drop(holes);
         drop(smr);
-    }
-    assert_eq!(FakeHal::live_pages(), base);
+    });
 }
 
 /// Every CQP op of a level-2 `alloc_mr` failing once (model
@@ -453,11 +437,8 @@ fn level2_fast_register_mr_maps_three_leaves() {
 fn level2_alloc_mr_failing_cqp_op_leaks_no_pble() {
     const MAJ: u16 = 0xF001;
     const MIN: u16 = 0x0042;
-    let _g = lock();
-    let base = FakeHal::live_pages();
-    let bar = ModelBar::standalone(small_fn_config());
-    {
-        let dev = probe_as(&bar, A, few_pbles());
+    leak_checked(|| {
+        let (bar, dev) = one_device(small_fn_config(), few_pbles());
         let pd = dev.alloc_pd().unwrap();
         let holes = fragment_pbles(&dev, &pd);
         let before = dev.resource_usage();
@@ -483,6 +464,5 @@ fn level2_alloc_mr_failing_cqp_op_leaks_no_pble() {
         let now = dev.resource_usage();
         assert_eq!((now.pble_free, now.mrs), (before.pble_free, before.mrs));
         drop(holes);
-    }
-    assert_eq!(FakeHal::live_pages(), base);
+    });
 }

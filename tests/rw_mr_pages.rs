@@ -177,11 +177,9 @@ fn rw_force_mr_through_level2_fast_register_mrs() {
 fn rw_refuses_a_level2_mr_passed_as_level1() {
     use irdma::rw::{RwError, RwPostError};
     use irdma::wr::RegMrWr;
-    let _g = lock();
-    let base = FakeHal::live_pages();
-    let bar = ModelBar::standalone(small_fn_config());
-    {
-        let dev = probe_as(&bar, A, Profile { pbles: 16 * 1024, ..Profile::SMALL });
+    leak_checked(|| {
+        let (_bar, dev) =
+            one_device(small_fn_config(), Profile { pbles: 16 * 1024, ..Profile::SMALL });
         let pd = dev.alloc_pd().unwrap();
         let mut cq = dev.create_cq(64).unwrap();
         let (mut q1, mut q2) = loopback_pair(&dev, &pd, &cq, 32);
@@ -261,6 +259,5 @@ fn rw_refuses_a_level2_mr_passed_as_level1() {
         assert_eq!(read(&target, 8, 32), vec![0u8; 32]);
         fr.dereg().unwrap();
         drop((rmr, holes));
-    }
-    assert_eq!(FakeHal::live_pages(), base);
+    });
 }

@@ -218,11 +218,8 @@ fn stale_rkey_after_rereg_is_rejected_and_the_qp_flushes() {
 
 #[test]
 fn modify_to_error_flushes_every_outstanding_wr_exactly_once() {
-    let _g = lock();
-    let base = FakeHal::live_pages();
-    let bar = ModelBar::standalone(small_fn_config());
-    {
-        let dev = probe_as(&bar, A, Profile::SMALL);
+    leak_checked(|| {
+        let (_bar, dev) = one_device(small_fn_config(), Profile::SMALL);
         let pd = dev.alloc_pd().unwrap();
         let (mut scq, mut rcq) = (dev.create_cq(64).unwrap(), dev.create_cq(64).unwrap());
         let mut attr = QpInitAttr { send_cq: &scq, recv_cq: &rcq, cap: cap(16) };
@@ -273,8 +270,7 @@ fn modify_to_error_flushes_every_outstanding_wr_exactly_once() {
         assert_eq!(scq.poll(&mut wc) + rcq.poll(&mut wc), 0);
         // INIT after a hardware error is refused: only destroy remains.
         assert_eq!(q1.modify(&QpAttr::new(QpState::Init)), Err(VerbsError::InvalidState));
-    }
-    assert_eq!(FakeHal::live_pages(), base);
+    });
 }
 
 #[test]
@@ -315,11 +311,8 @@ fn create_limits_and_written_back_caps() {
 #[test]
 fn create_wq_rounds_up_and_a_qp_receives_through_it() {
     use irdma::verbs::{WqInitAttr, WqType};
-    let _g = lock();
-    let base = FakeHal::live_pages();
-    let bar = ModelBar::standalone(small_fn_config());
-    {
-        let dev = probe_as(&bar, A, Profile::SMALL);
+    leak_checked(|| {
+        let (_bar, dev) = one_device(small_fn_config(), Profile::SMALL);
         let pd = dev.alloc_pd().unwrap();
         let mut cq = dev.create_cq(64).unwrap();
         let mut wa = WqInitAttr { wq_type: WqType::Rq, max_wr: 5, max_sge: 3, cq: &cq };
@@ -365,8 +358,7 @@ fn create_wq_rounds_up_and_a_qp_receives_through_it() {
         assert_eq!(recvs, vec![(70, 60), (71, 60)], "{wc:?}");
         assert_eq!(read(&rb, 0, 60), data[..60].to_vec());
         assert_eq!(read(&rb, 2048, 60), data[..60].to_vec());
-    }
-    assert_eq!(FakeHal::live_pages(), base);
+    });
 }
 
 #[test]
@@ -592,11 +584,8 @@ fn rnr_retries_exhausted_is_a_fatal_qp_event() {
 /// traffic than the old one could hold; the old ring is retired and freed.
 #[test]
 fn resize_cq_delivers_pending_cqes_once_then_uses_the_new_ring() {
-    let _g = lock();
-    let base = FakeHal::live_pages();
-    let bar = ModelBar::standalone(small_fn_config());
-    {
-        let dev = probe_as(&bar, A, Profile::SMALL);
+    leak_checked(|| {
+        let (bar, dev) = one_device(small_fn_config(), Profile::SMALL);
         let pd = dev.alloc_pd().unwrap();
         // 4 completions → a ring of 10 entries.
         let mut cq = dev.create_cq(4).unwrap();
@@ -662,8 +651,7 @@ fn resize_cq_delivers_pending_cqes_once_then_uses_the_new_ring() {
                 .last()
         });
         assert_eq!(word.map(|w| w & 0x3fff), Some(1), "SW_CQ_SELECT after one resize");
-    }
-    assert_eq!(FakeHal::live_pages(), base);
+    });
 }
 
 /// A QP destroyed while its completions are still in a shared CQ: its CQEs
@@ -671,11 +659,8 @@ fn resize_cq_delivers_pending_cqes_once_then_uses_the_new_ring() {
 /// -EFAULT, skipped), and the other QP's completions all arrive, in order.
 #[test]
 fn destroyed_qp_cqes_are_dropped_and_other_qps_lose_nothing() {
-    let _g = lock();
-    let base = FakeHal::live_pages();
-    let bar = ModelBar::standalone(small_fn_config());
-    {
-        let dev = probe_as(&bar, A, Profile::SMALL);
+    leak_checked(|| {
+        let (_bar, dev) = one_device(small_fn_config(), Profile::SMALL);
         let pd = dev.alloc_pd().unwrap();
         let (mut scq, rcq) = (dev.create_cq(64).unwrap(), dev.create_cq(64).unwrap());
         let mut attr = QpInitAttr { send_cq: &scq, recv_cq: &rcq, cap: cap(16) };
@@ -706,19 +691,15 @@ fn destroyed_qp_cqes_are_dropped_and_other_qps_lose_nothing() {
         let mut wc = [EMPTY_WC; 4];
         assert_eq!(scq.poll(&mut wc), 0);
         assert_eq!(scq.unlisted_qp(), None);
-    }
-    assert_eq!(FakeHal::live_pages(), base);
+    });
 }
 
 /// `Cq::resize` while old rings are still pending: at most
 /// `MAX_PENDING_RESIZES`, then `InvalidState`; polling retires them all.
 #[test]
 fn resize_cq_pending_rings_are_bounded() {
-    let _g = lock();
-    let base = FakeHal::live_pages();
-    let bar = ModelBar::standalone(small_fn_config());
-    {
-        let dev = probe_as(&bar, A, Profile::SMALL);
+    leak_checked(|| {
+        let (bar, dev) = one_device(small_fn_config(), Profile::SMALL);
         let pd = dev.alloc_pd().unwrap();
         let mut cq = dev.create_cq(4).unwrap();
         let mut qp = create_qp(&dev, &pd, &cq, 8);
@@ -752,8 +733,7 @@ fn resize_cq_pending_rings_are_bounded() {
         assert_eq!(got.iter().map(|w| w.wr_id).collect::<Vec<_>>(), vec![7]);
         assert_eq!(cq.pending_resizes(), 0);
         cq.resize(100).unwrap();
-    }
-    assert_eq!(FakeHal::live_pages(), base);
+    });
 }
 
 /// Issue #12: a CQ or PD dropped while a QP (or MR) still uses it. An
