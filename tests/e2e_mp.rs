@@ -293,14 +293,6 @@ fn threads_share_one_qp_deferred() {
     assert!(t0.elapsed() < std::time::Duration::from_secs(30));
 }
 
-/// A region of `pages` pages on `dev` under `pd`, as `Side::region` makes.
-fn region_on<'d>(dev: &'d Dev, pd: &TPd<'d>, pages: usize) -> Region<'d> {
-    let buf = buf(pages);
-    let _ = fill(&buf, 1);
-    let mr = reg(dev, pd, buf.paddr(), (pages * 4096) as u64, &pages_of(&buf), false);
-    Region { mr, buf }
-}
-
 fn signaled_wr<'a>(id: u64, sg: &'a [Sge]) -> SendWr<'a> {
     signaled(id, WrOpcode::Send, sg)
 }

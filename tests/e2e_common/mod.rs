@@ -281,3 +281,49 @@ pub fn once(got: &[WorkCompletion]) -> std::collections::BTreeMap<(u32, u64, Str
     assert!(m.values().all(|&k| k == 1), "a completion came twice: {m:?}");
     m
 }
+
+/// A region of `pages` pages on `dev` under `pd` (VA-based at its bus
+/// address, [`reg`]'s access), filled with seed 1's pattern.
+pub fn region_on<'d>(dev: &'d Dev, pd: &TPd<'d>, pages: usize) -> Region<'d> {
+    let buf = buf(pages);
+    let _ = fill(&buf, 1);
+    let mr = reg(dev, pd, buf.paddr(), (pages * 4096) as u64, &pages_of(&buf), false);
+    Region { mr, buf }
+}
+
+/// Fan-in traffic (`cq_table`, `cq_poller`): the receives of A's QP `i`,
+/// `n` of them (wr_ids 1000..), on its slice of `sgs`.
+pub fn fan_in_recvs(sgs: &[[Sge; 1]], i: usize, n: u64) -> Vec<RecvWr<'_>> {
+    let n = n as usize;
+    (0..n).map(|k| RecvWr { wr_id: 1000 + k as u64, sg_list: &sgs[i * n + k] }).collect()
+}
+
+/// Fan-in traffic: A's QP `i` WRITEs `sg` `n` times (wr_ids 0..), each to
+/// its own 64 bytes of `dst`.
+pub fn fan_in_writes<'a>(dst: &Region<'_>, i: usize, n: u64, sg: &'a [Sge]) -> Vec<SendWr<'a>> {
+    (0..n).map(|k| signaled(k, write_op(dst.addr() + (i * 64) as u64, dst.key()), sg)).collect()
+}
+
+/// Fan-in traffic: a B QP SENDs `sg` `n` times (wr_ids 500..).
+pub fn fan_in_sends(n: u64, sg: &[Sge]) -> Vec<SendWr<'_>> {
+    (0..n).map(|k| signaled(500 + k, WrOpcode::Send, sg)).collect()
+}
+
+/// Asserts `got` is exactly the fan-in completions of the A QPs `qpns`:
+/// `writes` WRITEs (wr_ids 0..) and `sends` receives (wr_ids 1000..) each,
+/// all successful, each once.
+#[track_caller]
+pub fn assert_fan_in(got: &[WorkCompletion], qpns: &[u32], writes: u64, sends: u64) {
+    let want = qpns.len() * (writes + sends) as usize;
+    assert_eq!(got.len(), want, "{got:?}");
+    assert!(got.iter().all(|c| c.status == WcStatus::Success), "{got:?}");
+    let m = once(got);
+    for &qpn in qpns {
+        for k in 0..writes {
+            assert_eq!(m.get(&(qpn, k, "RdmaWrite".into())), Some(&1));
+        }
+        for k in 0..sends {
+            assert_eq!(m.get(&(qpn, 1000 + k, "Recv".into())), Some(&1));
+        }
+    }
+}
