@@ -173,17 +173,7 @@ fn errored_qp_flushed_exactly_once() {
     let dst = region_on(&db, &pb, 1);
     let inbox = region_on(&da, &pa, 1);
     let sg = [src.sge(0, 16)];
-    let batch = |base: u64| -> Vec<SendWr<'_>> {
-        (base..base + 6)
-            .map(|i| {
-                let mut w = signaled(i, write_op(dst.addr(), dst.key()), &sg);
-                if i % 2 == 1 && i % 3 != 2 {
-                    w.flags = SendFlags::NONE;
-                }
-                w
-            })
-            .collect()
-    };
+    let batch = |base: u64| mixed_writes(base, &dst, &sg);
     let rsg = [inbox.sge(0, 64)];
     q1.post_recv(&[RecvWr { wr_id: 90, sg_list: &rsg }, RecvWr { wr_id: 91, sg_list: &rsg }])
         .expect("post_recv");
@@ -233,13 +223,7 @@ fn post_on_threads_while_polling() {
     const N: u64 = 150;
     const Q: usize = 4;
     let _g = lock();
-    let mut cfg = small_fn_config();
-    cfg.mode = mock_bar::Mode::Deferred;
-    let bar_a = ModelBar::standalone(cfg.clone());
-    let bar_b = bar_a.add_peer(cfg);
-    let _thread = bar_a.fabric().spawn_device_thread(std::time::Duration::from_micros(20));
-    let da = probe_threaded_as(&bar_a, A, Profile::SMALL);
-    let db = probe_threaded_as(&bar_b, B, Profile::SMALL);
+    let (_bar_a, _bar_b, _thread, da, db) = threaded_devices(Profile::SMALL);
     let pa = da.alloc_pd().expect("pd");
     let pb = db.alloc_pd().expect("pd");
     let mut cq = da.create_cq(256).expect("cq");

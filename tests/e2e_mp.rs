@@ -92,13 +92,7 @@ fn message(t: usize, i: usize) -> Vec<u8> {
 fn threads_share_one_qp_deferred() {
     let _g = lock();
     let t0 = std::time::Instant::now();
-    let mut cfg = small_fn_config();
-    cfg.mode = mock_bar::Mode::Deferred;
-    let bar_a = ModelBar::standalone(cfg.clone());
-    let bar_b = bar_a.add_peer(cfg);
-    let _thread = bar_a.fabric().spawn_device_thread(std::time::Duration::from_micros(20));
-    let da = probe_threaded_as(&bar_a, A, Profile::SMALL);
-    let db = probe_threaded_as(&bar_b, B, Profile::SMALL);
+    let (bar_a, bar_b, _thread, da, db) = threaded_devices(Profile::SMALL);
 
     let cap = qp_cap(32, 4, 2, 1);
     let pd_a = da.alloc_pd().expect("pd");
@@ -408,26 +402,12 @@ fn shared_qp_flush_completes_everything_once() {
     let _g = lock();
     let (_ba, _bb, da, db) = two_devices(Profile::SMALL);
     let cap = qp_cap(16, 4, 1, 1);
-    let pd = da.alloc_pd().expect("pd");
-    let mut cq = da.create_cq(64).expect("cq");
-    let mut qp = shared_qp(&da, &pd, &cq, cap);
     let mut sb = Side::new(&db, B, 64, cap);
-    connect_shared(&mut qp, A, B, sb.qp.qp_num());
-    connect(&mut sb.qp, B, A, qp.qp_num()).expect("connect");
+    let (pd, mut cq, mut qp) = shared_linked(&da, 64, cap, &mut sb);
     let src = region_on(&da, &pd, 1);
     let dst = sb.region(1, 0);
     let sg = [src.sge(0, 8)];
-    let batch = |base: u64| -> Vec<SendWr<'_>> {
-        (base..base + 6)
-            .map(|i| {
-                let mut w = signaled(i, write_op(dst.addr(), dst.key()), &sg);
-                if i % 2 == 1 && i % 3 != 2 {
-                    w.flags = SendFlags::NONE;
-                }
-                w
-            })
-            .collect()
-    };
+    let batch = |base: u64| mixed_writes(base, &dst, &sg);
     let ids = |got: &[WorkCompletion]| {
         let mut v: Vec<u64> = got.iter().map(|c| c.wr_id).collect();
         v.sort_unstable();
@@ -487,20 +467,10 @@ fn threads_post_through_an_error_exactly_once() {
     const BAD: (usize, usize) = (1, 60);
     const LEN: usize = 32;
     let _g = lock();
-    let mut cfg = small_fn_config();
-    cfg.mode = mock_bar::Mode::Deferred;
-    let bar_a = ModelBar::standalone(cfg.clone());
-    let bar_b = bar_a.add_peer(cfg);
-    let _thread = bar_a.fabric().spawn_device_thread(std::time::Duration::from_micros(20));
-    let da = probe_threaded_as(&bar_a, A, Profile::SMALL);
-    let db = probe_threaded_as(&bar_b, B, Profile::SMALL);
+    let (_bar_a, _bar_b, _thread, da, db) = threaded_devices(Profile::SMALL);
     let cap = qp_cap(32, 4, 1, 1);
-    let pd = da.alloc_pd().expect("pd");
-    let mut cq = da.create_cq(128).expect("cq");
-    let mut qp = shared_qp(&da, &pd, &cq, cap);
     let mut sb = Side::new(&db, B, 16, cap);
-    connect_shared(&mut qp, A, B, sb.qp.qp_num());
-    connect(&mut sb.qp, B, A, qp.qp_num()).expect("connect");
+    let (pd, mut cq, qp) = shared_linked(&da, 128, cap, &mut sb);
     let src = region_on(&da, &pd, (T * N * LEN).div_ceil(4096));
     let dst = sb.region((T * N * LEN).div_ceil(4096), 0);
     let dst_before = dst.all();

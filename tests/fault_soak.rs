@@ -481,41 +481,6 @@ impl<'d> Node<'d> {
     }
 }
 
-/// `n` disjoint SGEs of `len` bytes in all inside `[0, area)` of a region
-/// at `base` with key `lkey` (piece `i` inside slot `i`).
-fn sges(rng: &mut Rng, base: u64, lkey: u32, area: usize, n: usize, len: usize) -> Vec<Sge> {
-    let slot = area / n;
-    let mut parts = vec![1usize; n];
-    let mut left = len - n;
-    while left > 0 {
-        let i = rng.range(0, n as u64 - 1) as usize;
-        let room = slot - parts[i];
-        if room == 0 {
-            continue;
-        }
-        let add = (rng.range(1, left.min(room) as u64) as usize).min(left);
-        parts[i] += add;
-        left -= add;
-    }
-    parts
-        .iter()
-        .enumerate()
-        .map(|(i, &p)| {
-            let off = i * slot + rng.range(0, (slot - p) as u64) as usize;
-            Sge { addr: base + off as u64, length: p as u32, lkey }
-        })
-        .collect()
-}
-
-fn gather(mem: &[u8], base: u64, sg: &[Sge]) -> Vec<u8> {
-    let mut v = Vec::new();
-    for s in sg {
-        let o = (s.addr - base) as usize;
-        v.extend_from_slice(&mem[o..o + s.length as usize]);
-    }
-    v
-}
-
 /// How a generation ended early.
 #[derive(Debug)]
 enum End {
@@ -633,7 +598,7 @@ fn batch<'d>(
                 .flat_map(|s| req.local.bytes((s.addr - base) as usize, s.length as usize))
                 .collect()
         } else {
-            gather(&req.local_ref, base, &sg)
+            gather_ref(&req.local_ref, base, &sg)
         };
         let op = match kind {
             0 | 1 | 7 => {

@@ -123,6 +123,23 @@ pub fn two_devices(profile: Profile) -> (ModelBar, ModelBar, Dev, Dev) {
     two_devices_with(small_fn_config(), profile)
 }
 
+/// The set-up of the multi-threaded tests: two devices (A, B) on one
+/// fabric of deferred-mode [`small_fn_config`] functions whose queues a
+/// device thread executes (20 µs idle), each probed with [`opts_threaded`].
+/// Bind the result with one `let`: the devices, bound after the thread,
+/// are dropped before it stops.
+pub fn threaded_devices(
+    profile: Profile,
+) -> (ModelBar, ModelBar, mock_bar::DeviceThread, Dev, Dev) {
+    let mut cfg = small_fn_config();
+    cfg.mode = mock_bar::Mode::Deferred;
+    let (bar_a, bar_b) = fabric(cfg);
+    let thread = bar_a.fabric().spawn_device_thread(std::time::Duration::from_micros(20));
+    let da = probe_threaded_as(&bar_a, A, profile);
+    let db = probe_threaded_as(&bar_b, B, profile);
+    (bar_a, bar_b, thread, da, db)
+}
+
 /// Connects two sides' QPs to each other (INIT → RTR → RTS both ways).
 pub fn link(a: &mut Side<'_>, b: &mut Side<'_>) {
     connect_both(&mut a.qp, a.addr, &mut b.qp, b.addr);
@@ -251,6 +268,37 @@ pub fn connect_shared(qp: &mut TShared<'_>, me: Addr, peer: Addr, peer_qpn: u32)
     qp.modify(&rts_attr()).expect("rts");
 }
 
+/// A shared RC QP of `cap` on `dev` with its own PD and a CQ of `cqe`
+/// entries, connected to `peer`'s QP both ways (INIT → RTR → RTS).
+pub fn shared_linked<'d>(
+    dev: &'d Dev,
+    cqe: u32,
+    cap: QpCap,
+    peer: &mut Side<'_>,
+) -> (TPd<'d>, TCq<'d>, TShared<'d>) {
+    let pd = dev.alloc_pd().expect("pd");
+    let cq = dev.create_cq(cqe).expect("cq");
+    let mut qp = shared_qp(dev, &pd, &cq, cap);
+    connect_shared(&mut qp, A, peer.addr, peer.qp.qp_num());
+    connect(&mut peer.qp, peer.addr, A, qp.qp_num()).expect("connect");
+    (pd, cq, qp)
+}
+
+/// Six WRITEs of `sg` to `dst` (wr_ids `base`..`base + 6`); the odd ones
+/// unsignaled except every third: signaled, unsignaled, signaled,
+/// unsignaled, signaled, signaled.
+pub fn mixed_writes<'a>(base: u64, dst: &Region<'_>, sg: &'a [Sge]) -> Vec<SendWr<'a>> {
+    (base..base + 6)
+        .map(|i| {
+            let mut w = signaled(i, write_op(dst.addr(), dst.key()), sg);
+            if i % 2 == 1 && i % 3 != 2 {
+                w.flags = SendFlags::NONE;
+            }
+            w
+        })
+        .collect()
+}
+
 /// Polls through `poll` (a CQ or a poller) until `n` completions arrived
 /// or `idle` polls in a row gave none; a small array per poll, so polls
 /// stop mid-ring.
@@ -326,4 +374,43 @@ pub fn assert_fan_in(got: &[WorkCompletion], qpns: &[u32], writes: u64, sends: u
             assert_eq!(m.get(&(qpn, 1000 + k, "Recv".into())), Some(&1));
         }
     }
+}
+
+/// `n` disjoint SGEs of `len` bytes in all inside `[0, area)` of a region at
+/// bus address `base` with key `lkey`: the area is cut into `n` slots, and
+/// piece `i` lies inside slot `i` (so a READ's scatter is order-free).
+pub fn sges(rng: &mut Rng, base: u64, lkey: u32, area: usize, n: usize, len: usize) -> Vec<Sge> {
+    let slot = area / n;
+    // Split `len` into n positive parts, each at most `slot`.
+    let mut parts = vec![1usize; n];
+    let mut left = len - n;
+    while left > 0 {
+        let i = rng.range(0, n as u64 - 1) as usize;
+        let room = slot - parts[i];
+        if room == 0 {
+            continue;
+        }
+        let add = (rng.range(1, left.min(room) as u64) as usize).min(left);
+        parts[i] += add;
+        left -= add;
+    }
+    parts
+        .iter()
+        .enumerate()
+        .map(|(i, &p)| {
+            let off = i * slot + rng.range(0, (slot - p) as u64) as usize;
+            Sge { addr: base + off as u64, length: p as u32, lkey }
+        })
+        .collect()
+}
+
+/// The bytes `sg` gathers from `mem` (a copy of the region at bus address
+/// `base`), in order: what a WRITE or SEND of `sg` carries.
+pub fn gather_ref(mem: &[u8], base: u64, sg: &[Sge]) -> Vec<u8> {
+    let mut v = Vec::new();
+    for s in sg {
+        let o = (s.addr - base) as usize;
+        v.extend_from_slice(&mem[o..o + s.length as usize]);
+    }
+    v
 }
