@@ -47,36 +47,21 @@ fn eight_qps_one_cq_every_completion_once() {
         connect_shared(a, A, B, nb);
         connect(b, B, A, na).expect("connect b");
     }
-    let src = region_on(&da, &pa, 1);
-    let inbox = region_on(&da, &pa, 1);
-    let dst = region_on(&db, &pb, 1);
-    let msg = region_on(&db, &pb, 1);
-    let recv_sg: Vec<[Sge; 1]> =
-        (0..QPS * SENDS as usize).map(|k| [inbox.sge(k * 64, 64)]).collect();
+    let f = FanIn::new(&da, &pa, &db, &pb, QPS * SENDS as usize);
     for (i, a) in qa.iter().enumerate() {
-        a.post_recv(&fan_in_recvs(&recv_sg, i, SENDS)).expect("post_recv");
+        a.post_recv(&fan_in_recvs(&f.recv_sg, i, SENDS)).expect("post_recv");
     }
-    let wsg = [src.sge(0, 32)];
     let mut poller: TPoller<'_, '_, '_, QPS> = cq.poller();
     for a in &qa {
         poller.register(a).expect("register");
     }
     poller.register(&qa[3]).expect("registering again does nothing");
     assert_eq!(poller.len(), QPS);
-    for (i, a) in qa.iter().enumerate() {
-        a.post_send(&fan_in_writes(&dst, i, WRITES, &wsg)).expect("post_send");
-    }
-    let ssg = [msg.sge(0, 16)];
-    for b in qb.iter_mut() {
-        b.post_send(&fan_in_sends(SENDS, &ssg)).expect("b post_send");
-    }
-    let want = QPS * (WRITES + SENDS) as usize;
-    let got = poll_until_with(|wc| poller.poll(wc), want + 1, 20);
-    assert_eq!(poller.unlisted_qp(), None);
+    let post = |a: &TShared<'_>, w: &[SendWr<'_>]| a.post_send(w).expect("post_send");
+    post_fan_in(&f, qa.iter(), post, &mut qb, (WRITES, SENDS));
     let qpns: Vec<u32> = qa.iter().map(|a| a.qp_num()).collect();
-    assert_fan_in(&got, &qpns, WRITES, SENDS);
-    let mut wc = [EMPTY_WC; 4];
-    assert_eq!(poller.poll(&mut wc), 0, "exactly once: nothing more");
+    check_fan_in(|wc| poller.poll(wc), &qpns, (WRITES, SENDS));
+    assert_eq!(poller.unlisted_qp(), None);
     drop(poller);
     // B's side completes too (plain QPs, through `Cq::poll`).
     let gb = poll_n(&mut cb, QPS * SENDS as usize);

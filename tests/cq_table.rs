@@ -47,30 +47,15 @@ fn many_plain_qps_on_one_cq_polled_without_listing_them() {
         for (a, b) in qa.iter_mut().zip(qb.iter_mut()) {
             connect_both(a, A, b, B);
         }
-        let src = region_on(&da, &pa, 1);
-        let inbox = region_on(&da, &pa, 1);
-        let dst = region_on(&db, &pb, 1);
-        let msg = region_on(&db, &pb, 1);
-        let recv_sg: Vec<[Sge; 1]> =
-            (0..QPS * SENDS as usize).map(|k| [inbox.sge(k * 64, 64)]).collect();
+        let f = FanIn::new(&da, &pa, &db, &pb, QPS * SENDS as usize);
         for (i, a) in qa.iter_mut().enumerate() {
-            a.post_recv(&fan_in_recvs(&recv_sg, i, SENDS)).expect("post_recv");
+            a.post_recv(&fan_in_recvs(&f.recv_sg, i, SENDS)).expect("post_recv");
         }
-        let wsg = [src.sge(0, 32)];
-        for (i, a) in qa.iter_mut().enumerate() {
-            a.post_send(&fan_in_writes(&dst, i, WRITES, &wsg)).expect("post_send");
-        }
-        let ssg = [msg.sge(0, 16)];
-        for b in qb.iter_mut() {
-            b.post_send(&fan_in_sends(SENDS, &ssg)).expect("b post_send");
-        }
-        let want = QPS * (WRITES + SENDS) as usize;
-        let got = poll_until_with(|wc| cq.poll(wc), want + 1, 20);
-        assert_eq!(cq.unlisted_qp(), None);
+        let post = |a: &mut TQp<'_>, w: &[SendWr<'_>]| a.post_send(w).expect("post_send");
+        post_fan_in(&f, qa.iter_mut(), post, &mut qb, (WRITES, SENDS));
         let qpns: Vec<u32> = qa.iter().map(|a| a.qp_num()).collect();
-        assert_fan_in(&got, &qpns, WRITES, SENDS);
-        let mut wc = [EMPTY_WC; 4];
-        assert_eq!(cq.poll(&mut wc), 0, "exactly once: nothing more");
+        check_fan_in(|wc| cq.poll(wc), &qpns, (WRITES, SENDS));
+        assert_eq!(cq.unlisted_qp(), None);
         // B: sends on its send CQ only, nothing on the receive CQ.
         let gs = poll_until_with(|wc| scq.poll(wc), QPS * SENDS as usize + 1, 20);
         assert_eq!(gs.len(), QPS * SENDS as usize);
@@ -80,8 +65,8 @@ fn many_plain_qps_on_one_cq_polled_without_listing_them() {
                 assert_eq!(m.get(&(b.qp_num(), 500 + k, "Send".into())), Some(&1));
             }
         }
-        assert_eq!(rcq.poll(&mut wc), 0);
-        drop((qa, qb, src, inbox, dst, msg));
+        assert_eq!(rcq.poll(&mut [EMPTY_WC; 4]), 0);
+        drop((qa, qb, f));
     });
 }
 

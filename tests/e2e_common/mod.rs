@@ -357,15 +357,63 @@ pub fn fan_in_sends(n: u64, sg: &[Sge]) -> Vec<SendWr<'_>> {
     (0..n).map(|k| signaled(500 + k, WrOpcode::Send, sg)).collect()
 }
 
-/// Asserts `got` is exactly the fan-in completions of the A QPs `qpns`:
-/// `writes` WRITEs (wr_ids 0..) and `sends` receives (wr_ids 1000..) each,
-/// all successful, each once.
+/// The buffers of the fan-in traffic: on A the WRITE source and the
+/// receive inbox (64 bytes per receive, `receives` SGLs), on B the WRITE
+/// target and the SEND source.
+pub struct FanIn<'d> {
+    pub src: Region<'d>,
+    pub inbox: Region<'d>,
+    pub dst: Region<'d>,
+    pub msg: Region<'d>,
+    pub recv_sg: Vec<[Sge; 1]>,
+}
+
+impl<'d> FanIn<'d> {
+    pub fn new(da: &'d Dev, pa: &TPd<'d>, db: &'d Dev, pb: &TPd<'d>, receives: usize) -> Self {
+        let src = region_on(da, pa, 1);
+        let inbox = region_on(da, pa, 1);
+        let dst = region_on(db, pb, 1);
+        let msg = region_on(db, pb, 1);
+        let recv_sg = (0..receives).map(|k| [inbox.sge(k * 64, 64)]).collect();
+        FanIn { src, inbox, dst, msg, recv_sg }
+    }
+}
+
+/// Posts the fan-in traffic: through `post_a`, each A QP of `qa` its
+/// `writes` WRITEs ([`fan_in_writes`], 32 bytes of `src`); then each B QP
+/// of `qb` its `sends` SENDs (16 bytes of `msg`).
+pub fn post_fan_in<X>(
+    f: &FanIn<'_>,
+    qa: impl IntoIterator<Item = X>,
+    mut post_a: impl FnMut(X, &[SendWr<'_>]),
+    qb: &mut [TQp<'_>],
+    (writes, sends): (u64, u64),
+) {
+    let wsg = [f.src.sge(0, 32)];
+    for (i, a) in qa.into_iter().enumerate() {
+        post_a(a, &fan_in_writes(&f.dst, i, writes, &wsg));
+    }
+    let ssg = [f.msg.sge(0, 16)];
+    for b in qb.iter_mut() {
+        b.post_send(&fan_in_sends(sends, &ssg)).expect("b post_send");
+    }
+}
+
+/// Polls through `poll` until the fan-in completions of the A QPs `qpns`
+/// arrived (20 empty polls give up) and asserts they are exactly those:
+/// `writes` WRITEs (wr_ids 0..) and `sends` receives (wr_ids 1000..)
+/// each, all successful, each once; and that nothing more comes.
 #[track_caller]
-pub fn assert_fan_in(got: &[WorkCompletion], qpns: &[u32], writes: u64, sends: u64) {
+pub fn check_fan_in(
+    mut poll: impl FnMut(&mut [WorkCompletion]) -> usize,
+    qpns: &[u32],
+    (writes, sends): (u64, u64),
+) {
     let want = qpns.len() * (writes + sends) as usize;
+    let got = poll_until_with(&mut poll, want + 1, 20);
     assert_eq!(got.len(), want, "{got:?}");
     assert!(got.iter().all(|c| c.status == WcStatus::Success), "{got:?}");
-    let m = once(got);
+    let m = once(&got);
     for &qpn in qpns {
         for k in 0..writes {
             assert_eq!(m.get(&(qpn, k, "RdmaWrite".into())), Some(&1));
@@ -374,6 +422,8 @@ pub fn assert_fan_in(got: &[WorkCompletion], qpns: &[u32], writes: u64, sends: u
             assert_eq!(m.get(&(qpn, 1000 + k, "Recv".into())), Some(&1));
         }
     }
+    let mut wc = [EMPTY_WC; 4];
+    assert_eq!(poll(&mut wc), 0, "exactly once: nothing more");
 }
 
 /// `n` disjoint SGEs of `len` bytes in all inside `[0, area)` of a region at
