@@ -82,14 +82,9 @@ fn destroyed_qp_with_cqes_in_the_cq() {
         let pb = db.alloc_pd().expect("pd");
         let mut cq = da.create_cq(64).expect("cq");
         let cb = db.create_cq(64).expect("cq b");
-        let mut q1 = create_qp(&da, &pa, &cq, 16);
-        let mut q2 = create_qp(&da, &pa, &cq, 16);
-        let mut b1 = create_qp(&db, &pb, &cb, 16);
-        let mut b2 = create_qp(&db, &pb, &cb, 16);
-        connect(&mut q1, A, B, b1.qp_num()).expect("connect");
-        connect(&mut q2, A, B, b2.qp_num()).expect("connect");
-        connect(&mut b1, B, A, q1.qp_num()).expect("connect");
-        connect(&mut b2, B, A, q2.qp_num()).expect("connect");
+        let (ends_a, ends_b) = ((&da, &pa, &cq), (&db, &pb, &cb));
+        let (mut q1, b1) = rc_peer(ends_a, ends_b);
+        let (mut q2, b2) = rc_peer(ends_a, ends_b);
         let src = region_on(&da, &pa, 1);
         let dst = region_on(&db, &pb, 1);
         let sg = [src.sge(0, 16)];

@@ -299,6 +299,31 @@ pub fn mixed_writes<'a>(base: u64, dst: &Region<'_>, sg: &'a [Sge]) -> Vec<SendW
         .collect()
 }
 
+/// An RC QP on `da` (PD `pa`, CQ `ca`) and one on `db` (`pb`, `cb`), both of
+/// depth 16 ([`create_qp`]), connected to each other.
+pub fn rc_peer<'a, 'b>(
+    (da, pa, ca): (&'a Dev, &TPd<'a>, &TCq<'a>),
+    (db, pb, cb): (&'b Dev, &TPd<'b>, &TCq<'b>),
+) -> (TQp<'a>, TQp<'b>) {
+    let mut a = create_qp(da, pa, ca, 16);
+    let mut b = create_qp(db, pb, cb, 16);
+    connect_both(&mut a, A, &mut b, B);
+    (a, b)
+}
+
+/// A shared QP on `da` (16 WRs, one SGE each way) and an RC QP of depth 16
+/// on `db`, connected to each other.
+pub fn shared_peer<'a, 'b>(
+    (da, pa, ca): (&'a Dev, &TPd<'a>, &TCq<'a>),
+    (db, pb, cb): (&'b Dev, &TPd<'b>, &TCq<'b>),
+) -> (TShared<'a>, TQp<'b>) {
+    let mut a = shared_qp(da, pa, ca, qp_cap(16, 16, 1, 1));
+    let mut b = create_qp(db, pb, cb, 16);
+    connect_shared(&mut a, A, B, b.qp_num());
+    connect(&mut b, B, A, a.qp_num()).expect("connect");
+    (a, b)
+}
+
 /// Polls through `poll` (a CQ or a poller) until `n` completions arrived
 /// or `idle` polls in a row gave none; a small array per poll, so polls
 /// stop mid-ring.
