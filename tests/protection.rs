@@ -103,6 +103,34 @@ fn read_wr<'s>(sge: &'s [Sge], addr: u64, rkey: u32) -> SendWr<'s> {
     signaled(7, read_op(addr, rkey), sge)
 }
 
+/// The usual attempt: A WRITEs the first 256 bytes of `src` to `at` with
+/// `rkey`; the memory checked is `src` and the target buffer `t`.
+fn write_into(
+    (a, b, src): (&mut Side<'_>, &mut Side<'_>, &Region<'_>),
+    t: &Buf,
+    at: u64,
+    rkey: u32,
+) -> Outcome {
+    let sge = [src.sge(0, 256)];
+    attempt(a, b, write_wr(&sge, at, rkey), &[src.addr(), t.paddr()])
+}
+
+/// An MR of B with every right over the middle page of `t` (three pages).
+fn middle_page_mr<'d>(b: &Side<'d>, t: &Buf) -> TMr<'d> {
+    let pages = [t.paddr() + 4096];
+    let d = MrDesc {
+        iova: t.paddr() + 4096,
+        length: 4096,
+        page_size: PageSize::Size4K,
+        pages: &pages,
+        zero_based: false,
+        access: ALL,
+    };
+    // SAFETY: `t` outlives the MR in both cases (declared before it); the
+    // model only touches live `FakeHal` memory.
+    unsafe { b.dev.reg_mr(&b.pd, &d) }.unwrap()
+}
+
 /// An MR over `b` on `pd` with `access`.
 fn mr_on<'d>(dev: &'d Dev, pd: &TPd<'d>, b: &Buf, access: Access) -> TMr<'d> {
     let pages = pages_of(b);
@@ -148,8 +176,7 @@ fn bad_key() {
         // An STag index no MR of B uses, and the live MR's index with a
         // wrong key byte.
         let forged = (mr.rkey() & !0xff) | ((mr.rkey() + 1) & 0xff);
-        let sge = [src.sge(0, 256)];
-        let o = attempt(a, b, write_wr(&sge, t.paddr(), forged), &[src.addr(), t.paddr()]);
+        let o = write_into((a, b, src), &t, t.paddr(), forged);
         drop(mr);
         o
     });
@@ -160,8 +187,7 @@ fn bad_key() {
 fn unknown_stag_index() {
     let o = case("unknown STag index", |a, b, src| {
         let t = buf(2);
-        let sge = [src.sge(0, 256)];
-        attempt(a, b, write_wr(&sge, t.paddr(), 0x7f00_0042), &[src.addr(), t.paddr()])
+        write_into((a, b, src), &t, t.paddr(), 0x7f00_0042)
     });
     remote_refused(&o, AMP_UNALLOCATED_STAG);
 }
@@ -174,8 +200,7 @@ fn stale_key_after_reregistration() {
         let old = mr.rkey();
         mr.rereg().expect("rereg");
         assert_ne!(mr.rkey(), old, "re-registration changes the key");
-        let sge = [src.sge(0, 256)];
-        let o = attempt(a, b, write_wr(&sge, t.paddr(), old), &[src.addr(), t.paddr()]);
+        let o = write_into((a, b, src), &t, t.paddr(), old);
         drop(mr);
         o
     });
@@ -188,8 +213,7 @@ fn wrong_pd() {
         let t = buf(2);
         let other = b.dev.alloc_pd().expect("pd");
         let mr = mr_on(b.dev, &other, &t, ALL);
-        let sge = [src.sge(0, 256)];
-        let o = attempt(a, b, write_wr(&sge, t.paddr(), mr.rkey()), &[src.addr(), t.paddr()]);
+        let o = write_into((a, b, src), &t, t.paddr(), mr.rkey());
         drop(mr);
         o
     });
@@ -202,20 +226,9 @@ fn out_of_bounds_after_the_end() {
         // The MR covers the middle page of three: the access starts inside
         // and runs 1 byte past its end into the third page.
         let t = buf(3);
-        let pages = [t.paddr() + 4096];
-        let d = MrDesc {
-            iova: t.paddr() + 4096,
-            length: 4096,
-            page_size: PageSize::Size4K,
-            pages: &pages,
-            zero_based: false,
-            access: ALL,
-        };
-        // SAFETY: `t` outlives the MR.
-        let mr = unsafe { b.dev.reg_mr(&b.pd, &d) }.unwrap();
-        let sge = [src.sge(0, 256)];
+        let mr = middle_page_mr(b, &t);
         let at = t.paddr() + 2 * 4096 - 255;
-        let o = attempt(a, b, write_wr(&sge, at, mr.rkey()), &[src.addr(), t.paddr()]);
+        let o = write_into((a, b, src), &t, at, mr.rkey());
         drop(mr);
         o
     });
@@ -226,20 +239,9 @@ fn out_of_bounds_after_the_end() {
 fn out_of_bounds_before_the_start() {
     let o = case("out of bounds (before the start)", |a, b, src| {
         let t = buf(3);
-        let pages = [t.paddr() + 4096];
-        let d = MrDesc {
-            iova: t.paddr() + 4096,
-            length: 4096,
-            page_size: PageSize::Size4K,
-            pages: &pages,
-            zero_based: false,
-            access: ALL,
-        };
-        // SAFETY: `t` outlives the MR.
-        let mr = unsafe { b.dev.reg_mr(&b.pd, &d) }.unwrap();
-        let sge = [src.sge(0, 256)];
+        let mr = middle_page_mr(b, &t);
         let at = t.paddr() + 4096 - 1;
-        let o = attempt(a, b, write_wr(&sge, at, mr.rkey()), &[src.addr(), t.paddr()]);
+        let o = write_into((a, b, src), &t, at, mr.rkey());
         drop(mr);
         o
     });
@@ -251,8 +253,7 @@ fn write_without_remote_write_right() {
     let o = case("WRITE without remote write", |a, b, src| {
         let t = buf(2);
         let mr = mr_on(b.dev, &b.pd, &t, Access(Access::LOCAL_WRITE.0 | Access::REMOTE_READ.0));
-        let sge = [src.sge(0, 256)];
-        let o = attempt(a, b, write_wr(&sge, t.paddr(), mr.rkey()), &[src.addr(), t.paddr()]);
+        let o = write_into((a, b, src), &t, t.paddr(), mr.rkey());
         drop(mr);
         o
     });
@@ -300,8 +301,7 @@ fn invalidated_fast_register_mr() {
         assert_eq!(b.one().status, WcStatus::Success);
         b.qp.post_send(&[signaled(2, WrOpcode::LocalInv { inv_key: key }, &[])]).unwrap();
         assert_eq!(b.one().status, WcStatus::Success);
-        let sge = [src.sge(0, 256)];
-        let o = attempt(a, b, write_wr(&sge, 0x6000_0000, key), &[src.addr(), t.paddr()]);
+        let o = write_into((a, b, src), &t, 0x6000_0000, key);
         drop(fr);
         o
     });
@@ -315,8 +315,7 @@ fn access_after_deregistration() {
         let mut mr = mr_on(b.dev, &b.pd, &t, ALL);
         let key = mr.rkey();
         mr.dereg().unwrap();
-        let sge = [src.sge(0, 256)];
-        attempt(a, b, write_wr(&sge, t.paddr(), key), &[src.addr(), t.paddr()])
+        write_into((a, b, src), &t, t.paddr(), key)
     });
     remote_refused(&o, AMP_UNALLOCATED_STAG);
 }
