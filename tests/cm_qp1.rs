@@ -187,10 +187,7 @@ fn cm_frames(frames: &mock_bar::wire::Capture) -> Vec<([u8; 6], AttrId)> {
 #[test]
 fn cm_over_qp1_connects_carries_traffic_and_disconnects() {
     leak_checked(|| {
-        let (ba, bb, da, db) = two_devices(Profile::SMALL);
-        for bar in [&ba, &bb] {
-            bar.with_device(|d| d.set_strict_psn(true));
-        }
+        let (ba, bb, da, db) = two_strict_devices(Profile::SMALL);
         let frames = ba.fabric().capture();
         let (mut ea, mut eb) = ends(&da, &db);
         assert_eq!((ea.t.qp_num(), eb.t.qp_num()), (1, 1));
@@ -411,10 +408,7 @@ fn qp1_caches_address_handles_and_reports_the_grh_of_each_datagram() {
 #[test]
 fn cm_over_qp1_on_the_wire_decodes_in_tshark() {
     let _g = lock();
-    let (ba, bb, da, db) = two_devices(Profile::SMALL);
-    for bar in [&ba, &bb] {
-        bar.with_device(|d| d.set_strict_psn(true));
-    }
+    let (ba, _bb, da, db) = two_strict_devices(Profile::SMALL);
     let frames = ba.fabric().capture();
     let (mut ea, mut eb) = ends(&da, &db);
     let mut a = Side::new(&da, A, 16, cap(8));

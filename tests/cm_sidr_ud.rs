@@ -40,15 +40,7 @@ struct Ud<'d> {
 
 impl<'d> Ud<'d> {
     fn new(dev: &'d Dev, qkey: u32) -> Self {
-        let pd = dev.alloc_pd().expect("alloc_pd");
-        let cq = dev.create_cq(64).expect("create_cq");
-        let mut attr = QpInitAttr { send_cq: &cq, recv_cq: &cq, cap: cap(16) };
-        let mut qp = dev.create_ud_qp(&pd, &mut attr).expect("create_ud_qp");
-        let mut init = QpAttr::new(QpState::Init);
-        init.qkey = qkey;
-        qp.modify(&init).expect("INIT");
-        qp.modify(&QpAttr::new(QpState::Rtr)).expect("RTR");
-        qp.modify(&QpAttr::new(QpState::Rts)).expect("RTS");
+        let (pd, cq, qp) = ud_qp(dev, false, cap(16), (qkey, 0));
         Ud { qp, cq, pd, dev }
     }
 

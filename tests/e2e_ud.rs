@@ -25,21 +25,8 @@ struct Ud<'d> {
 
 impl<'d> Ud<'d> {
     fn new(dev: &'d Dev, addr: Addr, gsi: bool, qkey: u32) -> Self {
-        let pd = dev.alloc_pd().expect("alloc_pd");
-        let cq = dev.create_cq(64).expect("create_cq");
-        let mut attr = QpInitAttr { send_cq: &cq, recv_cq: &cq, cap: cap(16) };
-        let mut qp = if gsi {
-            dev.create_gsi_qp(&pd, &mut attr).expect("create_gsi_qp")
-        } else {
-            dev.create_ud_qp(&pd, &mut attr).expect("create_ud_qp")
-        };
-        let mut init = QpAttr::new(QpState::Init);
-        init.qkey = qkey;
-        qp.modify(&init).expect("INIT");
-        qp.modify(&QpAttr::new(QpState::Rtr)).expect("RTR");
-        let mut rts = QpAttr::new(QpState::Rts);
-        rts.sq_psn = if gsi { 0 } else { 0x5d1f0b };
-        qp.modify(&rts).expect("RTS");
+        let sq_psn = if gsi { 0 } else { 0x5d1f0b };
+        let (pd, cq, qp) = ud_qp(dev, gsi, cap(16), (qkey, sq_psn));
         Ud { qp, cq, pd, dev, addr }
     }
 

@@ -288,21 +288,7 @@ struct UdEnd<'d> {
 
 impl<'d> UdEnd<'d> {
     fn new(dev: &'d Dev, gsi: bool, qkey: u32, sq_psn: u32) -> Self {
-        let pd = dev.alloc_pd().unwrap();
-        let cq = dev.create_cq(64).unwrap();
-        let mut attr = QpInitAttr { send_cq: &cq, recv_cq: &cq, cap: cap() };
-        let mut qp = if gsi {
-            dev.create_gsi_qp(&pd, &mut attr).unwrap()
-        } else {
-            dev.create_ud_qp(&pd, &mut attr).unwrap()
-        };
-        let mut init = QpAttr::new(QpState::Init);
-        init.qkey = qkey;
-        qp.modify(&init).unwrap();
-        qp.modify(&QpAttr::new(QpState::Rtr)).unwrap();
-        let mut rts = QpAttr::new(QpState::Rts);
-        rts.sq_psn = sq_psn;
-        qp.modify(&rts).unwrap();
+        let (pd, cq, qp) = ud_qp(dev, gsi, cap(), (qkey, sq_psn));
         UdEnd { qp, cq, pd, dev }
     }
 

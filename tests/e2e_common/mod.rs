@@ -140,6 +140,17 @@ pub fn threaded_devices(
     (bar_a, bar_b, thread, da, db)
 }
 
+/// [`two_devices`] whose models refuse a request with another PSN than the
+/// responder expects (`set_strict_psn`): a wrongly crossed PSN fails the
+/// traffic instead of passing unnoticed.
+pub fn two_strict_devices(profile: Profile) -> (ModelBar, ModelBar, Dev, Dev) {
+    let (ba, bb, da, db) = two_devices(profile);
+    for bar in [&ba, &bb] {
+        bar.with_device(|d| d.set_strict_psn(true));
+    }
+    (ba, bb, da, db)
+}
+
 /// Connects two sides' QPs to each other (INIT → RTR → RTS both ways).
 pub fn link(a: &mut Side<'_>, b: &mut Side<'_>) {
     connect_both(&mut a.qp, a.addr, &mut b.qp, b.addr);
@@ -297,6 +308,33 @@ pub fn mixed_writes<'a>(base: u64, dst: &Region<'_>, sg: &'a [Sge]) -> Vec<SendW
             w
         })
         .collect()
+}
+
+/// A datagram end's PD, CQ (64 entries) and QP of `cap`: a UD QP, or the
+/// GSI QP (QP1) with `gsi`; moved to INIT with Q_Key `qkey`, RTR, and RTS
+/// with send PSN `sq_psn`.
+pub fn ud_qp<'d>(
+    dev: &'d Dev,
+    gsi: bool,
+    cap: QpCap,
+    (qkey, sq_psn): (u32, u32),
+) -> (TPd<'d>, TCq<'d>, TQp<'d>) {
+    let pd = dev.alloc_pd().expect("alloc_pd");
+    let cq = dev.create_cq(64).expect("create_cq");
+    let mut attr = QpInitAttr { send_cq: &cq, recv_cq: &cq, cap };
+    let mut qp = if gsi {
+        dev.create_gsi_qp(&pd, &mut attr).expect("create_gsi_qp")
+    } else {
+        dev.create_ud_qp(&pd, &mut attr).expect("create_ud_qp")
+    };
+    let mut init = QpAttr::new(QpState::Init);
+    init.qkey = qkey;
+    qp.modify(&init).expect("INIT");
+    qp.modify(&QpAttr::new(QpState::Rtr)).expect("RTR");
+    let mut rts = QpAttr::new(QpState::Rts);
+    rts.sq_psn = sq_psn;
+    qp.modify(&rts).expect("RTS");
+    (pd, cq, qp)
 }
 
 /// An RC QP on `da` (PD `pa`, CQ `ca`) and one on `db` (`pb`, `cb`), both of
