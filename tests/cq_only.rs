@@ -8,7 +8,7 @@ mod common;
 mod e2e_common;
 
 use e2e_common::*;
-use irdma::wr::{RecvWr, RegMrWr};
+use irdma::wr::RecvWr;
 
 /// Polls only `side`'s CQ, at most `polls` times, until `want` completions
 /// arrived; then checks a few more polls bring nothing.
@@ -92,15 +92,7 @@ fn bad_reg_mr_completes_with_its_error_in_a_cq_only_loop() {
         // SAFETY: the device is the in-process model, which reaches host
         // memory only through `FakeHalMemory`; the registration fails anyway.
         unsafe { fr.map_pages(&[dst.addr() & !0xfff]) }.unwrap();
-        let r = RegMrWr {
-            key: fr.key(),
-            access: ALL,
-            iova: 0x7000_0000,
-            length: 4096,
-            page_size: PageSize::Size4K,
-            first_pble_index: fr.fr_mr().first_pble_index,
-            pbl_level: 1,
-        };
+        let r = fr_reg(&fr, fr.key(), ALL, (0x7000_0000, 4096));
         let good = [src.sge(0, 64)];
         let wrs = [
             signaled(0, write_op(dst.addr(), dst.key()), &good),

@@ -349,15 +349,7 @@ fn shared_qp_refuses_what_qp_refuses() {
     // SAFETY: the device is the in-process model, which reaches host memory
     // only through `FakeHalMemory`; the MR is deregistered unused anyway.
     unsafe { dead.map_pages(&[src.addr() & !0xfff]) }.expect("map_pages");
-    let reg = irdma::wr::RegMrWr {
-        key: dead.key(),
-        access: irdma::wr::Access::LOCAL_WRITE,
-        iova: 0x5000_0000,
-        length: 4096,
-        page_size: irdma::wr::PageSize::Size4K,
-        first_pble_index: dead.fr_mr().first_pble_index,
-        pbl_level: 1,
-    };
+    let reg = fr_reg(&dead, dead.key(), irdma::wr::Access::LOCAL_WRITE, (0x5000_0000, 4096));
     dead.dereg().expect("dereg");
     let ok3 = SendWr { opcode: write_op(dst2.addr(), dst2.key()), ..ok };
     let bad3 = signaled(10, WrOpcode::RegMr(reg), &[]);

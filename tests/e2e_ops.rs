@@ -9,7 +9,6 @@ mod e2e_common;
 use e2e_common::*;
 use irdma::uk::{RqError, SqError};
 use irdma::verbs::{PostError, PostErrorKind};
-use irdma::wr::RegMrWr;
 
 /// Sizes every test QP gets: 13 SGEs both ways, 101 inline bytes.
 fn full_cap(n: u32) -> QpCap {
@@ -180,15 +179,7 @@ fn fast_register<'d>(
     // `FakeHal` allocation, so no page is written after it is freed.
     unsafe { fr.map_pages(pages) }.unwrap();
     let key = fr.next_key();
-    let r = RegMrWr {
-        key,
-        access: ALL,
-        iova,
-        length: pages.len() as u64 * 4096,
-        page_size: PageSize::Size4K,
-        first_pble_index: fr.fr_mr().first_pble_index,
-        pbl_level: 1,
-    };
+    let r = fr_reg(&fr, key, ALL, (iova, pages.len() as u64 * 4096));
     side.qp.post_send(&[signaled(wr_id, WrOpcode::RegMr(r), &[])]).unwrap();
     let wc = side.one();
     assert_eq!((wc.wr_id, wc.status, wc.opcode), (wr_id, WcStatus::Success, WcOpcode::RegMr));

@@ -31,7 +31,6 @@ use irdma::rw::{
     rdma_rw_init_qp, rdma_rw_max_send_wr, rdma_rw_mr_factor,
 };
 use irdma::verbs::FastRegMr;
-use irdma::wr::RegMrWr;
 use std::ptr::NonNull;
 
 const NBV: usize = 256;
@@ -79,15 +78,7 @@ impl<'d> DmaMr<'d> {
         // SAFETY: the pages are the bounce buffers', which live as long as
         // the test; the model only touches live `FakeHal` allocations.
         unsafe { self.fr.map_pages(&pages) }.unwrap();
-        let r = RegMrWr {
-            key,
-            access: Access::LOCAL_WRITE,
-            iova: lo,
-            length: npages * 4096,
-            page_size: PageSize::Size4K,
-            first_pble_index: self.fr.fr_mr().first_pble_index,
-            pbl_level: 1,
-        };
+        let r = fr_reg(&self.fr, key, Access::LOCAL_WRITE, (lo, npages * 4096));
         side.qp.post_send(&[signaled(902, WrOpcode::RegMr(r), &[])]).unwrap();
         let wc = side.one();
         assert_eq!((wc.wr_id, wc.status, wc.opcode), (902, WcStatus::Success, WcOpcode::RegMr));

@@ -46,7 +46,6 @@ use irdma::aeq::AsyncEventKind;
 use irdma::cqp::CqpError;
 use irdma::rw::{DeviceAttrs, Direction, MrPool, RwCtx, RwQp, SgEntry};
 use irdma::verbs::FastRegMr;
-use irdma::wr::RegMrWr;
 use std::collections::VecDeque;
 use std::fmt::Write as _;
 use std::ptr::NonNull;
@@ -1130,15 +1129,7 @@ fn fr_cycle<'d>(x: &mut Node<'d>, stats: &mut Stats, next_id: &mut u64) -> Resul
                 End::Reset("map_pages")
             })?;
             let key = fr.next_key();
-            let r = RegMrWr {
-                key,
-                access: ALL,
-                iova: FR_IOVA,
-                length: (FR_PAGES * 4096) as u64,
-                page_size: PageSize::Size4K,
-                first_pble_index: fr.fr_mr().first_pble_index,
-                pbl_level: 1,
-            };
+            let r = fr_reg(&fr, key, ALL, (FR_IOVA, (FR_PAGES * 4096) as u64));
             let id = *next_id;
             *next_id += 1;
             x.sq.push_back(Out {

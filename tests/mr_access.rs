@@ -15,7 +15,6 @@ mod e2e_common;
 
 use e2e_common::*;
 use irdma::aeq::AsyncEventKind;
-use irdma::wr::RegMrWr;
 
 /// AE codes (spec control-path §8.2 table; user.h: IRDMA_AE_*).
 const AMP_BOUNDS_VIOLATION: u16 = 0x0108;
@@ -171,15 +170,7 @@ fn fast_reg<'d>(b: &mut Side<'d>, t: &Buf, iova: u64, access: Access) -> (TFr<'d
     let mut fr = b.dev.alloc_mr(&b.pd, pages.len() as u32).expect("alloc_mr");
     map_pages(&fr, &pages);
     let key = fr.next_key();
-    let r = RegMrWr {
-        key,
-        access,
-        iova,
-        length: t.len() as u64,
-        page_size: PageSize::Size4K,
-        first_pble_index: fr.fr_mr().first_pble_index,
-        pbl_level: 1,
-    };
+    let r = fr_reg(&fr, key, access, (iova, t.len() as u64));
     b.qp.post_send(&[signaled(1, WrOpcode::RegMr(r), &[])]).expect("post REG_MR");
     assert_eq!(b.one().status, WcStatus::Success);
     (fr, key)

@@ -13,7 +13,6 @@ mod e2e_common;
 
 use e2e_common::*;
 use irdma::aeq::{AsyncEvent, AsyncEventKind};
-use irdma::wr::RegMrWr;
 
 /// What one attempt produced.
 #[derive(Debug)]
@@ -288,15 +287,7 @@ fn invalidated_fast_register_mr() {
         let mut fr = b.dev.alloc_mr(&b.pd, 2).unwrap();
         map_pages(&fr, &pages);
         let key = fr.next_key();
-        let r = RegMrWr {
-            key,
-            access: ALL,
-            iova: 0x6000_0000,
-            length: 8192,
-            page_size: PageSize::Size4K,
-            first_pble_index: fr.fr_mr().first_pble_index,
-            pbl_level: 1,
-        };
+        let r = fr_reg(&fr, key, ALL, (0x6000_0000, 8192));
         b.qp.post_send(&[signaled(1, WrOpcode::RegMr(r), &[])]).unwrap();
         assert_eq!(b.one().status, WcStatus::Success);
         b.qp.post_send(&[signaled(2, WrOpcode::LocalInv { inv_key: key }, &[])]).unwrap();

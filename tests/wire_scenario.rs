@@ -17,7 +17,6 @@ mod e2e_common;
 
 use e2e_common::*;
 use irdma::verbs::{AhAttr, GSI_QKEY};
-use irdma::wr::RegMrWr;
 use mock_bar::wire;
 
 const RNR_SYNDROME: u8 = 0x2E; // the model's RNR NAK (timer code 14), wire §4.5
@@ -435,15 +434,8 @@ fn wire_scenario() {
         // SAFETY: the model reaches host memory only through FakeHalMemory,
         // which refuses any address outside a live FakeHal allocation.
         unsafe { fr.map_pages(&pages_of(&mem)) }.unwrap();
-        let r = RegMrWr {
-            key: fr.next_key(),
-            access: ALL,
-            iova: 0x7000_0000,
-            length: 4096,
-            page_size: PageSize::Size4K,
-            first_pble_index: fr.fr_mr().first_pble_index,
-            pbl_level: 1,
-        };
+        let key = fr.next_key();
+        let r = fr_reg(&fr, key, ALL, (0x7000_0000, 4096));
         b.qp.post_send(&[signaled(1, WrOpcode::RegMr(r), &[])]).unwrap();
         ok(&b.one(), "reg mr");
         let src = a.region(1, 3);

@@ -26,7 +26,6 @@ use e2e_common::*;
 use host::*;
 use irdma::cm::mad::CmMsg;
 use irdma::cm::{CmState, ConnId};
-use irdma::wr::RegMrWr;
 use irdma_nvmet::rdma::{self, parse_req, sts};
 use irdma_nvmet::{
     Commands, Event, Keyed, Local, QueueId, QueueInfo, RamDisk, Response, SCRATCH, Slot, Step, Xfer,
@@ -376,15 +375,7 @@ fn send_with_invalidate_kills_exactly_the_key() {
         let mut fr = e.da.alloc_mr(&q.side.pd, 2).unwrap();
         map_pages(&fr, &pages_of(&mem));
         let key = fr.next_key();
-        let reg = RegMrWr {
-            key,
-            access: ALL,
-            iova,
-            length: 8192,
-            page_size: PageSize::Size4K,
-            first_pble_index: fr.fr_mr().first_pble_index,
-            pbl_level: 1,
-        };
+        let reg = fr_reg(&fr, key, ALL, (iova, 8192));
         q.side.qp.post_send(&[signaled(77, WrOpcode::RegMr(reg), &[])]).unwrap();
         let other = q.side.region(1, 0);
         let want = pattern(0x4F, 3000);
