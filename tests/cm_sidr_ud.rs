@@ -30,20 +30,13 @@ fn cm_cfg(a: Addr, seed: u32) -> CmConfig {
     cm_config(a.mac, a.ip, 3, seed)
 }
 
-/// A UD QP in RTS with Q_Key `qkey` (as rdma_create_qp on a UD id does).
-struct Ud<'d> {
-    qp: TQp<'d>,
-    cq: TCq<'d>,
-    pd: TPd<'d>,
-    dev: &'d Dev,
+/// A UD QP in RTS with the Q_Key of the UDP port space (as rdma_create_qp
+/// on a UD id does).
+fn ud(dev: &Dev) -> UdEnd<'_> {
+    UdEnd::new(dev, false, cap(16), (UDP_QKEY, 0))
 }
 
-impl<'d> Ud<'d> {
-    fn new(dev: &'d Dev, qkey: u32) -> Self {
-        let (pd, cq, qp) = ud_qp(dev, false, cap(16), (qkey, 0));
-        Ud { qp, cq, pd, dev }
-    }
-
+impl<'d> UdEnd<'d> {
     /// The AH of a MAD path (the SIDR exchange's addresses and MAC).
     fn ah(&self, to: &MadAddr) -> TAh<'d> {
         let mut a = AhAttr::new(to.peer_ip, to.local_ip);
@@ -90,8 +83,8 @@ fn sidr_over_qp1_then_udaddy_traffic_both_ways() {
         let mut ca: Cm<4, 1> = Cm::new(cm_cfg(A, 0x0A00));
         let mut cb: Cm<4, 1> = Cm::new(cm_cfg(B, 0x0B00));
         cb.listen(PortSpace::Udp, PORT, None).unwrap();
-        let mut ua = Ud::new(&da, UDP_QKEY);
-        let mut ub = Ud::new(&db, UDP_QKEY);
+        let mut ua = ud(&da);
+        let mut ub = ud(&db);
         let path = mad_path(A.ip, B.ip, B.mac);
         let p = SidrParams {
             peer: path,

@@ -277,20 +277,9 @@ fn pair<'d>(da: &'d Dev, db: &'d Dev, p: &Path) -> (Side<'d>, Side<'d>, Conn) {
     (a, b, Conn { a_qpn: na, b_qpn: nb, psn: p.psn, mtu: p.mtu, sport })
 }
 
-/// One UD (or GSI) end: INIT with the Q_Key, RTR, RTS with `sq_psn`.
-struct UdEnd<'d> {
-    qp: TQp<'d>,
-    cq: TCq<'d>,
-    pd: TPd<'d>,
-    dev: &'d Dev,
-}
-
+/// One UD (or GSI) end ([`UdEnd::new`]: INIT with the Q_Key, RTR, RTS
+/// with the send PSN).
 impl<'d> UdEnd<'d> {
-    fn new(dev: &'d Dev, gsi: bool, qkey: u32, sq_psn: u32) -> Self {
-        let (pd, cq, qp) = ud_qp(dev, gsi, cap(), (qkey, sq_psn));
-        UdEnd { qp, cq, pd, dev }
-    }
-
     fn one(&mut self) -> WorkCompletion {
         let wc = poll_n(&mut self.cq, 1);
         assert_eq!(wc.len(), 1, "{wc:?}");
@@ -319,8 +308,8 @@ const CM_REQ_MAD: &str = "01 07 02 03 00 00 00 00 00 00 00 01 1a 2b 3c 4d
 /// QP1 to the peer's QP1 with Q_Key 0x80010000.
 fn ud_traffic(da: &Dev, db: &Dev, exp: &mut Vec<Exp>) {
     const QKEY: u32 = 0x0123_4567;
-    let mut a = UdEnd::new(da, false, QKEY, 0x5d_1f0b);
-    let mut b = UdEnd::new(db, false, QKEY, 77);
+    let mut a = UdEnd::new(da, false, cap(), (QKEY, 0x5d_1f0b));
+    let mut b = UdEnd::new(db, false, cap(), (QKEY, 77));
     let (na, nb) = (a.qp.qp_num(), b.qp.qp_num());
     // a UD QP never gets an address vector, so its source port stays the
     // 0xC000 irdma sets at create (rocev2-wire §1.5)
@@ -375,8 +364,8 @@ fn ud_traffic(da: &Dev, db: &Dev, exp: &mut Vec<Exp>) {
     assert_eq!((r.imm_data, r.ud.map(|u| u.src_qp)), (Some(0xABCD), Some(nb)));
     exp.push(ud(0x65, na, 77, nb));
     // QP1 → QP1: one 256-byte MAD after the 40-byte GRH area
-    let mut ga = UdEnd::new(da, true, GSI_QKEY, 0);
-    let mut gb = UdEnd::new(db, true, GSI_QKEY, 0);
+    let mut ga = UdEnd::new(da, true, cap(), (GSI_QKEY, 0));
+    let mut gb = UdEnd::new(db, true, cap(), (GSI_QKEY, 0));
     let mut mad: Vec<u8> =
         CM_REQ_MAD.split_whitespace().map(|w| u8::from_str_radix(w, 16).unwrap()).collect();
     mad.resize(256, 0);

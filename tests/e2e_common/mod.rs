@@ -356,6 +356,22 @@ pub fn fr_reg(
     }
 }
 
+/// One datagram end ([`ud_qp`]); the tests that use it add their own
+/// methods.
+pub struct UdEnd<'d> {
+    pub qp: TQp<'d>,
+    pub cq: TCq<'d>,
+    pub pd: TPd<'d>,
+    pub dev: &'d Dev,
+}
+
+impl<'d> UdEnd<'d> {
+    pub fn new(dev: &'d Dev, gsi: bool, cap: QpCap, qkey_psn: (u32, u32)) -> Self {
+        let (pd, cq, qp) = ud_qp(dev, gsi, cap, qkey_psn);
+        UdEnd { qp, cq, pd, dev }
+    }
+}
+
 /// An RC QP on `da` (PD `pa`, CQ `ca`) and one on `db` (`pb`, `cb`), both of
 /// depth 16 ([`create_qp`]), connected to each other.
 pub fn rc_peer<'a, 'b>(
