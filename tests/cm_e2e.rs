@@ -15,7 +15,7 @@ use std::rc::Rc;
 use cm_common::{Port, Wire, cm_config, mad_path};
 use e2e_common::*;
 use irdma::cm::rdma_cm::PortSpace;
-use irdma::cm::{AcceptParams, Cm, CmConfig, CmEvent, CmState, ConnId, ConnectParams};
+use irdma::cm::{Cm, CmConfig, CmEvent, CmState, ConnId, ConnectParams};
 
 fn cm_cfg(a: Addr, seed: u32) -> CmConfig {
     cm_config(a.mac, a.ip, 7, seed)
@@ -43,46 +43,7 @@ fn pump_accepting(
     psn_b: u32,
     accept: (u8, u8),
 ) -> Vec<(char, CmEvent)> {
-    let mut seen = Vec::new();
-    loop {
-        let mut any = false;
-        while let Some(e) = cmb.poll(now, tb) {
-            any = true;
-            seen.push(('b', e));
-            match e {
-                CmEvent::ConnectRequest { id, info } => {
-                    assert_eq!(info.remote_qpn, a.qp.qp_num());
-                    let acc = AcceptParams {
-                        responder_resources: accept.0,
-                        initiator_depth: accept.1,
-                        private_data: b"ok",
-                        ..AcceptParams::new(b.qp.qp_num(), psn_b)
-                    };
-                    // the QP reaches RTS before the REP (cma_accept_ib)
-                    let p = cmb.accept_params(id, &acc).unwrap();
-                    p.apply(&mut b.qp).expect("passive QP to RTS");
-                    cmb.accept(now, id, &acc, tb).unwrap();
-                }
-                CmEvent::Disconnected { id, timed_out: false } => {
-                    b.qp.modify(&QpAttr::new(QpState::Error)).unwrap();
-                    cmb.disconnect(now, id, tb).unwrap();
-                }
-                _ => {}
-            }
-        }
-        while let Some(e) = cma.poll(now, ta) {
-            any = true;
-            seen.push(('a', e));
-            if let CmEvent::Connected { id, params, private_data } = e {
-                assert_eq!(&private_data[..2], b"ok");
-                params.apply(&mut a.qp).expect("active QP to RTS");
-                cma.ready_to_use(id, ta).unwrap();
-            }
-        }
-        if !any {
-            return seen;
-        }
-    }
+    pump_cms(now, (cma, ta, &mut a.qp), (cmb, tb, &mut b.qp), psn_b, Some(accept))
 }
 
 #[test]

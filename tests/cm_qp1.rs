@@ -15,8 +15,8 @@ use e2e_common::*;
 use irdma::cm::mad::{AttrId, CmMad};
 use irdma::cm::rdma_cm::{PortSpace, guid_from_mac, rej};
 use irdma::cm::{
-    AcceptParams, Cm, CmConfig, CmEvent, CmState, ConnId, ConnectParams, MadAddr, QP1_RECV_BYTES,
-    Qp1Error, Qp1Transport,
+    Cm, CmConfig, CmEvent, CmState, ConnId, ConnectParams, MadAddr, QP1_RECV_BYTES, Qp1Error,
+    Qp1Transport,
 };
 use irdma::verbs::GSI_QKEY;
 
@@ -64,43 +64,13 @@ fn pump(
     b: &mut Side<'_>,
     psn_b: u32,
 ) -> Vec<(char, CmEvent)> {
-    let mut seen = Vec::new();
-    loop {
-        let mut any = false;
-        while let Some(e) = eb.cm.poll(now, &mut eb.t) {
-            any = true;
-            seen.push(('b', e));
-            match e {
-                CmEvent::ConnectRequest { id, info } => {
-                    assert_eq!(info.remote_qpn, a.qp.qp_num());
-                    let acc = AcceptParams {
-                        private_data: b"ok",
-                        ..AcceptParams::new(b.qp.qp_num(), psn_b)
-                    };
-                    let p = eb.cm.accept_params(id, &acc).unwrap();
-                    p.apply(&mut b.qp).expect("passive QP to RTS");
-                    eb.cm.accept(now, id, &acc, &mut eb.t).unwrap();
-                }
-                CmEvent::Disconnected { id, timed_out: false } => {
-                    b.qp.modify(&QpAttr::new(QpState::Error)).unwrap();
-                    eb.cm.disconnect(now, id, &mut eb.t).unwrap();
-                }
-                _ => {}
-            }
-        }
-        while let Some(e) = ea.cm.poll(now, &mut ea.t) {
-            any = true;
-            seen.push(('a', e));
-            if let CmEvent::Connected { id, params, private_data } = e {
-                assert_eq!(&private_data[..2], b"ok");
-                params.apply(&mut a.qp).expect("active QP to RTS");
-                ea.cm.ready_to_use(id, &mut ea.t).unwrap();
-            }
-        }
-        if !any {
-            return seen;
-        }
-    }
+    pump_cms(
+        now,
+        (&mut ea.cm, &mut ea.t, &mut a.qp),
+        (&mut eb.cm, &mut eb.t, &mut b.qp),
+        psn_b,
+        None,
+    )
 }
 
 fn request_id(ev: &[(char, CmEvent)]) -> Option<ConnId> {

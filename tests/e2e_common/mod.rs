@@ -4,6 +4,7 @@
 #![allow(dead_code, unused_imports)]
 
 pub use crate::common::*;
+use irdma::cm::{AcceptParams, Cm, CmEvent, MadTransport};
 
 /// Access every region of these tests grants.
 pub const ALL: Access =
@@ -395,6 +396,65 @@ pub fn shared_peer<'a, 'b>(
     connect_shared(&mut a, A, B, b.qp_num());
     connect(&mut b, B, A, a.qp_num()).expect("connect");
     (a, b)
+}
+
+/// Polls two CMs at `now` until neither has anything to do, reacting like
+/// RDMA-CM applications whose QPs are `qa` (the active side, A) and `qb`
+/// (the passive side, B): B accepts each request (private data "ok",
+/// starting PSN `psn_b`, `(responder resources, initiator depth)` =
+/// `accept` if given, else [`AcceptParams::new`]'s), its QP in RTS before
+/// the REP (cma_accept_ib); A moves its QP to RTS on the REP and sends the
+/// RTU; B answers a DREQ with ERROR and a DREP. Returns the events seen,
+/// each with its side.
+///
+/// [`AcceptParams::new`]: irdma::cm::AcceptParams::new
+pub fn pump_cms<TA: MadTransport, TB: MadTransport, const C: usize, const L: usize>(
+    now: u64,
+    (cma, ta, qa): (&mut Cm<C, L>, &mut TA, &mut TQp<'_>),
+    (cmb, tb, qb): (&mut Cm<C, L>, &mut TB, &mut TQp<'_>),
+    psn_b: u32,
+    accept: Option<(u8, u8)>,
+) -> Vec<(char, CmEvent)> {
+    let mut seen = Vec::new();
+    loop {
+        let mut any = false;
+        while let Some(e) = cmb.poll(now, tb) {
+            any = true;
+            seen.push(('b', e));
+            match e {
+                CmEvent::ConnectRequest { id, info } => {
+                    assert_eq!(info.remote_qpn, qa.qp_num());
+                    let mut acc = AcceptParams {
+                        private_data: b"ok",
+                        ..AcceptParams::new(qb.qp_num(), psn_b)
+                    };
+                    if let Some((rr, depth)) = accept {
+                        (acc.responder_resources, acc.initiator_depth) = (rr, depth);
+                    }
+                    let p = cmb.accept_params(id, &acc).unwrap();
+                    p.apply(qb).expect("passive QP to RTS");
+                    cmb.accept(now, id, &acc, tb).unwrap();
+                }
+                CmEvent::Disconnected { id, timed_out: false } => {
+                    qb.modify(&QpAttr::new(QpState::Error)).unwrap();
+                    cmb.disconnect(now, id, tb).unwrap();
+                }
+                _ => {}
+            }
+        }
+        while let Some(e) = cma.poll(now, ta) {
+            any = true;
+            seen.push(('a', e));
+            if let CmEvent::Connected { id, params, private_data } = e {
+                assert_eq!(&private_data[..2], b"ok");
+                params.apply(qa).expect("active QP to RTS");
+                cma.ready_to_use(id, ta).unwrap();
+            }
+        }
+        if !any {
+            return seen;
+        }
+    }
 }
 
 /// Polls through `poll` (a CQ or a poller) until `n` completions arrived
