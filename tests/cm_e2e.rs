@@ -80,13 +80,7 @@ fn cm_connects_real_qps_that_then_carry_send_and_write() {
         };
         let ida: ConnId = cma.connect(now, &cp, &mut ta).unwrap();
         let ev = pump(now, (&mut cma, &mut ta, &mut a), (&mut cmb, &mut tb, &mut b), psn_b);
-        let idb = ev
-            .iter()
-            .find_map(|(_, e)| match e {
-                CmEvent::ConnectRequest { id, .. } => Some(*id),
-                _ => None,
-            })
-            .expect("connect request");
+        let idb = request_id(&ev).expect("connect request");
         assert_eq!(cma.state(ida), CmState::Established, "round {round}");
         assert_eq!(cmb.state(idb), CmState::Established, "round {round}");
         assert_eq!(a.qp.state(), QpState::Rts);
@@ -176,13 +170,7 @@ fn negotiate(offer: (u8, u8), accept: (u8, u8)) -> Negotiated {
     let ida = cma.connect(0, &cp, &mut ta).unwrap();
     let ev =
         pump_accepting(0, (&mut cma, &mut ta, &mut a), (&mut cmb, &mut tb, &mut b), 0x200, accept);
-    let idb = ev
-        .iter()
-        .find_map(|(_, e)| match e {
-            CmEvent::ConnectRequest { id, .. } => Some(*id),
-            _ => None,
-        })
-        .expect("connect request");
+    let idb = request_id(&ev).expect("connect request");
     assert_eq!((a.qp.state(), b.qp.state()), (QpState::Rts, QpState::Rts));
     let (pa, pb) = (cma.params(ida).unwrap(), cmb.params(idb).unwrap());
     let ctx = |bar: &ModelBar, qpn: u32| {

@@ -73,13 +73,6 @@ fn pump(
     )
 }
 
-fn request_id(ev: &[(char, CmEvent)]) -> Option<ConnId> {
-    ev.iter().find_map(|(_, e)| match e {
-        CmEvent::ConnectRequest { id, .. } => Some(*id),
-        _ => None,
-    })
-}
-
 /// SEND A → B and WRITE B → A over the connected QPs.
 fn traffic(a: &mut Side<'_>, b: &mut Side<'_>, rng: &mut Rng) {
     let ra = a.region(1, 1);

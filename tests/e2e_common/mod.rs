@@ -457,6 +457,14 @@ pub fn pump_cms<TA: MadTransport, TB: MadTransport, const C: usize, const L: usi
     }
 }
 
+/// The id of the first `ConnectRequest` among `ev` ([`pump_cms`]'s events).
+pub fn request_id(ev: &[(char, CmEvent)]) -> Option<irdma::cm::ConnId> {
+    ev.iter().find_map(|(_, e)| match e {
+        CmEvent::ConnectRequest { id, .. } => Some(*id),
+        _ => None,
+    })
+}
+
 /// Polls through `poll` (a CQ or a poller) until `n` completions arrived
 /// or `idle` polls in a row gave none; a small array per poll, so polls
 /// stop mid-ring.
