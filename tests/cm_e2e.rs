@@ -12,7 +12,7 @@ mod e2e_common;
 use std::cell::RefCell;
 use std::rc::Rc;
 
-use cm_common::{Port, Wire, cm_config, mad_path};
+use cm_common::{Port, Wire, cm_config, mad_path, nvme_connect};
 use e2e_common::*;
 use irdma::cm::rdma_cm::PortSpace;
 use irdma::cm::{Cm, CmConfig, CmEvent, CmState, ConnId, ConnectParams};
@@ -67,17 +67,8 @@ fn cm_connects_real_qps_that_then_carry_send_and_write() {
         // random 24-bit PSNs: a wrong crossing would make the model drop
         // every frame as out of sequence
         let (psn_a, psn_b) = (rng.range(0, 0xFF_FFFF) as u32, rng.range(0, 0xFF_FFFF) as u32);
-        let cp = ConnectParams {
-            src_port: 50000 + round as u16,
-            private_data: b"nvme",
-            ..ConnectParams::new(
-                mad_path(A.ip, B.ip, B.mac),
-                PortSpace::Tcp,
-                4420,
-                a.qp.qp_num(),
-                psn_a,
-            )
-        };
+        let path = mad_path(A.ip, B.ip, B.mac);
+        let cp = nvme_connect(path, a.qp.qp_num(), psn_a, 50000 + round as u16);
         let ida: ConnId = cma.connect(now, &cp, &mut ta).unwrap();
         let ev = pump(now, (&mut cma, &mut ta, &mut a), (&mut cmb, &mut tb, &mut b), psn_b);
         let idb = request_id(&ev).expect("connect request");
@@ -155,17 +146,9 @@ fn negotiate(offer: (u8, u8), accept: (u8, u8)) -> Negotiated {
     let mut a = Side::new(&da, A, 16, cap(8));
     let mut b = Side::new(&db, B, 16, cap(8));
     let cp = ConnectParams {
-        src_port: 50000,
         responder_resources: offer.0,
         initiator_depth: offer.1,
-        private_data: b"nvme",
-        ..ConnectParams::new(
-            mad_path(A.ip, B.ip, B.mac),
-            PortSpace::Tcp,
-            4420,
-            a.qp.qp_num(),
-            0x100,
-        )
+        ..nvme_connect(mad_path(A.ip, B.ip, B.mac), a.qp.qp_num(), 0x100, 50000)
     };
     let ida = cma.connect(0, &cp, &mut ta).unwrap();
     let ev =

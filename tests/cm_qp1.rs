@@ -10,7 +10,7 @@ mod cm_common;
 mod common;
 mod e2e_common;
 
-use cm_common::{cm_config, have, mad_path, num, tshark};
+use cm_common::{cm_config, have, mad_path, num, nvme_connect, tshark};
 use e2e_common::*;
 use irdma::cm::mad::{AttrId, CmMad};
 use irdma::cm::rdma_cm::{PortSpace, guid_from_mac, rej};
@@ -40,11 +40,7 @@ fn path_a_to_b() -> MadAddr {
 }
 
 fn connect_params(qpn: u32, psn: u32, src_port: u16) -> ConnectParams<'static> {
-    ConnectParams {
-        src_port,
-        private_data: b"nvme",
-        ..ConnectParams::new(path_a_to_b(), PortSpace::Tcp, PORT, qpn, psn)
-    }
+    nvme_connect(path_a_to_b(), qpn, psn, src_port)
 }
 
 /// One device's CM and QP1.

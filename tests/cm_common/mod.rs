@@ -143,6 +143,16 @@ pub fn path_a_to_b() -> MadAddr {
     mad_path(IP_A, IP_B, MAC_B)
 }
 
+/// A connect to the NVMe/RDMA port 4420 (TCP port space) along `path`
+/// from `src_port` with private data "nvme": QP `qpn`, starting PSN `psn`.
+pub fn nvme_connect(path: MadAddr, qpn: u32, psn: u32, src_port: u16) -> ConnectParams<'static> {
+    ConnectParams {
+        src_port,
+        private_data: b"nvme",
+        ..ConnectParams::new(path, PortSpace::Tcp, 4420, qpn, psn)
+    }
+}
+
 pub fn connect_params(private_data: &[u8]) -> ConnectParams<'_> {
     ConnectParams {
         src_port: 49152,
