@@ -1129,7 +1129,7 @@ fn fr_cycle<'d>(x: &mut Node<'d>, stats: &mut Stats, next_id: &mut u64) -> Resul
                 End::Reset("map_pages")
             })?;
             let key = fr.next_key();
-            let r = fr_reg(&fr, key, ALL, (FR_IOVA, (FR_PAGES * 4096) as u64));
+            let r = fr_reg(fr, key, ALL, (FR_IOVA, (FR_PAGES * 4096) as u64));
             let id = *next_id;
             *next_id += 1;
             x.sq.push_back(Out {
