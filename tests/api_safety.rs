@@ -78,12 +78,7 @@ fn a_cq_refuses_a_shared_qp_of_another_device() {
         let src_mr = reg(&da, &pa, src.paddr(), 4096, &pages_of(&src), false);
         let dst_mr = reg(&db, &pb, dst.paddr(), 4096, &pages_of(&dst), false);
         let sge = [Sge { addr: src.paddr(), length: 64, lkey: src_mr.lkey() }];
-        let wr = SendWr {
-            wr_id: 7,
-            opcode: WrOpcode::RdmaWrite { remote_addr: dst.paddr(), rkey: dst_mr.rkey() },
-            flags: SendFlags::SIGNALED,
-            sg_list: &sge,
-        };
+        let wr = signaled(7, write_op(dst.paddr(), dst_mr.rkey()), &sge);
         qa.post_send(&[wr]).unwrap();
 
         let foreign = VerbsError::Invalid { what: irdma::Phrase::new(&"QP of another device") };

@@ -59,12 +59,11 @@ impl<'d> UdEnd<'d> {
 
     fn send(&mut self, r: &Region<'_>, slot: u64, ah: &TAh<'_>, qpn: u32, qkey: u32) {
         let sge = [Sge { addr: r.addr() + slot * 256, length: SIZE, lkey: r.key() }];
-        let wr = SendWr {
-            wr_id: slot,
-            opcode: WrOpcode::UdSend { ah: ah.id(), remote_qpn: qpn, remote_qkey: qkey, imm: None },
-            flags: SendFlags::SIGNALED,
-            sg_list: &sge,
-        };
+        let wr = signaled(
+            slot,
+            WrOpcode::UdSend { ah: ah.id(), remote_qpn: qpn, remote_qkey: qkey, imm: None },
+            &sge,
+        );
         self.qp.post_send(&[wr]).expect("post_send");
     }
 }

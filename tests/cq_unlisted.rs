@@ -34,12 +34,7 @@ fn unlisted_live_qp_keeps_its_completions_destroyed_qp_does_not_block() {
         let src_mr = reg(&da, &pa, src.paddr(), 4096, &pages_of(&src), false);
         let dst_mr = reg(&db, &pb, dst.paddr(), 4096, &pages_of(&dst), false);
         let sge = [Sge { addr: src.paddr(), length: 64, lkey: src_mr.lkey() }];
-        let write = |wr_id: u64| SendWr {
-            wr_id,
-            opcode: WrOpcode::RdmaWrite { remote_addr: dst.paddr(), rkey: dst_mr.rkey() },
-            flags: SendFlags::SIGNALED,
-            sg_list: &sge,
-        };
+        let write = |wr_id: u64| signaled(wr_id, write_op(dst.paddr(), dst_mr.rkey()), &sge);
         qa1.post_send(&[write(1)]).unwrap();
         qa2.post_send(&[write(2)]).unwrap();
         qa1.post_send(&[write(3)]).unwrap();

@@ -39,12 +39,7 @@ fn cycle(bar_a: &ModelBar, bar_b: &ModelBar, big: &[u64], phys: &Buf) -> (u32, u
     // WRITE into level 1, READ back from level 2 (which aliases `phys`),
     // SEND into a receive.
     let sge = [Sge { addr: src.paddr(), length: 5000, lkey: s0.lkey() }];
-    let w = SendWr {
-        wr_id: 1,
-        opcode: WrOpcode::RdmaWrite { remote_addr: 0x4000_0000, rkey: d1.rkey() },
-        flags: SendFlags::SIGNALED,
-        sg_list: &sge,
-    };
+    let w = signaled(1, write_op(0x4000_0000, d1.rkey()), &sge);
     qa.post_send(&[w]).unwrap();
     let wc = poll_n(&mut ca, 1);
     assert_eq!(wc[0].status, WcStatus::Success);
@@ -52,12 +47,7 @@ fn cycle(bar_a: &ModelBar, bar_b: &ModelBar, big: &[u64], phys: &Buf) -> (u32, u
     got.extend(read(&dst, 0, 904));
     assert_eq!(got, data[..5000].to_vec());
     let sge = [Sge { addr: src.paddr() + 4096, length: 256, lkey: s0.lkey() }];
-    let r = SendWr {
-        wr_id: 2,
-        opcode: WrOpcode::RdmaRead { remote_addr: 262_143 * 4096, rkey: d2.rkey() },
-        flags: SendFlags::SIGNALED,
-        sg_list: &sge,
-    };
+    let r = signaled(2, read_op(262_143 * 4096, d2.rkey()), &sge);
     qa.post_send(&[r]).unwrap();
     let wc = poll_n(&mut ca, 1);
     assert_eq!(wc[0].status, WcStatus::Success);
@@ -126,12 +116,7 @@ fn object_cycles_recycle_every_id() {
         // A write through the level-1 MR proves the round is live.
         assert!(b.write_bytes(0, &i.to_le_bytes()));
         let sge = [Sge { addr: b.paddr(), length: 4, lkey: m0.lkey() }];
-        let w = SendWr {
-            wr_id: u64::from(i),
-            opcode: WrOpcode::RdmaWrite { remote_addr: 0x10_0000 + 100, rkey: m1.rkey() },
-            flags: SendFlags::SIGNALED,
-            sg_list: &sge,
-        };
+        let w = signaled(u64::from(i), write_op(0x10_0000 + 100, m1.rkey()), &sge);
         q1.post_send(&[w]).unwrap();
         let wc = poll_n(&mut cq, 1);
         assert_eq!((wc[0].wr_id, wc[0].status), (u64::from(i), WcStatus::Success));

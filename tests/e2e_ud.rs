@@ -45,12 +45,11 @@ impl<'d> Ud<'d> {
 
     fn send(&mut self, r: &Region<'_>, len: u32, ah: &TAh<'_>, qpn: u32, qkey: u32, wr_id: u64) {
         let sge = [Sge { addr: r.addr(), length: len, lkey: r.key() }];
-        let wr = SendWr {
+        let wr = signaled(
             wr_id,
-            opcode: WrOpcode::UdSend { ah: ah.id(), remote_qpn: qpn, remote_qkey: qkey, imm: None },
-            flags: SendFlags::SIGNALED,
-            sg_list: &sge,
-        };
+            WrOpcode::UdSend { ah: ah.id(), remote_qpn: qpn, remote_qkey: qkey, imm: None },
+            &sge,
+        );
         self.qp.post_send(&[wr]).expect("post_send");
     }
 

@@ -120,11 +120,8 @@ fn fast_reg_key_rotation_rejects_the_stale_rkey() {
         let data = fill(&src, 21);
         let smr = reg(&dev, &pd, src.paddr(), 4096, &pages_of(&src), false);
         let sge = [Sge { addr: src.paddr(), length: 16, lkey: smr.lkey() }];
-        let write = |id, rkey| SendWr {
-            wr_id: id,
-            opcode: WrOpcode::RdmaWrite { remote_addr: 0x5000_0000 + 4096, rkey },
-            flags: SendFlags::SIGNALED,
-            sg_list: &sge,
+        let write = |id, rkey| {
+            signaled(id, WrOpcode::RdmaWrite { remote_addr: 0x5000_0000 + 4096, rkey }, &sge)
         };
         peer.post_send(&[write(2, k1)]).unwrap();
         let wc = poll_n(&mut cq, 1);
@@ -132,12 +129,7 @@ fn fast_reg_key_rotation_rejects_the_stale_rkey() {
         assert_eq!(read(&target, 0, 16), data[..16].to_vec(), "IOVA page 1 = physical page 0");
 
         // Invalidate and re-register under the next key.
-        let inv = SendWr {
-            wr_id: 3,
-            opcode: WrOpcode::LocalInv { inv_key: k1 },
-            flags: SendFlags::SIGNALED,
-            sg_list: &[],
-        };
+        let inv = signaled(3, WrOpcode::LocalInv { inv_key: k1 }, &[]);
         let k2 = fr.next_key();
         assert_ne!(k1, k2);
         assert_eq!(k1 >> 8, k2 >> 8);
@@ -267,12 +259,7 @@ fn fast_reg_wr_must_name_a_live_fast_register_mr_of_this_device() {
         let data = fill(&src, 5);
         let smr = reg(&dev, &pd, src.paddr(), 4096, &pages_of(&src), false);
         let sge = [Sge { addr: src.paddr(), length: 64, lkey: smr.lkey() }];
-        let w = SendWr {
-            wr_id: 12,
-            opcode: WrOpcode::RdmaWrite { remote_addr: 0x5000_0000 + 3 * 4096, rkey: key },
-            flags: SendFlags::SIGNALED,
-            sg_list: &sge,
-        };
+        let w = signaled(12, write_op(0x5000_0000 + 3 * 4096, key), &sge);
         peer.post_send(&[w]).unwrap();
         let wc = poll_n(&mut cq, 1);
         assert_eq!((wc[0].wr_id, wc[0].status), (12, WcStatus::Success), "{wc:?}");
@@ -372,12 +359,7 @@ fn level2_fast_register_mr_maps_three_leaves() {
             [(511u64, 4096 - 128, 256usize, 0usize), (1090, 100, 64, 512), (0, 0x300, 32, 900)];
         for (k, &(p, off, len, so)) in writes.iter().enumerate() {
             let sge = [Sge { addr: src.paddr() + so as u64, length: len as u32, lkey: smr.lkey() }];
-            let w = SendWr {
-                wr_id: 10 + k as u64,
-                opcode: WrOpcode::RdmaWrite { remote_addr: page0 + p * 4096 + off, rkey: key },
-                flags: SendFlags::SIGNALED,
-                sg_list: &sge,
-            };
+            let w = signaled(10 + k as u64, write_op(page0 + p * 4096 + off, key), &sge);
             peer.post_send(&[w]).unwrap();
             let wc = poll_n(&mut cq, 1);
             assert_eq!((wc[0].wr_id, wc[0].status), (10 + k as u64, WcStatus::Success), "{wc:?}");

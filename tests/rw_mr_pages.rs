@@ -246,12 +246,7 @@ fn rw_refuses_a_level2_mr_passed_as_level1() {
         };
         q1.post_send(&[reg_wr]).unwrap();
         let sge = [Sge { addr: REMOTE_IOVA, length: 32, lkey: rmr.lkey() }];
-        let w = SendWr {
-            wr_id: 3,
-            opcode: WrOpcode::RdmaWrite { remote_addr: 0x6000_0000 + 599 * 4096 + 8, rkey: key },
-            flags: SendFlags::SIGNALED,
-            sg_list: &sge,
-        };
+        let w = signaled(3, write_op(0x6000_0000 + 599 * 4096 + 8, key), &sge);
         q2.post_send(&[w]).unwrap();
         let wc = poll_n(&mut cq, 2);
         assert!(wc.len() == 2 && wc.iter().all(|w| w.status == WcStatus::Success), "{wc:?}");

@@ -33,12 +33,7 @@ fn write_read_send_between_two_devices() {
 
         // RDMA WRITE of 6000 bytes starting 100 bytes into B's region.
         let sge = [Sge { addr: src.paddr(), length: 6000, lkey: src_mr.lkey() }];
-        let wr = SendWr {
-            wr_id: 1,
-            opcode: WrOpcode::RdmaWrite { remote_addr: iova_b + 100, rkey: dst_mr.rkey() },
-            flags: SendFlags::SIGNALED,
-            sg_list: &sge,
-        };
+        let wr = signaled(1, write_op(iova_b + 100, dst_mr.rkey()), &sge);
         qa.post_send(&[wr]).unwrap();
         let wc = poll_n(&mut ca, 1);
         assert_eq!(wc.len(), 1);
@@ -58,12 +53,7 @@ fn write_read_send_between_two_devices() {
         let back = buf(2);
         let back_mr = reg(&da, &pa, back.paddr(), 8192, &pages_of(&back), false);
         let sge = [Sge { addr: back.paddr(), length: 5000, lkey: back_mr.lkey() }];
-        let wr = SendWr {
-            wr_id: 2,
-            opcode: WrOpcode::RdmaRead { remote_addr: iova_b + 100, rkey: dst_mr.rkey() },
-            flags: SendFlags::SIGNALED,
-            sg_list: &sge,
-        };
+        let wr = signaled(2, read_op(iova_b + 100, dst_mr.rkey()), &sge);
         qa.post_send(&[wr]).unwrap();
         let wc = poll_n(&mut ca, 1);
         assert_eq!(
@@ -126,12 +116,7 @@ fn level2_mr_and_zero_based_mr_on_loopback() {
         let data = fill(&src, 3);
         let smr = reg(&dev, &pd, src.paddr(), 4096, &pages_of(&src), false);
         let sge = [Sge { addr: src.paddr(), length: 64, lkey: smr.lkey() }];
-        let wr = SendWr {
-            wr_id: 9,
-            opcode: WrOpcode::RdmaWrite { remote_addr: 262_143 * 4096 + 16, rkey: big.rkey() },
-            flags: SendFlags::SIGNALED,
-            sg_list: &sge,
-        };
+        let wr = signaled(9, write_op(262_143 * 4096 + 16, big.rkey()), &sge);
         q1.post_send(&[wr]).unwrap();
         let wc = poll_n(&mut cq, 1);
         assert_eq!((wc[0].wr_id, wc[0].status), (9, WcStatus::Success), "{wc:?}");
@@ -164,12 +149,8 @@ fn stale_rkey_after_rereg_is_rejected_and_the_qp_flushes() {
         assert_eq!(dmr.rkey() >> 8, old >> 8, "same index");
 
         let sge = [Sge { addr: src.paddr(), length: 32, lkey: smr.lkey() }];
-        let write = |id, rkey| SendWr {
-            wr_id: id,
-            opcode: WrOpcode::RdmaWrite { remote_addr: dst.paddr(), rkey },
-            flags: SendFlags::SIGNALED,
-            sg_list: &sge,
-        };
+        let write =
+            |id, rkey| signaled(id, WrOpcode::RdmaWrite { remote_addr: dst.paddr(), rkey }, &sge);
         // The current key works.
         qa.post_send(&[write(1, dmr.rkey())]).unwrap();
         let wc = poll_n(&mut ca, 1);
@@ -342,12 +323,7 @@ fn create_wq_rounds_up_and_a_qp_receives_through_it() {
         let data = fill(&sb, 9);
         let smr = reg(&dev, &pd, sb.paddr(), 4096, &pages_of(&sb), false);
         let sge = [Sge { addr: sb.paddr(), length: 60, lkey: smr.lkey() }];
-        let w = |id| SendWr {
-            wr_id: id,
-            opcode: WrOpcode::Send,
-            flags: SendFlags::SIGNALED,
-            sg_list: &sge,
-        };
+        let w = |id| signaled(id, WrOpcode::Send, &sge);
         q2.post_send(&[w(1), w(2)]).unwrap();
         let wc = poll_n(&mut cq, 4);
         let recvs: Vec<_> = wc
@@ -417,13 +393,7 @@ fn ipv6_path_and_cq_arming() {
     cq.req_notify(false);
     let ceqes = bar.with_device(|d| d.counters().ceqes);
     let ss = [Sge { addr: b.paddr(), length: 64, lkey: mr.lkey() }];
-    q1.post_send(&[SendWr {
-        wr_id: 6,
-        opcode: WrOpcode::Send,
-        flags: SendFlags::SIGNALED,
-        sg_list: &ss,
-    }])
-    .unwrap();
+    q1.post_send(&[signaled(6, WrOpcode::Send, &ss)]).unwrap();
     let wc = poll_n(&mut cq, 2);
     assert!(wc.iter().all(|w| w.status == WcStatus::Success), "{wc:?}");
     assert_eq!(bar.with_device(|d| d.counters().ceqes), ceqes + 1, "one CEQE for the armed CQ");
@@ -447,12 +417,7 @@ fn cq_overflow_is_an_async_cq_error() {
     let b = buf(1);
     let mr = reg(&dev, &pd, b.paddr(), 4096, &pages_of(&b), false);
     let sge = [Sge { addr: b.paddr(), length: 8, lkey: mr.lkey() }];
-    let w = |id| SendWr {
-        wr_id: id,
-        opcode: WrOpcode::RdmaWrite { remote_addr: b.paddr() + 1024, rkey: mr.rkey() },
-        flags: SendFlags::SIGNALED,
-        sg_list: &sge,
-    };
+    let w = |id| signaled(id, write_op(b.paddr() + 1024, mr.rkey()), &sge);
     let mut ev = [NO_EVENT; 4];
     q1.post_send(&[w(1), w(2), w(3)]).unwrap();
     assert_eq!(dev.poll_async_events(&mut ev), 0, "three CQEs fit");
@@ -550,12 +515,7 @@ fn rnr_retries_exhausted_is_a_fatal_qp_event() {
     let b = buf(1);
     let mr = reg(&dev, &pd, b.paddr(), 4096, &pages_of(&b), false);
     let sge = [Sge { addr: b.paddr(), length: 8, lkey: mr.lkey() }];
-    let send = |id| SendWr {
-        wr_id: id,
-        opcode: WrOpcode::Send,
-        flags: SendFlags::SIGNALED,
-        sg_list: &sge,
-    };
+    let send = |id| signaled(id, WrOpcode::Send, &sge);
     // q2 never posts a receive: RNR NAKs until the retry budget is spent.
     q1.post_send(&[send(1), send(2)]).unwrap();
     let mut ev = [NO_EVENT; 4];
@@ -595,12 +555,7 @@ fn resize_cq_delivers_pending_cqes_once_then_uses_the_new_ring() {
         let b = buf(1);
         let mr = reg(&dev, &pd, b.paddr(), 4096, &pages_of(&b), false);
         let sge = [Sge { addr: b.paddr(), length: 8, lkey: mr.lkey() }];
-        let write = |id| SendWr {
-            wr_id: id,
-            opcode: WrOpcode::RdmaWrite { remote_addr: b.paddr() + 64, rkey: mr.rkey() },
-            flags: SendFlags::SIGNALED,
-            sg_list: &sge,
-        };
+        let write = |id| signaled(id, write_op(b.paddr() + 64, mr.rkey()), &sge);
         for id in 1..=3 {
             qp.post_send(&[write(id)]).unwrap();
         }
@@ -672,12 +627,7 @@ fn destroyed_qp_cqes_are_dropped_and_other_qps_lose_nothing() {
         let b = buf(1);
         let mr = reg(&dev, &pd, b.paddr(), 4096, &pages_of(&b), false);
         let sge = [Sge { addr: b.paddr(), length: 16, lkey: mr.lkey() }];
-        let write = |id| SendWr {
-            wr_id: id,
-            opcode: WrOpcode::RdmaWrite { remote_addr: b.paddr() + 512, rkey: mr.rkey() },
-            flags: SendFlags::SIGNALED,
-            sg_list: &sge,
-        };
+        let write = |id| signaled(id, write_op(b.paddr() + 512, mr.rkey()), &sge);
         // Interleaved completions of both QPs in the send CQ.
         for i in 0..3 {
             q1.post_send(&[write(100 + i)]).unwrap();
@@ -722,12 +672,7 @@ fn resize_cq_pending_rings_are_bounded() {
         let b = buf(1);
         let mr = reg(&dev, &pd, b.paddr(), 4096, &pages_of(&b), false);
         let sge = [Sge { addr: b.paddr(), length: 8, lkey: mr.lkey() }];
-        let wr = SendWr {
-            wr_id: 7,
-            opcode: WrOpcode::RdmaWrite { remote_addr: b.paddr() + 64, rkey: mr.rkey() },
-            flags: SendFlags::SIGNALED,
-            sg_list: &sge,
-        };
+        let wr = signaled(7, write_op(b.paddr() + 64, mr.rkey()), &sge);
         qp.post_send(&[wr]).unwrap();
         let got = poll_n(&mut cq, 1);
         assert_eq!(got.iter().map(|w| w.wr_id).collect::<Vec<_>>(), vec![7]);

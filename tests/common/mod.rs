@@ -198,6 +198,19 @@ pub const fn qp_cap(send_wr: u32, recv_wr: u32, send_sge: u32, recv_sge: u32) ->
     }
 }
 
+/// A signaled send-queue WR.
+pub fn signaled(wr_id: u64, opcode: WrOpcode, sg_list: &[Sge]) -> SendWr<'_> {
+    SendWr { wr_id, opcode, flags: SendFlags::SIGNALED, sg_list }
+}
+
+pub fn write_op(remote_addr: u64, rkey: u32) -> WrOpcode {
+    WrOpcode::RdmaWrite { remote_addr, rkey }
+}
+
+pub fn read_op(remote_addr: u64, rkey: u32) -> WrOpcode {
+    WrOpcode::RdmaRead { remote_addr, rkey }
+}
+
 pub fn buf(pages: usize) -> Buf {
     Dma::new(pages, BufferDirection::Both).expect("dma")
 }

@@ -211,18 +211,6 @@ impl Region<'_> {
     }
 }
 
-pub fn signaled(wr_id: u64, opcode: WrOpcode, sg_list: &[Sge]) -> SendWr<'_> {
-    SendWr { wr_id, opcode, flags: SendFlags::SIGNALED, sg_list }
-}
-
-pub fn write_op(remote_addr: u64, rkey: u32) -> WrOpcode {
-    WrOpcode::RdmaWrite { remote_addr, rkey }
-}
-
-pub fn read_op(remote_addr: u64, rkey: u32) -> WrOpcode {
-    WrOpcode::RdmaRead { remote_addr, rkey }
-}
-
 /// Concatenation of what `sges` cover in `r` (offsets relative to `r`).
 pub fn gathered(r: &Region<'_>, sges: &[Sge]) -> Vec<u8> {
     let mut v = Vec::new();
