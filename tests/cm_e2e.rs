@@ -78,16 +78,7 @@ fn cm_connects_real_qps_that_then_carry_send_and_write() {
         assert_eq!(b.qp.state(), QpState::Rts);
 
         // SEND A → B
-        let ra = a.region(1, 1);
-        let rb = b.region(1, 2);
-        let msg = rng.bytes(300);
-        ra.put(0, &msg);
-        b.qp.post_recv(&[RecvWr { wr_id: 10, sg_list: &[rb.sge(0, 4096)] }]).unwrap();
-        a.qp.post_send(&[signaled(1, WrOpcode::Send, &[ra.sge(0, 300)])]).unwrap();
-        let wa = a.one();
-        let wb = b.one();
-        assert_eq!((wa.status, wb.status), (WcStatus::Success, WcStatus::Success), "round {round}");
-        assert_eq!(rb.bytes(0, 300), msg);
+        let (ra, rb) = send_a_to_b(&mut a, &mut b, &mut rng);
         // on the wire: A's SEND carries B's advertised starting PSN to B's QPN
         let send = frames
             .frames()
@@ -98,12 +89,7 @@ fn cm_connects_real_qps_that_then_carry_send_and_write() {
             .expect("a SEND ONLY frame");
         assert_eq!((send.pkt.psn, send.pkt.dest_qp), (psn_b, b.qp.qp_num()), "round {round}");
         // WRITE B → A (the other direction's PSNs)
-        let data = rng.bytes(2000);
-        rb.put(1024, &data);
-        b.qp.post_send(&[signaled(2, write_op(ra.addr() + 512, ra.key()), &[rb.sge(1024, 2000)])])
-            .unwrap();
-        assert_eq!(b.one().status, WcStatus::Success);
-        assert_eq!(ra.bytes(512, 2000), data);
+        write_b_to_a(&mut b, (&ra, &rb), &mut rng);
 
         // disconnect from A: QP to ERROR first, then DREQ
         a.qp.modify(&QpAttr::new(QpState::Error)).unwrap();

@@ -71,20 +71,8 @@ fn pump(
 
 /// SEND A → B and WRITE B → A over the connected QPs.
 fn traffic(a: &mut Side<'_>, b: &mut Side<'_>, rng: &mut Rng) {
-    let ra = a.region(1, 1);
-    let rb = b.region(1, 2);
-    let msg = rng.bytes(300);
-    ra.put(0, &msg);
-    b.qp.post_recv(&[RecvWr { wr_id: 10, sg_list: &[rb.sge(0, 4096)] }]).unwrap();
-    a.qp.post_send(&[signaled(1, WrOpcode::Send, &[ra.sge(0, 300)])]).unwrap();
-    assert_eq!((a.one().status, b.one().status), (WcStatus::Success, WcStatus::Success));
-    assert_eq!(rb.bytes(0, 300), msg);
-    let data = rng.bytes(2000);
-    rb.put(1024, &data);
-    b.qp.post_send(&[signaled(2, write_op(ra.addr() + 512, ra.key()), &[rb.sge(1024, 2000)])])
-        .unwrap();
-    assert_eq!(b.one().status, WcStatus::Success);
-    assert_eq!(ra.bytes(512, 2000), data);
+    let (ra, rb) = send_a_to_b(a, b, rng);
+    write_b_to_a(b, (&ra, &rb), rng);
 }
 
 /// Connect (A active), traffic, disconnect from A, timewait over; returns

@@ -453,6 +453,38 @@ pub fn request_id(ev: &[(char, CmEvent)]) -> Option<irdma::cm::ConnId> {
     })
 }
 
+/// Traffic over a connected pair, first half: A SENDs 300 bytes of
+/// `rng`'s to a receive of B; both complete successfully and the bytes
+/// landed. Returns A's and B's regions for [`write_b_to_a`].
+#[track_caller]
+pub fn send_a_to_b<'a, 'b>(
+    a: &mut Side<'a>,
+    b: &mut Side<'b>,
+    rng: &mut Rng,
+) -> (Region<'a>, Region<'b>) {
+    let ra = a.region(1, 1);
+    let rb = b.region(1, 2);
+    let msg = rng.bytes(300);
+    ra.put(0, &msg);
+    b.qp.post_recv(&[RecvWr { wr_id: 10, sg_list: &[rb.sge(0, 4096)] }]).unwrap();
+    a.qp.post_send(&[signaled(1, WrOpcode::Send, &[ra.sge(0, 300)])]).unwrap();
+    assert_eq!((a.one().status, b.one().status), (WcStatus::Success, WcStatus::Success));
+    assert_eq!(rb.bytes(0, 300), msg);
+    (ra, rb)
+}
+
+/// Second half: B WRITEs 2000 bytes of `rng`'s from `rb` into `ra` (at
+/// offset 512); it completes successfully and the bytes landed.
+#[track_caller]
+pub fn write_b_to_a(b: &mut Side<'_>, (ra, rb): (&Region<'_>, &Region<'_>), rng: &mut Rng) {
+    let data = rng.bytes(2000);
+    rb.put(1024, &data);
+    b.qp.post_send(&[signaled(2, write_op(ra.addr() + 512, ra.key()), &[rb.sge(1024, 2000)])])
+        .unwrap();
+    assert_eq!(b.one().status, WcStatus::Success);
+    assert_eq!(ra.bytes(512, 2000), data);
+}
+
 /// Polls through `poll` (a CQ or a poller) until `n` completions arrived
 /// or `idle` polls in a row gave none; a small array per poll, so polls
 /// stop mid-ring.
