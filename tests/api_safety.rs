@@ -10,13 +10,7 @@ use irdma::verbs::{WqInitAttr, WqType};
 use mock_bar::device::QueueMem;
 
 /// The QPs these tests create: a few one-SGE WRs each way.
-const CAP: QpCap = QpCap {
-    max_send_wr: 16,
-    max_recv_wr: 16,
-    max_send_sge: 1,
-    max_recv_sge: 1,
-    max_inline_data: 0,
-};
+const CAP: QpCap = qp_cap(16, 16, 1, 1);
 
 /// Bytes of the ring `create_cq(4)` makes: (4 + 1) × 2 entries of 32 bytes.
 const RING4: usize = 10 * 32;
@@ -28,11 +22,8 @@ const RING4: usize = 10 * 32;
 /// page comes back.
 #[test]
 fn resized_cq_dropped_under_a_live_qp_keeps_its_old_ring_until_destroyed() {
-    let _g = lock();
-    let base = FakeHal::live_pages();
-    let bar = ModelBar::standalone(small_fn_config());
-    {
-        let dev = probe_as(&bar, A, Profile::SMALL);
+    leak_checked(|| {
+        let (bar, dev) = one_device(small_fn_config(), Profile::SMALL);
         let pd = dev.alloc_pd().unwrap();
         let mut cq = dev.create_cq(4).unwrap();
         let id = cq.id();
@@ -55,8 +46,7 @@ fn resized_cq_dropped_under_a_live_qp_keeps_its_old_ring_until_destroyed() {
         qp.destroy().unwrap();
         assert!(bar.with_device(|d| d.cq(id).is_none()), "destroyed with its last QP");
         assert!(FakeHal::live_pages() < before_drop, "the CQ's rings came back");
-    }
-    assert_eq!(FakeHal::live_pages(), base, "every page back");
+    });
 }
 
 /// `Cq::poll_shared` and `CqPoller::register` with a shared QP of another
@@ -65,13 +55,8 @@ fn resized_cq_dropped_under_a_live_qp_keeps_its_old_ring_until_destroyed() {
 /// `poll_shared`.
 #[test]
 fn a_cq_refuses_a_shared_qp_of_another_device() {
-    let _g = lock();
-    let base = FakeHal::live_pages();
-    let bar_a = ModelBar::standalone(Config::default());
-    let bar_b = bar_a.add_peer(Config::default());
-    {
-        let da = probe_as(&bar_a, A, Profile::SMALL);
-        let db = probe_as(&bar_b, B, Profile::SMALL);
+    leak_checked(|| {
+        let (_bar_a, _bar_b, da, db) = two_devices_with(Config::default(), Profile::SMALL);
         let (pa, pb) = (da.alloc_pd().unwrap(), db.alloc_pd().unwrap());
         let mut ca = da.create_cq(64).unwrap();
         let ca2 = da.create_cq(64).unwrap();
@@ -93,12 +78,7 @@ fn a_cq_refuses_a_shared_qp_of_another_device() {
         let src_mr = reg(&da, &pa, src.paddr(), 4096, &pages_of(&src), false);
         let dst_mr = reg(&db, &pb, dst.paddr(), 4096, &pages_of(&dst), false);
         let sge = [Sge { addr: src.paddr(), length: 64, lkey: src_mr.lkey() }];
-        let wr = SendWr {
-            wr_id: 7,
-            opcode: WrOpcode::RdmaWrite { remote_addr: dst.paddr(), rkey: dst_mr.rkey() },
-            flags: SendFlags::SIGNALED,
-            sg_list: &sge,
-        };
+        let wr = signaled(7, write_op(dst.paddr(), dst_mr.rkey()), &sge);
         qa.post_send(&[wr]).unwrap();
 
         let foreign = VerbsError::Invalid { what: irdma::Phrase::new(&"QP of another device") };
@@ -130,8 +110,7 @@ fn a_cq_refuses_a_shared_qp_of_another_device() {
         for q in [&mut qa, &mut qa2, &mut qb] {
             q.destroy().unwrap();
         }
-    }
-    assert_eq!(FakeHal::live_pages(), base);
+    });
 }
 
 /// Creating a QP, an MR, a fast-register MR or a WQ with a PD or CQ of
@@ -141,13 +120,8 @@ fn a_cq_refuses_a_shared_qp_of_another_device() {
 /// the other device's.
 #[test]
 fn objects_of_another_device_are_refused_at_create() {
-    let _g = lock();
-    let base = FakeHal::live_pages();
-    let bar_a = ModelBar::standalone(Config::default());
-    let bar_b = bar_a.add_peer(Config::default());
-    {
-        let da = probe_as(&bar_a, A, Profile::SMALL);
-        let db = probe_as(&bar_b, B, Profile::SMALL);
+    leak_checked(|| {
+        let (_bar_a, _bar_b, da, db) = two_devices_with(Config::default(), Profile::SMALL);
         let (pa, pb) = (da.alloc_pd().unwrap(), db.alloc_pd().unwrap());
         let (ca, cb) = (da.create_cq(16).unwrap(), db.create_cq(16).unwrap());
         let usage = da.resource_usage();
@@ -184,6 +158,5 @@ fn objects_of_another_device_are_refused_at_create() {
         drop((ca, cb, pa, pb));
         da.close().unwrap();
         db.close().unwrap();
-    }
-    assert_eq!(FakeHal::live_pages(), base);
+    });
 }

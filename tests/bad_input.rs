@@ -11,8 +11,7 @@ use irdma::wr::RecvWr;
 #[test]
 fn gaps_of_the_bad_input_table_are_refused() {
     let _g = lock();
-    let bar = ModelBar::standalone(small_fn_config());
-    let dev = probe_as(&bar, A, Profile::SMALL);
+    let (_bar, dev) = one_device(small_fn_config(), Profile::SMALL);
     let pd = dev.alloc_pd().unwrap();
     let usage = dev.resource_usage();
     let b = buf(2);
@@ -48,12 +47,7 @@ fn gaps_of_the_bad_input_table_are_refused() {
     // SGE lengths above FRAG_LEN's 31 bits, on both queues.
     let mr = reg(&dev, &pd, b.paddr(), 8192, &pages, false);
     let over = [Sge { addr: b.paddr(), length: 0x8000_0000, lkey: mr.lkey() }];
-    let wr = SendWr {
-        wr_id: 1,
-        opcode: WrOpcode::RdmaWrite { remote_addr: b.paddr(), rkey: mr.rkey() },
-        flags: SendFlags::SIGNALED,
-        sg_list: &over,
-    };
+    let wr = signaled(1, write_op(b.paddr(), mr.rkey()), &over);
     assert_eq!(
         qp.post_send(&[wr]).err(),
         Some(PostError { bad_wr: 0, kind: PostErrorKind::Sq(SqError::InvalidField) })

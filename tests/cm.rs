@@ -430,14 +430,7 @@ fn application_reject_carries_reason_28_and_private_data() {
     p.auto_accept = false;
     let ida = p.connect();
     p.settle();
-    let idb = p
-        .events
-        .iter()
-        .find_map(|(_, e)| match e {
-            CmEvent::ConnectRequest { id, .. } => Some(*id),
-            _ => None,
-        })
-        .unwrap();
+    let idb = p.request_id().unwrap();
     assert_eq!(
         p.b.reject(idb, &[0u8; 149], &mut p.tb),
         Err(CmError::Mad(MadError::PrivateData { len: 149, max: 148 }))
@@ -506,14 +499,7 @@ fn lost_rtu_is_recovered_by_rep_retransmission_and_rtu_resend() {
     p.settle();
     assert_eq!(p.a.state(ida), CmState::Established);
     assert_eq!(p.b.active_connections(), 1);
-    let idb = p
-        .events
-        .iter()
-        .find_map(|(_, e)| match e {
-            CmEvent::ConnectRequest { id, .. } => Some(*id),
-            _ => None,
-        })
-        .unwrap();
+    let idb = p.request_id().unwrap();
     assert_eq!(p.b.state(idb), CmState::RepSent);
     p.run_until(4096);
     // B resent the REP, A (established) answered it with a second RTU
@@ -560,14 +546,8 @@ fn an_mra_extends_the_wait() {
     );
     let mut b = [0u8; MAD_SIZE];
     mra.encode(&mut b).unwrap();
-    let from_b = MadAddr {
-        peer_ip: IpAddr::V4(IP_B),
-        local_ip: IpAddr::V4(IP_A),
-        peer_mac: MAC_B,
-        vlan: None,
-        hop_limit: 64,
-        traffic_class: 0,
-    };
+    // what A's QP1 reports for a MAD from B: the path A → B
+    let from_b = path_a_to_b();
     assert_eq!(p.a.on_mad(0, &from_b, &b, &mut p.ta), Ok(None));
     assert_eq!(p.a.state(ida), CmState::MraReqRcvd);
     assert_eq!(p.a.on_mad(0, &from_b, &b, &mut p.ta), Err(Ignored::Duplicate));
@@ -583,8 +563,6 @@ fn an_mra_extends_the_wait() {
     p.run_until(6144);
     assert_eq!(sent_count(&p, 'a', AttrId::Req), 3);
 }
-
-use irdma::cm::MadAddr;
 
 #[test]
 fn duplicate_req_gets_the_delayed_mra_then_is_dropped() {
@@ -602,14 +580,7 @@ fn duplicate_req_gets_the_delayed_mra_then_is_dropped() {
     assert_eq!(sent_count(&p, 'b', AttrId::Mra), 1);
     assert_eq!(p.b.active_connections(), 1);
     // REP_SENT: dropped too (the REP timer covers loss)
-    let idb = p
-        .events
-        .iter()
-        .find_map(|(_, e)| match e {
-            CmEvent::ConnectRequest { id, .. } => Some(*id),
-            _ => None,
-        })
-        .unwrap();
+    let idb = p.request_id().unwrap();
     p.set_drop(|_, _| true);
     p.b.accept(p.now, idb, &accept_params(0x77), &mut p.tb).unwrap();
     let before = p.sent().len();

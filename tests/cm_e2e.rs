@@ -12,22 +12,13 @@ mod e2e_common;
 use std::cell::RefCell;
 use std::rc::Rc;
 
-use cm_common::{Port, Wire};
+use cm_common::{Port, Wire, cm_config, mad_path, nvme_connect};
 use e2e_common::*;
-use irdma::cm::rdma_cm::{PortSpace, guid_from_mac};
-use irdma::cm::{
-    AcceptParams, Cm, CmConfig, CmEvent, CmState, CmTiming, ConnId, ConnectParams, MadAddr,
-};
+use irdma::cm::rdma_cm::PortSpace;
+use irdma::cm::{Cm, CmConfig, CmEvent, CmState, ConnId, ConnectParams};
 
 fn cm_cfg(a: Addr, seed: u32) -> CmConfig {
-    CmConfig {
-        ca_guid: guid_from_mac(a.mac),
-        hi_tid: 7,
-        id_seed: seed,
-        local_ips: [Some(IpAddr::V4(a.ip)), None, None, None],
-        ca_ack_delay: 0,
-        timing: CmTiming::default(),
-    }
+    cm_config(a.mac, a.ip, 7, seed)
 }
 
 type TestCm = Cm<4, 1>;
@@ -52,57 +43,15 @@ fn pump_accepting(
     psn_b: u32,
     accept: (u8, u8),
 ) -> Vec<(char, CmEvent)> {
-    let mut seen = Vec::new();
-    loop {
-        let mut any = false;
-        while let Some(e) = cmb.poll(now, tb) {
-            any = true;
-            seen.push(('b', e));
-            match e {
-                CmEvent::ConnectRequest { id, info } => {
-                    assert_eq!(info.remote_qpn, a.qp.qp_num());
-                    let acc = AcceptParams {
-                        responder_resources: accept.0,
-                        initiator_depth: accept.1,
-                        private_data: b"ok",
-                        ..AcceptParams::new(b.qp.qp_num(), psn_b)
-                    };
-                    // the QP reaches RTS before the REP (cma_accept_ib)
-                    let p = cmb.accept_params(id, &acc).unwrap();
-                    p.apply(&mut b.qp).expect("passive QP to RTS");
-                    cmb.accept(now, id, &acc, tb).unwrap();
-                }
-                CmEvent::Disconnected { id, timed_out: false } => {
-                    b.qp.modify(&QpAttr::new(QpState::Error)).unwrap();
-                    cmb.disconnect(now, id, tb).unwrap();
-                }
-                _ => {}
-            }
-        }
-        while let Some(e) = cma.poll(now, ta) {
-            any = true;
-            seen.push(('a', e));
-            if let CmEvent::Connected { id, params, private_data } = e {
-                assert_eq!(&private_data[..2], b"ok");
-                params.apply(&mut a.qp).expect("active QP to RTS");
-                cma.ready_to_use(id, ta).unwrap();
-            }
-        }
-        if !any {
-            return seen;
-        }
-    }
+    pump_cms(now, (cma, ta, &mut a.qp), (cmb, tb, &mut b.qp), psn_b, Some(accept))
 }
 
 #[test]
 fn cm_connects_real_qps_that_then_carry_send_and_write() {
     let _g = lock();
-    let (ba, bb, da, db) = two_devices(Profile::SMALL);
     // a request with another PSN than the responder expects is NAKed and
     // never completes: wrongly crossed PSNs fail the traffic below
-    for bar in [&ba, &bb] {
-        bar.with_device(|d| d.set_strict_psn(true));
-    }
+    let (ba, _bb, da, db) = two_strict_devices(Profile::SMALL);
     let frames = ba.fabric().capture();
     let wire = Rc::new(RefCell::new(Wire::default()));
     let mut ta = Port { me: 'a', mac: A.mac, wire: wire.clone() };
@@ -118,49 +67,18 @@ fn cm_connects_real_qps_that_then_carry_send_and_write() {
         // random 24-bit PSNs: a wrong crossing would make the model drop
         // every frame as out of sequence
         let (psn_a, psn_b) = (rng.range(0, 0xFF_FFFF) as u32, rng.range(0, 0xFF_FFFF) as u32);
-        let cp = ConnectParams {
-            src_port: 50000 + round as u16,
-            private_data: b"nvme",
-            ..ConnectParams::new(
-                MadAddr {
-                    peer_ip: IpAddr::V4(B.ip),
-                    local_ip: IpAddr::V4(A.ip),
-                    peer_mac: B.mac,
-                    vlan: None,
-                    hop_limit: 64,
-                    traffic_class: 0,
-                },
-                PortSpace::Tcp,
-                4420,
-                a.qp.qp_num(),
-                psn_a,
-            )
-        };
+        let path = mad_path(A.ip, B.ip, B.mac);
+        let cp = nvme_connect(path, a.qp.qp_num(), psn_a, 50000 + round as u16);
         let ida: ConnId = cma.connect(now, &cp, &mut ta).unwrap();
         let ev = pump(now, (&mut cma, &mut ta, &mut a), (&mut cmb, &mut tb, &mut b), psn_b);
-        let idb = ev
-            .iter()
-            .find_map(|(_, e)| match e {
-                CmEvent::ConnectRequest { id, .. } => Some(*id),
-                _ => None,
-            })
-            .expect("connect request");
+        let idb = request_id(&ev).expect("connect request");
         assert_eq!(cma.state(ida), CmState::Established, "round {round}");
         assert_eq!(cmb.state(idb), CmState::Established, "round {round}");
         assert_eq!(a.qp.state(), QpState::Rts);
         assert_eq!(b.qp.state(), QpState::Rts);
 
         // SEND A → B
-        let ra = a.region(1, 1);
-        let rb = b.region(1, 2);
-        let msg = rng.bytes(300);
-        ra.put(0, &msg);
-        b.qp.post_recv(&[RecvWr { wr_id: 10, sg_list: &[rb.sge(0, 4096)] }]).unwrap();
-        a.qp.post_send(&[signaled(1, WrOpcode::Send, &[ra.sge(0, 300)])]).unwrap();
-        let wa = a.one();
-        let wb = b.one();
-        assert_eq!((wa.status, wb.status), (WcStatus::Success, WcStatus::Success), "round {round}");
-        assert_eq!(rb.bytes(0, 300), msg);
+        let (ra, rb) = send_a_to_b(&mut a, &mut b, &mut rng);
         // on the wire: A's SEND carries B's advertised starting PSN to B's QPN
         let send = frames
             .frames()
@@ -171,12 +89,7 @@ fn cm_connects_real_qps_that_then_carry_send_and_write() {
             .expect("a SEND ONLY frame");
         assert_eq!((send.pkt.psn, send.pkt.dest_qp), (psn_b, b.qp.qp_num()), "round {round}");
         // WRITE B → A (the other direction's PSNs)
-        let data = rng.bytes(2000);
-        rb.put(1024, &data);
-        b.qp.post_send(&[signaled(2, write_op(ra.addr() + 512, ra.key()), &[rb.sge(1024, 2000)])])
-            .unwrap();
-        assert_eq!(b.one().status, WcStatus::Success);
-        assert_eq!(ra.bytes(512, 2000), data);
+        write_b_to_a(&mut b, (&ra, &rb), &mut rng);
 
         // disconnect from A: QP to ERROR first, then DREQ
         a.qp.modify(&QpAttr::new(QpState::Error)).unwrap();
@@ -219,35 +132,14 @@ fn negotiate(offer: (u8, u8), accept: (u8, u8)) -> Negotiated {
     let mut a = Side::new(&da, A, 16, cap(8));
     let mut b = Side::new(&db, B, 16, cap(8));
     let cp = ConnectParams {
-        src_port: 50000,
         responder_resources: offer.0,
         initiator_depth: offer.1,
-        private_data: b"nvme",
-        ..ConnectParams::new(
-            MadAddr {
-                peer_ip: IpAddr::V4(B.ip),
-                local_ip: IpAddr::V4(A.ip),
-                peer_mac: B.mac,
-                vlan: None,
-                hop_limit: 64,
-                traffic_class: 0,
-            },
-            PortSpace::Tcp,
-            4420,
-            a.qp.qp_num(),
-            0x100,
-        )
+        ..nvme_connect(mad_path(A.ip, B.ip, B.mac), a.qp.qp_num(), 0x100, 50000)
     };
     let ida = cma.connect(0, &cp, &mut ta).unwrap();
     let ev =
         pump_accepting(0, (&mut cma, &mut ta, &mut a), (&mut cmb, &mut tb, &mut b), 0x200, accept);
-    let idb = ev
-        .iter()
-        .find_map(|(_, e)| match e {
-            CmEvent::ConnectRequest { id, .. } => Some(*id),
-            _ => None,
-        })
-        .expect("connect request");
+    let idb = request_id(&ev).expect("connect request");
     assert_eq!((a.qp.state(), b.qp.state()), (QpState::Rts, QpState::Rts));
     let (pa, pb) = (cma.params(ida).unwrap(), cmb.params(idb).unwrap());
     let ctx = |bar: &ModelBar, qpn: u32| {

@@ -10,13 +10,13 @@ mod cm_common;
 mod common;
 mod e2e_common;
 
-use cm_common::{have, num, tshark};
+use cm_common::{cm_config, have, mad_path, num, nvme_connect, tshark};
 use e2e_common::*;
 use irdma::cm::mad::{AttrId, CmMad};
 use irdma::cm::rdma_cm::{PortSpace, guid_from_mac, rej};
 use irdma::cm::{
-    AcceptParams, Cm, CmConfig, CmEvent, CmState, CmTiming, ConnId, ConnectParams, MadAddr,
-    QP1_RECV_BYTES, Qp1Error, Qp1Transport,
+    Cm, CmConfig, CmEvent, CmState, ConnId, ConnectParams, MadAddr, QP1_RECV_BYTES, Qp1Error,
+    Qp1Transport,
 };
 use irdma::verbs::GSI_QKEY;
 
@@ -26,14 +26,7 @@ type TestCm = Cm<4, 1>;
 const PORT: u16 = 4420;
 
 fn cm_cfg(a: Addr, seed: u32) -> CmConfig {
-    CmConfig {
-        ca_guid: guid_from_mac(a.mac),
-        hi_tid: 7,
-        id_seed: seed,
-        local_ips: [Some(IpAddr::V4(a.ip)), None, None, None],
-        ca_ack_delay: 0,
-        timing: CmTiming::default(),
-    }
+    cm_config(a.mac, a.ip, 7, seed)
 }
 
 /// The GSI QP of `dev` with 16 receive and 8 send buffers.
@@ -43,22 +36,11 @@ fn qp1(dev: &Dev) -> T<'_> {
 }
 
 fn path_a_to_b() -> MadAddr {
-    MadAddr {
-        peer_ip: IpAddr::V4(B.ip),
-        local_ip: IpAddr::V4(A.ip),
-        peer_mac: B.mac,
-        vlan: None,
-        hop_limit: 64,
-        traffic_class: 0,
-    }
+    mad_path(A.ip, B.ip, B.mac)
 }
 
 fn connect_params(qpn: u32, psn: u32, src_port: u16) -> ConnectParams<'static> {
-    ConnectParams {
-        src_port,
-        private_data: b"nvme",
-        ..ConnectParams::new(path_a_to_b(), PortSpace::Tcp, PORT, qpn, psn)
-    }
+    nvme_connect(path_a_to_b(), qpn, psn, src_port)
 }
 
 /// One device's CM and QP1.
@@ -78,68 +60,19 @@ fn pump(
     b: &mut Side<'_>,
     psn_b: u32,
 ) -> Vec<(char, CmEvent)> {
-    let mut seen = Vec::new();
-    loop {
-        let mut any = false;
-        while let Some(e) = eb.cm.poll(now, &mut eb.t) {
-            any = true;
-            seen.push(('b', e));
-            match e {
-                CmEvent::ConnectRequest { id, info } => {
-                    assert_eq!(info.remote_qpn, a.qp.qp_num());
-                    let acc = AcceptParams {
-                        private_data: b"ok",
-                        ..AcceptParams::new(b.qp.qp_num(), psn_b)
-                    };
-                    let p = eb.cm.accept_params(id, &acc).unwrap();
-                    p.apply(&mut b.qp).expect("passive QP to RTS");
-                    eb.cm.accept(now, id, &acc, &mut eb.t).unwrap();
-                }
-                CmEvent::Disconnected { id, timed_out: false } => {
-                    b.qp.modify(&QpAttr::new(QpState::Error)).unwrap();
-                    eb.cm.disconnect(now, id, &mut eb.t).unwrap();
-                }
-                _ => {}
-            }
-        }
-        while let Some(e) = ea.cm.poll(now, &mut ea.t) {
-            any = true;
-            seen.push(('a', e));
-            if let CmEvent::Connected { id, params, private_data } = e {
-                assert_eq!(&private_data[..2], b"ok");
-                params.apply(&mut a.qp).expect("active QP to RTS");
-                ea.cm.ready_to_use(id, &mut ea.t).unwrap();
-            }
-        }
-        if !any {
-            return seen;
-        }
-    }
-}
-
-fn request_id(ev: &[(char, CmEvent)]) -> Option<ConnId> {
-    ev.iter().find_map(|(_, e)| match e {
-        CmEvent::ConnectRequest { id, .. } => Some(*id),
-        _ => None,
-    })
+    pump_cms(
+        now,
+        (&mut ea.cm, &mut ea.t, &mut a.qp),
+        (&mut eb.cm, &mut eb.t, &mut b.qp),
+        psn_b,
+        None,
+    )
 }
 
 /// SEND A → B and WRITE B → A over the connected QPs.
 fn traffic(a: &mut Side<'_>, b: &mut Side<'_>, rng: &mut Rng) {
-    let ra = a.region(1, 1);
-    let rb = b.region(1, 2);
-    let msg = rng.bytes(300);
-    ra.put(0, &msg);
-    b.qp.post_recv(&[RecvWr { wr_id: 10, sg_list: &[rb.sge(0, 4096)] }]).unwrap();
-    a.qp.post_send(&[signaled(1, WrOpcode::Send, &[ra.sge(0, 300)])]).unwrap();
-    assert_eq!((a.one().status, b.one().status), (WcStatus::Success, WcStatus::Success));
-    assert_eq!(rb.bytes(0, 300), msg);
-    let data = rng.bytes(2000);
-    rb.put(1024, &data);
-    b.qp.post_send(&[signaled(2, write_op(ra.addr() + 512, ra.key()), &[rb.sge(1024, 2000)])])
-        .unwrap();
-    assert_eq!(b.one().status, WcStatus::Success);
-    assert_eq!(ra.bytes(512, 2000), data);
+    let (ra, rb) = send_a_to_b(a, b, rng);
+    write_b_to_a(b, (&ra, &rb), rng);
 }
 
 /// Connect (A active), traffic, disconnect from A, timewait over; returns
@@ -200,13 +133,8 @@ fn cm_frames(frames: &mock_bar::wire::Capture) -> Vec<([u8; 6], AttrId)> {
 
 #[test]
 fn cm_over_qp1_connects_carries_traffic_and_disconnects() {
-    let _g = lock();
-    let base = FakeHal::live_pages();
-    {
-        let (ba, bb, da, db) = two_devices(Profile::SMALL);
-        for bar in [&ba, &bb] {
-            bar.with_device(|d| d.set_strict_psn(true));
-        }
+    leak_checked(|| {
+        let (ba, bb, da, db) = two_strict_devices(Profile::SMALL);
         let frames = ba.fabric().capture();
         let (mut ea, mut eb) = ends(&da, &db);
         assert_eq!((ea.t.qp_num(), eb.t.qp_num()), (1, 1));
@@ -231,17 +159,14 @@ fn cm_over_qp1_connects_carries_traffic_and_disconnects() {
         drop((ea, eb));
         ba.finish();
         bb.finish();
-    }
-    assert_eq!(FakeHal::live_pages(), base, "every DMA page freed");
+    });
 }
 
 #[test]
 fn connect_disconnect_cycles_over_qp1_leak_nothing() {
     // 100 in the debug `test` leg; 1,000 in release (`cycles-1000` leg)
     let n: u32 = if cfg!(debug_assertions) { 100 } else { 1000 };
-    let _g = lock();
-    let base = FakeHal::live_pages();
-    {
+    leak_checked(|| {
         let (ba, bb, da, db) = two_devices(Profile::SMALL);
         let (mut ea, mut eb) = ends(&da, &db);
         let mut rng = Rng::new(0x1000);
@@ -261,8 +186,7 @@ fn connect_disconnect_cycles_over_qp1_leak_nothing() {
         assert_eq!(da.ahs_in_use() + db.ahs_in_use(), 0);
         ba.finish();
         bb.finish();
-    }
-    assert_eq!(FakeHal::live_pages(), base, "every DMA page freed");
+    });
 }
 
 #[test]
@@ -431,10 +355,7 @@ fn qp1_caches_address_handles_and_reports_the_grh_of_each_datagram() {
 #[test]
 fn cm_over_qp1_on_the_wire_decodes_in_tshark() {
     let _g = lock();
-    let (ba, bb, da, db) = two_devices(Profile::SMALL);
-    for bar in [&ba, &bb] {
-        bar.with_device(|d| d.set_strict_psn(true));
-    }
+    let (ba, _bb, da, db) = two_strict_devices(Profile::SMALL);
     let frames = ba.fabric().capture();
     let (mut ea, mut eb) = ends(&da, &db);
     let mut a = Side::new(&da, A, 16, cap(8));

@@ -5,15 +5,16 @@
 //! datagrams of 100 bytes with that QPN and Q_Key, and B answers each to the
 //! source QPN its completions report.
 
+mod cm_common;
 mod common;
 mod e2e_common;
 
+use cm_common::{cm_config, mad_path};
 use e2e_common::*;
 use irdma::cm::mad::{AttrId, CmMad, CmMsg};
-use irdma::cm::rdma_cm::{PortSpace, UDP_QKEY, guid_from_mac};
+use irdma::cm::rdma_cm::{PortSpace, UDP_QKEY};
 use irdma::cm::{
-    Cm, CmConfig, CmEvent, CmTiming, MadAddr, QP1_RECV_BYTES, Qp1Transport, SidrAcceptParams,
-    SidrParams,
+    Cm, CmConfig, CmEvent, MadAddr, QP1_RECV_BYTES, Qp1Transport, SidrAcceptParams, SidrParams,
 };
 use irdma::verbs::{Ah, AhAttr, GRH_BYTES, GSI_QKEY};
 
@@ -26,38 +27,16 @@ const COUNT: u64 = 10;
 const SIZE: u32 = 100;
 
 fn cm_cfg(a: Addr, seed: u32) -> CmConfig {
-    CmConfig {
-        ca_guid: guid_from_mac(a.mac),
-        hi_tid: 3,
-        id_seed: seed,
-        local_ips: [Some(IpAddr::V4(a.ip)), None, None, None],
-        ca_ack_delay: 0,
-        timing: CmTiming::default(),
-    }
+    cm_config(a.mac, a.ip, 3, seed)
 }
 
-/// A UD QP in RTS with Q_Key `qkey` (as rdma_create_qp on a UD id does).
-struct Ud<'d> {
-    qp: TQp<'d>,
-    cq: TCq<'d>,
-    pd: TPd<'d>,
-    dev: &'d Dev,
+/// A UD QP in RTS with the Q_Key of the UDP port space (as rdma_create_qp
+/// on a UD id does).
+fn ud(dev: &Dev) -> UdEnd<'_> {
+    UdEnd::new(dev, false, cap(16), (UDP_QKEY, 0))
 }
 
-impl<'d> Ud<'d> {
-    fn new(dev: &'d Dev, qkey: u32) -> Self {
-        let pd = dev.alloc_pd().expect("alloc_pd");
-        let cq = dev.create_cq(64).expect("create_cq");
-        let mut attr = QpInitAttr { send_cq: &cq, recv_cq: &cq, cap: cap(16) };
-        let mut qp = dev.create_ud_qp(&pd, &mut attr).expect("create_ud_qp");
-        let mut init = QpAttr::new(QpState::Init);
-        init.qkey = qkey;
-        qp.modify(&init).expect("INIT");
-        qp.modify(&QpAttr::new(QpState::Rtr)).expect("RTR");
-        qp.modify(&QpAttr::new(QpState::Rts)).expect("RTS");
-        Ud { qp, cq, pd, dev }
-    }
-
+impl<'d> UdEnd<'d> {
     /// The AH of a MAD path (the SIDR exchange's addresses and MAC).
     fn ah(&self, to: &MadAddr) -> TAh<'d> {
         let mut a = AhAttr::new(to.peer_ip, to.local_ip);
@@ -80,12 +59,11 @@ impl<'d> Ud<'d> {
 
     fn send(&mut self, r: &Region<'_>, slot: u64, ah: &TAh<'_>, qpn: u32, qkey: u32) {
         let sge = [Sge { addr: r.addr() + slot * 256, length: SIZE, lkey: r.key() }];
-        let wr = SendWr {
-            wr_id: slot,
-            opcode: WrOpcode::UdSend { ah: ah.id(), remote_qpn: qpn, remote_qkey: qkey, imm: None },
-            flags: SendFlags::SIGNALED,
-            sg_list: &sge,
-        };
+        let wr = signaled(
+            slot,
+            WrOpcode::UdSend { ah: ah.id(), remote_qpn: qpn, remote_qkey: qkey, imm: None },
+            &sge,
+        );
         self.qp.post_send(&[wr]).expect("post_send");
     }
 }
@@ -97,25 +75,16 @@ fn qp1(dev: &Dev) -> T<'_> {
 
 #[test]
 fn sidr_over_qp1_then_udaddy_traffic_both_ways() {
-    let _g = lock();
-    let base = FakeHal::live_pages();
-    {
+    leak_checked(|| {
         let (ba, bb, da, db) = two_devices(Profile::SMALL);
         let frames = ba.fabric().capture();
         let (mut ta, mut tb) = (qp1(&da), qp1(&db));
         let mut ca: Cm<4, 1> = Cm::new(cm_cfg(A, 0x0A00));
         let mut cb: Cm<4, 1> = Cm::new(cm_cfg(B, 0x0B00));
         cb.listen(PortSpace::Udp, PORT, None).unwrap();
-        let mut ua = Ud::new(&da, UDP_QKEY);
-        let mut ub = Ud::new(&db, UDP_QKEY);
-        let path = MadAddr {
-            peer_ip: IpAddr::V4(B.ip),
-            local_ip: IpAddr::V4(A.ip),
-            peer_mac: B.mac,
-            vlan: None,
-            hop_limit: 64,
-            traffic_class: 0,
-        };
+        let mut ua = ud(&da);
+        let mut ub = ud(&db);
+        let path = mad_path(A.ip, B.ip, B.mac);
         let p = SidrParams {
             peer: path,
             port_space: PortSpace::Udp,
@@ -206,6 +175,5 @@ fn sidr_over_qp1_then_udaddy_traffic_both_ways() {
         drop((ta, tb));
         ba.finish();
         bb.finish();
-    }
-    assert_eq!(FakeHal::live_pages(), base, "every DMA page freed");
+    });
 }

@@ -18,8 +18,8 @@ mod cm_common;
 use std::process::Command;
 
 use cm_common::*;
+use irdma::cm::ConnId;
 use irdma::cm::mad::{CmMad, MAD_SIZE, QP1_QKEY};
-use irdma::cm::{CmEvent, ConnId};
 use irdma::verbs::IpAddr;
 use mock_bar::wire::{self, Capture, Packet, Path};
 
@@ -95,14 +95,7 @@ fn scenario() -> Run {
     let mut p = Pair::new();
     let ida = p.connect();
     p.settle();
-    let idb = p
-        .events
-        .iter()
-        .find_map(|(_, e)| match e {
-            CmEvent::ConnectRequest { id, .. } => Some(*id),
-            _ => None,
-        })
-        .expect("connect request");
+    let idb = p.request_id().expect("connect request");
     p.a.disconnect(p.now, ida, &mut p.ta).unwrap();
     p.settle();
     p.run_until(5000);

@@ -8,11 +8,7 @@ mod common;
 mod e2e_common;
 
 use e2e_common::*;
-use irdma::wr::{RecvWr, RegMrWr};
-
-fn cap() -> QpCap {
-    QpCap { max_send_wr: 16, max_recv_wr: 16, max_send_sge: 2, max_recv_sge: 2, max_inline_data: 0 }
-}
+use irdma::wr::RecvWr;
 
 /// Polls only `side`'s CQ, at most `polls` times, until `want` completions
 /// arrived; then checks a few more polls bring nothing.
@@ -44,16 +40,7 @@ fn exactly_once(got: &[WorkCompletion], ids: &[u64]) {
 }
 
 fn with_pair(f: impl FnOnce(&mut Side<'_>, &mut Side<'_>)) {
-    let _g = lock();
-    let base = FakeHal::live_pages();
-    {
-        let (_ba, _bb, da, db) = two_devices(Profile::SMALL);
-        let mut a = Side::new(&da, A, 64, cap());
-        let mut b = Side::new(&db, B, 64, cap());
-        link(&mut a, &mut b);
-        f(&mut a, &mut b);
-    }
-    assert_eq!(FakeHal::live_pages(), base, "every DMA page freed");
+    with_linked(64, cap(16), |_, _, a, b| f(a, b));
 }
 
 #[test]
@@ -88,17 +75,7 @@ fn bad_lkey_write_completes_with_its_error_in_a_cq_only_loop() {
         }
         assert_eq!(a.qp.state(), QpState::Error);
         // The event is still there for a caller that asks.
-        use irdma::aeq::{AsyncEvent, AsyncEventKind};
-        let mut ev = [AsyncEvent {
-            kind: AsyncEventKind::Ignored,
-            ae_code: 0,
-            ae_src: 0,
-            id: 0,
-            moved_to_error: false,
-        }; 8];
-        let n = a.dev.poll_async_events(&mut ev);
-        let qpn = a.qp.qp_num();
-        assert!(ev[..n].iter().any(|e| e.id == qpn && e.moved_to_error), "{:?}", &ev[..n]);
+        a.assert_error_event();
     });
 }
 
@@ -115,15 +92,7 @@ fn bad_reg_mr_completes_with_its_error_in_a_cq_only_loop() {
         // SAFETY: the device is the in-process model, which reaches host
         // memory only through `FakeHalMemory`; the registration fails anyway.
         unsafe { fr.map_pages(&[dst.addr() & !0xfff]) }.unwrap();
-        let r = RegMrWr {
-            key: fr.key(),
-            access: ALL,
-            iova: 0x7000_0000,
-            length: 4096,
-            page_size: PageSize::Size4K,
-            first_pble_index: fr.fr_mr().first_pble_index,
-            pbl_level: 1,
-        };
+        let r = fr_reg(&fr, fr.key(), ALL, (0x7000_0000, 4096));
         let good = [src.sge(0, 64)];
         let wrs = [
             signaled(0, write_op(dst.addr(), dst.key()), &good),
@@ -156,18 +125,16 @@ fn bad_reg_mr_completes_with_its_error_in_a_cq_only_loop() {
 /// the AEQ at least twice, and every round's error must still arrive.
 #[test]
 fn aeq_errors_reach_a_cq_only_loop_after_the_aeq_wraps() {
-    let _g = lock();
-    let base = FakeHal::live_pages();
-    {
+    leak_checked(|| {
         let bar = ModelBar::standalone(small_fn_config());
         let profile = Profile { qps: 8, cqs: 8, ..Profile::SMALL };
         let dev = probe_as(&bar, A, profile);
-        let mut side = Side::new(&dev, A, 16, cap());
+        let mut side = Side::new(&dev, A, 16, cap(16));
         let src = side.region(1, 1);
         let dst = side.region(1, 0);
         for round in 0..40u64 {
             let mut qp = {
-                let mut attr = QpInitAttr { send_cq: &side.cq, recv_cq: &side.cq, cap: cap() };
+                let mut attr = QpInitAttr { send_cq: &side.cq, recv_cq: &side.cq, cap: cap(16) };
                 dev.create_qp(&side.pd, &mut attr).expect("create_qp")
             };
             let me = qp.qp_num();
@@ -187,6 +154,5 @@ fn aeq_errors_reach_a_cq_only_loop_after_the_aeq_wraps() {
             assert_eq!(st, [(round, WcStatus::LocProtErr)], "round {round}");
             drop(qp);
         }
-    }
-    assert_eq!(FakeHal::live_pages(), base, "every DMA page freed");
+    });
 }

@@ -23,14 +23,7 @@ const _: () = {
 const QPS: usize = 8;
 
 fn qcap(n: u32) -> QpCap {
-    QpCap { max_send_wr: n, max_recv_wr: n, max_send_sge: 1, max_recv_sge: 1, max_inline_data: 0 }
-}
-
-fn region_on<'d>(dev: &'d Dev, pd: &TPd<'d>, pages: usize) -> Region<'d> {
-    let buf = buf(pages);
-    let _ = fill(&buf, 1);
-    let mr = reg(dev, pd, buf.paddr(), (pages * 4096) as u64, &pages_of(&buf), false);
-    Region { mr, buf }
+    qp_cap(n, n, 1, 1)
 }
 
 /// Eight shared QPs on A's one CQ, each connected to its own QP on B.
@@ -54,54 +47,21 @@ fn eight_qps_one_cq_every_completion_once() {
         connect_shared(a, A, B, nb);
         connect(b, B, A, na).expect("connect b");
     }
-    let src = region_on(&da, &pa, 1);
-    let inbox = region_on(&da, &pa, 1);
-    let dst = region_on(&db, &pb, 1);
-    let msg = region_on(&db, &pb, 1);
-    let recv_sg: Vec<[Sge; 1]> =
-        (0..QPS * SENDS as usize).map(|k| [inbox.sge(k * 64, 64)]).collect();
+    let f = FanIn::new(&da, &pa, &db, &pb, QPS * SENDS as usize);
     for (i, a) in qa.iter().enumerate() {
-        let s = SENDS as usize;
-        let wrs: Vec<RecvWr<'_>> = (0..s)
-            .map(|k| RecvWr { wr_id: 1000 + k as u64, sg_list: &recv_sg[i * s + k] })
-            .collect();
-        a.post_recv(&wrs).expect("post_recv");
+        a.post_recv(&fan_in_recvs(&f.recv_sg, i, SENDS)).expect("post_recv");
     }
-    let wsg = [src.sge(0, 32)];
     let mut poller: TPoller<'_, '_, '_, QPS> = cq.poller();
     for a in &qa {
         poller.register(a).expect("register");
     }
     poller.register(&qa[3]).expect("registering again does nothing");
     assert_eq!(poller.len(), QPS);
-    for (i, a) in qa.iter().enumerate() {
-        let wrs: Vec<SendWr<'_>> = (0..WRITES)
-            .map(|k| signaled(k, write_op(dst.addr() + (i * 64) as u64, dst.key()), &wsg))
-            .collect();
-        a.post_send(&wrs).expect("post_send");
-    }
-    let ssg = [msg.sge(0, 16)];
-    for b in qb.iter_mut() {
-        let wrs: Vec<SendWr<'_>> =
-            (0..SENDS).map(|k| signaled(500 + k, WrOpcode::Send, &ssg)).collect();
-        b.post_send(&wrs).expect("b post_send");
-    }
-    let want = QPS * (WRITES + SENDS) as usize;
-    let got = poll_until_with(|wc| poller.poll(wc), want + 1, 20);
+    let post = |a: &TShared<'_>, w: &[SendWr<'_>]| a.post_send(w).expect("post_send");
+    post_fan_in(&f, qa.iter(), post, &mut qb, (WRITES, SENDS));
+    let qpns: Vec<u32> = qa.iter().map(|a| a.qp_num()).collect();
+    check_fan_in(|wc| poller.poll(wc), &qpns, (WRITES, SENDS));
     assert_eq!(poller.unlisted_qp(), None);
-    assert_eq!(got.len(), want, "{got:?}");
-    assert!(got.iter().all(|c| c.status == WcStatus::Success), "{got:?}");
-    let m = once(&got);
-    for a in &qa {
-        for k in 0..WRITES {
-            assert_eq!(m.get(&(a.qp_num(), k, "RdmaWrite".into())), Some(&1));
-        }
-        for k in 0..SENDS {
-            assert_eq!(m.get(&(a.qp_num(), 1000 + k, "Recv".into())), Some(&1));
-        }
-    }
-    let mut wc = [EMPTY_WC; 4];
-    assert_eq!(poller.poll(&mut wc), 0, "exactly once: nothing more");
     drop(poller);
     // B's side completes too (plain QPs, through `Cq::poll`).
     let gb = poll_n(&mut cb, QPS * SENDS as usize);
@@ -119,18 +79,10 @@ fn destroyed_qp_dropped_unregistered_qp_kept() {
     let pb = db.alloc_pd().expect("pd");
     let mut cq = da.create_cq(64).expect("cq");
     let cb = db.create_cq(64).expect("cq b");
-    let mut q1 = shared_qp(&da, &pa, &cq, qcap(16));
-    let mut q2 = shared_qp(&da, &pa, &cq, qcap(16));
-    let mut plain = create_qp(&da, &pa, &cq, 16);
-    let mut b1 = create_qp(&db, &pb, &cb, 16);
-    let mut b2 = create_qp(&db, &pb, &cb, 16);
-    let mut b3 = create_qp(&db, &pb, &cb, 16);
-    connect_shared(&mut q1, A, B, b1.qp_num());
-    connect_shared(&mut q2, A, B, b2.qp_num());
-    connect(&mut plain, A, B, b3.qp_num()).expect("connect");
-    connect(&mut b1, B, A, q1.qp_num()).expect("connect");
-    connect(&mut b2, B, A, q2.qp_num()).expect("connect");
-    connect(&mut b3, B, A, plain.qp_num()).expect("connect");
+    let (ends_a, ends_b) = ((&da, &pa, &cq), (&db, &pb, &cb));
+    let (mut q1, _b1) = shared_peer(ends_a, ends_b);
+    let (q2, _b2) = shared_peer(ends_a, ends_b);
+    let (mut plain, _b3) = rc_peer(ends_a, ends_b);
     let src = region_on(&da, &pa, 1);
     let dst = region_on(&db, &pb, 1);
     let sg = [src.sge(0, 16)];
@@ -186,29 +138,14 @@ fn errored_qp_flushed_exactly_once() {
     let pb = db.alloc_pd().expect("pd");
     let mut cq = da.create_cq(64).expect("cq");
     let cb = db.create_cq(64).expect("cq b");
-    let mut q1 = shared_qp(&da, &pa, &cq, qcap(16));
-    let mut q2 = shared_qp(&da, &pa, &cq, qcap(16));
-    let mut b1 = create_qp(&db, &pb, &cb, 16);
-    let mut b2 = create_qp(&db, &pb, &cb, 16);
-    connect_shared(&mut q1, A, B, b1.qp_num());
-    connect_shared(&mut q2, A, B, b2.qp_num());
-    connect(&mut b1, B, A, q1.qp_num()).expect("connect");
-    connect(&mut b2, B, A, q2.qp_num()).expect("connect");
+    let (ends_a, ends_b) = ((&da, &pa, &cq), (&db, &pb, &cb));
+    let (mut q1, _b1) = shared_peer(ends_a, ends_b);
+    let (q2, _b2) = shared_peer(ends_a, ends_b);
     let src = region_on(&da, &pa, 1);
     let dst = region_on(&db, &pb, 1);
     let inbox = region_on(&da, &pa, 1);
     let sg = [src.sge(0, 16)];
-    let batch = |base: u64| -> Vec<SendWr<'_>> {
-        (base..base + 6)
-            .map(|i| {
-                let mut w = signaled(i, write_op(dst.addr(), dst.key()), &sg);
-                if i % 2 == 1 && i % 3 != 2 {
-                    w.flags = SendFlags::NONE;
-                }
-                w
-            })
-            .collect()
-    };
+    let batch = |base: u64| mixed_writes(base, &dst, &sg);
     let rsg = [inbox.sge(0, 64)];
     q1.post_recv(&[RecvWr { wr_id: 90, sg_list: &rsg }, RecvWr { wr_id: 91, sg_list: &rsg }])
         .expect("post_recv");
@@ -258,13 +195,7 @@ fn post_on_threads_while_polling() {
     const N: u64 = 150;
     const Q: usize = 4;
     let _g = lock();
-    let mut cfg = small_fn_config();
-    cfg.mode = mock_bar::Mode::Deferred;
-    let bar_a = ModelBar::standalone(cfg.clone());
-    let bar_b = bar_a.add_peer(cfg);
-    let _thread = bar_a.fabric().spawn_device_thread(std::time::Duration::from_micros(20));
-    let da = probe_threaded_as(&bar_a, A, Profile::SMALL);
-    let db = probe_threaded_as(&bar_b, B, Profile::SMALL);
+    let (_bar_a, _bar_b, _thread, da, db) = threaded_devices(Profile::SMALL);
     let pa = da.alloc_pd().expect("pd");
     let pb = db.alloc_pd().expect("pd");
     let mut cq = da.create_cq(256).expect("cq");

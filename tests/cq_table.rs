@@ -21,13 +21,6 @@ const _: () = {
 
 const QPS: usize = 8;
 
-fn region_on<'d>(dev: &'d Dev, pd: &TPd<'d>, pages: usize) -> Region<'d> {
-    let buf = buf(pages);
-    let _ = fill(&buf, 1);
-    let mr = reg(dev, pd, buf.paddr(), (pages * 4096) as u64, &pages_of(&buf), false);
-    Region { mr, buf }
-}
-
 /// Eight plain QPs on A's one CQ, each connected to its own QP on B (B's
 /// QPs send to one CQ and receive on another). A's QPs post RDMA WRITEs and
 /// receive B's SENDs; `poll(&mut wc)` with no QP list sees each completion
@@ -36,9 +29,7 @@ fn region_on<'d>(dev: &'d Dev, pd: &TPd<'d>, pages: usize) -> Region<'d> {
 fn many_plain_qps_on_one_cq_polled_without_listing_them() {
     const WRITES: u64 = 6;
     const SENDS: u64 = 3;
-    let _g = lock();
-    let base = FakeHal::live_pages();
-    {
+    leak_checked(|| {
         let (_ba, _bb, da, db) = two_devices(Profile::SMALL);
         let pa = da.alloc_pd().expect("pd");
         let pb = db.alloc_pd().expect("pd");
@@ -48,64 +39,23 @@ fn many_plain_qps_on_one_cq_polled_without_listing_them() {
         let mut qa: Vec<TQp<'_>> = (0..QPS).map(|_| create_qp(&da, &pa, &cq, 16)).collect();
         let mut qb: Vec<TQp<'_>> = (0..QPS)
             .map(|_| {
-                let cap = QpCap {
-                    max_send_wr: 16,
-                    max_recv_wr: 16,
-                    max_send_sge: 1,
-                    max_recv_sge: 1,
-                    max_inline_data: 0,
-                };
+                let cap = qp_cap(16, 16, 1, 1);
                 let mut attr = QpInitAttr { send_cq: &scq, recv_cq: &rcq, cap };
                 db.create_qp(&pb, &mut attr).expect("qp b")
             })
             .collect();
         for (a, b) in qa.iter_mut().zip(qb.iter_mut()) {
-            let (na, nb) = (a.qp_num(), b.qp_num());
-            connect(a, A, B, nb).expect("connect a");
-            connect(b, B, A, na).expect("connect b");
+            connect_both(a, A, b, B);
         }
-        let src = region_on(&da, &pa, 1);
-        let inbox = region_on(&da, &pa, 1);
-        let dst = region_on(&db, &pb, 1);
-        let msg = region_on(&db, &pb, 1);
-        let recv_sg: Vec<[Sge; 1]> =
-            (0..QPS * SENDS as usize).map(|k| [inbox.sge(k * 64, 64)]).collect();
+        let f = FanIn::new(&da, &pa, &db, &pb, QPS * SENDS as usize);
         for (i, a) in qa.iter_mut().enumerate() {
-            let s = SENDS as usize;
-            let wrs: Vec<RecvWr<'_>> = (0..s)
-                .map(|k| RecvWr { wr_id: 1000 + k as u64, sg_list: &recv_sg[i * s + k] })
-                .collect();
-            a.post_recv(&wrs).expect("post_recv");
+            a.post_recv(&fan_in_recvs(&f.recv_sg, i, SENDS)).expect("post_recv");
         }
-        let wsg = [src.sge(0, 32)];
-        for (i, a) in qa.iter_mut().enumerate() {
-            let wrs: Vec<SendWr<'_>> = (0..WRITES)
-                .map(|k| signaled(k, write_op(dst.addr() + (i * 64) as u64, dst.key()), &wsg))
-                .collect();
-            a.post_send(&wrs).expect("post_send");
-        }
-        let ssg = [msg.sge(0, 16)];
-        for b in qb.iter_mut() {
-            let wrs: Vec<SendWr<'_>> =
-                (0..SENDS).map(|k| signaled(500 + k, WrOpcode::Send, &ssg)).collect();
-            b.post_send(&wrs).expect("b post_send");
-        }
-        let want = QPS * (WRITES + SENDS) as usize;
-        let got = poll_until_with(|wc| cq.poll(wc), want + 1, 20);
+        let post = |a: &mut TQp<'_>, w: &[SendWr<'_>]| a.post_send(w).expect("post_send");
+        post_fan_in(&f, qa.iter_mut(), post, &mut qb, (WRITES, SENDS));
+        let qpns: Vec<u32> = qa.iter().map(|a| a.qp_num()).collect();
+        check_fan_in(|wc| cq.poll(wc), &qpns, (WRITES, SENDS));
         assert_eq!(cq.unlisted_qp(), None);
-        assert_eq!(got.len(), want, "{got:?}");
-        assert!(got.iter().all(|c| c.status == WcStatus::Success), "{got:?}");
-        let m = once(&got);
-        for a in &qa {
-            for k in 0..WRITES {
-                assert_eq!(m.get(&(a.qp_num(), k, "RdmaWrite".into())), Some(&1));
-            }
-            for k in 0..SENDS {
-                assert_eq!(m.get(&(a.qp_num(), 1000 + k, "Recv".into())), Some(&1));
-            }
-        }
-        let mut wc = [EMPTY_WC; 4];
-        assert_eq!(cq.poll(&mut wc), 0, "exactly once: nothing more");
         // B: sends on its send CQ only, nothing on the receive CQ.
         let gs = poll_until_with(|wc| scq.poll(wc), QPS * SENDS as usize + 1, 20);
         assert_eq!(gs.len(), QPS * SENDS as usize);
@@ -115,10 +65,9 @@ fn many_plain_qps_on_one_cq_polled_without_listing_them() {
                 assert_eq!(m.get(&(b.qp_num(), 500 + k, "Send".into())), Some(&1));
             }
         }
-        assert_eq!(rcq.poll(&mut wc), 0);
-        drop((qa, qb, src, inbox, dst, msg));
-    }
-    assert_eq!(FakeHal::live_pages(), base);
+        assert_eq!(rcq.poll(&mut [EMPTY_WC; 4]), 0);
+        drop((qa, qb, f));
+    });
 }
 
 /// A QP destroyed while its completions are still in the CQ: they are
@@ -127,22 +76,15 @@ fn many_plain_qps_on_one_cq_polled_without_listing_them() {
 /// memory goes with it, nothing leaks.
 #[test]
 fn destroyed_qp_with_cqes_in_the_cq() {
-    let _g = lock();
-    let base = FakeHal::live_pages();
-    {
+    leak_checked(|| {
         let (_ba, _bb, da, db) = two_devices(Profile::SMALL);
         let pa = da.alloc_pd().expect("pd");
         let pb = db.alloc_pd().expect("pd");
         let mut cq = da.create_cq(64).expect("cq");
         let cb = db.create_cq(64).expect("cq b");
-        let mut q1 = create_qp(&da, &pa, &cq, 16);
-        let mut q2 = create_qp(&da, &pa, &cq, 16);
-        let mut b1 = create_qp(&db, &pb, &cb, 16);
-        let mut b2 = create_qp(&db, &pb, &cb, 16);
-        connect(&mut q1, A, B, b1.qp_num()).expect("connect");
-        connect(&mut q2, A, B, b2.qp_num()).expect("connect");
-        connect(&mut b1, B, A, q1.qp_num()).expect("connect");
-        connect(&mut b2, B, A, q2.qp_num()).expect("connect");
+        let (ends_a, ends_b) = ((&da, &pa, &cq), (&db, &pb, &cb));
+        let (mut q1, b1) = rc_peer(ends_a, ends_b);
+        let (mut q2, b2) = rc_peer(ends_a, ends_b);
         let src = region_on(&da, &pa, 1);
         let dst = region_on(&db, &pb, 1);
         let sg = [src.sge(0, 16)];
@@ -170,8 +112,7 @@ fn destroyed_qp_with_cqes_in_the_cq() {
         }
         let mut q3 = q3.expect("QP number reused");
         let mut b3 = create_qp(&db, &pb, &cb, 16);
-        connect(&mut q3, A, B, b3.qp_num()).expect("connect");
-        connect(&mut b3, B, A, q3.qp_num()).expect("connect");
+        connect_both(&mut q3, A, &mut b3, B);
         q3.post_send(&[wr(21), wr(22), wr(23), wr(24)]).expect("post");
         let got = poll_until_with(|wc| cq.poll(wc), 6, 10);
         let ids: Vec<(u32, u64)> = got.iter().map(|c| (c.qp_num, c.wr_id)).collect();
@@ -180,8 +121,7 @@ fn destroyed_qp_with_cqes_in_the_cq() {
         assert!(got.iter().all(|c| c.status == WcStatus::Success), "{got:?}");
         assert_eq!(cq.unlisted_qp(), None);
         drop((q2, q3, b1, b2, b3, src, dst));
-    }
-    assert_eq!(FakeHal::live_pages(), base);
+    });
 }
 
 /// A QP moved to ERROR with WRs outstanding, while another thread keeps
@@ -192,9 +132,7 @@ fn destroyed_qp_with_cqes_in_the_cq() {
 #[test]
 fn flush_exactly_once_while_another_thread_posts() {
     const LATE: u64 = 40;
-    let _g = lock();
-    let base = FakeHal::live_pages();
-    {
+    leak_checked(|| {
         let (_ba, _bb, da, db) = two_devices(Profile::SMALL);
         let pa = da.alloc_pd().expect("pd");
         let pb = db.alloc_pd().expect("pd");
@@ -202,8 +140,7 @@ fn flush_exactly_once_while_another_thread_posts() {
         let cb = db.create_cq(64).expect("cq b");
         let mut q = create_qp(&da, &pa, &cq, 32);
         let mut b = create_qp(&db, &pb, &cb, 32);
-        connect(&mut q, A, B, b.qp_num()).expect("connect");
-        connect(&mut b, B, A, q.qp_num()).expect("connect");
+        connect_both(&mut q, A, &mut b, B);
         let src = region_on(&da, &pa, 1);
         let inbox = region_on(&da, &pa, 1);
         let dst = region_on(&db, &pb, 1);
@@ -268,8 +205,7 @@ fn flush_exactly_once_while_another_thread_posts() {
         let mut wc = [EMPTY_WC; 4];
         assert_eq!(cq.poll(&mut wc), 0, "nothing twice");
         drop((q, b, src, inbox, dst));
-    }
-    assert_eq!(FakeHal::live_pages(), base);
+    });
 }
 
 /// Healthy traffic: one thread owns the QPs and posts, another owns the CQ
@@ -281,9 +217,7 @@ fn post_on_one_thread_poll_on_another() {
     // consumer's tail; the CQ holds every WR both SQs can have outstanding,
     // so a starved poller cannot overflow it.
     const ROUNDS: u64 = 600;
-    let _g = lock();
-    let base = FakeHal::live_pages();
-    {
+    leak_checked(|| {
         let (_ba, _bb, da, db) = two_devices(Profile::SMALL);
         let pa = da.alloc_pd().expect("pd");
         let pb = db.alloc_pd().expect("pd");
@@ -293,9 +227,7 @@ fn post_on_one_thread_poll_on_another() {
         assert!(qa[0].cap().max_send_wr < ROUNDS as u32 / 2);
         let mut qb: Vec<TQp<'_>> = (0..2).map(|_| create_qp(&db, &pb, &cb, 8)).collect();
         for (a, b) in qa.iter_mut().zip(qb.iter_mut()) {
-            let (na, nb) = (a.qp_num(), b.qp_num());
-            connect(a, A, B, nb).expect("connect a");
-            connect(b, B, A, na).expect("connect b");
+            connect_both(a, A, b, B);
         }
         let src = region_on(&da, &pa, 1);
         let dst = region_on(&db, &pb, 1);
@@ -346,6 +278,5 @@ fn post_on_one_thread_poll_on_another() {
             }
         }
         drop((qa, qb, src, dst));
-    }
-    assert_eq!(FakeHal::live_pages(), base);
+    });
 }

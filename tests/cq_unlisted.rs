@@ -12,24 +12,13 @@ use e2e_common::*;
 
 #[test]
 fn unlisted_live_qp_keeps_its_completions_destroyed_qp_does_not_block() {
-    let _g = lock();
-    let base = FakeHal::live_pages();
-    let bar_a = ModelBar::standalone(Config::default());
-    let bar_b = bar_a.add_peer(Config::default());
-    {
-        let da = probe_as(&bar_a, A, Profile::SMALL);
-        let db = probe_as(&bar_b, B, Profile::SMALL);
+    leak_checked(|| {
+        let (_bar_a, _bar_b, da, db) = two_devices_with(Config::default(), Profile::SMALL);
         let (pa, pb) = (da.alloc_pd().unwrap(), db.alloc_pd().unwrap());
         let mut ca = da.create_cq(64).unwrap();
         let cb = db.create_cq(64).unwrap();
         let mut qa1 = create_qp(&da, &pa, &ca, 16);
-        let cap = QpCap {
-            max_send_wr: 16,
-            max_recv_wr: 16,
-            max_send_sge: 1,
-            max_recv_sge: 1,
-            max_inline_data: 0,
-        };
+        let cap = qp_cap(16, 16, 1, 1);
         let mut qa2 = shared_qp(&da, &pa, &ca, cap);
         let mut qb1 = create_qp(&db, &pb, &cb, 16);
         let mut qb2 = create_qp(&db, &pb, &cb, 16);
@@ -45,12 +34,7 @@ fn unlisted_live_qp_keeps_its_completions_destroyed_qp_does_not_block() {
         let src_mr = reg(&da, &pa, src.paddr(), 4096, &pages_of(&src), false);
         let dst_mr = reg(&db, &pb, dst.paddr(), 4096, &pages_of(&dst), false);
         let sge = [Sge { addr: src.paddr(), length: 64, lkey: src_mr.lkey() }];
-        let write = |wr_id: u64| SendWr {
-            wr_id,
-            opcode: WrOpcode::RdmaWrite { remote_addr: dst.paddr(), rkey: dst_mr.rkey() },
-            flags: SendFlags::SIGNALED,
-            sg_list: &sge,
-        };
+        let write = |wr_id: u64| signaled(wr_id, write_op(dst.paddr(), dst_mr.rkey()), &sge);
         qa1.post_send(&[write(1)]).unwrap();
         qa2.post_send(&[write(2)]).unwrap();
         qa1.post_send(&[write(3)]).unwrap();
@@ -85,6 +69,5 @@ fn unlisted_live_qp_keeps_its_completions_destroyed_qp_does_not_block() {
         for q in [&mut qa1, &mut qb1, &mut qb2] {
             q.destroy().unwrap();
         }
-    }
-    assert_eq!(FakeHal::live_pages(), base);
+    });
 }

@@ -15,20 +15,10 @@ use e2e_common::*;
 
 #[test]
 fn stray_sq_cqes_at_the_window_edges_through_cq_poll() {
-    let _g = lock();
-    let base = FakeHal::live_pages();
-    {
+    leak_checked(|| {
         let (bar_a, _bar_b, da, db) = two_devices(Profile::SMALL);
-        let cap = QpCap {
-            max_send_wr: 16,
-            max_recv_wr: 4,
-            max_send_sge: 1,
-            max_recv_sge: 1,
-            max_inline_data: 0,
-        };
-        let mut a = Side::new(&da, A, 64, cap);
-        let mut b = Side::new(&db, B, 64, cap);
-        link(&mut a, &mut b);
+        let cap = qp_cap(16, 4, 1, 1);
+        let (mut a, b) = linked(&da, &db, 64, cap);
         let src = a.region(1, 5);
         let dst = b.region(1, 0);
         let qpn = a.qp.qp_num();
@@ -78,6 +68,5 @@ fn stray_sq_cqes_at_the_window_edges_through_cq_poll() {
         a.nothing();
         assert_eq!(a.qp.state(), QpState::Rts, "the QP kept working");
         drop((src, dst));
-    }
-    assert_eq!(FakeHal::live_pages(), base, "every DMA page freed");
+    });
 }

@@ -26,8 +26,7 @@ fn cycle(bar_a: &ModelBar, bar_b: &ModelBar, big: &[u64], phys: &Buf) -> (u32, u
     let mut qa = create_qp(&da, &pa, &ca, 8);
     let mut qb = create_qp(&db, &pb, &cb, 8);
     let (na, nb) = (qa.qp_num(), qb.qp_num());
-    connect(&mut qa, A, B, nb).unwrap();
-    connect(&mut qb, B, A, na).unwrap();
+    connect_both(&mut qa, A, &mut qb, B);
     let src = buf(2);
     let data = fill(&src, na as u8);
     let dst = buf(2);
@@ -40,12 +39,7 @@ fn cycle(bar_a: &ModelBar, bar_b: &ModelBar, big: &[u64], phys: &Buf) -> (u32, u
     // WRITE into level 1, READ back from level 2 (which aliases `phys`),
     // SEND into a receive.
     let sge = [Sge { addr: src.paddr(), length: 5000, lkey: s0.lkey() }];
-    let w = SendWr {
-        wr_id: 1,
-        opcode: WrOpcode::RdmaWrite { remote_addr: 0x4000_0000, rkey: d1.rkey() },
-        flags: SendFlags::SIGNALED,
-        sg_list: &sge,
-    };
+    let w = signaled(1, write_op(0x4000_0000, d1.rkey()), &sge);
     qa.post_send(&[w]).unwrap();
     let wc = poll_n(&mut ca, 1);
     assert_eq!(wc[0].status, WcStatus::Success);
@@ -53,12 +47,7 @@ fn cycle(bar_a: &ModelBar, bar_b: &ModelBar, big: &[u64], phys: &Buf) -> (u32, u
     got.extend(read(&dst, 0, 904));
     assert_eq!(got, data[..5000].to_vec());
     let sge = [Sge { addr: src.paddr() + 4096, length: 256, lkey: s0.lkey() }];
-    let r = SendWr {
-        wr_id: 2,
-        opcode: WrOpcode::RdmaRead { remote_addr: 262_143 * 4096, rkey: d2.rkey() },
-        flags: SendFlags::SIGNALED,
-        sg_list: &sge,
-    };
+    let r = signaled(2, read_op(262_143 * 4096, d2.rkey()), &sge);
     qa.post_send(&[r]).unwrap();
     let wc = poll_n(&mut ca, 1);
     assert_eq!(wc[0].status, WcStatus::Success);
@@ -106,8 +95,7 @@ fn full_cycles_free_every_page() {
 fn object_cycles_recycle_every_id() {
     let _g = lock();
     let base = FakeHal::live_pages();
-    let bar = ModelBar::standalone(small_fn_config());
-    let dev = probe_as(&bar, A, Profile { mrs: 1024, ..Profile::SMALL });
+    let (_bar, dev) = one_device(small_fn_config(), Profile { mrs: 1024, ..Profile::SMALL });
     let b = buf(2);
     let mut rev = pages_of(&b);
     rev.reverse();
@@ -121,20 +109,14 @@ fn object_cycles_recycle_every_id() {
         let mut q1 = create_qp(&dev, &pd, &cq, 4);
         let mut q2 = create_qp(&dev, &pd, &cq, 4);
         let (n1, n2) = (q1.qp_num(), q2.qp_num());
-        connect(&mut q1, A, A, n2).unwrap();
-        connect(&mut q2, A, A, n1).unwrap();
+        connect_both(&mut q1, A, &mut q2, A);
         let m0 = reg(&dev, &pd, b.paddr(), 8192, &pages_of(&b), false);
         let m1 = reg(&dev, &pd, 0x10_0000, 8192, &rev, false);
         let fr = dev.alloc_mr(&pd, 8).unwrap();
         // A write through the level-1 MR proves the round is live.
         assert!(b.write_bytes(0, &i.to_le_bytes()));
         let sge = [Sge { addr: b.paddr(), length: 4, lkey: m0.lkey() }];
-        let w = SendWr {
-            wr_id: u64::from(i),
-            opcode: WrOpcode::RdmaWrite { remote_addr: 0x10_0000 + 100, rkey: m1.rkey() },
-            flags: SendFlags::SIGNALED,
-            sg_list: &sge,
-        };
+        let w = signaled(u64::from(i), write_op(0x10_0000 + 100, m1.rkey()), &sge);
         q1.post_send(&[w]).unwrap();
         let wc = poll_n(&mut cq, 1);
         assert_eq!((wc[0].wr_id, wc[0].status), (u64::from(i), WcStatus::Success));

@@ -92,21 +92,9 @@ fn message(t: usize, i: usize) -> Vec<u8> {
 fn threads_share_one_qp_deferred() {
     let _g = lock();
     let t0 = std::time::Instant::now();
-    let mut cfg = small_fn_config();
-    cfg.mode = mock_bar::Mode::Deferred;
-    let bar_a = ModelBar::standalone(cfg.clone());
-    let bar_b = bar_a.add_peer(cfg);
-    let _thread = bar_a.fabric().spawn_device_thread(std::time::Duration::from_micros(20));
-    let da = probe_threaded_as(&bar_a, A, Profile::SMALL);
-    let db = probe_threaded_as(&bar_b, B, Profile::SMALL);
+    let (bar_a, bar_b, _thread, da, db) = threaded_devices(Profile::SMALL);
 
-    let cap = QpCap {
-        max_send_wr: 32,
-        max_recv_wr: 4,
-        max_send_sge: 2,
-        max_recv_sge: 1,
-        max_inline_data: 0,
-    };
+    let cap = qp_cap(32, 4, 2, 1);
     let pd_a = da.alloc_pd().expect("pd");
     let mut cq_a = da.create_cq(128).expect("cq");
     let mut qp = shared_qp(&da, &pd_a, &cq_a, cap);
@@ -299,14 +287,6 @@ fn threads_share_one_qp_deferred() {
     assert!(t0.elapsed() < std::time::Duration::from_secs(30));
 }
 
-/// A region of `pages` pages on `dev` under `pd`, as `Side::region` makes.
-fn region_on<'d>(dev: &'d Dev, pd: &TPd<'d>, pages: usize) -> Region<'d> {
-    let buf = buf(pages);
-    let _ = fill(&buf, 1);
-    let mr = reg(dev, pd, buf.paddr(), (pages * 4096) as u64, &pages_of(&buf), false);
-    Region { mr, buf }
-}
-
 fn signaled_wr<'a>(id: u64, sg: &'a [Sge]) -> SendWr<'a> {
     signaled(id, WrOpcode::Send, sg)
 }
@@ -318,13 +298,7 @@ fn signaled_wr<'a>(id: u64, sg: &'a [Sge]) -> SendWr<'a> {
 fn shared_qp_refuses_what_qp_refuses() {
     let _g = lock();
     let (_ba, _bb, da, db) = two_devices(Profile::SMALL);
-    let cap = QpCap {
-        max_send_wr: 16,
-        max_recv_wr: 4,
-        max_send_sge: 2,
-        max_recv_sge: 1,
-        max_inline_data: 32,
-    };
+    let cap = QpCap { max_inline_data: 32, ..qp_cap(16, 4, 2, 1) };
     let mut sa = Side::new(&da, A, 64, cap);
     let mut sb = Side::new(&db, B, 64, cap);
     let mut shared_cq = da.create_cq(64).expect("cq");
@@ -375,15 +349,7 @@ fn shared_qp_refuses_what_qp_refuses() {
     // SAFETY: the device is the in-process model, which reaches host memory
     // only through `FakeHalMemory`; the MR is deregistered unused anyway.
     unsafe { dead.map_pages(&[src.addr() & !0xfff]) }.expect("map_pages");
-    let reg = irdma::wr::RegMrWr {
-        key: dead.key(),
-        access: irdma::wr::Access::LOCAL_WRITE,
-        iova: 0x5000_0000,
-        length: 4096,
-        page_size: irdma::wr::PageSize::Size4K,
-        first_pble_index: dead.fr_mr().first_pble_index,
-        pbl_level: 1,
-    };
+    let reg = fr_reg(&dead, dead.key(), irdma::wr::Access::LOCAL_WRITE, (0x5000_0000, 4096));
     dead.dereg().expect("dereg");
     let ok3 = SendWr { opcode: write_op(dst2.addr(), dst2.key()), ..ok };
     let bad3 = signaled(10, WrOpcode::RegMr(reg), &[]);
@@ -427,33 +393,13 @@ fn shared_qp_refuses_what_qp_refuses() {
 fn shared_qp_flush_completes_everything_once() {
     let _g = lock();
     let (_ba, _bb, da, db) = two_devices(Profile::SMALL);
-    let cap = QpCap {
-        max_send_wr: 16,
-        max_recv_wr: 4,
-        max_send_sge: 1,
-        max_recv_sge: 1,
-        max_inline_data: 0,
-    };
-    let pd = da.alloc_pd().expect("pd");
-    let mut cq = da.create_cq(64).expect("cq");
-    let mut qp = shared_qp(&da, &pd, &cq, cap);
+    let cap = qp_cap(16, 4, 1, 1);
     let mut sb = Side::new(&db, B, 64, cap);
-    connect_shared(&mut qp, A, B, sb.qp.qp_num());
-    connect(&mut sb.qp, B, A, qp.qp_num()).expect("connect");
+    let (pd, mut cq, mut qp) = shared_linked(&da, 64, cap, &mut sb);
     let src = region_on(&da, &pd, 1);
     let dst = sb.region(1, 0);
     let sg = [src.sge(0, 8)];
-    let batch = |base: u64| -> Vec<SendWr<'_>> {
-        (base..base + 6)
-            .map(|i| {
-                let mut w = signaled(i, write_op(dst.addr(), dst.key()), &sg);
-                if i % 2 == 1 && i % 3 != 2 {
-                    w.flags = SendFlags::NONE;
-                }
-                w
-            })
-            .collect()
-    };
+    let batch = |base: u64| mixed_writes(base, &dst, &sg);
     let ids = |got: &[WorkCompletion]| {
         let mut v: Vec<u64> = got.iter().map(|c| c.wr_id).collect();
         v.sort_unstable();
@@ -508,32 +454,15 @@ fn poll_all<'d>(cq: &mut TCq<'d>, qp: &TShared<'d>) -> Vec<WorkCompletion> {
 /// ones did not.
 #[test]
 fn threads_post_through_an_error_exactly_once() {
-    use irdma::aeq::{AsyncEvent, AsyncEventKind};
     const T: usize = 3;
     const N: usize = 200;
     const BAD: (usize, usize) = (1, 60);
     const LEN: usize = 32;
     let _g = lock();
-    let mut cfg = small_fn_config();
-    cfg.mode = mock_bar::Mode::Deferred;
-    let bar_a = ModelBar::standalone(cfg.clone());
-    let bar_b = bar_a.add_peer(cfg);
-    let _thread = bar_a.fabric().spawn_device_thread(std::time::Duration::from_micros(20));
-    let da = probe_threaded_as(&bar_a, A, Profile::SMALL);
-    let db = probe_threaded_as(&bar_b, B, Profile::SMALL);
-    let cap = QpCap {
-        max_send_wr: 32,
-        max_recv_wr: 4,
-        max_send_sge: 1,
-        max_recv_sge: 1,
-        max_inline_data: 0,
-    };
-    let pd = da.alloc_pd().expect("pd");
-    let mut cq = da.create_cq(128).expect("cq");
-    let mut qp = shared_qp(&da, &pd, &cq, cap);
+    let (_bar_a, _bar_b, _thread, da, db) = threaded_devices(Profile::SMALL);
+    let cap = qp_cap(32, 4, 1, 1);
     let mut sb = Side::new(&db, B, 16, cap);
-    connect_shared(&mut qp, A, B, sb.qp.qp_num());
-    connect(&mut sb.qp, B, A, qp.qp_num()).expect("connect");
+    let (pd, mut cq, qp) = shared_linked(&da, 128, cap, &mut sb);
     let src = region_on(&da, &pd, (T * N * LEN).div_ceil(4096));
     let dst = sb.region((T * N * LEN).div_ceil(4096), 0);
     let dst_before = dst.all();
@@ -565,13 +494,7 @@ fn threads_post_through_an_error_exactly_once() {
                 }
             });
         }
-        let mut ev = [AsyncEvent {
-            kind: AsyncEventKind::Ignored,
-            ae_code: 0,
-            ae_src: 0,
-            id: 0,
-            moved_to_error: false,
-        }; 8];
+        let mut ev = [NO_EVENT; 8];
         let mut got = 0;
         let mut wc = [EMPTY_WC; 16];
         let since = std::time::Instant::now();
@@ -632,16 +555,8 @@ fn threads_post_through_an_error_exactly_once() {
 fn shared_qp_inline() {
     let _g = lock();
     let (_ba, _bb, da, db) = two_devices(Profile::SMALL);
-    let cap = QpCap {
-        max_send_wr: 16,
-        max_recv_wr: 4,
-        max_send_sge: 2,
-        max_recv_sge: 1,
-        max_inline_data: 32,
-    };
-    let mut sa = Side::new(&da, A, 64, cap);
-    let mut sb = Side::new(&db, B, 64, cap);
-    link(&mut sa, &mut sb);
+    let cap = QpCap { max_inline_data: 32, ..qp_cap(16, 4, 2, 1) };
+    let (mut sa, sb) = linked(&da, &db, 64, cap);
     // SAFETY: every inline SGE below points into a live host buffer (the
     // test HAL's bus addresses are CPU addresses).
     unsafe { sa.qp.enable_inline() };
@@ -687,9 +602,7 @@ fn shared_qp_inline() {
 /// with it, destroyed explicitly or by drop.
 #[test]
 fn shared_qp_frees_its_memory() {
-    let _g = lock();
-    let base = FakeHal::live_pages();
-    {
+    leak_checked(|| {
         let (_ba, _bb, da, _db) = two_devices(Profile::SMALL);
         let pd = da.alloc_pd().expect("pd");
         let cq = da.create_cq(16).expect("cq");
@@ -711,8 +624,7 @@ fn shared_qp_frees_its_memory() {
         let b = shared_qp(&da, &pd, &cq, cap(8));
         drop(b);
         assert_eq!(FakeHal::live_pages(), with_dev);
-    }
-    assert_eq!(FakeHal::live_pages(), base);
+    });
 }
 
 /// Issue #12: pollers list the same two shared QPs in opposite orders

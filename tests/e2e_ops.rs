@@ -9,17 +9,10 @@ mod e2e_common;
 use e2e_common::*;
 use irdma::uk::{RqError, SqError};
 use irdma::verbs::{PostError, PostErrorKind};
-use irdma::wr::RegMrWr;
 
 /// Sizes every test QP gets: 13 SGEs both ways, 101 inline bytes.
 fn full_cap(n: u32) -> QpCap {
-    QpCap {
-        max_send_wr: n,
-        max_recv_wr: n,
-        max_send_sge: 13,
-        max_recv_sge: 13,
-        max_inline_data: 101,
-    }
+    QpCap { max_inline_data: 101, ..qp_cap(n, n, 13, 13) }
 }
 
 /// Runs `f` on two connected sides (A on device A, B on device B), then
@@ -30,16 +23,7 @@ fn with_pair(f: impl FnOnce(&mut Side<'_>, &mut Side<'_>)) {
 
 /// [`with_pair`] that also hands `f` the two model BARs.
 fn with_pair_bars(f: impl FnOnce(&ModelBar, &ModelBar, &mut Side<'_>, &mut Side<'_>)) {
-    let _g = lock();
-    let base = FakeHal::live_pages();
-    {
-        let (ba, bb, da, db) = two_devices(Profile::SMALL);
-        let mut a = Side::new(&da, A, 128, full_cap(32));
-        let mut b = Side::new(&db, B, 128, full_cap(32));
-        link(&mut a, &mut b);
-        f(&ba, &bb, &mut a, &mut b);
-    }
-    assert_eq!(FakeHal::live_pages(), base, "every DMA page freed");
+    with_linked(128, full_cap(32), f);
 }
 
 fn assert_wc(wc: &WorkCompletion, wr_id: u64, opcode: WcOpcode, byte_len: u32) {
@@ -195,15 +179,7 @@ fn fast_register<'d>(
     // `FakeHal` allocation, so no page is written after it is freed.
     unsafe { fr.map_pages(pages) }.unwrap();
     let key = fr.next_key();
-    let r = RegMrWr {
-        key,
-        access: ALL,
-        iova,
-        length: pages.len() as u64 * 4096,
-        page_size: PageSize::Size4K,
-        first_pble_index: fr.fr_mr().first_pble_index,
-        pbl_level: 1,
-    };
+    let r = fr_reg(&fr, key, ALL, (iova, pages.len() as u64 * 4096));
     side.qp.post_send(&[signaled(wr_id, WrOpcode::RegMr(r), &[])]).unwrap();
     let wc = side.one();
     assert_eq!((wc.wr_id, wc.status, wc.opcode), (wr_id, WcStatus::Success, WcOpcode::RegMr));
@@ -245,34 +221,13 @@ fn fast_registered_key_works_for_remote_write_and_read() {
     });
 }
 
-/// The device reports an async error naming `side`'s QP (which moves it to
-/// ERROR); then exactly one completion, the failed WR, arrives.
-fn after_error(side: &mut Side<'_>) -> WorkCompletion {
-    use irdma::aeq::{AsyncEvent, AsyncEventKind};
-    let mut ev = [AsyncEvent {
-        kind: AsyncEventKind::Ignored,
-        ae_code: 0,
-        ae_src: 0,
-        id: 0,
-        moved_to_error: false,
-    }; 8];
-    let n = side.dev.poll_async_events(&mut ev);
-    let qpn = side.qp.qp_num();
-    assert!(
-        ev[..n].iter().any(|e| e.id == qpn && e.moved_to_error),
-        "an AE moved QP {qpn} to error: {:?}",
-        &ev[..n]
-    );
-    side.one()
-}
-
 /// A's access with `key` fails: the requester's WR completes with a remote
 /// access error and `dst` is not written.
 fn access_fails(a: &mut Side<'_>, src: &Region<'_>, addr: u64, key: u32, check: &Buf) {
     let before = read(check, 0, check.len());
     let sge = [src.sge(0, 256)];
     a.qp.post_send(&[signaled(99, write_op(addr, key), &sge)]).unwrap();
-    let wc = after_error(a);
+    let wc = a.after_error();
     assert_eq!((wc.wr_id, wc.status), (99, WcStatus::RemAccessErr), "{wc:?}");
     same(&read(check, 0, check.len()), &before, "nothing written with the dead key");
     assert_eq!(a.qp.state(), QpState::Error);
@@ -317,7 +272,7 @@ fn local_inv_kills_the_key_for_local_use() {
         assert_eq!(a.one().opcode, WcOpcode::LocalInv);
         dst.put(0, &dst_before[..32]);
         a.qp.post_send(&[signaled(4, write_op(dst.addr(), dst.key()), &sge)]).unwrap();
-        let wc = after_error(a);
+        let wc = a.after_error();
         assert_eq!(wc.wr_id, 4);
         assert_eq!(wc.status, WcStatus::LocProtErr, "the invalidated lkey is refused: {wc:?}");
         same(&dst.all(), &dst_before, "nothing sent with the dead lkey");
@@ -612,17 +567,9 @@ fn thirteen_sges_for_send_write_and_read() {
 
 #[test]
 fn a_full_sq_refuses_at_bad_wr_and_takes_more_after_polling() {
-    let _g = lock();
-    let base = FakeHal::live_pages();
-    {
+    leak_checked(|| {
         let (_ba, _bb, da, db) = two_devices(Profile::SMALL);
-        let cap = QpCap {
-            max_send_wr: 16,
-            max_recv_wr: 4,
-            max_send_sge: 1,
-            max_recv_sge: 1,
-            max_inline_data: 0,
-        };
+        let cap = qp_cap(16, 4, 1, 1);
         let mut a = Side::new(&da, A, 1024, cap);
         let mut b = Side::new(&db, B, 64, cap);
         link(&mut a, &mut b);
@@ -667,8 +614,7 @@ fn a_full_sq_refuses_at_bad_wr_and_takes_more_after_polling() {
         }
         same(&dst.all(), &expect, "the rest, after polling");
         a.nothing();
-    }
-    assert_eq!(FakeHal::live_pages(), base);
+    });
 }
 
 #[test]
@@ -734,18 +680,14 @@ fn zero_length_and_thirteen_sge_operations_with_immediate() {
 
 #[test]
 fn eight_qp_pairs_share_one_cq_per_device() {
-    let _g = lock();
-    let base = FakeHal::live_pages();
-    {
+    leak_checked(|| {
         let (_ba, _bb, da, db) = two_devices(Profile::SMALL);
         let (pa, pb) = (da.alloc_pd().unwrap(), db.alloc_pd().unwrap());
         let (mut ca, mut cb) = (da.create_cq(256).unwrap(), db.create_cq(256).unwrap());
         let mut qa: Vec<TQp<'_>> = (0..8).map(|_| create_qp(&da, &pa, &ca, 8)).collect();
         let mut qb: Vec<TQp<'_>> = (0..8).map(|_| create_qp(&db, &pb, &cb, 8)).collect();
         for (x, y) in qa.iter_mut().zip(qb.iter_mut()) {
-            let (nx, ny) = (x.qp_num(), y.qp_num());
-            connect(x, A, B, ny).unwrap();
-            connect(y, B, A, nx).unwrap();
+            connect_both(x, A, y, B);
         }
         let src = buf(8);
         let smr = reg(&da, &pa, src.paddr(), 8 * 4096, &pages_of(&src), false);
@@ -810,8 +752,7 @@ fn eight_qp_pairs_share_one_cq_per_device() {
             same(&read(&dst, i * 4096, 4096), &want, &format!("pair {i}"));
         }
         drop((smr, dmr, qa, qb));
-    }
-    assert_eq!(FakeHal::live_pages(), base);
+    });
 }
 
 /// A bad rkey in the middle of a batch of WRITEs: `flags[i]` says which are
@@ -851,17 +792,7 @@ fn error_mid_batch_with(
         for i in 0..bad {
             expect[i * 200..i * 200 + 100].copy_from_slice(&src.bytes(i * 100, 100));
         }
-        use irdma::aeq::{AsyncEvent, AsyncEventKind};
-        let mut ev = [AsyncEvent {
-            kind: AsyncEventKind::Ignored,
-            ae_code: 0,
-            ae_src: 0,
-            id: 0,
-            moved_to_error: false,
-        }; 8];
-        let n = a.dev.poll_async_events(&mut ev);
-        let qpn = a.qp.qp_num();
-        assert!(ev[..n].iter().any(|e| e.id == qpn && e.moved_to_error), "{:?}", &ev[..n]);
+        a.assert_error_event();
         let wc = a.poll(20);
         let got: Vec<(u64, WcStatus)> = wc.iter().map(|c| (c.wr_id, c.status)).collect();
         let mut want: Vec<(u64, WcStatus)> =
@@ -954,18 +885,14 @@ fn an_error_cqe_and_several_flush_cqes_complete_every_wr_once() {
 /// device and arrive after (interleaved with) the second's.
 #[test]
 fn completions_of_two_qps_delayed_and_interleaved_on_a_shared_cq() {
-    let _g = lock();
-    let base = FakeHal::live_pages();
-    {
+    leak_checked(|| {
         let (ba, _bb, da, db) = two_devices(Profile::SMALL);
         let (pa, pb) = (da.alloc_pd().unwrap(), db.alloc_pd().unwrap());
         let (mut ca, cb) = (da.create_cq(64).unwrap(), db.create_cq(64).unwrap());
         let mut qa: Vec<TQp<'_>> = (0..2).map(|_| create_qp(&da, &pa, &ca, 8)).collect();
         let mut qb: Vec<TQp<'_>> = (0..2).map(|_| create_qp(&db, &pb, &cb, 8)).collect();
         for (x, y) in qa.iter_mut().zip(qb.iter_mut()) {
-            let (nx, ny) = (x.qp_num(), y.qp_num());
-            connect(x, A, B, ny).unwrap();
-            connect(y, B, A, nx).unwrap();
+            connect_both(x, A, y, B);
         }
         let src = buf(1);
         let smr = reg(&da, &pa, src.paddr(), 4096, &pages_of(&src), false);
@@ -988,8 +915,7 @@ fn completions_of_two_qps_delayed_and_interleaved_on_a_shared_cq() {
         assert_eq!(ids, vec![10, 0, 1, 2, 11, 12], "QP 0's held CQEs land after QP 1's first");
         assert!(poll_n(&mut ca, 1).is_empty(), "nothing twice");
         drop((smr, dmr, qa, qb));
-    }
-    assert_eq!(FakeHal::live_pages(), base);
+    });
 }
 
 /// The device acts on an SQ doorbell late (the WQE is read after the
@@ -1017,14 +943,7 @@ fn a_wqe_read_late_completes_once() {
 }
 
 fn events(dev: &Dev) -> Vec<irdma::aeq::AsyncEvent> {
-    use irdma::aeq::{AsyncEvent, AsyncEventKind};
-    let mut ev = [AsyncEvent {
-        kind: AsyncEventKind::Ignored,
-        ae_code: 0,
-        ae_src: 0,
-        id: 0,
-        moved_to_error: false,
-    }; 8];
+    let mut ev = [NO_EVENT; 8];
     let n = dev.poll_async_events(&mut ev);
     ev[..n].to_vec()
 }
@@ -1172,7 +1091,7 @@ fn an_undeclared_wire_drop_fails_the_end_of_test_check() {
         let dst = b.region(1, 0);
         bar_a.with_device(|d| d.faults().flip_frame_byte = Some((0, usize::MAX)));
         a.qp.post_send(&[signaled(1, write_op(dst.addr(), dst.key()), &[src.sge(0, 8)])]).unwrap();
-        let wc = after_error(a);
+        let wc = a.after_error();
         assert_eq!(wc.status, WcStatus::RetryExcErr, "{wc:?}");
         assert_eq!(bar_b.unexpected_errors(), vec![(ErrorCounter::WireDrops, 1)]);
         let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| bar_b.finish()));

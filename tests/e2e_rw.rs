@@ -31,7 +31,6 @@ use irdma::rw::{
     rdma_rw_init_qp, rdma_rw_max_send_wr, rdma_rw_mr_factor,
 };
 use irdma::verbs::FastRegMr;
-use irdma::wr::RegMrWr;
 use std::ptr::NonNull;
 
 const NBV: usize = 256;
@@ -79,15 +78,7 @@ impl<'d> DmaMr<'d> {
         // SAFETY: the pages are the bounce buffers', which live as long as
         // the test; the model only touches live `FakeHal` allocations.
         unsafe { self.fr.map_pages(&pages) }.unwrap();
-        let r = RegMrWr {
-            key,
-            access: Access::LOCAL_WRITE,
-            iova: lo,
-            length: npages * 4096,
-            page_size: PageSize::Size4K,
-            first_pble_index: self.fr.fr_mr().first_pble_index,
-            pbl_level: 1,
-        };
+        let r = fr_reg(&self.fr, key, Access::LOCAL_WRITE, (lo, npages * 4096));
         side.qp.post_send(&[signaled(902, WrOpcode::RegMr(r), &[])]).unwrap();
         let wc = side.one();
         assert_eq!((wc.wr_id, wc.status, wc.opcode), (902, WcStatus::Success, WcOpcode::RegMr));
@@ -147,16 +138,8 @@ fn run(setup: Setup) {
         rdma_rw_init_qp(&attrs, force_mr, &mut rwcap, false).unwrap();
         let budget = rdma_rw_max_send_wr(&attrs, force_mr, CTXS * factor, false);
         assert_eq!(rwcap.max_send_wr, budget);
-        let cap = QpCap {
-            max_send_wr: budget,
-            max_recv_wr: 4,
-            max_send_sge: 13,
-            max_recv_sge: 1,
-            max_inline_data: 0,
-        };
-        let mut a = Side::new(&da, A, 64, cap);
-        let mut b = Side::new(&db, B, 64, cap);
-        link(&mut a, &mut b);
+        let cap = qp_cap(budget, 4, 13, 1);
+        let (mut a, mut b) = linked(&da, &db, 64, cap);
         assert!(a.qp.cap().max_send_wr >= budget);
 
         // The peer's 1 MiB target, pages in reverse order behind its IOVA.
@@ -357,7 +340,7 @@ fn run(setup: Setup) {
         if let Some((key, s)) = dead {
             let probe = [Sge { addr: s.addr, length: 64, lkey: key }];
             a.qp.post_send(&[signaled(77, write_op(REMOTE_IOVA, rmr.rkey()), &probe)]).unwrap();
-            let wc = after_error(&mut a);
+            let wc = a.after_error();
             assert_eq!((wc.wr_id, wc.status), (77, WcStatus::LocProtErr), "{wc:?}");
         } else {
             assert!(pool.is_empty(), "no MR used: nothing to rotate");
@@ -376,23 +359,6 @@ fn run(setup: Setup) {
     }
     assert_eq!(FakeHal::live_shares(), base_shares);
     assert_eq!(FakeHal::live_pages(), base_pages, "every page freed");
-}
-
-/// The device reports an async error naming `side`'s QP; then exactly one
-/// completion arrives.
-fn after_error(side: &mut Side<'_>) -> WorkCompletion {
-    use irdma::aeq::{AsyncEvent, AsyncEventKind};
-    let mut ev = [AsyncEvent {
-        kind: AsyncEventKind::Ignored,
-        ae_code: 0,
-        ae_src: 0,
-        id: 0,
-        moved_to_error: false,
-    }; 8];
-    let n = side.dev.poll_async_events(&mut ev);
-    let qpn = side.qp.qp_num();
-    assert!(ev[..n].iter().any(|e| e.id == qpn && e.moved_to_error), "{:?}", &ev[..n]);
-    side.one()
 }
 
 #[test]

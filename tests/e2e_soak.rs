@@ -38,43 +38,6 @@ enum Kind {
     SendImm,
 }
 
-/// `n` disjoint SGEs of `len` bytes in all inside `[0, area)` of a region at
-/// bus address `base` with key `lkey`: the area is cut into `n` slots, and
-/// piece `i` lies inside slot `i` (so a READ's scatter is order-free).
-fn sges(rng: &mut Rng, base: u64, lkey: u32, area: usize, n: usize, len: usize) -> Vec<Sge> {
-    let slot = area / n;
-    // Split `len` into n positive parts, each at most `slot`.
-    let mut parts = vec![1usize; n];
-    let mut left = len - n;
-    while left > 0 {
-        let i = rng.range(0, n as u64 - 1) as usize;
-        let room = slot - parts[i];
-        if room == 0 {
-            continue;
-        }
-        let add = (rng.range(1, left.min(room) as u64) as usize).min(left);
-        parts[i] += add;
-        left -= add;
-    }
-    parts
-        .iter()
-        .enumerate()
-        .map(|(i, &p)| {
-            let off = i * slot + rng.range(0, (slot - p) as u64) as usize;
-            Sge { addr: base + off as u64, length: p as u32, lkey }
-        })
-        .collect()
-}
-
-fn gather_ref(mem: &[u8], base: u64, sg: &[Sge]) -> Vec<u8> {
-    let mut v = Vec::new();
-    for s in sg {
-        let o = (s.addr - base) as usize;
-        v.extend_from_slice(&mem[o..o + s.length as usize]);
-    }
-    v
-}
-
 /// What a side expects for one of its signaled WRs.
 struct Expect {
     wr_id: u64,
@@ -400,18 +363,10 @@ fn soak(total_ops: u64, deferred: bool) {
             .then(|| bar_a.fabric().spawn_device_thread(std::time::Duration::from_micros(20)));
         let da = probe_threaded_as(&bar_a, A, Profile::SMALL);
         let db = probe_threaded_as(&bar_b, B, Profile::SMALL);
-        let cap = QpCap {
-            max_send_wr: 24,
-            max_recv_wr: 24,
-            max_send_sge: 13,
-            max_recv_sge: 4,
-            max_inline_data: 0,
-        };
+        let cap = qp_cap(24, 24, 13, 4);
         // Small CQs: up to 24 send and 24 receive completions land between
         // two polls; they wrap every few polls.
-        let mut sa = Side::new(&da, A, 48, cap);
-        let mut sb = Side::new(&db, B, 48, cap);
-        link(&mut sa, &mut sb);
+        let (sa, sb) = linked(&da, &db, 48, cap);
         sq_depth = sa.qp.cap().max_send_wr as usize;
         rq_depth = sa.qp.cap().max_recv_wr as usize;
         assert!(sq_depth >= 24 && rq_depth >= 24);

@@ -25,21 +25,8 @@ struct Ud<'d> {
 
 impl<'d> Ud<'d> {
     fn new(dev: &'d Dev, addr: Addr, gsi: bool, qkey: u32) -> Self {
-        let pd = dev.alloc_pd().expect("alloc_pd");
-        let cq = dev.create_cq(64).expect("create_cq");
-        let mut attr = QpInitAttr { send_cq: &cq, recv_cq: &cq, cap: cap(16) };
-        let mut qp = if gsi {
-            dev.create_gsi_qp(&pd, &mut attr).expect("create_gsi_qp")
-        } else {
-            dev.create_ud_qp(&pd, &mut attr).expect("create_ud_qp")
-        };
-        let mut init = QpAttr::new(QpState::Init);
-        init.qkey = qkey;
-        qp.modify(&init).expect("INIT");
-        qp.modify(&QpAttr::new(QpState::Rtr)).expect("RTR");
-        let mut rts = QpAttr::new(QpState::Rts);
-        rts.sq_psn = if gsi { 0 } else { 0x5d1f0b };
-        qp.modify(&rts).expect("RTS");
+        let sq_psn = if gsi { 0 } else { 0x5d1f0b };
+        let (pd, cq, qp) = ud_qp(dev, gsi, cap(16), (qkey, sq_psn));
         Ud { qp, cq, pd, dev, addr }
     }
 
@@ -58,12 +45,11 @@ impl<'d> Ud<'d> {
 
     fn send(&mut self, r: &Region<'_>, len: u32, ah: &TAh<'_>, qpn: u32, qkey: u32, wr_id: u64) {
         let sge = [Sge { addr: r.addr(), length: len, lkey: r.key() }];
-        let wr = SendWr {
+        let wr = signaled(
             wr_id,
-            opcode: WrOpcode::UdSend { ah: ah.id(), remote_qpn: qpn, remote_qkey: qkey, imm: None },
-            flags: SendFlags::SIGNALED,
-            sg_list: &sge,
-        };
+            WrOpcode::UdSend { ah: ah.id(), remote_qpn: qpn, remote_qkey: qkey, imm: None },
+            &sge,
+        );
         self.qp.post_send(&[wr]).expect("post_send");
     }
 
@@ -119,9 +105,7 @@ fn check_pair(
 
 #[test]
 fn ud_send_both_ways_with_grh_and_ud_completion_fields() {
-    let _g = lock();
-    let base = FakeHal::live_pages();
-    {
+    leak_checked(|| {
         let (ba, bb, da, db) = two_devices(Profile::SMALL);
         let mut a = Ud::new(&da, A, false, QKEY);
         let mut b = Ud::new(&db, B, false, QKEY);
@@ -158,8 +142,7 @@ fn ud_send_both_ways_with_grh_and_ud_completion_fields() {
         assert_eq!(da.ahs_in_use(), ahs0, "every AH id back");
         ba.finish();
         bb.finish();
-    }
-    assert_eq!(FakeHal::live_pages(), base, "every DMA page freed");
+    });
 }
 
 #[test]

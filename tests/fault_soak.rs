@@ -46,7 +46,6 @@ use irdma::aeq::AsyncEventKind;
 use irdma::cqp::CqpError;
 use irdma::rw::{DeviceAttrs, Direction, MrPool, RwCtx, RwQp, SgEntry};
 use irdma::verbs::FastRegMr;
-use irdma::wr::RegMrWr;
 use std::collections::VecDeque;
 use std::fmt::Write as _;
 use std::ptr::NonNull;
@@ -360,19 +359,13 @@ fn enable_inline(qp: &mut TQp<'_>) {
     unsafe { qp.enable_inline() }
 }
 
-fn qp_cap() -> QpCap {
-    QpCap {
-        max_send_wr: 32,
-        max_recv_wr: RQ_DEPTH as u32,
-        max_send_sge: 13,
-        max_recv_sge: 4,
-        max_inline_data: INLINE,
-    }
+fn soak_cap() -> QpCap {
+    QpCap { max_inline_data: INLINE, ..qp_cap(32, RQ_DEPTH as u32, 13, 4) }
 }
 
 impl<'d> Node<'d> {
     fn new(dev: &'d Dev, bar: &ModelBar, addr: Addr, seed: u8) -> Result<Self, VerbsError> {
-        let mut side = Side::new(dev, addr, 128, qp_cap());
+        let mut side = Side::new(dev, addr, 128, soak_cap());
         enable_inline(&mut side.qp);
         let local = side.region(LOCAL_PAGES, seed);
         let target = Mapped::new(TARGET_PAGES, seed.wrapping_add(1));
@@ -485,41 +478,6 @@ impl<'d> Node<'d> {
             }
         }
     }
-}
-
-/// `n` disjoint SGEs of `len` bytes in all inside `[0, area)` of a region
-/// at `base` with key `lkey` (piece `i` inside slot `i`).
-fn sges(rng: &mut Rng, base: u64, lkey: u32, area: usize, n: usize, len: usize) -> Vec<Sge> {
-    let slot = area / n;
-    let mut parts = vec![1usize; n];
-    let mut left = len - n;
-    while left > 0 {
-        let i = rng.range(0, n as u64 - 1) as usize;
-        let room = slot - parts[i];
-        if room == 0 {
-            continue;
-        }
-        let add = (rng.range(1, left.min(room) as u64) as usize).min(left);
-        parts[i] += add;
-        left -= add;
-    }
-    parts
-        .iter()
-        .enumerate()
-        .map(|(i, &p)| {
-            let off = i * slot + rng.range(0, (slot - p) as u64) as usize;
-            Sge { addr: base + off as u64, length: p as u32, lkey }
-        })
-        .collect()
-}
-
-fn gather(mem: &[u8], base: u64, sg: &[Sge]) -> Vec<u8> {
-    let mut v = Vec::new();
-    for s in sg {
-        let o = (s.addr - base) as usize;
-        v.extend_from_slice(&mem[o..o + s.length as usize]);
-    }
-    v
 }
 
 /// How a generation ended early.
@@ -639,7 +597,7 @@ fn batch<'d>(
                 .flat_map(|s| req.local.bytes((s.addr - base) as usize, s.length as usize))
                 .collect()
         } else {
-            gather(&req.local_ref, base, &sg)
+            gather_ref(&req.local_ref, base, &sg)
         };
         let op = match kind {
             0 | 1 | 7 => {
@@ -1113,7 +1071,7 @@ fn episode<'d>(
         }
         x.cq_died = false;
         let qp = ctl(stats, "create qp", || {
-            let mut attr = QpInitAttr { send_cq: &x.side.cq, recv_cq: &x.side.cq, cap: qp_cap() };
+            let mut attr = QpInitAttr { send_cq: &x.side.cq, recv_cq: &x.side.cq, cap: soak_cap() };
             dev.create_qp(&x.side.pd, &mut attr)
         })?;
         x.side.qp = qp;
@@ -1171,15 +1129,7 @@ fn fr_cycle<'d>(x: &mut Node<'d>, stats: &mut Stats, next_id: &mut u64) -> Resul
                 End::Reset("map_pages")
             })?;
             let key = fr.next_key();
-            let r = RegMrWr {
-                key,
-                access: ALL,
-                iova: FR_IOVA,
-                length: (FR_PAGES * 4096) as u64,
-                page_size: PageSize::Size4K,
-                first_pble_index: fr.fr_mr().first_pble_index,
-                pbl_level: 1,
-            };
+            let r = fr_reg(fr, key, ALL, (FR_IOVA, (FR_PAGES * 4096) as u64));
             let id = *next_id;
             *next_id += 1;
             x.sq.push_back(Out {
@@ -1827,13 +1777,9 @@ fn fault_soak() {
 /// the MODIFY_QP and DESTROY_QP failed with "invalid state" (0xFFFF/0x8002).
 #[test]
 fn refused_modify_to_error_is_retried_and_destroy_succeeds() {
-    let _g = lock();
-    let base = FakeHal::live_pages();
-    {
+    leak_checked(|| {
         let (bar_a, _bar_b, da, db) = two_devices(Profile::SMALL);
-        let mut a = Side::new(&da, A, 16, cap(4));
-        let mut b = Side::new(&db, B, 16, cap(4));
-        link(&mut a, &mut b);
+        let (mut a, _b) = linked(&da, &db, 16, cap(4));
         let qpn = a.qp.qp_num();
         bar_a.with_device(|d| d.faults().fail_cqp_op = Some((0, MAJ, MIN)));
         let e = a.qp.modify(&QpAttr::new(QpState::Error)).expect_err("injected");
@@ -1842,8 +1788,7 @@ fn refused_modify_to_error_is_retried_and_destroy_succeeds() {
         a.qp.modify(&QpAttr::new(QpState::Error)).expect("retry");
         assert!(da.qp_in_error(qpn));
         a.qp.destroy().expect("DESTROY_QP of a QP in ERROR");
-    }
-    assert_eq!(FakeHal::live_pages(), base);
+    });
 }
 
 /// The model's raw AEQE injection (used by the `aeq_device` fuzz target)
@@ -1853,8 +1798,7 @@ fn refused_modify_to_error_is_retried_and_destroy_succeeds() {
 #[test]
 fn raw_aeqe_reaches_poll_async_events() {
     let _g = lock();
-    let bar = ModelBar::standalone(small_fn_config());
-    let dev = probe_as(&bar, A, Profile::SMALL);
+    let (bar, dev) = one_device(small_fn_config(), Profile::SMALL);
     let pd = dev.alloc_pd().unwrap();
     let cq = dev.create_cq(8).unwrap();
     let qp = create_qp(&dev, &pd, &cq, 4);

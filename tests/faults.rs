@@ -158,12 +158,7 @@ fn workload(dev: &Dev, hit: &mut bool) {
     // The workload still moves data after its failures.
     let data = fill(&b, 1);
     let sge = [Sge { addr: 0x1000_0000, length: 100, lkey: mr0.lkey() }];
-    let wr = SendWr {
-        wr_id: 7,
-        opcode: WrOpcode::RdmaWrite { remote_addr: 0x1000_0000 + 8192, rkey: mr1.rkey() },
-        flags: SendFlags::SIGNALED,
-        sg_list: &sge,
-    };
+    let wr = signaled(7, write_op(0x1000_0000 + 8192, mr1.rkey()), &sge);
     qa.post_send(&[wr]).unwrap();
     let wc = poll_n(&mut cq, 1);
     assert_eq!(wc[0].status, WcStatus::Success, "{wc:?}");
@@ -181,8 +176,7 @@ fn workload(dev: &Dev, hit: &mut bool) {
 fn every_verbs_op_failing_is_typed_leak_free_and_recoverable() {
     let _g = lock();
     let base = FakeHal::live_pages();
-    let bar = ModelBar::standalone(Config::default());
-    let dev = probe_as(&bar, A, Profile::SMALL);
+    let (bar, dev) = one_device(Config::default(), Profile::SMALL);
     let usage = dev.resource_usage();
     let pages = FakeHal::live_pages();
     let before = ops(&bar);

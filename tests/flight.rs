@@ -12,8 +12,7 @@ use irdma::flight::{CqpOutcome, FlightEvent};
 #[test]
 fn a_refused_cqp_op_is_in_the_flight_recorder() {
     let _g = lock();
-    let bar = ModelBar::standalone(small_fn_config());
-    let dev = probe_as(&bar, A, Profile::SMALL);
+    let (bar, dev) = one_device(small_fn_config(), Profile::SMALL);
     let recs: Vec<_> = dev.flight_recorder().collect();
     assert!(
         recs.iter().any(|r| r.event == FlightEvent::Probe { failed_at: None }),
@@ -54,16 +53,8 @@ fn a_refused_cqp_op_is_in_the_flight_recorder() {
 fn an_access_error_leaves_event_state_and_flush_in_the_recorder() {
     let _g = lock();
     let (_ba, _bb, da, db) = two_devices(Profile::SMALL);
-    let cap = QpCap {
-        max_send_wr: 8,
-        max_recv_wr: 8,
-        max_send_sge: 1,
-        max_recv_sge: 1,
-        max_inline_data: 0,
-    };
-    let mut a = Side::new(&da, A, 32, cap);
-    let mut b = Side::new(&db, B, 32, cap);
-    link(&mut a, &mut b);
+    let cap = qp_cap(8, 8, 1, 1);
+    let (mut a, b) = linked(&da, &db, 32, cap);
     let src = a.region(1, 1);
     let dst = b.region(1, 0);
     let bad = [Sge { lkey: src.key() ^ 0x80, ..src.sge(0, 16) }];

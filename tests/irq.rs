@@ -49,12 +49,7 @@ fn halt_on(dev: &Dev, bar: &ModelBar, sink: &InterruptSink, vector: u16, woken: 
 
 fn post_write(qp: &mut TQp<'_>, mr: &TMr<'_>, b: &Buf, id: u64) {
     let sge = [Sge { addr: b.paddr(), length: 64, lkey: mr.lkey() }];
-    let wr = SendWr {
-        wr_id: id,
-        opcode: WrOpcode::RdmaWrite { remote_addr: b.paddr() + 2048, rkey: mr.rkey() },
-        flags: SendFlags::SIGNALED,
-        sg_list: &sge,
-    };
+    let wr = signaled(id, write_op(b.paddr() + 2048, mr.rkey()), &sge);
     qp.post_send(&[wr]).expect("post");
 }
 

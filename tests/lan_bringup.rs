@@ -9,7 +9,7 @@ mod e2e_common;
 use std::time::Duration;
 
 use common::*;
-use e2e_common::{A, Addr, B, Side, link};
+use e2e_common::{A, Addr, B, linked};
 use irdma::ice::bringup::Step;
 use irdma::ice::cmd::CmdError;
 use irdma::ice::{AqError, AqTimeouts, BringUpError, BringUpOptions, DdpPolicy, E810};
@@ -64,9 +64,7 @@ fn cold_pf_to_rdma_write_and_back() {
         "one qset leaf"
     );
     {
-        let mut sa = Side::new(&pa.device, A, 16, e2e_common_cap());
-        let mut sb = Side::new(&pb.device, B, 16, e2e_common_cap());
-        link(&mut sa, &mut sb);
+        let (mut sa, sb) = linked(&pa.device, &pb.device, 16, cap(8));
         let src = sa.region(1, 0x11);
         let dst = sb.region(1, 0x22);
         let sges = [src.sge(0, 256)];
@@ -85,10 +83,6 @@ fn cold_pf_to_rdma_write_and_back() {
         "PE filter off after teardown"
     );
     assert_eq!(FakeHal::live_pages(), base, "everything freed");
-}
-
-fn e2e_common_cap() -> QpCap {
-    QpCap { max_send_wr: 8, max_recv_wr: 8, max_send_sge: 2, max_recv_sge: 2, max_inline_data: 0 }
 }
 
 /// Runs a bring-up that must fail, checks nothing leaked, returns the error.

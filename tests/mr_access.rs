@@ -15,7 +15,6 @@ mod e2e_common;
 
 use e2e_common::*;
 use irdma::aeq::AsyncEventKind;
-use irdma::wr::RegMrWr;
 
 /// AE codes (spec control-path §8.2 table; user.h: IRDMA_AE_*).
 const AMP_BOUNDS_VIOLATION: u16 = 0x0108;
@@ -25,10 +24,6 @@ const IB_REMOTE_ACCESS_ERROR: u16 = 0x020D;
 const WRITE_ONLY: Access = Access(Access::LOCAL_WRITE.0 | Access::REMOTE_WRITE.0);
 const READ_ONLY: Access = Access(Access::LOCAL_WRITE.0 | Access::REMOTE_READ.0);
 
-fn qcap() -> QpCap {
-    QpCap { max_send_wr: 16, max_recv_wr: 16, max_send_sge: 2, max_recv_sge: 2, max_inline_data: 0 }
-}
-
 fn events(dev: &Dev) -> Vec<(AsyncEventKind, u16, u32)> {
     let mut ev = [NO_EVENT; 16];
     let n = dev.poll_async_events(&mut ev);
@@ -37,16 +32,7 @@ fn events(dev: &Dev) -> Vec<(AsyncEventKind, u16, u32)> {
 
 /// A fresh connected pair A → B on two model devices; `f` runs the case.
 fn pair(f: impl FnOnce(&mut Side<'_>, &mut Side<'_>)) {
-    let _g = lock();
-    let base = FakeHal::live_pages();
-    {
-        let (_ba, _bb, da, db) = two_devices(Profile::SMALL);
-        let mut a = Side::new(&da, A, 32, qcap());
-        let mut b = Side::new(&db, B, 32, qcap());
-        link(&mut a, &mut b);
-        f(&mut a, &mut b);
-    }
-    assert_eq!(FakeHal::live_pages(), base, "every page freed");
+    with_linked(32, cap(16), |_, _, a, b| f(a, b));
 }
 
 /// A REG_MR over the pages of `t` (whole pages), `iova` and `zero_based` as
@@ -184,15 +170,7 @@ fn fast_reg<'d>(b: &mut Side<'d>, t: &Buf, iova: u64, access: Access) -> (TFr<'d
     let mut fr = b.dev.alloc_mr(&b.pd, pages.len() as u32).expect("alloc_mr");
     map_pages(&fr, &pages);
     let key = fr.next_key();
-    let r = RegMrWr {
-        key,
-        access,
-        iova,
-        length: t.len() as u64,
-        page_size: PageSize::Size4K,
-        first_pble_index: fr.fr_mr().first_pble_index,
-        pbl_level: 1,
-    };
+    let r = fr_reg(&fr, key, access, (iova, t.len() as u64));
     b.qp.post_send(&[signaled(1, WrOpcode::RegMr(r), &[])]).expect("post REG_MR");
     assert_eq!(b.one().status, WcStatus::Success);
     (fr, key)

@@ -99,6 +99,8 @@ const RPING_PORT: u16 = irdma_rping::PORT;
 fn rping_size() -> usize {
     std::env::var("PEER_RPING_SIZE").ok().and_then(|v| v.parse().ok()).unwrap_or(64)
 }
+/// How long a server side waits for the guest's connect request.
+const REQ_WAIT: (Duration, &str) = (Duration::from_secs(120), "no connect request");
 /// Pings per run (`-C 3` on the Linux side).
 const PINGS: usize = 3;
 /// Offsets in the one registered page: rping's start_buf (the READ
@@ -174,6 +176,39 @@ impl<'d> Live<'d> {
             std::thread::sleep(Duration::from_millis(1));
         }
         new
+    }
+
+    /// Steps until a connect request comes (panics with `what` after
+    /// `within`), checks it came through `listen` if given, and accepts it
+    /// onto `qp` as rping's server does (responder resources and initiator
+    /// depth 1, starting PSN `psn`), the QP moved to RTS; returns its id.
+    fn accept_one(
+        &mut self,
+        qp: &mut TQp<'_>,
+        psn: u32,
+        (within, what): (Duration, &str),
+        listen: Option<irdma::cm::ListenId>,
+    ) -> ConnId {
+        let deadline = Instant::now() + within;
+        loop {
+            assert!(Instant::now() < deadline, "{what}: {:?}", self.events);
+            for e in self.step() {
+                if let CmEvent::ConnectRequest { id, info } = e {
+                    if let Some(l) = listen {
+                        assert_eq!(info.listen, l, "the REQ came through the same listener");
+                    }
+                    let acc = AcceptParams {
+                        responder_resources: 1,
+                        initiator_depth: 1,
+                        ..AcceptParams::new(qp.qp_num(), psn)
+                    };
+                    self.cm.accept_params(id, &acc).unwrap().apply(qp).expect("QP to RTS");
+                    let now = self.now();
+                    self.cm.accept(now, id, &acc, &mut self.t).unwrap();
+                    return id;
+                }
+            }
+        }
     }
 
     /// Steps until a completion of kind `op` arrived on `s`'s CQ (60 s
@@ -412,28 +447,7 @@ fn peer_rping_driver_server() {
     let recv = [r.sge(RECVB, 16)];
     s.qp.post_recv(&[RecvWr { wr_id: 100, sg_list: &recv }]).unwrap();
     live.cm.listen(PortSpace::Tcp, RPING_PORT, Some(ips().0)).unwrap();
-    let deadline = Instant::now() + Duration::from_secs(120);
-    let id = loop {
-        assert!(Instant::now() < deadline, "no connect request: {:?}", live.events);
-        let mut got = None;
-        for e in live.step() {
-            if let CmEvent::ConnectRequest { id, .. } = e {
-                let acc = AcceptParams {
-                    responder_resources: 1,
-                    initiator_depth: 1,
-                    ..AcceptParams::new(s.qp.qp_num(), 0x4321)
-                };
-                let p = live.cm.accept_params(id, &acc).unwrap();
-                p.apply(&mut s.qp).expect("QP to RTS");
-                let now = live.now();
-                live.cm.accept(now, id, &acc, &mut live.t).unwrap();
-                got = Some(id);
-            }
-        }
-        if let Some(id) = got {
-            break id;
-        }
-    };
+    let id = live.accept_one(&mut s.qp, 0x4321, REQ_WAIT, None);
     let mut pings = 0;
     while pings < PINGS {
         // the client's start buffer: READ it
@@ -903,23 +917,7 @@ fn vanish(reconnect: bool) {
     for _ in 0..RQ {
         s.qp.post_recv(&[RecvWr { wr_id: p.id("recv"), sg_list: &recv }]).unwrap();
     }
-    let deadline = Instant::now() + Duration::from_secs(120);
-    let id = 'req: loop {
-        assert!(Instant::now() < deadline, "no connect request: {:?}", live.events);
-        for e in live.step() {
-            if let CmEvent::ConnectRequest { id, .. } = e {
-                let acc = AcceptParams {
-                    responder_resources: 1,
-                    initiator_depth: 1,
-                    ..AcceptParams::new(s.qp.qp_num(), 0x4321)
-                };
-                live.cm.accept_params(id, &acc).unwrap().apply(&mut s.qp).expect("QP to RTS");
-                let now = live.now();
-                live.cm.accept(now, id, &acc, &mut live.t).unwrap();
-                break 'req id;
-            }
-        }
-    };
+    let id = live.accept_one(&mut s.qp, 0x4321, REQ_WAIT, None);
     // Waits for a successful `op`; `None` once a WR failed or nothing
     // came for 4 s (the peer answers a ping in milliseconds).
     let wait = |live: &mut Live<'_>, s: &mut Side<'_>, p: &mut Posted, op: WcOpcode| {
@@ -1085,24 +1083,8 @@ fn rping_again(live: &mut Live<'_>, dev: &Dev, listen: irdma::cm::ListenId) {
     println!("{NEXT_PEER}");
     // the second guest boots and connects in 7–15 s; the xtask waits 75 s
     // after it powered off before it kills this side
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let id = 'req: loop {
-        assert!(Instant::now() < deadline, "no second connect request: {:?}", live.events);
-        for e in live.step() {
-            if let CmEvent::ConnectRequest { id, info } = e {
-                assert_eq!(info.listen, listen, "the second REQ came through the same listener");
-                let acc = AcceptParams {
-                    responder_resources: 1,
-                    initiator_depth: 1,
-                    ..AcceptParams::new(s.qp.qp_num(), 0x5432)
-                };
-                live.cm.accept_params(id, &acc).unwrap().apply(&mut s.qp).expect("QP to RTS");
-                let now = live.now();
-                live.cm.accept(now, id, &acc, &mut live.t).unwrap();
-                break 'req id;
-            }
-        }
-    };
+    let within = (Duration::from_secs(60), "no second connect request");
+    let id = live.accept_one(&mut s.qp, 0x5432, within, Some(listen));
     println!("host: the next peer's REQ accepted on the same listener");
     // `Live::wc` (successful completions only), each recorded once
     let wc = |live: &mut Live<'_>, s: &mut Side<'_>, p: &mut Posted, op| {
@@ -1954,48 +1936,42 @@ fn pt_figures(size: usize, secs: f64) -> String {
     )
 }
 
-/// `perftest-write-linux-server`: Linux `ib_write_bw -R` serves, the driver
-/// is its client (WRITEs to the server's buffer; reports the figures).
-#[test]
-#[ignore = "needs the Linux guest of `cargo xtask peer run perftest-write-linux-server`"]
-fn peer_perftest_write_driver_client() {
-    perftest_live(true, PtVerb::Write);
+/// One `#[ignore]`d test per perftest run of `cargo xtask peer` (which runs
+/// it by name against the guest `$guest`): `perftest_live` with the driver
+/// as client (`true`) or server, for one verb.
+macro_rules! perftest_peers {
+    ($($(#[doc = $doc:literal])* $name:ident, $guest:literal, $client:literal, $verb:ident;)*) => {$(
+        $(#[doc = $doc])*
+        #[test]
+        #[ignore = $guest]
+        fn $name() {
+            perftest_live($client, PtVerb::$verb);
+        }
+    )*};
 }
 
-/// `perftest-read-linux-server`: the driver READs from Linux's buffer.
-#[test]
-#[ignore = "needs the Linux guest of `cargo xtask peer run perftest-read-linux-server`"]
-fn peer_perftest_read_driver_client() {
-    perftest_live(true, PtVerb::Read);
-}
-
-/// `perftest-send-linux-server`: the driver SENDs to Linux's receives.
-#[test]
-#[ignore = "needs the Linux guest of `cargo xtask peer run perftest-send-linux-server`"]
-fn peer_perftest_send_driver_client() {
-    perftest_live(true, PtVerb::Send);
-}
-
-/// `perftest-write-linux-client`: Linux `ib_write_bw -R` WRITEs into the
-/// driver's buffer.
-#[test]
-#[ignore = "needs the Linux guest of `cargo xtask peer run perftest-write-linux-client`"]
-fn peer_perftest_write_driver_server() {
-    perftest_live(false, PtVerb::Write);
-}
-
-/// `perftest-read-linux-client`: Linux READs from the driver's buffer.
-#[test]
-#[ignore = "needs the Linux guest of `cargo xtask peer run perftest-read-linux-client`"]
-fn peer_perftest_read_driver_server() {
-    perftest_live(false, PtVerb::Read);
-}
-
-/// `perftest-send-linux-client`: Linux SENDs to the driver's receives.
-#[test]
-#[ignore = "needs the Linux guest of `cargo xtask peer run perftest-send-linux-client`"]
-fn peer_perftest_send_driver_server() {
-    perftest_live(false, PtVerb::Send);
+perftest_peers! {
+    /// `perftest-write-linux-server`: Linux `ib_write_bw -R` serves, the
+    /// driver is its client (WRITEs to the server's buffer; reports the
+    /// figures).
+    peer_perftest_write_driver_client,
+    "needs the Linux guest of `cargo xtask peer run perftest-write-linux-server`", true, Write;
+    /// `perftest-read-linux-server`: the driver READs from Linux's buffer.
+    peer_perftest_read_driver_client,
+    "needs the Linux guest of `cargo xtask peer run perftest-read-linux-server`", true, Read;
+    /// `perftest-send-linux-server`: the driver SENDs to Linux's receives.
+    peer_perftest_send_driver_client,
+    "needs the Linux guest of `cargo xtask peer run perftest-send-linux-server`", true, Send;
+    /// `perftest-write-linux-client`: Linux `ib_write_bw -R` WRITEs into
+    /// the driver's buffer.
+    peer_perftest_write_driver_server,
+    "needs the Linux guest of `cargo xtask peer run perftest-write-linux-client`", false, Write;
+    /// `perftest-read-linux-client`: Linux READs from the driver's buffer.
+    peer_perftest_read_driver_server,
+    "needs the Linux guest of `cargo xtask peer run perftest-read-linux-client`", false, Read;
+    /// `perftest-send-linux-client`: Linux SENDs to the driver's receives.
+    peer_perftest_send_driver_server,
+    "needs the Linux guest of `cargo xtask peer run perftest-send-linux-client`", false, Send;
 }
 
 // ---------------------------------------------------------------------
@@ -2104,23 +2080,7 @@ fn peer_rping_badframes() {
     for _ in 0..RQ {
         s.qp.post_recv(&[RecvWr { wr_id: p.id("recv"), sg_list: &recv }]).unwrap();
     }
-    let deadline = Instant::now() + Duration::from_secs(120);
-    let id = 'req: loop {
-        assert!(Instant::now() < deadline, "no connect request: {:?}", live.events);
-        for e in live.step() {
-            if let CmEvent::ConnectRequest { id, .. } = e {
-                let acc = AcceptParams {
-                    responder_resources: 1,
-                    initiator_depth: 1,
-                    ..AcceptParams::new(s.qp.qp_num(), 0x4321)
-                };
-                live.cm.accept_params(id, &acc).unwrap().apply(&mut s.qp).expect("QP to RTS");
-                let now = live.now();
-                live.cm.accept(now, id, &acc, &mut live.t).unwrap();
-                break 'req id;
-            }
-        }
-    };
+    let id = live.accept_one(&mut s.qp, 0x4321, REQ_WAIT, None);
     // a successful completion of `op` (every completion counted by wr_id)
     let wait = |live: &mut Live<'_>, s: &mut Side<'_>, p: &mut Posted, op: WcOpcode| {
         let deadline = Instant::now() + Duration::from_secs(60);

@@ -13,11 +13,6 @@ mod e2e_common;
 
 use e2e_common::*;
 use irdma::aeq::{AsyncEvent, AsyncEventKind};
-use irdma::wr::RegMrWr;
-
-fn qcap() -> QpCap {
-    QpCap { max_send_wr: 16, max_recv_wr: 16, max_send_sge: 2, max_recv_sge: 2, max_inline_data: 0 }
-}
 
 /// What one attempt produced.
 #[derive(Debug)]
@@ -89,9 +84,7 @@ fn case(
     let out;
     {
         let (_ba, _bb, da, db) = two_devices(Profile::SMALL);
-        let mut a = Side::new(&da, A, 32, qcap());
-        let mut b = Side::new(&db, B, 32, qcap());
-        link(&mut a, &mut b);
+        let (mut a, mut b) = linked(&da, &db, 32, cap(16));
         let src = a.region(1, 0x31);
         out = f(&mut a, &mut b, &src);
         assert_eq!(a.qp.state(), QpState::Error, "{name}: the requester's QP is in ERROR");
@@ -107,6 +100,34 @@ fn write_wr<'s>(sge: &'s [Sge], addr: u64, rkey: u32) -> SendWr<'s> {
 
 fn read_wr<'s>(sge: &'s [Sge], addr: u64, rkey: u32) -> SendWr<'s> {
     signaled(7, read_op(addr, rkey), sge)
+}
+
+/// The usual attempt: A WRITEs the first 256 bytes of `src` to `at` with
+/// `rkey`; the memory checked is `src` and the target buffer `t`.
+fn write_into(
+    (a, b, src): (&mut Side<'_>, &mut Side<'_>, &Region<'_>),
+    t: &Buf,
+    at: u64,
+    rkey: u32,
+) -> Outcome {
+    let sge = [src.sge(0, 256)];
+    attempt(a, b, write_wr(&sge, at, rkey), &[src.addr(), t.paddr()])
+}
+
+/// An MR of B with every right over the middle page of `t` (three pages).
+fn middle_page_mr<'d>(b: &Side<'d>, t: &Buf) -> TMr<'d> {
+    let pages = [t.paddr() + 4096];
+    let d = MrDesc {
+        iova: t.paddr() + 4096,
+        length: 4096,
+        page_size: PageSize::Size4K,
+        pages: &pages,
+        zero_based: false,
+        access: ALL,
+    };
+    // SAFETY: `t` outlives the MR in both cases (declared before it); the
+    // model only touches live `FakeHal` memory.
+    unsafe { b.dev.reg_mr(&b.pd, &d) }.unwrap()
 }
 
 /// An MR over `b` on `pd` with `access`.
@@ -154,8 +175,7 @@ fn bad_key() {
         // An STag index no MR of B uses, and the live MR's index with a
         // wrong key byte.
         let forged = (mr.rkey() & !0xff) | ((mr.rkey() + 1) & 0xff);
-        let sge = [src.sge(0, 256)];
-        let o = attempt(a, b, write_wr(&sge, t.paddr(), forged), &[src.addr(), t.paddr()]);
+        let o = write_into((a, b, src), &t, t.paddr(), forged);
         drop(mr);
         o
     });
@@ -166,8 +186,7 @@ fn bad_key() {
 fn unknown_stag_index() {
     let o = case("unknown STag index", |a, b, src| {
         let t = buf(2);
-        let sge = [src.sge(0, 256)];
-        attempt(a, b, write_wr(&sge, t.paddr(), 0x7f00_0042), &[src.addr(), t.paddr()])
+        write_into((a, b, src), &t, t.paddr(), 0x7f00_0042)
     });
     remote_refused(&o, AMP_UNALLOCATED_STAG);
 }
@@ -180,8 +199,7 @@ fn stale_key_after_reregistration() {
         let old = mr.rkey();
         mr.rereg().expect("rereg");
         assert_ne!(mr.rkey(), old, "re-registration changes the key");
-        let sge = [src.sge(0, 256)];
-        let o = attempt(a, b, write_wr(&sge, t.paddr(), old), &[src.addr(), t.paddr()]);
+        let o = write_into((a, b, src), &t, t.paddr(), old);
         drop(mr);
         o
     });
@@ -194,8 +212,7 @@ fn wrong_pd() {
         let t = buf(2);
         let other = b.dev.alloc_pd().expect("pd");
         let mr = mr_on(b.dev, &other, &t, ALL);
-        let sge = [src.sge(0, 256)];
-        let o = attempt(a, b, write_wr(&sge, t.paddr(), mr.rkey()), &[src.addr(), t.paddr()]);
+        let o = write_into((a, b, src), &t, t.paddr(), mr.rkey());
         drop(mr);
         o
     });
@@ -208,20 +225,9 @@ fn out_of_bounds_after_the_end() {
         // The MR covers the middle page of three: the access starts inside
         // and runs 1 byte past its end into the third page.
         let t = buf(3);
-        let pages = [t.paddr() + 4096];
-        let d = MrDesc {
-            iova: t.paddr() + 4096,
-            length: 4096,
-            page_size: PageSize::Size4K,
-            pages: &pages,
-            zero_based: false,
-            access: ALL,
-        };
-        // SAFETY: `t` outlives the MR.
-        let mr = unsafe { b.dev.reg_mr(&b.pd, &d) }.unwrap();
-        let sge = [src.sge(0, 256)];
+        let mr = middle_page_mr(b, &t);
         let at = t.paddr() + 2 * 4096 - 255;
-        let o = attempt(a, b, write_wr(&sge, at, mr.rkey()), &[src.addr(), t.paddr()]);
+        let o = write_into((a, b, src), &t, at, mr.rkey());
         drop(mr);
         o
     });
@@ -232,20 +238,9 @@ fn out_of_bounds_after_the_end() {
 fn out_of_bounds_before_the_start() {
     let o = case("out of bounds (before the start)", |a, b, src| {
         let t = buf(3);
-        let pages = [t.paddr() + 4096];
-        let d = MrDesc {
-            iova: t.paddr() + 4096,
-            length: 4096,
-            page_size: PageSize::Size4K,
-            pages: &pages,
-            zero_based: false,
-            access: ALL,
-        };
-        // SAFETY: `t` outlives the MR.
-        let mr = unsafe { b.dev.reg_mr(&b.pd, &d) }.unwrap();
-        let sge = [src.sge(0, 256)];
+        let mr = middle_page_mr(b, &t);
         let at = t.paddr() + 4096 - 1;
-        let o = attempt(a, b, write_wr(&sge, at, mr.rkey()), &[src.addr(), t.paddr()]);
+        let o = write_into((a, b, src), &t, at, mr.rkey());
         drop(mr);
         o
     });
@@ -257,8 +252,7 @@ fn write_without_remote_write_right() {
     let o = case("WRITE without remote write", |a, b, src| {
         let t = buf(2);
         let mr = mr_on(b.dev, &b.pd, &t, Access(Access::LOCAL_WRITE.0 | Access::REMOTE_READ.0));
-        let sge = [src.sge(0, 256)];
-        let o = attempt(a, b, write_wr(&sge, t.paddr(), mr.rkey()), &[src.addr(), t.paddr()]);
+        let o = write_into((a, b, src), &t, t.paddr(), mr.rkey());
         drop(mr);
         o
     });
@@ -293,21 +287,12 @@ fn invalidated_fast_register_mr() {
         let mut fr = b.dev.alloc_mr(&b.pd, 2).unwrap();
         map_pages(&fr, &pages);
         let key = fr.next_key();
-        let r = RegMrWr {
-            key,
-            access: ALL,
-            iova: 0x6000_0000,
-            length: 8192,
-            page_size: PageSize::Size4K,
-            first_pble_index: fr.fr_mr().first_pble_index,
-            pbl_level: 1,
-        };
+        let r = fr_reg(&fr, key, ALL, (0x6000_0000, 8192));
         b.qp.post_send(&[signaled(1, WrOpcode::RegMr(r), &[])]).unwrap();
         assert_eq!(b.one().status, WcStatus::Success);
         b.qp.post_send(&[signaled(2, WrOpcode::LocalInv { inv_key: key }, &[])]).unwrap();
         assert_eq!(b.one().status, WcStatus::Success);
-        let sge = [src.sge(0, 256)];
-        let o = attempt(a, b, write_wr(&sge, 0x6000_0000, key), &[src.addr(), t.paddr()]);
+        let o = write_into((a, b, src), &t, 0x6000_0000, key);
         drop(fr);
         o
     });
@@ -321,8 +306,7 @@ fn access_after_deregistration() {
         let mut mr = mr_on(b.dev, &b.pd, &t, ALL);
         let key = mr.rkey();
         mr.dereg().unwrap();
-        let sge = [src.sge(0, 256)];
-        attempt(a, b, write_wr(&sge, t.paddr(), key), &[src.addr(), t.paddr()])
+        write_into((a, b, src), &t, t.paddr(), key)
     });
     remote_refused(&o, AMP_UNALLOCATED_STAG);
 }

@@ -21,10 +21,6 @@ use std::time::{Duration, Instant};
 
 const GONE: VerbsError = VerbsError::Cqp(CqpError::DeviceGone);
 
-fn qcap() -> QpCap {
-    QpCap { max_send_wr: 16, max_recv_wr: 16, max_send_sge: 2, max_recv_sge: 2, max_inline_data: 0 }
-}
-
 fn gone_post(e: irdma::verbs::PostError) {
     assert_eq!((e.bad_wr, e.kind), (0, PostErrorKind::DeviceGone), "{e:?}");
 }
@@ -36,9 +32,7 @@ fn removal_case(by_control: bool) {
     let base = FakeHal::live_pages();
     {
         let (bar_a, _bar_b, da, db) = two_devices(Profile::SMALL);
-        let mut a = Side::new(&da, A, 32, qcap());
-        let mut b = Side::new(&db, B, 32, qcap());
-        link(&mut a, &mut b);
+        let (mut a, mut b) = linked(&da, &db, 32, cap(16));
         let mut src = a.region(1, 3);
         let dst = b.region(1, 0);
         let mut fr = da.alloc_mr(&a.pd, 4).expect("alloc_mr");
@@ -97,9 +91,9 @@ fn removal_case(by_control: bool) {
         assert_eq!(a.cq.poll(&mut wc), 0);
         assert_eq!(da.alloc_pd().err(), Some(GONE));
         assert_eq!(da.create_cq(8).err(), Some(GONE));
-        let mut attr = QpInitAttr { send_cq: &a.cq, recv_cq: &a.cq, cap: qcap() };
+        let mut attr = QpInitAttr { send_cq: &a.cq, recv_cq: &a.cq, cap: cap(16) };
         assert_eq!(da.create_qp(&a.pd, &mut attr).err(), Some(GONE));
-        let mut sattr = QpInitAttr { send_cq: &a.cq, recv_cq: &a.cq, cap: qcap() };
+        let mut sattr = QpInitAttr { send_cq: &a.cq, recv_cq: &a.cq, cap: cap(16) };
         assert_eq!(da.create_shared_qp(&a.pd, &mut sattr).err(), Some(GONE));
         let b2 = buf(1);
         let d = MrDesc {
@@ -119,13 +113,7 @@ fn removal_case(by_control: bool) {
         rts.sq_psn = 1;
         assert!(a.qp.modify(&rts).is_err(), "no transition out of ERROR");
         assert_eq!(da.check_presence(), Err(CqpError::DeviceGone));
-        let mut ev = [irdma::aeq::AsyncEvent {
-            kind: irdma::aeq::AsyncEventKind::Ignored,
-            ae_code: 0,
-            ae_src: 0,
-            id: 0,
-            moved_to_error: false,
-        }; 4];
+        let mut ev = [NO_EVENT; 4];
         assert_eq!(da.poll_async_events(&mut ev), 0);
         // rdma_rw: the context builds its chain; the post is refused.
         {
@@ -206,11 +194,8 @@ fn removal_found_by_check_presence_then_every_entry_point_is_typed() {
 /// quarantine included.
 #[test]
 fn removed_device_closed_after_reset_frees_everything() {
-    let _g = lock();
-    let base = FakeHal::live_pages();
-    {
-        let bar = ModelBar::standalone(small_fn_config());
-        let dev = probe_as(&bar, A, Profile::SMALL);
+    leak_checked(|| {
+        let (bar, dev) = one_device(small_fn_config(), Profile::SMALL);
         let pd = dev.alloc_pd().unwrap();
         let cq = dev.create_cq(8).unwrap();
         let qp = create_qp(&dev, &pd, &cq, 4);
@@ -224,8 +209,7 @@ fn removed_device_closed_after_reset_frees_everything() {
         });
         // SAFETY: the model function was just reset.
         unsafe { dev.close_after_reset() };
-    }
-    assert_eq!(FakeHal::live_pages(), base);
+    });
 }
 
 /// A hung CQP: `Timeout` within the configured budget, then `NeedsReset`
@@ -235,9 +219,7 @@ fn removed_device_closed_after_reset_frees_everything() {
 fn hung_cqp_then_every_control_entry_point_needs_reset() {
     let _g = lock();
     let (bar_a, _bar_b, da, db) = two_devices(Profile::SMALL);
-    let mut a = Side::new(&da, A, 32, qcap());
-    let mut b = Side::new(&db, B, 32, qcap());
-    link(&mut a, &mut b);
+    let (mut a, b) = linked(&da, &db, 32, cap(16));
     let src = a.region(1, 3);
     let dst = b.region(1, 0);
     let mut fr = da.alloc_mr(&a.pd, 4).unwrap();
@@ -251,7 +233,7 @@ fn hung_cqp_then_every_control_entry_point_needs_reset() {
     const NR: VerbsError = VerbsError::Cqp(CqpError::NeedsReset);
     let t = Instant::now();
     assert_eq!(da.create_cq(8).err(), Some(NR));
-    let mut attr = QpInitAttr { send_cq: &a.cq, recv_cq: &a.cq, cap: qcap() };
+    let mut attr = QpInitAttr { send_cq: &a.cq, recv_cq: &a.cq, cap: cap(16) };
     assert_eq!(da.create_qp(&a.pd, &mut attr).err(), Some(NR));
     let d = MrDesc {
         iova: src.addr(),
@@ -297,8 +279,8 @@ fn shared_qp_posts_after_removal_are_device_gone() {
         let (bar_a, _bar_b, da, db) = two_devices(Profile::SMALL);
         let pa = da.alloc_pd().expect("pd");
         let mut ca = da.create_cq(32).expect("cq");
-        let mut qa = shared_qp(&da, &pa, &ca, qcap());
-        let mut b = Side::new(&db, B, 32, qcap());
+        let mut qa = shared_qp(&da, &pa, &ca, cap(16));
+        let mut b = Side::new(&db, B, 32, cap(16));
         connect_shared(&mut qa, A, B, b.qp.qp_num());
         connect(&mut b.qp, B, A, qa.qp_num()).expect("connect b");
         let src = buf(1);

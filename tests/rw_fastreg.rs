@@ -11,11 +11,8 @@ use std::ptr::NonNull;
 
 #[test]
 fn rw_read_through_fast_registered_mrs() {
-    let _g = lock();
-    let base = FakeHal::live_pages();
-    let bar = ModelBar::standalone(small_fn_config());
-    {
-        let dev = probe_as(&bar, A, Profile::SMALL);
+    leak_checked(|| {
+        let (_bar, dev) = one_device(small_fn_config(), Profile::SMALL);
         let pd = dev.alloc_pd().unwrap();
         let mut cq = dev.create_cq(64).unwrap();
         let (mut q1, _q2) = loopback_pair(&dev, &pd, &cq, 32);
@@ -76,28 +73,23 @@ fn rw_read_through_fast_registered_mrs() {
         for f in frs.iter_mut() {
             f.dereg().unwrap();
         }
-    }
-    assert_eq!(FakeHal::live_pages(), base);
+    });
 }
 
 /// A fast-register MR re-registered under its next key: the old rkey is
 /// refused by the model, the new one works.
 #[test]
 fn fast_reg_key_rotation_rejects_the_stale_rkey() {
-    use irdma::aeq::{AsyncEvent, AsyncEventKind};
+    use irdma::aeq::AsyncEventKind;
     use irdma::wr::RegMrWr;
-    let _g = lock();
-    let base = FakeHal::live_pages();
-    let bar = ModelBar::standalone(small_fn_config());
-    {
-        let dev = probe_as(&bar, A, Profile::SMALL);
+    leak_checked(|| {
+        let (_bar, dev) = one_device(small_fn_config(), Profile::SMALL);
         let pd = dev.alloc_pd().unwrap();
         let mut cq = dev.create_cq(64).unwrap();
         let mut owner = create_qp(&dev, &pd, &cq, 16); // registers the MR
         let mut peer = create_qp(&dev, &pd, &cq, 16);
-        let (no, np) = (owner.qp_num(), peer.qp_num());
-        connect(&mut owner, A, A, np).unwrap();
-        connect(&mut peer, A, A, no).unwrap();
+        let np = peer.qp_num();
+        connect_both(&mut owner, A, &mut peer, A);
 
         let target = buf(2);
         let mut fr = dev.alloc_mr(&pd, 16).unwrap();
@@ -128,11 +120,8 @@ fn fast_reg_key_rotation_rejects_the_stale_rkey() {
         let data = fill(&src, 21);
         let smr = reg(&dev, &pd, src.paddr(), 4096, &pages_of(&src), false);
         let sge = [Sge { addr: src.paddr(), length: 16, lkey: smr.lkey() }];
-        let write = |id, rkey| SendWr {
-            wr_id: id,
-            opcode: WrOpcode::RdmaWrite { remote_addr: 0x5000_0000 + 4096, rkey },
-            flags: SendFlags::SIGNALED,
-            sg_list: &sge,
+        let write = |id, rkey| {
+            signaled(id, WrOpcode::RdmaWrite { remote_addr: 0x5000_0000 + 4096, rkey }, &sge)
         };
         peer.post_send(&[write(2, k1)]).unwrap();
         let wc = poll_n(&mut cq, 1);
@@ -140,12 +129,7 @@ fn fast_reg_key_rotation_rejects_the_stale_rkey() {
         assert_eq!(read(&target, 0, 16), data[..16].to_vec(), "IOVA page 1 = physical page 0");
 
         // Invalidate and re-register under the next key.
-        let inv = SendWr {
-            wr_id: 3,
-            opcode: WrOpcode::LocalInv { inv_key: k1 },
-            flags: SendFlags::SIGNALED,
-            sg_list: &[],
-        };
+        let inv = signaled(3, WrOpcode::LocalInv { inv_key: k1 }, &[]);
         let k2 = fr.next_key();
         assert_ne!(k1, k2);
         assert_eq!(k1 >> 8, k2 >> 8);
@@ -157,13 +141,7 @@ fn fast_reg_key_rotation_rejects_the_stale_rkey() {
 
         assert!(target.write_bytes(0, &[0u8; 16]));
         peer.post_send(&[write(5, k1)]).unwrap();
-        let mut ev = [AsyncEvent {
-            kind: AsyncEventKind::Ignored,
-            ae_code: 0,
-            ae_src: 0,
-            id: 0,
-            moved_to_error: false,
-        }; 4];
+        let mut ev = [NO_EVENT; 4];
         let n = dev.poll_async_events(&mut ev);
         assert!(
             ev[..n].iter().any(|e| e.id == np && e.kind == AsyncEventKind::QpAccessError),
@@ -180,8 +158,7 @@ fn fast_reg_key_rotation_rejects_the_stale_rkey() {
         let wc = poll_n(&mut cq, 1);
         assert_eq!((wc[0].wr_id, wc[0].status), (6, WcStatus::Success));
         assert_eq!(read(&target, 0, 16), data[..16].to_vec());
-    }
-    assert_eq!(FakeHal::live_pages(), base);
+    });
 }
 
 /// Issue #12: a REG_MR WR posted with safe `post_send` must name a live
@@ -192,18 +169,13 @@ fn fast_reg_key_rotation_rejects_the_stale_rkey() {
 fn fast_reg_wr_must_name_a_live_fast_register_mr_of_this_device() {
     use irdma::verbs::{PostError, PostErrorKind};
     use irdma::wr::RegMrWr;
-    let _g = lock();
-    let base = FakeHal::live_pages();
-    let bar = ModelBar::standalone(small_fn_config());
-    {
-        let dev = probe_as(&bar, A, Profile::SMALL);
+    leak_checked(|| {
+        let (bar, dev) = one_device(small_fn_config(), Profile::SMALL);
         let pd = dev.alloc_pd().unwrap();
         let mut cq = dev.create_cq(64).unwrap();
         let mut owner = create_qp(&dev, &pd, &cq, 16);
         let mut peer = create_qp(&dev, &pd, &cq, 16);
-        let (no, np) = (owner.qp_num(), peer.qp_num());
-        connect(&mut owner, A, A, np).unwrap();
-        connect(&mut peer, A, A, no).unwrap();
+        connect_both(&mut owner, A, &mut peer, A);
 
         let target = buf(4);
         let pages = pages_of(&target);
@@ -287,20 +259,14 @@ fn fast_reg_wr_must_name_a_live_fast_register_mr_of_this_device() {
         let data = fill(&src, 5);
         let smr = reg(&dev, &pd, src.paddr(), 4096, &pages_of(&src), false);
         let sge = [Sge { addr: src.paddr(), length: 64, lkey: smr.lkey() }];
-        let w = SendWr {
-            wr_id: 12,
-            opcode: WrOpcode::RdmaWrite { remote_addr: 0x5000_0000 + 3 * 4096, rkey: key },
-            flags: SendFlags::SIGNALED,
-            sg_list: &sge,
-        };
+        let w = signaled(12, write_op(0x5000_0000 + 3 * 4096, key), &sge);
         peer.post_send(&[w]).unwrap();
         let wc = poll_n(&mut cq, 1);
         assert_eq!((wc[0].wr_id, wc[0].status), (12, WcStatus::Success), "{wc:?}");
         assert_eq!(read(&target, 3 * 4096, 64), data[..64].to_vec());
         drop((smr, other));
         fr.dereg().unwrap();
-    }
-    assert_eq!(FakeHal::live_pages(), base);
+    });
 }
 
 /// A profile with a small PBLE object, so filling it takes a few dozen MRs.
@@ -320,18 +286,13 @@ fn few_pbles() -> Profile {
 fn level2_fast_register_mr_maps_three_leaves() {
     use irdma::verbs::{PostError, PostErrorKind};
     use irdma::wr::RegMrWr;
-    let _g = lock();
-    let base = FakeHal::live_pages();
-    let bar = ModelBar::standalone(small_fn_config());
-    {
-        let dev = probe_as(&bar, A, few_pbles());
+    leak_checked(|| {
+        let (_bar, dev) = one_device(small_fn_config(), few_pbles());
         let pd = dev.alloc_pd().unwrap();
         let mut cq = dev.create_cq(64).unwrap();
         let mut owner = create_qp(&dev, &pd, &cq, 16);
         let mut peer = create_qp(&dev, &pd, &cq, 16);
-        let (no, np) = (owner.qp_num(), peer.qp_num());
-        connect(&mut owner, A, A, np).unwrap();
-        connect(&mut peer, A, A, no).unwrap();
+        connect_both(&mut owner, A, &mut peer, A);
         let src = buf(1);
         let sdata = fill(&src, 17);
         let smr = reg(&dev, &pd, src.paddr(), 4096, &pages_of(&src), false);
@@ -398,12 +359,7 @@ fn level2_fast_register_mr_maps_three_leaves() {
             [(511u64, 4096 - 128, 256usize, 0usize), (1090, 100, 64, 512), (0, 0x300, 32, 900)];
         for (k, &(p, off, len, so)) in writes.iter().enumerate() {
             let sge = [Sge { addr: src.paddr() + so as u64, length: len as u32, lkey: smr.lkey() }];
-            let w = SendWr {
-                wr_id: 10 + k as u64,
-                opcode: WrOpcode::RdmaWrite { remote_addr: page0 + p * 4096 + off, rkey: key },
-                flags: SendFlags::SIGNALED,
-                sg_list: &sge,
-            };
+            let w = signaled(10 + k as u64, write_op(page0 + p * 4096 + off, key), &sge);
             peer.post_send(&[w]).unwrap();
             let wc = poll_n(&mut cq, 1);
             assert_eq!((wc[0].wr_id, wc[0].status), (10 + k as u64, WcStatus::Success), "{wc:?}");
@@ -453,8 +409,7 @@ fn level2_fast_register_mr_maps_three_leaves() {
         );
         drop(holes);
         drop(smr);
-    }
-    assert_eq!(FakeHal::live_pages(), base);
+    });
 }
 
 /// Every CQP op of a level-2 `alloc_mr` failing once (model
@@ -464,11 +419,8 @@ fn level2_fast_register_mr_maps_three_leaves() {
 fn level2_alloc_mr_failing_cqp_op_leaks_no_pble() {
     const MAJ: u16 = 0xF001;
     const MIN: u16 = 0x0042;
-    let _g = lock();
-    let base = FakeHal::live_pages();
-    let bar = ModelBar::standalone(small_fn_config());
-    {
-        let dev = probe_as(&bar, A, few_pbles());
+    leak_checked(|| {
+        let (bar, dev) = one_device(small_fn_config(), few_pbles());
         let pd = dev.alloc_pd().unwrap();
         let holes = fragment_pbles(&dev, &pd);
         let before = dev.resource_usage();
@@ -494,6 +446,5 @@ fn level2_alloc_mr_failing_cqp_op_leaks_no_pble() {
         let now = dev.resource_usage();
         assert_eq!((now.pble_free, now.mrs), (before.pble_free, before.mrs));
         drop(holes);
-    }
-    assert_eq!(FakeHal::live_pages(), base);
+    });
 }

@@ -177,11 +177,9 @@ fn rw_force_mr_through_level2_fast_register_mrs() {
 fn rw_refuses_a_level2_mr_passed_as_level1() {
     use irdma::rw::{RwError, RwPostError};
     use irdma::wr::RegMrWr;
-    let _g = lock();
-    let base = FakeHal::live_pages();
-    let bar = ModelBar::standalone(small_fn_config());
-    {
-        let dev = probe_as(&bar, A, Profile { pbles: 16 * 1024, ..Profile::SMALL });
+    leak_checked(|| {
+        let (_bar, dev) =
+            one_device(small_fn_config(), Profile { pbles: 16 * 1024, ..Profile::SMALL });
         let pd = dev.alloc_pd().unwrap();
         let mut cq = dev.create_cq(64).unwrap();
         let (mut q1, mut q2) = loopback_pair(&dev, &pd, &cq, 32);
@@ -248,12 +246,7 @@ fn rw_refuses_a_level2_mr_passed_as_level1() {
         };
         q1.post_send(&[reg_wr]).unwrap();
         let sge = [Sge { addr: REMOTE_IOVA, length: 32, lkey: rmr.lkey() }];
-        let w = SendWr {
-            wr_id: 3,
-            opcode: WrOpcode::RdmaWrite { remote_addr: 0x6000_0000 + 599 * 4096 + 8, rkey: key },
-            flags: SendFlags::SIGNALED,
-            sg_list: &sge,
-        };
+        let w = signaled(3, write_op(0x6000_0000 + 599 * 4096 + 8, key), &sge);
         q2.post_send(&[w]).unwrap();
         let wc = poll_n(&mut cq, 2);
         assert!(wc.len() == 2 && wc.iter().all(|w| w.status == WcStatus::Success), "{wc:?}");
@@ -261,6 +254,5 @@ fn rw_refuses_a_level2_mr_passed_as_level1() {
         assert_eq!(read(&target, 8, 32), vec![0u8; 32]);
         fr.dereg().unwrap();
         drop((rmr, holes));
-    }
-    assert_eq!(FakeHal::live_pages(), base);
+    });
 }

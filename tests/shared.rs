@@ -11,8 +11,7 @@ fn assert_send_sync<T: Send + Sync>() {}
 fn threads_share_one_device() {
     assert_send_sync::<Dev>();
     let _g = lock();
-    let bar = ModelBar::standalone(small_fn_config());
-    let dev = probe_as(&bar, A, Profile::SMALL);
+    let (_bar, dev) = one_device(small_fn_config(), Profile::SMALL);
     let usage = dev.resource_usage();
     std::thread::scope(|s| {
         for t in 0..4u8 {
@@ -24,9 +23,7 @@ fn threads_share_one_device() {
                     let mut cq = dev.create_cq(8).unwrap();
                     let mut q1 = create_qp(dev, &pd, &cq, 4);
                     let mut q2 = create_qp(dev, &pd, &cq, 4);
-                    let (n1, n2) = (q1.qp_num(), q2.qp_num());
-                    connect(&mut q1, A, A, n2).unwrap();
-                    connect(&mut q2, A, A, n1).unwrap();
+                    connect_both(&mut q1, A, &mut q2, A);
                     let mr = reg(dev, &pd, b.paddr(), 4096, &pages_of(&b), false);
                     let v = [t, i as u8, 0xaa, 0x55];
                     assert!(b.write_bytes(0, &v));

@@ -18,7 +18,7 @@ mod common;
 mod e2e_common;
 
 use e2e_common::*;
-use irdma::aeq::{AsyncEvent, AsyncEventKind};
+use irdma::aeq::AsyncEventKind;
 use irdma::cqp::CqpError;
 use irdma::verbs::PostErrorKind;
 
@@ -45,18 +45,6 @@ enum Flavor {
     /// A shared QP, polled with `poll_shared` (or a `CqPoller`).
     Shared,
 }
-
-fn qcap() -> QpCap {
-    QpCap { max_send_wr: 16, max_recv_wr: 16, max_send_sge: 2, max_recv_sge: 2, max_inline_data: 0 }
-}
-
-const NO_EVENT: AsyncEvent = AsyncEvent {
-    kind: AsyncEventKind::Ignored,
-    ae_code: 0,
-    ae_src: 0,
-    id: 0,
-    moved_to_error: false,
-};
 
 /// Either QP flavour behind one interface.
 enum AnyQp<'d> {
@@ -127,9 +115,7 @@ fn queue(got: &[WorkCompletion], recv: bool) -> Vec<(u64, WcStatus)> {
 }
 
 fn case(path: Path, flavor: Flavor) {
-    let _g = lock();
-    let base = FakeHal::live_pages();
-    {
+    leak_checked(|| {
         let (bar_a, _bar_b, da, db) = two_devices(Profile::SMALL);
         let usage0 = da.resource_usage();
         let pa = da.alloc_pd().expect("pd");
@@ -139,13 +125,13 @@ fn case(path: Path, flavor: Flavor) {
         }
         let recv_cq = cqs.len() - 1;
         let mut qp = {
-            let mut attr = QpInitAttr { send_cq: &cqs[0], recv_cq: &cqs[recv_cq], cap: qcap() };
+            let mut attr = QpInitAttr { send_cq: &cqs[0], recv_cq: &cqs[recv_cq], cap: cap(16) };
             match flavor {
                 Flavor::Shared => AnyQp::Shared(da.create_shared_qp(&pa, &mut attr).expect("qp")),
                 _ => AnyQp::Plain(da.create_qp(&pa, &mut attr).expect("qp")),
             }
         };
-        let mut b = Side::new(&db, B, 64, qcap());
+        let mut b = Side::new(&db, B, 64, cap(16));
         match &mut qp {
             AnyQp::Plain(q) => connect(q, A, B, b.qp.qp_num()).expect("connect a"),
             AnyQp::Shared(q) => connect_shared(q, A, B, b.qp.qp_num()),
@@ -282,8 +268,7 @@ fn case(path: Path, flavor: Flavor) {
                 assert!(!cq.is_dead());
                 let mut q = create_qp(&da, &pa, &cq, 8);
                 let mut b2 = create_qp(&db, &b.pd, &b.cq, 8);
-                connect(&mut q, A, B, b2.qp_num()).expect("connect");
-                connect(&mut b2, B, A, q.qp_num()).expect("connect");
+                connect_both(&mut q, A, &mut b2, B);
                 q.post_send(&[write(40, true)]).expect("post on the new QP");
                 let got = poll_until_with(|w| cq.poll(w), usize::MAX, 20);
                 assert_eq!(queue(&got, false), vec![(40, WcStatus::Success)], "{got:?}");
@@ -318,8 +303,7 @@ fn case(path: Path, flavor: Flavor) {
         }
         drop((b, dst));
         db.close().expect("peer closes cleanly");
-    }
-    assert_eq!(FakeHal::live_pages(), base, "every page back");
+    });
 }
 
 macro_rules! cases {
@@ -355,22 +339,19 @@ cases! {
 /// wrapped the ring back to index 0.
 #[test]
 fn late_cqe_after_software_flush_never_completes_a_later_wr() {
-    let _g = lock();
-    let base = FakeHal::live_pages();
-    {
+    leak_checked(|| {
         let (bar_a, _bar_b, da, db) = two_devices(Profile::SMALL);
         let pa = da.alloc_pd().expect("pd");
         let mut cq = da.create_cq(512).expect("cq");
-        let cap = qcap();
+        let cap = cap(16);
         let mut q =
             da.create_qp(&pa, &mut QpInitAttr { send_cq: &cq, recv_cq: &cq, cap }).expect("qp");
         // One-SGE WRITEs take one quantum each: the ring holds `ring` WRs.
         let ring = irdma::uk::sizing::calc_sq(cap.max_send_wr, cap.max_send_sge, 0)
             .expect("sizing")
             .depth_quanta as u64;
-        let mut b = Side::new(&db, B, 64, qcap());
-        connect(&mut q, A, B, b.qp.qp_num()).expect("connect");
-        connect(&mut b.qp, B, A, q.qp_num()).expect("connect");
+        let mut b = Side::new(&db, B, 64, cap);
+        connect_both(&mut q, A, &mut b.qp, B);
         let src = buf(1);
         let src_mr = reg(&da, &pa, src.paddr(), 4096, &pages_of(&src), false);
         let dst = b.region(1, 0);
@@ -414,8 +395,7 @@ fn late_cqe_after_software_flush_never_completes_a_later_wr() {
         unsafe { da.close_after_reset() };
         drop((src, b, dst));
         db.close().expect("peer closes cleanly");
-    }
-    assert_eq!(FakeHal::live_pages(), base, "every page back");
+    });
 }
 
 /// The RQ side of [`late_cqe_after_software_flush_never_completes_a_later_wr`]:
@@ -424,21 +404,18 @@ fn late_cqe_after_software_flush_never_completes_a_later_wr() {
 /// software flush have wrapped the RQ back to index 0.
 #[test]
 fn late_receive_cqe_after_software_flush_never_completes_a_later_receive() {
-    let _g = lock();
-    let base = FakeHal::live_pages();
-    {
+    leak_checked(|| {
         let (bar_a, _bar_b, da, db) = two_devices(Profile::SMALL);
         let pa = da.alloc_pd().expect("pd");
         let mut cq = da.create_cq(256).expect("cq");
-        let cap = qcap();
+        let cap = cap(16);
         let mut q =
             da.create_qp(&pa, &mut QpInitAttr { send_cq: &cq, recv_cq: &cq, cap }).expect("qp");
         let ring = irdma::uk::sizing::calc_rq(cap.max_recv_wr, cap.max_recv_sge)
             .expect("sizing")
             .size as u64;
-        let mut b = Side::new(&db, B, 64, qcap());
-        connect(&mut q, A, B, b.qp.qp_num()).expect("connect");
-        connect(&mut b.qp, B, A, q.qp_num()).expect("connect");
+        let mut b = Side::new(&db, B, 64, cap);
+        connect_both(&mut q, A, &mut b.qp, B);
         let inbox = buf(1);
         let inbox_mr = reg(&da, &pa, inbox.paddr(), 4096, &pages_of(&inbox), false);
         let rsge = [Sge { addr: inbox.paddr(), length: 256, lkey: inbox_mr.lkey() }];
@@ -485,6 +462,5 @@ fn late_receive_cqe_after_software_flush_never_completes_a_later_receive() {
         unsafe { da.close_after_reset() };
         drop((inbox, src, b));
         db.close().expect("peer closes cleanly");
-    }
-    assert_eq!(FakeHal::live_pages(), base, "every page back");
+    });
 }

@@ -7,21 +7,15 @@ use common::*;
 
 #[test]
 fn write_read_send_between_two_devices() {
-    let _g = lock();
-    let base = FakeHal::live_pages();
-    let bar_a = ModelBar::standalone(Config::default());
-    let bar_b = bar_a.add_peer(Config::default());
-    {
-        let da = probe_as(&bar_a, A, Profile::SMALL);
-        let db = probe_as(&bar_b, B, Profile::SMALL);
+    leak_checked(|| {
+        let (_bar_a, _bar_b, da, db) = two_devices_with(Config::default(), Profile::SMALL);
         let (pa, pb) = (da.alloc_pd().unwrap(), db.alloc_pd().unwrap());
         let (mut ca, mut cb) = (da.create_cq(64).unwrap(), db.create_cq(64).unwrap());
         let mut qa = create_qp(&da, &pa, &ca, 32);
         let mut qb = create_qp(&db, &pb, &cb, 32);
         assert!(qa.cap().max_send_wr >= 32 && qa.cap().max_recv_sge >= 2);
-        let (na, nb) = (qa.qp_num(), qb.qp_num());
-        connect(&mut qa, A, B, nb).unwrap();
-        connect(&mut qb, B, A, na).unwrap();
+        let nb = qb.qp_num();
+        connect_both(&mut qa, A, &mut qb, B);
         assert_eq!(qa.state(), QpState::Rts);
 
         // A: source (level 0, contiguous), B: target (level 1: pages reversed).
@@ -39,12 +33,7 @@ fn write_read_send_between_two_devices() {
 
         // RDMA WRITE of 6000 bytes starting 100 bytes into B's region.
         let sge = [Sge { addr: src.paddr(), length: 6000, lkey: src_mr.lkey() }];
-        let wr = SendWr {
-            wr_id: 1,
-            opcode: WrOpcode::RdmaWrite { remote_addr: iova_b + 100, rkey: dst_mr.rkey() },
-            flags: SendFlags::SIGNALED,
-            sg_list: &sge,
-        };
+        let wr = signaled(1, write_op(iova_b + 100, dst_mr.rkey()), &sge);
         qa.post_send(&[wr]).unwrap();
         let wc = poll_n(&mut ca, 1);
         assert_eq!(wc.len(), 1);
@@ -64,12 +53,7 @@ fn write_read_send_between_two_devices() {
         let back = buf(2);
         let back_mr = reg(&da, &pa, back.paddr(), 8192, &pages_of(&back), false);
         let sge = [Sge { addr: back.paddr(), length: 5000, lkey: back_mr.lkey() }];
-        let wr = SendWr {
-            wr_id: 2,
-            opcode: WrOpcode::RdmaRead { remote_addr: iova_b + 100, rkey: dst_mr.rkey() },
-            flags: SendFlags::SIGNALED,
-            sg_list: &sge,
-        };
+        let wr = signaled(2, read_op(iova_b + 100, dst_mr.rkey()), &sge);
         qa.post_send(&[wr]).unwrap();
         let wc = poll_n(&mut ca, 1);
         assert_eq!(
@@ -97,8 +81,7 @@ fn write_read_send_between_two_devices() {
         );
         assert_eq!(wc[0].qp_num, nb);
         assert_eq!(read(&rbuf, 0, 777), data[8192..8192 + 777].to_vec(), "SEND byte for byte");
-    }
-    assert_eq!(FakeHal::live_pages(), base, "everything freed");
+    });
 }
 
 /// One device, two QPs connected to each other through the loopback.
@@ -114,9 +97,7 @@ fn level2_mr_and_zero_based_mr_on_loopback() {
         let mut cq = dev.create_cq(64).unwrap();
         let mut q1 = create_qp(&dev, &pd, &cq, 16);
         let mut q2 = create_qp(&dev, &pd, &cq, 16);
-        let (n1, n2) = (q1.qp_num(), q2.qp_num());
-        connect(&mut q1, A, A, n2).unwrap();
-        connect(&mut q2, A, A, n1).unwrap();
+        connect_both(&mut q1, A, &mut q2, A);
 
         // More pages than one level-1 run can hold (one SD of PBLEs): level 2.
         // Every IOVA page maps to one of two physical pages, alternating.
@@ -135,12 +116,7 @@ fn level2_mr_and_zero_based_mr_on_loopback() {
         let data = fill(&src, 3);
         let smr = reg(&dev, &pd, src.paddr(), 4096, &pages_of(&src), false);
         let sge = [Sge { addr: src.paddr(), length: 64, lkey: smr.lkey() }];
-        let wr = SendWr {
-            wr_id: 9,
-            opcode: WrOpcode::RdmaWrite { remote_addr: 262_143 * 4096 + 16, rkey: big.rkey() },
-            flags: SendFlags::SIGNALED,
-            sg_list: &sge,
-        };
+        let wr = signaled(9, write_op(262_143 * 4096 + 16, big.rkey()), &sge);
         q1.post_send(&[wr]).unwrap();
         let wc = poll_n(&mut cq, 1);
         assert_eq!((wc[0].wr_id, wc[0].status), (9, WcStatus::Success), "{wc:?}");
@@ -154,20 +130,14 @@ fn level2_mr_and_zero_based_mr_on_loopback() {
 
 #[test]
 fn stale_rkey_after_rereg_is_rejected_and_the_qp_flushes() {
-    let _g = lock();
-    let base = FakeHal::live_pages();
-    let bar_a = ModelBar::standalone(Config::default());
-    let bar_b = bar_a.add_peer(Config::default());
-    {
-        let da = probe_as(&bar_a, A, Profile::SMALL);
-        let db = probe_as(&bar_b, B, Profile::SMALL);
+    leak_checked(|| {
+        let (bar_a, _bar_b, da, db) = two_devices_with(Config::default(), Profile::SMALL);
         let (pa, pb) = (da.alloc_pd().unwrap(), db.alloc_pd().unwrap());
         let (mut ca, _cb) = (da.create_cq(64).unwrap(), db.create_cq(64).unwrap());
         let mut qa = create_qp(&da, &pa, &ca, 16);
         let mut qb = create_qp(&db, &pb, &_cb, 16);
-        let (na, nb) = (qa.qp_num(), qb.qp_num());
-        connect(&mut qa, A, B, nb).unwrap();
-        connect(&mut qb, B, A, na).unwrap();
+        let na = qa.qp_num();
+        connect_both(&mut qa, A, &mut qb, B);
         let src = buf(1);
         let data = fill(&src, 5);
         let smr = reg(&da, &pa, src.paddr(), 4096, &pages_of(&src), false);
@@ -179,12 +149,8 @@ fn stale_rkey_after_rereg_is_rejected_and_the_qp_flushes() {
         assert_eq!(dmr.rkey() >> 8, old >> 8, "same index");
 
         let sge = [Sge { addr: src.paddr(), length: 32, lkey: smr.lkey() }];
-        let write = |id, rkey| SendWr {
-            wr_id: id,
-            opcode: WrOpcode::RdmaWrite { remote_addr: dst.paddr(), rkey },
-            flags: SendFlags::SIGNALED,
-            sg_list: &sge,
-        };
+        let write =
+            |id, rkey| signaled(id, WrOpcode::RdmaWrite { remote_addr: dst.paddr(), rkey }, &sge);
         // The current key works.
         qa.post_send(&[write(1, dmr.rkey())]).unwrap();
         let wc = poll_n(&mut ca, 1);
@@ -196,13 +162,7 @@ fn stale_rkey_after_rereg_is_rejected_and_the_qp_flushes() {
         let rsge = [Sge { addr: src.paddr() + 1024, length: 64, lkey: smr.lkey() }];
         qa.post_recv(&[RecvWr { wr_id: 50, sg_list: &rsge }]).unwrap();
         qa.post_send(&[write(2, old), write(3, dmr.rkey())]).unwrap();
-        let mut ev = [irdma::aeq::AsyncEvent {
-            kind: irdma::aeq::AsyncEventKind::Ignored,
-            ae_code: 0,
-            ae_src: 0,
-            id: 0,
-            moved_to_error: false,
-        }; 8];
+        let mut ev = [NO_EVENT; 8];
         let n = da.poll_async_events(&mut ev);
         assert!(n >= 1, "an AE for the requester");
         let e = ev[..n].iter().find(|e| e.id == na).expect("AE names QP A");
@@ -234,26 +194,21 @@ fn stale_rkey_after_rereg_is_rejected_and_the_qp_flushes() {
             d.trace().filter(|e| matches!(e, mock_bar::Event::CqpOp { opcode: 0x22, .. })).count()
         });
         assert_eq!(flushes, 1, "one FLUSH_WQES for QP A");
-    }
-    assert_eq!(FakeHal::live_pages(), base);
+    });
 }
 
 #[test]
 fn modify_to_error_flushes_every_outstanding_wr_exactly_once() {
-    let _g = lock();
-    let base = FakeHal::live_pages();
-    let bar = ModelBar::standalone(small_fn_config());
-    {
-        let dev = probe_as(&bar, A, Profile::SMALL);
+    leak_checked(|| {
+        let (_bar, dev) = one_device(small_fn_config(), Profile::SMALL);
         let pd = dev.alloc_pd().unwrap();
         let (mut scq, mut rcq) = (dev.create_cq(64).unwrap(), dev.create_cq(64).unwrap());
         let mut attr = QpInitAttr { send_cq: &scq, recv_cq: &rcq, cap: cap(16) };
         let mut q1 = dev.create_qp(&pd, &mut attr).unwrap();
         let mut attr = QpInitAttr { send_cq: &scq, recv_cq: &rcq, cap: cap(16) };
         let mut q2 = dev.create_qp(&pd, &mut attr).unwrap();
-        let (n1, n2) = (q1.qp_num(), q2.qp_num());
-        connect(&mut q1, A, A, n2).unwrap();
-        connect(&mut q2, A, A, n1).unwrap();
+        let n1 = q1.qp_num();
+        connect_both(&mut q1, A, &mut q2, A);
         let b = buf(1);
         let mr = reg(&dev, &pd, b.paddr(), 4096, &pages_of(&b), false);
         let sge = [Sge { addr: b.paddr(), length: 16, lkey: mr.lkey() }];
@@ -296,15 +251,13 @@ fn modify_to_error_flushes_every_outstanding_wr_exactly_once() {
         assert_eq!(scq.poll(&mut wc) + rcq.poll(&mut wc), 0);
         // INIT after a hardware error is refused: only destroy remains.
         assert_eq!(q1.modify(&QpAttr::new(QpState::Init)), Err(VerbsError::InvalidState));
-    }
-    assert_eq!(FakeHal::live_pages(), base);
+    });
 }
 
 #[test]
 fn create_limits_and_written_back_caps() {
     let _g = lock();
-    let bar = ModelBar::standalone(small_fn_config());
-    let dev = probe_as(&bar, A, Profile::SMALL);
+    let (_bar, dev) = one_device(small_fn_config(), Profile::SMALL);
     let pd = dev.alloc_pd().unwrap();
     let cq = dev.create_cq(8).unwrap();
     let usage = dev.resource_usage();
@@ -312,13 +265,7 @@ fn create_limits_and_written_back_caps() {
         let mut a = QpInitAttr { send_cq: &cq, recv_cq: &cq, cap: c };
         dev.create_qp(&pd, &mut a).map(|q| (a.cap, q.cap()))
     };
-    let c = QpCap {
-        max_send_wr: 5,
-        max_recv_wr: 3,
-        max_send_sge: 3,
-        max_recv_sge: 2,
-        max_inline_data: 40,
-    };
+    let c = QpCap { max_inline_data: 40, ..qp_cap(5, 3, 3, 2) };
     let (written, held) = mk(c).unwrap();
     assert_eq!(written, held);
     assert!(written.max_send_wr >= 5 && written.max_recv_wr >= 3);
@@ -345,11 +292,8 @@ fn create_limits_and_written_back_caps() {
 #[test]
 fn create_wq_rounds_up_and_a_qp_receives_through_it() {
     use irdma::verbs::{WqInitAttr, WqType};
-    let _g = lock();
-    let base = FakeHal::live_pages();
-    let bar = ModelBar::standalone(small_fn_config());
-    {
-        let dev = probe_as(&bar, A, Profile::SMALL);
+    leak_checked(|| {
+        let (_bar, dev) = one_device(small_fn_config(), Profile::SMALL);
         let pd = dev.alloc_pd().unwrap();
         let mut cq = dev.create_cq(64).unwrap();
         let mut wa = WqInitAttr { wq_type: WqType::Rq, max_wr: 5, max_sge: 3, cq: &cq };
@@ -374,19 +318,12 @@ fn create_wq_rounds_up_and_a_qp_receives_through_it() {
         let mut q1 = dev.create_qp_on_wq(&pd, &mut a, wq).unwrap();
         assert_eq!(a.cap.max_recv_wr, wa.max_wr);
         let mut q2 = create_qp(&dev, &pd, &cq, 8);
-        let (n1, n2) = (q1.qp_num(), q2.qp_num());
-        connect(&mut q1, A, A, n2).unwrap();
-        connect(&mut q2, A, A, n1).unwrap();
+        connect_both(&mut q1, A, &mut q2, A);
         let sb = buf(1);
         let data = fill(&sb, 9);
         let smr = reg(&dev, &pd, sb.paddr(), 4096, &pages_of(&sb), false);
         let sge = [Sge { addr: sb.paddr(), length: 60, lkey: smr.lkey() }];
-        let w = |id| SendWr {
-            wr_id: id,
-            opcode: WrOpcode::Send,
-            flags: SendFlags::SIGNALED,
-            sg_list: &sge,
-        };
+        let w = |id| signaled(id, WrOpcode::Send, &sge);
         q2.post_send(&[w(1), w(2)]).unwrap();
         let wc = poll_n(&mut cq, 4);
         let recvs: Vec<_> = wc
@@ -397,15 +334,13 @@ fn create_wq_rounds_up_and_a_qp_receives_through_it() {
         assert_eq!(recvs, vec![(70, 60), (71, 60)], "{wc:?}");
         assert_eq!(read(&rb, 0, 60), data[..60].to_vec());
         assert_eq!(read(&rb, 2048, 60), data[..60].to_vec());
-    }
-    assert_eq!(FakeHal::live_pages(), base);
+    });
 }
 
 #[test]
 fn ipv6_path_and_cq_arming() {
     let _g = lock();
-    let bar = ModelBar::standalone(small_fn_config());
-    let dev = probe_as(&bar, A, Profile::SMALL);
+    let (bar, dev) = one_device(small_fn_config(), Profile::SMALL);
     let pd = dev.alloc_pd().unwrap();
     let mut cq = dev.create_cq(16).unwrap();
     let mut q1 = create_qp(&dev, &pd, &cq, 4);
@@ -458,13 +393,7 @@ fn ipv6_path_and_cq_arming() {
     cq.req_notify(false);
     let ceqes = bar.with_device(|d| d.counters().ceqes);
     let ss = [Sge { addr: b.paddr(), length: 64, lkey: mr.lkey() }];
-    q1.post_send(&[SendWr {
-        wr_id: 6,
-        opcode: WrOpcode::Send,
-        flags: SendFlags::SIGNALED,
-        sg_list: &ss,
-    }])
-    .unwrap();
+    q1.post_send(&[signaled(6, WrOpcode::Send, &ss)]).unwrap();
     let wc = poll_n(&mut cq, 2);
     assert!(wc.iter().all(|w| w.status == WcStatus::Success), "{wc:?}");
     assert_eq!(bar.with_device(|d| d.counters().ceqes), ceqes + 1, "one CEQE for the armed CQ");
@@ -472,7 +401,7 @@ fn ipv6_path_and_cq_arming() {
 
 #[test]
 fn cq_overflow_is_an_async_cq_error() {
-    use irdma::aeq::{AsyncEvent, AsyncEventKind};
+    use irdma::aeq::AsyncEventKind;
     let _g = lock();
     let bar = ModelBar::standalone(small_fn_config());
     // the fourth CQE overflows the CQ and is dropped, by design
@@ -484,25 +413,12 @@ fn cq_overflow_is_an_async_cq_error() {
     let mut a = QpInitAttr { send_cq: &tiny, recv_cq: &big_cq, cap: cap(8) };
     let mut q1 = dev.create_qp(&pd, &mut a).unwrap();
     let mut q2 = create_qp(&dev, &pd, &big_cq, 8);
-    let (n1, n2) = (q1.qp_num(), q2.qp_num());
-    connect(&mut q1, A, A, n2).unwrap();
-    connect(&mut q2, A, A, n1).unwrap();
+    connect_both(&mut q1, A, &mut q2, A);
     let b = buf(1);
     let mr = reg(&dev, &pd, b.paddr(), 4096, &pages_of(&b), false);
     let sge = [Sge { addr: b.paddr(), length: 8, lkey: mr.lkey() }];
-    let w = |id| SendWr {
-        wr_id: id,
-        opcode: WrOpcode::RdmaWrite { remote_addr: b.paddr() + 1024, rkey: mr.rkey() },
-        flags: SendFlags::SIGNALED,
-        sg_list: &sge,
-    };
-    let mut ev = [AsyncEvent {
-        kind: AsyncEventKind::Ignored,
-        ae_code: 0,
-        ae_src: 0,
-        id: 0,
-        moved_to_error: false,
-    }; 4];
+    let w = |id| signaled(id, write_op(b.paddr() + 1024, mr.rkey()), &sge);
+    let mut ev = [NO_EVENT; 4];
     q1.post_send(&[w(1), w(2), w(3)]).unwrap();
     assert_eq!(dev.poll_async_events(&mut ev), 0, "three CQEs fit");
     q1.post_send(&[w(4)]).unwrap();
@@ -524,8 +440,7 @@ fn cq_overflow_is_an_async_cq_error() {
 #[test]
 fn bad_mr_requests_are_refused_without_taking_anything() {
     let _g = lock();
-    let bar = ModelBar::standalone(small_fn_config());
-    let dev = probe_as(&bar, A, Profile::SMALL);
+    let (_bar, dev) = one_device(small_fn_config(), Profile::SMALL);
     let pd = dev.alloc_pd().unwrap();
     let b = buf(2);
     let pages = pages_of(&b);
@@ -580,10 +495,9 @@ fn bad_mr_requests_are_refused_without_taking_anything() {
 /// receive stops the SENDs.
 #[test]
 fn rnr_retries_exhausted_is_a_fatal_qp_event() {
-    use irdma::aeq::{AsyncEvent, AsyncEventKind};
+    use irdma::aeq::AsyncEventKind;
     let _g = lock();
-    let bar = ModelBar::standalone(small_fn_config());
-    let dev = probe_as(&bar, A, Profile::SMALL);
+    let (bar, dev) = one_device(small_fn_config(), Profile::SMALL);
     let pd = dev.alloc_pd().unwrap();
     let mut cq = dev.create_cq(16).unwrap();
     let mut q1 = create_qp(&dev, &pd, &cq, 4);
@@ -591,44 +505,20 @@ fn rnr_retries_exhausted_is_a_fatal_qp_event() {
     let (n1, n2) = (q1.qp_num(), q2.qp_num());
     connect(&mut q2, A, A, n1).unwrap();
     q1.modify(&QpAttr::new(QpState::Init)).unwrap();
-    let mut rtr = QpAttr::new(QpState::Rtr);
-    rtr.dest_qp = n2;
-    // the same PSNs as `connect` gives q2: the RNR condition comes from the
-    // missing receive alone, not from a PSN the responder would drop
-    rtr.rq_psn = 100;
-    rtr.path_mtu = 1024;
-    rtr.av = Some(AddressVector {
-        dest_mac: A.mac,
-        dest_ip: IpAddr::V4(A.ip),
-        src_ip: IpAddr::V4(A.ip),
-        hop_limit: 64,
-        traffic_class: 0,
-        flow_label: 0,
-        vlan: None,
-    });
-    q1.modify(&rtr).unwrap();
-    let mut rts = QpAttr::new(QpState::Rts);
-    rts.sq_psn = 100;
+    // the same PSNs as `connect` gives q2 (`rtr_attr`, `rts_attr`): the RNR
+    // condition comes from the missing receive alone, not from a PSN the
+    // responder would drop
+    q1.modify(&rtr_attr(A, A, n2)).unwrap();
+    let mut rts = rts_attr();
     rts.rnr_retry = 1;
     q1.modify(&rts).unwrap();
     let b = buf(1);
     let mr = reg(&dev, &pd, b.paddr(), 4096, &pages_of(&b), false);
     let sge = [Sge { addr: b.paddr(), length: 8, lkey: mr.lkey() }];
-    let send = |id| SendWr {
-        wr_id: id,
-        opcode: WrOpcode::Send,
-        flags: SendFlags::SIGNALED,
-        sg_list: &sge,
-    };
+    let send = |id| signaled(id, WrOpcode::Send, &sge);
     // q2 never posts a receive: RNR NAKs until the retry budget is spent.
     q1.post_send(&[send(1), send(2)]).unwrap();
-    let mut ev = [AsyncEvent {
-        kind: AsyncEventKind::Ignored,
-        ae_code: 0,
-        ae_src: 0,
-        id: 0,
-        moved_to_error: false,
-    }; 4];
+    let mut ev = [NO_EVENT; 4];
     let mut got = None;
     for _ in 0..20 {
         bar.fabric().step();
@@ -654,11 +544,8 @@ fn rnr_retries_exhausted_is_a_fatal_qp_event() {
 /// traffic than the old one could hold; the old ring is retired and freed.
 #[test]
 fn resize_cq_delivers_pending_cqes_once_then_uses_the_new_ring() {
-    let _g = lock();
-    let base = FakeHal::live_pages();
-    let bar = ModelBar::standalone(small_fn_config());
-    {
-        let dev = probe_as(&bar, A, Profile::SMALL);
+    leak_checked(|| {
+        let (bar, dev) = one_device(small_fn_config(), Profile::SMALL);
         let pd = dev.alloc_pd().unwrap();
         // 4 completions → a ring of 10 entries.
         let mut cq = dev.create_cq(4).unwrap();
@@ -668,12 +555,7 @@ fn resize_cq_delivers_pending_cqes_once_then_uses_the_new_ring() {
         let b = buf(1);
         let mr = reg(&dev, &pd, b.paddr(), 4096, &pages_of(&b), false);
         let sge = [Sge { addr: b.paddr(), length: 8, lkey: mr.lkey() }];
-        let write = |id| SendWr {
-            wr_id: id,
-            opcode: WrOpcode::RdmaWrite { remote_addr: b.paddr() + 64, rkey: mr.rkey() },
-            flags: SendFlags::SIGNALED,
-            sg_list: &sge,
-        };
+        let write = |id| signaled(id, write_op(b.paddr() + 64, mr.rkey()), &sge);
         for id in 1..=3 {
             qp.post_send(&[write(id)]).unwrap();
         }
@@ -724,8 +606,7 @@ fn resize_cq_delivers_pending_cqes_once_then_uses_the_new_ring() {
                 .last()
         });
         assert_eq!(word.map(|w| w & 0x3fff), Some(1), "SW_CQ_SELECT after one resize");
-    }
-    assert_eq!(FakeHal::live_pages(), base);
+    });
 }
 
 /// A QP destroyed while its completions are still in a shared CQ: its CQEs
@@ -733,29 +614,20 @@ fn resize_cq_delivers_pending_cqes_once_then_uses_the_new_ring() {
 /// -EFAULT, skipped), and the other QP's completions all arrive, in order.
 #[test]
 fn destroyed_qp_cqes_are_dropped_and_other_qps_lose_nothing() {
-    let _g = lock();
-    let base = FakeHal::live_pages();
-    let bar = ModelBar::standalone(small_fn_config());
-    {
-        let dev = probe_as(&bar, A, Profile::SMALL);
+    leak_checked(|| {
+        let (_bar, dev) = one_device(small_fn_config(), Profile::SMALL);
         let pd = dev.alloc_pd().unwrap();
         let (mut scq, rcq) = (dev.create_cq(64).unwrap(), dev.create_cq(64).unwrap());
         let mut attr = QpInitAttr { send_cq: &scq, recv_cq: &rcq, cap: cap(16) };
         let mut q1 = dev.create_qp(&pd, &mut attr).unwrap();
         let mut attr = QpInitAttr { send_cq: &scq, recv_cq: &rcq, cap: cap(16) };
         let mut q2 = dev.create_qp(&pd, &mut attr).unwrap();
-        let (n1, n2) = (q1.qp_num(), q2.qp_num());
-        connect(&mut q1, A, A, n2).unwrap();
-        connect(&mut q2, A, A, n1).unwrap();
+        let n2 = q2.qp_num();
+        connect_both(&mut q1, A, &mut q2, A);
         let b = buf(1);
         let mr = reg(&dev, &pd, b.paddr(), 4096, &pages_of(&b), false);
         let sge = [Sge { addr: b.paddr(), length: 16, lkey: mr.lkey() }];
-        let write = |id| SendWr {
-            wr_id: id,
-            opcode: WrOpcode::RdmaWrite { remote_addr: b.paddr() + 512, rkey: mr.rkey() },
-            flags: SendFlags::SIGNALED,
-            sg_list: &sge,
-        };
+        let write = |id| signaled(id, write_op(b.paddr() + 512, mr.rkey()), &sge);
         // Interleaved completions of both QPs in the send CQ.
         for i in 0..3 {
             q1.post_send(&[write(100 + i)]).unwrap();
@@ -769,19 +641,15 @@ fn destroyed_qp_cqes_are_dropped_and_other_qps_lose_nothing() {
         let mut wc = [EMPTY_WC; 4];
         assert_eq!(scq.poll(&mut wc), 0);
         assert_eq!(scq.unlisted_qp(), None);
-    }
-    assert_eq!(FakeHal::live_pages(), base);
+    });
 }
 
 /// `Cq::resize` while old rings are still pending: at most
 /// `MAX_PENDING_RESIZES`, then `InvalidState`; polling retires them all.
 #[test]
 fn resize_cq_pending_rings_are_bounded() {
-    let _g = lock();
-    let base = FakeHal::live_pages();
-    let bar = ModelBar::standalone(small_fn_config());
-    {
-        let dev = probe_as(&bar, A, Profile::SMALL);
+    leak_checked(|| {
+        let (bar, dev) = one_device(small_fn_config(), Profile::SMALL);
         let pd = dev.alloc_pd().unwrap();
         let mut cq = dev.create_cq(4).unwrap();
         let mut qp = create_qp(&dev, &pd, &cq, 8);
@@ -804,19 +672,13 @@ fn resize_cq_pending_rings_are_bounded() {
         let b = buf(1);
         let mr = reg(&dev, &pd, b.paddr(), 4096, &pages_of(&b), false);
         let sge = [Sge { addr: b.paddr(), length: 8, lkey: mr.lkey() }];
-        let wr = SendWr {
-            wr_id: 7,
-            opcode: WrOpcode::RdmaWrite { remote_addr: b.paddr() + 64, rkey: mr.rkey() },
-            flags: SendFlags::SIGNALED,
-            sg_list: &sge,
-        };
+        let wr = signaled(7, write_op(b.paddr() + 64, mr.rkey()), &sge);
         qp.post_send(&[wr]).unwrap();
         let got = poll_n(&mut cq, 1);
         assert_eq!(got.iter().map(|w| w.wr_id).collect::<Vec<_>>(), vec![7]);
         assert_eq!(cq.pending_resizes(), 0);
         cq.resize(100).unwrap();
-    }
-    assert_eq!(FakeHal::live_pages(), base);
+    });
 }
 
 /// Issue #12: a CQ or PD dropped while a QP (or MR) still uses it. An

@@ -49,6 +49,18 @@ fn setup() -> (ModelBar, Arc<Port>, UdpSocket) {
     setup_with(|_| {})
 }
 
+/// Runs `f` holding [`lock`] on a fresh model port ([`setup`]) with the
+/// driver's RC QP on A (a [`Side`]: CQ of 16, depth 8) connected to the
+/// peer's QP [`PEER_QPN`] at B.
+fn with_responder(f: impl FnOnce(&ModelBar, &UdpSocket, &mut Side<'_>)) {
+    let _g = lock();
+    let (bar, _port, peer) = setup();
+    let dev = probe_as(&bar, A, Profile::SMALL);
+    let mut s = Side::new(&dev, A, 16, cap(8));
+    connect(&mut s.qp, A, B, PEER_QPN).unwrap();
+    f(&bar, &peer, &mut s);
+}
+
 /// [`setup`] with the port's configuration changed by `tune` first.
 fn setup_with(tune: impl FnOnce(&mut PortConfig)) -> (ModelBar, Arc<Port>, UdpSocket) {
     let bar = ModelBar::standalone(small_fn_config());
@@ -504,28 +516,25 @@ fn a_frame_to_another_ip_is_an_address_drop() {
 /// with the ePSN is taken (the latch clears).
 #[test]
 fn a_psn_gap_draws_one_sequence_nak_then_silence_until_the_epsn() {
-    let _g = lock();
-    let (bar, _port, peer) = setup();
-    bar.expect_counter(ErrorCounter::WireDrops);
-    let dev = probe_as(&bar, A, Profile::SMALL);
-    let mut s = Side::new(&dev, A, 16, cap(8));
-    connect(&mut s.qp, A, B, PEER_QPN).unwrap();
-    let r = s.region(1, 0);
-    let sge = [r.sge(0, 4096)];
-    s.qp.post_recv(&[RecvWr { wr_id: 1, sg_list: &sge }]).unwrap();
-    let qpn = s.qp.qp_num();
-    put(&bar, &peer, &req(op::SEND_ONLY, qpn, PSN0 + 2, true, b"ahead of the expected PSN"));
-    assert_eq!(answer_of(&peer), (op::ACK, PSN0, Some(0x60), vec![]), "NAK 0x60 with the ePSN");
-    put(&bar, &peer, &req(op::SEND_ONLY, qpn, PSN0 + 3, true, b"still ahead, no second NAK"));
-    nothing_from_port(&peer);
-    put(&bar, &peer, &req(op::SEND_ONLY, qpn, PSN0, true, b"the expected one arrives"));
-    assert_eq!(answer_of(&peer), (op::ACK, PSN0, Some(0x1f), vec![]));
-    let wc = s.one();
-    assert_eq!((wc.wr_id, wc.status), (1, WcStatus::Success));
-    // the latch cleared: a new gap is NAKed again
-    put(&bar, &peer, &req(op::SEND_ONLY, qpn, PSN0 + 5, true, b"a new gap, a new NAK"));
-    assert_eq!(answer_of(&peer), (op::ACK, PSN0 + 1, Some(0x60), vec![]));
-    assert_eq!(bar.with_device(|d| d.counters().wire_drop_reasons.psn), 3);
+    with_responder(|bar, peer, s| {
+        bar.expect_counter(ErrorCounter::WireDrops);
+        let r = s.region(1, 0);
+        let sge = [r.sge(0, 4096)];
+        s.qp.post_recv(&[RecvWr { wr_id: 1, sg_list: &sge }]).unwrap();
+        let qpn = s.qp.qp_num();
+        put(bar, peer, &req(op::SEND_ONLY, qpn, PSN0 + 2, true, b"ahead of the expected PSN"));
+        assert_eq!(answer_of(peer), (op::ACK, PSN0, Some(0x60), vec![]), "NAK 0x60 with the ePSN");
+        put(bar, peer, &req(op::SEND_ONLY, qpn, PSN0 + 3, true, b"still ahead, no second NAK"));
+        nothing_from_port(peer);
+        put(bar, peer, &req(op::SEND_ONLY, qpn, PSN0, true, b"the expected one arrives"));
+        assert_eq!(answer_of(peer), (op::ACK, PSN0, Some(0x1f), vec![]));
+        let wc = s.one();
+        assert_eq!((wc.wr_id, wc.status), (1, WcStatus::Success));
+        // the latch cleared: a new gap is NAKed again
+        put(bar, peer, &req(op::SEND_ONLY, qpn, PSN0 + 5, true, b"a new gap, a new NAK"));
+        assert_eq!(answer_of(peer), (op::ACK, PSN0 + 1, Some(0x60), vec![]));
+        assert_eq!(bar.with_device(|d| d.counters().wire_drop_reasons.psn), 3);
+    });
 }
 
 /// §4.4/§4.5: a SEND with no receive posted gets an RNR NAK with its own
@@ -533,25 +542,22 @@ fn a_psn_gap_draws_one_sequence_nak_then_silence_until_the_epsn() {
 /// taken and ACKed.
 #[test]
 fn no_receive_draws_an_rnr_nak_and_the_resend_is_taken() {
-    let _g = lock();
-    let (bar, _port, peer) = setup();
-    let dev = probe_as(&bar, A, Profile::SMALL);
-    let mut s = Side::new(&dev, A, 16, cap(8));
-    connect(&mut s.qp, A, B, PEER_QPN).unwrap();
-    let qpn = s.qp.qp_num();
-    let send = req(op::SEND_ONLY, qpn, PSN0, true, b"nobody posted a receive");
-    put(&bar, &peer, &send);
-    let (opc, psn, syn, _) = answer_of(&peer);
-    assert_eq!((opc, psn), (op::ACK, PSN0));
-    assert_eq!(syn.map(|s| s & 0xe0), Some(0x20), "RNR NAK: {syn:x?}");
-    s.nothing();
-    let r = s.region(1, 0);
-    let sge = [r.sge(0, 4096)];
-    s.qp.post_recv(&[RecvWr { wr_id: 9, sg_list: &sge }]).unwrap();
-    put(&bar, &peer, &send);
-    assert_eq!(answer_of(&peer), (op::ACK, PSN0, Some(0x1f), vec![]));
-    let wc = s.one();
-    assert_eq!((wc.wr_id, wc.status, wc.byte_len), (9, WcStatus::Success, 23));
+    with_responder(|bar, peer, s| {
+        let qpn = s.qp.qp_num();
+        let send = req(op::SEND_ONLY, qpn, PSN0, true, b"nobody posted a receive");
+        put(bar, peer, &send);
+        let (opc, psn, syn, _) = answer_of(peer);
+        assert_eq!((opc, psn), (op::ACK, PSN0));
+        assert_eq!(syn.map(|s| s & 0xe0), Some(0x20), "RNR NAK: {syn:x?}");
+        s.nothing();
+        let r = s.region(1, 0);
+        let sge = [r.sge(0, 4096)];
+        s.qp.post_recv(&[RecvWr { wr_id: 9, sg_list: &sge }]).unwrap();
+        put(bar, peer, &send);
+        assert_eq!(answer_of(peer), (op::ACK, PSN0, Some(0x1f), vec![]));
+        let wc = s.one();
+        assert_eq!((wc.wr_id, wc.status, wc.byte_len), (9, WcStatus::Success, 23));
+    });
 }
 
 /// §4.4: a WRITE with an R_Key the responder does not know draws a remote
@@ -559,37 +565,31 @@ fn no_receive_draws_an_rnr_nak_and_the_resend_is_taken() {
 /// to error (as rxe's does).
 #[test]
 fn a_bad_rkey_draws_a_remote_access_nak() {
-    let _g = lock();
-    let (bar, _port, peer) = setup();
-    let dev = probe_as(&bar, A, Profile::SMALL);
-    let mut s = Side::new(&dev, A, 16, cap(8));
-    connect(&mut s.qp, A, B, PEER_QPN).unwrap();
-    let r = s.region(1, 0);
-    let mut w = req(op::WRITE_ONLY, s.qp.qp_num(), PSN0, true, b"to a key nobody registered");
-    w.reth = Some((r.addr(), r.mr.rkey() ^ 0x5500, 26));
-    put(&bar, &peer, &w);
-    assert_eq!(answer_of(&peer), (op::ACK, PSN0, Some(0x62), vec![]));
-    assert_eq!(r.bytes(0, 26), s.region(1, 0).bytes(0, 26), "memory untouched");
-    let qpn = s.qp.qp_num();
-    let st = bar.with_device(|d| d.qp(qpn).map(|q| q.state));
-    assert_eq!(st, Some(mock_bar::regs::qps::ERROR), "responder QP in error");
+    with_responder(|bar, peer, s| {
+        let r = s.region(1, 0);
+        let mut w = req(op::WRITE_ONLY, s.qp.qp_num(), PSN0, true, b"to a key nobody registered");
+        w.reth = Some((r.addr(), r.mr.rkey() ^ 0x5500, 26));
+        put(bar, peer, &w);
+        assert_eq!(answer_of(peer), (op::ACK, PSN0, Some(0x62), vec![]));
+        assert_eq!(r.bytes(0, 26), s.region(1, 0).bytes(0, 26), "memory untouched");
+        let qpn = s.qp.qp_num();
+        let st = bar.with_device(|d| d.qp(qpn).map(|q| q.state));
+        assert_eq!(st, Some(mock_bar::regs::qps::ERROR), "responder QP in error");
+    });
 }
 
 /// §4.1/§4.4: a SEND Only longer than the path MTU (1024) is a length
 /// error: invalid-request NAK (0x61) with its PSN, not a silent drop.
 #[test]
 fn a_length_error_draws_an_invalid_request_nak() {
-    let _g = lock();
-    let (bar, _port, peer) = setup();
-    bar.expect_counter(ErrorCounter::WireDrops);
-    let dev = probe_as(&bar, A, Profile::SMALL);
-    let mut s = Side::new(&dev, A, 16, cap(8));
-    connect(&mut s.qp, A, B, PEER_QPN).unwrap();
-    let r = s.region(1, 0);
-    let sge = [r.sge(0, 4096)];
-    s.qp.post_recv(&[RecvWr { wr_id: 1, sg_list: &sge }]).unwrap();
-    put(&bar, &peer, &req(op::SEND_ONLY, s.qp.qp_num(), PSN0, true, &[0x5a; 1500]));
-    assert_eq!(answer_of(&peer), (op::ACK, PSN0, Some(0x61), vec![]));
+    with_responder(|bar, peer, s| {
+        bar.expect_counter(ErrorCounter::WireDrops);
+        let r = s.region(1, 0);
+        let sge = [r.sge(0, 4096)];
+        s.qp.post_recv(&[RecvWr { wr_id: 1, sg_list: &sge }]).unwrap();
+        put(bar, peer, &req(op::SEND_ONLY, s.qp.qp_num(), PSN0, true, &[0x5a; 1500]));
+        assert_eq!(answer_of(peer), (op::ACK, PSN0, Some(0x61), vec![]));
+    });
 }
 
 /// §4.3 ACK coalescing: the responder ACKs a packet with AckReq set even
@@ -598,24 +598,21 @@ fn a_length_error_draws_an_invalid_request_nak() {
 /// AckReq inside a message are not answered.
 #[test]
 fn ack_req_inside_a_message_is_acked_at_once() {
-    let _g = lock();
-    let (bar, _port, peer) = setup();
-    let dev = probe_as(&bar, A, Profile::SMALL);
-    let mut s = Side::new(&dev, A, 16, cap(8));
-    connect(&mut s.qp, A, B, PEER_QPN).unwrap();
-    let r = s.region(1, 0);
-    let qpn = s.qp.qp_num();
-    let data: Vec<u8> = (0..3000u32).map(|i| (i * 3 + 1) as u8).collect();
-    let mut first = req(op::WRITE_FIRST, qpn, PSN0, false, &data[..1024]);
-    first.reth = Some((r.addr() + 8, r.mr.rkey(), 3000));
-    put(&bar, &peer, &first);
-    nothing_from_port(&peer);
-    put(&bar, &peer, &req(op::WRITE_MIDDLE, qpn, PSN0 + 1, true, &data[1024..2048]));
-    assert_eq!(answer_of(&peer), (op::ACK, PSN0 + 1, Some(0x1f), vec![]), "ACK mid-message");
-    put(&bar, &peer, &req(op::WRITE_LAST, qpn, PSN0 + 2, true, &data[2048..]));
-    assert_eq!(answer_of(&peer), (op::ACK, PSN0 + 2, Some(0x1f), vec![]));
-    assert_eq!(r.bytes(8, 3000), data);
-    nothing_from_port(&peer);
+    with_responder(|bar, peer, s| {
+        let r = s.region(1, 0);
+        let qpn = s.qp.qp_num();
+        let data: Vec<u8> = (0..3000u32).map(|i| (i * 3 + 1) as u8).collect();
+        let mut first = req(op::WRITE_FIRST, qpn, PSN0, false, &data[..1024]);
+        first.reth = Some((r.addr() + 8, r.mr.rkey(), 3000));
+        put(bar, peer, &first);
+        nothing_from_port(peer);
+        put(bar, peer, &req(op::WRITE_MIDDLE, qpn, PSN0 + 1, true, &data[1024..2048]));
+        assert_eq!(answer_of(peer), (op::ACK, PSN0 + 1, Some(0x1f), vec![]), "ACK mid-message");
+        put(bar, peer, &req(op::WRITE_LAST, qpn, PSN0 + 2, true, &data[2048..]));
+        assert_eq!(answer_of(peer), (op::ACK, PSN0 + 2, Some(0x1f), vec![]));
+        assert_eq!(r.bytes(8, 3000), data);
+        nothing_from_port(peer);
+    });
 }
 
 /// §4.6/§4.7: a READ is answered segmented to the path MTU; a duplicate
@@ -746,15 +743,12 @@ fn the_requester_resends_from_the_naked_psn_and_after_its_timeout() {
 /// (not held waiting for a Last); the responder QP goes to error.
 #[test]
 fn a_bad_opcode_sequence_draws_an_invalid_request_nak_at_once() {
-    let _g = lock();
-    let (bar, _port, peer) = setup();
-    bar.expect_counter(ErrorCounter::WireDrops);
-    let dev = probe_as(&bar, A, Profile::SMALL);
-    let mut s = Side::new(&dev, A, 16, cap(8));
-    connect(&mut s.qp, A, B, PEER_QPN).unwrap();
-    let qpn = s.qp.qp_num();
-    put(&bar, &peer, &req(op::WRITE_MIDDLE, qpn, PSN0, false, &[7; 1024]));
-    assert_eq!(answer_of(&peer), (op::ACK, PSN0, Some(0x61), vec![]));
-    let st = bar.with_device(|d| d.qp(qpn).map(|q| q.state));
-    assert_eq!(st, Some(mock_bar::regs::qps::ERROR), "responder QP in error");
+    with_responder(|bar, peer, s| {
+        bar.expect_counter(ErrorCounter::WireDrops);
+        let qpn = s.qp.qp_num();
+        put(bar, peer, &req(op::WRITE_MIDDLE, qpn, PSN0, false, &[7; 1024]));
+        assert_eq!(answer_of(peer), (op::ACK, PSN0, Some(0x61), vec![]));
+        let st = bar.with_device(|d| d.qp(qpn).map(|q| q.state));
+        assert_eq!(st, Some(mock_bar::regs::qps::ERROR), "responder QP in error");
+    });
 }

@@ -17,7 +17,6 @@ mod e2e_common;
 
 use e2e_common::*;
 use irdma::verbs::{AhAttr, GSI_QKEY};
-use irdma::wr::RegMrWr;
 use mock_bar::wire;
 
 const RNR_SYNDROME: u8 = 0x2E; // the model's RNR NAK (timer code 14), wire §4.5
@@ -198,13 +197,7 @@ fn connect_path(qp: &mut TQp<'_>, me: Addr, peer: Addr, peer_qpn: u32, p: &Path)
 }
 
 fn cap() -> QpCap {
-    QpCap {
-        max_send_wr: 32,
-        max_recv_wr: 32,
-        max_send_sge: 4,
-        max_recv_sge: 4,
-        max_inline_data: 101,
-    }
+    QpCap { max_inline_data: 101, ..qp_cap(32, 32, 4, 4) }
 }
 
 fn ok(wc: &WorkCompletion, what: &str) {
@@ -284,34 +277,9 @@ fn pair<'d>(da: &'d Dev, db: &'d Dev, p: &Path) -> (Side<'d>, Side<'d>, Conn) {
     (a, b, Conn { a_qpn: na, b_qpn: nb, psn: p.psn, mtu: p.mtu, sport })
 }
 
-/// One UD (or GSI) end: INIT with the Q_Key, RTR, RTS with `sq_psn`.
-struct UdEnd<'d> {
-    qp: TQp<'d>,
-    cq: TCq<'d>,
-    pd: TPd<'d>,
-    dev: &'d Dev,
-}
-
+/// One UD (or GSI) end ([`UdEnd::new`]: INIT with the Q_Key, RTR, RTS
+/// with the send PSN).
 impl<'d> UdEnd<'d> {
-    fn new(dev: &'d Dev, gsi: bool, qkey: u32, sq_psn: u32) -> Self {
-        let pd = dev.alloc_pd().unwrap();
-        let cq = dev.create_cq(64).unwrap();
-        let mut attr = QpInitAttr { send_cq: &cq, recv_cq: &cq, cap: cap() };
-        let mut qp = if gsi {
-            dev.create_gsi_qp(&pd, &mut attr).unwrap()
-        } else {
-            dev.create_ud_qp(&pd, &mut attr).unwrap()
-        };
-        let mut init = QpAttr::new(QpState::Init);
-        init.qkey = qkey;
-        qp.modify(&init).unwrap();
-        qp.modify(&QpAttr::new(QpState::Rtr)).unwrap();
-        let mut rts = QpAttr::new(QpState::Rts);
-        rts.sq_psn = sq_psn;
-        qp.modify(&rts).unwrap();
-        UdEnd { qp, cq, pd, dev }
-    }
-
     fn one(&mut self) -> WorkCompletion {
         let wc = poll_n(&mut self.cq, 1);
         assert_eq!(wc.len(), 1, "{wc:?}");
@@ -340,8 +308,8 @@ const CM_REQ_MAD: &str = "01 07 02 03 00 00 00 00 00 00 00 01 1a 2b 3c 4d
 /// QP1 to the peer's QP1 with Q_Key 0x80010000.
 fn ud_traffic(da: &Dev, db: &Dev, exp: &mut Vec<Exp>) {
     const QKEY: u32 = 0x0123_4567;
-    let mut a = UdEnd::new(da, false, QKEY, 0x5d_1f0b);
-    let mut b = UdEnd::new(db, false, QKEY, 77);
+    let mut a = UdEnd::new(da, false, cap(), (QKEY, 0x5d_1f0b));
+    let mut b = UdEnd::new(db, false, cap(), (QKEY, 77));
     let (na, nb) = (a.qp.qp_num(), b.qp.qp_num());
     // a UD QP never gets an address vector, so its source port stays the
     // 0xC000 irdma sets at create (rocev2-wire §1.5)
@@ -396,8 +364,8 @@ fn ud_traffic(da: &Dev, db: &Dev, exp: &mut Vec<Exp>) {
     assert_eq!((r.imm_data, r.ud.map(|u| u.src_qp)), (Some(0xABCD), Some(nb)));
     exp.push(ud(0x65, na, 77, nb));
     // QP1 → QP1: one 256-byte MAD after the 40-byte GRH area
-    let mut ga = UdEnd::new(da, true, GSI_QKEY, 0);
-    let mut gb = UdEnd::new(db, true, GSI_QKEY, 0);
+    let mut ga = UdEnd::new(da, true, cap(), (GSI_QKEY, 0));
+    let mut gb = UdEnd::new(db, true, cap(), (GSI_QKEY, 0));
     let mut mad: Vec<u8> =
         CM_REQ_MAD.split_whitespace().map(|w| u8::from_str_radix(w, 16).unwrap()).collect();
     mad.resize(256, 0);
@@ -455,15 +423,8 @@ fn wire_scenario() {
         // SAFETY: the model reaches host memory only through FakeHalMemory,
         // which refuses any address outside a live FakeHal allocation.
         unsafe { fr.map_pages(&pages_of(&mem)) }.unwrap();
-        let r = RegMrWr {
-            key: fr.next_key(),
-            access: ALL,
-            iova: 0x7000_0000,
-            length: 4096,
-            page_size: PageSize::Size4K,
-            first_pble_index: fr.fr_mr().first_pble_index,
-            pbl_level: 1,
-        };
+        let key = fr.next_key();
+        let r = fr_reg(&fr, key, ALL, (0x7000_0000, 4096));
         b.qp.post_send(&[signaled(1, WrOpcode::RegMr(r), &[])]).unwrap();
         ok(&b.one(), "reg mr");
         let src = a.region(1, 3);
@@ -515,13 +476,7 @@ fn wire_scenario() {
         // remote access error: WRITE with an R_Key B does not have
         let bad = rb.key() ^ 0x55;
         a.qp.post_send(&[signaled(6, write_op(0x1000, bad), &[src.sge(0, 16)])]).unwrap();
-        let mut ev = [irdma::aeq::AsyncEvent {
-            kind: irdma::aeq::AsyncEventKind::Ignored,
-            ae_code: 0,
-            ae_src: 0,
-            id: 0,
-            moved_to_error: false,
-        }; 8];
+        let mut ev = [NO_EVENT; 8];
         let n = da.poll_async_events(&mut ev);
         assert!(ev[..n].iter().any(|e| e.id == c.a_qpn && e.moved_to_error), "{:?}", &ev[..n]);
         let wc = a.one();

@@ -34,9 +34,7 @@ fn events(dev: &Dev) -> Vec<AsyncEvent> {
 fn small_cqs_wrap_many_times_and_every_completion_is_seen_once() {
     let _g = lock();
     let (_ba, _bb, da, db) = two_devices(Profile::SMALL);
-    let mut a = Side::new(&da, A, 4, cap(8));
-    let mut b = Side::new(&db, B, 4, cap(8));
-    link(&mut a, &mut b);
+    let (mut a, mut b) = linked(&da, &db, 4, cap(8));
     let ring = (a.cq.cqe() + 1) * 2;
     assert_eq!(ring, 10);
     let src = a.region(1, 0);
@@ -106,8 +104,7 @@ fn wide_ids() -> Vec<u32> {
 #[test]
 fn aeq_events_decode_every_bit_of_the_id() {
     let _g = lock();
-    let bar = ModelBar::standalone(small_fn_config());
-    let dev = probe_as(&bar, A, Profile::SMALL);
+    let (bar, dev) = one_device(small_fn_config(), Profile::SMALL);
     let _ = events(&dev);
     for chunk in wide_ids().chunks(4) {
         bar.with_device(|d| {
@@ -139,8 +136,7 @@ fn aeq_events_decode_every_bit_of_the_id() {
 #[test]
 fn aeq_events_for_the_highest_qp_and_cq_ids_reach_those_objects() {
     let _g = lock();
-    let bar = ModelBar::standalone(small_fn_config());
-    let dev = probe_as(&bar, A, Profile::SMALL);
+    let (bar, dev) = one_device(small_fn_config(), Profile::SMALL);
     let pd = dev.alloc_pd().unwrap();
     let mut cqs = Vec::new();
     while let Ok(cq) = dev.create_cq(1) {

@@ -11,6 +11,9 @@
 //! 16-byte AEQEs (two little-endian words).
 #![no_main]
 
+mod common;
+
+use common::word;
 use std::cell::RefCell;
 
 use irdma::aeq::{AsyncEvent, AsyncEventKind};
@@ -64,14 +67,6 @@ fn env() -> (ModelBar, &'static Dev) {
     })
 }
 
-fn word(b: &[u8], i: usize) -> u64 {
-    let mut w = [0u8; 8];
-    for (k, x) in w.iter_mut().enumerate() {
-        *x = b.get(i * 8 + k).copied().unwrap_or(0);
-    }
-    u64::from_le_bytes(w)
-}
-
 const NO_EVENT: AsyncEvent = AsyncEvent {
     kind: AsyncEventKind::Ignored,
     ae_code: 0,
@@ -98,7 +93,13 @@ fuzz_target!(|data: &[u8]| {
     let (bar, dev) = env();
     let Ok(pd) = dev.alloc_pd() else { return };
     let Ok(mut cq) = dev.create_cq(16) else { return };
-    let cap = QpCap { max_send_wr: 4, max_recv_wr: 4, max_send_sge: 1, max_recv_sge: 1, max_inline_data: 0 };
+    let cap = QpCap {
+        max_send_wr: 4,
+        max_recv_wr: 4,
+        max_send_sge: 1,
+        max_recv_sge: 1,
+        max_inline_data: 0,
+    };
     let Ok(mut qp) = dev.create_qp(&pd, &mut QpInitAttr { send_cq: &cq, recv_cq: &cq, cap }) else {
         return;
     };

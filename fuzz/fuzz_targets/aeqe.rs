@@ -2,16 +2,11 @@
 //! conversion, on fuzz bytes.
 #![no_main]
 
+mod common;
+
+use common::word;
 use irdma::cqp::decode::Aeqe;
 use libfuzzer_sys::fuzz_target;
-
-fn word(b: &[u8], i: usize) -> u64 {
-    let mut w = [0u8; 8];
-    for (k, x) in w.iter_mut().enumerate() {
-        *x = b.get(i * 8 + k).copied().unwrap_or(0);
-    }
-    u64::from_le_bytes(w)
-}
 
 fuzz_target!(|data: &[u8]| {
     for i in 0..data.len().div_ceil(16) {

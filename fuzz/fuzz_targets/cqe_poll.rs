@@ -9,6 +9,9 @@
 //! the QP (retirement) and some take the unknown-QP path.
 #![no_main]
 
+mod common;
+
+use common::word;
 use core::ptr::NonNull;
 
 use irdma::uk::qp::{QpKind, QpUk, poll_cq};
@@ -33,14 +36,6 @@ fn view(v: &mut [u64]) -> QueueMem<'_> {
     // SAFETY: `v` is borrowed mutably for the view's lifetime and only
     // accessed through it.
     unsafe { QueueMem::from_raw(NonNull::new(v.as_mut_ptr()).unwrap(), v.len()) }
-}
-
-fn word(b: &[u8], i: usize) -> u64 {
-    let mut w = [0u8; 8];
-    for (k, x) in w.iter_mut().enumerate() {
-        *x = b.get(i * 8 + k).copied().unwrap_or(0);
-    }
-    u64::from_le_bytes(w)
 }
 
 fuzz_target!(|data: &[u8]| {

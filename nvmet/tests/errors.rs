@@ -353,9 +353,7 @@ fn controller_table_full_is_busy() {
 #[test]
 fn discovery_refusals() {
     let mut f = Fake::new(0, 1);
-    f.open(7, 0, 32);
-    assert!(f.connect_admin(7, DISC, 0).ok());
-    f.enable(7);
+    f.live_admin_to(7, DISC, 0);
     assert_eq!(st(Outcome::Rsp(f.identify(7, 0x00, 1).0)), INVALID_FIELD, "CNS 00h");
     assert_eq!(st(Outcome::Rsp(f.identify(7, 0x02, 0).0)), INVALID_FIELD, "CNS 02h");
     assert_eq!(st(Outcome::Rsp(f.set_features(7, 0x07, 0))), INVALID_FIELD, "Number of Queues");

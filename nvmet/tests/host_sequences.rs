@@ -263,9 +263,7 @@ fn keep_alive_expiry_disconnects_every_queue() {
 #[test]
 fn discovery_kato_zero_means_120_s() {
     let mut f = Fake::new(0, 1);
-    f.open(7, 0, 32);
-    assert!(f.connect_admin(7, DISC, 0).ok());
-    f.enable(7);
+    f.live_admin_to(7, DISC, 0);
     assert!(f.run(7, &sqe(0x18, 12, 0)).rsp().ok(), "Keep Alive accepted: KATO is 120 s");
     let t0 = f.now;
     f.now = t0 + 119_999;

@@ -26,7 +26,6 @@ use e2e_common::*;
 use fake::{DISC, HOSTNQN, Rsp, SUBNQN, connect_data, connect_sqe, get16, get32, get64};
 use fake::{put16, put32, put64};
 use host::*;
-use irdma::wr::RegMrWr;
 use irdma_nvmet::ctrl::{Target, TrAddr};
 use irdma_nvmet::wire::{incapsule_sgl, keyed_sgl};
 use irdma_nvmet::{Keyed, RamDisk};
@@ -129,15 +128,7 @@ impl<'d> Fr<'d> {
         // A map arms one REG_MR (`ib_map_mr_sg` per command).
         map_pages(&self.fr, &pages_of(&self.mem));
         self.key = self.fr.next_key();
-        let reg = RegMrWr {
-            key: self.key,
-            access: ALL,
-            iova: self.iova,
-            length: self.mem.len() as u64,
-            page_size: PageSize::Size4K,
-            first_pble_index: self.fr.fr_mr().first_pble_index,
-            pbl_level: 1,
-        };
+        let reg = fr_reg(&self.fr, self.key, ALL, (self.iova, self.mem.len() as u64));
         q.side.qp.post_send(&[signaled(77, WrOpcode::RegMr(reg), &[])]).unwrap();
         keyed_sgl(Keyed { addr: self.iova, len, key: self.key, invalidate: true })
     }

@@ -85,15 +85,22 @@ impl MadTransport for Port {
     }
 }
 
-pub fn cfg(mac: [u8; 6], ip: [u8; 4], seed: u32) -> CmConfig {
+/// The CM configuration of the node at `mac`/`ip` (its GUID from the MAC):
+/// transaction ids with `hi_tid` in the upper word, connection ids from
+/// `seed`, default timing.
+pub fn cm_config(mac: [u8; 6], ip: [u8; 4], hi_tid: u32, seed: u32) -> CmConfig {
     CmConfig {
         ca_guid: guid_from_mac(mac),
-        hi_tid: 1,
+        hi_tid,
         id_seed: seed,
         local_ips: [Some(IpAddr::V4(ip)), None, None, None],
         ca_ack_delay: 0,
         timing: CmTiming::default(),
     }
+}
+
+pub fn cfg(mac: [u8; 6], ip: [u8; 4], seed: u32) -> CmConfig {
+    cm_config(mac, ip, 1, seed)
 }
 
 pub const C: usize = 8;
@@ -119,14 +126,30 @@ pub struct Pair {
     pub qpn_b: u32,
 }
 
-pub fn path_a_to_b() -> MadAddr {
+/// The IPv4 path from `local_ip` to `peer_ip` at `peer_mac`: no VLAN, hop
+/// limit 64, traffic class 0.
+pub fn mad_path(local_ip: [u8; 4], peer_ip: [u8; 4], peer_mac: [u8; 6]) -> MadAddr {
     MadAddr {
-        peer_ip: IpAddr::V4(IP_B),
-        local_ip: IpAddr::V4(IP_A),
-        peer_mac: MAC_B,
+        peer_ip: IpAddr::V4(peer_ip),
+        local_ip: IpAddr::V4(local_ip),
+        peer_mac,
         vlan: None,
         hop_limit: 64,
         traffic_class: 0,
+    }
+}
+
+pub fn path_a_to_b() -> MadAddr {
+    mad_path(IP_A, IP_B, MAC_B)
+}
+
+/// A connect to the NVMe/RDMA port 4420 (TCP port space) along `path`
+/// from `src_port` with private data "nvme": QP `qpn`, starting PSN `psn`.
+pub fn nvme_connect(path: MadAddr, qpn: u32, psn: u32, src_port: u16) -> ConnectParams<'static> {
+    ConnectParams {
+        src_port,
+        private_data: b"nvme",
+        ..ConnectParams::new(path, PortSpace::Tcp, 4420, qpn, psn)
     }
 }
 
@@ -149,6 +172,14 @@ pub fn accept_params(qpn: u32) -> AcceptParams<'static> {
 }
 
 impl Pair {
+    /// The id of the first `ConnectRequest` event (on either side).
+    pub fn request_id(&self) -> Option<ConnId> {
+        self.events.iter().find_map(|(_, e)| match e {
+            CmEvent::ConnectRequest { id, .. } => Some(*id),
+            _ => None,
+        })
+    }
+
     pub fn new() -> Self {
         let wire = Rc::new(RefCell::new(Wire::default()));
         let mut b = TestCm::new(cfg(MAC_B, IP_B, 0x5555_0000));

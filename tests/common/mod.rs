@@ -18,6 +18,16 @@ pub fn lock() -> MutexGuard<'static, ()> {
 
 pub type Dev = Device<FakeHal, ModelBar>;
 
+/// Runs `f` holding [`lock`], then asserts that every `FakeHal` page it
+/// took was freed (the live-page count is back where it started).
+#[track_caller]
+pub fn leak_checked(f: impl FnOnce()) {
+    let _g = lock();
+    let base = FakeHal::live_pages();
+    f();
+    assert_eq!(FakeHal::live_pages(), base, "every page freed");
+}
+
 /// An empty slot for `Device::poll_async_events` to fill.
 pub const NO_EVENT: irdma::aeq::AsyncEvent = irdma::aeq::AsyncEvent {
     kind: irdma::aeq::AsyncEventKind::Ignored,
@@ -76,6 +86,13 @@ pub fn probe_as(bar: &ModelBar, a: Addr, profile: Profile) -> Dev {
     Device::probe_with(bar.clone(), lan_of(a), profile, opts()).expect("probe")
 }
 
+/// One model function of `cfg` and the device probed on it as [`A`].
+pub fn one_device(cfg: Config, profile: Profile) -> (ModelBar, Dev) {
+    let bar = ModelBar::standalone(cfg);
+    let dev = probe_as(&bar, A, profile);
+    (bar, dev)
+}
+
 /// Probe options for a model driven by a device thread: the CQP waits are
 /// long (5 s) because that thread, not the driver's own register write,
 /// executes each op, and on a loaded 2-core machine it may not run for tens
@@ -95,7 +112,7 @@ pub fn probe_threaded_as(bar: &ModelBar, a: Addr, profile: Profile) -> Dev {
 }
 
 pub fn cap(n: u32) -> QpCap {
-    QpCap { max_send_wr: n, max_recv_wr: n, max_send_sge: 2, max_recv_sge: 2, max_inline_data: 0 }
+    qp_cap(n, n, 2, 2)
 }
 
 pub fn create_qp<'d>(dev: &'d Dev, pd: &TPd<'d>, cq: &TCq<'d>, n: u32) -> TQp<'d> {
@@ -109,14 +126,13 @@ pub fn create_qp<'d>(dev: &'d Dev, pd: &TPd<'d>, cq: &TCq<'d>, n: u32) -> TQp<'d
 pub fn loopback_pair<'d>(dev: &'d Dev, pd: &TPd<'d>, cq: &TCq<'d>, n: u32) -> (TQp<'d>, TQp<'d>) {
     let mut a = create_qp(dev, pd, cq, n);
     let mut b = create_qp(dev, pd, cq, n);
-    let (na, nb) = (a.qp_num(), b.qp_num());
-    connect(&mut a, A, A, nb).unwrap();
-    connect(&mut b, A, A, na).unwrap();
+    connect_both(&mut a, A, &mut b, A);
     (a, b)
 }
 
-pub fn connect(qp: &mut TQp<'_>, me: Addr, peer: Addr, peer_qpn: u32) -> Result<(), VerbsError> {
-    qp.modify(&QpAttr::new(QpState::Init))?;
+/// The RTR step [`connect`] takes towards `peer_qpn` at `peer` (PSN 100,
+/// MTU 1024, hop limit 64); tests that vary one field start from it.
+pub fn rtr_attr(me: Addr, peer: Addr, peer_qpn: u32) -> QpAttr {
     let mut rtr = QpAttr::new(QpState::Rtr);
     rtr.dest_qp = peer_qpn;
     rtr.rq_psn = 100;
@@ -130,10 +146,69 @@ pub fn connect(qp: &mut TQp<'_>, me: Addr, peer: Addr, peer_qpn: u32) -> Result<
         flow_label: 0,
         vlan: None,
     });
-    qp.modify(&rtr)?;
+    rtr
+}
+
+/// The RTS step [`connect`] takes (send PSN 100, matching [`rtr_attr`]).
+pub fn rts_attr() -> QpAttr {
     let mut rts = QpAttr::new(QpState::Rts);
     rts.sq_psn = 100;
-    qp.modify(&rts)
+    rts
+}
+
+pub fn connect(qp: &mut TQp<'_>, me: Addr, peer: Addr, peer_qpn: u32) -> Result<(), VerbsError> {
+    qp.modify(&QpAttr::new(QpState::Init))?;
+    qp.modify(&rtr_attr(me, peer, peer_qpn))?;
+    qp.modify(&rts_attr())
+}
+
+/// Connects `a` (at `at_a`) and `b` (at `at_b`) to each other: both in RTS.
+pub fn connect_both(a: &mut TQp<'_>, at_a: Addr, b: &mut TQp<'_>, at_b: Addr) {
+    let (na, nb) = (a.qp_num(), b.qp_num());
+    connect(a, at_a, at_b, nb).expect("connect a");
+    connect(b, at_b, at_a, na).expect("connect b");
+}
+
+/// Two model functions on one fabric (A's bar and its peer B), both
+/// configured with `cfg`.
+pub fn fabric(cfg: Config) -> (ModelBar, ModelBar) {
+    let bar_a = ModelBar::standalone(cfg.clone());
+    let bar_b = bar_a.add_peer(cfg);
+    (bar_a, bar_b)
+}
+
+/// Two devices (A, B) on one fabric of `cfg` functions, each probed with
+/// `profile`.
+pub fn two_devices_with(cfg: Config, profile: Profile) -> (ModelBar, ModelBar, Dev, Dev) {
+    let (bar_a, bar_b) = fabric(cfg);
+    let da = probe_as(&bar_a, A, profile);
+    let db = probe_as(&bar_b, B, profile);
+    (bar_a, bar_b, da, db)
+}
+
+/// A QP capability of `send_wr`/`recv_wr` entries and
+/// `send_sge`/`recv_sge` gather entries, no inline data.
+pub const fn qp_cap(send_wr: u32, recv_wr: u32, send_sge: u32, recv_sge: u32) -> QpCap {
+    QpCap {
+        max_send_wr: send_wr,
+        max_recv_wr: recv_wr,
+        max_send_sge: send_sge,
+        max_recv_sge: recv_sge,
+        max_inline_data: 0,
+    }
+}
+
+/// A signaled send-queue WR.
+pub fn signaled(wr_id: u64, opcode: WrOpcode, sg_list: &[Sge]) -> SendWr<'_> {
+    SendWr { wr_id, opcode, flags: SendFlags::SIGNALED, sg_list }
+}
+
+pub fn write_op(remote_addr: u64, rkey: u32) -> WrOpcode {
+    WrOpcode::RdmaWrite { remote_addr, rkey }
+}
+
+pub fn read_op(remote_addr: u64, rkey: u32) -> WrOpcode {
+    WrOpcode::RdmaRead { remote_addr, rkey }
 }
 
 pub fn buf(pages: usize) -> Buf {

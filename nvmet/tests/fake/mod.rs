@@ -418,8 +418,14 @@ impl Fake {
 
     /// Admin connect + enable on queue `q`; returns the CNTLID.
     pub fn live_admin(&mut self, q: u16, kato: u32) -> u16 {
+        self.live_admin_to(q, SUBNQN, kato)
+    }
+
+    /// [`Fake::live_admin`] to the subsystem `subnqn` (the discovery one
+    /// or another).
+    pub fn live_admin_to(&mut self, q: u16, subnqn: &str, kato: u32) -> u16 {
         self.open(q, 0, 32);
-        let r = self.connect_admin(q, SUBNQN, kato);
+        let r = self.connect_admin(q, subnqn, kato);
         assert!(r.ok(), "{r:?}");
         self.enable(q);
         r.dw0 as u16
