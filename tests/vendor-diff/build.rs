@@ -11,6 +11,9 @@
 
 use std::path::PathBuf;
 
+#[path = "build_rw.rs"]
+mod build_rw;
+
 fn main() {
     println!("cargo::rustc-check-cfg=cfg(vendor_c)");
     println!("cargo::rerun-if-env-changed=IRDMA_VENDOR_DIR");
@@ -66,6 +69,7 @@ fn main() {
         .flag_if_supported("-fno-strict-aliasing")
         .compile("irdma_vendor_uk");
     build_ice(&dir, &manifest);
+    build_rw::build_rw(&dir, &manifest);
     println!("cargo::rustc-cfg=vendor_c");
 }
 

@@ -56,6 +56,8 @@ pub mod rng;
 #[cfg(vendor_c)]
 pub mod run;
 #[cfg(vendor_c)]
+pub mod rw;
+#[cfg(vendor_c)]
 mod shrink;
 #[cfg(vendor_c)]
 mod vector;
@@ -90,6 +92,8 @@ pub struct Report {
     pub lan_cases: u64,
     /// Operations in those sessions (the start included).
     pub lan_ops: u64,
+    /// rw sessions compared (`rw::PER_CASE` per post case).
+    pub rw_cases: u64,
 }
 
 /// Runs `opts.cases` cases from `opts.seed`; prints each difference (shrunk,
@@ -188,9 +192,15 @@ fn lan_round(n: u64, seed: u64, rng: &mut rng::Rng, rep: &mut Report) -> bool {
 
 #[cfg(vendor_c)]
 fn run_all(opts: Opts, devs: &deviations::Deviations) -> Result<Report, String> {
-    let known: Vec<&str> =
-        run::KNOWN_DEVIATIONS.iter().chain(ctrl::KNOWN).chain(lan::KNOWN).copied().collect();
+    let known: Vec<&str> = run::KNOWN_DEVIATIONS
+        .iter()
+        .chain(ctrl::KNOWN)
+        .chain(lan::KNOWN)
+        .chain(rw::KNOWN)
+        .copied()
+        .collect();
     let mut lan_time = std::time::Duration::ZERO;
+    let mut rw_time = std::time::Duration::ZERO;
     devs.check_known(&known)?;
     let mut vcqp = ctrl::VendorCqp::new(4)?;
     let mut ctrl_time = std::time::Duration::ZERO;
@@ -242,6 +252,12 @@ fn run_all(opts: Opts, devs: &deviations::Deviations) -> Result<Report, String> 
                 break;
             }
         }
+        let t_rw = std::time::Instant::now();
+        let stop = rw::rw_round(n, opts.seed, &mut rng, &mut rep);
+        rw_time += t_rw.elapsed();
+        if stop {
+            break;
+        }
         let cqc = cq::gen_cq_case(&mut rng);
         rep.cq_cases += 1;
         match cq::run_cq(&cqc) {
@@ -284,6 +300,13 @@ fn run_all(opts: Opts, devs: &deviations::Deviations) -> Result<Report, String> 
         rep.lan_ops,
         lan_time.as_secs_f64()
     );
+    println!(
+        "  rw (core/rw.c + mr_pool.c): {} sessions, {} operations, {:.1}s",
+        rep.rw_cases,
+        rw::stats::ops(),
+        rw_time.as_secs_f64()
+    );
+    println!("  {}", rw::stats::line());
     for (id, k) in &rep.deviations {
         println!("  deviation {id}: {k} cases ({})", devs.reason(id));
     }
