@@ -56,6 +56,7 @@ pub const KNOWN: &[&str] = &[
     "rw_sizing_saturates",
     "rw_mr_factor_zero_pages",
     "rw_integrity_qp_refused",
+    "rw_multi_wr_offset_u32",
 ];
 
 // ---------------------------------------------------------------- C side
@@ -308,7 +309,15 @@ pub struct RwCase {
 }
 
 fn gen_len(rng: &mut Rng) -> u32 {
-    match rng.below(12) {
+    match rng.below(80) {
+        // past 2 GiB: the multi-WR path's byte count then passes 4 GiB
+        79 => rng.range(1 << 31, u64::from(u32::MAX)) as u32,
+        n => gen_len_small(rng, n % 12),
+    }
+}
+
+fn gen_len_small(rng: &mut Rng, k: u64) -> u32 {
+    match k {
         0 => 0,
         1 => rng.range(1, 64) as u32,
         2 => 4096,
@@ -383,7 +392,11 @@ pub fn gen_rw_case(rng: &mut Rng) -> RwCase {
                     slot,
                     sg,
                     offset,
-                    remote: rng.next_u64() & !rng.pick(&[0, 0xfff]),
+                    remote: match rng.below(8) {
+                        // near the top: remote addresses wrap
+                        0 => u64::MAX - rng.below(1 << 20),
+                        _ => rng.next_u64() & !rng.pick(&[0, 0xfff]),
+                    },
                     rkey: rng.next_u64() as u32,
                     read: rng.chance(1, 2),
                     fail_map: rng.chance(1, 25),
@@ -986,6 +999,31 @@ fn read_inv_normalised(v: &[Wr]) -> Option<Vec<Wr>> {
     changed.then_some(out)
 }
 
+/// rdma_rw_init_map_wrs adds a `u32 total_len` to the remote address:
+/// past 4 GiB of entries the later WRs' remote addresses wrap within that
+/// u32. Where the vendor's remote address is exactly the driver's with the
+/// offset from the first WR taken mod 2^32, it is mapped to the driver's.
+fn u32_total_normalised(v: &[Wr], d: &[Wr]) -> Option<Vec<Wr>> {
+    let base = v.first()?.remote?.0;
+    if d.first()?.remote?.0 != base || v.len() != d.len() {
+        return None;
+    }
+    let mut out = v.to_vec();
+    let mut changed = false;
+    for (w, dw) in out.iter_mut().zip(d) {
+        if let (Some((vr, vk)), Some((dr, _))) = (w.remote, dw.remote)
+            && vr != dr
+            && w.opcode != "IB_WR_RDMA_READ_WITH_INV"
+            && dr.wrapping_sub(base) > u64::from(u32::MAX)
+            && vr == base.wrapping_add(dr.wrapping_sub(base) & u64::from(u32::MAX))
+        {
+            w.remote = Some((dr, vk));
+            changed = true;
+        }
+    }
+    changed.then_some(out)
+}
+
 /// Runs one case on both sides, op by op.
 pub fn run_rw(c: &RwCase) -> RwOutcome {
     let d = &c.dev;
@@ -1001,8 +1039,10 @@ pub fn run_rw(c: &RwCase) -> RwOutcome {
         max_pi_fast_reg_page_list_len: 0,
         local_dma_lkey: d.local_dma_lkey,
         force_mr: d.force_mr.into(),
-        max_write_sge: qp.max_write_sge,
-        max_read_sge: qp.max_read_sge,
+        // ib_create_named_qp (core/verbs.c): write SGEs = cap.max_send_sge,
+        // read SGEs = min(cap.max_send_sge, attrs.max_sge_rd)
+        max_write_sge: d.qp_send_sge,
+        max_read_sge: d.qp_send_sge.min(d.max_sge_rd),
         key0: d.key0.into(),
         mr_base: d.mr_base,
         iova_off: d.iova_off,
@@ -1220,6 +1260,14 @@ pub fn run_rw(c: &RwCase) -> RwOutcome {
                         };
                         if dsx.ret == 0 && ops(&dsx.chain) == ops(&vs.chain) {
                             return RwOutcome::Deviation("rw_wrs_twice");
+                        }
+                    }
+                    if let Some(n) = u32_total_normalised(&vs.chain, &dsx.chain) {
+                        let mut vn = vs.clone();
+                        vn.chain = n;
+                        if step_diff(&dsx, &vn).is_none() {
+                            deviated.get_or_insert("rw_multi_wr_offset_u32");
+                            vs = vn;
                         }
                     }
                     if let Some(n) = read_inv_normalised(&vs.chain) {
@@ -1540,7 +1588,7 @@ fn candidates(c: &RwCase) -> Vec<RwCase> {
 
 /// Shrinks a differing case, keeping a difference.
 pub fn shrink_rw(mut c: RwCase, mut d: RwDiff) -> (RwCase, RwDiff) {
-    let mut budget = 400;
+    let mut budget = 3000;
     'outer: loop {
         for k in candidates(&c) {
             if budget == 0 {
