@@ -57,6 +57,7 @@ pub const KNOWN: &[&str] = &[
     "rw_mr_factor_zero_pages",
     "rw_integrity_qp_refused",
     "rw_multi_wr_offset_u32",
+    "rw_zero_length_entry_page",
 ];
 
 // ---------------------------------------------------------------- C side
@@ -758,6 +759,8 @@ fn dchain(d: &mut DSess, slot: usize, chain: bool, post: bool) -> Result<Vec<Wr>
 pub enum RwOutcome {
     Same,
     Deviation(&'static str),
+    /// The session went on past these (each counted).
+    Deviations(Vec<&'static str>),
     Differs(RwDiff),
 }
 
@@ -813,12 +816,17 @@ fn vendor_grouping_fits(sg: &[(u64, u64)], ppm: u64) -> bool {
     true
 }
 
-/// Pages ib_sg_to_pages maps for `segs` in one MR (no gap check).
-fn vendor_pages(segs: &[(u64, u64)]) -> u64 {
+/// Pages ib_sg_to_pages maps for `segs` in one MR (no gap check); with
+/// `driver`, as the driver counts them (a zero-length entry maps none).
+fn vendor_pages(segs: &[(u64, u64)], driver: bool) -> u64 {
     let mut pages = 0u64;
     let mut last_end = 0u64;
     for (i, &(addr, len)) in segs.iter().enumerate() {
         let end = addr + len;
+        if driver && len == 0 {
+            last_end = end;
+            continue;
+        }
         let page = addr & !(PAGE - 1);
         let mut p = page;
         if i > 0 && (last_end & (PAGE - 1) != 0 || page != addr) {
@@ -845,7 +853,7 @@ fn vendor_pages(segs: &[(u64, u64)]) -> u64 {
 /// next segment's pages no longer fit) cuts `segs` into the same MRs as
 /// rw.c's `ppm` entries per MR, each of which must fit.
 fn groupings_agree(segs: &[(u64, u64)], ppm: u64) -> bool {
-    if !vendor_grouping_fits(segs, ppm) || segs.iter().any(|s| s.1 == 0) {
+    if !vendor_grouping_fits(segs, ppm) {
         return false;
     }
     let chunks: Vec<&[(u64, u64)]> = segs.chunks(ppm.max(1) as usize).collect();
@@ -863,7 +871,7 @@ fn groupings_agree(segs: &[(u64, u64)], ppm: u64) -> bool {
         } else {
             (end - addr).div_ceil(PAGE)
         };
-        if vendor_pages(cur) + need <= ppm {
+        if vendor_pages(cur, true) + need <= ppm {
             return false; // the driver would go on filling this MR
         }
     }
@@ -1024,6 +1032,52 @@ fn u32_total_normalised(v: &[Wr], d: &[Wr]) -> Option<Vec<Wr>> {
     changed.then_some(out)
 }
 
+/// The refusals §11.7 allows the driver: -EINVAL when the segments have an
+/// unaligned gap (no MR maps a hole), -EAGAIN (its page filling needed
+/// another number of MRs than the pool had).
+fn refusal_allowed(ret: i64, segs: &[(u64, u64)]) -> bool {
+    let gap = segs.windows(2).any(|w| {
+        let last_end = w[0].0 + w[0].1;
+        (last_end & (PAGE - 1) != 0 || w[1].0 & (PAGE - 1) != 0) && last_end != w[1].0
+    });
+    ret == -11 || (ret == -22 && gap)
+}
+
+/// ib_sg_to_pages maps a page even for a zero-length entry (its do-while
+/// runs once): where the vendor's page list is the driver's with only such
+/// pages added, it is mapped to the driver's.
+fn zero_len_pages_normalised(v: &[Wr], d: &[Wr], zero_pages: &[u64]) -> Option<Vec<Wr>> {
+    if v.len() != d.len() || zero_pages.is_empty() {
+        return None;
+    }
+    let mut out = v.to_vec();
+    let mut changed = false;
+    for (w, dw) in out.iter_mut().zip(d) {
+        let (Some(vr), Some(dr)) = (w.reg.as_mut(), dw.reg.as_ref()) else { continue };
+        if vr.pages == dr.pages || vr.pages.len() <= dr.pages.len() {
+            continue;
+        }
+        // dr.pages must be vr.pages less some zero-length entries' pages
+        let mut k = 0;
+        let mut extra = zero_pages.to_vec();
+        for &p in &vr.pages {
+            if dr.pages.get(k) == Some(&p) {
+                k += 1;
+            } else if let Some(j) = extra.iter().position(|&z| z == p) {
+                extra.swap_remove(j);
+            } else {
+                return None;
+            }
+        }
+        if k != dr.pages.len() {
+            return None;
+        }
+        vr.pages.clone_from(&dr.pages);
+        changed = true;
+    }
+    changed.then_some(out)
+}
+
 /// Runs one case on both sides, op by op.
 pub fn run_rw(c: &RwCase) -> RwOutcome {
     let d = &c.dev;
@@ -1090,9 +1144,11 @@ pub fn run_rw(c: &RwCase) -> RwOutcome {
         }
     }
 
-    let mut deviated: Option<&'static str> = None;
+    // non-final deviations met on the way (the session went on)
+    let mut deviated: Vec<&'static str> = Vec::new();
     let mut live = [false; SLOTS];
     let mut wrs_done = [false; SLOTS];
+    let mut zero_pages: Vec<Vec<u64>> = vec![Vec::new(); SLOTS];
     let mut sig = [false; SLOTS];
     for (i, op) in c.ops.iter().enumerate() {
         let (vs, dsx) = match op {
@@ -1127,7 +1183,7 @@ pub fn run_rw(c: &RwCase) -> RwOutcome {
                         && ds.pool.in_use() == used_before
                     {
                         // nothing changed on the driver's side: go on
-                        deviated.get_or_insert("rw_nothing_after_offset");
+                        deviated.push("rw_nothing_after_offset");
                         continue;
                     }
                     return diff(
@@ -1178,13 +1234,28 @@ pub fn run_rw(c: &RwCase) -> RwOutcome {
                         && (step_diff(&dsx, &vs).is_some() || (vr >= 0 && r.is_ok()))
                     {
                         let before = (live_before, used_before);
+                        if vr < 0 && refusal_allowed(dsx.ret, &segs) {
+                            // Both refused, each pool as before: go on.
+                            let mut vn = vs.clone();
+                            vn.ret = dsx.ret;
+                            if step_diff(&dsx, &vn).is_none() {
+                                deviated.push("rw_mr_fill_by_pages");
+                                live[slot] = false;
+                                continue;
+                            }
+                        }
                         return check_fill_by_pages(
-                            &mut ds, slot, &segs, ppm, *remote, i, &vs, before,
+                            &mut ds, slot, &segs, ppm, *remote, i, &vs, before, dsx.ret,
                         );
                     }
                 }
                 live[slot] = r.is_ok();
                 wrs_done[slot] = false;
+                zero_pages[slot] = segs_after(sg, *offset, d.iova_off)
+                    .iter()
+                    .filter(|s| s.1 == 0)
+                    .map(|s| s.0 & !(PAGE - 1))
+                    .collect();
                 sig[slot] = false;
                 (vs, dsx)
             }
@@ -1262,24 +1333,28 @@ pub fn run_rw(c: &RwCase) -> RwOutcome {
                             return RwOutcome::Deviation("rw_wrs_twice");
                         }
                     }
-                    if let Some(n) = u32_total_normalised(&vs.chain, &dsx.chain) {
-                        let mut vn = vs.clone();
+                    // Linux's listed misbehaviours, mapped to the driver's
+                    // values; what is left must agree.
+                    let mut vn = vs.clone();
+                    let mut ids = Vec::new();
+                    let zp = &zero_pages[slot];
+                    if let Some(n) = zero_len_pages_normalised(&vn.chain, &dsx.chain, zp) {
                         vn.chain = n;
-                        if step_diff(&dsx, &vn).is_none() {
-                            deviated.get_or_insert("rw_multi_wr_offset_u32");
-                            vs = vn;
-                        }
+                        ids.push("rw_zero_length_entry_page");
                     }
-                    if let Some(n) = read_inv_normalised(&vs.chain) {
-                        let mut vn = vs.clone();
+                    if let Some(n) = u32_total_normalised(&vn.chain, &dsx.chain) {
                         vn.chain = n;
-                        if step_diff(&dsx, &vn).is_none() {
-                            // Only that key differs: both sides bumped the
-                            // MR's key once and cleared need_inval, so the
-                            // session goes on.
-                            deviated.get_or_insert("rw_read_inv_key");
-                            vs = vn;
-                        }
+                        ids.push("rw_multi_wr_offset_u32");
+                    }
+                    if let Some(n) = read_inv_normalised(&vn.chain) {
+                        // both sides bumped the MR's key once and cleared
+                        // need_inval: the session goes on
+                        vn.chain = n;
+                        ids.push("rw_read_inv_key");
+                    }
+                    if !ids.is_empty() && step_diff(&dsx, &vn).is_none() {
+                        deviated.extend(ids);
+                        vs = vn;
                     }
                 }
                 (vs, dsx)
@@ -1351,9 +1426,15 @@ pub fn run_rw(c: &RwCase) -> RwOutcome {
             None,
         );
     }
-    match (sizing(c, &v, &a, &ds.qp), deviated) {
-        (RwOutcome::Same, Some(id)) => RwOutcome::Deviation(id),
-        (o, _) => o,
+    deviated.sort_unstable();
+    deviated.dedup();
+    match sizing(c, &v, &a, &ds.qp) {
+        RwOutcome::Same if !deviated.is_empty() => RwOutcome::Deviations(deviated),
+        RwOutcome::Deviation(id) if !deviated.is_empty() => {
+            deviated.push(id);
+            RwOutcome::Deviations(deviated)
+        }
+        o => o,
     }
 }
 
@@ -1391,6 +1472,7 @@ fn check_fill_by_pages(
     op: usize,
     vs: &Step,
     (live_before, used_before): (i64, usize),
+    dret: i64,
 ) -> RwOutcome {
     let want = {
         let mut v: Vec<(u64, u64, u64)> = Vec::new();
@@ -1407,6 +1489,15 @@ fn check_fill_by_pages(
     let Some(ty) = ds.ctx[slot].ctx_type() else {
         // The driver refused: an unaligned gap inside its MR or the pool
         // ran dry where Linux's grouping needed fewer MRs; nothing held.
+        if !refusal_allowed(dret, segs) {
+            return RwOutcome::Differs(RwDiff {
+                op,
+                what: format!(
+                    "§11.7: the driver refused with {dret}, neither a gap it cannot map (-EINVAL) nor an empty pool (-EAGAIN)"
+                ),
+                vendor: Some(vs.clone()),
+            });
+        }
         if ds.pool.in_use() == used_before && LIVE.get() == live_before {
             return RwOutcome::Deviation("rw_mr_fill_by_pages");
         }
@@ -1829,6 +1920,11 @@ pub fn rw_round(n: u64, seed: u64, rng: &mut Rng, rep: &mut crate::Report) -> bo
         match run_rw(&c) {
             RwOutcome::Same => {}
             RwOutcome::Deviation(id) => *rep.deviations.entry(id.into()).or_default() += 1,
+            RwOutcome::Deviations(ids) => {
+                for id in ids {
+                    *rep.deviations.entry(id.into()).or_default() += 1;
+                }
+            }
             RwOutcome::Differs(d) => {
                 rep.differences += 1;
                 let (small, d) = shrink_rw(c, d);
