@@ -671,8 +671,8 @@ fn vstate(v: &VSess, ret: i64, pool_live: bool) -> Step {
 }
 
 fn vchain(v: &VSess, slot: usize, chain: bool, post: bool) -> Result<Vec<Wr>, String> {
-    let mut w = vec![VdRwWr::default(); 1024];
-    let mut s = vec![IbSge::default(); 4096];
+    let mut w = vec![VdRwWr::default(); 256];
+    let mut s = vec![IbSge::default(); 1024];
     // SAFETY: the buffers hold the capacities passed.
     let n = unsafe {
         vd_rw_wrs(
@@ -745,7 +745,7 @@ fn dchain(d: &mut DSess, slot: usize, chain: bool, post: bool) -> Result<Vec<Wr>
         let pages = |k: u32| sink.pages.get(&k).cloned().unwrap_or_default();
         Ok(sink.wrs.iter().map(|(id, op, f, s)| dwr(*id, *op, *f, s, &pages)).collect())
     } else {
-        let mut out = vec![SendWr::default(); 1024];
+        let mut out = vec![SendWr::default(); 256];
         let n = ctx.wrs(pool, CALLER, chain_arg, &mut out).map_err(|e| i64::from(e.errno()))?;
         let pool: &Pool = pool;
         let pages =
@@ -885,7 +885,7 @@ fn groupings_agree(segs: &[(u64, u64)], ppm: u64) -> bool {
 fn ranges(ws: &[Wr]) -> Vec<(u64, u64, u64)> {
     let mut v: Vec<(u64, u64, u64)> = Vec::new();
     let mut push = |r: u64, a: u64, l: u64| match v.last_mut() {
-        Some(x) if x.0 + x.2 == r && x.1 + x.2 == a => x.2 += l,
+        Some(x) if x.0.wrapping_add(x.2) == r && x.1.wrapping_add(x.2) == a => x.2 += l,
         _ => v.push((r, a, l)),
     };
     let mut reg: Option<&Reg> = None;
@@ -902,13 +902,14 @@ fn ranges(ws: &[Wr]) -> Vec<(u64, u64, u64)> {
                     let base = m.iova & !(PAGE - 1);
                     let mut va = a;
                     while l > 0 {
-                        let idx = ((va - base) / PAGE) as usize;
+                        let idx = (va.wrapping_sub(base) / PAGE) as usize;
                         let in_page = va & (PAGE - 1);
                         let take = (PAGE - in_page).min(l);
-                        let pa = m.pages.get(idx).copied().unwrap_or(u64::MAX) + in_page;
+                        let pa =
+                            m.pages.get(idx).copied().unwrap_or(u64::MAX).wrapping_add(in_page);
                         push(r, pa, take);
-                        r += take;
-                        va += take;
+                        r = r.wrapping_add(take);
+                        va = va.wrapping_add(take);
                         l -= take;
                     }
                 }
@@ -916,7 +917,7 @@ fn ranges(ws: &[Wr]) -> Vec<(u64, u64, u64)> {
                     if l != 0 {
                         push(r, a, l);
                     }
-                    r += l;
+                    r = r.wrapping_add(l);
                 }
             }
         }
@@ -1479,10 +1480,10 @@ fn check_fill_by_pages(
         let mut r = remote;
         for &(a, l) in segs.iter().filter(|s| s.1 != 0) {
             match v.last_mut() {
-                Some(x) if x.0 + x.2 == r && x.1 + x.2 == a => x.2 += l,
+                Some(x) if x.0.wrapping_add(x.2) == r && x.1.wrapping_add(x.2) == a => x.2 += l,
                 _ => v.push((r, a, l)),
             }
-            r += l;
+            r = r.wrapping_add(l);
         }
         v
     };
@@ -1908,8 +1909,11 @@ pub mod stats {
     }
 }
 
+/// XORed into the run's seed for the rw area's own random stream.
+pub const SEED_SALT: u64 = 0x7277_5f73_6573_7331;
+
 /// Sessions per post case of a run.
-pub const PER_CASE: u64 = 2;
+pub const PER_CASE: u64 = 1;
 
 /// `PER_CASE` sessions; true when the run should stop (five differences).
 pub fn rw_round(n: u64, seed: u64, rng: &mut Rng, rep: &mut crate::Report) -> bool {
