@@ -5,7 +5,8 @@
 //! The LAN side (src/lan.rs): the vendor's ice `ice_controlq.c`,
 //! `ice_common.c` and `ice_sched.c`, unmodified, `#include`d by
 //! `shim/ice/glue.c` (one translation unit, so their static functions are
-//! reachable), with `shim/ice/include`.
+//! reachable), with `shim/ice/include`. The rw side (src/rw.rs): core
+//! `rw.c` and `mr_pool.c`, see `build_rw.rs`.
 //! Without it the crate builds without the C side and the harness reports
 //! that the vendor sources were not fetched.
 

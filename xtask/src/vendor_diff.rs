@@ -1,6 +1,7 @@
 //! `cargo xtask vendor-diff [--seed N] [--cases N]` and the suite leg
-//! `vendor-diff` (issue #30): the vendor's own data-path, control-path and
-//! LAN admin-queue code against the driver's, through `tests/vendor-diff`.
+//! `vendor-diff` (issue #30): the vendor's own data-path, control-path,
+//! LAN admin-queue and core rw code against the driver's, through
+//! `tests/vendor-diff`.
 //!
 //! Fetches the Debian source package named in
 //! `tests/vendor-diff/VENDOR_VERSION` with `apt-get download` into a cache

@@ -29,6 +29,13 @@
 //! and `ice_lib.c` are not compiled (both need `ice.h`, the whole netdev
 //! driver), so Add VSI and the switch rules are not compared yet.
 //!
+//! The rw area (fourth slice, `rw.rs`): the vendor's Linux 6.1 core
+//! `rw.c` and `mr_pool.c`, unmodified, in their own translation unit
+//! (`shim/rw/glue.c`, `shim/rw/include`; `ib_sg_to_pages` cut verbatim out
+//! of core `verbs.c` by `build_rw.rs`), against `irdma::rw`: sessions of
+//! R/W contexts over seeded devices, scatter lists and MR pools (one per
+//! post case, from a stream of its own).
+//!
 //! Where the driver is deliberately stricter, the difference must match an
 //! entry of `deviations.toml` (read at run time, every entry must be known
 //! to the classifier in `run.rs` and vice versa); it is counted and listed,
