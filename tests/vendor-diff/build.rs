@@ -5,11 +5,15 @@
 //! The LAN side (src/lan.rs): the vendor's ice `ice_controlq.c`,
 //! `ice_common.c` and `ice_sched.c`, unmodified, `#include`d by
 //! `shim/ice/glue.c` (one translation unit, so their static functions are
-//! reachable), with `shim/ice/include`.
+//! reachable), with `shim/ice/include`. The rw side (src/rw.rs): core
+//! `rw.c` and `mr_pool.c`, see `build_rw.rs`.
 //! Without it the crate builds without the C side and the harness reports
 //! that the vendor sources were not fetched.
 
 use std::path::PathBuf;
+
+#[path = "build_rw.rs"]
+mod build_rw;
 
 fn main() {
     println!("cargo::rustc-check-cfg=cfg(vendor_c)");
@@ -70,6 +74,7 @@ fn main() {
         .flag_if_supported("-fno-strict-aliasing")
         .compile("irdma_vendor_uk");
     build_ice(&dir, &manifest);
+    build_rw::build_rw(&dir, &manifest);
     println!("cargo::rustc-cfg=vendor_c");
 }
 

@@ -1,7 +1,7 @@
 //! `cargo xtask vendor-diff [--seed N] [--cases N]` (and
 //! `--write-vectors DIR` / `--rederive [DIR]`, `vendor_vectors.rs`) and the suite leg
 //! `vendor-diff` (issue #30): the vendor's own data-path, control-path
-//! (HMC sizing and SD programming included) and LAN admin-queue code
+//! (HMC sizing and SD programming included), LAN admin-queue and core rw code
 //! against the driver's, through `tests/vendor-diff`. `--cases N` scales
 //! every area (one HMC case per two post cases); a long soak is the same command
 //! with a large N and another seed.
@@ -77,9 +77,12 @@ pub fn vendor_tree() -> Result<PathBuf, String> {
     let uk = dir.join("drivers/infiniband/hw/irdma/uk.c");
     // a tree extracted before the LAN area joined has no ice directory
     let ice = dir.join("drivers/net/ethernet/intel/ice/ice_controlq.c");
+    // nor one before the rw area joined core/rw.c
+    let rw = dir.join("drivers/infiniband/core/rw.c");
     let stamp = dir.join("VENDOR_VERSION");
     if uk.is_file()
         && ice.is_file()
+        && rw.is_file()
         && std::fs::read_to_string(&stamp).is_ok_and(|s| s.trim() == stamp_text)
     {
         return Ok(dir);
@@ -114,12 +117,16 @@ pub fn vendor_tree() -> Result<PathBuf, String> {
     std::fs::create_dir_all(&tmp).map_err(|e| format!("{}: {e}", tmp.display()))?;
     // The .deb holds usr/src/linux-source-6.1.tar.xz; take only the irdma
     // and ice directories out of it, and the virtchnl header ice includes
-    // (core/rw.c joins when its area does).
+    // and the rw area's core/rw.c, core/mr_pool.c with their two headers
+    // (and core/verbs.c, for ib_sg_to_pages).
     let tarball = format!("./usr/src/{pkg}.tar.xz");
     let script = format!(
         "dpkg-deb --fsys-tarfile \"$1\" | tar -xO \"{tarball}\" | \
          tar -xJ -C \"$2\" --strip-components=1 --wildcards '{pkg}/drivers/infiniband/hw/irdma/*' \
-         '{pkg}/drivers/net/ethernet/intel/ice/*' '{pkg}/include/linux/avf/*'"
+         '{pkg}/drivers/net/ethernet/intel/ice/*' '{pkg}/include/linux/avf/*' \
+         '{pkg}/drivers/infiniband/core/rw.c' '{pkg}/drivers/infiniband/core/mr_pool.c' \
+         '{pkg}/drivers/infiniband/core/verbs.c' \
+         '{pkg}/include/rdma/rw.h' '{pkg}/include/rdma/mr_pool.h'"
     );
     eprintln!(
         "xtask vendor-diff: extracting drivers/infiniband/hw/irdma and drivers/net/ethernet/intel/ice from {}",
@@ -129,7 +136,11 @@ pub fn vendor_tree() -> Result<PathBuf, String> {
         Command::new("sh").args(["-c", &script, "sh"]).arg(&deb).arg(&tmp),
         "extracting the vendor sources",
     )?;
-    for f in ["drivers/infiniband/hw/irdma/uk.c", "drivers/net/ethernet/intel/ice/ice_controlq.c"] {
+    for f in [
+        "drivers/infiniband/hw/irdma/uk.c",
+        "drivers/net/ethernet/intel/ice/ice_controlq.c",
+        "drivers/infiniband/core/rw.c",
+    ] {
         if !tmp.join(f).is_file() {
             return Err(format!("{} has no {f}", deb.display()));
         }

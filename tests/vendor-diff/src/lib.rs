@@ -44,6 +44,13 @@
 //! `encode_fpm_commit` / `FpmCommit` / `HmcLayout` / `SdEntry`: one case per
 //! two post cases.
 //!
+//! The rw area (fifth slice, `rw.rs`): the vendor's Linux 6.1 core
+//! `rw.c` and `mr_pool.c`, unmodified, in their own translation unit
+//! (`shim/rw/glue.c`, `shim/rw/include`; `ib_sg_to_pages` cut verbatim out
+//! of core `verbs.c` by `build_rw.rs`), against `irdma::rw`: sessions of
+//! R/W contexts over seeded devices, scatter lists and MR pools (one per
+//! post case, from a stream of its own).
+//!
 //! Where the driver is deliberately stricter, the difference must match an
 //! entry of `deviations.toml` (read at run time, every entry must be known
 //! to the classifier in `run.rs` and vice versa); it is counted and listed,
@@ -74,6 +81,8 @@ pub mod regen;
 pub mod rng;
 #[cfg(vendor_c)]
 pub mod run;
+#[cfg(vendor_c)]
+pub mod rw;
 #[cfg(vendor_c)]
 mod shrink;
 #[cfg(vendor_c)]
@@ -111,6 +120,8 @@ pub struct Report {
     pub lan_ops: u64,
     /// HMC sizing / layout / SD programming cases (`hmc.rs`).
     pub hmc_cases: u64,
+    /// rw sessions compared (`rw::PER_CASE` per post case).
+    pub rw_cases: u64,
 }
 
 /// Runs `opts.cases` cases from `opts.seed`; prints each difference (shrunk,
@@ -242,10 +253,15 @@ fn run_all(opts: Opts, devs: &deviations::Deviations) -> Result<Report, String> 
         .chain(ctrl::KNOWN)
         .chain(lan::KNOWN)
         .chain(hmc::KNOWN)
+        .chain(rw::KNOWN)
         .copied()
         .collect();
     let mut lan_time = std::time::Duration::ZERO;
     let mut hmc_time = std::time::Duration::ZERO;
+    let mut rw_time = std::time::Duration::ZERO;
+    // the rw area draws from its own stream: the other areas' cases stay
+    // what they were without it
+    let mut rw_rng = rng::Rng::new(opts.seed ^ rw::SEED_SALT);
     devs.check_known(&known)?;
     let mut vcqp = ctrl::VendorCqp::new(4)?;
     let mut ctrl_time = std::time::Duration::ZERO;
@@ -307,6 +323,12 @@ fn run_all(opts: Opts, devs: &deviations::Deviations) -> Result<Report, String> 
                 break;
             }
         }
+        let t_rw = std::time::Instant::now();
+        let stop = rw::rw_round(n, opts.seed, &mut rw_rng, &mut rep);
+        rw_time += t_rw.elapsed();
+        if stop {
+            break;
+        }
         let cqc = cq::gen_cq_case(&mut rng);
         rep.cq_cases += 1;
         match cq::run_cq(&cqc) {
@@ -350,6 +372,13 @@ fn run_all(opts: Opts, devs: &deviations::Deviations) -> Result<Report, String> 
         lan_time.as_secs_f64()
     );
     println!("  {} in {} cases, {:.1}s", hmc::stats::line(), rep.hmc_cases, hmc_time.as_secs_f64());
+    println!(
+        "  rw (core/rw.c + mr_pool.c): {} sessions, {} operations, {:.1}s",
+        rep.rw_cases,
+        rw::stats::ops(),
+        rw_time.as_secs_f64()
+    );
+    println!("  {}", rw::stats::line());
     for (id, k) in &rep.deviations {
         println!("  deviation {id}: {k} cases ({})", devs.reason(id));
     }
