@@ -51,6 +51,8 @@ mod ffi;
 #[cfg(vendor_c)]
 pub mod lan;
 #[cfg(vendor_c)]
+pub mod lan_switch;
+#[cfg(vendor_c)]
 pub mod qpc;
 pub mod rng;
 #[cfg(vendor_c)]
@@ -90,6 +92,8 @@ pub struct Report {
     pub lan_cases: u64,
     /// Operations in those sessions (the start included).
     pub lan_ops: u64,
+    /// VSI / switch-rule / scheduler sessions compared (lan_switch.rs).
+    pub sw_cases: u64,
 }
 
 /// Runs `opts.cases` cases from `opts.seed`; prints each difference (shrunk,
@@ -186,11 +190,43 @@ fn lan_round(n: u64, seed: u64, rng: &mut rng::Rng, rep: &mut Report) -> bool {
     }
 }
 
+/// One VSI / switch-rule / scheduler session (lan_switch.rs); true when
+/// the run should stop (five differences).
+#[cfg(vendor_c)]
+fn sw_round(n: u64, seed: u64, rng: &mut rng::Rng, rep: &mut Report) -> Result<bool, String> {
+    let c = lan_switch::gen_sw_case(rng);
+    rep.sw_cases += 1;
+    match lan_switch::run_sw(&c)? {
+        lan_switch::SwOutcome::Same => {}
+        lan_switch::SwOutcome::Deviation(id) => *rep.deviations.entry(id.into()).or_default() += 1,
+        lan_switch::SwOutcome::Differs(d) => {
+            rep.differences += 1;
+            let (small, d) = lan_switch::shrink_sw(c, d);
+            println!(
+                "DIFF LAN switch/scheduler case #{n} (seed {seed:#x}): op {}: {}",
+                d.op, d.what
+            );
+            println!("{}", lan_switch::print_sw(&small, &d));
+            if rep.differences >= 5 {
+                println!("(stopping after 5 differences)");
+                return Ok(true);
+            }
+        }
+    }
+    Ok(false)
+}
+
 #[cfg(vendor_c)]
 fn run_all(opts: Opts, devs: &deviations::Deviations) -> Result<Report, String> {
-    let known: Vec<&str> =
-        run::KNOWN_DEVIATIONS.iter().chain(ctrl::KNOWN).chain(lan::KNOWN).copied().collect();
+    let known: Vec<&str> = run::KNOWN_DEVIATIONS
+        .iter()
+        .chain(ctrl::KNOWN)
+        .chain(lan::KNOWN)
+        .chain(lan_switch::KNOWN)
+        .copied()
+        .collect();
     let mut lan_time = std::time::Duration::ZERO;
+    let mut sw_time = std::time::Duration::ZERO;
     devs.check_known(&known)?;
     let mut vcqp = ctrl::VendorCqp::new(4)?;
     let mut ctrl_time = std::time::Duration::ZERO;
@@ -242,6 +278,12 @@ fn run_all(opts: Opts, devs: &deviations::Deviations) -> Result<Report, String> 
                 break;
             }
         }
+        let t_sw = std::time::Instant::now();
+        let stop = sw_round(n, opts.seed, &mut rng, &mut rep)?;
+        sw_time += t_sw.elapsed();
+        if stop {
+            break;
+        }
         let cqc = cq::gen_cq_case(&mut rng);
         rep.cq_cases += 1;
         match cq::run_cq(&cqc) {
@@ -283,6 +325,11 @@ fn run_all(opts: Opts, devs: &deviations::Deviations) -> Result<Report, String> 
         rep.lan_cases,
         rep.lan_ops,
         lan_time.as_secs_f64()
+    );
+    println!(
+        "  LAN VSI / switch rules / scheduler tree: {} sessions, {:.1}s",
+        rep.sw_cases,
+        sw_time.as_secs_f64()
     );
     for (id, k) in &rep.deviations {
         println!("  deviation {id}: {k} cases ({})", devs.reason(id));
