@@ -539,7 +539,14 @@ pub fn gen_sw_case(rng: &mut Rng) -> SwCase {
         }
         1 => {
             let nv = rng.range(1, 3) as usize;
-            c.vsis = (0..nv).map(|_| rng.below(0x400) as u16).collect();
+            // distinct hardware numbers: two handles of one VSI number are
+            // two VSIs to ice's handle-keyed lists, one to the driver
+            while c.vsis.len() < nv {
+                let v = rng.below(0x400) as u16;
+                if !c.vsis.contains(&v) {
+                    c.vsis.push(v);
+                }
+            }
             let macs: [[u8; 6]; 5] = [
                 [0x4c, 0x1c, 0x3d, 0xac, 0x99, 0x6b],
                 [0x02, 0x00, 0x00, 0x00, 0x00, rng.next_u64() as u8],
@@ -617,6 +624,16 @@ pub struct SwOut {
     pub state: Vec<(String, u64)>,
     /// A buffer handed back (the VSI context), if any.
     pub buf: Option<Vec<u8>>,
+    /// The driver's `CmdError::Invalid` text (not compared; the classifier
+    /// reads it).
+    pub note: Option<&'static str>,
+}
+
+fn note_of(e: &CmdError) -> Option<&'static str> {
+    match e {
+        CmdError::Invalid(m) => Some(m),
+        _ => None,
+    }
 }
 
 fn responder(c: &SwCase) -> (Rc<RefCell<Model>>, crate::lan::Responder) {
@@ -918,10 +935,11 @@ fn run_driver(c: &SwCase) -> Result<Vec<SwOut>, String> {
             SwOp::CfgRdma { tcs, max_qs } => {
                 let r = match tree.as_mut() {
                     // ice_cfg_vsi_qs: the port is not ready
-                    None => Err(EIO),
+                    None => Err(CmdError::BadResponse("no scheduler tree")),
                     Some(t) => cfg_rdma(&mut aq, t, &mut branches, *tcs, *max_qs),
                 };
-                o.rets.push(r.err().unwrap_or(0));
+                o.note = r.as_ref().err().and_then(note_of);
+                o.rets.push(r.map_or_else(|e| e.linux_errno(), |()| 0));
             }
             SwOp::EnaQsets { tc, handles } => {
                 let mut teids = vec![0u32; handles.len()];
@@ -929,9 +947,12 @@ fn run_driver(c: &SwCase) -> Result<Vec<SwOut>, String> {
                     (None, _) => Err(EIO),
                     // no VSI node on this TC: ice_sched_get_free_qparent finds none
                     (Some(_), None) => Err(EINVAL),
-                    (Some(t), Some(b)) => aq
-                        .sched_ena_rdma_qsets(t, b, *tc, handles, &mut teids)
-                        .map_err(|e| e.linux_errno()),
+                    (Some(t), Some(b)) => {
+                        aq.sched_ena_rdma_qsets(t, b, *tc, handles, &mut teids).map_err(|e| {
+                            o.note = note_of(&e);
+                            e.linux_errno()
+                        })
+                    }
                 };
                 o.rets.push(r.err().unwrap_or(0));
                 if r.is_ok() {
@@ -978,12 +999,12 @@ fn cfg_rdma(
     branches: &mut Vec<RdmaBranch>,
     tcs: u8,
     max_qs: u16,
-) -> Result<(), i32> {
+) -> Result<(), CmdError> {
     for tc in (0..8u8).filter(|x| tcs & (1 << x) != 0) {
         if let Some(b) = branches.iter_mut().find(|b| b.tc == tc) {
-            aq.sched_grow_rdma(t, b, max_qs).map_err(|e: CmdError| e.linux_errno())?;
+            aq.sched_grow_rdma(t, b, max_qs)?;
         } else {
-            let b = aq.sched_cfg_vsi_rdma(t, tc, max_qs).map_err(|e| e.linux_errno())?;
+            let b = aq.sched_cfg_vsi_rdma(t, tc, max_qs)?;
             branches.push(b);
         }
     }
@@ -1059,28 +1080,8 @@ pub const KNOWN: &[&str] = &[
     "rdma_qset_handle_over_10_bits",
     "sched_branch_no_room_errno",
     "sched_tree_table_full",
+    "mac_list_kept_after_failed_free",
 ];
-
-/// Nodes the driver's tree holds (irdma::ice::sched::MAX_NODES).
-const MAX_NODES: u64 = irdma::ice::sched::MAX_NODES as u64;
-
-/// The vendor's tree would hold more nodes than the driver's table: the
-/// nodes before the op plus those the vendor's commands of the op add.
-fn beyond_table(v: &[SwOut], op: usize) -> bool {
-    let before = op
-        .checked_sub(1)
-        .and_then(|p| v.get(p))
-        .and_then(|o| o.state.iter().find(|(k, _)| k == "tree.nodes"))
-        .map_or(0, |(_, n)| *n);
-    let added: u64 = v.get(op).map_or(0, |o| {
-        o.cmds
-            .iter()
-            .filter(|x| matches!(opcode(x), 0x0401 | 0x0C33))
-            .map(|x| u64::from(le16(x.buf.as_deref().unwrap_or(&[]), 4)))
-            .sum()
-    });
-    before + added > MAX_NODES
-}
 
 /// One VSI node's subtree: the product of the child limits from the VSI
 /// layer to the queue-group layer (as the firmware reports them).
@@ -1110,6 +1111,23 @@ fn all_cmds(outs: &[SwOut], upto: usize) -> Vec<&SeenCmd> {
     outs.iter().take(upto + 1).flat_map(|o| o.cmds.iter()).collect()
 }
 
+/// An earlier op's last vendor command was a Free Resources (0x0209) the
+/// firmware failed.
+fn list_free_failed_before(c: &SwCase, v: &[SwOut], op: usize) -> bool {
+    let all = all_cmds(v, op);
+    let mut seen = 0;
+    for o in v.iter().take(op) {
+        seen += o.cmds.len();
+        if let Some(last) = o.cmds.last()
+            && opcode(last) == 0x0209
+            && faulted(c, &all[..seen - 1], last)
+        {
+            return true;
+        }
+    }
+    false
+}
+
 fn classify(c: &SwCase, v: &[SwOut], d: &[SwOut], diff: &SwDiff) -> Option<&'static str> {
     let (vo, dout) = (v.get(diff.op)?, d.get(diff.op)?);
     if c.topo.as_ref().is_some_and(|t| t.elems.len() != 1) {
@@ -1119,7 +1137,7 @@ fn classify(c: &SwCase, v: &[SwOut], d: &[SwOut], diff: &SwDiff) -> Option<&'sta
     if matches!(c.ops.get(diff.op)?, SwOp::CfgRdma { .. } | SwOp::EnaQsets { .. })
         && prefix
         && dout.rets == [EINVAL]
-        && beyond_table(v, diff.op)
+        && dout.note == Some("scheduler tree full")
     {
         return Some("sched_tree_table_full");
     }
@@ -1152,6 +1170,17 @@ fn classify(c: &SwCase, v: &[SwOut], d: &[SwOut], diff: &SwDiff) -> Option<&'sta
                 return Some("sched_default_node_delete_error_fails");
             }
             None
+        }
+        SwOp::AddMac { .. } if list_free_failed_before(c, v, diff.op) => {
+            // ice_rem_update_vsi_list left vsi_list_info set after a failed
+            // Free Resources: 6.1.192 then treats the single-VSI rule as a
+            // list (VSI_LIST_SET on 0x02A1, the VSI number as the list id)
+            let k = vo.cmds.iter().zip(&dout.cmds).take_while(|(a, b)| a == b).count();
+            let set = vo.cmds.get(k).is_some_and(|x| {
+                opcode(x) == 0x02A1 && x.buf.as_deref().is_some_and(|b| le16(b, 0) == 3)
+            });
+            let alloc = dout.cmds.get(k).is_some_and(|x| opcode(x) == 0x0208);
+            (set && alloc).then_some("mac_list_kept_after_failed_free")
         }
         SwOp::AddMac { mac, .. } => {
             // the unicast address already has a rule: 6.1.192 makes it a
@@ -1195,8 +1224,44 @@ fn classify(c: &SwCase, v: &[SwOut], d: &[SwOut], diff: &SwDiff) -> Option<&'sta
     }
 }
 
+/// Sessions and operations compared, per kind (summed over a run).
+pub mod stats {
+    use std::sync::atomic::{AtomicU64, Ordering};
+
+    /// [VSI, MAC, scheduler] sessions and their operations.
+    pub static SESSIONS: [AtomicU64; 3] = [const { AtomicU64::new(0) }; 3];
+    pub static OPS: [AtomicU64; 3] = [const { AtomicU64::new(0) }; 3];
+    /// Commands the vendor sent in those sessions (all compared).
+    pub static COMMANDS: AtomicU64 = AtomicU64::new(0);
+
+    pub fn line() -> String {
+        let g = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        format!(
+            "VSI sessions {} ({} ops), MAC filter sessions {} ({} ops), scheduler sessions {} ({} ops); {} commands compared",
+            g(&SESSIONS[0]),
+            g(&OPS[0]),
+            g(&SESSIONS[1]),
+            g(&OPS[1]),
+            g(&SESSIONS[2]),
+            g(&OPS[2]),
+            g(&COMMANDS)
+        )
+    }
+}
+
 pub fn run_sw(c: &SwCase) -> Result<SwOutcome, String> {
     let (v, _) = run_vendor(c)?;
+    let kind = match c.ops.first() {
+        Some(SwOp::AddVsi { .. } | SwOp::UpdateVsi { .. } | SwOp::FreeVsi { .. }) => 0,
+        Some(SwOp::AddMac { .. } | SwOp::RemoveMac { .. }) => 1,
+        _ => 2,
+    };
+    let bump = |a: &std::sync::atomic::AtomicU64, n: u64| {
+        a.fetch_add(n, std::sync::atomic::Ordering::Relaxed);
+    };
+    bump(&stats::SESSIONS[kind], 1);
+    bump(&stats::OPS[kind], c.ops.len() as u64);
+    bump(&stats::COMMANDS, v.iter().map(|o| o.cmds.len() as u64).sum());
     let d = run_driver(c)?;
     Ok(match first_diff(&v, &d) {
         None => SwOutcome::Same,
@@ -1338,6 +1403,67 @@ pub fn print_sw(c: &SwCase, d: &SwDiff) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Found by this harness (seed 11, case 11589, shrunk): a removal
+    /// whose second VSI-list clear the firmware refused leaves the
+    /// broadcast rule on a list of one VSI; removing that VSI then empties
+    /// the list, and ice removes the rule (0x02A2). The driver left the
+    /// rule forwarding to an empty list before the fix in
+    /// `MacFilters::remove_mac`.
+    #[test]
+    fn last_vsi_leaving_a_list_removes_the_rule() {
+        let bcast = [0xff; 6];
+        let c = SwCase {
+            veb: false,
+            vsis: vec![762, 741],
+            topo: None,
+            faults: vec![Fault { opcode: 0x02A1, nth: 2, retval: 2 }],
+            vsi_answers: Vec::new(),
+            first_rule: 2,
+            umac_shared: false,
+            ops: vec![
+                SwOp::AddMac { vsi: 0, mac: [2, 0, 0, 0, 0, 0xf1] },
+                SwOp::AddMac { vsi: 1, mac: [1, 0, 0x5e, 0, 0, 1] },
+                SwOp::RemoveMac { vsi: 0, mac: bcast },
+                SwOp::RemoveMac { vsi: 1, mac: bcast },
+            ],
+        };
+        let (v, _) = run_vendor(&c).unwrap();
+        assert!(v[3].cmds.iter().any(|x| opcode(x) == 0x02A2), "ice removes the rule");
+        assert!(matches!(run_sw(&c).unwrap(), SwOutcome::Same));
+    }
+
+    /// Found by this harness (seed 1, case 34): a branch set-up that
+    /// failed at the VSI node leaves the chain above it; set up again, ice
+    /// follows that chain (ice_sched_calc_vsi_support_nodes finds the
+    /// layer-4 node with room) and adds only the VSI node. The driver added
+    /// a whole second chain before the fix in `sched_cfg_vsi_rdma`.
+    #[test]
+    fn a_half_built_chain_is_followed() {
+        let c = SwCase {
+            veb: true,
+            vsis: vec![915],
+            topo: Some(Topo {
+                layers: 9,
+                sibl: [0, 8, 64, 64, 5, 6, 8, 6, 4],
+                elems: vec![9],
+                entry: 2,
+                root: 9307,
+            }),
+            faults: vec![Fault { opcode: 0x0401, nth: 3, retval: 0x0102 }],
+            vsi_answers: Vec::new(),
+            first_rule: 594,
+            umac_shared: false,
+            ops: vec![
+                SwOp::SchedInit { lport: 2 },
+                SwOp::CfgRdma { tcs: 1, max_qs: 54 },
+                SwOp::CfgRdma { tcs: 1, max_qs: 8 },
+            ],
+        };
+        let (v, _) = run_vendor(&c).unwrap();
+        assert_eq!(v[1].rets, [EIO], "the first set-up fails at the VSI node");
+        assert!(matches!(run_sw(&c).unwrap(), SwOutcome::Same));
+    }
 
     /// A short run of this area alone (`VD_SW_CASES`, default 300, from
     /// `VD_SW_SEED`): every session the same on both sides or a listed
