@@ -25,9 +25,16 @@
 //! `shim/ice/include`), against `irdma::ice::AdminQueue` and its typed
 //! commands, both on the same scripted firmware (return codes, EBUSY,
 //! hangs, CRIT bits, bad heads, ARQ events, versions, MAC read, link
-//! status, scheduler resources): one session per two post cases. `ice_switch.c`
-//! and `ice_lib.c` are not compiled (both need `ice.h`, the whole netdev
-//! driver), so Add VSI and the switch rules are not compared yet.
+//! status, scheduler resources): one session per two post cases.
+//!
+//! VSIs, MAC switch rules and the scheduler tree build (`lan_switch.rs`):
+//! the vendor's `ice_switch.c` and `ice_fltr.c`, compiled unmodified in
+//! their own unit (`shim/ice/switch_glue.c` predefines `ice.h`'s include
+//! guard and supplies the little of it they use), with `ice_sched.c` /
+//! `ice_common.c`'s tree build, against `irdma::ice` (VSI commands,
+//! `MacFilters`, `sched`), on a firmware that hands out rule ids, list ids
+//! and TEIDs: one session per four post cases. `ice_lib.c` is not compiled
+//! (see switch_glue.c).
 //!
 //! Where the driver is deliberately stricter, the difference must match an
 //! entry of `deviations.toml` (read at run time, every entry must be known
