@@ -8,9 +8,9 @@
 //!
 //! The layers are never assumed: they come from Query Tx Scheduler
 //! Resources (0x0412) and the default topology (0x0400), as §6 item 3
-//! demands. With N layers: VSI layer N − 4 (N − 2 when N ≤ 5, where VSI and
-//! queue group coincide), queue-group layer N − 2, leaves N − 1
-//! (ice_sched_get_vsi_layer, ice_sched_get_qgrp_layer).
+//! demands. With N layers: VSI layer N − 4 when N > 5 and that lies below
+//! the entry point, else the entry-point layer; queue-group layer N − 2,
+//! leaves N − 1 (ice_sched_get_vsi_layer, ice_sched_get_qgrp_layer).
 //!
 //! Every node ice adds it also queries (0x0404), and records what the
 //! firmware reports (spec §7 item 8); this module does the same.
@@ -115,6 +115,11 @@ pub struct Tree {
     /// Max children of a node per layer (0x0412), 0 = not known (no limit
     /// is applied).
     max_children: [u16; MAX_LAYERS],
+    /// TEIDs of the firmware's default nodes (from the default topology):
+    /// ice links only the nodes it adds itself into its per-layer sibling
+    /// lists (ice_sched_add_elems), which is where it looks for support
+    /// nodes with room (ice_sched_calc_vsi_support_nodes).
+    dflt: heapless::Vec<u32, MAX_NODES>,
 }
 
 impl Tree {
@@ -129,6 +134,7 @@ impl Tree {
             entry_layer: 0,
             last_node_teid: 0,
             max_children: [0; MAX_LAYERS],
+            dflt: heapless::Vec::new(),
         })
     }
 
@@ -166,14 +172,34 @@ impl Tree {
         self.nodes.iter().find(|n| n.layer == 1 && n.tc == tc).map(|n| n.teid)
     }
 
-    /// VSI layer (ice_sched_get_vsi_layer).
+    /// VSI layer (ice_sched.c → ice_sched_get_vsi_layer): N − 4 when the
+    /// tree has more than 5 layers and that layer lies below the entry
+    /// point, else the entry-point layer itself.
     pub fn vsi_layer(&self) -> u8 {
-        if self.layers > 5 { self.layers - 4 } else { self.layers.saturating_sub(2) }
+        match self.layers.checked_sub(4) {
+            Some(l) if self.layers > 5 && l > self.entry_layer => l,
+            _ => self.entry_layer,
+        }
     }
 
     /// Queue-group layer (ice_sched_get_qgrp_layer).
     pub fn qgrp_layer(&self) -> u8 {
         self.layers.saturating_sub(2)
+    }
+
+    /// Most queue sets one VSI node's subtree can hold: the product of the
+    /// child limits of the layers from the VSI layer to the queue-group
+    /// layer (ice_sched.c → ice_sched_recalc_vsi_support_nodes,
+    /// `max_queue_cnt`). `None` while a limit is unknown.
+    pub fn vsi_node_capacity(&self) -> Option<u32> {
+        let mut cap = 1u32;
+        for layer in self.vsi_layer()..=self.qgrp_layer() {
+            match self.max_children.get(usize::from(layer)).copied() {
+                Some(m) if m > 0 => cap = cap.saturating_mul(u32::from(m)),
+                _ => return None,
+            }
+        }
+        Some(cap)
     }
 
     /// Whether `teid` lies below `ancestor` (or is it).
@@ -237,6 +263,7 @@ impl Tree {
 
     fn remove(&mut self, teid: u32) {
         self.nodes.retain(|n| n.teid != teid);
+        self.dflt.retain(|t| *t != teid);
     }
 
     /// Writes the nodes in depth-first order from the root (children in the
@@ -258,6 +285,16 @@ impl Tree {
             }
         }
         n
+    }
+}
+
+/// Refuses more queue sets than one VSI node's subtree holds.
+fn check_vsi_node_capacity(tree: &Tree, max_qs: u16) -> Result<(), CmdError> {
+    match tree.vsi_node_capacity() {
+        Some(cap) if u32::from(max_qs) > cap => {
+            Err(CmdError::Invalid("more RDMA queue sets than one VSI node's subtree holds"))
+        }
+        _ => Ok(()),
     }
 }
 
@@ -458,6 +495,7 @@ impl<H: Hal, B: Bar> AdminQueue<H, B> {
                     entry_layer = Some(layer);
                 }
                 tree.push(node)?;
+                let _ = tree.dflt.push(teid);
             }
             // ice takes the last node from the first branch only
             if br == 0 && count >= 2 {
@@ -560,31 +598,25 @@ impl<H: Hal, B: Bar> AdminQueue<H, B> {
         Ok(())
     }
 
-    /// Adds one generic node under `parent` at `layer`, then queries it
-    /// (ice_sched_add_elems + ice_sched_add_node).
-    fn add_node(
-        &mut self,
-        tree: &mut Tree,
-        parent: u32,
-        layer: u8,
-        tc: u8,
-        owner: Owner,
-    ) -> Result<u32, CmdError> {
-        if tree.nodes.is_full() {
-            return Err(CmdError::Invalid("scheduler tree full"));
-        }
-        let teid = self.add_sched_elem(parent)?;
-        let (p, data) = self.query_sched_elem(teid)?;
-        tree.push(Node { teid, parent: p, layer, tc, owner, data })?;
-        Ok(teid)
-    }
-
     /// Builds the RDMA branch for one VSI on `tc`, sized for `max_qs`
     /// queue sets (ice_cfg_vsi_rdma → ice_sched_cfg_vsi for a VSI new to
-    /// the TC): a chain of generic nodes from the entry layer to the VSI
-    /// layer under the TC node (LAN-owned), then the RDMA-owned nodes below
-    /// it ([`AdminQueue::sched_grow_rdma`] from 0). `max_qs` = 0 adds no
-    /// queue-group node, as ice (no qset can be added then).
+    /// the TC; ice_sched.c → ice_sched_add_vsi_to_topo,
+    /// ice_sched_calc_vsi_support_nodes, ice_sched_add_vsi_support_nodes):
+    /// a chain of generic nodes from the entry layer to the VSI layer under
+    /// the TC node (LAN-owned, through [`AdminQueue::sched_add_nodes`], so a
+    /// full TC node is [`CmdError::TcFull`] with nothing sent), except that
+    /// above the VSI layer a node this driver added earlier with room is
+    /// followed instead (from the first one with room up, the chain's first
+    /// children are followed); then the RDMA-owned nodes below it
+    /// ([`AdminQueue::sched_grow_rdma`] from 0). A VSI node this driver
+    /// already added on the TC (a set-up that failed half-way) is reused
+    /// and grown from 0 queue sets, as ice finds it by its VSI handle
+    /// (ice_sched_get_vsi_node). `max_qs` = 0 adds no
+    /// queue-group node, as ice (no qset can be added then). More queue
+    /// sets than one VSI node's subtree holds ([`Tree::vsi_node_capacity`])
+    /// are refused with [`CmdError::Invalid`] before anything is sent: the
+    /// driver gives the VSI one VSI-layer node per TC (ice 6.1.192 adds
+    /// more VSI nodes, ice_sched_recalc_vsi_support_nodes).
     pub fn sched_cfg_vsi_rdma(
         &mut self,
         tree: &mut Tree,
@@ -593,11 +625,61 @@ impl<H: Hal, B: Bar> AdminQueue<H, B> {
     ) -> Result<RdmaBranch, CmdError> {
         let tc_node =
             tree.tc_node(tc).ok_or(CmdError::Invalid("no TC node for this traffic class"))?;
+        check_vsi_node_capacity(tree, max_qs)?;
         let vsi_layer = tree.vsi_layer();
-        let mut parent = tc_node;
+        // a VSI node this driver added on the TC before (a branch whose
+        // set-up failed half-way) is the VSI's (ice_sched_cfg_vsi →
+        // ice_sched_get_vsi_node): it grows from no queue set
+        if let Some(v) = tree
+            .nodes
+            .iter()
+            .find(|n| n.layer == vsi_layer && n.tc == tc && !tree.dflt.contains(&n.teid))
+        {
+            let mut branch = RdmaBranch { vsi_node: v.teid, qgrp_node: v.teid, tc, max_qs: 0 };
+            self.sched_grow_rdma(tree, &mut branch, max_qs)?;
+            return Ok(branch);
+        }
         let start = tree.entry_layer.max(2);
+        // ice_sched_calc_vsi_support_nodes: from the VSI layer up to the
+        // entry point, one node per layer, up to the first layer where a
+        // node this driver added (not a default one) still has room; none
+        // reused while the TC node has no child
+        let mut need = [false; MAX_LAYERS];
+        let tc_has_children = tree.children(tc_node).next().is_some();
+        for layer in (start..=vsi_layer).rev() {
+            if tc_has_children && layer != vsi_layer {
+                let m =
+                    usize::from(tree.max_children.get(usize::from(layer)).copied().unwrap_or(0));
+                let room = tree.nodes.iter().any(|n| {
+                    n.layer == layer
+                        && n.tc == tc
+                        && !tree.dflt.contains(&n.teid)
+                        && (m == 0 || tree.children(n.teid).count() < m)
+                });
+                if room {
+                    break;
+                }
+            }
+            if let Some(x) = need.get_mut(usize::from(layer)) {
+                *x = true;
+            }
+        }
+        // ice_sched_add_vsi_support_nodes: down from the TC node, a new node
+        // where one is needed (through the child limits: a full TC node is
+        // TcFull), else the first child
+        let mut parent = tc_node;
         for layer in start..=vsi_layer {
-            parent = self.add_node(tree, parent, layer, tc, Owner::Lan)?;
+            if need.get(usize::from(layer)).copied().unwrap_or(false) {
+                let mut t = [0u32; 1];
+                self.sched_add_nodes(tree, parent, layer, tc, &mut t)?;
+                parent = t[0];
+            } else {
+                parent = tree
+                    .children(parent)
+                    .next()
+                    .map(|n| n.teid)
+                    .ok_or(CmdError::BadResponse("support node without child"))?;
+            }
         }
         let mut branch = RdmaBranch { vsi_node: parent, qgrp_node: parent, tc, max_qs: 0 };
         self.sched_grow_rdma(tree, &mut branch, max_qs)?;
@@ -612,7 +694,9 @@ impl<H: Hal, B: Bar> AdminQueue<H, B> {
     /// up to just below the VSI layer (at least one each); each layer's
     /// nodes are added under the first node added one layer up
     /// ([`AdminQueue::sched_add_nodes`], which spills into its siblings),
-    /// RDMA-owned.
+    /// RDMA-owned. More than [`Tree::vsi_node_capacity`] is refused with
+    /// [`CmdError::Invalid`] before anything is sent (see
+    /// [`AdminQueue::sched_cfg_vsi_rdma`]).
     pub fn sched_grow_rdma(
         &mut self,
         tree: &mut Tree,
@@ -622,6 +706,7 @@ impl<H: Hal, B: Bar> AdminQueue<H, B> {
         if max_qs <= branch.max_qs {
             return Ok(());
         }
+        check_vsi_node_capacity(tree, max_qs)?;
         let (vsil, qgl) = (tree.vsi_layer(), tree.qgrp_layer());
         let mut count = [0u16; MAX_LAYERS];
         let mut num = max_qs - branch.max_qs;

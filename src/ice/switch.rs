@@ -622,7 +622,9 @@ impl MacFilters {
     /// list is emptied, the rule pointed back at that VSI (0x02A1, the
     /// rule's original source) and the list freed (0x0209). No rule for
     /// `mac`, or `vsi` not in its list, is [`CmdError::NotFound`] (ice:
-    /// ENOENT), nothing sent. Stricter than ice: a rule that forwards to
+    /// ENOENT), nothing sent. When the last VSI leaves a list (one an
+    /// earlier, half-failed removal left with one VSI), the rule is removed
+    /// (0x02A2), the list kept, as ice_remove_rule_internal does. Stricter than ice: a rule that forwards to
     /// another single VSI is NotFound too (ice removes a multicast one).
     pub fn remove_mac<H: Hal, B: Bar>(
         &mut self,
@@ -658,6 +660,21 @@ impl MacFilters {
                 aq.vsi_list_rule(ListOp::Clear, ListKind::Forward, list, &[vsi])?;
                 e.clear_member(vsi);
                 e.vsi_count = e.vsi_count.saturating_sub(1);
+                if e.vsi_count == 0 {
+                    // the last VSI left the list (an earlier removal failed
+                    // half-way and left one VSI in it): the rule goes, as
+                    // ice_remove_rule_internal removes it once vsi_count is 0
+                    // (the list itself is not freed, as in ice)
+                    if let Some(s) = self.entries.get_mut(i) {
+                        *s = Some(e);
+                    }
+                    aq.remove_switch_rule(e.rule_id)?;
+                    self.rule_cnt = self.rule_cnt.wrapping_sub(1);
+                    if let Some(s) = self.entries.get_mut(i) {
+                        *s = None;
+                    }
+                    return Ok(());
+                }
                 if e.vsi_count == 1
                     && let Some(rem) = e.first_member()
                 {

@@ -51,7 +51,7 @@ use crate::rng::Rng;
 // ---------------------------------------------------------------- the C side
 
 #[repr(C)]
-struct IceHw {
+pub(crate) struct IceHw {
     _p: [u8; 0],
 }
 
@@ -81,9 +81,9 @@ struct VdIceState {
 }
 
 unsafe extern "C" {
-    fn vd_ice_hw_new(sq: u16, rq: u16, sq_buf: u16, rq_buf: u16) -> *mut IceHw;
-    fn vd_ice_hw_free(hw: *mut IceHw);
-    fn vd_ice_init(hw: *mut IceHw) -> i32;
+    pub(crate) fn vd_ice_hw_new(sq: u16, rq: u16, sq_buf: u16, rq_buf: u16) -> *mut IceHw;
+    pub(crate) fn vd_ice_hw_free(hw: *mut IceHw);
+    pub(crate) fn vd_ice_init(hw: *mut IceHw) -> i32;
     fn vd_ice_init_check(hw: *mut IceHw) -> i32;
     fn vd_ice_init_all(hw: *mut IceHw) -> i32;
     fn vd_ice_shutdown(hw: *mut IceHw);
@@ -107,7 +107,7 @@ unsafe extern "C" {
     fn vd_ice_set_mac_cfg(hw: *mut IceHw, max_frame: u16) -> i32;
     fn vd_ice_mac_read(hw: *mut IceHw, buf_size: u16, mac: *mut u8) -> i32;
     fn vd_ice_link_info(hw: *mut IceHw, ena_lse: u8, o: *mut VdLink) -> i32;
-    fn vd_ice_query_sched_res(hw: *mut IceHw, o: *mut VdSched) -> i32;
+    pub(crate) fn vd_ice_query_sched_res(hw: *mut IceHw, o: *mut VdSched) -> i32;
     fn vd_ice_get_dflt_topo(hw: *mut IceHw, lport: u8, buf: *mut u8, branches: *mut u8) -> i32;
     fn vd_ice_query_elem(hw: *mut IceHw, teid: u32, elem: *mut u8) -> i32;
     fn vd_ice_dev_caps(hw: *mut IceHw, pf_id: u8, v: *mut u32) -> i32;
@@ -166,9 +166,9 @@ struct VdLink {
 /// `struct vd_sched`: what ice_sched_query_res_alloc keeps in `ice_hw`.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default)]
-struct VdSched {
-    max_children: [u16; 9],
-    layers: u8,
+pub(crate) struct VdSched {
+    pub(crate) max_children: [u16; 9],
+    pub(crate) layers: u8,
     phys_layers: u8,
     flattened: u8,
     max_cgds: u8,
@@ -324,7 +324,7 @@ pub struct Answer {
 }
 
 impl Answer {
-    fn ok() -> Answer {
+    pub(crate) fn ok() -> Answer {
         Answer { retval: 0, datalen: None, buf: Vec::new(), params: None, hang: false }
     }
 }
@@ -350,10 +350,15 @@ pub struct SeenCmd {
     pub buf: Option<Vec<u8>>,
 }
 
+/// Answers a command from what it carries, when no scripted answer is left
+/// (src/lan_switch.rs: a firmware that hands out TEIDs and rule ids).
+pub(crate) type Responder = Box<dyn FnMut(&SeenCmd) -> Answer>;
+
 #[derive(Default)]
 struct Fw {
     regs: BTreeMap<usize, u32>,
     answers: VecDeque<Answer>,
+    responder: Option<Responder>,
     /// Register writes, a ring base address as a token (see `write`).
     writes: Vec<(usize, String)>,
     /// The last value written to ATQBAL / ARQBAL (dropped or not).
@@ -481,8 +486,12 @@ impl Fw {
                         Some(unsafe { std::slice::from_raw_parts(bpa as *const u8, dl) }.to_vec());
                 }
             }
+            let a = match (self.answers.pop_front(), self.responder.as_mut()) {
+                (Some(a), _) => a,
+                (None, Some(r)) => r(&seen),
+                (None, None) => Answer::ok(),
+            };
             self.seen.push(seen);
-            let a = self.answers.pop_front().unwrap_or_else(Answer::ok);
             self.last_done = !a.hang;
             if a.hang {
                 return;
@@ -1053,6 +1062,18 @@ pub struct OpOut {
     pub writes: Vec<(usize, String)>,
     pub cmds: Vec<SeenCmd>,
     pub rings: Vec<[u8; 24]>,
+}
+
+/// A fresh firmware (no drop of BAL writes) answering with `responder`,
+/// the clock at 0 (src/lan_switch.rs).
+pub(crate) fn fw_fresh_with(responder: Option<Responder>) {
+    FW.with(|f| *f.borrow_mut() = Fw { responder, ..Fw::default() });
+    CLOCK.with(|k| k.set(0));
+}
+
+/// The commands the firmware saw since the last call.
+pub(crate) fn fw_take_seen() -> Vec<SeenCmd> {
+    FW.with(|f| std::mem::take(&mut f.borrow_mut().seen))
 }
 
 fn fresh_fw(c: &LanCase) {
@@ -1924,14 +1945,14 @@ pub fn shrink_lan(mut c: LanCase, mut d: LanDiff) -> (LanCase, LanDiff) {
     }
 }
 
-fn hexs(b: &[u8]) -> String {
+pub(crate) fn hexs(b: &[u8]) -> String {
     b.iter().fold(String::new(), |mut s, x| {
         let _ = write!(s, "{x:02x}");
         s
     })
 }
 
-fn answer_json(a: &Answer) -> String {
+pub(crate) fn answer_json(a: &Answer) -> String {
     let mut s = format!("{{\"retval_raw\":{}", a.retval);
     if let Some(l) = a.datalen {
         let _ = write!(s, ",\"datalen\":{l}");

@@ -25,9 +25,16 @@
 //! `shim/ice/include`), against `irdma::ice::AdminQueue` and its typed
 //! commands, both on the same scripted firmware (return codes, EBUSY,
 //! hangs, CRIT bits, bad heads, ARQ events, versions, MAC read, link
-//! status, scheduler resources): one session per two post cases. `ice_switch.c`
-//! and `ice_lib.c` are not compiled (both need `ice.h`, the whole netdev
-//! driver), so Add VSI and the switch rules are not compared yet.
+//! status, scheduler resources): one session per two post cases.
+//!
+//! VSIs, MAC switch rules and the scheduler tree build (`lan_switch.rs`):
+//! the vendor's `ice_switch.c` and `ice_fltr.c`, compiled unmodified in
+//! their own unit (`shim/ice/switch_glue.c` predefines `ice.h`'s include
+//! guard and supplies the little of it they use), with `ice_sched.c` /
+//! `ice_common.c`'s tree build, against `irdma::ice` (VSI commands,
+//! `MacFilters`, `sched`), on a firmware that hands out rule ids, list ids
+//! and TEIDs: one session per four post cases. `ice_lib.c` is not compiled
+//! (see switch_glue.c).
 //!
 //! The conformance vectors (`regen/`): `--write-vectors DIR` writes
 //! `datapath`, `cqp`, `cqp-ud` and `lan-aq-vectors.json` in the published
@@ -74,6 +81,8 @@ mod ffi;
 pub mod hmc;
 #[cfg(vendor_c)]
 pub mod lan;
+#[cfg(vendor_c)]
+pub mod lan_switch;
 #[cfg(vendor_c)]
 pub mod qpc;
 #[cfg(vendor_c)]
@@ -122,6 +131,9 @@ pub struct Report {
     pub hmc_cases: u64,
     /// rw sessions compared (`rw::PER_CASE` per post case).
     pub rw_cases: u64,
+    /// VSI / switch-rule / scheduler sessions compared (lan_switch.rs; one
+    /// per four post cases).
+    pub sw_cases: u64,
 }
 
 /// Runs `opts.cases` cases from `opts.seed`; prints each difference (shrunk,
@@ -246,6 +258,32 @@ fn hmc_round(n: u64, seed: u64, rng: &mut rng::Rng, rep: &mut Report) -> bool {
     false
 }
 
+/// One VSI / switch-rule / scheduler session (lan_switch.rs); true when
+/// the run should stop (five differences).
+#[cfg(vendor_c)]
+fn sw_round(n: u64, seed: u64, rng: &mut rng::Rng, rep: &mut Report) -> Result<bool, String> {
+    let c = lan_switch::gen_sw_case(rng);
+    rep.sw_cases += 1;
+    match lan_switch::run_sw(&c)? {
+        lan_switch::SwOutcome::Same => {}
+        lan_switch::SwOutcome::Deviation(id) => *rep.deviations.entry(id.into()).or_default() += 1,
+        lan_switch::SwOutcome::Differs(d) => {
+            rep.differences += 1;
+            let (small, d) = lan_switch::shrink_sw(c, d);
+            println!(
+                "DIFF LAN switch/scheduler case #{n} (seed {seed:#x}): op {}: {}",
+                d.op, d.what
+            );
+            println!("{}", lan_switch::print_sw(&small, &d));
+            if rep.differences >= 5 {
+                println!("(stopping after 5 differences)");
+                return Ok(true);
+            }
+        }
+    }
+    Ok(false)
+}
+
 #[cfg(vendor_c)]
 fn run_all(opts: Opts, devs: &deviations::Deviations) -> Result<Report, String> {
     let known: Vec<&str> = run::KNOWN_DEVIATIONS
@@ -254,9 +292,11 @@ fn run_all(opts: Opts, devs: &deviations::Deviations) -> Result<Report, String> 
         .chain(lan::KNOWN)
         .chain(hmc::KNOWN)
         .chain(rw::KNOWN)
+        .chain(lan_switch::KNOWN)
         .copied()
         .collect();
     let mut lan_time = std::time::Duration::ZERO;
+    let mut sw_time = std::time::Duration::ZERO;
     let mut hmc_time = std::time::Duration::ZERO;
     let mut rw_time = std::time::Duration::ZERO;
     // the rw area draws from its own stream: the other areas' cases stay
@@ -323,6 +363,16 @@ fn run_all(opts: Opts, devs: &deviations::Deviations) -> Result<Report, String> 
                 break;
             }
         }
+        // one VSI / switch / scheduler session per four post cases (about
+        // 1.5 ms each: the leg's share stays under 10 s)
+        if n % 4 == 1 {
+            let t_sw = std::time::Instant::now();
+            let stop = sw_round(n, opts.seed, &mut rng, &mut rep)?;
+            sw_time += t_sw.elapsed();
+            if stop {
+                break;
+            }
+        }
         let t_rw = std::time::Instant::now();
         let stop = rw::rw_round(n, opts.seed, &mut rw_rng, &mut rep);
         rw_time += t_rw.elapsed();
@@ -379,6 +429,12 @@ fn run_all(opts: Opts, devs: &deviations::Deviations) -> Result<Report, String> 
         rw_time.as_secs_f64()
     );
     println!("  {}", rw::stats::line());
+    println!(
+        "  LAN VSI / switch rules / scheduler tree: {} sessions, {:.1}s: {}",
+        rep.sw_cases,
+        sw_time.as_secs_f64(),
+        lan_switch::stats::line()
+    );
     for (id, k) in &rep.deviations {
         println!("  deviation {id}: {k} cases ({})", devs.reason(id));
     }

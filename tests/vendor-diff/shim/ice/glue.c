@@ -407,33 +407,16 @@ static void vd_unreachable(const char *f)
 #define VD_UNREACHABLE(ret, name, ...) \
 	ret name(__VA_ARGS__) { vd_unreachable(#name); __builtin_unreachable(); }
 
-/* ice_switch.c: a VSI handle is valid when its context exists */
-bool ice_is_vsi_valid(struct ice_hw *hw, u16 vsi_handle)
-{
-	return vsi_handle < ICE_MAX_VSI && hw->vsi_ctx[vsi_handle];
-}
-
-struct ice_vsi_ctx *ice_get_vsi_ctx(struct ice_hw *hw, u16 vsi_handle)
-{
-	return vsi_handle >= ICE_MAX_VSI ? NULL : hw->vsi_ctx[vsi_handle];
-}
-
-u16 ice_get_hw_vsi_num(struct ice_hw *hw, u16 vsi_handle)
-{
-	return hw->vsi_ctx[vsi_handle]->vsi_num;
-}
-
+/* ice_switch.c (ice_is_vsi_valid, ice_get_vsi_ctx, ice_get_hw_vsi_num,
+ * ice_clear_all_vsi_ctx, ice_get_initial_sw_cfg, ice_init_def_sw_recp,
+ * ice_replay_vsi_all_fltr, ice_rm_all_sw_replay_rule_info) is compiled in
+ * shim/ice/switch_glue.c. */
 VD_UNREACHABLE(int, ice_alloc_fd_res_cntr, struct ice_hw *hw, u16 *cntr_id)
 VD_UNREACHABLE(int, ice_free_fd_res_cntr, struct ice_hw *hw, u16 cntr_id)
-VD_UNREACHABLE(void, ice_clear_all_vsi_ctx, struct ice_hw *hw)
 VD_UNREACHABLE(void, ice_free_hw_tbls, struct ice_hw *hw)
 VD_UNREACHABLE(void, ice_free_seg, struct ice_hw *hw)
-VD_UNREACHABLE(int, ice_get_initial_sw_cfg, struct ice_hw *hw)
 VD_UNREACHABLE(int, ice_get_pfa_module_tlv, struct ice_hw *hw, u16 *module_tlv, u16 *module_tlv_len, u16 module_type)
-VD_UNREACHABLE(int, ice_init_def_sw_recp, struct ice_hw *hw)
 VD_UNREACHABLE(int, ice_init_hw_tbls, struct ice_hw *hw)
 VD_UNREACHABLE(int, ice_init_nvm, struct ice_hw *hw)
 VD_UNREACHABLE(int, ice_read_sr_word, struct ice_hw *hw, u16 offset, u16 *data)
 VD_UNREACHABLE(int, ice_replay_rss_cfg, struct ice_hw *hw, u16 vsi_handle)
-VD_UNREACHABLE(int, ice_replay_vsi_all_fltr, struct ice_hw *hw, u16 vsi_handle)
-VD_UNREACHABLE(void, ice_rm_all_sw_replay_rule_info, struct ice_hw *hw)
