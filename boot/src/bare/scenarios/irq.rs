@@ -125,7 +125,7 @@ mod common {
 
     use super::super::bringup::{model_counters, request_fault};
     use super::super::verbs::{
-        Dev, EMPTY_WC, TCq, buf, check, expect, fill, objects, pages_of, reg,
+        Dev, EMPTY_WC, Map, TCq, buf, check, expect, fill, objects, reg_buf,
     };
     use super::super::{Ctx, Kind, Msg, Outcome, msg};
     use super::{IDLE_ROUNDS, ON, PAUSE_US, TIMER_ENTRY, WAIT, plat};
@@ -379,11 +379,9 @@ mod common {
         let mut o = objects(dev)?;
         let b = buf(1)?;
         fill(&b, 31);
-        let mut pages = [0u64; 1];
-        pages_of(&b, &mut pages);
-        // SAFETY: the pages are `b`'s, declared before the MR and so dropped
-        // after it (deregistered in its `Drop`).
-        let mr = unsafe { reg(dev, &o.pd, b.paddr(), 4096, &pages, false) }?;
+        // SAFETY: `b` is declared before the MR and so dropped after it
+        // (deregistered in its `Drop`).
+        let mr = unsafe { reg_buf(dev, &o.pd, &b, Map::Identity) }?;
         let rsge = [Sge { addr: b.paddr() + 3072, length: 512, lkey: mr.lkey() }];
         o.q2.post_recv(&[RecvWr { wr_id: 20, sg_list: &rsge }])
             .map_err(|e| msg(format_args!("post_recv: {e:?}")))?;
@@ -466,11 +464,9 @@ mod common {
         let taken0 = device_taken();
         let mut o = objects(dev)?;
         let b = buf(1)?;
-        let mut pages = [0u64; 1];
-        pages_of(&b, &mut pages);
-        // SAFETY: the pages are `b`'s, declared before the MR and so dropped
-        // after it (deregistered in its `Drop`).
-        let mr = unsafe { reg(dev, &o.pd, b.paddr(), 4096, &pages, false) }?;
+        // SAFETY: `b` is declared before the MR and so dropped after it
+        // (deregistered in its `Drop`).
+        let mr = unsafe { reg_buf(dev, &o.pd, &b, Map::Identity) }?;
         let mut wc = [EMPTY_WC; 2];
         for i in 0..u64::from(IDLE_ROUNDS) {
             let (h0, d0) = (st.halts, st.handled);

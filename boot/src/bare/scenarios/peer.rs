@@ -24,13 +24,13 @@ use irdma::cm::{
     AcceptParams, Cm, CmConfig, CmEvent, CmTiming, ConnId, ConnectParams, MadAddr, QP1_RECV_BYTES,
     Qp1Transport,
 };
-use irdma::verbs::{IpAddr, QpAttr, QpCap, QpInitAttr, QpState};
+use irdma::verbs::{IpAddr, QpAttr, QpCap, QpState};
 use irdma::wr::{RecvWr, SendFlags, SendWr, Sge, WcOpcode, WcStatus, WorkCompletion, WrOpcode};
 use irdma_boot::peercfg::{PeerCfg, PeerCfgError, Role};
 use irdma_hal::{Hal, MmioBar};
 use irdma_rping::{ADVERT_LEN, Advert};
 
-use super::verbs::{Buf, Dev, EMPTY_WC, TCq, TMr, TPd, TQp, buf, pages_of, reg};
+use super::verbs::{Buf, Dev, EMPTY_WC, Map, TCq, TMr, TPd, TQp, buf, rc_objects, reg_buf};
 use super::{Msg, Outcome, Runner, msg};
 use crate::bare::hal::BootHal;
 use crate::bare::serial::println;
@@ -107,9 +107,6 @@ struct Side<'d, 'b> {
 }
 
 fn side<'d, 'b>(dev: &'d Dev<'b>) -> Result<Side<'d, 'b>, Msg> {
-    let e = |e| msg(format_args!("{e:?}"));
-    let pd = dev.alloc_pd().map_err(e)?;
-    let cq = dev.create_cq(16).map_err(e)?;
     let cap = QpCap {
         max_send_wr: 8,
         max_recv_wr: 8,
@@ -117,14 +114,11 @@ fn side<'d, 'b>(dev: &'d Dev<'b>) -> Result<Side<'d, 'b>, Msg> {
         max_recv_sge: 1,
         max_inline_data: 0,
     };
-    let mut attr = QpInitAttr { send_cq: &cq, recv_cq: &cq, cap };
-    let qp = dev.create_qp(&pd, &mut attr).map_err(e)?;
+    let (pd, cq, qp) = rc_objects(dev, 16, cap)?;
     let mem = buf(PAGES)?;
-    let mut pages = [0u64; PAGES];
-    pages_of(&mem, &mut pages);
-    // SAFETY: the pages are `mem`'s, which `Side` drops after the MR
-    // (field order).
-    let mr = unsafe { reg(dev, &pd, mem.paddr(), (PAGES * 4096) as u64, &pages, false) }?;
+    // SAFETY: `mem` goes into `Side`, which drops it after the MR (field
+    // order).
+    let mr = unsafe { reg_buf(dev, &pd, &mem, Map::Identity) }?;
     Ok(Side { qp, cq, mr, _pd: pd, mem, pending: heapless::Vec::new() })
 }
 
