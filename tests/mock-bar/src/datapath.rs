@@ -409,13 +409,41 @@ fn packets(len: u64, mss: u32) -> u32 {
 /// the PSNs the request consumes (a READ: one per response packet, §4.2).
 fn segment(req: &Request, dest_qp: u32, psn: u32, mss: u32) -> (Vec<wire::Packet>, u32) {
     let base = wire::Packet { dest_qp, ..wire::Packet::default() };
-    let chunks = |d: &[u8]| -> Vec<Vec<u8>> {
-        if d.is_empty() {
-            vec![Vec::new()]
-        } else {
-            d.chunks(mss.max(1) as usize).map(<[u8]>::to_vec).collect()
-        }
-    };
+    // One packet per MSS of `d` (one empty packet for no data), each with
+    // its PSN, AckReq on the last, and its opcode out of the message kind's
+    // `[ONLY, FIRST, MIDDLE, LAST]`; `shape(first, last, packet)` adds the
+    // headers.
+    let each =
+        |d: &[u8], ops: [u8; 4], shape: &dyn Fn(bool, bool, wire::Packet) -> wire::Packet| {
+            let parts: Vec<Vec<u8>> = if d.is_empty() {
+                vec![Vec::new()]
+            } else {
+                d.chunks(mss.max(1) as usize).map(<[u8]>::to_vec).collect()
+            };
+            let n = parts.len();
+            let v: Vec<wire::Packet> = parts
+                .into_iter()
+                .enumerate()
+                .map(|(i, payload)| {
+                    let (first, last) = (i == 0, i + 1 == n);
+                    let opcode = match (first, last) {
+                        (true, true) => ops[0],
+                        (true, false) => ops[1],
+                        (false, false) => ops[2],
+                        (false, true) => ops[3],
+                    };
+                    let p = wire::Packet {
+                        opcode,
+                        ack_req: last,
+                        psn: psn_add(psn, i as u32),
+                        payload,
+                        ..base.clone()
+                    };
+                    shape(first, last, p)
+                })
+                .collect();
+            (v, n as u32)
+        };
     match req {
         Request::Read { addr, rkey, len, .. } => {
             let p = wire::Packet {
@@ -428,68 +456,32 @@ fn segment(req: &Request, dest_qp: u32, psn: u32, mss: u32) -> (Vec<wire::Packet
             (vec![p], packets(*len, mss))
         }
         Request::Write { addr, rkey, data, imm, solicited, .. } => {
-            let parts = chunks(data);
-            let n = parts.len();
-            let v = parts
-                .into_iter()
-                .enumerate()
-                .map(|(i, payload)| {
-                    let (first, last) = (i == 0, i + 1 == n);
-                    let opcode = match (first, last, imm.is_some()) {
-                        (true, true, false) => bop::WRITE_ONLY,
-                        (true, true, true) => bop::WRITE_ONLY_IMM,
-                        (true, false, _) => bop::WRITE_FIRST,
-                        (false, false, _) => bop::WRITE_MIDDLE,
-                        (false, true, false) => bop::WRITE_LAST,
-                        (false, true, true) => bop::WRITE_LAST_IMM,
-                    };
-                    wire::Packet {
-                        opcode,
-                        se: last && imm.is_some() && *solicited,
-                        ack_req: last,
-                        psn: psn_add(psn, i as u32),
-                        reth: first.then_some((*addr, *rkey, data.len() as u32)),
-                        imm: imm.filter(|_| last).map(|v| v as u32),
-                        payload,
-                        ..base.clone()
-                    }
-                })
-                .collect();
-            (v, n as u32)
+            let (only, last_op) = match imm {
+                Some(_) => (bop::WRITE_ONLY_IMM, bop::WRITE_LAST_IMM),
+                None => (bop::WRITE_ONLY, bop::WRITE_LAST),
+            };
+            let ops = [only, bop::WRITE_FIRST, bop::WRITE_MIDDLE, last_op];
+            each(data, ops, &|first, last, p| wire::Packet {
+                se: last && imm.is_some() && *solicited,
+                reth: first.then_some((*addr, *rkey, data.len() as u32)),
+                imm: imm.filter(|_| last).map(|v| v as u32),
+                ..p
+            })
         }
         Request::Send { data, imm, solicited, invalidate, .. } => {
-            let parts = chunks(data);
-            let n = parts.len();
-            let v = parts
-                .into_iter()
-                .enumerate()
-                .map(|(i, payload)| {
-                    let (first, last) = (i == 0, i + 1 == n);
-                    let opcode = match (first, last) {
-                        (true, false) => bop::SEND_FIRST,
-                        (false, false) => bop::SEND_MIDDLE,
-                        (_, true) => match (invalidate.is_some(), imm.is_some(), first) {
-                            (true, _, true) => bop::SEND_ONLY_INV,
-                            (true, _, false) => bop::SEND_LAST_INV,
-                            (false, true, true) => bop::SEND_ONLY_IMM,
-                            (false, true, false) => bop::SEND_LAST_IMM,
-                            (false, false, true) => bop::SEND_ONLY,
-                            (false, false, false) => bop::SEND_LAST,
-                        },
-                    };
-                    wire::Packet {
-                        opcode,
-                        se: last && *solicited,
-                        ack_req: last,
-                        psn: psn_add(psn, i as u32),
-                        imm: imm.filter(|_| last && invalidate.is_none()).map(|v| v as u32),
-                        ieth: invalidate.filter(|_| last),
-                        payload,
-                        ..base.clone()
-                    }
-                })
-                .collect();
-            (v, n as u32)
+            let (only, last_op) = match (invalidate, imm) {
+                (Some(_), _) => (bop::SEND_ONLY_INV, bop::SEND_LAST_INV),
+                (None, Some(_)) => (bop::SEND_ONLY_IMM, bop::SEND_LAST_IMM),
+                (None, None) => (bop::SEND_ONLY, bop::SEND_LAST),
+            };
+            each(data, [only, bop::SEND_FIRST, bop::SEND_MIDDLE, last_op], &|_, last, p| {
+                wire::Packet {
+                    se: last && *solicited,
+                    imm: imm.filter(|_| last && invalidate.is_none()).map(|v| v as u32),
+                    ieth: invalidate.filter(|_| last),
+                    ..p
+                }
+            })
         }
     }
 }
