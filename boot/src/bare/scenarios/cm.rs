@@ -23,7 +23,7 @@ use irdma::cm::{
     AcceptParams, Cm, CmConfig, CmEvent, CmTiming, ConnId, ConnectParams, MadAddr, QP1_RECV_BYTES,
     Qp1Transport,
 };
-use irdma::verbs::{IpAddr, QpCap};
+use irdma::verbs::IpAddr;
 use irdma::wr::{SendFlags, SendWr, Sge, WcOpcode, WrOpcode};
 use irdma_boot::contract::{self as c, MAILBOX};
 use irdma_hal::{Bar, Hal, MmioBar};
@@ -111,14 +111,7 @@ struct Side<'d, 'b> {
 const WRITE_OFF: usize = c::CM_SEND_BYTES;
 
 fn side<'d, 'b>(dev: &'d Dev<'b>, nonce: u64, conn: u32) -> Result<Side<'d, 'b>, Msg> {
-    let cap = QpCap {
-        max_send_wr: 8,
-        max_recv_wr: 8,
-        max_send_sge: 1,
-        max_recv_sge: 1,
-        max_inline_data: 0,
-    };
-    let (pd, cq, qp) = rc_objects(dev, 16, cap)?;
+    let (pd, cq, qp) = rc_objects(dev)?;
     const PAGES: usize = (c::CM_SEND_BYTES + c::CM_WRITE_BYTES).div_ceil(4096);
     let src = buf(PAGES)?;
     let mut chunk = [0u8; 256];

@@ -125,7 +125,7 @@ mod common {
 
     use super::super::bringup::{model_counters, request_fault};
     use super::super::verbs::{
-        Dev, EMPTY_WC, Map, TCq, buf, check, expect, fill, objects, reg_buf,
+        Buf, Dev, EMPTY_WC, Map, Objs, TCq, TMr, buf, check, expect, fill, objects, reg_buf,
     };
     use super::super::{Ctx, Kind, Msg, Outcome, msg};
     use super::{IDLE_ROUNDS, ON, PAUSE_US, TIMER_ENTRY, WAIT, plat};
@@ -385,48 +385,8 @@ mod common {
         let rsge = [Sge { addr: b.paddr() + 3072, length: 512, lkey: mr.lkey() }];
         o.q2.post_recv(&[RecvWr { wr_id: 20, sg_list: &rsge }])
             .map_err(|e| msg(format_args!("post_recv: {e:?}")))?;
-        let mut wc = [EMPTY_WC; 4];
-
-        // WRITE 256 B from offset 0 to offset 1024.
-        pause(bar)?;
-        let sge = [Sge { addr: b.paddr(), length: 256, lkey: mr.lkey() }];
-        let wr = SendWr {
-            wr_id: 10,
-            opcode: WrOpcode::RdmaWrite { remote_addr: b.paddr() + 1024, rkey: mr.rkey() },
-            flags: SendFlags::SIGNALED,
-            sg_list: &sge,
-        };
-        o.q1.post_send(&[wr]).map_err(|e| msg(format_args!("post WRITE: {e:?}")))?;
-        let n = wait(dev, &mut o.cq, &mut wc, &mut st);
-        check_wait("WRITE", &st, 0, 0)?;
-        ensure!(n == 1, "WRITE: {n} completions");
-        expect(wc[0], 10, WcOpcode::RdmaWrite)?;
-        check(&b, 1024, 256, 31, 0).map_err(|e| msg(format_args!("WRITE: {e}")))?;
-        let (halts_w, handled_w) = (st.halts, st.handled);
-
-        // SEND 300 B from offset 512 into the receive at offset 3072.
-        pause(bar)?;
-        let sge = [Sge { addr: b.paddr() + 512, length: 300, lkey: mr.lkey() }];
-        let wr =
-            SendWr { wr_id: 11, opcode: WrOpcode::Send, flags: SendFlags::SIGNALED, sg_list: &sge };
-        o.q1.post_send(&[wr]).map_err(|e| msg(format_args!("post SEND: {e:?}")))?;
-        let (mut got_send, mut got_recv) = (false, false);
-        while !(got_send && got_recv) {
-            let n = wait(dev, &mut o.cq, &mut wc, &mut st);
-            ensure!(!st.timed_out, "SEND: no interrupt within {WAIT:?} (lost wake-up)");
-            for c in wc.iter().take(n) {
-                match (c.wr_id, c.status, c.opcode) {
-                    (11, WcStatus::Success, WcOpcode::Send) if !got_send => got_send = true,
-                    (20, WcStatus::Success, WcOpcode::Recv) if !got_recv => {
-                        ensure!(c.byte_len == 300, "receive {c:?}");
-                        got_recv = true;
-                    }
-                    _ => bail!("unexpected completion {c:?}"),
-                }
-            }
-        }
-        check_wait("SEND", &st, halts_w, handled_w)?;
-        check(&b, 3072, 300, 31, 512).map_err(|e| msg(format_args!("SEND: {e}")))?;
+        irq_write(dev, bar, &mut o, &b, &mr, &mut st)?;
+        irq_send(dev, bar, &mut o, &b, &mr, &mut st)?;
 
         let m1 = model_irq(bar)?;
         let (taken, stats) = (device_taken() - taken0, dev.irq_stats());
@@ -453,6 +413,70 @@ mod common {
             m1.arms - m0.arms
         );
         Ok(())
+    }
+
+    /// `write_send`'s WRITE: 256 B from offset 0 of `b` to offset 1024,
+    /// completed while the core halts.
+    fn irq_write(
+        dev: &Dev<'_>,
+        bar: &MmioBar,
+        o: &mut Objs<'_, '_>,
+        b: &Buf,
+        mr: &TMr<'_, '_>,
+        st: &mut Waits,
+    ) -> Result<(), Msg> {
+        pause(bar)?;
+        let sge = [Sge { addr: b.paddr(), length: 256, lkey: mr.lkey() }];
+        let wr = SendWr {
+            wr_id: 10,
+            opcode: WrOpcode::RdmaWrite { remote_addr: b.paddr() + 1024, rkey: mr.rkey() },
+            flags: SendFlags::SIGNALED,
+            sg_list: &sge,
+        };
+        o.q1.post_send(&[wr]).map_err(|e| msg(format_args!("post WRITE: {e:?}")))?;
+        let mut wc = [EMPTY_WC; 4];
+        let n = wait(dev, &mut o.cq, &mut wc, st);
+        check_wait("WRITE", st, 0, 0)?;
+        ensure!(n == 1, "WRITE: {n} completions");
+        expect(wc[0], 10, WcOpcode::RdmaWrite)?;
+        check(b, 1024, 256, 31, 0).map_err(|e| msg(format_args!("WRITE: {e}")))
+    }
+
+    /// `write_send`'s SEND: 300 B from offset 512 of `b` into the receive
+    /// at offset 3072, both completions while the core halts (after the
+    /// WRITE's halts in `st`).
+    fn irq_send(
+        dev: &Dev<'_>,
+        bar: &MmioBar,
+        o: &mut Objs<'_, '_>,
+        b: &Buf,
+        mr: &TMr<'_, '_>,
+        st: &mut Waits,
+    ) -> Result<(), Msg> {
+        let (halts_w, handled_w) = (st.halts, st.handled);
+        pause(bar)?;
+        let sge = [Sge { addr: b.paddr() + 512, length: 300, lkey: mr.lkey() }];
+        let wr =
+            SendWr { wr_id: 11, opcode: WrOpcode::Send, flags: SendFlags::SIGNALED, sg_list: &sge };
+        o.q1.post_send(&[wr]).map_err(|e| msg(format_args!("post SEND: {e:?}")))?;
+        let mut wc = [EMPTY_WC; 4];
+        let (mut got_send, mut got_recv) = (false, false);
+        while !(got_send && got_recv) {
+            let n = wait(dev, &mut o.cq, &mut wc, st);
+            ensure!(!st.timed_out, "SEND: no interrupt within {WAIT:?} (lost wake-up)");
+            for c in wc.iter().take(n) {
+                match (c.wr_id, c.status, c.opcode) {
+                    (11, WcStatus::Success, WcOpcode::Send) if !got_send => got_send = true,
+                    (20, WcStatus::Success, WcOpcode::Recv) if !got_recv => {
+                        ensure!(c.byte_len == 300, "receive {c:?}");
+                        got_recv = true;
+                    }
+                    _ => bail!("unexpected completion {c:?}"),
+                }
+            }
+        }
+        check_wait("SEND", st, halts_w, handled_w)?;
+        check(b, 3072, 300, 31, 512).map_err(|e| msg(format_args!("SEND: {e}")))
     }
 
     /// The core is idle while it waits: [`IDLE_ROUNDS`] WRITEs the model

@@ -225,16 +225,22 @@ unsafe fn reg_pair<'d, 'b>(
     Ok((smr, unsafe { reg_buf(dev, pd, dst, Map::Identity) }?))
 }
 
-/// A PD, a CQ of `cqe` entries and an RC QP on them with `cap`: the objects
-/// of one connection's side (the QP comes back in RESET).
+/// A PD, a CQ of 16 entries and an RC QP on them (8 WRs of one SGE each
+/// way, no inline data): the objects of one connection's side in the CM
+/// and peer scenarios (the QP comes back in RESET).
 pub(super) fn rc_objects<'d, 'b>(
     dev: &'d Dev<'b>,
-    cqe: u32,
-    cap: QpCap,
 ) -> Result<(TPd<'d, 'b>, TCq<'d, 'b>, TQp<'d, 'b>), Msg> {
     let e = |e| msg(format_args!("{e:?}"));
     let pd = dev.alloc_pd().map_err(e)?;
-    let cq = dev.create_cq(cqe).map_err(e)?;
+    let cq = dev.create_cq(16).map_err(e)?;
+    let cap = QpCap {
+        max_send_wr: 8,
+        max_recv_wr: 8,
+        max_send_sge: 1,
+        max_recv_sge: 1,
+        max_inline_data: 0,
+    };
     let mut attr = QpInitAttr { send_cq: &cq, recv_cq: &cq, cap };
     let qp = dev.create_qp(&pd, &mut attr).map_err(e)?;
     Ok((pd, cq, qp))
@@ -627,18 +633,18 @@ fn run_scenarios<'b>(r: &mut Runner, dev: &Dev<'b>, rows: &mut heapless::Vec<Row
         }
         return;
     };
-    let mut m = Meter::default();
-    r.run("mr_levels", || mr_levels(dev, o, &mut m).map(|()| Outcome::Pass));
-    let _ = rows.push(m.row("mr_levels"));
-    let mut m = Meter::default();
-    r.run("rc_write_read_send", || write_read_send(dev, o, &mut m).map(|()| Outcome::Pass));
-    let _ = rows.push(m.row("rc_write_read_send"));
-    let mut m = Meter::default();
-    r.run("rc_post_poll_timing", || timing(dev, o, &mut m).map(|()| Outcome::Pass));
-    let _ = rows.push(m.row("rc_post_poll_timing"));
-    let mut m = Meter::default();
-    r.run("rc_batch_timing", || batch_timing(dev, o, &mut m).map(|()| Outcome::Pass));
-    let _ = rows.push(m.row("rc_batch_timing"));
+    // The metered scenarios: a row of the table each.
+    let metered: [(&str, Metered); 4] = [
+        ("mr_levels", mr_levels),
+        ("rc_write_read_send", write_read_send),
+        ("rc_post_poll_timing", timing),
+        ("rc_batch_timing", batch_timing),
+    ];
+    for (name, scenario) in metered {
+        let mut m = Meter::default();
+        r.run(name, || scenario(dev, o, &mut m).map(|()| Outcome::Pass));
+        let _ = rows.push(m.row(name));
+    }
     r.run("verbs_fault_injection", || verbs_faults(dev, o).map(|()| Outcome::Pass));
     for (name, dir) in
         [("rw_1mib_read", Direction::FromDevice), ("rw_1mib_write", Direction::ToDevice)]
@@ -665,6 +671,9 @@ fn run_scenarios<'b>(r: &mut Runner, dev: &Dev<'b>, rows: &mut heapless::Vec<Row
         Ok(Outcome::Pass)
     });
 }
+
+/// A scenario whose posts and polls go into a row of the summary table.
+type Metered = for<'d, 'b> fn(&'d Dev<'b>, &mut Objs<'d, 'b>, &mut Meter) -> Result<(), Msg>;
 
 /// Level 0 (contiguous), level 1 (pages out of order) and level 2 (more
 /// pages than one level-1 run) MRs, each written through once.
