@@ -337,6 +337,25 @@ const PEER_VANISHES: Scenario = Scenario {
     ..BASE
 };
 
+/// The `PEER-EXIT` status of a serial log, printing its result lines
+/// (`PEER-…`, and those starting with one of `show` after any indent) with
+/// `tag`, cut to `width` characters.
+fn exit_of(serial: &Path, tag: &str, show: &[&str], width: usize) -> Option<i32> {
+    let log = std::fs::read_to_string(serial).unwrap_or_default();
+    let mut exit = None;
+    for l in log.lines() {
+        let l = l.trim_end_matches('\r');
+        if let Some(v) = l.strip_prefix("PEER-EXIT ") {
+            exit = v.trim().parse::<i32>().ok();
+        }
+        if l.starts_with("PEER-") || show.iter().any(|r| l.trim_start().starts_with(r)) {
+            let short: String = l.chars().take(width).collect();
+            println!("{tag}: {short}");
+        }
+    }
+    exit
+}
+
 const SCENARIOS: &[Scenario] = &[
     Scenario {
         name: "arp",
@@ -1127,25 +1146,9 @@ fn run(name: &str) -> Result<i32, String> {
     // missing one fails there, with the capture written)
     let grace = if second.is_some() { 75 } else { sc.host_grace_s };
     let host_st = wait(&mut host, Instant::now() + Duration::from_secs(grace));
-    // PEER-EXIT of a serial log, its result lines printed with `tag`
-    let exit_of = |serial: &Path, tag: &str| {
-        let log = std::fs::read_to_string(serial).unwrap_or_default();
-        let mut exit = None;
-        for l in log.lines() {
-            let l = l.trim_end_matches('\r');
-            if let Some(v) = l.strip_prefix("PEER-EXIT ") {
-                exit = v.trim().parse::<i32>().ok();
-            }
-            if l.starts_with("PEER-") || sc.result.iter().any(|r| l.trim_start().starts_with(r)) {
-                let short: String = l.chars().take(100).collect();
-                println!("{tag}: {short}");
-            }
-        }
-        exit
-    };
-    let mut exit = exit_of(&serial, "guest");
+    let mut exit = exit_of(&serial, "guest", sc.result, 100);
     if let Some((serial2, st)) = &second {
-        let e2 = exit_of(serial2, "guest (second boot)");
+        let e2 = exit_of(serial2, "guest (second boot)", sc.result, 100);
         println!(
             "peer {}: second guest {} ({st:?})",
             sc.name,
@@ -1346,18 +1349,7 @@ fn run_uk(sc: &UkScenario) -> Result<i32, String> {
         .map_err(|e| e.to_string())?;
     std::fs::write(out.join("model.log"), uk.model_output.join("\n") + "\n")
         .map_err(|e| e.to_string())?;
-    let log = std::fs::read_to_string(&serial).unwrap_or_default();
-    let mut exit = None;
-    for l in log.lines() {
-        let l = l.trim_end_matches('\r');
-        if let Some(v) = l.strip_prefix("PEER-EXIT ") {
-            exit = v.trim().parse::<i32>().ok();
-        }
-        if l.starts_with("PEER-") || sc.result.iter().any(|r| l.trim_start().starts_with(r)) {
-            let short: String = l.chars().take(100).collect();
-            println!("linux: {short}");
-        }
-    }
+    let exit = exit_of(&serial, "linux", sc.result, 100);
     for l in uk
         .console
         .iter()
