@@ -488,18 +488,7 @@ fn ud_wc(i: &CqPollInfo) -> crate::wr::UdWc {
     }
 }
 
-const EMPTY_WC: WorkCompletion = WorkCompletion {
-    wr_id: 0,
-    status: WcStatus::Success,
-    opcode: WcOpcode::Send,
-    vendor_err: 0,
-    byte_len: 0,
-    qp_num: 0,
-    imm_data: None,
-    invalidated_rkey: None,
-    solicited: false,
-    ud: None,
-};
+const EMPTY_WC: WorkCompletion = WorkCompletion::EMPTY;
 
 impl<'a, S: SendQueue> QpUk<'a, S> {
     /// A QP's data path. `ctx` is the completion context programmed into the

@@ -223,19 +223,7 @@ fn shared_sq_completes_through_the_cq() {
     }
     // ...then the QP errors: one flush CQE for the rest.
     cqe_at(&cq, 30, 0, 1);
-    let wc0 = WorkCompletion {
-        wr_id: 0,
-        status: WcStatus::Success,
-        opcode: crate::wr::WcOpcode::Send,
-        vendor_err: 0,
-        byte_len: 0,
-        qp_num: 0,
-        imm_data: None,
-        invalidated_rkey: None,
-        solicited: false,
-        ud: None,
-    };
-    let mut wc = [wc0; 64];
+    let mut wc = [WorkCompletion::EMPTY; 64];
     let n = poll_cq(&mut cq, &mut qp, &mut wc);
     assert_eq!(n, 40);
     assert!(wc[..30].iter().all(|c| c.status == WcStatus::Success));
