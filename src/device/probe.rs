@@ -373,17 +373,7 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
         let ring = Dma::<H>::with_bytes(ceq_entries as usize * 8, BufferDirection::DeviceToDriver)
             .map_err(ProbeCause::Dma)?;
         self.control_bytes += ring.len() as u64;
-        let cmd = CreateCeq {
-            ceq_id: 0,
-            elem_cnt: ceq_entries,
-            mem: QueueAddr::contiguous(ring.paddr()),
-            tph_en: false,
-            tph_val: 0,
-            itr_no_expire: false,
-            vsi_idx: self.lan.vsi_num,
-            pasid_valid: false,
-            pasid: 0,
-        };
+        let cmd = CreateCeq::contiguous(0, ceq_entries, ring.paddr(), self.lan.vsi_num);
         let r = self.exec(cmd);
         // Keep the ring if the device may hold it, so teardown destroys it;
         // after a timeout it is quarantined, not freed.
