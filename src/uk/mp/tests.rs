@@ -12,6 +12,14 @@ fn view(v: &mut [u64]) -> QueueMem<'_> {
     unsafe { QueueMem::from_raw(NonNull::new(v.as_mut_ptr()).unwrap(), v.len()) }
 }
 
+/// A shared SQ of `size` quanta (13 fragments, 101 inline bytes, QP 7)
+/// over leaked memory: the queue every test here posts on.
+fn test_mp(size: u32) -> MpSq<QueueMem<'static>, &'static [MpTrk]> {
+    let b: &'static mut [u64] = Vec::leak(vec![0u64; size as usize * 4]);
+    let tb: &'static [MpTrk] = Vec::leak((0..size).map(|_| MpTrk::new()).collect());
+    MpSq::new(view(b), tb, size, 13, 101, 7).unwrap()
+}
+
 /// The shared path writes exactly the bytes the single-owner path does.
 #[test]
 fn same_bytes_as_single_owner_sq() {
@@ -178,9 +186,7 @@ fn shared_sq_completes_through_the_cq() {
         }
         fn write32(&self, _o: usize, _v: u32) {}
     }
-    let mut b = vec![0u64; 512 * 4];
-    let tb: Vec<MpTrk> = (0..512).map(|_| MpTrk::new()).collect();
-    let mp = MpSq::new(view(&mut b), &tb[..], 512, 13, 101, 7).unwrap();
+    let mp = test_mp(512);
     let sg = [Sge { addr: 1, length: 10, lkey: 2 }];
     std::thread::scope(|s| {
         for t in 0..2u64 {
@@ -243,9 +249,7 @@ fn shared_sq_completes_through_the_cq() {
 /// about a third of one thread's rate with one WR per post).
 #[test]
 fn head_and_tail_have_cache_lines_of_their_own() {
-    let mut b = vec![0u64; 8 * 4];
-    let tb: Vec<MpTrk> = (0..8).map(|_| MpTrk::new()).collect();
-    let mp = MpSq::new(view(&mut b), &tb[..], 8, 13, 101, 7).unwrap();
+    let mp = test_mp(8);
     let block = |p: *const u8| p as usize / 128;
     let head = block((&*mp.head as *const AtomicU32).cast());
     let tail = block((&*mp.tail as *const AtomicU32).cast());
@@ -270,9 +274,7 @@ fn head_and_tail_have_cache_lines_of_their_own() {
 /// be retired — it would report a stale entry and lose the real one.
 #[test]
 fn retire_oldest_stops_at_unpublished_reservation() {
-    let mut b = vec![0u64; 8 * 4];
-    let tb: Vec<MpTrk> = (0..8).map(|_| MpTrk::new()).collect();
-    let mp = MpSq::new(view(&mut b), &tb[..], 8, 13, 101, 7).unwrap();
+    let mp = test_mp(8);
     mp.post(&SqPost::new(1, SqOp::Nop)).unwrap();
     // A producer reserved one quantum and was preempted before filling it.
     assert_eq!(mp.reserve(1), Ok((1, 0)));
@@ -302,9 +304,7 @@ fn finish_nop(
 /// reservation, after which a second producer filled the same slot.)
 #[test]
 fn complete_at_refuses_unpublished_and_what_lies_behind_it() {
-    let b: &'static mut [u64] = Vec::leak(vec![0u64; 8 * 4]);
-    let tb: &'static [MpTrk] = Vec::leak((0..8).map(|_| MpTrk::new()).collect());
-    let mp = MpSq::new(view(b), tb, 8, 13, 101, 7).unwrap();
+    let mp = test_mp(8);
     mp.post(&SqPost::new(1, SqOp::Nop)).unwrap();
     // A producer reserved quantum 1 and was preempted before filling it.
     let (start, pad) = mp.reserve(1).unwrap();
@@ -337,9 +337,7 @@ fn complete_at_refuses_unpublished_and_what_lies_behind_it() {
 /// `complete_at` and `published()` just as one in the first does.
 #[test]
 fn scan_across_the_wrap_stops_at_an_unpublished_quantum() {
-    let b: &'static mut [u64] = Vec::leak(vec![0u64; 8 * 4]);
-    let tb: &'static [MpTrk] = Vec::leak((0..8).map(|_| MpTrk::new()).collect());
-    let mp = MpSq::new(view(b), tb, 8, 13, 101, 7).unwrap();
+    let mp = test_mp(8);
     for i in 0..6 {
         mp.post(&SqPost::new(i, SqOp::Nop)).unwrap();
     }
@@ -368,11 +366,8 @@ fn scan_across_the_wrap_stops_at_an_unpublished_quantum() {
 #[test]
 fn stalled_producer_does_not_block_another() {
     use std::sync::mpsc;
-    let b: &'static mut [u64] = Vec::leak(vec![0u64; 16 * 4]);
-    let tb: &'static [MpTrk] = Vec::leak((0..16).map(|_| MpTrk::new()).collect());
-    let mp: &'static MpSq<QueueMem<'static>, &'static [MpTrk]> = std::boxed::Box::leak(
-        std::boxed::Box::new(MpSq::new(view(b), tb, 16, 13, 101, 7).unwrap()),
-    );
+    let mp: &'static MpSq<QueueMem<'static>, &'static [MpTrk]> =
+        std::boxed::Box::leak(std::boxed::Box::new(test_mp(16)));
     let (start, pad) = mp.reserve(1).unwrap();
     let (tx, rx) = mpsc::channel();
     std::thread::spawn(move || {
@@ -397,9 +392,7 @@ fn stalled_producer_does_not_block_another() {
 /// stale word of an earlier lap.
 #[test]
 fn every_quantum_carries_its_laps_valid_bit() {
-    let mut b = vec![0u64; 32 * 4];
-    let tb: Vec<MpTrk> = (0..32).map(|_| MpTrk::new()).collect();
-    let mut mp = MpSq::new(view(&mut b), &tb[..], 32, 13, 101, 7).unwrap();
+    let mut mp = test_mp(32);
     // SAFETY: every inline SGE below points at `data`, live for the posts.
     unsafe { mp.enable_inline() };
     let data = [0x5au8; 101];
@@ -445,9 +438,7 @@ fn every_quantum_carries_its_laps_valid_bit() {
 /// the completer and the device's walk get past them).
 #[test]
 fn release_run_hands_back_or_publishes_nops() {
-    let b: &'static mut [u64] = Vec::leak(vec![0u64; 8 * 4]);
-    let tb: &'static [MpTrk] = Vec::leak((0..8).map(|_| MpTrk::new()).collect());
-    let mp = MpSq::new(view(b), tb, 8, 13, 101, 7).unwrap();
+    let mp = test_mp(8);
     assert_eq!(mp.reserve_run(3), Ok((0, 3)));
     mp.release_run(1, 3);
     assert_eq!(mp.used(), 1, "handed back: no one reserved after the run");
@@ -478,17 +469,15 @@ fn release_run_hands_back_or_publishes_nops() {
 /// quanta it names are published and the tail CAS would succeed.
 #[test]
 fn complete_at_refuses_past_the_head_and_a_head_behind_the_tail() {
-    let mut b = vec![0u64; 8 * 4];
-    let tb: Vec<MpTrk> = (0..8).map(|_| MpTrk::new()).collect();
-    let mp = MpSq::new(view(&mut b), &tb[..], 8, 13, 101, 7).unwrap();
+    let mp = test_mp(8);
     for i in 0..4 {
         mp.post(&SqPost::new(i, SqOp::Nop)).unwrap();
     }
     // The entry of the last WQE (position 3) says 2 quanta: one past the head.
-    tb[3].store(SqWrTrk { wr_id: 3, wr_len: 0, quanta: 2, signaled: true });
+    mp.trk[3].store(SqWrTrk { wr_id: 3, wr_len: 0, quanta: 2, signaled: true });
     assert_eq!(mp.complete_at(3), None, "retired past the head");
     assert_eq!(mp.used(), 4);
-    tb[3].store(SqWrTrk { wr_id: 3, wr_len: 0, quanta: 1, signaled: true });
+    mp.trk[3].store(SqWrTrk { wr_id: 3, wr_len: 0, quanta: 1, signaled: true });
     assert_eq!(mp.complete_at(1).map(|t| t.wr_id), Some(1));
     // A head older than the tail (2): quanta 2 and 3 are published.
     mp.head.store(1, Ordering::Relaxed);
@@ -511,9 +500,7 @@ fn chain_posts_what_fits_then_full() {
         }
         fn write32(&self, _o: usize, _v: u32) {}
     }
-    let mut b = vec![0u64; 8 * 4];
-    let tb: Vec<MpTrk> = (0..8).map(|_| MpTrk::new()).collect();
-    let mp = MpSq::new(view(&mut b), &tb[..], 8, 13, 101, 7).unwrap();
+    let mp = test_mp(8);
     let sg = [Sge { addr: 1, length: 10, lkey: 2 }];
     let wr = SendWr {
         wr_id: 5,
@@ -535,9 +522,7 @@ fn chain_posts_what_fits_then_full() {
 /// entry of a one-quantum WQE of the lap before).
 #[test]
 fn complete_at_refuses_an_inner_quantum() {
-    let mut b = vec![0u64; 8 * 4];
-    let tb: Vec<MpTrk> = (0..8).map(|_| MpTrk::new()).collect();
-    let mp = MpSq::new(view(&mut b), &tb[..], 8, 13, 101, 7).unwrap();
+    let mp = test_mp(8);
     let sges = [Sge { addr: 1, length: 1, lkey: 1 }; 3];
     let big = |id| {
         let op =
@@ -567,9 +552,7 @@ fn complete_at_refuses_an_inner_quantum() {
 
 #[test]
 fn full_and_complete() {
-    let mut b = vec![0u64; 8 * 4];
-    let tb: Vec<MpTrk> = (0..8).map(|_| MpTrk::new()).collect();
-    let mp = MpSq::new(view(&mut b), &tb[..], 8, 13, 101, 7).unwrap();
+    let mp = test_mp(8);
     for i in 0..8 {
         mp.post(&SqPost::new(i, SqOp::Nop)).unwrap();
     }
@@ -586,9 +569,7 @@ fn full_and_complete() {
 fn threads_publish_every_wqe_once_in_order() {
     extern crate std;
     use std::sync::atomic::{AtomicBool, Ordering as O};
-    let mut b = vec![0u64; 512 * 4];
-    let tb: Vec<MpTrk> = (0..512).map(|_| MpTrk::new()).collect();
-    let mp = MpSq::new(view(&mut b), &tb[..], 512, 13, 101, 7).unwrap();
+    let mp = test_mp(512);
     let done = AtomicBool::new(false);
     let per = if cfg!(miri) { 12u64 } else { 300u64 };
     let seen = std::thread::scope(|s| {
