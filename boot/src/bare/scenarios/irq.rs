@@ -385,8 +385,7 @@ mod common {
         let rsge = [Sge { addr: b.paddr() + 3072, length: 512, lkey: mr.lkey() }];
         o.q2.post_recv(&[RecvWr { wr_id: 20, sg_list: &rsge }])
             .map_err(|e| msg(format_args!("post_recv: {e:?}")))?;
-        irq_write(dev, bar, &mut o, &b, &mr, &mut st)?;
-        irq_send(dev, bar, &mut o, &b, &mr, &mut st)?;
+        traffic(dev, bar, &mut o, &b, &mr, &mut st)?;
 
         let m1 = model_irq(bar)?;
         let (taken, stats) = (device_taken() - taken0, dev.irq_stats());
@@ -415,9 +414,10 @@ mod common {
         Ok(())
     }
 
-    /// `write_send`'s WRITE: 256 B from offset 0 of `b` to offset 1024,
-    /// completed while the core halts.
-    fn irq_write(
+    /// `write_send`'s traffic, each completed while the core halts: a WRITE
+    /// of 256 B from offset 0 of `b` to offset 1024, then a SEND of 300 B
+    /// from offset 512 into the receive at offset 3072.
+    fn traffic(
         dev: &Dev<'_>,
         bar: &MmioBar,
         o: &mut Objs<'_, '_>,
@@ -439,27 +439,14 @@ mod common {
         check_wait("WRITE", st, 0, 0)?;
         ensure!(n == 1, "WRITE: {n} completions");
         expect(wc[0], 10, WcOpcode::RdmaWrite)?;
-        check(b, 1024, 256, 31, 0).map_err(|e| msg(format_args!("WRITE: {e}")))
-    }
-
-    /// `write_send`'s SEND: 300 B from offset 512 of `b` into the receive
-    /// at offset 3072, both completions while the core halts (after the
-    /// WRITE's halts in `st`).
-    fn irq_send(
-        dev: &Dev<'_>,
-        bar: &MmioBar,
-        o: &mut Objs<'_, '_>,
-        b: &Buf,
-        mr: &TMr<'_, '_>,
-        st: &mut Waits,
-    ) -> Result<(), Msg> {
+        check(b, 1024, 256, 31, 0).map_err(|e| msg(format_args!("WRITE: {e}")))?;
         let (halts_w, handled_w) = (st.halts, st.handled);
+
         pause(bar)?;
         let sge = [Sge { addr: b.paddr() + 512, length: 300, lkey: mr.lkey() }];
         let wr =
             SendWr { wr_id: 11, opcode: WrOpcode::Send, flags: SendFlags::SIGNALED, sg_list: &sge };
         o.q1.post_send(&[wr]).map_err(|e| msg(format_args!("post SEND: {e:?}")))?;
-        let mut wc = [EMPTY_WC; 4];
         let (mut got_send, mut got_recv) = (false, false);
         while !(got_send && got_recv) {
             let n = wait(dev, &mut o.cq, &mut wc, st);

@@ -78,18 +78,8 @@ impl Meter {
     }
 }
 
-pub(super) const EMPTY_WC: WorkCompletion = WorkCompletion {
-    wr_id: 0,
-    status: WcStatus::GeneralErr,
-    opcode: WcOpcode::Send,
-    vendor_err: 0,
-    byte_len: 0,
-    qp_num: 0,
-    imm_data: None,
-    invalidated_rkey: None,
-    solicited: false,
-    ud: None,
-};
+pub(super) const EMPTY_WC: WorkCompletion =
+    WorkCompletion { status: WcStatus::GeneralErr, ..WorkCompletion::EMPTY };
 
 pub(super) fn buf(pages: usize) -> Result<Buf, Msg> {
     Dma::new(pages, BufferDirection::Both).map_err(|e| msg(format_args!("{pages} pages: {e:?}")))
