@@ -581,6 +581,22 @@ struct UkScenario {
 }
 
 /// The `peer_*` group: each is also the name of the unikernel's scenario line.
+/// What a unikernel scenario has unless it says otherwise: 3 rounds of
+/// 64 bytes, no extra env or command line, 300 s, no NVMe checks.
+const UK_BASE: UkScenario = UkScenario {
+    name: "",
+    what: "",
+    role: "",
+    linux: "",
+    result: &[],
+    count: 3,
+    size: 64,
+    env: "",
+    cmdline: "",
+    limit_s: 300,
+    nvme: false,
+};
+
 const UK_SCENARIOS: &[UkScenario] = &[
     UkScenario {
         name: "peer_rping_server",
@@ -596,12 +612,7 @@ const UK_SCENARIOS: &[UkScenario] = &[
             "data mismatch",
             "wait for",
         ],
-        count: 3,
-        size: 64,
-        env: "",
-        cmdline: "",
-        limit_s: 300,
-        nvme: false,
+        ..UK_BASE
     },
     UkScenario {
         name: "peer_rping_client",
@@ -609,12 +620,7 @@ const UK_SCENARIOS: &[UkScenario] = &[
         role: "rping-client",
         linux: "rping -s -a $PEER_ADDR -S $RPING_SIZE -V -v; rc=$?; exit $rc",
         result: &["server ping data", "server DISCONNECT", "cma event", "rping", "wait for"],
-        count: 3,
-        size: 64,
-        env: "",
-        cmdline: "",
-        limit_s: 300,
-        nvme: false,
+        ..UK_BASE
     },
     UkScenario {
         name: "peer_nvmet",
@@ -623,12 +629,11 @@ const UK_SCENARIOS: &[UkScenario] = &[
         role: "nvme-target",
         linux: "nvme-host.sh",
         result: &["NVME", "nvme-host"],
-        count: 3,
-        size: 64,
         env: "NVME=1\nNVME_HOOKS=1\n",
         cmdline: " ns_mib=64 nvme_io_queues=4",
         limit_s: 900,
         nvme: true,
+        ..UK_BASE
     },
 ];
 
