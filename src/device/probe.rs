@@ -512,39 +512,28 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
         let leaf_w = self.lan.qos.tc_info.get(tc as usize).map_or(1, |t| t.rel_bw);
         let (vsi_node, leaf_node) = (1u16, 2u16);
         self.ws = WsTree { vsi_node, leaf_node, tc, ..WsTree::default() };
+        let root = WsNode {
+            op: WsNodeOp::Add,
+            node_id: 0,
+            parent_id: 0,
+            vsi,
+            leaf: false,
+            enable: true,
+            prio_type: 1,
+            tc: 0,
+            weight: 1,
+        };
         let nodes = [
+            root,
+            WsNode { node_id: vsi_node, weight: weight(self.lan.qos.vport_rel_bw), ..root },
             WsNode {
-                op: WsNodeOp::Add,
-                node_id: 0,
-                parent_id: 0,
-                vsi,
-                leaf: false,
-                enable: true,
-                prio_type: 1,
-                tc: 0,
-                weight: 1,
-            },
-            WsNode {
-                op: WsNodeOp::Add,
-                node_id: vsi_node,
-                parent_id: 0,
-                vsi,
-                leaf: false,
-                enable: true,
-                prio_type: 1,
-                tc: 0,
-                weight: weight(self.lan.qos.vport_rel_bw),
-            },
-            WsNode {
-                op: WsNodeOp::Add,
                 node_id: leaf_node,
                 parent_id: vsi_node,
-                vsi,
                 leaf: true,
                 enable: false,
-                prio_type: 1,
                 tc,
                 weight: weight(leaf_w),
+                ..root
             },
         ];
         for n in nodes {
