@@ -20,28 +20,24 @@ fn test_mp(size: u32) -> MpSq<QueueMem<'static>, &'static [MpTrk]> {
     MpSq::new(view(b), tb, size, 13, 101, 7).unwrap()
 }
 
-/// The shared path writes exactly the bytes the single-owner path does.
-#[test]
-fn same_bytes_as_single_owner_sq() {
+/// Posts `posts` on a single-owner SQ and on a shared SQ (64 quanta each;
+/// `inline`: both take inline data): the same results, and the same ring
+/// bytes (not all zero).
+fn same_bytes(inline: bool, posts: &[SqPost<'_>]) {
     let mut a = vec![0u64; 64 * 4];
-    let mut b = vec![0u64; 64 * 4];
     let mut ta = vec![SqWrTrk::default(); 64];
-    let tb: Vec<MpTrk> = (0..64).map(|_| MpTrk::new()).collect();
     let mut sq = Sq::new(view(&mut a), &mut ta, 64, 13, 101, 7).unwrap();
-    let mp = MpSq::new(view(&mut b), &tb[..], 64, 13, 101, 7).unwrap();
-    let sges: Vec<Sge> = (0..13).map(|i| Sge { addr: i, length: 10, lkey: i as u32 }).collect();
-    for n in [1usize, 13, 2, 5, 13, 1, 3] {
-        let op = SqOp::Write {
-            remote_addr: 9,
-            rkey: 3,
-            solicited: false,
-            sges: &sges[..n],
-            inline: false,
-        };
-        let mut p = SqPost::new(n as u64, op);
-        p.imm = (n == 13).then_some(0xab);
-        p.signaled = true;
-        assert_eq!(sq.post(&p), mp.post(&p));
+    let mut mp = test_mp(64);
+    if inline {
+        // SAFETY: the callers' inline SGEs point into data alive and
+        // readable for the posts.
+        unsafe {
+            sq.enable_inline();
+            mp.enable_inline();
+        }
+    }
+    for p in posts {
+        assert_eq!(sq.post(p), mp.post(p));
     }
     let sq_mem: Vec<u64> = (0..256).map(|i| sq.mem().read(i)).collect();
     let mp_mem: Vec<u64> = (0..256).map(|i| mp.mem().read(i)).collect();
@@ -49,37 +45,53 @@ fn same_bytes_as_single_owner_sq() {
     assert!(sq_mem.iter().any(|w| *w != 0));
 }
 
+/// The shared path writes exactly the bytes the single-owner path does.
+#[test]
+fn same_bytes_as_single_owner_sq() {
+    let sges: Vec<Sge> = (0..13).map(|i| Sge { addr: i, length: 10, lkey: i as u32 }).collect();
+    let posts: Vec<SqPost<'_>> = [1usize, 13, 2, 5, 13, 1, 3]
+        .into_iter()
+        .map(|n| {
+            let op = SqOp::Write {
+                remote_addr: 9,
+                rkey: 3,
+                solicited: false,
+                sges: &sges[..n],
+                inline: false,
+            };
+            let mut p = SqPost::new(n as u64, op);
+            p.imm = (n == 13).then_some(0xab);
+            p.signaled = true;
+            p
+        })
+        .collect();
+    same_bytes(false, &posts);
+}
+
 /// Inline WQEs too: the shared path writes the single-owner bytes.
 #[test]
 fn same_inline_bytes_as_single_owner_sq() {
-    let mut a = vec![0u64; 64 * 4];
-    let mut b = vec![0u64; 64 * 4];
-    let mut ta = vec![SqWrTrk::default(); 64];
-    let tb: Vec<MpTrk> = (0..64).map(|_| MpTrk::new()).collect();
-    let mut sq = Sq::new(view(&mut a), &mut ta, 64, 13, 101, 7).unwrap();
-    let mut mp = MpSq::new(view(&mut b), &tb[..], 64, 13, 101, 7).unwrap();
     let data: Vec<u8> = (0..101u8).map(|i| i.wrapping_mul(37) | 1).collect();
-    // SAFETY: every inline SGE below points into `data`, alive and
-    // readable for the posts.
-    unsafe {
-        sq.enable_inline();
-        mp.enable_inline();
-    }
     let base = data.as_ptr() as u64;
-    for (n, len) in [(1usize, 20u32), (2, 32), (1, 101), (2, 8)] {
-        let sges: Vec<Sge> = (0..n as u64)
-            .map(|i| Sge { addr: base + i * 50, length: len / n as u32, lkey: 0 })
-            .collect();
-        let op =
-            SqOp::Write { remote_addr: 9, rkey: 3, solicited: false, sges: &sges, inline: true };
-        let mut p = SqPost::new(u64::from(len), op);
-        p.signaled = true;
-        assert_eq!(sq.post(&p), mp.post(&p));
-    }
-    let sq_mem: Vec<u64> = (0..256).map(|i| sq.mem().read(i)).collect();
-    let mp_mem: Vec<u64> = (0..256).map(|i| mp.mem().read(i)).collect();
-    assert_eq!(sq_mem, mp_mem);
-    assert!(sq_mem.iter().any(|w| *w != 0));
+    let sges: Vec<Vec<Sge>> = [(1usize, 20u32), (2, 32), (1, 101), (2, 8)]
+        .into_iter()
+        .map(|(n, len)| {
+            (0..n as u64)
+                .map(|i| Sge { addr: base + i * 50, length: len / n as u32, lkey: 0 })
+                .collect()
+        })
+        .collect();
+    let posts: Vec<SqPost<'_>> = sges
+        .iter()
+        .map(|sges| {
+            let len: u32 = sges.iter().map(|s| s.length).sum();
+            let op = SqOp::Write { remote_addr: 9, rkey: 3, solicited: false, sges, inline: true };
+            let mut p = SqPost::new(u64::from(len), op);
+            p.signaled = true;
+            p
+        })
+        .collect();
+    same_bytes(true, &posts);
 }
 
 /// `MpSq::post_send` (hot path for one-SGE WRITE/READ/SEND/SEND_INV)
