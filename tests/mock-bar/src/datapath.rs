@@ -793,14 +793,7 @@ impl Device {
             return Some(false);
         }
         let idx = q.rq_head;
-        if let Some(qm) = self.qps.get_mut(&q.id) {
-            qm.rq_head = (qm.rq_head + 1) % qm.rq_wqes.max(1);
-            if qm.rq_head == 0 {
-                qm.rq_pol = !qm.rq_pol;
-            }
-        }
-        self.counters.rq_wqes += 1;
-        self.record(Event::Recv { qp: q.id, idx, len: data.len() as u64 });
+        self.consume_rq(q.id, idx, data.len() as u64);
         let imm = p.pkt.imm.map(u64::from);
         let main = Cqe {
             payload_len: data.len() as u32,
@@ -840,6 +833,20 @@ const QPTYPE_UD: u8 = 4;
 type Prot<T> = Result<T, u16>;
 
 impl Device {
+    /// The receive at the head of QP `qp`'s RQ (index `idx`) took a
+    /// message of `len` bytes: the head moves on (its valid-bit polarity
+    /// flips at the wrap), and the receive is counted and recorded.
+    fn consume_rq(&mut self, qp: u32, idx: u32, len: u64) {
+        if let Some(qm) = self.qps.get_mut(&qp) {
+            qm.rq_head = (qm.rq_head + 1) % qm.rq_wqes.max(1);
+            if qm.rq_head == 0 {
+                qm.rq_pol = !qm.rq_pol;
+            }
+        }
+        self.counters.rq_wqes += 1;
+        self.record(Event::Recv { qp, idx, len });
+    }
+
     /// A QP.
     pub fn qp(&self, id: u32) -> Option<&Qp> {
         self.qps.get(&id)
@@ -2174,14 +2181,7 @@ impl Device {
             inv_done = true;
         }
         let idx = q.rq_head;
-        if let Some(qm) = self.qps.get_mut(&q.id) {
-            qm.rq_head = (qm.rq_head + 1) % qm.rq_wqes.max(1);
-            if qm.rq_head == 0 {
-                qm.rq_pol = !qm.rq_pol;
-            }
-        }
-        self.counters.rq_wqes += 1;
-        self.record(Event::Recv { qp: q.id, idx, len });
+        self.consume_rq(q.id, idx, len);
         // spec data-path §5.2: RQ CQE, WQE index in quanta
         let main = Cqe {
             payload_len: len as u32,
