@@ -70,6 +70,14 @@ pub struct Cqe {
 }
 
 impl Cqe {
+    /// An error CQE of QP `qp_id` (completion context `ctx`) for the WQE
+    /// at `wqe_idx` with `(major, minor)`: a flush (data-path §5.5).
+    fn flush(ctx: u64, qp_id: u32, (major, minor): (u16, u16), wqe_idx: u32) -> Self {
+        Self { ctx, qp_id, minor, major, wqe_idx, error: true, ..Self::default() }
+    }
+}
+
+impl Cqe {
     /// The four words.
     pub fn words(&self) -> [u64; 4] {
         [
@@ -210,6 +218,17 @@ pub struct Qp {
     pub qp_type: u8,
     /// Q_Key (@64 [63:32]); UD receives must carry it (wire §5.1).
     pub qkey: u32,
+}
+
+impl Qp {
+    /// The RQ head moves past one receive (its valid-bit polarity flips at
+    /// the wrap).
+    fn advance_rq(&mut self) {
+        self.rq_head = (self.rq_head + 1) % self.rq_wqes.max(1);
+        if self.rq_head == 0 {
+            self.rq_pol = !self.rq_pol;
+        }
+    }
 }
 
 /// How many answered READ requests a responder QP remembers for duplicate
@@ -834,14 +853,11 @@ type Prot<T> = Result<T, u16>;
 
 impl Device {
     /// The receive at the head of QP `qp`'s RQ (index `idx`) took a
-    /// message of `len` bytes: the head moves on (its valid-bit polarity
-    /// flips at the wrap), and the receive is counted and recorded.
+    /// message of `len` bytes: the head moves on, and the receive is
+    /// counted and recorded.
     fn consume_rq(&mut self, qp: u32, idx: u32, len: u64) {
         if let Some(qm) = self.qps.get_mut(&qp) {
-            qm.rq_head = (qm.rq_head + 1) % qm.rq_wqes.max(1);
-            if qm.rq_head == 0 {
-                qm.rq_pol = !qm.rq_pol;
-            }
+            qm.advance_rq();
         }
         self.counters.rq_wqes += 1;
         self.record(Event::Recv { qp, idx, len });
@@ -1151,21 +1167,10 @@ impl Device {
             if !(flush_rq && self.rq_wqe(&r).is_some()) {
                 break;
             }
-            let c = Cqe {
-                ctx: q.compl_ctx,
-                qp_id: id,
-                minor: rq_min,
-                major: rq_maj,
-                wqe_idx: r.rq_head << r.rq_shift,
-                error: true,
-                ..Cqe::default()
-            };
+            let c = Cqe::flush(q.compl_ctx, id, (rq_maj, rq_min), r.rq_head << r.rq_shift);
             self.post_cqe(q.rx_cq, c.words(), false);
             minor = err::MIN_RQ_FLUSHED;
-            r.rq_head = (r.rq_head + 1) % r.rq_wqes.max(1);
-            if r.rq_head == 0 {
-                r.rq_pol = !r.rq_pol;
-            }
+            r.advance_rq();
         }
         let mut sq = q.clone();
         let mut first_idx = self.faults.flush_sq_wqe_idx.take();
@@ -1174,16 +1179,11 @@ impl Device {
             if bit(h, 63) != sq.sq_pol {
                 break;
             }
+            let wqe_idx = first_idx.take().unwrap_or(sq.sq_tail);
             let c = Cqe {
-                ctx: q.compl_ctx,
-                qp_id: id,
-                minor: sq_min,
-                major: sq_maj,
-                wqe_idx: first_idx.take().unwrap_or(sq.sq_tail),
-                error: true,
                 op: get(h, 37, 32) as u8,
                 sq: true,
-                ..Cqe::default()
+                ..Cqe::flush(q.compl_ctx, id, (sq_maj, sq_min), wqe_idx)
             };
             self.post_cqe(q.tx_cq, c.words(), false);
             minor = err::MIN_SQ_FLUSHED;
