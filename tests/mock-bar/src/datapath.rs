@@ -71,8 +71,8 @@ pub struct Cqe {
 
 impl Cqe {
     /// An error CQE of QP `qp_id` (completion context `ctx`) for the WQE
-    /// at `wqe_idx` with `(major, minor)`: a flush (data-path §5.5).
-    fn flush(ctx: u64, qp_id: u32, (major, minor): (u16, u16), wqe_idx: u32) -> Self {
+    /// at `wqe_idx` with `(major, minor)` (data-path §5.5).
+    fn error(ctx: u64, qp_id: u32, (major, minor): (u16, u16), wqe_idx: u32) -> Self {
         Self { ctx, qp_id, minor, major, wqe_idx, error: true, ..Self::default() }
     }
 }
@@ -1167,7 +1167,7 @@ impl Device {
             if !(flush_rq && self.rq_wqe(&r).is_some()) {
                 break;
             }
-            let c = Cqe::flush(q.compl_ctx, id, (rq_maj, rq_min), r.rq_head << r.rq_shift);
+            let c = Cqe::error(q.compl_ctx, id, (rq_maj, rq_min), r.rq_head << r.rq_shift);
             self.post_cqe(q.rx_cq, c.words(), false);
             minor = err::MIN_RQ_FLUSHED;
             r.advance_rq();
@@ -1183,7 +1183,7 @@ impl Device {
             let c = Cqe {
                 op: get(h, 37, 32) as u8,
                 sq: true,
-                ..Cqe::flush(q.compl_ctx, id, (sq_maj, sq_min), wqe_idx)
+                ..Cqe::error(q.compl_ctx, id, (sq_maj, sq_min), wqe_idx)
             };
             self.post_cqe(q.tx_cq, c.words(), false);
             minor = err::MIN_SQ_FLUSHED;
@@ -1339,15 +1339,9 @@ impl Device {
                         self.counters.sq_wqes += 1;
                         self.advance_sq(qpn, quanta);
                         let c = Cqe {
-                            ctx: q.compl_ctx,
-                            qp_id: qpn,
-                            minor: code,
-                            major: 0xFFFE,
-                            wqe_idx: idx,
-                            error: true,
                             op: w.opcode,
                             sq: true,
-                            ..Cqe::default()
+                            ..Cqe::error(q.compl_ctx, qpn, (0xFFFE, code), idx)
                         };
                         self.post_cqe(q.tx_cq, c.words(), false);
                     }
@@ -1358,15 +1352,9 @@ impl Device {
                     self.counters.sq_wqes += 1;
                     self.advance_sq(qpn, quanta);
                     let c = Cqe {
-                        ctx: q.compl_ctx,
-                        qp_id: qpn,
-                        minor,
-                        major,
-                        wqe_idx: idx,
-                        error: true,
                         op: w.opcode,
                         sq: true,
-                        ..Cqe::default()
+                        ..Cqe::error(q.compl_ctx, qpn, (major, minor), idx)
                     };
                     self.post_cqe(q.tx_cq, c.words(), false);
                     self.qp_fatal(qpn, ae::LCE_QP_CATASTROPHIC, ae::SRC_SQ, idx);
