@@ -28,7 +28,7 @@ use irdma::wr::{SendFlags, SendWr, Sge, WcOpcode, WrOpcode};
 use irdma_boot::contract::{self as c, MAILBOX};
 use irdma_hal::{Bar, Hal, MmioBar};
 
-use super::verbs::{Dev, EMPTY_WC, Map, TCq, TMr, TPd, TQp, buf, rc_objects, reg_buf};
+use super::verbs::{Dev, EMPTY_WC, Map, SIDE_CAP, TCq, TMr, TPd, TQp, buf, rc_objects, reg_buf};
 use super::{Msg, Outcome, Runner, msg};
 use crate::bare::hal::BootHal;
 use crate::bare::serial::println;
@@ -111,7 +111,7 @@ struct Side<'d, 'b> {
 const WRITE_OFF: usize = c::CM_SEND_BYTES;
 
 fn side<'d, 'b>(dev: &'d Dev<'b>, nonce: u64, conn: u32) -> Result<Side<'d, 'b>, Msg> {
-    let (pd, cq, qp) = rc_objects(dev)?;
+    let (pd, cq, qp) = rc_objects(dev, 16, SIDE_CAP)?;
     const PAGES: usize = (c::CM_SEND_BYTES + c::CM_WRITE_BYTES).div_ceil(4096);
     let src = buf(PAGES)?;
     let mut chunk = [0u8; 256];

@@ -30,7 +30,9 @@ use irdma_boot::peercfg::{PeerCfg, PeerCfgError, Role};
 use irdma_hal::{Hal, MmioBar};
 use irdma_rping::{ADVERT_LEN, Advert};
 
-use super::verbs::{Buf, Dev, EMPTY_WC, Map, TCq, TMr, TPd, TQp, buf, rc_objects, reg_buf};
+use super::verbs::{
+    Buf, Dev, EMPTY_WC, Map, SIDE_CAP, TCq, TMr, TPd, TQp, buf, rc_objects, reg_buf,
+};
 use super::{Msg, Outcome, Runner, msg};
 use crate::bare::hal::BootHal;
 use crate::bare::serial::println;
@@ -107,7 +109,7 @@ struct Side<'d, 'b> {
 }
 
 fn side<'d, 'b>(dev: &'d Dev<'b>) -> Result<Side<'d, 'b>, Msg> {
-    let (pd, cq, qp) = rc_objects(dev)?;
+    let (pd, cq, qp) = rc_objects(dev, 16, SIDE_CAP)?;
     let mem = buf(PAGES)?;
     // SAFETY: `mem` goes into `Side`, which drops it after the MR (field
     // order).

@@ -215,22 +215,21 @@ unsafe fn reg_pair<'d, 'b>(
     Ok((smr, unsafe { reg_buf(dev, pd, dst, Map::Identity) }?))
 }
 
-/// A PD, a CQ of 16 entries and an RC QP on them (8 WRs of one SGE each
-/// way, no inline data): the objects of one connection's side in the CM
-/// and peer scenarios (the QP comes back in RESET).
+/// The QP capacities of one connection's side in the CM and peer
+/// scenarios: 8 WRs of one SGE each way, no inline data.
+pub(super) const SIDE_CAP: QpCap =
+    QpCap { max_send_wr: 8, max_recv_wr: 8, max_send_sge: 1, max_recv_sge: 1, max_inline_data: 0 };
+
+/// A PD, a CQ of `cqe` entries and an RC QP with `cap` on them (the QP
+/// comes back in RESET).
 pub(super) fn rc_objects<'d, 'b>(
     dev: &'d Dev<'b>,
+    cqe: u32,
+    cap: QpCap,
 ) -> Result<(TPd<'d, 'b>, TCq<'d, 'b>, TQp<'d, 'b>), Msg> {
     let e = |e| msg(format_args!("{e:?}"));
     let pd = dev.alloc_pd().map_err(e)?;
-    let cq = dev.create_cq(16).map_err(e)?;
-    let cap = QpCap {
-        max_send_wr: 8,
-        max_recv_wr: 8,
-        max_send_sge: 1,
-        max_recv_sge: 1,
-        max_inline_data: 0,
-    };
+    let cq = dev.create_cq(cqe).map_err(e)?;
     let mut attr = QpInitAttr { send_cq: &cq, recv_cq: &cq, cap };
     let qp = dev.create_qp(&pd, &mut attr).map_err(e)?;
     Ok((pd, cq, qp))
@@ -565,9 +564,6 @@ pub(super) struct Objs<'d, 'b> {
 }
 
 pub(super) fn objects<'d, 'b>(dev: &'d Dev<'b>) -> Result<Objs<'d, 'b>, Msg> {
-    let e = |e| msg(format_args!("{e:?}"));
-    let pd = dev.alloc_pd().map_err(e)?;
-    let cq = dev.create_cq(256).map_err(e)?;
     let cap = QpCap {
         max_send_wr: 64,
         max_recv_wr: 64,
@@ -575,10 +571,9 @@ pub(super) fn objects<'d, 'b>(dev: &'d Dev<'b>) -> Result<Objs<'d, 'b>, Msg> {
         max_recv_sge: 2,
         max_inline_data: 0,
     };
-    let mut a1 = QpInitAttr { send_cq: &cq, recv_cq: &cq, cap };
-    let mut q1 = dev.create_qp(&pd, &mut a1).map_err(e)?;
+    let (pd, cq, mut q1) = rc_objects(dev, 256, cap)?;
     let mut a2 = QpInitAttr { send_cq: &cq, recv_cq: &cq, cap };
-    let mut q2 = dev.create_qp(&pd, &mut a2).map_err(e)?;
+    let mut q2 = dev.create_qp(&pd, &mut a2).map_err(|e| msg(format_args!("{e:?}")))?;
     let (n1, n2) = (q1.qp_num(), q2.qp_num());
     let mac = dev.lan_info().mac;
     connect(&mut q1, n2, mac)?;
