@@ -78,6 +78,26 @@ macro_rules! phrases {
 }
 pub(crate) use phrases;
 
+/// `Display` as `$fmt` over two fields, the second a wrapped error, and an
+/// `Error` whose source is that wrapped error (used as
+/// `crate::error::wrapping!(Type, "… {} …: {}", where_field, cause_field)`
+/// beside the error type).
+macro_rules! wrapping {
+    ($ty:ty, $fmt:literal, $at:ident, $cause:ident) => {
+        impl ::core::fmt::Display for $ty {
+            fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+                write!(f, $fmt, self.$at, self.$cause)
+            }
+        }
+        impl ::core::error::Error for $ty {
+            fn source(&self) -> Option<&(dyn ::core::error::Error + 'static)> {
+                Some(&self.$cause)
+            }
+        }
+    };
+}
+pub(crate) use wrapping;
+
 #[cfg(test)]
 mod tests {
     extern crate std;

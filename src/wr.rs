@@ -348,6 +348,23 @@ pub struct WorkCompletion {
     pub solicited: bool,
 }
 
+impl WorkCompletion {
+    /// The default (a zeroed `ib_wc`) as a constant, for `const` items and
+    /// struct-update bases.
+    pub const EMPTY: Self = Self {
+        wr_id: 0,
+        status: WcStatus::Success,
+        opcode: WcOpcode::Send,
+        vendor_err: 0,
+        byte_len: 0,
+        qp_num: 0,
+        imm_data: None,
+        invalidated_rkey: None,
+        solicited: false,
+        ud: None,
+    };
+}
+
 /// The UD part of a work completion, decoded as the vendor does (verbs.c:
 /// irdma_process_cqe; spec data-path §5.2, §5.6). Every UD completion has
 /// a GRH area (`IB_WC_GRH`) and a network type; the source MAC and VLAN
@@ -366,4 +383,15 @@ pub struct UdWc {
     pub vlan_id: Option<u16>,
     /// Service level = VLAN priority (0 without a VLAN tag).
     pub sl: u8,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::WorkCompletion;
+
+    /// The constant and the derived default are the same zeroed `ib_wc`.
+    #[test]
+    fn empty_is_the_default() {
+        assert_eq!(WorkCompletion::EMPTY, WorkCompletion::default());
+    }
 }

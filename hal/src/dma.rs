@@ -409,15 +409,8 @@ impl<H: Hal> Dma<H> {
     /// stores; a word covered in part (at either end) is updated by an
     /// atomic read-modify-write that keeps its other bytes.
     pub fn write_bytes(&self, offset: usize, src: &[u8]) -> bool {
-        let Some(end) = offset.checked_add(src.len()) else { return false };
-        if end > self.len() {
-            return false;
-        }
-        let mut done = 0;
-        while done < src.len() {
-            let at = offset + done;
-            let first = at % 8;
-            let n = (8 - first).min(src.len() - done);
+        let Some(spans) = self.spans(offset, src.len()) else { return false };
+        for (done, at, first, n) in spans {
             let mut b = [0u8; 8];
             if let (Some(d), Some(s)) = (b.get_mut(first..first + n), src.get(done..done + n)) {
                 d.copy_from_slice(s);
@@ -433,7 +426,6 @@ impl<H: Hal> Dma<H> {
                     return false;
                 }
             }
-            done += n;
         }
         true
     }
@@ -441,23 +433,39 @@ impl<H: Hal> Dma<H> {
     /// Copies from the buffer at `offset` into `dst`; false (and `dst`
     /// untouched) if out of bounds. One atomic u64 load per word covered.
     pub fn read_bytes(&self, offset: usize, dst: &mut [u8]) -> bool {
-        let Some(end) = offset.checked_add(dst.len()) else { return false };
-        if end > self.len() {
-            return false;
-        }
-        let mut done = 0;
-        while done < dst.len() {
-            let at = offset + done;
-            let first = at % 8;
-            let n = (8 - first).min(dst.len() - done);
+        let Some(spans) = self.spans(offset, dst.len()) else { return false };
+        for (done, at, first, n) in spans {
             let Some(w) = self.word(at) else { return false };
             let b = u64::from_le(w.load(Ordering::Relaxed)).to_le_bytes();
             if let (Some(d), Some(s)) = (dst.get_mut(done..done + n), b.get(first..first + n)) {
                 d.copy_from_slice(s);
             }
-            done += n;
         }
         true
+    }
+
+    /// `len` bytes at `offset` word by word, if they lie inside the buffer:
+    /// for each 8-byte word they touch, (bytes before it, its buffer offset,
+    /// its first byte within the word, its length).
+    fn spans(
+        &self,
+        offset: usize,
+        len: usize,
+    ) -> Option<impl Iterator<Item = (usize, usize, usize, usize)>> {
+        if offset.checked_add(len)? > self.len() {
+            return None;
+        }
+        let mut done = 0;
+        Some(core::iter::from_fn(move || {
+            (done < len).then(|| {
+                let at = offset + done;
+                let first = at % 8;
+                let n = (8 - first).min(len - done);
+                let span = (done, at, first, n);
+                done += n;
+                span
+            })
+        }))
     }
 
     /// Zeroes the whole buffer.

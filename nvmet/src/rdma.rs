@@ -697,26 +697,7 @@ impl<'d, H: Hal, B: Bar + Clone, T: MadTransport, const Q: usize, const D: usize
         let Some(qi) = self.queues.iter().position(|q| q.state == QState::Free) else {
             return self.reject(id, sts::NO_RESOURCES);
         };
-        // QP sizing as nvmet (spec §1.5): one receive per SQ entry (+1), a
-        // send slot per response plus what each slot's rw context needs.
-        let attrs = self.ns_rwqp.dev;
-        let rw_wrs = rdma_rw_max_send_wr(&attrs, false, n as u32, false);
-        let send = (n as u32).saturating_add(rw_wrs).saturating_add(1);
-        let recv = n as u32 + 1;
-        let cap = QpCap {
-            max_send_wr: send,
-            max_recv_wr: recv,
-            max_send_sge: 1,
-            max_recv_sge: 1,
-            max_inline_data: 0,
-        };
-        let dev = self.dev;
-        let Ok(cq) = dev.create_cq(send + recv) else {
-            return self.reject(id, sts::NO_RESOURCES);
-        };
-        let mut attr = QpInitAttr { send_cq: &cq, recv_cq: &cq, cap };
-        let Ok(qp) = dev.create_qp(&self.pd, &mut attr) else {
-            drop(cq);
+        let Some((cq, qp)) = self.queue_objects(n) else {
             return self.reject(id, sts::NO_RESOURCES);
         };
         let qid = QueueId(qi as u16);
@@ -735,13 +716,43 @@ impl<'d, H: Hal, B: Bar + Clone, T: MadTransport, const Q: usize, const D: usize
         q.slots = [SlotSt::IDLE; D];
         q.qp = Some(qp);
         q.cq = Some(cq);
-        // Receives before the accept (spec §1.5).
+        self.accept_queue(id, qi, info.sq_entries);
+    }
+
+    /// The CQ and QP of a queue of `n` entries (`None`: the device refused
+    /// one; nothing is held then). QP sizing as nvmet (spec §1.5): one
+    /// receive per SQ entry (+1), a send slot per response plus what each
+    /// slot's rw context needs.
+    fn queue_objects(&self, n: usize) -> Option<(Cq<'d, H, B>, Qp<'d, H, B>)> {
+        let attrs = self.ns_rwqp.dev;
+        let rw_wrs = rdma_rw_max_send_wr(&attrs, false, n as u32, false);
+        let send = (n as u32).saturating_add(rw_wrs).saturating_add(1);
+        let recv = n as u32 + 1;
+        let cap = QpCap {
+            max_send_wr: send,
+            max_recv_wr: recv,
+            max_send_sge: 1,
+            max_recv_sge: 1,
+            max_inline_data: 0,
+        };
+        let cq = self.dev.create_cq(send + recv).ok()?;
+        let mut attr = QpInitAttr { send_cq: &cq, recv_cq: &cq, cap };
+        let qp = self.dev.create_qp(&self.pd, &mut attr).ok()?;
+        Some((cq, qp))
+    }
+
+    /// `on_connect` once queue `qi` holds its QP: the receives posted
+    /// (spec §1.5: before the accept), the QP through INIT, RTR and RTS,
+    /// and the REP sent; otherwise a reject and the queue closing.
+    fn accept_queue(&mut self, id: ConnId, qi: usize, sq_entries: u16) {
+        let Some(q) = self.queues.get_mut(qi) else { return };
+        let n = q.entries;
         let mut ok = q.qp.as_mut().is_some_and(|qp| qp.modify(&QpAttr::new(QpState::Init)).is_ok());
         for s in 0..n {
             ok = ok && self.post_recv(qi, s);
         }
         let psn = self.next_psn();
-        let rep = rep_pdata(info.sq_entries);
+        let rep = rep_pdata(sq_entries);
         let acc = AcceptParams {
             qpn: self.queues.get(qi).and_then(|q| q.qp.as_ref()).map_or(0, |qp| qp.qp_num()),
             starting_psn: psn,

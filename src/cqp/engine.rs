@@ -983,12 +983,9 @@ impl<H: Hal, B: Bar> Cqp<H, B> {
             check_overflow: true,
             ring: super::cmd::QueueAddr::contiguous(ring.paddr()),
             shadow_area_pa: shadow.paddr(),
-            tph_en: false,
-            tph_val: 0,
-            avoid_mem_cflct: false,
-            pasid_valid: false,
-            pasid: 0,
             vsi_idx: cfg.vsi_idx,
+            // no TPH, 32-byte CQEs, no PASID
+            ..Default::default()
         };
         let posted = self.post(cmd, 0)?;
         self.ccq = Some(Ccq { ring, shadow, cons: RingConsumer::new(cfg.entries), cfg });

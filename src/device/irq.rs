@@ -4,7 +4,7 @@
 
 use irdma_hal::{Bar, BufferDirection, Dma, Hal, regs};
 
-use crate::cqp::cmd::{CreateCeq, QueueAddr};
+use crate::cqp::cmd::CreateCeq;
 use crate::device::{Ceq, Device, MAX_CQS};
 use crate::irq::{
     ARMED_NEXT, ARMED_SOLICITED, CCQ_CTX, CEQE_VALID, CQ_SLOTS, CeqCons, CeqIrq, IrqConfig,
@@ -130,17 +130,7 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
         else {
             return false;
         };
-        let cmd = CreateCeq {
-            ceq_id: id,
-            elem_cnt: entries,
-            mem: QueueAddr::contiguous(ring.paddr()),
-            tph_en: false,
-            tph_val: 0,
-            itr_no_expire: false,
-            vsi_idx: self.lan.vsi_num,
-            pasid_valid: false,
-            pasid: 0,
-        };
+        let cmd = CreateCeq::contiguous(id, entries, ring.paddr(), self.lan.vsi_num);
         if let Err(e) = self.exec(cmd) {
             // After a timeout the device may write CEQEs there: kept.
             self.keep_if_owned(&e, ring);

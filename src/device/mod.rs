@@ -773,17 +773,7 @@ impl Error for ProbeCause {
     }
 }
 
-impl Display for ProbeError {
-    fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
-        write!(f, "probe failed at {}: {}", self.step, self.cause)
-    }
-}
-
-impl Error for ProbeError {
-    fn source(&self) -> Option<&(dyn Error + 'static)> {
-        Some(&self.cause)
-    }
-}
+crate::error::wrapping!(ProbeError, "probe failed at {}: {}", step, cause);
 
 impl Display for CloseError {
     fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {

@@ -373,17 +373,7 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
         let ring = Dma::<H>::with_bytes(ceq_entries as usize * 8, BufferDirection::DeviceToDriver)
             .map_err(ProbeCause::Dma)?;
         self.control_bytes += ring.len() as u64;
-        let cmd = CreateCeq {
-            ceq_id: 0,
-            elem_cnt: ceq_entries,
-            mem: QueueAddr::contiguous(ring.paddr()),
-            tph_en: false,
-            tph_val: 0,
-            itr_no_expire: false,
-            vsi_idx: self.lan.vsi_num,
-            pasid_valid: false,
-            pasid: 0,
-        };
+        let cmd = CreateCeq::contiguous(0, ceq_entries, ring.paddr(), self.lan.vsi_num);
         let r = self.exec(cmd);
         // Keep the ring if the device may hold it, so teardown destroys it;
         // after a timeout it is quarantined, not freed.
@@ -522,39 +512,28 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
         let leaf_w = self.lan.qos.tc_info.get(tc as usize).map_or(1, |t| t.rel_bw);
         let (vsi_node, leaf_node) = (1u16, 2u16);
         self.ws = WsTree { vsi_node, leaf_node, tc, ..WsTree::default() };
+        let root = WsNode {
+            op: WsNodeOp::Add,
+            node_id: 0,
+            parent_id: 0,
+            vsi,
+            leaf: false,
+            enable: true,
+            prio_type: 1,
+            tc: 0,
+            weight: 1,
+        };
         let nodes = [
+            root,
+            WsNode { node_id: vsi_node, weight: weight(self.lan.qos.vport_rel_bw), ..root },
             WsNode {
-                op: WsNodeOp::Add,
-                node_id: 0,
-                parent_id: 0,
-                vsi,
-                leaf: false,
-                enable: true,
-                prio_type: 1,
-                tc: 0,
-                weight: 1,
-            },
-            WsNode {
-                op: WsNodeOp::Add,
-                node_id: vsi_node,
-                parent_id: 0,
-                vsi,
-                leaf: false,
-                enable: true,
-                prio_type: 1,
-                tc: 0,
-                weight: weight(self.lan.qos.vport_rel_bw),
-            },
-            WsNode {
-                op: WsNodeOp::Add,
                 node_id: leaf_node,
                 parent_id: vsi_node,
-                vsi,
                 leaf: true,
                 enable: false,
-                prio_type: 1,
                 tc,
                 weight: weight(leaf_w),
+                ..root
             },
         ];
         for n in nodes {

@@ -451,6 +451,7 @@ mod tests {
 mod loom_tests {
     extern crate std;
     use super::*;
+    use crate::uk::loom_bounded as bounded;
     use crate::uk::sq::{SqOp, SqPost, SqWrTrk};
     use crate::uk::{QpKind, QueueMem, SqError};
     use loom::cell::UnsafeCell;
@@ -463,13 +464,6 @@ mod loom_tests {
         let v: &'static mut [u64] = Box::leak(vec![0u64; qwords].into_boxed_slice());
         // SAFETY: leaked; only reached through this view and its alias.
         unsafe { QueueMem::from_raw(NonNull::new(v.as_mut_ptr()).unwrap(), qwords) }
-    }
-
-    fn bounded(bound: usize, f: impl Fn() + Sync + Send + 'static) {
-        let mut b = loom::model::Builder::new();
-        b.preemption_bound = Some(bound);
-        b.max_branches = 100_000;
-        b.check(f);
     }
 
     /// The SPSC protocol of a split SQ with the real `Sq` arithmetic and

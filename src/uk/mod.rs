@@ -76,3 +76,13 @@ pub use sq::{SendKind, SendQueue, Sq, SqError, SqOp, SqPost, SqWrTrk};
 
 #[cfg(test)]
 mod tests;
+
+/// Runs loom's model of `f` with at most `bound` preemptions (the loom
+/// tests of `link` and `mp`).
+#[cfg(all(test, loom))]
+fn loom_bounded(bound: usize, f: impl Fn() + Sync + Send + 'static) {
+    let mut b = loom::model::Builder::new();
+    b.preemption_bound = Some(bound);
+    b.max_branches = 100_000;
+    b.check(f);
+}

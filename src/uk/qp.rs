@@ -1,8 +1,6 @@
 //! A QP's data-path half (SQ + RQ + completion context) and the verbs-level
 //! entry points: `post_send`, `post_recv`, `poll_cq`, `req_notify_cq`.
 
-use core::error::Error;
-use core::fmt::{self, Display, Formatter};
 use irdma_hal::Bar;
 
 use super::cq::{CompStatus, CqPollInfo, CqRing, Fast, PollError, QueueType, flush_code};
@@ -490,18 +488,7 @@ fn ud_wc(i: &CqPollInfo) -> crate::wr::UdWc {
     }
 }
 
-const EMPTY_WC: WorkCompletion = WorkCompletion {
-    wr_id: 0,
-    status: WcStatus::Success,
-    opcode: WcOpcode::Send,
-    vendor_err: 0,
-    byte_len: 0,
-    qp_num: 0,
-    imm_data: None,
-    invalidated_rkey: None,
-    solicited: false,
-    ud: None,
-};
+const EMPTY_WC: WorkCompletion = WorkCompletion::EMPTY;
 
 impl<'a, S: SendQueue> QpUk<'a, S> {
     /// A QP's data path. `ctx` is the completion context programmed into the
@@ -871,26 +858,5 @@ pub fn req_notify_cq(cq: &mut CqRing<'_>, bar: &impl Bar, solicited_only: bool) 
 // lower-case phrase with a wrapped error's own message after a colon (and
 // as its `source`); see `crate::error` (issue #29: beside their layer).
 
-impl Display for PostSendError {
-    fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
-        write!(f, "send WR {} not posted: {}", self.bad_wr, self.kind)
-    }
-}
-
-impl Error for PostSendError {
-    fn source(&self) -> Option<&(dyn Error + 'static)> {
-        Some(&self.kind)
-    }
-}
-
-impl Display for PostRecvError {
-    fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
-        write!(f, "receive WR {} not posted: {}", self.bad_wr, self.kind)
-    }
-}
-
-impl Error for PostRecvError {
-    fn source(&self) -> Option<&(dyn Error + 'static)> {
-        Some(&self.kind)
-    }
-}
+crate::error::wrapping!(PostSendError, "send WR {} not posted: {}", bad_wr, kind);
+crate::error::wrapping!(PostRecvError, "receive WR {} not posted: {}", bad_wr, kind);

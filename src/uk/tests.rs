@@ -95,18 +95,7 @@ fn write_wr(id: u64, flags: SendFlags, sg: &[Sge]) -> SendWr<'_> {
     }
 }
 
-const WC0: WorkCompletion = WorkCompletion {
-    wr_id: 0,
-    status: WcStatus::Success,
-    opcode: WcOpcode::Send,
-    vendor_err: 0,
-    byte_len: 0,
-    qp_num: 0,
-    imm_data: None,
-    invalidated_rkey: None,
-    solicited: false,
-    ud: None,
-};
+const WC0: WorkCompletion = WorkCompletion::EMPTY;
 
 #[test]
 fn post_send_stops_at_bad_wr_and_rings_once() {

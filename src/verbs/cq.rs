@@ -124,12 +124,9 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
             check_overflow: true,
             ring: QueueAddr::contiguous(ring.paddr()),
             shadow_area_pa: shadow.paddr(),
-            tph_en: false,
-            tph_val: 0,
-            avoid_mem_cflct: false,
-            pasid_valid: false,
-            pasid: 0,
             vsi_idx: self.lan.vsi_num,
+            // no TPH, 32-byte CQEs, no PASID
+            ..Default::default()
         };
         // SAFETY: `ring` and `shadow` are DMA allocations owned by the
         // returned `Cq` next to `uk`; they do not move when the `Cq` moves,

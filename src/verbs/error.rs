@@ -319,14 +319,4 @@ impl Error for PostErrorKind {
     }
 }
 
-impl Display for PostError {
-    fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
-        write!(f, "WR {} not posted: {}", self.bad_wr, self.kind)
-    }
-}
-
-impl Error for PostError {
-    fn source(&self) -> Option<&(dyn Error + 'static)> {
-        Some(&self.kind)
-    }
-}
+crate::error::wrapping!(PostError, "WR {} not posted: {}", bad_wr, kind);

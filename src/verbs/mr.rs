@@ -158,6 +158,18 @@ pub struct Mr<'d, H: Hal, B: Bar + Clone> {
     alive: bool,
 }
 
+/// Reads back the PBLE of `pbl` on `dev` that holds page `page`.
+fn read_pble<H: Hal, B: Bar + Clone>(
+    dev: &Device<H, B>,
+    pbl: &HeldPbl<H>,
+    page: u32,
+) -> Option<u64> {
+    let idx = pbl.alloc.entry_index(pbl.leaves(), page)?;
+    let res = dev.res.lock();
+    let layout = *res.ids.as_ref()?.pble.layout();
+    res.sds.read_pble(&layout, idx)
+}
+
 /// Writes a PBL's entries (spec §6.2): level 1 = the page addresses (or
 /// zeros); level 2 = root entries holding the leaves' first PBLE indexes,
 /// each leaf its share of the page addresses (pble.c: get_lvl2_pble).
@@ -464,11 +476,7 @@ impl<H: Hal, B: Bar + Clone> Mr<'_, H, B> {
     /// Reads back the PBLE that holds page `page` (diagnostics and tests:
     /// what the device will read from HMC memory).
     pub fn pble_entry(&self, page: u32) -> Option<u64> {
-        let p = self.pbl.as_ref()?;
-        let idx = p.alloc.entry_index(p.leaves(), page)?;
-        let res = self.dev.res.lock();
-        let layout = *res.ids.as_ref()?.pble.layout();
-        res.sds.read_pble(&layout, idx)
+        read_pble(self.dev, self.pbl.as_ref()?, page)
     }
 
     /// Re-registers the same pages under a new key byte: DEALLOC_STAG, then
@@ -665,11 +673,7 @@ impl<H: Hal, B: Bar + Clone> FastRegMr<'_, H, B> {
     /// Reads back the PBLE that holds page `page` (diagnostics and tests:
     /// what the device will read from HMC memory after a map).
     pub fn pble_entry(&self, page: u32) -> Option<u64> {
-        let p = self.pbl.as_ref()?;
-        let idx = p.alloc.entry_index(p.leaves(), page)?;
-        let res = self.dev.res.lock();
-        let layout = *res.ids.as_ref()?.pble.layout();
-        res.sds.read_pble(&layout, idx)
+        read_pble(self.dev, self.pbl.as_ref()?, page)
     }
 
     /// The key the next FAST_REG WR should register.

@@ -433,9 +433,7 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
         pd: &Pd<'d, H, B>,
         attr: &mut QpInitAttr<'_, 'd, H, B>,
     ) -> Result<Qp<'d, H, B>, VerbsError> {
-        let mut qp = self.create_qp_inner(pd, attr, None, Transport::Rc, |sq| Ok((sq, None)))?;
-        self.attach_compl(&mut qp)?;
-        Ok(qp)
+        self.create_plain_qp(pd, attr, Transport::Rc)
     }
 
     /// `ib_create_qp` for a UD QP (`IB_QPT_UD`; irdma_kcompat.c:
@@ -449,9 +447,7 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
         pd: &Pd<'d, H, B>,
         attr: &mut QpInitAttr<'_, 'd, H, B>,
     ) -> Result<Qp<'d, H, B>, VerbsError> {
-        let mut qp = self.create_qp_inner(pd, attr, None, Transport::Ud, |sq| Ok((sq, None)))?;
-        self.attach_compl(&mut qp)?;
-        Ok(qp)
+        self.create_plain_qp(pd, attr, Transport::Ud)
     }
 
     /// `ib_create_qp` for the GSI QP (`IB_QPT_GSI`) as Linux creates it on
@@ -465,7 +461,19 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
         pd: &Pd<'d, H, B>,
         attr: &mut QpInitAttr<'_, 'd, H, B>,
     ) -> Result<Qp<'d, H, B>, VerbsError> {
-        let mut qp = self.create_qp_inner(pd, attr, None, Transport::Gsi, |sq| Ok((sq, None)))?;
+        self.create_plain_qp(pd, attr, Transport::Gsi)
+    }
+
+    /// A plain (single-owner) QP of transport `t`, its completion half
+    /// registered: what `create_qp`, `create_ud_qp` and `create_gsi_qp`
+    /// make.
+    fn create_plain_qp<'d>(
+        &'d self,
+        pd: &Pd<'d, H, B>,
+        attr: &mut QpInitAttr<'_, 'd, H, B>,
+        t: Transport,
+    ) -> Result<Qp<'d, H, B>, VerbsError> {
+        let mut qp = self.create_qp_inner(pd, attr, None, t, |sq| Ok((sq, None)))?;
         self.attach_compl(&mut qp)?;
         Ok(qp)
     }

@@ -42,7 +42,7 @@ use crate::util::{SysPackage, ensure_program, root};
 
 /// (printed name, bench case, subtract this case's figure, iterations N,
 /// operations per iteration the figure is divided by).
-const CASES: &[(&str, &str, Option<&str>, u64, u64)] = &[
+const CASES: &[Case] = &[
     ("post_write_1sge_doorbell_each", "post_write", None, 4096, 1),
     ("post_write_1sge_doorbell_per32", "post_write_batch32", None, 4096, 1),
     // Other shapes, one doorbell each (issue #16: the two-quanta fast path
@@ -104,7 +104,7 @@ const CASES: &[(&str, &str, Option<&str>, u64, u64)] = &[
 /// The vendor's uk-level cases (`tests/vendor-diff/shim/bench.c`), in the
 /// same form as [`CASES`]; printed as `vendor_uk_<name>`. Each is the twin
 /// of the driver's figure of the same name (`benches/common`).
-const VENDOR_CASES: &[(&str, &str, Option<&str>, u64, u64)] = &[
+const VENDOR_CASES: &[Case] = &[
     ("post_write_1sge_doorbell_each", "post_write", None, 4096, 1),
     ("post_write_1sge_doorbell_per32", "post_write_batch32", None, 4096, 1),
     ("poll_one_cqe", "poll_cqe", Some("poll_cqe_base"), 2048, 1),
@@ -117,7 +117,7 @@ const VENDOR_CASES: &[(&str, &str, Option<&str>, u64, u64)] = &[
 /// driver's `verbs_*` cases (the C program's `counted_post_verbs` /
 /// `counted_poll_verbs` match the same callgrind toggles in
 /// [`instructions`]).
-const VENDOR_VERBS_CASES: &[(&str, &str, Option<&str>, u64, u64)] = &[
+const VENDOR_VERBS_CASES: &[Case] = &[
     ("verbs_post_write_1sge_doorbell_each", "verbs_post_write", None, 2048, 1),
     ("verbs_post_write_1sge_doorbell_per32", "verbs_post_write_batch32", None, 2048, 1),
     ("verbs_poll_one_cqe", "verbs_poll_cqe", None, 512, 1),
@@ -223,86 +223,43 @@ fn goal_lines(ours: &[(String, f64)], vendor: &[(String, f64)]) -> Vec<String> {
         .collect()
 }
 
-/// Builds the vendor bench program (`tests/vendor-diff/shim/bench.c` with
-/// the vendor's `uk.c` and the harness's `glue.c` and shim headers, gcc
-/// -O2, the one-store doorbell) into `target/vendor-bench/`, and runs its
-/// self-check (every case past a ring wrap: doorbells rung, each CQE
-/// returned with its WR id, the empty CQ empty).
-fn vendor_bench_binary() -> Result<PathBuf, String> {
-    crate::util::ensure_program(&crate::vendor_diff::CC)?;
-    let tree = crate::vendor_diff::vendor_tree()?;
-    let irdma = tree.join("drivers/infiniband/hw/irdma");
-    let shim = root().join("tests/vendor-diff/shim");
-    let out_dir = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| root().join("target"))
-        .join("vendor-bench");
-    std::fs::create_dir_all(&out_dir).map_err(|e| format!("{}: {e}", out_dir.display()))?;
-    let exe = out_dir.join("vendor_bench");
-    // -fno-strict-aliasing as the kernel builds it (and build.rs of the
-    // differential harness); -g for callgrind's per-function breakdown.
-    let out = Command::new("cc")
-        .args(["-O2", "-g", "-fno-strict-aliasing", "-DVD_ONE_STORE_DOORBELL", "-o"])
-        .arg(&exe)
-        .arg("-I")
-        .arg(shim.join("include"))
-        .arg("-I")
-        .arg(&irdma)
-        .arg(irdma.join("uk.c"))
-        .arg(shim.join("glue.c"))
-        .arg(shim.join("bench.c"))
-        .output()
-        .map_err(|e| format!("cannot run cc: {e}"))?;
-    if !out.status.success() {
-        return Err(format!("vendor bench build failed: {}", String::from_utf8_lossy(&out.stderr)));
-    }
-    let out = Command::new(&exe)
-        .arg("check")
-        .output()
-        .map_err(|e| format!("cannot run {}: {e}", exe.display()))?;
-    if !out.status.success() {
-        return Err(format!(
-            "vendor bench self-check failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        ));
-    }
-    Ok(exe)
-}
+/// A callgrind case: figure name, case, baseline case subtracted, iteration
+/// count, operations per iteration.
+type Case = (&'static str, &'static str, Option<&'static str>, u64, u64);
 
-/// The vendor's uk-level figures, `vendor_uk_<name>`, `divisor` dividing
-/// the iteration counts.
-fn vendor_figures(divisor: u64) -> Result<Vec<(String, f64)>, String> {
-    ensure_program(&VALGRIND)?;
-    let exe = vendor_bench_binary()?;
+/// The figures of `cases` run by `exe`, `divisor` dividing the iteration
+/// counts, each named by `name`: instructions per operation, less the
+/// baseline case's.
+fn case_figures(
+    exe: &PathBuf,
+    cases: &[Case],
+    divisor: u64,
+    name: impl Fn(&str) -> String,
+) -> Result<Vec<(String, f64)>, String> {
     let mut v = Vec::new();
-    for (name, case, base, n, per) in VENDOR_CASES {
+    for (figure, case, base, n, per) in cases {
         let n = (*n / divisor).max(1);
-        let mut x = per_op(&exe, case, n)?;
+        let mut x = per_op(exe, case, n)?;
         if let Some(b) = base {
-            x -= per_op(&exe, b, n)?;
+            x -= per_op(exe, b, n)?;
         }
-        v.push((vendor_name(name), x / *per as f64));
-    }
-    let exe = vendor_verbs_bench_binary()?;
-    for (name, case, base, n, per) in VENDOR_VERBS_CASES {
-        let n = (*n / divisor).max(1);
-        let mut x = per_op(&exe, case, n)?;
-        if let Some(b) = base {
-            x -= per_op(&exe, b, n)?;
-        }
-        v.push((vendor_name(name), x / *per as f64));
+        v.push((name(figure), x / *per as f64));
     }
     Ok(v)
 }
 
-/// Builds the vendor's verbs-level bench program into `target/vendor-bench/`:
-/// the functions of [`VERBS_FNS`] copied out of the fetched tree into
-/// `vendor_verbs.inc` there, which `tests/vendor-diff/shim/bench_verbs.c`
-/// includes, compiled with `uk.c` and the harness's `glue.c` as
-/// [`vendor_bench_binary`] does; then its self-check (every case past a
-/// ring wrap: each WR posted and rung, each CQE returned as its ib_wc, the
-/// empty CQ empty).
-fn vendor_verbs_bench_binary() -> Result<PathBuf, String> {
+/// Builds a vendor bench program into `target/vendor-bench/<exe>`: the
+/// shim's `main_c` (in `tests/vendor-diff/shim/`) with the vendor's `uk.c`
+/// and the harness's `glue.c` and shim headers (gcc -O2, the one-store
+/// doorbell; `vendor-bench/` itself on the include path), after `prepare`
+/// wrote what it needs there; then runs its self-check. `what` names it in
+/// errors.
+fn build_vendor_bench(
+    main_c: &str,
+    exe: &str,
+    what: &str,
+    prepare: impl FnOnce(&std::path::Path, &std::path::Path) -> Result<(), String>,
+) -> Result<PathBuf, String> {
     crate::util::ensure_program(&crate::vendor_diff::CC)?;
     let tree = crate::vendor_diff::vendor_tree()?;
     let irdma = tree.join("drivers/infiniband/hw/irdma");
@@ -312,17 +269,10 @@ fn vendor_verbs_bench_binary() -> Result<PathBuf, String> {
         .unwrap_or_else(|| root().join("target"))
         .join("vendor-bench");
     std::fs::create_dir_all(&out_dir).map_err(|e| format!("{}: {e}", out_dir.display()))?;
-    let mut inc = String::from("/* copied by xtask (bench.rs VERBS_FNS) from the vendor tree */\n");
-    for (file, start) in VERBS_FNS {
-        let path = irdma.join(file);
-        let text =
-            std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
-        inc += &c_function(&text, start).map_err(|e| format!("{}: {e}", path.display()))?;
-        inc += "\n";
-    }
-    let inc_path = out_dir.join("vendor_verbs.inc");
-    std::fs::write(&inc_path, inc).map_err(|e| format!("{}: {e}", inc_path.display()))?;
-    let exe = out_dir.join("vendor_verbs_bench");
+    prepare(&irdma, &out_dir)?;
+    let exe = out_dir.join(exe);
+    // -fno-strict-aliasing as the kernel builds it (and build.rs of the
+    // differential harness); -g for callgrind's per-function breakdown.
     let out = Command::new("cc")
         .args(["-O2", "-g", "-fno-strict-aliasing", "-DVD_ONE_STORE_DOORBELL", "-o"])
         .arg(&exe)
@@ -334,26 +284,60 @@ fn vendor_verbs_bench_binary() -> Result<PathBuf, String> {
         .arg(&out_dir)
         .arg(irdma.join("uk.c"))
         .arg(shim.join("glue.c"))
-        .arg(shim.join("bench_verbs.c"))
+        .arg(shim.join(main_c))
         .output()
         .map_err(|e| format!("cannot run cc: {e}"))?;
     if !out.status.success() {
-        return Err(format!(
-            "vendor verbs bench build failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        ));
+        return Err(format!("{what} build failed: {}", String::from_utf8_lossy(&out.stderr)));
     }
     let out = Command::new(&exe)
         .arg("check")
         .output()
         .map_err(|e| format!("cannot run {}: {e}", exe.display()))?;
     if !out.status.success() {
-        return Err(format!(
-            "vendor verbs bench self-check failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        ));
+        return Err(format!("{what} self-check failed: {}", String::from_utf8_lossy(&out.stderr)));
     }
     Ok(exe)
+}
+
+/// Builds the vendor bench program (`tests/vendor-diff/shim/bench.c`, see
+/// [`build_vendor_bench`]) and runs its self-check (every case past a ring
+/// wrap: doorbells rung, each CQE returned with its WR id, the empty CQ
+/// empty).
+fn vendor_bench_binary() -> Result<PathBuf, String> {
+    build_vendor_bench("bench.c", "vendor_bench", "vendor bench", |_, _| Ok(()))
+}
+
+/// The vendor's uk-level and verbs-level figures, `vendor_uk_<name>`,
+/// `divisor` dividing the iteration counts.
+fn vendor_figures(divisor: u64) -> Result<Vec<(String, f64)>, String> {
+    ensure_program(&VALGRIND)?;
+    let mut v = case_figures(&vendor_bench_binary()?, VENDOR_CASES, divisor, vendor_name)?;
+    let exe = vendor_verbs_bench_binary()?;
+    v.extend(case_figures(&exe, VENDOR_VERBS_CASES, divisor, vendor_name)?);
+    Ok(v)
+}
+
+/// Builds the vendor's verbs-level bench program into `target/vendor-bench/`:
+/// the functions of [`VERBS_FNS`] copied out of the fetched tree into
+/// `vendor_verbs.inc` there, which `tests/vendor-diff/shim/bench_verbs.c`
+/// includes, compiled as [`build_vendor_bench`] does; then its self-check
+/// (every case past a ring wrap: each WR posted and rung, each CQE returned
+/// as its ib_wc, the empty CQ empty).
+fn vendor_verbs_bench_binary() -> Result<PathBuf, String> {
+    build_vendor_bench("bench_verbs.c", "vendor_verbs_bench", "vendor verbs bench", |irdma, out| {
+        let mut inc =
+            String::from("/* copied by xtask (bench.rs VERBS_FNS) from the vendor tree */\n");
+        for (file, start) in VERBS_FNS {
+            let path = irdma.join(file);
+            let text =
+                std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+            inc += &c_function(&text, start).map_err(|e| format!("{}: {e}", path.display()))?;
+            inc += "\n";
+        }
+        let inc_path = out.join("vendor_verbs.inc");
+        std::fs::write(&inc_path, inc).map_err(|e| format!("{}: {e}", inc_path.display()))
+    })
 }
 
 /// `ratio_<name>` = our figure ÷ its vendor twin's ([`vendor_name`]) for
@@ -448,17 +432,7 @@ fn per_op(exe: &PathBuf, case: &str, n: u64) -> Result<f64, String> {
 /// Every callgrind case, `divisor` dividing the iteration counts.
 fn instruction_figures(divisor: u64) -> Result<Vec<(String, f64)>, String> {
     ensure_program(&VALGRIND)?;
-    let exe = bench_binary()?;
-    let mut v = Vec::new();
-    for (name, case, base, n, per) in CASES {
-        let n = (*n / divisor).max(1);
-        let mut x = per_op(&exe, case, n)?;
-        if let Some(b) = base {
-            x -= per_op(&exe, b, n)?;
-        }
-        v.push((name.to_string(), x / *per as f64));
-    }
-    Ok(v)
+    case_figures(&bench_binary()?, CASES, divisor, str::to_string)
 }
 
 /// Wall-clock WRs/s of one shared SQ with 1 and 2 posting threads and their

@@ -241,6 +241,22 @@ struct Scenario {
 /// `again` (`tests/peer_live.rs`: `NEXT_PEER`).
 const NEXT_PEER: &str = "host: ready for the next peer";
 
+/// What a scenario has unless it says otherwise: MTU 1500, 64-byte pings,
+/// IPv4, untagged, 15 s of grace, one boot.
+const BASE: Scenario = Scenario {
+    name: "",
+    what: "",
+    linux: "",
+    host_test: "",
+    result: &[],
+    mtu: 1500,
+    size: 64,
+    ipv6: false,
+    vlan: 0,
+    host_grace_s: 15,
+    again: None,
+};
+
 /// rping with Linux as the server (`rping -s`): the driver connects through
 /// the CM over QP1 and plays rping's client. The scenarios below vary its
 /// MTU, size, address family and VLAN.
@@ -250,12 +266,7 @@ const RPING_SERVER: Scenario = Scenario {
     linux: "rping -s -a $PEER_ADDR -S $RPING_SIZE -V -v; rc=$?; exit $rc",
     host_test: "peer_rping_driver_client",
     result: &["server ping data", "server DISCONNECT", "cma event", "rping", "wait for"],
-    mtu: 1500,
-    size: 64,
-    ipv6: false,
-    vlan: 0,
-    host_grace_s: 15,
-    again: None,
+    ..BASE
 };
 
 /// rping with Linux as the client (`rping -c -V -C 3`): the driver listens
@@ -267,12 +278,7 @@ const RPING_CLIENT: Scenario = Scenario {
     linux: "for i in 1 2 3 4 5 6 7 8 9 10; do rping -c -a $MODEL_ADDR -S $RPING_SIZE -V -v -C 3 && exit 0; sleep 1; done; exit 1",
     host_test: "peer_rping_driver_server",
     result: &["ping data", "client DISCONNECT", "cma event", "rping", "data mismatch", "wait for"],
-    mtu: 1500,
-    size: 64,
-    ipv6: false,
-    vlan: 0,
-    host_grace_s: 15,
-    again: None,
+    ..BASE
 };
 
 /// perftest `-R` with Linux as the server (`ib_*_bw -R -n 100 -s SIZE`):
@@ -296,12 +302,9 @@ const PERFTEST_SERVER: Scenario = Scenario {
         "Completion",
         "Current implementation",
     ],
-    mtu: 1500,
     size: 4096,
-    ipv6: false,
-    vlan: 0,
     host_grace_s: 20,
-    again: None,
+    ..BASE
 };
 
 /// perftest `-R` with Linux as the client; the driver serves. Retried while
@@ -328,15 +331,30 @@ const PEER_VANISHES: Scenario = Scenario {
             tail -n 2 /tmp/o; echo \"peer vanishes after ${n:-0} pings\"; [ \"${n:-0}\" -ge 20 ]",
     host_test: "peer_vanishes_mid_transfer",
     result: &["peer vanishes", "ping data", "cma event", "rping", "data mismatch", "wait for"],
-    mtu: 1500,
-    ipv6: false,
-    vlan: 0,
-    size: 64,
     // the driver's DREQ to the vanished peer: Linux's REQ asks for
     // 15 retries of ~4.3 s (cma.c CMA_MAX_CM_RETRIES, CMA_CM_RESPONSE_TIMEOUT)
     host_grace_s: 150,
-    again: None,
+    ..BASE
 };
+
+/// The `PEER-EXIT` status of a serial log, printing its result lines
+/// (`PEER-…`, and those starting with one of `show` after any indent) with
+/// `tag`, cut to `width` characters.
+fn exit_of(serial: &Path, tag: &str, show: &[&str], width: usize) -> Option<i32> {
+    let log = std::fs::read_to_string(serial).unwrap_or_default();
+    let mut exit = None;
+    for l in log.lines() {
+        let l = l.trim_end_matches('\r');
+        if let Some(v) = l.strip_prefix("PEER-EXIT ") {
+            exit = v.trim().parse::<i32>().ok();
+        }
+        if l.starts_with("PEER-") || show.iter().any(|r| l.trim_start().starts_with(r)) {
+            let short: String = l.chars().take(width).collect();
+            println!("{tag}: {short}");
+        }
+    }
+    exit
+}
 
 const SCENARIOS: &[Scenario] = &[
     Scenario {
@@ -345,31 +363,20 @@ const SCENARIOS: &[Scenario] = &[
         linux: "arping -c 3 -w 20 -I eth0 $MODEL_IP; rc=$?; /usr/sbin/ip neigh show dev eth0; exit $rc",
         host_test: "peer_arp",
         result: &["Received", "Sent", "10.0.0.1 lladdr"],
-        mtu: 1500,
-        size: 64,
-        ipv6: false,
-        vlan: 0,
-        host_grace_s: 15,
-        again: None,
+        ..BASE
     },
     RPING_SERVER,
     RPING_CLIENT,
     Scenario {
         name: "rping-linux-server-5000",
         what: "rping-linux-server with 5000-byte pings (multi-packet READ responses and WRITEs)",
-        mtu: 1500,
         size: 5000,
-        ipv6: false,
-        vlan: 0,
         ..RPING_SERVER
     },
     Scenario {
         name: "rping-linux-client-5000",
         what: "rping-linux-client with 5000-byte pings: every READ and WRITE is 5 packets at MTU 1024",
-        mtu: 1500,
         size: 5000,
-        ipv6: false,
-        vlan: 0,
         ..RPING_CLIENT
     },
     Scenario {
@@ -378,10 +385,6 @@ const SCENARIOS: &[Scenario] = &[
                frames and a stale duplicate SEND: each dropped or re-ACKed, counted by reason",
         linux: "for i in 1 2 3 4 5 6 7 8 9 10; do rping -c -a $MODEL_ADDR -S $RPING_SIZE -V -v -C 20 && exit 0; sleep 1; done; exit 1",
         host_test: "peer_rping_badframes",
-        mtu: 1500,
-        size: 64,
-        ipv6: false,
-        vlan: 0,
         ..RPING_CLIENT
     },
     Scenario {
@@ -391,29 +394,18 @@ const SCENARIOS: &[Scenario] = &[
         linux: "for i in 1 2 3 4 5 6 7 8 9 10; do rping -c -a $MODEL_IP -p 7175 -C 1 >/tmp/o 2>&1; cat /tmp/o; grep -q 'REJECTED, error 8' /tmp/o && exit 0; sleep 1; done; exit 1",
         host_test: "peer_reject",
         result: &["cma event", "rping", "connect error"],
-        mtu: 1500,
-        size: 64,
-        ipv6: false,
-        vlan: 0,
-        host_grace_s: 15,
-        again: None,
+        ..BASE
     },
     Scenario {
         name: "rping-linux-server-ipv6",
         what: "rping-linux-server over IPv6 (fd00::b / fd00::a, neighbour discovery answered by the port)",
-        mtu: 1500,
-        size: 64,
         ipv6: true,
-        vlan: 0,
         ..RPING_SERVER
     },
     Scenario {
         name: "rping-linux-client-ipv6",
         what: "rping-linux-client over IPv6",
-        mtu: 1500,
-        size: 64,
         ipv6: true,
-        vlan: 0,
         ..RPING_CLIENT
     },
     Scenario {
@@ -421,8 +413,6 @@ const SCENARIOS: &[Scenario] = &[
         what: "guest MTU 9000, path MTU 4096: 9000-byte pings in 4096-byte packets, driver as client",
         mtu: 9000,
         size: 9000,
-        ipv6: false,
-        vlan: 0,
         ..RPING_SERVER
     },
     Scenario {
@@ -430,25 +420,17 @@ const SCENARIOS: &[Scenario] = &[
         what: "guest MTU 9000, path MTU 4096 (from Linux's REQ), driver as server",
         mtu: 9000,
         size: 9000,
-        ipv6: false,
-        vlan: 0,
         ..RPING_CLIENT
     },
     Scenario {
         name: "rping-linux-server-vlan",
         what: "rping-linux-server over 802.1Q VLAN 100 on the Linux side (tagged frames both ways)",
-        mtu: 1500,
-        size: 64,
-        ipv6: false,
         vlan: 100,
         ..RPING_SERVER
     },
     Scenario {
         name: "rping-linux-client-vlan",
         what: "rping-linux-client over 802.1Q VLAN 100",
-        mtu: 1500,
-        size: 64,
-        ipv6: false,
         vlan: 100,
         ..RPING_CLIENT
     },
@@ -466,12 +448,7 @@ const SCENARIOS: &[Scenario] = &[
             "test complete",
             "return status",
         ],
-        mtu: 1500,
-        ipv6: false,
-        vlan: 0,
-        size: 64,
-        host_grace_s: 15,
-        again: None,
+        ..BASE
     },
     Scenario {
         name: "ucmatose-linux-server",
@@ -488,12 +465,7 @@ const SCENARIOS: &[Scenario] = &[
             "test complete",
             "return status",
         ],
-        mtu: 1500,
-        ipv6: false,
-        vlan: 0,
-        size: 64,
-        host_grace_s: 15,
-        again: None,
+        ..BASE
     },
     Scenario {
         name: "udaddy-linux-client",
@@ -510,12 +482,7 @@ const SCENARIOS: &[Scenario] = &[
             "test complete",
             "return status",
         ],
-        mtu: 1500,
-        ipv6: false,
-        vlan: 0,
-        size: 64,
-        host_grace_s: 15,
-        again: None,
+        ..BASE
     },
     Scenario {
         name: "udaddy-linux-server",
@@ -530,12 +497,7 @@ const SCENARIOS: &[Scenario] = &[
             "test complete",
             "return status",
         ],
-        mtu: 1500,
-        ipv6: false,
-        vlan: 0,
-        size: 64,
-        host_grace_s: 15,
-        again: None,
+        ..BASE
     },
     PEER_VANISHES,
     Scenario {
@@ -619,6 +581,22 @@ struct UkScenario {
 }
 
 /// The `peer_*` group: each is also the name of the unikernel's scenario line.
+/// What a unikernel scenario has unless it says otherwise: 3 rounds of
+/// 64 bytes, no extra env or command line, 300 s, no NVMe checks.
+const UK_BASE: UkScenario = UkScenario {
+    name: "",
+    what: "",
+    role: "",
+    linux: "",
+    result: &[],
+    count: 3,
+    size: 64,
+    env: "",
+    cmdline: "",
+    limit_s: 300,
+    nvme: false,
+};
+
 const UK_SCENARIOS: &[UkScenario] = &[
     UkScenario {
         name: "peer_rping_server",
@@ -634,12 +612,7 @@ const UK_SCENARIOS: &[UkScenario] = &[
             "data mismatch",
             "wait for",
         ],
-        count: 3,
-        size: 64,
-        env: "",
-        cmdline: "",
-        limit_s: 300,
-        nvme: false,
+        ..UK_BASE
     },
     UkScenario {
         name: "peer_rping_client",
@@ -647,12 +620,7 @@ const UK_SCENARIOS: &[UkScenario] = &[
         role: "rping-client",
         linux: "rping -s -a $PEER_ADDR -S $RPING_SIZE -V -v; rc=$?; exit $rc",
         result: &["server ping data", "server DISCONNECT", "cma event", "rping", "wait for"],
-        count: 3,
-        size: 64,
-        env: "",
-        cmdline: "",
-        limit_s: 300,
-        nvme: false,
+        ..UK_BASE
     },
     UkScenario {
         name: "peer_nvmet",
@@ -661,12 +629,11 @@ const UK_SCENARIOS: &[UkScenario] = &[
         role: "nvme-target",
         linux: "nvme-host.sh",
         result: &["NVME", "nvme-host"],
-        count: 3,
-        size: 64,
         env: "NVME=1\nNVME_HOOKS=1\n",
         cmdline: " ns_mib=64 nvme_io_queues=4",
         limit_s: 900,
         nvme: true,
+        ..UK_BASE
     },
 ];
 
@@ -1184,25 +1151,9 @@ fn run(name: &str) -> Result<i32, String> {
     // missing one fails there, with the capture written)
     let grace = if second.is_some() { 75 } else { sc.host_grace_s };
     let host_st = wait(&mut host, Instant::now() + Duration::from_secs(grace));
-    // PEER-EXIT of a serial log, its result lines printed with `tag`
-    let exit_of = |serial: &Path, tag: &str| {
-        let log = std::fs::read_to_string(serial).unwrap_or_default();
-        let mut exit = None;
-        for l in log.lines() {
-            let l = l.trim_end_matches('\r');
-            if let Some(v) = l.strip_prefix("PEER-EXIT ") {
-                exit = v.trim().parse::<i32>().ok();
-            }
-            if l.starts_with("PEER-") || sc.result.iter().any(|r| l.trim_start().starts_with(r)) {
-                let short: String = l.chars().take(100).collect();
-                println!("{tag}: {short}");
-            }
-        }
-        exit
-    };
-    let mut exit = exit_of(&serial, "guest");
+    let mut exit = exit_of(&serial, "guest", sc.result, 100);
     if let Some((serial2, st)) = &second {
-        let e2 = exit_of(serial2, "guest (second boot)");
+        let e2 = exit_of(serial2, "guest (second boot)", sc.result, 100);
         println!(
             "peer {}: second guest {} ({st:?})",
             sc.name,
@@ -1403,18 +1354,7 @@ fn run_uk(sc: &UkScenario) -> Result<i32, String> {
         .map_err(|e| e.to_string())?;
     std::fs::write(out.join("model.log"), uk.model_output.join("\n") + "\n")
         .map_err(|e| e.to_string())?;
-    let log = std::fs::read_to_string(&serial).unwrap_or_default();
-    let mut exit = None;
-    for l in log.lines() {
-        let l = l.trim_end_matches('\r');
-        if let Some(v) = l.strip_prefix("PEER-EXIT ") {
-            exit = v.trim().parse::<i32>().ok();
-        }
-        if l.starts_with("PEER-") || sc.result.iter().any(|r| l.trim_start().starts_with(r)) {
-            let short: String = l.chars().take(100).collect();
-            println!("linux: {short}");
-        }
-    }
+    let exit = exit_of(&serial, "linux", sc.result, 100);
     for l in uk
         .console
         .iter()

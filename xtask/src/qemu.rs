@@ -1341,6 +1341,85 @@ fn model_checks(o: &Outcome, model: bool) -> Vec<String> {
     why
 }
 
+/// The checks every scenario run of the `qemu` legs gets, after its
+/// summary is printed: the verdict, the model's and the interrupts'
+/// checks, the clock line naming `clock` as the rate's source, the
+/// capture if one was written. The problems (a note when none).
+fn check_run(
+    title: &str,
+    o: &Outcome,
+    opts: &Opts,
+    clock: &str,
+    notes: &mut Vec<String>,
+) -> Vec<String> {
+    print_summary(title, o);
+    let mut why = o.verdict();
+    why.extend(model_checks(o, opts.model.attached()));
+    why.extend(irq_checks(o, opts.irq));
+    if !o.console.iter().any(|l| l.starts_with("  clock: ") && l.ends_with(clock)) {
+        why.push(format!("the clock line does not say the rate came {clock}"));
+    }
+    if let Some(p) = &opts.pcap {
+        match crate::wire::check_capture(p) {
+            Ok(m) => notes.push(format!("pcap {m}")),
+            Err(e) => why.push(format!("pcap {}: {e}", p.display())),
+        }
+    }
+    if why.is_empty() {
+        let n = o.lines().iter().filter(|l| matches!(l, Line::Pass { .. })).count();
+        notes.push(format!("{title} {n} passed in {:.2}s", o.wall.as_secs_f64()));
+    }
+    why
+}
+
+/// The three failure exits of `image` run as `bare` (`-append fault`,
+/// `panic`, `fail`): each must exit with its status and marker line
+/// (`exception`: the CPU exception's), and xtask's own verdict must reject
+/// it. `arch` prefixes the problems.
+fn check_failure_exits(
+    image: &Path,
+    bare: &Opts,
+    exception: &str,
+    arch: &str,
+    problems: &mut Vec<String>,
+    notes: &mut Vec<String>,
+) -> Result<(), String> {
+    for (word, code, marker) in [
+        ("fault", c::EXIT_EXCEPTION, exception),
+        ("panic", c::EXIT_PANIC, "PANIC"),
+        ("fail", c::EXIT_FAIL, "FAIL injected: requested by the command line"),
+    ] {
+        let o = run_image(image, &Opts { append: Some(word.into()), ..bare.clone() })?;
+        let want = c::qemu_status(code);
+        // xtask's own verdict must reject each of these runs.
+        let rejected = !o.verdict().is_empty()
+            && (word != "fail"
+                || o.verdict().iter().any(|w| w.contains("scenario injected failed")));
+        if o.status != Some(want) || !o.console.iter().any(|l| l.starts_with(marker)) || !rejected {
+            problems.push(format!(
+                "{arch}`-append {word}` should exit {want} with a `{marker}` line; got {:?}, \
+                 console {:?}",
+                o.status, o.console
+            ));
+        } else {
+            notes.push(format!("{word}→{want}"));
+        }
+    }
+    Ok(())
+}
+
+/// A leg's result: its notes, or its problems (printed).
+fn leg_result(problems: &[String], notes: &[String]) -> Result<String, String> {
+    if problems.is_empty() {
+        Ok(notes.join(", "))
+    } else {
+        for p in problems {
+            println!("  {p}");
+        }
+        Err(format!("{} problem(s): {}", problems.len(), problems.join("; ")))
+    }
+}
+
 /// The `qemu` leg of `cargo xtask test`: the scenario run with the device
 /// model (SeaBIOS, writing every frame of the demo's RoCEv2 traffic to
 /// `target/qemu/demo.pcap`, which tshark and scapy then check as in the
@@ -1374,46 +1453,11 @@ pub fn run_leg() -> Result<String, String> {
             continue;
         }
         let o = run_image(&image, &opts)?;
-        print_summary(title, &o);
-        let mut why = o.verdict();
-        why.extend(model_checks(&o, opts.model.attached()));
-        why.extend(irq_checks(&o, opts.irq));
         let source = if opts.host_tsc { "from the host" } else { "by the PIT" };
-        if !o.console.iter().any(|l| l.starts_with("  clock: ") && l.ends_with(source)) {
-            why.push(format!("the clock line does not say the rate came {source}"));
-        }
-        if let Some(p) = &opts.pcap {
-            match crate::wire::check_capture(p) {
-                Ok(m) => notes.push(format!("pcap {m}")),
-                Err(e) => why.push(format!("pcap {}: {e}", p.display())),
-            }
-        }
-        if why.is_empty() {
-            let n = o.lines().iter().filter(|l| matches!(l, Line::Pass { .. })).count();
-            notes.push(format!("{title} {n} passed in {:.2}s", o.wall.as_secs_f64()));
-        }
+        let why = check_run(title, &o, &opts, source, &mut notes);
         problems.extend(why.into_iter().map(|w| format!("{title}: {w}")));
     }
-    for (word, code, marker) in [
-        ("fault", c::EXIT_EXCEPTION, "EXCEPTION vector=6"),
-        ("panic", c::EXIT_PANIC, "PANIC"),
-        ("fail", c::EXIT_FAIL, "FAIL injected: requested by the command line"),
-    ] {
-        let o = run_image(&image, &Opts { append: Some(word.into()), ..bare.clone() })?;
-        let want = c::qemu_status(code);
-        // xtask's own verdict must reject each of these runs.
-        let rejected = !o.verdict().is_empty()
-            && (word != "fail"
-                || o.verdict().iter().any(|w| w.contains("scenario injected failed")));
-        if o.status != Some(want) || !o.console.iter().any(|l| l.starts_with(marker)) || !rejected {
-            problems.push(format!(
-                "`-append {word}` should exit {want} with a `{marker}` line; got {:?}, console {:?}",
-                o.status, o.console
-            ));
-        } else {
-            notes.push(format!("{word}→{want}"));
-        }
-    }
+    check_failure_exits(&image, &bare, "EXCEPTION vector=6", "", &mut problems, &mut notes)?;
     // Last, so the plain image is the one built for the runs above: the
     // defmt variant, whose frames must mirror the console's scenario lines.
     let image = build(true)?;
@@ -1444,14 +1488,7 @@ pub fn run_leg() -> Result<String, String> {
         None => why.push("no defmt capture".into()),
     }
     problems.extend(why.into_iter().map(|w| format!("defmt: {w}")));
-    if problems.is_empty() {
-        Ok(notes.join(", "))
-    } else {
-        for p in &problems {
-            println!("  {p}");
-        }
-        Err(format!("{} problem(s): {}", problems.len(), problems.join("; ")))
-    }
+    leg_result(&problems, &notes)
 }
 
 /// The `qemu-aarch64` leg: the aarch64 image on `-M virt` with the device
@@ -1475,53 +1512,12 @@ pub fn run_leg_aarch64() -> Result<String, String> {
         ("aarch64-irq", Opts { irq: true, ..quiet.clone() }),
     ] {
         let o = run_image(&image, &opts)?;
-        print_summary(title, &o);
-        let mut why = o.verdict();
-        why.extend(model_checks(&o, opts.model.attached()));
-        why.extend(irq_checks(&o, opts.irq));
-        if !o.console.iter().any(|l| l.starts_with("  clock: ") && l.ends_with("from CNTFRQ_EL0")) {
-            why.push("the clock line does not say the rate came from CNTFRQ_EL0".into());
-        }
-        if let Some(p) = &opts.pcap {
-            match crate::wire::check_capture(p) {
-                Ok(m) => notes.push(format!("pcap {m}")),
-                Err(e) => why.push(format!("pcap {}: {e}", p.display())),
-            }
-        }
-        if why.is_empty() {
-            let n = o.lines().iter().filter(|l| matches!(l, Line::Pass { .. })).count();
-            notes.push(format!("{title} {n} passed in {:.2}s", o.wall.as_secs_f64()));
-        }
+        let why = check_run(title, &o, &opts, "from CNTFRQ_EL0", &mut notes);
         problems.extend(why.into_iter().map(|w| format!("{title}: {w}")));
     }
-    for (word, code, marker) in [
-        ("fault", c::EXIT_EXCEPTION, "EXCEPTION vector=4 (sync)"),
-        ("panic", c::EXIT_PANIC, "PANIC"),
-        ("fail", c::EXIT_FAIL, "FAIL injected: requested by the command line"),
-    ] {
-        let o = run_image(&image, &Opts { append: Some(word.into()), ..bare.clone() })?;
-        let want = c::qemu_status(code);
-        let rejected = !o.verdict().is_empty()
-            && (word != "fail"
-                || o.verdict().iter().any(|w| w.contains("scenario injected failed")));
-        if o.status != Some(want) || !o.console.iter().any(|l| l.starts_with(marker)) || !rejected {
-            problems.push(format!(
-                "aarch64 `-append {word}` should exit {want} with a `{marker}` line; got {:?}, \
-                 console {:?}",
-                o.status, o.console
-            ));
-        } else {
-            notes.push(format!("{word}→{want}"));
-        }
-    }
-    if problems.is_empty() {
-        Ok(notes.join(", "))
-    } else {
-        for p in &problems {
-            println!("  {p}");
-        }
-        Err(format!("{} problem(s): {}", problems.len(), problems.join("; ")))
-    }
+    let exception = "EXCEPTION vector=4 (sync)";
+    check_failure_exits(&image, &bare, exception, "aarch64 ", &mut problems, &mut notes)?;
+    leg_result(&problems, &notes)
 }
 
 #[cfg(test)]

@@ -260,10 +260,9 @@ fn icrc_check(f: &str) -> Result<String, String> {
     Ok(out.trim().to_string())
 }
 
-/// The checks of a capture with no expectation file (the QEMU demo's,
-/// `cargo xtask qemu --pcap`): at least one frame, every frame InfiniBand
-/// with no malformed/expert item (tshark), every ICRC right (scapy).
-pub(crate) fn check_capture(file: &Path) -> Result<String, String> {
+/// The capture `file` (made absolute) and its frame count, once it holds
+/// a frame and tshark decodes every frame cleanly ([`clean_decode`]).
+fn decoded(file: &Path) -> Result<(PathBuf, usize), String> {
     let file = abs(file);
     let f = file.to_str().ok_or("path is not UTF-8")?;
     let n = pcap_frames(&file)?.len();
@@ -271,6 +270,15 @@ pub(crate) fn check_capture(file: &Path) -> Result<String, String> {
         return Err("the capture holds no frame".into());
     }
     clean_decode(f)?;
+    Ok((file, n))
+}
+
+/// The checks of a capture with no expectation file (the QEMU demo's,
+/// `cargo xtask qemu --pcap`): at least one frame, every frame InfiniBand
+/// with no malformed/expert item (tshark), every ICRC right (scapy).
+pub(crate) fn check_capture(file: &Path) -> Result<String, String> {
+    let (file, n) = decoded(file)?;
+    let f = file.to_str().ok_or("path is not UTF-8")?;
     let icrc = icrc_check(f)?;
     Ok(format!(
         "{n} frames; tshark: every frame InfiniBand, no malformed/expert item; scapy: {icrc}"
@@ -279,13 +287,8 @@ pub(crate) fn check_capture(file: &Path) -> Result<String, String> {
 
 /// The three checks on `file` (+ `file.expect.tsv`).
 fn check(file: &Path) -> Result<String, String> {
-    let file = abs(file);
+    let (file, n) = decoded(file)?;
     let f = file.to_str().ok_or("path is not UTF-8")?;
-    let n = pcap_frames(&file)?.len();
-    if n == 0 {
-        return Err("the capture holds no frame".into());
-    }
-    clean_decode(f)?;
     // fields vs what the driver posted
     let fields = [
         "udp.srcport",

@@ -9,18 +9,13 @@
 //! a loaded host: QEMU's PIT time lags while the vCPU thread is starved, and
 //! windows came out 1.1–4.5× too long there.
 
-use core::sync::atomic::{AtomicU64, Ordering};
-use core::time::Duration;
-
 use super::arch::{inb, outb, rdtsc};
+pub use super::counter::{cycles_to_duration, now, start};
 
 /// PIT input clock in Hz.
 const PIT_HZ: u64 = 1_193_182;
 /// Calibration window: 10 ms of PIT ticks.
 const PIT_TICKS: u16 = 11_932;
-
-static TSC_HZ: AtomicU64 = AtomicU64::new(0);
-static TSC_ORIGIN: AtomicU64 = AtomicU64::new(0);
 
 /// Measures the TSC rate with the PIT: the median of up to three
 /// undisturbed windows out of at most twelve tries; `None` if none worked.
@@ -87,30 +82,4 @@ pub fn architectural_hz() -> Option<u64> {
 /// Whether `hz` could be a TSC rate (100 MHz to 100 GHz).
 pub fn plausible(hz: u64) -> bool {
     (100_000_000..=100_000_000_000).contains(&hz)
-}
-
-/// Starts the clock at `hz`; time 0 is now.
-pub fn start(hz: u64) {
-    TSC_ORIGIN.store(rdtsc(), Ordering::Relaxed);
-    TSC_HZ.store(hz, Ordering::Relaxed);
-}
-
-/// The calibrated rate (0 before [`start`]).
-pub fn hz() -> u64 {
-    TSC_HZ.load(Ordering::Relaxed)
-}
-
-/// Converts TSC cycles to a duration (zero before [`start`]).
-pub fn cycles_to_duration(cycles: u64) -> Duration {
-    let hz = hz();
-    if hz == 0 {
-        return Duration::ZERO;
-    }
-    let nanos = cycles as u128 * 1_000_000_000 / hz as u128;
-    Duration::from_nanos(u64::try_from(nanos).unwrap_or(u64::MAX))
-}
-
-/// Monotonic time since [`start`].
-pub fn now() -> Duration {
-    cycles_to_duration(rdtsc().saturating_sub(TSC_ORIGIN.load(Ordering::Relaxed)))
 }

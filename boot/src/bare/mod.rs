@@ -4,8 +4,9 @@
 //! `paging`, `pci`, `serial`, `start_info`) have one file per architecture
 //! with the same items: the x86_64 files sit here (PVH, port I/O, TSC,
 //! isa-debug-exit), the aarch64 ones in `aarch64/` (QEMU `virt`: DTB, ECAM,
-//! PL011, generic timer, semihosting exit). `hal`, `scenarios` and the
-//! `kmain` below are shared.
+//! PL011, generic timer, semihosting exit). `console` (fmt over
+//! `serial`), `counter` (the clock over `arch::rdtsc`), `hal`, `scenarios`
+//! and the `kmain` below are shared.
 
 #[cfg(all(feature = "defmt", not(target_arch = "x86_64")))]
 compile_error!("the defmt feature needs COM2: x86_64 only");
@@ -14,6 +15,8 @@ compile_error!("the defmt feature needs COM2: x86_64 only");
 pub mod arch;
 #[cfg_attr(target_arch = "aarch64", path = "aarch64/clock.rs")]
 pub mod clock;
+pub mod console;
+pub mod counter;
 #[cfg(feature = "defmt")]
 pub mod dlog;
 #[cfg_attr(target_arch = "aarch64", path = "aarch64/entry.rs")]

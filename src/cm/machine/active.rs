@@ -113,8 +113,7 @@ impl<const C: usize, const L: usize> Cm<C, L> {
     /// An outstanding SIDR_REQ ([`sidr_resolve`](Self::sidr_resolve)) is
     /// dropped without a message (cm.c `cm_destroy_id` in SIDR_REQ_SENT).
     pub fn cancel<T: MadTransport>(&mut self, id: ConnId, t: &mut T) -> Result<(), CmError> {
-        let i = self.find(id).ok_or(CmError::NotFound)?;
-        let c = *self.conn(i).ok_or(CmError::NotFound)?;
+        let (i, c) = self.lookup(id)?;
         if c.state == CmState::SidrReqSent {
             if let Some(s) = self.conns.get_mut(i) {
                 *s = None;
@@ -145,11 +144,7 @@ impl<const C: usize, const L: usize> Cm<C, L> {
     /// Active: the QP is in RTS with the `Connected` parameters; sends the
     /// RTU once (cma.c `cma_rep_recv`) and the connection is established.
     pub fn ready_to_use<T: MadTransport>(&mut self, id: ConnId, t: &mut T) -> Result<(), CmError> {
-        let i = self.find(id).ok_or(CmError::NotFound)?;
-        let c = *self.conn(i).ok_or(CmError::NotFound)?;
-        if c.state != CmState::RepRcvd {
-            return Err(CmError::InvalidState(c.state));
-        }
+        let (i, c) = self.lookup_in(id, CmState::RepRcvd)?;
         self.send_rtu(t, &c)?;
         if let Some(c) = self.conn_mut(i) {
             c.state = CmState::Established;

@@ -28,8 +28,7 @@ impl<const C: usize, const L: usize> Cm<C, L> {
         id: ConnId,
         t: &mut T,
     ) -> Result<(), CmError> {
-        let i = self.find(id).ok_or(CmError::NotFound)?;
-        let c = *self.conn(i).ok_or(CmError::NotFound)?;
+        let (i, c) = self.lookup(id)?;
         match c.state {
             CmState::Established => {
                 let dreq = Dreq {

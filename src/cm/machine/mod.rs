@@ -790,6 +790,21 @@ impl<const C: usize, const L: usize> Cm<C, L> {
         self.conns.get(i)?.as_ref()
     }
 
+    /// The slot and a copy of connection `id`.
+    fn lookup(&self, id: ConnId) -> Result<(usize, Conn), CmError> {
+        let i = self.find(id).ok_or(CmError::NotFound)?;
+        Ok((i, *self.conn(i).ok_or(CmError::NotFound)?))
+    }
+
+    /// [`Self::lookup`] of connection `id`, which must be in `state`.
+    fn lookup_in(&self, id: ConnId, state: CmState) -> Result<(usize, Conn), CmError> {
+        let (i, c) = self.lookup(id)?;
+        if c.state != state {
+            return Err(CmError::InvalidState(c.state));
+        }
+        Ok((i, c))
+    }
+
     fn conn_mut(&mut self, i: usize) -> Option<&mut Conn> {
         self.conns.get_mut(i)?.as_mut()
     }
@@ -884,11 +899,7 @@ impl<const C: usize, const L: usize> Cm<C, L> {
         service_timeout: u8,
         t: &mut T,
     ) -> Result<(), CmError> {
-        let i = self.find(id).ok_or(CmError::NotFound)?;
-        let c = *self.conn(i).ok_or(CmError::NotFound)?;
-        if c.state != CmState::ReqRcvd {
-            return Err(CmError::InvalidState(c.state));
-        }
+        let (i, c) = self.lookup_in(id, CmState::ReqRcvd)?;
         let mra = Mra {
             local_comm_id: c.local_id,
             remote_comm_id: c.remote_id,

@@ -118,8 +118,7 @@ impl<const C: usize, const L: usize> Cm<C, L> {
         private_data: &[u8],
         t: &mut T,
     ) -> Result<(), CmError> {
-        let i = self.find(id).ok_or(CmError::NotFound)?;
-        let c = *self.conn(i).ok_or(CmError::NotFound)?;
+        let (i, c) = self.lookup(id)?;
         let (local, msg) = match c.state {
             CmState::ReqRcvd | CmState::MraReqSent => (0, msg_response::REQ),
             CmState::RepRcvd => (c.local_id, msg_response::REP),

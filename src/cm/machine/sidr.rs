@@ -82,11 +82,7 @@ impl<const C: usize, const L: usize> Cm<C, L> {
         private_data: [u8; mad::pdata::SIDR_REP],
         t: &mut T,
     ) -> Result<(), CmError> {
-        let i = self.find(id).ok_or(CmError::NotFound)?;
-        let c = *self.conn(i).ok_or(CmError::NotFound)?;
-        if c.state != CmState::SidrReqRcvd {
-            return Err(CmError::InvalidState(c.state));
-        }
+        let (i, c) = self.lookup_in(id, CmState::SidrReqRcvd)?;
         let rep = SidrRep {
             request_id: c.remote_id,
             status,

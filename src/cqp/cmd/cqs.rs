@@ -77,6 +77,45 @@ fn ctx63(v: u64) -> Result<u64, EncodeError> {
     fit(cq::CQCTX, v, FieldName::CqCtx)
 }
 
+/// @0 the size and @8 the context, as every CQ command writes them.
+fn size_ctx(size: u32, ctx: u64) -> Result<[u64; 2], EncodeError> {
+    Ok([fit(cq::CQSIZE, size as u64, FieldName::CqSize)?, ctx63(ctx)?])
+}
+
+/// The ring flags of an ordinary CQ's header (ctrl.c: irdma_sc_cq_create,
+/// irdma_sc_cq_modify, irdma_sc_cq_destroy set the same ones; DESTROY
+/// without CHKOVERFLOW).
+fn ring_flags(
+    check_overflow: bool,
+    virtual_map: bool,
+    ceqe_mask: bool,
+    tph_en: bool,
+    avoid_mem_cflct: bool,
+    pasid_valid: bool,
+) -> u64 {
+    flag(cq::CHKOVERFLOW, check_overflow)
+        | flag(cq::VIRTMAP, virtual_map)
+        | flag(cq::ENCEQEMASK, ceqe_mask)
+        | flag(cq::TPHEN, tph_en)
+        | flag(cq::AVOIDMEMCNFLCT, avoid_mem_cflct)
+        | flag(cq::PASID_VALID, pasid_valid)
+}
+
+/// @16 the shadow read threshold and @56 the TPH value, VSI and PASID, as
+/// CREATE_CQ and MODIFY_CQ write them.
+fn threshold_tph(
+    threshold: u32,
+    tph_val: u8,
+    vsi_idx: u16,
+    pasid: u32,
+) -> Result<(u64, u64), EncodeError> {
+    let w16 = fit(cq::SHADOW_READ_THRESHOLD, threshold as u64, FieldName::ShadowReadThreshold)?;
+    let w56 = cq::TPHVAL.prep(tph_val as u64)
+        | cq::VSIIDX.prep(vsi_idx as u64)
+        | fit(cq::PASID, pasid as u64, FieldName::Pasid)?;
+    Ok((w16, w56))
+}
+
 impl CqpCommand for CreateCq {
     const OPCODE: u8 = op::CREATE_CQ;
     fn encode(&self, wqe: &mut [u64; 8], env: &mut Env) -> Result<(), EncodeError> {
@@ -89,29 +128,18 @@ impl CqpCommand for CreateCq {
             | cq_id_checked(self.cq_id, env)?
             | ceq_checked(self.ceq_id, env)?
             | lpbl
-            | flag(cq::CHKOVERFLOW, self.check_overflow)
-            | flag(cq::VIRTMAP, self.ring.virtual_map)
-            | flag(cq::ENCEQEMASK, self.ceqe_mask)
-            | flag(cq::TPHEN, self.tph_en)
-            | flag(cq::AVOIDMEMCNFLCT, self.avoid_mem_cflct)
-            | flag(cq::PASID_VALID, self.pasid_valid);
-        let w56 = cq::TPHVAL.prep(self.tph_val as u64)
-            | cq::VSIIDX.prep(self.vsi_idx as u64)
-            | fit(cq::PASID, self.pasid as u64, FieldName::Pasid)?;
-        *wqe = [
-            fit(cq::CQSIZE, self.cq_size as u64, FieldName::CqSize)?,
-            ctx63(self.cq_ctx)?,
-            fit(
-                cq::SHADOW_READ_THRESHOLD,
-                self.shadow_read_threshold as u64,
-                FieldName::ShadowReadThreshold,
-            )?,
-            h,
-            w32,
-            self.shadow_area_pa,
-            w48,
-            w56,
-        ];
+            | ring_flags(
+                self.check_overflow,
+                self.ring.virtual_map,
+                self.ceqe_mask,
+                self.tph_en,
+                self.avoid_mem_cflct,
+                self.pasid_valid,
+            );
+        let [w0, w8] = size_ctx(self.cq_size, self.cq_ctx)?;
+        let (w16, w56) =
+            threshold_tph(self.shadow_read_threshold, self.tph_val, self.vsi_idx, self.pasid)?;
+        *wqe = [w0, w8, w16, h, w32, self.shadow_area_pa, w48, w56];
         Ok(())
     }
 }
@@ -176,21 +204,17 @@ impl CqpCommand for DestroyCq {
             | cq_id_checked(self.cq_id, env)?
             | ceq_checked(self.ceq_id, env)?
             | lpbl
-            | flag(cq::VIRTMAP, self.ring.virtual_map)
-            | flag(cq::ENCEQEMASK, self.ceqe_mask)
-            | flag(cq::TPHEN, self.tph_en)
-            | flag(cq::AVOIDMEMCNFLCT, self.avoid_mem_cflct)
-            | flag(cq::PASID_VALID, self.pasid_valid);
-        *wqe = [
-            fit(cq::CQSIZE, self.cq_size as u64, FieldName::CqSize)?,
-            ctx63(self.cq_ctx)?,
-            0,
-            h,
-            0,
-            self.shadow_area_pa,
-            w48,
-            fit(cq::PASID, self.pasid as u64, FieldName::Pasid)?,
-        ];
+            | ring_flags(
+                false,
+                self.ring.virtual_map,
+                self.ceqe_mask,
+                self.tph_en,
+                self.avoid_mem_cflct,
+                self.pasid_valid,
+            );
+        let [w0, w8] = size_ctx(self.cq_size, self.cq_ctx)?;
+        let w56 = fit(cq::PASID, self.pasid as u64, FieldName::Pasid)?;
+        *wqe = [w0, w8, 0, h, 0, self.shadow_area_pa, w48, w56];
         Ok(())
     }
 }
@@ -223,16 +247,8 @@ impl CqpCommand for DestroyCcq {
             | flag(cq::ENCEQEMASK, self.ceqe_mask)
             | flag(cq::TPHEN, self.tph_en)
             | flag(cq::AVOIDMEMCNFLCT, self.avoid_mem_cflct);
-        *wqe = [
-            fit(cq::CQSIZE, self.cq_size as u64, FieldName::CqSize)?,
-            ctx63(self.cq_ctx)?,
-            0,
-            h,
-            0,
-            self.shadow_area_pa,
-            0,
-            0,
-        ];
+        let [w0, w8] = size_ctx(self.cq_size, self.cq_ctx)?;
+        *wqe = [w0, w8, 0, h, 0, self.shadow_area_pa, 0, 0];
         Ok(())
     }
 }
@@ -285,23 +301,21 @@ impl CqpCommand for ModifyCq {
             | cq_id_checked(self.cq_id, env)?
             | flag(cq::CQRESIZE, self.resize)
             | fit(cq::LPBLSIZE, self.new_pbl_level as u64, FieldName::PblLevel)?
-            | flag(cq::CHKOVERFLOW, self.check_overflow)
-            | flag(cq::VIRTMAP, self.new_virtual_map)
-            | flag(cq::ENCEQEMASK, self.ceqe_mask)
-            | flag(cq::TPHEN, self.tph_en)
-            | flag(cq::AVOIDMEMCNFLCT, self.avoid_mem_cflct)
-            | flag(cq::PASID_VALID, self.pasid_valid);
-        let w56 = cq::TPHVAL.prep(self.tph_val as u64)
-            | cq::VSIIDX.prep(self.vsi_idx as u64)
-            | fit(cq::PASID, self.pasid as u64, FieldName::Pasid)?;
+            | ring_flags(
+                self.check_overflow,
+                self.new_virtual_map,
+                self.ceqe_mask,
+                self.tph_en,
+                self.avoid_mem_cflct,
+                self.pasid_valid,
+            );
+        let [w0, w8] = size_ctx(self.new_size, self.cq_ctx)?;
+        let (w16, w56) =
+            threshold_tph(self.new_shadow_read_threshold, self.tph_val, self.vsi_idx, self.pasid)?;
         *wqe = [
-            fit(cq::CQSIZE, self.new_size as u64, FieldName::CqSize)?,
-            ctx63(self.cq_ctx)?,
-            fit(
-                cq::SHADOW_READ_THRESHOLD,
-                self.new_shadow_read_threshold as u64,
-                FieldName::ShadowReadThreshold,
-            )?,
+            w0,
+            w8,
+            w16,
             h,
             self.new_ring_pa,
             self.shadow_area_pa,

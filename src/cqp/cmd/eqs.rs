@@ -28,6 +28,26 @@ pub struct CreateCeq {
     pub pasid: u32,
 }
 
+impl CreateCeq {
+    /// A CEQ of `elem_cnt` entries on a contiguous ring at `ring_pa` for
+    /// VSI `vsi_idx`, as the driver creates every CEQ (hw.c:
+    /// irdma_create_ceq, irdma_sc_ceq_init: no TPH, no PASID, the ITR
+    /// expires).
+    pub fn contiguous(ceq_id: u16, elem_cnt: u32, ring_pa: u64, vsi_idx: u16) -> Self {
+        Self {
+            ceq_id,
+            elem_cnt,
+            mem: QueueAddr::contiguous(ring_pa),
+            tph_en: false,
+            tph_val: 0,
+            itr_no_expire: false,
+            vsi_idx,
+            pasid_valid: false,
+            pasid: 0,
+        }
+    }
+}
+
 /// The CEQ id and its limit check.
 fn ceq_id_hdr(id: u16, env: &Env) -> Result<u64, EncodeError> {
     below(id as u64, env.limits.ceq_count, FieldName::CeqId)?;

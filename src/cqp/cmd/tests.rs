@@ -191,17 +191,7 @@ fn remaining_range_refusals() {
     too_wide(enc(&CreateCq { cq_ctx: 1 << 63, ..Default::default() }), "cq_ctx");
     let ring = QueueAddr { pbl_chunk_size: 4, ..Default::default() };
     too_wide(enc(&CreateCq { ring, ..Default::default() }), "pbl_chunk_size");
-    let ceq = CreateCeq {
-        ceq_id: 0,
-        elem_cnt: 1 << 22,
-        mem: QueueAddr::contiguous(0x1000),
-        tph_en: false,
-        tph_val: 0,
-        itr_no_expire: false,
-        vsi_idx: 0,
-        pasid_valid: false,
-        pasid: 0,
-    };
+    let ceq = CreateCeq::contiguous(0, 1 << 22, 0x1000, 0);
     too_wide(enc(&ceq), "elem_cnt");
     too_wide(enc(&CreateCeq { elem_cnt: 1, ceq_id: 1024, ..ceq }), "ceq_id");
     let aeq = CreateAeq {
@@ -264,17 +254,7 @@ fn sd_clear_entry_keeps_bp_count_and_type() {
 /// refuses it, and so do empty queues.
 #[test]
 fn eq_and_ccq_sizes_checked_against_the_device_range() {
-    let ceq = CreateCeq {
-        ceq_id: 0,
-        elem_cnt: hw_limits::MAX_CEQ_ENTRIES,
-        mem: QueueAddr::contiguous(0x1000),
-        tph_en: false,
-        tph_val: 0,
-        itr_no_expire: false,
-        vsi_idx: 0,
-        pasid_valid: false,
-        pasid: 0,
-    };
+    let ceq = CreateCeq::contiguous(0, hw_limits::MAX_CEQ_ENTRIES, 0x1000, 0);
     assert!(enc(&ceq).is_ok());
     too_wide(enc(&CreateCeq { elem_cnt: hw_limits::MAX_CEQ_ENTRIES + 1, ..ceq }), "elem_cnt");
     assert!(matches!(enc(&CreateCeq { elem_cnt: 0, ..ceq }), Err(EncodeError::Invalid { .. })));

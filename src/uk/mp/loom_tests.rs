@@ -1,5 +1,6 @@
 extern crate std;
 use super::*;
+use crate::uk::loom_bounded as bounded;
 use crate::uk::mem::CheckedSlot;
 use crate::uk::sq::SqOp;
 use crate::wr::Sge;
@@ -155,13 +156,6 @@ fn settle(sq: &Shared, start: u32, end: u32, ids: &[u64]) {
 /// point the bounded search tries.
 fn let_producers_run() {
     loom::thread::yield_now();
-}
-
-fn bounded(bound: usize, f: impl Fn() + Sync + Send + 'static) {
-    let mut b = loom::model::Builder::new();
-    b.preemption_bound = Some(bound);
-    b.max_branches = 100_000;
-    b.check(f);
 }
 
 #[test]

@@ -12,28 +12,32 @@ fn view(v: &mut [u64]) -> QueueMem<'_> {
     unsafe { QueueMem::from_raw(NonNull::new(v.as_mut_ptr()).unwrap(), v.len()) }
 }
 
-/// The shared path writes exactly the bytes the single-owner path does.
-#[test]
-fn same_bytes_as_single_owner_sq() {
+/// A shared SQ of `size` quanta (13 fragments, 101 inline bytes, QP 7)
+/// over leaked memory: the queue every test here posts on.
+fn test_mp(size: u32) -> MpSq<QueueMem<'static>, &'static [MpTrk]> {
+    let b: &'static mut [u64] = Vec::leak(vec![0u64; size as usize * 4]);
+    let tb: &'static [MpTrk] = Vec::leak((0..size).map(|_| MpTrk::new()).collect());
+    MpSq::new(view(b), tb, size, 13, 101, 7).unwrap()
+}
+
+/// Posts `posts` on a single-owner SQ and on a shared SQ (64 quanta each;
+/// `inline`: both take inline data): the same results, and the same ring
+/// bytes (not all zero).
+fn same_bytes(inline: bool, posts: &[SqPost<'_>]) {
     let mut a = vec![0u64; 64 * 4];
-    let mut b = vec![0u64; 64 * 4];
     let mut ta = vec![SqWrTrk::default(); 64];
-    let tb: Vec<MpTrk> = (0..64).map(|_| MpTrk::new()).collect();
     let mut sq = Sq::new(view(&mut a), &mut ta, 64, 13, 101, 7).unwrap();
-    let mp = MpSq::new(view(&mut b), &tb[..], 64, 13, 101, 7).unwrap();
-    let sges: Vec<Sge> = (0..13).map(|i| Sge { addr: i, length: 10, lkey: i as u32 }).collect();
-    for n in [1usize, 13, 2, 5, 13, 1, 3] {
-        let op = SqOp::Write {
-            remote_addr: 9,
-            rkey: 3,
-            solicited: false,
-            sges: &sges[..n],
-            inline: false,
-        };
-        let mut p = SqPost::new(n as u64, op);
-        p.imm = (n == 13).then_some(0xab);
-        p.signaled = true;
-        assert_eq!(sq.post(&p), mp.post(&p));
+    let mut mp = test_mp(64);
+    if inline {
+        // SAFETY: the callers' inline SGEs point into data alive and
+        // readable for the posts.
+        unsafe {
+            sq.enable_inline();
+            mp.enable_inline();
+        }
+    }
+    for p in posts {
+        assert_eq!(sq.post(p), mp.post(p));
     }
     let sq_mem: Vec<u64> = (0..256).map(|i| sq.mem().read(i)).collect();
     let mp_mem: Vec<u64> = (0..256).map(|i| mp.mem().read(i)).collect();
@@ -41,37 +45,53 @@ fn same_bytes_as_single_owner_sq() {
     assert!(sq_mem.iter().any(|w| *w != 0));
 }
 
+/// The shared path writes exactly the bytes the single-owner path does.
+#[test]
+fn same_bytes_as_single_owner_sq() {
+    let sges: Vec<Sge> = (0..13).map(|i| Sge { addr: i, length: 10, lkey: i as u32 }).collect();
+    let posts: Vec<SqPost<'_>> = [1usize, 13, 2, 5, 13, 1, 3]
+        .into_iter()
+        .map(|n| {
+            let op = SqOp::Write {
+                remote_addr: 9,
+                rkey: 3,
+                solicited: false,
+                sges: &sges[..n],
+                inline: false,
+            };
+            let mut p = SqPost::new(n as u64, op);
+            p.imm = (n == 13).then_some(0xab);
+            p.signaled = true;
+            p
+        })
+        .collect();
+    same_bytes(false, &posts);
+}
+
 /// Inline WQEs too: the shared path writes the single-owner bytes.
 #[test]
 fn same_inline_bytes_as_single_owner_sq() {
-    let mut a = vec![0u64; 64 * 4];
-    let mut b = vec![0u64; 64 * 4];
-    let mut ta = vec![SqWrTrk::default(); 64];
-    let tb: Vec<MpTrk> = (0..64).map(|_| MpTrk::new()).collect();
-    let mut sq = Sq::new(view(&mut a), &mut ta, 64, 13, 101, 7).unwrap();
-    let mut mp = MpSq::new(view(&mut b), &tb[..], 64, 13, 101, 7).unwrap();
     let data: Vec<u8> = (0..101u8).map(|i| i.wrapping_mul(37) | 1).collect();
-    // SAFETY: every inline SGE below points into `data`, alive and
-    // readable for the posts.
-    unsafe {
-        sq.enable_inline();
-        mp.enable_inline();
-    }
     let base = data.as_ptr() as u64;
-    for (n, len) in [(1usize, 20u32), (2, 32), (1, 101), (2, 8)] {
-        let sges: Vec<Sge> = (0..n as u64)
-            .map(|i| Sge { addr: base + i * 50, length: len / n as u32, lkey: 0 })
-            .collect();
-        let op =
-            SqOp::Write { remote_addr: 9, rkey: 3, solicited: false, sges: &sges, inline: true };
-        let mut p = SqPost::new(u64::from(len), op);
-        p.signaled = true;
-        assert_eq!(sq.post(&p), mp.post(&p));
-    }
-    let sq_mem: Vec<u64> = (0..256).map(|i| sq.mem().read(i)).collect();
-    let mp_mem: Vec<u64> = (0..256).map(|i| mp.mem().read(i)).collect();
-    assert_eq!(sq_mem, mp_mem);
-    assert!(sq_mem.iter().any(|w| *w != 0));
+    let sges: Vec<Vec<Sge>> = [(1usize, 20u32), (2, 32), (1, 101), (2, 8)]
+        .into_iter()
+        .map(|(n, len)| {
+            (0..n as u64)
+                .map(|i| Sge { addr: base + i * 50, length: len / n as u32, lkey: 0 })
+                .collect()
+        })
+        .collect();
+    let posts: Vec<SqPost<'_>> = sges
+        .iter()
+        .map(|sges| {
+            let len: u32 = sges.iter().map(|s| s.length).sum();
+            let op = SqOp::Write { remote_addr: 9, rkey: 3, solicited: false, sges, inline: true };
+            let mut p = SqPost::new(u64::from(len), op);
+            p.signaled = true;
+            p
+        })
+        .collect();
+    same_bytes(true, &posts);
 }
 
 /// `MpSq::post_send` (hot path for one-SGE WRITE/READ/SEND/SEND_INV)
@@ -178,9 +198,7 @@ fn shared_sq_completes_through_the_cq() {
         }
         fn write32(&self, _o: usize, _v: u32) {}
     }
-    let mut b = vec![0u64; 512 * 4];
-    let tb: Vec<MpTrk> = (0..512).map(|_| MpTrk::new()).collect();
-    let mp = MpSq::new(view(&mut b), &tb[..], 512, 13, 101, 7).unwrap();
+    let mp = test_mp(512);
     let sg = [Sge { addr: 1, length: 10, lkey: 2 }];
     std::thread::scope(|s| {
         for t in 0..2u64 {
@@ -223,19 +241,7 @@ fn shared_sq_completes_through_the_cq() {
     }
     // ...then the QP errors: one flush CQE for the rest.
     cqe_at(&cq, 30, 0, 1);
-    let wc0 = WorkCompletion {
-        wr_id: 0,
-        status: WcStatus::Success,
-        opcode: crate::wr::WcOpcode::Send,
-        vendor_err: 0,
-        byte_len: 0,
-        qp_num: 0,
-        imm_data: None,
-        invalidated_rkey: None,
-        solicited: false,
-        ud: None,
-    };
-    let mut wc = [wc0; 64];
+    let mut wc = [WorkCompletion::EMPTY; 64];
     let n = poll_cq(&mut cq, &mut qp, &mut wc);
     assert_eq!(n, 40);
     assert!(wc[..30].iter().all(|c| c.status == WcStatus::Success));
@@ -255,9 +261,7 @@ fn shared_sq_completes_through_the_cq() {
 /// about a third of one thread's rate with one WR per post).
 #[test]
 fn head_and_tail_have_cache_lines_of_their_own() {
-    let mut b = vec![0u64; 8 * 4];
-    let tb: Vec<MpTrk> = (0..8).map(|_| MpTrk::new()).collect();
-    let mp = MpSq::new(view(&mut b), &tb[..], 8, 13, 101, 7).unwrap();
+    let mp = test_mp(8);
     let block = |p: *const u8| p as usize / 128;
     let head = block((&*mp.head as *const AtomicU32).cast());
     let tail = block((&*mp.tail as *const AtomicU32).cast());
@@ -282,9 +286,7 @@ fn head_and_tail_have_cache_lines_of_their_own() {
 /// be retired — it would report a stale entry and lose the real one.
 #[test]
 fn retire_oldest_stops_at_unpublished_reservation() {
-    let mut b = vec![0u64; 8 * 4];
-    let tb: Vec<MpTrk> = (0..8).map(|_| MpTrk::new()).collect();
-    let mp = MpSq::new(view(&mut b), &tb[..], 8, 13, 101, 7).unwrap();
+    let mp = test_mp(8);
     mp.post(&SqPost::new(1, SqOp::Nop)).unwrap();
     // A producer reserved one quantum and was preempted before filling it.
     assert_eq!(mp.reserve(1), Ok((1, 0)));
@@ -314,9 +316,7 @@ fn finish_nop(
 /// reservation, after which a second producer filled the same slot.)
 #[test]
 fn complete_at_refuses_unpublished_and_what_lies_behind_it() {
-    let b: &'static mut [u64] = Vec::leak(vec![0u64; 8 * 4]);
-    let tb: &'static [MpTrk] = Vec::leak((0..8).map(|_| MpTrk::new()).collect());
-    let mp = MpSq::new(view(b), tb, 8, 13, 101, 7).unwrap();
+    let mp = test_mp(8);
     mp.post(&SqPost::new(1, SqOp::Nop)).unwrap();
     // A producer reserved quantum 1 and was preempted before filling it.
     let (start, pad) = mp.reserve(1).unwrap();
@@ -349,9 +349,7 @@ fn complete_at_refuses_unpublished_and_what_lies_behind_it() {
 /// `complete_at` and `published()` just as one in the first does.
 #[test]
 fn scan_across_the_wrap_stops_at_an_unpublished_quantum() {
-    let b: &'static mut [u64] = Vec::leak(vec![0u64; 8 * 4]);
-    let tb: &'static [MpTrk] = Vec::leak((0..8).map(|_| MpTrk::new()).collect());
-    let mp = MpSq::new(view(b), tb, 8, 13, 101, 7).unwrap();
+    let mp = test_mp(8);
     for i in 0..6 {
         mp.post(&SqPost::new(i, SqOp::Nop)).unwrap();
     }
@@ -380,11 +378,8 @@ fn scan_across_the_wrap_stops_at_an_unpublished_quantum() {
 #[test]
 fn stalled_producer_does_not_block_another() {
     use std::sync::mpsc;
-    let b: &'static mut [u64] = Vec::leak(vec![0u64; 16 * 4]);
-    let tb: &'static [MpTrk] = Vec::leak((0..16).map(|_| MpTrk::new()).collect());
-    let mp: &'static MpSq<QueueMem<'static>, &'static [MpTrk]> = std::boxed::Box::leak(
-        std::boxed::Box::new(MpSq::new(view(b), tb, 16, 13, 101, 7).unwrap()),
-    );
+    let mp: &'static MpSq<QueueMem<'static>, &'static [MpTrk]> =
+        std::boxed::Box::leak(std::boxed::Box::new(test_mp(16)));
     let (start, pad) = mp.reserve(1).unwrap();
     let (tx, rx) = mpsc::channel();
     std::thread::spawn(move || {
@@ -409,9 +404,7 @@ fn stalled_producer_does_not_block_another() {
 /// stale word of an earlier lap.
 #[test]
 fn every_quantum_carries_its_laps_valid_bit() {
-    let mut b = vec![0u64; 32 * 4];
-    let tb: Vec<MpTrk> = (0..32).map(|_| MpTrk::new()).collect();
-    let mut mp = MpSq::new(view(&mut b), &tb[..], 32, 13, 101, 7).unwrap();
+    let mut mp = test_mp(32);
     // SAFETY: every inline SGE below points at `data`, live for the posts.
     unsafe { mp.enable_inline() };
     let data = [0x5au8; 101];
@@ -457,9 +450,7 @@ fn every_quantum_carries_its_laps_valid_bit() {
 /// the completer and the device's walk get past them).
 #[test]
 fn release_run_hands_back_or_publishes_nops() {
-    let b: &'static mut [u64] = Vec::leak(vec![0u64; 8 * 4]);
-    let tb: &'static [MpTrk] = Vec::leak((0..8).map(|_| MpTrk::new()).collect());
-    let mp = MpSq::new(view(b), tb, 8, 13, 101, 7).unwrap();
+    let mp = test_mp(8);
     assert_eq!(mp.reserve_run(3), Ok((0, 3)));
     mp.release_run(1, 3);
     assert_eq!(mp.used(), 1, "handed back: no one reserved after the run");
@@ -490,17 +481,15 @@ fn release_run_hands_back_or_publishes_nops() {
 /// quanta it names are published and the tail CAS would succeed.
 #[test]
 fn complete_at_refuses_past_the_head_and_a_head_behind_the_tail() {
-    let mut b = vec![0u64; 8 * 4];
-    let tb: Vec<MpTrk> = (0..8).map(|_| MpTrk::new()).collect();
-    let mp = MpSq::new(view(&mut b), &tb[..], 8, 13, 101, 7).unwrap();
+    let mp = test_mp(8);
     for i in 0..4 {
         mp.post(&SqPost::new(i, SqOp::Nop)).unwrap();
     }
     // The entry of the last WQE (position 3) says 2 quanta: one past the head.
-    tb[3].store(SqWrTrk { wr_id: 3, wr_len: 0, quanta: 2, signaled: true });
+    mp.trk[3].store(SqWrTrk { wr_id: 3, wr_len: 0, quanta: 2, signaled: true });
     assert_eq!(mp.complete_at(3), None, "retired past the head");
     assert_eq!(mp.used(), 4);
-    tb[3].store(SqWrTrk { wr_id: 3, wr_len: 0, quanta: 1, signaled: true });
+    mp.trk[3].store(SqWrTrk { wr_id: 3, wr_len: 0, quanta: 1, signaled: true });
     assert_eq!(mp.complete_at(1).map(|t| t.wr_id), Some(1));
     // A head older than the tail (2): quanta 2 and 3 are published.
     mp.head.store(1, Ordering::Relaxed);
@@ -523,9 +512,7 @@ fn chain_posts_what_fits_then_full() {
         }
         fn write32(&self, _o: usize, _v: u32) {}
     }
-    let mut b = vec![0u64; 8 * 4];
-    let tb: Vec<MpTrk> = (0..8).map(|_| MpTrk::new()).collect();
-    let mp = MpSq::new(view(&mut b), &tb[..], 8, 13, 101, 7).unwrap();
+    let mp = test_mp(8);
     let sg = [Sge { addr: 1, length: 10, lkey: 2 }];
     let wr = SendWr {
         wr_id: 5,
@@ -547,9 +534,7 @@ fn chain_posts_what_fits_then_full() {
 /// entry of a one-quantum WQE of the lap before).
 #[test]
 fn complete_at_refuses_an_inner_quantum() {
-    let mut b = vec![0u64; 8 * 4];
-    let tb: Vec<MpTrk> = (0..8).map(|_| MpTrk::new()).collect();
-    let mp = MpSq::new(view(&mut b), &tb[..], 8, 13, 101, 7).unwrap();
+    let mp = test_mp(8);
     let sges = [Sge { addr: 1, length: 1, lkey: 1 }; 3];
     let big = |id| {
         let op =
@@ -579,9 +564,7 @@ fn complete_at_refuses_an_inner_quantum() {
 
 #[test]
 fn full_and_complete() {
-    let mut b = vec![0u64; 8 * 4];
-    let tb: Vec<MpTrk> = (0..8).map(|_| MpTrk::new()).collect();
-    let mp = MpSq::new(view(&mut b), &tb[..], 8, 13, 101, 7).unwrap();
+    let mp = test_mp(8);
     for i in 0..8 {
         mp.post(&SqPost::new(i, SqOp::Nop)).unwrap();
     }
@@ -598,9 +581,7 @@ fn full_and_complete() {
 fn threads_publish_every_wqe_once_in_order() {
     extern crate std;
     use std::sync::atomic::{AtomicBool, Ordering as O};
-    let mut b = vec![0u64; 512 * 4];
-    let tb: Vec<MpTrk> = (0..512).map(|_| MpTrk::new()).collect();
-    let mp = MpSq::new(view(&mut b), &tb[..], 512, 13, 101, 7).unwrap();
+    let mp = test_mp(512);
     let done = AtomicBool::new(false);
     let per = if cfg!(miri) { 12u64 } else { 300u64 };
     let seen = std::thread::scope(|s| {

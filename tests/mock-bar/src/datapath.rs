@@ -70,6 +70,14 @@ pub struct Cqe {
 }
 
 impl Cqe {
+    /// An error CQE of QP `qp_id` (completion context `ctx`) for the WQE
+    /// at `wqe_idx` with `(major, minor)` (data-path §5.5).
+    fn error(ctx: u64, qp_id: u32, (major, minor): (u16, u16), wqe_idx: u32) -> Self {
+        Self { ctx, qp_id, minor, major, wqe_idx, error: true, ..Self::default() }
+    }
+}
+
+impl Cqe {
     /// The four words.
     pub fn words(&self) -> [u64; 4] {
         [
@@ -210,6 +218,17 @@ pub struct Qp {
     pub qp_type: u8,
     /// Q_Key (@64 [63:32]); UD receives must carry it (wire §5.1).
     pub qkey: u32,
+}
+
+impl Qp {
+    /// The RQ head moves past one receive (its valid-bit polarity flips at
+    /// the wrap).
+    fn advance_rq(&mut self) {
+        self.rq_head = (self.rq_head + 1) % self.rq_wqes.max(1);
+        if self.rq_head == 0 {
+            self.rq_pol = !self.rq_pol;
+        }
+    }
 }
 
 /// How many answered READ requests a responder QP remembers for duplicate
@@ -409,13 +428,41 @@ fn packets(len: u64, mss: u32) -> u32 {
 /// the PSNs the request consumes (a READ: one per response packet, §4.2).
 fn segment(req: &Request, dest_qp: u32, psn: u32, mss: u32) -> (Vec<wire::Packet>, u32) {
     let base = wire::Packet { dest_qp, ..wire::Packet::default() };
-    let chunks = |d: &[u8]| -> Vec<Vec<u8>> {
-        if d.is_empty() {
-            vec![Vec::new()]
-        } else {
-            d.chunks(mss.max(1) as usize).map(<[u8]>::to_vec).collect()
-        }
-    };
+    // One packet per MSS of `d` (one empty packet for no data), each with
+    // its PSN, AckReq on the last, and its opcode out of the message kind's
+    // `[ONLY, FIRST, MIDDLE, LAST]`; `shape(first, last, packet)` adds the
+    // headers.
+    let each =
+        |d: &[u8], ops: [u8; 4], shape: &dyn Fn(bool, bool, wire::Packet) -> wire::Packet| {
+            let parts: Vec<Vec<u8>> = if d.is_empty() {
+                vec![Vec::new()]
+            } else {
+                d.chunks(mss.max(1) as usize).map(<[u8]>::to_vec).collect()
+            };
+            let n = parts.len();
+            let v: Vec<wire::Packet> = parts
+                .into_iter()
+                .enumerate()
+                .map(|(i, payload)| {
+                    let (first, last) = (i == 0, i + 1 == n);
+                    let opcode = match (first, last) {
+                        (true, true) => ops[0],
+                        (true, false) => ops[1],
+                        (false, false) => ops[2],
+                        (false, true) => ops[3],
+                    };
+                    let p = wire::Packet {
+                        opcode,
+                        ack_req: last,
+                        psn: psn_add(psn, i as u32),
+                        payload,
+                        ..base.clone()
+                    };
+                    shape(first, last, p)
+                })
+                .collect();
+            (v, n as u32)
+        };
     match req {
         Request::Read { addr, rkey, len, .. } => {
             let p = wire::Packet {
@@ -428,68 +475,32 @@ fn segment(req: &Request, dest_qp: u32, psn: u32, mss: u32) -> (Vec<wire::Packet
             (vec![p], packets(*len, mss))
         }
         Request::Write { addr, rkey, data, imm, solicited, .. } => {
-            let parts = chunks(data);
-            let n = parts.len();
-            let v = parts
-                .into_iter()
-                .enumerate()
-                .map(|(i, payload)| {
-                    let (first, last) = (i == 0, i + 1 == n);
-                    let opcode = match (first, last, imm.is_some()) {
-                        (true, true, false) => bop::WRITE_ONLY,
-                        (true, true, true) => bop::WRITE_ONLY_IMM,
-                        (true, false, _) => bop::WRITE_FIRST,
-                        (false, false, _) => bop::WRITE_MIDDLE,
-                        (false, true, false) => bop::WRITE_LAST,
-                        (false, true, true) => bop::WRITE_LAST_IMM,
-                    };
-                    wire::Packet {
-                        opcode,
-                        se: last && imm.is_some() && *solicited,
-                        ack_req: last,
-                        psn: psn_add(psn, i as u32),
-                        reth: first.then_some((*addr, *rkey, data.len() as u32)),
-                        imm: imm.filter(|_| last).map(|v| v as u32),
-                        payload,
-                        ..base.clone()
-                    }
-                })
-                .collect();
-            (v, n as u32)
+            let (only, last_op) = match imm {
+                Some(_) => (bop::WRITE_ONLY_IMM, bop::WRITE_LAST_IMM),
+                None => (bop::WRITE_ONLY, bop::WRITE_LAST),
+            };
+            let ops = [only, bop::WRITE_FIRST, bop::WRITE_MIDDLE, last_op];
+            each(data, ops, &|first, last, p| wire::Packet {
+                se: last && imm.is_some() && *solicited,
+                reth: first.then_some((*addr, *rkey, data.len() as u32)),
+                imm: imm.filter(|_| last).map(|v| v as u32),
+                ..p
+            })
         }
         Request::Send { data, imm, solicited, invalidate, .. } => {
-            let parts = chunks(data);
-            let n = parts.len();
-            let v = parts
-                .into_iter()
-                .enumerate()
-                .map(|(i, payload)| {
-                    let (first, last) = (i == 0, i + 1 == n);
-                    let opcode = match (first, last) {
-                        (true, false) => bop::SEND_FIRST,
-                        (false, false) => bop::SEND_MIDDLE,
-                        (_, true) => match (invalidate.is_some(), imm.is_some(), first) {
-                            (true, _, true) => bop::SEND_ONLY_INV,
-                            (true, _, false) => bop::SEND_LAST_INV,
-                            (false, true, true) => bop::SEND_ONLY_IMM,
-                            (false, true, false) => bop::SEND_LAST_IMM,
-                            (false, false, true) => bop::SEND_ONLY,
-                            (false, false, false) => bop::SEND_LAST,
-                        },
-                    };
-                    wire::Packet {
-                        opcode,
-                        se: last && *solicited,
-                        ack_req: last,
-                        psn: psn_add(psn, i as u32),
-                        imm: imm.filter(|_| last && invalidate.is_none()).map(|v| v as u32),
-                        ieth: invalidate.filter(|_| last),
-                        payload,
-                        ..base.clone()
-                    }
-                })
-                .collect();
-            (v, n as u32)
+            let (only, last_op) = match (invalidate, imm) {
+                (Some(_), _) => (bop::SEND_ONLY_INV, bop::SEND_LAST_INV),
+                (None, Some(_)) => (bop::SEND_ONLY_IMM, bop::SEND_LAST_IMM),
+                (None, None) => (bop::SEND_ONLY, bop::SEND_LAST),
+            };
+            each(data, [only, bop::SEND_FIRST, bop::SEND_MIDDLE, last_op], &|_, last, p| {
+                wire::Packet {
+                    se: last && *solicited,
+                    imm: imm.filter(|_| last && invalidate.is_none()).map(|v| v as u32),
+                    ieth: invalidate.filter(|_| last),
+                    ..p
+                }
+            })
         }
     }
 }
@@ -801,14 +812,7 @@ impl Device {
             return Some(false);
         }
         let idx = q.rq_head;
-        if let Some(qm) = self.qps.get_mut(&q.id) {
-            qm.rq_head = (qm.rq_head + 1) % qm.rq_wqes.max(1);
-            if qm.rq_head == 0 {
-                qm.rq_pol = !qm.rq_pol;
-            }
-        }
-        self.counters.rq_wqes += 1;
-        self.record(Event::Recv { qp: q.id, idx, len: data.len() as u64 });
+        self.consume_rq(q.id, idx, data.len() as u64);
         let imm = p.pkt.imm.map(u64::from);
         let main = Cqe {
             payload_len: data.len() as u32,
@@ -848,6 +852,17 @@ const QPTYPE_UD: u8 = 4;
 type Prot<T> = Result<T, u16>;
 
 impl Device {
+    /// The receive at the head of QP `qp`'s RQ (index `idx`) took a
+    /// message of `len` bytes: the head moves on, and the receive is
+    /// counted and recorded.
+    fn consume_rq(&mut self, qp: u32, idx: u32, len: u64) {
+        if let Some(qm) = self.qps.get_mut(&qp) {
+            qm.advance_rq();
+        }
+        self.counters.rq_wqes += 1;
+        self.record(Event::Recv { qp, idx, len });
+    }
+
     /// A QP.
     pub fn qp(&self, id: u32) -> Option<&Qp> {
         self.qps.get(&id)
@@ -1152,21 +1167,10 @@ impl Device {
             if !(flush_rq && self.rq_wqe(&r).is_some()) {
                 break;
             }
-            let c = Cqe {
-                ctx: q.compl_ctx,
-                qp_id: id,
-                minor: rq_min,
-                major: rq_maj,
-                wqe_idx: r.rq_head << r.rq_shift,
-                error: true,
-                ..Cqe::default()
-            };
+            let c = Cqe::error(q.compl_ctx, id, (rq_maj, rq_min), r.rq_head << r.rq_shift);
             self.post_cqe(q.rx_cq, c.words(), false);
             minor = err::MIN_RQ_FLUSHED;
-            r.rq_head = (r.rq_head + 1) % r.rq_wqes.max(1);
-            if r.rq_head == 0 {
-                r.rq_pol = !r.rq_pol;
-            }
+            r.advance_rq();
         }
         let mut sq = q.clone();
         let mut first_idx = self.faults.flush_sq_wqe_idx.take();
@@ -1175,16 +1179,11 @@ impl Device {
             if bit(h, 63) != sq.sq_pol {
                 break;
             }
+            let wqe_idx = first_idx.take().unwrap_or(sq.sq_tail);
             let c = Cqe {
-                ctx: q.compl_ctx,
-                qp_id: id,
-                minor: sq_min,
-                major: sq_maj,
-                wqe_idx: first_idx.take().unwrap_or(sq.sq_tail),
-                error: true,
                 op: get(h, 37, 32) as u8,
                 sq: true,
-                ..Cqe::default()
+                ..Cqe::error(q.compl_ctx, id, (sq_maj, sq_min), wqe_idx)
             };
             self.post_cqe(q.tx_cq, c.words(), false);
             minor = err::MIN_SQ_FLUSHED;
@@ -1340,15 +1339,9 @@ impl Device {
                         self.counters.sq_wqes += 1;
                         self.advance_sq(qpn, quanta);
                         let c = Cqe {
-                            ctx: q.compl_ctx,
-                            qp_id: qpn,
-                            minor: code,
-                            major: 0xFFFE,
-                            wqe_idx: idx,
-                            error: true,
                             op: w.opcode,
                             sq: true,
-                            ..Cqe::default()
+                            ..Cqe::error(q.compl_ctx, qpn, (0xFFFE, code), idx)
                         };
                         self.post_cqe(q.tx_cq, c.words(), false);
                     }
@@ -1359,15 +1352,9 @@ impl Device {
                     self.counters.sq_wqes += 1;
                     self.advance_sq(qpn, quanta);
                     let c = Cqe {
-                        ctx: q.compl_ctx,
-                        qp_id: qpn,
-                        minor,
-                        major,
-                        wqe_idx: idx,
-                        error: true,
                         op: w.opcode,
                         sq: true,
-                        ..Cqe::default()
+                        ..Cqe::error(q.compl_ctx, qpn, (major, minor), idx)
                     };
                     self.post_cqe(q.tx_cq, c.words(), false);
                     self.qp_fatal(qpn, ae::LCE_QP_CATASTROPHIC, ae::SRC_SQ, idx);
@@ -2182,14 +2169,7 @@ impl Device {
             inv_done = true;
         }
         let idx = q.rq_head;
-        if let Some(qm) = self.qps.get_mut(&q.id) {
-            qm.rq_head = (qm.rq_head + 1) % qm.rq_wqes.max(1);
-            if qm.rq_head == 0 {
-                qm.rq_pol = !qm.rq_pol;
-            }
-        }
-        self.counters.rq_wqes += 1;
-        self.record(Event::Recv { qp: q.id, idx, len });
+        self.consume_rq(q.id, idx, len);
         // spec data-path §5.2: RQ CQE, WQE index in quanta
         let main = Cqe {
             payload_len: len as u32,

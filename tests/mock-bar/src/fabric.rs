@@ -33,33 +33,6 @@ impl std::fmt::Debug for Fabric {
     }
 }
 
-struct FabricPeers<'a> {
-    devs: &'a mut [Option<Device>],
-    port: Option<&'a Port>,
-}
-
-impl Peers for FabricPeers<'_> {
-    fn deliver(
-        &mut self,
-        ip: u32,
-        qpn: u32,
-        src_qpn: u32,
-        frames: &[Vec<u8>],
-    ) -> Option<(Response, Vec<Vec<u8>>)> {
-        match self.devs.iter_mut().flatten().find(|d| d.owns(ip, qpn)) {
-            Some(d) => d.receive(qpn, src_qpn, frames),
-            None => through_port(self.port?, src_qpn, frames),
-        }
-    }
-
-    fn deliver_datagram(&mut self, frame: &[u8]) -> Option<bool> {
-        match self.devs.iter_mut().flatten().find_map(|d| d.receive_datagram(frame)) {
-            Some(r) => Some(r),
-            None => datagram_to_port(self.port?, frame),
-        }
-    }
-}
-
 /// An RC request for a QP no device of the fabric owns: out through the
 /// port, and the peer's response frames back (`crate::port`, "The RC
 /// requester meets a real peer"). The [`Response`] is read from the first
@@ -89,15 +62,17 @@ fn datagram_to_port(port: &Port, frame: &[u8]) -> Option<bool> {
     Some(true)
 }
 
-/// The fabric's devices plus one device kept outside it (the QEMU-facing
-/// device of a [`crate::shm::ShmHost`] joined with [`Fabric::poll_joined`]).
-struct JoinedPeers<'a> {
+/// The peers of one device of the fabric: the fabric's other devices,
+/// maybe one device kept outside it (`ext`: the QEMU-facing device of a
+/// [`crate::shm::ShmHost`] joined with [`Fabric::poll_joined`]), and the
+/// port for whatever none of them owns.
+struct FabricPeers<'a> {
     devs: &'a mut [Option<Device>],
     ext: Option<&'a mut Device>,
     port: Option<&'a Port>,
 }
 
-impl Peers for JoinedPeers<'_> {
+impl Peers for FabricPeers<'_> {
     fn deliver(
         &mut self,
         ip: u32,
@@ -268,7 +243,11 @@ impl Fabric {
         let port = self.port();
         let mut devs = self.lock();
         let Some(mut dev) = devs.get_mut(id).and_then(Option::take) else { return };
-        dev.mmio_write32_with(off, v, &mut FabricPeers { devs: &mut devs, port: port.as_deref() });
+        dev.mmio_write32_with(
+            off,
+            v,
+            &mut FabricPeers { devs: &mut devs, ext: None, port: port.as_deref() },
+        );
         if let Some(slot) = devs.get_mut(id) {
             *slot = Some(dev);
         }
@@ -286,7 +265,7 @@ impl Fabric {
         let mut devs = self.lock();
         for id in 0..devs.len() {
             let Some(mut dev) = devs.get_mut(id).and_then(Option::take) else { continue };
-            dev.step_with(&mut FabricPeers { devs: &mut devs, port: port.as_deref() });
+            dev.step_with(&mut FabricPeers { devs: &mut devs, ext: None, port: port.as_deref() });
             devs[id] = Some(dev);
         }
     }
@@ -301,7 +280,11 @@ impl Fabric {
         let mut devs = self.lock();
         for id in 0..devs.len() {
             let Some(mut dev) = devs.get_mut(id).and_then(Option::take) else { continue };
-            work |= dev.poll_with(&mut FabricPeers { devs: &mut devs, port: port.as_deref() });
+            work |= dev.poll_with(&mut FabricPeers {
+                devs: &mut devs,
+                ext: None,
+                port: port.as_deref(),
+            });
             devs[id] = Some(dev);
         }
         work
@@ -323,10 +306,10 @@ impl Fabric {
         let port = self.port();
         let mut devs = self.lock();
         work |=
-            ext.poll_with(&mut JoinedPeers { devs: &mut devs, ext: None, port: port.as_deref() });
+            ext.poll_with(&mut FabricPeers { devs: &mut devs, ext: None, port: port.as_deref() });
         for id in 0..devs.len() {
             let Some(mut dev) = devs.get_mut(id).and_then(Option::take) else { continue };
-            work |= dev.poll_with(&mut JoinedPeers {
+            work |= dev.poll_with(&mut FabricPeers {
                 devs: &mut devs,
                 ext: Some(&mut *ext),
                 port: port.as_deref(),

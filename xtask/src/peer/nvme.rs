@@ -12,7 +12,6 @@
 //! NVMe/RDMA dissector ([`crate::nvme_wire`]). The QEMUs are pinned to
 //! different CPUs; T is powered off once H is done.
 
-use std::path::Path;
 use std::time::{Duration, Instant};
 
 use super::{
@@ -48,24 +47,6 @@ fn env(own_ip: &str, other_ip: &str, other_mac: &str, hostid: &str) -> String {
          PEER_ADDR={own_ip}\nMODEL_ADDR={other_ip}\nNVME=1\nNVME_ADDR={MODEL_IP}\n\
          NVME_NQN={NQN}\nNVME_HOSTID={hostid}\n"
     )
-}
-
-/// The `PEER-EXIT` status of a serial log, printing its result lines
-/// (those starting with one of `show`) with `tag`.
-fn exit_of(serial: &Path, tag: &str, show: &[&str]) -> Option<i32> {
-    let log = std::fs::read_to_string(serial).unwrap_or_default();
-    let mut exit = None;
-    for l in log.lines() {
-        let l = l.trim_end_matches('\r');
-        if let Some(v) = l.strip_prefix("PEER-EXIT ") {
-            exit = v.trim().parse::<i32>().ok();
-        }
-        if l.starts_with("PEER-") || show.iter().any(|r| l.starts_with(r)) {
-            let short: String = l.chars().take(140).collect();
-            println!("{tag}: {short}");
-        }
-    }
-    exit
 }
 
 /// Runs the scenario; the exit code.
@@ -134,8 +115,9 @@ pub(super) fn run() -> Result<i32, String> {
     let _ = target.wait();
     let udp1 = udp_rcvbuf_errors();
     let mut why: Vec<String> = Vec::new();
-    let exit_t = exit_of(&serial_t, "target", &["NVMET ", "peer: "]);
-    let exit_h = exit_of(&serial_h, "host", &["NVME ", "NVME-", "nvme-host:", "peer: "]);
+    let exit_t = super::exit_of(&serial_t, "target", &["NVMET ", "peer: "], 140);
+    let exit_h =
+        super::exit_of(&serial_h, "host", &["NVME ", "NVME-", "nvme-host:", "peer: "], 140);
     let t_log = std::fs::read_to_string(&serial_t).unwrap_or_default();
     if !t_log.lines().any(|l| l.starts_with("NVMET PASS configured")) {
         why.push("the target guest did not configure nvmet".into());

@@ -2,13 +2,8 @@
 //! CNTFRQ_EL0 states (QEMU virt: 62.5 MHz). The rate is architectural, so
 //! neither the host's TSC rate nor a calibration is needed.
 
-use core::sync::atomic::{AtomicU64, Ordering};
-use core::time::Duration;
-
-use super::arch::{counter_hz, rdtsc};
-
-static HZ: AtomicU64 = AtomicU64::new(0);
-static ORIGIN: AtomicU64 = AtomicU64::new(0);
+use super::arch::counter_hz;
+pub use super::counter::{cycles_to_duration, now, start};
 
 /// The counter rate the platform states, if plausible: the scenarios use
 /// it instead of the host's TSC rate (which says nothing about this
@@ -26,30 +21,4 @@ pub fn calibrate() -> Option<u64> {
 /// fixes 1 GHz, QEMU before 9.0 uses 62.5 MHz).
 pub fn plausible(hz: u64) -> bool {
     (1_000_000..=10_000_000_000).contains(&hz)
-}
-
-/// Starts the clock at `hz`; time 0 is now.
-pub fn start(hz: u64) {
-    ORIGIN.store(rdtsc(), Ordering::Relaxed);
-    HZ.store(hz, Ordering::Relaxed);
-}
-
-/// The rate (0 before [`start`]).
-pub fn hz() -> u64 {
-    HZ.load(Ordering::Relaxed)
-}
-
-/// Converts counter ticks to a duration (zero before [`start`]).
-pub fn cycles_to_duration(cycles: u64) -> Duration {
-    let hz = hz();
-    if hz == 0 {
-        return Duration::ZERO;
-    }
-    let nanos = cycles as u128 * 1_000_000_000 / hz as u128;
-    Duration::from_nanos(u64::try_from(nanos).unwrap_or(u64::MAX))
-}
-
-/// Monotonic time since [`start`].
-pub fn now() -> Duration {
-    cycles_to_duration(rdtsc().saturating_sub(ORIGIN.load(Ordering::Relaxed)))
 }

@@ -28,38 +28,4 @@ pub fn write_bytes(base: usize, bytes: &[u8]) {
     }
 }
 
-/// `core::fmt` sink for the PL011 that turns `\n` into `\r\n`.
-pub struct Console;
-
-impl core::fmt::Write for Console {
-    fn write_str(&mut self, s: &str) -> core::fmt::Result {
-        for part in s.split_inclusive('\n') {
-            match part.strip_suffix('\n') {
-                Some(line) => {
-                    write_bytes(COM1, line.as_bytes());
-                    write_bytes(COM1, b"\r\n");
-                }
-                None => write_bytes(COM1, part.as_bytes()),
-            }
-        }
-        Ok(())
-    }
-}
-
-/// Prints to the PL011.
-macro_rules! print {
-    ($($arg:tt)*) => {{
-        let _ = core::fmt::Write::write_fmt(&mut $crate::bare::serial::Console, format_args!($($arg)*));
-    }};
-}
-
-/// Prints a line to the PL011.
-macro_rules! println {
-    () => { $crate::bare::serial::print!("\n") };
-    ($($arg:tt)*) => {{
-        $crate::bare::serial::print!($($arg)*);
-        $crate::bare::serial::print!("\n");
-    }};
-}
-
-pub(crate) use {print, println};
+pub(crate) use super::console::println;

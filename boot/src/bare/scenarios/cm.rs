@@ -23,12 +23,12 @@ use irdma::cm::{
     AcceptParams, Cm, CmConfig, CmEvent, CmTiming, ConnId, ConnectParams, MadAddr, QP1_RECV_BYTES,
     Qp1Transport,
 };
-use irdma::verbs::{IpAddr, QpCap, QpInitAttr};
+use irdma::verbs::IpAddr;
 use irdma::wr::{SendFlags, SendWr, Sge, WcOpcode, WrOpcode};
 use irdma_boot::contract::{self as c, MAILBOX};
 use irdma_hal::{Bar, Hal, MmioBar};
 
-use super::verbs::{Dev, EMPTY_WC, TCq, TMr, TPd, TQp, buf, pages_of, reg};
+use super::verbs::{Dev, EMPTY_WC, Map, SIDE_CAP, TCq, TMr, TPd, TQp, buf, rc_objects, reg_buf};
 use super::{Msg, Outcome, Runner, msg};
 use crate::bare::hal::BootHal;
 use crate::bare::serial::println;
@@ -111,18 +111,7 @@ struct Side<'d, 'b> {
 const WRITE_OFF: usize = c::CM_SEND_BYTES;
 
 fn side<'d, 'b>(dev: &'d Dev<'b>, nonce: u64, conn: u32) -> Result<Side<'d, 'b>, Msg> {
-    let e = |e| msg(format_args!("{e:?}"));
-    let pd = dev.alloc_pd().map_err(e)?;
-    let cq = dev.create_cq(16).map_err(e)?;
-    let cap = QpCap {
-        max_send_wr: 8,
-        max_recv_wr: 8,
-        max_send_sge: 1,
-        max_recv_sge: 1,
-        max_inline_data: 0,
-    };
-    let mut attr = QpInitAttr { send_cq: &cq, recv_cq: &cq, cap };
-    let qp = dev.create_qp(&pd, &mut attr).map_err(e)?;
+    let (pd, cq, qp) = rc_objects(dev, 16, SIDE_CAP)?;
     const PAGES: usize = (c::CM_SEND_BYTES + c::CM_WRITE_BYTES).div_ceil(4096);
     let src = buf(PAGES)?;
     let mut chunk = [0u8; 256];
@@ -135,11 +124,9 @@ fn side<'d, 'b>(dev: &'d Dev<'b>, nonce: u64, conn: u32) -> Result<Side<'d, 'b>,
             ensure!(src.write_bytes(base + at, &chunk[..n]), "fill outside the buffer");
         }
     }
-    let mut pages = [0u64; PAGES];
-    pages_of(&src, &mut pages);
-    // SAFETY: the pages are `src`'s, which `Side` drops after the MR
-    // (field order).
-    let mr = unsafe { reg(dev, &pd, src.paddr(), (PAGES * 4096) as u64, &pages, false) }?;
+    // SAFETY: `src` goes into `Side`, which drops it after the MR (field
+    // order).
+    let mr = unsafe { reg_buf(dev, &pd, &src, Map::Identity) }?;
     Ok(Side { qp, cq, mr, _pd: pd, src })
 }
 

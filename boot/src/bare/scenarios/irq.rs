@@ -125,7 +125,7 @@ mod common {
 
     use super::super::bringup::{model_counters, request_fault};
     use super::super::verbs::{
-        Dev, EMPTY_WC, TCq, buf, check, expect, fill, objects, pages_of, reg,
+        Buf, Dev, EMPTY_WC, Map, Objs, TCq, TMr, buf, check, expect, fill, objects, reg_buf,
     };
     use super::super::{Ctx, Kind, Msg, Outcome, msg};
     use super::{IDLE_ROUNDS, ON, PAUSE_US, TIMER_ENTRY, WAIT, plat};
@@ -379,56 +379,13 @@ mod common {
         let mut o = objects(dev)?;
         let b = buf(1)?;
         fill(&b, 31);
-        let mut pages = [0u64; 1];
-        pages_of(&b, &mut pages);
-        // SAFETY: the pages are `b`'s, declared before the MR and so dropped
-        // after it (deregistered in its `Drop`).
-        let mr = unsafe { reg(dev, &o.pd, b.paddr(), 4096, &pages, false) }?;
+        // SAFETY: `b` is declared before the MR and so dropped after it
+        // (deregistered in its `Drop`).
+        let mr = unsafe { reg_buf(dev, &o.pd, &b, Map::Identity) }?;
         let rsge = [Sge { addr: b.paddr() + 3072, length: 512, lkey: mr.lkey() }];
         o.q2.post_recv(&[RecvWr { wr_id: 20, sg_list: &rsge }])
             .map_err(|e| msg(format_args!("post_recv: {e:?}")))?;
-        let mut wc = [EMPTY_WC; 4];
-
-        // WRITE 256 B from offset 0 to offset 1024.
-        pause(bar)?;
-        let sge = [Sge { addr: b.paddr(), length: 256, lkey: mr.lkey() }];
-        let wr = SendWr {
-            wr_id: 10,
-            opcode: WrOpcode::RdmaWrite { remote_addr: b.paddr() + 1024, rkey: mr.rkey() },
-            flags: SendFlags::SIGNALED,
-            sg_list: &sge,
-        };
-        o.q1.post_send(&[wr]).map_err(|e| msg(format_args!("post WRITE: {e:?}")))?;
-        let n = wait(dev, &mut o.cq, &mut wc, &mut st);
-        check_wait("WRITE", &st, 0, 0)?;
-        ensure!(n == 1, "WRITE: {n} completions");
-        expect(wc[0], 10, WcOpcode::RdmaWrite)?;
-        check(&b, 1024, 256, 31, 0).map_err(|e| msg(format_args!("WRITE: {e}")))?;
-        let (halts_w, handled_w) = (st.halts, st.handled);
-
-        // SEND 300 B from offset 512 into the receive at offset 3072.
-        pause(bar)?;
-        let sge = [Sge { addr: b.paddr() + 512, length: 300, lkey: mr.lkey() }];
-        let wr =
-            SendWr { wr_id: 11, opcode: WrOpcode::Send, flags: SendFlags::SIGNALED, sg_list: &sge };
-        o.q1.post_send(&[wr]).map_err(|e| msg(format_args!("post SEND: {e:?}")))?;
-        let (mut got_send, mut got_recv) = (false, false);
-        while !(got_send && got_recv) {
-            let n = wait(dev, &mut o.cq, &mut wc, &mut st);
-            ensure!(!st.timed_out, "SEND: no interrupt within {WAIT:?} (lost wake-up)");
-            for c in wc.iter().take(n) {
-                match (c.wr_id, c.status, c.opcode) {
-                    (11, WcStatus::Success, WcOpcode::Send) if !got_send => got_send = true,
-                    (20, WcStatus::Success, WcOpcode::Recv) if !got_recv => {
-                        ensure!(c.byte_len == 300, "receive {c:?}");
-                        got_recv = true;
-                    }
-                    _ => bail!("unexpected completion {c:?}"),
-                }
-            }
-        }
-        check_wait("SEND", &st, halts_w, handled_w)?;
-        check(&b, 3072, 300, 31, 512).map_err(|e| msg(format_args!("SEND: {e}")))?;
+        traffic(dev, bar, &mut o, &b, &mr, &mut st)?;
 
         let m1 = model_irq(bar)?;
         let (taken, stats) = (device_taken() - taken0, dev.irq_stats());
@@ -457,6 +414,58 @@ mod common {
         Ok(())
     }
 
+    /// `write_send`'s traffic, each completed while the core halts: a WRITE
+    /// of 256 B from offset 0 of `b` to offset 1024, then a SEND of 300 B
+    /// from offset 512 into the receive at offset 3072.
+    fn traffic(
+        dev: &Dev<'_>,
+        bar: &MmioBar,
+        o: &mut Objs<'_, '_>,
+        b: &Buf,
+        mr: &TMr<'_, '_>,
+        st: &mut Waits,
+    ) -> Result<(), Msg> {
+        pause(bar)?;
+        let sge = [Sge { addr: b.paddr(), length: 256, lkey: mr.lkey() }];
+        let wr = SendWr {
+            wr_id: 10,
+            opcode: WrOpcode::RdmaWrite { remote_addr: b.paddr() + 1024, rkey: mr.rkey() },
+            flags: SendFlags::SIGNALED,
+            sg_list: &sge,
+        };
+        o.q1.post_send(&[wr]).map_err(|e| msg(format_args!("post WRITE: {e:?}")))?;
+        let mut wc = [EMPTY_WC; 4];
+        let n = wait(dev, &mut o.cq, &mut wc, st);
+        check_wait("WRITE", st, 0, 0)?;
+        ensure!(n == 1, "WRITE: {n} completions");
+        expect(wc[0], 10, WcOpcode::RdmaWrite)?;
+        check(b, 1024, 256, 31, 0).map_err(|e| msg(format_args!("WRITE: {e}")))?;
+        let (halts_w, handled_w) = (st.halts, st.handled);
+
+        pause(bar)?;
+        let sge = [Sge { addr: b.paddr() + 512, length: 300, lkey: mr.lkey() }];
+        let wr =
+            SendWr { wr_id: 11, opcode: WrOpcode::Send, flags: SendFlags::SIGNALED, sg_list: &sge };
+        o.q1.post_send(&[wr]).map_err(|e| msg(format_args!("post SEND: {e:?}")))?;
+        let (mut got_send, mut got_recv) = (false, false);
+        while !(got_send && got_recv) {
+            let n = wait(dev, &mut o.cq, &mut wc, st);
+            ensure!(!st.timed_out, "SEND: no interrupt within {WAIT:?} (lost wake-up)");
+            for c in wc.iter().take(n) {
+                match (c.wr_id, c.status, c.opcode) {
+                    (11, WcStatus::Success, WcOpcode::Send) if !got_send => got_send = true,
+                    (20, WcStatus::Success, WcOpcode::Recv) if !got_recv => {
+                        ensure!(c.byte_len == 300, "receive {c:?}");
+                        got_recv = true;
+                    }
+                    _ => bail!("unexpected completion {c:?}"),
+                }
+            }
+        }
+        check_wait("SEND", st, halts_w, handled_w)?;
+        check(b, 3072, 300, 31, 512).map_err(|e| msg(format_args!("SEND: {e}")))
+    }
+
     /// The core is idle while it waits: [`IDLE_ROUNDS`] WRITEs the model
     /// completes after a pause; the TSC inside `sti; hlt` against the
     /// whole wait.
@@ -466,11 +475,9 @@ mod common {
         let taken0 = device_taken();
         let mut o = objects(dev)?;
         let b = buf(1)?;
-        let mut pages = [0u64; 1];
-        pages_of(&b, &mut pages);
-        // SAFETY: the pages are `b`'s, declared before the MR and so dropped
-        // after it (deregistered in its `Drop`).
-        let mr = unsafe { reg(dev, &o.pd, b.paddr(), 4096, &pages, false) }?;
+        // SAFETY: `b` is declared before the MR and so dropped after it
+        // (deregistered in its `Drop`).
+        let mr = unsafe { reg_buf(dev, &o.pd, &b, Map::Identity) }?;
         let mut wc = [EMPTY_WC; 2];
         for i in 0..u64::from(IDLE_ROUNDS) {
             let (h0, d0) = (st.halts, st.handled);

@@ -16,9 +16,7 @@
 use core::ptr::NonNull;
 use core::time::Duration;
 
-use irdma::cm::rdma_cm::guid_from_mac;
-use irdma::cm::{CmConfig, CmTiming, QP1_RECV_BYTES, Qp1Transport};
-use irdma::verbs::IpAddr;
+use irdma::cm::{QP1_RECV_BYTES, Qp1Transport};
 use irdma_boot::peercfg::{MAX_IO_QUEUES, NVME_SUBNQN as SUBNQN, PeerCfg};
 use irdma_hal::{Hal, MmioBar};
 use irdma_nvmet::ctrl::{Config as CtrlConfig, Target, TrAddr};
@@ -167,66 +165,7 @@ pub fn scenario(dev: &Dev<'_>, cfg: &PeerCfg) -> Result<Outcome, Msg> {
         // the end of this block); it is 2 MiB-aligned, so 8-byte aligned; nothing else in the
         // image touches `region`.
         let disk = unsafe { RamDisk::new(base, ns_bytes as u64, region.paddr() + pad as u64) };
-        let mac = dev.lan_info().mac;
-        let ctrl_cfg = CtrlConfig {
-            subnqn: SUBNQN,
-            serial: "irdma0001",
-            model: "irdma unikernel RAM",
-            disk: &disk,
-            lba_shift: 9,
-            inline_bytes: INLINE,
-            io_queues: cfg.io_queues as u16,
-            port_id: 1,
-            traddr: TrAddr::V4(cfg.ip),
-            kas: 10,
-        };
-        let target =
-            Target::<Q, CTRLS>::new(ctrl_cfg).map_err(|x| msg(format_args!("target: {x:?}")))?;
-        let qbuf = buf((16 * QP1_RECV_BYTES + 8 * 256).div_ceil(4096))?;
-        let mad =
-            Qp1Transport::new(dev, qbuf, 16, 8).map_err(|x| msg(format_args!("QP1: {x:?}")))?;
-        let cm = CmConfig {
-            ca_guid: guid_from_mac(mac),
-            hi_tid: 0x0e01,
-            id_seed: (crate::bare::arch::rdtsc() as u32) | 1,
-            local_ips: [Some(IpAddr::V4(cfg.ip)), None, None, None],
-            ca_ack_delay: 0,
-            timing: CmTiming::default(),
-        };
-        let tcfg = Config { cm, inline_bytes: INLINE, psn_seed: crate::bare::arch::rdtsc() as u32 };
-        let mut tp: Tp<'_, '_> = Transport::new(dev, &disk, mad, tcfg)
-            .map_err(|x| msg(format_args!("transport: {x:?}")))?;
-        let mut cmds = Hooked {
-            inner: target,
-            open: heapless::Vec::new(),
-            events: heapless::Deque::new(),
-            restart_at: None,
-            finish: false,
-            restarts: 0,
-        };
-        println!(
-            "  peer_nvmet: serving {SUBNQN} ({} MiB, {} I/O queues) on {}.{}.{}.{}:4420",
-            cfg.ns_mib, cfg.io_queues, cfg.ip[0], cfg.ip[1], cfg.ip[2], cfg.ip[3]
-        );
-        let r = serve(&mut tp, &mut cmds);
-        let s = tp.stats();
-        println!(
-            "  peer_nvmet: {} queues accepted, {} rejected, {} closed; {} capsules, {} responses ({} with invalidate), {} READ / {} WRITE chains, {} WR errors, {} restarts",
-            s.accepted,
-            s.rejected,
-            s.closed,
-            s.capsules,
-            s.responses,
-            s.send_inv,
-            s.reads,
-            s.writes,
-            s.wr_errors,
-            cmds.restarts
-        );
-        let queues_left = tp.open_queues();
-        // here the transport goes (with QP1, which it owns), then the
-        // target, then the disk
-        (r, queues_left)
+        run_target(dev, cfg, &disk)?
     };
     drop(region);
     r?;
@@ -234,6 +173,64 @@ pub fn scenario(dev: &Dev<'_>, cfg: &PeerCfg) -> Result<Outcome, Msg> {
     let pages = hal::stats().live_pages;
     ensure!(pages == pages0, "{} DMA pages not given back", pages.saturating_sub(pages0));
     Ok(Outcome::Pass)
+}
+
+/// The target and its transport over `disk`, served until the host is done:
+/// [`serve`]'s result and the queues still open. Both are gone (the
+/// transport with QP1, which it owns, then the target) when this returns.
+fn run_target(
+    dev: &Dev<'_>,
+    cfg: &PeerCfg,
+    disk: &RamDisk,
+) -> Result<(Result<(), Msg>, usize), Msg> {
+    let ctrl_cfg = CtrlConfig {
+        subnqn: SUBNQN,
+        serial: "irdma0001",
+        model: "irdma unikernel RAM",
+        disk,
+        lba_shift: 9,
+        inline_bytes: INLINE,
+        io_queues: cfg.io_queues as u16,
+        port_id: 1,
+        traddr: TrAddr::V4(cfg.ip),
+        kas: 10,
+    };
+    let target =
+        Target::<Q, CTRLS>::new(ctrl_cfg).map_err(|x| msg(format_args!("target: {x:?}")))?;
+    let qbuf = buf((16 * QP1_RECV_BYTES + 8 * 256).div_ceil(4096))?;
+    let mad = Qp1Transport::new(dev, qbuf, 16, 8).map_err(|x| msg(format_args!("QP1: {x:?}")))?;
+    let cm = super::peer::cm_config(dev.lan_info().mac, cfg, 0x0e01);
+    let tcfg = Config { cm, inline_bytes: INLINE, psn_seed: crate::bare::arch::rdtsc() as u32 };
+    let mut tp: Tp<'_, '_> =
+        Transport::new(dev, disk, mad, tcfg).map_err(|x| msg(format_args!("transport: {x:?}")))?;
+    let mut cmds = Hooked {
+        inner: target,
+        open: heapless::Vec::new(),
+        events: heapless::Deque::new(),
+        restart_at: None,
+        finish: false,
+        restarts: 0,
+    };
+    println!(
+        "  peer_nvmet: serving {SUBNQN} ({} MiB, {} I/O queues) on {}.{}.{}.{}:4420",
+        cfg.ns_mib, cfg.io_queues, cfg.ip[0], cfg.ip[1], cfg.ip[2], cfg.ip[3]
+    );
+    let r = serve(&mut tp, &mut cmds);
+    let s = tp.stats();
+    println!(
+        "  peer_nvmet: {} queues accepted, {} rejected, {} closed; {} capsules, {} responses ({} with invalidate), {} READ / {} WRITE chains, {} WR errors, {} restarts",
+        s.accepted,
+        s.rejected,
+        s.closed,
+        s.capsules,
+        s.responses,
+        s.send_inv,
+        s.reads,
+        s.writes,
+        s.wr_errors,
+        cmds.restarts
+    );
+    Ok((r, tp.open_queues()))
 }
 
 /// Polls the transport until the host's `0xC1` and the end of every queue

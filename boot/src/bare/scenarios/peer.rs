@@ -24,13 +24,15 @@ use irdma::cm::{
     AcceptParams, Cm, CmConfig, CmEvent, CmTiming, ConnId, ConnectParams, MadAddr, QP1_RECV_BYTES,
     Qp1Transport,
 };
-use irdma::verbs::{IpAddr, QpAttr, QpCap, QpInitAttr, QpState};
+use irdma::verbs::{IpAddr, QpAttr, QpState};
 use irdma::wr::{RecvWr, SendFlags, SendWr, Sge, WcOpcode, WcStatus, WorkCompletion, WrOpcode};
 use irdma_boot::peercfg::{PeerCfg, PeerCfgError, Role};
 use irdma_hal::{Hal, MmioBar};
 use irdma_rping::{ADVERT_LEN, Advert};
 
-use super::verbs::{Buf, Dev, EMPTY_WC, TCq, TMr, TPd, TQp, buf, pages_of, reg};
+use super::verbs::{
+    Buf, Dev, EMPTY_WC, Map, SIDE_CAP, TCq, TMr, TPd, TQp, buf, rc_objects, reg_buf,
+};
 use super::{Msg, Outcome, Runner, msg};
 use crate::bare::hal::BootHal;
 use crate::bare::serial::println;
@@ -107,24 +109,11 @@ struct Side<'d, 'b> {
 }
 
 fn side<'d, 'b>(dev: &'d Dev<'b>) -> Result<Side<'d, 'b>, Msg> {
-    let e = |e| msg(format_args!("{e:?}"));
-    let pd = dev.alloc_pd().map_err(e)?;
-    let cq = dev.create_cq(16).map_err(e)?;
-    let cap = QpCap {
-        max_send_wr: 8,
-        max_recv_wr: 8,
-        max_send_sge: 1,
-        max_recv_sge: 1,
-        max_inline_data: 0,
-    };
-    let mut attr = QpInitAttr { send_cq: &cq, recv_cq: &cq, cap };
-    let qp = dev.create_qp(&pd, &mut attr).map_err(e)?;
+    let (pd, cq, qp) = rc_objects(dev, 16, SIDE_CAP)?;
     let mem = buf(PAGES)?;
-    let mut pages = [0u64; PAGES];
-    pages_of(&mem, &mut pages);
-    // SAFETY: the pages are `mem`'s, which `Side` drops after the MR
-    // (field order).
-    let mr = unsafe { reg(dev, &pd, mem.paddr(), (PAGES * 4096) as u64, &pages, false) }?;
+    // SAFETY: `mem` goes into `Side`, which drops it after the MR (field
+    // order).
+    let mr = unsafe { reg_buf(dev, &pd, &mem, Map::Identity) }?;
     Ok(Side { qp, cq, mr, _pd: pd, mem, pending: heapless::Vec::new() })
 }
 
@@ -233,10 +222,12 @@ impl Live<'_, '_> {
     }
 }
 
-fn cm_config(mac: [u8; 6], cfg: &PeerCfg) -> CmConfig {
+/// The CM's configuration on the node with `mac` at `cfg`'s address, its
+/// transaction ids tagged `hi_tid`.
+pub(super) fn cm_config(mac: [u8; 6], cfg: &PeerCfg, hi_tid: u32) -> CmConfig {
     CmConfig {
         ca_guid: guid_from_mac(mac),
-        hi_tid: 0x0b01,
+        hi_tid,
         id_seed: (crate::bare::arch::rdtsc() as u32) | 1,
         local_ips: [Some(IpAddr::V4(cfg.ip)), None, None, None],
         ca_ack_delay: 0,
@@ -248,7 +239,7 @@ fn scenario(dev: &Dev<'_>, cfg: &PeerCfg) -> Result<Outcome, Msg> {
     let mac = dev.lan_info().mac;
     let qbuf = buf((8 * QP1_RECV_BYTES + 4 * 256).div_ceil(4096))?;
     let t = Qp1Transport::new(dev, qbuf, 8, 4).map_err(|e| msg(format_args!("QP1: {e:?}")))?;
-    let mut live = Live { cm: PeerCm::new(cm_config(mac, cfg)), t, disconnected: None };
+    let mut live = Live { cm: PeerCm::new(cm_config(mac, cfg, 0x0b01)), t, disconnected: None };
     let mut s = side(dev)?;
     let r = match cfg.role {
         Role::RpingServer => server(&mut live, &mut s, cfg),
@@ -359,6 +350,47 @@ fn server(live: &mut Live<'_, '_>, s: &mut Side<'_, '_>, cfg: &PeerCfg) -> Resul
 fn client(live: &mut Live<'_, '_>, s: &mut Side<'_, '_>, cfg: &PeerCfg) -> Result<(), Msg> {
     let size = cfg.size as usize;
     s.post_recv()?;
+    let (id, attempt) = connect(live, s, cfg)?;
+    println!("  peer_rping_client: connected after {attempt} attempt(s)");
+    for ping in 0..cfg.count as usize {
+        s.fill(START, ping, size)?;
+        // the start buffer's advertisement (the server READs it), then the
+        // sink's (the server WRITEs it), each followed by a go-ahead
+        for (wr_id, at, what) in [(1, START, "start advert"), (2, SINK, "sink advert")] {
+            let a = s.advert(at, size);
+            ensure!(s.mem.write_bytes(SENDB, &a), "advert outside the buffer");
+            s.post(wr_id, WrOpcode::Send, SENDB, ADVERT_LEN)?;
+            live.wc(s, WcOpcode::Send, what)?;
+            live.wc(s, WcOpcode::Recv, "go-ahead")?;
+            s.post_recv()?;
+        }
+        s.check(SINK, ping, size)?;
+    }
+    s.qp.modify(&QpAttr::new(QpState::Error))
+        .map_err(|e| msg(format_args!("QP to ERROR: {e:?}")))?;
+    live.cm.disconnect(ms(), id, &mut live.t).map_err(|e| msg(format_args!("DREQ: {e:?}")))?;
+    let end = BootHal::now() + STEP;
+    loop {
+        ensure!(BootHal::now() < end, "no DREP within {STEP:?}");
+        match live.event() {
+            Some(CmEvent::Disconnected { id: d, timed_out: false }) if d == id => return Ok(()),
+            Some(CmEvent::Disconnected { timed_out: true, .. }) => {
+                bail!("the DREQ was never answered")
+            }
+            Some(_) => {}
+            None => BootHal::relax(),
+        }
+    }
+}
+
+/// The client's connection to the listening `rping -s`: a REQ each second
+/// until the server accepts (it may not be up yet), the QP to RTS, the RTU.
+/// The connection and the REQs it took.
+fn connect(
+    live: &mut Live<'_, '_>,
+    s: &mut Side<'_, '_>,
+    cfg: &PeerCfg,
+) -> Result<(ConnId, u16), Msg> {
     let peer = MadAddr {
         peer_ip: IpAddr::V4(cfg.peer_ip),
         local_ip: IpAddr::V4(cfg.ip),
@@ -407,38 +439,5 @@ fn client(live: &mut Live<'_, '_>, s: &mut Side<'_, '_>, cfg: &PeerCfg) -> Resul
             None => BootHal::relax(),
         }
     };
-    println!("  peer_rping_client: connected after {attempt} attempt(s)");
-    for ping in 0..cfg.count as usize {
-        s.fill(START, ping, size)?;
-        // the start buffer's advertisement; the server READs, then go-ahead
-        let a = s.advert(START, size);
-        ensure!(s.mem.write_bytes(SENDB, &a), "advert outside the buffer");
-        s.post(1, WrOpcode::Send, SENDB, ADVERT_LEN)?;
-        live.wc(s, WcOpcode::Send, "start advert")?;
-        live.wc(s, WcOpcode::Recv, "go-ahead")?;
-        s.post_recv()?;
-        // the sink's advertisement; the server WRITEs, then go-ahead
-        let a = s.advert(SINK, size);
-        ensure!(s.mem.write_bytes(SENDB, &a), "advert outside the buffer");
-        s.post(2, WrOpcode::Send, SENDB, ADVERT_LEN)?;
-        live.wc(s, WcOpcode::Send, "sink advert")?;
-        live.wc(s, WcOpcode::Recv, "go-ahead")?;
-        s.post_recv()?;
-        s.check(SINK, ping, size)?;
-    }
-    s.qp.modify(&QpAttr::new(QpState::Error))
-        .map_err(|e| msg(format_args!("QP to ERROR: {e:?}")))?;
-    live.cm.disconnect(ms(), id, &mut live.t).map_err(|e| msg(format_args!("DREQ: {e:?}")))?;
-    let end = BootHal::now() + STEP;
-    loop {
-        ensure!(BootHal::now() < end, "no DREP within {STEP:?}");
-        match live.event() {
-            Some(CmEvent::Disconnected { id: d, timed_out: false }) if d == id => return Ok(()),
-            Some(CmEvent::Disconnected { timed_out: true, .. }) => {
-                bail!("the DREQ was never answered")
-            }
-            Some(_) => {}
-            None => BootHal::relax(),
-        }
-    }
+    Ok((id, attempt))
 }

@@ -12,7 +12,7 @@ use irdma::lan::LanInfo;
 use irdma::res::Profile;
 use irdma::rw::{DeviceAttrs, Direction, MrPool, RwCtx, RwQp, SgEntry};
 use irdma::verbs::{
-    AddressVector, Cq, IpAddr, Mr, MrDesc, Pd, Qp, QpAttr, QpCap, QpInitAttr, QpState,
+    AddressVector, Cq, FastRegMr, IpAddr, Mr, MrDesc, Pd, Qp, QpAttr, QpCap, QpInitAttr, QpState,
 };
 use irdma::wr::{
     Access, PageSize, RecvWr, SendFlags, SendWr, Sge, WcOpcode, WcStatus, WorkCompletion, WrOpcode,
@@ -78,18 +78,8 @@ impl Meter {
     }
 }
 
-pub(super) const EMPTY_WC: WorkCompletion = WorkCompletion {
-    wr_id: 0,
-    status: WcStatus::GeneralErr,
-    opcode: WcOpcode::Send,
-    vendor_err: 0,
-    byte_len: 0,
-    qp_num: 0,
-    imm_data: None,
-    invalidated_rkey: None,
-    solicited: false,
-    ud: None,
-};
+pub(super) const EMPTY_WC: WorkCompletion =
+    WorkCompletion { status: WcStatus::GeneralErr, ..WorkCompletion::EMPTY };
 
 pub(super) fn buf(pages: usize) -> Result<Buf, Msg> {
     Dma::new(pages, BufferDirection::Both).map_err(|e| msg(format_args!("{pages} pages: {e:?}")))
@@ -161,6 +151,90 @@ pub(super) unsafe fn reg<'d, 'b>(
     unsafe { dev.reg_mr(pd, &d) }.map_err(|e| msg(format_args!("reg_mr: {e:?}")))
 }
 
+/// The most pages [`reg_buf`] maps (one 1 MiB `rw` region).
+const MAX_REG_PAGES: usize = RW_BYTES / 4096;
+
+/// Where [`reg_buf`] puts a buffer's pages.
+#[derive(Clone, Copy)]
+pub(super) enum Map {
+    /// At the buffer's bus address, in order (a level-0 MR).
+    Identity,
+    /// At this IOVA, in order.
+    At(u64),
+    /// At this IOVA, last page first (the device walks a level-1 PBL).
+    Reversed(u64),
+    /// Zero-based (IOVA 0), in order.
+    ZeroBased,
+}
+
+/// [`reg`] over every page of `b` (at most [`MAX_REG_PAGES`]), laid out
+/// as `map` says.
+///
+/// # Safety
+///
+/// As for [`reg`]: `b` stays allocated until the returned MR is
+/// deregistered (declare it before the MR, or after it in a struct).
+pub(super) unsafe fn reg_buf<'d, 'b>(
+    dev: &'d Dev<'b>,
+    pd: &TPd<'d, 'b>,
+    b: &Buf,
+    map: Map,
+) -> Result<TMr<'d, 'b>, Msg> {
+    let mut all = [0u64; MAX_REG_PAGES];
+    let n = pages_of(b, &mut all);
+    ensure!(n == b.pages(), "{} pages: more than reg_buf maps", b.pages());
+    let pages = &mut all[..n];
+    let (iova, zero_based) = match map {
+        Map::Identity => (b.paddr(), false),
+        Map::At(iova) => (iova, false),
+        Map::Reversed(iova) => {
+            pages.reverse();
+            (iova, false)
+        }
+        Map::ZeroBased => (0, true),
+    };
+    // SAFETY: `pages` are `b`'s, which the caller keeps allocated until the
+    // MR is deregistered (this function's contract).
+    unsafe { reg(dev, pd, iova, (n * 4096) as u64, pages, zero_based) }
+}
+
+/// [`reg_buf`] over `src` and `dst`, both [`Map::Identity`].
+///
+/// # Safety
+///
+/// As for [`reg_buf`], for both buffers.
+unsafe fn reg_pair<'d, 'b>(
+    dev: &'d Dev<'b>,
+    pd: &TPd<'d, 'b>,
+    src: &Buf,
+    dst: &Buf,
+) -> Result<(TMr<'d, 'b>, TMr<'d, 'b>), Msg> {
+    // SAFETY: forwarded to the caller (this function's contract).
+    let smr = unsafe { reg_buf(dev, pd, src, Map::Identity) }?;
+    // SAFETY: as above, for `dst`.
+    Ok((smr, unsafe { reg_buf(dev, pd, dst, Map::Identity) }?))
+}
+
+/// The QP capacities of one connection's side in the CM and peer
+/// scenarios: 8 WRs of one SGE each way, no inline data.
+pub(super) const SIDE_CAP: QpCap =
+    QpCap { max_send_wr: 8, max_recv_wr: 8, max_send_sge: 1, max_recv_sge: 1, max_inline_data: 0 };
+
+/// A PD, a CQ of `cqe` entries and an RC QP with `cap` on them (the QP
+/// comes back in RESET).
+pub(super) fn rc_objects<'d, 'b>(
+    dev: &'d Dev<'b>,
+    cqe: u32,
+    cap: QpCap,
+) -> Result<(TPd<'d, 'b>, TCq<'d, 'b>, TQp<'d, 'b>), Msg> {
+    let e = |e| msg(format_args!("{e:?}"));
+    let pd = dev.alloc_pd().map_err(e)?;
+    let cq = dev.create_cq(cqe).map_err(e)?;
+    let mut attr = QpInitAttr { send_cq: &cq, recv_cq: &cq, cap };
+    let qp = dev.create_qp(&pd, &mut attr).map_err(e)?;
+    Ok((pd, cq, qp))
+}
+
 /// INIT → RTR → RTS towards `peer` on this node (loopback).
 fn connect(qp: &mut TQp<'_, '_>, peer: u32, mac: [u8; 6]) -> Result<(), Msg> {
     let e = |e| msg(format_args!("modify: {e:?}"));
@@ -210,6 +284,21 @@ fn post<'d, 'b>(qp: &mut TQp<'d, 'b>, wr: SendWr<'_>, m: &mut Meter) -> Result<(
     m.posts += 1;
     m.ops += 1;
     r.map_err(|e| msg(format_args!("post_send: {e:?}")))
+}
+
+/// Posts one signaled `opcode` WR from `sge` on `o.q1` and waits for its
+/// `want` completion.
+fn post_wait(
+    o: &mut Objs<'_, '_>,
+    m: &mut Meter,
+    wr_id: u64,
+    opcode: WrOpcode,
+    sge: &[Sge],
+    want: WcOpcode,
+) -> Result<(), Msg> {
+    let wr = SendWr { wr_id, opcode, flags: SendFlags::SIGNALED, sg_list: sge };
+    post(&mut o.q1, wr, m)?;
+    expect(poll_one(&mut o.cq, m)?, wr_id, want)
 }
 
 pub(super) fn expect(wc: WorkCompletion, id: u64, op: WcOpcode) -> Result<(), Msg> {
@@ -307,6 +396,22 @@ pub fn probe_by_hand<'b>(r: &mut Runner, bar: Result<&'b MmioBar, Msg>) -> Resul
 /// The CM scenarios (`super::cm`), run after the verbs scenarios.
 const CM_NAMES: [&str; 2] = ["cm_connect_active", "cm_connect_passive"];
 
+/// The verbs scenarios `run` reports, in order (`device_close` last).
+const NAMES: [&str; 12] = [
+    "verbs_objects",
+    "mr_levels",
+    "rc_write_read_send",
+    "rc_post_poll_timing",
+    "rc_batch_timing",
+    "verbs_fault_injection",
+    "rw_1mib_read",
+    "rw_1mib_write",
+    "cq_resize",
+    "rc_error_completion",
+    "verbs_teardown",
+    "device_close",
+];
+
 /// Runs the verbs scenarios on `probed` (its `device_probe` line is
 /// printed already) against `bar` (`Err`: skip them all, saying why);
 /// `injected` CQP errors were injected before (the model must report
@@ -322,29 +427,17 @@ pub fn run(
 ) {
     // a live run against a Linux peer: only its scenario uses the device
     let live_run = matches!(peer, Ok(Some(_)));
-    const NAMES: [&str; 12] = [
-        "verbs_objects",
-        "mr_levels",
-        "rc_write_read_send",
-        "rc_post_poll_timing",
-        "rc_batch_timing",
-        "verbs_fault_injection",
-        "rw_1mib_read",
-        "rw_1mib_write",
-        "cq_resize",
-        "rc_error_completion",
-        "verbs_teardown",
-        "device_close",
-    ];
+    let all = || {
+        NAMES
+            .iter()
+            .chain(CM_NAMES.iter())
+            .chain(super::peer::NAMES.iter())
+            .chain(super::irq::NAMES.iter())
+    };
     let bar = match bar {
         Ok(b) => b,
         Err(why) => {
-            for n in NAMES
-                .iter()
-                .chain(CM_NAMES.iter())
-                .chain(super::peer::NAMES.iter())
-                .chain(super::irq::NAMES.iter())
-            {
+            for n in all() {
                 r.run(n, || Ok(Outcome::Skip(why.clone())));
             }
             return;
@@ -353,64 +446,83 @@ pub fn run(
     let mut rows: heapless::Vec<Row, 12> = heapless::Vec::new();
     let mut probed = probed.ok();
     match probed.as_ref() {
-        Some(p) => {
-            let d = p.device();
-            if live_run {
-                let why = msg(format_args!("live run against a Linux peer (peer=)"));
-                for n in NAMES[..NAMES.len() - 1].iter().chain(CM_NAMES.iter()) {
-                    r.run(n, || Ok(Outcome::Skip(why.clone())));
-                }
-            } else {
-                run_on(r, d, &mut rows);
-                // Connections through the CM with the model process's peer,
-                // on the device the verbs scenarios left clean.
-                super::cm::run(r, d, bar);
-            }
-            // The live runs with a Linux peer on the model's Ethernet port
-            // (skipped without `peer=`).
-            super::peer::run(r, d, peer);
-            // Completion by interrupt (skipped without MSI-X or a live run).
-            if live_run {
-                let why = msg(format_args!("live run against a Linux peer (peer=)"));
-                super::irq::skip_all(r, &why);
-            } else {
-                super::irq::run(r, d, bar);
-            }
-        }
+        Some(p) => run_device(r, p.device(), bar, live_run, peer, &mut rows),
         None => {
-            for n in NAMES[..NAMES.len() - 1]
-                .iter()
-                .chain(CM_NAMES.iter())
-                .chain(super::peer::NAMES.iter())
-                .chain(super::irq::NAMES.iter())
-            {
+            for n in all().filter(|&&n| n != "device_close") {
                 r.run(n, || bail!("no device (device_probe failed)"));
             }
         }
     }
     // Every verbs object is gone now; the device goes last (with the LAN
     // side: PE filter off, qsets removed, VSI freed, admin queue off).
-    r.run("device_close", || {
-        let p = need(probed.take(), "device")?;
-        p.close()?;
-        let live = hal::stats().live_pages;
-        ensure!(live == live0, "leak: {live} live pool pages, {live0} before the device");
-        ensure!(hal::bad_frees() == bad0, "the pool refused a free");
-        let m = super::bringup::model_counters(bar)?;
-        ensure!(m.dma_faults == 0, "the model saw {} DMA faults", m.dma_faults);
-        let want = injected + if live_run { 0 } else { VERBS_INJECTED };
-        ensure!(m.errors == want, "the model failed {} CQP ops, {want} were injected", m.errors);
-        println!(
-            "  device_close: pool balanced ({live} pages live, peak {} MiB of {} MiB this run), \
-             the model ran {} CQP ops, {} failed",
-            hal::stats().peak_pages / 256,
-            hal::pool_pages() / 256,
-            m.ops,
-            m.errors
-        );
-        Ok(Outcome::Pass)
-    });
+    let want_errors = injected + if live_run { 0 } else { VERBS_INJECTED };
+    r.run("device_close", || close(probed.take(), bar, (live0, bad0), want_errors));
     print_table(&rows);
+}
+
+/// `run` with a device: the verbs and CM scenarios (skipped in a
+/// `live_run`), the peer scenarios, the interrupt scenarios (skipped in a
+/// `live_run`).
+fn run_device(
+    r: &mut Runner,
+    d: &Dev<'_>,
+    bar: &MmioBar,
+    live_run: bool,
+    peer: Result<Option<irdma_boot::peercfg::PeerCfg>, irdma_boot::peercfg::PeerCfgError>,
+    rows: &mut heapless::Vec<Row, 12>,
+) {
+    let why = msg(format_args!("live run against a Linux peer (peer=)"));
+    if live_run {
+        for n in NAMES[..NAMES.len() - 1].iter().chain(CM_NAMES.iter()) {
+            r.run(n, || Ok(Outcome::Skip(why.clone())));
+        }
+    } else {
+        run_on(r, d, rows);
+        // Connections through the CM with the model process's peer,
+        // on the device the verbs scenarios left clean.
+        super::cm::run(r, d, bar);
+    }
+    // The live runs with a Linux peer on the model's Ethernet port
+    // (skipped without `peer=`).
+    super::peer::run(r, d, peer);
+    // Completion by interrupt (skipped without MSI-X or a live run).
+    if live_run {
+        super::irq::skip_all(r, &why);
+    } else {
+        super::irq::run(r, d, bar);
+    }
+}
+
+/// `device_close`: closes the device, then the pool must be back at
+/// `live0` pages with `bad0` refused frees, and the model must have seen no
+/// DMA fault and exactly `want_errors` failed CQP ops.
+fn close(
+    probed: Option<Probed<'_>>,
+    bar: &MmioBar,
+    (live0, bad0): (usize, u64),
+    want_errors: u64,
+) -> Result<Outcome, Msg> {
+    let p = need(probed, "device")?;
+    p.close()?;
+    let live = hal::stats().live_pages;
+    ensure!(live == live0, "leak: {live} live pool pages, {live0} before the device");
+    ensure!(hal::bad_frees() == bad0, "the pool refused a free");
+    let m = super::bringup::model_counters(bar)?;
+    ensure!(m.dma_faults == 0, "the model saw {} DMA faults", m.dma_faults);
+    ensure!(
+        m.errors == want_errors,
+        "the model failed {} CQP ops, {want_errors} were injected",
+        m.errors
+    );
+    println!(
+        "  device_close: pool balanced ({live} pages live, peak {} MiB of {} MiB this run), \
+         the model ran {} CQP ops, {} failed",
+        hal::stats().peak_pages / 256,
+        hal::pool_pages() / 256,
+        m.ops,
+        m.errors
+    );
+    Ok(Outcome::Pass)
 }
 
 fn need<T>(v: Option<T>, what: &str) -> Result<T, Msg> {
@@ -452,9 +564,6 @@ pub(super) struct Objs<'d, 'b> {
 }
 
 pub(super) fn objects<'d, 'b>(dev: &'d Dev<'b>) -> Result<Objs<'d, 'b>, Msg> {
-    let e = |e| msg(format_args!("{e:?}"));
-    let pd = dev.alloc_pd().map_err(e)?;
-    let cq = dev.create_cq(256).map_err(e)?;
     let cap = QpCap {
         max_send_wr: 64,
         max_recv_wr: 64,
@@ -462,10 +571,9 @@ pub(super) fn objects<'d, 'b>(dev: &'d Dev<'b>) -> Result<Objs<'d, 'b>, Msg> {
         max_recv_sge: 2,
         max_inline_data: 0,
     };
-    let mut a1 = QpInitAttr { send_cq: &cq, recv_cq: &cq, cap };
-    let mut q1 = dev.create_qp(&pd, &mut a1).map_err(e)?;
+    let (pd, cq, mut q1) = rc_objects(dev, 256, cap)?;
     let mut a2 = QpInitAttr { send_cq: &cq, recv_cq: &cq, cap };
-    let mut q2 = dev.create_qp(&pd, &mut a2).map_err(e)?;
+    let mut q2 = dev.create_qp(&pd, &mut a2).map_err(|e| msg(format_args!("{e:?}")))?;
     let (n1, n2) = (q1.qp_num(), q2.qp_num());
     let mac = dev.lan_info().mac;
     connect(&mut q1, n2, mac)?;
@@ -504,34 +612,24 @@ fn run_scenarios<'b>(r: &mut Runner, dev: &Dev<'b>, rows: &mut heapless::Vec<Row
         Ok(Outcome::Pass)
     });
     let Some(o) = objs.as_mut() else {
-        for n in [
-            "mr_levels",
-            "rc_write_read_send",
-            "rc_post_poll_timing",
-            "rc_batch_timing",
-            "verbs_fault_injection",
-            "rw_1mib_read",
-            "rw_1mib_write",
-            "cq_resize",
-            "rc_error_completion",
-            "verbs_teardown",
-        ] {
+        // every scenario after `verbs_objects` but `device_close`
+        for n in &NAMES[1..NAMES.len() - 1] {
             r.run(n, || bail!("no QPs (verbs_objects failed)"));
         }
         return;
     };
-    let mut m = Meter::default();
-    r.run("mr_levels", || mr_levels(dev, o, &mut m).map(|()| Outcome::Pass));
-    let _ = rows.push(m.row("mr_levels"));
-    let mut m = Meter::default();
-    r.run("rc_write_read_send", || write_read_send(dev, o, &mut m).map(|()| Outcome::Pass));
-    let _ = rows.push(m.row("rc_write_read_send"));
-    let mut m = Meter::default();
-    r.run("rc_post_poll_timing", || timing(dev, o, &mut m).map(|()| Outcome::Pass));
-    let _ = rows.push(m.row("rc_post_poll_timing"));
-    let mut m = Meter::default();
-    r.run("rc_batch_timing", || batch_timing(dev, o, &mut m).map(|()| Outcome::Pass));
-    let _ = rows.push(m.row("rc_batch_timing"));
+    // The metered scenarios: a row of the table each.
+    let metered: [(&str, Metered); 4] = [
+        ("mr_levels", mr_levels),
+        ("rc_write_read_send", write_read_send),
+        ("rc_post_poll_timing", timing),
+        ("rc_batch_timing", batch_timing),
+    ];
+    for (name, scenario) in metered {
+        let mut m = Meter::default();
+        r.run(name, || scenario(dev, o, &mut m).map(|()| Outcome::Pass));
+        let _ = rows.push(m.row(name));
+    }
     r.run("verbs_fault_injection", || verbs_faults(dev, o).map(|()| Outcome::Pass));
     for (name, dir) in
         [("rw_1mib_read", Direction::FromDevice), ("rw_1mib_write", Direction::ToDevice)]
@@ -559,26 +657,25 @@ fn run_scenarios<'b>(r: &mut Runner, dev: &Dev<'b>, rows: &mut heapless::Vec<Row
     });
 }
 
+/// A scenario whose posts and polls go into a row of the summary table.
+type Metered = for<'d, 'b> fn(&'d Dev<'b>, &mut Objs<'d, 'b>, &mut Meter) -> Result<(), Msg>;
+
 /// Level 0 (contiguous), level 1 (pages out of order) and level 2 (more
 /// pages than one level-1 run) MRs, each written through once.
 fn mr_levels<'d, 'b>(dev: &'d Dev<'b>, o: &mut Objs<'d, 'b>, m: &mut Meter) -> Result<(), Msg> {
     let src = buf(4)?;
     fill(&src, 3);
-    let mut pages = [0u64; 4];
-    pages_of(&src, &mut pages);
-    // SAFETY: the pages are `src`'s, declared earlier in this function and
-    // so dropped after the MR (deregistered in its `Drop`).
-    let l0 = unsafe { reg(dev, &o.pd, src.paddr(), 4 * 4096, &pages, false) }?;
+    // SAFETY: `src` is declared earlier in this function and so dropped
+    // after the MR (deregistered in its `Drop`).
+    let l0 = unsafe { reg_buf(dev, &o.pd, &src, Map::Identity) }?;
     ensure!(l0.pbl_level() == 0, "contiguous MR at level {}", l0.pbl_level());
     let dst = buf(4)?;
-    pages_of(&dst, &mut pages);
-    pages.reverse();
     let iova1 = 0x7000_0000u64;
-    // SAFETY: the pages are `dst`'s, declared earlier in this function and
-    // so dropped after the MR (deregistered in its `Drop`).
-    let l1 = unsafe { reg(dev, &o.pd, iova1, 4 * 4096, &pages, false) }?;
+    // SAFETY: as for `l0`, with `dst`.
+    let l1 = unsafe { reg_buf(dev, &o.pd, &dst, Map::Reversed(iova1)) }?;
     ensure!(l1.pbl_level() == 1, "scattered MR at level {}", l1.pbl_level());
-    ensure!(l1.pble_entry(0) == Some(pages[0]), "PBLE 0 does not hold page 0");
+    let last = dst.paddr() + 3 * 4096;
+    ensure!(l1.pble_entry(0) == Some(last), "PBLE 0 does not hold the last page");
 
     // Level 2: IOVA page i maps to physical page i % 2 of `phys`; the page
     // list itself lives in pool memory (no allocator here).
@@ -605,16 +702,9 @@ fn mr_levels<'d, 'b>(dev: &'d Dev<'b>, o: &mut Objs<'d, 'b>, m: &mut Meter) -> R
         [(iova1 + 4096 + 8, l1.rkey()), (262_143 * 4096 + 16, l2.rkey())].into_iter().enumerate()
     {
         let sge = [Sge { addr: src.paddr() + 64 * i as u64, length: 64, lkey: l0.lkey() }];
-        let wr = SendWr {
-            wr_id: 10 + i as u64,
-            opcode: WrOpcode::RdmaWrite { remote_addr: remote, rkey },
-            flags: SendFlags::SIGNALED,
-            sg_list: &sge,
-        };
-        post(&mut o.q1, wr, m)?;
+        let write = WrOpcode::RdmaWrite { remote_addr: remote, rkey };
+        post_wait(o, m, 10 + i as u64, write, &sge, WcOpcode::RdmaWrite)?;
         m.bytes += 64;
-        let wc = poll_one(&mut o.cq, m)?;
-        expect(wc, 10 + i as u64, WcOpcode::RdmaWrite)?;
     }
     // IOVA page 1 of the level-1 MR is physical page 2 (reversed).
     check(&dst, 2 * 4096 + 8, 64, 3, 0).map_err(|e| msg(format_args!("level 1: {e}")))?;
@@ -636,28 +726,16 @@ fn write_read_send<'d, 'b>(
 ) -> Result<(), Msg> {
     let src = buf(4)?;
     fill(&src, 7);
-    let mut pages = [0u64; 4];
-    pages_of(&src, &mut pages);
-    // SAFETY: the pages are `src`'s, declared earlier in this function and
-    // so dropped after the MR (deregistered in its `Drop`).
-    let smr = unsafe { reg(dev, &o.pd, src.paddr(), 4 * 4096, &pages, false) }?;
+    // SAFETY: `src` is declared earlier in this function and so dropped
+    // after the MR (deregistered in its `Drop`).
+    let smr = unsafe { reg_buf(dev, &o.pd, &src, Map::Identity) }?;
     let dst = buf(4)?;
-    pages_of(&dst, &mut pages);
-    pages.reverse();
     let iova = 0x7100_0000u64;
-    // SAFETY: the pages are `dst`'s, declared earlier in this function and
-    // so dropped after the MR (deregistered in its `Drop`).
-    let dmr = unsafe { reg(dev, &o.pd, iova, 4 * 4096, &pages, false) }?;
-
+    // SAFETY: as for `smr`, with `dst`.
+    let dmr = unsafe { reg_buf(dev, &o.pd, &dst, Map::Reversed(iova)) }?;
     let sge = [Sge { addr: src.paddr(), length: 6000, lkey: smr.lkey() }];
-    let wr = SendWr {
-        wr_id: 1,
-        opcode: WrOpcode::RdmaWrite { remote_addr: iova + 100, rkey: dmr.rkey() },
-        flags: SendFlags::SIGNALED,
-        sg_list: &sge,
-    };
-    post(&mut o.q1, wr, m)?;
-    expect(poll_one(&mut o.cq, m)?, 1, WcOpcode::RdmaWrite)?;
+    let write = WrOpcode::RdmaWrite { remote_addr: iova + 100, rkey: dmr.rkey() };
+    post_wait(o, m, 1, write, &sge, WcOpcode::RdmaWrite)?;
     m.bytes += 6000;
     // IOVA page p lives in physical page 3 - p.
     let mut off = 100usize;
@@ -668,38 +746,54 @@ fn write_read_send<'d, 'b>(
             .map_err(|e| msg(format_args!("WRITE: {e}")))?;
         off += n;
     }
+    read_back(dev, o, m, iova + 100, dmr.rkey())?;
+    let sge = [Sge { addr: src.paddr() + 8192, length: 777, lkey: smr.lkey() }];
+    send_recv(dev, o, m, &sge)?;
+    println!(
+        "  rc_write_read_send: WRITE 6000 B through a level-1 MR, READ 5000 B, SEND 777 B; every byte checked"
+    );
+    Ok(())
+}
 
+/// `write_read_send`'s READ: 5000 B from `remote_addr` (pattern 7 from its
+/// first byte) into a fresh region, checked.
+fn read_back<'d, 'b>(
+    dev: &'d Dev<'b>,
+    o: &mut Objs<'d, 'b>,
+    m: &mut Meter,
+    remote_addr: u64,
+    rkey: u32,
+) -> Result<(), Msg> {
     let back = buf(2)?;
-    let mut bp = [0u64; 2];
-    pages_of(&back, &mut bp);
-    // SAFETY: the pages are `back`'s, declared earlier in this function and
-    // so dropped after the MR (deregistered in its `Drop`).
-    let bmr = unsafe { reg(dev, &o.pd, back.paddr(), 8192, &bp, false) }?;
+    // SAFETY: `back` is declared earlier in this function and so dropped
+    // after the MR (deregistered in its `Drop`).
+    let bmr = unsafe { reg_buf(dev, &o.pd, &back, Map::Identity) }?;
     let sge = [Sge { addr: back.paddr(), length: 5000, lkey: bmr.lkey() }];
-    let wr = SendWr {
-        wr_id: 2,
-        opcode: WrOpcode::RdmaRead { remote_addr: iova + 100, rkey: dmr.rkey() },
-        flags: SendFlags::SIGNALED,
-        sg_list: &sge,
-    };
-    post(&mut o.q1, wr, m)?;
-    expect(poll_one(&mut o.cq, m)?, 2, WcOpcode::RdmaRead)?;
+    let read = WrOpcode::RdmaRead { remote_addr, rkey };
+    post_wait(o, m, 2, read, &sge, WcOpcode::RdmaRead)?;
     m.bytes += 5000;
-    check(&back, 0, 5000, 7, 0).map_err(|e| msg(format_args!("READ: {e}")))?;
+    check(&back, 0, 5000, 7, 0).map_err(|e| msg(format_args!("READ: {e}")))
+}
 
+/// `write_read_send`'s SEND of `sge` (pattern 7 from byte 8192) from `q1`
+/// into a receive posted on `q2`: both completions once, the bytes checked.
+fn send_recv<'d, 'b>(
+    dev: &'d Dev<'b>,
+    o: &mut Objs<'d, 'b>,
+    m: &mut Meter,
+    sge: &[Sge; 1],
+) -> Result<(), Msg> {
     let rbuf = buf(1)?;
-    let mut rp = [0u64; 1];
-    pages_of(&rbuf, &mut rp);
-    // SAFETY: the pages are `rbuf`'s, declared earlier in this function and
-    // so dropped after the MR (deregistered in its `Drop`).
-    let rmr = unsafe { reg(dev, &o.pd, 0, 4096, &rp, true) }?;
+    // SAFETY: `rbuf` is declared earlier in this function and so dropped
+    // after the MR (deregistered in its `Drop`).
+    let rmr = unsafe { reg_buf(dev, &o.pd, &rbuf, Map::ZeroBased) }?;
     let rsge = [Sge { addr: 0, length: 4096, lkey: rmr.lkey() }];
     o.q2.post_recv(&[RecvWr { wr_id: 30, sg_list: &rsge }])
         .map_err(|e| msg(format_args!("post_recv: {e:?}")))?;
     m.ops += 1;
-    let sge = [Sge { addr: src.paddr() + 8192, length: 777, lkey: smr.lkey() }];
-    let wr = SendWr { wr_id: 3, opcode: WrOpcode::Send, flags: SendFlags::SIGNALED, sg_list: &sge };
+    let wr = SendWr { wr_id: 3, opcode: WrOpcode::Send, flags: SendFlags::SIGNALED, sg_list: sge };
     post(&mut o.q1, wr, m)?;
+    let len = sge[0].length;
     let n2 = o.q2.qp_num();
     let mut got_send = false;
     let mut got_recv = false;
@@ -708,18 +802,14 @@ fn write_read_send<'d, 'b>(
         match (wc.wr_id, wc.status, wc.opcode) {
             (3, WcStatus::Success, WcOpcode::Send) if !got_send => got_send = true,
             (30, WcStatus::Success, WcOpcode::Recv) if !got_recv => {
-                ensure!(wc.byte_len == 777 && wc.qp_num == n2, "receive {wc:?}");
+                ensure!(wc.byte_len == len && wc.qp_num == n2, "receive {wc:?}");
                 got_recv = true;
             }
             _ => bail!("unexpected completion {wc:?}"),
         }
     }
-    m.bytes += 777;
-    check(&rbuf, 0, 777, 7, 8192).map_err(|e| msg(format_args!("SEND: {e}")))?;
-    println!(
-        "  rc_write_read_send: WRITE 6000 B through a level-1 MR, READ 5000 B, SEND 777 B; every byte checked"
-    );
-    Ok(())
+    m.bytes += u64::from(len);
+    check(&rbuf, 0, len as usize, 7, 8192).map_err(|e| msg(format_args!("SEND: {e}")))
 }
 
 /// `TIMED` signaled 64-byte WRITEs, one at a time: cycles per post and per
@@ -728,15 +818,9 @@ fn timing<'d, 'b>(dev: &'d Dev<'b>, o: &mut Objs<'d, 'b>, m: &mut Meter) -> Resu
     let src = buf(1)?;
     let dst = buf(1)?;
     fill(&src, 9);
-    let (mut sp, mut dp) = ([0u64; 1], [0u64; 1]);
-    pages_of(&src, &mut sp);
-    pages_of(&dst, &mut dp);
-    // SAFETY: the pages are `src`'s, declared earlier in this function and
-    // so dropped after the MR (deregistered in its `Drop`).
-    let smr = unsafe { reg(dev, &o.pd, src.paddr(), 4096, &sp, false) }?;
-    // SAFETY: the pages are `dst`'s, declared earlier in this function and
-    // so dropped after the MR (deregistered in its `Drop`).
-    let dmr = unsafe { reg(dev, &o.pd, dst.paddr(), 4096, &dp, false) }?;
+    // SAFETY: `src` and `dst` are declared earlier in this function and so
+    // dropped after the MRs (deregistered in their `Drop`).
+    let (smr, dmr) = unsafe { reg_pair(dev, &o.pd, &src, &dst) }?;
     let t0 = arch::rdtsc();
     for i in 0..TIMED {
         let off = (i % 64) * 64;
@@ -771,15 +855,9 @@ fn batch_timing<'d, 'b>(dev: &'d Dev<'b>, o: &mut Objs<'d, 'b>, m: &mut Meter) -
     let src = buf(1)?;
     let dst = buf(1)?;
     fill(&src, 13);
-    let (mut sp, mut dp) = ([0u64; 1], [0u64; 1]);
-    pages_of(&src, &mut sp);
-    pages_of(&dst, &mut dp);
-    // SAFETY: the pages are `src`'s, declared earlier in this function and
-    // so dropped after the MR (deregistered in its `Drop`).
-    let smr = unsafe { reg(dev, &o.pd, src.paddr(), 4096, &sp, false) }?;
-    // SAFETY: the pages are `dst`'s, declared earlier in this function and
-    // so dropped after the MR (deregistered in its `Drop`).
-    let dmr = unsafe { reg(dev, &o.pd, dst.paddr(), 4096, &dp, false) }?;
+    // SAFETY: `src` and `dst` are declared earlier in this function and so
+    // dropped after the MRs (deregistered in their `Drop`).
+    let (smr, dmr) = unsafe { reg_pair(dev, &o.pd, &src, &dst) }?;
     let sges: [[Sge; 1]; BATCH] = core::array::from_fn(|i| {
         [Sge { addr: src.paddr() + (i * LEN) as u64, length: LEN as u32, lkey: smr.lkey() }]
     });
@@ -898,12 +976,10 @@ fn verbs_faults<'d, 'b>(dev: &'d Dev<'b>, o: &mut Objs<'d, 'b>) -> Result<(), Ms
 /// retired.
 fn cq_resize<'d, 'b>(dev: &'d Dev<'b>, o: &mut Objs<'d, 'b>) -> Result<(), Msg> {
     let src = buf(1)?;
-    let mut sp = [0u64; 1];
-    pages_of(&src, &mut sp);
     fill(&src, 9);
-    // SAFETY: the page is `src`'s, declared earlier in this function and so
-    // dropped after the MR (deregistered in its `Drop`).
-    let mr = unsafe { reg(dev, &o.pd, src.paddr(), 4096, &sp, false) }?;
+    // SAFETY: `src` is declared earlier in this function and so dropped
+    // after the MR (deregistered in its `Drop`).
+    let mr = unsafe { reg_buf(dev, &o.pd, &src, Map::Identity) }?;
     let sge = [Sge { addr: src.paddr(), length: 16, lkey: mr.lkey() }];
     let write = |i: u64| SendWr {
         wr_id: 0x5e00 + i,
@@ -959,16 +1035,10 @@ fn error_completion<'d, 'b>(dev: &'d Dev<'b>, o: &mut Objs<'d, 'b>) -> Result<()
     let bar = unsafe { *dev.bar() };
     let src = buf(1)?;
     let dst = buf(1)?;
-    let (mut sp, mut dp) = ([0u64; 1], [0u64; 1]);
-    pages_of(&src, &mut sp);
-    pages_of(&dst, &mut dp);
     fill(&src, 5);
-    // SAFETY: the pages are `src`'s, declared earlier in this function and
-    // so dropped after the MR (deregistered in its `Drop`).
-    let smr = unsafe { reg(dev, &o.pd, src.paddr(), 4096, &sp, false) }?;
-    // SAFETY: the pages are `dst`'s, declared earlier in this function and
-    // so dropped after the MR (deregistered in its `Drop`).
-    let dmr = unsafe { reg(dev, &o.pd, dst.paddr(), 4096, &dp, false) }?;
+    // SAFETY: `src` and `dst` are declared earlier in this function and so
+    // dropped after the MRs (deregistered in their `Drop`).
+    let (smr, dmr) = unsafe { reg_pair(dev, &o.pd, &src, &dst) }?;
     super::bringup::request_fault(
         bar,
         irdma_boot::contract::FAULT_FAIL_WQE,
@@ -1014,6 +1084,9 @@ fn error_completion<'d, 'b>(dev: &'d Dev<'b>, o: &mut Objs<'d, 'b>) -> Result<()
     Ok(())
 }
 
+/// The `rw` scenarios' MR pool: one fast-registration MR of 1 MiB.
+type RwPool = MrPool<1, { RW_BYTES / 4096 }>;
+
 /// A 1 MiB `rdma_rw` transfer through a fast-registered MR (one FAST_REG +
 /// one RDMA READ or WRITE), every byte checked.
 fn rw_transfer<'d, 'b>(
@@ -1025,22 +1098,18 @@ fn rw_transfer<'d, 'b>(
     let pages = RW_BYTES / 4096;
     let remote = buf(pages)?;
     let local = buf(pages)?;
-    let (seed, iova) = match dir {
-        Direction::FromDevice => (21u8, 0x9000_0000u64),
-        Direction::ToDevice => (22u8, 0x9800_0000u64),
-    };
-    let src = if dir == Direction::FromDevice { &remote } else { &local };
+    let read = dir == Direction::FromDevice;
+    let (seed, iova) = if read { (21u8, 0x9000_0000u64) } else { (22u8, 0x9800_0000u64) };
+    let (src, dst) = if read { (&remote, &local) } else { (&local, &remote) };
     fill(src, seed);
-    let mut rp = [0u64; RW_BYTES / 4096];
-    pages_of(&remote, &mut rp);
-    // SAFETY: the pages are `remote`'s, declared earlier in this function and
-    // so dropped after the MR (deregistered in its `Drop`).
-    let rmr = unsafe { reg(dev, &o.pd, iova, RW_BYTES as u64, &rp, false) }?;
+    // SAFETY: `remote` is declared earlier in this function and so dropped
+    // after the MR (deregistered in its `Drop`).
+    let rmr = unsafe { reg_buf(dev, &o.pd, &remote, Map::At(iova)) }?;
     let mut fr =
         dev.alloc_mr(&o.pd, pages as u32).map_err(|e| msg(format_args!("alloc_mr: {e:?}")))?;
     let attrs = DeviceAttrs::e810_roce(13, 4096, 0);
     let rwqp = RwQp::new(attrs, true, o.q1.cap().max_send_sge);
-    let mut pool: MrPool<1, { RW_BYTES / 4096 }> = MrPool::new();
+    let mut pool: RwPool = MrPool::new();
     let n =
         pool.init(&attrs, true, 1, &[fr.fr_mr()]).map_err(|e| msg(format_args!("pool: {e:?}")))?;
     ensure!(n == 1, "pool took {n} MRs");
@@ -1061,37 +1130,14 @@ fn rw_transfer<'d, 'b>(
             dir,
         )
     };
-    let result = (|| -> Result<u64, Msg> {
-        let wrs = wrs.map_err(|e| msg(format_args!("rdma_rw_ctx_init: {e:?}")))?;
-        ensure!(wrs >= 1, "no WRs");
-        // ib_map_mr_sg: the pages the pool collected go into the MR's PBLEs.
-        for i in 0..pool.len() {
-            let p = pool.pages(i);
-            if !p.is_empty() {
-                // SAFETY: the pool collected pages of `remote`/`local`,
-                // declared before `fr` and so alive until after it is
-                // deregistered.
-                unsafe { fr.map_pages(p) }.map_err(|e| msg(format_args!("map_pages: {e:?}")))?;
-            }
-        }
-        let chain = ctx.chain_len() as u64;
-        let t0 = arch::rdtsc();
-        let r = ctx.post(&mut o.q1, &mut pool, 77, &[]);
-        m.post_cycles += arch::rdtsc().wrapping_sub(t0);
-        m.posts += 1;
-        m.ops += chain;
-        r.map_err(|e| msg(format_args!("rdma_rw_ctx_post: {e:?}")))?;
-        let want =
-            if dir == Direction::FromDevice { WcOpcode::RdmaRead } else { WcOpcode::RdmaWrite };
-        expect(poll_one(&mut o.cq, m)?, 77, want)?;
-        m.bytes += RW_BYTES as u64;
-        Ok(arch::rdtsc().wrapping_sub(t0))
-    })();
+    let want = if read { WcOpcode::RdmaRead } else { WcOpcode::RdmaWrite };
+    let result = wrs
+        .map_err(|e| msg(format_args!("rdma_rw_ctx_init: {e:?}")))
+        .and_then(|wrs| rw_post(o, m, &mut ctx, &mut pool, &fr, wrs, want));
     // SAFETY: the transfer completed (or never started); same `sg` as init.
     let destroyed = unsafe { ctx.destroy::<BootHal, 1, { RW_BYTES / 4096 }>(&mut pool, &mut sg) };
     let cycles = result?;
     destroyed.map_err(|e| msg(format_args!("rdma_rw_ctx_destroy: {e:?}")))?;
-    let dst = if dir == Direction::FromDevice { &local } else { &remote };
     check(dst, 0, RW_BYTES, seed, 0)?;
     let mut back = 0;
     pool.cleanup(|_| back += 1).map_err(|e| msg(format_args!("pool cleanup: {e:?}")))?;
@@ -1100,10 +1146,44 @@ fn rw_transfer<'d, 'b>(
     println!(
         "  {}: 1 MiB in {} WRs (FAST_REG + {}) in {us} us post to completion ({} MB/s), every \
          byte checked",
-        if dir == Direction::FromDevice { "rw_1mib_read" } else { "rw_1mib_write" },
+        if read { "rw_1mib_read" } else { "rw_1mib_write" },
         m.ops,
-        if dir == Direction::FromDevice { "RDMA READ" } else { "RDMA WRITE" },
+        if read { "RDMA READ" } else { "RDMA WRITE" },
         RW_BYTES as u128 / us
     );
     Ok(())
+}
+
+/// `rw_transfer` once `ctx` holds its `wrs` WRs: the pages the pool
+/// collected go into `fr` (`ib_map_mr_sg`), the chain is posted as wr_id 77
+/// and its `want` completion awaited. The cycles from post to completion.
+fn rw_post(
+    o: &mut Objs<'_, '_>,
+    m: &mut Meter,
+    ctx: &mut RwCtx<4, 4>,
+    pool: &mut RwPool,
+    fr: &FastRegMr<'_, BootHal, &MmioBar>,
+    wrs: usize,
+    want: WcOpcode,
+) -> Result<u64, Msg> {
+    ensure!(wrs >= 1, "no WRs");
+    for i in 0..pool.len() {
+        let p = pool.pages(i);
+        if !p.is_empty() {
+            // SAFETY: the pool collected pages of `rw_transfer`'s
+            // `remote`/`local`, declared before `fr` and so alive until
+            // after it is deregistered.
+            unsafe { fr.map_pages(p) }.map_err(|e| msg(format_args!("map_pages: {e:?}")))?;
+        }
+    }
+    let chain = ctx.chain_len() as u64;
+    let t0 = arch::rdtsc();
+    let r = ctx.post(&mut o.q1, pool, 77, &[]);
+    m.post_cycles += arch::rdtsc().wrapping_sub(t0);
+    m.posts += 1;
+    m.ops += chain;
+    r.map_err(|e| msg(format_args!("rdma_rw_ctx_post: {e:?}")))?;
+    expect(poll_one(&mut o.cq, m)?, 77, want)?;
+    m.bytes += RW_BYTES as u64;
+    Ok(arch::rdtsc().wrapping_sub(t0))
 }
