@@ -16,8 +16,10 @@
 /* ---- the recording BAR ------------------------------------------------ */
 
 #define VD_LOG_MAX 64
-static struct { u64 addr; u32 val; } vd_log[VD_LOG_MAX];
-static u32 vd_log_len;
+/* Per thread: the harness's unit tests drive vendor QPs from parallel test
+ * threads, and one thread's doorbell must not land in another's log. */
+static _Thread_local struct { u64 addr; u32 val; } vd_log[VD_LOG_MAX];
+static _Thread_local u32 vd_log_len;
 
 void vd_bar_write(volatile void *addr, u32 val)
 {
@@ -390,12 +392,22 @@ struct vd_poll {
 	u8 pad[6];
 };
 
+int vd_cq_poll_fill(struct vd_cq *c, struct vd_poll *o, u8 fill);
+
 int vd_cq_poll(struct vd_cq *c, struct vd_poll *o)
+{
+	return vd_cq_poll_fill(c, o, 0);
+}
+
+/* The poll with every byte of the info struct set to `fill` first: two
+ * runs with complementary fills tell which fields the poll wrote
+ * (src/regen/dpcq.rs). */
+int vd_cq_poll_fill(struct vd_cq *c, struct vd_poll *o, u8 fill)
 {
 	struct irdma_cq_poll_info info;
 	int ret;
 
-	memset(&info, 0, sizeof(info));
+	memset(&info, fill, sizeof(info));
 	ret = irdma_uk_cq_poll_cmpl(&c->cq, &info);
 	memset(o, 0, sizeof(*o));
 	o->wr_id = info.wr_id;

@@ -155,4 +155,5 @@ unsafe extern "C" {
     pub fn vd_cq_set_position(c: *mut VdCq, head: u32, pol: u8);
     pub fn vd_status_unknown() -> c_int;
     pub fn vd_cq_poll(c: *mut VdCq, o: *mut VdPoll) -> c_int;
+    pub fn vd_cq_poll_fill(c: *mut VdCq, o: *mut VdPoll, fill: u8) -> c_int;
 }

@@ -26,6 +26,7 @@ use serde_json::Value;
 
 mod cqp;
 mod datapath;
+mod dpcq;
 mod lan;
 
 /// One written file.
