@@ -177,6 +177,19 @@ void vd_qp_consume_all(struct vd_qp *q)
 	q->qp.rq_ring.tail = q->qp.rq_ring.head;
 }
 
+/* The push-mode flags (user.h struct irdma_qp_uk push_mode, push_dropped):
+ * set between events by a script, read back after a poll. */
+void vd_qp_set_push(struct vd_qp *q, u8 mode, u8 dropped)
+{
+	q->qp.push_mode = mode != 0;
+	q->qp.push_dropped = dropped != 0;
+}
+
+u8 vd_qp_push(struct vd_qp *q)
+{
+	return (u8)(q->qp.push_mode ? 1 : 0) | (u8)(q->qp.push_dropped ? 2 : 0);
+}
+
 void vd_qp_trk(struct vd_qp *q, u32 idx, u64 *wrid, u32 *wr_len, u16 *quanta)
 {
 	idx %= VD_TRK_ENTRIES;

@@ -18,8 +18,9 @@
 //! - `cq_memory_writes` are the qwords the poll rewrote in the CQ ring
 //!   (flush minor codes, a parked WQE index).
 //! - `state_after` holds what the glue exposes: the CQ head (GEN_2 moves
-//!   tail with it), polarity and shadow qword 0, the SQ/RQ head and tail.
-//!   The published file's flush/push flags are not re-derived.
+//!   tail with it), polarity and shadow qword 0, the SQ/RQ head and tail,
+//!   the push-mode flags. The published file's flush flags are not
+//!   re-derived.
 //! - Ring positions are `set_state` events the runner maps onto its own
 //!   posting (`qp.sq_ring.head`, `qp.swqe_polarity`, the RQ and CQ
 //!   equivalents); the vendor side reaches them the same way (one-quantum
@@ -368,6 +369,19 @@ impl Replay {
                             unsafe { ffi::vd_cq_set_position(side.cq, head, pol) };
                         }
                     }
+                    "qp.push_mode" | "qp.push_dropped" => {
+                        for side in self.sides() {
+                            // SAFETY: the QP is live.
+                            let now = unsafe { ffi::vd_qp_push(side.qp.q) };
+                            let (mode, dropped) = if field == "qp.push_mode" {
+                                (u8::from(v != 0), now >> 1 & 1)
+                            } else {
+                                (now & 1, u8::from(v != 0))
+                            };
+                            // SAFETY: the QP is live.
+                            unsafe { ffi::vd_qp_set_push(side.qp.q, mode, dropped) };
+                        }
+                    }
                     other => return Err(format!("set_state {other}: not in the glue")),
                 }
                 Ok(e.clone())
@@ -440,6 +454,8 @@ impl Replay {
             .collect();
         let (head, pol, shadow) = self.a.cq_state();
         let s = self.state();
+        // SAFETY: the QP is live.
+        let push = unsafe { ffi::vd_qp_push(self.a.qp.q) };
         json!({
             "event": "poll",
             "ret": ret[0],
@@ -450,6 +466,7 @@ impl Replay {
                 "cq_shadow_qword0": h16(shadow),
                 "sq_head": s.sq_head, "sq_tail": s.sq_tail,
                 "rq_head": s.rq_head, "rq_tail": s.rq_tail,
+                "push_mode": push & 1 != 0, "qp_push_dropped": push & 2 != 0,
             },
             "cq_memory_writes": writes,
         })
@@ -657,6 +674,8 @@ pub(crate) fn generate(seed: u64, cases: u64) -> Result<Generated, String> {
 
 /// State keys the glue re-derives (the published file has more).
 const STATE_KEYS: &[&str] = &[
+    "push_mode",
+    "qp_push_dropped",
     "cq_head",
     "cq_tail",
     "cq_polarity",
