@@ -177,6 +177,21 @@ void vd_qp_consume_all(struct vd_qp *q)
 	q->qp.rq_ring.tail = q->qp.rq_ring.head;
 }
 
+/* irdma_uk_qp_post_wr: the doorbell after posts made with post_sq false. */
+void vd_qp_post_wr(struct vd_qp *q)
+{
+	irdma_uk_qp_post_wr(&q->qp);
+}
+
+/* irdma_get_wqe_shift with the GEN_2 attributes. */
+void vd_get_wqe_shift(u32 sge, u32 inline_data, u8 *shift)
+{
+	struct irdma_uk_attrs a;
+
+	vd_gen2_attrs(&a);
+	irdma_get_wqe_shift(&a, sge, inline_data, shift);
+}
+
 /* The push-mode flags (user.h struct irdma_qp_uk push_mode, push_dropped):
  * set between events by a script, read back after a poll. */
 void vd_qp_set_push(struct vd_qp *q, u8 mode, u8 dropped)

@@ -11,8 +11,7 @@
 //! `cq_cases[]` come from `dpcq.rs` (the CQ scripts of `cq.rs`, replayed
 //! on the vendor's poll, each CQE's WQE index resolved when it is written).
 //!
-//! Not written (yet): `sq_misc_cases[]` and `helpers` (the helper tables
-//! are compared by `run::helpers` on every run).
+//! `sq_misc_cases[]` and `helpers` come from `dpmisc.rs`.
 
 use serde_json::{Map, Value, json};
 
@@ -464,7 +463,10 @@ pub fn generate(seed: u64, cases: u64) -> Result<Written, String> {
     let super::dpcq::Generated { configs: cq_configs, cases: cq, left_out: cq_left_out } =
         super::dpcq::generate(seed, cases)?;
     configs.extend(cq_configs);
-    let count = sq.len() + rq.len() + cq.len();
+    let (misc_configs, misc) = super::dpmisc::generate_misc(seed, cases)?;
+    configs.extend(misc_configs);
+    let helpers = super::dpmisc::helpers()?;
+    let count = sq.len() + rq.len() + cq.len() + misc.len();
     let doc = json!({
         "schema_version": 1,
         "meta": {
@@ -480,13 +482,16 @@ pub fn generate(seed: u64, cases: u64) -> Result<Written, String> {
             "cq_scripts_left_out": cq_left_out,
         },
         "sq_cases": sq,
-        "sq_misc_cases": [],
+        "sq_misc_cases": misc,
         "rq_cases": rq,
         "cq_cases": cq,
-        "helpers": {},
+        "helpers": helpers,
         "vector_count": count,
     });
-    Ok(Written { doc, count })
+    // the runner counts one case per helper table (vector_count does not,
+    // as in the published file)
+    let tables = doc["helpers"].as_object().map_or(0, |m| m.len());
+    Ok(Written { doc, count: count + tables })
 }
 
 /// A published `sq_cases[].input` as the harness's post, or why not.
@@ -651,10 +656,9 @@ pub fn rederive(v: &Value) -> Rederived {
         }
     }
     super::dpcq::rederive(v, &mut r);
-    for _ in v["sq_misc_cases"].as_array().into_iter().flatten() {
-        r.skip(
-            "sq_misc_cases: batched/ring-full sequences are not replayed by the regenerator yet",
-        );
+    super::dpmisc::rederive_misc(v, &mut r);
+    if let Some(h) = v.get("helpers") {
+        super::dpmisc::rederive_helpers(h, &mut r);
     }
     r
 }

@@ -27,6 +27,7 @@ use serde_json::Value;
 mod cqp;
 mod datapath;
 mod dpcq;
+mod dpmisc;
 mod lan;
 
 /// One written file.
