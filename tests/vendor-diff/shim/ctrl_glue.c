@@ -343,7 +343,9 @@ struct vd_qpc {
 
 /* Fills the 256-byte context at out (zeroed first: the vendor writes only
  * the words it has fields in). */
-void vd_qp_setctx_roce(struct vd_cqp *c, const struct vd_qpc *k, u64 *out)
+/* The context written over `out` pre-filled with `fill`: two runs with
+ * complementary fills tell which bytes the vendor wrote (src/regen/qpc.rs). */
+void vd_qp_setctx_roce_fill(struct vd_cqp *c, const struct vd_qpc *k, u64 *out, u8 fill)
 {
 	struct irdma_qp_host_ctx_info info;
 	struct irdma_roce_offload_info roce;
@@ -353,7 +355,7 @@ void vd_qp_setctx_roce(struct vd_cqp *c, const struct vd_qpc *k, u64 *out)
 	memset(&info, 0, sizeof(info));
 	memset(&roce, 0, sizeof(roce));
 	memset(&udp, 0, sizeof(udp));
-	memset(out, 0, IRDMA_QP_CTX_SIZE);
+	memset(out, fill, IRDMA_QP_CTX_SIZE);
 	qp->dev = &c->dev;
 	qp->qp_uk.rq_wqe_size = k->rq_wqe_size;
 	qp->push_idx = k->push_idx;
@@ -422,6 +424,11 @@ void vd_qp_setctx_roce(struct vd_cqp *c, const struct vd_qpc *k, u64 *out)
 	udp.rexmit_thresh = k->rexmit_thresh;
 	udp.rnr_nak_thresh = k->rnr_nak_thresh;
 	irdma_sc_qp_setctx_roce(qp, (__le64 *)out, &info);
+}
+
+void vd_qp_setctx_roce(struct vd_cqp *c, const struct vd_qpc *k, u64 *out)
+{
+	vd_qp_setctx_roce_fill(c, k, out, 0);
 }
 
 /* ---- CEQ / AEQ (ctrl.c: irdma_sc_ceq_init + irdma_sc_ceq_create /

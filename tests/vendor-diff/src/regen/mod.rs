@@ -29,6 +29,7 @@ mod datapath;
 mod dpcq;
 mod dpmisc;
 mod lan;
+mod qpc;
 
 /// One written file.
 pub struct Written {
