@@ -123,6 +123,20 @@ u32 vd_cqp_head(struct vd_cqp *c)
 	return c->cqp.sq_ring.head;
 }
 
+/* What a builder does with post_sq = true after its WQE (ctrl.c
+ * irdma_sc_cqp_post_sq): the CQPDB doorbell write of the new head, into
+ * the recording BAR (src/regen/cqp.rs reg_writes). */
+void vd_cqp_post_sq(struct vd_cqp *c)
+{
+	irdma_sc_cqp_post_sq(&c->cqp);
+}
+
+/* The fake BAR base register pointers are made from. */
+u64 vd_cqp_bar(struct vd_cqp *c)
+{
+	return (u64)(uintptr_t)c->hw.hw_addr;
+}
+
 /* Copies out slot idx and retires every WQE written so far. */
 void vd_cqp_take(struct vd_cqp *c, u32 idx, u64 *out)
 {

@@ -23,9 +23,11 @@
 //! driver refuses stay (the runner counts a refusal of an over-wide input
 //! as a pass).
 //!
-//! `reg_writes` is empty: the harness builds with `post_sq = false` (the
-//! AH and WS-node builders ring, into the glue's BAR, which is not read
-//! here); the runner compares register writes only when some are listed.
+//! `reg_writes` are the doorbell writes into the glue's recording BAR: the
+//! builder's own (AH, WS node ring themselves) or, for the builders the
+//! glue calls with `post_sq = false`, the one ctrl.c
+//! `irdma_sc_cqp_post_sq` makes when called right after (what
+//! `post_sq = true` does).
 //! `builder_stored_*` are not written: the zeroed slot hides which zero
 //! words the builder stored.
 
@@ -41,7 +43,41 @@ unsafe extern "C" {
     /// ctrl_glue.c: the CQ context a CQ WQE carries (@8), the address of
     /// the glue's CQ struct >> 1.
     fn vd_cq_ctx() -> u64;
+    /// ctrl_glue.c: ctrl.c irdma_sc_cqp_post_sq on the glue's CQP.
+    fn vd_cqp_post_sq(c: *mut core::ffi::c_void);
+    /// ctrl_glue.c: the fake BAR base of the glue's register pointers.
+    fn vd_cqp_bar(c: *mut core::ffi::c_void) -> u64;
 }
+
+/// The register writes a command made, as the published `reg_writes`
+/// (offset from the BAR, name, value): the builder's own doorbell if it
+/// rang (AH, WS node), else the one `post_sq = true` would have made.
+fn reg_writes(rec: &VendorCqp, built: bool) -> Value {
+    // SAFETY: `rec` owns a live vendor CQP.
+    let bar = unsafe { vd_cqp_bar(rec.raw()) };
+    let mut w = crate::run::vendor_writes();
+    if built && !w.iter().any(|(a, _)| a.wrapping_sub(bar) == CQPDB) {
+        // SAFETY: as above.
+        unsafe { vd_cqp_post_sq(rec.raw()) };
+        w.extend(crate::run::vendor_writes());
+    }
+    w.iter()
+        .map(|(a, v)| {
+            let off = a.wrapping_sub(bar);
+            let name = match off {
+                CQPDB => "PFPE_CQPDB".to_string(),
+                AEQCTL => "PFINT_AEQCTL".to_string(),
+                _ => format!("{off:#010x}"),
+            };
+            json!({"offset": h(off, 8), "name": name, "value": h(u64::from(*v), 8)})
+        })
+        .collect()
+}
+
+/// icrdma_hw.h PFPE_CQPDB and PFINT_AEQCTL (icrdma_hw.c icrdma_regs): the
+/// CQP doorbell, and the AEQ control register irdma_sc_aeq_destroy clears.
+const CQPDB: u64 = 0x0050_0800;
+const AEQCTL: u64 = 0x0016_cb00;
 
 /// The glue's CQ context (a host address), for tests.
 #[cfg(test)]
@@ -283,7 +319,9 @@ fn generate_file(seed: u64, want: u64, ud: bool) -> Result<Written, String> {
         }
         let c = ctrl::gen_ctrl_case(&mut r);
         let is_ud = matches!(c.cmd, Cmd::Ah(..));
+        crate::run::vendor_writes();
         let (rc, wqe) = rec.run(&c);
+        let regs = reg_writes(&rec, wqe.is_some());
         let verdict = ctrl::run_ctrl(&mut judge, &c);
         let slot_pol = wqe.map(|(slot, w)| (slot, w[3] >> 63));
         if wqe.is_some() {
@@ -322,7 +360,7 @@ fn generate_file(seed: u64, want: u64, ud: bool) -> Result<Written, String> {
                        "written_byte_mask": h16(u64::MAX)}),
             );
         }
-        case.insert("reg_writes".into(), Value::Array(vec![]));
+        case.insert("reg_writes".into(), regs);
         cases.push(Value::Object(case));
     }
     if !ud {
@@ -679,7 +717,9 @@ pub fn rederive(v: &Value) -> Rederived {
             r.differ.push(format!("{name}: could not move the vendor CQP to slot {slot}"));
             continue;
         }
+        crate::run::vendor_writes();
         let (rc, wqe) = vc.run(&case);
+        let regs = reg_writes(&vc, wqe.is_some());
         if want_ret < 0 {
             // a refusal: the same return, nothing built
             r.compare(
@@ -706,6 +746,12 @@ pub fn rederive(v: &Value) -> Rederived {
         if let Some(q) = c.get("cqp") {
             want["cqp"] = q.clone();
             want["words"] = c["wqe"]["words"].clone();
+        }
+        // the doorbell(s), where the case lists some (a builder called with
+        // post_sq = false lists none)
+        if c["reg_writes"].as_array().is_some_and(|a| !a.is_empty()) {
+            want["reg_writes"] = c["reg_writes"].clone();
+            got["reg_writes"] = regs;
         }
         if let (Some(why), Some(gw)) = (documented(&case.cmd, &got, &want), wqe.map(|(_, w)| w)) {
             let _ = gw;
@@ -755,4 +801,35 @@ fn documented(cmd: &Cmd, got: &Value, want: &Value) -> Option<&'static str> {
         }
     }
     None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every built command carries its CQPDB doorbell (the new head), and a
+    /// changed doorbell value is a re-derivation difference.
+    #[test]
+    fn doorbells_are_written_and_rederived() {
+        let w = generate(5, 48).expect("generates");
+        let built: Vec<&Value> =
+            w.doc["cases"].as_array().unwrap().iter().filter(|c| c.get("wqe").is_some()).collect();
+        assert!(!built.is_empty());
+        for c in &built {
+            let regs = c["reg_writes"].as_array().unwrap();
+            let db = regs.iter().find(|r| r["name"] == "PFPE_CQPDB").expect("a doorbell");
+            let slot = super::super::num(&c["cqp"]["slot"]).unwrap();
+            assert_eq!(
+                super::super::num(&db["value"]),
+                Some((slot + 1) % u64::from(SQ_SIZE)),
+                "{c}"
+            );
+        }
+        let mut doc = w.doc.clone();
+        let i =
+            doc["cases"].as_array().unwrap().iter().position(|c| c.get("wqe").is_some()).unwrap();
+        let v = super::super::num(&doc["cases"][i]["reg_writes"][0]["value"]).unwrap();
+        doc["cases"][i]["reg_writes"][0]["value"] = h((v + 1) % 4, 8);
+        assert_eq!(rederive(&doc).differ.len(), 1);
+    }
 }

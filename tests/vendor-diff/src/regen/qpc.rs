@@ -360,7 +360,8 @@ mod tests {
         c["host_buffers"]["qp_host_ctx"]["words"][0] = h16(w ^ 0x100);
         assert_eq!(all(&[c]).differ.len(), 1);
         let mut c = cases[0].clone();
-        c["host_buffers"]["qp_host_ctx"]["written_byte_mask"] = Value::Array(vec![h16(u64::MAX); 4]);
+        c["host_buffers"]["qp_host_ctx"]["written_byte_mask"] =
+            Value::Array(vec![h16(u64::MAX); 4]);
         assert_eq!(all(&[c]).differ.len(), 1);
     }
 }
