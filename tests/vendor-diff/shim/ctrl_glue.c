@@ -578,3 +578,49 @@ int vd_misc_cmd(struct vd_cqp *c, const struct vd_misc_cmd *k, u32 op)
 		return irdma_sc_manage_ws_node(&c->cqp, &i, (enum irdma_ws_node_op)op, 0);
 	}
 }
+
+/* ---- AEQ element decode (ctrl.c: irdma_sc_get_next_aeqe) on an AEQ of
+ * `size` 16-byte elements at `ring` (owned by the harness), its tail and
+ * polarity set; the info struct zeroed first (src/regen/aeqe.rs) ---------- */
+
+struct vd_aeqe_out {
+	u64 compl_ctx;
+	u32 qp_cq_id, tail_after;
+	u16 ae_id, wqe_idx;
+	u8 tcp_state, iwarp_state, qp, cq, sq, rq, in_rdrsp_wr, out_rdrsp;
+	u8 aeqe_overflow, q2_data_written, ae_src, polarity_after;
+};
+
+int vd_get_next_aeqe(u64 *ring, u32 size, u32 tail, u8 pol, struct vd_aeqe_out *o)
+{
+	struct irdma_sc_aeq aeq;
+	struct irdma_aeqe_info info;
+	int ret;
+
+	memset(&aeq, 0, sizeof(aeq));
+	memset(&info, 0, sizeof(info));
+	aeq.aeqe_base = (struct irdma_sc_aeqe *)ring;
+	aeq.elem_cnt = size;
+	IRDMA_RING_INIT(aeq.aeq_ring, size);
+	aeq.aeq_ring.tail = tail % size;
+	aeq.polarity = pol;
+	ret = irdma_sc_get_next_aeqe(&aeq, &info);
+	o->compl_ctx = info.compl_ctx;
+	o->qp_cq_id = info.qp_cq_id;
+	o->ae_id = info.ae_id;
+	o->wqe_idx = info.wqe_idx;
+	o->tcp_state = info.tcp_state;
+	o->iwarp_state = info.iwarp_state;
+	o->qp = info.qp;
+	o->cq = info.cq;
+	o->sq = info.sq;
+	o->rq = info.rq;
+	o->in_rdrsp_wr = info.in_rdrsp_wr;
+	o->out_rdrsp = info.out_rdrsp;
+	o->aeqe_overflow = info.aeqe_overflow;
+	o->q2_data_written = info.q2_data_written;
+	o->ae_src = info.ae_src;
+	o->tail_after = aeq.aeq_ring.tail;
+	o->polarity_after = aeq.polarity;
+	return ret;
+}

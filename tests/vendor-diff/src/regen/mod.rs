@@ -24,6 +24,7 @@ use std::path::Path;
 
 use serde_json::Value;
 
+mod aeqe;
 mod cqp;
 mod datapath;
 mod dpcq;
