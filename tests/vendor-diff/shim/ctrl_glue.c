@@ -624,3 +624,54 @@ int vd_get_next_aeqe(u64 *ring, u32 size, u32 tail, u8 pol, struct vd_aeqe_out *
 	o->polarity_after = aeq.polarity;
 	return ret;
 }
+
+/* ---- CCQ CQE decode (ctrl.c: irdma_sc_ccq_get_cqe_info) on a CCQ of
+ * `size` CQEs at `ring` (owned by the harness), head and polarity set; the
+ * CQE's qword 1 must be vd_cqp_obj(c) and its WQE index below the CQP's SQ
+ * size (the vendor dereferences both); slot `idx` of the CQP SQ gets
+ * `word24` and its scratch `scratch` first (src/regen/ccq.rs) ----------- */
+
+struct vd_ccq_out {
+	u64 scratch, cqp, shadow0;
+	u32 op_ret_val, head_after;
+	u16 maj_err_code, min_err_code;
+	u8 error, op_code, polarity_after, pad;
+};
+
+u64 vd_cqp_obj(struct vd_cqp *c)
+{
+	return (u64)(uintptr_t)&c->cqp;
+}
+
+int vd_ccq_get_cqe_info(struct vd_cqp *c, u64 *ring, u32 size, u32 head, u8 pol,
+			u32 idx, u64 word24, u64 scratch, struct vd_ccq_out *o)
+{
+	struct irdma_sc_cq ccq;
+	struct irdma_ccq_cqe_info info;
+	__le64 shadow[8];
+	int ret;
+
+	memset(&ccq, 0, sizeof(ccq));
+	memset(&info, 0, sizeof(info));
+	memset(shadow, 0, sizeof(shadow));
+	c->ring[idx % c->cqp.sq_size].elem[3] = word24;
+	c->scratch[idx % c->cqp.sq_size] = scratch;
+	ccq.cq_uk.cq_base = (struct irdma_cqe *)ring;
+	IRDMA_RING_INIT(ccq.cq_uk.cq_ring, size);
+	ccq.cq_uk.cq_ring.head = head % size;
+	ccq.cq_uk.cq_ring.tail = head % size;
+	ccq.cq_uk.polarity = pol;
+	ccq.cq_uk.shadow_area = shadow;
+	ret = irdma_sc_ccq_get_cqe_info(&ccq, &info);
+	o->scratch = info.scratch;
+	o->cqp = (u64)(uintptr_t)info.cqp;
+	o->op_ret_val = info.op_ret_val;
+	o->maj_err_code = info.maj_err_code;
+	o->min_err_code = info.min_err_code;
+	o->error = info.error;
+	o->op_code = info.op_code;
+	o->head_after = ccq.cq_uk.cq_ring.head;
+	o->polarity_after = ccq.cq_uk.polarity;
+	o->shadow0 = shadow[0];
+	return ret;
+}

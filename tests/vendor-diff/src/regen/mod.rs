@@ -25,6 +25,7 @@ use std::path::Path;
 use serde_json::Value;
 
 mod aeqe;
+mod ccq;
 mod cqp;
 mod datapath;
 mod dpcq;
