@@ -126,6 +126,20 @@ u32 vd_cqp_head(struct vd_cqp *c)
 	return c->cqp.sq_ring.head;
 }
 
+/* What a builder does with post_sq = true after its WQE (ctrl.c
+ * irdma_sc_cqp_post_sq): the CQPDB doorbell write of the new head, into
+ * the recording BAR (src/regen/cqp.rs reg_writes). */
+void vd_cqp_post_sq(struct vd_cqp *c)
+{
+	irdma_sc_cqp_post_sq(&c->cqp);
+}
+
+/* The fake BAR base register pointers are made from. */
+u64 vd_cqp_bar(struct vd_cqp *c)
+{
+	return (u64)(uintptr_t)c->hw.hw_addr;
+}
+
 /* Copies out slot idx and retires every WQE written so far. */
 void vd_cqp_take(struct vd_cqp *c, u32 idx, u64 *out)
 {
@@ -346,7 +360,9 @@ struct vd_qpc {
 
 /* Fills the 256-byte context at out (zeroed first: the vendor writes only
  * the words it has fields in). */
-void vd_qp_setctx_roce(struct vd_cqp *c, const struct vd_qpc *k, u64 *out)
+/* The context written over `out` pre-filled with `fill`: two runs with
+ * complementary fills tell which bytes the vendor wrote (src/regen/qpc.rs). */
+void vd_qp_setctx_roce_fill(struct vd_cqp *c, const struct vd_qpc *k, u64 *out, u8 fill)
 {
 	struct irdma_qp_host_ctx_info info;
 	struct irdma_roce_offload_info roce;
@@ -356,7 +372,7 @@ void vd_qp_setctx_roce(struct vd_cqp *c, const struct vd_qpc *k, u64 *out)
 	memset(&info, 0, sizeof(info));
 	memset(&roce, 0, sizeof(roce));
 	memset(&udp, 0, sizeof(udp));
-	memset(out, 0, IRDMA_QP_CTX_SIZE);
+	memset(out, fill, IRDMA_QP_CTX_SIZE);
 	qp->dev = &c->dev;
 	qp->qp_uk.rq_wqe_size = k->rq_wqe_size;
 	qp->push_idx = k->push_idx;
@@ -425,6 +441,11 @@ void vd_qp_setctx_roce(struct vd_cqp *c, const struct vd_qpc *k, u64 *out)
 	udp.rexmit_thresh = k->rexmit_thresh;
 	udp.rnr_nak_thresh = k->rnr_nak_thresh;
 	irdma_sc_qp_setctx_roce(qp, (__le64 *)out, &info);
+}
+
+void vd_qp_setctx_roce(struct vd_cqp *c, const struct vd_qpc *k, u64 *out)
+{
+	vd_qp_setctx_roce_fill(c, k, out, 0);
 }
 
 /* ---- CEQ / AEQ (ctrl.c: irdma_sc_ceq_init + irdma_sc_ceq_create /
@@ -559,4 +580,101 @@ int vd_misc_cmd(struct vd_cqp *c, const struct vd_misc_cmd *k, u32 op)
 		i.weight = k->weight;
 		return irdma_sc_manage_ws_node(&c->cqp, &i, (enum irdma_ws_node_op)op, 0);
 	}
+}
+
+/* ---- AEQ element decode (ctrl.c: irdma_sc_get_next_aeqe) on an AEQ of
+ * `size` 16-byte elements at `ring` (owned by the harness), its tail and
+ * polarity set; the info struct zeroed first (src/regen/aeqe.rs) ---------- */
+
+struct vd_aeqe_out {
+	u64 compl_ctx;
+	u32 qp_cq_id, tail_after;
+	u16 ae_id, wqe_idx;
+	u8 tcp_state, iwarp_state, qp, cq, sq, rq, in_rdrsp_wr, out_rdrsp;
+	u8 aeqe_overflow, q2_data_written, ae_src, polarity_after;
+};
+
+int vd_get_next_aeqe(u64 *ring, u32 size, u32 tail, u8 pol, struct vd_aeqe_out *o)
+{
+	struct irdma_sc_aeq aeq;
+	struct irdma_aeqe_info info;
+	int ret;
+
+	memset(&aeq, 0, sizeof(aeq));
+	memset(&info, 0, sizeof(info));
+	aeq.aeqe_base = (struct irdma_sc_aeqe *)ring;
+	aeq.elem_cnt = size;
+	IRDMA_RING_INIT(aeq.aeq_ring, size);
+	aeq.aeq_ring.tail = tail % size;
+	aeq.polarity = pol;
+	ret = irdma_sc_get_next_aeqe(&aeq, &info);
+	o->compl_ctx = info.compl_ctx;
+	o->qp_cq_id = info.qp_cq_id;
+	o->ae_id = info.ae_id;
+	o->wqe_idx = info.wqe_idx;
+	o->tcp_state = info.tcp_state;
+	o->iwarp_state = info.iwarp_state;
+	o->qp = info.qp;
+	o->cq = info.cq;
+	o->sq = info.sq;
+	o->rq = info.rq;
+	o->in_rdrsp_wr = info.in_rdrsp_wr;
+	o->out_rdrsp = info.out_rdrsp;
+	o->aeqe_overflow = info.aeqe_overflow;
+	o->q2_data_written = info.q2_data_written;
+	o->ae_src = info.ae_src;
+	o->tail_after = aeq.aeq_ring.tail;
+	o->polarity_after = aeq.polarity;
+	return ret;
+}
+
+/* ---- CCQ CQE decode (ctrl.c: irdma_sc_ccq_get_cqe_info) on a CCQ of
+ * `size` CQEs at `ring` (owned by the harness), head and polarity set; the
+ * CQE's qword 1 must be vd_cqp_obj(c) and its WQE index below the CQP's SQ
+ * size (the vendor dereferences both); slot `idx` of the CQP SQ gets
+ * `word24` and its scratch `scratch` first (src/regen/ccq.rs) ----------- */
+
+struct vd_ccq_out {
+	u64 scratch, cqp, shadow0;
+	u32 op_ret_val, head_after;
+	u16 maj_err_code, min_err_code;
+	u8 error, op_code, polarity_after, pad;
+};
+
+u64 vd_cqp_obj(struct vd_cqp *c)
+{
+	return (u64)(uintptr_t)&c->cqp;
+}
+
+int vd_ccq_get_cqe_info(struct vd_cqp *c, u64 *ring, u32 size, u32 head, u8 pol,
+			u32 idx, u64 word24, u64 scratch, struct vd_ccq_out *o)
+{
+	struct irdma_sc_cq ccq;
+	struct irdma_ccq_cqe_info info;
+	__le64 shadow[8];
+	int ret;
+
+	memset(&ccq, 0, sizeof(ccq));
+	memset(&info, 0, sizeof(info));
+	memset(shadow, 0, sizeof(shadow));
+	c->ring[idx % c->cqp.sq_size].elem[3] = word24;
+	c->scratch[idx % c->cqp.sq_size] = scratch;
+	ccq.cq_uk.cq_base = (struct irdma_cqe *)ring;
+	IRDMA_RING_INIT(ccq.cq_uk.cq_ring, size);
+	ccq.cq_uk.cq_ring.head = head % size;
+	ccq.cq_uk.cq_ring.tail = head % size;
+	ccq.cq_uk.polarity = pol;
+	ccq.cq_uk.shadow_area = shadow;
+	ret = irdma_sc_ccq_get_cqe_info(&ccq, &info);
+	o->scratch = info.scratch;
+	o->cqp = (u64)(uintptr_t)info.cqp;
+	o->op_ret_val = info.op_ret_val;
+	o->maj_err_code = info.maj_err_code;
+	o->min_err_code = info.min_err_code;
+	o->error = info.error;
+	o->op_code = info.op_code;
+	o->head_after = ccq.cq_uk.cq_ring.head;
+	o->polarity_after = ccq.cq_uk.polarity;
+	o->shadow0 = shadow[0];
+	return ret;
 }

@@ -16,8 +16,10 @@
 /* ---- the recording BAR ------------------------------------------------ */
 
 #define VD_LOG_MAX 64
-static struct { u64 addr; u32 val; } vd_log[VD_LOG_MAX];
-static u32 vd_log_len;
+/* Per thread: the harness's unit tests drive vendor QPs from parallel test
+ * threads, and one thread's doorbell must not land in another's log. */
+static _Thread_local struct { u64 addr; u32 val; } vd_log[VD_LOG_MAX];
+static _Thread_local u32 vd_log_len;
 
 void vd_bar_write(volatile void *addr, u32 val)
 {
@@ -173,6 +175,34 @@ void vd_qp_consume_all(struct vd_qp *q)
 {
 	q->qp.sq_ring.tail = q->qp.sq_ring.head;
 	q->qp.rq_ring.tail = q->qp.rq_ring.head;
+}
+
+/* irdma_uk_qp_post_wr: the doorbell after posts made with post_sq false. */
+void vd_qp_post_wr(struct vd_qp *q)
+{
+	irdma_uk_qp_post_wr(&q->qp);
+}
+
+/* irdma_get_wqe_shift with the GEN_2 attributes. */
+void vd_get_wqe_shift(u32 sge, u32 inline_data, u8 *shift)
+{
+	struct irdma_uk_attrs a;
+
+	vd_gen2_attrs(&a);
+	irdma_get_wqe_shift(&a, sge, inline_data, shift);
+}
+
+/* The push-mode flags (user.h struct irdma_qp_uk push_mode, push_dropped):
+ * set between events by a script, read back after a poll. */
+void vd_qp_set_push(struct vd_qp *q, u8 mode, u8 dropped)
+{
+	q->qp.push_mode = mode != 0;
+	q->qp.push_dropped = dropped != 0;
+}
+
+u8 vd_qp_push(struct vd_qp *q)
+{
+	return (u8)(q->qp.push_mode ? 1 : 0) | (u8)(q->qp.push_dropped ? 2 : 0);
 }
 
 void vd_qp_trk(struct vd_qp *q, u32 idx, u64 *wrid, u32 *wr_len, u16 *quanta)
@@ -390,12 +420,22 @@ struct vd_poll {
 	u8 pad[6];
 };
 
+int vd_cq_poll_fill(struct vd_cq *c, struct vd_poll *o, u8 fill);
+
 int vd_cq_poll(struct vd_cq *c, struct vd_poll *o)
+{
+	return vd_cq_poll_fill(c, o, 0);
+}
+
+/* The poll with every byte of the info struct set to `fill` first: two
+ * runs with complementary fills tell which fields the poll wrote
+ * (src/regen/dpcq.rs). */
+int vd_cq_poll_fill(struct vd_cq *c, struct vd_poll *o, u8 fill)
 {
 	struct irdma_cq_poll_info info;
 	int ret;
 
-	memset(&info, 0, sizeof(info));
+	memset(&info, fill, sizeof(info));
 	ret = irdma_uk_cq_poll_cmpl(&c->cq, &info);
 	memset(o, 0, sizeof(*o));
 	o->wr_id = info.wr_id;

@@ -1044,6 +1044,8 @@ impl Drop for VendorCqp {
 
 /// Deviations this module classifies (listed in deviations.toml).
 pub const KNOWN: &[&str] = &[
+    // counted by the re-deriver (regen/aeqe.rs); the CQP differential has no AEQ
+    "aeqe_decode_follows_published_source",
     "cqp_field_truncated_by_vendor",
     "cqp_value_written_unmasked",
     "cqp_id_checked_only_on_create",

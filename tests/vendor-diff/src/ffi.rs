@@ -95,6 +95,10 @@ unsafe extern "C" {
     pub fn vd_qp_initial_head(q: *mut VdQp) -> u32;
     pub fn vd_qp_state(q: *mut VdQp, s: *mut VdQpState);
     pub fn vd_qp_consume_all(q: *mut VdQp);
+    pub fn vd_qp_post_wr(q: *mut VdQp);
+    pub fn vd_get_wqe_shift(sge: u32, inline_data: u32, shift: *mut u8);
+    pub fn vd_qp_set_push(q: *mut VdQp, mode: u8, dropped: u8);
+    pub fn vd_qp_push(q: *mut VdQp) -> u8;
     pub fn vd_qp_trk(q: *mut VdQp, idx: u32, wrid: *mut u64, wr_len: *mut u32, quanta: *mut u16);
     pub fn vd_qp_rq_wrid(q: *mut VdQp, idx: u32) -> u64;
     pub fn vd_sq_post(q: *mut VdQp, p: *const VdSqPost, wqe_idx: *mut u32) -> c_int;
@@ -155,4 +159,5 @@ unsafe extern "C" {
     pub fn vd_cq_set_position(c: *mut VdCq, head: u32, pol: u8);
     pub fn vd_status_unknown() -> c_int;
     pub fn vd_cq_poll(c: *mut VdCq, o: *mut VdPoll) -> c_int;
+    pub fn vd_cq_poll_fill(c: *mut VdCq, o: *mut VdPoll, fill: u8) -> c_int;
 }

@@ -8,10 +8,10 @@
 //! twice, on rings filled with complementary patterns (as `run.rs` does).
 //! The driver is not run here.
 //!
-//! Not written (yet): `cq_cases[]` (the CQ scripts of `cq.rs` use
-//! driver-side targets that the published event schema cannot name),
-//! `sq_misc_cases[]` and `helpers` (the helper tables are compared by
-//! `run::helpers` on every run).
+//! `cq_cases[]` come from `dpcq.rs` (the CQ scripts of `cq.rs`, replayed
+//! on the vendor's poll, each CQE's WQE index resolved when it is written).
+//!
+//! `sq_misc_cases[]` and `helpers` come from `dpmisc.rs`.
 
 use serde_json::{Map, Value, json};
 
@@ -381,7 +381,7 @@ pub(crate) fn vendor_rq_case(
     Ok((state_json(&vs, ih), Value::Object(out)))
 }
 
-fn config_json(name: &str, c: &Cfg, initial_head: u32) -> Value {
+pub(crate) fn config_json(name: &str, c: &Cfg, initial_head: u32) -> Value {
     json!({
         "name": name,
         "note": format!(
@@ -460,7 +460,13 @@ pub fn generate(seed: u64, cases: u64) -> Result<Written, String> {
             }));
         }
     }
-    let count = sq.len() + rq.len();
+    let super::dpcq::Generated { configs: cq_configs, cases: cq, left_out: cq_left_out } =
+        super::dpcq::generate(seed, cases)?;
+    configs.extend(cq_configs);
+    let (misc_configs, misc) = super::dpmisc::generate_misc(seed, cases)?;
+    configs.extend(misc_configs);
+    let helpers = super::dpmisc::helpers()?;
+    let count = sq.len() + rq.len() + cq.len() + misc.len();
     let doc = json!({
         "schema_version": 1,
         "meta": {
@@ -473,19 +479,23 @@ pub fn generate(seed: u64, cases: u64) -> Result<Written, String> {
                          "max_hw_read_sges": case::MAX_FRAGS, "max_hw_inline": case::MAX_INLINE,
                          "max_hw_sq_chunk": 8, "min_hw_wq_size": 8},
             "configs": configs,
+            "cq_scripts_left_out": cq_left_out,
         },
         "sq_cases": sq,
-        "sq_misc_cases": [],
+        "sq_misc_cases": misc,
         "rq_cases": rq,
-        "cq_cases": [],
-        "helpers": {},
+        "cq_cases": cq,
+        "helpers": helpers,
         "vector_count": count,
     });
-    Ok(Written { doc, count })
+    // the runner counts one case per helper table (vector_count does not,
+    // as in the published file)
+    let tables = doc["helpers"].as_object().map_or(0, |m| m.len());
+    Ok(Written { doc, count: count + tables })
 }
 
 /// A published `sq_cases[].input` as the harness's post, or why not.
-fn sq_post_of(i: &Value) -> Result<SqPostIn, &'static str> {
+pub(crate) fn sq_post_of(i: &Value) -> Result<SqPostIn, &'static str> {
     let g = |k: &str| i.get(k).and_then(super::num).unwrap_or(0);
     let api = match i.get("api").and_then(Value::as_str).unwrap_or("") {
         "irdma_uk_rdma_write" => api::RDMA_WRITE,
@@ -645,15 +655,10 @@ pub fn rederive(v: &Value) -> Rederived {
             Err(e) => r.differ.push(format!("{name}: vendor run failed: {e}")),
         }
     }
-    for _ in v["cq_cases"].as_array().into_iter().flatten() {
-        r.skip(
-            "cq_cases: CQ event scripts are not replayed on the vendor code by the regenerator yet",
-        );
-    }
-    for _ in v["sq_misc_cases"].as_array().into_iter().flatten() {
-        r.skip(
-            "sq_misc_cases: batched/ring-full sequences are not replayed by the regenerator yet",
-        );
+    super::dpcq::rederive(v, &mut r);
+    super::dpmisc::rederive_misc(v, &mut r);
+    if let Some(h) = v.get("helpers") {
+        super::dpmisc::rederive_helpers(h, &mut r);
     }
     r
 }

@@ -24,9 +24,14 @@ use std::path::Path;
 
 use serde_json::Value;
 
+mod aeqe;
+mod ccq;
 mod cqp;
 mod datapath;
+mod dpcq;
+mod dpmisc;
 mod lan;
+mod qpc;
 
 /// One written file.
 pub struct Written {
