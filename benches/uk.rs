@@ -10,12 +10,12 @@ mod common;
 use std::hint::black_box;
 
 use common::{
-    Device, Mem, NopBar, QP_ID, Retire, SGE, WC0, mp_post_write_op, mp_trk, poll_cqe_base_op,
+    Device, Mem, NopBar, QP_ID, Retire, SGE, mp_post_write_op, mp_trk, poll_cqe_base_op,
     poll_cqe_op, poll_empty_op, post_complete_write_op, post_write_op, split_poll_cqe_op,
     split_post_write_op, view, write_post, write_wr,
 };
 use irdma::uk::{MpSq, MpTrk, Publish, QpKind, QueueMem};
-use irdma::wr::SendWr;
+use irdma::wr::{SendWr, WorkCompletion};
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
@@ -28,7 +28,7 @@ fn main() {
     match case {
         "post_write" | "post_write_batch32" | "poll_cqe" | "poll_cqe_base" | "poll_empty" => {
             let (mut qp, mut cq) = mem.qp_cq();
-            let mut wc = [WC0; 1];
+            let mut wc = [WorkCompletion::default(); 1];
             let mut dev = Device::new();
             let one = write_post(&wr);
             match case {
@@ -135,7 +135,7 @@ fn main() {
 fn uk_poll_alone_cases(mem: &mut Mem, case: &str, n: u64) {
     let wr = write_wr(&SGE);
     let one = write_post(&wr);
-    let mut wc = [WC0; 1];
+    let mut wc = [WorkCompletion::default(); 1];
     let mut dev = Device::new();
     if case == "counted_poll_one" {
         let (mut qp, mut cq) = mem.qp_cq();
@@ -195,7 +195,7 @@ fn split_cases(mem: &mut Mem, bar: &NopBar, case: &str, n: u64) {
     let wr = write_wr(&SGE);
     let batch = [wr; 32];
     let (mut prod, mut cons, link, mut cq) = mem.split();
-    let mut wc = [WC0; 1];
+    let mut wc = [WorkCompletion::default(); 1];
     let mut dev = Device::new();
     let one = write_post(&wr);
     match case {

@@ -82,7 +82,7 @@ fn a_cq_refuses_a_shared_qp_of_another_device() {
         qa.post_send(&[wr]).unwrap();
 
         let foreign = VerbsError::Invalid { what: irdma::Phrase::new(&"QP of another device") };
-        let mut wc = [EMPTY_WC; 4];
+        let mut wc = [empty_wc(); 4];
         assert_eq!(ca.poll_shared([&qb], &mut wc), Err(foreign));
         assert_eq!(ca.poll_shared([&qa, &qb], &mut wc), Err(foreign), "one foreign QP is enough");
         // A QP of this device on another CQ: no CQE of this CQ names it,

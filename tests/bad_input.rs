@@ -65,6 +65,6 @@ fn gaps_of_the_bad_input_table_are_refused() {
         }
         other => panic!("{other:?}"),
     }
-    let mut wc = [EMPTY_WC; 4];
+    let mut wc = [empty_wc(); 4];
     assert_eq!(cq.poll(&mut wc), 0, "nothing was posted to the SQ");
 }

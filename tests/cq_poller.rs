@@ -106,7 +106,7 @@ fn destroyed_qp_dropped_unregistered_qp_kept() {
     {
         let mut p: TPoller<'_, '_, '_, 2> = cq.poller();
         p.register(&q2).expect("register");
-        let mut wc = [EMPTY_WC; 4];
+        let mut wc = [empty_wc(); 4];
         assert_eq!(p.poll(&mut wc), 0);
         assert_eq!(p.unlisted_qp(), Some(plain.qp_num()));
         assert_eq!(p.poll(&mut wc), 0, "kept, not consumed");
@@ -182,7 +182,7 @@ fn errored_qp_flushed_exactly_once() {
     // 21 and 25 are unsignaled (the batch's rule).
     assert_eq!(of(q2.qp_num()), [20, 22, 23, 24].map(|i| (i, WcStatus::Success)));
     assert_eq!(q1.send_queue_stats().used, 0);
-    let mut wc = [EMPTY_WC; 4];
+    let mut wc = [empty_wc(); 4];
     assert_eq!(p.poll(&mut wc), 0);
 }
 
@@ -238,7 +238,7 @@ fn post_on_threads_while_polling() {
         }
         let want = THREADS * N as usize;
         while got.len() < want && std::time::Instant::now() < deadline {
-            let mut wc = [EMPTY_WC; 8];
+            let mut wc = [empty_wc(); 8];
             let k = poller.poll(&mut wc);
             got.extend_from_slice(&wc[..k]);
             if k == 0 {

@@ -65,7 +65,7 @@ fn many_plain_qps_on_one_cq_polled_without_listing_them() {
                 assert_eq!(m.get(&(b.qp_num(), 500 + k, "Send".into())), Some(&1));
             }
         }
-        assert_eq!(rcq.poll(&mut [EMPTY_WC; 4]), 0);
+        assert_eq!(rcq.poll(&mut [empty_wc(); 4]), 0);
         drop((qa, qb, f));
     });
 }
@@ -93,7 +93,7 @@ fn destroyed_qp_with_cqes_in_the_cq() {
         q2.post_send(&[wr(11)]).expect("post");
         q1.post_send(&[wr(4)]).expect("post");
         // One of q1's completions is taken; three more stay in the ring.
-        let mut wc = [EMPTY_WC; 1];
+        let mut wc = [empty_wc(); 1];
         assert_eq!(cq.poll(&mut wc), 1);
         assert_eq!((wc[0].qp_num, wc[0].wr_id), (q1.qp_num(), 1));
         let n1 = q1.qp_num();
@@ -173,7 +173,7 @@ fn flush_exactly_once_while_another_thread_posts() {
             let mut quiet = 0;
             // 3 + 4 receives + LATE, polled while the poster runs.
             while out.len() < (7 + LATE) as usize && quiet < 100_000 {
-                let mut wc = [EMPTY_WC; 3];
+                let mut wc = [empty_wc(); 3];
                 let k = cq.poll(&mut wc);
                 quiet = if k == 0 { quiet + 1 } else { 0 };
                 out.extend_from_slice(&wc[..k]);
@@ -202,7 +202,7 @@ fn flush_exactly_once_while_another_thread_posts() {
         for k in 900..904 {
             assert_eq!(m.get(&(q.qp_num(), k, "Recv".into())), Some(&1), "{k}");
         }
-        let mut wc = [EMPTY_WC; 4];
+        let mut wc = [empty_wc(); 4];
         assert_eq!(cq.poll(&mut wc), 0, "nothing twice");
         drop((q, b, src, inbox, dst));
     });
@@ -261,7 +261,7 @@ fn post_on_one_thread_poll_on_another() {
             let mut out = Vec::new();
             let mut quiet = 0u64;
             while out.len() < want && quiet < 20_000_000 {
-                let mut wc = [EMPTY_WC; 4];
+                let mut wc = [empty_wc(); 4];
                 let k = cq.poll(&mut wc);
                 quiet = if k == 0 { quiet + 1 } else { 0 };
                 out.extend_from_slice(&wc[..k]);

@@ -153,7 +153,7 @@ impl<'d> Node<'d> {
     /// Polls until every expected completion arrived (SQ and RQ ones share
     /// the CQ), checking each against its queue's front.
     fn collect(&mut self, deferred: bool) {
-        let mut wc = [EMPTY_WC; 64];
+        let mut wc = [empty_wc(); 64];
         let since = std::time::Instant::now();
         let qpn = self.side.qp.qp_num();
         while !self.expect_sq.is_empty() || !self.expect_rq.is_empty() {
@@ -193,7 +193,7 @@ impl<'d> Node<'d> {
                 }
             }
         }
-        let mut extra = [EMPTY_WC; 4];
+        let mut extra = [empty_wc(); 4];
         let n = self.side.cq.poll(&mut extra);
         assert_eq!(n, 0, "nothing twice: {:?}", &extra[..n]);
         // Every batch ends signaled: all WRs are retired now.

@@ -906,7 +906,7 @@ fn retire<'d>(node: &mut Node<'d>, peer: &mut Node<'d>, i: usize, ok: bool, stat
 }
 
 fn poll_once<'d>(node: &mut Node<'d>, peer: &mut Node<'d>, stats: &mut Stats) -> usize {
-    let mut wc = [EMPTY_WC; 32];
+    let mut wc = [empty_wc(); 32];
     let n = node.side.cq.poll(&mut wc);
     // A poll that finds the CQ dead (the AE is serviced inside it) flushes
     // its QP at once.

@@ -16,11 +16,6 @@ mod e2e_common;
 use e2e_common::*;
 use irdma::aeq::AsyncEventKind;
 
-/// AE codes (spec control-path §8.2 table; user.h: IRDMA_AE_*).
-const AMP_BOUNDS_VIOLATION: u16 = 0x0108;
-const AMP_RIGHTS_VIOLATION: u16 = 0x0109;
-const IB_REMOTE_ACCESS_ERROR: u16 = 0x020D;
-
 const WRITE_ONLY: Access = Access(Access::LOCAL_WRITE.0 | Access::REMOTE_WRITE.0);
 const READ_ONLY: Access = Access(Access::LOCAL_WRITE.0 | Access::REMOTE_READ.0);
 

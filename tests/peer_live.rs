@@ -229,7 +229,7 @@ impl<'d> Live<'d> {
                 self.events
             );
             self.step();
-            let mut wc = [EMPTY_WC; 8];
+            let mut wc = [empty_wc(); 8];
             let k = s.cq.poll(&mut wc);
             self.pending.extend_from_slice(&wc[..k]);
         }
@@ -744,7 +744,7 @@ fn peer_ucmatose_driver_client() {
         while got.len() < n {
             assert!(Instant::now() < until, "{} of {n} {op:?}: {got:?}", got.len());
             live.step();
-            let mut wc = [EMPTY_WC; 8];
+            let mut wc = [empty_wc(); 8];
             let k = s.cq.poll(&mut wc[..(n - got.len()).min(8)]);
             got.extend_from_slice(&wc[..k]);
         }
@@ -924,7 +924,7 @@ fn vanish(reconnect: bool) {
         let mut last = Instant::now();
         loop {
             live.step();
-            let mut wc = [EMPTY_WC; 8];
+            let mut wc = [empty_wc(); 8];
             let k = s.cq.poll(&mut wc);
             for w in &wc[..k] {
                 p.complete(w);
@@ -997,14 +997,14 @@ fn vanish(reconnect: bool) {
     let until = Instant::now() + Duration::from_secs(30);
     while !p.open.is_empty() && Instant::now() < until {
         live.step();
-        let mut wc = [EMPTY_WC; 8];
+        let mut wc = [empty_wc(); 8];
         let k = s.cq.poll(&mut wc);
         wc[..k].iter().for_each(|w| p.complete(w));
     }
     assert!(p.open.is_empty(), "WRs never completed: {:?}", p.open);
     let until = Instant::now() + Duration::from_millis(500);
     while Instant::now() < until {
-        let mut wc = [EMPTY_WC; 8];
+        let mut wc = [empty_wc(); 8];
         let k = s.cq.poll(&mut wc);
         wc[..k].iter().for_each(|w| p.complete(w));
     }
@@ -1136,7 +1136,7 @@ fn rping_again(live: &mut Live<'_>, dev: &Dev, listen: irdma::cm::ListenId) {
     let until = Instant::now() + Duration::from_secs(30);
     while (!p.open.is_empty() || live.cm.active_connections() > 0) && Instant::now() < until {
         live.step();
-        let mut w = [EMPTY_WC; 8];
+        let mut w = [empty_wc(); 8];
         let k = s.cq.poll(&mut w);
         w[..k].iter().for_each(|w| p.complete(w));
     }
@@ -1216,7 +1216,7 @@ fn peer_udaddy_driver_server() {
         while got.len() < n {
             assert!(Instant::now() < until, "{} of {n} completions: {got:?}", got.len());
             live.step();
-            let mut wc = [EMPTY_WC; 8];
+            let mut wc = [empty_wc(); 8];
             let k = cq.poll(&mut wc);
             got.extend_from_slice(&wc[..k]);
         }
@@ -1369,7 +1369,7 @@ fn peer_udaddy_driver_client() {
     while got.len() < 2 * MSGS as usize {
         assert!(Instant::now() < until, "{} of {} completions: {got:?}", got.len(), 2 * MSGS);
         live.step();
-        let mut wc = [EMPTY_WC; 8];
+        let mut wc = [empty_wc(); 8];
         let k = cq.poll(&mut wc);
         got.extend_from_slice(&wc[..k]);
     }
@@ -1516,7 +1516,7 @@ fn pt_wc(
             live.events
         );
         live.step();
-        let mut wc = [EMPTY_WC; 16];
+        let mut wc = [empty_wc(); 16];
         let k = s.cq.poll(&mut wc);
         pend.extend_from_slice(&wc[..k]);
     }
@@ -2086,7 +2086,7 @@ fn peer_rping_badframes() {
         let deadline = Instant::now() + Duration::from_secs(60);
         loop {
             live.step();
-            let mut wc = [EMPTY_WC; 8];
+            let mut wc = [empty_wc(); 8];
             let k = s.cq.poll(&mut wc);
             for w in &wc[..k] {
                 p.complete(w);
@@ -2153,14 +2153,14 @@ fn peer_rping_badframes() {
     let until = Instant::now() + Duration::from_secs(10);
     while !p.open.is_empty() && Instant::now() < until {
         live.step();
-        let mut wc = [EMPTY_WC; 8];
+        let mut wc = [empty_wc(); 8];
         let k = s.cq.poll(&mut wc);
         wc[..k].iter().for_each(|w| p.complete(w));
     }
     let until = Instant::now() + Duration::from_secs(2);
     while Instant::now() < until {
         live.step();
-        let mut wc = [EMPTY_WC; 8];
+        let mut wc = [empty_wc(); 8];
         let k = s.cq.poll(&mut wc);
         wc[..k].iter().for_each(|w| p.complete(w));
     }

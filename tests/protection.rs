@@ -45,7 +45,7 @@ fn attempt(a: &mut Side<'_>, b: &mut Side<'_>, wr: SendWr<'_>, data: &[u64]) -> 
     let wc = a.poll(1);
     assert_eq!(wc.len(), 1, "one completion in a CQ-only loop: {wc:?}");
     a.nothing();
-    let mut resp_wc = [EMPTY_WC; 4];
+    let mut resp_wc = [empty_wc(); 4];
     let n = b.cq.poll(&mut resp_wc);
     assert_eq!(n, 0, "the responder completes nothing: {:?}", &resp_wc[..n]);
     let after = FakeHal::snapshot();
@@ -145,15 +145,6 @@ fn mr_on<'d>(dev: &'d Dev, pd: &TPd<'d>, b: &Buf, access: Access) -> TMr<'d> {
     // model only touches live `FakeHal` memory.
     unsafe { dev.reg_mr(pd, &d) }.expect("reg_mr")
 }
-
-/// AE codes (spec control-path §8.2 table; user.h: IRDMA_AE_*).
-const AMP_UNALLOCATED_STAG: u16 = 0x0102;
-const AMP_INVALID_STAG: u16 = 0x0103;
-const AMP_BAD_PD: u16 = 0x0105;
-const AMP_BAD_STAG_KEY: u16 = 0x0106;
-const AMP_BOUNDS_VIOLATION: u16 = 0x0108;
-const AMP_RIGHTS_VIOLATION: u16 = 0x0109;
-const IB_REMOTE_ACCESS_ERROR: u16 = 0x020D;
 
 /// The outcome every remote case must give: the requester's WR completes
 /// with REM_ACCESS_ERR, its device reports IB_REMOTE_ACCESS_ERROR as an

@@ -58,7 +58,7 @@ fn removal_case(by_control: bool) {
         for id in 20..23 {
             a.qp.post_recv(&[RecvWr { wr_id: id, sg_list: &rsge }]).expect("posted");
         }
-        let mut wc = [EMPTY_WC; 16];
+        let mut wc = [empty_wc(); 16];
         assert_eq!(a.cq.poll(&mut wc), 0, "nothing completes yet");
         assert!(!da.is_gone());
 
@@ -289,7 +289,7 @@ fn shared_qp_posts_after_removal_are_device_gone() {
         let sge = [Sge { addr: src.paddr(), length: 64, lkey: src_mr.lkey() }];
         let wr = |id| signaled(id, write_op(dst.addr(), dst.key()), &sge);
         qa.post_send(&[wr(1)]).expect("before the removal");
-        let mut wc = [EMPTY_WC; 8];
+        let mut wc = [empty_wc(); 8];
         let got = poll_until_with(|w| ca.poll_shared([&qa], w).unwrap(), 1, 50);
         assert_eq!((got.len(), got[0].status), (1, WcStatus::Success), "{got:?}");
 

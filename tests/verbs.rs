@@ -179,7 +179,7 @@ fn stale_rkey_after_rereg_is_rejected_and_the_qp_flushes() {
         assert!(wc.iter().all(|w| w.status != WcStatus::Success));
         let first = wc.iter().find(|w| w.wr_id == 2).unwrap();
         assert_eq!(first.status, WcStatus::RemAccessErr, "the failing WR carries the AE's code");
-        let mut more = [EMPTY_WC; 4];
+        let mut more = [empty_wc(); 4];
         assert_eq!(ca.poll(&mut more), 0, "nothing twice");
 
         // Posts after the error complete as flushed, once.
@@ -223,7 +223,7 @@ fn modify_to_error_flushes_every_outstanding_wr_exactly_once() {
             send(3, SendFlags::SIGNALED),
         ])
         .unwrap();
-        let mut wc = [EMPTY_WC; 16];
+        let mut wc = [empty_wc(); 16];
         assert_eq!(scq.poll(&mut wc), 0, "stalled");
         q1.modify(&QpAttr::new(QpState::Error)).unwrap();
         assert_eq!(q1.state(), QpState::Error);
@@ -535,7 +535,7 @@ fn rnr_retries_exhausted_is_a_fatal_qp_event() {
     assert_eq!(wc.iter().map(|w| w.wr_id).collect::<Vec<_>>(), vec![1, 2], "{wc:?}");
     assert_eq!(wc[0].status, WcStatus::RnrRetryExcErr, "the failing WR carries the AE's code");
     assert_eq!(wc[1].status, WcStatus::WrFlushErr);
-    let mut more = [EMPTY_WC; 4];
+    let mut more = [empty_wc(); 4];
     assert_eq!(cq.poll(&mut more), 0);
 }
 
@@ -575,7 +575,7 @@ fn resize_cq_delivers_pending_cqes_once_then_uses_the_new_ring() {
         cq.resize(64).unwrap();
         assert_eq!((cq.cqe(), cq.pending_resizes()), (64, 1));
         // Pending completions: from the old ring, in order, once.
-        let mut wc = [EMPTY_WC; 2];
+        let mut wc = [empty_wc(); 2];
         assert_eq!(cq.poll(&mut wc), 2);
         assert_eq!((wc[0].wr_id, wc[1].wr_id), (1, 2));
         assert_eq!(cq.poll(&mut wc), 1);
@@ -590,7 +590,7 @@ fn resize_cq_delivers_pending_cqes_once_then_uses_the_new_ring() {
         assert_eq!(ids, (10..30).collect::<Vec<u64>>());
         assert!(got.iter().all(|w| w.status == WcStatus::Success));
         assert_eq!(cq.pending_resizes(), 0, "the old ring is retired");
-        let mut wc = [EMPTY_WC; 4];
+        let mut wc = [empty_wc(); 4];
         assert_eq!(cq.poll(&mut wc), 0, "nothing delivered twice");
         // The model saw one resize, and the next arm reports one retired
         // ring in SW_CQ_SELECT (uk.c: irdma_uk_cq_set_resized_cnt).
@@ -638,7 +638,7 @@ fn destroyed_qp_cqes_are_dropped_and_other_qps_lose_nothing() {
         let ids: Vec<u64> = got.iter().map(|w| w.wr_id).collect();
         assert_eq!(ids, vec![200, 201, 202], "q2's completions, none of q1's");
         assert!(got.iter().all(|w| w.status == WcStatus::Success && w.qp_num == n2));
-        let mut wc = [EMPTY_WC; 4];
+        let mut wc = [empty_wc(); 4];
         assert_eq!(scq.poll(&mut wc), 0);
         assert_eq!(scq.unlisted_qp(), None);
     });
@@ -689,8 +689,7 @@ fn resize_cq_pending_rings_are_bounded() {
 fn dropping_a_cq_or_pd_under_a_live_qp_defers_until_the_qp_goes() {
     let _g = lock();
     let base = FakeHal::live_pages();
-    let bar = ModelBar::standalone(Config::default());
-    let dev = probe(&bar).unwrap();
+    let (bar, dev) = default_device();
     let usage = dev.resource_usage();
     let b = buf(1);
     let pd = dev.alloc_pd().unwrap();

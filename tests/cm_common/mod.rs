@@ -288,6 +288,42 @@ pub fn have(tool: &str, args: &[&str]) -> bool {
     std::process::Command::new(tool).args(args).output().is_ok_and(|o| o.status.success())
 }
 
+/// Whether `test`'s capture checks of `f` can run: tshark is there. Without
+/// it they are skipped with a message, unless `CM_WIRE_REQUIRED` is set (the
+/// `wire` leg), which makes a missing tshark a failure.
+pub fn tshark_or_skip(test: &str, f: &str) -> bool {
+    if have("tshark", &["--version"]) {
+        return true;
+    }
+    assert!(
+        std::env::var_os("CM_WIRE_REQUIRED").is_none(),
+        "tshark missing and CM_WIRE_REQUIRED set"
+    );
+    eprintln!("{test}: tshark not installed, tool checks skipped ({f} written)");
+    false
+}
+
+/// scapy's ICRC check of every frame of capture `f` (tests/wire/check_icrc.py):
+/// its report (`N frames, ICRC ok`) with `nframes` frames; `None` when scapy
+/// is missing and `CM_WIRE_REQUIRED` is not set (then the check is skipped
+/// with a message from `test`).
+pub fn scapy_icrc(test: &str, f: &str, nframes: usize) -> Option<String> {
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/wire/check_icrc.py");
+    if !have("python3", &["-c", "import scapy.contrib.roce"]) {
+        assert!(
+            std::env::var_os("CM_WIRE_REQUIRED").is_none(),
+            "scapy missing and CM_WIRE_REQUIRED set"
+        );
+        eprintln!("{test}: scapy not installed, ICRC check skipped");
+        return None;
+    }
+    let o = std::process::Command::new("python3").args([script, f]).output().unwrap();
+    let out = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(o.status.success(), "scapy ICRC check failed: {out}");
+    assert!(out.contains(&format!("{nframes} frames, ICRC ok")), "{out}");
+    Some(out)
+}
+
 /// A tshark value as a number when it is one (hex or decimal).
 pub fn num(v: &str) -> Option<u64> {
     match v.strip_prefix("0x") {

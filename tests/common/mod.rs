@@ -86,6 +86,14 @@ pub fn probe_as(bar: &ModelBar, a: Addr, profile: Profile) -> Dev {
     Device::probe_with(bar.clone(), lan_of(a), profile, opts()).expect("probe")
 }
 
+/// A model function of the default configuration and the device [`probe`]d
+/// on it.
+pub fn default_device() -> (ModelBar, Dev) {
+    let bar = ModelBar::standalone(Config::default());
+    let dev = probe(&bar).expect("probe");
+    (bar, dev)
+}
+
 /// One model function of `cfg` and the device probed on it as [`A`].
 pub fn one_device(cfg: Config, profile: Profile) -> (ModelBar, Dev) {
     let bar = ModelBar::standalone(cfg);
@@ -258,24 +266,18 @@ pub fn read(b: &Buf, off: usize, len: usize) -> Vec<u8> {
     v
 }
 
-pub const EMPTY_WC: WorkCompletion = WorkCompletion {
-    wr_id: 0,
-    status: WcStatus::GeneralErr,
-    opcode: WcOpcode::Send,
-    vendor_err: 0,
-    byte_len: 0,
-    qp_num: 0,
-    imm_data: None,
-    invalidated_rkey: None,
-    solicited: false,
-    ud: None,
-};
+/// A completion for a poll to write into: everything default but the status,
+/// an error, so that an entry the poll did not write can never read as a
+/// success.
+pub fn empty_wc() -> WorkCompletion {
+    WorkCompletion { status: WcStatus::GeneralErr, ..WorkCompletion::default() }
+}
 
 /// Polls until `n` completions arrived (bounded).
 pub fn poll_n<'d>(cq: &mut TCq<'d>, n: usize) -> Vec<WorkCompletion> {
     let mut out = Vec::new();
     for _ in 0..1000 {
-        let mut wc = [EMPTY_WC; 16];
+        let mut wc = [empty_wc(); 16];
         let k = cq.poll(&mut wc);
         out.extend_from_slice(&wc[..k]);
         if out.len() >= n {

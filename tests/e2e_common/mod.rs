@@ -6,6 +6,18 @@
 pub use crate::common::*;
 use irdma::cm::{AcceptParams, Cm, CmEvent, MadTransport};
 
+/// AE codes (spec control-path §8.2 table; Linux irdma user.h: IRDMA_AE_*),
+/// the ones the protection, MR-access and id tests expect.
+pub const AMP_UNALLOCATED_STAG: u16 = 0x0102;
+pub const AMP_INVALID_STAG: u16 = 0x0103;
+pub const AMP_BAD_PD: u16 = 0x0105;
+pub const AMP_BAD_STAG_KEY: u16 = 0x0106;
+pub const AMP_BOUNDS_VIOLATION: u16 = 0x0108;
+pub const AMP_RIGHTS_VIOLATION: u16 = 0x0109;
+pub const CQ_OPERATION_ERROR: u16 = 0x0203;
+pub const IB_REMOTE_ACCESS_ERROR: u16 = 0x020D;
+pub const LCE_QP_CATASTROPHIC: u16 = 0x0700;
+
 /// Access every region of these tests grants.
 pub const ALL: Access =
     Access(Access::LOCAL_WRITE.0 | Access::REMOTE_WRITE.0 | Access::REMOTE_READ.0);
@@ -61,7 +73,7 @@ impl<'d> Side<'d> {
         let mut out = Vec::new();
         let mut idle = 0;
         while out.len() < n && idle < 3 {
-            let mut wc = [EMPTY_WC; 32];
+            let mut wc = [empty_wc(); 32];
             let k = self.cq.poll(&mut wc);
             if k == 0 {
                 idle += 1;
@@ -81,7 +93,7 @@ impl<'d> Side<'d> {
 
     /// Asserts the CQ holds nothing more.
     pub fn nothing(&mut self) {
-        let mut wc = [EMPTY_WC; 4];
+        let mut wc = [empty_wc(); 4];
         let k = self.cq.poll(&mut wc);
         assert_eq!(k, 0, "unexpected completions: {:?}", &wc[..k]);
     }
@@ -497,7 +509,7 @@ pub fn poll_until_with(
     let mut out = Vec::new();
     let mut quiet = 0;
     while out.len() < n && quiet < idle {
-        let mut wc = [EMPTY_WC; 5];
+        let mut wc = [empty_wc(); 5];
         let k = poll(&mut wc);
         quiet = if k == 0 { quiet + 1 } else { 0 };
         out.extend_from_slice(&wc[..k]);
@@ -608,7 +620,7 @@ pub fn check_fan_in(
             assert_eq!(m.get(&(qpn, 1000 + k, "Recv".into())), Some(&1));
         }
     }
-    let mut wc = [EMPTY_WC; 4];
+    let mut wc = [empty_wc(); 4];
     assert_eq!(poll(&mut wc), 0, "exactly once: nothing more");
 }
 
