@@ -139,14 +139,7 @@ fn objects_of_another_device_are_refused_at_create() {
         invalid(da.alloc_mr(&pb, 4).err().unwrap(), "PD of another device");
         let mem = buf(1);
         let pages = pages_of(&mem);
-        let desc = MrDesc {
-            iova: mem.paddr(),
-            length: 4096,
-            page_size: PageSize::Size4K,
-            pages: &pages,
-            zero_based: false,
-            access: Access::LOCAL_WRITE,
-        };
+        let desc = va_desc(mem.paddr(), 4096, &pages, Access::LOCAL_WRITE);
         // SAFETY: `mem` outlives the call, and nothing is registered (refused).
         invalid(unsafe { da.reg_mr(&pb, &desc) }.err().unwrap(), "PD of another device");
         let mut wa = WqInitAttr { wq_type: WqType::Rq, max_wr: 4, max_sge: 1, cq: &cb };

@@ -31,10 +31,7 @@ fn many_plain_qps_on_one_cq_polled_without_listing_them() {
     const SENDS: u64 = 3;
     leak_checked(|| {
         let (_ba, _bb, da, db) = two_devices(Profile::SMALL);
-        let pa = da.alloc_pd().expect("pd");
-        let pb = db.alloc_pd().expect("pd");
-        let mut cq = da.create_cq(256).expect("cq");
-        let mut scq = db.create_cq(64).expect("send cq b");
+        let ((pa, mut cq), (pb, mut scq)) = pd_cq_pairs(&da, 256, &db, 64);
         let mut rcq = db.create_cq(64).expect("recv cq b");
         let mut qa: Vec<TQp<'_>> = (0..QPS).map(|_| create_qp(&da, &pa, &cq, 16)).collect();
         let mut qb: Vec<TQp<'_>> = (0..QPS)
@@ -78,10 +75,7 @@ fn many_plain_qps_on_one_cq_polled_without_listing_them() {
 fn destroyed_qp_with_cqes_in_the_cq() {
     leak_checked(|| {
         let (_ba, _bb, da, db) = two_devices(Profile::SMALL);
-        let pa = da.alloc_pd().expect("pd");
-        let pb = db.alloc_pd().expect("pd");
-        let mut cq = da.create_cq(64).expect("cq");
-        let cb = db.create_cq(64).expect("cq b");
+        let ((pa, mut cq), (pb, cb)) = pd_cq_pairs(&da, 64, &db, 64);
         let (ends_a, ends_b) = ((&da, &pa, &cq), (&db, &pb, &cb));
         let (mut q1, b1) = rc_peer(ends_a, ends_b);
         let (mut q2, b2) = rc_peer(ends_a, ends_b);
@@ -134,10 +128,7 @@ fn flush_exactly_once_while_another_thread_posts() {
     const LATE: u64 = 40;
     leak_checked(|| {
         let (_ba, _bb, da, db) = two_devices(Profile::SMALL);
-        let pa = da.alloc_pd().expect("pd");
-        let pb = db.alloc_pd().expect("pd");
-        let mut cq = da.create_cq(128).expect("cq");
-        let cb = db.create_cq(64).expect("cq b");
+        let ((pa, mut cq), (pb, cb)) = pd_cq_pairs(&da, 128, &db, 64);
         let mut q = create_qp(&da, &pa, &cq, 32);
         let mut b = create_qp(&db, &pb, &cb, 32);
         connect_both(&mut q, A, &mut b, B);
@@ -219,10 +210,7 @@ fn post_on_one_thread_poll_on_another() {
     const ROUNDS: u64 = 600;
     leak_checked(|| {
         let (_ba, _bb, da, db) = two_devices(Profile::SMALL);
-        let pa = da.alloc_pd().expect("pd");
-        let pb = db.alloc_pd().expect("pd");
-        let mut cq = da.create_cq(1024).expect("cq");
-        let cb = db.create_cq(64).expect("cq b");
+        let ((pa, mut cq), (pb, cb)) = pd_cq_pairs(&da, 1024, &db, 64);
         let mut qa: Vec<TQp<'_>> = (0..2).map(|_| create_qp(&da, &pa, &cq, 8)).collect();
         assert!(qa[0].cap().max_send_wr < ROUNDS as u32 / 2);
         let mut qb: Vec<TQp<'_>> = (0..2).map(|_| create_qp(&db, &pb, &cb, 8)).collect();

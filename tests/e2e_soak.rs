@@ -310,11 +310,7 @@ fn batch(
         wr_sges.push(sg);
         ops.push((id, op, flags));
     }
-    let wrs: Vec<SendWr<'_>> = ops
-        .iter()
-        .zip(wr_sges.iter())
-        .map(|(&(wr_id, opcode, flags), sg)| SendWr { wr_id, opcode, flags, sg_list: sg })
-        .collect();
+    let wrs = send_wrs(&ops, &wr_sges);
     // At most 3 batches between polls: they fit the SQ.
     assert!(req.sq_outstanding + k <= req.side.qp.cap().max_send_wr as usize);
     req.side.qp.post_send(&wrs).expect("post_send");

@@ -683,11 +683,7 @@ fn batch<'d>(
         sgs.push(sg);
         ops.push((id, op, flags));
     }
-    let wrs: Vec<SendWr<'_>> = ops
-        .iter()
-        .zip(sgs.iter())
-        .map(|(&(wr_id, opcode, flags), sg)| SendWr { wr_id, opcode, flags, sg_list: sg })
-        .collect();
+    let wrs = send_wrs(&ops, &sgs);
     if tracing() {
         for w in &wrs {
             eprintln!(
@@ -1176,14 +1172,7 @@ fn churn(x: &mut Node<'_>, rng: &mut Rng, stats: &mut Stats) -> Result<(), End> 
     let b = buf(n);
     let mut pages = pages_of(&b);
     pages.reverse();
-    let d = MrDesc {
-        iova: 0x9000_0000,
-        length: (n * 4096) as u64 - rng.range(0, 4000),
-        page_size: PageSize::Size4K,
-        pages: &pages,
-        zero_based: false,
-        access: ALL,
-    };
+    let d = va_desc(0x9000_0000, (n * 4096) as u64 - rng.range(0, 4000), &pages, ALL);
     // SAFETY: `b` outlives the MR (deregistered below, or quarantined by
     // the driver and `b` leaked with the generation's other buffers on a
     // reset); the model only touches live `FakeHal` memory.

@@ -315,14 +315,7 @@ fn verbs_hangs_quarantine_what_the_device_may_own() {
     let b = buf(3);
     // Three scattered pages: a level-1 PBL.
     let pages = [b.paddr(), b.paddr() + 2 * 4096, b.paddr() + 4096];
-    let d = MrDesc {
-        iova: b.paddr(),
-        length: 3 * 4096,
-        page_size: PageSize::Size4K,
-        pages: &pages,
-        zero_based: false,
-        access: Access::LOCAL_WRITE,
-    };
+    let d = va_desc(b.paddr(), 3 * 4096, &pages, Access::LOCAL_WRITE);
     let usage = dev.resource_usage();
     bar.with_device(|d| d.faults().cqp_hang = true);
     // SAFETY: `b` outlives the device (dropped after `dev.close()` below),

@@ -96,14 +96,8 @@ fn removal_case(by_control: bool) {
         let mut sattr = QpInitAttr { send_cq: &a.cq, recv_cq: &a.cq, cap: cap(16) };
         assert_eq!(da.create_shared_qp(&a.pd, &mut sattr).err(), Some(GONE));
         let b2 = buf(1);
-        let d = MrDesc {
-            iova: b2.paddr(),
-            length: 4096,
-            page_size: PageSize::Size4K,
-            pages: &[b2.paddr()],
-            zero_based: false,
-            access: ALL,
-        };
+        let p = [b2.paddr()];
+        let d = va_desc(b2.paddr(), 4096, &p, ALL);
         // SAFETY: `b2` outlives the call; the device is gone.
         assert_eq!(unsafe { da.reg_mr(&a.pd, &d) }.err(), Some(GONE));
         assert_eq!(da.alloc_mr(&a.pd, 4).err(), Some(GONE));
@@ -235,14 +229,8 @@ fn hung_cqp_then_every_control_entry_point_needs_reset() {
     assert_eq!(da.create_cq(8).err(), Some(NR));
     let mut attr = QpInitAttr { send_cq: &a.cq, recv_cq: &a.cq, cap: cap(16) };
     assert_eq!(da.create_qp(&a.pd, &mut attr).err(), Some(NR));
-    let d = MrDesc {
-        iova: src.addr(),
-        length: 4096,
-        page_size: PageSize::Size4K,
-        pages: &[src.addr()],
-        zero_based: false,
-        access: ALL,
-    };
+    let p = [src.addr()];
+    let d = va_desc(src.addr(), 4096, &p, ALL);
     // SAFETY: `src` outlives the call.
     assert_eq!(unsafe { da.reg_mr(&a.pd, &d) }.err(), Some(NR));
     assert_eq!(da.alloc_mr(&a.pd, 4).err(), Some(NR));

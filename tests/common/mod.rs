@@ -248,6 +248,12 @@ pub fn reg<'d>(
     unsafe { dev.reg_mr(pd, &d) }.expect("reg_mr")
 }
 
+/// The description of a VA-based MR of 4 KiB `pages`: `length` bytes from
+/// `iova`, with `access`.
+pub fn va_desc(iova: u64, length: u64, pages: &[u64], access: Access) -> MrDesc<'_> {
+    MrDesc { iova, length, page_size: PageSize::Size4K, pages, zero_based: false, access }
+}
+
 /// [`irdma::verbs::FastRegMr::map_pages`] for host tests.
 pub fn map_pages(fr: &irdma::verbs::FastRegMr<'_, FakeHal, ModelBar>, pages: &[u64]) {
     // SAFETY: the device is the in-process model, which reaches host memory only through `FakeHalMemory`; that refuses any address outside a live `FakeHal` allocation, so no page is written after it is freed.

@@ -373,6 +373,21 @@ impl<'d> UdEnd<'d> {
     }
 }
 
+/// A PD and a CQ (`cqe_a` / `cqe_b` entries) on each of two devices: the
+/// ends [`rc_peer`] and [`shared_peer`] make QPs between.
+pub fn pd_cq_pairs<'a, 'b>(
+    da: &'a Dev,
+    cqe_a: u32,
+    db: &'b Dev,
+    cqe_b: u32,
+) -> ((TPd<'a>, TCq<'a>), (TPd<'b>, TCq<'b>)) {
+    let pa = da.alloc_pd().expect("pd");
+    let pb = db.alloc_pd().expect("pd");
+    let ca = da.create_cq(cqe_a).expect("cq");
+    let cb = db.create_cq(cqe_b).expect("cq b");
+    ((pa, ca), (pb, cb))
+}
+
 /// An RC QP on `da` (PD `pa`, CQ `ca`) and one on `db` (`pb`, `cb`), both of
 /// depth 16 ([`create_qp`]), connected to each other.
 pub fn rc_peer<'a, 'b>(
@@ -649,6 +664,16 @@ pub fn sges(rng: &mut Rng, base: u64, lkey: u32, area: usize, n: usize, len: usi
             let off = i * slot + rng.range(0, (slot - p) as u64) as usize;
             Sge { addr: base + off as u64, length: p as u32, lkey }
         })
+        .collect()
+}
+
+/// The send WRs of a batch built as (wr_id, opcode, flags) with each WR's
+/// gather list in `sgs` (same order).
+pub fn send_wrs<'a>(ops: &[(u64, WrOpcode, SendFlags)], sgs: &'a [Vec<Sge>]) -> Vec<SendWr<'a>> {
+    assert_eq!(ops.len(), sgs.len(), "one gather list per WR");
+    ops.iter()
+        .zip(sgs)
+        .map(|(&(wr_id, opcode, flags), sg)| SendWr { wr_id, opcode, flags, sg_list: sg })
         .collect()
 }
 
