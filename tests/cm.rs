@@ -456,14 +456,7 @@ fn application_reject_carries_reason_28_and_private_data() {
 #[test]
 fn lost_rep_is_recovered_by_retransmission() {
     let mut p = Pair::new();
-    let mut dropped = 0;
-    p.set_drop(move |from, m| {
-        if from == 'b' && m.msg.attr_id() == AttrId::Rep && dropped == 0 {
-            dropped += 1;
-            return true;
-        }
-        false
-    });
+    p.drop_first('b', AttrId::Rep);
     let ida = p.connect();
     p.settle();
     assert_eq!(p.a.state(ida), CmState::ReqSent);
@@ -487,14 +480,7 @@ fn lost_rep_is_recovered_by_retransmission() {
 #[test]
 fn lost_rtu_is_recovered_by_rep_retransmission_and_rtu_resend() {
     let mut p = Pair::new();
-    let mut dropped = 0;
-    p.set_drop(move |from, m| {
-        if from == 'a' && m.msg.attr_id() == AttrId::Rtu && dropped == 0 {
-            dropped += 1;
-            return true;
-        }
-        false
-    });
+    p.drop_first('a', AttrId::Rtu);
     let ida = p.connect();
     p.settle();
     assert_eq!(p.a.state(ida), CmState::Established);
@@ -728,14 +714,7 @@ fn repeated_dreq_in_timewait_gets_another_drep() {
     let mut p = Pair::new();
     let (ida, idb) = connected(&mut p);
     // B's DREP is lost: A retransmits the DREQ, B (in timewait) answers again
-    let mut dropped = 0;
-    p.set_drop(move |from, m| {
-        if from == 'b' && m.msg.attr_id() == AttrId::Drep && dropped == 0 {
-            dropped += 1;
-            return true;
-        }
-        false
-    });
+    p.drop_first('b', AttrId::Drep);
     p.a.disconnect(p.now, ida, &mut p.ta).unwrap();
     p.settle();
     assert_eq!(p.a.state(ida), CmState::DreqSent);

@@ -272,15 +272,7 @@ fn sidr_req_is_retransmitted_identically_then_times_out() {
 #[test]
 fn a_lost_sidr_rep_is_answered_again_and_a_duplicate_req_is_not_a_new_request() {
     let mut p = pair();
-    let mut reps = 0;
-    p.set_drop(move |from, m| {
-        if from == 'b' && m.msg.attr_id() == AttrId::SidrRep {
-            reps += 1;
-            reps == 1 // the first SIDR_REP is lost
-        } else {
-            false
-        }
-    });
+    p.drop_first('b', AttrId::SidrRep); // the first SIDR_REP is lost
     let id = p.a.sidr_resolve(p.now, &sidr_params(b""), &mut p.ta).unwrap();
     p.settle();
     // the caller has not answered: a retransmitted SIDR_REQ is dropped

@@ -6,7 +6,7 @@ use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::rc::Rc;
 
-use irdma::cm::mad::{CmMad, MAD_SIZE};
+use irdma::cm::mad::{AttrId, CmMad, MAD_SIZE};
 use irdma::cm::rdma_cm::PortSpace;
 use irdma::cm::rdma_cm::guid_from_mac;
 use irdma::cm::{
@@ -202,6 +202,17 @@ impl Pair {
 
     pub fn set_drop(&self, f: impl FnMut(char, &CmMad) -> bool + 'static) {
         self.wire.borrow_mut().drop = Some(Box::new(f));
+    }
+
+    /// Loses the first message of type `attr` that side `from` sends;
+    /// everything else goes through.
+    pub fn drop_first(&self, from: char, attr: AttrId) {
+        let mut done = false;
+        self.set_drop(move |f, m| {
+            let hit = !done && f == from && m.msg.attr_id() == attr;
+            done |= hit;
+            hit
+        });
     }
 
     /// Polls both sides until neither has anything to do at `now`,
