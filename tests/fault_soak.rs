@@ -1226,13 +1226,11 @@ fn rw_op<'d>(
     // SAFETY: `backing` outlives the transfer: the context is destroyed
     // below before it goes, after the WRs completed or were flushed.
     let n = unsafe {
-        ctx.init::<FakeHal, 2, 16>(
-            &rwqp,
-            &mut x.rw_pool,
+        rw_init(
+            &mut ctx,
+            (&rwqp, &mut x.rw_pool),
             &mut sg,
-            0,
-            TARGET_IOVA + roff as u64,
-            y.target_mr.rkey(),
+            (TARGET_IOVA + roff as u64, y.target_mr.rkey()),
             dir,
         )
     }

@@ -119,13 +119,11 @@ fn removal_case(by_control: bool) {
             let mut ctx: RwCtx<4, 4> = RwCtx::new();
             // SAFETY: `data` outlives the context, destroyed below.
             let n = unsafe {
-                ctx.init::<FakeHal, 1, 4>(
-                    &rwqp,
-                    &mut pool,
+                rw_init(
+                    &mut ctx,
+                    (&rwqp, &mut pool),
                     &mut sg,
-                    0,
-                    dst.addr(),
-                    dst.key(),
+                    (dst.addr(), dst.key()),
                     Direction::ToDevice,
                 )
             }

@@ -35,13 +35,11 @@ fn rw_read_through_fast_registered_mrs() {
             let mut ctx: RwCtx<8, 8> = RwCtx::new();
             // SAFETY: `local` outlives the transfer and is destroyed below.
             let n = unsafe {
-                ctx.init::<FakeHal, 2, 256>(
-                    &rwqp,
-                    &mut pool,
+                rw_init(
+                    &mut ctx,
+                    (&rwqp, &mut pool),
                     &mut sg,
-                    0,
-                    0x9000_0000 + 500,
-                    rmr.rkey(),
+                    (0x9000_0000 + 500, rmr.rkey()),
                     Direction::FromDevice,
                 )
             }

@@ -279,6 +279,25 @@ pub fn empty_wc() -> WorkCompletion {
     WorkCompletion { status: WcStatus::GeneralErr, ..WorkCompletion::default() }
 }
 
+/// `RwCtx::init` (FakeHal) of `ctx` over `sg` from its first byte, against
+/// the remote `(addr, rkey)`: the number of WRs the context will post.
+///
+/// # Safety
+///
+/// As `RwCtx::init`: the memory `sg` names stays valid for `dir`'s access,
+/// unmoved, until `RwCtx::destroy` ran with the same `sg` after the device
+/// is done; `pool`'s MRs belong to no other pool or registration.
+pub unsafe fn rw_init<const N: usize, const P: usize, const SGE: usize, const OPS: usize>(
+    ctx: &mut irdma::rw::RwCtx<SGE, OPS>,
+    (qp, pool): (&irdma::rw::RwQp, &mut irdma::rw::MrPool<N, P>),
+    sg: &mut [irdma::rw::SgEntry],
+    (addr, rkey): (u64, u32),
+    dir: irdma::rw::Direction,
+) -> Result<usize, irdma::rw::RwError> {
+    // SAFETY: the caller's contract is `init`'s.
+    unsafe { ctx.init::<FakeHal, N, P>(qp, pool, sg, 0, addr, rkey, dir) }
+}
+
 /// Polls until `n` completions arrived (bounded).
 pub fn poll_n<'d>(cq: &mut TCq<'d>, n: usize) -> Vec<WorkCompletion> {
     let mut out = Vec::new();
