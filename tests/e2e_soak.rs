@@ -130,11 +130,7 @@ impl<'d> Node<'d> {
 
     /// Host writes to the local buffer (only while nothing is in flight).
     fn refresh(&mut self, rng: &mut Rng) {
-        let o = rng.range(0, (self.local_ref.len() - 512) as u64) as usize;
-        let flen = rng.range(1, 512) as usize;
-        let fresh = rng.bytes(flen);
-        self.local_ref[o..o + flen].copy_from_slice(&fresh);
-        self.local.put(o, &fresh);
+        refresh_local(&mut self.local_ref, &self.local, rng);
     }
 
     /// Tops the RQ up to 24 receives (only right after a poll: consumed

@@ -411,11 +411,7 @@ impl<'d> Node<'d> {
 
     /// Host writes to the local buffer (only while nothing is in flight).
     fn refresh(&mut self, rng: &mut Rng) {
-        let o = rng.range(0, (self.local_ref.len() - 512) as u64) as usize;
-        let n = rng.range(1, 512) as usize;
-        let fresh = rng.bytes(n);
-        self.local_ref[o..o + n].copy_from_slice(&fresh);
-        self.local.put(o, &fresh);
+        refresh_local(&mut self.local_ref, &self.local, rng);
     }
 
     fn top_up(&mut self, rng: &mut Rng, next_id: &mut u64) -> Result<(), irdma::verbs::PostError> {

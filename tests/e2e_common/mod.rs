@@ -667,6 +667,16 @@ pub fn sges(rng: &mut Rng, base: u64, lkey: u32, area: usize, n: usize, len: usi
         .collect()
 }
 
+/// Host writes: 1 to 511 random bytes at a random offset (below the last
+/// 512 bytes) of region `local` and of its reference copy `local_ref`.
+pub fn refresh_local(local_ref: &mut [u8], local: &Region<'_>, rng: &mut Rng) {
+    let o = rng.range(0, (local_ref.len() - 512) as u64) as usize;
+    let n = rng.range(1, 512) as usize;
+    let fresh = rng.bytes(n);
+    local_ref[o..o + n].copy_from_slice(&fresh);
+    local.put(o, &fresh);
+}
+
 /// The send WRs of a batch built as (wr_id, opcode, flags) with each WR's
 /// gather list in `sgs` (same order).
 pub fn send_wrs<'a>(ops: &[(u64, WrOpcode, SendFlags)], sgs: &'a [Vec<Sge>]) -> Vec<SendWr<'a>> {
