@@ -39,18 +39,11 @@ fn hex(s: &str) -> Vec<u8> {
 }
 
 fn first_sent(p: &Pair, from: char, attr: AttrId) -> Option<(CmMad, [u8; MAD_SIZE])> {
-    p.sent()
-        .into_iter()
-        .filter(|s| s.from == from)
-        .map(|s| (CmMad::decode(&s.mad).unwrap(), s.mad))
-        .find(|(m, _)| m.msg.attr_id() == attr)
+    p.sent_of(from, attr).into_iter().next()
 }
 
 fn sent_count(p: &Pair, from: char, attr: AttrId) -> usize {
-    p.sent()
-        .iter()
-        .filter(|s| s.from == from && CmMad::decode(&s.mad).unwrap().msg.attr_id() == attr)
-        .count()
+    p.sent_of(from, attr).len()
 }
 
 #[test]
@@ -249,16 +242,7 @@ fn cma_hdr_ipv6_and_refusals() {
 
 /// Connects A → B; returns A's and B's ids.
 fn connected(p: &mut Pair) -> (ConnId, ConnId) {
-    let ida = p.connect();
-    p.settle();
-    let idb = p
-        .events
-        .iter()
-        .find_map(|(s, e)| match e {
-            CmEvent::ConnectRequest { id, .. } if *s == 'b' => Some(*id),
-            _ => None,
-        })
-        .expect("B saw the REQ");
+    let (ida, idb) = p.requested();
     assert_eq!(p.a.state(ida), CmState::Established);
     assert_eq!(p.b.state(idb), CmState::Established);
     (ida, idb)
@@ -269,14 +253,7 @@ fn connect_and_disconnect() {
     let mut p = Pair::new();
     let (ida, idb) = connected(&mut p);
     // B saw the request with the right addressing
-    let info = p
-        .events
-        .iter()
-        .find_map(|(_, e)| match e {
-            CmEvent::ConnectRequest { info, .. } => Some(*info),
-            _ => None,
-        })
-        .unwrap();
+    let info = first_event!(p, _, CmEvent::ConnectRequest { info, .. } => *info).unwrap();
     assert_eq!(info.hdr.src, IpAddr::V4(IP_A));
     assert_eq!(info.hdr.dst, IpAddr::V4(IP_B));
     assert_eq!((info.hdr.src_port, info.local_port), (49152, 4420));
@@ -303,14 +280,7 @@ fn connect_and_disconnect() {
         (49152, 4420, 4420, 49152)
     );
     // the REP's private data reached A
-    let pd = p
-        .events
-        .iter()
-        .find_map(|(_, e)| match e {
-            CmEvent::Connected { private_data, .. } => Some(*private_data),
-            _ => None,
-        })
-        .unwrap();
+    let pd = first_event!(p, _, CmEvent::Connected { private_data, .. } => *private_data).unwrap();
     assert_eq!(&pd[..7], b"welcome");
     assert!(pd[7..].iter().all(|&x| x == 0));
     // RTU/REP/REQ each sent once
@@ -437,12 +407,8 @@ fn application_reject_carries_reason_28_and_private_data() {
     );
     p.b.reject(idb, b"busy", &mut p.tb).unwrap();
     p.settle();
-    let got = p.events.iter().find_map(|(s, e)| match e {
-        CmEvent::Rejected { id, reason, private_data } if *s == 'a' => {
-            Some((*id, *reason, *private_data))
-        }
-        _ => None,
-    });
+    let got = first_event!(p, 'a', CmEvent::Rejected { id, reason, private_data } =>
+        (*id, *reason, *private_data));
     let (id, reason, pd) = got.unwrap();
     assert_eq!((id, reason), (ida, 28));
     assert_eq!(&pd[..4], b"busy");
@@ -468,12 +434,8 @@ fn lost_rep_is_recovered_by_retransmission() {
     assert_eq!(p.a.state(ida), CmState::Established);
     assert_eq!(sent_count(&p, 'b', AttrId::Rep), 2);
     assert_eq!(sent_count(&p, 'a', AttrId::Req), 1);
-    let reps: Vec<_> = p
-        .sent()
-        .into_iter()
-        .filter(|s| s.from == 'b' && CmMad::decode(&s.mad).unwrap().msg.attr_id() == AttrId::Rep)
-        .collect();
-    assert_eq!(reps[0].mad, reps[1].mad, "the identical REP is resent");
+    let reps = p.sent_of('b', AttrId::Rep);
+    assert_eq!(reps[0].1, reps[1].1, "the identical REP is resent");
     assert_eq!(p.b.stats().retransmits, 1);
 }
 
@@ -595,7 +557,7 @@ fn a_slow_accept_mras_the_retransmitted_req_and_the_active_side_waits() {
     assert_eq!(sent_count(&p, 'a', AttrId::Req), 2);
     let (m, _) = first_sent(&p, 'b', AttrId::Mra).expect("B sent an MRA");
     let CmMsg::Mra(x) = m.msg else { panic!("not an MRA") };
-    let idb = req_id(&p);
+    let idb = p.b_request();
     assert_eq!(
         (x.local_comm_id, x.remote_comm_id, x.msg_mraed, x.service_timeout),
         (idb.0, ida.0, 0, 24)
@@ -626,9 +588,7 @@ fn a_slow_rtu_mras_the_retransmitted_rep_and_the_passive_side_waits() {
     // 16 × 4096 ms and the connection is UNREACHABLE.
     let mut p = Pair::new();
     p.auto_rtu = false;
-    let ida = p.connect();
-    p.settle();
-    let idb = req_id(&p);
+    let (ida, idb) = p.requested();
     assert_eq!((p.a.state(ida), p.b.state(idb)), (CmState::RepRcvd, CmState::RepSent));
     p.run_until(4096);
     assert_eq!(sent_count(&p, 'b', AttrId::Rep), 2);
@@ -743,17 +703,8 @@ fn stale_qpn_gets_rej_10_and_the_old_connection_a_dreq() {
     let mut p = Pair::new();
     let (_ida, idb) = connected(&mut p);
     // A "reboots" (new ids) and reuses QPN 0x42 toward B
-    p.a = TestCm::new(cfg(MAC_A, IP_A, 0x7777));
-    p.wire.borrow_mut().log.clear();
-    p.set_drop(|from, _| from == 'b');
-    p.connect();
-    p.settle();
-    let rejs: Vec<_> = p
-        .sent()
-        .into_iter()
-        .filter(|s| s.from == 'b')
-        .map(|s| CmMad::decode(&s.mad).unwrap().msg)
-        .collect();
+    p.a_reboots_and_reconnects();
+    let rejs = p.msgs_from('b');
     assert!(matches!(rejs[0], CmMsg::Rej(Rej { reason: 10, .. })), "{rejs:?}");
     assert!(matches!(rejs[1], CmMsg::Dreq(_)), "{rejs:?}");
     assert_eq!(p.b.state(idb), CmState::DreqSent);
@@ -811,16 +762,6 @@ fn params_become_the_verbs_modify_steps() {
     assert_eq!((rts.sq_psn, rts.retry_cnt, rts.rnr_retry, rts.max_rd_atomic), (0xABCDE, 7, 5, 4));
 }
 
-fn req_id(p: &Pair) -> ConnId {
-    p.events
-        .iter()
-        .find_map(|(s, e)| match e {
-            CmEvent::ConnectRequest { id, .. } if *s == 'b' => Some(*id),
-            _ => None,
-        })
-        .expect("B saw the REQ")
-}
-
 #[test]
 fn a_rep_never_answered_times_out_on_the_passive_side() {
     let mut p = Pair::new();
@@ -833,9 +774,7 @@ fn a_rep_never_answered_times_out_on_the_passive_side() {
         }
         from == 'a'
     });
-    p.connect();
-    p.settle();
-    let idb = req_id(&p);
+    let (_, idb) = p.requested();
     assert_eq!(p.b.state(idb), CmState::RepSent);
     // 1 + REQ max CM retries (15) REPs, ms(REQ local CM response timeout 20)
     // = 4096 ms apart; no REJ on REP timeout (cm.c)
@@ -852,9 +791,7 @@ fn a_rep_never_answered_times_out_on_the_passive_side() {
 fn first_data_before_rtu_establishes_the_passive_side() {
     let mut p = Pair::new();
     p.set_drop(|from, m| from == 'a' && m.msg.attr_id() == AttrId::Rtu);
-    p.connect();
-    p.settle();
-    let idb = req_id(&p);
+    let (_, idb) = p.requested();
     assert_eq!(p.b.state(idb), CmState::RepSent);
     // COMM_EST: a receive completion on the new QP
     p.b.established(idb).unwrap();
@@ -923,7 +860,7 @@ fn ipv6_connect_and_disconnect() {
     cp.peer.peer_ip = b6;
     let ida = p.a.connect(p.now, &cp, &mut p.ta).unwrap();
     p.settle();
-    let idb = req_id(&p);
+    let idb = p.b_request();
     assert_eq!(p.a.state(ida), CmState::Established);
     let (m, _) = first_sent(&p, 'a', AttrId::Req).unwrap();
     let CmMsg::Req(r) = m.msg else { panic!() };
@@ -945,17 +882,8 @@ fn stale_qpn_against_a_disconnecting_connection_gets_rej_10_only() {
     p.settle();
     assert_eq!(p.b.state(idb), CmState::DreqRcvd);
     // A reboots and reuses QPN 0x42 while B still holds the old connection
-    p.a = TestCm::new(cfg(MAC_A, IP_A, 0x7777));
-    p.wire.borrow_mut().log.clear();
-    p.set_drop(|from, _| from == 'b');
-    p.connect();
-    p.settle();
-    let from_b: Vec<_> = p
-        .sent()
-        .into_iter()
-        .filter(|s| s.from == 'b')
-        .map(|s| CmMad::decode(&s.mad).unwrap().msg)
-        .collect();
+    p.a_reboots_and_reconnects();
+    let from_b = p.msgs_from('b');
     assert_eq!(from_b.len(), 1, "{from_b:?}");
     assert!(matches!(from_b[0], CmMsg::Rej(Rej { reason: 10, .. })));
     assert_eq!(p.b.state(idb), CmState::DreqRcvd, "no DREP sent on the app's behalf");
@@ -965,9 +893,7 @@ fn stale_qpn_against_a_disconnecting_connection_gets_rej_10_only() {
 fn active_cancel_sends_rej_timeout_that_the_passive_side_matches_by_guid() {
     let mut p = Pair::new();
     p.auto_accept = false;
-    let ida = p.connect();
-    p.settle();
-    let idb = req_id(&p);
+    let (ida, idb) = p.requested();
     assert_eq!(p.b.state(idb), CmState::ReqRcvd);
     p.a.cancel(ida, &mut p.ta).unwrap();
     p.settle();
@@ -987,9 +913,7 @@ fn active_cancel_sends_rej_timeout_that_the_passive_side_matches_by_guid() {
 fn active_side_rejects_a_rep_it_cannot_use() {
     let mut p = Pair::new();
     p.auto_rtu = false;
-    let ida = p.connect();
-    p.settle();
-    let idb = req_id(&p);
+    let (ida, idb) = p.requested();
     assert_eq!(p.a.state(ida), CmState::RepRcvd);
     assert_eq!(p.b.state(idb), CmState::RepSent);
     // e.g. the QP refused the parameters
@@ -1014,9 +938,7 @@ fn active_side_rejects_a_rep_it_cannot_use() {
 fn passive_mra_defers_the_req_and_answers_duplicates() {
     let mut p = Pair::new();
     p.auto_accept = false;
-    let ida = p.connect();
-    p.settle();
-    let idb = req_id(&p);
+    let (ida, idb) = p.requested();
     assert_eq!(p.b.mra(ConnId(7), 24, &mut p.tb), Err(CmError::NotFound));
     p.b.mra(idb, 24, &mut p.tb).unwrap();
     p.settle();

@@ -6,13 +6,28 @@ use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::rc::Rc;
 
-use irdma::cm::mad::{AttrId, CmMad, MAD_SIZE};
+use irdma::cm::mad::{AttrId, CmMad, CmMsg, MAD_SIZE};
 use irdma::cm::rdma_cm::PortSpace;
 use irdma::cm::rdma_cm::guid_from_mac;
 use irdma::cm::{
     AcceptParams, Cm, CmConfig, CmEvent, CmTiming, ConnId, ConnectParams, MadAddr, MadTransport,
 };
 use irdma::verbs::IpAddr;
+
+/// The first event of `$pair` (in order) on a side matching `$side` (`'a'`,
+/// `'b'` or `_`) that matches `$pat`, as `Some($out)`. A macro because a
+/// variant pattern cannot be a function's argument.
+#[allow(unused_macros)]
+macro_rules! first_event {
+    ($pair:expr, $side:pat, $pat:pat => $out:expr) => {
+        $pair.events.iter().find_map(|(s, e)| match (*s, e) {
+            ($side, $pat) => Some($out),
+            _ => None,
+        })
+    };
+}
+#[allow(unused_imports)]
+pub(crate) use first_event;
 
 pub const MAC_A: [u8; 6] = [0xb4, 0x96, 0x91, 0xaa, 0xbb, 0x01];
 pub const MAC_B: [u8; 6] = [0xb4, 0x96, 0x91, 0xaa, 0xbb, 0x02];
@@ -174,10 +189,20 @@ pub fn accept_params(qpn: u32) -> AcceptParams<'static> {
 impl Pair {
     /// The id of the first `ConnectRequest` event (on either side).
     pub fn request_id(&self) -> Option<ConnId> {
-        self.events.iter().find_map(|(_, e)| match e {
-            CmEvent::ConnectRequest { id, .. } => Some(*id),
-            _ => None,
-        })
+        first_event!(self, _, CmEvent::ConnectRequest { id, .. } => *id)
+    }
+
+    /// A connects to B and both settle: A's id and B's id of the request.
+    pub fn requested(&mut self) -> (ConnId, ConnId) {
+        let ida = self.connect();
+        self.settle();
+        (ida, self.b_request())
+    }
+
+    /// The id of B's first `ConnectRequest` (B is the listener); panics
+    /// when B saw none.
+    pub fn b_request(&self) -> ConnId {
+        first_event!(self, 'b', CmEvent::ConnectRequest { id, .. } => *id).expect("B saw the REQ")
     }
 
     pub fn new() -> Self {
@@ -282,6 +307,36 @@ impl Pair {
 
     pub fn sent(&self) -> Vec<Sent> {
         self.wire.borrow().log.clone()
+    }
+
+    /// The MADs of type `attr` side `from` sent (delivered or dropped), in
+    /// order: decoded and as sent.
+    pub fn sent_of(&self, from: char, attr: AttrId) -> Vec<(CmMad, [u8; MAD_SIZE])> {
+        self.sent()
+            .into_iter()
+            .filter(|s| s.from == from)
+            .map(|s| (CmMad::decode(&s.mad).unwrap(), s.mad))
+            .filter(|(m, _)| m.msg.attr_id() == attr)
+            .collect()
+    }
+
+    /// Every message side `from` sent, decoded, in order.
+    pub fn msgs_from(&self, from: char) -> Vec<CmMsg> {
+        self.sent()
+            .into_iter()
+            .filter(|s| s.from == from)
+            .map(|s| CmMad::decode(&s.mad).unwrap().msg)
+            .collect()
+    }
+
+    /// A "reboots" (a CM with new ids) and connects to B again, reusing its
+    /// QPN; B's answers are logged (the log starts empty), not delivered.
+    pub fn a_reboots_and_reconnects(&mut self) {
+        self.a = TestCm::new(cfg(MAC_A, IP_A, 0x7777));
+        self.wire.borrow_mut().log.clear();
+        self.set_drop(|from, _| from == 'b');
+        self.connect();
+        self.settle();
     }
 
     pub fn clear_events(&mut self) {
