@@ -41,14 +41,7 @@ fn reg_on<'d>(
     access: Access,
 ) -> TMr<'d> {
     let pages = pages_of(t);
-    let d = MrDesc {
-        iova,
-        length: len,
-        page_size: PageSize::Size4K,
-        pages: &pages,
-        zero_based,
-        access,
-    };
+    let d = MrDesc { zero_based, ..va_desc(iova, len, &pages, access) };
     // SAFETY: `t` outlives the MR in every case (declared before it); the
     // model reaches only live `FakeHal` memory.
     unsafe { b.dev.reg_mr(&b.pd, &d) }.expect("reg_mr")

@@ -235,14 +235,8 @@ pub fn reg<'d>(
     pages: &[u64],
     zero_based: bool,
 ) -> TMr<'d> {
-    let d = MrDesc {
-        iova,
-        length: len,
-        page_size: PageSize::Size4K,
-        pages,
-        zero_based,
-        access: Access::LOCAL_WRITE | Access::REMOTE_WRITE | Access::REMOTE_READ,
-    };
+    let all = Access::LOCAL_WRITE | Access::REMOTE_WRITE | Access::REMOTE_READ;
+    let d = MrDesc { zero_based, ..va_desc(iova, len, pages, all) };
     // SAFETY: the device is the in-process model, which reaches host memory only through `FakeHalMemory`; that refuses any address outside a live `FakeHal` allocation, so no page is written after it is freed. Callers register pages of buffers that outlive
     // the MR in any case.
     unsafe { dev.reg_mr(pd, &d) }.expect("reg_mr")
