@@ -95,9 +95,7 @@ fn level2_mr_and_zero_based_mr_on_loopback() {
         let dev = probe_as(&bar, A, profile);
         let pd = dev.alloc_pd().unwrap();
         let mut cq = dev.create_cq(64).unwrap();
-        let mut q1 = create_qp(&dev, &pd, &cq, 16);
-        let mut q2 = create_qp(&dev, &pd, &cq, 16);
-        connect_both(&mut q1, A, &mut q2, A);
+        let (mut q1, _q2) = loopback_pair(&dev, &pd, &cq, 16);
 
         // More pages than one level-1 run can hold (one SD of PBLEs): level 2.
         // Every IOVA page maps to one of two physical pages, alternating.

@@ -254,6 +254,25 @@ pub fn map_pages(fr: &irdma::verbs::FastRegMr<'_, FakeHal, ModelBar>, pages: &[u
     unsafe { fr.map_pages(pages) }.expect("map_pages")
 }
 
+/// The REG_MR work request of the fast-register MR `fr` (level-1 PBL,
+/// 4 KiB pages): `key` with `access` over `length` bytes at `iova`.
+pub fn fr_reg(
+    fr: &TFr<'_>,
+    key: u32,
+    access: Access,
+    (iova, length): (u64, u64),
+) -> irdma::wr::RegMrWr {
+    irdma::wr::RegMrWr {
+        key,
+        access,
+        iova,
+        length,
+        page_size: PageSize::Size4K,
+        first_pble_index: fr.fr_mr().first_pble_index,
+        pbl_level: 1,
+    }
+}
+
 pub fn fill(b: &Buf, seed: u8) -> Vec<u8> {
     let v: Vec<u8> = (0..b.len()).map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed)).collect();
     assert!(b.write_bytes(0, &v));

@@ -338,25 +338,6 @@ pub fn ud_qp<'d>(
     (pd, cq, qp)
 }
 
-/// The REG_MR work request of the fast-register MR `fr` (level-1 PBL,
-/// 4 KiB pages): `key` with `access` over `length` bytes at `iova`.
-pub fn fr_reg(
-    fr: &TFr<'_>,
-    key: u32,
-    access: Access,
-    (iova, length): (u64, u64),
-) -> irdma::wr::RegMrWr {
-    irdma::wr::RegMrWr {
-        key,
-        access,
-        iova,
-        length,
-        page_size: PageSize::Size4K,
-        first_pble_index: fr.fr_mr().first_pble_index,
-        pbl_level: 1,
-    }
-}
-
 /// One datagram end ([`ud_qp`]); the tests that use it add their own
 /// methods.
 pub struct UdEnd<'d> {
