@@ -201,12 +201,8 @@ fn modify_to_error_flushes_every_outstanding_wr_exactly_once() {
         let (_bar, dev) = one_device(small_fn_config(), Profile::SMALL);
         let pd = dev.alloc_pd().unwrap();
         let (mut scq, mut rcq) = (dev.create_cq(64).unwrap(), dev.create_cq(64).unwrap());
-        let mut attr = QpInitAttr { send_cq: &scq, recv_cq: &rcq, cap: cap(16) };
-        let mut q1 = dev.create_qp(&pd, &mut attr).unwrap();
-        let mut attr = QpInitAttr { send_cq: &scq, recv_cq: &rcq, cap: cap(16) };
-        let mut q2 = dev.create_qp(&pd, &mut attr).unwrap();
+        let (mut q1, _q2) = loopback_pair_on(&dev, &pd, (&scq, &rcq), 16);
         let n1 = q1.qp_num();
-        connect_both(&mut q1, A, &mut q2, A);
         let b = buf(1);
         let mr = reg(&dev, &pd, b.paddr(), 4096, &pages_of(&b), false);
         let sge = [Sge { addr: b.paddr(), length: 16, lkey: mr.lkey() }];
@@ -547,9 +543,7 @@ fn resize_cq_delivers_pending_cqes_once_then_uses_the_new_ring() {
         let pd = dev.alloc_pd().unwrap();
         // 4 completions → a ring of 10 entries.
         let mut cq = dev.create_cq(4).unwrap();
-        let mut qp = create_qp(&dev, &pd, &cq, 32);
-        let n = qp.qp_num();
-        connect(&mut qp, A, A, n).unwrap();
+        let mut qp = self_connected_qp(&dev, &pd, &cq, 32);
         let b = buf(1);
         let mr = reg(&dev, &pd, b.paddr(), 4096, &pages_of(&b), false);
         let sge = [Sge { addr: b.paddr(), length: 8, lkey: mr.lkey() }];
@@ -616,12 +610,8 @@ fn destroyed_qp_cqes_are_dropped_and_other_qps_lose_nothing() {
         let (_bar, dev) = one_device(small_fn_config(), Profile::SMALL);
         let pd = dev.alloc_pd().unwrap();
         let (mut scq, rcq) = (dev.create_cq(64).unwrap(), dev.create_cq(64).unwrap());
-        let mut attr = QpInitAttr { send_cq: &scq, recv_cq: &rcq, cap: cap(16) };
-        let mut q1 = dev.create_qp(&pd, &mut attr).unwrap();
-        let mut attr = QpInitAttr { send_cq: &scq, recv_cq: &rcq, cap: cap(16) };
-        let mut q2 = dev.create_qp(&pd, &mut attr).unwrap();
+        let (mut q1, mut q2) = loopback_pair_on(&dev, &pd, (&scq, &rcq), 16);
         let n2 = q2.qp_num();
-        connect_both(&mut q1, A, &mut q2, A);
         let b = buf(1);
         let mr = reg(&dev, &pd, b.paddr(), 4096, &pages_of(&b), false);
         let sge = [Sge { addr: b.paddr(), length: 16, lkey: mr.lkey() }];
@@ -650,9 +640,7 @@ fn resize_cq_pending_rings_are_bounded() {
         let (bar, dev) = one_device(small_fn_config(), Profile::SMALL);
         let pd = dev.alloc_pd().unwrap();
         let mut cq = dev.create_cq(4).unwrap();
-        let mut qp = create_qp(&dev, &pd, &cq, 8);
-        let n = qp.qp_num();
-        connect(&mut qp, A, A, n).unwrap();
+        let mut qp = self_connected_qp(&dev, &pd, &cq, 8);
         // A refused MODIFY_CQ (Linux: -EPROTO) leaves the CQ as it was.
         let pages = FakeHal::live_pages();
         bar.with_device(|d| d.faults().fail_cqp_op = Some((0, 0x8000, 0x0001)));

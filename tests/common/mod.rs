@@ -128,12 +128,32 @@ pub fn create_qp<'d>(dev: &'d Dev, pd: &TPd<'d>, cq: &TCq<'d>, n: u32) -> TQp<'d
     dev.create_qp(pd, &mut attr).expect("create_qp")
 }
 
-/// INIT → RTR → RTS towards `peer_qpn` at `peer`.
+/// An RC QP of `dev` (depth `n`) connected to itself in loopback, in RTS.
+pub fn self_connected_qp<'d>(dev: &'d Dev, pd: &TPd<'d>, cq: &TCq<'d>, n: u32) -> TQp<'d> {
+    let mut qp = create_qp(dev, pd, cq, n);
+    let me = qp.qp_num();
+    connect(&mut qp, A, A, me).expect("connect");
+    qp
+}
+
 /// Two RC QPs of `dev` (depth `n`, one PD and CQ) connected to each other
 /// in loopback, both in RTS.
 pub fn loopback_pair<'d>(dev: &'d Dev, pd: &TPd<'d>, cq: &TCq<'d>, n: u32) -> (TQp<'d>, TQp<'d>) {
-    let mut a = create_qp(dev, pd, cq, n);
-    let mut b = create_qp(dev, pd, cq, n);
+    loopback_pair_on(dev, pd, (cq, cq), n)
+}
+
+/// [`loopback_pair`] with send CQ `scq` and receive CQ `rcq`.
+pub fn loopback_pair_on<'d>(
+    dev: &'d Dev,
+    pd: &TPd<'d>,
+    (scq, rcq): (&TCq<'d>, &TCq<'d>),
+    n: u32,
+) -> (TQp<'d>, TQp<'d>) {
+    let qp = || {
+        let mut attr = QpInitAttr { send_cq: scq, recv_cq: rcq, cap: cap(n) };
+        dev.create_qp(pd, &mut attr).expect("create_qp")
+    };
+    let (mut a, mut b) = (qp(), qp());
     connect_both(&mut a, A, &mut b, A);
     (a, b)
 }
@@ -164,6 +184,7 @@ pub fn rts_attr() -> QpAttr {
     rts
 }
 
+/// INIT → RTR → RTS towards `peer_qpn` at `peer`.
 pub fn connect(qp: &mut TQp<'_>, me: Addr, peer: Addr, peer_qpn: u32) -> Result<(), VerbsError> {
     qp.modify(&QpAttr::new(QpState::Init))?;
     qp.modify(&rtr_attr(me, peer, peer_qpn))?;
