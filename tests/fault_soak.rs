@@ -1464,13 +1464,7 @@ fn generation(rng: &mut Rng, stats: &mut Stats, budget: u64, next_id: &mut u64) 
             let q = dev.footprint().quarantined;
             stats.quarantines += 1;
             stats.quarantined_bytes += q.bytes;
-            bar.with_device(|d| {
-                d.faults().removed = false;
-                d.reset()
-            });
-            // SAFETY: the model function was just reset: it holds no bus
-            // address this device gave it and writes nothing any more.
-            unsafe { dev.close_after_reset() };
+            reset_and_close(bar, dev);
         } else if let Err(e) = dev.close() {
             stats.leaked += 1;
             stats.fail(format!("close {name}: {e:?}"));

@@ -370,10 +370,7 @@ fn teardown_after_a_hang_quarantines_and_reset_releases() {
     bar.with_device(|d| d.faults().cqp_hang = true);
     assert!(dev.create_cq(8).is_err());
     assert!(dev.footprint().quarantined.bytes > 0);
-    bar.with_device(|d| d.reset());
-    // SAFETY: the model function was reset after the hang and after every
-    // quarantined buffer was given to it; it holds none of them.
-    unsafe { dev.close_after_reset() };
+    reset_and_close(&bar, dev);
     assert_eq!(FakeHal::live_pages(), base, "freed after the reset");
 }
 

@@ -195,12 +195,7 @@ fn removed_device_closed_after_reset_frees_everything() {
         assert_eq!(dev.check_presence(), Err(CqpError::DeviceGone));
         drop((qp, cq, pd));
         assert!(dev.footprint().quarantined.bytes > 0, "QP and CQ memory quarantined");
-        bar.with_device(|d| {
-            d.faults().removed = false;
-            d.reset()
-        });
-        // SAFETY: the model function was just reset.
-        unsafe { dev.close_after_reset() };
+        reset_and_close(&bar, dev);
     });
 }
 
@@ -291,13 +286,7 @@ fn shared_qp_posts_after_removal_are_device_gone() {
         assert_eq!(ids, vec![(2, WcStatus::WrFlushErr)]);
         assert_eq!(ca.poll_shared([&qa], &mut wc).unwrap(), 0, "nothing twice");
         drop((qa, ca, src_mr, pa));
-        bar_a.with_device(|d| {
-            d.faults().removed = false;
-            d.reset()
-        });
-        // SAFETY: the model function was just reset: it holds no bus
-        // address this device gave it.
-        unsafe { da.close_after_reset() };
+        reset_and_close(&bar_a, da);
         drop((b, dst));
         db.close().expect("peer closes cleanly");
     }

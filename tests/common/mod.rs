@@ -86,6 +86,19 @@ pub fn probe_as(bar: &ModelBar, a: Addr, profile: Profile) -> Dev {
     Device::probe_with(bar.clone(), lan_of(a), profile, opts()).expect("probe")
 }
 
+/// Every model fault off, the model function reset, then `dev` closed
+/// after the reset ([`Device::close_after_reset`]).
+pub fn reset_and_close(bar: &ModelBar, dev: Dev) {
+    bar.with_device(|d| {
+        *d.faults() = Default::default();
+        d.reset()
+    });
+    // SAFETY: the model function was just reset, after `dev`'s last CQP op
+    // and after every quarantined buffer was handed to it: it holds no bus
+    // address `dev` gave it and writes nothing any more.
+    unsafe { dev.close_after_reset() };
+}
+
 /// A model function of the default configuration and the device [`probe`]d
 /// on it.
 pub fn default_device() -> (ModelBar, Dev) {
