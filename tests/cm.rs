@@ -42,6 +42,14 @@ fn first_sent(p: &Pair, from: char, attr: AttrId) -> Option<(CmMad, [u8; MAD_SIZ
     p.sent_of(from, attr).into_iter().next()
 }
 
+/// The first REJ side `from` sent; panics when there is none.
+fn first_rej(p: &Pair, from: char) -> Rej {
+    match first_sent(p, from, AttrId::Rej).map(|(m, _)| m.msg) {
+        Some(CmMsg::Rej(r)) => r,
+        other => panic!("no REJ from {from}: {other:?}"),
+    }
+}
+
 fn sent_count(p: &Pair, from: char, attr: AttrId) -> usize {
     p.sent_of(from, attr).len()
 }
@@ -108,6 +116,16 @@ fn roundtrip(msg: CmMsg) {
     assert_eq!(CmMad::decode(&b).unwrap(), m);
 }
 
+/// An MRA from comm id 3 to 4, no private data.
+fn mra_3_to_4(msg_mraed: u8, service_timeout: u8) -> Mra {
+    Mra { local_comm_id: 3, remote_comm_id: 4, msg_mraed, service_timeout, private_data: [0; 222] }
+}
+
+/// A DREQ from comm id 5 to 6 for `remote_qpn`, no private data.
+fn dreq_5_to_6(remote_qpn: u32) -> Dreq {
+    Dreq { local_comm_id: 5, remote_comm_id: 6, remote_qpn, private_data: [0; 220] }
+}
+
 #[test]
 fn every_message_roundtrips_with_its_field_positions() {
     let mut pd = [0u8; 196];
@@ -160,19 +178,12 @@ fn every_message_roundtrips_with_its_field_positions() {
     assert_eq!([b[32], b[33], b[34], b[35]], [1 << 6, 8 << 1, 0, 28]);
     assert_eq!(b[24 + 84], 9);
 
-    let mra = Mra {
-        local_comm_id: 3,
-        remote_comm_id: 4,
-        msg_mraed: 1,
-        service_timeout: 24,
-        private_data: [0; 222],
-    };
+    let mra = mra_3_to_4(1, 24);
     roundtrip(CmMsg::Mra(mra));
     CmMad::new(0, CmMsg::Mra(mra)).encode(&mut b).unwrap();
     assert_eq!([b[32], b[33]], [1 << 6, 24 << 3]);
 
-    let dreq =
-        Dreq { local_comm_id: 5, remote_comm_id: 6, remote_qpn: 0x77, private_data: [0; 220] };
+    let dreq = dreq_5_to_6(0x77);
     roundtrip(CmMsg::Dreq(dreq));
     CmMad::new(0, CmMsg::Dreq(dreq)).encode(&mut b).unwrap();
     assert_eq!([b[32], b[33], b[34], b[35]], [0, 0, 0x77, 0]);
@@ -182,18 +193,11 @@ fn every_message_roundtrips_with_its_field_positions() {
 
 #[test]
 fn encoder_refuses_values_wider_than_their_field() {
-    let dreq =
-        Dreq { local_comm_id: 5, remote_comm_id: 6, remote_qpn: 1 << 24, private_data: [0; 220] };
+    let dreq = dreq_5_to_6(1 << 24);
     let mut b = [0xEEu8; MAD_SIZE];
     assert_eq!(CmMad::new(0, CmMsg::Dreq(dreq)).encode(&mut b), Err(MadError::Field("remote QPN")));
     assert_eq!(b, [0xEE; MAD_SIZE], "nothing written on error");
-    let mra = Mra {
-        local_comm_id: 3,
-        remote_comm_id: 4,
-        msg_mraed: 4,
-        service_timeout: 1,
-        private_data: [0; 222],
-    };
+    let mra = mra_3_to_4(4, 1);
     assert!(CmMad::new(0, CmMsg::Mra(mra)).encode(&mut b).is_err());
     assert_eq!(mad::private_data::<4>(b"12345"), Err(MadError::PrivateData { len: 5, max: 4 }));
     assert_eq!(mad::private_data::<4>(b"12").unwrap(), *b"12\0\0");
@@ -238,6 +242,16 @@ fn cma_hdr_ipv6_and_refusals() {
     pd[0] = 0;
     pd[1] = 0x50;
     assert_eq!(CmaHdr::decode(&pd), Err(rdma_cm::CmaHdrError::IpVersion(0x50)));
+}
+
+/// A fresh pair that loses the first `attr` side `from` sends; A connects
+/// and both settle. The pair and A's id.
+fn connect_losing_first(from: char, attr: AttrId) -> (Pair, ConnId) {
+    let mut p = Pair::new();
+    p.drop_first(from, attr);
+    let ida = p.connect();
+    p.settle();
+    (p, ida)
 }
 
 /// Connects A → B; returns A's and B's ids.
@@ -365,8 +379,7 @@ fn req_for_a_foreign_gid_or_bad_cma_hdr_is_rejected() {
     cp.peer.peer_ip = IpAddr::V4([192, 0, 2, 9]);
     p.a.connect(p.now, &cp, &mut p.ta).unwrap();
     p.settle();
-    let (m, _) = first_sent(&p, 'b', AttrId::Rej).unwrap();
-    let CmMsg::Rej(r) = m.msg else { panic!() };
+    let r = first_rej(&p, 'b');
     assert_eq!(r.reason, rej::INVALID_GID);
     assert_eq!(r.ari_length, 16);
     assert_eq!(&r.ari[..16], &rdma_cm::gid_of(IpAddr::V4(IP_B)));
@@ -378,8 +391,7 @@ fn req_for_a_foreign_gid_or_bad_cma_hdr_is_rejected() {
     p.b.listen(PortSpace::Tcp, 4420, Some(IpAddr::V4([192, 0, 2, 3]))).unwrap();
     p.connect();
     p.settle();
-    let (m, _) = first_sent(&p, 'b', AttrId::Rej).unwrap();
-    let CmMsg::Rej(r) = m.msg else { panic!() };
+    let r = first_rej(&p, 'b');
     assert_eq!(r.reason, rej::CONSUMER_DEFINED);
     assert!(r.private_data.iter().all(|&x| x == 0));
 
@@ -412,8 +424,7 @@ fn application_reject_carries_reason_28_and_private_data() {
     let (id, reason, pd) = got.unwrap();
     assert_eq!((id, reason), (ida, 28));
     assert_eq!(&pd[..4], b"busy");
-    let (m, _) = first_sent(&p, 'b', AttrId::Rej).unwrap();
-    let CmMsg::Rej(r) = m.msg else { panic!() };
+    let r = first_rej(&p, 'b');
     assert_eq!(r.local_comm_id, 0, "REJ from REQ_RCVD carries local id 0");
     assert_eq!(p.a.active_connections() + p.b.active_connections(), 0);
     assert_eq!(p.b.reject(idb, b"", &mut p.tb), Err(CmError::NotFound));
@@ -421,10 +432,7 @@ fn application_reject_carries_reason_28_and_private_data() {
 
 #[test]
 fn lost_rep_is_recovered_by_retransmission() {
-    let mut p = Pair::new();
-    p.drop_first('b', AttrId::Rep);
-    let ida = p.connect();
-    p.settle();
+    let (mut p, ida) = connect_losing_first('b', AttrId::Rep);
     assert_eq!(p.a.state(ida), CmState::ReqSent);
     // B retransmits the REP after ms(REQ Local CM Response Timeout 20) = 4096
     // ms, before A's REQ timer (2·ms(18) + ms(20) = 6144 ms)
@@ -441,10 +449,7 @@ fn lost_rep_is_recovered_by_retransmission() {
 
 #[test]
 fn lost_rtu_is_recovered_by_rep_retransmission_and_rtu_resend() {
-    let mut p = Pair::new();
-    p.drop_first('a', AttrId::Rtu);
-    let ida = p.connect();
-    p.settle();
+    let (mut p, ida) = connect_losing_first('a', AttrId::Rtu);
     assert_eq!(p.a.state(ida), CmState::Established);
     assert_eq!(p.b.active_connections(), 1);
     let idb = p.request_id().unwrap();
@@ -897,8 +902,7 @@ fn active_cancel_sends_rej_timeout_that_the_passive_side_matches_by_guid() {
     assert_eq!(p.b.state(idb), CmState::ReqRcvd);
     p.a.cancel(ida, &mut p.ta).unwrap();
     p.settle();
-    let (m, _) = first_sent(&p, 'a', AttrId::Rej).unwrap();
-    let CmMsg::Rej(r) = m.msg else { panic!() };
+    let r = first_rej(&p, 'a');
     assert_eq!((r.reason, r.ari_length, r.local_comm_id), (rej::TIMEOUT, 8, ida.0));
     assert_eq!(&r.ari[..8], &guid_from_mac(MAC_A).to_be_bytes());
     assert!(
@@ -920,8 +924,7 @@ fn active_side_rejects_a_rep_it_cannot_use() {
     assert_eq!(p.a.cancel(ida, &mut p.ta), Err(CmError::InvalidState(CmState::RepRcvd)));
     p.a.reject(ida, b"qp", &mut p.ta).unwrap();
     p.settle();
-    let (m, _) = first_sent(&p, 'a', AttrId::Rej).unwrap();
-    let CmMsg::Rej(r) = m.msg else { panic!() };
+    let r = first_rej(&p, 'a');
     assert_eq!(
         (r.reason, r.msg_rejected, r.local_comm_id, r.remote_comm_id),
         (28, 1, ida.0, idb.0)
