@@ -82,7 +82,7 @@ fn a_cq_refuses_a_shared_qp_of_another_device() {
         qa.post_send(&[wr]).unwrap();
 
         let foreign = VerbsError::Invalid { what: irdma::Phrase::new(&"QP of another device") };
-        let mut wc = [EMPTY_WC; 4];
+        let mut wc = [empty_wc(); 4];
         assert_eq!(ca.poll_shared([&qb], &mut wc), Err(foreign));
         assert_eq!(ca.poll_shared([&qa, &qb], &mut wc), Err(foreign), "one foreign QP is enough");
         // A QP of this device on another CQ: no CQE of this CQ names it,
@@ -139,14 +139,7 @@ fn objects_of_another_device_are_refused_at_create() {
         invalid(da.alloc_mr(&pb, 4).err().unwrap(), "PD of another device");
         let mem = buf(1);
         let pages = pages_of(&mem);
-        let desc = MrDesc {
-            iova: mem.paddr(),
-            length: 4096,
-            page_size: PageSize::Size4K,
-            pages: &pages,
-            zero_based: false,
-            access: Access::LOCAL_WRITE,
-        };
+        let desc = va_desc(mem.paddr(), 4096, &pages, Access::LOCAL_WRITE);
         // SAFETY: `mem` outlives the call, and nothing is registered (refused).
         invalid(unsafe { da.reg_mr(&pb, &desc) }.err().unwrap(), "PD of another device");
         let mut wa = WqInitAttr { wq_type: WqType::Rq, max_wr: 4, max_sge: 1, cq: &cb };

@@ -17,14 +17,7 @@ fn gaps_of_the_bad_input_table_are_refused() {
     let b = buf(2);
     let pages = pages_of(&b);
     // MR whose iova + length wraps.
-    let d = MrDesc {
-        iova: u64::MAX - 4095,
-        length: 8192,
-        page_size: PageSize::Size4K,
-        pages: &pages,
-        zero_based: false,
-        access: Access::LOCAL_WRITE,
-    };
+    let d = va_desc(u64::MAX - 4095, 8192, &pages, Access::LOCAL_WRITE);
     // SAFETY: refused before the device is told anything (and `b`, whose
     // pages these are, outlives the device anyway).
     let r = unsafe { dev.reg_mr(&pd, &d) };
@@ -65,6 +58,6 @@ fn gaps_of_the_bad_input_table_are_refused() {
         }
         other => panic!("{other:?}"),
     }
-    let mut wc = [EMPTY_WC; 4];
+    let mut wc = [empty_wc(); 4];
     assert_eq!(cq.poll(&mut wc), 0, "nothing was posted to the SQ");
 }

@@ -8,8 +8,7 @@ use common::*;
 fn probe_and_close() {
     let _g = lock();
     let base = FakeHal::live_pages();
-    let bar = ModelBar::standalone(Config::default());
-    let dev = probe(&bar).expect("probe");
+    let (bar, dev) = default_device();
     assert!(bar.with_device(|d| d.hmc_ready()));
     let fp = dev.footprint();
     let held = (FakeHal::live_pages() - base) as u64 * 4096;
@@ -162,8 +161,7 @@ fn probe_passes_the_strict_sd_format() {
 #[test]
 fn pbles_read_back_through_the_model_hmc_are_the_mr_pages() {
     let _g = lock();
-    let bar = ModelBar::standalone(Config::default());
-    let dev = probe(&bar).expect("probe");
+    let (bar, dev) = default_device();
     let pd = dev.alloc_pd().unwrap();
     // two pages listed twice (p0 p1 p0 p1): never contiguous, so level 1
     let bufs: Vec<Buf> = (0..2).map(|_| buf(1)).collect();
@@ -205,8 +203,7 @@ fn model_read(pa: u64) -> u64 {
 #[test]
 fn alloc_mr_sends_the_vendors_alloc_stag() {
     let _g = lock();
-    let bar = ModelBar::standalone(Config::default());
-    let dev = probe(&bar).expect("probe");
+    let (bar, dev) = default_device();
     let pd = dev.alloc_pd().unwrap();
     let fr = dev.alloc_mr(&pd, 3).unwrap();
     let w = bar

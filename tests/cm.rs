@@ -39,18 +39,19 @@ fn hex(s: &str) -> Vec<u8> {
 }
 
 fn first_sent(p: &Pair, from: char, attr: AttrId) -> Option<(CmMad, [u8; MAD_SIZE])> {
-    p.sent()
-        .into_iter()
-        .filter(|s| s.from == from)
-        .map(|s| (CmMad::decode(&s.mad).unwrap(), s.mad))
-        .find(|(m, _)| m.msg.attr_id() == attr)
+    p.sent_of(from, attr).into_iter().next()
+}
+
+/// The first REJ side `from` sent; panics when there is none.
+fn first_rej(p: &Pair, from: char) -> Rej {
+    match first_sent(p, from, AttrId::Rej).map(|(m, _)| m.msg) {
+        Some(CmMsg::Rej(r)) => r,
+        other => panic!("no REJ from {from}: {other:?}"),
+    }
 }
 
 fn sent_count(p: &Pair, from: char, attr: AttrId) -> usize {
-    p.sent()
-        .iter()
-        .filter(|s| s.from == from && CmMad::decode(&s.mad).unwrap().msg.attr_id() == attr)
-        .count()
+    p.sent_of(from, attr).len()
 }
 
 #[test]
@@ -115,6 +116,16 @@ fn roundtrip(msg: CmMsg) {
     assert_eq!(CmMad::decode(&b).unwrap(), m);
 }
 
+/// An MRA from comm id 3 to 4, no private data.
+fn mra_3_to_4(msg_mraed: u8, service_timeout: u8) -> Mra {
+    Mra { local_comm_id: 3, remote_comm_id: 4, msg_mraed, service_timeout, private_data: [0; 222] }
+}
+
+/// A DREQ from comm id 5 to 6 for `remote_qpn`, no private data.
+fn dreq_5_to_6(remote_qpn: u32) -> Dreq {
+    Dreq { local_comm_id: 5, remote_comm_id: 6, remote_qpn, private_data: [0; 220] }
+}
+
 #[test]
 fn every_message_roundtrips_with_its_field_positions() {
     let mut pd = [0u8; 196];
@@ -167,19 +178,12 @@ fn every_message_roundtrips_with_its_field_positions() {
     assert_eq!([b[32], b[33], b[34], b[35]], [1 << 6, 8 << 1, 0, 28]);
     assert_eq!(b[24 + 84], 9);
 
-    let mra = Mra {
-        local_comm_id: 3,
-        remote_comm_id: 4,
-        msg_mraed: 1,
-        service_timeout: 24,
-        private_data: [0; 222],
-    };
+    let mra = mra_3_to_4(1, 24);
     roundtrip(CmMsg::Mra(mra));
     CmMad::new(0, CmMsg::Mra(mra)).encode(&mut b).unwrap();
     assert_eq!([b[32], b[33]], [1 << 6, 24 << 3]);
 
-    let dreq =
-        Dreq { local_comm_id: 5, remote_comm_id: 6, remote_qpn: 0x77, private_data: [0; 220] };
+    let dreq = dreq_5_to_6(0x77);
     roundtrip(CmMsg::Dreq(dreq));
     CmMad::new(0, CmMsg::Dreq(dreq)).encode(&mut b).unwrap();
     assert_eq!([b[32], b[33], b[34], b[35]], [0, 0, 0x77, 0]);
@@ -189,18 +193,11 @@ fn every_message_roundtrips_with_its_field_positions() {
 
 #[test]
 fn encoder_refuses_values_wider_than_their_field() {
-    let dreq =
-        Dreq { local_comm_id: 5, remote_comm_id: 6, remote_qpn: 1 << 24, private_data: [0; 220] };
+    let dreq = dreq_5_to_6(1 << 24);
     let mut b = [0xEEu8; MAD_SIZE];
     assert_eq!(CmMad::new(0, CmMsg::Dreq(dreq)).encode(&mut b), Err(MadError::Field("remote QPN")));
     assert_eq!(b, [0xEE; MAD_SIZE], "nothing written on error");
-    let mra = Mra {
-        local_comm_id: 3,
-        remote_comm_id: 4,
-        msg_mraed: 4,
-        service_timeout: 1,
-        private_data: [0; 222],
-    };
+    let mra = mra_3_to_4(4, 1);
     assert!(CmMad::new(0, CmMsg::Mra(mra)).encode(&mut b).is_err());
     assert_eq!(mad::private_data::<4>(b"12345"), Err(MadError::PrivateData { len: 5, max: 4 }));
     assert_eq!(mad::private_data::<4>(b"12").unwrap(), *b"12\0\0");
@@ -247,18 +244,19 @@ fn cma_hdr_ipv6_and_refusals() {
     assert_eq!(CmaHdr::decode(&pd), Err(rdma_cm::CmaHdrError::IpVersion(0x50)));
 }
 
-/// Connects A → B; returns A's and B's ids.
-fn connected(p: &mut Pair) -> (ConnId, ConnId) {
+/// A fresh pair that loses the first `attr` side `from` sends; A connects
+/// and both settle. The pair and A's id.
+fn connect_losing_first(from: char, attr: AttrId) -> (Pair, ConnId) {
+    let mut p = Pair::new();
+    p.drop_first(from, attr);
     let ida = p.connect();
     p.settle();
-    let idb = p
-        .events
-        .iter()
-        .find_map(|(s, e)| match e {
-            CmEvent::ConnectRequest { id, .. } if *s == 'b' => Some(*id),
-            _ => None,
-        })
-        .expect("B saw the REQ");
+    (p, ida)
+}
+
+/// Connects A → B; returns A's and B's ids.
+fn connected(p: &mut Pair) -> (ConnId, ConnId) {
+    let (ida, idb) = p.requested();
     assert_eq!(p.a.state(ida), CmState::Established);
     assert_eq!(p.b.state(idb), CmState::Established);
     (ida, idb)
@@ -269,14 +267,7 @@ fn connect_and_disconnect() {
     let mut p = Pair::new();
     let (ida, idb) = connected(&mut p);
     // B saw the request with the right addressing
-    let info = p
-        .events
-        .iter()
-        .find_map(|(_, e)| match e {
-            CmEvent::ConnectRequest { info, .. } => Some(*info),
-            _ => None,
-        })
-        .unwrap();
+    let info = first_event!(p, _, CmEvent::ConnectRequest { info, .. } => *info).unwrap();
     assert_eq!(info.hdr.src, IpAddr::V4(IP_A));
     assert_eq!(info.hdr.dst, IpAddr::V4(IP_B));
     assert_eq!((info.hdr.src_port, info.local_port), (49152, 4420));
@@ -303,14 +294,7 @@ fn connect_and_disconnect() {
         (49152, 4420, 4420, 49152)
     );
     // the REP's private data reached A
-    let pd = p
-        .events
-        .iter()
-        .find_map(|(_, e)| match e {
-            CmEvent::Connected { private_data, .. } => Some(*private_data),
-            _ => None,
-        })
-        .unwrap();
+    let pd = first_event!(p, _, CmEvent::Connected { private_data, .. } => *private_data).unwrap();
     assert_eq!(&pd[..7], b"welcome");
     assert!(pd[7..].iter().all(|&x| x == 0));
     // RTU/REP/REQ each sent once
@@ -395,8 +379,7 @@ fn req_for_a_foreign_gid_or_bad_cma_hdr_is_rejected() {
     cp.peer.peer_ip = IpAddr::V4([192, 0, 2, 9]);
     p.a.connect(p.now, &cp, &mut p.ta).unwrap();
     p.settle();
-    let (m, _) = first_sent(&p, 'b', AttrId::Rej).unwrap();
-    let CmMsg::Rej(r) = m.msg else { panic!() };
+    let r = first_rej(&p, 'b');
     assert_eq!(r.reason, rej::INVALID_GID);
     assert_eq!(r.ari_length, 16);
     assert_eq!(&r.ari[..16], &rdma_cm::gid_of(IpAddr::V4(IP_B)));
@@ -408,8 +391,7 @@ fn req_for_a_foreign_gid_or_bad_cma_hdr_is_rejected() {
     p.b.listen(PortSpace::Tcp, 4420, Some(IpAddr::V4([192, 0, 2, 3]))).unwrap();
     p.connect();
     p.settle();
-    let (m, _) = first_sent(&p, 'b', AttrId::Rej).unwrap();
-    let CmMsg::Rej(r) = m.msg else { panic!() };
+    let r = first_rej(&p, 'b');
     assert_eq!(r.reason, rej::CONSUMER_DEFINED);
     assert!(r.private_data.iter().all(|&x| x == 0));
 
@@ -437,17 +419,12 @@ fn application_reject_carries_reason_28_and_private_data() {
     );
     p.b.reject(idb, b"busy", &mut p.tb).unwrap();
     p.settle();
-    let got = p.events.iter().find_map(|(s, e)| match e {
-        CmEvent::Rejected { id, reason, private_data } if *s == 'a' => {
-            Some((*id, *reason, *private_data))
-        }
-        _ => None,
-    });
+    let got = first_event!(p, 'a', CmEvent::Rejected { id, reason, private_data } =>
+        (*id, *reason, *private_data));
     let (id, reason, pd) = got.unwrap();
     assert_eq!((id, reason), (ida, 28));
     assert_eq!(&pd[..4], b"busy");
-    let (m, _) = first_sent(&p, 'b', AttrId::Rej).unwrap();
-    let CmMsg::Rej(r) = m.msg else { panic!() };
+    let r = first_rej(&p, 'b');
     assert_eq!(r.local_comm_id, 0, "REJ from REQ_RCVD carries local id 0");
     assert_eq!(p.a.active_connections() + p.b.active_connections(), 0);
     assert_eq!(p.b.reject(idb, b"", &mut p.tb), Err(CmError::NotFound));
@@ -455,17 +432,7 @@ fn application_reject_carries_reason_28_and_private_data() {
 
 #[test]
 fn lost_rep_is_recovered_by_retransmission() {
-    let mut p = Pair::new();
-    let mut dropped = 0;
-    p.set_drop(move |from, m| {
-        if from == 'b' && m.msg.attr_id() == AttrId::Rep && dropped == 0 {
-            dropped += 1;
-            return true;
-        }
-        false
-    });
-    let ida = p.connect();
-    p.settle();
+    let (mut p, ida) = connect_losing_first('b', AttrId::Rep);
     assert_eq!(p.a.state(ida), CmState::ReqSent);
     // B retransmits the REP after ms(REQ Local CM Response Timeout 20) = 4096
     // ms, before A's REQ timer (2·ms(18) + ms(20) = 6144 ms)
@@ -475,28 +442,14 @@ fn lost_rep_is_recovered_by_retransmission() {
     assert_eq!(p.a.state(ida), CmState::Established);
     assert_eq!(sent_count(&p, 'b', AttrId::Rep), 2);
     assert_eq!(sent_count(&p, 'a', AttrId::Req), 1);
-    let reps: Vec<_> = p
-        .sent()
-        .into_iter()
-        .filter(|s| s.from == 'b' && CmMad::decode(&s.mad).unwrap().msg.attr_id() == AttrId::Rep)
-        .collect();
-    assert_eq!(reps[0].mad, reps[1].mad, "the identical REP is resent");
+    let reps = p.sent_of('b', AttrId::Rep);
+    assert_eq!(reps[0].1, reps[1].1, "the identical REP is resent");
     assert_eq!(p.b.stats().retransmits, 1);
 }
 
 #[test]
 fn lost_rtu_is_recovered_by_rep_retransmission_and_rtu_resend() {
-    let mut p = Pair::new();
-    let mut dropped = 0;
-    p.set_drop(move |from, m| {
-        if from == 'a' && m.msg.attr_id() == AttrId::Rtu && dropped == 0 {
-            dropped += 1;
-            return true;
-        }
-        false
-    });
-    let ida = p.connect();
-    p.settle();
+    let (mut p, ida) = connect_losing_first('a', AttrId::Rtu);
     assert_eq!(p.a.state(ida), CmState::Established);
     assert_eq!(p.b.active_connections(), 1);
     let idb = p.request_id().unwrap();
@@ -609,7 +562,7 @@ fn a_slow_accept_mras_the_retransmitted_req_and_the_active_side_waits() {
     assert_eq!(sent_count(&p, 'a', AttrId::Req), 2);
     let (m, _) = first_sent(&p, 'b', AttrId::Mra).expect("B sent an MRA");
     let CmMsg::Mra(x) = m.msg else { panic!("not an MRA") };
-    let idb = req_id(&p);
+    let idb = p.b_request();
     assert_eq!(
         (x.local_comm_id, x.remote_comm_id, x.msg_mraed, x.service_timeout),
         (idb.0, ida.0, 0, 24)
@@ -640,9 +593,7 @@ fn a_slow_rtu_mras_the_retransmitted_rep_and_the_passive_side_waits() {
     // 16 × 4096 ms and the connection is UNREACHABLE.
     let mut p = Pair::new();
     p.auto_rtu = false;
-    let ida = p.connect();
-    p.settle();
-    let idb = req_id(&p);
+    let (ida, idb) = p.requested();
     assert_eq!((p.a.state(ida), p.b.state(idb)), (CmState::RepRcvd, CmState::RepSent));
     p.run_until(4096);
     assert_eq!(sent_count(&p, 'b', AttrId::Rep), 2);
@@ -728,14 +679,7 @@ fn repeated_dreq_in_timewait_gets_another_drep() {
     let mut p = Pair::new();
     let (ida, idb) = connected(&mut p);
     // B's DREP is lost: A retransmits the DREQ, B (in timewait) answers again
-    let mut dropped = 0;
-    p.set_drop(move |from, m| {
-        if from == 'b' && m.msg.attr_id() == AttrId::Drep && dropped == 0 {
-            dropped += 1;
-            return true;
-        }
-        false
-    });
+    p.drop_first('b', AttrId::Drep);
     p.a.disconnect(p.now, ida, &mut p.ta).unwrap();
     p.settle();
     assert_eq!(p.a.state(ida), CmState::DreqSent);
@@ -764,17 +708,8 @@ fn stale_qpn_gets_rej_10_and_the_old_connection_a_dreq() {
     let mut p = Pair::new();
     let (_ida, idb) = connected(&mut p);
     // A "reboots" (new ids) and reuses QPN 0x42 toward B
-    p.a = TestCm::new(cfg(MAC_A, IP_A, 0x7777));
-    p.wire.borrow_mut().log.clear();
-    p.set_drop(|from, _| from == 'b');
-    p.connect();
-    p.settle();
-    let rejs: Vec<_> = p
-        .sent()
-        .into_iter()
-        .filter(|s| s.from == 'b')
-        .map(|s| CmMad::decode(&s.mad).unwrap().msg)
-        .collect();
+    p.a_reboots_and_reconnects();
+    let rejs = p.msgs_from('b');
     assert!(matches!(rejs[0], CmMsg::Rej(Rej { reason: 10, .. })), "{rejs:?}");
     assert!(matches!(rejs[1], CmMsg::Dreq(_)), "{rejs:?}");
     assert_eq!(p.b.state(idb), CmState::DreqSent);
@@ -832,16 +767,6 @@ fn params_become_the_verbs_modify_steps() {
     assert_eq!((rts.sq_psn, rts.retry_cnt, rts.rnr_retry, rts.max_rd_atomic), (0xABCDE, 7, 5, 4));
 }
 
-fn req_id(p: &Pair) -> ConnId {
-    p.events
-        .iter()
-        .find_map(|(s, e)| match e {
-            CmEvent::ConnectRequest { id, .. } if *s == 'b' => Some(*id),
-            _ => None,
-        })
-        .expect("B saw the REQ")
-}
-
 #[test]
 fn a_rep_never_answered_times_out_on_the_passive_side() {
     let mut p = Pair::new();
@@ -854,9 +779,7 @@ fn a_rep_never_answered_times_out_on_the_passive_side() {
         }
         from == 'a'
     });
-    p.connect();
-    p.settle();
-    let idb = req_id(&p);
+    let (_, idb) = p.requested();
     assert_eq!(p.b.state(idb), CmState::RepSent);
     // 1 + REQ max CM retries (15) REPs, ms(REQ local CM response timeout 20)
     // = 4096 ms apart; no REJ on REP timeout (cm.c)
@@ -873,9 +796,7 @@ fn a_rep_never_answered_times_out_on_the_passive_side() {
 fn first_data_before_rtu_establishes_the_passive_side() {
     let mut p = Pair::new();
     p.set_drop(|from, m| from == 'a' && m.msg.attr_id() == AttrId::Rtu);
-    p.connect();
-    p.settle();
-    let idb = req_id(&p);
+    let (_, idb) = p.requested();
     assert_eq!(p.b.state(idb), CmState::RepSent);
     // COMM_EST: a receive completion on the new QP
     p.b.established(idb).unwrap();
@@ -944,7 +865,7 @@ fn ipv6_connect_and_disconnect() {
     cp.peer.peer_ip = b6;
     let ida = p.a.connect(p.now, &cp, &mut p.ta).unwrap();
     p.settle();
-    let idb = req_id(&p);
+    let idb = p.b_request();
     assert_eq!(p.a.state(ida), CmState::Established);
     let (m, _) = first_sent(&p, 'a', AttrId::Req).unwrap();
     let CmMsg::Req(r) = m.msg else { panic!() };
@@ -966,17 +887,8 @@ fn stale_qpn_against_a_disconnecting_connection_gets_rej_10_only() {
     p.settle();
     assert_eq!(p.b.state(idb), CmState::DreqRcvd);
     // A reboots and reuses QPN 0x42 while B still holds the old connection
-    p.a = TestCm::new(cfg(MAC_A, IP_A, 0x7777));
-    p.wire.borrow_mut().log.clear();
-    p.set_drop(|from, _| from == 'b');
-    p.connect();
-    p.settle();
-    let from_b: Vec<_> = p
-        .sent()
-        .into_iter()
-        .filter(|s| s.from == 'b')
-        .map(|s| CmMad::decode(&s.mad).unwrap().msg)
-        .collect();
+    p.a_reboots_and_reconnects();
+    let from_b = p.msgs_from('b');
     assert_eq!(from_b.len(), 1, "{from_b:?}");
     assert!(matches!(from_b[0], CmMsg::Rej(Rej { reason: 10, .. })));
     assert_eq!(p.b.state(idb), CmState::DreqRcvd, "no DREP sent on the app's behalf");
@@ -986,14 +898,11 @@ fn stale_qpn_against_a_disconnecting_connection_gets_rej_10_only() {
 fn active_cancel_sends_rej_timeout_that_the_passive_side_matches_by_guid() {
     let mut p = Pair::new();
     p.auto_accept = false;
-    let ida = p.connect();
-    p.settle();
-    let idb = req_id(&p);
+    let (ida, idb) = p.requested();
     assert_eq!(p.b.state(idb), CmState::ReqRcvd);
     p.a.cancel(ida, &mut p.ta).unwrap();
     p.settle();
-    let (m, _) = first_sent(&p, 'a', AttrId::Rej).unwrap();
-    let CmMsg::Rej(r) = m.msg else { panic!() };
+    let r = first_rej(&p, 'a');
     assert_eq!((r.reason, r.ari_length, r.local_comm_id), (rej::TIMEOUT, 8, ida.0));
     assert_eq!(&r.ari[..8], &guid_from_mac(MAC_A).to_be_bytes());
     assert!(
@@ -1008,17 +917,14 @@ fn active_cancel_sends_rej_timeout_that_the_passive_side_matches_by_guid() {
 fn active_side_rejects_a_rep_it_cannot_use() {
     let mut p = Pair::new();
     p.auto_rtu = false;
-    let ida = p.connect();
-    p.settle();
-    let idb = req_id(&p);
+    let (ida, idb) = p.requested();
     assert_eq!(p.a.state(ida), CmState::RepRcvd);
     assert_eq!(p.b.state(idb), CmState::RepSent);
     // e.g. the QP refused the parameters
     assert_eq!(p.a.cancel(ida, &mut p.ta), Err(CmError::InvalidState(CmState::RepRcvd)));
     p.a.reject(ida, b"qp", &mut p.ta).unwrap();
     p.settle();
-    let (m, _) = first_sent(&p, 'a', AttrId::Rej).unwrap();
-    let CmMsg::Rej(r) = m.msg else { panic!() };
+    let r = first_rej(&p, 'a');
     assert_eq!(
         (r.reason, r.msg_rejected, r.local_comm_id, r.remote_comm_id),
         (28, 1, ida.0, idb.0)
@@ -1035,9 +941,7 @@ fn active_side_rejects_a_rep_it_cannot_use() {
 fn passive_mra_defers_the_req_and_answers_duplicates() {
     let mut p = Pair::new();
     p.auto_accept = false;
-    let ida = p.connect();
-    p.settle();
-    let idb = req_id(&p);
+    let (ida, idb) = p.requested();
     assert_eq!(p.b.mra(ConnId(7), 24, &mut p.tb), Err(CmError::NotFound));
     p.b.mra(idb, 24, &mut p.tb).unwrap();
     p.settle();

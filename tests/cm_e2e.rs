@@ -23,6 +23,17 @@ fn cm_cfg(a: Addr, seed: u32) -> CmConfig {
 
 type TestCm = Cm<4, 1>;
 
+/// The two ports of one in-memory wire and a CM behind each (id seeds
+/// `seeds`), B's listening on the NVMe/RDMA port 4420 of its address.
+fn cms_on_a_wire(seeds: (u32, u32)) -> ((Port, TestCm), (Port, TestCm)) {
+    let wire = Rc::new(RefCell::new(Wire::default()));
+    let ta = Port { me: 'a', mac: A.mac, wire: wire.clone() };
+    let tb = Port { me: 'b', mac: B.mac, wire };
+    let mut cmb = TestCm::new(cm_cfg(B, seeds.1));
+    cmb.listen(PortSpace::Tcp, 4420, Some(IpAddr::V4(B.ip))).unwrap();
+    ((ta, TestCm::new(cm_cfg(A, seeds.0))), (tb, cmb))
+}
+
 /// Polls both CMs at `now`, reacting like an RDMA-CM application whose QPs
 /// are `a` (active) and `b` (passive); returns the events seen.
 fn pump(
@@ -53,12 +64,7 @@ fn cm_connects_real_qps_that_then_carry_send_and_write() {
     // never completes: wrongly crossed PSNs fail the traffic below
     let (ba, _bb, da, db) = two_strict_devices(Profile::SMALL);
     let frames = ba.fabric().capture();
-    let wire = Rc::new(RefCell::new(Wire::default()));
-    let mut ta = Port { me: 'a', mac: A.mac, wire: wire.clone() };
-    let mut tb = Port { me: 'b', mac: B.mac, wire };
-    let mut cma = TestCm::new(cm_cfg(A, 0x1000));
-    let mut cmb = TestCm::new(cm_cfg(B, 0x2000));
-    cmb.listen(PortSpace::Tcp, 4420, Some(IpAddr::V4(B.ip))).unwrap();
+    let ((mut ta, mut cma), (mut tb, mut cmb)) = cms_on_a_wire((0x1000, 0x2000));
     let mut rng = Rng::new(18);
     let mut now = 0u64;
     for round in 0..5u32 {
@@ -123,12 +129,7 @@ struct Negotiated {
 fn negotiate(offer: (u8, u8), accept: (u8, u8)) -> Negotiated {
     let _g = lock();
     let (ba, bb, da, db) = two_devices(Profile::SMALL);
-    let wire = Rc::new(RefCell::new(Wire::default()));
-    let mut ta = Port { me: 'a', mac: A.mac, wire: wire.clone() };
-    let mut tb = Port { me: 'b', mac: B.mac, wire };
-    let mut cma = TestCm::new(cm_cfg(A, 0x3000));
-    let mut cmb = TestCm::new(cm_cfg(B, 0x4000));
-    cmb.listen(PortSpace::Tcp, 4420, Some(IpAddr::V4(B.ip))).unwrap();
+    let ((mut ta, mut cma), (mut tb, mut cmb)) = cms_on_a_wire((0x3000, 0x4000));
     let mut a = Side::new(&da, A, 16, cap(8));
     let mut b = Side::new(&db, B, 16, cap(8));
     let cp = ConnectParams {

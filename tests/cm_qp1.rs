@@ -10,7 +10,7 @@ mod cm_common;
 mod common;
 mod e2e_common;
 
-use cm_common::{cm_config, have, mad_path, num, nvme_connect, tshark};
+use cm_common::{cm_config, mad_path, num, nvme_connect, scapy_icrc, tshark, tshark_or_skip};
 use e2e_common::*;
 use irdma::cm::mad::{AttrId, CmMad};
 use irdma::cm::rdma_cm::{PortSpace, guid_from_mac, rej};
@@ -381,10 +381,7 @@ fn cm_over_qp1_on_the_wire_decodes_in_tshark() {
     frames.write_pcap(&file).unwrap();
     let nframes = frames.len();
     let f = file.to_str().unwrap();
-    let required = std::env::var_os("CM_WIRE_REQUIRED").is_some();
-    if !have("tshark", &["--version"]) {
-        assert!(!required, "tshark missing and CM_WIRE_REQUIRED set");
-        eprintln!("cm_qp1: tshark not installed, tool checks skipped ({f} written)");
+    if !tshark_or_skip("cm_qp1", f) {
         return;
     }
     let tshark = |extra: &[&str]| tshark(f, &["-o", "udp.check_checksum:TRUE"], extra);
@@ -451,16 +448,7 @@ fn cm_over_qp1_on_the_wire_decodes_in_tshark() {
     for (l, w) in lines.iter().zip(want) {
         assert!(l.contains(w), "tshark Info {l:?}, expected {w}");
     }
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/wire/check_icrc.py");
-    if !have("python3", &["-c", "import scapy.contrib.roce"]) {
-        assert!(!required, "scapy missing and CM_WIRE_REQUIRED set");
-        eprintln!("cm_qp1: scapy not installed, ICRC check skipped");
-        return;
-    }
-    let o = std::process::Command::new("python3").args([script, f]).output().unwrap();
-    let out = String::from_utf8_lossy(&o.stdout);
-    assert!(o.status.success(), "scapy ICRC check failed: {out}");
-    assert!(out.contains(&format!("{nframes} frames, ICRC ok")), "{out}");
+    let Some(out) = scapy_icrc("cm_qp1", f, nframes) else { return };
     eprintln!(
         "cm_qp1: {nframes} frames; tshark checked {} fields; scapy: {}",
         exp.len(),

@@ -42,15 +42,6 @@ fn sidr_requests(p: &Pair) -> Vec<ConnId> {
         .collect()
 }
 
-fn sent_of(p: &Pair, from: char, attr: AttrId) -> Vec<(CmMad, [u8; MAD_SIZE])> {
-    p.sent()
-        .into_iter()
-        .filter(|s| s.from == from)
-        .map(|s| (CmMad::decode(&s.mad).unwrap(), s.mad))
-        .filter(|(m, _)| m.msg.attr_id() == attr)
-        .collect()
-}
-
 fn accept(p: &mut Pair, id: ConnId, qpn: u32) {
     let a = SidrAcceptParams { qpn, qkey: UDP_QKEY, private_data: b"ud-ok" };
     p.b.sidr_accept(p.now, id, &a, &mut p.tb).expect("sidr_accept");
@@ -64,14 +55,7 @@ fn sidr_resolves_the_ud_qpn_and_qkey_with_the_wire_format_of_linux() {
     p.settle();
     let reqs = sidr_requests(&p);
     assert_eq!(reqs.len(), 1, "{:?}", p.events);
-    let info = p
-        .events
-        .iter()
-        .find_map(|(_, e)| match e {
-            CmEvent::SidrRequest { info, .. } => Some(*info),
-            _ => None,
-        })
-        .unwrap();
+    let info = first_event!(p, _, CmEvent::SidrRequest { info, .. } => *info).unwrap();
     assert_eq!(info.local_port, UDADDY_PORT);
     assert_eq!(info.hdr.src_port, 50000);
     assert_eq!((info.hdr.src, info.hdr.dst), (IpAddr::V4(IP_A), IpAddr::V4(IP_B)));
@@ -79,12 +63,8 @@ fn sidr_resolves_the_ud_qpn_and_qkey_with_the_wire_format_of_linux() {
     assert_eq!(info.peer.peer_mac, MAC_A);
     accept(&mut p, reqs[0], 0xABCDE);
     p.settle();
-    let got = p.events.iter().find_map(|(s, e)| match e {
-        CmEvent::SidrResolved { id, qpn, qkey, private_data } if *s == 'a' => {
-            Some((*id, *qpn, *qkey, *private_data))
-        }
-        _ => None,
-    });
+    let got = first_event!(p, 'a', CmEvent::SidrResolved { id, qpn, qkey, private_data } =>
+        (*id, *qpn, *qkey, *private_data));
     let (rid, qpn, qkey, pd) = got.expect("SidrResolved on A");
     assert_eq!((rid, qpn, qkey), (id, 0xABCDE, 0x0123_4567));
     assert_eq!(&pd[..5], b"ud-ok");
@@ -92,7 +72,7 @@ fn sidr_resolves_the_ud_qpn_and_qkey_with_the_wire_format_of_linux() {
     assert_eq!(p.a.active_connections(), 0);
 
     // the SIDR_REQ: C12 table 119 offsets (MAD offset = data + 24)
-    let req = sent_of(&p, 'a', AttrId::SidrReq);
+    let req = p.sent_of('a', AttrId::SidrReq);
     assert_eq!(req.len(), 1);
     let (m, b) = req[0];
     assert_eq!(&b[..4], &[1, 7, 2, 3], "base 1, class CM, version 2, Send");
@@ -111,7 +91,7 @@ fn sidr_resolves_the_ud_qpn_and_qkey_with_the_wire_format_of_linux() {
     assert_eq!(&b[76..85], b"hi udaddy", "user data after the 36-byte cma_hdr");
 
     // the SIDR_REP: C12 table 120
-    let rep = sent_of(&p, 'b', AttrId::SidrRep);
+    let rep = p.sent_of('b', AttrId::SidrRep);
     assert_eq!(rep.len(), 1);
     let (m, b) = rep[0];
     assert_eq!(&b[16..18], &[0x00, 0x18]);
@@ -137,10 +117,7 @@ fn sidr_for_an_unlistened_service_gets_status_1_and_a_refusal_status_2() {
     let mut p = Pair::new(); // B listens on TCP 4420 only
     let id = p.a.sidr_resolve(p.now, &sidr_params(b""), &mut p.ta).unwrap();
     p.settle();
-    let rej = p.events.iter().find_map(|(s, e)| match e {
-        CmEvent::SidrRejected { id, status, .. } if *s == 'a' => Some((*id, *status)),
-        _ => None,
-    });
+    let rej = first_event!(p, 'a', CmEvent::SidrRejected { id, status, .. } => (*id, *status));
     assert_eq!(rej, Some((id, sidr_status::UNSUPPORTED)), "{:?}", p.events);
     assert_eq!(p.a.active_connections() + p.b.active_connections(), 0);
     assert!(sidr_requests(&p).is_empty());
@@ -156,12 +133,8 @@ fn sidr_for_an_unlistened_service_gets_status_1_and_a_refusal_status_2() {
         Err(CmError::InvalidState(CmState::SidrRepSent))
     );
     p.settle();
-    let got = p.events.iter().find_map(|(s, e)| match e {
-        CmEvent::SidrRejected { id, status, private_data } if *s == 'a' => {
-            Some((*id, *status, private_data[..7].to_vec()))
-        }
-        _ => None,
-    });
+    let got = first_event!(p, 'a', CmEvent::SidrRejected { id, status, private_data } =>
+        (*id, *status, private_data[..7].to_vec()));
     assert_eq!(got, Some((id, sidr_status::REJECT, b"go away".to_vec())));
 }
 
@@ -189,7 +162,7 @@ fn good_hdr() -> [u8; 36] {
 
 /// The SIDR_REP statuses B sent, in order.
 fn rep_statuses(p: &Pair) -> Vec<u8> {
-    sent_of(p, 'b', AttrId::SidrRep)
+    p.sent_of('b', AttrId::SidrRep)
         .into_iter()
         .map(|(m, _)| match m.msg {
             CmMsg::SidrRep(r) => r.status,
@@ -227,7 +200,7 @@ fn sidr_reqs_rdma_cm_would_refuse_get_status_2_and_rc_reqs_to_a_ud_service_rej_2
     assert_eq!(rep_statuses(&p), [2, 2, 2, 2, 1]);
     assert_eq!(p.b.active_connections(), 0);
     // every refusal echoes the request id and service id
-    let reps = sent_of(&p, 'b', AttrId::SidrRep);
+    let reps = p.sent_of('b', AttrId::SidrRep);
     let ids: Vec<(u32, u64)> = reps
         .iter()
         .map(|(m, _)| match m.msg {
@@ -261,7 +234,7 @@ fn sidr_req_is_retransmitted_identically_then_times_out() {
     assert_eq!(p.a.state(id), CmState::SidrReqSent, "still retrying after 15 intervals");
     assert_eq!(p.count('a', |e| matches!(e, CmEvent::TimedOut { .. })), 0);
     p.run_until(4096);
-    let reqs = sent_of(&p, 'a', AttrId::SidrReq);
+    let reqs = p.sent_of('a', AttrId::SidrReq);
     assert_eq!(reqs.len(), 16, "1 + max CM retries (15)");
     assert!(reqs.iter().all(|(_, b)| *b == reqs[0].1), "every retransmission identical");
     assert_eq!(p.count('a', |e| *e == CmEvent::TimedOut { id }), 1);
@@ -272,29 +245,21 @@ fn sidr_req_is_retransmitted_identically_then_times_out() {
 #[test]
 fn a_lost_sidr_rep_is_answered_again_and_a_duplicate_req_is_not_a_new_request() {
     let mut p = pair();
-    let mut reps = 0;
-    p.set_drop(move |from, m| {
-        if from == 'b' && m.msg.attr_id() == AttrId::SidrRep {
-            reps += 1;
-            reps == 1 // the first SIDR_REP is lost
-        } else {
-            false
-        }
-    });
+    p.drop_first('b', AttrId::SidrRep); // the first SIDR_REP is lost
     let id = p.a.sidr_resolve(p.now, &sidr_params(b""), &mut p.ta).unwrap();
     p.settle();
     // the caller has not answered: a retransmitted SIDR_REQ is dropped
     p.run_until(4096);
     assert_eq!(sidr_requests(&p).len(), 1);
-    assert_eq!(sent_of(&p, 'a', AttrId::SidrReq).len(), 2);
-    assert!(sent_of(&p, 'b', AttrId::SidrRep).is_empty());
+    assert_eq!(p.sent_of('a', AttrId::SidrReq).len(), 2);
+    assert!(p.sent_of('b', AttrId::SidrRep).is_empty());
     let r = sidr_requests(&p)[0];
     accept(&mut p, r, 0x55);
     p.settle();
     assert_eq!(p.a.state(id), CmState::SidrReqSent, "the REP was lost");
     // the next retransmission gets the same REP again
     p.run_until(4096);
-    let sent = sent_of(&p, 'b', AttrId::SidrRep);
+    let sent = p.sent_of('b', AttrId::SidrRep);
     assert_eq!(sent.len(), 2);
     assert_eq!(sent[0].1, sent[1].1, "the same SIDR_REP bytes");
     assert_eq!(sidr_requests(&p).len(), 1, "never a second SidrRequest");
@@ -310,7 +275,7 @@ fn duplicate_stale_and_foreign_sidr_reps_are_ignored() {
     let r = sidr_requests(&p)[0];
     accept(&mut p, r, 0x66);
     p.settle();
-    let (_, rep) = sent_of(&p, 'b', AttrId::SidrRep)[0];
+    let (_, rep) = p.sent_of('b', AttrId::SidrRep)[0];
     assert_eq!(p.count('a', |e| matches!(e, CmEvent::SidrResolved { .. })), 1);
     // the same REP again: the request is gone
     let src = path_a_to_b();
@@ -343,7 +308,7 @@ fn duplicate_stale_and_foreign_sidr_reps_are_ignored() {
         matches!(ev, Some(CmEvent::SidrResolved { id, qpn: 0x66, qkey: UDP_QKEY, .. }) if id == id2)
     );
     // and B sent nothing for any of this
-    assert_eq!(sent_of(&p, 'b', AttrId::SidrRep).len(), 1);
+    assert_eq!(p.sent_of('b', AttrId::SidrRep).len(), 1);
     // a SIDR_REP naming an RC connection (to the same service id) is stale
     let mut cp = connect_params(b"");
     cp.port_space = PortSpace::Udp;

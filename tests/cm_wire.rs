@@ -15,8 +15,6 @@
 
 mod cm_common;
 
-use std::process::Command;
-
 use cm_common::*;
 use irdma::cm::ConnId;
 use irdma::cm::mad::{CmMad, MAD_SIZE, QP1_QKEY};
@@ -261,10 +259,7 @@ fn cm_frames_decode_as_infiniband_cm_in_tshark() {
     let file = dir.join("cm_wire.pcap");
     run.cap.write_pcap(&file).unwrap();
     let f = file.to_str().unwrap();
-    let required = std::env::var_os("CM_WIRE_REQUIRED").is_some();
-    if !have("tshark", &["--version"]) {
-        assert!(!required, "tshark missing and CM_WIRE_REQUIRED set");
-        eprintln!("cm_wire: tshark not installed, tool checks skipped ({f} written)");
+    if !tshark_or_skip("cm_wire", f) {
         return;
     }
     let tshark = |extra: &[&str]| tshark(f, &[], extra);
@@ -309,15 +304,6 @@ fn cm_frames_decode_as_infiniband_cm_in_tshark() {
     }
     assert!(checked > 80, "{checked} fields checked");
     // scapy: every ICRC
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/wire/check_icrc.py");
-    if !have("python3", &["-c", "import scapy.contrib.roce"]) {
-        assert!(!required, "scapy missing and CM_WIRE_REQUIRED set");
-        eprintln!("cm_wire: scapy not installed, ICRC check skipped");
-        return;
-    }
-    let o = Command::new("python3").args([script, f]).output().unwrap();
-    let out = String::from_utf8_lossy(&o.stdout);
-    assert!(o.status.success(), "scapy ICRC check failed: {out}");
-    assert!(out.contains("8 frames, ICRC ok"), "{out}");
+    let Some(out) = scapy_icrc("cm_wire", f, 8) else { return };
     eprintln!("cm_wire: tshark checked {checked} fields of 8 frames; scapy: {}", out.trim());
 }

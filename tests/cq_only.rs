@@ -15,7 +15,7 @@ use irdma::wr::RecvWr;
 fn cq_only(side: &mut Side<'_>, want: usize, polls: usize) -> Vec<WorkCompletion> {
     let mut out = Vec::new();
     for _ in 0..polls {
-        let mut wc = [EMPTY_WC; 4];
+        let mut wc = [empty_wc(); 4];
         let k = side.cq.poll(&mut wc);
         out.extend_from_slice(&wc[..k]);
         if out.len() >= want {
@@ -23,7 +23,7 @@ fn cq_only(side: &mut Side<'_>, want: usize, polls: usize) -> Vec<WorkCompletion
         }
     }
     for _ in 0..3 {
-        let mut wc = [EMPTY_WC; 4];
+        let mut wc = [empty_wc(); 4];
         let k = side.cq.poll(&mut wc);
         out.extend_from_slice(&wc[..k]);
     }
@@ -143,7 +143,7 @@ fn aeq_errors_reach_a_cq_only_loop_after_the_aeq_wraps() {
             qp.post_send(&[signaled(round, write_op(dst.addr(), dst.key()), &bad)]).unwrap();
             let mut got = Vec::new();
             for _ in 0..20 {
-                let mut wc = [EMPTY_WC; 4];
+                let mut wc = [empty_wc(); 4];
                 let k = side.cq.poll(&mut wc);
                 got.extend_from_slice(&wc[..k]);
                 if !got.is_empty() {

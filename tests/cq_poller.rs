@@ -36,10 +36,7 @@ fn eight_qps_one_cq_every_completion_once() {
     const SENDS: u64 = 3;
     let _g = lock();
     let (_ba, _bb, da, db) = two_devices(Profile::SMALL);
-    let pa = da.alloc_pd().expect("pd");
-    let pb = db.alloc_pd().expect("pd");
-    let mut cq = da.create_cq(256).expect("cq");
-    let mut cb = db.create_cq(256).expect("cq b");
+    let ((pa, mut cq), (pb, mut cb)) = pd_cq_pairs(&da, 256, &db, 256);
     let mut qa: Vec<TShared<'_>> = (0..QPS).map(|_| shared_qp(&da, &pa, &cq, qcap(16))).collect();
     let mut qb: Vec<TQp<'_>> = (0..QPS).map(|_| create_qp(&db, &pb, &cb, 16)).collect();
     for (a, b) in qa.iter_mut().zip(qb.iter_mut()) {
@@ -75,10 +72,7 @@ fn eight_qps_one_cq_every_completion_once() {
 fn destroyed_qp_dropped_unregistered_qp_kept() {
     let _g = lock();
     let (_ba, _bb, da, db) = two_devices(Profile::SMALL);
-    let pa = da.alloc_pd().expect("pd");
-    let pb = db.alloc_pd().expect("pd");
-    let mut cq = da.create_cq(64).expect("cq");
-    let cb = db.create_cq(64).expect("cq b");
+    let ((pa, mut cq), (pb, cb)) = pd_cq_pairs(&da, 64, &db, 64);
     let (ends_a, ends_b) = ((&da, &pa, &cq), (&db, &pb, &cb));
     let (mut q1, _b1) = shared_peer(ends_a, ends_b);
     let (q2, _b2) = shared_peer(ends_a, ends_b);
@@ -106,7 +100,7 @@ fn destroyed_qp_dropped_unregistered_qp_kept() {
     {
         let mut p: TPoller<'_, '_, '_, 2> = cq.poller();
         p.register(&q2).expect("register");
-        let mut wc = [EMPTY_WC; 4];
+        let mut wc = [empty_wc(); 4];
         assert_eq!(p.poll(&mut wc), 0);
         assert_eq!(p.unlisted_qp(), Some(plain.qp_num()));
         assert_eq!(p.poll(&mut wc), 0, "kept, not consumed");
@@ -134,10 +128,7 @@ fn destroyed_qp_dropped_unregistered_qp_kept() {
 fn errored_qp_flushed_exactly_once() {
     let _g = lock();
     let (_ba, _bb, da, db) = two_devices(Profile::SMALL);
-    let pa = da.alloc_pd().expect("pd");
-    let pb = db.alloc_pd().expect("pd");
-    let mut cq = da.create_cq(64).expect("cq");
-    let cb = db.create_cq(64).expect("cq b");
+    let ((pa, mut cq), (pb, cb)) = pd_cq_pairs(&da, 64, &db, 64);
     let (ends_a, ends_b) = ((&da, &pa, &cq), (&db, &pb, &cb));
     let (mut q1, _b1) = shared_peer(ends_a, ends_b);
     let (q2, _b2) = shared_peer(ends_a, ends_b);
@@ -182,7 +173,7 @@ fn errored_qp_flushed_exactly_once() {
     // 21 and 25 are unsignaled (the batch's rule).
     assert_eq!(of(q2.qp_num()), [20, 22, 23, 24].map(|i| (i, WcStatus::Success)));
     assert_eq!(q1.send_queue_stats().used, 0);
-    let mut wc = [EMPTY_WC; 4];
+    let mut wc = [empty_wc(); 4];
     assert_eq!(p.poll(&mut wc), 0);
 }
 
@@ -196,10 +187,7 @@ fn post_on_threads_while_polling() {
     const Q: usize = 4;
     let _g = lock();
     let (_bar_a, _bar_b, _thread, da, db) = threaded_devices(Profile::SMALL);
-    let pa = da.alloc_pd().expect("pd");
-    let pb = db.alloc_pd().expect("pd");
-    let mut cq = da.create_cq(256).expect("cq");
-    let cb = db.create_cq(64).expect("cq b");
+    let ((pa, mut cq), (pb, cb)) = pd_cq_pairs(&da, 256, &db, 64);
     let mut qa: Vec<TShared<'_>> = (0..Q).map(|_| shared_qp(&da, &pa, &cq, qcap(16))).collect();
     let mut qb: Vec<TQp<'_>> = (0..Q).map(|_| create_qp(&db, &pb, &cb, 4)).collect();
     for (a, b) in qa.iter_mut().zip(qb.iter_mut()) {
@@ -238,7 +226,7 @@ fn post_on_threads_while_polling() {
         }
         let want = THREADS * N as usize;
         while got.len() < want && std::time::Instant::now() < deadline {
-            let mut wc = [EMPTY_WC; 8];
+            let mut wc = [empty_wc(); 8];
             let k = poller.poll(&mut wc);
             got.extend_from_slice(&wc[..k]);
             if k == 0 {

@@ -31,10 +31,7 @@ fn many_plain_qps_on_one_cq_polled_without_listing_them() {
     const SENDS: u64 = 3;
     leak_checked(|| {
         let (_ba, _bb, da, db) = two_devices(Profile::SMALL);
-        let pa = da.alloc_pd().expect("pd");
-        let pb = db.alloc_pd().expect("pd");
-        let mut cq = da.create_cq(256).expect("cq");
-        let mut scq = db.create_cq(64).expect("send cq b");
+        let ((pa, mut cq), (pb, mut scq)) = pd_cq_pairs(&da, 256, &db, 64);
         let mut rcq = db.create_cq(64).expect("recv cq b");
         let mut qa: Vec<TQp<'_>> = (0..QPS).map(|_| create_qp(&da, &pa, &cq, 16)).collect();
         let mut qb: Vec<TQp<'_>> = (0..QPS)
@@ -65,7 +62,7 @@ fn many_plain_qps_on_one_cq_polled_without_listing_them() {
                 assert_eq!(m.get(&(b.qp_num(), 500 + k, "Send".into())), Some(&1));
             }
         }
-        assert_eq!(rcq.poll(&mut [EMPTY_WC; 4]), 0);
+        assert_eq!(rcq.poll(&mut [empty_wc(); 4]), 0);
         drop((qa, qb, f));
     });
 }
@@ -78,10 +75,7 @@ fn many_plain_qps_on_one_cq_polled_without_listing_them() {
 fn destroyed_qp_with_cqes_in_the_cq() {
     leak_checked(|| {
         let (_ba, _bb, da, db) = two_devices(Profile::SMALL);
-        let pa = da.alloc_pd().expect("pd");
-        let pb = db.alloc_pd().expect("pd");
-        let mut cq = da.create_cq(64).expect("cq");
-        let cb = db.create_cq(64).expect("cq b");
+        let ((pa, mut cq), (pb, cb)) = pd_cq_pairs(&da, 64, &db, 64);
         let (ends_a, ends_b) = ((&da, &pa, &cq), (&db, &pb, &cb));
         let (mut q1, b1) = rc_peer(ends_a, ends_b);
         let (mut q2, b2) = rc_peer(ends_a, ends_b);
@@ -93,7 +87,7 @@ fn destroyed_qp_with_cqes_in_the_cq() {
         q2.post_send(&[wr(11)]).expect("post");
         q1.post_send(&[wr(4)]).expect("post");
         // One of q1's completions is taken; three more stay in the ring.
-        let mut wc = [EMPTY_WC; 1];
+        let mut wc = [empty_wc(); 1];
         assert_eq!(cq.poll(&mut wc), 1);
         assert_eq!((wc[0].qp_num, wc[0].wr_id), (q1.qp_num(), 1));
         let n1 = q1.qp_num();
@@ -134,10 +128,7 @@ fn flush_exactly_once_while_another_thread_posts() {
     const LATE: u64 = 40;
     leak_checked(|| {
         let (_ba, _bb, da, db) = two_devices(Profile::SMALL);
-        let pa = da.alloc_pd().expect("pd");
-        let pb = db.alloc_pd().expect("pd");
-        let mut cq = da.create_cq(128).expect("cq");
-        let cb = db.create_cq(64).expect("cq b");
+        let ((pa, mut cq), (pb, cb)) = pd_cq_pairs(&da, 128, &db, 64);
         let mut q = create_qp(&da, &pa, &cq, 32);
         let mut b = create_qp(&db, &pb, &cb, 32);
         connect_both(&mut q, A, &mut b, B);
@@ -173,7 +164,7 @@ fn flush_exactly_once_while_another_thread_posts() {
             let mut quiet = 0;
             // 3 + 4 receives + LATE, polled while the poster runs.
             while out.len() < (7 + LATE) as usize && quiet < 100_000 {
-                let mut wc = [EMPTY_WC; 3];
+                let mut wc = [empty_wc(); 3];
                 let k = cq.poll(&mut wc);
                 quiet = if k == 0 { quiet + 1 } else { 0 };
                 out.extend_from_slice(&wc[..k]);
@@ -202,7 +193,7 @@ fn flush_exactly_once_while_another_thread_posts() {
         for k in 900..904 {
             assert_eq!(m.get(&(q.qp_num(), k, "Recv".into())), Some(&1), "{k}");
         }
-        let mut wc = [EMPTY_WC; 4];
+        let mut wc = [empty_wc(); 4];
         assert_eq!(cq.poll(&mut wc), 0, "nothing twice");
         drop((q, b, src, inbox, dst));
     });
@@ -219,10 +210,7 @@ fn post_on_one_thread_poll_on_another() {
     const ROUNDS: u64 = 600;
     leak_checked(|| {
         let (_ba, _bb, da, db) = two_devices(Profile::SMALL);
-        let pa = da.alloc_pd().expect("pd");
-        let pb = db.alloc_pd().expect("pd");
-        let mut cq = da.create_cq(1024).expect("cq");
-        let cb = db.create_cq(64).expect("cq b");
+        let ((pa, mut cq), (pb, cb)) = pd_cq_pairs(&da, 1024, &db, 64);
         let mut qa: Vec<TQp<'_>> = (0..2).map(|_| create_qp(&da, &pa, &cq, 8)).collect();
         assert!(qa[0].cap().max_send_wr < ROUNDS as u32 / 2);
         let mut qb: Vec<TQp<'_>> = (0..2).map(|_| create_qp(&db, &pb, &cb, 8)).collect();
@@ -261,7 +249,7 @@ fn post_on_one_thread_poll_on_another() {
             let mut out = Vec::new();
             let mut quiet = 0u64;
             while out.len() < want && quiet < 20_000_000 {
-                let mut wc = [EMPTY_WC; 4];
+                let mut wc = [empty_wc(); 4];
                 let k = cq.poll(&mut wc);
                 quiet = if k == 0 { quiet + 1 } else { 0 };
                 out.extend_from_slice(&wc[..k]);

@@ -40,7 +40,7 @@ fn unlisted_live_qp_keeps_its_completions_destroyed_qp_does_not_block() {
         qa1.post_send(&[write(3)]).unwrap();
 
         // `poll`: qa1's first completion, then a stop at the shared qa2's.
-        let mut wc = [EMPTY_WC; 8];
+        let mut wc = [empty_wc(); 8];
         let n = ca.poll(&mut wc);
         assert_eq!(n, 1);
         assert_eq!((wc[0].wr_id, wc[0].qp_num), (1, na1));

@@ -106,10 +106,8 @@ fn object_cycles_recycle_every_id() {
     for i in 0..1000u32 {
         let pd = dev.alloc_pd().unwrap();
         let mut cq = dev.create_cq(16).unwrap();
-        let mut q1 = create_qp(&dev, &pd, &cq, 4);
-        let mut q2 = create_qp(&dev, &pd, &cq, 4);
+        let (mut q1, q2) = loopback_pair(&dev, &pd, &cq, 4);
         let (n1, n2) = (q1.qp_num(), q2.qp_num());
-        connect_both(&mut q1, A, &mut q2, A);
         let m0 = reg(&dev, &pd, b.paddr(), 8192, &pages_of(&b), false);
         let m1 = reg(&dev, &pd, 0x10_0000, 8192, &rev, false);
         let fr = dev.alloc_mr(&pd, 8).unwrap();

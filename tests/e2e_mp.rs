@@ -201,7 +201,7 @@ fn threads_share_one_qp_deferred() {
         let sig_writes = (0..WRITES).filter(|k| k + 1 == WRITES || k % 4 != 1).count();
         let want: usize = THREADS * (sig_writes + SENDS);
         let mut got = 0;
-        let mut wc = [EMPTY_WC; 16];
+        let mut wc = [empty_wc(); 16];
         let since = std::time::Instant::now();
         let _stop = StopGuard;
         while got < want {
@@ -242,7 +242,7 @@ fn threads_share_one_qp_deferred() {
     }
     // Nothing twice, nothing late.
     std::thread::sleep(std::time::Duration::from_millis(2));
-    let mut extra = [EMPTY_WC; 4];
+    let mut extra = [empty_wc(); 4];
     assert_eq!(cq_a.poll_shared([&qp], &mut extra).unwrap(), 0, "extra: {extra:?}");
     assert_eq!(qp.send_queue_stats().used, 0, "every WQE retired");
 
@@ -330,7 +330,7 @@ fn shared_qp_refuses_what_qp_refuses() {
         assert_eq!(wc.len(), 1, "{wc:?}");
         assert_eq!((wc[0].wr_id, wc[0].status), (7, WcStatus::Success));
         let mut got = Vec::new();
-        let mut buf = [EMPTY_WC; 4];
+        let mut buf = [empty_wc(); 4];
         for _ in 0..3 {
             let n = shared_cq.poll_shared([&shared, &shared], &mut buf).unwrap();
             got.extend_from_slice(&buf[..n]);
@@ -358,7 +358,7 @@ fn shared_qp_refuses_what_qp_refuses() {
         Err(PostError { bad_wr: 1, kind: PostErrorKind::FastReg })
     );
     let mut got = Vec::new();
-    let mut buf = [EMPTY_WC; 4];
+    let mut buf = [empty_wc(); 4];
     for _ in 0..3 {
         let n = shared_cq.poll_shared([&shared], &mut buf).unwrap();
         got.extend_from_slice(&buf[..n]);
@@ -376,7 +376,7 @@ fn shared_qp_refuses_what_qp_refuses() {
         via(&mut &shared, &[ok2, ok2, bad2]),
         Err((2, PostErrorKind::Sq(SqError::TooManySges)))
     );
-    let mut buf = [EMPTY_WC; 4];
+    let mut buf = [empty_wc(); 4];
     let mut n = 0;
     for _ in 0..3 {
         n += shared_cq.poll_shared([&shared], &mut buf[n..]).unwrap();
@@ -436,7 +436,7 @@ fn post_from_two_threads(qp: &TShared<'_>, wrs: &[SendWr<'_>]) {
 
 fn poll_all<'d>(cq: &mut TCq<'d>, qp: &TShared<'d>) -> Vec<WorkCompletion> {
     let mut got = Vec::new();
-    let mut buf = [EMPTY_WC; 4];
+    let mut buf = [empty_wc(); 4];
     for _ in 0..8 {
         let n = cq.poll_shared([qp], &mut buf).unwrap();
         got.extend_from_slice(&buf[..n]);
@@ -496,7 +496,7 @@ fn threads_post_through_an_error_exactly_once() {
         }
         let mut ev = [NO_EVENT; 8];
         let mut got = 0;
-        let mut wc = [EMPTY_WC; 16];
+        let mut wc = [empty_wc(); 16];
         let since = std::time::Instant::now();
         let mut moved = false;
         let _stop = StopGuard;
@@ -519,7 +519,7 @@ fn threads_post_through_an_error_exactly_once() {
         }
         assert!(moved, "the access error moved the QP to ERROR");
     });
-    let mut extra = [EMPTY_WC; 4];
+    let mut extra = [empty_wc(); 4];
     assert_eq!(cq.poll_shared([&qp], &mut extra).unwrap(), 0, "extra: {extra:?}");
     assert_eq!(qp.state(), QpState::Error);
     assert_eq!(qp.send_queue_stats().used, 0);
@@ -585,7 +585,7 @@ fn shared_qp_inline() {
     let on_qp = SendWr { opcode: write_op(sb.region(1, 0).addr(), 0), ..wr(3, &sg_long) };
     assert_eq!(sa.qp.post_send(&[on_qp]).map_err(|e| e.kind), want.map_err(|e| e.kind));
 
-    let mut buf = [EMPTY_WC; 4];
+    let mut buf = [empty_wc(); 4];
     let mut n = 0;
     for _ in 0..3 {
         n += sa.cq.poll_shared([&shared], &mut buf[n..]).unwrap();
@@ -666,7 +666,7 @@ fn poll_shared_in_opposite_orders_does_not_deadlock() {
             .enumerate()
             .map(|(k, cq)| {
                 s.spawn(move || {
-                    let mut wc = [EMPTY_WC; 4];
+                    let mut wc = [empty_wc(); 4];
                     for _ in 0..ROUNDS {
                         let n = if k % 2 == 0 {
                             cq.poll_shared([a, b], &mut wc).unwrap()

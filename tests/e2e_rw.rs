@@ -187,37 +187,29 @@ fn run(setup: Setup) {
                 attrs_now.local_dma_lkey = k;
             }
             let rwqp = RwQp::new(attrs_now, force_mr, a.qp.cap().max_send_sge);
-            // SAFETY: `src`/`sink` live until destroy_bvec below, after the
-            // device finished (both completions polled).
-            let nw = unsafe {
-                wctx.init_bvec::<FakeHal, NoIova, 2, NBV>(
-                    &rwqp,
-                    &mut pool,
-                    &mut iova,
-                    &src_bv,
-                    NBV,
-                    iter,
-                    REMOTE_IOVA,
-                    rmr.rkey(),
-                    Direction::ToDevice,
-                )
-            }
-            .unwrap();
-            // SAFETY: as above.
-            let nr = unsafe {
-                rctx.init_bvec::<FakeHal, NoIova, 2, NBV>(
-                    &rwqp,
-                    &mut pool,
-                    &mut iova,
-                    &sink_bv,
-                    NBV,
-                    iter,
-                    REMOTE_IOVA,
-                    rmr.rkey(),
-                    Direction::FromDevice,
-                )
-            }
-            .unwrap();
+            // The WRITE context over `src`, the READ context over `sink`.
+            let [nw, nr] = [
+                (&mut wctx, &src_bv, Direction::ToDevice),
+                (&mut rctx, &sink_bv, Direction::FromDevice),
+            ]
+            .map(|(ctx, bv, dir)| {
+                // SAFETY: `src`/`sink` live until destroy_bvec below, after
+                // the device finished (both completions polled).
+                unsafe {
+                    ctx.init_bvec::<FakeHal, NoIova, 2, NBV>(
+                        &rwqp,
+                        &mut pool,
+                        &mut iova,
+                        bv,
+                        NBV,
+                        iter,
+                        REMOTE_IOVA,
+                        rmr.rkey(),
+                        dir,
+                    )
+                }
+                .unwrap()
+            });
             assert_eq!((wctx.ctx_type(), rctx.ctx_type()), (Some(write_ty), Some(read_ty)));
             assert_eq!(wctx.live_mappings() + rctx.live_mappings(), 2 * NBV);
             assert_eq!(FakeHal::live_shares(), base_shares + 2 * NBV, "every bio_vec shared");

@@ -130,11 +130,7 @@ impl<'d> Node<'d> {
 
     /// Host writes to the local buffer (only while nothing is in flight).
     fn refresh(&mut self, rng: &mut Rng) {
-        let o = rng.range(0, (self.local_ref.len() - 512) as u64) as usize;
-        let flen = rng.range(1, 512) as usize;
-        let fresh = rng.bytes(flen);
-        self.local_ref[o..o + flen].copy_from_slice(&fresh);
-        self.local.put(o, &fresh);
+        refresh_local(&mut self.local_ref, &self.local, rng);
     }
 
     /// Tops the RQ up to 24 receives (only right after a poll: consumed
@@ -153,7 +149,7 @@ impl<'d> Node<'d> {
     /// Polls until every expected completion arrived (SQ and RQ ones share
     /// the CQ), checking each against its queue's front.
     fn collect(&mut self, deferred: bool) {
-        let mut wc = [EMPTY_WC; 64];
+        let mut wc = [empty_wc(); 64];
         let since = std::time::Instant::now();
         let qpn = self.side.qp.qp_num();
         while !self.expect_sq.is_empty() || !self.expect_rq.is_empty() {
@@ -193,7 +189,7 @@ impl<'d> Node<'d> {
                 }
             }
         }
-        let mut extra = [EMPTY_WC; 4];
+        let mut extra = [empty_wc(); 4];
         let n = self.side.cq.poll(&mut extra);
         assert_eq!(n, 0, "nothing twice: {:?}", &extra[..n]);
         // Every batch ends signaled: all WRs are retired now.
@@ -310,11 +306,7 @@ fn batch(
         wr_sges.push(sg);
         ops.push((id, op, flags));
     }
-    let wrs: Vec<SendWr<'_>> = ops
-        .iter()
-        .zip(wr_sges.iter())
-        .map(|(&(wr_id, opcode, flags), sg)| SendWr { wr_id, opcode, flags, sg_list: sg })
-        .collect();
+    let wrs = send_wrs(&ops, &wr_sges);
     // At most 3 batches between polls: they fit the SQ.
     assert!(req.sq_outstanding + k <= req.side.qp.cap().max_send_wr as usize);
     req.side.qp.post_send(&wrs).expect("post_send");

@@ -411,11 +411,7 @@ impl<'d> Node<'d> {
 
     /// Host writes to the local buffer (only while nothing is in flight).
     fn refresh(&mut self, rng: &mut Rng) {
-        let o = rng.range(0, (self.local_ref.len() - 512) as u64) as usize;
-        let n = rng.range(1, 512) as usize;
-        let fresh = rng.bytes(n);
-        self.local_ref[o..o + n].copy_from_slice(&fresh);
-        self.local.put(o, &fresh);
+        refresh_local(&mut self.local_ref, &self.local, rng);
     }
 
     fn top_up(&mut self, rng: &mut Rng, next_id: &mut u64) -> Result<(), irdma::verbs::PostError> {
@@ -683,11 +679,7 @@ fn batch<'d>(
         sgs.push(sg);
         ops.push((id, op, flags));
     }
-    let wrs: Vec<SendWr<'_>> = ops
-        .iter()
-        .zip(sgs.iter())
-        .map(|(&(wr_id, opcode, flags), sg)| SendWr { wr_id, opcode, flags, sg_list: sg })
-        .collect();
+    let wrs = send_wrs(&ops, &sgs);
     if tracing() {
         for w in &wrs {
             eprintln!(
@@ -906,7 +898,7 @@ fn retire<'d>(node: &mut Node<'d>, peer: &mut Node<'d>, i: usize, ok: bool, stat
 }
 
 fn poll_once<'d>(node: &mut Node<'d>, peer: &mut Node<'d>, stats: &mut Stats) -> usize {
-    let mut wc = [EMPTY_WC; 32];
+    let mut wc = [empty_wc(); 32];
     let n = node.side.cq.poll(&mut wc);
     // A poll that finds the CQ dead (the AE is serviced inside it) flushes
     // its QP at once.
@@ -1176,14 +1168,7 @@ fn churn(x: &mut Node<'_>, rng: &mut Rng, stats: &mut Stats) -> Result<(), End> 
     let b = buf(n);
     let mut pages = pages_of(&b);
     pages.reverse();
-    let d = MrDesc {
-        iova: 0x9000_0000,
-        length: (n * 4096) as u64 - rng.range(0, 4000),
-        page_size: PageSize::Size4K,
-        pages: &pages,
-        zero_based: false,
-        access: ALL,
-    };
+    let d = va_desc(0x9000_0000, (n * 4096) as u64 - rng.range(0, 4000), &pages, ALL);
     // SAFETY: `b` outlives the MR (deregistered below, or quarantined by
     // the driver and `b` leaked with the generation's other buffers on a
     // reset); the model only touches live `FakeHal` memory.
@@ -1237,13 +1222,11 @@ fn rw_op<'d>(
     // SAFETY: `backing` outlives the transfer: the context is destroyed
     // below before it goes, after the WRs completed or were flushed.
     let n = unsafe {
-        ctx.init::<FakeHal, 2, 16>(
-            &rwqp,
-            &mut x.rw_pool,
+        rw_init(
+            &mut ctx,
+            (&rwqp, &mut x.rw_pool),
             &mut sg,
-            0,
-            TARGET_IOVA + roff as u64,
-            y.target_mr.rkey(),
+            (TARGET_IOVA + roff as u64, y.target_mr.rkey()),
             dir,
         )
     }
@@ -1481,13 +1464,7 @@ fn generation(rng: &mut Rng, stats: &mut Stats, budget: u64, next_id: &mut u64) 
             let q = dev.footprint().quarantined;
             stats.quarantines += 1;
             stats.quarantined_bytes += q.bytes;
-            bar.with_device(|d| {
-                d.faults().removed = false;
-                d.reset()
-            });
-            // SAFETY: the model function was just reset: it holds no bus
-            // address this device gave it and writes nothing any more.
-            unsafe { dev.close_after_reset() };
+            reset_and_close(bar, dev);
         } else if let Err(e) = dev.close() {
             stats.leaked += 1;
             stats.fail(format!("close {name}: {e:?}"));

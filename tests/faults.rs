@@ -218,8 +218,7 @@ fn hung_cqp_times_out() {
     // After probe: a verb times out; the device now needs a reset, and what
     // the device may own is quarantined, never freed.
     let base = FakeHal::live_pages();
-    let bar = ModelBar::standalone(Config::default());
-    let dev = probe(&bar).unwrap();
+    let (bar, dev) = default_device();
     let held = dev.footprint().current_bytes;
     bar.with_device(|d| d.faults().cqp_hang = true);
     let t = std::time::Instant::now();
@@ -285,8 +284,7 @@ fn probe_hanging_at_each_op_frees_nothing_the_device_may_own() {
 #[test]
 fn verbs_hangs_quarantine_what_the_device_may_own() {
     let _g = lock();
-    let bar = ModelBar::standalone(Config::default());
-    let dev = probe(&bar).unwrap();
+    let (bar, dev) = default_device();
     let pd = dev.alloc_pd().unwrap();
     let cq = dev.create_cq(8).unwrap();
     // QP create hangs: rings, context and tracking memory kept, id kept.
@@ -312,20 +310,12 @@ fn verbs_hangs_quarantine_what_the_device_may_own() {
     let _ = dev.close();
 
     // REG_MR hangs: STag and PBLEs stay allocated.
-    let bar = ModelBar::standalone(Config::default());
-    let dev = probe(&bar).unwrap();
+    let (bar, dev) = default_device();
     let pd = dev.alloc_pd().unwrap();
     let b = buf(3);
     // Three scattered pages: a level-1 PBL.
     let pages = [b.paddr(), b.paddr() + 2 * 4096, b.paddr() + 4096];
-    let d = MrDesc {
-        iova: b.paddr(),
-        length: 3 * 4096,
-        page_size: PageSize::Size4K,
-        pages: &pages,
-        zero_based: false,
-        access: Access::LOCAL_WRITE,
-    };
+    let d = va_desc(b.paddr(), 3 * 4096, &pages, Access::LOCAL_WRITE);
     let usage = dev.resource_usage();
     bar.with_device(|d| d.faults().cqp_hang = true);
     // SAFETY: `b` outlives the device (dropped after `dev.close()` below),
@@ -342,8 +332,7 @@ fn verbs_hangs_quarantine_what_the_device_may_own() {
     drop(b);
 
     // A destroy that times out in Drop: the QP's memory is quarantined.
-    let bar = ModelBar::standalone(Config::default());
-    let dev = probe(&bar).unwrap();
+    let (bar, dev) = default_device();
     let pd = dev.alloc_pd().unwrap();
     let cq = dev.create_cq(8).unwrap();
     let qp = create_qp(&dev, &pd, &cq, 16);
@@ -364,8 +353,7 @@ fn verbs_hangs_quarantine_what_the_device_may_own() {
 fn teardown_after_a_hang_quarantines_and_reset_releases() {
     let _g = lock();
     let base = FakeHal::live_pages();
-    let bar = ModelBar::standalone(Config::default());
-    let dev = probe(&bar).unwrap();
+    let (bar, dev) = default_device();
     let held = dev.footprint().current_bytes;
     bar.with_device(|d| d.faults().cqp_hang = true);
     let q = match dev.close() {
@@ -378,15 +366,11 @@ fn teardown_after_a_hang_quarantines_and_reset_releases() {
     // With a reset: a verb hangs, the LAN side is asked for a reset on
     // close, and once it happened the memory can be freed.
     let base = FakeHal::live_pages();
-    let bar = ModelBar::standalone(Config::default());
-    let dev = probe(&bar).unwrap();
+    let (bar, dev) = default_device();
     bar.with_device(|d| d.faults().cqp_hang = true);
     assert!(dev.create_cq(8).is_err());
     assert!(dev.footprint().quarantined.bytes > 0);
-    bar.with_device(|d| d.reset());
-    // SAFETY: the model function was reset after the hang and after every
-    // quarantined buffer was given to it; it holds none of them.
-    unsafe { dev.close_after_reset() };
+    reset_and_close(&bar, dev);
     assert_eq!(FakeHal::live_pages(), base, "freed after the reset");
 }
 
@@ -409,8 +393,7 @@ fn close_with_lan_requests_the_reset() {
         }
     }
     let _g = lock();
-    let bar = ModelBar::standalone(Config::default());
-    let dev = probe(&bar).unwrap();
+    let (bar, dev) = default_device();
     let mut lan = Lan(0);
     bar.with_device(|d| d.faults().cqp_hang = true);
     assert!(dev.create_cq(8).is_err());
@@ -427,8 +410,7 @@ fn a_refused_destroy_at_teardown_keeps_only_what_it_covers() {
     let mut kept = Vec::new();
     for n in 0..32u32 {
         let base = FakeHal::live_pages();
-        let bar = ModelBar::standalone(Config::default());
-        let dev = probe(&bar).unwrap();
+        let (bar, dev) = default_device();
         bar.with_device(|d| d.faults().fail_cqp_op = Some((n, MAJ, MIN)));
         let r = dev.close();
         let live = FakeHal::live_pages() - base;
@@ -465,8 +447,7 @@ fn a_refused_destroy_at_teardown_keeps_only_what_it_covers() {
 #[test]
 fn hung_resize_quarantines_the_new_ring() {
     let _g = lock();
-    let bar = ModelBar::standalone(Config::default());
-    let dev = probe(&bar).unwrap();
+    let (bar, dev) = default_device();
     let mut cq = dev.create_cq(8).unwrap();
     let pages = FakeHal::live_pages();
     bar.with_device(|d| d.faults().cqp_hang = true);

@@ -21,7 +21,8 @@ use mock_bar::InterruptSink;
 /// First RDMA vector (ice's own is 0).
 const FIRST: u16 = 1;
 
-fn probe_irq(bar: &ModelBar, count: u16, cfg: IrqConfig) -> (Dev, Arc<InterruptSink>) {
+fn irq_device(count: u16, cfg: IrqConfig) -> (ModelBar, Dev, Arc<InterruptSink>) {
+    let bar = ModelBar::standalone(Config::default());
     let sink = InterruptSink::new();
     bar.with_device(|d| d.set_interrupt_sink(sink.clone()));
     let mut lan = lan_of(A);
@@ -29,7 +30,7 @@ fn probe_irq(bar: &ModelBar, count: u16, cfg: IrqConfig) -> (Dev, Arc<InterruptS
     let mut o = opts();
     o.interrupts = Some(cfg);
     let dev = Device::probe_with(bar.clone(), lan, Profile::SMALL, o).expect("probe");
-    (dev, sink)
+    (bar, dev, sink)
 }
 
 /// The CPU halted until `woken()`: waits on the sink for `vector`, runs the
@@ -68,7 +69,7 @@ fn rounds_by_interrupt(
     let b = buf(1);
     let mr = reg(dev, &pd, b.paddr(), 4096, &pages_of(&b), false);
     let t0 = Instant::now();
-    let mut wc = [EMPTY_WC; 4];
+    let mut wc = [empty_wc(); 4];
     for i in 0..rounds {
         assert!(!cq.req_notify(false), "nothing there before the post");
         post_write(&mut a, &mr, &b, i);
@@ -98,8 +99,7 @@ fn interrupts_counted_against_completions_moderation_off_and_on() {
     let _g = lock();
     const R: u64 = 20;
     for itr in [0u16, 500] {
-        let bar = ModelBar::standalone(Config::default());
-        let (dev, sink) = probe_irq(&bar, 2, IrqConfig { shared: false, ceq_itr_us: itr });
+        let (bar, dev, sink) = irq_device(2, IrqConfig { shared: false, ceq_itr_us: itr });
         let v = dev.irq_vectors().unwrap();
         assert_eq!((v.aeq, v.ceq), (FIRST, FIRST + 1));
         // icrdma_ena_irq: INTENA | CLEARPBA | INTERVAL = itr / 2.
@@ -129,8 +129,7 @@ fn interrupts_counted_against_completions_moderation_off_and_on() {
 #[test]
 fn moderation_coalesces_two_cqs_into_one_interrupt() {
     let _g = lock();
-    let bar = ModelBar::standalone(Config::default());
-    let (dev, sink) = probe_irq(&bar, 2, IrqConfig { shared: false, ceq_itr_us: 4000 });
+    let (bar, dev, sink) = irq_device(2, IrqConfig { shared: false, ceq_itr_us: 4000 });
     let v = dev.irq_vectors().unwrap().ceq;
     let pd = dev.alloc_pd().unwrap();
     let mut cq1 = dev.create_cq(16).unwrap();
@@ -174,8 +173,7 @@ fn moderation_coalesces_two_cqs_into_one_interrupt() {
 fn lost_wakeup_hunt_100k_rounds() {
     let _g = lock();
     const N: u64 = 100_000;
-    let bar = ModelBar::standalone(Config::default());
-    let (dev, sink) = probe_irq(&bar, 1, IrqConfig::default());
+    let (bar, dev, sink) = irq_device(1, IrqConfig::default());
     let v = dev.irq_vectors().unwrap();
     assert_eq!(v.aeq, v.ceq, "one vector: shared");
     let pd = dev.alloc_pd().unwrap();
@@ -213,7 +211,7 @@ fn lost_wakeup_hunt_100k_rounds() {
             }
         });
         let _stop = StopOnDrop(&stop);
-        let mut wc = [EMPTY_WC; 4];
+        let mut wc = [empty_wc(); 4];
         let mut n = 0;
         while n < N {
             let k = cq.wait(&mut wc, |woken| {
@@ -240,8 +238,7 @@ fn lost_wakeup_hunt_100k_rounds() {
 #[test]
 fn aeq_error_delivered_by_interrupt() {
     let _g = lock();
-    let bar = ModelBar::standalone(Config::default());
-    let (dev, sink) = probe_irq(&bar, 2, IrqConfig::default());
+    let (bar, dev, sink) = irq_device(2, IrqConfig::default());
     let v = dev.irq_vectors().unwrap();
     let pd = dev.alloc_pd().unwrap();
     let cq = dev.create_cq(16).unwrap();
@@ -274,8 +271,7 @@ fn async_completion_woken_by_the_handler() {
             self.0.store(true, Ordering::SeqCst);
         }
     }
-    let bar = ModelBar::standalone(Config::default());
-    let (dev, sink) = probe_irq(&bar, 1, IrqConfig::default());
+    let (_bar, dev, sink) = irq_device(1, IrqConfig::default());
     let v = dev.irq_vectors().unwrap().ceq;
     let pd = dev.alloc_pd().unwrap();
     let mut cq = dev.create_cq(16).unwrap();
@@ -285,7 +281,7 @@ fn async_completion_woken_by_the_handler() {
     let flag = Arc::new(Flag(false.into()));
     let waker = std::task::Waker::from(flag.clone());
     let mut cx = Context::from_waker(&waker);
-    let mut wc = [EMPTY_WC; 4];
+    let mut wc = [empty_wc(); 4];
     for i in 0..50 {
         let mut fut = pin!(cq.completion(&mut wc));
         assert_eq!(fut.as_mut().poll(&mut cx), Poll::Pending, "nothing yet: armed");
@@ -306,8 +302,7 @@ fn async_completion_woken_by_the_handler() {
 fn teardown_disables_vectors_and_returns_everything() {
     let _g = lock();
     let base = FakeHal::live_pages();
-    let bar = ModelBar::standalone(Config::default());
-    let (dev, sink) = probe_irq(&bar, 2, IrqConfig { shared: false, ceq_itr_us: 100 });
+    let (bar, dev, sink) = irq_device(2, IrqConfig { shared: false, ceq_itr_us: 100 });
     let v = dev.irq_vectors().unwrap();
     {
         let pd = dev.alloc_pd().unwrap();
@@ -316,7 +311,7 @@ fn teardown_disables_vectors_and_returns_everything() {
         let b = buf(1);
         let mr = reg(&dev, &pd, b.paddr(), 4096, &pages_of(&b), false);
         post_write(&mut a, &mr, &b, 7);
-        let mut wc = [EMPTY_WC; 2];
+        let mut wc = [empty_wc(); 2];
         assert_eq!(cq.wait(&mut wc, |w| halt_on(&dev, &bar, &sink, v.ceq, w)), 1);
     }
     let reg = |off: u32| bar.with_device(|d| d.reg(off));
@@ -377,7 +372,7 @@ fn deferred_arm_and_post_in_one_poll_raise_the_interrupt() {
     });
     assert_eq!(sink.raised(v.into()), raised + 1, "the armed CQ's completion raised no interrupt");
     assert_eq!(dev.handle_interrupt(v).cqs, 1, "one CEQE for the CQ");
-    let mut wc = [EMPTY_WC; 2];
+    let mut wc = [empty_wc(); 2];
     assert_eq!(cq.poll(&mut wc), 1);
     assert_eq!((wc[0].wr_id, wc[0].status), (7, WcStatus::Success));
 }
@@ -390,8 +385,7 @@ fn deferred_arm_and_post_in_one_poll_raise_the_interrupt() {
 #[test]
 fn cqs_on_two_vectors_each_completion_raises_its_own() {
     let _g = lock();
-    let bar = ModelBar::standalone(Config::default());
-    let (dev, sink) = probe_irq(&bar, 3, IrqConfig { shared: false, ceq_itr_us: 0 });
+    let (bar, dev, sink) = irq_device(3, IrqConfig { shared: false, ceq_itr_us: 0 });
     assert_eq!(dev.irq_ceq_count(), 2, "min(3 vectors, MAX_CEQS) − 1 (unshared)");
     let v = dev.irq_vectors().unwrap();
     assert_eq!((v.aeq, v.ceq), (FIRST, FIRST + 1));
@@ -448,8 +442,7 @@ fn cqs_on_two_vectors_each_completion_raises_its_own() {
 #[test]
 fn shared_mode_puts_ceq_i_on_entry_i() {
     let _g = lock();
-    let bar = ModelBar::standalone(Config::default());
-    let (dev, _sink) = probe_irq(&bar, 2, IrqConfig { shared: true, ceq_itr_us: 0 });
+    let (_bar, dev, _sink) = irq_device(2, IrqConfig { shared: true, ceq_itr_us: 0 });
     assert_eq!(dev.irq_ceq_count(), 2);
     assert_eq!(dev.irq_vectors().unwrap().aeq, FIRST);
     assert_eq!((dev.ceq_vector(0), dev.ceq_vector(1)), (Some(FIRST), Some(FIRST + 1)));
@@ -463,8 +456,7 @@ fn shared_mode_puts_ceq_i_on_entry_i() {
 #[test]
 fn cqp_completion_raises_ceq0_vector_when_ccq_armed() {
     let _g = lock();
-    let bar = ModelBar::standalone(Config::default());
-    let (dev, sink) = probe_irq(&bar, 2, IrqConfig { shared: false, ceq_itr_us: 0 });
+    let (bar, dev, sink) = irq_device(2, IrqConfig { shared: false, ceq_itr_us: 0 });
     let v = dev.irq_vectors().unwrap().ceq;
     let pd = dev.alloc_pd().unwrap();
     let before = sink.raised(v.into());

@@ -16,11 +16,6 @@ mod e2e_common;
 use e2e_common::*;
 use irdma::aeq::AsyncEventKind;
 
-/// AE codes (spec control-path §8.2 table; user.h: IRDMA_AE_*).
-const AMP_BOUNDS_VIOLATION: u16 = 0x0108;
-const AMP_RIGHTS_VIOLATION: u16 = 0x0109;
-const IB_REMOTE_ACCESS_ERROR: u16 = 0x020D;
-
 const WRITE_ONLY: Access = Access(Access::LOCAL_WRITE.0 | Access::REMOTE_WRITE.0);
 const READ_ONLY: Access = Access(Access::LOCAL_WRITE.0 | Access::REMOTE_READ.0);
 
@@ -46,14 +41,7 @@ fn reg_on<'d>(
     access: Access,
 ) -> TMr<'d> {
     let pages = pages_of(t);
-    let d = MrDesc {
-        iova,
-        length: len,
-        page_size: PageSize::Size4K,
-        pages: &pages,
-        zero_based,
-        access,
-    };
+    let d = MrDesc { zero_based, ..va_desc(iova, len, &pages, access) };
     // SAFETY: `t` outlives the MR in every case (declared before it); the
     // model reaches only live `FakeHal` memory.
     unsafe { b.dev.reg_mr(&b.pd, &d) }.expect("reg_mr")
@@ -68,7 +56,13 @@ fn post(a: &mut Side<'_>, op: WrOpcode, sge: &[Sge]) -> WorkCompletion {
 /// A's access was refused by B as the device refuses it: REM_ACCESS_ERR on
 /// A's WR, IB_REMOTE_ACCESS_ERROR on A's QP, `resp_code` on B's QP, both
 /// QPs in ERROR.
-fn refused(a: &mut Side<'_>, b: &mut Side<'_>, wc: WorkCompletion, resp_code: u16) {
+fn refused(
+    a: &mut Side<'_>,
+    b: &mut Side<'_>,
+    wc: WorkCompletion,
+    resp_code: u16,
+    (t, want): (&Buf, &[u8]),
+) {
     assert_eq!((wc.wr_id, wc.status), (7, WcStatus::RemAccessErr), "{wc:?}");
     assert_eq!(
         events(a.dev),
@@ -78,6 +72,34 @@ fn refused(a: &mut Side<'_>, b: &mut Side<'_>, wc: WorkCompletion, resp_code: u1
     assert_eq!(a.qp.state(), QpState::Error);
     assert_eq!(b.qp.state(), QpState::Error);
     b.nothing();
+    assert_eq!(read(t, 0, want.len()), want, "the target is unchanged");
+}
+
+/// A WRITEs the first `len` bytes of `src` to `at` with `key`: it succeeds,
+/// and the target `t` holds them at byte `off` (recorded in `want`) with
+/// nothing else changed.
+fn write_ok(
+    a: &mut Side<'_>,
+    (src, len): (&Region<'_>, usize),
+    (at, key): (u64, u32),
+    (t, want, off): (&Buf, &mut [u8], usize),
+) {
+    let wc = post(a, write_op(at, key), &[src.sge(0, len)]);
+    assert_eq!(wc.status, WcStatus::Success, "{wc:?}");
+    want[off..off + len].copy_from_slice(&src.bytes(0, len));
+    assert_eq!(
+        read(t, 0, want.len()),
+        want,
+        "the WRITE landed at byte {off}, nothing else changed"
+    );
+}
+
+/// A READs `want.len()` bytes at `at` with `key` into `sink`: it succeeds
+/// and returns `want`.
+fn read_ok(a: &mut Side<'_>, sink: &Region<'_>, (at, key): (u64, u32), want: &[u8]) {
+    let wc = post(a, read_op(at, key), &[sink.sge(0, want.len())]);
+    assert_eq!(wc.status, WcStatus::Success, "{wc:?}");
+    assert_eq!(sink.bytes(0, want.len()), want);
 }
 
 /// An MR with remote write only: A's WRITE lands, A's READ is refused
@@ -87,22 +109,18 @@ fn refused(a: &mut Side<'_>, b: &mut Side<'_>, wc: WorkCompletion, resp_code: u1
 fn reg_mr_remote_write_only_takes_writes_and_refuses_reads() {
     pair(|a, b| {
         let t = buf(2);
-        let want = fill(&t, 0x11);
+        let mut want = fill(&t, 0x11);
         let mr = reg_on(b, &t, t.paddr(), 8192, false, WRITE_ONLY);
         let src = a.region(1, 0x5a);
-        let wc = post(a, write_op(t.paddr() + 100, mr.rkey()), &[src.sge(0, 300)]);
-        assert_eq!(wc.status, WcStatus::Success, "{wc:?}");
-        let mut want = want;
-        want[100..400].copy_from_slice(&src.bytes(0, 300));
-        assert_eq!(read(&t, 0, 8192), want, "the WRITE landed at its VA, nothing else changed");
+        // at its VA
+        write_ok(a, (&src, 300), (t.paddr() + 100, mr.rkey()), (&t, &mut want, 100));
         assert!(events(b.dev).is_empty());
 
         let sink = a.region(1, 0);
         let before = sink.all();
         let wc = post(a, read_op(t.paddr(), mr.rkey()), &[sink.sge(0, 256)]);
-        refused(a, b, wc, AMP_RIGHTS_VIOLATION);
+        refused(a, b, wc, AMP_RIGHTS_VIOLATION, (&t, &want));
         assert_eq!(sink.all(), before, "nothing read");
-        assert_eq!(read(&t, 0, 8192), want);
         drop(mr);
     });
 }
@@ -116,15 +134,12 @@ fn reg_mr_remote_read_only_serves_reads_and_refuses_writes() {
         let want = fill(&t, 0x22);
         let mr = reg_on(b, &t, t.paddr(), 8192, false, READ_ONLY);
         let sink = a.region(1, 0);
-        let wc = post(a, read_op(t.paddr() + 4000, mr.rkey()), &[sink.sge(0, 500)]);
-        assert_eq!(wc.status, WcStatus::Success, "{wc:?}");
-        assert_eq!(sink.bytes(0, 500), want[4000..4500].to_vec());
+        read_ok(a, &sink, (t.paddr() + 4000, mr.rkey()), &want[4000..4500]);
         assert!(events(b.dev).is_empty());
 
         let src = a.region(1, 0x5a);
         let wc = post(a, write_op(t.paddr(), mr.rkey()), &[src.sge(0, 256)]);
-        refused(a, b, wc, AMP_RIGHTS_VIOLATION);
-        assert_eq!(read(&t, 0, 8192), want, "nothing written");
+        refused(a, b, wc, AMP_RIGHTS_VIOLATION, (&t, &want));
         drop(mr);
     });
 }
@@ -140,25 +155,18 @@ fn zero_based_reg_mr_is_addressed_by_offset() {
         let mut want = fill(&t, 0x33);
         let mr = reg_on(b, &t, t.paddr() + 0x100, 6000, true, ALL);
         let src = a.region(1, 0x77);
-        let wc = post(a, write_op(0x10, mr.rkey()), &[src.sge(0, 200)]);
-        assert_eq!(wc.status, WcStatus::Success, "{wc:?}");
-        want[0x110..0x110 + 200].copy_from_slice(&src.bytes(0, 200));
-        assert_eq!(read(&t, 0, 8192), want, "the WRITE landed at first byte + 0x10");
+        // at the first byte + 0x10
+        write_ok(a, (&src, 200), (0x10, mr.rkey()), (&t, &mut want, 0x110));
 
         let sink = a.region(1, 0);
         // crosses into the second page: offset 4000 = buffer byte 0x100 + 4000
-        let wc = post(a, read_op(4000, mr.rkey()), &[sink.sge(0, 1000)]);
-        assert_eq!(wc.status, WcStatus::Success, "{wc:?}");
-        assert_eq!(sink.bytes(0, 1000), want[0x100 + 4000..0x100 + 5000].to_vec());
+        read_ok(a, &sink, (4000, mr.rkey()), &want[0x100 + 4000..0x100 + 5000]);
         // the last byte, then one past it
-        let wc = post(a, read_op(5999, mr.rkey()), &[sink.sge(0, 1)]);
-        assert_eq!(wc.status, WcStatus::Success, "{wc:?}");
-        assert_eq!(sink.bytes(0, 1), vec![want[0x100 + 5999]]);
+        read_ok(a, &sink, (5999, mr.rkey()), &want[0x100 + 5999..0x100 + 6000]);
         assert!(events(b.dev).is_empty());
 
         let wc = post(a, write_op(t.paddr() + 0x110, mr.rkey()), &[src.sge(0, 16)]);
-        refused(a, b, wc, AMP_BOUNDS_VIOLATION);
-        assert_eq!(read(&t, 0, 8192), want, "the VA-addressed WRITE wrote nothing");
+        refused(a, b, wc, AMP_BOUNDS_VIOLATION, (&t, &want));
         drop(mr);
     });
 }
@@ -188,19 +196,13 @@ fn fast_registered_mr_is_addressed_by_iova() {
         let mut want = fill(&t, 0x44);
         let (fr, key) = fast_reg(b, &t, 0x6000_0000, ALL);
         let src = a.region(1, 0x99);
-        let wc = post(a, write_op(0x6000_1234, key), &[src.sge(0, 300)]);
-        assert_eq!(wc.status, WcStatus::Success, "{wc:?}");
-        want[0x1234..0x1234 + 300].copy_from_slice(&src.bytes(0, 300));
-        assert_eq!(read(&t, 0, 8192), want);
+        write_ok(a, (&src, 300), (0x6000_1234, key), (&t, &mut want, 0x1234));
         let sink = a.region(1, 0);
-        let wc = post(a, read_op(0x6000_0F00, key), &[sink.sge(0, 512)]);
-        assert_eq!(wc.status, WcStatus::Success, "{wc:?}");
-        assert_eq!(sink.bytes(0, 512), want[0xF00..0x1100].to_vec());
+        read_ok(a, &sink, (0x6000_0F00, key), &want[0xF00..0x1100]);
         assert!(events(b.dev).is_empty());
 
         let wc = post(a, write_op(0x1234, key), &[src.sge(0, 16)]);
-        refused(a, b, wc, AMP_BOUNDS_VIOLATION);
-        assert_eq!(read(&t, 0, 8192), want);
+        refused(a, b, wc, AMP_BOUNDS_VIOLATION, (&t, &want));
         drop(fr);
     });
 }
@@ -215,13 +217,10 @@ fn fast_registered_rights_gate_remote_access() {
         let want = fill(&t, 0x55);
         let (fr, key) = fast_reg(b, &t, 0x7000_0000, READ_ONLY);
         let sink = a.region(1, 0);
-        let wc = post(a, read_op(0x7000_0010, key), &[sink.sge(0, 64)]);
-        assert_eq!(wc.status, WcStatus::Success, "{wc:?}");
-        assert_eq!(sink.bytes(0, 64), want[0x10..0x50].to_vec());
+        read_ok(a, &sink, (0x7000_0010, key), &want[0x10..0x50]);
         let src = a.region(1, 0x99);
         let wc = post(a, write_op(0x7000_0000, key), &[src.sge(0, 64)]);
-        refused(a, b, wc, AMP_RIGHTS_VIOLATION);
-        assert_eq!(read(&t, 0, 4096), want);
+        refused(a, b, wc, AMP_RIGHTS_VIOLATION, (&t, &want));
         drop(fr);
     });
 }

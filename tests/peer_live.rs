@@ -38,6 +38,20 @@ fn ips() -> (IpAddr, IpAddr) {
     if ipv6() { (IpAddr::V6(V6_A), IpAddr::V6(V6_B)) } else { (IpAddr::V4(A.ip), IpAddr::V4(B.ip)) }
 }
 
+/// The guest as the CM addresses it from A: its MAC and address (of the
+/// family [`ips`] picks), hop limit 64, on `vlan`.
+fn guest_addr(vlan: Option<u16>) -> MadAddr {
+    let (ours, theirs) = ips();
+    MadAddr {
+        peer_ip: theirs,
+        local_ip: ours,
+        peer_mac: B.mac,
+        vlan,
+        hop_limit: 64,
+        traffic_class: 0,
+    }
+}
+
 /// A port with A's MAC, IPv4 and fd00::a on the addresses the xtask gave.
 fn guest_port(fabric: &Fabric) -> Arc<Port> {
     let mut cfg = PortConfig::new(A.mac);
@@ -162,6 +176,14 @@ impl<'d> Live<'d> {
         self.t0.elapsed().as_millis() as u64
     }
 
+    /// Steps for `secs` seconds: timers run, late frames are answered.
+    fn run_for(&mut self, secs: u64) {
+        let until = Instant::now() + Duration::from_secs(secs);
+        while Instant::now() < until {
+            self.step();
+        }
+    }
+
     /// Frames from the guest in, CM timers and MADs out; new CM events are
     /// appended to `events` and returned.
     fn step(&mut self) -> Vec<CmEvent> {
@@ -229,7 +251,7 @@ impl<'d> Live<'d> {
                 self.events
             );
             self.step();
-            let mut wc = [EMPTY_WC; 8];
+            let mut wc = [empty_wc(); 8];
             let k = s.cq.poll(&mut wc);
             self.pending.extend_from_slice(&wc[..k]);
         }
@@ -345,16 +367,8 @@ fn peer_rping_driver_client() {
     assert!((16..=RDMA - START).contains(&size), "ping size {size}");
     let recv = [r.sge(RECVB, 16)];
     s.qp.post_recv(&[RecvWr { wr_id: 100, sg_list: &recv }]).unwrap();
-    let (ours, theirs) = ips();
-    let peer = MadAddr {
-        peer_ip: theirs,
-        local_ip: ours,
-        peer_mac: B.mac,
-        // `PEER_VLAN`: the guest's addresses are on an 802.1Q interface
-        vlan: std::env::var("PEER_VLAN").ok().and_then(|v| v.parse().ok()),
-        hop_limit: 64,
-        traffic_class: 0,
-    };
+    // `PEER_VLAN`: the guest's addresses are on an 802.1Q interface
+    let peer = guest_addr(std::env::var("PEER_VLAN").ok().and_then(|v| v.parse().ok()));
     // connect, again every second while the server is not listening yet
     let mut id: Option<ConnId> = None;
     let deadline = Instant::now() + Duration::from_secs(120);
@@ -384,10 +398,7 @@ fn peer_rping_driver_client() {
                 CmEvent::Rejected { .. } | CmEvent::TimedOut { .. } => {
                     println!("host: {e:?}; again in 1 s");
                     id = None;
-                    let until = Instant::now() + Duration::from_secs(1);
-                    while Instant::now() < until {
-                        live.step();
-                    }
+                    live.run_for(1);
                 }
                 _ => {}
             }
@@ -496,10 +507,7 @@ fn peer_rping_driver_server() {
         }
     }
     // let the DREP leave and the guest finish
-    let until = Instant::now() + Duration::from_secs(2);
-    while Instant::now() < until {
-        live.step();
-    }
+    live.run_for(2);
     print_events(&live);
     assert!(live.events.iter().any(|e| matches!(e, CmEvent::Disconnected { .. })), "no DREQ");
     judge_wire(&bar, &wire);
@@ -536,10 +544,7 @@ fn peer_reject() {
         live.step();
     }
     // the guest reports it and powers off; answer whatever else comes
-    let until = Instant::now() + Duration::from_secs(3);
-    while Instant::now() < until {
-        live.step();
-    }
+    live.run_for(3);
     println!("host: {} REJ sent, CM events {:?}", rejs(), live.events);
     assert!(live.events.is_empty(), "no connection request reaches the application");
     assert_eq!(live.cm.active_connections(), 0);
@@ -623,10 +628,7 @@ fn peer_ucmatose_driver_server() {
     while Instant::now() < until && disconnected(&live.events) < CONNS {
         live.step();
     }
-    let until = Instant::now() + Duration::from_secs(2);
-    while Instant::now() < until {
-        live.step();
-    }
+    live.run_for(2);
     print_events(&live);
     assert_eq!(disconnected(&live.events), CONNS, "every DREQ answered");
     judge_wire(&bar, &wire);
@@ -659,15 +661,7 @@ fn peer_ucmatose_driver_client() {
     let base = (dev.resource_usage(), FakeHal::live_pages());
     let mut live = Live::new(&bar, &dev);
     let with_qp1 = dev.resource_usage();
-    let (ours, theirs) = ips();
-    let peer = MadAddr {
-        peer_ip: theirs,
-        local_ip: ours,
-        peer_mac: B.mac,
-        vlan: None,
-        hop_limit: 64,
-        traffic_class: 0,
-    };
+    let peer = guest_addr(None);
     // one cmatose node per connection: its QP, CQ, PD and message buffer,
     // the receives posted before the REQ
     let mut sides: Vec<(Side<'_>, Region<'_>)> = Vec::new();
@@ -744,7 +738,7 @@ fn peer_ucmatose_driver_client() {
         while got.len() < n {
             assert!(Instant::now() < until, "{} of {n} {op:?}: {got:?}", got.len());
             live.step();
-            let mut wc = [EMPTY_WC; 8];
+            let mut wc = [empty_wc(); 8];
             let k = s.cq.poll(&mut wc[..(n - got.len()).min(8)]);
             got.extend_from_slice(&wc[..k]);
         }
@@ -803,10 +797,7 @@ fn peer_ucmatose_driver_client() {
     while live.cm.active_connections() > 0 && Instant::now() < until {
         live.step();
     }
-    let until = Instant::now() + Duration::from_secs(2);
-    while Instant::now() < until {
-        live.step();
-    }
+    live.run_for(2);
     print_events(&live);
     assert_eq!(live.cm.active_connections(), 0, "every connection left the CM table");
     let count = |f: fn(&CmEvent) -> bool| live.events.iter().filter(|e| f(e)).count();
@@ -924,7 +915,7 @@ fn vanish(reconnect: bool) {
         let mut last = Instant::now();
         loop {
             live.step();
-            let mut wc = [EMPTY_WC; 8];
+            let mut wc = [empty_wc(); 8];
             let k = s.cq.poll(&mut wc);
             for w in &wc[..k] {
                 p.complete(w);
@@ -997,14 +988,14 @@ fn vanish(reconnect: bool) {
     let until = Instant::now() + Duration::from_secs(30);
     while !p.open.is_empty() && Instant::now() < until {
         live.step();
-        let mut wc = [EMPTY_WC; 8];
+        let mut wc = [empty_wc(); 8];
         let k = s.cq.poll(&mut wc);
         wc[..k].iter().for_each(|w| p.complete(w));
     }
     assert!(p.open.is_empty(), "WRs never completed: {:?}", p.open);
     let until = Instant::now() + Duration::from_millis(500);
     while Instant::now() < until {
-        let mut wc = [EMPTY_WC; 8];
+        let mut wc = [empty_wc(); 8];
         let k = s.cq.poll(&mut wc);
         wc[..k].iter().for_each(|w| p.complete(w));
     }
@@ -1136,7 +1127,7 @@ fn rping_again(live: &mut Live<'_>, dev: &Dev, listen: irdma::cm::ListenId) {
     let until = Instant::now() + Duration::from_secs(30);
     while (!p.open.is_empty() || live.cm.active_connections() > 0) && Instant::now() < until {
         live.step();
-        let mut w = [EMPTY_WC; 8];
+        let mut w = [empty_wc(); 8];
         let k = s.cq.poll(&mut w);
         w[..k].iter().for_each(|w| p.complete(w));
     }
@@ -1176,15 +1167,8 @@ fn peer_udaddy_driver_server() {
     let dev = probe_a(&bar);
     let mut live = Live::new(&bar, &dev);
     live.cm.listen(PortSpace::Udp, PORT, Some(ips().0)).unwrap();
-    let pd = dev.alloc_pd().expect("alloc_pd");
-    let mut cq = dev.create_cq(64).expect("create_cq");
-    let mut attr = QpInitAttr { send_cq: &cq, recv_cq: &cq, cap: cap(16) };
-    let mut qp = dev.create_ud_qp(&pd, &mut attr).expect("create_ud_qp");
-    let mut init = QpAttr::new(QpState::Init);
-    init.qkey = UDP_QKEY;
-    qp.modify(&init).expect("INIT");
-    qp.modify(&QpAttr::new(QpState::Rtr)).expect("RTR");
-    qp.modify(&QpAttr::new(QpState::Rts)).expect("RTS");
+    // A UD QP in RTS with the UDP port space's Q_Key, SQ PSN 0.
+    let (pd, mut cq, mut qp) = ud_qp(&dev, false, cap(16), (UDP_QKEY, 0));
     let b = buf(4);
     let mr = reg(&dev, &pd, b.paddr(), 4 * 4096, &pages_of(&b), false);
     let r = Region { mr, buf: b };
@@ -1216,7 +1200,7 @@ fn peer_udaddy_driver_server() {
         while got.len() < n {
             assert!(Instant::now() < until, "{} of {n} completions: {got:?}", got.len());
             live.step();
-            let mut wc = [EMPTY_WC; 8];
+            let mut wc = [empty_wc(); 8];
             let k = cq.poll(&mut wc);
             got.extend_from_slice(&wc[..k]);
         }
@@ -1256,10 +1240,7 @@ fn peer_udaddy_driver_server() {
     }
     let got = poll(&mut live, &mut cq, MSGS as usize);
     assert!(got.iter().all(|w| w.opcode == WcOpcode::Send && w.status == WcStatus::Success));
-    let until = Instant::now() + Duration::from_secs(2);
-    while Instant::now() < until {
-        live.step();
-    }
+    live.run_for(2);
     print_events(&live);
     judge_wire(&bar, &wire);
 }
@@ -1282,15 +1263,8 @@ fn peer_udaddy_driver_client() {
     let (bar, wire) = live_setup();
     let dev = probe_a(&bar);
     let mut live = Live::new(&bar, &dev);
-    let pd = dev.alloc_pd().expect("alloc_pd");
-    let mut cq = dev.create_cq(64).expect("create_cq");
-    let mut attr = QpInitAttr { send_cq: &cq, recv_cq: &cq, cap: cap(16) };
-    let mut qp = dev.create_ud_qp(&pd, &mut attr).expect("create_ud_qp");
-    let mut init = QpAttr::new(QpState::Init);
-    init.qkey = UDP_QKEY;
-    qp.modify(&init).expect("INIT");
-    qp.modify(&QpAttr::new(QpState::Rtr)).expect("RTR");
-    qp.modify(&QpAttr::new(QpState::Rts)).expect("RTS");
+    // A UD QP in RTS with the UDP port space's Q_Key, SQ PSN 0.
+    let (pd, mut cq, mut qp) = ud_qp(&dev, false, cap(16), (UDP_QKEY, 0));
     let b = buf(4);
     let mr = reg(&dev, &pd, b.paddr(), 4 * 4096, &pages_of(&b), false);
     let r = Region { mr, buf: b };
@@ -1298,15 +1272,7 @@ fn peer_udaddy_driver_client() {
         let sge = [Sge { addr: r.addr() + i * 256, length: GRH_BYTES + SIZE, lkey: r.key() }];
         qp.post_recv(&[RecvWr { wr_id: 100 + i, sg_list: &sge }]).unwrap();
     }
-    let (ours, theirs) = ips();
-    let peer = MadAddr {
-        peer_ip: theirs,
-        local_ip: ours,
-        peer_mac: B.mac,
-        vlan: None,
-        hop_limit: 64,
-        traffic_class: 0,
-    };
+    let peer = guest_addr(None);
     let deadline = Instant::now() + Duration::from_secs(120);
     let mut pending = false;
     let mut retry_at = Instant::now();
@@ -1369,7 +1335,7 @@ fn peer_udaddy_driver_client() {
     while got.len() < 2 * MSGS as usize {
         assert!(Instant::now() < until, "{} of {} completions: {got:?}", got.len(), 2 * MSGS);
         live.step();
-        let mut wc = [EMPTY_WC; 8];
+        let mut wc = [empty_wc(); 8];
         let k = cq.poll(&mut wc);
         got.extend_from_slice(&wc[..k]);
     }
@@ -1381,10 +1347,7 @@ fn peer_udaddy_driver_client() {
         assert_eq!(w.ud.map(|u| u.src_qp), Some(qpn), "{w:?}");
     }
     println!("host: {MSGS} datagrams sent, {MSGS} replies received");
-    let until = Instant::now() + Duration::from_secs(2);
-    while Instant::now() < until {
-        live.step();
-    }
+    live.run_for(2);
     print_events(&live);
     judge_wire(&bar, &wire);
 }
@@ -1516,7 +1479,7 @@ fn pt_wc(
             live.events
         );
         live.step();
-        let mut wc = [EMPTY_WC; 16];
+        let mut wc = [empty_wc(); 16];
         let k = s.cq.poll(&mut wc);
         pend.extend_from_slice(&wc[..k]);
     }
@@ -1625,15 +1588,7 @@ fn pt_connect(
     again_ms: u64,
     secs: u64,
 ) -> ConnId {
-    let (ours, theirs) = ips();
-    let peer = MadAddr {
-        peer_ip: theirs,
-        local_ip: ours,
-        peer_mac: B.mac,
-        vlan: None,
-        hop_limit: 64,
-        traffic_class: 0,
-    };
+    let peer = guest_addr(None);
     let deadline = Instant::now() + Duration::from_secs(secs);
     let mut attempts = 0;
     loop {
@@ -1857,10 +1812,7 @@ fn perftest_live(client: bool, verb: PtVerb) {
         }
         live.step();
     }
-    let until = Instant::now() + Duration::from_secs(2);
-    while Instant::now() < until {
-        live.step();
-    }
+    live.run_for(2);
     print_events(&live);
     assert!(disc(&live, data_id), "the data connection ended: {:?}", live.events);
     assert!(disc(&live, comm_id), "the comm connection ended: {:?}", live.events);
@@ -2086,7 +2038,7 @@ fn peer_rping_badframes() {
         let deadline = Instant::now() + Duration::from_secs(60);
         loop {
             live.step();
-            let mut wc = [EMPTY_WC; 8];
+            let mut wc = [empty_wc(); 8];
             let k = s.cq.poll(&mut wc);
             for w in &wc[..k] {
                 p.complete(w);
@@ -2153,14 +2105,14 @@ fn peer_rping_badframes() {
     let until = Instant::now() + Duration::from_secs(10);
     while !p.open.is_empty() && Instant::now() < until {
         live.step();
-        let mut wc = [EMPTY_WC; 8];
+        let mut wc = [empty_wc(); 8];
         let k = s.cq.poll(&mut wc);
         wc[..k].iter().for_each(|w| p.complete(w));
     }
     let until = Instant::now() + Duration::from_secs(2);
     while Instant::now() < until {
         live.step();
-        let mut wc = [EMPTY_WC; 8];
+        let mut wc = [empty_wc(); 8];
         let k = s.cq.poll(&mut wc);
         wc[..k].iter().for_each(|w| p.complete(w));
     }

@@ -45,7 +45,7 @@ fn attempt(a: &mut Side<'_>, b: &mut Side<'_>, wr: SendWr<'_>, data: &[u64]) -> 
     let wc = a.poll(1);
     assert_eq!(wc.len(), 1, "one completion in a CQ-only loop: {wc:?}");
     a.nothing();
-    let mut resp_wc = [EMPTY_WC; 4];
+    let mut resp_wc = [empty_wc(); 4];
     let n = b.cq.poll(&mut resp_wc);
     assert_eq!(n, 0, "the responder completes nothing: {:?}", &resp_wc[..n]);
     let after = FakeHal::snapshot();
@@ -117,14 +117,7 @@ fn write_into(
 /// An MR of B with every right over the middle page of `t` (three pages).
 fn middle_page_mr<'d>(b: &Side<'d>, t: &Buf) -> TMr<'d> {
     let pages = [t.paddr() + 4096];
-    let d = MrDesc {
-        iova: t.paddr() + 4096,
-        length: 4096,
-        page_size: PageSize::Size4K,
-        pages: &pages,
-        zero_based: false,
-        access: ALL,
-    };
+    let d = va_desc(t.paddr() + 4096, 4096, &pages, ALL);
     // SAFETY: `t` outlives the MR in both cases (declared before it); the
     // model only touches live `FakeHal` memory.
     unsafe { b.dev.reg_mr(&b.pd, &d) }.unwrap()
@@ -133,27 +126,11 @@ fn middle_page_mr<'d>(b: &Side<'d>, t: &Buf) -> TMr<'d> {
 /// An MR over `b` on `pd` with `access`.
 fn mr_on<'d>(dev: &'d Dev, pd: &TPd<'d>, b: &Buf, access: Access) -> TMr<'d> {
     let pages = pages_of(b);
-    let d = MrDesc {
-        iova: b.paddr(),
-        length: b.len() as u64,
-        page_size: PageSize::Size4K,
-        pages: &pages,
-        zero_based: false,
-        access,
-    };
+    let d = va_desc(b.paddr(), b.len() as u64, &pages, access);
     // SAFETY: `b` outlives the MR in every case (declared before it); the
     // model only touches live `FakeHal` memory.
     unsafe { dev.reg_mr(pd, &d) }.expect("reg_mr")
 }
-
-/// AE codes (spec control-path §8.2 table; user.h: IRDMA_AE_*).
-const AMP_UNALLOCATED_STAG: u16 = 0x0102;
-const AMP_INVALID_STAG: u16 = 0x0103;
-const AMP_BAD_PD: u16 = 0x0105;
-const AMP_BAD_STAG_KEY: u16 = 0x0106;
-const AMP_BOUNDS_VIOLATION: u16 = 0x0108;
-const AMP_RIGHTS_VIOLATION: u16 = 0x0109;
-const IB_REMOTE_ACCESS_ERROR: u16 = 0x020D;
 
 /// The outcome every remote case must give: the requester's WR completes
 /// with REM_ACCESS_ERR, its device reports IB_REMOTE_ACCESS_ERROR as an
@@ -167,96 +144,110 @@ fn remote_refused(o: &Outcome, resp_code: u16) {
     assert!(o.driver_bytes_changed > 0, "the snapshot sees the device's writes: {o:?}");
 }
 
+/// What B keeps alive over a remote WRITE case: the MR the WRITE targets (a
+/// plain or a fast-register one) and the PD it is on when that is not B's
+/// own; dropped in this order, after the attempt, before the target buffer.
+#[derive(Default)]
+#[expect(dead_code, reason = "held only to be dropped after the attempt")]
+struct Held<'d> {
+    mr: Option<TMr<'d>>,
+    fr: Option<TFr<'d>>,
+    pd: Option<TPd<'d>>,
+}
+
+impl<'d> Held<'d> {
+    fn mr(mr: TMr<'d>) -> Self {
+        Held { mr: Some(mr), ..Held::default() }
+    }
+}
+
+/// A remote WRITE case (one runner for the named tests below): on a fresh
+/// pair, B's `setup` over a target buffer of `pages` pages gives what it
+/// keeps alive, the address and the key; A WRITEs the first 256 bytes of
+/// its source there ([`write_into`]), and the outcome must be
+/// [`remote_refused`] with `resp_code` from the responder.
+fn refused_write(
+    name: &str,
+    pages: usize,
+    resp_code: u16,
+    setup: impl for<'d> FnOnce(&mut Side<'d>, &Buf) -> (Held<'d>, u64, u32),
+) {
+    let o = case(name, |a, b, src| {
+        let t = buf(pages);
+        let (held, at, rkey) = setup(b, &t);
+        let o = write_into((a, b, src), &t, at, rkey);
+        drop(held);
+        o
+    });
+    remote_refused(&o, resp_code);
+}
+
 #[test]
 fn bad_key() {
-    let o = case("bad key", |a, b, src| {
-        let t = buf(2);
-        let mr = mr_on(b.dev, &b.pd, &t, ALL);
+    refused_write("bad key", 2, AMP_BAD_STAG_KEY, |b, t| {
+        let mr = mr_on(b.dev, &b.pd, t, ALL);
         // An STag index no MR of B uses, and the live MR's index with a
         // wrong key byte.
         let forged = (mr.rkey() & !0xff) | ((mr.rkey() + 1) & 0xff);
-        let o = write_into((a, b, src), &t, t.paddr(), forged);
-        drop(mr);
-        o
+        (Held::mr(mr), t.paddr(), forged)
     });
-    remote_refused(&o, AMP_BAD_STAG_KEY);
 }
 
 #[test]
 fn unknown_stag_index() {
-    let o = case("unknown STag index", |a, b, src| {
-        let t = buf(2);
-        write_into((a, b, src), &t, t.paddr(), 0x7f00_0042)
+    refused_write("unknown STag index", 2, AMP_UNALLOCATED_STAG, |_, t| {
+        (Held::default(), t.paddr(), 0x7f00_0042)
     });
-    remote_refused(&o, AMP_UNALLOCATED_STAG);
 }
 
 #[test]
 fn stale_key_after_reregistration() {
-    let o = case("stale key after re-registration", |a, b, src| {
-        let t = buf(2);
-        let mut mr = mr_on(b.dev, &b.pd, &t, ALL);
+    refused_write("stale key after re-registration", 2, AMP_BAD_STAG_KEY, |b, t| {
+        let mut mr = mr_on(b.dev, &b.pd, t, ALL);
         let old = mr.rkey();
         mr.rereg().expect("rereg");
         assert_ne!(mr.rkey(), old, "re-registration changes the key");
-        let o = write_into((a, b, src), &t, t.paddr(), old);
-        drop(mr);
-        o
+        (Held::mr(mr), t.paddr(), old)
     });
-    remote_refused(&o, AMP_BAD_STAG_KEY);
 }
 
 #[test]
 fn wrong_pd() {
-    let o = case("wrong PD", |a, b, src| {
-        let t = buf(2);
+    refused_write("wrong PD", 2, AMP_BAD_PD, |b, t| {
         let other = b.dev.alloc_pd().expect("pd");
-        let mr = mr_on(b.dev, &other, &t, ALL);
-        let o = write_into((a, b, src), &t, t.paddr(), mr.rkey());
-        drop(mr);
-        o
+        let mr = mr_on(b.dev, &other, t, ALL);
+        let key = mr.rkey();
+        (Held { pd: Some(other), ..Held::mr(mr) }, t.paddr(), key)
     });
-    remote_refused(&o, AMP_BAD_PD);
 }
 
 #[test]
 fn out_of_bounds_after_the_end() {
-    let o = case("out of bounds (past the end)", |a, b, src| {
-        // The MR covers the middle page of three: the access starts inside
-        // and runs 1 byte past its end into the third page.
-        let t = buf(3);
-        let mr = middle_page_mr(b, &t);
-        let at = t.paddr() + 2 * 4096 - 255;
-        let o = write_into((a, b, src), &t, at, mr.rkey());
-        drop(mr);
-        o
+    // The MR covers the middle page of three: the access starts inside and
+    // runs 1 byte past its end into the third page.
+    refused_write("out of bounds (past the end)", 3, AMP_BOUNDS_VIOLATION, |b, t| {
+        let mr = middle_page_mr(b, t);
+        let key = mr.rkey();
+        (Held::mr(mr), t.paddr() + 2 * 4096 - 255, key)
     });
-    remote_refused(&o, AMP_BOUNDS_VIOLATION);
 }
 
 #[test]
 fn out_of_bounds_before_the_start() {
-    let o = case("out of bounds (before the start)", |a, b, src| {
-        let t = buf(3);
-        let mr = middle_page_mr(b, &t);
-        let at = t.paddr() + 4096 - 1;
-        let o = write_into((a, b, src), &t, at, mr.rkey());
-        drop(mr);
-        o
+    refused_write("out of bounds (before the start)", 3, AMP_BOUNDS_VIOLATION, |b, t| {
+        let mr = middle_page_mr(b, t);
+        let key = mr.rkey();
+        (Held::mr(mr), t.paddr() + 4096 - 1, key)
     });
-    remote_refused(&o, AMP_BOUNDS_VIOLATION);
 }
 
 #[test]
 fn write_without_remote_write_right() {
-    let o = case("WRITE without remote write", |a, b, src| {
-        let t = buf(2);
-        let mr = mr_on(b.dev, &b.pd, &t, Access(Access::LOCAL_WRITE.0 | Access::REMOTE_READ.0));
-        let o = write_into((a, b, src), &t, t.paddr(), mr.rkey());
-        drop(mr);
-        o
+    refused_write("WRITE without remote write", 2, AMP_RIGHTS_VIOLATION, |b, t| {
+        let mr = mr_on(b.dev, &b.pd, t, Access(Access::LOCAL_WRITE.0 | Access::REMOTE_READ.0));
+        let key = mr.rkey();
+        (Held::mr(mr), t.paddr(), key)
     });
-    remote_refused(&o, AMP_RIGHTS_VIOLATION);
 }
 
 #[test]
@@ -281,9 +272,8 @@ fn read_without_remote_read_right() {
 
 #[test]
 fn invalidated_fast_register_mr() {
-    let o = case("invalidated MR (LOCAL_INV)", |a, b, src| {
-        let t = buf(2);
-        let pages = pages_of(&t);
+    refused_write("invalidated MR (LOCAL_INV)", 2, AMP_INVALID_STAG, |b, t| {
+        let pages = pages_of(t);
         let mut fr = b.dev.alloc_mr(&b.pd, 2).unwrap();
         map_pages(&fr, &pages);
         let key = fr.next_key();
@@ -292,23 +282,18 @@ fn invalidated_fast_register_mr() {
         assert_eq!(b.one().status, WcStatus::Success);
         b.qp.post_send(&[signaled(2, WrOpcode::LocalInv { inv_key: key }, &[])]).unwrap();
         assert_eq!(b.one().status, WcStatus::Success);
-        let o = write_into((a, b, src), &t, 0x6000_0000, key);
-        drop(fr);
-        o
+        (Held { fr: Some(fr), ..Held::default() }, 0x6000_0000, key)
     });
-    remote_refused(&o, AMP_INVALID_STAG);
 }
 
 #[test]
 fn access_after_deregistration() {
-    let o = case("access after deregistration", |a, b, src| {
-        let t = buf(2);
-        let mut mr = mr_on(b.dev, &b.pd, &t, ALL);
+    refused_write("access after deregistration", 2, AMP_UNALLOCATED_STAG, |b, t| {
+        let mut mr = mr_on(b.dev, &b.pd, t, ALL);
         let key = mr.rkey();
         mr.dereg().unwrap();
-        write_into((a, b, src), &t, t.paddr(), key)
+        (Held::mr(mr), t.paddr(), key)
     });
-    remote_refused(&o, AMP_UNALLOCATED_STAG);
 }
 
 #[test]

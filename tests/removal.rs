@@ -58,7 +58,7 @@ fn removal_case(by_control: bool) {
         for id in 20..23 {
             a.qp.post_recv(&[RecvWr { wr_id: id, sg_list: &rsge }]).expect("posted");
         }
-        let mut wc = [EMPTY_WC; 16];
+        let mut wc = [empty_wc(); 16];
         assert_eq!(a.cq.poll(&mut wc), 0, "nothing completes yet");
         assert!(!da.is_gone());
 
@@ -96,14 +96,8 @@ fn removal_case(by_control: bool) {
         let mut sattr = QpInitAttr { send_cq: &a.cq, recv_cq: &a.cq, cap: cap(16) };
         assert_eq!(da.create_shared_qp(&a.pd, &mut sattr).err(), Some(GONE));
         let b2 = buf(1);
-        let d = MrDesc {
-            iova: b2.paddr(),
-            length: 4096,
-            page_size: PageSize::Size4K,
-            pages: &[b2.paddr()],
-            zero_based: false,
-            access: ALL,
-        };
+        let p = [b2.paddr()];
+        let d = va_desc(b2.paddr(), 4096, &p, ALL);
         // SAFETY: `b2` outlives the call; the device is gone.
         assert_eq!(unsafe { da.reg_mr(&a.pd, &d) }.err(), Some(GONE));
         assert_eq!(da.alloc_mr(&a.pd, 4).err(), Some(GONE));
@@ -125,13 +119,11 @@ fn removal_case(by_control: bool) {
             let mut ctx: RwCtx<4, 4> = RwCtx::new();
             // SAFETY: `data` outlives the context, destroyed below.
             let n = unsafe {
-                ctx.init::<FakeHal, 1, 4>(
-                    &rwqp,
-                    &mut pool,
+                rw_init(
+                    &mut ctx,
+                    (&rwqp, &mut pool),
                     &mut sg,
-                    0,
-                    dst.addr(),
-                    dst.key(),
+                    (dst.addr(), dst.key()),
                     Direction::ToDevice,
                 )
             }
@@ -203,12 +195,7 @@ fn removed_device_closed_after_reset_frees_everything() {
         assert_eq!(dev.check_presence(), Err(CqpError::DeviceGone));
         drop((qp, cq, pd));
         assert!(dev.footprint().quarantined.bytes > 0, "QP and CQ memory quarantined");
-        bar.with_device(|d| {
-            d.faults().removed = false;
-            d.reset()
-        });
-        // SAFETY: the model function was just reset.
-        unsafe { dev.close_after_reset() };
+        reset_and_close(&bar, dev);
     });
 }
 
@@ -235,14 +222,8 @@ fn hung_cqp_then_every_control_entry_point_needs_reset() {
     assert_eq!(da.create_cq(8).err(), Some(NR));
     let mut attr = QpInitAttr { send_cq: &a.cq, recv_cq: &a.cq, cap: cap(16) };
     assert_eq!(da.create_qp(&a.pd, &mut attr).err(), Some(NR));
-    let d = MrDesc {
-        iova: src.addr(),
-        length: 4096,
-        page_size: PageSize::Size4K,
-        pages: &[src.addr()],
-        zero_based: false,
-        access: ALL,
-    };
+    let p = [src.addr()];
+    let d = va_desc(src.addr(), 4096, &p, ALL);
     // SAFETY: `src` outlives the call.
     assert_eq!(unsafe { da.reg_mr(&a.pd, &d) }.err(), Some(NR));
     assert_eq!(da.alloc_mr(&a.pd, 4).err(), Some(NR));
@@ -289,7 +270,7 @@ fn shared_qp_posts_after_removal_are_device_gone() {
         let sge = [Sge { addr: src.paddr(), length: 64, lkey: src_mr.lkey() }];
         let wr = |id| signaled(id, write_op(dst.addr(), dst.key()), &sge);
         qa.post_send(&[wr(1)]).expect("before the removal");
-        let mut wc = [EMPTY_WC; 8];
+        let mut wc = [empty_wc(); 8];
         let got = poll_until_with(|w| ca.poll_shared([&qa], w).unwrap(), 1, 50);
         assert_eq!((got.len(), got[0].status), (1, WcStatus::Success), "{got:?}");
 
@@ -305,13 +286,7 @@ fn shared_qp_posts_after_removal_are_device_gone() {
         assert_eq!(ids, vec![(2, WcStatus::WrFlushErr)]);
         assert_eq!(ca.poll_shared([&qa], &mut wc).unwrap(), 0, "nothing twice");
         drop((qa, ca, src_mr, pa));
-        bar_a.with_device(|d| {
-            d.faults().removed = false;
-            d.reset()
-        });
-        // SAFETY: the model function was just reset: it holds no bus
-        // address this device gave it.
-        unsafe { da.close_after_reset() };
+        reset_and_close(&bar_a, da);
         drop((b, dst));
         db.close().expect("peer closes cleanly");
     }

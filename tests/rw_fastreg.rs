@@ -35,13 +35,11 @@ fn rw_read_through_fast_registered_mrs() {
             let mut ctx: RwCtx<8, 8> = RwCtx::new();
             // SAFETY: `local` outlives the transfer and is destroyed below.
             let n = unsafe {
-                ctx.init::<FakeHal, 2, 256>(
-                    &rwqp,
-                    &mut pool,
+                rw_init(
+                    &mut ctx,
+                    (&rwqp, &mut pool),
                     &mut sg,
-                    0,
-                    0x9000_0000 + 500,
-                    rmr.rkey(),
+                    (0x9000_0000 + 500, rmr.rkey()),
                     Direction::FromDevice,
                 )
             }
@@ -86,31 +84,18 @@ fn fast_reg_key_rotation_rejects_the_stale_rkey() {
         let (_bar, dev) = one_device(small_fn_config(), Profile::SMALL);
         let pd = dev.alloc_pd().unwrap();
         let mut cq = dev.create_cq(64).unwrap();
-        let mut owner = create_qp(&dev, &pd, &cq, 16); // registers the MR
-        let mut peer = create_qp(&dev, &pd, &cq, 16);
+        // `owner` registers the MR, `peer` accesses it.
+        let (mut owner, mut peer) = loopback_pair(&dev, &pd, &cq, 16);
         let np = peer.qp_num();
-        connect_both(&mut owner, A, &mut peer, A);
 
         let target = buf(2);
         let mut fr = dev.alloc_mr(&pd, 16).unwrap();
         let mut rev = pages_of(&target);
         rev.reverse();
         map_pages(&fr, &rev);
-        let first_pble = fr.fr_mr().first_pble_index;
-        let reg_wr = |id, key| SendWr {
-            wr_id: id,
-            opcode: WrOpcode::RegMr(RegMrWr {
-                key,
-                access: Access::LOCAL_WRITE | Access::REMOTE_WRITE,
-                iova: 0x5000_0000,
-                length: 8192,
-                page_size: PageSize::Size4K,
-                first_pble_index: first_pble,
-                pbl_level: 1,
-            }),
-            flags: SendFlags::SIGNALED,
-            sg_list: &[],
-        };
+        let access = Access::LOCAL_WRITE | Access::REMOTE_WRITE;
+        let base = fr_reg(&fr, 0, access, (0x5000_0000, 8192));
+        let reg_wr = |id, key| signaled(id, WrOpcode::RegMr(RegMrWr { key, ..base }), &[]);
         let k1 = fr.next_key();
         owner.post_send(&[reg_wr(1, k1)]).unwrap();
         let wc = poll_n(&mut cq, 1);
@@ -173,9 +158,7 @@ fn fast_reg_wr_must_name_a_live_fast_register_mr_of_this_device() {
         let (bar, dev) = one_device(small_fn_config(), Profile::SMALL);
         let pd = dev.alloc_pd().unwrap();
         let mut cq = dev.create_cq(64).unwrap();
-        let mut owner = create_qp(&dev, &pd, &cq, 16);
-        let mut peer = create_qp(&dev, &pd, &cq, 16);
-        connect_both(&mut owner, A, &mut peer, A);
+        let (mut owner, mut peer) = loopback_pair(&dev, &pd, &cq, 16);
 
         let target = buf(4);
         let pages = pages_of(&target);
@@ -185,19 +168,9 @@ fn fast_reg_wr_must_name_a_live_fast_register_mr_of_this_device() {
         for f in [&fr, &other, &dead] {
             map_pages(f, &pages);
         }
-        let wr_for = |f: &irdma::verbs::FastRegMr<'_, FakeHal, ModelBar>, id| SendWr {
-            wr_id: id,
-            opcode: WrOpcode::RegMr(RegMrWr {
-                key: f.key(),
-                access: Access::LOCAL_WRITE | Access::REMOTE_WRITE,
-                iova: 0x5000_0000,
-                length: 4 * 4096,
-                page_size: PageSize::Size4K,
-                first_pble_index: f.fr_mr().first_pble_index,
-                pbl_level: 1,
-            }),
-            flags: SendFlags::SIGNALED,
-            sg_list: &[],
+        let access = Access::LOCAL_WRITE | Access::REMOTE_WRITE;
+        let wr_for = |f: &TFr<'_>, id| {
+            signaled(id, WrOpcode::RegMr(fr_reg(f, f.key(), access, (0x5000_0000, 4 * 4096))), &[])
         };
         let with = |w: SendWr<'static>, f: &dyn Fn(&mut RegMrWr)| {
             let WrOpcode::RegMr(mut r) = w.opcode else { unreachable!() };
@@ -290,9 +263,7 @@ fn level2_fast_register_mr_maps_three_leaves() {
         let (_bar, dev) = one_device(small_fn_config(), few_pbles());
         let pd = dev.alloc_pd().unwrap();
         let mut cq = dev.create_cq(64).unwrap();
-        let mut owner = create_qp(&dev, &pd, &cq, 16);
-        let mut peer = create_qp(&dev, &pd, &cq, 16);
-        connect_both(&mut owner, A, &mut peer, A);
+        let (mut owner, mut peer) = loopback_pair(&dev, &pd, &cq, 16);
         let src = buf(1);
         let sdata = fill(&src, 17);
         let smr = reg(&dev, &pd, src.paddr(), 4096, &pages_of(&src), false);

@@ -102,13 +102,11 @@ fn every_size_and_start(fr_level: u8, remote_level: u8) {
                 let mut ctx: RwCtx<8, 8> = RwCtx::new();
                 // SAFETY: `backing` outlives the transfer and is destroyed below.
                 let n = unsafe {
-                    ctx.init::<FakeHal, 2, 256>(
-                        &rwqp,
-                        &mut pool,
+                    rw_init(
+                        &mut ctx,
+                        (&rwqp, &mut pool),
                         &mut sg,
-                        0,
-                        REMOTE_IOVA + 64,
-                        rmr.rkey(),
+                        (REMOTE_IOVA + 64, rmr.rkey()),
                         dir,
                     )
                 }
@@ -199,13 +197,11 @@ fn rw_refuses_a_level2_mr_passed_as_level1() {
         let mut ctx: RwCtx<8, 8> = RwCtx::new();
         // SAFETY: `local` outlives the context, destroyed below.
         unsafe {
-            ctx.init::<FakeHal, 1, 256>(
-                &rwqp,
-                &mut pool,
+            rw_init(
+                &mut ctx,
+                (&rwqp, &mut pool),
                 &mut sg,
-                0,
-                REMOTE_IOVA,
-                rmr.rkey(),
+                (REMOTE_IOVA, rmr.rkey()),
                 Direction::ToDevice,
             )
         }

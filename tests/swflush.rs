@@ -289,15 +289,7 @@ fn case(path: Path, flavor: Flavor) {
                     assert_eq!(queue(&got, false), vec![(50, f)], "{got:?}");
                 }
                 drop((qp, cqs, src_mr, pa));
-                bar_a.with_device(|d| {
-                    d.faults().removed = false;
-                    d.faults().cqp_hang = false;
-                    d.faults().hang_cqp_at = None;
-                    d.reset()
-                });
-                // SAFETY: the model function was just reset: it holds no
-                // bus address this device gave it.
-                unsafe { da.close_after_reset() };
+                reset_and_close(&bar_a, da);
                 drop(src);
             }
         }
@@ -332,6 +324,45 @@ cases! {
     dead_cq_shared_poller: DeadCq, Shared;
 }
 
+/// The rest of a late-CQE test, once the CQE of WR `held` (a receive when
+/// `recv`, at ring index 0) is held in the device: the CQP hangs (the
+/// device needs a reset), `q` goes to ERROR in software and the CQ gives
+/// `held`'s flush. Then batches of `batch` WRs (ids from 1000) are `post`ed
+/// in ERROR and each flushed at once, until the next WR lands on ring index
+/// `ring` (= 0 again); the last batch runs up to and including that index.
+/// Then the device writes the held CQE, and what the CQ gives must be the
+/// last batch's flushes only: the late CQE completed nothing.
+fn late_cqe<'d>(
+    (bar, dev): (&ModelBar, &Dev),
+    (q, cq): (&mut TQp<'d>, &mut TCq<'d>),
+    (held, recv): (u64, bool),
+    (ring, batch): (u64, u64),
+    mut post: impl FnMut(&mut TQp<'d>, std::ops::Range<u64>),
+) {
+    bar.with_device(|d| d.faults().cqp_hang = true);
+    assert!(dev.create_cq(8).is_err(), "the CQP hangs");
+    q.modify(&QpAttr::new(QpState::Error)).expect("ERROR in software");
+    let got = poll_until_with(|w| cq.poll(w), usize::MAX, 20);
+    assert_eq!(queue(&got, recv), vec![(held, WcStatus::WrFlushErr)]);
+    let mut next = 1u64;
+    let mut id = 1000u64;
+    while next + batch <= ring {
+        post(q, id..id + batch);
+        let got = poll_until_with(|w| cq.poll(w), usize::MAX, 20);
+        assert_eq!(got.len() as u64, batch);
+        assert!(got.iter().all(|c| c.status == WcStatus::WrFlushErr), "{got:?}");
+        next += batch;
+        id += batch;
+    }
+    let last = id..id + (ring - next + 1);
+    post(q, last.clone());
+    bar.with_device(|d| d.step());
+    let got = poll_until_with(|w| cq.poll(w), usize::MAX, 20);
+    // Ids outside 20..30 (receive or not): `queue(.., false)`.
+    let want: Vec<(u64, WcStatus)> = last.map(|k| (k, WcStatus::WrFlushErr)).collect();
+    assert_eq!(queue(&got, false), want, "the late CQE completed nothing");
+}
+
 /// A hardware CQE that arrives after the software flush names a ring slot
 /// a later WR (posted in ERROR, never seen by the device) may occupy by
 /// then: it must be dropped, not taken as that WR's success. The held CQE
@@ -344,8 +375,7 @@ fn late_cqe_after_software_flush_never_completes_a_later_wr() {
         let pa = da.alloc_pd().expect("pd");
         let mut cq = da.create_cq(512).expect("cq");
         let cap = cap(16);
-        let mut q =
-            da.create_qp(&pa, &mut QpInitAttr { send_cq: &cq, recv_cq: &cq, cap }).expect("qp");
+        let mut q = create_qp(&da, &pa, &cq, 16);
         // One-SGE WRITEs take one quantum each: the ring holds `ring` WRs.
         let ring = irdma::uk::sizing::calc_sq(cap.max_send_wr, cap.max_send_sge, 0)
             .expect("sizing")
@@ -360,39 +390,14 @@ fn late_cqe_after_software_flush_never_completes_a_later_wr() {
         // WR 9 at SQ index 0 executes; its CQE is held in the device.
         bar_a.with_device(|d| d.faults().hold_cqes_of_qp = Some((q.qp_num(), 100)));
         q.post_send(&[wr(9)]).expect("post");
-        bar_a.with_device(|d| d.faults().cqp_hang = true);
-        assert!(da.create_cq(8).is_err(), "the CQP hangs");
-        q.modify(&QpAttr::new(QpState::Error)).expect("ERROR in software");
-        let got = poll_until_with(|w| cq.poll(w), usize::MAX, 20);
-        assert_eq!(queue(&got, false), vec![(9, WcStatus::WrFlushErr)]);
-        // WRs posted in ERROR (no doorbell) and flushed, until the next
-        // ones reach index `ring` (= 0) again.
-        let mut next = 1u64;
-        let mut id = 1000u64;
-        while next + 64 <= ring {
-            let wrs: Vec<SendWr<'_>> = (0..64).map(|k| wr(id + k)).collect();
+        // WRs posted in ERROR (no doorbell) and flushed until the SQ wraps
+        // to index 0; then the device writes WR 9's success CQE.
+        late_cqe((&bar_a, &da), (&mut q, &mut cq), (9, false), (ring, 64), |q, ids| {
+            let wrs: Vec<SendWr<'_>> = ids.map(wr).collect();
             q.post_send(&wrs).expect("post in ERROR");
-            let got = poll_until_with(|w| cq.poll(w), usize::MAX, 20);
-            assert_eq!(got.len(), 64);
-            assert!(got.iter().all(|c| c.status == WcStatus::WrFlushErr), "{got:?}");
-            next += 64;
-            id += 64;
-        }
-        let last: Vec<SendWr<'_>> = (0..=ring - next).map(|k| wr(id + k)).collect();
-        q.post_send(&last).expect("post in ERROR up to index 0");
-        // Now the device writes WR 9's success CQE (index 0).
-        bar_a.with_device(|d| d.step());
-        let got = poll_until_with(|w| cq.poll(w), usize::MAX, 20);
-        let want: Vec<(u64, WcStatus)> =
-            (0..last.len() as u64).map(|k| (id + k, WcStatus::WrFlushErr)).collect();
-        assert_eq!(queue(&got, false), want, "the late CQE completed nothing");
-        drop((q, cq, src_mr, pa));
-        bar_a.with_device(|d| {
-            d.faults().cqp_hang = false;
-            d.reset()
         });
-        // SAFETY: the model function was just reset.
-        unsafe { da.close_after_reset() };
+        drop((q, cq, src_mr, pa));
+        reset_and_close(&bar_a, da);
         drop((src, b, dst));
         db.close().expect("peer closes cleanly");
     });
@@ -409,8 +414,7 @@ fn late_receive_cqe_after_software_flush_never_completes_a_later_receive() {
         let pa = da.alloc_pd().expect("pd");
         let mut cq = da.create_cq(256).expect("cq");
         let cap = cap(16);
-        let mut q =
-            da.create_qp(&pa, &mut QpInitAttr { send_cq: &cq, recv_cq: &cq, cap }).expect("qp");
+        let mut q = create_qp(&da, &pa, &cq, 16);
         let ring = irdma::uk::sizing::calc_rq(cap.max_recv_wr, cap.max_recv_sge)
             .expect("sizing")
             .size as u64;
@@ -427,39 +431,14 @@ fn late_receive_cqe_after_software_flush_never_completes_a_later_receive() {
         let sg = [src.sge(0, 32)];
         b.qp.post_send(&[signaled(1, WrOpcode::Send, &sg)]).expect("send");
         assert_eq!(b.one().status, WcStatus::Success, "delivered");
-        bar_a.with_device(|d| d.faults().cqp_hang = true);
-        assert!(da.create_cq(8).is_err(), "the CQP hangs");
-        q.modify(&QpAttr::new(QpState::Error)).expect("ERROR in software");
-        let got = poll_until_with(|w| cq.poll(w), usize::MAX, 20);
-        assert_eq!(queue(&got, true), vec![(20, WcStatus::WrFlushErr)]);
-        // Receives posted in ERROR and flushed, until the next ones reach
-        // RQ index `ring` (= 0) again. (Ids outside 20..30: `queue(.., false)`.)
-        let mut next = 1u64;
-        let mut id = 1000u64;
-        while next + 8 <= ring {
-            let wrs: Vec<RecvWr<'_>> = (0..8).map(|k| recv(id + k)).collect();
+        // Receives posted in ERROR and flushed until the RQ wraps to index
+        // 0; then the device writes receive 20's success CQE.
+        late_cqe((&bar_a, &da), (&mut q, &mut cq), (20, true), (ring, 8), |q, ids| {
+            let wrs: Vec<RecvWr<'_>> = ids.map(recv).collect();
             q.post_recv(&wrs).expect("post_recv in ERROR");
-            let got = poll_until_with(|w| cq.poll(w), usize::MAX, 20);
-            assert_eq!(got.len(), 8);
-            assert!(got.iter().all(|c| c.status == WcStatus::WrFlushErr), "{got:?}");
-            next += 8;
-            id += 8;
-        }
-        let last: Vec<RecvWr<'_>> = (0..=ring - next).map(|k| recv(id + k)).collect();
-        q.post_recv(&last).expect("post_recv in ERROR up to index 0");
-        // Now the device writes receive 20's success CQE (index 0).
-        bar_a.with_device(|d| d.step());
-        let got = poll_until_with(|w| cq.poll(w), usize::MAX, 20);
-        let want: Vec<(u64, WcStatus)> =
-            (0..last.len() as u64).map(|k| (id + k, WcStatus::WrFlushErr)).collect();
-        assert_eq!(queue(&got, false), want, "the late CQE completed nothing");
-        drop((q, cq, inbox_mr, pa));
-        bar_a.with_device(|d| {
-            d.faults().cqp_hang = false;
-            d.reset()
         });
-        // SAFETY: the model function was just reset.
-        unsafe { da.close_after_reset() };
+        drop((q, cq, inbox_mr, pa));
+        reset_and_close(&bar_a, da);
         drop((inbox, src, b));
         db.close().expect("peer closes cleanly");
     });

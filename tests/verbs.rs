@@ -95,9 +95,7 @@ fn level2_mr_and_zero_based_mr_on_loopback() {
         let dev = probe_as(&bar, A, profile);
         let pd = dev.alloc_pd().unwrap();
         let mut cq = dev.create_cq(64).unwrap();
-        let mut q1 = create_qp(&dev, &pd, &cq, 16);
-        let mut q2 = create_qp(&dev, &pd, &cq, 16);
-        connect_both(&mut q1, A, &mut q2, A);
+        let (mut q1, _q2) = loopback_pair(&dev, &pd, &cq, 16);
 
         // More pages than one level-1 run can hold (one SD of PBLEs): level 2.
         // Every IOVA page maps to one of two physical pages, alternating.
@@ -179,7 +177,7 @@ fn stale_rkey_after_rereg_is_rejected_and_the_qp_flushes() {
         assert!(wc.iter().all(|w| w.status != WcStatus::Success));
         let first = wc.iter().find(|w| w.wr_id == 2).unwrap();
         assert_eq!(first.status, WcStatus::RemAccessErr, "the failing WR carries the AE's code");
-        let mut more = [EMPTY_WC; 4];
+        let mut more = [empty_wc(); 4];
         assert_eq!(ca.poll(&mut more), 0, "nothing twice");
 
         // Posts after the error complete as flushed, once.
@@ -203,12 +201,8 @@ fn modify_to_error_flushes_every_outstanding_wr_exactly_once() {
         let (_bar, dev) = one_device(small_fn_config(), Profile::SMALL);
         let pd = dev.alloc_pd().unwrap();
         let (mut scq, mut rcq) = (dev.create_cq(64).unwrap(), dev.create_cq(64).unwrap());
-        let mut attr = QpInitAttr { send_cq: &scq, recv_cq: &rcq, cap: cap(16) };
-        let mut q1 = dev.create_qp(&pd, &mut attr).unwrap();
-        let mut attr = QpInitAttr { send_cq: &scq, recv_cq: &rcq, cap: cap(16) };
-        let mut q2 = dev.create_qp(&pd, &mut attr).unwrap();
+        let (mut q1, _q2) = loopback_pair_on(&dev, &pd, (&scq, &rcq), 16);
         let n1 = q1.qp_num();
-        connect_both(&mut q1, A, &mut q2, A);
         let b = buf(1);
         let mr = reg(&dev, &pd, b.paddr(), 4096, &pages_of(&b), false);
         let sge = [Sge { addr: b.paddr(), length: 16, lkey: mr.lkey() }];
@@ -223,7 +217,7 @@ fn modify_to_error_flushes_every_outstanding_wr_exactly_once() {
             send(3, SendFlags::SIGNALED),
         ])
         .unwrap();
-        let mut wc = [EMPTY_WC; 16];
+        let mut wc = [empty_wc(); 16];
         assert_eq!(scq.poll(&mut wc), 0, "stalled");
         q1.modify(&QpAttr::new(QpState::Error)).unwrap();
         assert_eq!(q1.state(), QpState::Error);
@@ -535,7 +529,7 @@ fn rnr_retries_exhausted_is_a_fatal_qp_event() {
     assert_eq!(wc.iter().map(|w| w.wr_id).collect::<Vec<_>>(), vec![1, 2], "{wc:?}");
     assert_eq!(wc[0].status, WcStatus::RnrRetryExcErr, "the failing WR carries the AE's code");
     assert_eq!(wc[1].status, WcStatus::WrFlushErr);
-    let mut more = [EMPTY_WC; 4];
+    let mut more = [empty_wc(); 4];
     assert_eq!(cq.poll(&mut more), 0);
 }
 
@@ -549,9 +543,7 @@ fn resize_cq_delivers_pending_cqes_once_then_uses_the_new_ring() {
         let pd = dev.alloc_pd().unwrap();
         // 4 completions → a ring of 10 entries.
         let mut cq = dev.create_cq(4).unwrap();
-        let mut qp = create_qp(&dev, &pd, &cq, 32);
-        let n = qp.qp_num();
-        connect(&mut qp, A, A, n).unwrap();
+        let mut qp = self_connected_qp(&dev, &pd, &cq, 32);
         let b = buf(1);
         let mr = reg(&dev, &pd, b.paddr(), 4096, &pages_of(&b), false);
         let sge = [Sge { addr: b.paddr(), length: 8, lkey: mr.lkey() }];
@@ -575,7 +567,7 @@ fn resize_cq_delivers_pending_cqes_once_then_uses_the_new_ring() {
         cq.resize(64).unwrap();
         assert_eq!((cq.cqe(), cq.pending_resizes()), (64, 1));
         // Pending completions: from the old ring, in order, once.
-        let mut wc = [EMPTY_WC; 2];
+        let mut wc = [empty_wc(); 2];
         assert_eq!(cq.poll(&mut wc), 2);
         assert_eq!((wc[0].wr_id, wc[1].wr_id), (1, 2));
         assert_eq!(cq.poll(&mut wc), 1);
@@ -590,7 +582,7 @@ fn resize_cq_delivers_pending_cqes_once_then_uses_the_new_ring() {
         assert_eq!(ids, (10..30).collect::<Vec<u64>>());
         assert!(got.iter().all(|w| w.status == WcStatus::Success));
         assert_eq!(cq.pending_resizes(), 0, "the old ring is retired");
-        let mut wc = [EMPTY_WC; 4];
+        let mut wc = [empty_wc(); 4];
         assert_eq!(cq.poll(&mut wc), 0, "nothing delivered twice");
         // The model saw one resize, and the next arm reports one retired
         // ring in SW_CQ_SELECT (uk.c: irdma_uk_cq_set_resized_cnt).
@@ -618,12 +610,8 @@ fn destroyed_qp_cqes_are_dropped_and_other_qps_lose_nothing() {
         let (_bar, dev) = one_device(small_fn_config(), Profile::SMALL);
         let pd = dev.alloc_pd().unwrap();
         let (mut scq, rcq) = (dev.create_cq(64).unwrap(), dev.create_cq(64).unwrap());
-        let mut attr = QpInitAttr { send_cq: &scq, recv_cq: &rcq, cap: cap(16) };
-        let mut q1 = dev.create_qp(&pd, &mut attr).unwrap();
-        let mut attr = QpInitAttr { send_cq: &scq, recv_cq: &rcq, cap: cap(16) };
-        let mut q2 = dev.create_qp(&pd, &mut attr).unwrap();
+        let (mut q1, mut q2) = loopback_pair_on(&dev, &pd, (&scq, &rcq), 16);
         let n2 = q2.qp_num();
-        connect_both(&mut q1, A, &mut q2, A);
         let b = buf(1);
         let mr = reg(&dev, &pd, b.paddr(), 4096, &pages_of(&b), false);
         let sge = [Sge { addr: b.paddr(), length: 16, lkey: mr.lkey() }];
@@ -638,7 +626,7 @@ fn destroyed_qp_cqes_are_dropped_and_other_qps_lose_nothing() {
         let ids: Vec<u64> = got.iter().map(|w| w.wr_id).collect();
         assert_eq!(ids, vec![200, 201, 202], "q2's completions, none of q1's");
         assert!(got.iter().all(|w| w.status == WcStatus::Success && w.qp_num == n2));
-        let mut wc = [EMPTY_WC; 4];
+        let mut wc = [empty_wc(); 4];
         assert_eq!(scq.poll(&mut wc), 0);
         assert_eq!(scq.unlisted_qp(), None);
     });
@@ -652,9 +640,7 @@ fn resize_cq_pending_rings_are_bounded() {
         let (bar, dev) = one_device(small_fn_config(), Profile::SMALL);
         let pd = dev.alloc_pd().unwrap();
         let mut cq = dev.create_cq(4).unwrap();
-        let mut qp = create_qp(&dev, &pd, &cq, 8);
-        let n = qp.qp_num();
-        connect(&mut qp, A, A, n).unwrap();
+        let mut qp = self_connected_qp(&dev, &pd, &cq, 8);
         // A refused MODIFY_CQ (Linux: -EPROTO) leaves the CQ as it was.
         let pages = FakeHal::live_pages();
         bar.with_device(|d| d.faults().fail_cqp_op = Some((0, 0x8000, 0x0001)));
@@ -689,8 +675,7 @@ fn resize_cq_pending_rings_are_bounded() {
 fn dropping_a_cq_or_pd_under_a_live_qp_defers_until_the_qp_goes() {
     let _g = lock();
     let base = FakeHal::live_pages();
-    let bar = ModelBar::standalone(Config::default());
-    let dev = probe(&bar).unwrap();
+    let (bar, dev) = default_device();
     let usage = dev.resource_usage();
     let b = buf(1);
     let pd = dev.alloc_pd().unwrap();

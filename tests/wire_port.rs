@@ -110,6 +110,15 @@ fn arp_request(ip: [u8; 4]) -> Vec<u8> {
     f
 }
 
+/// WRs 1..=`n` of `s` complete, in order, all successfully.
+fn completes_in_order(s: &mut Side<'_>, n: usize) {
+    let wcs = s.poll(n);
+    assert_eq!(wcs.len(), n, "{wcs:?}");
+    for (wc, id) in wcs.iter().zip(1..) {
+        assert_eq!((wc.wr_id, wc.status), (id, WcStatus::Success), "{wc:?}");
+    }
+}
+
 #[test]
 fn arp_and_neighbour_solicitation_are_answered_with_the_port_mac() {
     let (bar, port, peer) = setup();
@@ -344,11 +353,7 @@ fn the_drivers_requests_leave_through_the_port_and_complete_on_the_peers_answers
     s.qp.post_send(&[signaled(2, write_op(0x1000, 0x1234), &sge)]).unwrap();
     let sge = [local.sge(1000, 2500)];
     s.qp.post_send(&[signaled(3, read_op(0x2000, 0x5678), &sge)]).unwrap();
-    let wcs = s.poll(3);
-    assert_eq!(wcs.len(), 3, "{wcs:?}");
-    for (wc, id) in wcs.iter().zip(1..) {
-        assert_eq!((wc.wr_id, wc.status), (id, WcStatus::Success), "{wc:?}");
-    }
+    completes_in_order(&mut s, 3);
     assert_eq!(local.bytes(1000, 2500), &remote[..2500], "READ data from the peer");
     let reqs = peer_thread.join().unwrap();
     let ops: Vec<(u8, u32)> = reqs.iter().map(|p| (p.pkt.opcode, p.pkt.psn)).collect();
@@ -715,11 +720,7 @@ fn the_requester_resends_from_the_naked_psn_and_after_its_timeout() {
     s.qp.post_send(&[signaled(1, write_op(0x1000, 0x1234), &sge)]).unwrap();
     let sge = [local.sge(0, 64)];
     s.qp.post_send(&[signaled(2, WrOpcode::Send, &sge)]).unwrap();
-    let wcs = s.poll(2);
-    assert_eq!(wcs.len(), 2, "{wcs:?}");
-    for (wc, id) in wcs.iter().zip(1..) {
-        assert_eq!((wc.wr_id, wc.status), (id, WcStatus::Success), "{wc:?}");
-    }
+    completes_in_order(&mut s, 2);
     let seen = t.join().unwrap();
     assert_eq!(
         seen,

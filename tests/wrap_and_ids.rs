@@ -13,10 +13,8 @@ mod e2e_common;
 use e2e_common::*;
 use irdma::aeq::{AsyncEvent, AsyncEventKind};
 
-/// AE codes and sources (spec control-path §8.2; user.h: IRDMA_AE_*,
-/// defs.h: IRDMA_AE_SOURCE_*).
-const CQ_OPERATION_ERROR: u16 = 0x0203;
-const LCE_QP_CATASTROPHIC: u16 = 0x0700;
+/// AE sources (spec control-path §8.2; defs.h: IRDMA_AE_SOURCE_*); the AE
+/// codes are e2e_common's.
 const SRC_CQ: u8 = 0x2;
 const SRC_SQ: u8 = 0x5;
 

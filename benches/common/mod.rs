@@ -18,7 +18,7 @@ use irdma::hal::wqe::cqe;
 use irdma::uk::qp::{QpKind, QpUk, poll_cq};
 use irdma::uk::sq::SqPost;
 use irdma::uk::{CqRing, Linked, MpSq, MpTrk, Publish, QpLink, QueueMem, Rq, Sq, SqError, SqWrTrk};
-use irdma::wr::{SendFlags, SendWr, Sge, WcOpcode, WcStatus, WorkCompletion, WrOpcode};
+use irdma::wr::{SendFlags, SendWr, Sge, WorkCompletion, WrOpcode};
 
 /// A BAR whose doorbell is one relaxed store (what an MMIO write costs in
 /// instructions), so nothing is optimised away.
@@ -60,20 +60,6 @@ pub fn view(v: &mut [u64]) -> QueueMem<'_> {
     // SAFETY: the slice is borrowed mutably for the view's lifetime.
     unsafe { QueueMem::from_raw(NonNull::new(v.as_mut_ptr()).expect("non-null"), v.len()) }
 }
-
-/// An all-zero completion to poll into.
-pub const WC0: WorkCompletion = WorkCompletion {
-    wr_id: 0,
-    status: WcStatus::Success,
-    opcode: WcOpcode::Send,
-    vendor_err: 0,
-    byte_len: 0,
-    qp_num: 0,
-    imm_data: None,
-    invalidated_rkey: None,
-    solicited: false,
-    ud: None,
-};
 
 /// The one SGE of the benchmark WR.
 pub const SGE: [Sge; 1] = [Sge { addr: 0x7f00_1000, length: 4096, lkey: 0x1234 }];

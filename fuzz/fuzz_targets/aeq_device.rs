@@ -21,7 +21,7 @@ use irdma::device::{Device, ProbeOptions};
 use irdma::lan::LanInfo;
 use irdma::res::Profile;
 use irdma::verbs::{QpCap, QpInitAttr};
-use irdma::wr::{WcOpcode, WcStatus, WorkCompletion};
+use irdma::wr::{WcStatus, WorkCompletion};
 use irdma_testkit::{FakeHal, ModelBar};
 use libfuzzer_sys::fuzz_target;
 
@@ -75,18 +75,11 @@ const NO_EVENT: AsyncEvent = AsyncEvent {
     moved_to_error: false,
 };
 
-const EMPTY_WC: WorkCompletion = WorkCompletion {
-    wr_id: 0,
-    status: WcStatus::GeneralErr,
-    opcode: WcOpcode::Send,
-    vendor_err: 0,
-    byte_len: 0,
-    qp_num: 0,
-    imm_data: None,
-    invalidated_rkey: None,
-    solicited: false,
-    ud: None,
-};
+/// A completion for the poll to write into; an entry it does not write
+/// reads as an error.
+fn empty_wc() -> WorkCompletion {
+    WorkCompletion { status: WcStatus::GeneralErr, ..WorkCompletion::default() }
+}
 
 fuzz_target!(|data: &[u8]| {
     let Some((hdr, body)) = data.split_at_checked(2) else { return };
@@ -116,7 +109,7 @@ fuzz_target!(|data: &[u8]| {
         bar.with_device(|d| d.inject_raw_aeqe(w0, w1));
     }
     if hdr[0] & 1 == 1 {
-        let mut wc = [EMPTY_WC; 8];
+        let mut wc = [empty_wc(); 8];
         for _ in 0..4 {
             let _ = cq.poll(&mut wc);
         }

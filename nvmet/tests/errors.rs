@@ -7,21 +7,31 @@ mod fake;
 use fake::*;
 use irdma_nvmet::{Commands, Event, QueueId, Slot, Step};
 
-const INVALID_OPCODE: (u8, u8, bool) = (0, 0x01, true);
-const INVALID_FIELD: (u8, u8, bool) = (0, 0x02, true);
-const INVALID_NS: (u8, u8, bool) = (0, 0x0B, true);
-const CMD_SEQ: (u8, u8, bool) = (0, 0x0C, true);
-const SGL_LEN: (u8, u8, bool) = (0, 0x0F, true);
-const SGL_TYPE: (u8, u8, bool) = (0, 0x11, true);
-const SGL_OFFSET: (u8, u8, bool) = (0, 0x16, true);
-const KATO_INVALID: (u8, u8, bool) = (0, 0x1A, true);
-const LBA_RANGE: (u8, u8, bool) = (0, 0x80, true);
-const CONNECT_FORMAT: (u8, u8, bool) = (1, 0x80, true);
-const CONNECT_INVALID_PARAM: (u8, u8, bool) = (1, 0x82, true);
-const CONNECT_INVALID_HOST: (u8, u8, bool) = (1, 0x84, true);
-const CONNECT_BUSY: (u8, u8, bool) = (1, 0x81, true);
+/// A status as read from the wire: (SCT, SC, DNR).
+type Status = (u8, u8, bool);
 
-fn st(o: Outcome) -> (u8, u8, bool) {
+/// A generic command status (SCT 0) with DNR set.
+const fn generic(sc: u8) -> Status {
+    (0, sc, true)
+}
+
+const INVALID_OPCODE: Status = generic(0x01);
+const INVALID_FIELD: Status = generic(0x02);
+const INVALID_NS: Status = generic(0x0B);
+const CMD_SEQ: Status = generic(0x0C);
+const SGL_LEN: Status = generic(0x0F);
+const SGL_TYPE: Status = generic(0x11);
+const SGL_OFFSET: Status = generic(0x16);
+const KATO_INVALID: Status = generic(0x1A);
+const LBA_RANGE: Status = generic(0x80);
+
+/// The Fabrics Connect command's own statuses (SCT 1), DNR set.
+const CONNECT_FORMAT: Status = (1, 0x80, true);
+const CONNECT_INVALID_PARAM: Status = (1, 0x82, true);
+const CONNECT_INVALID_HOST: Status = (1, 0x84, true);
+const CONNECT_BUSY: Status = (1, 0x81, true);
+
+fn st(o: Outcome) -> Status {
     let r = o.rsp();
     assert_eq!(r.status & 1, 0, "phase bit 0");
     r.sct_sc_dnr()

@@ -6,13 +6,28 @@ use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::rc::Rc;
 
-use irdma::cm::mad::{CmMad, MAD_SIZE};
+use irdma::cm::mad::{AttrId, CmMad, CmMsg, MAD_SIZE};
 use irdma::cm::rdma_cm::PortSpace;
 use irdma::cm::rdma_cm::guid_from_mac;
 use irdma::cm::{
     AcceptParams, Cm, CmConfig, CmEvent, CmTiming, ConnId, ConnectParams, MadAddr, MadTransport,
 };
 use irdma::verbs::IpAddr;
+
+/// The first event of `$pair` (in order) on a side matching `$side` (`'a'`,
+/// `'b'` or `_`) that matches `$pat`, as `Some($out)`. A macro because a
+/// variant pattern cannot be a function's argument.
+#[allow(unused_macros)]
+macro_rules! first_event {
+    ($pair:expr, $side:pat, $pat:pat => $out:expr) => {
+        $pair.events.iter().find_map(|(s, e)| match (*s, e) {
+            ($side, $pat) => Some($out),
+            _ => None,
+        })
+    };
+}
+#[allow(unused_imports)]
+pub(crate) use first_event;
 
 pub const MAC_A: [u8; 6] = [0xb4, 0x96, 0x91, 0xaa, 0xbb, 0x01];
 pub const MAC_B: [u8; 6] = [0xb4, 0x96, 0x91, 0xaa, 0xbb, 0x02];
@@ -174,10 +189,20 @@ pub fn accept_params(qpn: u32) -> AcceptParams<'static> {
 impl Pair {
     /// The id of the first `ConnectRequest` event (on either side).
     pub fn request_id(&self) -> Option<ConnId> {
-        self.events.iter().find_map(|(_, e)| match e {
-            CmEvent::ConnectRequest { id, .. } => Some(*id),
-            _ => None,
-        })
+        first_event!(self, _, CmEvent::ConnectRequest { id, .. } => *id)
+    }
+
+    /// A connects to B and both settle: A's id and B's id of the request.
+    pub fn requested(&mut self) -> (ConnId, ConnId) {
+        let ida = self.connect();
+        self.settle();
+        (ida, self.b_request())
+    }
+
+    /// The id of B's first `ConnectRequest` (B is the listener); panics
+    /// when B saw none.
+    pub fn b_request(&self) -> ConnId {
+        first_event!(self, 'b', CmEvent::ConnectRequest { id, .. } => *id).expect("B saw the REQ")
     }
 
     pub fn new() -> Self {
@@ -202,6 +227,17 @@ impl Pair {
 
     pub fn set_drop(&self, f: impl FnMut(char, &CmMad) -> bool + 'static) {
         self.wire.borrow_mut().drop = Some(Box::new(f));
+    }
+
+    /// Loses the first message of type `attr` that side `from` sends;
+    /// everything else goes through.
+    pub fn drop_first(&self, from: char, attr: AttrId) {
+        let mut done = false;
+        self.set_drop(move |f, m| {
+            let hit = !done && f == from && m.msg.attr_id() == attr;
+            done |= hit;
+            hit
+        });
     }
 
     /// Polls both sides until neither has anything to do at `now`,
@@ -273,6 +309,36 @@ impl Pair {
         self.wire.borrow().log.clone()
     }
 
+    /// The MADs of type `attr` side `from` sent (delivered or dropped), in
+    /// order: decoded and as sent.
+    pub fn sent_of(&self, from: char, attr: AttrId) -> Vec<(CmMad, [u8; MAD_SIZE])> {
+        self.sent()
+            .into_iter()
+            .filter(|s| s.from == from)
+            .map(|s| (CmMad::decode(&s.mad).unwrap(), s.mad))
+            .filter(|(m, _)| m.msg.attr_id() == attr)
+            .collect()
+    }
+
+    /// Every message side `from` sent, decoded, in order.
+    pub fn msgs_from(&self, from: char) -> Vec<CmMsg> {
+        self.sent()
+            .into_iter()
+            .filter(|s| s.from == from)
+            .map(|s| CmMad::decode(&s.mad).unwrap().msg)
+            .collect()
+    }
+
+    /// A "reboots" (a CM with new ids) and connects to B again, reusing its
+    /// QPN; B's answers are logged (the log starts empty), not delivered.
+    pub fn a_reboots_and_reconnects(&mut self) {
+        self.a = TestCm::new(cfg(MAC_A, IP_A, 0x7777));
+        self.wire.borrow_mut().log.clear();
+        self.set_drop(|from, _| from == 'b');
+        self.connect();
+        self.settle();
+    }
+
     pub fn clear_events(&mut self) {
         self.events.clear();
     }
@@ -286,6 +352,42 @@ impl Pair {
 /// tshark / scapy unless `CM_WIRE_REQUIRED` is set).
 pub fn have(tool: &str, args: &[&str]) -> bool {
     std::process::Command::new(tool).args(args).output().is_ok_and(|o| o.status.success())
+}
+
+/// Whether `test`'s capture checks of `f` can run: tshark is there. Without
+/// it they are skipped with a message, unless `CM_WIRE_REQUIRED` is set (the
+/// `wire` leg), which makes a missing tshark a failure.
+pub fn tshark_or_skip(test: &str, f: &str) -> bool {
+    if have("tshark", &["--version"]) {
+        return true;
+    }
+    assert!(
+        std::env::var_os("CM_WIRE_REQUIRED").is_none(),
+        "tshark missing and CM_WIRE_REQUIRED set"
+    );
+    eprintln!("{test}: tshark not installed, tool checks skipped ({f} written)");
+    false
+}
+
+/// scapy's ICRC check of every frame of capture `f` (tests/wire/check_icrc.py):
+/// its report (`N frames, ICRC ok`) with `nframes` frames; `None` when scapy
+/// is missing and `CM_WIRE_REQUIRED` is not set (then the check is skipped
+/// with a message from `test`).
+pub fn scapy_icrc(test: &str, f: &str, nframes: usize) -> Option<String> {
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/wire/check_icrc.py");
+    if !have("python3", &["-c", "import scapy.contrib.roce"]) {
+        assert!(
+            std::env::var_os("CM_WIRE_REQUIRED").is_none(),
+            "scapy missing and CM_WIRE_REQUIRED set"
+        );
+        eprintln!("{test}: scapy not installed, ICRC check skipped");
+        return None;
+    }
+    let o = std::process::Command::new("python3").args([script, f]).output().unwrap();
+    let out = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(o.status.success(), "scapy ICRC check failed: {out}");
+    assert!(out.contains(&format!("{nframes} frames, ICRC ok")), "{out}");
+    Some(out)
 }
 
 /// A tshark value as a number when it is one (hex or decimal).

@@ -86,6 +86,27 @@ pub fn probe_as(bar: &ModelBar, a: Addr, profile: Profile) -> Dev {
     Device::probe_with(bar.clone(), lan_of(a), profile, opts()).expect("probe")
 }
 
+/// Every model fault off, the model function reset, then `dev` closed
+/// after the reset ([`Device::close_after_reset`]).
+pub fn reset_and_close(bar: &ModelBar, dev: Dev) {
+    bar.with_device(|d| {
+        *d.faults() = Default::default();
+        d.reset()
+    });
+    // SAFETY: the model function was just reset, after `dev`'s last CQP op
+    // and after every quarantined buffer was handed to it: it holds no bus
+    // address `dev` gave it and writes nothing any more.
+    unsafe { dev.close_after_reset() };
+}
+
+/// A model function of the default configuration and the device [`probe`]d
+/// on it.
+pub fn default_device() -> (ModelBar, Dev) {
+    let bar = ModelBar::standalone(Config::default());
+    let dev = probe(&bar).expect("probe");
+    (bar, dev)
+}
+
 /// One model function of `cfg` and the device probed on it as [`A`].
 pub fn one_device(cfg: Config, profile: Profile) -> (ModelBar, Dev) {
     let bar = ModelBar::standalone(cfg);
@@ -120,12 +141,32 @@ pub fn create_qp<'d>(dev: &'d Dev, pd: &TPd<'d>, cq: &TCq<'d>, n: u32) -> TQp<'d
     dev.create_qp(pd, &mut attr).expect("create_qp")
 }
 
-/// INIT → RTR → RTS towards `peer_qpn` at `peer`.
+/// An RC QP of `dev` (depth `n`) connected to itself in loopback, in RTS.
+pub fn self_connected_qp<'d>(dev: &'d Dev, pd: &TPd<'d>, cq: &TCq<'d>, n: u32) -> TQp<'d> {
+    let mut qp = create_qp(dev, pd, cq, n);
+    let me = qp.qp_num();
+    connect(&mut qp, A, A, me).expect("connect");
+    qp
+}
+
 /// Two RC QPs of `dev` (depth `n`, one PD and CQ) connected to each other
 /// in loopback, both in RTS.
 pub fn loopback_pair<'d>(dev: &'d Dev, pd: &TPd<'d>, cq: &TCq<'d>, n: u32) -> (TQp<'d>, TQp<'d>) {
-    let mut a = create_qp(dev, pd, cq, n);
-    let mut b = create_qp(dev, pd, cq, n);
+    loopback_pair_on(dev, pd, (cq, cq), n)
+}
+
+/// [`loopback_pair`] with send CQ `scq` and receive CQ `rcq`.
+pub fn loopback_pair_on<'d>(
+    dev: &'d Dev,
+    pd: &TPd<'d>,
+    (scq, rcq): (&TCq<'d>, &TCq<'d>),
+    n: u32,
+) -> (TQp<'d>, TQp<'d>) {
+    let qp = || {
+        let mut attr = QpInitAttr { send_cq: scq, recv_cq: rcq, cap: cap(n) };
+        dev.create_qp(pd, &mut attr).expect("create_qp")
+    };
+    let (mut a, mut b) = (qp(), qp());
     connect_both(&mut a, A, &mut b, A);
     (a, b)
 }
@@ -156,6 +197,7 @@ pub fn rts_attr() -> QpAttr {
     rts
 }
 
+/// INIT → RTR → RTS towards `peer_qpn` at `peer`.
 pub fn connect(qp: &mut TQp<'_>, me: Addr, peer: Addr, peer_qpn: u32) -> Result<(), VerbsError> {
     qp.modify(&QpAttr::new(QpState::Init))?;
     qp.modify(&rtr_attr(me, peer, peer_qpn))?;
@@ -227,23 +269,42 @@ pub fn reg<'d>(
     pages: &[u64],
     zero_based: bool,
 ) -> TMr<'d> {
-    let d = MrDesc {
-        iova,
-        length: len,
-        page_size: PageSize::Size4K,
-        pages,
-        zero_based,
-        access: Access::LOCAL_WRITE | Access::REMOTE_WRITE | Access::REMOTE_READ,
-    };
+    let all = Access::LOCAL_WRITE | Access::REMOTE_WRITE | Access::REMOTE_READ;
+    let d = MrDesc { zero_based, ..va_desc(iova, len, pages, all) };
     // SAFETY: the device is the in-process model, which reaches host memory only through `FakeHalMemory`; that refuses any address outside a live `FakeHal` allocation, so no page is written after it is freed. Callers register pages of buffers that outlive
     // the MR in any case.
     unsafe { dev.reg_mr(pd, &d) }.expect("reg_mr")
+}
+
+/// The description of a VA-based MR of 4 KiB `pages`: `length` bytes from
+/// `iova`, with `access`.
+pub fn va_desc(iova: u64, length: u64, pages: &[u64], access: Access) -> MrDesc<'_> {
+    MrDesc { iova, length, page_size: PageSize::Size4K, pages, zero_based: false, access }
 }
 
 /// [`irdma::verbs::FastRegMr::map_pages`] for host tests.
 pub fn map_pages(fr: &irdma::verbs::FastRegMr<'_, FakeHal, ModelBar>, pages: &[u64]) {
     // SAFETY: the device is the in-process model, which reaches host memory only through `FakeHalMemory`; that refuses any address outside a live `FakeHal` allocation, so no page is written after it is freed.
     unsafe { fr.map_pages(pages) }.expect("map_pages")
+}
+
+/// The REG_MR work request of the fast-register MR `fr` (level-1 PBL,
+/// 4 KiB pages): `key` with `access` over `length` bytes at `iova`.
+pub fn fr_reg(
+    fr: &TFr<'_>,
+    key: u32,
+    access: Access,
+    (iova, length): (u64, u64),
+) -> irdma::wr::RegMrWr {
+    irdma::wr::RegMrWr {
+        key,
+        access,
+        iova,
+        length,
+        page_size: PageSize::Size4K,
+        first_pble_index: fr.fr_mr().first_pble_index,
+        pbl_level: 1,
+    }
 }
 
 pub fn fill(b: &Buf, seed: u8) -> Vec<u8> {
@@ -258,24 +319,37 @@ pub fn read(b: &Buf, off: usize, len: usize) -> Vec<u8> {
     v
 }
 
-pub const EMPTY_WC: WorkCompletion = WorkCompletion {
-    wr_id: 0,
-    status: WcStatus::GeneralErr,
-    opcode: WcOpcode::Send,
-    vendor_err: 0,
-    byte_len: 0,
-    qp_num: 0,
-    imm_data: None,
-    invalidated_rkey: None,
-    solicited: false,
-    ud: None,
-};
+/// A completion for a poll to write into: everything default but the status,
+/// an error, so that an entry the poll did not write can never read as a
+/// success.
+pub fn empty_wc() -> WorkCompletion {
+    WorkCompletion { status: WcStatus::GeneralErr, ..WorkCompletion::default() }
+}
+
+/// `RwCtx::init` (FakeHal) of `ctx` over `sg` from its first byte, against
+/// the remote `(addr, rkey)`: the number of WRs the context will post.
+///
+/// # Safety
+///
+/// As `RwCtx::init`: the memory `sg` names stays valid for `dir`'s access,
+/// unmoved, until `RwCtx::destroy` ran with the same `sg` after the device
+/// is done; `pool`'s MRs belong to no other pool or registration.
+pub unsafe fn rw_init<const N: usize, const P: usize, const SGE: usize, const OPS: usize>(
+    ctx: &mut irdma::rw::RwCtx<SGE, OPS>,
+    (qp, pool): (&irdma::rw::RwQp, &mut irdma::rw::MrPool<N, P>),
+    sg: &mut [irdma::rw::SgEntry],
+    (addr, rkey): (u64, u32),
+    dir: irdma::rw::Direction,
+) -> Result<usize, irdma::rw::RwError> {
+    // SAFETY: the caller's contract is `init`'s.
+    unsafe { ctx.init::<FakeHal, N, P>(qp, pool, sg, 0, addr, rkey, dir) }
+}
 
 /// Polls until `n` completions arrived (bounded).
 pub fn poll_n<'d>(cq: &mut TCq<'d>, n: usize) -> Vec<WorkCompletion> {
     let mut out = Vec::new();
     for _ in 0..1000 {
-        let mut wc = [EMPTY_WC; 16];
+        let mut wc = [empty_wc(); 16];
         let k = cq.poll(&mut wc);
         out.extend_from_slice(&wc[..k]);
         if out.len() >= n {

@@ -6,6 +6,18 @@
 pub use crate::common::*;
 use irdma::cm::{AcceptParams, Cm, CmEvent, MadTransport};
 
+/// AE codes (spec control-path §8.2 table; Linux irdma user.h: IRDMA_AE_*),
+/// the ones the protection, MR-access and id tests expect.
+pub const AMP_UNALLOCATED_STAG: u16 = 0x0102;
+pub const AMP_INVALID_STAG: u16 = 0x0103;
+pub const AMP_BAD_PD: u16 = 0x0105;
+pub const AMP_BAD_STAG_KEY: u16 = 0x0106;
+pub const AMP_BOUNDS_VIOLATION: u16 = 0x0108;
+pub const AMP_RIGHTS_VIOLATION: u16 = 0x0109;
+pub const CQ_OPERATION_ERROR: u16 = 0x0203;
+pub const IB_REMOTE_ACCESS_ERROR: u16 = 0x020D;
+pub const LCE_QP_CATASTROPHIC: u16 = 0x0700;
+
 /// Access every region of these tests grants.
 pub const ALL: Access =
     Access(Access::LOCAL_WRITE.0 | Access::REMOTE_WRITE.0 | Access::REMOTE_READ.0);
@@ -61,7 +73,7 @@ impl<'d> Side<'d> {
         let mut out = Vec::new();
         let mut idle = 0;
         while out.len() < n && idle < 3 {
-            let mut wc = [EMPTY_WC; 32];
+            let mut wc = [empty_wc(); 32];
             let k = self.cq.poll(&mut wc);
             if k == 0 {
                 idle += 1;
@@ -81,7 +93,7 @@ impl<'d> Side<'d> {
 
     /// Asserts the CQ holds nothing more.
     pub fn nothing(&mut self) {
-        let mut wc = [EMPTY_WC; 4];
+        let mut wc = [empty_wc(); 4];
         let k = self.cq.poll(&mut wc);
         assert_eq!(k, 0, "unexpected completions: {:?}", &wc[..k]);
     }
@@ -326,25 +338,6 @@ pub fn ud_qp<'d>(
     (pd, cq, qp)
 }
 
-/// The REG_MR work request of the fast-register MR `fr` (level-1 PBL,
-/// 4 KiB pages): `key` with `access` over `length` bytes at `iova`.
-pub fn fr_reg(
-    fr: &TFr<'_>,
-    key: u32,
-    access: Access,
-    (iova, length): (u64, u64),
-) -> irdma::wr::RegMrWr {
-    irdma::wr::RegMrWr {
-        key,
-        access,
-        iova,
-        length,
-        page_size: PageSize::Size4K,
-        first_pble_index: fr.fr_mr().first_pble_index,
-        pbl_level: 1,
-    }
-}
-
 /// One datagram end ([`ud_qp`]); the tests that use it add their own
 /// methods.
 pub struct UdEnd<'d> {
@@ -359,6 +352,21 @@ impl<'d> UdEnd<'d> {
         let (pd, cq, qp) = ud_qp(dev, gsi, cap, qkey_psn);
         UdEnd { qp, cq, pd, dev }
     }
+}
+
+/// A PD and a CQ (`cqe_a` / `cqe_b` entries) on each of two devices: the
+/// ends [`rc_peer`] and [`shared_peer`] make QPs between.
+pub fn pd_cq_pairs<'a, 'b>(
+    da: &'a Dev,
+    cqe_a: u32,
+    db: &'b Dev,
+    cqe_b: u32,
+) -> ((TPd<'a>, TCq<'a>), (TPd<'b>, TCq<'b>)) {
+    let pa = da.alloc_pd().expect("pd");
+    let pb = db.alloc_pd().expect("pd");
+    let ca = da.create_cq(cqe_a).expect("cq");
+    let cb = db.create_cq(cqe_b).expect("cq b");
+    ((pa, ca), (pb, cb))
 }
 
 /// An RC QP on `da` (PD `pa`, CQ `ca`) and one on `db` (`pb`, `cb`), both of
@@ -497,7 +505,7 @@ pub fn poll_until_with(
     let mut out = Vec::new();
     let mut quiet = 0;
     while out.len() < n && quiet < idle {
-        let mut wc = [EMPTY_WC; 5];
+        let mut wc = [empty_wc(); 5];
         let k = poll(&mut wc);
         quiet = if k == 0 { quiet + 1 } else { 0 };
         out.extend_from_slice(&wc[..k]);
@@ -608,7 +616,7 @@ pub fn check_fan_in(
             assert_eq!(m.get(&(qpn, 1000 + k, "Recv".into())), Some(&1));
         }
     }
-    let mut wc = [EMPTY_WC; 4];
+    let mut wc = [empty_wc(); 4];
     assert_eq!(poll(&mut wc), 0, "exactly once: nothing more");
 }
 
@@ -637,6 +645,26 @@ pub fn sges(rng: &mut Rng, base: u64, lkey: u32, area: usize, n: usize, len: usi
             let off = i * slot + rng.range(0, (slot - p) as u64) as usize;
             Sge { addr: base + off as u64, length: p as u32, lkey }
         })
+        .collect()
+}
+
+/// Host writes: 1 to 511 random bytes at a random offset (below the last
+/// 512 bytes) of region `local` and of its reference copy `local_ref`.
+pub fn refresh_local(local_ref: &mut [u8], local: &Region<'_>, rng: &mut Rng) {
+    let o = rng.range(0, (local_ref.len() - 512) as u64) as usize;
+    let n = rng.range(1, 512) as usize;
+    let fresh = rng.bytes(n);
+    local_ref[o..o + n].copy_from_slice(&fresh);
+    local.put(o, &fresh);
+}
+
+/// The send WRs of a batch built as (wr_id, opcode, flags) with each WR's
+/// gather list in `sgs` (same order).
+pub fn send_wrs<'a>(ops: &[(u64, WrOpcode, SendFlags)], sgs: &'a [Vec<Sge>]) -> Vec<SendWr<'a>> {
+    assert_eq!(ops.len(), sgs.len(), "one gather list per WR");
+    ops.iter()
+        .zip(sgs)
+        .map(|(&(wr_id, opcode, flags), sg)| SendWr { wr_id, opcode, flags, sg_list: sg })
         .collect()
 }
 

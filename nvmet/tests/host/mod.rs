@@ -113,7 +113,7 @@ impl<'d> HostQ<'d> {
     /// Collects completions; returns the responses (recv completions)
     /// received so far, as (CQE bytes, invalidated rkey).
     pub fn drain(&mut self) {
-        let mut wc = [EMPTY_WC; 32];
+        let mut wc = [empty_wc(); 32];
         loop {
             let k = self.side.cq.poll(&mut wc);
             if k == 0 {

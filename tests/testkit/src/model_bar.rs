@@ -229,33 +229,38 @@ impl Bar for ModelBar {
 #[derive(Clone, Copy, Debug, Default)]
 pub struct FakeHalMemory;
 
+/// Whether a device access of `len` bytes at `pa` has anything to do:
+/// `Ok(false)` when it is empty, `Ok(true)` when `[pa, pa + len)` lies inside
+/// one live FakeHal allocation or bounce buffer, otherwise the fault.
+fn in_fake_hal(pa: u64, len: usize, write: bool) -> Result<bool, Fault> {
+    if len == 0 {
+        return Ok(false);
+    }
+    if !FakeHal::contains(pa, len) {
+        return Err(Fault { addr: pa, len, write });
+    }
+    Ok(true)
+}
+
 impl Memory for FakeHalMemory {
     fn read(&self, pa: u64, buf: &mut [u8]) -> Result<(), Fault> {
-        let fault = Fault { addr: pa, len: buf.len(), write: false };
-        if buf.is_empty() {
+        if !in_fake_hal(pa, buf.len(), false)? {
             return Ok(());
         }
-        if !FakeHal::contains(pa, buf.len()) {
-            return Err(fault);
-        }
-        // SAFETY: `contains` proved [pa, pa + len) lies inside one live
-        // FakeHal allocation or bounce buffer, whose bus address is its host
-        // address; both are page-aligned whole pages, so the aligned words
-        // holding those bytes are inside it too. The driver accesses that
-        // memory only as aligned 8-byte atomics, as `load_bytes` does (a
-        // plain copy here raced the driver's atomics: issue #28); `buf` is a
-        // distinct Rust buffer.
+        // SAFETY: `in_fake_hal` (`FakeHal::contains`) proved [pa, pa + len)
+        // lies inside one live FakeHal allocation or bounce buffer, whose bus
+        // address is its host address; both are page-aligned whole pages, so
+        // the aligned words holding those bytes are inside it too. The driver
+        // accesses that memory only as aligned 8-byte atomics, as
+        // `load_bytes` does (a plain copy here raced the driver's atomics:
+        // issue #28); `buf` is a distinct Rust buffer.
         unsafe { crate::host_words::load_bytes(pa as usize, buf) };
         Ok(())
     }
 
     fn write(&self, pa: u64, data: &[u8]) -> Result<(), Fault> {
-        let fault = Fault { addr: pa, len: data.len(), write: true };
-        if data.is_empty() {
+        if !in_fake_hal(pa, data.len(), true)? {
             return Ok(());
-        }
-        if !FakeHal::contains(pa, data.len()) {
-            return Err(fault);
         }
         // SAFETY: as in `read`: the destination's words are inside a live
         // FakeHal allocation/share (bus address == host address), accessed
