@@ -15,15 +15,23 @@
 //! (bytes 0–23, and 24–31 of a direct command; the response buffer), so the
 //! runner's replay firmware writes the same bytes.
 //!
-//! Not written yet: the typed commands (`lan.rs` runs them; their outputs
-//! need the runner's field names), events, start/shutdown, and the
-//! scheduler/switch/VSI ops (not compiled: `ice_switch.c`, `ice_lib.c`).
+//! Typed commands (`typed_op`): `clear_pf_cfg`, `clear_pxe`, `get_fw_ver`,
+//! `set_event_mask`, `restart_an`, `set_mac_cfg`, `manage_mac_read`, one
+//! per case from `lan.rs`'s `gen_typed` (the kinds above only), at a ring
+//! position, with outputs in the runner's field names
+//! (`xtask/src/conformance/lan.rs`). Re-derived: the published cases of
+//! these ops whose arguments Linux 6.1's functions have (no `refclk`,
+//! `auto_drop`, `via_ice_clear_pxe_mode`).
+//!
+//! Not written yet: caps, link info, scheduler queries, events,
+//! start/shutdown, and the switch/VSI ops (not compiled: `ice_switch.c`,
+//! `ice_lib.c`).
 //! `fw_model` and `vendor_elapsed_us` are not written (documentation-only
 //! keys of the published set).
 
 use serde_json::{Map, Value, json};
 
-use super::{Rederived, Written, h};
+use super::{Rederived, Written, h, h8};
 use crate::lan::{self, Answer, LanCase, LanOp, Typed};
 use crate::rng::Rng;
 
@@ -189,33 +197,40 @@ fn answer_json(a: &Answer) -> Value {
     Value::Object(m)
 }
 
-/// Runs one send case on the vendor code; the published case.
-fn vendor_send(n: u64, s: &SendCase) -> Result<Value, String> {
-    let mut desc = [0u8; 32];
-    desc[0..2].copy_from_slice(&(SI | s.flags_or).to_le_bytes());
-    desc[2..4].copy_from_slice(&s.opcode.to_le_bytes());
-    desc[16..32].copy_from_slice(&s.params);
-    let mut ops: Vec<LanOp> = (0..s.position)
+/// Where a case runs: the ring geometry and the ATQ slot it starts at
+/// (reached by completed Get Version commands).
+#[derive(Clone, Copy)]
+struct Ring {
+    sq_entries: u16,
+    rq_entries: u16,
+    sq_buf: u16,
+    position: u16,
+}
+
+impl Ring {
+    fn json(&self) -> Value {
+        json!({"sq_entries": self.sq_entries, "rq_entries": self.rq_entries,
+               "sq_buf_size": self.sq_buf, "rq_buf_size": 4096,
+               "position": self.position, "arq_position": 0})
+    }
+}
+
+/// Runs `op` on the vendor code at `ring`'s position; its output.
+fn run_at(ring: &Ring, op: LanOp) -> Result<lan::OpOut, String> {
+    let mut ops: Vec<LanOp> = (0..ring.position)
         .map(|_| LanOp::Typed { cmd: Typed::GetVersion, answers: vec![], regs: vec![] })
         .collect();
-    ops.push(LanOp::Send {
-        desc,
-        buf: s.buf.clone(),
-        size: s.size,
-        answers: s.answers.clone(),
-        bad_head: None,
-        crit: 0,
-    });
+    ops.push(op);
     let c = LanCase {
-        sq_entries: s.sq_entries,
-        rq_entries: s.rq_entries,
-        sq_buf: s.sq_buf,
+        sq_entries: ring.sq_entries,
+        rq_entries: ring.rq_entries,
+        sq_buf: ring.sq_buf,
         rq_buf: 4096,
         drop_bal: 0,
         init_all: None,
         ops,
     };
-    let outs = lan::run_vendor(&c);
+    let mut outs = lan::run_vendor(&c);
     if outs.len() != c.ops.len() + 1 {
         return Err(format!(
             "the vendor's session stopped after {} of {} ops",
@@ -228,19 +243,11 @@ fn vendor_send(n: u64, s: &SendCase) -> Result<Value, String> {
             return Err(format!("positioning op {k} returned {:?}", o.rets));
         }
     }
-    let o = outs.last().ok_or("no output")?;
-    let ret = o.rets.first().copied().unwrap_or(0);
-    let st = &o.state;
-    let mut out = Map::new();
-    out.insert("sq_last_status".into(), st.last_status.into());
-    if let Some(d) = o.descs.first() {
-        out.insert("desc_after".into(), desc_json(d));
-    }
-    if s.size > 0
-        && let Some(b) = o.bufs.first()
-    {
-        out.insert("buf_after".into(), hexs(b).into());
-    }
+    outs.pop().ok_or_else(|| "no output".into())
+}
+
+/// The queue fields every call reports (ice's names).
+fn ring_fields(out: &mut Map<String, Value>, st: &lan::QState) {
     for (k, v) in [
         ("adminq.sq.count", st.sq_count),
         ("adminq.rq.count", st.rq_count),
@@ -251,18 +258,16 @@ fn vendor_send(n: u64, s: &SendCase) -> Result<Value, String> {
     ] {
         out.insert(k.into(), v.into());
     }
-    let commands: Vec<Value> = o
-        .cmds
+}
+
+/// `commands`: each command the firmware saw at its slot, with what the
+/// harness's firmware wrote back (`answers[k]`, or a plain completion).
+fn commands_json(o: &lan::OpOut, ring: &Ring, answers: &[Answer]) -> Vec<Value> {
+    o.cmds
         .iter()
         .enumerate()
         .map(|(k, seen)| {
-            let a = s.answers.get(k).cloned().unwrap_or_else(|| Answer {
-                retval: 0,
-                datalen: None,
-                buf: vec![],
-                params: None,
-                hang: false,
-            });
+            let a = answers.get(k).cloned().unwrap_or_else(Answer::ok);
             let fl = u16::from_le_bytes([seen.desc[0], seen.desc[1]]);
             let dl = usize::from(u16::from_le_bytes([seen.desc[4], seen.desc[5]]));
             let resp = if a.hang {
@@ -277,7 +282,7 @@ fn vendor_send(n: u64, s: &SendCase) -> Result<Value, String> {
             };
             let mut c = json!({
                 "call": 0,
-                "slot": (usize::from(s.position) + k) % usize::from(s.sq_entries),
+                "slot": (usize::from(ring.position) + k) % usize::from(ring.sq_entries),
                 "desc": desc_json(&seen.desc),
                 "resp": resp,
             });
@@ -286,9 +291,11 @@ fn vendor_send(n: u64, s: &SendCase) -> Result<Value, String> {
             }
             c
         })
-        .collect();
-    let reg_writes: Vec<Value> = o
-        .writes
+        .collect()
+}
+
+fn reg_writes_json(o: &lan::OpOut) -> Vec<Value> {
+    o.writes
         .iter()
         .map(|(off, val)| {
             let (name, group) = reg_name(*off);
@@ -296,7 +303,99 @@ fn vendor_send(n: u64, s: &SendCase) -> Result<Value, String> {
                    "value": super::num(&Value::String(val.clone())).map_or(Value::String(val.clone()), |v| h(v, 8)),
                    "group": group})
         })
-        .collect();
+        .collect()
+}
+
+/// A published case of one call.
+struct OneCall<'a> {
+    op: &'a str,
+    name: String,
+    vendor_fn: &'a str,
+    ring: Ring,
+    lport: u8,
+    args: Map<String, Value>,
+    /// Registers the firmware answers reads of (`inputs.regs`).
+    regs: &'a [(usize, u32)],
+    answers: &'a [Answer],
+    ret: i32,
+    out: Map<String, Value>,
+    o: &'a lan::OpOut,
+}
+
+impl OneCall<'_> {
+    fn json(self) -> Value {
+        let mut inputs = json!({
+            "ring": self.ring.json(),
+            "hw": {"mac_type": "E810"},
+            "port_info": {"lport": self.lport},
+            "args": self.args,
+            "fw_script": self.answers.iter().enumerate()
+                .map(|(k, a)| { let mut v = answer_json(a); v["cmd"] = k.into(); v })
+                .collect::<Vec<_>>(),
+        });
+        if !self.regs.is_empty() {
+            inputs["regs"] = Value::Object(
+                self.regs.iter().map(|(r, v)| (format!("{r:#010x}"), h8(u64::from(*v)))).collect(),
+            );
+        }
+        if self.op == "set_mac_cfg" {
+            // the runner's API version for the auto-drop check (6.1 has
+            // none): the published sets' 1.5
+            inputs["hw"]["api_maj_ver"] = 1.into();
+            inputs["hw"]["api_min_ver"] = 5.into();
+        }
+        json!({
+            "op": self.op,
+            "name": self.name,
+            "vendor": [self.vendor_fn],
+            "inputs": inputs,
+            "outputs": {
+                "ret": self.ret,
+                "ret_name": errno_name(self.ret),
+                "calls": [{"fn": self.vendor_fn, "ret": self.ret, "ret_name": errno_name(self.ret),
+                           "outputs": self.out}],
+                "commands": commands_json(self.o, &self.ring, self.answers),
+                "reg_writes": reg_writes_json(self.o),
+            },
+        })
+    }
+}
+
+/// Runs one send case on the vendor code; the published case.
+fn vendor_send(n: u64, s: &SendCase) -> Result<Value, String> {
+    let mut desc = [0u8; 32];
+    desc[0..2].copy_from_slice(&(SI | s.flags_or).to_le_bytes());
+    desc[2..4].copy_from_slice(&s.opcode.to_le_bytes());
+    desc[16..32].copy_from_slice(&s.params);
+    let ring = Ring {
+        sq_entries: s.sq_entries,
+        rq_entries: s.rq_entries,
+        sq_buf: s.sq_buf,
+        position: s.position,
+    };
+    let o = run_at(
+        &ring,
+        LanOp::Send {
+            desc,
+            buf: s.buf.clone(),
+            size: s.size,
+            answers: s.answers.clone(),
+            bad_head: None,
+            crit: 0,
+        },
+    )?;
+    let ret = o.rets.first().copied().unwrap_or(0);
+    let mut out = Map::new();
+    out.insert("sq_last_status".into(), o.state.last_status.into());
+    if let Some(d) = o.descs.first() {
+        out.insert("desc_after".into(), desc_json(d));
+    }
+    if s.size > 0
+        && let Some(b) = o.bufs.first()
+    {
+        out.insert("buf_after".into(), hexs(b).into());
+    }
+    ring_fields(&mut out, &o.state);
     let mut args = Map::new();
     args.insert("opcode".into(), s.opcode.into());
     if s.flags_or != 0 {
@@ -316,29 +415,116 @@ fn vendor_send(n: u64, s: &SendCase) -> Result<Value, String> {
         }
         None => {}
     }
-    Ok(json!({
-        "op": "send_cmd",
-        "name": format!("vd{n}_op{:04x}_pos{}", s.opcode, s.position),
-        "vendor": ["ice_aq_send_cmd"],
-        "inputs": {
-            "ring": {"sq_entries": s.sq_entries, "rq_entries": s.rq_entries,
-                     "sq_buf_size": s.sq_buf, "rq_buf_size": 4096,
-                     "position": s.position, "arq_position": 0},
-            "hw": {"mac_type": "E810"},
-            "port_info": {"lport": 0},
-            "args": args,
-            "fw_script": s.answers.iter().enumerate()
-                .map(|(k, a)| { let mut v = answer_json(a); v["cmd"] = k.into(); v })
-                .collect::<Vec<_>>(),
-        },
-        "outputs": {
-            "ret": ret,
-            "ret_name": errno_name(ret),
-            "calls": [{"fn": "ice_aq_send_cmd", "ret": ret, "ret_name": errno_name(ret), "outputs": out}],
-            "commands": commands,
-            "reg_writes": reg_writes,
-        },
-    }))
+    Ok(OneCall {
+        op: "send_cmd",
+        name: format!("vd{n}_op{:04x}_pos{}", s.opcode, s.position),
+        vendor_fn: "ice_aq_send_cmd",
+        ring,
+        lport: 0,
+        args,
+        regs: &[],
+        answers: &s.answers,
+        ret,
+        out,
+        o: &o,
+    }
+    .json())
+}
+
+/// A typed command of the LAN bring-up the runner drives (its op name,
+/// the vendor function, its arguments in the runner's names), or `None`
+/// for one it has no op for (Get Default Topology, Query Element) or whose
+/// outputs are not written yet.
+fn typed_op(cmd: &Typed) -> Option<(&'static str, &'static str, u8, Map<String, Value>)> {
+    let mut a = Map::new();
+    let (op, f, lport) = match *cmd {
+        Typed::ClearPfCfg => ("clear_pf_cfg", "ice_clear_pf_cfg", 0),
+        Typed::ClearPxe => ("clear_pxe", "ice_aq_clear_pxe_mode", 0),
+        Typed::GetVersion => ("get_fw_ver", "ice_aq_get_fw_ver", 0),
+        Typed::SetEventMask { lport, mask } => {
+            a.insert("port_num".into(), lport.into());
+            a.insert("mask".into(), mask.into());
+            ("set_event_mask", "ice_aq_set_event_mask", 0)
+        }
+        Typed::RestartAn { lport, ena } => {
+            a.insert("ena_link".into(), u8::from(ena).into());
+            ("restart_an", "ice_aq_set_link_restart_an", lport)
+        }
+        Typed::SetMacCfg { max_frame } => {
+            a.insert("max_frame_size".into(), max_frame.into());
+            ("set_mac_cfg", "ice_aq_set_mac_cfg", 0)
+        }
+        Typed::MacRead { buf_len } => {
+            a.insert("buf_size".into(), buf_len.into());
+            ("manage_mac_read", "ice_aq_manage_mac_read", 0)
+        }
+        _ => return None,
+    };
+    Some((op, f, lport, a))
+}
+
+/// Runs one typed command on the vendor code; the published case.
+fn vendor_typed(
+    n: u64,
+    ring: &Ring,
+    cmd: Typed,
+    answers: &[Answer],
+    regs: &[(usize, u32)],
+) -> Result<Value, String> {
+    let (op, vendor_fn, lport, args) =
+        typed_op(&cmd).ok_or_else(|| format!("{cmd:?}: no runner op"))?;
+    let o = run_at(ring, LanOp::Typed { cmd, answers: answers.to_vec(), regs: regs.to_vec() })?;
+    let ret = o.rets.first().copied().unwrap_or(0);
+    let mut out = Map::new();
+    out.insert("sq_last_status".into(), o.state.last_status.into());
+    let field = |k: &str| o.parsed.iter().find(|(n, _)| *n == k).map(|(_, v)| *v);
+    match cmd {
+        Typed::GetVersion => {
+            ring_fields(&mut out, &o.state);
+            if ret == 0
+                && let (Some(api), Some(build), Some(fw)) =
+                    (field("api"), field("fw_build"), field("fw"))
+            {
+                let b = |v: u64, i: u32| Value::from((v >> (8 * i)) as u8);
+                for (i, k) in
+                    ["fw_branch", "fw_maj_ver", "fw_min_ver", "fw_patch"].iter().enumerate()
+                {
+                    out.insert((*k).into(), b(fw, i as u32));
+                }
+                out.insert("fw_build".into(), format!("{build:#x}").into());
+                for (i, k) in
+                    ["api_branch", "api_maj_ver", "api_min_ver", "api_patch"].iter().enumerate()
+                {
+                    out.insert((*k).into(), b(api, i as u32));
+                }
+            }
+        }
+        Typed::MacRead { .. } => {
+            if ret == 0
+                && let Some(m) = field("port_info.mac.lan_addr")
+            {
+                // ice_aq_manage_mac_read copies the LAN address into both
+                let m = Value::String(format!("{m:012x}"));
+                out.insert("port_info.mac.lan_addr".into(), m.clone());
+                out.insert("port_info.mac.perm_addr".into(), m);
+            }
+        }
+        _ => {}
+    }
+    Ok(OneCall {
+        op,
+        name: format!("vd{n}_{op}_pos{}", ring.position),
+        vendor_fn,
+        ring: *ring,
+        lport,
+        args,
+        regs,
+        answers,
+        ret,
+        out,
+        o: &o,
+    }
+    .json())
 }
 
 pub fn generate(seed: u64, cases: u64) -> Result<Written, String> {
@@ -348,7 +534,38 @@ pub fn generate(seed: u64, cases: u64) -> Result<Written, String> {
         let s = gen_send(&mut r);
         out.push(vendor_send(n, &s)?);
     }
+    let sends = out.len();
+    // the typed commands draw from their own stream: the send cases of a
+    // seed stay what they were
+    let mut t = Rng::new(seed ^ 0x7479_7065_645f_636d);
+    let mut typed = std::collections::BTreeMap::<&str, usize>::new();
+    for n in 0..cases {
+        let (cmd, answers, regs) = loop {
+            if let LanOp::Typed { cmd, answers, regs } = lan::gen_typed(&mut t)
+                && typed_op(&cmd).is_some()
+            {
+                break (cmd, answers, regs);
+            }
+        };
+        let sq_entries = t.pick(&[192u16, 192, 8, 16, 64]);
+        let ring = Ring {
+            sq_entries,
+            rq_entries: t.pick(&[192u16, 8]),
+            sq_buf: t.pick(&[4096u16, 4096, 1024, 512]),
+            position: match t.below(3) {
+                0 => 0,
+                _ => t.below(u64::from(sq_entries)) as u16,
+            },
+        };
+        let c = vendor_typed(cases + n, &ring, cmd, &answers, &regs)?;
+        *typed.entry(typed_op(&cmd).map_or("?", |x| x.0)).or_default() += 1;
+        out.push(c);
+    }
     let count = out.len();
+    let mut counts = json!({"send_cmd": sends});
+    for (k, v) in typed {
+        counts[k] = v.into();
+    }
     let doc = json!({
         "generator": "tests/vendor-diff --write-vectors (vendor ice AQ code compiled unmodified)",
         "source": super::source(),
@@ -356,13 +573,14 @@ pub fn generate(seed: u64, cases: u64) -> Result<Written, String> {
         "meta": {
             "source_package": super::source(),
             "source_files": "drivers/net/ethernet/intel/ice/{ice_controlq.c, ice_common.c, ice_sched.c}",
-            "method": "tests/vendor-diff/src/regen/lan.rs: one ice_aq_send_cmd per case on the \
-                       harness's scripted firmware (lan.rs), after `position` Get Version commands",
+            "method": "tests/vendor-diff/src/regen/lan.rs: one ice_aq_send_cmd or one typed \
+                       command per case on the harness's scripted firmware (lan.rs), after \
+                       `position` Get Version commands",
             "seed": h(seed, 16),
             "errno": {"0": "OK", "-2": "ENOENT", "-5": "EIO", "-12": "ENOMEM", "-16": "EBUSY",
                       "-22": "EINVAL", "-28": "ENOSPC", "-114": "EALREADY"},
             "published": false,
-            "counts": {"send_cmd": count},
+            "counts": counts,
         },
         "cases": out,
         "count": count,
@@ -374,12 +592,26 @@ fn unhex(s: &str) -> Vec<u8> {
     (0..s.len() / 2).filter_map(|i| u8::from_str_radix(s.get(2 * i..2 * i + 2)?, 16).ok()).collect()
 }
 
-/// A published `send_cmd` case as a [`SendCase`], or why not.
-fn send_of(c: &Value) -> Result<SendCase, String> {
+/// A published case's ring, the firmware's answers (from what it wrote
+/// back, `outputs.commands[k].resp`) and the registers it reads, or why the
+/// harness's firmware cannot stand in for the published one.
+fn common_of(c: &Value) -> Result<(Ring, Vec<Answer>, Vec<(usize, u32)>), String> {
     let i = &c["inputs"];
-    for k in ["state", "regs", "arq_events", "bar_fault", "vsi0", "vsi1"] {
+    for k in ["state", "arq_events", "bar_fault", "vsi0", "vsi1"] {
         if i.get(k).is_some() {
             return Err(format!("inputs.{k}: the harness firmware has no equivalent yet"));
+        }
+    }
+    let mut regs = Vec::new();
+    if let Some(r) = i.get("regs") {
+        if c["op"].as_str() != Some("set_mac_cfg") {
+            return Err("inputs.regs: the harness firmware has no equivalent yet".into());
+        }
+        for (k, v) in r.as_object().into_iter().flatten() {
+            let (Some(o), Some(v)) = (super::num(&Value::String(k.clone())), super::num(v)) else {
+                return Err("a register that is not a number".into());
+            };
+            regs.push((o as usize, v as u32));
         }
     }
     if i["hw"]["mac_type"].as_str().is_some_and(|m| m != "E810") {
@@ -389,21 +621,6 @@ fn send_of(c: &Value) -> Result<SendCase, String> {
     let ring = &i["ring"];
     if n(&ring["arq_position"]) != 0 || n(&ring["rq_buf_size"]) != 4096 {
         return Err("an ARQ position or buffer size the harness session does not set".into());
-    }
-    let a = &i["args"];
-    let size = n(&a["buf_size"]) as u16;
-    let buf = if n(&a["null_buf"]) == 1 {
-        None
-    } else if size > 0 || a.get("buf").is_some() {
-        let mut b = unhex(a["buf"].as_str().unwrap_or(""));
-        b.resize(usize::from(size), 0);
-        Some(b)
-    } else {
-        None
-    };
-    let mut params = [0u8; 16];
-    for (d, x) in params.iter_mut().zip(unhex(a["params"].as_str().unwrap_or(""))) {
-        *d = x;
     }
     let mut answers = Vec::new();
     for k in c["outputs"]["commands"].as_array().into_iter().flatten() {
@@ -454,17 +671,103 @@ fn send_of(c: &Value) -> Result<SendCase, String> {
             hang: false,
         });
     }
-    Ok(SendCase {
+    let ring = Ring {
         sq_entries: n(&ring["sq_entries"]) as u16,
         rq_entries: n(&ring["rq_entries"]) as u16,
         sq_buf: n(&ring["sq_buf_size"]) as u16,
         position: n(&ring["position"]) as u16,
+    };
+    Ok((ring, answers, regs))
+}
+
+/// A published `send_cmd` case as a [`SendCase`], or why not.
+fn send_of(c: &Value) -> Result<SendCase, String> {
+    let (ring, answers, _) = common_of(c)?;
+    let n = |v: &Value| super::num(v).unwrap_or(0);
+    let a = &c["inputs"]["args"];
+    let size = n(&a["buf_size"]) as u16;
+    let buf = if n(&a["null_buf"]) == 1 {
+        None
+    } else if size > 0 || a.get("buf").is_some() {
+        let mut b = unhex(a["buf"].as_str().unwrap_or(""));
+        b.resize(usize::from(size), 0);
+        Some(b)
+    } else {
+        None
+    };
+    let mut params = [0u8; 16];
+    for (d, x) in params.iter_mut().zip(unhex(a["params"].as_str().unwrap_or(""))) {
+        *d = x;
+    }
+    Ok(SendCase {
+        sq_entries: ring.sq_entries,
+        rq_entries: ring.rq_entries,
+        sq_buf: ring.sq_buf,
+        position: ring.position,
         opcode: n(&a["opcode"]) as u16,
         flags_or: n(&a["flags_or"]) as u16,
         params,
         buf,
         size,
         answers,
+    })
+}
+
+/// A published typed case as the harness's command, or why not.
+fn typed_of(c: &Value) -> Result<Typed, String> {
+    let a = &c["inputs"]["args"];
+    let arg = |k: &str| a.get(k).and_then(super::num);
+    let lport = super::num(&c["inputs"]["port_info"]["lport"]).unwrap_or(0) as u8;
+    let known = |ks: &[&str]| -> Result<(), String> {
+        match a.as_object().into_iter().flatten().find(|(k, _)| !ks.contains(&k.as_str())) {
+            Some((k, v)) => Err(format!("args.{k} = {v}: not an argument of Linux 6.1's function")),
+            None => Ok(()),
+        }
+    };
+    Ok(match c["op"].as_str().unwrap_or("") {
+        "clear_pf_cfg" => {
+            known(&[])?;
+            Typed::ClearPfCfg
+        }
+        "clear_pxe" => {
+            known(&[])?;
+            Typed::ClearPxe
+        }
+        "get_fw_ver" => {
+            known(&[])?;
+            Typed::GetVersion
+        }
+        "set_event_mask" => {
+            known(&["port_num", "mask"])?;
+            Typed::SetEventMask {
+                lport: arg("port_num").unwrap_or(0) as u8,
+                mask: arg("mask").unwrap_or(0) as u16,
+            }
+        }
+        "restart_an" => {
+            if arg("refclk").unwrap_or(0) != 0 {
+                return Err("args.refclk: Linux 6.1 has no reference-clock argument".into());
+            }
+            known(&["ena_link", "refclk"])?;
+            Typed::RestartAn { lport, ena: arg("ena_link") == Some(1) }
+        }
+        "set_mac_cfg" => {
+            if arg("auto_drop").unwrap_or(0) != 0 {
+                return Err("args.auto_drop: Linux 6.1 has no auto-drop argument".into());
+            }
+            known(&["max_frame_size", "auto_drop"])?;
+            Typed::SetMacCfg { max_frame: arg("max_frame_size").unwrap_or(9728) as u16 }
+        }
+        "manage_mac_read" => {
+            known(&["buf_size", "buf_entries"])?;
+            let len = match (arg("buf_entries"), arg("buf_size")) {
+                (Some(n), _) => n.saturating_mul(8),
+                (None, Some(s)) => s,
+                (None, None) => 16,
+            };
+            Typed::MacRead { buf_len: u16::try_from(len).map_err(|_| "a buffer past 64 KiB")? }
+        }
+        op => return Err(format!("op {op}: not written by the harness yet")),
     })
 }
 
@@ -507,6 +810,14 @@ fn comparable(c: &Value) -> Value {
     })
 }
 
+/// Fields the published call lists that the harness does not write are
+/// compared; extra ones of the harness's are not.
+fn only_recorded(g: &mut Value, w: &Value) {
+    if let (Some(gc), Some(wc)) = (g["call"].as_object().cloned(), w["call"].as_object()) {
+        g["call"] = Value::Object(gc.into_iter().filter(|(k, _)| wc.contains_key(k)).collect());
+    }
+}
+
 /// Re-derives the published `send_cmd` cases (the other ops are typed
 /// commands, events, start/shutdown and switch/VSI code the regenerator
 /// does not write yet).
@@ -516,7 +827,29 @@ pub fn rederive(v: &Value) -> Rederived {
         let op = c["op"].as_str().unwrap_or("?");
         let name = format!("{op}/{}", c["name"].as_str().unwrap_or("?"));
         if op != "send_cmd" {
-            r.skip(&format!("op {op}: only send_cmd is re-derived so far"));
+            let t = typed_of(c).and_then(|t| common_of(c).map(|x| (t, x)));
+            match t {
+                Ok((cmd, (ring, answers, regs))) => {
+                    match vendor_typed(n as u64, &ring, cmd, &answers, &regs) {
+                        Ok(got) => {
+                            let (mut g, mut w) = (comparable(&got), comparable(c));
+                            only_recorded(&mut g, &w);
+                            if g["ret"] != 0 {
+                                // a failed call returns only its error: what
+                                // else the published set records is the state
+                                // the vendor left (the runner's rule too)
+                                let keep = g["call"].clone();
+                                if let Some(m) = w["call"].as_object_mut() {
+                                    m.retain(|k, _| keep.get(k).is_some());
+                                }
+                            }
+                            r.compare(&name, &g, &w, &[]);
+                        }
+                        Err(e) => r.differ.push(format!("{name}: vendor run failed: {e}")),
+                    }
+                }
+                Err(why) => r.skip(&why),
+            }
             continue;
         }
         let s = match send_of(c) {
@@ -528,16 +861,8 @@ pub fn rederive(v: &Value) -> Rederived {
         };
         match vendor_send(n as u64, &s) {
             Ok(got) => {
-                let (g, w) = (comparable(&got), comparable(c));
-                // fields the published call lists that the harness does not
-                // write are compared; extra ones of the harness's are not
-                let mut g = g;
-                if let (Some(gc), Some(wc)) =
-                    (g["call"].as_object().cloned(), w["call"].as_object())
-                {
-                    g["call"] =
-                        Value::Object(gc.into_iter().filter(|(k, _)| wc.contains_key(k)).collect());
-                }
+                let (mut g, w) = (comparable(&got), comparable(c));
+                only_recorded(&mut g, &w);
                 let mut w = w;
                 let zeros = |v: &Value| v.as_str().is_some_and(|x| x.bytes().all(|b| b == b'0'));
                 if s.buf.is_none()
