@@ -899,3 +899,38 @@ pub fn rederive(v: &Value) -> Rederived {
     }
     r
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const RING: Ring = Ring { sq_entries: 16, rq_entries: 8, sq_buf: 4096, position: 3 };
+
+    /// An all-0xff Get Version answer is a version (ice_aq_get_fw_ver
+    /// stores it on success), not "nothing stored".
+    #[test]
+    fn an_all_ff_version_is_written() {
+        let a = Answer { params: Some([0xff; 16]), ..Answer::ok() };
+        let c = vendor_typed(0, &RING, Typed::GetVersion, &[a], &[]).expect("runs");
+        let o = &c["outputs"]["calls"][0]["outputs"];
+        assert_eq!(o["fw_build"], "0xffffffff", "{o}");
+        assert_eq!(o["api_branch"], 255, "{o}");
+        assert_eq!(o["fw_patch"], 255, "{o}");
+    }
+
+    /// A Manage MAC Read that succeeds with no address leaves the MAC
+    /// alone: written as the 0xee pre-fill the runner reports for it, not as
+    /// an address of zeros.
+    #[test]
+    fn an_untouched_mac_is_the_prefill() {
+        let mut p = [0u8; 16];
+        p[0] = 1 << 4; // ICE_AQC_MAN_MAC_LAN_ADDR_VALID
+        p[4] = 0; // num_addr
+        let a = Answer { params: Some(p), buf: vec![0; 8], ..Answer::ok() };
+        let c = vendor_typed(0, &RING, Typed::MacRead { buf_len: 16 }, &[a], &[]).expect("runs");
+        let o = &c["outputs"]["calls"][0]["outputs"];
+        assert_eq!(c["outputs"]["ret"], 0, "{c}");
+        assert_eq!(o["port_info.mac.lan_addr"], "eeeeeeeeeeee", "{o}");
+        assert_eq!(o["port_info.mac.perm_addr"], "eeeeeeeeeeee", "{o}");
+    }
+}
