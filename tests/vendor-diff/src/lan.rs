@@ -762,7 +762,7 @@ fn gen_send(rng: &mut Rng, sq_buf: u16) -> LanOp {
     LanOp::Send { desc, buf, size, answers, bad_head, crit: rng.below(4) as u8 }
 }
 
-fn gen_events(rng: &mut Rng, rq_buf: u16) -> LanOp {
+pub(crate) fn gen_events(rng: &mut Rng, rq_buf: u16) -> LanOp {
     let n = rng.below(4) as usize;
     let evs = (0..n)
         .map(|_| Ev {

@@ -25,9 +25,12 @@
 //! these ops whose arguments Linux 6.1's functions have (no `refclk`,
 //! `auto_drop`, `via_ice_clear_pxe_mode`).
 //!
-//! Not written yet: caps, events,
-//! start/shutdown, and the switch/VSI ops (not compiled: `ice_switch.c`,
-//! `ice_lib.c`).
+//! ARQ events (`clean_rq_elem`, `vendor_events`: `gen_events`'s events,
+//! one session op per poll so each poll has its queue state) and shutdown
+//! (`shutdown_all_ctrlq`, `vendor_shutdown`: 6.1 always unloads).
+//!
+//! Not written yet: caps, start (`init_all_ctrlq`, `init_check_adminq`),
+//! and the switch/VSI ops (not compiled: `ice_switch.c`, `ice_lib.c`).
 //! `fw_model` and `vendor_elapsed_us` are not written (documentation-only
 //! keys of the published set).
 
@@ -219,10 +222,16 @@ impl Ring {
 
 /// Runs `op` on the vendor code at `ring`'s position; its output.
 fn run_at(ring: &Ring, op: LanOp) -> Result<lan::OpOut, String> {
+    run_seq(ring, vec![op])?.pop().ok_or_else(|| "no output".into())
+}
+
+/// Runs `more` on the vendor code at `ring`'s position; their outputs.
+fn run_seq(ring: &Ring, more: Vec<LanOp>) -> Result<Vec<lan::OpOut>, String> {
+    let k = more.len();
     let mut ops: Vec<LanOp> = (0..ring.position)
         .map(|_| LanOp::Typed { cmd: Typed::GetVersion, answers: vec![], regs: vec![] })
         .collect();
-    ops.push(op);
+    ops.extend(more);
     let c = LanCase {
         sq_entries: ring.sq_entries,
         rq_entries: ring.rq_entries,
@@ -240,12 +249,12 @@ fn run_at(ring: &Ring, op: LanOp) -> Result<lan::OpOut, String> {
             c.ops.len() + 1
         ));
     }
-    for (k, o) in outs[..outs.len() - 1].iter().enumerate() {
+    for (k, o) in outs[..outs.len() - k].iter().enumerate() {
         if o.rets.first().copied().unwrap_or(-1) != 0 {
             return Err(format!("positioning op {k} returned {:?}", o.rets));
         }
     }
-    outs.pop().ok_or_else(|| "no output".into())
+    Ok(outs.split_off(outs.len() - k))
 }
 
 /// The queue fields every call reports (ice's names).
@@ -556,6 +565,158 @@ fn vendor_typed(
     .json())
 }
 
+/// An ARQ event as the runner posts it (`inputs.arq_events[i]`): the
+/// flags the harness firmware writes (the slot's BUF|LB, DD|CMP, ERR), the
+/// datalen it writes (the event's, or the bytes that fit the slot), the
+/// cookie and parameter words of `cookie_params`.
+fn event_json(e: &lan::Ev, armed_flags: u16, slot_len: usize) -> Value {
+    let w = |i: usize| {
+        let b = &e.cookie_params[i..i + 4];
+        h8(u64::from(u32::from_le_bytes([b[0], b[1], b[2], b[3]])))
+    };
+    let len = e.buf.len().min(slot_len);
+    let fl = (armed_flags & (BUF | 0x0200)) | 0x0003 | if e.err { 0x0004 } else { 0 };
+    json!({
+        "opcode": h(u64::from(e.opcode), 4),
+        "flags": h(u64::from(fl), 4),
+        "retval": e.retval,
+        "datalen": e.datalen.unwrap_or(len as u16),
+        "buf": hexs(&e.buf[..len]),
+        "cookie_high": w(0), "cookie_low": w(4), "param0": w(8), "param1": w(12),
+    })
+}
+
+/// `evs` posted on the ARQ, then `cleans` ice_clean_rq_elem calls into a
+/// buffer of `out_len` bytes (one op each, so every poll has its queue
+/// state); the published `clean_rq_elem` case.
+fn vendor_events(
+    n: u64,
+    ring: &Ring,
+    evs: &[lan::Ev],
+    cleans: u8,
+    out_len: u16,
+) -> Result<Value, String> {
+    let ops = (0..cleans.max(1))
+        .map(|k| LanOp::Events {
+            evs: if k == 0 { evs.to_vec() } else { vec![] },
+            cleans: 1,
+            out_len,
+            bad_arqh: None,
+        })
+        .collect();
+    let outs = run_seq(ring, ops)?;
+    let sq = usize::from(ring.sq_entries);
+    let arq_desc = |d: &[u8]| {
+        let mut b = [0u8; 32];
+        b[..24].copy_from_slice(&d[..24]);
+        json!({"hex": hexs(&b), "mask": format!("{}{}", "ff".repeat(24), "00".repeat(8)),
+               "addr": "arq_buffer"})
+    };
+    // ice_alloc_arq_bufs arms every slot alike: the last slot's flags (no
+    // event reaches it: fewer than 4 are posted on at least 8 slots)
+    let armed = outs
+        .first()
+        .and_then(|o| o.rings.get(sq + usize::from(ring.rq_entries) - 1))
+        .map_or(0, |d| u16::from_le_bytes([d[0], d[1]]));
+    let mut calls = Vec::new();
+    let mut ntc = 0u16;
+    for o in &outs {
+        let ret = o.rets.first().copied().unwrap_or(0);
+        let mut out = Map::new();
+        if ret == 0
+            && let (Some(d), Some(b), Some((ml, pend))) =
+                (o.descs.first(), o.bufs.first(), o.ev.first())
+        {
+            out.insert("event.desc".into(), arq_desc(d));
+            out.insert("event.msg_len".into(), (*ml).into());
+            out.insert("event.msg_buf".into(), hexs(b).into());
+            out.insert("pending".into(), (*pend).into());
+            out.insert("cleaned_slot".into(), ntc.into());
+            if let Some(r) = o.rings.get(sq + usize::from(ntc)) {
+                out.insert("rearmed_desc".into(), arq_desc(r));
+            }
+        }
+        out.insert("rq.next_to_clean".into(), o.state.rq_ntc.into());
+        out.insert("rq.next_to_use".into(), o.state.rq_ntu.into());
+        ntc = o.state.rq_ntc;
+        calls.push(json!({"fn": "ice_clean_rq_elem", "ret": ret, "ret_name": errno_name(ret),
+                          "outputs": out}));
+    }
+    let ret = outs.first().and_then(|o| o.rets.first().copied()).unwrap_or(0);
+    let reg_writes: Vec<Value> = outs
+        .iter()
+        .enumerate()
+        .flat_map(|(k, o)| {
+            reg_writes_json(o).into_iter().map(move |mut w| {
+                w["call"] = k.into();
+                w
+            })
+        })
+        .collect();
+    let mut args = Map::new();
+    args.insert("polls".into(), cleans.max(1).into());
+    args.insert("buf_len".into(), out_len.into());
+    Ok(json!({
+        "op": "clean_rq_elem",
+        "name": format!("vd{n}_clean_rq_elem_{}ev", evs.len()),
+        "vendor": ["ice_clean_rq_elem"],
+        "inputs": {
+            "ring": ring.json(),
+            "hw": {"mac_type": "E810"},
+            "port_info": {"lport": 0},
+            "args": args,
+            "arq_events": evs.iter().map(|e| event_json(e, armed, 4096)).collect::<Vec<_>>(),
+        },
+        "outputs": {
+            "ret": ret,
+            "ret_name": errno_name(ret),
+            "calls": calls,
+            "commands": [],
+            "reg_writes": reg_writes,
+        },
+    }))
+}
+
+/// ice_shutdown_ctrlq(ADMIN) on a live queue (6.1: Queue Shutdown with
+/// `unloading` set, answered plainly, then the registers cleared); the
+/// published `shutdown_all_ctrlq` case (the mailbox queue is not the
+/// driver's: its registers and fields are left out).
+fn vendor_shutdown(n: u64, ring: &Ring) -> Result<Value, String> {
+    let o = run_at(ring, LanOp::Shutdown { dead: false })?;
+    let mut out = Map::new();
+    out.insert("sq_last_status".into(), o.state.last_status.into());
+    ring_fields(&mut out, &o.state);
+    let mut args = Map::new();
+    args.insert("unloading".into(), 1.into());
+    Ok(OneCall {
+        op: "shutdown_all_ctrlq",
+        name: format!("vd{n}_shutdown_pos{}", ring.position),
+        vendor_fn: "ice_shutdown_ctrlq",
+        ring: *ring,
+        lport: 0,
+        args,
+        regs: &[],
+        answers: &[],
+        ret: 0,
+        out,
+        o: &o,
+    }
+    .json())
+}
+
+fn gen_ring(t: &mut Rng) -> Ring {
+    let sq_entries = t.pick(&[192u16, 192, 8, 16, 64]);
+    Ring {
+        sq_entries,
+        rq_entries: t.pick(&[192u16, 8]),
+        sq_buf: t.pick(&[4096u16, 4096, 1024, 512]),
+        position: match t.below(3) {
+            0 => 0,
+            _ => t.below(u64::from(sq_entries)) as u16,
+        },
+    }
+}
+
 pub fn generate(seed: u64, cases: u64) -> Result<Written, String> {
     let mut r = Rng::new(seed);
     let mut out = Vec::new();
@@ -577,16 +738,7 @@ pub fn generate(seed: u64, cases: u64) -> Result<Written, String> {
                 break (cmd, answers, regs);
             }
         };
-        let sq_entries = t.pick(&[192u16, 192, 8, 16, 64]);
-        let ring = Ring {
-            sq_entries,
-            rq_entries: t.pick(&[192u16, 8]),
-            sq_buf: t.pick(&[4096u16, 4096, 1024, 512]),
-            position: match t.below(3) {
-                0 => 0,
-                _ => t.below(u64::from(sq_entries)) as u16,
-            },
-        };
+        let ring = gen_ring(&mut t);
         if cmd == Typed::QuerySchedRes
             && answers
                 .iter()
@@ -600,6 +752,21 @@ pub fn generate(seed: u64, cases: u64) -> Result<Written, String> {
         let c = vendor_typed(cases + n, &ring, cmd, &answers, &regs)?;
         *typed.entry(typed_op(&cmd).map_or("?", |x| x.0)).or_default() += 1;
         out.push(c);
+    }
+    // ARQ events (their own stream too), then shutdowns
+    let mut e = Rng::new(seed ^ 0x6172_715f_6576_7473);
+    for n in 0..cases / 4 {
+        let LanOp::Events { evs, cleans, out_len, .. } = lan::gen_events(&mut e, 4096) else {
+            continue;
+        };
+        let ring = gen_ring(&mut e);
+        out.push(vendor_events(2 * cases + n, &ring, &evs, cleans, out_len)?);
+        *typed.entry("clean_rq_elem").or_default() += 1;
+    }
+    for n in 0..cases / 8 {
+        let ring = gen_ring(&mut e);
+        out.push(vendor_shutdown(3 * cases + n, &ring)?);
+        *typed.entry("shutdown_all_ctrlq").or_default() += 1;
     }
     let count = out.len();
     let mut counts = json!({"send_cmd": sends});
@@ -639,7 +806,7 @@ fn unhex(s: &str) -> Vec<u8> {
 fn common_of(c: &Value) -> Result<(Ring, Vec<Answer>, Vec<(usize, u32)>), String> {
     let i = &c["inputs"];
     for k in ["state", "arq_events", "bar_fault", "vsi0", "vsi1"] {
-        if i.get(k).is_some() {
+        if i.get(k).is_some() && !(k == "arq_events" && c["op"] == "clean_rq_elem") {
             return Err(format!("inputs.{k}: the harness firmware has no equivalent yet"));
         }
     }
@@ -843,15 +1010,25 @@ fn comparable(c: &Value) -> Value {
         hexs(&x)
     };
     let o = &c["outputs"];
-    let call = &o["calls"][0]["outputs"];
-    let mut fields = Map::new();
-    for (k, v) in call.as_object().into_iter().flatten() {
-        let v = if k == "desc_after" { Value::String(masked(v)) } else { v.clone() };
-        fields.insert(k.clone(), v);
-    }
+    let fields = |call: &Value| -> Map<String, Value> {
+        call.as_object()
+            .into_iter()
+            .flatten()
+            .map(|(k, v)| {
+                // descriptors as their bytes under the mask
+                let v = if v.get("hex").is_some() { Value::String(masked(v)) } else { v.clone() };
+                (k.clone(), v)
+            })
+            .collect()
+    };
+    let calls = o["calls"].as_array().cloned().unwrap_or_default();
     json!({
         "ret": o["ret"],
-        "call": fields,
+        "call": fields(&calls.first().cloned().unwrap_or(Value::Null)["outputs"]),
+        // a multi-call case's further calls (clean_rq_elem polls)
+        "rest": calls.iter().skip(1)
+            .map(|c| json!({"ret": c["ret"], "call": fields(&c["outputs"])}))
+            .collect::<Vec<_>>(),
         "commands": o["commands"].as_array().into_iter().flatten().map(|k| json!({
             "slot": k["slot"], "desc": masked(&k["desc"]),
             "buf": k.get("buf").filter(|b| b.is_object()).map_or(Value::Null, |b| Value::String(bytes(b))),
@@ -860,6 +1037,60 @@ fn comparable(c: &Value) -> Value {
             .filter(|w| w["group"].as_str() != Some("mbx"))
             .map(|w| json!([n(&w["offset"]), n(&w["value"])])).collect::<Vec<_>>(),
     })
+}
+
+/// One call's fields made comparable: the harness's extra fields and the
+/// published ones no glue reports are dropped, and a failed call keeps
+/// only what the harness reports for it (the runner's rule).
+fn fit(g: &mut Value, w: &mut Value, ret: &Value) {
+    if let (Some(gm), Some(wm)) = (g.as_object_mut(), w.as_object_mut()) {
+        gm.retain(|k, _| wm.contains_key(k));
+        for k in NOT_REPORTED {
+            wm.remove(*k);
+        }
+        // the mailbox and sideband queues are not the driver's (the
+        // runner skips them too)
+        wm.retain(|k, _| !k.starts_with("mailboxq.") && !k.starts_with("sbq."));
+        if super::num(ret) != Some(0) {
+            wm.retain(|k, _| gm.contains_key(k));
+        }
+    }
+}
+
+/// A published `clean_rq_elem` case as the harness's events, polls and
+/// buffer length, or why not.
+fn events_of(c: &Value) -> Result<(Vec<lan::Ev>, u8, u16), String> {
+    let a = &c["inputs"]["args"];
+    let polls = a.get("polls").and_then(super::num).unwrap_or(1);
+    let buf_len = a.get("buf_len").and_then(super::num).unwrap_or(4096);
+    let (Ok(polls), Ok(buf_len)) = (u8::try_from(polls), u16::try_from(buf_len)) else {
+        return Err("more polls or a larger buffer than the harness session takes".into());
+    };
+    let mut evs = Vec::new();
+    for e in c["inputs"]["arq_events"].as_array().into_iter().flatten() {
+        let g = |k: &str| e.get(k).and_then(super::num);
+        let buf = unhex(e["buf"].as_str().unwrap_or(""));
+        let retval = g("retval").unwrap_or(0) as u16;
+        let err = match g("flags") {
+            // the harness firmware keeps the slot's BUF|LB and sets DD|CMP
+            Some(f) if f & !0x0004 == 0x1203 => f & 0x0004 != 0,
+            Some(_) => return Err("event flags other than the armed BUF|LB, DD|CMP and ERR".into()),
+            None => retval != 0,
+        };
+        let mut cp = [0u8; 16];
+        for (i, k) in ["cookie_high", "cookie_low", "param0", "param1"].iter().enumerate() {
+            cp[4 * i..4 * i + 4].copy_from_slice(&(g(k).unwrap_or(0) as u32).to_le_bytes());
+        }
+        evs.push(lan::Ev {
+            opcode: g("opcode").unwrap_or(0) as u16,
+            retval,
+            datalen: g("datalen").map(|d| d as u16),
+            buf,
+            cookie_params: cp,
+            err,
+        });
+    }
+    Ok((evs, polls, buf_len))
 }
 
 /// Published call fields the glue (`shim/ice/glue.c`) does not report.
@@ -881,6 +1112,47 @@ pub fn rederive(v: &Value) -> Rederived {
     for (n, c) in v["cases"].as_array().into_iter().flatten().enumerate() {
         let op = c["op"].as_str().unwrap_or("?");
         let name = format!("{op}/{}", c["name"].as_str().unwrap_or("?"));
+        if op == "clean_rq_elem" || op == "shutdown_all_ctrlq" {
+            let got = match common_of(c).and_then(|(ring, answers, _)| {
+                if op == "shutdown_all_ctrlq" {
+                    if super::num(&c["inputs"]["args"]["unloading"]) != Some(1) {
+                        return Err("args.unloading = 0: Linux 6.1's ice_shutdown_ctrlq always \
+                                    sends Queue Shutdown with unloading set"
+                            .to_string());
+                    }
+                    if answers.iter().any(|a| a.retval != 0 || a.hang) {
+                        return Err("a failing Queue Shutdown answer (the harness firmware \
+                                    answers it plainly)"
+                            .to_string());
+                    }
+                    Ok(vendor_shutdown(n as u64, &ring))
+                } else {
+                    let (evs, polls, buf_len) = events_of(c)?;
+                    Ok(vendor_events(n as u64, &ring, &evs, polls, buf_len))
+                }
+            }) {
+                Ok(Ok(g)) => g,
+                Ok(Err(e)) => {
+                    r.differ.push(format!("{name}: vendor run failed: {e}"));
+                    continue;
+                }
+                Err(why) => {
+                    r.skip(&why);
+                    continue;
+                }
+            };
+            let (mut g, mut w) = (comparable(&got), comparable(c));
+            let gret = g["ret"].clone();
+            fit(&mut g["call"], &mut w["call"], &gret);
+            if let (Some(gr), Some(wr)) = (g["rest"].as_array_mut(), w["rest"].as_array_mut()) {
+                for (a, b) in gr.iter_mut().zip(wr.iter_mut()) {
+                    let ret = a["ret"].clone();
+                    fit(&mut a["call"], &mut b["call"], &ret);
+                }
+            }
+            r.compare(&name, &g, &w, &[]);
+            continue;
+        }
         if op != "send_cmd" {
             let t = typed_of(c).and_then(|t| common_of(c).map(|x| (t, x)));
             match t {
