@@ -692,7 +692,7 @@ pub(crate) fn gen_answer(rng: &mut Rng, size: u16) -> Answer {
     Answer { retval, datalen, buf, params, hang: rng.chance(1, 25) }
 }
 
-fn gen_version(rng: &mut Rng) -> Answer {
+pub(crate) fn gen_version(rng: &mut Rng) -> Answer {
     let mut p = arr16(rng);
     // api branch / major / minor / patch at bytes 28–31 (params 12–15)
     p[13] = match rng.below(8) {
