@@ -32,7 +32,12 @@
 //! Start (`init_all_ctrlq`, `vendor_init_all`; -EIO starts, which 6.1
 //! retries and the runner does not, left out and counted).
 //!
-//! Not written yet: caps, `init_check_adminq`, `q_shutdown`,
+//! Caps (`discover_dev_caps`, `discover_func_caps`: the 20 fields the glue
+//! reports; answers the differential classifies as a listed deviation are
+//! left out and counted).
+//!
+//! Not written yet: `get_caps`, `list_caps`, `init_check_adminq`,
+//! `q_shutdown`,
 //! and the switch/VSI ops (not compiled: `ice_switch.c`, `ice_lib.c`).
 //! `fw_model` and `vendor_elapsed_us` are not written (documentation-only
 //! keys of the published set).
@@ -228,14 +233,14 @@ fn run_at(ring: &Ring, op: LanOp) -> Result<lan::OpOut, String> {
     run_seq(ring, vec![op])?.pop().ok_or_else(|| "no output".into())
 }
 
-/// Runs `more` on the vendor code at `ring`'s position; their outputs.
-fn run_seq(ring: &Ring, more: Vec<LanOp>) -> Result<Vec<lan::OpOut>, String> {
-    let k = more.len();
+/// A session reaching `ring`'s position with Get Version commands, then
+/// `more`.
+fn lan_case(ring: &Ring, more: Vec<LanOp>) -> LanCase {
     let mut ops: Vec<LanOp> = (0..ring.position)
         .map(|_| LanOp::Typed { cmd: Typed::GetVersion, answers: vec![], regs: vec![] })
         .collect();
     ops.extend(more);
-    let c = LanCase {
+    LanCase {
         sq_entries: ring.sq_entries,
         rq_entries: ring.rq_entries,
         sq_buf: ring.sq_buf,
@@ -243,7 +248,13 @@ fn run_seq(ring: &Ring, more: Vec<LanOp>) -> Result<Vec<lan::OpOut>, String> {
         drop_bal: 0,
         init_all: None,
         ops,
-    };
+    }
+}
+
+/// Runs `more` on the vendor code at `ring`'s position; their outputs.
+fn run_seq(ring: &Ring, more: Vec<LanOp>) -> Result<Vec<lan::OpOut>, String> {
+    let k = more.len();
+    let c = lan_case(ring, more);
     let mut outs = lan::run_vendor(&c);
     if outs.len() != c.ops.len() + 1 {
         return Err(format!(
@@ -484,6 +495,8 @@ fn typed_op(cmd: &Typed) -> Option<(&'static str, &'static str, u8, Map<String, 
             ("get_link_info", "ice_aq_get_link_info", lport)
         }
         Typed::QuerySchedRes => ("query_sched_res", "ice_sched_query_res_alloc", 0),
+        Typed::DevCaps { .. } => ("discover_dev_caps", "ice_discover_dev_caps", 0),
+        Typed::FuncCaps { .. } => ("discover_func_caps", "ice_discover_func_caps", 0),
         _ => return None,
     };
     Some((op, f, lport, a))
@@ -543,6 +556,22 @@ fn vendor_typed(
                 out.insert(k, (*v).into());
             }
         }
+        Typed::DevCaps { .. } | Typed::FuncCaps { .. } if ret == 0 => {
+            // lan.rs cap_fields: 15 common capabilities, then the
+            // device's or the function's own ("-": none); 6.1's `rdma` is
+            // the published `iwarp`
+            let prefix =
+                if matches!(cmd, Typed::DevCaps { .. }) { "dev_caps" } else { "func_caps" };
+            for (i, (k, v)) in o.parsed.iter().enumerate() {
+                let k = match (i < 15, *k) {
+                    (_, "-") => continue,
+                    (true, "rdma") => "common_cap.iwarp".to_string(),
+                    (true, k) => format!("common_cap.{k}"),
+                    (false, k) => k.to_string(),
+                };
+                out.insert(format!("{prefix}.{k}"), (*v).into());
+            }
+        }
         Typed::QuerySchedRes if ret == 0 => {
             // ice_sched_query_res_alloc: the layer counts, then
             // max_children[i] for the layers it filled
@@ -559,7 +588,7 @@ fn vendor_typed(
         }
         _ => {}
     }
-    Ok(OneCall {
+    let mut v = OneCall {
         op,
         name: format!("vd{n}_{op}_pos{}", ring.position),
         vendor_fn,
@@ -572,7 +601,16 @@ fn vendor_typed(
         out,
         o: &o,
     }
-    .json())
+    .json();
+    match cmd {
+        Typed::DevCaps { pf_id } => v["inputs"]["hw"]["pf_id"] = pf_id.into(),
+        Typed::FuncCaps { valid_functions, num_funcs } => {
+            v["inputs"]["state"] = json!({"dev_caps.valid_functions": valid_functions,
+                                          "dev_caps.num_funcs": num_funcs});
+        }
+        _ => {}
+    }
+    Ok(v)
 }
 
 /// An ARQ event as the runner posts it (`inputs.arq_events[i]`): the
@@ -822,6 +860,17 @@ pub fn generate(seed: u64, cases: u64) -> Result<Written, String> {
             *left_out.entry("sched_layers_over_9").or_default() += 1;
             continue;
         }
+        if matches!(cmd, Typed::DevCaps { .. } | Typed::FuncCaps { .. })
+            && let lan::LanOutcome::Deviation(id) = lan::run_lan(&lan_case(
+                &ring,
+                vec![LanOp::Typed { cmd, answers: answers.clone(), regs: regs.clone() }],
+            ))
+        {
+            // a listed deviation (caps_fields_kept_in_32_bits): the
+            // runner's driver differs there by design
+            *left_out.entry(id).or_default() += 1;
+            continue;
+        }
         let c = vendor_typed(cases + n, &ring, cmd, &answers, &regs)?;
         *typed.entry(typed_op(&cmd).map_or("?", |x| x.0)).or_default() += 1;
         out.push(c);
@@ -886,19 +935,25 @@ fn unhex(s: &str) -> Vec<u8> {
     (0..s.len() / 2).filter_map(|i| u8::from_str_radix(s.get(2 * i..2 * i + 2)?, 16).ok()).collect()
 }
 
+/// Registers the firmware answers reads of: (offset, value).
+type Regs = Vec<(usize, u32)>;
+
 /// A published case's ring, the firmware's answers (from what it wrote
 /// back, `outputs.commands[k].resp`) and the registers it reads, or why the
 /// harness's firmware cannot stand in for the published one.
-fn common_of(c: &Value) -> Result<(Ring, Vec<Answer>, Vec<(usize, u32)>), String> {
+fn common_of(c: &Value) -> Result<(Ring, Vec<Answer>, Regs), String> {
     let i = &c["inputs"];
     for k in ["state", "arq_events", "bar_fault", "vsi0", "vsi1"] {
-        if i.get(k).is_some() && !(k == "arq_events" && c["op"] == "clean_rq_elem") {
+        if i.get(k).is_some()
+            && !(k == "arq_events" && c["op"] == "clean_rq_elem")
+            && !(k == "state" && c["op"] == "discover_func_caps")
+        {
             return Err(format!("inputs.{k}: the harness firmware has no equivalent yet"));
         }
     }
     let mut regs = Vec::new();
     if let Some(r) = i.get("regs") {
-        if c["op"].as_str() != Some("set_mac_cfg") {
+        if !matches!(c["op"].as_str(), Some("set_mac_cfg" | "discover_func_caps")) {
             return Err("inputs.regs: the harness firmware has no equivalent yet".into());
         }
         for (k, v) in r.as_object().into_iter().flatten() {
@@ -1071,6 +1126,20 @@ fn typed_of(c: &Value) -> Result<Typed, String> {
         "query_sched_res" => {
             known(&[])?;
             Typed::QuerySchedRes
+        }
+        "discover_dev_caps" => {
+            known(&[])?;
+            let pf = super::num(&c["inputs"]["hw"]["pf_id"]).unwrap_or(0);
+            Typed::DevCaps { pf_id: u8::try_from(pf).map_err(|_| "a PF number past 8 bits")? }
+        }
+        "discover_func_caps" => {
+            known(&[])?;
+            let st = &c["inputs"]["state"];
+            let g = |k: &str| super::num(&st[k]).unwrap_or(0) as u32;
+            Typed::FuncCaps {
+                valid_functions: g("dev_caps.valid_functions"),
+                num_funcs: g("dev_caps.num_funcs"),
+            }
         }
         op => return Err(format!("op {op}: not written by the harness yet")),
     })
@@ -1268,6 +1337,14 @@ pub fn rederive(v: &Value) -> Rederived {
                         Ok(got) => {
                             let (mut g, mut w) = (comparable(&got), comparable(c));
                             only_recorded(&mut g, &w);
+                            if op.starts_with("discover_")
+                                && let (Some(m), Some(gc)) =
+                                    (w["call"].as_object_mut(), g["call"].as_object())
+                            {
+                                // the glue reports 20 of ice's capability
+                                // fields (lan.rs CAP_NAMES): those are compared
+                                m.retain(|k, _| gc.contains_key(k));
+                            }
                             if let Some(m) = w["call"].as_object_mut() {
                                 // the published shim's bookkeeping
                                 // (`link_copied`, `phy.get_link_info`) and
