@@ -692,7 +692,7 @@ pub(crate) fn gen_answer(rng: &mut Rng, size: u16) -> Answer {
     Answer { retval, datalen, buf, params, hang: rng.chance(1, 25) }
 }
 
-fn gen_version(rng: &mut Rng) -> Answer {
+pub(crate) fn gen_version(rng: &mut Rng) -> Answer {
     let mut p = arr16(rng);
     // api branch / major / minor / patch at bytes 28–31 (params 12–15)
     p[13] = match rng.below(8) {
@@ -762,7 +762,7 @@ fn gen_send(rng: &mut Rng, sq_buf: u16) -> LanOp {
     LanOp::Send { desc, buf, size, answers, bad_head, crit: rng.below(4) as u8 }
 }
 
-fn gen_events(rng: &mut Rng, rq_buf: u16) -> LanOp {
+pub(crate) fn gen_events(rng: &mut Rng, rq_buf: u16) -> LanOp {
     let n = rng.below(4) as usize;
     let evs = (0..n)
         .map(|_| Ev {
@@ -793,7 +793,7 @@ fn gen_events(rng: &mut Rng, rq_buf: u16) -> LanOp {
     LanOp::Events { evs, cleans, out_len, bad_arqh }
 }
 
-fn gen_typed(rng: &mut Rng) -> LanOp {
+pub(crate) fn gen_typed(rng: &mut Rng) -> LanOp {
     let lport = if rng.chance(3, 4) { rng.below(4) as u8 } else { rng.next_u64() as u8 };
     let cmd = match rng.below(15) {
         0 => Typed::ClearPfCfg,
@@ -1279,7 +1279,10 @@ unsafe fn vendor_typed(hw: *mut IceHw, cmd: &Typed) -> (i32, Vec<(&'static str, 
                 let mut s = VdIceState::default();
                 vd_ice_state(hw, &mut s);
                 let api = [s.api_branch, s.api_maj, s.api_min, s.api_patch];
-                if s.fw_build != u32::MAX || api != [0xff; 4] {
+                // ice_common.c ice_aq_get_fw_ver stores the version exactly
+                // when the command succeeded (an all-0xff answer included,
+                // which the glue's pre-set cannot tell from "not stored")
+                if r == 0 {
                     p.push(("api", u64::from(u32::from_le_bytes(api))));
                     p.push(("fw_build", u64::from(s.fw_build)));
                     let fw = [s.fw_branch, s.fw_maj, s.fw_min, s.fw_patch];
@@ -1458,7 +1461,8 @@ fn driver_typed(
             let mut port = PortInfo::default();
             let r = e(aq.manage_mac_read(buf_len.into(), &mut port));
             if r == 0 {
-                p.push(("port_info.mac.lan_addr", mac_u64(port.mac.unwrap_or([0; 6]))));
+                // the glue pre-fills 0xee: an address left alone reads as that
+                p.push(("port_info.mac.lan_addr", mac_u64(port.mac.unwrap_or([0xee; 6]))));
             }
             r
         }

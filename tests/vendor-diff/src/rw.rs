@@ -1944,6 +1944,108 @@ pub fn rw_round(n: u64, seed: u64, rng: &mut Rng, rep: &mut crate::Report) -> bo
     false
 }
 
+// ------------------------------------------------------- vector writing
+
+/// The vendor's side of one round on slot 0 of a fresh session with an
+/// empty MR pool: `rdma_rw_ctx_init`, `rdma_rw_ctx_wrs` (the caller's cqe,
+/// no chain WR) when it succeeded, `rdma_rw_ctx_destroy` (regen/rw.rs).
+pub(crate) struct VendorRound {
+    pub ret: i64,
+    pub ctx: Option<(&'static str, u32)>,
+    /// (mrs_used, dma mappings live) after init and after destroy.
+    pub after_init: (i64, i64),
+    pub chain: Vec<Wr>,
+    pub after_destroy: (i64, i64),
+    /// WARN* the vendor hit.
+    pub warns: u64,
+}
+
+pub(crate) fn vendor_round(
+    d: &RwDev,
+    sg: &[Ent],
+    offset: u32,
+    remote: u64,
+    rkey: u32,
+    read: bool,
+    fail_map: bool,
+) -> Result<VendorRound, String> {
+    let vdev = VdRwDev {
+        iwarp: d.iwarp.into(),
+        max_sge_rd: d.max_sge_rd,
+        max_sgl_rd: d.max_sgl_rd,
+        max_send_sge: d.max_send_sge,
+        max_qp_wr: d.max_qp_wr,
+        max_fast_reg_page_list_len: d.max_fr,
+        max_pi_fast_reg_page_list_len: 0,
+        local_dma_lkey: d.local_dma_lkey,
+        force_mr: d.force_mr.into(),
+        // ib_create_named_qp (core/verbs.c), as in run_rw
+        max_write_sge: d.qp_send_sge,
+        max_read_sge: d.qp_send_sge.min(d.max_sge_rd),
+        key0: d.key0.into(),
+        mr_base: d.mr_base,
+        iova_off: d.iova_off,
+    };
+    // SAFETY: `vdev` is a valid device description.
+    let v = VSess(unsafe { vd_rw_new(&vdev) });
+    OFFSET.set(d.iova_off);
+    LIVE.set(0);
+    // SAFETY: no warning state is shared with anything else.
+    unsafe { vd_rw_take_warns() };
+    let (mut allocs, mut max_sg) = (0u32, 0u32);
+    // SAFETY: `v` is live; the out pointers are valid.
+    let vr = unsafe { vd_rw_init_mrs(v.0, d.pool, 0, &mut allocs, &mut max_sg) };
+    if vr != 0 {
+        return Err(format!("rdma_rw_init_mrs returned {vr}"));
+    }
+    let e = ents(sg);
+    // SAFETY: `e` holds `sg.len()` entries.
+    let ret = unsafe {
+        vd_rw_ctx_init(
+            v.0,
+            0,
+            e.as_ptr(),
+            e.len() as u32,
+            offset,
+            remote,
+            rkey,
+            if read { 2 } else { 1 },
+            c_int::from(fail_map),
+        )
+    };
+    let s = vstate(&v, ret.into(), true);
+    let after_init = (s.mrs_used, s.maps_live);
+    let mut r = VendorRound {
+        ret: ret.into(),
+        ctx: None,
+        after_init,
+        chain: Vec::new(),
+        after_destroy: after_init,
+        warns: 0,
+    };
+    if ret >= 0 {
+        let (mut t, mut n) = (0, 0);
+        // SAFETY: `v` is live, slot 0 in range.
+        unsafe { vd_rw_ctx_info(v.0, 0, &mut t, &mut n) };
+        r.ctx = Some((vtype(t), n));
+        r.chain = vchain(&v, 0, false, false)?;
+        // SAFETY: `v` is live and slot 0 initialised.
+        unsafe { vd_rw_destroy(v.0, 0) };
+        let s = vstate(&v, 0, true);
+        r.after_destroy = (s.mrs_used, s.maps_live);
+    }
+    // SAFETY: plain counter.
+    r.warns = u64::from(unsafe { vd_rw_take_warns() } != 0);
+    // SAFETY: `v` is live.
+    unsafe { vd_rw_cleanup(v.0) };
+    Ok(r)
+}
+
+/// `gen_sg` for the vector writer.
+pub(crate) fn gen_sg_for(rng: &mut Rng, max: u64) -> Vec<Ent> {
+    gen_sg(rng, max)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -35,6 +35,7 @@ pub const HARNESS: &[(&str, &str)] = &[
     ("conformance-harness-cqp", "cqp-vectors.json"),
     ("conformance-harness-cqp-ud", "cqp-ud-vectors.json"),
     ("conformance-harness-lan", "lan-aq-vectors.json"),
+    ("conformance-harness-rw", "rw-vectors.json"),
 ];
 
 /// A `conformance-harness-*` leg: the named file of the harness set

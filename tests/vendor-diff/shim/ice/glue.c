@@ -256,7 +256,9 @@ int vd_ice_mac_read(struct ice_hw *hw, u16 buf_size, u8 *mac)
 	u8 *buf = vd_ice_zalloc(4096 + 256 * 8);
 	int r;
 
-	memset(pi->mac.lan_addr, 0, ETH_ALEN);
+	/* 0xee: an address the call left alone is told from one it read as
+	 * zero (the published vectors' pre-fill) */
+	memset(pi->mac.lan_addr, 0xee, ETH_ALEN);
 	r = ice_aq_manage_mac_read(hw, buf, buf_size, NULL);
 	memcpy(mac, pi->mac.lan_addr, ETH_ALEN);
 	vd_ice_free(buf);
