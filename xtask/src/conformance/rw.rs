@@ -257,8 +257,11 @@ fn inc_key(k: u64) -> u64 {
     (k & !0xff) | ((k + 1) & 0xff)
 }
 
-/// Applies the documented departures to Linux's chain.
-fn normalise(mut exp: Vec<Wr>, chain_arg: bool) -> Vec<Wr> {
+/// Applies the documented departures to Linux's chain. The zero-length SGE
+/// rule is the bvec path's (data-path spec §11.4 item 4: `nr_bvec` SGEs
+/// whatever `bi_size`); on a scatter list Linux and the driver both keep a
+/// zero-length entry's SGE, so `bvec` false leaves them.
+fn normalise(mut exp: Vec<Wr>, chain_arg: bool, bvec: bool) -> Vec<Wr> {
     // §11.2: READ_WITH_INV invalidates the key registered just before it.
     let mut last_reg = None;
     for w in exp.iter_mut() {
@@ -271,6 +274,9 @@ fn normalise(mut exp: Vec<Wr>, chain_arg: bool) -> Vec<Wr> {
         {
             w.invalidate_rkey = Some(reg);
         }
+    }
+    if !bvec {
+        return exp;
     }
     // §11.4: no zero-length SGEs; a WR left without SGEs is not emitted.
     let before = exp.len();
@@ -725,7 +731,7 @@ fn run_rounds<const S: usize, const O: usize>(
                 .map(|a| a.iter().map(expected_wr).collect())
                 .unwrap_or_default();
             let n_exp_rw = exp.iter().filter(|w| !w.is_chain).count();
-            let mut exp = normalise(exp, chain_arg);
+            let mut exp = normalise(exp, chain_arg, s.bvec);
             // §11.8: a repeated `wrs`/`post` on one context rebuilds the first
             // chain (no second key bump, no stale flags); only the chain WR
             // and the signaling follow this call.

@@ -6,7 +6,7 @@
 //! Written: `rdma_rw_ctx_init` rounds (`init,wrs,destroy`) on a RoCE device
 //! without `force_mr` and with no MR pool, i.e. the SINGLE_WR and MULTI_WR
 //! paths: `rw.rs`'s scatter lists (1..40 entries, lengths from 1 byte to
-//! past 2 GiB, zero-length entries dropped (see `gen_round`), contiguous / page-aligned / unaligned neighbours), an `sg_offset`
+//! past 2 GiB, zero-length entries, contiguous / page-aligned / unaligned neighbours), an `sg_offset`
 //! inside or at the end of the list, a read or a write, the caller's cqe,
 //! an injected DMA-mapping failure now and then. The fake DMA mapping is
 //! the identity (`iova_off` 0), so `sg[i].addr` is the address the SGEs
@@ -159,11 +159,10 @@ fn gen_round(r: &mut Rng) -> Round {
         r.range(1, u64::from(max_send_sge)) as u32,
         r.pick(&[64u32, 4063, 32768]),
     );
-    // no zero-length entries: the runner strips zero-length SGEs from
-    // Linux's chain for every case (its §11.4 normalisation, a bvec fact),
-    // while on scatter lists Linux and the driver both emit them (the
-    // differential agrees), so such rounds cannot pass the runner
-    let mut sg: Vec<Ent> = rw::gen_sg_for(r, 40).into_iter().filter(|e| e.len > 0).collect();
+    // zero-length entries included: on a scatter list Linux and the driver
+    // both emit their SGEs (the runner drops them only on the bvec path,
+    // data-path spec §11.4 item 4)
+    let mut sg: Vec<Ent> = rw::gen_sg_for(r, 40);
     if sg.is_empty() {
         sg.push(Ent { phys: 0x0010_0000, len: 4096 });
     }
