@@ -14,8 +14,10 @@
 //! Generated (what the driver supports): a PF or a CTRL VSI, Add or
 //! Update, RSS on or off, flow director off or on with seeded dedicated /
 //! shared filter counts, VEB or VEPA, a switch id, the first Rx queue
-//! (0..=0x7ff, the PF queue space; the driver refuses more), 0..=2048 Rx
-//! queues, 1..=2048 Tx queues. Not generated: DCB / more than one TC (the
+//! (0..=0x7ff; one case in 64 beyond, which the driver refuses and ice
+//! writes into the 16-bit q_mapping\[0\]: deviation
+//! `vsi_ctx_rxq_base_over_11_bits`), 0..=2048 Rx queues, 1..=2048 Tx
+//! queues. Not generated: DCB / more than one TC (the
 //! driver builds TC 0 only; `ice_vsi_set_tc_cfg` runs with DCB off), double
 //! VLAN mode (the driver has none), VF / channel / switchdev / loopback
 //! VSIs, and no Tx queues (the driver's builder has no Tx count: ice
@@ -101,10 +103,10 @@ pub fn gen_vsi_case(rng: &mut Rng) -> VsiCase {
             .then(|| (rng.field(16) as u16, rng.pick(&[0u16, 1, 64, 0x3fff, 0xffff]))),
         veb: rng.chance(3, 4),
         sw_id: rng.field(8) as u8,
-        rxq_base: if rng.chance(1, 4) {
-            rng.pick(&[0u16, 1, 0x7fe, 0x7ff])
-        } else {
-            rng.below(0x800) as u16
+        rxq_base: match rng.below(64) {
+            0 => rng.range(0x800, 0xffff) as u16,
+            1..=15 => rng.pick(&[0u16, 1, 0x7fe, 0x7ff]),
+            _ => rng.below(0x800) as u16,
         },
         num_rxq: if rng.chance(1, 50) { 0 } else { count(rng, 1) },
         num_txq: count(rng, 1),
@@ -112,7 +114,31 @@ pub fn gen_vsi_case(rng: &mut Rng) -> VsiCase {
 }
 
 /// The deviations this area classifies (deviations.toml).
-pub const KNOWN: &[&str] = &["vsi_ctx_veb_local_lb", "vsi_ctx_fd_acl"];
+pub const KNOWN: &[&str] =
+    &["vsi_ctx_veb_local_lb", "vsi_ctx_fd_acl", "vsi_ctx_rxq_base_over_11_bits"];
+
+/// What the runs saw.
+pub mod stats {
+    use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+
+    pub static EQUAL: AtomicU64 = AtomicU64::new(0);
+    pub static EQUAL_BUT_DEVIATIONS: AtomicU64 = AtomicU64::new(0);
+    pub static REFUSED_BOTH: AtomicU64 = AtomicU64::new(0);
+    pub static UPDATES: AtomicU64 = AtomicU64::new(0);
+    pub static CTRL: AtomicU64 = AtomicU64::new(0);
+
+    pub fn line() -> String {
+        format!(
+            "{} byte for byte equal, {} equal but for listed deviations, {} refused by both; \
+             {} updates, {} CTRL VSIs",
+            EQUAL.load(Relaxed),
+            EQUAL_BUT_DEVIATIONS.load(Relaxed),
+            REFUSED_BOTH.load(Relaxed),
+            UPDATES.load(Relaxed),
+            CTRL.load(Relaxed)
+        )
+    }
+}
 
 /// The driver's context for `c` (what `BringUp` would send).
 fn driver(c: &VsiCase) -> Result<VsiContext, irdma::ice::cmd::CmdError> {
@@ -191,6 +217,9 @@ pub fn run_vsi(c: &VsiCase) -> Result<Vec<&'static str>, String> {
     let (ret, v, flags, pool, called) = vendor(c);
     let d = driver(c);
     match (ret, d) {
+        (0, Err(irdma::ice::cmd::CmdError::Invalid(_))) if c.rxq_base > 0x7ff && c.num_rxq > 0 => {
+            Ok(vec!["vsi_ctx_rxq_base_over_11_bits"])
+        }
         (0, Err(e)) => Err(format!("the vendor builds a context, the driver refuses: {e:?}")),
         (r, Ok(_)) if r != 0 => {
             Err(format!("the vendor refuses ({r}), the driver builds a context"))
@@ -260,7 +289,21 @@ pub fn vsi_round(n: u64, seed: u64, rng: &mut Rng, rep: &mut crate::Report) -> b
     for _ in 0..PER_CASE {
         let c = gen_vsi_case(rng);
         rep.vsi_ctx_cases += 1;
-        match run_vsi(&c) {
+        let r = run_vsi(&c);
+        if let Ok(ids) = &r {
+            use std::sync::atomic::Ordering::Relaxed;
+            let n = if c.num_rxq == 0 {
+                &stats::REFUSED_BOTH
+            } else if ids.is_empty() {
+                &stats::EQUAL
+            } else {
+                &stats::EQUAL_BUT_DEVIATIONS
+            };
+            n.fetch_add(1, Relaxed);
+            stats::UPDATES.fetch_add(u64::from(c.update), Relaxed);
+            stats::CTRL.fetch_add(u64::from(c.ctrl), Relaxed);
+        }
+        match r {
             Ok(ids) => {
                 ids.into_iter().for_each(|id| *rep.deviations.entry(id.into()).or_default() += 1)
             }

@@ -454,9 +454,10 @@ fn run_all(opts: Opts, devs: &deviations::Deviations) -> Result<Report, String> 
         lan_switch::stats::line()
     );
     println!(
-        "  LAN VSI contexts (ice_lib.c ice_vsi_init): {} compared, {:.1}s",
+        "  LAN VSI contexts (ice_lib.c ice_vsi_init): {} compared, {:.1}s: {}",
         rep.vsi_ctx_cases,
-        vsi_time.as_secs_f64()
+        vsi_time.as_secs_f64(),
+        lan_vsi::stats::line()
     );
     for (id, k) in &rep.deviations {
         println!("  deviation {id}: {k} cases ({})", devs.reason(id));
