@@ -322,3 +322,54 @@ pub fn vsi_round(n: u64, seed: u64, rng: &mut Rng, rep: &mut crate::Report) -> b
     }
     false
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn bring_up(veb: bool) -> VsiCase {
+        // what BringUp passes to pf_add (src/ice/bringup.rs)
+        VsiCase {
+            ctrl: false,
+            update: false,
+            rss: true,
+            fd: None,
+            veb,
+            sw_id: 3,
+            rxq_base: 0,
+            num_rxq: 16,
+            num_txq: 16,
+        }
+    }
+
+    #[test]
+    fn bring_up_context_equals_ice_lib() {
+        assert_eq!(run_vsi(&bring_up(false)), Ok(vec![]));
+        assert_eq!(run_vsi(&bring_up(true)), Ok(vec!["vsi_ctx_veb_local_lb"]));
+    }
+
+    /// The difference this area found: an update of an RSS context marks
+    /// Q_OPT valid (irdma VsiContext::for_update).
+    #[test]
+    fn update_with_rss_equals_ice_lib() {
+        let c = VsiCase { update: true, num_rxq: 1, num_txq: 1, ..bring_up(false) };
+        assert_eq!(run_vsi(&c), Ok(vec![]));
+        let (_, v, ..) = vendor(&c);
+        assert_eq!(u16::from_le_bytes([v[0], v[1]]), 0xc2, "SECURITY | RXQ_MAP | Q_OPT");
+    }
+
+    #[test]
+    fn deviations_are_only_the_listed_bytes() {
+        let c = VsiCase { fd: Some((10, 20)), ..bring_up(true) };
+        assert_eq!(run_vsi(&c), Ok(vec!["vsi_ctx_veb_local_lb", "vsi_ctx_fd_acl"]));
+        let (_, v, ..) = vendor(&c);
+        assert_eq!(v[vsi::SW_FLAGS], 0xa0, "6.1: SRC_PRUNE | ALLOW_LB");
+        assert_eq!(u16::from_le_bytes([v[0], v[1]]), 0x0802, "6.1: SECURITY | FLOW_DIR");
+        // a wrong byte elsewhere is still a difference
+        let wrong = VsiCase { rxq_base: 0x800, ..c };
+        assert_eq!(run_vsi(&wrong), Ok(vec!["vsi_ctx_rxq_base_over_11_bits"]));
+        let mut d = driver(&c).unwrap().0;
+        d[vsi::Q_MAPPING] ^= 1;
+        assert!(undo_deviations(&c, &mut d).len() == 2 && d != v);
+    }
+}
