@@ -681,9 +681,15 @@ impl VsiContext {
 
     /// The same context for an Update VSI (0x0211) that re-applies it:
     /// ice_vsi_init marks the Rx queue-map section valid when it updates
-    /// rather than adds (ice_lib.c → ice_vsi_init, `!init_vsi`).
+    /// rather than adds, and the queue-options section too when it set the
+    /// RSS LUT type (RSS on, not a CTRL VSI: exactly the contexts whose
+    /// q_opt_rss is non-zero) (ice_lib.c → ice_vsi_init, `!init_vsi`; spec
+    /// §2.12: on Update, the bit of each section sent).
     pub fn for_update(mut self) -> VsiContext {
-        let v = self.valid_sections() | vsi::PROP_RXQ_MAP_VALID;
+        let mut v = self.valid_sections() | vsi::PROP_RXQ_MAP_VALID;
+        if self.0[vsi::Q_OPT_RSS] != 0 {
+            v |= vsi::PROP_Q_OPT_VALID;
+        }
         put16(&mut self.0, vsi::VALID_SECTIONS, v);
         self
     }
@@ -1454,9 +1460,33 @@ mod tests {
             VsiContext::ctrl_add(&PfVsiParams { flow_director: Some((64, 100)), ..p }).unwrap();
         assert_eq!(fd.valid_sections(), vsi::PROP_FLOW_DIR_VALID | vsi::PROP_ACL_VALID);
         assert!(VsiContext::ctrl_add(&PfVsiParams { num_rxq: 0, ..p }).is_err());
-        let u = VsiContext::pf_add(&p).unwrap().for_update();
+        let u = VsiContext::pf_add(&PfVsiParams { rss: false, ..p }).unwrap().for_update();
         assert_eq!(u.valid_sections(), vsi::PROP_SECURITY_VALID | vsi::PROP_RXQ_MAP_VALID);
+        assert_eq!(u.0[2..], VsiContext::pf_add(&PfVsiParams { rss: false, ..p }).unwrap().0[2..]);
+    }
+
+    /// Found by the vendor differential (lan_vsi.rs, ice_lib.c's
+    /// ice_vsi_init): an update of an RSS context marks Q_OPT valid too; a
+    /// CTRL context (no RSS) does not.
+    #[test]
+    fn vsi_update_marks_q_opt_valid_with_rss() {
+        let p = PfVsiParams {
+            sw_id: 0x20,
+            rxq_base: 0,
+            num_rxq: 1,
+            rss: true,
+            flow_director: None,
+            veb: false,
+        };
+        let pf = VsiContext::pf_add(&p).unwrap();
+        let u = pf.for_update();
+        assert_eq!(
+            u.valid_sections(),
+            vsi::PROP_SECURITY_VALID | vsi::PROP_RXQ_MAP_VALID | vsi::PROP_Q_OPT_VALID
+        );
         assert_eq!(u.0[2..], pf.0[2..], "only the section bits change");
+        let c = VsiContext::ctrl_add(&p).unwrap().for_update();
+        assert_eq!(c.valid_sections(), vsi::PROP_RXQ_MAP_VALID);
     }
 
     #[test]

@@ -5,13 +5,16 @@
 //! The LAN side (src/lan.rs): the vendor's ice `ice_controlq.c`,
 //! `ice_common.c` and `ice_sched.c`, unmodified, `#include`d by
 //! `shim/ice/glue.c` (one translation unit, so their static functions are
-//! reachable), with `shim/ice/include`. The rw side (src/rw.rs): core
-//! `rw.c` and `mr_pool.c`, see `build_rw.rs`.
+//! reachable), with `shim/ice/include`. ice_lib.c's VSI-context builders
+//! (src/lan_vsi.rs) are cut verbatim out of it, see `build_ice_lib.rs`.
+//! The rw side (src/rw.rs): core `rw.c` and `mr_pool.c`, see `build_rw.rs`.
 //! Without it the crate builds without the C side and the harness reports
 //! that the vendor sources were not fetched.
 
 use std::path::PathBuf;
 
+#[path = "build_ice_lib.rs"]
+mod build_ice_lib;
 #[path = "build_rw.rs"]
 mod build_rw;
 
@@ -82,7 +85,8 @@ fn main() {
 /// drivers/net/ethernet/intel/ice). `ice_switch.c` and `ice_fltr.c` are
 /// compiled in their own unit (`shim/ice/switch_glue.c`, which predefines
 /// `ice.h`'s include guard and supplies the little of it they use);
-/// `ice_lib.c` is not (see that file).
+/// `ice_lib.c` is not compiled whole: its VSI-context builders are cut out
+/// of it (`build_ice_lib.rs`) and compiled in `shim/ice/lib_glue.c`.
 fn build_ice(dir: &std::path::Path, manifest: &std::path::Path) {
     let ice = dir.join("drivers/net/ethernet/intel/ice");
     assert!(
@@ -94,11 +98,15 @@ fn build_ice(dir: &std::path::Path, manifest: &std::path::Path) {
     for f in ["ice_controlq.c", "ice_common.c", "ice_sched.c", "ice_switch.c", "ice_fltr.c"] {
         println!("cargo::rerun-if-changed={}", ice.join(f).display());
     }
+    let lib_cut = build_ice_lib::cut_ice_lib(&ice);
     // glue.c #includes ice_controlq.c, ice_common.c and ice_sched.c
     cc::Build::new()
         .file(manifest.join("shim/ice/glue.c"))
         // ice_switch.c and ice_fltr.c, #included unmodified (src/lan_switch.rs)
         .file(manifest.join("shim/ice/switch_glue.c"))
+        // ice_lib.c's VSI-context builders, cut out verbatim (src/lan_vsi.rs)
+        .file(manifest.join("shim/ice/lib_glue.c"))
+        .include(&lib_cut)
         // shim/ice/include first: its linux/*.h stand in for the kernel's
         .include(manifest.join("shim/ice/include"))
         .include(dir.join("include"))

@@ -32,8 +32,9 @@
 //! count); the whole scheduler tree depth first (TEID, parent, layer, TC,
 //! owner, the 16 data bytes) and the qset TEIDs returned.
 //!
-//! Not compared: ice_lib.c (ice_vsi_init's context) is not compiled (see
-//! shim/ice/switch_glue.c): the contexts sent here are the driver's own
+//! Not compared here: the context ice_vsi_init builds (ice_lib.c is not
+//! compiled whole, see shim/ice/switch_glue.c; its builders are cut out and
+//! judged in `lan_vsi.rs`): the contexts sent here are the driver's own
 //! builders' or random bytes, passed to both sides. The driver installs
 //! no promiscuous or default-VSI rules, so those are not generated.
 

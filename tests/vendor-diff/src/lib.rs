@@ -34,7 +34,11 @@
 //! `ice_common.c`'s tree build, against `irdma::ice` (VSI commands,
 //! `MacFilters`, `sched`), on a firmware that hands out rule ids, list ids
 //! and TEIDs: one session per four post cases. `ice_lib.c` is not compiled
-//! (see switch_glue.c).
+//! whole (see switch_glue.c); its VSI-context builders are (`lan_vsi.rs`):
+//! `ice_vsi_set_tc_cfg` and `ice_set_dflt_vsi_ctx` through `ice_vsi_init`,
+//! cut verbatim out of the fetched file at build time (`build_ice_lib.rs`,
+//! `shim/ice/lib_glue.c`), against `VsiContext::{pf_add, ctrl_add,
+//! for_update}`, all 128 bytes: four contexts per post case.
 //!
 //! The conformance vectors (`regen/`): `--write-vectors DIR` writes
 //! `datapath`, `cqp`, `cqp-ud` and `lan-aq-vectors.json` in the published
@@ -83,6 +87,8 @@ pub mod hmc;
 pub mod lan;
 #[cfg(vendor_c)]
 pub mod lan_switch;
+#[cfg(vendor_c)]
+pub mod lan_vsi;
 #[cfg(vendor_c)]
 pub mod qpc;
 #[cfg(vendor_c)]
@@ -134,6 +140,8 @@ pub struct Report {
     /// VSI / switch-rule / scheduler sessions compared (lan_switch.rs; one
     /// per four post cases).
     pub sw_cases: u64,
+    /// VSI contexts compared (lan_vsi.rs; `lan_vsi::PER_CASE` per post case).
+    pub vsi_ctx_cases: u64,
 }
 
 /// Runs `opts.cases` cases from `opts.seed`; prints each difference (shrunk,
@@ -293,6 +301,7 @@ fn run_all(opts: Opts, devs: &deviations::Deviations) -> Result<Report, String> 
         .chain(hmc::KNOWN)
         .chain(rw::KNOWN)
         .chain(lan_switch::KNOWN)
+        .chain(lan_vsi::KNOWN)
         .copied()
         .collect();
     let mut lan_time = std::time::Duration::ZERO;
@@ -302,6 +311,9 @@ fn run_all(opts: Opts, devs: &deviations::Deviations) -> Result<Report, String> 
     // the rw area draws from its own stream: the other areas' cases stay
     // what they were without it
     let mut rw_rng = rng::Rng::new(opts.seed ^ rw::SEED_SALT);
+    // so does the VSI-context area
+    let mut vsi_rng = rng::Rng::new(opts.seed ^ lan_vsi::SEED_SALT);
+    let mut vsi_time = std::time::Duration::ZERO;
     devs.check_known(&known)?;
     let mut vcqp = ctrl::VendorCqp::new(4)?;
     let mut ctrl_time = std::time::Duration::ZERO;
@@ -379,6 +391,12 @@ fn run_all(opts: Opts, devs: &deviations::Deviations) -> Result<Report, String> 
         if stop {
             break;
         }
+        let t_vsi = std::time::Instant::now();
+        let stop = lan_vsi::vsi_round(n, opts.seed, &mut vsi_rng, &mut rep);
+        vsi_time += t_vsi.elapsed();
+        if stop {
+            break;
+        }
         let cqc = cq::gen_cq_case(&mut rng);
         rep.cq_cases += 1;
         match cq::run_cq(&cqc) {
@@ -434,6 +452,12 @@ fn run_all(opts: Opts, devs: &deviations::Deviations) -> Result<Report, String> 
         rep.sw_cases,
         sw_time.as_secs_f64(),
         lan_switch::stats::line()
+    );
+    println!(
+        "  LAN VSI contexts (ice_lib.c ice_vsi_init): {} compared, {:.1}s: {}",
+        rep.vsi_ctx_cases,
+        vsi_time.as_secs_f64(),
+        lan_vsi::stats::line()
     );
     for (id, k) in &rep.deviations {
         println!("  deviation {id}: {k} cases ({})", devs.reason(id));
