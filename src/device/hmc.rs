@@ -416,3 +416,62 @@ pub fn chunk_sd_entry(
 ) -> Result<SdEntry, crate::cqp::EncodeError> {
     SdEntry::set(sd, table_pa, kind == SdKind::Direct)
 }
+
+#[cfg(test)]
+mod tests {
+    extern crate std;
+
+    use std::vec::Vec;
+
+    use irdma_hal::regs;
+    use irdma_testkit::FakeHal;
+
+    use super::*;
+    use crate::cqp::engine::tests::{FakeDev, cfg};
+
+    fn pdinvs(dev: &FakeDev) -> Vec<u32> {
+        dev.with(|d| d.writes.iter().filter(|w| w.0 == regs::PFHMC_PDINV).map(|w| w.1).collect())
+    }
+
+    /// A paged PBLE chunk (SD 3, slots 100..105): backing writes each PD
+    /// entry and its PDINV before the UPDATE_PE_SDS; teardown zeroes every
+    /// entry and writes PDINV for it again before the SD clear (hmc.c:
+    /// irdma_add_pd_table_entry, irdma_sc_del_hmc_obj -> irdma_remove_pd_bp),
+    /// so no PD the device cached survives the pages being freed.
+    #[test]
+    fn paged_chunk_teardown_zeroes_and_invalidates_every_pd_before_the_sd_clear() {
+        let dev = FakeDev::new();
+        let mut cqp = Cqp::<FakeHal, &FakeDev>::create(&dev, &cfg(4)).unwrap();
+        let mut store = SdStore::<FakeHal>::new(0);
+        let chunk = PbleChunk {
+            sd_index: 3,
+            first_pd: 3 * PDS_PER_SD + 100,
+            pages: 5,
+            first_index: 0,
+            count: 5 * 512,
+            kind: SdKind::Paged,
+        };
+        store.back_pble_chunk(&chunk, &mut cqp).unwrap();
+        let want: Vec<u32> = (100..105).map(|s| pdinv_value(3, s)).collect();
+        assert_eq!(pdinvs(&dev), want);
+        assert_eq!(want[0], 3 | 1 << 15 | 100 << 16);
+        let b = store.get(3).unwrap();
+        let pd = b.pd_page.as_ref().unwrap();
+        for (i, s) in (100..105).enumerate() {
+            let pa = b.mem.paddr() + i as u64 * 4096;
+            assert_eq!(pd.read_u64(s * 8), Some(pa | 1));
+        }
+        dev.with(|d| d.writes.clear());
+        store.clear_all(&mut cqp).unwrap();
+        assert_eq!(pdinvs(&dev), want, "teardown invalidates every PD it backed");
+        let pd = store.get(3).unwrap().pd_page.as_ref().unwrap();
+        for s in 100..105 {
+            assert_eq!(pd.read_u64(s * 8), Some(0));
+        }
+        // every PDINV precedes the doorbell of the SD clear
+        let writes = dev.with(|d| d.writes.clone());
+        let last_inv = writes.iter().rposition(|w| w.0 == regs::PFHMC_PDINV).unwrap();
+        let db = writes.iter().position(|w| w.0 == regs::CQPDB).unwrap();
+        assert!(last_inv < db);
+    }
+}
