@@ -30,19 +30,36 @@
 //!    irdma_sc_create_hmc_obj per object): every UPDATE_PE_SDS entry the
 //!    vendor asks for, cmd and data byte for byte, against
 //!    `HmcLayout::static_sds` encoded with `SdEntry::set` (same backing
-//!    addresses). How the entries are grouped into ops is not compared: the
-//!    driver's grouping (`device::hmc::SdStore::back_static`, crate-private)
-//!    packs 11 per op across objects, the vendor per object;
+//!    addresses); their grouping into ops: hmc.c's must be per object (at
+//!    most 11 each, irdma_hmc_sd_grp), the driver's
+//!    (`device::hmc::SdStore::back_static`) is 11 per op across objects
+//!    (deviation `sd_update_grouping` when they differ);
 //! 7. teardown (hw.c: irdma_del_hmc_objects order, irdma_sc_del_hmc_obj):
 //!    the SD clear entries, as a set (the vendor clears an SD when its last
-//!    object goes, the driver in backing order), against `SdEntry::clear`.
+//!    object goes, the driver in backing order), against `SdEntry::clear`;
+//! 8. PBLE chunks, paged and direct SDs (`back_chunks`, `pble_teardown`):
+//!    a prefix of the pool's chunks (sometimes with a gap) backed as
+//!    pble.c's add_pble_prm drives hmc.c (irdma_add_sd_table_entry,
+//!    irdma_add_pd_table_entry per page, irdma_hmc_sd_one; the glue makes
+//!    those calls, pble.c is not compiled): the SD type, the PD page byte
+//!    for byte, the PFHMC_PDINV values in order and the one UPDATE_PE_SDS
+//!    entry; then the PBLE object's teardown (irdma_sc_del_hmc_obj:
+//!    irdma_remove_pd_bp per PD, then the SD clears): PDINV values and SD
+//!    clears as sorted lists. The driver's side is `irdma::test_support`
+//!    (cargo feature `test-support`): the pure steps
+//!    `SdStore::back_pble_chunk` and `SdStore::clear_all` perform; that
+//!    those functions perform them, in order, is the driver's unit test
+//!    `device::hmc::tests`. Besides the full cases, PBLE-only cases
+//!    (`gen_chunk_case`: a PBLE object alone at a seeded base and count,
+//!    every other HMC round) reach what the full cases rarely do: first
+//!    chunks mid-SD in an SD of their own, whole-SD chunks, pools ending at
+//!    or just past an SD boundary.
 //!
-//! Not compared: paged SDs and PD entries (hmc.c: irdma_add_pd_table_entry,
-//! irdma_remove_pd_bp, the PFHMC_PDINV writes). The driver backs PBLE
-//! chunks in `device::hmc::SdStore::back_pble_chunk`, which is crate-private
-//! with no test-support route; its public parts (chunk SD/PD ranges, PBLE
-//! locations) are compared in step 5.
-//!
+//! Not compared: the PD entries' zeroing at teardown on the vendor side
+//! (hmc.c frees the PD page right after, so the glue cannot read it; the
+//! PDINV values that follow each zeroing are compared), GLHMC_VFPDINV
+//! (6.1's hmc.c has only the PF form, and the driver is PF-only).
+
 //! A difference is shrunk (profile bounds lifted, query words zeroed or
 //! halved, the plain commit answer) and printed as JSON with the vendor's
 //! output as the expected one (`print_hmc`).
@@ -60,7 +77,7 @@
 
 use core::ffi::{c_int, c_void};
 
-use irdma::cqp::cmd::SdEntry;
+use irdma::cqp::cmd::{MAX_SD_ENTRIES, SdEntry};
 use irdma::cqp::ctx::encode_fpm_commit;
 use irdma::cqp::decode::{FpmCommit, FpmQuery};
 use irdma::lan::Protocol;
@@ -84,6 +101,7 @@ pub const KNOWN: &[&str] = &[
     "ooisc_roce_keeps_max",
     "rrf_min_without_xf",
     "pble_teardown_clears_sd_range",
+    "sd_update_grouping",
 ];
 
 #[repr(C)]
@@ -400,6 +418,8 @@ pub mod stats {
     /// and teardown).
     pub static PD_ENTRIES: AtomicU64 = AtomicU64::new(0);
     pub static PDINVS: AtomicU64 = AtomicU64::new(0);
+    /// Bring-ups whose SD entries the driver packs into fewer ops.
+    pub static REGROUPED: AtomicU64 = AtomicU64::new(0);
     /// PBLE-only cases run (`run_chunk_case`).
     pub static CHUNK_CASES: AtomicU64 = AtomicU64::new(0);
 
@@ -411,7 +431,7 @@ pub mod stats {
         let g = |c: &AtomicU64| c.load(Ordering::Relaxed);
         format!(
             "HMC: {} sized equal ({} after shrinking), {} refused by both ({} a zero block size, {} not fitting); \
-             {} committed layouts equal, {} SD ranges equal, {} PBLE locations equal, {} UPDATE_PE_SDS entries equal ({} set, {} clear); \
+             {} committed layouts equal, {} SD ranges equal, {} PBLE locations equal, {} UPDATE_PE_SDS entries equal ({} set, {} clear; {} bring-ups grouped differently); \
              {} PBLE chunks backed equal ({} paged, {} in a static SD left alone; {} PBLE-only cases), {} PD entries equal, {} PFHMC_PDINV writes equal",
             g(&SIZED),
             g(&SHRUNK),
@@ -424,6 +444,7 @@ pub mod stats {
             g(&SD_ENTRIES) + g(&SD_CLEARS),
             g(&SD_ENTRIES),
             g(&SD_CLEARS),
+            g(&REGROUPED),
             g(&CHUNKS),
             g(&CHUNKS_PAGED),
             g(&CHUNKS_SHARED),
@@ -834,10 +855,18 @@ fn compare_commit(
         ));
     }
     let mut drv = Vec::new();
+    // hmc.c's grouping: per object, its new SDs in ops of at most 11
+    // (irdma_sc_create_hmc_obj -> irdma_hmc_sd_grp)
+    let mut per_object_ops: Vec<u32> = Vec::new();
     for o in HmcObj::ALL {
         if o == HmcObj::Pble || fc.obj[o.idx()].cnt == 0 {
             continue;
         }
+        let new = layout.new_static_sds(o).count();
+        per_object_ops.extend(
+            (0..new.div_ceil(MAX_SD_ENTRIES))
+                .map(|k| (new - k * MAX_SD_ENTRIES).min(MAX_SD_ENTRIES) as u32),
+        );
         for sd in layout.new_static_sds(o) {
             let (mut paged, mut valid) = (0u8, 0u8);
             // SAFETY: `v.0` is live; both are valid out pointers.
@@ -857,6 +886,22 @@ fn compare_commit(
             vs.entries,
             vs.ops.len()
         ));
+    }
+    // 6b. grouping into UPDATE_PE_SDS ops: the vendor's must be per object;
+    // the driver's (device::hmc::SdStore::back_static) packs the same
+    // entries MAX_SD_ENTRIES to an op across objects, so fewer ops
+    // (deviation sd_update_grouping)
+    if vs.ops != per_object_ops {
+        return differs(format!(
+            "harness: hmc.c grouped the SD entries in ops {:?}, expected per object {per_object_ops:?}",
+            vs.ops
+        ));
+    }
+    let packed: Vec<u32> = drv.chunks(MAX_SD_ENTRIES).map(|g| g.len() as u32).collect();
+    let mut note = note;
+    if packed != per_object_ops {
+        note = note.or(Some("sd_update_grouping"));
+        stats::bump(&stats::REGROUPED, 1);
     }
     stats::bump(&stats::SD_ENTRIES, drv.len() as u64);
     // 8a. PBLE chunks backed (paged / direct SDs, PD entries, PDINV)

@@ -49,7 +49,10 @@
 //! through `shim/hmc_glue.c`) backing and programming the committed
 //! objects' SDs, against the driver's `FpmQuery` / `size_hmc` /
 //! `encode_fpm_commit` / `FpmCommit` / `HmcLayout` / `SdEntry`: one case per
-//! two post cases.
+//! two post cases. PBLE chunks (paged and direct SDs, PD entries, the
+//! PFHMC_PDINV writes, their teardown) against `irdma::test_support` (the
+//! `test-support` feature, which only this crate enables), in those cases
+//! and in a PBLE-only case every other HMC round.
 //!
 //! The rw area (fifth slice, `rw.rs`): the vendor's Linux 6.1 core
 //! `rw.c` and `mr_pool.c`, unmodified, in their own translation unit
