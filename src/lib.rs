@@ -316,3 +316,17 @@ pub mod rw;
 pub mod uk;
 pub mod verbs;
 pub mod wr;
+
+/// Test support (cargo feature `test-support`, off by default; not part of
+/// the API and not covered by semver): the pure steps behind the driver's
+/// crate-private HMC backing (`device::hmc::SdStore::back_pble_chunk`,
+/// `SdStore::clear_all`), for the vendor differential (`tests/vendor-diff`,
+/// the only crate that enables it). They are the functions the driver
+/// itself calls, not copies.
+#[cfg(feature = "test-support")]
+#[doc(hidden)]
+pub mod test_support {
+    pub use crate::device::hmc::{
+        PdStep, chunk_sd_entry, paged_chunk_steps, paged_release_steps, pdinv_value,
+    };
+}

@@ -1190,7 +1190,7 @@ impl<H: Hal, B: Bar> Drop for Cqp<H, B> {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 
 // `Display` and `core::error::Error` for the errors above, each a short
 // lower-case phrase with a wrapped error's own message after a colon (and

@@ -162,19 +162,16 @@ impl<H: Hal> SdStore<H> {
             }
             SdKind::Paged => {
                 let pd_page = Dma::<H>::new(1, BufferDirection::DriverToDevice)?;
-                let pages = chunk.pages.clamp(1, PDS_PER_SD) as usize;
+                let pages = chunk_page_count(chunk) as usize;
                 let mem = Dma::<H>::new(pages, BufferDirection::Both)?;
                 let first = chunk.rel_pd();
-                for i in 0..pages as u32 {
-                    let slot = first.saturating_add(i);
-                    let pa = mem.paddr().saturating_add(i as u64 * irdma_hal::PAGE_SIZE as u64);
-                    // PD entry: page PA | valid (spec §3.6).
-                    pd_page.write_u64(slot as usize * 8, pa | 1);
-                    let inv = rf::PDINV_PMSDIDX.prep(u64::from(sd16) & rf::PDINV_PMSDIDX.max())
-                        | rf::PDINV_PMSDPARTSEL.mask()
-                        | rf::PDINV_PMPDIDX.prep(u64::from(slot) & rf::PDINV_PMPDIDX.max());
-                    cqp.bar().write32(regs::PFHMC_PDINV, inv as u32);
-                }
+                let bar = cqp.bar();
+                paged_chunk_steps(chunk, mem.paddr(), |step| match step {
+                    PdStep::Entry { slot, value } => {
+                        pd_page.write_u64(slot as usize * 8, value);
+                    }
+                    PdStep::Inv(v) => bar.write32(regs::PFHMC_PDINV, v),
+                });
                 SdBacking {
                     sd: chunk.sd_index,
                     kind: SdKind::Paged,
@@ -186,7 +183,7 @@ impl<H: Hal> SdStore<H> {
             }
         };
         let table_pa = backing.pd_page.as_ref().map_or(backing.mem.paddr(), |p| p.paddr());
-        let entry = SdEntry::set(sd16, table_pa, backing.kind == SdKind::Direct)
+        let entry = chunk_sd_entry(sd16, table_pa, backing.kind)
             .map_err(|e| BackError::Cqp(CqpError::Encode(e)))?;
         let entries = [entry];
         let r = cqp.exec_info(UpdatePeSds { hmc_fn_id: self.hmc_fn_id, entries: &entries }, 0);
@@ -218,6 +215,22 @@ impl<H: Hal> SdStore<H> {
     /// returns the first error but keeps going. Memory is freed by the caller
     /// dropping the store.
     pub fn clear_all<B: Bar>(&mut self, cqp: &mut Cqp<H, B>) -> Result<(), CqpError> {
+        // First the PD entries of every programmed paged SD: zeroed and
+        // invalidated one by one, so the device drops the cached PDs before
+        // their pages can be freed (hmc.c: irdma_sc_del_hmc_obj removes
+        // every valid PD with irdma_remove_pd_bp before clearing the SDs).
+        let bar = cqp.bar();
+        for b in self.sds.iter().filter(|b| b.programmed && b.kind == SdKind::Paged) {
+            let Some(pd_page) = b.pd_page.as_ref() else { continue };
+            let sd = u16::try_from(b.sd).unwrap_or(u16::MAX);
+            let pages = u32::try_from(b.mem.len() / irdma_hal::PAGE_SIZE).unwrap_or(PDS_PER_SD);
+            paged_release_steps(sd, b.first_slot, pages, |step| match step {
+                PdStep::Entry { slot, value } => {
+                    pd_page.write_u64(slot as usize * 8, value);
+                }
+                PdStep::Inv(v) => bar.write32(regs::PFHMC_PDINV, v),
+            });
+        }
         let mut first_err = None;
         let mut batch: heapless::Vec<SdEntry, MAX_SD_ENTRIES> = heapless::Vec::new();
         let fn_id = self.hmc_fn_id;
@@ -328,4 +341,137 @@ impl<H: Hal> SdStore<H> {
 
 fn sd_u16(sd: u32) -> Result<u16, BackError> {
     u16::try_from(sd).map_err(|_| BackError::Capacity)
+}
+
+/// Data pages a paged PBLE chunk's backing holds (1..=512; a chunk never
+/// spans more than one SD, pble.c: add_pble_prm).
+fn chunk_page_count(chunk: &PbleChunk) -> u32 {
+    chunk.pages.clamp(1, PDS_PER_SD)
+}
+
+/// One host-memory or register write of backing or releasing a paged SD's
+/// PD entries, in the order the driver performs them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PdStep {
+    /// Write `value` (page PA | 1 to add, 0 to remove) into PD-entry slot
+    /// `slot` (0..512) of the SD's PD page (spec control-path §3.6).
+    Entry {
+        /// PD-entry slot.
+        slot: u32,
+        /// The 64-bit entry.
+        value: u64,
+    },
+    /// Write `value` to PFHMC_PDINV.
+    Inv(u32),
+}
+
+/// The PFHMC_PDINV value that makes the device reload PD entry `slot` of SD
+/// `sd`: PMSDIDX \[11:0\], PMSDPARTSEL \[15\] = 1, PMPDIDX \[24:16\] (hmc.c:
+/// irdma_invalidate_pf_hmc_pd; irdma.h: IRDMA_PFHMC_PDINV_*). Both indices
+/// are cut to their fields, as Linux's FIELD_PREP does (on removal Linux
+/// passes the absolute PD index, which the 9-bit field reduces to the slot:
+/// hmc.c irdma_remove_pd_bp).
+pub fn pdinv_value(sd: u16, slot: u32) -> u32 {
+    let v = rf::PDINV_PMSDIDX.prep(u64::from(sd) & rf::PDINV_PMSDIDX.max())
+        | rf::PDINV_PMSDPARTSEL.mask()
+        | rf::PDINV_PMPDIDX.prep(u64::from(slot) & rf::PDINV_PMPDIDX.max());
+    v as u32
+}
+
+/// The writes that back a paged PBLE chunk whose data page `i` is at
+/// `data_pa + i * 4 KiB`: for each page, its PD entry (PA | valid), then
+/// PFHMC_PDINV for it (hmc.c: irdma_add_pd_table_entry, called per page by
+/// pble.c: add_bp_pages). `SdStore::back_pble_chunk` performs exactly these.
+pub fn paged_chunk_steps(chunk: &PbleChunk, data_pa: u64, mut emit: impl FnMut(PdStep)) {
+    let sd = u16::try_from(chunk.sd_index).unwrap_or(u16::MAX);
+    let first = chunk.rel_pd();
+    for i in 0..chunk_page_count(chunk) {
+        let slot = first.saturating_add(i);
+        let pa = data_pa.saturating_add(u64::from(i) * irdma_hal::PAGE_SIZE as u64);
+        emit(PdStep::Entry { slot, value: pa | 1 });
+        emit(PdStep::Inv(pdinv_value(sd, slot)));
+    }
+}
+
+/// The writes that release the PD entries of a paged SD whose backed slots
+/// are `first_slot..first_slot + pages`, before its SD is cleared: each
+/// entry zeroed, then PFHMC_PDINV for it, in slot order (hmc.c:
+/// irdma_sc_del_hmc_obj -> irdma_remove_pd_bp). `SdStore::clear_all`
+/// performs exactly these.
+pub fn paged_release_steps(sd: u16, first_slot: u32, pages: u32, mut emit: impl FnMut(PdStep)) {
+    for i in 0..pages.min(PDS_PER_SD) {
+        let slot = first_slot.saturating_add(i);
+        emit(PdStep::Entry { slot, value: 0 });
+        emit(PdStep::Inv(pdinv_value(sd, slot)));
+    }
+}
+
+/// The UPDATE_PE_SDS entry that programs a PBLE chunk's SD: the 2 MiB
+/// buffer (direct) or the PD page (paged) at `table_pa` (pble.c:
+/// add_pble_prm -> hmc.c: irdma_hmc_sd_one).
+pub fn chunk_sd_entry(
+    sd: u16,
+    table_pa: u64,
+    kind: SdKind,
+) -> Result<SdEntry, crate::cqp::EncodeError> {
+    SdEntry::set(sd, table_pa, kind == SdKind::Direct)
+}
+
+#[cfg(test)]
+mod tests {
+    extern crate std;
+
+    use std::vec::Vec;
+
+    use irdma_hal::regs;
+    use irdma_testkit::FakeHal;
+
+    use super::*;
+    use crate::cqp::engine::tests::{FakeDev, cfg};
+
+    fn pdinvs(dev: &FakeDev) -> Vec<u32> {
+        dev.with(|d| d.writes.iter().filter(|w| w.0 == regs::PFHMC_PDINV).map(|w| w.1).collect())
+    }
+
+    /// A paged PBLE chunk (SD 3, slots 100..105): backing writes each PD
+    /// entry and its PDINV before the UPDATE_PE_SDS; teardown zeroes every
+    /// entry and writes PDINV for it again before the SD clear (hmc.c:
+    /// irdma_add_pd_table_entry, irdma_sc_del_hmc_obj -> irdma_remove_pd_bp),
+    /// so no PD the device cached survives the pages being freed.
+    #[test]
+    fn paged_chunk_teardown_zeroes_and_invalidates_every_pd_before_the_sd_clear() {
+        let dev = FakeDev::new();
+        let mut cqp = Cqp::<FakeHal, &FakeDev>::create(&dev, &cfg(4)).unwrap();
+        let mut store = SdStore::<FakeHal>::new(0);
+        let chunk = PbleChunk {
+            sd_index: 3,
+            first_pd: 3 * PDS_PER_SD + 100,
+            pages: 5,
+            first_index: 0,
+            count: 5 * 512,
+            kind: SdKind::Paged,
+        };
+        store.back_pble_chunk(&chunk, &mut cqp).unwrap();
+        let want: Vec<u32> = (100..105).map(|s| pdinv_value(3, s)).collect();
+        assert_eq!(pdinvs(&dev), want);
+        assert_eq!(want[0], 3 | 1 << 15 | 100 << 16);
+        let b = store.get(3).unwrap();
+        let pd = b.pd_page.as_ref().unwrap();
+        for (i, s) in (100..105).enumerate() {
+            let pa = b.mem.paddr() + i as u64 * 4096;
+            assert_eq!(pd.read_u64(s * 8), Some(pa | 1));
+        }
+        dev.with(|d| d.writes.clear());
+        store.clear_all(&mut cqp).unwrap();
+        assert_eq!(pdinvs(&dev), want, "teardown invalidates every PD it backed");
+        let pd = store.get(3).unwrap().pd_page.as_ref().unwrap();
+        for s in 100..105 {
+            assert_eq!(pd.read_u64(s * 8), Some(0));
+        }
+        // every PDINV precedes the doorbell of the SD clear
+        let writes = dev.with(|d| d.writes.clone());
+        let last_inv = writes.iter().rposition(|w| w.0 == regs::PFHMC_PDINV).unwrap();
+        let db = writes.iter().position(|w| w.0 == regs::CQPDB).unwrap();
+        assert!(last_inv < db);
+    }
 }

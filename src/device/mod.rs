@@ -24,7 +24,7 @@
 mod close;
 pub(crate) mod compl;
 pub(crate) mod events;
-mod hmc;
+pub(crate) mod hmc;
 mod irq;
 mod probe;
 mod quarantine;

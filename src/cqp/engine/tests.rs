@@ -25,9 +25,9 @@ pub(super) static COMPLETION_RMB: core::sync::atomic::AtomicUsize =
     core::sync::atomic::AtomicUsize::new(0);
 
 #[derive(Default)]
-struct Dev {
+pub(crate) struct Dev {
     regs: HashMap<usize, u32>,
-    writes: Vec<(usize, u32)>,
+    pub(crate) writes: Vec<(usize, u32)>,
     sq_pa: u64,
     sq_size: u32,
     tail: u32,
@@ -56,7 +56,7 @@ struct Dev {
     idx_add: u32,
 }
 
-struct FakeDev(Mutex<Dev>);
+pub(crate) struct FakeDev(Mutex<Dev>);
 
 fn rd(pa: u64) -> u64 {
     // SAFETY: FakeHal's bus address is the host address of a live DMA
@@ -69,10 +69,10 @@ fn wr(pa: u64, v: u64) {
 }
 
 impl FakeDev {
-    fn new() -> Self {
+    pub(crate) fn new() -> Self {
         FakeDev(Mutex::new(Dev { create_status: 1, ..Default::default() }))
     }
-    fn with<R>(&self, f: impl FnOnce(&mut Dev) -> R) -> R {
+    pub(crate) fn with<R>(&self, f: impl FnOnce(&mut Dev) -> R) -> R {
         f(&mut self.0.lock().unwrap())
     }
 }
@@ -199,7 +199,7 @@ impl Bar for FakeDev {
     }
 }
 
-fn cfg(sq: u32) -> CqpConfig {
+pub(crate) fn cfg(sq: u32) -> CqpConfig {
     let mut c = CqpConfig::gen2_roce(sq);
     c.completion_ctx = 0xc0ff_ee00;
     c.timeouts = Timeouts {

@@ -15,7 +15,7 @@
 
 /* ---- the recording BAR ------------------------------------------------ */
 
-#define VD_LOG_MAX 64
+#define VD_LOG_MAX 4096 /* hmc.rs: up to 6 PBLE chunks x 512 PDINV writes */
 /* Per thread: the harness's unit tests drive vendor QPs from parallel test
  * threads, and one thread's doorbell must not land in another's log. */
 static _Thread_local struct { u64 addr; u32 val; } vd_log[VD_LOG_MAX];

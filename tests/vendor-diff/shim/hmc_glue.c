@@ -368,3 +368,160 @@ u64 vd_hmc_sd_pa(struct vd_hmc *h, u32 sd, u8 *paged, u8 *valid)
 	}
 	return e->entry_type == IRDMA_SD_TYPE_DIRECT ? e->u.bp.addr.pa : 0;
 }
+
+/* ---- paged SDs and PD entries: a PBLE chunk's backing and teardown ------ */
+
+/*
+ * The hmc.c calls pble.c's add_pble_prm makes for one PBLE chunk (pble.c
+ * itself is not compiled: it needs the whole irdma_pci_f). The chunk is SD
+ * `sd_idx`, PD slots rel_pd .. rel_pd + pages; data page i is at bus
+ * address data_pa + i * 4096 (the harness's, never dereferenced: hmc.c only
+ * writes it into the PD entry). As add_pble_prm does:
+ *  - an SD already valid (shared with an object created before) keeps its
+ *    backing: nothing is added or programmed;
+ *  - else the type is irdma_get_type's for a privileged function: direct
+ *    when the chunk starts the SD and spans its 512 pages, else paged;
+ *  - irdma_add_sd_table_entry(type) (add_sd_direct / add_bp_pages);
+ *  - paged: irdma_add_pd_table_entry(pd_idx++, page i) for each page whose
+ *    PD entry is not valid yet, with the page as rsrc_pg (add_bp_pages);
+ *  - irdma_hmc_sd_one(set) with the PD page or the 2 MiB buffer, then the
+ *    SD is marked valid.
+ * *type_out: the SD's entry type (1 paged, 2 direct; 0 none); *added: 1
+ * when this call backed and programmed the SD.
+ */
+int vd_hmc_back_chunk(struct vd_hmc *h, u32 sd_idx, u32 rel_pd, u32 pages, u64 data_pa,
+		      u8 *type_out, u8 *added)
+{
+	struct irdma_hmc_sd_entry *sd_entry;
+	struct irdma_dma_mem mem;
+	enum irdma_sd_entry_type type;
+	u32 i, pd_idx;
+	u64 pa;
+	int ret;
+
+	vd_cur = h;
+	h->created = 1;
+	*type_out = 0;
+	*added = 0;
+	/* the glue's own guard: add_pble_prm indexes the table blindly */
+	if (!h->hmc.sd_table.sd_entry || sd_idx >= h->hmc.sd_table.sd_cnt ||
+	    rel_pd + pages > IRDMA_HMC_PD_CNT_IN_SD || !pages)
+		return -ERANGE;
+	sd_entry = &h->hmc.sd_table.sd_entry[sd_idx];
+	if (sd_entry->valid) {
+		*type_out = (u8)sd_entry->entry_type;
+		return 0;
+	}
+	type = (!rel_pd && pages == IRDMA_HMC_PD_CNT_IN_SD) ? IRDMA_SD_TYPE_DIRECT :
+							       IRDMA_SD_TYPE_PAGED;
+	ret = irdma_add_sd_table_entry(&h->hw, &h->hmc, sd_idx, type, IRDMA_HMC_DIRECT_BP_SIZE);
+	if (ret)
+		return ret;
+	*type_out = (u8)sd_entry->entry_type;
+	if (sd_entry->entry_type == IRDMA_SD_TYPE_PAGED) {
+		pd_idx = sd_idx * IRDMA_HMC_PD_CNT_IN_SD + rel_pd;
+		for (i = 0; i < pages; i++) {
+			mem.pa = data_pa + (u64)i * 4096;
+			mem.size = 4096;
+			mem.va = NULL;
+			if (!sd_entry->u.pd_table.pd_entry[rel_pd + i].valid) {
+				ret = irdma_add_pd_table_entry(&h->dev, &h->hmc, pd_idx++, &mem);
+				if (ret)
+					return ret;
+			}
+		}
+		pa = sd_entry->u.pd_table.pd_page_addr.pa;
+	} else {
+		pa = sd_entry->u.bp.addr.pa;
+	}
+	ret = irdma_hmc_sd_one(&h->dev, h->hmc.hmc_fn_id, pa, sd_idx, sd_entry->entry_type, true);
+	if (ret)
+		return ret;
+	sd_entry->valid = true;
+	*added = 1;
+	return 0;
+}
+
+/* The 512 PD entries of paged SD `sd` as hmc.c wrote them; 0 when the SD
+ * is not paged or has no PD page. */
+int vd_hmc_pd_page(struct vd_hmc *h, u32 sd, u64 *out)
+{
+	struct irdma_hmc_sd_entry *e;
+
+	if (!h->hmc.sd_table.sd_entry || sd >= h->hmc.sd_table.sd_cnt)
+		return 0;
+	e = &h->hmc.sd_table.sd_entry[sd];
+	if (e->entry_type != IRDMA_SD_TYPE_PAGED || !e->u.pd_table.pd_page_addr.va)
+		return 0;
+	memcpy(out, e->u.pd_table.pd_page_addr.va, 512 * sizeof(u64));
+	return 1;
+}
+
+/* PFHMC_PDINV's address in this device's BAR (icrdma_init_hw's hw_regs). */
+u64 vd_hmc_pdinv_addr(struct vd_hmc *h)
+{
+	return (u64)(uintptr_t)h->dev.hw_regs[IRDMA_PFHMC_PDINV];
+}
+
+/* Teardown of the PBLE object (hw.c: irdma_del_hmc_objects ->
+ * irdma_sc_del_hmc_obj for IRDMA_HMC_IW_PBLE, not before a reset): every
+ * valid PD of its range removed (irdma_remove_pd_bp: entry zeroed, PDINV),
+ * then its SDs cleared in groups (irdma_hmc_sd_grp). Run after the other
+ * objects were deleted, so an SD the PBLE object shares with one of them is
+ * no longer valid and is skipped. irdma_remove_pd_bp kfree's the PD-entry
+ * array of a paged SD whose last PD went without clearing the pointer; the
+ * glue forgets it so vd_hmc_free does not touch freed memory. */
+int vd_hmc_delete_pble(struct vd_hmc *h)
+{
+	struct irdma_hmc_del_obj_info info;
+	u32 i, n;
+	int ret;
+
+	vd_cur = h;
+	if (!h->obj[IRDMA_HMC_IW_PBLE].cnt)
+		return 0;
+	memset(&info, 0, sizeof(info));
+	info.hmc_info = &h->hmc;
+	info.privileged = true;
+	info.rsrc_type = IRDMA_HMC_IW_PBLE;
+	info.count = h->obj[IRDMA_HMC_IW_PBLE].cnt;
+	ret = irdma_sc_del_hmc_obj(&h->dev, &info, false);
+	n = h->hmc.sd_table.sd_entry ? h->hmc.sd_table.sd_cnt : 0;
+	for (i = 0; i < n; i++) {
+		struct irdma_hmc_sd_entry *e = &h->hmc.sd_table.sd_entry[i];
+
+		if (e->entry_type == IRDMA_SD_TYPE_PAGED && !e->u.pd_table.use_cnt &&
+		    e->u.pd_table.pd_entry) {
+			e->u.pd_table.pd_entry = NULL;
+			e->u.pd_table.pd_entry_virt_mem.va = NULL;
+		}
+	}
+	return ret;
+}
+
+/* A PBLE object alone (the harness's PBLE-only cases): base, count and
+ * size 8 as irdma_sc_parse_fpm_commit_buf would set them, first SD 0, and
+ * an SD table of just the SDs it spans (irdma_find_sd_index_limit's
+ * limit), allocated as irdma_cfg_fpm_val does (sd_cnt + first + 1
+ * zeroed entries). No other object has a count. */
+int vd_hmc_pble_only(struct vd_hmc *h, u64 base, u32 cnt)
+{
+	struct irdma_hmc_obj_info *o = &h->obj[IRDMA_HMC_IW_PBLE];
+	u64 end;
+
+	if (!cnt || h->hmc.sd_table.sd_entry)
+		return -EINVAL;
+	o->base = base;
+	o->cnt = cnt;
+	o->max_cnt = cnt;
+	o->size = 8;
+	end = base + (u64)cnt * 8;
+	h->hmc.first_sd_index = 0;
+	h->hmc.sd_table.sd_cnt = (u32)((end - 1) / IRDMA_HMC_DIRECT_BP_SIZE + 1);
+	h->hmc.sd_table.sd_entry =
+		kzalloc(sizeof(struct irdma_hmc_sd_entry) * (h->hmc.sd_table.sd_cnt + 1), GFP_KERNEL);
+	if (!h->hmc.sd_table.sd_entry)
+		return -ENOMEM;
+	h->created = 1;
+	return 0;
+}

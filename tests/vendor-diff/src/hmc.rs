@@ -30,19 +30,36 @@
 //!    irdma_sc_create_hmc_obj per object): every UPDATE_PE_SDS entry the
 //!    vendor asks for, cmd and data byte for byte, against
 //!    `HmcLayout::static_sds` encoded with `SdEntry::set` (same backing
-//!    addresses). How the entries are grouped into ops is not compared: the
-//!    driver's grouping (`device::hmc::SdStore::back_static`, crate-private)
-//!    packs 11 per op across objects, the vendor per object;
+//!    addresses); their grouping into ops: hmc.c's must be per object (at
+//!    most 11 each, irdma_hmc_sd_grp), the driver's
+//!    (`device::hmc::SdStore::back_static`) is 11 per op across objects
+//!    (deviation `sd_update_grouping` when they differ);
 //! 7. teardown (hw.c: irdma_del_hmc_objects order, irdma_sc_del_hmc_obj):
 //!    the SD clear entries, as a set (the vendor clears an SD when its last
-//!    object goes, the driver in backing order), against `SdEntry::clear`.
+//!    object goes, the driver in backing order), against `SdEntry::clear`;
+//! 8. PBLE chunks, paged and direct SDs (`back_chunks`, `pble_teardown`):
+//!    a prefix of the pool's chunks (sometimes with a gap) backed as
+//!    pble.c's add_pble_prm drives hmc.c (irdma_add_sd_table_entry,
+//!    irdma_add_pd_table_entry per page, irdma_hmc_sd_one; the glue makes
+//!    those calls, pble.c is not compiled): the SD type, the PD page byte
+//!    for byte, the PFHMC_PDINV values in order and the one UPDATE_PE_SDS
+//!    entry; then the PBLE object's teardown (irdma_sc_del_hmc_obj:
+//!    irdma_remove_pd_bp per PD, then the SD clears): PDINV values and SD
+//!    clears as sorted lists. The driver's side is `irdma::test_support`
+//!    (cargo feature `test-support`): the pure steps
+//!    `SdStore::back_pble_chunk` and `SdStore::clear_all` perform; that
+//!    those functions perform them, in order, is the driver's unit test
+//!    `device::hmc::tests`. Besides the full cases, PBLE-only cases
+//!    (`gen_chunk_case`: a PBLE object alone at a seeded base and count,
+//!    every other HMC round) reach what the full cases rarely do: first
+//!    chunks mid-SD in an SD of their own, whole-SD chunks, pools ending at
+//!    or just past an SD boundary.
 //!
-//! Not compared: paged SDs and PD entries (hmc.c: irdma_add_pd_table_entry,
-//! irdma_remove_pd_bp, the PFHMC_PDINV writes). The driver backs PBLE
-//! chunks in `device::hmc::SdStore::back_pble_chunk`, which is crate-private
-//! with no test-support route; its public parts (chunk SD/PD ranges, PBLE
-//! locations) are compared in step 5.
-//!
+//! Not compared: the PD entries' zeroing at teardown on the vendor side
+//! (hmc.c frees the PD page right after, so the glue cannot read it; the
+//! PDINV values that follow each zeroing are compared), GLHMC_VFPDINV
+//! (6.1's hmc.c has only the PF form, and the driver is PF-only).
+
 //! A difference is shrunk (profile bounds lifted, query words zeroed or
 //! halved, the plain commit answer) and printed as JSON with the vendor's
 //! output as the expected one (`print_hmc`).
@@ -60,12 +77,14 @@
 
 use core::ffi::{c_int, c_void};
 
-use irdma::cqp::cmd::SdEntry;
+use irdma::cqp::cmd::{MAX_SD_ENTRIES, SdEntry};
 use irdma::cqp::ctx::encode_fpm_commit;
 use irdma::cqp::decode::{FpmCommit, FpmQuery};
 use irdma::lan::Protocol;
 use irdma::res::hmc::{HMC_OBJ_COUNT, committed_sd_count};
-use irdma::res::{FpmCaps, HmcError, HmcLayout, HmcObj, Profile, size_hmc};
+use irdma::res::pble::{PbleChunk, SdKind};
+use irdma::res::{FpmCaps, HmcError, HmcLayout, HmcObj, PbleLayout, Profile, size_hmc};
+use irdma::test_support::{self, PdStep};
 
 use crate::rng::Rng;
 
@@ -81,6 +100,8 @@ pub const KNOWN: &[&str] = &[
     "commit_sd_count_skips_empty_objects",
     "ooisc_roce_keeps_max",
     "rrf_min_without_xf",
+    "pble_teardown_clears_sd_range",
+    "sd_update_grouping",
 ];
 
 #[repr(C)]
@@ -156,6 +177,19 @@ unsafe extern "C" {
         n_entries: *mut u32,
     ) -> u32;
     fn vd_hmc_sd_pa(h: *mut VdHmc, sd: u32, paged: *mut u8, valid: *mut u8) -> u64;
+    fn vd_hmc_back_chunk(
+        h: *mut VdHmc,
+        sd_idx: u32,
+        rel_pd: u32,
+        pages: u32,
+        data_pa: u64,
+        type_out: *mut u8,
+        added: *mut u8,
+    ) -> c_int;
+    fn vd_hmc_pd_page(h: *mut VdHmc, sd: u32, out: *mut u64) -> c_int;
+    fn vd_hmc_pdinv_addr(h: *mut VdHmc) -> u64;
+    fn vd_hmc_delete_pble(h: *mut VdHmc) -> c_int;
+    fn vd_hmc_pble_only(h: *mut VdHmc, base: u64, cnt: u32) -> c_int;
 }
 
 /// The vendor device of one case (glue-owned; freed on drop).
@@ -375,6 +409,19 @@ pub mod stats {
     pub static SD_CLEARS: AtomicU64 = AtomicU64::new(0);
     pub static PBLES: AtomicU64 = AtomicU64::new(0);
     pub static RANGES: AtomicU64 = AtomicU64::new(0);
+    /// PBLE chunks backed by both (of those paged), and chunks in an SD a
+    /// static object backs (left as they are by both).
+    pub static CHUNKS: AtomicU64 = AtomicU64::new(0);
+    pub static CHUNKS_PAGED: AtomicU64 = AtomicU64::new(0);
+    pub static CHUNKS_SHARED: AtomicU64 = AtomicU64::new(0);
+    /// PD entries equal byte for byte; PFHMC_PDINV values equal (backing
+    /// and teardown).
+    pub static PD_ENTRIES: AtomicU64 = AtomicU64::new(0);
+    pub static PDINVS: AtomicU64 = AtomicU64::new(0);
+    /// Bring-ups whose SD entries the driver packs into fewer ops.
+    pub static REGROUPED: AtomicU64 = AtomicU64::new(0);
+    /// PBLE-only cases run (`run_chunk_case`).
+    pub static CHUNK_CASES: AtomicU64 = AtomicU64::new(0);
 
     pub fn bump(c: &AtomicU64, n: u64) {
         c.fetch_add(n, Ordering::Relaxed);
@@ -384,7 +431,8 @@ pub mod stats {
         let g = |c: &AtomicU64| c.load(Ordering::Relaxed);
         format!(
             "HMC: {} sized equal ({} after shrinking), {} refused by both ({} a zero block size, {} not fitting); \
-             {} committed layouts equal, {} SD ranges equal, {} PBLE locations equal, {} UPDATE_PE_SDS entries equal ({} set, {} clear)",
+             {} committed layouts equal, {} SD ranges equal, {} PBLE locations equal, {} UPDATE_PE_SDS entries equal ({} set, {} clear; {} bring-ups grouped differently); \
+             {} PBLE chunks backed equal ({} paged, {} in a static SD left alone; {} PBLE-only cases), {} PD entries equal, {} PFHMC_PDINV writes equal",
             g(&SIZED),
             g(&SHRUNK),
             g(&REFUSED),
@@ -395,7 +443,14 @@ pub mod stats {
             g(&PBLES),
             g(&SD_ENTRIES) + g(&SD_CLEARS),
             g(&SD_ENTRIES),
-            g(&SD_CLEARS)
+            g(&SD_CLEARS),
+            g(&REGROUPED),
+            g(&CHUNKS),
+            g(&CHUNKS_PAGED),
+            g(&CHUNKS_SHARED),
+            g(&CHUNK_CASES),
+            g(&PD_ENTRIES),
+            g(&PDINVS)
         )
     }
 }
@@ -800,10 +855,18 @@ fn compare_commit(
         ));
     }
     let mut drv = Vec::new();
+    // hmc.c's grouping: per object, its new SDs in ops of at most 11
+    // (irdma_sc_create_hmc_obj -> irdma_hmc_sd_grp)
+    let mut per_object_ops: Vec<u32> = Vec::new();
     for o in HmcObj::ALL {
         if o == HmcObj::Pble || fc.obj[o.idx()].cnt == 0 {
             continue;
         }
+        let new = layout.new_static_sds(o).count();
+        per_object_ops.extend(
+            (0..new.div_ceil(MAX_SD_ENTRIES))
+                .map(|k| (new - k * MAX_SD_ENTRIES).min(MAX_SD_ENTRIES) as u32),
+        );
         for sd in layout.new_static_sds(o) {
             let (mut paged, mut valid) = (0u8, 0u8);
             // SAFETY: `v.0` is live; both are valid out pointers.
@@ -824,7 +887,29 @@ fn compare_commit(
             vs.ops.len()
         ));
     }
+    // 6b. grouping into UPDATE_PE_SDS ops: the vendor's must be per object;
+    // the driver's (device::hmc::SdStore::back_static) packs the same
+    // entries MAX_SD_ENTRIES to an op across objects, so fewer ops
+    // (deviation sd_update_grouping)
+    if vs.ops != per_object_ops {
+        return differs(format!(
+            "harness: hmc.c grouped the SD entries in ops {:?}, expected per object {per_object_ops:?}",
+            vs.ops
+        ));
+    }
+    let packed: Vec<u32> = drv.chunks(MAX_SD_ENTRIES).map(|g| g.len() as u32).collect();
+    let mut note = note;
+    if packed != per_object_ops {
+        note = note.or(Some("sd_update_grouping"));
+        stats::bump(&stats::REGROUPED, 1);
+    }
     stats::bump(&stats::SD_ENTRIES, drv.len() as u64);
+    // 8a. PBLE chunks backed (paged / direct SDs, PD entries, PDINV)
+    let statics: std::collections::BTreeSet<u32> = layout.static_sds().collect();
+    let backed = match back_chunks(v, &statics, &pl, c.answer.seed) {
+        Ok(b) => b,
+        Err(d) => return differs(d),
+    };
     // 7. teardown: every backed SD cleared once (hmc.c: irdma_sc_del_hmc_obj,
     // irdma_clr_sd_entry, clearing an SD when its last object goes); the
     // order differs (the driver clears in backing order), so as sets
@@ -846,7 +931,350 @@ fn compare_commit(
         return differs(format!("SD clear entries (sorted): driver {want:x?}, vendor {got:x?}"));
     }
     stats::bump(&stats::SD_CLEARS, want.len() as u64);
+    // 8b. the PBLE object's teardown: PD removals and its SD clears
+    match pble_teardown(v, &backed) {
+        Ok(None) => {}
+        Ok(Some(id)) => return HmcOutcome::Deviation(id),
+        Err(d) => return differs(d),
+    }
     same_or(note)
+}
+
+/// hmc.c's SD entry type values (hmc.h: enum irdma_sd_entry_type).
+const SD_TYPE_PAGED: u8 = 1;
+const SD_TYPE_DIRECT: u8 = 2;
+/// The type codes (IRDMA_SD_TYPE_*) `vd_hmc_back_chunk` reports.
+fn sd_type(kind: SdKind) -> u8 {
+    match kind {
+        SdKind::Paged => SD_TYPE_PAGED,
+        SdKind::Direct => SD_TYPE_DIRECT,
+    }
+}
+
+/// A chunk both sides backed (not shared with a static object's SD).
+struct Backed {
+    chunk: PbleChunk,
+}
+
+/// The PFHMC_PDINV values the vendor wrote since the last call (the glue's
+/// BAR log, filtered to the PDINV register), and whether anything else was
+/// written.
+fn take_pdinvs(v: &Vendor) -> (Vec<u32>, usize) {
+    let mut a = vec![0u64; 4096];
+    let mut val = vec![0u32; 4096];
+    // SAFETY: both buffers hold the capacity passed; `v.0` is live.
+    let (n, inv) = unsafe {
+        (
+            crate::ffi::vd_bar_take(a.as_mut_ptr(), val.as_mut_ptr(), a.len() as u32) as usize,
+            vd_hmc_pdinv_addr(v.0),
+        )
+    };
+    // a log longer than the glue keeps (VD_LOG_MAX) counts as "other"
+    let kept = n.min(a.len());
+    let pdinv: Vec<u32> = (0..kept).filter(|&i| a[i] == inv).map(|i| val[i]).collect();
+    let other = n - pdinv.len();
+    (pdinv, other)
+}
+
+/// Chooses up to six of the pool's chunks (a prefix of one to five, or
+/// the whole pool when it has at most six, as pble.c add_pble_prm and the
+/// driver grow the pool in FPM order; one case in four adds the last chunk
+/// or a random later one, leaving a gap), backs each on both sides and compares: whether
+/// the SD is backed at all (an SD a static object already backs is used as
+/// it is), its type (direct only for a whole SD), the PD page byte for byte,
+/// the PFHMC_PDINV values in order, and the one UPDATE_PE_SDS op with its
+/// one entry, against `irdma::test_support` (the steps
+/// `SdStore::back_pble_chunk` performs).
+fn back_chunks(
+    v: &Vendor,
+    statics: &std::collections::BTreeSet<u32>,
+    pl: &PbleLayout,
+    seed: u64,
+) -> Result<Vec<Backed>, String> {
+    let n = pl.chunks().count();
+    if n == 0 {
+        return Ok(Vec::new());
+    }
+    let mut rng = Rng::new(seed ^ 0x5d_c0de);
+    // a small pool: every chunk half the time (its last one is partial,
+    // so paged unless the pool ends on an SD boundary)
+    let prefix =
+        if n <= 6 && rng.below(2) == 0 { n } else { 1 + rng.below(n.min(5) as u64) as usize };
+    let mut pick: Vec<usize> = (0..prefix).collect();
+    // one in four: also the last chunk, or a random later one (a gap)
+    if rng.below(4) == 0 {
+        pick.push(if rng.below(2) == 0 { n - 1 } else { rng.below(n as u64) as usize });
+    }
+    pick.sort_unstable();
+    pick.dedup();
+    let chunks: Vec<PbleChunk> = pl
+        .chunks()
+        .enumerate()
+        .filter(|(k, _)| pick.binary_search(k).is_ok())
+        .map(|(_, ch)| ch)
+        .collect();
+    let _ = take_pdinvs(v);
+    let mut backed = Vec::new();
+    for (k, ch) in chunks.into_iter().enumerate() {
+        let data_pa = 0x7_0000_0000u64 + ((k as u64) << 21);
+        let (mut ty, mut added) = (0u8, 0u8);
+        // SAFETY: `v.0` is live; both are valid out pointers.
+        let ret = unsafe {
+            vd_hmc_back_chunk(v.0, ch.sd_index, ch.rel_pd(), ch.pages, data_pa, &mut ty, &mut added)
+        };
+        if ret != 0 {
+            return Err(format!("the vendor refused to back PBLE chunk {ch:?}: {ret}"));
+        }
+        let vs = take_sds(v, 0, 0);
+        let (invs, other) = take_pdinvs(v);
+        if other != 0 {
+            return Err(format!("chunk {ch:?}: the vendor wrote {other} other registers"));
+        }
+        let shared = statics.contains(&ch.sd_index);
+        if shared {
+            // the driver's SdStore::back_pble_chunk: an SD it holds is used
+            // as it is; hmc.c / pble.c: a valid SD is not touched
+            if added != 0 || !vs.entries.is_empty() || !invs.is_empty() || ty != SD_TYPE_DIRECT {
+                return Err(format!(
+                    "chunk {ch:?} in a static object's SD: the vendor backed it again \
+                     (type {ty}, entries {:x?}, PDINV {invs:x?})",
+                    vs.entries
+                ));
+            }
+            stats::bump(&stats::CHUNKS_SHARED, 1);
+            continue;
+        }
+        if added == 0 || ty != sd_type(ch.kind) {
+            return Err(format!(
+                "chunk {ch:?}: the driver backs it {:?}, the vendor's type is {ty} (added {added})",
+                ch.kind
+            ));
+        }
+        // the driver's PD entries and PDINV values
+        let mut pd = [0u64; 512];
+        let mut want_inv = Vec::new();
+        if ch.kind == SdKind::Paged {
+            test_support::paged_chunk_steps(&ch, data_pa, |step| match step {
+                PdStep::Entry { slot, value } => {
+                    if let Some(e) = pd.get_mut(slot as usize) {
+                        *e = value;
+                    }
+                }
+                PdStep::Inv(x) => want_inv.push(x),
+            });
+            let mut got = [0u64; 512];
+            // SAFETY: `v.0` is live; `got` holds 512 words.
+            if unsafe { vd_hmc_pd_page(v.0, ch.sd_index, got.as_mut_ptr()) } != 1 {
+                return Err(format!("chunk {ch:?}: the vendor's paged SD has no PD page"));
+            }
+            if got != pd {
+                let diff: Vec<(usize, u64, u64)> =
+                    (0..512).filter(|&i| got[i] != pd[i]).map(|i| (i, pd[i], got[i])).collect();
+                return Err(format!(
+                    "chunk {ch:?}: PD entries (slot, driver, vendor) differ: {diff:x?}"
+                ));
+            }
+            stats::bump(&stats::PD_ENTRIES, u64::from(ch.pages));
+        }
+        if want_inv != invs {
+            return Err(format!(
+                "chunk {ch:?}: PFHMC_PDINV values: driver {want_inv:x?}, vendor {invs:x?}"
+            ));
+        }
+        stats::bump(&stats::PDINVS, invs.len() as u64);
+        // the SD entry: one op of one entry on both sides
+        let (mut paged, mut valid) = (0u8, 0u8);
+        // SAFETY: `v.0` is live; both are valid out pointers.
+        let table_pa = unsafe { vd_hmc_sd_pa(v.0, ch.sd_index, &mut paged, &mut valid) };
+        let sd16 = u16::try_from(ch.sd_index).map_err(|_| format!("SD {} > u16", ch.sd_index))?;
+        let e = test_support::chunk_sd_entry(sd16, table_pa, ch.kind)
+            .map_err(|e| format!("chunk {ch:?}: chunk_sd_entry refused: {e:?}"))?;
+        if vs.ops != [1] || vs.entries != [(u64::from(e.cmd), e.data)] {
+            return Err(format!(
+                "chunk {ch:?}: UPDATE_PE_SDS: driver one op [{:x?}], vendor ops {:?} entries {:x?}",
+                (e.cmd, e.data),
+                vs.ops,
+                vs.entries
+            ));
+        }
+        stats::bump(&stats::CHUNKS, 1);
+        if ch.kind == SdKind::Paged {
+            stats::bump(&stats::CHUNKS_PAGED, 1);
+        }
+        backed.push(Backed { chunk: ch });
+    }
+    Ok(backed)
+}
+
+/// The PBLE object's teardown after the static objects': hmc.c's
+/// irdma_sc_del_hmc_obj (every valid PD removed with irdma_remove_pd_bp,
+/// which zeroes the entry and writes PFHMC_PDINV, then the SDs cleared)
+/// against `test_support::paged_release_steps` for every backed paged chunk
+/// and `SdEntry::clear` for every backed chunk's SD (the steps
+/// `SdStore::clear_all` performs). PDINV values are compared as a sorted
+/// list: each names one (SD, PD) and invalidates only that cached PD, so
+/// the order between them carries nothing (the vendor walks the PBLE range
+/// by PD index, the driver its SDs in backing order); what is ordered, each
+/// PDINV after its zeroed entry and all of them before the SD clear, both
+/// sides do by construction (hmc.c source; the driver's unit test
+/// device::hmc::tests). The SD clears are compared as a set too (step 7).
+///
+/// Linux 6.1's irdma_finish_del_sd_reg clears `del_sd_cnt` consecutive SDs
+/// from the first one it collected (irdma_hmc_sd_grp(sd_indexes[0],
+/// del_sd_cnt)), not the SDs it collected: with a gap between backed PBLE
+/// SDs it clears an SD it never backed and leaves the last backed one
+/// programmed. That case is classified (deviation
+/// `pble_teardown_clears_sd_range`) once the vendor's clears are exactly
+/// that consecutive range.
+fn pble_teardown(v: &Vendor, backed: &[Backed]) -> Result<Option<&'static str>, String> {
+    let _ = take_pdinvs(v);
+    // SAFETY: `v.0` is live.
+    let ret = unsafe { vd_hmc_delete_pble(v.0) };
+    let vs = take_sds(v, ret, 0);
+    let (mut invs, other) = take_pdinvs(v);
+    if ret != 0 {
+        return Err(format!("the vendor's irdma_sc_del_hmc_obj(PBLE) failed: {ret}"));
+    }
+    if other != 0 {
+        return Err(format!("PBLE teardown: the vendor wrote {other} other registers"));
+    }
+    let mut want_inv = Vec::new();
+    let mut want_clr = Vec::new();
+    for b in backed {
+        let ch = &b.chunk;
+        let sd16 = u16::try_from(ch.sd_index).map_err(|_| format!("SD {} > u16", ch.sd_index))?;
+        if ch.kind == SdKind::Paged {
+            test_support::paged_release_steps(sd16, ch.rel_pd(), ch.pages, |step| {
+                if let PdStep::Inv(x) = step {
+                    want_inv.push(x)
+                }
+            });
+        }
+        match SdEntry::clear(sd16, ch.kind == SdKind::Direct) {
+            Ok(e) => want_clr.push((u64::from(e.cmd), e.data)),
+            Err(e) => return Err(format!("SdEntry::clear({sd16}) refused: {e:?}")),
+        }
+    }
+    want_inv.sort_unstable();
+    invs.sort_unstable();
+    if want_inv != invs {
+        return Err(format!(
+            "PBLE teardown PFHMC_PDINV values (sorted): driver {want_inv:x?}, vendor {invs:x?}"
+        ));
+    }
+    let mut got = vs.entries.clone();
+    want_clr.sort_unstable();
+    got.sort_unstable();
+    if want_clr != got {
+        // the consecutive range from the first backed SD (6.1's rule)
+        let first = backed.iter().map(|b| b.chunk.sd_index).min();
+        let range: Option<Vec<(u64, u64)>> = first.map(|f| {
+            (f..f + want_clr.len() as u32)
+                .filter_map(|sd| {
+                    let direct = backed
+                        .iter()
+                        .find(|b| b.chunk.sd_index == sd)
+                        .is_none_or(|b| b.chunk.kind == SdKind::Direct);
+                    let e = SdEntry::clear(u16::try_from(sd).ok()?, direct).ok()?;
+                    Some((u64::from(e.cmd), e.data))
+                })
+                .collect()
+        });
+        if range.is_some_and(|mut r| {
+            r.sort_unstable();
+            r == got
+        }) {
+            return Ok(Some("pble_teardown_clears_sd_range"));
+        }
+        return Err(format!(
+            "PBLE teardown SD clears (sorted): driver {want_clr:x?}, vendor {got:x?}"
+        ));
+    }
+    stats::bump(&stats::PDINVS, invs.len() as u64);
+    stats::bump(&stats::SD_CLEARS, want_clr.len() as u64);
+    Ok(None)
+}
+
+// ---- PBLE-only cases: chunk positions and sizes ------------------------------
+
+/// A PBLE object alone (no static objects, no FPM sizing): its base and
+/// count, and the seed of which chunks get backed. Covers what the full
+/// cases rarely reach: first chunks that start mid-SD in an SD of their own
+/// (paged), whole-SD chunks (direct), pools ending mid-SD, bases off the
+/// 4 KiB boundary, PD ranges ending right at an SD boundary.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ChunkCase {
+    /// FPM byte address of PBLE 0 (8-byte aligned).
+    pub base: u64,
+    /// Committed PBLEs.
+    pub count: u32,
+    pub seed: u64,
+}
+
+const SD: u64 = 0x20_0000;
+
+pub fn gen_chunk_case(rng: &mut Rng) -> ChunkCase {
+    let sd = rng.below(24);
+    let off = match rng.below(6) {
+        0 => 0,
+        1 => SD - 0x1000,
+        2 => rng.below(512) * 0x1000,
+        3 => rng.below(SD / 8) * 8,
+        4 => SD - 8,
+        _ => 0x1000 - 8 * (1 + rng.below(4)),
+    };
+    let base = sd * SD + off;
+    let pages = match rng.below(5) {
+        0 => 1 + rng.below(8),
+        1 => 512 * (1 + rng.below(4)),
+        2 => 512 - off / 0x1000 + rng.below(3),
+        _ => 1 + rng.below(512 * 5),
+    };
+    let jitter = rng.pick(&[0, 0, 1, 8, 511, 513]);
+    let count = (pages * 512 + jitter).min(u64::from(u32::MAX)) as u32;
+    ChunkCase { base, count, seed: rng.next_u64() }
+}
+
+/// Runs one PBLE-only case: hmc.c's PBLE object set up directly (its base,
+/// count, size 8 and an SD table that just holds it, as
+/// irdma_sc_parse_fpm_commit_buf would leave it), then steps 8a and 8b.
+pub fn run_chunk_case(c: &ChunkCase) -> HmcOutcome {
+    let pl = match PbleLayout::new(c.base, c.count) {
+        Ok(pl) => pl,
+        Err(e) => return differs(format!("PbleLayout::new refused {c:?}: {e:?}")),
+    };
+    let mut ret: c_int = 0;
+    // SAFETY: `ret` is a valid out pointer.
+    let h = unsafe { vd_hmc_new(2, 0, &mut ret) };
+    if h.is_null() {
+        return differs(format!("vd_hmc_new failed: {ret}"));
+    }
+    let v = Vendor(h);
+    // SAFETY: `v.0` is live.
+    let ret = unsafe { vd_hmc_pble_only(v.0, c.base, c.count) };
+    if ret != 0 {
+        return differs(format!("vd_hmc_pble_only({c:?}) failed: {ret}"));
+    }
+    let backed = match back_chunks(&v, &Default::default(), &pl, c.seed) {
+        Ok(b) => b,
+        Err(d) => return differs(d),
+    };
+    stats::bump(&stats::CHUNK_CASES, 1);
+    match pble_teardown(&v, &backed) {
+        Ok(None) => HmcOutcome::Same,
+        Ok(Some(id)) => HmcOutcome::Deviation(id),
+        Err(d) => differs(d),
+    }
+}
+
+pub fn print_chunk_case(c: &ChunkCase, d: &HmcDiff) -> String {
+    serde_json::json!({
+        "area": "hmc",
+        "function": "add_pble_prm / irdma_sc_del_hmc_obj (PBLE)",
+        "input": {"pble_base": format!("{:#x}", c.base), "pble_count": c.count, "seed": format!("{:#x}", c.seed)},
+        "difference": d.what,
+    })
+    .to_string()
 }
 
 // ---- generation -----------------------------------------------------------
