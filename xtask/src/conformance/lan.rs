@@ -34,7 +34,7 @@ use irdma_hal::Bar;
 use irdma_testkit::FakeHal;
 use serde_json::{Value, json};
 
-use super::Tally;
+use super::{Tally, num};
 
 /// Ops the driver does not have by design, with the reason (README rules).
 const SKIP_OPS: &[(&str, &str)] =
@@ -65,22 +65,6 @@ enum Outcome {
 }
 
 // ------------------------------------------------------------------ JSON
-
-fn num(v: &Value) -> Option<u64> {
-    match v {
-        Value::Number(n) => n.as_u64().or_else(|| n.as_i64().map(|x| x as u64)),
-        Value::String(s) => {
-            let s = s.trim();
-            if let Some(h) = s.strip_prefix("0x") {
-                u64::from_str_radix(h, 16).ok()
-            } else {
-                s.parse().ok()
-            }
-        }
-        Value::Bool(b) => Some(u64::from(*b)),
-        _ => None,
-    }
-}
 
 fn hexbytes(s: &str) -> Vec<u8> {
     (0..s.len() / 2).filter_map(|i| u8::from_str_radix(s.get(2 * i..2 * i + 2)?, 16).ok()).collect()

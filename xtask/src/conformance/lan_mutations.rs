@@ -8,7 +8,7 @@
 
 use serde_json::{Value, json};
 
-use super::{Outcome, hexbytes, hexstr, num, run_case};
+use super::{Outcome, SEQUENCED, hexbytes, hexstr, num, run_case};
 
 fn published() -> Vec<Value> {
     let p = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/conformance/lan-aq-vectors.json");
@@ -367,13 +367,8 @@ fn fill_sw_rule_actions_and_vlan() {
 /// more, and the case ends with that call.
 #[test]
 fn timeouts_at_every_command_index() {
-    const OPS: &[&str] = &[
-        "sched_init_port",
-        "sched_add_nodes",
-        "cfg_vsi_rdma",
-        "ena_rdma_qset",
-        "dis_rdma_qset",
-        "add_mac_fltr",
+    // the ops the runner drives call by call (`SEQUENCED`) and these others
+    const MORE: &[&str] = &[
         "add_vsi",
         "pe_filter",
         "free_vsi",
@@ -387,7 +382,8 @@ fn timeouts_at_every_command_index() {
     ];
     let mut cases = Vec::new();
     for c in published() {
-        if !OPS.contains(&c["op"].as_str().unwrap_or("")) || c["outputs"]["ret"] != json!(0) {
+        let op = c["op"].as_str().unwrap_or("");
+        if !SEQUENCED.iter().chain(MORE).any(|o| *o == op) || c["outputs"]["ret"] != json!(0) {
             continue;
         }
         let cmds = c["outputs"]["commands"].as_array().cloned().unwrap_or_default();
