@@ -653,6 +653,20 @@ impl Harness {
         })
     }
 
+    /// The loopback base of the fault and deferred-mode tests on a brought-up
+    /// device: ARP entry 1, send CQ 3 and receive CQ 4 (32 entries each), and
+    /// a 4 KiB buffer registered as level-0 MR 0x511 (PD 1, VA 0, all
+    /// rights). Returns the send CQ and the STag.
+    pub fn loopback_mr(&mut self) -> (TCq, u32) {
+        self.op_ok([0, 0, 1, hdr(op::MANAGE_ARP, 1 | 1 << 42), 0, 0, 0, 0]);
+        let tx = self.create_cq(3, 32);
+        self.create_cq(4, 32);
+        let buf = self.alloc(0x1000, 0x1000);
+        let stag = 0x0000_0511;
+        self.reg_mr0(stag, 1, 0, buf, 0x1000, 0x0F);
+        (tx, stag)
+    }
+
     /// Registers a level-0 MR (spec control-path §4.3.9).
     pub fn reg_mr0(&mut self, stag: u32, pd: u32, va: u64, pa: u64, len: u64, rights: u8) {
         let c = self.op(Self::reg_mr_wqe(stag, pd, va, len, rights, 0, pa, 0, true));
