@@ -5,13 +5,6 @@ mod common;
 use common::*;
 use mock_bar::regs::{self, ae, qps};
 
-const IP: u32 = 0x0A00_0001;
-const PD: u32 = 7;
-/// index 0x80_0005 (random upper bits, slot 5), key 0x33
-const STAG: u32 = 0x8000_0533;
-const VA: u64 = 0x7000_0000_0000;
-const ALL: u8 = 0x0F;
-
 struct Setup {
     h: Harness,
     a: TQp,

@@ -10,10 +10,6 @@ use mock_bar::lan::{LanConfig, flag, opc, rc, reg};
 use mock_bar::regs;
 use mock_bar::{Config, Fabric, TestMemory};
 
-const IP: u32 = 0x0A00_0001;
-const PD: u32 = 7;
-const STAG: u32 = 0x8000_0533;
-const VA: u64 = 0x7000_0000_0000;
 /// ARP entry 1 (the MAC frames of the harness's QPs go to).
 const MAC: [u8; 6] = [0x02, 0x11, 0x22, 0x33, 0x44, 0x55];
 const AQ_N: u32 = 8;

@@ -6,11 +6,6 @@ mod common;
 use common::*;
 use mock_bar::regs::{ae, err, op, qps};
 
-const IP: u32 = 0x0A00_0001;
-const PD: u32 = 7;
-const STAG: u32 = 0x8000_0533;
-const VA: u64 = 0x7000_0000_0000;
-
 struct S {
     h: Harness,
     a: TQp,

@@ -7,11 +7,6 @@ use common::*;
 use mock_bar::regs;
 use mock_bar::wire::{self, op};
 
-const IP: u32 = 0x0A00_0001;
-const PD: u32 = 7;
-const STAG: u32 = 0x8000_0533;
-const VA: u64 = 0x7000_0000_0000;
-const ALL: u8 = 0x0F;
 const MAC: u64 = 0x0211_2233_4455;
 
 struct Setup {

@@ -22,6 +22,15 @@ pub fn hdr(opcode: u8, bits: u64) -> u64 {
     f(opcode as u64, 37, 32) | bits
 }
 
+/// The values the two-QP fixtures share (data_path, wire, protection,
+/// lan_gating): local IP, PD, the MR's STag and VA, all access rights.
+pub const IP: u32 = 0x0A00_0001;
+pub const PD: u32 = 7;
+/// index 0x80_0005 (random upper bits, slot 5), key 0x33
+pub const STAG: u32 = 0x8000_0533;
+pub const VA: u64 = 0x7000_0000_0000;
+pub const ALL: u8 = 0x0F;
+
 /// A CCQ completion as the test reads it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Ccqe {
