@@ -33,15 +33,6 @@ pub const ALL: u8 = 0x0F;
 /// ARP entry 1 of the two-QP fixture (valid, permanent).
 pub const ARP_MAC: u64 = 0x0211_2233_4455;
 
-/// What [`Harness::qp_pair`] made: QP 10 (`a`) and QP 11 (`b`), their CQs
-/// `[a send, a receive, b send, b receive]` (ids 3, 4, 5, 6), the buffer.
-pub struct QpPair {
-    pub a: TQp,
-    pub b: TQp,
-    pub cqs: [TCq; 4],
-    pub buf: u64,
-}
-
 /// A CCQ completion as the test reads it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Ccqe {
@@ -617,6 +608,15 @@ pub struct TQp {
     pub shadow: u64,
     pub ctx_pa: u64,
     pub ctx: [u64; 32],
+}
+
+/// What [`Harness::qp_pair`] made: QP 10 (`a`) and QP 11 (`b`), their CQs
+/// `[a send, a receive, b send, b receive]` (ids 3, 4, 5, 6), the buffer.
+pub struct QpPair {
+    pub a: TQp,
+    pub b: TQp,
+    pub cqs: [TCq; 4],
+    pub buf: u64,
 }
 
 pub const QP_CTX_BASE: u64 = 0x5150_0000_0000;
