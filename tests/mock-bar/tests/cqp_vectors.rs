@@ -2,24 +2,13 @@
 //! cqp-vectors.json for an op the model implements decodes back to the
 //! builder's inputs (truncated to the field widths of spec control-path §4).
 
+mod conformance_file;
+
 use mock_bar::cqp::{self, CqpOp};
 use serde_json::Value;
 
 fn vectors() -> Value {
-    vectors_of("cqp-vectors.json")
-}
-
-fn vectors_of(file: &str) -> Value {
-    // The repo's copy (`tests/conformance/`), or `$IRDMA_CONFORMANCE_DIR`.
-    let dir = std::env::var_os("IRDMA_CONFORMANCE_DIR").map_or_else(
-        || std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../conformance"),
-        std::path::PathBuf::from,
-    );
-    let path = dir.join(file);
-    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| {
-        panic!("conformance vectors missing at {}: {e} — this test needs them and must not pass without", path.display())
-    });
-    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{file} is not valid JSON: {e}"))
+    conformance_file::load("cqp-vectors.json")
 }
 
 fn num(v: &Value) -> u64 {
@@ -425,7 +414,7 @@ const MODELLED: &[&str] = &[
 /// fails on any mismatch, or when fewer than `min` cases were checked (the
 /// wrong file).
 fn check_file(file: &str, ops: &[&str], min: usize) {
-    let v = vectors_of(file);
+    let v = conformance_file::load(file);
     let (mut checked, mut skipped, mut failures) = (0, Vec::new(), Vec::new());
     for case in v["cases"].as_array().expect("cases") {
         let opname = case["op"].as_str().unwrap_or("");
