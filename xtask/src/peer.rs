@@ -1028,6 +1028,24 @@ impl Tree {
     }
 }
 
+/// Writes a guest run's `env` and `run` (the Linux command line) into `out`
+/// and clears the last run's serial log and capture; returns their paths.
+fn stage_run(out: &Path, env: &str, linux: &str) -> Result<(PathBuf, PathBuf), String> {
+    std::fs::write(out.join("env"), env).map_err(|e| e.to_string())?;
+    std::fs::write(out.join("run"), format!("{linux}\n")).map_err(|e| e.to_string())?;
+    let serial = out.join("serial.log");
+    let pcap = out.join("wire.pcap");
+    let _ = std::fs::remove_file(&serial);
+    let _ = std::fs::remove_file(&pcap);
+    Ok((serial, pcap))
+}
+
+/// Whether the two QEMUs (or model and QEMU) can each be pinned to a CPU of
+/// their own: two CPUs and `taskset` present.
+fn two_cpus() -> bool {
+    std::thread::available_parallelism().map_or(1, |n| n.get()) >= 2 && which("taskset").is_some()
+}
+
 /// A free UDP port on the loopback address.
 fn free_udp_port() -> Result<u16, String> {
     let s = std::net::UdpSocket::bind("127.0.0.1:0").map_err(|e| e.to_string())?;
@@ -1088,14 +1106,8 @@ fn run(name: &str) -> Result<i32, String> {
         if sc.ipv6 { MODEL_IP6 } else { MODEL_IP },
         if sc.vlan == 0 { String::new() } else { sc.vlan.to_string() },
     );
-    std::fs::write(out.join("env"), env).map_err(|e| e.to_string())?;
-    std::fs::write(out.join("run"), format!("{}\n", sc.linux)).map_err(|e| e.to_string())?;
-    let serial = out.join("serial.log");
-    let pcap = out.join("wire.pcap");
-    let _ = std::fs::remove_file(&serial);
-    let _ = std::fs::remove_file(&pcap);
-    let two = std::thread::available_parallelism().map_or(1, |n| n.get()) >= 2
-        && which("taskset").is_some();
+    let (serial, pcap) = stage_run(&out, &env, sc.linux)?;
+    let two = two_cpus();
     let (host_cpu, guest_cpu) = if two { (Some(0), Some(1)) } else { (None, None) };
     let t0 = Instant::now();
     let host_log = std::fs::File::create(out.join("host.log")).map_err(|e| e.to_string())?;
@@ -1261,14 +1273,8 @@ fn run_uk(sc: &UkScenario) -> Result<i32, String> {
         irdma_boot::peercfg::NVME_SUBNQN,
         sc.env
     );
-    std::fs::write(out.join("env"), env).map_err(|e| e.to_string())?;
-    std::fs::write(out.join("run"), format!("{}\n", sc.linux)).map_err(|e| e.to_string())?;
-    let serial = out.join("serial.log");
-    let pcap = out.join("wire.pcap");
-    let _ = std::fs::remove_file(&serial);
-    let _ = std::fs::remove_file(&pcap);
-    let two = std::thread::available_parallelism().map_or(1, |n| n.get()) >= 2
-        && which("taskset").is_some();
+    let (serial, pcap) = stage_run(&out, &env, sc.linux)?;
+    let two = two_cpus();
     let t0 = Instant::now();
     // CPU 0, beside the model (run_image puts the model on 0, the
     // unikernel's QEMU on 1)

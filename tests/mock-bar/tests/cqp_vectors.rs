@@ -2,24 +2,13 @@
 //! cqp-vectors.json for an op the model implements decodes back to the
 //! builder's inputs (truncated to the field widths of spec control-path §4).
 
+mod conformance_file;
+
 use mock_bar::cqp::{self, CqpOp};
 use serde_json::Value;
 
 fn vectors() -> Value {
-    vectors_of("cqp-vectors.json")
-}
-
-fn vectors_of(file: &str) -> Value {
-    // The repo's copy (`tests/conformance/`), or `$IRDMA_CONFORMANCE_DIR`.
-    let dir = std::env::var_os("IRDMA_CONFORMANCE_DIR").map_or_else(
-        || std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../conformance"),
-        std::path::PathBuf::from,
-    );
-    let path = dir.join(file);
-    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| {
-        panic!("conformance vectors missing at {}: {e} — this test needs them and must not pass without", path.display())
-    });
-    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{file} is not valid JSON: {e}"))
+    conformance_file::load("cqp-vectors.json")
 }
 
 fn num(v: &Value) -> u64 {
@@ -61,6 +50,27 @@ impl Check<'_> {
     }
     fn fits(&self, key: &str, bits: u32) -> bool {
         self.input(key) <= mask(bits)
+    }
+    /// A queue's VIRTMAP bit against `virtual_map`, and when set its first
+    /// PBLE index (28 bits); returns whether the input asked for a
+    /// virtually mapped ring.
+    fn virt_map(&mut self, virtual_map: bool, first_pble: u64) -> bool {
+        let virt = self.input("virtual_map") != 0;
+        self.eq("virtmap", virtual_map as u64, "virtual_map", 1);
+        if virt {
+            self.eq("first pble", first_pble, "first_pm_pbl_idx", 28);
+        }
+        virt
+    }
+    /// The MR page-size code (0 = 4 KiB, 1 = 2 MiB, 2 = 1 GiB) checked
+    /// against the input `page_size` in bytes.
+    fn page_size(&mut self, got: u64) {
+        let want = match self.input("page_size") {
+            0x20_0000 => 1,
+            0x4000_0000 => 2,
+            _ => 0,
+        };
+        self.val("page size", got, want);
     }
 }
 
@@ -165,10 +175,7 @@ fn check(case: &Value) -> Result<bool, String> {
                 c.eq("tph", q.tph_en as u64, "tph_en", 1);
                 c.eq("tph val", q.tph_val as u64, "tph_val", 8);
                 c.eq("avoid", q.avoid_mem_cflct as u64, "avoid_mem_cflct", 1);
-                let virt = c.input("virtual_map") != 0;
-                c.eq("virtmap", q.virtual_map as u64, "virtual_map", 1);
-                if virt {
-                    c.eq("first pble", q.first_pble as u64, "first_pm_pbl_idx", 28);
+                if c.virt_map(q.virtual_map, q.first_pble as u64) {
                     c.eq("lpbl", q.lpbl_size as u64, "pbl_chunk_size", 2);
                     c.val("ring pa", q.ring_pa, 0);
                 } else {
@@ -186,10 +193,7 @@ fn check(case: &Value) -> Result<bool, String> {
             }
             c.eq("id", e.id as u64, "ceq_id", 10);
             c.eq("size", e.size as u64, "elem_cnt", 22);
-            let virt = c.input("virtual_map") != 0;
-            c.eq("virtmap", e.virtual_map as u64, "virtual_map", 1);
-            if virt {
-                c.eq("first pble", e.first_pble as u64, "first_pm_pbl_idx", 28);
+            if c.virt_map(e.virtual_map, e.first_pble as u64) {
                 c.eq("lpbl", e.lpbl_size as u64, "pbl_chunk_size", 2);
             } else if opname == "ceq_create" {
                 c.eq("ring", e.ring_pa, "ceqe_pa", 64);
@@ -206,11 +210,7 @@ fn check(case: &Value) -> Result<bool, String> {
                 return Ok(false);
             }
             c.eq("size", e.size as u64, "elem_cnt", 19);
-            let virt = c.input("virtual_map") != 0;
-            c.eq("virtmap", e.virtual_map as u64, "virtual_map", 1);
-            if virt {
-                c.eq("first pble", e.first_pble as u64, "first_pm_pbl_idx", 28);
-            } else if opname == "aeq_create" {
+            if !c.virt_map(e.virtual_map, e.first_pble as u64) && opname == "aeq_create" {
                 c.eq("ring", e.ring_pa, "aeq_elem_pa", 64);
             }
         }
@@ -255,12 +255,7 @@ fn check(case: &Value) -> Result<bool, String> {
             c.eq("fn idx", s.hmc_fn_idx as u64, "hmc_fcn_index", 16);
             c.eq("placement", s.placement as u64, "placement_type", 4);
             c.val("mr", s.mr as u64, 1);
-            let ps = match c.input("page_size") {
-                0x20_0000 => 1,
-                0x4000_0000 => 2,
-                _ => 0,
-            };
-            c.val("page size", s.page_size as u64, ps);
+            c.page_size(s.page_size as u64);
             if c.input("chunk_size") != 0 {
                 c.eq("first pble", s.first_pble as u64, "first_pm_pbl_idx", 28);
                 c.eq("lpbl", s.lpbl_size as u64, "chunk_size", 2);
@@ -289,12 +284,7 @@ fn check(case: &Value) -> Result<bool, String> {
             c.eq("fn idx", s.hmc_fn_idx as u64, "hmc_fcn_index", 16);
             c.eq("non cached", s.non_cached as u64, "non_cached", 1);
             c.eq("placement", s.placement as u64, "placement_type", 4);
-            let ps = match page {
-                0x20_0000 => 1,
-                0x4000_0000 => 2,
-                _ => 0,
-            };
-            c.val("page size", s.page_size as u64, ps);
+            c.page_size(s.page_size as u64);
             if c.input("chunk_size") != 0 {
                 c.eq("first pble", s.first_pble as u64, "first_pm_pbl_index", 28);
             } else {
@@ -420,36 +410,11 @@ const MODELLED: &[&str] = &[
     "gen_ae",
 ];
 
-#[test]
-fn cqp_decoder_matches_the_vendor_builders() {
-    let v = vectors();
-    let (mut checked, mut skipped) = (0, Vec::new());
-    let mut failures = Vec::new();
-    for case in v["cases"].as_array().expect("cases") {
-        let opname = case["op"].as_str().unwrap_or("");
-        if !MODELLED.contains(&opname) || num(&case["ret"]) != 0 {
-            continue;
-        }
-        let name = format!("{opname}/{}", case["case"].as_str().unwrap_or("?"));
-        match check(case) {
-            Ok(true) => checked += 1,
-            Ok(false) => skipped.push(name),
-            Err(e) => failures.push(format!("{name}: {e}")),
-        }
-    }
-    println!(
-        "{checked} CQP WQEs decoded and checked; skipped (input wider than the field): {skipped:?}"
-    );
-    assert!(failures.is_empty(), "{} mismatches:\n{}", failures.len(), failures.join("\n"));
-    assert!(checked >= 55, "only {checked} cases checked: wrong file?");
-}
-
-/// The UD file: address handles decode to the AH inputs, the UD/GSI
-/// create/modify/destroy QP WQEs as any other (QPTYPE 4).
-#[test]
-fn cqp_decoder_matches_the_vendor_ud_builders() {
-    let v = vectors_of("cqp-ud-vectors.json");
-    let ops = ["create_ah", "modify_ah", "destroy_ah", "create_qp", "modify_qp", "destroy_qp"];
+/// Decodes and checks every successful case of `file` whose op is in `ops`;
+/// fails on any mismatch, or when fewer than `min` cases were checked (the
+/// wrong file).
+fn check_file(file: &str, ops: &[&str], min: usize) {
+    let v = conformance_file::load(file);
     let (mut checked, mut skipped, mut failures) = (0, Vec::new(), Vec::new());
     for case in v["cases"].as_array().expect("cases") {
         let opname = case["op"].as_str().unwrap_or("");
@@ -463,9 +428,24 @@ fn cqp_decoder_matches_the_vendor_ud_builders() {
             Err(e) => failures.push(format!("{name}: {e}")),
         }
     }
-    println!("{checked} UD CQP WQEs decoded and checked; skipped: {skipped:?}");
-    assert!(failures.is_empty(), "{} mismatches:\n{}", failures.len(), failures.join("\n"));
-    assert!(checked >= 20, "only {checked} cases checked: wrong file?");
+    println!(
+        "{file}: {checked} CQP WQEs decoded and checked; skipped (input wider than the field): {skipped:?}"
+    );
+    assert!(failures.is_empty(), "{file}: {} mismatches:\n{}", failures.len(), failures.join("\n"));
+    assert!(checked >= min, "{file}: only {checked} cases checked: wrong file?");
+}
+
+#[test]
+fn cqp_decoder_matches_the_vendor_builders() {
+    check_file("cqp-vectors.json", MODELLED, 55);
+}
+
+/// The UD file: address handles decode to the AH inputs, the UD/GSI
+/// create/modify/destroy QP WQEs as any other (QPTYPE 4).
+#[test]
+fn cqp_decoder_matches_the_vendor_ud_builders() {
+    let ops = ["create_ah", "modify_ah", "destroy_ah", "create_qp", "modify_qp", "destroy_qp"];
+    check_file("cqp-ud-vectors.json", &ops, 20);
 }
 
 /// What the model writes (CCQ CQEs, AEQEs) must decode, with the vendor's

@@ -5,13 +5,6 @@ mod common;
 use common::*;
 use mock_bar::regs::{self, ae, qps};
 
-const IP: u32 = 0x0A00_0001;
-const PD: u32 = 7;
-/// index 0x80_0005 (random upper bits, slot 5), key 0x33
-const STAG: u32 = 0x8000_0533;
-const VA: u64 = 0x7000_0000_0000;
-const ALL: u8 = 0x0F;
-
 struct Setup {
     h: Harness,
     a: TQp,
@@ -29,25 +22,7 @@ fn setup() -> Setup {
 
 fn setup_rnr(rnr: u8) -> Setup {
     let mut h = Harness::new();
-    h.bring_up();
-    h.op_ok([
-        0,
-        0,
-        0x0211_2233_4455,
-        hdr(mock_bar::regs::op::MANAGE_ARP, 1 | 1 << 42 | 1 << 43),
-        0,
-        0,
-        0,
-        0,
-    ]);
-    let tx_a = h.create_cq(3, 32);
-    let rx_a = h.create_cq(4, 32);
-    let tx_b = h.create_cq(5, 32);
-    let rx_b = h.create_cq(6, 32);
-    let buf = h.alloc(0x4000, 4096);
-    h.reg_mr0(STAG, PD, VA, buf, 0x4000, ALL);
-    let a = h.create_qp(10, PD, 3, 4, IP, IP, 11, rnr);
-    let b = h.create_qp(11, PD, 5, 6, IP, IP, 10, rnr);
+    let QpPair { a, b, cqs: [tx_a, rx_a, tx_b, rx_b], buf } = h.qp_pair(0x4000, 0x4000, rnr);
     Setup { h, a, b, tx_a, rx_a, tx_b, rx_b, buf }
 }
 

@@ -16,15 +16,25 @@ fn deferred() -> Harness {
     )
 }
 
-#[test]
-fn writes_latch_and_poll_does_the_work() {
-    let mut h = deferred();
+/// A 64-entry CQP SQ and a minimal CQP host context naming it (SQ size
+/// code 5 in bits 11:8, the SQ base, 1 in word 4 bits 31:16 as
+/// `Harness::create_cqp` writes), with the context's upper half
+/// already in CCQPHIGH: the caller's CCQPLOW write is what creates.
+/// Returns (SQ, context) addresses.
+fn stage_cqp(h: &mut Harness) -> (u64, u64) {
     let sq = h.alloc(64 * 64, 4096);
     let ctx = h.alloc(64, 64);
     h.mem.set64(ctx, f(5, 11, 8));
     h.mem.set64(ctx + 8, sq);
     h.mem.set64(ctx + 32, f(1, 31, 16));
     h.wr(regs::CCQPHIGH, (ctx >> 32) as u32);
+    (sq, ctx)
+}
+
+#[test]
+fn writes_latch_and_poll_does_the_work() {
+    let mut h = deferred();
+    let (sq, ctx) = stage_cqp(&mut h);
     h.fabric.poll();
     assert_eq!(h.rd(regs::CCQPSTATUS), 0, "HIGH alone does not create");
     h.wr(regs::CCQPLOW, ctx as u32);
@@ -52,12 +62,7 @@ fn coalesced_doorbells_are_found_by_the_sweep() {
     let mut h = deferred();
     h.auto_poll = true;
     h.bring_up();
-    h.op_ok([0, 0, 1, hdr(op::MANAGE_ARP, 1 | 1 << 42), 0, 0, 0, 0]);
-    let mut tx = h.create_cq(3, 32);
-    h.create_cq(4, 32);
-    let buf = h.alloc(0x1000, 0x1000);
-    let stag = 0x0000_0511;
-    h.reg_mr0(stag, 1, 0, buf, 0x1000, 0x0F);
+    let (mut tx, stag) = h.loopback_mr();
     let mut a = h.create_qp(10, 1, 3, 4, 5, 5, 11, 2);
     let mut b = h.create_qp(11, 1, 3, 4, 5, 5, 10, 2);
     h.auto_poll = false;
@@ -99,12 +104,7 @@ fn arming_is_seen_from_the_shadow_sequence_number() {
 fn device_thread_answers_on_its_own() {
     let mut h = deferred();
     let _t = h.fabric.spawn_device_thread(Duration::from_micros(50));
-    let sq = h.alloc(64 * 64, 4096);
-    let ctx = h.alloc(64, 64);
-    h.mem.set64(ctx, f(5, 11, 8));
-    h.mem.set64(ctx + 8, sq);
-    h.mem.set64(ctx + 32, f(1, 31, 16));
-    h.wr(regs::CCQPHIGH, (ctx >> 32) as u32);
+    let (sq, ctx) = stage_cqp(&mut h);
     h.wr(regs::CCQPLOW, ctx as u32);
     let wait = |h: &Harness, off: u32, want: u32| {
         let t0 = Instant::now();

@@ -98,15 +98,7 @@ fn dropped_cqp_completion_still_executes() {
 
 #[test]
 fn error_cqe_on_the_nth_wqe() {
-    let mut h = Harness::new();
-    h.bring_up();
-    h.op_ok([0, 0, 1, hdr(op::MANAGE_ARP, 1 | 1 << 42), 0, 0, 0, 0]);
-    let mut tx = h.create_cq(3, 32);
-    h.create_cq(4, 32);
-    let buf = h.alloc(0x1000, 0x1000);
-    let stag = 0x0000_0511;
-    h.reg_mr0(stag, 1, 0, buf, 0x1000, 0x0F);
-    let mut q = h.create_qp(10, 1, 3, 4, 5, 5, 10, 2); // connected to itself
+    let (mut h, mut q, mut tx, stag) = knob_setup();
     h.dev(|d| d.faults().fail_wqe = Some((1, 0x0003, 0x0005)));
     let sg = Sge { addr: 0, stag, len: 4 };
     for _ in 0..3 {
@@ -187,16 +179,12 @@ fn critical_error_and_function_reset() {
     h.op_ok(nop());
 }
 
-/// A self-connected QP on CQs 3 (tx) / 4 (rx) and its STag, for the knobs.
+/// A self-connected QP on CQs 3 (tx) / 4 (rx) and its STag, for the knobs
+/// and the error-CQE test.
 fn knob_setup() -> (Harness, TQp, TCq, u32) {
     let mut h = Harness::new();
     h.bring_up();
-    h.op_ok([0, 0, 1, hdr(op::MANAGE_ARP, 1 | 1 << 42), 0, 0, 0, 0]);
-    let tx = h.create_cq(3, 32);
-    h.create_cq(4, 32);
-    let buf = h.alloc(0x1000, 0x1000);
-    let stag = 0x0000_0511;
-    h.reg_mr0(stag, 1, 0, buf, 0x1000, 0x0F);
+    let (tx, stag) = h.loopback_mr();
     let q = h.create_qp(10, 1, 3, 4, 5, 5, 10, 2);
     (h, q, tx, stag)
 }

@@ -27,20 +27,14 @@
 //!
 //! The figures are printed; the test fails on any mismatch or refused write.
 
+mod conformance_file;
+
 use mock_bar::lan::{LanConfig, reg};
 use mock_bar::{Config, Device, TestMemory};
 use serde_json::Value;
 
 fn vectors() -> Value {
-    let dir = std::env::var_os("IRDMA_CONFORMANCE_DIR").map_or_else(
-        || std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../conformance"),
-        std::path::PathBuf::from,
-    );
-    let path = dir.join("lan-aq-vectors.json");
-    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| {
-        panic!("conformance vectors missing at {}: {e} — this test needs them and must not pass without", path.display())
-    });
-    serde_json::from_str(&text).expect("lan-aq-vectors.json is not valid JSON")
+    conformance_file::load("lan-aq-vectors.json")
 }
 
 fn num(v: &Value) -> u64 {

@@ -7,13 +7,8 @@
 mod common;
 use common::*;
 use mock_bar::lan::{LanConfig, flag, opc, rc, reg};
-use mock_bar::regs;
 use mock_bar::{Config, Fabric, TestMemory};
 
-const IP: u32 = 0x0A00_0001;
-const PD: u32 = 7;
-const STAG: u32 = 0x8000_0533;
-const VA: u64 = 0x7000_0000_0000;
 /// ARP entry 1 (the MAC frames of the harness's QPs go to).
 const MAC: [u8; 6] = [0x02, 0x11, 0x22, 0x33, 0x44, 0x55];
 const AQ_N: u32 = 8;
@@ -158,16 +153,7 @@ struct Setup {
 fn setup(cold: bool) -> Setup {
     let cfg = Config { lan: LanConfig { cold, ..LanConfig::default() }, ..Config::default() };
     let mut h = Harness::with_config(cfg, TestMemory::new(), Fabric::new(), 0x1_0000_0000);
-    h.bring_up();
-    h.op_ok([0, 0, 0x0211_2233_4455, hdr(regs::op::MANAGE_ARP, 1 | 1 << 42 | 1 << 43), 0, 0, 0, 0]);
-    let tx_a = h.create_cq(3, 32);
-    h.create_cq(4, 32);
-    h.create_cq(5, 32);
-    h.create_cq(6, 32);
-    let buf = h.alloc(0x4000, 4096);
-    h.reg_mr0(STAG, PD, VA, buf, 0x4000, 0x0F);
-    let a = h.create_qp(10, PD, 3, 4, IP, IP, 11, 2);
-    h.create_qp(11, PD, 5, 6, IP, IP, 10, 2);
+    let QpPair { a, cqs: [tx_a, ..], buf, .. } = h.qp_pair(0x4000, 0x4000, 2);
     let aq = Aq::new(&mut h);
     Setup { h, a, tx_a, buf, aq }
 }

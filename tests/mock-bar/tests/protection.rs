@@ -6,11 +6,6 @@ mod common;
 use common::*;
 use mock_bar::regs::{ae, err, op, qps};
 
-const IP: u32 = 0x0A00_0001;
-const PD: u32 = 7;
-const STAG: u32 = 0x8000_0533;
-const VA: u64 = 0x7000_0000_0000;
-
 struct S {
     h: Harness,
     a: TQp,
@@ -21,18 +16,9 @@ struct S {
 
 fn setup(rights: u8) -> S {
     let mut h = Harness::new();
-    h.bring_up();
-    h.op_ok([0, 0, 1, hdr(op::MANAGE_ARP, 1 | 1 << 42), 0, 0, 0, 0]);
-    let tx_a = h.create_cq(3, 32);
-    h.create_cq(4, 32);
-    h.create_cq(5, 32);
-    h.create_cq(6, 32);
-    let buf = h.alloc(0x2000, 4096);
-    // local MR with everything, and a "remote" MR with `rights`
-    h.reg_mr0(STAG, PD, VA, buf, 0x1000, 0x0F);
+    // local MR with everything (the first page), and a "remote" MR with `rights`
+    let QpPair { a, b, cqs: [tx_a, ..], buf } = h.qp_pair(0x2000, 0x1000, 2);
     h.reg_mr0(0x8000_0644, PD, VA + 0x1000, buf + 0x1000, 0x1000, rights);
-    let a = h.create_qp(10, PD, 3, 4, IP, IP, 11, 2);
-    let b = h.create_qp(11, PD, 5, 6, IP, IP, 10, 2);
     S { h, a, b, tx_a, buf }
 }
 

@@ -40,21 +40,44 @@ impl Guest {
     }
 }
 
-#[test]
-fn guest_brings_up_the_cqp_through_files() {
-    let dir = std::env::temp_dir();
-    let id = std::process::id();
-    let (bar_p, ram_p) = (dir.join(format!("mock-bar-{id}")), dir.join(format!("mock-ram-{id}")));
+/// Fresh BAR (16 MiB) and RAM (4 MiB) files in the temp dir, named by
+/// `tag` and the process id; removed when this drops, pass or fail.
+struct Files {
+    bar: std::path::PathBuf,
+    ram: std::path::PathBuf,
+}
+
+impl Drop for Files {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.bar);
+        let _ = std::fs::remove_file(&self.ram);
+    }
+}
+
+/// The files, this test's guest view of them, and a model host serving them
+/// (default config, all of RAM below 4 GiB).
+fn rig(tag: &str) -> (Files, Guest, ShmHost) {
+    let (dir, id) = (std::env::temp_dir(), std::process::id());
+    let f = Files {
+        bar: dir.join(format!("mock-{tag}bar-{id}")),
+        ram: dir.join(format!("mock-{tag}ram-{id}")),
+    };
     let (bar_size, ram_size) = (16u64 << 20, 4u64 << 20);
-    let bar = shm::create_zeroed(&bar_p, bar_size).unwrap();
-    let ram = shm::create_zeroed(&ram_p, ram_size).unwrap();
+    let bar = shm::create_zeroed(&f.bar, bar_size).unwrap();
+    let ram = shm::create_zeroed(&f.ram, ram_size).unwrap();
     let open = |p: &std::path::Path| OpenOptions::new().read(true).write(true).open(p).unwrap();
-    let g = Guest { bar: open(&bar_p), ram: open(&ram_p) };
+    let g = Guest { bar: open(&f.bar), ram: open(&f.ram) };
     let host = ShmHost::new(
         Config::default(),
         FileBar::new(bar, bar_size),
         FileMemory::new(ram, ram_size, ram_size),
     );
+    (f, g, host)
+}
+
+#[test]
+fn guest_brings_up_the_cqp_through_files() {
+    let (_files, g, host) = rig("");
     // the host publishes the firmware-ready registers at start
     assert_eq!(g.r32(regs::GLPE_CPUSTATUS0), 0x80);
     assert_eq!((g.r32(regs::GLPCI_LBARCTRL) >> 4) & 3, 2);
@@ -83,8 +106,6 @@ fn guest_brings_up_the_cqp_through_files() {
     stop.store(true, std::sync::atomic::Ordering::Release);
     let host = handle.join().unwrap();
     assert_eq!(host.device.counters().cqp_ops, 2);
-    let _ = std::fs::remove_file(&bar_p);
-    let _ = std::fs::remove_file(&ram_p);
 }
 
 #[test]
@@ -106,20 +127,8 @@ fn ram_file_offsets_fold_the_4g_hole() {
 
 #[test]
 fn harness_mailbox_ping_faults_counters_and_shutdown() {
-    let dir = std::env::temp_dir();
-    let id = std::process::id();
-    let (bar_p, ram_p) = (dir.join(format!("mock-hbar-{id}")), dir.join(format!("mock-hram-{id}")));
-    let (bar_size, ram_size) = (16u64 << 20, 4u64 << 20);
-    let bar = shm::create_zeroed(&bar_p, bar_size).unwrap();
-    let ram = shm::create_zeroed(&ram_p, ram_size).unwrap();
-    let open = |p: &std::path::Path| OpenOptions::new().read(true).write(true).open(p).unwrap();
-    let g = Guest { bar: open(&bar_p), ram: open(&ram_p) };
+    let (_files, g, mut host) = rig("h");
     let base = 8u32 << 20;
-    let mut host = ShmHost::new(
-        Config::default(),
-        FileBar::new(bar, bar_size),
-        FileMemory::new(ram, ram_size, ram_size),
-    );
     let mut h = Harness::new(base);
     assert_eq!(g.r32(base + mb::HOST_MAGIC), 0, "not before announce");
     h.announce(&host);
@@ -235,25 +244,11 @@ fn harness_mailbox_ping_faults_counters_and_shutdown() {
     assert_eq!(h.service(&mut host), Tick::Stop);
     assert_eq!(g.r32(base + mb::PONG), mb::pong(7));
     let _ = g.ram;
-    let _ = std::fs::remove_file(&bar_p);
-    let _ = std::fs::remove_file(&ram_p);
 }
 
 #[test]
 fn status_registers_heal_and_the_cqp_can_be_recreated() {
-    let dir = std::env::temp_dir();
-    let id = std::process::id();
-    let (bar_p, ram_p) = (dir.join(format!("mock-rbar-{id}")), dir.join(format!("mock-rram-{id}")));
-    let (bar_size, ram_size) = (16u64 << 20, 4u64 << 20);
-    let bar = shm::create_zeroed(&bar_p, bar_size).unwrap();
-    let ram = shm::create_zeroed(&ram_p, ram_size).unwrap();
-    let open = |p: &std::path::Path| OpenOptions::new().read(true).write(true).open(p).unwrap();
-    let g = Guest { bar: open(&bar_p), ram: open(&ram_p) };
-    let mut host = ShmHost::new(
-        Config::default(),
-        FileBar::new(bar, bar_size),
-        FileMemory::new(ram, ram_size, ram_size),
-    );
+    let (_files, g, mut host) = rig("r");
     let (sq, ctx) = (0x10_0000u64, 0x20_0000u64);
     g.w64(ctx, 5 << 8);
     g.w64(ctx + 8, sq);
@@ -300,27 +295,12 @@ fn status_registers_heal_and_the_cqp_can_be_recreated() {
     host.step();
     assert_eq!(g.r32(regs::CQPTAIL), 1, "first op of the new CQP");
     assert_eq!(host.device.counters().cqp_ops, 4);
-    let _ = std::fs::remove_file(&bar_p);
-    let _ = std::fs::remove_file(&ram_p);
 }
 
 #[test]
 fn guest_uses_the_lan_admin_queue_through_files() {
     use mock_bar::lan::{self, reg};
-    let dir = std::env::temp_dir();
-    let id = std::process::id();
-    let (bar_p, ram_p) =
-        (dir.join(format!("mock-bar-aq-{id}")), dir.join(format!("mock-ram-aq-{id}")));
-    let (bar_size, ram_size) = (16u64 << 20, 4u64 << 20);
-    let bar = shm::create_zeroed(&bar_p, bar_size).unwrap();
-    let ram = shm::create_zeroed(&ram_p, ram_size).unwrap();
-    let open = |p: &std::path::Path| OpenOptions::new().read(true).write(true).open(p).unwrap();
-    let g = Guest { bar: open(&bar_p), ram: open(&ram_p) };
-    let host = ShmHost::new(
-        Config::default(),
-        FileBar::new(bar, bar_size),
-        FileMemory::new(ram, ram_size, ram_size),
-    );
+    let (_files, g, host) = rig("aq-");
     // reset-done bits are published from the start
     assert_eq!(g.r32(reg::GLNVM_ULD), reg::ULD_DONE | reg::ULD_PE_DONE);
     let (stop, handle) = shm::spawn(host, PollMode::Hybrid);
@@ -354,6 +334,4 @@ fn guest_uses_the_lan_admin_queue_through_files() {
     let host = handle.join().unwrap();
     assert_eq!(host.device.counters().aq_commands, 2);
     assert_eq!(host.device.counters().aq_bad_ring, 0);
-    let _ = std::fs::remove_file(&bar_p);
-    let _ = std::fs::remove_file(&ram_p);
 }

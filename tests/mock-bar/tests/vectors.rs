@@ -2,20 +2,13 @@
 //! the operation the case posted: validates the model's decoder against the
 //! vendor's encoder (rdma-core uk.c).
 
+mod conformance_file;
+
 use mock_bar::wqe::{self, Frag, Payload, SqOp};
 use serde_json::Value;
 
 fn vectors() -> Value {
-    // The repo's copy (`tests/conformance/`), or `$IRDMA_CONFORMANCE_DIR`.
-    let dir = std::env::var_os("IRDMA_CONFORMANCE_DIR").map_or_else(
-        || std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../conformance"),
-        std::path::PathBuf::from,
-    );
-    let path = dir.join("datapath-vectors.json");
-    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| {
-        panic!("conformance vectors missing at {}: {e} — this test needs them and must not pass without", path.display())
-    });
-    serde_json::from_str(&text).expect("datapath-vectors.json is not valid JSON")
+    conformance_file::load("datapath-vectors.json")
 }
 
 fn hex(v: &Value) -> u64 {

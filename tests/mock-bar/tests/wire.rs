@@ -7,12 +7,7 @@ use common::*;
 use mock_bar::regs;
 use mock_bar::wire::{self, op};
 
-const IP: u32 = 0x0A00_0001;
-const PD: u32 = 7;
-const STAG: u32 = 0x8000_0533;
-const VA: u64 = 0x7000_0000_0000;
-const ALL: u8 = 0x0F;
-const MAC: u64 = 0x0211_2233_4455;
+const MAC: u64 = ARP_MAC;
 
 struct Setup {
     h: Harness,
@@ -25,16 +20,7 @@ struct Setup {
 
 fn setup() -> Setup {
     let mut h = Harness::new();
-    h.bring_up();
-    h.op_ok([0, 0, MAC, hdr(regs::op::MANAGE_ARP, 1 | 1 << 42 | 1 << 43), 0, 0, 0, 0]);
-    let tx_a = h.create_cq(3, 32);
-    h.create_cq(4, 32);
-    h.create_cq(5, 32);
-    h.create_cq(6, 32);
-    let buf = h.alloc(0x4000, 4096);
-    h.reg_mr0(STAG, PD, VA, buf, 0x4000, ALL);
-    let a = h.create_qp(10, PD, 3, 4, IP, IP, 11, 2);
-    let b = h.create_qp(11, PD, 5, 6, IP, IP, 10, 2);
+    let QpPair { a, b, cqs: [tx_a, ..], buf } = h.qp_pair(0x4000, 0x4000, 2);
     let cap = wire::Capture::new();
     h.dev(|d| d.set_capture(Some(cap.clone())));
     Setup { h, a, b, tx_a, buf, cap }

@@ -22,7 +22,7 @@ use irdma_hal::{Bar, regs};
 use irdma_testkit::FakeHal;
 use serde_json::Value;
 
-use super::Tally;
+use super::{Tally, num};
 
 /// Ops the E810 RoCE driver does not use by design, with the reason.
 const SKIPS: &[(&str, &str)] = &[
@@ -134,22 +134,6 @@ fn read_bus(pa: u64, n: usize) -> Vec<u64> {
 }
 
 // ------------------------------------------------------------ JSON helpers
-
-fn num(v: &Value) -> Option<u64> {
-    match v {
-        Value::Number(n) => n.as_u64().or_else(|| n.as_i64().map(|x| x as u64)),
-        Value::String(s) => {
-            let s = s.trim();
-            if let Some(h) = s.strip_prefix("0x") {
-                u64::from_str_radix(h, 16).ok()
-            } else {
-                s.parse().ok()
-            }
-        }
-        Value::Bool(b) => Some(*b as u64),
-        _ => None,
-    }
-}
 
 struct In<'a>(&'a Value);
 

@@ -464,99 +464,85 @@ fn run_rq_case(case: &Value, cfg: &Value) -> Result<Outcome, String> {
     Ok(Outcome::Pass)
 }
 
+/// One `calc_depth_shift` queue: the driver's sizing `got` against the
+/// row's `{q}_ret`, and on success its `{q}_depth_quanta`, `{q}_shift`,
+/// `{q}_size_passed_to_qp_init` and `reported`.
+fn depth_row(
+    r: &Value,
+    what: &str,
+    got: Result<sizing::WqSizing, sizing::TooDeep>,
+    q: &str,
+    reported: &str,
+) -> Result<(), String> {
+    match (got, get(r, &format!("{q}_ret"))) {
+        (Ok(s), 0) => {
+            expect_eq(what, u64::from(s.depth_quanta), get(r, &format!("{q}_depth_quanta")))?;
+            expect_eq(what, u64::from(s.shift), get(r, &format!("{q}_shift")))?;
+            expect_eq(what, u64::from(s.size), get(r, &format!("{q}_size_passed_to_qp_init")))?;
+            expect_eq(what, u64::from(s.reported_max_wr), get(r, reported))
+        }
+        (Err(_), w) if w != 0 => Ok(()),
+        (got, w) => Err(format!("{what}: got {got:?}, vendor ret {w}")),
+    }
+}
+
 fn run_helpers(h: &Value, t: &mut Tally) {
-    // One case per helper table; a missing or empty table is not a pass.
-    let mut one = |name: &str, r: Result<usize, String>| match r {
-        Ok(0) => {}
-        Ok(_) => t.passed += 1,
-        Err(e) => {
-            t.failed += 1;
-            println!("FAIL helpers.{name}: {e}");
+    // One case per helper table, every row checked by `row`; a missing or
+    // empty table is not a pass.
+    let mut table = |name: &str, row: &dyn Fn(&Value) -> Result<(), String>| {
+        let rows = h.get(name).and_then(Value::as_array).cloned().unwrap_or_default();
+        match rows.iter().try_for_each(row) {
+            Ok(()) if rows.is_empty() => {}
+            Ok(()) => t.passed += 1,
+            Err(e) => {
+                t.failed += 1;
+                println!("FAIL helpers.{name}: {e}");
+            }
         }
     };
-    let rows = |k: &str| h.get(k).and_then(Value::as_array).cloned().unwrap_or_default();
-    one(
-        "fragcnt_to_quanta_sq",
-        rows("fragcnt_to_quanta_sq").iter().try_fold(0, |n, r| {
-            let f = get(r, "frag_cnt") as u32;
-            let got = sizing::fragcnt_to_quanta_sq(f);
-            let want = (get(r, "ret") == 0).then(|| get(r, "quanta") as u32);
-            expect_eq(&format!("frag_cnt {f}"), got, want).map(|_| n + 1)
-        }),
-    );
-    one(
-        "fragcnt_to_wqesize_rq",
-        rows("fragcnt_to_wqesize_rq").iter().try_fold(0, |n, r| {
-            let f = get(r, "frag_cnt") as u32;
-            let got = sizing::fragcnt_to_wqesize_rq(f);
-            let want = (get(r, "ret") == 0).then(|| get(r, "wqe_size_bytes") as u32);
-            expect_eq(&format!("frag_cnt {f}"), got, want).map(|_| n + 1)
-        }),
-    );
-    one(
-        "inline_data_size_to_quanta",
-        rows("inline_data_size_to_quanta").iter().try_fold(0, |n, r| {
-            let l = get(r, "len") as u32;
-            expect_eq(
-                &format!("len {l}"),
-                u64::from(sizing::inline_data_size_to_quanta(l)),
-                get(r, "quanta"),
-            )?;
-            let allowed = l as usize <= irdma::hal::wqe::inline::MAX_BYTES;
-            expect_eq(&format!("len {l} allowed"), allowed, flag(r, "len_allowed_gen2"))
-                .map(|_| n + 1)
-        }),
-    );
-    one(
-        "get_wqe_shift",
-        rows("get_wqe_shift").iter().try_fold(0, |n, r| {
-            let (s, i) = (get(r, "sge") as u32, get(r, "inline_data") as u32);
-            expect_eq(
-                &format!("sge {s} inline {i}"),
-                u64::from(sizing::get_wqe_shift(s, i)),
-                get(r, "shift"),
-            )
-            .map(|_| n + 1)
-        }),
-    );
-    one(
-        "calc_depth_shift",
-        rows("calc_depth_shift").iter().try_fold(0, |n, r| {
-            let sq = sizing::calc_sq(
-                get(r, "max_send_wr") as u32,
-                get(r, "max_send_sge") as u32,
-                get(r, "max_inline") as u32,
-            );
-            let what = format!("max_send_wr {}", get(r, "max_send_wr"));
-            match (sq, get(r, "sq_ret")) {
-                (Ok(s), 0) => {
-                    expect_eq(&what, u64::from(s.depth_quanta), get(r, "sq_depth_quanta"))?;
-                    expect_eq(&what, u64::from(s.shift), get(r, "sq_shift"))?;
-                    expect_eq(&what, u64::from(s.size), get(r, "sq_size_passed_to_qp_init"))?;
-                    expect_eq(&what, u64::from(s.reported_max_wr), get(r, "reported_max_send_wr"))?;
-                }
-                (Err(_), w) if w != 0 => {}
-                (got, w) => return Err(format!("{what}: got {got:?}, vendor ret {w}")),
-            }
-            let rq = sizing::calc_rq(get(r, "max_recv_wr") as u32, get(r, "max_recv_sge") as u32);
-            let what = format!("max_recv_wr {}", get(r, "max_recv_wr"));
-            match (rq, get(r, "rq_ret")) {
-                (Ok(s), 0) => {
-                    expect_eq(&what, u64::from(s.depth_quanta), get(r, "rq_depth_quanta"))?;
-                    expect_eq(&what, u64::from(s.shift), get(r, "rq_shift"))?;
-                    expect_eq(&what, u64::from(s.size), get(r, "rq_size_passed_to_qp_init"))?;
-                    expect_eq(&what, u64::from(s.reported_max_wr), get(r, "reported_max_recv_wr"))?;
-                }
-                (Err(_), w) if w != 0 => {}
-                (got, w) => return Err(format!("{what}: got {got:?}, vendor ret {w}")),
-            }
-            Ok(n + 1)
-        }),
-    );
-    one(
-        "op_quanta_table",
-        rows("op_quanta_table").iter().try_fold(0, |n, r| op_quanta_row(r).map(|_| n + 1)),
-    );
+    table("fragcnt_to_quanta_sq", &|r| {
+        let f = get(r, "frag_cnt") as u32;
+        let got = sizing::fragcnt_to_quanta_sq(f);
+        let want = (get(r, "ret") == 0).then(|| get(r, "quanta") as u32);
+        expect_eq(&format!("frag_cnt {f}"), got, want)
+    });
+    table("fragcnt_to_wqesize_rq", &|r| {
+        let f = get(r, "frag_cnt") as u32;
+        let got = sizing::fragcnt_to_wqesize_rq(f);
+        let want = (get(r, "ret") == 0).then(|| get(r, "wqe_size_bytes") as u32);
+        expect_eq(&format!("frag_cnt {f}"), got, want)
+    });
+    table("inline_data_size_to_quanta", &|r| {
+        let l = get(r, "len") as u32;
+        expect_eq(
+            &format!("len {l}"),
+            u64::from(sizing::inline_data_size_to_quanta(l)),
+            get(r, "quanta"),
+        )?;
+        let allowed = l as usize <= irdma::hal::wqe::inline::MAX_BYTES;
+        expect_eq(&format!("len {l} allowed"), allowed, flag(r, "len_allowed_gen2"))
+    });
+    table("get_wqe_shift", &|r| {
+        let (s, i) = (get(r, "sge") as u32, get(r, "inline_data") as u32);
+        expect_eq(
+            &format!("sge {s} inline {i}"),
+            u64::from(sizing::get_wqe_shift(s, i)),
+            get(r, "shift"),
+        )
+    });
+    table("calc_depth_shift", &|r| {
+        let sq = sizing::calc_sq(
+            get(r, "max_send_wr") as u32,
+            get(r, "max_send_sge") as u32,
+            get(r, "max_inline") as u32,
+        );
+        let what = format!("max_send_wr {}", get(r, "max_send_wr"));
+        depth_row(r, &what, sq, "sq", "reported_max_send_wr")?;
+        let rq = sizing::calc_rq(get(r, "max_recv_wr") as u32, get(r, "max_recv_sge") as u32);
+        let what = format!("max_recv_wr {}", get(r, "max_recv_wr"));
+        depth_row(r, &what, rq, "rq", "reported_max_recv_wr")
+    });
+    table("op_quanta_table", &op_quanta_row);
 }
 
 /// One `op_quanta_table` row through the real sizing and encoder: post it on

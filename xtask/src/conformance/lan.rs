@@ -34,7 +34,7 @@ use irdma_hal::Bar;
 use irdma_testkit::FakeHal;
 use serde_json::{Value, json};
 
-use super::Tally;
+use super::{Tally, num};
 
 /// Ops the driver does not have by design, with the reason (README rules).
 const SKIP_OPS: &[(&str, &str)] =
@@ -65,22 +65,6 @@ enum Outcome {
 }
 
 // ------------------------------------------------------------------ JSON
-
-fn num(v: &Value) -> Option<u64> {
-    match v {
-        Value::Number(n) => n.as_u64().or_else(|| n.as_i64().map(|x| x as u64)),
-        Value::String(s) => {
-            let s = s.trim();
-            if let Some(h) = s.strip_prefix("0x") {
-                u64::from_str_radix(h, 16).ok()
-            } else {
-                s.parse().ok()
-            }
-        }
-        Value::Bool(b) => Some(u64::from(*b)),
-        _ => None,
-    }
-}
 
 fn hexbytes(s: &str) -> Vec<u8> {
     (0..s.len() / 2).filter_map(|i| u8::from_str_radix(s.get(2 * i..2 * i + 2)?, 16).ok()).collect()
@@ -435,6 +419,20 @@ fn ring_fields(o: &mut Out, aq: &Aq<'_>) {
     o.set("sq_last_status", json!(aq.last_status()));
 }
 
+/// `AdminQueue::init_check`'s errno, and the version it read (also when
+/// the check refused that version).
+fn init_check(aq: &mut Aq<'_>) -> Out {
+    let r = aq.init_check();
+    let mut o = Out::new(match &r {
+        Ok(_) => 0,
+        Err((e, _)) => i64::from(e.linux_errno()),
+    });
+    if let Ok(v) | Err((_, Some(v))) = &r {
+        version_fields(&mut o, v);
+    }
+    o
+}
+
 fn version_fields(o: &mut Out, v: &irdma::ice::cmd::Version) {
     o.set("fw_branch", json!(v.fw[0]));
     o.set("fw_maj_ver", json!(v.fw[1]));
@@ -693,15 +691,7 @@ fn drive(case: &Value, bar: &RecBar) -> Result<Vec<Out>, Outcome> {
                 o.set("sq_last_status", json!(0));
             }
             Ok(mut aq) => {
-                let r = aq.init_check();
-                o = Out::new(match &r {
-                    Ok(_) => 0,
-                    Err((e, _)) => i64::from(e.linux_errno()),
-                });
-                match &r {
-                    Ok(v) | Err((_, Some(v))) => version_fields(&mut o, v),
-                    _ => {}
-                }
+                o = init_check(&mut aq);
                 ring_fields(&mut o, &aq);
                 let last = cfg.rq_entries.saturating_sub(1);
                 if let (Some(d0), Some(dl)) = (aq.arq_desc(0), aq.arq_desc(last)) {
@@ -762,15 +752,7 @@ fn drive_ops(case: &Value, bar: &RecBar, aq: &mut Aq<'_>, op: &str) -> Result<Ve
                     version_fields(&mut o, v);
                 }
             } else {
-                let r = aq.init_check();
-                o = Out::new(match &r {
-                    Ok(_) => 0,
-                    Err((e, _)) => i64::from(e.linux_errno()),
-                });
-                match &r {
-                    Ok(v) | Err((_, Some(v))) => version_fields(&mut o, v),
-                    _ => {}
-                }
+                o = init_check(aq);
             }
             ring_fields(&mut o, aq);
             outs.push(o);

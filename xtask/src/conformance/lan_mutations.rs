@@ -8,7 +8,7 @@
 
 use serde_json::{Value, json};
 
-use super::{Outcome, hexbytes, hexstr, num, run_case};
+use super::{Outcome, SEQUENCED, hexbytes, hexstr, num, run_case};
 
 fn published() -> Vec<Value> {
     let p = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/conformance/lan-aq-vectors.json");
@@ -21,9 +21,12 @@ fn name(c: &Value) -> String {
     format!("{}/{}", c["op"].as_str().unwrap_or("?"), c["name"].as_str().unwrap_or("?"))
 }
 
-/// Runs the mutated cases; returns the failures (skips must be skips of the
-/// unmutated case too).
-fn run_all(cases: &[(Value, String)]) -> Vec<String> {
+/// Runs the mutated cases (each named with its mutation) and fails, naming
+/// every failing case, unless all pass (skips must be skips of the unmutated
+/// case too) and there are at least `min` of them (a mutation that stopped
+/// matching any case would otherwise pass on nothing).
+fn all_pass(cases: &[(Value, String)], min: usize) {
+    assert!(cases.len() >= min, "{} mutated cases, want at least {min}", cases.len());
     let mut bad = Vec::new();
     for (c, what) in cases {
         match run_case(c) {
@@ -31,7 +34,7 @@ fn run_all(cases: &[(Value, String)]) -> Vec<String> {
             Outcome::Fail(why) => bad.push(format!("{} [{what}]: {why}", name(c))),
         }
     }
-    bad
+    assert!(bad.is_empty(), "{} of {} failed:\n{}", bad.len(), cases.len(), bad.join("\n"));
 }
 
 fn shift(v: &Value, delta: i64, n: i64) -> Value {
@@ -98,9 +101,7 @@ fn atq_positions_including_the_wrap() {
             }
         }
     }
-    assert!(cases.len() > 200, "{} mutated cases", cases.len());
-    let bad = run_all(&cases);
-    assert!(bad.is_empty(), "{} of {} failed:\n{}", bad.len(), cases.len(), bad.join("\n"));
+    all_pass(&cases, 201);
 }
 
 /// Moves the ARQ's next_to_clean from `arq_position` 0 to `to`: events land
@@ -159,9 +160,7 @@ fn arq_positions_including_the_wrap() {
             }
         }
     }
-    assert!(cases.len() > 100, "{} mutated cases", cases.len());
-    let bad = run_all(&cases);
-    assert!(bad.is_empty(), "{} of {} failed:\n{}", bad.len(), cases.len(), bad.join("\n"));
+    all_pass(&cases, 101);
 }
 
 /// The firmware-internal upper byte of retval never matters (README: "The
@@ -198,9 +197,7 @@ fn retval_upper_bytes() {
         }
         cases.push((m, "retval upper byte ^ 0xa5".to_string()));
     }
-    assert!(cases.len() > 50, "{} mutated cases", cases.len());
-    let bad = run_all(&cases);
-    assert!(bad.is_empty(), "{} of {} failed:\n{}", bad.len(), cases.len(), bad.join("\n"));
+    all_pass(&cases, 51);
 }
 
 /// Other unicast MACs for the MAC filter and MAC rule cases: every place the
@@ -230,9 +227,7 @@ fn other_macs() {
             cases.push((m, format!("MAC {new}")));
         }
     }
-    assert!(cases.len() >= 9, "{} mutated cases", cases.len());
-    let bad = run_all(&cases);
-    assert!(bad.is_empty(), "{} of {} failed:\n{}", bad.len(), cases.len(), bad.join("\n"));
+    all_pass(&cases, 9);
 }
 
 /// `fill_sw_rule` MAC lookups with the queue, queue-group and drop actions,
@@ -354,8 +349,7 @@ fn fill_sw_rule_actions_and_vlan() {
     set(&mut tx, &rx, 0, 1);
     cases.push((tx, "VLAN Tx".to_string()));
 
-    let bad = run_all(&cases);
-    assert!(bad.is_empty(), "{} of {} failed:\n{}", bad.len(), cases.len(), bad.join("\n"));
+    all_pass(&cases, 1);
     // and they are really compared: a wrong expectation fails
     let mut wrong = cases[0].0.clone();
     wrong["outputs"]["calls"][0]["outputs"]["f_info.lb_en"] = json!(0);
@@ -367,13 +361,8 @@ fn fill_sw_rule_actions_and_vlan() {
 /// more, and the case ends with that call.
 #[test]
 fn timeouts_at_every_command_index() {
-    const OPS: &[&str] = &[
-        "sched_init_port",
-        "sched_add_nodes",
-        "cfg_vsi_rdma",
-        "ena_rdma_qset",
-        "dis_rdma_qset",
-        "add_mac_fltr",
+    // the ops the runner drives call by call (`SEQUENCED`) and these others
+    const MORE: &[&str] = &[
         "add_vsi",
         "pe_filter",
         "free_vsi",
@@ -387,7 +376,8 @@ fn timeouts_at_every_command_index() {
     ];
     let mut cases = Vec::new();
     for c in published() {
-        if !OPS.contains(&c["op"].as_str().unwrap_or("")) || c["outputs"]["ret"] != json!(0) {
+        let op = c["op"].as_str().unwrap_or("");
+        if !SEQUENCED.iter().chain(MORE).any(|o| *o == op) || c["outputs"]["ret"] != json!(0) {
             continue;
         }
         let cmds = c["outputs"]["commands"].as_array().cloned().unwrap_or_default();
@@ -422,9 +412,7 @@ fn timeouts_at_every_command_index() {
             cases.push((m, format!("timeout at command {k}")));
         }
     }
-    assert!(cases.len() > 50, "{} mutated cases", cases.len());
-    let bad = run_all(&cases);
-    assert!(bad.is_empty(), "{} of {} failed:\n{}", bad.len(), cases.len(), bad.join("\n"));
+    all_pass(&cases, 51);
 }
 
 /// `state.reset_ongoing`: every command-sending op is refused with EBUSY
@@ -448,9 +436,7 @@ fn reset_ongoing_refuses_before_posting() {
         m["outputs"]["calls"] = json!([{"fn": c["vendor"][0], "ret": -16, "outputs": {}}]);
         cases.push((m, "reset ongoing".to_string()));
     }
-    assert!(cases.len() >= 5, "{} mutated cases", cases.len());
-    let bad = run_all(&cases);
-    assert!(bad.is_empty(), "{} of {} failed:\n{}", bad.len(), cases.len(), bad.join("\n"));
+    all_pass(&cases, 5);
 }
 
 /// More nodes than a TC node may hold (max_children of its layer, 8 in the
@@ -493,8 +479,7 @@ fn too_many_nodes_under_a_tc_node() {
         assert!(sent > 0);
         cases.push((m, format!("{n} nodes under TC 0, layer {layer:?}")));
     }
-    let bad = run_all(&cases);
-    assert!(bad.is_empty(), "{} of {} failed:\n{}", bad.len(), cases.len(), bad.join("\n"));
+    all_pass(&cases, 1);
 }
 
 /// `add_vsi` with `then_update` and `upd.alloc_rxq`: the second
@@ -536,9 +521,7 @@ fn add_vsi_then_update() {
     out["outputs"]["vsi.num_rxq"] = json!(8);
     out["outputs"]["vsi.info"] = json!(hexstr(&ctx));
     m["outputs"]["calls"].as_array_mut().unwrap().push(out);
-    let good = vec![(m.clone(), "then_update".to_string())];
-    let bad = run_all(&good);
-    assert!(bad.is_empty(), "{}", bad.join("\n"));
+    all_pass(&[(m.clone(), "then_update".to_string())], 1);
     // without the queue-map bit the command differs
     let mut wrong = m;
     let mut w = ctx.clone();
@@ -594,9 +577,7 @@ fn other_ring_sizes() {
             cases.push((m, format!("rings {sq}/{rq}, buffers {sqb}/{rqb}")));
         }
     }
-    assert!(cases.len() >= 6, "{} mutated cases", cases.len());
-    let bad = run_all(&cases);
-    assert!(bad.is_empty(), "{} of {} failed:\n{}", bad.len(), cases.len(), bad.join("\n"));
+    all_pass(&cases, 6);
 }
 
 /// Builds a command expectation: the descriptor is the published 0x02A0
@@ -713,9 +694,7 @@ fn second_vsi_on_the_same_mac() {
             }
         }
     }
-    assert!(cases.len() >= 16, "{} mutated cases", cases.len());
-    let bad = run_all(&cases);
-    assert!(bad.is_empty(), "{} of {} failed:\n{}", bad.len(), cases.len(), bad.join("\n"));
+    all_pass(&cases, 16);
     // really compared: another list id in the update rule fails
     let mut wrong = cases[0].0.clone();
     let cmds = wrong["outputs"]["commands"].as_array_mut().unwrap();
@@ -752,8 +731,7 @@ fn all_zero_mac_after_the_broadcast_rule() {
         cases.push((m, "all-zero MAC".to_string()));
     }
     assert!(!cases.is_empty());
-    let bad = run_all(&cases);
-    assert!(bad.is_empty(), "{} of {} failed:\n{}", bad.len(), cases.len(), bad.join("\n"));
+    all_pass(&cases, 1);
 }
 
 /// The published `add_mac_fltr` case `c` with a second VSI, as ice
@@ -982,8 +960,7 @@ fn more_rdma_qsets_than_a_queue_group_holds() {
         }
         cases.push((m, format!("max_rdmaqs {qs}")));
     }
-    let bad = run_all(&cases);
-    assert!(bad.is_empty(), "{} of {} failed:\n{}", bad.len(), cases.len(), bad.join("\n"));
+    all_pass(&cases, 1);
     // really compared: one queue-group node too few fails
     let mut wrong = cases[0].0.clone();
     wrong["inputs"]["args"]["max_rdmaqs"] = json!([8]);
@@ -1135,8 +1112,7 @@ fn qsets_go_to_the_first_queue_group_with_room() {
         }
         cases.push((m, format!("{k} queue groups")));
     }
-    let bad = run_all(&cases);
-    assert!(bad.is_empty(), "{} of {} failed:\n{}", bad.len(), cases.len(), bad.join("\n"));
+    all_pass(&cases, 1);
     let mut wrong = cases[0].0.clone();
     wrong["outputs"]["calls"][4]["outputs"]["qset_teid[0]"] = json!("0x2006");
     assert!(matches!(run_case(&wrong), Outcome::Fail(_)));
@@ -1165,6 +1141,5 @@ fn only_tc0_exists_without_dcb() {
     out.insert("tree".into(), tree);
     tc1["outputs"]["ret"] = json!(-22);
     let cases = vec![(both, "tc_bitmap 3".to_string()), (tc1, "qsets on TC 1".to_string())];
-    let bad = run_all(&cases);
-    assert!(bad.is_empty(), "{} of {} failed:\n{}", bad.len(), cases.len(), bad.join("\n"));
+    all_pass(&cases, 1);
 }

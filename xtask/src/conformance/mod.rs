@@ -81,6 +81,25 @@ impl Tally {
     }
 }
 
+/// A vector's number: a JSON integer (a negative one as its two's-complement
+/// `u64`), a `"0x…"` or decimal string, or a bool; anything else is `None`.
+/// Shared by the CQP and LAN runners, whose vectors spell numbers all ways.
+fn num(v: &Value) -> Option<u64> {
+    match v {
+        Value::Number(n) => n.as_u64().or_else(|| n.as_i64().map(|x| x as u64)),
+        Value::String(s) => {
+            let s = s.trim();
+            if let Some(h) = s.strip_prefix("0x") {
+                u64::from_str_radix(h, 16).ok()
+            } else {
+                s.parse().ok()
+            }
+        }
+        Value::Bool(b) => Some(u64::from(*b)),
+        _ => None,
+    }
+}
+
 /// Where the vectors live: `$IRDMA_CONFORMANCE_DIR`, else the repo's copy
 /// in `tests/conformance/`.
 pub fn vector_dir() -> PathBuf {

@@ -15,9 +15,10 @@
 use std::time::{Duration, Instant};
 
 use super::{
-    Guest, MODEL_IP, MODEL_MAC, PEER_IP, PEER_MAC, build, free_udp_port, guest_spawn, judge, wait,
+    Guest, MODEL_IP, MODEL_MAC, PEER_IP, PEER_MAC, build, free_udp_port, guest_spawn, judge,
+    two_cpus, wait,
 };
-use crate::util::{ensure_program, root, which};
+use crate::util::{ensure_program, root};
 
 /// The scenario's name.
 pub(super) const NAME: &str = "nvme-linux-reference";
@@ -76,8 +77,7 @@ pub(super) fn run() -> Result<i32, String> {
         let _ = std::fs::remove_file(p);
     }
     let (port_t, port_h) = (free_udp_port()?, free_udp_port()?);
-    let two = std::thread::available_parallelism().map_or(1, |n| n.get()) >= 2
-        && which("taskset").is_some();
+    let two = two_cpus();
     let udp0 = udp_rcvbuf_errors();
     let t0 = Instant::now();
     let target = Guest {

@@ -22,6 +22,17 @@ pub fn hdr(opcode: u8, bits: u64) -> u64 {
     f(opcode as u64, 37, 32) | bits
 }
 
+/// The values the two-QP fixtures share (data_path, wire, protection,
+/// lan_gating): local IP, PD, the MR's STag and VA, all access rights.
+pub const IP: u32 = 0x0A00_0001;
+pub const PD: u32 = 7;
+/// index 0x80_0005 (random upper bits, slot 5), key 0x33
+pub const STAG: u32 = 0x8000_0533;
+pub const VA: u64 = 0x7000_0000_0000;
+pub const ALL: u8 = 0x0F;
+/// ARP entry 1 of the two-QP fixture (valid, permanent).
+pub const ARP_MAC: u64 = 0x0211_2233_4455;
+
 /// A CCQ completion as the test reads it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Ccqe {
@@ -599,6 +610,15 @@ pub struct TQp {
     pub ctx: [u64; 32],
 }
 
+/// What [`Harness::qp_pair`] made: QP 10 (`a`) and QP 11 (`b`), their CQs
+/// `[a send, a receive, b send, b receive]` (ids 3, 4, 5, 6), the buffer.
+pub struct QpPair {
+    pub a: TQp,
+    pub b: TQp,
+    pub cqs: [TCq; 4],
+    pub buf: u64,
+}
+
 pub const QP_CTX_BASE: u64 = 0x5150_0000_0000;
 
 impl Harness {
@@ -651,6 +671,36 @@ impl Harness {
             sq: g(w3, 62, 62) == 1,
             imm,
         })
+    }
+
+    /// The loopback base of the fault and deferred-mode tests on a brought-up
+    /// device: ARP entry 1, send CQ 3 and receive CQ 4 (32 entries each), and
+    /// a 4 KiB buffer registered as level-0 MR 0x511 (PD 1, VA 0, all
+    /// rights). Returns the send CQ and the STag.
+    pub fn loopback_mr(&mut self) -> (TCq, u32) {
+        self.op_ok([0, 0, 1, hdr(op::MANAGE_ARP, 1 | 1 << 42), 0, 0, 0, 0]);
+        let tx = self.create_cq(3, 32);
+        self.create_cq(4, 32);
+        let buf = self.alloc(0x1000, 0x1000);
+        let stag = 0x0000_0511;
+        self.reg_mr0(stag, 1, 0, buf, 0x1000, 0x0F);
+        (tx, stag)
+    }
+
+    /// The two-QP fixture: brings the device up, sets ARP entry 1 to
+    /// [`ARP_MAC`], creates CQs 3/4 (QP 10's send/receive) and 5/6 (QP
+    /// 11's), allocates `buf_len` bytes (4 KiB aligned) whose first `mr_len`
+    /// are the level-0 MR [`STAG`] at [`VA`] in [`PD`] with all rights, and
+    /// connects RC QPs 10 and 11 over [`IP`] with RNR retry `rnr`.
+    pub fn qp_pair(&mut self, buf_len: u64, mr_len: u64, rnr: u8) -> QpPair {
+        self.bring_up();
+        self.op_ok([0, 0, ARP_MAC, hdr(op::MANAGE_ARP, 1 | 1 << 42 | 1 << 43), 0, 0, 0, 0]);
+        let cqs = [3, 4, 5, 6].map(|id| self.create_cq(id, 32));
+        let buf = self.alloc(buf_len, 4096);
+        self.reg_mr0(STAG, PD, VA, buf, mr_len, ALL);
+        let a = self.create_qp(10, PD, 3, 4, IP, IP, 11, rnr);
+        let b = self.create_qp(11, PD, 5, 6, IP, IP, 10, rnr);
+        QpPair { a, b, cqs, buf }
     }
 
     /// Registers a level-0 MR (spec control-path §4.3.9).
