@@ -101,7 +101,7 @@ fn same_inline_bytes_as_single_owner_sq() {
 #[cfg_attr(miri, ignore = "exhaustive flags × ops × kinds: too slow under Miri")]
 fn hot_post_send_same_as_general_encoder() {
     use crate::uk::qp::sq_post_from_wr;
-    use crate::wr::{SendFlags, SendWr, WrOpcode};
+    use crate::wr::WrOpcode;
     struct NoBar;
     impl Bar for NoBar {
         fn read32(&self, _o: usize) -> u32 {
@@ -114,23 +114,11 @@ fn hot_post_send_same_as_general_encoder() {
     let s0 = [Sge { addr: 0x7f00_1234_5678, length: 0x0765_4321, lkey: 0xab_cdef }];
     let s1 = [Sge { addr: 0x7f00_1234_5678, length: 0x8765_4321, lkey: 0xab_cdef }];
     let s2 = [s1[0], Sge { addr: 0x10, length: 3, lkey: 9 }];
-    let ops = [
-        WrOpcode::RdmaWrite { remote_addr: 0x1122_3344_5566_7788, rkey: 0xfeed_beef },
-        WrOpcode::RdmaRead { remote_addr: 0x42, rkey: 0x8000_0001 },
-        WrOpcode::Send,
-        WrOpcode::SendInv { inv_key: 0x1234_5678 },
-        WrOpcode::RdmaWriteImm { remote_addr: 0x99, rkey: 7, imm: 0xdead_beef },
-        WrOpcode::LocalInv { inv_key: 0x77 },
-    ];
-    let mut wrs = Vec::new();
-    for (k, op) in ops.iter().enumerate() {
-        for f in (0..32u8).filter(|f| f & SendFlags::INLINE.0 == 0) {
-            for sg in [&s0[..], &s1[..], &s2[..], &[][..]] {
-                let wr_id = ((k as u64) << 8) | u64::from(f);
-                wrs.push(SendWr { wr_id, opcode: *op, flags: SendFlags(f), sg_list: sg });
-            }
-        }
-    }
+    let ops: Vec<WrOpcode> = crate::uk::tests::HOT_OPS
+        .into_iter()
+        .chain([WrOpcode::LocalInv { inv_key: 0x77 }])
+        .collect();
+    let wrs = crate::uk::tests::every_wr(&ops, &[&s0[..], &s1[..], &s2[..], &[][..]]);
     for kind in [QpKind::Rc, QpKind::Ud] {
         for max_frags in [0, 13] {
             let (mut ma, mut ta) = (vec![0u64; 16 * 4], vec![SqWrTrk::default(); 16]);
