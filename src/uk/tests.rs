@@ -279,6 +279,16 @@ fn arming_bumps_sequence_and_rings_cqarm() {
     assert_eq!(*bar.0.borrow(), vec![(regs::CQARM, 7); 4]);
 }
 
+/// A BAR that reads 0 and drops writes: for tests that ring no doorbell
+/// they check.
+pub(super) struct NopBar;
+impl Bar for NopBar {
+    fn read32(&self, _o: usize) -> u32 {
+        0
+    }
+    fn write32(&self, _o: usize, _v: u32) {}
+}
+
 /// The hot-path opcodes both hot-vs-general comparisons (this file's and
 /// `mp/tests.rs`'s) post, with field values that fill the bits they encode.
 pub(super) const HOT_OPS: [WrOpcode; 5] = [
