@@ -77,21 +77,15 @@ fn decision_table_nothing_to_transfer() {
             assert_eq!(RwError::NothingToTransfer.errno(), -5);
             assert_eq!(TestHal::calls(), 0, "checked before mapping");
         }
+        // An iterator of no bytes, and no bvecs at all.
         let bv = bvecs(2, 4096);
         let zero = BvecIter { bi_size: 0, ..BvecIter::default() };
-        let r = init_bv(&mut ctx, &qp, &mut pool, &mut NoIova, &bv, 2, zero, Direction::FromDevice);
-        assert_eq!(r, Err(RwError::InvalidArgument));
-        let r = init_bv(
-            &mut ctx,
-            &qp,
-            &mut pool,
-            &mut NoIova,
-            &bv,
-            0,
-            iter_all(&bv),
-            Direction::ToDevice,
-        );
-        assert_eq!(r, Err(RwError::InvalidArgument));
+        for (nr, it, dir) in
+            [(2, zero, Direction::FromDevice), (0, iter_all(&bv), Direction::ToDevice)]
+        {
+            let r = init_bv(&mut ctx, &qp, &mut pool, &mut NoIova, &bv, nr, it, dir);
+            assert_eq!(r, Err(RwError::InvalidArgument), "{d:?} nr_bvec {nr}, {it:?}");
+        }
         assert_eq!((TestHal::live(), pool.in_use(), ctx.ctx_type()), (0, 0, None));
     }
 }
