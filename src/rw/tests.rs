@@ -85,6 +85,10 @@ fn own(w: &SendWr<'_>) -> W {
     W { op: w.opcode, flags: w.flags, wr_id: w.wr_id, sges: w.sg_list.to_vec() }
 }
 
+/// A placeholder for `wrs` to overwrite.
+const NO_WR: SendWr<'static> =
+    SendWr { wr_id: 0, opcode: WrOpcode::Send, flags: SendFlags::NONE, sg_list: &[] };
+
 /// The REG_MR WRs of a chain, in order.
 fn reg_mrs(c: &[W]) -> Vec<crate::wr::RegMrWr> {
     c.iter().filter_map(|w| if let WrOpcode::RegMr(r) = w.op { Some(r) } else { None }).collect()
@@ -95,11 +99,7 @@ fn chain_of<const S: usize, const O: usize>(
     pool: &mut Pool,
     extra: &[SendWr<'_>],
 ) -> Vec<W> {
-    let mut out =
-        vec![
-            SendWr { wr_id: 0, opcode: WrOpcode::Send, flags: SendFlags::NONE, sg_list: &[] };
-            ctx.chain_len() + extra.len()
-        ];
+    let mut out = vec![NO_WR; ctx.chain_len() + extra.len()];
     let n = ctx.wrs(pool, CQE, extra, &mut out).unwrap();
     out.iter().take(n).map(own).collect()
 }
@@ -146,6 +146,15 @@ fn destroy_bv<I: IovaMapper>(ctx: &mut Ctx, pool: &mut Pool, iova: &mut I) {
 fn fresh(qp: &RwQp, mrs: u32, fail_at: u64) -> (Pool, Ctx) {
     TestHal::reset(fail_at);
     (pool_for(qp, mrs), Ctx::new())
+}
+
+/// [`fresh`] (8 MRs), then `init_sg` of `n` [`pages`] from their first
+/// byte for `dir`: a live context, its pool and its entries.
+fn started(qp: &RwQp, n: usize, dir: Direction) -> (Pool, Ctx, Vec<SgEntry>) {
+    let (mut pool, mut ctx) = fresh(qp, 8, 0);
+    let mut sg = pages(n);
+    init_sg(&mut ctx, qp, &mut pool, &mut sg, 0, dir).unwrap();
+    (pool, ctx, sg)
 }
 
 /// [`init_bv`] over the whole of `bv`, without an IOMMU.

@@ -187,9 +187,7 @@ fn single_and_multi_wrs_match_linux_layout() {
 #[test]
 fn chain_wr_is_appended_and_nothing_of_ours_signaled() {
     let qp = RwQp::new(roce(13), false, 13);
-    let (mut pool, mut ctx) = fresh(&qp, 8, 0);
-    let mut sg = pages(14);
-    init_sg(&mut ctx, &qp, &mut pool, &mut sg, 0, Direction::ToDevice).unwrap();
+    let (mut pool, mut ctx, mut sg) = started(&qp, 14, Direction::ToDevice);
     let extra =
         [SendWr { wr_id: 77, opcode: WrOpcode::Send, flags: SendFlags::SIGNALED, sg_list: &[] }];
     let c = chain_of(&mut ctx, &mut pool, &extra);
@@ -209,11 +207,8 @@ fn chain_wr_is_appended_and_nothing_of_ours_signaled() {
 #[test]
 fn wrs_output_too_small_is_refused() {
     let qp = RwQp::new(roce(13), false, 13);
-    let (mut pool, mut ctx) = fresh(&qp, 8, 0);
-    let mut sg = pages(14);
-    init_sg(&mut ctx, &qp, &mut pool, &mut sg, 0, Direction::ToDevice).unwrap();
-    let mut out =
-        [SendWr { wr_id: 0, opcode: WrOpcode::Send, flags: SendFlags::NONE, sg_list: &[] }; 1];
+    let (mut pool, mut ctx, mut sg) = started(&qp, 14, Direction::ToDevice);
+    let mut out = [NO_WR; 1];
     assert_eq!(ctx.wrs(&mut pool, CQE, &[], &mut out), Err(RwError::NoCapacity));
     destroy_sg(&mut ctx, &mut pool, &mut sg);
 }
@@ -252,7 +247,7 @@ fn mr_reuse_needs_local_inv_and_pool_is_lifo() {
     let qp = RwQp::new(roce(13), true, 13);
     let (mut pool, mut ctx) = fresh(&qp, 8, 0);
     // 300 pages: two MRs (256 + 44).
-    let mut sg: Vec<SgEntry> = entries(300, 0x10_0000, 0x1000, 4096);
+    let mut sg = entries(300, 0x10_0000, 0x1000, 4096);
     let mut big: RwCtx<4, 4> = RwCtx::new();
     // SAFETY: TestHal never touches the buffers.
     let n = unsafe {
@@ -280,9 +275,7 @@ fn mr_reuse_needs_local_inv_and_pool_is_lifo() {
 fn wrs_twice_bumps_keys_once() {
     // spec §11.8.
     let qp = RwQp::new(roce(13), true, 13);
-    let (mut pool, mut ctx) = fresh(&qp, 8, 0);
-    let mut sg = pages(2);
-    init_sg(&mut ctx, &qp, &mut pool, &mut sg, 0, Direction::ToDevice).unwrap();
+    let (mut pool, mut ctx, mut sg) = started(&qp, 2, Direction::ToDevice);
     let a = chain_of(&mut ctx, &mut pool, &[]);
     let b = chain_of(&mut ctx, &mut pool, &[]);
     assert_eq!(a, b);
@@ -295,7 +288,7 @@ fn mr_chunking_counts_pages_not_entries() {
     // spec §11.7: 65 entries of 16 KiB = 260 pages: two MRs, not -EINVAL.
     let qp = RwQp::new(iwarp(), false, 13);
     let (mut pool, mut ctx) = fresh(&qp, 8, 0);
-    let mut sg: Vec<SgEntry> = entries(65, 0x100_0000, 0x8000, 16384);
+    let mut sg = entries(65, 0x100_0000, 0x8000, 16384);
     assert_eq!(init_sg(&mut ctx, &qp, &mut pool, &mut sg, 0, Direction::FromDevice), Ok(4));
     let c = chain_of(&mut ctx, &mut pool, &[]);
     let regs = reg_mrs(&c);
@@ -320,7 +313,7 @@ fn mr_chunking_counts_pages_not_entries() {
 fn mr_coalesces_contiguous_subpage_entries_and_refuses_holes() {
     let qp = RwQp::new(iwarp(), false, 13);
     let (mut pool, mut ctx) = fresh(&qp, 8, 0);
-    let mut sg: Vec<SgEntry> = entries(16, 0x50_0000, 512, 512);
+    let mut sg = entries(16, 0x50_0000, 512, 512);
     init_sg(&mut ctx, &qp, &mut pool, &mut sg, 0, Direction::FromDevice).unwrap();
     assert_eq!(pool.pages(0), &[0x50_0000, 0x50_1000]);
     destroy_sg(&mut ctx, &mut pool, &mut sg);
@@ -454,8 +447,7 @@ fn context_misuse_is_refused() {
     let qp = RwQp::new(roce(13), false, 13);
     let (mut pool, mut ctx) = fresh(&qp, 8, 0);
     let mut sg = pages(2);
-    let mut out =
-        [SendWr { wr_id: 0, opcode: WrOpcode::Send, flags: SendFlags::NONE, sg_list: &[] }; 4];
+    let mut out = [NO_WR; 4];
     assert_eq!(ctx.wrs(&mut pool, CQE, &[], &mut out), Err(RwError::WrongContext));
     init_sg(&mut ctx, &qp, &mut pool, &mut sg, 0, Direction::ToDevice).unwrap();
     let mut sg2 = pages(2);

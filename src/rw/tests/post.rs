@@ -34,7 +34,7 @@ fn second_round_of_seven_mrs(
 ) -> (RwQp, Pool, Vec<SgEntry>, Ctx) {
     let qp = RwQp::new(roce(1), true, 1);
     let mut pool = pool_for(&qp, 8);
-    let mut sg: Vec<SgEntry> = entries(7 * 256, 0x100_0000, 0x1000, 4096);
+    let mut sg = entries(7 * 256, 0x100_0000, 0x1000, 4096);
     let mut ctx = Ctx::new();
     assert_eq!(init_sg(&mut ctx, &qp, &mut pool, &mut sg, 0, Direction::ToDevice), Ok(14));
     ctx.post(q, &mut pool, CQE, &[]).unwrap();
