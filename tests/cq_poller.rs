@@ -26,6 +26,19 @@ fn qcap(n: u32) -> QpCap {
     qp_cap(n, n, 1, 1)
 }
 
+/// A shared QP on A and the QP on B it is connected to.
+type Peer<'a, 'b> = (TShared<'a>, TQp<'b>);
+
+/// Two shared QPs on A's CQ, each connected to its own QP on B, and a
+/// one-page region on each side (A's the source, B's the destination).
+fn two_shared_peers<'a, 'b>(
+    a: (&'a Dev, &TPd<'a>, &TCq<'a>),
+    b: (&'b Dev, &TPd<'b>, &TCq<'b>),
+) -> (Peer<'a, 'b>, Peer<'a, 'b>, Region<'a>, Region<'b>) {
+    let (q1, q2) = (shared_peer(a, b), shared_peer(a, b));
+    (q1, q2, region_on(a.0, a.1, 1), region_on(b.0, b.1, 1))
+}
+
 /// Eight shared QPs on A's one CQ, each connected to its own QP on B.
 /// Every A QP posts signaled RDMA WRITEs and receives SENDs from B; one
 /// `poll` loop over the CQ, no QP list, sees each send and receive
@@ -74,11 +87,8 @@ fn destroyed_qp_dropped_unregistered_qp_kept() {
     let (_ba, _bb, da, db) = two_devices(Profile::SMALL);
     let ((pa, mut cq), (pb, cb)) = pd_cq_pairs(&da, 64, &db, 64);
     let (ends_a, ends_b) = ((&da, &pa, &cq), (&db, &pb, &cb));
-    let (mut q1, _b1) = shared_peer(ends_a, ends_b);
-    let (q2, _b2) = shared_peer(ends_a, ends_b);
+    let ((mut q1, _b1), (q2, _b2), src, dst) = two_shared_peers(ends_a, ends_b);
     let (mut plain, _b3) = rc_peer(ends_a, ends_b);
-    let src = region_on(&da, &pa, 1);
-    let dst = region_on(&db, &pb, 1);
     let sg = [src.sge(0, 16)];
     let wr = |k: u64| signaled(k, write_op(dst.addr(), dst.key()), &sg);
     q1.post_send(&[wr(1), wr(2), wr(3)]).expect("post");
@@ -130,10 +140,7 @@ fn errored_qp_flushed_exactly_once() {
     let (_ba, _bb, da, db) = two_devices(Profile::SMALL);
     let ((pa, mut cq), (pb, cb)) = pd_cq_pairs(&da, 64, &db, 64);
     let (ends_a, ends_b) = ((&da, &pa, &cq), (&db, &pb, &cb));
-    let (mut q1, _b1) = shared_peer(ends_a, ends_b);
-    let (q2, _b2) = shared_peer(ends_a, ends_b);
-    let src = region_on(&da, &pa, 1);
-    let dst = region_on(&db, &pb, 1);
+    let ((mut q1, _b1), (q2, _b2), src, dst) = two_shared_peers(ends_a, ends_b);
     let inbox = region_on(&da, &pa, 1);
     let sg = [src.sge(0, 16)];
     let batch = |base: u64| mixed_writes(base, &dst, &sg);

@@ -5,42 +5,16 @@
 
 mod common;
 mod e2e_common;
+mod lan_common;
 
 use std::time::Duration;
 
 use common::*;
-use e2e_common::{A, Addr, B, linked};
+use e2e_common::{A, B, linked};
 use irdma::ice::bringup::Step;
 use irdma::ice::cmd::CmdError;
-use irdma::ice::{AqError, AqTimeouts, BringUpError, BringUpOptions, DdpPolicy, E810};
-
-type Pf = E810<FakeHal, ModelBar>;
-
-/// A cold PF whose firmware knows `a`'s MAC.
-fn cold(a: Addr) -> Config {
-    let mut c = small_fn_config();
-    c.lan.cold = true;
-    c.lan.mac = a.mac;
-    c
-}
-
-fn options() -> BringUpOptions<'static> {
-    let mut o = BringUpOptions {
-        probe: opts(),
-        link_wait: Duration::from_millis(500),
-        ..Default::default()
-    };
-    o.aq.sq_entries = 16;
-    o.aq.rq_entries = 16;
-    o.aq.timeouts = AqTimeouts { command: Duration::from_millis(100), ..AqTimeouts::default() };
-    o.reset_timeout = Duration::from_millis(500);
-    o.fw_load_timeout = Duration::from_millis(500);
-    o
-}
-
-fn up(bar: &ModelBar) -> Result<Pf, BringUpError> {
-    Pf::bring_up(bar.clone(), Profile::SMALL, options())
-}
+use irdma::ice::{AqError, BringUpError, BringUpOptions, DdpPolicy, E810};
+use lan_common::*;
 
 #[test]
 fn cold_pf_to_rdma_write_and_back() {
@@ -339,10 +313,7 @@ fn bring_up_observed_reports_each_step_in_order() {
 fn add_nodes_fill_the_parent_then_its_sibling() {
     let _g = lock();
     let bar = ModelBar::standalone(cold(A));
-    let mut pf = up(&bar).expect("bring-up");
-    let mut t = pf.lan.tree().clone();
-    let res = pf.lan.aq().query_sched_res().expect("0x0412");
-    t.set_max_children(&res);
+    let (mut pf, mut t, res) = up_with_limits(&bar);
     // the generic node above our VSI node, and its parent
     let vl = t.vsi_layer();
     let vsi_node = *t.nodes().iter().find(|n| n.layer == vl).expect("VSI node");

@@ -6,42 +6,15 @@
 
 mod common;
 mod e2e_common;
-
-use std::time::Duration;
+mod lan_common;
 
 use common::*;
-use e2e_common::{A, Addr};
+use e2e_common::A;
+use irdma::ice::BringUpError;
 use irdma::ice::bringup::Step;
 use irdma::ice::cmd::CmdError;
 use irdma::ice::sched::Owner;
-use irdma::ice::{AqTimeouts, BringUpError, BringUpOptions, E810};
-
-type Pf = E810<FakeHal, ModelBar>;
-
-fn cold(a: Addr) -> Config {
-    let mut c = small_fn_config();
-    c.lan.cold = true;
-    c.lan.mac = a.mac;
-    c
-}
-
-fn options() -> BringUpOptions<'static> {
-    let mut o = BringUpOptions {
-        probe: opts(),
-        link_wait: Duration::from_millis(500),
-        ..Default::default()
-    };
-    o.aq.sq_entries = 16;
-    o.aq.rq_entries = 16;
-    o.aq.timeouts = AqTimeouts { command: Duration::from_millis(100), ..AqTimeouts::default() };
-    o.reset_timeout = Duration::from_millis(500);
-    o.fw_load_timeout = Duration::from_millis(500);
-    o
-}
-
-fn up(bar: &ModelBar) -> Result<Pf, BringUpError> {
-    Pf::bring_up(bar.clone(), Profile::SMALL, options())
-}
+use lan_common::*;
 
 fn sent(bar: &ModelBar) -> u64 {
     bar.with_device(|d| d.counters().aq_commands)
@@ -104,10 +77,7 @@ fn vsi_chain_respects_the_tc_node_limit() {
 fn a_vsi_node_on_the_tc_is_reused() {
     let _g = lock();
     let bar = ModelBar::standalone(cold(A));
-    let mut pf = up(&bar).expect("bring-up");
-    let mut t = pf.lan.tree().clone();
-    let res = pf.lan.aq().query_sched_res().expect("0x0412");
-    t.set_max_children(&res);
+    let (mut pf, mut t, _) = up_with_limits(&bar);
     let vl = t.vsi_layer();
     let vsi_nodes =
         |t: &irdma::ice::sched::Tree| t.nodes().iter().filter(|n| n.layer == vl).count();
@@ -131,10 +101,7 @@ fn qsets_beyond_one_vsi_node_are_refused() {
     c.lan.max_sibl[7] = 2;
     c.lan.max_sibl[8] = 2;
     let bar = ModelBar::standalone(c);
-    let mut pf = up(&bar).expect("bring-up");
-    let mut t = pf.lan.tree().clone();
-    let res = pf.lan.aq().query_sched_res().expect("0x0412");
-    t.set_max_children(&res);
+    let (mut pf, mut t, _) = up_with_limits(&bar);
     assert_eq!(t.vsi_node_capacity(), Some(8));
     let before = sent(&bar);
     let e = pf.lan.aq().sched_cfg_vsi_rdma(&mut t, 0, 9).err();

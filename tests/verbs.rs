@@ -5,6 +5,15 @@ mod common;
 
 use common::*;
 
+/// A PD, a 16-entry CQ and two unconnected RC QPs (4 WRs) on it.
+fn two_qps_one_cq(dev: &Dev) -> (TPd<'_>, TCq<'_>, TQp<'_>, TQp<'_>) {
+    let pd = dev.alloc_pd().unwrap();
+    let cq = dev.create_cq(16).unwrap();
+    let q1 = create_qp(dev, &pd, &cq, 4);
+    let q2 = create_qp(dev, &pd, &cq, 4);
+    (pd, cq, q1, q2)
+}
+
 #[test]
 fn write_read_send_between_two_devices() {
     leak_checked(|| {
@@ -335,10 +344,7 @@ fn create_wq_rounds_up_and_a_qp_receives_through_it() {
 fn ipv6_path_and_cq_arming() {
     let _g = lock();
     let (bar, dev) = one_device(small_fn_config(), Profile::SMALL);
-    let pd = dev.alloc_pd().unwrap();
-    let mut cq = dev.create_cq(16).unwrap();
-    let mut q1 = create_qp(&dev, &pd, &cq, 4);
-    let mut q2 = create_qp(&dev, &pd, &cq, 4);
+    let (pd, mut cq, mut q1, mut q2) = two_qps_one_cq(&dev);
     let ip = |last| {
         let mut a = [0u8; 16];
         a[0] = 0xfd;
@@ -492,10 +498,7 @@ fn rnr_retries_exhausted_is_a_fatal_qp_event() {
     use irdma::aeq::AsyncEventKind;
     let _g = lock();
     let (bar, dev) = one_device(small_fn_config(), Profile::SMALL);
-    let pd = dev.alloc_pd().unwrap();
-    let mut cq = dev.create_cq(16).unwrap();
-    let mut q1 = create_qp(&dev, &pd, &cq, 4);
-    let mut q2 = create_qp(&dev, &pd, &cq, 4);
+    let (pd, mut cq, mut q1, mut q2) = two_qps_one_cq(&dev);
     let (n1, n2) = (q1.qp_num(), q2.qp_num());
     connect(&mut q2, A, A, n1).unwrap();
     q1.modify(&QpAttr::new(QpState::Init)).unwrap();

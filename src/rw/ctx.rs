@@ -557,16 +557,11 @@ impl<const MAX_SGE: usize, const MAX_OPS: usize> RwCtx<MAX_SGE, MAX_OPS> {
         self.live = Some(Live { ty, dir, bvec, nr_ops, rkey, read_inv, keys_done: false, pool: 0 });
     }
 
-    /// Multi-WR split of `sges[..cnt]` (spec §7.2 rdma_rw_init_map_wrs).
-    fn split_multi(
-        &mut self,
-        qp: &RwQp,
-        cnt: usize,
-        remote_addr: u64,
-        rkey: u32,
-        dir: Direction,
-        bvec: bool,
-    ) -> Result<usize, RwError> {
+    /// The multi-WR split of `cnt` entries (spec §7.2
+    /// rdma_rw_init_map_wrs): the SGEs per WR the QP allows for `dir` and
+    /// the number of WRs; refused when the QP allows none, or when this
+    /// context cannot hold the entries or the WRs.
+    fn multi_shape(qp: &RwQp, dir: Direction, cnt: usize) -> Result<(usize, usize), RwError> {
         let max_sge = match dir {
             Direction::ToDevice => qp.max_write_sge,
             Direction::FromDevice => qp.max_read_sge,
@@ -578,6 +573,20 @@ impl<const MAX_SGE: usize, const MAX_OPS: usize> RwCtx<MAX_SGE, MAX_OPS> {
         if nr_ops > MAX_OPS || cnt > MAX_SGE {
             return Err(RwError::NoCapacity);
         }
+        Ok((max_sge, nr_ops))
+    }
+
+    /// Multi-WR split of `sges[..cnt]` (spec §7.2 rdma_rw_init_map_wrs).
+    fn split_multi(
+        &mut self,
+        qp: &RwQp,
+        cnt: usize,
+        remote_addr: u64,
+        rkey: u32,
+        dir: Direction,
+        bvec: bool,
+    ) -> Result<usize, RwError> {
+        let (max_sge, nr_ops) = Self::multi_shape(qp, dir, cnt)?;
         let mut ra = remote_addr;
         for k in 0..nr_ops {
             let start = k * max_sge;
@@ -963,16 +972,7 @@ impl<const MAX_SGE: usize, const MAX_OPS: usize> RwCtx<MAX_SGE, MAX_OPS> {
         let bdir = dir.buffer_direction();
         let lkey = qp.dev.local_dma_lkey;
         // Multi-WR: capacity first (Linux allocates before mapping).
-        let max_sge = match dir {
-            Direction::ToDevice => qp.max_write_sge,
-            Direction::FromDevice => qp.max_read_sge,
-        } as usize;
-        if max_sge == 0 {
-            return Err(RwError::InvalidArgument);
-        }
-        if segs > MAX_SGE || segs.div_ceil(max_sge) > MAX_OPS {
-            return Err(RwError::NoCapacity);
-        }
+        Self::multi_shape(qp, dir, segs)?;
         // SAFETY: forwarded caller contract.
         unsafe { self.map_segments::<H>(bvecs, iter, bdir)? };
         for i in 0..self.nmaps {

@@ -279,6 +279,42 @@ fn arming_bumps_sequence_and_rings_cqarm() {
     assert_eq!(*bar.0.borrow(), vec![(regs::CQARM, 7); 4]);
 }
 
+/// A BAR that reads 0 and drops writes: for tests that ring no doorbell
+/// they check.
+pub(super) struct NopBar;
+impl Bar for NopBar {
+    fn read32(&self, _o: usize) -> u32 {
+        0
+    }
+    fn write32(&self, _o: usize, _v: u32) {}
+}
+
+/// The hot-path opcodes both hot-vs-general comparisons (this file's and
+/// `mp/tests.rs`'s) post, with field values that fill the bits they encode.
+pub(super) const HOT_OPS: [WrOpcode; 5] = [
+    WrOpcode::RdmaWrite { remote_addr: 0x1122_3344_5566_7788, rkey: 0xfeed_beef },
+    WrOpcode::RdmaRead { remote_addr: 0x42, rkey: 0x8000_0001 },
+    WrOpcode::Send,
+    WrOpcode::SendInv { inv_key: 0x1234_5678 },
+    WrOpcode::RdmaWriteImm { remote_addr: 0x99, rkey: 7, imm: 0xdead_beef },
+];
+
+/// Every WR of `ops` × flag combinations × `sgls`, INLINE left out (inline
+/// needs trusted CPU addresses); `wr_id` names the opcode's index (bits 8
+/// and up) and the flags (bits 0–7).
+pub(super) fn every_wr<'a>(ops: &[WrOpcode], sgls: &[&'a [Sge]]) -> Vec<SendWr<'a>> {
+    let mut wrs = Vec::new();
+    for (k, op) in ops.iter().enumerate() {
+        for f in (0..32u8).filter(|f| f & SendFlags::INLINE.0 == 0) {
+            for sg in sgls {
+                let wr_id = ((k as u64) << 8) | u64::from(f);
+                wrs.push(SendWr { wr_id, opcode: *op, flags: SendFlags(f), sg_list: sg });
+            }
+        }
+    }
+    wrs
+}
+
 /// `QpUk::post_send` (the `HotWqe` path for one-SGE WRITE/READ/SEND/SEND_INV,
 /// the `Hot2Wqe` path for 2–3 SGEs and WRITE/SEND with immediate, the
 /// general path for the rest) writes exactly the WQEs, tracking and
@@ -298,42 +334,26 @@ fn verbs_hot_path_equals_general() {
     let ok3 = [ok2[0], Sge { addr: 0x5000, length: 0, lkey: 1 }, ok1[0]];
     let over3 = [ok2[0], ok2[0], Sge { length: 0x8000_0000, ..ok1[0] }];
     let none: [Sge; 0] = [];
-    let ops = [
-        WrOpcode::RdmaWrite { remote_addr: 0x1122_3344_5566_7788, rkey: 0xfeed_beef },
-        WrOpcode::RdmaRead { remote_addr: 0x42, rkey: 0x8000_0001 },
-        WrOpcode::Send,
-        WrOpcode::SendInv { inv_key: 0x1234_5678 },
-        WrOpcode::RdmaWriteImm { remote_addr: 0x99, rkey: 7, imm: 0xdead_beef },
-        WrOpcode::SendImm { imm: 5 },
-        WrOpcode::RdmaReadInv { remote_addr: 1, rkey: 2, inv_key: 3 },
-        WrOpcode::LocalInv { inv_key: 0x77 },
-        WrOpcode::RegMr(RegMrWr {
-            key: 0x0012_3456,
-            access: crate::wr::Access::LOCAL_WRITE,
-            iova: 0x1000,
-            length: 0x2000,
-            page_size: crate::wr::PageSize::Size4K,
-            first_pble_index: 3,
-            pbl_level: 1,
-        }),
-        WrOpcode::AtomicFetchAdd,
-    ];
-    let mut wrs = Vec::new();
-    for (k, op) in ops.iter().enumerate() {
-        for f in 0..32u8 {
-            if f & SendFlags::INLINE.0 != 0 {
-                continue; // inline needs trusted CPU addresses: not this test
-            }
-            for sg in [&s1[..], &s2[..], &none[..], &ok1[..], &ok2[..], &ok3[..], &over3[..]] {
-                wrs.push(SendWr {
-                    wr_id: (k as u64) << 8 | u64::from(f),
-                    opcode: *op,
-                    flags: SendFlags(f),
-                    sg_list: sg,
-                });
-            }
-        }
-    }
+    let ops: Vec<WrOpcode> = HOT_OPS
+        .into_iter()
+        .chain([
+            WrOpcode::SendImm { imm: 5 },
+            WrOpcode::RdmaReadInv { remote_addr: 1, rkey: 2, inv_key: 3 },
+            WrOpcode::LocalInv { inv_key: 0x77 },
+            WrOpcode::RegMr(RegMrWr {
+                key: 0x0012_3456,
+                access: crate::wr::Access::LOCAL_WRITE,
+                iova: 0x1000,
+                length: 0x2000,
+                page_size: crate::wr::PageSize::Size4K,
+                first_pble_index: 3,
+                pbl_level: 1,
+            }),
+            WrOpcode::AtomicFetchAdd,
+        ])
+        .collect();
+    let sgls = [&s1[..], &s2[..], &none[..], &ok1[..], &ok2[..], &ok3[..], &over3[..]];
+    let wrs = every_wr(&ops, &sgls);
     let (mut hot_wrs, mut hot2_wrs) = (0, 0);
     for kind in [QpKind::Rc, QpKind::Ud] {
         for max_frags in [0, 1, 2, 13] {

@@ -25,10 +25,41 @@ pub struct Peer {
     pub len: u64,
 }
 
-/// Why the firmware stopped. Every driver error already implements
-/// `Display` and `core::error::Error`; this only gathers them.
-#[derive(Debug)]
-pub enum FwError {
+/// Defines [`FwError`] from the driver errors it wraps, each named once:
+/// its variant, a `Display` that forwards to the driver's, and a `From`
+/// for `?`.
+macro_rules! fw_error {
+    ($($(#[doc = $doc:literal])* $v:ident($t:ty),)+) => {
+        /// Why the firmware stopped. Every driver error already implements
+        /// `Display` and `core::error::Error`; this only gathers them.
+        #[derive(Debug)]
+        pub enum FwError {
+            $($(#[doc = $doc])* $v($t),)+
+            /// A WR completed with an error.
+            Completion(u64, WcStatus),
+            /// A WR did not complete in time.
+            Timeout(u64),
+        }
+
+        impl Display for FwError {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                match self {
+                    $(FwError::$v(e) => e.fmt(f),)+
+                    FwError::Completion(id, s) => write!(f, "WR {id} completed with {s:?}"),
+                    FwError::Timeout(id) => write!(f, "WR {id} did not complete within a second"),
+                }
+            }
+        }
+
+        $(impl From<$t> for FwError {
+            fn from(e: $t) -> Self {
+                FwError::$v(e)
+            }
+        })+
+    };
+}
+
+fw_error! {
     /// Bring-up failed (step and cause inside).
     Probe(ProbeError),
     /// A verb failed.
@@ -43,46 +74,7 @@ pub enum FwError {
     Dma(DmaError),
     /// Teardown was not clean.
     Close(CloseError),
-    /// A WR completed with an error.
-    Completion(u64, WcStatus),
-    /// A WR did not complete in time.
-    Timeout(u64),
 }
-
-impl Display for FwError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            FwError::Probe(e) => e.fmt(f),
-            FwError::Verbs(e) => e.fmt(f),
-            FwError::Post(e) => e.fmt(f),
-            FwError::Rw(e) => e.fmt(f),
-            FwError::RwPost(e) => e.fmt(f),
-            FwError::Dma(e) => e.fmt(f),
-            FwError::Close(e) => e.fmt(f),
-            FwError::Completion(id, s) => write!(f, "WR {id} completed with {s:?}"),
-            FwError::Timeout(id) => write!(f, "WR {id} did not complete within a second"),
-        }
-    }
-}
-
-macro_rules! from {
-    ($($v:ident($t:ty)),+) => {
-        $(impl From<$t> for FwError {
-            fn from(e: $t) -> Self {
-                FwError::$v(e)
-            }
-        })+
-    };
-}
-from!(
-    Probe(ProbeError),
-    Verbs(VerbsError),
-    Post(PostError),
-    Rw(RwError),
-    RwPost(RwPostError<PostErrorKind>),
-    Dma(DmaError),
-    Close(CloseError)
-);
 
 const STEPS: u32 = 10;
 

@@ -77,21 +77,15 @@ fn decision_table_nothing_to_transfer() {
             assert_eq!(RwError::NothingToTransfer.errno(), -5);
             assert_eq!(TestHal::calls(), 0, "checked before mapping");
         }
+        // An iterator of no bytes, and no bvecs at all.
         let bv = bvecs(2, 4096);
         let zero = BvecIter { bi_size: 0, ..BvecIter::default() };
-        let r = init_bv(&mut ctx, &qp, &mut pool, &mut NoIova, &bv, 2, zero, Direction::FromDevice);
-        assert_eq!(r, Err(RwError::InvalidArgument));
-        let r = init_bv(
-            &mut ctx,
-            &qp,
-            &mut pool,
-            &mut NoIova,
-            &bv,
-            0,
-            iter_all(&bv),
-            Direction::ToDevice,
-        );
-        assert_eq!(r, Err(RwError::InvalidArgument));
+        for (nr, it, dir) in
+            [(2, zero, Direction::FromDevice), (0, iter_all(&bv), Direction::ToDevice)]
+        {
+            let r = init_bv(&mut ctx, &qp, &mut pool, &mut NoIova, &bv, nr, it, dir);
+            assert_eq!(r, Err(RwError::InvalidArgument), "{d:?} nr_bvec {nr}, {it:?}");
+        }
         assert_eq!((TestHal::live(), pool.in_use(), ctx.ctx_type()), (0, 0, None));
     }
 }
@@ -119,16 +113,7 @@ fn decision_table_max_sgl_rd_falls_back_on_sg_only() {
     let mut pool = pool_for(&qp, 0);
     let bv = bvecs(5, 4096);
     let mut ctx = Ctx::new();
-    let r = init_bv(
-        &mut ctx,
-        &qp,
-        &mut pool,
-        &mut NoIova,
-        &bv,
-        5,
-        iter_all(&bv),
-        Direction::FromDevice,
-    );
+    let r = init_bv_all(&mut ctx, &qp, &mut pool, &bv, Direction::FromDevice);
     assert_eq!(r, Err(RwError::PoolEmpty));
     assert_eq!(TestHal::live(), 0);
 }
@@ -160,7 +145,7 @@ fn decision_table_bvec() {
         let r = if iommu {
             init_bv(&mut ctx, &qp, &mut pool, &mut io, &bv, n, iter_all(&bv), dir)
         } else {
-            init_bv(&mut ctx, &qp, &mut pool, &mut NoIova, &bv, n, iter_all(&bv), dir)
+            init_bv_all(&mut ctx, &qp, &mut pool, &bv, dir)
         };
         assert!(r.is_ok(), "{d:?} {dir:?} n={n}: {r:?}");
         assert_eq!(ctx.ctx_type(), Some(want), "{d:?} {dir:?} n={n} iommu={iommu}");
@@ -179,10 +164,8 @@ fn decision_table_bvec() {
 
 #[test]
 fn single_and_multi_wrs_match_linux_layout() {
-    TestHal::reset(0);
     let qp = RwQp::new(roce(13), false, 13);
-    let mut pool = pool_for(&qp, 8);
-    let mut ctx = Ctx::new();
+    let (mut pool, mut ctx) = fresh(&qp, 8, 0);
     let mut sg = pages(27);
     assert_eq!(init_sg(&mut ctx, &qp, &mut pool, &mut sg, 100, Direction::FromDevice), Ok(3));
     let c = chain_of(&mut ctx, &mut pool, &[]);
@@ -203,12 +186,8 @@ fn single_and_multi_wrs_match_linux_layout() {
 
 #[test]
 fn chain_wr_is_appended_and_nothing_of_ours_signaled() {
-    TestHal::reset(0);
     let qp = RwQp::new(roce(13), false, 13);
-    let mut pool = pool_for(&qp, 8);
-    let mut ctx = Ctx::new();
-    let mut sg = pages(14);
-    init_sg(&mut ctx, &qp, &mut pool, &mut sg, 0, Direction::ToDevice).unwrap();
+    let (mut pool, mut ctx, mut sg) = started(&qp, 14, Direction::ToDevice);
     let extra =
         [SendWr { wr_id: 77, opcode: WrOpcode::Send, flags: SendFlags::SIGNALED, sg_list: &[] }];
     let c = chain_of(&mut ctx, &mut pool, &extra);
@@ -227,14 +206,9 @@ fn chain_wr_is_appended_and_nothing_of_ours_signaled() {
 
 #[test]
 fn wrs_output_too_small_is_refused() {
-    TestHal::reset(0);
     let qp = RwQp::new(roce(13), false, 13);
-    let mut pool = pool_for(&qp, 8);
-    let mut ctx = Ctx::new();
-    let mut sg = pages(14);
-    init_sg(&mut ctx, &qp, &mut pool, &mut sg, 0, Direction::ToDevice).unwrap();
-    let mut out =
-        [SendWr { wr_id: 0, opcode: WrOpcode::Send, flags: SendFlags::NONE, sg_list: &[] }; 1];
+    let (mut pool, mut ctx, mut sg) = started(&qp, 14, Direction::ToDevice);
+    let mut out = [NO_WR; 1];
     assert_eq!(ctx.wrs(&mut pool, CQE, &[], &mut out), Err(RwError::NoCapacity));
     destroy_sg(&mut ctx, &mut pool, &mut sg);
 }
@@ -242,10 +216,8 @@ fn wrs_output_too_small_is_refused() {
 #[test]
 fn mr_path_iwarp_read_with_inv_invalidates_registered_key() {
     // spec §7.4 + §11.2.
-    TestHal::reset(0);
     let qp = RwQp::new(iwarp(), false, 13);
-    let mut pool = pool_for(&qp, 8);
-    let mut ctx = Ctx::new();
+    let (mut pool, mut ctx) = fresh(&qp, 8, 0);
     let mut sg = pages(14);
     assert_eq!(init_sg(&mut ctx, &qp, &mut pool, &mut sg, 100, Direction::FromDevice), Ok(2));
     let c = chain_of(&mut ctx, &mut pool, &[]);
@@ -272,13 +244,10 @@ fn mr_path_iwarp_read_with_inv_invalidates_registered_key() {
 
 #[test]
 fn mr_reuse_needs_local_inv_and_pool_is_lifo() {
-    TestHal::reset(0);
     let qp = RwQp::new(roce(13), true, 13);
-    let mut pool = pool_for(&qp, 8);
-    let mut ctx = Ctx::new();
+    let (mut pool, mut ctx) = fresh(&qp, 8, 0);
     // 300 pages: two MRs (256 + 44).
-    let mut sg: Vec<SgEntry> =
-        (0..300).map(|i| SgEntry::new(fake(0x10_0000 + 0x1000 * i, 4096))).collect();
+    let mut sg = entries(300, 0x10_0000, 0x1000, 4096);
     let mut big: RwCtx<4, 4> = RwCtx::new();
     // SAFETY: TestHal never touches the buffers.
     let n = unsafe {
@@ -286,10 +255,7 @@ fn mr_reuse_needs_local_inv_and_pool_is_lifo() {
     };
     assert_eq!(n, Ok(4));
     let c = chain_of(&mut big, &mut pool, &[]);
-    let keys: Vec<u32> = c
-        .iter()
-        .filter_map(|w| if let WrOpcode::RegMr(r) = w.op { Some(r.key) } else { None })
-        .collect();
+    let keys: Vec<u32> = reg_mrs(&c).iter().map(|r| r.key).collect();
     assert_eq!(keys, vec![0x10001, 0x10101]);
     assert_eq!(c[3].op, WrOpcode::RdmaWrite { remote_addr: RA + 256 * 4096, rkey: RKEY });
     // SAFETY: as above.
@@ -308,12 +274,8 @@ fn mr_reuse_needs_local_inv_and_pool_is_lifo() {
 #[test]
 fn wrs_twice_bumps_keys_once() {
     // spec §11.8.
-    TestHal::reset(0);
     let qp = RwQp::new(roce(13), true, 13);
-    let mut pool = pool_for(&qp, 8);
-    let mut ctx = Ctx::new();
-    let mut sg = pages(2);
-    init_sg(&mut ctx, &qp, &mut pool, &mut sg, 0, Direction::ToDevice).unwrap();
+    let (mut pool, mut ctx, mut sg) = started(&qp, 2, Direction::ToDevice);
     let a = chain_of(&mut ctx, &mut pool, &[]);
     let b = chain_of(&mut ctx, &mut pool, &[]);
     assert_eq!(a, b);
@@ -324,18 +286,12 @@ fn wrs_twice_bumps_keys_once() {
 #[test]
 fn mr_chunking_counts_pages_not_entries() {
     // spec §11.7: 65 entries of 16 KiB = 260 pages: two MRs, not -EINVAL.
-    TestHal::reset(0);
     let qp = RwQp::new(iwarp(), false, 13);
-    let mut pool = pool_for(&qp, 8);
-    let mut ctx = Ctx::new();
-    let mut sg: Vec<SgEntry> =
-        (0..65).map(|i| SgEntry::new(fake(0x100_0000 + 0x8000 * i, 16384))).collect();
+    let (mut pool, mut ctx) = fresh(&qp, 8, 0);
+    let mut sg = entries(65, 0x100_0000, 0x8000, 16384);
     assert_eq!(init_sg(&mut ctx, &qp, &mut pool, &mut sg, 0, Direction::FromDevice), Ok(4));
     let c = chain_of(&mut ctx, &mut pool, &[]);
-    let regs: Vec<_> = c
-        .iter()
-        .filter_map(|w| if let WrOpcode::RegMr(r) = w.op { Some(r) } else { None })
-        .collect();
+    let regs = reg_mrs(&c);
     assert_eq!(regs.len(), 2);
     assert_eq!((regs[0].length, regs[1].length), (64 * 16384, 16384));
     assert_eq!(pool.pages(pool.index_of_key(regs[0].key).unwrap()).len(), 256);
@@ -355,12 +311,9 @@ fn mr_chunking_counts_pages_not_entries() {
 
 #[test]
 fn mr_coalesces_contiguous_subpage_entries_and_refuses_holes() {
-    TestHal::reset(0);
     let qp = RwQp::new(iwarp(), false, 13);
-    let mut pool = pool_for(&qp, 8);
-    let mut ctx = Ctx::new();
-    let mut sg: Vec<SgEntry> =
-        (0..16).map(|i| SgEntry::new(fake(0x50_0000 + 512 * i, 512))).collect();
+    let (mut pool, mut ctx) = fresh(&qp, 8, 0);
+    let mut sg = entries(16, 0x50_0000, 512, 512);
     init_sg(&mut ctx, &qp, &mut pool, &mut sg, 0, Direction::FromDevice).unwrap();
     assert_eq!(pool.pages(0), &[0x50_0000, 0x50_1000]);
     destroy_sg(&mut ctx, &mut pool, &mut sg);
@@ -376,10 +329,8 @@ fn mr_coalesces_contiguous_subpage_entries_and_refuses_holes() {
 #[test]
 fn bvec_walks_by_bi_size_and_never_past_the_array() {
     // spec §11.4.
-    TestHal::reset(0);
     let qp = RwQp::new(roce(13), false, 13);
-    let mut pool = pool_for(&qp, 8);
-    let mut ctx = Ctx::new();
+    let (mut pool, mut ctx) = fresh(&qp, 8, 0);
     let bv = bvecs(4, 4096);
     let short = BvecIter { bi_size: 6000, bi_idx: 0, bi_bvec_done: 0 };
     init_bv(&mut ctx, &qp, &mut pool, &mut NoIova, &bv, 4, short, Direction::ToDevice).unwrap();
@@ -414,40 +365,18 @@ fn bvec_walks_by_bi_size_and_never_past_the_array() {
 fn bvec_map_failure_unmaps_what_was_mapped() {
     let qp = RwQp::new(roce(13), false, 13);
     for fail_at in 1..=14 {
-        TestHal::reset(fail_at);
-        let mut pool = pool_for(&qp, 8);
-        let mut ctx = Ctx::new();
+        let (mut pool, mut ctx) = fresh(&qp, 8, fail_at);
         let bv = bvecs(14, 4096);
-        let r = init_bv(
-            &mut ctx,
-            &qp,
-            &mut pool,
-            &mut NoIova,
-            &bv,
-            14,
-            iter_all(&bv),
-            Direction::ToDevice,
-        );
+        let r = init_bv_all(&mut ctx, &qp, &mut pool, &bv, Direction::ToDevice);
         assert_eq!(r, Err(RwError::MapFailed));
         assert_eq!(RwError::MapFailed.errno(), -12);
         assert_eq!((TestHal::live(), ctx.ctx_type()), (0, None), "fail_at {fail_at}");
     }
     // MR bvec path and single path too.
     for (qp, n) in [(RwQp::new(iwarp(), false, 13), 5), (RwQp::new(roce(13), false, 13), 1)] {
-        TestHal::reset(1);
-        let mut pool = pool_for(&qp, 8);
-        let mut ctx = Ctx::new();
+        let (mut pool, mut ctx) = fresh(&qp, 8, 1);
         let bv = bvecs(n, 4096);
-        let r = init_bv(
-            &mut ctx,
-            &qp,
-            &mut pool,
-            &mut NoIova,
-            &bv,
-            n,
-            iter_all(&bv),
-            Direction::FromDevice,
-        );
+        let r = init_bv_all(&mut ctx, &qp, &mut pool, &bv, Direction::FromDevice);
         assert_eq!(r, Err(RwError::MapFailed));
         assert_eq!((TestHal::live(), pool.in_use()), (0, 0));
     }
@@ -458,9 +387,7 @@ fn sg_failures_release_everything() {
     let qp = RwQp::new(roce(13), false, 13);
     // Mapping failure at every position.
     for fail_at in 1..=5 {
-        TestHal::reset(fail_at);
-        let mut pool = pool_for(&qp, 8);
-        let mut ctx = Ctx::new();
+        let (mut pool, mut ctx) = fresh(&qp, 8, fail_at);
         let mut sg = pages(5);
         let r = init_sg(&mut ctx, &qp, &mut pool, &mut sg, 0, Direction::ToDevice);
         assert_eq!(r, Err(RwError::MapFailed));
@@ -492,61 +419,35 @@ fn sg_failures_release_everything() {
     assert_eq!((TestHal::live(), pool.in_use()), (0, 0));
 }
 
+/// rw.c: rdma_rw_init_iova_wrs_bvec: a failing dma_iova_link (here from
+/// offset 8192 on) or a failing dma_iova_sync after every bvec was linked
+/// returns its errno and destroys the range with the length linked so far;
+/// nothing stays mapped.
 #[test]
-fn iova_errors_destroy_the_partial_range() {
-    struct Failing {
-        live: i64,
-        linked: u64,
-        destroyed_len: u64,
-    }
-    // SAFETY: address arithmetic only.
-    unsafe impl IovaMapper for Failing {
-        fn try_alloc(&mut self, _: NonNull<[u8]>, _: u64, _: BufferDirection) -> Option<u64> {
-            self.live += 1;
-            Some(0xf000_0000)
-        }
-        fn link(
-            &mut self,
-            _: u64,
-            off: u64,
-            s: NonNull<[u8]>,
-            _: BufferDirection,
-        ) -> Result<(), i32> {
-            if off >= 8192 {
-                return Err(-22);
-            }
-            self.linked += s.len() as u64;
-            Ok(())
-        }
-        fn sync(&mut self, _: u64, _: u64) -> Result<(), i32> {
-            Ok(())
-        }
-        fn destroy(&mut self, _: u64, len: u64, _: BufferDirection) {
-            self.live -= 1;
-            self.destroyed_len = len;
-        }
-    }
-    TestHal::reset(0);
+fn iova_errors_destroy_the_linked_range() {
+    // (case, IOMMU, direction, errno, bytes linked)
+    let cases = [
+        ("link fails", FailingIommu::new(8192, None), Direction::ToDevice, -22, 8192),
+        ("sync fails", FailingIommu::new(u64::MAX, Some(-5)), Direction::FromDevice, -5, 4 * 4096),
+    ];
     let qp = RwQp::new(roce(13), false, 13);
-    let mut pool = pool_for(&qp, 8);
-    let mut ctx = Ctx::new();
-    let bv = bvecs(4, 4096);
-    let mut io = Failing { live: 0, linked: 0, destroyed_len: 0 };
-    let r = init_bv(&mut ctx, &qp, &mut pool, &mut io, &bv, 4, iter_all(&bv), Direction::ToDevice);
-    assert_eq!(r, Err(RwError::Iova(-22)));
-    assert_eq!((io.live, io.linked, io.destroyed_len), (0, 8192, 8192));
-    assert_eq!(RwError::Iova(-22).errno(), -22);
+    for (case, mut io, dir, errno, linked) in cases {
+        let (mut pool, mut ctx) = fresh(&qp, 8, 0);
+        let bv = bvecs(4, 4096);
+        let r = init_bv(&mut ctx, &qp, &mut pool, &mut io, &bv, 4, iter_all(&bv), dir);
+        assert_eq!(r, Err(RwError::Iova(errno)), "{case}");
+        assert_eq!((io.live, io.linked, io.destroyed_len), (0, linked, linked), "{case}");
+        assert_eq!(RwError::Iova(errno).errno(), errno, "{case}");
+        assert_eq!((TestHal::live(), pool.in_use()), (0, 0), "{case}");
+    }
 }
 
 #[test]
 fn context_misuse_is_refused() {
-    TestHal::reset(0);
     let qp = RwQp::new(roce(13), false, 13);
-    let mut pool = pool_for(&qp, 8);
-    let mut ctx = Ctx::new();
+    let (mut pool, mut ctx) = fresh(&qp, 8, 0);
     let mut sg = pages(2);
-    let mut out =
-        [SendWr { wr_id: 0, opcode: WrOpcode::Send, flags: SendFlags::NONE, sg_list: &[] }; 4];
+    let mut out = [NO_WR; 4];
     assert_eq!(ctx.wrs(&mut pool, CQE, &[], &mut out), Err(RwError::WrongContext));
     init_sg(&mut ctx, &qp, &mut pool, &mut sg, 0, Direction::ToDevice).unwrap();
     let mut sg2 = pages(2);

@@ -34,8 +34,7 @@ fn second_round_of_seven_mrs(
 ) -> (RwQp, Pool, Vec<SgEntry>, Ctx) {
     let qp = RwQp::new(roce(1), true, 1);
     let mut pool = pool_for(&qp, 8);
-    let mut sg: Vec<SgEntry> =
-        (0..7 * 256).map(|i| SgEntry::new(fake(0x100_0000 + 0x1000 * i, 4096))).collect();
+    let mut sg = entries(7 * 256, 0x100_0000, 0x1000, 4096);
     let mut ctx = Ctx::new();
     assert_eq!(init_sg(&mut ctx, &qp, &mut pool, &mut sg, 0, Direction::ToDevice), Ok(14));
     ctx.post(q, &mut pool, CQE, &[]).unwrap();
@@ -377,10 +376,8 @@ fn context_with_a_stale_mr_entry_is_refused_everywhere() {
     // The MR goes back and out again behind the context's back (only the
     // pool's own API can do that): every use of the context's entry is
     // refused and nothing of the new hand-out is touched.
-    TestHal::reset(0);
     let qp = RwQp::new(iwarp(), false, 13);
-    let mut pool = pool_for(&qp, 1);
-    let mut ctx = Ctx::new();
+    let (mut pool, mut ctx) = fresh(&qp, 1, 0);
     let mut sg = pages(2);
     init_sg(&mut ctx, &qp, &mut pool, &mut sg, 0, Direction::FromDevice).unwrap();
     let (idx, g) = (0, 1);

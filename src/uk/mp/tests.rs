@@ -2,6 +2,7 @@ extern crate std;
 use super::*;
 use crate::uk::mem::QueueMem;
 use crate::uk::sq::{Sq, SqOp};
+use crate::uk::tests::NopBar;
 use crate::wr::Sge;
 use core::ptr::NonNull;
 use std::vec;
@@ -18,6 +19,24 @@ fn test_mp(size: u32) -> MpSq<QueueMem<'static>, &'static [MpTrk]> {
     let b: &'static mut [u64] = Vec::leak(vec![0u64; size as usize * 4]);
     let tb: &'static [MpTrk] = Vec::leak((0..size).map(|_| MpTrk::new()).collect());
     MpSq::new(view(b), tb, size, 13, 101, 7).unwrap()
+}
+
+/// A signaled RDMA WRITE (remote address 0, rkey 1) of `sg`.
+fn write_wr(wr_id: u64, sg: &[Sge]) -> crate::wr::SendWr<'_> {
+    use crate::wr::{SendFlags, SendWr, WrOpcode};
+    SendWr {
+        wr_id,
+        opcode: WrOpcode::RdmaWrite { remote_addr: 0, rkey: 1 },
+        flags: SendFlags::SIGNALED,
+        sg_list: sg,
+    }
+}
+
+/// Posts one NOP WQE (one quantum) for each of `ids`, as its `wr_id`.
+fn post_nops(mp: &MpSq<QueueMem<'static>, &'static [MpTrk]>, ids: core::ops::Range<u64>) {
+    for i in ids {
+        mp.post(&SqPost::new(i, SqOp::Nop)).unwrap();
+    }
 }
 
 /// Posts `posts` on a single-owner SQ and on a shared SQ (64 quanta each;
@@ -101,36 +120,17 @@ fn same_inline_bytes_as_single_owner_sq() {
 #[cfg_attr(miri, ignore = "exhaustive flags × ops × kinds: too slow under Miri")]
 fn hot_post_send_same_as_general_encoder() {
     use crate::uk::qp::sq_post_from_wr;
-    use crate::wr::{SendFlags, SendWr, WrOpcode};
-    struct NoBar;
-    impl Bar for NoBar {
-        fn read32(&self, _o: usize) -> u32 {
-            0
-        }
-        fn write32(&self, _o: usize, _v: u32) {}
-    }
+    use crate::wr::WrOpcode;
     // `s0` is a hot SGE; `s1`'s length is past the largest message
     // (refused by both paths).
     let s0 = [Sge { addr: 0x7f00_1234_5678, length: 0x0765_4321, lkey: 0xab_cdef }];
     let s1 = [Sge { addr: 0x7f00_1234_5678, length: 0x8765_4321, lkey: 0xab_cdef }];
     let s2 = [s1[0], Sge { addr: 0x10, length: 3, lkey: 9 }];
-    let ops = [
-        WrOpcode::RdmaWrite { remote_addr: 0x1122_3344_5566_7788, rkey: 0xfeed_beef },
-        WrOpcode::RdmaRead { remote_addr: 0x42, rkey: 0x8000_0001 },
-        WrOpcode::Send,
-        WrOpcode::SendInv { inv_key: 0x1234_5678 },
-        WrOpcode::RdmaWriteImm { remote_addr: 0x99, rkey: 7, imm: 0xdead_beef },
-        WrOpcode::LocalInv { inv_key: 0x77 },
-    ];
-    let mut wrs = Vec::new();
-    for (k, op) in ops.iter().enumerate() {
-        for f in (0..32u8).filter(|f| f & SendFlags::INLINE.0 == 0) {
-            for sg in [&s0[..], &s1[..], &s2[..], &[][..]] {
-                let wr_id = ((k as u64) << 8) | u64::from(f);
-                wrs.push(SendWr { wr_id, opcode: *op, flags: SendFlags(f), sg_list: sg });
-            }
-        }
-    }
+    let ops: Vec<WrOpcode> = crate::uk::tests::HOT_OPS
+        .into_iter()
+        .chain([WrOpcode::LocalInv { inv_key: 0x77 }])
+        .collect();
+    let wrs = crate::uk::tests::every_wr(&ops, &[&s0[..], &s1[..], &s2[..], &[][..]]);
     for kind in [QpKind::Rc, QpKind::Ud] {
         for max_frags in [0, 13] {
             let (mut ma, mut ta) = (vec![0u64; 16 * 4], vec![SqWrTrk::default(); 16]);
@@ -147,7 +147,7 @@ fn hot_post_send_same_as_general_encoder() {
                 }
                 let (chain, r) = rest.split_at([1, 2, 1, 3][c % 4].min(rest.len()));
                 rest = r;
-                let got = mp.post_send(&NoBar, kind, chain);
+                let got = mp.post_send(&NopBar, kind, chain);
                 let mut want = Ok(());
                 for (i, wr) in chain.iter().enumerate() {
                     if let Err(e) = sq.post_general(&sq_post_from_wr(wr, kind)) {
@@ -187,17 +187,10 @@ fn shared_sq_completes_through_the_cq() {
     use crate::uk::cq::CqRing;
     use crate::uk::qp::{QpKind, QpUk, poll_cq};
     use crate::uk::rq::Rq;
-    use crate::wr::{SendFlags, SendWr, WcStatus, WorkCompletion, WrOpcode};
+    use crate::wr::{WcStatus, WorkCompletion};
     use irdma_hal::wqe::cqe;
     extern crate std;
 
-    struct NoBar;
-    impl Bar for NoBar {
-        fn read32(&self, _o: usize) -> u32 {
-            0
-        }
-        fn write32(&self, _o: usize, _v: u32) {}
-    }
     let mp = test_mp(512);
     let sg = [Sge { addr: 1, length: 10, lkey: 2 }];
     std::thread::scope(|s| {
@@ -205,13 +198,8 @@ fn shared_sq_completes_through_the_cq() {
             let mp = &mp;
             s.spawn(move || {
                 for i in 0..20u64 {
-                    let wr = SendWr {
-                        wr_id: (t << 8) | i,
-                        opcode: WrOpcode::RdmaWrite { remote_addr: 0, rkey: 1 },
-                        flags: SendFlags::SIGNALED,
-                        sg_list: &sg,
-                    };
-                    mp.post_send(&NoBar, QpKind::Rc, &[wr]).unwrap();
+                    let wr = write_wr((t << 8) | i, &sg);
+                    mp.post_send(&NopBar, QpKind::Rc, &[wr]).unwrap();
                 }
             });
         }
@@ -329,9 +317,7 @@ fn complete_at_refuses_unpublished_and_what_lies_behind_it() {
     assert_eq!(mp.complete_at(0).map(|t| t.wr_id), Some(1));
     // The space of the reservation was not handed out again: 6 more fit
     // (positions 3..=8), then the ring is full.
-    for i in 0..6 {
-        mp.post(&SqPost::new(10 + i, SqOp::Nop)).unwrap();
-    }
+    post_nops(&mp, 10..16);
     assert_eq!(mp.post(&SqPost::new(99, SqOp::Nop)), Err(SqError::Full));
     // The stalled producer finishes: everything behind it completes.
     let p = finish_nop(&mp, (start, pad), 2, true);
@@ -350,12 +336,9 @@ fn complete_at_refuses_unpublished_and_what_lies_behind_it() {
 #[test]
 fn scan_across_the_wrap_stops_at_an_unpublished_quantum() {
     let mp = test_mp(8);
-    for i in 0..6 {
-        mp.post(&SqPost::new(i, SqOp::Nop)).unwrap();
-    }
+    post_nops(&mp, 0..6);
     assert_eq!(mp.complete_at(5).map(|t| t.wr_id), Some(5));
-    mp.post(&SqPost::new(6, SqOp::Nop)).unwrap();
-    mp.post(&SqPost::new(7, SqOp::Nop)).unwrap();
+    post_nops(&mp, 6..8);
     // Position 8 (ring index 0, the next lap) reserved, not filled.
     let (start, pad) = mp.reserve(1).unwrap();
     assert_eq!((start, pad), (8, 0));
@@ -482,9 +465,7 @@ fn release_run_hands_back_or_publishes_nops() {
 #[test]
 fn complete_at_refuses_past_the_head_and_a_head_behind_the_tail() {
     let mp = test_mp(8);
-    for i in 0..4 {
-        mp.post(&SqPost::new(i, SqOp::Nop)).unwrap();
-    }
+    post_nops(&mp, 0..4);
     // The entry of the last WQE (position 3) says 2 quanta: one past the head.
     mp.trk[3].store(SqWrTrk { wr_id: 3, wr_len: 0, quanta: 2, signaled: true });
     assert_eq!(mp.complete_at(3), None, "retired past the head");
@@ -504,24 +485,11 @@ fn complete_at_refuses_past_the_head_and_a_head_behind_the_tail() {
 /// first ones and names the first that did not fit.
 #[test]
 fn chain_posts_what_fits_then_full() {
-    use crate::wr::{SendFlags, SendWr, WrOpcode};
-    struct NoBar;
-    impl Bar for NoBar {
-        fn read32(&self, _o: usize) -> u32 {
-            0
-        }
-        fn write32(&self, _o: usize, _v: u32) {}
-    }
     let mp = test_mp(8);
     let sg = [Sge { addr: 1, length: 10, lkey: 2 }];
-    let wr = SendWr {
-        wr_id: 5,
-        opcode: WrOpcode::RdmaWrite { remote_addr: 0, rkey: 1 },
-        flags: SendFlags::SIGNALED,
-        sg_list: &sg,
-    };
-    assert_eq!(mp.post_send(&NoBar, QpKind::Rc, &[wr; 3]), Ok(()));
-    let r = mp.post_send(&NoBar, QpKind::Rc, &[wr; 7]);
+    let wr = write_wr(5, &sg);
+    assert_eq!(mp.post_send(&NopBar, QpKind::Rc, &[wr; 3]), Ok(()));
+    let r = mp.post_send(&NopBar, QpKind::Rc, &[wr; 7]);
     assert_eq!(r, Err(PostSendError { bad_wr: 5, kind: SqError::Full }));
     assert_eq!(mp.used(), 8);
     assert_eq!(mp.published(), 8);
@@ -544,18 +512,14 @@ fn complete_at_refuses_an_inner_quantum() {
         p
     };
     // Lap 0: one-quantum WQEs at 0..3, retired; a 2-quanta one at 4..5.
-    for i in 0..4 {
-        mp.post(&SqPost::new(i, SqOp::Nop)).unwrap();
-    }
+    post_nops(&mp, 0..4);
     assert_eq!(mp.complete_at(3).map(|t| t.wr_id), Some(3));
     assert_eq!(mp.post(&big(10)).map(|p| (p.wqe_idx, p.quanta)), Ok((4, 2)));
     assert_eq!(mp.complete_at(5), None, "inner quantum completed");
     assert_eq!(mp.complete_at(4).map(|t| t.wr_id), Some(10));
     // Lap 1: 6, 7 and 0 one quantum, then a 2-quanta WQE at 1..2, whose
     // inner quantum 2 held a one-quantum WQE on lap 0.
-    for i in 0..3 {
-        mp.post(&SqPost::new(20 + i, SqOp::Nop)).unwrap();
-    }
+    post_nops(&mp, 20..23);
     assert_eq!(mp.post(&big(30)).map(|p| (p.wqe_idx, p.quanta)), Ok((1, 2)));
     assert_eq!(mp.complete_at(2), None, "inner quantum completed after the wrap");
     assert_eq!(mp.complete_at(1).map(|t| t.wr_id), Some(30));
@@ -565,9 +529,7 @@ fn complete_at_refuses_an_inner_quantum() {
 #[test]
 fn full_and_complete() {
     let mp = test_mp(8);
-    for i in 0..8 {
-        mp.post(&SqPost::new(i, SqOp::Nop)).unwrap();
-    }
+    post_nops(&mp, 0..8);
     assert_eq!(mp.post(&SqPost::new(9, SqOp::Nop)), Err(SqError::Full));
     assert_eq!(mp.complete_at(2).map(|t| t.wr_id), Some(2));
     assert_eq!(mp.complete_at(2), None, "already retired");
@@ -653,7 +615,6 @@ fn threads_publish_every_wqe_once_in_order() {
 /// (not TooManySges), still without reserving or ringing.
 #[test]
 fn one_hot_wr_refusals_from_one_compare() {
-    use crate::wr::{SendFlags, SendWr, WrOpcode};
     use core::cell::Cell;
     struct Count(Cell<u32>);
     impl Bar for Count {
@@ -665,12 +626,7 @@ fn one_hot_wr_refusals_from_one_compare() {
         }
     }
     let sg = [Sge { addr: 1, length: 10, lkey: 2 }];
-    let wr = SendWr {
-        wr_id: 5,
-        opcode: WrOpcode::RdmaWrite { remote_addr: 0, rkey: 1 },
-        flags: SendFlags::SIGNALED,
-        sg_list: &sg,
-    };
+    let wr = write_wr(5, &sg);
     let bar = Count(Cell::new(0));
     let tb: Vec<MpTrk> = (0..8).map(|_| MpTrk::new()).collect();
     {

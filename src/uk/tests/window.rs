@@ -11,14 +11,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use super::*;
 use crate::uk::link::{Linked, QpLink};
 
-struct NopBar;
-impl Bar for NopBar {
-    fn read32(&self, _o: usize) -> u32 {
-        0
-    }
-    fn write32(&self, _o: usize, _v: u32) {}
-}
-
 /// A split pair over `w`: the producer half, its consumer half (same
 /// context), the CQ, and their link.
 fn split(w: &mut World) -> (QpUk<'_>, QpUk<'_>, CqRing<'_>, QpLink) {
