@@ -496,7 +496,9 @@ fn add_vsi_then_update() {
     let add = &c["outputs"]["commands"][0];
     let mut ctx = hexbytes(add["buf"]["hex"].as_str().unwrap());
     ctx.resize(128, 0);
-    ctx[0] |= 0x40; // RXQ_MAP_VALID
+    // RXQ_MAP_VALID, and Q_OPT_VALID: an update of an RSS context marks the
+    // queue-options section valid too (ice_lib.c ice_vsi_init, !init_vsi)
+    ctx[0] |= 0x40 | 0x80;
     ctx[32] = 8; // q_mapping[1]
     ctx[63] = 3 << 3; // tc_mapping[0] = 3 << 11
     let mut d = hexbytes(add["desc"]["hex"].as_str().unwrap());
