@@ -829,6 +829,10 @@ fn run_cq_case_with(case: &Value, cfg: &Value, park: bool) -> Result<Outcome, St
                         .and_then(num)
                         .map_or((slot + 1) % cq_slots.max(1), |s| s as usize);
                     for (k, v) in ext.iter().filter_map(num).enumerate() {
+                        // qword 1 of an extension carries the QP context
+                        // too (the writer's `dpcq.rs`): a later poll that
+                        // takes this slot for a CQE reads it as the QP
+                        let v = if k == 1 { ctx_sub(v) } else { v };
                         if let Some(m) = model.get_mut(es * 4 + k) {
                             *m = v;
                         }

@@ -221,6 +221,16 @@ mod tests {
         assert_eq!(schema_of(&v(r#"{"cases":[{}]}"#)), None);
     }
 
+    /// Issue #30 (seed 77, `cq_script_2028`, `cq_script_4967`): a poll
+    /// takes the second slot of an extended CQE for a CQE; its qword 1 is
+    /// the published QP context, which the runner must map to its own QP
+    /// as it does for a CQE's (else the driver drops it as `NoQp`).
+    #[test]
+    fn an_extension_slot_polled_as_a_cqe_is_our_qp() {
+        let t = run_text(include_str!("fixtures/seed77-cq-ext-ctx.json")).expect("runs");
+        assert_eq!((t.passed, t.failed, t.skipped), (2, 0, 0));
+    }
+
     #[test]
     fn lan_runner_takes_hostile_geometry_without_panicking() {
         // a case whose registers and answers point past the ring must not
