@@ -21,8 +21,10 @@ use std::process::{Command, ExitCode};
 use crate::util::{self, root, status_bounded};
 use crate::vendor_diff::{CC, vendor_tree};
 
-/// Where the repo keeps the harness-generated set, from the root.
-pub const HARNESS_DIR: &str = "tests/conformance/harness";
+/// Where the repo keeps the harness-generated set, from the root (defined
+/// beside its reader, the conformance runner, which the fuzz target also
+/// compiles without this module).
+pub use crate::conformance::HARNESS_DIR;
 /// Its seed and per-area case count (the conformance legs run it in
 /// seconds).
 pub const SEED: u64 = 0x1a2b_3c4d;

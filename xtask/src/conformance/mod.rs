@@ -47,6 +47,10 @@ pub fn run_harness_leg(file: &str) -> Result<String, String> {
     if t.failed == 0 && t.passed > 0 { Ok(line) } else { Err(line) }
 }
 
+/// Where the repo keeps the vendor-diff harness's generated set, from the
+/// root (`cargo xtask vendor-diff --write-vectors`, `vendor_vectors.rs`).
+pub const HARNESS_DIR: &str = "tests/conformance/harness";
+
 /// Where the harness-generated set is read from, given
 /// `$IRDMA_CONFORMANCE_DIR`: its `harness/` folder when the variable is set
 /// and that folder exists (a set regenerated elsewhere, laid out like
@@ -60,7 +64,7 @@ pub fn harness_dir_from(env: Option<std::ffi::OsString>) -> PathBuf {
             return h;
         }
     }
-    crate::util::root().join(crate::vendor_vectors::HARNESS_DIR)
+    crate::util::root().join(HARNESS_DIR)
 }
 
 /// Totals of one run.
@@ -201,7 +205,7 @@ mod tests {
     /// repo's set.
     #[test]
     fn harness_legs_honour_the_conformance_dir() {
-        let repo = crate::util::root().join(crate::vendor_vectors::HARNESS_DIR);
+        let repo = crate::util::root().join(HARNESS_DIR);
         let base = std::env::temp_dir().join(format!("vdvec2-hdir-{}", std::process::id()));
         std::fs::create_dir_all(&base).unwrap();
         assert_eq!(harness_dir_from(None), repo);
