@@ -10,12 +10,12 @@ mod common;
 use std::hint::black_box;
 
 use common::{
-    Device, Mem, NopBar, QP_ID, Retire, SGE, mp_post_write_op, mp_trk, poll_cqe_base_op,
+    Device, Mem, NopBar, QP_ID, Retire, SGE, WC0, mp_post_write_op, mp_trk, poll_cqe_base_op,
     poll_cqe_op, poll_empty_op, post_complete_write_op, post_write_op, split_poll_cqe_op,
     split_post_write_op, view, write_post, write_wr,
 };
 use irdma::uk::{MpSq, MpTrk, Publish, QpKind, QueueMem};
-use irdma::wr::{SendWr, WorkCompletion};
+use irdma::wr::SendWr;
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
@@ -28,7 +28,7 @@ fn main() {
     match case {
         "post_write" | "post_write_batch32" | "poll_cqe" | "poll_cqe_base" | "poll_empty" => {
             let (mut qp, mut cq) = mem.qp_cq();
-            let mut wc = [WorkCompletion::default(); 1];
+            let mut wc = [WC0; 1];
             let mut dev = Device::new();
             let one = write_post(&wr);
             match case {
@@ -135,7 +135,7 @@ fn main() {
 fn uk_poll_alone_cases(mem: &mut Mem, case: &str, n: u64) {
     let wr = write_wr(&SGE);
     let one = write_post(&wr);
-    let mut wc = [WorkCompletion::default(); 1];
+    let mut wc = [WC0; 1];
     let mut dev = Device::new();
     if case == "counted_poll_one" {
         let (mut qp, mut cq) = mem.qp_cq();
@@ -195,7 +195,7 @@ fn split_cases(mem: &mut Mem, bar: &NopBar, case: &str, n: u64) {
     let wr = write_wr(&SGE);
     let batch = [wr; 32];
     let (mut prod, mut cons, link, mut cq) = mem.split();
-    let mut wc = [WorkCompletion::default(); 1];
+    let mut wc = [WC0; 1];
     let mut dev = Device::new();
     let one = write_post(&wr);
     match case {
@@ -530,40 +530,6 @@ impl<'d, B: irdma::hal::Bar + Clone> ModelMr<'d, B> {
             rkey: self.mr.rkey(),
         }
     }
-
-    /// The benchmarks' WR: a signaled [`write`](Self::write) (wr_id 9) of
-    /// `sge` (from [`sge`](Self::sge)).
-    fn write_wr<'s>(&self, sge: &'s [irdma::wr::Sge]) -> SendWr<'s> {
-        let flags = irdma::wr::SendFlags::SIGNALED;
-        SendWr { wr_id: 9, opcode: self.write(), flags, sg_list: sge }
-    }
-}
-
-/// The verbs benchmarks' RC QP: [`bench_cap`]`(32)`, both queues on `cq`,
-/// connected to itself (loopback at `mac`), in RTS.
-fn loopback_qp<'d, B: irdma::hal::Bar + Clone>(
-    dev: &'d irdma::device::Device<irdma_testkit::FakeHal, B>,
-    pd: &irdma::verbs::Pd<'d, irdma_testkit::FakeHal, B>,
-    cq: &irdma::verbs::Cq<'d, irdma_testkit::FakeHal, B>,
-    mac: [u8; 6],
-) -> irdma::verbs::Qp<'d, irdma_testkit::FakeHal, B> {
-    use irdma::prelude::*;
-    let cap = bench_cap(32);
-    let mut qp = dev.create_qp(pd, &mut QpInitAttr { send_cq: cq, recv_cq: cq, cap }).expect("qp");
-    loopback_rts!(qp, mac);
-    qp
-}
-
-/// The verbs benchmarks' QP capabilities: `send_wr` 1-SGE sends, 8 1-SGE
-/// receives.
-fn bench_cap(send_wr: u32) -> irdma::verbs::QpCap {
-    irdma::verbs::QpCap {
-        max_send_wr: send_wr,
-        max_recv_wr: 8,
-        max_send_sge: 1,
-        max_recv_sge: 1,
-        ..irdma::verbs::QpCap::default()
-    }
 }
 
 /// The real verbs `Cq::poll` (the table lookup, the slot's try-lock, the
@@ -585,10 +551,20 @@ fn verbs_poll(with_cqe: bool, n: u64) {
     let dev: Device<FakeHal, ModelBar> = Device::probe(bar, lan, Profile::SMALL).expect("probe");
     let pd = dev.alloc_pd().expect("pd");
     let mut cq = dev.create_cq(64).expect("cq");
-    let mut qp = loopback_qp(&dev, &pd, &cq, mac);
+    let cap = QpCap {
+        max_send_wr: 32,
+        max_recv_wr: 8,
+        max_send_sge: 1,
+        max_recv_sge: 1,
+        ..QpCap::default()
+    };
+    let mut qp =
+        dev.create_qp(&pd, &mut QpInitAttr { send_cq: &cq, recv_cq: &cq, cap }).expect("qp");
+    loopback_rts!(qp, mac);
     let m = ModelMr::new(&dev, &pd);
     let sge = m.sge();
-    let wr = m.write_wr(&sge);
+    let write = m.write();
+    let wr = SendWr { wr_id: 9, opcode: write, flags: SendFlags::SIGNALED, sg_list: &sge };
     let mut wc = [WorkCompletion::default(); 1];
     let mut polls = 0u64;
     for _ in 0..n {
@@ -662,10 +638,17 @@ fn verbs_post<B: irdma::hal::Bar + Clone + Send + Sync>(
     let dev: Device<FakeHal, B> = Device::probe(bar, lan, Profile::SMALL).expect("probe");
     let pd = dev.alloc_pd().expect("pd");
     let mut cq = dev.create_cq(64).expect("cq");
-    let cap = bench_cap(64);
+    let cap = QpCap {
+        max_send_wr: 64,
+        max_recv_wr: 8,
+        max_send_sge: 1,
+        max_recv_sge: 1,
+        ..QpCap::default()
+    };
     let m = ModelMr::new(&dev, &pd);
     let sge = m.sge();
-    let wr = m.write_wr(&sge);
+    let write = m.write();
+    let wr = SendWr { wr_id: 9, opcode: write, flags: SendFlags::SIGNALED, sg_list: &sge };
     let chain = [wr; 32];
     let (per_call, calls) = if batch32 { (32, n / 32) } else { (1, n) };
     let wrs = &chain[..per_call];
@@ -747,7 +730,7 @@ mod irq {
     use irdma::prelude::*;
     use irdma_testkit::{FakeHal, ModelBar};
 
-    use super::{ModelMr, loopback_qp};
+    use super::ModelMr;
 
     type Dev = Device<FakeHal, ModelBar>;
 
@@ -842,10 +825,19 @@ mod irq {
         let v = dev.irq_vectors().expect("vectors").ceq;
         let pd = dev.alloc_pd().expect("pd");
         let mut cq = dev.create_cq(64).expect("cq");
-        let mut qp = loopback_qp(&dev, &pd, &cq, [2, 0, 0, 0, 0, 0x0a]);
+        let cap = QpCap {
+            max_send_wr: 32,
+            max_recv_wr: 8,
+            max_send_sge: 1,
+            max_recv_sge: 1,
+            ..QpCap::default()
+        };
+        let mut qp =
+            dev.create_qp(&pd, &mut QpInitAttr { send_cq: &cq, recv_cq: &cq, cap }).expect("qp");
+        loopback_rts!(qp, [2, 0, 0, 0, 0, 0x0a]);
         let m = ModelMr::new(&dev, &pd);
         let sge = m.sge();
-        let wr = m.write_wr(&sge);
+        let wr = SendWr { wr_id: 9, opcode: m.write(), flags: SendFlags::SIGNALED, sg_list: &sge };
         let flag = Arc::new(Flag(AtomicBool::new(false), std::thread::current()));
         let waker = Waker::from(flag.clone());
         let mut cx = Context::from_waker(&waker);
@@ -899,10 +891,19 @@ mod irq {
         let v = dev.irq_vectors().expect("vectors").ceq;
         let pd = dev.alloc_pd().expect("pd");
         let mut cq = dev.create_cq(64).expect("cq");
-        let mut qp = loopback_qp(&dev, &pd, &cq, [2, 0, 0, 0, 0, 0x0a]);
+        let cap = QpCap {
+            max_send_wr: 32,
+            max_recv_wr: 8,
+            max_send_sge: 1,
+            max_recv_sge: 1,
+            ..QpCap::default()
+        };
+        let mut qp =
+            dev.create_qp(&pd, &mut QpInitAttr { send_cq: &cq, recv_cq: &cq, cap }).expect("qp");
+        loopback_rts!(qp, [2, 0, 0, 0, 0, 0x0a]);
         let m = ModelMr::new(&dev, &pd);
         let sge = m.sge();
-        let wr = m.write_wr(&sge);
+        let wr = SendWr { wr_id: 9, opcode: m.write(), flags: SendFlags::SIGNALED, sg_list: &sge };
         let flag = Arc::new(Flag(AtomicBool::new(false), std::thread::current()));
         let waker = Waker::from(flag.clone());
         let stop = AtomicBool::new(false);

@@ -61,6 +61,9 @@ pub fn view(v: &mut [u64]) -> QueueMem<'_> {
     unsafe { QueueMem::from_raw(NonNull::new(v.as_mut_ptr()).expect("non-null"), v.len()) }
 }
 
+/// An all-zero completion to poll into.
+pub const WC0: WorkCompletion = WorkCompletion::EMPTY;
+
 /// The one SGE of the benchmark WR.
 pub const SGE: [Sge; 1] = [Sge { addr: 0x7f00_1000, length: 4096, lkey: 0x1234 }];
 
