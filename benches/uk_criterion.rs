@@ -13,13 +13,12 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::{
-    Completer, Device, Mem, NopBar, Retire, SGE, mp_post_write_op, mp_trk, poll_cqe_base_op,
+    Completer, Device, Mem, NopBar, Retire, SGE, WC0, mp_post_write_op, mp_trk, poll_cqe_base_op,
     poll_cqe_op, poll_empty_op, poll_one_op, post_complete_write_op, post_with_cqe_op,
     post_write_op, run_producers, run_separate_producers, split_poll_cqe_op, split_post_write_op,
     write_post, write_wr,
 };
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use irdma::wr::WorkCompletion;
 
 /// WRs per chain in the `…_per32` cases (one doorbell per chain).
 const CHAIN: usize = 32;
@@ -62,7 +61,7 @@ fn post(c: &mut Criterion) {
         let (mut prod, mut cons, link, mut cq) = mem.split();
         let mut dev = Device::new();
         let one = write_post(&wr);
-        let mut wc = [WorkCompletion::default(); 1];
+        let mut wc = [WC0; 1];
         g.throughput(Throughput::Elements(1));
         g.bench_function("split_post_cqe_poll", |b| {
             b.iter(|| {
@@ -146,7 +145,7 @@ fn mp_threads(c: &mut Criterion) {
 fn poll(c: &mut Criterion) {
     let wr = write_wr(&SGE);
     let one = write_post(&wr);
-    let mut wc = [WorkCompletion::default(); 1];
+    let mut wc = [WC0; 1];
     let mut g = c.benchmark_group("poll");
     g.throughput(Throughput::Elements(1));
     {
