@@ -19,18 +19,11 @@ const LEG_OPS: u64 = 100_000;
 /// Seed of the `soak` leg and the default of `cargo xtask soak`.
 pub const DEFAULT_SEED: u64 = 0x50a4_f417;
 
-fn parse_u64(s: &str) -> Option<u64> {
-    match s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
-        Some(h) => u64::from_str_radix(&h.replace('_', ""), 16).ok(),
-        None => s.replace(['_', ','], "").parse().ok(),
-    }
-}
-
 pub fn main(args: &[String]) -> ExitCode {
     let (mut ops, mut seed) = (LEG_OPS, DEFAULT_SEED);
     let mut it = args.iter();
     while let Some(a) = it.next() {
-        let v = it.next().and_then(|v| parse_u64(v));
+        let v = it.next().and_then(|v| crate::util::parse_u64(v));
         match (a.as_str(), v) {
             ("--ops", Some(v)) => ops = v,
             ("--seed", Some(v)) => seed = v,

@@ -530,6 +530,15 @@ pub fn compare_dirs(published: &Path, copy: &Path) -> Result<String, String> {
     }
 }
 
+/// A number from the command line: `0x…` hexadecimal or decimal, `_` (and
+/// in decimal `,`) allowed as separators (`--seed`, `--cases`, `--ops`).
+pub fn parse_u64(s: &str) -> Option<u64> {
+    match s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
+        Some(h) => u64::from_str_radix(&h.replace('_', ""), 16).ok(),
+        None => s.replace(['_', ','], "").parse().ok(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::{PackageManager, SysPackage, compare_dirs, install_commands, manual_command};

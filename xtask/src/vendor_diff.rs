@@ -187,10 +187,7 @@ pub fn main(args: &[String]) -> ExitCode {
     let (mut seed, mut cases) = (LEG_SEED, LEG_CASES);
     let mut it = args.iter();
     while let Some(a) = it.next() {
-        let v = it.next().and_then(|v| match v.strip_prefix("0x") {
-            Some(h) => u64::from_str_radix(h, 16).ok(),
-            None => v.parse().ok(),
-        });
+        let v = it.next().and_then(|v| crate::util::parse_u64(v));
         match (a.as_str(), v) {
             ("--seed", Some(v)) => seed = v,
             ("--cases", Some(v)) => cases = v,

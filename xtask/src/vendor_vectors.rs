@@ -143,10 +143,7 @@ pub fn main(args: &[String]) -> Option<ExitCode> {
             }
             continue;
         }
-        let v = it.next().and_then(|(_, v)| match v.strip_prefix("0x") {
-            Some(h) => u64::from_str_radix(h, 16).ok(),
-            None => v.parse().ok(),
-        });
+        let v = it.next().and_then(|(_, v)| crate::util::parse_u64(v));
         match (a.as_str(), v) {
             ("--seed", Some(v)) => seed = v,
             ("--cases", Some(v)) => cases = v,
