@@ -383,6 +383,15 @@ pub(crate) fn vendor_qp(c: &crate::case::Cfg) -> Result<VQp, Diff> {
 
 /// [`vendor_qp`] with `slack` qwords after the SQ ring (`VRing::with_slack`).
 pub(crate) fn vendor_qp_slack(c: &crate::case::Cfg, slack: usize) -> Result<VQp, Diff> {
+    vendor_qp_typed(c, slack, 3)
+}
+
+/// [`vendor_qp_slack`] for the glue's QP type `qp_type` (3: RC).
+pub(crate) fn vendor_qp_typed(
+    c: &crate::case::Cfg,
+    slack: usize,
+    qp_type: u8,
+) -> Result<VQp, Diff> {
     let stride = 1usize << c.rq_shift;
     let sq = VRing::with_slack(c.sq_quanta as usize * 4, slack);
     let rq = VRing::new(c.rq_size as usize * stride * 4);
@@ -400,7 +409,7 @@ pub(crate) fn vendor_qp_slack(c: &crate::case::Cfg, slack: usize) -> Result<VQp,
             c.rq_frags,
             c.max_inline,
             c.qp_id,
-            3,
+            qp_type,
             &mut ret,
         )
     };

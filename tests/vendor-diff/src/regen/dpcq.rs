@@ -83,34 +83,9 @@ impl Drop for Side {
 
 impl Side {
     fn new(c: &Cfg, qp_type: u8, cq_size: u32, cq_id: u32) -> Result<Side, String> {
-        let stride = 1usize << c.rq_shift;
         // uk.c irdma_clr_wqes clears 128 quanta ahead of a WQE index that
         // is a multiple of 128, past the end of a ring under 256 quanta
-        let sq = VRing::with_slack(c.sq_quanta as usize * 4, 128 * 4);
-        let rq = VRing::new(c.rq_size as usize * stride * 4);
-        let mut ret = 0;
-        // SAFETY: the rings are `sq_quanta` (plus the pre-clear's slack) and
-        // `rq_size << rq_shift` quanta long and outlive the QP (both are
-        // owned by the `VQp`).
-        let q = unsafe {
-            ffi::vd_qp_new(
-                sq.ptr,
-                c.sq_quanta,
-                rq.ptr,
-                c.rq_size,
-                c.rq_shift,
-                c.max_frags,
-                c.rq_frags,
-                c.max_inline,
-                c.qp_id,
-                qp_type,
-                &mut ret,
-            )
-        };
-        if q.is_null() {
-            return Err(format!("vendor irdma_uk_qp_init failed: {ret}"));
-        }
-        let qp = VQp { q, sq, rq };
+        let qp = crate::run::vendor_qp_typed(c, 128 * 4, qp_type).map_err(|d| d.what)?;
         let ring = VRing::new(cq_size as usize * 4);
         // SAFETY: `ring` holds `cq_size` CQEs and outlives the CQ (both
         // owned by the `Side`, the CQ freed first).
@@ -790,6 +765,7 @@ mod tests {
     /// rewrite is a difference.
     #[test]
     fn scripts_rederive_and_a_change_is_caught() {
+        let _serial = crate::serial();
         let Generated { configs, cases, .. } = generate(5, 48).expect("generates");
         assert!(cases.len() >= 8, "only {} scripts kept", cases.len());
         let doc = json!({"meta": {"configs": configs}, "cq_cases": cases});
