@@ -89,6 +89,7 @@ mod tests {
 
     #[test]
     fn the_file_parses_and_a_missing_reason_is_refused() {
+        let _serial = crate::serial();
         let d = parse(include_str!("../deviations.toml")).unwrap();
         assert!(!d.list.is_empty());
         assert!(parse("[[deviation]]\nid = \"x\"\n").is_err());

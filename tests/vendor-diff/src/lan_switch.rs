@@ -1413,6 +1413,7 @@ mod tests {
     /// `MacFilters::remove_mac`.
     #[test]
     fn last_vsi_leaving_a_list_removes_the_rule() {
+        let _serial = crate::serial();
         let bcast = [0xff; 6];
         let c = SwCase {
             veb: false,
@@ -1441,6 +1442,7 @@ mod tests {
     /// a whole second chain before the fix in `sched_cfg_vsi_rdma`.
     #[test]
     fn a_half_built_chain_is_followed() {
+        let _serial = crate::serial();
         let c = SwCase {
             veb: true,
             vsis: vec![915],
@@ -1471,6 +1473,7 @@ mod tests {
     /// deviation.
     #[test]
     fn switch_and_scheduler_sessions_agree() {
+        let _serial = crate::serial();
         let env = |k: &str, d: u64| std::env::var(k).ok().and_then(|v| v.parse().ok()).unwrap_or(d);
         let mut rng = Rng::new(env("VD_SW_SEED", 0x5eed));
         let mut diffs = 0;

@@ -344,6 +344,7 @@ mod tests {
 
     #[test]
     fn bring_up_context_equals_ice_lib() {
+        let _serial = crate::serial();
         assert_eq!(run_vsi(&bring_up(false)), Ok(vec![]));
         assert_eq!(run_vsi(&bring_up(true)), Ok(vec!["vsi_ctx_veb_local_lb"]));
     }
@@ -352,6 +353,7 @@ mod tests {
     /// Q_OPT valid (irdma VsiContext::for_update).
     #[test]
     fn update_with_rss_equals_ice_lib() {
+        let _serial = crate::serial();
         let c = VsiCase { update: true, num_rxq: 1, num_txq: 1, ..bring_up(false) };
         assert_eq!(run_vsi(&c), Ok(vec![]));
         let (_, v, ..) = vendor(&c);
@@ -360,6 +362,7 @@ mod tests {
 
     #[test]
     fn deviations_are_only_the_listed_bytes() {
+        let _serial = crate::serial();
         let c = VsiCase { fd: Some((10, 20)), ..bring_up(true) };
         assert_eq!(run_vsi(&c), Ok(vec!["vsi_ctx_veb_local_lb", "vsi_ctx_fd_acl"]));
         let (_, v, ..) = vendor(&c);

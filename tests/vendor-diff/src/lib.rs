@@ -108,6 +108,16 @@ mod vector;
 
 pub mod deviations;
 
+/// One test at a time: the vendor C behind the glue keeps process-wide
+/// state (the recording BAR's log, the CQP ring, the fake firmware), so
+/// the harness's own tests running on parallel threads would read each
+/// other's writes.
+#[cfg(test)]
+pub(crate) fn serial() -> std::sync::MutexGuard<'static, ()> {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    LOCK.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 use std::collections::BTreeMap;
 
 /// The run's parameters.

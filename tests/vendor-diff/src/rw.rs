@@ -2065,6 +2065,7 @@ mod tests {
 
     #[test]
     fn groupings_agree_only_where_pages_and_entries_cut_alike() {
+        let _serial = crate::serial();
         // 3 one-page entries, 1 page per MR: both give 3 MRs.
         let segs = [(0x1000, 4096), (0x5000, 4096), (0x9000, 4096)];
         assert!(groupings_agree(&segs, 1));
@@ -2080,6 +2081,7 @@ mod tests {
 
     #[test]
     fn the_u32_wrap_is_mapped_only_where_it_is_exactly_that() {
+        let _serial = crate::serial();
         let base = 0x10_0000_0000;
         let d = vec![rdma(base, vec![]), rdma(base + (1 << 32) + 5, vec![])];
         let v = vec![rdma(base, vec![]), rdma(base + 5, vec![])];
@@ -2091,6 +2093,7 @@ mod tests {
 
     #[test]
     fn zero_length_pages_are_dropped_only_when_listed() {
+        let _serial = crate::serial();
         let reg = |pages: Vec<u64>| Wr {
             opcode: "IB_WR_REG_MR",
             send_flags: 0,
@@ -2109,6 +2112,7 @@ mod tests {
 
     #[test]
     fn ranges_translate_mr_bytes_through_the_page_list() {
+        let _serial = crate::serial();
         let reg = Wr {
             opcode: "IB_WR_REG_MR",
             send_flags: 0,

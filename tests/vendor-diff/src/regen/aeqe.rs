@@ -254,6 +254,7 @@ mod tests {
     /// difference.
     #[test]
     fn elements_rederive_and_a_change_is_caught() {
+        let _serial = crate::serial();
         let cases = generate(3, 40, &mut BTreeMap::new());
         let mut r = Rederived::default();
         for c in &cases {

@@ -199,6 +199,7 @@ mod tests {
     /// difference.
     #[test]
     fn cqes_rederive_and_a_change_is_caught() {
+        let _serial = crate::serial();
         let cases = generate(4, 24).expect("generates");
         let mut r = Rederived::default();
         for c in &cases {

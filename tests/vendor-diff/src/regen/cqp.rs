@@ -842,6 +842,7 @@ mod tests {
     /// changed doorbell value is a re-derivation difference.
     #[test]
     fn doorbells_are_written_and_rederived() {
+        let _serial = crate::serial();
         let w = generate(5, 48).expect("generates");
         let built: Vec<&Value> =
             w.doc["cases"].as_array().unwrap().iter().filter(|c| c.get("wqe").is_some()).collect();
@@ -869,6 +870,7 @@ mod tests {
     /// index past 6.1's 6 bits is left out and counted (seed 2 draws both).
     #[test]
     fn alloc_stag_cases_stay_in_the_runners_domain() {
+        let _serial = crate::serial();
         let w = generate(2, 400).expect("generates");
         for c in w.doc["cases"].as_array().unwrap().iter().filter(|c| c["op"] == "alloc_stag") {
             let i = &c["inputs"];

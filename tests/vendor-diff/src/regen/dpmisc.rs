@@ -483,6 +483,7 @@ mod tests {
     /// changed head, doorbell or table row is a difference.
     #[test]
     fn misc_and_helpers_rederive_and_a_change_is_caught() {
+        let _serial = crate::serial();
         let (configs, misc) = generate_misc(9, 48).expect("generates");
         let helpers = helpers().expect("helpers");
         let doc = json!({"meta": {"configs": configs}, "sq_misc_cases": misc});

@@ -1456,6 +1456,7 @@ mod tests {
     /// stores it on success), not "nothing stored".
     #[test]
     fn an_all_ff_version_is_written() {
+        let _serial = crate::serial();
         let a = Answer { params: Some([0xff; 16]), ..Answer::ok() };
         let c = vendor_typed(0, &RING, Typed::GetVersion, &[a], &[]).expect("runs");
         let o = &c["outputs"]["calls"][0]["outputs"];
@@ -1470,6 +1471,7 @@ mod tests {
     /// does not. A listed deviation: the writer leaves it out.
     #[test]
     fn a_mac_read_counting_past_its_buffer_is_left_out() {
+        let _serial = crate::serial();
         let ring = Ring { sq_entries: 192, rq_entries: 192, sq_buf: 1024, position: 0 };
         let mut p = [0u8; 16];
         p[0] = 0x18; // flags: ICE_AQC_MAN_MAC_LAN_ADDR_VALID and more
@@ -1478,7 +1480,7 @@ mod tests {
         let a = Answer { params: Some(p), buf, ..Answer::ok() };
         let cmd = Typed::MacRead { buf_len: 8 };
         assert_eq!(
-            typed_deviation(&ring, cmd, &[a.clone()], &[]),
+            typed_deviation(&ring, cmd, std::slice::from_ref(&a), &[]),
             Some("mac_read_entries_past_buffer")
         );
         // the same answer counting only its one entry: both agree, written
@@ -1492,6 +1494,7 @@ mod tests {
     /// an address of zeros.
     #[test]
     fn an_untouched_mac_is_the_prefill() {
+        let _serial = crate::serial();
         let mut p = [0u8; 16];
         p[0] = 1 << 4; // ICE_AQC_MAN_MAC_LAN_ADDR_VALID
         p[4] = 0; // num_addr

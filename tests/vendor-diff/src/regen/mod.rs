@@ -268,6 +268,7 @@ mod tests {
     /// Same seed and count, byte-identical text; another seed, another file.
     #[test]
     fn same_seed_same_bytes() {
+        let _serial = crate::serial();
         for a in AREAS {
             let one = render(&(a.generate)(7, 12).expect("generates").doc).expect("renders");
             let two = render(&(a.generate)(7, 12).expect("generates").doc).expect("renders");
@@ -281,6 +282,7 @@ mod tests {
     /// expectation is reported as a difference.
     #[test]
     fn written_files_rederive_and_a_change_is_caught() {
+        let _serial = crate::serial();
         for a in AREAS {
             let w = (a.generate)(5, 48).expect("generates");
             let r = (a.rederive)(&w.doc);
@@ -317,6 +319,7 @@ mod tests {
     /// generated ones).
     #[test]
     fn no_host_addresses() {
+        let _serial = crate::serial();
         let probe = Box::new(0u64);
         let heap = format!("{:x}", (&*probe as *const u64 as u64) >> 24);
         let cq = format!("{:016x}", cqp::glue_cq_ctx());

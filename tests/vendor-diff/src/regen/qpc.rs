@@ -342,6 +342,7 @@ mod tests {
     /// difference; the mask is not all ones (the builder skips bytes).
     #[test]
     fn contexts_rederive_and_a_change_is_caught() {
+        let _serial = crate::serial();
         let (cases, _) = generate(11, 16).expect("generates");
         assert!(cases.len() >= 8, "{}", cases.len());
         let all = |cs: &[Value]| {
