@@ -132,9 +132,7 @@ fn trace_records_what_the_device_did() {
 fn aeq_overflow_sets_the_overflow_bit_on_the_next_entry() {
     let mut h = Harness::new();
     h.create_cqp(64);
-    h.fpm(small_counts()).unwrap();
-    h.back_all(true);
-    h.polled([0, 0, 0, hdr(op::SHMC_PAGES_ALLOCATED, 0), 0, 0, 0, 0]).unwrap();
+    h.back_hmc();
     h.create_ccq();
     assert!(!h.create_ceq(0, 16).error);
     assert!(!h.create_aeq(2).error);
