@@ -108,7 +108,8 @@ pub const CM_PEER_STARTING: u32 = 1;
 pub const CM_PEER_READY: u32 = 0x4344_5249;
 /// [`MB_CM_PEER`]: the peer's driver failed (see the model's output).
 pub const CM_PEER_FAILED: u32 = 0xdead_0c0c;
-/// [`MB_CM_REQ_KIND`]: connect to the guest's [`CM_GUEST_PORT`].
+/// [`MB_CM_REQ_KIND`]: connect to the guest's port
+/// (`irdma_boot::contract::CM_GUEST_PORT`).
 pub const CM_REQ_CONNECT: u32 = 1;
 /// [`MB_CM_ERROR`]: SEND or WRITE data differed from
 /// `irdma_boot::contract::cm_byte`.
