@@ -5,8 +5,9 @@
 //! with the same items: the x86_64 files sit here (PVH, port I/O, TSC,
 //! isa-debug-exit), the aarch64 ones in `aarch64/` (QEMU `virt`: DTB, ECAM,
 //! PL011, generic timer, semihosting exit). `console` (fmt over
-//! `serial`), `counter` (the clock over `arch::rdtsc`), `hal`, `scenarios`
-//! and the `kmain` below are shared.
+//! `serial`), `counter` (the clock over `arch::rdtsc`), `hal`, `pci_scan`
+//! (the bus scan over either `pci`), `scenarios` and the `kmain` below are
+//! shared.
 
 #[cfg(all(feature = "defmt", not(target_arch = "x86_64")))]
 compile_error!("the defmt feature needs COM2: x86_64 only");
@@ -28,6 +29,7 @@ pub mod idt;
 pub mod paging;
 #[cfg_attr(target_arch = "aarch64", path = "aarch64/pci.rs")]
 pub mod pci;
+pub mod pci_scan;
 pub mod scenarios;
 #[cfg_attr(target_arch = "aarch64", path = "aarch64/serial.rs")]
 pub mod serial;

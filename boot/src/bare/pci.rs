@@ -1,7 +1,7 @@
 //! PCI configuration mechanism #1 (ports 0xCF8/0xCFC) behind
 //! `irdma_hal::pci::ConfigSpace`, and a bus scan.
 
-use irdma_hal::pci::{self, ConfigSpace, Identity};
+use irdma_hal::pci::{ConfigSpace, Identity};
 
 use super::arch::{inl, outl};
 
@@ -50,21 +50,6 @@ impl core::fmt::Display for PortCs {
 }
 
 /// Calls `found` for every function that answers, in bus order.
-pub fn scan(mut found: impl FnMut(PortCs, Identity)) {
-    for bus in 0..=255u8 {
-        for dev in 0..32u8 {
-            let f0 = PortCs { bus, dev, func: 0 };
-            let Some(id) = pci::identity(&f0) else { continue };
-            found(f0, id);
-            let header = (f0.read32(pci::cfg::HEADER_TYPE) >> 16) as u8;
-            if header & 0x80 != 0 {
-                for func in 1..8u8 {
-                    let cs = PortCs { bus, dev, func };
-                    if let Some(id) = pci::identity(&cs) {
-                        found(cs, id);
-                    }
-                }
-            }
-        }
-    }
+pub fn scan(found: impl FnMut(PortCs, Identity)) {
+    super::pci_scan::scan(255, |bus, dev, func| PortCs { bus, dev, func }, found);
 }

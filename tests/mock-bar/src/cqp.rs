@@ -134,6 +134,27 @@ pub struct AhWqe {
     pub src_ip: [u32; 4],
 }
 
+/// FLUSH_WQES fields (spec control-path §4.3.25).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[allow(missing_docs)]
+pub struct FlushWqe {
+    /// QP id (header [23:0]).
+    pub qp: u32,
+    /// GENERATE_AE (header [59]): post `ae_code`/`ae_src` for the QP.
+    pub generate_ae: bool,
+    pub ae_code: u16,
+    pub ae_src: u8,
+    /// USERFLCODE (header [60]): flush CQEs carry the codes below.
+    pub user_codes: bool,
+    pub sq_major: u16,
+    pub sq_minor: u16,
+    pub rq_major: u16,
+    pub rq_minor: u16,
+    /// FLUSHSQ (header [61]), FLUSHRQ (header [62]).
+    pub flush_sq: bool,
+    pub flush_rq: bool,
+}
+
 /// A decoded CQP WQE.
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[allow(missing_docs)]
@@ -195,19 +216,7 @@ pub enum CqpOp {
     CreateQp(QpWqe),
     ModifyQp(QpWqe),
     DestroyQp(QpWqe),
-    FlushWqes {
-        qp: u32,
-        generate_ae: bool,
-        ae_code: u16,
-        ae_src: u8,
-        user_codes: bool,
-        sq_major: u16,
-        sq_minor: u16,
-        rq_major: u16,
-        rq_minor: u16,
-        flush_sq: bool,
-        flush_rq: bool,
-    },
+    FlushWqes(FlushWqe),
     CreateAh(AhWqe),
     ModifyAh(AhWqe),
     DestroyAh(AhWqe),
@@ -403,7 +412,7 @@ pub fn decode(w: &[u64; 8]) -> CqpOp {
         op::CREATE_QP => CqpOp::CreateQp(qp(w)),
         op::MODIFY_QP => CqpOp::ModifyQp(qp(w)),
         op::DESTROY_QP => CqpOp::DestroyQp(qp(w)),
-        op::FLUSH_WQES => CqpOp::FlushWqes {
+        op::FLUSH_WQES => CqpOp::FlushWqes(FlushWqe {
             qp: get(h, 23, 0) as u32,
             generate_ae: bit(h, 59),
             ae_code: get(w[1], 15, 0) as u16,
@@ -415,7 +424,7 @@ pub fn decode(w: &[u64; 8]) -> CqpOp {
             sq_major: get(w[2], 63, 48) as u16,
             flush_sq: bit(h, 61),
             flush_rq: bit(h, 62),
-        },
+        }),
         op::CREATE_ADDR_HANDLE => CqpOp::CreateAh(ah(w)),
         op::MODIFY_ADDR_HANDLE => CqpOp::ModifyAh(ah(w)),
         op::DESTROY_ADDR_HANDLE => CqpOp::DestroyAh(ah(w)),

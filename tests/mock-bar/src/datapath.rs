@@ -5,7 +5,7 @@
 //! §8.2; data-path §1, §2, §5.
 
 use crate::bits::{bit, get, le64, put};
-use crate::cqp::{CqpOp, QpWqe};
+use crate::cqp::{FlushWqe, QpWqe};
 use crate::device::{Completion, Device, OpResult, Pbl, QueueMem};
 use crate::fault::Event;
 use crate::hmc;
@@ -1127,34 +1127,22 @@ impl Device {
 
     // spec control-path §4.3.25; data-path §5.5: one flush CQE per queue
     // that has work, software replays the rest.
-    pub(crate) fn op_flush_wqes(&mut self, f: &CqpOp) -> OpResult {
-        let &CqpOp::FlushWqes {
-            qp: id,
-            generate_ae,
-            ae_code,
-            ae_src,
-            user_codes,
-            sq_major,
-            sq_minor,
-            rq_major,
-            rq_minor,
-            flush_sq,
-            flush_rq,
-        } = f
-        else {
-            return Err(Completion::bad());
-        };
+    pub(crate) fn op_flush_wqes(&mut self, f: &FlushWqe) -> OpResult {
+        let &FlushWqe { qp: id, flush_sq, flush_rq, .. } = f;
         let q = self
             .qps
             .get(&id)
             .cloned()
             .ok_or(Completion::err(err::MAJ_GENERIC, err::MODEL_MIN_NO_OBJECT))?;
-        if generate_ae {
-            self.post_aeqe(ae_code, ae_src, id, q.compl_ctx, 0);
+        if f.generate_ae {
+            self.post_aeqe(f.ae_code, f.ae_src, id, q.compl_ctx, 0);
         }
         // without USERFLCODE: major 1 (flush), minor FLUSH_GENERAL_ERR (1)
-        let (sq_maj, sq_min, rq_maj, rq_min) =
-            if user_codes { (sq_major, sq_minor, rq_major, rq_minor) } else { (1, 1, 1, 1) };
+        let (sq_maj, sq_min, rq_maj, rq_min) = if f.user_codes {
+            (f.sq_major, f.sq_minor, f.rq_major, f.rq_minor)
+        } else {
+            (1, 1, 1, 1)
+        };
         if (flush_sq || flush_rq) && q.state != qps::ERROR {
             return Err(Completion::err(err::MAJ_GENERIC, err::MIN_INVALID_STATE));
         }

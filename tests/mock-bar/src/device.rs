@@ -984,7 +984,7 @@ impl Device {
             CqpOp::CreateQp(q) => self.op_create_qp(&q),
             CqpOp::ModifyQp(q) => self.op_modify_qp(&q),
             CqpOp::DestroyQp(q) => self.op_destroy_qp(&q),
-            f @ CqpOp::FlushWqes { .. } => self.op_flush_wqes(&f),
+            CqpOp::FlushWqes(f) => self.op_flush_wqes(&f),
             CqpOp::ModifyCq(c) => self.op_modify_cq(&c),
             CqpOp::CreateAh(a) => self.op_create_ah(&a),
             CqpOp::ModifyAh(a) => self.op_modify_ah(&a),

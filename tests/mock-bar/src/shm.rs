@@ -21,7 +21,7 @@
 //! CQP handshake and every 256 rounds).
 //!
 //! [`Harness`] is the model's side of the `cargo xtask qemu` mailbox (layout
-//! in [`mailbox`], defined by boot/src/contract.rs): HOST_MAGIC, ping/pong,
+//! in [`mailbox`], the `shm-contract` crate boot/src/contract.rs re-exports): HOST_MAGIC, ping/pong,
 //! fault and reset requests mapped onto [`crate::FaultPlan`] and
 //! [`Device::reset`], the CQP counters, and the shutdown flag. The
 //! `mock-bar-shm` binary runs it in harness mode.
@@ -570,96 +570,18 @@ pub enum Tick {
     Stop,
 }
 
-/// The harness mailbox of `cargo xtask qemu` (boot/src/contract.rs is the
-/// definition; the model may not depend on that crate, so the layout is
-/// repeated here and xtask's tests check that both agree). Offsets are from
-/// the mailbox base (env `IRDMA_MAILBOX`), little-endian.
+/// The harness mailbox of `cargo xtask qemu`: the `shm-contract` crate, the
+/// one definition the unikernel (through boot/src/contract.rs) uses as well —
+/// a crate of the wire contract only, so the model still depends on neither
+/// the driver nor the unikernel. Offsets (`MB_*`) are from the mailbox base
+/// (env `IRDMA_MAILBOX`), little-endian.
 pub mod mailbox {
-    /// u32, guest: guest magic.
-    pub const GUEST_MAGIC: u32 = 0x00;
-    /// u32, model: [`HOST_MAGIC_VALUE`] once the model serves the BAR.
-    pub const HOST_MAGIC: u32 = 0x04;
-    /// u64, xtask: host TSC rate (the model leaves it alone).
-    pub const HOST_TSC_HZ: u32 = 0x08;
-    /// u32, xtask: non-zero once QEMU exited; the model exits 0.
-    pub const SHUTDOWN: u32 = 0x20;
-    /// u32, guest: doorbell sequence number, never 0.
-    pub const PING: u32 = 0x24;
-    /// u32, model: [`pong`]`(ping)`, written after the counters below.
-    pub const PONG: u32 = 0x28;
-    /// u32, guest: fault kind ([`FAULT_FAIL_CQP_OP`], …).
-    pub const FAULT_KIND: u32 = 0x30;
-    /// u32, guest: the fault's count (ops to let pass, or ops to affect).
-    pub const FAULT_ARG: u32 = 0x34;
-    /// u32, guest: major << 16 | minor for [`FAULT_FAIL_CQP_OP`].
-    pub const FAULT_CODES: u32 = 0x38;
-    /// u32, guest, written last: request sequence number, never 0.
-    pub const FAULT_SEQ: u32 = 0x3C;
-    /// u32, model: the last request's [`FAULT_RESULT`] is valid for this seq.
-    pub const FAULT_ACK: u32 = 0x40;
-    /// u32, model: 0 applied, 1 unknown kind.
-    pub const FAULT_RESULT: u32 = 0x44;
-    /// u64, model: CQP ops the device executed (`Counters::cqp_ops`).
-    pub const MODEL_CQP_OPS: u32 = 0x48;
-    /// u64, model: CQP ops completed with an error.
-    pub const MODEL_CQP_ERRORS: u32 = 0x50;
-    /// u64, model: DMA accesses outside guest RAM.
-    pub const MODEL_DMA_FAULTS: u32 = 0x58;
-    /// Bytes the model reads each round (one positional read).
-    pub const HEADER: usize = 0x60;
-    /// u64, model: interrupts the device raised (`IrqCounters::raised`),
-    /// written only when interrupts are attached (issue #31).
-    pub const MODEL_IRQ_RAISED: u32 = 0x1200;
-    /// u64, model: eventfd writes made (`IrqDelivery::signals`).
-    pub const MODEL_IRQ_SIGNALS: u32 = 0x1208;
-    /// u64, model: CEQEs written (`Counters::ceqes`).
-    pub const MODEL_IRQ_CEQES: u32 = 0x1210;
-    /// u64, model: CQ arm requests seen (`IrqCounters::arms`).
-    pub const MODEL_IRQ_ARMS: u32 = 0x1218;
-    /// u64, model: events that found their vector disabled and latched
-    /// (`IrqCounters::latched`).
-    pub const MODEL_IRQ_LATCHED: u32 = 0x1220;
+    pub use shm_contract::*;
 
-    /// "IRDH".
-    pub const HOST_MAGIC_VALUE: u32 = 0x4844_5249;
-    /// Clear every injected fault.
-    pub const FAULT_CLEAR: u32 = 0;
-    /// Fail a CQP op: let ARG ops pass, fail the next with CODES
-    /// (`FaultPlan::fail_cqp_op`).
-    pub const FAULT_FAIL_CQP_OP: u32 = 1;
-    /// Do not write the next ARG CCQ completions (`drop_cqp_completions`).
-    pub const FAULT_DROP_CQP_COMPLETIONS: u32 = 2;
-    /// Lose the next ARG doorbells (`lose_doorbells`).
-    pub const FAULT_LOSE_DOORBELLS: u32 = 3;
-    /// Function-level reset (`Device::reset`), as after a reset the LAN
-    /// driver requested: the function accepts a new COMMIT_FPM_VAL.
-    pub const FAULT_FUNCTION_RESET: u32 = 4;
-    /// Let ARG SQ WQEs pass, then complete the next with an error CQE
-    /// carrying CODES; its QP goes to ERROR (`FaultPlan::fail_wqe`).
-    pub const FAULT_FAIL_WQE: u32 = 5;
-    /// Admin queue: let ARG commands complete, then the firmware stops
-    /// answering until a reset (`FaultPlan::aq_hang_at`).
-    pub const FAULT_AQ_HANG: u32 = 6;
-    /// Admin queue: firmware critical error, CRIT in ATQLEN/ARQLEN and no
-    /// command completes until cleared (`FaultPlan::aq_crit`).
-    pub const FAULT_AQ_CRIT: u32 = 7;
-    /// Admin queue: the next command with opcode `CODES >> 16` fails with
-    /// return code `CODES & 0xFFFF`, not executed (`FaultPlan::aq_fail_opcode`).
-    pub const FAULT_AQ_FAIL_OPCODE: u32 = 8;
-    /// Admin queue: at the ARGth command from now a global reset happens
-    /// instead (`FaultPlan::aq_reset_at`).
-    pub const FAULT_AQ_RESET: u32 = 9;
-    /// Acknowledge, then stop serving for ARG µs (at most 1 s): work the
-    /// guest posts meanwhile completes after the pause (the guest halts
-    /// waiting for it; issue #31).
-    pub const FAULT_PAUSE: u32 = 10;
-    /// Longest [`FAULT_PAUSE`], µs.
-    pub const PAUSE_MAX_US: u32 = 1_000_000;
-
-    /// The model's answer to ping `seq`.
-    pub const fn pong(seq: u32) -> u32 {
-        !seq.rotate_left(7)
-    }
+    /// Bytes the model reads each round (one positional read): the guest
+    /// and xtask words up to the CQP counters.
+    pub const HEADER: usize = MB_CM_PEER;
+    const _: () = assert!(HEADER >= MB_MODEL_DMA_FAULTS + 8 && HEADER <= MB_SCRATCH);
 }
 
 /// The model's side of the harness mailbox: announce, ping/pong, fault
@@ -677,12 +599,27 @@ pub struct Harness {
     pub faults: u64,
 }
 
-fn word32(b: &[u8], off: u32) -> u32 {
-    let o = off as usize;
+fn word32(b: &[u8], o: usize) -> u32 {
     b.get(o..o + 4).map_or(0, |s| u32::from_le_bytes([s[0], s[1], s[2], s[3]]))
 }
 
+/// Writes each counter of `now` that differs from what was last published
+/// to its mailbox word `offs[i]` (mailbox at BAR offset `base`).
+fn publish(host: &ShmHost, base: u32, now: &[u64], published: &mut [u64], offs: &[usize]) {
+    for ((v, last), off) in now.iter().zip(published).zip(offs) {
+        if v != last {
+            host.bar().write64(base + *off as u32, *v);
+            *last = *v;
+        }
+    }
+}
+
 impl Harness {
+    /// BAR offset of mailbox word `off`.
+    fn at(&self, off: usize) -> u32 {
+        self.base + off as u32
+    }
+
     /// The mailbox at BAR offset `base`.
     pub fn new(base: u32) -> Self {
         Self {
@@ -699,35 +636,26 @@ impl Harness {
     /// Writes the counters, then `HOST_MAGIC`: the model is serving.
     pub fn announce(&mut self, host: &ShmHost) {
         self.publish_counters(host);
-        host.bar().write32(self.base + mailbox::HOST_MAGIC, mailbox::HOST_MAGIC_VALUE);
+        host.bar().write32(self.at(mailbox::MB_HOST_MAGIC), mailbox::HOST_MAGIC);
     }
 
     fn publish_counters(&mut self, host: &ShmHost) {
         let c = host.device.counters();
         let now = [c.cqp_ops, c.cqp_errors, c.dma_faults];
-        let offs = [mailbox::MODEL_CQP_OPS, mailbox::MODEL_CQP_ERRORS, mailbox::MODEL_DMA_FAULTS];
-        for ((v, last), off) in now.iter().zip(self.published.iter_mut()).zip(offs) {
-            if v != last {
-                host.bar().write64(self.base + off, *v);
-                *last = *v;
-            }
-        }
+        let offs =
+            [mailbox::MB_MODEL_CQP_OPS, mailbox::MB_MODEL_CQP_ERRORS, mailbox::MB_MODEL_DMA_FAULTS];
+        publish(host, self.base, &now, &mut self.published, &offs);
         let Some(d) = host.irq_delivery() else { return };
         let ic = host.device.irq_counters();
         let now = [ic.raised, d.signals, c.ceqes, ic.arms, ic.latched];
         let offs = [
-            mailbox::MODEL_IRQ_RAISED,
-            mailbox::MODEL_IRQ_SIGNALS,
-            mailbox::MODEL_IRQ_CEQES,
-            mailbox::MODEL_IRQ_ARMS,
-            mailbox::MODEL_IRQ_LATCHED,
+            mailbox::MB_MODEL_IRQ_RAISED,
+            mailbox::MB_MODEL_IRQ_SIGNALS,
+            mailbox::MB_MODEL_IRQ_CEQES,
+            mailbox::MB_MODEL_IRQ_ARMS,
+            mailbox::MB_MODEL_IRQ_LATCHED,
         ];
-        for ((v, last), off) in now.iter().zip(self.irq_published.iter_mut()).zip(offs) {
-            if v != last {
-                host.bar().write64(self.base + off, *v);
-                *last = *v;
-            }
-        }
+        publish(host, self.base, &now, &mut self.irq_published, &offs);
     }
 
     /// One round: counters, fault requests, ping, shutdown (checked last,
@@ -740,13 +668,13 @@ impl Harness {
         }
         let mut t = Tick::Idle;
         let mut pause = 0;
-        let seq = word32(&h, mailbox::FAULT_SEQ);
+        let seq = word32(&h, mailbox::MB_FAULT_SEQ);
         if seq != 0 && seq != self.last_fault {
             self.last_fault = seq;
-            let arg = word32(&h, mailbox::FAULT_ARG);
-            let codes = word32(&h, mailbox::FAULT_CODES);
+            let arg = word32(&h, mailbox::MB_FAULT_ARG);
+            let codes = word32(&h, mailbox::MB_FAULT_CODES);
             let plan = host.device.faults();
-            let applied = match word32(&h, mailbox::FAULT_KIND) {
+            let applied = match word32(&h, mailbox::MB_FAULT_KIND) {
                 mailbox::FAULT_CLEAR => {
                     *plan = crate::FaultPlan::default();
                     true
@@ -794,21 +722,21 @@ impl Harness {
                 _ => false,
             };
             self.faults += applied as u64;
-            host.bar().write32(self.base + mailbox::FAULT_RESULT, !applied as u32);
-            host.bar().write32(self.base + mailbox::FAULT_ACK, seq);
+            host.bar().write32(self.at(mailbox::MB_FAULT_RESULT), !applied as u32);
+            host.bar().write32(self.at(mailbox::MB_FAULT_ACK), seq);
             t = Tick::Busy;
             if pause > 0 {
                 std::thread::sleep(Duration::from_micros(pause.into()));
             }
         }
-        let ping = word32(&h, mailbox::PING);
+        let ping = word32(&h, mailbox::MB_PING);
         if ping != 0 && ping != self.last_ping {
             self.last_ping = ping;
             self.pings += 1;
-            host.bar().write32(self.base + mailbox::PONG, mailbox::pong(ping));
+            host.bar().write32(self.at(mailbox::MB_PONG), mailbox::pong(ping));
             t = Tick::Busy;
         }
-        if word32(&h, mailbox::SHUTDOWN) != 0 {
+        if word32(&h, mailbox::MB_SHUTDOWN) != 0 {
             return Tick::Stop;
         }
         t

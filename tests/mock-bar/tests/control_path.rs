@@ -243,9 +243,7 @@ fn objects_before_hmc_is_ready_fail_with_invalid_state() {
 fn sds_for_missing_backing_make_object_creation_fail() {
     let mut h = Harness::new();
     h.create_cqp(64);
-    h.fpm(small_counts()).unwrap();
-    h.back_all(true);
-    h.polled([0, 0, 0, hdr(op::SHMC_PAGES_ALLOCATED, 0), 0, 0, 0, 0]).unwrap();
+    h.back_hmc();
     // clear SD 0 again: CQ contexts have no backing now
     let w = h.sds_wqe(&[(Harness::sd_cmd(0), 0)]);
     h.polled(w).unwrap();

@@ -333,48 +333,31 @@ fn check(case: &Value) -> Result<bool, String> {
                 c.eq("ignore mw", q.ignore_mw_bound as u64, "ignore_mw_bnd", 1);
             }
         }
-        (
-            "flush_wqes",
-            CqpOp::FlushWqes {
-                qp,
-                generate_ae,
-                user_codes,
-                sq_major,
-                sq_minor,
-                rq_major,
-                rq_minor,
-                flush_sq,
-                flush_rq,
-                ..
-            },
-        ) => {
+        ("flush_wqes" | "gen_ae", CqpOp::FlushWqes(f)) => {
             if !c.fits("qp_id", 24) {
                 return Ok(false);
             }
-            c.eq("qp", *qp as u64, "qp_id", 24);
-            c.eq("sq", *flush_sq as u64, "sq", 1);
-            c.eq("rq", *flush_rq as u64, "rq", 1);
-            c.eq("user", *user_codes as u64, "userflushcode", 1);
-            c.eq("gen ae", *generate_ae as u64, "generate_ae", 1);
-            if *user_codes {
-                if c.input("sq") != 0 {
-                    c.eq("sq major", *sq_major as u64, "sq_major_code", 16);
-                    c.eq("sq minor", *sq_minor as u64, "sq_minor_code", 16);
-                }
-                if c.input("rq") != 0 {
-                    c.eq("rq major", *rq_major as u64, "rq_major_code", 16);
-                    c.eq("rq minor", *rq_minor as u64, "rq_minor_code", 16);
+            c.eq("qp", f.qp as u64, "qp_id", 24);
+            if opname == "gen_ae" {
+                c.val("gen ae", f.generate_ae as u64, 1);
+                c.eq("code", f.ae_code as u64, "ae_code", 16);
+                c.eq("src", f.ae_src as u64, "ae_src", 4);
+            } else {
+                c.eq("sq", f.flush_sq as u64, "sq", 1);
+                c.eq("rq", f.flush_rq as u64, "rq", 1);
+                c.eq("user", f.user_codes as u64, "userflushcode", 1);
+                c.eq("gen ae", f.generate_ae as u64, "generate_ae", 1);
+                if f.user_codes {
+                    if c.input("sq") != 0 {
+                        c.eq("sq major", f.sq_major as u64, "sq_major_code", 16);
+                        c.eq("sq minor", f.sq_minor as u64, "sq_minor_code", 16);
+                    }
+                    if c.input("rq") != 0 {
+                        c.eq("rq major", f.rq_major as u64, "rq_major_code", 16);
+                        c.eq("rq minor", f.rq_minor as u64, "rq_minor_code", 16);
+                    }
                 }
             }
-        }
-        ("gen_ae", CqpOp::FlushWqes { qp, generate_ae, ae_code, ae_src, .. }) => {
-            if !c.fits("qp_id", 24) {
-                return Ok(false);
-            }
-            c.eq("qp", *qp as u64, "qp_id", 24);
-            c.val("gen ae", *generate_ae as u64, 1);
-            c.eq("code", *ae_code as u64, "ae_code", 16);
-            c.eq("src", *ae_src as u64, "ae_src", 4);
         }
         (name, other) => return Err(format!("{name} decoded as {other:?}")),
     }

@@ -100,10 +100,7 @@ fn dropped_cqp_completion_still_executes() {
 fn error_cqe_on_the_nth_wqe() {
     let (mut h, mut q, mut tx, stag) = knob_setup();
     h.dev(|d| d.faults().fail_wqe = Some((1, 0x0003, 0x0005)));
-    let sg = Sge { addr: 0, stag, len: 4 };
-    for _ in 0..3 {
-        h.post_send(&mut q, |v| sq_frag_wqe(sqop::WRITE, stag, 0x100, &[sg], None, true, v));
-    }
+    post_writes(&mut h, &mut q, stag, 3);
     assert!(!h.poll_cq(&mut tx).unwrap().error);
     let e = h.poll_cq(&mut tx).unwrap();
     assert!(e.error);
@@ -132,9 +129,7 @@ fn trace_records_what_the_device_did() {
 fn aeq_overflow_sets_the_overflow_bit_on_the_next_entry() {
     let mut h = Harness::new();
     h.create_cqp(64);
-    h.fpm(small_counts()).unwrap();
-    h.back_all(true);
-    h.polled([0, 0, 0, hdr(op::SHMC_PAGES_ALLOCATED, 0), 0, 0, 0, 0]).unwrap();
+    h.back_hmc();
     h.create_ccq();
     assert!(!h.create_ceq(0, 16).error);
     assert!(!h.create_aeq(2).error);
@@ -189,14 +184,20 @@ fn knob_setup() -> (Harness, TQp, TCq, u32) {
     (h, q, tx, stag)
 }
 
+/// `n` signalled 4-byte WRITEs (0 → 0x100 through `stag`) on `q`, each
+/// posted with its doorbell.
+fn post_writes(h: &mut Harness, q: &mut TQp, stag: u32, n: usize) {
+    let sg = Sge { addr: 0, stag, len: 4 };
+    for _ in 0..n {
+        h.post_send(q, |v| sq_frag_wqe(sqop::WRITE, stag, 0x100, &[sg], None, true, v));
+    }
+}
+
 #[test]
 fn a_failed_cqe_write_raises_lce_cq_catastrophic() {
     let (mut h, mut q, mut tx, stag) = knob_setup();
     h.dev(|d| d.faults().fail_cqe_writes = 1);
-    let sg = Sge { addr: 0, stag, len: 4 };
-    for _ in 0..2 {
-        h.post_send(&mut q, |v| sq_frag_wqe(sqop::WRITE, stag, 0x100, &[sg], None, true, v));
-    }
+    post_writes(&mut h, &mut q, stag, 2);
     assert_eq!(h.poll_cq(&mut tx).map(|c| c.wqe_idx), Some(1), "the first CQE was lost");
     assert!(h.poll_cq(&mut tx).is_none());
     let (code, src, id, _) = h.aeq_poll().expect("AE");
@@ -208,10 +209,7 @@ fn a_failed_cqe_write_raises_lce_cq_catastrophic() {
 fn a_killed_cq_raises_lce_cq_catastrophic_and_takes_no_more_cqes() {
     let (mut h, mut q, mut tx, stag) = knob_setup();
     h.dev(|d| d.faults().kill_cq = Some(3));
-    let sg = Sge { addr: 0, stag, len: 4 };
-    for _ in 0..3 {
-        h.post_send(&mut q, |v| sq_frag_wqe(sqop::WRITE, stag, 0x100, &[sg], None, true, v));
-    }
+    post_writes(&mut h, &mut q, stag, 3);
     // Unlike `fail_cqe_writes`, no later CQE reaches the CQ.
     assert!(h.poll_cq(&mut tx).is_none(), "the CQ is in error");
     let (code, src, id, _) = h.aeq_poll().expect("AE");

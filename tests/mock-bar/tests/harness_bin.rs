@@ -56,6 +56,11 @@ impl Drop for Files {
     }
 }
 
+/// BAR offset of mailbox word `off`.
+fn mb_at(off: usize) -> u32 {
+    MAILBOX + off as u32
+}
+
 fn r32(f: &std::fs::File, off: u32) -> u32 {
     let mut b = [0; 4];
     f.read_exact_at(&mut b, off as u64).unwrap();
@@ -96,12 +101,12 @@ fn serves_the_mailbox_and_the_registers_then_exits_0_on_shutdown() {
     // xtask writes these before starting the model; the model keeps them.
     bar.write_all_at(&0x1234_5678_9abc_def0u64.to_le_bytes(), (MAILBOX + 0x10) as u64).unwrap();
     let mut child = files.spawn(&[]);
-    wait_for("HOST_MAGIC", || r32(&bar, MAILBOX + mb::HOST_MAGIC) == mb::HOST_MAGIC_VALUE);
+    wait_for("HOST_MAGIC", || r32(&bar, mb_at(mb::MB_HOST_MAGIC)) == mb::HOST_MAGIC);
     assert_eq!(r32(&bar, MAILBOX + 0x10), 0x9abc_def0, "the nonce survived (files not zeroed)");
     assert_eq!(r32(&bar, regs::GLPE_CPUSTATUS0), 0x80, "firmware-ready registers published");
 
-    w32(&bar, MAILBOX + mb::PING, 41);
-    wait_for("pong", || r32(&bar, MAILBOX + mb::PONG) == mb::pong(41));
+    w32(&bar, mb_at(mb::MB_PING), 41);
+    wait_for("pong", || r32(&bar, mb_at(mb::MB_PONG)) == mb::pong(41));
 
     // A CQP and one NOP through the files.
     let (sq, ctx) = (0x10_0000u64, 0x20_0000u64);
@@ -113,11 +118,11 @@ fn serves_the_mailbox_and_the_registers_then_exits_0_on_shutdown() {
     ram.write_all_at(&((op::NOP as u64) << 32 | 1 << 63).to_le_bytes(), sq + 24).unwrap();
     w32(&bar, regs::CQPDB, 1);
     wait_for("CQPTAIL", || r32(&bar, regs::CQPTAIL) == 1);
-    w32(&bar, MAILBOX + mb::PING, 42);
-    wait_for("pong", || r32(&bar, MAILBOX + mb::PONG) == mb::pong(42));
-    assert_eq!(r32(&bar, MAILBOX + mb::MODEL_CQP_OPS), 1, "counters published before the pong");
+    w32(&bar, mb_at(mb::MB_PING), 42);
+    wait_for("pong", || r32(&bar, mb_at(mb::MB_PONG)) == mb::pong(42));
+    assert_eq!(r32(&bar, mb_at(mb::MB_MODEL_CQP_OPS)), 1, "counters published before the pong");
 
-    w32(&bar, MAILBOX + mb::SHUTDOWN, 1);
+    w32(&bar, mb_at(mb::MB_SHUTDOWN), 1);
     let st = wait_exit(&mut child);
     let mut out = String::new();
     std::io::Read::read_to_string(&mut child.stdout.take().unwrap(), &mut out).unwrap();
@@ -192,7 +197,7 @@ fn port_answers_arp_with_the_devices_mac_and_judges_the_wire() {
         "--pcap",
         pcap.to_str().unwrap(),
     ]);
-    wait_for("HOST_MAGIC", || r32(&bar, MAILBOX + mb::HOST_MAGIC) == mb::HOST_MAGIC_VALUE);
+    wait_for("HOST_MAGIC", || r32(&bar, mb_at(mb::MB_HOST_MAGIC)) == mb::HOST_MAGIC);
     let dev_mac = mock_bar::Config::default().lan.mac;
     let guest_mac = [2, 0, 0, 0, 0, 0x0b];
     // ARP request: who has 10.0.0.1, tell 10.0.0.2
@@ -225,7 +230,7 @@ fn port_answers_arp_with_the_devices_mac_and_judges_the_wire() {
     f.extend_from_slice(&[0xde, 0xad, 0xbe, 0xef]);
     peer.send_to(&f, port).unwrap();
     std::thread::sleep(Duration::from_millis(200));
-    w32(&bar, MAILBOX + mb::SHUTDOWN, 1);
+    w32(&bar, mb_at(mb::MB_SHUTDOWN), 1);
     let st = wait_exit(&mut child);
     let mut out = String::new();
     use std::io::Read;

@@ -158,6 +158,22 @@ fn setup(cold: bool) -> Setup {
     Setup { h, a, tx_a, buf, aq }
 }
 
+/// A cold PF with a queue set for the QP's qs_handle and a VSI, then the
+/// VSI's MAC rule and its PE filter if asked (in that order); the VSI too.
+fn cold_pf(mac_rule: bool, pe_filter: bool) -> (Setup, u16) {
+    let mut s = setup(true);
+    let qs = s.h.ws_leaf();
+    s.aq.qset(&mut s.h, qs);
+    let vsi = s.aq.vsi(&mut s.h);
+    if mac_rule {
+        s.aq.mac_rule(&mut s.h, vsi);
+    }
+    if pe_filter {
+        s.aq.pe_filter(&mut s.h, vsi);
+    }
+    (s, vsi)
+}
+
 fn write(s: &mut Setup) {
     let data: Vec<u8> = (0..64u8).collect();
     s.h.mem.fill(s.buf, &data);
@@ -215,11 +231,7 @@ fn cold_pf_sends_nothing_until_a_qset_exists_for_the_qs_handle() {
 
 #[test]
 fn cold_pf_drops_roce_frames_without_the_pe_filter() {
-    let mut s = setup(true);
-    let qs = s.h.ws_leaf();
-    s.aq.qset(&mut s.h, qs);
-    let vsi = s.aq.vsi(&mut s.h);
-    s.aq.mac_rule(&mut s.h, vsi);
+    let (mut s, _) = cold_pf(true, false);
     // no PE filter: the request is dropped at the receiver, the requester
     // gives up (LLP_TOO_MANY_RETRIES)
     write(&mut s);
@@ -235,11 +247,7 @@ fn cold_pf_drops_roce_frames_without_the_pe_filter() {
 
 #[test]
 fn cold_pf_pe_filter_without_a_mac_rule_still_drops() {
-    let mut s = setup(true);
-    let qs = s.h.ws_leaf();
-    s.aq.qset(&mut s.h, qs);
-    let vsi = s.aq.vsi(&mut s.h);
-    s.aq.pe_filter(&mut s.h, vsi);
+    let (mut s, _) = cold_pf(false, true);
     write(&mut s);
     assert_eq!(
         s.h.dev(|d| d.counters().pe_filter_drops),
@@ -250,12 +258,7 @@ fn cold_pf_pe_filter_without_a_mac_rule_still_drops() {
 
 #[test]
 fn cold_pf_ready_lan_side_carries_traffic() {
-    let mut s = setup(true);
-    let qs = s.h.ws_leaf();
-    s.aq.qset(&mut s.h, qs);
-    let vsi = s.aq.vsi(&mut s.h);
-    s.aq.mac_rule(&mut s.h, vsi);
-    s.aq.pe_filter(&mut s.h, vsi);
+    let (mut s, vsi) = cold_pf(true, true);
     write(&mut s);
     assert!(s.h.poll_cq(&mut s.tx_a).is_some_and(|c| !c.error));
     assert_eq!(s.h.mem.bytes(s.buf + 0x1000, 64), s.h.mem.bytes(s.buf, 64));

@@ -130,19 +130,20 @@ fn harness_mailbox_ping_faults_counters_and_shutdown() {
     let (_files, g, mut host) = rig("h");
     let base = 8u32 << 20;
     let mut h = Harness::new(base);
-    assert_eq!(g.r32(base + mb::HOST_MAGIC), 0, "not before announce");
+    let at = |off: usize| base + off as u32;
+    assert_eq!(g.r32(at(mb::MB_HOST_MAGIC)), 0, "not before announce");
     h.announce(&host);
-    assert_eq!(g.r32(base + mb::HOST_MAGIC), mb::HOST_MAGIC_VALUE);
-    let r64 = |off: u32| g.r32(base + off) as u64 | (g.r32(base + off + 4) as u64) << 32;
-    assert_eq!(r64(mb::MODEL_CQP_OPS), 0);
+    assert_eq!(g.r32(at(mb::MB_HOST_MAGIC)), mb::HOST_MAGIC);
+    let r64 = |off: usize| g.r32(at(off)) as u64 | (g.r32(at(off + 4)) as u64) << 32;
+    assert_eq!(r64(mb::MB_MODEL_CQP_OPS), 0);
 
     // Nothing asked: idle, no pong.
     assert_eq!(h.service(&mut host), Tick::Idle);
-    assert_eq!(g.r32(base + mb::PONG), 0);
+    assert_eq!(g.r32(at(mb::MB_PONG)), 0);
     // A ping is answered once.
-    g.w32(base + mb::PING, 5);
+    g.w32(at(mb::MB_PING), 5);
     assert_eq!(h.service(&mut host), Tick::Busy);
-    assert_eq!(g.r32(base + mb::PONG), mb::pong(5));
+    assert_eq!(g.r32(at(mb::MB_PONG)), mb::pong(5));
     assert_eq!(h.service(&mut host), Tick::Idle);
 
     // CQP up, then a request to fail the second op from now with 0xF001/0x42.
@@ -153,12 +154,12 @@ fn harness_mailbox_ping_faults_counters_and_shutdown() {
     g.w32(regs::CCQPLOW, ctx as u32);
     host.step();
     assert_eq!(g.r32(regs::CCQPSTATUS), 1);
-    g.w32(base + mb::FAULT_KIND, mb::FAULT_FAIL_CQP_OP);
-    g.w32(base + mb::FAULT_ARG, 1);
-    g.w32(base + mb::FAULT_CODES, 0xF001_0042);
-    g.w32(base + mb::FAULT_SEQ, 1);
+    g.w32(at(mb::MB_FAULT_KIND), mb::FAULT_FAIL_CQP_OP);
+    g.w32(at(mb::MB_FAULT_ARG), 1);
+    g.w32(at(mb::MB_FAULT_CODES), 0xF001_0042);
+    g.w32(at(mb::MB_FAULT_SEQ), 1);
     assert_eq!(h.service(&mut host), Tick::Busy);
-    assert_eq!((g.r32(base + mb::FAULT_ACK), g.r32(base + mb::FAULT_RESULT)), (1, 0));
+    assert_eq!((g.r32(at(mb::MB_FAULT_ACK)), g.r32(at(mb::MB_FAULT_RESULT))), (1, 0));
     for (i, want_err) in [(0u32, false), (1, true), (2, false)] {
         g.w64(sq + 64 * i as u64 + 24, (op::NOP as u64) << 32 | 1 << 63);
         g.w32(regs::CQPDB, i + 1);
@@ -171,35 +172,35 @@ fn harness_mailbox_ping_faults_counters_and_shutdown() {
         }
     }
     // The counters reach the mailbox before the next pong.
-    g.w32(base + mb::PING, 6);
+    g.w32(at(mb::MB_PING), 6);
     h.service(&mut host);
-    assert_eq!(g.r32(base + mb::PONG), mb::pong(6));
-    assert_eq!((r64(mb::MODEL_CQP_OPS), r64(mb::MODEL_CQP_ERRORS)), (3, 1));
-    assert_eq!(r64(mb::MODEL_DMA_FAULTS), 0);
+    assert_eq!(g.r32(at(mb::MB_PONG)), mb::pong(6));
+    assert_eq!((r64(mb::MB_MODEL_CQP_OPS), r64(mb::MB_MODEL_CQP_ERRORS)), (3, 1));
+    assert_eq!(r64(mb::MB_MODEL_DMA_FAULTS), 0);
 
     // An unknown kind is refused, and CLEAR drops a pending fault.
-    g.w32(base + mb::FAULT_KIND, 77);
-    g.w32(base + mb::FAULT_SEQ, 2);
+    g.w32(at(mb::MB_FAULT_KIND), 77);
+    g.w32(at(mb::MB_FAULT_SEQ), 2);
     h.service(&mut host);
-    assert_eq!((g.r32(base + mb::FAULT_ACK), g.r32(base + mb::FAULT_RESULT)), (2, 1));
-    g.w32(base + mb::FAULT_KIND, mb::FAULT_FAIL_CQP_OP);
-    g.w32(base + mb::FAULT_ARG, 0);
-    g.w32(base + mb::FAULT_SEQ, 3);
+    assert_eq!((g.r32(at(mb::MB_FAULT_ACK)), g.r32(at(mb::MB_FAULT_RESULT))), (2, 1));
+    g.w32(at(mb::MB_FAULT_KIND), mb::FAULT_FAIL_CQP_OP);
+    g.w32(at(mb::MB_FAULT_ARG), 0);
+    g.w32(at(mb::MB_FAULT_SEQ), 3);
     h.service(&mut host);
-    g.w32(base + mb::FAULT_KIND, mb::FAULT_CLEAR);
-    g.w32(base + mb::FAULT_SEQ, 4);
+    g.w32(at(mb::MB_FAULT_KIND), mb::FAULT_CLEAR);
+    g.w32(at(mb::MB_FAULT_SEQ), 4);
     h.service(&mut host);
-    assert_eq!((h.faults, g.r32(base + mb::FAULT_ACK)), (3, 4));
+    assert_eq!((h.faults, g.r32(at(mb::MB_FAULT_ACK))), (3, 4));
     g.w64(sq + 64 * 3 + 24, (op::NOP as u64) << 32 | 1 << 63);
     g.w32(regs::CQPDB, 4);
     host.step();
     assert_eq!(g.r32(regs::CQPTAIL), 4, "no error after CLEAR");
 
     // A WQE error request lands in the fault plan.
-    g.w32(base + mb::FAULT_KIND, mb::FAULT_FAIL_WQE);
-    g.w32(base + mb::FAULT_ARG, 2);
-    g.w32(base + mb::FAULT_CODES, 0x0001_0003);
-    g.w32(base + mb::FAULT_SEQ, 6);
+    g.w32(at(mb::MB_FAULT_KIND), mb::FAULT_FAIL_WQE);
+    g.w32(at(mb::MB_FAULT_ARG), 2);
+    g.w32(at(mb::MB_FAULT_CODES), 0x0001_0003);
+    g.w32(at(mb::MB_FAULT_SEQ), 6);
     assert_eq!(h.service(&mut host), Tick::Busy);
     assert_eq!(host.device.faults().fail_wqe, Some((2, 1, 3)));
 
@@ -210,39 +211,39 @@ fn harness_mailbox_ping_faults_counters_and_shutdown() {
         (0x62, mb::FAULT_AQ_FAIL_OPCODE, 0, 0x0210_000E),
         (0x63, mb::FAULT_AQ_RESET, 5, 0),
     ] {
-        g.w32(base + mb::FAULT_KIND, kind);
-        g.w32(base + mb::FAULT_ARG, arg);
-        g.w32(base + mb::FAULT_CODES, codes);
-        g.w32(base + mb::FAULT_SEQ, seq);
+        g.w32(at(mb::MB_FAULT_KIND), kind);
+        g.w32(at(mb::MB_FAULT_ARG), arg);
+        g.w32(at(mb::MB_FAULT_CODES), codes);
+        g.w32(at(mb::MB_FAULT_SEQ), seq);
         assert_eq!(h.service(&mut host), Tick::Busy);
-        assert_eq!((g.r32(base + mb::FAULT_ACK), g.r32(base + mb::FAULT_RESULT)), (seq, 0));
+        assert_eq!((g.r32(at(mb::MB_FAULT_ACK)), g.r32(at(mb::MB_FAULT_RESULT))), (seq, 0));
     }
     let f = host.device.faults();
     assert_eq!(f.aq_hang_at, Some(3));
     assert!(f.aq_crit);
     assert_eq!(f.aq_fail_opcode, Some((0x0210, 14)));
     assert_eq!(f.aq_reset_at, Some(5));
-    g.w32(base + mb::FAULT_KIND, mb::FAULT_CLEAR);
-    g.w32(base + mb::FAULT_SEQ, 0x64);
+    g.w32(at(mb::MB_FAULT_KIND), mb::FAULT_CLEAR);
+    g.w32(at(mb::MB_FAULT_SEQ), 0x64);
     h.service(&mut host);
     let f = host.device.faults();
     assert!(f.aq_hang_at.is_none() && !f.aq_crit && f.aq_fail_opcode.is_none());
     assert!(f.aq_reset_at.is_none() && f.fail_wqe.is_none(), "CLEAR drops them all");
 
     // A function reset destroys the CQP (CCQPSTATUS back to 0).
-    g.w32(base + mb::FAULT_KIND, mb::FAULT_FUNCTION_RESET);
-    g.w32(base + mb::FAULT_SEQ, 7);
+    g.w32(at(mb::MB_FAULT_KIND), mb::FAULT_FUNCTION_RESET);
+    g.w32(at(mb::MB_FAULT_SEQ), 7);
     assert_eq!(h.service(&mut host), Tick::Busy);
-    assert_eq!((g.r32(base + mb::FAULT_ACK), g.r32(base + mb::FAULT_RESULT)), (7, 0));
+    assert_eq!((g.r32(at(mb::MB_FAULT_ACK)), g.r32(at(mb::MB_FAULT_RESULT))), (7, 0));
     assert!(host.device.cqp().is_none());
     host.step();
     assert_eq!(g.r32(regs::CCQPSTATUS), 0, "published after the reset");
 
     // Shutdown, even with a ping outstanding (answered first).
-    g.w32(base + mb::PING, 7);
-    g.w32(base + mb::SHUTDOWN, 1);
+    g.w32(at(mb::MB_PING), 7);
+    g.w32(at(mb::MB_SHUTDOWN), 1);
     assert_eq!(h.service(&mut host), Tick::Stop);
-    assert_eq!(g.r32(base + mb::PONG), mb::pong(7));
+    assert_eq!(g.r32(at(mb::MB_PONG)), mb::pong(7));
     let _ = g.ram;
 }
 

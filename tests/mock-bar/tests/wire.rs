@@ -30,6 +30,19 @@ fn sge(off: u64, len: u32) -> Sge {
     Sge { addr: VA + off, stag: STAG, len }
 }
 
+/// QPs 12 and 13, each other's peer (CQs 3..=6, like the setup's pair),
+/// with `prepare` applied to their contexts before both go to RTS; the
+/// harness stops at idle from then on.
+fn second_pair(s: &mut Setup, prepare: impl FnOnce(&mut TQp, &mut TQp)) -> (TQp, TQp) {
+    s.h.stop_at_idle = true;
+    let mut c = s.h.create_qp(12, PD, 3, 4, IP, IP, 13, 2);
+    let mut d = s.h.create_qp(13, PD, 5, 6, IP, IP, 12, 2);
+    prepare(&mut c, &mut d);
+    s.h.bring_to_rts(&c);
+    s.h.bring_to_rts(&d);
+    (c, d)
+}
+
 fn parsed(cap: &wire::Capture) -> Vec<wire::Parsed> {
     cap.frames().iter().map(|f| wire::parse(f).expect("every captured frame parses")).collect()
 }
@@ -128,15 +141,7 @@ fn a_frame_to_the_wrong_mac_is_dropped() {
 #[test]
 fn an_unexpected_psn_is_dropped() {
     let mut s = setup();
-    s.h.stop_at_idle = true;
-    let mut c = s.h.create_qp(12, PD, 3, 4, IP, IP, 13, 2);
-    let mut d = s.h.create_qp(13, PD, 5, 6, IP, IP, 12, 2);
-    d.ctx[11] = 7; // EPSN 7, while 12 starts at PSNNXT 0
-    for q in [&mut c, &mut d] {
-        for (state, extra) in [(1u64, 0u64), (4, 1 << 59), (2, 1 << 59 | 1 << 42)] {
-            assert!(!s.h.modify_qp_with(q, state, extra).error);
-        }
-    }
+    let (mut c, _d) = second_pair(&mut s, |_, d| d.ctx[11] = 7); // EPSN 7, while 12 starts at PSNNXT 0
     s.h.post_send(&mut c, |v| sq_frag_wqe(sqop::WRITE, STAG, VA, &[sge(0, 4)], None, true, v));
     assert!(s.h.dev(|d| {
         d.trace().any(|e| matches!(e, mock_bar::Event::WireDrop { qp: 13, why: wire::Drop::Psn }))
@@ -164,16 +169,10 @@ fn an_unexpected_psn_is_dropped() {
 #[test]
 fn a_later_psn_draws_a_sequence_nak_for_the_epsn() {
     let mut s = setup();
-    s.h.stop_at_idle = true;
-    let mut c = s.h.create_qp(12, PD, 3, 4, IP, IP, 13, 2);
-    let mut d = s.h.create_qp(13, PD, 5, 6, IP, IP, 12, 2);
-    c.ctx[10] = 9; // PSNNXT 9, while 13 expects 7
-    d.ctx[11] = 7;
-    for q in [&mut c, &mut d] {
-        for (state, extra) in [(1u64, 0u64), (4, 1 << 59), (2, 1 << 59 | 1 << 42)] {
-            assert!(!s.h.modify_qp_with(q, state, extra).error);
-        }
-    }
+    let (mut c, _d) = second_pair(&mut s, |c, d| {
+        c.ctx[10] = 9; // PSNNXT 9, while 13 expects 7
+        d.ctx[11] = 7;
+    });
     s.h.post_send(&mut c, |v| sq_frag_wqe(sqop::WRITE, STAG, VA, &[sge(0, 4)], None, true, v));
     let f = parsed(&s.cap);
     let got: Vec<_> = f.iter().map(|p| (p.pkt.opcode, p.pkt.psn, p.pkt.aeth)).collect();
@@ -186,16 +185,8 @@ fn a_later_psn_draws_a_sequence_nak_for_the_epsn() {
 #[test]
 fn an_unexpected_psn_is_counted_when_strict_psn_is_off() {
     let mut s = setup();
-    s.h.stop_at_idle = true;
-    let mut c = s.h.create_qp(12, PD, 3, 4, IP, IP, 13, 2);
-    let mut d = s.h.create_qp(13, PD, 5, 6, IP, IP, 12, 2);
-    d.ctx[11] = 7;
     s.h.dev(|d| d.set_strict_psn(false));
-    for q in [&mut c, &mut d] {
-        for (state, extra) in [(1u64, 0u64), (4, 1 << 59), (2, 1 << 59 | 1 << 42)] {
-            assert!(!s.h.modify_qp_with(q, state, extra).error);
-        }
-    }
+    let (mut c, _d) = second_pair(&mut s, |_, d| d.ctx[11] = 7);
     s.h.post_send(&mut c, |v| sq_frag_wqe(sqop::WRITE, STAG, VA, &[sge(0, 4)], None, true, v));
     assert_eq!(s.h.dev(|d| (d.counters().wire_drops, d.counters().psn_mismatches)), (0, 1));
     assert_eq!(s.h.dev(|d| d.qp(13).unwrap().epsn), 1);
@@ -287,15 +278,7 @@ fn a_lost_first_frame_resends_the_whole_message() {
 #[test]
 fn a_sequence_nak_with_no_retry_left_is_fatal() {
     let mut s = setup();
-    s.h.stop_at_idle = true;
-    let mut c = s.h.create_qp(12, PD, 3, 4, IP, IP, 13, 2);
-    let mut d = s.h.create_qp(13, PD, 5, 6, IP, IP, 12, 2);
-    c.ctx[16] &= !(0x3F << 48); // REXMIT_THRESH 0
-    for q in [&mut c, &mut d] {
-        for (state, extra) in [(1u64, 0u64), (4, 1 << 59), (2, 1 << 59 | 1 << 42)] {
-            assert!(!s.h.modify_qp_with(q, state, extra).error);
-        }
-    }
+    let (mut c, _d) = second_pair(&mut s, |c, _| c.ctx[16] &= !(0x3F << 48)); // REXMIT_THRESH 0
     s.h.dev(|d| d.faults().drop_request_frame = Some(1));
     s.h.post_send(&mut c, |v| sq_frag_wqe(sqop::WRITE, STAG, VA, &[sge(0, 2100)], None, true, v));
     let ops: Vec<u8> = parsed(&s.cap).iter().map(|p| p.pkt.opcode).collect();

@@ -9,7 +9,7 @@
 
 use core::sync::atomic::{AtomicU8, AtomicU64, Ordering};
 
-use irdma_hal::pci::{self, ConfigSpace, Identity};
+use irdma_hal::pci::{ConfigSpace, Identity};
 
 /// Default high ECAM of `-M virt` (QEMU 7.2's DTB: /pcie@10000000 reg).
 pub const DEFAULT_ECAM: (u64, u64) = (0x40_1000_0000, 0x1000_0000);
@@ -95,21 +95,10 @@ impl core::fmt::Display for EcamCs {
 }
 
 /// Calls `found` for every function that answers, in bus order.
-pub fn scan(mut found: impl FnMut(EcamCs, Identity)) {
-    for bus in 0..=LAST_BUS.load(Ordering::Relaxed) {
-        for dev in 0..32u8 {
-            let f0 = EcamCs { bus, dev, func: 0 };
-            let Some(id) = pci::identity(&f0) else { continue };
-            found(f0, id);
-            let header = (f0.read32(pci::cfg::HEADER_TYPE) >> 16) as u8;
-            if header & 0x80 != 0 {
-                for func in 1..8u8 {
-                    let cs = EcamCs { bus, dev, func };
-                    if let Some(id) = pci::identity(&cs) {
-                        found(cs, id);
-                    }
-                }
-            }
-        }
-    }
+pub fn scan(found: impl FnMut(EcamCs, Identity)) {
+    super::pci_scan::scan(
+        LAST_BUS.load(Ordering::Relaxed),
+        |bus, dev, func| EcamCs { bus, dev, func },
+        found,
+    );
 }

@@ -54,6 +54,79 @@ pub const STEPS: [(Progress, &str); 19] = [
 pub const FAULTS: [&str; 4] =
     ["lan_fault_aq_hang", "lan_fault_aq_crit", "lan_fault_aq_error", "lan_fault_reset_midway"];
 
+/// What one of [`FAULTS`] arms (fault `kind` with `arg` and `codes`, see
+/// [`contract::MB_FAULT_KIND`]) and the error its failed bring-up must
+/// return (`expect`, described by `what`).
+struct AqFault {
+    kind: u32,
+    arg: u32,
+    codes: u32,
+    expect: fn(&BringUpError) -> bool,
+    what: &'static str,
+}
+
+/// Add VSI's opcode (the command `lan_fault_aq_error` fails).
+const ADD_VSI: u16 = 0x0210;
+
+/// The faults of [`FAULTS`], in its order.
+const FAULT_CASES: [AqFault; 4] = [
+    // Get Version and Clear PF config pass, then the firmware goes quiet
+    // (Clear PXE never completes).
+    AqFault {
+        kind: contract::FAULT_AQ_HANG,
+        arg: 2,
+        codes: 0,
+        expect: |e| {
+            matches!(
+                e,
+                BringUpError::Command(_, CmdError::Aq(AqError::Timeout { critical: false, .. }))
+            )
+        },
+        what: "a non-critical AQ timeout",
+    },
+    AqFault {
+        kind: contract::FAULT_AQ_CRIT,
+        arg: 0,
+        codes: 0,
+        expect: |e| {
+            matches!(
+                e,
+                BringUpError::Command(
+                    Step::AdminQueue,
+                    CmdError::Aq(AqError::Timeout { critical: true, .. })
+                )
+            )
+        },
+        what: "a critical AQ timeout in the AQ step",
+    },
+    // Add VSI answered with ENOSPC (16): the step that failed and the
+    // firmware's code come back; nothing after Add VSI ran.
+    AqFault {
+        kind: contract::FAULT_AQ_FAIL_OPCODE,
+        arg: 0,
+        codes: (ADD_VSI as u32) << 16 | 16,
+        expect: |e| {
+            matches!(
+                e,
+                BringUpError::Command(
+                    Step::AddVsi,
+                    CmdError::Aq(AqError::Firmware { opcode: ADD_VSI, code: 16 })
+                )
+            )
+        },
+        what: "Add VSI to fail with ENOSPC",
+    },
+    // A global reset at the 8th command (mid-way, after the caps): that
+    // command never completes; the next bring-up waits the reset out.
+    AqFault {
+        kind: contract::FAULT_AQ_RESET,
+        arg: 7,
+        codes: 0,
+        expect: |e| matches!(e, BringUpError::Command(_, CmdError::Aq(AqError::Timeout { .. }))),
+        what: "an AQ timeout at the reset",
+    },
+];
+
 /// Admin-queue command timeout while a fault is armed (a hang or CRIT waits
 /// it out once or twice: the failing command, then Queue Shutdown).
 const FAULT_AQ_TIMEOUT: Duration = Duration::from_millis(200);
@@ -86,68 +159,15 @@ pub fn run<'b>(r: &mut Runner, bar: Result<&'b MmioBar, Msg>) -> Result<Pf<'b>, 
             return Err(why);
         }
     };
-    r.run(FAULTS[0], || {
-        // Get Version and Clear PF config pass, then the firmware goes quiet
-        // (Clear PXE never completes).
-        arm(bar, contract::FAULT_AQ_HANG, 2, 0)?;
-        let e = failed_bring_up(bar)?;
-        ensure!(
-            matches!(
-                e,
-                BringUpError::Command(_, CmdError::Aq(AqError::Timeout { critical: false, .. }))
-            ),
-            "expected a non-critical AQ timeout, got {e:?}"
-        );
-        println!("  {}: {e:?}", FAULTS[0]);
-        Ok(Outcome::Pass)
-    });
-    r.run(FAULTS[1], || {
-        arm(bar, contract::FAULT_AQ_CRIT, 0, 0)?;
-        let e = failed_bring_up(bar)?;
-        ensure!(
-            matches!(
-                e,
-                BringUpError::Command(
-                    Step::AdminQueue,
-                    CmdError::Aq(AqError::Timeout { critical: true, .. })
-                )
-            ),
-            "expected a critical AQ timeout in the AQ step, got {e:?}"
-        );
-        println!("  {}: {e:?}", FAULTS[1]);
-        Ok(Outcome::Pass)
-    });
-    r.run(FAULTS[2], || {
-        // Add VSI (0x0210) answered with ENOSPC (16): the step that failed
-        // and the firmware's code come back; nothing after Add VSI ran.
-        const ADD_VSI: u32 = 0x0210;
-        arm(bar, contract::FAULT_AQ_FAIL_OPCODE, 0, (ADD_VSI << 16) | 16)?;
-        let e = failed_bring_up(bar)?;
-        ensure!(
-            matches!(
-                e,
-                BringUpError::Command(
-                    Step::AddVsi,
-                    CmdError::Aq(AqError::Firmware { opcode: 0x0210, code: 16 })
-                )
-            ),
-            "expected Add VSI to fail with ENOSPC, got {e:?}"
-        );
-        println!("  {}: {e:?}", FAULTS[2]);
-        Ok(Outcome::Pass)
-    });
-    r.run(FAULTS[3], || {
-        // A global reset at the 8th command (mid-way, after the caps): that
-        // command never completes; the next bring-up waits the reset out.
-        arm(bar, contract::FAULT_AQ_RESET, 7, 0)?;
-        let e = failed_bring_up(bar)?;
-        ensure!(
-            matches!(e, BringUpError::Command(_, CmdError::Aq(AqError::Timeout { .. }))),
-            "expected an AQ timeout at the reset, got {e:?}"
-        );
-        println!("  {}: {e:?}", FAULTS[3]);
-        Ok(Outcome::Pass)
-    });
+    for (name, case) in FAULTS.iter().zip(&FAULT_CASES) {
+        r.run(name, || {
+            arm(bar, case.kind, case.arg, case.codes)?;
+            let e = failed_bring_up(bar)?;
+            ensure!((case.expect)(&e), "expected {}, got {e:?}", case.what);
+            println!("  {name}: {e:?}");
+            Ok(Outcome::Pass)
+        });
+    }
     bring_up(r, bar)
 }
 

@@ -383,13 +383,19 @@ impl Harness {
         Some((g(w1, 45, 34) as u16, g(w1, 53, 50) as u8, id as u32, ctx))
     }
 
+    /// With the CQP up: COMMIT_FPM_VAL of [`small_counts`], every SD
+    /// backed, SHMC_PAGES_ALLOCATED — the HMC is ready for objects.
+    pub fn back_hmc(&mut self) {
+        self.fpm(small_counts()).expect("fpm");
+        self.back_all(true);
+        self.polled([0, 0, 0, hdr(op::SHMC_PAGES_ALLOCATED, 0), 0, 0, 0, 0]).expect("shmc");
+    }
+
     /// Everything up to a usable device (spec control-path §9.2 steps 1–12).
     pub fn bring_up(&mut self) {
         assert_eq!(self.create_cqp(64), 1);
         self.query_features();
-        self.fpm(small_counts()).expect("fpm");
-        self.back_all(true);
-        self.polled([0, 0, 0, hdr(op::SHMC_PAGES_ALLOCATED, 0), 0, 0, 0, 0]).expect("shmc");
+        self.back_hmc();
         self.create_ccq();
         assert!(!self.create_ceq(0, 64).error);
         assert!(!self.create_aeq(64).error);
@@ -593,6 +599,10 @@ pub struct TCq {
     pub ring: Ring,
     pub shadow: u64,
 }
+
+/// RESET → RTS: the MODIFY_QP states (INIT 1, RTR 4, RTS 2) and their extra
+/// header bits (ARPTABIDXVALID 59, ORDVALID 42).
+pub const TO_RTS: [(u64, u64); 3] = [(1, 0), (4, 1 << 59), (2, 1 << 59 | 1 << 42)];
 
 pub struct TQp {
     pub id: u32,
@@ -798,7 +808,7 @@ impl Harness {
         };
         self.op_ok([0, 0, ctx_pa, qp_hdr(op::CREATE_QP, 1, 1 << 51), 0, shadow, 0, 0]);
         if !self.stop_at_idle {
-            for (state, extra) in [(1u64, 0u64), (4, 1 << 59), (2, 1 << 59 | 1 << 42)] {
+            for (state, extra) in TO_RTS {
                 self.op_ok([0, 0, ctx_pa, qp_hdr(op::MODIFY_QP, state, extra), 0, shadow, 0, 0]);
             }
         }
@@ -855,6 +865,16 @@ impl Harness {
 
     pub fn modify_qp(&mut self, qp: &TQp, state: u64) -> Ccqe {
         self.modify_qp_with(qp, state, 0)
+    }
+
+    /// Takes a QP created with `stop_at_idle` set (left in RESET) through
+    /// [`TO_RTS`] with its current `ctx`, as `create_qp` does otherwise —
+    /// for a test that edits the context first.
+    pub fn bring_to_rts(&mut self, qp: &TQp) {
+        for (state, extra) in TO_RTS {
+            let c = self.modify_qp_with(qp, state, extra);
+            assert!(!c.error, "modify_qp {} to {state}: {c:x?}", qp.id);
+        }
     }
 
     /// MODIFY_QP with extra header bits (ARPTABIDXVALID 59, CQNUMVALID 47,
