@@ -145,6 +145,30 @@ pub struct RegMr {
     pub all_memory: bool,
 }
 
+impl RegMr {
+    /// Every field zero or off: a contiguous MR at bus address 0, 4 KiB
+    /// pages, no rights, and none of the options (remote atomics, non-cached,
+    /// HMC function index, placement type, all memory) — the base a
+    /// registration overrides with struct-update syntax (`..RegMr::DEFAULT`).
+    pub const DEFAULT: RegMr = RegMr {
+        stag_idx: 0,
+        stag_key: 0,
+        pd_id: 0,
+        va: 0,
+        total_len: 0,
+        page_size: PageSize::Size4K,
+        pages: MrPages::Contiguous(0),
+        va_based: false,
+        access_rights: 0,
+        remote_atomics: false,
+        non_cached: false,
+        use_hmc_fn_index: false,
+        hmc_fn_index: 0,
+        placement_type: 0,
+        all_memory: false,
+    };
+}
+
 impl CqpCommand for RegMr {
     const OPCODE: u8 = op::REG_MR;
     fn encode(&self, wqe: &mut [u64; 8], env: &mut Env) -> Result<(), EncodeError> {
