@@ -1164,8 +1164,27 @@ impl<H: Hal, B: Bar> AdminQueue<H, B> {
     pub fn add_vsi(&mut self, ctx: &mut VsiContext) -> Result<VsiAnswer, CmdError> {
         let mut d = Desc::new(Opcode::AddVsi);
         d.set_u16(22, VSI_TYPE_PF);
-        self.exec(&mut d, Some(&mut ctx.0))?;
+        self.exec_vsi(d, Some(ctx))
+    }
+
+    /// Runs VSI command `d` (with the context `ctx`, if any) and reads the
+    /// VSI number and counts of its answer.
+    fn exec_vsi(
+        &mut self,
+        mut d: Desc,
+        ctx: Option<&mut VsiContext>,
+    ) -> Result<VsiAnswer, CmdError> {
+        self.exec(&mut d, ctx.map(|c| &mut c.0[..]))?;
         Ok(vsi_answer(&d))
+    }
+
+    /// Refuses a VSI number beyond the 10-bit field, and the VSI a live
+    /// RDMA device holds ([`Self::refuse_if_held`]).
+    fn vsi_num_free(&self, vsi_num: u16) -> Result<(), CmdError> {
+        if vsi_num > 0x3ff {
+            return Err(CmdError::Invalid("VSI number beyond 10 bits"));
+        }
+        self.refuse_if_held(Some(vsi_num))
     }
 
     /// Update VSI 0x0211 of hardware VSI `vsi_num` (ice_aq_update_vsi).
@@ -1177,14 +1196,10 @@ impl<H: Hal, B: Bar> AdminQueue<H, B> {
         vsi_num: u16,
         ctx: &mut VsiContext,
     ) -> Result<VsiAnswer, CmdError> {
-        if vsi_num > 0x3ff {
-            return Err(CmdError::Invalid("VSI number beyond 10 bits"));
-        }
-        self.refuse_if_held(Some(vsi_num))?;
+        self.vsi_num_free(vsi_num)?;
         let mut d = Desc::new(Opcode::UpdateVsi);
         d.set_u16(16, vsi_num | VSI_IS_VALID);
-        self.exec(&mut d, Some(&mut ctx.0))?;
-        Ok(vsi_answer(&d))
+        self.exec_vsi(d, Some(ctx))
     }
 
     /// Turns the PE filter of the VSI on or off (spec §2.14): Update VSI
@@ -1209,15 +1224,11 @@ impl<H: Hal, B: Bar> AdminQueue<H, B> {
     /// bit 0 = keep the allocation (ice_aq_free_vsi). Refused with
     /// [`CmdError::InUse`] for the VSI a live RDMA device holds.
     pub fn free_vsi(&mut self, vsi_num: u16, keep_alloc: bool) -> Result<VsiAnswer, CmdError> {
-        if vsi_num > 0x3ff {
-            return Err(CmdError::Invalid("VSI number beyond 10 bits"));
-        }
-        self.refuse_if_held(Some(vsi_num))?;
+        self.vsi_num_free(vsi_num)?;
         let mut d = Desc::new(Opcode::FreeVsi);
         d.set_u16(16, vsi_num | VSI_IS_VALID);
         d.set_u16(18, u16::from(keep_alloc));
-        self.exec(&mut d, None)?;
-        Ok(vsi_answer(&d))
+        self.exec_vsi(d, None)
     }
 
     /// Get Package Info List 0x0C43 (ice_get_pkg_info): whether a DDP
