@@ -87,7 +87,21 @@ pub(crate) use phrases;
 /// gives an error enum one `From<Inner>` per variant that wraps another
 /// error (one line a variant instead of a five-line impl each); the enum's
 /// `Display` stays beside it, written out.
+///
+/// And `crate::error::wrapping!(Enum source { Variant, … })` gives an error
+/// enum an `Error` whose source is the error those tuple variants wrap
+/// (none for the other variants).
 macro_rules! wrapping {
+    ($ty:ident source { $($variant:ident),+ $(,)? }) => {
+        impl ::core::error::Error for $ty {
+            fn source(&self) -> Option<&(dyn ::core::error::Error + 'static)> {
+                match self {
+                    $($ty::$variant(e) => Some(e),)+
+                    _ => None,
+                }
+            }
+        }
+    };
     ($ty:ident from { $($inner:ty => $variant:ident),+ $(,)? }) => {
         $(
             impl From<$inner> for $ty {

@@ -7,7 +7,6 @@
 //! into the indirect buffer, as in the spec's tables (computed there from
 //! ice_adminq_cmd.h).
 
-use core::error::Error;
 use core::fmt::{self, Display, Formatter};
 use irdma_hal::{Bar, Hal};
 
@@ -79,11 +78,7 @@ impl CmdError {
     }
 }
 
-impl From<AqError> for CmdError {
-    fn from(e: AqError) -> Self {
-        CmdError::Aq(e)
-    }
-}
+crate::error::wrapping!(CmdError from { AqError => Aq });
 
 fn put16(b: &mut [u8], at: usize, v: u16) {
     for (i, x) in v.to_le_bytes().into_iter().enumerate() {
@@ -1379,14 +1374,7 @@ impl Display for CmdError {
     }
 }
 
-impl Error for CmdError {
-    fn source(&self) -> Option<&(dyn Error + 'static)> {
-        match self {
-            CmdError::Aq(e) => Some(e),
-            _ => None,
-        }
-    }
-}
+crate::error::wrapping!(CmdError source { Aq });
 
 #[cfg(test)]
 mod tests;
