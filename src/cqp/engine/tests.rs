@@ -201,11 +201,7 @@ impl Bar for FakeDev {
 
 /// A CQP of `sq` slots with its (Linux-sized) CCQ on `dev`, which then
 /// behaves as `fault` sets it.
-fn ccq_then<'d>(
-    dev: &'d FakeDev,
-    sq: u32,
-    fault: impl FnOnce(&mut Dev),
-) -> Cqp<FakeHal, &'d FakeDev> {
+fn ccq_then(dev: &FakeDev, sq: u32, fault: impl FnOnce(&mut Dev)) -> Cqp<FakeHal, &FakeDev> {
     let mut cqp = Cqp::<FakeHal, &FakeDev>::create(dev, &cfg(sq)).unwrap();
     cqp.create_ccq(CcqConfig::linux(sq)).unwrap();
     dev.with(fault);
