@@ -80,8 +80,8 @@ pub trait CqpCommand {
 /// Commands that share one layout and differ only in the opcode (create /
 /// modify / destroy of an AH or a multicast group): each a newtype over the
 /// info struct, encoded by the info's own `encode(opcode, wqe)` (used as
-/// `ops_over!(Info { /// doc
-/// Name = op::OPCODE, … })`).
+/// `ops_over!(Info { Name = op::OPCODE, … })`, each name after its doc
+/// comment).
 macro_rules! ops_over {
     ($info:ty { $($(#[$doc:meta])* $name:ident = $opcode:expr),+ $(,)? }) => {
         $(
