@@ -82,7 +82,35 @@ pub(crate) use phrases;
 /// `Error` whose source is that wrapped error (used as
 /// `crate::error::wrapping!(Type, "… {} …: {}", where_field, cause_field)`
 /// beside the error type).
+///
+/// The other form, `crate::error::wrapping!(Enum from { Inner => Variant, … })`,
+/// gives an error enum one `From<Inner>` per variant that wraps another
+/// error (one line a variant instead of a five-line impl each); the enum's
+/// `Display` stays beside it, written out.
+///
+/// And `crate::error::wrapping!(Enum source { Variant, … })` gives an error
+/// enum an `Error` whose source is the error those tuple variants wrap
+/// (none for the other variants).
 macro_rules! wrapping {
+    ($ty:ident source { $($variant:ident),+ $(,)? }) => {
+        impl ::core::error::Error for $ty {
+            fn source(&self) -> Option<&(dyn ::core::error::Error + 'static)> {
+                match self {
+                    $($ty::$variant(e) => Some(e),)+
+                    _ => None,
+                }
+            }
+        }
+    };
+    ($ty:ident from { $($inner:ty => $variant:ident),+ $(,)? }) => {
+        $(
+            impl From<$inner> for $ty {
+                fn from(e: $inner) -> Self {
+                    $ty::$variant(e)
+                }
+            }
+        )+
+    };
     ($ty:ty, $fmt:literal, $at:ident, $cause:ident) => {
         impl ::core::fmt::Display for $ty {
             fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
@@ -97,6 +125,25 @@ macro_rules! wrapping {
     };
 }
 pub(crate) use wrapping;
+
+/// `Display` by the type's `name()` (a `&'static str`) and `PartialEq<&str>`
+/// against it, for the field-like enums errors name (used as
+/// `crate::error::named!(Type)` beside the type).
+macro_rules! named {
+    ($ty:ty) => {
+        impl ::core::fmt::Display for $ty {
+            fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+                f.write_str(self.name())
+            }
+        }
+        impl PartialEq<&str> for $ty {
+            fn eq(&self, other: &&str) -> bool {
+                self.name() == *other
+            }
+        }
+    };
+}
+pub(crate) use named;
 
 #[cfg(test)]
 mod tests {

@@ -406,6 +406,14 @@ mod loom_tests {
     use loom::sync::Arc;
     use loom::sync::atomic::{AtomicUsize, Ordering};
 
+    /// A wake counter for [`counting`] (leaked: the waker holds it as a
+    /// `'static` pointer) and an empty waker slot, both new in each
+    /// execution of the model.
+    fn fresh() -> (&'static AtomicUsize, Arc<AtomicWaker>) {
+        let count = std::boxed::Box::leak(std::boxed::Box::new(AtomicUsize::new(0)));
+        (count, Arc::new(AtomicWaker::new()))
+    }
+
     // A waker counting its wakes in a leaked loom atomic.
     fn counting(count: &'static AtomicUsize) -> Waker {
         fn clone(p: *const ()) -> RawWaker {
@@ -428,9 +436,7 @@ mod loom_tests {
     #[test]
     fn loom_register_then_check_never_misses_a_wake() {
         loom::model(|| {
-            let count: &'static AtomicUsize =
-                std::boxed::Box::leak(std::boxed::Box::new(AtomicUsize::new(0)));
-            let aw = Arc::new(AtomicWaker::new());
+            let (count, aw) = fresh();
             let flag = Arc::new(loom::sync::atomic::AtomicBool::new(false));
             let (a2, f2) = (aw.clone(), flag.clone());
             let waker_thread = loom::thread::spawn(move || {
@@ -450,9 +456,7 @@ mod loom_tests {
     #[test]
     fn loom_concurrent_wakes_and_register() {
         loom::model(|| {
-            let count: &'static AtomicUsize =
-                std::boxed::Box::leak(std::boxed::Box::new(AtomicUsize::new(0)));
-            let aw = Arc::new(AtomicWaker::new());
+            let (count, aw) = fresh();
             let a2 = aw.clone();
             let t = loom::thread::spawn(move || a2.wake());
             aw.register(&counting(count));

@@ -159,40 +159,47 @@ impl MmioBar {
     }
 }
 
+impl MmioBar {
+    /// A volatile read of a `T` at `offset`; `None` outside the mapping or
+    /// misaligned.
+    #[inline(always)]
+    fn load<T: Copy>(&self, offset: usize) -> Option<T> {
+        let p = self.ptr::<T>(offset)?;
+        // SAFETY: `ptr` checked bounds and alignment; the mapping is valid
+        // for volatile access per `MmioBar::new`.
+        Some(unsafe { VolatilePtr::new_read_only(p) }.read())
+    }
+
+    /// A volatile write of a `T` at `offset`; dropped outside the mapping or
+    /// misaligned.
+    #[inline(always)]
+    fn store<T: Copy>(&self, offset: usize, value: T) {
+        if let Some(p) = self.ptr::<T>(offset) {
+            // SAFETY: as in `load`.
+            unsafe { VolatilePtr::new(p) }.write(value)
+        }
+    }
+}
+
 impl Bar for MmioBar {
     #[inline(always)]
     fn read32(&self, offset: usize) -> u32 {
-        match self.ptr::<u32>(offset) {
-            // SAFETY: `ptr` checked bounds and alignment; the mapping is valid
-            // for volatile access per `MmioBar::new`.
-            Some(p) => unsafe { VolatilePtr::new_read_only(p) }.read(),
-            None => u32::MAX,
-        }
+        self.load(offset).unwrap_or(u32::MAX)
     }
 
     #[inline(always)]
     fn write32(&self, offset: usize, value: u32) {
-        if let Some(p) = self.ptr::<u32>(offset) {
-            // SAFETY: as in `read32`.
-            unsafe { VolatilePtr::new(p) }.write(value)
-        }
+        self.store(offset, value)
     }
 
     #[inline(always)]
     fn read64(&self, offset: usize) -> u64 {
-        match self.ptr::<u64>(offset) {
-            // SAFETY: as in `read32`.
-            Some(p) => unsafe { VolatilePtr::new_read_only(p) }.read(),
-            None => u64::MAX,
-        }
+        self.load(offset).unwrap_or(u64::MAX)
     }
 
     #[inline(always)]
     fn write64(&self, offset: usize, value: u64) {
-        if let Some(p) = self.ptr::<u64>(offset) {
-            // SAFETY: as in `read32`.
-            unsafe { VolatilePtr::new(p) }.write(value)
-        }
+        self.store(offset, value)
     }
 }
 

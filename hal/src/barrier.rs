@@ -29,36 +29,33 @@
 #[allow(unused_imports)]
 use core::sync::atomic::{Ordering, fence};
 
+/// One barrier: traced as `$event` (feature `barrier-trace`), then the
+/// aarch64 instruction `$arm` (Linux's arm64 form), or on every other
+/// architecture (and Miri) an atomic fence of `$fallback` ordering.
+macro_rules! barrier {
+    ($event:ident, $arm:literal, $fallback:ident) => {{
+        #[cfg(feature = "barrier-trace")]
+        trace::record(trace::Event::$event);
+        #[cfg(all(target_arch = "aarch64", not(miri)))]
+        // SAFETY: a barrier instruction; no memory is accessed.
+        unsafe {
+            core::arch::asm!($arm, options(nostack, preserves_flags))
+        };
+        #[cfg(any(not(target_arch = "aarch64"), miri))]
+        fence(Ordering::$fallback);
+    }};
+}
+
 /// Orders DMA-memory stores before later DMA-memory stores (body → valid bit).
 #[inline(always)]
 pub fn dma_wmb() {
-    #[cfg(feature = "barrier-trace")]
-    trace::record(trace::Event::DmaWmb);
-    #[cfg(any(target_arch = "x86_64", miri))]
-    fence(Ordering::Release);
-    #[cfg(all(target_arch = "aarch64", not(miri)))]
-    // SAFETY: a barrier instruction; no memory is accessed.
-    unsafe {
-        core::arch::asm!("dmb oshst", options(nostack, preserves_flags))
-    };
-    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64", miri)))]
-    fence(Ordering::Release);
+    barrier!(DmaWmb, "dmb oshst", Release)
 }
 
 /// Orders DMA-memory loads: the valid bit before the rest of the entry.
 #[inline(always)]
 pub fn dma_rmb() {
-    #[cfg(feature = "barrier-trace")]
-    trace::record(trace::Event::DmaRmb);
-    #[cfg(any(target_arch = "x86_64", miri))]
-    fence(Ordering::Acquire);
-    #[cfg(all(target_arch = "aarch64", not(miri)))]
-    // SAFETY: a barrier instruction; no memory is accessed.
-    unsafe {
-        core::arch::asm!("dmb oshld", options(nostack, preserves_flags))
-    };
-    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64", miri)))]
-    fence(Ordering::Acquire);
+    barrier!(DmaRmb, "dmb oshld", Acquire)
 }
 
 /// Orders memory stores before a following MMIO (doorbell) write.
@@ -86,15 +83,7 @@ pub fn wmb() {
 /// a shadow area the device writes.
 #[inline(always)]
 pub fn mb() {
-    #[cfg(feature = "barrier-trace")]
-    trace::record(trace::Event::Mb);
-    #[cfg(all(target_arch = "aarch64", not(miri)))]
-    // SAFETY: a barrier instruction; no memory is accessed.
-    unsafe {
-        core::arch::asm!("dsb sy", options(nostack, preserves_flags))
-    };
-    #[cfg(any(not(target_arch = "aarch64"), miri))]
-    fence(Ordering::SeqCst);
+    barrier!(Mb, "dsb sy", SeqCst)
 }
 
 /// Records a store to DMA memory in the barrier trace (only with the

@@ -88,17 +88,7 @@ impl fmt::Display for Qp1Error {
 
 impl core::error::Error for Qp1Error {}
 
-impl From<VerbsError> for Qp1Error {
-    fn from(e: VerbsError) -> Self {
-        Qp1Error::Verbs(e)
-    }
-}
-
-impl From<PostError> for Qp1Error {
-    fn from(e: PostError) -> Self {
-        Qp1Error::Post(e)
-    }
-}
+crate::error::wrapping!(Qp1Error from { VerbsError => Verbs, PostError => Post });
 
 /// What the transport counted.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

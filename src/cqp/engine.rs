@@ -219,16 +219,7 @@ impl CqpError {
     }
 }
 
-impl From<EncodeError> for CqpError {
-    fn from(e: EncodeError) -> Self {
-        CqpError::Encode(e)
-    }
-}
-impl From<DmaError> for CqpError {
-    fn from(e: DmaError) -> Self {
-        CqpError::Dma(e)
-    }
-}
+crate::error::wrapping!(CqpError from { EncodeError => Encode, DmaError => Dma });
 
 /// What a completion reports.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -4,8 +4,6 @@
 //! sixth pass). The text is the input's name as the command builders and
 //! the vendor's structures spell it.
 
-use core::fmt::{self, Display, Formatter};
-
 macro_rules! field_names {
     ($($v:ident => $s:literal,)+) => {
         /// A command or context input, named in [`EncodeError`](super::EncodeError).
@@ -138,18 +136,6 @@ field_names! {
     XmitTphEn => "xmit_tph_en",
 }
 
-// `Display` and `core::error::Error` for the errors above, each a short
-// lower-case phrase with a wrapped error's own message after a colon (and
-// as its `source`); see `crate::error` (issue #29: beside their layer).
-
-impl Display for FieldName {
-    fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-impl PartialEq<&str> for FieldName {
-    fn eq(&self, other: &&str) -> bool {
-        self.name() == *other
-    }
-}
+// `Display` as the input's name, and comparison with a `&str` (see
+// `crate::error`).
+crate::error::named!(FieldName);

@@ -44,16 +44,7 @@ pub(crate) enum BackError {
     Capacity,
 }
 
-impl From<DmaError> for BackError {
-    fn from(e: DmaError) -> Self {
-        BackError::Dma(e)
-    }
-}
-impl From<CqpError> for BackError {
-    fn from(e: CqpError) -> Self {
-        BackError::Cqp(e)
-    }
-}
+crate::error::wrapping!(BackError from { DmaError => Dma, CqpError => Cqp });
 
 /// The backed SDs of one function.
 pub(crate) struct SdStore<H: Hal> {

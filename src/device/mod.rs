@@ -757,21 +757,7 @@ impl Display for ProbeCause {
     }
 }
 
-impl Error for ProbeCause {
-    fn source(&self) -> Option<&(dyn Error + 'static)> {
-        match self {
-            ProbeCause::Cqp(e) => Some(e),
-            ProbeCause::Dma(e) => Some(e),
-            ProbeCause::Decode(e) => Some(e),
-            ProbeCause::Hmc(e) => Some(e),
-            ProbeCause::Pble(e) => Some(e),
-            ProbeCause::Lan(e) => Some(e),
-            ProbeCause::LanOp(e) => Some(e),
-            ProbeCause::Ids(e) => Some(e),
-            _ => None,
-        }
-    }
-}
+crate::error::wrapping!(ProbeCause source { Cqp, Dma, Decode, Hmc, Pble, Lan, LanOp, Ids });
 
 crate::error::wrapping!(ProbeError, "probe failed at {}: {}", step, cause);
 

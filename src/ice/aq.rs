@@ -29,7 +29,6 @@
 //! * ARQ: events from next_to_clean up to ARQH are copied out, the slot is
 //!   re-armed and ARQT = the index just cleaned (ice_clean_rq_elem).
 
-use core::error::Error;
 use core::fmt::{self, Display, Formatter};
 use core::time::Duration;
 
@@ -178,11 +177,7 @@ impl AqError {
     }
 }
 
-impl From<DmaError> for AqError {
-    fn from(e: DmaError) -> Self {
-        AqError::Dma(e)
-    }
-}
+crate::error::wrapping!(AqError from { DmaError => Dma });
 
 /// An event taken from the ARQ.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -779,11 +774,4 @@ impl Display for AqError {
     }
 }
 
-impl Error for AqError {
-    fn source(&self) -> Option<&(dyn Error + 'static)> {
-        match self {
-            AqError::Dma(e) => Some(e),
-            _ => None,
-        }
-    }
-}
+crate::error::wrapping!(AqError source { Dma });

@@ -322,17 +322,30 @@ impl<H: Hal, B: Bar> AdminQueue<H, B> {
         Ok(d.u8_at(17))
     }
 
+    /// Runs scheduling-element command `op` on one group (bytes 16–17) in
+    /// `buf`; unless the firmware answers one group done (bytes 18–19), a
+    /// [`CmdError::BadResponse`] saying `what`.
+    fn one_group(
+        &mut self,
+        op: Opcode,
+        buf: &mut [u8],
+        what: &'static str,
+    ) -> Result<(), CmdError> {
+        let mut d = Desc::new(op);
+        d.set_u16(16, 1);
+        self.exec(&mut d, Some(buf))?;
+        if d.u16_at(18) != 1 {
+            return Err(CmdError::BadResponse(what));
+        }
+        Ok(())
+    }
+
     /// Query Scheduling Elements 0x0404 for one TEID: returns (parent,
     /// element data) (ice_sched_query_elem).
     pub fn query_sched_elem(&mut self, teid: u32) -> Result<(u32, [u8; 16]), CmdError> {
         let mut buf = [0u8; ELEM_LEN];
         buf[4..8].copy_from_slice(&teid.to_le_bytes());
-        let mut d = Desc::new(Opcode::QuerySchedElems);
-        d.set_u16(16, 1);
-        self.exec(&mut d, Some(&mut buf))?;
-        if d.u16_at(18) != 1 {
-            return Err(CmdError::BadResponse("scheduling element not found"));
-        }
+        self.one_group(Opcode::QuerySchedElems, &mut buf, "scheduling element not found")?;
         let (parent, _, data) = elem_at(&buf, 0);
         Ok((parent, data))
     }
@@ -346,13 +359,7 @@ impl<H: Hal, B: Bar> AdminQueue<H, B> {
         buf[0..4].copy_from_slice(&parent.to_le_bytes());
         buf[4..6].copy_from_slice(&1u16.to_le_bytes());
         buf[8..12].copy_from_slice(&teid.to_le_bytes());
-        let mut d = Desc::new(Opcode::DeleteSchedElems);
-        d.set_u16(16, 1);
-        self.exec(&mut d, Some(&mut buf))?;
-        if d.u16_at(18) != 1 {
-            return Err(CmdError::BadResponse("scheduling element not deleted"));
-        }
-        Ok(())
+        self.one_group(Opcode::DeleteSchedElems, &mut buf, "scheduling element not deleted")
     }
 
     /// Add Scheduling Elements 0x0401: one group of `teids.len()` generic
@@ -374,12 +381,8 @@ impl<H: Hal, B: Bar> AdminQueue<H, B> {
             buf[at..at + 4].copy_from_slice(&parent.to_le_bytes());
             buf[at + 8..at + 24].copy_from_slice(&default_elem_data(elem_type::GENERIC));
         }
-        let mut d = Desc::new(Opcode::AddSchedElems);
-        d.set_u16(16, 1);
-        self.exec(&mut d, Some(&mut buf[..len]))?;
-        if d.u16_at(18) != 1 {
-            return Err(CmdError::BadResponse("firmware added no scheduling element"));
-        }
+        let what = "firmware added no scheduling element";
+        self.one_group(Opcode::AddSchedElems, &mut buf[..len], what)?;
         for (i, t) in teids.iter_mut().enumerate() {
             *t = rd32(&buf, 8 + i * ELEM_LEN + 4);
         }

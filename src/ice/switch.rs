@@ -572,6 +572,21 @@ impl MacFilters {
         self.entries.iter().flatten().find(|e| e.mac == mac)
     }
 
+    /// The slot of the rule for `mac` and a copy of it.
+    fn slot_of(&self, mac: [u8; 6]) -> Option<(usize, MacFilter)> {
+        self.entries
+            .iter()
+            .enumerate()
+            .find_map(|(i, e)| e.filter(|e| e.mac == mac).map(|e| (i, e)))
+    }
+
+    /// Stores `e` in slot `i` (a slot index from `slot_of` or a free one).
+    fn put(&mut self, i: usize, e: Option<MacFilter>) {
+        if let Some(s) = self.entries.get_mut(i) {
+            *s = e;
+        }
+    }
+
     /// The installed rules.
     pub fn iter(&self) -> impl Iterator<Item = &MacFilter> {
         self.entries.iter().flatten()
@@ -633,14 +648,7 @@ impl MacFilters {
         vsi: u16,
         veb: bool,
     ) -> Result<(), CmdError> {
-        let i = self
-            .entries
-            .iter()
-            .position(|e| e.is_some_and(|e| e.mac == mac))
-            .ok_or(CmdError::NotFound)?;
-        let Some(Some(mut e)) = self.entries.get(i).copied() else {
-            return Err(CmdError::NotFound);
-        };
+        let (i, mut e) = self.slot_of(mac).ok_or(CmdError::NotFound)?;
         match e.fwd {
             Fwd::Vsi(v) => {
                 if v != vsi {
@@ -648,9 +656,7 @@ impl MacFilters {
                 }
                 aq.remove_switch_rule(e.rule_id)?;
                 self.rule_cnt = self.rule_cnt.wrapping_sub(1);
-                if let Some(s) = self.entries.get_mut(i) {
-                    *s = None;
-                }
+                self.put(i, None);
                 return Ok(());
             }
             Fwd::VsiList(list) => {
@@ -665,23 +671,17 @@ impl MacFilters {
                     // half-way and left one VSI in it): the rule goes, as
                     // ice_remove_rule_internal removes it once vsi_count is 0
                     // (the list itself is not freed, as in ice)
-                    if let Some(s) = self.entries.get_mut(i) {
-                        *s = Some(e);
-                    }
+                    self.put(i, Some(e));
                     aq.remove_switch_rule(e.rule_id)?;
                     self.rule_cnt = self.rule_cnt.wrapping_sub(1);
-                    if let Some(s) = self.entries.get_mut(i) {
-                        *s = None;
-                    }
+                    self.put(i, None);
                     return Ok(());
                 }
                 if e.vsi_count == 1
                     && let Some(rem) = e.first_member()
                 {
                     // store the cleared member before the next steps can fail
-                    if let Some(s) = self.entries.get_mut(i) {
-                        *s = Some(e);
-                    }
+                    self.put(i, Some(e));
                     aq.vsi_list_rule(ListOp::Clear, ListKind::Forward, list, &[rem])?;
                     let spec = RuleSpec {
                         lookup: Lookup::Mac(mac),
@@ -694,16 +694,12 @@ impl MacFilters {
                     let mut r = lookup_rule(&spec)?.bytes;
                     aq.update_switch_rule(&mut r, e.rule_id)?;
                     e.fwd = Fwd::Vsi(rem);
-                    if let Some(s) = self.entries.get_mut(i) {
-                        *s = Some(e);
-                    }
+                    self.put(i, Some(e));
                     aq.free_vsi_list(list, ListKind::Forward)?;
                 }
             }
         }
-        if let Some(s) = self.entries.get_mut(i) {
-            *s = Some(e);
-        }
+        self.put(i, Some(e));
         Ok(())
     }
 
@@ -729,9 +725,7 @@ impl MacFilters {
             vsi_count: 1,
         };
         e.set_member(vsi);
-        if let Some(s) = self.entries.get_mut(slot) {
-            *s = Some(e);
-        }
+        self.put(slot, Some(e));
         Ok(())
     }
 
@@ -743,11 +737,8 @@ impl MacFilters {
         vsi: u16,
         veb: bool,
     ) -> Result<(), CmdError> {
-        let Some(i) = self.entries.iter().position(|e| e.is_some_and(|e| e.mac == mac)) else {
+        let Some((i, mut e)) = self.slot_of(mac) else {
             return self.create(aq, mac, vsi, veb);
-        };
-        let Some(Some(mut e)) = self.entries.get(i).copied() else {
-            return Err(CmdError::Invalid("filter table"));
         };
         match e.fwd {
             Fwd::Vsi(cur) => {
@@ -786,9 +777,7 @@ impl MacFilters {
             }
         }
         e.vsi_count = e.vsi_count.saturating_add(1);
-        if let Some(s) = self.entries.get_mut(i) {
-            *s = Some(e);
-        }
+        self.put(i, Some(e));
         Ok(())
     }
 }

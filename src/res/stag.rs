@@ -73,11 +73,7 @@ pub enum StagError {
     StaleKey,
 }
 
-impl From<IdError> for StagError {
-    fn from(e: IdError) -> Self {
-        StagError::Id(e)
-    }
-}
+crate::error::wrapping!(StagError from { IdError => Id });
 
 /// STag allocator for up to `64 × WORDS` MR indexes, index 0 reserved.
 ///

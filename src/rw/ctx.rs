@@ -162,6 +162,19 @@ pub enum RwPostError<E> {
     },
 }
 
+/// The far side of a transfer and its direction, as `init` and
+/// `init_bvec` were given them: what each of their paths builds its WRs
+/// towards.
+#[derive(Clone, Copy, Debug)]
+struct Remote {
+    /// Remote address of the first byte.
+    addr: u64,
+    /// Remote key.
+    rkey: u32,
+    /// Direction of the data.
+    dir: Direction,
+}
+
 #[derive(Clone, Copy, Debug)]
 struct MapRec {
     paddr: PhysAddr,
@@ -485,6 +498,7 @@ impl<const MAX_SGE: usize, const MAX_OPS: usize> RwCtx<MAX_SGE, MAX_OPS> {
             }
         }
         self.reset();
+        let to = Remote { addr: remote_addr, rkey, dir };
         let used = sg.get(first..).unwrap_or(&[]);
         let cnt = used.len();
         let seg = |i: usize| -> Option<(u64, u64)> {
@@ -493,7 +507,7 @@ impl<const MAX_SGE: usize, const MAX_OPS: usize> RwCtx<MAX_SGE, MAX_OPS> {
             let len = e.buf.len() as u64;
             if i == 0 { Some((pa.wrapping_add(off), len - off)) } else { Some((pa, len)) }
         };
-        let r = self.choose_sg(qp, pool, cnt, &seg, remote_addr, rkey, dir);
+        let r = self.choose_sg(qp, pool, cnt, &seg, to);
         match r {
             Ok(n) => Ok(n),
             Err(e) => {
@@ -505,20 +519,17 @@ impl<const MAX_SGE: usize, const MAX_OPS: usize> RwCtx<MAX_SGE, MAX_OPS> {
         }
     }
 
-    #[allow(clippy::too_many_arguments)]
     fn choose_sg<const N: usize, const P: usize>(
         &mut self,
         qp: &RwQp,
         pool: &mut MrPool<N, P>,
         cnt: usize,
         seg: &dyn Fn(usize) -> Option<(u64, u64)>,
-        remote_addr: u64,
-        rkey: u32,
-        dir: Direction,
+        to: Remote,
     ) -> Result<usize, RwError> {
         // spec §7.2 step 3 / §7.9.
-        if io_needs_mr(&qp.dev, qp.force_mr, dir, cnt) {
-            match self.build_mr(qp, pool, cnt, seg, remote_addr, rkey, dir, false) {
+        if io_needs_mr(&qp.dev, qp.force_mr, to.dir, cnt) {
+            match self.build_mr(qp, pool, cnt, seg, to, false) {
                 Err(RwError::PoolEmpty) if !qp.dev.rdma_protocol_iwarp && !qp.force_mr => {}
                 r => return r,
             }
@@ -534,26 +545,19 @@ impl<const MAX_SGE: usize, const MAX_OPS: usize> RwCtx<MAX_SGE, MAX_OPS> {
                 let s = self.sges.get_mut(i).ok_or(RwError::NoCapacity)?;
                 *s = Sge { addr, length, lkey };
             }
-            self.split_multi(qp, cnt, remote_addr, rkey, dir, false)
+            self.split_multi(qp, cnt, to, false)
         } else {
             let (addr, len) = seg(0).ok_or(RwError::InvalidArgument)?;
             let length = u32::try_from(len).map_err(|_| RwError::InvalidArgument)?;
             self.single = Sge { addr, length, lkey: qp.dev.local_dma_lkey };
-            self.single_remote = remote_addr;
-            self.set_live(CtxType::SingleWr, dir, false, 1, rkey, false);
+            self.single_remote = to.addr;
+            self.set_live(CtxType::SingleWr, to, false, 1, false);
             Ok(1)
         }
     }
 
-    fn set_live(
-        &mut self,
-        ty: CtxType,
-        dir: Direction,
-        bvec: bool,
-        nr_ops: usize,
-        rkey: u32,
-        read_inv: bool,
-    ) {
+    fn set_live(&mut self, ty: CtxType, to: Remote, bvec: bool, nr_ops: usize, read_inv: bool) {
+        let (dir, rkey) = (to.dir, to.rkey);
         self.live = Some(Live { ty, dir, bvec, nr_ops, rkey, read_inv, keys_done: false, pool: 0 });
     }
 
@@ -581,13 +585,11 @@ impl<const MAX_SGE: usize, const MAX_OPS: usize> RwCtx<MAX_SGE, MAX_OPS> {
         &mut self,
         qp: &RwQp,
         cnt: usize,
-        remote_addr: u64,
-        rkey: u32,
-        dir: Direction,
+        to: Remote,
         bvec: bool,
     ) -> Result<usize, RwError> {
-        let (max_sge, nr_ops) = Self::multi_shape(qp, dir, cnt)?;
-        let mut ra = remote_addr;
+        let (max_sge, nr_ops) = Self::multi_shape(qp, to.dir, cnt)?;
+        let mut ra = to.addr;
         for k in 0..nr_ops {
             let start = k * max_sge;
             let count = max_sge.min(cnt - start);
@@ -602,28 +604,25 @@ impl<const MAX_SGE: usize, const MAX_OPS: usize> RwCtx<MAX_SGE, MAX_OPS> {
             *op = Op { sge_start: start, sge_count: count, remote_addr: ra, ..Op::EMPTY };
             ra = ra.wrapping_add(bytes);
         }
-        self.set_live(CtxType::MultiWr, dir, bvec, nr_ops, rkey, false);
+        self.set_live(CtxType::MultiWr, to, bvec, nr_ops, false);
         Ok(nr_ops)
     }
 
     /// MR path (spec §7.4): fills MRs by pages (spec §11.7), one
     /// [LOCAL_INV] + REG_MR + RDMA WR per MR. On error every MR taken is
     /// returned to the pool.
-    #[allow(clippy::too_many_arguments)]
     fn build_mr<const N: usize, const P: usize>(
         &mut self,
         qp: &RwQp,
         pool: &mut MrPool<N, P>,
         cnt: usize,
         seg: &dyn Fn(usize) -> Option<(u64, u64)>,
-        remote_addr: u64,
-        rkey: u32,
-        dir: Direction,
+        to: Remote,
         bvec: bool,
     ) -> Result<usize, RwError> {
         let mut nops = 0usize;
         let r = self.fill_mrs(qp, pool, cnt, seg, &mut nops);
-        let r = r.and_then(|()| self.build_reg(qp, pool, nops, remote_addr, rkey, dir, bvec));
+        let r = r.and_then(|()| self.build_reg(qp, pool, nops, to, bvec));
         if r.is_err() {
             // Return in reverse order, as rw.c's error path does. Each was
             // taken just now with this generation: the puts succeed.
@@ -638,15 +637,12 @@ impl<const MAX_SGE: usize, const MAX_OPS: usize> RwCtx<MAX_SGE, MAX_OPS> {
 
     /// The registration WRs of the `nops` MRs `fill_mrs` took; binds the
     /// context to `pool`.
-    #[allow(clippy::too_many_arguments)]
     fn build_reg<const N: usize, const P: usize>(
         &mut self,
         qp: &RwQp,
         pool: &MrPool<N, P>,
         nops: usize,
-        remote_addr: u64,
-        rkey: u32,
-        dir: Direction,
+        to: Remote,
         bvec: bool,
     ) -> Result<usize, RwError> {
         // iWARP needs REMOTE_WRITE on the local MR for READ responses
@@ -656,8 +652,8 @@ impl<const MAX_SGE: usize, const MAX_OPS: usize> RwCtx<MAX_SGE, MAX_OPS> {
         } else {
             Access::LOCAL_WRITE
         };
-        let read_inv = dir == Direction::FromDevice && qp.dev.cap_read_inv;
-        let mut ra = remote_addr;
+        let read_inv = to.dir == Direction::FromDevice && qp.dev.cap_read_inv;
+        let mut ra = to.addr;
         let mut total = 0usize;
         for k in 0..nops {
             let Some(op) = self.ops.get_mut(k) else { break };
@@ -680,7 +676,7 @@ impl<const MAX_SGE: usize, const MAX_OPS: usize> RwCtx<MAX_SGE, MAX_OPS> {
             ra = ra.wrapping_add(u64::from(op.mr_sge.length));
             total += usize::from(op.inv.is_some()) + 2;
         }
-        self.set_live(CtxType::Mr, dir, bvec, nops, rkey, read_inv);
+        self.set_live(CtxType::Mr, to, bvec, nops, read_inv);
         if let Some(live) = self.live.as_mut() {
             live.pool = pool.id();
         }
@@ -848,32 +844,29 @@ impl<const MAX_SGE: usize, const MAX_OPS: usize> RwCtx<MAX_SGE, MAX_OPS> {
             return Err(RwError::InvalidArgument);
         }
         self.reset();
+        let to = Remote { addr: remote_addr, rkey, dir };
         let lkey = qp.dev.local_dma_lkey;
         let iwarp_read = dir == Direction::FromDevice && qp.dev.rdma_protocol_iwarp;
         // spec §7.3 order of decisions.
         if iwarp_read || qp.force_mr {
             // SAFETY: forwarded caller contract.
-            return unsafe {
-                self.mr_bvec::<H, N, P>(qp, pool, bvecs, iter, segs, remote_addr, rkey, dir)
-            };
+            return unsafe { self.mr_bvec::<H, N, P>(qp, pool, bvecs, iter, segs, to) };
         }
         if nr_bvec == 1 {
             // SAFETY: forwarded caller contract.
-            return unsafe { self.bvec_single::<H>(bvecs, iter, remote_addr, rkey, dir, lkey) };
+            return unsafe { self.bvec_single::<H>(bvecs, iter, to, lkey) };
         }
         if !qp.dev.uses_virt_dma
-            && let Some(r) = self.bvec_iova(iova, bvecs, iter, remote_addr, rkey, dir, lkey)
+            && let Some(r) = self.bvec_iova(iova, bvecs, iter, to, lkey)
         {
             return r;
         }
         if io_needs_mr(&qp.dev, qp.force_mr, dir, nr_bvec) {
             // SAFETY: forwarded caller contract.
-            return unsafe {
-                self.mr_bvec::<H, N, P>(qp, pool, bvecs, iter, segs, remote_addr, rkey, dir)
-            };
+            return unsafe { self.mr_bvec::<H, N, P>(qp, pool, bvecs, iter, segs, to) };
         }
         // SAFETY: forwarded caller contract.
-        unsafe { self.bvec_multi::<H>(qp, bvecs, iter, segs, remote_addr, rkey, dir) }
+        unsafe { self.bvec_multi::<H>(qp, bvecs, iter, segs, to) }
     }
 
     /// `init_bvec` with one bvec: one WR, one SGE, the segment mapped
@@ -886,12 +879,10 @@ impl<const MAX_SGE: usize, const MAX_OPS: usize> RwCtx<MAX_SGE, MAX_OPS> {
         &mut self,
         bvecs: &[BioVec],
         iter: BvecIter,
-        remote_addr: u64,
-        rkey: u32,
-        dir: Direction,
+        to: Remote,
         lkey: u32,
     ) -> Result<usize, RwError> {
-        let bdir = dir.buffer_direction();
+        let bdir = to.dir.buffer_direction();
         let mut rec = None;
         walk_bvec(bvecs, iter, |_, s| {
             // SAFETY: caller contract; unshared by `destroy_bvec`.
@@ -901,27 +892,24 @@ impl<const MAX_SGE: usize, const MAX_OPS: usize> RwCtx<MAX_SGE, MAX_OPS> {
         })?;
         let rec = rec.ok_or(RwError::InvalidArgument)?;
         self.single = Sge { addr: rec.paddr, length: iter.bi_size, lkey };
-        self.single_remote = remote_addr;
+        self.single_remote = to.addr;
         self.single_map = Some(rec);
-        self.set_live(CtxType::SingleWr, dir, true, 1, rkey, false);
+        self.set_live(CtxType::SingleWr, to, true, 1, false);
         Ok(1)
     }
 
     /// `init_bvec` through one IOVA range linking every segment (rw.c
     /// `rdma_rw_init_iova`); `None` when the mapper has no range, so the
     /// caller goes on with the next way.
-    #[allow(clippy::too_many_arguments)]
     fn bvec_iova<I: IovaMapper>(
         &mut self,
         iova: &mut I,
         bvecs: &[BioVec],
         iter: BvecIter,
-        remote_addr: u64,
-        rkey: u32,
-        dir: Direction,
+        to: Remote,
         lkey: u32,
     ) -> Option<Result<usize, RwError>> {
-        let bdir = dir.buffer_direction();
+        let bdir = to.dir.buffer_direction();
         let mut first = None;
         let r = walk_bvec(bvecs, iter, |i, s| {
             if i == 0 {
@@ -947,8 +935,8 @@ impl<const MAX_SGE: usize, const MAX_OPS: usize> RwCtx<MAX_SGE, MAX_OPS> {
         }
         self.iova = Some((addr, linked));
         self.single = Sge { addr, length: iter.bi_size, lkey };
-        self.single_remote = remote_addr;
-        self.set_live(CtxType::Iova, dir, true, 1, rkey, false);
+        self.single_remote = to.addr;
+        self.set_live(CtxType::Iova, to, true, 1, false);
         Some(Ok(1))
     }
 
@@ -958,21 +946,18 @@ impl<const MAX_SGE: usize, const MAX_OPS: usize> RwCtx<MAX_SGE, MAX_OPS> {
     /// # Safety
     ///
     /// As [`RwCtx::init_bvec`].
-    #[allow(clippy::too_many_arguments)]
     unsafe fn bvec_multi<H: Hal>(
         &mut self,
         qp: &RwQp,
         bvecs: &[BioVec],
         iter: BvecIter,
         segs: usize,
-        remote_addr: u64,
-        rkey: u32,
-        dir: Direction,
+        to: Remote,
     ) -> Result<usize, RwError> {
-        let bdir = dir.buffer_direction();
+        let bdir = to.dir.buffer_direction();
         let lkey = qp.dev.local_dma_lkey;
         // Multi-WR: capacity first (Linux allocates before mapping).
-        Self::multi_shape(qp, dir, segs)?;
+        Self::multi_shape(qp, to.dir, segs)?;
         // SAFETY: forwarded caller contract.
         unsafe { self.map_segments::<H>(bvecs, iter, bdir)? };
         for i in 0..self.nmaps {
@@ -981,7 +966,7 @@ impl<const MAX_SGE: usize, const MAX_OPS: usize> RwCtx<MAX_SGE, MAX_OPS> {
                 *s = Sge { addr: rec.paddr, length: rec.buf.len() as u32, lkey };
             }
         }
-        match self.split_multi(qp, segs, remote_addr, rkey, dir, true) {
+        match self.split_multi(qp, segs, to, true) {
             Ok(n) => Ok(n),
             Err(e) => {
                 // SAFETY: mapped just above, nothing handed out.
@@ -1037,7 +1022,6 @@ impl<const MAX_SGE: usize, const MAX_OPS: usize> RwCtx<MAX_SGE, MAX_OPS> {
     ///
     /// # Safety
     /// As [`RwCtx::init_bvec`].
-    #[allow(clippy::too_many_arguments)]
     unsafe fn mr_bvec<H: Hal, const N: usize, const P: usize>(
         &mut self,
         qp: &RwQp,
@@ -1045,11 +1029,9 @@ impl<const MAX_SGE: usize, const MAX_OPS: usize> RwCtx<MAX_SGE, MAX_OPS> {
         bvecs: &[BioVec],
         iter: BvecIter,
         segs: usize,
-        remote_addr: u64,
-        rkey: u32,
-        dir: Direction,
+        to: Remote,
     ) -> Result<usize, RwError> {
-        let bdir = dir.buffer_direction();
+        let bdir = to.dir.buffer_direction();
         if segs > MAX_SGE {
             return Err(RwError::NoCapacity);
         }
@@ -1060,7 +1042,7 @@ impl<const MAX_SGE: usize, const MAX_OPS: usize> RwCtx<MAX_SGE, MAX_OPS> {
             let rec = maps.get(i).copied().flatten()?;
             Some((rec.paddr, rec.buf.len() as u64))
         };
-        match self.build_mr(qp, pool, segs, &seg, remote_addr, rkey, dir, true) {
+        match self.build_mr(qp, pool, segs, &seg, to, true) {
             Ok(n) => Ok(n),
             Err(e) => {
                 // SAFETY: mapped just above, nothing handed out.

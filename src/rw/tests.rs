@@ -122,8 +122,8 @@ fn destroy_sg(ctx: &mut Ctx, pool: &mut Pool, sg: &mut [SgEntry]) {
 }
 
 #[allow(clippy::too_many_arguments)]
-fn init_bv<I: IovaMapper>(
-    ctx: &mut Ctx,
+fn init_bv<I: IovaMapper, const S: usize, const O: usize>(
+    ctx: &mut RwCtx<S, O>,
     qp: &RwQp,
     pool: &mut Pool,
     iova: &mut I,
@@ -136,7 +136,11 @@ fn init_bv<I: IovaMapper>(
     unsafe { ctx.init_bvec::<TestHal, I, 8, 256>(qp, pool, iova, bv, nr, iter, RA, RKEY, dir) }
 }
 
-fn destroy_bv<I: IovaMapper>(ctx: &mut Ctx, pool: &mut Pool, iova: &mut I) {
+fn destroy_bv<I: IovaMapper, const S: usize, const O: usize>(
+    ctx: &mut RwCtx<S, O>,
+    pool: &mut Pool,
+    iova: &mut I,
+) {
     // SAFETY: TestHal; no device.
     unsafe { ctx.destroy_bvec::<TestHal, I, 8, 256>(pool, iova) }.unwrap();
 }
@@ -158,8 +162,8 @@ fn started(qp: &RwQp, n: usize, dir: Direction) -> (Pool, Ctx, Vec<SgEntry>) {
 }
 
 /// [`init_bv`] over the whole of `bv`, without an IOMMU.
-fn init_bv_all(
-    ctx: &mut Ctx,
+fn init_bv_all<const S: usize, const O: usize>(
+    ctx: &mut RwCtx<S, O>,
     qp: &RwQp,
     pool: &mut Pool,
     bv: &[BioVec],

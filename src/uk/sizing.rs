@@ -87,32 +87,28 @@ fn depth(wr: u32, shift: u8, rsvd: u32) -> Result<u32, TooDeep> {
     if d > u64::from(MAX_WQ_QUANTA) { Err(TooDeep) } else { Ok(d as u32) }
 }
 
+/// The sizing of a queue of `wr` WRs of `1 << shift` quanta each with
+/// `rsvd` reserved quanta: its [`depth`], that depth in WQEs, and the WRs
+/// it reports (what is left after the reserve).
+fn sizing(wr: u32, shift: u8, rsvd: u32) -> Result<WqSizing, TooDeep> {
+    let d = depth(wr, shift, rsvd)?;
+    Ok(WqSizing { depth_quanta: d, shift, size: d >> shift, reported_max_wr: (d - rsvd) >> shift })
+}
+
 /// SQ sizing for `max_send_wr` WRs of up to `max_send_sge` SGEs and
 /// `max_inline` inline bytes (spec data-path §1.2, §3.3; uk.c:
 /// irdma_uk_calc_depth_shift_sq, irdma_get_sqdepth). GEN_2 sizes for one
 /// extra fragment (immediate data).
 pub fn calc_sq(max_send_wr: u32, max_send_sge: u32, max_inline: u32) -> Result<WqSizing, TooDeep> {
     let shift = get_wqe_shift(max_send_sge.saturating_add(1), max_inline);
-    let d = depth(max_send_wr, shift, SQ_RSVD)?;
-    Ok(WqSizing {
-        depth_quanta: d,
-        shift,
-        size: d >> shift,
-        reported_max_wr: (d - SQ_RSVD) >> shift,
-    })
+    sizing(max_send_wr, shift, SQ_RSVD)
 }
 
 /// RQ sizing for `max_recv_wr` WRs of up to `max_recv_sge` SGEs (spec
 /// data-path §3.3; uk.c: irdma_uk_calc_depth_shift_rq, irdma_get_rqdepth).
 pub fn calc_rq(max_recv_wr: u32, max_recv_sge: u32) -> Result<WqSizing, TooDeep> {
     let shift = get_wqe_shift(max_recv_sge, 0);
-    let d = depth(max_recv_wr, shift, RQ_RSVD)?;
-    Ok(WqSizing {
-        depth_quanta: d,
-        shift,
-        size: d >> shift,
-        reported_max_wr: (d - RQ_RSVD) >> shift,
-    })
+    sizing(max_recv_wr, shift, RQ_RSVD)
 }
 
 #[cfg(test)]

@@ -64,6 +64,11 @@ impl World {
         let cq = CqRing::new(view(&mut self.cq), view(&mut self.sh), 16, 7).unwrap();
         (QpUk::new(sq, rq, CTX, kind), cq)
     }
+    /// [`World::parts`] and a BAR that records the doorbells.
+    fn rig(&mut self, kind: QpKind) -> (QpUk<'_>, CqRing<'_>, RecBar) {
+        let (qp, cq) = self.parts(kind);
+        (qp, cq, RecBar::default())
+    }
 }
 
 /// Writes a CQE the way hardware would: body, then the valid word.
@@ -85,6 +90,8 @@ fn hw_cqe(cq: &CqRing<'_>, slot: usize, sq: bool, wqe_idx: u64, major: u64, mino
 }
 
 const SGE: Sge = Sge { addr: 0x1000, length: 100, lkey: 5 };
+/// One [`SGE`], the list most WRs here carry.
+const ONE: [Sge; 1] = [SGE];
 
 fn write_wr(id: u64, flags: SendFlags, sg: &[Sge]) -> SendWr<'_> {
     SendWr {
@@ -95,20 +102,23 @@ fn write_wr(id: u64, flags: SendFlags, sg: &[Sge]) -> SendWr<'_> {
     }
 }
 
+/// A signaled RDMA WRITE `id` of [`ONE`].
+fn signaled(id: u64) -> SendWr<'static> {
+    write_wr(id, SendFlags::SIGNALED, &ONE)
+}
+
 const WC0: WorkCompletion = WorkCompletion::EMPTY;
 
 #[test]
 fn post_send_stops_at_bad_wr_and_rings_once() {
     let mut w = World::new();
-    let (mut qp, _cq) = w.parts(QpKind::Rc);
-    let bar = RecBar::default();
-    let one = [SGE];
+    let (mut qp, _cq, bar) = w.rig(QpKind::Rc);
     let many = [SGE; 14];
     let wrs = [
-        write_wr(1, SendFlags::SIGNALED, &one),
-        write_wr(2, SendFlags::NONE, &one),
+        signaled(1),
+        write_wr(2, SendFlags::NONE, &ONE),
         write_wr(3, SendFlags::SIGNALED, &many),
-        write_wr(4, SendFlags::SIGNALED, &one),
+        signaled(4),
     ];
     let r = qp.post_send(&bar, &wrs);
     assert_eq!(r, Err(PostSendError { bad_wr: 2, kind: SqError::TooManySges }));
@@ -123,16 +133,14 @@ fn post_send_stops_at_bad_wr_and_rings_once() {
 #[test]
 fn ud_qp_refuses_rdma_and_e810_refuses_atomics() {
     let mut w = World::new();
-    let (mut qp, _cq) = w.parts(QpKind::Ud);
-    let bar = RecBar::default();
-    let one = [SGE];
-    let r = qp.post_send(&bar, &[write_wr(1, SendFlags::SIGNALED, &one)]);
+    let (mut qp, _cq, bar) = w.rig(QpKind::Ud);
+    let r = qp.post_send(&bar, &[signaled(1)]);
     assert_eq!(r.map_err(|e| e.kind), Err(SqError::Unsupported));
     let a = SendWr {
         wr_id: 2,
         opcode: WrOpcode::AtomicFetchAdd,
         flags: SendFlags::NONE,
-        sg_list: &one,
+        sg_list: &ONE,
     };
     assert_eq!(qp.post_send(&bar, &[a]).map_err(|e| e.kind), Err(SqError::Unsupported));
     assert!(bar.0.borrow().is_empty());
@@ -141,13 +149,11 @@ fn ud_qp_refuses_rdma_and_e810_refuses_atomics() {
 #[test]
 fn signaled_completion_retires_earlier_unsignaled_wqes() {
     let mut w = World::new();
-    let (mut qp, mut cq) = w.parts(QpKind::Rc);
-    let bar = RecBar::default();
-    let one = [SGE];
+    let (mut qp, mut cq, bar) = w.rig(QpKind::Rc);
     let two = [SGE, Sge { length: 28, ..SGE }];
     qp.post_send(
         &bar,
-        &[write_wr(1, SendFlags::NONE, &one), write_wr(2, SendFlags::SIGNALED, &two)],
+        &[write_wr(1, SendFlags::NONE, &ONE), write_wr(2, SendFlags::SIGNALED, &two)],
     )
     .unwrap();
     assert_eq!(qp.sq.used(), 3);
@@ -167,10 +173,8 @@ fn signaled_completion_retires_earlier_unsignaled_wqes() {
 #[test]
 fn device_garbage_is_consumed_not_trusted() {
     let mut w = World::new();
-    let (mut qp, mut cq) = w.parts(QpKind::Rc);
-    let bar = RecBar::default();
-    let one = [SGE];
-    qp.post_send(&bar, &[write_wr(1, SendFlags::SIGNALED, &one)]).unwrap();
+    let (mut qp, mut cq, bar) = w.rig(QpKind::Rc);
+    qp.post_send(&bar, &[signaled(1)]).unwrap();
     // A CQE naming a WQE index that is not outstanding, then one for an unknown QP.
     hw_cqe(&cq, 0, true, 9, 0, 0, 0);
     hw_cqe(&cq, 1, true, 0, 0, 0, 0);
@@ -204,25 +208,23 @@ fn extension_not_yet_valid_means_empty() {
 #[test]
 fn flush_completes_every_wr_exactly_once() {
     let mut w = World::new();
-    let (mut qp, mut cq) = w.parts(QpKind::Rc);
-    let bar = RecBar::default();
-    let one = [SGE];
+    let (mut qp, mut cq, bar) = w.rig(QpKind::Rc);
     let many = [SGE; 13];
     qp.post_send(
         &bar,
         &[
-            write_wr(1, SendFlags::NONE, &one),
+            write_wr(1, SendFlags::NONE, &ONE),
             write_wr(2, SendFlags::SIGNALED, &many), // 7 quanta: NOP pads before it
-            write_wr(3, SendFlags::SIGNALED, &one),
+            signaled(3),
         ],
     )
     .unwrap();
-    let rwr: Vec<RecvWr<'_>> = (10..13).map(|i| RecvWr { wr_id: i, sg_list: &one }).collect();
+    let rwr: Vec<RecvWr<'_>> = (10..13).map(|i| RecvWr { wr_id: i, sg_list: &ONE }).collect();
     qp.post_recv(&rwr).unwrap();
     qp.set_error();
     // After the error, posts are written but the doorbell stays quiet.
     let before = bar.0.borrow().len();
-    qp.post_send(&bar, &[write_wr(4, SendFlags::SIGNALED, &one)]).unwrap();
+    qp.post_send(&bar, &[signaled(4)]).unwrap();
     assert_eq!(bar.0.borrow().len(), before);
     // One hardware flush CQE for the SQ (minor: protection error).
     hw_cqe(&cq, 0, true, 0, 1, 2, 0);
@@ -247,8 +249,7 @@ fn flush_completes_every_wr_exactly_once() {
 fn rq_error_parks_until_every_receive_completed() {
     let mut w = World::new();
     let (mut qp, mut cq) = w.parts(QpKind::Rc);
-    let one = [SGE];
-    let rwr: Vec<RecvWr<'_>> = (20..23).map(|i| RecvWr { wr_id: i, sg_list: &one }).collect();
+    let rwr: Vec<RecvWr<'_>> = (20..23).map(|i| RecvWr { wr_id: i, sg_list: &ONE }).collect();
     qp.post_recv(&rwr).unwrap();
     hw_cqe(&cq, 0, false, 0, 0x8, 0x1, 0);
     let mut wc = [WC0; 8];
@@ -262,8 +263,7 @@ fn rq_error_parks_until_every_receive_completed() {
 #[test]
 fn arming_bumps_sequence_and_rings_cqarm() {
     let mut w = World::new();
-    let (_qp, mut cq) = w.parts(QpKind::Rc);
-    let bar = RecBar::default();
+    let (_qp, mut cq, bar) = w.rig(QpKind::Rc);
     cq.shadow().write(4, shadow::CQ_SW_CQ_SELECT.prep(5));
     req_notify_cq(&mut cq, &bar, false);
     let a = cq.shadow().read(4);
@@ -533,11 +533,9 @@ fn fast_poll_equals_general() {
 #[test]
 fn destroy_pending_qp_cqes_are_dropped_not_retired() {
     let mut w = World::new();
-    let (mut qp, mut cq) = w.parts(QpKind::Rc);
-    let bar = RecBar::default();
-    let one = [SGE];
-    qp.post_send(&bar, &[write_wr(1, SendFlags::SIGNALED, &one)]).unwrap();
-    qp.post_send(&bar, &[write_wr(2, SendFlags::SIGNALED, &one)]).unwrap();
+    let (mut qp, mut cq, bar) = w.rig(QpKind::Rc);
+    qp.post_send(&bar, &[signaled(1)]).unwrap();
+    qp.post_send(&bar, &[signaled(2)]).unwrap();
     hw_cqe(&cq, 0, true, 0, 0, 0, 0);
     hw_cqe(&cq, 1, true, 1, 0, 0, 0);
     qp.set_destroy_pending(true);
@@ -556,10 +554,8 @@ fn destroy_pending_qp_cqes_are_dropped_not_retired() {
 #[test]
 fn destroy_pending_holds_on_the_fast_path() {
     let mut w = World::new();
-    let (mut qp, mut cq) = w.parts(QpKind::Rc);
-    let bar = RecBar::default();
-    let one = [SGE];
-    qp.post_send(&bar, &[write_wr(1, SendFlags::SIGNALED, &one)]).unwrap();
+    let (mut qp, mut cq, bar) = w.rig(QpKind::Rc);
+    qp.post_send(&bar, &[signaled(1)]).unwrap();
     hw_cqe(&cq, 0, true, 0, 0, 0, 0);
     let ctx = qp.fast_ctx();
     qp.set_destroy_pending(true);
@@ -571,7 +567,7 @@ fn destroy_pending_holds_on_the_fast_path() {
     assert_eq!(qp.sq.used(), 1, "nothing retired for a QP being destroyed");
     qp.set_destroy_pending(false);
     assert_eq!(qp.fast_ctx(), ctx);
-    qp.post_send(&bar, &[write_wr(2, SendFlags::SIGNALED, &one)]).unwrap();
+    qp.post_send(&bar, &[signaled(2)]).unwrap();
     hw_cqe(&cq, 1, true, 1, 0, 0, 0);
     assert_eq!(poll_cq(&mut cq, &mut qp, &mut wc), 1);
     assert_eq!(wc[0].wr_id, 2);
@@ -609,9 +605,8 @@ fn flush_seen_and_complete_follow_the_vendor() {
     assert_eq!(cq.poll_one(&mut qp), Err(PollError::Drained));
     assert!(!qp.sq_flush_seen && !qp.sq_flush_complete);
     let bar = RecBar::default();
-    let one = [SGE];
-    qp.post_send(&bar, &[write_wr(1, SendFlags::SIGNALED, &one)]).unwrap();
-    qp.post_send(&bar, &[write_wr(2, SendFlags::SIGNALED, &one)]).unwrap();
+    qp.post_send(&bar, &[signaled(1)]).unwrap();
+    qp.post_send(&bar, &[signaled(2)]).unwrap();
     hw_cqe(&cq, 1, true, 0, cqe::FLUSH_MAJOR_ERR.into(), 1, 0);
     assert_eq!(cq.poll_one(&mut qp).map(|i| i.wr_id), Ok(1));
     assert!(qp.sq_flush_seen && !qp.sq_flush_complete, "one WR still outstanding");
@@ -628,8 +623,7 @@ fn flush_seen_and_complete_follow_the_vendor() {
 #[test]
 fn resized_count_is_carried_into_arming() {
     let mut w = World::new();
-    let (_qp, mut cq) = w.parts(QpKind::Rc);
-    let bar = RecBar::default();
+    let (_qp, mut cq, bar) = w.rig(QpKind::Rc);
     req_notify_cq(&mut cq, &bar, true);
     let before = cq.shadow().read(4);
     cq.set_resized_cnt(3);
@@ -652,11 +646,9 @@ fn uk_resize_hands_back_the_old_ring_positioned() {
     let mut w = World::new();
     let mut big = vec![0u64; 32 * 4];
     let mut small = vec![0u64; 4];
-    let (mut qp, mut cq) = w.parts(QpKind::Rc);
-    let bar = RecBar::default();
-    let one = [SGE];
+    let (mut qp, mut cq, bar) = w.rig(QpKind::Rc);
     for id in 1..=3 {
-        qp.post_send(&bar, &[write_wr(id, SendFlags::SIGNALED, &one)]).unwrap();
+        qp.post_send(&bar, &[signaled(id)]).unwrap();
     }
     hw_cqe(&cq, 0, true, 0, 0, 0, 0);
     hw_cqe(&cq, 1, true, 1, 0, 0, 0);
@@ -701,23 +693,21 @@ fn all_ones_cqe_at_polarity_edges() {
 #[test]
 fn wqe_polarity_accessors_follow_the_vendor_flag() {
     let mut w = World::new();
-    let (mut qp, _cq) = w.parts(QpKind::Rc);
-    let bar = RecBar::default();
+    let (mut qp, _cq, bar) = w.rig(QpKind::Rc);
     assert!(!qp.sq.swqe_polarity() && !qp.rq.rwqe_polarity());
-    let one = [SGE];
     for i in 0..64u64 {
-        qp.post_send(&bar, &[write_wr(i, SendFlags::NONE, &one)]).unwrap();
+        qp.post_send(&bar, &[write_wr(i, SendFlags::NONE, &ONE)]).unwrap();
         assert!(qp.sq.swqe_polarity(), "first pass, post {i}");
         qp.sq.consume_all();
     }
-    qp.post_send(&bar, &[write_wr(64, SendFlags::NONE, &one)]).unwrap();
+    qp.post_send(&bar, &[write_wr(64, SendFlags::NONE, &ONE)]).unwrap();
     assert!(!qp.sq.swqe_polarity(), "slot 0 of the second pass flips it");
     for i in 0..16u64 {
-        qp.post_recv(&[RecvWr { wr_id: i, sg_list: &one }]).unwrap();
+        qp.post_recv(&[RecvWr { wr_id: i, sg_list: &ONE }]).unwrap();
         assert!(qp.rq.rwqe_polarity());
         qp.rq.consume_all();
     }
-    qp.post_recv(&[RecvWr { wr_id: 16, sg_list: &one }]).unwrap();
+    qp.post_recv(&[RecvWr { wr_id: 16, sg_list: &ONE }]).unwrap();
     assert!(!qp.rq.rwqe_polarity());
 }
 
@@ -844,8 +834,7 @@ fn sq_write_wqe_writes_every_defined_word_of_a_patterned_ring() {
     for n in 0..=6usize {
         let mut w = World::new();
         w.sq.fill(PATTERN);
-        let (mut qp, _cq) = w.parts(QpKind::Rc);
-        let bar = RecBar::default();
+        let (mut qp, _cq, bar) = w.rig(QpKind::Rc);
         let sg = sges(n);
         qp.post_send(&bar, &[write_wr(9, SendFlags::SIGNALED, &sg)]).unwrap();
         let (mut want, cnt) = frag_words(&sg, true);
@@ -1035,8 +1024,7 @@ fn hot2_shapes_keep_every_refusal() {
     assert_eq!(qp.sq.used(), 4);
 
     let mut w = World::new();
-    let (mut qp, _cq) = w.parts(QpKind::Rc);
-    let bar = RecBar::default();
+    let (mut qp, _cq, bar) = w.rig(QpKind::Rc);
     // A length of 2^31 in any slot, with or without immediate.
     let over = Sge { length: 0x8000_0000, ..SGE };
     for sg in [&[SGE, SGE, over][..], &[SGE, over][..]] {
@@ -1056,8 +1044,7 @@ fn hot2_shapes_keep_every_refusal() {
 
     // Chunk rule: seven one-quantum WRs, then a two-quanta WRITE pads
     // quantum 7 with a NOP and lands at 8.
-    let one = [SGE];
-    let ones: Vec<SendWr<'_>> = (0..7).map(|i| write_wr(i, SendFlags::NONE, &one)).collect();
+    let ones: Vec<SendWr<'_>> = (0..7).map(|i| write_wr(i, SendFlags::NONE, &ONE)).collect();
     qp.post_send(&bar, &ones).unwrap();
     qp.post_send(&bar, &[write_wr(8, SendFlags::SIGNALED, two)]).unwrap();
     assert_eq!(qp.sq.head(), 10);
@@ -1068,7 +1055,7 @@ fn hot2_shapes_keep_every_refusal() {
 
     // Ring full: 64 quanta (a test ring keeps none free) hold 27 more
     // two-quanta WQEs; the 28th is refused and the chain stops there.
-    let wrs: Vec<SendWr<'_>> = (0..28).map(|i| imm_write(100 + i, &one)).collect();
+    let wrs: Vec<SendWr<'_>> = (0..28).map(|i| imm_write(100 + i, &ONE)).collect();
     let r = qp.post_send(&bar, &wrs);
     assert_eq!(r, Err(PostSendError { bad_wr: 27, kind: SqError::Full }));
     assert_eq!(qp.sq.used(), 64);
@@ -1085,13 +1072,12 @@ fn hot2_shapes_keep_every_refusal() {
     // UD: no RDMA WRITE (with or without immediate); SEND with immediate is
     // the one UD operation and stays on the fast path.
     let mut w = World::new();
-    let (mut qp, _cq) = w.parts(QpKind::Ud);
-    let bar = RecBar::default();
+    let (mut qp, _cq, bar) = w.rig(QpKind::Ud);
     let r = qp.post_send(&bar, &[write_wr(1, SendFlags::NONE, two)]);
     assert_eq!(r.map_err(|e| e.kind), Err(SqError::Unsupported));
-    let r = qp.post_send(&bar, &[imm_write(2, &one)]);
+    let r = qp.post_send(&bar, &[imm_write(2, &ONE)]);
     assert_eq!(r.map_err(|e| e.kind), Err(SqError::Unsupported));
-    qp.post_send(&bar, &[send_imm(3, &one)]).unwrap();
+    qp.post_send(&bar, &[send_imm(3, &ONE)]).unwrap();
     assert_eq!(qp.sq.used(), 2);
     assert_eq!(*bar.0.borrow(), vec![(regs::WQEALLOC, QP_ID)]);
 }
@@ -1102,8 +1088,7 @@ fn hot2_shapes_keep_every_refusal() {
 #[test]
 fn sge_length_over_31_bits_is_refused_not_truncated() {
     let mut w = World::new();
-    let (mut qp, _cq) = w.parts(QpKind::Rc);
-    let bar = RecBar::default();
+    let (mut qp, _cq, bar) = w.rig(QpKind::Rc);
     let max = Sge { length: 0x7fff_ffff, ..SGE };
     let over = Sge { length: 0x8000_0000, ..SGE };
     // The largest length fits.
@@ -1122,7 +1107,6 @@ fn sge_length_over_31_bits_is_refused_not_truncated() {
 fn ud_send_carries_ah_qkey_and_dest_qpn_and_rc_refuses_it() {
     use super::qp::sq_post_from_wr;
     use super::sq::SqOp;
-    let one = [SGE];
     let wr = SendWr {
         wr_id: 9,
         opcode: WrOpcode::UdSend {
@@ -1132,7 +1116,7 @@ fn ud_send_carries_ah_qkey_and_dest_qpn_and_rc_refuses_it() {
             imm: Some(7),
         },
         flags: SendFlags::SIGNALED,
-        sg_list: &one,
+        sg_list: &ONE,
     };
     let p = sq_post_from_wr(&wr, QpKind::Ud);
     match p.op {
@@ -1144,8 +1128,7 @@ fn ud_send_carries_ah_qkey_and_dest_qpn_and_rc_refuses_it() {
     assert_eq!(p.imm, Some(7));
     // The same WR on an RC QP is an operation the QP cannot do.
     let mut w = World::new();
-    let (mut qp, _cq) = w.parts(QpKind::Rc);
-    let bar = RecBar::default();
+    let (mut qp, _cq, bar) = w.rig(QpKind::Rc);
     assert_eq!(qp.post_send(&bar, &[wr]).map_err(|e| e.kind), Err(SqError::Unsupported));
     assert!(bar.0.borrow().is_empty());
 }
@@ -1192,7 +1175,6 @@ fn ud_ah_index_wider_than_17_bits_is_refused_not_truncated() {
     // an index in between would reach the device differently depending on
     // whose encoding is right, so it is refused (vendor-diff, issue #30).
     use super::sq::{AH_ID_BITS, SendKind, SqOp, SqPost};
-    let one = [SGE];
     let send = |ah_id: u32| {
         SqPost::new(
             7,
@@ -1204,7 +1186,7 @@ fn ud_ah_index_wider_than_17_bits_is_refused_not_truncated() {
                 ah_id,
                 udp_hdr: false,
                 l4len: 0,
-                sges: &one,
+                sges: &ONE,
                 inline: false,
             },
         )
@@ -1228,10 +1210,8 @@ fn cqe_index_past_the_ring_is_dropped_not_aliased() {
     // device garbage, not the slot it aliases modulo the ring (the vendor
     // reads its tracking arrays past their end there; vendor-diff, #30).
     let mut w = World::new();
-    let (mut qp, mut cq) = w.parts(QpKind::Rc);
-    let bar = RecBar::default();
-    let one = [SGE];
-    qp.post_send(&bar, &[write_wr(1, SendFlags::SIGNALED, &one)]).unwrap();
+    let (mut qp, mut cq, bar) = w.rig(QpKind::Rc);
+    qp.post_send(&bar, &[signaled(1)]).unwrap();
     qp.post_recv(&[RecvWr { wr_id: 2, sg_list: &[SGE] }]).unwrap();
     // SQ: 64 quanta, the WQE at 0; 64 and 64 * 5 alias it.
     hw_cqe(&cq, 0, true, 64, 0, 0, 0);
@@ -1269,21 +1249,14 @@ fn admission_is_asked_on_the_general_path_only() {
         }
     }
     let mut w = World::new();
-    let (mut qp, _cq) = w.parts(QpKind::Rc);
-    let bar = RecBar::default();
-    let one = [SGE];
+    let (mut qp, _cq, bar) = w.rig(QpKind::Rc);
     let inv = |id| SendWr {
         wr_id: id,
         opcode: WrOpcode::LocalInv { inv_key: 0x100 },
         flags: SendFlags::SIGNALED,
         sg_list: &[],
     };
-    let wrs = [
-        write_wr(1, SendFlags::SIGNALED, &one),
-        inv(2),
-        inv(3),
-        write_wr(4, SendFlags::NONE, &one),
-    ];
+    let wrs = [signaled(1), inv(2), inv(3), write_wr(4, SendFlags::NONE, &ONE)];
     let p = Refuse(3, RefCell::new(Vec::new()));
     let r = qp.post_send_with(&bar, &wrs, &p);
     assert_eq!(r, Err(PostSendError { bad_wr: 2, kind: SqError::NotAdmitted }));
@@ -1306,7 +1279,6 @@ fn hot_post_refusals_keep_their_order() {
     use super::sq::HotWqe;
     use irdma_hal::wqe::op;
     let bar = RecBar::default();
-    let one = [SGE];
     let hot = HotWqe { wr_id: 1, qw2: 0x9000, stag: 3, opc: op::RDMA_WRITE, sge: &SGE, flags: 0 };
     let nop_send =
         |id| SendWr { wr_id: id, opcode: WrOpcode::Send, flags: SendFlags::NONE, sg_list: &[] };
@@ -1326,7 +1298,7 @@ fn hot_post_refusals_keep_their_order() {
         assert_eq!(qp.sq.used(), 64);
         let want = if max_frags == 0 { SqError::TooManySges } else { SqError::Full };
         assert_eq!(qp.sq.post_hot(&hot), Err(want), "full ring, max_frags {max_frags}");
-        let r = qp.post_send(&bar, &[write_wr(1, SendFlags::NONE, &one)]);
+        let r = qp.post_send(&bar, &[write_wr(1, SendFlags::NONE, &ONE)]);
         assert_eq!(r.map_err(|e| e.kind), Err(want), "post_send, max_frags {max_frags}");
         assert_eq!(qp.sq.used(), 64);
     }

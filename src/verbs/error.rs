@@ -142,36 +142,15 @@ impl VerbsError {
     }
 }
 
-impl From<CqpError> for VerbsError {
-    fn from(e: CqpError) -> Self {
-        VerbsError::Cqp(e)
-    }
-}
-impl From<DmaError> for VerbsError {
-    fn from(e: DmaError) -> Self {
-        VerbsError::Dma(e)
-    }
-}
-impl From<IdError> for VerbsError {
-    fn from(e: IdError) -> Self {
-        VerbsError::Id(e)
-    }
-}
-impl From<StagError> for VerbsError {
-    fn from(e: StagError) -> Self {
-        VerbsError::Stag(e)
-    }
-}
-impl From<PbleError> for VerbsError {
-    fn from(e: PbleError) -> Self {
-        VerbsError::Pble(e)
-    }
-}
-impl From<AccessError> for VerbsError {
-    fn from(e: AccessError) -> Self {
-        VerbsError::Access(e)
-    }
-}
+crate::error::wrapping!(VerbsError from {
+    CqpError => Cqp,
+    DmaError => Dma,
+    IdError => Id,
+    StagError => Stag,
+    PbleError => Pble,
+    AccessError => Access,
+});
+
 impl From<crate::device::BackError> for VerbsError {
     fn from(e: crate::device::BackError) -> Self {
         match e {
@@ -233,27 +212,14 @@ pub enum PostErrorKind {
 // lower-case phrase with a wrapped error's own message after a colon (and
 // as its `source`); see `crate::error` (issue #29: beside their layer).
 
-impl Display for Quantity {
-    fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-impl PartialEq<&str> for Quantity {
-    fn eq(&self, other: &&str) -> bool {
-        self.name() == *other
-    }
-}
+crate::error::named!(Quantity);
 
 impl Display for VerbsError {
     fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
+        if let Some(e) = self.wrapped() {
+            return Display::fmt(e, f);
+        }
         match self {
-            VerbsError::Cqp(e) => e.fmt(f),
-            VerbsError::Dma(e) => e.fmt(f),
-            VerbsError::Id(e) => e.fmt(f),
-            VerbsError::Stag(e) => e.fmt(f),
-            VerbsError::Pble(e) => e.fmt(f),
-            VerbsError::Access(e) => e.fmt(f),
             VerbsError::AboveLimit { what, requested, max } => {
                 write!(f, "{what} {requested} above the device limit {max}")
             }
@@ -266,21 +232,35 @@ impl Display for VerbsError {
             VerbsError::Destroyed => f.write_str("the object was destroyed"),
             VerbsError::Capacity => f.write_str("more PBLE SDs than the driver tracks"),
             VerbsError::InUse { what, users } => write!(f, "{what}: {users} users left"),
+            VerbsError::Cqp(_)
+            | VerbsError::Dma(_)
+            | VerbsError::Id(_)
+            | VerbsError::Stag(_)
+            | VerbsError::Pble(_)
+            | VerbsError::Access(_) => Ok(()),
+        }
+    }
+}
+
+impl VerbsError {
+    /// The error a wrapping variant carries, which it shows as its own
+    /// (message and source).
+    fn wrapped(&self) -> Option<&(dyn Error + 'static)> {
+        match self {
+            VerbsError::Cqp(e) => Some(e),
+            VerbsError::Dma(e) => Some(e),
+            VerbsError::Id(e) => Some(e),
+            VerbsError::Stag(e) => Some(e),
+            VerbsError::Pble(e) => Some(e),
+            VerbsError::Access(e) => Some(e),
+            _ => None,
         }
     }
 }
 
 impl Error for VerbsError {
     fn source(&self) -> Option<&(dyn Error + 'static)> {
-        match self {
-            VerbsError::Cqp(e) => e.source(),
-            VerbsError::Dma(e) => e.source(),
-            VerbsError::Id(e) => e.source(),
-            VerbsError::Stag(e) => e.source(),
-            VerbsError::Pble(e) => e.source(),
-            VerbsError::Access(e) => e.source(),
-            _ => None,
-        }
+        self.wrapped().and_then(Error::source)
     }
 }
 

@@ -428,12 +428,9 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
             pages: mr_pages,
             va_based: !d.zero_based,
             access_rights: rights.bits(),
-            remote_atomics: false,
-            non_cached: false,
-            use_hmc_fn_index: false,
-            hmc_fn_index: 0,
-            placement_type: 0,
-            all_memory: false,
+            // Linux's kernel MRs: no remote atomics, cached, no HMC
+            // function index, placement 0, not all-memory.
+            ..RegMr::DEFAULT
         };
         if let Err(e) = self.exec_cmd(reg) {
             if device_may_own(&e) {

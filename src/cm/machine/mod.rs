@@ -497,19 +497,8 @@ impl fmt::Display for CmError {
         }
     }
 }
-impl core::error::Error for CmError {
-    fn source(&self) -> Option<&(dyn core::error::Error + 'static)> {
-        match self {
-            Self::Mad(e) => Some(e),
-            _ => None,
-        }
-    }
-}
-impl From<MadError> for CmError {
-    fn from(e: MadError) -> Self {
-        Self::Mad(e)
-    }
-}
+crate::error::wrapping!(CmError source { Mad });
+crate::error::wrapping!(CmError from { MadError => Mad });
 
 /// Why a received MAD produced nothing (all silent on the wire, as Linux).
 /// More reasons may come (`#[non_exhaustive]`).
@@ -547,14 +536,7 @@ impl fmt::Display for Ignored {
         }
     }
 }
-impl core::error::Error for Ignored {
-    fn source(&self) -> Option<&(dyn core::error::Error + 'static)> {
-        match self {
-            Self::Malformed(e) => Some(e),
-            _ => None,
-        }
-    }
-}
+crate::error::wrapping!(Ignored source { Malformed });
 
 /// Counters.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

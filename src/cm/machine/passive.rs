@@ -153,7 +153,15 @@ impl<const C: usize, const L: usize> Cm<C, L> {
         if self.dup_req(r, t) {
             return Err(Ignored::Duplicate);
         }
-        self.stale_req(now, src, tid, r, t)?;
+        // Step 2, stale: REJ 10, then a DREQ to the old connection if it
+        // is established (`ib_send_cm_dreq` acts only on one).
+        if let Some(old) = self.stale_conn(r) {
+            let res = self.rej_req(t, src, tid, r, rej::STALE_CONN, &[]);
+            if let Some(c) = self.conn(old).copied().filter(|c| c.state == CmState::Established) {
+                let _ = self.disconnect(now, ConnId(c.local_id), t);
+            }
+            return Err(res);
+        }
         let (listen, hdr) = self.match_req(src, tid, r, t)?;
         let Some(slot) = self.free_slot() else {
             return Err(Ignored::TableFull);
@@ -223,31 +231,16 @@ impl<const C: usize, const L: usize> Cm<C, L> {
         Ignored::Rejected(reason)
     }
 
-    /// [`Self::on_req`] step 2, stale: (remote QPN, remote CA GUID) still
-    /// connected → REJ 10, and a DREQ to the old connection if established
-    /// (cm.c `cm_match_req`).
-    pub(super) fn stale_req<T: MadTransport>(
-        &mut self,
-        now: u64,
-        src: &MadAddr,
-        tid: u64,
-        r: &Req,
-        t: &mut T,
-    ) -> Result<(), Ignored> {
+    /// [`Self::on_req`] step 2: the slot of a connection (not in
+    /// TIMEWAIT) that still has the REQ's (remote QPN, remote CA GUID),
+    /// which makes the REQ stale (cm.c `cm_match_req`).
+    fn stale_conn(&self, r: &Req) -> Option<usize> {
         let live = |c: &&Conn| c.state != CmState::Timewait;
-        if let Some(old) = self.conns.iter().position(|c| {
+        self.conns.iter().position(|c| {
             c.as_ref().filter(live).is_some_and(|c| {
                 c.remote_qpn == Some(r.local_qpn) && c.remote_guid == r.local_ca_guid
             })
-        }) {
-            let res = self.rej_req(t, src, tid, r, rej::STALE_CONN, &[]);
-            // `ib_send_cm_dreq` acts only on an established connection
-            if let Some(c) = self.conn(old).copied().filter(|c| c.state == CmState::Established) {
-                let _ = self.disconnect(now, ConnId(c.local_id), t);
-            }
-            return Err(res);
-        }
-        Ok(())
+        })
     }
 
     /// [`Self::on_req`] steps 3 to 5: the listener the REQ is for and its

@@ -77,6 +77,29 @@ pub trait CqpCommand {
     }
 }
 
+/// Commands that share one layout and differ only in the opcode (create /
+/// modify / destroy of an AH or a multicast group): each a newtype over the
+/// info struct, encoded by the info's own `encode(opcode, wqe)` (used as
+/// `ops_over!(Info { Name = op::OPCODE, … })`, each name after its doc
+/// comment).
+macro_rules! ops_over {
+    ($info:ty { $($(#[$doc:meta])* $name:ident = $opcode:expr),+ $(,)? }) => {
+        $(
+            $(#[$doc])*
+            #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+            pub struct $name(pub $info);
+
+            impl CqpCommand for $name {
+                const OPCODE: u8 = $opcode;
+                fn encode(&self, wqe: &mut [u64; 8], _env: &mut Env) -> Result<(), EncodeError> {
+                    self.0.encode(Self::OPCODE, wqe)
+                }
+            }
+        )+
+    };
+}
+pub(super) use ops_over;
+
 pub(super) fn header(opcode: u8) -> u64 {
     hdr::OPCODE.prep(opcode as u64)
 }

@@ -2,6 +2,9 @@
 
 use irdma_hal::cqp::{eq, op};
 
+use super::common::hw_limits::{
+    MAX_AEQ_ENTRIES, MAX_CEQ_ENTRIES, MIN_AEQ_ENTRIES, MIN_CEQ_ENTRIES,
+};
 use super::common::*;
 use crate::cqp::{EncodeError, FieldName, Phrase, fit, flag};
 
@@ -48,6 +51,12 @@ impl CreateCeq {
     }
 }
 
+/// An event queue's entry count within the device's `min..=max` (`none`
+/// says what a count below `min` is); see [`in_range`].
+fn elem_cnt_in(n: u32, min: u32, max: u32, none: &'static &'static str) -> Result<(), EncodeError> {
+    in_range(n.into(), min, max, FieldName::ElemCnt, Phrase::new(none))
+}
+
 /// The CEQ id and its limit check.
 fn ceq_id_hdr(id: u16, env: &Env) -> Result<u64, EncodeError> {
     below(id as u64, env.limits.ceq_count, FieldName::CeqId)?;
@@ -59,13 +68,7 @@ impl CqpCommand for CreateCeq {
     fn encode(&self, wqe: &mut [u64; 8], env: &mut Env) -> Result<(), EncodeError> {
         // ctrl.c: irdma_sc_ceq_init: min/max_hw_ceq_size (a device maximum
         // below the 22-bit field).
-        in_range(
-            self.elem_cnt.into(),
-            hw_limits::MIN_CEQ_ENTRIES,
-            hw_limits::MAX_CEQ_ENTRIES,
-            FieldName::ElemCnt,
-            Phrase::new(&"CEQ with no entries"),
-        )?;
+        elem_cnt_in(self.elem_cnt, MIN_CEQ_ENTRIES, MAX_CEQ_ENTRIES, &"CEQ with no entries")?;
         let mem = self.mem.eq();
         let h = header(Self::OPCODE)
             | ceq_id_hdr(self.ceq_id, env)?
@@ -176,13 +179,7 @@ impl CqpCommand for CreateAeq {
     const OPCODE: u8 = op::CREATE_AEQ;
     fn encode(&self, wqe: &mut [u64; 8], env: &mut Env) -> Result<(), EncodeError> {
         // ctrl.c: irdma_sc_aeq_init: min/max_hw_aeq_size.
-        in_range(
-            self.elem_cnt.into(),
-            hw_limits::MIN_AEQ_ENTRIES,
-            hw_limits::MAX_AEQ_ENTRIES,
-            FieldName::ElemCnt,
-            Phrase::new(&"AEQ with no entries"),
-        )?;
+        elem_cnt_in(self.elem_cnt, MIN_AEQ_ENTRIES, MAX_AEQ_ENTRIES, &"AEQ with no entries")?;
         aeq_words(
             Self::OPCODE,
             self.elem_cnt,

@@ -142,40 +142,16 @@ impl AhInfo {
     }
 }
 
-/// CREATE_ADDR_HANDLE (0x1C) — uda.c: irdma_sc_access_ah.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct CreateAh(pub AhInfo);
-
-/// MODIFY_ADDR_HANDLE (0x1D) — uda.c: irdma_sc_access_ah (Linux never
-/// issues it; the layout is the create's).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct ModifyAh(pub AhInfo);
-
-/// DESTROY_ADDR_HANDLE (0x1E) — uda.c: irdma_sc_access_ah; Linux sends the
-/// full AH info, as at create.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct DestroyAh(pub AhInfo);
-
-impl CqpCommand for CreateAh {
-    const OPCODE: u8 = op::CREATE_ADDR_HANDLE;
-    fn encode(&self, wqe: &mut [u64; 8], _env: &mut Env) -> Result<(), EncodeError> {
-        self.0.encode(Self::OPCODE, wqe)
-    }
-}
-
-impl CqpCommand for ModifyAh {
-    const OPCODE: u8 = op::MODIFY_ADDR_HANDLE;
-    fn encode(&self, wqe: &mut [u64; 8], _env: &mut Env) -> Result<(), EncodeError> {
-        self.0.encode(Self::OPCODE, wqe)
-    }
-}
-
-impl CqpCommand for DestroyAh {
-    const OPCODE: u8 = op::DESTROY_ADDR_HANDLE;
-    fn encode(&self, wqe: &mut [u64; 8], _env: &mut Env) -> Result<(), EncodeError> {
-        self.0.encode(Self::OPCODE, wqe)
-    }
-}
+ops_over!(AhInfo {
+    /// CREATE_ADDR_HANDLE (0x1C) — uda.c: irdma_sc_access_ah.
+    CreateAh = op::CREATE_ADDR_HANDLE,
+    /// MODIFY_ADDR_HANDLE (0x1D) — uda.c: irdma_sc_access_ah (Linux never
+    /// issues it; the layout is the create's).
+    ModifyAh = op::MODIFY_ADDR_HANDLE,
+    /// DESTROY_ADDR_HANDLE (0x1E) — uda.c: irdma_sc_access_ah; Linux sends the
+    /// full AH info, as at create.
+    DestroyAh = op::DESTROY_ADDR_HANDLE,
+});
 
 /// A multicast group (uda.h: struct irdma_mcast_grp_info; built by uda.c:
 /// irdma_access_mcast_grp). The members live in a 64-byte context in host
@@ -267,38 +243,14 @@ impl McastGrpInfo {
     }
 }
 
-/// CREATE_MCAST_GRP (0x26) — uda.c: irdma_access_mcast_grp.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct CreateMcastGrp(pub McastGrpInfo);
-
-/// MODIFY_MCAST_GRP (0x27) — uda.c: irdma_access_mcast_grp.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct ModifyMcastGrp(pub McastGrpInfo);
-
-/// DESTROY_MCAST_GRP (0x28) — uda.c: irdma_access_mcast_grp.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct DestroyMcastGrp(pub McastGrpInfo);
-
-impl CqpCommand for CreateMcastGrp {
-    const OPCODE: u8 = op::CREATE_MCAST_GRP;
-    fn encode(&self, wqe: &mut [u64; 8], _env: &mut Env) -> Result<(), EncodeError> {
-        self.0.encode(Self::OPCODE, wqe)
-    }
-}
-
-impl CqpCommand for ModifyMcastGrp {
-    const OPCODE: u8 = op::MODIFY_MCAST_GRP;
-    fn encode(&self, wqe: &mut [u64; 8], _env: &mut Env) -> Result<(), EncodeError> {
-        self.0.encode(Self::OPCODE, wqe)
-    }
-}
-
-impl CqpCommand for DestroyMcastGrp {
-    const OPCODE: u8 = op::DESTROY_MCAST_GRP;
-    fn encode(&self, wqe: &mut [u64; 8], _env: &mut Env) -> Result<(), EncodeError> {
-        self.0.encode(Self::OPCODE, wqe)
-    }
-}
+ops_over!(McastGrpInfo {
+    /// CREATE_MCAST_GRP (0x26) — uda.c: irdma_access_mcast_grp.
+    CreateMcastGrp = op::CREATE_MCAST_GRP,
+    /// MODIFY_MCAST_GRP (0x27) — uda.c: irdma_access_mcast_grp.
+    ModifyMcastGrp = op::MODIFY_MCAST_GRP,
+    /// DESTROY_MCAST_GRP (0x28) — uda.c: irdma_access_mcast_grp.
+    DestroyMcastGrp = op::DESTROY_MCAST_GRP,
+});
 
 /// Work-scheduler node operations (defs.h: enum irdma_ws_node_op).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

@@ -64,14 +64,24 @@ pub struct AllocStag {
     pub all_memory: bool,
 }
 
+/// A length of 0 only with the "all memory" flag; otherwise
+/// [`EncodeError::Invalid`] saying `what` (the check ALLOC_STAG and REG_MR
+/// share).
+fn len_or_all_memory(
+    total_len: u64,
+    all_memory: bool,
+    what: &'static &'static str,
+) -> Result<(), EncodeError> {
+    if total_len == 0 && !all_memory {
+        return Err(EncodeError::Invalid { what: Phrase::new(what) });
+    }
+    Ok(())
+}
+
 impl CqpCommand for AllocStag {
     const OPCODE: u8 = op::ALLOC_STAG;
     fn encode(&self, wqe: &mut [u64; 8], env: &mut Env) -> Result<(), EncodeError> {
-        if self.total_len == 0 && !self.all_memory {
-            return Err(EncodeError::Invalid {
-                what: Phrase::new(&"zero-length STag without all_memory"),
-            });
-        }
+        len_or_all_memory(self.total_len, self.all_memory, &"zero-length STag without all_memory")?;
         let (lpbl, w48) = match self.pbl {
             Some(p) => (
                 fit(stag::LPBLSIZE, p.level as u64, FieldName::PblLevel)?,
@@ -145,14 +155,34 @@ pub struct RegMr {
     pub all_memory: bool,
 }
 
+impl RegMr {
+    /// Every field zero or off: a contiguous MR at bus address 0, 4 KiB
+    /// pages, no rights, and none of the options (remote atomics, non-cached,
+    /// HMC function index, placement type, all memory) — the base a
+    /// registration overrides with struct-update syntax (`..RegMr::DEFAULT`).
+    pub const DEFAULT: RegMr = RegMr {
+        stag_idx: 0,
+        stag_key: 0,
+        pd_id: 0,
+        va: 0,
+        total_len: 0,
+        page_size: PageSize::Size4K,
+        pages: MrPages::Contiguous(0),
+        va_based: false,
+        access_rights: 0,
+        remote_atomics: false,
+        non_cached: false,
+        use_hmc_fn_index: false,
+        hmc_fn_index: 0,
+        placement_type: 0,
+        all_memory: false,
+    };
+}
+
 impl CqpCommand for RegMr {
     const OPCODE: u8 = op::REG_MR;
     fn encode(&self, wqe: &mut [u64; 8], env: &mut Env) -> Result<(), EncodeError> {
-        if self.total_len == 0 && !self.all_memory {
-            return Err(EncodeError::Invalid {
-                what: Phrase::new(&"zero-length MR without all_memory"),
-            });
-        }
+        len_or_all_memory(self.total_len, self.all_memory, &"zero-length MR without all_memory")?;
         // Zero-based MRs carry the first-byte offset in the page (spec §5.5).
         let w0 = if self.va_based { self.va } else { self.va & (self.page_size.bytes() - 1) };
         let (lpbl, w32, w48) = match self.pages {

@@ -145,12 +145,7 @@ fn stag_inputs_range_checked() {
         pages: MrPages::Pbl(Pbl { level: 1, first_index: 1 << 28 }),
         va_based: true,
         access_rights: access::LOCAL_READ | access::REMOTE_WRITE,
-        remote_atomics: false,
-        non_cached: false,
-        use_hmc_fn_index: false,
-        hmc_fn_index: 0,
-        placement_type: 0,
-        all_memory: false,
+        ..RegMr::DEFAULT
     };
     too_wide(enc(&mr), "first_pbl_index");
     let w = enc(&RegMr { pages: MrPages::Contiguous(0x5000), ..mr }).unwrap();

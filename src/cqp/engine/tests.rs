@@ -199,6 +199,15 @@ impl Bar for FakeDev {
     }
 }
 
+/// A CQP of `sq` slots with its (Linux-sized) CCQ on `dev`, which then
+/// behaves as `fault` sets it.
+fn ccq_then(dev: &FakeDev, sq: u32, fault: impl FnOnce(&mut Dev)) -> Cqp<FakeHal, &FakeDev> {
+    let mut cqp = Cqp::<FakeHal, &FakeDev>::create(dev, &cfg(sq)).unwrap();
+    cqp.create_ccq(CcqConfig::linux(sq)).unwrap();
+    dev.with(fault);
+    cqp
+}
+
 pub(crate) fn cfg(sq: u32) -> CqpConfig {
     let mut c = CqpConfig::gen2_roce(sq);
     c.completion_ctx = 0xc0ff_ee00;
@@ -391,9 +400,7 @@ fn ccq_linux_config_of_a_huge_sq_size_is_refused_not_an_overflow() {
 #[test]
 fn out_of_order_ccq_completions_are_stashed_and_ring_full_is_typed() {
     let dev = FakeDev::new();
-    let mut cqp = Cqp::<FakeHal, &FakeDev>::create(&dev, &cfg(4)).unwrap();
-    cqp.create_ccq(CcqConfig::linux(4)).unwrap();
-    dev.with(|d| d.reverse = true);
+    let mut cqp = ccq_then(&dev, 4, |d| d.reverse = true);
     let a = cqp.post(Nop, 1).unwrap();
     let b = cqp.post(Nop, 2).unwrap();
     let c = cqp.post(Nop, 3).unwrap();
@@ -411,9 +418,7 @@ fn out_of_order_ccq_completions_are_stashed_and_ring_full_is_typed() {
 #[test]
 fn ccq_hang_is_a_timeout() {
     let dev = FakeDev::new();
-    let mut cqp = Cqp::<FakeHal, &FakeDev>::create(&dev, &cfg(8)).unwrap();
-    cqp.create_ccq(CcqConfig::linux(8)).unwrap();
-    dev.with(|d| d.hang = true);
+    let mut cqp = ccq_then(&dev, 8, |d| d.hang = true);
     let p = cqp.post(Nop, 0).unwrap();
     assert_eq!(cqp.wait(p).err(), Some(CqpError::Timeout { what: Phrase::new(&"CQP op (CCQ)") }));
 }
@@ -491,9 +496,7 @@ fn noncritical_errors_follow_linux_list() {
 #[test]
 fn destroy_of_a_dead_device_still_releases_the_cqp() {
     let dev = FakeDev::new();
-    let mut cqp = Cqp::<FakeHal, &FakeDev>::create(&dev, &cfg(8)).unwrap();
-    cqp.create_ccq(CcqConfig::linux(8)).unwrap();
-    dev.with(|d| d.hang = true);
+    let cqp = ccq_then(&dev, 8, |d| d.hang = true);
     let e = cqp.destroy().err();
     assert_eq!(e, Some(CqpError::Timeout { what: Phrase::new(&"CQP op (CQPTAIL)") }));
     let w = dev.with(|d| d.writes.clone());
@@ -506,9 +509,7 @@ fn destroy_of_a_dead_device_still_releases_the_cqp() {
 #[test]
 fn ccq_cqe_naming_a_slot_outside_the_sq_is_a_protocol_error() {
     let dev = FakeDev::new();
-    let mut cqp = Cqp::<FakeHal, &FakeDev>::create(&dev, &cfg(4)).unwrap();
-    cqp.create_ccq(CcqConfig::linux(4)).unwrap();
-    dev.with(|d| d.idx_add = 0x7000);
+    let mut cqp = ccq_then(&dev, 4, |d| d.idx_add = 0x7000);
     assert!(matches!(cqp.nop(), Err(CqpError::Protocol { .. })));
 }
 

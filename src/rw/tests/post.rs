@@ -118,11 +118,9 @@ fn a_returned_mr_forgets_its_pages_so_no_post_maps_them_again() {
     // page addresses, and `post` on another live context given this pool
     // mapped them into the MR again (a REG_MR over freed memory if the QP
     // admitted it). The put now clears them.
-    TestHal::reset(0);
     let qp = RwQp::new(iwarp(), false, 13);
-    let mut p1 = pool_for(&qp, 1);
+    let (mut p1, mut b) = fresh(&qp, 1, 0);
     let mut p2 = pool_for(&qp, 1);
-    let mut b = Ctx::new();
     let mut sg_b = pages(3);
     init_sg(&mut b, &qp, &mut p2, &mut sg_b, 0, Direction::FromDevice).unwrap();
     assert_eq!(p2.pages(0).len(), 3);
@@ -283,23 +281,20 @@ fn sizing_matches_linux_formulas_and_saturates() {
     assert_eq!(rdma_rw_max_send_wr(&r13, true, 128, false), 384);
     assert_eq!(rdma_rw_max_send_wr(&iw, false, 0x5555_5556, false), u32::MAX);
     assert_eq!(rdma_rw_max_send_wr(&r13, false, 10_000, false), 10_000, "no clamp");
-    // rdma_rw_init_qp.
-    let mut cap = RwQpCap { max_send_wr: 128, max_rdma_ctxs: 64 };
-    rdma_rw_init_qp(&r13, false, &mut cap, false).unwrap();
-    assert_eq!(cap, RwQpCap { max_send_wr: 192, max_rdma_ctxs: 64 });
-    let mut cap = RwQpCap { max_send_wr: 1000, max_rdma_ctxs: 1100 };
-    rdma_rw_init_qp(&iw, false, &mut cap, false).unwrap();
-    assert_eq!(cap.max_send_wr, 4063, "clamped to max_qp_wr");
-    // Linux wraps to 256 / 18 (spec §11.6).
-    let mut cap = RwQpCap { max_send_wr: 4_294_967_040, max_rdma_ctxs: 512 };
-    rdma_rw_init_qp(&r13, false, &mut cap, false).unwrap();
-    assert_eq!(cap.max_send_wr, 4063);
-    let mut cap = RwQpCap { max_send_wr: 16, max_rdma_ctxs: 0x5555_5556 };
-    rdma_rw_init_qp(&iw, false, &mut cap, false).unwrap();
-    assert_eq!(cap.max_send_wr, 4063);
-    let mut cap = RwQpCap { max_send_wr: 128, max_rdma_ctxs: 0 };
-    rdma_rw_init_qp(&iw, false, &mut cap, false).unwrap();
-    assert_eq!(cap.max_send_wr, 128);
+    // rdma_rw_init_qp: (device, max_send_wr, max_rdma_ctxs) → max_send_wr;
+    // max_rdma_ctxs is left as given.
+    for (dev, wr, ctxs, want) in [
+        (&r13, 128, 64, 192),
+        (&iw, 1000, 1100, 4063), // clamped to max_qp_wr
+        // Linux wraps these to 256 / 18 (spec §11.6).
+        (&r13, 4_294_967_040, 512, 4063),
+        (&iw, 16, 0x5555_5556, 4063),
+        (&iw, 128, 0, 128),
+    ] {
+        let mut cap = RwQpCap { max_send_wr: wr, max_rdma_ctxs: ctxs };
+        rdma_rw_init_qp(dev, false, &mut cap, false).unwrap();
+        assert_eq!(cap, RwQpCap { max_send_wr: want, max_rdma_ctxs: ctxs }, "{wr}/{ctxs}");
+    }
     // Integrity QPs are refused on E810 and the caps stay untouched.
     let mut cap = RwQpCap { max_send_wr: 128, max_rdma_ctxs: 64 };
     assert_eq!(rdma_rw_init_qp(&r13, false, &mut cap, true), Err(RwError::IntegrityUnsupported));
@@ -420,11 +415,9 @@ fn double_destroy_of_an_mr_context_leaves_the_next_holder_alone() {
 
 #[test]
 fn bvec_mr_context_is_bound_to_its_pool_and_the_binding_moves_with_it() {
-    TestHal::reset(0);
     let qp = RwQp::new(iwarp(), false, 13);
-    let mut a = pool_for(&qp, 1);
+    let (mut a, mut ctx) = fresh(&qp, 1, 0);
     let mut b = pool_for(&qp, 1);
-    let mut ctx = Ctx::new();
     let bv = bvecs(2, 4096);
     let n =
         init_bv(&mut ctx, &qp, &mut a, &mut NoIova, &bv, 2, iter_all(&bv), Direction::FromDevice);

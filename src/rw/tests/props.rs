@@ -261,20 +261,7 @@ fn iwarp_long_bvec_list_chains_one_mr_per_256_pages() {
     let mut pool = pool_for(&qp, 8);
     let bv = bvecs(600, 4096);
     let mut ctx: RwCtx<1024, 8> = RwCtx::new();
-    // SAFETY: TestHal / NoIova never touch the buffers.
-    let n = unsafe {
-        ctx.init_bvec::<TestHal, NoIova, 8, 256>(
-            &qp,
-            &mut pool,
-            &mut NoIova,
-            &bv,
-            600,
-            iter_all(&bv),
-            RA,
-            RKEY,
-            Direction::FromDevice,
-        )
-    };
+    let n = init_bv_all(&mut ctx, &qp, &mut pool, &bv, Direction::FromDevice);
     assert_eq!(n, Ok(6), "3 × (REG_MR + READ_WITH_INV)");
     assert_eq!(ctx.ctx_type(), Some(CtxType::Mr));
     let c = chain_of(&mut ctx, &mut pool, &[]);

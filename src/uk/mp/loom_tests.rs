@@ -3,7 +3,7 @@ use super::*;
 use crate::uk::loom_bounded as bounded;
 use crate::uk::mem::CheckedSlot;
 use crate::uk::sq::SqOp;
-use crate::wr::Sge;
+use crate::wr::{SendFlags, SendWr, Sge, WrOpcode};
 use loom::sync::Arc;
 use std::vec::Vec;
 
@@ -62,6 +62,40 @@ impl Words for LoomMem {
 
 type Shared = MpSq<LoomMem, Vec<MpTrk>>;
 
+/// The one-byte SGE of WR `id` (address `id`, key `id`).
+fn sge(id: u64) -> Sge {
+    Sge { addr: id, length: 1, lkey: id as u32 }
+}
+
+/// A signaled RDMA WRITE `id` of `sg` to remote address `id`, rkey `id`:
+/// the WR the `post_send` models post.
+fn write(id: u64, sg: &[Sge]) -> SendWr<'_> {
+    SendWr {
+        wr_id: id,
+        opcode: WrOpcode::RdmaWrite { remote_addr: id, rkey: id as u32 },
+        flags: SendFlags::SIGNALED,
+        sg_list: sg,
+    }
+}
+
+/// A model (at most `bound` preemptions, [`bounded`]) over a new ring of
+/// `quanta` quanta in each execution.
+fn on_ring(bound: usize, quanta: usize, f: impl Fn(Arc<Shared>) + Sync + Send + 'static) {
+    bounded(bound, move || f(ring(quanta)));
+}
+
+/// Producers `a` and `b` (WR id, SGE count) on clones of `sq`, the
+/// observer checking `start..end` while they run, then both joined.
+fn two_producers(sq: &Arc<Shared>, a: (u64, usize), b: (u64, usize), start: u32, end: u32) {
+    let (sa, sb) = (sq.clone(), sq.clone());
+    let ta = loom::thread::spawn(move || produce(&sa, a.0, a.1));
+    let tb = loom::thread::spawn(move || produce(&sb, b.0, b.1));
+    let_producers_run();
+    observe(sq, start, end);
+    ta.join().unwrap();
+    tb.join().unwrap();
+}
+
 fn ring(quanta: usize) -> Arc<Shared> {
     let mem = LoomMem::new(quanta * 4);
     let trk = (0..quanta).map(|_| MpTrk::new()).collect();
@@ -71,7 +105,7 @@ fn ring(quanta: usize) -> Arc<Shared> {
 /// Producer `id` posts a WRITE of `nsge` SGEs whose every id-bearing
 /// field (rkey, remote address, each lkey) is `id`.
 fn produce(sq: &Shared, id: u64, nsge: usize) {
-    let sges: Vec<Sge> = (0..nsge).map(|_| Sge { addr: id, length: 1, lkey: id as u32 }).collect();
+    let sges: Vec<Sge> = (0..nsge).map(|_| sge(id)).collect();
     let op = SqOp::Write {
         remote_addr: id,
         rkey: id as u32,
@@ -160,16 +194,8 @@ fn let_producers_run() {
 
 #[test]
 fn loom_two_producers_publish_whole_wqes() {
-    bounded(3, || {
-        let sq = ring(8);
-        let a = sq.clone();
-        let b = sq.clone();
-        let ta = loom::thread::spawn(move || produce(&a, 1, 1));
-        let tb = loom::thread::spawn(move || produce(&b, 2, 1));
-        let_producers_run();
-        observe(&sq, 0, 2);
-        ta.join().unwrap();
-        tb.join().unwrap();
+    on_ring(3, 8, |sq| {
+        two_producers(&sq, (1, 1), (2, 1), 0, 2);
         settle(&sq, 0, 2, &[1, 2]);
     });
 }
@@ -180,20 +206,12 @@ fn loom_padding_published_with_its_wqe() {
     // 1-quantum one. If the small one reserves first (6), the big one
     // needs a NOP pad at 7 and lands at 8..9; the pad is published in
     // order with it. Otherwise the big one sits at 6..7 and the small one at 8.
-    bounded(2, || {
-        let sq = ring(16);
+    on_ring(2, 16, |sq| {
         for i in 0..6 {
             sq.post(&SqPost::new(100 + i, SqOp::Nop)).unwrap();
         }
         assert!(sq.complete_at(5).is_some());
-        let a = sq.clone();
-        let b = sq.clone();
-        let ta = loom::thread::spawn(move || produce(&a, 1, 3));
-        let tb = loom::thread::spawn(move || produce(&b, 2, 1));
-        let_producers_run();
-        observe(&sq, 6, 10);
-        ta.join().unwrap();
-        tb.join().unwrap();
+        two_producers(&sq, (1, 3), (2, 1), 6, 10);
         let end = sq.published();
         assert!(end == 9 || end == 10, "pad only when the big WQE crosses the chunk");
         settle(&sq, 6, end, &[1, 2]);
@@ -204,8 +222,7 @@ fn loom_padding_published_with_its_wqe() {
 fn loom_three_producers() {
     // Preemption bound 1 keeps the three-producer model tractable (a few
     // seconds); the two-producer models run with bounds 2–3.
-    bounded(1, || {
-        let sq = ring(8);
+    on_ring(1, 8, |sq| {
         let hs: Vec<_> = (1..=3u64)
             .map(|id| {
                 let s = sq.clone();
@@ -240,8 +257,7 @@ fn advance(sq: &Shared, at: u32) {
 /// reservation head, accepted it while the producer was still filling).
 #[test]
 fn loom_completer_bounded_by_publication_across_the_wrap() {
-    bounded(2, || {
-        let sq = ring(8);
+    on_ring(2, 8, |sq| {
         advance(&sq, 7);
         let a = sq.clone();
         let b = sq.clone();
@@ -284,8 +300,7 @@ fn loom_completer_bounded_by_publication_across_the_wrap() {
 /// release store for `dma_wmb` + header store, so nothing but the
 /// fence orders the entry load after the header load.
 fn completer_takes_the_producers_entry(take: fn(&Shared) -> Option<SqWrTrk>) {
-    bounded(2, move || {
-        let sq = ring(8);
+    on_ring(2, 8, move |sq| {
         let c = sq.clone();
         let completer = loom::thread::spawn(move || {
             loop {
@@ -333,8 +348,7 @@ fn loom_published_at_fence_orders_the_entry_after_the_header() {
 /// load of it before it reserves.
 fn reuse_waits_for_the_tail(complete: fn(&Shared), post: fn(&Shared) -> bool) {
     use loom::sync::atomic::AtomicBool;
-    bounded(2, move || {
-        let sq = ring(8);
+    on_ring(2, 8, move |sq| {
         advance(&sq, 7);
         let go = Arc::new(AtomicBool::new(false));
         let (b, g) = (sq.clone(), go.clone());
@@ -361,7 +375,7 @@ fn reuse_waits_for_the_tail(complete: fn(&Shared), post: fn(&Shared) -> bool) {
 /// or a one-WR `post_send` (`reserve_one`; `reserve_run` before branch
 /// `mpratio`); false while the ring looks full.
 fn post_3(sq: &Shared) -> bool {
-    let sges = [Sge { addr: 3, length: 1, lkey: 3 }];
+    let sges = [sge(3)];
     let op = SqOp::Write { remote_addr: 3, rkey: 3, solicited: false, sges: &sges, inline: false };
     match sq.post(&SqPost::new(3, op)) {
         Ok(_) => true,
@@ -373,15 +387,8 @@ fn post_3(sq: &Shared) -> bool {
 }
 
 fn post_send_3(sq: &Shared) -> bool {
-    use crate::wr::{SendFlags, SendWr, WrOpcode};
-    let sg = [Sge { addr: 3, length: 1, lkey: 3 }];
-    let wr = SendWr {
-        wr_id: 3,
-        opcode: WrOpcode::RdmaWrite { remote_addr: 3, rkey: 3 },
-        flags: SendFlags::SIGNALED,
-        sg_list: &sg,
-    };
-    match sq.post_send(&LoomBar(AtomicU32::new(0)), QpKind::Rc, &[wr]) {
+    let sg = [sge(3)];
+    match sq.post_send(&LoomBar(AtomicU32::new(0)), QpKind::Rc, &[write(3, &sg)]) {
         Ok(()) => true,
         Err(e) => {
             assert_eq!(e.kind, SqError::Full);
@@ -438,22 +445,14 @@ impl Bar for LoomBar {
 /// producers published in: the last doorbell comes after every header.
 #[test]
 fn loom_doorbells_cover_every_published_wqe() {
-    use crate::wr::{SendFlags, SendWr, WrOpcode};
-    bounded(2, || {
-        let sq = ring(8);
+    on_ring(2, 8, |sq| {
         let bar = Arc::new(LoomBar(AtomicU32::new(0)));
         let hs: Vec<_> = (1..=2u64)
             .map(|id| {
                 let (s, bar) = (sq.clone(), bar.clone());
                 loom::thread::spawn(move || {
-                    let sg = [Sge { addr: id, length: 1, lkey: id as u32 }];
-                    let wr = SendWr {
-                        wr_id: id,
-                        opcode: WrOpcode::RdmaWrite { remote_addr: id, rkey: id as u32 },
-                        flags: SendFlags::SIGNALED,
-                        sg_list: &sg,
-                    };
-                    s.post_send(&*bar, QpKind::Rc, &[wr]).unwrap();
+                    let sg = [sge(id)];
+                    s.post_send(&*bar, QpKind::Rc, &[write(id, &sg)]).unwrap();
                 })
             })
             .collect();
@@ -475,32 +474,17 @@ fn loom_doorbells_cover_every_published_wqe() {
 /// order; afterwards everything is published and completes once.
 #[test]
 fn loom_chain_reserves_once_and_releases_the_rest() {
-    use crate::wr::{SendFlags, SendWr, WrOpcode};
-    bounded(2, || {
-        let sq = ring(16);
+    on_ring(2, 16, |sq| {
         let bar = Arc::new(LoomBar(AtomicU32::new(0)));
         let (a, bar_a) = (sq.clone(), bar.clone());
         let ta = loom::thread::spawn(move || {
-            let s1 = [Sge { addr: 1, length: 1, lkey: 1 }];
-            let s3 = [Sge { addr: 2, length: 1, lkey: 2 }; 3];
-            let wr = |id: u64, sg| SendWr {
-                wr_id: id,
-                opcode: WrOpcode::RdmaWrite { remote_addr: id, rkey: id as u32 },
-                flags: SendFlags::SIGNALED,
-                sg_list: sg,
-            };
-            a.post_send(&*bar_a, QpKind::Rc, &[wr(1, &s1[..]), wr(2, &s3[..])]).unwrap();
+            let (s1, s3) = ([sge(1)], [sge(2); 3]);
+            a.post_send(&*bar_a, QpKind::Rc, &[write(1, &s1), write(2, &s3)]).unwrap();
         });
         let (b, bar_b) = (sq.clone(), bar.clone());
         let tb = loom::thread::spawn(move || {
-            let s1 = [Sge { addr: 3, length: 1, lkey: 3 }];
-            let wr = SendWr {
-                wr_id: 3,
-                opcode: WrOpcode::RdmaWrite { remote_addr: 3, rkey: 3 },
-                flags: SendFlags::SIGNALED,
-                sg_list: &s1,
-            };
-            b.post_send(&*bar_b, QpKind::Rc, &[wr]).unwrap();
+            let s1 = [sge(3)];
+            b.post_send(&*bar_b, QpKind::Rc, &[write(3, &s1)]).unwrap();
         });
         let_producers_run();
         let seen = observe(&sq, 0, 16);

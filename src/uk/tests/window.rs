@@ -98,31 +98,32 @@ trait Harness {
     fn size(&self) -> u32;
     /// Posts a chain of WRs (all fit).
     fn post(&mut self, wrs: &[SendWr<'_>]);
-    /// One poll of `cq` into `wc`: completions, or `poll_one`'s error.
-    fn poll(
-        &mut self,
-        cq: &mut CqRing<'_>,
-        how: How,
-        wc: &mut [WorkCompletion],
-    ) -> Result<usize, PollError>;
+    /// One poll of `cq`.
+    fn poll(&mut self, cq: &mut CqRing<'_>, how: How) -> Polled;
     /// The SQ's tail index and outstanding quanta as the poller sees them.
     fn window(&mut self) -> (u32, u32);
 }
+
+/// What one poll gave: the number of completions and the first one (a
+/// two-entry array was polled), or `poll_one`'s error.
+type Polled = Result<(usize, WorkCompletion), PollError>;
 
 fn poll_with<'q, S: super::super::sq::SendQueue, L: super::super::qp::QpLookup<'q, S>>(
     cq: &mut CqRing<'_>,
     look: &mut L,
     how: How,
-    wc: &mut [WorkCompletion],
-) -> Result<usize, PollError> {
-    match how {
-        How::Fast => Ok(poll_cq(cq, look, wc)),
-        How::General => Ok(super::super::qp::poll_cq_general(cq, look, wc)),
-        How::One => cq.poll_one(look).map(|i| {
+) -> Polled {
+    let mut wc = [WC0; 2];
+    let n = match how {
+        How::Fast => poll_cq(cq, look, &mut wc),
+        How::General => super::super::qp::poll_cq_general(cq, look, &mut wc),
+        How::One => {
+            let i = cq.poll_one(look)?;
             wc[0] = super::super::qp::to_work_completion(&i, QpKind::Rc);
             1
-        }),
-    }
+        }
+    };
+    Ok((n, wc[0]))
 }
 
 /// A single-owner QP (`QpUk<Sq>`, unsplit).
@@ -135,13 +136,8 @@ impl Harness for Single<'_> {
     fn post(&mut self, wrs: &[SendWr<'_>]) {
         self.0.post_send(&NopBar, wrs).unwrap();
     }
-    fn poll(
-        &mut self,
-        cq: &mut CqRing<'_>,
-        how: How,
-        wc: &mut [WorkCompletion],
-    ) -> Result<usize, PollError> {
-        poll_with(cq, &mut self.0, how, wc)
+    fn poll(&mut self, cq: &mut CqRing<'_>, how: How) -> Polled {
+        poll_with(cq, &mut self.0, how)
     }
     fn window(&mut self) -> (u32, u32) {
         (self.0.sq.tail(), self.0.sq.used())
@@ -162,13 +158,8 @@ impl Harness for Split<'_> {
     fn post(&mut self, wrs: &[SendWr<'_>]) {
         self.prod.post_send_with(&NopBar, wrs, &self.link).unwrap();
     }
-    fn poll(
-        &mut self,
-        cq: &mut CqRing<'_>,
-        how: How,
-        wc: &mut [WorkCompletion],
-    ) -> Result<usize, PollError> {
-        let r = poll_with(cq, &mut Linked { link: &self.link, qp: &mut self.cons }, how, wc);
+    fn poll(&mut self, cq: &mut CqRing<'_>, how: How) -> Polled {
+        let r = poll_with(cq, &mut Linked { link: &self.link, qp: &mut self.cons }, how);
         self.link.consumer_end(&self.cons);
         r
     }
@@ -190,13 +181,8 @@ impl Harness for Shared<'_, '_> {
     fn post(&mut self, wrs: &[SendWr<'_>]) {
         self.0.sq.post_send(&NopBar, QpKind::Rc, wrs).unwrap();
     }
-    fn poll(
-        &mut self,
-        cq: &mut CqRing<'_>,
-        how: How,
-        wc: &mut [WorkCompletion],
-    ) -> Result<usize, PollError> {
-        poll_with(cq, &mut self.0, how, wc)
+    fn poll(&mut self, cq: &mut CqRing<'_>, how: How) -> Polled {
+        poll_with(cq, &mut self.0, how)
     }
     fn window(&mut self) -> (u32, u32) {
         use super::super::sq::SendQueue;
@@ -226,13 +212,13 @@ fn refused(h: &mut dyn Harness, cq: &mut CqRing<'_>, idx: u32, what: &str) {
     for how in HOWS {
         let head = cq.head();
         sq_cqe(cq, idx);
-        let mut wc = [WC0; 2];
-        let got = h.poll(cq, how, &mut wc);
+        let got = h.poll(cq, how);
         let want = match how {
             How::One => Err(PollError::NoQp),
             How::Fast | How::General => Ok(0),
         };
-        assert_eq!(got, want, "{what} (index {idx}, window {before:?}, {how:?}): {:?}", wc[0]);
+        let n = got.map(|(n, _)| n);
+        assert_eq!(n, want, "{what} (index {idx}, window {before:?}, {how:?}): {got:?}");
         assert_ne!(cq.head(), head, "{what}: the CQE is consumed");
         assert_eq!(h.window(), before, "{what} ({how:?}): nothing retired");
     }
@@ -243,10 +229,11 @@ fn refused(h: &mut dyn Harness, cq: &mut CqRing<'_>, idx: u32, what: &str) {
 fn completes(h: &mut dyn Harness, cq: &mut CqRing<'_>, idx: u32, how: How, wr_id: u64, used: u32) {
     let before = h.window();
     sq_cqe(cq, idx);
-    let mut wc = [WC0; 2];
-    assert_eq!(h.poll(cq, how, &mut wc), Ok(1), "index {idx}, window {before:?}, {how:?}");
-    assert_eq!((wc[0].wr_id, wc[0].status), (wr_id, WcStatus::Success), "{how:?}");
-    assert_eq!((wc[0].opcode, wc[0].byte_len), (WcOpcode::RdmaWrite, SGE.length));
+    let got = h.poll(cq, how);
+    assert_eq!(got.map(|(n, _)| n), Ok(1), "index {idx}, window {before:?}, {how:?}");
+    let wc = got.map_or(WC0, |(_, wc)| wc);
+    assert_eq!((wc.wr_id, wc.status), (wr_id, WcStatus::Success), "{how:?}");
+    assert_eq!((wc.opcode, wc.byte_len), (WcOpcode::RdmaWrite, SGE.length));
     assert_eq!(h.window().1, used, "index {idx}, window {before:?}, {how:?}");
 }
 
