@@ -6,7 +6,7 @@
 mod common;
 
 use common::*;
-use irdma::rw::{DeviceAttrs, Direction, MrPool, RwCtx, RwQp, SgEntry};
+use irdma::rw::{Direction, RwCtx, SgEntry};
 use std::ptr::NonNull;
 
 #[test]
@@ -23,11 +23,8 @@ fn rw_read_through_fast_registered_mrs() {
         let rmr = reg(&dev, &pd, 0x9000_0000, 3 * 4096, &pages_of(&remote), false);
 
         let mut frs: Vec<_> = (0..2).map(|_| dev.alloc_mr(&pd, 256).unwrap()).collect();
-        let attrs = DeviceAttrs::e810_roce(13, 4096, 0);
-        let rwqp = RwQp::new(attrs, true, q1.cap().max_send_sge);
-        let mut pool: MrPool<2, 256> = MrPool::new();
         let mrs: Vec<_> = frs.iter().map(|f| f.fr_mr()).collect();
-        assert_eq!(pool.init(&attrs, true, 2, &mrs), Ok(2));
+        let mut rw: RwFixture<2, 256> = RwFixture::new(true, q1.cap().max_send_sge, &mrs);
 
         for round in 0..3u64 {
             let mut local = vec![0u8; 9000];
@@ -35,18 +32,12 @@ fn rw_read_through_fast_registered_mrs() {
             let mut ctx: RwCtx<8, 8> = RwCtx::new();
             // SAFETY: `local` outlives the transfer and is destroyed below.
             let n = unsafe {
-                rw_init(
-                    &mut ctx,
-                    (&rwqp, &mut pool),
-                    &mut sg,
-                    (0x9000_0000 + 500, rmr.rkey()),
-                    Direction::FromDevice,
-                )
+                rw.init(&mut ctx, &mut sg, (0x9000_0000 + 500, rmr.rkey()), Direction::FromDevice)
             }
             .unwrap();
             assert!(n >= 1);
             // `post` writes the pool's page lists into the FR MRs' PBLEs.
-            ctx.post(&mut q1, &mut pool, 100 + round, &[]).unwrap();
+            ctx.post(&mut q1, &mut rw.pool, 100 + round, &[]).unwrap();
             let wc = poll_n(&mut cq, 1);
             assert_eq!(wc.len(), 1, "{wc:?}");
             assert_eq!(
@@ -54,7 +45,7 @@ fn rw_read_through_fast_registered_mrs() {
                 (100 + round, WcStatus::Success, WcOpcode::RdmaRead)
             );
             // SAFETY: the device is done with the transfer.
-            unsafe { ctx.destroy::<FakeHal, 2, 256>(&mut pool, &mut sg) }.unwrap();
+            unsafe { ctx.destroy::<FakeHal, 2, 256>(&mut rw.pool, &mut sg) }.unwrap();
             assert_eq!(
                 &local[..],
                 &data[500..9500],
@@ -63,11 +54,11 @@ fn rw_read_through_fast_registered_mrs() {
         }
         // Keys moved on with each registration (rw bumps the key byte).
         for (i, f) in frs.iter().enumerate() {
-            let now = pool.mr(i).unwrap().key;
+            let now = rw.pool.mr(i).unwrap().key;
             assert_eq!(now >> 8, f.key() >> 8, "same index");
         }
         let mut back = Vec::new();
-        pool.cleanup(|m| back.push(m)).unwrap();
+        rw.pool.cleanup(|m| back.push(m)).unwrap();
         for f in frs.iter_mut() {
             f.dereg().unwrap();
         }

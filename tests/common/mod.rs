@@ -345,6 +345,42 @@ pub unsafe fn rw_init<const N: usize, const P: usize, const SGE: usize, const OP
     unsafe { ctx.init::<FakeHal, N, P>(qp, pool, sg, 0, addr, rkey, dir) }
 }
 
+/// An `rdma_rw` QP with E810 RoCE attributes (13 SGEs, 4 KiB pages) and
+/// its MR pool: where every rw test on real QPs starts.
+pub struct RwFixture<const N: usize, const P: usize> {
+    pub qp: irdma::rw::RwQp,
+    pub pool: irdma::rw::MrPool<N, P>,
+}
+
+impl<const N: usize, const P: usize> RwFixture<N, P> {
+    /// `force_mr` as `RwQp::new`; the pool holds the fast-register `mrs`
+    /// (forced MR use), or stays empty when there are none.
+    pub fn new(force_mr: bool, max_send_sge: u32, mrs: &[irdma::rw::FrMr]) -> Self {
+        let attrs = irdma::rw::DeviceAttrs::e810_roce(13, 4096, 0);
+        let mut pool = irdma::rw::MrPool::new();
+        if !mrs.is_empty() {
+            assert_eq!(pool.init(&attrs, true, mrs.len() as u32, mrs), Ok(mrs.len()));
+        }
+        RwFixture { qp: irdma::rw::RwQp::new(attrs, force_mr, max_send_sge), pool }
+    }
+
+    /// [`rw_init`] of `ctx` on this QP and pool.
+    ///
+    /// # Safety
+    ///
+    /// As [`rw_init`].
+    pub unsafe fn init<const SGE: usize, const OPS: usize>(
+        &mut self,
+        ctx: &mut irdma::rw::RwCtx<SGE, OPS>,
+        sg: &mut [irdma::rw::SgEntry],
+        remote: (u64, u32),
+        dir: irdma::rw::Direction,
+    ) -> Result<usize, irdma::rw::RwError> {
+        // SAFETY: the caller's contract is `rw_init`'s.
+        unsafe { rw_init(ctx, (&self.qp, &mut self.pool), sg, remote, dir) }
+    }
+}
+
 /// Polls until `n` completions arrived (bounded).
 pub fn poll_n<'d>(cq: &mut TCq<'d>, n: usize) -> Vec<WorkCompletion> {
     let mut out = Vec::new();
