@@ -96,7 +96,7 @@ fn peer_arp() {
 // rping (rdma-core librdmacm/examples/rping.c) against the driver
 // ---------------------------------------------------------------------
 
-use irdma::cm::rdma_cm::{PortSpace, guid_from_mac};
+use irdma::cm::rdma_cm::{PortSpace, gid_of, guid_from_mac};
 use irdma::cm::{
     AcceptParams, Cm, CmConfig, CmEvent, CmTiming, ConnId, ConnectParams, MadAddr, QP1_RECV_BYTES,
     Qp1Transport,
@@ -1440,20 +1440,6 @@ impl PtDest {
             vaddr: u64::from_be_bytes(b[24..32].try_into().unwrap()),
             gid: b[32..48].try_into().unwrap(),
         }
-    }
-}
-
-/// The GID of an address (IPv4-mapped for IPv4).
-fn gid_of(ip: IpAddr) -> [u8; 16] {
-    match ip {
-        IpAddr::V4(v4) => {
-            let mut g = [0u8; 16];
-            g[10] = 0xff;
-            g[11] = 0xff;
-            g[12..].copy_from_slice(&v4);
-            g
-        }
-        IpAddr::V6(v6) => v6,
     }
 }
 
