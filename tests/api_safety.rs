@@ -22,12 +22,11 @@ const RING4: usize = 10 * 32;
 /// page comes back.
 #[test]
 fn resized_cq_dropped_under_a_live_qp_keeps_its_old_ring_until_destroyed() {
-    leak_checked(|| {
-        let (bar, dev) = one_device(small_fn_config(), Profile::SMALL);
+    with_small_device(|bar, dev| {
         let pd = dev.alloc_pd().unwrap();
         let mut cq = dev.create_cq(4).unwrap();
         let id = cq.id();
-        let mut qp = create_qp(&dev, &pd, &cq, 8);
+        let mut qp = create_qp(dev, &pd, &cq, 8);
         let ring = bar.with_device(|d| d.cq(id).map(|c| c.ring));
         let Some(QueueMem::Phys(old)) = ring else { panic!("contiguous ring: {ring:?}") };
         assert!(FakeHal::contains(old, RING4));

@@ -11,16 +11,15 @@ use std::ptr::NonNull;
 
 #[test]
 fn rw_read_through_fast_registered_mrs() {
-    leak_checked(|| {
-        let (_bar, dev) = one_device(small_fn_config(), Profile::SMALL);
+    with_small_device(|_, dev| {
         let pd = dev.alloc_pd().unwrap();
         let mut cq = dev.create_cq(64).unwrap();
-        let (mut q1, _q2) = loopback_pair(&dev, &pd, &cq, 32);
+        let (mut q1, _q2) = loopback_pair(dev, &pd, &cq, 32);
 
         // The remote buffer, registered for remote read.
         let remote = buf(3);
         let data = fill(&remote, 11);
-        let rmr = reg(&dev, &pd, 0x9000_0000, 3 * 4096, &pages_of(&remote), false);
+        let rmr = reg(dev, &pd, 0x9000_0000, 3 * 4096, &pages_of(&remote), false);
 
         let mut frs: Vec<_> = (0..2).map(|_| dev.alloc_mr(&pd, 256).unwrap()).collect();
         let mrs: Vec<_> = frs.iter().map(|f| f.fr_mr()).collect();
@@ -71,12 +70,11 @@ fn rw_read_through_fast_registered_mrs() {
 fn fast_reg_key_rotation_rejects_the_stale_rkey() {
     use irdma::aeq::AsyncEventKind;
     use irdma::wr::RegMrWr;
-    leak_checked(|| {
-        let (_bar, dev) = one_device(small_fn_config(), Profile::SMALL);
+    with_small_device(|_, dev| {
         let pd = dev.alloc_pd().unwrap();
         let mut cq = dev.create_cq(64).unwrap();
         // `owner` registers the MR, `peer` accesses it.
-        let (mut owner, mut peer) = loopback_pair(&dev, &pd, &cq, 16);
+        let (mut owner, mut peer) = loopback_pair(dev, &pd, &cq, 16);
         let np = peer.qp_num();
 
         let target = buf(2);
@@ -94,7 +92,7 @@ fn fast_reg_key_rotation_rejects_the_stale_rkey() {
 
         let src = buf(1);
         let data = fill(&src, 21);
-        let smr = reg(&dev, &pd, src.paddr(), 4096, &pages_of(&src), false);
+        let smr = reg(dev, &pd, src.paddr(), 4096, &pages_of(&src), false);
         let sge = [Sge { addr: src.paddr(), length: 16, lkey: smr.lkey() }];
         let write = |id, rkey| {
             signaled(id, WrOpcode::RdmaWrite { remote_addr: 0x5000_0000 + 4096, rkey }, &sge)
@@ -129,7 +127,7 @@ fn fast_reg_key_rotation_rejects_the_stale_rkey() {
         assert_eq!(read(&target, 0, 16), vec![0u8; 16], "stale key wrote nothing");
 
         // A fresh QP pair: the current key works.
-        let (mut a, _b) = loopback_pair(&dev, &pd, &cq, 4);
+        let (mut a, _b) = loopback_pair(dev, &pd, &cq, 4);
         a.post_send(&[write(6, k2)]).unwrap();
         let wc = poll_n(&mut cq, 1);
         assert_eq!((wc[0].wr_id, wc[0].status), (6, WcStatus::Success));
@@ -145,11 +143,10 @@ fn fast_reg_key_rotation_rejects_the_stale_rkey() {
 fn fast_reg_wr_must_name_a_live_fast_register_mr_of_this_device() {
     use irdma::verbs::{PostError, PostErrorKind};
     use irdma::wr::RegMrWr;
-    leak_checked(|| {
-        let (bar, dev) = one_device(small_fn_config(), Profile::SMALL);
+    with_small_device(|bar, dev| {
         let pd = dev.alloc_pd().unwrap();
         let mut cq = dev.create_cq(64).unwrap();
-        let (mut owner, mut peer) = loopback_pair(&dev, &pd, &cq, 16);
+        let (mut owner, mut peer) = loopback_pair(dev, &pd, &cq, 16);
 
         let target = buf(4);
         let pages = pages_of(&target);
@@ -221,7 +218,7 @@ fn fast_reg_wr_must_name_a_live_fast_register_mr_of_this_device() {
         refused(wr_for(&fr, 11), &mut owner, "map used up");
         let src = buf(1);
         let data = fill(&src, 5);
-        let smr = reg(&dev, &pd, src.paddr(), 4096, &pages_of(&src), false);
+        let smr = reg(dev, &pd, src.paddr(), 4096, &pages_of(&src), false);
         let sge = [Sge { addr: src.paddr(), length: 64, lkey: smr.lkey() }];
         let w = signaled(12, write_op(0x5000_0000 + 3 * 4096, key), &sge);
         peer.post_send(&[w]).unwrap();

@@ -114,6 +114,17 @@ pub fn one_device(cfg: Config, profile: Profile) -> (ModelBar, Dev) {
     (bar, dev)
 }
 
+/// Runs `f` on device A of a standalone [`small_fn_config`] model
+/// ([`Profile::SMALL`]), [`leak_checked`]: every page back once the device
+/// is dropped.
+#[track_caller]
+pub fn with_small_device(f: impl FnOnce(&ModelBar, &Dev)) {
+    leak_checked(|| {
+        let (bar, dev) = one_device(small_fn_config(), Profile::SMALL);
+        f(&bar, &dev);
+    });
+}
+
 /// Probe options for a model driven by a device thread: the CQP waits are
 /// long (5 s) because that thread, not the driver's own register write,
 /// executes each op, and on a loaded 2-core machine it may not run for tens
