@@ -258,37 +258,37 @@ fn modify_to_error_flushes_every_outstanding_wr_exactly_once() {
 
 #[test]
 fn create_limits_and_written_back_caps() {
-    let _g = lock();
-    let (_bar, dev) = one_device(small_fn_config(), Profile::SMALL);
-    let pd = dev.alloc_pd().unwrap();
-    let cq = dev.create_cq(8).unwrap();
-    let usage = dev.resource_usage();
-    let mk = |c: QpCap| {
-        let mut a = QpInitAttr { send_cq: &cq, recv_cq: &cq, cap: c };
-        dev.create_qp(&pd, &mut a).map(|q| (a.cap, q.cap()))
-    };
-    let c = QpCap { max_inline_data: 40, ..qp_cap(5, 3, 3, 2) };
-    let (written, held) = mk(c).unwrap();
-    assert_eq!(written, held);
-    assert!(written.max_send_wr >= 5 && written.max_recv_wr >= 3);
-    assert!(
-        written.max_send_sge >= 3 && written.max_recv_sge >= 2 && written.max_inline_data >= 40
-    );
-    for (bad, what) in [
-        (QpCap { max_send_sge: 14, ..c }, "max_send_sge"),
-        (QpCap { max_recv_sge: 14, ..c }, "max_recv_sge"),
-        (QpCap { max_inline_data: 102, ..c }, "max_inline_data"),
-        (QpCap { max_send_wr: 40_000, ..c }, "max_send_wr"),
-        (QpCap { max_recv_wr: 40_000, ..c }, "max_recv_wr"),
-    ] {
-        match mk(bad) {
-            Err(VerbsError::AboveLimit { what: w, .. }) => assert_eq!(w, what),
-            other => panic!("{what}: {:?}", other.map(|x| x.0)),
+    with_small_device(|_, dev| {
+        let pd = dev.alloc_pd().unwrap();
+        let cq = dev.create_cq(8).unwrap();
+        let usage = dev.resource_usage();
+        let mk = |c: QpCap| {
+            let mut a = QpInitAttr { send_cq: &cq, recv_cq: &cq, cap: c };
+            dev.create_qp(&pd, &mut a).map(|q| (a.cap, q.cap()))
+        };
+        let c = QpCap { max_inline_data: 40, ..qp_cap(5, 3, 3, 2) };
+        let (written, held) = mk(c).unwrap();
+        assert_eq!(written, held);
+        assert!(written.max_send_wr >= 5 && written.max_recv_wr >= 3);
+        assert!(
+            written.max_send_sge >= 3 && written.max_recv_sge >= 2 && written.max_inline_data >= 40
+        );
+        for (bad, what) in [
+            (QpCap { max_send_sge: 14, ..c }, "max_send_sge"),
+            (QpCap { max_recv_sge: 14, ..c }, "max_recv_sge"),
+            (QpCap { max_inline_data: 102, ..c }, "max_inline_data"),
+            (QpCap { max_send_wr: 40_000, ..c }, "max_send_wr"),
+            (QpCap { max_recv_wr: 40_000, ..c }, "max_recv_wr"),
+        ] {
+            match mk(bad) {
+                Err(VerbsError::AboveLimit { what: w, .. }) => assert_eq!(w, what),
+                other => panic!("{what}: {:?}", other.map(|x| x.0)),
+            }
         }
-    }
-    assert!(matches!(dev.create_cq(1 << 20), Err(VerbsError::AboveLimit { .. })));
-    assert!(matches!(dev.alloc_mr(&pd, 262_145), Err(VerbsError::AboveLimit { .. })));
-    assert_eq!(dev.resource_usage(), usage, "refusals take nothing");
+        assert!(matches!(dev.create_cq(1 << 20), Err(VerbsError::AboveLimit { .. })));
+        assert!(matches!(dev.alloc_mr(&pd, 262_145), Err(VerbsError::AboveLimit { .. })));
+        assert_eq!(dev.resource_usage(), usage, "refusals take nothing");
+    });
 }
 
 #[test]
