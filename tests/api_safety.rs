@@ -23,8 +23,7 @@ const RING4: usize = 10 * 32;
 #[test]
 fn resized_cq_dropped_under_a_live_qp_keeps_its_old_ring_until_destroyed() {
     with_small_device(|bar, dev| {
-        let pd = dev.alloc_pd().unwrap();
-        let mut cq = dev.create_cq(4).unwrap();
+        let (pd, mut cq) = pd_cq(dev, 4);
         let id = cq.id();
         let mut qp = create_qp(dev, &pd, &cq, 8);
         let ring = bar.with_device(|d| d.cq(id).map(|c| c.ring));

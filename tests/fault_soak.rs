@@ -1775,8 +1775,7 @@ fn refused_modify_to_error_is_retried_and_destroy_succeeds() {
 #[test]
 fn raw_aeqe_reaches_poll_async_events() {
     with_small_device(|bar, dev| {
-        let pd = dev.alloc_pd().unwrap();
-        let cq = dev.create_cq(8).unwrap();
+        let (pd, cq) = pd_cq(dev, 8);
         let qp = create_qp(dev, &pd, &cq, 4);
         let qpn = u64::from(qp.qp_num());
         // Word 1: code [45:34], source [53:50] (RQ = 1), id [17:0].

@@ -179,8 +179,7 @@ fn removal_found_by_check_presence_then_every_entry_point_is_typed() {
 fn removed_device_closed_after_reset_frees_everything() {
     leak_checked(|| {
         let (bar, dev) = one_device(small_fn_config(), Profile::SMALL);
-        let pd = dev.alloc_pd().unwrap();
-        let cq = dev.create_cq(8).unwrap();
+        let (pd, cq) = pd_cq(&dev, 8);
         let qp = create_qp(&dev, &pd, &cq, 4);
         bar.with_device(|d| d.faults().removed = true);
         assert_eq!(dev.check_presence(), Err(CqpError::DeviceGone));

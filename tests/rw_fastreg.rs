@@ -12,8 +12,7 @@ use std::ptr::NonNull;
 #[test]
 fn rw_read_through_fast_registered_mrs() {
     with_small_device(|_, dev| {
-        let pd = dev.alloc_pd().unwrap();
-        let mut cq = dev.create_cq(64).unwrap();
+        let (pd, mut cq) = pd_cq(dev, 64);
         let (mut q1, _q2) = loopback_pair(dev, &pd, &cq, 32);
 
         // The remote buffer, registered for remote read.
@@ -71,8 +70,7 @@ fn fast_reg_key_rotation_rejects_the_stale_rkey() {
     use irdma::aeq::AsyncEventKind;
     use irdma::wr::RegMrWr;
     with_small_device(|_, dev| {
-        let pd = dev.alloc_pd().unwrap();
-        let mut cq = dev.create_cq(64).unwrap();
+        let (pd, mut cq) = pd_cq(dev, 64);
         // `owner` registers the MR, `peer` accesses it.
         let (mut owner, mut peer) = loopback_pair(dev, &pd, &cq, 16);
         let np = peer.qp_num();
@@ -144,8 +142,7 @@ fn fast_reg_wr_must_name_a_live_fast_register_mr_of_this_device() {
     use irdma::verbs::{PostError, PostErrorKind};
     use irdma::wr::RegMrWr;
     with_small_device(|bar, dev| {
-        let pd = dev.alloc_pd().unwrap();
-        let mut cq = dev.create_cq(64).unwrap();
+        let (pd, mut cq) = pd_cq(dev, 64);
         let (mut owner, mut peer) = loopback_pair(dev, &pd, &cq, 16);
 
         let target = buf(4);
@@ -249,8 +246,7 @@ fn level2_fast_register_mr_maps_three_leaves() {
     use irdma::wr::RegMrWr;
     leak_checked(|| {
         let (_bar, dev) = one_device(small_fn_config(), few_pbles());
-        let pd = dev.alloc_pd().unwrap();
-        let mut cq = dev.create_cq(64).unwrap();
+        let (pd, mut cq) = pd_cq(&dev, 64);
         let (mut owner, mut peer) = loopback_pair(&dev, &pd, &cq, 16);
         let src = buf(1);
         let sdata = fill(&src, 17);

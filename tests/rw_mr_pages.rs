@@ -49,8 +49,7 @@ fn every_size_and_start(fr_level: u8, remote_level: u8) {
         let profile =
             if level2 { Profile { pbles: 16 * 1024, ..Profile::SMALL } } else { Profile::SMALL };
         let dev = probe_as(&bar, A, profile);
-        let pd = dev.alloc_pd().unwrap();
-        let mut cq = dev.create_cq(64).unwrap();
+        let (pd, mut cq) = pd_cq(&dev, 64);
         let (mut q1, _q2) = loopback_pair(&dev, &pd, &cq, 32);
         let holes = if level2 { fragment_pbles(&dev, &pd) } else { Vec::new() };
         let before = dev.resource_usage();
@@ -167,8 +166,7 @@ fn rw_refuses_a_level2_mr_passed_as_level1() {
     leak_checked(|| {
         let (_bar, dev) =
             one_device(small_fn_config(), Profile { pbles: 16 * 1024, ..Profile::SMALL });
-        let pd = dev.alloc_pd().unwrap();
-        let mut cq = dev.create_cq(64).unwrap();
+        let (pd, mut cq) = pd_cq(&dev, 64);
         let (mut q1, mut q2) = loopback_pair(&dev, &pd, &cq, 32);
         let holes = fragment_pbles(&dev, &pd);
         let remote = buf(4);

@@ -7,8 +7,7 @@ use common::*;
 
 /// A PD, a 16-entry CQ and two unconnected RC QPs (4 WRs) on it.
 fn two_qps_one_cq(dev: &Dev) -> (TPd<'_>, TCq<'_>, TQp<'_>, TQp<'_>) {
-    let pd = dev.alloc_pd().unwrap();
-    let cq = dev.create_cq(16).unwrap();
+    let (pd, cq) = pd_cq(dev, 16);
     let q1 = create_qp(dev, &pd, &cq, 4);
     let q2 = create_qp(dev, &pd, &cq, 4);
     (pd, cq, q1, q2)
@@ -102,8 +101,7 @@ fn level2_mr_and_zero_based_mr_on_loopback() {
     {
         let profile = Profile { pbles: 1 << 20, ..Profile::SMALL };
         let dev = probe_as(&bar, A, profile);
-        let pd = dev.alloc_pd().unwrap();
-        let mut cq = dev.create_cq(64).unwrap();
+        let (pd, mut cq) = pd_cq(&dev, 64);
         let (mut q1, _q2) = loopback_pair(&dev, &pd, &cq, 16);
 
         // More pages than one level-1 run can hold (one SD of PBLEs): level 2.
@@ -259,8 +257,7 @@ fn modify_to_error_flushes_every_outstanding_wr_exactly_once() {
 #[test]
 fn create_limits_and_written_back_caps() {
     with_small_device(|_, dev| {
-        let pd = dev.alloc_pd().unwrap();
-        let cq = dev.create_cq(8).unwrap();
+        let (pd, cq) = pd_cq(dev, 8);
         let usage = dev.resource_usage();
         let mk = |c: QpCap| {
             let mut a = QpInitAttr { send_cq: &cq, recv_cq: &cq, cap: c };
@@ -295,8 +292,7 @@ fn create_limits_and_written_back_caps() {
 fn create_wq_rounds_up_and_a_qp_receives_through_it() {
     use irdma::verbs::{WqInitAttr, WqType};
     with_small_device(|_, dev| {
-        let pd = dev.alloc_pd().unwrap();
-        let mut cq = dev.create_cq(64).unwrap();
+        let (pd, mut cq) = pd_cq(dev, 64);
         let mut wa = WqInitAttr { wq_type: WqType::Rq, max_wr: 5, max_sge: 3, cq: &cq };
         let mut wq = dev.create_wq(&mut wa).unwrap();
         assert!(wa.max_wr >= 5 && wa.max_sge >= 3, "written back, never smaller");
@@ -636,8 +632,7 @@ fn destroyed_qp_cqes_are_dropped_and_other_qps_lose_nothing() {
 #[test]
 fn resize_cq_pending_rings_are_bounded() {
     with_small_device(|bar, dev| {
-        let pd = dev.alloc_pd().unwrap();
-        let mut cq = dev.create_cq(4).unwrap();
+        let (pd, mut cq) = pd_cq(dev, 4);
         let mut qp = self_connected_qp(dev, &pd, &cq, 8);
         // A refused MODIFY_CQ (Linux: -EPROTO) leaves the CQ as it was.
         let pages = FakeHal::live_pages();
@@ -676,8 +671,7 @@ fn dropping_a_cq_or_pd_under_a_live_qp_defers_until_the_qp_goes() {
     let (bar, dev) = default_device();
     let usage = dev.resource_usage();
     let b = buf(1);
-    let pd = dev.alloc_pd().unwrap();
-    let mut cq = dev.create_cq(8).unwrap();
+    let (pd, mut cq) = pd_cq(&dev, 8);
     let qp = create_qp(&dev, &pd, &cq, 16);
     let mr = reg(&dev, &pd, b.paddr(), 4096, &pages_of(&b), false);
     let cq_id = cq.id();

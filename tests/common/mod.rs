@@ -147,6 +147,11 @@ pub fn cap(n: u32) -> QpCap {
     qp_cap(n, n, 2, 2)
 }
 
+/// A PD of `dev` and a CQ of `cqe` entries.
+pub fn pd_cq(dev: &Dev, cqe: u32) -> (TPd<'_>, TCq<'_>) {
+    (dev.alloc_pd().expect("pd"), dev.create_cq(cqe).expect("cq"))
+}
+
 pub fn create_qp<'d>(dev: &'d Dev, pd: &TPd<'d>, cq: &TCq<'d>, n: u32) -> TQp<'d> {
     let mut attr = QpInitAttr { send_cq: cq, recv_cq: cq, cap: cap(n) };
     dev.create_qp(pd, &mut attr).expect("create_qp")
