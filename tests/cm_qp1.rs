@@ -166,14 +166,13 @@ fn cm_over_qp1_connects_carries_traffic_and_disconnects() {
 fn connect_disconnect_cycles_over_qp1_leak_nothing() {
     // 100 in the debug `test` leg; 1,000 in release (`cycles-1000` leg)
     let n: u32 = if cfg!(debug_assertions) { 100 } else { 1000 };
-    leak_checked(|| {
-        let (ba, bb, da, db) = two_devices(Profile::SMALL);
-        let (mut ea, mut eb) = ends(&da, &db);
+    with_two_devices(|ba, bb, da, db| {
+        let (mut ea, mut eb) = ends(da, db);
         let mut rng = Rng::new(0x1000);
         let mut now = 0;
         let mut pages_after_first = None;
         for i in 0..n {
-            now = cycle(now, (&mut ea, &mut eb), (&da, &db), &mut rng, 40000 + (i % 20000) as u16);
+            now = cycle(now, (&mut ea, &mut eb), (da, db), &mut rng, 40000 + (i % 20000) as u16);
             let live = FakeHal::live_pages();
             assert_eq!(*pages_after_first.get_or_insert(live), live, "cycle {i}: pages leaked");
             assert_eq!((da.ahs_in_use(), db.ahs_in_use()), (1, 1), "cycle {i}: one cached AH each");

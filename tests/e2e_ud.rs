@@ -110,9 +110,8 @@ fn check_pair(
 
 #[test]
 fn ud_send_both_ways_with_grh_and_ud_completion_fields() {
-    leak_checked(|| {
-        let (ba, bb, da, db) = two_devices(Profile::SMALL);
-        let (mut a, mut b) = Ud::pair((&da, &db), false, QKEY);
+    with_two_devices(|ba, bb, da, db| {
+        let (mut a, mut b) = Ud::pair((da, db), false, QKEY);
         assert!(a.qp.is_ud() && a.qp.qp_num() > 3);
         // A resolves B through its neighbour table; B names A's MAC itself.
         da.add_neighbour(IpAddr::V4(B.ip), B.mac).expect("neighbour");
