@@ -190,25 +190,25 @@ fn connect_disconnect_cycles_over_qp1_leak_nothing() {
 
 #[test]
 fn req_over_qp1_to_an_unlistened_service_is_rejected() {
-    let _g = lock();
-    let (ba, _bb, da, db) = two_devices(Profile::SMALL);
-    let frames = ba.fabric().capture();
-    let (mut ea, mut eb) = ends(&da, &db);
-    let mut a = Side::new(&da, A, 16, cap(8));
-    let mut b = Side::new(&db, B, 16, cap(8));
-    let mut cp = connect_params(a.qp.qp_num(), 1, 50001);
-    cp.dst_port = PORT + 1;
-    let ida = ea.cm.connect(0, &cp, &mut ea.t).unwrap();
-    let ev = pump(0, &mut ea, &mut eb, &mut a, &mut b, 2);
-    assert!(
-        ev.iter().any(|(s, e)| *s == 'a'
-            && matches!(e, CmEvent::Rejected { id, reason, .. }
-                if *id == ida && *reason == rej::INVALID_SERVICE_ID)),
-        "{ev:?}"
-    );
-    assert!(request_id(&ev).is_none());
-    assert_eq!(cm_frames(&frames), [(A.mac, AttrId::Req), (B.mac, AttrId::Rej)]);
-    assert_eq!(ea.cm.active_connections() + eb.cm.active_connections(), 0);
+    with_two_devices(|ba, _, da, db| {
+        let frames = ba.fabric().capture();
+        let (mut ea, mut eb) = ends(da, db);
+        let mut a = Side::new(da, A, 16, cap(8));
+        let mut b = Side::new(db, B, 16, cap(8));
+        let mut cp = connect_params(a.qp.qp_num(), 1, 50001);
+        cp.dst_port = PORT + 1;
+        let ida = ea.cm.connect(0, &cp, &mut ea.t).unwrap();
+        let ev = pump(0, &mut ea, &mut eb, &mut a, &mut b, 2);
+        assert!(
+            ev.iter().any(|(s, e)| *s == 'a'
+                && matches!(e, CmEvent::Rejected { id, reason, .. }
+                    if *id == ida && *reason == rej::INVALID_SERVICE_ID)),
+            "{ev:?}"
+        );
+        assert!(request_id(&ev).is_none());
+        assert_eq!(cm_frames(&frames), [(A.mac, AttrId::Req), (B.mac, AttrId::Rej)]);
+        assert_eq!(ea.cm.active_connections() + eb.cm.active_connections(), 0);
+    });
 }
 
 /// Steps time by 1 s until both sides are established (at most 60 s).
