@@ -22,12 +22,10 @@ const RING4: usize = 10 * 32;
 /// page comes back.
 #[test]
 fn resized_cq_dropped_under_a_live_qp_keeps_its_old_ring_until_destroyed() {
-    leak_checked(|| {
-        let (bar, dev) = one_device(small_fn_config(), Profile::SMALL);
-        let pd = dev.alloc_pd().unwrap();
-        let mut cq = dev.create_cq(4).unwrap();
+    with_small_device(|bar, dev| {
+        let (pd, mut cq) = pd_cq(dev, 4);
         let id = cq.id();
-        let mut qp = create_qp(&dev, &pd, &cq, 8);
+        let mut qp = create_qp(dev, &pd, &cq, 8);
         let ring = bar.with_device(|d| d.cq(id).map(|c| c.ring));
         let Some(QueueMem::Phys(old)) = ring else { panic!("contiguous ring: {ring:?}") };
         assert!(FakeHal::contains(old, RING4));
@@ -57,10 +55,8 @@ fn resized_cq_dropped_under_a_live_qp_keeps_its_old_ring_until_destroyed() {
 fn a_cq_refuses_a_shared_qp_of_another_device() {
     leak_checked(|| {
         let (_bar_a, _bar_b, da, db) = two_devices_with(Config::default(), Profile::SMALL);
-        let (pa, pb) = (da.alloc_pd().unwrap(), db.alloc_pd().unwrap());
-        let mut ca = da.create_cq(64).unwrap();
+        let ((pa, mut ca), (pb, cb)) = pd_cq_pairs(&da, 64, &db, 64);
         let ca2 = da.create_cq(64).unwrap();
-        let cb = db.create_cq(64).unwrap();
         let cap = CAP;
         let mut qa = shared_qp(&da, &pa, &ca, cap);
         let mut qa2 = shared_qp(&da, &pa, &ca2, cap);
@@ -72,13 +68,9 @@ fn a_cq_refuses_a_shared_qp_of_another_device() {
         connect_shared(&mut qa, A, B, nb);
         connect_shared(&mut qb, B, A, na);
 
-        let src = buf(1);
-        let dst = buf(1);
-        fill(&src, 5);
-        let src_mr = reg(&da, &pa, src.paddr(), 4096, &pages_of(&src), false);
-        let dst_mr = reg(&db, &pb, dst.paddr(), 4096, &pages_of(&dst), false);
-        let sge = [Sge { addr: src.paddr(), length: 64, lkey: src_mr.lkey() }];
-        let wr = signaled(7, write_op(dst.paddr(), dst_mr.rkey()), &sge);
+        let (src, dst) = (region_on(&da, &pa, 1), region_on(&db, &pb, 1));
+        let sge = [src.sge(0, 64)];
+        let wr = signaled(7, write_op(dst.addr(), dst.key()), &sge);
         qa.post_send(&[wr]).unwrap();
 
         let foreign = VerbsError::Invalid { what: irdma::Phrase::new(&"QP of another device") };

@@ -408,8 +408,7 @@ fn req_for_a_foreign_gid_or_bad_cma_hdr_is_rejected() {
 
 #[test]
 fn application_reject_carries_reason_28_and_private_data() {
-    let mut p = Pair::new();
-    p.auto_accept = false;
+    let mut p = Pair { auto_accept: false, ..Pair::new() };
     let ida = p.connect();
     p.settle();
     let idb = p.request_id().unwrap();
@@ -519,8 +518,7 @@ fn an_mra_extends_the_wait() {
 
 #[test]
 fn duplicate_req_gets_the_delayed_mra_then_is_dropped() {
-    let mut p = Pair::new();
-    p.auto_accept = false;
+    let mut p = Pair { auto_accept: false, ..Pair::new() };
     p.connect();
     p.settle();
     let req = p.sent()[0].mad;
@@ -553,8 +551,7 @@ fn a_slow_accept_mras_the_retransmitted_req_and_the_active_side_waits() {
     // 6144 ms): A's retransmission gets B's delayed MRA (24), and A defers
     // its next REQ by 65536 + ms(av.timeout 19) ms (cm.c `cm_mra_handler`).
     // Without the MRA, A would give up after 16 × 6144 ms.
-    let mut p = Pair::new();
-    p.auto_accept = false;
+    let mut p = Pair { auto_accept: false, ..Pair::new() };
     let ida = p.connect();
     p.run_until(6143);
     assert_eq!(sent_count(&p, 'b', AttrId::Mra), 0);
@@ -591,8 +588,7 @@ fn a_slow_rtu_mras_the_retransmitted_rep_and_the_passive_side_waits() {
     // MRA_REP_SENT, cm.c `cm_dup_rep_handler`), and B defers its next REP
     // by 65536 + ms(av.timeout 19) ms. Without it, B's 16 REPs run out at
     // 16 × 4096 ms and the connection is UNREACHABLE.
-    let mut p = Pair::new();
-    p.auto_rtu = false;
+    let mut p = Pair { auto_rtu: false, ..Pair::new() };
     let (ida, idb) = p.requested();
     assert_eq!((p.a.state(ida), p.b.state(idb)), (CmState::RepRcvd, CmState::RepSent));
     p.run_until(4096);
@@ -896,8 +892,7 @@ fn stale_qpn_against_a_disconnecting_connection_gets_rej_10_only() {
 
 #[test]
 fn active_cancel_sends_rej_timeout_that_the_passive_side_matches_by_guid() {
-    let mut p = Pair::new();
-    p.auto_accept = false;
+    let mut p = Pair { auto_accept: false, ..Pair::new() };
     let (ida, idb) = p.requested();
     assert_eq!(p.b.state(idb), CmState::ReqRcvd);
     p.a.cancel(ida, &mut p.ta).unwrap();
@@ -915,8 +910,7 @@ fn active_cancel_sends_rej_timeout_that_the_passive_side_matches_by_guid() {
 
 #[test]
 fn active_side_rejects_a_rep_it_cannot_use() {
-    let mut p = Pair::new();
-    p.auto_rtu = false;
+    let mut p = Pair { auto_rtu: false, ..Pair::new() };
     let (ida, idb) = p.requested();
     assert_eq!(p.a.state(ida), CmState::RepRcvd);
     assert_eq!(p.b.state(idb), CmState::RepSent);
@@ -939,8 +933,7 @@ fn active_side_rejects_a_rep_it_cannot_use() {
 
 #[test]
 fn passive_mra_defers_the_req_and_answers_duplicates() {
-    let mut p = Pair::new();
-    p.auto_accept = false;
+    let mut p = Pair { auto_accept: false, ..Pair::new() };
     let (ida, idb) = p.requested();
     assert_eq!(p.b.mra(ConnId(7), 24, &mut p.tb), Err(CmError::NotFound));
     p.b.mra(idb, 24, &mut p.tb).unwrap();

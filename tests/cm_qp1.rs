@@ -166,14 +166,13 @@ fn cm_over_qp1_connects_carries_traffic_and_disconnects() {
 fn connect_disconnect_cycles_over_qp1_leak_nothing() {
     // 100 in the debug `test` leg; 1,000 in release (`cycles-1000` leg)
     let n: u32 = if cfg!(debug_assertions) { 100 } else { 1000 };
-    leak_checked(|| {
-        let (ba, bb, da, db) = two_devices(Profile::SMALL);
-        let (mut ea, mut eb) = ends(&da, &db);
+    with_two_devices(|ba, bb, da, db| {
+        let (mut ea, mut eb) = ends(da, db);
         let mut rng = Rng::new(0x1000);
         let mut now = 0;
         let mut pages_after_first = None;
         for i in 0..n {
-            now = cycle(now, (&mut ea, &mut eb), (&da, &db), &mut rng, 40000 + (i % 20000) as u16);
+            now = cycle(now, (&mut ea, &mut eb), (da, db), &mut rng, 40000 + (i % 20000) as u16);
             let live = FakeHal::live_pages();
             assert_eq!(*pages_after_first.get_or_insert(live), live, "cycle {i}: pages leaked");
             assert_eq!((da.ahs_in_use(), db.ahs_in_use()), (1, 1), "cycle {i}: one cached AH each");
@@ -191,25 +190,25 @@ fn connect_disconnect_cycles_over_qp1_leak_nothing() {
 
 #[test]
 fn req_over_qp1_to_an_unlistened_service_is_rejected() {
-    let _g = lock();
-    let (ba, _bb, da, db) = two_devices(Profile::SMALL);
-    let frames = ba.fabric().capture();
-    let (mut ea, mut eb) = ends(&da, &db);
-    let mut a = Side::new(&da, A, 16, cap(8));
-    let mut b = Side::new(&db, B, 16, cap(8));
-    let mut cp = connect_params(a.qp.qp_num(), 1, 50001);
-    cp.dst_port = PORT + 1;
-    let ida = ea.cm.connect(0, &cp, &mut ea.t).unwrap();
-    let ev = pump(0, &mut ea, &mut eb, &mut a, &mut b, 2);
-    assert!(
-        ev.iter().any(|(s, e)| *s == 'a'
-            && matches!(e, CmEvent::Rejected { id, reason, .. }
-                if *id == ida && *reason == rej::INVALID_SERVICE_ID)),
-        "{ev:?}"
-    );
-    assert!(request_id(&ev).is_none());
-    assert_eq!(cm_frames(&frames), [(A.mac, AttrId::Req), (B.mac, AttrId::Rej)]);
-    assert_eq!(ea.cm.active_connections() + eb.cm.active_connections(), 0);
+    with_two_devices(|ba, _, da, db| {
+        let frames = ba.fabric().capture();
+        let (mut ea, mut eb) = ends(da, db);
+        let mut a = Side::new(da, A, 16, cap(8));
+        let mut b = Side::new(db, B, 16, cap(8));
+        let mut cp = connect_params(a.qp.qp_num(), 1, 50001);
+        cp.dst_port = PORT + 1;
+        let ida = ea.cm.connect(0, &cp, &mut ea.t).unwrap();
+        let ev = pump(0, &mut ea, &mut eb, &mut a, &mut b, 2);
+        assert!(
+            ev.iter().any(|(s, e)| *s == 'a'
+                && matches!(e, CmEvent::Rejected { id, reason, .. }
+                    if *id == ida && *reason == rej::INVALID_SERVICE_ID)),
+            "{ev:?}"
+        );
+        assert!(request_id(&ev).is_none());
+        assert_eq!(cm_frames(&frames), [(A.mac, AttrId::Req), (B.mac, AttrId::Rej)]);
+        assert_eq!(ea.cm.active_connections() + eb.cm.active_connections(), 0);
+    });
 }
 
 /// Steps time by 1 s until both sides are established (at most 60 s).

@@ -50,13 +50,8 @@ fn eight_qps_one_cq_every_completion_once() {
     let _g = lock();
     let (_ba, _bb, da, db) = two_devices(Profile::SMALL);
     let ((pa, mut cq), (pb, mut cb)) = pd_cq_pairs(&da, 256, &db, 256);
-    let mut qa: Vec<TShared<'_>> = (0..QPS).map(|_| shared_qp(&da, &pa, &cq, qcap(16))).collect();
-    let mut qb: Vec<TQp<'_>> = (0..QPS).map(|_| create_qp(&db, &pb, &cb, 16)).collect();
-    for (a, b) in qa.iter_mut().zip(qb.iter_mut()) {
-        let (na, nb) = (a.qp_num(), b.qp_num());
-        connect_shared(a, A, B, nb);
-        connect(b, B, A, na).expect("connect b");
-    }
+    let (ends_a, ends_b) = ((&da, &pa, &cq), (&db, &pb, &cb));
+    let (qa, mut qb): (Vec<_>, Vec<_>) = (0..QPS).map(|_| shared_peer(ends_a, ends_b)).unzip();
     let f = FanIn::new(&da, &pa, &db, &pb, QPS * SENDS as usize);
     for (i, a) in qa.iter().enumerate() {
         a.post_recv(&fan_in_recvs(&f.recv_sg, i, SENDS)).expect("post_recv");

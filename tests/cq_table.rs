@@ -29,11 +29,10 @@ const QPS: usize = 8;
 fn many_plain_qps_on_one_cq_polled_without_listing_them() {
     const WRITES: u64 = 6;
     const SENDS: u64 = 3;
-    leak_checked(|| {
-        let (_ba, _bb, da, db) = two_devices(Profile::SMALL);
-        let ((pa, mut cq), (pb, mut scq)) = pd_cq_pairs(&da, 256, &db, 64);
+    with_two_devices(|_, _, da, db| {
+        let ((pa, mut cq), (pb, mut scq)) = pd_cq_pairs(da, 256, db, 64);
         let mut rcq = db.create_cq(64).expect("recv cq b");
-        let mut qa: Vec<TQp<'_>> = (0..QPS).map(|_| create_qp(&da, &pa, &cq, 16)).collect();
+        let mut qa: Vec<TQp<'_>> = (0..QPS).map(|_| create_qp(da, &pa, &cq, 16)).collect();
         let mut qb: Vec<TQp<'_>> = (0..QPS)
             .map(|_| {
                 let cap = qp_cap(16, 16, 1, 1);
@@ -44,7 +43,7 @@ fn many_plain_qps_on_one_cq_polled_without_listing_them() {
         for (a, b) in qa.iter_mut().zip(qb.iter_mut()) {
             connect_both(a, A, b, B);
         }
-        let f = FanIn::new(&da, &pa, &db, &pb, QPS * SENDS as usize);
+        let f = FanIn::new(da, &pa, db, &pb, QPS * SENDS as usize);
         for (i, a) in qa.iter_mut().enumerate() {
             a.post_recv(&fan_in_recvs(&f.recv_sg, i, SENDS)).expect("post_recv");
         }
@@ -73,14 +72,13 @@ fn many_plain_qps_on_one_cq_polled_without_listing_them() {
 /// memory goes with it, nothing leaks.
 #[test]
 fn destroyed_qp_with_cqes_in_the_cq() {
-    leak_checked(|| {
-        let (_ba, _bb, da, db) = two_devices(Profile::SMALL);
-        let ((pa, mut cq), (pb, cb)) = pd_cq_pairs(&da, 64, &db, 64);
-        let (ends_a, ends_b) = ((&da, &pa, &cq), (&db, &pb, &cb));
+    with_two_devices(|_, _, da, db| {
+        let ((pa, mut cq), (pb, cb)) = pd_cq_pairs(da, 64, db, 64);
+        let (ends_a, ends_b) = ((da, &pa, &cq), (db, &pb, &cb));
         let (mut q1, b1) = rc_peer(ends_a, ends_b);
         let (mut q2, b2) = rc_peer(ends_a, ends_b);
-        let src = region_on(&da, &pa, 1);
-        let dst = region_on(&db, &pb, 1);
+        let src = region_on(da, &pa, 1);
+        let dst = region_on(db, &pb, 1);
         let sg = [src.sge(0, 16)];
         let wr = |k: u64| signaled(k, write_op(dst.addr(), dst.key()), &sg);
         q1.post_send(&[wr(1), wr(2), wr(3)]).expect("post");
@@ -98,14 +96,14 @@ fn destroyed_qp_with_cqes_in_the_cq() {
         // indexes q1's leftover CQEs name: those are still not its own.
         let mut q3 = None;
         for _ in 0..600 {
-            let q = create_qp(&da, &pa, &cq, 16);
+            let q = create_qp(da, &pa, &cq, 16);
             if q.qp_num() == n1 {
                 q3 = Some(q);
                 break;
             }
         }
         let mut q3 = q3.expect("QP number reused");
-        let mut b3 = create_qp(&db, &pb, &cb, 16);
+        let mut b3 = create_qp(db, &pb, &cb, 16);
         connect_both(&mut q3, A, &mut b3, B);
         q3.post_send(&[wr(21), wr(22), wr(23), wr(24)]).expect("post");
         let got = poll_until_with(|wc| cq.poll(wc), 6, 10);
@@ -126,15 +124,14 @@ fn destroyed_qp_with_cqes_in_the_cq() {
 #[test]
 fn flush_exactly_once_while_another_thread_posts() {
     const LATE: u64 = 40;
-    leak_checked(|| {
-        let (_ba, _bb, da, db) = two_devices(Profile::SMALL);
-        let ((pa, mut cq), (pb, cb)) = pd_cq_pairs(&da, 128, &db, 64);
-        let mut q = create_qp(&da, &pa, &cq, 32);
-        let mut b = create_qp(&db, &pb, &cb, 32);
+    with_two_devices(|_, _, da, db| {
+        let ((pa, mut cq), (pb, cb)) = pd_cq_pairs(da, 128, db, 64);
+        let mut q = create_qp(da, &pa, &cq, 32);
+        let mut b = create_qp(db, &pb, &cb, 32);
         connect_both(&mut q, A, &mut b, B);
-        let src = region_on(&da, &pa, 1);
-        let inbox = region_on(&da, &pa, 1);
-        let dst = region_on(&db, &pb, 1);
+        let src = region_on(da, &pa, 1);
+        let inbox = region_on(da, &pa, 1);
+        let dst = region_on(db, &pb, 1);
         let sg = [src.sge(0, 16)];
         let rsg = [inbox.sge(0, 64)];
         let recvs: Vec<RecvWr<'_>> =
@@ -208,17 +205,16 @@ fn post_on_one_thread_poll_on_another() {
     // consumer's tail; the CQ holds every WR both SQs can have outstanding,
     // so a starved poller cannot overflow it.
     const ROUNDS: u64 = 600;
-    leak_checked(|| {
-        let (_ba, _bb, da, db) = two_devices(Profile::SMALL);
-        let ((pa, mut cq), (pb, cb)) = pd_cq_pairs(&da, 1024, &db, 64);
-        let mut qa: Vec<TQp<'_>> = (0..2).map(|_| create_qp(&da, &pa, &cq, 8)).collect();
+    with_two_devices(|_, _, da, db| {
+        let ((pa, mut cq), (pb, cb)) = pd_cq_pairs(da, 1024, db, 64);
+        let mut qa: Vec<TQp<'_>> = (0..2).map(|_| create_qp(da, &pa, &cq, 8)).collect();
         assert!(qa[0].cap().max_send_wr < ROUNDS as u32 / 2);
-        let mut qb: Vec<TQp<'_>> = (0..2).map(|_| create_qp(&db, &pb, &cb, 8)).collect();
+        let mut qb: Vec<TQp<'_>> = (0..2).map(|_| create_qp(db, &pb, &cb, 8)).collect();
         for (a, b) in qa.iter_mut().zip(qb.iter_mut()) {
             connect_both(a, A, b, B);
         }
-        let src = region_on(&da, &pa, 1);
-        let dst = region_on(&db, &pb, 1);
+        let src = region_on(da, &pa, 1);
+        let dst = region_on(db, &pb, 1);
         let sg = [src.sge(0, 16)];
         let stop = AtomicBool::new(false);
         let nums: Vec<u32> = qa.iter().map(|q| q.qp_num()).collect();

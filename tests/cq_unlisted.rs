@@ -14,9 +14,7 @@ use e2e_common::*;
 fn unlisted_live_qp_keeps_its_completions_destroyed_qp_does_not_block() {
     leak_checked(|| {
         let (_bar_a, _bar_b, da, db) = two_devices_with(Config::default(), Profile::SMALL);
-        let (pa, pb) = (da.alloc_pd().unwrap(), db.alloc_pd().unwrap());
-        let mut ca = da.create_cq(64).unwrap();
-        let cb = db.create_cq(64).unwrap();
+        let ((pa, mut ca), (pb, cb)) = pd_cq_pairs(&da, 64, &db, 64);
         let mut qa1 = create_qp(&da, &pa, &ca, 16);
         let cap = qp_cap(16, 16, 1, 1);
         let mut qa2 = shared_qp(&da, &pa, &ca, cap);
@@ -28,13 +26,9 @@ fn unlisted_live_qp_keeps_its_completions_destroyed_qp_does_not_block() {
         connect(&mut qb1, B, A, na1).unwrap();
         connect(&mut qb2, B, A, na2).unwrap();
 
-        let src = buf(1);
-        let dst = buf(1);
-        fill(&src, 3);
-        let src_mr = reg(&da, &pa, src.paddr(), 4096, &pages_of(&src), false);
-        let dst_mr = reg(&db, &pb, dst.paddr(), 4096, &pages_of(&dst), false);
-        let sge = [Sge { addr: src.paddr(), length: 64, lkey: src_mr.lkey() }];
-        let write = |wr_id: u64| signaled(wr_id, write_op(dst.paddr(), dst_mr.rkey()), &sge);
+        let (src, dst) = (region_on(&da, &pa, 1), region_on(&db, &pb, 1));
+        let sge = [src.sge(0, 64)];
+        let write = |wr_id: u64| signaled(wr_id, write_op(dst.addr(), dst.key()), &sge);
         qa1.post_send(&[write(1)]).unwrap();
         qa2.post_send(&[write(2)]).unwrap();
         qa1.post_send(&[write(3)]).unwrap();

@@ -567,11 +567,10 @@ fn thirteen_sges_for_send_write_and_read() {
 
 #[test]
 fn a_full_sq_refuses_at_bad_wr_and_takes_more_after_polling() {
-    leak_checked(|| {
-        let (_ba, _bb, da, db) = two_devices(Profile::SMALL);
+    with_two_devices(|_, _, da, db| {
         let cap = qp_cap(16, 4, 1, 1);
-        let mut a = Side::new(&da, A, 1024, cap);
-        let mut b = Side::new(&db, B, 64, cap);
+        let mut a = Side::new(da, A, 1024, cap);
+        let mut b = Side::new(db, B, 64, cap);
         link(&mut a, &mut b);
         let depth = a.qp.cap().max_send_wr as usize;
         assert!(depth >= 16);
@@ -680,22 +679,21 @@ fn zero_length_and_thirteen_sge_operations_with_immediate() {
 
 #[test]
 fn eight_qp_pairs_share_one_cq_per_device() {
-    leak_checked(|| {
-        let (_ba, _bb, da, db) = two_devices(Profile::SMALL);
+    with_two_devices(|_, _, da, db| {
         let (pa, pb) = (da.alloc_pd().unwrap(), db.alloc_pd().unwrap());
         let (mut ca, mut cb) = (da.create_cq(256).unwrap(), db.create_cq(256).unwrap());
-        let mut qa: Vec<TQp<'_>> = (0..8).map(|_| create_qp(&da, &pa, &ca, 8)).collect();
-        let mut qb: Vec<TQp<'_>> = (0..8).map(|_| create_qp(&db, &pb, &cb, 8)).collect();
+        let mut qa: Vec<TQp<'_>> = (0..8).map(|_| create_qp(da, &pa, &ca, 8)).collect();
+        let mut qb: Vec<TQp<'_>> = (0..8).map(|_| create_qp(db, &pb, &cb, 8)).collect();
         for (x, y) in qa.iter_mut().zip(qb.iter_mut()) {
             connect_both(x, A, y, B);
         }
         let src = buf(8);
-        let smr = reg(&da, &pa, src.paddr(), 8 * 4096, &pages_of(&src), false);
+        let smr = reg(da, &pa, src.paddr(), 8 * 4096, &pages_of(&src), false);
         let mut rng = Rng::new(8);
         let data = rng.bytes(8 * 4096);
         assert!(src.write_bytes(0, &data));
         let dst = buf(8);
-        let dmr = reg(&db, &pb, dst.paddr(), 8 * 4096, &pages_of(&dst), false);
+        let dmr = reg(db, &pb, dst.paddr(), 8 * 4096, &pages_of(&dst), false);
         // Pair i: a SEND of 100 + i bytes into receive 100 + i on B, and a
         // WRITE of page i into page i of B's buffer.
         let ssg: Vec<[Sge; 1]> = (0..8)
@@ -885,19 +883,18 @@ fn an_error_cqe_and_several_flush_cqes_complete_every_wr_once() {
 /// device and arrive after (interleaved with) the second's.
 #[test]
 fn completions_of_two_qps_delayed_and_interleaved_on_a_shared_cq() {
-    leak_checked(|| {
-        let (ba, _bb, da, db) = two_devices(Profile::SMALL);
+    with_two_devices(|ba, _, da, db| {
         let (pa, pb) = (da.alloc_pd().unwrap(), db.alloc_pd().unwrap());
         let (mut ca, cb) = (da.create_cq(64).unwrap(), db.create_cq(64).unwrap());
-        let mut qa: Vec<TQp<'_>> = (0..2).map(|_| create_qp(&da, &pa, &ca, 8)).collect();
-        let mut qb: Vec<TQp<'_>> = (0..2).map(|_| create_qp(&db, &pb, &cb, 8)).collect();
+        let mut qa: Vec<TQp<'_>> = (0..2).map(|_| create_qp(da, &pa, &ca, 8)).collect();
+        let mut qb: Vec<TQp<'_>> = (0..2).map(|_| create_qp(db, &pb, &cb, 8)).collect();
         for (x, y) in qa.iter_mut().zip(qb.iter_mut()) {
             connect_both(x, A, y, B);
         }
         let src = buf(1);
-        let smr = reg(&da, &pa, src.paddr(), 4096, &pages_of(&src), false);
+        let smr = reg(da, &pa, src.paddr(), 4096, &pages_of(&src), false);
         let dst = buf(1);
-        let dmr = reg(&db, &pb, dst.paddr(), 4096, &pages_of(&dst), false);
+        let dmr = reg(db, &pb, dst.paddr(), 4096, &pages_of(&dst), false);
         let sg = [Sge { addr: src.paddr(), length: 64, lkey: smr.lkey() }];
         let q0 = qa[0].qp_num();
         ba.with_device(|d| d.faults().hold_cqes_of_qp = Some((q0, 3)));

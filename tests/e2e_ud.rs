@@ -30,6 +30,11 @@ impl<'d> Ud<'d> {
         Ud { qp, cq, pd, dev, addr }
     }
 
+    /// A on `da` and B on `db`, both of one kind (`gsi`) and Q_Key.
+    fn pair((da, db): (&'d Dev, &'d Dev), gsi: bool, qkey: u32) -> (Self, Self) {
+        (Ud::new(da, A, gsi, qkey), Ud::new(db, B, gsi, qkey))
+    }
+
     fn ah(&self, to: Addr) -> TAh<'d> {
         self.pd.create_ah(&AhAttr::new(IpAddr::V4(to.ip), IpAddr::V4(self.addr.ip))).expect("ah")
     }
@@ -105,10 +110,8 @@ fn check_pair(
 
 #[test]
 fn ud_send_both_ways_with_grh_and_ud_completion_fields() {
-    leak_checked(|| {
-        let (ba, bb, da, db) = two_devices(Profile::SMALL);
-        let mut a = Ud::new(&da, A, false, QKEY);
-        let mut b = Ud::new(&db, B, false, QKEY);
+    with_two_devices(|ba, bb, da, db| {
+        let (mut a, mut b) = Ud::pair((da, db), false, QKEY);
         assert!(a.qp.is_ud() && a.qp.qp_num() > 3);
         // A resolves B through its neighbour table; B names A's MAC itself.
         da.add_neighbour(IpAddr::V4(B.ip), B.mac).expect("neighbour");
@@ -149,8 +152,7 @@ fn ud_send_both_ways_with_grh_and_ud_completion_fields() {
 fn qkey_mismatch_is_dropped_and_counted_and_the_receive_stays_posted() {
     let _g = lock();
     let (_ba, bb, da, db) = two_devices(Profile::SMALL);
-    let mut a = Ud::new(&da, A, false, QKEY);
-    let mut b = Ud::new(&db, B, false, QKEY);
+    let (mut a, mut b) = Ud::pair((&da, &db), false, QKEY);
     da.add_neighbour(IpAddr::V4(B.ip), B.mac).expect("neighbour");
     let ah = a.ah(B);
     let (sa, rb) = (a.region(1, 7), b.region(1, 0));
@@ -177,8 +179,7 @@ fn qkey_mismatch_is_dropped_and_counted_and_the_receive_stays_posted() {
 fn gsi_qp1_to_qp1_of_the_peer() {
     let _g = lock();
     let (_ba, _bb, da, db) = two_devices(Profile::SMALL);
-    let mut a = Ud::new(&da, A, true, GSI_QKEY);
-    let mut b = Ud::new(&db, B, true, GSI_QKEY);
+    let (mut a, mut b) = Ud::pair((&da, &db), true, GSI_QKEY);
     assert_eq!((a.qp.qp_num(), b.qp.qp_num()), (1, 1), "the GSI QP is hardware QP 1");
     // One GSI QP per device.
     let pd = da.alloc_pd().expect("pd");
@@ -210,8 +211,7 @@ fn gsi_qp1_to_qp1_of_the_peer() {
 fn ipv6_ud_send_puts_the_ipv6_header_in_the_grh_area() {
     let _g = lock();
     let (_ba, _bb, da, db) = two_devices(Profile::SMALL);
-    let mut a = Ud::new(&da, A, false, QKEY);
-    let mut b = Ud::new(&db, B, false, QKEY);
+    let (mut a, mut b) = Ud::pair((&da, &db), false, QKEY);
     let v6 = |last: u8| {
         let mut g = [0u8; 16];
         g[0] = 0xfd;

@@ -1774,21 +1774,20 @@ fn refused_modify_to_error_is_retried_and_destroy_succeeds() {
 /// access error and moves the QP to ERROR.
 #[test]
 fn raw_aeqe_reaches_poll_async_events() {
-    let _g = lock();
-    let (bar, dev) = one_device(small_fn_config(), Profile::SMALL);
-    let pd = dev.alloc_pd().unwrap();
-    let cq = dev.create_cq(8).unwrap();
-    let qp = create_qp(&dev, &pd, &cq, 4);
-    let qpn = u64::from(qp.qp_num());
-    // Word 1: code [45:34], source [53:50] (RQ = 1), id [17:0].
-    let w1 = 0x0106 << 34 | 1 << 50 | qpn;
-    assert!(bar.with_device(|d| d.inject_raw_aeqe(0, w1)));
-    let mut ev = [NO_EVENT; 4];
-    let n = dev.poll_async_events(&mut ev);
-    assert_eq!(n, 1, "{:?}", &ev[..n]);
-    assert_eq!(
-        (ev[0].kind, ev[0].ae_code, u64::from(ev[0].id)),
-        (AsyncEventKind::QpAccessError, 0x0106, qpn)
-    );
-    assert!(ev[0].moved_to_error && dev.qp_in_error(qp.qp_num()));
+    with_small_device(|bar, dev| {
+        let (pd, cq) = pd_cq(dev, 8);
+        let qp = create_qp(dev, &pd, &cq, 4);
+        let qpn = u64::from(qp.qp_num());
+        // Word 1: code [45:34], source [53:50] (RQ = 1), id [17:0].
+        let w1 = 0x0106 << 34 | 1 << 50 | qpn;
+        assert!(bar.with_device(|d| d.inject_raw_aeqe(0, w1)));
+        let mut ev = [NO_EVENT; 4];
+        let n = dev.poll_async_events(&mut ev);
+        assert_eq!(n, 1, "{:?}", &ev[..n]);
+        assert_eq!(
+            (ev[0].kind, ev[0].ae_code, u64::from(ev[0].id)),
+            (AsyncEventKind::QpAccessError, 0x0106, qpn)
+        );
+        assert!(ev[0].moved_to_error && dev.qp_in_error(qp.qp_num()));
+    });
 }

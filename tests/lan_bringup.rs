@@ -315,8 +315,7 @@ fn add_nodes_fill_the_parent_then_its_sibling() {
     let bar = ModelBar::standalone(cold(A));
     let (mut pf, mut t, res) = up_with_limits(&bar);
     // the generic node above our VSI node, and its parent
-    let vl = t.vsi_layer();
-    let vsi_node = *t.nodes().iter().find(|n| n.layer == vl).expect("VSI node");
+    let vsi_node = *vsi_nodes(&t).next().expect("VSI node");
     let p = *t.find(vsi_node.parent).expect("parent");
     let max = usize::from(res.max_children[usize::from(p.layer)].expect("limit"));
     assert!(max >= 2);

@@ -96,7 +96,7 @@ fn peer_arp() {
 // rping (rdma-core librdmacm/examples/rping.c) against the driver
 // ---------------------------------------------------------------------
 
-use irdma::cm::rdma_cm::{PortSpace, guid_from_mac};
+use irdma::cm::rdma_cm::{PortSpace, gid_of, guid_from_mac};
 use irdma::cm::{
     AcceptParams, Cm, CmConfig, CmEvent, CmTiming, ConnId, ConnectParams, MadAddr, QP1_RECV_BYTES,
     Qp1Transport,
@@ -233,6 +233,22 @@ impl<'d> Live<'d> {
         }
     }
 
+    /// Steps until `n` completions arrived on `cq` (60 s at most) and
+    /// returns them; it polls no more than it still needs, so completions
+    /// after those `n` stay on the CQ.
+    fn take(&mut self, cq: &mut TCq<'_>, n: usize) -> Vec<WorkCompletion> {
+        let mut got: Vec<WorkCompletion> = Vec::new();
+        let until = Instant::now() + Duration::from_secs(60);
+        while got.len() < n {
+            assert!(Instant::now() < until, "{} of {n} completions: {got:?}", got.len());
+            self.step();
+            let mut wc = [empty_wc(); 8];
+            let k = cq.poll(&mut wc[..(n - got.len()).min(8)]);
+            got.extend_from_slice(&wc[..k]);
+        }
+        got
+    }
+
     /// Steps until a completion of kind `op` arrived on `s`'s CQ (60 s
     /// at most) and returns it; completions of other kinds polled on the
     /// way are kept for later calls.
@@ -256,6 +272,25 @@ impl<'d> Live<'d> {
             self.pending.extend_from_slice(&wc[..k]);
         }
     }
+}
+
+/// rping's side of a connection (client or server, rping.c): an RC QP on
+/// a CQ of 16, the registered pages of its buffers, the first receive of
+/// an advertisement posted; and the ping size, checked to fit.
+fn rping_side(dev: &Dev) -> (Side<'_>, Region<'_>, usize) {
+    let mut s = Side::new(dev, A, 16, cap(8));
+    let r = s.region(PAGES, 0);
+    let size = rping_size();
+    assert!((16..=RDMA - START).contains(&size), "ping size {size}");
+    recv_advert(&mut s, &r);
+    (s, r, size)
+}
+
+/// Posts the receive (wr_id 100) of the peer's next advertisement or
+/// go-ahead: 16 bytes at [`RECVB`].
+fn recv_advert(s: &mut Side<'_>, r: &Region<'_>) {
+    let sge = [r.sge(RECVB, 16)];
+    s.qp.post_recv(&[RecvWr { wr_id: 100, sg_list: &sge }]).unwrap();
 }
 
 /// rping's 16-byte buffer advertisement (rping.c: rping_format_send).
@@ -349,24 +384,49 @@ fn live_setup() -> (ModelBar, PcapOnDrop) {
     (bar, PcapOnDrop(cap, Default::default()))
 }
 
+/// One live scenario: the model with its port on the guest's wire
+/// ([`live_setup`]), device A probed, the CM over QP1 ([`Live`]); `f` plays
+/// the host side, then the CM events are printed and the wire judged
+/// ([`judge_wire`]).
+fn live_test(f: fn(&PcapOnDrop, &Dev, &mut Live<'_>)) {
+    let (bar, wire) = live_setup();
+    let dev = probe_a(&bar);
+    let mut live = Live::new(&bar, &dev);
+    f(&wire, &dev, &mut live);
+    print_events(&live);
+    judge_wire(&bar, &wire);
+}
+
+/// The `#[ignore]`d tests of the live scenarios that are one
+/// [`live_test`] each: `$name` (the xtask runs it by name beside the guest
+/// `$guest`) plays `$body`.
+macro_rules! live_peers {
+    ($($name:ident, $guest:literal, $body:ident;)*) => {$(
+        #[test]
+        #[ignore = $guest]
+        fn $name() {
+            live_test($body);
+        }
+    )*};
+}
+
+live_peers! {
+    peer_rping_driver_client, "needs the Linux guest of `cargo xtask peer run rping-linux-server`", rping_driver_client;
+    peer_rping_driver_server, "needs the Linux guest of `cargo xtask peer run rping-linux-client`", rping_driver_server;
+    peer_reject, "needs the Linux guest of `cargo xtask peer run reject`", reject;
+    peer_ucmatose_driver_server, "needs the Linux guest of `cargo xtask peer run ucmatose-linux-client`", ucmatose_driver_server;
+    peer_udaddy_driver_server, "needs the Linux guest of `cargo xtask peer run udaddy-linux-client`", udaddy_driver_server;
+    peer_udaddy_driver_client, "needs the Linux guest of `cargo xtask peer run udaddy-linux-server`", udaddy_driver_client;
+}
+
 /// `rping-linux-server`: Linux `rping -s` listens; the driver connects
 /// through the CM over QP1 (retrying while the server is not up yet),
 /// then plays rping's client: SEND the start buffer's advertisement, the
 /// server READs it and says go-ahead, SEND the sink's advertisement, the
 /// server WRITEs the data back and says go-ahead; compare; three rounds,
 /// then DREQ.
-#[test]
-#[ignore = "needs the Linux guest of `cargo xtask peer run rping-linux-server`"]
-fn peer_rping_driver_client() {
-    let (bar, wire) = live_setup();
-    let dev = probe_a(&bar);
-    let mut live = Live::new(&bar, &dev);
-    let mut s = Side::new(&dev, A, 16, cap(8));
-    let r = s.region(PAGES, 0);
-    let size = rping_size();
-    assert!((16..=RDMA - START).contains(&size), "ping size {size}");
-    let recv = [r.sge(RECVB, 16)];
-    s.qp.post_recv(&[RecvWr { wr_id: 100, sg_list: &recv }]).unwrap();
+fn rping_driver_client(_: &PcapOnDrop, dev: &Dev, live: &mut Live<'_>) {
+    let (mut s, r, size) = rping_side(dev);
     // `PEER_VLAN`: the guest's addresses are on an 802.1Q interface
     let peer = guest_addr(std::env::var("PEER_VLAN").ok().and_then(|v| v.parse().ok()));
     // connect, again every second while the server is not listening yet
@@ -418,13 +478,13 @@ fn peer_rping_driver_client() {
         s.qp.post_send(&[signaled(1, WrOpcode::Send, &[r.sge(SENDB, 16)])]).unwrap();
         live.wc(&mut s, WcOpcode::Send);
         assert_eq!(live.wc(&mut s, WcOpcode::Recv).byte_len, 16);
-        s.qp.post_recv(&[RecvWr { wr_id: 100, sg_list: &recv }]).unwrap();
+        recv_advert(&mut s, &r);
         // the sink's advertisement; the server WRITEs, then go-ahead
         r.put(SENDB, &advert(&r, RDMA, size));
         s.qp.post_send(&[signaled(2, WrOpcode::Send, &[r.sge(SENDB, 16)])]).unwrap();
         live.wc(&mut s, WcOpcode::Send);
         assert_eq!(live.wc(&mut s, WcOpcode::Recv).byte_len, 16);
-        s.qp.post_recv(&[RecvWr { wr_id: 100, sg_list: &recv }]).unwrap();
+        recv_advert(&mut s, &r);
         assert_eq!(r.bytes(RDMA, size), text, "ping {ping}: the server's WRITE");
         println!("host: ping data: {}", String::from_utf8_lossy(&text[..size.min(72) - 1]));
     }
@@ -438,25 +498,13 @@ fn peer_rping_driver_client() {
             break;
         }
     }
-    print_events(&live);
-    judge_wire(&bar, &wire);
 }
 
 /// `rping-linux-client`: the driver listens on rping's port and plays
 /// rping's server; Linux `rping -c -V` connects, and validates the data
 /// that came back.
-#[test]
-#[ignore = "needs the Linux guest of `cargo xtask peer run rping-linux-client`"]
-fn peer_rping_driver_server() {
-    let (bar, wire) = live_setup();
-    let dev = probe_a(&bar);
-    let mut live = Live::new(&bar, &dev);
-    let mut s = Side::new(&dev, A, 16, cap(8));
-    let r = s.region(PAGES, 0);
-    let size = rping_size();
-    assert!((16..=RDMA - START).contains(&size), "ping size {size}");
-    let recv = [r.sge(RECVB, 16)];
-    s.qp.post_recv(&[RecvWr { wr_id: 100, sg_list: &recv }]).unwrap();
+fn rping_driver_server(_: &PcapOnDrop, dev: &Dev, live: &mut Live<'_>) {
+    let (mut s, r, size) = rping_side(dev);
     live.cm.listen(PortSpace::Tcp, RPING_PORT, Some(ips().0)).unwrap();
     let id = live.accept_one(&mut s.qp, 0x4321, REQ_WAIT, None);
     let mut pings = 0;
@@ -466,7 +514,7 @@ fn peer_rping_driver_server() {
         let a = r.bytes(RECVB, 16);
         let (addr, rkey, len) = decode_advert(&a);
         assert_eq!(len, size, "the client's ping size");
-        s.qp.post_recv(&[RecvWr { wr_id: 100, sg_list: &recv }]).unwrap();
+        recv_advert(&mut s, &r);
         s.qp.post_send(&[signaled(3, read_op(addr, rkey), &[r.sge(RDMA, len)])]).unwrap();
         live.wc(&mut s, WcOpcode::RdmaRead);
         let data = r.bytes(RDMA, len);
@@ -481,7 +529,7 @@ fn peer_rping_driver_server() {
             let (addr, rkey, _) = decode_advert(&a);
             (addr, rkey)
         };
-        s.qp.post_recv(&[RecvWr { wr_id: 100, sg_list: &recv }]).unwrap();
+        recv_advert(&mut s, &r);
         let n = irdma_rping::text_len(&data);
         s.qp.post_send(&[signaled(5, write_op(addr, rkey), &[r.sge(RDMA, n)])]).unwrap();
         live.wc(&mut s, WcOpcode::RdmaWrite);
@@ -508,22 +556,16 @@ fn peer_rping_driver_server() {
     }
     // let the DREP leave and the guest finish
     live.run_for(2);
-    print_events(&live);
-    assert!(live.events.iter().any(|e| matches!(e, CmEvent::Disconnected { .. })), "no DREQ");
-    judge_wire(&bar, &wire);
+    let dreq = live.events.iter().any(|e| matches!(e, CmEvent::Disconnected { .. }));
+    assert!(dreq, "no DREQ: {:?}", live.events);
 }
 
 /// `reject`: the driver listens on rping's port only; Linux connects to
 /// the next port, which nobody listens on. The driver's CM answers the REQ
 /// with a REJ (reason 8, invalid service ID) that Linux reports as
 /// `RDMA_CM_EVENT_REJECTED, error 8`; no connection is left on our side.
-#[test]
-#[ignore = "needs the Linux guest of `cargo xtask peer run reject`"]
-fn peer_reject() {
+fn reject(wire: &PcapOnDrop, _: &Dev, live: &mut Live<'_>) {
     use irdma::cm::mad::{AttrId, CmMad};
-    let (bar, wire) = live_setup();
-    let dev = probe_a(&bar);
-    let mut live = Live::new(&bar, &dev);
     live.cm.listen(PortSpace::Tcp, RPING_PORT, Some(IpAddr::V4(A.ip))).unwrap();
     let rejs = || {
         wire.0
@@ -548,7 +590,15 @@ fn peer_reject() {
     println!("host: {} REJ sent, CM events {:?}", rejs(), live.events);
     assert!(live.events.is_empty(), "no connection request reaches the application");
     assert_eq!(live.cm.active_connections(), 0);
-    judge_wire(&bar, &wire);
+}
+
+/// cmatose.c defaults: port 7471, 10 messages of 100 bytes; both
+/// scenarios run it with `-c 2` (connections).
+mod cmatose {
+    pub const PORT: u16 = 7471;
+    pub const CONNS: usize = 2;
+    pub const MSGS: usize = 10;
+    pub const SIZE: usize = 100;
 }
 
 /// `ucmatose-linux-client`: Linux `ucmatose -s 10.0.0.1 -c 2` (rdma-core
@@ -556,17 +606,8 @@ fn peer_reject() {
 /// both (10 receives of 100 bytes posted on each first), SENDs 10 messages
 /// of 100 bytes on each once both are established, takes Linux's 10
 /// replies on each, then disconnects both (DREQ; Linux answers DREP).
-#[test]
-#[ignore = "needs the Linux guest of `cargo xtask peer run ucmatose-linux-client`"]
-fn peer_ucmatose_driver_server() {
-    /// cmatose.c defaults: port 7471, 10 messages of 100 bytes.
-    const PORT: u16 = 7471;
-    const CONNS: usize = 2;
-    const MSGS: usize = 10;
-    const SIZE: usize = 100;
-    let (bar, wire) = live_setup();
-    let dev = probe_a(&bar);
-    let mut live = Live::new(&bar, &dev);
+fn ucmatose_driver_server(_: &PcapOnDrop, dev: &Dev, live: &mut Live<'_>) {
+    use cmatose::{CONNS, MSGS, PORT, SIZE};
     live.cm.listen(PortSpace::Tcp, PORT, Some(ips().0)).unwrap();
     let mut sides: Vec<(Side<'_>, Region<'_>, ConnId)> = Vec::new();
     let deadline = Instant::now() + Duration::from_secs(120);
@@ -576,7 +617,7 @@ fn peer_ucmatose_driver_server() {
         for e in live.step() {
             match e {
                 CmEvent::ConnectRequest { id, .. } => {
-                    let mut s = Side::new(&dev, A, 64, cap(16));
+                    let mut s = Side::new(dev, A, 64, cap(16));
                     let r = s.region(1, sides.len() as u8);
                     for i in 0..MSGS {
                         let sge = [r.sge(2048 + i * 128, SIZE)];
@@ -629,9 +670,7 @@ fn peer_ucmatose_driver_server() {
         live.step();
     }
     live.run_for(2);
-    print_events(&live);
-    assert_eq!(disconnected(&live.events), CONNS, "every DREQ answered");
-    judge_wire(&bar, &wire);
+    assert_eq!(disconnected(&live.events), CONNS, "every DREQ answered: {:?}", live.events);
 }
 
 /// `ucmatose-linux-server`: Linux `ucmatose -c 2` (no `-s`: the server,
@@ -649,11 +688,7 @@ fn peer_ucmatose_driver_server() {
 #[test]
 #[ignore = "needs the Linux guest of `cargo xtask peer run ucmatose-linux-server`"]
 fn peer_ucmatose_driver_client() {
-    /// cmatose.c defaults: port 7471, 10 messages of 100 bytes; `-c 2`.
-    const PORT: u16 = 7471;
-    const CONNS: usize = 2;
-    const MSGS: usize = 10;
-    const SIZE: usize = 100;
+    use cmatose::{CONNS, MSGS, PORT, SIZE};
     let (bar, wire) = live_setup();
     let dev = probe_a(&bar);
     // once, so that lazily backed tables (PBLE chunks) are not counted
@@ -733,15 +768,7 @@ fn peer_ucmatose_driver_client() {
     // completion must be a success and of that kind (cmatose polls the
     // receives, then the sends).
     let take = |live: &mut Live<'_>, s: &mut Side<'_>, n: usize, op: WcOpcode| {
-        let mut got: Vec<WorkCompletion> = Vec::new();
-        let until = Instant::now() + Duration::from_secs(60);
-        while got.len() < n {
-            assert!(Instant::now() < until, "{} of {n} {op:?}: {got:?}", got.len());
-            live.step();
-            let mut wc = [empty_wc(); 8];
-            let k = s.cq.poll(&mut wc[..(n - got.len()).min(8)]);
-            got.extend_from_slice(&wc[..k]);
-        }
+        let got = live.take(&mut s.cq, n);
         assert!(got.iter().all(|w| w.status == WcStatus::Success && w.opcode == op), "{got:?}");
         got
     };
@@ -818,12 +845,7 @@ fn peer_ucmatose_driver_client() {
     // at once; the AH (and ARP entry) QP1 caches for the peer's MADs goes
     // with the transport
     drop(sides);
-    let held = live.t.ahs_held() as u32;
-    let mut u = dev.resource_usage();
-    println!("host: after the connections' QP/CQ/MR/PD: {u:?}, {held} AH cached by QP1");
-    assert!(held <= 1, "QP1 caches one AH for the one peer");
-    (u.ahs, u.arp) = (u.ahs - held, u.arp - held);
-    assert_eq!(u, with_qp1, "the connections' resources back");
+    resources_back(&live, &dev, with_qp1, "the connections'");
     drop(live);
     assert_eq!((dev.resource_usage(), FakeHal::live_pages()), base, "every resource and page back");
 }
@@ -850,6 +872,65 @@ impl Posted {
         );
         self.done.push(*w);
     }
+    /// One step of `live`, then what `s`'s CQ brings: each completion
+    /// recorded, and kept in order in `live.pending` (a poll may bring the
+    /// next wait's completion too); returns how many came.
+    fn step(&mut self, live: &mut Live<'_>, s: &mut Side<'_>) -> usize {
+        live.step();
+        let mut wc = [empty_wc(); 8];
+        let k = s.cq.poll(&mut wc);
+        wc[..k].iter().for_each(|w| self.complete(w));
+        live.pending.extend_from_slice(&wc[..k]);
+        k
+    }
+    /// Posts a receive of rping's advertisement (16 bytes at [`RECVB`] of
+    /// `r`) under a new id.
+    fn recv(&mut self, s: &mut Side<'_>, r: &Region<'_>) {
+        let sge = [r.sge(RECVB, 16)];
+        s.qp.post_recv(&[RecvWr { wr_id: self.id("recv"), sg_list: &sge }]).unwrap();
+    }
+    /// Steps and takes what `s`'s CQ brings until no WR is outstanding
+    /// (`within` at most).
+    fn drain(&mut self, live: &mut Live<'_>, s: &mut Side<'_>, within: Duration) {
+        let until = Instant::now() + within;
+        while !self.open.is_empty() && Instant::now() < until {
+            live.step();
+            let mut wc = [empty_wc(); 8];
+            let k = s.cq.poll(&mut wc);
+            wc[..k].iter().for_each(|w| self.complete(w));
+        }
+    }
+}
+
+/// rping's server with every WR recorded (as `peer_rping_driver_server`
+/// plays it, but with a CQ of 32): its side, the registered pages of its
+/// buffers, `rq` receives posted, the guest's connection accepted.
+fn rping_accept<'d>(
+    live: &mut Live<'_>,
+    dev: &'d Dev,
+    rq: usize,
+) -> (Side<'d>, Region<'d>, Posted, ConnId) {
+    let mut s = Side::new(dev, A, 32, cap(8));
+    let r = s.region(PAGES, 0);
+    let mut p = Posted::default();
+    for _ in 0..rq {
+        p.recv(&mut s, &r);
+    }
+    let id = live.accept_one(&mut s.qp, 0x4321, REQ_WAIT, None);
+    (s, r, p, id)
+}
+
+/// The device's usage is `with_qp1` again (as with only QP1 up) once
+/// `what` (a possessive: "the connections'") QPs, CQs, MRs and PDs are
+/// gone, but for the address handle (and its ARP entry) that QP1 may cache
+/// for the peer's MADs, which goes with the transport.
+fn resources_back(live: &Live<'_>, dev: &Dev, with_qp1: irdma::verbs::ResourceUsage, what: &str) {
+    let held = live.t.ahs_held() as u32;
+    let mut u = dev.resource_usage();
+    println!("host: after {what} QP/CQ/MR/PD: {u:?}, {held} AH cached by QP1");
+    assert!(held <= 1, "QP1 caches one AH for the one peer");
+    (u.ahs, u.arp) = (u.ahs - held, u.arp - held);
+    assert_eq!(u, with_qp1, "{what} resources back");
 }
 
 /// `peer-vanishes`: Linux `rping -c -V` talks to the driver (rping's
@@ -901,28 +982,15 @@ fn vanish(reconnect: bool) {
     let mut live = Live::new(&bar, &dev);
     let with_qp1 = dev.resource_usage();
     let listen = live.cm.listen(PortSpace::Tcp, RPING_PORT, Some(ips().0)).unwrap();
-    let mut s = Side::new(&dev, A, 32, cap(8));
-    let r = s.region(PAGES, 0);
-    let recv = [r.sge(RECVB, 16)];
-    let mut p = Posted::default();
-    for _ in 0..RQ {
-        s.qp.post_recv(&[RecvWr { wr_id: p.id("recv"), sg_list: &recv }]).unwrap();
-    }
-    let id = live.accept_one(&mut s.qp, 0x4321, REQ_WAIT, None);
+    let (mut s, r, mut p, id) = rping_accept(&mut live, &dev, RQ);
     // Waits for a successful `op`; `None` once a WR failed or nothing
     // came for 4 s (the peer answers a ping in milliseconds).
     let wait = |live: &mut Live<'_>, s: &mut Side<'_>, p: &mut Posted, op: WcOpcode| {
         let mut last = Instant::now();
         loop {
-            live.step();
-            let mut wc = [empty_wc(); 8];
-            let k = s.cq.poll(&mut wc);
-            for w in &wc[..k] {
-                p.complete(w);
+            if p.step(live, s) > 0 {
                 last = Instant::now();
             }
-            // kept in order: a poll may bring the next step's completion too
-            live.pending.extend_from_slice(&wc[..k]);
             if live.pending.iter().any(|w| w.status != WcStatus::Success) {
                 return None;
             }
@@ -942,7 +1010,7 @@ fn vanish(reconnect: bool) {
         let a = r.bytes(RECVB, 16);
         let (addr, rkey, len) = decode_advert(&a);
         assert_eq!(len, rping_size(), "the client's ping size");
-        s.qp.post_recv(&[RecvWr { wr_id: p.id("recv"), sg_list: &recv }]).unwrap();
+        p.recv(&mut s, &r);
         let _ = s.qp.post_send(&[signaled(p.id("read"), read_op(addr, rkey), &[r.sge(RDMA, len)])]);
         let Some(_) = wait(&mut live, &mut s, &mut p, WcOpcode::RdmaRead) else { break };
         let _ = s.qp.post_send(&[signaled(p.id("send"), WrOpcode::Send, &[r.sge(SENDB, 16)])]);
@@ -953,7 +1021,7 @@ fn vanish(reconnect: bool) {
             let (addr, rkey, _) = decode_advert(&a);
             (addr, rkey)
         };
-        s.qp.post_recv(&[RecvWr { wr_id: p.id("recv"), sg_list: &recv }]).unwrap();
+        p.recv(&mut s, &r);
         let data = r.bytes(RDMA, len);
         let n = irdma_rping::text_len(&data);
         let sge = [r.sge(RDMA, n)];
@@ -985,13 +1053,7 @@ fn vanish(reconnect: bool) {
     let now = live.now();
     live.cm.disconnect(now, id, &mut live.t).unwrap();
     // every outstanding WR completes (flush), and nothing more after that
-    let until = Instant::now() + Duration::from_secs(30);
-    while !p.open.is_empty() && Instant::now() < until {
-        live.step();
-        let mut wc = [empty_wc(); 8];
-        let k = s.cq.poll(&mut wc);
-        wc[..k].iter().for_each(|w| p.complete(w));
-    }
+    p.drain(&mut live, &mut s, Duration::from_secs(30));
     assert!(p.open.is_empty(), "WRs never completed: {:?}", p.open);
     let until = Instant::now() + Duration::from_millis(500);
     while Instant::now() < until {
@@ -1038,18 +1100,10 @@ fn vanish(reconnect: bool) {
     // for the peer's MADs goes with the transport
     drop(r);
     drop(s);
-    let back = |live: &Live<'_>, what: &str| {
-        let held = live.t.ahs_held() as u32;
-        let mut u = dev.resource_usage();
-        println!("host: after {what}'s QP/CQ/MR/PD: {u:?}, {held} AH cached by QP1");
-        assert!(held <= 1, "QP1 caches one AH for the one peer");
-        (u.ahs, u.arp) = (u.ahs - held, u.arp - held);
-        assert_eq!(u, with_qp1, "{what}'s resources back");
-    };
-    back(&live, "the vanished connection");
+    resources_back(&live, &dev, with_qp1, "the vanished connection's");
     if reconnect {
         rping_again(&mut live, &dev, listen);
-        back(&live, "the second connection");
+        resources_back(&live, &dev, with_qp1, "the second connection's");
     }
     live.cm.unlisten(listen).unwrap();
     judge_wire(&bar, &wire);
@@ -1066,9 +1120,8 @@ fn rping_again(live: &mut Live<'_>, dev: &Dev, listen: irdma::cm::ListenId) {
     let mut s = Side::new(dev, A, 16, cap(8));
     let r = s.region(PAGES, 0);
     let size = rping_size();
-    let recv = [r.sge(RECVB, 16)];
     let mut p = Posted::default();
-    s.qp.post_recv(&[RecvWr { wr_id: p.id("recv"), sg_list: &recv }]).unwrap();
+    p.recv(&mut s, &r);
     live.events.clear();
     live.pending.clear();
     println!("{NEXT_PEER}");
@@ -1087,7 +1140,7 @@ fn rping_again(live: &mut Live<'_>, dev: &Dev, listen: irdma::cm::ListenId) {
         assert_eq!(wc(live, &mut s, &mut p, WcOpcode::Recv).byte_len, 16);
         let (addr, rkey, len) = decode_advert(&r.bytes(RECVB, 16));
         assert_eq!(len, size, "the client's ping size");
-        s.qp.post_recv(&[RecvWr { wr_id: p.id("recv"), sg_list: &recv }]).unwrap();
+        p.recv(&mut s, &r);
         s.qp.post_send(&[signaled(p.id("read"), read_op(addr, rkey), &[r.sge(RDMA, len)])])
             .unwrap();
         wc(live, &mut s, &mut p, WcOpcode::RdmaRead);
@@ -1100,7 +1153,7 @@ fn rping_again(live: &mut Live<'_>, dev: &Dev, listen: irdma::cm::ListenId) {
         wc(live, &mut s, &mut p, WcOpcode::Send);
         assert_eq!(wc(live, &mut s, &mut p, WcOpcode::Recv).byte_len, 16);
         let (addr, rkey, _) = decode_advert(&r.bytes(RECVB, 16));
-        s.qp.post_recv(&[RecvWr { wr_id: p.id("recv"), sg_list: &recv }]).unwrap();
+        p.recv(&mut s, &r);
         let n = irdma_rping::text_len(&data);
         s.qp.post_send(&[signaled(p.id("write"), write_op(addr, rkey), &[r.sge(RDMA, n)])])
             .unwrap();
@@ -1147,35 +1200,68 @@ fn rping_again(live: &mut Live<'_>, dev: &Dev, listen: irdma::cm::ListenId) {
     println!("host: {} WRs of the second connection, each completed once", p.next);
 }
 
+/// udaddy.c defaults: port 7174, 10 messages of 100 bytes.
+mod udaddy {
+    pub const PORT: u16 = 7174;
+    pub const MSGS: u64 = 10;
+    pub const SIZE: u32 = 100;
+}
+
+/// udaddy's node on the driver: a UD QP in RTS with the UDP port space's
+/// Q_Key, SQ PSN 0, and [`udaddy::MSGS`] receives of a GRH and
+/// [`udaddy::SIZE`] bytes posted, 256 bytes apart in its region.
+fn udaddy_qp(dev: &Dev) -> (TPd<'_>, TCq<'_>, TQp<'_>, Region<'_>) {
+    use irdma::cm::rdma_cm::UDP_QKEY;
+    use irdma::verbs::GRH_BYTES;
+    use udaddy::{MSGS, SIZE};
+    let (pd, cq, mut qp) = ud_qp(dev, false, cap(16), (UDP_QKEY, 0));
+    let b = buf(4);
+    let mr = reg(dev, &pd, b.paddr(), 4 * 4096, &pages_of(&b), false);
+    let r = Region { mr, buf: b };
+    for i in 0..MSGS {
+        let sge = [Sge { addr: r.addr() + i * 256, length: GRH_BYTES + SIZE, lkey: r.key() }];
+        qp.post_recv(&[RecvWr { wr_id: 100 + i, sg_list: &sge }]).unwrap();
+    }
+    (pd, cq, qp, r)
+}
+
+/// [`udaddy::MSGS`] signaled SEND_WITH_IMM datagrams of [`udaddy::SIZE`]
+/// bytes from offset 3000 of `r` to `(qpn, qkey)` through `ah`, wr_ids from
+/// 0; the immediate is our QPN (udaddy replies to be32toh(imm), udaddy.c
+/// `create_reply_ah`).
+fn udaddy_sends(
+    qp: &mut TQp<'_>,
+    r: &Region<'_>,
+    ah: &irdma::verbs::Ah<'_, FakeHal, ModelBar>,
+    (qpn, qkey): (u32, u32),
+) {
+    use udaddy::{MSGS, SIZE};
+    for i in 0..MSGS {
+        let sge = [Sge { addr: r.addr() + 3000, length: SIZE, lkey: r.key() }];
+        let opcode = WrOpcode::UdSend {
+            ah: ah.id(),
+            remote_qpn: qpn,
+            remote_qkey: qkey,
+            imm: Some(qp.qp_num()),
+        };
+        let wr = SendWr { wr_id: i, opcode, flags: SendFlags::SIGNALED, sg_list: &sge };
+        qp.post_send(&[wr]).unwrap();
+    }
+}
+
 /// `udaddy-linux-client`: Linux `udaddy -s 10.0.0.1` resolves the driver's
 /// RDMA_PS_UDP port 7174 by SIDR and plays udaddy's client; the driver
 /// plays udaddy's server (librdmacm examples/udaddy.c `run_server`): a UD
 /// QP with Q_Key RDMA_UDP_QKEY and 10 receives of 40 + 100 bytes posted,
 /// the SIDR_REP with its QPN, 10 SEND_WITH_IMM datagrams received (immediate
 /// = the client's QPN), then 10 replies to that QPN, signaled.
-#[test]
-#[ignore = "needs the Linux guest of `cargo xtask peer run udaddy-linux-client`"]
-fn peer_udaddy_driver_server() {
+fn udaddy_driver_server(_: &PcapOnDrop, dev: &Dev, live: &mut Live<'_>) {
     use irdma::cm::SidrAcceptParams;
     use irdma::cm::rdma_cm::UDP_QKEY;
     use irdma::verbs::{AhAttr, GRH_BYTES};
-    /// udaddy.c defaults: port 7174, 10 messages of 100 bytes.
-    const PORT: u16 = 7174;
-    const MSGS: u64 = 10;
-    const SIZE: u32 = 100;
-    let (bar, wire) = live_setup();
-    let dev = probe_a(&bar);
-    let mut live = Live::new(&bar, &dev);
+    use udaddy::{MSGS, PORT, SIZE};
     live.cm.listen(PortSpace::Udp, PORT, Some(ips().0)).unwrap();
-    // A UD QP in RTS with the UDP port space's Q_Key, SQ PSN 0.
-    let (pd, mut cq, mut qp) = ud_qp(&dev, false, cap(16), (UDP_QKEY, 0));
-    let b = buf(4);
-    let mr = reg(&dev, &pd, b.paddr(), 4 * 4096, &pages_of(&b), false);
-    let r = Region { mr, buf: b };
-    for i in 0..MSGS {
-        let sge = [Sge { addr: r.addr() + i * 256, length: GRH_BYTES + SIZE, lkey: r.key() }];
-        qp.post_recv(&[RecvWr { wr_id: 100 + i, sg_list: &sge }]).unwrap();
-    }
+    let (pd, mut cq, mut qp, r) = udaddy_qp(dev);
     let deadline = Instant::now() + Duration::from_secs(120);
     let mut peer = None;
     while peer.is_none() {
@@ -1194,19 +1280,7 @@ fn peer_udaddy_driver_server() {
         }
     }
     let peer = peer.unwrap();
-    let poll = |live: &mut Live<'_>, cq: &mut TCq<'_>, n: usize| {
-        let mut got = Vec::new();
-        let until = Instant::now() + Duration::from_secs(60);
-        while got.len() < n {
-            assert!(Instant::now() < until, "{} of {n} completions: {got:?}", got.len());
-            live.step();
-            let mut wc = [empty_wc(); 8];
-            let k = cq.poll(&mut wc);
-            got.extend_from_slice(&wc[..k]);
-        }
-        got
-    };
-    let got = poll(&mut live, &mut cq, MSGS as usize);
+    let got = live.take(&mut cq, MSGS as usize);
     let mut client_qpn = None;
     for w in &got {
         assert_eq!((w.opcode, w.status), (WcOpcode::Recv, WcStatus::Success), "{w:?}");
@@ -1223,26 +1297,10 @@ fn peer_udaddy_driver_server() {
     ah.vlan = peer.vlan;
     let ah = pd.create_ah(&ah).expect("ah");
     r.put(3000, &[0x5a; SIZE as usize]);
-    for i in 0..MSGS {
-        let sge = [Sge { addr: r.addr() + 3000, length: SIZE, lkey: r.key() }];
-        let wr = SendWr {
-            wr_id: i,
-            opcode: WrOpcode::UdSend {
-                ah: ah.id(),
-                remote_qpn: client_qpn,
-                remote_qkey: UDP_QKEY,
-                imm: Some(qp.qp_num()),
-            },
-            flags: SendFlags::SIGNALED,
-            sg_list: &sge,
-        };
-        qp.post_send(&[wr]).unwrap();
-    }
-    let got = poll(&mut live, &mut cq, MSGS as usize);
+    udaddy_sends(&mut qp, &r, &ah, (client_qpn, UDP_QKEY));
+    let got = live.take(&mut cq, MSGS as usize);
     assert!(got.iter().all(|w| w.opcode == WcOpcode::Send && w.status == WcStatus::Success));
     live.run_for(2);
-    print_events(&live);
-    judge_wire(&bar, &wire);
 }
 
 /// `udaddy-linux-server`: Linux `udaddy` listens on RDMA_PS_UDP port 7174;
@@ -1251,27 +1309,12 @@ fn peer_udaddy_driver_server() {
 /// (examples/udaddy.c `run_client`): 10 SEND_WITH_IMM datagrams of 100
 /// bytes to the resolved QPN and Q_Key, immediate = our QPN (the server
 /// answers to it), then the server's 10 replies received.
-#[test]
-#[ignore = "needs the Linux guest of `cargo xtask peer run udaddy-linux-server`"]
-fn peer_udaddy_driver_client() {
+fn udaddy_driver_client(_: &PcapOnDrop, dev: &Dev, live: &mut Live<'_>) {
     use irdma::cm::SidrParams;
     use irdma::cm::rdma_cm::UDP_QKEY;
     use irdma::verbs::{AhAttr, GRH_BYTES};
-    const PORT: u16 = 7174;
-    const MSGS: u64 = 10;
-    const SIZE: u32 = 100;
-    let (bar, wire) = live_setup();
-    let dev = probe_a(&bar);
-    let mut live = Live::new(&bar, &dev);
-    // A UD QP in RTS with the UDP port space's Q_Key, SQ PSN 0.
-    let (pd, mut cq, mut qp) = ud_qp(&dev, false, cap(16), (UDP_QKEY, 0));
-    let b = buf(4);
-    let mr = reg(&dev, &pd, b.paddr(), 4 * 4096, &pages_of(&b), false);
-    let r = Region { mr, buf: b };
-    for i in 0..MSGS {
-        let sge = [Sge { addr: r.addr() + i * 256, length: GRH_BYTES + SIZE, lkey: r.key() }];
-        qp.post_recv(&[RecvWr { wr_id: 100 + i, sg_list: &sge }]).unwrap();
-    }
+    use udaddy::{MSGS, PORT, SIZE};
+    let (pd, mut cq, mut qp, r) = udaddy_qp(dev);
     let peer = guest_addr(None);
     let deadline = Instant::now() + Duration::from_secs(120);
     let mut pending = false;
@@ -1314,31 +1357,8 @@ fn peer_udaddy_driver_client() {
     let ah = pd.create_ah(&ah).expect("ah");
     let msg: Vec<u8> = (0..SIZE).map(|i| i as u8).collect();
     r.put(3000, &msg);
-    for i in 0..MSGS {
-        let sge = [Sge { addr: r.addr() + 3000, length: SIZE, lkey: r.key() }];
-        let wr = SendWr {
-            wr_id: i,
-            // the server replies to be32toh(imm) (udaddy.c `create_reply_ah`)
-            opcode: WrOpcode::UdSend {
-                ah: ah.id(),
-                remote_qpn: qpn,
-                remote_qkey: qkey,
-                imm: Some(qp.qp_num()),
-            },
-            flags: SendFlags::SIGNALED,
-            sg_list: &sge,
-        };
-        qp.post_send(&[wr]).unwrap();
-    }
-    let mut got = Vec::new();
-    let until = Instant::now() + Duration::from_secs(60);
-    while got.len() < 2 * MSGS as usize {
-        assert!(Instant::now() < until, "{} of {} completions: {got:?}", got.len(), 2 * MSGS);
-        live.step();
-        let mut wc = [empty_wc(); 8];
-        let k = cq.poll(&mut wc);
-        got.extend_from_slice(&wc[..k]);
-    }
+    udaddy_sends(&mut qp, &r, &ah, (qpn, qkey));
+    let got = live.take(&mut cq, 2 * MSGS as usize);
     assert!(got.iter().all(|w| w.status == WcStatus::Success), "{got:?}");
     let recvs: Vec<_> = got.iter().filter(|w| w.opcode == WcOpcode::Recv).collect();
     assert_eq!(recvs.len(), MSGS as usize, "{got:?}");
@@ -1348,8 +1368,6 @@ fn peer_udaddy_driver_client() {
     }
     println!("host: {MSGS} datagrams sent, {MSGS} replies received");
     live.run_for(2);
-    print_events(&live);
-    judge_wire(&bar, &wire);
 }
 
 // ---------------------------------------------------------------------
@@ -1440,20 +1458,6 @@ impl PtDest {
             vaddr: u64::from_be_bytes(b[24..32].try_into().unwrap()),
             gid: b[32..48].try_into().unwrap(),
         }
-    }
-}
-
-/// The GID of an address (IPv4-mapped for IPv4).
-fn gid_of(ip: IpAddr) -> [u8; 16] {
-    match ip {
-        IpAddr::V4(v4) => {
-            let mut g = [0u8; 16];
-            g[10] = 0xff;
-            g[11] = 0xff;
-            g[12..].copy_from_slice(&v4);
-            g
-        }
-        IpAddr::V6(v6) => v6,
     }
 }
 
@@ -2024,27 +2028,15 @@ fn peer_rping_badframes() {
     let dev = probe_a(&bar);
     let mut live = Live::new(&bar, &dev);
     live.cm.listen(PortSpace::Tcp, RPING_PORT, Some(ips().0)).unwrap();
-    let mut s = Side::new(&dev, A, 32, cap(8));
-    let r = s.region(PAGES, 0);
     let size = rping_size();
-    let recv = [r.sge(RECVB, 16)];
-    let mut p = Posted::default();
-    for _ in 0..RQ {
-        s.qp.post_recv(&[RecvWr { wr_id: p.id("recv"), sg_list: &recv }]).unwrap();
-    }
-    let id = live.accept_one(&mut s.qp, 0x4321, REQ_WAIT, None);
+    let (mut s, r, mut p, id) = rping_accept(&mut live, &dev, RQ);
     // a successful completion of `op` (every completion counted by wr_id)
     let wait = |live: &mut Live<'_>, s: &mut Side<'_>, p: &mut Posted, op: WcOpcode| {
         let deadline = Instant::now() + Duration::from_secs(60);
         loop {
-            live.step();
-            let mut wc = [empty_wc(); 8];
-            let k = s.cq.poll(&mut wc);
-            for w in &wc[..k] {
-                p.complete(w);
-                assert_eq!(w.status, WcStatus::Success, "{w:?}");
-            }
-            live.pending.extend_from_slice(&wc[..k]);
+            p.step(live, s);
+            let failed = live.pending.iter().find(|w| w.status != WcStatus::Success);
+            assert!(failed.is_none(), "{failed:?}");
             if let Some(i) = live.pending.iter().position(|w| w.opcode == op) {
                 return live.pending.remove(i);
             }
@@ -2058,28 +2050,19 @@ fn peer_rping_badframes() {
     for ping in 0..BAD_PINGS {
         let w = wait(&mut live, &mut s, &mut p, WcOpcode::Recv);
         assert_eq!(w.byte_len, 16);
-        let a = r.bytes(RECVB, 16);
-        let (addr, rkey, len) = (
-            u64::from_be_bytes(a[..8].try_into().unwrap()),
-            u32::from_be_bytes(a[8..12].try_into().unwrap()),
-            u32::from_be_bytes(a[12..].try_into().unwrap()) as usize,
-        );
+        let (addr, rkey, len) = decode_advert(&r.bytes(RECVB, 16));
         assert_eq!(len, size, "the client's ping size");
-        s.qp.post_recv(&[RecvWr { wr_id: p.id("recv"), sg_list: &recv }]).unwrap();
+        p.recv(&mut s, &r);
         s.qp.post_send(&[signaled(p.id("read"), read_op(addr, rkey), &[r.sge(RDMA, len)])])
             .unwrap();
         wait(&mut live, &mut s, &mut p, WcOpcode::RdmaRead);
         s.qp.post_send(&[signaled(p.id("send"), WrOpcode::Send, &[r.sge(SENDB, 16)])]).unwrap();
         wait(&mut live, &mut s, &mut p, WcOpcode::Send);
         assert_eq!(wait(&mut live, &mut s, &mut p, WcOpcode::Recv).byte_len, 16);
-        let a = r.bytes(RECVB, 16);
-        let (addr, rkey) = (
-            u64::from_be_bytes(a[..8].try_into().unwrap()),
-            u32::from_be_bytes(a[8..12].try_into().unwrap()),
-        );
-        s.qp.post_recv(&[RecvWr { wr_id: p.id("recv"), sg_list: &recv }]).unwrap();
+        let (addr, rkey, _) = decode_advert(&r.bytes(RECVB, 16));
+        p.recv(&mut s, &r);
         let data = r.bytes(RDMA, len);
-        let n = data.iter().position(|&b| b == 0).map_or(len, |p| p + 1);
+        let n = irdma_rping::text_len(&data);
         s.qp.post_send(&[signaled(p.id("write"), write_op(addr, rkey), &[r.sge(RDMA, n)])])
             .unwrap();
         wait(&mut live, &mut s, &mut p, WcOpcode::RdmaWrite);
@@ -2102,13 +2085,7 @@ fn peer_rping_badframes() {
     let now = live.now();
     live.cm.disconnect(now, id, &mut live.t).unwrap();
     // the receives still posted are flushed; every WR completes once
-    let until = Instant::now() + Duration::from_secs(10);
-    while !p.open.is_empty() && Instant::now() < until {
-        live.step();
-        let mut wc = [empty_wc(); 8];
-        let k = s.cq.poll(&mut wc);
-        wc[..k].iter().for_each(|w| p.complete(w));
-    }
+    p.drain(&mut live, &mut s, Duration::from_secs(10));
     let until = Instant::now() + Duration::from_secs(2);
     while Instant::now() < until {
         live.step();

@@ -14,7 +14,7 @@ mod e2e_common;
 use e2e_common::*;
 use irdma::cqp::CqpError;
 use irdma::device::CloseError;
-use irdma::rw::{DeviceAttrs, Direction, MrPool, RwCtx, RwPostError, RwQp, SgEntry};
+use irdma::rw::{Direction, RwCtx, RwPostError, SgEntry};
 use irdma::verbs::PostErrorKind;
 use std::ptr::NonNull;
 use std::time::{Duration, Instant};
@@ -111,30 +111,21 @@ fn removal_case(by_control: bool) {
         assert_eq!(da.poll_async_events(&mut ev), 0);
         // rdma_rw: the context builds its chain; the post is refused.
         {
-            let attrs = DeviceAttrs::e810_roce(13, 4096, 0);
-            let rwqp = RwQp::new(attrs, false, a.qp.cap().max_send_sge);
-            let mut pool: MrPool<1, 4> = MrPool::new();
+            let mut rw: RwFixture<1, 4> = RwFixture::new(false, a.qp.cap().max_send_sge, &[]);
             let mut data = vec![7u8; 256];
             let mut sg = [SgEntry::new(NonNull::from(&mut data[..]))];
             let mut ctx: RwCtx<4, 4> = RwCtx::new();
             // SAFETY: `data` outlives the context, destroyed below.
-            let n = unsafe {
-                rw_init(
-                    &mut ctx,
-                    (&rwqp, &mut pool),
-                    &mut sg,
-                    (dst.addr(), dst.key()),
-                    Direction::ToDevice,
-                )
-            }
-            .expect("init is host-only");
+            let n =
+                unsafe { rw.init(&mut ctx, &mut sg, (dst.addr(), dst.key()), Direction::ToDevice) }
+                    .expect("init is host-only");
             assert!(n >= 1);
-            match ctx.post(&mut a.qp, &mut pool, 40, &[]) {
+            match ctx.post(&mut a.qp, &mut rw.pool, 40, &[]) {
                 Err(RwPostError::Post { bad: 0, err: PostErrorKind::DeviceGone }) => {}
                 r => panic!("rw post after removal: {r:?}"),
             }
             // SAFETY: nothing was posted.
-            unsafe { ctx.destroy::<FakeHal, 1, 4>(&mut pool, &mut sg) }.expect("destroy");
+            unsafe { ctx.destroy::<FakeHal, 1, 4>(&mut rw.pool, &mut sg) }.expect("destroy");
         }
         // Destroy of every object: typed error, memory kept.
         assert_eq!(fr.dereg(), Err(GONE));
@@ -188,8 +179,7 @@ fn removal_found_by_check_presence_then_every_entry_point_is_typed() {
 fn removed_device_closed_after_reset_frees_everything() {
     leak_checked(|| {
         let (bar, dev) = one_device(small_fn_config(), Profile::SMALL);
-        let pd = dev.alloc_pd().unwrap();
-        let cq = dev.create_cq(8).unwrap();
+        let (pd, cq) = pd_cq(&dev, 8);
         let qp = create_qp(&dev, &pd, &cq, 4);
         bar.with_device(|d| d.faults().removed = true);
         assert_eq!(dev.check_presence(), Err(CqpError::DeviceGone));

@@ -6,28 +6,23 @@
 mod common;
 
 use common::*;
-use irdma::rw::{DeviceAttrs, Direction, MrPool, RwCtx, RwQp, SgEntry};
+use irdma::rw::{Direction, RwCtx, SgEntry};
 use std::ptr::NonNull;
 
 #[test]
 fn rw_read_through_fast_registered_mrs() {
-    leak_checked(|| {
-        let (_bar, dev) = one_device(small_fn_config(), Profile::SMALL);
-        let pd = dev.alloc_pd().unwrap();
-        let mut cq = dev.create_cq(64).unwrap();
-        let (mut q1, _q2) = loopback_pair(&dev, &pd, &cq, 32);
+    with_small_device(|_, dev| {
+        let (pd, mut cq) = pd_cq(dev, 64);
+        let (mut q1, _q2) = loopback_pair(dev, &pd, &cq, 32);
 
         // The remote buffer, registered for remote read.
         let remote = buf(3);
         let data = fill(&remote, 11);
-        let rmr = reg(&dev, &pd, 0x9000_0000, 3 * 4096, &pages_of(&remote), false);
+        let rmr = reg(dev, &pd, 0x9000_0000, 3 * 4096, &pages_of(&remote), false);
 
         let mut frs: Vec<_> = (0..2).map(|_| dev.alloc_mr(&pd, 256).unwrap()).collect();
-        let attrs = DeviceAttrs::e810_roce(13, 4096, 0);
-        let rwqp = RwQp::new(attrs, true, q1.cap().max_send_sge);
-        let mut pool: MrPool<2, 256> = MrPool::new();
         let mrs: Vec<_> = frs.iter().map(|f| f.fr_mr()).collect();
-        assert_eq!(pool.init(&attrs, true, 2, &mrs), Ok(2));
+        let mut rw: RwFixture<2, 256> = RwFixture::new(true, q1.cap().max_send_sge, &mrs);
 
         for round in 0..3u64 {
             let mut local = vec![0u8; 9000];
@@ -35,18 +30,12 @@ fn rw_read_through_fast_registered_mrs() {
             let mut ctx: RwCtx<8, 8> = RwCtx::new();
             // SAFETY: `local` outlives the transfer and is destroyed below.
             let n = unsafe {
-                rw_init(
-                    &mut ctx,
-                    (&rwqp, &mut pool),
-                    &mut sg,
-                    (0x9000_0000 + 500, rmr.rkey()),
-                    Direction::FromDevice,
-                )
+                rw.init(&mut ctx, &mut sg, (0x9000_0000 + 500, rmr.rkey()), Direction::FromDevice)
             }
             .unwrap();
             assert!(n >= 1);
             // `post` writes the pool's page lists into the FR MRs' PBLEs.
-            ctx.post(&mut q1, &mut pool, 100 + round, &[]).unwrap();
+            ctx.post(&mut q1, &mut rw.pool, 100 + round, &[]).unwrap();
             let wc = poll_n(&mut cq, 1);
             assert_eq!(wc.len(), 1, "{wc:?}");
             assert_eq!(
@@ -54,7 +43,7 @@ fn rw_read_through_fast_registered_mrs() {
                 (100 + round, WcStatus::Success, WcOpcode::RdmaRead)
             );
             // SAFETY: the device is done with the transfer.
-            unsafe { ctx.destroy::<FakeHal, 2, 256>(&mut pool, &mut sg) }.unwrap();
+            unsafe { ctx.destroy::<FakeHal, 2, 256>(&mut rw.pool, &mut sg) }.unwrap();
             assert_eq!(
                 &local[..],
                 &data[500..9500],
@@ -63,11 +52,11 @@ fn rw_read_through_fast_registered_mrs() {
         }
         // Keys moved on with each registration (rw bumps the key byte).
         for (i, f) in frs.iter().enumerate() {
-            let now = pool.mr(i).unwrap().key;
+            let now = rw.pool.mr(i).unwrap().key;
             assert_eq!(now >> 8, f.key() >> 8, "same index");
         }
         let mut back = Vec::new();
-        pool.cleanup(|m| back.push(m)).unwrap();
+        rw.pool.cleanup(|m| back.push(m)).unwrap();
         for f in frs.iter_mut() {
             f.dereg().unwrap();
         }
@@ -80,12 +69,10 @@ fn rw_read_through_fast_registered_mrs() {
 fn fast_reg_key_rotation_rejects_the_stale_rkey() {
     use irdma::aeq::AsyncEventKind;
     use irdma::wr::RegMrWr;
-    leak_checked(|| {
-        let (_bar, dev) = one_device(small_fn_config(), Profile::SMALL);
-        let pd = dev.alloc_pd().unwrap();
-        let mut cq = dev.create_cq(64).unwrap();
+    with_small_device(|_, dev| {
+        let (pd, mut cq) = pd_cq(dev, 64);
         // `owner` registers the MR, `peer` accesses it.
-        let (mut owner, mut peer) = loopback_pair(&dev, &pd, &cq, 16);
+        let (mut owner, mut peer) = loopback_pair(dev, &pd, &cq, 16);
         let np = peer.qp_num();
 
         let target = buf(2);
@@ -103,7 +90,7 @@ fn fast_reg_key_rotation_rejects_the_stale_rkey() {
 
         let src = buf(1);
         let data = fill(&src, 21);
-        let smr = reg(&dev, &pd, src.paddr(), 4096, &pages_of(&src), false);
+        let smr = reg(dev, &pd, src.paddr(), 4096, &pages_of(&src), false);
         let sge = [Sge { addr: src.paddr(), length: 16, lkey: smr.lkey() }];
         let write = |id, rkey| {
             signaled(id, WrOpcode::RdmaWrite { remote_addr: 0x5000_0000 + 4096, rkey }, &sge)
@@ -138,7 +125,7 @@ fn fast_reg_key_rotation_rejects_the_stale_rkey() {
         assert_eq!(read(&target, 0, 16), vec![0u8; 16], "stale key wrote nothing");
 
         // A fresh QP pair: the current key works.
-        let (mut a, _b) = loopback_pair(&dev, &pd, &cq, 4);
+        let (mut a, _b) = loopback_pair(dev, &pd, &cq, 4);
         a.post_send(&[write(6, k2)]).unwrap();
         let wc = poll_n(&mut cq, 1);
         assert_eq!((wc[0].wr_id, wc[0].status), (6, WcStatus::Success));
@@ -154,11 +141,9 @@ fn fast_reg_key_rotation_rejects_the_stale_rkey() {
 fn fast_reg_wr_must_name_a_live_fast_register_mr_of_this_device() {
     use irdma::verbs::{PostError, PostErrorKind};
     use irdma::wr::RegMrWr;
-    leak_checked(|| {
-        let (bar, dev) = one_device(small_fn_config(), Profile::SMALL);
-        let pd = dev.alloc_pd().unwrap();
-        let mut cq = dev.create_cq(64).unwrap();
-        let (mut owner, mut peer) = loopback_pair(&dev, &pd, &cq, 16);
+    with_small_device(|bar, dev| {
+        let (pd, mut cq) = pd_cq(dev, 64);
+        let (mut owner, mut peer) = loopback_pair(dev, &pd, &cq, 16);
 
         let target = buf(4);
         let pages = pages_of(&target);
@@ -230,7 +215,7 @@ fn fast_reg_wr_must_name_a_live_fast_register_mr_of_this_device() {
         refused(wr_for(&fr, 11), &mut owner, "map used up");
         let src = buf(1);
         let data = fill(&src, 5);
-        let smr = reg(&dev, &pd, src.paddr(), 4096, &pages_of(&src), false);
+        let smr = reg(dev, &pd, src.paddr(), 4096, &pages_of(&src), false);
         let sge = [Sge { addr: src.paddr(), length: 64, lkey: smr.lkey() }];
         let w = signaled(12, write_op(0x5000_0000 + 3 * 4096, key), &sge);
         peer.post_send(&[w]).unwrap();
@@ -261,8 +246,7 @@ fn level2_fast_register_mr_maps_three_leaves() {
     use irdma::wr::RegMrWr;
     leak_checked(|| {
         let (_bar, dev) = one_device(small_fn_config(), few_pbles());
-        let pd = dev.alloc_pd().unwrap();
-        let mut cq = dev.create_cq(64).unwrap();
+        let (pd, mut cq) = pd_cq(&dev, 64);
         let (mut owner, mut peer) = loopback_pair(&dev, &pd, &cq, 16);
         let src = buf(1);
         let sdata = fill(&src, 17);

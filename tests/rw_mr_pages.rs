@@ -20,7 +20,7 @@
 mod common;
 
 use common::*;
-use irdma::rw::{DeviceAttrs, Direction, MrPool, RwCtx, RwQp, SgEntry};
+use irdma::rw::{Direction, RwCtx, SgEntry};
 use std::ptr::NonNull;
 
 const MR_PAGES: u32 = 256;
@@ -49,8 +49,7 @@ fn every_size_and_start(fr_level: u8, remote_level: u8) {
         let profile =
             if level2 { Profile { pbles: 16 * 1024, ..Profile::SMALL } } else { Profile::SMALL };
         let dev = probe_as(&bar, A, profile);
-        let pd = dev.alloc_pd().unwrap();
-        let mut cq = dev.create_cq(64).unwrap();
+        let (pd, mut cq) = pd_cq(&dev, 64);
         let (mut q1, _q2) = loopback_pair(&dev, &pd, &cq, 32);
         let holes = if level2 { fragment_pbles(&dev, &pd) } else { Vec::new() };
         let before = dev.resource_usage();
@@ -76,11 +75,8 @@ fn every_size_and_start(fr_level: u8, remote_level: u8) {
         for f in &frs {
             assert_eq!((f.pbl_level(), f.fr_mr().pbl_level), (fr_level, fr_level));
         }
-        let attrs = DeviceAttrs::e810_roce(13, 4096, 0);
-        let rwqp = RwQp::new(attrs, true, q1.cap().max_send_sge);
-        let mut pool: MrPool<2, 256> = MrPool::new();
         let mrs: Vec<_> = frs.iter().map(|f| f.fr_mr()).collect();
-        assert_eq!(pool.init(&attrs, true, 2, &mrs), Ok(2));
+        let mut rw: RwFixture<2, 256> = RwFixture::new(true, q1.cap().max_send_sge, &mrs);
 
         let mut wr_id = 0u64;
         for (case, &(off, len)) in CASES.iter().enumerate() {
@@ -101,19 +97,11 @@ fn every_size_and_start(fr_level: u8, remote_level: u8) {
                 let mut sg = [SgEntry::new(NonNull::from(&mut backing[start..start + len]))];
                 let mut ctx: RwCtx<8, 8> = RwCtx::new();
                 // SAFETY: `backing` outlives the transfer and is destroyed below.
-                let n = unsafe {
-                    rw_init(
-                        &mut ctx,
-                        (&rwqp, &mut pool),
-                        &mut sg,
-                        (REMOTE_IOVA + 64, rmr.rkey()),
-                        dir,
-                    )
-                }
-                .unwrap_or_else(|e| panic!("{what} ({off}, {len}) {dir:?}: init {e:?}"));
+                let n = unsafe { rw.init(&mut ctx, &mut sg, (REMOTE_IOVA + 64, rmr.rkey()), dir) }
+                    .unwrap_or_else(|e| panic!("{what} ({off}, {len}) {dir:?}: init {e:?}"));
                 assert!(n >= 2, "REG_MR + RDMA at least");
                 wr_id += 1;
-                ctx.post(&mut q1, &mut pool, wr_id, &[]).unwrap();
+                ctx.post(&mut q1, &mut rw.pool, wr_id, &[]).unwrap();
                 let wc = poll_n(&mut cq, 1);
                 assert_eq!(wc.len(), 1, "{what} ({off}, {len}) {dir:?}: {wc:?}");
                 assert_eq!(
@@ -122,7 +110,7 @@ fn every_size_and_start(fr_level: u8, remote_level: u8) {
                     "{what} ({off}, {len}) {dir:?}: {wc:?}"
                 );
                 // SAFETY: the device is done with the transfer.
-                unsafe { ctx.destroy::<FakeHal, 2, 256>(&mut pool, &mut sg) }.unwrap();
+                unsafe { ctx.destroy::<FakeHal, 2, 256>(&mut rw.pool, &mut sg) }.unwrap();
                 if dir == Direction::ToDevice {
                     let img = image();
                     assert!(img[64..64 + len] == data[..], "{what}: WRITE landed");
@@ -135,7 +123,7 @@ fn every_size_and_start(fr_level: u8, remote_level: u8) {
                 }
             }
         }
-        pool.cleanup(|_| {}).unwrap();
+        rw.pool.cleanup(|_| {}).unwrap();
         for f in frs.iter_mut() {
             f.dereg().unwrap();
         }
@@ -178,8 +166,7 @@ fn rw_refuses_a_level2_mr_passed_as_level1() {
     leak_checked(|| {
         let (_bar, dev) =
             one_device(small_fn_config(), Profile { pbles: 16 * 1024, ..Profile::SMALL });
-        let pd = dev.alloc_pd().unwrap();
-        let mut cq = dev.create_cq(64).unwrap();
+        let (pd, mut cq) = pd_cq(&dev, 64);
         let (mut q1, mut q2) = loopback_pair(&dev, &pd, &cq, 32);
         let holes = fragment_pbles(&dev, &pd);
         let remote = buf(4);
@@ -188,27 +175,16 @@ fn rw_refuses_a_level2_mr_passed_as_level1() {
         let mut fr = dev.alloc_mr(&pd, 600).unwrap();
         assert_eq!(fr.pbl_level(), 2);
         let forged = irdma::rw::FrMr { pbl_level: 1, ..fr.fr_mr() };
-        let attrs = DeviceAttrs::e810_roce(13, 4096, 0);
-        let rwqp = RwQp::new(attrs, true, q1.cap().max_send_sge);
-        let mut pool: MrPool<1, 256> = MrPool::new();
-        assert_eq!(pool.init(&attrs, true, 1, &[forged]), Ok(1));
+        let mut rw: RwFixture<1, 256> = RwFixture::new(true, q1.cap().max_send_sge, &[forged]);
         let mut local = vec![7u8; 3 * 4096];
         let mut sg = [SgEntry::new(NonNull::from(&mut local[..]))];
         let mut ctx: RwCtx<8, 8> = RwCtx::new();
         // SAFETY: `local` outlives the context, destroyed below.
-        unsafe {
-            rw_init(
-                &mut ctx,
-                (&rwqp, &mut pool),
-                &mut sg,
-                (REMOTE_IOVA, rmr.rkey()),
-                Direction::ToDevice,
-            )
-        }
-        .unwrap();
+        unsafe { rw.init(&mut ctx, &mut sg, (REMOTE_IOVA, rmr.rkey()), Direction::ToDevice) }
+            .unwrap();
         assert!(
             matches!(
-                ctx.post(&mut q1, &mut pool, 1, &[]),
+                ctx.post(&mut q1, &mut rw.pool, 1, &[]),
                 Err(RwPostError::Rw(RwError::MapFailed))
             ),
             "forged level refused"
@@ -216,8 +192,8 @@ fn rw_refuses_a_level2_mr_passed_as_level1() {
         assert!(poll_n(&mut cq, 1).is_empty(), "nothing posted");
         assert_eq!(read(&remote, 0, 4 * 4096), rdata, "nothing written");
         // SAFETY: nothing was posted.
-        unsafe { ctx.destroy::<FakeHal, 1, 256>(&mut pool, &mut sg) }.unwrap();
-        pool.cleanup(|_| {}).unwrap();
+        unsafe { ctx.destroy::<FakeHal, 1, 256>(&mut rw.pool, &mut sg) }.unwrap();
+        rw.pool.cleanup(|_| {}).unwrap();
 
         // The root PBLEs are intact: a level-2 registration of the same MR
         // reaches page 599 (leaf 1) through them.

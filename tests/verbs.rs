@@ -7,8 +7,7 @@ use common::*;
 
 /// A PD, a 16-entry CQ and two unconnected RC QPs (4 WRs) on it.
 fn two_qps_one_cq(dev: &Dev) -> (TPd<'_>, TCq<'_>, TQp<'_>, TQp<'_>) {
-    let pd = dev.alloc_pd().unwrap();
-    let cq = dev.create_cq(16).unwrap();
+    let (pd, cq) = pd_cq(dev, 16);
     let q1 = create_qp(dev, &pd, &cq, 4);
     let q2 = create_qp(dev, &pd, &cq, 4);
     (pd, cq, q1, q2)
@@ -102,8 +101,7 @@ fn level2_mr_and_zero_based_mr_on_loopback() {
     {
         let profile = Profile { pbles: 1 << 20, ..Profile::SMALL };
         let dev = probe_as(&bar, A, profile);
-        let pd = dev.alloc_pd().unwrap();
-        let mut cq = dev.create_cq(64).unwrap();
+        let (pd, mut cq) = pd_cq(&dev, 64);
         let (mut q1, _q2) = loopback_pair(&dev, &pd, &cq, 16);
 
         // More pages than one level-1 run can hold (one SD of PBLEs): level 2.
@@ -206,14 +204,13 @@ fn stale_rkey_after_rereg_is_rejected_and_the_qp_flushes() {
 
 #[test]
 fn modify_to_error_flushes_every_outstanding_wr_exactly_once() {
-    leak_checked(|| {
-        let (_bar, dev) = one_device(small_fn_config(), Profile::SMALL);
+    with_small_device(|_, dev| {
         let pd = dev.alloc_pd().unwrap();
         let (mut scq, mut rcq) = (dev.create_cq(64).unwrap(), dev.create_cq(64).unwrap());
-        let (mut q1, _q2) = loopback_pair_on(&dev, &pd, (&scq, &rcq), 16);
+        let (mut q1, _q2) = loopback_pair_on(dev, &pd, (&scq, &rcq), 16);
         let n1 = q1.qp_num();
         let b = buf(1);
-        let mr = reg(&dev, &pd, b.paddr(), 4096, &pages_of(&b), false);
+        let mr = reg(dev, &pd, b.paddr(), 4096, &pages_of(&b), false);
         let sge = [Sge { addr: b.paddr(), length: 16, lkey: mr.lkey() }];
         for id in 10..13 {
             q1.post_recv(&[RecvWr { wr_id: id, sg_list: &sge }]).unwrap();
@@ -259,46 +256,43 @@ fn modify_to_error_flushes_every_outstanding_wr_exactly_once() {
 
 #[test]
 fn create_limits_and_written_back_caps() {
-    let _g = lock();
-    let (_bar, dev) = one_device(small_fn_config(), Profile::SMALL);
-    let pd = dev.alloc_pd().unwrap();
-    let cq = dev.create_cq(8).unwrap();
-    let usage = dev.resource_usage();
-    let mk = |c: QpCap| {
-        let mut a = QpInitAttr { send_cq: &cq, recv_cq: &cq, cap: c };
-        dev.create_qp(&pd, &mut a).map(|q| (a.cap, q.cap()))
-    };
-    let c = QpCap { max_inline_data: 40, ..qp_cap(5, 3, 3, 2) };
-    let (written, held) = mk(c).unwrap();
-    assert_eq!(written, held);
-    assert!(written.max_send_wr >= 5 && written.max_recv_wr >= 3);
-    assert!(
-        written.max_send_sge >= 3 && written.max_recv_sge >= 2 && written.max_inline_data >= 40
-    );
-    for (bad, what) in [
-        (QpCap { max_send_sge: 14, ..c }, "max_send_sge"),
-        (QpCap { max_recv_sge: 14, ..c }, "max_recv_sge"),
-        (QpCap { max_inline_data: 102, ..c }, "max_inline_data"),
-        (QpCap { max_send_wr: 40_000, ..c }, "max_send_wr"),
-        (QpCap { max_recv_wr: 40_000, ..c }, "max_recv_wr"),
-    ] {
-        match mk(bad) {
-            Err(VerbsError::AboveLimit { what: w, .. }) => assert_eq!(w, what),
-            other => panic!("{what}: {:?}", other.map(|x| x.0)),
+    with_small_device(|_, dev| {
+        let (pd, cq) = pd_cq(dev, 8);
+        let usage = dev.resource_usage();
+        let mk = |c: QpCap| {
+            let mut a = QpInitAttr { send_cq: &cq, recv_cq: &cq, cap: c };
+            dev.create_qp(&pd, &mut a).map(|q| (a.cap, q.cap()))
+        };
+        let c = QpCap { max_inline_data: 40, ..qp_cap(5, 3, 3, 2) };
+        let (written, held) = mk(c).unwrap();
+        assert_eq!(written, held);
+        assert!(written.max_send_wr >= 5 && written.max_recv_wr >= 3);
+        assert!(
+            written.max_send_sge >= 3 && written.max_recv_sge >= 2 && written.max_inline_data >= 40
+        );
+        for (bad, what) in [
+            (QpCap { max_send_sge: 14, ..c }, "max_send_sge"),
+            (QpCap { max_recv_sge: 14, ..c }, "max_recv_sge"),
+            (QpCap { max_inline_data: 102, ..c }, "max_inline_data"),
+            (QpCap { max_send_wr: 40_000, ..c }, "max_send_wr"),
+            (QpCap { max_recv_wr: 40_000, ..c }, "max_recv_wr"),
+        ] {
+            match mk(bad) {
+                Err(VerbsError::AboveLimit { what: w, .. }) => assert_eq!(w, what),
+                other => panic!("{what}: {:?}", other.map(|x| x.0)),
+            }
         }
-    }
-    assert!(matches!(dev.create_cq(1 << 20), Err(VerbsError::AboveLimit { .. })));
-    assert!(matches!(dev.alloc_mr(&pd, 262_145), Err(VerbsError::AboveLimit { .. })));
-    assert_eq!(dev.resource_usage(), usage, "refusals take nothing");
+        assert!(matches!(dev.create_cq(1 << 20), Err(VerbsError::AboveLimit { .. })));
+        assert!(matches!(dev.alloc_mr(&pd, 262_145), Err(VerbsError::AboveLimit { .. })));
+        assert_eq!(dev.resource_usage(), usage, "refusals take nothing");
+    });
 }
 
 #[test]
 fn create_wq_rounds_up_and_a_qp_receives_through_it() {
     use irdma::verbs::{WqInitAttr, WqType};
-    leak_checked(|| {
-        let (_bar, dev) = one_device(small_fn_config(), Profile::SMALL);
-        let pd = dev.alloc_pd().unwrap();
-        let mut cq = dev.create_cq(64).unwrap();
+    with_small_device(|_, dev| {
+        let (pd, mut cq) = pd_cq(dev, 64);
         let mut wa = WqInitAttr { wq_type: WqType::Rq, max_wr: 5, max_sge: 3, cq: &cq };
         let mut wq = dev.create_wq(&mut wa).unwrap();
         assert!(wa.max_wr >= 5 && wa.max_sge >= 3, "written back, never smaller");
@@ -312,7 +306,7 @@ fn create_wq_rounds_up_and_a_qp_receives_through_it() {
             }
         }
         let rb = buf(1);
-        let rmr = reg(&dev, &pd, rb.paddr(), 4096, &pages_of(&rb), false);
+        let rmr = reg(dev, &pd, rb.paddr(), 4096, &pages_of(&rb), false);
         let s0 = [Sge { addr: rb.paddr(), length: 100, lkey: rmr.lkey() }];
         let s1 = [Sge { addr: rb.paddr() + 2048, length: 100, lkey: rmr.lkey() }];
         wq.post_recv(&[RecvWr { wr_id: 70, sg_list: &s0 }, RecvWr { wr_id: 71, sg_list: &s1 }])
@@ -320,11 +314,11 @@ fn create_wq_rounds_up_and_a_qp_receives_through_it() {
         let mut a = QpInitAttr { send_cq: &cq, recv_cq: &cq, cap: cap(8) };
         let mut q1 = dev.create_qp_on_wq(&pd, &mut a, wq).unwrap();
         assert_eq!(a.cap.max_recv_wr, wa.max_wr);
-        let mut q2 = create_qp(&dev, &pd, &cq, 8);
+        let mut q2 = create_qp(dev, &pd, &cq, 8);
         connect_both(&mut q1, A, &mut q2, A);
         let sb = buf(1);
         let data = fill(&sb, 9);
-        let smr = reg(&dev, &pd, sb.paddr(), 4096, &pages_of(&sb), false);
+        let smr = reg(dev, &pd, sb.paddr(), 4096, &pages_of(&sb), false);
         let sge = [Sge { addr: sb.paddr(), length: 60, lkey: smr.lkey() }];
         let w = |id| signaled(id, WrOpcode::Send, &sge);
         q2.post_send(&[w(1), w(2)]).unwrap();
@@ -541,14 +535,13 @@ fn rnr_retries_exhausted_is_a_fatal_qp_event() {
 /// traffic than the old one could hold; the old ring is retired and freed.
 #[test]
 fn resize_cq_delivers_pending_cqes_once_then_uses_the_new_ring() {
-    leak_checked(|| {
-        let (bar, dev) = one_device(small_fn_config(), Profile::SMALL);
+    with_small_device(|bar, dev| {
         let pd = dev.alloc_pd().unwrap();
         // 4 completions → a ring of 10 entries.
         let mut cq = dev.create_cq(4).unwrap();
-        let mut qp = self_connected_qp(&dev, &pd, &cq, 32);
+        let mut qp = self_connected_qp(dev, &pd, &cq, 32);
         let b = buf(1);
-        let mr = reg(&dev, &pd, b.paddr(), 4096, &pages_of(&b), false);
+        let mr = reg(dev, &pd, b.paddr(), 4096, &pages_of(&b), false);
         let sge = [Sge { addr: b.paddr(), length: 8, lkey: mr.lkey() }];
         let write = |id| signaled(id, write_op(b.paddr() + 64, mr.rkey()), &sge);
         for id in 1..=3 {
@@ -609,14 +602,13 @@ fn resize_cq_delivers_pending_cqes_once_then_uses_the_new_ring() {
 /// -EFAULT, skipped), and the other QP's completions all arrive, in order.
 #[test]
 fn destroyed_qp_cqes_are_dropped_and_other_qps_lose_nothing() {
-    leak_checked(|| {
-        let (_bar, dev) = one_device(small_fn_config(), Profile::SMALL);
+    with_small_device(|_, dev| {
         let pd = dev.alloc_pd().unwrap();
         let (mut scq, rcq) = (dev.create_cq(64).unwrap(), dev.create_cq(64).unwrap());
-        let (mut q1, mut q2) = loopback_pair_on(&dev, &pd, (&scq, &rcq), 16);
+        let (mut q1, mut q2) = loopback_pair_on(dev, &pd, (&scq, &rcq), 16);
         let n2 = q2.qp_num();
         let b = buf(1);
-        let mr = reg(&dev, &pd, b.paddr(), 4096, &pages_of(&b), false);
+        let mr = reg(dev, &pd, b.paddr(), 4096, &pages_of(&b), false);
         let sge = [Sge { addr: b.paddr(), length: 16, lkey: mr.lkey() }];
         let write = |id| signaled(id, write_op(b.paddr() + 512, mr.rkey()), &sge);
         // Interleaved completions of both QPs in the send CQ.
@@ -639,11 +631,9 @@ fn destroyed_qp_cqes_are_dropped_and_other_qps_lose_nothing() {
 /// `MAX_PENDING_RESIZES`, then `InvalidState`; polling retires them all.
 #[test]
 fn resize_cq_pending_rings_are_bounded() {
-    leak_checked(|| {
-        let (bar, dev) = one_device(small_fn_config(), Profile::SMALL);
-        let pd = dev.alloc_pd().unwrap();
-        let mut cq = dev.create_cq(4).unwrap();
-        let mut qp = self_connected_qp(&dev, &pd, &cq, 8);
+    with_small_device(|bar, dev| {
+        let (pd, mut cq) = pd_cq(dev, 4);
+        let mut qp = self_connected_qp(dev, &pd, &cq, 8);
         // A refused MODIFY_CQ (Linux: -EPROTO) leaves the CQ as it was.
         let pages = FakeHal::live_pages();
         bar.with_device(|d| d.faults().fail_cqp_op = Some((0, 0x8000, 0x0001)));
@@ -659,7 +649,7 @@ fn resize_cq_pending_rings_are_bounded() {
         assert_eq!(cq.cqe(), 8 + max - 1, "the refused resize changed nothing");
         // A completion on the current ring retires every old ring.
         let b = buf(1);
-        let mr = reg(&dev, &pd, b.paddr(), 4096, &pages_of(&b), false);
+        let mr = reg(dev, &pd, b.paddr(), 4096, &pages_of(&b), false);
         let sge = [Sge { addr: b.paddr(), length: 8, lkey: mr.lkey() }];
         let wr = signaled(7, write_op(b.paddr() + 64, mr.rkey()), &sge);
         qp.post_send(&[wr]).unwrap();
@@ -681,8 +671,7 @@ fn dropping_a_cq_or_pd_under_a_live_qp_defers_until_the_qp_goes() {
     let (bar, dev) = default_device();
     let usage = dev.resource_usage();
     let b = buf(1);
-    let pd = dev.alloc_pd().unwrap();
-    let mut cq = dev.create_cq(8).unwrap();
+    let (pd, mut cq) = pd_cq(&dev, 8);
     let qp = create_qp(&dev, &pd, &cq, 16);
     let mr = reg(&dev, &pd, b.paddr(), 4096, &pages_of(&b), false);
     let cq_id = cq.id();

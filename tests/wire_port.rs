@@ -46,19 +46,49 @@ fn b_to_a() -> Path {
 /// Device A on its own fabric with a port (A's MAC and IPv4, fd00::a)
 /// whose peer is a fresh socket.
 fn setup() -> (ModelBar, Arc<Port>, UdpSocket) {
-    setup_with(|_| {})
+    setup_with(untuned)
 }
 
 /// Runs `f` holding [`lock`] on a fresh model port ([`setup`]) with the
 /// driver's RC QP on A (a [`Side`]: CQ of 16, depth 8) connected to the
 /// peer's QP [`PEER_QPN`] at B.
 fn with_responder(f: impl FnOnce(&ModelBar, &UdpSocket, &mut Side<'_>)) {
+    with_side(untuned, |bar, _, peer, s| f(bar, peer, s));
+}
+
+/// The port's configuration as [`setup`] leaves it.
+fn untuned(_: &mut PortConfig) {}
+
+/// The port's requester timeout (`rc_timeout`) set to `ms`.
+fn rc_timeout(ms: u64) -> impl FnOnce(&mut PortConfig) {
+    move |c| c.rc_timeout = Duration::from_millis(ms)
+}
+
+/// The port's requester window (packets in flight) set to `n`.
+fn window(n: usize) -> impl FnOnce(&mut PortConfig) {
+    move |c| c.window = n
+}
+
+/// A page of `s` (seed 0) with receive `wr_id` posted over all of it.
+fn recv_page<'d>(s: &mut Side<'d>, wr_id: u64) -> Region<'d> {
+    let r = s.region(1, 0);
+    let sge = [r.sge(0, 4096)];
+    s.qp.post_recv(&[RecvWr { wr_id, sg_list: &sge }]).unwrap();
+    r
+}
+
+/// [`with_responder`] on a port whose configuration `tune` changed first
+/// ([`setup_with`]); `f` also gets the port.
+fn with_side(
+    tune: impl FnOnce(&mut PortConfig),
+    f: impl FnOnce(&ModelBar, &Arc<Port>, &UdpSocket, &mut Side<'_>),
+) {
     let _g = lock();
-    let (bar, _port, peer) = setup();
+    let (bar, port, peer) = setup_with(tune);
     let dev = probe_as(&bar, A, Profile::SMALL);
     let mut s = Side::new(&dev, A, 16, cap(8));
     connect(&mut s.qp, A, B, PEER_QPN).unwrap();
-    f(&bar, &peer, &mut s);
+    f(&bar, &port, &peer, &mut s);
 }
 
 /// [`setup`] with the port's configuration changed by `tune` first.
@@ -175,93 +205,90 @@ fn arp_and_neighbour_solicitation_are_answered_with_the_port_mac() {
 
 #[test]
 fn frames_from_the_wire_are_checked_as_the_hardware_would() {
-    let _g = lock();
-    let (bar, port, peer) = setup();
-    bar.expect_counter(ErrorCounter::WireDrops); // the stale PSN below
-    let dev = probe_as(&bar, A, Profile::SMALL);
-    let mut s = Side::new(&dev, A, 16, cap(8));
-    connect(&mut s.qp, A, B, PEER_QPN).unwrap();
-    let r = s.region(1, 0);
-    let sge = [r.sge(0, 4096)];
-    s.qp.post_recv(&[RecvWr { wr_id: 1, sg_list: &sge }]).unwrap();
-    s.qp.post_recv(&[RecvWr { wr_id: 2, sg_list: &sge }]).unwrap();
-    let qpn = s.qp.qp_num();
-    let send = |psn: u32, payload: &[u8]| {
-        let p = Packet {
+    with_side(untuned, |bar, port, peer, s| {
+        bar.expect_counter(ErrorCounter::WireDrops); // the stale PSN below
+        let r = s.region(1, 0);
+        let sge = [r.sge(0, 4096)];
+        s.qp.post_recv(&[RecvWr { wr_id: 1, sg_list: &sge }]).unwrap();
+        s.qp.post_recv(&[RecvWr { wr_id: 2, sg_list: &sge }]).unwrap();
+        let qpn = s.qp.qp_num();
+        let send = |psn: u32, payload: &[u8]| {
+            let p = Packet {
+                opcode: op::SEND_ONLY,
+                dest_qp: qpn,
+                ack_req: true,
+                psn,
+                payload: payload.to_vec(),
+                ..Packet::default()
+            };
+            build(&b_to_a(), &p, 1)
+        };
+        let good = send(PSN0, b"hello from the wire");
+        let pump = || bar.fabric().pump_port();
+        // bad ICRC
+        let mut f = good.clone();
+        let n = f.len();
+        f[n - 1] ^= 0x40;
+        peer.send(&f).unwrap();
+        // truncated: the IP and UDP lengths no longer match the frame
+        peer.send(&good[..good.len() - 6]).unwrap();
+        // wrong destination MAC
+        let mut f = good.clone();
+        f[5] ^= 1;
+        peer.send(&f).unwrap();
+        // wrong QPN (the ICRC covers DestQP: a correct frame for QP 0x3ff)
+        let mut wrong = Packet {
             opcode: op::SEND_ONLY,
-            dest_qp: qpn,
+            dest_qp: 0x3ff,
             ack_req: true,
-            psn,
-            payload: payload.to_vec(),
+            psn: PSN0,
             ..Packet::default()
         };
-        build(&b_to_a(), &p, 1)
-    };
-    let good = send(PSN0, b"hello from the wire");
-    let pump = || bar.fabric().pump_port();
-    // bad ICRC
-    let mut f = good.clone();
-    let n = f.len();
-    f[n - 1] ^= 0x40;
-    peer.send(&f).unwrap();
-    // truncated: the IP and UDP lengths no longer match the frame
-    peer.send(&good[..good.len() - 6]).unwrap();
-    // wrong destination MAC
-    let mut f = good.clone();
-    f[5] ^= 1;
-    peer.send(&f).unwrap();
-    // wrong QPN (the ICRC covers DestQP: a correct frame for QP 0x3ff)
-    let mut wrong = Packet {
-        opcode: op::SEND_ONLY,
-        dest_qp: 0x3ff,
-        ack_req: true,
-        psn: PSN0,
-        ..Packet::default()
-    };
-    wrong.payload = b"x".to_vec();
-    peer.send(&build(&b_to_a(), &wrong, 2)).unwrap();
-    assert_eq!(pump(), 4);
-    nothing_from_port(&peer);
-    let c = port.counters();
-    assert_eq!(
-        (c.drops.icrc, c.drops.malformed, c.drops.mac, c.drops.qp, c.delivered),
-        (1, 1, 1, 1, 0),
-        "{c:?}"
-    );
-    assert!(s.poll(1).is_empty(), "nothing delivered");
-    // the good frame: delivered, ACKed through the port with a correct ICRC
-    peer.send(&good).unwrap();
-    pump();
-    let ack = parse(&recv(&peer)).expect("the ACK parses, ICRC correct");
-    assert_eq!((ack.dst_mac, ack.src_mac), (B.mac, A.mac));
-    assert_eq!((ack.dst_ip[3], ack.src_ip[3]), (ip32(B.ip), ip32(A.ip)));
-    assert_eq!((ack.pkt.opcode, ack.pkt.dest_qp, ack.pkt.psn), (op::ACK, PEER_QPN, PSN0));
-    assert_eq!(ack.pkt.aeth.map(|a| a.0 & 0x60), Some(0), "positive ACK");
-    let wc = s.one();
-    assert_eq!((wc.wr_id, wc.status, wc.byte_len), (1, WcStatus::Success, 19));
-    assert_eq!(r.bytes(0, 19), b"hello from the wire");
-    // the same PSN again (a duplicate): not executed a second time, but
-    // re-ACKed with ePSN − 1 and the current MSN (rocev2-wire §4.7) — a
-    // Linux requester whose ACK was lost would otherwise retry until it
-    // gives up
-    peer.send(&good).unwrap();
-    pump();
-    s.nothing();
-    let re = parse(&recv(&peer)).expect("the re-ACK parses");
-    assert_eq!((re.pkt.opcode, re.pkt.psn, re.pkt.aeth), (op::ACK, PSN0, ack.pkt.aeth));
-    let d = bar.with_device(|d| d.counters().wire_drop_reasons.clone());
-    assert_eq!(d.psn, 1, "{d:?}");
-    assert_eq!(port.counters().delivered, 2);
-    // Ethernet padding after the IP datagram is ignored (a NIC strips it)
-    let mut padded = send(PSN0 + 1, b"padded");
-    padded.extend_from_slice(&[0; 8]);
-    peer.send(&padded).unwrap();
-    pump();
-    let ack = parse(&recv(&peer)).expect("ACK");
-    assert_eq!(ack.pkt.psn, PSN0 + 1);
-    let wc = s.one();
-    assert_eq!((wc.wr_id, wc.byte_len), (2, 6));
-    assert_eq!(port.counters().drops.total(), 4);
+        wrong.payload = b"x".to_vec();
+        peer.send(&build(&b_to_a(), &wrong, 2)).unwrap();
+        assert_eq!(pump(), 4);
+        nothing_from_port(peer);
+        let c = port.counters();
+        assert_eq!(
+            (c.drops.icrc, c.drops.malformed, c.drops.mac, c.drops.qp, c.delivered),
+            (1, 1, 1, 1, 0),
+            "{c:?}"
+        );
+        assert!(s.poll(1).is_empty(), "nothing delivered");
+        // the good frame: delivered, ACKed through the port with a correct ICRC
+        peer.send(&good).unwrap();
+        pump();
+        let ack = parse(&recv(peer)).expect("the ACK parses, ICRC correct");
+        assert_eq!((ack.dst_mac, ack.src_mac), (B.mac, A.mac));
+        assert_eq!((ack.dst_ip[3], ack.src_ip[3]), (ip32(B.ip), ip32(A.ip)));
+        assert_eq!((ack.pkt.opcode, ack.pkt.dest_qp, ack.pkt.psn), (op::ACK, PEER_QPN, PSN0));
+        assert_eq!(ack.pkt.aeth.map(|a| a.0 & 0x60), Some(0), "positive ACK");
+        let wc = s.one();
+        assert_eq!((wc.wr_id, wc.status, wc.byte_len), (1, WcStatus::Success, 19));
+        assert_eq!(r.bytes(0, 19), b"hello from the wire");
+        // the same PSN again (a duplicate): not executed a second time, but
+        // re-ACKed with ePSN − 1 and the current MSN (rocev2-wire §4.7) — a
+        // Linux requester whose ACK was lost would otherwise retry until it
+        // gives up
+        peer.send(&good).unwrap();
+        pump();
+        s.nothing();
+        let re = parse(&recv(peer)).expect("the re-ACK parses");
+        assert_eq!((re.pkt.opcode, re.pkt.psn, re.pkt.aeth), (op::ACK, PSN0, ack.pkt.aeth));
+        let d = bar.with_device(|d| d.counters().wire_drop_reasons.clone());
+        assert_eq!(d.psn, 1, "{d:?}");
+        assert_eq!(port.counters().delivered, 2);
+        // Ethernet padding after the IP datagram is ignored (a NIC strips it)
+        let mut padded = send(PSN0 + 1, b"padded");
+        padded.extend_from_slice(&[0; 8]);
+        peer.send(&padded).unwrap();
+        pump();
+        let ack = parse(&recv(peer)).expect("ACK");
+        assert_eq!(ack.pkt.psn, PSN0 + 1);
+        let wc = s.one();
+        assert_eq!((wc.wr_id, wc.byte_len), (2, 6));
+        assert_eq!(port.counters().drops.total(), 4);
+    });
 }
 
 /// The peer side of the driver's requests: answers `n` request packets
@@ -337,42 +364,33 @@ fn answer_paced(
 
 #[test]
 fn the_drivers_requests_leave_through_the_port_and_complete_on_the_peers_answers() {
-    let _g = lock();
-    let (bar, port, peer) = setup();
-    let dev = probe_as(&bar, A, Profile::SMALL);
-    let mut s = Side::new(&dev, A, 16, cap(8));
-    connect(&mut s.qp, A, B, PEER_QPN).unwrap();
-    let local = s.region(1, 3);
-    let remote: Vec<u8> = (0..4096u32).map(|i| (i * 7 + 1) as u8).collect();
-    // SEND 100 (1 packet), WRITE 3000 (3 packets), READ 2500 (1 request,
-    // 3 responses)
-    let peer_thread = answer(peer.try_clone().unwrap(), 5, s.qp.qp_num(), remote.clone());
-    let sge = [local.sge(0, 100)];
-    s.qp.post_send(&[signaled(1, WrOpcode::Send, &sge)]).unwrap();
-    let sge = [local.sge(0, 3000)];
-    s.qp.post_send(&[signaled(2, write_op(0x1000, 0x1234), &sge)]).unwrap();
-    let sge = [local.sge(1000, 2500)];
-    s.qp.post_send(&[signaled(3, read_op(0x2000, 0x5678), &sge)]).unwrap();
-    completes_in_order(&mut s, 3);
-    assert_eq!(local.bytes(1000, 2500), &remote[..2500], "READ data from the peer");
-    let reqs = peer_thread.join().unwrap();
-    let ops: Vec<(u8, u32)> = reqs.iter().map(|p| (p.pkt.opcode, p.pkt.psn)).collect();
-    assert_eq!(
-        ops,
-        vec![
-            (op::SEND_ONLY, PSN0),
-            (op::WRITE_FIRST, PSN0 + 1),
-            (op::WRITE_MIDDLE, PSN0 + 2),
-            (op::WRITE_LAST, PSN0 + 3),
-            (op::READ_REQ, PSN0 + 4),
-        ]
-    );
-    assert_eq!(reqs[0].pkt.payload, local.bytes(0, 100));
-    assert_eq!(reqs[1].pkt.reth, Some((0x1000, 0x1234, 3000)));
-    assert_eq!(reqs[4].pkt.reth, Some((0x2000, 0x5678, 2500)));
-    let c = port.counters();
-    assert_eq!((c.tx_frames, c.rx_frames, c.rc_timeouts, c.unsolicited), (5, 5, 0, 0), "{c:?}");
-    assert_eq!(c.drops.total(), 0);
+    with_side(untuned, |_, port, peer, s| {
+        let local = s.region(1, 3);
+        let remote: Vec<u8> = (0..4096u32).map(|i| (i * 7 + 1) as u8).collect();
+        // SEND 100 (1 packet), WRITE 3000 (3 packets), READ 2500 (1 request,
+        // 3 responses)
+        let peer_thread = answer(peer.try_clone().unwrap(), 5, s.qp.qp_num(), remote.clone());
+        let sge = [local.sge(0, 100)];
+        s.qp.post_send(&[signaled(1, WrOpcode::Send, &sge)]).unwrap();
+        let sge = [local.sge(0, 3000)];
+        s.qp.post_send(&[signaled(2, write_op(0x1000, 0x1234), &sge)]).unwrap();
+        let sge = [local.sge(1000, 2500)];
+        s.qp.post_send(&[signaled(3, read_op(0x2000, 0x5678), &sge)]).unwrap();
+        completes_in_order(s, 3);
+        assert_eq!(local.bytes(1000, 2500), &remote[..2500], "READ data from the peer");
+        let reqs = peer_thread.join().unwrap();
+        let ops: Vec<u8> = reqs.iter().map(|p| p.pkt.opcode).collect();
+        let want = [op::SEND_ONLY, op::WRITE_FIRST, op::WRITE_MIDDLE, op::WRITE_LAST, op::READ_REQ];
+        assert_eq!(ops, want);
+        let psns: Vec<u32> = reqs.iter().map(|p| p.pkt.psn).collect();
+        assert_eq!(psns, (PSN0..PSN0 + 5).collect::<Vec<_>>(), "one PSN a packet, in order");
+        assert_eq!(reqs[0].pkt.payload, local.bytes(0, 100));
+        assert_eq!(reqs[1].pkt.reth, Some((0x1000, 0x1234, 3000)));
+        assert_eq!(reqs[4].pkt.reth, Some((0x2000, 0x5678, 2500)));
+        let c = port.counters();
+        assert_eq!((c.tx_frames, c.rx_frames, c.rc_timeouts, c.unsolicited), (5, 5, 0, 0), "{c:?}");
+        assert_eq!(c.drops.total(), 0);
+    });
 }
 
 /// wire §4.8, the model as requester: its timeout runs from the last
@@ -383,31 +401,28 @@ fn the_drivers_requests_leave_through_the_port_and_complete_on_the_peers_answers
 /// target's 1 MiB READs from a Linux host).
 #[test]
 fn a_read_whose_responses_keep_coming_is_not_resent() {
-    let _g = lock();
-    let (bar, port, peer) = setup_with(|c| c.rc_timeout = Duration::from_millis(300));
-    let dev = probe_as(&bar, A, Profile::SMALL);
-    let mut s = Side::new(&dev, A, 16, cap(8));
-    connect(&mut s.qp, A, B, PEER_QPN).unwrap();
-    let local = s.region(1, 2);
-    let remote: Vec<u8> = (0..4096u32).map(|i| (i * 13 + 5) as u8).collect();
-    // 4 responses, 150 ms apart: 600 ms in all, each gap under 300 ms
-    let peer_thread = answer_paced(
-        peer.try_clone().unwrap(),
-        1,
-        s.qp.qp_num(),
-        remote.clone(),
-        Duration::from_millis(150),
-    );
-    let sge = [local.sge(0, 4096)];
-    s.qp.post_send(&[signaled(1, read_op(0x2000, 0x5678), &sge)]).unwrap();
-    let wcs = s.poll(1);
-    assert_eq!(wcs.len(), 1, "{wcs:?}");
-    assert_eq!((wcs[0].wr_id, wcs[0].status), (1, WcStatus::Success), "{:?}", wcs[0]);
-    assert_eq!(local.bytes(0, 4096), &remote[..], "READ data from the peer");
-    assert_eq!(peer_thread.join().unwrap().len(), 1);
-    nothing_from_port(&peer);
-    let c = port.counters();
-    assert_eq!((c.rc_timeouts, c.unsolicited), (0, 0), "{c:?}");
+    with_side(rc_timeout(300), |_, port, peer, s| {
+        let local = s.region(1, 2);
+        let remote: Vec<u8> = (0..4096u32).map(|i| (i * 13 + 5) as u8).collect();
+        // 4 responses, 150 ms apart: 600 ms in all, each gap under 300 ms
+        let peer_thread = answer_paced(
+            peer.try_clone().unwrap(),
+            1,
+            s.qp.qp_num(),
+            remote.clone(),
+            Duration::from_millis(150),
+        );
+        let sge = [local.sge(0, 4096)];
+        s.qp.post_send(&[signaled(1, read_op(0x2000, 0x5678), &sge)]).unwrap();
+        let wcs = s.poll(1);
+        assert_eq!(wcs.len(), 1, "{wcs:?}");
+        assert_eq!((wcs[0].wr_id, wcs[0].status), (1, WcStatus::Success), "{:?}", wcs[0]);
+        assert_eq!(local.bytes(0, 4096), &remote[..], "READ data from the peer");
+        assert_eq!(peer_thread.join().unwrap().len(), 1);
+        nothing_from_port(peer);
+        let c = port.counters();
+        assert_eq!((c.rc_timeouts, c.unsolicited), (0, 0), "{c:?}");
+    });
 }
 
 /// The model as requester toward a real peer sends a long message a window
@@ -418,36 +433,33 @@ fn a_read_whose_responses_keep_coming_is_not_resent() {
 /// again a burst until the retries ran out).
 #[test]
 fn a_long_write_goes_a_window_at_a_time() {
-    let _g = lock();
-    let (bar, port, peer) = setup_with(|c| c.window = 2);
-    let dev = probe_as(&bar, A, Profile::SMALL);
-    let mut s = Side::new(&dev, A, 16, cap(8));
-    connect(&mut s.qp, A, B, PEER_QPN).unwrap();
-    let local = s.region(2, 2);
-    let peer_thread = answer(peer.try_clone().unwrap(), 5, s.qp.qp_num(), Vec::new());
-    let sge = [local.sge(0, 5000)];
-    s.qp.post_send(&[signaled(1, write_op(0x1000, 0x1234), &sge)]).unwrap();
-    let wcs = s.poll(1);
-    assert_eq!(wcs.len(), 1, "{wcs:?}");
-    assert_eq!((wcs[0].wr_id, wcs[0].status), (1, WcStatus::Success), "{:?}", wcs[0]);
-    let reqs = peer_thread.join().unwrap();
-    let seen: Vec<(u8, u32, bool)> =
-        reqs.iter().map(|p| (p.pkt.opcode, p.pkt.psn, p.pkt.ack_req)).collect();
-    assert_eq!(
-        seen,
-        vec![
-            (op::WRITE_FIRST, PSN0, false),
-            (op::WRITE_MIDDLE, PSN0 + 1, true),
-            (op::WRITE_MIDDLE, PSN0 + 2, false),
-            (op::WRITE_MIDDLE, PSN0 + 3, true),
-            (op::WRITE_LAST, PSN0 + 4, true),
-        ]
-    );
-    let data: Vec<u8> = reqs.iter().flat_map(|p| p.pkt.payload.clone()).collect();
-    assert_eq!(data, local.bytes(0, 5000), "the payload is the message's");
-    nothing_from_port(&peer);
-    let c = port.counters();
-    assert_eq!((c.windows, c.rc_timeouts, c.unsolicited), (2, 0, 0), "{c:?}");
+    with_side(window(2), |_, port, peer, s| {
+        let local = s.region(2, 2);
+        let peer_thread = answer(peer.try_clone().unwrap(), 5, s.qp.qp_num(), Vec::new());
+        let sge = [local.sge(0, 5000)];
+        s.qp.post_send(&[signaled(1, write_op(0x1000, 0x1234), &sge)]).unwrap();
+        let wcs = s.poll(1);
+        assert_eq!(wcs.len(), 1, "{wcs:?}");
+        assert_eq!((wcs[0].wr_id, wcs[0].status), (1, WcStatus::Success), "{:?}", wcs[0]);
+        let reqs = peer_thread.join().unwrap();
+        let seen: Vec<(u8, u32, bool)> =
+            reqs.iter().map(|p| (p.pkt.opcode, p.pkt.psn, p.pkt.ack_req)).collect();
+        assert_eq!(
+            seen,
+            vec![
+                (op::WRITE_FIRST, PSN0, false),
+                (op::WRITE_MIDDLE, PSN0 + 1, true),
+                (op::WRITE_MIDDLE, PSN0 + 2, false),
+                (op::WRITE_MIDDLE, PSN0 + 3, true),
+                (op::WRITE_LAST, PSN0 + 4, true),
+            ]
+        );
+        let data: Vec<u8> = reqs.iter().flat_map(|p| p.pkt.payload.clone()).collect();
+        assert_eq!(data, local.bytes(0, 5000), "the payload is the message's");
+        nothing_from_port(peer);
+        let c = port.counters();
+        assert_eq!((c.windows, c.rc_timeouts, c.unsolicited), (2, 0, 0), "{c:?}");
+    });
 }
 
 /// The port's socket asks for a 4 MiB receive buffer: the OS default
@@ -500,20 +512,17 @@ fn answer_of(peer: &UdpSocket) -> (u8, u32, Option<u8>, Vec<u8>) {
 /// stays a `qp` drop.
 #[test]
 fn a_frame_to_another_ip_is_an_address_drop() {
-    let _g = lock();
-    let (bar, port, peer) = setup();
-    let dev = probe_as(&bar, A, Profile::SMALL);
-    let mut s = Side::new(&dev, A, 16, cap(8));
-    connect(&mut s.qp, A, B, PEER_QPN).unwrap();
-    let p = req(op::SEND_ONLY, s.qp.qp_num(), PSN0, true, b"not for this host");
-    let mut path = b_to_a();
-    path.dst_ip[3] = ip32([10, 9, 9, 9]);
-    peer.send(&build(&path, &p, 1)).unwrap();
-    peer.send(&build(&b_to_a(), &req(op::SEND_ONLY, 0x3fe, PSN0, true, b"x"), 2)).unwrap();
-    assert_eq!(bar.fabric().pump_port(), 2);
-    nothing_from_port(&peer);
-    let c = port.counters();
-    assert_eq!((c.drops.ip, c.drops.qp, c.delivered), (1, 1, 0), "{c:?}");
+    with_side(untuned, |bar, port, peer, s| {
+        let p = req(op::SEND_ONLY, s.qp.qp_num(), PSN0, true, b"not for this host");
+        let mut path = b_to_a();
+        path.dst_ip[3] = ip32([10, 9, 9, 9]);
+        peer.send(&build(&path, &p, 1)).unwrap();
+        peer.send(&build(&b_to_a(), &req(op::SEND_ONLY, 0x3fe, PSN0, true, b"x"), 2)).unwrap();
+        assert_eq!(bar.fabric().pump_port(), 2);
+        nothing_from_port(peer);
+        let c = port.counters();
+        assert_eq!((c.drops.ip, c.drops.qp, c.delivered), (1, 1, 0), "{c:?}");
+    });
 }
 
 /// §4.7: a PSN ahead of the ePSN draws one PSN-sequence NAK carrying the
@@ -523,9 +532,7 @@ fn a_frame_to_another_ip_is_an_address_drop() {
 fn a_psn_gap_draws_one_sequence_nak_then_silence_until_the_epsn() {
     with_responder(|bar, peer, s| {
         bar.expect_counter(ErrorCounter::WireDrops);
-        let r = s.region(1, 0);
-        let sge = [r.sge(0, 4096)];
-        s.qp.post_recv(&[RecvWr { wr_id: 1, sg_list: &sge }]).unwrap();
+        let _r = recv_page(s, 1);
         let qpn = s.qp.qp_num();
         put(bar, peer, &req(op::SEND_ONLY, qpn, PSN0 + 2, true, b"ahead of the expected PSN"));
         assert_eq!(answer_of(peer), (op::ACK, PSN0, Some(0x60), vec![]), "NAK 0x60 with the ePSN");
@@ -555,9 +562,7 @@ fn no_receive_draws_an_rnr_nak_and_the_resend_is_taken() {
         assert_eq!((opc, psn), (op::ACK, PSN0));
         assert_eq!(syn.map(|s| s & 0xe0), Some(0x20), "RNR NAK: {syn:x?}");
         s.nothing();
-        let r = s.region(1, 0);
-        let sge = [r.sge(0, 4096)];
-        s.qp.post_recv(&[RecvWr { wr_id: 9, sg_list: &sge }]).unwrap();
+        let _r = recv_page(s, 9);
         put(bar, peer, &send);
         assert_eq!(answer_of(peer), (op::ACK, PSN0, Some(0x1f), vec![]));
         let wc = s.one();
@@ -589,9 +594,7 @@ fn a_bad_rkey_draws_a_remote_access_nak() {
 fn a_length_error_draws_an_invalid_request_nak() {
     with_responder(|bar, peer, s| {
         bar.expect_counter(ErrorCounter::WireDrops);
-        let r = s.region(1, 0);
-        let sge = [r.sge(0, 4096)];
-        s.qp.post_recv(&[RecvWr { wr_id: 1, sg_list: &sge }]).unwrap();
+        let _r = recv_page(s, 1);
         put(bar, peer, &req(op::SEND_ONLY, s.qp.qp_num(), PSN0, true, &[0x5a; 1500]));
         assert_eq!(answer_of(peer), (op::ACK, PSN0, Some(0x61), vec![]));
     });
@@ -627,52 +630,49 @@ fn ack_req_inside_a_message_is_acked_at_once() {
 /// duplicate that is not a subset is dropped silently.
 #[test]
 fn a_duplicate_read_is_answered_again_from_its_psn() {
-    let _g = lock();
-    let (bar, port, peer) = setup();
-    bar.expect_counter(ErrorCounter::WireDrops);
-    let dev = probe_as(&bar, A, Profile::SMALL);
-    let mut s = Side::new(&dev, A, 16, cap(8));
-    connect(&mut s.qp, A, B, PEER_QPN).unwrap();
-    let r = s.region(1, 0x33);
-    let qpn = s.qp.qp_num();
-    let mem = r.bytes(0, 3000);
-    let read = |psn: u32, off: u64, len: u32, rkey: u32| {
-        let mut p = req(op::READ_REQ, qpn, psn, true, &[]);
-        p.reth = Some((r.addr() + off, rkey, len));
-        p
-    };
-    put(&bar, &peer, &read(PSN0, 0, 3000, r.mr.rkey()));
-    let resp: Vec<_> = (0..3).map(|_| answer_of(&peer)).collect();
-    let ops: Vec<(u8, u32, Option<u8>)> = resp.iter().map(|a| (a.0, a.1, a.2)).collect();
-    assert_eq!(
-        ops,
-        vec![
-            (op::READ_RESP_FIRST, PSN0, Some(0x1f)),
-            (op::READ_RESP_MIDDLE, PSN0 + 1, None),
-            (op::READ_RESP_LAST, PSN0 + 2, Some(0x1f)),
-        ]
-    );
-    assert_eq!(resp.iter().flat_map(|a| a.3.clone()).collect::<Vec<_>>(), mem);
-    nothing_from_port(&peer);
-    // the requester lost the Middle: it re-reads from PSN0+1, VA + 1024
-    put(&bar, &peer, &read(PSN0 + 1, 1024, 3000 - 1024, r.mr.rkey()));
-    let again: Vec<_> = (0..2).map(|_| answer_of(&peer)).collect();
-    let ops: Vec<(u8, u32)> = again.iter().map(|a| (a.0, a.1)).collect();
-    assert_eq!(ops, vec![(op::READ_RESP_FIRST, PSN0 + 1), (op::READ_RESP_LAST, PSN0 + 2)]);
-    assert_eq!(again.iter().flat_map(|a| a.3.clone()).collect::<Vec<_>>(), mem[1024..]);
-    // the whole READ again, from its own PSN
-    put(&bar, &peer, &read(PSN0, 0, 3000, r.mr.rkey()));
-    let ops: Vec<(u8, u32)> = (0..3).map(|_| answer_of(&peer)).map(|a| (a.0, a.1)).collect();
-    assert_eq!(ops[0], (op::READ_RESP_FIRST, PSN0));
-    // not a subset (other R_Key, or past the end): silently dropped
-    put(&bar, &peer, &read(PSN0, 0, 3000, r.mr.rkey() ^ 0x100));
-    put(&bar, &peer, &read(PSN0 + 2, 2048, 2000, r.mr.rkey()));
-    nothing_from_port(&peer);
-    // and the ePSN did not move: the next READ is at PSN0 + 3, MSN 2
-    put(&bar, &peer, &read(PSN0 + 3, 0, 16, r.mr.rkey()));
-    let p = parse(&recv(&peer)).unwrap().pkt;
-    assert_eq!((p.opcode, p.psn, p.aeth), (op::READ_RESP_ONLY, PSN0 + 3, Some((0x1f, 2))));
-    assert_eq!(port.counters().drops.total(), 0);
+    with_side(untuned, |bar, port, peer, s| {
+        bar.expect_counter(ErrorCounter::WireDrops);
+        let r = s.region(1, 0x33);
+        let qpn = s.qp.qp_num();
+        let mem = r.bytes(0, 3000);
+        let read = |psn: u32, off: u64, len: u32, rkey: u32| {
+            let mut p = req(op::READ_REQ, qpn, psn, true, &[]);
+            p.reth = Some((r.addr() + off, rkey, len));
+            p
+        };
+        put(bar, peer, &read(PSN0, 0, 3000, r.mr.rkey()));
+        let resp: Vec<_> = (0..3).map(|_| answer_of(peer)).collect();
+        let ops: Vec<(u8, u32, Option<u8>)> = resp.iter().map(|a| (a.0, a.1, a.2)).collect();
+        assert_eq!(
+            ops,
+            vec![
+                (op::READ_RESP_FIRST, PSN0, Some(0x1f)),
+                (op::READ_RESP_MIDDLE, PSN0 + 1, None),
+                (op::READ_RESP_LAST, PSN0 + 2, Some(0x1f)),
+            ]
+        );
+        assert_eq!(resp.iter().flat_map(|a| a.3.clone()).collect::<Vec<_>>(), mem);
+        nothing_from_port(peer);
+        // the requester lost the Middle: it re-reads from PSN0+1, VA + 1024
+        put(bar, peer, &read(PSN0 + 1, 1024, 3000 - 1024, r.mr.rkey()));
+        let again: Vec<_> = (0..2).map(|_| answer_of(peer)).collect();
+        let ops: Vec<(u8, u32)> = again.iter().map(|a| (a.0, a.1)).collect();
+        assert_eq!(ops, vec![(op::READ_RESP_FIRST, PSN0 + 1), (op::READ_RESP_LAST, PSN0 + 2)]);
+        assert_eq!(again.iter().flat_map(|a| a.3.clone()).collect::<Vec<_>>(), mem[1024..]);
+        // the whole READ again, from its own PSN
+        put(bar, peer, &read(PSN0, 0, 3000, r.mr.rkey()));
+        let ops: Vec<(u8, u32)> = (0..3).map(|_| answer_of(peer)).map(|a| (a.0, a.1)).collect();
+        assert_eq!(ops[0], (op::READ_RESP_FIRST, PSN0));
+        // not a subset (other R_Key, or past the end): silently dropped
+        put(bar, peer, &read(PSN0, 0, 3000, r.mr.rkey() ^ 0x100));
+        put(bar, peer, &read(PSN0 + 2, 2048, 2000, r.mr.rkey()));
+        nothing_from_port(peer);
+        // and the ePSN did not move: the next READ is at PSN0 + 3, MSN 2
+        put(bar, peer, &read(PSN0 + 3, 0, 16, r.mr.rkey()));
+        let p = parse(&recv(peer)).unwrap().pkt;
+        assert_eq!((p.opcode, p.psn, p.aeth), (op::READ_RESP_ONLY, PSN0 + 3, Some((0x1f, 2))));
+        assert_eq!(port.counters().drops.total(), 0);
+    });
 }
 
 /// §4.4/§4.8, the model as requester: a PSN-sequence NAK for the second
@@ -681,62 +681,59 @@ fn a_duplicate_read_is_answered_again_from_its_psn() {
 /// after `rc_timeout` (counted in `rc_timeouts`).
 #[test]
 fn the_requester_resends_from_the_naked_psn_and_after_its_timeout() {
-    let _g = lock();
-    let (bar, port, peer) = setup_with(|c| c.rc_timeout = Duration::from_millis(200));
-    let dev = probe_as(&bar, A, Profile::SMALL);
-    let mut s = Side::new(&dev, A, 16, cap(8));
-    connect(&mut s.qp, A, B, PEER_QPN).unwrap();
-    let local = s.region(1, 5);
-    let qpn = s.qp.qp_num();
-    let p2 = peer.try_clone().unwrap();
-    let t = std::thread::spawn(move || {
-        let psns = |n: usize| -> Vec<(u8, u32)> {
-            (0..n)
-                .map(|_| parse(&recv(&p2)).expect("request parses").pkt)
-                .map(|p| (p.opcode, p.psn))
-                .collect()
-        };
-        let back = |psn, syn, msn| {
-            let a = Packet {
-                opcode: op::ACK,
-                dest_qp: qpn,
-                psn,
-                aeth: Some((syn, msn)),
-                ..Packet::default()
+    with_side(rc_timeout(200), |bar, port, peer, s| {
+        let local = s.region(1, 5);
+        let qpn = s.qp.qp_num();
+        let p2 = peer.try_clone().unwrap();
+        let t = std::thread::spawn(move || {
+            let psns = |n: usize| -> Vec<(u8, u32)> {
+                (0..n)
+                    .map(|_| parse(&recv(&p2)).expect("request parses").pkt)
+                    .map(|p| (p.opcode, p.psn))
+                    .collect()
             };
-            p2.send(&build(&b_to_a(), &a, 9)).unwrap();
-        };
-        let mut seen = psns(3);
-        back(PSN0 + 1, 0x60, 0); // the Middle was lost: NAK with ePSN
-        seen.extend(psns(2));
-        back(PSN0 + 2, 0x1f, 1);
-        // the SEND: first copy ignored (as if lost), the resend ACKed
-        seen.extend(psns(1));
-        seen.extend(psns(1));
-        back(PSN0 + 3, 0x1f, 2);
-        seen
+            let back = |psn, syn, msn| {
+                let a = Packet {
+                    opcode: op::ACK,
+                    dest_qp: qpn,
+                    psn,
+                    aeth: Some((syn, msn)),
+                    ..Packet::default()
+                };
+                p2.send(&build(&b_to_a(), &a, 9)).unwrap();
+            };
+            let mut seen = psns(3);
+            back(PSN0 + 1, 0x60, 0); // the Middle was lost: NAK with ePSN
+            seen.extend(psns(2));
+            back(PSN0 + 2, 0x1f, 1);
+            // the SEND: first copy ignored (as if lost), the resend ACKed
+            seen.extend(psns(1));
+            seen.extend(psns(1));
+            back(PSN0 + 3, 0x1f, 2);
+            seen
+        });
+        let sge = [local.sge(0, 3000)];
+        s.qp.post_send(&[signaled(1, write_op(0x1000, 0x1234), &sge)]).unwrap();
+        let sge = [local.sge(0, 64)];
+        s.qp.post_send(&[signaled(2, WrOpcode::Send, &sge)]).unwrap();
+        completes_in_order(s, 2);
+        let seen = t.join().unwrap();
+        assert_eq!(
+            seen,
+            vec![
+                (op::WRITE_FIRST, PSN0),
+                (op::WRITE_MIDDLE, PSN0 + 1),
+                (op::WRITE_LAST, PSN0 + 2),
+                (op::WRITE_MIDDLE, PSN0 + 1),
+                (op::WRITE_LAST, PSN0 + 2),
+                (op::SEND_ONLY, PSN0 + 3),
+                (op::SEND_ONLY, PSN0 + 3),
+            ]
+        );
+        let c = port.counters();
+        assert_eq!((c.rc_timeouts, c.unsolicited), (1, 0), "{c:?}");
+        assert_eq!(bar.with_device(|d| d.counters().retransmitted), 2);
     });
-    let sge = [local.sge(0, 3000)];
-    s.qp.post_send(&[signaled(1, write_op(0x1000, 0x1234), &sge)]).unwrap();
-    let sge = [local.sge(0, 64)];
-    s.qp.post_send(&[signaled(2, WrOpcode::Send, &sge)]).unwrap();
-    completes_in_order(&mut s, 2);
-    let seen = t.join().unwrap();
-    assert_eq!(
-        seen,
-        vec![
-            (op::WRITE_FIRST, PSN0),
-            (op::WRITE_MIDDLE, PSN0 + 1),
-            (op::WRITE_LAST, PSN0 + 2),
-            (op::WRITE_MIDDLE, PSN0 + 1),
-            (op::WRITE_LAST, PSN0 + 2),
-            (op::SEND_ONLY, PSN0 + 3),
-            (op::SEND_ONLY, PSN0 + 3),
-        ]
-    );
-    let c = port.counters();
-    assert_eq!((c.rc_timeouts, c.unsolicited), (1, 0), "{c:?}");
-    assert_eq!(bar.with_device(|d| d.counters().retransmitted), 2);
 }
 
 /// §4.4 (RXE `check_op_seq`): a WRITE Middle at the ePSN with no WRITE

@@ -114,6 +114,17 @@ pub fn one_device(cfg: Config, profile: Profile) -> (ModelBar, Dev) {
     (bar, dev)
 }
 
+/// Runs `f` on device A of a standalone [`small_fn_config`] model
+/// ([`Profile::SMALL`]), [`leak_checked`]: every page back once the device
+/// is dropped.
+#[track_caller]
+pub fn with_small_device(f: impl FnOnce(&ModelBar, &Dev)) {
+    leak_checked(|| {
+        let (bar, dev) = one_device(small_fn_config(), Profile::SMALL);
+        f(&bar, &dev);
+    });
+}
+
 /// Probe options for a model driven by a device thread: the CQP waits are
 /// long (5 s) because that thread, not the driver's own register write,
 /// executes each op, and on a loaded 2-core machine it may not run for tens
@@ -134,6 +145,11 @@ pub fn probe_threaded_as(bar: &ModelBar, a: Addr, profile: Profile) -> Dev {
 
 pub fn cap(n: u32) -> QpCap {
     qp_cap(n, n, 2, 2)
+}
+
+/// A PD of `dev` and a CQ of `cqe` entries.
+pub fn pd_cq(dev: &Dev, cqe: u32) -> (TPd<'_>, TCq<'_>) {
+    (dev.alloc_pd().expect("pd"), dev.create_cq(cqe).expect("cq"))
 }
 
 pub fn create_qp<'d>(dev: &'d Dev, pd: &TPd<'d>, cq: &TCq<'d>, n: u32) -> TQp<'d> {
@@ -343,6 +359,42 @@ pub unsafe fn rw_init<const N: usize, const P: usize, const SGE: usize, const OP
 ) -> Result<usize, irdma::rw::RwError> {
     // SAFETY: the caller's contract is `init`'s.
     unsafe { ctx.init::<FakeHal, N, P>(qp, pool, sg, 0, addr, rkey, dir) }
+}
+
+/// An `rdma_rw` QP with E810 RoCE attributes (13 SGEs, 4 KiB pages) and
+/// its MR pool: where every rw test on real QPs starts.
+pub struct RwFixture<const N: usize, const P: usize> {
+    pub qp: irdma::rw::RwQp,
+    pub pool: irdma::rw::MrPool<N, P>,
+}
+
+impl<const N: usize, const P: usize> RwFixture<N, P> {
+    /// `force_mr` as `RwQp::new`; the pool holds the fast-register `mrs`
+    /// (forced MR use), or stays empty when there are none.
+    pub fn new(force_mr: bool, max_send_sge: u32, mrs: &[irdma::rw::FrMr]) -> Self {
+        let attrs = irdma::rw::DeviceAttrs::e810_roce(13, 4096, 0);
+        let mut pool = irdma::rw::MrPool::new();
+        if !mrs.is_empty() {
+            assert_eq!(pool.init(&attrs, true, mrs.len() as u32, mrs), Ok(mrs.len()));
+        }
+        RwFixture { qp: irdma::rw::RwQp::new(attrs, force_mr, max_send_sge), pool }
+    }
+
+    /// [`rw_init`] of `ctx` on this QP and pool.
+    ///
+    /// # Safety
+    ///
+    /// As [`rw_init`].
+    pub unsafe fn init<const SGE: usize, const OPS: usize>(
+        &mut self,
+        ctx: &mut irdma::rw::RwCtx<SGE, OPS>,
+        sg: &mut [irdma::rw::SgEntry],
+        remote: (u64, u32),
+        dir: irdma::rw::Direction,
+    ) -> Result<usize, irdma::rw::RwError> {
+        // SAFETY: the caller's contract is `rw_init`'s.
+        unsafe { rw_init(ctx, (&self.qp, &mut self.pool), sg, remote, dir) }
+    }
 }
 
 /// Polls until `n` completions arrived (bounded).

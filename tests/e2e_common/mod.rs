@@ -185,10 +185,19 @@ pub fn with_linked(
     cap: QpCap,
     f: impl FnOnce(&ModelBar, &ModelBar, &mut Side<'_>, &mut Side<'_>),
 ) {
+    with_two_devices(|ba, bb, da, db| {
+        let (mut a, mut b) = linked(da, db, cqe, cap);
+        f(ba, bb, &mut a, &mut b);
+    });
+}
+
+/// Runs `f` on [`two_devices`] (their model BARs, then A and B),
+/// [`leak_checked`]: every page back once the devices are dropped.
+#[track_caller]
+pub fn with_two_devices(f: impl FnOnce(&ModelBar, &ModelBar, &Dev, &Dev)) {
     leak_checked(|| {
         let (ba, bb, da, db) = two_devices(Profile::SMALL);
-        let (mut a, mut b) = linked(&da, &db, cqe, cap);
-        f(&ba, &bb, &mut a, &mut b);
+        f(&ba, &bb, &da, &db);
     });
 }
 

@@ -7,7 +7,7 @@ use std::time::Duration;
 use crate::common::*;
 use crate::e2e_common::Addr;
 use irdma::ice::cmd::SchedResources;
-use irdma::ice::sched::Tree;
+use irdma::ice::sched::{Node, Tree};
 use irdma::ice::{AqTimeouts, BringUpError, BringUpOptions, E810};
 
 pub type Pf = E810<FakeHal, ModelBar>;
@@ -47,4 +47,10 @@ pub fn up_with_limits(bar: &ModelBar) -> (Pf, Tree, SchedResources) {
     let res = pf.lan.aq().query_sched_res().expect("0x0412");
     t.set_max_children(&res);
     (pf, t, res)
+}
+
+/// The nodes of `t` on its VSI layer (the driver keeps one per TC).
+pub fn vsi_nodes(t: &Tree) -> impl Iterator<Item = &Node> {
+    let vl = t.vsi_layer();
+    t.nodes().iter().filter(move |n| n.layer == vl)
 }
