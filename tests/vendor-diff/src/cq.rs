@@ -16,6 +16,7 @@ use crate::case::{Case, Cfg, Op};
 use crate::ffi::{self, VdCq, VdPoll};
 use crate::rng::Rng;
 use crate::run::{self, Diff, VRing};
+use crate::shrink::{Variants, greedy};
 
 /// The completion context the driver's QP uses (the vendor's is the
 /// address of its QP struct; qword 1 of each CQE is written per side).
@@ -556,48 +557,29 @@ pub fn run_cq(case: &CqCase) -> Result<Option<&'static str>, Diff> {
 
 /// Shrinks a differing CQ script: fewer events and set-up posts, earlier
 /// ring positions, the CQ at slot 0.
-pub fn shrink_cq(mut case: CqCase, mut diff: Diff) -> (CqCase, Diff) {
-    let mut budget = 2000;
-    'outer: while budget > 0 {
-        let mut cands = Vec::new();
-        for i in 0..case.events.len() {
-            let mut k = case.clone();
+pub fn shrink_cq(case: CqCase, diff: Diff) -> (CqCase, Diff) {
+    greedy(case, diff, 2000, |c, _| cq_candidates(c), |k| run_cq(k).err())
+}
+
+fn cq_candidates(case: &CqCase) -> Vec<CqCase> {
+    let mut v = Variants::new(case);
+    for i in 0..case.events.len() {
+        v.push(|k| {
             k.events.remove(i);
-            cands.push(k);
-        }
-        for i in 0..case.qp.ops.len() {
-            let mut k = case.clone();
-            k.qp.ops.remove(i);
-            cands.push(k);
-        }
-        for f in [
-            |k: &mut CqCase| k.qp.sq_filler = 0,
-            |k: &mut CqCase| k.qp.sq_filler /= 2,
-            |k: &mut CqCase| k.qp.sq_filler = k.qp.sq_filler.saturating_sub(1),
-            |k: &mut CqCase| k.qp.rq_filler = 0,
-            |k: &mut CqCase| k.qp.rq_filler = k.qp.rq_filler.saturating_sub(1),
-            |k: &mut CqCase| k.cq_head = 0,
-        ] {
-            let mut k = case.clone();
-            f(&mut k);
-            if k != case {
-                cands.push(k);
-            }
-        }
-        for k in cands {
-            budget -= 1;
-            if let Err(d) = run_cq(&k) {
-                case = k;
-                diff = d;
-                continue 'outer;
-            }
-            if budget == 0 {
-                break;
-            }
-        }
-        break;
+        });
     }
-    (case, diff)
+    for i in 0..case.qp.ops.len() {
+        v.push(|k| {
+            k.qp.ops.remove(i);
+        });
+    }
+    v.push(|k| k.qp.sq_filler = 0);
+    v.push(|k| k.qp.sq_filler /= 2);
+    v.push(|k| k.qp.sq_filler = k.qp.sq_filler.saturating_sub(1));
+    v.push(|k| k.qp.rq_filler = 0);
+    v.push(|k| k.qp.rq_filler = k.qp.rq_filler.saturating_sub(1));
+    v.push(|k| k.cq_head = 0);
+    v.into_vec()
 }
 
 /// A readable dump of a CQ script (qword 3 of each CQE decoded).

@@ -47,6 +47,7 @@ use irdma::ice::{AdminQueue, AqConfig, AqTimeouts, Desc, regs};
 use irdma_hal::{Bar, BufferDirection, DmaError, Hal, PhysAddr};
 
 use crate::rng::Rng;
+use crate::shrink::{Variants, greedy};
 
 // ---------------------------------------------------------------- the C side
 
@@ -327,6 +328,26 @@ impl Answer {
     pub(crate) fn ok() -> Answer {
         Answer { retval: 0, datalen: None, buf: Vec::new(), params: None, hang: false }
     }
+
+    /// Completes the 32-byte descriptor `d` with this answer, as the
+    /// firmware does (and regen/lan.rs's vectors expect): flags DD | CMP
+    /// (| ERR on a non-zero retval), retval, datalen when scripted, the
+    /// parameter bytes 16–31 (16–23 on an indirect command).
+    pub(crate) fn complete(&self, d: &mut [u8]) {
+        let mut fl = le16(d, 0) | 0x0001 | 0x0002;
+        if self.retval != 0 {
+            fl |= 0x0004;
+        }
+        d[0..2].copy_from_slice(&fl.to_le_bytes());
+        d[6..8].copy_from_slice(&self.retval.to_le_bytes());
+        if let Some(l) = self.datalen {
+            d[4..6].copy_from_slice(&l.to_le_bytes());
+        }
+        if let Some(p) = self.params {
+            let end = if fl & BUF != 0 { 8 } else { 16 };
+            d[16..16 + end].copy_from_slice(&p[..end]);
+        }
+    }
 }
 
 /// One ARQ event the firmware posts.
@@ -496,19 +517,7 @@ impl Fw {
             if a.hang {
                 return;
             }
-            let mut fl = fl | 0x0001 | 0x0002;
-            if a.retval != 0 {
-                fl |= 0x0004;
-            }
-            d[0..2].copy_from_slice(&fl.to_le_bytes());
-            d[6..8].copy_from_slice(&a.retval.to_le_bytes());
-            if let Some(l) = a.datalen {
-                d[4..6].copy_from_slice(&l.to_le_bytes());
-            }
-            if let Some(p) = a.params {
-                let end = if fl & BUF != 0 { 8 } else { 16 };
-                d[16..16 + end].copy_from_slice(&p[..end]);
-            }
+            a.complete(d);
             if buf_ok && !a.buf.is_empty() {
                 // never past the buffer the descriptor posted (`dl` bytes,
                 // checked above): the slot buffers of one side may be
@@ -1890,63 +1899,49 @@ pub fn run_lan(c: &LanCase) -> LanOutcome {
 
 /// Shrinks a differing session (fewer ops, then simpler ops) keeping a
 /// difference at some op.
-pub fn shrink_lan(mut c: LanCase, mut d: LanDiff) -> (LanCase, LanDiff) {
-    loop {
-        let mut better = None;
-        let mut cands = Vec::new();
-        for i in 0..c.ops.len() {
-            let mut k = c.clone();
+pub fn shrink_lan(c: LanCase, d: LanDiff) -> (LanCase, LanDiff) {
+    greedy(c, d, u32::MAX, lan_candidates, |k| match run_lan(k) {
+        LanOutcome::Differs(nd) => Some(nd),
+        _ => None,
+    })
+}
+
+fn lan_candidates(c: &LanCase, d: &LanDiff) -> Vec<LanCase> {
+    let mut v = Variants::new(c);
+    for i in 0..c.ops.len() {
+        v.push(|k| {
             k.ops.remove(i);
-            cands.push(k);
-        }
-        if c.ops.len() > d.op {
-            let mut k = c.clone();
-            k.ops.truncate(d.op);
-            cands.push(k);
-        }
-        if let Some(a) = &c.init_all
-            && a.len() > 1
-        {
-            let mut k = c.clone();
-            k.init_all = Some(a[1..].to_vec());
-            cands.push(k);
-            let mut k = c.clone();
-            k.init_all = Some(a[..a.len() - 1].to_vec());
-            cands.push(k);
-        }
-        for i in 0..c.ops.len() {
-            if let LanOp::Send { answers, bad_head, crit, .. } = &c.ops[i] {
-                if answers.len() > 1 {
-                    let mut k = c.clone();
+        });
+    }
+    if c.ops.len() > d.op {
+        v.push(|k| k.ops.truncate(d.op));
+    }
+    if let Some(a) = &c.init_all
+        && a.len() > 1
+    {
+        v.push(|k| k.init_all = Some(a[1..].to_vec()));
+        v.push(|k| k.init_all = Some(a[..a.len() - 1].to_vec()));
+    }
+    for i in 0..c.ops.len() {
+        if let LanOp::Send { answers, bad_head, crit, .. } = &c.ops[i] {
+            if answers.len() > 1 {
+                v.push(|k| {
                     if let LanOp::Send { answers, .. } = &mut k.ops[i] {
                         answers.pop();
                     }
-                    cands.push(k);
-                }
-                if bad_head.is_some() || *crit != 0 {
-                    let mut k = c.clone();
+                });
+            }
+            if bad_head.is_some() || *crit != 0 {
+                v.push(|k| {
                     if let LanOp::Send { bad_head, crit, .. } = &mut k.ops[i] {
                         *bad_head = None;
                         *crit = 0;
                     }
-                    cands.push(k);
-                }
+                });
             }
-        }
-        for k in cands {
-            if let LanOutcome::Differs(nd) = run_lan(&k) {
-                better = Some((k, nd));
-                break;
-            }
-        }
-        match better {
-            Some((k, nd)) => {
-                c = k;
-                d = nd;
-            }
-            None => return (c, d),
         }
     }
+    v.into_vec()
 }
 
 pub(crate) fn hexs(b: &[u8]) -> String {

@@ -46,6 +46,7 @@ use irdma_hal::{BufferDirection, DmaError, Hal, PhysAddr};
 
 use crate::ffi::IbSge;
 use crate::rng::Rng;
+use crate::shrink::{Variants, greedy};
 
 /// Deviations this area classifies (each must be in deviations.toml).
 pub const KNOWN: &[&str] = &[
@@ -1079,11 +1080,10 @@ fn zero_len_pages_normalised(v: &[Wr], d: &[Wr], zero_pages: &[u64]) -> Option<V
     changed.then_some(out)
 }
 
-/// Runs one case on both sides, op by op.
-pub fn run_rw(c: &RwCase) -> RwOutcome {
-    let d = &c.dev;
-    let a = attrs(d);
-    let qp = RwQp::new(a, d.force_mr, d.qp_send_sge);
+/// The vendor's session over the case's device (`vd_rw_new`: its ib_device,
+/// PD and QP), with the DMA offset set, no mapping live and no warning
+/// counted yet.
+fn vendor_session(d: &RwDev) -> VSess {
     let vdev = VdRwDev {
         iwarp: d.iwarp.into(),
         max_sge_rd: d.max_sge_rd,
@@ -1108,6 +1108,15 @@ pub fn run_rw(c: &RwCase) -> RwOutcome {
     LIVE.set(0);
     // SAFETY: no warning state is shared with anything else.
     unsafe { vd_rw_take_warns() };
+    v
+}
+
+/// Runs one case on both sides, op by op.
+pub fn run_rw(c: &RwCase) -> RwOutcome {
+    let d = &c.dev;
+    let a = attrs(d);
+    let qp = RwQp::new(a, d.force_mr, d.qp_send_sge);
+    let v = vendor_session(d);
     let diff = |op: usize, what: String, vendor: Option<Step>| {
         RwOutcome::Differs(RwDiff { op, what, vendor })
     };
@@ -1633,30 +1642,23 @@ fn sizing(c: &RwCase, v: &VSess, a: &DeviceAttrs, qp: &RwQp) -> RwOutcome {
 // ---------------------------------------------------------------- shrink, print
 
 fn candidates(c: &RwCase) -> Vec<RwCase> {
-    let mut out = Vec::new();
-    let mut push = |f: &dyn Fn(&mut RwCase)| {
-        let mut k = c.clone();
-        f(&mut k);
-        if k != *c {
-            out.push(k);
-        }
-    };
+    let mut v = Variants::new(c);
     for i in (0..c.ops.len()).rev() {
-        push(&|k: &mut RwCase| {
+        v.push(|k: &mut RwCase| {
             k.ops.remove(i);
         });
     }
-    push(&|k| k.dev.pool = k.dev.pool.min(2));
-    push(&|k| k.dev.iova_off = 0);
-    push(&|k| k.dev.force_mr = false);
-    push(&|k| k.sizing = (0, 0, 0, false));
+    v.push(|k| k.dev.pool = k.dev.pool.min(2));
+    v.push(|k| k.dev.iova_off = 0);
+    v.push(|k| k.dev.force_mr = false);
+    v.push(|k| k.sizing = (0, 0, 0, false));
     for i in 0..c.ops.len() {
         let n = match &c.ops[i] {
             RwOp::Init { sg, .. } | RwOp::SigInit { sg, .. } => sg.len(),
             _ => 0,
         };
         for j in (0..n).rev() {
-            push(&|k| {
+            v.push(|k| {
                 if let RwOp::Init { sg, .. } | RwOp::SigInit { sg, .. } = &mut k.ops[i]
                     && sg.len() > 1
                 {
@@ -1664,38 +1666,32 @@ fn candidates(c: &RwCase) -> Vec<RwCase> {
                 }
             });
         }
-        push(&|k| {
+        v.push(|k| {
             if let RwOp::Init { offset, .. } = &mut k.ops[i] {
                 *offset = 0;
             }
         });
-        push(&|k| {
+        v.push(|k| {
             if let RwOp::SigInit { prot, .. } = &mut k.ops[i] {
                 prot.clear();
             }
         });
     }
-    out
+    v.into_vec()
 }
 
 /// Shrinks a differing case, keeping a difference.
-pub fn shrink_rw(mut c: RwCase, mut d: RwDiff) -> (RwCase, RwDiff) {
-    let mut budget = 3000;
-    'outer: loop {
-        for k in candidates(&c) {
-            if budget == 0 {
-                break 'outer;
-            }
-            budget -= 1;
-            if let RwOutcome::Differs(nd) = run_rw(&k) {
-                c = k;
-                d = nd;
-                continue 'outer;
-            }
-        }
-        break;
-    }
-    (c, d)
+pub fn shrink_rw(c: RwCase, d: RwDiff) -> (RwCase, RwDiff) {
+    greedy(
+        c,
+        d,
+        3000,
+        |c, _| candidates(c),
+        |k| match run_rw(k) {
+            RwOutcome::Differs(nd) => Some(nd),
+            _ => None,
+        },
+    )
 }
 
 fn hex(v: u64) -> String {
@@ -1969,29 +1965,7 @@ pub(crate) fn vendor_round(
     read: bool,
     fail_map: bool,
 ) -> Result<VendorRound, String> {
-    let vdev = VdRwDev {
-        iwarp: d.iwarp.into(),
-        max_sge_rd: d.max_sge_rd,
-        max_sgl_rd: d.max_sgl_rd,
-        max_send_sge: d.max_send_sge,
-        max_qp_wr: d.max_qp_wr,
-        max_fast_reg_page_list_len: d.max_fr,
-        max_pi_fast_reg_page_list_len: 0,
-        local_dma_lkey: d.local_dma_lkey,
-        force_mr: d.force_mr.into(),
-        // ib_create_named_qp (core/verbs.c), as in run_rw
-        max_write_sge: d.qp_send_sge,
-        max_read_sge: d.qp_send_sge.min(d.max_sge_rd),
-        key0: d.key0.into(),
-        mr_base: d.mr_base,
-        iova_off: d.iova_off,
-    };
-    // SAFETY: `vdev` is a valid device description.
-    let v = VSess(unsafe { vd_rw_new(&vdev) });
-    OFFSET.set(d.iova_off);
-    LIVE.set(0);
-    // SAFETY: no warning state is shared with anything else.
-    unsafe { vd_rw_take_warns() };
+    let v = vendor_session(d);
     let (mut allocs, mut max_sg) = (0u32, 0u32);
     // SAFETY: `v` is live; the out pointers are valid.
     let vr = unsafe { vd_rw_init_mrs(v.0, d.pool, 0, &mut allocs, &mut max_sg) };
