@@ -300,21 +300,23 @@ fn normalise(mut exp: Vec<Wr>, chain_arg: bool, bvec: bool) -> Vec<Wr> {
 
 fn first_diff(ours: &[Wr], exp: &[Wr]) -> Option<String> {
     for (i, (o, e)) in ours.iter().zip(exp.iter()).enumerate() {
+        // field `f` of `a` (ours) and `b` (expected), named `wr[i]<at>.f`
         macro_rules! cmp {
-            ($f:ident) => {
-                if o.$f != e.$f {
+            ($a:ident, $b:ident, $at:literal, $f:ident) => {
+                if $a.$f != $b.$f {
                     return Some(format!(
-                        "wr[{i}].{}: ours {:x?}, expected {:x?}",
+                        concat!("wr[{}]", $at, ".{}: ours {:x?}, expected {:x?}"),
+                        i,
                         stringify!($f),
-                        o.$f,
-                        e.$f
+                        $a.$f,
+                        $b.$f
                     ));
                 }
             };
         }
-        cmp!(opcode);
-        cmp!(signaled);
-        cmp!(wr_cqe);
+        cmp!(o, e, "", opcode);
+        cmp!(o, e, "", signaled);
+        cmp!(o, e, "", wr_cqe);
         if o.sges.len() != e.sges.len() {
             return Some(format!(
                 "wr[{i}].num_sge: ours {}, expected {}",
@@ -329,27 +331,15 @@ fn first_diff(ours: &[Wr], exp: &[Wr]) -> Option<String> {
                 ));
             }
         }
-        cmp!(remote_addr);
-        cmp!(rkey);
-        cmp!(invalidate_rkey);
+        cmp!(o, e, "", remote_addr);
+        cmp!(o, e, "", rkey);
+        cmp!(o, e, "", invalidate_rkey);
         match (&o.reg, &e.reg) {
             (Some(a), Some(b)) => {
-                macro_rules! rcmp {
-                    ($f:ident) => {
-                        if a.$f != b.$f {
-                            return Some(format!(
-                                "wr[{i}].reg.{}: ours {:x?}, expected {:x?}",
-                                stringify!($f),
-                                a.$f,
-                                b.$f
-                            ));
-                        }
-                    };
-                }
-                rcmp!(key);
-                rcmp!(access);
-                rcmp!(iova);
-                rcmp!(length);
+                cmp!(a, b, ".reg", key);
+                cmp!(a, b, ".reg", access);
+                cmp!(a, b, ".reg", iova);
+                cmp!(a, b, ".reg", length);
                 if a.pages != b.pages {
                     let k = a.pages.iter().zip(&b.pages).take_while(|(x, y)| x == y).count();
                     return Some(format!(
@@ -364,7 +354,7 @@ fn first_diff(ours: &[Wr], exp: &[Wr]) -> Option<String> {
             (None, None) => {}
             _ => return Some(format!("wr[{i}].reg: ours {:?}, expected {:?}", o.reg, e.reg)),
         }
-        cmp!(is_chain);
+        cmp!(o, e, "", is_chain);
     }
     if ours.len() != exp.len() {
         return Some(format!("chain length: ours {}, expected {}", ours.len(), exp.len()));
