@@ -1919,19 +1919,17 @@ pub fn rw_round(n: u64, seed: u64, rng: &mut Rng, rep: &mut crate::Report) -> bo
         stats::add(c.ops.len() as u64);
         match run_rw(&c) {
             RwOutcome::Same => {}
-            RwOutcome::Deviation(id) => *rep.deviations.entry(id.into()).or_default() += 1,
+            RwOutcome::Deviation(id) => rep.deviation(id),
             RwOutcome::Deviations(ids) => {
                 for id in ids {
-                    *rep.deviations.entry(id.into()).or_default() += 1;
+                    rep.deviation(id);
                 }
             }
             RwOutcome::Differs(d) => {
-                rep.differences += 1;
                 let (small, d) = shrink_rw(c, d);
                 println!("DIFF rw case #{n} (seed {seed:#x}): op {}: {}", d.op, d.what);
                 println!("{}", print_rw(&small, &d));
-                if rep.differences >= 5 {
-                    println!("(stopping after 5 differences)");
+                if rep.difference() {
                     return true;
                 }
             }
