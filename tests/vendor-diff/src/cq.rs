@@ -345,27 +345,7 @@ pub fn run_cq(case: &CqCase) -> Result<Option<&'static str>, Diff> {
             Ev::Cqe { q, ext, null_ctx, stale, target } => {
                 let mut w = *q;
                 if let Some(k) = target {
-                    let vs = v.state();
-                    let idx = if w[3] & q3::SQ != 0 {
-                        // the k-th outstanding start, if any
-                        let out: Vec<u32> = starts
-                            .iter()
-                            .copied()
-                            .filter(|&s| {
-                                (s + c.sq_quanta - vs.sq_tail) % c.sq_quanta
-                                    < (vs.sq_head + c.sq_quanta - vs.sq_tail) % c.sq_quanta
-                            })
-                            .collect();
-                        out.get(usize::from(*k) % out.len().max(1)).copied()
-                    } else {
-                        let used = (vs.rq_head + c.rq_size - vs.rq_tail) % c.rq_size;
-                        (used > 0).then(|| {
-                            ((vs.rq_tail + u32::from(*k) % used) % c.rq_size) << c.rq_shift
-                        })
-                    };
-                    if let Some(i) = idx {
-                        w[3] = (w[3] & !q3::WQEIDX) | (u64::from(i) << q3::WQEIDX_S);
-                    }
+                    target_wqe(&mut w[3], *k, &v.state(), c, &starts);
                 }
                 let valid = dev_pol ^ *stale;
                 w[3] = (w[3] & !q3::VALID) | if valid { q3::VALID } else { 0 };
@@ -553,6 +533,29 @@ pub fn run_cq(case: &CqCase) -> Result<Option<&'static str>, Diff> {
         }
     }
     Ok(None)
+}
+
+/// Points a CQE (its qword 3, `w3`) at the `k`-th outstanding WQE of its
+/// queue, where there is one (an event's `target`): for an SQ CQE the
+/// `k`-th of the WQE starts `starts` between the SQ tail and head, for an
+/// RQ CQE the `k`-th receive from the RQ tail; `vs` is the vendor QP's
+/// state, `c` its configuration. regen/dpcq.rs writes the same CQEs.
+pub(crate) fn target_wqe(w3: &mut u64, k: u8, vs: &ffi::VdQpState, c: &Cfg, starts: &[u32]) {
+    let idx = if *w3 & q3::SQ != 0 {
+        let n = c.sq_quanta;
+        let out: Vec<u32> = starts
+            .iter()
+            .copied()
+            .filter(|&s| (s + n - vs.sq_tail) % n < (vs.sq_head + n - vs.sq_tail) % n)
+            .collect();
+        out.get(usize::from(k) % out.len().max(1)).copied()
+    } else {
+        let used = (vs.rq_head + c.rq_size - vs.rq_tail) % c.rq_size;
+        (used > 0).then(|| ((vs.rq_tail + u32::from(k) % used) % c.rq_size) << c.rq_shift)
+    };
+    if let Some(i) = idx {
+        *w3 = (*w3 & !q3::WQEIDX) | (u64::from(i) << q3::WQEIDX_S);
+    }
 }
 
 /// Shrinks a differing CQ script: fewer events and set-up posts, earlier
