@@ -157,6 +157,7 @@ pub struct Report {
     pub vsi_ctx_cases: u64,
 }
 
+#[cfg(any(vendor_c, test))]
 impl Report {
     /// Counts a case that deviates as the deviation `id` documents.
     pub(crate) fn deviation(&mut self, id: &str) {
