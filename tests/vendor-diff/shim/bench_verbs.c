@@ -162,24 +162,7 @@ struct ib_cq { struct ib_device *device; };
 struct ib_ah { int unused; };
 struct ib_mr { u64 iova; u64 length; u32 page_size; };
 
-struct ib_send_wr {
-	struct ib_send_wr *next;
-	u64 wr_id;
-	struct ib_sge *sg_list;
-	int num_sge;
-	enum ib_wr_opcode opcode;
-	int send_flags;
-	union {
-		__be32 imm_data;
-		u32 invalidate_rkey;
-	} ex;
-};
-
-struct ib_rdma_wr {
-	struct ib_send_wr wr;
-	u64 remote_addr;
-	u32 rkey;
-};
+#include "common/vd_ib_send_wr.h"
 
 struct ib_ud_wr {
 	struct ib_send_wr wr;
