@@ -906,42 +906,10 @@ fn more_rdma_qsets_than_a_queue_group_holds() {
         let add = cmds.pop().unwrap();
         let slot0 = num(&add["slot"]).unwrap();
         let n = num(&c["inputs"]["ring"]["sq_entries"]).unwrap();
-        let mut sent = hexbytes(add["buf"]["hex"].as_str().unwrap());
-        sent.resize(32, 0);
-        let mut got = hexbytes(add["resp"]["buf"]["hex"].as_str().unwrap());
-        got.resize(32, 0);
-        let first = u32::from_le_bytes(got[12..16].try_into().unwrap());
-        let parent = u32::from_le_bytes(sent[0..4].try_into().unwrap());
-        let mut buf = sent[..8].to_vec();
-        buf[4..6].copy_from_slice(&(k as u16).to_le_bytes());
-        let mut rbuf = buf.clone();
-        for i in 0..k {
-            let mut e = sent[8..32].to_vec();
-            buf.extend_from_slice(&e);
-            e[4..8].copy_from_slice(&(first + i as u32).to_le_bytes());
-            rbuf.extend_from_slice(&e);
-        }
-        let mut d = hexbytes(add["desc"]["hex"].as_str().unwrap());
-        d[4..6].copy_from_slice(&(buf.len() as u16).to_le_bytes());
-        let mut r = hexbytes(add["resp"]["desc"].as_str().unwrap());
-        r[4..6].copy_from_slice(&(buf.len() as u16).to_le_bytes());
-        let mut a = add.clone();
-        a["desc"]["hex"] = json!(hexstr(&d));
-        a["buf"] = json!({"len": buf.len(), "hex": hexstr(&buf), "compare": "bytes"});
-        a["resp"] = json!({"desc": hexstr(&r), "buf": {"len": buf.len(), "hex": hexstr(&rbuf)}});
+        let (a, first, parent) = add_k_elems(&add, k);
         cmds.push(a);
-        for i in 0..k {
-            let mut q = query.clone();
+        for (i, mut q) in query_k_elems(&query, first, k).into_iter().enumerate() {
             q["slot"] = json!((slot0 + 1 + i as u64) % n);
-            let teid = (first + i as u32).to_le_bytes();
-            let mut b = hexbytes(q["buf"]["hex"].as_str().unwrap());
-            b.resize(24, 0);
-            b[4..8].copy_from_slice(&teid);
-            q["buf"]["hex"] = json!(hexstr(&b));
-            let mut rb = hexbytes(q["resp"]["buf"]["hex"].as_str().unwrap());
-            rb.resize(24, 0);
-            rb[4..8].copy_from_slice(&teid);
-            q["resp"]["buf"]["hex"] = json!(hexstr(&rb));
             cmds.push(q);
         }
         let last = num(&add["slot"]).unwrap();
@@ -979,6 +947,57 @@ fn a_second_vsi_of_another_type_is_skipped() {
     assert!(matches!(run_case(&m), Outcome::Skip(_)));
 }
 
+/// The published one-element Add Sched Elems command (0x0401) `add`
+/// widened to `k` copies of its element, the firmware handing out TEIDs
+/// from its answer's first one on; with that first TEID and the parent's.
+fn add_k_elems(add: &Value, k: usize) -> (Value, u32, u32) {
+    let mut sent = hexbytes(add["buf"]["hex"].as_str().unwrap());
+    sent.resize(32, 0);
+    let mut got = hexbytes(add["resp"]["buf"]["hex"].as_str().unwrap());
+    got.resize(32, 0);
+    let first = le32_at(&got, 12);
+    let parent = le32_at(&sent, 0);
+    let mut buf = sent[..8].to_vec();
+    buf[4..6].copy_from_slice(&(k as u16).to_le_bytes());
+    let mut rbuf = buf.clone();
+    for i in 0..k {
+        let mut e = sent[8..32].to_vec();
+        buf.extend_from_slice(&e);
+        e[4..8].copy_from_slice(&(first + i as u32).to_le_bytes());
+        rbuf.extend_from_slice(&e);
+    }
+    let len = (buf.len() as u16).to_le_bytes();
+    let mut dh = hexbytes(add["desc"]["hex"].as_str().unwrap());
+    dh[4..6].copy_from_slice(&len);
+    let mut rh = hexbytes(add["resp"]["desc"].as_str().unwrap());
+    rh[4..6].copy_from_slice(&len);
+    let mut a = add.clone();
+    a["desc"]["hex"] = json!(hexstr(&dh));
+    a["buf"] = json!({"len": buf.len(), "hex": hexstr(&buf), "compare": "bytes"});
+    a["resp"] = json!({"desc": hexstr(&rh), "buf": {"len": buf.len(), "hex": hexstr(&rbuf)}});
+    (a, first, parent)
+}
+
+/// The published Query Sched Elem command (0x0404) `query` once per new
+/// element: the i-th asks for (and is answered with) TEID `first + i`.
+fn query_k_elems(query: &Value, first: u32, k: usize) -> Vec<Value> {
+    (0..k)
+        .map(|i| {
+            let teid = (first + i as u32).to_le_bytes();
+            let with_teid = |v: &Value| {
+                let mut b = hexbytes(v.as_str().unwrap());
+                b.resize(24, 0);
+                b[4..8].copy_from_slice(&teid);
+                json!(hexstr(&b))
+            };
+            let mut q = query.clone();
+            q["buf"]["hex"] = with_teid(&query["buf"]["hex"]);
+            q["resp"]["buf"]["hex"] = with_teid(&query["resp"]["buf"]["hex"]);
+            q
+        })
+        .collect()
+}
+
 fn le32_at(b: &[u8], at: usize) -> u32 {
     u32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
 }
@@ -1005,49 +1024,12 @@ fn qsets_go_to_the_first_queue_group_with_room() {
             })
             .unwrap();
         let (add, query) = (&old[ia], &old[ia + 1]);
-        let mut sent = hexbytes(add["buf"]["hex"].as_str().unwrap());
-        sent.resize(32, 0);
-        let mut got = hexbytes(add["resp"]["buf"]["hex"].as_str().unwrap());
-        got.resize(32, 0);
-        let first = le32_at(&got, 12);
-        let parent = le32_at(&sent, 0);
+        let (a, first, parent) = add_k_elems(add, k);
         let d = (k - 1) as u32;
         let shift = |t: u32| if t > first { t + d } else { t };
-        let mut buf = sent[..8].to_vec();
-        buf[4..6].copy_from_slice(&(k as u16).to_le_bytes());
-        let mut rbuf = buf.clone();
-        for i in 0..k {
-            let mut e = sent[8..32].to_vec();
-            buf.extend_from_slice(&e);
-            e[4..8].copy_from_slice(&(first + i as u32).to_le_bytes());
-            rbuf.extend_from_slice(&e);
-        }
         let mut cmds: Vec<Value> = old[..ia].to_vec();
-        let mut a = add.clone();
-        let mut dh = hexbytes(add["desc"]["hex"].as_str().unwrap());
-        dh[4..6].copy_from_slice(&(buf.len() as u16).to_le_bytes());
-        let mut rh = hexbytes(add["resp"]["desc"].as_str().unwrap());
-        rh[4..6].copy_from_slice(&(buf.len() as u16).to_le_bytes());
-        a["desc"]["hex"] = json!(hexstr(&dh));
-        a["buf"] = json!({"len": buf.len(), "hex": hexstr(&buf), "compare": "bytes"});
-        a["resp"] = json!({"desc": hexstr(&rh), "buf": {"len": buf.len(), "hex": hexstr(&rbuf)}});
         cmds.push(a);
-        for i in 0..k {
-            let mut q = query.clone();
-            let t = (first + i as u32).to_le_bytes();
-            for (key, sub) in [("buf", "hex"), ("resp", "buf")] {
-                let v = if key == "buf" { &q[key][sub] } else { &q[key][sub]["hex"] };
-                let mut b = hexbytes(v.as_str().unwrap());
-                b.resize(24, 0);
-                b[4..8].copy_from_slice(&t);
-                if key == "buf" {
-                    q[key][sub] = json!(hexstr(&b));
-                } else {
-                    q[key][sub]["hex"] = json!(hexstr(&b));
-                }
-            }
-            cmds.push(q);
-        }
+        cmds.extend(query_k_elems(query, first, k));
         // call 4: the same commands, TEIDs above the first queue group moved
         for x in &old[ia + 2..] {
             let mut x = x.clone();
