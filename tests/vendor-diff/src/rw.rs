@@ -189,6 +189,38 @@ const IB_QP_CREATE_INTEGRITY_EN: u32 = 1 << 6;
 /// The vendor session (glue-owned).
 struct VSess(*mut VdRwSess);
 
+impl VSess {
+    /// rdma_rw_ctx_init on `slot` (vd_rw_ctx_init) over `sg` from byte
+    /// `offset`, to or from the remote (address, key) `remote`, a READ
+    /// where `read`; the mapping failing where `fail_map`. Its return.
+    fn ctx_init(
+        &self,
+        slot: u32,
+        sg: &[Ent],
+        offset: u32,
+        remote: (u64, u32),
+        read: bool,
+        fail_map: bool,
+    ) -> c_int {
+        let e = ents(sg);
+        let dir = if read { 2 } else { 1 };
+        // SAFETY: the session is live; `e` holds `e.len()` entries.
+        unsafe {
+            vd_rw_ctx_init(
+                self.0,
+                slot,
+                e.as_ptr(),
+                e.len() as u32,
+                offset,
+                remote.0,
+                remote.1,
+                dir,
+                c_int::from(fail_map),
+            )
+        }
+    }
+}
+
 impl Drop for VSess {
     fn drop(&mut self) {
         // SAFETY: from vd_rw_new, freed once.
@@ -499,14 +531,9 @@ pub struct Step {
     pub keys: Vec<u32>,
 }
 
+/// The glue's context type number (vd_rw_ctx_info) by name.
 fn vtype(t: u32) -> &'static str {
-    match t {
-        0 => "SINGLE_WR",
-        1 => "MULTI_WR",
-        2 => "MR",
-        3 => "SIG_MR",
-        _ => "?",
-    }
+    ["SINGLE_WR", "MULTI_WR", "MR", "SIG_MR"].get(t as usize).copied().unwrap_or("?")
 }
 
 fn dtype(t: Option<CtxType>) -> &'static str {
@@ -778,6 +805,25 @@ pub struct RwDiff {
 /// Page-size in-page mask (rw.c maps MRs with PAGE_SIZE = 4 KiB).
 const PAGE: u64 = 4096;
 
+/// Whether entry `i` starting at `addr` continues the page of the entry
+/// before it (ending at `last_end`) in ib_sg_to_pages: the last one ended
+/// inside a page, or this one starts inside one.
+fn continues_page(i: usize, last_end: u64, addr: u64) -> bool {
+    i > 0 && (last_end & (PAGE - 1) != 0 || addr & (PAGE - 1) != 0)
+}
+
+/// Pages ib_sg_to_pages adds for the entry `addr..end`: from its own page
+/// on (at least that one), or, where it continues the last page (`cont`),
+/// those after it that it reaches.
+fn entry_pages(addr: u64, end: u64, cont: bool) -> u64 {
+    let page = addr & !(PAGE - 1);
+    if cont {
+        (page + PAGE..end).step_by(PAGE as usize).count() as u64
+    } else {
+        (page..end).step_by(PAGE as usize).count().max(1) as u64
+    }
+}
+
 /// rw.c's MR grouping of an init's entries: MR k takes entries
 /// `k*ppm..`; whether that fits each MR's `ppm` pages by
 /// ib_sg_to_pages' rules, with no unaligned gap inside an MR.
@@ -787,27 +833,11 @@ fn vendor_grouping_fits(sg: &[(u64, u64)], ppm: u64) -> bool {
         let mut last_end = 0u64;
         for (i, &(addr, len)) in chunk.iter().enumerate() {
             let end = addr + len;
-            let page = addr & !(PAGE - 1);
-            if i > 0 && (last_end & (PAGE - 1) != 0 || page != addr) {
-                if last_end != addr {
-                    return false;
-                }
-                // continues the last page
-                let mut p = page + PAGE;
-                while p < end {
-                    pages += 1;
-                    p += PAGE;
-                }
-            } else {
-                let mut p = page;
-                loop {
-                    pages += 1;
-                    p += PAGE;
-                    if p >= end {
-                        break;
-                    }
-                }
+            let cont = continues_page(i, last_end, addr);
+            if cont && last_end != addr {
+                return false;
             }
+            pages += entry_pages(addr, end, cont);
             last_end = end;
         }
         if pages > ppm {
@@ -828,23 +858,7 @@ fn vendor_pages(segs: &[(u64, u64)], driver: bool) -> u64 {
             last_end = end;
             continue;
         }
-        let page = addr & !(PAGE - 1);
-        let mut p = page;
-        if i > 0 && (last_end & (PAGE - 1) != 0 || page != addr) {
-            p += PAGE;
-            while p < end {
-                pages += 1;
-                p += PAGE;
-            }
-        } else {
-            loop {
-                pages += 1;
-                p += PAGE;
-                if p >= end {
-                    break;
-                }
-            }
-        }
+        pages += entry_pages(addr, end, continues_page(i, last_end, addr));
         last_end = end;
     }
     pages
@@ -1204,21 +1218,7 @@ pub fn run_rw(c: &RwCase) -> RwOutcome {
                         None,
                     );
                 }
-                let e = ents(sg);
-                // SAFETY: `e` holds `sg.len()` entries.
-                let vr = unsafe {
-                    vd_rw_ctx_init(
-                        v.0,
-                        slot as u32,
-                        e.as_ptr(),
-                        e.len() as u32,
-                        *offset,
-                        *remote,
-                        *rkey,
-                        if *read { 2 } else { 1 },
-                        c_int::from(*fail_map),
-                    )
-                };
+                let vr = v.ctx_init(slot as u32, sg, *offset, (*remote, *rkey), *read, *fail_map);
                 let mut vs = vstate(&v, vr.into(), true);
                 if vr >= 0 {
                     let (mut t, mut n) = (0, 0);
@@ -1548,6 +1548,7 @@ fn check_fill_by_pages(
 fn sizing(c: &RwCase, v: &VSess, a: &DeviceAttrs, qp: &RwQp) -> RwOutcome {
     let (maxpages, ctxs, send_wr, integ) = c.sizing;
     let op = c.ops.len() + 1;
+    let differs = |what: String| RwOutcome::Differs(RwDiff { op, what, vendor: None });
     let flags = if integ { IB_QP_CREATE_INTEGRITY_EN } else { 0 };
     let force = qp.force_mr;
     let mut dev_id = None;
@@ -1559,11 +1560,7 @@ fn sizing(c: &RwCase, v: &VSess, a: &DeviceAttrs, qp: &RwQp) -> RwOutcome {
         if maxpages == 0 && dm == 0 || dm == u32::MAX {
             dev_id = Some("rw_mr_factor_zero_pages");
         } else {
-            return RwOutcome::Differs(RwDiff {
-                op,
-                what: format!("rdma_rw_mr_factor({maxpages}) with 0 pages: driver {dm}"),
-                vendor: None,
-            });
+            return differs(format!("rdma_rw_mr_factor({maxpages}) with 0 pages: driver {dm}"));
         }
     } else {
         // SAFETY: `v` is live.
@@ -1573,11 +1570,7 @@ fn sizing(c: &RwCase, v: &VSess, a: &DeviceAttrs, qp: &RwQp) -> RwOutcome {
             if u64::from(dm) == exact && maxpages.checked_add(mr_pages - 1).is_none() {
                 dev_id = Some("rw_sizing_saturates");
             } else {
-                return RwOutcome::Differs(RwDiff {
-                    op,
-                    what: format!("rdma_rw_mr_factor({maxpages}): driver {dm}, vendor {vm}"),
-                    vendor: None,
-                });
+                return differs(format!("rdma_rw_mr_factor({maxpages}): driver {dm}, vendor {vm}"));
             }
         }
     }
@@ -1585,13 +1578,9 @@ fn sizing(c: &RwCase, v: &VSess, a: &DeviceAttrs, qp: &RwQp) -> RwOutcome {
     let vw = unsafe { vd_rw_max_send_wr(v.0, ctxs, flags) };
     let dw = rdma_rw_max_send_wr(a, force, ctxs, integ);
     if vw != dw {
-        return RwOutcome::Differs(RwDiff {
-            op,
-            what: format!(
-                "rdma_rw_max_send_wr({ctxs}, integrity {integ}): driver {dw}, vendor {vw}"
-            ),
-            vendor: None,
-        });
+        return differs(format!(
+            "rdma_rw_max_send_wr({ctxs}, integrity {integ}): driver {dw}, vendor {vw}"
+        ));
     }
     // ib_create_named_qp (core/verbs.c) calls rdma_rw_init_qp only when
     // max_rdma_ctxs is non-zero; with 0 the capabilities stay as they are.
@@ -1616,21 +1605,13 @@ fn sizing(c: &RwCase, v: &VSess, a: &DeviceAttrs, qp: &RwQp) -> RwOutcome {
             if wraps && u64::from(cap.max_send_wr) == exact {
                 return RwOutcome::Deviation("rw_sizing_saturates");
             }
-            return RwOutcome::Differs(RwDiff {
-                op,
-                what: format!(
-                    "rdma_rw_init_qp({send_wr}, {ctxs}): driver {}, vendor {vq}",
-                    cap.max_send_wr
-                ),
-                vendor: None,
-            });
+            return differs(format!(
+                "rdma_rw_init_qp({send_wr}, {ctxs}): driver {}, vendor {vq}",
+                cap.max_send_wr
+            ));
         }
         Err(e) => {
-            return RwOutcome::Differs(RwDiff {
-                op,
-                what: format!("rdma_rw_init_qp: driver {e:?}, vendor {vq}"),
-                vendor: None,
-            });
+            return differs(format!("rdma_rw_init_qp: driver {e:?}, vendor {vq}"));
         }
     }
     match dev_id {
@@ -1970,21 +1951,7 @@ pub(crate) fn vendor_round(
     if vr != 0 {
         return Err(format!("rdma_rw_init_mrs returned {vr}"));
     }
-    let e = ents(sg);
-    // SAFETY: `e` holds `sg.len()` entries.
-    let ret = unsafe {
-        vd_rw_ctx_init(
-            v.0,
-            0,
-            e.as_ptr(),
-            e.len() as u32,
-            offset,
-            remote,
-            rkey,
-            if read { 2 } else { 1 },
-            c_int::from(fail_map),
-        )
-    };
+    let ret = v.ctx_init(0, sg, offset, (remote, rkey), read, fail_map);
     let s = vstate(&v, ret.into(), true);
     let after_init = (s.mrs_used, s.maps_live);
     let mut r = VendorRound {
@@ -2021,6 +1988,20 @@ pub(crate) fn gen_sg_for(rng: &mut Rng, max: u64) -> Vec<Ent> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An unsignaled REG_MR WR of the registration `r`.
+    fn reg_mr(r: Reg) -> Wr {
+        Wr {
+            opcode: "IB_WR_REG_MR",
+            send_flags: 0,
+            cqe: "null",
+            sges: vec![],
+            remote: None,
+            inv: None,
+            reg: Some(r),
+            is_chain: false,
+        }
+    }
 
     fn rdma(remote: u64, sges: Vec<(u64, u32, u32)>) -> Wr {
         Wr {
@@ -2066,16 +2047,8 @@ mod tests {
     #[test]
     fn zero_length_pages_are_dropped_only_when_listed() {
         let _serial = crate::serial();
-        let reg = |pages: Vec<u64>| Wr {
-            opcode: "IB_WR_REG_MR",
-            send_flags: 0,
-            cqe: "null",
-            sges: vec![],
-            remote: None,
-            inv: None,
-            reg: Some(Reg { key: 1, access: 1, iova: 0x1000, length: 4096, pages }),
-            is_chain: false,
-        };
+        let reg =
+            |pages: Vec<u64>| reg_mr(Reg { key: 1, access: 1, iova: 0x1000, length: 4096, pages });
         let d = vec![reg(vec![0x1000])];
         let v = vec![reg(vec![0x1000, 0x9000])];
         assert_eq!(zero_len_pages_normalised(&v, &d, &[0x9000]), Some(d.clone()));
@@ -2085,22 +2058,13 @@ mod tests {
     #[test]
     fn ranges_translate_mr_bytes_through_the_page_list() {
         let _serial = crate::serial();
-        let reg = Wr {
-            opcode: "IB_WR_REG_MR",
-            send_flags: 0,
-            cqe: "null",
-            sges: vec![],
-            remote: None,
-            inv: None,
-            reg: Some(Reg {
-                key: 9,
-                access: 1,
-                iova: 0x1800,
-                length: 0x1000,
-                pages: vec![0x1000, 0x7000],
-            }),
-            is_chain: false,
-        };
+        let reg = reg_mr(Reg {
+            key: 9,
+            access: 1,
+            iova: 0x1800,
+            length: 0x1000,
+            pages: vec![0x1000, 0x7000],
+        });
         let w = rdma(0x50, vec![(0x1800, 0x1000, 9)]);
         assert_eq!(ranges(&[reg, w]), vec![(0x50, 0x1800, 0x800), (0x850, 0x7000, 0x800)]);
     }
