@@ -73,12 +73,23 @@ fn main() {
         .file(manifest.join("shim/hmc_glue.c"))
         .include(manifest.join("shim/include"))
         .include(&irdma)
-        .warnings(false)
-        .flag_if_supported("-fno-strict-aliasing")
-        .compile("irdma_vendor_uk");
+        .vendor_compile("irdma_vendor_uk");
     build_ice(&dir, &manifest);
     build_rw::build_rw(&dir, &manifest);
     println!("cargo::rustc-cfg=vendor_c");
+}
+
+/// The options every vendor library here is compiled with: the vendor's
+/// own warnings silenced (their code is compiled unmodified) and
+/// `-fno-strict-aliasing`, as the kernel builds it.
+trait VendorCompile {
+    fn vendor_compile(&mut self, lib: &str);
+}
+
+impl VendorCompile for cc::Build {
+    fn vendor_compile(&mut self, lib: &str) {
+        self.warnings(false).flag_if_supported("-fno-strict-aliasing").compile(lib);
+    }
 }
 
 /// The vendor's ice admin-queue files (Linux 6.1
@@ -111,7 +122,5 @@ fn build_ice(dir: &std::path::Path, manifest: &std::path::Path) {
         .include(manifest.join("shim/ice/include"))
         .include(dir.join("include"))
         .include(&ice)
-        .warnings(false)
-        .flag_if_supported("-fno-strict-aliasing")
-        .compile("irdma_vendor_ice");
+        .vendor_compile("irdma_vendor_ice");
 }

@@ -8,6 +8,8 @@
 
 use std::path::Path;
 
+use super::VendorCompile;
+
 pub fn build_rw(dir: &Path, manifest: &Path) {
     let core = dir.join("drivers/infiniband/core");
     assert!(
@@ -47,7 +49,5 @@ pub fn build_rw(dir: &Path, manifest: &Path) {
         .include(dir.join("include"))
         .include(&core)
         .include(&cut)
-        .warnings(false)
-        .flag_if_supported("-fno-strict-aliasing")
-        .compile("irdma_vendor_rw");
+        .vendor_compile("irdma_vendor_rw");
 }

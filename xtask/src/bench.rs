@@ -674,6 +674,11 @@ mod tests {
         over_baseline, parse_baseline, ratio_figures,
     };
 
+    /// Named figures as the bench functions take and return them.
+    fn figs(v: &[(&str, f64)]) -> Vec<(String, f64)> {
+        v.iter().map(|&(n, x)| (n.to_string(), x)).collect()
+    }
+
     /// Every figure issue #33 sets a goal for is measured and guarded, and
     /// every vendor case has a driver twin of the same name.
     #[test]
@@ -721,40 +726,37 @@ mod tests {
     /// above its baseline by more than 10 % fails the guard.
     #[test]
     fn ratios() {
-        let ours = vec![
-            ("post_write_1sge_doorbell_each".to_string(), 112.0),
-            ("poll_one_cqe".to_string(), 80.0),
-            ("poll_empty_cq".to_string(), 19.0),
-        ];
-        let vendor = vec![
-            ("vendor_uk_post_write_1sge_doorbell_each".to_string(), 285.2),
-            ("vendor_uk_poll_one_cqe".to_string(), 133.0),
-            ("vendor_uk_post_write_1sge_doorbell_per32".to_string(), 248.5),
-            ("vendor_uk_poll_empty_cq".to_string(), 0.0),
-        ];
+        let ours = figs(&[
+            ("post_write_1sge_doorbell_each", 112.0),
+            ("poll_one_cqe", 80.0),
+            ("poll_empty_cq", 19.0),
+        ]);
+        let vendor = figs(&[
+            ("vendor_uk_post_write_1sge_doorbell_each", 285.2),
+            ("vendor_uk_poll_one_cqe", 133.0),
+            ("vendor_uk_post_write_1sge_doorbell_per32", 248.5),
+            ("vendor_uk_poll_empty_cq", 0.0),
+        ]);
         let r = ratio_figures(&ours, &vendor);
         assert_eq!(
             r,
-            vec![
-                ("ratio_post_write_1sge_doorbell_each".to_string(), 0.39),
-                ("ratio_poll_one_cqe".to_string(), 0.6),
-            ],
+            figs(&[("ratio_post_write_1sge_doorbell_each", 0.39), ("ratio_poll_one_cqe", 0.6),]),
             "only where both sides measured (and the vendor's is not 0)"
         );
         let b = parse_baseline("ratio_poll_one_cqe=0.6\n").unwrap();
         assert!(over_baseline(&b, &r).is_empty());
-        let worse = vec![("ratio_poll_one_cqe".to_string(), 0.67)];
+        let worse = figs(&[("ratio_poll_one_cqe", 0.67)]);
         assert_eq!(over_baseline(&b, &worse).len(), 1, "a ratio 10 % over fails");
     }
 
     #[test]
     fn goal_marks() {
-        let ours = vec![
-            ("post_write_1sge_doorbell_each".to_string(), 117.0),
-            ("poll_empty_cq".to_string(), 13.0),
-            ("verbs_poll_one_cqe".to_string(), 104.5),
-        ];
-        let vendor = vec![("vendor_uk_post_write_1sge_doorbell_each".to_string(), 234.0)];
+        let ours = figs(&[
+            ("post_write_1sge_doorbell_each", 117.0),
+            ("poll_empty_cq", 13.0),
+            ("verbs_poll_one_cqe", 104.5),
+        ]);
+        let vendor = figs(&[("vendor_uk_post_write_1sge_doorbell_each", 234.0)]);
         let g = goal_lines(&ours, &vendor);
         assert_eq!(g.len(), GOALS.len());
         let line = |k: &str| g.iter().find(|l| l.starts_with(&format!("goal_{k}="))).unwrap();
@@ -772,7 +774,7 @@ mod tests {
         // each line is a `name=value` line with a comment the baseline parser reads
         assert_eq!(
             parse_baseline(post).unwrap(),
-            vec![("goal_post_write_1sge_doorbell_each".to_string(), 89.0)]
+            figs(&[("goal_post_write_1sge_doorbell_each", 89.0)])
         );
     }
 

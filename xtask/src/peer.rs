@@ -206,6 +206,22 @@ const LIBDIR: &str = "lib/x86_64-linux-gnu";
 
 const QEMU: &str = "qemu-system-x86_64";
 
+/// A Linux client's shell: `cmd` (its output to /tmp/o, then printed)
+/// tried up to 10 times a second apart while the host side is not up yet,
+/// i.e. while a failed try's output lacks `up` (what the tool prints once
+/// it reached the host side); its exit status then.
+macro_rules! retried_until_up {
+    ($cmd:literal, $up:literal) => {
+        concat!(
+            "for i in 1 2 3 4 5 6 7 8 9 10; do ",
+            $cmd,
+            " >/tmp/o 2>&1; rc=$?; cat /tmp/o; [ $rc = 0 ] && exit 0; grep -q '",
+            $up,
+            "' /tmp/o && exit $rc; sleep 1; done; exit 1"
+        )
+    };
+}
+
 /// One scenario: the guest's command, the host side's test, the line of
 /// the Linux tool's output that is its result.
 struct Scenario {
@@ -312,8 +328,10 @@ const PERFTEST_SERVER: Scenario = Scenario {
 const PERFTEST_CLIENT: Scenario = Scenario {
     name: "perftest-write-linux-client",
     what: "Linux `ib_write_bw -R` connects to the driver and WRITEs 100 × 4096 bytes into it",
-    linux: "for i in 1 2 3 4 5 6 7 8 9 10; do ib_write_bw -R -F -n 100 -s $RPING_SIZE $MODEL_ADDR >/tmp/o 2>&1; \
-            rc=$?; cat /tmp/o; [ $rc = 0 ] && exit 0; grep -q 'local address' /tmp/o && exit $rc; sleep 1; done; exit 1",
+    linux: retried_until_up!(
+        "ib_write_bw -R -F -n 100 -s $RPING_SIZE $MODEL_ADDR",
+        "local address"
+    ),
     host_test: "peer_perftest_write_driver_server",
     ..PERFTEST_SERVER
 };
@@ -355,6 +373,21 @@ fn exit_of(serial: &Path, tag: &str, show: &[&str], width: usize) -> Option<i32>
     }
     exit
 }
+
+/// What rdma-core's librdmacm examples print as their result (`cmatose` /
+/// `ucmatose` and `udaddy`): their name, each phase and the final status.
+const CMA_EXAMPLE_RESULT: &[&str] = &[
+    "cmatose",
+    "udaddy",
+    "initiating",
+    "completing",
+    "receiving",
+    "sending",
+    "data transfers",
+    "disconnected",
+    "test complete",
+    "return status",
+];
 
 const SCENARIOS: &[Scenario] = &[
     Scenario {
@@ -437,17 +470,9 @@ const SCENARIOS: &[Scenario] = &[
     Scenario {
         name: "ucmatose-linux-client",
         what: "Linux `ucmatose -c 2` opens two connections to the driver, 10 SENDs each way on each",
-        linux: "for i in 1 2 3 4 5 6 7 8 9 10; do ucmatose -s $MODEL_ADDR -c 2 >/tmp/o 2>&1; rc=$?; cat /tmp/o; \
-                [ $rc = 0 ] && exit 0; grep -q 'data transfers' /tmp/o && exit $rc; sleep 1; done; exit 1",
+        linux: retried_until_up!("ucmatose -s $MODEL_ADDR -c 2", "data transfers"),
         host_test: "peer_ucmatose_driver_server",
-        result: &[
-            "cmatose",
-            "receiving",
-            "sending",
-            "data transfers",
-            "test complete",
-            "return status",
-        ],
+        result: CMA_EXAMPLE_RESULT,
         ..BASE
     },
     Scenario {
@@ -455,33 +480,16 @@ const SCENARIOS: &[Scenario] = &[
         what: "Linux `ucmatose -c 2` listens, the driver opens two connections, 10 SENDs each way on each, Linux's DREQs",
         linux: "ucmatose -c 2 -C 10; rc=$?; exit $rc",
         host_test: "peer_ucmatose_driver_client",
-        result: &[
-            "cmatose",
-            "initiating",
-            "completing",
-            "receiving",
-            "data transfers",
-            "disconnected",
-            "test complete",
-            "return status",
-        ],
+        result: CMA_EXAMPLE_RESULT,
         ..BASE
     },
     Scenario {
         name: "udaddy-linux-client",
         what: "Linux `udaddy -s` resolves the driver's UDP port 7174 by SIDR, 10 UD datagrams each way",
         // retried while the host side is not up yet
-        linux: "for i in 1 2 3 4 5 6 7 8 9 10; do udaddy -s $MODEL_ADDR >/tmp/o 2>&1; rc=$?; cat /tmp/o; \
-                [ $rc = 0 ] && exit 0; grep -q 'data transfers' /tmp/o && exit $rc; sleep 1; done; exit 1",
+        linux: retried_until_up!("udaddy -s $MODEL_ADDR", "data transfers"),
         host_test: "peer_udaddy_driver_server",
-        result: &[
-            "udaddy",
-            "initiating",
-            "receiving",
-            "data transfers",
-            "test complete",
-            "return status",
-        ],
+        result: CMA_EXAMPLE_RESULT,
         ..BASE
     },
     Scenario {
@@ -489,14 +497,7 @@ const SCENARIOS: &[Scenario] = &[
         what: "Linux `udaddy` listens, the driver resolves it by SIDR and plays udaddy's client",
         linux: "udaddy; rc=$?; exit $rc",
         host_test: "peer_udaddy_driver_client",
-        result: &[
-            "udaddy",
-            "receiving",
-            "sending",
-            "data transfers",
-            "test complete",
-            "return status",
-        ],
+        result: CMA_EXAMPLE_RESULT,
         ..BASE
     },
     PEER_VANISHES,
@@ -539,16 +540,20 @@ const SCENARIOS: &[Scenario] = &[
     Scenario {
         name: "perftest-read-linux-client",
         what: "Linux `ib_read_bw -R` connects to the driver and READs 100 × 4096 bytes from it",
-        linux: "for i in 1 2 3 4 5 6 7 8 9 10; do ib_read_bw -R -F -n 100 -s $RPING_SIZE $MODEL_ADDR >/tmp/o 2>&1; \
-                rc=$?; cat /tmp/o; [ $rc = 0 ] && exit 0; grep -q 'local address' /tmp/o && exit $rc; sleep 1; done; exit 1",
+        linux: retried_until_up!(
+            "ib_read_bw -R -F -n 100 -s $RPING_SIZE $MODEL_ADDR",
+            "local address"
+        ),
         host_test: "peer_perftest_read_driver_server",
         ..PERFTEST_CLIENT
     },
     Scenario {
         name: "perftest-send-linux-client",
         what: "Linux `ib_send_bw -R` connects to the driver and SENDs 100 × 4096 bytes to it",
-        linux: "for i in 1 2 3 4 5 6 7 8 9 10; do ib_send_bw -R -F -n 100 -s $RPING_SIZE $MODEL_ADDR >/tmp/o 2>&1; \
-                rc=$?; cat /tmp/o; [ $rc = 0 ] && exit 0; grep -q 'local address' /tmp/o && exit $rc; sleep 1; done; exit 1",
+        linux: retried_until_up!(
+            "ib_send_bw -R -F -n 100 -s $RPING_SIZE $MODEL_ADDR",
+            "local address"
+        ),
         host_test: "peer_perftest_send_driver_server",
         ..PERFTEST_CLIENT
     },

@@ -21,30 +21,13 @@ pub const DEFAULT_SEED: u64 = 0x50a4_f417;
 
 pub fn main(args: &[String]) -> ExitCode {
     let (mut ops, mut seed) = (LEG_OPS, DEFAULT_SEED);
-    let mut it = args.iter();
-    while let Some(a) = it.next() {
-        let v = it.next().and_then(|v| crate::util::parse_u64(v));
-        match (a.as_str(), v) {
-            ("--ops", Some(v)) => ops = v,
-            ("--seed", Some(v)) => seed = v,
-            _ => {
-                eprintln!(
-                    "usage: cargo xtask soak [--ops N] [--seed S]   (defaults: {LEG_OPS} ops, seed {DEFAULT_SEED:#x}; S may be hex 0x…)"
-                );
-                return ExitCode::FAILURE;
-            }
-        }
+    if !crate::util::parse_options(args, &mut [("--ops", &mut ops), ("--seed", &mut seed)]) {
+        eprintln!(
+            "usage: cargo xtask soak [--ops N] [--seed S]   (defaults: {LEG_OPS} ops, seed {DEFAULT_SEED:#x}; S may be hex 0x…)"
+        );
+        return ExitCode::FAILURE;
     }
-    match run(ops, seed) {
-        Ok(line) => {
-            println!("{line}");
-            ExitCode::SUCCESS
-        }
-        Err(e) => {
-            eprintln!("soak: {e}");
-            ExitCode::FAILURE
-        }
-    }
+    crate::util::exit_with(run(ops, seed), "soak")
 }
 
 /// Runs the soak; returns its result line (and fails if the test failed:

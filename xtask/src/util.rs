@@ -2,7 +2,7 @@
 
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, ExitStatus};
+use std::process::{Command, ExitCode, ExitStatus};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -62,6 +62,18 @@ pub fn cargo(args: &[&str]) -> Result<String, String> {
     } else {
         Err(format!("cargo {} exited with {status}", args.join(" ")))
     }
+}
+
+/// Runs `cargo ARGS` in the workspace root with the variables `envs` set
+/// and its output streamed; its exit status.
+pub fn cargo_with(args: &[&str], envs: &[(&str, &str)]) -> Result<ExitStatus, String> {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    Command::new(cargo)
+        .args(args)
+        .envs(envs.iter().copied())
+        .current_dir(root())
+        .status()
+        .map_err(|e| format!("cannot run cargo: {e}"))
 }
 
 /// Output of a command, or an error naming it.
@@ -212,13 +224,8 @@ pub fn check_model_independence() -> Result<String, String> {
 /// warnings denied (broken or private intra-doc links, bad HTML, …), and
 /// the driver's doc examples run.
 pub fn doc() -> Result<String, String> {
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let status = Command::new(&cargo)
-        .args(["doc", "--no-deps", "-p", "irdma", "-p", "irdma-hal"])
-        .env("RUSTDOCFLAGS", "-D warnings")
-        .current_dir(root())
-        .status()
-        .map_err(|e| format!("cannot run cargo: {e}"))?;
+    let args = ["doc", "--no-deps", "-p", "irdma", "-p", "irdma-hal"];
+    let status = cargo_with(&args, &[("RUSTDOCFLAGS", "-D warnings")])?;
     if !status.success() {
         return Err(format!("cargo doc with RUSTDOCFLAGS=\"-D warnings\" failed: {status}"));
     }
@@ -539,9 +546,57 @@ pub fn parse_u64(s: &str) -> Option<u64> {
     }
 }
 
+/// Numeric options `--NAME N` (N as [`parse_u64`] reads it) into their
+/// slots; false on an option not listed or a missing or bad number (the
+/// caller prints its usage).
+pub fn parse_options(args: &[String], slots: &mut [(&str, &mut u64)]) -> bool {
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        let v = it.next().and_then(|v| parse_u64(v));
+        match (slots.iter_mut().find(|(name, _)| *name == a.as_str()), v) {
+            (Some((_, slot)), Some(v)) => **slot = v,
+            _ => return false,
+        }
+    }
+    true
+}
+
+/// The end of a command that prints one result: the line on stdout and
+/// success, or `WHO: error` on stderr and failure.
+pub fn exit_with(r: Result<String, String>, who: &str) -> ExitCode {
+    match r {
+        Ok(line) => {
+            println!("{line}");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("{who}: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
-    use super::{PackageManager, SysPackage, compare_dirs, install_commands, manual_command};
+    use super::{
+        PackageManager, SysPackage, compare_dirs, install_commands, manual_command, parse_options,
+    };
+
+    #[test]
+    fn options_fill_their_slots_and_refuse_the_rest() {
+        let args = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let (mut seed, mut cases) = (1, 2);
+        let ok = parse_options(
+            &args(&["--cases", "1_000", "--seed", "0x2a"]),
+            &mut [("--seed", &mut seed), ("--cases", &mut cases)],
+        );
+        assert!(ok);
+        assert_eq!((seed, cases), (0x2a, 1000));
+        for bad in [&["--ops", "3"][..], &["--seed"], &["--seed", "x"]] {
+            assert!(!parse_options(&args(bad), &mut [("--seed", &mut seed)]), "{bad:?}");
+        }
+        assert!(parse_options(&[], &mut [("--seed", &mut seed)]));
+    }
 
     const Q: SysPackage = SysPackage {
         program: "qemu-system-x86_64",

@@ -185,26 +185,9 @@ pub fn main(args: &[String]) -> ExitCode {
         return code;
     }
     let (mut seed, mut cases) = (LEG_SEED, LEG_CASES);
-    let mut it = args.iter();
-    while let Some(a) = it.next() {
-        let v = it.next().and_then(|v| crate::util::parse_u64(v));
-        match (a.as_str(), v) {
-            ("--seed", Some(v)) => seed = v,
-            ("--cases", Some(v)) => cases = v,
-            _ => {
-                eprintln!("usage: cargo xtask vendor-diff [--seed N] [--cases N]");
-                return ExitCode::FAILURE;
-            }
-        }
+    if !util::parse_options(args, &mut [("--seed", &mut seed), ("--cases", &mut cases)]) {
+        eprintln!("usage: cargo xtask vendor-diff [--seed N] [--cases N]");
+        return ExitCode::FAILURE;
     }
-    match run_harness(seed, cases) {
-        Ok(m) => {
-            println!("{m}");
-            ExitCode::SUCCESS
-        }
-        Err(e) => {
-            eprintln!("xtask vendor-diff: {e}");
-            ExitCode::FAILURE
-        }
-    }
+    util::exit_with(run_harness(seed, cases), "xtask vendor-diff")
 }

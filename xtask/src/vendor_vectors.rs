@@ -134,26 +134,19 @@ pub fn main(args: &[String]) -> Option<ExitCode> {
     let pos = args.iter().position(|a| a == "--write-vectors" || a == "--rederive")?;
     let write_mode = args[pos] == "--write-vectors";
     let (mut seed, mut cases) = (SEED, CASES);
-    let mut dir: Option<String> = None;
-    let mut it = args.iter().enumerate();
-    while let Some((i, a)) = it.next() {
-        if i == pos {
-            if let Some((_, d)) = it.next() {
-                dir = Some(d.clone());
-            }
-            continue;
-        }
-        let v = it.next().and_then(|(_, v)| crate::util::parse_u64(v));
-        match (a.as_str(), v) {
-            ("--seed", Some(v)) => seed = v,
-            ("--cases", Some(v)) => cases = v,
-            _ => {
-                eprintln!(
-                    "usage: cargo xtask vendor-diff --write-vectors DIR [--seed N] [--cases N] | --rederive [DIR]"
-                );
-                return Some(ExitCode::FAILURE);
-            }
-        }
+    // DIR follows the mode flag; the rest are numeric options
+    let dir = args.get(pos + 1).cloned();
+    let rest: Vec<String> = args
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| !(pos..=pos + 1).contains(i))
+        .map(|(_, a)| a.clone())
+        .collect();
+    if !util::parse_options(&rest, &mut [("--seed", &mut seed), ("--cases", &mut cases)]) {
+        eprintln!(
+            "usage: cargo xtask vendor-diff --write-vectors DIR [--seed N] [--cases N] | --rederive [DIR]"
+        );
+        return Some(ExitCode::FAILURE);
     }
     let r = if write_mode {
         match dir {

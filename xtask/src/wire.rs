@@ -66,16 +66,7 @@ pub fn main(args: &[String]) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match r {
-        Ok(m) => {
-            println!("{m}");
-            ExitCode::SUCCESS
-        }
-        Err(e) => {
-            eprintln!("wire: {e}");
-            ExitCode::FAILURE
-        }
-    }
+    util::exit_with(r, "wire")
 }
 
 /// The leg: installs tshark and scapy if missing, runs the scenario into
@@ -120,13 +111,8 @@ fn cm_qp1(file: &Path, required: bool) -> Result<String, String> {
 /// decodes them as InfiniBand CM with the fields both sides used, scapy
 /// verifies the ICRCs; `CM_WIRE_REQUIRED` makes missing tools an error.
 fn cm_wire() -> Result<String, String> {
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let status = Command::new(cargo)
-        .args(["test", "-p", "irdma", "--test", "cm_wire", "--quiet"])
-        .env("CM_WIRE_REQUIRED", "1")
-        .current_dir(root())
-        .status()
-        .map_err(|e| format!("cannot run cargo: {e}"))?;
+    let args = ["test", "-p", "irdma", "--test", "cm_wire", "--quiet"];
+    let status = util::cargo_with(&args, &[("CM_WIRE_REQUIRED", "1")])?;
     if !status.success() {
         return Err(format!("the CM wire check (tests/cm_wire.rs) failed ({status})"));
     }

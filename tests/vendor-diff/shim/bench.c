@@ -51,15 +51,7 @@
 
 #include <stdio.h>
 
-struct vd_qp;
-struct vd_cq;
-struct vd_qp *vd_qp_new(u64 *sq, u32 sq_quanta, u64 *rq, u32 rq_size, u8 rq_shift,
-			u32 max_sq_frags, u32 max_rq_frags, u32 max_inline, u32 qp_id,
-			u8 qp_type, int *ret);
-struct vd_cq *vd_cq_new(u64 *ring, u32 size, u32 cq_id);
-struct irdma_qp_uk *vd_qp_uk(struct vd_qp *q);
-struct irdma_cq_uk *vd_cq_uk(struct vd_cq *c);
-u64 vd_qp_db_addr(struct vd_qp *q);
+#include "vd_glue.h"
 
 /* The driver bench's sizes and values (benches/common/mod.rs). */
 #define SQ_QUANTA 4096

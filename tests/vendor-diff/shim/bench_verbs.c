@@ -162,24 +162,7 @@ struct ib_cq { struct ib_device *device; };
 struct ib_ah { int unused; };
 struct ib_mr { u64 iova; u64 length; u32 page_size; };
 
-struct ib_send_wr {
-	struct ib_send_wr *next;
-	u64 wr_id;
-	struct ib_sge *sg_list;
-	int num_sge;
-	enum ib_wr_opcode opcode;
-	int send_flags;
-	union {
-		__be32 imm_data;
-		u32 invalidate_rkey;
-	} ex;
-};
-
-struct ib_rdma_wr {
-	struct ib_send_wr wr;
-	u64 remote_addr;
-	u32 rkey;
-};
+#include "common/vd_ib_send_wr.h"
 
 struct ib_ud_wr {
 	struct ib_send_wr wr;
@@ -349,14 +332,7 @@ static inline int irdma_sc_mr_fast_register(struct irdma_sc_qp *qp,
 #include "vendor_verbs.inc"
 
 /* ---- the harness ------------------------------------------------------ */
-struct vd_qp;
-struct vd_cq;
-struct vd_qp *vd_qp_new(u64 *sq, u32 sq_quanta, u64 *rq, u32 rq_size, u8 rq_shift,
-			u32 max_sq_frags, u32 max_rq_frags, u32 max_inline, u32 qp_id,
-			u8 qp_type, int *ret);
-struct vd_cq *vd_cq_new(u64 *ring, u32 size, u32 cq_id);
-struct irdma_qp_uk *vd_qp_uk(struct vd_qp *q);
-struct irdma_cq_uk *vd_cq_uk(struct vd_cq *c);
+#include "vd_glue.h"
 
 #define SQ_QUANTA 4096
 #define CQ_SLOTS 4096

@@ -62,6 +62,19 @@ struct vd_cqp {
 	u64 host_ctx[8];
 };
 
+/* A GEN_2 PF device (icrdma_init_hw) on the harness's BAR, its HMC info
+ * over obj (IRDMA_HMC_IW_MAX entries); shim/hmc_glue.c's device too. */
+void vd_gen2_dev_init(struct irdma_sc_dev *dev, struct irdma_hw *hw, struct irdma_hmc_info *hmc,
+		      struct irdma_hmc_obj_info *obj)
+{
+	hw->hw_addr = (u8 *)(uintptr_t)0x40000000ULL;
+	dev->hw = hw;
+	hmc->hmc_obj = obj;
+	dev->hmc_info = hmc;
+	dev->hw_attrs.uk_attrs.hw_rev = IRDMA_GEN_2;
+	icrdma_init_hw(dev);
+}
+
 /* A CQP of sq_size WQEs (a power of two, 4..2048, irdma_sc_cqp_init). */
 struct vd_cqp *vd_cqp_new(u32 sq_size, int *ret)
 {
@@ -74,12 +87,7 @@ struct vd_cqp *vd_cqp_new(u32 sq_size, int *ret)
 	}
 	c->ring = calloc(sq_size ? sq_size : 1, sizeof(*c->ring));
 	c->scratch = calloc(sq_size ? sq_size : 1, sizeof(u64));
-	c->hw.hw_addr = (u8 *)(uintptr_t)0x40000000ULL;
-	c->dev.hw = &c->hw;
-	c->hmc.hmc_obj = c->hmc_obj;
-	c->dev.hmc_info = &c->hmc;
-	c->dev.hw_attrs.uk_attrs.hw_rev = IRDMA_GEN_2;
-	icrdma_init_hw(&c->dev);
+	vd_gen2_dev_init(&c->dev, &c->hw, &c->hmc, c->hmc_obj);
 	/* the EQ size limits irdma_sc_dev_init sets (ctrl.c) */
 	c->dev.hw_attrs.min_hw_aeq_size = IRDMA_MIN_AEQ_ENTRIES;
 	c->dev.hw_attrs.max_hw_aeq_size = IRDMA_MAX_AEQ_ENTRIES;

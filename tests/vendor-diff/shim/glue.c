@@ -12,6 +12,7 @@
 #include "defs.h"
 #include "user.h"
 #include "irdma.h"
+#include "vd_glue.h"
 
 /* ---- the recording BAR ------------------------------------------------ */
 

@@ -114,6 +114,10 @@ static int vd_record_sds(struct irdma_sc_dev *dev, struct irdma_update_sds_info 
 	return 0;
 }
 
+/* shim/ctrl_glue.c: a GEN_2 PF device on the harness's BAR, HMC over obj */
+void vd_gen2_dev_init(struct irdma_sc_dev *dev, struct irdma_hw *hw, struct irdma_hmc_info *hmc,
+		      struct irdma_hmc_obj_info *obj);
+
 /* A GEN_2 PF device (icrdma_init_hw) with a 4-slot CQP, HMC function 0,
  * the given protocol (irdma_q1_cnt, cfg_fpm_value_gen_2 read it). */
 struct vd_hmc *vd_hmc_new(u8 protocol_used, u32 max_hw_ird, int *ret)
@@ -125,12 +129,7 @@ struct vd_hmc *vd_hmc_new(u8 protocol_used, u32 max_hw_ird, int *ret)
 		*ret = -ENOMEM;
 		return NULL;
 	}
-	h->hw.hw_addr = (u8 *)(uintptr_t)0x40000000ULL;
-	h->dev.hw = &h->hw;
-	h->hmc.hmc_obj = h->obj;
-	h->dev.hmc_info = &h->hmc;
-	h->dev.hw_attrs.uk_attrs.hw_rev = IRDMA_GEN_2;
-	icrdma_init_hw(&h->dev);
+	vd_gen2_dev_init(&h->dev, &h->hw, &h->hmc, h->obj);
 	/* 6.1's icrdma_init_hw says 127 (icrdma_hw.h: ICRDMA_MAX_IRD_SIZE);
 	 * the harness may set another value (0 keeps 127) */
 	if (max_hw_ird)
@@ -273,6 +272,19 @@ static const u32 vd_obj_order[] = {
 	IRDMA_HMC_IW_OOISCFFL,
 };
 
+#define VD_N_OBJ (sizeof(vd_obj_order) / sizeof(vd_obj_order[0]))
+
+/* The objects bring-up creates and teardown deletes: those of vd_obj_order
+ * with a count, PBLE left out. The index of the first from i on (VD_N_OBJ:
+ * none left). */
+static u32 vd_obj_from(const struct vd_hmc *h, u32 i)
+{
+	while (i < VD_N_OBJ &&
+	       (vd_obj_order[i] == IRDMA_HMC_IW_PBLE || !h->obj[vd_obj_order[i]].cnt))
+		i++;
+	return i;
+}
+
 /* Bring-up's object creation (hw.c: irdma_create_hmc_objs, its
  * iw_hmc_obj_types order, PBLE skipped, direct SDs as irdma_hmc_setup
  * chooses for a PF): irdma_sc_create_hmc_obj for every object with a
@@ -286,9 +298,7 @@ int vd_hmc_create_all(struct vd_hmc *h, u32 *failed_type)
 
 	vd_cur = h;
 	h->created = 1;
-	for (i = 0; i < sizeof(vd_obj_order) / sizeof(vd_obj_order[0]); i++) {
-		if (vd_obj_order[i] == IRDMA_HMC_IW_PBLE || !h->obj[vd_obj_order[i]].cnt)
-			continue;
+	for (i = vd_obj_from(h, 0); i < VD_N_OBJ; i = vd_obj_from(h, i + 1)) {
 		memset(&info, 0, sizeof(info));
 		info.hmc_info = &h->hmc;
 		info.privileged = true;
@@ -316,9 +326,7 @@ int vd_hmc_delete_all(struct vd_hmc *h)
 	int ret, first = 0;
 
 	vd_cur = h;
-	for (i = 0; i < sizeof(vd_obj_order) / sizeof(vd_obj_order[0]); i++) {
-		if (vd_obj_order[i] == IRDMA_HMC_IW_PBLE || !h->obj[vd_obj_order[i]].cnt)
-			continue;
+	for (i = vd_obj_from(h, 0); i < VD_N_OBJ; i = vd_obj_from(h, i + 1)) {
 		memset(&info, 0, sizeof(info));
 		info.hmc_info = &h->hmc;
 		info.privileged = true;

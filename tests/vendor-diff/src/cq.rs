@@ -16,6 +16,7 @@ use crate::case::{Case, Cfg, Op};
 use crate::ffi::{self, VdCq, VdPoll};
 use crate::rng::Rng;
 use crate::run::{self, Diff, VRing};
+use crate::shrink::{Variants, greedy};
 
 /// The completion context the driver's QP uses (the vendor's is the
 /// address of its QP struct; qword 1 of each CQE is written per side).
@@ -344,27 +345,7 @@ pub fn run_cq(case: &CqCase) -> Result<Option<&'static str>, Diff> {
             Ev::Cqe { q, ext, null_ctx, stale, target } => {
                 let mut w = *q;
                 if let Some(k) = target {
-                    let vs = v.state();
-                    let idx = if w[3] & q3::SQ != 0 {
-                        // the k-th outstanding start, if any
-                        let out: Vec<u32> = starts
-                            .iter()
-                            .copied()
-                            .filter(|&s| {
-                                (s + c.sq_quanta - vs.sq_tail) % c.sq_quanta
-                                    < (vs.sq_head + c.sq_quanta - vs.sq_tail) % c.sq_quanta
-                            })
-                            .collect();
-                        out.get(usize::from(*k) % out.len().max(1)).copied()
-                    } else {
-                        let used = (vs.rq_head + c.rq_size - vs.rq_tail) % c.rq_size;
-                        (used > 0).then(|| {
-                            ((vs.rq_tail + u32::from(*k) % used) % c.rq_size) << c.rq_shift
-                        })
-                    };
-                    if let Some(i) = idx {
-                        w[3] = (w[3] & !q3::WQEIDX) | (u64::from(i) << q3::WQEIDX_S);
-                    }
+                    target_wqe(&mut w[3], *k, &v.state(), c, &starts);
                 }
                 let valid = dev_pol ^ *stale;
                 w[3] = (w[3] & !q3::VALID) | if valid { q3::VALID } else { 0 };
@@ -554,50 +535,54 @@ pub fn run_cq(case: &CqCase) -> Result<Option<&'static str>, Diff> {
     Ok(None)
 }
 
+/// Points a CQE (its qword 3, `w3`) at the `k`-th outstanding WQE of its
+/// queue, where there is one (an event's `target`): for an SQ CQE the
+/// `k`-th of the WQE starts `starts` between the SQ tail and head, for an
+/// RQ CQE the `k`-th receive from the RQ tail; `vs` is the vendor QP's
+/// state, `c` its configuration. regen/dpcq.rs writes the same CQEs.
+pub(crate) fn target_wqe(w3: &mut u64, k: u8, vs: &ffi::VdQpState, c: &Cfg, starts: &[u32]) {
+    let idx = if *w3 & q3::SQ != 0 {
+        let n = c.sq_quanta;
+        let out: Vec<u32> = starts
+            .iter()
+            .copied()
+            .filter(|&s| (s + n - vs.sq_tail) % n < (vs.sq_head + n - vs.sq_tail) % n)
+            .collect();
+        out.get(usize::from(k) % out.len().max(1)).copied()
+    } else {
+        let used = (vs.rq_head + c.rq_size - vs.rq_tail) % c.rq_size;
+        (used > 0).then(|| ((vs.rq_tail + u32::from(k) % used) % c.rq_size) << c.rq_shift)
+    };
+    if let Some(i) = idx {
+        *w3 = (*w3 & !q3::WQEIDX) | (u64::from(i) << q3::WQEIDX_S);
+    }
+}
+
 /// Shrinks a differing CQ script: fewer events and set-up posts, earlier
 /// ring positions, the CQ at slot 0.
-pub fn shrink_cq(mut case: CqCase, mut diff: Diff) -> (CqCase, Diff) {
-    let mut budget = 2000;
-    'outer: while budget > 0 {
-        let mut cands = Vec::new();
-        for i in 0..case.events.len() {
-            let mut k = case.clone();
+pub fn shrink_cq(case: CqCase, diff: Diff) -> (CqCase, Diff) {
+    greedy(case, diff, 2000, |c, _| cq_candidates(c), |k| run_cq(k).err())
+}
+
+fn cq_candidates(case: &CqCase) -> Vec<CqCase> {
+    let mut v = Variants::new(case);
+    for i in 0..case.events.len() {
+        v.push(|k| {
             k.events.remove(i);
-            cands.push(k);
-        }
-        for i in 0..case.qp.ops.len() {
-            let mut k = case.clone();
-            k.qp.ops.remove(i);
-            cands.push(k);
-        }
-        for f in [
-            |k: &mut CqCase| k.qp.sq_filler = 0,
-            |k: &mut CqCase| k.qp.sq_filler /= 2,
-            |k: &mut CqCase| k.qp.sq_filler = k.qp.sq_filler.saturating_sub(1),
-            |k: &mut CqCase| k.qp.rq_filler = 0,
-            |k: &mut CqCase| k.qp.rq_filler = k.qp.rq_filler.saturating_sub(1),
-            |k: &mut CqCase| k.cq_head = 0,
-        ] {
-            let mut k = case.clone();
-            f(&mut k);
-            if k != case {
-                cands.push(k);
-            }
-        }
-        for k in cands {
-            budget -= 1;
-            if let Err(d) = run_cq(&k) {
-                case = k;
-                diff = d;
-                continue 'outer;
-            }
-            if budget == 0 {
-                break;
-            }
-        }
-        break;
+        });
     }
-    (case, diff)
+    for i in 0..case.qp.ops.len() {
+        v.push(|k| {
+            k.qp.ops.remove(i);
+        });
+    }
+    v.push(|k| k.qp.sq_filler = 0);
+    v.push(|k| k.qp.sq_filler /= 2);
+    v.push(|k| k.qp.sq_filler = k.qp.sq_filler.saturating_sub(1));
+    v.push(|k| k.qp.rq_filler = 0);
+    v.push(|k| k.qp.rq_filler = k.qp.rq_filler.saturating_sub(1));
+    v.push(|k| k.cq_head = 0);
+    v.into_vec()
 }
 
 /// A readable dump of a CQ script (qword 3 of each CQE decoded).

@@ -47,6 +47,7 @@ use irdma::ice::{AdminQueue, AqConfig, AqTimeouts, Desc, regs};
 use irdma_hal::{Bar, BufferDirection, DmaError, Hal, PhysAddr};
 
 use crate::rng::Rng;
+use crate::shrink::{Variants, greedy};
 
 // ---------------------------------------------------------------- the C side
 
@@ -138,8 +139,39 @@ const DEV_CAP_NAMES: [&str; 5] =
 const FUNC_CAP_NAMES: [&str; 5] =
     ["num_allocd_vfs", "vf_base_id", "guar_num_vsi", "fd_fltr_guar", "fd_fltr_best_effort"];
 
+/// The capability fields ice keeps in 16 bits (the driver in 32: deviation
+/// `caps_fields_kept_in_32_bits`): `num_rxq` through `max_mtu` and
+/// `rss_table_size` of [`CAP_NAMES`].
+fn cap_is_u16(name: &str) -> bool {
+    CAP_NAMES[3..10].contains(&name) || name == "rss_table_size"
+}
+
 fn cap_fields(v: &[u32; 20], own: &[&'static str; 5]) -> Vec<(&'static str, u64)> {
     CAP_NAMES.iter().chain(own.iter()).zip(v.iter()).map(|(n, x)| (*n, u64::from(*x))).collect()
+}
+
+/// The link-status fields compared, named as ice's `struct
+/// ice_link_status`, from either side's link status `l` (the vendor's
+/// [`VdLink`], the driver's `get_link_status` answer: the same field names)
+/// and its flow-control mode `fc`.
+macro_rules! link_fields {
+    ($l:expr, $fc:expr) => {
+        vec![
+            ("phy_type_low", $l.phy_type_low),
+            ("phy_type_high", $l.phy_type_high),
+            ("max_frame_size", u64::from($l.max_frame_size)),
+            ("link_speed", u64::from($l.link_speed)),
+            ("topo_media_conflict", u64::from($l.topo_media_conflict)),
+            ("link_cfg_err", u64::from($l.link_cfg_err)),
+            ("lse_ena", u64::from($l.lse_ena)),
+            ("link_info", u64::from($l.link_info)),
+            ("an_info", u64::from($l.an_info)),
+            ("ext_info", u64::from($l.ext_info)),
+            ("fec_info", u64::from($l.fec_info)),
+            ("pacing", u64::from($l.pacing)),
+            ("fc.current_mode", u64::from($fc)),
+        ]
+    };
 }
 
 /// `struct vd_link` (shim/ice/glue.c): ice's `struct ice_link_status`
@@ -327,6 +359,26 @@ impl Answer {
     pub(crate) fn ok() -> Answer {
         Answer { retval: 0, datalen: None, buf: Vec::new(), params: None, hang: false }
     }
+
+    /// Completes the 32-byte descriptor `d` with this answer, as the
+    /// firmware does (and regen/lan.rs's vectors expect): flags DD | CMP
+    /// (| ERR on a non-zero retval), retval, datalen when scripted, the
+    /// parameter bytes 16–31 (16–23 on an indirect command).
+    pub(crate) fn complete(&self, d: &mut [u8]) {
+        let mut fl = le16(d, 0) | 0x0001 | 0x0002;
+        if self.retval != 0 {
+            fl |= 0x0004;
+        }
+        d[0..2].copy_from_slice(&fl.to_le_bytes());
+        d[6..8].copy_from_slice(&self.retval.to_le_bytes());
+        if let Some(l) = self.datalen {
+            d[4..6].copy_from_slice(&l.to_le_bytes());
+        }
+        if let Some(p) = self.params {
+            let end = if fl & BUF != 0 { 8 } else { 16 };
+            d[16..16 + end].copy_from_slice(&p[..end]);
+        }
+    }
 }
 
 /// One ARQ event the firmware posts.
@@ -496,19 +548,7 @@ impl Fw {
             if a.hang {
                 return;
             }
-            let mut fl = fl | 0x0001 | 0x0002;
-            if a.retval != 0 {
-                fl |= 0x0004;
-            }
-            d[0..2].copy_from_slice(&fl.to_le_bytes());
-            d[6..8].copy_from_slice(&a.retval.to_le_bytes());
-            if let Some(l) = a.datalen {
-                d[4..6].copy_from_slice(&l.to_le_bytes());
-            }
-            if let Some(p) = a.params {
-                let end = if fl & BUF != 0 { 8 } else { 16 };
-                d[16..16 + end].copy_from_slice(&p[..end]);
-            }
+            a.complete(d);
             if buf_ok && !a.buf.is_empty() {
                 // never past the buffer the descriptor posted (`dl` bytes,
                 // checked above): the slot buffers of one side may be
@@ -1309,21 +1349,7 @@ unsafe fn vendor_typed(hw: *mut IceHw, cmd: &Typed) -> (i32, Vec<(&'static str, 
                 let mut l = VdLink::default();
                 let r = vd_ice_link_info(hw, u8::from(ena_lse), &mut l);
                 if r == 0 {
-                    p = vec![
-                        ("phy_type_low", l.phy_type_low),
-                        ("phy_type_high", l.phy_type_high),
-                        ("max_frame_size", l.max_frame_size.into()),
-                        ("link_speed", l.link_speed.into()),
-                        ("topo_media_conflict", l.topo_media_conflict.into()),
-                        ("link_cfg_err", l.link_cfg_err.into()),
-                        ("lse_ena", l.lse_ena.into()),
-                        ("link_info", l.link_info.into()),
-                        ("an_info", l.an_info.into()),
-                        ("ext_info", l.ext_info.into()),
-                        ("fec_info", l.fec_info.into()),
-                        ("pacing", l.pacing.into()),
-                        ("fc.current_mode", l.fc_mode.into()),
-                    ];
+                    p = link_fields!(l, l.fc_mode);
                 }
                 r
             }
@@ -1387,8 +1413,11 @@ unsafe fn vendor_typed(hw: *mut IceHw, cmd: &Typed) -> (i32, Vec<(&'static str, 
 /// the queue, MSI-X, MTU and RSS numbers in 16 bits (ice_type.h), the
 /// driver in 32: compared as ice keeps them would hide nothing, so they are
 /// compared whole and a difference there is a listed deviation.
-fn common_caps(c: &irdma::ice::caps::CommonCaps) -> [u32; 20] {
+/// The driver's capabilities in the glue's order: the common ones, then the
+/// device's or the function's own five.
+fn common_caps(c: &irdma::ice::caps::CommonCaps, own: [u32; 5]) -> [u32; 20] {
     let mut v = [0u32; 20];
+    v[15..].copy_from_slice(&own);
     v[0] = c.valid_functions;
     v[1] = c.active_tc_bitmap;
     v[2] = c.maxtc;
@@ -1468,21 +1497,7 @@ fn driver_typed(
         }
         Typed::LinkInfo { lport, ena_lse } => match aq.get_link_status(lport, Some(ena_lse)) {
             Ok(l) => {
-                p = vec![
-                    ("phy_type_low", l.phy_type_low),
-                    ("phy_type_high", l.phy_type_high),
-                    ("max_frame_size", l.max_frame_size.into()),
-                    ("link_speed", l.link_speed.into()),
-                    ("topo_media_conflict", l.topo_media_conflict.into()),
-                    ("link_cfg_err", l.link_cfg_err.into()),
-                    ("lse_ena", u64::from(l.lse_ena)),
-                    ("link_info", l.link_info.into()),
-                    ("an_info", l.an_info.into()),
-                    ("ext_info", l.ext_info.into()),
-                    ("fec_info", l.fec_info.into()),
-                    ("pacing", l.pacing.into()),
-                    ("fc.current_mode", l.fc_mode().into()),
-                ];
+                p = link_fields!(l, l.fc_mode());
                 0
             }
             Err(x) => x.linux_errno(),
@@ -1500,12 +1515,14 @@ fn driver_typed(
         }
         Typed::DevCaps { pf_id } => match aq.discover_dev_caps(pf_id) {
             Ok(d) => {
-                let mut v = common_caps(&d.common);
-                v[15] = d.num_vfs_exposed;
-                v[16] = d.num_vsi_allocd_to_host;
-                v[17] = d.num_flow_director_fltr;
-                v[18] = d.num_funcs;
-                p = cap_fields(&v, &DEV_CAP_NAMES);
+                let own = [
+                    d.num_vfs_exposed,
+                    d.num_vsi_allocd_to_host,
+                    d.num_flow_director_fltr,
+                    d.num_funcs,
+                    0,
+                ];
+                p = cap_fields(&common_caps(&d.common, own), &DEV_CAP_NAMES);
                 0
             }
             Err(x) => x.linux_errno(),
@@ -1516,13 +1533,14 @@ fn driver_typed(
             dev.num_funcs = num_funcs;
             match aq.discover_func_caps(&dev) {
                 Ok(f) => {
-                    let mut v = common_caps(&f.common);
-                    v[15] = f.num_allocd_vfs;
-                    v[16] = f.vf_base_id;
-                    v[17] = f.guar_num_vsi;
-                    v[18] = f.fd_fltr_guar;
-                    v[19] = f.fd_fltr_best_effort;
-                    p = cap_fields(&v, &FUNC_CAP_NAMES);
+                    let own = [
+                        f.num_allocd_vfs,
+                        f.vf_base_id,
+                        f.guar_num_vsi,
+                        f.fd_fltr_guar,
+                        f.fd_fltr_best_effort,
+                    ];
+                    p = cap_fields(&common_caps(&f.common, own), &FUNC_CAP_NAMES);
                     0
                 }
                 Err(x) => x.linux_errno(),
@@ -1828,21 +1846,11 @@ fn classify(c: &LanCase, v: &[OpOut], d: &[OpOut], diff: &LanDiff) -> Option<&'s
         Some(b),
     ) = (op, v.get(diff.op), d.get(diff.op))
     {
-        const U16: [&str; 8] = [
-            "num_rxq",
-            "rxq_first_id",
-            "num_txq",
-            "txq_first_id",
-            "num_msix_vectors",
-            "msix_vector_first_id",
-            "max_mtu",
-            "rss_table_size",
-        ];
         let only_u16 = a.parsed.len() == b.parsed.len()
             && a.parsed.iter().zip(&b.parsed).all(|(x, y)| {
                 x == y
                     || (x.0 == y.0
-                        && ((U16.contains(&x.0) && x.1 == y.1 & 0xffff)
+                        && ((cap_is_u16(x.0) && x.1 == y.1 & 0xffff)
                             || (x.0 == "rss_table_entry_width" && x.1 == y.1 & 0xff)))
             });
         let rest_same =
@@ -1890,63 +1898,49 @@ pub fn run_lan(c: &LanCase) -> LanOutcome {
 
 /// Shrinks a differing session (fewer ops, then simpler ops) keeping a
 /// difference at some op.
-pub fn shrink_lan(mut c: LanCase, mut d: LanDiff) -> (LanCase, LanDiff) {
-    loop {
-        let mut better = None;
-        let mut cands = Vec::new();
-        for i in 0..c.ops.len() {
-            let mut k = c.clone();
+pub fn shrink_lan(c: LanCase, d: LanDiff) -> (LanCase, LanDiff) {
+    greedy(c, d, u32::MAX, lan_candidates, |k| match run_lan(k) {
+        LanOutcome::Differs(nd) => Some(nd),
+        _ => None,
+    })
+}
+
+fn lan_candidates(c: &LanCase, d: &LanDiff) -> Vec<LanCase> {
+    let mut v = Variants::new(c);
+    for i in 0..c.ops.len() {
+        v.push(|k| {
             k.ops.remove(i);
-            cands.push(k);
-        }
-        if c.ops.len() > d.op {
-            let mut k = c.clone();
-            k.ops.truncate(d.op);
-            cands.push(k);
-        }
-        if let Some(a) = &c.init_all
-            && a.len() > 1
-        {
-            let mut k = c.clone();
-            k.init_all = Some(a[1..].to_vec());
-            cands.push(k);
-            let mut k = c.clone();
-            k.init_all = Some(a[..a.len() - 1].to_vec());
-            cands.push(k);
-        }
-        for i in 0..c.ops.len() {
-            if let LanOp::Send { answers, bad_head, crit, .. } = &c.ops[i] {
-                if answers.len() > 1 {
-                    let mut k = c.clone();
+        });
+    }
+    if c.ops.len() > d.op {
+        v.push(|k| k.ops.truncate(d.op));
+    }
+    if let Some(a) = &c.init_all
+        && a.len() > 1
+    {
+        v.push(|k| k.init_all = Some(a[1..].to_vec()));
+        v.push(|k| k.init_all = Some(a[..a.len() - 1].to_vec()));
+    }
+    for i in 0..c.ops.len() {
+        if let LanOp::Send { answers, bad_head, crit, .. } = &c.ops[i] {
+            if answers.len() > 1 {
+                v.push(|k| {
                     if let LanOp::Send { answers, .. } = &mut k.ops[i] {
                         answers.pop();
                     }
-                    cands.push(k);
-                }
-                if bad_head.is_some() || *crit != 0 {
-                    let mut k = c.clone();
+                });
+            }
+            if bad_head.is_some() || *crit != 0 {
+                v.push(|k| {
                     if let LanOp::Send { bad_head, crit, .. } = &mut k.ops[i] {
                         *bad_head = None;
                         *crit = 0;
                     }
-                    cands.push(k);
-                }
+                });
             }
-        }
-        for k in cands {
-            if let LanOutcome::Differs(nd) = run_lan(&k) {
-                better = Some((k, nd));
-                break;
-            }
-        }
-        match better {
-            Some((k, nd)) => {
-                c = k;
-                d = nd;
-            }
-            None => return (c, d),
         }
     }
+    v.into_vec()
 }
 
 pub(crate) fn hexs(b: &[u8]) -> String {

@@ -53,6 +53,7 @@ use crate::lan::{
     vd_ice_hw_free, vd_ice_hw_new, vd_ice_init, vd_ice_query_sched_res,
 };
 use crate::rng::Rng;
+use crate::shrink::{Variants, greedy};
 
 // ---------------------------------------------------------------- the C side
 
@@ -1275,50 +1276,48 @@ pub fn run_sw(c: &SwCase) -> Result<SwOutcome, String> {
 
 /// Shrinks a differing session: fewer ops, fewer faults, fewer answers,
 /// keeping a difference.
-pub fn shrink_sw(mut c: SwCase, mut d: SwDiff) -> (SwCase, SwDiff) {
-    loop {
-        let mut cands = Vec::new();
-        for i in 0..c.ops.len() {
-            // the scheduler set-up stays first
-            if matches!(c.ops[i], SwOp::SchedInit { .. }) {
-                continue;
-            }
-            let mut x = c.clone();
-            x.ops.remove(i);
-            cands.push(x);
-        }
-        for i in 0..c.faults.len() {
-            let mut x = c.clone();
-            x.faults.remove(i);
-            cands.push(x);
-        }
-        if c.vsis.len() > 1 {
-            let mut x = c.clone();
-            x.vsis.pop();
-            if x.ops.iter().all(|o| match o {
-                SwOp::AddMac { vsi, .. } | SwOp::RemoveMac { vsi, .. } => {
-                    usize::from(*vsi) < x.vsis.len()
-                }
-                _ => true,
-            }) {
-                cands.push(x);
-            }
-        }
-        let mut better = None;
-        for x in cands {
-            if let Ok(SwOutcome::Differs(nd)) = run_sw(&x) {
-                better = Some((x, nd));
-                break;
-            }
-        }
-        match better {
-            Some((x, nd)) => {
-                c = x;
-                d = nd;
-            }
-            None => return (c, d),
+pub fn shrink_sw(c: SwCase, d: SwDiff) -> (SwCase, SwDiff) {
+    greedy(
+        c,
+        d,
+        u32::MAX,
+        |c, _| sw_candidates(c),
+        |x| match run_sw(x) {
+            Ok(SwOutcome::Differs(nd)) => Some(nd),
+            _ => None,
+        },
+    )
+}
+
+fn sw_candidates(c: &SwCase) -> Vec<SwCase> {
+    let mut v = Variants::new(c);
+    for i in 0..c.ops.len() {
+        // the scheduler set-up stays first
+        if !matches!(c.ops[i], SwOp::SchedInit { .. }) {
+            v.push(|x| {
+                x.ops.remove(i);
+            });
         }
     }
+    for i in 0..c.faults.len() {
+        v.push(|x| {
+            x.faults.remove(i);
+        });
+    }
+    let mut cands = v.into_vec();
+    if c.vsis.len() > 1 {
+        let mut x = c.clone();
+        x.vsis.pop();
+        if x.ops.iter().all(|o| match o {
+            SwOp::AddMac { vsi, .. } | SwOp::RemoveMac { vsi, .. } => {
+                usize::from(*vsi) < x.vsis.len()
+            }
+            _ => true,
+        }) {
+            cands.push(x);
+        }
+    }
+    cands
 }
 
 fn op_json(op: &SwOp) -> (String, String) {

@@ -304,17 +304,13 @@ pub fn vsi_round(n: u64, seed: u64, rng: &mut Rng, rep: &mut crate::Report) -> b
             stats::CTRL.fetch_add(u64::from(c.ctrl), Relaxed);
         }
         match r {
-            Ok(ids) => {
-                ids.into_iter().for_each(|id| *rep.deviations.entry(id.into()).or_default() += 1)
-            }
+            Ok(ids) => ids.into_iter().for_each(|id| rep.deviation(id)),
             Err(_) => {
-                rep.differences += 1;
                 let small = shrink_vsi(c);
                 let what = run_vsi(&small).err().unwrap_or_default();
                 println!("DIFF LAN VSI context case #{n} (seed {seed:#x}): {what}");
                 println!("  input: {small:?}");
-                if rep.differences >= 5 {
-                    println!("(stopping after 5 differences)");
+                if rep.difference() {
                     return true;
                 }
             }

@@ -157,6 +157,34 @@ pub struct Report {
     pub vsi_ctx_cases: u64,
 }
 
+#[cfg(any(vendor_c, test))]
+impl Report {
+    /// Counts a case that deviates as the deviation `id` documents.
+    pub(crate) fn deviation(&mut self, id: &str) {
+        *self.deviations.entry(id.into()).or_default() += 1;
+    }
+
+    /// Counts a difference (the caller printed it); true at the fifth, when
+    /// the run stops (said here).
+    pub(crate) fn difference(&mut self) -> bool {
+        self.differences += 1;
+        let stop = self.differences >= 5;
+        if stop {
+            println!("(stopping after 5 differences)");
+        }
+        stop
+    }
+}
+
+/// Runs `f`, adding the time it took to `spent`.
+#[cfg(vendor_c)]
+fn timed<T>(spent: &mut std::time::Duration, f: impl FnOnce() -> T) -> T {
+    let t = std::time::Instant::now();
+    let r = f();
+    *spent += t.elapsed();
+    r
+}
+
 /// Runs `opts.cases` cases from `opts.seed`; prints each difference (shrunk,
 /// as a conformance vector) and a summary. `Err` when a difference was
 /// found or the harness could not run.
@@ -193,14 +221,13 @@ fn ctrl_round(
         |rep: &mut Report, r: Result<Option<&'static str>, ctrl::CtrlDiff>, what: &str| match r {
             Ok(None) => false,
             Ok(Some(id)) => {
-                *rep.deviations.entry(id.into()).or_default() += 1;
+                rep.deviation(id);
                 false
             }
             Err(d) => {
-                rep.differences += 1;
                 println!("DIFF control-path case #{n} (seed {seed:#x}): {}", d.what);
                 println!("  {what}");
-                rep.differences >= 5
+                rep.difference()
             }
         };
     for _ in 0..CTRL_PER_CASE {
@@ -208,7 +235,6 @@ fn ctrl_round(
         rep.ctrl_cases += 1;
         let r = ctrl::run_ctrl(vcqp, &cc);
         if note(rep, r, &ctrl::describe(&cc)) {
-            println!("(stopping after 5 differences)");
             return true;
         }
     }
@@ -217,7 +243,6 @@ fn ctrl_round(
         rep.qpc_cases += 1;
         let r = qpc::run_qpc(vcqp, &q);
         if note(rep, r, &format!("context input: {q:?}")) {
-            println!("(stopping after 5 differences)");
             return true;
         }
     }
@@ -234,16 +259,14 @@ fn lan_round(n: u64, seed: u64, rng: &mut rng::Rng, rep: &mut Report) -> bool {
     match lan::run_lan(&c) {
         lan::LanOutcome::Same => false,
         lan::LanOutcome::Deviation(id) => {
-            *rep.deviations.entry(id.into()).or_default() += 1;
+            rep.deviation(id);
             false
         }
         lan::LanOutcome::Differs(d) => {
-            rep.differences += 1;
             let (small, d) = lan::shrink_lan(c, d);
             println!("DIFF LAN admin-queue case #{n} (seed {seed:#x}): op {}: {}", d.op, d.what);
             println!("{}", lan::print_lan(&small, &d));
-            if rep.differences >= 5 {
-                println!("(stopping after 5 differences)");
+            if rep.difference() {
                 return true;
             }
             false
@@ -263,14 +286,12 @@ fn hmc_round(n: u64, seed: u64, rng: &mut rng::Rng, rep: &mut Report) -> bool {
         rep.hmc_cases += 1;
         match hmc::run_hmc(&c) {
             hmc::HmcOutcome::Same => {}
-            hmc::HmcOutcome::Deviation(id) => *rep.deviations.entry(id.into()).or_default() += 1,
+            hmc::HmcOutcome::Deviation(id) => rep.deviation(id),
             hmc::HmcOutcome::Differs(d) => {
-                rep.differences += 1;
                 let (small, d) = hmc::shrink_hmc(c, d);
                 println!("DIFF HMC case #{n} (seed {seed:#x}): {}", d.what);
                 println!("{}", hmc::print_hmc(&small, &d));
-                if rep.differences >= 5 {
-                    println!("(stopping after 5 differences)");
+                if rep.difference() {
                     return true;
                 }
             }
@@ -285,13 +306,11 @@ fn hmc_round(n: u64, seed: u64, rng: &mut rng::Rng, rep: &mut Report) -> bool {
         let cc = hmc::gen_chunk_case(&mut crng);
         match hmc::run_chunk_case(&cc) {
             hmc::HmcOutcome::Same => {}
-            hmc::HmcOutcome::Deviation(id) => *rep.deviations.entry(id.into()).or_default() += 1,
+            hmc::HmcOutcome::Deviation(id) => rep.deviation(id),
             hmc::HmcOutcome::Differs(d) => {
-                rep.differences += 1;
                 println!("DIFF HMC PBLE case #{n} (seed {seed:#x}): {}", d.what);
                 println!("{}", hmc::print_chunk_case(&cc, &d));
-                if rep.differences >= 5 {
-                    println!("(stopping after 5 differences)");
+                if rep.difference() {
                     return true;
                 }
             }
@@ -308,17 +327,15 @@ fn sw_round(n: u64, seed: u64, rng: &mut rng::Rng, rep: &mut Report) -> Result<b
     rep.sw_cases += 1;
     match lan_switch::run_sw(&c)? {
         lan_switch::SwOutcome::Same => {}
-        lan_switch::SwOutcome::Deviation(id) => *rep.deviations.entry(id.into()).or_default() += 1,
+        lan_switch::SwOutcome::Deviation(id) => rep.deviation(id),
         lan_switch::SwOutcome::Differs(d) => {
-            rep.differences += 1;
             let (small, d) = lan_switch::shrink_sw(c, d);
             println!(
                 "DIFF LAN switch/scheduler case #{n} (seed {seed:#x}): op {}: {}",
                 d.op, d.what
             );
             println!("{}", lan_switch::print_sw(&small, &d));
-            if rep.differences >= 5 {
-                println!("(stopping after 5 differences)");
+            if rep.difference() {
                 return Ok(true);
             }
         }
@@ -369,80 +386,52 @@ fn run_all(opts: Opts, devs: &deviations::Deviations) -> Result<Report, String> 
         let mut vp = None;
         match run::run(&case, &mut vp) {
             run::Outcome::Same => rep.same += 1,
-            run::Outcome::Deviation(id) => *rep.deviations.entry(id.into()).or_default() += 1,
+            run::Outcome::Deviation(id) => rep.deviation(id),
             run::Outcome::Differs(d) => {
-                rep.differences += 1;
                 let (small, d) = shrink::shrink(case, d);
                 let mut vp = None;
                 let _ = run::run(&small, &mut vp);
                 println!("DIFF case #{n} (seed {:#x}): op {}: {}", opts.seed, d.op, d.what);
                 println!("{}", vector::print(&small, &d, vp));
-                if rep.differences >= 5 {
-                    println!("(stopping after 5 differences)");
+                if rep.difference() {
                     break;
                 }
             }
         }
-        let t_ctrl = std::time::Instant::now();
-        let stop = ctrl_round(n, opts.seed, &mut rng, &mut vcqp, &mut rep);
-        ctrl_time += t_ctrl.elapsed();
-        if stop {
+        if timed(&mut ctrl_time, || ctrl_round(n, opts.seed, &mut rng, &mut vcqp, &mut rep)) {
             break;
         }
         // one LAN admin-queue session per two post cases (a session sets up
         // two queues per side, sometimes eleven times)
-        if n % 2 == 0 {
-            let t_lan = std::time::Instant::now();
-            let stop = lan_round(n, opts.seed, &mut rng, &mut rep);
-            lan_time += t_lan.elapsed();
-            if stop {
-                break;
-            }
+        if n % 2 == 0 && timed(&mut lan_time, || lan_round(n, opts.seed, &mut rng, &mut rep)) {
+            break;
         }
         // one HMC case per two post cases (a sizing runs up to 2000 shrink
         // rounds on each side)
-        if n % 2 == 1 {
-            let t_hmc = std::time::Instant::now();
-            let stop = hmc_round(n, opts.seed, &mut rng, &mut rep);
-            hmc_time += t_hmc.elapsed();
-            if stop {
-                break;
-            }
+        if n % 2 == 1 && timed(&mut hmc_time, || hmc_round(n, opts.seed, &mut rng, &mut rep)) {
+            break;
         }
         // one VSI / switch / scheduler session per four post cases (about
         // 1.5 ms each: the leg's share stays under 10 s)
-        if n % 4 == 1 {
-            let t_sw = std::time::Instant::now();
-            let stop = sw_round(n, opts.seed, &mut rng, &mut rep)?;
-            sw_time += t_sw.elapsed();
-            if stop {
-                break;
-            }
-        }
-        let t_rw = std::time::Instant::now();
-        let stop = rw::rw_round(n, opts.seed, &mut rw_rng, &mut rep);
-        rw_time += t_rw.elapsed();
-        if stop {
+        if n % 4 == 1 && timed(&mut sw_time, || sw_round(n, opts.seed, &mut rng, &mut rep))? {
             break;
         }
-        let t_vsi = std::time::Instant::now();
-        let stop = lan_vsi::vsi_round(n, opts.seed, &mut vsi_rng, &mut rep);
-        vsi_time += t_vsi.elapsed();
-        if stop {
+        if timed(&mut rw_time, || rw::rw_round(n, opts.seed, &mut rw_rng, &mut rep)) {
+            break;
+        }
+        if timed(&mut vsi_time, || lan_vsi::vsi_round(n, opts.seed, &mut vsi_rng, &mut rep)) {
             break;
         }
         let cqc = cq::gen_cq_case(&mut rng);
         rep.cq_cases += 1;
         match cq::run_cq(&cqc) {
             Ok(None) => {}
-            Ok(Some(id)) => *rep.deviations.entry(id.into()).or_default() += 1,
+            Ok(Some(id)) => rep.deviation(id),
             Err(d) => {
-                rep.differences += 1;
                 let (small, d) = cq::shrink_cq(cqc, d);
                 println!("DIFF cq case #{n} (seed {:#x}): event {}: {}", opts.seed, d.op, d.what);
                 print!("{}", cq::describe(&small));
-                if rep.differences >= 5 {
-                    println!("(stopping after 5 differences)");
+                if rep.difference() {
                     break;
                 }
             }
@@ -497,4 +486,22 @@ fn run_all(opts: Opts, devs: &deviations::Deviations) -> Result<Report, String> 
         println!("  deviation {id}: {k} cases ({})", devs.reason(id));
     }
     if rep.differences == 0 { Ok(rep) } else { Err(format!("{} differences", rep.differences)) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Report;
+
+    #[test]
+    fn the_fifth_difference_stops_the_run_and_deviations_count_by_id() {
+        let mut r = Report::default();
+        let stops: Vec<bool> = (0..5).map(|_| r.difference()).collect();
+        assert_eq!(stops, [false, false, false, false, true]);
+        assert_eq!(r.differences, 5);
+        r.deviation("a");
+        r.deviation("b");
+        r.deviation("a");
+        assert_eq!(r.deviations.get("a"), Some(&2));
+        assert_eq!(r.deviations.get("b"), Some(&1));
+    }
 }

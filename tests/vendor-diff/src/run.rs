@@ -142,6 +142,93 @@ pub(crate) fn mem(v: &mut [u64]) -> QueueMem<'_> {
     unsafe { QueueMem::from_raw(base, v.len()) }
 }
 
+/// One set-up WRITE `fp` (over `sges`, the driver's `sges_d`) posted on the
+/// vendor QPs `vs` and the driver's SQ; both must take it.
+fn twin_sq_post(
+    vs: &[&VQp],
+    sq: &mut Sq<'_>,
+    fp: &SqPostIn,
+    sges: &[IbSge],
+    sges_d: &[Sge],
+) -> Result<(), String> {
+    let vpost = vendor_post(fp, sges);
+    let mut idx = 0;
+    // SAFETY: `vpost` points at `sges`, alive for the calls; the QPs are live.
+    let r = vs.iter().fold(0, |r, v| r | unsafe { ffi::vd_sq_post(v.q, &vpost, &mut idx) });
+    let d = sq.post(&driver_post(fp, sges_d));
+    if r != 0 || d.is_err() {
+        return Err(format!("vendor {r}, driver {d:?}"));
+    }
+    Ok(())
+}
+
+/// One set-up receive `wr_id` of the one SGE `sge` (the driver's `sge_d`)
+/// posted on the vendor QPs `vs` and the driver's RQ; both must take it.
+fn twin_rq_post(
+    vs: &[&VQp],
+    rq: &mut Rq<'_>,
+    wr_id: u64,
+    sge: &[IbSge; 1],
+    sge_d: &[Sge],
+) -> Result<(), String> {
+    let mut idx = 0;
+    // SAFETY: one SGE at `sge`, alive for the calls; the QPs are live.
+    let r = vs
+        .iter()
+        .fold(0, |r, v| r | unsafe { ffi::vd_rq_post(v.q, wr_id, sge.as_ptr(), 1, &mut idx) });
+    let d = rq.post(wr_id, sge_d);
+    if r != 0 || d.is_err() {
+        return Err(format!("vendor {r}, driver {d:?}"));
+    }
+    Ok(())
+}
+
+/// Retires everything posted on the vendor QPs `vs`.
+fn consume_all(vs: &[&VQp]) {
+    for v in vs {
+        // SAFETY: the QP is live.
+        unsafe { ffi::vd_qp_consume_all(v.q) };
+    }
+}
+
+/// How the two sides answered one compared post.
+enum Answers<P> {
+    /// Both posted: the driver's post.
+    Posted(P),
+    /// Both refused, with this errno.
+    Refused(i32),
+    /// The driver refused an input where a listed deviation says it does.
+    Deviation(&'static str),
+    /// Anything else, said.
+    Differs(String),
+}
+
+/// Judges the vendor's return `vret` (0 or an errno) against the driver's
+/// `dr` for one post (`what` in messages): a refusal on one side only, or
+/// with another errno, differs unless `deviation` names the driver's
+/// refusal (also where the vendor refused for another reason, e.g. a full
+/// ring, and the driver refused for the deviation first).
+fn answers<P, E: Copy + std::fmt::Debug>(
+    vret: i32,
+    dr: Result<P, E>,
+    what: &str,
+    errno: fn(E) -> i32,
+    deviation: impl Fn(E) -> Option<&'static str>,
+) -> Answers<P> {
+    match (vret, dr) {
+        (0, Ok(p)) => Answers::Posted(p),
+        (r, Err(e)) if r == errno(e) => Answers::Refused(r),
+        (r, Err(e)) => match deviation(e) {
+            Some(id) => Answers::Deviation(id),
+            None if r == 0 => {
+                Answers::Differs(format!("vendor posted {what}, driver refused: {e:?}"))
+            }
+            None => Answers::Differs(format!("{what}: vendor returned -{r}, driver {e:?}")),
+        },
+        (r, Ok(_)) => Answers::Differs(format!("vendor returned -{r}, driver posted {what}")),
+    }
+}
+
 /// What a difference was.
 #[derive(Clone, Debug)]
 pub struct Diff {
@@ -449,39 +536,15 @@ fn run_inner(case: &Case, vp: &mut Option<(usize, VendorPost)>) -> Result<Outcom
     let filler_d = to_sge(&filler);
     for _ in 0..case.sq_filler {
         let fp = filler_post(&filler);
-        let vpost = vendor_post(&fp, &filler);
-        let mut idx = 0;
-        // SAFETY: `vpost` points at `filler`, alive for the calls.
-        let r = unsafe {
-            ffi::vd_sq_post(v.q, &vpost, &mut idx) | ffi::vd_sq_post(v2.q, &vpost, &mut idx)
-        };
-        let d = sq.post(&driver_post(&fp, &filler_d));
-        if r != 0 || d.is_err() {
-            return Err(set_up(format!("filler post: vendor {r}, driver {d:?}")));
-        }
-        // SAFETY: both QPs are live.
-        unsafe {
-            ffi::vd_qp_consume_all(v.q);
-            ffi::vd_qp_consume_all(v2.q);
-        }
+        twin_sq_post(&[&v, &v2], &mut sq, &fp, &filler, &filler_d)
+            .map_err(|e| set_up(format!("filler post: {e}")))?;
+        consume_all(&[&v, &v2]);
         sq.consume_all();
     }
     for _ in 0..case.rq_filler {
-        let mut idx = 0;
-        // SAFETY: one SGE at `filler`, alive for the call.
-        let r = unsafe {
-            ffi::vd_rq_post(v.q, 0xf222, filler.as_ptr(), 1, &mut idx)
-                | ffi::vd_rq_post(v2.q, 0xf222, filler.as_ptr(), 1, &mut idx)
-        };
-        let d = rq.post(0xf222, &filler_d);
-        if r != 0 || d.is_err() {
-            return Err(set_up(format!("rq filler post: vendor {r}, driver {d:?}")));
-        }
-        // SAFETY: both QPs are live.
-        unsafe {
-            ffi::vd_qp_consume_all(v.q);
-            ffi::vd_qp_consume_all(v2.q);
-        }
+        twin_rq_post(&[&v, &v2], &mut rq, 0xf222, &filler, &filler_d)
+            .map_err(|e| set_up(format!("rq filler post: {e}")))?;
+        consume_all(&[&v, &v2]);
         rq.consume_all();
     }
     let one = [IbSge { addr: 0x7d00_0030_0080, length: 512, lkey: 0xcafe00 }];
@@ -489,28 +552,12 @@ fn run_inner(case: &Case, vp: &mut Option<(usize, VendorPost)>) -> Result<Outcom
     for _ in 0..case.sq_outstanding {
         let mut fp = filler_post(&one);
         fp.wr_id = 0xf555;
-        let vpost = vendor_post(&fp, &one);
-        let mut idx = 0;
-        // SAFETY: `vpost` points at `one`, alive for the calls.
-        let r = unsafe {
-            ffi::vd_sq_post(v.q, &vpost, &mut idx) | ffi::vd_sq_post(v2.q, &vpost, &mut idx)
-        };
-        let d = sq.post(&driver_post(&fp, &one_d));
-        if r != 0 || d.is_err() {
-            return Err(set_up(format!("outstanding post: vendor {r}, driver {d:?}")));
-        }
+        twin_sq_post(&[&v, &v2], &mut sq, &fp, &one, &one_d)
+            .map_err(|e| set_up(format!("outstanding post: {e}")))?;
     }
     for _ in 0..case.rq_outstanding {
-        let mut idx = 0;
-        // SAFETY: one SGE at `one`, alive for the calls.
-        let r = unsafe {
-            ffi::vd_rq_post(v.q, 0xf333, one.as_ptr(), 1, &mut idx)
-                | ffi::vd_rq_post(v2.q, 0xf333, one.as_ptr(), 1, &mut idx)
-        };
-        let d = rq.post(0xf333, &one_d);
-        if r != 0 || d.is_err() {
-            return Err(set_up(format!("outstanding receive: vendor {r}, driver {d:?}")));
-        }
+        twin_rq_post(&[&v, &v2], &mut rq, 0xf333, &one, &one_d)
+            .map_err(|e| set_up(format!("outstanding receive: {e}")))?;
     }
     // The vendor's doorbell logic reads the device's SQ tail from the
     // shadow area: the model is a device that caught up with every
@@ -613,27 +660,11 @@ fn run_inner(case: &Case, vp: &mut Option<(usize, VendorPost)>) -> Result<Outcom
                         trk: t,
                     },
                 ));
-                let posted = match (vret, dr) {
-                    (0, Ok(pw)) => pw,
-                    (0, Err(e)) => {
-                        if let Some(id) = deviation_of(p, e) {
-                            return Ok(Outcome::Deviation(id));
-                        }
-                        return Err(d(format!("vendor posted, driver refused: {e:?}")));
-                    }
-                    (r, Ok(_)) => return Err(d(format!("vendor returned -{r}, driver posted"))),
-                    (r, Err(e)) => {
-                        // a deviating input the vendor refused for another
-                        // reason (e.g. ring full) while the driver refused
-                        // it for the deviation first
-                        if r != errno_sq(e)
-                            && let Some(id) = deviation_of(p, e)
-                        {
-                            return Ok(Outcome::Deviation(id));
-                        }
-                        if r != errno_sq(e) {
-                            return Err(d(format!("vendor returned -{r}, driver {e:?}")));
-                        }
+                let posted = match answers(vret, dr, "the WR", errno_sq, |e| deviation_of(p, e)) {
+                    Answers::Posted(pw) => pw,
+                    Answers::Deviation(id) => return Ok(Outcome::Deviation(id)),
+                    Answers::Differs(m) => return Err(d(m)),
+                    Answers::Refused(r) => {
                         if sq.head() != vs.sq_head || va.sq_head != vs.sq_head {
                             return Err(d("a refused post moved the head".into()));
                         }
@@ -728,29 +759,15 @@ fn run_inner(case: &Case, vp: &mut Option<(usize, VendorPost)>) -> Result<Outcom
                 }
                 let dr = rq.post(*wr_id, &dsges);
                 let va = v.state();
-                let posted = match (vret, dr) {
-                    (0, Ok(p)) => p,
-                    (0, Err(e)) => {
-                        if let Some(id) = deviation_of_rq(sges, e) {
-                            return Ok(Outcome::Deviation(id));
-                        }
-                        return Err(d(format!("vendor posted the receive, driver refused: {e:?}")));
-                    }
-                    (r, Ok(_)) => {
-                        return Err(d(format!("vendor returned -{r}, driver posted the receive")));
-                    }
-                    (r, Err(e)) => {
-                        if r != errno_rq(e)
-                            && let Some(id) = deviation_of_rq(sges, e)
-                        {
-                            return Ok(Outcome::Deviation(id));
-                        }
-                        if r != errno_rq(e) {
-                            return Err(d(format!("receive: vendor returned -{r}, driver {e:?}")));
-                        }
+                let deviation = |e| deviation_of_rq(sges, e);
+                let posted = match answers(vret, dr, "the receive", errno_rq, deviation) {
+                    Answers::Posted(p) => p,
+                    Answers::Refused(_) => {
                         stats::bump(&stats::RQ_REFUSED);
                         continue;
                     }
+                    Answers::Deviation(id) => return Ok(Outcome::Deviation(id)),
+                    Answers::Differs(m) => return Err(d(m)),
                 };
                 if posted.wqe_idx != vidx || rq.head() != va.rq_head {
                     return Err(d(format!(

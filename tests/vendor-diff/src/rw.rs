@@ -46,6 +46,7 @@ use irdma_hal::{BufferDirection, DmaError, Hal, PhysAddr};
 
 use crate::ffi::IbSge;
 use crate::rng::Rng;
+use crate::shrink::{Variants, greedy};
 
 /// Deviations this area classifies (each must be in deviations.toml).
 pub const KNOWN: &[&str] = &[
@@ -187,6 +188,38 @@ const IB_QP_CREATE_INTEGRITY_EN: u32 = 1 << 6;
 
 /// The vendor session (glue-owned).
 struct VSess(*mut VdRwSess);
+
+impl VSess {
+    /// rdma_rw_ctx_init on `slot` (vd_rw_ctx_init) over `sg` from byte
+    /// `offset`, to or from the remote (address, key) `remote`, a READ
+    /// where `read`; the mapping failing where `fail_map`. Its return.
+    fn ctx_init(
+        &self,
+        slot: u32,
+        sg: &[Ent],
+        offset: u32,
+        remote: (u64, u32),
+        read: bool,
+        fail_map: bool,
+    ) -> c_int {
+        let e = ents(sg);
+        let dir = if read { 2 } else { 1 };
+        // SAFETY: the session is live; `e` holds `e.len()` entries.
+        unsafe {
+            vd_rw_ctx_init(
+                self.0,
+                slot,
+                e.as_ptr(),
+                e.len() as u32,
+                offset,
+                remote.0,
+                remote.1,
+                dir,
+                c_int::from(fail_map),
+            )
+        }
+    }
+}
 
 impl Drop for VSess {
     fn drop(&mut self) {
@@ -498,14 +531,9 @@ pub struct Step {
     pub keys: Vec<u32>,
 }
 
+/// The glue's context type number (vd_rw_ctx_info) by name.
 fn vtype(t: u32) -> &'static str {
-    match t {
-        0 => "SINGLE_WR",
-        1 => "MULTI_WR",
-        2 => "MR",
-        3 => "SIG_MR",
-        _ => "?",
-    }
+    ["SINGLE_WR", "MULTI_WR", "MR", "SIG_MR"].get(t as usize).copied().unwrap_or("?")
 }
 
 fn dtype(t: Option<CtxType>) -> &'static str {
@@ -777,6 +805,25 @@ pub struct RwDiff {
 /// Page-size in-page mask (rw.c maps MRs with PAGE_SIZE = 4 KiB).
 const PAGE: u64 = 4096;
 
+/// Whether entry `i` starting at `addr` continues the page of the entry
+/// before it (ending at `last_end`) in ib_sg_to_pages: the last one ended
+/// inside a page, or this one starts inside one.
+fn continues_page(i: usize, last_end: u64, addr: u64) -> bool {
+    i > 0 && (last_end & (PAGE - 1) != 0 || addr & (PAGE - 1) != 0)
+}
+
+/// Pages ib_sg_to_pages adds for the entry `addr..end`: from its own page
+/// on (at least that one), or, where it continues the last page (`cont`),
+/// those after it that it reaches.
+fn entry_pages(addr: u64, end: u64, cont: bool) -> u64 {
+    let page = addr & !(PAGE - 1);
+    if cont {
+        (page + PAGE..end).step_by(PAGE as usize).count() as u64
+    } else {
+        (page..end).step_by(PAGE as usize).count().max(1) as u64
+    }
+}
+
 /// rw.c's MR grouping of an init's entries: MR k takes entries
 /// `k*ppm..`; whether that fits each MR's `ppm` pages by
 /// ib_sg_to_pages' rules, with no unaligned gap inside an MR.
@@ -786,27 +833,11 @@ fn vendor_grouping_fits(sg: &[(u64, u64)], ppm: u64) -> bool {
         let mut last_end = 0u64;
         for (i, &(addr, len)) in chunk.iter().enumerate() {
             let end = addr + len;
-            let page = addr & !(PAGE - 1);
-            if i > 0 && (last_end & (PAGE - 1) != 0 || page != addr) {
-                if last_end != addr {
-                    return false;
-                }
-                // continues the last page
-                let mut p = page + PAGE;
-                while p < end {
-                    pages += 1;
-                    p += PAGE;
-                }
-            } else {
-                let mut p = page;
-                loop {
-                    pages += 1;
-                    p += PAGE;
-                    if p >= end {
-                        break;
-                    }
-                }
+            let cont = continues_page(i, last_end, addr);
+            if cont && last_end != addr {
+                return false;
             }
+            pages += entry_pages(addr, end, cont);
             last_end = end;
         }
         if pages > ppm {
@@ -827,23 +858,7 @@ fn vendor_pages(segs: &[(u64, u64)], driver: bool) -> u64 {
             last_end = end;
             continue;
         }
-        let page = addr & !(PAGE - 1);
-        let mut p = page;
-        if i > 0 && (last_end & (PAGE - 1) != 0 || page != addr) {
-            p += PAGE;
-            while p < end {
-                pages += 1;
-                p += PAGE;
-            }
-        } else {
-            loop {
-                pages += 1;
-                p += PAGE;
-                if p >= end {
-                    break;
-                }
-            }
-        }
+        pages += entry_pages(addr, end, continues_page(i, last_end, addr));
         last_end = end;
     }
     pages
@@ -1079,11 +1094,10 @@ fn zero_len_pages_normalised(v: &[Wr], d: &[Wr], zero_pages: &[u64]) -> Option<V
     changed.then_some(out)
 }
 
-/// Runs one case on both sides, op by op.
-pub fn run_rw(c: &RwCase) -> RwOutcome {
-    let d = &c.dev;
-    let a = attrs(d);
-    let qp = RwQp::new(a, d.force_mr, d.qp_send_sge);
+/// The vendor's session over the case's device (`vd_rw_new`: its ib_device,
+/// PD and QP), with the DMA offset set, no mapping live and no warning
+/// counted yet.
+fn vendor_session(d: &RwDev) -> VSess {
     let vdev = VdRwDev {
         iwarp: d.iwarp.into(),
         max_sge_rd: d.max_sge_rd,
@@ -1108,6 +1122,15 @@ pub fn run_rw(c: &RwCase) -> RwOutcome {
     LIVE.set(0);
     // SAFETY: no warning state is shared with anything else.
     unsafe { vd_rw_take_warns() };
+    v
+}
+
+/// Runs one case on both sides, op by op.
+pub fn run_rw(c: &RwCase) -> RwOutcome {
+    let d = &c.dev;
+    let a = attrs(d);
+    let qp = RwQp::new(a, d.force_mr, d.qp_send_sge);
+    let v = vendor_session(d);
     let diff = |op: usize, what: String, vendor: Option<Step>| {
         RwOutcome::Differs(RwDiff { op, what, vendor })
     };
@@ -1195,21 +1218,7 @@ pub fn run_rw(c: &RwCase) -> RwOutcome {
                         None,
                     );
                 }
-                let e = ents(sg);
-                // SAFETY: `e` holds `sg.len()` entries.
-                let vr = unsafe {
-                    vd_rw_ctx_init(
-                        v.0,
-                        slot as u32,
-                        e.as_ptr(),
-                        e.len() as u32,
-                        *offset,
-                        *remote,
-                        *rkey,
-                        if *read { 2 } else { 1 },
-                        c_int::from(*fail_map),
-                    )
-                };
+                let vr = v.ctx_init(slot as u32, sg, *offset, (*remote, *rkey), *read, *fail_map);
                 let mut vs = vstate(&v, vr.into(), true);
                 if vr >= 0 {
                     let (mut t, mut n) = (0, 0);
@@ -1539,6 +1548,7 @@ fn check_fill_by_pages(
 fn sizing(c: &RwCase, v: &VSess, a: &DeviceAttrs, qp: &RwQp) -> RwOutcome {
     let (maxpages, ctxs, send_wr, integ) = c.sizing;
     let op = c.ops.len() + 1;
+    let differs = |what: String| RwOutcome::Differs(RwDiff { op, what, vendor: None });
     let flags = if integ { IB_QP_CREATE_INTEGRITY_EN } else { 0 };
     let force = qp.force_mr;
     let mut dev_id = None;
@@ -1550,11 +1560,7 @@ fn sizing(c: &RwCase, v: &VSess, a: &DeviceAttrs, qp: &RwQp) -> RwOutcome {
         if maxpages == 0 && dm == 0 || dm == u32::MAX {
             dev_id = Some("rw_mr_factor_zero_pages");
         } else {
-            return RwOutcome::Differs(RwDiff {
-                op,
-                what: format!("rdma_rw_mr_factor({maxpages}) with 0 pages: driver {dm}"),
-                vendor: None,
-            });
+            return differs(format!("rdma_rw_mr_factor({maxpages}) with 0 pages: driver {dm}"));
         }
     } else {
         // SAFETY: `v` is live.
@@ -1564,11 +1570,7 @@ fn sizing(c: &RwCase, v: &VSess, a: &DeviceAttrs, qp: &RwQp) -> RwOutcome {
             if u64::from(dm) == exact && maxpages.checked_add(mr_pages - 1).is_none() {
                 dev_id = Some("rw_sizing_saturates");
             } else {
-                return RwOutcome::Differs(RwDiff {
-                    op,
-                    what: format!("rdma_rw_mr_factor({maxpages}): driver {dm}, vendor {vm}"),
-                    vendor: None,
-                });
+                return differs(format!("rdma_rw_mr_factor({maxpages}): driver {dm}, vendor {vm}"));
             }
         }
     }
@@ -1576,13 +1578,9 @@ fn sizing(c: &RwCase, v: &VSess, a: &DeviceAttrs, qp: &RwQp) -> RwOutcome {
     let vw = unsafe { vd_rw_max_send_wr(v.0, ctxs, flags) };
     let dw = rdma_rw_max_send_wr(a, force, ctxs, integ);
     if vw != dw {
-        return RwOutcome::Differs(RwDiff {
-            op,
-            what: format!(
-                "rdma_rw_max_send_wr({ctxs}, integrity {integ}): driver {dw}, vendor {vw}"
-            ),
-            vendor: None,
-        });
+        return differs(format!(
+            "rdma_rw_max_send_wr({ctxs}, integrity {integ}): driver {dw}, vendor {vw}"
+        ));
     }
     // ib_create_named_qp (core/verbs.c) calls rdma_rw_init_qp only when
     // max_rdma_ctxs is non-zero; with 0 the capabilities stay as they are.
@@ -1607,21 +1605,13 @@ fn sizing(c: &RwCase, v: &VSess, a: &DeviceAttrs, qp: &RwQp) -> RwOutcome {
             if wraps && u64::from(cap.max_send_wr) == exact {
                 return RwOutcome::Deviation("rw_sizing_saturates");
             }
-            return RwOutcome::Differs(RwDiff {
-                op,
-                what: format!(
-                    "rdma_rw_init_qp({send_wr}, {ctxs}): driver {}, vendor {vq}",
-                    cap.max_send_wr
-                ),
-                vendor: None,
-            });
+            return differs(format!(
+                "rdma_rw_init_qp({send_wr}, {ctxs}): driver {}, vendor {vq}",
+                cap.max_send_wr
+            ));
         }
         Err(e) => {
-            return RwOutcome::Differs(RwDiff {
-                op,
-                what: format!("rdma_rw_init_qp: driver {e:?}, vendor {vq}"),
-                vendor: None,
-            });
+            return differs(format!("rdma_rw_init_qp: driver {e:?}, vendor {vq}"));
         }
     }
     match dev_id {
@@ -1633,30 +1623,23 @@ fn sizing(c: &RwCase, v: &VSess, a: &DeviceAttrs, qp: &RwQp) -> RwOutcome {
 // ---------------------------------------------------------------- shrink, print
 
 fn candidates(c: &RwCase) -> Vec<RwCase> {
-    let mut out = Vec::new();
-    let mut push = |f: &dyn Fn(&mut RwCase)| {
-        let mut k = c.clone();
-        f(&mut k);
-        if k != *c {
-            out.push(k);
-        }
-    };
+    let mut v = Variants::new(c);
     for i in (0..c.ops.len()).rev() {
-        push(&|k: &mut RwCase| {
+        v.push(|k: &mut RwCase| {
             k.ops.remove(i);
         });
     }
-    push(&|k| k.dev.pool = k.dev.pool.min(2));
-    push(&|k| k.dev.iova_off = 0);
-    push(&|k| k.dev.force_mr = false);
-    push(&|k| k.sizing = (0, 0, 0, false));
+    v.push(|k| k.dev.pool = k.dev.pool.min(2));
+    v.push(|k| k.dev.iova_off = 0);
+    v.push(|k| k.dev.force_mr = false);
+    v.push(|k| k.sizing = (0, 0, 0, false));
     for i in 0..c.ops.len() {
         let n = match &c.ops[i] {
             RwOp::Init { sg, .. } | RwOp::SigInit { sg, .. } => sg.len(),
             _ => 0,
         };
         for j in (0..n).rev() {
-            push(&|k| {
+            v.push(|k| {
                 if let RwOp::Init { sg, .. } | RwOp::SigInit { sg, .. } = &mut k.ops[i]
                     && sg.len() > 1
                 {
@@ -1664,38 +1647,32 @@ fn candidates(c: &RwCase) -> Vec<RwCase> {
                 }
             });
         }
-        push(&|k| {
+        v.push(|k| {
             if let RwOp::Init { offset, .. } = &mut k.ops[i] {
                 *offset = 0;
             }
         });
-        push(&|k| {
+        v.push(|k| {
             if let RwOp::SigInit { prot, .. } = &mut k.ops[i] {
                 prot.clear();
             }
         });
     }
-    out
+    v.into_vec()
 }
 
 /// Shrinks a differing case, keeping a difference.
-pub fn shrink_rw(mut c: RwCase, mut d: RwDiff) -> (RwCase, RwDiff) {
-    let mut budget = 3000;
-    'outer: loop {
-        for k in candidates(&c) {
-            if budget == 0 {
-                break 'outer;
-            }
-            budget -= 1;
-            if let RwOutcome::Differs(nd) = run_rw(&k) {
-                c = k;
-                d = nd;
-                continue 'outer;
-            }
-        }
-        break;
-    }
-    (c, d)
+pub fn shrink_rw(c: RwCase, d: RwDiff) -> (RwCase, RwDiff) {
+    greedy(
+        c,
+        d,
+        3000,
+        |c, _| candidates(c),
+        |k| match run_rw(k) {
+            RwOutcome::Differs(nd) => Some(nd),
+            _ => None,
+        },
+    )
 }
 
 fn hex(v: u64) -> String {
@@ -1923,19 +1900,17 @@ pub fn rw_round(n: u64, seed: u64, rng: &mut Rng, rep: &mut crate::Report) -> bo
         stats::add(c.ops.len() as u64);
         match run_rw(&c) {
             RwOutcome::Same => {}
-            RwOutcome::Deviation(id) => *rep.deviations.entry(id.into()).or_default() += 1,
+            RwOutcome::Deviation(id) => rep.deviation(id),
             RwOutcome::Deviations(ids) => {
                 for id in ids {
-                    *rep.deviations.entry(id.into()).or_default() += 1;
+                    rep.deviation(id);
                 }
             }
             RwOutcome::Differs(d) => {
-                rep.differences += 1;
                 let (small, d) = shrink_rw(c, d);
                 println!("DIFF rw case #{n} (seed {seed:#x}): op {}: {}", d.op, d.what);
                 println!("{}", print_rw(&small, &d));
-                if rep.differences >= 5 {
-                    println!("(stopping after 5 differences)");
+                if rep.difference() {
                     return true;
                 }
             }
@@ -1969,50 +1944,14 @@ pub(crate) fn vendor_round(
     read: bool,
     fail_map: bool,
 ) -> Result<VendorRound, String> {
-    let vdev = VdRwDev {
-        iwarp: d.iwarp.into(),
-        max_sge_rd: d.max_sge_rd,
-        max_sgl_rd: d.max_sgl_rd,
-        max_send_sge: d.max_send_sge,
-        max_qp_wr: d.max_qp_wr,
-        max_fast_reg_page_list_len: d.max_fr,
-        max_pi_fast_reg_page_list_len: 0,
-        local_dma_lkey: d.local_dma_lkey,
-        force_mr: d.force_mr.into(),
-        // ib_create_named_qp (core/verbs.c), as in run_rw
-        max_write_sge: d.qp_send_sge,
-        max_read_sge: d.qp_send_sge.min(d.max_sge_rd),
-        key0: d.key0.into(),
-        mr_base: d.mr_base,
-        iova_off: d.iova_off,
-    };
-    // SAFETY: `vdev` is a valid device description.
-    let v = VSess(unsafe { vd_rw_new(&vdev) });
-    OFFSET.set(d.iova_off);
-    LIVE.set(0);
-    // SAFETY: no warning state is shared with anything else.
-    unsafe { vd_rw_take_warns() };
+    let v = vendor_session(d);
     let (mut allocs, mut max_sg) = (0u32, 0u32);
     // SAFETY: `v` is live; the out pointers are valid.
     let vr = unsafe { vd_rw_init_mrs(v.0, d.pool, 0, &mut allocs, &mut max_sg) };
     if vr != 0 {
         return Err(format!("rdma_rw_init_mrs returned {vr}"));
     }
-    let e = ents(sg);
-    // SAFETY: `e` holds `sg.len()` entries.
-    let ret = unsafe {
-        vd_rw_ctx_init(
-            v.0,
-            0,
-            e.as_ptr(),
-            e.len() as u32,
-            offset,
-            remote,
-            rkey,
-            if read { 2 } else { 1 },
-            c_int::from(fail_map),
-        )
-    };
+    let ret = v.ctx_init(0, sg, offset, (remote, rkey), read, fail_map);
     let s = vstate(&v, ret.into(), true);
     let after_init = (s.mrs_used, s.maps_live);
     let mut r = VendorRound {
@@ -2049,6 +1988,20 @@ pub(crate) fn gen_sg_for(rng: &mut Rng, max: u64) -> Vec<Ent> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An unsignaled REG_MR WR of the registration `r`.
+    fn reg_mr(r: Reg) -> Wr {
+        Wr {
+            opcode: "IB_WR_REG_MR",
+            send_flags: 0,
+            cqe: "null",
+            sges: vec![],
+            remote: None,
+            inv: None,
+            reg: Some(r),
+            is_chain: false,
+        }
+    }
 
     fn rdma(remote: u64, sges: Vec<(u64, u32, u32)>) -> Wr {
         Wr {
@@ -2094,16 +2047,8 @@ mod tests {
     #[test]
     fn zero_length_pages_are_dropped_only_when_listed() {
         let _serial = crate::serial();
-        let reg = |pages: Vec<u64>| Wr {
-            opcode: "IB_WR_REG_MR",
-            send_flags: 0,
-            cqe: "null",
-            sges: vec![],
-            remote: None,
-            inv: None,
-            reg: Some(Reg { key: 1, access: 1, iova: 0x1000, length: 4096, pages }),
-            is_chain: false,
-        };
+        let reg =
+            |pages: Vec<u64>| reg_mr(Reg { key: 1, access: 1, iova: 0x1000, length: 4096, pages });
         let d = vec![reg(vec![0x1000])];
         let v = vec![reg(vec![0x1000, 0x9000])];
         assert_eq!(zero_len_pages_normalised(&v, &d, &[0x9000]), Some(d.clone()));
@@ -2113,22 +2058,13 @@ mod tests {
     #[test]
     fn ranges_translate_mr_bytes_through_the_page_list() {
         let _serial = crate::serial();
-        let reg = Wr {
-            opcode: "IB_WR_REG_MR",
-            send_flags: 0,
-            cqe: "null",
-            sges: vec![],
-            remote: None,
-            inv: None,
-            reg: Some(Reg {
-                key: 9,
-                access: 1,
-                iova: 0x1800,
-                length: 0x1000,
-                pages: vec![0x1000, 0x7000],
-            }),
-            is_chain: false,
-        };
+        let reg = reg_mr(Reg {
+            key: 9,
+            access: 1,
+            iova: 0x1800,
+            length: 0x1000,
+            pages: vec![0x1000, 0x7000],
+        });
         let w = rdma(0x50, vec![(0x1800, 0x1000, 9)]);
         assert_eq!(ranges(&[reg, w]), vec![(0x50, 0x1800, 0x800), (0x850, 0x7000, 0x800)]);
     }

@@ -4,41 +4,88 @@
 use crate::case::{Case, Op};
 use crate::run::{self, Diff, Outcome};
 
-fn candidates(c: &Case) -> Vec<Case> {
-    let mut out = Vec::new();
-    let mut push = |f: &dyn Fn(&mut Case)| {
-        let mut k = c.clone();
+/// The variants of a case a shrinker tries: each a copy of the case with
+/// one change applied, kept only where the change changed it.
+pub(crate) struct Variants<'a, C> {
+    base: &'a C,
+    out: Vec<C>,
+}
+
+impl<'a, C: Clone + PartialEq> Variants<'a, C> {
+    pub(crate) fn new(base: &'a C) -> Self {
+        Variants { base, out: Vec::new() }
+    }
+
+    /// The case changed by `f`, unless that left it as it was.
+    pub(crate) fn push(&mut self, f: impl FnOnce(&mut C)) {
+        let mut k = self.base.clone();
         f(&mut k);
-        if k != *c {
-            out.push(k);
+        if k != *self.base {
+            self.out.push(k);
         }
-    };
+    }
+
+    pub(crate) fn into_vec(self) -> Vec<C> {
+        self.out
+    }
+}
+
+/// Greedy shrinking: the first of `candidates(case, diff)` that still
+/// differs (`differs` gives its difference) becomes the case and the search
+/// starts over from it, until no candidate differs or `budget` candidates
+/// were run.
+pub(crate) fn greedy<C, D>(
+    mut case: C,
+    mut diff: D,
+    mut budget: u32,
+    candidates: impl Fn(&C, &D) -> Vec<C>,
+    mut differs: impl FnMut(&C) -> Option<D>,
+) -> (C, D) {
+    'outer: loop {
+        for k in candidates(&case, &diff) {
+            if budget == 0 {
+                break 'outer;
+            }
+            budget -= 1;
+            if let Some(d) = differs(&k) {
+                case = k;
+                diff = d;
+                continue 'outer;
+            }
+        }
+        break;
+    }
+    (case, diff)
+}
+
+fn candidates(c: &Case) -> Vec<Case> {
+    let mut v = Variants::new(c);
     for i in 0..c.ops.len() {
         if c.ops.len() > 1 {
-            push(&|k: &mut Case| {
+            v.push(|k: &mut Case| {
                 k.ops.remove(i);
             });
         }
     }
     let ring = c.cfg.sq_quanta;
-    push(&|k| k.sq_filler = 0);
-    push(&|k| k.sq_filler = k.sq_filler.saturating_sub(2 * ring));
-    push(&|k| k.sq_filler = k.sq_filler.saturating_sub(ring));
-    push(&|k| k.sq_filler /= 2);
-    push(&|k| k.sq_filler = k.sq_filler.saturating_sub(8));
-    push(&|k| k.sq_filler = k.sq_filler.saturating_sub(1));
-    push(&|k| k.sq_outstanding = 0);
-    push(&|k| k.sq_outstanding /= 2);
-    push(&|k| k.rq_outstanding = 0);
-    push(&|k| k.rq_outstanding /= 2);
-    push(&|k| k.rq_filler = 0);
-    push(&|k| k.rq_filler /= 2);
-    push(&|k| k.rq_filler = k.rq_filler.saturating_sub(1));
+    v.push(|k| k.sq_filler = 0);
+    v.push(|k| k.sq_filler = k.sq_filler.saturating_sub(2 * ring));
+    v.push(|k| k.sq_filler = k.sq_filler.saturating_sub(ring));
+    v.push(|k| k.sq_filler /= 2);
+    v.push(|k| k.sq_filler = k.sq_filler.saturating_sub(8));
+    v.push(|k| k.sq_filler = k.sq_filler.saturating_sub(1));
+    v.push(|k| k.sq_outstanding = 0);
+    v.push(|k| k.sq_outstanding /= 2);
+    v.push(|k| k.rq_outstanding = 0);
+    v.push(|k| k.rq_outstanding /= 2);
+    v.push(|k| k.rq_filler = 0);
+    v.push(|k| k.rq_filler /= 2);
+    v.push(|k| k.rq_filler = k.rq_filler.saturating_sub(1));
     for i in 0..c.ops.len() {
         match &c.ops[i] {
             Op::Sq(p) => {
                 for j in 0..p.sges.len() {
-                    push(&|k| {
+                    v.push(|k| {
                         if let Op::Sq(q) = &mut k.ops[i] {
                             let off: u32 = q.sges[..j].iter().map(|s| s.length).sum();
                             let len = q.sges[j].length;
@@ -48,7 +95,7 @@ fn candidates(c: &Case) -> Vec<Case> {
                             }
                         }
                     });
-                    push(&|k| {
+                    v.push(|k| {
                         if let Op::Sq(q) = &mut k.ops[i]
                             && !q.inline()
                         {
@@ -58,12 +105,12 @@ fn candidates(c: &Case) -> Vec<Case> {
                         }
                     });
                 }
-                push(&|k| {
+                v.push(|k| {
                     if let Op::Sq(q) = &mut k.ops[i] {
                         q.imm = None;
                     }
                 });
-                push(&|k| {
+                v.push(|k| {
                     if let Op::Sq(q) = &mut k.ops[i] {
                         q.signaled = false;
                         q.read_fence = false;
@@ -73,12 +120,12 @@ fn candidates(c: &Case) -> Vec<Case> {
                         q.read_inv = false;
                     }
                 });
-                push(&|k| {
+                v.push(|k| {
                     if let Op::Sq(q) = &mut k.ops[i] {
                         q.post_sq = false;
                     }
                 });
-                push(&|k| {
+                v.push(|k| {
                     if let Op::Sq(q) = &mut k.ops[i] {
                         q.remote_addr = 0;
                         q.rkey = 0;
@@ -93,7 +140,7 @@ fn candidates(c: &Case) -> Vec<Case> {
             }
             Op::Rq { sges, .. } => {
                 for j in 0..sges.len() {
-                    push(&|k| {
+                    v.push(|k| {
                         if let Op::Rq { sges, .. } = &mut k.ops[i] {
                             sges.remove(j);
                         }
@@ -102,25 +149,49 @@ fn candidates(c: &Case) -> Vec<Case> {
             }
         }
     }
-    out
+    v.into_vec()
 }
 
 /// The smallest still-differing case found (bounded effort).
-pub fn shrink(mut case: Case, mut diff: Diff) -> (Case, Diff) {
-    let mut budget = 3000;
-    'outer: while budget > 0 {
-        for k in candidates(&case) {
-            budget -= 1;
-            if let Outcome::Differs(d) = run::run(&k, &mut None) {
-                case = k;
-                diff = d;
-                continue 'outer;
-            }
-            if budget == 0 {
-                break;
-            }
+pub fn shrink(case: Case, diff: Diff) -> (Case, Diff) {
+    greedy(
+        case,
+        diff,
+        3000,
+        |c, _| candidates(c),
+        |k| match run::run(k, &mut None) {
+            Outcome::Differs(d) => Some(d),
+            _ => None,
+        },
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Variants, greedy};
+
+    /// Drops one element at a time (an unchanged copy is left out).
+    fn drops(c: &Vec<u32>) -> Vec<Vec<u32>> {
+        let mut v = Variants::new(c);
+        for i in 0..c.len() {
+            v.push(|k| {
+                k.remove(i);
+            });
         }
-        break;
+        v.push(|_| ());
+        v.into_vec()
     }
-    (case, diff)
+
+    #[test]
+    fn greedy_keeps_the_difference_and_stops_at_the_budget() {
+        assert_eq!(drops(&vec![1, 2]), vec![vec![2], vec![1]]);
+        // "differs" while 7 and 9 are both in: shrinks to exactly them
+        let differs = |k: &Vec<u32>| (k.contains(&7) && k.contains(&9)).then_some(k.len());
+        let (c, d) = greedy(vec![1, 7, 2, 9, 3], 5, u32::MAX, |c, _| drops(c), differs);
+        assert_eq!((c, d), (vec![7, 9], 2));
+        // two candidates run: the first (dropping 1) kept, then 7 dropped
+        // (no longer differing), and the budget is spent
+        let (c, d) = greedy(vec![1, 7, 2, 9, 3], 5, 2, |c, _| drops(c), differs);
+        assert_eq!((c, d), (vec![7, 2, 9, 3], 4));
+    }
 }

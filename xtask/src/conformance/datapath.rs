@@ -329,10 +329,24 @@ fn skip_reason(case: &Value, cfg: &Value) -> Option<String> {
     None
 }
 
-fn run_sq_case(case: &Value, cfg: &Value) -> Result<Outcome, String> {
-    if let Some(r) = skip_reason(case, cfg) {
-        return Ok(Outcome::Skip(r));
+/// Our post's result `r` against the vendor's return value `want_ret`:
+/// `Some` of what we posted where both posted, `None` where both refused
+/// with the same errno (`errno` maps ours), else the difference.
+fn both_posted<P, E: std::fmt::Debug>(
+    what: &str,
+    r: Result<P, E>,
+    want_ret: u64,
+    errno: impl Fn(E) -> u64,
+) -> Result<Option<P>, String> {
+    match (r, want_ret) {
+        (Err(e), w) if w != 0 => expect_eq("errno", errno(e), w).map(|()| None),
+        (Err(e), _) => Err(format!("{what} failed with {e:?}, vendor succeeded")),
+        (Ok(_), w) if w != 0 => Err(format!("{what} succeeded, vendor returned {w}")),
+        (Ok(p), _) => Ok(Some(p)),
     }
+}
+
+fn run_sq_case(case: &Value, cfg: &Value) -> Result<Outcome, String> {
     let mut w = World::new(cfg);
     let (mut qp, _cq) = w.parts()?;
     let bar = RecBar::default();
@@ -367,16 +381,10 @@ fn run_sq_case(case: &Value, cfg: &Value) -> Result<Outcome, String> {
     if flag(input, "post_sq") && r.is_ok() {
         qp.sq.ring_doorbell(&bar);
     }
-    let posted = match (r, want_ret) {
-        (Err(e), w) if w != 0 => {
-            expect_eq("errno", errno_of_sq(e), w)?;
-            expect_eq("head unchanged", qp.sq.head(), head)?;
-            expect_eq("doorbell", bar.take(), vec![])?;
-            return Ok(Outcome::Pass);
-        }
-        (Err(e), _) => return Err(format!("post failed with {e:?}, vendor succeeded")),
-        (Ok(_), w) if w != 0 => return Err(format!("post succeeded, vendor returned {w}")),
-        (Ok(p), _) => p,
+    let Some(posted) = both_posted("post", r, want_ret, errno_of_sq)? else {
+        expect_eq("head unchanged", qp.sq.head(), head)?;
+        expect_eq("doorbell", bar.take(), vec![])?;
+        return Ok(Outcome::Pass);
     };
     expect_eq("wqe_idx", u64::from(posted.wqe_idx), get(out, "wqe_idx"))?;
     expect_eq("wqe_size_quanta", u64::from(posted.quanta), get(out, "wqe_size_quanta"))?;
@@ -419,9 +427,6 @@ fn dummy_sges(n: usize) -> Vec<Sge> {
 }
 
 fn run_rq_case(case: &Value, cfg: &Value) -> Result<Outcome, String> {
-    if let Some(r) = skip_reason(case, cfg) {
-        return Ok(Outcome::Skip(r));
-    }
     let mut w = World::new(cfg);
     let (mut qp, _cq) = w.parts()?;
     let h = &case["history"];
@@ -438,14 +443,9 @@ fn run_rq_case(case: &Value, cfg: &Value) -> Result<Outcome, String> {
     let mut bufs = Vec::new();
     let sges = sges_of(input, &mut bufs);
     let want_ret = get(out, "ret");
-    let p = match (qp.rq.post(get(input, "wr_id"), &sges), want_ret) {
-        (Err(e), w) if w != 0 => {
-            expect_eq("errno", errno_of_rq(e), w)?;
-            return Ok(Outcome::Pass);
-        }
-        (Err(e), _) => return Err(format!("post_recv failed with {e:?}, vendor succeeded")),
-        (Ok(_), w) if w != 0 => return Err(format!("post_recv succeeded, vendor returned {w}")),
-        (Ok(p), _) => p,
+    let r = qp.rq.post(get(input, "wr_id"), &sges);
+    let Some(p) = both_posted("post_recv", r, want_ret, errno_of_rq)? else {
+        return Ok(Outcome::Pass);
     };
     expect_eq("wqe_idx", u64::from(p.wqe_idx), get(out, "wqe_idx"))?;
     expect_eq("quantum_slot", u64::from(p.quantum), get(out, "quantum_slot"))?;
@@ -735,9 +735,6 @@ fn run_cq_case(case: &Value, cfg: &Value) -> Result<Outcome, String> {
 }
 
 fn run_cq_case_with(case: &Value, cfg: &Value, park: bool) -> Result<Outcome, String> {
-    if let Some(r) = skip_reason(case, cfg) {
-        return Ok(Outcome::Skip(r));
-    }
     let mut w = World::new(cfg);
     let cq_slots = get(cfg, "cq_size") as usize;
     let (mut qp, mut cq) = w.parts()?;
@@ -979,32 +976,37 @@ fn set_state(
     let bool_only = || {
         if value > 1 { Err(format!("set_state {field}: {value} is not a bool")) } else { Ok(()) }
     };
+    // (head, polarity) a ring-position field asks for, from the ring's
+    // current ones: the polarity field (a bool) keeps the head, a head or
+    // tail field the polarity
+    let ring_target = |pol_field: bool, head: u32, pol: bool| -> Result<(u32, bool), String> {
+        if pol_field {
+            bool_only()?;
+            Ok((head, b))
+        } else {
+            Ok((u32::try_from(value).unwrap_or(u32::MAX), pol))
+        }
+    };
     match field {
         // Push pages are never mapped on E810 (push_db NULL), so uk.c's
         // push path is never taken whatever push_mode says; the flag itself
         // is state (cleared by a push-drop SQ CQE) and is kept on QpUk.
-        "qp.push_mode" => {
+        "qp.push_mode"
+        | "qp.push_dropped"
+        | "qp.destroy_pending"
+        | "qp.sq_flush_complete"
+        | "qp.rq_flush_complete" => {
             bool_only()?;
-            qp.push_mode = b;
-        }
-        "qp.push_dropped" => {
-            bool_only()?;
-            qp.push_dropped = b;
-        }
-        "qp.destroy_pending" => {
-            bool_only()?;
-            qp.set_destroy_pending(b);
+            match field {
+                "qp.push_mode" => qp.push_mode = b,
+                "qp.push_dropped" => qp.push_dropped = b,
+                "qp.destroy_pending" => qp.set_destroy_pending(b),
+                "qp.sq_flush_complete" => qp.sq_flush_complete = b,
+                _ => qp.rq_flush_complete = b,
+            }
         }
         "qp.sq_flush_seen" => qp.sq_flush_seen = b,
         "qp.rq_flush_seen" => qp.rq_flush_seen = b,
-        "qp.sq_flush_complete" => {
-            bool_only()?;
-            qp.sq_flush_complete = b;
-        }
-        "qp.rq_flush_complete" => {
-            bool_only()?;
-            qp.rq_flush_complete = b;
-        }
         // uk.c: irdma_uk_cq_poll_cmpl discards SQ CQEs with wqe_idx <
         // conn_wqes while first_sq_wq is set (iWARP LSMM). With conn_wqes 0
         // nothing is discarded and first_sq_wq only clears itself.
@@ -1034,23 +1036,13 @@ fn set_state(
         // empty queue (one-quantum WRITEs / one-SGE receives, each consumed),
         // a whole extra pass when the polarity has to change.
         "qp.sq_ring.head" | "qp.sq_ring.tail" | "qp.swqe_polarity" => {
-            let (h, p) = match field {
-                "qp.swqe_polarity" => {
-                    bool_only()?;
-                    (qp.sq.head(), b)
-                }
-                _ => (u32::try_from(value).unwrap_or(u32::MAX), qp.sq.swqe_polarity()),
-            };
+            let pol = field == "qp.swqe_polarity";
+            let (h, p) = ring_target(pol, qp.sq.head(), qp.sq.swqe_polarity())?;
             sq_reach(qp, h, p).map_err(|m| format!("{field}: {m}"))?;
         }
         "qp.rq_ring.head" | "qp.rq_ring.tail" | "qp.rwqe_polarity" => {
-            let (h, p) = match field {
-                "qp.rwqe_polarity" => {
-                    bool_only()?;
-                    (qp.rq.head(), b)
-                }
-                _ => (u32::try_from(value).unwrap_or(u32::MAX), qp.rq.rwqe_polarity()),
-            };
+            let pol = field == "qp.rwqe_polarity";
+            let (h, p) = ring_target(pol, qp.rq.head(), qp.rq.rwqe_polarity())?;
             rq_reach(qp, h, p).map_err(|m| format!("{field}: {m}"))?;
         }
         // Only irdma_qp_push_wqe reads initial_ring (push path, never taken
@@ -1090,15 +1082,23 @@ fn set_state(
     Ok(None)
 }
 
+/// Whether ring index `head` can be reached on a ring of `size` slots
+/// (`unit`s) with `used` of them in use: only inside the ring, and only on
+/// an empty queue `q`.
+fn reachable(head: u32, size: u32, used: u32, unit: &str, q: &str) -> Result<(), String> {
+    if head >= size {
+        return Err(format!("index {head} outside a {size}-{unit} ring"));
+    }
+    if used != 0 {
+        return Err(format!("only reachable on an empty {q}"));
+    }
+    Ok(())
+}
+
 /// Moves an empty SQ to ring index `head` with `swqe_polarity` `pol`.
 fn sq_reach(qp: &mut QpUk<'_>, head: u32, pol: bool) -> Result<(), String> {
     let size = qp.sq.size();
-    if head >= size {
-        return Err(format!("index {head} outside a {size}-quantum ring"));
-    }
-    if qp.sq.used() != 0 {
-        return Err("only reachable on an empty SQ".into());
-    }
+    reachable(head, size, qp.sq.used(), "quantum", "SQ")?;
     let bar = RecBar::default();
     fill_sq(qp, &bar, u64::from((head + size - qp.sq.head()) % size))?;
     if qp.sq.swqe_polarity() != pol {
@@ -1110,12 +1110,7 @@ fn sq_reach(qp: &mut QpUk<'_>, head: u32, pol: bool) -> Result<(), String> {
 /// Moves an empty RQ to ring index `head` with `rwqe_polarity` `pol`.
 fn rq_reach(qp: &mut QpUk<'_>, head: u32, pol: bool) -> Result<(), String> {
     let size = qp.rq.size();
-    if head >= size {
-        return Err(format!("index {head} outside a {size}-WQE ring"));
-    }
-    if qp.rq.used() != 0 {
-        return Err("only reachable on an empty RQ".into());
-    }
+    reachable(head, size, qp.rq.used(), "WQE", "RQ")?;
     let one = dummy_sges(1);
     let step = |rq: &mut Rq<'_>, n: u32| -> Result<(), String> {
         for _ in 0..n {
@@ -1254,9 +1249,6 @@ fn check_arm(e: &Value, cq: &mut CqRing<'_>, bar: &RecBar) -> Result<(), String>
 }
 
 fn run_misc_case(case: &Value, cfg: &Value) -> Result<Outcome, String> {
-    if let Some(r) = skip_reason(case, cfg) {
-        return Ok(Outcome::Skip(r));
-    }
     let mut w = World::new(cfg);
     let (mut qp, _cq) = w.parts()?;
     let bar = RecBar::default();
@@ -1346,6 +1338,10 @@ fn run_misc_case(case: &Value, cfg: &Value) -> Result<Outcome, String> {
     Ok(Outcome::Pass)
 }
 
+/// The runner of one kind of case: the case and its config in, the verdict
+/// out (skip_reason already checked).
+type CaseRunner = fn(&Value, &Value) -> Result<Outcome, String>;
+
 /// Runs a parsed datapath file.
 pub fn run(v: &Value) -> Result<Tally, String> {
     let mut t = Tally::default();
@@ -1370,21 +1366,22 @@ pub fn run(v: &Value) -> Result<Tally, String> {
         let n = c.get("config").and_then(Value::as_str).unwrap_or("");
         configs.get(n).cloned().ok_or_else(|| format!("unknown config {n}"))
     };
-    for c in v["sq_cases"].as_array().into_iter().flatten() {
-        let name = c.get("name").and_then(Value::as_str).unwrap_or("?");
-        record(name, cfg_of(c).and_then(|cfg| run_sq_case(c, &cfg)));
-    }
-    for c in v["rq_cases"].as_array().into_iter().flatten() {
-        let name = c.get("name").and_then(Value::as_str).unwrap_or("?");
-        record(name, cfg_of(c).and_then(|cfg| run_rq_case(c, &cfg)));
-    }
-    for c in v["cq_cases"].as_array().into_iter().flatten() {
-        let name = c.get("name").and_then(Value::as_str).unwrap_or("?");
-        record(name, cfg_of(c).and_then(|cfg| run_cq_case(c, &cfg)));
-    }
-    for c in v["sq_misc_cases"].as_array().into_iter().flatten() {
-        let name = c.get("name").and_then(Value::as_str).unwrap_or("?");
-        record(name, cfg_of(c).and_then(|cfg| run_misc_case(c, &cfg)));
+    let runners: [(&str, CaseRunner); 4] = [
+        ("sq_cases", run_sq_case),
+        ("rq_cases", run_rq_case),
+        ("cq_cases", run_cq_case),
+        ("sq_misc_cases", run_misc_case),
+    ];
+    for (list, run_case) in runners {
+        for c in v[list].as_array().into_iter().flatten() {
+            let name = c.get("name").and_then(Value::as_str).unwrap_or("?");
+            // a case outside the driver's scope is skipped whatever its kind
+            let r = cfg_of(c).and_then(|cfg| match skip_reason(c, &cfg) {
+                Some(why) => Ok(Outcome::Skip(why)),
+                None => run_case(c, &cfg),
+            });
+            record(name, r);
+        }
     }
     if let Some(h) = v.get("helpers") {
         run_helpers(h, &mut t);

@@ -34,7 +34,7 @@ use irdma_hal::Bar;
 use irdma_testkit::FakeHal;
 use serde_json::{Value, json};
 
-use super::{Tally, num};
+use super::{Outcome, Tally, num};
 
 /// Ops the driver does not have by design, with the reason (README rules).
 const SKIP_OPS: &[(&str, &str)] =
@@ -57,12 +57,6 @@ const SEQUENCED: &[&str] = &[
 /// refuses anything over 4 KiB; this only keeps arbitrary JSON from the fuzz
 /// target from exhausting memory).
 const MAX_ARG_BUF: usize = 1 << 16;
-
-enum Outcome {
-    Pass,
-    Fail(String),
-    Skip(String),
-}
 
 // ------------------------------------------------------------------ JSON
 
@@ -1572,16 +1566,8 @@ pub fn run(v: &Value) -> Result<Tally, String> {
     for c in cases {
         let name =
             format!("{}/{}", c["op"].as_str().unwrap_or("?"), c["name"].as_str().unwrap_or("?"));
-        match run_case(c) {
-            Outcome::Pass => t.passed += 1,
-            Outcome::Fail(why) => {
-                t.failed += 1;
-                println!("FAIL {name}: {why}");
-            }
-            Outcome::Skip(why) => {
-                t.skipped += 1;
-                skips.push((name, why));
-            }
+        if let Some(why) = t.count(&name, run_case(c)) {
+            skips.push((name, why));
         }
     }
     for (name, why) in &skips {

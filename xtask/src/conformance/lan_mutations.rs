@@ -17,6 +17,17 @@ fn published() -> Vec<Value> {
     v["cases"].as_array().expect("cases").clone()
 }
 
+/// The published cases of the ops `ops`.
+fn published_of(ops: &[&str]) -> Vec<Value> {
+    published().into_iter().filter(|c| ops.iter().any(|op| c["op"] == *op)).collect()
+}
+
+/// The entries of the expectation list `list` (commands, register writes)
+/// that the case's `call` did not make.
+fn not_of_call(list: &Value, call: u64) -> Vec<Value> {
+    list.as_array().unwrap().iter().filter(|x| x["call"] != json!(call)).cloned().collect()
+}
+
 fn name(c: &Value) -> String {
     format!("{}/{}", c["op"].as_str().unwrap_or("?"), c["name"].as_str().unwrap_or("?"))
 }
@@ -49,40 +60,58 @@ fn shift(v: &Value, delta: i64, n: i64) -> Value {
 /// writing zeros, and
 /// the reported next_to_use / next_to_clean).
 fn move_atq(case: &Value, to: u64) -> Option<Value> {
-    let mut c = case.clone();
-    let ring = &c["inputs"]["ring"];
-    let p = num(&ring["position"])?;
-    let n = num(&ring["sq_entries"])?;
-    if p == 0 || to >= n {
+    if num(&case["inputs"]["ring"]["position"])? == 0 {
         return None;
     }
-    let d = to as i64 - p as i64;
-    let n = n as i64;
-    c["inputs"]["ring"]["position"] = json!(to);
-    if let Some(ws) = c["outputs"]["reg_writes"].as_array_mut() {
-        for w in ws.iter_mut() {
-            match w["name"].as_str() {
-                Some("PF_FW_ATQH" | "PF_FW_ATQLEN") => break,
-                Some("PF_FW_ATQT") => w["value"] = shift(&w["value"], d, n),
-                _ => {}
-            }
-        }
-    }
+    let mut c = case.clone();
+    let (d, n) = move_ring(&mut c, "position", "sq_entries", to)?;
+    let tail = ("PF_FW_ATQT", &["PF_FW_ATQH", "PF_FW_ATQLEN"][..]);
+    shift_outputs(&mut c, d, n, tail, &["adminq.sq.next_to_use", "adminq.sq.next_to_clean"]);
     if let Some(cmds) = c["outputs"]["commands"].as_array_mut() {
         for k in cmds.iter_mut() {
             k["slot"] = shift(&k["slot"], d, n);
         }
     }
+    Some(c)
+}
+
+/// Sets the ring position input `pos` of the case to `to`; the move (`to`
+/// minus the published position) and the ring size (input `entries`), or
+/// `None` when either input is missing or `to` is outside the ring.
+fn move_ring(c: &mut Value, pos: &str, entries: &str, to: u64) -> Option<(i64, i64)> {
+    let ring = &c["inputs"]["ring"];
+    let (p, n) = (num(&ring[pos])?, num(&ring[entries])?);
+    if to >= n {
+        return None;
+    }
+    c["inputs"]["ring"][pos] = json!(to);
+    Some((to as i64 - p as i64, n as i64))
+}
+
+/// Moves by `d` modulo `n` the expectations that name a slot of a moved
+/// ring: the writes of the tail register `tail.0` up to the first write of
+/// one of `tail.1`, and the `fields` of every call's outputs.
+fn shift_outputs(c: &mut Value, d: i64, n: i64, tail: (&str, &[&str]), fields: &[&str]) {
+    if let Some(ws) = c["outputs"]["reg_writes"].as_array_mut() {
+        for w in ws.iter_mut() {
+            let name = w["name"].as_str().unwrap_or("");
+            if tail.1.contains(&name) {
+                break;
+            }
+            if name == tail.0 {
+                w["value"] = shift(&w["value"], d, n);
+            }
+        }
+    }
     if let Some(calls) = c["outputs"]["calls"].as_array_mut() {
         for call in calls.iter_mut() {
-            for f in ["adminq.sq.next_to_use", "adminq.sq.next_to_clean"] {
-                if let Some(v) = call["outputs"].get(f).cloned() {
-                    call["outputs"][f] = shift(&v, d, n);
+            for f in fields {
+                if let Some(v) = call["outputs"].get(*f).cloned() {
+                    call["outputs"][*f] = shift(&v, d, n);
                 }
             }
         }
     }
-    Some(c)
 }
 
 #[test]
@@ -109,39 +138,16 @@ fn atq_positions_including_the_wrap() {
 /// state move with it.
 fn move_arq(case: &Value, to: u64) -> Option<Value> {
     let mut c = case.clone();
-    let ring = &c["inputs"]["ring"];
-    let a = num(&ring["arq_position"])?;
-    let n = num(&ring["rq_entries"])?;
-    if to >= n {
-        return None;
-    }
-    let d = to as i64 - a as i64;
-    let n = n as i64;
-    c["inputs"]["ring"]["arq_position"] = json!(to);
-    if let Some(ws) = c["outputs"]["reg_writes"].as_array_mut() {
-        for w in ws.iter_mut() {
-            match w["name"].as_str() {
-                Some("PF_FW_ARQH" | "PF_FW_ARQLEN" | "PF_FW_ATQH" | "PF_FW_ATQLEN") => break,
-                Some("PF_FW_ARQT") => w["value"] = shift(&w["value"], d, n),
-                _ => {}
-            }
-        }
-    }
-    if let Some(calls) = c["outputs"]["calls"].as_array_mut() {
-        for call in calls.iter_mut() {
-            for f in [
-                "cleaned_slot",
-                "rq.next_to_clean",
-                "rq.next_to_use",
-                "adminq.rq.next_to_use",
-                "adminq.rq.next_to_clean",
-            ] {
-                if let Some(v) = call["outputs"].get(f).cloned() {
-                    call["outputs"][f] = shift(&v, d, n);
-                }
-            }
-        }
-    }
+    let (d, n) = move_ring(&mut c, "arq_position", "rq_entries", to)?;
+    let tail = ("PF_FW_ARQT", &["PF_FW_ARQH", "PF_FW_ARQLEN", "PF_FW_ATQH", "PF_FW_ATQLEN"][..]);
+    let fields = [
+        "cleaned_slot",
+        "rq.next_to_clean",
+        "rq.next_to_use",
+        "adminq.rq.next_to_use",
+        "adminq.rq.next_to_clean",
+    ];
+    shift_outputs(&mut c, d, n, tail, &fields);
     Some(c)
 }
 
@@ -248,73 +254,65 @@ fn fill_sw_rule_actions_and_vlan() {
     let rule =
         |c: &Value| hexbytes(c["outputs"]["calls"][0]["outputs"]["rule"]["hex"].as_str().unwrap());
     let mut cases = Vec::new();
+    let mut add = |c: &mut Value, hex: &[u8], lb: u8, lan: u8, what: &str| {
+        set(c, hex, lb, lan);
+        cases.push((c.clone(), what.to_string()));
+    };
+    // a published rule turned into a MAC lookup (recipe 1: the dummy
+    // ethertype 0x8100, no VLAN TCI), with the case asking for it
+    let mac_case = |name: &str| {
+        let mut c = by_name(name);
+        let mut r = rule(&c);
+        r.resize(32, 0);
+        r[4] = 1;
+        r[28..32].copy_from_slice(&[0x81, 0, 0, 0]);
+        c["inputs"]["args"]["lkup_type"] = json!(1);
+        (c, r)
+    };
+    // the rule with the action word `act`
+    let with_act = |r: &[u8], act: u32| {
+        let mut r = r.to_vec();
+        r[8..12].copy_from_slice(&act.to_le_bytes());
+        r
+    };
 
     // MAC_VLAN → MAC, forward to a queue group of 8 (Tx, unicast, VEB)
-    let mut c = by_name("tx_mac_vlan_to_qgrp");
-    let mut r = rule(&c);
-    r.resize(32, 0);
-    r[4] = 1;
-    r[30] = 0;
-    r[31] = 0;
-    c["inputs"]["args"]["lkup_type"] = json!(1);
-    set(&mut c, &r, 1, 0);
-    cases.push((c.clone(), "MAC to queue group".to_string()));
+    let (mut c, r) = mac_case("tx_mac_vlan_to_qgrp");
+    add(&mut c, &r, 1, 0, "MAC to queue group");
     // the same with a group of 32 (region 5) and queue 0x123
     let mut c2 = c.clone();
     c2["inputs"]["args"]["qgrp_size"] = json!(32);
     c2["inputs"]["args"]["fwd_q_id"] = json!(0x123);
     let act: u32 = 1 | (0x123 << 4) | (5 << 15) | 4;
-    r[8..12].copy_from_slice(&act.to_le_bytes());
-    set(&mut c2, &r, 1, 0);
-    cases.push((c2, "MAC to queue group 32".to_string()));
+    add(&mut c2, &with_act(&r, act), 1, 0, "MAC to queue group 32");
     // VEPA: LAN_EN as well
     let mut c3 = c.clone();
     c3["inputs"]["hw"]["evb_veb"] = json!(false);
     let mut r3 = rule(&c);
-    r3.resize(32, 0);
-    r3[4] = 1;
-    r3[30] = 0;
-    r3[31] = 0;
     r3[8] |= 8;
-    set(&mut c3, &r3, 1, 1);
-    cases.push((c3, "MAC to queue group, VEPA".to_string()));
+    add(&mut c3, &r3, 1, 1, "MAC to queue group, VEPA");
 
     // ETHERTYPE_MAC → MAC, forward to a queue (Rx)
-    let mut c = by_name("rx_ethertype_mac_to_q");
-    let mut r = rule(&c);
-    r.resize(32, 0);
-    r[4] = 1;
-    r[28] = 0x81;
-    r[29] = 0;
-    c["inputs"]["args"]["lkup_type"] = json!(1);
-    set(&mut c, &r, 0, 0);
-    cases.push((c.clone(), "MAC to queue".to_string()));
+    let (mut c, r) = mac_case("rx_ethertype_mac_to_q");
+    add(&mut c, &r, 0, 0, "MAC to queue");
     // drop (Rx): forwarding type 0, DROP bit 18, VALID bit 17
     let mut d = c.clone();
     d["inputs"]["args"]["fltr_act"] = json!(4);
-    let act: u32 = (1 << 18) | (1 << 17);
-    r[8..12].copy_from_slice(&act.to_le_bytes());
-    set(&mut d, &r, 0, 0);
-    cases.push((d.clone(), "MAC drop".to_string()));
+    let rd = with_act(&r, (1 << 18) | (1 << 17));
+    add(&mut d, &rd, 0, 0, "MAC drop");
     // drop on a Tx rule: no LB_EN / LAN_EN (ice_fill_sw_info forwards only)
     let mut dt = d.clone();
     dt["inputs"]["args"]["flag"] = json!(2);
-    let mut rt = r.clone();
+    let mut rt = rd.clone();
     rt[0] = 1;
-    set(&mut dt, &rt, 0, 0);
-    cases.push((dt, "MAC drop Tx".to_string()));
+    add(&mut dt, &rt, 0, 0, "MAC drop Tx");
     // RX_LB on a Tx forward-to-queue rule: LB_EN off, LAN_EN on
     let mut lb = c.clone();
     lb["inputs"]["args"]["flag"] = json!(2 | 4);
     let mut rl = rule(&c);
-    rl.resize(32, 0);
     rl[0] = 1;
-    rl[4] = 1;
-    rl[28] = 0x81;
-    rl[29] = 0;
     rl[8] |= 8;
-    set(&mut lb, &rl, 0, 1);
-    cases.push((lb, "MAC to queue, Tx + RX_LB".to_string()));
+    add(&mut lb, &rl, 0, 1, "MAC to queue, Tx + RX_LB");
 
     // PROMISC_VLAN → VLAN, forward to VSI 3 (Rx): recipe 4, default dst,
     // prune | egress | ingress, no VALID
@@ -326,16 +324,14 @@ fn fill_sw_rule_actions_and_vlan() {
     let act: u32 = (3 << 4) | 2 | (1 << 15) | (1 << 16);
     r[8..12].copy_from_slice(&act.to_le_bytes());
     c["inputs"]["args"]["lkup_type"] = json!(4);
-    set(&mut c, &r, 0, 0);
-    cases.push((c.clone(), "VLAN to VSI".to_string()));
+    add(&mut c, &r, 0, 0, "VLAN to VSI");
     // a TPID of 0x88a8
     let mut t = c.clone();
     t["inputs"]["args"]["tpid"] = json!(0x88a8);
     t["inputs"]["args"]["tpid_valid"] = json!(1);
     r[28] = 0x88;
     r[29] = 0xa8;
-    set(&mut t, &r, 0, 0);
-    cases.push((t, "VLAN to VSI, TPID 0x88a8".to_string()));
+    add(&mut t, &r, 0, 0, "VLAN to VSI, TPID 0x88a8");
     // Tx VLAN rule in VEB mode: LAN_EN, never LB_EN
     let mut tx = c.clone();
     tx["inputs"]["args"]["flag"] = json!(2);
@@ -346,8 +342,7 @@ fn fill_sw_rule_actions_and_vlan() {
     rx[16..22].copy_from_slice(&[2, 0, 0, 0, 0, 0]);
     let act: u32 = (3 << 4) | 2 | (1 << 15) | (1 << 16) | 8;
     rx[8..12].copy_from_slice(&act.to_le_bytes());
-    set(&mut tx, &rx, 0, 1);
-    cases.push((tx, "VLAN Tx".to_string()));
+    add(&mut tx, &rx, 0, 1, "VLAN Tx");
 
     all_pass(&cases, 1);
     // and they are really compared: a wrong expectation fails
@@ -420,14 +415,9 @@ fn timeouts_at_every_command_index() {
 #[test]
 fn reset_ongoing_refuses_before_posting() {
     let mut cases = Vec::new();
-    for c in published() {
-        let op = c["op"].as_str().unwrap_or("");
-        // one call, one command, no teardown
-        if !["get_fw_ver", "clear_pf_cfg", "get_link_info", "set_event_mask", "query_sched_res"]
-            .contains(&op)
-        {
-            continue;
-        }
+    // one call, one command, no teardown
+    let ops = ["get_fw_ver", "clear_pf_cfg", "get_link_info", "set_event_mask", "query_sched_res"];
+    for c in published_of(&ops) {
         let mut m = c.clone();
         m["inputs"]["state"]["reset_ongoing"] = json!(1);
         m["outputs"]["commands"] = json!([]);
@@ -456,23 +446,10 @@ fn too_many_nodes_under_a_tc_node() {
         if let Some(l) = layer {
             m["inputs"]["args"]["layer"] = json!(l);
         }
-        let cmds: Vec<Value> = c["outputs"]["commands"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter(|k| k["call"] != json!(2))
-            .cloned()
-            .collect();
+        let cmds = not_of_call(&c["outputs"]["commands"], 2);
         let sent = cmds.len();
         m["outputs"]["commands"] = json!(cmds);
-        let ws: Vec<Value> = c["outputs"]["reg_writes"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter(|w| w["call"] != json!(2))
-            .cloned()
-            .collect();
-        m["outputs"]["reg_writes"] = json!(ws);
+        m["outputs"]["reg_writes"] = json!(not_of_call(&c["outputs"]["reg_writes"], 2));
         m["outputs"]["calls"][2]["ret"] = json!(ret);
         m["outputs"]["calls"][2]["outputs"] = json!({});
         m["outputs"]["ret"] = json!(ret);
@@ -679,10 +656,7 @@ fn convert_to_list(
 #[test]
 fn second_vsi_on_the_same_mac() {
     let mut cases = Vec::new();
-    for c in published() {
-        if c["op"] != "add_mac_fltr" {
-            continue;
-        }
+    for c in published_of(&["add_mac_fltr"]) {
         for umac_shared in [false, true] {
             for interleaved in [false, true] {
                 for fail in [None, Some((0, 16u8)), Some((1, 2)), Some((2, 2))] {
@@ -714,10 +688,7 @@ fn second_vsi_on_the_same_mac() {
 #[test]
 fn all_zero_mac_after_the_broadcast_rule() {
     let mut cases = Vec::new();
-    for c in published() {
-        if c["op"] != "add_mac_fltr" {
-            continue;
-        }
+    for c in published_of(&["add_mac_fltr"]) {
         let mut m = c.clone();
         m["inputs"]["args"]["mac"] = json!("00:00:00:00:00:00");
         let cmds: Vec<Value> = c["outputs"]["commands"].as_array().unwrap()[..2].to_vec();
@@ -906,42 +877,10 @@ fn more_rdma_qsets_than_a_queue_group_holds() {
         let add = cmds.pop().unwrap();
         let slot0 = num(&add["slot"]).unwrap();
         let n = num(&c["inputs"]["ring"]["sq_entries"]).unwrap();
-        let mut sent = hexbytes(add["buf"]["hex"].as_str().unwrap());
-        sent.resize(32, 0);
-        let mut got = hexbytes(add["resp"]["buf"]["hex"].as_str().unwrap());
-        got.resize(32, 0);
-        let first = u32::from_le_bytes(got[12..16].try_into().unwrap());
-        let parent = u32::from_le_bytes(sent[0..4].try_into().unwrap());
-        let mut buf = sent[..8].to_vec();
-        buf[4..6].copy_from_slice(&(k as u16).to_le_bytes());
-        let mut rbuf = buf.clone();
-        for i in 0..k {
-            let mut e = sent[8..32].to_vec();
-            buf.extend_from_slice(&e);
-            e[4..8].copy_from_slice(&(first + i as u32).to_le_bytes());
-            rbuf.extend_from_slice(&e);
-        }
-        let mut d = hexbytes(add["desc"]["hex"].as_str().unwrap());
-        d[4..6].copy_from_slice(&(buf.len() as u16).to_le_bytes());
-        let mut r = hexbytes(add["resp"]["desc"].as_str().unwrap());
-        r[4..6].copy_from_slice(&(buf.len() as u16).to_le_bytes());
-        let mut a = add.clone();
-        a["desc"]["hex"] = json!(hexstr(&d));
-        a["buf"] = json!({"len": buf.len(), "hex": hexstr(&buf), "compare": "bytes"});
-        a["resp"] = json!({"desc": hexstr(&r), "buf": {"len": buf.len(), "hex": hexstr(&rbuf)}});
+        let (a, first, parent) = add_k_elems(&add, k);
         cmds.push(a);
-        for i in 0..k {
-            let mut q = query.clone();
+        for (i, mut q) in query_k_elems(&query, first, k).into_iter().enumerate() {
             q["slot"] = json!((slot0 + 1 + i as u64) % n);
-            let teid = (first + i as u32).to_le_bytes();
-            let mut b = hexbytes(q["buf"]["hex"].as_str().unwrap());
-            b.resize(24, 0);
-            b[4..8].copy_from_slice(&teid);
-            q["buf"]["hex"] = json!(hexstr(&b));
-            let mut rb = hexbytes(q["resp"]["buf"]["hex"].as_str().unwrap());
-            rb.resize(24, 0);
-            rb[4..8].copy_from_slice(&teid);
-            q["resp"]["buf"]["hex"] = json!(hexstr(&rb));
             cmds.push(q);
         }
         let last = num(&add["slot"]).unwrap();
@@ -979,6 +918,57 @@ fn a_second_vsi_of_another_type_is_skipped() {
     assert!(matches!(run_case(&m), Outcome::Skip(_)));
 }
 
+/// The published one-element Add Sched Elems command (0x0401) `add`
+/// widened to `k` copies of its element, the firmware handing out TEIDs
+/// from its answer's first one on; with that first TEID and the parent's.
+fn add_k_elems(add: &Value, k: usize) -> (Value, u32, u32) {
+    let mut sent = hexbytes(add["buf"]["hex"].as_str().unwrap());
+    sent.resize(32, 0);
+    let mut got = hexbytes(add["resp"]["buf"]["hex"].as_str().unwrap());
+    got.resize(32, 0);
+    let first = le32_at(&got, 12);
+    let parent = le32_at(&sent, 0);
+    let mut buf = sent[..8].to_vec();
+    buf[4..6].copy_from_slice(&(k as u16).to_le_bytes());
+    let mut rbuf = buf.clone();
+    for i in 0..k {
+        let mut e = sent[8..32].to_vec();
+        buf.extend_from_slice(&e);
+        e[4..8].copy_from_slice(&(first + i as u32).to_le_bytes());
+        rbuf.extend_from_slice(&e);
+    }
+    let len = (buf.len() as u16).to_le_bytes();
+    let mut dh = hexbytes(add["desc"]["hex"].as_str().unwrap());
+    dh[4..6].copy_from_slice(&len);
+    let mut rh = hexbytes(add["resp"]["desc"].as_str().unwrap());
+    rh[4..6].copy_from_slice(&len);
+    let mut a = add.clone();
+    a["desc"]["hex"] = json!(hexstr(&dh));
+    a["buf"] = json!({"len": buf.len(), "hex": hexstr(&buf), "compare": "bytes"});
+    a["resp"] = json!({"desc": hexstr(&rh), "buf": {"len": buf.len(), "hex": hexstr(&rbuf)}});
+    (a, first, parent)
+}
+
+/// The published Query Sched Elem command (0x0404) `query` once per new
+/// element: the i-th asks for (and is answered with) TEID `first + i`.
+fn query_k_elems(query: &Value, first: u32, k: usize) -> Vec<Value> {
+    (0..k)
+        .map(|i| {
+            let teid = (first + i as u32).to_le_bytes();
+            let with_teid = |v: &Value| {
+                let mut b = hexbytes(v.as_str().unwrap());
+                b.resize(24, 0);
+                b[4..8].copy_from_slice(&teid);
+                json!(hexstr(&b))
+            };
+            let mut q = query.clone();
+            q["buf"]["hex"] = with_teid(&query["buf"]["hex"]);
+            q["resp"]["buf"]["hex"] = with_teid(&query["resp"]["buf"]["hex"]);
+            q
+        })
+        .collect()
+}
+
 fn le32_at(b: &[u8], at: usize) -> u32 {
     u32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
 }
@@ -1005,49 +995,12 @@ fn qsets_go_to_the_first_queue_group_with_room() {
             })
             .unwrap();
         let (add, query) = (&old[ia], &old[ia + 1]);
-        let mut sent = hexbytes(add["buf"]["hex"].as_str().unwrap());
-        sent.resize(32, 0);
-        let mut got = hexbytes(add["resp"]["buf"]["hex"].as_str().unwrap());
-        got.resize(32, 0);
-        let first = le32_at(&got, 12);
-        let parent = le32_at(&sent, 0);
+        let (a, first, parent) = add_k_elems(add, k);
         let d = (k - 1) as u32;
         let shift = |t: u32| if t > first { t + d } else { t };
-        let mut buf = sent[..8].to_vec();
-        buf[4..6].copy_from_slice(&(k as u16).to_le_bytes());
-        let mut rbuf = buf.clone();
-        for i in 0..k {
-            let mut e = sent[8..32].to_vec();
-            buf.extend_from_slice(&e);
-            e[4..8].copy_from_slice(&(first + i as u32).to_le_bytes());
-            rbuf.extend_from_slice(&e);
-        }
         let mut cmds: Vec<Value> = old[..ia].to_vec();
-        let mut a = add.clone();
-        let mut dh = hexbytes(add["desc"]["hex"].as_str().unwrap());
-        dh[4..6].copy_from_slice(&(buf.len() as u16).to_le_bytes());
-        let mut rh = hexbytes(add["resp"]["desc"].as_str().unwrap());
-        rh[4..6].copy_from_slice(&(buf.len() as u16).to_le_bytes());
-        a["desc"]["hex"] = json!(hexstr(&dh));
-        a["buf"] = json!({"len": buf.len(), "hex": hexstr(&buf), "compare": "bytes"});
-        a["resp"] = json!({"desc": hexstr(&rh), "buf": {"len": buf.len(), "hex": hexstr(&rbuf)}});
         cmds.push(a);
-        for i in 0..k {
-            let mut q = query.clone();
-            let t = (first + i as u32).to_le_bytes();
-            for (key, sub) in [("buf", "hex"), ("resp", "buf")] {
-                let v = if key == "buf" { &q[key][sub] } else { &q[key][sub]["hex"] };
-                let mut b = hexbytes(v.as_str().unwrap());
-                b.resize(24, 0);
-                b[4..8].copy_from_slice(&t);
-                if key == "buf" {
-                    q[key][sub] = json!(hexstr(&b));
-                } else {
-                    q[key][sub]["hex"] = json!(hexstr(&b));
-                }
-            }
-            cmds.push(q);
-        }
+        cmds.extend(query_k_elems(query, first, k));
         // call 4: the same commands, TEIDs above the first queue group moved
         for x in &old[ia + 2..] {
             let mut x = x.clone();

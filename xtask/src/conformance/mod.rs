@@ -83,6 +83,31 @@ impl Tally {
     pub fn line(&self) -> String {
         format!("{} passed, {} failed, {} skipped", self.passed, self.failed, self.skipped)
     }
+
+    /// Counts one case's verdict: a failure is printed at once
+    /// (`FAIL name: why`), a skip's reason handed back (the runner prints
+    /// those at once or after the failures).
+    fn count(&mut self, name: &str, o: Outcome) -> Option<String> {
+        match o {
+            Outcome::Pass => self.passed += 1,
+            Outcome::Fail(why) => {
+                self.failed += 1;
+                println!("FAIL {name}: {why}");
+            }
+            Outcome::Skip(why) => {
+                self.skipped += 1;
+                return Some(why);
+            }
+        }
+        None
+    }
+}
+
+/// The verdict on one case (the LAN and rw runners).
+enum Outcome {
+    Pass,
+    Fail(String),
+    Skip(String),
 }
 
 /// A vector's number: a JSON integer (a negative one as its two's-complement
@@ -199,6 +224,15 @@ pub fn main(files: &[String]) -> ExitCode {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_tally_counts_each_verdict_and_hands_skips_back() {
+        let mut t = Tally::default();
+        assert_eq!(t.count("a", Outcome::Pass), None);
+        assert_eq!(t.count("b", Outcome::Fail("x".into())), None);
+        assert_eq!(t.count("c", Outcome::Skip("why".into())), Some("why".into()));
+        assert_eq!(t, Tally { passed: 1, failed: 1, skipped: 1 });
+    }
 
     /// `$IRDMA_CONFORMANCE_DIR/harness` is read when it exists; without
     /// the variable, or with a directory that has no harness folder, the

@@ -37,7 +37,7 @@ use irdma::wr::{SendFlags, SendWr, WrOpcode};
 use irdma_hal::BufferDirection;
 use serde_json::Value;
 
-use super::Tally;
+use super::{Outcome, Tally};
 
 const CALLER_CQE: u64 = 0xC0FFEE;
 const CHAIN_CQE: u64 = 0xC4A1;
@@ -300,21 +300,23 @@ fn normalise(mut exp: Vec<Wr>, chain_arg: bool, bvec: bool) -> Vec<Wr> {
 
 fn first_diff(ours: &[Wr], exp: &[Wr]) -> Option<String> {
     for (i, (o, e)) in ours.iter().zip(exp.iter()).enumerate() {
+        // field `f` of `a` (ours) and `b` (expected), named `wr[i]<at>.f`
         macro_rules! cmp {
-            ($f:ident) => {
-                if o.$f != e.$f {
+            ($a:ident, $b:ident, $at:literal, $f:ident) => {
+                if $a.$f != $b.$f {
                     return Some(format!(
-                        "wr[{i}].{}: ours {:x?}, expected {:x?}",
+                        concat!("wr[{}]", $at, ".{}: ours {:x?}, expected {:x?}"),
+                        i,
                         stringify!($f),
-                        o.$f,
-                        e.$f
+                        $a.$f,
+                        $b.$f
                     ));
                 }
             };
         }
-        cmp!(opcode);
-        cmp!(signaled);
-        cmp!(wr_cqe);
+        cmp!(o, e, "", opcode);
+        cmp!(o, e, "", signaled);
+        cmp!(o, e, "", wr_cqe);
         if o.sges.len() != e.sges.len() {
             return Some(format!(
                 "wr[{i}].num_sge: ours {}, expected {}",
@@ -329,27 +331,15 @@ fn first_diff(ours: &[Wr], exp: &[Wr]) -> Option<String> {
                 ));
             }
         }
-        cmp!(remote_addr);
-        cmp!(rkey);
-        cmp!(invalidate_rkey);
+        cmp!(o, e, "", remote_addr);
+        cmp!(o, e, "", rkey);
+        cmp!(o, e, "", invalidate_rkey);
         match (&o.reg, &e.reg) {
             (Some(a), Some(b)) => {
-                macro_rules! rcmp {
-                    ($f:ident) => {
-                        if a.$f != b.$f {
-                            return Some(format!(
-                                "wr[{i}].reg.{}: ours {:x?}, expected {:x?}",
-                                stringify!($f),
-                                a.$f,
-                                b.$f
-                            ));
-                        }
-                    };
-                }
-                rcmp!(key);
-                rcmp!(access);
-                rcmp!(iova);
-                rcmp!(length);
+                cmp!(a, b, ".reg", key);
+                cmp!(a, b, ".reg", access);
+                cmp!(a, b, ".reg", iova);
+                cmp!(a, b, ".reg", length);
                 if a.pages != b.pages {
                     let k = a.pages.iter().zip(&b.pages).take_while(|(x, y)| x == y).count();
                     return Some(format!(
@@ -364,7 +354,7 @@ fn first_diff(ours: &[Wr], exp: &[Wr]) -> Option<String> {
             (None, None) => {}
             _ => return Some(format!("wr[{i}].reg: ours {:?}, expected {:?}", o.reg, e.reg)),
         }
-        cmp!(is_chain);
+        cmp!(o, e, "", is_chain);
     }
     if ours.len() != exp.len() {
         return Some(format!("chain length: ours {}, expected {}", ours.len(), exp.len()));
@@ -380,12 +370,6 @@ fn ctx_name(t: Option<CtxType>) -> &'static str {
         Some(CtxType::Iova) => "IOVA",
         None => "none",
     }
-}
-
-enum Verdict {
-    Pass,
-    Fail(String),
-    Skip(String),
 }
 
 const POOL_N: usize = 16;
@@ -565,7 +549,7 @@ fn linux_allocs(t: CtxType, bvec: bool) -> u64 {
     }
 }
 
-fn run_init_case(case: &Value, bvec: bool) -> Verdict {
+fn run_init_case(case: &Value, bvec: bool) -> Outcome {
     let inp = &case["inputs"];
     let out = &case["outputs"];
     let fail_alloc = num(&inp["inject"], "fail_alloc_at");
@@ -612,20 +596,20 @@ fn run_rounds<const S: usize, const O: usize>(
     out: &Value,
     bvec: bool,
     fail_map: u64,
-) -> Verdict {
+) -> Outcome {
     IdHal::reset(fail_map);
     let mut s = setup(inp, bvec);
     if out.get("crash").is_some() {
         // Linux crashed; the driver must refuse with a typed error and leave
         // nothing mapped or taken.
         return match init(ctx, &mut s) {
-            Ok(n) => Verdict::Fail(format!("Linux crashed here; driver accepted it ({n} WRs)")),
-            Err(_) if live_maps(&s) == 0 && s.pool.in_use() == 0 => Verdict::Pass,
-            Err(e) => Verdict::Fail(format!("refused with {e:?} but left resources behind")),
+            Ok(n) => Outcome::Fail(format!("Linux crashed here; driver accepted it ({n} WRs)")),
+            Err(_) if live_maps(&s) == 0 && s.pool.in_use() == 0 => Outcome::Pass,
+            Err(e) => Outcome::Fail(format!("refused with {e:?} but left resources behind")),
         };
     }
     let Some(rounds) = out.get("rounds").and_then(Value::as_array) else {
-        return Verdict::Fail("no rounds in vector".into());
+        return Outcome::Fail("no rounds in vector".into());
     };
     // A NULL cqe reaches the last WR as "null" (our wr_id 0).
     let cqe_id = match inp.get("cqe").and_then(Value::as_str) {
@@ -644,20 +628,20 @@ fn run_rounds<const S: usize, const O: usize>(
                 let injected =
                     e == RwError::MapFailed && fail_map > 0 && inj_err != 0 && er == inj_err;
                 if i64::from(e.errno()) != er && !injected {
-                    return Verdict::Fail(format!(
+                    return Outcome::Fail(format!(
                         "{tag}: ret ours {} ({e:?}), expected {er}",
                         e.errno()
                     ));
                 }
                 if let Err(m) = check_state(&tag, &s, &round["state_after_init"], true) {
-                    return Verdict::Fail(m);
+                    return Outcome::Fail(m);
                 }
                 let elog: Vec<String> = round["state_after_init"]["log"]
                     .as_array()
                     .map(|a| a.iter().filter_map(|x| x.as_str().map(String::from)).collect())
                     .unwrap_or_default();
                 if !elog.is_empty() && *s.iommu.log.borrow() != elog {
-                    return Verdict::Fail(format!(
+                    return Outcome::Fail(format!(
                         "{tag}: iommu log ours {:?}, expected {elog:?}",
                         s.iommu.log.borrow()
                     ));
@@ -672,20 +656,20 @@ fn run_rounds<const S: usize, const O: usize>(
                     return v;
                 }
                 let _ = destroy(ctx, &mut s);
-                return Verdict::Fail(format!("{tag}: ret ours {n}, expected {er}"));
+                return Outcome::Fail(format!("{tag}: ret ours {n}, expected {er}"));
             }
             (Err(RwError::InvalidArgument), er) if bvec && short_transfer(round, s.iter) => {
                 // §11.4: Linux "succeeds" moving other than bi_size bytes
                 // (nr_bvec below the segments the iterator covers); the
                 // driver refuses.
                 if live_maps(&s) != 0 || s.pool.in_use() != 0 {
-                    return Verdict::Fail(format!("{tag}: refused but left resources behind"));
+                    return Outcome::Fail(format!("{tag}: refused but left resources behind"));
                 }
                 let _ = er;
                 continue;
             }
             (Err(e), er) => {
-                return Verdict::Fail(format!(
+                return Outcome::Fail(format!(
                     "{tag}: ret ours {} ({e:?}), expected {er}",
                     e.errno()
                 ));
@@ -696,7 +680,7 @@ fn run_rounds<const S: usize, const O: usize>(
         let exp_type = round.get("ctx_type").and_then(Value::as_str).unwrap_or("");
         let ours_type = ctx_name(ctx.ctx_type());
         if ours_type != exp_type {
-            return Verdict::Fail(format!("{tag}: ctx_type ours {ours_type}, expected {exp_type}"));
+            return Outcome::Fail(format!("{tag}: ctx_type ours {ours_type}, expected {exp_type}"));
         }
         let calls = round.get("calls").and_then(Value::as_array).cloned().unwrap_or_default();
         // §11.7: MRs are filled by pages, Linux fills them by 256 entries;
@@ -710,10 +694,10 @@ fn run_rounds<const S: usize, const O: usize>(
             ctx.ctx_type() == Some(CtxType::Mr) && linux_mrs.is_some_and(|m| m != ctx.nr_ops());
         if regroup {
             if s.pool.in_use() != ctx.nr_ops() || live_maps(&s) == 0 {
-                return Verdict::Fail(format!("{tag}: MRs/mappings not held after init"));
+                return Outcome::Fail(format!("{tag}: MRs/mappings not held after init"));
             }
         } else if let Err(m) = check_state(&tag, &s, &round["state_after_init"], false) {
-            return Verdict::Fail(m);
+            return Outcome::Fail(m);
         }
         let mut exp_ret = eret;
         let mut first_exp: Option<Vec<Wr>> = None;
@@ -758,7 +742,7 @@ fn run_rounds<const S: usize, const O: usize>(
             if ci == 0 && !regroup {
                 exp_ret -= (n_exp_rw - n_norm_rw) as i64;
                 if ret != exp_ret {
-                    return Verdict::Fail(format!("{tag}: ret ours {ret}, expected {exp_ret}"));
+                    return Outcome::Fail(format!("{tag}: ret ours {ret}, expected {exp_ret}"));
                 }
             }
             let cw = [chain_wr()];
@@ -769,7 +753,7 @@ fn run_rounds<const S: usize, const O: usize>(
                     // Keys and pages are read from the pool after the post.
                     let mut sink = Sink(&mut rec_wrs);
                     if let Err(e) = ctx.post(&mut sink, &mut s.pool, cqe_id, chain) {
-                        return Verdict::Fail(format!("{tag}: post failed: {e:?}"));
+                        return Outcome::Fail(format!("{tag}: post failed: {e:?}"));
                     }
                 }
                 rec_wrs.iter().map(|w| ours_wr(&w.as_wr(), &s.pool)).collect()
@@ -785,30 +769,30 @@ fn run_rounds<const S: usize, const O: usize>(
                 ];
                 match ctx.wrs(&mut s.pool, cqe_id, chain, &mut buf) {
                     Ok(n) => buf.iter().take(n).map(|w| ours_wr(w, &s.pool)).collect(),
-                    Err(e) => return Verdict::Fail(format!("{tag}: wrs failed: {e:?}")),
+                    Err(e) => return Outcome::Fail(format!("{tag}: wrs failed: {e:?}")),
                 }
             };
             if regroup {
                 if let Err(d) = mr_equivalent(&ours, &exp) {
-                    return Verdict::Fail(format!("{tag} call {ci} ({name}), regrouped MRs: {d}"));
+                    return Outcome::Fail(format!("{tag} call {ci} ({name}), regrouped MRs: {d}"));
                 }
                 if ci == 0 && ret != ours.iter().filter(|w| !w.is_chain).count() as i64 {
-                    return Verdict::Fail(format!("{tag}: ret {ret} is not our chain length"));
+                    return Outcome::Fail(format!("{tag}: ret {ret} is not our chain length"));
                 }
             } else if let Some(d) = first_diff(&ours, &exp) {
-                return Verdict::Fail(format!("{tag} call {ci} ({name}): {d}"));
+                return Outcome::Fail(format!("{tag} call {ci} ({name}): {d}"));
             }
         }
         if let Err(e) = destroy(ctx, &mut s) {
-            return Verdict::Fail(format!("{tag}: destroy failed: {e:?}"));
+            return Outcome::Fail(format!("{tag}: destroy failed: {e:?}"));
         }
         if let Err(m) =
             check_state(&format!("{tag} after destroy"), &s, &round["state_after_destroy"], true)
         {
-            return Verdict::Fail(m);
+            return Outcome::Fail(m);
         }
     }
-    Verdict::Pass
+    Outcome::Pass
 }
 
 /// Byte ranges an MR chain moves: (opcode, remote, local, len), merged
@@ -945,13 +929,13 @@ fn check_mr_structure<const S: usize, const O: usize>(
     ctx: &mut RwCtx<S, O>,
     s: &mut Setup,
     n: usize,
-) -> Verdict {
+) -> Outcome {
     let total: u64 = s.sg.iter().map(|e| e.buf.len() as u64).sum::<u64>() - u64::from(s.sg_offset);
     let mut buf =
         vec![SendWr { wr_id: 0, opcode: WrOpcode::Send, flags: SendFlags::NONE, sg_list: &[] }; n];
     let got = match ctx.wrs(&mut s.pool, CALLER_CQE, &[], &mut buf) {
         Ok(g) => g,
-        Err(e) => return Verdict::Fail(format!("wrs failed: {e:?}")),
+        Err(e) => return Outcome::Fail(format!("wrs failed: {e:?}")),
     };
     let wrs: Vec<Wr> = buf.iter().take(got).map(|w| ours_wr(w, &s.pool)).collect();
     let mut ra = s.remote_addr;
@@ -960,23 +944,23 @@ fn check_mr_structure<const S: usize, const O: usize>(
         if let Some(r) = &w.reg
             && (r.pages.len() > 256 || r.pages.is_empty())
         {
-            return Verdict::Fail(format!("MR with {} pages", r.pages.len()));
+            return Outcome::Fail(format!("MR with {} pages", r.pages.len()));
         }
         if w.remote_addr.is_some() {
             if w.remote_addr != Some(ra) || w.sges.len() != 1 {
-                return Verdict::Fail(format!("bad RDMA WR {w:x?}"));
+                return Outcome::Fail(format!("bad RDMA WR {w:x?}"));
             }
             ra += w.sges[0].1;
             sum += w.sges[0].1;
         }
     }
     if sum != total || got != n {
-        return Verdict::Fail(format!("MR chain covers {sum} of {total} bytes"));
+        return Outcome::Fail(format!("MR chain covers {sum} of {total} bytes"));
     }
-    Verdict::Pass
+    Outcome::Pass
 }
 
-fn run_sizing(case: &Value) -> Verdict {
+fn run_sizing(case: &Value) -> Outcome {
     let inp = &case["inputs"];
     let out = &case["outputs"];
     let dev = device(&inp["device"]);
@@ -999,9 +983,9 @@ fn run_sizing(case: &Value) -> Verdict {
                 (maxpages.wrapping_add(mr_pages).wrapping_sub(1) & 0xffff_ffff) / mr_pages.max(1);
             let expected = if linux != exact && linux == wrapped { exact } else { linux };
             if ours == expected {
-                Verdict::Pass
+                Outcome::Pass
             } else {
-                Verdict::Fail(format!("ret ours {ours}, expected {expected} (Linux {linux})"))
+                Outcome::Fail(format!("ret ours {ours}, expected {expected} (Linux {linux})"))
             }
         }
         "rdma_rw_max_send_wr" => {
@@ -1013,9 +997,9 @@ fn run_sizing(case: &Value) -> Verdict {
             ));
             let e = num(out, "ret");
             if ours == e {
-                Verdict::Pass
+                Outcome::Pass
             } else {
-                Verdict::Fail(format!("ret ours {ours}, expected {e}"))
+                Outcome::Fail(format!("ret ours {ours}, expected {e}"))
             }
         }
         "rdma_rw_init_qp" => {
@@ -1028,16 +1012,16 @@ fn run_sizing(case: &Value) -> Verdict {
             let r = rdma_rw_init_qp(&dev, force_mr, &mut cap, integrity);
             if integrity {
                 return match r {
-                    Err(RwError::IntegrityUnsupported) => Verdict::Skip(
+                    Err(RwError::IntegrityUnsupported) => Outcome::Skip(
                         "integrity QP: E810 has no integrity handover; the driver refuses it \
                          (as ib_create_named_qp does before rdma_rw_init_qp)"
                             .into(),
                     ),
-                    other => Verdict::Fail(format!("integrity QP not refused: {other:?}")),
+                    other => Outcome::Fail(format!("integrity QP not refused: {other:?}")),
                 };
             }
             if let Err(e) = r {
-                return Verdict::Fail(format!("refused: {e:?}"));
+                return Outcome::Fail(format!("refused: {e:?}"));
             }
             let linux = num(out, "cap.max_send_wr");
             let ctxs = num(a, "cap.max_rdma_ctxs");
@@ -1059,25 +1043,25 @@ fn run_sizing(case: &Value) -> Verdict {
             let ours = u64::from(cap.max_send_wr);
             let ectx = num(out, "cap.max_rdma_ctxs");
             if ours != expected {
-                Verdict::Fail(format!(
+                Outcome::Fail(format!(
                     "cap.max_send_wr ours {ours}, expected {expected} (Linux {linux})"
                 ))
             } else if u64::from(cap.max_rdma_ctxs) != ectx {
-                Verdict::Fail("cap.max_rdma_ctxs changed".into())
+                Outcome::Fail("cap.max_rdma_ctxs changed".into())
             } else {
-                Verdict::Pass
+                Outcome::Pass
             }
         }
-        f => Verdict::Fail(format!("unknown function {f}")),
+        f => Outcome::Fail(format!("unknown function {f}")),
     }
 }
 
-fn run_case(case: &Value) -> Verdict {
+fn run_case(case: &Value) -> Outcome {
     let f = case["function"].as_str().unwrap_or("");
     let hypothetical =
         case["inputs"]["device"]["name"].as_str().is_some_and(|n| n.contains("HYPOTHETICAL"));
     if hypothetical && f == "rdma_rw_ctx_signature_init" {
-        return Verdict::Skip(
+        return Outcome::Skip(
             "signature offload success on a HYPOTHETICAL PI device (E810 has no integrity handover)"
                 .into(),
         );
@@ -1090,8 +1074,8 @@ fn run_case(case: &Value) -> Verdict {
     };
     match v {
         // Run anyway; a difference on a device E810 is not is a skip.
-        Verdict::Fail(m) if hypothetical => {
-            Verdict::Skip(format!("HYPOTHETICAL device (branch E810 cannot reach); differs: {m}"))
+        Outcome::Fail(m) if hypothetical => {
+            Outcome::Skip(format!("HYPOTHETICAL device (branch E810 cannot reach); differs: {m}"))
         }
         v => v,
     }
@@ -1103,7 +1087,7 @@ fn run_case(case: &Value) -> Verdict {
 /// (-EINVAL), a failing mapping of `sg` or `prot_sg` (the injected errno),
 /// the failing context allocation (-ENOMEM: storage without an op), then
 /// the empty `sig_mrs` pool (-EAGAIN); nothing is left mapped or taken.
-fn run_signature(case: &Value) -> Verdict {
+fn run_signature(case: &Value) -> Outcome {
     let inp = &case["inputs"];
     let out = &case["outputs"];
     let fail_map = num(&inp["inject"], "fail_dma_map_at");
@@ -1130,13 +1114,13 @@ fn run_signature(case: &Value) -> Verdict {
     let rounds = out.get("rounds").and_then(Value::as_array).cloned().unwrap_or_default();
     let eret = rounds.first().and_then(|r| r.get("ret")).and_then(Value::as_i64).unwrap_or(0);
     if live_maps(&s) != 0 || s.pool.in_use() != 0 {
-        return Verdict::Fail("signature_init left mappings or MRs behind".into());
+        return Outcome::Fail("signature_init left mappings or MRs behind".into());
     }
     match r {
-        Err(e) if i64::from(e.errno()) == eret => Verdict::Pass,
-        Err(RwError::MapFailed) if fail_map > 0 && inj_err != 0 && eret == inj_err => Verdict::Pass,
-        Err(e) => Verdict::Fail(format!("ret ours {} ({e:?}), expected {eret}", e.errno())),
-        Ok(n) => Verdict::Fail(format!("signature context built ({n}) on E810")),
+        Err(e) if i64::from(e.errno()) == eret => Outcome::Pass,
+        Err(RwError::MapFailed) if fail_map > 0 && inj_err != 0 && eret == inj_err => Outcome::Pass,
+        Err(e) => Outcome::Fail(format!("ret ours {} ({e:?}), expected {eret}", e.errno())),
+        Ok(n) => Outcome::Fail(format!("signature context built ({n}) on E810")),
     }
 }
 
@@ -1146,16 +1130,8 @@ pub fn run(v: &Value) -> Tally {
     let cases = v.get("cases").and_then(Value::as_array).cloned().unwrap_or_default();
     for case in &cases {
         let id = case["id"].as_str().unwrap_or("?");
-        match run_case(case) {
-            Verdict::Pass => t.passed += 1,
-            Verdict::Fail(m) => {
-                t.failed += 1;
-                println!("FAIL {id}: {m}");
-            }
-            Verdict::Skip(r) => {
-                t.skipped += 1;
-                println!("skip {id}: {r}");
-            }
+        if let Some(r) = t.count(id, run_case(case)) {
+            println!("skip {id}: {r}");
         }
     }
     t

@@ -64,29 +64,25 @@ struct ice_hw *vd_ice_hw_new(u16 sq_entries, u16 rq_entries, u16 sq_buf, u16 rq_
 	return hw;
 }
 
+/* Frees one control queue's rings still allocated. */
+static void vd_ice_cq_free(struct ice_hw *hw, struct ice_ctl_q_info *cq)
+{
+	if (cq->sq.count) {
+		ICE_FREE_CQ_BUFS(hw, cq, sq);
+		ice_free_cq_ring(hw, &cq->sq);
+	}
+	if (cq->rq.count) {
+		ICE_FREE_CQ_BUFS(hw, cq, rq);
+		ice_free_cq_ring(hw, &cq->rq);
+	}
+}
+
 /* Frees the rings still allocated, without register writes (the harness's
  * firmware is gone by then). */
 void vd_ice_hw_free(struct ice_hw *hw)
 {
-	struct ice_ctl_q_info *cq = &hw->adminq;
-
-	if (cq->sq.count) {
-		ICE_FREE_CQ_BUFS(hw, cq, sq);
-		ice_free_cq_ring(hw, &cq->sq);
-	}
-	if (cq->rq.count) {
-		ICE_FREE_CQ_BUFS(hw, cq, rq);
-		ice_free_cq_ring(hw, &cq->rq);
-	}
-	cq = &hw->mailboxq;
-	if (cq->sq.count) {
-		ICE_FREE_CQ_BUFS(hw, cq, sq);
-		ice_free_cq_ring(hw, &cq->sq);
-	}
-	if (cq->rq.count) {
-		ICE_FREE_CQ_BUFS(hw, cq, rq);
-		ice_free_cq_ring(hw, &cq->rq);
-	}
+	vd_ice_cq_free(hw, &hw->adminq);
+	vd_ice_cq_free(hw, &hw->mailboxq);
 	vd_ice_free(hw->port_info);
 	vd_ice_free(hw->layer_info);
 	vd_ice_free(hw);
@@ -201,7 +197,8 @@ u64 vd_ice_now_usecs(void)
 
 /* ---- the typed commands of the LAN bring-up ---- */
 
-static struct ice_port_info *vd_pi(struct ice_hw *hw)
+/* hw's port (allocated on first use); shim/ice/switch_glue.c uses it too */
+struct ice_port_info *vd_pi(struct ice_hw *hw)
 {
 	if (!hw->port_info) {
 		hw->port_info = vd_ice_zalloc(sizeof(*hw->port_info));

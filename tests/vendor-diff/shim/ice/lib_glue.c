@@ -120,30 +120,17 @@ void ice_vsi_set_dcb_tc_cfg(struct ice_vsi *vsi);
 static struct ice_vsi_ctx vd_lib_seen;
 static int vd_lib_called;
 
-static int vd_lib_add_vsi(struct ice_hw *hw, u16 vsi_handle, struct ice_vsi_ctx *ctx,
-			  struct ice_sq_cd *cd)
+static int vd_lib_record(struct ice_vsi_ctx *ctx, int which)
 {
-	(void)hw;
-	(void)vsi_handle;
-	(void)cd;
 	vd_lib_seen = *ctx;
-	vd_lib_called = 1;
+	vd_lib_called = which;
 	return 0;
 }
 
-static int vd_lib_update_vsi(struct ice_hw *hw, u16 vsi_handle, struct ice_vsi_ctx *ctx,
-			     struct ice_sq_cd *cd)
-{
-	(void)hw;
-	(void)vsi_handle;
-	(void)cd;
-	vd_lib_seen = *ctx;
-	vd_lib_called = 2;
-	return 0;
-}
-
-#define ice_add_vsi vd_lib_add_vsi
-#define ice_update_vsi vd_lib_update_vsi
+/* ice_add_vsi records 1, ice_update_vsi 2 (hw, VSI handle and command
+ * details unused) */
+#define ice_add_vsi(hw, vsi_handle, ctx, cd) vd_lib_record((ctx), 1)
+#define ice_update_vsi(hw, vsi_handle, ctx, cd) vd_lib_record((ctx), 2)
 #include "vd_ice_lib_vsi_ctx.c"
 #undef ice_add_vsi
 #undef ice_update_vsi

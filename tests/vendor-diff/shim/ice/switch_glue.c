@@ -203,53 +203,48 @@ struct vd_vsi_out {
 	u16 vsi_num, allocd, unallocated, pad;
 };
 
+/* A VSI command's result r, with what the firmware answered in c: its
+ * context back into info (when given) and the VSI counts into o. */
+static int vd_sw_vsi_done(int r, const struct ice_vsi_ctx *c, u8 *info, struct vd_vsi_out *o)
+{
+	if (info)
+		memcpy(info, &c->info, sizeof(c->info));
+	o->vsi_num = c->vsi_num;
+	o->allocd = c->vsis_allocd;
+	o->unallocated = c->vsis_unallocated;
+	return r;
+}
+
 /* ice_add_vsi (ice_aq_add_vsi + the saved context); info: 128 bytes in,
  * the firmware's copy out */
 int vd_sw_add_vsi(struct ice_hw *hw, u16 handle, u8 *info, u16 flags, u8 from_pool, u16 vsi_num,
 		  struct vd_vsi_out *o)
 {
 	struct ice_vsi_ctx c;
-	int r;
 
 	memset(&c, 0, sizeof(c));
 	memcpy(&c.info, info, sizeof(c.info));
 	c.flags = flags;
 	c.alloc_from_pool = from_pool;
 	c.vsi_num = vsi_num;
-	r = ice_add_vsi(hw, handle, &c, NULL);
-	memcpy(info, &c.info, sizeof(c.info));
-	o->vsi_num = c.vsi_num;
-	o->allocd = c.vsis_allocd;
-	o->unallocated = c.vsis_unallocated;
-	return r;
+	return vd_sw_vsi_done(ice_add_vsi(hw, handle, &c, NULL), &c, info, o);
 }
 
 int vd_sw_update_vsi(struct ice_hw *hw, u16 handle, u8 *info, struct vd_vsi_out *o)
 {
 	struct ice_vsi_ctx c;
-	int r;
 
 	memset(&c, 0, sizeof(c));
 	memcpy(&c.info, info, sizeof(c.info));
-	r = ice_update_vsi(hw, handle, &c, NULL);
-	memcpy(info, &c.info, sizeof(c.info));
-	o->vsi_num = c.vsi_num;
-	o->allocd = c.vsis_allocd;
-	o->unallocated = c.vsis_unallocated;
-	return r;
+	return vd_sw_vsi_done(ice_update_vsi(hw, handle, &c, NULL), &c, info, o);
 }
 
 int vd_sw_free_vsi(struct ice_hw *hw, u16 handle, u8 keep, struct vd_vsi_out *o)
 {
 	struct ice_vsi_ctx c;
-	int r;
 
 	memset(&c, 0, sizeof(c));
-	r = ice_free_vsi(hw, handle, &c, keep, NULL);
-	o->vsi_num = c.vsi_num;
-	o->allocd = c.vsis_allocd;
-	o->unallocated = c.vsis_unallocated;
-	return r;
+	return vd_sw_vsi_done(ice_free_vsi(hw, handle, &c, keep, NULL), &c, NULL, o);
 }
 
 /* ---- MAC filters (ice_fltr.c) ---- */
@@ -312,20 +307,14 @@ int vd_sw_mac_rules(struct ice_hw *hw, struct vd_mac_rule *o, int max)
  * here) ---- */
 #include "ice_sched.h"
 
-static struct ice_port_info *vd_sw_pi(struct ice_hw *hw)
-{
-	if (!hw->port_info) {
-		hw->port_info = vd_ice_zalloc(sizeof(*hw->port_info));
-		hw->port_info->hw = hw;
-	}
-	return hw->port_info;
-}
+/* hw's port, allocated on first use (shim/ice/glue.c) */
+struct ice_port_info *vd_pi(struct ice_hw *hw);
 
 /* ice_init_hw's order: ice_sched_query_res_alloc (vd_ice_query_sched_res)
  * first, then this */
 int vd_sched_init_port(struct ice_hw *hw, u8 lport)
 {
-	struct ice_port_info *pi = vd_sw_pi(hw);
+	struct ice_port_info *pi = vd_pi(hw);
 
 	pi->lport = lport;
 	return ice_sched_init_port(pi);
@@ -333,12 +322,12 @@ int vd_sched_init_port(struct ice_hw *hw, u8 lport)
 
 int vd_cfg_vsi_rdma(struct ice_hw *hw, u16 handle, u16 tc_bitmap, u16 *max_rdmaqs)
 {
-	return ice_cfg_vsi_rdma(vd_sw_pi(hw), handle, tc_bitmap, max_rdmaqs);
+	return ice_cfg_vsi_rdma(vd_pi(hw), handle, tc_bitmap, max_rdmaqs);
 }
 
 int vd_ena_rdma_qset(struct ice_hw *hw, u16 handle, u8 tc, u16 *qsets, u16 n, u32 *teids)
 {
-	return ice_ena_vsi_rdma_qset(vd_sw_pi(hw), handle, tc, qsets, n, teids);
+	return ice_ena_vsi_rdma_qset(vd_pi(hw), handle, tc, qsets, n, teids);
 }
 
 struct vd_node {

@@ -6,7 +6,8 @@
  * the documented meaning of each kernel facility, not from kernel sources:
  *
  * - fixed-width types and the little-endian annotated types (the host is
- *   x86_64, so cpu_to_le* / le*_to_cpu are identities);
+ *   x86_64, so cpu_to_le* / le*_to_cpu are identities), shared with the
+ *   ice shims in shim/common/vd_kernel_types.h;
  * - BIT / GENMASK / FIELD_PREP / FIELD_GET on 64-bit values;
  * - barriers (mb / wmb / rmb and the dma_ forms) as compiler+CPU fences;
  * - writel: recorded by the harness's BAR (vd_bar_write in glue.c);
@@ -26,38 +27,7 @@
 #include <stdlib.h>
 #include <errno.h>
 
-typedef uint8_t u8;
-typedef uint16_t u16;
-typedef uint32_t u32;
-typedef uint64_t u64;
-typedef int8_t s8;
-typedef int16_t s16;
-typedef int32_t s32;
-typedef int64_t s64;
-typedef uint16_t __le16;
-typedef uint32_t __le32;
-typedef uint64_t __le64;
-typedef uint16_t __be16;
-typedef uint32_t __be32;
-typedef uint64_t dma_addr_t;
-
-#if __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
-#error "the vendor-diff shims assume a little-endian host"
-#include "irdma_shim_ctrl.h"
-
-#endif
-#define cpu_to_le16(x) ((u16)(x))
-#define cpu_to_le32(x) ((u32)(x))
-#define cpu_to_le64(x) ((u64)(x))
-#define le16_to_cpu(x) ((u16)(x))
-#define le32_to_cpu(x) ((u32)(x))
-#define le64_to_cpu(x) ((u64)(x))
-
-#define __iomem
-#define __packed __attribute__((__packed__))
-#define __aligned(x) __attribute__((__aligned__(x)))
-#define likely(x) __builtin_expect(!!(x), 1)
-#define unlikely(x) __builtin_expect(!!(x), 0)
+#include "../common/vd_kernel_types.h"
 
 #define BIT(n) (1ULL << (n))
 #define BIT_ULL(n) (1ULL << (n))

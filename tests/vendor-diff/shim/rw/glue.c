@@ -68,12 +68,8 @@ struct vd_rw_wr {
 
 struct vd_rw_dev {
 	u32 iwarp;
-	u32 max_sge_rd;
-	u32 max_sgl_rd;
-	u32 max_send_sge;
-	u32 max_qp_wr;
-	u32 max_fast_reg_page_list_len;
-	u32 max_pi_fast_reg_page_list_len;
+	/* the six u32 limits, in src/rw.rs's order, copied into the ib_device */
+	struct ib_device_attr attrs;
 	u32 local_dma_lkey;
 	u32 force_mr;
 	u32 max_write_sge;
@@ -225,12 +221,7 @@ struct vd_rw_sess *vd_rw_new(const struct vd_rw_dev *d)
 {
 	struct vd_rw_sess *s = calloc(1, sizeof(*s));
 
-	s->dev.attrs.max_sge_rd = d->max_sge_rd;
-	s->dev.attrs.max_sgl_rd = d->max_sgl_rd;
-	s->dev.attrs.max_send_sge = d->max_send_sge;
-	s->dev.attrs.max_qp_wr = d->max_qp_wr;
-	s->dev.attrs.max_fast_reg_page_list_len = d->max_fast_reg_page_list_len;
-	s->dev.attrs.max_pi_fast_reg_page_list_len = d->max_pi_fast_reg_page_list_len;
+	s->dev.attrs = d->attrs;
 	s->dev.ops.map_mr_sg = vd_map_mr_sg;
 	s->dev.iwarp = d->iwarp;
 	s->pd.device = &s->dev;

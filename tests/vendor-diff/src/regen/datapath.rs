@@ -415,6 +415,21 @@ pub(crate) fn cfg_of(c: &Value) -> Option<Cfg> {
     })
 }
 
+/// One `sq_cases[]` / `rq_cases[]` entry: its name, its config, the
+/// fillers that set the ring up (`history`), the ring state before, the
+/// call's input and the vendor's output.
+fn ring_case(
+    name: String,
+    config: &str,
+    history: Value,
+    before: Value,
+    input: Value,
+    output: Value,
+) -> Value {
+    json!({"name": name, "config": config, "history": history, "state_before": before,
+           "input": input, "output": output})
+}
+
 /// Writes `cases` generated cases: each seeded [`Case`] (inside the
 /// driver's domain) gives its config, its first SQ post as an `sq_cases[]`
 /// entry (with the case's SQ fillers) and its first receive, if any, as an
@@ -429,16 +444,11 @@ pub fn generate(seed: u64, cases: u64) -> Result<Written, String> {
         configs.push(config_json(&name, &c.cfg, ih));
         if let Some(p) = c.ops.iter().find_map(|o| if let Op::Sq(p) = o { Some(p) } else { None }) {
             let (before, out) = vendor_sq_case(&c.cfg, c.sq_filler, c.sq_outstanding, p)?;
-            sq.push(json!({
-                "name": format!("{}_{n}@{name}_slot{}", p.api_name(), before["sq_head"]),
-                "config": name,
-                "history": {"filler_posts": c.sq_filler,
-                            "filler_posts_outstanding": c.sq_outstanding,
-                            "filler": SQ_FILLER_TEXT},
-                "state_before": before,
-                "input": sq_input(p),
-                "output": out,
-            }));
+            let history = json!({"filler_posts": c.sq_filler,
+                                 "filler_posts_outstanding": c.sq_outstanding,
+                                 "filler": SQ_FILLER_TEXT});
+            let case = format!("{}_{n}@{name}_slot{}", p.api_name(), before["sq_head"]);
+            sq.push(ring_case(case, &name, history, before, sq_input(p), out));
         }
         if let Some((wr_id, s)) = c
             .ops
@@ -446,18 +456,14 @@ pub fn generate(seed: u64, cases: u64) -> Result<Written, String> {
             .find_map(|o| if let Op::Rq { wr_id, sges } = o { Some((wr_id, sges)) } else { None })
         {
             let (before, out) = vendor_rq_case(&c.cfg, c.rq_filler, c.rq_outstanding, *wr_id, s)?;
-            rq.push(json!({
-                "name": format!("post_receive_sge{}_{n}@{name}_idx{}", s.len(), before["rq_head"]),
-                "config": name,
-                "history": {"filler_posts_consumed": c.rq_filler,
-                            "filler_posts_outstanding": c.rq_outstanding,
-                            "filler": RQ_FILLER_TEXT},
-                "state_before": before,
-                "input": {"api": "irdma_uk_post_receive", "wr_id": h16(*wr_id),
-                          "num_sges": s.len(), "sg_list_is_null": s.is_empty(),
-                          "sges": sges_json(s)},
-                "output": out,
-            }));
+            let history = json!({"filler_posts_consumed": c.rq_filler,
+                                 "filler_posts_outstanding": c.rq_outstanding,
+                                 "filler": RQ_FILLER_TEXT});
+            let input = json!({"api": "irdma_uk_post_receive", "wr_id": h16(*wr_id),
+                               "num_sges": s.len(), "sg_list_is_null": s.is_empty(),
+                               "sges": sges_json(s)});
+            let case = format!("post_receive_sge{}_{n}@{name}_idx{}", s.len(), before["rq_head"]);
+            rq.push(ring_case(case, &name, history, before, input, out));
         }
     }
     let super::dpcq::Generated { configs: cq_configs, cases: cq, left_out: cq_left_out } =

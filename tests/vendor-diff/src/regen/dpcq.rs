@@ -191,47 +191,56 @@ impl Replay {
     /// Moves an empty SQ to `head` with polarity `pol` by one-quantum
     /// WRITEs, each consumed (what the runner's `sq_reach` does).
     fn sq_reach(&self, head: u32, pol: u8) -> Result<(), String> {
-        let size = self.cfg.sq_quanta;
-        let s = self.state();
-        if head >= size || s.sq_head != s.sq_tail {
-            return Err(format!("SQ head {head}: not reachable (size {size}, SQ not empty)"));
-        }
         let filler = [IbSge { addr: 0x7f00_0010_0040, length: 256, lkey: 0xabcd00 }];
-        let mut n = (head + size - s.sq_head) % size;
-        for pass in 0..2 {
-            for _ in 0..n {
-                let (r, _) = self.sq_post(&run::filler_post(&filler))?;
-                if r != 0 {
-                    return Err(format!("SQ filler: {r}"));
-                }
-                self.consume_all();
-            }
-            if pass == 0 && self.state().swqe_polarity != pol {
-                n = size;
-            } else {
-                break;
-            }
-        }
-        Ok(())
+        self.reach(
+            "SQ",
+            (head, pol),
+            self.cfg.sq_quanta,
+            |s| (s.sq_head, s.sq_tail, s.swqe_polarity),
+            || self.sq_post(&run::filler_post(&filler)),
+        )
     }
 
+    /// [`Self::sq_reach`] for the RQ, by one-SGE receives.
     fn rq_reach(&self, head: u32, pol: u8) -> Result<(), String> {
-        let size = self.cfg.rq_size;
-        let s = self.state();
-        if head >= size || s.rq_head != s.rq_tail {
-            return Err(format!("RQ head {head}: not reachable (size {size}, RQ not empty)"));
-        }
         let one = dummy_sges(1);
-        let mut n = (head + size - s.rq_head) % size;
+        self.reach(
+            "RQ",
+            (head, pol),
+            self.cfg.rq_size,
+            |s| (s.rq_head, s.rq_tail, s.rwqe_polarity),
+            || self.rq_post(0xf444, &one),
+        )
+    }
+
+    /// Moves the empty ring `what` of `size` slots (`ring` reads its head,
+    /// tail and polarity) to `head` and polarity `pol`: fillers (`post`)
+    /// up to the head, each consumed, and once around more when the
+    /// polarity is not yet `pol`.
+    fn reach(
+        &self,
+        what: &str,
+        (head, pol): (u32, u8),
+        size: u32,
+        ring: impl Fn(&ffi::VdQpState) -> (u32, u32, u8),
+        post: impl Fn() -> Result<(i32, u32), String>,
+    ) -> Result<(), String> {
+        let (h, t, _) = ring(&self.state());
+        if head >= size || h != t {
+            return Err(format!(
+                "{what} head {head}: not reachable (size {size}, {what} not empty)"
+            ));
+        }
+        let mut n = (head + size - h) % size;
         for pass in 0..2 {
             for _ in 0..n {
-                let (r, _) = self.rq_post(0xf444, &one)?;
+                let (r, _) = post()?;
                 if r != 0 {
-                    return Err(format!("RQ filler: {r}"));
+                    return Err(format!("{what} filler: {r}"));
                 }
                 self.consume_all();
             }
-            if pass == 0 && self.state().rwqe_polarity != pol {
+            if pass == 0 && ring(&self.state()).2 != pol {
                 n = size;
             } else {
                 break;
@@ -558,27 +567,7 @@ fn script(c: &CqCase) -> Result<(Vec<Value>, u32), String> {
             Ev::Cqe { q, ext, null_ctx, stale, target } => {
                 let mut w = *q;
                 if let Some(k) = target {
-                    let vs = rp.state();
-                    let idx = if w[3] & SQ != 0 {
-                        let n = cfg.sq_quanta;
-                        let out: Vec<u32> = rp
-                            .starts
-                            .iter()
-                            .copied()
-                            .filter(|&s| {
-                                (s + n - vs.sq_tail) % n < (vs.sq_head + n - vs.sq_tail) % n
-                            })
-                            .collect();
-                        out.get(usize::from(*k) % out.len().max(1)).copied()
-                    } else {
-                        let used = (vs.rq_head + cfg.rq_size - vs.rq_tail) % cfg.rq_size;
-                        (used > 0).then(|| {
-                            ((vs.rq_tail + u32::from(*k) % used) % cfg.rq_size) << cfg.rq_shift
-                        })
-                    };
-                    if let Some(i) = idx {
-                        w[3] = (w[3] & !WQEIDX) | (u64::from(i) << WQEIDX_S);
-                    }
+                    crate::cq::target_wqe(&mut w[3], *k, &rp.state(), cfg, &rp.starts);
                 }
                 let ctx = if *null_ctx { 0 } else { PUB_CTX };
                 w[1] = ctx;

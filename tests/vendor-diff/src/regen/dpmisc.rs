@@ -308,6 +308,40 @@ fn write_step(v: &VQp, db: u64, sges: usize, reps: u64, post_sq: bool) -> Result
     Ok(Value::Object(m))
 }
 
+/// `n` filler WRITEs on the vendor QP, each consumed at once (the ring
+/// positions a case starts from), and their doorbells dropped.
+fn fill(v: &VQp, n: u64) -> Result<(), String> {
+    let one = [IbSge { addr: 0x7f00_0010_0040, length: 256, lkey: 0xabcd00 }];
+    for _ in 0..n {
+        let mut idx = 0;
+        let vp = run::vendor_post(&run::filler_post(&one), &one);
+        // SAFETY: `vp` points at `one`.
+        if unsafe { ffi::vd_sq_post(v.q, &vp, &mut idx) } != 0 {
+            return Err("filler refused".into());
+        }
+        // SAFETY: the QP is live.
+        unsafe { ffi::vd_qp_consume_all(v.q) };
+    }
+    run::vendor_writes();
+    Ok(())
+}
+
+/// The `irdma_uk_qp_post_wr` step (named `op`): the doorbell, then the SQ
+/// head, the initial head and the doorbell value written to `db`, if any.
+fn post_wr_step(v: &VQp, db: u64, op: &str) -> Value {
+    post_wr(v);
+    let dbs: Vec<u32> =
+        run::vendor_writes().into_iter().filter(|(a, _)| *a == db).map(|(_, x)| x).collect();
+    let mut m = json!({"op": op, "sq_head_after": v.state().sq_head,
+                       // SAFETY: the QP is live.
+                       "initial_ring_head_after": unsafe { ffi::vd_qp_initial_head(v.q) },
+                       "doorbell_written": !dbs.is_empty()});
+    if let Some(x) = dbs.first() {
+        m["doorbell_value"] = h8((*x).into());
+    }
+    m
+}
+
 /// Seeded `sq_misc_cases` (and their configs), `cases / 8` of them (at
 /// least one).
 pub(crate) fn generate_misc(seed: u64, cases: u64) -> Result<(Vec<Value>, Vec<Value>), String> {
@@ -321,18 +355,7 @@ pub(crate) fn generate_misc(seed: u64, cases: u64) -> Result<(Vec<Value>, Vec<Va
         let name = format!("m{n}");
         configs.push(super::datapath::config_json(&name, &c, ih));
         let filler = r.below(u64::from(c.sq_quanta) * 2);
-        let one = [IbSge { addr: 0x7f00_0010_0040, length: 256, lkey: 0xabcd00 }];
-        for _ in 0..filler {
-            let mut idx = 0;
-            let vp = run::vendor_post(&run::filler_post(&one), &one);
-            // SAFETY: `vp` points at `one`.
-            if unsafe { ffi::vd_sq_post(v.q, &vp, &mut idx) } != 0 {
-                return Err("misc filler refused".into());
-            }
-            // SAFETY: the QP is live.
-            unsafe { ffi::vd_qp_consume_all(v.q) };
-        }
-        run::vendor_writes();
+        fill(&v, filler).map_err(|e| format!("misc {e}"))?;
         let mut steps = Vec::new();
         for _ in 0..r.range(2, 5) {
             if r.chance(1, 2) {
@@ -347,20 +370,7 @@ pub(crate) fn generate_misc(seed: u64, cases: u64) -> Result<(Vec<Value>, Vec<Va
                     // (the re-derivation's documented doorbell difference)
                     continue;
                 }
-                post_wr(&v);
-                let dbs: Vec<u32> = run::vendor_writes()
-                    .into_iter()
-                    .filter(|(a, _)| *a == db)
-                    .map(|(_, x)| x)
-                    .collect();
-                let mut m = json!({"op": "irdma_uk_qp_post_wr", "sq_head_after": v.state().sq_head,
-                                   // SAFETY: the QP is live.
-                                   "initial_ring_head_after": unsafe { ffi::vd_qp_initial_head(v.q) },
-                                   "doorbell_written": !dbs.is_empty()});
-                if let Some(x) = dbs.first() {
-                    m["doorbell_value"] = h8((*x).into());
-                }
-                steps.push(m);
+                steps.push(post_wr_step(&v, db, "irdma_uk_qp_post_wr"));
             } else {
                 // WRITEs until the ring is full (or the repeat count runs
                 // out), without doorbells (the runner checks a step's
@@ -410,35 +420,11 @@ fn replay_misc(c: &Value, cfg: &Cfg) -> Result<Option<String>, String> {
     let v = run::vendor_qp_slack(cfg, 128 * 4).map_err(|d| d.what)?;
     // SAFETY: the QP is live.
     let db = unsafe { ffi::vd_qp_db_addr(v.q) };
-    let one = [IbSge { addr: 0x7f00_0010_0040, length: 256, lkey: 0xabcd00 }];
-    for _ in 0..num(&c["history"]["filler_posts"]).unwrap_or(0) {
-        let mut idx = 0;
-        let vp = run::vendor_post(&run::filler_post(&one), &one);
-        // SAFETY: `vp` points at `one`.
-        if unsafe { ffi::vd_sq_post(v.q, &vp, &mut idx) } != 0 {
-            return Err("filler refused".into());
-        }
-        // SAFETY: the QP is live.
-        unsafe { ffi::vd_qp_consume_all(v.q) };
-    }
-    run::vendor_writes();
+    fill(&v, num(&c["history"]["filler_posts"]).unwrap_or(0))?;
     for (i, st) in c["steps"].as_array().into_iter().flatten().enumerate() {
         let op = st["op"].as_str().unwrap_or("");
         let got = if op.starts_with("irdma_uk_qp_post_wr") {
-            post_wr(&v);
-            let dbs: Vec<u32> = run::vendor_writes()
-                .into_iter()
-                .filter(|(a, _)| *a == db)
-                .map(|(_, x)| x)
-                .collect();
-            let mut m = json!({"op": op, "sq_head_after": v.state().sq_head,
-                               // SAFETY: the QP is live.
-                               "initial_ring_head_after": unsafe { ffi::vd_qp_initial_head(v.q) },
-                               "doorbell_written": !dbs.is_empty()});
-            if let Some(x) = dbs.first() {
-                m["doorbell_value"] = h8((*x).into());
-            }
-            m
+            post_wr_step(&v, db, op)
         } else if let Some(rest) = op.strip_prefix("irdma_uk_rdma_write") {
             let reps = num(&st["repeat"]).unwrap_or(1);
             let mut g = write_step(

@@ -106,19 +106,7 @@ fn reg_name(off: usize) -> (&'static str, &'static str) {
 /// parameter bytes 16–31 (16–23 on an indirect command).
 fn completed(seen: &[u8; 32], a: &Answer) -> [u8; 32] {
     let mut d = *seen;
-    let mut fl = u16::from_le_bytes([d[0], d[1]]) | 0x0003;
-    if a.retval != 0 {
-        fl |= 0x0004;
-    }
-    d[0..2].copy_from_slice(&fl.to_le_bytes());
-    d[6..8].copy_from_slice(&a.retval.to_le_bytes());
-    if let Some(l) = a.datalen {
-        d[4..6].copy_from_slice(&l.to_le_bytes());
-    }
-    if let Some(p) = a.params {
-        let end = if fl & BUF != 0 { 8 } else { 16 };
-        d[16..16 + end].copy_from_slice(&p[..end]);
-    }
+    a.complete(&mut d);
     d
 }
 

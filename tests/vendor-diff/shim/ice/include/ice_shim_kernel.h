@@ -25,18 +25,9 @@
 #include <limits.h>
 #include <ctype.h>
 
-#if __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
-#error "the vendor-diff shims assume a little-endian host"
-#endif
+/* u8..s64, __le*, __be16/32, dma_addr_t, cpu_to_le*, likely, __packed... */
+#include "../../common/vd_kernel_types.h"
 
-typedef uint8_t u8;
-typedef uint16_t u16;
-typedef uint32_t u32;
-typedef uint64_t u64;
-typedef int8_t s8;
-typedef int16_t s16;
-typedef int32_t s32;
-typedef int64_t s64;
 typedef uint8_t __u8;
 typedef uint16_t __u16;
 typedef uint32_t __u32;
@@ -45,21 +36,9 @@ typedef int8_t __s8;
 typedef int16_t __s16;
 typedef int32_t __s32;
 typedef int64_t __s64;
-typedef uint16_t __le16;
-typedef uint32_t __le32;
-typedef uint64_t __le64;
-typedef uint16_t __be16;
-typedef uint32_t __be32;
 typedef uint64_t __be64;
-typedef uint64_t dma_addr_t;
 typedef uint64_t resource_size_t;
 
-#define cpu_to_le16(x) ((u16)(x))
-#define cpu_to_le32(x) ((u32)(x))
-#define cpu_to_le64(x) ((u64)(x))
-#define le16_to_cpu(x) ((u16)(x))
-#define le32_to_cpu(x) ((u32)(x))
-#define le64_to_cpu(x) ((u64)(x))
 #define cpu_to_be16(x) __builtin_bswap16(x)
 #define cpu_to_be32(x) __builtin_bswap32(x)
 #define be16_to_cpu(x) __builtin_bswap16(x)
@@ -67,15 +46,10 @@ typedef uint64_t resource_size_t;
 #define le16_to_cpus(p) ((void)(p))
 #define le32_to_cpus(p) ((void)(p))
 
-#define __iomem
-#define __packed __attribute__((__packed__))
-#define __aligned(x) __attribute__((__aligned__(x)))
 #define __always_unused __attribute__((unused))
 #define __maybe_unused __attribute__((unused))
 #define __force
 #define __user
-#define likely(x) __builtin_expect(!!(x), 1)
-#define unlikely(x) __builtin_expect(!!(x), 0)
 #define fallthrough __attribute__((__fallthrough__))
 #define KBUILD_MODNAME "ice"
 #define EXPORT_SYMBOL(x)

@@ -168,26 +168,7 @@ struct ib_sge {
 	u32 length;
 	u32 lkey;
 };
-struct ib_send_wr {
-	struct ib_send_wr *next;
-	union {
-		u64 wr_id;
-		struct ib_cqe *wr_cqe;
-	};
-	struct ib_sge *sg_list;
-	int num_sge;
-	enum ib_wr_opcode opcode;
-	int send_flags;
-	union {
-		__be32 imm_data;
-		u32 invalidate_rkey;
-	} ex;
-};
-struct ib_rdma_wr {
-	struct ib_send_wr wr;
-	u64 remote_addr;
-	u32 rkey;
-};
+#include "../../common/vd_ib_send_wr.h"
 struct ib_sig_domain {
 	enum ib_signature_type sig_type;
 };
