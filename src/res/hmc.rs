@@ -850,6 +850,19 @@ mod tests {
         Profile { max_sds, protocol, ..base }
     }
 
+    /// Sizes `profile(max_sds, protocol, small)` against the model's caps
+    /// and checks the counts and the (SDs needed, shrink rounds) it came to.
+    fn sized_as(
+        (max_sds, protocol, small): (Option<u32>, Protocol, bool),
+        cnt: [u32; HMC_OBJ_COUNT],
+        sd_needed_rounds: (u32, u32),
+    ) -> HmcCounts {
+        let c = size_hmc(&model_caps(), &profile(max_sds, protocol, small)).unwrap();
+        assert_eq!(c.cnt, cnt);
+        assert_eq!((c.sd_needed, c.rounds), sd_needed_rounds);
+        c
+    }
+
     // Expected values below were computed outside this crate by a separate,
     // throwaway implementation of the spec §3.5 algorithm (Linux's
     // irdma_cfg_fpm_val for a GEN_2 PF), run on the same inputs; that
@@ -857,77 +870,71 @@ mod tests {
 
     #[test]
     fn small_profile_one_round() {
-        let c = size_hmc(&model_caps(), &profile(None, Protocol::RoceV2, true)).unwrap();
-        assert_eq!(
-            c.cnt,
+        let c = sized_as(
+            (None, Protocol::RoceV2, true),
             [
                 64, 128, 0, 8192, 2048, 1, 4096, 16384, 256, 2048, 32, 256, 1024, 1024, 262144,
-                2048, 32, 64, 4096, 1048576, 1048576
-            ]
+                2048, 32, 64, 4096, 1048576, 1048576,
+            ],
+            (37, 1),
         );
-        assert_eq!((c.sd_needed, c.rounds), (37, 1));
         assert_eq!(c.estimated_bytes(), 37 * SD_SIZE);
     }
 
     #[test]
     fn linux_profile_fits_512() {
-        let c = size_hmc(&model_caps(), &profile(None, Protocol::RoceV2, false)).unwrap();
-        assert_eq!(
-            c.cnt,
+        sized_as(
+            (None, Protocol::RoceV2, false),
             [
                 16384, 32768, 0, 131072, 2048, 1, 262144, 4194304, 65536, 524288, 8192, 4224, 1024,
-                1024, 4194304, 524288, 8192, 16384, 4096, 1048576, 1048576
-            ]
+                1024, 4194304, 524288, 8192, 16384, 4096, 1048576, 1048576,
+            ],
+            (226, 1),
         );
-        assert_eq!((c.sd_needed, c.rounds), (226, 1));
     }
 
     #[test]
     fn shrink_loop_100_sds() {
-        let c = size_hmc(&model_caps(), &profile(Some(100), Protocol::RoceV2, false)).unwrap();
-        assert_eq!(
-            c.cnt,
+        sized_as(
+            (Some(100), Protocol::RoceV2, false),
             [
                 4096, 8192, 0, 32768, 2048, 1, 241664, 1048576, 16384, 131072, 2048, 1152, 1024,
-                256, 4194304, 131072, 2048, 4096, 4096, 1048576, 1048576
-            ]
+                256, 4194304, 131072, 2048, 4096, 4096, 1048576, 1048576,
+            ],
+            (100, 21),
         );
-        assert_eq!((c.sd_needed, c.rounds), (100, 21));
     }
 
     #[test]
     fn shrink_loop_40_sds_grows_pbles_back() {
-        let c = size_hmc(&model_caps(), &profile(Some(40), Protocol::RoceV2, false)).unwrap();
-        assert_eq!(
-            c.cnt,
+        sized_as(
+            (Some(40), Protocol::RoceV2, false),
             [
                 128, 256, 0, 8192, 2048, 1, 48128, 32768, 512, 4096, 64, 256, 1024, 256, 743424,
-                4096, 64, 128, 4096, 1048576, 1048576
-            ]
+                4096, 64, 128, 4096, 1048576, 1048576,
+            ],
+            (40, 85),
         );
-        assert_eq!((c.sd_needed, c.rounds), (40, 85));
     }
 
     #[test]
     fn iwarp_counts() {
-        let c = size_hmc(&model_caps(), &profile(None, Protocol::Iwarp, true)).unwrap();
-        assert_eq!(
-            c.cnt,
+        sized_as(
+            (None, Protocol::Iwarp, true),
             [
                 64, 128, 0, 8192, 2048, 1, 4096, 16384, 256, 1024, 16, 256, 1024, 1024, 262144,
-                2048, 32, 64, 4096, 2048, 32
-            ]
+                2048, 32, 64, 4096, 2048, 32,
+            ],
+            (3, 1),
         );
-        assert_eq!((c.sd_needed, c.rounds), (3, 1));
-        let c = size_hmc(&model_caps(), &profile(Some(20), Protocol::Iwarp, false)).unwrap();
-        assert_eq!(
-            c.cnt,
+        sized_as(
+            (Some(20), Protocol::Iwarp, false),
             [
                 1024, 2048, 0, 8192, 2048, 1, 102400, 262144, 4096, 16384, 256, 384, 1024, 256,
-                1286144, 32768, 512, 1024, 4096, 32768, 512
-            ]
+                1286144, 32768, 512, 1024, 4096, 32768, 512,
+            ],
+            (20, 32),
         );
-        assert_eq!((c.sd_needed, c.rounds), (20, 32));
     }
 
     /// Found by the vendor-diff harness (tests/vendor-diff, HMC area): the

@@ -954,27 +954,46 @@ impl<const MAX_SGE: usize, const MAX_OPS: usize> RwCtx<MAX_SGE, MAX_OPS> {
         segs: usize,
         to: Remote,
     ) -> Result<usize, RwError> {
-        let bdir = to.dir.buffer_direction();
         let lkey = qp.dev.local_dma_lkey;
         // Multi-WR: capacity first (Linux allocates before mapping).
         Self::multi_shape(qp, to.dir, segs)?;
         // SAFETY: forwarded caller contract.
+        unsafe {
+            self.with_mapped::<H>(bvecs, iter, to.dir, |ctx| {
+                for i in 0..ctx.nmaps {
+                    let rec = ctx.maps.get(i).copied().flatten();
+                    if let (Some(rec), Some(s)) = (rec, ctx.sges.get_mut(i)) {
+                        *s = Sge { addr: rec.paddr, length: rec.buf.len() as u32, lkey };
+                    }
+                }
+                ctx.split_multi(qp, segs, to, true)
+            })
+        }
+    }
+
+    /// Maps every segment into `maps`, then builds the WRs over them with
+    /// `build`; when that fails, unmaps the segments again and leaves the
+    /// context empty (the shared frame of `bvec_multi` and `mr_bvec`).
+    ///
+    /// # Safety
+    /// As [`RwCtx::init_bvec`].
+    unsafe fn with_mapped<H: Hal>(
+        &mut self,
+        bvecs: &[BioVec],
+        iter: BvecIter,
+        dir: Direction,
+        build: impl FnOnce(&mut Self) -> Result<usize, RwError>,
+    ) -> Result<usize, RwError> {
+        let bdir = dir.buffer_direction();
+        // SAFETY: forwarded caller contract.
         unsafe { self.map_segments::<H>(bvecs, iter, bdir)? };
-        for i in 0..self.nmaps {
-            let rec = self.maps.get(i).copied().flatten();
-            if let (Some(rec), Some(s)) = (rec, self.sges.get_mut(i)) {
-                *s = Sge { addr: rec.paddr, length: rec.buf.len() as u32, lkey };
-            }
+        let r = build(self);
+        if r.is_err() {
+            // SAFETY: mapped just above, nothing handed out.
+            unsafe { self.unmap_maps::<H>(bdir) };
+            self.reset();
         }
-        match self.split_multi(qp, segs, to, true) {
-            Ok(n) => Ok(n),
-            Err(e) => {
-                // SAFETY: mapped just above, nothing handed out.
-                unsafe { self.unmap_maps::<H>(bdir) };
-                self.reset();
-                Err(e)
-            }
-        }
+        r
     }
 
     /// Maps every segment into `maps`; on failure unmaps them all.
@@ -1031,25 +1050,19 @@ impl<const MAX_SGE: usize, const MAX_OPS: usize> RwCtx<MAX_SGE, MAX_OPS> {
         segs: usize,
         to: Remote,
     ) -> Result<usize, RwError> {
-        let bdir = to.dir.buffer_direction();
         if segs > MAX_SGE {
             return Err(RwError::NoCapacity);
         }
         // SAFETY: forwarded caller contract.
-        unsafe { self.map_segments::<H>(bvecs, iter, bdir)? };
-        let maps = self.maps;
-        let seg = |i: usize| -> Option<(u64, u64)> {
-            let rec = maps.get(i).copied().flatten()?;
-            Some((rec.paddr, rec.buf.len() as u64))
-        };
-        match self.build_mr(qp, pool, segs, &seg, to, true) {
-            Ok(n) => Ok(n),
-            Err(e) => {
-                // SAFETY: mapped just above, nothing handed out.
-                unsafe { self.unmap_maps::<H>(bdir) };
-                self.reset();
-                Err(e)
-            }
+        unsafe {
+            self.with_mapped::<H>(bvecs, iter, to.dir, |ctx| {
+                let maps = ctx.maps;
+                let seg = |i: usize| -> Option<(u64, u64)> {
+                    let rec = maps.get(i).copied().flatten()?;
+                    Some((rec.paddr, rec.buf.len() as u64))
+                };
+                ctx.build_mr(qp, pool, segs, &seg, to, true)
+            })
         }
     }
 

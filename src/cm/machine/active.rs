@@ -24,8 +24,7 @@ impl<const C: usize, const L: usize> Cm<C, L> {
         if tm.packet_life_time > 31 || tm.cm_response_timeout > 31 || tm.max_cm_retries > 15 {
             return Err(CmError::Invalid("CM timing field width"));
         }
-        let slot = self.free_slot().ok_or(CmError::TableFull)?;
-        let local_id = self.alloc_id();
+        let (slot, local_id) = self.claim().ok_or(CmError::TableFull)?;
         let req = self.req_of(p, local_id, mtu, pd);
         let interval = 2 * cm_ms(tm.packet_life_time) + cm_ms(tm.cm_response_timeout);
         let o = Opening {

@@ -791,8 +791,11 @@ impl<const C: usize, const L: usize> Cm<C, L> {
         self.conns.get_mut(i)?.as_mut()
     }
 
-    fn free_slot(&self) -> Option<usize> {
-        self.conns.iter().position(|c| c.is_none())
+    /// A free table slot and a fresh local id for the connection about to
+    /// enter it; `None`, and no id taken, when the table is full.
+    fn claim(&mut self) -> Option<(usize, u32)> {
+        let slot = self.conns.iter().position(|c| c.is_none())?;
+        Some((slot, self.alloc_id()))
     }
 
     /// A fresh local communication id: cyclic, XOR-ed with the seed, never

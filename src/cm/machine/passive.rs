@@ -163,10 +163,9 @@ impl<const C: usize, const L: usize> Cm<C, L> {
             return Err(res);
         }
         let (listen, hdr) = self.match_req(src, tid, r, t)?;
-        let Some(slot) = self.free_slot() else {
+        let Some((slot, local_id)) = self.claim() else {
             return Err(Ignored::TableFull);
         };
-        let local_id = self.alloc_id();
         let mut user = [0u8; REQ_USER_DATA];
         user.copy_from_slice(&r.private_data[rdma_cm::CMA_HDR_SIZE..]);
         let info = ReqInfo {

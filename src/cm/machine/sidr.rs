@@ -25,8 +25,7 @@ impl<const C: usize, const L: usize> Cm<C, L> {
         if tm.cm_response_timeout > 31 || tm.max_cm_retries > 15 {
             return Err(CmError::Invalid("CM timing field width"));
         }
-        let slot = self.free_slot().ok_or(CmError::TableFull)?;
-        let local_id = self.alloc_id();
+        let (slot, local_id) = self.claim().ok_or(CmError::TableFull)?;
         let sid = service_id(p.port_space, p.dst_port);
         let req = SidrReq { request_id: local_id, pkey: 0xFFFF, service_id: sid, private_data: pd };
         let o = Opening {
@@ -142,10 +141,9 @@ impl<const C: usize, const L: usize> Cm<C, L> {
                 return Err(Ignored::SidrRejected(status));
             }
         };
-        let Some(slot) = self.free_slot() else {
+        let Some((slot, local_id)) = self.claim() else {
             return Err(Ignored::TableFull);
         };
-        let local_id = self.alloc_id();
         let mut user = [0u8; SIDR_REQ_USER_DATA];
         user.copy_from_slice(&r.private_data[rdma_cm::CMA_HDR_SIZE..]);
         let info = SidrReqInfo {
