@@ -287,6 +287,18 @@ pub mod stats {
 }
 
 impl Cmd {
+    /// The command's `max_ceqs` (device state the glue checks ids against,
+    /// not an input of the command), when it carries one.
+    fn max_ceqs_mut(&mut self) -> Option<&mut u32> {
+        match self {
+            Cmd::CreateCq(k) | Cmd::DestroyCq(k) => Some(&mut k.max_ceqs),
+            Cmd::CreateCeq(k) | Cmd::DestroyCeq(k) | Cmd::CreateAeq(k) | Cmd::DestroyAeq(k) => {
+                Some(&mut k.max_ceqs)
+            }
+            _ => None,
+        }
+    }
+
     fn kind(&self) -> usize {
         match self {
             Cmd::CreateQp(_) => 0,
@@ -579,52 +591,26 @@ fn driver_pbl(c: &CtrlCase, force_pbl: bool) -> Option<Drv> {
     });
     let mut w = [0u64; 8];
     let r = match c.cmd {
-        Cmd::CreateQp(k) => CreateQp {
-            qp_id: k.qp_id,
-            qp_type: k.qp_type,
-            virtual_map: k.virtual_map != 0,
+        Cmd::CreateQp(k) => from_glue!(k, CreateQp {
             host_ctx_pa: k.ctx_pa,
             shadow_area_pa: k.shadow_pa,
-            ord_valid: k.ord_valid != 0,
-            tcp_ctx_valid: k.tcp_ctx_valid != 0,
-            cq_num_valid: k.cq_num_valid != 0,
-            arp_cache_idx_valid: k.arp_cache_idx_valid != 0,
-            mac_valid: k.mac_valid != 0,
             force_loopback: k.force_lpb != 0,
-            next_state: k.next_state,
-        }
+        } flag [virtual_map ord_valid tcp_ctx_valid cq_num_valid arp_cache_idx_valid mac_valid]
+          copy [qp_id qp_type next_state])
         .encode(&mut w, &mut env),
-        Cmd::ModifyQp(k) => ModifyQp {
-            qp_id: k.qp_id,
-            qp_type: k.qp_type,
-            virtual_map: k.virtual_map != 0,
+        Cmd::ModifyQp(k) => from_glue!(k, ModifyQp {
             host_ctx_pa: k.ctx_pa,
             shadow_area_pa: k.shadow_pa,
-            next_state: k.next_state,
-            ord_valid: k.ord_valid != 0,
-            tcp_ctx_valid: k.tcp_ctx_valid != 0,
-            cached_var_valid: k.cached_var_valid != 0,
-            cq_num_valid: k.cq_num_valid != 0,
-            arp_cache_idx_valid: k.arp_cache_idx_valid != 0,
-            mac_valid: k.mac_valid != 0,
-            mss_change: k.mss_change != 0,
-            remove_hash_idx: k.remove_hash_idx != 0,
-            reset_tcp_conn: k.reset_tcp_conn != 0,
-            dont_send_fin: k.dont_send_fin != 0,
-            dont_send_term: k.dont_send_term != 0,
             force_loopback: k.force_lpb != 0,
-            new_mss: k.new_mss,
-            termlen: k.termlen,
-        }
+        } flag [virtual_map ord_valid tcp_ctx_valid cached_var_valid cq_num_valid
+                arp_cache_idx_valid mac_valid mss_change remove_hash_idx reset_tcp_conn
+                dont_send_fin dont_send_term]
+          copy [qp_id qp_type next_state new_mss termlen])
         .encode(&mut w, &mut env),
-        Cmd::DestroyQp(k) => DestroyQp {
-            qp_id: k.qp_id,
-            qp_type: k.qp_type,
+        Cmd::DestroyQp(k) => from_glue!(k, DestroyQp {
             host_ctx_pa: k.ctx_pa,
             shadow_area_pa: k.shadow_pa,
-            ignore_mw_bnd: k.ignore_mw_bnd != 0,
-            remove_hash_idx: k.remove_hash_idx != 0,
-        }
+        } flag [ignore_mw_bnd remove_hash_idx] copy [qp_id qp_type])
         .encode(&mut w, &mut env),
         Cmd::AllocStag(k) => {
             let pbl = match k.chunk_size {
@@ -634,19 +620,14 @@ fn driver_pbl(c: &CtrlCase, force_pbl: bool) -> Option<Drv> {
                     first_index: u32::try_from(k.first_pm_pbl_idx).ok()?,
                 }),
             };
-            AllocStag {
-                stag_idx: k.stag_idx,
-                pd_id: k.pd_id,
-                total_len: k.total_len,
+            from_glue!(k, AllocStag {
                 page_size: page(k.page_size)?,
                 access_rights: u8::try_from(k.access_rights).ok()?,
-                remote_access: k.remote_access != 0,
                 use_hmc_fn_index: k.use_hmc_fcn_index != 0,
                 hmc_fn_index: k.hmc_fcn_index as u16,
                 placement_type: 0,
                 pbl,
-                all_memory: k.all_memory != 0,
-            }
+            } flag [remote_access all_memory] copy [stag_idx pd_id total_len])
             .encode(&mut w, &mut env)
         }
         Cmd::DeallocStag(k) => {
@@ -661,23 +642,16 @@ fn driver_pbl(c: &CtrlCase, force_pbl: bool) -> Option<Drv> {
                     first_index: k.first_pm_pbl_index,
                 }),
             };
-            RegMr {
-                stag_idx: k.stag_idx,
-                stag_key: k.stag_key,
-                pd_id: k.pd_id,
-                va: k.va,
-                total_len: k.total_len,
+            from_glue!(k, RegMr {
                 page_size: page(k.page_size)?,
                 pages,
-                va_based: k.va_based != 0,
                 access_rights: u8::try_from(k.access_rights).ok()?,
                 remote_atomics: false,
                 non_cached: false,
                 use_hmc_fn_index: k.use_hmc_fcn_index != 0,
                 hmc_fn_index: k.hmc_fcn_index as u16,
                 placement_type: 0,
-                all_memory: k.all_memory != 0,
-            }
+            } flag [va_based all_memory] copy [stag_idx stag_key pd_id va total_len])
             .encode(&mut w, &mut env)
         }
         Cmd::CreateCq(k) | Cmd::DestroyCq(k) => {
@@ -694,38 +668,25 @@ fn driver_pbl(c: &CtrlCase, force_pbl: bool) -> Option<Drv> {
             // SAFETY: vd_cq_ctx only takes an address.
             let cq_ctx = unsafe { vd_cq_ctx() };
             if let Cmd::CreateCq(_) = c.cmd {
-                CreateCq {
-                    cq_id: k.cq_id,
-                    cq_size: k.cq_size,
+                from_glue!(k, CreateCq {
                     cq_ctx,
-                    shadow_read_threshold: k.shadow_read_threshold,
                     ceq_id,
-                    ceqe_mask: k.ceqe_mask != 0,
-                    check_overflow: k.check_overflow != 0,
                     ring,
                     shadow_area_pa: k.shadow_pa,
-                    tph_en: k.tph_en != 0,
-                    tph_val: k.tph_val,
-                    avoid_mem_cflct: k.avoid_mem_cflct != 0,
                     pasid_valid: false,
                     pasid: 0,
-                    vsi_idx: k.vsi_idx,
-                }
+                } flag [ceqe_mask check_overflow tph_en avoid_mem_cflct]
+                  copy [cq_id cq_size shadow_read_threshold tph_val vsi_idx])
                 .encode(&mut w, &mut env)
             } else {
-                DestroyCq {
-                    cq_id: k.cq_id,
-                    cq_size: k.cq_size,
+                from_glue!(k, DestroyCq {
                     cq_ctx,
                     ceq_id,
-                    ceqe_mask: k.ceqe_mask != 0,
                     ring,
                     shadow_area_pa: k.shadow_pa,
-                    tph_en: k.tph_en != 0,
-                    avoid_mem_cflct: k.avoid_mem_cflct != 0,
                     pasid_valid: false,
                     pasid: 0,
-                }
+                } flag [ceqe_mask tph_en avoid_mem_cflct] copy [cq_id cq_size])
                 .encode(&mut w, &mut env)
             }
         }
@@ -737,26 +698,19 @@ fn driver_pbl(c: &CtrlCase, force_pbl: bool) -> Option<Drv> {
                 first_pbl_index: k.first_pm_pbl_idx,
             };
             match c.cmd {
-                Cmd::CreateCeq(_) => CreateCeq {
+                Cmd::CreateCeq(_) => from_glue!(k, CreateCeq {
                     ceq_id: u16::try_from(k.ceq_id).ok()?,
-                    elem_cnt: k.elem_cnt,
                     mem,
-                    tph_en: k.tph_en != 0,
-                    tph_val: k.tph_val,
-                    itr_no_expire: k.itr_no_expire != 0,
-                    vsi_idx: k.vsi_idx,
                     pasid_valid: false,
                     pasid: 0,
-                }
+                } flag [tph_en itr_no_expire] copy [elem_cnt tph_val vsi_idx])
                 .encode(&mut w, &mut env),
-                Cmd::DestroyCeq(_) => DestroyCeq {
+                Cmd::DestroyCeq(_) => from_glue!(k, DestroyCeq {
                     ceq_id: u16::try_from(k.ceq_id).ok()?,
-                    elem_cnt: k.elem_cnt,
                     mem,
-                    tph_en: k.tph_en != 0,
                     pasid_valid: false,
                     pasid: 0,
-                }
+                } flag [tph_en] copy [elem_cnt])
                 .encode(&mut w, &mut env),
                 Cmd::CreateAeq(_) => {
                     CreateAeq { elem_cnt: k.elem_cnt, mem, pasid_valid: false, pasid: 0 }
@@ -767,21 +721,14 @@ fn driver_pbl(c: &CtrlCase, force_pbl: bool) -> Option<Drv> {
             }
         }
         Cmd::Ah(k, op) => {
-            let info = AhInfo {
-                ah_idx: k.ah_idx,
-                pd_idx: k.pd_idx,
+            let info = from_glue!(k, AhInfo {
                 dst_arp_index: u16::try_from(k.dst_arpindex).ok()?,
                 dest_ip: k.dest_ip_addr,
                 src_ip: k.src_ip_addr,
-                flow_label: k.flow_label,
-                vlan_tag: k.vlan_tag,
-                insert_vlan_tag: k.insert_vlan_tag != 0,
-                tc_tos: k.tc_tos,
-                hop_ttl: k.hop_ttl,
                 mac: k.mac_addr,
                 ipv4: k.ipv4_valid != 0,
                 loopback: k.do_lpbk != 0,
-            };
+            } flag [insert_vlan_tag] copy [ah_idx pd_idx flow_label vlan_tag tc_tos hop_ttl]);
             match op {
                 0 => CreateAh(info).encode(&mut w, &mut env),
                 1 => ModifyAh(info).encode(&mut w, &mut env),
@@ -835,6 +782,24 @@ fn cut(v: u64, bits: u32) -> u64 {
 fn cut_case(c: &CtrlCase) -> (CtrlCase, bool, Vec<(usize, u64, u32)>) {
     let mut c = *c;
     let mut forced = false;
+    // The fields ALLOC_STAG and REG_MR share, cut alike; whether the PBL is
+    // forced: the vendor tests chunk_size before cutting it, so a non-zero
+    // size that cuts to 0 still writes the first PBLE index.
+    macro_rules! cut_stag {
+        ($k:ident) => {{
+            let len = cut($k.total_len, 46);
+            if len == 0 && $k.total_len != 0 {
+                $k.all_memory = 1;
+            }
+            $k.total_len = len;
+            $k.stag_idx = cut($k.stag_idx as u64, 24) as u32;
+            $k.access_rights = cut($k.access_rights as u64, 5) as u16;
+            $k.pd_id = cut($k.pd_id as u64, 18) as u32;
+            let forced = $k.chunk_size != 0 && cut($k.chunk_size as u64, 2) == 0;
+            $k.chunk_size = cut($k.chunk_size as u64, 2) as u32;
+            forced
+        }};
+    }
     let mut ors = Vec::new();
     // ctrl.c irdma_sc_qp_create / _modify / _destroy: `hdr = qp_id | ...`
     if let Cmd::CreateQp(k) | Cmd::ModifyQp(k) | Cmd::DestroyQp(k) = c.cmd {
@@ -861,36 +826,16 @@ fn cut_case(c: &CtrlCase) -> (CtrlCase, bool, Vec<(usize, u64, u32)>) {
             k.next_state = cut(k.next_state as u64, 3) as u8;
         }
         Cmd::AllocStag(k) | Cmd::DeallocStag(k) => {
-            let len = cut(k.total_len, 46);
-            if len == 0 && k.total_len != 0 {
-                k.all_memory = 1;
-            }
-            k.total_len = len;
-            k.stag_idx = cut(k.stag_idx as u64, 24) as u32;
-            // the vendor tests chunk_size before cutting it: a non-zero size
-            // that cuts to 0 still writes the first PBLE index
-            forced = k.chunk_size != 0 && cut(k.chunk_size as u64, 2) == 0;
-            k.chunk_size = cut(k.chunk_size as u64, 2) as u32;
+            forced = cut_stag!(k);
             k.first_pm_pbl_idx = cut(k.first_pm_pbl_idx, 28);
-            k.access_rights = cut(k.access_rights as u64, 5) as u16;
             k.hmc_fcn_index = cut(k.hmc_fcn_index as u64, 6) as u8;
-            k.pd_id = cut(k.pd_id as u64, 18) as u32;
             if page(k.page_size).is_none() {
                 k.page_size = 0x1000;
             }
         }
         Cmd::RegMr(k) => {
-            let len = cut(k.total_len, 46);
-            if len == 0 && k.total_len != 0 {
-                k.all_memory = 1;
-            }
-            k.total_len = len;
-            k.stag_idx = cut(k.stag_idx as u64, 24) as u32;
-            forced = k.chunk_size != 0 && cut(k.chunk_size as u64, 2) == 0;
-            k.chunk_size = cut(k.chunk_size as u64, 2) as u32;
+            forced = cut_stag!(k);
             k.first_pm_pbl_index = cut(k.first_pm_pbl_index as u64, 28) as u32;
-            k.access_rights = cut(k.access_rights as u64, 5) as u16;
-            k.pd_id = cut(k.pd_id as u64, 18) as u32;
         }
         Cmd::CreateCq(k) | Cmd::DestroyCq(k) => {
             // both write cq_size (@0) whole; destroy also cq_id into the
@@ -1152,41 +1097,13 @@ fn classify(
     if spilled {
         return Ok(Some("cqp_value_written_unmasked"));
     }
-    let same_input = cc
-        == (CtrlCase {
-            qp_count: cc.qp_count,
-            cq_count: cc.cq_count,
-            pble_count: cc.pble_count,
-            cmd: match (case.cmd, cc.cmd) {
-                // max_ceqs is a limit, not an input
-                (Cmd::CreateCq(mut k), Cmd::CreateCq(c))
-                | (Cmd::DestroyCq(mut k), Cmd::DestroyCq(c)) => {
-                    k.max_ceqs = c.max_ceqs;
-                    if let Cmd::CreateCq(_) = case.cmd {
-                        Cmd::CreateCq(k)
-                    } else {
-                        Cmd::DestroyCq(k)
-                    }
-                }
-                (Cmd::CreateCeq(mut k), Cmd::CreateCeq(c)) => {
-                    k.max_ceqs = c.max_ceqs;
-                    Cmd::CreateCeq(k)
-                }
-                (Cmd::DestroyCeq(mut k), Cmd::DestroyCeq(c)) => {
-                    k.max_ceqs = c.max_ceqs;
-                    Cmd::DestroyCeq(k)
-                }
-                (Cmd::CreateAeq(mut k), Cmd::CreateAeq(c)) => {
-                    k.max_ceqs = c.max_ceqs;
-                    Cmd::CreateAeq(k)
-                }
-                (Cmd::DestroyAeq(mut k), Cmd::DestroyAeq(c)) => {
-                    k.max_ceqs = c.max_ceqs;
-                    Cmd::DestroyAeq(k)
-                }
-                (c, _) => c,
-            },
-        });
+    // max_ceqs is a limit, not an input (a different command stays
+    // different whatever its max_ceqs)
+    let (mut cmd, mut cut_cmd) = (case.cmd, cc.cmd);
+    if let (Some(m), Some(c)) = (cmd.max_ceqs_mut(), cut_cmd.max_ceqs_mut()) {
+        *m = *c;
+    }
+    let same_input = cc == (CtrlCase { cmd, ..cc });
     if !same_input {
         return Ok(Some("cqp_field_truncated_by_vendor"));
     }

@@ -76,6 +76,17 @@
 //! and `VD_ONE_STORE_DOORBELL` (the doorbell one store into host memory
 //! instead of this harness's recording BAR); what it counts is written there.
 
+/// A driver struct from the glue's C struct `$k`: the fields in braces as
+/// written, then `flag [..]` (the C byte `!= 0`) and `copy [..]` (the
+/// value as is) from the glue's field of the same name.
+#[cfg(vendor_c)]
+macro_rules! from_glue {
+    ($k:ident, $($T:ident)::+ { $($f:ident $(: $e:expr)?),* $(,)? }
+        $(flag [$($b:ident)*])? $(copy [$($c:ident)*])?) => {
+        $($T)::+ { $($f $(: $e)?,)* $($($b: $k.$b != 0,)*)? $($($c: $k.$c,)*)? }
+    };
+}
+
 #[cfg(vendor_c)]
 pub mod case;
 #[cfg(vendor_c)]

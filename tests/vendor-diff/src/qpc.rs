@@ -177,75 +177,22 @@ pub fn gen_qpc(r: &mut Rng) -> VdQpc {
 /// The driver's context input; `None` when a value does not fit the
 /// driver's input type (push index, ORD, TIMELY low threshold).
 fn driver_ctx(k: &VdQpc) -> Option<QpRoceCtx> {
-    Some(QpRoceCtx {
-        sq_pa: k.sq_pa,
-        rq_pa: k.rq_pa,
-        hw_sq_size: k.hw_sq_size,
-        hw_rq_size: k.hw_rq_size,
-        rq_wqe_size: k.rq_wqe_size,
+    Some(from_glue!(k, QpRoceCtx {
         push_idx: match k.push_idx {
             NO_PUSH => None,
             p => Some(u16::try_from(p).ok()?),
         },
-        rcv_tph_en: k.rcv_tph_en != 0,
-        xmit_tph_en: k.xmit_tph_en != 0,
-        rq_tph_en: k.rq_tph_en != 0,
-        sq_tph_en: k.sq_tph_en != 0,
-        sq_tph_val: k.sq_tph_val,
-        rq_tph_val: k.rq_tph_val,
-        qs_handle: k.qs_handle,
-        send_cq_num: k.send_cq_num,
-        rcv_cq_num: k.rcv_cq_num,
-        stats_idx: k.stats_idx,
         use_stats_instance: k.stats_idx_valid != 0,
-        qp_compl_ctx: k.qp_compl_ctx,
-        rem_endpoint_idx: k.rem_endpoint_idx,
-        pd_id: k.pd_id,
-        dctcp_en: k.dctcp_en != 0,
-        dcqcn_en: k.dcqcn_en != 0,
-        err_rq_idx_valid: k.err_rq_idx_valid != 0,
-        err_rq_idx: k.err_rq_idx,
-        is_qp1: k.is_qp1 != 0,
-        roce_tver: k.roce_tver,
-        p_key: k.p_key,
-        ack_credits: k.ack_credits,
-        qkey: k.qkey,
-        dest_qp: k.dest_qp,
-        rtomin: k.rtomin,
-        mac_addr: k.mac_addr,
         ord_size: u8::try_from(k.ord_size).ok()?,
-        ird_size: k.ird_size,
-        wr_rdresp_en: k.wr_rdresp_en != 0,
-        rd_en: k.rd_en != 0,
-        fast_reg_en: k.fast_reg_en != 0,
-        rcv_no_icrc: k.rcv_no_icrc != 0,
-        fw_cc_enable: k.fw_cc_enable != 0,
-        udprivcq_en: k.udprivcq_en != 0,
-        priv_mode_en: k.priv_mode_en != 0,
-        timely_en: k.timely_en != 0,
-        t_high: k.t_high,
         t_low: u8::try_from(k.t_low).ok()?,
-        ipv4: k.ipv4 != 0,
-        insert_vlan_tag: k.insert_vlan_tag != 0,
-        ttl: k.ttl,
-        tos: k.tos,
-        src_port: k.src_port,
-        dst_port: k.dst_port,
-        dest_ip_addr: k.dest_ip_addr,
-        local_ipaddr: k.local_ipaddr,
-        snd_mss: k.snd_mss,
-        vlan_tag: k.vlan_tag,
-        arp_idx: k.arp_idx,
-        flow_label: k.flow_label,
-        psn_nxt: k.psn_nxt,
-        lsn: k.lsn,
-        epsn: k.epsn,
-        psn_max: k.psn_max,
-        psn_una: k.psn_una,
-        cwnd: k.cwnd,
-        rexmit_thresh: k.rexmit_thresh,
-        rnr_nak_thresh: k.rnr_nak_thresh,
-    })
+    } flag [rcv_tph_en xmit_tph_en rq_tph_en sq_tph_en dctcp_en dcqcn_en err_rq_idx_valid is_qp1
+            wr_rdresp_en rd_en fast_reg_en rcv_no_icrc fw_cc_enable udprivcq_en priv_mode_en
+            timely_en ipv4 insert_vlan_tag]
+      copy [sq_pa rq_pa hw_sq_size hw_rq_size rq_wqe_size sq_tph_val rq_tph_val qs_handle
+            send_cq_num rcv_cq_num stats_idx qp_compl_ctx rem_endpoint_idx pd_id err_rq_idx
+            roce_tver p_key ack_credits qkey dest_qp rtomin mac_addr ird_size t_high ttl tos
+            src_port dst_port dest_ip_addr local_ipaddr snd_mss vlan_tag arp_idx flow_label
+            psn_nxt lsn epsn psn_max psn_una cwnd rexmit_thresh rnr_nak_thresh]))
 }
 
 fn encode(k: &VdQpc) -> Option<Result<[u64; 32], irdma::cqp::EncodeError>> {

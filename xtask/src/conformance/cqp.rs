@@ -364,6 +364,37 @@ macro_rules! tri {
     };
 }
 
+/// A driver struct read from the case's inputs (`$i`, an [`In`]): the
+/// fields in braces as written (`field` or `field: expr`), then groups of
+/// fields whose input is named after the field, optionally behind a prefix:
+/// `b [..]` as `In::b`, `n "qp." [..]` as `In::n` (refused through `tri!`
+/// when the input does not fit), `u [..]` as `In::u`.
+macro_rules! inputs {
+    (@ $i:expr, $T:ident { $($acc:tt)* }) => {
+        $T { $($acc)* }
+    };
+    (@ $i:expr, $T:ident { $($acc:tt)* } $how:ident $pre:literal [$($g:ident)*] $($rest:tt)*) => {
+        inputs!(@ $i, $T {
+            $($acc)* $($g: inputs!(read $how $i, concat!($pre, stringify!($g))),)*
+        } $($rest)*)
+    };
+    (@ $i:expr, $T:ident { $($acc:tt)* } $how:ident [$($g:ident)*] $($rest:tt)*) => {
+        inputs!(@ $i, $T { $($acc)* } $how "" [$($g)*] $($rest)*)
+    };
+    (read b $i:expr, $k:expr) => {
+        $i.b($k)
+    };
+    (read n $i:expr, $k:expr) => {
+        tri!($i.n($k))
+    };
+    (read u $i:expr, $k:expr) => {
+        $i.u($k)
+    };
+    ($i:expr, $T:ident { $($f:ident $(: $e:expr)?),* $(,)? } $($groups:tt)*) => {
+        inputs!(@ $i, $T { $($f $(: $e)?,)* } $($groups)*)
+    };
+}
+
 fn run_case(case: &Value) -> Outcome {
     let op = case["op"].as_str().unwrap_or("");
     if let Some((_, why)) = SKIPS.iter().find(|(o, _)| *o == op) {
@@ -378,60 +409,33 @@ fn run_case(case: &Value) -> Outcome {
     match op {
         "cqp_create" => cqp_create(case, &i),
         "nop" => check_post(case, Nop, lim, none),
-        "create_qp" => {
+        "create_qp" | "modify_qp" => {
             let (qp_id, qp_type) = tri!(qp_common(&i));
-            let c = CreateQp {
-                qp_id,
-                qp_type,
-                virtual_map: i.b("virtual_map"),
-                host_ctx_pa: i.u("hw_host_ctx_pa"),
-                shadow_area_pa: i.u("shadow_area_pa"),
-                ord_valid: i.b("ord_valid"),
-                tcp_ctx_valid: i.b("tcp_ctx_valid"),
-                cq_num_valid: i.b("cq_num_valid"),
-                arp_cache_idx_valid: i.b("arp_cache_idx_valid"),
-                mac_valid: i.b("mac_valid"),
-                force_loopback: i.b("force_lpb"),
-                next_state: tri!(i.n("next_iwarp_state")),
-            };
-            check_post(case, c, lim, none)
-        }
-        "modify_qp" => {
-            let (qp_id, qp_type) = tri!(qp_common(&i));
-            let c = ModifyQp {
-                qp_id,
-                qp_type,
-                virtual_map: i.b("virtual_map"),
-                host_ctx_pa: i.u("hw_host_ctx_pa"),
-                shadow_area_pa: i.u("shadow_area_pa"),
-                next_state: tri!(i.n("next_iwarp_state")),
-                ord_valid: i.b("ord_valid"),
-                tcp_ctx_valid: i.b("tcp_ctx_valid"),
-                cached_var_valid: i.b("cached_var_valid"),
-                cq_num_valid: i.b("cq_num_valid"),
-                arp_cache_idx_valid: i.b("arp_cache_idx_valid"),
-                mac_valid: i.b("mac_valid"),
-                mss_change: i.b("mss_change"),
-                remove_hash_idx: i.b("remove_hash_idx"),
-                reset_tcp_conn: i.b("reset_tcp_conn"),
-                dont_send_fin: i.b("dont_send_fin"),
-                dont_send_term: i.b("dont_send_term"),
-                force_loopback: i.b("force_lpb"),
-                new_mss: tri!(i.n("new_mss")),
-                termlen: tri!(i.n("termlen")),
-            };
-            check_post(case, c, lim, none)
+            let host_ctx_pa = i.u("hw_host_ctx_pa");
+            let force_loopback = i.b("force_lpb");
+            let next_state = tri!(i.n("next_iwarp_state"));
+            if op == "create_qp" {
+                let c = inputs!(i, CreateQp {
+                    qp_id, qp_type, host_ctx_pa, force_loopback, next_state,
+                } u [shadow_area_pa]
+                  b [virtual_map ord_valid tcp_ctx_valid cq_num_valid]
+                  b [arp_cache_idx_valid mac_valid]);
+                check_post(case, c, lim, none)
+            } else {
+                let c = inputs!(i, ModifyQp {
+                    qp_id, qp_type, host_ctx_pa, force_loopback, next_state,
+                } u [shadow_area_pa]
+                  b [virtual_map ord_valid tcp_ctx_valid cached_var_valid cq_num_valid]
+                  b [arp_cache_idx_valid mac_valid mss_change remove_hash_idx reset_tcp_conn]
+                  b [dont_send_fin dont_send_term]
+                  n [new_mss termlen]);
+                check_post(case, c, lim, none)
+            }
         }
         "destroy_qp" => {
             let (qp_id, qp_type) = tri!(qp_common(&i));
-            let c = DestroyQp {
-                qp_id,
-                qp_type,
-                host_ctx_pa: i.u("hw_host_ctx_pa"),
-                shadow_area_pa: i.u("shadow_area_pa"),
-                ignore_mw_bnd: i.b("ignore_mw_bnd"),
-                remove_hash_idx: i.b("remove_hash_idx"),
-            };
+            let c = inputs!(i, DestroyQp { qp_id, qp_type, host_ctx_pa: i.u("hw_host_ctx_pa") }
+                u [shadow_area_pa] b [ignore_mw_bnd remove_hash_idx]);
             check_post(case, c, lim, none)
         }
         "flush_wqes" => {
@@ -481,51 +485,29 @@ fn run_case(case: &Value) -> Outcome {
             }
         }
         "gen_ae" => {
-            let c = GenAe {
-                qp_id: tri!(i.n("qp_id")),
-                ae_code: tri!(i.n("ae_code")),
-                ae_src: tri!(i.n("ae_src")),
-            };
+            let c = inputs!(i, GenAe {} n [qp_id ae_code ae_src]);
             check_post(case, c, lim, none)
         }
         "suspend_qp" => check_post(case, SuspendQp { qp_id: tri!(i.n("qp_id")) }, lim, none),
         "resume_qp" => {
-            let c = ResumeQp { qp_id: tri!(i.n("qp_id")), qs_handle: tri!(i.n("qs_handle")) };
+            let c = inputs!(i, ResumeQp {} n [qp_id qs_handle]);
             check_post(case, c, lim, none)
         }
         "upload_context" => {
-            let c = UploadContext {
-                qp_id: tri!(i.n("qp_id")),
-                qp_type: tri!(i.n("qp_type")),
-                buf_pa: i.u("buf_pa"),
-                freeze_qp: i.b("freeze_qp"),
-                raw_format: i.b("raw_format"),
-            };
+            let c =
+                inputs!(i, UploadContext {} n [qp_id qp_type] u [buf_pa] b [freeze_qp raw_format]);
             check_post(case, c, lim, none)
         }
         "qp_setctx_roce" => qp_setctx(case, &i),
         "alloc_stag" => {
             let chunk = i.u("chunk_size");
-            let c = AllocStag {
-                stag_idx: tri!(i.n("stag_idx")),
-                pd_id: tri!(i.n("pd_id")),
-                total_len: i.u("total_len"),
+            let c = inputs!(i, AllocStag {
                 page_size: PageSize::Size4K,
-                access_rights: tri!(i.n("access_rights")),
-                remote_access: i.b("remote_access"),
                 use_hmc_fn_index: i.b("use_hmc_fcn_index"),
                 hmc_fn_index: tri!(i.n("hmc_fcn_index")),
-                placement_type: tri!(i.n("placement_type")),
-                pbl: if chunk != 0 {
-                    Some(Pbl {
-                        level: tri!(i.n("chunk_size")),
-                        first_index: tri!(i.n("first_pm_pbl_idx")),
-                    })
-                } else {
-                    None
-                },
-                all_memory: i.b("all_memory"),
-            };
+                pbl: if chunk != 0 { Some(tri!(pbl(&i, "first_pm_pbl_idx"))) } else { None },
+            } n [stag_idx pd_id access_rights placement_type]
+              u [total_len] b [remote_access all_memory]);
             // Linux encodes unknown page sizes (incl. 0) as 4 KiB; the driver
             // only has the three real ones.
             let ps = i.u("page_size");
@@ -561,39 +543,24 @@ fn run_case(case: &Value) -> Outcome {
                     ))
                 };
             };
-            let c = RegMr {
-                stag_idx: tri!(i.n("stag_idx")),
-                stag_key: tri!(i.n("stag_key")),
-                pd_id: tri!(i.n("pd_id")),
-                va: i.u("va"),
-                total_len: i.u("total_len"),
+            let c = inputs!(i, RegMr {
                 page_size,
                 pages: if chunk != 0 {
-                    MrPages::Pbl(Pbl {
-                        level: tri!(i.n("chunk_size")),
-                        first_index: tri!(i.n("first_pm_pbl_index")),
-                    })
+                    MrPages::Pbl(tri!(pbl(&i, "first_pm_pbl_index")))
                 } else {
                     MrPages::Contiguous(i.u("reg_addr_pa"))
                 },
                 va_based: i.u("addr_type") == 1,
-                access_rights: tri!(i.n("access_rights")),
                 remote_atomics: i.b("remote_atomics_en"),
-                non_cached: i.b("non_cached"),
                 use_hmc_fn_index: i.b("use_hmc_fcn_index"),
                 hmc_fn_index: tri!(i.n("hmc_fcn_index")),
-                placement_type: tri!(i.n("placement_type")),
-                all_memory: i.b("all_memory"),
-            };
+            } n [stag_idx stag_key pd_id access_rights placement_type]
+              u [va total_len] b [non_cached all_memory]);
             check_post(case, c, lim, none)
         }
         "dealloc_stag" => {
-            let c = DeallocStag {
-                stag_idx: tri!(i.n("stag_idx")),
-                pd_id: tri!(i.n("pd_id")),
-                mr: i.b("mr"),
-                skip_flush: i.b("skip_flush_markers"),
-            };
+            let c = inputs!(i, DeallocStag { skip_flush: i.b("skip_flush_markers") }
+                n [stag_idx pd_id] b [mr]);
             check_post(case, c, lim, none)
         }
         "query_fpm_val" => {
@@ -602,11 +569,10 @@ fn run_case(case: &Value) -> Outcome {
             check_post(case, c, lim, none)
         }
         "commit_fpm_val" => {
-            let c = CommitFpmVal {
-                hmc_fn_id: tri!(i.n("hmc_fn_id")),
+            let c = inputs!(i, CommitFpmVal {
                 buf_pa: i.u("commit_fpm_mem.pa"),
                 flush_timer_disable: i.b("dev.periodic_flush"),
-            };
+            } n [hmc_fn_id]);
             check_post(case, c, lim, none)
         }
         "cfg_iw_fpm(commit buffer)" => cfg_iw_fpm(case, &i),
@@ -619,42 +585,29 @@ fn run_case(case: &Value) -> Outcome {
             check_post(case, c, lim, none)
         }
         "ceq_create" | "ceq_destroy" => {
-            let mem = QueueAddr {
-                pa: i.u("ceqe_pa"),
-                virtual_map: i.b("virtual_map"),
-                pbl_chunk_size: tri!(i.n("pbl_chunk_size")),
-                first_pbl_index: tri!(i.n("first_pm_pbl_idx")),
-            };
+            let mem = tri!(queue_addr(&i, "ceqe_pa"));
             let ceq_id = tri!(i.n("ceq_id"));
             let elem_cnt = tri!(i.n("elem_cnt"));
             let pasid_valid = i.b("pasid_valid(sc_ceq field)");
             let pasid = tri!(i.n("pasid(sc_ceq field)"));
             if op == "ceq_create" {
-                let c = CreateCeq {
+                let c = inputs!(i, CreateCeq {
                     ceq_id,
                     elem_cnt,
                     mem,
-                    tph_en: i.b("tph_en"),
-                    tph_val: tri!(i.n("tph_val")),
-                    itr_no_expire: i.b("itr_no_expire"),
                     vsi_idx: tri!(i.n("vsi.vsi_idx")),
                     pasid_valid,
                     pasid,
-                };
+                } b [tph_en itr_no_expire] n [tph_val]);
                 check_post(case, c, lim, none)
             } else {
                 let c =
-                    DestroyCeq { ceq_id, elem_cnt, mem, tph_en: i.b("tph_en"), pasid_valid, pasid };
+                    inputs!(i, DestroyCeq { ceq_id, elem_cnt, mem, pasid_valid, pasid } b [tph_en]);
                 check_post(case, c, lim, none)
             }
         }
         "aeq_create" | "aeq_destroy" => {
-            let mem = QueueAddr {
-                pa: i.u("aeq_elem_pa"),
-                virtual_map: i.b("virtual_map"),
-                pbl_chunk_size: tri!(i.n("pbl_chunk_size")),
-                first_pbl_index: tri!(i.n("first_pm_pbl_idx")),
-            };
+            let mem = tri!(queue_addr(&i, "aeq_elem_pa"));
             let elem_cnt = tri!(i.n("elem_cnt"));
             let pasid_valid = i.b("pasid_valid(sc_aeq field)");
             let pasid = tri!(i.n("pasid(sc_aeq field)"));
@@ -668,12 +621,8 @@ fn run_case(case: &Value) -> Outcome {
             cq_ops(case, &i, op, lim)
         }
         "manage_arp_add" => {
-            let c = ArpAdd {
-                arp_index: tri!(i.n("arp_index")),
-                mac: i.mac("mac_addr"),
-                reach_max: tri!(i.n("reach_max")),
-                permanent: i.b("permanent"),
-            };
+            let c = inputs!(i, ArpAdd { mac: i.mac("mac_addr") }
+                n [arp_index reach_max] b [permanent]);
             check_post(case, c, lim, none)
         }
         "manage_arp_del" => {
@@ -686,17 +635,8 @@ fn run_case(case: &Value) -> Outcome {
                 2 => WsNodeOp::Delete,
                 v => return Outcome::Refused(format!("node_op {v} is not an operation")),
             };
-            let c = WsNode {
-                op,
-                node_id: tri!(i.n("id")),
-                parent_id: tri!(i.n("parent_id")),
-                vsi: tri!(i.n("vsi")),
-                leaf: i.b("type_leaf"),
-                enable: i.b("enable"),
-                prio_type: tri!(i.n("prio_type")),
-                tc: tri!(i.n("tc")),
-                weight: tri!(i.n("weight")),
-            };
+            let c = inputs!(i, WsNode { op, node_id: tri!(i.n("id")), leaf: i.b("type_leaf") }
+                n [parent_id vsi prio_type tc weight] b [enable]);
             check_post(case, c, lim, none)
         }
         "create_ah" | "modify_ah" | "destroy_ah" => {
@@ -726,6 +666,22 @@ fn ip4(i: &In, k: &str) -> Result<[u32; 4], String> {
         i.n(&format!("{k}[2]"))?,
         i.n(&format!("{k}[3]"))?,
     ])
+}
+
+/// A queue's ring from the inputs: its address under `pa_key`, the PBL
+/// fields under their shared names.
+fn queue_addr(i: &In, pa_key: &str) -> Result<QueueAddr, String> {
+    Ok(QueueAddr {
+        pa: i.u(pa_key),
+        virtual_map: i.b("virtual_map"),
+        pbl_chunk_size: i.n("pbl_chunk_size")?,
+        first_pbl_index: i.n("first_pm_pbl_idx")?,
+    })
+}
+
+/// An MR's PBL: its level in `chunk_size`, its first index under `first_key`.
+fn pbl(i: &In, first_key: &str) -> Result<Pbl, String> {
+    Ok(Pbl { level: i.n("chunk_size")?, first_index: i.n(first_key)? })
 }
 
 fn ah_info(i: &In) -> Result<AhInfo, String> {
@@ -912,85 +868,30 @@ fn cqp_create(case: &Value, i: &In) -> Outcome {
 // ------------------------------------------------------------ host contexts
 
 fn qp_setctx(case: &Value, i: &In) -> Outcome {
-    let ip = |k: &str| -> Result<[u32; 4], String> {
-        Ok([
-            i.n(&format!("{k}[0]"))?,
-            i.n(&format!("{k}[1]"))?,
-            i.n(&format!("{k}[2]"))?,
-            i.n(&format!("{k}[3]"))?,
-        ])
-    };
     let push = i.u("qp.push_idx");
-    let c = QpRoceCtx {
-        sq_pa: i.u("qp.sq_pa"),
-        rq_pa: i.u("qp.rq_pa"),
-        hw_sq_size: tri!(i.n("qp.hw_sq_size")),
-        hw_rq_size: tri!(i.n("qp.hw_rq_size")),
-        rq_wqe_size: tri!(i.n("qp.rq_wqe_size")),
+    let c = inputs!(i, QpRoceCtx {
         push_idx: if !i.has("qp.push_idx") || push == 0xffff_ffff {
             None
         } else {
             Some(tri!(i.n("qp.push_idx")))
         },
-        rcv_tph_en: i.b("qp.rcv_tph_en"),
-        xmit_tph_en: i.b("qp.xmit_tph_en"),
-        rq_tph_en: i.b("qp.rq_tph_en"),
-        sq_tph_en: i.b("qp.sq_tph_en"),
-        sq_tph_val: tri!(i.n("qp.sq_tph_val")),
-        rq_tph_val: tri!(i.n("qp.rq_tph_val")),
-        qs_handle: tri!(i.n("qp.qs_handle")),
-        send_cq_num: tri!(i.n("send_cq_num")),
-        rcv_cq_num: tri!(i.n("rcv_cq_num")),
-        stats_idx: tri!(i.n("stats_idx")),
         use_stats_instance: i.b("stats_idx_valid"),
-        qp_compl_ctx: i.u("qp_compl_ctx"),
-        rem_endpoint_idx: tri!(i.n("rem_endpoint_idx")),
-        pd_id: tri!(i.n("roce.pd_id")),
-        dctcp_en: i.b("roce.dctcp_en"),
-        dcqcn_en: i.b("roce.dcqcn_en"),
-        err_rq_idx_valid: i.b("roce.err_rq_idx_valid"),
-        err_rq_idx: tri!(i.n("roce.err_rq_idx")),
-        is_qp1: i.b("roce.is_qp1"),
-        roce_tver: tri!(i.n("roce.roce_tver")),
-        p_key: tri!(i.n("roce.p_key")),
-        ack_credits: tri!(i.n("roce.ack_credits")),
-        qkey: tri!(i.n("roce.qkey")),
-        dest_qp: tri!(i.n("roce.dest_qp")),
-        rtomin: tri!(i.n("roce.rtomin")),
         mac_addr: i.mac("roce.mac_addr"),
-        ord_size: tri!(i.n("roce.ord_size")),
-        ird_size: tri!(i.n("roce.ird_size")),
-        wr_rdresp_en: i.b("roce.wr_rdresp_en"),
-        rd_en: i.b("roce.rd_en"),
-        fast_reg_en: i.b("roce.fast_reg_en"),
-        rcv_no_icrc: i.b("roce.rcv_no_icrc"),
-        fw_cc_enable: i.b("roce.fw_cc_enable"),
-        udprivcq_en: i.b("roce.udprivcq_en"),
-        priv_mode_en: i.b("roce.priv_mode_en"),
-        timely_en: i.b("roce.timely_en"),
-        t_high: tri!(i.n("roce.t_high")),
-        t_low: tri!(i.n("roce.t_low")),
-        ipv4: i.b("udp.ipv4"),
-        insert_vlan_tag: i.b("udp.insert_vlan_tag"),
-        ttl: tri!(i.n("udp.ttl")),
         tos: tri!(i.n("udp.tos(before ECN forcing)")),
-        src_port: tri!(i.n("udp.src_port")),
-        dst_port: tri!(i.n("udp.dst_port")),
-        dest_ip_addr: tri!(ip("udp.dest_ip_addr")),
-        local_ipaddr: tri!(ip("udp.local_ipaddr")),
-        snd_mss: tri!(i.n("udp.snd_mss")),
-        vlan_tag: tri!(i.n("udp.vlan_tag")),
-        arp_idx: tri!(i.n("udp.arp_idx")),
-        flow_label: tri!(i.n("udp.flow_label")),
-        psn_nxt: tri!(i.n("udp.psn_nxt")),
-        lsn: tri!(i.n("udp.lsn")),
-        epsn: tri!(i.n("udp.epsn")),
-        psn_max: tri!(i.n("udp.psn_max")),
-        psn_una: tri!(i.n("udp.psn_una")),
-        cwnd: tri!(i.n("udp.cwnd")),
-        rexmit_thresh: tri!(i.n("udp.rexmit_thresh")),
-        rnr_nak_thresh: tri!(i.n("udp.rnr_nak_thresh")),
-    };
+        dest_ip_addr: tri!(ip4(i, "udp.dest_ip_addr")),
+        local_ipaddr: tri!(ip4(i, "udp.local_ipaddr")),
+    } u "qp." [sq_pa rq_pa]
+      n "qp." [hw_sq_size hw_rq_size rq_wqe_size sq_tph_val rq_tph_val qs_handle]
+      b "qp." [rcv_tph_en xmit_tph_en rq_tph_en sq_tph_en]
+      n [send_cq_num rcv_cq_num stats_idx rem_endpoint_idx]
+      u [qp_compl_ctx]
+      n "roce." [pd_id err_rq_idx roce_tver p_key ack_credits qkey dest_qp rtomin ord_size ird_size]
+      n "roce." [t_high t_low]
+      b "roce." [dctcp_en dcqcn_en err_rq_idx_valid is_qp1 wr_rdresp_en rd_en fast_reg_en]
+      b "roce." [rcv_no_icrc fw_cc_enable udprivcq_en priv_mode_en timely_en]
+      b "udp." [ipv4 insert_vlan_tag]
+      n "udp." [ttl src_port dst_port snd_mss vlan_tag arp_idx flow_label psn_nxt lsn epsn]
+      n "udp." [psn_max psn_una cwnd rexmit_thresh rnr_nak_thresh]);
     let mut got = [0u64; 32];
     if let Err(e) = c.encode(&mut got) {
         return match e.too_wide() {
@@ -1112,32 +1013,19 @@ fn cq_ops(case: &Value, i: &In, op: &str, lim: Limits) -> Outcome {
         };
     }
     let ceq_id = if i.b("ceq_id_valid") { Some(tri!(i.n("ceq_id"))) } else { None };
-    let ring = QueueAddr {
-        pa: i.u("cq_pa"),
-        virtual_map: i.b("virtual_map"),
-        pbl_chunk_size: tri!(i.n("pbl_chunk_size")),
-        first_pbl_index: tri!(i.n("first_pm_pbl_idx")),
-    };
+    let ring = tri!(queue_addr(i, "cq_pa"));
     let none = |_: &Cqp<FakeHal, &RecBar>, _: &mut Vec<u64>| Ok(());
     match op {
         "cq_create" | "ccq_create" => {
-            let c = CreateCq {
+            let c = inputs!(i, CreateCq {
                 cq_id,
                 cq_size: size,
                 cq_ctx,
-                shadow_read_threshold: tri!(i.n("shadow_read_threshold")),
                 ceq_id,
-                ceqe_mask: i.b("ceqe_mask"),
-                check_overflow: i.b("check_overflow"),
                 ring,
-                shadow_area_pa: i.u("shadow_area_pa"),
-                tph_en: i.b("tph_en"),
-                tph_val: tri!(i.n("tph_val")),
-                avoid_mem_cflct: i.b("avoid_mem_cflct"),
-                pasid_valid: i.b("pasid_valid"),
-                pasid: tri!(i.n("pasid")),
                 vsi_idx: tri!(i.n("vsi.vsi_idx")),
-            };
+            } b [ceqe_mask check_overflow tph_en avoid_mem_cflct pasid_valid]
+              n [shadow_read_threshold tph_val pasid] u [shadow_area_pa]);
             if op == "ccq_create"
                 && let Err(e) = c.check_ccq()
             {
@@ -1153,35 +1041,17 @@ fn cq_ops(case: &Value, i: &In, op: &str, lim: Limits) -> Outcome {
             check_post(case, c, lim, none)
         }
         "cq_destroy" => {
-            let c = DestroyCq {
-                cq_id,
-                cq_size: size,
-                cq_ctx,
-                ceq_id,
-                ceqe_mask: i.b("ceqe_mask"),
-                ring,
-                shadow_area_pa: i.u("shadow_area_pa"),
-                tph_en: i.b("tph_en"),
-                avoid_mem_cflct: i.b("avoid_mem_cflct"),
-                pasid_valid: i.b("pasid_valid"),
-                pasid: tri!(i.n("pasid")),
-            };
+            let c = inputs!(i, DestroyCq { cq_id, cq_size: size, cq_ctx, ceq_id, ring }
+                b [ceqe_mask tph_en avoid_mem_cflct pasid_valid] n [pasid] u [shadow_area_pa]);
             check_post(case, c, lim, none)
         }
         "ccq_destroy" => {
-            let c = DestroyCcq {
-                cq_size: size,
-                cq_ctx,
-                ceq_id,
-                ceqe_mask: i.b("ceqe_mask"),
-                shadow_area_pa: i.u("shadow_area_pa"),
-                tph_en: i.b("tph_en"),
-                avoid_mem_cflct: i.b("avoid_mem_cflct"),
-            };
+            let c = inputs!(i, DestroyCcq { cq_size: size, cq_ctx, ceq_id }
+                b [ceqe_mask tph_en avoid_mem_cflct] u [shadow_area_pa]);
             check_post(case, c, lim, none)
         }
         _ => {
-            let c = ModifyCq {
+            let c = inputs!(i, ModifyCq {
                 cq_id,
                 cq_ctx,
                 new_size: tri!(i.n("modify.cq_size")),
@@ -1191,16 +1061,10 @@ fn cq_ops(case: &Value, i: &In, op: &str, lim: Limits) -> Outcome {
                 new_first_pbl_index: tri!(i.n("modify.first_pm_pbl_idx")),
                 new_pbl_level: tri!(i.n("modify.pbl_chunk_size")),
                 new_virtual_map: i.b("modify.virtual_map"),
-                check_overflow: i.b("modify.check_overflow"),
-                ceqe_mask: i.b("ceqe_mask"),
-                tph_en: i.b("tph_en"),
-                tph_val: tri!(i.n("tph_val")),
-                avoid_mem_cflct: i.b("avoid_mem_cflct"),
-                pasid_valid: i.b("pasid_valid"),
-                pasid: tri!(i.n("pasid")),
                 vsi_idx: tri!(i.n("vsi.vsi_idx")),
-                shadow_area_pa: i.u("shadow_area_pa"),
-            };
+            } b "modify." [check_overflow]
+              b [ceqe_mask tph_en avoid_mem_cflct pasid_valid]
+              n [tph_val pasid] u [shadow_area_pa]);
             check_post(case, c, lim, none)
         }
     }
@@ -1219,26 +1083,35 @@ fn expect(out: &Value, fields: &[(&str, u64)]) -> Outcome {
     Outcome::Pass
 }
 
+/// A ring entry decoded for the ring's polarity (`decoded`), against the
+/// vendor's return: taken when both found it valid; else the case's outcome
+/// — both found it not valid (the vendor's -ENOENT) passes when the case's
+/// `unchanged` outputs (the ring's index and polarity) are as they were.
+fn valid_entry<T>(
+    case: &Value,
+    what: &str,
+    decoded: Option<T>,
+    unchanged: &[(&str, u64)],
+) -> Result<T, Outcome> {
+    match (decoded, case["ret"].as_i64().unwrap_or(0)) {
+        (Some(e), 0) => Ok(e),
+        (None, -2) => Err(expect(&case["outputs"], unchanged)),
+        (None, r) => Err(Outcome::Fail(format!("{what} not valid for the polarity; vendor {r}"))),
+        (Some(_), r) => Err(Outcome::Fail(format!("vendor ret {r}; we decoded the {what}"))),
+    }
+}
+
 fn decode_ccq(case: &Value, i: &In) -> Outcome {
     let w: [u64; 4] = arr(&words(&case["inputs"]["cqe_words"]));
     let pol = i.b("ccq.cq_uk.polarity");
-    let ret = case["ret"].as_i64().unwrap_or(0);
     let size = if i.has("ccq.cq_ring.size") { i.u("ccq.cq_ring.size") as u32 } else { 2050 };
-    let c = match (CcqCqe::decode(&w, pol), ret) {
-        (Some(c), 0) => c,
-        // ctrl.c: irdma_sc_ccq_get_cqe_info: valid bit != polarity is
-        // -ENOENT with nothing consumed.
-        (None, -2) => {
-            return expect(
-                &case["outputs"],
-                &[
-                    ("ccq.cq_ring.head(after)", i.u("ccq.cq_ring.head")),
-                    ("ccq.polarity(after)", pol as u64),
-                ],
-            );
-        }
-        (None, r) => return Outcome::Fail(format!("CQE not valid for the polarity; vendor {r}")),
-        (Some(_), r) => return Outcome::Fail(format!("vendor ret {r}; we decoded a CQE")),
+    // ctrl.c: irdma_sc_ccq_get_cqe_info: valid bit != polarity is -ENOENT
+    // with nothing consumed.
+    let unchanged =
+        [("ccq.cq_ring.head(after)", i.u("ccq.cq_ring.head")), ("ccq.polarity(after)", pol as u64)];
+    let c = match valid_entry(case, "CQE", CcqCqe::decode(&w, pol), &unchanged) {
+        Ok(c) => c,
+        Err(o) => return o,
     };
     let mut ring = RingConsumer { size, head: i.u("ccq.cq_ring.head") as u32, polarity: pol };
     let head = ring.advance();
@@ -1341,22 +1214,13 @@ fn aeqe_fields(prefix: &str, a: &Aeqe) -> Vec<(String, u64)> {
 fn decode_aeqe(case: &Value, i: &In) -> Outcome {
     let w: [u64; 2] = arr(&words(&case["inputs"]["aeqe_words"]));
     let pol = i.b("aeq.polarity");
-    let ret = case["ret"].as_i64().unwrap_or(0);
-    let a = match (Aeqe::decode(&w, pol), ret) {
-        (Some(a), 0) => a,
-        // ctrl.c: irdma_sc_get_next_aeqe: valid bit != polarity is -ENOENT
-        // with the tail and polarity unchanged.
-        (None, -2) => {
-            return expect(
-                &case["outputs"],
-                &[
-                    ("aeq.ring.tail(after)", i.u("aeq.ring.tail")),
-                    ("aeq.polarity(after)", pol as u64),
-                ],
-            );
-        }
-        (None, r) => return Outcome::Fail(format!("AEQE not valid for the polarity; vendor {r}")),
-        (Some(_), r) => return Outcome::Fail(format!("vendor ret {r}; we decoded an AEQE")),
+    // ctrl.c: irdma_sc_get_next_aeqe: valid bit != polarity is -ENOENT
+    // with the tail and polarity unchanged.
+    let unchanged =
+        [("aeq.ring.tail(after)", i.u("aeq.ring.tail")), ("aeq.polarity(after)", pol as u64)];
+    let a = match valid_entry(case, "AEQE", Aeqe::decode(&w, pol), &unchanged) {
+        Ok(a) => a,
+        Err(o) => return o,
     };
     let mut ring = RingConsumer {
         size: i.u("aeq.ring.size") as u32,

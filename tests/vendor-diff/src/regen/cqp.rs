@@ -36,7 +36,7 @@ use std::collections::BTreeMap;
 
 use serde_json::{Map, Value, json};
 
-use super::{Rederived, Written, h, h16};
+use super::{Rederived, Written, h, h16, hx};
 use crate::ctrl::{self, Cmd, CtrlCase, VendorCqp};
 use crate::rng::Rng;
 
@@ -106,40 +106,26 @@ fn describe(c: &CtrlCase) -> (&'static str, &'static str, Map<String, Value>) {
     let mut put = |k: &str, v: Value| {
         i.insert(k.into(), v);
     };
-    let hx = |v: u64| h(v, 1);
     put("hmc_obj[QP].max_cnt", c.qp_count.into());
     put("hmc_obj[CQ].max_cnt", c.cq_count.into());
     put("hmc_obj[PBLE].cnt", c.pble_count.into());
     let (op, builder) = match &c.cmd {
         Cmd::CreateQp(k) | Cmd::ModifyQp(k) | Cmd::DestroyQp(k) => {
-            put("qp_id", hx(k.qp_id.into()));
-            put("qp_type", k.qp_type.into());
-            put("virtual_map", k.virtual_map.into());
             put("hw_host_ctx_pa", hx(k.ctx_pa));
             put("shadow_area_pa", hx(k.shadow_pa));
+            put_fields!(put, k; hex [qp_id] dec [qp_type virtual_map]);
             match &c.cmd {
                 Cmd::DestroyQp(_) => {
-                    put("remove_hash_idx", k.remove_hash_idx.into());
-                    put("ignore_mw_bnd", k.ignore_mw_bnd.into());
+                    put_fields!(put, k; dec [remove_hash_idx ignore_mw_bnd]);
                     ("destroy_qp", "irdma_sc_qp_destroy")
                 }
                 _ => {
-                    put("ord_valid", k.ord_valid.into());
-                    put("tcp_ctx_valid", k.tcp_ctx_valid.into());
-                    put("cq_num_valid", k.cq_num_valid.into());
-                    put("arp_cache_idx_valid", k.arp_cache_idx_valid.into());
-                    put("mac_valid", k.mac_valid.into());
-                    put("force_lpb", k.force_lpb.into());
                     put("next_iwarp_state", k.next_state.into());
+                    put_fields!(put, k; dec [ord_valid tcp_ctx_valid cq_num_valid]
+                        dec [arp_cache_idx_valid mac_valid force_lpb]);
                     if let Cmd::ModifyQp(_) = c.cmd {
-                        put("cached_var_valid", k.cached_var_valid.into());
-                        put("mss_change", k.mss_change.into());
-                        put("remove_hash_idx", k.remove_hash_idx.into());
-                        put("reset_tcp_conn", k.reset_tcp_conn.into());
-                        put("dont_send_fin", k.dont_send_fin.into());
-                        put("dont_send_term", k.dont_send_term.into());
-                        put("new_mss", k.new_mss.into());
-                        put("termlen", k.termlen.into());
+                        put_fields!(put, k; dec [cached_var_valid mss_change remove_hash_idx]
+                            dec [reset_tcp_conn dont_send_fin dont_send_term new_mss termlen]);
                         ("modify_qp", "irdma_sc_qp_modify")
                     } else {
                         ("create_qp", "irdma_sc_qp_create")
@@ -148,125 +134,72 @@ fn describe(c: &CtrlCase) -> (&'static str, &'static str, Map<String, Value>) {
             }
         }
         Cmd::AllocStag(k) => {
-            put("total_len", hx(k.total_len));
-            put("first_pm_pbl_idx", hx(k.first_pm_pbl_idx));
-            put("chunk_size", k.chunk_size.into());
-            put("stag_idx", hx(k.stag_idx.into()));
-            put("page_size", hx(k.page_size.into()));
-            put("pd_id", hx(k.pd_id.into()));
-            put("access_rights", hx(k.access_rights.into()));
-            put("remote_access", k.remote_access.into());
-            put("use_hmc_fcn_index", k.use_hmc_fcn_index.into());
-            put("all_memory", k.all_memory.into());
-            put("placement_type", hx(0));
-            put("hmc_fcn_index", hx(k.hmc_fcn_index.into()));
+            put_fields!(put, k; hex [total_len first_pm_pbl_idx stag_idx page_size pd_id]
+                hex [access_rights hmc_fcn_index]
+                dec [chunk_size remote_access use_hmc_fcn_index all_memory]);
+            put("placement_type", hx(0u8));
             ("alloc_stag", "irdma_sc_alloc_stag")
         }
         Cmd::DeallocStag(k) => {
-            put("stag_idx", hx(k.stag_idx.into()));
-            put("pd_id", hx(k.pd_id.into()));
-            put("mr", k.mr.into());
+            put_fields!(put, k; hex [stag_idx pd_id] dec [mr]);
             put("skip_flush_markers", 0.into());
             ("dealloc_stag", "irdma_sc_dealloc_stag")
         }
         Cmd::RegMr(k) => {
-            put("reg_addr_pa", hx(k.reg_addr_pa));
-            put("va", hx(k.va));
-            put("total_len", hx(k.total_len));
-            put("page_size", hx(k.page_size.into()));
-            put("chunk_size", k.chunk_size.into());
-            put("first_pm_pbl_index", hx(k.first_pm_pbl_index.into()));
+            put_fields!(put, k; hex [reg_addr_pa va total_len page_size first_pm_pbl_index]
+                hex [stag_idx access_rights pd_id stag_key hmc_fcn_index]
+                dec [chunk_size use_hmc_fcn_index all_memory]);
             // type.h: IRDMA_ADDR_TYPE_ZERO_BASED 0, IRDMA_ADDR_TYPE_VA_BASED 1
             put("addr_type", u8::from(k.va_based != 0).into());
-            put("stag_idx", hx(k.stag_idx.into()));
-            put("access_rights", hx(k.access_rights.into()));
-            put("pd_id", hx(k.pd_id.into()));
-            put("stag_key", hx(k.stag_key.into()));
-            put("use_hmc_fcn_index", k.use_hmc_fcn_index.into());
-            put("hmc_fcn_index", hx(k.hmc_fcn_index.into()));
-            put("all_memory", k.all_memory.into());
-            put("remote_atomics_en", hx(0));
+            put("remote_atomics_en", hx(0u8));
             put("non_cached", 0.into());
-            put("placement_type", hx(0));
+            put("placement_type", hx(0u8));
             ("mr_reg_non_shared", "irdma_sc_mr_reg_non_shared")
         }
         Cmd::CreateCq(k) | Cmd::DestroyCq(k) => {
             put("hmc_fpm_misc.max_ceqs", k.max_ceqs.into());
             put("vsi.vsi_idx", k.vsi_idx.into());
             put("cq_sw_object_addr(@8 = addr>>1)", hx(CQ_OBJECT));
-            put("cq_id", hx(k.cq_id.into()));
-            put("cq_size", hx(k.cq_size.into()));
-            put("ceq_id", k.ceq_id.into());
-            put("ceq_id_valid", k.ceq_id_valid.into());
-            put("ceqe_mask", k.ceqe_mask.into());
-            put("virtual_map", k.virtual_map.into());
-            put("tph_en", k.tph_en.into());
-            put("avoid_mem_cflct", k.avoid_mem_cflct.into());
-            put("pasid_valid", 0.into());
-            put("pbl_chunk_size", k.pbl_chunk_size.into());
-            put("tph_val", hx(k.tph_val.into()));
-            put("first_pm_pbl_idx", hx(k.first_pm_pbl_idx.into()));
-            put("shadow_read_threshold", hx(k.shadow_read_threshold.into()));
-            put("pasid", hx(0));
-            put("cq_pa", hx(k.cq_pa));
             put("shadow_area_pa", hx(k.shadow_pa));
-            put("check_overflow", k.check_overflow.into());
+            put("pasid_valid", 0.into());
+            put("pasid", hx(0u8));
+            put_fields!(put, k; hex [cq_id cq_size tph_val first_pm_pbl_idx cq_pa]
+                hex [shadow_read_threshold]
+                dec [ceq_id ceq_id_valid ceqe_mask virtual_map tph_en avoid_mem_cflct]
+                dec [pbl_chunk_size check_overflow]);
             if let Cmd::CreateCq(_) = c.cmd {
                 ("cq_create", "irdma_sc_cq_create")
             } else {
                 ("cq_destroy", "irdma_sc_cq_destroy")
             }
         }
-        Cmd::CreateCeq(k) | Cmd::DestroyCeq(k) => {
-            put("hmc_fpm_misc.max_ceqs", k.max_ceqs.into());
-            put("vsi.vsi_idx", k.vsi_idx.into());
-            put("ceq_id", k.ceq_id.into());
-            put("elem_cnt", k.elem_cnt.into());
-            put("virtual_map", k.virtual_map.into());
-            put("pbl_chunk_size", k.pbl_chunk_size.into());
-            put("first_pm_pbl_idx", hx(k.first_pm_pbl_idx.into()));
-            put("tph_en", k.tph_en.into());
-            put("tph_val", hx(k.tph_val.into()));
-            put("itr_no_expire", k.itr_no_expire.into());
-            put("ceqe_pa", hx(k.pa));
-            put("pasid(sc_ceq field)", hx(0));
-            put("pasid_valid(sc_ceq field)", 0.into());
-            if let Cmd::CreateCeq(_) = c.cmd {
-                ("ceq_create", "irdma_sc_ceq_init+irdma_sc_ceq_create")
-            } else {
-                ("ceq_destroy", "irdma_sc_ceq_init+irdma_sc_ceq_destroy")
+        Cmd::CreateCeq(k) | Cmd::DestroyCeq(k) | Cmd::CreateAeq(k) | Cmd::DestroyAeq(k) => {
+            let aeq = matches!(c.cmd, Cmd::CreateAeq(_) | Cmd::DestroyAeq(_));
+            put(if aeq { "aeq_elem_pa" } else { "ceqe_pa" }, hx(k.pa));
+            put_fields!(put, k; hex [first_pm_pbl_idx] dec [elem_cnt virtual_map pbl_chunk_size]);
+            if !aeq {
+                put("hmc_fpm_misc.max_ceqs", k.max_ceqs.into());
+                put("vsi.vsi_idx", k.vsi_idx.into());
+                put_fields!(put, k; hex [tph_val] dec [ceq_id tph_en itr_no_expire]);
             }
-        }
-        Cmd::CreateAeq(k) | Cmd::DestroyAeq(k) => {
-            put("elem_cnt", k.elem_cnt.into());
-            put("virtual_map", k.virtual_map.into());
-            put("pbl_chunk_size", k.pbl_chunk_size.into());
-            put("first_pm_pbl_idx", hx(k.first_pm_pbl_idx.into()));
-            put("aeq_elem_pa", hx(k.pa));
-            put("pasid(sc_aeq field)", hx(0));
-            put("pasid_valid(sc_aeq field)", 0.into());
-            if let Cmd::CreateAeq(_) = c.cmd {
-                ("aeq_create", "irdma_sc_aeq_init+irdma_sc_aeq_create")
-            } else {
-                ("aeq_destroy", "irdma_sc_aeq_init+irdma_sc_aeq_destroy")
+            let q = if aeq { "aeq" } else { "ceq" };
+            put(&format!("pasid(sc_{q} field)"), hx(0u8));
+            put(&format!("pasid_valid(sc_{q} field)"), 0.into());
+            match c.cmd {
+                Cmd::CreateCeq(_) => ("ceq_create", "irdma_sc_ceq_init+irdma_sc_ceq_create"),
+                Cmd::DestroyCeq(_) => ("ceq_destroy", "irdma_sc_ceq_init+irdma_sc_ceq_destroy"),
+                Cmd::CreateAeq(_) => ("aeq_create", "irdma_sc_aeq_init+irdma_sc_aeq_create"),
+                _ => ("aeq_destroy", "irdma_sc_aeq_init+irdma_sc_aeq_destroy"),
             }
         }
         Cmd::Ah(k, op) => {
-            put("ah_idx", hx(k.ah_idx.into()));
-            put("pd_idx", hx(k.pd_idx.into()));
-            put("dst_arpindex", hx(k.dst_arpindex.into()));
             for n in 0..4 {
-                put(&format!("dest_ip_addr[{n}]"), hx(k.dest_ip_addr[n].into()));
-                put(&format!("src_ip_addr[{n}]"), hx(k.src_ip_addr[n].into()));
+                put(&format!("dest_ip_addr[{n}]"), hx(k.dest_ip_addr[n]));
+                put(&format!("src_ip_addr[{n}]"), hx(k.src_ip_addr[n]));
             }
-            put("flow_label", hx(k.flow_label.into()));
-            put("vlan_tag", hx(k.vlan_tag.into()));
-            put("insert_vlan_tag", k.insert_vlan_tag.into());
-            put("tc_tos", hx(k.tc_tos.into()));
-            put("hop_ttl", hx(k.hop_ttl.into()));
             put("mac_addr", mac(&k.mac_addr));
-            put("ipv4_valid", k.ipv4_valid.into());
-            put("do_lpbk", k.do_lpbk.into());
+            put_fields!(put, k; hex [ah_idx pd_idx dst_arpindex flow_label vlan_tag tc_tos hop_ttl]
+                dec [insert_vlan_tag ipv4_valid do_lpbk]);
             put("scratch", h16(SCRATCH));
             match op {
                 0 => ("create_ah", "irdma_sc_access_ah(op 0x1c)"),
@@ -276,14 +209,7 @@ fn describe(c: &CtrlCase) -> (&'static str, &'static str, Map<String, Value>) {
         }
         Cmd::Misc(k, op @ 0..=2) => {
             put("node_op", (*op).into());
-            put("id", hx(k.id.into()));
-            put("vsi", hx(k.vsi.into()));
-            put("parent_id", hx(k.parent_id.into()));
-            put("type_leaf", k.type_leaf.into());
-            put("enable", k.enable.into());
-            put("prio_type", hx(k.prio_type.into()));
-            put("tc", hx(k.tc.into()));
-            put("weight", hx(k.weight.into()));
+            put_fields!(put, k; hex [id vsi parent_id prio_type tc weight] dec [type_leaf enable]);
             ("ws_node", "irdma_sc_manage_ws_node")
         }
         Cmd::Misc(k, 3) => {
@@ -445,11 +371,17 @@ fn case_of(op: &str, i: &Value) -> Result<CtrlCase, String> {
             None => Ok(0),
         }
     };
-    // a value into the glue's C type, or not expressible
+    // a value into the glue's C type (named, or the field's), or not
+    // expressible
     macro_rules! fit {
         ($k:expr, $t:ty) => {{
+            let v: $t = fit!($k);
+            v
+        }};
+        ($k:expr) => {{
             let v = g($k)?;
-            <$t>::try_from(v).map_err(|_| format!("input {} wider than the glue's C type", $k))?
+            TryFrom::try_from(v)
+                .map_err(|_| format!("input {} wider than the glue's C type", $k))?
         }};
     }
     let count = |k: &str| -> Result<u32, String> {
@@ -458,30 +390,14 @@ fn case_of(op: &str, i: &Value) -> Result<CtrlCase, String> {
         if i.get(k).is_none() { Ok(u32::MAX) } else { Ok(fit!(k, u32)) }
     };
     let qp = || -> Result<ctrl::VdQpCmd, String> {
-        Ok(ctrl::VdQpCmd {
+        Ok(fit_fields!(fit, ctrl::VdQpCmd {
             ctx_pa: g("hw_host_ctx_pa")?,
             shadow_pa: g("shadow_area_pa")?,
-            qp_id: fit!("qp_id", u32),
-            new_mss: fit!("new_mss", u16),
-            qp_type: fit!("qp_type", u8),
-            virtual_map: fit!("virtual_map", u8),
-            next_state: fit!("next_iwarp_state", u8),
-            termlen: fit!("termlen", u8),
-            ord_valid: fit!("ord_valid", u8),
-            tcp_ctx_valid: fit!("tcp_ctx_valid", u8),
-            cached_var_valid: fit!("cached_var_valid", u8),
-            cq_num_valid: fit!("cq_num_valid", u8),
-            arp_cache_idx_valid: fit!("arp_cache_idx_valid", u8),
-            mac_valid: fit!("mac_valid", u8),
-            mss_change: fit!("mss_change", u8),
-            remove_hash_idx: fit!("remove_hash_idx", u8),
-            reset_tcp_conn: fit!("reset_tcp_conn", u8),
-            dont_send_fin: fit!("dont_send_fin", u8),
-            dont_send_term: fit!("dont_send_term", u8),
-            force_lpb: fit!("force_lpb", u8),
-            ignore_mw_bnd: fit!("ignore_mw_bnd", u8),
+            next_state: fit!("next_iwarp_state"),
             pad: [0; 7],
-        })
+        } [qp_id new_mss qp_type virtual_map termlen ord_valid tcp_ctx_valid cached_var_valid]
+          [cq_num_valid arp_cache_idx_valid mac_valid mss_change remove_hash_idx]
+          [reset_tcp_conn dont_send_fin dont_send_term force_lpb ignore_mw_bnd]))
     };
     let zero_only = |keys: &[&str]| -> Result<(), String> {
         for k in keys {
@@ -491,58 +407,39 @@ fn case_of(op: &str, i: &Value) -> Result<CtrlCase, String> {
         }
         Ok(())
     };
+    let max_ceqs = || -> Result<u32, String> {
+        if i.get("hmc_fpm_misc.max_ceqs").is_some() {
+            Ok(fit!("hmc_fpm_misc.max_ceqs"))
+        } else {
+            Ok(1024) // ctrl.c IRDMA_CEQ_MAX_COUNT
+        }
+    };
     let cq = || -> Result<ctrl::VdCqCmd, String> {
         zero_only(&["pasid_valid", "pasid"])?;
-        Ok(ctrl::VdCqCmd {
+        Ok(fit_fields!(fit, ctrl::VdCqCmd {
             cq_pa: g("cq_pa")?,
             shadow_pa: g("shadow_area_pa")?,
-            cq_id: if i.get("cq_id(override)").is_some() {
-                fit!("cq_id(override)", u32)
+            cq_id: fit!(if i.get("cq_id(override)").is_some() {
+                "cq_id(override)"
             } else {
-                fit!("cq_id", u32)
-            },
-            cq_size: fit!("cq_size", u32),
-            ceq_id: fit!("ceq_id", u32),
-            shadow_read_threshold: fit!("shadow_read_threshold", u32),
-            first_pm_pbl_idx: fit!("first_pm_pbl_idx", u32),
-            max_ceqs: if i.get("hmc_fpm_misc.max_ceqs").is_some() {
-                fit!("hmc_fpm_misc.max_ceqs", u32)
-            } else {
-                1024 // ctrl.c IRDMA_CEQ_MAX_COUNT
-            },
-            vsi_idx: fit!("vsi.vsi_idx", u16),
-            pbl_chunk_size: fit!("pbl_chunk_size", u8),
-            tph_val: fit!("tph_val", u8),
-            ceqe_mask: fit!("ceqe_mask", u8),
-            virtual_map: fit!("virtual_map", u8),
-            check_overflow: fit!("check_overflow", u8),
-            ceq_id_valid: fit!("ceq_id_valid", u8),
-            tph_en: fit!("tph_en", u8),
-            avoid_mem_cflct: fit!("avoid_mem_cflct", u8),
+                "cq_id"
+            }),
+            max_ceqs: max_ceqs()?,
+            vsi_idx: fit!("vsi.vsi_idx"),
             pad: [0; 4],
-        })
+        } [cq_size ceq_id shadow_read_threshold first_pm_pbl_idx pbl_chunk_size tph_val]
+          [ceqe_mask virtual_map check_overflow ceq_id_valid tph_en avoid_mem_cflct]))
     };
     let eq = |aeq: bool| -> Result<ctrl::VdEqCmd, String> {
         let sfx = if aeq { "(sc_aeq field)" } else { "(sc_ceq field)" };
         zero_only(&[&format!("pasid{sfx}"), &format!("pasid_valid{sfx}")])?;
-        Ok(ctrl::VdEqCmd {
+        Ok(fit_fields!(fit, ctrl::VdEqCmd {
             pa: g(if aeq { "aeq_elem_pa" } else { "ceqe_pa" })?,
-            elem_cnt: fit!("elem_cnt", u32),
-            ceq_id: fit!("ceq_id", u32),
-            first_pm_pbl_idx: fit!("first_pm_pbl_idx", u32),
-            max_ceqs: if i.get("hmc_fpm_misc.max_ceqs").is_some() {
-                fit!("hmc_fpm_misc.max_ceqs", u32)
-            } else {
-                1024
-            },
-            vsi_idx: fit!("vsi.vsi_idx", u16),
-            virtual_map: fit!("virtual_map", u8),
-            tph_en: fit!("tph_en", u8),
-            itr_no_expire: fit!("itr_no_expire", u8),
-            pbl_chunk_size: fit!("pbl_chunk_size", u8),
-            tph_val: fit!("tph_val", u8),
+            max_ceqs: max_ceqs()?,
+            vsi_idx: fit!("vsi.vsi_idx"),
             pad: 0,
-        })
+        } [elem_cnt ceq_id first_pm_pbl_idx virtual_map tph_en itr_no_expire]
+          [pbl_chunk_size tph_val]))
     };
     let cmd = match op {
         "create_qp" => Cmd::CreateQp(qp()?),
@@ -550,42 +447,24 @@ fn case_of(op: &str, i: &Value) -> Result<CtrlCase, String> {
         "destroy_qp" => Cmd::DestroyQp(qp()?),
         "alloc_stag" | "dealloc_stag" => {
             zero_only(&["placement_type", "skip_flush_markers"])?;
-            let k = ctrl::VdStagCmd {
+            let k = fit_fields!(fit, ctrl::VdStagCmd {
                 total_len: g("total_len")?,
                 first_pm_pbl_idx: g("first_pm_pbl_idx")?,
-                chunk_size: fit!("chunk_size", u32),
-                stag_idx: fit!("stag_idx", u32),
-                page_size: fit!("page_size", u32),
-                pd_id: fit!("pd_id", u32),
-                access_rights: fit!("access_rights", u16),
-                remote_access: fit!("remote_access", u8),
-                use_hmc_fcn_index: fit!("use_hmc_fcn_index", u8),
-                all_memory: fit!("all_memory", u8),
-                hmc_fcn_index: fit!("hmc_fcn_index", u8),
-                mr: fit!("mr", u8),
                 pad: 0,
-            };
+            } [chunk_size stag_idx page_size pd_id access_rights remote_access use_hmc_fcn_index]
+              [all_memory hmc_fcn_index mr]);
             if op == "alloc_stag" { Cmd::AllocStag(k) } else { Cmd::DeallocStag(k) }
         }
         "mr_reg_non_shared" => {
             zero_only(&["placement_type", "remote_atomics_en", "non_cached"])?;
-            Cmd::RegMr(ctrl::VdMrCmd {
+            Cmd::RegMr(fit_fields!(fit, ctrl::VdMrCmd {
                 reg_addr_pa: g("reg_addr_pa")?,
                 va: g("va")?,
                 total_len: g("total_len")?,
-                page_size: fit!("page_size", u32),
-                chunk_size: fit!("chunk_size", u32),
-                first_pm_pbl_index: fit!("first_pm_pbl_index", u32),
-                stag_idx: fit!("stag_idx", u32),
-                pd_id: fit!("pd_id", u32),
-                access_rights: fit!("access_rights", u16),
                 va_based: u8::from(g("addr_type")? == 1),
-                stag_key: fit!("stag_key", u8),
-                use_hmc_fcn_index: fit!("use_hmc_fcn_index", u8),
-                hmc_fcn_index: fit!("hmc_fcn_index", u8),
-                all_memory: fit!("all_memory", u8),
                 pad: [0; 5],
-            })
+            } [page_size chunk_size first_pm_pbl_index stag_idx pd_id access_rights stag_key]
+              [use_hmc_fcn_index hmc_fcn_index all_memory]))
         }
         "cq_create" => Cmd::CreateCq(cq()?),
         "cq_destroy" => Cmd::DestroyCq(cq()?),
@@ -606,22 +485,13 @@ fn case_of(op: &str, i: &Value) -> Result<CtrlCase, String> {
             for (n, p) in text.split(':').take(6).enumerate() {
                 mac[n] = u8::from_str_radix(p, 16).map_err(|_| "mac_addr".to_string())?;
             }
-            let k = ctrl::VdAhCmd {
-                pd_idx: fit!("pd_idx", u32),
-                dst_arpindex: fit!("dst_arpindex", u32),
+            let k = fit_fields!(fit, ctrl::VdAhCmd {
                 dest_ip_addr: ip("dest_ip_addr")?,
                 src_ip_addr: ip("src_ip_addr")?,
-                flow_label: fit!("flow_label", u32),
-                ah_idx: fit!("ah_idx", u32),
-                vlan_tag: fit!("vlan_tag", u16),
-                insert_vlan_tag: fit!("insert_vlan_tag", u8),
-                tc_tos: fit!("tc_tos", u8),
-                hop_ttl: fit!("hop_ttl", u8),
                 mac_addr: mac,
-                ipv4_valid: fit!("ipv4_valid", u8),
-                do_lpbk: fit!("do_lpbk", u8),
                 pad: [0; 6],
-            };
+            } [pd_idx dst_arpindex flow_label ah_idx vlan_tag insert_vlan_tag tc_tos hop_ttl]
+              [ipv4_valid do_lpbk]);
             Cmd::Ah(
                 k,
                 ["create_ah", "modify_ah", "destroy_ah"].iter().position(|o| *o == op).unwrap_or(0)
@@ -634,18 +504,8 @@ fn case_of(op: &str, i: &Value) -> Result<CtrlCase, String> {
             );
         }
         "ws_node" => Cmd::Misc(
-            ctrl::VdMiscCmd {
-                pa: 0,
-                id: fit!("id", u16),
-                vsi: fit!("vsi", u16),
-                parent_id: fit!("parent_id", u16),
-                type_leaf: fit!("type_leaf", u8),
-                enable: fit!("enable", u8),
-                prio_type: fit!("prio_type", u8),
-                tc: fit!("tc", u8),
-                weight: fit!("weight", u8),
-                hmc_fn_id: 0,
-            },
+            fit_fields!(fit, ctrl::VdMiscCmd { pa: 0, hmc_fn_id: 0 }
+                [id vsi parent_id type_leaf enable prio_type tc weight]),
             fit!("node_op", u32),
         ),
         "query_fpm_val" | "commit_fpm_val" => {

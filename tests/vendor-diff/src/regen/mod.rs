@@ -24,6 +24,45 @@ use std::path::Path;
 
 use serde_json::Value;
 
+/// Puts fields of `$k` into a case's inputs through `$put(key, value)`,
+/// each under its own name behind an optional key prefix: `dec [..]` as a
+/// JSON number, `hex [..]` as a `0x` string ([`hx`]).
+macro_rules! put_fields {
+    ($put:ident, $k:expr;) => {};
+    ($put:ident, $k:expr; dec $pre:literal [$($f:ident)*] $($rest:tt)*) => {
+        $($put(concat!($pre, stringify!($f)), $k.$f.into());)*
+        put_fields!($put, $k; $($rest)*)
+    };
+    ($put:ident, $k:expr; hex $pre:literal [$($f:ident)*] $($rest:tt)*) => {
+        $($put(concat!($pre, stringify!($f)), $crate::regen::hx($k.$f));)*
+        put_fields!($put, $k; $($rest)*)
+    };
+    ($put:ident, $k:expr; $how:ident [$($f:ident)*] $($rest:tt)*) => {
+        put_fields!($put, $k; $how "" [$($f)*] $($rest)*)
+    };
+}
+
+/// The struct `$T` read back from a case's inputs: the fields in braces as
+/// written, then groups of fields read through `$fit!(key)` (the input
+/// into the field's type, or why not) from the input of the field's own
+/// name behind an optional key prefix.
+macro_rules! fit_fields {
+    (@ $fit:ident, $($T:ident)::+ { $($acc:tt)* }) => {
+        $($T)::+ { $($acc)* }
+    };
+    (@ $fit:ident, $($T:ident)::+ { $($acc:tt)* } $pre:literal [$($g:ident)*] $($rest:tt)*) => {
+        fit_fields!(@ $fit, $($T)::+ {
+            $($acc)* $($g: $fit!(concat!($pre, stringify!($g))),)*
+        } $($rest)*)
+    };
+    (@ $fit:ident, $($T:ident)::+ { $($acc:tt)* } [$($g:ident)*] $($rest:tt)*) => {
+        fit_fields!(@ $fit, $($T)::+ { $($acc)* } "" [$($g)*] $($rest)*)
+    };
+    ($fit:ident, $($T:ident)::+ { $($f:ident $(: $e:expr)?),* $(,)? } $($groups:tt)*) => {
+        fit_fields!(@ $fit, $($T)::+ { $($f $(: $e)?,)* } $($groups)*)
+    };
+}
+
 mod aeqe;
 mod ccq;
 mod cqp;
@@ -156,6 +195,11 @@ pub(crate) fn num(v: &Value) -> Option<u64> {
 /// `"0x…"` with at least `digits` hex digits.
 pub(crate) fn h(v: u64, digits: usize) -> Value {
     Value::String(format!("0x{v:0digits$x}"))
+}
+
+/// `"0x…"` of any unsigned field (the inputs' hex form).
+pub(crate) fn hx(v: impl Into<u64>) -> Value {
+    h(v.into(), 1)
 }
 
 pub(crate) fn h8(v: u64) -> Value {

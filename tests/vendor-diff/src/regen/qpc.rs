@@ -18,7 +18,7 @@ use std::collections::BTreeMap;
 
 use serde_json::{Map, Value, json};
 
-use super::{Rederived, h, h16, num};
+use super::{Rederived, h, h16, hx, num};
 use crate::ctrl::VendorCqp;
 use crate::qpc::{self, VdQpc};
 use crate::rng::Rng;
@@ -55,74 +55,25 @@ fn vendor_ctx(cqp: &VendorCqp, k: &VdQpc) -> ([u64; 32], [u64; 4]) {
 /// The published input names of a context (the runner's `qp_setctx`).
 fn inputs(k: &VdQpc) -> Map<String, Value> {
     let mut m = Map::new();
-    let mut p = |key: &str, v: u64| {
-        m.insert(key.into(), h(v, 1));
+    let mut put = |key: &str, v: Value| {
+        m.insert(key.into(), v);
     };
-    p("qp.sq_pa", k.sq_pa);
-    p("qp.rq_pa", k.rq_pa);
-    p("qp.hw_sq_size", k.hw_sq_size.into());
-    p("qp.hw_rq_size", k.hw_rq_size.into());
-    p("qp.rq_wqe_size", k.rq_wqe_size.into());
-    p("qp.push_idx", k.push_idx.into());
-    p("qp.rcv_tph_en", k.rcv_tph_en.into());
-    p("qp.xmit_tph_en", k.xmit_tph_en.into());
-    p("qp.rq_tph_en", k.rq_tph_en.into());
-    p("qp.sq_tph_en", k.sq_tph_en.into());
-    p("qp.sq_tph_val", k.sq_tph_val.into());
-    p("qp.rq_tph_val", k.rq_tph_val.into());
-    p("qp.qs_handle", k.qs_handle.into());
-    p("send_cq_num", k.send_cq_num.into());
-    p("rcv_cq_num", k.rcv_cq_num.into());
-    p("stats_idx", k.stats_idx.into());
-    p("stats_idx_valid", k.stats_idx_valid.into());
-    p("qp_compl_ctx", k.qp_compl_ctx);
-    p("rem_endpoint_idx", k.rem_endpoint_idx.into());
-    p("roce.pd_id", k.pd_id.into());
-    p("roce.dctcp_en", k.dctcp_en.into());
-    p("roce.dcqcn_en", k.dcqcn_en.into());
-    p("roce.err_rq_idx_valid", k.err_rq_idx_valid.into());
-    p("roce.err_rq_idx", k.err_rq_idx.into());
-    p("roce.is_qp1", k.is_qp1.into());
-    p("roce.roce_tver", k.roce_tver.into());
-    p("roce.p_key", k.p_key.into());
-    p("roce.ack_credits", k.ack_credits.into());
-    p("roce.qkey", k.qkey.into());
-    p("roce.dest_qp", k.dest_qp.into());
-    p("roce.rtomin", k.rtomin.into());
-    p("roce.ord_size", k.ord_size.into());
-    p("roce.ird_size", k.ird_size.into());
-    p("roce.wr_rdresp_en", k.wr_rdresp_en.into());
-    p("roce.rd_en", k.rd_en.into());
-    p("roce.fast_reg_en", k.fast_reg_en.into());
-    p("roce.rcv_no_icrc", k.rcv_no_icrc.into());
-    p("roce.fw_cc_enable", k.fw_cc_enable.into());
-    p("roce.udprivcq_en", k.udprivcq_en.into());
-    p("roce.priv_mode_en", k.priv_mode_en.into());
-    p("roce.timely_en", k.timely_en.into());
-    p("roce.t_high", k.t_high.into());
-    p("roce.t_low", k.t_low.into());
-    p("udp.ipv4", k.ipv4.into());
-    p("udp.insert_vlan_tag", k.insert_vlan_tag.into());
-    p("udp.ttl", k.ttl.into());
-    p("udp.tos(before ECN forcing)", k.tos.into());
-    p("udp.src_port", k.src_port.into());
-    p("udp.dst_port", k.dst_port.into());
+    put_fields!(put, k;
+        hex "qp." [sq_pa rq_pa hw_sq_size hw_rq_size rq_wqe_size push_idx]
+        hex "qp." [rcv_tph_en xmit_tph_en rq_tph_en sq_tph_en sq_tph_val rq_tph_val qs_handle]
+        hex [send_cq_num rcv_cq_num stats_idx stats_idx_valid qp_compl_ctx rem_endpoint_idx]
+        hex "roce." [pd_id dctcp_en dcqcn_en err_rq_idx_valid err_rq_idx is_qp1 roce_tver]
+        hex "roce." [p_key ack_credits qkey dest_qp rtomin ord_size ird_size wr_rdresp_en]
+        hex "roce." [rd_en fast_reg_en rcv_no_icrc fw_cc_enable udprivcq_en priv_mode_en]
+        hex "roce." [timely_en t_high t_low]
+        hex "udp." [ipv4 insert_vlan_tag ttl src_port dst_port snd_mss vlan_tag arp_idx]
+        hex "udp." [flow_label psn_nxt lsn epsn psn_max psn_una cwnd rexmit_thresh]
+        hex "udp." [rnr_nak_thresh]);
+    put("udp.tos(before ECN forcing)", hx(k.tos));
     for i in 0..4 {
-        p(&format!("udp.dest_ip_addr[{i}]"), k.dest_ip_addr[i].into());
-        p(&format!("udp.local_ipaddr[{i}]"), k.local_ipaddr[i].into());
+        put(&format!("udp.dest_ip_addr[{i}]"), hx(k.dest_ip_addr[i]));
+        put(&format!("udp.local_ipaddr[{i}]"), hx(k.local_ipaddr[i]));
     }
-    p("udp.snd_mss", k.snd_mss.into());
-    p("udp.vlan_tag", k.vlan_tag.into());
-    p("udp.arp_idx", k.arp_idx.into());
-    p("udp.flow_label", k.flow_label.into());
-    p("udp.psn_nxt", k.psn_nxt.into());
-    p("udp.lsn", k.lsn.into());
-    p("udp.epsn", k.epsn.into());
-    p("udp.psn_max", k.psn_max.into());
-    p("udp.psn_una", k.psn_una.into());
-    p("udp.cwnd", k.cwnd.into());
-    p("udp.rexmit_thresh", k.rexmit_thresh.into());
-    p("udp.rnr_nak_thresh", k.rnr_nak_thresh.into());
     m.insert(
         "roce.mac_addr".into(),
         k.mac_addr.iter().map(|b| format!("{b:02x}")).collect::<Vec<_>>().join(":").into(),
@@ -140,9 +91,10 @@ fn qpc_of(i: &Value) -> Result<VdQpc, String> {
         return Err(format!("input {k} not carried by the harness's glue"));
     }
     let g = |k: &str| -> u64 { i.get(k).and_then(num).unwrap_or(0) };
+    // the input into the field's C type, or not expressible
     macro_rules! fit {
-        ($k:expr, $t:ty) => {
-            <$t>::try_from(g($k))
+        ($k:expr) => {
+            TryFrom::try_from(g($k))
                 .map_err(|_| format!("input {} wider than the glue's C type", $k))?
         };
     }
@@ -159,77 +111,27 @@ fn qpc_of(i: &Value) -> Result<VdQpc, String> {
         }
         Ok(a)
     };
-    Ok(VdQpc {
+    Ok(fit_fields!(fit, VdQpc {
         sq_pa: g("qp.sq_pa"),
         rq_pa: g("qp.rq_pa"),
         qp_compl_ctx: g("qp_compl_ctx"),
-        push_idx: if i.get("qp.push_idx").is_some() {
-            fit!("qp.push_idx", u32)
-        } else {
-            0xffff_ffff
-        },
-        send_cq_num: fit!("send_cq_num", u32),
-        rcv_cq_num: fit!("rcv_cq_num", u32),
-        rem_endpoint_idx: fit!("rem_endpoint_idx", u32),
-        qkey: fit!("roce.qkey", u32),
-        dest_qp: fit!("roce.dest_qp", u32),
-        pd_id: fit!("roce.pd_id", u32),
+        push_idx: if i.get("qp.push_idx").is_some() { fit!("qp.push_idx") } else { 0xffff_ffff },
         dest_ip_addr: ip("udp.dest_ip_addr")?,
         local_ipaddr: ip("udp.local_ipaddr")?,
-        snd_mss: fit!("udp.snd_mss", u32),
-        flow_label: fit!("udp.flow_label", u32),
-        psn_nxt: fit!("udp.psn_nxt", u32),
-        lsn: fit!("udp.lsn", u32),
-        epsn: fit!("udp.epsn", u32),
-        psn_max: fit!("udp.psn_max", u32),
-        psn_una: fit!("udp.psn_una", u32),
-        cwnd: fit!("udp.cwnd", u32),
-        qs_handle: fit!("qp.qs_handle", u16),
-        p_key: fit!("roce.p_key", u16),
-        err_rq_idx: fit!("roce.err_rq_idx", u16),
-        ord_size: fit!("roce.ord_size", u16),
-        ird_size: fit!("roce.ird_size", u16),
-        t_high: fit!("roce.t_high", u16),
-        t_low: fit!("roce.t_low", u16),
-        src_port: fit!("udp.src_port", u16),
-        dst_port: fit!("udp.dst_port", u16),
-        vlan_tag: fit!("udp.vlan_tag", u16),
-        arp_idx: fit!("udp.arp_idx", u16),
-        rq_wqe_size: fit!("qp.rq_wqe_size", u8),
-        hw_sq_size: fit!("qp.hw_sq_size", u8),
-        hw_rq_size: fit!("qp.hw_rq_size", u8),
-        sq_tph_val: fit!("qp.sq_tph_val", u8),
-        rq_tph_val: fit!("qp.rq_tph_val", u8),
-        stats_idx: fit!("stats_idx", u8),
-        roce_tver: fit!("roce.roce_tver", u8),
-        ack_credits: fit!("roce.ack_credits", u8),
-        err_rq_idx_valid: fit!("roce.err_rq_idx_valid", u8),
-        rtomin: fit!("roce.rtomin", u8),
-        ttl: fit!("udp.ttl", u8),
-        tos: fit!("udp.tos(before ECN forcing)", u8),
-        rexmit_thresh: fit!("udp.rexmit_thresh", u8),
-        rnr_nak_thresh: fit!("udp.rnr_nak_thresh", u8),
+        tos: fit!("udp.tos(before ECN forcing)"),
         mac_addr: mac,
-        sq_tph_en: fit!("qp.sq_tph_en", u8),
-        rq_tph_en: fit!("qp.rq_tph_en", u8),
-        rcv_tph_en: fit!("qp.rcv_tph_en", u8),
-        xmit_tph_en: fit!("qp.xmit_tph_en", u8),
-        stats_idx_valid: fit!("stats_idx_valid", u8),
-        is_qp1: fit!("roce.is_qp1", u8),
-        udprivcq_en: fit!("roce.udprivcq_en", u8),
-        dcqcn_en: fit!("roce.dcqcn_en", u8),
-        rcv_no_icrc: fit!("roce.rcv_no_icrc", u8),
-        wr_rdresp_en: fit!("roce.wr_rdresp_en", u8),
-        fast_reg_en: fit!("roce.fast_reg_en", u8),
-        priv_mode_en: fit!("roce.priv_mode_en", u8),
-        rd_en: fit!("roce.rd_en", u8),
-        timely_en: fit!("roce.timely_en", u8),
-        dctcp_en: fit!("roce.dctcp_en", u8),
-        fw_cc_enable: fit!("roce.fw_cc_enable", u8),
-        ipv4: fit!("udp.ipv4", u8),
-        insert_vlan_tag: fit!("udp.insert_vlan_tag", u8),
         pad: [0; 3],
-    })
+    } [send_cq_num rcv_cq_num rem_endpoint_idx] "roce." [qkey dest_qp pd_id]
+      "udp." [snd_mss flow_label psn_nxt lsn epsn psn_max psn_una cwnd]
+      "qp." [qs_handle] "roce." [p_key err_rq_idx ord_size ird_size t_high t_low]
+      "udp." [src_port dst_port vlan_tag arp_idx]
+      "qp." [rq_wqe_size hw_sq_size hw_rq_size sq_tph_val rq_tph_val] [stats_idx]
+      "roce." [roce_tver ack_credits err_rq_idx_valid rtomin]
+      "udp." [ttl rexmit_thresh rnr_nak_thresh]
+      "qp." [sq_tph_en rq_tph_en rcv_tph_en xmit_tph_en] [stats_idx_valid]
+      "roce." [is_qp1 udprivcq_en dcqcn_en rcv_no_icrc wr_rdresp_en fast_reg_en priv_mode_en]
+      "roce." [rd_en timely_en dctcp_en fw_cc_enable]
+      "udp." [ipv4 insert_vlan_tag]))
 }
 
 /// The case object of a context (`name` its `case`).
