@@ -667,60 +667,13 @@ impl Harness {
             return Tick::Stop;
         }
         let mut t = Tick::Idle;
-        let mut pause = 0;
         let seq = word32(&h, mailbox::MB_FAULT_SEQ);
         if seq != 0 && seq != self.last_fault {
             self.last_fault = seq;
             let arg = word32(&h, mailbox::MB_FAULT_ARG);
             let codes = word32(&h, mailbox::MB_FAULT_CODES);
-            let plan = host.device.faults();
-            let applied = match word32(&h, mailbox::MB_FAULT_KIND) {
-                mailbox::FAULT_CLEAR => {
-                    *plan = crate::FaultPlan::default();
-                    true
-                }
-                mailbox::FAULT_FAIL_CQP_OP => {
-                    plan.fail_cqp_op = Some((arg, (codes >> 16) as u16, codes as u16));
-                    true
-                }
-                mailbox::FAULT_DROP_CQP_COMPLETIONS => {
-                    plan.drop_cqp_completions = arg;
-                    true
-                }
-                mailbox::FAULT_LOSE_DOORBELLS => {
-                    plan.lose_doorbells = arg;
-                    true
-                }
-                mailbox::FAULT_FUNCTION_RESET => {
-                    host.device.reset();
-                    true
-                }
-                mailbox::FAULT_FAIL_WQE => {
-                    plan.fail_wqe = Some((arg, (codes >> 16) as u16, codes as u16));
-                    true
-                }
-                mailbox::FAULT_AQ_HANG => {
-                    plan.aq_hang_at = Some(arg);
-                    true
-                }
-                mailbox::FAULT_AQ_CRIT => {
-                    plan.aq_crit = true;
-                    true
-                }
-                mailbox::FAULT_AQ_FAIL_OPCODE => {
-                    plan.aq_fail_opcode = Some(((codes >> 16) as u16, codes as u16));
-                    true
-                }
-                mailbox::FAULT_AQ_RESET => {
-                    plan.aq_reset_at = Some(arg);
-                    true
-                }
-                mailbox::FAULT_PAUSE => {
-                    pause = arg.min(mailbox::PAUSE_MAX_US);
-                    true
-                }
-                _ => false,
-            };
+            let (applied, pause) =
+                apply_fault(host, word32(&h, mailbox::MB_FAULT_KIND), arg, codes);
             self.faults += applied as u64;
             host.bar().write32(self.at(mailbox::MB_FAULT_RESULT), !applied as u32);
             host.bar().write32(self.at(mailbox::MB_FAULT_ACK), seq);
@@ -741,6 +694,62 @@ impl Harness {
         }
         t
     }
+}
+
+/// [`Harness::service`]: the fault request of kind `kind` (argument `arg`,
+/// codes `codes`) applied to the device; whether it was known, and how long
+/// to pause (µs, `FAULT_PAUSE` only).
+fn apply_fault(host: &mut ShmHost, kind: u32, arg: u32, codes: u32) -> (bool, u32) {
+    let mut pause = 0;
+    let plan = host.device.faults();
+    let applied = match kind {
+        mailbox::FAULT_CLEAR => {
+            *plan = crate::FaultPlan::default();
+            true
+        }
+        mailbox::FAULT_FAIL_CQP_OP => {
+            plan.fail_cqp_op = Some((arg, (codes >> 16) as u16, codes as u16));
+            true
+        }
+        mailbox::FAULT_DROP_CQP_COMPLETIONS => {
+            plan.drop_cqp_completions = arg;
+            true
+        }
+        mailbox::FAULT_LOSE_DOORBELLS => {
+            plan.lose_doorbells = arg;
+            true
+        }
+        mailbox::FAULT_FUNCTION_RESET => {
+            host.device.reset();
+            true
+        }
+        mailbox::FAULT_FAIL_WQE => {
+            plan.fail_wqe = Some((arg, (codes >> 16) as u16, codes as u16));
+            true
+        }
+        mailbox::FAULT_AQ_HANG => {
+            plan.aq_hang_at = Some(arg);
+            true
+        }
+        mailbox::FAULT_AQ_CRIT => {
+            plan.aq_crit = true;
+            true
+        }
+        mailbox::FAULT_AQ_FAIL_OPCODE => {
+            plan.aq_fail_opcode = Some(((codes >> 16) as u16, codes as u16));
+            true
+        }
+        mailbox::FAULT_AQ_RESET => {
+            plan.aq_reset_at = Some(arg);
+            true
+        }
+        mailbox::FAULT_PAUSE => {
+            pause = arg.min(mailbox::PAUSE_MAX_US);
+            true
+        }
+        _ => false,
+    };
+    (applied, pause)
 }
 
 /// A size: decimal or 0x hex, with an optional K/M/G suffix.
