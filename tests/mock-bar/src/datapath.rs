@@ -871,6 +871,18 @@ impl Device {
     }
 }
 
+/// Responder, [`Device::accept_requests`]: frame `f` parsed and checked
+/// against the path of QP `q` it is addressed to.
+fn request_packet(f: &[u8], q: &Qp) -> Result<wire::Packet, wire::Drop> {
+    wire::parse(f).and_then(|p| {
+        wire::check_addressing(&p, &q.path)?;
+        if p.pkt.dest_qp != q.id {
+            return Err(wire::Drop::Qp);
+        }
+        Ok(p.pkt)
+    })
+}
+
 /// [`Device::receive_datagram`]: a UD packet `p` checked against its QP
 /// `q`; the source QPN, or why it is dropped.
 fn ud_check(p: &wire::Parsed, q: &Qp) -> Result<u32, wire::Drop> {
@@ -1832,14 +1844,7 @@ impl Device {
         let mut dup = false;
         let mut replay = None;
         for f in frames {
-            let r = wire::parse(f).and_then(|p| {
-                wire::check_addressing(&p, &q.path)?;
-                if p.pkt.dest_qp != qpn {
-                    return Err(wire::Drop::Qp);
-                }
-                Ok(p.pkt)
-            });
-            let p = match r {
+            let p = match request_packet(f, q) {
                 Ok(p) => p,
                 Err(why) => {
                     self.wire_drop(qpn, why);
