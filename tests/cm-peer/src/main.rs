@@ -402,15 +402,16 @@ fn peer(bar: ModelBar, mb: &Mailbox, nonce: u64) -> Result<(), String> {
     }
 }
 
-fn main() -> ExitCode {
-    let args: Vec<String> = std::env::args().skip(1).collect();
+/// The harness options (`--poll`, `--max-secs`, `--pcap`, `--warm`); the
+/// exit code when one is wrong.
+fn harness_opts(args: &[String]) -> Result<HarnessOpts, ExitCode> {
     let get = |k: &str| args.iter().position(|a| a == k).and_then(|i| args.get(i + 1));
     let mode = match get("--poll").map(String::as_str) {
         None | Some("hybrid") => PollMode::Hybrid,
         Some("spin") => PollMode::Spin,
         Some(m) => {
             eprintln!("mock-bar-cm: --poll {m}: spin or hybrid");
-            return ExitCode::from(2);
+            return Err(ExitCode::from(2));
         }
     };
     let max = match get("--max-secs").map(|s| s.parse::<u64>()) {
@@ -418,15 +419,23 @@ fn main() -> ExitCode {
         Some(Ok(n)) => n,
         Some(Err(_)) => {
             eprintln!("mock-bar-cm: --max-secs needs a number");
-            return ExitCode::from(2);
+            return Err(ExitCode::from(2));
         }
     };
-    let o = HarnessOpts {
+    Ok(HarnessOpts {
         mode,
         max: Duration::from_secs(max),
         pcap: get("--pcap").cloned(),
         warm: args.iter().any(|a| a == "--warm"),
         port: None,
+    })
+}
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let o = match harness_opts(&args) {
+        Ok(o) => o,
+        Err(code) => return code,
     };
     let Some(bar_path) = std::env::var_os("IRDMA_BAR_FILE") else {
         eprintln!("mock-bar-cm: IRDMA_BAR_FILE is not set (harness mode only)");
