@@ -181,7 +181,7 @@ fn resources<'d>(da: &'d Dev, db: &'d Dev) -> Result<(Verbs<'d>, Verbs<'d>), Box
     Ok((Verbs { pd: pa, cq: ca, qp: qa }, Verbs { pd: pb, cq: cb, qp: qb }))
 }
 
-/// Step 3, first half: the DMA memory, the source filled.
+/// Step 3, first half: the DMA memory, the source filled (`main` registers it).
 fn memory() -> Result<Memory, Box<dyn Error>> {
     step(3, "register memory: a source on A, a target and a receive buffer on B");
     let src = Dma::<FakeHal>::new(2, BufferDirection::Both)?;
@@ -189,22 +189,6 @@ fn memory() -> Result<Memory, Box<dyn Error>> {
     let data: Vec<u8> = (0..src.len()).map(|i| (i * 7 + 3) as u8).collect();
     check(src.write_bytes(0, &data), "fill the source")?;
     Ok(Memory { src, dst, data })
-}
-
-/// Step 3, second half: `src` registered on A, `dst` on B.
-///
-/// # Safety
-///
-/// `mem` must outlive the returned MRs (they do not borrow it).
-unsafe fn register<'d>(
-    (da, db): (&'d Dev, &'d Dev),
-    (a, b): (&Verbs<'d>, &Verbs<'d>),
-    mem: &Memory,
-) -> Result<Regions<'d>, Box<dyn Error>> {
-    // SAFETY: the caller keeps `mem` alive for the MRs' lifetime.
-    let (src_mr, dst_mr) = unsafe { (reg(da, &a.pd, &mem.src)?, reg(db, &b.pd, &mem.dst)?) };
-    println!("        A lkey {:#x}, B rkey {:#x}", src_mr.lkey(), dst_mr.rkey());
-    Ok(Regions { src: src_mr, dst: dst_mr })
 }
 
 /// Step 4: INIT -> RTR -> RTS, each QP towards the other.
@@ -342,7 +326,9 @@ fn main() -> Result<(), Box<dyn Error>> {
     let mem = memory()?;
     // SAFETY: `mem` is declared before the MRs, and the MRs are dropped in
     // `tear_down`, before `mem` is.
-    let mrs = unsafe { register((&da, &db), (&a, &b), &mem)? };
+    let mrs =
+        unsafe { Regions { src: reg(&da, &a.pd, &mem.src)?, dst: reg(&db, &b.pd, &mem.dst)? } };
+    println!("        A lkey {:#x}, B rkey {:#x}", mrs.src.lkey(), mrs.dst.rkey());
     connect_both(&mut a, &mut b)?;
     write(&mut a, &mem, &mrs)?;
     send(&mut a, &mut b, &mem, &mrs)?;
