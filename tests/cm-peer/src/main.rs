@@ -31,7 +31,7 @@ use std::time::{Duration, Instant};
 use irdma::cm::rdma_cm::{PortSpace, guid_from_mac};
 use irdma::cm::{
     AcceptParams, Cm, CmConfig, CmEvent, CmTiming, ConnId, ConnectParams, MadAddr, QP1_RECV_BYTES,
-    Qp1Transport,
+    Qp1Transport, ReqInfo,
 };
 use irdma::device::{Device, ProbeOptions};
 use irdma::lan::LanInfo;
@@ -197,6 +197,165 @@ fn ms() -> u64 {
     FakeHal::now().as_millis() as u64
 }
 
+/// The peer's state while it serves the guest (what [`peer`]'s loop steps
+/// share). Field order is drop order: the connection, then the CM, then
+/// QP1, as the locals they were.
+struct Peer<'d> {
+    conn: Option<Conn<'d>>,
+    cm: PeerCm,
+    t: T<'d>,
+    dev: &'d Dev,
+    mb: &'d Mailbox,
+    nonce: u64,
+    last_req: u32,
+    verified: u32,
+    closed: u32,
+}
+
+impl<'d> Peer<'d> {
+    /// One CM event at `now`.
+    fn on_event(&mut self, now: u64, ev: CmEvent) -> Result<(), String> {
+        match ev {
+            CmEvent::ConnectRequest { id, info } => self.accept(now, id, &info)?,
+            CmEvent::Established { .. } => println!("cm-peer: established (RTU)"),
+            CmEvent::Connected { id, params, .. } => {
+                let k = self
+                    .conn
+                    .as_mut()
+                    .filter(|k| k.id == Some(id))
+                    .ok_or("REP for no connection")?;
+                params.apply(&mut k.qp).map_err(|e| format!("active QP to RTS: {e:?}"))?;
+                self.cm.ready_to_use(id, &mut self.t).map_err(|e| format!("RTU: {e:?}"))?;
+                println!("cm-peer: connected to the guest (REP, RTU sent)");
+            }
+            CmEvent::Disconnected { id, timed_out } => self.disconnected(now, id, timed_out)?,
+            CmEvent::Rejected { reason, .. } => {
+                return Err(format!("the guest rejected us (reason {reason})"));
+            }
+            CmEvent::TimedOut { .. } => return Err("REQ/REP retries ran out".into()),
+            CmEvent::TimewaitExit { .. } => {}
+            // no UDP-port-space listener and no SIDR_REQ of ours
+            CmEvent::SidrRequest { .. }
+            | CmEvent::SidrResolved { .. }
+            | CmEvent::SidrRejected { .. } => return Err("a SIDR event".into()),
+            // `CmEvent` is `#[non_exhaustive]`: a kind this peer does
+            // not know is a failure, not something to skip silently
+            other => return Err(format!("an unexpected CM event: {other:?}")),
+        }
+        Ok(())
+    }
+
+    /// The guest's REQ: a connection of ours for it, accepted.
+    fn accept(&mut self, now: u64, id: ConnId, info: &ReqInfo) -> Result<(), String> {
+        if self.conn.is_some() {
+            return Err("a second connection while one is open".into());
+        }
+        let (cm, t) = (&mut self.cm, &mut self.t);
+        let mut k = Conn::new(self.dev, 1)?;
+        k.id = Some(id);
+        let pd = k.region_pdata();
+        let acc = k.accept_params(0x1234, &pd);
+        let p = cm.accept_params(id, &acc).map_err(|e| format!("accept_params: {e:?}"))?;
+        p.apply(&mut k.qp).map_err(|e| format!("passive QP to RTS: {e:?}"))?;
+        cm.accept(now, id, &acc, t).map_err(|e| format!("accept: {e:?}"))?;
+        println!(
+            "cm-peer: accepted a REQ from QP {} ({:?} port {})",
+            info.remote_qpn, info.peer.peer_ip, info.hdr.src_port
+        );
+        self.conn = Some(k);
+        Ok(())
+    }
+
+    /// A DREQ or DREP: the connection closes (its data must have arrived).
+    fn disconnected(&mut self, now: u64, id: ConnId, timed_out: bool) -> Result<(), String> {
+        let k =
+            self.conn.take().filter(|k| k.id == Some(id)).ok_or("DREQ/DREP for no connection")?;
+        if timed_out {
+            return Err("our DREQ was never answered".into());
+        }
+        // the guest's DREQ: answer it (a DREP to ours needs nothing)
+        let _ = self.cm.disconnect(now, id, &mut self.t);
+        if !k.verified {
+            return Err(format!("connection {} closed before its data arrived", k.which));
+        }
+        drop(k);
+        self.closed += 1;
+        self.mb.w32(c::MB_CM_CLOSED, self.closed);
+        println!("cm-peer: connection closed ({} so far)", self.closed);
+        Ok(())
+    }
+
+    /// The open connection's data checked once it arrived (and, when we
+    /// opened it, closed); whether anything happened.
+    fn check_conn(&mut self, now: u64) -> Result<bool, String> {
+        let mut busy = false;
+        let mb = self.mb;
+        if let Some(k) = self.conn.as_mut() {
+            // a failed check is a data error (the guest's line says so)
+            let checked = !k.verified
+                && k.check(self.nonce).inspect_err(|_| mb.w32(c::MB_CM_ERROR, c::CM_ERR_DATA))?;
+            if checked {
+                busy = true;
+                self.verified += 1;
+                mb.w32(c::MB_CM_VERIFIED, self.verified);
+                println!("cm-peer: connection {}: SEND and WRITE data checked", k.which);
+                if let (2, Some(id)) = (k.which, k.id) {
+                    // we opened it: we close it
+                    self.cm.disconnect(now, id, &mut self.t).map_err(|e| format!("DREQ: {e:?}"))?;
+                }
+            }
+            if k.since.elapsed() > Duration::from_secs(60) {
+                mb.w32(c::MB_CM_ERROR, c::CM_ERR_TIMEOUT);
+                return Err(format!("connection {} did not finish within 60 s", k.which));
+            }
+        }
+        Ok(busy)
+    }
+
+    /// A new guest request in the mailbox: we connect to the guest's port;
+    /// whether there was one.
+    fn guest_request(&mut self, now: u64) -> Result<bool, String> {
+        let mb = self.mb;
+        let seq = mb.r32(c::MB_CM_REQ_SEQ);
+        if seq == 0 || seq == self.last_req {
+            return Ok(false);
+        }
+        self.last_req = seq;
+        if mb.r32(c::MB_CM_REQ_KIND) != c::CM_REQ_CONNECT {
+            return Err(format!("unknown request kind {}", mb.r32(c::MB_CM_REQ_KIND)));
+        }
+        if self.conn.is_some() {
+            return Err("connect request while a connection is open".into());
+        }
+        let mac = mb.r64(c::MB_CM_GUEST_MAC).to_le_bytes();
+        let ip = mb.r32(c::MB_CM_GUEST_IP).to_le_bytes();
+        let mut k = Conn::new(self.dev, 2)?;
+        let pd = k.region_pdata();
+        let cp = ConnectParams {
+            src_port: 50000,
+            private_data: &pd,
+            ..ConnectParams::new(
+                MadAddr {
+                    peer_ip: IpAddr::V4(ip),
+                    local_ip: IpAddr::V4(c::CM_PEER_IP),
+                    peer_mac: [mac[0], mac[1], mac[2], mac[3], mac[4], mac[5]],
+                    vlan: None,
+                    hop_limit: 64,
+                    traffic_class: 0,
+                },
+                PortSpace::Tcp,
+                c::CM_GUEST_PORT,
+                k.qp.qp_num(),
+                0x4321,
+            )
+        };
+        k.id = Some(self.cm.connect(now, &cp, &mut self.t).map_err(|e| format!("connect: {e:?}"))?);
+        println!("cm-peer: REQ sent to the guest's port {}", c::CM_GUEST_PORT);
+        self.conn = Some(k);
+        Ok(true)
+    }
+}
+
 /// The peer's life: probe, QP1, listen, serve the guest until shutdown.
 fn peer(bar: ModelBar, mb: &Mailbox, nonce: u64) -> Result<(), String> {
     let lan = LanInfo::single_tc(0, 6, c::CM_PEER_MAC, 1500);
@@ -205,7 +364,7 @@ fn peer(bar: ModelBar, mb: &Mailbox, nonce: u64) -> Result<(), String> {
     let qbuf =
         Dma::<FakeHal>::new((16 * QP1_RECV_BYTES + 8 * 256).div_ceil(4096), BufferDirection::Both)
             .map_err(|e| format!("dma: {e:?}"))?;
-    let mut t: T<'_> = Qp1Transport::new(&dev, qbuf, 16, 8).map_err(|e| format!("QP1: {e:?}"))?;
+    let t: T<'_> = Qp1Transport::new(&dev, qbuf, 16, 8).map_err(|e| format!("QP1: {e:?}"))?;
     let mut cm = PeerCm::new(CmConfig {
         ca_guid: guid_from_mac(c::CM_PEER_MAC),
         hi_tid: 0x0c0c,
@@ -218,9 +377,8 @@ fn peer(bar: ModelBar, mb: &Mailbox, nonce: u64) -> Result<(), String> {
         .map_err(|e| format!("listen: {e:?}"))?;
     mb.w32(c::MB_CM_PEER, c::CM_PEER_READY);
     println!("cm-peer: ready, listening on port {}", c::CM_PEER_PORT);
-    let mut conn: Option<Conn<'_>> = None;
-    let mut last_req = 0u32;
-    let (mut verified, mut closed) = (0u32, 0u32);
+    let mut p =
+        Peer { conn: None, cm, t, dev: &dev, mb, nonce, last_req: 0, verified: 0, closed: 0 };
     loop {
         if mb.r32(c::MB_SHUTDOWN) != 0 {
             // The harness stops polling the devices now: destroying our
@@ -232,142 +390,28 @@ fn peer(bar: ModelBar, mb: &Mailbox, nonce: u64) -> Result<(), String> {
         }
         let now = ms();
         let mut busy = false;
-        while let Some(ev) = cm.poll(now, &mut t) {
+        while let Some(ev) = p.cm.poll(now, &mut p.t) {
             busy = true;
-            match ev {
-                CmEvent::ConnectRequest { id, info } => {
-                    if conn.is_some() {
-                        return Err("a second connection while one is open".into());
-                    }
-                    let mut k = Conn::new(&dev, 1)?;
-                    k.id = Some(id);
-                    let pd = k.region_pdata();
-                    let acc = k.accept_params(0x1234, &pd);
-                    let p =
-                        cm.accept_params(id, &acc).map_err(|e| format!("accept_params: {e:?}"))?;
-                    p.apply(&mut k.qp).map_err(|e| format!("passive QP to RTS: {e:?}"))?;
-                    cm.accept(now, id, &acc, &mut t).map_err(|e| format!("accept: {e:?}"))?;
-                    println!(
-                        "cm-peer: accepted a REQ from QP {} ({:?} port {})",
-                        info.remote_qpn, info.peer.peer_ip, info.hdr.src_port
-                    );
-                    conn = Some(k);
-                }
-                CmEvent::Established { .. } => println!("cm-peer: established (RTU)"),
-                CmEvent::Connected { id, params, .. } => {
-                    let k = conn
-                        .as_mut()
-                        .filter(|k| k.id == Some(id))
-                        .ok_or("REP for no connection")?;
-                    params.apply(&mut k.qp).map_err(|e| format!("active QP to RTS: {e:?}"))?;
-                    cm.ready_to_use(id, &mut t).map_err(|e| format!("RTU: {e:?}"))?;
-                    println!("cm-peer: connected to the guest (REP, RTU sent)");
-                }
-                CmEvent::Disconnected { id, timed_out } => {
-                    let k = conn
-                        .take()
-                        .filter(|k| k.id == Some(id))
-                        .ok_or("DREQ/DREP for no connection")?;
-                    if timed_out {
-                        return Err("our DREQ was never answered".into());
-                    }
-                    // the guest's DREQ: answer it (a DREP to ours needs nothing)
-                    let _ = cm.disconnect(now, id, &mut t);
-                    if !k.verified {
-                        return Err(format!(
-                            "connection {} closed before its data arrived",
-                            k.which
-                        ));
-                    }
-                    drop(k);
-                    closed += 1;
-                    mb.w32(c::MB_CM_CLOSED, closed);
-                    println!("cm-peer: connection closed ({closed} so far)");
-                }
-                CmEvent::Rejected { reason, .. } => {
-                    return Err(format!("the guest rejected us (reason {reason})"));
-                }
-                CmEvent::TimedOut { .. } => return Err("REQ/REP retries ran out".into()),
-                CmEvent::TimewaitExit { .. } => {}
-                // no UDP-port-space listener and no SIDR_REQ of ours
-                CmEvent::SidrRequest { .. }
-                | CmEvent::SidrResolved { .. }
-                | CmEvent::SidrRejected { .. } => return Err("a SIDR event".into()),
-                // `CmEvent` is `#[non_exhaustive]`: a kind this peer does
-                // not know is a failure, not something to skip silently
-                other => return Err(format!("an unexpected CM event: {other:?}")),
-            }
+            p.on_event(now, ev)?;
         }
-        if let Some(k) = conn.as_mut() {
-            // a failed check is a data error (the guest's line says so)
-            let checked = !k.verified
-                && k.check(nonce).inspect_err(|_| mb.w32(c::MB_CM_ERROR, c::CM_ERR_DATA))?;
-            if checked {
-                busy = true;
-                verified += 1;
-                mb.w32(c::MB_CM_VERIFIED, verified);
-                println!("cm-peer: connection {}: SEND and WRITE data checked", k.which);
-                if let (2, Some(id)) = (k.which, k.id) {
-                    // we opened it: we close it
-                    cm.disconnect(now, id, &mut t).map_err(|e| format!("DREQ: {e:?}"))?;
-                }
-            }
-            if k.since.elapsed() > Duration::from_secs(60) {
-                mb.w32(c::MB_CM_ERROR, c::CM_ERR_TIMEOUT);
-                return Err(format!("connection {} did not finish within 60 s", k.which));
-            }
-        }
-        let seq = mb.r32(c::MB_CM_REQ_SEQ);
-        if seq != 0 && seq != last_req {
-            last_req = seq;
-            busy = true;
-            if mb.r32(c::MB_CM_REQ_KIND) != c::CM_REQ_CONNECT {
-                return Err(format!("unknown request kind {}", mb.r32(c::MB_CM_REQ_KIND)));
-            }
-            if conn.is_some() {
-                return Err("connect request while a connection is open".into());
-            }
-            let mac = mb.r64(c::MB_CM_GUEST_MAC).to_le_bytes();
-            let ip = mb.r32(c::MB_CM_GUEST_IP).to_le_bytes();
-            let mut k = Conn::new(&dev, 2)?;
-            let pd = k.region_pdata();
-            let cp = ConnectParams {
-                src_port: 50000,
-                private_data: &pd,
-                ..ConnectParams::new(
-                    MadAddr {
-                        peer_ip: IpAddr::V4(ip),
-                        local_ip: IpAddr::V4(c::CM_PEER_IP),
-                        peer_mac: [mac[0], mac[1], mac[2], mac[3], mac[4], mac[5]],
-                        vlan: None,
-                        hop_limit: 64,
-                        traffic_class: 0,
-                    },
-                    PortSpace::Tcp,
-                    c::CM_GUEST_PORT,
-                    k.qp.qp_num(),
-                    0x4321,
-                )
-            };
-            k.id = Some(cm.connect(now, &cp, &mut t).map_err(|e| format!("connect: {e:?}"))?);
-            println!("cm-peer: REQ sent to the guest's port {}", c::CM_GUEST_PORT);
-            conn = Some(k);
-        }
+        busy |= p.check_conn(now)?;
+        busy |= p.guest_request(now)?;
         if !busy {
             std::thread::sleep(Duration::from_micros(200));
         }
     }
 }
 
-fn main() -> ExitCode {
-    let args: Vec<String> = std::env::args().skip(1).collect();
+/// The harness options (`--poll`, `--max-secs`, `--pcap`, `--warm`); the
+/// exit code when one is wrong.
+fn harness_opts(args: &[String]) -> Result<HarnessOpts, ExitCode> {
     let get = |k: &str| args.iter().position(|a| a == k).and_then(|i| args.get(i + 1));
     let mode = match get("--poll").map(String::as_str) {
         None | Some("hybrid") => PollMode::Hybrid,
         Some("spin") => PollMode::Spin,
         Some(m) => {
             eprintln!("mock-bar-cm: --poll {m}: spin or hybrid");
-            return ExitCode::from(2);
+            return Err(ExitCode::from(2));
         }
     };
     let max = match get("--max-secs").map(|s| s.parse::<u64>()) {
@@ -375,15 +419,23 @@ fn main() -> ExitCode {
         Some(Ok(n)) => n,
         Some(Err(_)) => {
             eprintln!("mock-bar-cm: --max-secs needs a number");
-            return ExitCode::from(2);
+            return Err(ExitCode::from(2));
         }
     };
-    let o = HarnessOpts {
+    Ok(HarnessOpts {
         mode,
         max: Duration::from_secs(max),
         pcap: get("--pcap").cloned(),
         warm: args.iter().any(|a| a == "--warm"),
         port: None,
+    })
+}
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let o = match harness_opts(&args) {
+        Ok(o) => o,
+        Err(code) => return code,
     };
     let Some(bar_path) = std::env::var_os("IRDMA_BAR_FILE") else {
         eprintln!("mock-bar-cm: IRDMA_BAR_FILE is not set (harness mode only)");

@@ -573,6 +573,43 @@ fn reassemble(pkts: &[wire::Packet], src_qpn: u32, mss: u32) -> Option<Request> 
     }
 }
 
+/// Responder: the packets that answer a message `pkts` (first PSN `first`)
+/// the responder executed with `resp`, at MSN `msn`.
+fn message_answer(
+    resp: &Response,
+    base: wire::Packet,
+    pkts: &[wire::Packet],
+    first: u32,
+    msn: u32,
+    mss: u32,
+) -> Vec<wire::Packet> {
+    let last = psn_add(first, pkts.len() as u32 - 1);
+    match resp {
+        Response::Ack => {
+            vec![wire::Packet { psn: last, aeth: Some((syndrome::ACK, msn)), ..base }]
+        }
+        Response::ReadData(d) => read_responses(&base, first, msn, d, mss),
+        r => {
+            let (syn, psn) = match r {
+                // the packet that needed a receive WQE: SEND First/Only,
+                // WRITE-with-immediate Last/Only (wire §4.4)
+                Response::RnrNak => {
+                    let at = if pkts[0].opcode == bop::SEND_FIRST || pkts.len() == 1 {
+                        first
+                    } else {
+                        last
+                    };
+                    (syndrome::RNR_NAK, at)
+                }
+                Response::NakAccess => (syndrome::NAK_ACCESS, first),
+                Response::NakInvalid => (syndrome::NAK_INVALID, first),
+                _ => (syndrome::NAK_OP, first),
+            };
+            vec![wire::Packet { psn, aeth: Some((syn, msn)), ..base }]
+        }
+    }
+}
+
 /// The READ responses carrying `data` from `psn` on, segmented at `mss`
 /// (wire §4.6): First/Middle/Last or one Only, AETH (ACK, `msn`) on all
 /// but Middle; an empty READ is one Only with no payload.
@@ -750,23 +787,7 @@ impl Device {
                 return Some(false);
             }
         };
-        let check = || {
-            let Some((qkey, src_qpn)) = p.pkt.deth else { return Err(wire::Drop::Malformed) };
-            if p.dport != wire::ROCE_PORT {
-                return Err(wire::Drop::Port);
-            }
-            if p.tver != 0 {
-                return Err(wire::Drop::Tver);
-            }
-            if !wire::pkey_match(p.pkey, q.path.pkey) {
-                return Err(wire::Drop::Pkey);
-            }
-            if qkey != q.qkey {
-                return Err(wire::Drop::Qkey);
-            }
-            Ok(src_qpn)
-        };
-        let src_qpn = match check() {
+        let src_qpn = match ud_check(&p, &q) {
             Ok(s) => s,
             Err(why) => {
                 if why == wire::Drop::Qkey {
@@ -780,42 +801,49 @@ impl Device {
             self.counters.ud_drops += 1;
             return Some(false);
         }
-        // wire §5.3: the GRH area
-        let ip = if p.vlan.is_some() { 18 } else { 14 };
-        let mut data = Vec::with_capacity(40 + p.pkt.payload.len());
-        if p.ipv4 {
-            data.extend_from_slice(&[0; 20]);
-            data.extend_from_slice(f.get(ip..ip + 20)?);
-        } else {
-            data.extend_from_slice(f.get(ip..ip + 40)?);
-        }
-        data.extend_from_slice(&p.pkt.payload);
-        let Some(words) = self.rq_wqe(&q) else {
-            self.counters.ud_drops += 1;
+        let data = ud_grh_and_payload(f, &p)?;
+        if !self.ud_place(&q, &data) {
             return Some(false);
+        }
+        self.ud_complete(&q, &p, data.len(), src_qpn);
+        Some(true)
+    }
+
+    /// [`Self::receive_datagram`]: `data` placed into the next receive WQE;
+    /// `false` when it could not be (counted, or the QP went down).
+    fn ud_place(&mut self, q: &Qp, data: &[u8]) -> bool {
+        let Some(words) = self.rq_wqe(q) else {
+            self.counters.ud_drops += 1;
+            return false;
         };
         let frags = match wqe::decode_rq(&words) {
             Ok(f) => f,
             Err(_) => {
                 self.counters.invalid_wqes += 1;
                 self.qp_fatal(q.id, ae::WQE_UNEXPECTED_OPCODE, ae::SRC_RQ, q.rq_head);
-                return Some(false);
+                return false;
             }
         };
         let cap: u64 = frags.iter().map(|f| f.len as u64).sum();
         if data.len() as u64 > cap {
             self.counters.ud_drops += 1;
-            return Some(false);
+            return false;
         }
-        if let Err(code) = self.scatter(q.pd, &frags, &data) {
+        if let Err(code) = self.scatter(q.pd, &frags, data) {
             self.qp_fatal(q.id, code, ae::SRC_RQ, q.rq_head);
-            return Some(false);
+            return false;
         }
+        true
+    }
+
+    /// [`Self::receive_datagram`]: the receive WQE consumed and its
+    /// completion (with the UD extension) posted.
+    fn ud_complete(&mut self, q: &Qp, p: &wire::Parsed, len: usize, src_qpn: u32) {
         let idx = q.rq_head;
-        self.consume_rq(q.id, idx, data.len() as u64);
+        self.consume_rq(q.id, idx, len as u64);
         let imm = p.pkt.imm.map(u64::from);
         let main = Cqe {
-            payload_len: data.len() as u32,
+            payload_len: len as u32,
             ctx: q.compl_ctx,
             inv_stag: src_qpn,
             qp_id: q.id,
@@ -840,8 +868,54 @@ impl Device {
         ]);
         let ext = Cqe::ext_ud_words(imm, smac, p.vlan, false);
         self.post_cqe_ext(q.rx_cq, main, ext, p.pkt.se);
-        Some(true)
     }
+}
+
+/// Responder, [`Device::accept_requests`]: frame `f` parsed and checked
+/// against the path of QP `q` it is addressed to.
+fn request_packet(f: &[u8], q: &Qp) -> Result<wire::Packet, wire::Drop> {
+    wire::parse(f).and_then(|p| {
+        wire::check_addressing(&p, &q.path)?;
+        if p.pkt.dest_qp != q.id {
+            return Err(wire::Drop::Qp);
+        }
+        Ok(p.pkt)
+    })
+}
+
+/// [`Device::receive_datagram`]: a UD packet `p` checked against its QP
+/// `q`; the source QPN, or why it is dropped.
+fn ud_check(p: &wire::Parsed, q: &Qp) -> Result<u32, wire::Drop> {
+    let Some((qkey, src_qpn)) = p.pkt.deth else { return Err(wire::Drop::Malformed) };
+    if p.dport != wire::ROCE_PORT {
+        return Err(wire::Drop::Port);
+    }
+    if p.tver != 0 {
+        return Err(wire::Drop::Tver);
+    }
+    if !wire::pkey_match(p.pkey, q.path.pkey) {
+        return Err(wire::Drop::Pkey);
+    }
+    if qkey != q.qkey {
+        return Err(wire::Drop::Qkey);
+    }
+    Ok(src_qpn)
+}
+
+/// [`Device::receive_datagram`]: what a UD receive places, the GRH area
+/// (from frame `f`) and then the payload.
+fn ud_grh_and_payload(f: &[u8], p: &wire::Parsed) -> Option<Vec<u8>> {
+    // wire §5.3: the GRH area
+    let ip = if p.vlan.is_some() { 18 } else { 14 };
+    let mut data = Vec::with_capacity(40 + p.pkt.payload.len());
+    if p.ipv4 {
+        data.extend_from_slice(&[0; 20]);
+        data.extend_from_slice(f.get(ip..ip + 20)?);
+    } else {
+        data.extend_from_slice(f.get(ip..ip + 40)?);
+    }
+    data.extend_from_slice(&p.pkt.payload);
+    Some(data)
 }
 
 /// QPTYPE values the model executes (spec control-path §4.3.4).
@@ -1254,40 +1328,8 @@ impl Device {
                 return;
             }
             let idx = q.sq_tail;
-            // spec data-path §1.10 chunk rule: a WQE never crosses an
-            // 8-quanta boundary (max_hw_sq_chunk = 8); software pads with
-            // NOPs instead
-            let quanta = match wqe::sq_quanta(hdr).and_then(|n| {
-                if idx % 8 + n > 8 {
-                    Err(wqe::WqeError::CrossesChunk { start: idx, quanta: n })
-                } else {
-                    Ok(n)
-                }
-            }) {
-                Ok(n) if idx + n <= q.sq_quanta => n,
-                _ => {
-                    self.invalid_sq_wqe(qpn, idx);
-                    return;
-                }
-            };
-            let mut words = Vec::with_capacity(quanta as usize * 4);
-            for i in 0..quanta as u64 * 4 {
-                match self
-                    .queue_addr(q.sq, idx as u64 * 32 + i * 8)
-                    .map(|pa| crate::mem::read_u64(&*self.mem, pa))
-                {
-                    Some(Ok(v)) => words.push(v),
-                    Some(Err(f)) => {
-                        self.dma_fault(f);
-                        self.qp_fatal(qpn, ae::LCE_QP_CATASTROPHIC, ae::SRC_SQ, idx);
-                        return;
-                    }
-                    None => {
-                        self.qp_fatal(qpn, ae::LCE_QP_CATASTROPHIC, ae::SRC_SQ, idx);
-                        return;
-                    }
-                }
-            }
+            let Some(quanta) = self.sq_wqe_quanta(qpn, &q, hdr, idx) else { return };
+            let Some(words) = self.read_sq_wqe(qpn, &q, idx, quanta) else { return };
             let w = match wqe::decode_sq(&words) {
                 Ok(w) => w,
                 Err(_) => {
@@ -1308,68 +1350,121 @@ impl Device {
                 self.exec_sq(&q, &w, peers)
             };
             match outcome {
-                Outcome::Stall => {
-                    let Some(qm) = self.qps.get_mut(&qpn) else { return };
-                    qm.rnr_count = qm.rnr_count.saturating_add(1);
-                    qm.stalled = true;
-                    self.counters.rnr_naks += 1;
-                    if q.rnr_retry != 7 && qm.rnr_count > q.rnr_retry {
-                        qm.stalled = false;
-                        self.qp_fatal(qpn, ae::LLP_TOO_MANY_RNRS, ae::SRC_SQ, idx);
-                    }
-                    return;
-                }
+                Outcome::Stall => return self.sq_stall(qpn, &q, idx),
                 Outcome::Fatal(code) => {
                     if self.faults.error_cqe_on_fatal {
                         // the failing WQE's own error CQE: major 0xFFFE
                         // (IRDMA_SRQFLUSH_RSVD_MAJOR_ERR), minor = AE code
                         // (spec data-path §5.5)
-                        self.counters.sq_wqes += 1;
-                        self.advance_sq(qpn, quanta);
-                        let c = Cqe {
-                            op: w.opcode,
-                            sq: true,
-                            ..Cqe::error(q.compl_ctx, qpn, (0xFFFE, code), idx)
-                        };
-                        self.post_cqe(q.tx_cq, c.words(), false);
+                        self.sq_error_cqe(qpn, &q, &w, (idx, quanta), (0xFFFE, code));
                     }
                     self.qp_fatal(qpn, code, ae::SRC_SQ, idx);
                     return;
                 }
                 Outcome::Error(major, minor) => {
-                    self.counters.sq_wqes += 1;
-                    self.advance_sq(qpn, quanta);
-                    let c = Cqe {
-                        op: w.opcode,
-                        sq: true,
-                        ..Cqe::error(q.compl_ctx, qpn, (major, minor), idx)
-                    };
-                    self.post_cqe(q.tx_cq, c.words(), false);
+                    self.sq_error_cqe(qpn, &q, &w, (idx, quanta), (major, minor));
                     self.qp_fatal(qpn, ae::LCE_QP_CATASTROPHIC, ae::SRC_SQ, idx);
                     return;
                 }
-                Outcome::Done => {
-                    self.counters.sq_wqes += 1;
-                    self.advance_sq(qpn, quanta);
-                    if w.signaled {
-                        let c = Cqe {
-                            ctx: q.compl_ctx,
-                            qp_id: qpn,
-                            wqe_idx: idx,
-                            op: w.opcode,
-                            sq: true,
-                            ..Cqe::default()
-                        };
-                        if let Some(delta) = self.faults.stray_sq_cqe.take() {
-                            let moved =
-                                (i64::from(idx) + delta).rem_euclid(q.sq_quanta.max(1).into());
-                            let stray = Cqe { wqe_idx: moved as u32, ..c };
-                            self.post_cqe(q.tx_cq, stray.words(), false);
-                        }
-                        self.post_cqe(q.tx_cq, c.words(), false);
-                    }
+                Outcome::Done => self.sq_done(qpn, &q, &w, idx, quanta),
+            }
+        }
+    }
+
+    /// [`Self::process_sq`]: the quanta of the WQE at `idx` (header `hdr`),
+    /// or `None` after a malformed one was handled.
+    fn sq_wqe_quanta(&mut self, qpn: u32, q: &Qp, hdr: u64, idx: u32) -> Option<u32> {
+        // spec data-path §1.10 chunk rule: a WQE never crosses an
+        // 8-quanta boundary (max_hw_sq_chunk = 8); software pads with
+        // NOPs instead
+        match wqe::sq_quanta(hdr).and_then(|n| {
+            if idx % 8 + n > 8 {
+                Err(wqe::WqeError::CrossesChunk { start: idx, quanta: n })
+            } else {
+                Ok(n)
+            }
+        }) {
+            Ok(n) if idx + n <= q.sq_quanta => Some(n),
+            _ => {
+                self.invalid_sq_wqe(qpn, idx);
+                None
+            }
+        }
+    }
+
+    /// [`Self::process_sq`]: the words of the WQE at `idx`, or `None` after
+    /// a read that failed took the QP down.
+    fn read_sq_wqe(&mut self, qpn: u32, q: &Qp, idx: u32, quanta: u32) -> Option<Vec<u64>> {
+        let mut words = Vec::with_capacity(quanta as usize * 4);
+        for i in 0..quanta as u64 * 4 {
+            match self
+                .queue_addr(q.sq, idx as u64 * 32 + i * 8)
+                .map(|pa| crate::mem::read_u64(&*self.mem, pa))
+            {
+                Some(Ok(v)) => words.push(v),
+                Some(Err(f)) => {
+                    self.dma_fault(f);
+                    self.qp_fatal(qpn, ae::LCE_QP_CATASTROPHIC, ae::SRC_SQ, idx);
+                    return None;
+                }
+                None => {
+                    self.qp_fatal(qpn, ae::LCE_QP_CATASTROPHIC, ae::SRC_SQ, idx);
+                    return None;
                 }
             }
+        }
+        Some(words)
+    }
+
+    /// [`Self::process_sq`]: the peer answered RNR NAK; the WQE waits, or
+    /// the QP goes down once the RNR retries are spent.
+    fn sq_stall(&mut self, qpn: u32, q: &Qp, idx: u32) {
+        let Some(qm) = self.qps.get_mut(&qpn) else { return };
+        qm.rnr_count = qm.rnr_count.saturating_add(1);
+        qm.stalled = true;
+        self.counters.rnr_naks += 1;
+        if q.rnr_retry != 7 && qm.rnr_count > q.rnr_retry {
+            qm.stalled = false;
+            self.qp_fatal(qpn, ae::LLP_TOO_MANY_RNRS, ae::SRC_SQ, idx);
+        }
+    }
+
+    /// [`Self::process_sq`]: the WQE at `idx` (`quanta` long) is consumed
+    /// and completes with error `(major, minor)`.
+    fn sq_error_cqe(
+        &mut self,
+        qpn: u32,
+        q: &Qp,
+        w: &wqe::SqWqe,
+        (idx, quanta): (u32, u32),
+        (major, minor): (u16, u16),
+    ) {
+        self.counters.sq_wqes += 1;
+        self.advance_sq(qpn, quanta);
+        let c = Cqe { op: w.opcode, sq: true, ..Cqe::error(q.compl_ctx, qpn, (major, minor), idx) };
+        self.post_cqe(q.tx_cq, c.words(), false);
+    }
+
+    /// [`Self::process_sq`]: the WQE at `idx` (`quanta` long) is done; its
+    /// CQE when signaled (and a stray one first, when the fault plan asks).
+    fn sq_done(&mut self, qpn: u32, q: &Qp, w: &wqe::SqWqe, idx: u32, quanta: u32) {
+        self.counters.sq_wqes += 1;
+        self.advance_sq(qpn, quanta);
+        if w.signaled {
+            let c = Cqe {
+                ctx: q.compl_ctx,
+                qp_id: qpn,
+                wqe_idx: idx,
+                op: w.opcode,
+                sq: true,
+                ..Cqe::default()
+            };
+            if let Some(delta) = self.faults.stray_sq_cqe.take() {
+                let moved = (i64::from(idx) + delta).rem_euclid(q.sq_quanta.max(1).into());
+                let stray = Cqe { wqe_idx: moved as u32, ..c };
+                self.post_cqe(q.tx_cq, stray.words(), false);
+            }
+            self.post_cqe(q.tx_cq, c.words(), false);
         }
     }
 
@@ -1432,95 +1527,110 @@ impl Device {
                 };
                 self.transmit(q, req, peers)
             }
-            SqOp::Read { remote_addr, rkey, sges, local_invalidate } => {
-                // spec control-path §8: AE 0x0205 RDMA_READ_WHILE_ORD_ZERO
-                if q.ord == 0 {
-                    return Outcome::Fatal(ae::RDMA_READ_WHILE_ORD_ZERO);
-                }
-                // check the sinks before asking the peer
-                let len: u64 = sges.iter().map(|f| f.len as u64).sum();
-                if let Err(code) = self.check_frags(q.pd, sges, rights::LOCAL_WRITE) {
-                    return Outcome::Fatal(code);
-                }
-                let req = Request::Read { src_qpn: q.id, addr: *remote_addr, rkey: *rkey, len };
-                match self.transmit_raw(q, req, peers) {
-                    Ok(Response::ReadData(data)) => {
-                        if let Err(code) = self.scatter(q.pd, sges, &data) {
-                            return Outcome::Fatal(code);
-                        }
-                        if let Some(f) = sges.first().filter(|_| *local_invalidate)
-                            && let Err(code) = self.invalidate(f.stag, q.pd)
-                        {
-                            return Outcome::Fatal(code);
-                        }
-                        Outcome::Done
-                    }
-                    Ok(r) => Self::nak_outcome(r),
-                    Err(o) => o,
-                }
-            }
+            SqOp::Read { .. } => self.exec_read(q, &w.op, peers),
             SqOp::LocalInvalidate { stag } => match self.invalidate(*stag, q.pd) {
                 Ok(()) => Outcome::Done,
                 Err(code) => Outcome::Fatal(code),
             },
-            SqOp::FastRegister {
-                key,
-                index,
-                va,
-                len,
-                first_pble,
-                pbl_level,
-                page_size,
-                rights,
-                va_based,
-            } => {
-                if !q.fastreg {
-                    return Outcome::Fatal(ae::PRIV_OPERATION_DENIED);
-                }
-                let slot = self.stag_slot(*index);
-                let pble_cnt = self.fpm.as_ref().map_or(0, |l| l.cnt[hmc::PBLE]);
-                let Some(s) = self.stags.get_mut(&slot) else {
-                    return Outcome::Fatal(ae::AMP_UNALLOCATED_STAG);
-                };
-                if s.index != *index {
-                    return Outcome::Fatal(ae::AMP_BAD_STAG_INDEX);
-                }
-                if s.valid || s.is_mw {
-                    return Outcome::Fatal(ae::AMP_INVALID_STAG);
-                }
-                if s.pd != q.pd {
-                    return Outcome::Fatal(ae::AMP_BAD_PD);
-                }
-                let pbl = match pbl_level {
-                    1 => Pbl::Level1(*first_pble),
-                    3 => Pbl::Level2(*first_pble),
-                    _ => return Outcome::Fatal(ae::WQE_UNEXPECTED_OPCODE),
-                };
-                let ps = match page_size {
-                    0 => 4096,
-                    1 => 2 << 20,
-                    2 => 1 << 30,
-                    _ => return Outcome::Fatal(ae::WQE_UNEXPECTED_OPCODE),
-                };
-                if *first_pble as u64 >= pble_cnt {
-                    return Outcome::Fatal(ae::AMP_BOUNDS_VIOLATION);
-                }
-                s.key = Some(*key);
-                s.va = *va;
-                s.len = *len;
-                s.va_based = *va_based;
-                s.rights = *rights;
-                s.page_size = ps;
-                s.pbl = pbl;
-                s.valid = true;
-                Outcome::Done
-            }
+            SqOp::FastRegister { .. } => self.exec_fast_register(q, &w.op),
             SqOp::BindMw { .. } | SqOp::FetchAdd { .. } | SqOp::CompareSwap { .. } => {
                 // memory windows and atomics are not modelled (no atomics
                 // feature on GEN_2 by default)
                 Outcome::Fatal(ae::WQE_UNEXPECTED_OPCODE)
             }
         }
+    }
+
+    /// [`Self::exec_sq`]: an RDMA READ (the dispatcher calls this for
+    /// [`SqOp::Read`] only).
+    fn exec_read(&mut self, q: &Qp, op: &SqOp, peers: &mut dyn Peers) -> Outcome {
+        let SqOp::Read { remote_addr, rkey, sges, local_invalidate } = op else {
+            return Outcome::Fatal(ae::WQE_UNEXPECTED_OPCODE);
+        };
+        // spec control-path §8: AE 0x0205 RDMA_READ_WHILE_ORD_ZERO
+        if q.ord == 0 {
+            return Outcome::Fatal(ae::RDMA_READ_WHILE_ORD_ZERO);
+        }
+        // check the sinks before asking the peer
+        let len: u64 = sges.iter().map(|f| f.len as u64).sum();
+        if let Err(code) = self.check_frags(q.pd, sges, rights::LOCAL_WRITE) {
+            return Outcome::Fatal(code);
+        }
+        let req = Request::Read { src_qpn: q.id, addr: *remote_addr, rkey: *rkey, len };
+        match self.transmit_raw(q, req, peers) {
+            Ok(Response::ReadData(data)) => {
+                if let Err(code) = self.scatter(q.pd, sges, &data) {
+                    return Outcome::Fatal(code);
+                }
+                if let Some(f) = sges.first().filter(|_| *local_invalidate)
+                    && let Err(code) = self.invalidate(f.stag, q.pd)
+                {
+                    return Outcome::Fatal(code);
+                }
+                Outcome::Done
+            }
+            Ok(r) => Self::nak_outcome(r),
+            Err(o) => o,
+        }
+    }
+
+    /// [`Self::exec_sq`]: a fast-register WQE (the dispatcher calls this
+    /// for [`SqOp::FastRegister`] only).
+    fn exec_fast_register(&mut self, q: &Qp, op: &SqOp) -> Outcome {
+        let SqOp::FastRegister {
+            key,
+            index,
+            va,
+            len,
+            first_pble,
+            pbl_level,
+            page_size,
+            rights,
+            va_based,
+        } = op
+        else {
+            return Outcome::Fatal(ae::WQE_UNEXPECTED_OPCODE);
+        };
+        if !q.fastreg {
+            return Outcome::Fatal(ae::PRIV_OPERATION_DENIED);
+        }
+        let slot = self.stag_slot(*index);
+        let pble_cnt = self.fpm.as_ref().map_or(0, |l| l.cnt[hmc::PBLE]);
+        let Some(s) = self.stags.get_mut(&slot) else {
+            return Outcome::Fatal(ae::AMP_UNALLOCATED_STAG);
+        };
+        if s.index != *index {
+            return Outcome::Fatal(ae::AMP_BAD_STAG_INDEX);
+        }
+        if s.valid || s.is_mw {
+            return Outcome::Fatal(ae::AMP_INVALID_STAG);
+        }
+        if s.pd != q.pd {
+            return Outcome::Fatal(ae::AMP_BAD_PD);
+        }
+        let pbl = match pbl_level {
+            1 => Pbl::Level1(*first_pble),
+            3 => Pbl::Level2(*first_pble),
+            _ => return Outcome::Fatal(ae::WQE_UNEXPECTED_OPCODE),
+        };
+        let ps = match page_size {
+            0 => 4096,
+            1 => 2 << 20,
+            2 => 1 << 30,
+            _ => return Outcome::Fatal(ae::WQE_UNEXPECTED_OPCODE),
+        };
+        if *first_pble as u64 >= pble_cnt {
+            return Outcome::Fatal(ae::AMP_BOUNDS_VIOLATION);
+        }
+        s.key = Some(*key);
+        s.va = *va;
+        s.len = *len;
+        s.va_based = *va_based;
+        s.rights = *rights;
+        s.page_size = ps;
+        s.pbl = pbl;
+        s.valid = true;
+        Outcome::Done
     }
 
     fn nak_outcome(r: Response) -> Outcome {
@@ -1734,14 +1844,7 @@ impl Device {
         let mut dup = false;
         let mut replay = None;
         for f in frames {
-            let r = wire::parse(f).and_then(|p| {
-                wire::check_addressing(&p, &q.path)?;
-                if p.pkt.dest_qp != qpn {
-                    return Err(wire::Drop::Qp);
-                }
-                Ok(p.pkt)
-            });
-            let p = match r {
+            let p = match request_packet(f, q) {
                 Ok(p) => p,
                 Err(why) => {
                     self.wire_drop(qpn, why);
@@ -1867,38 +1970,66 @@ impl Device {
             return None;
         };
         if !matches!(q.state, qps::RTR | qps::RTS | qps::SQD) || q.dest_qp != src_qpn {
-            // a QP not connected to the sender: invalid request (model), the
-            // NAK addressed back along the request's own path
-            let p = wire::parse(frames.first()?).ok()?;
-            let path = wire::Path {
-                src_mac: p.dst_mac,
-                dst_mac: p.src_mac,
-                vlan: p.vlan,
-                ipv4: p.ipv4,
-                ttl: 64,
-                src_ip: p.dst_ip,
-                dst_ip: p.src_ip,
-                sport: 0xC000,
-                dport: wire::ROCE_PORT,
-                pkey: p.pkey,
-                ..wire::Path::default()
-            };
-            let nak = wire::Packet {
-                opcode: bop::ACK,
-                dest_qp: src_qpn,
-                psn: p.pkt.psn,
-                aeth: Some((syndrome::NAK_INVALID, q.msn)),
-                ..wire::Packet::default()
-            };
-            return Some((Response::NakInvalid, self.emit(&path, &[nak])));
+            return self.nak_not_connected(&q, src_qpn, frames);
         }
         // no way back without an ARP entry (RTR needs one; defensive)
         let mac = self.arp.get(&q.arp_idx).copied()?;
         let mut path = q.path.clone();
         path.dst_mac = mac_bytes(mac);
         let base = wire::Packet { opcode: bop::ACK, dest_qp: q.dest_qp, ..wire::Packet::default() };
-        let pkts = match self.accept_requests(&q, frames) {
-            Rx::Message(p) => p,
+        match self.accept_requests(&q, frames) {
+            Rx::Message(pkts) => self.execute_message(qpn, src_qpn, &q, &path, base, &pkts),
+            rx => self.answer_without_message(qpn, &q, &path, &base, rx),
+        }
+    }
+
+    /// Responder, [`Self::receive`]: frames for a QP not connected to the
+    /// sender.
+    fn nak_not_connected(
+        &mut self,
+        q: &Qp,
+        src_qpn: u32,
+        frames: &[Vec<u8>],
+    ) -> Option<(Response, Vec<Vec<u8>>)> {
+        // a QP not connected to the sender: invalid request (model), the
+        // NAK addressed back along the request's own path
+        let p = wire::parse(frames.first()?).ok()?;
+        let path = wire::Path {
+            src_mac: p.dst_mac,
+            dst_mac: p.src_mac,
+            vlan: p.vlan,
+            ipv4: p.ipv4,
+            ttl: 64,
+            src_ip: p.dst_ip,
+            dst_ip: p.src_ip,
+            sport: 0xC000,
+            dport: wire::ROCE_PORT,
+            pkey: p.pkey,
+            ..wire::Path::default()
+        };
+        let nak = wire::Packet {
+            opcode: bop::ACK,
+            dest_qp: src_qpn,
+            psn: p.pkt.psn,
+            aeth: Some((syndrome::NAK_INVALID, q.msn)),
+            ..wire::Packet::default()
+        };
+        Some((Response::NakInvalid, self.emit(&path, &[nak])))
+    }
+
+    /// Responder, [`Self::receive`]: the answer when the frames made no
+    /// whole message (a gap, duplicates, a mid-message AckReq, a READ
+    /// replay, an invalid request, or nothing). [`Rx::Message`] is the
+    /// caller's ([`Self::execute_message`]) and never comes here.
+    fn answer_without_message(
+        &mut self,
+        qpn: u32,
+        q: &Qp,
+        path: &wire::Path,
+        base: &wire::Packet,
+        rx: Rx,
+    ) -> Option<(Response, Vec<Vec<u8>>)> {
+        match rx {
             Rx::Gap(epsn) => {
                 // wire §4.4/§4.7: NAK 0x60 with the expected PSN, current MSN
                 self.counters.seq_naks += 1;
@@ -1908,21 +2039,21 @@ impl Device {
                     aeth: Some((syndrome::NAK_PSN_SEQ, msn)),
                     ..base.clone()
                 };
-                return Some((Response::NakSeq(epsn), self.emit(&path, &[nak])));
+                Some((Response::NakSeq(epsn), self.emit(path, &[nak])))
             }
             Rx::Duplicate => {
-                let q = self.qps.get(&qpn).unwrap_or(&q).clone();
+                let q = self.qps.get(&qpn).unwrap_or(q).clone();
                 let ack = wire::Packet {
                     psn: psn_add(q.epsn, 0xFF_FFFF),
                     aeth: Some((syndrome::ACK, q.msn)),
                     ..base.clone()
                 };
-                return Some((Response::Ack, self.emit(&path, &[ack])));
+                Some((Response::Ack, self.emit(path, &[ack])))
             }
             Rx::AckMid(psn) => {
                 let msn = self.qps.get(&qpn).map_or(q.msn, |x| x.msn);
                 let ack = wire::Packet { psn, aeth: Some((syndrome::ACK, msn)), ..base.clone() };
-                return Some((Response::Ack, self.emit(&path, &[ack])));
+                Some((Response::Ack, self.emit(path, &[ack])))
             }
             Rx::ReplayRead(r) => {
                 // re-read from memory now (as rxe does); a region that has
@@ -1937,22 +2068,35 @@ impl Device {
                     got.ok()?
                 };
                 let msn = self.qps.get(&qpn).map_or(q.msn, |x| x.msn);
-                let out = read_responses(&base, r.psn, msn, &data, q.mss);
+                let out = read_responses(base, r.psn, msn, &data, q.mss);
                 self.counters.retransmitted += out.len() as u64;
-                return Some((Response::ReadData(data), self.emit(&path, &out)));
+                Some((Response::ReadData(data), self.emit(path, &out)))
             }
-            Rx::Invalid(psn) => return Some(self.invalid_request(&q, &path, &base, psn)),
-            Rx::Nothing => return None,
-        };
+            Rx::Invalid(psn) => Some(self.invalid_request(q, path, base, psn)),
+            Rx::Nothing | Rx::Message(_) => None,
+        }
+    }
+
+    /// Responder, [`Self::receive`]: a whole message reassembled, executed,
+    /// the QP's ePSN/MSN (and READ history) advanced and the answer sent.
+    fn execute_message(
+        &mut self,
+        qpn: u32,
+        src_qpn: u32,
+        q: &Qp,
+        path: &wire::Path,
+        base: wire::Packet,
+        pkts: &[wire::Packet],
+    ) -> Option<(Response, Vec<Vec<u8>>)> {
         let first = pkts.first()?.psn;
-        let Some(req) = reassemble(&pkts, src_qpn, q.mss) else {
+        let Some(req) = reassemble(pkts, src_qpn, q.mss) else {
             // wire §4.1/§4.4: a length error (or a RETH length that is not
             // the message's) is an invalid request, found when the message
             // is whole: NAK 0x61 with the message's first PSN
             if let Some(qm) = self.qps.get_mut(&qpn) {
                 qm.epsn = first;
             }
-            return Some(self.invalid_request(&q, &path, &base, first));
+            return Some(self.invalid_request(q, path, &base, first));
         };
         let saved = match &req {
             Request::Read { addr, rkey, len, .. } => Some(SavedRead {
@@ -1969,7 +2113,6 @@ impl Device {
             _ => pkts.len() as u32,
         };
         let resp = self.respond(qpn, req);
-        let last = psn_add(first, pkts.len() as u32 - 1);
         let msn = if matches!(resp, Response::Ack | Response::ReadData(_)) {
             (q.msn + 1) & 0xFF_FFFF
         } else {
@@ -1990,31 +2133,8 @@ impl Device {
                 qm.reads.push(r);
             }
         }
-        let out = match &resp {
-            Response::Ack => {
-                vec![wire::Packet { psn: last, aeth: Some((syndrome::ACK, msn)), ..base }]
-            }
-            Response::ReadData(d) => read_responses(&base, first, msn, d, q.mss),
-            r => {
-                let (syn, psn) = match r {
-                    // the packet that needed a receive WQE: SEND First/Only,
-                    // WRITE-with-immediate Last/Only (wire §4.4)
-                    Response::RnrNak => {
-                        let at = if pkts[0].opcode == bop::SEND_FIRST || pkts.len() == 1 {
-                            first
-                        } else {
-                            last
-                        };
-                        (syndrome::RNR_NAK, at)
-                    }
-                    Response::NakAccess => (syndrome::NAK_ACCESS, first),
-                    Response::NakInvalid => (syndrome::NAK_INVALID, first),
-                    _ => (syndrome::NAK_OP, first),
-                };
-                vec![wire::Packet { psn, aeth: Some((syn, msn)), ..base }]
-            }
-        };
-        let back = self.emit(&path, &out);
+        let out = message_answer(&resp, base, pkts, first, msn, q.mss);
+        let back = self.emit(path, &out);
         Some((resp, back))
     }
 

@@ -664,16 +664,7 @@ impl Device {
             return;
         }
         if self.cfg.mode == Mode::Deferred {
-            match off {
-                regs::CCQPHIGH => self.ccqphigh = v,
-                regs::CCQPLOW => self.ccqplow = v,
-                regs::CCQPSTATUS => self.ccqpstatus = v,
-                regs::CQPTAIL if v == 0 => self.cqptail_err = false,
-                _ if off >= regs::BAR_SIZE || !off.is_multiple_of(4) => {}
-                _ => {
-                    self.other_regs.insert(off, v);
-                }
-            }
+            self.deferred_write(off, v);
             return;
         }
         match off {
@@ -690,43 +681,9 @@ impl Device {
                     c.tail = (v & 0x7FF) % c.size;
                 }
             }
-            regs::CQPDB => {
-                if self.faults.take_lost_doorbell() {
-                    self.counters.lost_doorbells += 1;
-                    return;
-                }
-                if self.faults.cqp_delay_polls > 0 {
-                    self.delayed_cqpdb = Some((self.faults.cqp_delay_polls, v));
-                    return;
-                }
-                self.cqp_doorbell(v)
-            }
-            regs::PFHMC_PDINV => {
-                // spec control-path §1 table, §3.6:
-                // PMSDIDX [11:0], PMSDPARTSEL [15] (1 for a PF), PMPDIDX
-                // [24:16]. Linux writes PD entries (and PDINV) before the
-                // UPDATE_PE_SDS that programs the SD, so a PDINV for an SD
-                // not programmed yet invalidates nothing and is fine.
-                let (sd, part, pd) = (v & 0xFFF, v >> 15 & 1, v >> 16 & 0x1FF);
-                if part != 1 {
-                    self.counters.bad_doorbells += 1;
-                } else {
-                    self.sds.invalidate_pd(&*self.mem, sd as u64, pd as u64);
-                }
-                self.other_regs.insert(off, v);
-            }
-            regs::WQEALLOC => {
-                if self.faults.take_lost_doorbell() {
-                    self.counters.lost_doorbells += 1;
-                    return;
-                }
-                if self.faults.late_sq_doorbells > 0 {
-                    self.faults.late_sq_doorbells -= 1;
-                    self.late_sq.push(v & 0xF_FFFF);
-                    return;
-                }
-                self.sq_doorbell(v & 0xF_FFFF, peers)
-            }
+            regs::CQPDB => self.cqpdb_written(v),
+            regs::PFHMC_PDINV => self.pdinv_written(off, v),
+            regs::WQEALLOC => self.wqealloc_written(v, peers),
             regs::CQARM => self.cq_arm(v & 0x7_FFFF),
             regs::CQACK => self.cq_ack(v & 0x7_FFFF),
             regs::AEQALLOC => {
@@ -745,6 +702,66 @@ impl Device {
                 self.other_regs.insert(off, v);
             }
         }
+    }
+
+    /// [`Self::mmio_write32_with`] in deferred mode: the write is latched,
+    /// acted on later.
+    fn deferred_write(&mut self, off: u32, v: u32) {
+        match off {
+            regs::CCQPHIGH => self.ccqphigh = v,
+            regs::CCQPLOW => self.ccqplow = v,
+            regs::CCQPSTATUS => self.ccqpstatus = v,
+            regs::CQPTAIL if v == 0 => self.cqptail_err = false,
+            _ if off >= regs::BAR_SIZE || !off.is_multiple_of(4) => {}
+            _ => {
+                self.other_regs.insert(off, v);
+            }
+        }
+    }
+
+    /// [`Self::mmio_write32_with`]: the CQP doorbell (unless the fault plan
+    /// loses or delays it).
+    fn cqpdb_written(&mut self, v: u32) {
+        if self.faults.take_lost_doorbell() {
+            self.counters.lost_doorbells += 1;
+            return;
+        }
+        if self.faults.cqp_delay_polls > 0 {
+            self.delayed_cqpdb = Some((self.faults.cqp_delay_polls, v));
+            return;
+        }
+        self.cqp_doorbell(v)
+    }
+
+    /// [`Self::mmio_write32_with`]: PFHMC_PDINV invalidates a PD entry.
+    fn pdinv_written(&mut self, off: u32, v: u32) {
+        // spec control-path §1 table, §3.6:
+        // PMSDIDX [11:0], PMSDPARTSEL [15] (1 for a PF), PMPDIDX
+        // [24:16]. Linux writes PD entries (and PDINV) before the
+        // UPDATE_PE_SDS that programs the SD, so a PDINV for an SD
+        // not programmed yet invalidates nothing and is fine.
+        let (sd, part, pd) = (v & 0xFFF, v >> 15 & 1, v >> 16 & 0x1FF);
+        if part != 1 {
+            self.counters.bad_doorbells += 1;
+        } else {
+            self.sds.invalidate_pd(&*self.mem, sd as u64, pd as u64);
+        }
+        self.other_regs.insert(off, v);
+    }
+
+    /// [`Self::mmio_write32_with`]: the SQ doorbell (unless the fault plan
+    /// loses it or holds it back).
+    fn wqealloc_written(&mut self, v: u32, peers: &mut dyn crate::datapath::Peers) {
+        if self.faults.take_lost_doorbell() {
+            self.counters.lost_doorbells += 1;
+            return;
+        }
+        if self.faults.late_sq_doorbells > 0 {
+            self.faults.late_sq_doorbells -= 1;
+            self.late_sq.push(v & 0xF_FFFF);
+            return;
+        }
+        self.sq_doorbell(v & 0xF_FFFF, peers)
     }
 
     /// Deferred mode: acts on latched register values and sweeps every live

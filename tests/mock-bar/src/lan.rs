@@ -573,6 +573,15 @@ pub struct Firmware {
 /// buffer and datalen (None = buffer and datalen untouched).
 type CmdResult = Result<Option<usize>, u16>;
 
+/// A checked switch rule of an ADD/UPDATE_SW_RULES command, applied once
+/// all rules of the command passed their checks.
+enum RuleOp {
+    /// A lookup rule at this offset of the buffer.
+    Lookup(usize, Rule),
+    /// A VSI list, its VSIs, and whether they are set (or cleared).
+    List(u16, Vec<u16>, bool),
+}
+
 fn u16_at(b: &[u8], o: usize) -> u16 {
     b.get(o..o + 2).map_or(0, |s| u16::from_le_bytes([s[0], s[1]]))
 }
@@ -1130,107 +1139,20 @@ impl Firmware {
     /// request buffer (sized datalen; zeros when firmware does not read it).
     fn command(&mut self, op: u16, d: &mut [u8; 32], buf: &mut [u8]) -> CmdResult {
         match op {
-            opc::GET_VER => {
-                // spec §2.2
-                put32(d, 16, self.cfg.rom_ver);
-                put32(d, 20, self.cfg.fw_build);
-                d[24..28].copy_from_slice(&self.cfg.fw_ver);
-                d[28..32].copy_from_slice(&self.cfg.api_ver);
-                Ok(None)
-            }
-            opc::DRIVER_VER => {
-                // spec §2.3: bytes 16–19 major/minor/build/subbuild, the
-                // buffer an ASCII name. Model choice (the spec is silent on
-                // errors): an empty or non-ASCII name is EINVAL.
-                if buf.is_empty() || buf.iter().any(|b| !b.is_ascii()) {
-                    return Err(rc::EINVAL);
-                }
-                let mut v = [0u8; 4];
-                v.copy_from_slice(&d[16..20]);
-                self.driver_version = Some((v, buf.to_vec()));
-                Ok(None)
-            }
-            opc::SET_PORT_PARAMS => {
-                // spec §5 step 11 names the command and its bad-frame VSI
-                // and double-VLAN settings, no layout: the model records
-                // bytes 16–22 and checks nothing else (model choice), except
-                // that a bad-frame VSI (bytes 18–19, low 10 bits) other than
-                // 0 must exist (EINVAL).
-                let vsi = u16_at(d, 18) & 0x3FF;
-                if vsi != 0 && !self.vsis.contains_key(&vsi) {
-                    return Err(rc::EINVAL);
-                }
-                let mut p = [0u8; 7];
-                p.copy_from_slice(&d[16..23]);
-                self.port_params = Some(p);
-                Ok(None)
-            }
+            opc::GET_VER => self.get_ver(d),
+            opc::DRIVER_VER => self.driver_ver(d, buf),
+            opc::SET_PORT_PARAMS => self.set_port_params(d),
             opc::Q_SHUTDOWN | opc::STOP_LLDP => Ok(None),
             opc::REQ_RES => self.request_resource(d),
-            opc::REL_RES => {
-                // model choice: releasing a lock not held is EPERM
-                if u16_at(d, 16) == 4 {
-                    if !self.lock_held {
-                        return Err(rc::EPERM);
-                    }
-                    self.lock_held = false;
-                    self.pkg_buf.clear();
-                }
-                Ok(None)
-            }
+            opc::REL_RES => self.release_resource(d),
             opc::LIST_FUNC_CAPS | opc::LIST_DEV_CAPS => self.list_caps(op, d, buf),
-            opc::MANAGE_MAC_READ => {
-                // spec §2.9: flags LAN_ADDR_VALID (bit 4), byte 20 = number
-                // of addresses; 8-byte entries (lport, type 0 = LAN, MAC)
-                if buf.len() < 8 {
-                    return Err(rc::ENOMEM);
-                }
-                buf.fill(0);
-                buf[0] = self.cfg.lport;
-                buf[1] = 0;
-                buf[2..8].copy_from_slice(&self.cfg.mac);
-                put16(d, 16, 0x10);
-                d[20] = 1;
-                Ok(Some(8))
-            }
-            opc::CLEAR_PXE => {
-                // spec §2.5: byte 16 = 2; EEXIST when not in PXE mode
-                if d[16] != 2 {
-                    return Err(rc::EINVAL);
-                }
-                if !self.pxe_mode {
-                    return Err(rc::EEXIST);
-                }
-                self.pxe_mode = false;
-                Ok(None)
-            }
+            opc::MANAGE_MAC_READ => self.manage_mac_read(d, buf),
+            opc::CLEAR_PXE => self.clear_pxe(d),
             opc::GET_SW_CFG => self.get_sw_cfg(d, buf),
-            opc::CLEAR_PF_CFG => {
-                // spec §2.4: VSIs, VSI lists, switch rules, port config;
-                // the scheduler tree is not named there and stays (it
-                // carries no VSI, spec §2.11)
-                self.port_params = None;
-                self.vsis.clear();
-                self.rules.clear();
-                self.resources.clear();
-                Ok(None)
-            }
+            opc::CLEAR_PF_CFG => self.clear_pf_cfg(),
             opc::ADD_VSI => self.add_vsi(d, buf),
             opc::UPDATE_VSI => self.update_vsi(d, buf),
-            opc::FREE_VSI => {
-                let num = u16_at(d, 16);
-                if num & 0x8000 == 0 {
-                    return Err(rc::EINVAL);
-                }
-                let num = num & 0x3FF;
-                if self.vsis.remove(&num).is_none() {
-                    return Err(rc::ENOENT);
-                }
-                self.rules.retain(|_, r| r.fwd_vsi() != Some(num));
-                self.vsi_counts(d);
-                put16(d, 16, num);
-                Ok(None)
-            }
+            opc::FREE_VSI => self.free_vsi(d),
             opc::ALLOC_RES => self.alloc_res(d, buf),
             opc::FREE_RES => self.free_res(d, buf),
             opc::ADD_SW_RULES => self.add_rules(d, buf, false),
@@ -1241,74 +1163,200 @@ impl Firmware {
             opc::QUERY_SCHED_ELEMS => self.query_elems(d, buf),
             opc::DELETE_SCHED_ELEMS => self.delete_elems(d, buf),
             opc::QUERY_SCHED_RES => self.query_sched_res(buf),
-            opc::SET_MAC_CFG => {
-                let f = u16_at(d, 16);
-                // model choice: below a minimal Ethernet frame or above the
-                // configured maximum is EINVAL
-                if !(64..=self.cfg.max_frame).contains(&f) {
-                    return Err(rc::EINVAL);
-                }
-                self.link.max_frame = f;
-                Ok(None)
-            }
-            opc::RESTART_AN => {
-                // spec §2.16: byte 16 lport, byte 18 RESTART bit 1 | ENABLE bit 2
-                if d[16] != self.cfg.lport {
-                    return Err(rc::EINVAL);
-                }
-                let enable = d[18] & 4 != 0;
-                let up = enable && self.cfg.media;
-                self.link.up = up;
-                self.pending_link_event = true;
-                Ok(None)
-            }
-            opc::GET_LINK_STATUS => {
-                if d[16] != self.cfg.lport {
-                    return Err(rc::EINVAL);
-                }
-                match u16_at(d, 18) & 3 {
-                    3 => self.link.lse = true,
-                    2 => self.link.lse = false,
-                    _ => {}
-                }
-                if buf.len() < 32 {
-                    return Err(rc::ENOMEM);
-                }
-                buf.fill(0);
-                buf[..32].copy_from_slice(&self.link_status());
-                Ok(Some(32))
-            }
-            opc::SET_EVENT_MASK => {
-                if d[16] != self.cfg.lport {
-                    return Err(rc::EINVAL);
-                }
-                self.link.event_mask = u16_at(d, 24);
-                Ok(None)
-            }
+            opc::SET_MAC_CFG => self.set_mac_cfg(d),
+            opc::RESTART_AN => self.restart_an(d),
+            opc::GET_LINK_STATUS => self.get_link_status(d, buf),
+            opc::SET_EVENT_MASK => self.set_event_mask(d),
             opc::ADD_RDMA_QSET => self.add_rdma_qsets(d, buf),
             opc::DIS_TXQS => self.dis_txqs(d, buf),
             opc::DOWNLOAD_PKG => self.download_pkg(d, buf),
-            opc::GET_PKG_INFO_LIST => {
-                let n = self.package.is_some() as usize;
-                let len = 4 + 40 * n;
-                if buf.len() < len {
-                    return Err(rc::ENOMEM);
-                }
-                buf.fill(0);
-                put32(buf, 0, n as u32);
-                if let Some(p) = &self.package {
-                    buf[4..8].copy_from_slice(&p.ver);
-                    buf[8..36].copy_from_slice(&p.name);
-                    put32(buf, 36, p.track_id);
-                    buf[40] = p.in_nvm as u8;
-                    buf[41] = 1; // active
-                    buf[42] = p.in_nvm as u8; // active at boot
-                    buf[43] = 0;
-                }
-                Ok(Some(len))
-            }
+            opc::GET_PKG_INFO_LIST => self.get_pkg_info_list(buf),
             _ => Err(rc::ESRCH),
         }
+    }
+
+    /// GET_VER: the firmware, ROM and API versions.
+    fn get_ver(&self, d: &mut [u8; 32]) -> CmdResult {
+        // spec §2.2
+        put32(d, 16, self.cfg.rom_ver);
+        put32(d, 20, self.cfg.fw_build);
+        d[24..28].copy_from_slice(&self.cfg.fw_ver);
+        d[28..32].copy_from_slice(&self.cfg.api_ver);
+        Ok(None)
+    }
+
+    /// DRIVER_VER: records the driver's version and name.
+    fn driver_ver(&mut self, d: &mut [u8; 32], buf: &mut [u8]) -> CmdResult {
+        // spec §2.3: bytes 16–19 major/minor/build/subbuild, the
+        // buffer an ASCII name. Model choice (the spec is silent on
+        // errors): an empty or non-ASCII name is EINVAL.
+        if buf.is_empty() || buf.iter().any(|b| !b.is_ascii()) {
+            return Err(rc::EINVAL);
+        }
+        let mut v = [0u8; 4];
+        v.copy_from_slice(&d[16..20]);
+        self.driver_version = Some((v, buf.to_vec()));
+        Ok(None)
+    }
+
+    /// SET_PORT_PARAMS: records the port parameters.
+    fn set_port_params(&mut self, d: &mut [u8; 32]) -> CmdResult {
+        // spec §5 step 11 names the command and its bad-frame VSI
+        // and double-VLAN settings, no layout: the model records
+        // bytes 16–22 and checks nothing else (model choice), except
+        // that a bad-frame VSI (bytes 18–19, low 10 bits) other than
+        // 0 must exist (EINVAL).
+        let vsi = u16_at(d, 18) & 0x3FF;
+        if vsi != 0 && !self.vsis.contains_key(&vsi) {
+            return Err(rc::EINVAL);
+        }
+        let mut p = [0u8; 7];
+        p.copy_from_slice(&d[16..23]);
+        self.port_params = Some(p);
+        Ok(None)
+    }
+
+    /// REL_RES: releases the global config lock.
+    fn release_resource(&mut self, d: &mut [u8; 32]) -> CmdResult {
+        // model choice: releasing a lock not held is EPERM
+        if u16_at(d, 16) == 4 {
+            if !self.lock_held {
+                return Err(rc::EPERM);
+            }
+            self.lock_held = false;
+            self.pkg_buf.clear();
+        }
+        Ok(None)
+    }
+
+    /// MANAGE_MAC_READ: the port's LAN MAC.
+    fn manage_mac_read(&self, d: &mut [u8; 32], buf: &mut [u8]) -> CmdResult {
+        // spec §2.9: flags LAN_ADDR_VALID (bit 4), byte 20 = number
+        // of addresses; 8-byte entries (lport, type 0 = LAN, MAC)
+        if buf.len() < 8 {
+            return Err(rc::ENOMEM);
+        }
+        buf.fill(0);
+        buf[0] = self.cfg.lport;
+        buf[1] = 0;
+        buf[2..8].copy_from_slice(&self.cfg.mac);
+        put16(d, 16, 0x10);
+        d[20] = 1;
+        Ok(Some(8))
+    }
+
+    /// CLEAR_PXE: leaves PXE mode.
+    fn clear_pxe(&mut self, d: &mut [u8; 32]) -> CmdResult {
+        // spec §2.5: byte 16 = 2; EEXIST when not in PXE mode
+        if d[16] != 2 {
+            return Err(rc::EINVAL);
+        }
+        if !self.pxe_mode {
+            return Err(rc::EEXIST);
+        }
+        self.pxe_mode = false;
+        Ok(None)
+    }
+
+    /// CLEAR_PF_CFG: forgets the PF's configuration.
+    fn clear_pf_cfg(&mut self) -> CmdResult {
+        // spec §2.4: VSIs, VSI lists, switch rules, port config;
+        // the scheduler tree is not named there and stays (it
+        // carries no VSI, spec §2.11)
+        self.port_params = None;
+        self.vsis.clear();
+        self.rules.clear();
+        self.resources.clear();
+        Ok(None)
+    }
+
+    /// FREE_VSI: frees a VSI and the rules forwarding to it.
+    fn free_vsi(&mut self, d: &mut [u8; 32]) -> CmdResult {
+        let num = u16_at(d, 16);
+        if num & 0x8000 == 0 {
+            return Err(rc::EINVAL);
+        }
+        let num = num & 0x3FF;
+        if self.vsis.remove(&num).is_none() {
+            return Err(rc::ENOENT);
+        }
+        self.rules.retain(|_, r| r.fwd_vsi() != Some(num));
+        self.vsi_counts(d);
+        put16(d, 16, num);
+        Ok(None)
+    }
+
+    /// SET_MAC_CFG: the maximum frame size.
+    fn set_mac_cfg(&mut self, d: &mut [u8; 32]) -> CmdResult {
+        let f = u16_at(d, 16);
+        // model choice: below a minimal Ethernet frame or above the
+        // configured maximum is EINVAL
+        if !(64..=self.cfg.max_frame).contains(&f) {
+            return Err(rc::EINVAL);
+        }
+        self.link.max_frame = f;
+        Ok(None)
+    }
+
+    /// RESTART_AN: the link comes up (with media) or goes down.
+    fn restart_an(&mut self, d: &mut [u8; 32]) -> CmdResult {
+        // spec §2.16: byte 16 lport, byte 18 RESTART bit 1 | ENABLE bit 2
+        if d[16] != self.cfg.lport {
+            return Err(rc::EINVAL);
+        }
+        let enable = d[18] & 4 != 0;
+        let up = enable && self.cfg.media;
+        self.link.up = up;
+        self.pending_link_event = true;
+        Ok(None)
+    }
+
+    /// GET_LINK_STATUS: the link status, and link status events on or off.
+    fn get_link_status(&mut self, d: &mut [u8; 32], buf: &mut [u8]) -> CmdResult {
+        if d[16] != self.cfg.lport {
+            return Err(rc::EINVAL);
+        }
+        match u16_at(d, 18) & 3 {
+            3 => self.link.lse = true,
+            2 => self.link.lse = false,
+            _ => {}
+        }
+        if buf.len() < 32 {
+            return Err(rc::ENOMEM);
+        }
+        buf.fill(0);
+        buf[..32].copy_from_slice(&self.link_status());
+        Ok(Some(32))
+    }
+
+    /// SET_EVENT_MASK: which link events are masked.
+    fn set_event_mask(&mut self, d: &mut [u8; 32]) -> CmdResult {
+        if d[16] != self.cfg.lport {
+            return Err(rc::EINVAL);
+        }
+        self.link.event_mask = u16_at(d, 24);
+        Ok(None)
+    }
+
+    /// GET_PKG_INFO_LIST: the DDP package loaded, if any.
+    fn get_pkg_info_list(&self, buf: &mut [u8]) -> CmdResult {
+        let n = self.package.is_some() as usize;
+        let len = 4 + 40 * n;
+        if buf.len() < len {
+            return Err(rc::ENOMEM);
+        }
+        buf.fill(0);
+        put32(buf, 0, n as u32);
+        if let Some(p) = &self.package {
+            buf[4..8].copy_from_slice(&p.ver);
+            buf[8..36].copy_from_slice(&p.name);
+            put32(buf, 36, p.track_id);
+            buf[40] = p.in_nvm as u8;
+            buf[41] = 1; // active
+            buf[42] = p.in_nvm as u8; // active at boot
+            buf[43] = 0;
+        }
+        Ok(Some(len))
     }
 
     /// The 32-byte V1 link status (spec §2.16).
@@ -1549,111 +1597,134 @@ impl Firmware {
         if n == 0 {
             return Err(rc::EINVAL);
         }
-        enum Op {
-            Lookup(usize, Rule),
-            List(u16, Vec<u16>, bool),
-        }
         let mut off = 0;
         let mut ops = Vec::new();
         for _ in 0..n {
             let rule_type = u16_at(buf, off);
-            match rule_type {
-                0 | 1 => {
-                    // An update (0x02A1) may leave the header length 0 and
-                    // still carry the 16-byte dummy header: it changes the
-                    // action and source of the rule it names, whose match
-                    // stays (ice_switch.c → ice_fill_sw_rule writes hdr_len
-                    // only for Add; ice_update_pkt_fwd_rule sends the
-                    // 32-byte rule). Model choice: on update a header
-                    // length of 0 means the 16-byte header of spec §2.15.
-                    let mut hdr_len = u16_at(buf, off + 14) as usize;
-                    if update && hdr_len == 0 {
-                        hdr_len = 16;
-                    }
-                    let size = 16 + hdr_len;
-                    if off + size > buf.len() || hdr_len < 6 {
-                        return Err(rc::EINVAL);
-                    }
-                    let mut dst = [0u8; 6];
-                    dst.copy_from_slice(&buf[off + 16..off + 22]);
-                    if update && let Some(old) = self.rules.get(&u16_at(buf, off + 12)) {
-                        dst = old.dst_mac;
-                    }
-                    let r = Rule {
-                        index: u16_at(buf, off + 12),
-                        rule_type,
-                        recipe: u16_at(buf, off + 4),
-                        src: u16_at(buf, off + 6),
-                        act: u32_at(buf, off + 8),
-                        dst_mac: dst,
-                    };
-                    if let Some(vsi) = r.fwd_vsi()
-                        && !self.vsis.contains_key(&vsi)
-                    {
-                        return Err(rc::ENOENT);
-                    }
-                    if let Some(l) = r.fwd_list()
-                        && !self.resources.contains_key(&l)
-                    {
-                        return Err(rc::ENOENT);
-                    }
-                    if update {
-                        if !self.rules.contains_key(&r.index) {
-                            return Err(rc::ENOENT);
-                        }
-                    } else if self.rules.values().any(|o| {
-                        o.dst_mac == r.dst_mac && o.rule_type == r.rule_type && o.src == r.src
-                    }) {
-                        return Err(rc::EEXIST);
-                    }
-                    ops.push(Op::Lookup(off, r));
-                    off += size;
-                }
-                3 | 4 => {
-                    let count = u16_at(buf, off + 6) as usize;
-                    let size = 8 + 2 * count;
-                    if off + size > buf.len() {
-                        return Err(rc::EINVAL);
-                    }
-                    let list = u16_at(buf, off + 4);
-                    if !self.resources.contains_key(&list) {
-                        return Err(rc::ENOENT);
-                    }
-                    let vsis: Vec<u16> = (0..count).map(|i| u16_at(buf, off + 8 + 2 * i)).collect();
-                    if vsis.iter().any(|v| !self.vsis.contains_key(v)) {
-                        return Err(rc::ENOENT);
-                    }
-                    ops.push(Op::List(list, vsis, rule_type == 3));
-                    off += size;
-                }
+            let (size, op) = match rule_type {
+                0 | 1 => self.lookup_rule(buf, off, rule_type, update)?,
+                3 | 4 => self.vsi_list_rule(buf, off, rule_type)?,
                 // model choice: large actions and prune lists are not modelled
                 _ => return Err(rc::EINVAL),
-            }
+            };
+            ops.push(op);
+            off += size;
         }
         for op in ops {
-            match op {
-                Op::Lookup(off, mut r) => {
-                    if !update {
-                        r.index = self.next_rule;
-                        self.next_rule = self.next_rule.wrapping_add(1);
-                        put16(buf, off + 12, r.index);
-                    }
-                    self.rules.insert(r.index, r);
+            self.apply_rule(op, buf, update);
+        }
+        Ok(Some(buf.len()))
+    }
+
+    /// [`Self::add_rules`]: the lookup rule (type `rule_type`, 0 RX / 1 TX)
+    /// at `off` checked; its size and the rule.
+    fn lookup_rule(
+        &self,
+        buf: &[u8],
+        off: usize,
+        rule_type: u16,
+        update: bool,
+    ) -> Result<(usize, RuleOp), u16> {
+        // An update (0x02A1) may leave the header length 0 and
+        // still carry the 16-byte dummy header: it changes the
+        // action and source of the rule it names, whose match
+        // stays (ice_switch.c → ice_fill_sw_rule writes hdr_len
+        // only for Add; ice_update_pkt_fwd_rule sends the
+        // 32-byte rule). Model choice: on update a header
+        // length of 0 means the 16-byte header of spec §2.15.
+        let mut hdr_len = u16_at(buf, off + 14) as usize;
+        if update && hdr_len == 0 {
+            hdr_len = 16;
+        }
+        let size = 16 + hdr_len;
+        if off + size > buf.len() || hdr_len < 6 {
+            return Err(rc::EINVAL);
+        }
+        let mut dst = [0u8; 6];
+        dst.copy_from_slice(&buf[off + 16..off + 22]);
+        if update && let Some(old) = self.rules.get(&u16_at(buf, off + 12)) {
+            dst = old.dst_mac;
+        }
+        let r = Rule {
+            index: u16_at(buf, off + 12),
+            rule_type,
+            recipe: u16_at(buf, off + 4),
+            src: u16_at(buf, off + 6),
+            act: u32_at(buf, off + 8),
+            dst_mac: dst,
+        };
+        if let Some(vsi) = r.fwd_vsi()
+            && !self.vsis.contains_key(&vsi)
+        {
+            return Err(rc::ENOENT);
+        }
+        if let Some(l) = r.fwd_list()
+            && !self.resources.contains_key(&l)
+        {
+            return Err(rc::ENOENT);
+        }
+        if update {
+            if !self.rules.contains_key(&r.index) {
+                return Err(rc::ENOENT);
+            }
+        } else if self
+            .rules
+            .values()
+            .any(|o| o.dst_mac == r.dst_mac && o.rule_type == r.rule_type && o.src == r.src)
+        {
+            return Err(rc::EEXIST);
+        }
+        Ok((size, RuleOp::Lookup(off, r)))
+    }
+
+    /// [`Self::add_rules`]: the VSI-list rule (type `rule_type`, 3 SET /
+    /// 4 CLEAR) at `off` checked; its size and the change.
+    fn vsi_list_rule(
+        &self,
+        buf: &[u8],
+        off: usize,
+        rule_type: u16,
+    ) -> Result<(usize, RuleOp), u16> {
+        let count = u16_at(buf, off + 6) as usize;
+        let size = 8 + 2 * count;
+        if off + size > buf.len() {
+            return Err(rc::EINVAL);
+        }
+        let list = u16_at(buf, off + 4);
+        if !self.resources.contains_key(&list) {
+            return Err(rc::ENOENT);
+        }
+        let vsis: Vec<u16> = (0..count).map(|i| u16_at(buf, off + 8 + 2 * i)).collect();
+        if vsis.iter().any(|v| !self.vsis.contains_key(v)) {
+            return Err(rc::ENOENT);
+        }
+        Ok((size, RuleOp::List(list, vsis, rule_type == 3)))
+    }
+
+    /// [`Self::add_rules`]: one checked rule applied (a new lookup rule gets
+    /// the next index, written back into its place in `buf`).
+    fn apply_rule(&mut self, op: RuleOp, buf: &mut [u8], update: bool) {
+        match op {
+            RuleOp::Lookup(off, mut r) => {
+                if !update {
+                    r.index = self.next_rule;
+                    self.next_rule = self.next_rule.wrapping_add(1);
+                    put16(buf, off + 12, r.index);
                 }
-                Op::List(list, vsis, set) => {
-                    if let Some((_, members)) = self.resources.get_mut(&list) {
-                        for v in vsis {
-                            if set && !members.contains(&v) {
-                                members.push(v);
-                            } else if !set {
-                                members.retain(|m| *m != v);
-                            }
+                self.rules.insert(r.index, r);
+            }
+            RuleOp::List(list, vsis, set) => {
+                if let Some((_, members)) = self.resources.get_mut(&list) {
+                    for v in vsis {
+                        if set && !members.contains(&v) {
+                            members.push(v);
+                        } else if !set {
+                            members.retain(|m| *m != v);
                         }
                     }
                 }
             }
         }
-        Ok(Some(buf.len()))
     }
 
     fn remove_rules(&mut self, d: &mut [u8; 32], buf: &mut [u8]) -> CmdResult {

@@ -667,60 +667,13 @@ impl Harness {
             return Tick::Stop;
         }
         let mut t = Tick::Idle;
-        let mut pause = 0;
         let seq = word32(&h, mailbox::MB_FAULT_SEQ);
         if seq != 0 && seq != self.last_fault {
             self.last_fault = seq;
             let arg = word32(&h, mailbox::MB_FAULT_ARG);
             let codes = word32(&h, mailbox::MB_FAULT_CODES);
-            let plan = host.device.faults();
-            let applied = match word32(&h, mailbox::MB_FAULT_KIND) {
-                mailbox::FAULT_CLEAR => {
-                    *plan = crate::FaultPlan::default();
-                    true
-                }
-                mailbox::FAULT_FAIL_CQP_OP => {
-                    plan.fail_cqp_op = Some((arg, (codes >> 16) as u16, codes as u16));
-                    true
-                }
-                mailbox::FAULT_DROP_CQP_COMPLETIONS => {
-                    plan.drop_cqp_completions = arg;
-                    true
-                }
-                mailbox::FAULT_LOSE_DOORBELLS => {
-                    plan.lose_doorbells = arg;
-                    true
-                }
-                mailbox::FAULT_FUNCTION_RESET => {
-                    host.device.reset();
-                    true
-                }
-                mailbox::FAULT_FAIL_WQE => {
-                    plan.fail_wqe = Some((arg, (codes >> 16) as u16, codes as u16));
-                    true
-                }
-                mailbox::FAULT_AQ_HANG => {
-                    plan.aq_hang_at = Some(arg);
-                    true
-                }
-                mailbox::FAULT_AQ_CRIT => {
-                    plan.aq_crit = true;
-                    true
-                }
-                mailbox::FAULT_AQ_FAIL_OPCODE => {
-                    plan.aq_fail_opcode = Some(((codes >> 16) as u16, codes as u16));
-                    true
-                }
-                mailbox::FAULT_AQ_RESET => {
-                    plan.aq_reset_at = Some(arg);
-                    true
-                }
-                mailbox::FAULT_PAUSE => {
-                    pause = arg.min(mailbox::PAUSE_MAX_US);
-                    true
-                }
-                _ => false,
-            };
+            let (applied, pause) =
+                apply_fault(host, word32(&h, mailbox::MB_FAULT_KIND), arg, codes);
             self.faults += applied as u64;
             host.bar().write32(self.at(mailbox::MB_FAULT_RESULT), !applied as u32);
             host.bar().write32(self.at(mailbox::MB_FAULT_ACK), seq);
@@ -741,6 +694,62 @@ impl Harness {
         }
         t
     }
+}
+
+/// [`Harness::service`]: the fault request of kind `kind` (argument `arg`,
+/// codes `codes`) applied to the device; whether it was known, and how long
+/// to pause (µs, `FAULT_PAUSE` only).
+fn apply_fault(host: &mut ShmHost, kind: u32, arg: u32, codes: u32) -> (bool, u32) {
+    let mut pause = 0;
+    let plan = host.device.faults();
+    let applied = match kind {
+        mailbox::FAULT_CLEAR => {
+            *plan = crate::FaultPlan::default();
+            true
+        }
+        mailbox::FAULT_FAIL_CQP_OP => {
+            plan.fail_cqp_op = Some((arg, (codes >> 16) as u16, codes as u16));
+            true
+        }
+        mailbox::FAULT_DROP_CQP_COMPLETIONS => {
+            plan.drop_cqp_completions = arg;
+            true
+        }
+        mailbox::FAULT_LOSE_DOORBELLS => {
+            plan.lose_doorbells = arg;
+            true
+        }
+        mailbox::FAULT_FUNCTION_RESET => {
+            host.device.reset();
+            true
+        }
+        mailbox::FAULT_FAIL_WQE => {
+            plan.fail_wqe = Some((arg, (codes >> 16) as u16, codes as u16));
+            true
+        }
+        mailbox::FAULT_AQ_HANG => {
+            plan.aq_hang_at = Some(arg);
+            true
+        }
+        mailbox::FAULT_AQ_CRIT => {
+            plan.aq_crit = true;
+            true
+        }
+        mailbox::FAULT_AQ_FAIL_OPCODE => {
+            plan.aq_fail_opcode = Some(((codes >> 16) as u16, codes as u16));
+            true
+        }
+        mailbox::FAULT_AQ_RESET => {
+            plan.aq_reset_at = Some(arg);
+            true
+        }
+        mailbox::FAULT_PAUSE => {
+            pause = arg.min(mailbox::PAUSE_MAX_US);
+            true
+        }
+        _ => false,
+    };
+    (applied, pause)
 }
 
 /// A size: decimal or 0x hex, with an optional K/M/G suffix.
@@ -804,48 +813,71 @@ pub struct HarnessOpts {
     pub port: Option<crate::PortConfig>,
 }
 
-/// Harness mode: the model process of `cargo xtask qemu` (the
-/// `mock-bar-shm` binary's harness mode, see its docs). With `peers`, the
-/// served device shares the wire with that fabric's devices
-/// ([`ShmHost::join`]); `each` runs after every round, besides the
-/// mailbox service (a [`Tick::Stop`] from it ends the run like a shutdown).
-pub fn run_harness(
-    o: &HarnessOpts,
-    peers: Option<Arc<Fabric>>,
-    mut each: impl FnMut(&ShmHost) -> Tick,
-) -> Result<(), String> {
-    let (mode, max, warm) = (o.mode, o.max, o.warm);
-    let pcap = o.pcap.as_ref().map(Path::new);
-    let bar = std::env::var("IRDMA_BAR_FILE").map_err(|_| "IRDMA_BAR_FILE is not set")?;
-    let ram = std::env::var("IRDMA_RAM_FILE").map_err(|_| "IRDMA_RAM_FILE is not set")?;
-    let (bar_size, ram_size) = (env_num("IRDMA_BAR_SIZE")?, env_num("IRDMA_RAM_SIZE")?);
-    let mailbox = env_num("IRDMA_MAILBOX")?;
-    let ram_base = match std::env::var_os("IRDMA_RAM_BASE") {
-        Some(_) => env_num("IRDMA_RAM_BASE")?,
-        None => 0,
-    };
-    // The register space (up to the doorbell page at 0x7F0040) lies below
-    // the mailbox page, which lies inside the file.
-    if mailbox < 8 << 20 || mailbox + 4096 > bar_size {
-        return Err(format!("IRDMA_MAILBOX {mailbox:#x} not in [8 MiB, BAR size − 4 KiB]"));
+/// The files and addresses `cargo xtask qemu` hands the model process in
+/// its environment.
+struct HarnessEnv {
+    bar: String,
+    ram: String,
+    bar_size: u64,
+    ram_size: u64,
+    mailbox: u64,
+    ram_base: u64,
+}
+
+impl HarnessEnv {
+    /// Reads `IRDMA_BAR_FILE`, `IRDMA_RAM_FILE`, their sizes, the mailbox
+    /// and the RAM base, and checks where the mailbox lies.
+    fn read() -> Result<Self, String> {
+        let bar = std::env::var("IRDMA_BAR_FILE").map_err(|_| "IRDMA_BAR_FILE is not set")?;
+        let ram = std::env::var("IRDMA_RAM_FILE").map_err(|_| "IRDMA_RAM_FILE is not set")?;
+        let (bar_size, ram_size) = (env_num("IRDMA_BAR_SIZE")?, env_num("IRDMA_RAM_SIZE")?);
+        let mailbox = env_num("IRDMA_MAILBOX")?;
+        let ram_base = match std::env::var_os("IRDMA_RAM_BASE") {
+            Some(_) => env_num("IRDMA_RAM_BASE")?,
+            None => 0,
+        };
+        // The register space (up to the doorbell page at 0x7F0040) lies below
+        // the mailbox page, which lies inside the file.
+        if mailbox < 8 << 20 || mailbox + 4096 > bar_size {
+            return Err(format!("IRDMA_MAILBOX {mailbox:#x} not in [8 MiB, BAR size − 4 KiB]"));
+        }
+        Ok(HarnessEnv { bar, ram, bar_size, ram_size, mailbox, ram_base })
     }
-    // A cold PF (LanConfig::cold): the guest's LAN layer must create the
-    // qset and turn the PE filter on before any RDMA traffic flows.
-    let mut cfg = Config::default();
-    cfg.lan.cold = !warm;
-    let mut host = ShmHost::new(
-        cfg,
-        FileBar::new(open_existing(&bar, bar_size)?, bar_size),
-        // every GPA is below 4 GiB up to 2 GiB of RAM (q35)
-        FileMemory::new(open_existing(&ram, ram_size)?, ram_size, ram_size.min(2 << 30))
-            .with_base(ram_base),
-    );
+
+    /// The served device on the BAR and RAM files.
+    fn open_host(&self, warm: bool) -> Result<ShmHost, String> {
+        // A cold PF (LanConfig::cold): the guest's LAN layer must create the
+        // qset and turn the PE filter on before any RDMA traffic flows.
+        let mut cfg = Config::default();
+        cfg.lan.cold = !warm;
+        Ok(ShmHost::new(
+            cfg,
+            FileBar::new(open_existing(&self.bar, self.bar_size)?, self.bar_size),
+            // every GPA is below 4 GiB up to 2 GiB of RAM (q35)
+            FileMemory::new(
+                open_existing(&self.ram, self.ram_size)?,
+                self.ram_size,
+                self.ram_size.min(2 << 30),
+            )
+            .with_base(self.ram_base),
+        ))
+    }
+}
+
+/// [`run_harness`]'s wire: the port (on the peers' fabric or an empty one),
+/// the capture, and the fabric joined. Returns the port and the capture.
+fn harness_wire(
+    host: &mut ShmHost,
+    peers: Option<Arc<Fabric>>,
+    port: &Option<crate::PortConfig>,
+    pcap: Option<&Path>,
+) -> Result<(Option<Arc<crate::Port>>, Option<Capture>), String> {
     // A port needs a fabric to hang on: the peers', or an empty one.
-    let peers = match (peers, &o.port) {
+    let peers = match (peers, port) {
         (None, Some(_)) => Some(Fabric::new()),
         (p, _) => p,
     };
-    let port = match (&peers, &o.port) {
+    let port = match (&peers, port) {
         (Some(f), Some(pc)) => {
             let mut pc = pc.clone();
             pc.mac = host.device.config().lan.mac;
@@ -863,11 +895,19 @@ pub fn run_harness(
         }
         host.join(f);
     }
+    Ok((port, cap))
+}
+
+/// [`run_harness`]'s ivshmem server, when `IRDMA_IVSHMEM_SOCK` asks for one.
+fn harness_interrupts(
+    host: &mut ShmHost,
+    env: &HarnessEnv,
+) -> Result<Option<Arc<ivshmem::Server>>, String> {
     // Interrupts (issue #31): the model is the ivshmem server of QEMU's
     // ivshmem-doorbell device. It listens before HOST_MAGIC (QEMU, started
     // after it, reads the handshake inside device realize) and hands QEMU
     // the BAR file as the shared memory (spec interrupts.md B.6 layout 1).
-    let _server = match std::env::var_os("IRDMA_IVSHMEM_SOCK") {
+    Ok(match std::env::var_os("IRDMA_IVSHMEM_SOCK") {
         Some(sock) => {
             let vectors = env_num("IRDMA_IRQ_VECTORS")? as u32;
             if vectors == 0 || vectors > ivshmem::MAX_VECTORS {
@@ -877,7 +917,7 @@ pub fn run_harness(
                 ivshmem::Server::bind(Path::new(&sock))
                     .map_err(|e| format!("ivshmem socket {}: {e}", Path::new(&sock).display()))?,
             );
-            let shm = open_existing(&bar, bar_size)?;
+            let shm = open_existing(&env.bar, env.bar_size)?;
             let slot = Arc::new(OnceLock::new());
             host.attach_interrupts(slot.clone(), vectors);
             let s = server.clone();
@@ -891,10 +931,20 @@ pub fn run_harness(
             Some(server)
         }
         None => None,
-    };
-    let mut h = Harness::new(mailbox as u32);
-    h.announce(&host);
-    let (t0, parent) = (Instant::now(), std::os::unix::process::parent_id());
+    })
+}
+
+/// [`run_harness`]'s loop: the mailbox service and `each` every round until
+/// a stop; returns the rounds served and why the run failed, if it did.
+fn harness_serve(
+    host: &mut ShmHost,
+    h: &mut Harness,
+    o: &HarnessOpts,
+    t0: Instant,
+    mut each: impl FnMut(&ShmHost) -> Tick,
+) -> (u64, Option<String>) {
+    let (mode, max) = (o.mode, o.max);
+    let parent = std::os::unix::process::parent_id();
     let mut rounds = 0u64;
     let mut why = None;
     host.serve_with(mode, |host| {
@@ -921,6 +971,12 @@ pub fn run_harness(
         }
         t
     });
+    (rounds, why)
+}
+
+/// [`run_harness`]'s closing lines: the device's counters and the failed
+/// CQP ops still in its trace.
+fn harness_report_device(host: &ShmHost, h: &Harness, t0: Instant, rounds: u64) {
     let c = host.device.counters();
     println!(
         "mock-bar-shm: {:.2} s, {rounds} rounds, {} pings, {} fault requests; cqp_ops={} \
@@ -956,7 +1012,13 @@ pub fn run_harness(
             );
         }
     }
+}
+
+/// [`run_harness`]'s closing lines for the interrupts and the port, when
+/// the run had them.
+fn harness_report_links(host: &ShmHost, port: Option<&Arc<crate::Port>>) {
     if let Some(d) = host.irq_delivery() {
+        let c = host.device.counters();
         let ic = host.device.irq_counters();
         println!(
             "mock-bar-shm: interrupts raised={} signals={} undelivered={} latched={} arms={} \
@@ -964,7 +1026,7 @@ pub fn run_harness(
             ic.raised, d.signals, d.undelivered, ic.latched, ic.arms, c.ceqes, ic.disables
         );
     }
-    if let Some(p) = &port {
+    if let Some(p) = port {
         let c = p.counters();
         println!(
             "mock-bar-shm: port {} rx={} tx={} tx_no_peer={} delivered={} arp_replies={} \
@@ -984,6 +1046,29 @@ pub fn run_harness(
             c.drops
         );
     }
+}
+
+/// Harness mode: the model process of `cargo xtask qemu` (the
+/// `mock-bar-shm` binary's harness mode, see its docs). With `peers`, the
+/// served device shares the wire with that fabric's devices
+/// ([`ShmHost::join`]); `each` runs after every round, besides the
+/// mailbox service (a [`Tick::Stop`] from it ends the run like a shutdown).
+pub fn run_harness(
+    o: &HarnessOpts,
+    peers: Option<Arc<Fabric>>,
+    each: impl FnMut(&ShmHost) -> Tick,
+) -> Result<(), String> {
+    let pcap = o.pcap.as_ref().map(Path::new);
+    let env = HarnessEnv::read()?;
+    let mut host = env.open_host(o.warm)?;
+    let (port, cap) = harness_wire(&mut host, peers, &o.port, pcap)?;
+    let _server = harness_interrupts(&mut host, &env)?;
+    let mut h = Harness::new(env.mailbox as u32);
+    h.announce(&host);
+    let t0 = Instant::now();
+    let (rounds, mut why) = harness_serve(&mut host, &mut h, o, t0, each);
+    harness_report_device(&host, &h, t0, rounds);
+    harness_report_links(&host, port.as_ref());
     write_capture(pcap, cap.as_ref())?;
     // The wire of a port run is judged like the host stage's
     // (tests/peer_live.rs): every RoCEv2 frame on it parses, ICRC right.

@@ -237,6 +237,31 @@ fn ip_bytes(w: &[u32; 4], v4: bool) -> Vec<u8> {
 /// Builds the Ethernet frame of `p` on `path` with IPv4 identification
 /// `ip_id` (wire §1.1–§1.8, ICRC §3, IPv6 UDP checksum §1.5).
 pub fn build(path: &Path, p: &Packet, ip_id: u16) -> Vec<u8> {
+    let t = transport(path, p);
+    let udp_len = 8 + t.len();
+    let mut f = Vec::with_capacity(62 + t.len());
+    // Ethernet / 802.1Q (wire §1.2)
+    f.extend_from_slice(&path.dst_mac);
+    f.extend_from_slice(&path.src_mac);
+    if let Some(tci) = path.vlan {
+        f.extend_from_slice(&[0x81, 0x00]);
+        f.extend_from_slice(&tci.to_be_bytes());
+    }
+    let ip = push_ip_header(&mut f, path, udp_len, ip_id);
+    // UDP (wire §1.5): checksum 0 on IPv4; on IPv6 computed after the ICRC
+    let udp = f.len();
+    f.extend_from_slice(&path.sport.to_be_bytes());
+    f.extend_from_slice(&path.dport.to_be_bytes());
+    f.extend_from_slice(&(udp_len as u16).to_be_bytes());
+    f.extend_from_slice(&[0, 0]);
+    f.extend_from_slice(&t);
+    seal(&mut f, ip, udp, path.ipv4);
+    f
+}
+
+/// [`build`]: the transport part of `p`'s frame, BTH to ICRC (the ICRC a
+/// placeholder [`seal`] fills).
+fn transport(path: &Path, p: &Packet) -> Vec<u8> {
     let (reth, aeth, immh, iethh) = ext_headers(p.opcode).unwrap_or_default();
     // wire §1.8: pad to a multiple of 4
     let pad = (4 - p.payload.len() % 4) % 4;
@@ -275,16 +300,13 @@ pub fn build(path: &Path, p: &Packet, ip_id: u16) -> Vec<u8> {
     t.extend_from_slice(&p.payload);
     t.extend(std::iter::repeat_n(0u8, pad));
     t.extend_from_slice(&[0; 4]); // ICRC placeholder
-    let udp_len = 8 + t.len();
-    let mut f = Vec::with_capacity(62 + t.len());
-    // Ethernet / 802.1Q (wire §1.2)
-    f.extend_from_slice(&path.dst_mac);
-    f.extend_from_slice(&path.src_mac);
-    if let Some(tci) = path.vlan {
-        f.extend_from_slice(&[0x81, 0x00]);
-        f.extend_from_slice(&tci.to_be_bytes());
-    }
-    let ip = if path.ipv4 {
+    t
+}
+
+/// [`build`]: the IP header for a UDP datagram of `udp_len` bytes, after
+/// its EtherType; returns where it starts in `f`.
+fn push_ip_header(f: &mut Vec<u8>, path: &Path, udp_len: usize, ip_id: u16) -> usize {
+    if path.ipv4 {
         f.extend_from_slice(&[0x08, 0x00]);
         let ip = f.len();
         // IPv4 (wire §1.3): no options, DF (model choice, inferred), proto 17
@@ -309,16 +331,7 @@ pub fn build(path: &Path, p: &Packet, ip_id: u16) -> Vec<u8> {
         f.extend(ip_bytes(&path.src_ip, false));
         f.extend(ip_bytes(&path.dst_ip, false));
         ip
-    };
-    // UDP (wire §1.5): checksum 0 on IPv4; on IPv6 computed after the ICRC
-    let udp = f.len();
-    f.extend_from_slice(&path.sport.to_be_bytes());
-    f.extend_from_slice(&path.dport.to_be_bytes());
-    f.extend_from_slice(&(udp_len as u16).to_be_bytes());
-    f.extend_from_slice(&[0, 0]);
-    f.extend_from_slice(&t);
-    seal(&mut f, ip, udp, path.ipv4);
-    f
+    }
 }
 
 /// Writes a frame's ICRC (wire §3.2: least-significant byte first) and,
@@ -484,7 +497,44 @@ pub fn parse(f: &[u8]) -> Result<Parsed, Drop> {
     let ip = ip_offset(f).ok_or(m)?;
     let vlan = (ip == 18).then(|| u16::from_be_bytes([f[14], f[15]]));
     let et = u16::from_be_bytes([*f.get(ip - 2).ok_or(m)?, *f.get(ip - 1).ok_or(m)?]);
-    let (ipv4, mut src_ip, mut dst_ip) = (et == 0x0800, [0u32; 4], [0u32; 4]);
+    let ipv4 = et == 0x0800;
+    let (udp, src_ip, dst_ip) = parse_ip(f, ip, et)?;
+    let u = f.get(udp..udp + 8).ok_or(m)?;
+    let sport = u16::from_be_bytes([u[0], u[1]]);
+    let dport = u16::from_be_bytes([u[2], u[3]]);
+    if u16::from_be_bytes([u[4], u[5]]) as usize != f.len() - udp {
+        return Err(m);
+    }
+    let t = &f[udp + 8..];
+    if t.len() < 16 {
+        return Err(m);
+    }
+    let crc = icrc(f).ok_or(m)?;
+    if t[t.len() - 4..] != crc.to_le_bytes() {
+        return Err(Drop::Icrc);
+    }
+    let p = parse_transport(t)?;
+    let mac = |o: usize| -> [u8; 6] { f[o..o + 6].try_into().unwrap_or_default() };
+    Ok(Parsed {
+        dst_mac: mac(0),
+        src_mac: mac(6),
+        vlan,
+        ipv4,
+        dst_ip,
+        src_ip,
+        sport,
+        dport,
+        pkey: u16::from_be_bytes([t[2], t[3]]),
+        tver: t[1] & 0xF,
+        pkt: p,
+    })
+}
+
+/// [`parse`]: the IPv4 or IPv6 header at `ip` (EtherType `et`) checked;
+/// where the UDP header starts, and the source and destination IPs.
+fn parse_ip(f: &[u8], ip: usize, et: u16) -> Result<(usize, [u32; 4], [u32; 4]), Drop> {
+    let m = Drop::Malformed;
+    let (mut src_ip, mut dst_ip) = ([0u32; 4], [0u32; 4]);
     let udp = match et {
         0x0800 => {
             let h = f.get(ip..ip + 20).ok_or(m)?;
@@ -514,20 +564,13 @@ pub fn parse(f: &[u8]) -> Result<Parsed, Drop> {
         }
         _ => return Err(m),
     };
-    let u = f.get(udp..udp + 8).ok_or(m)?;
-    let sport = u16::from_be_bytes([u[0], u[1]]);
-    let dport = u16::from_be_bytes([u[2], u[3]]);
-    if u16::from_be_bytes([u[4], u[5]]) as usize != f.len() - udp {
-        return Err(m);
-    }
-    let t = &f[udp + 8..];
-    if t.len() < 16 {
-        return Err(m);
-    }
-    let crc = icrc(f).ok_or(m)?;
-    if t[t.len() - 4..] != crc.to_le_bytes() {
-        return Err(Drop::Icrc);
-    }
+    Ok((udp, src_ip, dst_ip))
+}
+
+/// [`parse`]: the packet in the transport part `t` (BTH to ICRC, the ICRC
+/// already checked).
+fn parse_transport(t: &[u8]) -> Result<Packet, Drop> {
+    let m = Drop::Malformed;
     let opcode = t[0];
     let (reth, aeth, immh, iethh) = ext_headers(opcode).ok_or(m)?;
     let pad = ((t[1] >> 4) & 3) as usize;
@@ -574,20 +617,7 @@ pub fn parse(f: &[u8]) -> Result<Parsed, Drop> {
         return Err(m);
     }
     p.payload = t[at..end].to_vec();
-    let mac = |o: usize| -> [u8; 6] { f[o..o + 6].try_into().unwrap_or_default() };
-    Ok(Parsed {
-        dst_mac: mac(0),
-        src_mac: mac(6),
-        vlan,
-        ipv4,
-        dst_ip,
-        src_ip,
-        sport,
-        dport,
-        pkey: u16::from_be_bytes([t[2], t[3]]),
-        tver: t[1] & 0xF,
-        pkt: p,
-    })
+    Ok(p)
 }
 
 /// The P_Key match rule (wire §1.6, rxe `pkey_match`).

@@ -329,50 +329,46 @@ pub fn decode_sq(w: &[u64]) -> Result<SqWqe, WqeError> {
         }
     }
     let opcode = get(hdr, 37, 32) as u8;
+    let op = sq_op(w, hdr, opcode)?;
+    let frag_ops = !matches!(opcode, opc::FAST_REGISTER | opc::BIND_MW);
+    Ok(SqWqe {
+        op,
+        opcode,
+        quanta,
+        signaled: bit(hdr, 62),
+        read_fence: bit(hdr, 60),
+        local_fence: bit(hdr, 61),
+        report_rtt: frag_ops && bit(hdr, 46),
+        push: bit(hdr, 56),
+    })
+}
+
+/// [`decode_sq`]: the operation of opcode `opcode`, from the WQE `w` with
+/// header `hdr`.
+fn sq_op(w: &[u64], hdr: u64, opcode: u8) -> Result<SqOp, WqeError> {
     let remstag = get(hdr, 31, 0) as u32;
     let imm_flag = bit(hdr, 47);
-    let inline = bit(hdr, 57);
     let addfrag = get(hdr, 41, 38) as usize;
     let imm = imm_flag.then_some(w[0]);
-    // spec data-path §3: at most 13 SGEs per WQE on GEN_2
-    // (ICRDMA_MAX_WQ_FRAGMENT_COUNT); the immediate and the pad fragment
-    // are not SGEs
-    let limit = |v: Vec<Frag>| {
-        if v.len() > MAX_FRAGS { Err(WqeError::TooManyFrags(v.len() as u8)) } else { Ok(v) }
-    };
-    let payload = || -> Result<Payload, WqeError> {
-        if inline {
-            inline_bytes(w, get(hdr, 55, 48) as usize).map(Payload::Inline)
-        } else if imm_flag {
-            // slot 0 is the immediate; SGEs start at slot 1
-            if addfrag == 0 {
-                Ok(Payload::Sges(Vec::new()))
-            } else {
-                frags(w, 1, addfrag).and_then(limit).map(Payload::Sges)
-            }
-        } else {
-            frags(w, 0, addfrag).and_then(limit).map(Payload::Sges)
-        }
-    };
-    let op = match opcode {
+    Ok(match opcode {
         opc::RDMA_WRITE | opc::RDMA_WRITE_SOL => SqOp::Write {
             remote_addr: w[2],
             rkey: remstag,
             imm,
             solicited: opcode == opc::RDMA_WRITE_SOL,
-            payload: payload()?,
+            payload: sq_payload(w, hdr)?,
         },
         opc::RDMA_READ | opc::RDMA_READ_LOC_INV => SqOp::Read {
             remote_addr: w[2],
             rkey: remstag,
-            sges: frags(w, 0, addfrag).and_then(limit)?,
+            sges: frags(w, 0, addfrag).and_then(limit_frags)?,
             local_invalidate: opcode == opc::RDMA_READ_LOC_INV,
         },
         opc::SEND | opc::SEND_INV | opc::SEND_SOL | opc::SEND_SOL_INV => SqOp::Send {
             imm,
             solicited: matches!(opcode, opc::SEND_SOL | opc::SEND_SOL_INV),
             invalidate: matches!(opcode, opc::SEND_INV | opc::SEND_SOL_INV).then_some(remstag),
-            payload: payload()?,
+            payload: sq_payload(w, hdr)?,
             qkey: get(w[2], 31, 0) as u32,
             dest_qp: get(w[2], 55, 32) as u32,
             ah_id: get(hdr, 24, 0) as u32,
@@ -416,18 +412,34 @@ pub fn decode_sq(w: &[u64]) -> Result<SqWqe, WqeError> {
             compare: *w.get(5).ok_or(WqeError::Truncated)?,
         },
         other => return Err(WqeError::BadOpcode(other)),
-    };
-    let frag_ops = !matches!(opcode, opc::FAST_REGISTER | opc::BIND_MW);
-    Ok(SqWqe {
-        op,
-        opcode,
-        quanta,
-        signaled: bit(hdr, 62),
-        read_fence: bit(hdr, 60),
-        local_fence: bit(hdr, 61),
-        report_rtt: frag_ops && bit(hdr, 46),
-        push: bit(hdr, 56),
     })
+}
+
+/// [`decode_sq`]'s fragment limit. spec data-path §3: at most 13 SGEs per
+/// WQE on GEN_2 (ICRDMA_MAX_WQ_FRAGMENT_COUNT); the immediate and the pad
+/// fragment are not SGEs
+fn limit_frags(v: Vec<Frag>) -> Result<Vec<Frag>, WqeError> {
+    if v.len() > MAX_FRAGS { Err(WqeError::TooManyFrags(v.len() as u8)) } else { Ok(v) }
+}
+
+/// [`decode_sq`]: the payload of a WRITE or SEND: inline bytes, or SGEs
+/// (after the immediate, when there is one).
+fn sq_payload(w: &[u64], hdr: u64) -> Result<Payload, WqeError> {
+    let imm_flag = bit(hdr, 47);
+    let inline = bit(hdr, 57);
+    let addfrag = get(hdr, 41, 38) as usize;
+    if inline {
+        inline_bytes(w, get(hdr, 55, 48) as usize).map(Payload::Inline)
+    } else if imm_flag {
+        // slot 0 is the immediate; SGEs start at slot 1
+        if addfrag == 0 {
+            Ok(Payload::Sges(Vec::new()))
+        } else {
+            frags(w, 1, addfrag).and_then(limit_frags).map(Payload::Sges)
+        }
+    } else {
+        frags(w, 0, addfrag).and_then(limit_frags).map(Payload::Sges)
+    }
 }
 
 /// Decodes an RQ WQE (spec data-path §2.1): fragments at slots

@@ -121,86 +121,104 @@ fn port_config(opts: &[String]) -> Result<Option<PortConfig>, String> {
     Ok(Some(pc))
 }
 
-fn main() -> ExitCode {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let (opts, child) = match args.iter().position(|a| a == "--") {
-        Some(i) => (&args[..i], &args[i + 1..]),
-        None => (&args[..], &args[args.len()..]),
-    };
-    let get = |k: &str| opts.iter().position(|a| a == k).and_then(|i| opts.get(i + 1));
-    if get("--bar").is_none() && std::env::var_os("IRDMA_BAR_FILE").is_some() {
-        let mode = match get("--poll").map(String::as_str) {
-            None | Some("hybrid") => PollMode::Hybrid,
-            Some("spin") => PollMode::Spin,
-            Some(_) => return usage(),
-        };
-        let max = match get("--max-secs").map(|s| s.parse::<u64>()) {
-            None => 600,
-            Some(Ok(n)) => n,
-            Some(Err(_)) => return usage(),
-        };
-        let warm = opts.iter().any(|a| a == "--warm");
-        let port = match port_config(opts) {
-            Ok(p) => p,
-            Err(e) => {
-                eprintln!("mock-bar-shm: {e}");
-                return usage();
-            }
-        };
-        let o = HarnessOpts {
-            mode,
-            max: Duration::from_secs(max),
-            pcap: get("--pcap").cloned(),
-            warm,
-            port,
-        };
-        return match shm::run_harness(&o, None, |_| Tick::Idle) {
-            Ok(()) => ExitCode::SUCCESS,
-            Err(e) => {
-                eprintln!("mock-bar-shm: {e}");
-                ExitCode::from(1)
-            }
-        };
+/// The value after option `k` in `opts`, if `k` is there.
+fn opt<'a>(opts: &'a [String], k: &str) -> Option<&'a String> {
+    opts.iter().position(|a| a == k).and_then(|i| opts.get(i + 1))
+}
+
+/// `--poll`: `hybrid` (the default) or `spin`; `None` for anything else.
+fn poll_mode(opts: &[String]) -> Option<PollMode> {
+    match opt(opts, "--poll").map(String::as_str) {
+        None | Some("hybrid") => Some(PollMode::Hybrid),
+        Some("spin") => Some(PollMode::Spin),
+        Some(_) => None,
     }
+}
+
+/// Harness mode (`IRDMA_BAR_FILE` set, no `--bar`): [`shm::run_harness`]
+/// with the options.
+fn harness(opts: &[String]) -> ExitCode {
+    let get = |k: &str| opt(opts, k);
+    let Some(mode) = poll_mode(opts) else { return usage() };
+    let max = match get("--max-secs").map(|s| s.parse::<u64>()) {
+        None => 600,
+        Some(Ok(n)) => n,
+        Some(Err(_)) => return usage(),
+    };
+    let warm = opts.iter().any(|a| a == "--warm");
+    let port = match port_config(opts) {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("mock-bar-shm: {e}");
+            return usage();
+        }
+    };
+    let o = HarnessOpts {
+        mode,
+        max: Duration::from_secs(max),
+        pcap: get("--pcap").cloned(),
+        warm,
+        port,
+    };
+    match shm::run_harness(&o, None, |_| Tick::Idle) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("mock-bar-shm: {e}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+/// Standalone mode: the served device on files it creates, and how to
+/// serve it; the exit code when the options or the files are wrong.
+fn standalone_host(opts: &[String]) -> Result<(ShmHost, PollMode), ExitCode> {
+    let get = |k: &str| opt(opts, k);
     let (Some(bar), Some(bar_size), Some(ram), Some(ram_size)) = (
         get("--bar"),
         get("--bar-size").and_then(|s| parse_size(s)),
         get("--ram"),
         get("--ram-size").and_then(|s| parse_size(s)),
     ) else {
-        return usage();
+        return Err(usage());
     };
     if bar_size < 8 << 20 || !bar_size.is_power_of_two() {
         eprintln!(
             "mock-bar-shm: the BAR must be a power of two ≥ 8 MiB (registers reach 0x7F0040)"
         );
-        return ExitCode::from(2);
+        return Err(ExitCode::from(2));
     }
     let below_4g = get("--below-4g").and_then(|s| parse_size(s)).unwrap_or(ram_size.min(2 << 30));
     let ram_base = match get("--ram-base").map(|s| parse_size(s)) {
         None => 0,
         Some(Some(b)) => b,
-        Some(None) => return usage(),
+        Some(None) => return Err(usage()),
     };
-    let mode = match get("--poll").map(String::as_str) {
-        None | Some("hybrid") => PollMode::Hybrid,
-        Some("spin") => PollMode::Spin,
-        Some(_) => return usage(),
-    };
+    let Some(mode) = poll_mode(opts) else { return Err(usage()) };
     let files = shm::create_zeroed(bar.as_ref(), bar_size)
         .and_then(|b| Ok((b, shm::create_zeroed(ram.as_ref(), ram_size)?)));
     let (bar_f, ram_f) = match files {
         Ok(f) => f,
         Err(e) => {
             eprintln!("mock-bar-shm: cannot create the files: {e}");
-            return ExitCode::from(1);
+            return Err(ExitCode::from(1));
         }
     };
-    let mut host = ShmHost::new(
+    let host = ShmHost::new(
         Config::default(),
         FileBar::new(bar_f, bar_size),
         FileMemory::new(ram_f, ram_size, below_4g).with_base(ram_base),
     );
+    Ok((host, mode))
+}
+
+/// Standalone mode: serves the device on a thread while the child command
+/// runs (or until killed, without one), then reports.
+fn standalone(opts: &[String], child: &[String]) -> ExitCode {
+    let get = |k: &str| opt(opts, k);
+    let (mut host, mode) = match standalone_host(opts) {
+        Ok(h) => h,
+        Err(code) => return code,
+    };
     let cap = get("--pcap").map(|_| Capture::new());
     host.device.set_capture(cap.clone());
     let (stop, handle) = shm::spawn(host, mode);
@@ -228,4 +246,16 @@ fn main() -> ExitCode {
         return ExitCode::from(1);
     }
     ExitCode::from(status.clamp(0, 255) as u8)
+}
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let (opts, child) = match args.iter().position(|a| a == "--") {
+        Some(i) => (&args[..i], &args[i + 1..]),
+        None => (&args[..], &args[args.len()..]),
+    };
+    if opt(opts, "--bar").is_none() && std::env::var_os("IRDMA_BAR_FILE").is_some() {
+        return harness(opts);
+    }
+    standalone(opts, child)
 }
