@@ -409,81 +409,14 @@ fn run_case(case: &Value) -> Outcome {
     match op {
         "cqp_create" => cqp_create(case, &i),
         "nop" => check_post(case, Nop, lim, none),
-        "create_qp" | "modify_qp" => {
-            let (qp_id, qp_type) = tri!(qp_common(&i));
-            let host_ctx_pa = i.u("hw_host_ctx_pa");
-            let force_loopback = i.b("force_lpb");
-            let next_state = tri!(i.n("next_iwarp_state"));
-            if op == "create_qp" {
-                let c = inputs!(i, CreateQp {
-                    qp_id, qp_type, host_ctx_pa, force_loopback, next_state,
-                } u [shadow_area_pa]
-                  b [virtual_map ord_valid tcp_ctx_valid cq_num_valid]
-                  b [arp_cache_idx_valid mac_valid]);
-                check_post(case, c, lim, none)
-            } else {
-                let c = inputs!(i, ModifyQp {
-                    qp_id, qp_type, host_ctx_pa, force_loopback, next_state,
-                } u [shadow_area_pa]
-                  b [virtual_map ord_valid tcp_ctx_valid cached_var_valid cq_num_valid]
-                  b [arp_cache_idx_valid mac_valid mss_change remove_hash_idx reset_tcp_conn]
-                  b [dont_send_fin dont_send_term]
-                  n [new_mss termlen]);
-                check_post(case, c, lim, none)
-            }
-        }
+        "create_qp" | "modify_qp" => qp_create_or_modify(case, &i, op, lim),
         "destroy_qp" => {
             let (qp_id, qp_type) = tri!(qp_common(&i));
             let c = inputs!(i, DestroyQp { qp_id, qp_type, host_ctx_pa: i.u("hw_host_ctx_pa") }
                 u [shadow_area_pa] b [ignore_mw_bnd remove_hash_idx]);
             check_post(case, c, lim, none)
         }
-        "flush_wqes" => {
-            let req = FlushWqes {
-                qp_id: tri!(i.n("qp_id")),
-                flush_sq: i.b("sq"),
-                flush_rq: i.b("rq"),
-                user_codes: if i.b("userflushcode") {
-                    Some(FlushCodes {
-                        sq: (tri!(i.n("sq_major_code")), tri!(i.n("sq_minor_code"))),
-                        rq: (tri!(i.n("rq_major_code")), tri!(i.n("rq_minor_code"))),
-                    })
-                } else {
-                    None
-                },
-                generate_ae: if i.b("generate_ae") {
-                    Some((tri!(i.n("ae_code")), tri!(i.n("ae_src"))))
-                } else {
-                    None
-                },
-            };
-            // The QP's flush bookkeeping decides what is posted (ctrl.c:
-            // irdma_sc_qp_flush_wqes; -EALREADY when nothing is left).
-            let mut st = FlushState { sq: i.b("qp.flush_sq"), rq: i.b("qp.flush_rq") };
-            let before = st;
-            let r = st.request(req);
-            // The bookkeeping after the call, when the case records it.
-            let after = expect(
-                &case["outputs"],
-                &[
-                    ("qp.flush_sq(after)", st.sq as u64),
-                    ("qp.flush_rq(after)", st.rq as u64),
-                    ("qp.flush_sq", st.sq as u64),
-                    ("qp.flush_rq", st.rq as u64),
-                ],
-            );
-            if let Outcome::Fail(m) = after {
-                return Outcome::Fail(format!("flush state (before {before:?}): {m}"));
-            }
-            match r {
-                Ok(c) => check_post(case, c, lim, none),
-                Err(e) if case["ret"].as_i64().unwrap_or(0) < 0 => {
-                    let _ = e;
-                    Outcome::Pass
-                }
-                Err(e) => Outcome::Fail(format!("vendor flushed; we refused: {e:?}")),
-            }
-        }
+        "flush_wqes" => flush_wqes(case, &i, lim),
         "gen_ae" => {
             let c = inputs!(i, GenAe {} n [qp_id ae_code ae_src]);
             check_post(case, c, lim, none)
@@ -499,82 +432,14 @@ fn run_case(case: &Value) -> Outcome {
             check_post(case, c, lim, none)
         }
         "qp_setctx_roce" => qp_setctx(case, &i),
-        "alloc_stag" => {
-            let chunk = i.u("chunk_size");
-            let c = inputs!(i, AllocStag {
-                page_size: PageSize::Size4K,
-                use_hmc_fn_index: i.b("use_hmc_fcn_index"),
-                hmc_fn_index: tri!(i.n("hmc_fcn_index")),
-                pbl: if chunk != 0 { Some(tri!(pbl(&i, "first_pm_pbl_idx"))) } else { None },
-            } n [stag_idx pd_id access_rights placement_type]
-              u [total_len] b [remote_access all_memory]);
-            // Linux encodes unknown page sizes (incl. 0) as 4 KiB; the driver
-            // only has the three real ones.
-            let ps = i.u("page_size");
-            let page_size = match PageSize::from_bytes(ps) {
-                Some(p) => p,
-                None if ps == 0 => PageSize::Size4K,
-                None => {
-                    return match check_post(case, c, lim, none) {
-                        o @ (Outcome::Refused(_) | Outcome::Pass)
-                            if case["ret"].as_i64().unwrap_or(0) < 0
-                                || matches!(o, Outcome::Refused(_)) =>
-                        {
-                            o
-                        }
-                        _ => {
-                            Outcome::Fail(format!("page size {ps:#x} not supported by the driver"))
-                        }
-                    };
-                }
-            };
-            check_post(case, AllocStag { page_size, ..c }, lim, none)
-        }
-        "mr_reg_non_shared" => {
-            let chunk = i.u("chunk_size");
-            let Some(page_size) = PageSize::from_bytes(i.u("page_size")) else {
-                // The vendor refuses other page sizes; so does the type.
-                return if case["ret"].as_i64().unwrap_or(0) < 0 {
-                    Outcome::Pass
-                } else {
-                    Outcome::Fail(format!(
-                        "page size {:#x} accepted by the vendor",
-                        i.u("page_size")
-                    ))
-                };
-            };
-            let c = inputs!(i, RegMr {
-                page_size,
-                pages: if chunk != 0 {
-                    MrPages::Pbl(tri!(pbl(&i, "first_pm_pbl_index")))
-                } else {
-                    MrPages::Contiguous(i.u("reg_addr_pa"))
-                },
-                va_based: i.u("addr_type") == 1,
-                remote_atomics: i.b("remote_atomics_en"),
-                use_hmc_fn_index: i.b("use_hmc_fcn_index"),
-                hmc_fn_index: tri!(i.n("hmc_fcn_index")),
-            } n [stag_idx stag_key pd_id access_rights placement_type]
-              u [va total_len] b [non_cached all_memory]);
-            check_post(case, c, lim, none)
-        }
+        "alloc_stag" => alloc_stag(case, &i, lim),
+        "mr_reg_non_shared" => mr_reg_non_shared(case, &i, lim),
         "dealloc_stag" => {
             let c = inputs!(i, DeallocStag { skip_flush: i.b("skip_flush_markers") }
                 n [stag_idx pd_id] b [mr]);
             check_post(case, c, lim, none)
         }
-        "query_fpm_val" => {
-            let c =
-                QueryFpmVal { hmc_fn_id: tri!(i.n("hmc_fn_id")), buf_pa: i.u("query_fpm_mem.pa") };
-            check_post(case, c, lim, none)
-        }
-        "commit_fpm_val" => {
-            let c = inputs!(i, CommitFpmVal {
-                buf_pa: i.u("commit_fpm_mem.pa"),
-                flush_timer_disable: i.b("dev.periodic_flush"),
-            } n [hmc_fn_id]);
-            check_post(case, c, lim, none)
-        }
+        "query_fpm_val" | "commit_fpm_val" => fpm_val(case, &i, op, lim),
         "cfg_iw_fpm(commit buffer)" => cfg_iw_fpm(case, &i),
         "shmc_pages_allocated" => {
             check_post(case, ShmcPagesAllocated { hmc_fn_id: tri!(i.n("hmc_fn_id")) }, lim, none)
@@ -584,69 +449,14 @@ fn run_case(case: &Value) -> Outcome {
             let c = QueryRdmaFeatures { buf_pa: i.u("buf.pa"), buf_len: tri!(i.n("buf.size")) };
             check_post(case, c, lim, none)
         }
-        "ceq_create" | "ceq_destroy" => {
-            let mem = tri!(queue_addr(&i, "ceqe_pa"));
-            let ceq_id = tri!(i.n("ceq_id"));
-            let elem_cnt = tri!(i.n("elem_cnt"));
-            let pasid_valid = i.b("pasid_valid(sc_ceq field)");
-            let pasid = tri!(i.n("pasid(sc_ceq field)"));
-            if op == "ceq_create" {
-                let c = inputs!(i, CreateCeq {
-                    ceq_id,
-                    elem_cnt,
-                    mem,
-                    vsi_idx: tri!(i.n("vsi.vsi_idx")),
-                    pasid_valid,
-                    pasid,
-                } b [tph_en itr_no_expire] n [tph_val]);
-                check_post(case, c, lim, none)
-            } else {
-                let c =
-                    inputs!(i, DestroyCeq { ceq_id, elem_cnt, mem, pasid_valid, pasid } b [tph_en]);
-                check_post(case, c, lim, none)
-            }
-        }
-        "aeq_create" | "aeq_destroy" => {
-            let mem = tri!(queue_addr(&i, "aeq_elem_pa"));
-            let elem_cnt = tri!(i.n("elem_cnt"));
-            let pasid_valid = i.b("pasid_valid(sc_aeq field)");
-            let pasid = tri!(i.n("pasid(sc_aeq field)"));
-            if op == "aeq_create" {
-                check_post(case, CreateAeq { elem_cnt, mem, pasid_valid, pasid }, lim, none)
-            } else {
-                check_post(case, DestroyAeq { elem_cnt, mem, pasid_valid, pasid }, lim, none)
-            }
-        }
+        "ceq_create" | "ceq_destroy" => ceq_ops(case, &i, op, lim),
+        "aeq_create" | "aeq_destroy" => aeq_ops(case, &i, op, lim),
         "cq_create" | "cq_destroy" | "cq_modify" | "ccq_create" | "ccq_destroy" => {
             cq_ops(case, &i, op, lim)
         }
-        "manage_arp_add" => {
-            let c = inputs!(i, ArpAdd { mac: i.mac("mac_addr") }
-                n [arp_index reach_max] b [permanent]);
-            check_post(case, c, lim, none)
-        }
-        "manage_arp_del" => {
-            check_post(case, ArpDel { arp_index: tri!(i.n("arp_index")) }, lim, none)
-        }
-        "ws_node" => {
-            let op = match i.u("node_op") {
-                0 => WsNodeOp::Add,
-                1 => WsNodeOp::Modify,
-                2 => WsNodeOp::Delete,
-                v => return Outcome::Refused(format!("node_op {v} is not an operation")),
-            };
-            let c = inputs!(i, WsNode { op, node_id: tri!(i.n("id")), leaf: i.b("type_leaf") }
-                n [parent_id vsi prio_type tc weight] b [enable]);
-            check_post(case, c, lim, none)
-        }
-        "create_ah" | "modify_ah" | "destroy_ah" => {
-            let ah = tri!(ah_info(&i));
-            match op {
-                "create_ah" => check_post(case, CreateAh(ah), lim, none),
-                "modify_ah" => check_post(case, ModifyAh(ah), lim, none),
-                _ => check_post(case, DestroyAh(ah), lim, none),
-            }
-        }
+        "manage_arp_add" | "manage_arp_del" => arp_ops(case, &i, op, lim),
+        "ws_node" => ws_node(case, &i, lim),
+        "create_ah" | "modify_ah" | "destroy_ah" => ah_ops(case, &i, op, lim),
         "create_mcast_grp" | "modify_mcast_grp" | "destroy_mcast_grp" => mcast(case, &i, op, lim),
         "decode_ccq_cqe" => decode_ccq(case, &i),
         "decode_fpm_query_buf" => decode_query(case, &i),
@@ -654,6 +464,221 @@ fn run_case(case: &Value) -> Outcome {
         "decode_aeqe" => decode_aeqe(case, &i),
         "decode_aeqe_classification" => decode_aeqe_class(case, &i),
         _ => Outcome::Fail(format!("no runner for op {op}")),
+    }
+}
+
+fn qp_create_or_modify(case: &Value, i: &In, op: &str, lim: Limits) -> Outcome {
+    let none = |_: &Cqp<FakeHal, &RecBar>, _: &mut Vec<u64>| Ok(());
+    let (qp_id, qp_type) = tri!(qp_common(i));
+    let host_ctx_pa = i.u("hw_host_ctx_pa");
+    let force_loopback = i.b("force_lpb");
+    let next_state = tri!(i.n("next_iwarp_state"));
+    if op == "create_qp" {
+        let c = inputs!(i, CreateQp {
+            qp_id, qp_type, host_ctx_pa, force_loopback, next_state,
+        } u [shadow_area_pa]
+          b [virtual_map ord_valid tcp_ctx_valid cq_num_valid]
+          b [arp_cache_idx_valid mac_valid]);
+        check_post(case, c, lim, none)
+    } else {
+        let c = inputs!(i, ModifyQp {
+            qp_id, qp_type, host_ctx_pa, force_loopback, next_state,
+        } u [shadow_area_pa]
+          b [virtual_map ord_valid tcp_ctx_valid cached_var_valid cq_num_valid]
+          b [arp_cache_idx_valid mac_valid mss_change remove_hash_idx reset_tcp_conn]
+          b [dont_send_fin dont_send_term]
+          n [new_mss termlen]);
+        check_post(case, c, lim, none)
+    }
+}
+
+fn flush_wqes(case: &Value, i: &In, lim: Limits) -> Outcome {
+    let none = |_: &Cqp<FakeHal, &RecBar>, _: &mut Vec<u64>| Ok(());
+    let req = FlushWqes {
+        qp_id: tri!(i.n("qp_id")),
+        flush_sq: i.b("sq"),
+        flush_rq: i.b("rq"),
+        user_codes: if i.b("userflushcode") {
+            Some(FlushCodes {
+                sq: (tri!(i.n("sq_major_code")), tri!(i.n("sq_minor_code"))),
+                rq: (tri!(i.n("rq_major_code")), tri!(i.n("rq_minor_code"))),
+            })
+        } else {
+            None
+        },
+        generate_ae: if i.b("generate_ae") {
+            Some((tri!(i.n("ae_code")), tri!(i.n("ae_src"))))
+        } else {
+            None
+        },
+    };
+    // The QP's flush bookkeeping decides what is posted (ctrl.c:
+    // irdma_sc_qp_flush_wqes; -EALREADY when nothing is left).
+    let mut st = FlushState { sq: i.b("qp.flush_sq"), rq: i.b("qp.flush_rq") };
+    let before = st;
+    let r = st.request(req);
+    // The bookkeeping after the call, when the case records it.
+    let after = expect(
+        &case["outputs"],
+        &[
+            ("qp.flush_sq(after)", st.sq as u64),
+            ("qp.flush_rq(after)", st.rq as u64),
+            ("qp.flush_sq", st.sq as u64),
+            ("qp.flush_rq", st.rq as u64),
+        ],
+    );
+    if let Outcome::Fail(m) = after {
+        return Outcome::Fail(format!("flush state (before {before:?}): {m}"));
+    }
+    match r {
+        Ok(c) => check_post(case, c, lim, none),
+        Err(e) if case["ret"].as_i64().unwrap_or(0) < 0 => {
+            let _ = e;
+            Outcome::Pass
+        }
+        Err(e) => Outcome::Fail(format!("vendor flushed; we refused: {e:?}")),
+    }
+}
+
+fn alloc_stag(case: &Value, i: &In, lim: Limits) -> Outcome {
+    let none = |_: &Cqp<FakeHal, &RecBar>, _: &mut Vec<u64>| Ok(());
+    let chunk = i.u("chunk_size");
+    let c = inputs!(i, AllocStag {
+        page_size: PageSize::Size4K,
+        use_hmc_fn_index: i.b("use_hmc_fcn_index"),
+        hmc_fn_index: tri!(i.n("hmc_fcn_index")),
+        pbl: if chunk != 0 { Some(tri!(pbl(i, "first_pm_pbl_idx"))) } else { None },
+    } n [stag_idx pd_id access_rights placement_type]
+      u [total_len] b [remote_access all_memory]);
+    // Linux encodes unknown page sizes (incl. 0) as 4 KiB; the driver
+    // only has the three real ones.
+    let ps = i.u("page_size");
+    let page_size = match PageSize::from_bytes(ps) {
+        Some(p) => p,
+        None if ps == 0 => PageSize::Size4K,
+        None => {
+            return match check_post(case, c, lim, none) {
+                o @ (Outcome::Refused(_) | Outcome::Pass)
+                    if case["ret"].as_i64().unwrap_or(0) < 0
+                        || matches!(o, Outcome::Refused(_)) =>
+                {
+                    o
+                }
+                _ => Outcome::Fail(format!("page size {ps:#x} not supported by the driver")),
+            };
+        }
+    };
+    check_post(case, AllocStag { page_size, ..c }, lim, none)
+}
+
+fn mr_reg_non_shared(case: &Value, i: &In, lim: Limits) -> Outcome {
+    let none = |_: &Cqp<FakeHal, &RecBar>, _: &mut Vec<u64>| Ok(());
+    let chunk = i.u("chunk_size");
+    let Some(page_size) = PageSize::from_bytes(i.u("page_size")) else {
+        // The vendor refuses other page sizes; so does the type.
+        return if case["ret"].as_i64().unwrap_or(0) < 0 {
+            Outcome::Pass
+        } else {
+            Outcome::Fail(format!("page size {:#x} accepted by the vendor", i.u("page_size")))
+        };
+    };
+    let c = inputs!(i, RegMr {
+        page_size,
+        pages: if chunk != 0 {
+            MrPages::Pbl(tri!(pbl(i, "first_pm_pbl_index")))
+        } else {
+            MrPages::Contiguous(i.u("reg_addr_pa"))
+        },
+        va_based: i.u("addr_type") == 1,
+        remote_atomics: i.b("remote_atomics_en"),
+        use_hmc_fn_index: i.b("use_hmc_fcn_index"),
+        hmc_fn_index: tri!(i.n("hmc_fcn_index")),
+    } n [stag_idx stag_key pd_id access_rights placement_type]
+      u [va total_len] b [non_cached all_memory]);
+    check_post(case, c, lim, none)
+}
+
+fn ceq_ops(case: &Value, i: &In, op: &str, lim: Limits) -> Outcome {
+    let none = |_: &Cqp<FakeHal, &RecBar>, _: &mut Vec<u64>| Ok(());
+    let mem = tri!(queue_addr(i, "ceqe_pa"));
+    let ceq_id = tri!(i.n("ceq_id"));
+    let elem_cnt = tri!(i.n("elem_cnt"));
+    let pasid_valid = i.b("pasid_valid(sc_ceq field)");
+    let pasid = tri!(i.n("pasid(sc_ceq field)"));
+    if op == "ceq_create" {
+        let c = inputs!(i, CreateCeq {
+            ceq_id,
+            elem_cnt,
+            mem,
+            vsi_idx: tri!(i.n("vsi.vsi_idx")),
+            pasid_valid,
+            pasid,
+        } b [tph_en itr_no_expire] n [tph_val]);
+        check_post(case, c, lim, none)
+    } else {
+        let c = inputs!(i, DestroyCeq { ceq_id, elem_cnt, mem, pasid_valid, pasid } b [tph_en]);
+        check_post(case, c, lim, none)
+    }
+}
+
+fn aeq_ops(case: &Value, i: &In, op: &str, lim: Limits) -> Outcome {
+    let none = |_: &Cqp<FakeHal, &RecBar>, _: &mut Vec<u64>| Ok(());
+    let mem = tri!(queue_addr(i, "aeq_elem_pa"));
+    let elem_cnt = tri!(i.n("elem_cnt"));
+    let pasid_valid = i.b("pasid_valid(sc_aeq field)");
+    let pasid = tri!(i.n("pasid(sc_aeq field)"));
+    if op == "aeq_create" {
+        check_post(case, CreateAeq { elem_cnt, mem, pasid_valid, pasid }, lim, none)
+    } else {
+        check_post(case, DestroyAeq { elem_cnt, mem, pasid_valid, pasid }, lim, none)
+    }
+}
+
+fn ws_node(case: &Value, i: &In, lim: Limits) -> Outcome {
+    let none = |_: &Cqp<FakeHal, &RecBar>, _: &mut Vec<u64>| Ok(());
+    let op = match i.u("node_op") {
+        0 => WsNodeOp::Add,
+        1 => WsNodeOp::Modify,
+        2 => WsNodeOp::Delete,
+        v => return Outcome::Refused(format!("node_op {v} is not an operation")),
+    };
+    let c = inputs!(i, WsNode { op, node_id: tri!(i.n("id")), leaf: i.b("type_leaf") }
+        n [parent_id vsi prio_type tc weight] b [enable]);
+    check_post(case, c, lim, none)
+}
+
+fn ah_ops(case: &Value, i: &In, op: &str, lim: Limits) -> Outcome {
+    let none = |_: &Cqp<FakeHal, &RecBar>, _: &mut Vec<u64>| Ok(());
+    let ah = tri!(ah_info(i));
+    match op {
+        "create_ah" => check_post(case, CreateAh(ah), lim, none),
+        "modify_ah" => check_post(case, ModifyAh(ah), lim, none),
+        _ => check_post(case, DestroyAh(ah), lim, none),
+    }
+}
+
+fn fpm_val(case: &Value, i: &In, op: &str, lim: Limits) -> Outcome {
+    let none = |_: &Cqp<FakeHal, &RecBar>, _: &mut Vec<u64>| Ok(());
+    if op == "query_fpm_val" {
+        let c = QueryFpmVal { hmc_fn_id: tri!(i.n("hmc_fn_id")), buf_pa: i.u("query_fpm_mem.pa") };
+        check_post(case, c, lim, none)
+    } else {
+        let c = inputs!(i, CommitFpmVal {
+            buf_pa: i.u("commit_fpm_mem.pa"),
+            flush_timer_disable: i.b("dev.periodic_flush"),
+        } n [hmc_fn_id]);
+        check_post(case, c, lim, none)
+    }
+}
+
+fn arp_ops(case: &Value, i: &In, op: &str, lim: Limits) -> Outcome {
+    let none = |_: &Cqp<FakeHal, &RecBar>, _: &mut Vec<u64>| Ok(());
+    if op == "manage_arp_add" {
+        let c = inputs!(i, ArpAdd { mac: i.mac("mac_addr") }
+            n [arp_index reach_max] b [permanent]);
+        check_post(case, c, lim, none)
+    } else {
+        check_post(case, ArpDel { arp_index: tri!(i.n("arp_index")) }, lim, none)
     }
 }
 
