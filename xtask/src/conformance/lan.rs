@@ -1105,182 +1105,29 @@ fn port_fields(o: &mut Out, tree: &Tree) {
 /// Composite ops: each vendor function of the case, in order, mapped to the
 /// driver call that does the same job.
 fn sequenced(case: &Value, aq: &mut Aq<'_>) -> Result<Vec<Out>, Outcome> {
-    let lport = num(&case["inputs"]["port_info"]["lport"]).unwrap_or(0) as u8;
-    let mut layers = 9u8;
-    let mut res: Option<irdma::ice::cmd::SchedResources> = None;
-    let mut tree: Option<Tree> = None;
-    let mut vsi: Option<(u16, VsiContext)> = None;
-    // hardware numbers of the VSIs added so far (vsi0, vsi1, …) and the
-    // driver's MAC-rule table (ice's MAC recipe filter list)
-    let mut vsis: Vec<u16> = Vec::new();
-    let mut filters = irdma::ice::switch::MacFilters::new();
-    let mut mac_calls = 0usize;
-    let mut branches: Vec<(u8, RdmaBranch)> = Vec::new();
-    let mut qsets: Vec<(u16, u32)> = Vec::new();
+    let mut sq = Seq::new(case);
     let mut outs = Vec::new();
-    let args = &case["inputs"]["args"];
     let fns: Vec<String> = case["vendor"]
         .as_array()
         .map(|a| a.iter().filter_map(|f| f.as_str().map(str::to_string)).collect())
         .unwrap_or_default();
     for f in fns {
-        let mut o;
-        match f.as_str() {
-            "ice_sched_query_res_alloc" => {
-                let r = aq.query_sched_res();
-                o = Out::new(errno(r.map(|_| ())));
-                if let Ok(s) = r {
-                    layers = s.layers;
-                    sched_res_fields(&mut o, &s);
-                    res = Some(s);
-                }
-            }
-            "ice_sched_init_port" => {
-                let r = aq.sched_init_port(lport, layers);
-                o = Out::new(errno(r.as_ref().map(|_| ()).map_err(|e| *e)));
-                if let Ok(mut t) = r {
-                    if let Some(s) = &res {
-                        t.set_max_children(s);
-                    }
-                    port_fields(&mut o, &t);
-                    tree = Some(t);
-                }
-            }
-            "ice_vsi_init" => {
-                // the k-th ice_vsi_init builds inputs.vsi<k>
-                let key = format!("vsi{}", vsis.len());
-                if case["inputs"].get(&key).is_none_or(Value::is_null) {
-                    return Err(Outcome::Fail(format!("ice_vsi_init without inputs.{key}")));
-                }
-                if let Err(why) = vsi_params(&case["inputs"][key.as_str()]) {
-                    return Err(Outcome::Skip(format!(
-                        "{key}: {why}: the driver builds PF and CTRL VSIs only"
-                    )));
-                }
-                let (vo, n, c) = add_vsi(aq, case, &key).map_err(Outcome::Fail)?;
-                o = vo;
-                vsis.push(n);
-                if vsi.is_none() {
-                    vsi = Some((n, c));
-                }
-            }
-            "ice_sched_add_nodes_to_layer" => {
-                let t = tree.as_mut().ok_or_else(|| Outcome::Fail("no tree".into()))?;
-                let tc = arg(case, "tc").unwrap_or(0) as u8;
-                let parent = arg(case, "parent_teid")
-                    .map(|p| p as u32)
-                    .or_else(|| t.tc_node(tc))
-                    .unwrap_or(0);
-                let layer = arg(case, "layer")
-                    .map(|l| l as u8)
-                    .unwrap_or_else(|| t.find(parent).map_or(0, |p| p.layer + 1));
-                let n = (arg(case, "num_nodes").unwrap_or(1) as usize).min(MAX_ARG_BUF);
-                let mut teids = vec![0u32; n];
-                let r = aq.sched_add_nodes(t, parent, layer, tc, &mut teids);
-                o = Out::new(errno(r));
-                if o.ret == 0 {
-                    o.set(
-                        "first_node_teid",
-                        json!(format!("{:#x}", teids.first().copied().unwrap_or(0))),
-                    );
-                    o.set("num_nodes_added", json!(n));
-                }
-                port_fields(&mut o, t);
-            }
+        let mut o = match f.as_str() {
+            "ice_sched_query_res_alloc" => sq.query_res_alloc(aq),
+            "ice_sched_init_port" => sq.init_port(aq),
+            "ice_vsi_init" => sq.vsi_init(aq)?,
+            "ice_sched_add_nodes_to_layer" => sq.on_tree(aq, Seq::add_nodes_to_layer)?,
             "ice_cfg_vsi_lan" => {
                 return Err(Outcome::Fail(
                     "LAN queue scheduling (ice_cfg_vsi_lan) is not in the driver".into(),
                 ));
             }
-            "ice_cfg_vsi_rdma" => {
-                let t = tree.as_mut().ok_or_else(|| Outcome::Fail("no tree".into()))?;
-                let bitmap = arg(case, "tc_bitmap").unwrap_or(1) as u8;
-                let mut ret = 0;
-                for tc in 0..8u8 {
-                    // ice skips a TC the port has no node for; without
-                    // DCB (not in the vectors) every TC node carries
-                    // tc_num 0, so only TC 0 has one in ice's view
-                    // (the vectors' trees report tc 0 for all of them)
-                    if bitmap & (1 << tc) == 0 || tc != 0 || t.tc_node(tc).is_none() {
-                        continue;
-                    }
-                    // ice_cfg_vsi_rdma(max_rdmaqs[tc]): a new branch, or
-                    // one grown to the larger count
-                    let max_qs = args["max_rdmaqs"]
-                        .as_array()
-                        .and_then(|a| a.get(usize::from(tc)))
-                        .and_then(num)
-                        .unwrap_or(0) as u16;
-                    let r = match branches.iter_mut().find(|b| b.0 == tc) {
-                        Some(b) => aq.sched_grow_rdma(t, &mut b.1, max_qs),
-                        None => {
-                            aq.sched_cfg_vsi_rdma(t, tc, max_qs).map(|b| branches.push((tc, b)))
-                        }
-                    };
-                    if let Err(e) = r {
-                        ret = i64::from(e.linux_errno());
-                        break;
-                    }
-                }
-                o = Out::new(ret);
-                port_fields(&mut o, t);
-            }
-            "ice_ena_vsi_rdma_qset" => {
-                let t = tree.as_mut().ok_or_else(|| Outcome::Fail("no tree".into()))?;
-                let tc = arg(case, "tc").unwrap_or(0) as u8;
-                let hs: Vec<u16> = args["qs_handles"]
-                    .as_array()
-                    .map(|a| a.iter().filter_map(num).map(|h| h as u16).collect())
-                    .unwrap_or_default();
-                let mut teids = vec![0u32; hs.len()];
-                // no branch on this TC: ice_sched_get_free_qparent finds no
-                // parent (EINVAL), nothing sent
-                let r = match branches.iter().find(|b| b.0 == tc) {
-                    Some(b) => aq.sched_ena_rdma_qsets(t, &b.1, tc, &hs, &mut teids),
-                    None => Err(irdma::ice::cmd::CmdError::Invalid("no RDMA branch on this TC")),
-                };
-                o = Out::new(errno(r));
-                if o.ret == 0 {
-                    for (i, te) in teids.iter().enumerate() {
-                        o.set(&format!("qset_teid[{i}]"), json!(format!("{te:#x}")));
-                        qsets.push((hs[i], *te));
-                    }
-                }
-                port_fields(&mut o, t);
-            }
-            "ice_dis_vsi_rdma_qset" => {
-                let t = tree.as_mut().ok_or_else(|| Outcome::Fail("no tree".into()))?;
-                let bogus = arg(case, "bogus_teid").unwrap_or(0xffff_ffff) as u32;
-                let mut ret = 0;
-                for idx in args["free_idx"].as_array().cloned().unwrap_or_default() {
-                    let i = num(&idx).unwrap_or(0) as usize;
-                    let (h, te) = qsets.get(i).copied().unwrap_or((0, bogus));
-                    if let Err(e) = aq.sched_dis_rdma_qset(t, te, h) {
-                        ret = i64::from(e.linux_errno());
-                        break;
-                    }
-                }
-                o = Out::new(ret);
-                port_fields(&mut o, t);
-            }
-            "ice_fltr_add_mac_and_broadcast" => {
-                // the k-th call subscribes vsi<k> (vsi1: a second VSI on
-                // the same addresses, which ice turns into VSI lists)
-                let n = vsis.get(mac_calls).copied().ok_or_else(|| {
-                    Outcome::Fail(format!("add_mac call {mac_calls} without its VSI"))
-                })?;
-                mac_calls += 1;
-                let mac = hexbytes(&args["mac"].as_str().unwrap_or("").replace(':', ""));
-                let mac: [u8; 6] = mac.try_into().map_err(|_| Outcome::Fail("bad mac".into()))?;
-                let hw = &case["inputs"]["hw"];
-                let veb = hw["evb_veb"].as_bool().unwrap_or(true);
-                let umac_shared = hw["umac_shared"].as_bool().unwrap_or(false);
-                let r = filters.add_mac_and_broadcast(aq, mac, n, veb, umac_shared);
-                o = Out::new(errno(r));
-                o.set("switch_info.rule_cnt", json!(filters.rule_cnt()));
-            }
+            "ice_cfg_vsi_rdma" => sq.on_tree(aq, Seq::cfg_vsi_rdma)?,
+            "ice_ena_vsi_rdma_qset" => sq.on_tree(aq, Seq::ena_vsi_rdma_qset)?,
+            "ice_dis_vsi_rdma_qset" => sq.on_tree(aq, Seq::dis_vsi_rdma_qset)?,
+            "ice_fltr_add_mac_and_broadcast" => sq.add_mac_and_broadcast(aq)?,
             other => return Err(Outcome::Fail(format!("vendor call {other} not mapped"))),
-        }
+        };
         o.set("sq_last_status", json!(aq.last_status()));
         let failed = o.ret != 0;
         outs.push(o);
@@ -1289,6 +1136,211 @@ fn sequenced(case: &Value, aq: &mut Aq<'_>) -> Result<Vec<Out>, Outcome> {
         }
     }
     Ok(outs)
+}
+
+/// What the calls of a sequenced case hand on to the later ones.
+struct Seq<'c> {
+    case: &'c Value,
+    args: &'c Value,
+    lport: u8,
+    layers: u8,
+    res: Option<irdma::ice::cmd::SchedResources>,
+    tree: Option<Tree>,
+    vsi: Option<(u16, VsiContext)>,
+    // hardware numbers of the VSIs added so far (vsi0, vsi1, …) and the
+    // driver's MAC-rule table (ice's MAC recipe filter list)
+    vsis: Vec<u16>,
+    filters: irdma::ice::switch::MacFilters,
+    mac_calls: usize,
+    branches: Vec<(u8, RdmaBranch)>,
+    qsets: Vec<(u16, u32)>,
+}
+
+impl<'c> Seq<'c> {
+    fn new(case: &'c Value) -> Self {
+        Seq {
+            case,
+            args: &case["inputs"]["args"],
+            lport: num(&case["inputs"]["port_info"]["lport"]).unwrap_or(0) as u8,
+            layers: 9u8,
+            res: None,
+            tree: None,
+            vsi: None,
+            vsis: Vec::new(),
+            filters: irdma::ice::switch::MacFilters::new(),
+            mac_calls: 0usize,
+            branches: Vec::new(),
+            qsets: Vec::new(),
+        }
+    }
+
+    /// A step on the port's scheduler tree (built by `ice_sched_init_port`),
+    /// with the tree's fields reported after it.
+    fn on_tree(
+        &mut self,
+        aq: &mut Aq<'_>,
+        step: fn(&mut Self, &mut Aq<'_>, &mut Tree) -> Out,
+    ) -> Result<Out, Outcome> {
+        let mut t = self.tree.take().ok_or_else(|| Outcome::Fail("no tree".into()))?;
+        let mut o = step(self, aq, &mut t);
+        port_fields(&mut o, &t);
+        self.tree = Some(t);
+        Ok(o)
+    }
+
+    fn query_res_alloc(&mut self, aq: &mut Aq<'_>) -> Out {
+        let r = aq.query_sched_res();
+        let mut o = Out::new(errno(r.map(|_| ())));
+        if let Ok(s) = r {
+            self.layers = s.layers;
+            sched_res_fields(&mut o, &s);
+            self.res = Some(s);
+        }
+        o
+    }
+
+    fn init_port(&mut self, aq: &mut Aq<'_>) -> Out {
+        let r = aq.sched_init_port(self.lport, self.layers);
+        let mut o = Out::new(errno(r.as_ref().map(|_| ()).map_err(|e| *e)));
+        if let Ok(mut t) = r {
+            if let Some(s) = &self.res {
+                t.set_max_children(s);
+            }
+            port_fields(&mut o, &t);
+            self.tree = Some(t);
+        }
+        o
+    }
+
+    fn vsi_init(&mut self, aq: &mut Aq<'_>) -> Result<Out, Outcome> {
+        let case = self.case;
+        // the k-th ice_vsi_init builds inputs.vsi<k>
+        let key = format!("vsi{}", self.vsis.len());
+        if case["inputs"].get(&key).is_none_or(Value::is_null) {
+            return Err(Outcome::Fail(format!("ice_vsi_init without inputs.{key}")));
+        }
+        if let Err(why) = vsi_params(&case["inputs"][key.as_str()]) {
+            return Err(Outcome::Skip(format!(
+                "{key}: {why}: the driver builds PF and CTRL VSIs only"
+            )));
+        }
+        let (vo, n, c) = add_vsi(aq, case, &key).map_err(Outcome::Fail)?;
+        self.vsis.push(n);
+        if self.vsi.is_none() {
+            self.vsi = Some((n, c));
+        }
+        Ok(vo)
+    }
+
+    fn add_nodes_to_layer(&mut self, aq: &mut Aq<'_>, t: &mut Tree) -> Out {
+        let case = self.case;
+        let tc = arg(case, "tc").unwrap_or(0) as u8;
+        let parent =
+            arg(case, "parent_teid").map(|p| p as u32).or_else(|| t.tc_node(tc)).unwrap_or(0);
+        let layer = arg(case, "layer")
+            .map(|l| l as u8)
+            .unwrap_or_else(|| t.find(parent).map_or(0, |p| p.layer + 1));
+        let n = (arg(case, "num_nodes").unwrap_or(1) as usize).min(MAX_ARG_BUF);
+        let mut teids = vec![0u32; n];
+        let r = aq.sched_add_nodes(t, parent, layer, tc, &mut teids);
+        let mut o = Out::new(errno(r));
+        if o.ret == 0 {
+            o.set("first_node_teid", json!(format!("{:#x}", teids.first().copied().unwrap_or(0))));
+            o.set("num_nodes_added", json!(n));
+        }
+        o
+    }
+
+    fn cfg_vsi_rdma(&mut self, aq: &mut Aq<'_>, t: &mut Tree) -> Out {
+        let (case, args) = (self.case, self.args);
+        let bitmap = arg(case, "tc_bitmap").unwrap_or(1) as u8;
+        let mut ret = 0;
+        for tc in 0..8u8 {
+            // ice skips a TC the port has no node for; without
+            // DCB (not in the vectors) every TC node carries
+            // tc_num 0, so only TC 0 has one in ice's view
+            // (the vectors' trees report tc 0 for all of them)
+            if bitmap & (1 << tc) == 0 || tc != 0 || t.tc_node(tc).is_none() {
+                continue;
+            }
+            // ice_cfg_vsi_rdma(max_rdmaqs[tc]): a new branch, or
+            // one grown to the larger count
+            let max_qs = args["max_rdmaqs"]
+                .as_array()
+                .and_then(|a| a.get(usize::from(tc)))
+                .and_then(num)
+                .unwrap_or(0) as u16;
+            let r = match self.branches.iter_mut().find(|b| b.0 == tc) {
+                Some(b) => aq.sched_grow_rdma(t, &mut b.1, max_qs),
+                None => aq.sched_cfg_vsi_rdma(t, tc, max_qs).map(|b| self.branches.push((tc, b))),
+            };
+            if let Err(e) = r {
+                ret = i64::from(e.linux_errno());
+                break;
+            }
+        }
+        Out::new(ret)
+    }
+
+    fn ena_vsi_rdma_qset(&mut self, aq: &mut Aq<'_>, t: &mut Tree) -> Out {
+        let (case, args) = (self.case, self.args);
+        let tc = arg(case, "tc").unwrap_or(0) as u8;
+        let hs: Vec<u16> = args["qs_handles"]
+            .as_array()
+            .map(|a| a.iter().filter_map(num).map(|h| h as u16).collect())
+            .unwrap_or_default();
+        let mut teids = vec![0u32; hs.len()];
+        // no branch on this TC: ice_sched_get_free_qparent finds no
+        // parent (EINVAL), nothing sent
+        let r = match self.branches.iter().find(|b| b.0 == tc) {
+            Some(b) => aq.sched_ena_rdma_qsets(t, &b.1, tc, &hs, &mut teids),
+            None => Err(irdma::ice::cmd::CmdError::Invalid("no RDMA branch on this TC")),
+        };
+        let mut o = Out::new(errno(r));
+        if o.ret == 0 {
+            for (i, te) in teids.iter().enumerate() {
+                o.set(&format!("qset_teid[{i}]"), json!(format!("{te:#x}")));
+                self.qsets.push((hs[i], *te));
+            }
+        }
+        o
+    }
+
+    fn dis_vsi_rdma_qset(&mut self, aq: &mut Aq<'_>, t: &mut Tree) -> Out {
+        let (case, args) = (self.case, self.args);
+        let bogus = arg(case, "bogus_teid").unwrap_or(0xffff_ffff) as u32;
+        let mut ret = 0;
+        for idx in args["free_idx"].as_array().cloned().unwrap_or_default() {
+            let i = num(&idx).unwrap_or(0) as usize;
+            let (h, te) = self.qsets.get(i).copied().unwrap_or((0, bogus));
+            if let Err(e) = aq.sched_dis_rdma_qset(t, te, h) {
+                ret = i64::from(e.linux_errno());
+                break;
+            }
+        }
+        Out::new(ret)
+    }
+
+    fn add_mac_and_broadcast(&mut self, aq: &mut Aq<'_>) -> Result<Out, Outcome> {
+        let (case, args) = (self.case, self.args);
+        // the k-th call subscribes vsi<k> (vsi1: a second VSI on
+        // the same addresses, which ice turns into VSI lists)
+        let mac_calls = self.mac_calls;
+        let n =
+            self.vsis.get(mac_calls).copied().ok_or_else(|| {
+                Outcome::Fail(format!("add_mac call {mac_calls} without its VSI"))
+            })?;
+        self.mac_calls += 1;
+        let mac = hexbytes(&args["mac"].as_str().unwrap_or("").replace(':', ""));
+        let mac: [u8; 6] = mac.try_into().map_err(|_| Outcome::Fail("bad mac".into()))?;
+        let hw = &case["inputs"]["hw"];
+        let veb = hw["evb_veb"].as_bool().unwrap_or(true);
+        let umac_shared = hw["umac_shared"].as_bool().unwrap_or(false);
+        let r = self.filters.add_mac_and_broadcast(aq, mac, n, veb, umac_shared);
+        let mut o = Out::new(errno(r));
+        o.set("switch_info.rule_cnt", json!(self.filters.rule_cnt()));
+        Ok(o)
+    }
 }
 
 /// `ice_fill_sw_rule` alone: the driver's lookup-rule encoder
