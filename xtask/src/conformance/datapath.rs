@@ -737,175 +737,199 @@ fn run_cq_case(case: &Value, cfg: &Value) -> Result<Outcome, String> {
 fn run_cq_case_with(case: &Value, cfg: &Value, park: bool) -> Result<Outcome, String> {
     let mut w = World::new(cfg);
     let cq_slots = get(cfg, "cq_size") as usize;
-    let (mut qp, mut cq) = w.parts()?;
+    let (mut qp, cq) = w.parts()?;
     qp.park_on_rq_error = park;
     let kind = qp.kind();
     let bar = RecBar::default();
-    let mut model = vec![0u64; cq_slots * 4];
-    let mut bufs = Vec::new();
+    let model = vec![0u64; cq_slots * 4];
+    let bufs = Vec::new();
     // The vendor's iWARP LSMM bookkeeping (`first_sq_wq`, `conn_wqes`): no
     // driver equivalent (LSMM is out of scope, README); only the inert
     // combination `conn_wqes == 0` is replayed, and that is what it means.
-    let mut lsmm_state = LsmmState { first_sq_wq: get(cfg, "first_sq_wq") != 0, conn_wqes: 0 };
+    let lsmm_state = LsmmState { first_sq_wq: get(cfg, "first_sq_wq") != 0, conn_wqes: 0 };
+    let mut c = CqCase { cfg, cq_slots, qp, cq, kind, bar, model, bufs, lsmm_state };
     for (i, e) in case["events"].as_array().into_iter().flatten().enumerate() {
         let ev = e.get("event").and_then(Value::as_str).unwrap_or("");
         let at = |m: String| format!("event {i} ({ev}): {m}");
-        match ev {
-            "post_send" => {
-                let input = &e["input"];
-                let sges = sges_of(input, &mut bufs);
-                let r = match map_post(input, &sges).map_err(&at)? {
-                    Mapped::Post(p) => qp.sq.post(&p),
-                    Mapped::Refused(p, why) => {
-                        return match qp.sq.post(&p) {
-                            Err(SqError::Unsupported) => Ok(Outcome::Skip(why.into())),
-                            other => Err(at(format!("{why}, but the driver returned {other:?}"))),
-                        };
-                    }
-                };
-                match (r, get(e, "ret")) {
-                    (Ok(p), 0) => {
-                        if flag(input, "post_sq") {
-                            qp.sq.ring_doorbell(&bar);
-                        }
-                        check_post_send_event(e, &p, &qp).map_err(&at)?;
-                    }
-                    (Err(x), w) if w != 0 => expect_eq("errno", errno_of_sq(x), w).map_err(&at)?,
-                    (got, w) => return Err(at(format!("post: got {got:?}, vendor ret {w}"))),
-                }
-            }
-            "post_recv" => {
-                known_keys(
-                    e,
-                    &[
-                        "event",
-                        "num_sges",
-                        "ret",
-                        "ret_name",
-                        "wqe_idx",
-                        "wqe_idx_in_quanta",
-                        "wr_id",
-                    ],
-                )
-                .map_err(&at)?;
-                let sges = dummy_sges(get(e, "num_sges") as usize);
-                match (qp.rq.post(get(e, "wr_id"), &sges), get(e, "ret")) {
-                    (Ok(p), 0) => {
-                        expect_eq("wqe_idx", u64::from(p.wqe_idx), get(e, "wqe_idx"))
-                            .map_err(&at)?;
-                        if e.get("wqe_idx_in_quanta").is_some() {
-                            expect_eq(
-                                "wqe_idx_in_quanta",
-                                u64::from(p.quantum),
-                                get(e, "wqe_idx_in_quanta"),
-                            )
-                            .map_err(&at)?;
-                        }
-                    }
-                    (Err(x), w) if w != 0 => expect_eq("errno", errno_of_rq(x), w).map_err(&at)?,
-                    (got, w) => return Err(at(format!("post_recv: got {got:?}, vendor ret {w}"))),
-                }
-            }
-            "write_cqe" => {
-                known_keys(e, &["event", "desc", "fields", "words", "ext_fields", "ext_words"])
-                    .map_err(&at)?;
-                let slot = get(&e["fields"], "slot") as usize;
-                let words: Vec<u64> =
-                    e["words"].as_array().into_iter().flatten().filter_map(num).collect();
-                for (k, v) in words.iter().enumerate() {
-                    let v = if k == 1 { ctx_sub(*v) } else { *v };
-                    if let Some(m) = model.get_mut(slot * 4 + k) {
-                        *m = v;
-                    }
-                    cq.mem().write(slot * 4 + k, v);
-                }
-                if let Some(ext) = e.get("ext_words").and_then(Value::as_array) {
-                    let es = e
-                        .get("ext_fields")
-                        .and_then(|f| f.get("slot"))
-                        .and_then(num)
-                        .map_or((slot + 1) % cq_slots.max(1), |s| s as usize);
-                    for (k, v) in ext.iter().filter_map(num).enumerate() {
-                        // qword 1 of an extension carries the QP context
-                        // too (the writer's `dpcq.rs`): a later poll that
-                        // takes this slot for a CQE reads it as the QP
-                        let v = if k == 1 { ctx_sub(v) } else { v };
-                        if let Some(m) = model.get_mut(es * 4 + k) {
-                            *m = v;
-                        }
-                        cq.mem().write(es * 4 + k, v);
-                    }
-                }
-            }
-            "poll" => {
-                known_keys(
-                    e,
-                    &["event", "ret", "ret_name", "info", "state_after", "cq_memory_writes"],
-                )
-                .map_err(&at)?;
-                let r = cq.poll_one(&mut qp);
-                check_poll(e, r, kind).map_err(&at)?;
-                // The vendor's userspace rewrites MINERR of a flush CQE even
-                // when it then returns -EFAULT (null or destroyed QP); the
-                // kernel copy returns first (README: either passes).
-                let mut alt = (get(e, "ret") == 14).then(|| model.clone());
-                for mw in e.get("cq_memory_writes").and_then(Value::as_array).into_iter().flatten()
-                {
-                    known_keys(mw, &["slot", "off", "before", "after"]).map_err(&at)?;
-                    let q = get(mw, "slot") as usize * 4 + get(mw, "off") as usize / 8;
-                    if let Some(m) = model.get_mut(q) {
-                        *m = get(mw, "after");
-                    }
-                }
-                if let Some(a) = alt.take()
-                    && (0..a.len()).all(|q| cq.mem().read(q) == a[q])
-                {
-                    model = a;
-                }
-                for (q, want) in model.iter().enumerate() {
-                    let got = cq.mem().read(q);
-                    if got != *want {
-                        return Err(at(format!(
-                            "CQ memory slot {} +{}: got {got:#018x}, want {want:#018x}",
-                            q / 4,
-                            q % 4 * 8
-                        )));
-                    }
-                }
-                check_state_after(&e["state_after"], &qp, &cq, &mut lsmm_state).map_err(&at)?;
-            }
-            "set_state" => {
-                known_keys(e, &["event", "field", "value", "note"]).map_err(&at)?;
-                let field = e.get("field").and_then(Value::as_str).unwrap_or("");
-                let value = e.get("value").and_then(num).ok_or_else(|| {
-                    at(format!("set_state {field}: value missing or not a number"))
-                })?;
-                match set_state(field, value, &mut qp, &mut cq, cfg, &mut lsmm_state)
-                    .map_err(&at)?
-                {
-                    None => {}
-                    Some(why) => return Ok(Outcome::Skip(why)),
-                }
-            }
-            "set_resized_cnt" => {
-                known_keys(e, &["event", "cnt", "note"]).map_err(&at)?;
-                let cnt = e.get("cnt").and_then(num).ok_or_else(|| at("cnt missing".into()))?;
-                let cnt = u16::try_from(cnt)
-                    .map_err(|_| at(format!("cnt {cnt} wider than the vendor's u16")))?;
-                // The CQ's resize count (irdma_uk_cq_set_resized_cnt): what
-                // `verbs::CqRing::resize` reports once old rings are drained.
-                cq.set_resized_cnt(cnt);
-            }
-            "request_notification" => {
-                check_arm(e, &mut cq, &bar).map_err(&at)?;
-                if let Some(sa) = e.get("state_after") {
-                    check_state_after(sa, &qp, &cq, &mut lsmm_state).map_err(&at)?;
-                }
-            }
-            other => return Err(at(format!("unknown event kind {other:?}"))),
+        let step = match ev {
+            "post_send" => c.post_send(e),
+            "post_recv" => c.post_recv(e),
+            "write_cqe" => c.write_cqe(e),
+            "poll" => c.poll(e),
+            "set_state" => c.set_state(e),
+            "set_resized_cnt" => c.set_resized_cnt(e),
+            "request_notification" => c.request_notification(e),
+            other => Err(format!("unknown event kind {other:?}")),
+        };
+        if let Some(o) = step.map_err(at)? {
+            return Ok(o);
         }
     }
     Ok(Outcome::Pass)
+}
+
+/// What the events of a CQ case act on and check against.
+struct CqCase<'w, 'c> {
+    cfg: &'c Value,
+    cq_slots: usize,
+    qp: QpUk<'w>,
+    cq: CqRing<'w>,
+    kind: QpKind,
+    bar: RecBar,
+    /// The CQ memory as the vendor left it (four qwords a slot).
+    model: Vec<u64>,
+    bufs: Vec<Vec<u8>>,
+    lsmm_state: LsmmState,
+}
+
+/// One event's result: `Some` ends the case with that outcome, an error is
+/// the case's failure (the caller names the event).
+type Step = Result<Option<Outcome>, String>;
+
+impl CqCase<'_, '_> {
+    fn post_send(&mut self, e: &Value) -> Step {
+        let qp = &mut self.qp;
+        let input = &e["input"];
+        let sges = sges_of(input, &mut self.bufs);
+        let r = match map_post(input, &sges)? {
+            Mapped::Post(p) => qp.sq.post(&p),
+            Mapped::Refused(p, why) => {
+                return match qp.sq.post(&p) {
+                    Err(SqError::Unsupported) => Ok(Some(Outcome::Skip(why.into()))),
+                    other => Err(format!("{why}, but the driver returned {other:?}")),
+                };
+            }
+        };
+        match (r, get(e, "ret")) {
+            (Ok(p), 0) => {
+                if flag(input, "post_sq") {
+                    qp.sq.ring_doorbell(&self.bar);
+                }
+                check_post_send_event(e, &p, qp)?;
+            }
+            (Err(x), w) if w != 0 => expect_eq("errno", errno_of_sq(x), w)?,
+            (got, w) => return Err(format!("post: got {got:?}, vendor ret {w}")),
+        }
+        Ok(None)
+    }
+
+    fn post_recv(&mut self, e: &Value) -> Step {
+        known_keys(
+            e,
+            &["event", "num_sges", "ret", "ret_name", "wqe_idx", "wqe_idx_in_quanta", "wr_id"],
+        )?;
+        let sges = dummy_sges(get(e, "num_sges") as usize);
+        match (self.qp.rq.post(get(e, "wr_id"), &sges), get(e, "ret")) {
+            (Ok(p), 0) => {
+                expect_eq("wqe_idx", u64::from(p.wqe_idx), get(e, "wqe_idx"))?;
+                if e.get("wqe_idx_in_quanta").is_some() {
+                    expect_eq(
+                        "wqe_idx_in_quanta",
+                        u64::from(p.quantum),
+                        get(e, "wqe_idx_in_quanta"),
+                    )?;
+                }
+            }
+            (Err(x), w) if w != 0 => expect_eq("errno", errno_of_rq(x), w)?,
+            (got, w) => return Err(format!("post_recv: got {got:?}, vendor ret {w}")),
+        }
+        Ok(None)
+    }
+
+    fn write_cqe(&mut self, e: &Value) -> Step {
+        known_keys(e, &["event", "desc", "fields", "words", "ext_fields", "ext_words"])?;
+        let slot = get(&e["fields"], "slot") as usize;
+        let words: Vec<u64> = e["words"].as_array().into_iter().flatten().filter_map(num).collect();
+        for (k, v) in words.iter().enumerate() {
+            let v = if k == 1 { ctx_sub(*v) } else { *v };
+            if let Some(m) = self.model.get_mut(slot * 4 + k) {
+                *m = v;
+            }
+            self.cq.mem().write(slot * 4 + k, v);
+        }
+        if let Some(ext) = e.get("ext_words").and_then(Value::as_array) {
+            let es = e
+                .get("ext_fields")
+                .and_then(|f| f.get("slot"))
+                .and_then(num)
+                .map_or((slot + 1) % self.cq_slots.max(1), |s| s as usize);
+            for (k, v) in ext.iter().filter_map(num).enumerate() {
+                // qword 1 of an extension carries the QP context
+                // too (the writer's `dpcq.rs`): a later poll that
+                // takes this slot for a CQE reads it as the QP
+                let v = if k == 1 { ctx_sub(v) } else { v };
+                if let Some(m) = self.model.get_mut(es * 4 + k) {
+                    *m = v;
+                }
+                self.cq.mem().write(es * 4 + k, v);
+            }
+        }
+        Ok(None)
+    }
+
+    fn poll(&mut self, e: &Value) -> Step {
+        known_keys(e, &["event", "ret", "ret_name", "info", "state_after", "cq_memory_writes"])?;
+        let r = self.cq.poll_one(&mut self.qp);
+        check_poll(e, r, self.kind)?;
+        // The vendor's userspace rewrites MINERR of a flush CQE even
+        // when it then returns -EFAULT (null or destroyed QP); the
+        // kernel copy returns first (README: either passes).
+        let mut alt = (get(e, "ret") == 14).then(|| self.model.clone());
+        for mw in e.get("cq_memory_writes").and_then(Value::as_array).into_iter().flatten() {
+            known_keys(mw, &["slot", "off", "before", "after"])?;
+            let q = get(mw, "slot") as usize * 4 + get(mw, "off") as usize / 8;
+            if let Some(m) = self.model.get_mut(q) {
+                *m = get(mw, "after");
+            }
+        }
+        if let Some(a) = alt.take()
+            && (0..a.len()).all(|q| self.cq.mem().read(q) == a[q])
+        {
+            self.model = a;
+        }
+        for (q, want) in self.model.iter().enumerate() {
+            let got = self.cq.mem().read(q);
+            if got != *want {
+                return Err(format!(
+                    "CQ memory slot {} +{}: got {got:#018x}, want {want:#018x}",
+                    q / 4,
+                    q % 4 * 8
+                ));
+            }
+        }
+        check_state_after(&e["state_after"], &self.qp, &self.cq, &mut self.lsmm_state)?;
+        Ok(None)
+    }
+
+    fn set_state(&mut self, e: &Value) -> Step {
+        known_keys(e, &["event", "field", "value", "note"])?;
+        let field = e.get("field").and_then(Value::as_str).unwrap_or("");
+        let value = e
+            .get("value")
+            .and_then(num)
+            .ok_or_else(|| format!("set_state {field}: value missing or not a number"))?;
+        let (qp, cq, lsmm) = (&mut self.qp, &mut self.cq, &mut self.lsmm_state);
+        Ok(set_state(field, value, qp, cq, self.cfg, lsmm)?.map(Outcome::Skip))
+    }
+
+    fn set_resized_cnt(&mut self, e: &Value) -> Step {
+        known_keys(e, &["event", "cnt", "note"])?;
+        let cnt = e.get("cnt").and_then(num).ok_or_else(|| "cnt missing".to_string())?;
+        let cnt =
+            u16::try_from(cnt).map_err(|_| format!("cnt {cnt} wider than the vendor's u16"))?;
+        // The CQ's resize count (irdma_uk_cq_set_resized_cnt): what
+        // `verbs::CqRing::resize` reports once old rings are drained.
+        self.cq.set_resized_cnt(cnt);
+        Ok(None)
+    }
+
+    fn request_notification(&mut self, e: &Value) -> Step {
+        check_arm(e, &mut self.cq, &self.bar)?;
+        if let Some(sa) = e.get("state_after") {
+            check_state_after(sa, &self.qp, &self.cq, &mut self.lsmm_state)?;
+        }
+        Ok(None)
+    }
 }
 
 /// Fails naming the first key of `v` not in `known` (the schema is handled
