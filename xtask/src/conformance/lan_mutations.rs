@@ -728,6 +728,63 @@ fn with_vsi1(
     let mut v1 = c["inputs"]["vsi0"].clone();
     v1["idx"] = json!(1);
     m["inputs"]["vsi1"] = v1;
+    let calls0 = c["outputs"]["calls"].as_array()?;
+    let (v0, r1, init1) = vsi1_added(add, &calls0[0])?;
+    let order: &[(&str, usize)] = if interleaved {
+        &[("init", 0), ("add", 0), ("init", 1), ("add", 1)]
+    } else {
+        &[("init", 0), ("init", 1), ("add", 0), ("add", 1)]
+    };
+    let slot = num(&add["slot"])?;
+    let mut b = Vsi1Cmds { cmds: Vec::new(), slot, n, vsis: (v0, v0 + 1), fail, rule_cnt: 0 };
+    let mut calls = Vec::new();
+    let mut vendor = Vec::new();
+    let mut ret = 0i64;
+    for (ci, (what, vsi)) in order.iter().enumerate() {
+        if *what == "init" {
+            vendor.push("ice_vsi_init");
+            if *vsi == 0 {
+                b.push(add, None, ci);
+                calls.push(calls0[0].clone());
+            } else {
+                b.push(add, Some(r1.clone()), ci);
+                calls.push(init1.clone());
+            }
+            continue;
+        }
+        vendor.push("ice_fltr_add_mac_and_broadcast");
+        let mut out = calls0[1].clone();
+        if *vsi == 0 {
+            // vsi0's rules: exactly the published ones (with umac_shared
+            // the unicast one is a single add as well: the same bytes)
+            b.push(bcast, None, ci);
+            b.push(mac_rule, None, ci);
+            b.rule_cnt += 2;
+        } else if let Some((r, code)) =
+            b.vsi1_lists(bcast, mac_rule, multicast || umac_shared, ci)?
+        {
+            ret = r;
+            out["ret"] = json!(ret);
+            out["outputs"]["sq_last_status"] = json!(code);
+        }
+        out["outputs"]["switch_info.rule_cnt"] = json!(b.rule_cnt);
+        calls.push(out);
+        if ret != 0 {
+            break;
+        }
+    }
+    let writes = atq_tail_writes(&b.cmds, n);
+    m["vendor"] = json!(vendor[..calls.len()]);
+    m["outputs"]["commands"] = json!(b.cmds);
+    m["outputs"]["calls"] = json!(calls);
+    m["outputs"]["reg_writes"] = json!(writes);
+    m["outputs"]["ret"] = json!(ret);
+    Some(m)
+}
+
+/// vsi1's Add VSI from vsi0's (`add`, its call `init0`): vsi0's number,
+/// vsi1's response descriptor and vsi1's `ice_vsi_init` call.
+fn vsi1_added(add: &Value, init0: &Value) -> Option<(u16, Vec<u8>, Value)> {
     // the firmware gives vsi1 the next number, one more used, one less free
     let r0 = hexbytes(add["resp"]["desc"].as_str()?);
     let v0 = u16::from_le_bytes([r0[16], r0[17]]);
@@ -738,123 +795,115 @@ fn with_vsi1(
     let free = u16::from_le_bytes([r0[22], r0[23]]) - 1;
     r1[20..22].copy_from_slice(&used.to_le_bytes());
     r1[22..24].copy_from_slice(&free.to_le_bytes());
-    let calls0 = c["outputs"]["calls"].as_array()?;
-    let mut init1 = calls0[0].clone();
+    let mut init1 = init0.clone();
     init1["outputs"]["vsi.vsi_num"] = json!(v1n);
     init1["outputs"]["vsi_ctx.vsi_num"] = json!(v1n);
     init1["outputs"]["vsi_ctx.vsis_allocd"] = json!(used);
     init1["outputs"]["vsi_ctx.vsis_unallocated"] = json!(free);
-    let order: &[(&str, usize)] = if interleaved {
-        &[("init", 0), ("add", 0), ("init", 1), ("add", 1)]
-    } else {
-        &[("init", 0), ("init", 1), ("add", 0), ("add", 1)]
-    };
-    let mut slot = num(&add["slot"])?;
-    let mut cmds = Vec::new();
-    let mut calls = Vec::new();
-    let mut vendor = Vec::new();
-    let mut rule_cnt = 0;
-    let mut ret = 0i64;
-    for (ci, (what, vsi)) in order.iter().enumerate() {
-        let mut push = |k: &Value, resp_desc: Option<Vec<u8>>, slot: &mut u64| {
-            let mut k = k.clone();
-            k["call"] = json!(ci);
-            k["slot"] = json!(*slot);
-            if let Some(r) = resp_desc {
-                k["resp"]["desc"] = json!(hexstr(&r));
-            }
-            cmds.push(k);
-            *slot = (*slot + 1) % n;
-        };
-        if *what == "init" {
-            vendor.push("ice_vsi_init");
-            if *vsi == 0 {
-                push(add, None, &mut slot);
-                calls.push(calls0[0].clone());
-            } else {
-                push(add, Some(r1.clone()), &mut slot);
-                calls.push(init1.clone());
-            }
-            continue;
-        }
-        vendor.push("ice_fltr_add_mac_and_broadcast");
-        let mut out = calls0[1].clone();
-        if *vsi == 0 {
-            // vsi0's rules: exactly the published ones (with umac_shared
-            // the unicast one is a single add as well: the same bytes)
-            push(bcast, None, &mut slot);
-            push(mac_rule, None, &mut slot);
-            rule_cnt += 2;
-        } else {
-            let sent = |k: &Value| hexbytes(k["buf"]["hex"].as_str().unwrap_or(""));
-            let id = |k: &Value| {
-                let b = hexbytes(k["resp"]["buf"]["hex"].as_str().unwrap_or(""));
-                [b.get(12).copied().unwrap_or(0), b.get(13).copied().unwrap_or(0)]
-            };
-            let list = 16;
-            let ok = convert_to_list(
-                &mut cmds,
-                bcast,
-                &sent(bcast),
-                id(bcast),
-                v0,
-                v1n,
-                list,
-                &mut slot,
-                n,
-                ci,
-                fail,
-            );
-            if ok {
-                rule_cnt += 1;
-                if multicast || umac_shared {
-                    let ok2 = convert_to_list(
-                        &mut cmds,
-                        mac_rule,
-                        &sent(mac_rule),
-                        id(mac_rule),
-                        v0,
-                        v1n,
-                        list + 1,
-                        &mut slot,
-                        n,
-                        ci,
-                        None,
-                    );
-                    if ok2 {
-                        rule_cnt += 1;
-                    }
-                }
-            } else {
-                let (i, code) = fail?;
-                // the list rule itself counted when its add succeeded
-                if i == 2 {
-                    rule_cnt += 1;
-                }
-                ret = if i == 2 && code == 2 { -2 } else { -5 };
-                out["ret"] = json!(ret);
-                out["outputs"]["sq_last_status"] = json!(code);
-            }
-        }
-        out["outputs"]["switch_info.rule_cnt"] = json!(rule_cnt);
-        calls.push(out);
-        if ret != 0 {
-            break;
-        }
-    }
+    Some((v0, r1, init1))
+}
+
+/// The ATQ tail write (PF_FW_ATQT) that posts each of `cmds`.
+fn atq_tail_writes(cmds: &[Value], n: u64) -> Vec<Value> {
     let mut writes = Vec::new();
-    for k in &cmds {
+    for k in cmds {
         let s = (num(&k["slot"]).unwrap_or(0) + 1) % n;
         writes
             .push(json!({"call": k["call"].clone(), "offset": "0x00080400", "name": "PF_FW_ATQT",
             "value": format!("{s:#010x}"), "group": "atq"}));
     }
-    m["vendor"] = json!(vendor[..calls.len()]);
-    m["outputs"]["commands"] = json!(cmds);
-    m["outputs"]["calls"] = json!(calls);
-    m["outputs"]["reg_writes"] = json!(writes);
-    m["outputs"]["ret"] = json!(ret);
-    Some(m)
+    writes
+}
+
+/// The commands [`with_vsi1`] expects, as they are posted.
+struct Vsi1Cmds {
+    cmds: Vec<Value>,
+    /// The ATQ slot the next command takes, in a ring of `n`.
+    slot: u64,
+    n: u64,
+    /// (vsi0, vsi1) hardware numbers.
+    vsis: (u16, u16),
+    /// The injected firmware error: (list command, status).
+    fail: Option<(usize, u8)>,
+    rule_cnt: i32,
+}
+
+impl Vsi1Cmds {
+    /// `k` as call `ci` makes it in the next slot, with `resp_desc` as the
+    /// firmware's answer when given.
+    fn push(&mut self, k: &Value, resp_desc: Option<Vec<u8>>, ci: usize) {
+        let mut k = k.clone();
+        k["call"] = json!(ci);
+        k["slot"] = json!(self.slot);
+        if let Some(r) = resp_desc {
+            k["resp"]["desc"] = json!(hexstr(&r));
+        }
+        self.cmds.push(k);
+        self.slot = (self.slot + 1) % self.n;
+    }
+
+    /// vsi1's `ice_fltr_add_mac_and_broadcast` (call `ci`): the broadcast
+    /// rule becomes a VSI list, and the MAC rule too when `mac_too`. The
+    /// injected error's (ret, status) when it hits; `None` when the case
+    /// cannot be built.
+    fn vsi1_lists(
+        &mut self,
+        bcast: &Value,
+        mac_rule: &Value,
+        mac_too: bool,
+        ci: usize,
+    ) -> Option<Option<(i64, u8)>> {
+        let sent = |k: &Value| hexbytes(k["buf"]["hex"].as_str().unwrap_or(""));
+        let id = |k: &Value| {
+            let b = hexbytes(k["resp"]["buf"]["hex"].as_str().unwrap_or(""));
+            [b.get(12).copied().unwrap_or(0), b.get(13).copied().unwrap_or(0)]
+        };
+        let list = 16;
+        let (v0, v1n) = self.vsis;
+        let (cmds, slot, n) = (&mut self.cmds, &mut self.slot, self.n);
+        let ok = convert_to_list(
+            cmds,
+            bcast,
+            &sent(bcast),
+            id(bcast),
+            v0,
+            v1n,
+            list,
+            slot,
+            n,
+            ci,
+            self.fail,
+        );
+        if ok {
+            self.rule_cnt += 1;
+            if mac_too {
+                let (cmds, slot) = (&mut self.cmds, &mut self.slot);
+                let ok2 = convert_to_list(
+                    cmds,
+                    mac_rule,
+                    &sent(mac_rule),
+                    id(mac_rule),
+                    v0,
+                    v1n,
+                    list + 1,
+                    slot,
+                    n,
+                    ci,
+                    None,
+                );
+                if ok2 {
+                    self.rule_cnt += 1;
+                }
+            }
+            return Some(None);
+        }
+        let (i, code) = self.fail?;
+        // the list rule itself counted when its add succeeded
+        if i == 2 {
+            self.rule_cnt += 1;
+        }
+        Some(Some((if i == 2 && code == 2 { -2 } else { -5 }, code)))
+    }
 }
 
 /// `cfg_vsi_rdma` with more queue sets than one queue-group node holds
