@@ -1567,33 +1567,40 @@ fn run_case(case: &Value) -> Outcome {
             return Outcome::Fail(e);
         }
     }
-    // commands
     let st = bar.0.borrow();
+    // commands
+    if let Err(e) = check_commands(case, &st) {
+        return Outcome::Fail(e);
+    }
+    // register writes (mailbox absent by design)
+    if let Err(e) = check_reg_writes(case, &st) {
+        return Outcome::Fail(e);
+    }
+    Outcome::Pass
+}
+
+/// The commands posted against the case's `outputs.commands`: descriptors
+/// and buffers, under their masks.
+fn check_commands(case: &Value, st: &St) -> Result<(), String> {
     let want_cmds = case["outputs"]["commands"].as_array().cloned().unwrap_or_default();
     if st.posted.len() != want_cmds.len() {
-        return Outcome::Fail(format!(
-            "{} commands posted, {} expected",
-            st.posted.len(),
-            want_cmds.len()
-        ));
+        return Err(format!("{} commands posted, {} expected", st.posted.len(), want_cmds.len()));
     }
     for (k, (w, (d, b))) in want_cmds.iter().zip(&st.posted).enumerate() {
         let mask = w["desc"]["mask"].as_str().map(str::to_string).or_else(|| {
             (w["desc"]["addr"].as_str() == Some("buffer"))
                 .then(|| format!("{}{}", "ff".repeat(24), "00".repeat(8)))
         });
-        if let Err(e) = cmp_bytes(
+        cmp_bytes(
             &format!("command {k} descriptor"),
             d,
             w["desc"]["hex"].as_str().unwrap_or(""),
             mask.as_deref(),
-        ) {
-            return Outcome::Fail(e);
-        }
+        )?;
         if let Some(wb) = w.get("buf").filter(|b| b.is_object()) {
             let len = num(&wb["len"]).unwrap_or(0) as usize;
             if b.len() != len {
-                return Outcome::Fail(format!("command {k}: buffer {} bytes, want {len}", b.len()));
+                return Err(format!("command {k}: buffer {} bytes, want {len}", b.len()));
             }
             if wb["compare"].as_str() == Some("bytes")
                 && let Err(e) = cmp_bytes(
@@ -1603,17 +1610,21 @@ fn run_case(case: &Value) -> Outcome {
                     wb["mask"].as_str(),
                 )
             {
-                return Outcome::Fail(e);
+                return Err(e);
             }
         }
     }
-    // register writes (mailbox absent by design)
+    Ok(())
+}
+
+/// The register writes made against the case's `outputs.reg_writes`.
+fn check_reg_writes(case: &Value, st: &St) -> Result<(), String> {
     let want_w: Vec<&Value> = case["outputs"]["reg_writes"]
         .as_array()
         .map(|a| a.iter().filter(|w| w["group"].as_str() != Some("mbx")).collect())
         .unwrap_or_default();
     if st.log.len() != want_w.len() {
-        return Outcome::Fail(format!(
+        return Err(format!(
             "{} register writes, {} expected: {:x?}",
             st.log.len(),
             want_w.len(),
@@ -1623,7 +1634,7 @@ fn run_case(case: &Value) -> Outcome {
     for (i, (w, (off, val))) in want_w.iter().zip(&st.log).enumerate() {
         let woff = num(&w["offset"]).unwrap_or(0) as usize;
         if woff != *off {
-            return Outcome::Fail(format!(
+            return Err(format!(
                 "register write {i}: offset {off:#x}, want {woff:#x} ({})",
                 w["name"]
             ));
@@ -1641,13 +1652,10 @@ fn run_case(case: &Value) -> Outcome {
             None => *val == wval,
         };
         if !ok {
-            return Outcome::Fail(format!(
-                "register write {i} ({}): {val:#x}, want {wval:#x}",
-                w["name"]
-            ));
+            return Err(format!("register write {i} ({}): {val:#x}, want {wval:#x}", w["name"]));
         }
     }
-    Outcome::Pass
+    Ok(())
 }
 
 /// Runs every case of a `lan-aq-vectors.json` document.
