@@ -996,21 +996,26 @@ fn set_state(
     cfg: &Value,
     lsmm: &mut LsmmState,
 ) -> Result<Option<String>, String> {
+    let _ = cfg;
+    if field.starts_with("cq.") {
+        return set_cq_state(field, value, cq);
+    }
+    set_qp_state(field, value, qp, lsmm)
+}
+
+/// A `set_state` value that must be a bool.
+fn bool_only(field: &str, value: u64) -> Result<(), String> {
+    if value > 1 { Err(format!("set_state {field}: {value} is not a bool")) } else { Ok(()) }
+}
+
+/// [`set_state`] of a `struct irdma_qp_uk` member.
+fn set_qp_state(
+    field: &str,
+    value: u64,
+    qp: &mut QpUk<'_>,
+    lsmm: &mut LsmmState,
+) -> Result<Option<String>, String> {
     let b = value != 0;
-    let bool_only = || {
-        if value > 1 { Err(format!("set_state {field}: {value} is not a bool")) } else { Ok(()) }
-    };
-    // (head, polarity) a ring-position field asks for, from the ring's
-    // current ones: the polarity field (a bool) keeps the head, a head or
-    // tail field the polarity
-    let ring_target = |pol_field: bool, head: u32, pol: bool| -> Result<(u32, bool), String> {
-        if pol_field {
-            bool_only()?;
-            Ok((head, b))
-        } else {
-            Ok((u32::try_from(value).unwrap_or(u32::MAX), pol))
-        }
-    };
     match field {
         // Push pages are never mapped on E810 (push_db NULL), so uk.c's
         // push path is never taken whatever push_mode says; the flag itself
@@ -1020,7 +1025,7 @@ fn set_state(
         | "qp.destroy_pending"
         | "qp.sq_flush_complete"
         | "qp.rq_flush_complete" => {
-            bool_only()?;
+            bool_only(field, value)?;
             match field {
                 "qp.push_mode" => qp.push_mode = b,
                 "qp.push_dropped" => qp.push_dropped = b,
@@ -1035,7 +1040,7 @@ fn set_state(
         // conn_wqes while first_sq_wq is set (iWARP LSMM). With conn_wqes 0
         // nothing is discarded and first_sq_wq only clears itself.
         "qp.first_sq_wq" => {
-            bool_only()?;
+            bool_only(field, value)?;
             lsmm.first_sq_wq = b;
             if b && lsmm.conn_wqes != 0 {
                 return Ok(Some("iWARP LSMM connection WQEs: out of scope".into()));
@@ -1056,6 +1061,31 @@ fn set_state(
                 ));
             }
         }
+        "qp.sq_ring.head" | "qp.sq_ring.tail" | "qp.swqe_polarity" | "qp.rq_ring.head"
+        | "qp.rq_ring.tail" | "qp.rwqe_polarity" => set_qp_ring(field, value, qp)?,
+        // Only irdma_qp_push_wqe reads initial_ring (push path, never taken
+        // on E810, see qp.push_mode).
+        "qp.initial_ring.head" | "qp.initial_ring.tail" => {}
+        _ => return Err(format!("set_state: unknown or unmapped field {field:?}")),
+    }
+    Ok(None)
+}
+
+/// [`set_state`] of a QP ring position.
+fn set_qp_ring(field: &str, value: u64, qp: &mut QpUk<'_>) -> Result<(), String> {
+    let b = value != 0;
+    // (head, polarity) a ring-position field asks for, from the ring's
+    // current ones: the polarity field (a bool) keeps the head, a head or
+    // tail field the polarity
+    let ring_target = |pol_field: bool, head: u32, pol: bool| -> Result<(u32, bool), String> {
+        if pol_field {
+            bool_only(field, value)?;
+            Ok((head, b))
+        } else {
+            Ok((u32::try_from(value).unwrap_or(u32::MAX), pol))
+        }
+    };
+    match field {
         // Ring positions: reached through the driver's own posting on an
         // empty queue (one-quantum WRITEs / one-SGE receives, each consumed),
         // a whole extra pass when the polarity has to change.
@@ -1069,11 +1099,17 @@ fn set_state(
             let (h, p) = ring_target(pol, qp.rq.head(), qp.rq.rwqe_polarity())?;
             rq_reach(qp, h, p).map_err(|m| format!("{field}: {m}"))?;
         }
-        // Only irdma_qp_push_wqe reads initial_ring (push path, never taken
-        // on E810, see qp.push_mode).
-        "qp.initial_ring.head" | "qp.initial_ring.tail" => {}
+        _ => return Err(format!("set_state: unknown or unmapped field {field:?}")),
+    }
+    Ok(())
+}
+
+/// [`set_state`] of a `struct irdma_cq_uk` member.
+fn set_cq_state(field: &str, value: u64, cq: &mut CqRing<'_>) -> Result<Option<String>, String> {
+    let b = value != 0;
+    match field {
         "cq.polarity" => {
-            bool_only()?;
+            bool_only(field, value)?;
             cq.set_position(cq.head(), b).map_err(|e| format!("cq.polarity: {e:?}"))?;
         }
         "cq.cq_ring.head" | "cq.cq_ring.tail" => {
@@ -1084,7 +1120,7 @@ fn set_state(
             cq.set_position(h, pol).map_err(|e| format!("{field}: {e:?}"))?;
         }
         "cq.avoid_mem_cflct" => {
-            bool_only()?;
+            bool_only(field, value)?;
             if b {
                 return Ok(Some(
                     "cq.avoid_mem_cflct: 64-byte CQEs are not a GEN_2 feature (E810 \
@@ -1098,10 +1134,7 @@ fn set_state(
                 return Err(format!("set_state cq.cq_id {value:#x}: fixed at creation"));
             }
         }
-        _ => {
-            let _ = cfg;
-            return Err(format!("set_state: unknown or unmapped field {field:?}"));
-        }
+        _ => return Err(format!("set_state: unknown or unmapped field {field:?}")),
     }
     Ok(None)
 }
