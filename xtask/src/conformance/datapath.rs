@@ -622,35 +622,40 @@ fn check_poll(
         (got, w) => return Err(format!("poll: got {got:?}, vendor ret {w}")),
     };
     let fields = &e["info"];
-    known_keys(
-        fields,
-        &[
-            "wr_id",
-            "qp_handle",
-            "bytes_xfered",
-            "qp_id",
-            "ud_src_qpn",
-            "imm_data",
-            "inv_stag",
-            "comp_status",
-            "major_err",
-            "minor_err",
-            "ud_vlan",
-            "ud_smac",
-            "op_type",
-            "q_type",
-            "stag_invalid_set",
-            "push_dropped",
-            "error",
-            "solicited_event",
-            "ipv4",
-            "ud_vlan_valid",
-            "ud_smac_valid",
-            "imm_valid",
-            "stat_raw",
-        ],
-    )
-    .map_err(|m| format!("info: {m}"))?;
+    known_keys(fields, POLL_INFO_KEYS).map_err(|m| format!("info: {m}"))?;
+    check_info(fields, &info)?;
+    check_wc(&info, kind)
+}
+
+/// The members of `struct irdma_cq_poll_info` a poll event may record.
+const POLL_INFO_KEYS: &[&str] = &[
+    "wr_id",
+    "qp_handle",
+    "bytes_xfered",
+    "qp_id",
+    "ud_src_qpn",
+    "imm_data",
+    "inv_stag",
+    "comp_status",
+    "major_err",
+    "minor_err",
+    "ud_vlan",
+    "ud_smac",
+    "op_type",
+    "q_type",
+    "stag_invalid_set",
+    "push_dropped",
+    "error",
+    "solicited_event",
+    "ipv4",
+    "ud_vlan_valid",
+    "ud_smac_valid",
+    "imm_valid",
+    "stat_raw",
+];
+
+/// The poll info against the members the vendor wrote (`fields`).
+fn check_info(fields: &Value, info: &irdma::uk::CqPollInfo) -> Result<(), String> {
     let comp = |k: &str, got: u64| -> Result<(), String> {
         match fields.get(k) {
             Some(f) if flag(f, "written") => {
@@ -694,8 +699,13 @@ fn check_poll(
     comp("ud_smac_valid", info.ud_smac_valid as u64)?;
     comp("imm_valid", info.imm_valid as u64)?;
     comp("stat_raw", info.stat_raw.into())?;
+    Ok(())
+}
+
+/// The verbs work completion built from `info`.
+fn check_wc(info: &irdma::uk::CqPollInfo, kind: QpKind) -> Result<(), String> {
     // The verbs completion poll_cq builds from it (documented mapping).
-    let wc = to_work_completion(&info, kind);
+    let wc = to_work_completion(info, kind);
     expect_eq("wc.wr_id", wc.wr_id, info.wr_id)?;
     expect_eq("wc.byte_len", wc.byte_len, info.bytes_xfered)?;
     expect_eq("wc.qp_num", wc.qp_num, info.qp_id)?;
