@@ -794,81 +794,12 @@ fn cqp_create(case: &Value, i: &In) -> Outcome {
     let ret = case["ret"].as_i64().unwrap_or(0);
     let status = if i.has("CCQPSTATUS(read)") { i.u("CCQPSTATUS(read)") as u32 } else { 1 };
     let bar = RecBar::new(status, i.u("CQPERRCODES(read)") as u32);
-    let mut cfg = CqpConfig::gen2_roce(i.u("sq_size") as u32);
-    cfg.completion_ctx = i.u("cqp_sw_object_addr(ctx@24)");
-    cfg.struct_ver = tri!(i.n("struct_ver"));
-    cfg.hmc_profile = tri!(i.n("hmc_profile"));
-    cfg.ena_vf_count = tri!(i.n("ena_vf_count"));
-    cfg.ceqs_per_vf = tri!(i.n("ceqs_per_vf"));
-    cfg.timer_slots = tri!(i.n("timer_slots"));
-    cfg.disable_packed = i.b("disable_packed");
-    cfg.rocev2_rto_policy = i.b("rocev2_rto_policy");
-    cfg.en_rem_endpoint_trk = i.b("en_rem_endpoint_trk");
-    cfg.protocol_used = tri!(i.n("protocol_used"));
-    cfg.hw_maj_ver = tri!(i.n("hw_maj_ver"));
-    cfg.hw_min_ver = tri!(i.n("hw_min_ver"));
-    cfg.dcqcn = Dcqcn {
-        cc_cfg_valid: i.b("dcqcn.cc_cfg_valid"),
-        min_dec_factor: tri!(i.n("dcqcn.min_dec_factor")),
-        min_rate: tri!(i.n("dcqcn.min_rate")),
-        dcqcn_f: tri!(i.n("dcqcn.dcqcn_f")),
-        rai_factor: tri!(i.n("dcqcn.rai_factor")),
-        hai_factor: tri!(i.n("dcqcn.hai_factor")),
-        dcqcn_t: tri!(i.n("dcqcn.dcqcn_t")),
-        dcqcn_b: tri!(i.n("dcqcn.dcqcn_b")),
-        rreduce_mperiod: tri!(i.n("dcqcn.rreduce_mperiod")),
-    };
+    let cfg = tri!(cqp_config(i));
     let r = Cqp::<FakeHal, &RecBar>::create(&bar, &cfg);
     let log = bar.take_log();
     let out = &case["outputs"];
-    let want_regs = |pa: u64| -> Vec<(usize, u32)> {
-        case["reg_writes"]
-            .as_array()
-            .map(|a| {
-                a.iter()
-                    .map(|r| {
-                        let name = r["name"].as_str().unwrap_or("");
-                        let off = num(&r["offset"]).unwrap_or(0) as usize;
-                        let v = match name {
-                            "PFPE_CCQPHIGH" => (pa >> 32) as u32,
-                            "PFPE_CCQPLOW" => pa as u32,
-                            _ => num(&r["value"]).unwrap_or(0) as u32,
-                        };
-                        (off, v)
-                    })
-                    .collect()
-            })
-            .unwrap_or_default()
-    };
     match (ret, r) {
-        (0, Ok(cqp)) => {
-            let pa = cqp.host_ctx_pa();
-            if log != want_regs(pa) {
-                return Outcome::Fail(format!(
-                    "register writes {log:x?}, want {:x?}",
-                    want_regs(pa)
-                ));
-            }
-            let hb = &case["host_buffers"]["cqp_host_ctx"];
-            let mut want = words(&hb["words"]);
-            if let Some(w) = want.get_mut(1) {
-                *w = cqp.sq_pa();
-            }
-            let got = read_bus(pa, 8);
-            if let Err(e) =
-                cmp_words("host ctx", &got, &want, Some(&words(&hb["written_byte_mask"])))
-            {
-                return Outcome::Fail(e);
-            }
-            let enc = CqpHostCtx::encoded_sq_size(cqp.sq_size()).map(u64::from).unwrap_or(u64::MAX);
-            if Some(enc) != out.get("hw_sq_size(encoded)").and_then(num) {
-                return Outcome::Fail(format!("encoded SQ size {enc}"));
-            }
-            if Some(cqp.sdbuf().1 as u64) != out.get("sdbuf_size").and_then(num) {
-                return Outcome::Fail(format!("sdbuf size {}", cqp.sdbuf().1));
-            }
-            Outcome::Pass
-        }
+        (0, Ok(cqp)) => check_created(case, &cqp, &log),
         (0, Err(e)) => match refused(&e) {
             Some(why) => Outcome::Refused(why),
             None => Outcome::Fail(format!("create failed: {e:?}")),
@@ -888,6 +819,83 @@ fn cqp_create(case: &Value, i: &In) -> Outcome {
         // Refused too (timeout, encode error): vendor-rejected cases pass.
         (_, Err(_)) => Outcome::Pass,
     }
+}
+
+/// The CQP's configuration from the case's inputs.
+fn cqp_config(i: &In) -> Result<CqpConfig, String> {
+    let mut cfg = CqpConfig::gen2_roce(i.u("sq_size") as u32);
+    cfg.completion_ctx = i.u("cqp_sw_object_addr(ctx@24)");
+    cfg.struct_ver = i.n("struct_ver")?;
+    cfg.hmc_profile = i.n("hmc_profile")?;
+    cfg.ena_vf_count = i.n("ena_vf_count")?;
+    cfg.ceqs_per_vf = i.n("ceqs_per_vf")?;
+    cfg.timer_slots = i.n("timer_slots")?;
+    cfg.disable_packed = i.b("disable_packed");
+    cfg.rocev2_rto_policy = i.b("rocev2_rto_policy");
+    cfg.en_rem_endpoint_trk = i.b("en_rem_endpoint_trk");
+    cfg.protocol_used = i.n("protocol_used")?;
+    cfg.hw_maj_ver = i.n("hw_maj_ver")?;
+    cfg.hw_min_ver = i.n("hw_min_ver")?;
+    cfg.dcqcn = Dcqcn {
+        cc_cfg_valid: i.b("dcqcn.cc_cfg_valid"),
+        min_dec_factor: i.n("dcqcn.min_dec_factor")?,
+        min_rate: i.n("dcqcn.min_rate")?,
+        dcqcn_f: i.n("dcqcn.dcqcn_f")?,
+        rai_factor: i.n("dcqcn.rai_factor")?,
+        hai_factor: i.n("dcqcn.hai_factor")?,
+        dcqcn_t: i.n("dcqcn.dcqcn_t")?,
+        dcqcn_b: i.n("dcqcn.dcqcn_b")?,
+        rreduce_mperiod: i.n("dcqcn.rreduce_mperiod")?,
+    };
+    Ok(cfg)
+}
+
+/// The register writes the case expects, with the host context at `pa`.
+fn want_regs(case: &Value, pa: u64) -> Vec<(usize, u32)> {
+    case["reg_writes"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .map(|r| {
+                    let name = r["name"].as_str().unwrap_or("");
+                    let off = num(&r["offset"]).unwrap_or(0) as usize;
+                    let v = match name {
+                        "PFPE_CCQPHIGH" => (pa >> 32) as u32,
+                        "PFPE_CCQPLOW" => pa as u32,
+                        _ => num(&r["value"]).unwrap_or(0) as u32,
+                    };
+                    (off, v)
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// A created CQP against the vendor's: register writes, host context,
+/// encoded SQ size, SD buffer size.
+fn check_created(case: &Value, cqp: &Cqp<FakeHal, &RecBar>, log: &[(usize, u32)]) -> Outcome {
+    let out = &case["outputs"];
+    let pa = cqp.host_ctx_pa();
+    if want_regs(case, pa) != log {
+        return Outcome::Fail(format!("register writes {log:x?}, want {:x?}", want_regs(case, pa)));
+    }
+    let hb = &case["host_buffers"]["cqp_host_ctx"];
+    let mut want = words(&hb["words"]);
+    if let Some(w) = want.get_mut(1) {
+        *w = cqp.sq_pa();
+    }
+    let got = read_bus(pa, 8);
+    if let Err(e) = cmp_words("host ctx", &got, &want, Some(&words(&hb["written_byte_mask"]))) {
+        return Outcome::Fail(e);
+    }
+    let enc = CqpHostCtx::encoded_sq_size(cqp.sq_size()).map(u64::from).unwrap_or(u64::MAX);
+    if Some(enc) != out.get("hw_sq_size(encoded)").and_then(num) {
+        return Outcome::Fail(format!("encoded SQ size {enc}"));
+    }
+    if Some(cqp.sdbuf().1 as u64) != out.get("sdbuf_size").and_then(num) {
+        return Outcome::Fail(format!("sdbuf size {}", cqp.sdbuf().1));
+    }
+    Outcome::Pass
 }
 
 // ------------------------------------------------------------ host contexts
