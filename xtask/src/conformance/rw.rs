@@ -1043,28 +1043,7 @@ fn run_sizing(case: &Value) -> Outcome {
     let dev = device(&inp["device"]);
     let force_mr = flag(inp, "force_mr");
     match case["function"].as_str().unwrap_or("") {
-        "rdma_rw_mr_factor" => {
-            let maxpages = num(inp, "maxpages");
-            let ours = u64::from(rdma_rw_mr_factor(&dev, force_mr, maxpages as u32));
-            let linux = num(out, "ret");
-            let mr_pages = if dev.rdma_protocol_iwarp || dev.max_sgl_rd != 0 || force_mr {
-                u64::from(dev.max_fast_reg_page_list_len.min(256))
-            } else {
-                u64::from(dev.max_sge_rd)
-            };
-            let exact = maxpages.div_ceil(mr_pages.max(1)).min(u64::from(u32::MAX));
-            // Linux's u32 arithmetic (rw.c: rdma_rw_mr_factor), wrapping as
-            // it does; never an overflow panic on odd inputs (found by the
-            // conformance_json fuzz target: maxpages 0 with mr_pages 0).
-            let wrapped =
-                (maxpages.wrapping_add(mr_pages).wrapping_sub(1) & 0xffff_ffff) / mr_pages.max(1);
-            let expected = if linux != exact && linux == wrapped { exact } else { linux };
-            if ours == expected {
-                Outcome::Pass
-            } else {
-                Outcome::Fail(format!("ret ours {ours}, expected {expected} (Linux {linux})"))
-            }
-        }
+        "rdma_rw_mr_factor" => sizing_mr_factor(inp, out, &dev, force_mr),
         "rdma_rw_max_send_wr" => {
             let ours = u64::from(rdma_rw_max_send_wr(
                 &dev,
@@ -1079,57 +1058,79 @@ fn run_sizing(case: &Value) -> Outcome {
                 Outcome::Fail(format!("ret ours {ours}, expected {e}"))
             }
         }
-        "rdma_rw_init_qp" => {
-            let a = &inp["attr"];
-            let integrity = num(a, "create_flags") & 64 != 0;
-            let mut cap = RwQpCap {
-                max_send_wr: num(a, "cap.max_send_wr") as u32,
-                max_rdma_ctxs: num(a, "cap.max_rdma_ctxs") as u32,
-            };
-            let r = rdma_rw_init_qp(&dev, force_mr, &mut cap, integrity);
-            if integrity {
-                return match r {
-                    Err(RwError::IntegrityUnsupported) => Outcome::Skip(
-                        "integrity QP: E810 has no integrity handover; the driver refuses it \
-                         (as ib_create_named_qp does before rdma_rw_init_qp)"
-                            .into(),
-                    ),
-                    other => Outcome::Fail(format!("integrity QP not refused: {other:?}")),
-                };
-            }
-            if let Err(e) = r {
-                return Outcome::Fail(format!("refused: {e:?}"));
-            }
-            let linux = num(out, "cap.max_send_wr");
-            let ctxs = num(a, "cap.max_rdma_ctxs");
-            let wr = num(a, "cap.max_send_wr");
-            let f = u64::from(send_wr_factor(&dev, force_mr, false));
-            let exact = if ctxs == 0 {
-                wr
-            } else {
-                (wr + (f * ctxs).min(u64::from(u32::MAX)))
-                    .min(u64::from(u32::MAX))
-                    .min(u64::from(dev.max_qp_wr))
-            };
-            let wrapped = if ctxs == 0 {
-                wr
-            } else {
-                ((wr + f * ctxs) & 0xffff_ffff).min(u64::from(dev.max_qp_wr))
-            };
-            let expected = if linux != exact && linux == wrapped { exact } else { linux };
-            let ours = u64::from(cap.max_send_wr);
-            let ectx = num(out, "cap.max_rdma_ctxs");
-            if ours != expected {
-                Outcome::Fail(format!(
-                    "cap.max_send_wr ours {ours}, expected {expected} (Linux {linux})"
-                ))
-            } else if u64::from(cap.max_rdma_ctxs) != ectx {
-                Outcome::Fail("cap.max_rdma_ctxs changed".into())
-            } else {
-                Outcome::Pass
-            }
-        }
+        "rdma_rw_init_qp" => sizing_init_qp(inp, out, &dev, force_mr),
         f => Outcome::Fail(format!("unknown function {f}")),
+    }
+}
+
+/// `rdma_rw_mr_factor` against Linux's (its u32 wrap forgiven).
+fn sizing_mr_factor(inp: &Value, out: &Value, dev: &DeviceAttrs, force_mr: bool) -> Outcome {
+    let maxpages = num(inp, "maxpages");
+    let ours = u64::from(rdma_rw_mr_factor(dev, force_mr, maxpages as u32));
+    let linux = num(out, "ret");
+    let mr_pages = if dev.rdma_protocol_iwarp || dev.max_sgl_rd != 0 || force_mr {
+        u64::from(dev.max_fast_reg_page_list_len.min(256))
+    } else {
+        u64::from(dev.max_sge_rd)
+    };
+    let exact = maxpages.div_ceil(mr_pages.max(1)).min(u64::from(u32::MAX));
+    // Linux's u32 arithmetic (rw.c: rdma_rw_mr_factor), wrapping as
+    // it does; never an overflow panic on odd inputs (found by the
+    // conformance_json fuzz target: maxpages 0 with mr_pages 0).
+    let wrapped = (maxpages.wrapping_add(mr_pages).wrapping_sub(1) & 0xffff_ffff) / mr_pages.max(1);
+    let expected = if linux != exact && linux == wrapped { exact } else { linux };
+    if ours == expected {
+        Outcome::Pass
+    } else {
+        Outcome::Fail(format!("ret ours {ours}, expected {expected} (Linux {linux})"))
+    }
+}
+
+/// `rdma_rw_init_qp`'s send-queue sizing against Linux's (its u32 wrap
+/// forgiven); an integrity QP is refused.
+fn sizing_init_qp(inp: &Value, out: &Value, dev: &DeviceAttrs, force_mr: bool) -> Outcome {
+    let a = &inp["attr"];
+    let integrity = num(a, "create_flags") & 64 != 0;
+    let mut cap = RwQpCap {
+        max_send_wr: num(a, "cap.max_send_wr") as u32,
+        max_rdma_ctxs: num(a, "cap.max_rdma_ctxs") as u32,
+    };
+    let r = rdma_rw_init_qp(dev, force_mr, &mut cap, integrity);
+    if integrity {
+        return match r {
+            Err(RwError::IntegrityUnsupported) => Outcome::Skip(
+                "integrity QP: E810 has no integrity handover; the driver refuses it \
+                 (as ib_create_named_qp does before rdma_rw_init_qp)"
+                    .into(),
+            ),
+            other => Outcome::Fail(format!("integrity QP not refused: {other:?}")),
+        };
+    }
+    if let Err(e) = r {
+        return Outcome::Fail(format!("refused: {e:?}"));
+    }
+    let linux = num(out, "cap.max_send_wr");
+    let ctxs = num(a, "cap.max_rdma_ctxs");
+    let wr = num(a, "cap.max_send_wr");
+    let f = u64::from(send_wr_factor(dev, force_mr, false));
+    let exact = if ctxs == 0 {
+        wr
+    } else {
+        (wr + (f * ctxs).min(u64::from(u32::MAX)))
+            .min(u64::from(u32::MAX))
+            .min(u64::from(dev.max_qp_wr))
+    };
+    let wrapped =
+        if ctxs == 0 { wr } else { ((wr + f * ctxs) & 0xffff_ffff).min(u64::from(dev.max_qp_wr)) };
+    let expected = if linux != exact && linux == wrapped { exact } else { linux };
+    let ours = u64::from(cap.max_send_wr);
+    let ectx = num(out, "cap.max_rdma_ctxs");
+    if ours != expected {
+        Outcome::Fail(format!("cap.max_send_wr ours {ours}, expected {expected} (Linux {linux})"))
+    } else if u64::from(cap.max_rdma_ctxs) != ectx {
+        Outcome::Fail("cap.max_rdma_ctxs changed".into())
+    } else {
+        Outcome::Pass
     }
 }
 
