@@ -1337,54 +1337,9 @@ fn run_misc_case(case: &Value, cfg: &Value) -> Result<Outcome, String> {
         if opname.starts_with("irdma_uk_qp_post_wr") {
             qp.sq.ring_doorbell(&bar);
         } else if opname.starts_with("irdma_uk_rdma_write") && reps.is_some_and(|r| r > 1) {
-            let sges = dummy_sges(get(st, "num_sges") as usize);
-            let op = SqOp::Write {
-                remote_addr: 1,
-                rkey: 2,
-                solicited: false,
-                sges: &sges,
-                inline: false,
-            };
-            let want = get(st, "ret");
-            for r in 0..reps.unwrap_or(1) {
-                let res =
-                    qp.sq.post(&SqPost { signaled: flag(st, "signaled"), ..SqPost::new(r, op) });
-                if opname.contains("post_sq=true") && res.is_ok() {
-                    qp.sq.ring_doorbell(&bar);
-                }
-                match res {
-                    Ok(_) => {}
-                    Err(x) if want != 0 => {
-                        expect_eq("errno", errno_of_sq(x), want).map_err(&at)?;
-                        break;
-                    }
-                    Err(x) => return Err(at(format!("post {r} failed with {x:?}, vendor ret 0"))),
-                }
-            }
+            misc_writes(&mut qp, &bar, st, opname, reps.unwrap_or(1)).map_err(&at)?;
         } else if opname.starts_with("irdma_uk_rdma_write") {
-            let sges = dummy_sges(get(st, "num_sges") as usize);
-            let p = SqPost {
-                signaled: flag(st, "signaled"),
-                ..SqPost::new(
-                    get(st, "wr_id"),
-                    SqOp::Write {
-                        remote_addr: 1,
-                        rkey: 2,
-                        solicited: false,
-                        sges: &sges,
-                        inline: false,
-                    },
-                )
-            };
-            match (qp.sq.post(&p), get(st, "ret")) {
-                (Ok(_), 0) => {
-                    if opname.contains("post_sq=true") {
-                        qp.sq.ring_doorbell(&bar);
-                    }
-                }
-                (Err(x), w) if w != 0 => expect_eq("errno", errno_of_sq(x), w).map_err(&at)?,
-                (got, w) => return Err(at(format!("got {got:?}, vendor ret {w}"))),
-            }
+            misc_write(&mut qp, &bar, st, opname).map_err(&at)?;
         } else if opname.starts_with("consume") || opname.contains("tail = sq_ring.head") {
             qp.sq.consume_all();
         } else {
@@ -1403,6 +1358,57 @@ fn run_misc_case(case: &Value, cfg: &Value) -> Result<Outcome, String> {
         }
     }
     Ok(Outcome::Pass)
+}
+
+/// A write step that stands for `reps` identical posts (stopping at the
+/// first refusal the vendor also made).
+fn misc_writes(
+    qp: &mut QpUk<'_>,
+    bar: &RecBar,
+    st: &Value,
+    opname: &str,
+    reps: u64,
+) -> Result<(), String> {
+    let sges = dummy_sges(get(st, "num_sges") as usize);
+    let op = SqOp::Write { remote_addr: 1, rkey: 2, solicited: false, sges: &sges, inline: false };
+    let want = get(st, "ret");
+    for r in 0..reps {
+        let res = qp.sq.post(&SqPost { signaled: flag(st, "signaled"), ..SqPost::new(r, op) });
+        if opname.contains("post_sq=true") && res.is_ok() {
+            qp.sq.ring_doorbell(bar);
+        }
+        match res {
+            Ok(_) => {}
+            Err(x) if want != 0 => {
+                expect_eq("errno", errno_of_sq(x), want)?;
+                break;
+            }
+            Err(x) => return Err(format!("post {r} failed with {x:?}, vendor ret 0")),
+        }
+    }
+    Ok(())
+}
+
+/// One write step.
+fn misc_write(qp: &mut QpUk<'_>, bar: &RecBar, st: &Value, opname: &str) -> Result<(), String> {
+    let sges = dummy_sges(get(st, "num_sges") as usize);
+    let p = SqPost {
+        signaled: flag(st, "signaled"),
+        ..SqPost::new(
+            get(st, "wr_id"),
+            SqOp::Write { remote_addr: 1, rkey: 2, solicited: false, sges: &sges, inline: false },
+        )
+    };
+    match (qp.sq.post(&p), get(st, "ret")) {
+        (Ok(_), 0) => {
+            if opname.contains("post_sq=true") {
+                qp.sq.ring_doorbell(bar);
+            }
+        }
+        (Err(x), w) if w != 0 => expect_eq("errno", errno_of_sq(x), w)?,
+        (got, w) => return Err(format!("got {got:?}, vendor ret {w}")),
+    }
+    Ok(())
 }
 
 /// The runner of one kind of case: the case and its config in, the verdict
