@@ -1083,24 +1083,28 @@ fn cq_ops(case: &Value, i: &In, op: &str, lim: Limits) -> Outcome {
                 b [ceqe_mask tph_en avoid_mem_cflct] u [shadow_area_pa]);
             check_post(case, c, lim, none)
         }
-        _ => {
-            let c = inputs!(i, ModifyCq {
-                cq_id,
-                cq_ctx,
-                new_size: tri!(i.n("modify.cq_size")),
-                new_shadow_read_threshold: tri!(i.n("modify.shadow_read_threshold")),
-                resize: i.b("modify.cq_resize"),
-                new_ring_pa: i.u("modify.cq_pa"),
-                new_first_pbl_index: tri!(i.n("modify.first_pm_pbl_idx")),
-                new_pbl_level: tri!(i.n("modify.pbl_chunk_size")),
-                new_virtual_map: i.b("modify.virtual_map"),
-                vsi_idx: tri!(i.n("vsi.vsi_idx")),
-            } b "modify." [check_overflow]
-              b [ceqe_mask tph_en avoid_mem_cflct pasid_valid]
-              n [tph_val pasid] u [shadow_area_pa]);
-            check_post(case, c, lim, none)
-        }
+        _ => cq_modify(case, i, lim, cq_id, cq_ctx),
     }
+}
+
+/// `cq_modify`: the resize and threshold inputs on the CQ's ids.
+fn cq_modify(case: &Value, i: &In, lim: Limits, cq_id: u32, cq_ctx: u64) -> Outcome {
+    let none = |_: &Cqp<FakeHal, &RecBar>, _: &mut Vec<u64>| Ok(());
+    let c = inputs!(i, ModifyCq {
+        cq_id,
+        cq_ctx,
+        new_size: tri!(i.n("modify.cq_size")),
+        new_shadow_read_threshold: tri!(i.n("modify.shadow_read_threshold")),
+        resize: i.b("modify.cq_resize"),
+        new_ring_pa: i.u("modify.cq_pa"),
+        new_first_pbl_index: tri!(i.n("modify.first_pm_pbl_idx")),
+        new_pbl_level: tri!(i.n("modify.pbl_chunk_size")),
+        new_virtual_map: i.b("modify.virtual_map"),
+        vsi_idx: tri!(i.n("vsi.vsi_idx")),
+    } b "modify." [check_overflow]
+      b [ceqe_mask tph_en avoid_mem_cflct pasid_valid]
+      n [tph_val pasid] u [shadow_area_pa]);
+    check_post(case, c, lim, none)
 }
 
 // ------------------------------------------------------------ decoders
