@@ -328,6 +328,14 @@ fn check_post<C: CqpCommand>(
     if let Err(e) = cmp_words("wqe", &got, &want, None) {
         return Outcome::Fail(e);
     }
+    if let Err(e) = check_doorbell(case, &log) {
+        return Outcome::Fail(e);
+    }
+    Outcome::Pass
+}
+
+/// The register writes of a post (`log`) against the case's `reg_writes`.
+fn check_doorbell(case: &Value, log: &[(usize, u32)]) -> Result<(), String> {
     let want_regs: Vec<(String, u32)> = case["reg_writes"]
         .as_array()
         .map(|a| {
@@ -346,9 +354,9 @@ fn check_post<C: CqpCommand>(
     let got_regs: Vec<(String, u32)> =
         log.iter().map(|(o, v)| (reg_name(*o).to_string(), *v)).collect();
     if !want_regs.is_empty() && got_regs != want_regs {
-        return Outcome::Fail(format!("register writes {got_regs:?}, want {want_regs:?}"));
+        return Err(format!("register writes {got_regs:?}, want {want_regs:?}"));
     }
-    Outcome::Pass
+    Ok(())
 }
 
 fn qp_common(i: &In) -> Result<(u32, u8), String> {
