@@ -130,30 +130,6 @@ fn lex(src: &str) -> Vec<Tok> {
     let at = |i: usize| c.get(i).copied().unwrap_or('\0');
     let mut out = Vec::new();
     let mut i = 0;
-    // Skips a (non-raw) quoted literal whose opening quote is at `i`.
-    let quoted = |mut i: usize, q: char| -> usize {
-        i += 1;
-        while i < n && c[i] != q {
-            i += if c[i] == '\\' { 2 } else { 1 };
-        }
-        i + 1
-    };
-    let raw = |mut i: usize| -> usize {
-        // at `#`* `"`
-        let mut hashes = 0;
-        while at(i) == '#' {
-            hashes += 1;
-            i += 1;
-        }
-        i += 1;
-        while i < n {
-            if c[i] == '"' && (1..=hashes).all(|k| at(i + k) == '#') {
-                return i + 1 + hashes;
-            }
-            i += 1;
-        }
-        n
-    };
     while i < n {
         let ch = c[i];
         if ch.is_whitespace() {
@@ -163,27 +139,13 @@ fn lex(src: &str) -> Vec<Tok> {
                 i += 1;
             }
         } else if ch == '/' && at(i + 1) == '*' {
-            let mut depth = 0;
-            while i < n {
-                if c[i] == '/' && at(i + 1) == '*' {
-                    depth += 1;
-                    i += 2;
-                } else if c[i] == '*' && at(i + 1) == '/' {
-                    depth -= 1;
-                    i += 2;
-                    if depth == 0 {
-                        break;
-                    }
-                } else {
-                    i += 1;
-                }
-            }
+            i = block_comment_end(&c, i);
         } else if ch == '"' {
-            i = quoted(i, '"');
+            i = quoted_end(&c, i, '"');
             out.push(Tok::Lit);
         } else if ch == '\'' {
             if at(i + 1) == '\\' || (at(i + 2) == '\'' && at(i + 1) != '\'') {
-                i = quoted(i, '\'');
+                i = quoted_end(&c, i, '\'');
                 out.push(Tok::Lit);
             } else {
                 // a lifetime or label: drop it
@@ -198,26 +160,7 @@ fn lex(src: &str) -> Vec<Tok> {
             }
             out.push(Tok::Lit);
         } else if ch.is_alphabetic() || ch == '_' {
-            let s = i;
-            while at(i).is_alphanumeric() || at(i) == '_' {
-                i += 1;
-            }
-            let id: String = c[s..i].iter().collect();
-            let prefix = matches!(id.as_str(), "r" | "b" | "br" | "c" | "cr");
-            if prefix && at(i) == '"' {
-                i = if id.contains('r') { raw(i) } else { quoted(i, '"') };
-                out.push(Tok::Lit);
-            } else if prefix && id.contains('r') && at(i) == '#' && matches!(at(i + 1), '#' | '"') {
-                i = raw(i);
-                out.push(Tok::Lit);
-            } else if id == "b" && at(i) == '\'' {
-                i = quoted(i, '\'');
-                out.push(Tok::Lit);
-            } else if id == "r" && at(i) == '#' {
-                i += 1; // raw identifier: the identifier follows
-            } else {
-                out.push(Tok::Ident(id));
-            }
+            i = word(&c, i, &mut out);
         } else if ch == ':' && at(i + 1) == ':' {
             out.push(Tok::Sep);
             i += 2;
@@ -227,6 +170,85 @@ fn lex(src: &str) -> Vec<Tok> {
         }
     }
     out
+}
+
+/// Lexes the word at `i` (an identifier, or the prefix of a string, byte
+/// or raw literal, or `r#` of a raw identifier); returns where it ends.
+fn word(c: &[char], mut i: usize, out: &mut Vec<Tok>) -> usize {
+    let at = |i: usize| c.get(i).copied().unwrap_or('\0');
+    let s = i;
+    while at(i).is_alphanumeric() || at(i) == '_' {
+        i += 1;
+    }
+    let id: String = c[s..i].iter().collect();
+    let prefix = matches!(id.as_str(), "r" | "b" | "br" | "c" | "cr");
+    if prefix && at(i) == '"' {
+        i = if id.contains('r') { raw_end(c, i) } else { quoted_end(c, i, '"') };
+        out.push(Tok::Lit);
+    } else if prefix && id.contains('r') && at(i) == '#' && matches!(at(i + 1), '#' | '"') {
+        i = raw_end(c, i);
+        out.push(Tok::Lit);
+    } else if id == "b" && at(i) == '\'' {
+        i = quoted_end(c, i, '\'');
+        out.push(Tok::Lit);
+    } else if id == "r" && at(i) == '#' {
+        i += 1; // raw identifier: the identifier follows
+    } else {
+        out.push(Tok::Ident(id));
+    }
+    i
+}
+
+/// Skips a (non-raw) quoted literal whose opening quote is at `i`.
+fn quoted_end(c: &[char], mut i: usize, q: char) -> usize {
+    let n = c.len();
+    i += 1;
+    while i < n && c[i] != q {
+        i += if c[i] == '\\' { 2 } else { 1 };
+    }
+    i + 1
+}
+
+/// Skips a raw string whose `#`s or opening quote are at `i`.
+fn raw_end(c: &[char], mut i: usize) -> usize {
+    let n = c.len();
+    let at = |i: usize| c.get(i).copied().unwrap_or('\0');
+    // at `#`* `"`
+    let mut hashes = 0;
+    while at(i) == '#' {
+        hashes += 1;
+        i += 1;
+    }
+    i += 1;
+    while i < n {
+        if c[i] == '"' && (1..=hashes).all(|k| at(i + k) == '#') {
+            return i + 1 + hashes;
+        }
+        i += 1;
+    }
+    n
+}
+
+/// Skips a (nested) block comment that opens at `i`.
+fn block_comment_end(c: &[char], mut i: usize) -> usize {
+    let n = c.len();
+    let at = |i: usize| c.get(i).copied().unwrap_or('\0');
+    let mut depth = 0;
+    while i < n {
+        if c[i] == '/' && at(i + 1) == '*' {
+            depth += 1;
+            i += 2;
+        } else if c[i] == '*' && at(i + 1) == '/' {
+            depth -= 1;
+            i += 2;
+            if depth == 0 {
+                break;
+            }
+        } else {
+            i += 1;
+        }
+    }
+    i
 }
 
 // -------------------------------------------------------------- scanner
