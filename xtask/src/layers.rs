@@ -407,19 +407,7 @@ pub fn scan(src: &str, module: &[String]) -> Scanned {
             Tok::Punct('#') if t.get(i + 1) == Some(&Tok::Punct('!')) => {
                 i = skip_group(&t, i + 2);
             }
-            Tok::Punct('#') if t.get(i + 1) == Some(&Tok::Punct('[')) => {
-                let end = skip_group(&t, i + 1);
-                if is_test_cfg(&t[i..end]) {
-                    // further attributes, then the item itself
-                    let mut j = end;
-                    while t.get(j) == Some(&Tok::Punct('#')) {
-                        j = skip_group(&t, j + 1);
-                    }
-                    i = skip_item(&t, j);
-                } else {
-                    i = end;
-                }
-            }
+            Tok::Punct('#') if t.get(i + 1) == Some(&Tok::Punct('[')) => i = skip_attr(&t, i),
             Tok::Punct('{') => {
                 depth += 1;
                 if let Some(p) = pending_inline.take() {
@@ -456,37 +444,66 @@ pub fn scan(src: &str, module: &[String]) -> Scanned {
             }
             Tok::Ident(k) if k == "use" => {
                 i += 1;
-                let mut trees = Vec::new();
-                use_tree(&t, &mut i, &[], &mut trees);
-                for (path, name) in trees {
-                    if path.is_empty() {
-                        continue;
-                    }
-                    let r = Ref { ctx: ctx.clone(), path };
-                    if was_vis && name != "*" {
-                        out.reexports.push((r.clone(), name));
-                    }
-                    out.refs.push(r);
-                }
+                scan_use(&t, &mut i, &ctx, was_vis, &mut out);
             }
             Tok::Ident(first) if t.get(i + 1) == Some(&Tok::Sep) => {
-                let after_sep = i > 0 && matches!(t[i - 1], Tok::Sep | Tok::Punct('.'));
-                let mut path = vec![first.clone()];
-                i += 1;
-                while t.get(i) == Some(&Tok::Sep)
-                    && let Some(s) = ident(t.get(i + 1))
-                {
-                    path.push(s.to_string());
-                    i += 2;
-                }
-                if !after_sep {
-                    out.refs.push(Ref { ctx, path });
-                }
+                i = scan_path(&t, i, first, ctx, &mut out);
             }
             _ => i += 1,
         }
     }
     out
+}
+
+/// Skips the attribute `#[ … ]` at `i`, and the item after it when the
+/// attribute makes it test-only.
+fn skip_attr(t: &[Tok], i: usize) -> usize {
+    let end = skip_group(t, i + 1);
+    if is_test_cfg(&t[i..end]) {
+        // further attributes, then the item itself
+        let mut j = end;
+        while t.get(j) == Some(&Tok::Punct('#')) {
+            j = skip_group(t, j + 1);
+        }
+        skip_item(t, j)
+    } else {
+        end
+    }
+}
+
+/// The paths of the `use` item whose tree starts at `*i` (a `pub use` also
+/// re-exports them).
+fn scan_use(t: &[Tok], i: &mut usize, ctx: &[String], was_vis: bool, out: &mut Scanned) {
+    let mut trees = Vec::new();
+    use_tree(t, i, &[], &mut trees);
+    for (path, name) in trees {
+        if path.is_empty() {
+            continue;
+        }
+        let r = Ref { ctx: ctx.to_vec(), path };
+        if was_vis && name != "*" {
+            out.reexports.push((r.clone(), name));
+        }
+        out.refs.push(r);
+    }
+}
+
+/// The path `first::…` at `i` (not one continuing an earlier path or a
+/// method call); returns where it ends.
+fn scan_path(t: &[Tok], mut i: usize, first: &str, ctx: Vec<String>, out: &mut Scanned) -> usize {
+    let after_sep = i > 0 && matches!(t[i - 1], Tok::Sep | Tok::Punct('.'));
+    let mut path = vec![first.to_string()];
+    i += 1;
+    while t.get(i) == Some(&Tok::Sep)
+        && let Some(s) = ident(t.get(i + 1))
+    {
+        path.push(s.to_string());
+        i += 2;
+    }
+    if !after_sep {
+        out.refs.push(Ref { ctx, path });
+    }
+    i
 }
 
 // ---------------------------------------------------------------- graph
