@@ -525,54 +525,8 @@ fn is_test_file(rel: &str) -> bool {
 /// Builds the graph from a crate's files, given as `read(rel_path)`
 /// (`src/lib.rs`, `src/a.rs`, `src/a/mod.rs`, …).
 pub fn build(read: &dyn Fn(&str) -> Option<String>) -> Result<Graph, String> {
-    // module path -> file, for out-of-line and inline modules alike
-    let mut modules: HashMap<Vec<String>, String> = HashMap::new();
-    let mut scanned: Vec<(String, Scanned)> = Vec::new();
-    let mut queue: Vec<(Vec<String>, String)> = vec![(Vec::new(), "src/lib.rs".into())];
-    while let Some((m, rel)) = queue.pop() {
-        let src = read(&rel).ok_or_else(|| format!("{rel}: cannot read"))?;
-        let s = scan(&src, &m);
-        modules.insert(m.clone(), rel.clone());
-        for p in &s.inline {
-            modules.insert(p.clone(), rel.clone());
-        }
-        for child in &s.children {
-            let base = format!("src/{}", child.join("/"));
-            let (a, b) = (format!("{base}.rs"), format!("{base}/mod.rs"));
-            let file = if read(&a).is_some() { a } else { b };
-            if !is_test_file(&file) {
-                queue.push((child.clone(), file));
-            }
-        }
-        scanned.push((rel, s));
-    }
-    scanned.sort_by(|a, b| a.0.cmp(&b.0));
-
-    let resolve = |r: &Ref| -> Option<Vec<String>> {
-        let first = r.path.first()?;
-        let mut abs = match first.as_str() {
-            "crate" => Vec::new(),
-            "self" | "super" => r.ctx.clone(),
-            _ => {
-                let mut c = r.ctx.clone();
-                c.push(first.clone());
-                if !modules.contains_key(&c) {
-                    return None; // another crate, or a local item
-                }
-                r.ctx.clone()
-            }
-        };
-        let mut rest = &r.path[..];
-        if matches!(first.as_str(), "crate" | "self") {
-            rest = &rest[1..];
-        }
-        while rest.first().map(String::as_str) == Some("super") {
-            abs.pop()?;
-            rest = &rest[1..];
-        }
-        abs.extend(rest.iter().cloned());
-        Some(abs)
-    };
+    let (modules, scanned) = crate_files(read)?;
+    let resolve = |r: &Ref| resolve(&modules, r);
     // module -> exported name -> absolute target (None: another crate)
     let mut reexports: HashMap<Vec<String>, HashMap<String, Option<Vec<String>>>> = HashMap::new();
     for (_, s) in &scanned {
@@ -611,6 +565,66 @@ pub fn build(read: &dyn Fn(&str) -> Option<String>) -> Result<Graph, String> {
         }
     }
     Ok(g)
+}
+
+/// The crate's files from `src/lib.rs` down, scanned and sorted by path,
+/// and the file of each module path (out-of-line and inline modules alike).
+fn crate_files(
+    read: &dyn Fn(&str) -> Option<String>,
+) -> Result<(Modules, Vec<(String, Scanned)>), String> {
+    // module path -> file, for out-of-line and inline modules alike
+    let mut modules: Modules = HashMap::new();
+    let mut scanned: Vec<(String, Scanned)> = Vec::new();
+    let mut queue: Vec<(Vec<String>, String)> = vec![(Vec::new(), "src/lib.rs".into())];
+    while let Some((m, rel)) = queue.pop() {
+        let src = read(&rel).ok_or_else(|| format!("{rel}: cannot read"))?;
+        let s = scan(&src, &m);
+        modules.insert(m.clone(), rel.clone());
+        for p in &s.inline {
+            modules.insert(p.clone(), rel.clone());
+        }
+        for child in &s.children {
+            let base = format!("src/{}", child.join("/"));
+            let (a, b) = (format!("{base}.rs"), format!("{base}/mod.rs"));
+            let file = if read(&a).is_some() { a } else { b };
+            if !is_test_file(&file) {
+                queue.push((child.clone(), file));
+            }
+        }
+        scanned.push((rel, s));
+    }
+    scanned.sort_by(|a, b| a.0.cmp(&b.0));
+    Ok((modules, scanned))
+}
+
+/// Module path -> the file that holds it.
+type Modules = HashMap<Vec<String>, String>;
+
+/// The absolute module path `r` names, if it is in this crate (`modules`).
+fn resolve(modules: &Modules, r: &Ref) -> Option<Vec<String>> {
+    let first = r.path.first()?;
+    let mut abs = match first.as_str() {
+        "crate" => Vec::new(),
+        "self" | "super" => r.ctx.clone(),
+        _ => {
+            let mut c = r.ctx.clone();
+            c.push(first.clone());
+            if !modules.contains_key(&c) {
+                return None; // another crate, or a local item
+            }
+            r.ctx.clone()
+        }
+    };
+    let mut rest = &r.path[..];
+    if matches!(first.as_str(), "crate" | "self") {
+        rest = &rest[1..];
+    }
+    while rest.first().map(String::as_str) == Some("super") {
+        abs.pop()?;
+        rest = &rest[1..];
+    }
+    abs.extend(rest.iter().cloned());
+    Some(abs)
 }
 
 /// Tarjan's strongly connected components; returns those that are cycles
