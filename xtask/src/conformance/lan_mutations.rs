@@ -244,111 +244,139 @@ fn other_macs() {
 /// destination MAC, and prune with EGRESS|INGRESS when forwarding to VSIs).
 #[test]
 fn fill_sw_rule_actions_and_vlan() {
-    let by_name = |n: &str| published().into_iter().find(|c| c["name"] == n).unwrap();
-    let set = |c: &mut Value, hex: &[u8], lb: u8, lan: u8| {
-        let o = &mut c["outputs"]["calls"][0]["outputs"];
-        o["rule"]["hex"] = json!(hexstr(hex));
-        o["f_info.lb_en"] = json!(lb);
-        o["f_info.lan_en"] = json!(lan);
-    };
-    let rule =
-        |c: &Value| hexbytes(c["outputs"]["calls"][0]["outputs"]["rule"]["hex"].as_str().unwrap());
     let mut cases = Vec::new();
-    let mut add = |c: &mut Value, hex: &[u8], lb: u8, lan: u8, what: &str| {
-        set(c, hex, lb, lan);
-        cases.push((c.clone(), what.to_string()));
-    };
-    // a published rule turned into a MAC lookup (recipe 1: the dummy
-    // ethertype 0x8100, no VLAN TCI), with the case asking for it
-    let mac_case = |name: &str| {
-        let mut c = by_name(name);
-        let mut r = rule(&c);
-        r.resize(32, 0);
-        r[4] = 1;
-        r[28..32].copy_from_slice(&[0x81, 0, 0, 0]);
-        c["inputs"]["args"]["lkup_type"] = json!(1);
-        (c, r)
-    };
-    // the rule with the action word `act`
-    let with_act = |r: &[u8], act: u32| {
-        let mut r = r.to_vec();
-        r[8..12].copy_from_slice(&act.to_le_bytes());
-        r
-    };
-
-    // MAC_VLAN → MAC, forward to a queue group of 8 (Tx, unicast, VEB)
-    let (mut c, r) = mac_case("tx_mac_vlan_to_qgrp");
-    add(&mut c, &r, 1, 0, "MAC to queue group");
-    // the same with a group of 32 (region 5) and queue 0x123
-    let mut c2 = c.clone();
-    c2["inputs"]["args"]["qgrp_size"] = json!(32);
-    c2["inputs"]["args"]["fwd_q_id"] = json!(0x123);
-    let act: u32 = 1 | (0x123 << 4) | (5 << 15) | 4;
-    add(&mut c2, &with_act(&r, act), 1, 0, "MAC to queue group 32");
-    // VEPA: LAN_EN as well
-    let mut c3 = c.clone();
-    c3["inputs"]["hw"]["evb_veb"] = json!(false);
-    let mut r3 = rule(&c);
-    r3[8] |= 8;
-    add(&mut c3, &r3, 1, 1, "MAC to queue group, VEPA");
-
-    // ETHERTYPE_MAC → MAC, forward to a queue (Rx)
-    let (mut c, r) = mac_case("rx_ethertype_mac_to_q");
-    add(&mut c, &r, 0, 0, "MAC to queue");
-    // drop (Rx): forwarding type 0, DROP bit 18, VALID bit 17
-    let mut d = c.clone();
-    d["inputs"]["args"]["fltr_act"] = json!(4);
-    let rd = with_act(&r, (1 << 18) | (1 << 17));
-    add(&mut d, &rd, 0, 0, "MAC drop");
-    // drop on a Tx rule: no LB_EN / LAN_EN (ice_fill_sw_info forwards only)
-    let mut dt = d.clone();
-    dt["inputs"]["args"]["flag"] = json!(2);
-    let mut rt = rd.clone();
-    rt[0] = 1;
-    add(&mut dt, &rt, 0, 0, "MAC drop Tx");
-    // RX_LB on a Tx forward-to-queue rule: LB_EN off, LAN_EN on
-    let mut lb = c.clone();
-    lb["inputs"]["args"]["flag"] = json!(2 | 4);
-    let mut rl = rule(&c);
-    rl[0] = 1;
-    rl[8] |= 8;
-    add(&mut lb, &rl, 0, 1, "MAC to queue, Tx + RX_LB");
-
-    // PROMISC_VLAN → VLAN, forward to VSI 3 (Rx): recipe 4, default dst,
-    // prune | egress | ingress, no VALID
-    let mut c = by_name("promisc_vlan_rx");
-    let mut r = rule(&c);
-    r.resize(32, 0);
-    r[4] = 4;
-    r[16..22].copy_from_slice(&[2, 0, 0, 0, 0, 0]);
-    let act: u32 = (3 << 4) | 2 | (1 << 15) | (1 << 16);
-    r[8..12].copy_from_slice(&act.to_le_bytes());
-    c["inputs"]["args"]["lkup_type"] = json!(4);
-    add(&mut c, &r, 0, 0, "VLAN to VSI");
-    // a TPID of 0x88a8
-    let mut t = c.clone();
-    t["inputs"]["args"]["tpid"] = json!(0x88a8);
-    t["inputs"]["args"]["tpid_valid"] = json!(1);
-    r[28] = 0x88;
-    r[29] = 0xa8;
-    add(&mut t, &r, 0, 0, "VLAN to VSI, TPID 0x88a8");
-    // Tx VLAN rule in VEB mode: LAN_EN, never LB_EN
-    let mut tx = c.clone();
-    tx["inputs"]["args"]["flag"] = json!(2);
-    let mut rx = rule(&c);
-    rx.resize(32, 0);
-    rx[0] = 1;
-    rx[4] = 4;
-    rx[16..22].copy_from_slice(&[2, 0, 0, 0, 0, 0]);
-    let act: u32 = (3 << 4) | 2 | (1 << 15) | (1 << 16) | 8;
-    rx[8..12].copy_from_slice(&act.to_le_bytes());
-    add(&mut tx, &rx, 0, 1, "VLAN Tx");
+    mac_to_queue_group_cases(&mut cases);
+    mac_to_queue_cases(&mut cases);
+    vlan_cases(&mut cases);
 
     all_pass(&cases, 1);
     // and they are really compared: a wrong expectation fails
     let mut wrong = cases[0].0.clone();
     wrong["outputs"]["calls"][0]["outputs"]["f_info.lb_en"] = json!(0);
     assert!(matches!(run_case(&wrong), Outcome::Fail(_)));
+}
+
+/// The published case named `n`.
+fn by_name(n: &str) -> Value {
+    published().into_iter().find(|c| c["name"] == n).unwrap()
+}
+
+/// The rule bytes the first call of `c` expects.
+fn rule_of(c: &Value) -> Vec<u8> {
+    hexbytes(c["outputs"]["calls"][0]["outputs"]["rule"]["hex"].as_str().unwrap())
+}
+
+/// Makes `c` expect the rule `hex` with LB_EN `lb` and LAN_EN `lan`, and
+/// adds it to `cases` as `what`.
+fn add_rule_case(
+    cases: &mut Vec<(Value, String)>,
+    c: &mut Value,
+    hex: &[u8],
+    lb: u8,
+    lan: u8,
+    what: &str,
+) {
+    let o = &mut c["outputs"]["calls"][0]["outputs"];
+    o["rule"]["hex"] = json!(hexstr(hex));
+    o["f_info.lb_en"] = json!(lb);
+    o["f_info.lan_en"] = json!(lan);
+    cases.push((c.clone(), what.to_string()));
+}
+
+/// A published rule turned into a MAC lookup (recipe 1: the dummy
+/// ethertype 0x8100, no VLAN TCI), with the case asking for it.
+fn mac_case(name: &str) -> (Value, Vec<u8>) {
+    let mut c = by_name(name);
+    let mut r = rule_of(&c);
+    r.resize(32, 0);
+    r[4] = 1;
+    r[28..32].copy_from_slice(&[0x81, 0, 0, 0]);
+    c["inputs"]["args"]["lkup_type"] = json!(1);
+    (c, r)
+}
+
+/// The rule `r` with the action word `act`.
+fn with_act(r: &[u8], act: u32) -> Vec<u8> {
+    let mut r = r.to_vec();
+    r[8..12].copy_from_slice(&act.to_le_bytes());
+    r
+}
+
+/// MAC_VLAN → MAC, forward to a queue group (Tx, unicast).
+fn mac_to_queue_group_cases(cases: &mut Vec<(Value, String)>) {
+    // MAC_VLAN → MAC, forward to a queue group of 8 (Tx, unicast, VEB)
+    let (mut c, r) = mac_case("tx_mac_vlan_to_qgrp");
+    add_rule_case(cases, &mut c, &r, 1, 0, "MAC to queue group");
+    // the same with a group of 32 (region 5) and queue 0x123
+    let mut c2 = c.clone();
+    c2["inputs"]["args"]["qgrp_size"] = json!(32);
+    c2["inputs"]["args"]["fwd_q_id"] = json!(0x123);
+    let act: u32 = 1 | (0x123 << 4) | (5 << 15) | 4;
+    add_rule_case(cases, &mut c2, &with_act(&r, act), 1, 0, "MAC to queue group 32");
+    // VEPA: LAN_EN as well
+    let mut c3 = c.clone();
+    c3["inputs"]["hw"]["evb_veb"] = json!(false);
+    let mut r3 = rule_of(&c);
+    r3[8] |= 8;
+    add_rule_case(cases, &mut c3, &r3, 1, 1, "MAC to queue group, VEPA");
+}
+
+/// ETHERTYPE_MAC → MAC, forward to a queue or drop.
+fn mac_to_queue_cases(cases: &mut Vec<(Value, String)>) {
+    // ETHERTYPE_MAC → MAC, forward to a queue (Rx)
+    let (mut c, r) = mac_case("rx_ethertype_mac_to_q");
+    add_rule_case(cases, &mut c, &r, 0, 0, "MAC to queue");
+    // drop (Rx): forwarding type 0, DROP bit 18, VALID bit 17
+    let mut d = c.clone();
+    d["inputs"]["args"]["fltr_act"] = json!(4);
+    let rd = with_act(&r, (1 << 18) | (1 << 17));
+    add_rule_case(cases, &mut d, &rd, 0, 0, "MAC drop");
+    // drop on a Tx rule: no LB_EN / LAN_EN (ice_fill_sw_info forwards only)
+    let mut dt = d.clone();
+    dt["inputs"]["args"]["flag"] = json!(2);
+    let mut rt = rd.clone();
+    rt[0] = 1;
+    add_rule_case(cases, &mut dt, &rt, 0, 0, "MAC drop Tx");
+    // RX_LB on a Tx forward-to-queue rule: LB_EN off, LAN_EN on
+    let mut lb = c.clone();
+    lb["inputs"]["args"]["flag"] = json!(2 | 4);
+    let mut rl = rule_of(&c);
+    rl[0] = 1;
+    rl[8] |= 8;
+    add_rule_case(cases, &mut lb, &rl, 0, 1, "MAC to queue, Tx + RX_LB");
+}
+
+/// PROMISC_VLAN → VLAN lookups.
+fn vlan_cases(cases: &mut Vec<(Value, String)>) {
+    // PROMISC_VLAN → VLAN, forward to VSI 3 (Rx): recipe 4, default dst,
+    // prune | egress | ingress, no VALID
+    let mut c = by_name("promisc_vlan_rx");
+    let mut r = rule_of(&c);
+    r.resize(32, 0);
+    r[4] = 4;
+    r[16..22].copy_from_slice(&[2, 0, 0, 0, 0, 0]);
+    let act: u32 = (3 << 4) | 2 | (1 << 15) | (1 << 16);
+    r[8..12].copy_from_slice(&act.to_le_bytes());
+    c["inputs"]["args"]["lkup_type"] = json!(4);
+    add_rule_case(cases, &mut c, &r, 0, 0, "VLAN to VSI");
+    // a TPID of 0x88a8
+    let mut t = c.clone();
+    t["inputs"]["args"]["tpid"] = json!(0x88a8);
+    t["inputs"]["args"]["tpid_valid"] = json!(1);
+    r[28] = 0x88;
+    r[29] = 0xa8;
+    add_rule_case(cases, &mut t, &r, 0, 0, "VLAN to VSI, TPID 0x88a8");
+    // Tx VLAN rule in VEB mode: LAN_EN, never LB_EN
+    let mut tx = c.clone();
+    tx["inputs"]["args"]["flag"] = json!(2);
+    let mut rx = rule_of(&c);
+    rx.resize(32, 0);
+    rx[0] = 1;
+    rx[4] = 4;
+    rx[16..22].copy_from_slice(&[2, 0, 0, 0, 0, 0]);
+    let act: u32 = (3 << 4) | 2 | (1 << 15) | (1 << 16) | 8;
+    rx[8..12].copy_from_slice(&act.to_le_bytes());
+    add_rule_case(cases, &mut tx, &rx, 0, 1, "VLAN Tx");
 }
 
 /// A firmware that never answers the k-th command, for every k of the
