@@ -1080,28 +1080,7 @@ fn qsets_go_to_the_first_queue_group_with_room() {
         cmds.extend(query_k_elems(query, first, k));
         // call 4: the same commands, TEIDs above the first queue group moved
         for x in &old[ia + 2..] {
-            let mut x = x.clone();
-            let op = x["desc"]["hex"].as_str().unwrap()[4..8].to_string();
-            let mut rb = hexbytes(x["resp"]["buf"]["hex"].as_str().unwrap());
-            if op == "330c" {
-                let cnt = u16::from_le_bytes([rb[4], rb[5]]) as usize;
-                rb.resize(8 + 24 * cnt, 0);
-                for i in 0..cnt {
-                    let at = 8 + 24 * i + 4;
-                    let v = shift(le32_at(&rb, at));
-                    rb[at..at + 4].copy_from_slice(&v.to_le_bytes());
-                }
-            } else {
-                let mut b = hexbytes(x["buf"]["hex"].as_str().unwrap());
-                b.resize(24, 0);
-                let v = shift(le32_at(&b, 4));
-                b[4..8].copy_from_slice(&v.to_le_bytes());
-                x["buf"]["hex"] = json!(hexstr(&b));
-                rb.resize(24, 0);
-                rb[4..8].copy_from_slice(&v.to_le_bytes());
-            }
-            x["resp"]["buf"]["hex"] = json!(hexstr(&rb));
-            cmds.push(x);
+            cmds.push(shifted_cmd(x, shift));
         }
         let slot0 = num(&old[0]["slot"]).unwrap();
         let mut writes = Vec::new();
@@ -1115,32 +1094,7 @@ fn qsets_go_to_the_first_queue_group_with_room() {
         m["outputs"]["commands"] = json!(cmds);
         m["outputs"]["reg_writes"] = json!(writes);
         for ci in [3usize, 4] {
-            let out = &mut m["outputs"]["calls"][ci]["outputs"];
-            let tree = out["tree"].as_array_mut().unwrap();
-            let at = tree.iter().position(|x| num(&x["teid"]) == Some(u64::from(first))).unwrap();
-            let qgrp = tree[at].clone();
-            let mut end = at + 1;
-            for x in tree.iter_mut().skip(at + 1) {
-                if num(&x["parent"]) != Some(u64::from(first)) {
-                    break;
-                }
-                let t = num(&x["teid"]).unwrap() as u32;
-                x["teid"] = json!(shift(t));
-                end += 1;
-            }
-            for i in 1..k {
-                let mut x = qgrp.clone();
-                x["teid"] = json!(first + i as u32);
-                x["parent"] = json!(parent);
-                x["children"] = json!(0);
-                tree.insert(end + i - 1, x);
-            }
-            for i in 0..8 {
-                let key = format!("qset_teid[{i}]");
-                if let Some(v) = out.get(&key).and_then(num) {
-                    out[key] = json!(format!("{:#x}", shift(v as u32)));
-                }
-            }
+            add_queue_groups(&mut m["outputs"]["calls"][ci]["outputs"], first, parent, k, shift);
         }
         cases.push((m, format!("{k} queue groups")));
     }
@@ -1148,6 +1102,69 @@ fn qsets_go_to_the_first_queue_group_with_room() {
     let mut wrong = cases[0].0.clone();
     wrong["outputs"]["calls"][4]["outputs"]["qset_teid[0]"] = json!("0x2006");
     assert!(matches!(run_case(&wrong), Outcome::Fail(_)));
+}
+
+/// A command of call 4 with the TEIDs it sends and gets back moved by
+/// `shift`.
+fn shifted_cmd(x: &Value, shift: impl Fn(u32) -> u32) -> Value {
+    let mut x = x.clone();
+    let op = x["desc"]["hex"].as_str().unwrap()[4..8].to_string();
+    let mut rb = hexbytes(x["resp"]["buf"]["hex"].as_str().unwrap());
+    if op == "330c" {
+        let cnt = u16::from_le_bytes([rb[4], rb[5]]) as usize;
+        rb.resize(8 + 24 * cnt, 0);
+        for i in 0..cnt {
+            let at = 8 + 24 * i + 4;
+            let v = shift(le32_at(&rb, at));
+            rb[at..at + 4].copy_from_slice(&v.to_le_bytes());
+        }
+    } else {
+        let mut b = hexbytes(x["buf"]["hex"].as_str().unwrap());
+        b.resize(24, 0);
+        let v = shift(le32_at(&b, 4));
+        b[4..8].copy_from_slice(&v.to_le_bytes());
+        x["buf"]["hex"] = json!(hexstr(&b));
+        rb.resize(24, 0);
+        rb[4..8].copy_from_slice(&v.to_le_bytes());
+    }
+    x["resp"]["buf"]["hex"] = json!(hexstr(&rb));
+    x
+}
+
+/// The tree of a call's outputs `out` with the k − 1 further queue groups
+/// after the first (`first`, under `parent`), TEIDs moved by `shift`.
+fn add_queue_groups(
+    out: &mut Value,
+    first: u32,
+    parent: u32,
+    k: usize,
+    shift: impl Fn(u32) -> u32,
+) {
+    let tree = out["tree"].as_array_mut().unwrap();
+    let at = tree.iter().position(|x| num(&x["teid"]) == Some(u64::from(first))).unwrap();
+    let qgrp = tree[at].clone();
+    let mut end = at + 1;
+    for x in tree.iter_mut().skip(at + 1) {
+        if num(&x["parent"]) != Some(u64::from(first)) {
+            break;
+        }
+        let t = num(&x["teid"]).unwrap() as u32;
+        x["teid"] = json!(shift(t));
+        end += 1;
+    }
+    for i in 1..k {
+        let mut x = qgrp.clone();
+        x["teid"] = json!(first + i as u32);
+        x["parent"] = json!(parent);
+        x["children"] = json!(0);
+        tree.insert(end + i - 1, x);
+    }
+    for i in 0..8 {
+        let key = format!("qset_teid[{i}]");
+        if let Some(v) = out.get(&key).and_then(num) {
+            out[key] = json!(format!("{:#x}", shift(v as u32)));
+        }
+    }
 }
 
 /// Without DCB every TC node of ice's tree has tc_num 0, so on a
