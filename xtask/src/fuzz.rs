@@ -134,65 +134,9 @@ fn seeds(target: &str, dir: &Path) -> Result<(), String> {
             s.push(le_words(&[0x1000, 100 | 5 << 32, 0, 1 << 63 | 0x0a << 32]));
             s.push(le_words(&[0, 0, 0, 1 << 63 | 1 << 57 | 20 << 48, 0, 0, 0, 1 << 63]));
         }
-        "nvmet_capsule" => {
-            // 1 KiB in-capsule, 512-byte blocks, 4 I/O queues; then a
-            // script (fuzz/fuzz_targets/nvmet_capsule.rs): open the admin
-            // queue, Connect (fetch valid data), enable, Identify, open
-            // QID 1, in-capsule Connect, keyed Write (+ fetched), Read,
-            // AER, poll past the keep-alive.
-            s.push(vec![
-                0x10, 0, 3, //
-                0, 0, 0, 31, //
-                3, 0, 0, 0, 1, 0, 0, 0, 0, //
-                4, 0, 0, 1, //
-                3, 0, 1, 1, 2, 0, 0, //
-                3, 0, 2, 2, 1, 0, 0, //
-                0, 1, 1, 127, //
-                3, 1, 0, 6, 3, 0, 0, //
-                3, 1, 1, 5, 4, 0, 0, //
-                4, 1, 1, 1, //
-                3, 1, 2, 4, 5, 0, 0, //
-                3, 0, 3, 7, 31, 0, 0, //
-                6, 0, 5, 0, 0x10, 0x27, //
-            ]);
-        }
-        "cm_mad" => {
-            // a CM MAD header (base 1, class CM, version 2, Send) with each
-            // attribute id; a REQ to the listened TCP port 4420 with a
-            // valid IPv4 cma_hdr and GIDs; the others name the target's
-            // active connection (remote comm id 6)
-            for attr in 0x10..=0x16u8 {
-                let mut v = vec![0u8; 256];
-                v[..4].copy_from_slice(&[1, 7, 2, 3]);
-                v[17] = attr;
-                if attr == 0x10 {
-                    v[24 + 12..24 + 16].copy_from_slice(&[0x01, 0x06, 0x11, 0x44]);
-                    v[24 + 50] = 0x37;
-                    v[24 + 66..24 + 72].copy_from_slice(&[0xff, 0xff, 192, 0, 2, 1]);
-                    v[24 + 82..24 + 88].copy_from_slice(&[0xff, 0xff, 192, 0, 2, 2]);
-                    v[24 + 141] = 0x40;
-                    v[24 + 156..24 + 160].copy_from_slice(&[192, 0, 2, 1]);
-                    v[24 + 172..24 + 176].copy_from_slice(&[192, 0, 2, 2]);
-                } else {
-                    v[24 + 7] = 6;
-                }
-                s.push(v);
-            }
-        }
-        "conformance_json" => {
-            let vdir = crate::conformance::vector_dir();
-            for (_, file) in crate::conformance::SUITE {
-                let path = vdir.join(file);
-                let text = std::fs::read_to_string(&path)
-                    .map_err(|e| format!("{}: {e}", path.display()))?;
-                let v: Value =
-                    serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
-                if let Some(cut) = cut_vectors(&v) {
-                    s.push(cut.to_string().into_bytes());
-                }
-            }
-            s.push(br#"{"cases":[{"op":"x","builder":"y"}]}"#.to_vec());
-        }
+        "nvmet_capsule" => s.push(nvmet_capsule_seed()),
+        "cm_mad" => s.extend(cm_mad_seeds()),
+        "conformance_json" => s.extend(conformance_seeds()?),
         _ => {}
     }
     for (i, b) in s.iter().enumerate() {
@@ -200,6 +144,75 @@ fn seeds(target: &str, dir: &Path) -> Result<(), String> {
         std::fs::write(&p, b).map_err(|e| format!("{}: {e}", p.display()))?;
     }
     Ok(())
+}
+
+/// The `nvmet_capsule` seed.
+fn nvmet_capsule_seed() -> Vec<u8> {
+    // 1 KiB in-capsule, 512-byte blocks, 4 I/O queues; then a
+    // script (fuzz/fuzz_targets/nvmet_capsule.rs): open the admin
+    // queue, Connect (fetch valid data), enable, Identify, open
+    // QID 1, in-capsule Connect, keyed Write (+ fetched), Read,
+    // AER, poll past the keep-alive.
+    vec![
+        0x10, 0, 3, //
+        0, 0, 0, 31, //
+        3, 0, 0, 0, 1, 0, 0, 0, 0, //
+        4, 0, 0, 1, //
+        3, 0, 1, 1, 2, 0, 0, //
+        3, 0, 2, 2, 1, 0, 0, //
+        0, 1, 1, 127, //
+        3, 1, 0, 6, 3, 0, 0, //
+        3, 1, 1, 5, 4, 0, 0, //
+        4, 1, 1, 1, //
+        3, 1, 2, 4, 5, 0, 0, //
+        3, 0, 3, 7, 31, 0, 0, //
+        6, 0, 5, 0, 0x10, 0x27, //
+    ]
+}
+
+/// The `cm_mad` seeds, one per CM attribute.
+fn cm_mad_seeds() -> Vec<Vec<u8>> {
+    let mut s = Vec::new();
+    // a CM MAD header (base 1, class CM, version 2, Send) with each
+    // attribute id; a REQ to the listened TCP port 4420 with a
+    // valid IPv4 cma_hdr and GIDs; the others name the target's
+    // active connection (remote comm id 6)
+    for attr in 0x10..=0x16u8 {
+        let mut v = vec![0u8; 256];
+        v[..4].copy_from_slice(&[1, 7, 2, 3]);
+        v[17] = attr;
+        if attr == 0x10 {
+            v[24 + 12..24 + 16].copy_from_slice(&[0x01, 0x06, 0x11, 0x44]);
+            v[24 + 50] = 0x37;
+            v[24 + 66..24 + 72].copy_from_slice(&[0xff, 0xff, 192, 0, 2, 1]);
+            v[24 + 82..24 + 88].copy_from_slice(&[0xff, 0xff, 192, 0, 2, 2]);
+            v[24 + 141] = 0x40;
+            v[24 + 156..24 + 160].copy_from_slice(&[192, 0, 2, 1]);
+            v[24 + 172..24 + 176].copy_from_slice(&[192, 0, 2, 2]);
+        } else {
+            v[24 + 7] = 6;
+        }
+        s.push(v);
+    }
+    s
+}
+
+/// The `conformance_json` seeds: every suite file, cut down.
+fn conformance_seeds() -> Result<Vec<Vec<u8>>, String> {
+    let mut s = Vec::new();
+    let vdir = crate::conformance::vector_dir();
+    for (_, file) in crate::conformance::SUITE {
+        let path = vdir.join(file);
+        let text =
+            std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+        let v: Value =
+            serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+        if let Some(cut) = cut_vectors(&v) {
+            s.push(cut.to_string().into_bytes());
+        }
+    }
+    s.push(br#"{"cases":[{"op":"x","builder":"y"}]}"#.to_vec());
+    Ok(s)
 }
 
 /// `Done N runs` from libFuzzer's output.

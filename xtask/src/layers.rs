@@ -130,30 +130,6 @@ fn lex(src: &str) -> Vec<Tok> {
     let at = |i: usize| c.get(i).copied().unwrap_or('\0');
     let mut out = Vec::new();
     let mut i = 0;
-    // Skips a (non-raw) quoted literal whose opening quote is at `i`.
-    let quoted = |mut i: usize, q: char| -> usize {
-        i += 1;
-        while i < n && c[i] != q {
-            i += if c[i] == '\\' { 2 } else { 1 };
-        }
-        i + 1
-    };
-    let raw = |mut i: usize| -> usize {
-        // at `#`* `"`
-        let mut hashes = 0;
-        while at(i) == '#' {
-            hashes += 1;
-            i += 1;
-        }
-        i += 1;
-        while i < n {
-            if c[i] == '"' && (1..=hashes).all(|k| at(i + k) == '#') {
-                return i + 1 + hashes;
-            }
-            i += 1;
-        }
-        n
-    };
     while i < n {
         let ch = c[i];
         if ch.is_whitespace() {
@@ -163,27 +139,13 @@ fn lex(src: &str) -> Vec<Tok> {
                 i += 1;
             }
         } else if ch == '/' && at(i + 1) == '*' {
-            let mut depth = 0;
-            while i < n {
-                if c[i] == '/' && at(i + 1) == '*' {
-                    depth += 1;
-                    i += 2;
-                } else if c[i] == '*' && at(i + 1) == '/' {
-                    depth -= 1;
-                    i += 2;
-                    if depth == 0 {
-                        break;
-                    }
-                } else {
-                    i += 1;
-                }
-            }
+            i = block_comment_end(&c, i);
         } else if ch == '"' {
-            i = quoted(i, '"');
+            i = quoted_end(&c, i, '"');
             out.push(Tok::Lit);
         } else if ch == '\'' {
             if at(i + 1) == '\\' || (at(i + 2) == '\'' && at(i + 1) != '\'') {
-                i = quoted(i, '\'');
+                i = quoted_end(&c, i, '\'');
                 out.push(Tok::Lit);
             } else {
                 // a lifetime or label: drop it
@@ -198,26 +160,7 @@ fn lex(src: &str) -> Vec<Tok> {
             }
             out.push(Tok::Lit);
         } else if ch.is_alphabetic() || ch == '_' {
-            let s = i;
-            while at(i).is_alphanumeric() || at(i) == '_' {
-                i += 1;
-            }
-            let id: String = c[s..i].iter().collect();
-            let prefix = matches!(id.as_str(), "r" | "b" | "br" | "c" | "cr");
-            if prefix && at(i) == '"' {
-                i = if id.contains('r') { raw(i) } else { quoted(i, '"') };
-                out.push(Tok::Lit);
-            } else if prefix && id.contains('r') && at(i) == '#' && matches!(at(i + 1), '#' | '"') {
-                i = raw(i);
-                out.push(Tok::Lit);
-            } else if id == "b" && at(i) == '\'' {
-                i = quoted(i, '\'');
-                out.push(Tok::Lit);
-            } else if id == "r" && at(i) == '#' {
-                i += 1; // raw identifier: the identifier follows
-            } else {
-                out.push(Tok::Ident(id));
-            }
+            i = word(&c, i, &mut out);
         } else if ch == ':' && at(i + 1) == ':' {
             out.push(Tok::Sep);
             i += 2;
@@ -227,6 +170,85 @@ fn lex(src: &str) -> Vec<Tok> {
         }
     }
     out
+}
+
+/// Lexes the word at `i` (an identifier, or the prefix of a string, byte
+/// or raw literal, or `r#` of a raw identifier); returns where it ends.
+fn word(c: &[char], mut i: usize, out: &mut Vec<Tok>) -> usize {
+    let at = |i: usize| c.get(i).copied().unwrap_or('\0');
+    let s = i;
+    while at(i).is_alphanumeric() || at(i) == '_' {
+        i += 1;
+    }
+    let id: String = c[s..i].iter().collect();
+    let prefix = matches!(id.as_str(), "r" | "b" | "br" | "c" | "cr");
+    if prefix && at(i) == '"' {
+        i = if id.contains('r') { raw_end(c, i) } else { quoted_end(c, i, '"') };
+        out.push(Tok::Lit);
+    } else if prefix && id.contains('r') && at(i) == '#' && matches!(at(i + 1), '#' | '"') {
+        i = raw_end(c, i);
+        out.push(Tok::Lit);
+    } else if id == "b" && at(i) == '\'' {
+        i = quoted_end(c, i, '\'');
+        out.push(Tok::Lit);
+    } else if id == "r" && at(i) == '#' {
+        i += 1; // raw identifier: the identifier follows
+    } else {
+        out.push(Tok::Ident(id));
+    }
+    i
+}
+
+/// Skips a (non-raw) quoted literal whose opening quote is at `i`.
+fn quoted_end(c: &[char], mut i: usize, q: char) -> usize {
+    let n = c.len();
+    i += 1;
+    while i < n && c[i] != q {
+        i += if c[i] == '\\' { 2 } else { 1 };
+    }
+    i + 1
+}
+
+/// Skips a raw string whose `#`s or opening quote are at `i`.
+fn raw_end(c: &[char], mut i: usize) -> usize {
+    let n = c.len();
+    let at = |i: usize| c.get(i).copied().unwrap_or('\0');
+    // at `#`* `"`
+    let mut hashes = 0;
+    while at(i) == '#' {
+        hashes += 1;
+        i += 1;
+    }
+    i += 1;
+    while i < n {
+        if c[i] == '"' && (1..=hashes).all(|k| at(i + k) == '#') {
+            return i + 1 + hashes;
+        }
+        i += 1;
+    }
+    n
+}
+
+/// Skips a (nested) block comment that opens at `i`.
+fn block_comment_end(c: &[char], mut i: usize) -> usize {
+    let n = c.len();
+    let at = |i: usize| c.get(i).copied().unwrap_or('\0');
+    let mut depth = 0;
+    while i < n {
+        if c[i] == '/' && at(i + 1) == '*' {
+            depth += 1;
+            i += 2;
+        } else if c[i] == '*' && at(i + 1) == '/' {
+            depth -= 1;
+            i += 2;
+            if depth == 0 {
+                break;
+            }
+        } else {
+            i += 1;
+        }
+    }
+    i
 }
 
 // -------------------------------------------------------------- scanner
@@ -385,19 +407,7 @@ pub fn scan(src: &str, module: &[String]) -> Scanned {
             Tok::Punct('#') if t.get(i + 1) == Some(&Tok::Punct('!')) => {
                 i = skip_group(&t, i + 2);
             }
-            Tok::Punct('#') if t.get(i + 1) == Some(&Tok::Punct('[')) => {
-                let end = skip_group(&t, i + 1);
-                if is_test_cfg(&t[i..end]) {
-                    // further attributes, then the item itself
-                    let mut j = end;
-                    while t.get(j) == Some(&Tok::Punct('#')) {
-                        j = skip_group(&t, j + 1);
-                    }
-                    i = skip_item(&t, j);
-                } else {
-                    i = end;
-                }
-            }
+            Tok::Punct('#') if t.get(i + 1) == Some(&Tok::Punct('[')) => i = skip_attr(&t, i),
             Tok::Punct('{') => {
                 depth += 1;
                 if let Some(p) = pending_inline.take() {
@@ -434,37 +444,66 @@ pub fn scan(src: &str, module: &[String]) -> Scanned {
             }
             Tok::Ident(k) if k == "use" => {
                 i += 1;
-                let mut trees = Vec::new();
-                use_tree(&t, &mut i, &[], &mut trees);
-                for (path, name) in trees {
-                    if path.is_empty() {
-                        continue;
-                    }
-                    let r = Ref { ctx: ctx.clone(), path };
-                    if was_vis && name != "*" {
-                        out.reexports.push((r.clone(), name));
-                    }
-                    out.refs.push(r);
-                }
+                scan_use(&t, &mut i, &ctx, was_vis, &mut out);
             }
             Tok::Ident(first) if t.get(i + 1) == Some(&Tok::Sep) => {
-                let after_sep = i > 0 && matches!(t[i - 1], Tok::Sep | Tok::Punct('.'));
-                let mut path = vec![first.clone()];
-                i += 1;
-                while t.get(i) == Some(&Tok::Sep)
-                    && let Some(s) = ident(t.get(i + 1))
-                {
-                    path.push(s.to_string());
-                    i += 2;
-                }
-                if !after_sep {
-                    out.refs.push(Ref { ctx, path });
-                }
+                i = scan_path(&t, i, first, ctx, &mut out);
             }
             _ => i += 1,
         }
     }
     out
+}
+
+/// Skips the attribute `#[ … ]` at `i`, and the item after it when the
+/// attribute makes it test-only.
+fn skip_attr(t: &[Tok], i: usize) -> usize {
+    let end = skip_group(t, i + 1);
+    if is_test_cfg(&t[i..end]) {
+        // further attributes, then the item itself
+        let mut j = end;
+        while t.get(j) == Some(&Tok::Punct('#')) {
+            j = skip_group(t, j + 1);
+        }
+        skip_item(t, j)
+    } else {
+        end
+    }
+}
+
+/// The paths of the `use` item whose tree starts at `*i` (a `pub use` also
+/// re-exports them).
+fn scan_use(t: &[Tok], i: &mut usize, ctx: &[String], was_vis: bool, out: &mut Scanned) {
+    let mut trees = Vec::new();
+    use_tree(t, i, &[], &mut trees);
+    for (path, name) in trees {
+        if path.is_empty() {
+            continue;
+        }
+        let r = Ref { ctx: ctx.to_vec(), path };
+        if was_vis && name != "*" {
+            out.reexports.push((r.clone(), name));
+        }
+        out.refs.push(r);
+    }
+}
+
+/// The path `first::…` at `i` (not one continuing an earlier path or a
+/// method call); returns where it ends.
+fn scan_path(t: &[Tok], mut i: usize, first: &str, ctx: Vec<String>, out: &mut Scanned) -> usize {
+    let after_sep = i > 0 && matches!(t[i - 1], Tok::Sep | Tok::Punct('.'));
+    let mut path = vec![first.to_string()];
+    i += 1;
+    while t.get(i) == Some(&Tok::Sep)
+        && let Some(s) = ident(t.get(i + 1))
+    {
+        path.push(s.to_string());
+        i += 2;
+    }
+    if !after_sep {
+        out.refs.push(Ref { ctx, path });
+    }
+    i
 }
 
 // ---------------------------------------------------------------- graph
@@ -486,54 +525,8 @@ fn is_test_file(rel: &str) -> bool {
 /// Builds the graph from a crate's files, given as `read(rel_path)`
 /// (`src/lib.rs`, `src/a.rs`, `src/a/mod.rs`, …).
 pub fn build(read: &dyn Fn(&str) -> Option<String>) -> Result<Graph, String> {
-    // module path -> file, for out-of-line and inline modules alike
-    let mut modules: HashMap<Vec<String>, String> = HashMap::new();
-    let mut scanned: Vec<(String, Scanned)> = Vec::new();
-    let mut queue: Vec<(Vec<String>, String)> = vec![(Vec::new(), "src/lib.rs".into())];
-    while let Some((m, rel)) = queue.pop() {
-        let src = read(&rel).ok_or_else(|| format!("{rel}: cannot read"))?;
-        let s = scan(&src, &m);
-        modules.insert(m.clone(), rel.clone());
-        for p in &s.inline {
-            modules.insert(p.clone(), rel.clone());
-        }
-        for child in &s.children {
-            let base = format!("src/{}", child.join("/"));
-            let (a, b) = (format!("{base}.rs"), format!("{base}/mod.rs"));
-            let file = if read(&a).is_some() { a } else { b };
-            if !is_test_file(&file) {
-                queue.push((child.clone(), file));
-            }
-        }
-        scanned.push((rel, s));
-    }
-    scanned.sort_by(|a, b| a.0.cmp(&b.0));
-
-    let resolve = |r: &Ref| -> Option<Vec<String>> {
-        let first = r.path.first()?;
-        let mut abs = match first.as_str() {
-            "crate" => Vec::new(),
-            "self" | "super" => r.ctx.clone(),
-            _ => {
-                let mut c = r.ctx.clone();
-                c.push(first.clone());
-                if !modules.contains_key(&c) {
-                    return None; // another crate, or a local item
-                }
-                r.ctx.clone()
-            }
-        };
-        let mut rest = &r.path[..];
-        if matches!(first.as_str(), "crate" | "self") {
-            rest = &rest[1..];
-        }
-        while rest.first().map(String::as_str) == Some("super") {
-            abs.pop()?;
-            rest = &rest[1..];
-        }
-        abs.extend(rest.iter().cloned());
-        Some(abs)
-    };
+    let (modules, scanned) = crate_files(read)?;
+    let resolve = |r: &Ref| resolve(&modules, r);
     // module -> exported name -> absolute target (None: another crate)
     let mut reexports: HashMap<Vec<String>, HashMap<String, Option<Vec<String>>>> = HashMap::new();
     for (_, s) in &scanned {
@@ -572,6 +565,66 @@ pub fn build(read: &dyn Fn(&str) -> Option<String>) -> Result<Graph, String> {
         }
     }
     Ok(g)
+}
+
+/// The crate's files from `src/lib.rs` down, scanned and sorted by path,
+/// and the file of each module path (out-of-line and inline modules alike).
+fn crate_files(
+    read: &dyn Fn(&str) -> Option<String>,
+) -> Result<(Modules, Vec<(String, Scanned)>), String> {
+    // module path -> file, for out-of-line and inline modules alike
+    let mut modules: Modules = HashMap::new();
+    let mut scanned: Vec<(String, Scanned)> = Vec::new();
+    let mut queue: Vec<(Vec<String>, String)> = vec![(Vec::new(), "src/lib.rs".into())];
+    while let Some((m, rel)) = queue.pop() {
+        let src = read(&rel).ok_or_else(|| format!("{rel}: cannot read"))?;
+        let s = scan(&src, &m);
+        modules.insert(m.clone(), rel.clone());
+        for p in &s.inline {
+            modules.insert(p.clone(), rel.clone());
+        }
+        for child in &s.children {
+            let base = format!("src/{}", child.join("/"));
+            let (a, b) = (format!("{base}.rs"), format!("{base}/mod.rs"));
+            let file = if read(&a).is_some() { a } else { b };
+            if !is_test_file(&file) {
+                queue.push((child.clone(), file));
+            }
+        }
+        scanned.push((rel, s));
+    }
+    scanned.sort_by(|a, b| a.0.cmp(&b.0));
+    Ok((modules, scanned))
+}
+
+/// Module path -> the file that holds it.
+type Modules = HashMap<Vec<String>, String>;
+
+/// The absolute module path `r` names, if it is in this crate (`modules`).
+fn resolve(modules: &Modules, r: &Ref) -> Option<Vec<String>> {
+    let first = r.path.first()?;
+    let mut abs = match first.as_str() {
+        "crate" => Vec::new(),
+        "self" | "super" => r.ctx.clone(),
+        _ => {
+            let mut c = r.ctx.clone();
+            c.push(first.clone());
+            if !modules.contains_key(&c) {
+                return None; // another crate, or a local item
+            }
+            r.ctx.clone()
+        }
+    };
+    let mut rest = &r.path[..];
+    if matches!(first.as_str(), "crate" | "self") {
+        rest = &rest[1..];
+    }
+    while rest.first().map(String::as_str) == Some("super") {
+        abs.pop()?;
+        rest = &rest[1..];
+    }
+    abs.extend(rest.iter().cloned());
+    Some(abs)
 }
 
 /// Tarjan's strongly connected components; returns those that are cycles

@@ -153,6 +153,17 @@ fn run_bounded(l: &Leg) -> Result<String, String> {
 }
 
 fn legs() -> Vec<Leg> {
+    let mut v = build_legs();
+    v.extend(check_legs());
+    v.extend(test_legs());
+    v.extend(guest_legs());
+    v.extend(conformance_legs());
+    v
+}
+
+/// Formatting, lints and builds (the bare-metal targets, the boot image,
+/// the firmware example).
+fn build_legs() -> Vec<Leg> {
     let mut v = vec![
         leg("fmt", || cargo(&["fmt", "--all", "--check"])),
         leg("clippy-host", || {
@@ -191,6 +202,13 @@ fn legs() -> Vec<Leg> {
         }
         Ok(format!("examples/firmware built for {}", BARE_TARGETS.join(" and ")))
     }));
+    v
+}
+
+/// Guards on what the tree is: benchmarks, model independence, layers,
+/// packaging, the wire dissector, docs.
+fn check_legs() -> Vec<Leg> {
+    let mut v = Vec::new();
     // Instruction counts (+10 %) and driver `.text` (+5 %) against benches/baseline.txt.
     v.push(leg("bench-guard", bench::guard));
     v.push(leg("model-independence", util::check_model_independence));
@@ -205,6 +223,13 @@ fn legs() -> Vec<Leg> {
     }));
     v.push(leg("wire", wire::run_leg));
     v.push(leg("doc", util::doc));
+    v
+}
+
+/// The host test suites: the workspace tests, barrier trace, soak, cycles,
+/// loom, the host example, miri.
+fn test_legs() -> Vec<Leg> {
+    let mut v = Vec::new();
     v.push(leg("test", || cargo(&["test", "--workspace", "--quiet"])));
     // Barrier placement: the hal logs barriers and ring stores (feature
     // `barrier-trace`, off in every other build so the data path is as
@@ -234,6 +259,13 @@ fn legs() -> Vec<Leg> {
     v.push(leg("loom", util::loom));
     v.push(leg("example-host", util::example_host));
     v.push(leg("miri", util::miri));
+    v
+}
+
+/// Runs in QEMU guests: the unikernel, the newcomer's first command, the
+/// aarch64 image, the Linux peers.
+fn guest_legs() -> Vec<Leg> {
+    let mut v = Vec::new();
     v.push(leg("qemu", qemu::run_leg));
     // The README's first command from a clean clone with a fresh toolchain
     // that lacks the bare-metal targets (issue #29).
@@ -249,6 +281,12 @@ fn legs() -> Vec<Leg> {
     // the NVMe/RDMA target (issue #32): Linux's nvmet-rdma between two
     // guests, then the unikernel's target with a Linux host, side by side
     v.push(leg("nvme", peer::nvme_leg));
+    v
+}
+
+/// The conformance and differential legs, then fuzzing.
+fn conformance_legs() -> Vec<Leg> {
+    let mut v = Vec::new();
     v.push(leg("conformance-sync", util::conformance_sync));
     // The vendor's own uk.c against the driver's data path (issue #30):
     // fetched at run time, fixed seed.

@@ -1076,24 +1076,15 @@ fn run(name: &str) -> Result<i32, String> {
     if name == nvme::NAME {
         return nvme::run();
     }
-    let sc = SCENARIOS.iter().find(|s| s.name == name).ok_or_else(|| {
-        let all: Vec<&str> = SCENARIOS
-            .iter()
-            .map(|s| s.name)
-            .chain(UK_SCENARIOS.iter().map(|s| s.name))
-            .chain([nvme::NAME])
-            .collect();
-        format!("no scenario `{name}`; scenarios: {}", all.join(", "))
-    })?;
+    let sc = scenario(name)?;
     let qemu = ensure_program(&crate::qemu::QEMU_PACKAGE)?;
     let built = build()?;
     let out = root().join("target/peer").join(sc.name);
     std::fs::create_dir_all(&out).map_err(|e| e.to_string())?;
     // the host side is compiled before the guest boots
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let test_args = ["test", "-q", "-p", "irdma", "--test", "peer_live"];
     let st = Command::new(&cargo)
-        .args(test_args)
+        .args(HOST_TEST_ARGS)
         .arg("--no-run")
         .current_dir(root())
         .status()
@@ -1102,65 +1093,24 @@ fn run(name: &str) -> Result<i32, String> {
         return Err("cannot build tests/peer_live.rs".into());
     }
     let (model_port, guest_port) = (free_udp_port()?, free_udp_port()?);
-    let env = format!(
-        "PEER_IP={PEER_IP}\nPEER_MAC={PEER_MAC}\nMODEL_IP={MODEL_IP}\nMODEL_MAC={MODEL_MAC}\nMTU={}\nRPING_SIZE={}\n\
-         PEER_IP6={PEER_IP6}\nMODEL_IP6={MODEL_IP6}\nPEER_ADDR={}\nMODEL_ADDR={}\nVLAN={}\n",
-        sc.mtu,
-        sc.size,
-        if sc.ipv6 { PEER_IP6 } else { PEER_IP },
-        if sc.ipv6 { MODEL_IP6 } else { MODEL_IP },
-        if sc.vlan == 0 { String::new() } else { sc.vlan.to_string() },
-    );
-    let (serial, pcap) = stage_run(&out, &env, sc.linux)?;
+    let (serial, pcap) = stage_run(&out, &scenario_env(sc), sc.linux)?;
     let two = two_cpus();
     let (host_cpu, guest_cpu) = if two { (Some(0), Some(1)) } else { (None, None) };
     let t0 = Instant::now();
-    let host_log = std::fs::File::create(out.join("host.log")).map_err(|e| e.to_string())?;
-    let mut host = pinned(host_cpu, &cargo)
-        .args(test_args)
-        .args(["--", "--ignored", "--exact", sc.host_test, "--nocapture"])
-        .env("PEER_MODEL_ADDR", format!("127.0.0.1:{model_port}"))
-        .env("PEER_GUEST_ADDR", format!("127.0.0.1:{guest_port}"))
-        .env("PEER_PCAP", &pcap)
-        .env("PEER_MAC", PEER_MAC)
-        .env("PEER_RPING_SIZE", sc.size.to_string())
-        .env("PEER_IPV6", if sc.ipv6 { "1" } else { "0" })
-        .env("PEER_VLAN", if sc.vlan == 0 { String::new() } else { sc.vlan.to_string() })
-        // the driver's netdev MTU and path MTU follow the guest's
-        .env("PEER_LAN_MTU", sc.mtu.to_string())
-        .env("PEER_PATH_MTU", if sc.mtu >= 4096 + 96 { "4096" } else { "1024" })
-        .current_dir(root())
-        .stdout(host_log.try_clone().map_err(|e| e.to_string())?)
-        .stderr(host_log)
-        .spawn()
-        .map_err(|e| format!("cannot start the host side: {e}"))?;
+    let mut host = spawn_host(sc, &cargo, host_cpu, (model_port, guest_port), &pcap, &out)?;
     // one boot of the guest running the script `run`, its console to `serial`
     let boot = |run: &Path, serial: &Path| {
         guest_boot(guest_cpu, &qemu, &built, (guest_port, model_port), &out, run, serial)
     };
     let mut guest = boot(&out.join("run"), &serial)?;
-    let limit = Duration::from_secs(240);
-    let guest_st = wait(&mut guest, t0 + limit);
+    let guest_st = wait(&mut guest, t0 + GUEST_LIMIT);
     let mut guest_wall = t0.elapsed();
     // `again`: the second boot, on the same ports, when the host side asks
     // for it; (its serial log, QEMU's status)
     let mut second = None;
     if let Some(cmd) = sc.again {
-        let serial2 = out.join("serial2.log");
-        let _ = std::fs::remove_file(&serial2);
-        let deadline = Instant::now() + Duration::from_secs(sc.host_grace_s);
-        let st = if wait_for_line(&mut host, &out.join("host.log"), NEXT_PEER, deadline) {
-            std::fs::write(out.join("run2"), format!("{cmd}\n")).map_err(|e| e.to_string())?;
-            let t1 = Instant::now();
-            let mut g = boot(&out.join("run2"), &serial2)?;
-            let st = wait(&mut g, t1 + limit);
-            println!("peer {}: second boot {:.1} s", sc.name, t1.elapsed().as_secs_f64());
-            guest_wall = t0.elapsed();
-            st
-        } else {
-            println!("peer {}: the host side never asked for the second boot", sc.name);
-            None
-        };
+        let (serial2, st, wall) = second_boot(sc, cmd, &mut host, &out, &boot)?;
+        guest_wall = wall.map_or(guest_wall, |w| w - t0);
         second = Some((serial2, st));
     }
     // the host side's checks after the (last) guest powered off (after a
@@ -1168,19 +1118,7 @@ fn run(name: &str) -> Result<i32, String> {
     // missing one fails there, with the capture written)
     let grace = if second.is_some() { 75 } else { sc.host_grace_s };
     let host_st = wait(&mut host, Instant::now() + Duration::from_secs(grace));
-    let mut exit = exit_of(&serial, "guest", sc.result, 100);
-    if let Some((serial2, st)) = &second {
-        let e2 = exit_of(serial2, "guest (second boot)", sc.result, 100);
-        println!(
-            "peer {}: second guest {} ({st:?})",
-            sc.name,
-            e2.map_or("no PEER-EXIT".into(), |c| format!("exit {c}"))
-        );
-        // both boots must succeed: the first failure counts
-        if exit == Some(0) {
-            exit = e2;
-        }
-    }
+    let exit = guest_exit(sc, &serial, second.as_ref());
     let host_out = std::fs::read_to_string(out.join("host.log")).unwrap_or_default();
     for l in host_out.lines().filter(|l| l.starts_with("host:")) {
         println!("{l}");
@@ -1205,6 +1143,117 @@ fn run(name: &str) -> Result<i32, String> {
         (Some(c), Some(0)) => c.max(1),
         _ => 1,
     })
+}
+
+/// The Linux-guest scenario `name` (an error lists every scenario).
+fn scenario(name: &str) -> Result<&'static Scenario, String> {
+    SCENARIOS.iter().find(|s| s.name == name).ok_or_else(|| {
+        let all: Vec<&str> = SCENARIOS
+            .iter()
+            .map(|s| s.name)
+            .chain(UK_SCENARIOS.iter().map(|s| s.name))
+            .chain([nvme::NAME])
+            .collect();
+        format!("no scenario `{name}`; scenarios: {}", all.join(", "))
+    })
+}
+
+/// The host side of a scenario: `tests/peer_live.rs`, run by cargo.
+const HOST_TEST_ARGS: [&str; 6] = ["test", "-q", "-p", "irdma", "--test", "peer_live"];
+
+/// How long one boot of the Linux guest may take.
+const GUEST_LIMIT: Duration = Duration::from_secs(240);
+
+/// The Linux guest's `env` file for a scenario against the host side.
+fn scenario_env(sc: &Scenario) -> String {
+    format!(
+        "PEER_IP={PEER_IP}\nPEER_MAC={PEER_MAC}\nMODEL_IP={MODEL_IP}\nMODEL_MAC={MODEL_MAC}\nMTU={}\nRPING_SIZE={}\n\
+         PEER_IP6={PEER_IP6}\nMODEL_IP6={MODEL_IP6}\nPEER_ADDR={}\nMODEL_ADDR={}\nVLAN={}\n",
+        sc.mtu,
+        sc.size,
+        if sc.ipv6 { PEER_IP6 } else { PEER_IP },
+        if sc.ipv6 { MODEL_IP6 } else { MODEL_IP },
+        if sc.vlan == 0 { String::new() } else { sc.vlan.to_string() },
+    )
+}
+
+/// Starts the scenario's host-side test (the driver on the model), its
+/// output to `host.log`.
+fn spawn_host(
+    sc: &Scenario,
+    cargo: &str,
+    host_cpu: Option<u32>,
+    (model_port, guest_port): (u16, u16),
+    pcap: &Path,
+    out: &Path,
+) -> Result<std::process::Child, String> {
+    let host_log = std::fs::File::create(out.join("host.log")).map_err(|e| e.to_string())?;
+    pinned(host_cpu, cargo)
+        .args(HOST_TEST_ARGS)
+        .args(["--", "--ignored", "--exact", sc.host_test, "--nocapture"])
+        .env("PEER_MODEL_ADDR", format!("127.0.0.1:{model_port}"))
+        .env("PEER_GUEST_ADDR", format!("127.0.0.1:{guest_port}"))
+        .env("PEER_PCAP", pcap)
+        .env("PEER_MAC", PEER_MAC)
+        .env("PEER_RPING_SIZE", sc.size.to_string())
+        .env("PEER_IPV6", if sc.ipv6 { "1" } else { "0" })
+        .env("PEER_VLAN", if sc.vlan == 0 { String::new() } else { sc.vlan.to_string() })
+        // the driver's netdev MTU and path MTU follow the guest's
+        .env("PEER_LAN_MTU", sc.mtu.to_string())
+        .env("PEER_PATH_MTU", if sc.mtu >= 4096 + 96 { "4096" } else { "1024" })
+        .current_dir(root())
+        .stdout(host_log.try_clone().map_err(|e| e.to_string())?)
+        .stderr(host_log)
+        .spawn()
+        .map_err(|e| format!("cannot start the host side: {e}"))
+}
+
+/// The second boot (running `cmd`) once the host side asks for it: its
+/// serial log, QEMU's status, and when it ended (`None`: never booted).
+fn second_boot(
+    sc: &Scenario,
+    cmd: &str,
+    host: &mut std::process::Child,
+    out: &Path,
+    boot: &dyn Fn(&Path, &Path) -> Result<std::process::Child, String>,
+) -> Result<(PathBuf, Option<i32>, Option<Instant>), String> {
+    let serial2 = out.join("serial2.log");
+    let _ = std::fs::remove_file(&serial2);
+    let deadline = Instant::now() + Duration::from_secs(sc.host_grace_s);
+    if wait_for_line(host, &out.join("host.log"), NEXT_PEER, deadline) {
+        std::fs::write(out.join("run2"), format!("{cmd}\n")).map_err(|e| e.to_string())?;
+        let t1 = Instant::now();
+        let mut g = boot(&out.join("run2"), &serial2)?;
+        let st = wait(&mut g, t1 + GUEST_LIMIT);
+        println!("peer {}: second boot {:.1} s", sc.name, t1.elapsed().as_secs_f64());
+        Ok((serial2, st, Some(Instant::now())))
+    } else {
+        println!("peer {}: the host side never asked for the second boot", sc.name);
+        Ok((serial2, None, None))
+    }
+}
+
+/// The guest's PEER-EXIT code; after a second boot both must succeed, and
+/// the first failure counts.
+fn guest_exit(
+    sc: &Scenario,
+    serial: &Path,
+    second: Option<&(PathBuf, Option<i32>)>,
+) -> Option<i32> {
+    let mut exit = exit_of(serial, "guest", sc.result, 100);
+    if let Some((serial2, st)) = second {
+        let e2 = exit_of(serial2, "guest (second boot)", sc.result, 100);
+        println!(
+            "peer {}: second guest {} ({st:?})",
+            sc.name,
+            e2.map_or("no PEER-EXIT".into(), |c| format!("exit {c}"))
+        );
+        // both boots must succeed: the first failure counts
+        if exit == Some(0) {
+            exit = e2;
+        }
+    }
+    exit
 }
 
 /// Whether `line` appeared in the log `log` of `host` before `deadline`
@@ -1259,7 +1308,7 @@ fn uk_cmdline(sc: &UkScenario) -> String {
 /// Stage two: the Linux guest, then the model process and the unikernel
 /// (through `crate::qemu::run_image`); returns the exit code.
 fn run_uk(sc: &UkScenario) -> Result<i32, String> {
-    use crate::qemu::{self, Line, ModelSel, Opts};
+    use crate::qemu::{self, ModelSel, Opts};
     let qemu_bin = ensure_program(&qemu::QEMU_PACKAGE)?;
     let built = build()?;
     let image = qemu::build(false)?;
@@ -1267,23 +1316,12 @@ fn run_uk(sc: &UkScenario) -> Result<i32, String> {
     let out = root().join("target/peer").join(sc.name);
     std::fs::create_dir_all(&out).map_err(|e| e.to_string())?;
     let (model_port, guest_port) = (free_udp_port()?, free_udp_port()?);
-    // the unikernel's MAC is the model device's (LAN bring-up); the guest
-    // learns it by ARP, which the port answers for MODEL_IP
-    let env = format!(
-        "PEER_IP={PEER_IP}\nPEER_MAC={PEER_MAC}\nMODEL_IP={MODEL_IP}\nMTU=1500\nRPING_SIZE={}\n\
-         RPING_COUNT={}\nPEER_ADDR={PEER_IP}\nMODEL_ADDR={MODEL_IP}\nVLAN=\n\
-         NVME_ADDR={MODEL_IP}\nNVME_NQN={}\n{}",
-        sc.size,
-        sc.count,
-        irdma_boot::peercfg::NVME_SUBNQN,
-        sc.env
-    );
-    let (serial, pcap) = stage_run(&out, &env, sc.linux)?;
+    let (serial, pcap) = stage_run(&out, &uk_env(sc), sc.linux)?;
     let two = two_cpus();
     let t0 = Instant::now();
     // CPU 0, beside the model (run_image puts the model on 0, the
     // unikernel's QEMU on 1)
-    let mut guest = guest_boot(
+    let guest = guest_boot(
         two.then_some(0),
         &qemu_bin,
         &built,
@@ -1292,59 +1330,12 @@ fn run_uk(sc: &UkScenario) -> Result<i32, String> {
         &out.join("run"),
         &serial,
     )?;
-    let model_args: Vec<String> = [
-        "--port".to_string(),
-        format!("127.0.0.1:{model_port}"),
-        "--port-peer".into(),
-        format!("127.0.0.1:{guest_port}"),
-        "--port-ip".into(),
-        MODEL_IP.into(),
-        // a TCG guest answers in milliseconds but may stall for a while
-        "--port-rc-timeout-ms".into(),
-        "2000".into(),
-        "--max-secs".into(),
-        (sc.limit_s + 100).to_string(),
-    ]
-    .into();
+    let model_args = uk_model_args(sc, model_port, guest_port);
     // once the Linux guest is done, the unikernel has this long to finish
     // (it may wait for a host that gave up: end it instead of its timeout)
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let uk_done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let watcher = {
-        let (stop, uk_done) = (stop.clone(), uk_done.clone());
-        let limit = Instant::now() + Duration::from_secs(sc.limit_s + 60);
-        std::thread::spawn(move || {
-            use std::sync::atomic::Ordering::Relaxed;
-            // the guest gets 60 s after the unikernel ended, and the
-            // unikernel 60 s after the guest ended
-            let (mut guest_end, mut uk_end) = (None, None);
-            loop {
-                let now = Instant::now();
-                if guest_end.is_none()
-                    && let Ok(Some(st)) = guest.try_wait()
-                {
-                    guest_end = Some((now, st.code()));
-                }
-                if uk_end.is_none() && uk_done.load(Relaxed) {
-                    uk_end = Some(now);
-                }
-                let grace = Duration::from_secs(60);
-                match (guest_end, uk_end) {
-                    (Some((_, st)), Some(_)) => return st,
-                    (Some((t, st)), None) if now > t + grace => {
-                        stop.store(true, Relaxed);
-                        return st;
-                    }
-                    (None, Some(t)) if now > t + grace => return wait(&mut guest, now),
-                    (None, None) if now > limit => {
-                        stop.store(true, Relaxed);
-                        return wait(&mut guest, now);
-                    }
-                    _ => std::thread::sleep(Duration::from_millis(100)),
-                }
-            }
-        })
-    };
+    let watcher = watch_guest(guest, sc.limit_s, stop.clone(), uk_done.clone());
     let opts = Opts {
         stop: Some(stop),
         append: Some(uk_cmdline(sc)),
@@ -1366,6 +1357,100 @@ fn run_uk(sc: &UkScenario) -> Result<i32, String> {
     std::fs::write(out.join("model.log"), uk.model_output.join("\n") + "\n")
         .map_err(|e| e.to_string())?;
     let exit = exit_of(&serial, "linux", sc.result, 100);
+    echo_uk(sc, &uk);
+    let mut why = uk_problems(sc, &uk);
+    if exit != Some(0) || guest_st != Some(0) {
+        why.push(format!("the Linux guest: {exit:?} (QEMU {guest_st:?})"));
+    }
+    judge_uk_capture(sc, &pcap, &mut why);
+    println!(
+        "peer {}: {} — unikernel {:.1} s, whole run {:.1} s; logs in {}",
+        sc.name,
+        if why.is_empty() { "passed".to_string() } else { format!("FAILED: {}", why.join("; ")) },
+        uk_wall.as_secs_f64(),
+        wall.as_secs_f64(),
+        out.display()
+    );
+    Ok(if why.is_empty() { 0 } else { 1 })
+}
+
+/// The Linux guest's `env` file for a unikernel scenario.
+fn uk_env(sc: &UkScenario) -> String {
+    // the unikernel's MAC is the model device's (LAN bring-up); the guest
+    // learns it by ARP, which the port answers for MODEL_IP
+    format!(
+        "PEER_IP={PEER_IP}\nPEER_MAC={PEER_MAC}\nMODEL_IP={MODEL_IP}\nMTU=1500\nRPING_SIZE={}\n\
+         RPING_COUNT={}\nPEER_ADDR={PEER_IP}\nMODEL_ADDR={MODEL_IP}\nVLAN=\n\
+         NVME_ADDR={MODEL_IP}\nNVME_NQN={}\n{}",
+        sc.size,
+        sc.count,
+        irdma_boot::peercfg::NVME_SUBNQN,
+        sc.env
+    )
+}
+
+/// The shm model's arguments: its port wired to the Linux guest's.
+fn uk_model_args(sc: &UkScenario, model_port: u16, guest_port: u16) -> Vec<String> {
+    [
+        "--port".to_string(),
+        format!("127.0.0.1:{model_port}"),
+        "--port-peer".into(),
+        format!("127.0.0.1:{guest_port}"),
+        "--port-ip".into(),
+        MODEL_IP.into(),
+        // a TCG guest answers in milliseconds but may stall for a while
+        "--port-rc-timeout-ms".into(),
+        "2000".into(),
+        "--max-secs".into(),
+        (sc.limit_s + 100).to_string(),
+    ]
+    .into()
+}
+
+/// Watches the Linux guest beside the unikernel: sets `stop` when the
+/// unikernel should give up, and returns the guest's exit code.
+fn watch_guest(
+    mut guest: std::process::Child,
+    limit_s: u64,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    uk_done: std::sync::Arc<std::sync::atomic::AtomicBool>,
+) -> std::thread::JoinHandle<Option<i32>> {
+    let limit = Instant::now() + Duration::from_secs(limit_s + 60);
+    std::thread::spawn(move || {
+        use std::sync::atomic::Ordering::Relaxed;
+        // the guest gets 60 s after the unikernel ended, and the
+        // unikernel 60 s after the guest ended
+        let (mut guest_end, mut uk_end) = (None, None);
+        loop {
+            let now = Instant::now();
+            if guest_end.is_none()
+                && let Ok(Some(st)) = guest.try_wait()
+            {
+                guest_end = Some((now, st.code()));
+            }
+            if uk_end.is_none() && uk_done.load(Relaxed) {
+                uk_end = Some(now);
+            }
+            let grace = Duration::from_secs(60);
+            match (guest_end, uk_end) {
+                (Some((_, st)), Some(_)) => return st,
+                (Some((t, st)), None) if now > t + grace => {
+                    stop.store(true, Relaxed);
+                    return st;
+                }
+                (None, Some(t)) if now > t + grace => return wait(&mut guest, now),
+                (None, None) if now > limit => {
+                    stop.store(true, Relaxed);
+                    return wait(&mut guest, now);
+                }
+                _ => std::thread::sleep(Duration::from_millis(100)),
+            }
+        }
+    })
+}
+
+/// Prints the unikernel's and the model's lines a reader of the leg needs.
+fn echo_uk(sc: &UkScenario, uk: &crate::qemu::Outcome) {
     for l in uk
         .console
         .iter()
@@ -1380,6 +1465,12 @@ fn run_uk(sc: &UkScenario) -> Result<i32, String> {
     {
         println!("model: {l}");
     }
+}
+
+/// What went wrong on the unikernel's side: its scenario, its QEMU, the
+/// model and the model's port.
+fn uk_problems(sc: &UkScenario, uk: &crate::qemu::Outcome) -> Vec<String> {
+    use crate::qemu::Line;
     let mut why: Vec<String> = Vec::new();
     let passed = uk.lines().iter().any(|l| matches!(l, Line::Pass { name, .. } if name == sc.name));
     if !passed {
@@ -1398,17 +1489,20 @@ fn run_uk(sc: &UkScenario) -> Result<i32, String> {
         Some(n) => why.push(format!("the model's port dropped {n} frame(s)")),
         None => why.push("the model printed no port counters".into()),
     }
-    if exit != Some(0) || guest_st != Some(0) {
-        why.push(format!("the Linux guest: {exit:?} (QEMU {guest_st:?})"));
-    }
+    why
+}
+
+/// The capture's verdicts: the frames not sent by the Linux guest, and for an
+/// NVMe scenario the NVMe/RDMA wire judge.
+fn judge_uk_capture(sc: &UkScenario, pcap: &Path, why: &mut Vec<String>) {
     // ours: every frame the Linux guest did not send
-    let judged = judge(&pcap, &format!("eth.src != {PEER_MAC}"));
+    let judged = judge(pcap, &format!("eth.src != {PEER_MAC}"));
     match &judged {
         Ok(line) => println!("peer {}: {line}", sc.name),
         Err(e) => why.push(format!("capture check: {e}")),
     }
     if sc.nvme {
-        match crate::nvme_wire::judge(&pcap) {
+        match crate::nvme_wire::judge(pcap) {
             Ok(w) => {
                 println!("peer {}: nvme-wire {}", sc.name, w.summary());
                 why.extend(w.failures().into_iter().map(|f| format!("nvme-wire: {f}")));
@@ -1416,15 +1510,6 @@ fn run_uk(sc: &UkScenario) -> Result<i32, String> {
             Err(e) => why.push(format!("nvme-wire: {e}")),
         }
     }
-    println!(
-        "peer {}: {} — unikernel {:.1} s, whole run {:.1} s; logs in {}",
-        sc.name,
-        if why.is_empty() { "passed".to_string() } else { format!("FAILED: {}", why.join("; ")) },
-        uk_wall.as_secs_f64(),
-        wall.as_secs_f64(),
-        out.display()
-    );
-    Ok(if why.is_empty() { 0 } else { 1 })
 }
 
 /// Waits for `c` until `deadline`, then kills it. The exit code, or `None`

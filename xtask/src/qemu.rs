@@ -849,21 +849,7 @@ fn stop_child(mut child: Child, bar: &File) -> Vec<String> {
 /// Runs the image once (it must already be built).
 pub fn run_image(image: &Path, opts: &Opts) -> Result<Outcome, String> {
     let qemu = require_qemu_for(opts.arch)?;
-    if opts.arch == Arch::Aarch64 {
-        // No KVM for an Arm guest on this x86_64 host; no qboot, no COM2.
-        if opts.accel == Accel::Kvm || opts.qboot || opts.defmt {
-            return Err("--arch aarch64 runs under TCG, without --qboot or --defmt".into());
-        }
-    }
-    if opts.qboot && !Path::new(QBOOT_ROM).is_file() {
-        return Err(format!("{QBOOT_ROM} missing (Debian: it is in qemu-system-data)"));
-    }
-    let kvm = match opts.accel {
-        Accel::Tcg => false,
-        Accel::Kvm if kvm_usable() => true,
-        Accel::Kvm => return Err("--accel kvm: /dev/kvm cannot be opened read-write".into()),
-        Accel::Auto => kvm_usable() && opts.arch == Arch::X86_64,
-    };
+    let kvm = accel_of(opts)?;
     let files = Files::create()?;
     let bar = files.bar()?;
     let nonce = nonce();
@@ -871,23 +857,7 @@ pub fn run_image(image: &Path, opts: &Opts) -> Result<Outcome, String> {
     let tsc_hz = if opts.host_tsc { host_tsc_hz() } else { 0 };
     write_u64(&bar, c::MAILBOX + c::MB_HOST_TSC_HZ, tsc_hz)?;
     let pins = pinning();
-    let model = match opts.model.command() {
-        Some(mut m) => {
-            if let Some(p) = &opts.pcap {
-                m.1.extend(["--pcap".to_string(), p.display().to_string()]);
-            }
-            Some(spawn_model(
-                &m,
-                &files,
-                pins.map(|p| p.0),
-                &bar,
-                opts.echo,
-                opts.arch.ram_base(),
-                opts.irq,
-            )?)
-        }
-        None => None,
-    };
+    let model = start_model(opts, &files, pins.map(|p| p.0), &bar)?;
 
     let args = qemu_args(opts, image, &files.bar, &files.ram, &files.com2, &files.sock, kvm);
     let qemu_prog = qemu.display().to_string();
@@ -908,22 +878,7 @@ pub fn run_image(image: &Path, opts: &Opts) -> Result<Outcome, String> {
         }
     };
     let console = Arc::new(Mutex::new(Vec::<String>::new()));
-    let out_thread = child.stdout.take().map(|out| {
-        let console = Arc::clone(&console);
-        let echo = opts.echo;
-        std::thread::spawn(move || {
-            for line in BufReader::new(out).lines() {
-                let Ok(line) = line else { break };
-                let line = line.trim_end_matches('\r').to_string();
-                if echo {
-                    println!("  guest| {line}");
-                }
-                if let Ok(mut c) = console.lock() {
-                    c.push(line);
-                }
-            }
-        })
-    });
+    let out_thread = read_console(&mut child, &console, opts.echo);
     let err_thread = child.stderr.take().map(|mut err| {
         std::thread::spawn(move || {
             let mut s = String::new();
@@ -932,28 +887,7 @@ pub fn run_image(image: &Path, opts: &Opts) -> Result<Outcome, String> {
         })
     });
     let mut out = Outcome::default();
-    loop {
-        match child.try_wait() {
-            Ok(Some(st)) => {
-                out.status = st.code();
-                break;
-            }
-            Ok(None)
-                if t0.elapsed() > opts.timeout
-                    || opts
-                        .stop
-                        .as_ref()
-                        .is_some_and(|s| s.load(std::sync::atomic::Ordering::Relaxed)) =>
-            {
-                out.timed_out = true;
-                let _ = child.kill();
-                let _ = child.wait();
-                break;
-            }
-            Ok(None) => std::thread::sleep(Duration::from_millis(2)),
-            Err(e) => return Err(format!("waiting for QEMU: {e}")),
-        }
-    }
+    wait_qemu(&mut child, opts, t0, &mut out)?;
     out.wall = t0.elapsed();
     if let Some(t) = out_thread {
         let _ = t.join();
@@ -972,17 +906,112 @@ pub fn run_image(image: &Path, opts: &Opts) -> Result<Outcome, String> {
         out.bar_problems.push("bar_rw did not pass, so the BAR file went unchecked".into());
     }
     if opts.defmt {
-        let elf = std::fs::read(image).map_err(|e| format!("{}: {e}", image.display()))?;
-        let frames = std::fs::read(&files.com2).unwrap_or_default();
-        let log = decode_defmt(&elf, &frames)?;
-        if opts.echo {
-            for f in &log.frames {
-                println!("  defmt| {f}");
-            }
-        }
-        out.defmt = Some(log);
+        out.defmt = Some(defmt_log(image, &files, opts.echo)?);
     }
     Ok(out)
+}
+
+/// Whether the run uses KVM, after checking that the options fit the
+/// architecture and the host.
+fn accel_of(opts: &Opts) -> Result<bool, String> {
+    if opts.arch == Arch::Aarch64 {
+        // No KVM for an Arm guest on this x86_64 host; no qboot, no COM2.
+        if opts.accel == Accel::Kvm || opts.qboot || opts.defmt {
+            return Err("--arch aarch64 runs under TCG, without --qboot or --defmt".into());
+        }
+    }
+    if opts.qboot && !Path::new(QBOOT_ROM).is_file() {
+        return Err(format!("{QBOOT_ROM} missing (Debian: it is in qemu-system-data)"));
+    }
+    Ok(match opts.accel {
+        Accel::Tcg => false,
+        Accel::Kvm if kvm_usable() => true,
+        Accel::Kvm => return Err("--accel kvm: /dev/kvm cannot be opened read-write".into()),
+        Accel::Auto => kvm_usable() && opts.arch == Arch::X86_64,
+    })
+}
+
+/// The model process the options ask for (none for `ModelSel::Bare`),
+/// on `cpu` when pinned.
+fn start_model(
+    opts: &Opts,
+    files: &Files,
+    cpu: Option<u32>,
+    bar: &File,
+) -> Result<Option<ModelProc>, String> {
+    Ok(match opts.model.command() {
+        Some(mut m) => {
+            if let Some(p) = &opts.pcap {
+                m.1.extend(["--pcap".to_string(), p.display().to_string()]);
+            }
+            Some(spawn_model(&m, files, cpu, bar, opts.echo, opts.arch.ram_base(), opts.irq)?)
+        }
+        None => None,
+    })
+}
+
+/// Collects the guest's console (QEMU's stdout) line by line into
+/// `console`, echoing it when asked.
+fn read_console(
+    child: &mut Child,
+    console: &Arc<Mutex<Vec<String>>>,
+    echo: bool,
+) -> Option<std::thread::JoinHandle<()>> {
+    child.stdout.take().map(|out| {
+        let console = Arc::clone(console);
+        std::thread::spawn(move || {
+            for line in BufReader::new(out).lines() {
+                let Ok(line) = line else { break };
+                let line = line.trim_end_matches('\r').to_string();
+                if echo {
+                    println!("  guest| {line}");
+                }
+                if let Ok(mut c) = console.lock() {
+                    c.push(line);
+                }
+            }
+        })
+    })
+}
+
+/// Waits for QEMU to exit; past the timeout, or once `opts.stop` is set,
+/// kills it (`out.timed_out`).
+fn wait_qemu(child: &mut Child, opts: &Opts, t0: Instant, out: &mut Outcome) -> Result<(), String> {
+    loop {
+        match child.try_wait() {
+            Ok(Some(st)) => {
+                out.status = st.code();
+                return Ok(());
+            }
+            Ok(None)
+                if t0.elapsed() > opts.timeout
+                    || opts
+                        .stop
+                        .as_ref()
+                        .is_some_and(|s| s.load(std::sync::atomic::Ordering::Relaxed)) =>
+            {
+                out.timed_out = true;
+                let _ = child.kill();
+                let _ = child.wait();
+                return Ok(());
+            }
+            Ok(None) => std::thread::sleep(Duration::from_millis(2)),
+            Err(e) => return Err(format!("waiting for QEMU: {e}")),
+        }
+    }
+}
+
+/// The defmt frames the image wrote to COM2, decoded with its ELF.
+fn defmt_log(image: &Path, files: &Files, echo: bool) -> Result<DefmtLog, String> {
+    let elf = std::fs::read(image).map_err(|e| format!("{}: {e}", image.display()))?;
+    let frames = std::fs::read(&files.com2).unwrap_or_default();
+    let log = decode_defmt(&elf, &frames)?;
+    if echo {
+        for f in &log.frames {
+            println!("  defmt| {f}");
+        }
+    }
+    Ok(log)
 }
 
 /// Prints the summary table of a run.

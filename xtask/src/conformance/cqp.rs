@@ -328,6 +328,14 @@ fn check_post<C: CqpCommand>(
     if let Err(e) = cmp_words("wqe", &got, &want, None) {
         return Outcome::Fail(e);
     }
+    if let Err(e) = check_doorbell(case, &log) {
+        return Outcome::Fail(e);
+    }
+    Outcome::Pass
+}
+
+/// The register writes of a post (`log`) against the case's `reg_writes`.
+fn check_doorbell(case: &Value, log: &[(usize, u32)]) -> Result<(), String> {
     let want_regs: Vec<(String, u32)> = case["reg_writes"]
         .as_array()
         .map(|a| {
@@ -346,9 +354,9 @@ fn check_post<C: CqpCommand>(
     let got_regs: Vec<(String, u32)> =
         log.iter().map(|(o, v)| (reg_name(*o).to_string(), *v)).collect();
     if !want_regs.is_empty() && got_regs != want_regs {
-        return Outcome::Fail(format!("register writes {got_regs:?}, want {want_regs:?}"));
+        return Err(format!("register writes {got_regs:?}, want {want_regs:?}"));
     }
-    Outcome::Pass
+    Ok(())
 }
 
 fn qp_common(i: &In) -> Result<(u32, u8), String> {
@@ -409,81 +417,14 @@ fn run_case(case: &Value) -> Outcome {
     match op {
         "cqp_create" => cqp_create(case, &i),
         "nop" => check_post(case, Nop, lim, none),
-        "create_qp" | "modify_qp" => {
-            let (qp_id, qp_type) = tri!(qp_common(&i));
-            let host_ctx_pa = i.u("hw_host_ctx_pa");
-            let force_loopback = i.b("force_lpb");
-            let next_state = tri!(i.n("next_iwarp_state"));
-            if op == "create_qp" {
-                let c = inputs!(i, CreateQp {
-                    qp_id, qp_type, host_ctx_pa, force_loopback, next_state,
-                } u [shadow_area_pa]
-                  b [virtual_map ord_valid tcp_ctx_valid cq_num_valid]
-                  b [arp_cache_idx_valid mac_valid]);
-                check_post(case, c, lim, none)
-            } else {
-                let c = inputs!(i, ModifyQp {
-                    qp_id, qp_type, host_ctx_pa, force_loopback, next_state,
-                } u [shadow_area_pa]
-                  b [virtual_map ord_valid tcp_ctx_valid cached_var_valid cq_num_valid]
-                  b [arp_cache_idx_valid mac_valid mss_change remove_hash_idx reset_tcp_conn]
-                  b [dont_send_fin dont_send_term]
-                  n [new_mss termlen]);
-                check_post(case, c, lim, none)
-            }
-        }
+        "create_qp" | "modify_qp" => qp_create_or_modify(case, &i, op, lim),
         "destroy_qp" => {
             let (qp_id, qp_type) = tri!(qp_common(&i));
             let c = inputs!(i, DestroyQp { qp_id, qp_type, host_ctx_pa: i.u("hw_host_ctx_pa") }
                 u [shadow_area_pa] b [ignore_mw_bnd remove_hash_idx]);
             check_post(case, c, lim, none)
         }
-        "flush_wqes" => {
-            let req = FlushWqes {
-                qp_id: tri!(i.n("qp_id")),
-                flush_sq: i.b("sq"),
-                flush_rq: i.b("rq"),
-                user_codes: if i.b("userflushcode") {
-                    Some(FlushCodes {
-                        sq: (tri!(i.n("sq_major_code")), tri!(i.n("sq_minor_code"))),
-                        rq: (tri!(i.n("rq_major_code")), tri!(i.n("rq_minor_code"))),
-                    })
-                } else {
-                    None
-                },
-                generate_ae: if i.b("generate_ae") {
-                    Some((tri!(i.n("ae_code")), tri!(i.n("ae_src"))))
-                } else {
-                    None
-                },
-            };
-            // The QP's flush bookkeeping decides what is posted (ctrl.c:
-            // irdma_sc_qp_flush_wqes; -EALREADY when nothing is left).
-            let mut st = FlushState { sq: i.b("qp.flush_sq"), rq: i.b("qp.flush_rq") };
-            let before = st;
-            let r = st.request(req);
-            // The bookkeeping after the call, when the case records it.
-            let after = expect(
-                &case["outputs"],
-                &[
-                    ("qp.flush_sq(after)", st.sq as u64),
-                    ("qp.flush_rq(after)", st.rq as u64),
-                    ("qp.flush_sq", st.sq as u64),
-                    ("qp.flush_rq", st.rq as u64),
-                ],
-            );
-            if let Outcome::Fail(m) = after {
-                return Outcome::Fail(format!("flush state (before {before:?}): {m}"));
-            }
-            match r {
-                Ok(c) => check_post(case, c, lim, none),
-                Err(e) if case["ret"].as_i64().unwrap_or(0) < 0 => {
-                    let _ = e;
-                    Outcome::Pass
-                }
-                Err(e) => Outcome::Fail(format!("vendor flushed; we refused: {e:?}")),
-            }
-        }
+        "flush_wqes" => flush_wqes(case, &i, lim),
         "gen_ae" => {
             let c = inputs!(i, GenAe {} n [qp_id ae_code ae_src]);
             check_post(case, c, lim, none)
@@ -499,82 +440,14 @@ fn run_case(case: &Value) -> Outcome {
             check_post(case, c, lim, none)
         }
         "qp_setctx_roce" => qp_setctx(case, &i),
-        "alloc_stag" => {
-            let chunk = i.u("chunk_size");
-            let c = inputs!(i, AllocStag {
-                page_size: PageSize::Size4K,
-                use_hmc_fn_index: i.b("use_hmc_fcn_index"),
-                hmc_fn_index: tri!(i.n("hmc_fcn_index")),
-                pbl: if chunk != 0 { Some(tri!(pbl(&i, "first_pm_pbl_idx"))) } else { None },
-            } n [stag_idx pd_id access_rights placement_type]
-              u [total_len] b [remote_access all_memory]);
-            // Linux encodes unknown page sizes (incl. 0) as 4 KiB; the driver
-            // only has the three real ones.
-            let ps = i.u("page_size");
-            let page_size = match PageSize::from_bytes(ps) {
-                Some(p) => p,
-                None if ps == 0 => PageSize::Size4K,
-                None => {
-                    return match check_post(case, c, lim, none) {
-                        o @ (Outcome::Refused(_) | Outcome::Pass)
-                            if case["ret"].as_i64().unwrap_or(0) < 0
-                                || matches!(o, Outcome::Refused(_)) =>
-                        {
-                            o
-                        }
-                        _ => {
-                            Outcome::Fail(format!("page size {ps:#x} not supported by the driver"))
-                        }
-                    };
-                }
-            };
-            check_post(case, AllocStag { page_size, ..c }, lim, none)
-        }
-        "mr_reg_non_shared" => {
-            let chunk = i.u("chunk_size");
-            let Some(page_size) = PageSize::from_bytes(i.u("page_size")) else {
-                // The vendor refuses other page sizes; so does the type.
-                return if case["ret"].as_i64().unwrap_or(0) < 0 {
-                    Outcome::Pass
-                } else {
-                    Outcome::Fail(format!(
-                        "page size {:#x} accepted by the vendor",
-                        i.u("page_size")
-                    ))
-                };
-            };
-            let c = inputs!(i, RegMr {
-                page_size,
-                pages: if chunk != 0 {
-                    MrPages::Pbl(tri!(pbl(&i, "first_pm_pbl_index")))
-                } else {
-                    MrPages::Contiguous(i.u("reg_addr_pa"))
-                },
-                va_based: i.u("addr_type") == 1,
-                remote_atomics: i.b("remote_atomics_en"),
-                use_hmc_fn_index: i.b("use_hmc_fcn_index"),
-                hmc_fn_index: tri!(i.n("hmc_fcn_index")),
-            } n [stag_idx stag_key pd_id access_rights placement_type]
-              u [va total_len] b [non_cached all_memory]);
-            check_post(case, c, lim, none)
-        }
+        "alloc_stag" => alloc_stag(case, &i, lim),
+        "mr_reg_non_shared" => mr_reg_non_shared(case, &i, lim),
         "dealloc_stag" => {
             let c = inputs!(i, DeallocStag { skip_flush: i.b("skip_flush_markers") }
                 n [stag_idx pd_id] b [mr]);
             check_post(case, c, lim, none)
         }
-        "query_fpm_val" => {
-            let c =
-                QueryFpmVal { hmc_fn_id: tri!(i.n("hmc_fn_id")), buf_pa: i.u("query_fpm_mem.pa") };
-            check_post(case, c, lim, none)
-        }
-        "commit_fpm_val" => {
-            let c = inputs!(i, CommitFpmVal {
-                buf_pa: i.u("commit_fpm_mem.pa"),
-                flush_timer_disable: i.b("dev.periodic_flush"),
-            } n [hmc_fn_id]);
-            check_post(case, c, lim, none)
-        }
+        "query_fpm_val" | "commit_fpm_val" => fpm_val(case, &i, op, lim),
         "cfg_iw_fpm(commit buffer)" => cfg_iw_fpm(case, &i),
         "shmc_pages_allocated" => {
             check_post(case, ShmcPagesAllocated { hmc_fn_id: tri!(i.n("hmc_fn_id")) }, lim, none)
@@ -584,69 +457,14 @@ fn run_case(case: &Value) -> Outcome {
             let c = QueryRdmaFeatures { buf_pa: i.u("buf.pa"), buf_len: tri!(i.n("buf.size")) };
             check_post(case, c, lim, none)
         }
-        "ceq_create" | "ceq_destroy" => {
-            let mem = tri!(queue_addr(&i, "ceqe_pa"));
-            let ceq_id = tri!(i.n("ceq_id"));
-            let elem_cnt = tri!(i.n("elem_cnt"));
-            let pasid_valid = i.b("pasid_valid(sc_ceq field)");
-            let pasid = tri!(i.n("pasid(sc_ceq field)"));
-            if op == "ceq_create" {
-                let c = inputs!(i, CreateCeq {
-                    ceq_id,
-                    elem_cnt,
-                    mem,
-                    vsi_idx: tri!(i.n("vsi.vsi_idx")),
-                    pasid_valid,
-                    pasid,
-                } b [tph_en itr_no_expire] n [tph_val]);
-                check_post(case, c, lim, none)
-            } else {
-                let c =
-                    inputs!(i, DestroyCeq { ceq_id, elem_cnt, mem, pasid_valid, pasid } b [tph_en]);
-                check_post(case, c, lim, none)
-            }
-        }
-        "aeq_create" | "aeq_destroy" => {
-            let mem = tri!(queue_addr(&i, "aeq_elem_pa"));
-            let elem_cnt = tri!(i.n("elem_cnt"));
-            let pasid_valid = i.b("pasid_valid(sc_aeq field)");
-            let pasid = tri!(i.n("pasid(sc_aeq field)"));
-            if op == "aeq_create" {
-                check_post(case, CreateAeq { elem_cnt, mem, pasid_valid, pasid }, lim, none)
-            } else {
-                check_post(case, DestroyAeq { elem_cnt, mem, pasid_valid, pasid }, lim, none)
-            }
-        }
+        "ceq_create" | "ceq_destroy" => ceq_ops(case, &i, op, lim),
+        "aeq_create" | "aeq_destroy" => aeq_ops(case, &i, op, lim),
         "cq_create" | "cq_destroy" | "cq_modify" | "ccq_create" | "ccq_destroy" => {
             cq_ops(case, &i, op, lim)
         }
-        "manage_arp_add" => {
-            let c = inputs!(i, ArpAdd { mac: i.mac("mac_addr") }
-                n [arp_index reach_max] b [permanent]);
-            check_post(case, c, lim, none)
-        }
-        "manage_arp_del" => {
-            check_post(case, ArpDel { arp_index: tri!(i.n("arp_index")) }, lim, none)
-        }
-        "ws_node" => {
-            let op = match i.u("node_op") {
-                0 => WsNodeOp::Add,
-                1 => WsNodeOp::Modify,
-                2 => WsNodeOp::Delete,
-                v => return Outcome::Refused(format!("node_op {v} is not an operation")),
-            };
-            let c = inputs!(i, WsNode { op, node_id: tri!(i.n("id")), leaf: i.b("type_leaf") }
-                n [parent_id vsi prio_type tc weight] b [enable]);
-            check_post(case, c, lim, none)
-        }
-        "create_ah" | "modify_ah" | "destroy_ah" => {
-            let ah = tri!(ah_info(&i));
-            match op {
-                "create_ah" => check_post(case, CreateAh(ah), lim, none),
-                "modify_ah" => check_post(case, ModifyAh(ah), lim, none),
-                _ => check_post(case, DestroyAh(ah), lim, none),
-            }
-        }
+        "manage_arp_add" | "manage_arp_del" => arp_ops(case, &i, op, lim),
+        "ws_node" => ws_node(case, &i, lim),
+        "create_ah" | "modify_ah" | "destroy_ah" => ah_ops(case, &i, op, lim),
         "create_mcast_grp" | "modify_mcast_grp" | "destroy_mcast_grp" => mcast(case, &i, op, lim),
         "decode_ccq_cqe" => decode_ccq(case, &i),
         "decode_fpm_query_buf" => decode_query(case, &i),
@@ -654,6 +472,221 @@ fn run_case(case: &Value) -> Outcome {
         "decode_aeqe" => decode_aeqe(case, &i),
         "decode_aeqe_classification" => decode_aeqe_class(case, &i),
         _ => Outcome::Fail(format!("no runner for op {op}")),
+    }
+}
+
+fn qp_create_or_modify(case: &Value, i: &In, op: &str, lim: Limits) -> Outcome {
+    let none = |_: &Cqp<FakeHal, &RecBar>, _: &mut Vec<u64>| Ok(());
+    let (qp_id, qp_type) = tri!(qp_common(i));
+    let host_ctx_pa = i.u("hw_host_ctx_pa");
+    let force_loopback = i.b("force_lpb");
+    let next_state = tri!(i.n("next_iwarp_state"));
+    if op == "create_qp" {
+        let c = inputs!(i, CreateQp {
+            qp_id, qp_type, host_ctx_pa, force_loopback, next_state,
+        } u [shadow_area_pa]
+          b [virtual_map ord_valid tcp_ctx_valid cq_num_valid]
+          b [arp_cache_idx_valid mac_valid]);
+        check_post(case, c, lim, none)
+    } else {
+        let c = inputs!(i, ModifyQp {
+            qp_id, qp_type, host_ctx_pa, force_loopback, next_state,
+        } u [shadow_area_pa]
+          b [virtual_map ord_valid tcp_ctx_valid cached_var_valid cq_num_valid]
+          b [arp_cache_idx_valid mac_valid mss_change remove_hash_idx reset_tcp_conn]
+          b [dont_send_fin dont_send_term]
+          n [new_mss termlen]);
+        check_post(case, c, lim, none)
+    }
+}
+
+fn flush_wqes(case: &Value, i: &In, lim: Limits) -> Outcome {
+    let none = |_: &Cqp<FakeHal, &RecBar>, _: &mut Vec<u64>| Ok(());
+    let req = FlushWqes {
+        qp_id: tri!(i.n("qp_id")),
+        flush_sq: i.b("sq"),
+        flush_rq: i.b("rq"),
+        user_codes: if i.b("userflushcode") {
+            Some(FlushCodes {
+                sq: (tri!(i.n("sq_major_code")), tri!(i.n("sq_minor_code"))),
+                rq: (tri!(i.n("rq_major_code")), tri!(i.n("rq_minor_code"))),
+            })
+        } else {
+            None
+        },
+        generate_ae: if i.b("generate_ae") {
+            Some((tri!(i.n("ae_code")), tri!(i.n("ae_src"))))
+        } else {
+            None
+        },
+    };
+    // The QP's flush bookkeeping decides what is posted (ctrl.c:
+    // irdma_sc_qp_flush_wqes; -EALREADY when nothing is left).
+    let mut st = FlushState { sq: i.b("qp.flush_sq"), rq: i.b("qp.flush_rq") };
+    let before = st;
+    let r = st.request(req);
+    // The bookkeeping after the call, when the case records it.
+    let after = expect(
+        &case["outputs"],
+        &[
+            ("qp.flush_sq(after)", st.sq as u64),
+            ("qp.flush_rq(after)", st.rq as u64),
+            ("qp.flush_sq", st.sq as u64),
+            ("qp.flush_rq", st.rq as u64),
+        ],
+    );
+    if let Outcome::Fail(m) = after {
+        return Outcome::Fail(format!("flush state (before {before:?}): {m}"));
+    }
+    match r {
+        Ok(c) => check_post(case, c, lim, none),
+        Err(e) if case["ret"].as_i64().unwrap_or(0) < 0 => {
+            let _ = e;
+            Outcome::Pass
+        }
+        Err(e) => Outcome::Fail(format!("vendor flushed; we refused: {e:?}")),
+    }
+}
+
+fn alloc_stag(case: &Value, i: &In, lim: Limits) -> Outcome {
+    let none = |_: &Cqp<FakeHal, &RecBar>, _: &mut Vec<u64>| Ok(());
+    let chunk = i.u("chunk_size");
+    let c = inputs!(i, AllocStag {
+        page_size: PageSize::Size4K,
+        use_hmc_fn_index: i.b("use_hmc_fcn_index"),
+        hmc_fn_index: tri!(i.n("hmc_fcn_index")),
+        pbl: if chunk != 0 { Some(tri!(pbl(i, "first_pm_pbl_idx"))) } else { None },
+    } n [stag_idx pd_id access_rights placement_type]
+      u [total_len] b [remote_access all_memory]);
+    // Linux encodes unknown page sizes (incl. 0) as 4 KiB; the driver
+    // only has the three real ones.
+    let ps = i.u("page_size");
+    let page_size = match PageSize::from_bytes(ps) {
+        Some(p) => p,
+        None if ps == 0 => PageSize::Size4K,
+        None => {
+            return match check_post(case, c, lim, none) {
+                o @ (Outcome::Refused(_) | Outcome::Pass)
+                    if case["ret"].as_i64().unwrap_or(0) < 0
+                        || matches!(o, Outcome::Refused(_)) =>
+                {
+                    o
+                }
+                _ => Outcome::Fail(format!("page size {ps:#x} not supported by the driver")),
+            };
+        }
+    };
+    check_post(case, AllocStag { page_size, ..c }, lim, none)
+}
+
+fn mr_reg_non_shared(case: &Value, i: &In, lim: Limits) -> Outcome {
+    let none = |_: &Cqp<FakeHal, &RecBar>, _: &mut Vec<u64>| Ok(());
+    let chunk = i.u("chunk_size");
+    let Some(page_size) = PageSize::from_bytes(i.u("page_size")) else {
+        // The vendor refuses other page sizes; so does the type.
+        return if case["ret"].as_i64().unwrap_or(0) < 0 {
+            Outcome::Pass
+        } else {
+            Outcome::Fail(format!("page size {:#x} accepted by the vendor", i.u("page_size")))
+        };
+    };
+    let c = inputs!(i, RegMr {
+        page_size,
+        pages: if chunk != 0 {
+            MrPages::Pbl(tri!(pbl(i, "first_pm_pbl_index")))
+        } else {
+            MrPages::Contiguous(i.u("reg_addr_pa"))
+        },
+        va_based: i.u("addr_type") == 1,
+        remote_atomics: i.b("remote_atomics_en"),
+        use_hmc_fn_index: i.b("use_hmc_fcn_index"),
+        hmc_fn_index: tri!(i.n("hmc_fcn_index")),
+    } n [stag_idx stag_key pd_id access_rights placement_type]
+      u [va total_len] b [non_cached all_memory]);
+    check_post(case, c, lim, none)
+}
+
+fn ceq_ops(case: &Value, i: &In, op: &str, lim: Limits) -> Outcome {
+    let none = |_: &Cqp<FakeHal, &RecBar>, _: &mut Vec<u64>| Ok(());
+    let mem = tri!(queue_addr(i, "ceqe_pa"));
+    let ceq_id = tri!(i.n("ceq_id"));
+    let elem_cnt = tri!(i.n("elem_cnt"));
+    let pasid_valid = i.b("pasid_valid(sc_ceq field)");
+    let pasid = tri!(i.n("pasid(sc_ceq field)"));
+    if op == "ceq_create" {
+        let c = inputs!(i, CreateCeq {
+            ceq_id,
+            elem_cnt,
+            mem,
+            vsi_idx: tri!(i.n("vsi.vsi_idx")),
+            pasid_valid,
+            pasid,
+        } b [tph_en itr_no_expire] n [tph_val]);
+        check_post(case, c, lim, none)
+    } else {
+        let c = inputs!(i, DestroyCeq { ceq_id, elem_cnt, mem, pasid_valid, pasid } b [tph_en]);
+        check_post(case, c, lim, none)
+    }
+}
+
+fn aeq_ops(case: &Value, i: &In, op: &str, lim: Limits) -> Outcome {
+    let none = |_: &Cqp<FakeHal, &RecBar>, _: &mut Vec<u64>| Ok(());
+    let mem = tri!(queue_addr(i, "aeq_elem_pa"));
+    let elem_cnt = tri!(i.n("elem_cnt"));
+    let pasid_valid = i.b("pasid_valid(sc_aeq field)");
+    let pasid = tri!(i.n("pasid(sc_aeq field)"));
+    if op == "aeq_create" {
+        check_post(case, CreateAeq { elem_cnt, mem, pasid_valid, pasid }, lim, none)
+    } else {
+        check_post(case, DestroyAeq { elem_cnt, mem, pasid_valid, pasid }, lim, none)
+    }
+}
+
+fn ws_node(case: &Value, i: &In, lim: Limits) -> Outcome {
+    let none = |_: &Cqp<FakeHal, &RecBar>, _: &mut Vec<u64>| Ok(());
+    let op = match i.u("node_op") {
+        0 => WsNodeOp::Add,
+        1 => WsNodeOp::Modify,
+        2 => WsNodeOp::Delete,
+        v => return Outcome::Refused(format!("node_op {v} is not an operation")),
+    };
+    let c = inputs!(i, WsNode { op, node_id: tri!(i.n("id")), leaf: i.b("type_leaf") }
+        n [parent_id vsi prio_type tc weight] b [enable]);
+    check_post(case, c, lim, none)
+}
+
+fn ah_ops(case: &Value, i: &In, op: &str, lim: Limits) -> Outcome {
+    let none = |_: &Cqp<FakeHal, &RecBar>, _: &mut Vec<u64>| Ok(());
+    let ah = tri!(ah_info(i));
+    match op {
+        "create_ah" => check_post(case, CreateAh(ah), lim, none),
+        "modify_ah" => check_post(case, ModifyAh(ah), lim, none),
+        _ => check_post(case, DestroyAh(ah), lim, none),
+    }
+}
+
+fn fpm_val(case: &Value, i: &In, op: &str, lim: Limits) -> Outcome {
+    let none = |_: &Cqp<FakeHal, &RecBar>, _: &mut Vec<u64>| Ok(());
+    if op == "query_fpm_val" {
+        let c = QueryFpmVal { hmc_fn_id: tri!(i.n("hmc_fn_id")), buf_pa: i.u("query_fpm_mem.pa") };
+        check_post(case, c, lim, none)
+    } else {
+        let c = inputs!(i, CommitFpmVal {
+            buf_pa: i.u("commit_fpm_mem.pa"),
+            flush_timer_disable: i.b("dev.periodic_flush"),
+        } n [hmc_fn_id]);
+        check_post(case, c, lim, none)
+    }
+}
+
+fn arp_ops(case: &Value, i: &In, op: &str, lim: Limits) -> Outcome {
+    let none = |_: &Cqp<FakeHal, &RecBar>, _: &mut Vec<u64>| Ok(());
+    if op == "manage_arp_add" {
+        let c = inputs!(i, ArpAdd { mac: i.mac("mac_addr") }
+            n [arp_index reach_max] b [permanent]);
+        check_post(case, c, lim, none)
+    } else {
+        check_post(case, ArpDel { arp_index: tri!(i.n("arp_index")) }, lim, none)
     }
 }
 
@@ -769,81 +802,12 @@ fn cqp_create(case: &Value, i: &In) -> Outcome {
     let ret = case["ret"].as_i64().unwrap_or(0);
     let status = if i.has("CCQPSTATUS(read)") { i.u("CCQPSTATUS(read)") as u32 } else { 1 };
     let bar = RecBar::new(status, i.u("CQPERRCODES(read)") as u32);
-    let mut cfg = CqpConfig::gen2_roce(i.u("sq_size") as u32);
-    cfg.completion_ctx = i.u("cqp_sw_object_addr(ctx@24)");
-    cfg.struct_ver = tri!(i.n("struct_ver"));
-    cfg.hmc_profile = tri!(i.n("hmc_profile"));
-    cfg.ena_vf_count = tri!(i.n("ena_vf_count"));
-    cfg.ceqs_per_vf = tri!(i.n("ceqs_per_vf"));
-    cfg.timer_slots = tri!(i.n("timer_slots"));
-    cfg.disable_packed = i.b("disable_packed");
-    cfg.rocev2_rto_policy = i.b("rocev2_rto_policy");
-    cfg.en_rem_endpoint_trk = i.b("en_rem_endpoint_trk");
-    cfg.protocol_used = tri!(i.n("protocol_used"));
-    cfg.hw_maj_ver = tri!(i.n("hw_maj_ver"));
-    cfg.hw_min_ver = tri!(i.n("hw_min_ver"));
-    cfg.dcqcn = Dcqcn {
-        cc_cfg_valid: i.b("dcqcn.cc_cfg_valid"),
-        min_dec_factor: tri!(i.n("dcqcn.min_dec_factor")),
-        min_rate: tri!(i.n("dcqcn.min_rate")),
-        dcqcn_f: tri!(i.n("dcqcn.dcqcn_f")),
-        rai_factor: tri!(i.n("dcqcn.rai_factor")),
-        hai_factor: tri!(i.n("dcqcn.hai_factor")),
-        dcqcn_t: tri!(i.n("dcqcn.dcqcn_t")),
-        dcqcn_b: tri!(i.n("dcqcn.dcqcn_b")),
-        rreduce_mperiod: tri!(i.n("dcqcn.rreduce_mperiod")),
-    };
+    let cfg = tri!(cqp_config(i));
     let r = Cqp::<FakeHal, &RecBar>::create(&bar, &cfg);
     let log = bar.take_log();
     let out = &case["outputs"];
-    let want_regs = |pa: u64| -> Vec<(usize, u32)> {
-        case["reg_writes"]
-            .as_array()
-            .map(|a| {
-                a.iter()
-                    .map(|r| {
-                        let name = r["name"].as_str().unwrap_or("");
-                        let off = num(&r["offset"]).unwrap_or(0) as usize;
-                        let v = match name {
-                            "PFPE_CCQPHIGH" => (pa >> 32) as u32,
-                            "PFPE_CCQPLOW" => pa as u32,
-                            _ => num(&r["value"]).unwrap_or(0) as u32,
-                        };
-                        (off, v)
-                    })
-                    .collect()
-            })
-            .unwrap_or_default()
-    };
     match (ret, r) {
-        (0, Ok(cqp)) => {
-            let pa = cqp.host_ctx_pa();
-            if log != want_regs(pa) {
-                return Outcome::Fail(format!(
-                    "register writes {log:x?}, want {:x?}",
-                    want_regs(pa)
-                ));
-            }
-            let hb = &case["host_buffers"]["cqp_host_ctx"];
-            let mut want = words(&hb["words"]);
-            if let Some(w) = want.get_mut(1) {
-                *w = cqp.sq_pa();
-            }
-            let got = read_bus(pa, 8);
-            if let Err(e) =
-                cmp_words("host ctx", &got, &want, Some(&words(&hb["written_byte_mask"])))
-            {
-                return Outcome::Fail(e);
-            }
-            let enc = CqpHostCtx::encoded_sq_size(cqp.sq_size()).map(u64::from).unwrap_or(u64::MAX);
-            if Some(enc) != out.get("hw_sq_size(encoded)").and_then(num) {
-                return Outcome::Fail(format!("encoded SQ size {enc}"));
-            }
-            if Some(cqp.sdbuf().1 as u64) != out.get("sdbuf_size").and_then(num) {
-                return Outcome::Fail(format!("sdbuf size {}", cqp.sdbuf().1));
-            }
-            Outcome::Pass
-        }
+        (0, Ok(cqp)) => check_created(case, &cqp, &log),
         (0, Err(e)) => match refused(&e) {
             Some(why) => Outcome::Refused(why),
             None => Outcome::Fail(format!("create failed: {e:?}")),
@@ -863,6 +827,83 @@ fn cqp_create(case: &Value, i: &In) -> Outcome {
         // Refused too (timeout, encode error): vendor-rejected cases pass.
         (_, Err(_)) => Outcome::Pass,
     }
+}
+
+/// The CQP's configuration from the case's inputs.
+fn cqp_config(i: &In) -> Result<CqpConfig, String> {
+    let mut cfg = CqpConfig::gen2_roce(i.u("sq_size") as u32);
+    cfg.completion_ctx = i.u("cqp_sw_object_addr(ctx@24)");
+    cfg.struct_ver = i.n("struct_ver")?;
+    cfg.hmc_profile = i.n("hmc_profile")?;
+    cfg.ena_vf_count = i.n("ena_vf_count")?;
+    cfg.ceqs_per_vf = i.n("ceqs_per_vf")?;
+    cfg.timer_slots = i.n("timer_slots")?;
+    cfg.disable_packed = i.b("disable_packed");
+    cfg.rocev2_rto_policy = i.b("rocev2_rto_policy");
+    cfg.en_rem_endpoint_trk = i.b("en_rem_endpoint_trk");
+    cfg.protocol_used = i.n("protocol_used")?;
+    cfg.hw_maj_ver = i.n("hw_maj_ver")?;
+    cfg.hw_min_ver = i.n("hw_min_ver")?;
+    cfg.dcqcn = Dcqcn {
+        cc_cfg_valid: i.b("dcqcn.cc_cfg_valid"),
+        min_dec_factor: i.n("dcqcn.min_dec_factor")?,
+        min_rate: i.n("dcqcn.min_rate")?,
+        dcqcn_f: i.n("dcqcn.dcqcn_f")?,
+        rai_factor: i.n("dcqcn.rai_factor")?,
+        hai_factor: i.n("dcqcn.hai_factor")?,
+        dcqcn_t: i.n("dcqcn.dcqcn_t")?,
+        dcqcn_b: i.n("dcqcn.dcqcn_b")?,
+        rreduce_mperiod: i.n("dcqcn.rreduce_mperiod")?,
+    };
+    Ok(cfg)
+}
+
+/// The register writes the case expects, with the host context at `pa`.
+fn want_regs(case: &Value, pa: u64) -> Vec<(usize, u32)> {
+    case["reg_writes"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .map(|r| {
+                    let name = r["name"].as_str().unwrap_or("");
+                    let off = num(&r["offset"]).unwrap_or(0) as usize;
+                    let v = match name {
+                        "PFPE_CCQPHIGH" => (pa >> 32) as u32,
+                        "PFPE_CCQPLOW" => pa as u32,
+                        _ => num(&r["value"]).unwrap_or(0) as u32,
+                    };
+                    (off, v)
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// A created CQP against the vendor's: register writes, host context,
+/// encoded SQ size, SD buffer size.
+fn check_created(case: &Value, cqp: &Cqp<FakeHal, &RecBar>, log: &[(usize, u32)]) -> Outcome {
+    let out = &case["outputs"];
+    let pa = cqp.host_ctx_pa();
+    if want_regs(case, pa) != log {
+        return Outcome::Fail(format!("register writes {log:x?}, want {:x?}", want_regs(case, pa)));
+    }
+    let hb = &case["host_buffers"]["cqp_host_ctx"];
+    let mut want = words(&hb["words"]);
+    if let Some(w) = want.get_mut(1) {
+        *w = cqp.sq_pa();
+    }
+    let got = read_bus(pa, 8);
+    if let Err(e) = cmp_words("host ctx", &got, &want, Some(&words(&hb["written_byte_mask"]))) {
+        return Outcome::Fail(e);
+    }
+    let enc = CqpHostCtx::encoded_sq_size(cqp.sq_size()).map(u64::from).unwrap_or(u64::MAX);
+    if Some(enc) != out.get("hw_sq_size(encoded)").and_then(num) {
+        return Outcome::Fail(format!("encoded SQ size {enc}"));
+    }
+    if Some(cqp.sdbuf().1 as u64) != out.get("sdbuf_size").and_then(num) {
+        return Outcome::Fail(format!("sdbuf size {}", cqp.sdbuf().1));
+    }
+    Outcome::Pass
 }
 
 // ------------------------------------------------------------ host contexts
@@ -1050,24 +1091,28 @@ fn cq_ops(case: &Value, i: &In, op: &str, lim: Limits) -> Outcome {
                 b [ceqe_mask tph_en avoid_mem_cflct] u [shadow_area_pa]);
             check_post(case, c, lim, none)
         }
-        _ => {
-            let c = inputs!(i, ModifyCq {
-                cq_id,
-                cq_ctx,
-                new_size: tri!(i.n("modify.cq_size")),
-                new_shadow_read_threshold: tri!(i.n("modify.shadow_read_threshold")),
-                resize: i.b("modify.cq_resize"),
-                new_ring_pa: i.u("modify.cq_pa"),
-                new_first_pbl_index: tri!(i.n("modify.first_pm_pbl_idx")),
-                new_pbl_level: tri!(i.n("modify.pbl_chunk_size")),
-                new_virtual_map: i.b("modify.virtual_map"),
-                vsi_idx: tri!(i.n("vsi.vsi_idx")),
-            } b "modify." [check_overflow]
-              b [ceqe_mask tph_en avoid_mem_cflct pasid_valid]
-              n [tph_val pasid] u [shadow_area_pa]);
-            check_post(case, c, lim, none)
-        }
+        _ => cq_modify(case, i, lim, cq_id, cq_ctx),
     }
+}
+
+/// `cq_modify`: the resize and threshold inputs on the CQ's ids.
+fn cq_modify(case: &Value, i: &In, lim: Limits, cq_id: u32, cq_ctx: u64) -> Outcome {
+    let none = |_: &Cqp<FakeHal, &RecBar>, _: &mut Vec<u64>| Ok(());
+    let c = inputs!(i, ModifyCq {
+        cq_id,
+        cq_ctx,
+        new_size: tri!(i.n("modify.cq_size")),
+        new_shadow_read_threshold: tri!(i.n("modify.shadow_read_threshold")),
+        resize: i.b("modify.cq_resize"),
+        new_ring_pa: i.u("modify.cq_pa"),
+        new_first_pbl_index: tri!(i.n("modify.first_pm_pbl_idx")),
+        new_pbl_level: tri!(i.n("modify.pbl_chunk_size")),
+        new_virtual_map: i.b("modify.virtual_map"),
+        vsi_idx: tri!(i.n("vsi.vsi_idx")),
+    } b "modify." [check_overflow]
+      b [ceqe_mask tph_en avoid_mem_cflct pasid_valid]
+      n [tph_val pasid] u [shadow_area_pa]);
+    check_post(case, c, lim, none)
 }
 
 // ------------------------------------------------------------ decoders

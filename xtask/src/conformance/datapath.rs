@@ -622,35 +622,40 @@ fn check_poll(
         (got, w) => return Err(format!("poll: got {got:?}, vendor ret {w}")),
     };
     let fields = &e["info"];
-    known_keys(
-        fields,
-        &[
-            "wr_id",
-            "qp_handle",
-            "bytes_xfered",
-            "qp_id",
-            "ud_src_qpn",
-            "imm_data",
-            "inv_stag",
-            "comp_status",
-            "major_err",
-            "minor_err",
-            "ud_vlan",
-            "ud_smac",
-            "op_type",
-            "q_type",
-            "stag_invalid_set",
-            "push_dropped",
-            "error",
-            "solicited_event",
-            "ipv4",
-            "ud_vlan_valid",
-            "ud_smac_valid",
-            "imm_valid",
-            "stat_raw",
-        ],
-    )
-    .map_err(|m| format!("info: {m}"))?;
+    known_keys(fields, POLL_INFO_KEYS).map_err(|m| format!("info: {m}"))?;
+    check_info(fields, &info)?;
+    check_wc(&info, kind)
+}
+
+/// The members of `struct irdma_cq_poll_info` a poll event may record.
+const POLL_INFO_KEYS: &[&str] = &[
+    "wr_id",
+    "qp_handle",
+    "bytes_xfered",
+    "qp_id",
+    "ud_src_qpn",
+    "imm_data",
+    "inv_stag",
+    "comp_status",
+    "major_err",
+    "minor_err",
+    "ud_vlan",
+    "ud_smac",
+    "op_type",
+    "q_type",
+    "stag_invalid_set",
+    "push_dropped",
+    "error",
+    "solicited_event",
+    "ipv4",
+    "ud_vlan_valid",
+    "ud_smac_valid",
+    "imm_valid",
+    "stat_raw",
+];
+
+/// The poll info against the members the vendor wrote (`fields`).
+fn check_info(fields: &Value, info: &irdma::uk::CqPollInfo) -> Result<(), String> {
     let comp = |k: &str, got: u64| -> Result<(), String> {
         match fields.get(k) {
             Some(f) if flag(f, "written") => {
@@ -694,8 +699,13 @@ fn check_poll(
     comp("ud_smac_valid", info.ud_smac_valid as u64)?;
     comp("imm_valid", info.imm_valid as u64)?;
     comp("stat_raw", info.stat_raw.into())?;
+    Ok(())
+}
+
+/// The verbs work completion built from `info`.
+fn check_wc(info: &irdma::uk::CqPollInfo, kind: QpKind) -> Result<(), String> {
     // The verbs completion poll_cq builds from it (documented mapping).
-    let wc = to_work_completion(&info, kind);
+    let wc = to_work_completion(info, kind);
     expect_eq("wc.wr_id", wc.wr_id, info.wr_id)?;
     expect_eq("wc.byte_len", wc.byte_len, info.bytes_xfered)?;
     expect_eq("wc.qp_num", wc.qp_num, info.qp_id)?;
@@ -737,175 +747,199 @@ fn run_cq_case(case: &Value, cfg: &Value) -> Result<Outcome, String> {
 fn run_cq_case_with(case: &Value, cfg: &Value, park: bool) -> Result<Outcome, String> {
     let mut w = World::new(cfg);
     let cq_slots = get(cfg, "cq_size") as usize;
-    let (mut qp, mut cq) = w.parts()?;
+    let (mut qp, cq) = w.parts()?;
     qp.park_on_rq_error = park;
     let kind = qp.kind();
     let bar = RecBar::default();
-    let mut model = vec![0u64; cq_slots * 4];
-    let mut bufs = Vec::new();
+    let model = vec![0u64; cq_slots * 4];
+    let bufs = Vec::new();
     // The vendor's iWARP LSMM bookkeeping (`first_sq_wq`, `conn_wqes`): no
     // driver equivalent (LSMM is out of scope, README); only the inert
     // combination `conn_wqes == 0` is replayed, and that is what it means.
-    let mut lsmm_state = LsmmState { first_sq_wq: get(cfg, "first_sq_wq") != 0, conn_wqes: 0 };
+    let lsmm_state = LsmmState { first_sq_wq: get(cfg, "first_sq_wq") != 0, conn_wqes: 0 };
+    let mut c = CqCase { cfg, cq_slots, qp, cq, kind, bar, model, bufs, lsmm_state };
     for (i, e) in case["events"].as_array().into_iter().flatten().enumerate() {
         let ev = e.get("event").and_then(Value::as_str).unwrap_or("");
         let at = |m: String| format!("event {i} ({ev}): {m}");
-        match ev {
-            "post_send" => {
-                let input = &e["input"];
-                let sges = sges_of(input, &mut bufs);
-                let r = match map_post(input, &sges).map_err(&at)? {
-                    Mapped::Post(p) => qp.sq.post(&p),
-                    Mapped::Refused(p, why) => {
-                        return match qp.sq.post(&p) {
-                            Err(SqError::Unsupported) => Ok(Outcome::Skip(why.into())),
-                            other => Err(at(format!("{why}, but the driver returned {other:?}"))),
-                        };
-                    }
-                };
-                match (r, get(e, "ret")) {
-                    (Ok(p), 0) => {
-                        if flag(input, "post_sq") {
-                            qp.sq.ring_doorbell(&bar);
-                        }
-                        check_post_send_event(e, &p, &qp).map_err(&at)?;
-                    }
-                    (Err(x), w) if w != 0 => expect_eq("errno", errno_of_sq(x), w).map_err(&at)?,
-                    (got, w) => return Err(at(format!("post: got {got:?}, vendor ret {w}"))),
-                }
-            }
-            "post_recv" => {
-                known_keys(
-                    e,
-                    &[
-                        "event",
-                        "num_sges",
-                        "ret",
-                        "ret_name",
-                        "wqe_idx",
-                        "wqe_idx_in_quanta",
-                        "wr_id",
-                    ],
-                )
-                .map_err(&at)?;
-                let sges = dummy_sges(get(e, "num_sges") as usize);
-                match (qp.rq.post(get(e, "wr_id"), &sges), get(e, "ret")) {
-                    (Ok(p), 0) => {
-                        expect_eq("wqe_idx", u64::from(p.wqe_idx), get(e, "wqe_idx"))
-                            .map_err(&at)?;
-                        if e.get("wqe_idx_in_quanta").is_some() {
-                            expect_eq(
-                                "wqe_idx_in_quanta",
-                                u64::from(p.quantum),
-                                get(e, "wqe_idx_in_quanta"),
-                            )
-                            .map_err(&at)?;
-                        }
-                    }
-                    (Err(x), w) if w != 0 => expect_eq("errno", errno_of_rq(x), w).map_err(&at)?,
-                    (got, w) => return Err(at(format!("post_recv: got {got:?}, vendor ret {w}"))),
-                }
-            }
-            "write_cqe" => {
-                known_keys(e, &["event", "desc", "fields", "words", "ext_fields", "ext_words"])
-                    .map_err(&at)?;
-                let slot = get(&e["fields"], "slot") as usize;
-                let words: Vec<u64> =
-                    e["words"].as_array().into_iter().flatten().filter_map(num).collect();
-                for (k, v) in words.iter().enumerate() {
-                    let v = if k == 1 { ctx_sub(*v) } else { *v };
-                    if let Some(m) = model.get_mut(slot * 4 + k) {
-                        *m = v;
-                    }
-                    cq.mem().write(slot * 4 + k, v);
-                }
-                if let Some(ext) = e.get("ext_words").and_then(Value::as_array) {
-                    let es = e
-                        .get("ext_fields")
-                        .and_then(|f| f.get("slot"))
-                        .and_then(num)
-                        .map_or((slot + 1) % cq_slots.max(1), |s| s as usize);
-                    for (k, v) in ext.iter().filter_map(num).enumerate() {
-                        // qword 1 of an extension carries the QP context
-                        // too (the writer's `dpcq.rs`): a later poll that
-                        // takes this slot for a CQE reads it as the QP
-                        let v = if k == 1 { ctx_sub(v) } else { v };
-                        if let Some(m) = model.get_mut(es * 4 + k) {
-                            *m = v;
-                        }
-                        cq.mem().write(es * 4 + k, v);
-                    }
-                }
-            }
-            "poll" => {
-                known_keys(
-                    e,
-                    &["event", "ret", "ret_name", "info", "state_after", "cq_memory_writes"],
-                )
-                .map_err(&at)?;
-                let r = cq.poll_one(&mut qp);
-                check_poll(e, r, kind).map_err(&at)?;
-                // The vendor's userspace rewrites MINERR of a flush CQE even
-                // when it then returns -EFAULT (null or destroyed QP); the
-                // kernel copy returns first (README: either passes).
-                let mut alt = (get(e, "ret") == 14).then(|| model.clone());
-                for mw in e.get("cq_memory_writes").and_then(Value::as_array).into_iter().flatten()
-                {
-                    known_keys(mw, &["slot", "off", "before", "after"]).map_err(&at)?;
-                    let q = get(mw, "slot") as usize * 4 + get(mw, "off") as usize / 8;
-                    if let Some(m) = model.get_mut(q) {
-                        *m = get(mw, "after");
-                    }
-                }
-                if let Some(a) = alt.take()
-                    && (0..a.len()).all(|q| cq.mem().read(q) == a[q])
-                {
-                    model = a;
-                }
-                for (q, want) in model.iter().enumerate() {
-                    let got = cq.mem().read(q);
-                    if got != *want {
-                        return Err(at(format!(
-                            "CQ memory slot {} +{}: got {got:#018x}, want {want:#018x}",
-                            q / 4,
-                            q % 4 * 8
-                        )));
-                    }
-                }
-                check_state_after(&e["state_after"], &qp, &cq, &mut lsmm_state).map_err(&at)?;
-            }
-            "set_state" => {
-                known_keys(e, &["event", "field", "value", "note"]).map_err(&at)?;
-                let field = e.get("field").and_then(Value::as_str).unwrap_or("");
-                let value = e.get("value").and_then(num).ok_or_else(|| {
-                    at(format!("set_state {field}: value missing or not a number"))
-                })?;
-                match set_state(field, value, &mut qp, &mut cq, cfg, &mut lsmm_state)
-                    .map_err(&at)?
-                {
-                    None => {}
-                    Some(why) => return Ok(Outcome::Skip(why)),
-                }
-            }
-            "set_resized_cnt" => {
-                known_keys(e, &["event", "cnt", "note"]).map_err(&at)?;
-                let cnt = e.get("cnt").and_then(num).ok_or_else(|| at("cnt missing".into()))?;
-                let cnt = u16::try_from(cnt)
-                    .map_err(|_| at(format!("cnt {cnt} wider than the vendor's u16")))?;
-                // The CQ's resize count (irdma_uk_cq_set_resized_cnt): what
-                // `verbs::CqRing::resize` reports once old rings are drained.
-                cq.set_resized_cnt(cnt);
-            }
-            "request_notification" => {
-                check_arm(e, &mut cq, &bar).map_err(&at)?;
-                if let Some(sa) = e.get("state_after") {
-                    check_state_after(sa, &qp, &cq, &mut lsmm_state).map_err(&at)?;
-                }
-            }
-            other => return Err(at(format!("unknown event kind {other:?}"))),
+        let step = match ev {
+            "post_send" => c.post_send(e),
+            "post_recv" => c.post_recv(e),
+            "write_cqe" => c.write_cqe(e),
+            "poll" => c.poll(e),
+            "set_state" => c.set_state(e),
+            "set_resized_cnt" => c.set_resized_cnt(e),
+            "request_notification" => c.request_notification(e),
+            other => Err(format!("unknown event kind {other:?}")),
+        };
+        if let Some(o) = step.map_err(at)? {
+            return Ok(o);
         }
     }
     Ok(Outcome::Pass)
+}
+
+/// What the events of a CQ case act on and check against.
+struct CqCase<'w, 'c> {
+    cfg: &'c Value,
+    cq_slots: usize,
+    qp: QpUk<'w>,
+    cq: CqRing<'w>,
+    kind: QpKind,
+    bar: RecBar,
+    /// The CQ memory as the vendor left it (four qwords a slot).
+    model: Vec<u64>,
+    bufs: Vec<Vec<u8>>,
+    lsmm_state: LsmmState,
+}
+
+/// One event's result: `Some` ends the case with that outcome, an error is
+/// the case's failure (the caller names the event).
+type Step = Result<Option<Outcome>, String>;
+
+impl CqCase<'_, '_> {
+    fn post_send(&mut self, e: &Value) -> Step {
+        let qp = &mut self.qp;
+        let input = &e["input"];
+        let sges = sges_of(input, &mut self.bufs);
+        let r = match map_post(input, &sges)? {
+            Mapped::Post(p) => qp.sq.post(&p),
+            Mapped::Refused(p, why) => {
+                return match qp.sq.post(&p) {
+                    Err(SqError::Unsupported) => Ok(Some(Outcome::Skip(why.into()))),
+                    other => Err(format!("{why}, but the driver returned {other:?}")),
+                };
+            }
+        };
+        match (r, get(e, "ret")) {
+            (Ok(p), 0) => {
+                if flag(input, "post_sq") {
+                    qp.sq.ring_doorbell(&self.bar);
+                }
+                check_post_send_event(e, &p, qp)?;
+            }
+            (Err(x), w) if w != 0 => expect_eq("errno", errno_of_sq(x), w)?,
+            (got, w) => return Err(format!("post: got {got:?}, vendor ret {w}")),
+        }
+        Ok(None)
+    }
+
+    fn post_recv(&mut self, e: &Value) -> Step {
+        known_keys(
+            e,
+            &["event", "num_sges", "ret", "ret_name", "wqe_idx", "wqe_idx_in_quanta", "wr_id"],
+        )?;
+        let sges = dummy_sges(get(e, "num_sges") as usize);
+        match (self.qp.rq.post(get(e, "wr_id"), &sges), get(e, "ret")) {
+            (Ok(p), 0) => {
+                expect_eq("wqe_idx", u64::from(p.wqe_idx), get(e, "wqe_idx"))?;
+                if e.get("wqe_idx_in_quanta").is_some() {
+                    expect_eq(
+                        "wqe_idx_in_quanta",
+                        u64::from(p.quantum),
+                        get(e, "wqe_idx_in_quanta"),
+                    )?;
+                }
+            }
+            (Err(x), w) if w != 0 => expect_eq("errno", errno_of_rq(x), w)?,
+            (got, w) => return Err(format!("post_recv: got {got:?}, vendor ret {w}")),
+        }
+        Ok(None)
+    }
+
+    fn write_cqe(&mut self, e: &Value) -> Step {
+        known_keys(e, &["event", "desc", "fields", "words", "ext_fields", "ext_words"])?;
+        let slot = get(&e["fields"], "slot") as usize;
+        let words: Vec<u64> = e["words"].as_array().into_iter().flatten().filter_map(num).collect();
+        for (k, v) in words.iter().enumerate() {
+            let v = if k == 1 { ctx_sub(*v) } else { *v };
+            if let Some(m) = self.model.get_mut(slot * 4 + k) {
+                *m = v;
+            }
+            self.cq.mem().write(slot * 4 + k, v);
+        }
+        if let Some(ext) = e.get("ext_words").and_then(Value::as_array) {
+            let es = e
+                .get("ext_fields")
+                .and_then(|f| f.get("slot"))
+                .and_then(num)
+                .map_or((slot + 1) % self.cq_slots.max(1), |s| s as usize);
+            for (k, v) in ext.iter().filter_map(num).enumerate() {
+                // qword 1 of an extension carries the QP context
+                // too (the writer's `dpcq.rs`): a later poll that
+                // takes this slot for a CQE reads it as the QP
+                let v = if k == 1 { ctx_sub(v) } else { v };
+                if let Some(m) = self.model.get_mut(es * 4 + k) {
+                    *m = v;
+                }
+                self.cq.mem().write(es * 4 + k, v);
+            }
+        }
+        Ok(None)
+    }
+
+    fn poll(&mut self, e: &Value) -> Step {
+        known_keys(e, &["event", "ret", "ret_name", "info", "state_after", "cq_memory_writes"])?;
+        let r = self.cq.poll_one(&mut self.qp);
+        check_poll(e, r, self.kind)?;
+        // The vendor's userspace rewrites MINERR of a flush CQE even
+        // when it then returns -EFAULT (null or destroyed QP); the
+        // kernel copy returns first (README: either passes).
+        let mut alt = (get(e, "ret") == 14).then(|| self.model.clone());
+        for mw in e.get("cq_memory_writes").and_then(Value::as_array).into_iter().flatten() {
+            known_keys(mw, &["slot", "off", "before", "after"])?;
+            let q = get(mw, "slot") as usize * 4 + get(mw, "off") as usize / 8;
+            if let Some(m) = self.model.get_mut(q) {
+                *m = get(mw, "after");
+            }
+        }
+        if let Some(a) = alt.take()
+            && (0..a.len()).all(|q| self.cq.mem().read(q) == a[q])
+        {
+            self.model = a;
+        }
+        for (q, want) in self.model.iter().enumerate() {
+            let got = self.cq.mem().read(q);
+            if got != *want {
+                return Err(format!(
+                    "CQ memory slot {} +{}: got {got:#018x}, want {want:#018x}",
+                    q / 4,
+                    q % 4 * 8
+                ));
+            }
+        }
+        check_state_after(&e["state_after"], &self.qp, &self.cq, &mut self.lsmm_state)?;
+        Ok(None)
+    }
+
+    fn set_state(&mut self, e: &Value) -> Step {
+        known_keys(e, &["event", "field", "value", "note"])?;
+        let field = e.get("field").and_then(Value::as_str).unwrap_or("");
+        let value = e
+            .get("value")
+            .and_then(num)
+            .ok_or_else(|| format!("set_state {field}: value missing or not a number"))?;
+        let (qp, cq, lsmm) = (&mut self.qp, &mut self.cq, &mut self.lsmm_state);
+        Ok(set_state(field, value, qp, cq, self.cfg, lsmm)?.map(Outcome::Skip))
+    }
+
+    fn set_resized_cnt(&mut self, e: &Value) -> Step {
+        known_keys(e, &["event", "cnt", "note"])?;
+        let cnt = e.get("cnt").and_then(num).ok_or_else(|| "cnt missing".to_string())?;
+        let cnt =
+            u16::try_from(cnt).map_err(|_| format!("cnt {cnt} wider than the vendor's u16"))?;
+        // The CQ's resize count (irdma_uk_cq_set_resized_cnt): what
+        // `verbs::CqRing::resize` reports once old rings are drained.
+        self.cq.set_resized_cnt(cnt);
+        Ok(None)
+    }
+
+    fn request_notification(&mut self, e: &Value) -> Step {
+        check_arm(e, &mut self.cq, &self.bar)?;
+        if let Some(sa) = e.get("state_after") {
+            check_state_after(sa, &self.qp, &self.cq, &mut self.lsmm_state)?;
+        }
+        Ok(None)
+    }
 }
 
 /// Fails naming the first key of `v` not in `known` (the schema is handled
@@ -972,21 +1006,26 @@ fn set_state(
     cfg: &Value,
     lsmm: &mut LsmmState,
 ) -> Result<Option<String>, String> {
+    let _ = cfg;
+    if field.starts_with("cq.") {
+        return set_cq_state(field, value, cq);
+    }
+    set_qp_state(field, value, qp, lsmm)
+}
+
+/// A `set_state` value that must be a bool.
+fn bool_only(field: &str, value: u64) -> Result<(), String> {
+    if value > 1 { Err(format!("set_state {field}: {value} is not a bool")) } else { Ok(()) }
+}
+
+/// [`set_state`] of a `struct irdma_qp_uk` member.
+fn set_qp_state(
+    field: &str,
+    value: u64,
+    qp: &mut QpUk<'_>,
+    lsmm: &mut LsmmState,
+) -> Result<Option<String>, String> {
     let b = value != 0;
-    let bool_only = || {
-        if value > 1 { Err(format!("set_state {field}: {value} is not a bool")) } else { Ok(()) }
-    };
-    // (head, polarity) a ring-position field asks for, from the ring's
-    // current ones: the polarity field (a bool) keeps the head, a head or
-    // tail field the polarity
-    let ring_target = |pol_field: bool, head: u32, pol: bool| -> Result<(u32, bool), String> {
-        if pol_field {
-            bool_only()?;
-            Ok((head, b))
-        } else {
-            Ok((u32::try_from(value).unwrap_or(u32::MAX), pol))
-        }
-    };
     match field {
         // Push pages are never mapped on E810 (push_db NULL), so uk.c's
         // push path is never taken whatever push_mode says; the flag itself
@@ -996,7 +1035,7 @@ fn set_state(
         | "qp.destroy_pending"
         | "qp.sq_flush_complete"
         | "qp.rq_flush_complete" => {
-            bool_only()?;
+            bool_only(field, value)?;
             match field {
                 "qp.push_mode" => qp.push_mode = b,
                 "qp.push_dropped" => qp.push_dropped = b,
@@ -1011,7 +1050,7 @@ fn set_state(
         // conn_wqes while first_sq_wq is set (iWARP LSMM). With conn_wqes 0
         // nothing is discarded and first_sq_wq only clears itself.
         "qp.first_sq_wq" => {
-            bool_only()?;
+            bool_only(field, value)?;
             lsmm.first_sq_wq = b;
             if b && lsmm.conn_wqes != 0 {
                 return Ok(Some("iWARP LSMM connection WQEs: out of scope".into()));
@@ -1032,6 +1071,31 @@ fn set_state(
                 ));
             }
         }
+        "qp.sq_ring.head" | "qp.sq_ring.tail" | "qp.swqe_polarity" | "qp.rq_ring.head"
+        | "qp.rq_ring.tail" | "qp.rwqe_polarity" => set_qp_ring(field, value, qp)?,
+        // Only irdma_qp_push_wqe reads initial_ring (push path, never taken
+        // on E810, see qp.push_mode).
+        "qp.initial_ring.head" | "qp.initial_ring.tail" => {}
+        _ => return Err(format!("set_state: unknown or unmapped field {field:?}")),
+    }
+    Ok(None)
+}
+
+/// [`set_state`] of a QP ring position.
+fn set_qp_ring(field: &str, value: u64, qp: &mut QpUk<'_>) -> Result<(), String> {
+    let b = value != 0;
+    // (head, polarity) a ring-position field asks for, from the ring's
+    // current ones: the polarity field (a bool) keeps the head, a head or
+    // tail field the polarity
+    let ring_target = |pol_field: bool, head: u32, pol: bool| -> Result<(u32, bool), String> {
+        if pol_field {
+            bool_only(field, value)?;
+            Ok((head, b))
+        } else {
+            Ok((u32::try_from(value).unwrap_or(u32::MAX), pol))
+        }
+    };
+    match field {
         // Ring positions: reached through the driver's own posting on an
         // empty queue (one-quantum WRITEs / one-SGE receives, each consumed),
         // a whole extra pass when the polarity has to change.
@@ -1045,11 +1109,17 @@ fn set_state(
             let (h, p) = ring_target(pol, qp.rq.head(), qp.rq.rwqe_polarity())?;
             rq_reach(qp, h, p).map_err(|m| format!("{field}: {m}"))?;
         }
-        // Only irdma_qp_push_wqe reads initial_ring (push path, never taken
-        // on E810, see qp.push_mode).
-        "qp.initial_ring.head" | "qp.initial_ring.tail" => {}
+        _ => return Err(format!("set_state: unknown or unmapped field {field:?}")),
+    }
+    Ok(())
+}
+
+/// [`set_state`] of a `struct irdma_cq_uk` member.
+fn set_cq_state(field: &str, value: u64, cq: &mut CqRing<'_>) -> Result<Option<String>, String> {
+    let b = value != 0;
+    match field {
         "cq.polarity" => {
-            bool_only()?;
+            bool_only(field, value)?;
             cq.set_position(cq.head(), b).map_err(|e| format!("cq.polarity: {e:?}"))?;
         }
         "cq.cq_ring.head" | "cq.cq_ring.tail" => {
@@ -1060,7 +1130,7 @@ fn set_state(
             cq.set_position(h, pol).map_err(|e| format!("{field}: {e:?}"))?;
         }
         "cq.avoid_mem_cflct" => {
-            bool_only()?;
+            bool_only(field, value)?;
             if b {
                 return Ok(Some(
                     "cq.avoid_mem_cflct: 64-byte CQEs are not a GEN_2 feature (E810 \
@@ -1074,10 +1144,7 @@ fn set_state(
                 return Err(format!("set_state cq.cq_id {value:#x}: fixed at creation"));
             }
         }
-        _ => {
-            let _ = cfg;
-            return Err(format!("set_state: unknown or unmapped field {field:?}"));
-        }
+        _ => return Err(format!("set_state: unknown or unmapped field {field:?}")),
     }
     Ok(None)
 }
@@ -1270,54 +1337,9 @@ fn run_misc_case(case: &Value, cfg: &Value) -> Result<Outcome, String> {
         if opname.starts_with("irdma_uk_qp_post_wr") {
             qp.sq.ring_doorbell(&bar);
         } else if opname.starts_with("irdma_uk_rdma_write") && reps.is_some_and(|r| r > 1) {
-            let sges = dummy_sges(get(st, "num_sges") as usize);
-            let op = SqOp::Write {
-                remote_addr: 1,
-                rkey: 2,
-                solicited: false,
-                sges: &sges,
-                inline: false,
-            };
-            let want = get(st, "ret");
-            for r in 0..reps.unwrap_or(1) {
-                let res =
-                    qp.sq.post(&SqPost { signaled: flag(st, "signaled"), ..SqPost::new(r, op) });
-                if opname.contains("post_sq=true") && res.is_ok() {
-                    qp.sq.ring_doorbell(&bar);
-                }
-                match res {
-                    Ok(_) => {}
-                    Err(x) if want != 0 => {
-                        expect_eq("errno", errno_of_sq(x), want).map_err(&at)?;
-                        break;
-                    }
-                    Err(x) => return Err(at(format!("post {r} failed with {x:?}, vendor ret 0"))),
-                }
-            }
+            misc_writes(&mut qp, &bar, st, opname, reps.unwrap_or(1)).map_err(&at)?;
         } else if opname.starts_with("irdma_uk_rdma_write") {
-            let sges = dummy_sges(get(st, "num_sges") as usize);
-            let p = SqPost {
-                signaled: flag(st, "signaled"),
-                ..SqPost::new(
-                    get(st, "wr_id"),
-                    SqOp::Write {
-                        remote_addr: 1,
-                        rkey: 2,
-                        solicited: false,
-                        sges: &sges,
-                        inline: false,
-                    },
-                )
-            };
-            match (qp.sq.post(&p), get(st, "ret")) {
-                (Ok(_), 0) => {
-                    if opname.contains("post_sq=true") {
-                        qp.sq.ring_doorbell(&bar);
-                    }
-                }
-                (Err(x), w) if w != 0 => expect_eq("errno", errno_of_sq(x), w).map_err(&at)?,
-                (got, w) => return Err(at(format!("got {got:?}, vendor ret {w}"))),
-            }
+            misc_write(&mut qp, &bar, st, opname).map_err(&at)?;
         } else if opname.starts_with("consume") || opname.contains("tail = sq_ring.head") {
             qp.sq.consume_all();
         } else {
@@ -1336,6 +1358,57 @@ fn run_misc_case(case: &Value, cfg: &Value) -> Result<Outcome, String> {
         }
     }
     Ok(Outcome::Pass)
+}
+
+/// A write step that stands for `reps` identical posts (stopping at the
+/// first refusal the vendor also made).
+fn misc_writes(
+    qp: &mut QpUk<'_>,
+    bar: &RecBar,
+    st: &Value,
+    opname: &str,
+    reps: u64,
+) -> Result<(), String> {
+    let sges = dummy_sges(get(st, "num_sges") as usize);
+    let op = SqOp::Write { remote_addr: 1, rkey: 2, solicited: false, sges: &sges, inline: false };
+    let want = get(st, "ret");
+    for r in 0..reps {
+        let res = qp.sq.post(&SqPost { signaled: flag(st, "signaled"), ..SqPost::new(r, op) });
+        if opname.contains("post_sq=true") && res.is_ok() {
+            qp.sq.ring_doorbell(bar);
+        }
+        match res {
+            Ok(_) => {}
+            Err(x) if want != 0 => {
+                expect_eq("errno", errno_of_sq(x), want)?;
+                break;
+            }
+            Err(x) => return Err(format!("post {r} failed with {x:?}, vendor ret 0")),
+        }
+    }
+    Ok(())
+}
+
+/// One write step.
+fn misc_write(qp: &mut QpUk<'_>, bar: &RecBar, st: &Value, opname: &str) -> Result<(), String> {
+    let sges = dummy_sges(get(st, "num_sges") as usize);
+    let p = SqPost {
+        signaled: flag(st, "signaled"),
+        ..SqPost::new(
+            get(st, "wr_id"),
+            SqOp::Write { remote_addr: 1, rkey: 2, solicited: false, sges: &sges, inline: false },
+        )
+    };
+    match (qp.sq.post(&p), get(st, "ret")) {
+        (Ok(_), 0) => {
+            if opname.contains("post_sq=true") {
+                qp.sq.ring_doorbell(bar);
+            }
+        }
+        (Err(x), w) if w != 0 => expect_eq("errno", errno_of_sq(x), w)?,
+        (got, w) => return Err(format!("got {got:?}, vendor ret {w}")),
+    }
+    Ok(())
 }
 
 /// The runner of one kind of case: the case and its config in, the verdict

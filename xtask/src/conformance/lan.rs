@@ -716,205 +716,29 @@ fn drive(case: &Value, bar: &RecBar) -> Result<Vec<Out>, Outcome> {
     r
 }
 
+/// One step per vendor operation (or group of operations sharing a call):
+/// each runs the driver's call and returns the case's `Out`s.
 fn drive_ops(case: &Value, bar: &RecBar, aq: &mut Aq<'_>, op: &str) -> Result<Vec<Out>, Outcome> {
-    let skip = |s: &str| Outcome::Skip(s.to_string());
-    let mut outs = Vec::new();
-    let ucaps = |aq: &Aq<'_>| aq.last_status();
+    let one = |o: Out| Ok(vec![o]);
     match op {
-        "shutdown_all_ctrlq" | "q_shutdown" => {
-            let unloading = arg(case, "unloading") == Some(1);
-            let r = if op == "q_shutdown" {
-                let mut d = irdma::ice::cmd::queue_shutdown(unloading);
-                // SAFETY: the recording BAR is the only firmware here (no
-                // RDMA `Device` exists), and Queue Shutdown carries no
-                // address.
-                unsafe { aq.send(&mut d, None) }
-            } else {
-                let _ = aq.shutdown(unloading);
-                Ok(())
-            };
-            let mut o = Out::new(errno(r));
-            ring_fields(&mut o, aq);
-            outs.push(o);
-        }
-        "init_check_adminq" | "get_fw_ver" => {
-            let mut o;
-            if op == "get_fw_ver" {
-                let r = aq.get_version();
-                o = Out::new(errno(r.map(|_| ())));
-                if let Ok(v) = &r {
-                    version_fields(&mut o, v);
-                }
-            } else {
-                o = init_check(aq);
-            }
-            ring_fields(&mut o, aq);
-            outs.push(o);
-        }
+        "shutdown_all_ctrlq" | "q_shutdown" => one(op_shutdown(case, aq, op)),
+        "init_check_adminq" | "get_fw_ver" => one(op_init_check_or_version(aq, op)),
         "clear_pf_cfg" => {
             let mut o = Out::new(errno(aq.clear_pf_cfg()));
-            o.set("sq_last_status", json!(ucaps(aq)));
-            outs.push(o);
-        }
-        "clear_pxe" => {
-            let r = if arg(case, "via_ice_clear_pxe_mode") == Some(1) {
-                let _ = aq.clear_pxe_if_alive();
-                Ok(())
-            } else {
-                aq.clear_pxe()
-            };
-            let mut o = Out::new(errno(r));
             o.set("sq_last_status", json!(aq.last_status()));
-            outs.push(o);
+            one(o)
         }
+        "clear_pxe" => one(op_clear_pxe(case, aq)),
         "discover_dev_caps" | "discover_func_caps" | "get_caps" => {
-            let pf_id = num(&case["inputs"]["hw"]["pf_id"]).unwrap_or(0) as u8;
-            let st = &case["inputs"]["state"];
-            let mut dev = DevCaps::default();
-            dev.common.valid_functions = num(&st["dev_caps.valid_functions"]).unwrap_or(0) as u32;
-            dev.num_funcs = num(&st["dev_caps.num_funcs"]).unwrap_or(0) as u32;
-            let mut o = Out::new(0);
-            if op != "discover_func_caps" {
-                match aq.discover_dev_caps(pf_id) {
-                    Ok(d) => {
-                        dev = d;
-                        dev_caps_fields(&mut o, &dev);
-                    }
-                    Err(e) => o.ret = i64::from(e.linux_errno()),
-                }
-            }
-            if op != "discover_dev_caps" && o.ret == 0 {
-                match aq.discover_func_caps(&dev) {
-                    Ok(f) => func_caps_fields(&mut o, &f),
-                    Err(e) => o.ret = i64::from(e.linux_errno()),
-                }
-            }
-            o.set("sq_last_status", json!(aq.last_status()));
-            outs.push(o);
+            one(op_discover_caps(case, aq, op))
         }
-        "list_caps" => {
-            let size = (arg(case, "buf_size").unwrap_or(4096) as usize).min(MAX_ARG_BUF);
-            let kind = match arg(case, "opc") {
-                Some(0x0b) => CapsKind::Device,
-                Some(0x0a) => CapsKind::Function,
-                _ => {
-                    // the driver's caps kind is an enum: another opcode
-                    // cannot be asked for, which is ice's EINVAL
-                    let mut o = Out::new(-22);
-                    o.set("sq_last_status", json!(aq.last_status()));
-                    outs.push(o);
-                    return Ok(outs);
-                }
-            };
-            let mut buf = vec![0u8; size];
-            let (ret, count) = match aq.list_caps(kind, &mut buf) {
-                Ok(c) => (0, c),
-                Err((e, c)) => (i64::from(e.linux_errno()), c),
-            };
-            let mut o = Out::new(ret);
-            o.set("cap_count", json!(format!("{count:#x}")));
-            o.set("sq_last_status", json!(aq.last_status()));
-            outs.push(o);
-        }
-        "get_initial_sw_cfg" => {
-            let mut port =
-                PortInfo { lport: 0xee, sw_id: 0xeeee, pf_vf_num: 0xeeee, ..PortInfo::default() };
-            let r = aq.initial_sw_cfg(&mut port);
-            let mut o = Out::new(errno(r));
-            o.set("port_info.lport", json!(port.lport));
-            o.set("port_info.sw_id", json!(port.sw_id));
-            o.set("port_info.pf_vf_num", json!(port.pf_vf_num));
-            if port.sw_id != 0xeeee {
-                o.set("port_info.is_vf", json!(u8::from(port.is_vf)));
-            }
-            o.set("sq_last_status", json!(aq.last_status()));
-            outs.push(o);
-        }
-        "get_sw_cfg" => {
-            let size = (arg(case, "buf_size").unwrap_or(2048) as usize).min(MAX_ARG_BUF);
-            let mut buf = vec![0u8; size];
-            let r = aq.get_sw_cfg(arg(case, "req_desc").unwrap_or(0) as u16, &mut buf);
-            let mut o = Out::new(errno(r.map(|_| ())));
-            if let Ok((next, n)) = r {
-                o.set("req_desc", json!(next));
-                o.set("num_elems", json!(n));
-            }
-            o.set("sq_last_status", json!(aq.last_status()));
-            outs.push(o);
-        }
-        "manage_mac_read" => {
-            let len = match (arg(case, "buf_entries"), arg(case, "buf_size")) {
-                (Some(n), _) => n.saturating_mul(8),
-                (None, Some(s)) => s,
-                (None, None) => 16,
-            };
-            let entries = len.min(MAX_ARG_BUF as u64) as usize;
-            let mut port = PortInfo::default();
-            let r = aq.manage_mac_read(entries, &mut port);
-            let mut o = Out::new(errno(r));
-            let mac = port.mac.map_or("eeeeeeeeeeee".to_string(), |m| hexstr(&m));
-            o.set("port_info.mac.lan_addr", json!(mac));
-            o.set("port_info.mac.perm_addr", json!(mac));
-            o.set("sq_last_status", json!(aq.last_status()));
-            outs.push(o);
-        }
-        "set_mac_cfg" => {
-            if case["inputs"]["hw"]["mac_type"].as_str() != Some("E810") {
-                return Err(skip("E830/E825 register variant (the driver is E810-only)"));
-            }
-            let hw = &case["inputs"]["hw"];
-            let mut vb = [0u8; 32];
-            vb[29] = num(&hw["api_maj_ver"]).unwrap_or(1) as u8;
-            vb[30] = num(&hw["api_min_ver"]).unwrap_or(5) as u8;
-            let api = version_from(&vb);
-            let pause = read_pause_cfg(&bar);
-            let r = aq.set_mac_cfg(
-                arg(case, "max_frame_size").unwrap_or(9728) as u16,
-                pause,
-                arg(case, "auto_drop") == Some(1),
-                &api,
-            );
-            let mut o = Out::new(errno(r));
-            o.set("sq_last_status", json!(aq.last_status()));
-            outs.push(o);
-        }
-        "get_link_info" => {
-            if case["inputs"]["hw"]["mac_type"].as_str() != Some("E810") {
-                return Err(skip("E830 link-status layout (the driver is E810-only)"));
-            }
-            let lport = num(&case["inputs"]["port_info"]["lport"]).unwrap_or(0) as u8;
-            let lse = arg(case, "ena_lse").map(|v| v == 1);
-            let r = aq.get_link_status(lport, lse);
-            let mut o = Out::new(errno(r.map(|_| ())));
-            if let Ok(l) = r {
-                link_fields(&mut o, &l);
-            }
-            o.set("sq_last_status", json!(aq.last_status()));
-            outs.push(o);
-        }
-        "restart_an" => {
-            let mut port = PortInfo {
-                lport: num(&case["inputs"]["port_info"]["lport"]).unwrap_or(0) as u8,
-                phy_user_caps: num(&case["inputs"]["state"]["curr_user_phy_cfg.caps"]).unwrap_or(0)
-                    as u8,
-                ..PortInfo::default()
-            };
-            let refclk = arg(case, "refclk").unwrap_or(0);
-            let Ok(refclk) = u8::try_from(refclk) else {
-                return Err(Outcome::Pass);
-            };
-            let r = aq.restart_an(&mut port, arg(case, "ena_link") == Some(1), refclk);
-            if let Err(irdma::ice::cmd::CmdError::Invalid(_)) = r {
-                // stricter than the vendor: refused before anything is sent
-                if bar.0.borrow().posted.is_empty() {
-                    return Err(Outcome::Pass);
-                }
-            }
-            let mut o = Out::new(errno(r));
-            o.set("phy.curr_user_phy_cfg.caps", json!(format!("{:#x}", port.phy_user_caps)));
-            o.set("sq_last_status", json!(aq.last_status()));
-            outs.push(o);
-        }
+        "list_caps" => one(op_list_caps(case, aq)),
+        "get_initial_sw_cfg" => one(op_initial_sw_cfg(aq)),
+        "get_sw_cfg" => one(op_get_sw_cfg(case, aq)),
+        "manage_mac_read" => one(op_manage_mac_read(case, aq)),
+        "set_mac_cfg" => one(op_set_mac_cfg(case, bar, aq)?),
+        "get_link_info" => one(op_get_link_info(case, aq)?),
+        "restart_an" => one(op_restart_an(case, bar, aq)?),
         "set_event_mask" => {
             let r = aq.set_event_mask(
                 arg(case, "port_num").unwrap_or(0) as u8,
@@ -922,37 +746,11 @@ fn drive_ops(case: &Value, bar: &RecBar, aq: &mut Aq<'_>, op: &str) -> Result<Ve
             );
             let mut o = Out::new(errno(r));
             o.set("sq_last_status", json!(aq.last_status()));
-            outs.push(o);
+            one(o)
         }
-        "send_cmd" => return send_cmd(case, aq).map(|o| vec![o]),
-        o if SEQUENCED.contains(&o) => return sequenced(case, aq),
-        "clean_rq_elem" => {
-            let polls = arg(case, "polls").unwrap_or(1).min(4096);
-            let blen = (arg(case, "buf_len").unwrap_or(4096) as usize).min(MAX_ARG_BUF);
-            for _ in 0..polls {
-                let mut b = vec![0u8; blen];
-                let r = aq.next_event(&mut b);
-                let mut o = Out::new(match &r {
-                    Ok(Some(_)) => 0,
-                    Ok(None) => -114,
-                    Err(e) => i64::from(e.linux_errno()),
-                });
-                if let Ok(Some(e)) = &r {
-                    o.set("event.desc", json!({"hex": hexstr(e.desc.bytes())}));
-                    o.set("event.msg_len", json!(e.msg_len));
-                    o.set("event.msg_buf", json!(hexstr(b.get(..e.msg_len).unwrap_or(&[]))));
-                    o.set("pending", json!(e.pending));
-                    o.set("cleaned_slot", json!(e.slot));
-                    if let Some(d) = aq.arq_desc(e.slot) {
-                        o.set("rearmed_desc", json!({"hex": hexstr(d.bytes())}));
-                    }
-                }
-                let (u, c) = aq.rq_state();
-                o.set("rq.next_to_clean", json!(c));
-                o.set("rq.next_to_use", json!(u));
-                outs.push(o);
-            }
-        }
+        "send_cmd" => send_cmd(case, aq).map(|o| vec![o]),
+        o if SEQUENCED.contains(&o) => sequenced(case, aq),
+        "clean_rq_elem" => Ok(op_clean_rq_elem(case, aq)),
         "query_sched_res" => {
             let r = aq.query_sched_res();
             let mut o = Out::new(errno(r.map(|_| ())));
@@ -960,66 +758,308 @@ fn drive_ops(case: &Value, bar: &RecBar, aq: &mut Aq<'_>, op: &str) -> Result<Ve
                 sched_res_fields(&mut o, &s);
             }
             o.set("sq_last_status", json!(aq.last_status()));
-            outs.push(o);
+            one(o)
         }
-        "add_vsi" => match vsi_params(&case["inputs"]["vsi0"]) {
-            Err(why) => {
-                return Err(skip(&format!("{why}: the driver builds PF and CTRL VSIs only")));
-            }
-            Ok(_) => {
-                let (o, vsi_num, _) = add_vsi0(aq, case).map_err(Outcome::Fail)?;
-                let added = o.ret == 0;
-                outs.push(o);
-                let args = &case["inputs"]["args"];
-                if added && args.get("then_update").is_some_and(|v| num(v) != Some(0)) {
-                    outs.push(update_vsi0(aq, case, vsi_num).map_err(Outcome::Fail)?);
-                }
-            }
-        },
-        "pe_filter" => {
-            let (o, vsi_num, mut cache) = add_vsi0(aq, case).map_err(Outcome::Fail)?;
-            outs.push(o);
-            if outs.last().is_some_and(|o| o.ret != 0) {
-                // the VSI was not added: the vendor stops there too
-                return Ok(outs);
-            }
-            for en in case["inputs"]["args"]["enable"].as_array().cloned().unwrap_or_default() {
-                let r = aq.set_pe_filter(vsi_num, &mut cache, num(&en) == Some(1));
-                let mut o = Out::new(errno(r));
-                o.set("vsi_ctx.info.q_opt_flags", json!(format!("{:#x}", cache.0[80])));
-                o.set("vsi_ctx.info.q_opt_rss", json!(format!("{:#x}", cache.0[78])));
-                o.set("vsi_ctx.info.q_opt_tc", json!(format!("{:#x}", cache.0[79])));
-                o.set(
-                    "vsi_ctx.info.valid_sections",
-                    json!(format!("{:#x}", cache.valid_sections())),
-                );
-                o.set("sq_last_status", json!(aq.last_status()));
-                outs.push(o);
-            }
+        "add_vsi" => op_add_vsi(case, aq),
+        "pe_filter" => op_pe_filter(case, aq),
+        "free_vsi" => op_free_vsi(case, aq),
+        _ => Err(Outcome::Fail(format!("op {op} not mapped"))),
+    }
+}
+
+fn op_shutdown(case: &Value, aq: &mut Aq<'_>, op: &str) -> Out {
+    let unloading = arg(case, "unloading") == Some(1);
+    let r = if op == "q_shutdown" {
+        let mut d = irdma::ice::cmd::queue_shutdown(unloading);
+        // SAFETY: the recording BAR is the only firmware here (no
+        // RDMA `Device` exists), and Queue Shutdown carries no
+        // address.
+        unsafe { aq.send(&mut d, None) }
+    } else {
+        let _ = aq.shutdown(unloading);
+        Ok(())
+    };
+    let mut o = Out::new(errno(r));
+    ring_fields(&mut o, aq);
+    o
+}
+
+fn op_init_check_or_version(aq: &mut Aq<'_>, op: &str) -> Out {
+    let mut o;
+    if op == "get_fw_ver" {
+        let r = aq.get_version();
+        o = Out::new(errno(r.map(|_| ())));
+        if let Ok(v) = &r {
+            version_fields(&mut o, v);
         }
-        "free_vsi" => {
-            let (o, vsi_num, _) = add_vsi0(aq, case).map_err(Outcome::Fail)?;
-            outs.push(o);
-            if outs.last().is_some_and(|o| o.ret != 0) {
-                // the VSI was not added: the vendor stops there too
-                return Ok(outs);
+    } else {
+        o = init_check(aq);
+    }
+    ring_fields(&mut o, aq);
+    o
+}
+
+fn op_clear_pxe(case: &Value, aq: &mut Aq<'_>) -> Out {
+    let r = if arg(case, "via_ice_clear_pxe_mode") == Some(1) {
+        let _ = aq.clear_pxe_if_alive();
+        Ok(())
+    } else {
+        aq.clear_pxe()
+    };
+    let mut o = Out::new(errno(r));
+    o.set("sq_last_status", json!(aq.last_status()));
+    o
+}
+
+fn op_discover_caps(case: &Value, aq: &mut Aq<'_>, op: &str) -> Out {
+    let pf_id = num(&case["inputs"]["hw"]["pf_id"]).unwrap_or(0) as u8;
+    let st = &case["inputs"]["state"];
+    let mut dev = DevCaps::default();
+    dev.common.valid_functions = num(&st["dev_caps.valid_functions"]).unwrap_or(0) as u32;
+    dev.num_funcs = num(&st["dev_caps.num_funcs"]).unwrap_or(0) as u32;
+    let mut o = Out::new(0);
+    if op != "discover_func_caps" {
+        match aq.discover_dev_caps(pf_id) {
+            Ok(d) => {
+                dev = d;
+                dev_caps_fields(&mut o, &dev);
             }
-            let handle = arg(case, "handle").unwrap_or(0);
-            let mut o;
-            if handle != num(&case["inputs"]["vsi0"]["idx"]).unwrap_or(0) {
-                // the driver tracks one VSI: an unknown handle has no VSI
-                // number, which is ice's EINVAL before anything is sent
-                o = Out::new(-22);
-            } else {
-                let r = aq.free_vsi(vsi_num, arg(case, "keep_vsi_alloc") == Some(1));
-                o = Out::new(errno(r.map(|_| ())));
-            }
+            Err(e) => o.ret = i64::from(e.linux_errno()),
+        }
+    }
+    if op != "discover_dev_caps" && o.ret == 0 {
+        match aq.discover_func_caps(&dev) {
+            Ok(f) => func_caps_fields(&mut o, &f),
+            Err(e) => o.ret = i64::from(e.linux_errno()),
+        }
+    }
+    o.set("sq_last_status", json!(aq.last_status()));
+    o
+}
+
+fn op_list_caps(case: &Value, aq: &mut Aq<'_>) -> Out {
+    let size = (arg(case, "buf_size").unwrap_or(4096) as usize).min(MAX_ARG_BUF);
+    let kind = match arg(case, "opc") {
+        Some(0x0b) => CapsKind::Device,
+        Some(0x0a) => CapsKind::Function,
+        _ => {
+            // the driver's caps kind is an enum: another opcode
+            // cannot be asked for, which is ice's EINVAL
+            let mut o = Out::new(-22);
             o.set("sq_last_status", json!(aq.last_status()));
-            outs.push(o);
+            return o;
         }
-        _ => return Err(Outcome::Fail(format!("op {op} not mapped"))),
+    };
+    let mut buf = vec![0u8; size];
+    let (ret, count) = match aq.list_caps(kind, &mut buf) {
+        Ok(c) => (0, c),
+        Err((e, c)) => (i64::from(e.linux_errno()), c),
+    };
+    let mut o = Out::new(ret);
+    o.set("cap_count", json!(format!("{count:#x}")));
+    o.set("sq_last_status", json!(aq.last_status()));
+    o
+}
+
+fn op_initial_sw_cfg(aq: &mut Aq<'_>) -> Out {
+    let mut port =
+        PortInfo { lport: 0xee, sw_id: 0xeeee, pf_vf_num: 0xeeee, ..PortInfo::default() };
+    let r = aq.initial_sw_cfg(&mut port);
+    let mut o = Out::new(errno(r));
+    o.set("port_info.lport", json!(port.lport));
+    o.set("port_info.sw_id", json!(port.sw_id));
+    o.set("port_info.pf_vf_num", json!(port.pf_vf_num));
+    if port.sw_id != 0xeeee {
+        o.set("port_info.is_vf", json!(u8::from(port.is_vf)));
+    }
+    o.set("sq_last_status", json!(aq.last_status()));
+    o
+}
+
+fn op_get_sw_cfg(case: &Value, aq: &mut Aq<'_>) -> Out {
+    let size = (arg(case, "buf_size").unwrap_or(2048) as usize).min(MAX_ARG_BUF);
+    let mut buf = vec![0u8; size];
+    let r = aq.get_sw_cfg(arg(case, "req_desc").unwrap_or(0) as u16, &mut buf);
+    let mut o = Out::new(errno(r.map(|_| ())));
+    if let Ok((next, n)) = r {
+        o.set("req_desc", json!(next));
+        o.set("num_elems", json!(n));
+    }
+    o.set("sq_last_status", json!(aq.last_status()));
+    o
+}
+
+fn op_manage_mac_read(case: &Value, aq: &mut Aq<'_>) -> Out {
+    let len = match (arg(case, "buf_entries"), arg(case, "buf_size")) {
+        (Some(n), _) => n.saturating_mul(8),
+        (None, Some(s)) => s,
+        (None, None) => 16,
+    };
+    let entries = len.min(MAX_ARG_BUF as u64) as usize;
+    let mut port = PortInfo::default();
+    let r = aq.manage_mac_read(entries, &mut port);
+    let mut o = Out::new(errno(r));
+    let mac = port.mac.map_or("eeeeeeeeeeee".to_string(), |m| hexstr(&m));
+    o.set("port_info.mac.lan_addr", json!(mac));
+    o.set("port_info.mac.perm_addr", json!(mac));
+    o.set("sq_last_status", json!(aq.last_status()));
+    o
+}
+
+fn op_set_mac_cfg(case: &Value, bar: &RecBar, aq: &mut Aq<'_>) -> Result<Out, Outcome> {
+    if case["inputs"]["hw"]["mac_type"].as_str() != Some("E810") {
+        return Err(skip("E830/E825 register variant (the driver is E810-only)"));
+    }
+    let hw = &case["inputs"]["hw"];
+    let mut vb = [0u8; 32];
+    vb[29] = num(&hw["api_maj_ver"]).unwrap_or(1) as u8;
+    vb[30] = num(&hw["api_min_ver"]).unwrap_or(5) as u8;
+    let api = version_from(&vb);
+    let pause = read_pause_cfg(&bar);
+    let r = aq.set_mac_cfg(
+        arg(case, "max_frame_size").unwrap_or(9728) as u16,
+        pause,
+        arg(case, "auto_drop") == Some(1),
+        &api,
+    );
+    let mut o = Out::new(errno(r));
+    o.set("sq_last_status", json!(aq.last_status()));
+    Ok(o)
+}
+
+fn op_get_link_info(case: &Value, aq: &mut Aq<'_>) -> Result<Out, Outcome> {
+    if case["inputs"]["hw"]["mac_type"].as_str() != Some("E810") {
+        return Err(skip("E830 link-status layout (the driver is E810-only)"));
+    }
+    let lport = num(&case["inputs"]["port_info"]["lport"]).unwrap_or(0) as u8;
+    let lse = arg(case, "ena_lse").map(|v| v == 1);
+    let r = aq.get_link_status(lport, lse);
+    let mut o = Out::new(errno(r.map(|_| ())));
+    if let Ok(l) = r {
+        link_fields(&mut o, &l);
+    }
+    o.set("sq_last_status", json!(aq.last_status()));
+    Ok(o)
+}
+
+fn op_restart_an(case: &Value, bar: &RecBar, aq: &mut Aq<'_>) -> Result<Out, Outcome> {
+    let mut port = PortInfo {
+        lport: num(&case["inputs"]["port_info"]["lport"]).unwrap_or(0) as u8,
+        phy_user_caps: num(&case["inputs"]["state"]["curr_user_phy_cfg.caps"]).unwrap_or(0) as u8,
+        ..PortInfo::default()
+    };
+    let refclk = arg(case, "refclk").unwrap_or(0);
+    let Ok(refclk) = u8::try_from(refclk) else {
+        return Err(Outcome::Pass);
+    };
+    let r = aq.restart_an(&mut port, arg(case, "ena_link") == Some(1), refclk);
+    if let Err(irdma::ice::cmd::CmdError::Invalid(_)) = r {
+        // stricter than the vendor: refused before anything is sent
+        if bar.0.borrow().posted.is_empty() {
+            return Err(Outcome::Pass);
+        }
+    }
+    let mut o = Out::new(errno(r));
+    o.set("phy.curr_user_phy_cfg.caps", json!(format!("{:#x}", port.phy_user_caps)));
+    o.set("sq_last_status", json!(aq.last_status()));
+    Ok(o)
+}
+
+fn op_clean_rq_elem(case: &Value, aq: &mut Aq<'_>) -> Vec<Out> {
+    let mut outs = Vec::new();
+    let polls = arg(case, "polls").unwrap_or(1).min(4096);
+    let blen = (arg(case, "buf_len").unwrap_or(4096) as usize).min(MAX_ARG_BUF);
+    for _ in 0..polls {
+        let mut b = vec![0u8; blen];
+        let r = aq.next_event(&mut b);
+        let mut o = Out::new(match &r {
+            Ok(Some(_)) => 0,
+            Ok(None) => -114,
+            Err(e) => i64::from(e.linux_errno()),
+        });
+        if let Ok(Some(e)) = &r {
+            o.set("event.desc", json!({"hex": hexstr(e.desc.bytes())}));
+            o.set("event.msg_len", json!(e.msg_len));
+            o.set("event.msg_buf", json!(hexstr(b.get(..e.msg_len).unwrap_or(&[]))));
+            o.set("pending", json!(e.pending));
+            o.set("cleaned_slot", json!(e.slot));
+            if let Some(d) = aq.arq_desc(e.slot) {
+                o.set("rearmed_desc", json!({"hex": hexstr(d.bytes())}));
+            }
+        }
+        let (u, c) = aq.rq_state();
+        o.set("rq.next_to_clean", json!(c));
+        o.set("rq.next_to_use", json!(u));
+        outs.push(o);
+    }
+    outs
+}
+
+fn op_add_vsi(case: &Value, aq: &mut Aq<'_>) -> Result<Vec<Out>, Outcome> {
+    let mut outs = Vec::new();
+    match vsi_params(&case["inputs"]["vsi0"]) {
+        Err(why) => {
+            return Err(skip(&format!("{why}: the driver builds PF and CTRL VSIs only")));
+        }
+        Ok(_) => {
+            let (o, vsi_num, _) = add_vsi0(aq, case).map_err(Outcome::Fail)?;
+            let added = o.ret == 0;
+            outs.push(o);
+            let args = &case["inputs"]["args"];
+            if added && args.get("then_update").is_some_and(|v| num(v) != Some(0)) {
+                outs.push(update_vsi0(aq, case, vsi_num).map_err(Outcome::Fail)?);
+            }
+        }
     }
     Ok(outs)
+}
+
+fn op_pe_filter(case: &Value, aq: &mut Aq<'_>) -> Result<Vec<Out>, Outcome> {
+    let mut outs = Vec::new();
+    let (o, vsi_num, mut cache) = add_vsi0(aq, case).map_err(Outcome::Fail)?;
+    outs.push(o);
+    if outs.last().is_some_and(|o| o.ret != 0) {
+        // the VSI was not added: the vendor stops there too
+        return Ok(outs);
+    }
+    for en in case["inputs"]["args"]["enable"].as_array().cloned().unwrap_or_default() {
+        let r = aq.set_pe_filter(vsi_num, &mut cache, num(&en) == Some(1));
+        let mut o = Out::new(errno(r));
+        o.set("vsi_ctx.info.q_opt_flags", json!(format!("{:#x}", cache.0[80])));
+        o.set("vsi_ctx.info.q_opt_rss", json!(format!("{:#x}", cache.0[78])));
+        o.set("vsi_ctx.info.q_opt_tc", json!(format!("{:#x}", cache.0[79])));
+        o.set("vsi_ctx.info.valid_sections", json!(format!("{:#x}", cache.valid_sections())));
+        o.set("sq_last_status", json!(aq.last_status()));
+        outs.push(o);
+    }
+    Ok(outs)
+}
+
+fn op_free_vsi(case: &Value, aq: &mut Aq<'_>) -> Result<Vec<Out>, Outcome> {
+    let mut outs = Vec::new();
+    let (o, vsi_num, _) = add_vsi0(aq, case).map_err(Outcome::Fail)?;
+    outs.push(o);
+    if outs.last().is_some_and(|o| o.ret != 0) {
+        // the VSI was not added: the vendor stops there too
+        return Ok(outs);
+    }
+    let handle = arg(case, "handle").unwrap_or(0);
+    let mut o;
+    if handle != num(&case["inputs"]["vsi0"]["idx"]).unwrap_or(0) {
+        // the driver tracks one VSI: an unknown handle has no VSI
+        // number, which is ice's EINVAL before anything is sent
+        o = Out::new(-22);
+    } else {
+        let r = aq.free_vsi(vsi_num, arg(case, "keep_vsi_alloc") == Some(1));
+        o = Out::new(errno(r.map(|_| ())));
+    }
+    o.set("sq_last_status", json!(aq.last_status()));
+    outs.push(o);
+    Ok(outs)
+}
+
+fn skip(s: &str) -> Outcome {
+    Outcome::Skip(s.to_string())
 }
 
 fn sched_res_fields(o: &mut Out, s: &irdma::ice::cmd::SchedResources) {
@@ -1065,182 +1105,29 @@ fn port_fields(o: &mut Out, tree: &Tree) {
 /// Composite ops: each vendor function of the case, in order, mapped to the
 /// driver call that does the same job.
 fn sequenced(case: &Value, aq: &mut Aq<'_>) -> Result<Vec<Out>, Outcome> {
-    let lport = num(&case["inputs"]["port_info"]["lport"]).unwrap_or(0) as u8;
-    let mut layers = 9u8;
-    let mut res: Option<irdma::ice::cmd::SchedResources> = None;
-    let mut tree: Option<Tree> = None;
-    let mut vsi: Option<(u16, VsiContext)> = None;
-    // hardware numbers of the VSIs added so far (vsi0, vsi1, …) and the
-    // driver's MAC-rule table (ice's MAC recipe filter list)
-    let mut vsis: Vec<u16> = Vec::new();
-    let mut filters = irdma::ice::switch::MacFilters::new();
-    let mut mac_calls = 0usize;
-    let mut branches: Vec<(u8, RdmaBranch)> = Vec::new();
-    let mut qsets: Vec<(u16, u32)> = Vec::new();
+    let mut sq = Seq::new(case);
     let mut outs = Vec::new();
-    let args = &case["inputs"]["args"];
     let fns: Vec<String> = case["vendor"]
         .as_array()
         .map(|a| a.iter().filter_map(|f| f.as_str().map(str::to_string)).collect())
         .unwrap_or_default();
     for f in fns {
-        let mut o;
-        match f.as_str() {
-            "ice_sched_query_res_alloc" => {
-                let r = aq.query_sched_res();
-                o = Out::new(errno(r.map(|_| ())));
-                if let Ok(s) = r {
-                    layers = s.layers;
-                    sched_res_fields(&mut o, &s);
-                    res = Some(s);
-                }
-            }
-            "ice_sched_init_port" => {
-                let r = aq.sched_init_port(lport, layers);
-                o = Out::new(errno(r.as_ref().map(|_| ()).map_err(|e| *e)));
-                if let Ok(mut t) = r {
-                    if let Some(s) = &res {
-                        t.set_max_children(s);
-                    }
-                    port_fields(&mut o, &t);
-                    tree = Some(t);
-                }
-            }
-            "ice_vsi_init" => {
-                // the k-th ice_vsi_init builds inputs.vsi<k>
-                let key = format!("vsi{}", vsis.len());
-                if case["inputs"].get(&key).is_none_or(Value::is_null) {
-                    return Err(Outcome::Fail(format!("ice_vsi_init without inputs.{key}")));
-                }
-                if let Err(why) = vsi_params(&case["inputs"][key.as_str()]) {
-                    return Err(Outcome::Skip(format!(
-                        "{key}: {why}: the driver builds PF and CTRL VSIs only"
-                    )));
-                }
-                let (vo, n, c) = add_vsi(aq, case, &key).map_err(Outcome::Fail)?;
-                o = vo;
-                vsis.push(n);
-                if vsi.is_none() {
-                    vsi = Some((n, c));
-                }
-            }
-            "ice_sched_add_nodes_to_layer" => {
-                let t = tree.as_mut().ok_or_else(|| Outcome::Fail("no tree".into()))?;
-                let tc = arg(case, "tc").unwrap_or(0) as u8;
-                let parent = arg(case, "parent_teid")
-                    .map(|p| p as u32)
-                    .or_else(|| t.tc_node(tc))
-                    .unwrap_or(0);
-                let layer = arg(case, "layer")
-                    .map(|l| l as u8)
-                    .unwrap_or_else(|| t.find(parent).map_or(0, |p| p.layer + 1));
-                let n = (arg(case, "num_nodes").unwrap_or(1) as usize).min(MAX_ARG_BUF);
-                let mut teids = vec![0u32; n];
-                let r = aq.sched_add_nodes(t, parent, layer, tc, &mut teids);
-                o = Out::new(errno(r));
-                if o.ret == 0 {
-                    o.set(
-                        "first_node_teid",
-                        json!(format!("{:#x}", teids.first().copied().unwrap_or(0))),
-                    );
-                    o.set("num_nodes_added", json!(n));
-                }
-                port_fields(&mut o, t);
-            }
+        let mut o = match f.as_str() {
+            "ice_sched_query_res_alloc" => sq.query_res_alloc(aq),
+            "ice_sched_init_port" => sq.init_port(aq),
+            "ice_vsi_init" => sq.vsi_init(aq)?,
+            "ice_sched_add_nodes_to_layer" => sq.on_tree(aq, Seq::add_nodes_to_layer)?,
             "ice_cfg_vsi_lan" => {
                 return Err(Outcome::Fail(
                     "LAN queue scheduling (ice_cfg_vsi_lan) is not in the driver".into(),
                 ));
             }
-            "ice_cfg_vsi_rdma" => {
-                let t = tree.as_mut().ok_or_else(|| Outcome::Fail("no tree".into()))?;
-                let bitmap = arg(case, "tc_bitmap").unwrap_or(1) as u8;
-                let mut ret = 0;
-                for tc in 0..8u8 {
-                    // ice skips a TC the port has no node for; without
-                    // DCB (not in the vectors) every TC node carries
-                    // tc_num 0, so only TC 0 has one in ice's view
-                    // (the vectors' trees report tc 0 for all of them)
-                    if bitmap & (1 << tc) == 0 || tc != 0 || t.tc_node(tc).is_none() {
-                        continue;
-                    }
-                    // ice_cfg_vsi_rdma(max_rdmaqs[tc]): a new branch, or
-                    // one grown to the larger count
-                    let max_qs = args["max_rdmaqs"]
-                        .as_array()
-                        .and_then(|a| a.get(usize::from(tc)))
-                        .and_then(num)
-                        .unwrap_or(0) as u16;
-                    let r = match branches.iter_mut().find(|b| b.0 == tc) {
-                        Some(b) => aq.sched_grow_rdma(t, &mut b.1, max_qs),
-                        None => {
-                            aq.sched_cfg_vsi_rdma(t, tc, max_qs).map(|b| branches.push((tc, b)))
-                        }
-                    };
-                    if let Err(e) = r {
-                        ret = i64::from(e.linux_errno());
-                        break;
-                    }
-                }
-                o = Out::new(ret);
-                port_fields(&mut o, t);
-            }
-            "ice_ena_vsi_rdma_qset" => {
-                let t = tree.as_mut().ok_or_else(|| Outcome::Fail("no tree".into()))?;
-                let tc = arg(case, "tc").unwrap_or(0) as u8;
-                let hs: Vec<u16> = args["qs_handles"]
-                    .as_array()
-                    .map(|a| a.iter().filter_map(num).map(|h| h as u16).collect())
-                    .unwrap_or_default();
-                let mut teids = vec![0u32; hs.len()];
-                // no branch on this TC: ice_sched_get_free_qparent finds no
-                // parent (EINVAL), nothing sent
-                let r = match branches.iter().find(|b| b.0 == tc) {
-                    Some(b) => aq.sched_ena_rdma_qsets(t, &b.1, tc, &hs, &mut teids),
-                    None => Err(irdma::ice::cmd::CmdError::Invalid("no RDMA branch on this TC")),
-                };
-                o = Out::new(errno(r));
-                if o.ret == 0 {
-                    for (i, te) in teids.iter().enumerate() {
-                        o.set(&format!("qset_teid[{i}]"), json!(format!("{te:#x}")));
-                        qsets.push((hs[i], *te));
-                    }
-                }
-                port_fields(&mut o, t);
-            }
-            "ice_dis_vsi_rdma_qset" => {
-                let t = tree.as_mut().ok_or_else(|| Outcome::Fail("no tree".into()))?;
-                let bogus = arg(case, "bogus_teid").unwrap_or(0xffff_ffff) as u32;
-                let mut ret = 0;
-                for idx in args["free_idx"].as_array().cloned().unwrap_or_default() {
-                    let i = num(&idx).unwrap_or(0) as usize;
-                    let (h, te) = qsets.get(i).copied().unwrap_or((0, bogus));
-                    if let Err(e) = aq.sched_dis_rdma_qset(t, te, h) {
-                        ret = i64::from(e.linux_errno());
-                        break;
-                    }
-                }
-                o = Out::new(ret);
-                port_fields(&mut o, t);
-            }
-            "ice_fltr_add_mac_and_broadcast" => {
-                // the k-th call subscribes vsi<k> (vsi1: a second VSI on
-                // the same addresses, which ice turns into VSI lists)
-                let n = vsis.get(mac_calls).copied().ok_or_else(|| {
-                    Outcome::Fail(format!("add_mac call {mac_calls} without its VSI"))
-                })?;
-                mac_calls += 1;
-                let mac = hexbytes(&args["mac"].as_str().unwrap_or("").replace(':', ""));
-                let mac: [u8; 6] = mac.try_into().map_err(|_| Outcome::Fail("bad mac".into()))?;
-                let hw = &case["inputs"]["hw"];
-                let veb = hw["evb_veb"].as_bool().unwrap_or(true);
-                let umac_shared = hw["umac_shared"].as_bool().unwrap_or(false);
-                let r = filters.add_mac_and_broadcast(aq, mac, n, veb, umac_shared);
-                o = Out::new(errno(r));
-                o.set("switch_info.rule_cnt", json!(filters.rule_cnt()));
-            }
+            "ice_cfg_vsi_rdma" => sq.on_tree(aq, Seq::cfg_vsi_rdma)?,
+            "ice_ena_vsi_rdma_qset" => sq.on_tree(aq, Seq::ena_vsi_rdma_qset)?,
+            "ice_dis_vsi_rdma_qset" => sq.on_tree(aq, Seq::dis_vsi_rdma_qset)?,
+            "ice_fltr_add_mac_and_broadcast" => sq.add_mac_and_broadcast(aq)?,
             other => return Err(Outcome::Fail(format!("vendor call {other} not mapped"))),
-        }
+        };
         o.set("sq_last_status", json!(aq.last_status()));
         let failed = o.ret != 0;
         outs.push(o);
@@ -1249,6 +1136,211 @@ fn sequenced(case: &Value, aq: &mut Aq<'_>) -> Result<Vec<Out>, Outcome> {
         }
     }
     Ok(outs)
+}
+
+/// What the calls of a sequenced case hand on to the later ones.
+struct Seq<'c> {
+    case: &'c Value,
+    args: &'c Value,
+    lport: u8,
+    layers: u8,
+    res: Option<irdma::ice::cmd::SchedResources>,
+    tree: Option<Tree>,
+    vsi: Option<(u16, VsiContext)>,
+    // hardware numbers of the VSIs added so far (vsi0, vsi1, …) and the
+    // driver's MAC-rule table (ice's MAC recipe filter list)
+    vsis: Vec<u16>,
+    filters: irdma::ice::switch::MacFilters,
+    mac_calls: usize,
+    branches: Vec<(u8, RdmaBranch)>,
+    qsets: Vec<(u16, u32)>,
+}
+
+impl<'c> Seq<'c> {
+    fn new(case: &'c Value) -> Self {
+        Seq {
+            case,
+            args: &case["inputs"]["args"],
+            lport: num(&case["inputs"]["port_info"]["lport"]).unwrap_or(0) as u8,
+            layers: 9u8,
+            res: None,
+            tree: None,
+            vsi: None,
+            vsis: Vec::new(),
+            filters: irdma::ice::switch::MacFilters::new(),
+            mac_calls: 0usize,
+            branches: Vec::new(),
+            qsets: Vec::new(),
+        }
+    }
+
+    /// A step on the port's scheduler tree (built by `ice_sched_init_port`),
+    /// with the tree's fields reported after it.
+    fn on_tree(
+        &mut self,
+        aq: &mut Aq<'_>,
+        step: fn(&mut Self, &mut Aq<'_>, &mut Tree) -> Out,
+    ) -> Result<Out, Outcome> {
+        let mut t = self.tree.take().ok_or_else(|| Outcome::Fail("no tree".into()))?;
+        let mut o = step(self, aq, &mut t);
+        port_fields(&mut o, &t);
+        self.tree = Some(t);
+        Ok(o)
+    }
+
+    fn query_res_alloc(&mut self, aq: &mut Aq<'_>) -> Out {
+        let r = aq.query_sched_res();
+        let mut o = Out::new(errno(r.map(|_| ())));
+        if let Ok(s) = r {
+            self.layers = s.layers;
+            sched_res_fields(&mut o, &s);
+            self.res = Some(s);
+        }
+        o
+    }
+
+    fn init_port(&mut self, aq: &mut Aq<'_>) -> Out {
+        let r = aq.sched_init_port(self.lport, self.layers);
+        let mut o = Out::new(errno(r.as_ref().map(|_| ()).map_err(|e| *e)));
+        if let Ok(mut t) = r {
+            if let Some(s) = &self.res {
+                t.set_max_children(s);
+            }
+            port_fields(&mut o, &t);
+            self.tree = Some(t);
+        }
+        o
+    }
+
+    fn vsi_init(&mut self, aq: &mut Aq<'_>) -> Result<Out, Outcome> {
+        let case = self.case;
+        // the k-th ice_vsi_init builds inputs.vsi<k>
+        let key = format!("vsi{}", self.vsis.len());
+        if case["inputs"].get(&key).is_none_or(Value::is_null) {
+            return Err(Outcome::Fail(format!("ice_vsi_init without inputs.{key}")));
+        }
+        if let Err(why) = vsi_params(&case["inputs"][key.as_str()]) {
+            return Err(Outcome::Skip(format!(
+                "{key}: {why}: the driver builds PF and CTRL VSIs only"
+            )));
+        }
+        let (vo, n, c) = add_vsi(aq, case, &key).map_err(Outcome::Fail)?;
+        self.vsis.push(n);
+        if self.vsi.is_none() {
+            self.vsi = Some((n, c));
+        }
+        Ok(vo)
+    }
+
+    fn add_nodes_to_layer(&mut self, aq: &mut Aq<'_>, t: &mut Tree) -> Out {
+        let case = self.case;
+        let tc = arg(case, "tc").unwrap_or(0) as u8;
+        let parent =
+            arg(case, "parent_teid").map(|p| p as u32).or_else(|| t.tc_node(tc)).unwrap_or(0);
+        let layer = arg(case, "layer")
+            .map(|l| l as u8)
+            .unwrap_or_else(|| t.find(parent).map_or(0, |p| p.layer + 1));
+        let n = (arg(case, "num_nodes").unwrap_or(1) as usize).min(MAX_ARG_BUF);
+        let mut teids = vec![0u32; n];
+        let r = aq.sched_add_nodes(t, parent, layer, tc, &mut teids);
+        let mut o = Out::new(errno(r));
+        if o.ret == 0 {
+            o.set("first_node_teid", json!(format!("{:#x}", teids.first().copied().unwrap_or(0))));
+            o.set("num_nodes_added", json!(n));
+        }
+        o
+    }
+
+    fn cfg_vsi_rdma(&mut self, aq: &mut Aq<'_>, t: &mut Tree) -> Out {
+        let (case, args) = (self.case, self.args);
+        let bitmap = arg(case, "tc_bitmap").unwrap_or(1) as u8;
+        let mut ret = 0;
+        for tc in 0..8u8 {
+            // ice skips a TC the port has no node for; without
+            // DCB (not in the vectors) every TC node carries
+            // tc_num 0, so only TC 0 has one in ice's view
+            // (the vectors' trees report tc 0 for all of them)
+            if bitmap & (1 << tc) == 0 || tc != 0 || t.tc_node(tc).is_none() {
+                continue;
+            }
+            // ice_cfg_vsi_rdma(max_rdmaqs[tc]): a new branch, or
+            // one grown to the larger count
+            let max_qs = args["max_rdmaqs"]
+                .as_array()
+                .and_then(|a| a.get(usize::from(tc)))
+                .and_then(num)
+                .unwrap_or(0) as u16;
+            let r = match self.branches.iter_mut().find(|b| b.0 == tc) {
+                Some(b) => aq.sched_grow_rdma(t, &mut b.1, max_qs),
+                None => aq.sched_cfg_vsi_rdma(t, tc, max_qs).map(|b| self.branches.push((tc, b))),
+            };
+            if let Err(e) = r {
+                ret = i64::from(e.linux_errno());
+                break;
+            }
+        }
+        Out::new(ret)
+    }
+
+    fn ena_vsi_rdma_qset(&mut self, aq: &mut Aq<'_>, t: &mut Tree) -> Out {
+        let (case, args) = (self.case, self.args);
+        let tc = arg(case, "tc").unwrap_or(0) as u8;
+        let hs: Vec<u16> = args["qs_handles"]
+            .as_array()
+            .map(|a| a.iter().filter_map(num).map(|h| h as u16).collect())
+            .unwrap_or_default();
+        let mut teids = vec![0u32; hs.len()];
+        // no branch on this TC: ice_sched_get_free_qparent finds no
+        // parent (EINVAL), nothing sent
+        let r = match self.branches.iter().find(|b| b.0 == tc) {
+            Some(b) => aq.sched_ena_rdma_qsets(t, &b.1, tc, &hs, &mut teids),
+            None => Err(irdma::ice::cmd::CmdError::Invalid("no RDMA branch on this TC")),
+        };
+        let mut o = Out::new(errno(r));
+        if o.ret == 0 {
+            for (i, te) in teids.iter().enumerate() {
+                o.set(&format!("qset_teid[{i}]"), json!(format!("{te:#x}")));
+                self.qsets.push((hs[i], *te));
+            }
+        }
+        o
+    }
+
+    fn dis_vsi_rdma_qset(&mut self, aq: &mut Aq<'_>, t: &mut Tree) -> Out {
+        let (case, args) = (self.case, self.args);
+        let bogus = arg(case, "bogus_teid").unwrap_or(0xffff_ffff) as u32;
+        let mut ret = 0;
+        for idx in args["free_idx"].as_array().cloned().unwrap_or_default() {
+            let i = num(&idx).unwrap_or(0) as usize;
+            let (h, te) = self.qsets.get(i).copied().unwrap_or((0, bogus));
+            if let Err(e) = aq.sched_dis_rdma_qset(t, te, h) {
+                ret = i64::from(e.linux_errno());
+                break;
+            }
+        }
+        Out::new(ret)
+    }
+
+    fn add_mac_and_broadcast(&mut self, aq: &mut Aq<'_>) -> Result<Out, Outcome> {
+        let (case, args) = (self.case, self.args);
+        // the k-th call subscribes vsi<k> (vsi1: a second VSI on
+        // the same addresses, which ice turns into VSI lists)
+        let mac_calls = self.mac_calls;
+        let n =
+            self.vsis.get(mac_calls).copied().ok_or_else(|| {
+                Outcome::Fail(format!("add_mac call {mac_calls} without its VSI"))
+            })?;
+        self.mac_calls += 1;
+        let mac = hexbytes(&args["mac"].as_str().unwrap_or("").replace(':', ""));
+        let mac: [u8; 6] = mac.try_into().map_err(|_| Outcome::Fail("bad mac".into()))?;
+        let hw = &case["inputs"]["hw"];
+        let veb = hw["evb_veb"].as_bool().unwrap_or(true);
+        let umac_shared = hw["umac_shared"].as_bool().unwrap_or(false);
+        let r = self.filters.add_mac_and_broadcast(aq, mac, n, veb, umac_shared);
+        let mut o = Out::new(errno(r));
+        o.set("switch_info.rule_cnt", json!(self.filters.rule_cnt()));
+        Ok(o)
+    }
 }
 
 /// `ice_fill_sw_rule` alone: the driver's lookup-rule encoder
@@ -1475,33 +1567,40 @@ fn run_case(case: &Value) -> Outcome {
             return Outcome::Fail(e);
         }
     }
-    // commands
     let st = bar.0.borrow();
+    // commands
+    if let Err(e) = check_commands(case, &st) {
+        return Outcome::Fail(e);
+    }
+    // register writes (mailbox absent by design)
+    if let Err(e) = check_reg_writes(case, &st) {
+        return Outcome::Fail(e);
+    }
+    Outcome::Pass
+}
+
+/// The commands posted against the case's `outputs.commands`: descriptors
+/// and buffers, under their masks.
+fn check_commands(case: &Value, st: &St) -> Result<(), String> {
     let want_cmds = case["outputs"]["commands"].as_array().cloned().unwrap_or_default();
     if st.posted.len() != want_cmds.len() {
-        return Outcome::Fail(format!(
-            "{} commands posted, {} expected",
-            st.posted.len(),
-            want_cmds.len()
-        ));
+        return Err(format!("{} commands posted, {} expected", st.posted.len(), want_cmds.len()));
     }
     for (k, (w, (d, b))) in want_cmds.iter().zip(&st.posted).enumerate() {
         let mask = w["desc"]["mask"].as_str().map(str::to_string).or_else(|| {
             (w["desc"]["addr"].as_str() == Some("buffer"))
                 .then(|| format!("{}{}", "ff".repeat(24), "00".repeat(8)))
         });
-        if let Err(e) = cmp_bytes(
+        cmp_bytes(
             &format!("command {k} descriptor"),
             d,
             w["desc"]["hex"].as_str().unwrap_or(""),
             mask.as_deref(),
-        ) {
-            return Outcome::Fail(e);
-        }
+        )?;
         if let Some(wb) = w.get("buf").filter(|b| b.is_object()) {
             let len = num(&wb["len"]).unwrap_or(0) as usize;
             if b.len() != len {
-                return Outcome::Fail(format!("command {k}: buffer {} bytes, want {len}", b.len()));
+                return Err(format!("command {k}: buffer {} bytes, want {len}", b.len()));
             }
             if wb["compare"].as_str() == Some("bytes")
                 && let Err(e) = cmp_bytes(
@@ -1511,17 +1610,21 @@ fn run_case(case: &Value) -> Outcome {
                     wb["mask"].as_str(),
                 )
             {
-                return Outcome::Fail(e);
+                return Err(e);
             }
         }
     }
-    // register writes (mailbox absent by design)
+    Ok(())
+}
+
+/// The register writes made against the case's `outputs.reg_writes`.
+fn check_reg_writes(case: &Value, st: &St) -> Result<(), String> {
     let want_w: Vec<&Value> = case["outputs"]["reg_writes"]
         .as_array()
         .map(|a| a.iter().filter(|w| w["group"].as_str() != Some("mbx")).collect())
         .unwrap_or_default();
     if st.log.len() != want_w.len() {
-        return Outcome::Fail(format!(
+        return Err(format!(
             "{} register writes, {} expected: {:x?}",
             st.log.len(),
             want_w.len(),
@@ -1531,7 +1634,7 @@ fn run_case(case: &Value) -> Outcome {
     for (i, (w, (off, val))) in want_w.iter().zip(&st.log).enumerate() {
         let woff = num(&w["offset"]).unwrap_or(0) as usize;
         if woff != *off {
-            return Outcome::Fail(format!(
+            return Err(format!(
                 "register write {i}: offset {off:#x}, want {woff:#x} ({})",
                 w["name"]
             ));
@@ -1549,13 +1652,10 @@ fn run_case(case: &Value) -> Outcome {
             None => *val == wval,
         };
         if !ok {
-            return Outcome::Fail(format!(
-                "register write {i} ({}): {val:#x}, want {wval:#x}",
-                w["name"]
-            ));
+            return Err(format!("register write {i} ({}): {val:#x}, want {wval:#x}", w["name"]));
         }
     }
-    Outcome::Pass
+    Ok(())
 }
 
 /// Runs every case of a `lan-aq-vectors.json` document.

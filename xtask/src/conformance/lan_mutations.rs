@@ -244,111 +244,139 @@ fn other_macs() {
 /// destination MAC, and prune with EGRESS|INGRESS when forwarding to VSIs).
 #[test]
 fn fill_sw_rule_actions_and_vlan() {
-    let by_name = |n: &str| published().into_iter().find(|c| c["name"] == n).unwrap();
-    let set = |c: &mut Value, hex: &[u8], lb: u8, lan: u8| {
-        let o = &mut c["outputs"]["calls"][0]["outputs"];
-        o["rule"]["hex"] = json!(hexstr(hex));
-        o["f_info.lb_en"] = json!(lb);
-        o["f_info.lan_en"] = json!(lan);
-    };
-    let rule =
-        |c: &Value| hexbytes(c["outputs"]["calls"][0]["outputs"]["rule"]["hex"].as_str().unwrap());
     let mut cases = Vec::new();
-    let mut add = |c: &mut Value, hex: &[u8], lb: u8, lan: u8, what: &str| {
-        set(c, hex, lb, lan);
-        cases.push((c.clone(), what.to_string()));
-    };
-    // a published rule turned into a MAC lookup (recipe 1: the dummy
-    // ethertype 0x8100, no VLAN TCI), with the case asking for it
-    let mac_case = |name: &str| {
-        let mut c = by_name(name);
-        let mut r = rule(&c);
-        r.resize(32, 0);
-        r[4] = 1;
-        r[28..32].copy_from_slice(&[0x81, 0, 0, 0]);
-        c["inputs"]["args"]["lkup_type"] = json!(1);
-        (c, r)
-    };
-    // the rule with the action word `act`
-    let with_act = |r: &[u8], act: u32| {
-        let mut r = r.to_vec();
-        r[8..12].copy_from_slice(&act.to_le_bytes());
-        r
-    };
-
-    // MAC_VLAN → MAC, forward to a queue group of 8 (Tx, unicast, VEB)
-    let (mut c, r) = mac_case("tx_mac_vlan_to_qgrp");
-    add(&mut c, &r, 1, 0, "MAC to queue group");
-    // the same with a group of 32 (region 5) and queue 0x123
-    let mut c2 = c.clone();
-    c2["inputs"]["args"]["qgrp_size"] = json!(32);
-    c2["inputs"]["args"]["fwd_q_id"] = json!(0x123);
-    let act: u32 = 1 | (0x123 << 4) | (5 << 15) | 4;
-    add(&mut c2, &with_act(&r, act), 1, 0, "MAC to queue group 32");
-    // VEPA: LAN_EN as well
-    let mut c3 = c.clone();
-    c3["inputs"]["hw"]["evb_veb"] = json!(false);
-    let mut r3 = rule(&c);
-    r3[8] |= 8;
-    add(&mut c3, &r3, 1, 1, "MAC to queue group, VEPA");
-
-    // ETHERTYPE_MAC → MAC, forward to a queue (Rx)
-    let (mut c, r) = mac_case("rx_ethertype_mac_to_q");
-    add(&mut c, &r, 0, 0, "MAC to queue");
-    // drop (Rx): forwarding type 0, DROP bit 18, VALID bit 17
-    let mut d = c.clone();
-    d["inputs"]["args"]["fltr_act"] = json!(4);
-    let rd = with_act(&r, (1 << 18) | (1 << 17));
-    add(&mut d, &rd, 0, 0, "MAC drop");
-    // drop on a Tx rule: no LB_EN / LAN_EN (ice_fill_sw_info forwards only)
-    let mut dt = d.clone();
-    dt["inputs"]["args"]["flag"] = json!(2);
-    let mut rt = rd.clone();
-    rt[0] = 1;
-    add(&mut dt, &rt, 0, 0, "MAC drop Tx");
-    // RX_LB on a Tx forward-to-queue rule: LB_EN off, LAN_EN on
-    let mut lb = c.clone();
-    lb["inputs"]["args"]["flag"] = json!(2 | 4);
-    let mut rl = rule(&c);
-    rl[0] = 1;
-    rl[8] |= 8;
-    add(&mut lb, &rl, 0, 1, "MAC to queue, Tx + RX_LB");
-
-    // PROMISC_VLAN → VLAN, forward to VSI 3 (Rx): recipe 4, default dst,
-    // prune | egress | ingress, no VALID
-    let mut c = by_name("promisc_vlan_rx");
-    let mut r = rule(&c);
-    r.resize(32, 0);
-    r[4] = 4;
-    r[16..22].copy_from_slice(&[2, 0, 0, 0, 0, 0]);
-    let act: u32 = (3 << 4) | 2 | (1 << 15) | (1 << 16);
-    r[8..12].copy_from_slice(&act.to_le_bytes());
-    c["inputs"]["args"]["lkup_type"] = json!(4);
-    add(&mut c, &r, 0, 0, "VLAN to VSI");
-    // a TPID of 0x88a8
-    let mut t = c.clone();
-    t["inputs"]["args"]["tpid"] = json!(0x88a8);
-    t["inputs"]["args"]["tpid_valid"] = json!(1);
-    r[28] = 0x88;
-    r[29] = 0xa8;
-    add(&mut t, &r, 0, 0, "VLAN to VSI, TPID 0x88a8");
-    // Tx VLAN rule in VEB mode: LAN_EN, never LB_EN
-    let mut tx = c.clone();
-    tx["inputs"]["args"]["flag"] = json!(2);
-    let mut rx = rule(&c);
-    rx.resize(32, 0);
-    rx[0] = 1;
-    rx[4] = 4;
-    rx[16..22].copy_from_slice(&[2, 0, 0, 0, 0, 0]);
-    let act: u32 = (3 << 4) | 2 | (1 << 15) | (1 << 16) | 8;
-    rx[8..12].copy_from_slice(&act.to_le_bytes());
-    add(&mut tx, &rx, 0, 1, "VLAN Tx");
+    mac_to_queue_group_cases(&mut cases);
+    mac_to_queue_cases(&mut cases);
+    vlan_cases(&mut cases);
 
     all_pass(&cases, 1);
     // and they are really compared: a wrong expectation fails
     let mut wrong = cases[0].0.clone();
     wrong["outputs"]["calls"][0]["outputs"]["f_info.lb_en"] = json!(0);
     assert!(matches!(run_case(&wrong), Outcome::Fail(_)));
+}
+
+/// The published case named `n`.
+fn by_name(n: &str) -> Value {
+    published().into_iter().find(|c| c["name"] == n).unwrap()
+}
+
+/// The rule bytes the first call of `c` expects.
+fn rule_of(c: &Value) -> Vec<u8> {
+    hexbytes(c["outputs"]["calls"][0]["outputs"]["rule"]["hex"].as_str().unwrap())
+}
+
+/// Makes `c` expect the rule `hex` with LB_EN `lb` and LAN_EN `lan`, and
+/// adds it to `cases` as `what`.
+fn add_rule_case(
+    cases: &mut Vec<(Value, String)>,
+    c: &mut Value,
+    hex: &[u8],
+    lb: u8,
+    lan: u8,
+    what: &str,
+) {
+    let o = &mut c["outputs"]["calls"][0]["outputs"];
+    o["rule"]["hex"] = json!(hexstr(hex));
+    o["f_info.lb_en"] = json!(lb);
+    o["f_info.lan_en"] = json!(lan);
+    cases.push((c.clone(), what.to_string()));
+}
+
+/// A published rule turned into a MAC lookup (recipe 1: the dummy
+/// ethertype 0x8100, no VLAN TCI), with the case asking for it.
+fn mac_case(name: &str) -> (Value, Vec<u8>) {
+    let mut c = by_name(name);
+    let mut r = rule_of(&c);
+    r.resize(32, 0);
+    r[4] = 1;
+    r[28..32].copy_from_slice(&[0x81, 0, 0, 0]);
+    c["inputs"]["args"]["lkup_type"] = json!(1);
+    (c, r)
+}
+
+/// The rule `r` with the action word `act`.
+fn with_act(r: &[u8], act: u32) -> Vec<u8> {
+    let mut r = r.to_vec();
+    r[8..12].copy_from_slice(&act.to_le_bytes());
+    r
+}
+
+/// MAC_VLAN → MAC, forward to a queue group (Tx, unicast).
+fn mac_to_queue_group_cases(cases: &mut Vec<(Value, String)>) {
+    // MAC_VLAN → MAC, forward to a queue group of 8 (Tx, unicast, VEB)
+    let (mut c, r) = mac_case("tx_mac_vlan_to_qgrp");
+    add_rule_case(cases, &mut c, &r, 1, 0, "MAC to queue group");
+    // the same with a group of 32 (region 5) and queue 0x123
+    let mut c2 = c.clone();
+    c2["inputs"]["args"]["qgrp_size"] = json!(32);
+    c2["inputs"]["args"]["fwd_q_id"] = json!(0x123);
+    let act: u32 = 1 | (0x123 << 4) | (5 << 15) | 4;
+    add_rule_case(cases, &mut c2, &with_act(&r, act), 1, 0, "MAC to queue group 32");
+    // VEPA: LAN_EN as well
+    let mut c3 = c.clone();
+    c3["inputs"]["hw"]["evb_veb"] = json!(false);
+    let mut r3 = rule_of(&c);
+    r3[8] |= 8;
+    add_rule_case(cases, &mut c3, &r3, 1, 1, "MAC to queue group, VEPA");
+}
+
+/// ETHERTYPE_MAC → MAC, forward to a queue or drop.
+fn mac_to_queue_cases(cases: &mut Vec<(Value, String)>) {
+    // ETHERTYPE_MAC → MAC, forward to a queue (Rx)
+    let (mut c, r) = mac_case("rx_ethertype_mac_to_q");
+    add_rule_case(cases, &mut c, &r, 0, 0, "MAC to queue");
+    // drop (Rx): forwarding type 0, DROP bit 18, VALID bit 17
+    let mut d = c.clone();
+    d["inputs"]["args"]["fltr_act"] = json!(4);
+    let rd = with_act(&r, (1 << 18) | (1 << 17));
+    add_rule_case(cases, &mut d, &rd, 0, 0, "MAC drop");
+    // drop on a Tx rule: no LB_EN / LAN_EN (ice_fill_sw_info forwards only)
+    let mut dt = d.clone();
+    dt["inputs"]["args"]["flag"] = json!(2);
+    let mut rt = rd.clone();
+    rt[0] = 1;
+    add_rule_case(cases, &mut dt, &rt, 0, 0, "MAC drop Tx");
+    // RX_LB on a Tx forward-to-queue rule: LB_EN off, LAN_EN on
+    let mut lb = c.clone();
+    lb["inputs"]["args"]["flag"] = json!(2 | 4);
+    let mut rl = rule_of(&c);
+    rl[0] = 1;
+    rl[8] |= 8;
+    add_rule_case(cases, &mut lb, &rl, 0, 1, "MAC to queue, Tx + RX_LB");
+}
+
+/// PROMISC_VLAN → VLAN lookups.
+fn vlan_cases(cases: &mut Vec<(Value, String)>) {
+    // PROMISC_VLAN → VLAN, forward to VSI 3 (Rx): recipe 4, default dst,
+    // prune | egress | ingress, no VALID
+    let mut c = by_name("promisc_vlan_rx");
+    let mut r = rule_of(&c);
+    r.resize(32, 0);
+    r[4] = 4;
+    r[16..22].copy_from_slice(&[2, 0, 0, 0, 0, 0]);
+    let act: u32 = (3 << 4) | 2 | (1 << 15) | (1 << 16);
+    r[8..12].copy_from_slice(&act.to_le_bytes());
+    c["inputs"]["args"]["lkup_type"] = json!(4);
+    add_rule_case(cases, &mut c, &r, 0, 0, "VLAN to VSI");
+    // a TPID of 0x88a8
+    let mut t = c.clone();
+    t["inputs"]["args"]["tpid"] = json!(0x88a8);
+    t["inputs"]["args"]["tpid_valid"] = json!(1);
+    r[28] = 0x88;
+    r[29] = 0xa8;
+    add_rule_case(cases, &mut t, &r, 0, 0, "VLAN to VSI, TPID 0x88a8");
+    // Tx VLAN rule in VEB mode: LAN_EN, never LB_EN
+    let mut tx = c.clone();
+    tx["inputs"]["args"]["flag"] = json!(2);
+    let mut rx = rule_of(&c);
+    rx.resize(32, 0);
+    rx[0] = 1;
+    rx[4] = 4;
+    rx[16..22].copy_from_slice(&[2, 0, 0, 0, 0, 0]);
+    let act: u32 = (3 << 4) | 2 | (1 << 15) | (1 << 16) | 8;
+    rx[8..12].copy_from_slice(&act.to_le_bytes());
+    add_rule_case(cases, &mut tx, &rx, 0, 1, "VLAN Tx");
 }
 
 /// A firmware that never answers the k-th command, for every k of the
@@ -728,6 +756,63 @@ fn with_vsi1(
     let mut v1 = c["inputs"]["vsi0"].clone();
     v1["idx"] = json!(1);
     m["inputs"]["vsi1"] = v1;
+    let calls0 = c["outputs"]["calls"].as_array()?;
+    let (v0, r1, init1) = vsi1_added(add, &calls0[0])?;
+    let order: &[(&str, usize)] = if interleaved {
+        &[("init", 0), ("add", 0), ("init", 1), ("add", 1)]
+    } else {
+        &[("init", 0), ("init", 1), ("add", 0), ("add", 1)]
+    };
+    let slot = num(&add["slot"])?;
+    let mut b = Vsi1Cmds { cmds: Vec::new(), slot, n, vsis: (v0, v0 + 1), fail, rule_cnt: 0 };
+    let mut calls = Vec::new();
+    let mut vendor = Vec::new();
+    let mut ret = 0i64;
+    for (ci, (what, vsi)) in order.iter().enumerate() {
+        if *what == "init" {
+            vendor.push("ice_vsi_init");
+            if *vsi == 0 {
+                b.push(add, None, ci);
+                calls.push(calls0[0].clone());
+            } else {
+                b.push(add, Some(r1.clone()), ci);
+                calls.push(init1.clone());
+            }
+            continue;
+        }
+        vendor.push("ice_fltr_add_mac_and_broadcast");
+        let mut out = calls0[1].clone();
+        if *vsi == 0 {
+            // vsi0's rules: exactly the published ones (with umac_shared
+            // the unicast one is a single add as well: the same bytes)
+            b.push(bcast, None, ci);
+            b.push(mac_rule, None, ci);
+            b.rule_cnt += 2;
+        } else if let Some((r, code)) =
+            b.vsi1_lists(bcast, mac_rule, multicast || umac_shared, ci)?
+        {
+            ret = r;
+            out["ret"] = json!(ret);
+            out["outputs"]["sq_last_status"] = json!(code);
+        }
+        out["outputs"]["switch_info.rule_cnt"] = json!(b.rule_cnt);
+        calls.push(out);
+        if ret != 0 {
+            break;
+        }
+    }
+    let writes = atq_tail_writes(&b.cmds, n);
+    m["vendor"] = json!(vendor[..calls.len()]);
+    m["outputs"]["commands"] = json!(b.cmds);
+    m["outputs"]["calls"] = json!(calls);
+    m["outputs"]["reg_writes"] = json!(writes);
+    m["outputs"]["ret"] = json!(ret);
+    Some(m)
+}
+
+/// vsi1's Add VSI from vsi0's (`add`, its call `init0`): vsi0's number,
+/// vsi1's response descriptor and vsi1's `ice_vsi_init` call.
+fn vsi1_added(add: &Value, init0: &Value) -> Option<(u16, Vec<u8>, Value)> {
     // the firmware gives vsi1 the next number, one more used, one less free
     let r0 = hexbytes(add["resp"]["desc"].as_str()?);
     let v0 = u16::from_le_bytes([r0[16], r0[17]]);
@@ -738,123 +823,115 @@ fn with_vsi1(
     let free = u16::from_le_bytes([r0[22], r0[23]]) - 1;
     r1[20..22].copy_from_slice(&used.to_le_bytes());
     r1[22..24].copy_from_slice(&free.to_le_bytes());
-    let calls0 = c["outputs"]["calls"].as_array()?;
-    let mut init1 = calls0[0].clone();
+    let mut init1 = init0.clone();
     init1["outputs"]["vsi.vsi_num"] = json!(v1n);
     init1["outputs"]["vsi_ctx.vsi_num"] = json!(v1n);
     init1["outputs"]["vsi_ctx.vsis_allocd"] = json!(used);
     init1["outputs"]["vsi_ctx.vsis_unallocated"] = json!(free);
-    let order: &[(&str, usize)] = if interleaved {
-        &[("init", 0), ("add", 0), ("init", 1), ("add", 1)]
-    } else {
-        &[("init", 0), ("init", 1), ("add", 0), ("add", 1)]
-    };
-    let mut slot = num(&add["slot"])?;
-    let mut cmds = Vec::new();
-    let mut calls = Vec::new();
-    let mut vendor = Vec::new();
-    let mut rule_cnt = 0;
-    let mut ret = 0i64;
-    for (ci, (what, vsi)) in order.iter().enumerate() {
-        let mut push = |k: &Value, resp_desc: Option<Vec<u8>>, slot: &mut u64| {
-            let mut k = k.clone();
-            k["call"] = json!(ci);
-            k["slot"] = json!(*slot);
-            if let Some(r) = resp_desc {
-                k["resp"]["desc"] = json!(hexstr(&r));
-            }
-            cmds.push(k);
-            *slot = (*slot + 1) % n;
-        };
-        if *what == "init" {
-            vendor.push("ice_vsi_init");
-            if *vsi == 0 {
-                push(add, None, &mut slot);
-                calls.push(calls0[0].clone());
-            } else {
-                push(add, Some(r1.clone()), &mut slot);
-                calls.push(init1.clone());
-            }
-            continue;
-        }
-        vendor.push("ice_fltr_add_mac_and_broadcast");
-        let mut out = calls0[1].clone();
-        if *vsi == 0 {
-            // vsi0's rules: exactly the published ones (with umac_shared
-            // the unicast one is a single add as well: the same bytes)
-            push(bcast, None, &mut slot);
-            push(mac_rule, None, &mut slot);
-            rule_cnt += 2;
-        } else {
-            let sent = |k: &Value| hexbytes(k["buf"]["hex"].as_str().unwrap_or(""));
-            let id = |k: &Value| {
-                let b = hexbytes(k["resp"]["buf"]["hex"].as_str().unwrap_or(""));
-                [b.get(12).copied().unwrap_or(0), b.get(13).copied().unwrap_or(0)]
-            };
-            let list = 16;
-            let ok = convert_to_list(
-                &mut cmds,
-                bcast,
-                &sent(bcast),
-                id(bcast),
-                v0,
-                v1n,
-                list,
-                &mut slot,
-                n,
-                ci,
-                fail,
-            );
-            if ok {
-                rule_cnt += 1;
-                if multicast || umac_shared {
-                    let ok2 = convert_to_list(
-                        &mut cmds,
-                        mac_rule,
-                        &sent(mac_rule),
-                        id(mac_rule),
-                        v0,
-                        v1n,
-                        list + 1,
-                        &mut slot,
-                        n,
-                        ci,
-                        None,
-                    );
-                    if ok2 {
-                        rule_cnt += 1;
-                    }
-                }
-            } else {
-                let (i, code) = fail?;
-                // the list rule itself counted when its add succeeded
-                if i == 2 {
-                    rule_cnt += 1;
-                }
-                ret = if i == 2 && code == 2 { -2 } else { -5 };
-                out["ret"] = json!(ret);
-                out["outputs"]["sq_last_status"] = json!(code);
-            }
-        }
-        out["outputs"]["switch_info.rule_cnt"] = json!(rule_cnt);
-        calls.push(out);
-        if ret != 0 {
-            break;
-        }
-    }
+    Some((v0, r1, init1))
+}
+
+/// The ATQ tail write (PF_FW_ATQT) that posts each of `cmds`.
+fn atq_tail_writes(cmds: &[Value], n: u64) -> Vec<Value> {
     let mut writes = Vec::new();
-    for k in &cmds {
+    for k in cmds {
         let s = (num(&k["slot"]).unwrap_or(0) + 1) % n;
         writes
             .push(json!({"call": k["call"].clone(), "offset": "0x00080400", "name": "PF_FW_ATQT",
             "value": format!("{s:#010x}"), "group": "atq"}));
     }
-    m["vendor"] = json!(vendor[..calls.len()]);
-    m["outputs"]["commands"] = json!(cmds);
-    m["outputs"]["calls"] = json!(calls);
-    m["outputs"]["reg_writes"] = json!(writes);
-    m["outputs"]["ret"] = json!(ret);
-    Some(m)
+    writes
+}
+
+/// The commands [`with_vsi1`] expects, as they are posted.
+struct Vsi1Cmds {
+    cmds: Vec<Value>,
+    /// The ATQ slot the next command takes, in a ring of `n`.
+    slot: u64,
+    n: u64,
+    /// (vsi0, vsi1) hardware numbers.
+    vsis: (u16, u16),
+    /// The injected firmware error: (list command, status).
+    fail: Option<(usize, u8)>,
+    rule_cnt: i32,
+}
+
+impl Vsi1Cmds {
+    /// `k` as call `ci` makes it in the next slot, with `resp_desc` as the
+    /// firmware's answer when given.
+    fn push(&mut self, k: &Value, resp_desc: Option<Vec<u8>>, ci: usize) {
+        let mut k = k.clone();
+        k["call"] = json!(ci);
+        k["slot"] = json!(self.slot);
+        if let Some(r) = resp_desc {
+            k["resp"]["desc"] = json!(hexstr(&r));
+        }
+        self.cmds.push(k);
+        self.slot = (self.slot + 1) % self.n;
+    }
+
+    /// vsi1's `ice_fltr_add_mac_and_broadcast` (call `ci`): the broadcast
+    /// rule becomes a VSI list, and the MAC rule too when `mac_too`. The
+    /// injected error's (ret, status) when it hits; `None` when the case
+    /// cannot be built.
+    fn vsi1_lists(
+        &mut self,
+        bcast: &Value,
+        mac_rule: &Value,
+        mac_too: bool,
+        ci: usize,
+    ) -> Option<Option<(i64, u8)>> {
+        let sent = |k: &Value| hexbytes(k["buf"]["hex"].as_str().unwrap_or(""));
+        let id = |k: &Value| {
+            let b = hexbytes(k["resp"]["buf"]["hex"].as_str().unwrap_or(""));
+            [b.get(12).copied().unwrap_or(0), b.get(13).copied().unwrap_or(0)]
+        };
+        let list = 16;
+        let (v0, v1n) = self.vsis;
+        let (cmds, slot, n) = (&mut self.cmds, &mut self.slot, self.n);
+        let ok = convert_to_list(
+            cmds,
+            bcast,
+            &sent(bcast),
+            id(bcast),
+            v0,
+            v1n,
+            list,
+            slot,
+            n,
+            ci,
+            self.fail,
+        );
+        if ok {
+            self.rule_cnt += 1;
+            if mac_too {
+                let (cmds, slot) = (&mut self.cmds, &mut self.slot);
+                let ok2 = convert_to_list(
+                    cmds,
+                    mac_rule,
+                    &sent(mac_rule),
+                    id(mac_rule),
+                    v0,
+                    v1n,
+                    list + 1,
+                    slot,
+                    n,
+                    ci,
+                    None,
+                );
+                if ok2 {
+                    self.rule_cnt += 1;
+                }
+            }
+            return Some(None);
+        }
+        let (i, code) = self.fail?;
+        // the list rule itself counted when its add succeeded
+        if i == 2 {
+            self.rule_cnt += 1;
+        }
+        Some(Some((if i == 2 && code == 2 { -2 } else { -5 }, code)))
+    }
 }
 
 /// `cfg_vsi_rdma` with more queue sets than one queue-group node holds
@@ -1003,28 +1080,7 @@ fn qsets_go_to_the_first_queue_group_with_room() {
         cmds.extend(query_k_elems(query, first, k));
         // call 4: the same commands, TEIDs above the first queue group moved
         for x in &old[ia + 2..] {
-            let mut x = x.clone();
-            let op = x["desc"]["hex"].as_str().unwrap()[4..8].to_string();
-            let mut rb = hexbytes(x["resp"]["buf"]["hex"].as_str().unwrap());
-            if op == "330c" {
-                let cnt = u16::from_le_bytes([rb[4], rb[5]]) as usize;
-                rb.resize(8 + 24 * cnt, 0);
-                for i in 0..cnt {
-                    let at = 8 + 24 * i + 4;
-                    let v = shift(le32_at(&rb, at));
-                    rb[at..at + 4].copy_from_slice(&v.to_le_bytes());
-                }
-            } else {
-                let mut b = hexbytes(x["buf"]["hex"].as_str().unwrap());
-                b.resize(24, 0);
-                let v = shift(le32_at(&b, 4));
-                b[4..8].copy_from_slice(&v.to_le_bytes());
-                x["buf"]["hex"] = json!(hexstr(&b));
-                rb.resize(24, 0);
-                rb[4..8].copy_from_slice(&v.to_le_bytes());
-            }
-            x["resp"]["buf"]["hex"] = json!(hexstr(&rb));
-            cmds.push(x);
+            cmds.push(shifted_cmd(x, shift));
         }
         let slot0 = num(&old[0]["slot"]).unwrap();
         let mut writes = Vec::new();
@@ -1038,32 +1094,7 @@ fn qsets_go_to_the_first_queue_group_with_room() {
         m["outputs"]["commands"] = json!(cmds);
         m["outputs"]["reg_writes"] = json!(writes);
         for ci in [3usize, 4] {
-            let out = &mut m["outputs"]["calls"][ci]["outputs"];
-            let tree = out["tree"].as_array_mut().unwrap();
-            let at = tree.iter().position(|x| num(&x["teid"]) == Some(u64::from(first))).unwrap();
-            let qgrp = tree[at].clone();
-            let mut end = at + 1;
-            for x in tree.iter_mut().skip(at + 1) {
-                if num(&x["parent"]) != Some(u64::from(first)) {
-                    break;
-                }
-                let t = num(&x["teid"]).unwrap() as u32;
-                x["teid"] = json!(shift(t));
-                end += 1;
-            }
-            for i in 1..k {
-                let mut x = qgrp.clone();
-                x["teid"] = json!(first + i as u32);
-                x["parent"] = json!(parent);
-                x["children"] = json!(0);
-                tree.insert(end + i - 1, x);
-            }
-            for i in 0..8 {
-                let key = format!("qset_teid[{i}]");
-                if let Some(v) = out.get(&key).and_then(num) {
-                    out[key] = json!(format!("{:#x}", shift(v as u32)));
-                }
-            }
+            add_queue_groups(&mut m["outputs"]["calls"][ci]["outputs"], first, parent, k, shift);
         }
         cases.push((m, format!("{k} queue groups")));
     }
@@ -1071,6 +1102,69 @@ fn qsets_go_to_the_first_queue_group_with_room() {
     let mut wrong = cases[0].0.clone();
     wrong["outputs"]["calls"][4]["outputs"]["qset_teid[0]"] = json!("0x2006");
     assert!(matches!(run_case(&wrong), Outcome::Fail(_)));
+}
+
+/// A command of call 4 with the TEIDs it sends and gets back moved by
+/// `shift`.
+fn shifted_cmd(x: &Value, shift: impl Fn(u32) -> u32) -> Value {
+    let mut x = x.clone();
+    let op = x["desc"]["hex"].as_str().unwrap()[4..8].to_string();
+    let mut rb = hexbytes(x["resp"]["buf"]["hex"].as_str().unwrap());
+    if op == "330c" {
+        let cnt = u16::from_le_bytes([rb[4], rb[5]]) as usize;
+        rb.resize(8 + 24 * cnt, 0);
+        for i in 0..cnt {
+            let at = 8 + 24 * i + 4;
+            let v = shift(le32_at(&rb, at));
+            rb[at..at + 4].copy_from_slice(&v.to_le_bytes());
+        }
+    } else {
+        let mut b = hexbytes(x["buf"]["hex"].as_str().unwrap());
+        b.resize(24, 0);
+        let v = shift(le32_at(&b, 4));
+        b[4..8].copy_from_slice(&v.to_le_bytes());
+        x["buf"]["hex"] = json!(hexstr(&b));
+        rb.resize(24, 0);
+        rb[4..8].copy_from_slice(&v.to_le_bytes());
+    }
+    x["resp"]["buf"]["hex"] = json!(hexstr(&rb));
+    x
+}
+
+/// The tree of a call's outputs `out` with the k − 1 further queue groups
+/// after the first (`first`, under `parent`), TEIDs moved by `shift`.
+fn add_queue_groups(
+    out: &mut Value,
+    first: u32,
+    parent: u32,
+    k: usize,
+    shift: impl Fn(u32) -> u32,
+) {
+    let tree = out["tree"].as_array_mut().unwrap();
+    let at = tree.iter().position(|x| num(&x["teid"]) == Some(u64::from(first))).unwrap();
+    let qgrp = tree[at].clone();
+    let mut end = at + 1;
+    for x in tree.iter_mut().skip(at + 1) {
+        if num(&x["parent"]) != Some(u64::from(first)) {
+            break;
+        }
+        let t = num(&x["teid"]).unwrap() as u32;
+        x["teid"] = json!(shift(t));
+        end += 1;
+    }
+    for i in 1..k {
+        let mut x = qgrp.clone();
+        x["teid"] = json!(first + i as u32);
+        x["parent"] = json!(parent);
+        x["children"] = json!(0);
+        tree.insert(end + i - 1, x);
+    }
+    for i in 0..8 {
+        let key = format!("qset_teid[{i}]");
+        if let Some(v) = out.get(&key).and_then(num) {
+            out[key] = json!(format!("{:#x}", shift(v as u32)));
+        }
+    }
 }
 
 /// Without DCB every TC node of ice's tree has tc_num 0, so on a

@@ -619,180 +619,257 @@ fn run_rounds<const S: usize, const O: usize>(
     // The fake's injected mapping errno: the Hal's error carries no errno,
     // so the driver's typed mapping error stands for whatever was injected.
     let inj_err = inp["inject"].get("fail_dma_map_err").and_then(Value::as_i64).unwrap_or(0);
+    let rc = RoundCfg { bvec, fail_map, cqe_id, inj_err };
     for (ri, round) in rounds.iter().enumerate() {
-        let tag = format!("round {ri}");
-        let eret = round.get("ret").and_then(Value::as_i64).unwrap_or(0);
-        let r = init(ctx, &mut s);
-        match (r, eret) {
-            (Err(e), er) if er < 0 => {
-                let injected =
-                    e == RwError::MapFailed && fail_map > 0 && inj_err != 0 && er == inj_err;
-                if i64::from(e.errno()) != er && !injected {
-                    return Outcome::Fail(format!(
-                        "{tag}: ret ours {} ({e:?}), expected {er}",
-                        e.errno()
-                    ));
-                }
-                if let Err(m) = check_state(&tag, &s, &round["state_after_init"], true) {
-                    return Outcome::Fail(m);
-                }
-                let elog: Vec<String> = round["state_after_init"]["log"]
-                    .as_array()
-                    .map(|a| a.iter().filter_map(|x| x.as_str().map(String::from)).collect())
-                    .unwrap_or_default();
-                if !elog.is_empty() && *s.iommu.log.borrow() != elog {
-                    return Outcome::Fail(format!(
-                        "{tag}: iommu log ours {:?}, expected {elog:?}",
-                        s.iommu.log.borrow()
-                    ));
-                }
-                continue;
-            }
-            (Ok(n), er) if er < 0 => {
-                // §11.7: Linux's -EINVAL because 256 entries exceed 256 pages.
-                if er == -22 && ctx.ctx_type() == Some(CtxType::Mr) {
-                    let v = check_mr_structure(ctx, &mut s, n);
-                    let _ = destroy(ctx, &mut s);
-                    return v;
-                }
-                let _ = destroy(ctx, &mut s);
-                return Outcome::Fail(format!("{tag}: ret ours {n}, expected {er}"));
-            }
-            (Err(RwError::InvalidArgument), er) if bvec && short_transfer(round, s.iter) => {
-                // §11.4: Linux "succeeds" moving other than bi_size bytes
-                // (nr_bvec below the segments the iterator covers); the
-                // driver refuses.
-                if live_maps(&s) != 0 || s.pool.in_use() != 0 {
-                    return Outcome::Fail(format!("{tag}: refused but left resources behind"));
-                }
-                let _ = er;
-                continue;
-            }
-            (Err(e), er) => {
-                return Outcome::Fail(format!(
-                    "{tag}: ret ours {} ({e:?}), expected {er}",
-                    e.errno()
-                ));
-            }
-            (Ok(_), _) => {}
-        }
-        let ret = r.unwrap_or(0) as i64;
-        let exp_type = round.get("ctx_type").and_then(Value::as_str).unwrap_or("");
-        let ours_type = ctx_name(ctx.ctx_type());
-        if ours_type != exp_type {
-            return Outcome::Fail(format!("{tag}: ctx_type ours {ours_type}, expected {exp_type}"));
-        }
-        let calls = round.get("calls").and_then(Value::as_array).cloned().unwrap_or_default();
-        // §11.7: MRs are filled by pages, Linux fills them by 256 entries;
-        // when the MR counts differ the chains are compared for equivalence.
-        let linux_mrs = calls
-            .first()
-            .and_then(|c| c.get("chain"))
-            .and_then(Value::as_array)
-            .map(|a| a.iter().filter(|w| w.get("reg").is_some()).count());
-        let regroup =
-            ctx.ctx_type() == Some(CtxType::Mr) && linux_mrs.is_some_and(|m| m != ctx.nr_ops());
-        if regroup {
-            if s.pool.in_use() != ctx.nr_ops() || live_maps(&s) == 0 {
-                return Outcome::Fail(format!("{tag}: MRs/mappings not held after init"));
-            }
-        } else if let Err(m) = check_state(&tag, &s, &round["state_after_init"], false) {
-            return Outcome::Fail(m);
-        }
-        let mut exp_ret = eret;
-        let mut first_exp: Option<Vec<Wr>> = None;
-        for (ci, call) in calls.iter().enumerate() {
-            let name = call.get("call").and_then(Value::as_str).unwrap_or("");
-            let post = name.starts_with("rdma_rw_ctx_post");
-            let chain_arg = if post {
-                s.chain_wr
-            } else {
-                call.get("chain_wr_arg").and_then(Value::as_bool).unwrap_or(s.chain_wr)
-            };
-            let exp: Vec<Wr> = call
-                .get("chain")
-                .and_then(Value::as_array)
-                .map(|a| a.iter().map(expected_wr).collect())
-                .unwrap_or_default();
-            let n_exp_rw = exp.iter().filter(|w| !w.is_chain).count();
-            let mut exp = normalise(exp, chain_arg, s.bvec);
-            // §11.8: a repeated `wrs`/`post` on one context rebuilds the first
-            // chain (no second key bump, no stale flags); only the chain WR
-            // and the signaling follow this call.
-            if ci > 0
-                && let Some(first) = &first_exp
-            {
-                let tail: Vec<Wr> = exp.iter().filter(|w| w.is_chain).cloned().collect();
-                exp = first.clone();
-                for w in exp.iter_mut() {
-                    w.signaled = false;
-                    w.wr_cqe = "null";
-                }
-                if chain_arg {
-                    exp.extend(tail);
-                } else if let Some(last) = exp.last_mut() {
-                    last.signaled = true;
-                    last.wr_cqe = if cqe_id == 0 { "null" } else { "caller_cqe" };
-                }
-            }
-            if ci == 0 {
-                first_exp = Some(exp.iter().filter(|w| !w.is_chain).cloned().collect());
-            }
-            let n_norm_rw = exp.iter().filter(|w| !w.is_chain).count();
-            if ci == 0 && !regroup {
-                exp_ret -= (n_exp_rw - n_norm_rw) as i64;
-                if ret != exp_ret {
-                    return Outcome::Fail(format!("{tag}: ret ours {ret}, expected {exp_ret}"));
-                }
-            }
-            let cw = [chain_wr()];
-            let chain: &[SendWr<'_>] = if chain_arg { &cw } else { &[] };
-            let ours: Vec<Wr> = if post {
-                let mut rec_wrs = Vec::new();
-                {
-                    // Keys and pages are read from the pool after the post.
-                    let mut sink = Sink(&mut rec_wrs);
-                    if let Err(e) = ctx.post(&mut sink, &mut s.pool, cqe_id, chain) {
-                        return Outcome::Fail(format!("{tag}: post failed: {e:?}"));
-                    }
-                }
-                rec_wrs.iter().map(|w| ours_wr(&w.as_wr(), &s.pool)).collect()
-            } else {
-                let mut buf = vec![
-                    SendWr {
-                        wr_id: 0,
-                        opcode: WrOpcode::Send,
-                        flags: SendFlags::NONE,
-                        sg_list: &[],
-                    };
-                    ctx.chain_len() + chain.len()
-                ];
-                match ctx.wrs(&mut s.pool, cqe_id, chain, &mut buf) {
-                    Ok(n) => buf.iter().take(n).map(|w| ours_wr(w, &s.pool)).collect(),
-                    Err(e) => return Outcome::Fail(format!("{tag}: wrs failed: {e:?}")),
-                }
-            };
-            if regroup {
-                if let Err(d) = mr_equivalent(&ours, &exp) {
-                    return Outcome::Fail(format!("{tag} call {ci} ({name}), regrouped MRs: {d}"));
-                }
-                if ci == 0 && ret != ours.iter().filter(|w| !w.is_chain).count() as i64 {
-                    return Outcome::Fail(format!("{tag}: ret {ret} is not our chain length"));
-                }
-            } else if let Some(d) = first_diff(&ours, &exp) {
-                return Outcome::Fail(format!("{tag} call {ci} ({name}): {d}"));
-            }
-        }
-        if let Err(e) = destroy(ctx, &mut s) {
-            return Outcome::Fail(format!("{tag}: destroy failed: {e:?}"));
-        }
-        if let Err(m) =
-            check_state(&format!("{tag} after destroy"), &s, &round["state_after_destroy"], true)
-        {
-            return Outcome::Fail(m);
+        if let Err(o) = run_round(ctx, &mut s, &rc, ri, round) {
+            return o;
         }
     }
     Outcome::Pass
+}
+
+/// What every round of a case shares.
+struct RoundCfg {
+    bvec: bool,
+    fail_map: u64,
+    cqe_id: u64,
+    inj_err: i64,
+}
+
+/// What one round has learnt by the time its calls run.
+struct RoundState {
+    tag: String,
+    /// The driver's `init` return.
+    ret: i64,
+    /// The vendor's return, less the WRs the normalisation folds away.
+    exp_ret: i64,
+    /// MR counts differ: chains are compared for equivalence.
+    regroup: bool,
+    /// The first call's expected chain (without the chain WR).
+    first_exp: Option<Vec<Wr>>,
+}
+
+/// One round: `init`, its calls, `destroy`; `Err` is the case's outcome
+/// (the round's failure, or a verdict reached early).
+fn run_round<const S: usize, const O: usize>(
+    ctx: &mut RwCtx<S, O>,
+    s: &mut Setup,
+    rc: &RoundCfg,
+    ri: usize,
+    round: &Value,
+) -> Result<(), Outcome> {
+    let tag = format!("round {ri}");
+    let eret = round.get("ret").and_then(Value::as_i64).unwrap_or(0);
+    let r = init(ctx, s);
+    if !init_as_expected(ctx, s, rc, &tag, round, r)? {
+        return Ok(());
+    }
+    let ret = r.unwrap_or(0) as i64;
+    let exp_type = round.get("ctx_type").and_then(Value::as_str).unwrap_or("");
+    let ours_type = ctx_name(ctx.ctx_type());
+    if ours_type != exp_type {
+        return Err(Outcome::Fail(format!(
+            "{tag}: ctx_type ours {ours_type}, expected {exp_type}"
+        )));
+    }
+    let calls = round.get("calls").and_then(Value::as_array).cloned().unwrap_or_default();
+    // §11.7: MRs are filled by pages, Linux fills them by 256 entries;
+    // when the MR counts differ the chains are compared for equivalence.
+    let linux_mrs = calls
+        .first()
+        .and_then(|c| c.get("chain"))
+        .and_then(Value::as_array)
+        .map(|a| a.iter().filter(|w| w.get("reg").is_some()).count());
+    let regroup =
+        ctx.ctx_type() == Some(CtxType::Mr) && linux_mrs.is_some_and(|m| m != ctx.nr_ops());
+    if regroup {
+        if s.pool.in_use() != ctx.nr_ops() || live_maps(s) == 0 {
+            return Err(Outcome::Fail(format!("{tag}: MRs/mappings not held after init")));
+        }
+    } else if let Err(m) = check_state(&tag, s, &round["state_after_init"], false) {
+        return Err(Outcome::Fail(m));
+    }
+    let mut rs = RoundState { tag, ret, exp_ret: eret, regroup, first_exp: None };
+    for (ci, call) in calls.iter().enumerate() {
+        check_call(ctx, s, rc, &mut rs, ci, call)?;
+    }
+    let tag = rs.tag;
+    if let Err(e) = destroy(ctx, s) {
+        return Err(Outcome::Fail(format!("{tag}: destroy failed: {e:?}")));
+    }
+    if let Err(m) =
+        check_state(&format!("{tag} after destroy"), s, &round["state_after_destroy"], true)
+    {
+        return Err(Outcome::Fail(m));
+    }
+    Ok(())
+}
+
+/// `init`'s return against the round's: `Ok(true)` when the round goes on
+/// to its calls, `Ok(false)` when it ends with an expected refusal, `Err`
+/// the case's outcome.
+fn init_as_expected<const S: usize, const O: usize>(
+    ctx: &mut RwCtx<S, O>,
+    s: &mut Setup,
+    rc: &RoundCfg,
+    tag: &str,
+    round: &Value,
+    r: Result<usize, RwError>,
+) -> Result<bool, Outcome> {
+    let eret = round.get("ret").and_then(Value::as_i64).unwrap_or(0);
+    match (r, eret) {
+        (Err(e), er) if er < 0 => {
+            let injected =
+                e == RwError::MapFailed && rc.fail_map > 0 && rc.inj_err != 0 && er == rc.inj_err;
+            if i64::from(e.errno()) != er && !injected {
+                return Err(Outcome::Fail(format!(
+                    "{tag}: ret ours {} ({e:?}), expected {er}",
+                    e.errno()
+                )));
+            }
+            if let Err(m) = check_state(tag, s, &round["state_after_init"], true) {
+                return Err(Outcome::Fail(m));
+            }
+            let elog: Vec<String> = round["state_after_init"]["log"]
+                .as_array()
+                .map(|a| a.iter().filter_map(|x| x.as_str().map(String::from)).collect())
+                .unwrap_or_default();
+            if !elog.is_empty() && *s.iommu.log.borrow() != elog {
+                return Err(Outcome::Fail(format!(
+                    "{tag}: iommu log ours {:?}, expected {elog:?}",
+                    s.iommu.log.borrow()
+                )));
+            }
+            Ok(false)
+        }
+        (Ok(n), er) if er < 0 => {
+            // §11.7: Linux's -EINVAL because 256 entries exceed 256 pages.
+            if er == -22 && ctx.ctx_type() == Some(CtxType::Mr) {
+                let v = check_mr_structure(ctx, s, n);
+                let _ = destroy(ctx, s);
+                return Err(v);
+            }
+            let _ = destroy(ctx, s);
+            Err(Outcome::Fail(format!("{tag}: ret ours {n}, expected {er}")))
+        }
+        (Err(RwError::InvalidArgument), er) if rc.bvec && short_transfer(round, s.iter) => {
+            // §11.4: Linux "succeeds" moving other than bi_size bytes
+            // (nr_bvec below the segments the iterator covers); the
+            // driver refuses.
+            if live_maps(s) != 0 || s.pool.in_use() != 0 {
+                return Err(Outcome::Fail(format!("{tag}: refused but left resources behind")));
+            }
+            let _ = er;
+            Ok(false)
+        }
+        (Err(e), er) => {
+            Err(Outcome::Fail(format!("{tag}: ret ours {} ({e:?}), expected {er}", e.errno())))
+        }
+        (Ok(_), _) => Ok(true),
+    }
+}
+
+/// One `wrs`/`post` call of a round: the driver's chain against the vendor's.
+fn check_call<const S: usize, const O: usize>(
+    ctx: &mut RwCtx<S, O>,
+    s: &mut Setup,
+    rc: &RoundCfg,
+    rs: &mut RoundState,
+    ci: usize,
+    call: &Value,
+) -> Result<(), Outcome> {
+    let tag = &rs.tag;
+    let name = call.get("call").and_then(Value::as_str).unwrap_or("");
+    let post = name.starts_with("rdma_rw_ctx_post");
+    let chain_arg = if post {
+        s.chain_wr
+    } else {
+        call.get("chain_wr_arg").and_then(Value::as_bool).unwrap_or(s.chain_wr)
+    };
+    let exp: Vec<Wr> = call
+        .get("chain")
+        .and_then(Value::as_array)
+        .map(|a| a.iter().map(expected_wr).collect())
+        .unwrap_or_default();
+    let n_exp_rw = exp.iter().filter(|w| !w.is_chain).count();
+    let mut exp = normalise(exp, chain_arg, s.bvec);
+    // §11.8: a repeated `wrs`/`post` on one context rebuilds the first
+    // chain (no second key bump, no stale flags); only the chain WR
+    // and the signaling follow this call.
+    if ci > 0
+        && let Some(first) = &rs.first_exp
+    {
+        let tail: Vec<Wr> = exp.iter().filter(|w| w.is_chain).cloned().collect();
+        exp = first.clone();
+        for w in exp.iter_mut() {
+            w.signaled = false;
+            w.wr_cqe = "null";
+        }
+        if chain_arg {
+            exp.extend(tail);
+        } else if let Some(last) = exp.last_mut() {
+            last.signaled = true;
+            last.wr_cqe = if rc.cqe_id == 0 { "null" } else { "caller_cqe" };
+        }
+    }
+    if ci == 0 {
+        rs.first_exp = Some(exp.iter().filter(|w| !w.is_chain).cloned().collect());
+    }
+    let n_norm_rw = exp.iter().filter(|w| !w.is_chain).count();
+    let ret = rs.ret;
+    if ci == 0 && !rs.regroup {
+        rs.exp_ret -= (n_exp_rw - n_norm_rw) as i64;
+        if ret != rs.exp_ret {
+            return Err(Outcome::Fail(format!("{tag}: ret ours {ret}, expected {}", rs.exp_ret)));
+        }
+    }
+    let ours = ours_chain(ctx, s, rc.cqe_id, post, chain_arg, tag)?;
+    if rs.regroup {
+        if let Err(d) = mr_equivalent(&ours, &exp) {
+            return Err(Outcome::Fail(format!("{tag} call {ci} ({name}), regrouped MRs: {d}")));
+        }
+        if ci == 0 && ret != ours.iter().filter(|w| !w.is_chain).count() as i64 {
+            return Err(Outcome::Fail(format!("{tag}: ret {ret} is not our chain length")));
+        }
+    } else if let Some(d) = first_diff(&ours, &exp) {
+        return Err(Outcome::Fail(format!("{tag} call {ci} ({name}): {d}")));
+    }
+    Ok(())
+}
+
+/// The chain the driver builds for one call, by `post` or by `wrs`.
+fn ours_chain<const S: usize, const O: usize>(
+    ctx: &mut RwCtx<S, O>,
+    s: &mut Setup,
+    cqe_id: u64,
+    post: bool,
+    chain_arg: bool,
+    tag: &str,
+) -> Result<Vec<Wr>, Outcome> {
+    let cw = [chain_wr()];
+    let chain: &[SendWr<'_>] = if chain_arg { &cw } else { &[] };
+    let ours: Vec<Wr> = if post {
+        let mut rec_wrs = Vec::new();
+        {
+            // Keys and pages are read from the pool after the post.
+            let mut sink = Sink(&mut rec_wrs);
+            if let Err(e) = ctx.post(&mut sink, &mut s.pool, cqe_id, chain) {
+                return Err(Outcome::Fail(format!("{tag}: post failed: {e:?}")));
+            }
+        }
+        rec_wrs.iter().map(|w| ours_wr(&w.as_wr(), &s.pool)).collect()
+    } else {
+        let mut buf =
+            vec![
+                SendWr { wr_id: 0, opcode: WrOpcode::Send, flags: SendFlags::NONE, sg_list: &[] };
+                ctx.chain_len() + chain.len()
+            ];
+        match ctx.wrs(&mut s.pool, cqe_id, chain, &mut buf) {
+            Ok(n) => buf.iter().take(n).map(|w| ours_wr(w, &s.pool)).collect(),
+            Err(e) => return Err(Outcome::Fail(format!("{tag}: wrs failed: {e:?}"))),
+        }
+    };
+    Ok(ours)
 }
 
 /// Byte ranges an MR chain moves: (opcode, remote, local, len), merged
@@ -966,28 +1043,7 @@ fn run_sizing(case: &Value) -> Outcome {
     let dev = device(&inp["device"]);
     let force_mr = flag(inp, "force_mr");
     match case["function"].as_str().unwrap_or("") {
-        "rdma_rw_mr_factor" => {
-            let maxpages = num(inp, "maxpages");
-            let ours = u64::from(rdma_rw_mr_factor(&dev, force_mr, maxpages as u32));
-            let linux = num(out, "ret");
-            let mr_pages = if dev.rdma_protocol_iwarp || dev.max_sgl_rd != 0 || force_mr {
-                u64::from(dev.max_fast_reg_page_list_len.min(256))
-            } else {
-                u64::from(dev.max_sge_rd)
-            };
-            let exact = maxpages.div_ceil(mr_pages.max(1)).min(u64::from(u32::MAX));
-            // Linux's u32 arithmetic (rw.c: rdma_rw_mr_factor), wrapping as
-            // it does; never an overflow panic on odd inputs (found by the
-            // conformance_json fuzz target: maxpages 0 with mr_pages 0).
-            let wrapped =
-                (maxpages.wrapping_add(mr_pages).wrapping_sub(1) & 0xffff_ffff) / mr_pages.max(1);
-            let expected = if linux != exact && linux == wrapped { exact } else { linux };
-            if ours == expected {
-                Outcome::Pass
-            } else {
-                Outcome::Fail(format!("ret ours {ours}, expected {expected} (Linux {linux})"))
-            }
-        }
+        "rdma_rw_mr_factor" => sizing_mr_factor(inp, out, &dev, force_mr),
         "rdma_rw_max_send_wr" => {
             let ours = u64::from(rdma_rw_max_send_wr(
                 &dev,
@@ -1002,57 +1058,79 @@ fn run_sizing(case: &Value) -> Outcome {
                 Outcome::Fail(format!("ret ours {ours}, expected {e}"))
             }
         }
-        "rdma_rw_init_qp" => {
-            let a = &inp["attr"];
-            let integrity = num(a, "create_flags") & 64 != 0;
-            let mut cap = RwQpCap {
-                max_send_wr: num(a, "cap.max_send_wr") as u32,
-                max_rdma_ctxs: num(a, "cap.max_rdma_ctxs") as u32,
-            };
-            let r = rdma_rw_init_qp(&dev, force_mr, &mut cap, integrity);
-            if integrity {
-                return match r {
-                    Err(RwError::IntegrityUnsupported) => Outcome::Skip(
-                        "integrity QP: E810 has no integrity handover; the driver refuses it \
-                         (as ib_create_named_qp does before rdma_rw_init_qp)"
-                            .into(),
-                    ),
-                    other => Outcome::Fail(format!("integrity QP not refused: {other:?}")),
-                };
-            }
-            if let Err(e) = r {
-                return Outcome::Fail(format!("refused: {e:?}"));
-            }
-            let linux = num(out, "cap.max_send_wr");
-            let ctxs = num(a, "cap.max_rdma_ctxs");
-            let wr = num(a, "cap.max_send_wr");
-            let f = u64::from(send_wr_factor(&dev, force_mr, false));
-            let exact = if ctxs == 0 {
-                wr
-            } else {
-                (wr + (f * ctxs).min(u64::from(u32::MAX)))
-                    .min(u64::from(u32::MAX))
-                    .min(u64::from(dev.max_qp_wr))
-            };
-            let wrapped = if ctxs == 0 {
-                wr
-            } else {
-                ((wr + f * ctxs) & 0xffff_ffff).min(u64::from(dev.max_qp_wr))
-            };
-            let expected = if linux != exact && linux == wrapped { exact } else { linux };
-            let ours = u64::from(cap.max_send_wr);
-            let ectx = num(out, "cap.max_rdma_ctxs");
-            if ours != expected {
-                Outcome::Fail(format!(
-                    "cap.max_send_wr ours {ours}, expected {expected} (Linux {linux})"
-                ))
-            } else if u64::from(cap.max_rdma_ctxs) != ectx {
-                Outcome::Fail("cap.max_rdma_ctxs changed".into())
-            } else {
-                Outcome::Pass
-            }
-        }
+        "rdma_rw_init_qp" => sizing_init_qp(inp, out, &dev, force_mr),
         f => Outcome::Fail(format!("unknown function {f}")),
+    }
+}
+
+/// `rdma_rw_mr_factor` against Linux's (its u32 wrap forgiven).
+fn sizing_mr_factor(inp: &Value, out: &Value, dev: &DeviceAttrs, force_mr: bool) -> Outcome {
+    let maxpages = num(inp, "maxpages");
+    let ours = u64::from(rdma_rw_mr_factor(dev, force_mr, maxpages as u32));
+    let linux = num(out, "ret");
+    let mr_pages = if dev.rdma_protocol_iwarp || dev.max_sgl_rd != 0 || force_mr {
+        u64::from(dev.max_fast_reg_page_list_len.min(256))
+    } else {
+        u64::from(dev.max_sge_rd)
+    };
+    let exact = maxpages.div_ceil(mr_pages.max(1)).min(u64::from(u32::MAX));
+    // Linux's u32 arithmetic (rw.c: rdma_rw_mr_factor), wrapping as
+    // it does; never an overflow panic on odd inputs (found by the
+    // conformance_json fuzz target: maxpages 0 with mr_pages 0).
+    let wrapped = (maxpages.wrapping_add(mr_pages).wrapping_sub(1) & 0xffff_ffff) / mr_pages.max(1);
+    let expected = if linux != exact && linux == wrapped { exact } else { linux };
+    if ours == expected {
+        Outcome::Pass
+    } else {
+        Outcome::Fail(format!("ret ours {ours}, expected {expected} (Linux {linux})"))
+    }
+}
+
+/// `rdma_rw_init_qp`'s send-queue sizing against Linux's (its u32 wrap
+/// forgiven); an integrity QP is refused.
+fn sizing_init_qp(inp: &Value, out: &Value, dev: &DeviceAttrs, force_mr: bool) -> Outcome {
+    let a = &inp["attr"];
+    let integrity = num(a, "create_flags") & 64 != 0;
+    let mut cap = RwQpCap {
+        max_send_wr: num(a, "cap.max_send_wr") as u32,
+        max_rdma_ctxs: num(a, "cap.max_rdma_ctxs") as u32,
+    };
+    let r = rdma_rw_init_qp(dev, force_mr, &mut cap, integrity);
+    if integrity {
+        return match r {
+            Err(RwError::IntegrityUnsupported) => Outcome::Skip(
+                "integrity QP: E810 has no integrity handover; the driver refuses it \
+                 (as ib_create_named_qp does before rdma_rw_init_qp)"
+                    .into(),
+            ),
+            other => Outcome::Fail(format!("integrity QP not refused: {other:?}")),
+        };
+    }
+    if let Err(e) = r {
+        return Outcome::Fail(format!("refused: {e:?}"));
+    }
+    let linux = num(out, "cap.max_send_wr");
+    let ctxs = num(a, "cap.max_rdma_ctxs");
+    let wr = num(a, "cap.max_send_wr");
+    let f = u64::from(send_wr_factor(dev, force_mr, false));
+    let exact = if ctxs == 0 {
+        wr
+    } else {
+        (wr + (f * ctxs).min(u64::from(u32::MAX)))
+            .min(u64::from(u32::MAX))
+            .min(u64::from(dev.max_qp_wr))
+    };
+    let wrapped =
+        if ctxs == 0 { wr } else { ((wr + f * ctxs) & 0xffff_ffff).min(u64::from(dev.max_qp_wr)) };
+    let expected = if linux != exact && linux == wrapped { exact } else { linux };
+    let ours = u64::from(cap.max_send_wr);
+    let ectx = num(out, "cap.max_rdma_ctxs");
+    if ours != expected {
+        Outcome::Fail(format!("cap.max_send_wr ours {ours}, expected {expected} (Linux {linux})"))
+    } else if u64::from(cap.max_rdma_ctxs) != ectx {
+        Outcome::Fail("cap.max_rdma_ctxs changed".into())
+    } else {
+        Outcome::Pass
     }
 }
 
