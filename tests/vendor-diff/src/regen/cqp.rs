@@ -110,29 +110,7 @@ fn describe(c: &CtrlCase) -> (&'static str, &'static str, Map<String, Value>) {
     put("hmc_obj[CQ].max_cnt", c.cq_count.into());
     put("hmc_obj[PBLE].cnt", c.pble_count.into());
     let (op, builder) = match &c.cmd {
-        Cmd::CreateQp(k) | Cmd::ModifyQp(k) | Cmd::DestroyQp(k) => {
-            put("hw_host_ctx_pa", hx(k.ctx_pa));
-            put("shadow_area_pa", hx(k.shadow_pa));
-            put_fields!(put, k; hex [qp_id] dec [qp_type virtual_map]);
-            match &c.cmd {
-                Cmd::DestroyQp(_) => {
-                    put_fields!(put, k; dec [remove_hash_idx ignore_mw_bnd]);
-                    ("destroy_qp", "irdma_sc_qp_destroy")
-                }
-                _ => {
-                    put("next_iwarp_state", k.next_state.into());
-                    put_fields!(put, k; dec [ord_valid tcp_ctx_valid cq_num_valid]
-                        dec [arp_cache_idx_valid mac_valid force_lpb]);
-                    if let Cmd::ModifyQp(_) = c.cmd {
-                        put_fields!(put, k; dec [cached_var_valid mss_change remove_hash_idx]
-                            dec [reset_tcp_conn dont_send_fin dont_send_term new_mss termlen]);
-                        ("modify_qp", "irdma_sc_qp_modify")
-                    } else {
-                        ("create_qp", "irdma_sc_qp_create")
-                    }
-                }
-            }
-        }
+        Cmd::CreateQp(k) | Cmd::ModifyQp(k) | Cmd::DestroyQp(k) => qp_inputs(&mut put, &c.cmd, k),
         Cmd::AllocStag(k) => {
             put_fields!(put, k; hex [total_len first_pm_pbl_idx stag_idx page_size pd_id]
                 hex [access_rights hmc_fcn_index]
@@ -156,57 +134,11 @@ fn describe(c: &CtrlCase) -> (&'static str, &'static str, Map<String, Value>) {
             put("placement_type", hx(0u8));
             ("mr_reg_non_shared", "irdma_sc_mr_reg_non_shared")
         }
-        Cmd::CreateCq(k) | Cmd::DestroyCq(k) => {
-            put("hmc_fpm_misc.max_ceqs", k.max_ceqs.into());
-            put("vsi.vsi_idx", k.vsi_idx.into());
-            put("cq_sw_object_addr(@8 = addr>>1)", hx(CQ_OBJECT));
-            put("shadow_area_pa", hx(k.shadow_pa));
-            put("pasid_valid", 0.into());
-            put("pasid", hx(0u8));
-            put_fields!(put, k; hex [cq_id cq_size tph_val first_pm_pbl_idx cq_pa]
-                hex [shadow_read_threshold]
-                dec [ceq_id ceq_id_valid ceqe_mask virtual_map tph_en avoid_mem_cflct]
-                dec [pbl_chunk_size check_overflow]);
-            if let Cmd::CreateCq(_) = c.cmd {
-                ("cq_create", "irdma_sc_cq_create")
-            } else {
-                ("cq_destroy", "irdma_sc_cq_destroy")
-            }
-        }
+        Cmd::CreateCq(k) | Cmd::DestroyCq(k) => cq_inputs(&mut put, &c.cmd, k),
         Cmd::CreateCeq(k) | Cmd::DestroyCeq(k) | Cmd::CreateAeq(k) | Cmd::DestroyAeq(k) => {
-            let aeq = matches!(c.cmd, Cmd::CreateAeq(_) | Cmd::DestroyAeq(_));
-            put(if aeq { "aeq_elem_pa" } else { "ceqe_pa" }, hx(k.pa));
-            put_fields!(put, k; hex [first_pm_pbl_idx] dec [elem_cnt virtual_map pbl_chunk_size]);
-            if !aeq {
-                put("hmc_fpm_misc.max_ceqs", k.max_ceqs.into());
-                put("vsi.vsi_idx", k.vsi_idx.into());
-                put_fields!(put, k; hex [tph_val] dec [ceq_id tph_en itr_no_expire]);
-            }
-            let q = if aeq { "aeq" } else { "ceq" };
-            put(&format!("pasid(sc_{q} field)"), hx(0u8));
-            put(&format!("pasid_valid(sc_{q} field)"), 0.into());
-            match c.cmd {
-                Cmd::CreateCeq(_) => ("ceq_create", "irdma_sc_ceq_init+irdma_sc_ceq_create"),
-                Cmd::DestroyCeq(_) => ("ceq_destroy", "irdma_sc_ceq_init+irdma_sc_ceq_destroy"),
-                Cmd::CreateAeq(_) => ("aeq_create", "irdma_sc_aeq_init+irdma_sc_aeq_create"),
-                _ => ("aeq_destroy", "irdma_sc_aeq_init+irdma_sc_aeq_destroy"),
-            }
+            eq_inputs(&mut put, &c.cmd, k)
         }
-        Cmd::Ah(k, op) => {
-            for n in 0..4 {
-                put(&format!("dest_ip_addr[{n}]"), hx(k.dest_ip_addr[n]));
-                put(&format!("src_ip_addr[{n}]"), hx(k.src_ip_addr[n]));
-            }
-            put("mac_addr", mac(&k.mac_addr));
-            put_fields!(put, k; hex [ah_idx pd_idx dst_arpindex flow_label vlan_tag tc_tos hop_ttl]
-                dec [insert_vlan_tag ipv4_valid do_lpbk]);
-            put("scratch", h16(SCRATCH));
-            match op {
-                0 => ("create_ah", "irdma_sc_access_ah(op 0x1c)"),
-                1 => ("modify_ah", "irdma_sc_access_ah(op 0x1d)"),
-                _ => ("destroy_ah", "irdma_sc_access_ah(op 0x1e)"),
-            }
-        }
+        Cmd::Ah(k, op) => ah_inputs(&mut put, k, *op),
         Cmd::Misc(k, op @ 0..=2) => {
             put("node_op", (*op).into());
             put_fields!(put, k; hex [id vsi parent_id prio_type tc weight] dec [type_leaf enable]);
@@ -224,6 +156,92 @@ fn describe(c: &CtrlCase) -> (&'static str, &'static str, Map<String, Value>) {
         }
     };
     (op, builder, i)
+}
+
+/// How [`describe`] records an input: its published name and value.
+type Put<'a> = dyn FnMut(&str, Value) + 'a;
+
+/// The QP commands' inputs; their `(op, builder)`.
+fn qp_inputs(put: &mut Put<'_>, cmd: &Cmd, k: &ctrl::VdQpCmd) -> (&'static str, &'static str) {
+    put("hw_host_ctx_pa", hx(k.ctx_pa));
+    put("shadow_area_pa", hx(k.shadow_pa));
+    put_fields!(put, k; hex [qp_id] dec [qp_type virtual_map]);
+    match cmd {
+        Cmd::DestroyQp(_) => {
+            put_fields!(put, k; dec [remove_hash_idx ignore_mw_bnd]);
+            ("destroy_qp", "irdma_sc_qp_destroy")
+        }
+        _ => {
+            put("next_iwarp_state", k.next_state.into());
+            put_fields!(put, k; dec [ord_valid tcp_ctx_valid cq_num_valid]
+                dec [arp_cache_idx_valid mac_valid force_lpb]);
+            if let Cmd::ModifyQp(_) = cmd {
+                put_fields!(put, k; dec [cached_var_valid mss_change remove_hash_idx]
+                    dec [reset_tcp_conn dont_send_fin dont_send_term new_mss termlen]);
+                ("modify_qp", "irdma_sc_qp_modify")
+            } else {
+                ("create_qp", "irdma_sc_qp_create")
+            }
+        }
+    }
+}
+
+/// The CQ commands' inputs; their `(op, builder)`.
+fn cq_inputs(put: &mut Put<'_>, cmd: &Cmd, k: &ctrl::VdCqCmd) -> (&'static str, &'static str) {
+    put("hmc_fpm_misc.max_ceqs", k.max_ceqs.into());
+    put("vsi.vsi_idx", k.vsi_idx.into());
+    put("cq_sw_object_addr(@8 = addr>>1)", hx(CQ_OBJECT));
+    put("shadow_area_pa", hx(k.shadow_pa));
+    put("pasid_valid", 0.into());
+    put("pasid", hx(0u8));
+    put_fields!(put, k; hex [cq_id cq_size tph_val first_pm_pbl_idx cq_pa]
+        hex [shadow_read_threshold]
+        dec [ceq_id ceq_id_valid ceqe_mask virtual_map tph_en avoid_mem_cflct]
+        dec [pbl_chunk_size check_overflow]);
+    if let Cmd::CreateCq(_) = cmd {
+        ("cq_create", "irdma_sc_cq_create")
+    } else {
+        ("cq_destroy", "irdma_sc_cq_destroy")
+    }
+}
+
+/// The CEQ / AEQ commands' inputs; their `(op, builder)`.
+fn eq_inputs(put: &mut Put<'_>, cmd: &Cmd, k: &ctrl::VdEqCmd) -> (&'static str, &'static str) {
+    let aeq = matches!(cmd, Cmd::CreateAeq(_) | Cmd::DestroyAeq(_));
+    put(if aeq { "aeq_elem_pa" } else { "ceqe_pa" }, hx(k.pa));
+    put_fields!(put, k; hex [first_pm_pbl_idx] dec [elem_cnt virtual_map pbl_chunk_size]);
+    if !aeq {
+        put("hmc_fpm_misc.max_ceqs", k.max_ceqs.into());
+        put("vsi.vsi_idx", k.vsi_idx.into());
+        put_fields!(put, k; hex [tph_val] dec [ceq_id tph_en itr_no_expire]);
+    }
+    let q = if aeq { "aeq" } else { "ceq" };
+    put(&format!("pasid(sc_{q} field)"), hx(0u8));
+    put(&format!("pasid_valid(sc_{q} field)"), 0.into());
+    match cmd {
+        Cmd::CreateCeq(_) => ("ceq_create", "irdma_sc_ceq_init+irdma_sc_ceq_create"),
+        Cmd::DestroyCeq(_) => ("ceq_destroy", "irdma_sc_ceq_init+irdma_sc_ceq_destroy"),
+        Cmd::CreateAeq(_) => ("aeq_create", "irdma_sc_aeq_init+irdma_sc_aeq_create"),
+        _ => ("aeq_destroy", "irdma_sc_aeq_init+irdma_sc_aeq_destroy"),
+    }
+}
+
+/// The AH commands' inputs (`op` 0, 1, 2: create, modify, destroy);
+/// their `(op, builder)`.
+fn ah_inputs(put: &mut Put<'_>, k: &ctrl::VdAhCmd, op: u32) -> (&'static str, &'static str) {
+    for n in 0..4 {
+        put(&format!("dest_ip_addr[{n}]"), hx(k.dest_ip_addr[n]));
+        put(&format!("src_ip_addr[{n}]"), hx(k.src_ip_addr[n]));
+    }
+    put("mac_addr", mac(&k.mac_addr));
+    put_fields!(put, k; hex [ah_idx pd_idx dst_arpindex flow_label vlan_tag tc_tos hop_ttl]
+        dec [insert_vlan_tag ipv4_valid do_lpbk]);
+    put("scratch", h16(SCRATCH));
+    match op {
+        0 => ("create_ah", "irdma_sc_access_ah(op 0x1c)"),
+        1 => ("modify_ah", "irdma_sc_access_ah(op 0x1d)"),
+        _ => ("destroy_ah", "irdma_sc_access_ah(op 0x1e)"),
+    }
 }
 
 /// Generates CQP cases until `want` are written for the chosen file.
