@@ -385,13 +385,15 @@ pub fn generate_ud(seed: u64, cases: u64) -> Result<Written, String> {
 /// `key` into the field's glue C type (`$i.fit`), or not expressible (`?`).
 /// Called as `local_fit!($ self)`: the `$` is handed in for the inner
 /// macro's own variable.
+// rustfmt re-indents the inner macro on every run (the `$d` tokens)
+#[rustfmt::skip]
 macro_rules! local_fit {
     ($d:tt $i:ident) => {
         macro_rules! fit {
-                    ($d k:expr) => {
-                        $i.fit($d k)?
-                    };
-                }
+            ($d k:expr) => {
+                $i.fit($d k)?
+            };
+        }
     };
 }
 
