@@ -7,7 +7,7 @@
 //! the shadow-area head, the CQ ring memory (the vendor rewrites CQEs in
 //! place) and the SQ/RQ tails.
 
-use irdma::uk::cq::{CompStatus, QueueType};
+use irdma::uk::cq::{CompStatus, CqPollInfo, QueueType};
 use irdma::uk::qp::{QpKind, QpUk};
 use irdma::uk::sq::SqWrTrk;
 use irdma::uk::{CqRing, PollError, Rq, Sq};
@@ -225,15 +225,7 @@ pub fn run_cq(case: &CqCase) -> Result<Option<&'static str>, Diff> {
     // SAFETY: `v.q` is live.
     let vctx = unsafe { ffi::vd_qp_ctx(v.q) };
     let size = case.cq_size as usize;
-    let vring = VRing::new(size * 4);
-    // SAFETY: `vring` holds `size` CQEs and outlives the CQ (owned by `VCq`).
-    let vc = unsafe { ffi::vd_cq_new(vring.ptr, case.cq_size, 7) };
-    if vc.is_null() {
-        return Err(run::set_up("vd_cq_new failed".into()));
-    }
-    let vcq = VCq { c: vc, ring: vring };
-    // SAFETY: `vcq.c` is live.
-    unsafe { ffi::vd_cq_set_position(vcq.c, case.cq_head, case.cq_pol.into()) };
+    let vcq = vendor_cq(case)?;
 
     let mut sq_mem = vec![0u64; ring * 4];
     let mut trk = vec![SqWrTrk::default(); ring];
@@ -255,6 +247,58 @@ pub fn run_cq(case: &CqCase) -> Result<Option<&'static str>, Diff> {
 
     // Reach the ring positions, then the set-up posts (both sides must
     // agree on each; the post differential judges them in detail).
+    fill_rings(case, &v, &mut qp)?;
+    let starts = set_up_posts(case, &v, &mut qp)?;
+    run::vendor_writes();
+    seed_ring(case, &vcq, &cq);
+    let mut run = CqRun {
+        case,
+        v: &v,
+        vctx,
+        vcq: &vcq,
+        cq,
+        qp,
+        starts,
+        // The device's write position.
+        dev: case.cq_head as usize,
+        dev_pol: case.cq_pol,
+    };
+    for (i, ev) in case.events.iter().enumerate() {
+        match ev {
+            Ev::Cqe { q, ext, null_ctx, stale, target } => {
+                run.cqe(q, ext.as_ref(), *null_ctx, *stale, *target)
+            }
+            Ev::Poll => {
+                if let Err(e) = run.poll() {
+                    return match e {
+                        PollEnd::Deviation(id) => Ok(Some(id)),
+                        PollEnd::Differs(what) => Err(Diff { op: i, what }),
+                    };
+                }
+            }
+        }
+    }
+    Ok(None)
+}
+
+/// The vendor's CQ of `case.cq_size` CQEs at the case's head and polarity.
+fn vendor_cq(case: &CqCase) -> Result<VCq, Diff> {
+    let size = case.cq_size as usize;
+    let vring = VRing::new(size * 4);
+    // SAFETY: `vring` holds `size` CQEs and outlives the CQ (owned by `VCq`).
+    let vc = unsafe { ffi::vd_cq_new(vring.ptr, case.cq_size, 7) };
+    if vc.is_null() {
+        return Err(run::set_up("vd_cq_new failed".into()));
+    }
+    let vcq = VCq { c: vc, ring: vring };
+    // SAFETY: `vcq.c` is live.
+    unsafe { ffi::vd_cq_set_position(vcq.c, case.cq_head, case.cq_pol.into()) };
+    Ok(vcq)
+}
+
+/// The filler posts (each consumed at once) that bring both QPs' rings to
+/// the case's positions.
+fn fill_rings(case: &CqCase, v: &run::VQp, qp: &mut QpUk<'_>) -> Result<(), Diff> {
     let filler = [ffi::IbSge { addr: 0x7f00_0010_0040, length: 256, lkey: 0xabcd00 }];
     let filler_d = run::to_sge(&filler);
     for _ in 0..case.qp.sq_filler {
@@ -283,6 +327,11 @@ pub fn run_cq(case: &CqCase) -> Result<Option<&'static str>, Diff> {
         unsafe { ffi::vd_qp_consume_all(v.q) };
         qp.rq.consume_all();
     }
+    Ok(())
+}
+
+/// The case's set-up posts on both QPs; the vendor's SQ WQE starts.
+fn set_up_posts(case: &CqCase, v: &run::VQp, qp: &mut QpUk<'_>) -> Result<Vec<u32>, Diff> {
     let mut starts = Vec::new();
     for op in &case.qp.ops {
         match op {
@@ -315,224 +364,260 @@ pub fn run_cq(case: &CqCase) -> Result<Option<&'static str>, Diff> {
             }
         }
     }
-    run::vendor_writes();
+    Ok(starts)
+}
 
-    // The ring as a device left it at this position: the slots behind the
-    // head carry this pass's valid bit (consumed), the others the previous
-    // pass's (not yet written), so polling never takes an unwritten slot
-    // (or, after a lap, an old CQE) for a new one.
-    for slot in 0..size {
+/// The ring as a device left it at this position: the slots behind the
+/// head carry this pass's valid bit (consumed), the others the previous
+/// pass's (not yet written), so polling never takes an unwritten slot
+/// (or, after a lap, an old CQE) for a new one.
+fn seed_ring(case: &CqCase, vcq: &VCq, cq: &CqRing<'_>) {
+    for slot in 0..case.cq_size as usize {
         let valid = if slot < case.cq_head as usize { case.cq_pol } else { !case.cq_pol };
         let w = if valid { q3::VALID } else { 0 };
         vcq.ring.write(slot * 4 + 3, w);
         cq.mem().write(slot * 4 + 3, w);
     }
-    // The device's write position.
-    let (mut dev, mut dev_pol) = (case.cq_head as usize, case.cq_pol);
-    let put = |slot: usize, w: &[u64; 4], ctx: Option<(u64, u64)>, drv: &CqRing<'_>| {
+}
+
+/// Why a poll ends the case.
+enum PollEnd {
+    /// A listed deviation.
+    Deviation(&'static str),
+    /// An unexplained difference.
+    Differs(String),
+}
+
+/// Both sides' QP and CQ while a case's events run.
+struct CqRun<'r, 'm> {
+    case: &'r CqCase,
+    v: &'r run::VQp,
+    /// The vendor's completion context (its QP's address).
+    vctx: u64,
+    vcq: &'r VCq,
+    cq: CqRing<'m>,
+    qp: QpUk<'m>,
+    /// The outstanding SQ WQE starts of the set-up posts.
+    starts: Vec<u32>,
+    /// The device's write position and pass.
+    dev: usize,
+    dev_pol: bool,
+}
+
+impl CqRun<'_, '_> {
+    /// Writes the CQE `w` at the device's slot on both rings, qword 1 the
+    /// completion context per side (`ctx`: vendor's, driver's) if given.
+    fn put(&self, slot: usize, w: &[u64; 4], ctx: Option<(u64, u64)>) {
         for (k, x) in w.iter().enumerate() {
             let (vx, dx) = match (k, ctx) {
                 (1, Some((a, b))) => (a, b),
                 _ => (*x, *x),
             };
-            vcq.ring.write(slot * 4 + k, vx);
-            drv.mem().write(slot * 4 + k, dx);
-        }
-    };
-    for (i, ev) in case.events.iter().enumerate() {
-        let d = |what: String| Diff { op: i, what };
-        match ev {
-            Ev::Cqe { q, ext, null_ctx, stale, target } => {
-                let mut w = *q;
-                if let Some(k) = target {
-                    target_wqe(&mut w[3], *k, &v.state(), c, &starts);
-                }
-                let valid = dev_pol ^ *stale;
-                w[3] = (w[3] & !q3::VALID) | if valid { q3::VALID } else { 0 };
-                let ctx = if *null_ctx { (0, 0) } else { (vctx, OUR_CTX) };
-                put(dev, &w, Some(ctx), &cq);
-                dev = (dev + 1) % size;
-                if dev == 0 {
-                    dev_pol = !dev_pol;
-                }
-                if let Some(e) = ext {
-                    let mut e = *e;
-                    e[3] = (e[3] & !q3::VALID) | if dev_pol ^ *stale { q3::VALID } else { 0 };
-                    // qword 1 of an extension is not read as such, but the
-                    // vendor dereferences it as a QP if a later poll takes
-                    // this slot for a CQE (overwritten ring, stale main
-                    // CQE): it carries the context too, so that stays safe.
-                    put(dev, &e, Some(ctx), &cq);
-                    dev = (dev + 1) % size;
-                    if dev == 0 {
-                        dev_pol = !dev_pol;
-                    }
-                }
-            }
-            Ev::Poll => {
-                // SAFETY: `vcq.c` is live.
-                let pre = unsafe { ffi::vd_cq_head(vcq.c) } as usize;
-                let pre_q3 = vcq.ring.read(pre * 4 + 3);
-                let flush_seen = qp.sq_flush_seen;
-                let mut o = VdPoll::default();
-                // SAFETY: `vcq.c` is live; `o` is a valid out pointer. The
-                // vendor dereferences the CQE's context, which is null or
-                // its own QP (`vctx`).
-                let vret = -unsafe { ffi::vd_cq_poll(vcq.c, &mut o) };
-                let dr = cq.poll_one(&mut qp);
-                // SAFETY: `vcq.c` is live.
-                let (vh, vp, vsh) = unsafe {
-                    (
-                        ffi::vd_cq_head(vcq.c),
-                        ffi::vd_cq_polarity(vcq.c) != 0,
-                        ffi::vd_cq_shadow(vcq.c, 0),
-                    )
-                };
-                // The comparison; a difference is first offered to the
-                // deviation classifiers (state differences also to the RQ
-                // parking one), then reported.
-                let fields: Result<(), String> = 'fields: {
-                    match (vret, &dr) {
-                        (0, Ok(info)) => {
-                            let mut diffs = Vec::new();
-                            let mut f = |name: &str, a: u64, b: u64| {
-                                if a != b {
-                                    diffs.push(format!("{name}: vendor {a:#x}, driver {b:#x}"));
-                                }
-                            };
-                            f("wr_id", o.wr_id, info.wr_id);
-                            f("bytes_xfered", o.bytes_xfered.into(), info.bytes_xfered.into());
-                            f("qp_id", o.qp_id.into(), info.qp_id.into());
-                            f("ud_src_qpn", o.ud_src_qpn.into(), info.ud_src_qpn.into());
-                            f("imm_valid", o.imm_valid.into(), info.imm_valid.into());
-                            if o.imm_valid != 0 {
-                                f("imm_data", o.imm_data.into(), info.imm_data.into());
-                            }
-                            f(
-                                "stag_invalid_set",
-                                o.stag_invalid_set.into(),
-                                info.stag_invalid_set.into(),
-                            );
-                            if o.stag_invalid_set != 0 {
-                                f("inv_stag", o.inv_stag.into(), info.inv_stag.into());
-                            }
-                            let cs = comp_status(o.comp_status);
-                            f(
-                                "comp_status (vendor's, mapped, equal)",
-                                1,
-                                u64::from(cs == Some(info.comp_status)),
-                            );
-                            f("error", o.error.into(), info.error.into());
-                            if o.error != 0 {
-                                f("major_err", o.major_err.into(), info.major_err.into());
-                                f("minor_err", o.minor_err.into(), info.minor_err.into());
-                            }
-                            f("op_type", o.op_type.into(), info.op_type.into());
-                            f("q_type", o.q_type.into(), u64::from(info.q_type == QueueType::Sq));
-                            f(
-                                "solicited_event",
-                                o.solicited_event.into(),
-                                info.solicited_event.into(),
-                            );
-                            f("push_dropped", o.push_dropped.into(), info.push_dropped.into());
-                            f("ipv4", o.ipv4.into(), info.ipv4.into());
-                            f("ud_vlan_valid", o.ud_vlan_valid.into(), info.ud_vlan_valid.into());
-                            if o.ud_vlan_valid != 0 {
-                                f("ud_vlan", o.ud_vlan.into(), info.ud_vlan.into());
-                            }
-                            f("ud_smac_valid", o.ud_smac_valid.into(), info.ud_smac_valid.into());
-                            if o.ud_smac_valid != 0 {
-                                let m = o.ud_smac.iter().fold(0u64, |a, b| a << 8 | u64::from(*b));
-                                f("ud_smac", m, info.ud_smac);
-                            }
-                            f("tcp_seq_num_rtt", o.tcp_seq_num_rtt.into(), info.stat_raw.into());
-                            if !diffs.is_empty() {
-                                break 'fields Err(format!(
-                                    "poll fields: {} (vendor comp_status {}, driver {:?})",
-                                    diffs.join("; "),
-                                    o.comp_status,
-                                    info.comp_status
-                                ));
-                            }
-                            run::stats::bump(if info.error {
-                                &run::stats::CQ_ERR
-                            } else {
-                                &run::stats::CQ_OK
-                            });
-                        }
-                        (2, Err(PollError::Empty)) => run::stats::bump(&run::stats::CQ_EMPTY),
-                        (2, Err(PollError::Drained)) | (14, Err(PollError::NoQp)) => {
-                            run::stats::bump(&run::stats::CQ_DROPPED)
-                        }
-                        (r, other) => {
-                            break 'fields Err(format!(
-                                "poll: vendor returned -{r}, driver {other:?}"
-                            ));
-                        }
-                    }
-                    Ok(())
-                };
-                if let Err(e) = fields {
-                    return match cq_deviation(vret, &dr, pre_q3, &starts, flush_seen) {
-                        Some(id) => Ok(Some(id)),
-                        None => Err(d(e)),
-                    };
-                }
-                // The CQE matters only when the poll parked on it (the head
-                // did not move after a completion): the next poll reads it
-                // again.
-                let parked = vh as usize == pre && vret == 0;
-                let state: Result<(), String> = 'state: {
-                    if (vh, vp) != (cq.head(), cq.polarity()) {
-                        break 'state Err(format!(
-                            "cq head/polarity after poll: vendor {vh}/{vp}, driver {}/{} ({dr:?})",
-                            cq.head(),
-                            cq.polarity()
-                        ));
-                    }
-                    if vsh != cq.shadow().read(0) {
-                        break 'state Err(format!(
-                            "shadow head: vendor {vsh:#x}, driver {:#x} ({dr:?})",
-                            cq.shadow().read(0)
-                        ));
-                    }
-                    // Software rewrites of a CQE (flush minor code, parked WQE
-                    // index) matter while it is at the head; a consumed slot is
-                    // the device's to overwrite.
-                    let h = cq.head() as usize;
-                    for k in [0usize, 2, 3].into_iter().filter(|_| parked) {
-                        let (a, b) = (vcq.ring.read(h * 4 + k), cq.mem().read(h * 4 + k));
-                        if a != b {
-                            break 'state Err(format!(
-                                "CQE at the head (slot {h}) word +{}: vendor {a:#018x}, driver {b:#018x} ({dr:?})",
-                                k * 8
-                            ));
-                        }
-                    }
-                    let vs = v.state();
-                    if (vs.sq_tail, vs.rq_tail) != (qp.sq.tail(), qp.rq.tail()) {
-                        break 'state Err(format!(
-                            "sq/rq tail after poll: vendor {}/{}, driver {}/{} ({dr:?})",
-                            vs.sq_tail,
-                            vs.rq_tail,
-                            qp.sq.tail(),
-                            qp.rq.tail()
-                        ));
-                    }
-                    Ok(())
-                };
-                if let Err(e) = state {
-                    let id = cq_deviation(vret, &dr, pre_q3, &starts, flush_seen)
-                        .or_else(|| park_deviation(pre_q3));
-                    return match id {
-                        Some(id) => Ok(Some(id)),
-                        None => Err(d(e)),
-                    };
-                }
-            }
+            self.vcq.ring.write(slot * 4 + k, vx);
+            self.cq.mem().write(slot * 4 + k, dx);
         }
     }
-    Ok(None)
+
+    /// The device's write position moves one slot (a new pass at the end).
+    fn advance(&mut self) {
+        self.dev = (self.dev + 1) % self.case.cq_size as usize;
+        if self.dev == 0 {
+            self.dev_pol = !self.dev_pol;
+        }
+    }
+
+    /// `Ev::Cqe`: the device writes a CQE (and its extension).
+    fn cqe(
+        &mut self,
+        q: &[u64; 4],
+        ext: Option<&[u64; 4]>,
+        null_ctx: bool,
+        stale: bool,
+        target: Option<u8>,
+    ) {
+        let mut w = *q;
+        if let Some(k) = target {
+            target_wqe(&mut w[3], k, &self.v.state(), &self.case.qp.cfg, &self.starts);
+        }
+        let valid = self.dev_pol ^ stale;
+        w[3] = (w[3] & !q3::VALID) | if valid { q3::VALID } else { 0 };
+        let ctx = if null_ctx { (0, 0) } else { (self.vctx, OUR_CTX) };
+        self.put(self.dev, &w, Some(ctx));
+        self.advance();
+        if let Some(e) = ext {
+            let mut e = *e;
+            e[3] = (e[3] & !q3::VALID) | if self.dev_pol ^ stale { q3::VALID } else { 0 };
+            // qword 1 of an extension is not read as such, but the
+            // vendor dereferences it as a QP if a later poll takes
+            // this slot for a CQE (overwritten ring, stale main
+            // CQE): it carries the context too, so that stays safe.
+            self.put(self.dev, &e, Some(ctx));
+            self.advance();
+        }
+    }
+
+    /// `Ev::Poll`: one poll on each side, compared.
+    fn poll(&mut self) -> Result<(), PollEnd> {
+        let vcq = self.vcq;
+        // SAFETY: `vcq.c` is live.
+        let pre = unsafe { ffi::vd_cq_head(vcq.c) } as usize;
+        let pre_q3 = vcq.ring.read(pre * 4 + 3);
+        let flush_seen = self.qp.sq_flush_seen;
+        let mut o = VdPoll::default();
+        // SAFETY: `vcq.c` is live; `o` is a valid out pointer. The
+        // vendor dereferences the CQE's context, which is null or
+        // its own QP (`vctx`).
+        let vret = -unsafe { ffi::vd_cq_poll(vcq.c, &mut o) };
+        let dr = self.cq.poll_one(&mut self.qp);
+        // SAFETY: `vcq.c` is live.
+        let (vh, vp, vsh) = unsafe {
+            (ffi::vd_cq_head(vcq.c), ffi::vd_cq_polarity(vcq.c) != 0, ffi::vd_cq_shadow(vcq.c, 0))
+        };
+        // The comparison; a difference is first offered to the
+        // deviation classifiers (state differences also to the RQ
+        // parking one), then reported.
+        if let Err(e) = poll_fields(vret, &o, &dr) {
+            return match cq_deviation(vret, &dr, pre_q3, &self.starts, flush_seen) {
+                Some(id) => Err(PollEnd::Deviation(id)),
+                None => Err(PollEnd::Differs(e)),
+            };
+        }
+        // The CQE matters only when the poll parked on it (the head
+        // did not move after a completion): the next poll reads it
+        // again.
+        let parked = vh as usize == pre && vret == 0;
+        if let Err(e) = self.poll_state((vh, vp, vsh), parked, &dr) {
+            let id = cq_deviation(vret, &dr, pre_q3, &self.starts, flush_seen)
+                .or_else(|| park_deviation(pre_q3));
+            return match id {
+                Some(id) => Err(PollEnd::Deviation(id)),
+                None => Err(PollEnd::Differs(e)),
+            };
+        }
+        Ok(())
+    }
+
+    /// The CQ head, polarity and shadow head (the vendor's: `vh`, `vp`,
+    /// `vsh`), the CQE at the head where the poll `parked` on it, and the
+    /// SQ/RQ tails after a poll whose driver result is `dr`.
+    fn poll_state(
+        &self,
+        (vh, vp, vsh): (u32, bool, u64),
+        parked: bool,
+        dr: &Result<CqPollInfo, PollError>,
+    ) -> Result<(), String> {
+        let (cq, qp, vcq) = (&self.cq, &self.qp, self.vcq);
+        if (vh, vp) != (cq.head(), cq.polarity()) {
+            return Err(format!(
+                "cq head/polarity after poll: vendor {vh}/{vp}, driver {}/{} ({dr:?})",
+                cq.head(),
+                cq.polarity()
+            ));
+        }
+        if vsh != cq.shadow().read(0) {
+            return Err(format!(
+                "shadow head: vendor {vsh:#x}, driver {:#x} ({dr:?})",
+                cq.shadow().read(0)
+            ));
+        }
+        // Software rewrites of a CQE (flush minor code, parked WQE
+        // index) matter while it is at the head; a consumed slot is
+        // the device's to overwrite.
+        let h = cq.head() as usize;
+        for k in [0usize, 2, 3].into_iter().filter(|_| parked) {
+            let (a, b) = (vcq.ring.read(h * 4 + k), cq.mem().read(h * 4 + k));
+            if a != b {
+                return Err(format!(
+                    "CQE at the head (slot {h}) word +{}: vendor {a:#018x}, driver {b:#018x} ({dr:?})",
+                    k * 8
+                ));
+            }
+        }
+        let vs = self.v.state();
+        if (vs.sq_tail, vs.rq_tail) != (qp.sq.tail(), qp.rq.tail()) {
+            return Err(format!(
+                "sq/rq tail after poll: vendor {}/{}, driver {}/{} ({dr:?})",
+                vs.sq_tail,
+                vs.rq_tail,
+                qp.sq.tail(),
+                qp.rq.tail()
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// A poll's results compared: the vendor's return `vret` (negated errno)
+/// and completion `o` against the driver's `dr`; counted in the stats
+/// where they agree.
+fn poll_fields(vret: i32, o: &VdPoll, dr: &Result<CqPollInfo, PollError>) -> Result<(), String> {
+    match (vret, dr) {
+        (0, Ok(info)) => {
+            let diffs = field_diffs(o, info);
+            if !diffs.is_empty() {
+                return Err(format!(
+                    "poll fields: {} (vendor comp_status {}, driver {:?})",
+                    diffs.join("; "),
+                    o.comp_status,
+                    info.comp_status
+                ));
+            }
+            run::stats::bump(if info.error { &run::stats::CQ_ERR } else { &run::stats::CQ_OK });
+        }
+        (2, Err(PollError::Empty)) => run::stats::bump(&run::stats::CQ_EMPTY),
+        (2, Err(PollError::Drained)) | (14, Err(PollError::NoQp)) => {
+            run::stats::bump(&run::stats::CQ_DROPPED)
+        }
+        (r, other) => {
+            return Err(format!("poll: vendor returned -{r}, driver {other:?}"));
+        }
+    }
+    Ok(())
+}
+
+/// The fields in which the vendor's completion `o` and the driver's `info`
+/// differ, each as "name: vendor …, driver …".
+fn field_diffs(o: &VdPoll, info: &CqPollInfo) -> Vec<String> {
+    let mut diffs = Vec::new();
+    let mut f = |name: &str, a: u64, b: u64| {
+        if a != b {
+            diffs.push(format!("{name}: vendor {a:#x}, driver {b:#x}"));
+        }
+    };
+    // the fields named alike on both sides
+    macro_rules! same {
+        ($($name:ident),+) => {
+            $(f(stringify!($name), o.$name.into(), info.$name.into());)+
+        };
+    }
+    f("wr_id", o.wr_id, info.wr_id);
+    same!(bytes_xfered, qp_id, ud_src_qpn, imm_valid);
+    if o.imm_valid != 0 {
+        same!(imm_data);
+    }
+    same!(stag_invalid_set);
+    if o.stag_invalid_set != 0 {
+        same!(inv_stag);
+    }
+    let cs = comp_status(o.comp_status);
+    f("comp_status (vendor's, mapped, equal)", 1, u64::from(cs == Some(info.comp_status)));
+    same!(error);
+    if o.error != 0 {
+        same!(major_err, minor_err);
+    }
+    same!(op_type);
+    f("q_type", o.q_type.into(), u64::from(info.q_type == QueueType::Sq));
+    same!(solicited_event, push_dropped, ipv4, ud_vlan_valid);
+    if o.ud_vlan_valid != 0 {
+        same!(ud_vlan);
+    }
+    same!(ud_smac_valid);
+    if o.ud_smac_valid != 0 {
+        let m = o.ud_smac.iter().fold(0u64, |a, b| a << 8 | u64::from(*b));
+        f("ud_smac", m, info.ud_smac);
+    }
+    f("tcp_seq_num_rtt", o.tcp_seq_num_rtt.into(), info.stat_raw.into());
+    diffs
 }
 
 /// Points a CQE (its qword 3, `w3`) at the `k`-th outstanding WQE of its

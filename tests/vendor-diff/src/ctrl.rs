@@ -590,14 +590,35 @@ fn driver_pbl(c: &CtrlCase, force_pbl: bool) -> Option<Drv> {
         ceq_count,
     });
     let mut w = [0u64; 8];
+    let (w, env) = (&mut w, &mut env);
     let r = match c.cmd {
+        Cmd::CreateQp(_) | Cmd::ModifyQp(_) | Cmd::DestroyQp(_) => qp_cmd(c.cmd, w, env),
+        Cmd::AllocStag(_) | Cmd::DeallocStag(_) | Cmd::RegMr(_) => {
+            stag_cmd(c.cmd, force_pbl, w, env)?
+        }
+        Cmd::CreateCq(_) | Cmd::DestroyCq(_) => cq_cmd(c.cmd, w, env)?,
+        Cmd::CreateCeq(_) | Cmd::DestroyCeq(_) | Cmd::CreateAeq(_) | Cmd::DestroyAeq(_) => {
+            eq_cmd(c.cmd, w, env)?
+        }
+        Cmd::Ah(..) => ah_cmd(c.cmd, w, env)?,
+        Cmd::Misc(..) => misc_cmd(c.cmd, w, env),
+    };
+    Some(r.map(|()| *w))
+}
+
+/// The encode result of a driver command.
+type Enc = Result<(), EncodeError>;
+
+/// CREATE / MODIFY / DESTROY_QP.
+fn qp_cmd(cmd: Cmd, w: &mut [u64; 8], env: &mut Env) -> Enc {
+    match cmd {
         Cmd::CreateQp(k) => from_glue!(k, CreateQp {
             host_ctx_pa: k.ctx_pa,
             shadow_area_pa: k.shadow_pa,
             force_loopback: k.force_lpb != 0,
         } flag [virtual_map ord_valid tcp_ctx_valid cq_num_valid arp_cache_idx_valid mac_valid]
           copy [qp_id qp_type next_state])
-        .encode(&mut w, &mut env),
+        .encode(w, env),
         Cmd::ModifyQp(k) => from_glue!(k, ModifyQp {
             host_ctx_pa: k.ctx_pa,
             shadow_area_pa: k.shadow_pa,
@@ -606,12 +627,19 @@ fn driver_pbl(c: &CtrlCase, force_pbl: bool) -> Option<Drv> {
                 arp_cache_idx_valid mac_valid mss_change remove_hash_idx reset_tcp_conn
                 dont_send_fin dont_send_term]
           copy [qp_id qp_type next_state new_mss termlen])
-        .encode(&mut w, &mut env),
+        .encode(w, env),
         Cmd::DestroyQp(k) => from_glue!(k, DestroyQp {
             host_ctx_pa: k.ctx_pa,
             shadow_area_pa: k.shadow_pa,
         } flag [ignore_mw_bnd remove_hash_idx] copy [qp_id qp_type])
-        .encode(&mut w, &mut env),
+        .encode(w, env),
+        _ => unreachable!("qp_cmd takes the QP commands"),
+    }
+}
+
+/// ALLOC_STAG / DEALLOC_STAG / REG_MR (`force_pbl`: see [`driver_pbl`]).
+fn stag_cmd(cmd: Cmd, force_pbl: bool, w: &mut [u64; 8], env: &mut Env) -> Option<Enc> {
+    Some(match cmd {
         Cmd::AllocStag(k) => {
             let pbl = match k.chunk_size {
                 0 if !force_pbl => None,
@@ -628,11 +656,11 @@ fn driver_pbl(c: &CtrlCase, force_pbl: bool) -> Option<Drv> {
                 placement_type: 0,
                 pbl,
             } flag [remote_access all_memory] copy [stag_idx pd_id total_len])
-            .encode(&mut w, &mut env)
+            .encode(w, env)
         }
         Cmd::DeallocStag(k) => {
             DeallocStag { stag_idx: k.stag_idx, pd_id: k.pd_id, mr: k.mr != 0, skip_flush: false }
-                .encode(&mut w, &mut env)
+                .encode(w, env)
         }
         Cmd::RegMr(k) => {
             let pages = match k.chunk_size {
@@ -652,8 +680,15 @@ fn driver_pbl(c: &CtrlCase, force_pbl: bool) -> Option<Drv> {
                 hmc_fn_index: k.hmc_fcn_index as u16,
                 placement_type: 0,
             } flag [va_based all_memory] copy [stag_idx stag_key pd_id va total_len])
-            .encode(&mut w, &mut env)
+            .encode(w, env)
         }
+        _ => unreachable!("stag_cmd takes the STAG/MR commands"),
+    })
+}
+
+/// CREATE / DESTROY_CQ.
+fn cq_cmd(cmd: Cmd, w: &mut [u64; 8], env: &mut Env) -> Option<Enc> {
+    Some(match cmd {
         Cmd::CreateCq(k) | Cmd::DestroyCq(k) => {
             let ceq_id = match k.ceq_id_valid {
                 0 => None,
@@ -667,7 +702,7 @@ fn driver_pbl(c: &CtrlCase, force_pbl: bool) -> Option<Drv> {
             };
             // SAFETY: vd_cq_ctx only takes an address.
             let cq_ctx = unsafe { vd_cq_ctx() };
-            if let Cmd::CreateCq(_) = c.cmd {
+            if let Cmd::CreateCq(_) = cmd {
                 from_glue!(k, CreateCq {
                     cq_ctx,
                     ceq_id,
@@ -677,7 +712,7 @@ fn driver_pbl(c: &CtrlCase, force_pbl: bool) -> Option<Drv> {
                     pasid: 0,
                 } flag [ceqe_mask check_overflow tph_en avoid_mem_cflct]
                   copy [cq_id cq_size shadow_read_threshold tph_val vsi_idx])
-                .encode(&mut w, &mut env)
+                .encode(w, env)
             } else {
                 from_glue!(k, DestroyCq {
                     cq_ctx,
@@ -687,9 +722,16 @@ fn driver_pbl(c: &CtrlCase, force_pbl: bool) -> Option<Drv> {
                     pasid_valid: false,
                     pasid: 0,
                 } flag [ceqe_mask tph_en avoid_mem_cflct] copy [cq_id cq_size])
-                .encode(&mut w, &mut env)
+                .encode(w, env)
             }
         }
+        _ => unreachable!("cq_cmd takes the CQ commands"),
+    })
+}
+
+/// CREATE / DESTROY_CEQ, CREATE / DESTROY_AEQ.
+fn eq_cmd(cmd: Cmd, w: &mut [u64; 8], env: &mut Env) -> Option<Enc> {
+    Some(match cmd {
         Cmd::CreateCeq(k) | Cmd::DestroyCeq(k) | Cmd::CreateAeq(k) | Cmd::DestroyAeq(k) => {
             let mem = QueueAddr {
                 pa: k.pa,
@@ -697,29 +739,36 @@ fn driver_pbl(c: &CtrlCase, force_pbl: bool) -> Option<Drv> {
                 pbl_chunk_size: k.pbl_chunk_size,
                 first_pbl_index: k.first_pm_pbl_idx,
             };
-            match c.cmd {
+            match cmd {
                 Cmd::CreateCeq(_) => from_glue!(k, CreateCeq {
                     ceq_id: u16::try_from(k.ceq_id).ok()?,
                     mem,
                     pasid_valid: false,
                     pasid: 0,
                 } flag [tph_en itr_no_expire] copy [elem_cnt tph_val vsi_idx])
-                .encode(&mut w, &mut env),
+                .encode(w, env),
                 Cmd::DestroyCeq(_) => from_glue!(k, DestroyCeq {
                     ceq_id: u16::try_from(k.ceq_id).ok()?,
                     mem,
                     pasid_valid: false,
                     pasid: 0,
                 } flag [tph_en] copy [elem_cnt])
-                .encode(&mut w, &mut env),
+                .encode(w, env),
                 Cmd::CreateAeq(_) => {
                     CreateAeq { elem_cnt: k.elem_cnt, mem, pasid_valid: false, pasid: 0 }
-                        .encode(&mut w, &mut env)
+                        .encode(w, env)
                 }
                 _ => DestroyAeq { elem_cnt: k.elem_cnt, mem, pasid_valid: false, pasid: 0 }
-                    .encode(&mut w, &mut env),
+                    .encode(w, env),
             }
         }
+        _ => unreachable!("eq_cmd takes the EQ commands"),
+    })
+}
+
+/// CREATE / MODIFY / DESTROY_ADDR_HANDLE.
+fn ah_cmd(cmd: Cmd, w: &mut [u64; 8], env: &mut Env) -> Option<Enc> {
+    Some(match cmd {
         Cmd::Ah(k, op) => {
             let info = from_glue!(k, AhInfo {
                 dst_arp_index: u16::try_from(k.dst_arpindex).ok()?,
@@ -730,21 +779,26 @@ fn driver_pbl(c: &CtrlCase, force_pbl: bool) -> Option<Drv> {
                 loopback: k.do_lpbk != 0,
             } flag [insert_vlan_tag] copy [ah_idx pd_idx flow_label vlan_tag tc_tos hop_ttl]);
             match op {
-                0 => CreateAh(info).encode(&mut w, &mut env),
-                1 => ModifyAh(info).encode(&mut w, &mut env),
-                _ => DestroyAh(info).encode(&mut w, &mut env),
+                0 => CreateAh(info).encode(w, env),
+                1 => ModifyAh(info).encode(w, env),
+                _ => DestroyAh(info).encode(w, env),
             }
         }
+        _ => unreachable!("ah_cmd takes the AH commands"),
+    })
+}
+
+/// WORK_SCHED_NODE, QUERY_FPM_VAL, COMMIT_FPM_VAL.
+fn misc_cmd(cmd: Cmd, w: &mut [u64; 8], env: &mut Env) -> Enc {
+    match cmd {
         Cmd::Misc(k, op) => match op {
-            3 => {
-                QueryFpmVal { hmc_fn_id: k.hmc_fn_id.into(), buf_pa: k.pa }.encode(&mut w, &mut env)
-            }
+            3 => QueryFpmVal { hmc_fn_id: k.hmc_fn_id.into(), buf_pa: k.pa }.encode(w, env),
             4 => CommitFpmVal {
                 hmc_fn_id: k.hmc_fn_id.into(),
                 buf_pa: k.pa,
                 flush_timer_disable: false,
             }
-            .encode(&mut w, &mut env),
+            .encode(w, env),
             _ => WsNode {
                 op: [WsNodeOp::Add, WsNodeOp::Modify, WsNodeOp::Delete][op as usize % 3],
                 node_id: k.id,
@@ -756,10 +810,10 @@ fn driver_pbl(c: &CtrlCase, force_pbl: bool) -> Option<Drv> {
                 tc: k.tc,
                 weight: k.weight,
             }
-            .encode(&mut w, &mut env),
+            .encode(w, env),
         },
-    };
-    Some(r.map(|()| w))
+        _ => unreachable!("misc_cmd takes the misc commands"),
+    }
 }
 
 fn cut(v: u64, bits: u32) -> u64 {

@@ -835,7 +835,25 @@ pub(crate) fn gen_events(rng: &mut Rng, rq_buf: u16) -> LanOp {
 
 pub(crate) fn gen_typed(rng: &mut Rng) -> LanOp {
     let lport = if rng.chance(3, 4) { rng.below(4) as u8 } else { rng.next_u64() as u8 };
-    let cmd = match rng.below(15) {
+    let cmd = typed_cmd(rng, lport);
+    let size = typed_answer_size(cmd);
+    let mut answers: Vec<Answer> = (0..rng.range(1, 2)).map(|_| gen_answer(rng, size)).collect();
+    for a in answers.iter_mut() {
+        if rng.chance(1, 4) {
+            continue;
+        }
+        a.hang = false;
+        a.retval = if rng.chance(4, 5) { 0 } else { a.retval };
+        typed_answer(rng, cmd, a);
+    }
+    bound_answers(cmd, &mut answers);
+    let regs = typed_regs(rng, cmd);
+    LanOp::Typed { cmd, answers, regs }
+}
+
+/// A typed command, on logical port `lport` where it takes one.
+fn typed_cmd(rng: &mut Rng, lport: u8) -> Typed {
+    match rng.below(15) {
         0 => Typed::ClearPfCfg,
         1 => Typed::ClearPxe,
         2 => Typed::GetVersion,
@@ -870,8 +888,12 @@ pub(crate) fn gen_typed(rng: &mut Rng) -> LanOp {
             num_funcs: rng.range(0, 8) as u32,
         },
         _ => Typed::QuerySchedRes,
-    };
-    let size: u16 = match cmd {
+    }
+}
+
+/// The answer buffer size a typed command posts.
+fn typed_answer_size(cmd: Typed) -> u16 {
+    match cmd {
         Typed::MacRead { buf_len } => buf_len.min(4096),
         Typed::LinkInfo { .. } => 32,
         Typed::QuerySchedRes => 320,
@@ -879,109 +901,116 @@ pub(crate) fn gen_typed(rng: &mut Rng) -> LanOp {
         Typed::QueryElem { .. } => 24,
         Typed::DevCaps { .. } | Typed::FuncCaps { .. } => 4096,
         _ => 0,
-    };
-    let mut answers: Vec<Answer> = (0..rng.range(1, 2)).map(|_| gen_answer(rng, size)).collect();
-    for a in answers.iter_mut() {
-        if rng.chance(1, 4) {
-            continue;
-        }
-        a.hang = false;
-        a.retval = if rng.chance(4, 5) { 0 } else { a.retval };
-        match cmd {
-            Typed::MacRead { .. } => {
-                // entries: port, type (0 LAN, 1 WoL), MAC; flags bit 4 =
-                // LAN address valid (bytes 16-17), num_addr byte 20
-                let n = rng.range(1, 3) as usize;
-                a.buf = (0..n)
-                    .flat_map(|_| {
-                        let mut e = bytes(rng, 8);
-                        e[1] = if rng.chance(2, 3) { 0 } else { rng.below(3) as u8 };
-                        e
-                    })
-                    .collect();
-                a.datalen = rng.chance(3, 4).then_some(a.buf.len() as u16);
-                let mut p = arr16(rng);
-                p[0] = if rng.chance(5, 6) { 1 << 4 | p[0] & !(1 << 4) } else { p[0] & !(1 << 4) };
-                p[4] = match rng.below(5) {
-                    0 => 0,
-                    1 => 255,
-                    _ => n as u8,
-                };
-                a.params = Some(p);
-            }
-            Typed::LinkInfo { .. } => {
-                a.buf = bytes(rng, 32);
-                a.datalen = rng.chance(1, 2).then_some(32);
-            }
-            Typed::GetDfltTopo { .. } => {
-                let n = rng.range(8, 600) as usize;
-                a.buf = bytes(rng, n);
-                let mut p = arr16(rng);
-                p[1] = if rng.chance(4, 5) { rng.range(0, 9) as u8 } else { p[1] };
-                a.params = Some(p);
-            }
-            Typed::DevCaps { .. } | Typed::FuncCaps { .. } => {
-                // 32-byte elements: id, major, minor, number, logical id,
-                // physical id, reserved; count at descriptor bytes 20-23
-                const IDS: [u16; 22] = [
-                    0x0001, 0x0002, 0x0005, 0x0012, 0x0013, 0x0014, 0x0017, 0x0018, 0x0040, 0x0041,
-                    0x0042, 0x0043, 0x0045, 0x0046, 0x0047, 0x0048, 0x0051, 0x0062, 0x0076, 0x0077,
-                    0x0080, 0x0092,
-                ];
-                let n = rng.range(0, 24) as usize;
-                let mut b = Vec::with_capacity(n * 32);
-                for _ in 0..n {
-                    let mut e = [0u8; 32];
-                    let id = if rng.chance(7, 8) { rng.pick(&IDS) } else { rng.next_u64() as u16 };
-                    e[0..2].copy_from_slice(&id.to_le_bytes());
-                    for at in [4usize, 8, 12] {
-                        let v: u32 = match rng.below(6) {
-                            0 => 0,
-                            1 => 1,
-                            2 => rng.u32_edge(),
-                            _ => rng.below(2048) as u32,
-                        };
-                        e[at..at + 4].copy_from_slice(&v.to_le_bytes());
-                    }
-                    b.extend_from_slice(&e);
-                }
-                let mut p = arr16(rng);
-                let count = if rng.chance(9, 10) { n as u32 } else { rng.below(128) as u32 };
-                p[4..8].copy_from_slice(&count.to_le_bytes());
-                a.params = Some(p);
-                a.datalen = rng.chance(3, 4).then_some(b.len() as u16);
-                a.buf = b;
-            }
-            Typed::QueryElem { .. } => {
-                a.buf = bytes(rng, 24);
-                let mut p = arr16(rng);
-                // num_elem_req (16-17) as sent, num_elem_resp (18-19)
-                p[0..2].copy_from_slice(&1u16.to_le_bytes());
-                let resp: u16 = if rng.chance(4, 5) { 1 } else { rng.below(3) as u16 };
-                p[2..4].copy_from_slice(&resp.to_le_bytes());
-                a.params = Some(p);
-            }
-            Typed::QuerySchedRes => {
-                let mut b = bytes(rng, 320);
-                let layers: u16 = match rng.below(12) {
-                    0 => 10,
-                    1 => 0x0100 | rng.range(1, 9) as u16,
-                    2 => 0,
-                    _ => rng.range(1, 9) as u16,
-                };
-                b[2..4].copy_from_slice(&layers.to_le_bytes());
-                a.buf = b;
-                a.datalen = Some(320);
-            }
-            _ => {}
-        }
     }
+}
+
+/// Shapes a firmware answer `a` (one not left as drawn) to what `cmd`
+/// reads from it.
+fn typed_answer(rng: &mut Rng, cmd: Typed, a: &mut Answer) {
+    match cmd {
+        Typed::MacRead { .. } => mac_read_answer(rng, a),
+        Typed::LinkInfo { .. } => {
+            a.buf = bytes(rng, 32);
+            a.datalen = rng.chance(1, 2).then_some(32);
+        }
+        Typed::GetDfltTopo { .. } => {
+            let n = rng.range(8, 600) as usize;
+            a.buf = bytes(rng, n);
+            let mut p = arr16(rng);
+            p[1] = if rng.chance(4, 5) { rng.range(0, 9) as u8 } else { p[1] };
+            a.params = Some(p);
+        }
+        Typed::DevCaps { .. } | Typed::FuncCaps { .. } => caps_answer(rng, a),
+        Typed::QueryElem { .. } => {
+            a.buf = bytes(rng, 24);
+            let mut p = arr16(rng);
+            // num_elem_req (16-17) as sent, num_elem_resp (18-19)
+            p[0..2].copy_from_slice(&1u16.to_le_bytes());
+            let resp: u16 = if rng.chance(4, 5) { 1 } else { rng.below(3) as u16 };
+            p[2..4].copy_from_slice(&resp.to_le_bytes());
+            a.params = Some(p);
+        }
+        Typed::QuerySchedRes => {
+            let mut b = bytes(rng, 320);
+            let layers: u16 = match rng.below(12) {
+                0 => 10,
+                1 => 0x0100 | rng.range(1, 9) as u16,
+                2 => 0,
+                _ => rng.range(1, 9) as u16,
+            };
+            b[2..4].copy_from_slice(&layers.to_le_bytes());
+            a.buf = b;
+            a.datalen = Some(320);
+        }
+        _ => {}
+    }
+}
+
+/// A Manage MAC Read answer.
+fn mac_read_answer(rng: &mut Rng, a: &mut Answer) {
+    // entries: port, type (0 LAN, 1 WoL), MAC; flags bit 4 =
+    // LAN address valid (bytes 16-17), num_addr byte 20
+    let n = rng.range(1, 3) as usize;
+    a.buf = (0..n)
+        .flat_map(|_| {
+            let mut e = bytes(rng, 8);
+            e[1] = if rng.chance(2, 3) { 0 } else { rng.below(3) as u8 };
+            e
+        })
+        .collect();
+    a.datalen = rng.chance(3, 4).then_some(a.buf.len() as u16);
+    let mut p = arr16(rng);
+    p[0] = if rng.chance(5, 6) { 1 << 4 | p[0] & !(1 << 4) } else { p[0] & !(1 << 4) };
+    p[4] = match rng.below(5) {
+        0 => 0,
+        1 => 255,
+        _ => n as u8,
+    };
+    a.params = Some(p);
+}
+
+/// A device / function capabilities answer.
+fn caps_answer(rng: &mut Rng, a: &mut Answer) {
+    // 32-byte elements: id, major, minor, number, logical id,
+    // physical id, reserved; count at descriptor bytes 20-23
+    const IDS: [u16; 22] = [
+        0x0001, 0x0002, 0x0005, 0x0012, 0x0013, 0x0014, 0x0017, 0x0018, 0x0040, 0x0041, 0x0042,
+        0x0043, 0x0045, 0x0046, 0x0047, 0x0048, 0x0051, 0x0062, 0x0076, 0x0077, 0x0080, 0x0092,
+    ];
+    let n = rng.range(0, 24) as usize;
+    let mut b = Vec::with_capacity(n * 32);
+    for _ in 0..n {
+        let mut e = [0u8; 32];
+        let id = if rng.chance(7, 8) { rng.pick(&IDS) } else { rng.next_u64() as u16 };
+        e[0..2].copy_from_slice(&id.to_le_bytes());
+        for at in [4usize, 8, 12] {
+            let v: u32 = match rng.below(6) {
+                0 => 0,
+                1 => 1,
+                2 => rng.u32_edge(),
+                _ => rng.below(2048) as u32,
+            };
+            e[at..at + 4].copy_from_slice(&v.to_le_bytes());
+        }
+        b.extend_from_slice(&e);
+    }
+    let mut p = arr16(rng);
+    let count = if rng.chance(9, 10) { n as u32 } else { rng.below(128) as u32 };
+    p[4..8].copy_from_slice(&count.to_le_bytes());
+    a.params = Some(p);
+    a.datalen = rng.chance(3, 4).then_some(b.len() as u16);
+    a.buf = b;
+}
+
+/// Keeps the answers to what the vendor's code walks without leaving its
+/// own buffers.
+fn bound_answers(cmd: Typed, answers: &mut [Answer]) {
     if matches!(cmd, Typed::DevCaps { .. } | Typed::FuncCaps { .. }) {
         // ice_parse_dev_caps / ice_parse_func_caps walk `count` elements of
         // their 4 KiB buffer unchecked: a count past 128 would make the
         // vendor's code read past it (a crash here, not a comparison). The
         // driver bounds the walk to the buffer (caps::walk); not exercised.
-        for a in &mut answers {
+        for a in answers.iter_mut() {
             if let Some(p) = &mut a.params {
                 let c = u32::from_le_bytes([p[4], p[5], p[6], p[7]]) % 129;
                 p[4..8].copy_from_slice(&c.to_le_bytes());
@@ -994,21 +1023,24 @@ pub(crate) fn gen_typed(rng: &mut Rng) -> LanOp {
         // make the vendor's code write past the array (corrupting its
         // struct ice_hw, not a comparison). 10 is kept: it reads one layer
         // entry past the answer, inside the harness's buffer.
-        for a in &mut answers {
+        for a in answers.iter_mut() {
             if let Some(l) = a.buf.get_mut(2) {
                 *l %= 11;
             }
         }
     }
-    let regs = match cmd {
+}
+
+/// The registers the firmware side holds for `cmd`.
+fn typed_regs(rng: &mut Rng, cmd: Typed) -> Vec<(usize, u32)> {
+    match cmd {
         Typed::FuncCaps { .. } => vec![(irdma::ice::caps::GLQF_FD_SIZE, rng.u32_edge())],
         Typed::SetMacCfg { .. } => vec![
             (irdma::ice::cmd::PRTMAC_TX_PAUSE_QUANTA_8, rng.u32_edge()),
             (irdma::ice::cmd::PRTMAC_TX_PAUSE_REFRESH_TIMER_8, rng.u32_edge()),
         ],
         _ => Vec::new(),
-    };
-    LanOp::Typed { cmd, answers, regs }
+    }
 }
 
 pub fn gen_lan_case(rng: &mut Rng) -> LanCase {

@@ -356,29 +356,15 @@ fn sw_round(n: u64, seed: u64, rng: &mut rng::Rng, rep: &mut Report) -> Result<b
 
 #[cfg(vendor_c)]
 fn run_all(opts: Opts, devs: &deviations::Deviations) -> Result<Report, String> {
-    let known: Vec<&str> = run::KNOWN_DEVIATIONS
-        .iter()
-        .chain(ctrl::KNOWN)
-        .chain(lan::KNOWN)
-        .chain(hmc::KNOWN)
-        .chain(rw::KNOWN)
-        .chain(lan_switch::KNOWN)
-        .chain(lan_vsi::KNOWN)
-        .copied()
-        .collect();
-    let mut lan_time = std::time::Duration::ZERO;
-    let mut sw_time = std::time::Duration::ZERO;
-    let mut hmc_time = std::time::Duration::ZERO;
-    let mut rw_time = std::time::Duration::ZERO;
+    let known = known_ids();
+    let mut tm = Times::default();
     // the rw area draws from its own stream: the other areas' cases stay
     // what they were without it
     let mut rw_rng = rng::Rng::new(opts.seed ^ rw::SEED_SALT);
     // so does the VSI-context area
     let mut vsi_rng = rng::Rng::new(opts.seed ^ lan_vsi::SEED_SALT);
-    let mut vsi_time = std::time::Duration::ZERO;
     devs.check_known(&known)?;
     let mut vcqp = ctrl::VendorCqp::new(4)?;
-    let mut ctrl_time = std::time::Duration::ZERO;
     let t = std::time::Instant::now();
     let mut rep = Report::default();
     let mut rng = rng::Rng::new(opts.seed);
@@ -391,63 +377,118 @@ fn run_all(opts: Opts, devs: &deviations::Deviations) -> Result<Report, String> 
         }
     }
     for n in 0..opts.cases {
-        let case = case::gen_case(&mut rng);
-        rep.cases += 1;
-        rep.ops += case.ops.len() as u64;
-        let mut vp = None;
-        match run::run(&case, &mut vp) {
-            run::Outcome::Same => rep.same += 1,
-            run::Outcome::Deviation(id) => rep.deviation(id),
-            run::Outcome::Differs(d) => {
-                let (small, d) = shrink::shrink(case, d);
-                let mut vp = None;
-                let _ = run::run(&small, &mut vp);
-                println!("DIFF case #{n} (seed {:#x}): op {}: {}", opts.seed, d.op, d.what);
-                println!("{}", vector::print(&small, &d, vp));
-                if rep.difference() {
-                    break;
-                }
-            }
+        if post_round(n, opts.seed, &mut rng, &mut rep) {
+            break;
         }
-        if timed(&mut ctrl_time, || ctrl_round(n, opts.seed, &mut rng, &mut vcqp, &mut rep)) {
+        if timed(&mut tm.ctrl, || ctrl_round(n, opts.seed, &mut rng, &mut vcqp, &mut rep)) {
             break;
         }
         // one LAN admin-queue session per two post cases (a session sets up
         // two queues per side, sometimes eleven times)
-        if n % 2 == 0 && timed(&mut lan_time, || lan_round(n, opts.seed, &mut rng, &mut rep)) {
+        if n % 2 == 0 && timed(&mut tm.lan, || lan_round(n, opts.seed, &mut rng, &mut rep)) {
             break;
         }
         // one HMC case per two post cases (a sizing runs up to 2000 shrink
         // rounds on each side)
-        if n % 2 == 1 && timed(&mut hmc_time, || hmc_round(n, opts.seed, &mut rng, &mut rep)) {
+        if n % 2 == 1 && timed(&mut tm.hmc, || hmc_round(n, opts.seed, &mut rng, &mut rep)) {
             break;
         }
         // one VSI / switch / scheduler session per four post cases (about
         // 1.5 ms each: the leg's share stays under 10 s)
-        if n % 4 == 1 && timed(&mut sw_time, || sw_round(n, opts.seed, &mut rng, &mut rep))? {
+        if n % 4 == 1 && timed(&mut tm.sw, || sw_round(n, opts.seed, &mut rng, &mut rep))? {
             break;
         }
-        if timed(&mut rw_time, || rw::rw_round(n, opts.seed, &mut rw_rng, &mut rep)) {
+        if timed(&mut tm.rw, || rw::rw_round(n, opts.seed, &mut rw_rng, &mut rep)) {
             break;
         }
-        if timed(&mut vsi_time, || lan_vsi::vsi_round(n, opts.seed, &mut vsi_rng, &mut rep)) {
+        if timed(&mut tm.vsi, || lan_vsi::vsi_round(n, opts.seed, &mut vsi_rng, &mut rep)) {
             break;
         }
-        let cqc = cq::gen_cq_case(&mut rng);
-        rep.cq_cases += 1;
-        match cq::run_cq(&cqc) {
-            Ok(None) => {}
-            Ok(Some(id)) => rep.deviation(id),
-            Err(d) => {
-                let (small, d) = cq::shrink_cq(cqc, d);
-                println!("DIFF cq case #{n} (seed {:#x}): event {}: {}", opts.seed, d.op, d.what);
-                print!("{}", cq::describe(&small));
-                if rep.difference() {
-                    break;
-                }
-            }
+        if cq_round(n, opts.seed, &mut rng, &mut rep) {
+            break;
         }
     }
+    print_summary(&rep, &tm, t.elapsed(), devs);
+    if rep.differences == 0 { Ok(rep) } else { Err(format!("{} differences", rep.differences)) }
+}
+
+/// Every deviation id an area can report; deviations.toml must list them.
+#[cfg(vendor_c)]
+fn known_ids() -> Vec<&'static str> {
+    run::KNOWN_DEVIATIONS
+        .iter()
+        .chain(ctrl::KNOWN)
+        .chain(lan::KNOWN)
+        .chain(hmc::KNOWN)
+        .chain(rw::KNOWN)
+        .chain(lan_switch::KNOWN)
+        .chain(lan_vsi::KNOWN)
+        .copied()
+        .collect()
+}
+
+/// The time spent in each area of a run.
+#[cfg(vendor_c)]
+#[derive(Default)]
+struct Times {
+    ctrl: std::time::Duration,
+    lan: std::time::Duration,
+    hmc: std::time::Duration,
+    sw: std::time::Duration,
+    rw: std::time::Duration,
+    vsi: std::time::Duration,
+}
+
+/// Post case `n`: a difference is shrunk and printed as a vector. Whether
+/// the run stops.
+#[cfg(vendor_c)]
+fn post_round(n: u64, seed: u64, rng: &mut rng::Rng, rep: &mut Report) -> bool {
+    let case = case::gen_case(rng);
+    rep.cases += 1;
+    rep.ops += case.ops.len() as u64;
+    let mut vp = None;
+    match run::run(&case, &mut vp) {
+        run::Outcome::Same => rep.same += 1,
+        run::Outcome::Deviation(id) => rep.deviation(id),
+        run::Outcome::Differs(d) => {
+            let (small, d) = shrink::shrink(case, d);
+            let mut vp = None;
+            let _ = run::run(&small, &mut vp);
+            println!("DIFF case #{n} (seed {seed:#x}): op {}: {}", d.op, d.what);
+            println!("{}", vector::print(&small, &d, vp));
+            return rep.difference();
+        }
+    }
+    false
+}
+
+/// CQ script `n`: a difference is shrunk and printed. Whether the run stops.
+#[cfg(vendor_c)]
+fn cq_round(n: u64, seed: u64, rng: &mut rng::Rng, rep: &mut Report) -> bool {
+    let cqc = cq::gen_cq_case(rng);
+    rep.cq_cases += 1;
+    match cq::run_cq(&cqc) {
+        Ok(None) => {}
+        Ok(Some(id)) => rep.deviation(id),
+        Err(d) => {
+            let (small, d) = cq::shrink_cq(cqc, d);
+            println!("DIFF cq case #{n} (seed {seed:#x}): event {}: {}", d.op, d.what);
+            print!("{}", cq::describe(&small));
+            return rep.difference();
+        }
+    }
+    false
+}
+
+/// The run's counts, per-area statistics and times (`elapsed` in all),
+/// and the deviations met with their reasons.
+#[cfg(vendor_c)]
+fn print_summary(
+    rep: &Report,
+    tm: &Times,
+    elapsed: std::time::Duration,
+    devs: &deviations::Deviations,
+) {
     println!(
         "vendor-diff: {} post cases ({} posts) + {} CQ scripts + {} CQP commands + {} QP contexts: {} post cases same, {} deviating as listed, {} different, {:.1}s",
         rep.cases,
@@ -458,45 +499,44 @@ fn run_all(opts: Opts, devs: &deviations::Deviations) -> Result<Report, String> 
         rep.same,
         rep.deviations.values().sum::<u64>(),
         rep.differences,
-        t.elapsed().as_secs_f64()
+        elapsed.as_secs_f64()
     );
     println!("  {}", run::stats::line());
     println!(
         "  {}; QP contexts equal: {}; control path {:.1}s",
         ctrl::stats::line(),
         qpc::EQUAL.load(std::sync::atomic::Ordering::Relaxed),
-        ctrl_time.as_secs_f64()
+        tm.ctrl.as_secs_f64()
     );
     println!(
         "  LAN admin queue: {} sessions, {} operations, {:.1}s",
         rep.lan_cases,
         rep.lan_ops,
-        lan_time.as_secs_f64()
+        tm.lan.as_secs_f64()
     );
-    println!("  {} in {} cases, {:.1}s", hmc::stats::line(), rep.hmc_cases, hmc_time.as_secs_f64());
+    println!("  {} in {} cases, {:.1}s", hmc::stats::line(), rep.hmc_cases, tm.hmc.as_secs_f64());
     println!(
         "  rw (core/rw.c + mr_pool.c): {} sessions, {} operations, {:.1}s",
         rep.rw_cases,
         rw::stats::ops(),
-        rw_time.as_secs_f64()
+        tm.rw.as_secs_f64()
     );
     println!("  {}", rw::stats::line());
     println!(
         "  LAN VSI / switch rules / scheduler tree: {} sessions, {:.1}s: {}",
         rep.sw_cases,
-        sw_time.as_secs_f64(),
+        tm.sw.as_secs_f64(),
         lan_switch::stats::line()
     );
     println!(
         "  LAN VSI contexts (ice_lib.c ice_vsi_init): {} compared, {:.1}s: {}",
         rep.vsi_ctx_cases,
-        vsi_time.as_secs_f64(),
+        tm.vsi.as_secs_f64(),
         lan_vsi::stats::line()
     );
     for (id, k) in &rep.deviations {
         println!("  deviation {id}: {k} cases ({})", devs.reason(id));
     }
-    if rep.differences == 0 { Ok(rep) } else { Err(format!("{} differences", rep.differences)) }
 }
 
 #[cfg(test)]

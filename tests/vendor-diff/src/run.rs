@@ -7,7 +7,7 @@ use core::ptr::NonNull;
 use std::cell::RefCell;
 
 use irdma::hal::{Bar, regs};
-use irdma::uk::sq::{SendKind, SqError, SqOp, SqPost, SqWrTrk};
+use irdma::uk::sq::{PostedWqe, SendKind, SqError, SqOp, SqPost, SqWrTrk};
 use irdma::uk::{QueueMem, Rq, RqError, Sq};
 use irdma::wr::Sge;
 
@@ -531,20 +531,47 @@ fn run_inner(case: &Case, vp: &mut Option<(usize, VendorPost)>) -> Result<Outcom
         .map_err(|e| set_up(format!("driver Rq::new: {e:?}")))?;
     let bar = RecBar::default();
 
-    // --- reach the ring positions
+    reach_positions(case, &[&v, &v2], &mut sq, &mut rq)?;
+    // The vendor's doorbell logic reads the device's SQ tail from the
+    // shadow area: the model is a device that caught up with every
+    // doorbell (its tail at the last doorbell's head).
+    vendor_writes();
+
+    let mut run = PostRun { case, v: &v, v2: &v2, v_db, sq, rq, bar };
+    for (i, op) in case.ops.iter().enumerate() {
+        let vs = run.state_before(i)?;
+        let end = match op {
+            Op::Sq(p) => run.sq_post(i, p, &vs, vp)?,
+            Op::Rq { wr_id, sges } => run.rq_post(i, *wr_id, sges, &vs)?,
+        };
+        if let Some(o) = end {
+            return Ok(o);
+        }
+    }
+    Ok(Outcome::Same)
+}
+
+/// --- reach the ring positions: fillers (consumed at once), then the
+/// outstanding posts, on both vendor QPs `vs` and the driver's rings.
+fn reach_positions(
+    case: &Case,
+    vs: &[&VQp; 2],
+    sq: &mut Sq<'_>,
+    rq: &mut Rq<'_>,
+) -> Result<(), Diff> {
     let filler = [IbSge { addr: 0x7f00_0010_0040, length: 256, lkey: 0xabcd00 }];
     let filler_d = to_sge(&filler);
     for _ in 0..case.sq_filler {
         let fp = filler_post(&filler);
-        twin_sq_post(&[&v, &v2], &mut sq, &fp, &filler, &filler_d)
+        twin_sq_post(vs, sq, &fp, &filler, &filler_d)
             .map_err(|e| set_up(format!("filler post: {e}")))?;
-        consume_all(&[&v, &v2]);
+        consume_all(vs);
         sq.consume_all();
     }
     for _ in 0..case.rq_filler {
-        twin_rq_post(&[&v, &v2], &mut rq, 0xf222, &filler, &filler_d)
+        twin_rq_post(vs, rq, 0xf222, &filler, &filler_d)
             .map_err(|e| set_up(format!("rq filler post: {e}")))?;
-        consume_all(&[&v, &v2]);
+        consume_all(vs);
         rq.consume_all();
     }
     let one = [IbSge { addr: 0x7d00_0030_0080, length: 512, lkey: 0xcafe00 }];
@@ -552,260 +579,324 @@ fn run_inner(case: &Case, vp: &mut Option<(usize, VendorPost)>) -> Result<Outcom
     for _ in 0..case.sq_outstanding {
         let mut fp = filler_post(&one);
         fp.wr_id = 0xf555;
-        twin_sq_post(&[&v, &v2], &mut sq, &fp, &one, &one_d)
+        twin_sq_post(vs, sq, &fp, &one, &one_d)
             .map_err(|e| set_up(format!("outstanding post: {e}")))?;
     }
     for _ in 0..case.rq_outstanding {
-        twin_rq_post(&[&v, &v2], &mut rq, 0xf333, &one, &one_d)
+        twin_rq_post(vs, rq, 0xf333, &one, &one_d)
             .map_err(|e| set_up(format!("outstanding receive: {e}")))?;
     }
-    // The vendor's doorbell logic reads the device's SQ tail from the
-    // shadow area: the model is a device that caught up with every
-    // doorbell (its tail at the last doorbell's head).
-    vendor_writes();
+    Ok(())
+}
 
-    for (i, op) in case.ops.iter().enumerate() {
-        let d = |what: String| Diff { op: i, what };
+/// The vendor's answer to one SQ post (the twin's agreed).
+struct VSqPost {
+    ret: i32,
+    idx: u32,
+    /// Its doorbell writes (`u32::MAX`: a write elsewhere).
+    db: Vec<u32>,
+    /// Per quantum of the WQE: the bytes it wrote (equal on both QPs).
+    masks: Vec<[u64; 4]>,
+    /// Its tracking entry: wr_id, wr_len, quanta.
+    trk: (u64, u32, u16),
+}
+
+/// Both sides' QPs while a case's ops run.
+struct PostRun<'r, 'm> {
+    case: &'r Case,
+    v: &'r VQp,
+    v2: &'r VQp,
+    /// The vendor's doorbell address.
+    v_db: u64,
+    sq: Sq<'m>,
+    rq: Rq<'m>,
+    bar: RecBar,
+}
+
+impl PostRun<'_, '_> {
+    /// The vendor's QP state before op `i`, which must agree with the
+    /// driver's.
+    fn state_before(&self, i: usize) -> Result<VdQpState, Diff> {
+        let (v, sq, rq) = (self.v, &self.sq, &self.rq);
         let vs = v.state();
         if vs.sq_head != sq.head() || vs.sq_tail != sq.tail() || vs.rq_head != rq.head() {
-            return Err(d(format!(
-                "state before: vendor sq {}/{} rq {}, driver sq {}/{} rq {}",
-                vs.sq_head,
-                vs.sq_tail,
-                vs.rq_head,
+            return Err(Diff {
+                op: i,
+                what: format!(
+                    "state before: vendor sq {}/{} rq {}, driver sq {}/{} rq {}",
+                    vs.sq_head,
+                    vs.sq_tail,
+                    vs.rq_head,
+                    sq.head(),
+                    sq.tail(),
+                    rq.head()
+                ),
+            });
+        }
+        Ok(vs)
+    }
+
+    /// Op `i`, an SQ post `p` (the vendor's state before: `vs`); what the
+    /// vendor did goes to `vp`. `Some` ends the case.
+    fn sq_post(
+        &mut self,
+        i: usize,
+        p: &SqPostIn,
+        vs: &VdQpState,
+        vp: &mut Option<(usize, VendorPost)>,
+    ) -> Result<Option<Outcome>, Diff> {
+        let d = |what: String| Diff { op: i, what };
+        let (v, ring) = (self.v, self.case.cfg.sq_quanta as usize);
+        let head = vs.sq_head as usize;
+        for k in 0..16 * 4 {
+            let w = (head * 4 + k) % (ring * 4);
+            v.sq.write(w, pattern(i, w, false));
+            self.v2.sq.write(w, pattern(i, w, true));
+            self.sq.mem().write(w, pattern(i, w, false));
+        }
+        let mut bufs = Vec::new();
+        let sges = sges_of(p, &mut bufs);
+        let dsges = to_sge(&sges);
+        let vpost = vendor_post(p, &sges);
+        let mut vr = self.vendor_sq_post(&vpost).map_err(d)?;
+        let dr = self.sq.post(&driver_post(p, &dsges));
+        if p.post_sq && dr.is_ok() {
+            self.sq.ring_doorbell(&self.bar);
+        }
+        let ddb: Vec<u32> = std::mem::take(&mut *self.bar.writes.borrow_mut())
+            .into_iter()
+            .map(|(o, val)| if o == regs::WQEALLOC { val } else { u32::MAX })
+            .collect();
+        let va = v.state();
+        *vp = Some((i, self.vendor_wqe(&mut vr, vs, &va)));
+        let posted = match answers(vr.ret, dr, "the WR", errno_sq, |e| deviation_of(p, e)) {
+            Answers::Posted(pw) => pw,
+            Answers::Deviation(id) => return Ok(Some(Outcome::Deviation(id))),
+            Answers::Differs(m) => return Err(d(m)),
+            Answers::Refused(r) => {
+                if self.sq.head() != vs.sq_head || va.sq_head != vs.sq_head {
+                    return Err(d("a refused post moved the head".into()));
+                }
+                if !vr.db.is_empty() || !ddb.is_empty() {
+                    return Err(d(format!(
+                        "a refused post rang: vendor {vdb:x?}, driver {ddb:x?}",
+                        vdb = vr.db
+                    )));
+                }
+                stats::bump(if r == ENOMEM { &stats::SQ_ENOMEM } else { &stats::SQ_EINVAL });
+                return Ok(None);
+            }
+        };
+        self.sq_posted(&posted, &vr, &va, head, &ddb).map_err(d)?;
+        Ok(None)
+    }
+
+    /// The vendor's post of `vpost` on both its QPs (the twin must answer
+    /// alike), with the doorbell writes of the first.
+    fn vendor_sq_post(&self, vpost: &VdSqPost) -> Result<VSqPost, String> {
+        let (v, v2) = (self.v, self.v2);
+        // SAFETY: `v.q` is live.
+        unsafe { ffi::vd_qp_set_hw_tail(v.q, ffi::vd_qp_initial_head(v.q)) };
+        let mut vidx = u32::MAX;
+        // SAFETY: `vpost.sges` points at `sges` (alive), inline
+        // addresses at `bufs` (alive).
+        let vret = -unsafe { ffi::vd_sq_post(v.q, vpost, &mut vidx) };
+        let vdb: Vec<u32> = vendor_writes()
+            .into_iter()
+            .map(|(a, val)| if a == self.v_db { val } else { u32::MAX })
+            .collect();
+        let mut vidx2 = u32::MAX;
+        // SAFETY: as above, on the twin.
+        let vret2 = -unsafe {
+            ffi::vd_qp_set_hw_tail(v2.q, ffi::vd_qp_initial_head(v2.q));
+            ffi::vd_sq_post(v2.q, vpost, &mut vidx2)
+        };
+        vendor_writes();
+        if (vret2, vidx2) != (vret, vidx) {
+            return Err(format!("the vendor twin differs: {vret2}/{vidx2} vs {vret}/{vidx}"));
+        }
+        Ok(VSqPost { ret: vret, idx: vidx, db: vdb, masks: Vec::new(), trk: (0, 0, 0) })
+    }
+
+    /// What the vendor's post (`vr`; its state before `vs`, after `va`)
+    /// left: the WQE's words, the bytes it wrote (into `vr.masks`) and its
+    /// tracking entry (into `vr.trk`), as a [`VendorPost`].
+    fn vendor_wqe(&self, vr: &mut VSqPost, vs: &VdQpState, va: &VdQpState) -> VendorPost {
+        let (c, v, ring) = (&self.case.cfg, self.v, self.case.cfg.sq_quanta as usize);
+        let head = vs.sq_head as usize;
+        let quanta = (va.sq_head + c.sq_quanta - vs.sq_head) % c.sq_quanta;
+        let words: Vec<[u64; 4]> = (0..quanta as usize)
+            .map(|q| {
+                let b = ((head + q) % ring) * 4;
+                [v.sq.read(b), v.sq.read(b + 1), v.sq.read(b + 2), v.sq.read(b + 3)]
+            })
+            .collect();
+        vr.masks = (0..quanta as usize)
+            .map(|q| {
+                let b = ((head + q) % ring) * 4;
+                core::array::from_fn(|k| same_bytes(v.sq.read(b + k), self.v2.sq.read(b + k)))
+            })
+            .collect();
+        let t = &mut vr.trk;
+        // SAFETY: `v.q` is live; out pointers are valid.
+        unsafe { ffi::vd_qp_trk(v.q, vr.idx, &mut t.0, &mut t.1, &mut t.2) };
+        VendorPost {
+            ret: vr.ret,
+            wqe_idx: vr.idx,
+            quanta: if vr.ret == 0 { (va.sq_head + c.sq_quanta - vr.idx) % c.sq_quanta } else { 0 },
+            valid: va.swqe_polarity != 0,
+            head_before: vs.sq_head,
+            tail_before: vs.sq_tail,
+            polarity_before: vs.swqe_polarity,
+            head_after: va.sq_head,
+            tail_after: va.sq_tail,
+            words,
+            masks: vr.masks.clone(),
+            doorbells: vr.db.clone(),
+            trk: vr.trk,
+        }
+    }
+
+    /// After both posted: the driver's WQE (`posted`, from quantum `head`)
+    /// against the vendor's (`vr`, its state after `va`), and the
+    /// doorbells (`ddb`).
+    fn sq_posted(
+        &self,
+        posted: &PostedWqe,
+        vr: &VSqPost,
+        va: &VdQpState,
+        head: usize,
+        ddb: &[u32],
+    ) -> Result<(), String> {
+        let (v, sq, ring, vidx) = (self.v, &self.sq, self.case.cfg.sq_quanta as usize, vr.idx);
+        let (masks, t) = (&vr.masks, vr.trk);
+        if posted.wqe_idx != vidx {
+            return Err(format!("wqe_idx: vendor {vidx}, driver {}", posted.wqe_idx));
+        }
+        if sq.head() != va.sq_head || sq.tail() != va.sq_tail {
+            return Err(format!(
+                "head/tail after: vendor {}/{}, driver {}/{}",
+                va.sq_head,
+                va.sq_tail,
                 sq.head(),
-                sq.tail(),
+                sq.tail()
+            ));
+        }
+        if posted.valid != (va.swqe_polarity != 0) {
+            return Err(format!("valid bit: vendor {}, driver {}", va.swqe_polarity, posted.valid));
+        }
+        // Every byte the vendor wrote must be the driver's; bytes it
+        // left alone inside the WQE's quanta are free (the device
+        // ignores them); past the WQE the driver must write nothing.
+        for (q, k) in (0..16usize).flat_map(|q| (0..4).map(move |k| (q, k))) {
+            let b = ((head + q) % ring) * 4;
+            let (vw, dw) = (v.sq.read(b + k), sq.mem().read(b + k));
+            let m = masks.get(q).map_or(u64::MAX, |w| w[k]);
+            if (vw ^ dw) & m != 0 {
+                let slot = (head + q) % ring;
+                return Err(format!(
+                    "quantum {slot} word +{}: vendor {vw:#018x}, driver {dw:#018x} \
+                     (vendor-written bytes {m:#018x})",
+                    k * 8
+                ));
+            }
+        }
+        let dt = sq.trk(vidx).copied().unwrap_or_default();
+        if (dt.wr_id, dt.wr_len, u16::from(dt.quanta)) != t {
+            return Err(format!(
+                "sq_wrtrk[{vidx}]: vendor {t:x?}, driver ({:#x}, {}, {})",
+                dt.wr_id, dt.wr_len, dt.quanta
+            ));
+        }
+        if vr.db != ddb {
+            return Err(format!("doorbell writes: vendor {:x?}, driver {ddb:x?}", vr.db));
+        }
+        stats::bump(&stats::SQ_POSTED);
+        if posted.pad > 0 {
+            stats::bump(&stats::SQ_PADDED);
+        }
+        if vidx == 0 {
+            stats::bump(&stats::SQ_WRAPPED);
+        }
+        Ok(())
+    }
+
+    /// Op `i`, a receive `wr_id` over `sges` (the vendor's state before:
+    /// `vs`). `Some` ends the case.
+    fn rq_post(
+        &mut self,
+        i: usize,
+        wr_id: u64,
+        sges: &[IbSge],
+        vs: &VdQpState,
+    ) -> Result<Option<Outcome>, Diff> {
+        let d = |what: String| Diff { op: i, what };
+        let (c, v, v2) = (&self.case.cfg, self.v, self.v2);
+        let stride = 1usize << c.rq_shift;
+        let base = vs.rq_head as usize * stride * 4;
+        let len = c.rq_size as usize * stride * 4;
+        for k in 0..stride * 4 {
+            let w = (base + k) % len;
+            v.rq.write(w, pattern(i, w, false));
+            v2.rq.write(w, pattern(i, w, true));
+            self.rq.mem().write(w, pattern(i, w, false));
+        }
+        let dsges = to_sge(sges);
+        let mut vidx = u32::MAX;
+        let ptr = if sges.is_empty() { core::ptr::null() } else { sges.as_ptr() };
+        // SAFETY: `ptr` is null or points at `sges.len()` SGEs.
+        let vret = -unsafe { ffi::vd_rq_post(v.q, wr_id, ptr, sges.len() as u32, &mut vidx) };
+        let mut vidx2 = u32::MAX;
+        // SAFETY: as above, on the twin.
+        let vret2 = -unsafe { ffi::vd_rq_post(v2.q, wr_id, ptr, sges.len() as u32, &mut vidx2) };
+        if (vret2, vidx2) != (vret, vidx) {
+            return Err(d(format!("the vendor twin differs: {vret2}/{vidx2} vs {vret}/{vidx}")));
+        }
+        let dr = self.rq.post(wr_id, &dsges);
+        let va = v.state();
+        let deviation = |e| deviation_of_rq(sges, e);
+        let posted = match answers(vret, dr, "the receive", errno_rq, deviation) {
+            Answers::Posted(p) => p,
+            Answers::Refused(_) => {
+                stats::bump(&stats::RQ_REFUSED);
+                return Ok(None);
+            }
+            Answers::Deviation(id) => return Ok(Some(Outcome::Deviation(id))),
+            Answers::Differs(m) => return Err(d(m)),
+        };
+        let rq = &self.rq;
+        if posted.wqe_idx != vidx || rq.head() != va.rq_head {
+            return Err(d(format!(
+                "rq wqe_idx/head: vendor {vidx}/{}, driver {}/{}",
+                va.rq_head,
+                posted.wqe_idx,
                 rq.head()
             )));
         }
-        match op {
-            Op::Sq(p) => {
-                let head = vs.sq_head as usize;
-                for k in 0..16 * 4 {
-                    let w = (head * 4 + k) % (ring * 4);
-                    v.sq.write(w, pattern(i, w, false));
-                    v2.sq.write(w, pattern(i, w, true));
-                    sq.mem().write(w, pattern(i, w, false));
-                }
-                let mut bufs = Vec::new();
-                let sges = sges_of(p, &mut bufs);
-                let dsges = to_sge(&sges);
-                let vpost = vendor_post(p, &sges);
-                // SAFETY: `v.q` is live.
-                unsafe { ffi::vd_qp_set_hw_tail(v.q, ffi::vd_qp_initial_head(v.q)) };
-                let mut vidx = u32::MAX;
-                // SAFETY: `vpost.sges` points at `sges` (alive), inline
-                // addresses at `bufs` (alive).
-                let vret = -unsafe { ffi::vd_sq_post(v.q, &vpost, &mut vidx) };
-                let vdb: Vec<u32> = vendor_writes()
-                    .into_iter()
-                    .map(|(a, val)| if a == v_db { val } else { u32::MAX })
-                    .collect();
-                let mut vidx2 = u32::MAX;
-                // SAFETY: as above, on the twin.
-                let vret2 = -unsafe {
-                    ffi::vd_qp_set_hw_tail(v2.q, ffi::vd_qp_initial_head(v2.q));
-                    ffi::vd_sq_post(v2.q, &vpost, &mut vidx2)
-                };
-                vendor_writes();
-                if (vret2, vidx2) != (vret, vidx) {
-                    return Err(d(format!(
-                        "the vendor twin differs: {vret2}/{vidx2} vs {vret}/{vidx}"
-                    )));
-                }
-                let dr = sq.post(&driver_post(p, &dsges));
-                if p.post_sq && dr.is_ok() {
-                    sq.ring_doorbell(&bar);
-                }
-                let ddb: Vec<u32> = std::mem::take(&mut *bar.writes.borrow_mut())
-                    .into_iter()
-                    .map(|(o, val)| if o == regs::WQEALLOC { val } else { u32::MAX })
-                    .collect();
-                let va = v.state();
-                let quanta = (va.sq_head + c.sq_quanta - vs.sq_head) % c.sq_quanta;
-                let words: Vec<[u64; 4]> = (0..quanta as usize)
-                    .map(|q| {
-                        let b = ((head + q) % ring) * 4;
-                        [v.sq.read(b), v.sq.read(b + 1), v.sq.read(b + 2), v.sq.read(b + 3)]
-                    })
-                    .collect();
-                let masks: Vec<[u64; 4]> = (0..quanta as usize)
-                    .map(|q| {
-                        let b = ((head + q) % ring) * 4;
-                        core::array::from_fn(|k| same_bytes(v.sq.read(b + k), v2.sq.read(b + k)))
-                    })
-                    .collect();
-                let mut t = (0u64, 0u32, 0u16);
-                // SAFETY: `v.q` is live; out pointers are valid.
-                unsafe { ffi::vd_qp_trk(v.q, vidx, &mut t.0, &mut t.1, &mut t.2) };
-                *vp = Some((
-                    i,
-                    VendorPost {
-                        ret: vret,
-                        wqe_idx: vidx,
-                        quanta: if vret == 0 {
-                            (va.sq_head + c.sq_quanta - vidx) % c.sq_quanta
-                        } else {
-                            0
-                        },
-                        valid: va.swqe_polarity != 0,
-                        head_before: vs.sq_head,
-                        tail_before: vs.sq_tail,
-                        polarity_before: vs.swqe_polarity,
-                        head_after: va.sq_head,
-                        tail_after: va.sq_tail,
-                        words: words.clone(),
-                        masks: masks.clone(),
-                        doorbells: vdb.clone(),
-                        trk: t,
-                    },
-                ));
-                let posted = match answers(vret, dr, "the WR", errno_sq, |e| deviation_of(p, e)) {
-                    Answers::Posted(pw) => pw,
-                    Answers::Deviation(id) => return Ok(Outcome::Deviation(id)),
-                    Answers::Differs(m) => return Err(d(m)),
-                    Answers::Refused(r) => {
-                        if sq.head() != vs.sq_head || va.sq_head != vs.sq_head {
-                            return Err(d("a refused post moved the head".into()));
-                        }
-                        if !vdb.is_empty() || !ddb.is_empty() {
-                            return Err(d(format!(
-                                "a refused post rang: vendor {vdb:x?}, driver {ddb:x?}"
-                            )));
-                        }
-                        stats::bump(if r == ENOMEM {
-                            &stats::SQ_ENOMEM
-                        } else {
-                            &stats::SQ_EINVAL
-                        });
-                        continue;
-                    }
-                };
-                if posted.wqe_idx != vidx {
-                    return Err(d(format!("wqe_idx: vendor {vidx}, driver {}", posted.wqe_idx)));
-                }
-                if sq.head() != va.sq_head || sq.tail() != va.sq_tail {
-                    return Err(d(format!(
-                        "head/tail after: vendor {}/{}, driver {}/{}",
-                        va.sq_head,
-                        va.sq_tail,
-                        sq.head(),
-                        sq.tail()
-                    )));
-                }
-                if posted.valid != (va.swqe_polarity != 0) {
-                    return Err(d(format!(
-                        "valid bit: vendor {}, driver {}",
-                        va.swqe_polarity, posted.valid
-                    )));
-                }
-                // Every byte the vendor wrote must be the driver's; bytes it
-                // left alone inside the WQE's quanta are free (the device
-                // ignores them); past the WQE the driver must write nothing.
-                for (q, k) in (0..16usize).flat_map(|q| (0..4).map(move |k| (q, k))) {
-                    let b = ((head + q) % ring) * 4;
-                    let (vw, dw) = (v.sq.read(b + k), sq.mem().read(b + k));
-                    let m = masks.get(q).map_or(u64::MAX, |w| w[k]);
-                    if (vw ^ dw) & m != 0 {
-                        let slot = (head + q) % ring;
-                        return Err(d(format!(
-                            "quantum {slot} word +{}: vendor {vw:#018x}, driver {dw:#018x} \
-                             (vendor-written bytes {m:#018x})",
-                            k * 8
-                        )));
-                    }
-                }
-                let dt = sq.trk(vidx).copied().unwrap_or_default();
-                if (dt.wr_id, dt.wr_len, u16::from(dt.quanta)) != t {
-                    return Err(d(format!(
-                        "sq_wrtrk[{vidx}]: vendor {t:x?}, driver ({:#x}, {}, {})",
-                        dt.wr_id, dt.wr_len, dt.quanta
-                    )));
-                }
-                if vdb != ddb {
-                    return Err(d(format!("doorbell writes: vendor {vdb:x?}, driver {ddb:x?}")));
-                }
-                stats::bump(&stats::SQ_POSTED);
-                if posted.pad > 0 {
-                    stats::bump(&stats::SQ_PADDED);
-                }
-                if vidx == 0 {
-                    stats::bump(&stats::SQ_WRAPPED);
-                }
-            }
-            Op::Rq { wr_id, sges } => {
-                let base = vs.rq_head as usize * stride * 4;
-                let len = c.rq_size as usize * stride * 4;
-                for k in 0..stride * 4 {
-                    let w = (base + k) % len;
-                    v.rq.write(w, pattern(i, w, false));
-                    v2.rq.write(w, pattern(i, w, true));
-                    rq.mem().write(w, pattern(i, w, false));
-                }
-                let dsges = to_sge(sges);
-                let mut vidx = u32::MAX;
-                let ptr = if sges.is_empty() { core::ptr::null() } else { sges.as_ptr() };
-                // SAFETY: `ptr` is null or points at `sges.len()` SGEs.
-                let vret =
-                    -unsafe { ffi::vd_rq_post(v.q, *wr_id, ptr, sges.len() as u32, &mut vidx) };
-                let mut vidx2 = u32::MAX;
-                // SAFETY: as above, on the twin.
-                let vret2 =
-                    -unsafe { ffi::vd_rq_post(v2.q, *wr_id, ptr, sges.len() as u32, &mut vidx2) };
-                if (vret2, vidx2) != (vret, vidx) {
-                    return Err(d(format!(
-                        "the vendor twin differs: {vret2}/{vidx2} vs {vret}/{vidx}"
-                    )));
-                }
-                let dr = rq.post(*wr_id, &dsges);
-                let va = v.state();
-                let deviation = |e| deviation_of_rq(sges, e);
-                let posted = match answers(vret, dr, "the receive", errno_rq, deviation) {
-                    Answers::Posted(p) => p,
-                    Answers::Refused(_) => {
-                        stats::bump(&stats::RQ_REFUSED);
-                        continue;
-                    }
-                    Answers::Deviation(id) => return Ok(Outcome::Deviation(id)),
-                    Answers::Differs(m) => return Err(d(m)),
-                };
-                if posted.wqe_idx != vidx || rq.head() != va.rq_head {
-                    return Err(d(format!(
-                        "rq wqe_idx/head: vendor {vidx}/{}, driver {}/{}",
-                        va.rq_head,
-                        posted.wqe_idx,
-                        rq.head()
-                    )));
-                }
-                if posted.valid != (va.rwqe_polarity != 0) {
-                    return Err(d(format!(
-                        "rq valid: vendor {}, driver {}",
-                        va.rwqe_polarity, posted.valid
-                    )));
-                }
-                for k in 0..stride * 4 {
-                    let w = (base + k) % len;
-                    let (vw, dw) = (v.rq.read(w), rq.mem().read(w));
-                    if (vw ^ dw) & same_bytes(vw, v2.rq.read(w)) != 0 {
-                        return Err(d(format!(
-                            "rq wqe {vidx} word +{}: vendor {vw:#018x}, driver {dw:#018x}",
-                            k * 8
-                        )));
-                    }
-                }
-                // SAFETY: `v.q` is live.
-                let vw = unsafe { ffi::vd_qp_rq_wrid(v.q, vidx) };
-                if rq.wr_id(vidx) != Some(vw) {
-                    return Err(d(format!(
-                        "rq_wrid[{vidx}]: vendor {vw:#x}, driver {:?}",
-                        rq.wr_id(vidx)
-                    )));
-                }
-                stats::bump(&stats::RQ_POSTED);
+        if posted.valid != (va.rwqe_polarity != 0) {
+            return Err(d(format!(
+                "rq valid: vendor {}, driver {}",
+                va.rwqe_polarity, posted.valid
+            )));
+        }
+        for k in 0..stride * 4 {
+            let w = (base + k) % len;
+            let (vw, dw) = (v.rq.read(w), rq.mem().read(w));
+            if (vw ^ dw) & same_bytes(vw, v2.rq.read(w)) != 0 {
+                return Err(d(format!(
+                    "rq wqe {vidx} word +{}: vendor {vw:#018x}, driver {dw:#018x}",
+                    k * 8
+                )));
             }
         }
+        // SAFETY: `v.q` is live.
+        let vw = unsafe { ffi::vd_qp_rq_wrid(v.q, vidx) };
+        if rq.wr_id(vidx) != Some(vw) {
+            return Err(d(format!("rq_wrid[{vidx}]: vendor {vw:#x}, driver {:?}", rq.wr_id(vidx))));
+        }
+        stats::bump(&stats::RQ_POSTED);
+        Ok(None)
     }
-    Ok(Outcome::Same)
 }
 
 /// The sizing tables (uk.c irdma_fragcnt_to_quanta_sq /

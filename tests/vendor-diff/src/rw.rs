@@ -1125,326 +1125,455 @@ fn vendor_session(d: &RwDev) -> VSess {
     v
 }
 
+/// One case's run: both sessions and what the ops left in the slots.
+struct RwRun<'c> {
+    d: &'c RwDev,
+    a: DeviceAttrs,
+    /// Pages per MR (fr_page_list_len).
+    ppm: u32,
+    ds: DSess,
+    v: VSess,
+    // non-final deviations met on the way (the session went on)
+    deviated: Vec<&'static str>,
+    live: [bool; SLOTS],
+    wrs_done: [bool; SLOTS],
+    zero_pages: Vec<Vec<u64>>,
+    sig: [bool; SLOTS],
+}
+
+/// What one op leaves for the loop in `run_rw`.
+enum OpStep {
+    /// Nothing run: on to the next op.
+    Skip,
+    /// Both sides ran: the vendor's state, then the driver's.
+    Compare(Step, Step),
+    /// The case ends here.
+    End(RwOutcome),
+}
+
+fn differs(op: usize, what: String, vendor: Option<Step>) -> RwOutcome {
+    RwOutcome::Differs(RwDiff { op, what, vendor })
+}
+
 /// Runs one case on both sides, op by op.
 pub fn run_rw(c: &RwCase) -> RwOutcome {
-    let d = &c.dev;
-    let a = attrs(d);
-    let qp = RwQp::new(a, d.force_mr, d.qp_send_sge);
-    let v = vendor_session(d);
-    let diff = |op: usize, what: String, vendor: Option<Step>| {
-        RwOutcome::Differs(RwDiff { op, what, vendor })
+    let mut run = match RwRun::init_mrs(&c.dev) {
+        Ok(run) => run,
+        Err(o) => return *o,
     };
-
-    // rdma_rw_init_mrs
-    let (mut allocs, mut max_sg) = (0u32, 0u32);
-    // SAFETY: `v` is live; the out pointers are valid.
-    let vr = unsafe { vd_rw_init_mrs(v.0, d.pool, 0, &mut allocs, &mut max_sg) };
-    let ppm = fr_page_list_len(&a, false);
-    let mrs: Vec<FrMr> = (0..d.pool)
-        .map(|i| FrMr {
-            key: ((d.mr_base + i) << 8) | u32::from(d.key0),
-            max_pages: ppm,
-            first_pble_index: i * 256,
-            pbl_level: 1,
-        })
-        .collect();
-    let mut ds = DSess {
-        qp,
-        pool: Box::new(MrPool::new()),
-        ctx: (0..SLOTS).map(|_| Box::new(Ctx::new())).collect(),
-        sg: vec![Vec::new(); SLOTS],
-    };
-    let dr = ds.pool.init(&a, d.force_mr, d.pool, &mrs);
-    match dr {
-        Ok(n) if vr == 0 && n as u32 == allocs && (n == 0 || max_sg == ppm) => {}
-        _ => {
-            return diff(
-                usize::MAX,
-                format!(
-                    "rdma_rw_init_mrs: driver {dr:?}, vendor ret {vr} with {allocs} MRs of {max_sg} pages (driver {ppm})"
-                ),
-                None,
-            );
-        }
-    }
-
-    // non-final deviations met on the way (the session went on)
-    let mut deviated: Vec<&'static str> = Vec::new();
-    let mut live = [false; SLOTS];
-    let mut wrs_done = [false; SLOTS];
-    let mut zero_pages: Vec<Vec<u64>> = vec![Vec::new(); SLOTS];
-    let mut sig = [false; SLOTS];
     for (i, op) in c.ops.iter().enumerate() {
-        let (vs, dsx) = match op {
-            RwOp::Init { slot, sg, offset, remote, rkey, read, fail_map } => {
-                let slot = *slot;
-                if live[slot] {
-                    continue;
-                }
-                let total: u64 = sg.iter().map(|e| u64::from(e.len)).sum();
-                let dir = if *read { Direction::FromDevice } else { Direction::ToDevice };
-                ds.sg[slot] = sg_entries(sg);
-                let (live_before, used_before) = (LIVE.get(), ds.pool.in_use());
-                VdHal::arm(if *fail_map { 1 } else { 0 });
-                // SAFETY: VdHal never touches the (made-up) buffers.
-                let r = unsafe {
-                    ds.ctx[slot].init::<VdHal, MAX_MRS, POOL_P>(
-                        &ds.qp,
-                        &mut ds.pool,
-                        &mut ds.sg[slot],
-                        *offset,
-                        *remote,
-                        *rkey,
-                        dir,
-                    )
-                };
-                VdHal::arm(0);
-                if u64::from(*offset) >= total {
-                    // rw.c walks past the list's end (sg_next of the last
-                    // entry is NULL, dereferenced): not run on the vendor.
-                    if r == Err(RwError::NothingToTransfer)
-                        && LIVE.get() == live_before
-                        && ds.pool.in_use() == used_before
-                    {
-                        // nothing changed on the driver's side: go on
-                        deviated.push("rw_nothing_after_offset");
-                        continue;
-                    }
-                    return diff(
-                        i,
-                        format!(
-                            "sg_offset {offset} >= {total} bytes: driver {r:?}, want NothingToTransfer with nothing mapped"
-                        ),
-                        None,
-                    );
-                }
-                let vr = v.ctx_init(slot as u32, sg, *offset, (*remote, *rkey), *read, *fail_map);
-                let mut vs = vstate(&v, vr.into(), true);
-                if vr >= 0 {
-                    let (mut t, mut n) = (0, 0);
-                    // SAFETY: `v` is live, slot in range.
-                    unsafe { vd_rw_ctx_info(v.0, slot as u32, &mut t, &mut n) };
-                    vs.ctx = Some((vtype(t), n));
-                }
-                let mut dsx = ds.state(errno(r));
-                if r.is_ok() {
-                    dsx.ctx = Some((dtype(ds.ctx[slot].ctx_type()), ds.ctx[slot].nr_ops() as u32));
-                }
-                // §11.7: an MR context grouped differently.
-                // rw.c's rdma_rw_io_needs_mr, on the entries after the offset
-                let nents = segs_after(sg, *offset, 0).len() as u32;
-                let needs_mr = (*read && (d.iwarp || (d.max_sgl_rd != 0 && nents > d.max_sgl_rd)))
-                    || d.force_mr;
-                let mr_path = needs_mr
-                    || dsx.ctx.is_some_and(|x| x.0 == "MR")
-                    || vs.ctx.is_some_and(|x| x.0 == "MR");
-                if mr_path {
-                    let segs = segs_after(sg, *offset, d.iova_off);
-                    if !groupings_agree(&segs, u64::from(ppm))
-                        && (step_diff(&dsx, &vs).is_some() || (vr >= 0 && r.is_ok()))
-                    {
-                        let before = (live_before, used_before);
-                        if vr < 0 && refusal_allowed(dsx.ret, &segs) {
-                            // Both refused, each pool as before: go on.
-                            let mut vn = vs.clone();
-                            vn.ret = dsx.ret;
-                            if step_diff(&dsx, &vn).is_none() {
-                                deviated.push("rw_mr_fill_by_pages");
-                                live[slot] = false;
-                                continue;
-                            }
-                        }
-                        return check_fill_by_pages(
-                            &mut ds, slot, &segs, ppm, *remote, i, &vs, before, dsx.ret,
-                        );
-                    }
-                }
-                live[slot] = r.is_ok();
-                wrs_done[slot] = false;
-                zero_pages[slot] = segs_after(sg, *offset, d.iova_off)
-                    .iter()
-                    .filter(|s| s.1 == 0)
-                    .map(|s| s.0 & !(PAGE - 1))
-                    .collect();
-                sig[slot] = false;
-                (vs, dsx)
-            }
-            RwOp::SigInit { slot, sg, prot, remote, rkey, read, fail_map } => {
-                let slot = *slot;
-                if live[slot] {
-                    continue;
-                }
-                let dir = if *read { Direction::FromDevice } else { Direction::ToDevice };
-                let mut dsg = sg_entries(sg);
-                let mut dprot = sg_entries(prot);
-                let fail_at = match fail_map {
-                    1 => 1,
-                    2 if !prot.is_empty() => sg.len() as u64 + 1,
-                    _ => 0,
-                };
-                VdHal::arm(fail_at);
-                // SAFETY: VdHal never touches the (made-up) buffers.
-                let r = unsafe {
-                    ds.ctx[slot].signature_init_sg::<VdHal>(&ds.qp, &mut dsg, &mut dprot, dir)
-                };
-                VdHal::arm(0);
-                let (e, pe) = (ents(sg), ents(prot));
-                let vfail = match fail_map {
-                    1 => 1,
-                    2 if !prot.is_empty() => 2,
-                    _ => 0,
-                };
-                // SAFETY: `e` / `pe` hold the counts passed.
-                let vr = unsafe {
-                    vd_rw_sig_init(
-                        v.0,
-                        slot as u32,
-                        e.as_ptr(),
-                        e.len() as u32,
-                        pe.as_ptr(),
-                        pe.len() as u32,
-                        *remote,
-                        *rkey,
-                        if *read { 2 } else { 1 },
-                        vfail,
-                    )
-                };
-                live[slot] = vr >= 0;
-                sig[slot] = vr >= 0;
-                (vstate(&v, vr.into(), true), ds.state(errno(r)))
-            }
-            RwOp::Wrs { slot, chain, post } => {
-                let slot = *slot;
-                if !live[slot] || sig[slot] {
-                    continue;
-                }
-                let again = wrs_done[slot];
-                wrs_done[slot] = true;
-                let vc = match vchain(&v, slot, *chain, *post) {
-                    Ok(x) => x,
-                    Err(m) => return diff(i, m, None),
-                };
-                let dc = dchain(&mut ds, slot, *chain, *post);
-                let mut vs = vstate(&v, 0, true);
-                vs.chain = vc;
-                let mut dsx = ds.state(0);
-                match dc {
-                    Ok(x) => dsx.chain = x,
-                    Err(e) => dsx.ret = e,
-                }
-                if step_diff(&dsx, &vs).is_some() {
-                    if again {
-                        // §11.8: a second wrs bumps the keys again and keeps
-                        // the first call's flags/next in Linux.
-                        let ops = |w: &[Wr]| -> Vec<&'static str> {
-                            w.iter().filter(|x| !x.is_chain).map(|x| x.opcode).collect()
-                        };
-                        if dsx.ret == 0 && ops(&dsx.chain) == ops(&vs.chain) {
-                            return RwOutcome::Deviation("rw_wrs_twice");
-                        }
-                    }
-                    // Linux's listed misbehaviours, mapped to the driver's
-                    // values; what is left must agree.
-                    let mut vn = vs.clone();
-                    let mut ids = Vec::new();
-                    let zp = &zero_pages[slot];
-                    if let Some(n) = zero_len_pages_normalised(&vn.chain, &dsx.chain, zp) {
-                        vn.chain = n;
-                        ids.push("rw_zero_length_entry_page");
-                    }
-                    if let Some(n) = u32_total_normalised(&vn.chain, &dsx.chain) {
-                        vn.chain = n;
-                        ids.push("rw_multi_wr_offset_u32");
-                    }
-                    if let Some(n) = read_inv_normalised(&vn.chain) {
-                        // both sides bumped the MR's key once and cleared
-                        // need_inval: the session goes on
-                        vn.chain = n;
-                        ids.push("rw_read_inv_key");
-                    }
-                    if !ids.is_empty() && step_diff(&dsx, &vn).is_none() {
-                        deviated.extend(ids);
-                        vs = vn;
-                    }
-                }
-                (vs, dsx)
-            }
-            RwOp::Destroy { slot } => {
-                let slot = *slot;
-                if !live[slot] {
-                    continue;
-                }
-                // SAFETY: `v` is live and the slot initialised.
-                unsafe { vd_rw_destroy(v.0, slot as u32) };
-                let r = if sig[slot] {
-                    // the driver never keeps a signature context
-                    Err(RwError::WrongContext)
-                } else {
-                    // SAFETY: nothing was posted to a device.
-                    unsafe {
-                        ds.ctx[slot]
-                            .destroy::<VdHal, MAX_MRS, POOL_P>(&mut ds.pool, &mut ds.sg[slot])
-                    }
-                    .map(|()| 0)
-                };
-                live[slot] = false;
-                (vstate(&v, 0, true), ds.state(errno(r)))
-            }
+        let (vs, dsx) = match run.op(i, op) {
+            OpStep::Skip => continue,
+            OpStep::Compare(vs, dsx) => (vs, dsx),
+            OpStep::End(o) => return o,
         };
         if let Some(m) = step_diff(&dsx, &vs) {
-            return diff(i, m, Some(vs));
+            return differs(i, m, Some(vs));
         }
         stats::note(op, &vs);
         // SAFETY: plain counter.
         let w = unsafe { vd_rw_take_warns() };
         if w != 0 {
-            return diff(i, format!("the vendor WARNed {w} times"), Some(vs));
+            return differs(i, format!("the vendor WARNed {w} times"), Some(vs));
         }
     }
-    // Close: destroy what is live, then rdma_rw_cleanup_mrs.
-    let close = c.ops.len();
-    for slot in 0..SLOTS {
-        if live[slot] {
-            // SAFETY: `v` is live and the slot initialised.
-            unsafe { vd_rw_destroy(v.0, slot as u32) };
-            if !sig[slot] {
-                // SAFETY: nothing was posted to a device.
-                let r = unsafe {
-                    ds.ctx[slot].destroy::<VdHal, MAX_MRS, POOL_P>(&mut ds.pool, &mut ds.sg[slot])
+    if let Some(o) = run.close(c.ops.len()) {
+        return o;
+    }
+    run.finish(c)
+}
+
+impl<'c> RwRun<'c> {
+    /// Opens both sessions and runs rdma_rw_init_mrs on each; a
+    /// difference ends the case.
+    fn init_mrs(d: &'c RwDev) -> Result<Self, Box<RwOutcome>> {
+        let a = attrs(d);
+        let qp = RwQp::new(a, d.force_mr, d.qp_send_sge);
+        let v = vendor_session(d);
+
+        // rdma_rw_init_mrs
+        let (mut allocs, mut max_sg) = (0u32, 0u32);
+        // SAFETY: `v` is live; the out pointers are valid.
+        let vr = unsafe { vd_rw_init_mrs(v.0, d.pool, 0, &mut allocs, &mut max_sg) };
+        let ppm = fr_page_list_len(&a, false);
+        let mrs: Vec<FrMr> = (0..d.pool)
+            .map(|i| FrMr {
+                key: ((d.mr_base + i) << 8) | u32::from(d.key0),
+                max_pages: ppm,
+                first_pble_index: i * 256,
+                pbl_level: 1,
+            })
+            .collect();
+        let mut ds = DSess {
+            qp,
+            pool: Box::new(MrPool::new()),
+            ctx: (0..SLOTS).map(|_| Box::new(Ctx::new())).collect(),
+            sg: vec![Vec::new(); SLOTS],
+        };
+        let dr = ds.pool.init(&a, d.force_mr, d.pool, &mrs);
+        match dr {
+            Ok(n) if vr == 0 && n as u32 == allocs && (n == 0 || max_sg == ppm) => {}
+            _ => {
+                return Err(Box::new(differs(
+                    usize::MAX,
+                    format!(
+                        "rdma_rw_init_mrs: driver {dr:?}, vendor ret {vr} with {allocs} MRs of {max_sg} pages (driver {ppm})"
+                    ),
+                    None,
+                )));
+            }
+        }
+        Ok(RwRun {
+            d,
+            a,
+            ppm,
+            ds,
+            v,
+            deviated: Vec::new(),
+            live: [false; SLOTS],
+            wrs_done: [false; SLOTS],
+            zero_pages: vec![Vec::new(); SLOTS],
+            sig: [false; SLOTS],
+        })
+    }
+
+    /// Runs op `i` on both sides.
+    fn op(&mut self, i: usize, op: &RwOp) -> OpStep {
+        match op {
+            RwOp::Init { .. } => self.init(i, op),
+            RwOp::SigInit { .. } => self.sig_init(op),
+            RwOp::Wrs { slot, chain, post } => self.wrs(i, *slot, *chain, *post),
+            RwOp::Destroy { slot } => self.destroy(*slot),
+        }
+    }
+
+    /// rdma_rw_ctx_init on both sides.
+    fn init(&mut self, i: usize, op: &RwOp) -> OpStep {
+        let RwOp::Init { slot, sg, offset, remote, rkey, read, fail_map } = op else {
+            unreachable!("init is handed an Init op")
+        };
+        let d = self.d;
+        let slot = *slot;
+        if self.live[slot] {
+            return OpStep::Skip;
+        }
+        let total: u64 = sg.iter().map(|e| u64::from(e.len)).sum();
+        let dir = if *read { Direction::FromDevice } else { Direction::ToDevice };
+        self.ds.sg[slot] = sg_entries(sg);
+        let (live_before, used_before) = (LIVE.get(), self.ds.pool.in_use());
+        let r = self.driver_init(slot, *offset, (*remote, *rkey), dir, *fail_map);
+        if u64::from(*offset) >= total {
+            // rw.c walks past the list's end (sg_next of the last
+            // entry is NULL, dereferenced): not run on the vendor.
+            if r == Err(RwError::NothingToTransfer)
+                && LIVE.get() == live_before
+                && self.ds.pool.in_use() == used_before
+            {
+                // nothing changed on the driver's side: go on
+                self.deviated.push("rw_nothing_after_offset");
+                return OpStep::Skip;
+            }
+            return OpStep::End(differs(
+                i,
+                format!(
+                    "sg_offset {offset} >= {total} bytes: driver {r:?}, want NothingToTransfer with nothing mapped"
+                ),
+                None,
+            ));
+        }
+        let vr = self.v.ctx_init(slot as u32, sg, *offset, (*remote, *rkey), *read, *fail_map);
+        let (vs, dsx) = self.init_states(slot, vr, r);
+        // §11.7: an MR context grouped differently.
+        // rw.c's rdma_rw_io_needs_mr, on the entries after the offset
+        let nents = segs_after(sg, *offset, 0).len() as u32;
+        let needs_mr =
+            (*read && (d.iwarp || (d.max_sgl_rd != 0 && nents > d.max_sgl_rd))) || d.force_mr;
+        let mr_path =
+            needs_mr || dsx.ctx.is_some_and(|x| x.0 == "MR") || vs.ctx.is_some_and(|x| x.0 == "MR");
+        if mr_path {
+            let segs = segs_after(sg, *offset, d.iova_off);
+            if !groupings_agree(&segs, u64::from(self.ppm))
+                && (step_diff(&dsx, &vs).is_some() || (vr >= 0 && r.is_ok()))
+            {
+                let before = (live_before, used_before);
+                if vr < 0 && refusal_allowed(dsx.ret, &segs) {
+                    // Both refused, each pool as before: go on.
+                    let mut vn = vs.clone();
+                    vn.ret = dsx.ret;
+                    if step_diff(&dsx, &vn).is_none() {
+                        self.deviated.push("rw_mr_fill_by_pages");
+                        self.live[slot] = false;
+                        return OpStep::Skip;
+                    }
+                }
+                return OpStep::End(check_fill_by_pages(
+                    &mut self.ds,
+                    slot,
+                    &segs,
+                    self.ppm,
+                    *remote,
+                    i,
+                    &vs,
+                    before,
+                    dsx.ret,
+                ));
+            }
+        }
+        self.opened(slot, r.is_ok(), segs_after(sg, *offset, d.iova_off));
+        OpStep::Compare(vs, dsx)
+    }
+
+    /// Notes a (plain) init of `slot` over `segs`, live where `ok`.
+    fn opened(&mut self, slot: usize, ok: bool, segs: Vec<(u64, u64)>) {
+        self.live[slot] = ok;
+        self.wrs_done[slot] = false;
+        self.zero_pages[slot] =
+            segs.iter().filter(|s| s.1 == 0).map(|s| s.0 & !(PAGE - 1)).collect();
+        self.sig[slot] = false;
+    }
+
+    /// The driver's rdma_rw_ctx_init on `slot` over the table already in
+    /// `ds.sg[slot]`, its mapping failing where `fail_map`.
+    fn driver_init(
+        &mut self,
+        slot: usize,
+        offset: u32,
+        (remote, rkey): (u64, u32),
+        dir: Direction,
+        fail_map: bool,
+    ) -> Result<usize, RwError> {
+        let ds = &mut self.ds;
+        VdHal::arm(if fail_map { 1 } else { 0 });
+        // SAFETY: VdHal never touches the (made-up) buffers.
+        let r = unsafe {
+            ds.ctx[slot].init::<VdHal, MAX_MRS, POOL_P>(
+                &ds.qp,
+                &mut ds.pool,
+                &mut ds.sg[slot],
+                offset,
+                remote,
+                rkey,
+                dir,
+            )
+        };
+        VdHal::arm(0);
+        r
+    }
+
+    /// Both sides' states after an init: the vendor's return `vr`, the
+    /// driver's `r`, each with its context's type and nr_ops if it made one.
+    fn init_states(&self, slot: usize, vr: c_int, r: Result<usize, RwError>) -> (Step, Step) {
+        let mut vs = vstate(&self.v, vr.into(), true);
+        if vr >= 0 {
+            let (mut t, mut n) = (0, 0);
+            // SAFETY: `v` is live, slot in range.
+            unsafe { vd_rw_ctx_info(self.v.0, slot as u32, &mut t, &mut n) };
+            vs.ctx = Some((vtype(t), n));
+        }
+        let mut dsx = self.ds.state(errno(r));
+        if r.is_ok() {
+            dsx.ctx =
+                Some((dtype(self.ds.ctx[slot].ctx_type()), self.ds.ctx[slot].nr_ops() as u32));
+        }
+        (vs, dsx)
+    }
+
+    /// rdma_rw_ctx_signature_init on both sides.
+    fn sig_init(&mut self, op: &RwOp) -> OpStep {
+        let RwOp::SigInit { slot, sg, prot, remote, rkey, read, fail_map } = op else {
+            unreachable!("sig_init is handed a SigInit op")
+        };
+        let (v, ds) = (&self.v, &mut self.ds);
+        let slot = *slot;
+        if self.live[slot] {
+            return OpStep::Skip;
+        }
+        let dir = if *read { Direction::FromDevice } else { Direction::ToDevice };
+        let mut dsg = sg_entries(sg);
+        let mut dprot = sg_entries(prot);
+        let fail_at = match fail_map {
+            1 => 1,
+            2 if !prot.is_empty() => sg.len() as u64 + 1,
+            _ => 0,
+        };
+        VdHal::arm(fail_at);
+        // SAFETY: VdHal never touches the (made-up) buffers.
+        let r =
+            unsafe { ds.ctx[slot].signature_init_sg::<VdHal>(&ds.qp, &mut dsg, &mut dprot, dir) };
+        VdHal::arm(0);
+        let (e, pe) = (ents(sg), ents(prot));
+        let vfail = match fail_map {
+            1 => 1,
+            2 if !prot.is_empty() => 2,
+            _ => 0,
+        };
+        // SAFETY: `e` / `pe` hold the counts passed.
+        let vr = unsafe {
+            vd_rw_sig_init(
+                v.0,
+                slot as u32,
+                e.as_ptr(),
+                e.len() as u32,
+                pe.as_ptr(),
+                pe.len() as u32,
+                *remote,
+                *rkey,
+                if *read { 2 } else { 1 },
+                vfail,
+            )
+        };
+        self.live[slot] = vr >= 0;
+        self.sig[slot] = vr >= 0;
+        OpStep::Compare(vstate(v, vr.into(), true), ds.state(errno(r)))
+    }
+
+    /// rdma_rw_ctx_wrs (and the post) on both sides.
+    fn wrs(&mut self, i: usize, slot: usize, chain: bool, post: bool) -> OpStep {
+        if !self.live[slot] || self.sig[slot] {
+            return OpStep::Skip;
+        }
+        let again = self.wrs_done[slot];
+        self.wrs_done[slot] = true;
+        let vc = match vchain(&self.v, slot, chain, post) {
+            Ok(x) => x,
+            Err(m) => return OpStep::End(differs(i, m, None)),
+        };
+        let dc = dchain(&mut self.ds, slot, chain, post);
+        let mut vs = vstate(&self.v, 0, true);
+        vs.chain = vc;
+        let mut dsx = self.ds.state(0);
+        match dc {
+            Ok(x) => dsx.chain = x,
+            Err(e) => dsx.ret = e,
+        }
+        if step_diff(&dsx, &vs).is_some() {
+            if again {
+                // §11.8: a second wrs bumps the keys again and keeps
+                // the first call's flags/next in Linux.
+                let ops = |w: &[Wr]| -> Vec<&'static str> {
+                    w.iter().filter(|x| !x.is_chain).map(|x| x.opcode).collect()
                 };
-                if let Err(e) = r {
-                    return diff(close, format!("closing destroy of slot {slot}: {e:?}"), None);
+                if dsx.ret == 0 && ops(&dsx.chain) == ops(&vs.chain) {
+                    return OpStep::End(RwOutcome::Deviation("rw_wrs_twice"));
+                }
+            }
+            vs = self.known_chain_deviations(slot, vs, &dsx);
+        }
+        OpStep::Compare(vs, dsx)
+    }
+
+    /// Linux's listed misbehaviours in the vendor's chain `vs`, mapped to
+    /// the driver's values: the mapped state if what is left agrees with
+    /// `dsx` (the deviations noted), else `vs` as it was.
+    fn known_chain_deviations(&mut self, slot: usize, vs: Step, dsx: &Step) -> Step {
+        // Linux's listed misbehaviours, mapped to the driver's
+        // values; what is left must agree.
+        let mut vn = vs.clone();
+        let mut ids = Vec::new();
+        let zp = &self.zero_pages[slot];
+        if let Some(n) = zero_len_pages_normalised(&vn.chain, &dsx.chain, zp) {
+            vn.chain = n;
+            ids.push("rw_zero_length_entry_page");
+        }
+        if let Some(n) = u32_total_normalised(&vn.chain, &dsx.chain) {
+            vn.chain = n;
+            ids.push("rw_multi_wr_offset_u32");
+        }
+        if let Some(n) = read_inv_normalised(&vn.chain) {
+            // both sides bumped the MR's key once and cleared
+            // need_inval: the session goes on
+            vn.chain = n;
+            ids.push("rw_read_inv_key");
+        }
+        if !ids.is_empty() && step_diff(dsx, &vn).is_none() {
+            self.deviated.extend(ids);
+            return vn;
+        }
+        vs
+    }
+
+    /// rdma_rw_ctx_destroy on both sides.
+    fn destroy(&mut self, slot: usize) -> OpStep {
+        if !self.live[slot] {
+            return OpStep::Skip;
+        }
+        let ds = &mut self.ds;
+        // SAFETY: `v` is live and the slot initialised.
+        unsafe { vd_rw_destroy(self.v.0, slot as u32) };
+        let r = if self.sig[slot] {
+            // the driver never keeps a signature context
+            Err(RwError::WrongContext)
+        } else {
+            // SAFETY: nothing was posted to a device.
+            unsafe {
+                ds.ctx[slot].destroy::<VdHal, MAX_MRS, POOL_P>(&mut ds.pool, &mut ds.sg[slot])
+            }
+            .map(|()| 0)
+        };
+        self.live[slot] = false;
+        OpStep::Compare(vstate(&self.v, 0, true), ds.state(errno(r)))
+    }
+
+    /// Close: destroy what is live (op number `close`); both sides must
+    /// then agree. The difference if they do not.
+    fn close(&mut self, close: usize) -> Option<RwOutcome> {
+        let ds = &mut self.ds;
+        for slot in 0..SLOTS {
+            if self.live[slot] {
+                // SAFETY: `v` is live and the slot initialised.
+                unsafe { vd_rw_destroy(self.v.0, slot as u32) };
+                if !self.sig[slot] {
+                    // SAFETY: nothing was posted to a device.
+                    let r = unsafe {
+                        ds.ctx[slot]
+                            .destroy::<VdHal, MAX_MRS, POOL_P>(&mut ds.pool, &mut ds.sg[slot])
+                    };
+                    if let Err(e) = r {
+                        return Some(differs(
+                            close,
+                            format!("closing destroy of slot {slot}: {e:?}"),
+                            None,
+                        ));
+                    }
                 }
             }
         }
-    }
-    let vs = vstate(&v, 0, true);
-    let dsx = ds.state(0);
-    if let Some(m) = step_diff(&dsx, &vs) {
-        return diff(close, format!("after destroying every context: {m}"), Some(vs));
-    }
-    // SAFETY: `v` is live.
-    let deregs = unsafe { vd_rw_cleanup(v.0) };
-    let mut returned = 0u32;
-    let r = ds.pool.cleanup(|_| returned += 1);
-    if r.is_err() || returned != deregs {
-        return diff(
-            close,
-            format!(
-                "rdma_rw_cleanup_mrs: driver {r:?} returning {returned} MRs, vendor deregistered {deregs}"
-            ),
-            None,
-        );
-    }
-    deviated.sort_unstable();
-    deviated.dedup();
-    match sizing(c, &v, &a, &ds.qp) {
-        RwOutcome::Same if !deviated.is_empty() => RwOutcome::Deviations(deviated),
-        RwOutcome::Deviation(id) if !deviated.is_empty() => {
-            deviated.push(id);
-            RwOutcome::Deviations(deviated)
+        let vs = vstate(&self.v, 0, true);
+        let dsx = ds.state(0);
+        if let Some(m) = step_diff(&dsx, &vs) {
+            return Some(differs(close, format!("after destroying every context: {m}"), Some(vs)));
         }
-        o => o,
+        None
+    }
+
+    /// rdma_rw_cleanup_mrs on both sides, then the sizing checks; the
+    /// case's outcome with the deviations met on the way.
+    fn finish(mut self, c: &RwCase) -> RwOutcome {
+        let close = c.ops.len();
+        // SAFETY: `v` is live.
+        let deregs = unsafe { vd_rw_cleanup(self.v.0) };
+        let mut returned = 0u32;
+        let r = self.ds.pool.cleanup(|_| returned += 1);
+        if r.is_err() || returned != deregs {
+            return differs(
+                close,
+                format!(
+                    "rdma_rw_cleanup_mrs: driver {r:?} returning {returned} MRs, vendor deregistered {deregs}"
+                ),
+                None,
+            );
+        }
+        let mut deviated = std::mem::take(&mut self.deviated);
+        deviated.sort_unstable();
+        deviated.dedup();
+        match sizing(c, &self.v, &self.a, &self.ds.qp) {
+            RwOutcome::Same if !deviated.is_empty() => RwOutcome::Deviations(deviated),
+            RwOutcome::Deviation(id) if !deviated.is_empty() => {
+                deviated.push(id);
+                RwOutcome::Deviations(deviated)
+            }
+            o => o,
+        }
     }
 }
 

@@ -110,29 +110,7 @@ fn describe(c: &CtrlCase) -> (&'static str, &'static str, Map<String, Value>) {
     put("hmc_obj[CQ].max_cnt", c.cq_count.into());
     put("hmc_obj[PBLE].cnt", c.pble_count.into());
     let (op, builder) = match &c.cmd {
-        Cmd::CreateQp(k) | Cmd::ModifyQp(k) | Cmd::DestroyQp(k) => {
-            put("hw_host_ctx_pa", hx(k.ctx_pa));
-            put("shadow_area_pa", hx(k.shadow_pa));
-            put_fields!(put, k; hex [qp_id] dec [qp_type virtual_map]);
-            match &c.cmd {
-                Cmd::DestroyQp(_) => {
-                    put_fields!(put, k; dec [remove_hash_idx ignore_mw_bnd]);
-                    ("destroy_qp", "irdma_sc_qp_destroy")
-                }
-                _ => {
-                    put("next_iwarp_state", k.next_state.into());
-                    put_fields!(put, k; dec [ord_valid tcp_ctx_valid cq_num_valid]
-                        dec [arp_cache_idx_valid mac_valid force_lpb]);
-                    if let Cmd::ModifyQp(_) = c.cmd {
-                        put_fields!(put, k; dec [cached_var_valid mss_change remove_hash_idx]
-                            dec [reset_tcp_conn dont_send_fin dont_send_term new_mss termlen]);
-                        ("modify_qp", "irdma_sc_qp_modify")
-                    } else {
-                        ("create_qp", "irdma_sc_qp_create")
-                    }
-                }
-            }
-        }
+        Cmd::CreateQp(k) | Cmd::ModifyQp(k) | Cmd::DestroyQp(k) => qp_inputs(&mut put, &c.cmd, k),
         Cmd::AllocStag(k) => {
             put_fields!(put, k; hex [total_len first_pm_pbl_idx stag_idx page_size pd_id]
                 hex [access_rights hmc_fcn_index]
@@ -156,57 +134,11 @@ fn describe(c: &CtrlCase) -> (&'static str, &'static str, Map<String, Value>) {
             put("placement_type", hx(0u8));
             ("mr_reg_non_shared", "irdma_sc_mr_reg_non_shared")
         }
-        Cmd::CreateCq(k) | Cmd::DestroyCq(k) => {
-            put("hmc_fpm_misc.max_ceqs", k.max_ceqs.into());
-            put("vsi.vsi_idx", k.vsi_idx.into());
-            put("cq_sw_object_addr(@8 = addr>>1)", hx(CQ_OBJECT));
-            put("shadow_area_pa", hx(k.shadow_pa));
-            put("pasid_valid", 0.into());
-            put("pasid", hx(0u8));
-            put_fields!(put, k; hex [cq_id cq_size tph_val first_pm_pbl_idx cq_pa]
-                hex [shadow_read_threshold]
-                dec [ceq_id ceq_id_valid ceqe_mask virtual_map tph_en avoid_mem_cflct]
-                dec [pbl_chunk_size check_overflow]);
-            if let Cmd::CreateCq(_) = c.cmd {
-                ("cq_create", "irdma_sc_cq_create")
-            } else {
-                ("cq_destroy", "irdma_sc_cq_destroy")
-            }
-        }
+        Cmd::CreateCq(k) | Cmd::DestroyCq(k) => cq_inputs(&mut put, &c.cmd, k),
         Cmd::CreateCeq(k) | Cmd::DestroyCeq(k) | Cmd::CreateAeq(k) | Cmd::DestroyAeq(k) => {
-            let aeq = matches!(c.cmd, Cmd::CreateAeq(_) | Cmd::DestroyAeq(_));
-            put(if aeq { "aeq_elem_pa" } else { "ceqe_pa" }, hx(k.pa));
-            put_fields!(put, k; hex [first_pm_pbl_idx] dec [elem_cnt virtual_map pbl_chunk_size]);
-            if !aeq {
-                put("hmc_fpm_misc.max_ceqs", k.max_ceqs.into());
-                put("vsi.vsi_idx", k.vsi_idx.into());
-                put_fields!(put, k; hex [tph_val] dec [ceq_id tph_en itr_no_expire]);
-            }
-            let q = if aeq { "aeq" } else { "ceq" };
-            put(&format!("pasid(sc_{q} field)"), hx(0u8));
-            put(&format!("pasid_valid(sc_{q} field)"), 0.into());
-            match c.cmd {
-                Cmd::CreateCeq(_) => ("ceq_create", "irdma_sc_ceq_init+irdma_sc_ceq_create"),
-                Cmd::DestroyCeq(_) => ("ceq_destroy", "irdma_sc_ceq_init+irdma_sc_ceq_destroy"),
-                Cmd::CreateAeq(_) => ("aeq_create", "irdma_sc_aeq_init+irdma_sc_aeq_create"),
-                _ => ("aeq_destroy", "irdma_sc_aeq_init+irdma_sc_aeq_destroy"),
-            }
+            eq_inputs(&mut put, &c.cmd, k)
         }
-        Cmd::Ah(k, op) => {
-            for n in 0..4 {
-                put(&format!("dest_ip_addr[{n}]"), hx(k.dest_ip_addr[n]));
-                put(&format!("src_ip_addr[{n}]"), hx(k.src_ip_addr[n]));
-            }
-            put("mac_addr", mac(&k.mac_addr));
-            put_fields!(put, k; hex [ah_idx pd_idx dst_arpindex flow_label vlan_tag tc_tos hop_ttl]
-                dec [insert_vlan_tag ipv4_valid do_lpbk]);
-            put("scratch", h16(SCRATCH));
-            match op {
-                0 => ("create_ah", "irdma_sc_access_ah(op 0x1c)"),
-                1 => ("modify_ah", "irdma_sc_access_ah(op 0x1d)"),
-                _ => ("destroy_ah", "irdma_sc_access_ah(op 0x1e)"),
-            }
-        }
+        Cmd::Ah(k, op) => ah_inputs(&mut put, k, *op),
         Cmd::Misc(k, op @ 0..=2) => {
             put("node_op", (*op).into());
             put_fields!(put, k; hex [id vsi parent_id prio_type tc weight] dec [type_leaf enable]);
@@ -224,6 +156,92 @@ fn describe(c: &CtrlCase) -> (&'static str, &'static str, Map<String, Value>) {
         }
     };
     (op, builder, i)
+}
+
+/// How [`describe`] records an input: its published name and value.
+type Put<'a> = dyn FnMut(&str, Value) + 'a;
+
+/// The QP commands' inputs; their `(op, builder)`.
+fn qp_inputs(put: &mut Put<'_>, cmd: &Cmd, k: &ctrl::VdQpCmd) -> (&'static str, &'static str) {
+    put("hw_host_ctx_pa", hx(k.ctx_pa));
+    put("shadow_area_pa", hx(k.shadow_pa));
+    put_fields!(put, k; hex [qp_id] dec [qp_type virtual_map]);
+    match cmd {
+        Cmd::DestroyQp(_) => {
+            put_fields!(put, k; dec [remove_hash_idx ignore_mw_bnd]);
+            ("destroy_qp", "irdma_sc_qp_destroy")
+        }
+        _ => {
+            put("next_iwarp_state", k.next_state.into());
+            put_fields!(put, k; dec [ord_valid tcp_ctx_valid cq_num_valid]
+                dec [arp_cache_idx_valid mac_valid force_lpb]);
+            if let Cmd::ModifyQp(_) = cmd {
+                put_fields!(put, k; dec [cached_var_valid mss_change remove_hash_idx]
+                    dec [reset_tcp_conn dont_send_fin dont_send_term new_mss termlen]);
+                ("modify_qp", "irdma_sc_qp_modify")
+            } else {
+                ("create_qp", "irdma_sc_qp_create")
+            }
+        }
+    }
+}
+
+/// The CQ commands' inputs; their `(op, builder)`.
+fn cq_inputs(put: &mut Put<'_>, cmd: &Cmd, k: &ctrl::VdCqCmd) -> (&'static str, &'static str) {
+    put("hmc_fpm_misc.max_ceqs", k.max_ceqs.into());
+    put("vsi.vsi_idx", k.vsi_idx.into());
+    put("cq_sw_object_addr(@8 = addr>>1)", hx(CQ_OBJECT));
+    put("shadow_area_pa", hx(k.shadow_pa));
+    put("pasid_valid", 0.into());
+    put("pasid", hx(0u8));
+    put_fields!(put, k; hex [cq_id cq_size tph_val first_pm_pbl_idx cq_pa]
+        hex [shadow_read_threshold]
+        dec [ceq_id ceq_id_valid ceqe_mask virtual_map tph_en avoid_mem_cflct]
+        dec [pbl_chunk_size check_overflow]);
+    if let Cmd::CreateCq(_) = cmd {
+        ("cq_create", "irdma_sc_cq_create")
+    } else {
+        ("cq_destroy", "irdma_sc_cq_destroy")
+    }
+}
+
+/// The CEQ / AEQ commands' inputs; their `(op, builder)`.
+fn eq_inputs(put: &mut Put<'_>, cmd: &Cmd, k: &ctrl::VdEqCmd) -> (&'static str, &'static str) {
+    let aeq = matches!(cmd, Cmd::CreateAeq(_) | Cmd::DestroyAeq(_));
+    put(if aeq { "aeq_elem_pa" } else { "ceqe_pa" }, hx(k.pa));
+    put_fields!(put, k; hex [first_pm_pbl_idx] dec [elem_cnt virtual_map pbl_chunk_size]);
+    if !aeq {
+        put("hmc_fpm_misc.max_ceqs", k.max_ceqs.into());
+        put("vsi.vsi_idx", k.vsi_idx.into());
+        put_fields!(put, k; hex [tph_val] dec [ceq_id tph_en itr_no_expire]);
+    }
+    let q = if aeq { "aeq" } else { "ceq" };
+    put(&format!("pasid(sc_{q} field)"), hx(0u8));
+    put(&format!("pasid_valid(sc_{q} field)"), 0.into());
+    match cmd {
+        Cmd::CreateCeq(_) => ("ceq_create", "irdma_sc_ceq_init+irdma_sc_ceq_create"),
+        Cmd::DestroyCeq(_) => ("ceq_destroy", "irdma_sc_ceq_init+irdma_sc_ceq_destroy"),
+        Cmd::CreateAeq(_) => ("aeq_create", "irdma_sc_aeq_init+irdma_sc_aeq_create"),
+        _ => ("aeq_destroy", "irdma_sc_aeq_init+irdma_sc_aeq_destroy"),
+    }
+}
+
+/// The AH commands' inputs (`op` 0, 1, 2: create, modify, destroy);
+/// their `(op, builder)`.
+fn ah_inputs(put: &mut Put<'_>, k: &ctrl::VdAhCmd, op: u32) -> (&'static str, &'static str) {
+    for n in 0..4 {
+        put(&format!("dest_ip_addr[{n}]"), hx(k.dest_ip_addr[n]));
+        put(&format!("src_ip_addr[{n}]"), hx(k.src_ip_addr[n]));
+    }
+    put("mac_addr", mac(&k.mac_addr));
+    put_fields!(put, k; hex [ah_idx pd_idx dst_arpindex flow_label vlan_tag tc_tos hop_ttl]
+        dec [insert_vlan_tag ipv4_valid do_lpbk]);
+    put("scratch", h16(SCRATCH));
+    match op {
+        0 => ("create_ah", "irdma_sc_access_ah(op 0x1c)"),
+        1 => ("modify_ah", "irdma_sc_access_ah(op 0x1d)"),
+        _ => ("destroy_ah", "irdma_sc_access_ah(op 0x1e)"),
+    }
 }
 
 /// Generates CQP cases until `want` are written for the chosen file.
@@ -363,161 +381,202 @@ pub fn generate_ud(seed: u64, cases: u64) -> Result<Written, String> {
     generate_file(seed, (cases / 4).max(4), true)
 }
 
-/// A published case's inputs as the harness's command, or why not.
-fn case_of(op: &str, i: &Value) -> Result<CtrlCase, String> {
-    let g = |k: &str| -> Result<u64, String> {
-        match i.get(k) {
+/// Defines `fit!(key)` for [`fit_fields!`] in a method of [`Inputs`]: input
+/// `key` into the field's glue C type (`$i.fit`), or not expressible (`?`).
+/// Called as `local_fit!($ self)`: the `$` is handed in for the inner
+/// macro's own variable.
+// rustfmt re-indents the inner macro on every run (the `$d` tokens)
+#[rustfmt::skip]
+macro_rules! local_fit {
+    ($d:tt $i:ident) => {
+        macro_rules! fit {
+            ($d k:expr) => {
+                $i.fit($d k)?
+            };
+        }
+    };
+}
+
+/// A published case's inputs, read under their published names.
+struct Inputs<'a>(&'a Value);
+
+impl Inputs<'_> {
+    /// Input `k` as a number (0 if absent).
+    fn g(&self, k: &str) -> Result<u64, String> {
+        match self.0.get(k) {
             Some(v) => super::num(v).ok_or_else(|| format!("input {k} is not a number")),
             None => Ok(0),
         }
-    };
-    // a value into the glue's C type (named, or the field's), or not
-    // expressible
-    macro_rules! fit {
-        ($k:expr, $t:ty) => {{
-            let v: $t = fit!($k);
-            v
-        }};
-        ($k:expr) => {{
-            let v = g($k)?;
-            TryFrom::try_from(v)
-                .map_err(|_| format!("input {} wider than the glue's C type", $k))?
-        }};
     }
-    let count = |k: &str| -> Result<u32, String> {
+
+    /// Input `k` into the glue's C type `T`, or not expressible.
+    fn fit<T: TryFrom<u64>>(&self, k: &str) -> Result<T, String> {
+        let v = self.g(k)?;
+        TryFrom::try_from(v).map_err(|_| format!("input {k} wider than the glue's C type"))
+    }
+
+    fn count(&self, k: &str) -> Result<u32, String> {
         // absent device state: counts that let every id through (the
         // published generator's own state is not recorded)
-        if i.get(k).is_none() { Ok(u32::MAX) } else { Ok(fit!(k, u32)) }
-    };
-    let qp = || -> Result<ctrl::VdQpCmd, String> {
+        if self.0.get(k).is_none() { Ok(u32::MAX) } else { self.fit(k) }
+    }
+
+    fn zero_only(&self, keys: &[&str]) -> Result<(), String> {
+        for k in keys {
+            if self.g(k)? != 0 {
+                return Err(format!("input {k} not carried by the harness's glue"));
+            }
+        }
+        Ok(())
+    }
+
+    fn max_ceqs(&self) -> Result<u32, String> {
+        if self.0.get("hmc_fpm_misc.max_ceqs").is_some() {
+            self.fit("hmc_fpm_misc.max_ceqs")
+        } else {
+            Ok(1024) // ctrl.c IRDMA_CEQ_MAX_COUNT
+        }
+    }
+
+    fn qp(&self) -> Result<ctrl::VdQpCmd, String> {
+        local_fit!($ self);
         Ok(fit_fields!(fit, ctrl::VdQpCmd {
-            ctx_pa: g("hw_host_ctx_pa")?,
-            shadow_pa: g("shadow_area_pa")?,
+            ctx_pa: self.g("hw_host_ctx_pa")?,
+            shadow_pa: self.g("shadow_area_pa")?,
             next_state: fit!("next_iwarp_state"),
             pad: [0; 7],
         } [qp_id new_mss qp_type virtual_map termlen ord_valid tcp_ctx_valid cached_var_valid]
           [cq_num_valid arp_cache_idx_valid mac_valid mss_change remove_hash_idx]
           [reset_tcp_conn dont_send_fin dont_send_term force_lpb ignore_mw_bnd]))
-    };
-    let zero_only = |keys: &[&str]| -> Result<(), String> {
-        for k in keys {
-            if g(k)? != 0 {
-                return Err(format!("input {k} not carried by the harness's glue"));
-            }
-        }
-        Ok(())
-    };
-    let max_ceqs = || -> Result<u32, String> {
-        if i.get("hmc_fpm_misc.max_ceqs").is_some() {
-            Ok(fit!("hmc_fpm_misc.max_ceqs"))
-        } else {
-            Ok(1024) // ctrl.c IRDMA_CEQ_MAX_COUNT
-        }
-    };
-    let cq = || -> Result<ctrl::VdCqCmd, String> {
-        zero_only(&["pasid_valid", "pasid"])?;
+    }
+
+    fn cq(&self) -> Result<ctrl::VdCqCmd, String> {
+        local_fit!($ self);
+        self.zero_only(&["pasid_valid", "pasid"])?;
         Ok(fit_fields!(fit, ctrl::VdCqCmd {
-            cq_pa: g("cq_pa")?,
-            shadow_pa: g("shadow_area_pa")?,
-            cq_id: fit!(if i.get("cq_id(override)").is_some() {
+            cq_pa: self.g("cq_pa")?,
+            shadow_pa: self.g("shadow_area_pa")?,
+            cq_id: fit!(if self.0.get("cq_id(override)").is_some() {
                 "cq_id(override)"
             } else {
                 "cq_id"
             }),
-            max_ceqs: max_ceqs()?,
+            max_ceqs: self.max_ceqs()?,
             vsi_idx: fit!("vsi.vsi_idx"),
             pad: [0; 4],
         } [cq_size ceq_id shadow_read_threshold first_pm_pbl_idx pbl_chunk_size tph_val]
           [ceqe_mask virtual_map check_overflow ceq_id_valid tph_en avoid_mem_cflct]))
-    };
-    let eq = |aeq: bool| -> Result<ctrl::VdEqCmd, String> {
+    }
+
+    fn eq(&self, aeq: bool) -> Result<ctrl::VdEqCmd, String> {
+        local_fit!($ self);
         let sfx = if aeq { "(sc_aeq field)" } else { "(sc_ceq field)" };
-        zero_only(&[&format!("pasid{sfx}"), &format!("pasid_valid{sfx}")])?;
+        self.zero_only(&[&format!("pasid{sfx}"), &format!("pasid_valid{sfx}")])?;
         Ok(fit_fields!(fit, ctrl::VdEqCmd {
-            pa: g(if aeq { "aeq_elem_pa" } else { "ceqe_pa" })?,
-            max_ceqs: max_ceqs()?,
+            pa: self.g(if aeq { "aeq_elem_pa" } else { "ceqe_pa" })?,
+            max_ceqs: self.max_ceqs()?,
             vsi_idx: fit!("vsi.vsi_idx"),
             pad: 0,
         } [elem_cnt ceq_id first_pm_pbl_idx virtual_map tph_en itr_no_expire]
           [pbl_chunk_size tph_val]))
-    };
+    }
+
+    fn stag(&self) -> Result<ctrl::VdStagCmd, String> {
+        self.zero_only(&["placement_type", "skip_flush_markers"])?;
+        local_fit!($ self);
+        Ok(fit_fields!(fit, ctrl::VdStagCmd {
+            total_len: self.g("total_len")?,
+            first_pm_pbl_idx: self.g("first_pm_pbl_idx")?,
+            pad: 0,
+        } [chunk_size stag_idx page_size pd_id access_rights remote_access use_hmc_fcn_index]
+          [all_memory hmc_fcn_index mr]))
+    }
+
+    fn mr(&self) -> Result<ctrl::VdMrCmd, String> {
+        local_fit!($ self);
+        self.zero_only(&["placement_type", "remote_atomics_en", "non_cached"])?;
+        Ok(fit_fields!(fit, ctrl::VdMrCmd {
+            reg_addr_pa: self.g("reg_addr_pa")?,
+            va: self.g("va")?,
+            total_len: self.g("total_len")?,
+            va_based: u8::from(self.g("addr_type")? == 1),
+            pad: [0; 5],
+        } [page_size chunk_size first_pm_pbl_index stag_idx pd_id access_rights stag_key]
+          [use_hmc_fcn_index hmc_fcn_index all_memory]))
+    }
+
+    fn ah(&self) -> Result<ctrl::VdAhCmd, String> {
+        local_fit!($ self);
+        let ip = |k: &str| -> Result<[u32; 4], String> {
+            let mut a = [0u32; 4];
+            for (n, x) in a.iter_mut().enumerate() {
+                *x = self.fit::<u32>(&format!("{k}[{n}]"))?;
+            }
+            Ok(a)
+        };
+        let mut mac = [0u8; 6];
+        let text = self.0.get("mac_addr").and_then(Value::as_str).unwrap_or("");
+        for (n, p) in text.split(':').take(6).enumerate() {
+            mac[n] = u8::from_str_radix(p, 16).map_err(|_| "mac_addr".to_string())?;
+        }
+        Ok(fit_fields!(fit, ctrl::VdAhCmd {
+            dest_ip_addr: ip("dest_ip_addr")?,
+            src_ip_addr: ip("src_ip_addr")?,
+            mac_addr: mac,
+            pad: [0; 6],
+        } [pd_idx dst_arpindex flow_label ah_idx vlan_tag insert_vlan_tag tc_tos hop_ttl]
+          [ipv4_valid do_lpbk]))
+    }
+
+    fn ws_node(&self) -> Result<ctrl::VdMiscCmd, String> {
+        local_fit!($ self);
+        Ok(fit_fields!(fit, ctrl::VdMiscCmd { pa: 0, hmc_fn_id: 0 }
+            [id vsi parent_id type_leaf enable prio_type tc weight]))
+    }
+}
+
+/// A published case's inputs as the harness's command, or why not.
+fn case_of(op: &str, i: &Value) -> Result<CtrlCase, String> {
+    let i = Inputs(i);
     let cmd = match op {
-        "create_qp" => Cmd::CreateQp(qp()?),
-        "modify_qp" => Cmd::ModifyQp(qp()?),
-        "destroy_qp" => Cmd::DestroyQp(qp()?),
+        "create_qp" => Cmd::CreateQp(i.qp()?),
+        "modify_qp" => Cmd::ModifyQp(i.qp()?),
+        "destroy_qp" => Cmd::DestroyQp(i.qp()?),
         "alloc_stag" | "dealloc_stag" => {
-            zero_only(&["placement_type", "skip_flush_markers"])?;
-            let k = fit_fields!(fit, ctrl::VdStagCmd {
-                total_len: g("total_len")?,
-                first_pm_pbl_idx: g("first_pm_pbl_idx")?,
-                pad: 0,
-            } [chunk_size stag_idx page_size pd_id access_rights remote_access use_hmc_fcn_index]
-              [all_memory hmc_fcn_index mr]);
+            let k = i.stag()?;
             if op == "alloc_stag" { Cmd::AllocStag(k) } else { Cmd::DeallocStag(k) }
         }
-        "mr_reg_non_shared" => {
-            zero_only(&["placement_type", "remote_atomics_en", "non_cached"])?;
-            Cmd::RegMr(fit_fields!(fit, ctrl::VdMrCmd {
-                reg_addr_pa: g("reg_addr_pa")?,
-                va: g("va")?,
-                total_len: g("total_len")?,
-                va_based: u8::from(g("addr_type")? == 1),
-                pad: [0; 5],
-            } [page_size chunk_size first_pm_pbl_index stag_idx pd_id access_rights stag_key]
-              [use_hmc_fcn_index hmc_fcn_index all_memory]))
-        }
-        "cq_create" => Cmd::CreateCq(cq()?),
-        "cq_destroy" => Cmd::DestroyCq(cq()?),
-        "ceq_create" => Cmd::CreateCeq(eq(false)?),
-        "ceq_destroy" => Cmd::DestroyCeq(eq(false)?),
-        "aeq_create" => Cmd::CreateAeq(eq(true)?),
-        "aeq_destroy" => Cmd::DestroyAeq(eq(true)?),
+        "mr_reg_non_shared" => Cmd::RegMr(i.mr()?),
+        "cq_create" => Cmd::CreateCq(i.cq()?),
+        "cq_destroy" => Cmd::DestroyCq(i.cq()?),
+        "ceq_create" => Cmd::CreateCeq(i.eq(false)?),
+        "ceq_destroy" => Cmd::DestroyCeq(i.eq(false)?),
+        "aeq_create" => Cmd::CreateAeq(i.eq(true)?),
+        "aeq_destroy" => Cmd::DestroyAeq(i.eq(true)?),
         "create_ah" | "modify_ah" | "destroy_ah" => {
-            let ip = |k: &str| -> Result<[u32; 4], String> {
-                let mut a = [0u32; 4];
-                for (n, x) in a.iter_mut().enumerate() {
-                    *x = fit!(&format!("{k}[{n}]"), u32);
-                }
-                Ok(a)
-            };
-            let mut mac = [0u8; 6];
-            let text = i.get("mac_addr").and_then(Value::as_str).unwrap_or("");
-            for (n, p) in text.split(':').take(6).enumerate() {
-                mac[n] = u8::from_str_radix(p, 16).map_err(|_| "mac_addr".to_string())?;
-            }
-            let k = fit_fields!(fit, ctrl::VdAhCmd {
-                dest_ip_addr: ip("dest_ip_addr")?,
-                src_ip_addr: ip("src_ip_addr")?,
-                mac_addr: mac,
-                pad: [0; 6],
-            } [pd_idx dst_arpindex flow_label ah_idx vlan_tag insert_vlan_tag tc_tos hop_ttl]
-              [ipv4_valid do_lpbk]);
+            let k = i.ah()?;
             Cmd::Ah(
                 k,
                 ["create_ah", "modify_ah", "destroy_ah"].iter().position(|o| *o == op).unwrap_or(0)
                     as u32,
             )
         }
-        "ws_node" if g("node_op")? > 2 => {
+        "ws_node" if i.g("node_op")? > 2 => {
             return Err(
                 "ws_node node_op above 2 (the glue's op 3 and 4 are the FPM commands)".into()
             );
         }
-        "ws_node" => Cmd::Misc(
-            fit_fields!(fit, ctrl::VdMiscCmd { pa: 0, hmc_fn_id: 0 }
-                [id vsi parent_id type_leaf enable prio_type tc weight]),
-            fit!("node_op", u32),
-        ),
+        "ws_node" => Cmd::Misc(i.ws_node()?, i.fit::<u32>("node_op")?),
         "query_fpm_val" | "commit_fpm_val" => {
-            zero_only(&["dev.periodic_flush"])?;
+            i.zero_only(&["dev.periodic_flush"])?;
             Cmd::Misc(
                 ctrl::VdMiscCmd {
-                    pa: g(if op == "query_fpm_val" {
+                    pa: i.g(if op == "query_fpm_val" {
                         "query_fpm_mem.pa"
                     } else {
                         "commit_fpm_mem.pa"
                     })?,
-                    hmc_fn_id: fit!("hmc_fn_id", u8),
+                    hmc_fn_id: i.fit::<u8>("hmc_fn_id")?,
                     ..Default::default()
                 },
                 if op == "query_fpm_val" { 3 } else { 4 },
@@ -527,9 +586,9 @@ fn case_of(op: &str, i: &Value) -> Result<CtrlCase, String> {
     };
     Ok(CtrlCase {
         cmd,
-        qp_count: count("hmc_obj[QP].max_cnt")?,
-        cq_count: count("hmc_obj[CQ].max_cnt")?,
-        pble_count: count("hmc_obj[PBLE].cnt")?,
+        qp_count: i.count("hmc_obj[QP].max_cnt")?,
+        cq_count: i.count("hmc_obj[CQ].max_cnt")?,
+        pble_count: i.count("hmc_obj[PBLE].cnt")?,
     })
 }
 

@@ -1283,155 +1283,176 @@ pub fn rederive(v: &Value) -> Rederived {
         let op = c["op"].as_str().unwrap_or("?");
         let name = format!("{op}/{}", c["name"].as_str().unwrap_or("?"));
         if op == "clean_rq_elem" || op == "shutdown_all_ctrlq" || op == "init_all_ctrlq" {
-            let got = match common_of(c).and_then(|(ring, answers, _)| {
-                if op == "shutdown_all_ctrlq" {
-                    if super::num(&c["inputs"]["args"]["unloading"]) != Some(1) {
-                        return Err("args.unloading = 0: Linux 6.1's ice_shutdown_ctrlq always \
-                                    sends Queue Shutdown with unloading set"
-                            .to_string());
-                    }
-                    if answers.iter().any(|a| a.retval != 0 || a.hang) {
-                        return Err("a failing Queue Shutdown answer (the harness firmware \
-                                    answers it plainly)"
-                            .to_string());
-                    }
-                    Ok(vendor_shutdown(n as u64, &ring))
-                } else if op == "init_all_ctrlq" {
-                    if answers.len() != 1 {
-                        return Err("init_all_ctrlq: not one Get Version answer".into());
-                    }
-                    match vendor_init_all(n as u64, &ring, &answers[0]) {
-                        Ok(Some(g)) => Ok(Ok(g)),
-                        Ok(None) => {
-                            Err("an -EIO start Linux 6.1 retries (the runner starts once)".into())
-                        }
-                        Err(e) => Ok(Err(e)),
-                    }
-                } else {
-                    let (evs, polls, buf_len) = events_of(c)?;
-                    Ok(vendor_events(n as u64, &ring, &evs, polls, buf_len))
-                }
-            }) {
-                Ok(Ok(g)) => g,
-                Ok(Err(e)) => {
-                    r.differ.push(format!("{name}: vendor run failed: {e}"));
-                    continue;
-                }
-                Err(why) => {
-                    r.skip(&why);
-                    continue;
-                }
-            };
-            let (mut g, mut w) = (comparable(&got), comparable(c));
-            let gret = g["ret"].clone();
-            fit(&mut g["call"], &mut w["call"], &gret);
-            if let (Some(gr), Some(wr)) = (g["rest"].as_array_mut(), w["rest"].as_array_mut()) {
-                for (a, b) in gr.iter_mut().zip(wr.iter_mut()) {
-                    let ret = a["ret"].clone();
-                    fit(&mut a["call"], &mut b["call"], &ret);
-                }
-            }
-            r.compare(&name, &g, &w, &[]);
-            continue;
-        }
-        if op != "send_cmd" {
-            let t = typed_of(c).and_then(|t| common_of(c).map(|x| (t, x)));
-            match t {
-                Ok((cmd, (ring, answers, regs))) => {
-                    match vendor_typed(n as u64, &ring, cmd, &answers, &regs) {
-                        Ok(got) => {
-                            let (mut g, mut w) = (comparable(&got), comparable(c));
-                            only_recorded(&mut g, &w);
-                            if op.starts_with("discover_")
-                                && let (Some(m), Some(gc)) =
-                                    (w["call"].as_object_mut(), g["call"].as_object())
-                            {
-                                // the glue reports 20 of ice's capability
-                                // fields (lan.rs CAP_NAMES): those are compared
-                                m.retain(|k, _| gc.contains_key(k));
-                            }
-                            if let Some(m) = w["call"].as_object_mut() {
-                                // the published shim's bookkeeping
-                                // (`link_copied`, `phy.get_link_info`) and
-                                // the raw layer entries (`layer_info`): the
-                                // glue reports none of them
-                                for k in NOT_REPORTED {
-                                    m.remove(*k);
-                                }
-                                // a max_children entry ice left alone: the
-                                // published shim's 0xEEEE pre-fill, which
-                                // the glue does not report
-                                let gc = g["call"].clone();
-                                m.retain(|k, v| {
-                                    !(k.starts_with("max_children[")
-                                        && gc.get(k).is_none()
-                                        && super::num(v) == Some(0xeeee))
-                                });
-                            }
-                            if g["ret"] != 0 {
-                                // a failed call returns only its error: what
-                                // else the published set records is the state
-                                // the vendor left (the runner's rule too)
-                                let keep = g["call"].clone();
-                                if let Some(m) = w["call"].as_object_mut() {
-                                    m.retain(|k, _| keep.get(k).is_some());
-                                }
-                            }
-                            r.compare(&name, &g, &w, &[]);
-                        }
-                        Err(e) => r.differ.push(format!("{name}: vendor run failed: {e}")),
-                    }
-                }
-                Err(why) => r.skip(&why),
-            }
-            continue;
-        }
-        let s = match send_of(c) {
-            Ok(s) => s,
-            Err(why) => {
-                r.skip(&why);
-                continue;
-            }
-        };
-        match vendor_send(n as u64, &s) {
-            Ok(got) => {
-                let (mut g, w) = (comparable(&got), comparable(c));
-                only_recorded(&mut g, &w);
-                let mut w = w;
-                let zeros = |v: &Value| v.as_str().is_some_and(|x| x.bytes().all(|b| b == b'0'));
-                if s.buf.is_none()
-                    && zeros(&w["call"]["buf_after"])
-                    && g["call"].get("buf_after").is_none()
-                {
-                    // a NULL caller buffer has no contents: the published
-                    // set records `buf_size` zero bytes for it
-                    if let Some(m) = w["call"].as_object_mut() {
-                        m.remove("buf_after");
-                    }
-                    // nor does the harness record the caller's descriptor
-                    // when nothing was handed back (lan.rs `written_back`)
-                    if g["ret"] != 0
-                        && g["call"].get("desc_after").is_none()
-                        && let Some(m) = w["call"].as_object_mut()
-                    {
-                        m.remove("desc_after");
-                    }
-                    if super::first_diff(&g, &w, &[], "").is_none() {
-                        r.known(
-                            "a NULL caller buffer refused before posting: the published set \
-                             records buf_size zero bytes as buf_after and the untouched caller \
-                             descriptor as desc_after; the vendor hands back neither (lan.rs \
-                             records a descriptor only when one came back)",
-                        );
-                        continue;
-                    }
-                }
-                r.compare(&name, &g, &w, &[]);
-            }
-            Err(e) => r.differ.push(format!("{name}: vendor run failed: {e}")),
+            rederive_ctrlq(&mut r, n as u64, op, &name, c);
+        } else if op != "send_cmd" {
+            rederive_typed(&mut r, n as u64, op, &name, c);
+        } else {
+            rederive_send(&mut r, n as u64, &name, c);
         }
     }
     r
+}
+
+/// A queue-level case (clean_rq_elem, shutdown_all_ctrlq, init_all_ctrlq)
+/// `n`, named `name`, re-derived into `r`.
+fn rederive_ctrlq(r: &mut Rederived, n: u64, op: &str, name: &str, c: &Value) {
+    let got = match vendor_ctrlq(n, op, c) {
+        Ok(Ok(g)) => g,
+        Ok(Err(e)) => {
+            r.differ.push(format!("{name}: vendor run failed: {e}"));
+            return;
+        }
+        Err(why) => {
+            r.skip(&why);
+            return;
+        }
+    };
+    let (mut g, mut w) = (comparable(&got), comparable(c));
+    let gret = g["ret"].clone();
+    fit(&mut g["call"], &mut w["call"], &gret);
+    if let (Some(gr), Some(wr)) = (g["rest"].as_array_mut(), w["rest"].as_array_mut()) {
+        for (a, b) in gr.iter_mut().zip(wr.iter_mut()) {
+            let ret = a["ret"].clone();
+            fit(&mut a["call"], &mut b["call"], &ret);
+        }
+    }
+    r.compare(name, &g, &w, &[]);
+}
+
+/// The vendor's run of queue-level case `c` (`n`, its op `op`): its
+/// record, or why it failed; outside, why the case is not expressible.
+fn vendor_ctrlq(n: u64, op: &str, c: &Value) -> Result<Result<Value, String>, String> {
+    let (ring, answers, _) = common_of(c)?;
+    if op == "shutdown_all_ctrlq" {
+        if super::num(&c["inputs"]["args"]["unloading"]) != Some(1) {
+            return Err("args.unloading = 0: Linux 6.1's ice_shutdown_ctrlq always \
+                        sends Queue Shutdown with unloading set"
+                .to_string());
+        }
+        if answers.iter().any(|a| a.retval != 0 || a.hang) {
+            return Err("a failing Queue Shutdown answer (the harness firmware \
+                        answers it plainly)"
+                .to_string());
+        }
+        Ok(vendor_shutdown(n, &ring))
+    } else if op == "init_all_ctrlq" {
+        if answers.len() != 1 {
+            return Err("init_all_ctrlq: not one Get Version answer".into());
+        }
+        match vendor_init_all(n, &ring, &answers[0]) {
+            Ok(Some(g)) => Ok(Ok(g)),
+            Ok(None) => Err("an -EIO start Linux 6.1 retries (the runner starts once)".into()),
+            Err(e) => Ok(Err(e)),
+        }
+    } else {
+        let (evs, polls, buf_len) = events_of(c)?;
+        Ok(vendor_events(n, &ring, &evs, polls, buf_len))
+    }
+}
+
+/// A typed-command case `n` (op `op`), named `name`, re-derived into `r`.
+fn rederive_typed(r: &mut Rederived, n: u64, op: &str, name: &str, c: &Value) {
+    let t = typed_of(c).and_then(|t| common_of(c).map(|x| (t, x)));
+    match t {
+        Ok((cmd, (ring, answers, regs))) => match vendor_typed(n, &ring, cmd, &answers, &regs) {
+            Ok(got) => {
+                let (g, w) = typed_comparable(op, &got, c);
+                r.compare(name, &g, &w, &[]);
+            }
+            Err(e) => r.differ.push(format!("{name}: vendor run failed: {e}")),
+        },
+        Err(why) => r.skip(&why),
+    }
+}
+
+/// The vendor's record `got` of typed case `c` (op `op`) and the
+/// published one, each cut to what both report.
+fn typed_comparable(op: &str, got: &Value, c: &Value) -> (Value, Value) {
+    let (mut g, mut w) = (comparable(got), comparable(c));
+    only_recorded(&mut g, &w);
+    if op.starts_with("discover_")
+        && let (Some(m), Some(gc)) = (w["call"].as_object_mut(), g["call"].as_object())
+    {
+        // the glue reports 20 of ice's capability
+        // fields (lan.rs CAP_NAMES): those are compared
+        m.retain(|k, _| gc.contains_key(k));
+    }
+    if let Some(m) = w["call"].as_object_mut() {
+        // the published shim's bookkeeping
+        // (`link_copied`, `phy.get_link_info`) and
+        // the raw layer entries (`layer_info`): the
+        // glue reports none of them
+        for k in NOT_REPORTED {
+            m.remove(*k);
+        }
+        // a max_children entry ice left alone: the
+        // published shim's 0xEEEE pre-fill, which
+        // the glue does not report
+        let gc = g["call"].clone();
+        m.retain(|k, v| {
+            !(k.starts_with("max_children[")
+                && gc.get(k).is_none()
+                && super::num(v) == Some(0xeeee))
+        });
+    }
+    if g["ret"] != 0 {
+        // a failed call returns only its error: what
+        // else the published set records is the state
+        // the vendor left (the runner's rule too)
+        let keep = g["call"].clone();
+        if let Some(m) = w["call"].as_object_mut() {
+            m.retain(|k, _| keep.get(k).is_some());
+        }
+    }
+    (g, w)
+}
+
+/// A send_cmd case `n`, named `name`, re-derived into `r`.
+fn rederive_send(r: &mut Rederived, n: u64, name: &str, c: &Value) {
+    let s = match send_of(c) {
+        Ok(s) => s,
+        Err(why) => {
+            r.skip(&why);
+            return;
+        }
+    };
+    match vendor_send(n, &s) {
+        Ok(got) => {
+            let (mut g, w) = (comparable(&got), comparable(c));
+            only_recorded(&mut g, &w);
+            let mut w = w;
+            let zeros = |v: &Value| v.as_str().is_some_and(|x| x.bytes().all(|b| b == b'0'));
+            if s.buf.is_none()
+                && zeros(&w["call"]["buf_after"])
+                && g["call"].get("buf_after").is_none()
+            {
+                // a NULL caller buffer has no contents: the published
+                // set records `buf_size` zero bytes for it
+                if let Some(m) = w["call"].as_object_mut() {
+                    m.remove("buf_after");
+                }
+                // nor does the harness record the caller's descriptor
+                // when nothing was handed back (lan.rs `written_back`)
+                if g["ret"] != 0
+                    && g["call"].get("desc_after").is_none()
+                    && let Some(m) = w["call"].as_object_mut()
+                {
+                    m.remove("desc_after");
+                }
+                if super::first_diff(&g, &w, &[], "").is_none() {
+                    r.known(
+                        "a NULL caller buffer refused before posting: the published set \
+                         records buf_size zero bytes as buf_after and the untouched caller \
+                         descriptor as desc_after; the vendor hands back neither (lan.rs \
+                         records a descriptor only when one came back)",
+                    );
+                    return;
+                }
+            }
+            r.compare(name, &g, &w, &[]);
+        }
+        Err(e) => r.differ.push(format!("{name}: vendor run failed: {e}")),
+    }
 }
 
 #[cfg(test)]
