@@ -241,76 +241,8 @@ pub fn leg() -> Result<String, String> {
     let mut counts = Vec::new();
     let mut failed = Vec::new();
     for target in TARGETS {
-        let seed_dir = dir.join("target").join("seeds").join(target);
-        seeds(target, &seed_dir)?;
-        let corpus = match secs {
-            Some(_) => dir.join("corpus").join(target),
-            None => {
-                let c = dir.join("target").join("corpus-fixed").join(target);
-                let _ = std::fs::remove_dir_all(&c);
-                c
-            }
-        };
-        std::fs::create_dir_all(&corpus).map_err(|e| format!("{}: {e}", corpus.display()))?;
-        let log = logs.join(format!("{target}.log"));
-        let log_file =
-            std::fs::File::create(&log).map_err(|e| format!("{}: {e}", log.display()))?;
-        let err_file = log_file.try_clone().map_err(|e| e.to_string())?;
-        let budget = match secs {
-            Some(secs) => format!("-max_total_time={secs}"),
-            // About 5–15 s each on this 2-core machine.
-            None => format!(
-                "-runs={}",
-                match *target {
-                    "fpm_hmc" => 5_000,
-                    // A probed device per process, objects per input.
-                    "aeq_device" => 5_000,
-                    "conformance_json" => 20_000,
-                    "cqe_poll" => 200_000,
-                    // Up to 64 commands per input (~15 s).
-                    "nvmet_capsule" => 200_000,
-                    _ => 400_000,
-                }
-            ),
-        };
-        // Conformance documents are longer than binary inputs; the seeds
-        // (cut vector files, up to ~40 KB) must not be truncated.
-        let max_len =
-            format!("-max_len={}", if *target == "conformance_json" { 65536 } else { 4096 });
-        let args = [
-            "+nightly",
-            "fuzz",
-            "run",
-            target,
-            corpus.to_str().unwrap_or_default(),
-            seed_dir.to_str().unwrap_or_default(),
-            "--",
-            &budget,
-            "-seed=1",
-            &max_len,
-            "-rss_limit_mb=2048",
-            "-timeout=10",
-            // The conformance runner prints a line per failing case.
-            "-close_fd_mask=1",
-        ];
-        println!("xtask fuzz: running `cargo {}` (log: {})", args.join(" "), log.display());
-        let st = status_bounded(
-            Command::new("cargo").args(args).current_dir(&dir).stdout(log_file).stderr(err_file),
-            &format!("cargo fuzz run {target}"),
-        )?;
-        let text = std::fs::read_to_string(&log).unwrap_or_default();
-        let runs = runs_of(&text);
-        println!(
-            "xtask fuzz: {target}: {} runs ({}){}",
-            runs.map_or("?".into(), |n| n.to_string()),
-            secs.map_or_else(|| "fixed seed and count".into(), |s| format!("{s} s")),
-            if st.success() { "" } else { " — CRASH" }
-        );
-        if !st.success() {
-            let tail: Vec<&str> = text.lines().rev().take(40).collect();
-            for l in tail.iter().rev() {
-                println!("    {l}");
-            }
+        let (runs, passed) = run_target(&dir, &logs, target, secs)?;
+        if !passed {
             failed.push(*target);
         }
         counts.push(format!("{target} {}", runs.map_or("?".into(), |n| n.to_string())));
@@ -320,5 +252,90 @@ pub fn leg() -> Result<String, String> {
         Ok(summary)
     } else {
         Err(format!("crashed: {} ({summary}); see {}", failed.join(", "), logs.display()))
+    }
+}
+
+/// Runs one target on fresh seeds (and a fresh corpus unless `secs` asks
+/// for a timed run on the kept one): its run count and whether it passed.
+fn run_target(
+    dir: &Path,
+    logs: &Path,
+    target: &str,
+    secs: Option<u64>,
+) -> Result<(Option<u64>, bool), String> {
+    let seed_dir = dir.join("target").join("seeds").join(target);
+    seeds(target, &seed_dir)?;
+    let corpus = match secs {
+        Some(_) => dir.join("corpus").join(target),
+        None => {
+            let c = dir.join("target").join("corpus-fixed").join(target);
+            let _ = std::fs::remove_dir_all(&c);
+            c
+        }
+    };
+    std::fs::create_dir_all(&corpus).map_err(|e| format!("{}: {e}", corpus.display()))?;
+    let log = logs.join(format!("{target}.log"));
+    let log_file = std::fs::File::create(&log).map_err(|e| format!("{}: {e}", log.display()))?;
+    let err_file = log_file.try_clone().map_err(|e| e.to_string())?;
+    let budget = budget_arg(target, secs);
+    // Conformance documents are longer than binary inputs; the seeds
+    // (cut vector files, up to ~40 KB) must not be truncated.
+    let max_len = format!("-max_len={}", if target == "conformance_json" { 65536 } else { 4096 });
+    let args = [
+        "+nightly",
+        "fuzz",
+        "run",
+        target,
+        corpus.to_str().unwrap_or_default(),
+        seed_dir.to_str().unwrap_or_default(),
+        "--",
+        &budget,
+        "-seed=1",
+        &max_len,
+        "-rss_limit_mb=2048",
+        "-timeout=10",
+        // The conformance runner prints a line per failing case.
+        "-close_fd_mask=1",
+    ];
+    println!("xtask fuzz: running `cargo {}` (log: {})", args.join(" "), log.display());
+    let st = status_bounded(
+        Command::new("cargo").args(args).current_dir(dir).stdout(log_file).stderr(err_file),
+        &format!("cargo fuzz run {target}"),
+    )?;
+    let text = std::fs::read_to_string(&log).unwrap_or_default();
+    let runs = runs_of(&text);
+    println!(
+        "xtask fuzz: {target}: {} runs ({}){}",
+        runs.map_or("?".into(), |n| n.to_string()),
+        secs.map_or_else(|| "fixed seed and count".into(), |s| format!("{s} s")),
+        if st.success() { "" } else { " — CRASH" }
+    );
+    if !st.success() {
+        let tail: Vec<&str> = text.lines().rev().take(40).collect();
+        for l in tail.iter().rev() {
+            println!("    {l}");
+        }
+    }
+    Ok((runs, st.success()))
+}
+
+/// libFuzzer's budget for `target`: `secs` seconds, else a fixed count.
+fn budget_arg(target: &str, secs: Option<u64>) -> String {
+    match secs {
+        Some(secs) => format!("-max_total_time={secs}"),
+        // About 5–15 s each on this 2-core machine.
+        None => format!(
+            "-runs={}",
+            match target {
+                "fpm_hmc" => 5_000,
+                // A probed device per process, objects per input.
+                "aeq_device" => 5_000,
+                "conformance_json" => 20_000,
+                "cqe_poll" => 200_000,
+                // Up to 64 commands per input (~15 s).
+                "nvmet_capsule" => 200_000,
+                _ => 400_000,
+            }
+        ),
     }
 }

@@ -90,31 +90,45 @@ pub fn vendor_tree() -> Result<PathBuf, String> {
     std::fs::create_dir_all(&cache).map_err(|e| format!("{}: {e}", cache.display()))?;
     let deb = cache.join(format!("{pkg}_{ver}_all.deb"));
     if !deb.is_file() {
-        let spec = format!("{pkg}={ver}");
-        eprintln!("xtask vendor-diff: apt-get download {spec} into {}", cache.display());
-        let get = |c: &Path| {
-            run(
-                Command::new("apt-get").args(["download", &spec]).current_dir(c),
-                "apt-get download",
-            )
-        };
-        if get(&cache).is_err() {
-            // a fresh machine's package lists may not know the version yet
-            eprintln!("xtask vendor-diff: retrying after apt-get update");
-            run(Command::new("apt-get").arg("update"), "apt-get update")?;
-            get(&cache).map_err(|e| {
-                format!(
-                    "{e}: the harness was written against {pkg} {ver} exactly \
-                     (tests/vendor-diff/VENDOR_VERSION); this machine's apt cannot fetch it"
-                )
-            })?;
-        }
+        download(&cache, &pkg, &ver)?;
     }
+    let tmp = cache.join(format!("src-{ver}.partial"));
+    extract(&deb, &tmp, &pkg)?;
+    std::fs::write(tmp.join("VENDOR_VERSION"), format!("{stamp_text}\n"))
+        .map_err(|e| format!("stamp: {e}"))?;
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::rename(&tmp, &dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    Ok(dir)
+}
+
+/// `apt-get download`s the package into `cache` (after an `apt-get update`
+/// when the first try fails).
+fn download(cache: &Path, pkg: &str, ver: &str) -> Result<(), String> {
+    let spec = format!("{pkg}={ver}");
+    eprintln!("xtask vendor-diff: apt-get download {spec} into {}", cache.display());
+    let get = |c: &Path| {
+        run(Command::new("apt-get").args(["download", &spec]).current_dir(c), "apt-get download")
+    };
+    if get(cache).is_err() {
+        // a fresh machine's package lists may not know the version yet
+        eprintln!("xtask vendor-diff: retrying after apt-get update");
+        run(Command::new("apt-get").arg("update"), "apt-get update")?;
+        get(cache).map_err(|e| {
+            format!(
+                "{e}: the harness was written against {pkg} {ver} exactly \
+                 (tests/vendor-diff/VENDOR_VERSION); this machine's apt cannot fetch it"
+            )
+        })?;
+    }
+    Ok(())
+}
+
+/// Extracts the harness's vendor files from `deb` into a fresh `tmp`.
+fn extract(deb: &Path, tmp: &Path, pkg: &str) -> Result<(), String> {
     util::ensure_program(&DPKG_DEB)?;
     util::ensure_program(&XZ)?;
-    let tmp = cache.join(format!("src-{ver}.partial"));
-    let _ = std::fs::remove_dir_all(&tmp);
-    std::fs::create_dir_all(&tmp).map_err(|e| format!("{}: {e}", tmp.display()))?;
+    let _ = std::fs::remove_dir_all(tmp);
+    std::fs::create_dir_all(tmp).map_err(|e| format!("{}: {e}", tmp.display()))?;
     // The .deb holds usr/src/linux-source-6.1.tar.xz; take only the irdma
     // and ice directories out of it, and the virtchnl header ice includes
     // and the rw area's core/rw.c, core/mr_pool.c with their two headers
@@ -133,7 +147,7 @@ pub fn vendor_tree() -> Result<PathBuf, String> {
         deb.display()
     );
     run(
-        Command::new("sh").args(["-c", &script, "sh"]).arg(&deb).arg(&tmp),
+        Command::new("sh").args(["-c", &script, "sh"]).arg(deb).arg(tmp),
         "extracting the vendor sources",
     )?;
     for f in [
@@ -145,11 +159,7 @@ pub fn vendor_tree() -> Result<PathBuf, String> {
             return Err(format!("{} has no {f}", deb.display()));
         }
     }
-    std::fs::write(tmp.join("VENDOR_VERSION"), format!("{stamp_text}\n"))
-        .map_err(|e| format!("stamp: {e}"))?;
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::rename(&tmp, &dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-    Ok(dir)
+    Ok(())
 }
 
 /// Fetches, builds and runs the harness.

@@ -836,24 +836,6 @@ fn cut(v: u64, bits: u32) -> u64 {
 fn cut_case(c: &CtrlCase) -> (CtrlCase, bool, Vec<(usize, u64, u32)>) {
     let mut c = *c;
     let mut forced = false;
-    // The fields ALLOC_STAG and REG_MR share, cut alike; whether the PBL is
-    // forced: the vendor tests chunk_size before cutting it, so a non-zero
-    // size that cuts to 0 still writes the first PBLE index.
-    macro_rules! cut_stag {
-        ($k:ident) => {{
-            let len = cut($k.total_len, 46);
-            if len == 0 && $k.total_len != 0 {
-                $k.all_memory = 1;
-            }
-            $k.total_len = len;
-            $k.stag_idx = cut($k.stag_idx as u64, 24) as u32;
-            $k.access_rights = cut($k.access_rights as u64, 5) as u16;
-            $k.pd_id = cut($k.pd_id as u64, 18) as u32;
-            let forced = $k.chunk_size != 0 && cut($k.chunk_size as u64, 2) == 0;
-            $k.chunk_size = cut($k.chunk_size as u64, 2) as u32;
-            forced
-        }};
-    }
     let mut ors = Vec::new();
     // ctrl.c irdma_sc_qp_create / _modify / _destroy: `hdr = qp_id | ...`
     if let Cmd::CreateQp(k) | Cmd::ModifyQp(k) | Cmd::DestroyQp(k) = c.cmd {
@@ -864,83 +846,122 @@ fn cut_case(c: &CtrlCase) -> (CtrlCase, bool, Vec<(usize, u64, u32)>) {
     c.pble_count = u32::MAX;
     let cmd_kind = c.cmd;
     match &mut c.cmd {
-        Cmd::CreateQp(k) | Cmd::ModifyQp(k) | Cmd::DestroyQp(k) => {
-            k.qp_id = cut(k.qp_id as u64, 24) as u32;
-            k.new_mss = cut(k.new_mss as u64, 14) as u16;
-            k.termlen = cut(k.termlen as u64, 4) as u8;
-            k.qp_type = cut(k.qp_type as u64, 3) as u8;
-            // irdma_sc_qp_modify tests next_iwarp_state == TERMINATE (5)
-            // before FIELD_PREP cuts it: a wider state cut to 5 gets no
-            // terminate actions and no TERMLEN
-            if k.next_state != 5 && cut(k.next_state as u64, 3) == 5 {
-                k.dont_send_fin = 0;
-                k.dont_send_term = 0;
-                k.termlen = 0;
-            }
-            k.next_state = cut(k.next_state as u64, 3) as u8;
-        }
-        Cmd::AllocStag(k) | Cmd::DeallocStag(k) => {
-            forced = cut_stag!(k);
-            k.first_pm_pbl_idx = cut(k.first_pm_pbl_idx, 28);
-            k.hmc_fcn_index = cut(k.hmc_fcn_index as u64, 6) as u8;
-            if page(k.page_size).is_none() {
-                k.page_size = 0x1000;
-            }
-        }
-        Cmd::RegMr(k) => {
-            forced = cut_stag!(k);
-            k.first_pm_pbl_index = cut(k.first_pm_pbl_index as u64, 28) as u32;
-        }
+        Cmd::CreateQp(k) | Cmd::ModifyQp(k) | Cmd::DestroyQp(k) => cut_qp(k),
+        Cmd::AllocStag(k) | Cmd::DeallocStag(k) => forced = cut_alloc_stag(k),
+        Cmd::RegMr(k) => forced = cut_reg_mr(k),
         Cmd::CreateCq(k) | Cmd::DestroyCq(k) => {
-            // both write cq_size (@0) whole; destroy also cq_id into the
-            // header and the first PBLE index (@48) unmasked
-            ors.push((0, k.cq_size as u64, 21));
-            if let Cmd::DestroyCq(_) = cmd_kind {
-                ors.push((3, k.cq_id as u64, 19));
-                if k.virtual_map != 0 {
-                    ors.push((6, k.first_pm_pbl_idx as u64, 28));
-                }
-            }
-            k.cq_size = cut(k.cq_size as u64, 21) as u32;
-            k.cq_id = cut(k.cq_id as u64, 19) as u32;
-            k.first_pm_pbl_idx = cut(k.first_pm_pbl_idx as u64, 28) as u32;
-            k.shadow_read_threshold = cut(k.shadow_read_threshold as u64, 18) as u32;
-            k.pbl_chunk_size = cut(k.pbl_chunk_size as u64, 2) as u8;
-            // FLD_LS_64 with ICRDMA_CQPSQ_CQ_CEQID (31:22): 10 bits
-            k.ceq_id = cut(k.ceq_id as u64, 10) as u32;
-            k.max_ceqs = u32::MAX;
+            cut_cq(k, matches!(cmd_kind, Cmd::DestroyCq(_)), &mut ors)
         }
         Cmd::CreateCeq(k) | Cmd::DestroyCeq(k) | Cmd::CreateAeq(k) | Cmd::DestroyAeq(k) => {
-            // irdma_sc_ceq_init / _aeq_init bound elem_cnt and the CEQ id;
-            // the builders write elem_cnt (@16) and the first PBLE index
-            // (@48) whole, and FIELD_PREP the chunk size
-            if k.virtual_map != 0 {
-                ors.push((6, k.first_pm_pbl_idx as u64, 28));
-            }
-            k.first_pm_pbl_idx = cut(k.first_pm_pbl_idx as u64, 28) as u32;
-            k.pbl_chunk_size = cut(k.pbl_chunk_size as u64, 2) as u8;
-            k.max_ceqs = u32::MAX;
+            cut_eq(k, &mut ors)
         }
-        Cmd::Ah(k, _) => {
-            // uda_d.h: PDINDEXLO 63:48 + PDINDEXHI 21:20 (18 bits),
-            // ARPINDEX 63:48, FLOWLABEL 19:0, AVIDX 16:0
-            k.pd_idx = cut(k.pd_idx as u64, 18) as u32;
-            k.dst_arpindex = cut(k.dst_arpindex as u64, 16) as u32;
-            k.flow_label = cut(k.flow_label as u64, 20) as u32;
-            k.ah_idx = cut(k.ah_idx as u64, 17) as u32;
-        }
-        Cmd::Misc(k, _) => {
-            // defs.h IRDMA_CQPSQ_WS_*: NODEID 9:0, PARENTID 25:16, VSI 57:48,
-            // WEIGHT 38:32, PRIOTYPE 60:59, TC 58:56
-            k.id = cut(k.id as u64, 10) as u16;
-            k.parent_id = cut(k.parent_id as u64, 10) as u16;
-            k.vsi = cut(k.vsi as u64, 10) as u16;
-            k.weight = cut(k.weight as u64, 7) as u8;
-            k.prio_type = cut(k.prio_type as u64, 2) as u8;
-            k.tc = cut(k.tc as u64, 3) as u8;
-        }
+        Cmd::Ah(k, _) => cut_ah(k),
+        Cmd::Misc(k, _) => cut_ws_node(k),
     }
     (c, forced, ors)
+}
+
+// The fields ALLOC_STAG and REG_MR share, cut alike; whether the PBL is
+// forced: the vendor tests chunk_size before cutting it, so a non-zero
+// size that cuts to 0 still writes the first PBLE index.
+macro_rules! cut_stag {
+    ($k:ident) => {{
+        let len = cut($k.total_len, 46);
+        if len == 0 && $k.total_len != 0 {
+            $k.all_memory = 1;
+        }
+        $k.total_len = len;
+        $k.stag_idx = cut($k.stag_idx as u64, 24) as u32;
+        $k.access_rights = cut($k.access_rights as u64, 5) as u16;
+        $k.pd_id = cut($k.pd_id as u64, 18) as u32;
+        let forced = $k.chunk_size != 0 && cut($k.chunk_size as u64, 2) == 0;
+        $k.chunk_size = cut($k.chunk_size as u64, 2) as u32;
+        forced
+    }};
+}
+
+fn cut_qp(k: &mut VdQpCmd) {
+    k.qp_id = cut(k.qp_id as u64, 24) as u32;
+    k.new_mss = cut(k.new_mss as u64, 14) as u16;
+    k.termlen = cut(k.termlen as u64, 4) as u8;
+    k.qp_type = cut(k.qp_type as u64, 3) as u8;
+    // irdma_sc_qp_modify tests next_iwarp_state == TERMINATE (5)
+    // before FIELD_PREP cuts it: a wider state cut to 5 gets no
+    // terminate actions and no TERMLEN
+    if k.next_state != 5 && cut(k.next_state as u64, 3) == 5 {
+        k.dont_send_fin = 0;
+        k.dont_send_term = 0;
+        k.termlen = 0;
+    }
+    k.next_state = cut(k.next_state as u64, 3) as u8;
+}
+
+fn cut_alloc_stag(k: &mut VdStagCmd) -> bool {
+    let forced = cut_stag!(k);
+    k.first_pm_pbl_idx = cut(k.first_pm_pbl_idx, 28);
+    k.hmc_fcn_index = cut(k.hmc_fcn_index as u64, 6) as u8;
+    if page(k.page_size).is_none() {
+        k.page_size = 0x1000;
+    }
+    forced
+}
+
+fn cut_reg_mr(k: &mut VdMrCmd) -> bool {
+    let forced = cut_stag!(k);
+    k.first_pm_pbl_index = cut(k.first_pm_pbl_index as u64, 28) as u32;
+    forced
+}
+
+fn cut_cq(k: &mut VdCqCmd, destroy: bool, ors: &mut Vec<(usize, u64, u32)>) {
+    // both write cq_size (@0) whole; destroy also cq_id into the
+    // header and the first PBLE index (@48) unmasked
+    ors.push((0, k.cq_size as u64, 21));
+    if destroy {
+        ors.push((3, k.cq_id as u64, 19));
+        if k.virtual_map != 0 {
+            ors.push((6, k.first_pm_pbl_idx as u64, 28));
+        }
+    }
+    k.cq_size = cut(k.cq_size as u64, 21) as u32;
+    k.cq_id = cut(k.cq_id as u64, 19) as u32;
+    k.first_pm_pbl_idx = cut(k.first_pm_pbl_idx as u64, 28) as u32;
+    k.shadow_read_threshold = cut(k.shadow_read_threshold as u64, 18) as u32;
+    k.pbl_chunk_size = cut(k.pbl_chunk_size as u64, 2) as u8;
+    // FLD_LS_64 with ICRDMA_CQPSQ_CQ_CEQID (31:22): 10 bits
+    k.ceq_id = cut(k.ceq_id as u64, 10) as u32;
+    k.max_ceqs = u32::MAX;
+}
+
+fn cut_eq(k: &mut VdEqCmd, ors: &mut Vec<(usize, u64, u32)>) {
+    // irdma_sc_ceq_init / _aeq_init bound elem_cnt and the CEQ id;
+    // the builders write elem_cnt (@16) and the first PBLE index
+    // (@48) whole, and FIELD_PREP the chunk size
+    if k.virtual_map != 0 {
+        ors.push((6, k.first_pm_pbl_idx as u64, 28));
+    }
+    k.first_pm_pbl_idx = cut(k.first_pm_pbl_idx as u64, 28) as u32;
+    k.pbl_chunk_size = cut(k.pbl_chunk_size as u64, 2) as u8;
+    k.max_ceqs = u32::MAX;
+}
+
+fn cut_ah(k: &mut VdAhCmd) {
+    // uda_d.h: PDINDEXLO 63:48 + PDINDEXHI 21:20 (18 bits),
+    // ARPINDEX 63:48, FLOWLABEL 19:0, AVIDX 16:0
+    k.pd_idx = cut(k.pd_idx as u64, 18) as u32;
+    k.dst_arpindex = cut(k.dst_arpindex as u64, 16) as u32;
+    k.flow_label = cut(k.flow_label as u64, 20) as u32;
+    k.ah_idx = cut(k.ah_idx as u64, 17) as u32;
+}
+
+fn cut_ws_node(k: &mut VdMiscCmd) {
+    // defs.h IRDMA_CQPSQ_WS_*: NODEID 9:0, PARENTID 25:16, VSI 57:48,
+    // WEIGHT 38:32, PRIOTYPE 60:59, TC 58:56
+    k.id = cut(k.id as u64, 10) as u16;
+    k.parent_id = cut(k.parent_id as u64, 10) as u16;
+    k.vsi = cut(k.vsi as u64, 10) as u16;
+    k.weight = cut(k.weight as u64, 7) as u8;
+    k.prio_type = cut(k.prio_type as u64, 2) as u8;
+    k.tc = cut(k.tc as u64, 3) as u8;
 }
 
 /// The driver's words with the fields Linux 6.1 makes narrower than the

@@ -384,10 +384,33 @@ fn gen_sg(rng: &mut Rng, max: u64) -> Vec<Ent> {
 }
 
 pub fn gen_rw_case(rng: &mut Rng) -> RwCase {
+    let dev = gen_rw_dev(rng);
+    let nops = rng.range(1, 8) as usize;
+    let mut ops = Vec::with_capacity(3 * nops);
+    for _ in 0..nops {
+        // mostly two slots, so MRs go back to the pool and out again
+        let slot = if rng.chance(3, 4) { rng.below(2) } else { rng.below(SLOTS as u64) } as usize;
+        let round = rng.chance(2, 3);
+        let op = gen_rw_op(rng, slot, round);
+        ops.push(op);
+        if round {
+            // a whole round: init, wrs or post, and (mostly) destroy
+            ops.push(RwOp::Wrs { slot, chain: rng.chance(1, 3), post: rng.chance(1, 3) });
+            if rng.chance(4, 5) {
+                ops.push(RwOp::Destroy { slot });
+            }
+        }
+    }
+    let sizing = gen_sizing(rng);
+    RwCase { dev, ops, sizing }
+}
+
+/// The device a session runs on: its limits, keys and MR pool.
+fn gen_rw_dev(rng: &mut Rng) -> RwDev {
     let iwarp = rng.chance(1, 2);
     let max_sge_rd = rng.pick(&[1, 2, 3, 4, 6, 13, 13, 30]);
     let max_send_sge = rng.pick(&[1, 2, 3, 6, 13, 13, 30]);
-    let dev = RwDev {
+    RwDev {
         iwarp,
         max_sge_rd,
         max_sgl_rd: if rng.chance(1, 4) { rng.pick(&[1, 2, 4, 8, 16]) } else { 0 },
@@ -405,59 +428,52 @@ pub fn gen_rw_case(rng: &mut Rng) -> RwCase {
         mr_base: rng.range(0x100, 0xff_fff0) as u32,
         iova_off: rng.pick(&[0, 0, 0x1000, 0x8000_0000, 0x1_0000_0000_0000]),
         pool: rng.pick(&[0, 1, 1, 2, 2, 3, 4, 8, 16, 40]),
-    };
-    let nops = rng.range(1, 8) as usize;
-    let mut ops = Vec::with_capacity(3 * nops);
-    for _ in 0..nops {
-        // mostly two slots, so MRs go back to the pool and out again
-        let slot = if rng.chance(3, 4) { rng.below(2) } else { rng.below(SLOTS as u64) } as usize;
-        let round = rng.chance(2, 3);
-        let op = match if round { 0 } else { rng.below(20) } {
-            0..=8 => {
-                let sg = gen_sg(rng, 40);
-                let total: u64 = sg.iter().map(|e| u64::from(e.len)).sum();
-                let offset = match rng.below(50) {
-                    0..=29 => 0,
-                    30 => total as u32,
-                    31..=39 => rng.range(0, total.saturating_sub(1)) as u32,
-                    _ => rng.range(0, total.saturating_sub(1).min(4096)) as u32,
-                };
-                RwOp::Init {
-                    slot,
-                    sg,
-                    offset,
-                    remote: match rng.below(8) {
-                        // near the top: remote addresses wrap
-                        0 => u64::MAX - rng.below(1 << 20),
-                        _ => rng.next_u64() & !rng.pick(&[0, 0xfff]),
-                    },
-                    rkey: rng.next_u64() as u32,
-                    read: rng.chance(1, 2),
-                    fail_map: rng.chance(1, 25),
-                }
-            }
-            9 => RwOp::SigInit {
+    }
+}
+
+/// One op on `slot` (an init when it starts a whole round).
+fn gen_rw_op(rng: &mut Rng, slot: usize, round: bool) -> RwOp {
+    match if round { 0 } else { rng.below(20) } {
+        0..=8 => {
+            let sg = gen_sg(rng, 40);
+            let total: u64 = sg.iter().map(|e| u64::from(e.len)).sum();
+            let offset = match rng.below(50) {
+                0..=29 => 0,
+                30 => total as u32,
+                31..=39 => rng.range(0, total.saturating_sub(1)) as u32,
+                _ => rng.range(0, total.saturating_sub(1).min(4096)) as u32,
+            };
+            RwOp::Init {
                 slot,
-                sg: gen_sg(rng, 300),
-                prot: if rng.chance(1, 3) { Vec::new() } else { gen_sg(rng, 300) },
-                remote: rng.next_u64(),
+                sg,
+                offset,
+                remote: match rng.below(8) {
+                    // near the top: remote addresses wrap
+                    0 => u64::MAX - rng.below(1 << 20),
+                    _ => rng.next_u64() & !rng.pick(&[0, 0xfff]),
+                },
                 rkey: rng.next_u64() as u32,
                 read: rng.chance(1, 2),
-                fail_map: rng.pick(&[0, 0, 0, 1, 2]),
-            },
-            10..=14 => RwOp::Wrs { slot, chain: rng.chance(1, 3), post: rng.chance(1, 3) },
-            _ => RwOp::Destroy { slot },
-        };
-        ops.push(op);
-        if round {
-            // a whole round: init, wrs or post, and (mostly) destroy
-            ops.push(RwOp::Wrs { slot, chain: rng.chance(1, 3), post: rng.chance(1, 3) });
-            if rng.chance(4, 5) {
-                ops.push(RwOp::Destroy { slot });
+                fail_map: rng.chance(1, 25),
             }
         }
+        9 => RwOp::SigInit {
+            slot,
+            sg: gen_sg(rng, 300),
+            prot: if rng.chance(1, 3) { Vec::new() } else { gen_sg(rng, 300) },
+            remote: rng.next_u64(),
+            rkey: rng.next_u64() as u32,
+            read: rng.chance(1, 2),
+            fail_map: rng.pick(&[0, 0, 0, 1, 2]),
+        },
+        10..=14 => RwOp::Wrs { slot, chain: rng.chance(1, 3), post: rng.chance(1, 3) },
+        _ => RwOp::Destroy { slot },
     }
-    let sizing = (
+}
+
+/// The sizing query's inputs.
+fn gen_sizing(rng: &mut Rng) -> (u32, u32, u32, bool) {
+    (
         match rng.below(4) {
             0 => rng.u32_edge(),
             _ => rng.range(0, 4096) as u32,
@@ -468,8 +484,7 @@ pub fn gen_rw_case(rng: &mut Rng) -> RwCase {
         },
         rng.range(0, 8192) as u32,
         rng.chance(1, 8),
-    );
-    RwCase { dev, ops, sizing }
+    )
 }
 
 // ---------------------------------------------------------------- comparison
@@ -1858,67 +1873,8 @@ pub fn print_rw(c: &RwCase, d: &RwDiff) -> String {
     let dv = &c.dev;
     let a = attrs(dv);
     let qp = RwQp::new(a, dv.force_mr, dv.qp_send_sge);
-    let sg_json = |sg: &[Ent]| -> String {
-        let v: Vec<String> = sg
-            .iter()
-            .map(|e| {
-                format!(
-                    "{{\"page_phys\": {}, \"offset\": {}, \"length\": {}, \"addr\": {}}}",
-                    hex(e.phys & !0xfff),
-                    e.phys & 0xfff,
-                    e.len,
-                    hex(e.phys.wrapping_add(dv.iova_off))
-                )
-            })
-            .collect();
-        format!("[{}]", v.join(", "))
-    };
-    let ops: Vec<String> = c
-        .ops
-        .iter()
-        .map(|o| match o {
-            RwOp::Init { slot, sg, offset, remote, rkey, read, fail_map } => format!(
-                "{{\"call\": \"rdma_rw_ctx_init\", \"ctx\": {slot}, \"direction\": \"{}\", \"sg\": {}, \"sg_cnt\": {}, \"sg_offset\": {offset}, \"remote_addr\": {}, \"rkey\": {}, \"fail_dma_map_at\": {}}}",
-                if *read { "DMA_FROM_DEVICE" } else { "DMA_TO_DEVICE" },
-                sg_json(sg),
-                sg.len(),
-                hex(*remote),
-                hex((*rkey).into()),
-                u8::from(*fail_map)
-            ),
-            RwOp::SigInit { slot, sg, prot, remote, rkey, read, fail_map } => format!(
-                "{{\"call\": \"rdma_rw_ctx_signature_init\", \"ctx\": {slot}, \"direction\": \"{}\", \"sg\": {}, \"prot_sg\": {}, \"remote_addr\": {}, \"rkey\": {}, \"fail_dma_map_at\": {fail_map}}}",
-                if *read { "DMA_FROM_DEVICE" } else { "DMA_TO_DEVICE" },
-                sg_json(sg),
-                sg_json(prot),
-                hex(*remote),
-                hex((*rkey).into())
-            ),
-            RwOp::Wrs { slot, chain, post } => format!(
-                "{{\"call\": \"{}\", \"ctx\": {slot}, \"chain_wr_arg\": {chain}}}",
-                if *post { "rdma_rw_ctx_post" } else { "rdma_rw_ctx_wrs" }
-            ),
-            RwOp::Destroy { slot } => format!("{{\"call\": \"rdma_rw_ctx_destroy\", \"ctx\": {slot}}}"),
-        })
-        .collect();
-    let vendor = match &d.vendor {
-        Some(s) => {
-            let ch: Vec<String> = s.chain.iter().map(wr_json).collect();
-            format!(
-                "{{\"op\": {}, \"ret\": {}, \"ctx_type\": {}, \"nr_ops\": {}, \"chain\": [{}], \"chain_len\": {}, \"state\": {{\"mrs_used\": {}, \"dma_mappings_live\": {}, \"mr_keys\": [{}]}}}}",
-                d.op,
-                s.ret,
-                s.ctx.map_or("null".to_string(), |x| format!("\"{}\"", x.0)),
-                s.ctx.map_or(0, |x| x.1),
-                ch.join(", "),
-                s.chain.len(),
-                s.mrs_used,
-                s.maps_live,
-                s.keys.iter().map(|k| hex((*k).into())).collect::<Vec<_>>().join(", ")
-            )
-        }
-        None => format!("{{\"op\": {}}}", d.op),
-    };
+    let ops: Vec<String> = c.ops.iter().map(|o| op_json(o, dv.iova_off)).collect();
+    let vendor = vendor_json(d);
     format!(
         "{{\"id\": \"vendor-diff.rw\", \"function\": \"rdma_rw_ctx_init\", \"description\": \"vendor-diff: {}\",\n \"inputs\": {{\"device\": {{\"rdma_protocol_iwarp\": {}, \"rdma_cap_read_inv\": {}, \"max_sgl_rd\": {}, \"max_sge_rd\": {}, \"max_send_sge\": {}, \"max_fast_reg_page_list_len\": {}, \"max_pi_fast_reg_page_list_len\": 0, \"max_qp_wr\": {}, \"ib_uses_virt_dma\": false, \"local_dma_lkey\": {}}},\n  \"force_mr\": {}, \"port_num\": 1, \"qp\": {{\"max_send_sge\": {}, \"max_write_sge\": {}, \"max_read_sge\": {}, \"integrity_en\": false}},\n  \"dma_iova_offset\": {}, \"mr_pool\": \"rdma_rw_init_mrs(max_rdma_ctxs={})\", \"mr_keys\": \"MR #i: ({:#x} + i) << 8 | {:#x}\",\n  \"sequence\": [{}]}},\n \"outputs\": {{\"vendor\": {}}}}}",
         d.what.replace('"', "'"),
@@ -1941,6 +1897,74 @@ pub fn print_rw(c: &RwCase, d: &RwDiff) -> String {
         ops.join(",\n    "),
         vendor
     )
+}
+
+/// A scatter list as `{page_phys, offset, length, addr}` objects (`addr`
+/// the DMA address, `iova_off` past the physical one).
+fn sg_json(sg: &[Ent], iova_off: u64) -> String {
+    let v: Vec<String> = sg
+        .iter()
+        .map(|e| {
+            format!(
+                "{{\"page_phys\": {}, \"offset\": {}, \"length\": {}, \"addr\": {}}}",
+                hex(e.phys & !0xfff),
+                e.phys & 0xfff,
+                e.len,
+                hex(e.phys.wrapping_add(iova_off))
+            )
+        })
+        .collect();
+    format!("[{}]", v.join(", "))
+}
+
+/// One operation of the sequence as its call object.
+fn op_json(o: &RwOp, iova_off: u64) -> String {
+    match o {
+        RwOp::Init { slot, sg, offset, remote, rkey, read, fail_map } => format!(
+            "{{\"call\": \"rdma_rw_ctx_init\", \"ctx\": {slot}, \"direction\": \"{}\", \"sg\": {}, \"sg_cnt\": {}, \"sg_offset\": {offset}, \"remote_addr\": {}, \"rkey\": {}, \"fail_dma_map_at\": {}}}",
+            if *read { "DMA_FROM_DEVICE" } else { "DMA_TO_DEVICE" },
+            sg_json(sg, iova_off),
+            sg.len(),
+            hex(*remote),
+            hex((*rkey).into()),
+            u8::from(*fail_map)
+        ),
+        RwOp::SigInit { slot, sg, prot, remote, rkey, read, fail_map } => format!(
+            "{{\"call\": \"rdma_rw_ctx_signature_init\", \"ctx\": {slot}, \"direction\": \"{}\", \"sg\": {}, \"prot_sg\": {}, \"remote_addr\": {}, \"rkey\": {}, \"fail_dma_map_at\": {fail_map}}}",
+            if *read { "DMA_FROM_DEVICE" } else { "DMA_TO_DEVICE" },
+            sg_json(sg, iova_off),
+            sg_json(prot, iova_off),
+            hex(*remote),
+            hex((*rkey).into())
+        ),
+        RwOp::Wrs { slot, chain, post } => format!(
+            "{{\"call\": \"{}\", \"ctx\": {slot}, \"chain_wr_arg\": {chain}}}",
+            if *post { "rdma_rw_ctx_post" } else { "rdma_rw_ctx_wrs" }
+        ),
+        RwOp::Destroy { slot } => format!("{{\"call\": \"rdma_rw_ctx_destroy\", \"ctx\": {slot}}}"),
+    }
+}
+
+/// The vendor's outcome of the differing operation.
+fn vendor_json(d: &RwDiff) -> String {
+    match &d.vendor {
+        Some(s) => {
+            let ch: Vec<String> = s.chain.iter().map(wr_json).collect();
+            format!(
+                "{{\"op\": {}, \"ret\": {}, \"ctx_type\": {}, \"nr_ops\": {}, \"chain\": [{}], \"chain_len\": {}, \"state\": {{\"mrs_used\": {}, \"dma_mappings_live\": {}, \"mr_keys\": [{}]}}}}",
+                d.op,
+                s.ret,
+                s.ctx.map_or("null".to_string(), |x| format!("\"{}\"", x.0)),
+                s.ctx.map_or(0, |x| x.1),
+                ch.join(", "),
+                s.chain.len(),
+                s.mrs_used,
+                s.maps_live,
+                s.keys.iter().map(|k| hex((*k).into())).collect::<Vec<_>>().join(", ")
+            )
+        }
+        None => format!("{{\"op\": {}}}", d.op),
+    }
 }
 
 /// What the compared sessions exercised (printed at the end of a run).

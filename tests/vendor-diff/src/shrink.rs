@@ -83,73 +83,80 @@ fn candidates(c: &Case) -> Vec<Case> {
     v.push(|k| k.rq_filler = k.rq_filler.saturating_sub(1));
     for i in 0..c.ops.len() {
         match &c.ops[i] {
-            Op::Sq(p) => {
-                for j in 0..p.sges.len() {
-                    v.push(|k| {
-                        if let Op::Sq(q) = &mut k.ops[i] {
-                            let off: u32 = q.sges[..j].iter().map(|s| s.length).sum();
-                            let len = q.sges[j].length;
-                            q.sges.remove(j);
-                            if q.inline() {
-                                q.data.drain(off as usize..(off + len) as usize);
-                            }
-                        }
-                    });
-                    v.push(|k| {
-                        if let Op::Sq(q) = &mut k.ops[i]
-                            && !q.inline()
-                        {
-                            q.sges[j].length /= 2;
-                            q.sges[j].addr = 0;
-                            q.sges[j].lkey = 0;
-                        }
-                    });
-                }
-                v.push(|k| {
-                    if let Op::Sq(q) = &mut k.ops[i] {
-                        q.imm = None;
-                    }
-                });
-                v.push(|k| {
-                    if let Op::Sq(q) = &mut k.ops[i] {
-                        q.signaled = false;
-                        q.read_fence = false;
-                        q.local_fence = false;
-                        q.report_rtt = false;
-                        q.udp_hdr = false;
-                        q.read_inv = false;
-                    }
-                });
-                v.push(|k| {
-                    if let Op::Sq(q) = &mut k.ops[i] {
-                        q.post_sq = false;
-                    }
-                });
-                v.push(|k| {
-                    if let Op::Sq(q) = &mut k.ops[i] {
-                        q.remote_addr = 0;
-                        q.rkey = 0;
-                        q.qkey = 0;
-                        q.dest_qp = 0;
-                        q.ah_id = 0;
-                        q.l4len = 0;
-                        q.stag_to_inv = 0;
-                        q.target_stag = 0;
-                    }
-                });
-            }
-            Op::Rq { sges, .. } => {
-                for j in 0..sges.len() {
-                    v.push(|k| {
-                        if let Op::Rq { sges, .. } = &mut k.ops[i] {
-                            sges.remove(j);
-                        }
-                    });
-                }
-            }
+            Op::Sq(p) => sq_variants(&mut v, i, p.sges.len()),
+            Op::Rq { sges, .. } => rq_variants(&mut v, i, sges.len()),
         }
     }
     v.into_vec()
+}
+
+/// The variants of SQ post `i` (with `n_sges` SGEs): an SGE fewer or
+/// halved, no immediate, flags off, no posting, remote fields zero.
+fn sq_variants(v: &mut Variants<'_, Case>, i: usize, n_sges: usize) {
+    for j in 0..n_sges {
+        v.push(|k| {
+            if let Op::Sq(q) = &mut k.ops[i] {
+                let off: u32 = q.sges[..j].iter().map(|s| s.length).sum();
+                let len = q.sges[j].length;
+                q.sges.remove(j);
+                if q.inline() {
+                    q.data.drain(off as usize..(off + len) as usize);
+                }
+            }
+        });
+        v.push(|k| {
+            if let Op::Sq(q) = &mut k.ops[i]
+                && !q.inline()
+            {
+                q.sges[j].length /= 2;
+                q.sges[j].addr = 0;
+                q.sges[j].lkey = 0;
+            }
+        });
+    }
+    v.push(|k| {
+        if let Op::Sq(q) = &mut k.ops[i] {
+            q.imm = None;
+        }
+    });
+    v.push(|k| {
+        if let Op::Sq(q) = &mut k.ops[i] {
+            q.signaled = false;
+            q.read_fence = false;
+            q.local_fence = false;
+            q.report_rtt = false;
+            q.udp_hdr = false;
+            q.read_inv = false;
+        }
+    });
+    v.push(|k| {
+        if let Op::Sq(q) = &mut k.ops[i] {
+            q.post_sq = false;
+        }
+    });
+    v.push(|k| {
+        if let Op::Sq(q) = &mut k.ops[i] {
+            q.remote_addr = 0;
+            q.rkey = 0;
+            q.qkey = 0;
+            q.dest_qp = 0;
+            q.ah_id = 0;
+            q.l4len = 0;
+            q.stag_to_inv = 0;
+            q.target_stag = 0;
+        }
+    });
+}
+
+/// The variants of receive `i`: an SGE fewer.
+fn rq_variants(v: &mut Variants<'_, Case>, i: usize, n_sges: usize) {
+    for j in 0..n_sges {
+        v.push(|k| {
+            if let Op::Rq { sges, .. } = &mut k.ops[i] {
+                sges.remove(j);
+            }
+        });
+    }
 }
 
 /// The smallest still-differing case found (bounded effort).

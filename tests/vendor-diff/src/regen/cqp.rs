@@ -244,76 +244,70 @@ fn ah_inputs(put: &mut Put<'_>, k: &ctrl::VdAhCmd, op: u32) -> (&'static str, &'
     }
 }
 
-/// Generates CQP cases until `want` are written for the chosen file.
-fn generate_file(seed: u64, want: u64, ud: bool) -> Result<Written, String> {
-    let mut r = Rng::new(seed);
+/// One file's draws: the recording CQP, its judging twin and the tallies.
+struct Draws {
+    r: Rng,
     // the recording CQP and a twin on which `run_ctrl` (vendor and driver)
     // classifies the same command at the same slot
-    let mut rec = VendorCqp::new(SQ_SIZE)?;
-    let mut judge = VendorCqp::new(SQ_SIZE)?;
-    // SAFETY: a pure function of the glue's static CQ struct address.
-    let ctx = unsafe { vd_cq_ctx() };
-    let mut cases = Vec::new();
-    let mut left_out: BTreeMap<String, u64> = BTreeMap::new();
-    let mut built = 0u64;
-    let mut n = 0u64;
-    while (cases.len() as u64) < want {
-        n += 1;
-        if n > want.saturating_mul(200).max(1000) {
-            return Err(format!("only {} of {want} cases after {n} draws", cases.len()));
-        }
-        let c = ctrl::gen_ctrl_case(&mut r);
+    rec: VendorCqp,
+    judge: VendorCqp,
+    ctx: u64,
+    left_out: BTreeMap<String, u64>,
+    built: u64,
+    n: u64,
+}
+
+impl Draws {
+    fn new(seed: u64) -> Result<Self, String> {
+        let r = Rng::new(seed);
+        let rec = VendorCqp::new(SQ_SIZE)?;
+        let judge = VendorCqp::new(SQ_SIZE)?;
+        // SAFETY: a pure function of the glue's static CQ struct address.
+        let ctx = unsafe { vd_cq_ctx() };
+        Ok(Self { r, rec, judge, ctx, left_out: BTreeMap::new(), built: 0, n: 0 })
+    }
+
+    fn leave_out(&mut self, op: &str, why: &str) {
+        *self.left_out.entry(format!("{op}: {why}")).or_default() += 1;
+    }
+
+    /// Draws and runs one command (on both CQPs, whichever file it is
+    /// for); its case when it belongs in this file and is written.
+    fn draw(&mut self, ud: bool) -> Result<Option<Value>, String> {
+        let c = ctrl::gen_ctrl_case(&mut self.r);
         let is_ud = matches!(c.cmd, Cmd::Ah(..));
         crate::run::vendor_writes();
-        let (rc, wqe) = rec.run(&c);
-        let regs = reg_writes(&rec, wqe.is_some());
-        let verdict = ctrl::run_ctrl(&mut judge, &c);
-        let slot_pol = wqe.map(|(slot, w)| (slot, w[3] >> 63));
+        let (rc, wqe) = self.rec.run(&c);
+        let regs = reg_writes(&self.rec, wqe.is_some());
+        let verdict = ctrl::run_ctrl(&mut self.judge, &c);
         if wqe.is_some() {
-            built += 1;
+            self.built += 1;
         }
         if is_ud != ud {
-            continue;
+            return Ok(None);
         }
         let (op, builder, inputs) = describe(&c);
         match verdict {
             Ok(None) | Ok(Some("cqp_field_truncated_by_vendor")) => {}
             Ok(Some(id)) => {
-                *left_out.entry(format!("{op}: {id}")).or_default() += 1;
-                continue;
+                self.leave_out(op, id);
+                return Ok(None);
             }
             Err(d) => return Err(format!("the driver differs on a generated {op}: {}", d.what)),
         }
-        // ALLOC_STAG inputs the judge's cut hides from the runner: a page
-        // size Linux 6.1 encodes as 4 KiB but the driver's PageSize cannot
-        // hold (the runner fails it unless refused), and an HMC function
-        // index past 6.1's 6-bit IRDMA_CQPSQ_STAG_HMCFNIDX (the driver
-        // writes the spec's 16 bits)
-        if let Cmd::AllocStag(k) = &c.cmd {
-            let why = if ![0, 0x1000, 0x20_0000, 0x4000_0000].contains(&k.page_size) {
-                Some("page size outside the driver's PageSize (Linux 6.1 encodes it as 4 KiB)")
-            } else if k.hmc_fcn_index > 63 {
-                Some("cqp_field_wider_than_linux_6_1")
-            } else {
-                None
-            };
-            if let Some(why) = why {
-                *left_out.entry(format!("{op}: {why}")).or_default() += 1;
-                continue;
-            }
-        }
-        if op == "commit_fpm_val" {
-            *left_out.entry(format!("{op}: commit_fpm_bufsize_192")).or_default() += 1;
-            continue;
+        if let Some(why) = unexpressed(&c, op) {
+            self.leave_out(op, why);
+            return Ok(None);
         }
         let mut case = Map::new();
         case.insert("op".into(), op.into());
         case.insert("builder".into(), builder.into());
-        case.insert("case".into(), format!("vd{n}").into());
+        case.insert("case".into(), format!("vd{}", self.n).into());
         case.insert("ret".into(), rc.into());
         case.insert("inputs".into(), Value::Object(inputs));
-        if let (Some((slot, pol)), Some((_, mut w))) = (slot_pol, wqe) {
-            if matches!(c.cmd, Cmd::CreateCq(_) | Cmd::DestroyCq(_)) && w[1] == ctx {
+        if let Some((slot, mut w)) = wqe {
+            let pol = w[3] >> 63;
+            if matches!(c.cmd, Cmd::CreateCq(_) | Cmd::DestroyCq(_)) && w[1] == self.ctx {
                 w[1] = CQ_OBJECT >> 1;
             }
             case.insert("cqp".into(), json!({"sq_size": SQ_SIZE, "slot": slot, "polarity": pol}));
@@ -324,20 +318,62 @@ fn generate_file(seed: u64, want: u64, ud: bool) -> Result<Written, String> {
             );
         }
         case.insert("reg_writes".into(), regs);
-        cases.push(Value::Object(case));
+        Ok(Some(Value::Object(case)))
+    }
+}
+
+/// Why a command the judge passes is still left out of the file, if it is.
+fn unexpressed(c: &CtrlCase, op: &str) -> Option<&'static str> {
+    // ALLOC_STAG inputs the judge's cut hides from the runner: a page
+    // size Linux 6.1 encodes as 4 KiB but the driver's PageSize cannot
+    // hold (the runner fails it unless refused), and an HMC function
+    // index past 6.1's 6-bit IRDMA_CQPSQ_STAG_HMCFNIDX (the driver
+    // writes the spec's 16 bits)
+    if let Cmd::AllocStag(k) = &c.cmd {
+        let why = if ![0, 0x1000, 0x20_0000, 0x4000_0000].contains(&k.page_size) {
+            Some("page size outside the driver's PageSize (Linux 6.1 encodes it as 4 KiB)")
+        } else if k.hmc_fcn_index > 63 {
+            Some("cqp_field_wider_than_linux_6_1")
+        } else {
+            None
+        };
+        if why.is_some() {
+            return why;
+        }
+    }
+    (op == "commit_fpm_val").then_some("commit_fpm_bufsize_192")
+}
+
+/// Generates CQP cases until `want` are written for the chosen file.
+fn generate_file(seed: u64, want: u64, ud: bool) -> Result<Written, String> {
+    let mut d = Draws::new(seed)?;
+    let mut cases = Vec::new();
+    while (cases.len() as u64) < want {
+        d.n += 1;
+        if d.n > want.saturating_mul(200).max(1000) {
+            return Err(format!("only {} of {want} cases after {} draws", cases.len(), d.n));
+        }
+        if let Some(case) = d.draw(ud)? {
+            cases.push(case);
+        }
     }
     if !ud {
         // host contexts (regen/qpc.rs): a quarter as many as commands
         let (ctx, left) = super::qpc::generate(seed, want / 4)?;
         cases.extend(ctx);
         // AEQ element decodes (regen/aeqe.rs), as many
-        cases.extend(super::aeqe::generate(seed, want / 4, &mut left_out));
+        cases.extend(super::aeqe::generate(seed, want / 4, &mut d.left_out));
         // CCQ CQE decodes (regen/ccq.rs), an eighth
         cases.extend(super::ccq::generate(seed, want / 8)?);
         for (k, v) in left {
-            *left_out.entry(k).or_default() += v;
+            *d.left_out.entry(k).or_default() += v;
         }
     }
+    Ok(file_doc(seed, ud, &d, cases))
+}
+
+/// The file around its cases.
+fn file_doc(seed: u64, ud: bool, d: &Draws, cases: Vec<Value>) -> Written {
     let mut counts: BTreeMap<String, u64> = BTreeMap::new();
     for c in &cases {
         *counts.entry(c["op"].as_str().unwrap_or("?").to_string()).or_default() += 1;
@@ -355,20 +391,20 @@ fn generate_file(seed: u64, want: u64, ud: bool) -> Result<Written, String> {
             "published": false,
             "source_package": super::source(),
             "seed": h16(seed),
-            "draws": n,
-            "commands_built_on_the_ring": built,
+            "draws": d.n,
+            "commands_built_on_the_ring": d.built,
             "method": "tests/vendor-diff/src/regen/cqp.rs: ctrl.rs's seeded commands on the vendor's \
                        CQP (irdma_sc_cqp_init, GEN_2) with post_sq = false, sq_size 4 (the slot and \
                        valid bit roll with every command built, of either file); the same command \
                        run by ctrl::run_ctrl on a twin CQP decides what is left out",
             "cq_object_substituted": h16(CQ_OBJECT),
-            "left_out": left_out,
+            "left_out": d.left_out,
             "counts": counts,
         },
         "cases": cases,
         "count": count,
     });
-    Ok(Written { doc, count })
+    Written { doc, count }
 }
 
 pub fn generate(seed: u64, cases: u64) -> Result<Written, String> {
@@ -611,106 +647,115 @@ pub fn rederive(v: &Value) -> Rederived {
     for c in v["cases"].as_array().into_iter().flatten() {
         let op = c["op"].as_str().unwrap_or("?");
         let name = format!("{op}/{}", c["case"].as_str().unwrap_or("?"));
-        if op == "qp_setctx_roce" {
-            super::qpc::rederive_case(c, &name, &mut r);
-            continue;
-        }
-        if op == "decode_ccq_cqe" {
-            super::ccq::rederive_case(c, &name, &mut r);
-            continue;
-        }
-        if op == "decode_aeqe" || op == "decode_aeqe_classification" {
-            super::aeqe::rederive_case(c, &name, &mut r);
-            continue;
-        }
-        let case = match case_of(op, &c["inputs"]) {
-            Ok(k) => k,
-            Err(why) => {
-                let why = if why.starts_with(op) {
-                    "op not in the harness's CQP glue (contexts, decoders, iWARP/GEN_1/VF/stats/\
-                     push/multicast commands, cqp_create, ccq, nop, flush, gen_ae, suspend/\
-                     resume, upload, update_pe_sds, shmc, query_rdma_features)"
-                        .to_string()
-                } else {
-                    why
-                };
-                r.skip(&why);
-                continue;
+        match op {
+            "qp_setctx_roce" => super::qpc::rederive_case(c, &name, &mut r),
+            "decode_ccq_cqe" => super::ccq::rederive_case(c, &name, &mut r),
+            "decode_aeqe" | "decode_aeqe_classification" => {
+                super::aeqe::rederive_case(c, &name, &mut r)
             }
-        };
-        let want_ret = c["ret"].as_i64().unwrap_or(0);
-        let (size, slot, pol) = match c.get("cqp") {
-            Some(q) => (
-                super::num(&q["sq_size"]).unwrap_or(2048) as u32,
-                super::num(&q["slot"]).unwrap_or(0) as u32,
-                super::num(&q["polarity"]).unwrap_or(1),
-            ),
-            None => (2048, 1, 1),
-        };
-        let mut vc = match VendorCqp::new(size) {
-            Ok(v) => v,
-            Err(e) => {
-                r.differ.push(format!("{name}: vendor CQP of {size}: {e}"));
-                continue;
-            }
-        };
-        // the first pass writes valid 1, the second 0 (as the runner)
-        let pre = if pol == 0 { size + slot } else { slot };
-        let f = filler();
-        let mut moved = 0;
-        for _ in 0..pre {
-            if vc.run(&f).1.is_some() {
-                moved += 1;
-            }
+            _ => rederive_command(c, op, &name, &mut r),
         }
-        if moved != pre {
-            r.differ.push(format!("{name}: could not move the vendor CQP to slot {slot}"));
-            continue;
-        }
-        crate::run::vendor_writes();
-        let (rc, wqe) = vc.run(&case);
-        let regs = reg_writes(&vc, wqe.is_some());
-        if want_ret < 0 {
-            // a refusal: the same return, nothing built
-            r.compare(
-                &name,
-                &json!({"ret": rc, "built": wqe.is_some()}),
-                &json!({"ret": want_ret, "built": false}),
-                &[],
-            );
-            continue;
-        }
-        let mut got = json!({"ret": rc});
-        if let Some((s, mut w)) = wqe {
-            if matches!(case.cmd, Cmd::CreateCq(_) | Cmd::DestroyCq(_))
-                // SAFETY: a pure function of the glue's static CQ address.
-                && w[1] == unsafe { vd_cq_ctx() }
-            {
-                w[1] =
-                    super::num(&c["inputs"]["cq_sw_object_addr(@8 = addr>>1)"]).unwrap_or(0) >> 1;
-            }
-            got["cqp"] = json!({"sq_size": size, "slot": s, "polarity": w[3] >> 63});
-            got["words"] = w.iter().map(|x| h16(*x)).collect();
-        }
-        let mut want = json!({"ret": want_ret});
-        if let Some(q) = c.get("cqp") {
-            want["cqp"] = q.clone();
-            want["words"] = c["wqe"]["words"].clone();
-        }
-        // the doorbell(s), where the case lists some (a builder called with
-        // post_sq = false lists none)
-        if c["reg_writes"].as_array().is_some_and(|a| !a.is_empty()) {
-            want["reg_writes"] = c["reg_writes"].clone();
-            got["reg_writes"] = regs;
-        }
-        if let (Some(why), Some(gw)) = (documented(&case.cmd, &got, &want), wqe.map(|(_, w)| w)) {
-            let _ = gw;
-            r.known(why);
-            continue;
-        }
-        r.compare(&name, &got, &want, &[]);
     }
     r
+}
+
+/// Re-derives one command case on a vendor CQP moved to its slot.
+fn rederive_command(c: &Value, op: &str, name: &str, r: &mut Rederived) {
+    let case = match case_of(op, &c["inputs"]) {
+        Ok(k) => k,
+        Err(why) => {
+            let why = if why.starts_with(op) {
+                "op not in the harness's CQP glue (contexts, decoders, iWARP/GEN_1/VF/stats/\
+                 push/multicast commands, cqp_create, ccq, nop, flush, gen_ae, suspend/\
+                 resume, upload, update_pe_sds, shmc, query_rdma_features)"
+                    .to_string()
+            } else {
+                why
+            };
+            r.skip(&why);
+            return;
+        }
+    };
+    let want_ret = c["ret"].as_i64().unwrap_or(0);
+    let Some((mut vc, size)) = cqp_at_slot(c, name, r) else {
+        return;
+    };
+    crate::run::vendor_writes();
+    let (rc, wqe) = vc.run(&case);
+    let regs = reg_writes(&vc, wqe.is_some());
+    if want_ret < 0 {
+        // a refusal: the same return, nothing built
+        r.compare(
+            name,
+            &json!({"ret": rc, "built": wqe.is_some()}),
+            &json!({"ret": want_ret, "built": false}),
+            &[],
+        );
+        return;
+    }
+    let mut got = json!({"ret": rc});
+    if let Some((s, mut w)) = wqe {
+        if matches!(case.cmd, Cmd::CreateCq(_) | Cmd::DestroyCq(_))
+            // SAFETY: a pure function of the glue's static CQ address.
+            && w[1] == unsafe { vd_cq_ctx() }
+        {
+            w[1] = super::num(&c["inputs"]["cq_sw_object_addr(@8 = addr>>1)"]).unwrap_or(0) >> 1;
+        }
+        got["cqp"] = json!({"sq_size": size, "slot": s, "polarity": w[3] >> 63});
+        got["words"] = w.iter().map(|x| h16(*x)).collect();
+    }
+    let mut want = json!({"ret": want_ret});
+    if let Some(q) = c.get("cqp") {
+        want["cqp"] = q.clone();
+        want["words"] = c["wqe"]["words"].clone();
+    }
+    // the doorbell(s), where the case lists some (a builder called with
+    // post_sq = false lists none)
+    if c["reg_writes"].as_array().is_some_and(|a| !a.is_empty()) {
+        want["reg_writes"] = c["reg_writes"].clone();
+        got["reg_writes"] = regs;
+    }
+    if let (Some(why), Some(gw)) = (documented(&case.cmd, &got, &want), wqe.map(|(_, w)| w)) {
+        let _ = gw;
+        r.known(why);
+        return;
+    }
+    r.compare(name, &got, &want, &[]);
+}
+
+/// A vendor CQP of the case's ring size whose next command lands at the
+/// case's slot with its valid bit (`None`, and a difference noted, when it
+/// cannot be made).
+fn cqp_at_slot(c: &Value, name: &str, r: &mut Rederived) -> Option<(VendorCqp, u32)> {
+    let (size, slot, pol) = match c.get("cqp") {
+        Some(q) => (
+            super::num(&q["sq_size"]).unwrap_or(2048) as u32,
+            super::num(&q["slot"]).unwrap_or(0) as u32,
+            super::num(&q["polarity"]).unwrap_or(1),
+        ),
+        None => (2048, 1, 1),
+    };
+    let mut vc = match VendorCqp::new(size) {
+        Ok(v) => v,
+        Err(e) => {
+            r.differ.push(format!("{name}: vendor CQP of {size}: {e}"));
+            return None;
+        }
+    };
+    // the first pass writes valid 1, the second 0 (as the runner)
+    let pre = if pol == 0 { size + slot } else { slot };
+    let f = filler();
+    let mut moved = 0;
+    for _ in 0..pre {
+        if vc.run(&f).1.is_some() {
+            moved += 1;
+        }
+    }
+    if moved != pre {
+        r.differ.push(format!("{name}: could not move the vendor CQP to slot {slot}"));
+        return None;
+    }
+    Some((vc, size))
 }
 
 /// A difference between Linux 6.1 and the published vectors' source

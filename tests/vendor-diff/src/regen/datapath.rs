@@ -224,34 +224,8 @@ pub(crate) fn vendor_sq_case(
     let vs = t.a.state();
     let ih = t.initial_head();
     let before = state_json(&vs, ih);
-    for w in 0..ring * 4 {
-        t.a.sq.write(w, pattern(w));
-        t.b.sq.write(w, !pattern(w));
-    }
-    // The device caught up with every doorbell (as run.rs: its SQ tail in
-    // the shadow area is the initial ring head).
-    // SAFETY: both QPs are live.
-    unsafe {
-        ffi::vd_qp_set_hw_tail(t.a.q, ih);
-        ffi::vd_qp_set_hw_tail(t.b.q, ih);
-    }
-    let mut bufs = Vec::new();
-    let sges = run::sges_of(p, &mut bufs);
-    let vpost = run::vendor_post(p, &sges);
-    let (mut ia, mut ib) = (u32::MAX, u32::MAX);
-    // SAFETY: `vpost.sges` points at `sges`, inline addresses at `bufs`,
-    // both alive for the call.
-    let ret = -unsafe { ffi::vd_sq_post(t.a.q, &vpost, &mut ia) };
-    // SAFETY: the doorbell's address is the QP's; `a.q` is live.
-    let db_addr = unsafe { ffi::vd_qp_db_addr(t.a.q) };
-    let dbs: Vec<u32> =
-        run::vendor_writes().into_iter().filter(|(a, _)| *a == db_addr).map(|(_, v)| v).collect();
-    // SAFETY: as above, on the twin.
-    let ret_b = -unsafe { ffi::vd_sq_post(t.b.q, &vpost, &mut ib) };
-    run::vendor_writes();
-    if (ret, ia) != (ret_b, ib) {
-        return Err(format!("the vendor twin differs: {ret_b}/{ib} vs {ret}/{ia}"));
-    }
+    paint(&t, ring, ih);
+    let (ret, mut ia, dbs) = post_on_twins(&t, p)?;
     let va = t.a.state();
     let ih_after = t.initial_head();
     if ret == 0 && ia == u32::MAX && va.sq_head == vs.sq_head {
@@ -269,38 +243,7 @@ pub(crate) fn vendor_sq_case(
     let mut out = Map::new();
     out.insert("ret".into(), ret.into());
     if ret == 0 {
-        let (mut wrid, mut len, mut qn) = (0u64, 0u32, 0u16);
-        // SAFETY: `a.q` is live; the out pointers are valid.
-        unsafe { ffi::vd_qp_trk(t.a.q, ia, &mut wrid, &mut len, &mut qn) };
-        // NOP pads (one quantum each) then the WQE, as tracked (a head
-        // difference is 0 for a WQE as long as the ring)
-        let pad = (ia as usize + ring - vs.sq_head as usize) % ring;
-        let quanta = pad + usize::from(qn);
-        if quanta > ring {
-            return Err(format!("{pad} pads + {qn} quanta on a {ring}-quanta ring"));
-        }
-        let q: Vec<([u64; 4], [u64; 4])> = (0..quanta)
-            .map(|k| {
-                let b = ((vs.sq_head as usize + k) % ring) * 4;
-                let w: [u64; 4] = core::array::from_fn(|j| t.a.sq.read(b + j));
-                let m: [u64; 4] = core::array::from_fn(|j| same_bytes(w[j], t.b.sq.read(b + j)));
-                (w, m)
-            })
-            .collect();
-        let pads: Vec<Value> = (0..pad)
-            .map(|k| {
-                let (w, bytes) = words_json(&q[k..k + 1]);
-                json!({"slot": (vs.sq_head as usize + k) % ring, "words": w, "bytes": bytes})
-            })
-            .collect();
-        let (w, bytes) = words_json(&q[pad..]);
-        out.insert("wqe_idx".into(), ia.into());
-        out.insert("wqe_size_quanta".into(), (quanta - pad).into());
-        out.insert("valid_bit".into(), va.swqe_polarity.into());
-        out.insert("polarity_flipped".into(), (va.swqe_polarity != vs.swqe_polarity).into());
-        out.insert("nop_pad".into(), pads.into());
-        out.insert("wqe".into(), json!({"slot": ia, "words": w, "bytes": bytes}));
-        out.insert("sq_wrtrk".into(), json!({"wrid": h16(wrid), "wr_len": len, "quanta": qn}));
+        posted_wqe(&t, (&vs, &va), ia, ring, &mut out)?;
     }
     out.insert("doorbell_written".into(), (!dbs.is_empty()).into());
     out.insert("doorbell_value".into(), dbs.first().map_or(Value::Null, |v| h8((*v).into())));
@@ -314,6 +257,89 @@ pub(crate) fn vendor_sq_case(
     out.insert("clr_wqes_memsets".into(), Value::Array(vec![]));
     out.insert("state_after".into(), state_json(&va, ih_after));
     Ok((before, Value::Object(out)))
+}
+
+/// Fills both twins' rings with complementary patterns (so a byte the
+/// vendor writes shows as one both agree on) and lets the device catch up.
+fn paint(t: &Twin, ring: usize, ih: u32) {
+    for w in 0..ring * 4 {
+        t.a.sq.write(w, pattern(w));
+        t.b.sq.write(w, !pattern(w));
+    }
+    // The device caught up with every doorbell (as run.rs: its SQ tail in
+    // the shadow area is the initial ring head).
+    // SAFETY: both QPs are live.
+    unsafe {
+        ffi::vd_qp_set_hw_tail(t.a.q, ih);
+        ffi::vd_qp_set_hw_tail(t.b.q, ih);
+    }
+}
+
+/// Posts `p` on both twins: the return, the WQE index and the doorbell
+/// values written (`Err` when the twins disagree).
+fn post_on_twins(t: &Twin, p: &SqPostIn) -> Result<(i32, u32, Vec<u32>), String> {
+    let mut bufs = Vec::new();
+    let sges = run::sges_of(p, &mut bufs);
+    let vpost = run::vendor_post(p, &sges);
+    let (mut ia, mut ib) = (u32::MAX, u32::MAX);
+    // SAFETY: `vpost.sges` points at `sges`, inline addresses at `bufs`,
+    // both alive for the call.
+    let ret = -unsafe { ffi::vd_sq_post(t.a.q, &vpost, &mut ia) };
+    // SAFETY: the doorbell's address is the QP's; `a.q` is live.
+    let db_addr = unsafe { ffi::vd_qp_db_addr(t.a.q) };
+    let dbs: Vec<u32> =
+        run::vendor_writes().into_iter().filter(|(a, _)| *a == db_addr).map(|(_, v)| v).collect();
+    // SAFETY: as above, on the twin.
+    let ret_b = -unsafe { ffi::vd_sq_post(t.b.q, &vpost, &mut ib) };
+    run::vendor_writes();
+    if (ret, ia) != (ret_b, ib) {
+        return Err(format!("the vendor twin differs: {ret_b}/{ib} vs {ret}/{ia}"));
+    }
+    Ok((ret, ia, dbs))
+}
+
+/// The output's NOP pads, WQE and tracking entry of a post that was taken
+/// at `ia` (`vs`, `va`: the SQ state before and after).
+fn posted_wqe(
+    t: &Twin,
+    (vs, va): (&VdQpState, &VdQpState),
+    ia: u32,
+    ring: usize,
+    out: &mut Map<String, Value>,
+) -> Result<(), String> {
+    let (mut wrid, mut len, mut qn) = (0u64, 0u32, 0u16);
+    // SAFETY: `a.q` is live; the out pointers are valid.
+    unsafe { ffi::vd_qp_trk(t.a.q, ia, &mut wrid, &mut len, &mut qn) };
+    // NOP pads (one quantum each) then the WQE, as tracked (a head
+    // difference is 0 for a WQE as long as the ring)
+    let pad = (ia as usize + ring - vs.sq_head as usize) % ring;
+    let quanta = pad + usize::from(qn);
+    if quanta > ring {
+        return Err(format!("{pad} pads + {qn} quanta on a {ring}-quanta ring"));
+    }
+    let q: Vec<([u64; 4], [u64; 4])> = (0..quanta)
+        .map(|k| {
+            let b = ((vs.sq_head as usize + k) % ring) * 4;
+            let w: [u64; 4] = core::array::from_fn(|j| t.a.sq.read(b + j));
+            let m: [u64; 4] = core::array::from_fn(|j| same_bytes(w[j], t.b.sq.read(b + j)));
+            (w, m)
+        })
+        .collect();
+    let pads: Vec<Value> = (0..pad)
+        .map(|k| {
+            let (w, bytes) = words_json(&q[k..k + 1]);
+            json!({"slot": (vs.sq_head as usize + k) % ring, "words": w, "bytes": bytes})
+        })
+        .collect();
+    let (w, bytes) = words_json(&q[pad..]);
+    out.insert("wqe_idx".into(), ia.into());
+    out.insert("wqe_size_quanta".into(), (quanta - pad).into());
+    out.insert("valid_bit".into(), va.swqe_polarity.into());
+    out.insert("polarity_flipped".into(), (va.swqe_polarity != vs.swqe_polarity).into());
+    out.insert("nop_pad".into(), pads.into());
+    out.insert("wqe".into(), json!({"slot": ia, "words": w, "bytes": bytes}));
+    out.insert("sq_wrtrk".into(), json!({"wrid": h16(wrid), "wr_len": len, "quanta": qn}));
+    Ok(())
 }
 
 /// Runs one receive on the vendor code: `(state_before, output)`.
@@ -582,84 +608,10 @@ pub fn rederive(v: &Value) -> Rederived {
         v["meta"]["configs"].as_array().map(|a| a.iter().collect()).unwrap_or_default();
     let cfg_named = |n: &str| configs.iter().find(|c| c["name"].as_str() == Some(n)).copied();
     for c in v["sq_cases"].as_array().into_iter().flatten() {
-        let name = c["name"].as_str().unwrap_or("?");
-        let Some(cv) = c["config"].as_str().and_then(cfg_named) else {
-            r.skip("config not in meta.configs");
-            continue;
-        };
-        if super::num(&cv["first_sq_wq"]).unwrap_or(0) != 0 {
-            r.skip("iWARP LSMM config (first_sq_wq): the glue builds RoCE QPs");
-            continue;
-        }
-        let (Some(cfg), Ok(p)) = (cfg_of(cv), sq_post_of(&c["input"])) else {
-            if let Err(why) = sq_post_of(&c["input"]) {
-                r.skip(why);
-            } else {
-                r.skip("config lacks a field");
-            }
-            continue;
-        };
-        let h = &c["history"];
-        let filler = super::num(&h["filler_posts"]).unwrap_or(0) as u32;
-        let out = super::num(&h["filler_posts_outstanding"]).unwrap_or(0) as u32;
-        match vendor_sq_case(&cfg, filler, out, &p) {
-            Ok((before, got)) => {
-                let want = json!({"state_before": c["state_before"], "output": strip(&c["output"], DP_IGNORED)});
-                let mut got = json!({"state_before": before, "output": strip(&got, DP_IGNORED)});
-                if super::first_diff(&got, &want, &[], "").is_some()
-                    && preclear_only(&mut got, &want)
-                {
-                    r.preclear += 1;
-                }
-                if whole_ring_doorbell(&got, &want) {
-                    r.known(
-                        "no doorbell after a post that spans the whole ring: the kernel's \
-                         irdma_uk_qp_post_wr (uk.c) rings only when the head moved from \
-                         initial_ring.head, and a WQE as long as the ring (8 quanta on sq8) brings it \
-                         back; rdma-core's rings (no real SQ is under 512 quanta)",
-                    );
-                    continue;
-                }
-                r.compare(name, &got, &want, &[]);
-            }
-            Err(e) => r.differ.push(format!("{name}: vendor run failed: {e}")),
-        }
+        rederive_sq(c, cfg_named, &mut r);
     }
     for c in v["rq_cases"].as_array().into_iter().flatten() {
-        let name = c["name"].as_str().unwrap_or("?");
-        let Some(cfg) = c["config"].as_str().and_then(cfg_named).and_then(cfg_of) else {
-            r.skip("config not in meta.configs");
-            continue;
-        };
-        let h = &c["history"];
-        let i = &c["input"];
-        if i.get("sg_list_entry0_when_num_sges_0").is_some() {
-            r.skip("a non-empty SGE list with num_sges 0 (the harness passes a slice)");
-            continue;
-        }
-        let Ok(p) = sq_post_of(
-            &json!({"api": "irdma_uk_rdma_write", "num_sges": i["num_sges"], "sges": i["sges"]}),
-        ) else {
-            r.skip("receive input");
-            continue;
-        };
-        let wr_id = super::num(&i["wr_id"]).unwrap_or(0);
-        let got = vendor_rq_case(
-            &cfg,
-            super::num(&h["filler_posts_consumed"]).unwrap_or(0) as u32,
-            super::num(&h["filler_posts_outstanding"]).unwrap_or(0) as u32,
-            wr_id,
-            &p.sges,
-        );
-        match got {
-            Ok((before, out)) => r.compare(
-                name,
-                &json!({"state_before": before, "output": strip(&out, DP_IGNORED)}),
-                &json!({"state_before": c["state_before"], "output": strip(&c["output"], DP_IGNORED)}),
-                &[],
-            ),
-            Err(e) => r.differ.push(format!("{name}: vendor run failed: {e}")),
-        }
+        rederive_rq(c, cfg_named, &mut r);
     }
     super::dpcq::rederive(v, &mut r);
     super::dpmisc::rederive_misc(v, &mut r);
@@ -667,6 +619,88 @@ pub fn rederive(v: &Value) -> Rederived {
         super::dpmisc::rederive_helpers(h, &mut r);
     }
     r
+}
+
+/// Re-derives one `sq_cases[]` entry (`cfg_named`: `meta.configs` by name).
+fn rederive_sq<'v>(c: &Value, cfg_named: impl Fn(&str) -> Option<&'v Value>, r: &mut Rederived) {
+    let name = c["name"].as_str().unwrap_or("?");
+    let Some(cv) = c["config"].as_str().and_then(cfg_named) else {
+        r.skip("config not in meta.configs");
+        return;
+    };
+    if super::num(&cv["first_sq_wq"]).unwrap_or(0) != 0 {
+        r.skip("iWARP LSMM config (first_sq_wq): the glue builds RoCE QPs");
+        return;
+    }
+    let (Some(cfg), Ok(p)) = (cfg_of(cv), sq_post_of(&c["input"])) else {
+        if let Err(why) = sq_post_of(&c["input"]) {
+            r.skip(why);
+        } else {
+            r.skip("config lacks a field");
+        }
+        return;
+    };
+    let h = &c["history"];
+    let filler = super::num(&h["filler_posts"]).unwrap_or(0) as u32;
+    let out = super::num(&h["filler_posts_outstanding"]).unwrap_or(0) as u32;
+    match vendor_sq_case(&cfg, filler, out, &p) {
+        Ok((before, got)) => {
+            let want = json!({"state_before": c["state_before"], "output": strip(&c["output"], DP_IGNORED)});
+            let mut got = json!({"state_before": before, "output": strip(&got, DP_IGNORED)});
+            if super::first_diff(&got, &want, &[], "").is_some() && preclear_only(&mut got, &want) {
+                r.preclear += 1;
+            }
+            if whole_ring_doorbell(&got, &want) {
+                r.known(
+                    "no doorbell after a post that spans the whole ring: the kernel's \
+                     irdma_uk_qp_post_wr (uk.c) rings only when the head moved from \
+                     initial_ring.head, and a WQE as long as the ring (8 quanta on sq8) brings it \
+                     back; rdma-core's rings (no real SQ is under 512 quanta)",
+                );
+                return;
+            }
+            r.compare(name, &got, &want, &[]);
+        }
+        Err(e) => r.differ.push(format!("{name}: vendor run failed: {e}")),
+    }
+}
+
+/// Re-derives one `rq_cases[]` entry.
+fn rederive_rq<'v>(c: &Value, cfg_named: impl Fn(&str) -> Option<&'v Value>, r: &mut Rederived) {
+    let name = c["name"].as_str().unwrap_or("?");
+    let Some(cfg) = c["config"].as_str().and_then(cfg_named).and_then(cfg_of) else {
+        r.skip("config not in meta.configs");
+        return;
+    };
+    let h = &c["history"];
+    let i = &c["input"];
+    if i.get("sg_list_entry0_when_num_sges_0").is_some() {
+        r.skip("a non-empty SGE list with num_sges 0 (the harness passes a slice)");
+        return;
+    }
+    let Ok(p) = sq_post_of(
+        &json!({"api": "irdma_uk_rdma_write", "num_sges": i["num_sges"], "sges": i["sges"]}),
+    ) else {
+        r.skip("receive input");
+        return;
+    };
+    let wr_id = super::num(&i["wr_id"]).unwrap_or(0);
+    let got = vendor_rq_case(
+        &cfg,
+        super::num(&h["filler_posts_consumed"]).unwrap_or(0) as u32,
+        super::num(&h["filler_posts_outstanding"]).unwrap_or(0) as u32,
+        wr_id,
+        &p.sges,
+    );
+    match got {
+        Ok((before, out)) => r.compare(
+            name,
+            &json!({"state_before": before, "output": strip(&out, DP_IGNORED)}),
+            &json!({"state_before": c["state_before"], "output": strip(&c["output"], DP_IGNORED)}),
+            &[],
+        ),
+        Err(e) => r.differ.push(format!("{name}: vendor run failed: {e}")),
+    }
 }
 
 fn strip(v: &Value, keys: &[&str]) -> Value {

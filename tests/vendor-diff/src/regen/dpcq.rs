@@ -277,101 +277,110 @@ impl Replay {
     pub(crate) fn event(&mut self, e: &Value) -> Result<Value, String> {
         let ev = e["event"].as_str().unwrap_or("");
         match ev {
-            "post_send" => {
-                let p = super::datapath::sq_post_of(&e["input"]).map_err(String::from)?;
-                let before = self.state().sq_head;
-                let (ret, idx) = self.sq_post(&p)?;
-                let mut m = Map::new();
-                m.insert("event".into(), ev.into());
-                m.insert("input".into(), e["input"].clone());
-                m.insert("ret".into(), ret.into());
-                if ret == 0 {
-                    self.starts.push(idx);
-                    let (mut wrid, mut len, mut qn) = (0u64, 0u32, 0u16);
-                    // SAFETY: the QP is live; the out pointers are valid.
-                    unsafe { ffi::vd_qp_trk(self.a.qp.q, idx, &mut wrid, &mut len, &mut qn) };
-                    let ring = self.cfg.sq_quanta;
-                    m.insert("wqe_idx".into(), idx.into());
-                    m.insert("wqe_size_quanta".into(), qn.into());
-                    m.insert("nop_pad_quanta".into(), ((idx + ring - before) % ring).into());
-                    m.insert("wr_len".into(), len.into());
-                    m.insert("sq_head_after".into(), self.state().sq_head.into());
-                }
-                Ok(Value::Object(m))
-            }
-            "post_recv" => {
-                let n = num(&e["num_sges"]).unwrap_or(0) as usize;
-                let wr_id = num(&e["wr_id"]).unwrap_or(0);
-                let (ret, idx) = self.rq_post(wr_id, &dummy_sges(n))?;
-                let mut m = Map::new();
-                m.insert("event".into(), ev.into());
-                m.insert("wr_id".into(), h16(wr_id));
-                m.insert("num_sges".into(), n.into());
-                m.insert("ret".into(), ret.into());
-                if ret == 0 {
-                    m.insert("wqe_idx".into(), idx.into());
-                    m.insert("wqe_idx_in_quanta".into(), (idx << self.cfg.rq_shift).into());
-                }
-                Ok(Value::Object(m))
-            }
-            "write_cqe" => {
-                let words: Vec<u64> =
-                    e["words"].as_array().into_iter().flatten().filter_map(num).collect();
-                let slot =
-                    num(&e["fields"]["slot"]).ok_or("write_cqe without fields.slot")? as usize;
-                self.put(slot, &words)?;
-                if let Some(x) = e.get("ext_words").and_then(Value::as_array) {
-                    let ext: Vec<u64> = x.iter().filter_map(num).collect();
-                    let es = num(&e["ext_fields"]["slot"])
-                        .map_or((slot + 1) % self.size, |s| s as usize);
-                    self.put(es, &ext)?;
-                }
-                Ok(e.clone())
-            }
-            "set_state" => {
-                let field = e["field"].as_str().unwrap_or("");
-                let v = num(&e["value"]).ok_or("set_state without a value")?;
-                let s = self.state();
-                let (h, p) = (s.sq_head, s.swqe_polarity);
-                match field {
-                    "qp.sq_ring.head" => self.sq_reach(v as u32, p)?,
-                    "qp.swqe_polarity" => self.sq_reach(h, v as u8)?,
-                    "qp.rq_ring.head" => self.rq_reach(v as u32, s.rwqe_polarity)?,
-                    "qp.rwqe_polarity" => self.rq_reach(s.rq_head, v as u8)?,
-                    "cq.cq_ring.head" | "cq.cq_ring.tail" | "cq.polarity" => {
-                        for side in self.sides() {
-                            let (head, pol, _) = side.cq_state();
-                            let (head, pol) = if field == "cq.polarity" {
-                                (head, v as u8)
-                            } else {
-                                (v as u32, pol)
-                            };
-                            if head as usize >= self.size {
-                                return Err(format!("{field} {v}: outside the CQ"));
-                            }
-                            // SAFETY: the CQ is live.
-                            unsafe { ffi::vd_cq_set_position(side.cq, head, pol) };
-                        }
-                    }
-                    "qp.push_mode" | "qp.push_dropped" => {
-                        for side in self.sides() {
-                            // SAFETY: the QP is live.
-                            let now = unsafe { ffi::vd_qp_push(side.qp.q) };
-                            let (mode, dropped) = if field == "qp.push_mode" {
-                                (u8::from(v != 0), now >> 1 & 1)
-                            } else {
-                                (now & 1, u8::from(v != 0))
-                            };
-                            // SAFETY: the QP is live.
-                            unsafe { ffi::vd_qp_set_push(side.qp.q, mode, dropped) };
-                        }
-                    }
-                    other => return Err(format!("set_state {other}: not in the glue")),
-                }
-                Ok(e.clone())
-            }
+            "post_send" => self.post_send(e),
+            "post_recv" => self.post_recv(e),
+            "write_cqe" => self.write_cqe(e),
+            "set_state" => self.set_state(e),
             "poll" => Ok(self.poll()),
             other => Err(format!("event {other}: not replayed")),
+        }
+    }
+
+    fn post_send(&mut self, e: &Value) -> Result<Value, String> {
+        let p = super::datapath::sq_post_of(&e["input"]).map_err(String::from)?;
+        let before = self.state().sq_head;
+        let (ret, idx) = self.sq_post(&p)?;
+        let mut m = Map::new();
+        m.insert("event".into(), "post_send".into());
+        m.insert("input".into(), e["input"].clone());
+        m.insert("ret".into(), ret.into());
+        if ret == 0 {
+            self.starts.push(idx);
+            let (mut wrid, mut len, mut qn) = (0u64, 0u32, 0u16);
+            // SAFETY: the QP is live; the out pointers are valid.
+            unsafe { ffi::vd_qp_trk(self.a.qp.q, idx, &mut wrid, &mut len, &mut qn) };
+            let ring = self.cfg.sq_quanta;
+            m.insert("wqe_idx".into(), idx.into());
+            m.insert("wqe_size_quanta".into(), qn.into());
+            m.insert("nop_pad_quanta".into(), ((idx + ring - before) % ring).into());
+            m.insert("wr_len".into(), len.into());
+            m.insert("sq_head_after".into(), self.state().sq_head.into());
+        }
+        Ok(Value::Object(m))
+    }
+
+    fn post_recv(&mut self, e: &Value) -> Result<Value, String> {
+        let n = num(&e["num_sges"]).unwrap_or(0) as usize;
+        let wr_id = num(&e["wr_id"]).unwrap_or(0);
+        let (ret, idx) = self.rq_post(wr_id, &dummy_sges(n))?;
+        let mut m = Map::new();
+        m.insert("event".into(), "post_recv".into());
+        m.insert("wr_id".into(), h16(wr_id));
+        m.insert("num_sges".into(), n.into());
+        m.insert("ret".into(), ret.into());
+        if ret == 0 {
+            m.insert("wqe_idx".into(), idx.into());
+            m.insert("wqe_idx_in_quanta".into(), (idx << self.cfg.rq_shift).into());
+        }
+        Ok(Value::Object(m))
+    }
+
+    fn write_cqe(&mut self, e: &Value) -> Result<Value, String> {
+        let words: Vec<u64> = e["words"].as_array().into_iter().flatten().filter_map(num).collect();
+        let slot = num(&e["fields"]["slot"]).ok_or("write_cqe without fields.slot")? as usize;
+        self.put(slot, &words)?;
+        if let Some(x) = e.get("ext_words").and_then(Value::as_array) {
+            let ext: Vec<u64> = x.iter().filter_map(num).collect();
+            let es = num(&e["ext_fields"]["slot"]).map_or((slot + 1) % self.size, |s| s as usize);
+            self.put(es, &ext)?;
+        }
+        Ok(e.clone())
+    }
+
+    fn set_state(&mut self, e: &Value) -> Result<Value, String> {
+        let field = e["field"].as_str().unwrap_or("");
+        let v = num(&e["value"]).ok_or("set_state without a value")?;
+        let s = self.state();
+        let (h, p) = (s.sq_head, s.swqe_polarity);
+        match field {
+            "qp.sq_ring.head" => self.sq_reach(v as u32, p)?,
+            "qp.swqe_polarity" => self.sq_reach(h, v as u8)?,
+            "qp.rq_ring.head" => self.rq_reach(v as u32, s.rwqe_polarity)?,
+            "qp.rwqe_polarity" => self.rq_reach(s.rq_head, v as u8)?,
+            "cq.cq_ring.head" | "cq.cq_ring.tail" | "cq.polarity" => self.set_cq(field, v)?,
+            "qp.push_mode" | "qp.push_dropped" => self.set_push(field, v),
+            other => return Err(format!("set_state {other}: not in the glue")),
+        }
+        Ok(e.clone())
+    }
+
+    /// `set_state` of the CQ's head or polarity, on both sides.
+    fn set_cq(&self, field: &str, v: u64) -> Result<(), String> {
+        for side in self.sides() {
+            let (head, pol, _) = side.cq_state();
+            let (head, pol) =
+                if field == "cq.polarity" { (head, v as u8) } else { (v as u32, pol) };
+            if head as usize >= self.size {
+                return Err(format!("{field} {v}: outside the CQ"));
+            }
+            // SAFETY: the CQ is live.
+            unsafe { ffi::vd_cq_set_position(side.cq, head, pol) };
+        }
+        Ok(())
+    }
+
+    /// `set_state` of the QP's push mode or dropped flag, on both sides.
+    fn set_push(&self, field: &str, v: u64) {
+        for side in self.sides() {
+            // SAFETY: the QP is live.
+            let now = unsafe { ffi::vd_qp_push(side.qp.q) };
+            let (mode, dropped) = if field == "qp.push_mode" {
+                (u8::from(v != 0), now >> 1 & 1)
+            } else {
+                (now & 1, u8::from(v != 0))
+            };
+            // SAFETY: the QP is live.
+            unsafe { ffi::vd_qp_set_push(side.qp.q, mode, dropped) };
         }
     }
 
@@ -482,124 +491,169 @@ fn cq_config(name: &str, c: &CqCase, initial_head: u32) -> Value {
     v
 }
 
-/// The script of a generated case as published events, replayed on the
-/// vendor (set-up posts first, as `cq::run_cq`).
-fn script(c: &CqCase) -> Result<(Vec<Value>, u32), String> {
-    let cfg = &c.qp.cfg;
-    let mut rp = Replay::new(cfg, 3, c.cq_size, 7)?;
-    let fresh = rp.state();
-    // SAFETY: the QP is live.
-    let initial_head = unsafe { ffi::vd_qp_initial_head(rp.a.qp.q) };
-    let (_, fresh_cq_pol, _) = rp.a.cq_state();
-    let mut out = Vec::new();
-    let mut run = |rp: &mut Replay, e: Value| -> Result<(), String> {
-        let got = rp.event(&e)?;
-        if !rp.twins_agree() {
+/// A script being replayed: the vendor twins and the events as re-derived.
+struct Scripted {
+    rp: Replay,
+    out: Vec<Value>,
+}
+
+impl Scripted {
+    /// Replays one event; the twins must still agree after it.
+    fn run(&mut self, e: Value) -> Result<(), String> {
+        let got = self.rp.event(&e)?;
+        if !self.rp.twins_agree() {
             return Err("the vendor twins disagree after an event".into());
         }
-        out.push(got);
+        self.out.push(got);
         Ok(())
-    };
-    // ring positions: k one-quantum fillers (SQ), k one-SGE receives (RQ)
-    let (sq_n, rq_n) = (cfg.sq_quanta, cfg.rq_size);
-    let sq_head = c.qp.sq_filler % sq_n;
-    let sq_pol = fresh.swqe_polarity ^ u8::from((c.qp.sq_filler / sq_n) % 2 == 1);
-    let rq_head = c.qp.rq_filler % rq_n;
-    let rq_pol = fresh.rwqe_polarity ^ u8::from((c.qp.rq_filler / rq_n) % 2 == 1);
-    let set = |f: &str, v: u64| json!({"event": "set_state", "field": f, "value": v});
-    if sq_head != 0 {
-        run(&mut rp, set("qp.sq_ring.head", sq_head.into()))?;
     }
-    if sq_pol != fresh.swqe_polarity {
-        run(&mut rp, set("qp.swqe_polarity", sq_pol.into()))?;
-    }
-    if rq_head != 0 {
-        run(&mut rp, set("qp.rq_ring.head", rq_head.into()))?;
-    }
-    if rq_pol != fresh.rwqe_polarity {
-        run(&mut rp, set("qp.rwqe_polarity", rq_pol.into()))?;
-    }
-    if c.cq_head != 0 {
-        run(&mut rp, set("cq.cq_ring.head", c.cq_head.into()))?;
-    }
-    if u8::from(c.cq_pol) != fresh_cq_pol {
-        run(&mut rp, set("cq.polarity", c.cq_pol.into()))?;
-    }
-    // The slots the device will reach hold the previous pass's valid bit
-    // (what polling must take for "not written yet"); the rest stay zero
-    // and are never read. Only a non-zero one is an event.
-    let size = c.cq_size as usize;
-    let reach: usize = c
-        .events
-        .iter()
-        .map(|e| match e {
-            Ev::Cqe { ext, .. } => 1 + usize::from(ext.is_some()),
-            Ev::Poll => 0,
-        })
-        .sum();
-    for k in 0..=reach.min(size - 1) {
-        let slot = (c.cq_head as usize + k) % size;
-        let this_pass = slot < c.cq_head as usize;
-        let valid = if this_pass { c.cq_pol } else { !c.cq_pol };
-        if valid {
-            run(
-                &mut rp,
-                json!({"event": "write_cqe", "desc": "the device's previous pass at this position (valid bit only)",
-                       "fields": cqe_fields(slot, VALID), "words": [h16(0), h16(0), h16(0), h16(VALID)]}),
-            )?;
+
+    /// Moves the rings and the CQ to the case's positions.
+    fn positions(
+        &mut self,
+        c: &CqCase,
+        fresh: &ffi::VdQpState,
+        fresh_cq_pol: u8,
+    ) -> Result<(), String> {
+        let cfg = &c.qp.cfg;
+        // ring positions: k one-quantum fillers (SQ), k one-SGE receives (RQ)
+        let (sq_n, rq_n) = (cfg.sq_quanta, cfg.rq_size);
+        let sq_head = c.qp.sq_filler % sq_n;
+        let sq_pol = fresh.swqe_polarity ^ u8::from((c.qp.sq_filler / sq_n) % 2 == 1);
+        let rq_head = c.qp.rq_filler % rq_n;
+        let rq_pol = fresh.rwqe_polarity ^ u8::from((c.qp.rq_filler / rq_n) % 2 == 1);
+        let set = |f: &str, v: u64| json!({"event": "set_state", "field": f, "value": v});
+        if sq_head != 0 {
+            self.run(set("qp.sq_ring.head", sq_head.into()))?;
         }
+        if sq_pol != fresh.swqe_polarity {
+            self.run(set("qp.swqe_polarity", sq_pol.into()))?;
+        }
+        if rq_head != 0 {
+            self.run(set("qp.rq_ring.head", rq_head.into()))?;
+        }
+        if rq_pol != fresh.rwqe_polarity {
+            self.run(set("qp.rwqe_polarity", rq_pol.into()))?;
+        }
+        if c.cq_head != 0 {
+            self.run(set("cq.cq_ring.head", c.cq_head.into()))?;
+        }
+        if u8::from(c.cq_pol) != fresh_cq_pol {
+            self.run(set("cq.polarity", c.cq_pol.into()))?;
+        }
+        Ok(())
     }
-    for op in &c.qp.ops {
-        match op {
-            Op::Sq(p) => {
-                run(&mut rp, json!({"event": "post_send", "input": super::datapath::sq_input(p)}))?
+
+    /// Leaves the previous pass's valid bits where the device will write.
+    fn previous_pass(&mut self, c: &CqCase) -> Result<(), String> {
+        // The slots the device will reach hold the previous pass's valid bit
+        // (what polling must take for "not written yet"); the rest stay zero
+        // and are never read. Only a non-zero one is an event.
+        let size = c.cq_size as usize;
+        let reach: usize = c
+            .events
+            .iter()
+            .map(|e| match e {
+                Ev::Cqe { ext, .. } => 1 + usize::from(ext.is_some()),
+                Ev::Poll => 0,
+            })
+            .sum();
+        for k in 0..=reach.min(size - 1) {
+            let slot = (c.cq_head as usize + k) % size;
+            let this_pass = slot < c.cq_head as usize;
+            let valid = if this_pass { c.cq_pol } else { !c.cq_pol };
+            if valid {
+                self.run(
+                    json!({"event": "write_cqe", "desc": "the device's previous pass at this position (valid bit only)",
+                           "fields": cqe_fields(slot, VALID), "words": [h16(0), h16(0), h16(0), h16(VALID)]}),
+                )?;
             }
-            Op::Rq { wr_id, sges } => run(
-                &mut rp,
-                json!({"event": "post_recv", "wr_id": h16(*wr_id), "num_sges": sges.len()}),
-            )?,
         }
+        Ok(())
     }
-    let (mut dev, mut dev_pol) = (c.cq_head as usize, c.cq_pol);
-    for e in &c.events {
-        match e {
-            Ev::Poll => run(&mut rp, json!({"event": "poll"}))?,
-            Ev::Cqe { q, ext, null_ctx, stale, target } => {
-                let mut w = *q;
-                if let Some(k) = target {
-                    crate::cq::target_wqe(&mut w[3], *k, &rp.state(), cfg, &rp.starts);
+
+    /// The case's posts, in order.
+    fn posts(&mut self, c: &CqCase) -> Result<(), String> {
+        for op in &c.qp.ops {
+            match op {
+                Op::Sq(p) => {
+                    self.run(json!({"event": "post_send", "input": super::datapath::sq_input(p)}))?
                 }
-                let ctx = if *null_ctx { 0 } else { PUB_CTX };
-                w[1] = ctx;
-                w[3] = (w[3] & !VALID) | if dev_pol ^ *stale { VALID } else { 0 };
-                let slot = dev;
-                dev = (dev + 1) % size;
-                if dev == 0 {
-                    dev_pol = !dev_pol;
-                }
-                let mut ev = json!({"event": "write_cqe", "desc": "generated (cq.rs gen_cq_case)",
-                                    "fields": cqe_fields(slot, w[3]),
-                                    "words": w.iter().map(|x| h16(*x)).collect::<Vec<_>>()});
-                if let Some(x) = ext {
-                    let mut x = *x;
-                    // qword 1 of an extension carries the context too (the
-                    // vendor reads it as a QP if a later poll takes the slot
-                    // for a CQE)
-                    x[1] = ctx;
-                    x[3] = (x[3] & !VALID) | if dev_pol ^ *stale { VALID } else { 0 };
-                    ev["ext_fields"] = json!({"slot": dev});
-                    ev["ext_words"] = x.iter().map(|v| h16(*v)).collect();
+                Op::Rq { wr_id, sges } => self.run(
+                    json!({"event": "post_recv", "wr_id": h16(*wr_id), "num_sges": sges.len()}),
+                )?,
+            }
+        }
+        Ok(())
+    }
+
+    /// The device's CQE writes and the polls between them.
+    fn device(&mut self, c: &CqCase) -> Result<(), String> {
+        let cfg = &c.qp.cfg;
+        let size = c.cq_size as usize;
+        let (mut dev, mut dev_pol) = (c.cq_head as usize, c.cq_pol);
+        for e in &c.events {
+            match e {
+                Ev::Poll => self.run(json!({"event": "poll"}))?,
+                Ev::Cqe { q, ext, null_ctx, stale, target } => {
+                    let mut w = *q;
+                    if let Some(k) = target {
+                        crate::cq::target_wqe(
+                            &mut w[3],
+                            *k,
+                            &self.rp.state(),
+                            cfg,
+                            &self.rp.starts,
+                        );
+                    }
+                    let ctx = if *null_ctx { 0 } else { PUB_CTX };
+                    w[1] = ctx;
+                    w[3] = (w[3] & !VALID) | if dev_pol ^ *stale { VALID } else { 0 };
+                    let slot = dev;
                     dev = (dev + 1) % size;
                     if dev == 0 {
                         dev_pol = !dev_pol;
                     }
+                    let mut ev = json!({"event": "write_cqe", "desc": "generated (cq.rs gen_cq_case)",
+                                        "fields": cqe_fields(slot, w[3]),
+                                        "words": w.iter().map(|x| h16(*x)).collect::<Vec<_>>()});
+                    if let Some(x) = ext {
+                        let mut x = *x;
+                        // qword 1 of an extension carries the context too (the
+                        // vendor reads it as a QP if a later poll takes the slot
+                        // for a CQE)
+                        x[1] = ctx;
+                        x[3] = (x[3] & !VALID) | if dev_pol ^ *stale { VALID } else { 0 };
+                        ev["ext_fields"] = json!({"slot": dev});
+                        ev["ext_words"] = x.iter().map(|v| h16(*v)).collect();
+                        dev = (dev + 1) % size;
+                        if dev == 0 {
+                            dev_pol = !dev_pol;
+                        }
+                    }
+                    debug_assert!(w[3] & EXT == 0 || ext.is_some());
+                    self.run(ev)?;
                 }
-                debug_assert!(w[3] & EXT == 0 || ext.is_some());
-                run(&mut rp, ev)?;
             }
         }
+        Ok(())
     }
-    Ok((out, initial_head))
+}
+
+/// The script of a generated case as published events, replayed on the
+/// vendor (set-up posts first, as `cq::run_cq`).
+fn script(c: &CqCase) -> Result<(Vec<Value>, u32), String> {
+    let rp = Replay::new(&c.qp.cfg, 3, c.cq_size, 7)?;
+    let fresh = rp.state();
+    // SAFETY: the QP is live.
+    let initial_head = unsafe { ffi::vd_qp_initial_head(rp.a.qp.q) };
+    let (_, fresh_cq_pol, _) = rp.a.cq_state();
+    let mut s = Scripted { rp, out: Vec::new() };
+    s.positions(c, &fresh, fresh_cq_pol)?;
+    s.previous_pass(c)?;
+    s.posts(c)?;
+    s.device(c)?;
+    Ok((s.out, initial_head))
 }
 
 /// Generated scripts: their configs, the `cq_cases[]` entries, and per
