@@ -846,125 +846,178 @@ fn owner_code(o: Owner) -> u8 {
 fn run_driver(c: &SwCase) -> Result<Vec<SwOut>, String> {
     let (_model, r) = responder(c);
     fw_fresh_with(Some(r));
-    let cfg = AqConfig {
-        sq_entries: 16,
-        rq_entries: 16,
-        sq_buf_size: 4096,
-        rq_buf_size: 4096,
-        timeouts: AqTimeouts {
-            command: Duration::from_secs(1),
-            busy_delay: Duration::from_millis(10),
-            busy_sends: 3,
-        },
-    };
-    let mut aq = AdminQueue::<SimHal, FwBar>::start(FwBar, &cfg)
-        .map_err(|e| format!("the driver's admin queue did not start: {e:?}"))?;
+    let mut d = DrvSw::start(c)?;
     let _ = fw_take_seen();
     let mut outs = Vec::new();
-    let mut vsi: Option<u16> = None;
-    let mut filters = MacFilters::new();
-    let mut tree: Option<Tree> = None;
-    let mut branches: Vec<RdmaBranch> = Vec::new();
     for op in &c.ops {
         let mut o = SwOut::default();
-        match op {
-            SwOp::AddVsi { ctx } => {
-                let mut v = VsiContext(*ctx);
-                match aq.add_vsi(&mut v) {
-                    Ok(a) => {
-                        o.rets.push(0);
-                        vsi = Some(a.vsi_num);
-                        vsi_state(&mut o, Some(a.vsi_num), a.used, a.free);
-                    }
-                    Err(e) => o.rets.push(e.linux_errno()),
-                }
-                o.buf = Some(v.0.to_vec());
-            }
-            SwOp::UpdateVsi { ctx } if vsi.is_some() => {
-                let mut v = VsiContext(*ctx);
-                match aq.update_vsi(vsi.unwrap_or(0), &mut v) {
-                    Ok(a) => {
-                        o.rets.push(0);
-                        vsi_state(&mut o, None, a.used, a.free);
-                    }
-                    Err(e) => o.rets.push(e.linux_errno()),
-                }
-                o.buf = Some(v.0.to_vec());
-            }
-            SwOp::FreeVsi { keep } if vsi.is_some() => match aq.free_vsi(vsi.unwrap_or(0), *keep) {
-                Ok(a) => {
-                    o.rets.push(0);
-                    vsi = None;
-                    vsi_state(&mut o, None, a.used, a.free);
-                }
-                Err(e) => o.rets.push(e.linux_errno()),
+        d.op(op, &mut o);
+        d.tree_state(&mut o);
+        o.cmds = fw_take_seen();
+        outs.push(o);
+    }
+    // the admin queue goes (its Drop) before the firmware is reset
+    drop(d);
+    fw_fresh_with(None);
+    Ok(outs)
+}
+
+/// The driver's state over one case: its admin queue and what the ops built.
+struct DrvSw<'c> {
+    c: &'c SwCase,
+    aq: AdminQueue<SimHal, FwBar>,
+    vsi: Option<u16>,
+    filters: MacFilters,
+    tree: Option<Tree>,
+    branches: Vec<RdmaBranch>,
+}
+
+impl<'c> DrvSw<'c> {
+    /// The admin queue up, nothing built yet.
+    fn start(c: &'c SwCase) -> Result<Self, String> {
+        let cfg = AqConfig {
+            sq_entries: 16,
+            rq_entries: 16,
+            sq_buf_size: 4096,
+            rq_buf_size: 4096,
+            timeouts: AqTimeouts {
+                command: Duration::from_secs(1),
+                busy_delay: Duration::from_millis(10),
+                busy_sends: 3,
             },
+        };
+        let aq = AdminQueue::<SimHal, FwBar>::start(FwBar, &cfg)
+            .map_err(|e| format!("the driver's admin queue did not start: {e:?}"))?;
+        Ok(Self { c, aq, vsi: None, filters: MacFilters::new(), tree: None, branches: Vec::new() })
+    }
+
+    /// One op, its returns and state into `o`.
+    fn op(&mut self, op: &SwOp, o: &mut SwOut) {
+        match op {
+            SwOp::AddVsi { ctx } => self.add_vsi(ctx, o),
+            SwOp::UpdateVsi { ctx } if self.vsi.is_some() => self.update_vsi(ctx, o),
+            SwOp::FreeVsi { keep } if self.vsi.is_some() => self.free_vsi(*keep, o),
             SwOp::UpdateVsi { .. } | SwOp::FreeVsi { .. } => {}
             SwOp::AddMac { vsi, mac } | SwOp::RemoveMac { vsi, mac } => {
-                let v = c.vsis.get(usize::from(*vsi)).copied().unwrap_or(0);
-                let r = if matches!(op, SwOp::AddMac { .. }) {
-                    filters.add_mac_and_broadcast(&mut aq, *mac, v, c.veb, c.umac_shared)
-                } else {
-                    filters.remove_mac(&mut aq, *mac, v, c.veb)
-                };
-                o.rets.push(r.map_or_else(|e| e.linux_errno(), |()| 0));
-                let rows = filters
-                    .iter()
-                    .map(|f| {
-                        let (list, id) = match f.fwd {
-                            irdma::ice::switch::Fwd::Vsi(v) => (false, v),
-                            irdma::ice::switch::Fwd::VsiList(l) => (true, l),
-                        };
-                        (f.mac, f.rule_id, list, id, f.vsi_count)
-                    })
-                    .collect();
-                mac_table(&mut o, rows);
+                self.mac(matches!(op, SwOp::AddMac { .. }), *vsi, *mac, o);
             }
-            SwOp::SchedInit { lport } => match aq.query_sched_res() {
-                Err(e) => o.rets.push(e.linux_errno()),
-                Ok(res) => {
-                    o.rets.push(0);
-                    match aq.sched_init_port(*lport, res.layers) {
-                        Ok(mut t) => {
-                            o.rets.push(0);
-                            t.set_max_children(&res);
-                            tree = Some(t);
-                        }
-                        Err(e) => o.rets.push(e.linux_errno()),
-                    }
-                }
-            },
-            SwOp::CfgRdma { tcs, max_qs } => {
-                let r = match tree.as_mut() {
-                    // ice_cfg_vsi_qs: the port is not ready
-                    None => Err(CmdError::BadResponse("no scheduler tree")),
-                    Some(t) => cfg_rdma(&mut aq, t, &mut branches, *tcs, *max_qs),
-                };
-                o.note = r.as_ref().err().and_then(note_of);
-                o.rets.push(r.map_or_else(|e| e.linux_errno(), |()| 0));
+            SwOp::SchedInit { lport } => self.sched_init(*lport, o),
+            SwOp::CfgRdma { tcs, max_qs } => self.cfg_rdma(*tcs, *max_qs, o),
+            SwOp::EnaQsets { tc, handles } => self.ena_qsets(*tc, handles, o),
+        }
+    }
+
+    fn add_vsi(&mut self, ctx: &[u8; VSI_CTX_LEN], o: &mut SwOut) {
+        let mut v = VsiContext(*ctx);
+        match self.aq.add_vsi(&mut v) {
+            Ok(a) => {
+                o.rets.push(0);
+                self.vsi = Some(a.vsi_num);
+                vsi_state(o, Some(a.vsi_num), a.used, a.free);
             }
-            SwOp::EnaQsets { tc, handles } => {
-                let mut teids = vec![0u32; handles.len()];
-                let r = match (tree.as_mut(), branches.iter().find(|b| b.tc == *tc)) {
-                    (None, _) => Err(EIO),
-                    // no VSI node on this TC: ice_sched_get_free_qparent finds none
-                    (Some(_), None) => Err(EINVAL),
-                    (Some(t), Some(b)) => {
-                        aq.sched_ena_rdma_qsets(t, b, *tc, handles, &mut teids).map_err(|e| {
-                            o.note = note_of(&e);
-                            e.linux_errno()
-                        })
-                    }
+            Err(e) => o.rets.push(e.linux_errno()),
+        }
+        o.buf = Some(v.0.to_vec());
+    }
+
+    fn update_vsi(&mut self, ctx: &[u8; VSI_CTX_LEN], o: &mut SwOut) {
+        let mut v = VsiContext(*ctx);
+        match self.aq.update_vsi(self.vsi.unwrap_or(0), &mut v) {
+            Ok(a) => {
+                o.rets.push(0);
+                vsi_state(o, None, a.used, a.free);
+            }
+            Err(e) => o.rets.push(e.linux_errno()),
+        }
+        o.buf = Some(v.0.to_vec());
+    }
+
+    fn free_vsi(&mut self, keep: bool, o: &mut SwOut) {
+        match self.aq.free_vsi(self.vsi.unwrap_or(0), keep) {
+            Ok(a) => {
+                o.rets.push(0);
+                self.vsi = None;
+                vsi_state(o, None, a.used, a.free);
+            }
+            Err(e) => o.rets.push(e.linux_errno()),
+        }
+    }
+
+    /// AddMac (`add`) or RemoveMac, then the filter table.
+    fn mac(&mut self, add: bool, vsi: u8, mac: [u8; 6], o: &mut SwOut) {
+        let c = self.c;
+        let v = c.vsis.get(usize::from(vsi)).copied().unwrap_or(0);
+        let r = if add {
+            self.filters.add_mac_and_broadcast(&mut self.aq, mac, v, c.veb, c.umac_shared)
+        } else {
+            self.filters.remove_mac(&mut self.aq, mac, v, c.veb)
+        };
+        o.rets.push(r.map_or_else(|e| e.linux_errno(), |()| 0));
+        let rows = self
+            .filters
+            .iter()
+            .map(|f| {
+                let (list, id) = match f.fwd {
+                    irdma::ice::switch::Fwd::Vsi(v) => (false, v),
+                    irdma::ice::switch::Fwd::VsiList(l) => (true, l),
                 };
-                o.rets.push(r.err().unwrap_or(0));
-                if r.is_ok() {
-                    for (i, x) in teids.iter().enumerate() {
-                        o.state.push((format!("qset_teid[{i}]"), u64::from(*x)));
+                (f.mac, f.rule_id, list, id, f.vsi_count)
+            })
+            .collect();
+        mac_table(o, rows);
+    }
+
+    fn sched_init(&mut self, lport: u8, o: &mut SwOut) {
+        match self.aq.query_sched_res() {
+            Err(e) => o.rets.push(e.linux_errno()),
+            Ok(res) => {
+                o.rets.push(0);
+                match self.aq.sched_init_port(lport, res.layers) {
+                    Ok(mut t) => {
+                        o.rets.push(0);
+                        t.set_max_children(&res);
+                        self.tree = Some(t);
                     }
+                    Err(e) => o.rets.push(e.linux_errno()),
                 }
             }
         }
-        if let Some(t) = &tree {
+    }
+
+    fn cfg_rdma(&mut self, tcs: u8, max_qs: u16, o: &mut SwOut) {
+        let r = match self.tree.as_mut() {
+            // ice_cfg_vsi_qs: the port is not ready
+            None => Err(CmdError::BadResponse("no scheduler tree")),
+            Some(t) => cfg_rdma(&mut self.aq, t, &mut self.branches, tcs, max_qs),
+        };
+        o.note = r.as_ref().err().and_then(note_of);
+        o.rets.push(r.map_or_else(|e| e.linux_errno(), |()| 0));
+    }
+
+    fn ena_qsets(&mut self, tc: u8, handles: &[u16], o: &mut SwOut) {
+        let mut teids = vec![0u32; handles.len()];
+        let r = match (self.tree.as_mut(), self.branches.iter().find(|b| b.tc == tc)) {
+            (None, _) => Err(EIO),
+            // no VSI node on this TC: ice_sched_get_free_qparent finds none
+            (Some(_), None) => Err(EINVAL),
+            (Some(t), Some(b)) => {
+                self.aq.sched_ena_rdma_qsets(t, b, tc, handles, &mut teids).map_err(|e| {
+                    o.note = note_of(&e);
+                    e.linux_errno()
+                })
+            }
+        };
+        o.rets.push(r.err().unwrap_or(0));
+        if r.is_ok() {
+            for (i, x) in teids.iter().enumerate() {
+                o.state.push((format!("qset_teid[{i}]"), u64::from(*x)));
+            }
+        }
+    }
+
+    /// The scheduler tree, depth first, once there is one.
+    fn tree_state(&self, o: &mut SwOut) {
+        if let Some(t) = &self.tree {
             let mut buf = vec![t.nodes().first().copied().unwrap_or(dummy_node()); t.nodes().len()];
             let n = t.depth_first(&mut buf);
             let v: Vec<_> = buf
@@ -972,14 +1025,9 @@ fn run_driver(c: &SwCase) -> Result<Vec<SwOut>, String> {
                 .take(n)
                 .map(|x| (x.teid, x.parent, x.layer, x.tc, owner_code(x.owner), x.data))
                 .collect();
-            tree_state(&mut o, &v);
+            tree_state(o, &v);
         }
-        o.cmds = fw_take_seen();
-        outs.push(o);
     }
-    drop(aq);
-    fw_fresh_with(None);
-    Ok(outs)
 }
 
 fn dummy_node() -> irdma::ice::sched::Node {
