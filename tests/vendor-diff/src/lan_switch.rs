@@ -700,139 +700,184 @@ fn tree_state(o: &mut SwOut, nodes: &[NodeRow]) {
 fn run_vendor(c: &SwCase) -> Result<(Vec<SwOut>, Vec<Answer>), String> {
     let (model, r) = responder(c);
     fw_fresh_with(Some(r));
-    // SAFETY: the glue allocates and returns a zeroed struct ice_hw.
-    let hw = unsafe { vd_ice_hw_new(16, 16, 4096, 4096) };
-    // SAFETY: `hw` is live.
-    if unsafe { vd_ice_init(hw) } != 0 {
-        // SAFETY: live, freed once.
-        unsafe { vd_ice_hw_free(hw) };
-        return Err("the vendor's admin queue did not start".into());
-    }
-    // SAFETY: `hw` is live and its queue is up.
-    let r = unsafe { vd_sw_init(hw, u8::from(c.veb)) };
-    if r != 0 {
-        return Err(format!("ice_init_def_sw_recp: {r}"));
-    }
-    for (h, v) in c.vsis.iter().enumerate() {
-        // SAFETY: `hw` is live; the handle is below ICE_MAX_VSI.
-        unsafe { vd_sw_set_vsi(hw, h as u16, *v) };
-    }
+    let mut v = VdSw::start(c)?;
     let _ = fw_take_seen();
     let mut outs = Vec::new();
-    let mut have_vsi = false;
-    let mut tree_up = false;
     for op in &c.ops {
         let mut o = SwOut::default();
-        match op {
-            SwOp::AddVsi { ctx } => {
-                let mut b = *ctx;
-                let mut v = VdVsiOut::default();
-                // SAFETY: `b` holds the 128 bytes the glue copies; `v` is an out struct.
-                let r = unsafe { vd_sw_add_vsi(hw, 9, b.as_mut_ptr(), VSI_TYPE_PF, 1, 0, &mut v) };
-                o.rets.push(r);
-                if r == 0 {
-                    have_vsi = true;
-                    vsi_state(&mut o, Some(v.vsi_num), v.allocd, v.unallocated);
-                }
-                o.buf = Some(b.to_vec());
-            }
-            SwOp::UpdateVsi { ctx } if have_vsi => {
-                let mut b = *ctx;
-                let mut v = VdVsiOut::default();
-                // SAFETY: as above.
-                let r = unsafe { vd_sw_update_vsi(hw, 9, b.as_mut_ptr(), &mut v) };
-                o.rets.push(r);
-                if r == 0 {
-                    vsi_state(&mut o, None, v.allocd, v.unallocated);
-                }
-                o.buf = Some(b.to_vec());
-            }
-            SwOp::FreeVsi { keep } if have_vsi => {
-                let mut v = VdVsiOut::default();
-                // SAFETY: as above.
-                let r = unsafe { vd_sw_free_vsi(hw, 9, u8::from(*keep), &mut v) };
-                o.rets.push(r);
-                if r == 0 {
-                    have_vsi = false;
-                    vsi_state(&mut o, None, v.allocd, v.unallocated);
-                }
-            }
-            SwOp::UpdateVsi { .. } | SwOp::FreeVsi { .. } => {}
-            SwOp::AddMac { vsi, mac } | SwOp::RemoveMac { vsi, mac } => {
-                let add = matches!(op, SwOp::AddMac { .. });
-                // SAFETY: `hw` is live, the handle has a context, `mac` 6 bytes.
-                let r = unsafe {
-                    if add {
-                        vd_sw_add_mac_bcast(hw, u16::from(*vsi), mac.as_ptr())
-                    } else {
-                        vd_sw_remove_mac(hw, u16::from(*vsi), mac.as_ptr())
-                    }
-                };
-                o.rets.push(r);
-                let mut rows = [VdMacRule::default(); 32];
-                // SAFETY: room for 32 rows.
-                let n = unsafe { vd_sw_mac_rules(hw, rows.as_mut_ptr(), 32) };
-                let rows = rows.iter().take(n.max(0) as usize);
-                mac_table(
-                    &mut o,
-                    rows.map(|r| (r.mac, r.rule_id, r.list != 0, r.fwd_id, r.vsi_count)).collect(),
-                );
-            }
-            SwOp::SchedInit { lport } => {
-                let mut s = VdSched::default();
-                // SAFETY: `hw` is live, `s` an out struct of the glue's layout.
-                let r = unsafe { vd_ice_query_sched_res(hw, &mut s) };
-                o.rets.push(r);
-                if r == 0 {
-                    // SAFETY: `hw` is live.
-                    let r = unsafe { vd_sched_init_port(hw, *lport) };
-                    o.rets.push(r);
-                    tree_up = r == 0;
-                }
-            }
-            SwOp::CfgRdma { tcs, max_qs } => {
-                let mut max = [*max_qs; 8];
-                // SAFETY: `max` has the 8 entries ice_cfg_vsi_qs reads.
-                o.rets.push(unsafe { vd_cfg_vsi_rdma(hw, 0, u16::from(*tcs), max.as_mut_ptr()) });
-            }
-            SwOp::EnaQsets { tc, handles } => {
-                let mut h = handles.clone();
-                let mut t = vec![0u32; h.len()];
-                // SAFETY: both arrays hold `n` entries.
-                let r = unsafe {
-                    vd_ena_rdma_qset(hw, 0, *tc, h.as_mut_ptr(), h.len() as u16, t.as_mut_ptr())
-                };
-                o.rets.push(r);
-                if r == 0 {
-                    for (i, x) in t.iter().enumerate() {
-                        o.state.push((format!("qset_teid[{i}]"), u64::from(*x)));
-                    }
-                }
-            }
-        }
-        if c.topo.is_some() && tree_up {
-            let mut nodes = vec![VdNode::default(); 512];
-            // SAFETY: room for 512 nodes.
-            let n = unsafe { vd_sched_tree(hw, nodes.as_mut_ptr(), 512) };
-            let v: Vec<_> = nodes
-                .iter()
-                .take(n.max(0) as usize)
-                .map(|x| (x.teid, x.parent, x.layer, x.tc, x.owner, x.data))
-                .collect();
-            tree_state(&mut o, &v);
+        v.op(op, &mut o);
+        if c.topo.is_some() && v.tree_up {
+            v.tree_state(&mut o);
         }
         o.cmds = fw_take_seen();
         outs.push(o);
     }
-    // SAFETY: `hw` is live; freed once, after its tree and switch.
-    unsafe {
-        vd_sched_free(hw);
-        vd_sw_free(hw);
-        vd_ice_hw_free(hw);
-    }
+    v.free();
     fw_fresh_with(None);
     let log = std::mem::take(&mut model.borrow_mut().log);
     Ok((outs, log))
+}
+
+/// The vendor's switch over one case: its `ice_hw` and what the ops built.
+struct VdSw {
+    hw: *mut IceHw,
+    have_vsi: bool,
+    tree_up: bool,
+}
+
+impl VdSw {
+    /// The admin queue up, the default recipes in, the case's VSI handles set.
+    fn start(c: &SwCase) -> Result<Self, String> {
+        // SAFETY: the glue allocates and returns a zeroed struct ice_hw.
+        let hw = unsafe { vd_ice_hw_new(16, 16, 4096, 4096) };
+        // SAFETY: `hw` is live.
+        if unsafe { vd_ice_init(hw) } != 0 {
+            // SAFETY: live, freed once.
+            unsafe { vd_ice_hw_free(hw) };
+            return Err("the vendor's admin queue did not start".into());
+        }
+        // SAFETY: `hw` is live and its queue is up.
+        let r = unsafe { vd_sw_init(hw, u8::from(c.veb)) };
+        if r != 0 {
+            return Err(format!("ice_init_def_sw_recp: {r}"));
+        }
+        for (h, v) in c.vsis.iter().enumerate() {
+            // SAFETY: `hw` is live; the handle is below ICE_MAX_VSI.
+            unsafe { vd_sw_set_vsi(hw, h as u16, *v) };
+        }
+        Ok(Self { hw, have_vsi: false, tree_up: false })
+    }
+
+    /// One op, its returns and state into `o`.
+    fn op(&mut self, op: &SwOp, o: &mut SwOut) {
+        match op {
+            SwOp::AddVsi { ctx } => self.add_vsi(ctx, o),
+            SwOp::UpdateVsi { ctx } if self.have_vsi => self.update_vsi(ctx, o),
+            SwOp::FreeVsi { keep } if self.have_vsi => self.free_vsi(*keep, o),
+            SwOp::UpdateVsi { .. } | SwOp::FreeVsi { .. } => {}
+            SwOp::AddMac { vsi, mac } | SwOp::RemoveMac { vsi, mac } => {
+                self.mac(matches!(op, SwOp::AddMac { .. }), *vsi, mac, o);
+            }
+            SwOp::SchedInit { lport } => self.sched_init(*lport, o),
+            SwOp::CfgRdma { tcs, max_qs } => {
+                let mut max = [*max_qs; 8];
+                // SAFETY: `max` has the 8 entries ice_cfg_vsi_qs reads.
+                o.rets.push(unsafe {
+                    vd_cfg_vsi_rdma(self.hw, 0, u16::from(*tcs), max.as_mut_ptr())
+                });
+            }
+            SwOp::EnaQsets { tc, handles } => self.ena_qsets(*tc, handles, o),
+        }
+    }
+
+    fn add_vsi(&mut self, ctx: &[u8; VSI_CTX_LEN], o: &mut SwOut) {
+        let mut b = *ctx;
+        let mut v = VdVsiOut::default();
+        // SAFETY: `b` holds the 128 bytes the glue copies; `v` is an out struct.
+        let r = unsafe { vd_sw_add_vsi(self.hw, 9, b.as_mut_ptr(), VSI_TYPE_PF, 1, 0, &mut v) };
+        o.rets.push(r);
+        if r == 0 {
+            self.have_vsi = true;
+            vsi_state(o, Some(v.vsi_num), v.allocd, v.unallocated);
+        }
+        o.buf = Some(b.to_vec());
+    }
+
+    fn update_vsi(&mut self, ctx: &[u8; VSI_CTX_LEN], o: &mut SwOut) {
+        let mut b = *ctx;
+        let mut v = VdVsiOut::default();
+        // SAFETY: as above.
+        let r = unsafe { vd_sw_update_vsi(self.hw, 9, b.as_mut_ptr(), &mut v) };
+        o.rets.push(r);
+        if r == 0 {
+            vsi_state(o, None, v.allocd, v.unallocated);
+        }
+        o.buf = Some(b.to_vec());
+    }
+
+    fn free_vsi(&mut self, keep: bool, o: &mut SwOut) {
+        let mut v = VdVsiOut::default();
+        // SAFETY: as above.
+        let r = unsafe { vd_sw_free_vsi(self.hw, 9, u8::from(keep), &mut v) };
+        o.rets.push(r);
+        if r == 0 {
+            self.have_vsi = false;
+            vsi_state(o, None, v.allocd, v.unallocated);
+        }
+    }
+
+    /// AddMac (`add`) or RemoveMac, then the filter table.
+    fn mac(&mut self, add: bool, vsi: u8, mac: &[u8; 6], o: &mut SwOut) {
+        let hw = self.hw;
+        // SAFETY: `hw` is live, the handle has a context, `mac` 6 bytes.
+        let r = unsafe {
+            if add {
+                vd_sw_add_mac_bcast(hw, u16::from(vsi), mac.as_ptr())
+            } else {
+                vd_sw_remove_mac(hw, u16::from(vsi), mac.as_ptr())
+            }
+        };
+        o.rets.push(r);
+        let mut rows = [VdMacRule::default(); 32];
+        // SAFETY: room for 32 rows.
+        let n = unsafe { vd_sw_mac_rules(hw, rows.as_mut_ptr(), 32) };
+        let rows = rows.iter().take(n.max(0) as usize);
+        mac_table(
+            o,
+            rows.map(|r| (r.mac, r.rule_id, r.list != 0, r.fwd_id, r.vsi_count)).collect(),
+        );
+    }
+
+    fn sched_init(&mut self, lport: u8, o: &mut SwOut) {
+        let mut s = VdSched::default();
+        // SAFETY: `hw` is live, `s` an out struct of the glue's layout.
+        let r = unsafe { vd_ice_query_sched_res(self.hw, &mut s) };
+        o.rets.push(r);
+        if r == 0 {
+            // SAFETY: `hw` is live.
+            let r = unsafe { vd_sched_init_port(self.hw, lport) };
+            o.rets.push(r);
+            self.tree_up = r == 0;
+        }
+    }
+
+    fn ena_qsets(&mut self, tc: u8, handles: &[u16], o: &mut SwOut) {
+        let mut h = handles.to_vec();
+        let mut t = vec![0u32; h.len()];
+        // SAFETY: both arrays hold `n` entries.
+        let r = unsafe {
+            vd_ena_rdma_qset(self.hw, 0, tc, h.as_mut_ptr(), h.len() as u16, t.as_mut_ptr())
+        };
+        o.rets.push(r);
+        if r == 0 {
+            for (i, x) in t.iter().enumerate() {
+                o.state.push((format!("qset_teid[{i}]"), u64::from(*x)));
+            }
+        }
+    }
+
+    /// The scheduler tree as the glue walks it.
+    fn tree_state(&self, o: &mut SwOut) {
+        let mut nodes = vec![VdNode::default(); 512];
+        // SAFETY: room for 512 nodes.
+        let n = unsafe { vd_sched_tree(self.hw, nodes.as_mut_ptr(), 512) };
+        let v: Vec<_> = nodes
+            .iter()
+            .take(n.max(0) as usize)
+            .map(|x| (x.teid, x.parent, x.layer, x.tc, x.owner, x.data))
+            .collect();
+        tree_state(o, &v);
+    }
+
+    /// The tree, the switch and the `ice_hw`, in that order.
+    fn free(self) {
+        // SAFETY: `hw` is live; freed once, after its tree and switch.
+        unsafe {
+            vd_sched_free(self.hw);
+            vd_sw_free(self.hw);
+            vd_ice_hw_free(self.hw);
+        }
+    }
 }
 
 fn owner_code(o: Owner) -> u8 {
