@@ -2010,111 +2010,13 @@ pub fn print_lan(c: &LanCase, d: &LanDiff) -> String {
     let mut ops = Vec::new();
     let mut commands = Vec::new();
     let mut writes = Vec::new();
-    let name = |op: Option<&LanOp>| match op {
-        None if c.init_all.is_some() => "ice_init_all_ctrlq",
-        None => "ice_init_ctrlq",
-        Some(LanOp::InitCheck { .. }) => "ice_init_check_adminq",
-        Some(LanOp::Send { .. }) => "ice_aq_send_cmd",
-        Some(LanOp::Events { .. }) => "ice_clean_rq_elem",
-        Some(LanOp::Reset(_)) => "(hw->reset_ongoing)",
-        Some(LanOp::Shutdown { .. }) => "ice_shutdown_ctrlq",
-        Some(LanOp::Typed { cmd, .. }) => match cmd {
-            Typed::ClearPfCfg => "ice_clear_pf_cfg",
-            Typed::ClearPxe => "ice_aq_clear_pxe_mode",
-            Typed::GetVersion => "ice_aq_get_fw_ver",
-            Typed::SetEventMask { .. } => "ice_aq_set_event_mask",
-            Typed::RestartAn { .. } => "ice_aq_set_link_restart_an",
-            Typed::SetMacCfg { .. } => "ice_aq_set_mac_cfg",
-            Typed::MacRead { .. } => "ice_aq_manage_mac_read",
-            Typed::LinkInfo { .. } => "ice_aq_get_link_info",
-            Typed::QuerySchedRes => "ice_sched_query_res_alloc",
-            Typed::GetDfltTopo { .. } => "ice_aq_get_dflt_topo",
-            Typed::QueryElem { .. } => "ice_sched_query_elem",
-            Typed::DevCaps { .. } => "ice_discover_dev_caps",
-            Typed::FuncCaps { .. } => "ice_discover_func_caps",
-        },
-    };
+    let name = |op: Option<&LanOp>| lan_op_name(c, op);
     for (i, o) in v.iter().enumerate() {
         let op = i.checked_sub(1).and_then(|k| c.ops.get(k));
-        let args = match op {
-            Some(LanOp::InitCheck { answer }) => format!("{{\"fw_script\":[{}]}}", answer_json(answer)),
-            Some(LanOp::Send { desc, buf, size, answers, bad_head, crit }) => format!(
-                "{{\"desc\":\"{}\",\"buf\":{},\"buf_size\":{size},\"fw_script\":[{}],\"state\":{{\"atqh\":{},\"atq_crit\":{},\"arq_crit\":{}}}}}",
-                hexs(desc),
-                buf.as_ref().map_or("null".into(), |b| format!("\"{}\"", hexs(b))),
-                answers.iter().map(answer_json).collect::<Vec<_>>().join(","),
-                bad_head.map_or("null".into(), |h| h.to_string()),
-                crit & 1,
-                crit >> 1
-            ),
-            Some(LanOp::Events { evs, cleans, out_len, bad_arqh }) => format!(
-                "{{\"arq_events\":[{}],\"cleans\":{cleans},\"buf_len\":{out_len},\"arqh\":{}}}",
-                evs.iter()
-                    .map(|e| format!(
-                        "{{\"opcode\":{},\"retval\":{},\"datalen\":{},\"buf\":\"{}\",\"desc_writes\":{{\"8\":\"{}\"}},\"err\":{}}}",
-                        e.opcode,
-                        e.retval,
-                        e.datalen.map_or("null".into(), |l| l.to_string()),
-                        hexs(&e.buf),
-                        hexs(&e.cookie_params),
-                        e.err
-                    ))
-                    .collect::<Vec<_>>()
-                    .join(","),
-                bad_arqh.map_or("null".into(), |h| h.to_string())
-            ),
-            Some(LanOp::Reset(on)) => format!("{{\"reset_ongoing\":{on}}}"),
-            Some(LanOp::Typed { cmd, answers, regs }) => format!(
-                "{{\"call\":\"{cmd:?}\",\"fw_script\":[{}],\"regs\":{{{}}}}}",
-                answers.iter().map(answer_json).collect::<Vec<_>>().join(","),
-                regs.iter().map(|(a, v)| format!("\"{a:#010x}\":\"{v:#x}\"")).collect::<Vec<_>>().join(",")
-            ),
-            Some(LanOp::Shutdown { dead }) => format!("{{\"state\":{{\"atqlen\":{}}}}}", if *dead { "0" } else { "null" }),
-            None => c.init_all.as_ref().map_or("{}".into(), |a| {
-                format!("{{\"fw_script\":[{}]}}", a.iter().map(answer_json).collect::<Vec<_>>().join(","))
-            }),
-        };
+        let args = lan_op_args(c, op);
         ops.push(format!("{{\"fn\":\"{}\",\"args\":{args}}}", name(op)));
-        let s = &o.state;
-        calls.push(format!(
-            "{{\"fn\":\"{}\",\"ret\":{:?},\"outputs\":{{\"sq_last_status\":{},\"adminq.sq.count\":{},\"adminq.rq.count\":{},\"adminq.sq.next_to_use\":{},\"adminq.sq.next_to_clean\":{},\"adminq.rq.next_to_use\":{},\"adminq.rq.next_to_clean\":{}{}{}}}}}",
-            name(op),
-            o.rets,
-            s.last_status,
-            s.sq_count,
-            s.rq_count,
-            s.sq_ntu,
-            s.sq_ntc,
-            s.rq_ntu,
-            s.rq_ntc,
-            o.version.map_or(String::new(), |(a, b)| format!(
-                ",\"api_branch\":{},\"api_maj_ver\":{},\"api_min_ver\":{},\"api_patch\":{},\"fw_build\":\"{b:#x}\"",
-                a[0], a[1], a[2], a[3]
-            )),
-            if o.parsed.is_empty() {
-                String::new()
-            } else {
-                o.parsed.iter().map(|(k, x)| format!(",\"{k}\":\"{x:#x}\"")).collect::<String>()
-            } + &if o.descs.is_empty() {
-                String::new()
-            } else {
-                format!(
-                    ",\"desc_out\":[{}]",
-                    o.descs.iter().map(|x| format!("\"{}\"", hexs(x))).collect::<Vec<_>>().join(",")
-                )
-            }
-        ));
-        for cmd in &o.cmds {
-            commands.push(format!(
-                "{{\"call\":{i},\"desc\":{{\"hex\":\"{}\"}}{}}}",
-                hexs(&cmd.desc),
-                cmd.buf.as_ref().map_or(String::new(), |b| format!(
-                    ",\"buf\":{{\"hex\":\"{}\",\"len\":{}}}",
-                    hexs(b),
-                    b.len()
-                ))
-            ));
-        }
+        calls.push(lan_call_json(name(op), o));
+        lan_call_commands(i, o, &mut commands);
         for (a, val) in &o.writes {
             writes.push(format!("{{\"call\":{i},\"offset\":\"{a:#010x}\",\"value\":\"{val}\"}}"));
         }
@@ -2139,4 +2041,122 @@ pub fn print_lan(c: &LanCase, d: &LanDiff) -> String {
         writes.join(","),
         d.what
     )
+}
+
+/// The vendor function an op of `c` calls (`None`: the start).
+fn lan_op_name(c: &LanCase, op: Option<&LanOp>) -> &'static str {
+    match op {
+        None if c.init_all.is_some() => "ice_init_all_ctrlq",
+        None => "ice_init_ctrlq",
+        Some(LanOp::InitCheck { .. }) => "ice_init_check_adminq",
+        Some(LanOp::Send { .. }) => "ice_aq_send_cmd",
+        Some(LanOp::Events { .. }) => "ice_clean_rq_elem",
+        Some(LanOp::Reset(_)) => "(hw->reset_ongoing)",
+        Some(LanOp::Shutdown { .. }) => "ice_shutdown_ctrlq",
+        Some(LanOp::Typed { cmd, .. }) => match cmd {
+            Typed::ClearPfCfg => "ice_clear_pf_cfg",
+            Typed::ClearPxe => "ice_aq_clear_pxe_mode",
+            Typed::GetVersion => "ice_aq_get_fw_ver",
+            Typed::SetEventMask { .. } => "ice_aq_set_event_mask",
+            Typed::RestartAn { .. } => "ice_aq_set_link_restart_an",
+            Typed::SetMacCfg { .. } => "ice_aq_set_mac_cfg",
+            Typed::MacRead { .. } => "ice_aq_manage_mac_read",
+            Typed::LinkInfo { .. } => "ice_aq_get_link_info",
+            Typed::QuerySchedRes => "ice_sched_query_res_alloc",
+            Typed::GetDfltTopo { .. } => "ice_aq_get_dflt_topo",
+            Typed::QueryElem { .. } => "ice_sched_query_elem",
+            Typed::DevCaps { .. } => "ice_discover_dev_caps",
+            Typed::FuncCaps { .. } => "ice_discover_func_caps",
+        },
+    }
+}
+
+/// An op's inputs as the `args` object of `ops`.
+fn lan_op_args(c: &LanCase, op: Option<&LanOp>) -> String {
+    match op {
+        Some(LanOp::InitCheck { answer }) => format!("{{\"fw_script\":[{}]}}", answer_json(answer)),
+        Some(LanOp::Send { desc, buf, size, answers, bad_head, crit }) => format!(
+            "{{\"desc\":\"{}\",\"buf\":{},\"buf_size\":{size},\"fw_script\":[{}],\"state\":{{\"atqh\":{},\"atq_crit\":{},\"arq_crit\":{}}}}}",
+            hexs(desc),
+            buf.as_ref().map_or("null".into(), |b| format!("\"{}\"", hexs(b))),
+            answers.iter().map(answer_json).collect::<Vec<_>>().join(","),
+            bad_head.map_or("null".into(), |h| h.to_string()),
+            crit & 1,
+            crit >> 1
+        ),
+        Some(LanOp::Events { evs, cleans, out_len, bad_arqh }) => format!(
+            "{{\"arq_events\":[{}],\"cleans\":{cleans},\"buf_len\":{out_len},\"arqh\":{}}}",
+            evs.iter()
+                .map(|e| format!(
+                    "{{\"opcode\":{},\"retval\":{},\"datalen\":{},\"buf\":\"{}\",\"desc_writes\":{{\"8\":\"{}\"}},\"err\":{}}}",
+                    e.opcode,
+                    e.retval,
+                    e.datalen.map_or("null".into(), |l| l.to_string()),
+                    hexs(&e.buf),
+                    hexs(&e.cookie_params),
+                    e.err
+                ))
+                .collect::<Vec<_>>()
+                .join(","),
+            bad_arqh.map_or("null".into(), |h| h.to_string())
+        ),
+        Some(LanOp::Reset(on)) => format!("{{\"reset_ongoing\":{on}}}"),
+        Some(LanOp::Typed { cmd, answers, regs }) => format!(
+            "{{\"call\":\"{cmd:?}\",\"fw_script\":[{}],\"regs\":{{{}}}}}",
+            answers.iter().map(answer_json).collect::<Vec<_>>().join(","),
+            regs.iter().map(|(a, v)| format!("\"{a:#010x}\":\"{v:#x}\"")).collect::<Vec<_>>().join(",")
+        ),
+        Some(LanOp::Shutdown { dead }) => format!("{{\"state\":{{\"atqlen\":{}}}}}", if *dead { "0" } else { "null" }),
+        None => c.init_all.as_ref().map_or("{}".into(), |a| {
+            format!("{{\"fw_script\":[{}]}}", a.iter().map(answer_json).collect::<Vec<_>>().join(","))
+        }),
+    }
+}
+
+/// One entry of `calls`: the vendor's return and outputs for `name`.
+fn lan_call_json(name: &str, o: &OpOut) -> String {
+    let s = &o.state;
+    format!(
+        "{{\"fn\":\"{}\",\"ret\":{:?},\"outputs\":{{\"sq_last_status\":{},\"adminq.sq.count\":{},\"adminq.rq.count\":{},\"adminq.sq.next_to_use\":{},\"adminq.sq.next_to_clean\":{},\"adminq.rq.next_to_use\":{},\"adminq.rq.next_to_clean\":{}{}{}}}}}",
+        name,
+        o.rets,
+        s.last_status,
+        s.sq_count,
+        s.rq_count,
+        s.sq_ntu,
+        s.sq_ntc,
+        s.rq_ntu,
+        s.rq_ntc,
+        o.version.map_or(String::new(), |(a, b)| format!(
+            ",\"api_branch\":{},\"api_maj_ver\":{},\"api_min_ver\":{},\"api_patch\":{},\"fw_build\":\"{b:#x}\"",
+            a[0], a[1], a[2], a[3]
+        )),
+        if o.parsed.is_empty() {
+            String::new()
+        } else {
+            o.parsed.iter().map(|(k, x)| format!(",\"{k}\":\"{x:#x}\"")).collect::<String>()
+        } + &if o.descs.is_empty() {
+            String::new()
+        } else {
+            format!(
+                ",\"desc_out\":[{}]",
+                o.descs.iter().map(|x| format!("\"{}\"", hexs(x))).collect::<Vec<_>>().join(",")
+            )
+        }
+    )
+}
+
+/// Call `i`'s commands to the firmware as entries of `commands`.
+fn lan_call_commands(i: usize, o: &OpOut, commands: &mut Vec<String>) {
+    for cmd in &o.cmds {
+        commands.push(format!(
+            "{{\"call\":{i},\"desc\":{{\"hex\":\"{}\"}}{}}}",
+            hexs(&cmd.desc),
+            cmd.buf.as_ref().map_or(String::new(), |b| format!(
+                ",\"buf\":{{\"hex\":\"{}\",\"len\":{}}}",
+                hexs(b),
+                b.len()
+            ))
+        ));
+    }
 }
