@@ -83,7 +83,7 @@ use irdma::cqp::decode::{FpmCommit, FpmQuery};
 use irdma::lan::Protocol;
 use irdma::res::hmc::{HMC_OBJ_COUNT, committed_sd_count};
 use irdma::res::pble::{PbleChunk, SdKind};
-use irdma::res::{FpmCaps, HmcError, HmcLayout, HmcObj, PbleLayout, Profile, size_hmc};
+use irdma::res::{FpmCaps, HmcCounts, HmcError, HmcLayout, HmcObj, PbleLayout, Profile, size_hmc};
 use irdma::test_support::{self, PdStep};
 
 use crate::rng::Rng;
@@ -514,35 +514,11 @@ pub fn run_hmc(c: &HmcCase) -> HmcOutcome {
     }
     // the driver
     let dq = FpmQuery::decode(&q, false, false);
-    let caps = dq.as_ref().ok().map(|d| {
-        let mut caps = FpmCaps::from(d);
-        if caps.max_hw_ird != c.max_hw_ird {
-            note = note.or(Some("gen2_max_ird"));
-            caps.max_hw_ird = c.max_hw_ird;
-        }
-        caps
-    });
-    let sized = caps.map(|caps| (caps, size_hmc(&caps, &c.profile)));
-
-    let mut vq = vendor_query(c, &q);
-    // Without XF objects the driver (spec §3.3 @128) forces the RRF maximum
-    // to 16, a rule 6.1 does not have: the vendor gets it as its RRF max.
-    if (q[7] as u32) == 0 && (q[16] as u32) != 16 {
-        note = note.or(Some("rrf_min_without_xf"));
-        vq[16] = (vq[16] & !0xffff_ffff) | 16;
-    }
+    let sized = driver_sizing(c, &dq, &mut note);
+    let vq = vendor_query_61(c, &q, &mut note);
     let refused_61 = parse_refuses_61(&vq);
-
-    // RoCE: 6.1 halves qpwanted while Q1 does not fit, forever when even
-    // qpwanted 0 needs 512 (ctrl.c: irdma_cfg_fpm_val, irdma_q1_cnt).
-    if c.profile.protocol == Protocol::RoceV2 && (q[9] as u32) < 512 && !refused_61 {
-        return match sized {
-            None | Some((_, Err(HmcError::NoQps))) => HmcOutcome::Deviation("q1_max_below_512"),
-            Some((_, r)) => differs(format!(
-                "Q1 max {} < 512 on RoCE (the vendor spins forever): the driver sized {r:?}",
-                q[9] as u32
-            )),
-        };
+    if let Some(o) = roce_q1_spins(c, &q, refused_61, &sized) {
+        return o;
     }
 
     let (v, out) = match run_vendor(c, &vq) {
@@ -550,23 +526,7 @@ pub fn run_hmc(c: &HmcCase) -> HmcOutcome {
         Err(e) => return differs(e),
     };
     if refused_61 {
-        if out.ret != EINVAL || out.committed != 0 {
-            return differs(format!(
-                "harness: 6.1 should refuse this query buffer, returned {} (committed {})",
-                out.ret, out.committed
-            ));
-        }
-        return match sized {
-            None | Some((_, Err(_))) => {
-                stats::bump(&stats::REFUSED, 1);
-                stats::bump(&stats::REFUSED_PARSE, 1);
-                same_or(note)
-            }
-            Some((_, Ok(counts))) => differs(format!(
-                "the vendor refuses the query buffer (a zero block size); the driver sized {:?}",
-                counts.cnt
-            )),
-        };
+        return judge_refused_61(&out, &sized, note);
     }
     let Some((caps, sized)) = sized else {
         return differs(format!(
@@ -579,6 +539,100 @@ pub fn run_hmc(c: &HmcCase) -> HmcOutcome {
     if let Some(d) = compare_query(&caps, &c.profile, &out) {
         return differs(d);
     }
+    if let Some(o) = roce_ooisc(c, &caps, &out, &sized) {
+        return o;
+    }
+    let counts = match sized {
+        Ok(counts) => counts,
+        Err(e) => return judge_sizing_refused(e, &out, note),
+    };
+    judge_commit(c, &v, &out, &caps, &counts, note)
+}
+
+/// The driver's caps and sizing of a decoded query buffer (`None`: the
+/// decode refused it).
+type Sized = Option<(FpmCaps, Result<HmcCounts, HmcError>)>;
+
+/// The driver's side: the caps of the decoded buffer (the case's IRD
+/// maximum, noted when it differs) and their sizing.
+fn driver_sizing(
+    c: &HmcCase,
+    dq: &Result<FpmQuery, irdma::cqp::decode::DecodeError>,
+    note: &mut Option<&'static str>,
+) -> Sized {
+    let caps = dq.as_ref().ok().map(|d| {
+        let mut caps = FpmCaps::from(d);
+        if caps.max_hw_ird != c.max_hw_ird {
+            *note = note.or(Some("gen2_max_ird"));
+            caps.max_hw_ird = c.max_hw_ird;
+        }
+        caps
+    });
+    caps.map(|caps| (caps, size_hmc(&caps, &c.profile)))
+}
+
+/// The query buffer 6.1 gets: `vendor_query`, and the RRF rule it lacks.
+fn vendor_query_61(c: &HmcCase, q: &[u64; 24], note: &mut Option<&'static str>) -> [u64; 24] {
+    let mut vq = vendor_query(c, q);
+    // Without XF objects the driver (spec §3.3 @128) forces the RRF maximum
+    // to 16, a rule 6.1 does not have: the vendor gets it as its RRF max.
+    if (q[7] as u32) == 0 && (q[16] as u32) != 16 {
+        *note = note.or(Some("rrf_min_without_xf"));
+        vq[16] = (vq[16] & !0xffff_ffff) | 16;
+    }
+    vq
+}
+
+/// The verdict on a RoCE case whose Q1 maximum the vendor never fits, if
+/// this is one.
+fn roce_q1_spins(
+    c: &HmcCase,
+    q: &[u64; 24],
+    refused_61: bool,
+    sized: &Sized,
+) -> Option<HmcOutcome> {
+    // RoCE: 6.1 halves qpwanted while Q1 does not fit, forever when even
+    // qpwanted 0 needs 512 (ctrl.c: irdma_cfg_fpm_val, irdma_q1_cnt).
+    if c.profile.protocol == Protocol::RoceV2 && (q[9] as u32) < 512 && !refused_61 {
+        return Some(match sized {
+            None | Some((_, Err(HmcError::NoQps))) => HmcOutcome::Deviation("q1_max_below_512"),
+            Some((_, r)) => differs(format!(
+                "Q1 max {} < 512 on RoCE (the vendor spins forever): the driver sized {r:?}",
+                q[9] as u32
+            )),
+        });
+    }
+    None
+}
+
+/// The verdict when 6.1's parse refuses the buffer.
+fn judge_refused_61(out: &VdFpmOut, sized: &Sized, note: Option<&'static str>) -> HmcOutcome {
+    if out.ret != EINVAL || out.committed != 0 {
+        return differs(format!(
+            "harness: 6.1 should refuse this query buffer, returned {} (committed {})",
+            out.ret, out.committed
+        ));
+    }
+    match sized {
+        None | Some((_, Err(_))) => {
+            stats::bump(&stats::REFUSED, 1);
+            stats::bump(&stats::REFUSED_PARSE, 1);
+            same_or(note)
+        }
+        Some((_, Ok(counts))) => differs(format!(
+            "the vendor refuses the query buffer (a zero block size); the driver sized {:?}",
+            counts.cnt
+        )),
+    }
+}
+
+/// The deviation of a RoCE case with OOISC objects, if this is one.
+fn roce_ooisc(
+    c: &HmcCase,
+    caps: &FpmCaps,
+    out: &VdFpmOut,
+    sized: &Result<HmcCounts, HmcError>,
+) -> Option<HmcOutcome> {
     // RoCE: 6.1 sizes OOISC / OOISCFFL as for iWARP (cfg_fpm_value_gen_2);
     // the driver keeps their maxima (spec §3.5 step 5). Everything after the
     // query differs then; such a case is judged up to here.
@@ -587,31 +641,42 @@ pub fn run_hmc(c: &HmcCase) -> HmcOutcome {
         c.profile.protocol == Protocol::RoceV2 && (ooisc(HmcObj::Ooisc) || ooisc(HmcObj::Ooiscffl));
     let both_refused = out.committed == 0 && sized.is_err();
     if roce_ooisc && !both_refused && !matches!(sized, Err(HmcError::NoQps | HmcError::Overflow)) {
-        return HmcOutcome::Deviation("ooisc_roce_keeps_max");
+        return Some(HmcOutcome::Deviation("ooisc_roce_keeps_max"));
     }
-    let counts = match sized {
-        Ok(counts) => counts,
-        Err(e) => {
-            if out.ret == EINVAL && out.committed == 0 {
-                stats::bump(&stats::REFUSED, 1);
-                if matches!(e, HmcError::DoesNotFit { .. }) {
-                    stats::bump(&stats::REFUSED_FIT, 1);
-                }
-                return same_or(note);
-            }
-            return match e {
-                HmcError::NoQps if out.committed == 1 && out.commit_sent[0] == 0 => {
-                    HmcOutcome::Deviation("no_qps_refused")
-                }
-                HmcError::Overflow => HmcOutcome::Deviation("fpm_sizing_overflow_refused"),
-                e => differs(format!(
-                    "the driver refused the sizing ({e:?}); the vendor returned {} and committed {:?}",
-                    out.ret,
-                    vendor_counts(&out)
-                )),
-            };
+    None
+}
+
+/// The verdict when the driver refused the sizing.
+fn judge_sizing_refused(e: HmcError, out: &VdFpmOut, note: Option<&'static str>) -> HmcOutcome {
+    if out.ret == EINVAL && out.committed == 0 {
+        stats::bump(&stats::REFUSED, 1);
+        if matches!(e, HmcError::DoesNotFit { .. }) {
+            stats::bump(&stats::REFUSED_FIT, 1);
         }
-    };
+        return same_or(note);
+    }
+    match e {
+        HmcError::NoQps if out.committed == 1 && out.commit_sent[0] == 0 => {
+            HmcOutcome::Deviation("no_qps_refused")
+        }
+        HmcError::Overflow => HmcOutcome::Deviation("fpm_sizing_overflow_refused"),
+        e => differs(format!(
+            "the driver refused the sizing ({e:?}); the vendor returned {} and committed {:?}",
+            out.ret,
+            vendor_counts(out)
+        )),
+    }
+}
+
+/// Both sides sized: the commit buffers, then `compare_commit`.
+fn judge_commit(
+    c: &HmcCase,
+    v: &Vendor,
+    out: &VdFpmOut,
+    caps: &FpmCaps,
+    counts: &HmcCounts,
+    note: Option<&'static str>,
+) -> HmcOutcome {
     let mut sent = [0u64; 24];
     encode_fpm_commit(&counts.cnt, &mut sent);
     if out.committed == 0 {
@@ -638,7 +703,7 @@ pub fn run_hmc(c: &HmcCase) -> HmcOutcome {
     if counts.rounds > 1 {
         stats::bump(&stats::SHRUNK, 1);
     }
-    compare_commit(c, &v, &out, &caps, &sent, note)
+    compare_commit(c, v, out, caps, &sent, note)
 }
 
 /// Whether 6.1's irdma_sc_parse_fpm_query_buf refuses the buffer (-EINVAL):
