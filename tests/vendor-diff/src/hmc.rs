@@ -1060,6 +1060,19 @@ fn back_chunks(
     if n == 0 {
         return Ok(Vec::new());
     }
+    let chunks = pick_chunks(pl, n, seed);
+    let _ = take_pdinvs(v);
+    let mut backed = Vec::new();
+    for (k, ch) in chunks.into_iter().enumerate() {
+        if let Some(b) = back_chunk(v, statics, k, ch)? {
+            backed.push(b);
+        }
+    }
+    Ok(backed)
+}
+
+/// The chunks `back_chunks` backs, of the pool's `n`, in FPM order.
+fn pick_chunks(pl: &PbleLayout, n: usize, seed: u64) -> Vec<PbleChunk> {
     let mut rng = Rng::new(seed ^ 0x5d_c0de);
     // a small pool: every chunk half the time (its last one is partial,
     // so paged unless the pool ends on an SD boundary)
@@ -1072,103 +1085,119 @@ fn back_chunks(
     }
     pick.sort_unstable();
     pick.dedup();
-    let chunks: Vec<PbleChunk> = pl
-        .chunks()
+    pl.chunks()
         .enumerate()
         .filter(|(k, _)| pick.binary_search(k).is_ok())
         .map(|(_, ch)| ch)
-        .collect();
-    let _ = take_pdinvs(v);
-    let mut backed = Vec::new();
-    for (k, ch) in chunks.into_iter().enumerate() {
-        let data_pa = 0x7_0000_0000u64 + ((k as u64) << 21);
-        let (mut ty, mut added) = (0u8, 0u8);
-        // SAFETY: `v.0` is live; both are valid out pointers.
-        let ret = unsafe {
-            vd_hmc_back_chunk(v.0, ch.sd_index, ch.rel_pd(), ch.pages, data_pa, &mut ty, &mut added)
-        };
-        if ret != 0 {
-            return Err(format!("the vendor refused to back PBLE chunk {ch:?}: {ret}"));
-        }
-        let vs = take_sds(v, 0, 0);
-        let (invs, other) = take_pdinvs(v);
-        if other != 0 {
-            return Err(format!("chunk {ch:?}: the vendor wrote {other} other registers"));
-        }
-        let shared = statics.contains(&ch.sd_index);
-        if shared {
-            // the driver's SdStore::back_pble_chunk: an SD it holds is used
-            // as it is; hmc.c / pble.c: a valid SD is not touched
-            if added != 0 || !vs.entries.is_empty() || !invs.is_empty() || ty != SD_TYPE_DIRECT {
-                return Err(format!(
-                    "chunk {ch:?} in a static object's SD: the vendor backed it again \
-                     (type {ty}, entries {:x?}, PDINV {invs:x?})",
-                    vs.entries
-                ));
-            }
-            stats::bump(&stats::CHUNKS_SHARED, 1);
-            continue;
-        }
-        if added == 0 || ty != sd_type(ch.kind) {
+        .collect()
+}
+
+/// Backs the `k`th chosen chunk on both sides and compares (`None`: an SD a
+/// static object already backs, used as it is).
+fn back_chunk(
+    v: &Vendor,
+    statics: &std::collections::BTreeSet<u32>,
+    k: usize,
+    ch: PbleChunk,
+) -> Result<Option<Backed>, String> {
+    let data_pa = 0x7_0000_0000u64 + ((k as u64) << 21);
+    let (mut ty, mut added) = (0u8, 0u8);
+    // SAFETY: `v.0` is live; both are valid out pointers.
+    let ret = unsafe {
+        vd_hmc_back_chunk(v.0, ch.sd_index, ch.rel_pd(), ch.pages, data_pa, &mut ty, &mut added)
+    };
+    if ret != 0 {
+        return Err(format!("the vendor refused to back PBLE chunk {ch:?}: {ret}"));
+    }
+    let vs = take_sds(v, 0, 0);
+    let (invs, other) = take_pdinvs(v);
+    if other != 0 {
+        return Err(format!("chunk {ch:?}: the vendor wrote {other} other registers"));
+    }
+    let shared = statics.contains(&ch.sd_index);
+    if shared {
+        // the driver's SdStore::back_pble_chunk: an SD it holds is used
+        // as it is; hmc.c / pble.c: a valid SD is not touched
+        if added != 0 || !vs.entries.is_empty() || !invs.is_empty() || ty != SD_TYPE_DIRECT {
             return Err(format!(
-                "chunk {ch:?}: the driver backs it {:?}, the vendor's type is {ty} (added {added})",
-                ch.kind
-            ));
-        }
-        // the driver's PD entries and PDINV values
-        let mut pd = [0u64; 512];
-        let mut want_inv = Vec::new();
-        if ch.kind == SdKind::Paged {
-            test_support::paged_chunk_steps(&ch, data_pa, |step| match step {
-                PdStep::Entry { slot, value } => {
-                    if let Some(e) = pd.get_mut(slot as usize) {
-                        *e = value;
-                    }
-                }
-                PdStep::Inv(x) => want_inv.push(x),
-            });
-            let mut got = [0u64; 512];
-            // SAFETY: `v.0` is live; `got` holds 512 words.
-            if unsafe { vd_hmc_pd_page(v.0, ch.sd_index, got.as_mut_ptr()) } != 1 {
-                return Err(format!("chunk {ch:?}: the vendor's paged SD has no PD page"));
-            }
-            if got != pd {
-                let diff: Vec<(usize, u64, u64)> =
-                    (0..512).filter(|&i| got[i] != pd[i]).map(|i| (i, pd[i], got[i])).collect();
-                return Err(format!(
-                    "chunk {ch:?}: PD entries (slot, driver, vendor) differ: {diff:x?}"
-                ));
-            }
-            stats::bump(&stats::PD_ENTRIES, u64::from(ch.pages));
-        }
-        if want_inv != invs {
-            return Err(format!(
-                "chunk {ch:?}: PFHMC_PDINV values: driver {want_inv:x?}, vendor {invs:x?}"
-            ));
-        }
-        stats::bump(&stats::PDINVS, invs.len() as u64);
-        // the SD entry: one op of one entry on both sides
-        let (mut paged, mut valid) = (0u8, 0u8);
-        // SAFETY: `v.0` is live; both are valid out pointers.
-        let table_pa = unsafe { vd_hmc_sd_pa(v.0, ch.sd_index, &mut paged, &mut valid) };
-        let sd16 = u16::try_from(ch.sd_index).map_err(|_| format!("SD {} > u16", ch.sd_index))?;
-        let e = test_support::chunk_sd_entry(sd16, table_pa, ch.kind)
-            .map_err(|e| format!("chunk {ch:?}: chunk_sd_entry refused: {e:?}"))?;
-        if vs.ops != [1] || vs.entries != [(u64::from(e.cmd), e.data)] {
-            return Err(format!(
-                "chunk {ch:?}: UPDATE_PE_SDS: driver one op [{:x?}], vendor ops {:?} entries {:x?}",
-                (e.cmd, e.data),
-                vs.ops,
+                "chunk {ch:?} in a static object's SD: the vendor backed it again \
+                 (type {ty}, entries {:x?}, PDINV {invs:x?})",
                 vs.entries
             ));
         }
-        stats::bump(&stats::CHUNKS, 1);
-        if ch.kind == SdKind::Paged {
-            stats::bump(&stats::CHUNKS_PAGED, 1);
-        }
-        backed.push(Backed { chunk: ch });
+        stats::bump(&stats::CHUNKS_SHARED, 1);
+        return Ok(None);
     }
-    Ok(backed)
+    if added == 0 || ty != sd_type(ch.kind) {
+        return Err(format!(
+            "chunk {ch:?}: the driver backs it {:?}, the vendor's type is {ty} (added {added})",
+            ch.kind
+        ));
+    }
+    let want_inv = compare_pd_page(v, &ch, data_pa)?;
+    if want_inv != invs {
+        return Err(format!(
+            "chunk {ch:?}: PFHMC_PDINV values: driver {want_inv:x?}, vendor {invs:x?}"
+        ));
+    }
+    stats::bump(&stats::PDINVS, invs.len() as u64);
+    compare_chunk_sd(v, &ch, &vs)?;
+    stats::bump(&stats::CHUNKS, 1);
+    if ch.kind == SdKind::Paged {
+        stats::bump(&stats::CHUNKS_PAGED, 1);
+    }
+    Ok(Some(Backed { chunk: ch }))
+}
+
+/// A paged chunk: the driver's PD entries against the vendor's PD page.
+/// The driver's PDINV values (none for a direct chunk).
+fn compare_pd_page(v: &Vendor, ch: &PbleChunk, data_pa: u64) -> Result<Vec<u32>, String> {
+    // the driver's PD entries and PDINV values
+    let mut pd = [0u64; 512];
+    let mut want_inv = Vec::new();
+    if ch.kind == SdKind::Paged {
+        test_support::paged_chunk_steps(ch, data_pa, |step| match step {
+            PdStep::Entry { slot, value } => {
+                if let Some(e) = pd.get_mut(slot as usize) {
+                    *e = value;
+                }
+            }
+            PdStep::Inv(x) => want_inv.push(x),
+        });
+        let mut got = [0u64; 512];
+        // SAFETY: `v.0` is live; `got` holds 512 words.
+        if unsafe { vd_hmc_pd_page(v.0, ch.sd_index, got.as_mut_ptr()) } != 1 {
+            return Err(format!("chunk {ch:?}: the vendor's paged SD has no PD page"));
+        }
+        if got != pd {
+            let diff: Vec<(usize, u64, u64)> =
+                (0..512).filter(|&i| got[i] != pd[i]).map(|i| (i, pd[i], got[i])).collect();
+            return Err(format!(
+                "chunk {ch:?}: PD entries (slot, driver, vendor) differ: {diff:x?}"
+            ));
+        }
+        stats::bump(&stats::PD_ENTRIES, u64::from(ch.pages));
+    }
+    Ok(want_inv)
+}
+
+/// The SD entry: one op of one entry on both sides.
+fn compare_chunk_sd(v: &Vendor, ch: &PbleChunk, vs: &VendorSds) -> Result<(), String> {
+    let (mut paged, mut valid) = (0u8, 0u8);
+    // SAFETY: `v.0` is live; both are valid out pointers.
+    let table_pa = unsafe { vd_hmc_sd_pa(v.0, ch.sd_index, &mut paged, &mut valid) };
+    let sd16 = u16::try_from(ch.sd_index).map_err(|_| format!("SD {} > u16", ch.sd_index))?;
+    let e = test_support::chunk_sd_entry(sd16, table_pa, ch.kind)
+        .map_err(|e| format!("chunk {ch:?}: chunk_sd_entry refused: {e:?}"))?;
+    if vs.ops != [1] || vs.entries != [(u64::from(e.cmd), e.data)] {
+        return Err(format!(
+            "chunk {ch:?}: UPDATE_PE_SDS: driver one op [{:x?}], vendor ops {:?} entries {:x?}",
+            (e.cmd, e.data),
+            vs.ops,
+            vs.entries
+        ));
+    }
+    Ok(())
 }
 
 /// The PBLE object's teardown after the static objects': hmc.c's
