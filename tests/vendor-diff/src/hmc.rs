@@ -1395,6 +1395,14 @@ pub fn gen_query(rng: &mut Rng) -> [u64; 24] {
     let mut q = [0u64; 24];
     // realistic E810 maxima (the mock's defaults) or random ones
     let real = rng.chance(1, 2);
+    q[0] = gen_sd_word(rng);
+    gen_obj_words(rng, real, &mut q);
+    gen_edges(rng, &mut q);
+    q
+}
+
+/// @0: the first SD index and the SD maximum (bit 45 set now and then).
+fn gen_sd_word(rng: &mut Rng) -> u64 {
     let first_sd = if rng.chance(1, 2) { 0 } else { rng.field(14) };
     let max_sds = match rng.below(5) {
         0 => rng.field(13),
@@ -1402,10 +1410,15 @@ pub fn gen_query(rng: &mut Rng) -> [u64; 24] {
         2 => rng.range(64, 512),
         _ => rng.range(512, 8191),
     };
-    q[0] = first_sd | (max_sds << 32);
+    let mut w = first_sd | (max_sds << 32);
     if rng.chance(1, 30) {
-        q[0] |= 1 << 45;
+        w |= 1 << 45;
     }
+    w
+}
+
+/// Each object's count and log2 size: the mock's (`real`, scaled) or random.
+fn gen_obj_words(rng: &mut Rng, real: bool, q: &mut [u64; 24]) {
     // the mock's E810 defaults (tests/mock-bar), scaled by 2^-4..2^2
     const REAL: [(u64, u64); HMC_OBJ_COUNT] = [
         (16384, 9),
@@ -1447,6 +1460,10 @@ pub fn gen_query(rng: &mut Rng) -> [u64; 24] {
         };
         q[w] = cnt | (lg << 32);
     }
+}
+
+/// Stray high bits, the Q1 floor, the free-list words, zeroed maxima and @120.
+fn gen_edges(rng: &mut Rng, q: &mut [u64; 24]) {
     if rng.chance(1, 30) {
         q[1] |= rng.field(32) & 0xfff8_0000;
         q[2] |= rng.field(32) & 0xfff0_0000;
@@ -1479,7 +1496,6 @@ pub fn gen_query(rng: &mut Rng) -> [u64; 24] {
     q[15] = rng.field(10) | (ht << 16) | (tb << 32);
     // FSIMC below 2^30: 6.1's HTE power-of-two loop spins past 2^31
     q[13] &= !0xc000_0000;
-    q
 }
 
 /// A resource profile (the driver's bounds; 6.1 gets them as lowered maxima).
