@@ -255,106 +255,31 @@ impl Model {
         let mut buf = c.buf.clone().unwrap_or_default();
         let mut params = [0u8; 16];
         params.copy_from_slice(&c.desc[16..32]);
-        match op {
+        // `Some`: the answer as it is (no buffer or parameters written back)
+        let early = match op {
             0x0210 | 0x0211 | 0x0213 => {
                 return self.vsi_answers.pop_front().unwrap_or_else(Answer::ok);
             }
             // Add Switch Rules: a rule id into every lookup rule (type 0/1)
             0x02A0 => {
-                let n = usize::from(le16(&c.desc, 16));
-                if matches!(le16(&buf, 0), 0 | 1) {
-                    for i in 0..n {
-                        put16(&mut buf, i * 32 + 12, self.next_rule);
-                        self.next_rule = self.next_rule.wrapping_add(1);
-                    }
-                }
+                self.add_switch_rules(c, &mut buf);
+                None
             }
             // Allocate Resources: one VSI list id
             0x0208 => {
                 put16(&mut buf, 4, self.next_list);
                 self.next_list = (self.next_list + 1) & 0x3ff;
+                None
             }
-            0x0412 => {
-                let Some(t) = &self.topo else { return Answer::ok() };
-                buf = vec![0u8; 32 + 9 * 32];
-                put16(&mut buf, 0, u16::from(t.layers));
-                put16(&mut buf, 2, u16::from(t.layers));
-                for (i, s) in t.sibl.iter().enumerate() {
-                    buf[32 + i * 32] = i as u8;
-                    put16(&mut buf, 32 + i * 32 + 10, *s);
-                }
-            }
-            0x0400 => {
-                let Some(t) = &self.topo else { return Answer::ok() };
-                buf = vec![0u8; 4096];
-                for (br, n) in t.elems.iter().enumerate() {
-                    let base = br * (8 + 9 * 24);
-                    put16(&mut buf, base + 4, *n);
-                    for j in 0..usize::from(*n).min(9) {
-                        let at = base + 8 + j * 24;
-                        let teid = dflt_teid(t, br, j);
-                        let (p, d, _) = self.elems.get(&teid).copied().unwrap_or_default();
-                        put32(&mut buf, at, p);
-                        put32(&mut buf, at + 4, teid);
-                        buf[at + 8..at + 24].copy_from_slice(&d);
-                    }
-                }
-                params[1] = t.elems.len() as u8;
-            }
+            0x0412 => self.query_sched_res(&mut buf),
+            0x0400 => self.get_dflt_topo(&mut buf, &mut params),
             // Query Scheduling Elements: those known
             0x0404 => {
-                let n = usize::from(le16(&c.desc, 16));
-                let mut found = 0u16;
-                for i in 0..n {
-                    let at = i * 24;
-                    if let Some((p, d, _)) = self.elems.get(&le32(&buf, at + 4)).copied() {
-                        put32(&mut buf, at, p);
-                        if let Some(s) = buf.get_mut(at + 8..at + 24) {
-                            s.copy_from_slice(&d);
-                        }
-                        found += 1;
-                    }
-                }
-                put16(&mut params, 2, found);
+                self.query_elems(c, &mut buf, &mut params);
+                None
             }
             // Add Scheduling Elements / Add RDMA Qset: TEIDs
-            0x0401 | 0x0C33 => {
-                let parent = le32(&buf, 0);
-                let n = usize::from(le16(&buf, 4));
-                // a parent that is unknown or would have more children than
-                // its layer allows is refused (ENOENT / ENOSPC): the vendor
-                // sizes each node's child array by that limit and trusts the
-                // firmware to keep it
-                let Some(pl) = self.elems.get(&parent).map(|e| e.2) else {
-                    return Answer { retval: 2, ..Answer::ok() };
-                };
-                let limit = self
-                    .topo
-                    .as_ref()
-                    .map_or(0, |t| t.sibl.get(usize::from(pl) + 1).copied().map_or(0, usize::from));
-                let kids = self.elems.values().filter(|e| e.0 == parent).count();
-                if kids + n > limit {
-                    return Answer { retval: 16, ..Answer::ok() };
-                }
-                for i in 0..n {
-                    let at = 8 + i * 24;
-                    if at + 24 > buf.len() {
-                        break;
-                    }
-                    let teid = self.next_teid;
-                    self.next_teid += 1;
-                    put32(&mut buf, at + 4, teid);
-                    let mut d = [0u8; 16];
-                    d.copy_from_slice(&buf[at + 8..at + 24]);
-                    if op == 0x0C33 {
-                        d[0] = 5;
-                    }
-                    self.elems.insert(teid, (parent, d, pl + 1));
-                }
-                if op == 0x0401 {
-                    put16(&mut params, 2, le16(&c.desc, 16));
-                }
-            }
+            0x0401 | 0x0C33 => self.add_elems(op, c, &mut buf, &mut params),
             // Delete Scheduling Elements
             0x040F => {
                 let n = usize::from(le16(&buf, 4));
@@ -362,10 +287,116 @@ impl Model {
                     self.elems.remove(&le32(&buf, 8 + i * 4));
                 }
                 put16(&mut params, 2, le16(&c.desc, 16));
+                None
             }
             _ => return Answer::ok(),
+        };
+        if let Some(a) = early {
+            return a;
         }
         Answer { retval: 0, datalen: None, buf, params: Some(params), hang: false }
+    }
+
+    fn add_switch_rules(&mut self, c: &SeenCmd, buf: &mut [u8]) {
+        let n = usize::from(le16(&c.desc, 16));
+        if matches!(le16(buf, 0), 0 | 1) {
+            for i in 0..n {
+                put16(buf, i * 32 + 12, self.next_rule);
+                self.next_rule = self.next_rule.wrapping_add(1);
+            }
+        }
+    }
+
+    fn query_sched_res(&self, buf: &mut Vec<u8>) -> Option<Answer> {
+        let Some(t) = &self.topo else { return Some(Answer::ok()) };
+        *buf = vec![0u8; 32 + 9 * 32];
+        put16(buf, 0, u16::from(t.layers));
+        put16(buf, 2, u16::from(t.layers));
+        for (i, s) in t.sibl.iter().enumerate() {
+            buf[32 + i * 32] = i as u8;
+            put16(buf, 32 + i * 32 + 10, *s);
+        }
+        None
+    }
+
+    fn get_dflt_topo(&self, buf: &mut Vec<u8>, params: &mut [u8; 16]) -> Option<Answer> {
+        let Some(t) = &self.topo else { return Some(Answer::ok()) };
+        *buf = vec![0u8; 4096];
+        for (br, n) in t.elems.iter().enumerate() {
+            let base = br * (8 + 9 * 24);
+            put16(buf, base + 4, *n);
+            for j in 0..usize::from(*n).min(9) {
+                let at = base + 8 + j * 24;
+                let teid = dflt_teid(t, br, j);
+                let (p, d, _) = self.elems.get(&teid).copied().unwrap_or_default();
+                put32(buf, at, p);
+                put32(buf, at + 4, teid);
+                buf[at + 8..at + 24].copy_from_slice(&d);
+            }
+        }
+        params[1] = t.elems.len() as u8;
+        None
+    }
+
+    fn query_elems(&self, c: &SeenCmd, buf: &mut [u8], params: &mut [u8; 16]) {
+        let n = usize::from(le16(&c.desc, 16));
+        let mut found = 0u16;
+        for i in 0..n {
+            let at = i * 24;
+            if let Some((p, d, _)) = self.elems.get(&le32(buf, at + 4)).copied() {
+                put32(buf, at, p);
+                if let Some(s) = buf.get_mut(at + 8..at + 24) {
+                    s.copy_from_slice(&d);
+                }
+                found += 1;
+            }
+        }
+        put16(params, 2, found);
+    }
+
+    fn add_elems(
+        &mut self,
+        op: u16,
+        c: &SeenCmd,
+        buf: &mut [u8],
+        params: &mut [u8; 16],
+    ) -> Option<Answer> {
+        let parent = le32(buf, 0);
+        let n = usize::from(le16(buf, 4));
+        // a parent that is unknown or would have more children than
+        // its layer allows is refused (ENOENT / ENOSPC): the vendor
+        // sizes each node's child array by that limit and trusts the
+        // firmware to keep it
+        let Some(pl) = self.elems.get(&parent).map(|e| e.2) else {
+            return Some(Answer { retval: 2, ..Answer::ok() });
+        };
+        let limit = self
+            .topo
+            .as_ref()
+            .map_or(0, |t| t.sibl.get(usize::from(pl) + 1).copied().map_or(0, usize::from));
+        let kids = self.elems.values().filter(|e| e.0 == parent).count();
+        if kids + n > limit {
+            return Some(Answer { retval: 16, ..Answer::ok() });
+        }
+        for i in 0..n {
+            let at = 8 + i * 24;
+            if at + 24 > buf.len() {
+                break;
+            }
+            let teid = self.next_teid;
+            self.next_teid += 1;
+            put32(buf, at + 4, teid);
+            let mut d = [0u8; 16];
+            d.copy_from_slice(&buf[at + 8..at + 24]);
+            if op == 0x0C33 {
+                d[0] = 5;
+            }
+            self.elems.insert(teid, (parent, d, pl + 1));
+        }
+        if op == 0x0401 {
+            put16(params, 2, le16(&c.desc, 16));
+        }
+        None
     }
 }
 
