@@ -556,93 +556,95 @@ pub fn gen_sw_case(rng: &mut Rng) -> SwCase {
         ops: Vec::new(),
     };
     match rng.below(3) {
-        0 => {
-            for _ in 0..rng.range(1, 6) {
-                let op = match rng.below(5) {
-                    0 | 1 => SwOp::AddVsi { ctx: gen_ctx(rng) },
-                    2 | 3 => SwOp::UpdateVsi { ctx: gen_ctx(rng) },
-                    _ => SwOp::FreeVsi { keep: rng.chance(1, 2) },
-                };
-                c.ops.push(op);
-                // an EBUSY answer is retried: a spare answer for it
-                for _ in 0..2 {
-                    c.vsi_answers.push(gen_vsi_answer(rng));
-                }
-            }
-        }
-        1 => {
-            let nv = rng.range(1, 3) as usize;
-            // distinct hardware numbers: two handles of one VSI number are
-            // two VSIs to ice's handle-keyed lists, one to the driver
-            while c.vsis.len() < nv {
-                let v = rng.below(0x400) as u16;
-                if !c.vsis.contains(&v) {
-                    c.vsis.push(v);
-                }
-            }
-            let macs: [[u8; 6]; 5] = [
-                [0x4c, 0x1c, 0x3d, 0xac, 0x99, 0x6b],
-                [0x02, 0x00, 0x00, 0x00, 0x00, rng.next_u64() as u8],
-                [0x01, 0x00, 0x5e, 0x00, 0x00, 0x01],
-                [0xff; 6],
-                [0; 6],
-            ];
-            for _ in 0..rng.range(1, 6) {
-                let vsi = rng.below(nv as u64) as u8;
-                let mac = if rng.chance(1, 10) { [0; 6] } else { macs[rng.below(4) as usize] };
-                let op = if rng.chance(2, 3) {
-                    SwOp::AddMac { vsi, mac }
-                } else {
-                    SwOp::RemoveMac { vsi, mac }
-                };
-                c.ops.push(op);
-            }
-            c.faults = gen_faults(rng, &[0x02A0, 0x02A1, 0x02A2, 0x0208, 0x0209]);
-        }
-        _ => {
-            c.vsis = vec![rng.below(0x400) as u16];
-            let t = gen_topo(rng);
-            let ntc = t.elems.len().clamp(1, 8);
-            c.ops.push(SwOp::SchedInit { lport: rng.below(4) as u8 });
-            let mut cfg_tcs = 0u8;
-            for _ in 0..rng.range(1, 4) {
-                let tc = if rng.chance(7, 8) { rng.below(ntc as u64) } else { rng.below(8) } as u8;
-                let op = if rng.chance(1, 2) {
-                    // cumulative, as the driver configures its TCs once: a
-                    // TC left out would be suspended by ice_cfg_vsi_qs
-                    let mut tcs = 1u8 << tc | cfg_tcs;
-                    if rng.chance(1, 8) {
-                        tcs |= rng.next_u64() as u8;
-                    }
-                    cfg_tcs = tcs;
-                    let max_qs = match rng.below(6) {
-                        0 => 0,
-                        1 => 1,
-                        2 => rng.range(2, 16) as u16,
-                        3 => rng.range(17, 300) as u16,
-                        _ => rng.range(1, 4) as u16,
-                    };
-                    SwOp::CfgRdma { tcs, max_qs }
-                } else {
-                    let n = rng.range(1, 4) as usize;
-                    let handles = (0..n)
-                        .map(|_| {
-                            if rng.chance(1, 20) {
-                                rng.next_u64() as u16
-                            } else {
-                                rng.below(0x400) as u16
-                            }
-                        })
-                        .collect();
-                    SwOp::EnaQsets { tc, handles }
-                };
-                c.ops.push(op);
-            }
-            c.faults = gen_faults(rng, &[0x0400, 0x0401, 0x0404, 0x040F, 0x0412, 0x0C33]);
-            c.topo = Some(t);
-        }
+        0 => gen_vsi_ops(rng, &mut c),
+        1 => gen_mac_ops(rng, &mut c),
+        _ => gen_sched_ops(rng, &mut c),
     }
     c
+}
+
+/// VSI ops, with two answers each (an EBUSY answer is retried).
+fn gen_vsi_ops(rng: &mut Rng, c: &mut SwCase) {
+    for _ in 0..rng.range(1, 6) {
+        let op = match rng.below(5) {
+            0 | 1 => SwOp::AddVsi { ctx: gen_ctx(rng) },
+            2 | 3 => SwOp::UpdateVsi { ctx: gen_ctx(rng) },
+            _ => SwOp::FreeVsi { keep: rng.chance(1, 2) },
+        };
+        c.ops.push(op);
+        // an EBUSY answer is retried: a spare answer for it
+        for _ in 0..2 {
+            c.vsi_answers.push(gen_vsi_answer(rng));
+        }
+    }
+}
+
+/// One to three VSIs and MAC filter ops on them, with faults.
+fn gen_mac_ops(rng: &mut Rng, c: &mut SwCase) {
+    let nv = rng.range(1, 3) as usize;
+    // distinct hardware numbers: two handles of one VSI number are
+    // two VSIs to ice's handle-keyed lists, one to the driver
+    while c.vsis.len() < nv {
+        let v = rng.below(0x400) as u16;
+        if !c.vsis.contains(&v) {
+            c.vsis.push(v);
+        }
+    }
+    let macs: [[u8; 6]; 5] = [
+        [0x4c, 0x1c, 0x3d, 0xac, 0x99, 0x6b],
+        [0x02, 0x00, 0x00, 0x00, 0x00, rng.next_u64() as u8],
+        [0x01, 0x00, 0x5e, 0x00, 0x00, 0x01],
+        [0xff; 6],
+        [0; 6],
+    ];
+    for _ in 0..rng.range(1, 6) {
+        let vsi = rng.below(nv as u64) as u8;
+        let mac = if rng.chance(1, 10) { [0; 6] } else { macs[rng.below(4) as usize] };
+        let op =
+            if rng.chance(2, 3) { SwOp::AddMac { vsi, mac } } else { SwOp::RemoveMac { vsi, mac } };
+        c.ops.push(op);
+    }
+    c.faults = gen_faults(rng, &[0x02A0, 0x02A1, 0x02A2, 0x0208, 0x0209]);
+}
+
+/// A default topology, a scheduler start and RDMA TC / qset ops, with faults.
+fn gen_sched_ops(rng: &mut Rng, c: &mut SwCase) {
+    c.vsis = vec![rng.below(0x400) as u16];
+    let t = gen_topo(rng);
+    let ntc = t.elems.len().clamp(1, 8);
+    c.ops.push(SwOp::SchedInit { lport: rng.below(4) as u8 });
+    let mut cfg_tcs = 0u8;
+    for _ in 0..rng.range(1, 4) {
+        let tc = if rng.chance(7, 8) { rng.below(ntc as u64) } else { rng.below(8) } as u8;
+        let op = if rng.chance(1, 2) {
+            // cumulative, as the driver configures its TCs once: a
+            // TC left out would be suspended by ice_cfg_vsi_qs
+            let mut tcs = 1u8 << tc | cfg_tcs;
+            if rng.chance(1, 8) {
+                tcs |= rng.next_u64() as u8;
+            }
+            cfg_tcs = tcs;
+            let max_qs = match rng.below(6) {
+                0 => 0,
+                1 => 1,
+                2 => rng.range(2, 16) as u16,
+                3 => rng.range(17, 300) as u16,
+                _ => rng.range(1, 4) as u16,
+            };
+            SwOp::CfgRdma { tcs, max_qs }
+        } else {
+            let n = rng.range(1, 4) as usize;
+            let handles = (0..n)
+                .map(|_| {
+                    if rng.chance(1, 20) { rng.next_u64() as u16 } else { rng.below(0x400) as u16 }
+                })
+                .collect();
+            SwOp::EnaQsets { tc, handles }
+        };
+        c.ops.push(op);
+    }
+    c.faults = gen_faults(rng, &[0x0400, 0x0401, 0x0404, 0x040F, 0x0412, 0x0C33]);
+    c.topo = Some(t);
 }
 
 // ------------------------------------------------------------- running
