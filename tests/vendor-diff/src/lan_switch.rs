@@ -1270,35 +1270,66 @@ fn classify(c: &SwCase, v: &[SwOut], d: &[SwOut], diff: &SwDiff) -> Option<&'sta
         return Some("sched_tree_table_full");
     }
     match c.ops.get(diff.op)? {
-        SwOp::SchedInit { .. } => {
-            let dc = all_cmds(d, diff.op);
-            // the driver's commands are a prefix of the vendor's
-            let prefix =
-                vo.cmds.len() >= dout.cmds.len() && vo.cmds[..dout.cmds.len()] == dout.cmds[..];
-            let last_0400_failed = dout
-                .cmds
-                .last()
-                .is_some_and(|x| opcode(x) == 0x0400 && faulted(c, &dc[..dc.len() - 1], x));
-            if vo.rets == [0, -5] && dout.rets == [0, 0] && vo.cmds == dout.cmds && last_0400_failed
-            {
-                return Some("sched_init_port_topology_error_tolerated");
-            }
-            if prefix
-                && vo.rets.get(1).is_some_and(|r| *r != 0)
-                && vo.rets == dout.rets
-                && vo.cmds[dout.cmds.len()..].iter().all(|x| opcode(x) == 0x040F)
-            {
-                return Some("sched_init_failure_keeps_default_nodes");
-            }
-            let last_delete_failed = dout
-                .cmds
-                .last()
-                .is_some_and(|x| opcode(x) == 0x040F && faulted(c, &dc[..dc.len() - 1], x));
-            if prefix && vo.rets == [0, 0] && dout.rets == [0, -5] && last_delete_failed {
-                return Some("sched_default_node_delete_error_fails");
-            }
-            None
+        SwOp::SchedInit { .. } => classify_sched_init(c, d, diff, vo, dout),
+        op @ SwOp::AddMac { .. } => classify_add_mac(c, v, diff, op, vo, dout),
+        SwOp::CfgRdma { tcs, max_qs } => classify_cfg_rdma(c, *tcs, *max_qs, vo, dout),
+        SwOp::EnaQsets { handles, .. } => {
+            let wide = handles.iter().any(|h| *h > 0x3ff);
+            (wide && dout.cmds.is_empty() && dout.rets == [EINVAL] && !vo.cmds.is_empty())
+                .then_some("rdma_qset_handle_over_10_bits")
         }
+        SwOp::RemoveMac { .. } => {
+            let removes = vo.cmds.iter().all(|x| opcode(x) == 0x02A2);
+            (dout.cmds.is_empty() && dout.rets == [-2] && removes && !vo.cmds.is_empty())
+                .then_some("mac_remove_rule_of_another_vsi")
+        }
+        _ => None,
+    }
+}
+
+/// A difference on SchedInit: a topology error the driver tolerates, the
+/// default nodes a failed start keeps, a failed delete of one.
+fn classify_sched_init(
+    c: &SwCase,
+    d: &[SwOut],
+    diff: &SwDiff,
+    vo: &SwOut,
+    dout: &SwOut,
+) -> Option<&'static str> {
+    let dc = all_cmds(d, diff.op);
+    // the driver's commands are a prefix of the vendor's
+    let prefix = vo.cmds.len() >= dout.cmds.len() && vo.cmds[..dout.cmds.len()] == dout.cmds[..];
+    let last_0400_failed =
+        dout.cmds.last().is_some_and(|x| opcode(x) == 0x0400 && faulted(c, &dc[..dc.len() - 1], x));
+    if vo.rets == [0, -5] && dout.rets == [0, 0] && vo.cmds == dout.cmds && last_0400_failed {
+        return Some("sched_init_port_topology_error_tolerated");
+    }
+    if prefix
+        && vo.rets.get(1).is_some_and(|r| *r != 0)
+        && vo.rets == dout.rets
+        && vo.cmds[dout.cmds.len()..].iter().all(|x| opcode(x) == 0x040F)
+    {
+        return Some("sched_init_failure_keeps_default_nodes");
+    }
+    let last_delete_failed =
+        dout.cmds.last().is_some_and(|x| opcode(x) == 0x040F && faulted(c, &dc[..dc.len() - 1], x));
+    if prefix && vo.rets == [0, 0] && dout.rets == [0, -5] && last_delete_failed {
+        return Some("sched_default_node_delete_error_fails");
+    }
+    None
+}
+
+/// A difference on AddMac: a VSI list kept after a failed free, a unicast
+/// address the driver does not share.
+fn classify_add_mac(
+    c: &SwCase,
+    v: &[SwOut],
+    diff: &SwDiff,
+    op: &SwOp,
+    vo: &SwOut,
+    dout: &SwOut,
+) -> Option<&'static str> {
+    match op {
         SwOp::AddMac { .. } if list_free_failed_before(c, v, diff.op) => {
             // ice_rem_update_vsi_list left vsi_list_info set after a failed
             // Free Resources: 6.1.192 then treats the single-VSI rule as a
@@ -1320,36 +1351,31 @@ fn classify(c: &SwCase, v: &[SwOut], d: &[SwOut], diff: &SwDiff) -> Option<&'sta
             (unicast && !c.umac_shared && (vendor_lists || same_vsi) && dout.rets == [0])
                 .then_some("mac_unicast_not_shared")
         }
-        SwOp::CfgRdma { tcs, max_qs } => {
-            let t = c.topo.as_ref()?;
-            let prefix =
-                vo.cmds.len() >= dout.cmds.len() && vo.cmds[..dout.cmds.len()] == dout.cmds[..];
-            if u32::from(*max_qs) > vsi_node_capacity(t)
-                && dout.cmds.is_empty()
-                && dout.rets == [EINVAL]
-            {
-                return Some("sched_qsets_beyond_one_vsi_node");
-            }
-            if vo.cmds == dout.cmds && vo.rets == [EIO] && dout.rets == [EINVAL] {
-                return Some("sched_branch_no_room_errno");
-            }
-            // a TC without TC node: ice_cfg_vsi_qs skips it, the driver
-            // refuses (EINVAL) when it reaches it
-            let missing = (0..8).any(|i| tcs & (1 << i) != 0 && i >= t.elems.len());
-            (missing && prefix && dout.rets == [EINVAL]).then_some("sched_missing_tc_refused")
-        }
-        SwOp::EnaQsets { handles, .. } => {
-            let wide = handles.iter().any(|h| *h > 0x3ff);
-            (wide && dout.cmds.is_empty() && dout.rets == [EINVAL] && !vo.cmds.is_empty())
-                .then_some("rdma_qset_handle_over_10_bits")
-        }
-        SwOp::RemoveMac { .. } => {
-            let removes = vo.cmds.iter().all(|x| opcode(x) == 0x02A2);
-            (dout.cmds.is_empty() && dout.rets == [-2] && removes && !vo.cmds.is_empty())
-                .then_some("mac_remove_rule_of_another_vsi")
-        }
         _ => None,
     }
+}
+
+/// A difference on CfgRdma: more qsets than one VSI node holds, no room
+/// for a branch, a TC without TC node.
+fn classify_cfg_rdma(
+    c: &SwCase,
+    tcs: u8,
+    max_qs: u16,
+    vo: &SwOut,
+    dout: &SwOut,
+) -> Option<&'static str> {
+    let t = c.topo.as_ref()?;
+    let prefix = vo.cmds.len() >= dout.cmds.len() && vo.cmds[..dout.cmds.len()] == dout.cmds[..];
+    if u32::from(max_qs) > vsi_node_capacity(t) && dout.cmds.is_empty() && dout.rets == [EINVAL] {
+        return Some("sched_qsets_beyond_one_vsi_node");
+    }
+    if vo.cmds == dout.cmds && vo.rets == [EIO] && dout.rets == [EINVAL] {
+        return Some("sched_branch_no_room_errno");
+    }
+    // a TC without TC node: ice_cfg_vsi_qs skips it, the driver
+    // refuses (EINVAL) when it reaches it
+    let missing = (0..8).any(|i| tcs & (1 << i) != 0 && i >= t.elems.len());
+    (missing && prefix && dout.rets == [EINVAL]).then_some("sched_missing_tc_refused")
 }
 
 /// Sessions and operations compared, per kind (summed over a run).
