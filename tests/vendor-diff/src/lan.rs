@@ -1217,45 +1217,13 @@ fn norm(mut d: [u8; 32], had_buf: bool) -> [u8; 32] {
 pub(crate) fn run_vendor(c: &LanCase) -> Vec<OpOut> {
     fresh_fw(c);
     let mut outs = Vec::new();
-    // SAFETY: the glue allocates and returns a zeroed struct ice_hw.
-    let hw = unsafe { vd_ice_hw_new(c.sq_entries, c.rq_entries, c.sq_buf, c.rq_buf) };
-    let st = |hw: *mut IceHw| {
-        let mut s = VdIceState::default();
-        // SAFETY: `hw` is live; `s` is a valid out pointer of the glue's layout.
-        unsafe { vd_ice_state(hw, &mut s) };
-        s
-    };
-    let qstate = |s: &VdIceState| QState {
-        sq_count: s.sq_count,
-        rq_count: s.rq_count,
-        sq_ntu: s.sq_ntu,
-        sq_ntc: s.sq_ntc,
-        rq_ntu: s.rq_ntu,
-        rq_ntc: s.rq_ntc,
-        last_status: s.sq_last_status,
-    };
+    let hw = VdLan::new(c);
     let mut o = OpOut::default();
-    let r = match &c.init_all {
-        None => {
-            // SAFETY: `hw` is live.
-            unsafe { vd_ice_init(hw) }
-        }
-        Some(answers) => {
-            FW.with(|f| f.borrow_mut().answers.extend(answers.iter().cloned()));
-            // SAFETY: `hw` is live.
-            let r = unsafe { vd_ice_init_all(hw) };
-            let s = st(hw);
-            let api = [s.api_branch, s.api_maj, s.api_min, s.api_patch];
-            if s.fw_build != u32::MAX || api != [0xff; 4] {
-                o.version = Some((api, s.fw_build));
-            }
-            r
-        }
-    };
+    let r = hw.start(c, &mut o);
     o.rets.push(r);
     // no queue after a failed start: the driver has none to report on
     if r == 0 {
-        o.state = qstate(&st(hw));
+        o.state = qstate(&hw.state());
     }
     collect(&mut o);
     outs.push(o);
@@ -1263,77 +1231,143 @@ pub(crate) fn run_vendor(c: &LanCase) -> Vec<OpOut> {
         for op in &c.ops {
             arm(op);
             let mut o = OpOut::default();
-            match op {
-                LanOp::InitCheck { .. } => {
-                    // SAFETY: `hw` is live.
-                    let r = unsafe { vd_ice_init_check(hw) };
-                    o.rets.push(r);
-                    let s = st(hw);
-                    let api = [s.api_branch, s.api_maj, s.api_min, s.api_patch];
-                    if s.fw_build != u32::MAX || api != [0xff; 4] {
-                        o.version = Some((api, s.fw_build));
-                    }
-                }
-                LanOp::Send { desc, buf, size, .. } => {
-                    let mut d = *desc;
-                    let mut b = buf.clone();
-                    let p = b.as_mut().map_or(std::ptr::null_mut(), |v| v.as_mut_ptr());
-                    // SAFETY: `d` is 32 bytes (struct ice_aq_desc); `p` is
-                    // NULL or holds at least `size` bytes.
-                    let r = unsafe { vd_ice_send(hw, d.as_mut_ptr(), p, *size) };
-                    o.rets.push(r);
-                    if written_back() {
-                        o.descs.push(norm(d, b.is_some()));
-                    }
-                    if let Some(b) = b {
-                        o.bufs.push(b);
-                    }
-                }
-                LanOp::Events { cleans, out_len, .. } => {
-                    for _ in 0..*cleans {
-                        let mut d = [0u8; 32];
-                        let mut b = vec![0u8; *out_len as usize];
-                        let (mut ml, mut pend) = (0u16, 0u16);
-                        // SAFETY: `d` is 32 bytes, `b` holds `out_len` bytes.
-                        let r = unsafe {
-                            vd_ice_event(
-                                hw,
-                                d.as_mut_ptr(),
-                                b.as_mut_ptr(),
-                                *out_len,
-                                &mut ml,
-                                &mut pend,
-                            )
-                        };
-                        o.rets.push(r);
-                        if r == 0 {
-                            o.descs.push(norm(d, true));
-                            b.truncate(ml as usize);
-                            o.bufs.push(b);
-                            o.ev.push((ml, pend));
-                        }
-                    }
-                }
-                // SAFETY: `hw` is live.
-                LanOp::Reset(on) => unsafe { vd_ice_set_reset_ongoing(hw, u8::from(*on)) },
-                LanOp::Typed { cmd, .. } => {
-                    // SAFETY: `hw` is live; out pointers are of the glue's layouts.
-                    let (r, parsed) = unsafe { vendor_typed(hw, cmd) };
-                    o.rets.push(r);
-                    o.parsed = parsed;
-                }
-                // SAFETY: `hw` is live.
-                LanOp::Shutdown { .. } => unsafe { vd_ice_shutdown(hw) },
-            }
-            o.state = qstate(&st(hw));
+            hw.op(op, &mut o);
+            o.state = qstate(&hw.state());
             collect(&mut o);
             outs.push(o);
         }
     }
     FW.with(|f| f.borrow_mut().writes.clear());
-    // SAFETY: `hw` is live and not used afterwards.
-    unsafe { vd_ice_hw_free(hw) };
+    hw.free();
     outs
+}
+
+/// The queue counters of a vendor state snapshot.
+fn qstate(s: &VdIceState) -> QState {
+    QState {
+        sq_count: s.sq_count,
+        rq_count: s.rq_count,
+        sq_ntu: s.sq_ntu,
+        sq_ntc: s.sq_ntc,
+        rq_ntu: s.rq_ntu,
+        rq_ntc: s.rq_ntc,
+        last_status: s.sq_last_status,
+    }
+}
+
+/// The firmware version the vendor recorded, if it recorded one.
+fn vendor_version(s: &VdIceState) -> Option<([u8; 4], u32)> {
+    let api = [s.api_branch, s.api_maj, s.api_min, s.api_patch];
+    (s.fw_build != u32::MAX || api != [0xff; 4]).then_some((api, s.fw_build))
+}
+
+/// The vendor's `struct ice_hw` of one case: live from `new` to `free`.
+struct VdLan(*mut IceHw);
+
+impl VdLan {
+    fn new(c: &LanCase) -> Self {
+        // SAFETY: the glue allocates and returns a zeroed struct ice_hw.
+        Self(unsafe { vd_ice_hw_new(c.sq_entries, c.rq_entries, c.sq_buf, c.rq_buf) })
+    }
+
+    fn state(&self) -> VdIceState {
+        let mut s = VdIceState::default();
+        // SAFETY: `hw` is live; `s` is a valid out pointer of the glue's layout.
+        unsafe { vd_ice_state(self.0, &mut s) };
+        s
+    }
+
+    /// ice_init_ctrlq, or ice_init_all_ctrlq with the case's answers (the
+    /// version it read into `o`); its return.
+    fn start(&self, c: &LanCase, o: &mut OpOut) -> i32 {
+        let hw = self.0;
+        match &c.init_all {
+            None => {
+                // SAFETY: `hw` is live.
+                unsafe { vd_ice_init(hw) }
+            }
+            Some(answers) => {
+                FW.with(|f| f.borrow_mut().answers.extend(answers.iter().cloned()));
+                // SAFETY: `hw` is live.
+                let r = unsafe { vd_ice_init_all(hw) };
+                if let Some(v) = vendor_version(&self.state()) {
+                    o.version = Some(v);
+                }
+                r
+            }
+        }
+    }
+
+    /// One op, its returns and outputs into `o`.
+    fn op(&self, op: &LanOp, o: &mut OpOut) {
+        let hw = self.0;
+        match op {
+            LanOp::InitCheck { .. } => {
+                // SAFETY: `hw` is live.
+                let r = unsafe { vd_ice_init_check(hw) };
+                o.rets.push(r);
+                if let Some(v) = vendor_version(&self.state()) {
+                    o.version = Some(v);
+                }
+            }
+            LanOp::Send { desc, buf, size, .. } => self.send(desc, buf, *size, o),
+            LanOp::Events { cleans, out_len, .. } => {
+                for _ in 0..*cleans {
+                    self.event(*out_len, o);
+                }
+            }
+            // SAFETY: `hw` is live.
+            LanOp::Reset(on) => unsafe { vd_ice_set_reset_ongoing(hw, u8::from(*on)) },
+            LanOp::Typed { cmd, .. } => {
+                // SAFETY: `hw` is live; out pointers are of the glue's layouts.
+                let (r, parsed) = unsafe { vendor_typed(hw, cmd) };
+                o.rets.push(r);
+                o.parsed = parsed;
+            }
+            // SAFETY: `hw` is live.
+            LanOp::Shutdown { .. } => unsafe { vd_ice_shutdown(hw) },
+        }
+    }
+
+    /// ice_aq_send_cmd: the descriptor written back and the buffer.
+    fn send(&self, desc: &[u8; 32], buf: &Option<Vec<u8>>, size: u16, o: &mut OpOut) {
+        let mut d = *desc;
+        let mut b = buf.clone();
+        let p = b.as_mut().map_or(std::ptr::null_mut(), |v| v.as_mut_ptr());
+        // SAFETY: `d` is 32 bytes (struct ice_aq_desc); `p` is
+        // NULL or holds at least `size` bytes.
+        let r = unsafe { vd_ice_send(self.0, d.as_mut_ptr(), p, size) };
+        o.rets.push(r);
+        if written_back() {
+            o.descs.push(norm(d, b.is_some()));
+        }
+        if let Some(b) = b {
+            o.bufs.push(b);
+        }
+    }
+
+    /// One ice_clean_rq_elem into a buffer of `out_len` bytes.
+    fn event(&self, out_len: u16, o: &mut OpOut) {
+        let mut d = [0u8; 32];
+        let mut b = vec![0u8; out_len as usize];
+        let (mut ml, mut pend) = (0u16, 0u16);
+        // SAFETY: `d` is 32 bytes, `b` holds `out_len` bytes.
+        let r = unsafe {
+            vd_ice_event(self.0, d.as_mut_ptr(), b.as_mut_ptr(), out_len, &mut ml, &mut pend)
+        };
+        o.rets.push(r);
+        if r == 0 {
+            o.descs.push(norm(d, true));
+            b.truncate(ml as usize);
+            o.bufs.push(b);
+            o.ev.push((ml, pend));
+        }
+    }
+
+    fn free(self) {
+        // SAFETY: `hw` is live and not used afterwards.
+        unsafe { vd_ice_hw_free(self.0) };
+    }
 }
 
 /// # Safety
