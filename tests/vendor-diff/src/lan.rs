@@ -1528,20 +1528,19 @@ fn driver_typed(
     cmd: &Typed,
 ) -> (i32, Vec<(&'static str, u64)>) {
     use irdma::ice::cmd::{PortInfo, Version, read_pause_cfg};
-    let e = |r: Result<(), irdma::ice::cmd::CmdError>| r.err().map_or(0, |e| e.linux_errno());
-    let mut p = Vec::new();
-    let r = match *cmd {
+    let e = |r: Result<(), irdma::ice::cmd::CmdError>| {
+        (r.err().map_or(0, |e| e.linux_errno()), Vec::new())
+    };
+    match *cmd {
         Typed::ClearPfCfg => e(aq.clear_pf_cfg()),
         Typed::ClearPxe => e(aq.clear_pxe()),
-        Typed::GetVersion => match aq.get_version() {
-            Ok(v) => {
-                p.push(("api", u64::from(u32::from_le_bytes(v.api))));
-                p.push(("fw_build", u64::from(v.fw_build)));
-                p.push(("fw", u64::from(u32::from_le_bytes(v.fw))));
-                0
-            }
-            Err(x) => x.linux_errno(),
-        },
+        Typed::GetVersion => typed_fields(aq.get_version(), |v| {
+            vec![
+                ("api", u64::from(u32::from_le_bytes(v.api))),
+                ("fw_build", u64::from(v.fw_build)),
+                ("fw", u64::from(u32::from_le_bytes(v.fw))),
+            ]
+        }),
         Typed::SetEventMask { lport, mask } => e(aq.set_event_mask(lport, mask)),
         Typed::RestartAn { lport, ena } => {
             let mut port = PortInfo { lport, ..PortInfo::default() };
@@ -1554,92 +1553,78 @@ fn driver_typed(
         }
         Typed::MacRead { buf_len } => {
             let mut port = PortInfo::default();
-            let r = e(aq.manage_mac_read(buf_len.into(), &mut port));
+            let (r, mut p) = e(aq.manage_mac_read(buf_len.into(), &mut port));
             if r == 0 {
                 // the glue pre-fills 0xee: an address left alone reads as that
                 p.push(("port_info.mac.lan_addr", mac_u64(port.mac.unwrap_or([0xee; 6]))));
             }
-            r
+            (r, p)
         }
-        Typed::LinkInfo { lport, ena_lse } => match aq.get_link_status(lport, Some(ena_lse)) {
-            Ok(l) => {
-                p = link_fields!(l, l.fc_mode());
-                0
-            }
-            Err(x) => x.linux_errno(),
-        },
+        Typed::LinkInfo { lport, ena_lse } => {
+            typed_fields(aq.get_link_status(lport, Some(ena_lse)), |l| link_fields!(l, l.fc_mode()))
+        }
         Typed::GetDfltTopo { lport } => {
             let mut b = vec![0u8; 4096];
-            match aq.get_default_topology(lport, &mut b) {
-                Ok(n) => {
-                    p.push(("num_branches", n.into()));
-                    p.push(("buf_hash", hash(&b)));
-                    0
-                }
-                Err(x) => x.linux_errno(),
-            }
+            typed_fields(aq.get_default_topology(lport, &mut b), |n| {
+                vec![("num_branches", n.into()), ("buf_hash", hash(&b))]
+            })
         }
-        Typed::DevCaps { pf_id } => match aq.discover_dev_caps(pf_id) {
-            Ok(d) => {
-                let own = [
-                    d.num_vfs_exposed,
-                    d.num_vsi_allocd_to_host,
-                    d.num_flow_director_fltr,
-                    d.num_funcs,
-                    0,
-                ];
-                p = cap_fields(&common_caps(&d.common, own), &DEV_CAP_NAMES);
-                0
-            }
-            Err(x) => x.linux_errno(),
-        },
+        Typed::DevCaps { pf_id } => typed_fields(aq.discover_dev_caps(pf_id), |d| {
+            let own = [
+                d.num_vfs_exposed,
+                d.num_vsi_allocd_to_host,
+                d.num_flow_director_fltr,
+                d.num_funcs,
+                0,
+            ];
+            cap_fields(&common_caps(&d.common, own), &DEV_CAP_NAMES)
+        }),
         Typed::FuncCaps { valid_functions, num_funcs } => {
             let mut dev = irdma::ice::caps::DevCaps::default();
             dev.common.valid_functions = valid_functions;
             dev.num_funcs = num_funcs;
-            match aq.discover_func_caps(&dev) {
-                Ok(f) => {
-                    let own = [
-                        f.num_allocd_vfs,
-                        f.vf_base_id,
-                        f.guar_num_vsi,
-                        f.fd_fltr_guar,
-                        f.fd_fltr_best_effort,
-                    ];
-                    p = cap_fields(&common_caps(&f.common, own), &FUNC_CAP_NAMES);
-                    0
-                }
-                Err(x) => x.linux_errno(),
-            }
-        }
-        Typed::QueryElem { teid } => match aq.query_sched_elem(teid) {
-            Ok((parent, data)) => {
-                let mut e = [0u8; 24];
-                e[0..4].copy_from_slice(&parent.to_le_bytes());
-                e[4..8].copy_from_slice(&teid.to_le_bytes());
-                e[8..].copy_from_slice(&data);
-                p = elem_fields(&e);
-                0
-            }
-            Err(x) => x.linux_errno(),
-        },
-        Typed::QuerySchedRes => match aq.query_sched_res() {
-            Ok(q) => {
-                p = vec![
-                    ("num_tx_sched_layers", q.layers.into()),
-                    ("num_tx_sched_phys_layers", q.phys_layers.into()),
-                    ("flattened_layers", q.flattened_layers.into()),
-                    ("max_cgds", q.max_cgds.into()),
+            typed_fields(aq.discover_func_caps(&dev), |f| {
+                let own = [
+                    f.num_allocd_vfs,
+                    f.vf_base_id,
+                    f.guar_num_vsi,
+                    f.fd_fltr_guar,
+                    f.fd_fltr_best_effort,
                 ];
-                for m in q.max_children.iter().flatten() {
-                    p.push(("max_children[i]", u64::from(*m)));
-                }
-                0
+                cap_fields(&common_caps(&f.common, own), &FUNC_CAP_NAMES)
+            })
+        }
+        Typed::QueryElem { teid } => typed_fields(aq.query_sched_elem(teid), |(parent, data)| {
+            let mut e = [0u8; 24];
+            e[0..4].copy_from_slice(&parent.to_le_bytes());
+            e[4..8].copy_from_slice(&teid.to_le_bytes());
+            e[8..].copy_from_slice(&data);
+            elem_fields(&e)
+        }),
+        Typed::QuerySchedRes => typed_fields(aq.query_sched_res(), |q| {
+            let mut p = vec![
+                ("num_tx_sched_layers", q.layers.into()),
+                ("num_tx_sched_phys_layers", q.phys_layers.into()),
+                ("flattened_layers", q.flattened_layers.into()),
+                ("max_cgds", q.max_cgds.into()),
+            ];
+            for m in q.max_children.iter().flatten() {
+                p.push(("max_children[i]", u64::from(*m)));
             }
-            Err(x) => x.linux_errno(),
-        },
-    };
-    (r, p)
+            p
+        }),
+    }
+}
+
+/// A typed command's return and, when it succeeded, its answer's fields.
+fn typed_fields<T>(
+    r: Result<T, irdma::ice::cmd::CmdError>,
+    fields: impl FnOnce(T) -> Vec<(&'static str, u64)>,
+) -> (i32, Vec<(&'static str, u64)>) {
+    match r {
+        Ok(x) => (0, fields(x)),
+        Err(x) => (x.linux_errno(), Vec::new()),
+    }
 }
 
 /// Whether the op's last command was completed by the firmware (then the
