@@ -1643,41 +1643,11 @@ fn dstate(aq: &AdminQueue<SimHal, FwBar>) -> QState {
     QState { sq_count, rq_count, sq_ntu, sq_ntc, rq_ntu, rq_ntc, last_status: aq.last_status() }
 }
 
-/// The driver's side.
 fn run_driver(c: &LanCase) -> Vec<OpOut> {
     fresh_fw(c);
     let mut outs = Vec::new();
-    let cfg = AqConfig {
-        sq_entries: c.sq_entries,
-        rq_entries: c.rq_entries,
-        sq_buf_size: c.sq_buf,
-        rq_buf_size: c.rq_buf,
-        // ice's: ICE_CTL_Q_SQ_CMD_TIMEOUT × ICE_CTL_Q_SQ_CMD_USEC,
-        // ICE_SQ_SEND_DELAY_TIME_MS, ICE_SQ_SEND_MAX_EXECUTE
-        timeouts: AqTimeouts {
-            command: Duration::from_secs(1),
-            busy_delay: Duration::from_millis(10),
-            busy_sends: 3,
-        },
-    };
     let mut o = OpOut::default();
-    let started = match &c.init_all {
-        None => AdminQueue::<SimHal, FwBar>::start(FwBar, &cfg).map_err(|e| e.linux_errno()),
-        Some(answers) => {
-            FW.with(|f| f.borrow_mut().answers.extend(answers.iter().cloned()));
-            match AdminQueue::<SimHal, FwBar>::start_checked(&FwBar, &cfg) {
-                Ok((aq, v)) => {
-                    o.version = Some((v.api, v.fw_build));
-                    Ok(aq)
-                }
-                Err((e, v)) => {
-                    o.version = v.map(|v| (v.api, v.fw_build));
-                    Err(e.linux_errno())
-                }
-            }
-        }
-    };
-    let mut aq = match started {
+    let mut aq = match driver_start(c, &mut o) {
         Ok(aq) => aq,
         Err(e) => {
             o.rets.push(e);
@@ -1693,57 +1663,7 @@ fn run_driver(c: &LanCase) -> Vec<OpOut> {
     for op in &c.ops {
         arm(op);
         let mut o = OpOut::default();
-        match op {
-            LanOp::InitCheck { .. } => {
-                let r = aq.init_check();
-                o.rets.push(match &r {
-                    Ok(_) => 0,
-                    Err((e, _)) => e.linux_errno(),
-                });
-                if let Ok(v) | Err((_, Some(v))) = &r {
-                    o.version = Some((v.api, v.fw_build));
-                }
-            }
-            LanOp::Send { desc, buf, size, .. } => {
-                let mut d = Desc::from_bytes(*desc);
-                let mut b = buf.clone();
-                // SAFETY: the harness's firmware is the only device: no RDMA
-                // `Device` exists, and it touches only registered memory.
-                let r = unsafe { aq.send_sized(&mut d, b.as_deref_mut(), *size as usize) };
-                o.rets.push(r.err().map_or(0, |e| e.linux_errno()));
-                if written_back() {
-                    o.descs.push(norm(*d.bytes(), b.is_some()));
-                }
-                if let Some(b) = b {
-                    o.bufs.push(b);
-                }
-            }
-            LanOp::Events { cleans, out_len, .. } => {
-                for _ in 0..*cleans {
-                    let mut b = vec![0u8; *out_len as usize];
-                    match aq.next_event(&mut b) {
-                        Ok(Some(ev)) => {
-                            o.rets.push(0);
-                            o.descs.push(norm(*ev.desc.bytes(), true));
-                            b.truncate(ev.msg_len);
-                            o.bufs.push(b);
-                            o.ev.push((ev.msg_len as u16, ev.pending));
-                        }
-                        Ok(None) => o.rets.push(EALREADY),
-                        Err(e) => o.rets.push(e.linux_errno()),
-                    }
-                }
-            }
-            LanOp::Reset(on) => aq.set_reset_ongoing(*on),
-            LanOp::Typed { cmd, .. } => {
-                let (r, parsed) = driver_typed(&mut aq, cmd);
-                o.rets.push(r);
-                o.parsed = parsed;
-            }
-            LanOp::Shutdown { .. } => {
-                let _ = aq.shutdown(true);
-            }
-        }
+        driver_op(&mut aq, op, &mut o);
         o.state = dstate(&aq);
         collect(&mut o);
         outs.push(o);
@@ -1752,6 +1672,109 @@ fn run_driver(c: &LanCase) -> Vec<OpOut> {
     drop(aq);
     FW.with(|f| f.borrow_mut().writes.clear());
     outs
+}
+
+/// The driver's start: `start`, or `start_checked` with the case's answers
+/// (the version it read into `o`); the queue or the errno.
+fn driver_start(c: &LanCase, o: &mut OpOut) -> Result<AdminQueue<SimHal, FwBar>, i32> {
+    let cfg = AqConfig {
+        sq_entries: c.sq_entries,
+        rq_entries: c.rq_entries,
+        sq_buf_size: c.sq_buf,
+        rq_buf_size: c.rq_buf,
+        // ice's: ICE_CTL_Q_SQ_CMD_TIMEOUT × ICE_CTL_Q_SQ_CMD_USEC,
+        // ICE_SQ_SEND_DELAY_TIME_MS, ICE_SQ_SEND_MAX_EXECUTE
+        timeouts: AqTimeouts {
+            command: Duration::from_secs(1),
+            busy_delay: Duration::from_millis(10),
+            busy_sends: 3,
+        },
+    };
+    match &c.init_all {
+        None => AdminQueue::<SimHal, FwBar>::start(FwBar, &cfg).map_err(|e| e.linux_errno()),
+        Some(answers) => {
+            FW.with(|f| f.borrow_mut().answers.extend(answers.iter().cloned()));
+            match AdminQueue::<SimHal, FwBar>::start_checked(&FwBar, &cfg) {
+                Ok((aq, v)) => {
+                    o.version = Some((v.api, v.fw_build));
+                    Ok(aq)
+                }
+                Err((e, v)) => {
+                    o.version = v.map(|v| (v.api, v.fw_build));
+                    Err(e.linux_errno())
+                }
+            }
+        }
+    }
+}
+
+/// One op on the driver's queue, its returns and outputs into `o`.
+fn driver_op(aq: &mut AdminQueue<SimHal, FwBar>, op: &LanOp, o: &mut OpOut) {
+    match op {
+        LanOp::InitCheck { .. } => {
+            let r = aq.init_check();
+            o.rets.push(match &r {
+                Ok(_) => 0,
+                Err((e, _)) => e.linux_errno(),
+            });
+            if let Ok(v) | Err((_, Some(v))) = &r {
+                o.version = Some((v.api, v.fw_build));
+            }
+        }
+        LanOp::Send { desc, buf, size, .. } => driver_send(aq, desc, buf, *size, o),
+        LanOp::Events { cleans, out_len, .. } => {
+            for _ in 0..*cleans {
+                driver_event(aq, *out_len, o);
+            }
+        }
+        LanOp::Reset(on) => aq.set_reset_ongoing(*on),
+        LanOp::Typed { cmd, .. } => {
+            let (r, parsed) = driver_typed(aq, cmd);
+            o.rets.push(r);
+            o.parsed = parsed;
+        }
+        LanOp::Shutdown { .. } => {
+            let _ = aq.shutdown(true);
+        }
+    }
+}
+
+/// `send_sized`: the descriptor written back and the buffer.
+fn driver_send(
+    aq: &mut AdminQueue<SimHal, FwBar>,
+    desc: &[u8; 32],
+    buf: &Option<Vec<u8>>,
+    size: u16,
+    o: &mut OpOut,
+) {
+    let mut d = Desc::from_bytes(*desc);
+    let mut b = buf.clone();
+    // SAFETY: the harness's firmware is the only device: no RDMA
+    // `Device` exists, and it touches only registered memory.
+    let r = unsafe { aq.send_sized(&mut d, b.as_deref_mut(), size as usize) };
+    o.rets.push(r.err().map_or(0, |e| e.linux_errno()));
+    if written_back() {
+        o.descs.push(norm(*d.bytes(), b.is_some()));
+    }
+    if let Some(b) = b {
+        o.bufs.push(b);
+    }
+}
+
+/// One `next_event` into a buffer of `out_len` bytes.
+fn driver_event(aq: &mut AdminQueue<SimHal, FwBar>, out_len: u16, o: &mut OpOut) {
+    let mut b = vec![0u8; out_len as usize];
+    match aq.next_event(&mut b) {
+        Ok(Some(ev)) => {
+            o.rets.push(0);
+            o.descs.push(norm(*ev.desc.bytes(), true));
+            b.truncate(ev.msg_len);
+            o.bufs.push(b);
+            o.ev.push((ev.msg_len as u16, ev.pending));
+        }
+        Ok(None) => o.rets.push(EALREADY),
+        Err(e) => o.rets.push(e.linux_errno()),
+    }
 }
 
 /// A difference: the op (0 = start, k = ops[k-1]) and what differed.
