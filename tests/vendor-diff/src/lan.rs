@@ -1855,6 +1855,21 @@ pub const KNOWN: &[&str] = &[
 ];
 
 fn classify(c: &LanCase, v: &[OpOut], d: &[OpOut], diff: &LanDiff) -> Option<&'static str> {
+    if let Some(id) = classify_start(c, d, diff) {
+        return Some(id);
+    }
+    let op = diff.op.checked_sub(1).and_then(|k| c.ops.get(k));
+    classify_events(c, op, v, d, diff)
+        .or_else(|| classify_typed(op, v, d, diff))
+        .or_else(|| classify_caps(op, v, d, diff))
+        .or_else(|| classify_send(op, v, d, diff))
+}
+
+/// A deviation's id, if the difference is a listed one.
+type Verdict = Option<&'static str>;
+
+/// A start the driver refuses quietly: a ring or buffer size over its limit.
+fn classify_start(c: &LanCase, d: &[OpOut], diff: &LanDiff) -> Verdict {
     let refused_quietly = |o: &OpOut| o.rets == [EIO] && o.writes.is_empty();
     if diff.op == 0 && d.first().is_some_and(refused_quietly) {
         if c.sq_entries > regs::LEN_MAX || c.rq_entries > regs::LEN_MAX {
@@ -1864,7 +1879,17 @@ fn classify(c: &LanCase, v: &[OpOut], d: &[OpOut], diff: &LanDiff) -> Option<&'s
             return Some("aq_buf_over_4096");
         }
     }
-    let op = diff.op.checked_sub(1).and_then(|k| c.ops.get(k));
+    None
+}
+
+/// An event op: the ARQ head past the ring, an event longer than a slot.
+fn classify_events(
+    c: &LanCase,
+    op: Option<&LanOp>,
+    v: &[OpOut],
+    d: &[OpOut],
+    diff: &LanDiff,
+) -> Verdict {
     if let Some(LanOp::Events { bad_arqh, .. }) = op {
         if let Some(h) = bad_arqh
             && (*h & regs::LEN_MASK) >= u32::from(c.rq_entries)
@@ -1876,6 +1901,11 @@ fn classify(c: &LanCase, v: &[OpOut], d: &[OpOut], diff: &LanDiff) -> Option<&'s
             return Some("arq_event_longer_than_slot_buffer");
         }
     }
+    None
+}
+
+/// A typed command: too many layers, the element count, the MAC read buffer.
+fn classify_typed(op: Option<&LanOp>, v: &[OpOut], d: &[OpOut], diff: &LanDiff) -> Verdict {
     if let Some(LanOp::Typed { cmd, answers, .. }) = op {
         let dr = d.get(diff.op).and_then(|o| o.rets.first().copied());
         match cmd {
@@ -1912,6 +1942,11 @@ fn classify(c: &LanCase, v: &[OpOut], d: &[OpOut], diff: &LanDiff) -> Option<&'s
             _ => {}
         }
     }
+    None
+}
+
+/// Device or function capabilities.
+fn classify_caps(op: Option<&LanOp>, v: &[OpOut], d: &[OpOut], diff: &LanDiff) -> Verdict {
     // capabilities: the only differences are 16-bit fields of ice's that
     // the driver keeps whole (the vendor value is the driver's low 16 bits)
     if let (
@@ -1933,6 +1968,11 @@ fn classify(c: &LanCase, v: &[OpOut], d: &[OpOut], diff: &LanDiff) -> Option<&'s
             return Some("caps_fields_kept_in_32_bits");
         }
     }
+    None
+}
+
+/// A refused send.
+fn classify_send(op: Option<&LanOp>, v: &[OpOut], d: &[OpOut], diff: &LanDiff) -> Verdict {
     // only the caller's descriptor differs, by BUF/LB, after a refused send
     if let (Some(LanOp::Send { .. }), Some(a), Some(b)) = (op, v.get(diff.op), d.get(diff.op)) {
         let only_flags = a.descs.len() == b.descs.len()
