@@ -1384,17 +1384,10 @@ unsafe fn vendor_typed(hw: *mut IceHw, cmd: &Typed) -> (i32, Vec<(&'static str, 
                 let r = vd_ice_get_fw_ver(hw);
                 let mut s = VdIceState::default();
                 vd_ice_state(hw, &mut s);
-                let api = [s.api_branch, s.api_maj, s.api_min, s.api_patch];
                 // ice_common.c ice_aq_get_fw_ver stores the version exactly
                 // when the command succeeded (an all-0xff answer included,
                 // which the glue's pre-set cannot tell from "not stored")
-                if r == 0 {
-                    p.push(("api", u64::from(u32::from_le_bytes(api))));
-                    p.push(("fw_build", u64::from(s.fw_build)));
-                    let fw = [s.fw_branch, s.fw_maj, s.fw_min, s.fw_patch];
-                    p.push(("fw", u64::from(u32::from_le_bytes(fw))));
-                }
-                r
+                fields_if_ok(r, &mut p, || vendor_version_fields(&s))
             }
             Typed::SetEventMask { lport, mask } => vd_ice_set_event_mask(hw, lport, mask),
             Typed::RestartAn { lport, ena } => {
@@ -1405,74 +1398,81 @@ unsafe fn vendor_typed(hw: *mut IceHw, cmd: &Typed) -> (i32, Vec<(&'static str, 
             Typed::MacRead { buf_len } => {
                 let mut mac = [0u8; 6];
                 let r = vd_ice_mac_read(hw, buf_len, mac.as_mut_ptr());
-                if r == 0 {
-                    p.push(("port_info.mac.lan_addr", mac_u64(mac)));
-                }
-                r
+                fields_if_ok(r, &mut p, || vec![("port_info.mac.lan_addr", mac_u64(mac))])
             }
             Typed::LinkInfo { lport, ena_lse } => {
                 vd_ice_set_lport(hw, lport);
                 let mut l = VdLink::default();
                 let r = vd_ice_link_info(hw, u8::from(ena_lse), &mut l);
-                if r == 0 {
-                    p = link_fields!(l, l.fc_mode);
-                }
-                r
+                fields_if_ok(r, &mut p, || link_fields!(l, l.fc_mode))
             }
             Typed::GetDfltTopo { lport } => {
                 let mut b = vec![0u8; 4096];
                 let mut n = 0u8;
                 let r = vd_ice_get_dflt_topo(hw, lport, b.as_mut_ptr(), &mut n);
-                if r == 0 {
-                    p.push(("num_branches", n.into()));
-                    p.push(("buf_hash", hash(&b)));
-                }
-                r
+                fields_if_ok(r, &mut p, || vec![("num_branches", n.into()), ("buf_hash", hash(&b))])
             }
             Typed::DevCaps { pf_id } => {
                 let mut v = [0u32; 20];
                 let r = vd_ice_dev_caps(hw, pf_id, v.as_mut_ptr());
-                if r == 0 {
-                    p = cap_fields(&v, &DEV_CAP_NAMES);
-                }
-                r
+                fields_if_ok(r, &mut p, || cap_fields(&v, &DEV_CAP_NAMES))
             }
             Typed::FuncCaps { valid_functions, num_funcs } => {
                 let mut v = [0u32; 20];
                 let r = vd_ice_func_caps(hw, valid_functions, num_funcs, v.as_mut_ptr());
-                if r == 0 {
-                    p = cap_fields(&v, &FUNC_CAP_NAMES);
-                }
-                r
+                fields_if_ok(r, &mut p, || cap_fields(&v, &FUNC_CAP_NAMES))
             }
             Typed::QueryElem { teid } => {
                 let mut e = [0u8; 24];
                 let r = vd_ice_query_elem(hw, teid, e.as_mut_ptr());
-                if r == 0 {
-                    p = elem_fields(&e);
-                }
-                r
+                fields_if_ok(r, &mut p, || elem_fields(&e))
             }
             Typed::QuerySchedRes => {
                 let mut q = VdSched::default();
                 let r = vd_ice_query_sched_res(hw, &mut q);
-                if r == 0 {
-                    p = vec![
-                        ("num_tx_sched_layers", q.layers.into()),
-                        ("num_tx_sched_phys_layers", q.phys_layers.into()),
-                        ("flattened_layers", q.flattened.into()),
-                        ("max_cgds", q.max_cgds.into()),
-                    ];
-                    let n = usize::from(q.layers).saturating_sub(1).min(9);
-                    for m in &q.max_children[..n] {
-                        p.push(("max_children[i]", u64::from(*m)));
-                    }
-                }
-                r
+                fields_if_ok(r, &mut p, || vendor_sched_res_fields(&q))
             }
         }
     };
     (r, p)
+}
+
+/// `r`, and `fields()` into `p` when it is 0 (the vendor succeeded).
+fn fields_if_ok(
+    r: i32,
+    p: &mut Vec<(&'static str, u64)>,
+    fields: impl FnOnce() -> Vec<(&'static str, u64)>,
+) -> i32 {
+    if r == 0 {
+        *p = fields();
+    }
+    r
+}
+
+/// The firmware version ice_aq_get_fw_ver stored.
+fn vendor_version_fields(s: &VdIceState) -> Vec<(&'static str, u64)> {
+    let api = [s.api_branch, s.api_maj, s.api_min, s.api_patch];
+    let fw = [s.fw_branch, s.fw_maj, s.fw_min, s.fw_patch];
+    vec![
+        ("api", u64::from(u32::from_le_bytes(api))),
+        ("fw_build", u64::from(s.fw_build)),
+        ("fw", u64::from(u32::from_le_bytes(fw))),
+    ]
+}
+
+/// What ice_sched_query_res_alloc stored.
+fn vendor_sched_res_fields(q: &VdSched) -> Vec<(&'static str, u64)> {
+    let mut p = vec![
+        ("num_tx_sched_layers", q.layers.into()),
+        ("num_tx_sched_phys_layers", q.phys_layers.into()),
+        ("flattened_layers", q.flattened.into()),
+        ("max_cgds", q.max_cgds.into()),
+    ];
+    let n = usize::from(q.layers).saturating_sub(1).min(9);
+    for m in &q.max_children[..n] {
+        p.push(("max_children[i]", u64::from(*m)));
+    }
+    p
 }
 
 /// The driver's common capabilities in the glue's order. Linux 6.1 keeps
