@@ -505,78 +505,7 @@ fn vendor_typed(
     let ret = o.rets.first().copied().unwrap_or(0);
     let mut out = Map::new();
     out.insert("sq_last_status".into(), o.state.last_status.into());
-    let field = |k: &str| o.parsed.iter().find(|(n, _)| *n == k).map(|(_, v)| *v);
-    match cmd {
-        Typed::GetVersion => {
-            ring_fields(&mut out, &o.state);
-            if ret == 0
-                && let (Some(api), Some(build), Some(fw)) =
-                    (field("api"), field("fw_build"), field("fw"))
-            {
-                let b = |v: u64, i: u32| Value::from((v >> (8 * i)) as u8);
-                for (i, k) in
-                    ["fw_branch", "fw_maj_ver", "fw_min_ver", "fw_patch"].iter().enumerate()
-                {
-                    out.insert((*k).into(), b(fw, i as u32));
-                }
-                out.insert("fw_build".into(), format!("{build:#x}").into());
-                for (i, k) in
-                    ["api_branch", "api_maj_ver", "api_min_ver", "api_patch"].iter().enumerate()
-                {
-                    out.insert((*k).into(), b(api, i as u32));
-                }
-            }
-        }
-        Typed::MacRead { .. } => {
-            if ret == 0
-                && let Some(m) = field("port_info.mac.lan_addr")
-            {
-                // ice_aq_manage_mac_read copies the LAN address into both
-                let m = Value::String(format!("{m:012x}"));
-                out.insert("port_info.mac.lan_addr".into(), m.clone());
-                out.insert("port_info.mac.perm_addr".into(), m);
-            }
-        }
-        Typed::LinkInfo { .. } if ret == 0 => {
-            // struct ice_link_status as ice_aq_get_link_info left it
-            for (k, v) in &o.parsed {
-                let k =
-                    if k.starts_with("fc.") { (*k).to_string() } else { format!("link_info.{k}") };
-                out.insert(k, (*v).into());
-            }
-        }
-        Typed::DevCaps { .. } | Typed::FuncCaps { .. } if ret == 0 => {
-            // lan.rs cap_fields: 15 common capabilities, then the
-            // device's or the function's own ("-": none); 6.1's `rdma` is
-            // the published `iwarp`
-            let prefix =
-                if matches!(cmd, Typed::DevCaps { .. }) { "dev_caps" } else { "func_caps" };
-            for (i, (k, v)) in o.parsed.iter().enumerate() {
-                let k = match (i < 15, *k) {
-                    (_, "-") => continue,
-                    (true, "rdma") => "common_cap.iwarp".to_string(),
-                    (true, k) => format!("common_cap.{k}"),
-                    (false, k) => k.to_string(),
-                };
-                out.insert(format!("{prefix}.{k}"), (*v).into());
-            }
-        }
-        Typed::QuerySchedRes if ret == 0 => {
-            // ice_sched_query_res_alloc: the layer counts, then
-            // max_children[i] for the layers it filled
-            let mut i = 0;
-            for (k, v) in &o.parsed {
-                let k = if *k == "max_children[i]" {
-                    i += 1;
-                    format!("max_children[{}]", i - 1)
-                } else {
-                    (*k).to_string()
-                };
-                out.insert(k, (*v).into());
-            }
-        }
-        _ => {}
-    }
+    typed_outputs(cmd, ret, &o, &mut out);
     let mut v = OneCall {
         op,
         name: format!("vd{n}_{op}_pos{}", ring.position),
@@ -600,6 +529,87 @@ fn vendor_typed(
         _ => {}
     }
     Ok(v)
+}
+
+/// A typed command's outputs as the vendor left them (`ret` its return).
+fn typed_outputs(cmd: Typed, ret: i32, o: &lan::OpOut, out: &mut Map<String, Value>) {
+    match cmd {
+        Typed::GetVersion => version_outputs(ret, o, out),
+        Typed::MacRead { .. } => {
+            if ret == 0
+                && let Some(m) = parsed_field(o, "port_info.mac.lan_addr")
+            {
+                // ice_aq_manage_mac_read copies the LAN address into both
+                let m = Value::String(format!("{m:012x}"));
+                out.insert("port_info.mac.lan_addr".into(), m.clone());
+                out.insert("port_info.mac.perm_addr".into(), m);
+            }
+        }
+        Typed::LinkInfo { .. } if ret == 0 => {
+            // struct ice_link_status as ice_aq_get_link_info left it
+            for (k, v) in &o.parsed {
+                let k =
+                    if k.starts_with("fc.") { (*k).to_string() } else { format!("link_info.{k}") };
+                out.insert(k, (*v).into());
+            }
+        }
+        Typed::DevCaps { .. } | Typed::FuncCaps { .. } if ret == 0 => caps_outputs(cmd, o, out),
+        Typed::QuerySchedRes if ret == 0 => {
+            // ice_sched_query_res_alloc: the layer counts, then
+            // max_children[i] for the layers it filled
+            let mut i = 0;
+            for (k, v) in &o.parsed {
+                let k = if *k == "max_children[i]" {
+                    i += 1;
+                    format!("max_children[{}]", i - 1)
+                } else {
+                    (*k).to_string()
+                };
+                out.insert(k, (*v).into());
+            }
+        }
+        _ => {}
+    }
+}
+
+/// A parsed field of the vendor's answer.
+fn parsed_field(o: &lan::OpOut, k: &str) -> Option<u64> {
+    o.parsed.iter().find(|(n, _)| *n == k).map(|(_, v)| *v)
+}
+
+/// ice_aq_get_fw_ver: the ring, and the version when it succeeded.
+fn version_outputs(ret: i32, o: &lan::OpOut, out: &mut Map<String, Value>) {
+    ring_fields(out, &o.state);
+    if ret == 0
+        && let (Some(api), Some(build), Some(fw)) =
+            (parsed_field(o, "api"), parsed_field(o, "fw_build"), parsed_field(o, "fw"))
+    {
+        let b = |v: u64, i: u32| Value::from((v >> (8 * i)) as u8);
+        for (i, k) in ["fw_branch", "fw_maj_ver", "fw_min_ver", "fw_patch"].iter().enumerate() {
+            out.insert((*k).into(), b(fw, i as u32));
+        }
+        out.insert("fw_build".into(), format!("{build:#x}").into());
+        for (i, k) in ["api_branch", "api_maj_ver", "api_min_ver", "api_patch"].iter().enumerate() {
+            out.insert((*k).into(), b(api, i as u32));
+        }
+    }
+}
+
+/// Device or function capabilities under their published names.
+fn caps_outputs(cmd: Typed, o: &lan::OpOut, out: &mut Map<String, Value>) {
+    // lan.rs cap_fields: 15 common capabilities, then the
+    // device's or the function's own ("-": none); 6.1's `rdma` is
+    // the published `iwarp`
+    let prefix = if matches!(cmd, Typed::DevCaps { .. }) { "dev_caps" } else { "func_caps" };
+    for (i, (k, v)) in o.parsed.iter().enumerate() {
+        let k = match (i < 15, *k) {
+            (_, "-") => continue,
+            (true, "rdma") => "common_cap.iwarp".to_string(),
+            (true, k) => format!("common_cap.{k}"),
+            (false, k) => k.to_string(),
+        };
+        out.insert(format!("{prefix}.{k}"), (*v).into());
+    }
 }
 
 /// An ARQ event as the runner posts it (`inputs.arq_events[i]`): the
