@@ -858,11 +858,26 @@ pub fn generate(seed: u64, cases: u64) -> Result<Written, String> {
         out.push(vendor_send(n, &s)?);
     }
     let sends = out.len();
+    let mut acc = Cases { out, ..Cases::default() };
+    typed_cases(seed, cases, &mut acc)?;
+    other_cases(seed, cases, &mut acc)?;
+    Ok(lan_doc(seed, sends, acc))
+}
+
+/// The cases written, how many per published op, and the cases left out
+/// per deviation.
+#[derive(Default)]
+struct Cases {
+    out: Vec<Value>,
+    typed: std::collections::BTreeMap<&'static str, usize>,
+    left_out: std::collections::BTreeMap<&'static str, usize>,
+}
+
+/// The typed commands' cases (those the runner has an op for).
+fn typed_cases(seed: u64, cases: u64, acc: &mut Cases) -> Result<(), String> {
     // the typed commands draw from their own stream: the send cases of a
     // seed stay what they were
     let mut t = Rng::new(seed ^ 0x7479_7065_645f_636d);
-    let mut typed = std::collections::BTreeMap::<&str, usize>::new();
-    let mut left_out = std::collections::BTreeMap::<&str, usize>::new();
     for n in 0..cases {
         let (cmd, answers, regs) = loop {
             if let LanOp::Typed { cmd, answers, regs } = lan::gen_typed(&mut t)
@@ -879,17 +894,22 @@ pub fn generate(seed: u64, cases: u64) -> Result<Written, String> {
         {
             // deviations.toml sched_layers_over_9: the driver refuses what
             // ice truncates to a u8 or reads past its answer for
-            *left_out.entry("sched_layers_over_9").or_default() += 1;
+            *acc.left_out.entry("sched_layers_over_9").or_default() += 1;
             continue;
         }
         if let Some(id) = typed_deviation(&ring, cmd, &answers, &regs) {
-            *left_out.entry(id).or_default() += 1;
+            *acc.left_out.entry(id).or_default() += 1;
             continue;
         }
         let c = vendor_typed(cases + n, &ring, cmd, &answers, &regs)?;
-        *typed.entry(typed_op(&cmd).map_or("?", |x| x.0)).or_default() += 1;
-        out.push(c);
+        *acc.typed.entry(typed_op(&cmd).map_or("?", |x| x.0)).or_default() += 1;
+        acc.out.push(c);
     }
+    Ok(())
+}
+
+/// ARQ events, shutdowns and checked starts.
+fn other_cases(seed: u64, cases: u64, acc: &mut Cases) -> Result<(), String> {
     // ARQ events (their own stream too), then shutdowns
     let mut e = Rng::new(seed ^ 0x6172_715f_6576_7473);
     for n in 0..cases / 4 {
@@ -897,30 +917,35 @@ pub fn generate(seed: u64, cases: u64) -> Result<Written, String> {
             continue;
         };
         let ring = gen_ring(&mut e);
-        out.push(vendor_events(2 * cases + n, &ring, &evs, cleans, out_len)?);
-        *typed.entry("clean_rq_elem").or_default() += 1;
+        acc.out.push(vendor_events(2 * cases + n, &ring, &evs, cleans, out_len)?);
+        *acc.typed.entry("clean_rq_elem").or_default() += 1;
     }
     for n in 0..cases / 8 {
         let ring = gen_ring(&mut e);
-        out.push(vendor_shutdown(3 * cases + n, &ring)?);
-        *typed.entry("shutdown_all_ctrlq").or_default() += 1;
+        acc.out.push(vendor_shutdown(3 * cases + n, &ring)?);
+        *acc.typed.entry("shutdown_all_ctrlq").or_default() += 1;
     }
     for n in 0..cases / 4 {
         let ring = gen_ring(&mut e);
         let answer = lan::gen_version(&mut e);
         match vendor_init_all(4 * cases + n, &ring, &answer)? {
             Some(c) => {
-                out.push(c);
-                *typed.entry("init_all_ctrlq").or_default() += 1;
+                acc.out.push(c);
+                *acc.typed.entry("init_all_ctrlq").or_default() += 1;
             }
             // 6.1's ice_init_all_ctrlq restarts the queue on -EIO; the
             // runner (and the published set) start once
-            None => *left_out.entry("init_all_ctrlq_retried").or_default() += 1,
+            None => *acc.left_out.entry("init_all_ctrlq_retried").or_default() += 1,
         }
     }
-    let count = out.len();
+    Ok(())
+}
+
+/// The document: the cases, their counts and what was left out.
+fn lan_doc(seed: u64, sends: usize, acc: Cases) -> Written {
+    let count = acc.out.len();
     let mut counts = json!({"send_cmd": sends});
-    for (k, v) in typed {
+    for (k, v) in acc.typed {
         counts[k] = v.into();
     }
     let doc = json!({
@@ -938,12 +963,12 @@ pub fn generate(seed: u64, cases: u64) -> Result<Written, String> {
                       "-22": "EINVAL", "-28": "ENOSPC", "-114": "EALREADY"},
             "published": false,
             "counts": counts,
-            "left_out": left_out,
+            "left_out": acc.left_out,
         },
-        "cases": out,
+        "cases": acc.out,
         "count": count,
     });
-    Ok(Written { doc, count })
+    Written { doc, count }
 }
 
 fn unhex(s: &str) -> Vec<u8> {
