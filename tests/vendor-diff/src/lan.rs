@@ -1569,30 +1569,12 @@ fn driver_typed(
                 vec![("num_branches", n.into()), ("buf_hash", hash(&b))]
             })
         }
-        Typed::DevCaps { pf_id } => typed_fields(aq.discover_dev_caps(pf_id), |d| {
-            let own = [
-                d.num_vfs_exposed,
-                d.num_vsi_allocd_to_host,
-                d.num_flow_director_fltr,
-                d.num_funcs,
-                0,
-            ];
-            cap_fields(&common_caps(&d.common, own), &DEV_CAP_NAMES)
-        }),
+        Typed::DevCaps { pf_id } => typed_fields(aq.discover_dev_caps(pf_id), dev_caps_fields),
         Typed::FuncCaps { valid_functions, num_funcs } => {
             let mut dev = irdma::ice::caps::DevCaps::default();
             dev.common.valid_functions = valid_functions;
             dev.num_funcs = num_funcs;
-            typed_fields(aq.discover_func_caps(&dev), |f| {
-                let own = [
-                    f.num_allocd_vfs,
-                    f.vf_base_id,
-                    f.guar_num_vsi,
-                    f.fd_fltr_guar,
-                    f.fd_fltr_best_effort,
-                ];
-                cap_fields(&common_caps(&f.common, own), &FUNC_CAP_NAMES)
-            })
+            typed_fields(aq.discover_func_caps(&dev), func_caps_fields)
         }
         Typed::QueryElem { teid } => typed_fields(aq.query_sched_elem(teid), |(parent, data)| {
             let mut e = [0u8; 24];
@@ -1601,19 +1583,36 @@ fn driver_typed(
             e[8..].copy_from_slice(&data);
             elem_fields(&e)
         }),
-        Typed::QuerySchedRes => typed_fields(aq.query_sched_res(), |q| {
-            let mut p = vec![
-                ("num_tx_sched_layers", q.layers.into()),
-                ("num_tx_sched_phys_layers", q.phys_layers.into()),
-                ("flattened_layers", q.flattened_layers.into()),
-                ("max_cgds", q.max_cgds.into()),
-            ];
-            for m in q.max_children.iter().flatten() {
-                p.push(("max_children[i]", u64::from(*m)));
-            }
-            p
-        }),
+        Typed::QuerySchedRes => typed_fields(aq.query_sched_res(), sched_res_fields),
     }
+}
+
+/// The driver's device capabilities under the glue's names.
+fn dev_caps_fields(d: irdma::ice::caps::DevCaps) -> Vec<(&'static str, u64)> {
+    let own =
+        [d.num_vfs_exposed, d.num_vsi_allocd_to_host, d.num_flow_director_fltr, d.num_funcs, 0];
+    cap_fields(&common_caps(&d.common, own), &DEV_CAP_NAMES)
+}
+
+/// The driver's function capabilities under the glue's names.
+fn func_caps_fields(f: irdma::ice::caps::FuncCaps) -> Vec<(&'static str, u64)> {
+    let own =
+        [f.num_allocd_vfs, f.vf_base_id, f.guar_num_vsi, f.fd_fltr_guar, f.fd_fltr_best_effort];
+    cap_fields(&common_caps(&f.common, own), &FUNC_CAP_NAMES)
+}
+
+/// The driver's scheduler resources, as ice_sched_query_res_alloc stores them.
+fn sched_res_fields(q: irdma::ice::cmd::SchedResources) -> Vec<(&'static str, u64)> {
+    let mut p = vec![
+        ("num_tx_sched_layers", q.layers.into()),
+        ("num_tx_sched_phys_layers", q.phys_layers.into()),
+        ("flattened_layers", q.flattened_layers.into()),
+        ("max_cgds", q.max_cgds.into()),
+    ];
+    for m in q.max_children.iter().flatten() {
+        p.push(("max_children[i]", u64::from(*m)));
+    }
+    p
 }
 
 /// A typed command's return and, when it succeeded, its answer's fields.
