@@ -653,42 +653,13 @@ fn vendor_events(
         .collect();
     let outs = run_seq(ring, ops)?;
     let sq = usize::from(ring.sq_entries);
-    let arq_desc = |d: &[u8]| {
-        let mut b = [0u8; 32];
-        b[..24].copy_from_slice(&d[..24]);
-        json!({"hex": hexs(&b), "mask": format!("{}{}", "ff".repeat(24), "00".repeat(8)),
-               "addr": "arq_buffer"})
-    };
     // ice_alloc_arq_bufs arms every slot alike: the last slot's flags (no
     // event reaches it: fewer than 4 are posted on at least 8 slots)
     let armed = outs
         .first()
         .and_then(|o| o.rings.get(sq + usize::from(ring.rq_entries) - 1))
         .map_or(0, |d| u16::from_le_bytes([d[0], d[1]]));
-    let mut calls = Vec::new();
-    let mut ntc = 0u16;
-    for o in &outs {
-        let ret = o.rets.first().copied().unwrap_or(0);
-        let mut out = Map::new();
-        if ret == 0
-            && let (Some(d), Some(b), Some((ml, pend))) =
-                (o.descs.first(), o.bufs.first(), o.ev.first())
-        {
-            out.insert("event.desc".into(), arq_desc(d));
-            out.insert("event.msg_len".into(), (*ml).into());
-            out.insert("event.msg_buf".into(), hexs(b).into());
-            out.insert("pending".into(), (*pend).into());
-            out.insert("cleaned_slot".into(), ntc.into());
-            if let Some(r) = o.rings.get(sq + usize::from(ntc)) {
-                out.insert("rearmed_desc".into(), arq_desc(r));
-            }
-        }
-        out.insert("rq.next_to_clean".into(), o.state.rq_ntc.into());
-        out.insert("rq.next_to_use".into(), o.state.rq_ntu.into());
-        ntc = o.state.rq_ntc;
-        calls.push(json!({"fn": "ice_clean_rq_elem", "ret": ret, "ret_name": errno_name(ret),
-                          "outputs": out}));
-    }
+    let calls = clean_calls(sq, &outs);
     let ret = outs.first().and_then(|o| o.rets.first().copied()).unwrap_or(0);
     let reg_writes: Vec<Value> = outs
         .iter()
@@ -722,6 +693,45 @@ fn vendor_events(
             "reg_writes": reg_writes,
         },
     }))
+}
+
+/// An ARQ descriptor as published: its first 24 bytes (the buffer address
+/// masked out).
+fn arq_desc(d: &[u8]) -> Value {
+    let mut b = [0u8; 32];
+    b[..24].copy_from_slice(&d[..24]);
+    json!({"hex": hexs(&b), "mask": format!("{}{}", "ff".repeat(24), "00".repeat(8)),
+           "addr": "arq_buffer"})
+}
+
+/// One `calls` entry per ice_clean_rq_elem: the event it returned and the
+/// slot it re-armed, then the ring's indexes.
+fn clean_calls(sq: usize, outs: &[lan::OpOut]) -> Vec<Value> {
+    let mut calls = Vec::new();
+    let mut ntc = 0u16;
+    for o in outs {
+        let ret = o.rets.first().copied().unwrap_or(0);
+        let mut out = Map::new();
+        if ret == 0
+            && let (Some(d), Some(b), Some((ml, pend))) =
+                (o.descs.first(), o.bufs.first(), o.ev.first())
+        {
+            out.insert("event.desc".into(), arq_desc(d));
+            out.insert("event.msg_len".into(), (*ml).into());
+            out.insert("event.msg_buf".into(), hexs(b).into());
+            out.insert("pending".into(), (*pend).into());
+            out.insert("cleaned_slot".into(), ntc.into());
+            if let Some(r) = o.rings.get(sq + usize::from(ntc)) {
+                out.insert("rearmed_desc".into(), arq_desc(r));
+            }
+        }
+        out.insert("rq.next_to_clean".into(), o.state.rq_ntc.into());
+        out.insert("rq.next_to_use".into(), o.state.rq_ntu.into());
+        ntc = o.state.rq_ntc;
+        calls.push(json!({"fn": "ice_clean_rq_elem", "ret": ret, "ret_name": errno_name(ret),
+                          "outputs": out}));
+    }
+    calls
 }
 
 /// ice_init_all_ctrlq on a fresh function whose firmware answers the
