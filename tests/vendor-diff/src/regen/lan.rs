@@ -993,6 +993,34 @@ type Regs = Vec<(usize, u32)>;
 /// harness's firmware cannot stand in for the published one.
 fn common_of(c: &Value) -> Result<(Ring, Vec<Answer>, Regs), String> {
     let i = &c["inputs"];
+    let regs = common_regs(c)?;
+    if i["hw"]["mac_type"].as_str().is_some_and(|m| m != "E810") {
+        return Err("a non-E810 MAC type".into());
+    }
+    let n = |v: &Value| super::num(v).unwrap_or(0);
+    let ring = &i["ring"];
+    if n(&ring["arq_position"]) != 0 || n(&ring["rq_buf_size"]) != 4096 {
+        return Err("an ARQ position or buffer size the harness session does not set".into());
+    }
+    let answers = c["outputs"]["commands"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(answer_of)
+        .collect::<Result<Vec<_>, _>>()?;
+    let ring = Ring {
+        sq_entries: n(&ring["sq_entries"]) as u16,
+        rq_entries: n(&ring["rq_entries"]) as u16,
+        sq_buf: n(&ring["sq_buf_size"]) as u16,
+        position: n(&ring["position"]) as u16,
+    };
+    Ok((ring, answers, regs))
+}
+
+/// The registers a published case sets, once its inputs are ones the
+/// harness firmware can stand in for.
+fn common_regs(c: &Value) -> Result<Regs, String> {
+    let i = &c["inputs"];
     for k in ["state", "arq_events", "bar_fault", "vsi0", "vsi1"] {
         if i.get(k).is_some()
             && !(k == "arq_events" && c["op"] == "clean_rq_elem")
@@ -1013,70 +1041,51 @@ fn common_of(c: &Value) -> Result<(Ring, Vec<Answer>, Regs), String> {
             regs.push((o as usize, v as u32));
         }
     }
-    if i["hw"]["mac_type"].as_str().is_some_and(|m| m != "E810") {
-        return Err("a non-E810 MAC type".into());
+    Ok(regs)
+}
+
+/// The harness firmware's answer to one published command, from what the
+/// published firmware wrote back (`resp`; none: it hung).
+fn answer_of(k: &Value) -> Result<Answer, String> {
+    let r = &k["resp"];
+    if r.is_null() {
+        return Ok(Answer { retval: 0, datalen: None, buf: vec![], params: None, hang: true });
     }
-    let n = |v: &Value| super::num(v).unwrap_or(0);
-    let ring = &i["ring"];
-    if n(&ring["arq_position"]) != 0 || n(&ring["rq_buf_size"]) != 4096 {
-        return Err("an ARQ position or buffer size the harness session does not set".into());
+    let rd = unhex(r["desc"].as_str().unwrap_or(""));
+    let sd = unhex(k["desc"]["hex"].as_str().unwrap_or(""));
+    if rd.len() != 32 || sd.len() != 32 {
+        return Err("a descriptor that is not 32 bytes".into());
     }
-    let mut answers = Vec::new();
-    for k in c["outputs"]["commands"].as_array().into_iter().flatten() {
-        let r = &k["resp"];
-        if r.is_null() {
-            answers.push(Answer {
-                retval: 0,
-                datalen: None,
-                buf: vec![],
-                params: None,
-                hang: true,
-            });
-            continue;
-        }
-        let rd = unhex(r["desc"].as_str().unwrap_or(""));
-        let sd = unhex(k["desc"]["hex"].as_str().unwrap_or(""));
-        if rd.len() != 32 || sd.len() != 32 {
-            return Err("a descriptor that is not 32 bytes".into());
-        }
-        let retval = u16::from_le_bytes([rd[6], rd[7]]);
-        let posted = u16::from_le_bytes([sd[0], sd[1]]);
-        let want_fl = posted | 0x0003 | if retval != 0 { 0x0004 } else { 0 };
-        if u16::from_le_bytes([rd[0], rd[1]]) != want_fl
-            || rd[2..4] != sd[2..4]
-            || rd[8..16] != sd[8..16]
-        {
-            return Err("a firmware answer that rewrites flags, opcode or cookies (the harness firmware sets DD|CMP|ERR only)".into());
-        }
-        let indirect = posted & BUF != 0;
-        let mut p = [0u8; 16];
-        p.copy_from_slice(&rd[16..32]);
-        if indirect {
-            p[8..].copy_from_slice(&sd[24..32]);
-        }
-        let buf = match r.get("buf").filter(|b| b.is_object()) {
-            Some(b) => {
-                let mut x = unhex(b["hex"].as_str().unwrap_or(""));
-                x.resize(n(&b["len"]) as usize, 0);
-                x
-            }
-            None => vec![],
-        };
-        answers.push(Answer {
-            retval,
-            datalen: Some(u16::from_le_bytes([rd[4], rd[5]])),
-            buf,
-            params: Some(p),
-            hang: false,
-        });
+    let retval = u16::from_le_bytes([rd[6], rd[7]]);
+    let posted = u16::from_le_bytes([sd[0], sd[1]]);
+    let want_fl = posted | 0x0003 | if retval != 0 { 0x0004 } else { 0 };
+    if u16::from_le_bytes([rd[0], rd[1]]) != want_fl
+        || rd[2..4] != sd[2..4]
+        || rd[8..16] != sd[8..16]
+    {
+        return Err("a firmware answer that rewrites flags, opcode or cookies (the harness firmware sets DD|CMP|ERR only)".into());
     }
-    let ring = Ring {
-        sq_entries: n(&ring["sq_entries"]) as u16,
-        rq_entries: n(&ring["rq_entries"]) as u16,
-        sq_buf: n(&ring["sq_buf_size"]) as u16,
-        position: n(&ring["position"]) as u16,
+    let indirect = posted & BUF != 0;
+    let mut p = [0u8; 16];
+    p.copy_from_slice(&rd[16..32]);
+    if indirect {
+        p[8..].copy_from_slice(&sd[24..32]);
+    }
+    let buf = match r.get("buf").filter(|b| b.is_object()) {
+        Some(b) => {
+            let mut x = unhex(b["hex"].as_str().unwrap_or(""));
+            x.resize(super::num(&b["len"]).unwrap_or(0) as usize, 0);
+            x
+        }
+        None => vec![],
     };
-    Ok((ring, answers, regs))
+    Ok(Answer {
+        retval,
+        datalen: Some(u16::from_le_bytes([rd[4], rd[5]])),
+        buf,
+        params: Some(p),
+        hang: false,
+    })
 }
 
 /// A published `send_cmd` case as a [`SendCase`], or why not.
