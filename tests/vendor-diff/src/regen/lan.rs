@@ -1121,17 +1121,20 @@ fn send_of(c: &Value) -> Result<SendCase, String> {
     })
 }
 
+/// Whether every one of the published `args` is one of `ks`.
+fn known_args(a: &Value, ks: &[&str]) -> Result<(), String> {
+    match a.as_object().into_iter().flatten().find(|(k, _)| !ks.contains(&k.as_str())) {
+        Some((k, v)) => Err(format!("args.{k} = {v}: not an argument of Linux 6.1's function")),
+        None => Ok(()),
+    }
+}
+
 /// A published typed case as the harness's command, or why not.
 fn typed_of(c: &Value) -> Result<Typed, String> {
     let a = &c["inputs"]["args"];
     let arg = |k: &str| a.get(k).and_then(super::num);
     let lport = super::num(&c["inputs"]["port_info"]["lport"]).unwrap_or(0) as u8;
-    let known = |ks: &[&str]| -> Result<(), String> {
-        match a.as_object().into_iter().flatten().find(|(k, _)| !ks.contains(&k.as_str())) {
-            Some((k, v)) => Err(format!("args.{k} = {v}: not an argument of Linux 6.1's function")),
-            None => Ok(()),
-        }
-    };
+    let known = |ks: &[&str]| known_args(a, ks);
     Ok(match c["op"].as_str().unwrap_or("") {
         "clear_pf_cfg" => {
             known(&[])?;
