@@ -83,7 +83,7 @@ use irdma::cqp::decode::{FpmCommit, FpmQuery};
 use irdma::lan::Protocol;
 use irdma::res::hmc::{HMC_OBJ_COUNT, committed_sd_count};
 use irdma::res::pble::{PbleChunk, SdKind};
-use irdma::res::{FpmCaps, HmcError, HmcLayout, HmcObj, PbleLayout, Profile, size_hmc};
+use irdma::res::{FpmCaps, HmcCounts, HmcError, HmcLayout, HmcObj, PbleLayout, Profile, size_hmc};
 use irdma::test_support::{self, PdStep};
 
 use crate::rng::Rng;
@@ -514,35 +514,11 @@ pub fn run_hmc(c: &HmcCase) -> HmcOutcome {
     }
     // the driver
     let dq = FpmQuery::decode(&q, false, false);
-    let caps = dq.as_ref().ok().map(|d| {
-        let mut caps = FpmCaps::from(d);
-        if caps.max_hw_ird != c.max_hw_ird {
-            note = note.or(Some("gen2_max_ird"));
-            caps.max_hw_ird = c.max_hw_ird;
-        }
-        caps
-    });
-    let sized = caps.map(|caps| (caps, size_hmc(&caps, &c.profile)));
-
-    let mut vq = vendor_query(c, &q);
-    // Without XF objects the driver (spec §3.3 @128) forces the RRF maximum
-    // to 16, a rule 6.1 does not have: the vendor gets it as its RRF max.
-    if (q[7] as u32) == 0 && (q[16] as u32) != 16 {
-        note = note.or(Some("rrf_min_without_xf"));
-        vq[16] = (vq[16] & !0xffff_ffff) | 16;
-    }
+    let sized = driver_sizing(c, &dq, &mut note);
+    let vq = vendor_query_61(c, &q, &mut note);
     let refused_61 = parse_refuses_61(&vq);
-
-    // RoCE: 6.1 halves qpwanted while Q1 does not fit, forever when even
-    // qpwanted 0 needs 512 (ctrl.c: irdma_cfg_fpm_val, irdma_q1_cnt).
-    if c.profile.protocol == Protocol::RoceV2 && (q[9] as u32) < 512 && !refused_61 {
-        return match sized {
-            None | Some((_, Err(HmcError::NoQps))) => HmcOutcome::Deviation("q1_max_below_512"),
-            Some((_, r)) => differs(format!(
-                "Q1 max {} < 512 on RoCE (the vendor spins forever): the driver sized {r:?}",
-                q[9] as u32
-            )),
-        };
+    if let Some(o) = roce_q1_spins(c, &q, refused_61, &sized) {
+        return o;
     }
 
     let (v, out) = match run_vendor(c, &vq) {
@@ -550,23 +526,7 @@ pub fn run_hmc(c: &HmcCase) -> HmcOutcome {
         Err(e) => return differs(e),
     };
     if refused_61 {
-        if out.ret != EINVAL || out.committed != 0 {
-            return differs(format!(
-                "harness: 6.1 should refuse this query buffer, returned {} (committed {})",
-                out.ret, out.committed
-            ));
-        }
-        return match sized {
-            None | Some((_, Err(_))) => {
-                stats::bump(&stats::REFUSED, 1);
-                stats::bump(&stats::REFUSED_PARSE, 1);
-                same_or(note)
-            }
-            Some((_, Ok(counts))) => differs(format!(
-                "the vendor refuses the query buffer (a zero block size); the driver sized {:?}",
-                counts.cnt
-            )),
-        };
+        return judge_refused_61(&out, &sized, note);
     }
     let Some((caps, sized)) = sized else {
         return differs(format!(
@@ -579,6 +539,100 @@ pub fn run_hmc(c: &HmcCase) -> HmcOutcome {
     if let Some(d) = compare_query(&caps, &c.profile, &out) {
         return differs(d);
     }
+    if let Some(o) = roce_ooisc(c, &caps, &out, &sized) {
+        return o;
+    }
+    let counts = match sized {
+        Ok(counts) => counts,
+        Err(e) => return judge_sizing_refused(e, &out, note),
+    };
+    judge_commit(c, &v, &out, &caps, &counts, note)
+}
+
+/// The driver's caps and sizing of a decoded query buffer (`None`: the
+/// decode refused it).
+type Sized = Option<(FpmCaps, Result<HmcCounts, HmcError>)>;
+
+/// The driver's side: the caps of the decoded buffer (the case's IRD
+/// maximum, noted when it differs) and their sizing.
+fn driver_sizing(
+    c: &HmcCase,
+    dq: &Result<FpmQuery, irdma::cqp::decode::DecodeError>,
+    note: &mut Option<&'static str>,
+) -> Sized {
+    let caps = dq.as_ref().ok().map(|d| {
+        let mut caps = FpmCaps::from(d);
+        if caps.max_hw_ird != c.max_hw_ird {
+            *note = note.or(Some("gen2_max_ird"));
+            caps.max_hw_ird = c.max_hw_ird;
+        }
+        caps
+    });
+    caps.map(|caps| (caps, size_hmc(&caps, &c.profile)))
+}
+
+/// The query buffer 6.1 gets: `vendor_query`, and the RRF rule it lacks.
+fn vendor_query_61(c: &HmcCase, q: &[u64; 24], note: &mut Option<&'static str>) -> [u64; 24] {
+    let mut vq = vendor_query(c, q);
+    // Without XF objects the driver (spec §3.3 @128) forces the RRF maximum
+    // to 16, a rule 6.1 does not have: the vendor gets it as its RRF max.
+    if (q[7] as u32) == 0 && (q[16] as u32) != 16 {
+        *note = note.or(Some("rrf_min_without_xf"));
+        vq[16] = (vq[16] & !0xffff_ffff) | 16;
+    }
+    vq
+}
+
+/// The verdict on a RoCE case whose Q1 maximum the vendor never fits, if
+/// this is one.
+fn roce_q1_spins(
+    c: &HmcCase,
+    q: &[u64; 24],
+    refused_61: bool,
+    sized: &Sized,
+) -> Option<HmcOutcome> {
+    // RoCE: 6.1 halves qpwanted while Q1 does not fit, forever when even
+    // qpwanted 0 needs 512 (ctrl.c: irdma_cfg_fpm_val, irdma_q1_cnt).
+    if c.profile.protocol == Protocol::RoceV2 && (q[9] as u32) < 512 && !refused_61 {
+        return Some(match sized {
+            None | Some((_, Err(HmcError::NoQps))) => HmcOutcome::Deviation("q1_max_below_512"),
+            Some((_, r)) => differs(format!(
+                "Q1 max {} < 512 on RoCE (the vendor spins forever): the driver sized {r:?}",
+                q[9] as u32
+            )),
+        });
+    }
+    None
+}
+
+/// The verdict when 6.1's parse refuses the buffer.
+fn judge_refused_61(out: &VdFpmOut, sized: &Sized, note: Option<&'static str>) -> HmcOutcome {
+    if out.ret != EINVAL || out.committed != 0 {
+        return differs(format!(
+            "harness: 6.1 should refuse this query buffer, returned {} (committed {})",
+            out.ret, out.committed
+        ));
+    }
+    match sized {
+        None | Some((_, Err(_))) => {
+            stats::bump(&stats::REFUSED, 1);
+            stats::bump(&stats::REFUSED_PARSE, 1);
+            same_or(note)
+        }
+        Some((_, Ok(counts))) => differs(format!(
+            "the vendor refuses the query buffer (a zero block size); the driver sized {:?}",
+            counts.cnt
+        )),
+    }
+}
+
+/// The deviation of a RoCE case with OOISC objects, if this is one.
+fn roce_ooisc(
+    c: &HmcCase,
+    caps: &FpmCaps,
+    out: &VdFpmOut,
+    sized: &Result<HmcCounts, HmcError>,
+) -> Option<HmcOutcome> {
     // RoCE: 6.1 sizes OOISC / OOISCFFL as for iWARP (cfg_fpm_value_gen_2);
     // the driver keeps their maxima (spec §3.5 step 5). Everything after the
     // query differs then; such a case is judged up to here.
@@ -587,31 +641,42 @@ pub fn run_hmc(c: &HmcCase) -> HmcOutcome {
         c.profile.protocol == Protocol::RoceV2 && (ooisc(HmcObj::Ooisc) || ooisc(HmcObj::Ooiscffl));
     let both_refused = out.committed == 0 && sized.is_err();
     if roce_ooisc && !both_refused && !matches!(sized, Err(HmcError::NoQps | HmcError::Overflow)) {
-        return HmcOutcome::Deviation("ooisc_roce_keeps_max");
+        return Some(HmcOutcome::Deviation("ooisc_roce_keeps_max"));
     }
-    let counts = match sized {
-        Ok(counts) => counts,
-        Err(e) => {
-            if out.ret == EINVAL && out.committed == 0 {
-                stats::bump(&stats::REFUSED, 1);
-                if matches!(e, HmcError::DoesNotFit { .. }) {
-                    stats::bump(&stats::REFUSED_FIT, 1);
-                }
-                return same_or(note);
-            }
-            return match e {
-                HmcError::NoQps if out.committed == 1 && out.commit_sent[0] == 0 => {
-                    HmcOutcome::Deviation("no_qps_refused")
-                }
-                HmcError::Overflow => HmcOutcome::Deviation("fpm_sizing_overflow_refused"),
-                e => differs(format!(
-                    "the driver refused the sizing ({e:?}); the vendor returned {} and committed {:?}",
-                    out.ret,
-                    vendor_counts(&out)
-                )),
-            };
+    None
+}
+
+/// The verdict when the driver refused the sizing.
+fn judge_sizing_refused(e: HmcError, out: &VdFpmOut, note: Option<&'static str>) -> HmcOutcome {
+    if out.ret == EINVAL && out.committed == 0 {
+        stats::bump(&stats::REFUSED, 1);
+        if matches!(e, HmcError::DoesNotFit { .. }) {
+            stats::bump(&stats::REFUSED_FIT, 1);
         }
-    };
+        return same_or(note);
+    }
+    match e {
+        HmcError::NoQps if out.committed == 1 && out.commit_sent[0] == 0 => {
+            HmcOutcome::Deviation("no_qps_refused")
+        }
+        HmcError::Overflow => HmcOutcome::Deviation("fpm_sizing_overflow_refused"),
+        e => differs(format!(
+            "the driver refused the sizing ({e:?}); the vendor returned {} and committed {:?}",
+            out.ret,
+            vendor_counts(out)
+        )),
+    }
+}
+
+/// Both sides sized: the commit buffers, then `compare_commit`.
+fn judge_commit(
+    c: &HmcCase,
+    v: &Vendor,
+    out: &VdFpmOut,
+    caps: &FpmCaps,
+    counts: &HmcCounts,
+    note: Option<&'static str>,
+) -> HmcOutcome {
     let mut sent = [0u64; 24];
     encode_fpm_commit(&counts.cnt, &mut sent);
     if out.committed == 0 {
@@ -638,7 +703,7 @@ pub fn run_hmc(c: &HmcCase) -> HmcOutcome {
     if counts.rounds > 1 {
         stats::bump(&stats::SHRUNK, 1);
     }
-    compare_commit(c, &v, &out, &caps, &sent, note)
+    compare_commit(c, v, out, caps, &sent, note)
 }
 
 /// Whether 6.1's irdma_sc_parse_fpm_query_buf refuses the buffer (-EINVAL):
@@ -995,6 +1060,19 @@ fn back_chunks(
     if n == 0 {
         return Ok(Vec::new());
     }
+    let chunks = pick_chunks(pl, n, seed);
+    let _ = take_pdinvs(v);
+    let mut backed = Vec::new();
+    for (k, ch) in chunks.into_iter().enumerate() {
+        if let Some(b) = back_chunk(v, statics, k, ch)? {
+            backed.push(b);
+        }
+    }
+    Ok(backed)
+}
+
+/// The chunks `back_chunks` backs, of the pool's `n`, in FPM order.
+fn pick_chunks(pl: &PbleLayout, n: usize, seed: u64) -> Vec<PbleChunk> {
     let mut rng = Rng::new(seed ^ 0x5d_c0de);
     // a small pool: every chunk half the time (its last one is partial,
     // so paged unless the pool ends on an SD boundary)
@@ -1007,103 +1085,119 @@ fn back_chunks(
     }
     pick.sort_unstable();
     pick.dedup();
-    let chunks: Vec<PbleChunk> = pl
-        .chunks()
+    pl.chunks()
         .enumerate()
         .filter(|(k, _)| pick.binary_search(k).is_ok())
         .map(|(_, ch)| ch)
-        .collect();
-    let _ = take_pdinvs(v);
-    let mut backed = Vec::new();
-    for (k, ch) in chunks.into_iter().enumerate() {
-        let data_pa = 0x7_0000_0000u64 + ((k as u64) << 21);
-        let (mut ty, mut added) = (0u8, 0u8);
-        // SAFETY: `v.0` is live; both are valid out pointers.
-        let ret = unsafe {
-            vd_hmc_back_chunk(v.0, ch.sd_index, ch.rel_pd(), ch.pages, data_pa, &mut ty, &mut added)
-        };
-        if ret != 0 {
-            return Err(format!("the vendor refused to back PBLE chunk {ch:?}: {ret}"));
-        }
-        let vs = take_sds(v, 0, 0);
-        let (invs, other) = take_pdinvs(v);
-        if other != 0 {
-            return Err(format!("chunk {ch:?}: the vendor wrote {other} other registers"));
-        }
-        let shared = statics.contains(&ch.sd_index);
-        if shared {
-            // the driver's SdStore::back_pble_chunk: an SD it holds is used
-            // as it is; hmc.c / pble.c: a valid SD is not touched
-            if added != 0 || !vs.entries.is_empty() || !invs.is_empty() || ty != SD_TYPE_DIRECT {
-                return Err(format!(
-                    "chunk {ch:?} in a static object's SD: the vendor backed it again \
-                     (type {ty}, entries {:x?}, PDINV {invs:x?})",
-                    vs.entries
-                ));
-            }
-            stats::bump(&stats::CHUNKS_SHARED, 1);
-            continue;
-        }
-        if added == 0 || ty != sd_type(ch.kind) {
+        .collect()
+}
+
+/// Backs the `k`th chosen chunk on both sides and compares (`None`: an SD a
+/// static object already backs, used as it is).
+fn back_chunk(
+    v: &Vendor,
+    statics: &std::collections::BTreeSet<u32>,
+    k: usize,
+    ch: PbleChunk,
+) -> Result<Option<Backed>, String> {
+    let data_pa = 0x7_0000_0000u64 + ((k as u64) << 21);
+    let (mut ty, mut added) = (0u8, 0u8);
+    // SAFETY: `v.0` is live; both are valid out pointers.
+    let ret = unsafe {
+        vd_hmc_back_chunk(v.0, ch.sd_index, ch.rel_pd(), ch.pages, data_pa, &mut ty, &mut added)
+    };
+    if ret != 0 {
+        return Err(format!("the vendor refused to back PBLE chunk {ch:?}: {ret}"));
+    }
+    let vs = take_sds(v, 0, 0);
+    let (invs, other) = take_pdinvs(v);
+    if other != 0 {
+        return Err(format!("chunk {ch:?}: the vendor wrote {other} other registers"));
+    }
+    let shared = statics.contains(&ch.sd_index);
+    if shared {
+        // the driver's SdStore::back_pble_chunk: an SD it holds is used
+        // as it is; hmc.c / pble.c: a valid SD is not touched
+        if added != 0 || !vs.entries.is_empty() || !invs.is_empty() || ty != SD_TYPE_DIRECT {
             return Err(format!(
-                "chunk {ch:?}: the driver backs it {:?}, the vendor's type is {ty} (added {added})",
-                ch.kind
-            ));
-        }
-        // the driver's PD entries and PDINV values
-        let mut pd = [0u64; 512];
-        let mut want_inv = Vec::new();
-        if ch.kind == SdKind::Paged {
-            test_support::paged_chunk_steps(&ch, data_pa, |step| match step {
-                PdStep::Entry { slot, value } => {
-                    if let Some(e) = pd.get_mut(slot as usize) {
-                        *e = value;
-                    }
-                }
-                PdStep::Inv(x) => want_inv.push(x),
-            });
-            let mut got = [0u64; 512];
-            // SAFETY: `v.0` is live; `got` holds 512 words.
-            if unsafe { vd_hmc_pd_page(v.0, ch.sd_index, got.as_mut_ptr()) } != 1 {
-                return Err(format!("chunk {ch:?}: the vendor's paged SD has no PD page"));
-            }
-            if got != pd {
-                let diff: Vec<(usize, u64, u64)> =
-                    (0..512).filter(|&i| got[i] != pd[i]).map(|i| (i, pd[i], got[i])).collect();
-                return Err(format!(
-                    "chunk {ch:?}: PD entries (slot, driver, vendor) differ: {diff:x?}"
-                ));
-            }
-            stats::bump(&stats::PD_ENTRIES, u64::from(ch.pages));
-        }
-        if want_inv != invs {
-            return Err(format!(
-                "chunk {ch:?}: PFHMC_PDINV values: driver {want_inv:x?}, vendor {invs:x?}"
-            ));
-        }
-        stats::bump(&stats::PDINVS, invs.len() as u64);
-        // the SD entry: one op of one entry on both sides
-        let (mut paged, mut valid) = (0u8, 0u8);
-        // SAFETY: `v.0` is live; both are valid out pointers.
-        let table_pa = unsafe { vd_hmc_sd_pa(v.0, ch.sd_index, &mut paged, &mut valid) };
-        let sd16 = u16::try_from(ch.sd_index).map_err(|_| format!("SD {} > u16", ch.sd_index))?;
-        let e = test_support::chunk_sd_entry(sd16, table_pa, ch.kind)
-            .map_err(|e| format!("chunk {ch:?}: chunk_sd_entry refused: {e:?}"))?;
-        if vs.ops != [1] || vs.entries != [(u64::from(e.cmd), e.data)] {
-            return Err(format!(
-                "chunk {ch:?}: UPDATE_PE_SDS: driver one op [{:x?}], vendor ops {:?} entries {:x?}",
-                (e.cmd, e.data),
-                vs.ops,
+                "chunk {ch:?} in a static object's SD: the vendor backed it again \
+                 (type {ty}, entries {:x?}, PDINV {invs:x?})",
                 vs.entries
             ));
         }
-        stats::bump(&stats::CHUNKS, 1);
-        if ch.kind == SdKind::Paged {
-            stats::bump(&stats::CHUNKS_PAGED, 1);
-        }
-        backed.push(Backed { chunk: ch });
+        stats::bump(&stats::CHUNKS_SHARED, 1);
+        return Ok(None);
     }
-    Ok(backed)
+    if added == 0 || ty != sd_type(ch.kind) {
+        return Err(format!(
+            "chunk {ch:?}: the driver backs it {:?}, the vendor's type is {ty} (added {added})",
+            ch.kind
+        ));
+    }
+    let want_inv = compare_pd_page(v, &ch, data_pa)?;
+    if want_inv != invs {
+        return Err(format!(
+            "chunk {ch:?}: PFHMC_PDINV values: driver {want_inv:x?}, vendor {invs:x?}"
+        ));
+    }
+    stats::bump(&stats::PDINVS, invs.len() as u64);
+    compare_chunk_sd(v, &ch, &vs)?;
+    stats::bump(&stats::CHUNKS, 1);
+    if ch.kind == SdKind::Paged {
+        stats::bump(&stats::CHUNKS_PAGED, 1);
+    }
+    Ok(Some(Backed { chunk: ch }))
+}
+
+/// A paged chunk: the driver's PD entries against the vendor's PD page.
+/// The driver's PDINV values (none for a direct chunk).
+fn compare_pd_page(v: &Vendor, ch: &PbleChunk, data_pa: u64) -> Result<Vec<u32>, String> {
+    // the driver's PD entries and PDINV values
+    let mut pd = [0u64; 512];
+    let mut want_inv = Vec::new();
+    if ch.kind == SdKind::Paged {
+        test_support::paged_chunk_steps(ch, data_pa, |step| match step {
+            PdStep::Entry { slot, value } => {
+                if let Some(e) = pd.get_mut(slot as usize) {
+                    *e = value;
+                }
+            }
+            PdStep::Inv(x) => want_inv.push(x),
+        });
+        let mut got = [0u64; 512];
+        // SAFETY: `v.0` is live; `got` holds 512 words.
+        if unsafe { vd_hmc_pd_page(v.0, ch.sd_index, got.as_mut_ptr()) } != 1 {
+            return Err(format!("chunk {ch:?}: the vendor's paged SD has no PD page"));
+        }
+        if got != pd {
+            let diff: Vec<(usize, u64, u64)> =
+                (0..512).filter(|&i| got[i] != pd[i]).map(|i| (i, pd[i], got[i])).collect();
+            return Err(format!(
+                "chunk {ch:?}: PD entries (slot, driver, vendor) differ: {diff:x?}"
+            ));
+        }
+        stats::bump(&stats::PD_ENTRIES, u64::from(ch.pages));
+    }
+    Ok(want_inv)
+}
+
+/// The SD entry: one op of one entry on both sides.
+fn compare_chunk_sd(v: &Vendor, ch: &PbleChunk, vs: &VendorSds) -> Result<(), String> {
+    let (mut paged, mut valid) = (0u8, 0u8);
+    // SAFETY: `v.0` is live; both are valid out pointers.
+    let table_pa = unsafe { vd_hmc_sd_pa(v.0, ch.sd_index, &mut paged, &mut valid) };
+    let sd16 = u16::try_from(ch.sd_index).map_err(|_| format!("SD {} > u16", ch.sd_index))?;
+    let e = test_support::chunk_sd_entry(sd16, table_pa, ch.kind)
+        .map_err(|e| format!("chunk {ch:?}: chunk_sd_entry refused: {e:?}"))?;
+    if vs.ops != [1] || vs.entries != [(u64::from(e.cmd), e.data)] {
+        return Err(format!(
+            "chunk {ch:?}: UPDATE_PE_SDS: driver one op [{:x?}], vendor ops {:?} entries {:x?}",
+            (e.cmd, e.data),
+            vs.ops,
+            vs.entries
+        ));
+    }
+    Ok(())
 }
 
 /// The PBLE object's teardown after the static objects': hmc.c's
@@ -1301,6 +1395,14 @@ pub fn gen_query(rng: &mut Rng) -> [u64; 24] {
     let mut q = [0u64; 24];
     // realistic E810 maxima (the mock's defaults) or random ones
     let real = rng.chance(1, 2);
+    q[0] = gen_sd_word(rng);
+    gen_obj_words(rng, real, &mut q);
+    gen_edges(rng, &mut q);
+    q
+}
+
+/// @0: the first SD index and the SD maximum (bit 45 set now and then).
+fn gen_sd_word(rng: &mut Rng) -> u64 {
     let first_sd = if rng.chance(1, 2) { 0 } else { rng.field(14) };
     let max_sds = match rng.below(5) {
         0 => rng.field(13),
@@ -1308,10 +1410,15 @@ pub fn gen_query(rng: &mut Rng) -> [u64; 24] {
         2 => rng.range(64, 512),
         _ => rng.range(512, 8191),
     };
-    q[0] = first_sd | (max_sds << 32);
+    let mut w = first_sd | (max_sds << 32);
     if rng.chance(1, 30) {
-        q[0] |= 1 << 45;
+        w |= 1 << 45;
     }
+    w
+}
+
+/// Each object's count and log2 size: the mock's (`real`, scaled) or random.
+fn gen_obj_words(rng: &mut Rng, real: bool, q: &mut [u64; 24]) {
     // the mock's E810 defaults (tests/mock-bar), scaled by 2^-4..2^2
     const REAL: [(u64, u64); HMC_OBJ_COUNT] = [
         (16384, 9),
@@ -1353,6 +1460,10 @@ pub fn gen_query(rng: &mut Rng) -> [u64; 24] {
         };
         q[w] = cnt | (lg << 32);
     }
+}
+
+/// Stray high bits, the Q1 floor, the free-list words, zeroed maxima and @120.
+fn gen_edges(rng: &mut Rng, q: &mut [u64; 24]) {
     if rng.chance(1, 30) {
         q[1] |= rng.field(32) & 0xfff8_0000;
         q[2] |= rng.field(32) & 0xfff0_0000;
@@ -1385,7 +1496,6 @@ pub fn gen_query(rng: &mut Rng) -> [u64; 24] {
     q[15] = rng.field(10) | (ht << 16) | (tb << 32);
     // FSIMC below 2^30: 6.1's HTE power-of-two loop spins past 2^31
     q[13] &= !0xc000_0000;
-    q
 }
 
 /// A resource profile (the driver's bounds; 6.1 gets them as lowered maxima).

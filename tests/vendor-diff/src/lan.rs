@@ -1217,45 +1217,13 @@ fn norm(mut d: [u8; 32], had_buf: bool) -> [u8; 32] {
 pub(crate) fn run_vendor(c: &LanCase) -> Vec<OpOut> {
     fresh_fw(c);
     let mut outs = Vec::new();
-    // SAFETY: the glue allocates and returns a zeroed struct ice_hw.
-    let hw = unsafe { vd_ice_hw_new(c.sq_entries, c.rq_entries, c.sq_buf, c.rq_buf) };
-    let st = |hw: *mut IceHw| {
-        let mut s = VdIceState::default();
-        // SAFETY: `hw` is live; `s` is a valid out pointer of the glue's layout.
-        unsafe { vd_ice_state(hw, &mut s) };
-        s
-    };
-    let qstate = |s: &VdIceState| QState {
-        sq_count: s.sq_count,
-        rq_count: s.rq_count,
-        sq_ntu: s.sq_ntu,
-        sq_ntc: s.sq_ntc,
-        rq_ntu: s.rq_ntu,
-        rq_ntc: s.rq_ntc,
-        last_status: s.sq_last_status,
-    };
+    let hw = VdLan::new(c);
     let mut o = OpOut::default();
-    let r = match &c.init_all {
-        None => {
-            // SAFETY: `hw` is live.
-            unsafe { vd_ice_init(hw) }
-        }
-        Some(answers) => {
-            FW.with(|f| f.borrow_mut().answers.extend(answers.iter().cloned()));
-            // SAFETY: `hw` is live.
-            let r = unsafe { vd_ice_init_all(hw) };
-            let s = st(hw);
-            let api = [s.api_branch, s.api_maj, s.api_min, s.api_patch];
-            if s.fw_build != u32::MAX || api != [0xff; 4] {
-                o.version = Some((api, s.fw_build));
-            }
-            r
-        }
-    };
+    let r = hw.start(c, &mut o);
     o.rets.push(r);
     // no queue after a failed start: the driver has none to report on
     if r == 0 {
-        o.state = qstate(&st(hw));
+        o.state = qstate(&hw.state());
     }
     collect(&mut o);
     outs.push(o);
@@ -1263,77 +1231,143 @@ pub(crate) fn run_vendor(c: &LanCase) -> Vec<OpOut> {
         for op in &c.ops {
             arm(op);
             let mut o = OpOut::default();
-            match op {
-                LanOp::InitCheck { .. } => {
-                    // SAFETY: `hw` is live.
-                    let r = unsafe { vd_ice_init_check(hw) };
-                    o.rets.push(r);
-                    let s = st(hw);
-                    let api = [s.api_branch, s.api_maj, s.api_min, s.api_patch];
-                    if s.fw_build != u32::MAX || api != [0xff; 4] {
-                        o.version = Some((api, s.fw_build));
-                    }
-                }
-                LanOp::Send { desc, buf, size, .. } => {
-                    let mut d = *desc;
-                    let mut b = buf.clone();
-                    let p = b.as_mut().map_or(std::ptr::null_mut(), |v| v.as_mut_ptr());
-                    // SAFETY: `d` is 32 bytes (struct ice_aq_desc); `p` is
-                    // NULL or holds at least `size` bytes.
-                    let r = unsafe { vd_ice_send(hw, d.as_mut_ptr(), p, *size) };
-                    o.rets.push(r);
-                    if written_back() {
-                        o.descs.push(norm(d, b.is_some()));
-                    }
-                    if let Some(b) = b {
-                        o.bufs.push(b);
-                    }
-                }
-                LanOp::Events { cleans, out_len, .. } => {
-                    for _ in 0..*cleans {
-                        let mut d = [0u8; 32];
-                        let mut b = vec![0u8; *out_len as usize];
-                        let (mut ml, mut pend) = (0u16, 0u16);
-                        // SAFETY: `d` is 32 bytes, `b` holds `out_len` bytes.
-                        let r = unsafe {
-                            vd_ice_event(
-                                hw,
-                                d.as_mut_ptr(),
-                                b.as_mut_ptr(),
-                                *out_len,
-                                &mut ml,
-                                &mut pend,
-                            )
-                        };
-                        o.rets.push(r);
-                        if r == 0 {
-                            o.descs.push(norm(d, true));
-                            b.truncate(ml as usize);
-                            o.bufs.push(b);
-                            o.ev.push((ml, pend));
-                        }
-                    }
-                }
-                // SAFETY: `hw` is live.
-                LanOp::Reset(on) => unsafe { vd_ice_set_reset_ongoing(hw, u8::from(*on)) },
-                LanOp::Typed { cmd, .. } => {
-                    // SAFETY: `hw` is live; out pointers are of the glue's layouts.
-                    let (r, parsed) = unsafe { vendor_typed(hw, cmd) };
-                    o.rets.push(r);
-                    o.parsed = parsed;
-                }
-                // SAFETY: `hw` is live.
-                LanOp::Shutdown { .. } => unsafe { vd_ice_shutdown(hw) },
-            }
-            o.state = qstate(&st(hw));
+            hw.op(op, &mut o);
+            o.state = qstate(&hw.state());
             collect(&mut o);
             outs.push(o);
         }
     }
     FW.with(|f| f.borrow_mut().writes.clear());
-    // SAFETY: `hw` is live and not used afterwards.
-    unsafe { vd_ice_hw_free(hw) };
+    hw.free();
     outs
+}
+
+/// The queue counters of a vendor state snapshot.
+fn qstate(s: &VdIceState) -> QState {
+    QState {
+        sq_count: s.sq_count,
+        rq_count: s.rq_count,
+        sq_ntu: s.sq_ntu,
+        sq_ntc: s.sq_ntc,
+        rq_ntu: s.rq_ntu,
+        rq_ntc: s.rq_ntc,
+        last_status: s.sq_last_status,
+    }
+}
+
+/// The firmware version the vendor recorded, if it recorded one.
+fn vendor_version(s: &VdIceState) -> Option<([u8; 4], u32)> {
+    let api = [s.api_branch, s.api_maj, s.api_min, s.api_patch];
+    (s.fw_build != u32::MAX || api != [0xff; 4]).then_some((api, s.fw_build))
+}
+
+/// The vendor's `struct ice_hw` of one case: live from `new` to `free`.
+struct VdLan(*mut IceHw);
+
+impl VdLan {
+    fn new(c: &LanCase) -> Self {
+        // SAFETY: the glue allocates and returns a zeroed struct ice_hw.
+        Self(unsafe { vd_ice_hw_new(c.sq_entries, c.rq_entries, c.sq_buf, c.rq_buf) })
+    }
+
+    fn state(&self) -> VdIceState {
+        let mut s = VdIceState::default();
+        // SAFETY: `hw` is live; `s` is a valid out pointer of the glue's layout.
+        unsafe { vd_ice_state(self.0, &mut s) };
+        s
+    }
+
+    /// ice_init_ctrlq, or ice_init_all_ctrlq with the case's answers (the
+    /// version it read into `o`); its return.
+    fn start(&self, c: &LanCase, o: &mut OpOut) -> i32 {
+        let hw = self.0;
+        match &c.init_all {
+            None => {
+                // SAFETY: `hw` is live.
+                unsafe { vd_ice_init(hw) }
+            }
+            Some(answers) => {
+                FW.with(|f| f.borrow_mut().answers.extend(answers.iter().cloned()));
+                // SAFETY: `hw` is live.
+                let r = unsafe { vd_ice_init_all(hw) };
+                if let Some(v) = vendor_version(&self.state()) {
+                    o.version = Some(v);
+                }
+                r
+            }
+        }
+    }
+
+    /// One op, its returns and outputs into `o`.
+    fn op(&self, op: &LanOp, o: &mut OpOut) {
+        let hw = self.0;
+        match op {
+            LanOp::InitCheck { .. } => {
+                // SAFETY: `hw` is live.
+                let r = unsafe { vd_ice_init_check(hw) };
+                o.rets.push(r);
+                if let Some(v) = vendor_version(&self.state()) {
+                    o.version = Some(v);
+                }
+            }
+            LanOp::Send { desc, buf, size, .. } => self.send(desc, buf, *size, o),
+            LanOp::Events { cleans, out_len, .. } => {
+                for _ in 0..*cleans {
+                    self.event(*out_len, o);
+                }
+            }
+            // SAFETY: `hw` is live.
+            LanOp::Reset(on) => unsafe { vd_ice_set_reset_ongoing(hw, u8::from(*on)) },
+            LanOp::Typed { cmd, .. } => {
+                // SAFETY: `hw` is live; out pointers are of the glue's layouts.
+                let (r, parsed) = unsafe { vendor_typed(hw, cmd) };
+                o.rets.push(r);
+                o.parsed = parsed;
+            }
+            // SAFETY: `hw` is live.
+            LanOp::Shutdown { .. } => unsafe { vd_ice_shutdown(hw) },
+        }
+    }
+
+    /// ice_aq_send_cmd: the descriptor written back and the buffer.
+    fn send(&self, desc: &[u8; 32], buf: &Option<Vec<u8>>, size: u16, o: &mut OpOut) {
+        let mut d = *desc;
+        let mut b = buf.clone();
+        let p = b.as_mut().map_or(std::ptr::null_mut(), |v| v.as_mut_ptr());
+        // SAFETY: `d` is 32 bytes (struct ice_aq_desc); `p` is
+        // NULL or holds at least `size` bytes.
+        let r = unsafe { vd_ice_send(self.0, d.as_mut_ptr(), p, size) };
+        o.rets.push(r);
+        if written_back() {
+            o.descs.push(norm(d, b.is_some()));
+        }
+        if let Some(b) = b {
+            o.bufs.push(b);
+        }
+    }
+
+    /// One ice_clean_rq_elem into a buffer of `out_len` bytes.
+    fn event(&self, out_len: u16, o: &mut OpOut) {
+        let mut d = [0u8; 32];
+        let mut b = vec![0u8; out_len as usize];
+        let (mut ml, mut pend) = (0u16, 0u16);
+        // SAFETY: `d` is 32 bytes, `b` holds `out_len` bytes.
+        let r = unsafe {
+            vd_ice_event(self.0, d.as_mut_ptr(), b.as_mut_ptr(), out_len, &mut ml, &mut pend)
+        };
+        o.rets.push(r);
+        if r == 0 {
+            o.descs.push(norm(d, true));
+            b.truncate(ml as usize);
+            o.bufs.push(b);
+            o.ev.push((ml, pend));
+        }
+    }
+
+    fn free(self) {
+        // SAFETY: `hw` is live and not used afterwards.
+        unsafe { vd_ice_hw_free(self.0) };
+    }
 }
 
 /// # Safety
@@ -1350,17 +1384,10 @@ unsafe fn vendor_typed(hw: *mut IceHw, cmd: &Typed) -> (i32, Vec<(&'static str, 
                 let r = vd_ice_get_fw_ver(hw);
                 let mut s = VdIceState::default();
                 vd_ice_state(hw, &mut s);
-                let api = [s.api_branch, s.api_maj, s.api_min, s.api_patch];
                 // ice_common.c ice_aq_get_fw_ver stores the version exactly
                 // when the command succeeded (an all-0xff answer included,
                 // which the glue's pre-set cannot tell from "not stored")
-                if r == 0 {
-                    p.push(("api", u64::from(u32::from_le_bytes(api))));
-                    p.push(("fw_build", u64::from(s.fw_build)));
-                    let fw = [s.fw_branch, s.fw_maj, s.fw_min, s.fw_patch];
-                    p.push(("fw", u64::from(u32::from_le_bytes(fw))));
-                }
-                r
+                fields_if_ok(r, &mut p, || vendor_version_fields(&s))
             }
             Typed::SetEventMask { lport, mask } => vd_ice_set_event_mask(hw, lport, mask),
             Typed::RestartAn { lport, ena } => {
@@ -1371,74 +1398,81 @@ unsafe fn vendor_typed(hw: *mut IceHw, cmd: &Typed) -> (i32, Vec<(&'static str, 
             Typed::MacRead { buf_len } => {
                 let mut mac = [0u8; 6];
                 let r = vd_ice_mac_read(hw, buf_len, mac.as_mut_ptr());
-                if r == 0 {
-                    p.push(("port_info.mac.lan_addr", mac_u64(mac)));
-                }
-                r
+                fields_if_ok(r, &mut p, || vec![("port_info.mac.lan_addr", mac_u64(mac))])
             }
             Typed::LinkInfo { lport, ena_lse } => {
                 vd_ice_set_lport(hw, lport);
                 let mut l = VdLink::default();
                 let r = vd_ice_link_info(hw, u8::from(ena_lse), &mut l);
-                if r == 0 {
-                    p = link_fields!(l, l.fc_mode);
-                }
-                r
+                fields_if_ok(r, &mut p, || link_fields!(l, l.fc_mode))
             }
             Typed::GetDfltTopo { lport } => {
                 let mut b = vec![0u8; 4096];
                 let mut n = 0u8;
                 let r = vd_ice_get_dflt_topo(hw, lport, b.as_mut_ptr(), &mut n);
-                if r == 0 {
-                    p.push(("num_branches", n.into()));
-                    p.push(("buf_hash", hash(&b)));
-                }
-                r
+                fields_if_ok(r, &mut p, || vec![("num_branches", n.into()), ("buf_hash", hash(&b))])
             }
             Typed::DevCaps { pf_id } => {
                 let mut v = [0u32; 20];
                 let r = vd_ice_dev_caps(hw, pf_id, v.as_mut_ptr());
-                if r == 0 {
-                    p = cap_fields(&v, &DEV_CAP_NAMES);
-                }
-                r
+                fields_if_ok(r, &mut p, || cap_fields(&v, &DEV_CAP_NAMES))
             }
             Typed::FuncCaps { valid_functions, num_funcs } => {
                 let mut v = [0u32; 20];
                 let r = vd_ice_func_caps(hw, valid_functions, num_funcs, v.as_mut_ptr());
-                if r == 0 {
-                    p = cap_fields(&v, &FUNC_CAP_NAMES);
-                }
-                r
+                fields_if_ok(r, &mut p, || cap_fields(&v, &FUNC_CAP_NAMES))
             }
             Typed::QueryElem { teid } => {
                 let mut e = [0u8; 24];
                 let r = vd_ice_query_elem(hw, teid, e.as_mut_ptr());
-                if r == 0 {
-                    p = elem_fields(&e);
-                }
-                r
+                fields_if_ok(r, &mut p, || elem_fields(&e))
             }
             Typed::QuerySchedRes => {
                 let mut q = VdSched::default();
                 let r = vd_ice_query_sched_res(hw, &mut q);
-                if r == 0 {
-                    p = vec![
-                        ("num_tx_sched_layers", q.layers.into()),
-                        ("num_tx_sched_phys_layers", q.phys_layers.into()),
-                        ("flattened_layers", q.flattened.into()),
-                        ("max_cgds", q.max_cgds.into()),
-                    ];
-                    let n = usize::from(q.layers).saturating_sub(1).min(9);
-                    for m in &q.max_children[..n] {
-                        p.push(("max_children[i]", u64::from(*m)));
-                    }
-                }
-                r
+                fields_if_ok(r, &mut p, || vendor_sched_res_fields(&q))
             }
         }
     };
     (r, p)
+}
+
+/// `r`, and `fields()` into `p` when it is 0 (the vendor succeeded).
+fn fields_if_ok(
+    r: i32,
+    p: &mut Vec<(&'static str, u64)>,
+    fields: impl FnOnce() -> Vec<(&'static str, u64)>,
+) -> i32 {
+    if r == 0 {
+        *p = fields();
+    }
+    r
+}
+
+/// The firmware version ice_aq_get_fw_ver stored.
+fn vendor_version_fields(s: &VdIceState) -> Vec<(&'static str, u64)> {
+    let api = [s.api_branch, s.api_maj, s.api_min, s.api_patch];
+    let fw = [s.fw_branch, s.fw_maj, s.fw_min, s.fw_patch];
+    vec![
+        ("api", u64::from(u32::from_le_bytes(api))),
+        ("fw_build", u64::from(s.fw_build)),
+        ("fw", u64::from(u32::from_le_bytes(fw))),
+    ]
+}
+
+/// What ice_sched_query_res_alloc stored.
+fn vendor_sched_res_fields(q: &VdSched) -> Vec<(&'static str, u64)> {
+    let mut p = vec![
+        ("num_tx_sched_layers", q.layers.into()),
+        ("num_tx_sched_phys_layers", q.phys_layers.into()),
+        ("flattened_layers", q.flattened.into()),
+        ("max_cgds", q.max_cgds.into()),
+    ];
+    let n = usize::from(q.layers).saturating_sub(1).min(9);
+    for m in &q.max_children[..n] {
+        p.push(("max_children[i]", u64::from(*m)));
+    }
+    p
 }
 
 /// The driver's common capabilities in the glue's order. Linux 6.1 keeps
@@ -1494,20 +1528,19 @@ fn driver_typed(
     cmd: &Typed,
 ) -> (i32, Vec<(&'static str, u64)>) {
     use irdma::ice::cmd::{PortInfo, Version, read_pause_cfg};
-    let e = |r: Result<(), irdma::ice::cmd::CmdError>| r.err().map_or(0, |e| e.linux_errno());
-    let mut p = Vec::new();
-    let r = match *cmd {
+    let e = |r: Result<(), irdma::ice::cmd::CmdError>| {
+        (r.err().map_or(0, |e| e.linux_errno()), Vec::new())
+    };
+    match *cmd {
         Typed::ClearPfCfg => e(aq.clear_pf_cfg()),
         Typed::ClearPxe => e(aq.clear_pxe()),
-        Typed::GetVersion => match aq.get_version() {
-            Ok(v) => {
-                p.push(("api", u64::from(u32::from_le_bytes(v.api))));
-                p.push(("fw_build", u64::from(v.fw_build)));
-                p.push(("fw", u64::from(u32::from_le_bytes(v.fw))));
-                0
-            }
-            Err(x) => x.linux_errno(),
-        },
+        Typed::GetVersion => typed_fields(aq.get_version(), |v| {
+            vec![
+                ("api", u64::from(u32::from_le_bytes(v.api))),
+                ("fw_build", u64::from(v.fw_build)),
+                ("fw", u64::from(u32::from_le_bytes(v.fw))),
+            ]
+        }),
         Typed::SetEventMask { lport, mask } => e(aq.set_event_mask(lport, mask)),
         Typed::RestartAn { lport, ena } => {
             let mut port = PortInfo { lport, ..PortInfo::default() };
@@ -1520,92 +1553,77 @@ fn driver_typed(
         }
         Typed::MacRead { buf_len } => {
             let mut port = PortInfo::default();
-            let r = e(aq.manage_mac_read(buf_len.into(), &mut port));
+            let (r, mut p) = e(aq.manage_mac_read(buf_len.into(), &mut port));
             if r == 0 {
                 // the glue pre-fills 0xee: an address left alone reads as that
                 p.push(("port_info.mac.lan_addr", mac_u64(port.mac.unwrap_or([0xee; 6]))));
             }
-            r
+            (r, p)
         }
-        Typed::LinkInfo { lport, ena_lse } => match aq.get_link_status(lport, Some(ena_lse)) {
-            Ok(l) => {
-                p = link_fields!(l, l.fc_mode());
-                0
-            }
-            Err(x) => x.linux_errno(),
-        },
+        Typed::LinkInfo { lport, ena_lse } => {
+            typed_fields(aq.get_link_status(lport, Some(ena_lse)), |l| link_fields!(l, l.fc_mode()))
+        }
         Typed::GetDfltTopo { lport } => {
             let mut b = vec![0u8; 4096];
-            match aq.get_default_topology(lport, &mut b) {
-                Ok(n) => {
-                    p.push(("num_branches", n.into()));
-                    p.push(("buf_hash", hash(&b)));
-                    0
-                }
-                Err(x) => x.linux_errno(),
-            }
+            typed_fields(aq.get_default_topology(lport, &mut b), |n| {
+                vec![("num_branches", n.into()), ("buf_hash", hash(&b))]
+            })
         }
-        Typed::DevCaps { pf_id } => match aq.discover_dev_caps(pf_id) {
-            Ok(d) => {
-                let own = [
-                    d.num_vfs_exposed,
-                    d.num_vsi_allocd_to_host,
-                    d.num_flow_director_fltr,
-                    d.num_funcs,
-                    0,
-                ];
-                p = cap_fields(&common_caps(&d.common, own), &DEV_CAP_NAMES);
-                0
-            }
-            Err(x) => x.linux_errno(),
-        },
+        Typed::DevCaps { pf_id } => typed_fields(aq.discover_dev_caps(pf_id), dev_caps_fields),
         Typed::FuncCaps { valid_functions, num_funcs } => {
             let mut dev = irdma::ice::caps::DevCaps::default();
             dev.common.valid_functions = valid_functions;
             dev.num_funcs = num_funcs;
-            match aq.discover_func_caps(&dev) {
-                Ok(f) => {
-                    let own = [
-                        f.num_allocd_vfs,
-                        f.vf_base_id,
-                        f.guar_num_vsi,
-                        f.fd_fltr_guar,
-                        f.fd_fltr_best_effort,
-                    ];
-                    p = cap_fields(&common_caps(&f.common, own), &FUNC_CAP_NAMES);
-                    0
-                }
-                Err(x) => x.linux_errno(),
-            }
+            typed_fields(aq.discover_func_caps(&dev), func_caps_fields)
         }
-        Typed::QueryElem { teid } => match aq.query_sched_elem(teid) {
-            Ok((parent, data)) => {
-                let mut e = [0u8; 24];
-                e[0..4].copy_from_slice(&parent.to_le_bytes());
-                e[4..8].copy_from_slice(&teid.to_le_bytes());
-                e[8..].copy_from_slice(&data);
-                p = elem_fields(&e);
-                0
-            }
-            Err(x) => x.linux_errno(),
-        },
-        Typed::QuerySchedRes => match aq.query_sched_res() {
-            Ok(q) => {
-                p = vec![
-                    ("num_tx_sched_layers", q.layers.into()),
-                    ("num_tx_sched_phys_layers", q.phys_layers.into()),
-                    ("flattened_layers", q.flattened_layers.into()),
-                    ("max_cgds", q.max_cgds.into()),
-                ];
-                for m in q.max_children.iter().flatten() {
-                    p.push(("max_children[i]", u64::from(*m)));
-                }
-                0
-            }
-            Err(x) => x.linux_errno(),
-        },
-    };
-    (r, p)
+        Typed::QueryElem { teid } => typed_fields(aq.query_sched_elem(teid), |(parent, data)| {
+            let mut e = [0u8; 24];
+            e[0..4].copy_from_slice(&parent.to_le_bytes());
+            e[4..8].copy_from_slice(&teid.to_le_bytes());
+            e[8..].copy_from_slice(&data);
+            elem_fields(&e)
+        }),
+        Typed::QuerySchedRes => typed_fields(aq.query_sched_res(), sched_res_fields),
+    }
+}
+
+/// The driver's device capabilities under the glue's names.
+fn dev_caps_fields(d: irdma::ice::caps::DevCaps) -> Vec<(&'static str, u64)> {
+    let own =
+        [d.num_vfs_exposed, d.num_vsi_allocd_to_host, d.num_flow_director_fltr, d.num_funcs, 0];
+    cap_fields(&common_caps(&d.common, own), &DEV_CAP_NAMES)
+}
+
+/// The driver's function capabilities under the glue's names.
+fn func_caps_fields(f: irdma::ice::caps::FuncCaps) -> Vec<(&'static str, u64)> {
+    let own =
+        [f.num_allocd_vfs, f.vf_base_id, f.guar_num_vsi, f.fd_fltr_guar, f.fd_fltr_best_effort];
+    cap_fields(&common_caps(&f.common, own), &FUNC_CAP_NAMES)
+}
+
+/// The driver's scheduler resources, as ice_sched_query_res_alloc stores them.
+fn sched_res_fields(q: irdma::ice::cmd::SchedResources) -> Vec<(&'static str, u64)> {
+    let mut p = vec![
+        ("num_tx_sched_layers", q.layers.into()),
+        ("num_tx_sched_phys_layers", q.phys_layers.into()),
+        ("flattened_layers", q.flattened_layers.into()),
+        ("max_cgds", q.max_cgds.into()),
+    ];
+    for m in q.max_children.iter().flatten() {
+        p.push(("max_children[i]", u64::from(*m)));
+    }
+    p
+}
+
+/// A typed command's return and, when it succeeded, its answer's fields.
+fn typed_fields<T>(
+    r: Result<T, irdma::ice::cmd::CmdError>,
+    fields: impl FnOnce(T) -> Vec<(&'static str, u64)>,
+) -> (i32, Vec<(&'static str, u64)>) {
+    match r {
+        Ok(x) => (0, fields(x)),
+        Err(x) => (x.linux_errno(), Vec::new()),
+    }
 }
 
 /// Whether the op's last command was completed by the firmware (then the
@@ -1624,41 +1642,11 @@ fn dstate(aq: &AdminQueue<SimHal, FwBar>) -> QState {
     QState { sq_count, rq_count, sq_ntu, sq_ntc, rq_ntu, rq_ntc, last_status: aq.last_status() }
 }
 
-/// The driver's side.
 fn run_driver(c: &LanCase) -> Vec<OpOut> {
     fresh_fw(c);
     let mut outs = Vec::new();
-    let cfg = AqConfig {
-        sq_entries: c.sq_entries,
-        rq_entries: c.rq_entries,
-        sq_buf_size: c.sq_buf,
-        rq_buf_size: c.rq_buf,
-        // ice's: ICE_CTL_Q_SQ_CMD_TIMEOUT × ICE_CTL_Q_SQ_CMD_USEC,
-        // ICE_SQ_SEND_DELAY_TIME_MS, ICE_SQ_SEND_MAX_EXECUTE
-        timeouts: AqTimeouts {
-            command: Duration::from_secs(1),
-            busy_delay: Duration::from_millis(10),
-            busy_sends: 3,
-        },
-    };
     let mut o = OpOut::default();
-    let started = match &c.init_all {
-        None => AdminQueue::<SimHal, FwBar>::start(FwBar, &cfg).map_err(|e| e.linux_errno()),
-        Some(answers) => {
-            FW.with(|f| f.borrow_mut().answers.extend(answers.iter().cloned()));
-            match AdminQueue::<SimHal, FwBar>::start_checked(&FwBar, &cfg) {
-                Ok((aq, v)) => {
-                    o.version = Some((v.api, v.fw_build));
-                    Ok(aq)
-                }
-                Err((e, v)) => {
-                    o.version = v.map(|v| (v.api, v.fw_build));
-                    Err(e.linux_errno())
-                }
-            }
-        }
-    };
-    let mut aq = match started {
+    let mut aq = match driver_start(c, &mut o) {
         Ok(aq) => aq,
         Err(e) => {
             o.rets.push(e);
@@ -1674,57 +1662,7 @@ fn run_driver(c: &LanCase) -> Vec<OpOut> {
     for op in &c.ops {
         arm(op);
         let mut o = OpOut::default();
-        match op {
-            LanOp::InitCheck { .. } => {
-                let r = aq.init_check();
-                o.rets.push(match &r {
-                    Ok(_) => 0,
-                    Err((e, _)) => e.linux_errno(),
-                });
-                if let Ok(v) | Err((_, Some(v))) = &r {
-                    o.version = Some((v.api, v.fw_build));
-                }
-            }
-            LanOp::Send { desc, buf, size, .. } => {
-                let mut d = Desc::from_bytes(*desc);
-                let mut b = buf.clone();
-                // SAFETY: the harness's firmware is the only device: no RDMA
-                // `Device` exists, and it touches only registered memory.
-                let r = unsafe { aq.send_sized(&mut d, b.as_deref_mut(), *size as usize) };
-                o.rets.push(r.err().map_or(0, |e| e.linux_errno()));
-                if written_back() {
-                    o.descs.push(norm(*d.bytes(), b.is_some()));
-                }
-                if let Some(b) = b {
-                    o.bufs.push(b);
-                }
-            }
-            LanOp::Events { cleans, out_len, .. } => {
-                for _ in 0..*cleans {
-                    let mut b = vec![0u8; *out_len as usize];
-                    match aq.next_event(&mut b) {
-                        Ok(Some(ev)) => {
-                            o.rets.push(0);
-                            o.descs.push(norm(*ev.desc.bytes(), true));
-                            b.truncate(ev.msg_len);
-                            o.bufs.push(b);
-                            o.ev.push((ev.msg_len as u16, ev.pending));
-                        }
-                        Ok(None) => o.rets.push(EALREADY),
-                        Err(e) => o.rets.push(e.linux_errno()),
-                    }
-                }
-            }
-            LanOp::Reset(on) => aq.set_reset_ongoing(*on),
-            LanOp::Typed { cmd, .. } => {
-                let (r, parsed) = driver_typed(&mut aq, cmd);
-                o.rets.push(r);
-                o.parsed = parsed;
-            }
-            LanOp::Shutdown { .. } => {
-                let _ = aq.shutdown(true);
-            }
-        }
+        driver_op(&mut aq, op, &mut o);
         o.state = dstate(&aq);
         collect(&mut o);
         outs.push(o);
@@ -1733,6 +1671,109 @@ fn run_driver(c: &LanCase) -> Vec<OpOut> {
     drop(aq);
     FW.with(|f| f.borrow_mut().writes.clear());
     outs
+}
+
+/// The driver's start: `start`, or `start_checked` with the case's answers
+/// (the version it read into `o`); the queue or the errno.
+fn driver_start(c: &LanCase, o: &mut OpOut) -> Result<AdminQueue<SimHal, FwBar>, i32> {
+    let cfg = AqConfig {
+        sq_entries: c.sq_entries,
+        rq_entries: c.rq_entries,
+        sq_buf_size: c.sq_buf,
+        rq_buf_size: c.rq_buf,
+        // ice's: ICE_CTL_Q_SQ_CMD_TIMEOUT × ICE_CTL_Q_SQ_CMD_USEC,
+        // ICE_SQ_SEND_DELAY_TIME_MS, ICE_SQ_SEND_MAX_EXECUTE
+        timeouts: AqTimeouts {
+            command: Duration::from_secs(1),
+            busy_delay: Duration::from_millis(10),
+            busy_sends: 3,
+        },
+    };
+    match &c.init_all {
+        None => AdminQueue::<SimHal, FwBar>::start(FwBar, &cfg).map_err(|e| e.linux_errno()),
+        Some(answers) => {
+            FW.with(|f| f.borrow_mut().answers.extend(answers.iter().cloned()));
+            match AdminQueue::<SimHal, FwBar>::start_checked(&FwBar, &cfg) {
+                Ok((aq, v)) => {
+                    o.version = Some((v.api, v.fw_build));
+                    Ok(aq)
+                }
+                Err((e, v)) => {
+                    o.version = v.map(|v| (v.api, v.fw_build));
+                    Err(e.linux_errno())
+                }
+            }
+        }
+    }
+}
+
+/// One op on the driver's queue, its returns and outputs into `o`.
+fn driver_op(aq: &mut AdminQueue<SimHal, FwBar>, op: &LanOp, o: &mut OpOut) {
+    match op {
+        LanOp::InitCheck { .. } => {
+            let r = aq.init_check();
+            o.rets.push(match &r {
+                Ok(_) => 0,
+                Err((e, _)) => e.linux_errno(),
+            });
+            if let Ok(v) | Err((_, Some(v))) = &r {
+                o.version = Some((v.api, v.fw_build));
+            }
+        }
+        LanOp::Send { desc, buf, size, .. } => driver_send(aq, desc, buf, *size, o),
+        LanOp::Events { cleans, out_len, .. } => {
+            for _ in 0..*cleans {
+                driver_event(aq, *out_len, o);
+            }
+        }
+        LanOp::Reset(on) => aq.set_reset_ongoing(*on),
+        LanOp::Typed { cmd, .. } => {
+            let (r, parsed) = driver_typed(aq, cmd);
+            o.rets.push(r);
+            o.parsed = parsed;
+        }
+        LanOp::Shutdown { .. } => {
+            let _ = aq.shutdown(true);
+        }
+    }
+}
+
+/// `send_sized`: the descriptor written back and the buffer.
+fn driver_send(
+    aq: &mut AdminQueue<SimHal, FwBar>,
+    desc: &[u8; 32],
+    buf: &Option<Vec<u8>>,
+    size: u16,
+    o: &mut OpOut,
+) {
+    let mut d = Desc::from_bytes(*desc);
+    let mut b = buf.clone();
+    // SAFETY: the harness's firmware is the only device: no RDMA
+    // `Device` exists, and it touches only registered memory.
+    let r = unsafe { aq.send_sized(&mut d, b.as_deref_mut(), size as usize) };
+    o.rets.push(r.err().map_or(0, |e| e.linux_errno()));
+    if written_back() {
+        o.descs.push(norm(*d.bytes(), b.is_some()));
+    }
+    if let Some(b) = b {
+        o.bufs.push(b);
+    }
+}
+
+/// One `next_event` into a buffer of `out_len` bytes.
+fn driver_event(aq: &mut AdminQueue<SimHal, FwBar>, out_len: u16, o: &mut OpOut) {
+    let mut b = vec![0u8; out_len as usize];
+    match aq.next_event(&mut b) {
+        Ok(Some(ev)) => {
+            o.rets.push(0);
+            o.descs.push(norm(*ev.desc.bytes(), true));
+            b.truncate(ev.msg_len);
+            o.bufs.push(b);
+            o.ev.push((ev.msg_len as u16, ev.pending));
+        }
+        Ok(None) => o.rets.push(EALREADY),
+        Err(e) => o.rets.push(e.linux_errno()),
+    }
 }
 
 /// A difference: the op (0 = start, k = ops[k-1]) and what differed.
@@ -1813,6 +1854,21 @@ pub const KNOWN: &[&str] = &[
 ];
 
 fn classify(c: &LanCase, v: &[OpOut], d: &[OpOut], diff: &LanDiff) -> Option<&'static str> {
+    if let Some(id) = classify_start(c, d, diff) {
+        return Some(id);
+    }
+    let op = diff.op.checked_sub(1).and_then(|k| c.ops.get(k));
+    classify_events(c, op, v, d, diff)
+        .or_else(|| classify_typed(op, v, d, diff))
+        .or_else(|| classify_caps(op, v, d, diff))
+        .or_else(|| classify_send(op, v, d, diff))
+}
+
+/// A deviation's id, if the difference is a listed one.
+type Verdict = Option<&'static str>;
+
+/// A start the driver refuses quietly: a ring or buffer size over its limit.
+fn classify_start(c: &LanCase, d: &[OpOut], diff: &LanDiff) -> Verdict {
     let refused_quietly = |o: &OpOut| o.rets == [EIO] && o.writes.is_empty();
     if diff.op == 0 && d.first().is_some_and(refused_quietly) {
         if c.sq_entries > regs::LEN_MAX || c.rq_entries > regs::LEN_MAX {
@@ -1822,7 +1878,17 @@ fn classify(c: &LanCase, v: &[OpOut], d: &[OpOut], diff: &LanDiff) -> Option<&'s
             return Some("aq_buf_over_4096");
         }
     }
-    let op = diff.op.checked_sub(1).and_then(|k| c.ops.get(k));
+    None
+}
+
+/// An event op: the ARQ head past the ring, an event longer than a slot.
+fn classify_events(
+    c: &LanCase,
+    op: Option<&LanOp>,
+    v: &[OpOut],
+    d: &[OpOut],
+    diff: &LanDiff,
+) -> Verdict {
     if let Some(LanOp::Events { bad_arqh, .. }) = op {
         if let Some(h) = bad_arqh
             && (*h & regs::LEN_MASK) >= u32::from(c.rq_entries)
@@ -1834,6 +1900,11 @@ fn classify(c: &LanCase, v: &[OpOut], d: &[OpOut], diff: &LanDiff) -> Option<&'s
             return Some("arq_event_longer_than_slot_buffer");
         }
     }
+    None
+}
+
+/// A typed command: too many layers, the element count, the MAC read buffer.
+fn classify_typed(op: Option<&LanOp>, v: &[OpOut], d: &[OpOut], diff: &LanDiff) -> Verdict {
     if let Some(LanOp::Typed { cmd, answers, .. }) = op {
         let dr = d.get(diff.op).and_then(|o| o.rets.first().copied());
         match cmd {
@@ -1870,6 +1941,11 @@ fn classify(c: &LanCase, v: &[OpOut], d: &[OpOut], diff: &LanDiff) -> Option<&'s
             _ => {}
         }
     }
+    None
+}
+
+/// Device or function capabilities.
+fn classify_caps(op: Option<&LanOp>, v: &[OpOut], d: &[OpOut], diff: &LanDiff) -> Verdict {
     // capabilities: the only differences are 16-bit fields of ice's that
     // the driver keeps whole (the vendor value is the driver's low 16 bits)
     if let (
@@ -1891,6 +1967,11 @@ fn classify(c: &LanCase, v: &[OpOut], d: &[OpOut], diff: &LanDiff) -> Option<&'s
             return Some("caps_fields_kept_in_32_bits");
         }
     }
+    None
+}
+
+/// A refused send.
+fn classify_send(op: Option<&LanOp>, v: &[OpOut], d: &[OpOut], diff: &LanDiff) -> Verdict {
     // only the caller's descriptor differs, by BUF/LB, after a refused send
     if let (Some(LanOp::Send { .. }), Some(a), Some(b)) = (op, v.get(diff.op), d.get(diff.op)) {
         let only_flags = a.descs.len() == b.descs.len()
@@ -2010,111 +2091,13 @@ pub fn print_lan(c: &LanCase, d: &LanDiff) -> String {
     let mut ops = Vec::new();
     let mut commands = Vec::new();
     let mut writes = Vec::new();
-    let name = |op: Option<&LanOp>| match op {
-        None if c.init_all.is_some() => "ice_init_all_ctrlq",
-        None => "ice_init_ctrlq",
-        Some(LanOp::InitCheck { .. }) => "ice_init_check_adminq",
-        Some(LanOp::Send { .. }) => "ice_aq_send_cmd",
-        Some(LanOp::Events { .. }) => "ice_clean_rq_elem",
-        Some(LanOp::Reset(_)) => "(hw->reset_ongoing)",
-        Some(LanOp::Shutdown { .. }) => "ice_shutdown_ctrlq",
-        Some(LanOp::Typed { cmd, .. }) => match cmd {
-            Typed::ClearPfCfg => "ice_clear_pf_cfg",
-            Typed::ClearPxe => "ice_aq_clear_pxe_mode",
-            Typed::GetVersion => "ice_aq_get_fw_ver",
-            Typed::SetEventMask { .. } => "ice_aq_set_event_mask",
-            Typed::RestartAn { .. } => "ice_aq_set_link_restart_an",
-            Typed::SetMacCfg { .. } => "ice_aq_set_mac_cfg",
-            Typed::MacRead { .. } => "ice_aq_manage_mac_read",
-            Typed::LinkInfo { .. } => "ice_aq_get_link_info",
-            Typed::QuerySchedRes => "ice_sched_query_res_alloc",
-            Typed::GetDfltTopo { .. } => "ice_aq_get_dflt_topo",
-            Typed::QueryElem { .. } => "ice_sched_query_elem",
-            Typed::DevCaps { .. } => "ice_discover_dev_caps",
-            Typed::FuncCaps { .. } => "ice_discover_func_caps",
-        },
-    };
+    let name = |op: Option<&LanOp>| lan_op_name(c, op);
     for (i, o) in v.iter().enumerate() {
         let op = i.checked_sub(1).and_then(|k| c.ops.get(k));
-        let args = match op {
-            Some(LanOp::InitCheck { answer }) => format!("{{\"fw_script\":[{}]}}", answer_json(answer)),
-            Some(LanOp::Send { desc, buf, size, answers, bad_head, crit }) => format!(
-                "{{\"desc\":\"{}\",\"buf\":{},\"buf_size\":{size},\"fw_script\":[{}],\"state\":{{\"atqh\":{},\"atq_crit\":{},\"arq_crit\":{}}}}}",
-                hexs(desc),
-                buf.as_ref().map_or("null".into(), |b| format!("\"{}\"", hexs(b))),
-                answers.iter().map(answer_json).collect::<Vec<_>>().join(","),
-                bad_head.map_or("null".into(), |h| h.to_string()),
-                crit & 1,
-                crit >> 1
-            ),
-            Some(LanOp::Events { evs, cleans, out_len, bad_arqh }) => format!(
-                "{{\"arq_events\":[{}],\"cleans\":{cleans},\"buf_len\":{out_len},\"arqh\":{}}}",
-                evs.iter()
-                    .map(|e| format!(
-                        "{{\"opcode\":{},\"retval\":{},\"datalen\":{},\"buf\":\"{}\",\"desc_writes\":{{\"8\":\"{}\"}},\"err\":{}}}",
-                        e.opcode,
-                        e.retval,
-                        e.datalen.map_or("null".into(), |l| l.to_string()),
-                        hexs(&e.buf),
-                        hexs(&e.cookie_params),
-                        e.err
-                    ))
-                    .collect::<Vec<_>>()
-                    .join(","),
-                bad_arqh.map_or("null".into(), |h| h.to_string())
-            ),
-            Some(LanOp::Reset(on)) => format!("{{\"reset_ongoing\":{on}}}"),
-            Some(LanOp::Typed { cmd, answers, regs }) => format!(
-                "{{\"call\":\"{cmd:?}\",\"fw_script\":[{}],\"regs\":{{{}}}}}",
-                answers.iter().map(answer_json).collect::<Vec<_>>().join(","),
-                regs.iter().map(|(a, v)| format!("\"{a:#010x}\":\"{v:#x}\"")).collect::<Vec<_>>().join(",")
-            ),
-            Some(LanOp::Shutdown { dead }) => format!("{{\"state\":{{\"atqlen\":{}}}}}", if *dead { "0" } else { "null" }),
-            None => c.init_all.as_ref().map_or("{}".into(), |a| {
-                format!("{{\"fw_script\":[{}]}}", a.iter().map(answer_json).collect::<Vec<_>>().join(","))
-            }),
-        };
+        let args = lan_op_args(c, op);
         ops.push(format!("{{\"fn\":\"{}\",\"args\":{args}}}", name(op)));
-        let s = &o.state;
-        calls.push(format!(
-            "{{\"fn\":\"{}\",\"ret\":{:?},\"outputs\":{{\"sq_last_status\":{},\"adminq.sq.count\":{},\"adminq.rq.count\":{},\"adminq.sq.next_to_use\":{},\"adminq.sq.next_to_clean\":{},\"adminq.rq.next_to_use\":{},\"adminq.rq.next_to_clean\":{}{}{}}}}}",
-            name(op),
-            o.rets,
-            s.last_status,
-            s.sq_count,
-            s.rq_count,
-            s.sq_ntu,
-            s.sq_ntc,
-            s.rq_ntu,
-            s.rq_ntc,
-            o.version.map_or(String::new(), |(a, b)| format!(
-                ",\"api_branch\":{},\"api_maj_ver\":{},\"api_min_ver\":{},\"api_patch\":{},\"fw_build\":\"{b:#x}\"",
-                a[0], a[1], a[2], a[3]
-            )),
-            if o.parsed.is_empty() {
-                String::new()
-            } else {
-                o.parsed.iter().map(|(k, x)| format!(",\"{k}\":\"{x:#x}\"")).collect::<String>()
-            } + &if o.descs.is_empty() {
-                String::new()
-            } else {
-                format!(
-                    ",\"desc_out\":[{}]",
-                    o.descs.iter().map(|x| format!("\"{}\"", hexs(x))).collect::<Vec<_>>().join(",")
-                )
-            }
-        ));
-        for cmd in &o.cmds {
-            commands.push(format!(
-                "{{\"call\":{i},\"desc\":{{\"hex\":\"{}\"}}{}}}",
-                hexs(&cmd.desc),
-                cmd.buf.as_ref().map_or(String::new(), |b| format!(
-                    ",\"buf\":{{\"hex\":\"{}\",\"len\":{}}}",
-                    hexs(b),
-                    b.len()
-                ))
-            ));
-        }
+        calls.push(lan_call_json(name(op), o));
+        lan_call_commands(i, o, &mut commands);
         for (a, val) in &o.writes {
             writes.push(format!("{{\"call\":{i},\"offset\":\"{a:#010x}\",\"value\":\"{val}\"}}"));
         }
@@ -2139,4 +2122,122 @@ pub fn print_lan(c: &LanCase, d: &LanDiff) -> String {
         writes.join(","),
         d.what
     )
+}
+
+/// The vendor function an op of `c` calls (`None`: the start).
+fn lan_op_name(c: &LanCase, op: Option<&LanOp>) -> &'static str {
+    match op {
+        None if c.init_all.is_some() => "ice_init_all_ctrlq",
+        None => "ice_init_ctrlq",
+        Some(LanOp::InitCheck { .. }) => "ice_init_check_adminq",
+        Some(LanOp::Send { .. }) => "ice_aq_send_cmd",
+        Some(LanOp::Events { .. }) => "ice_clean_rq_elem",
+        Some(LanOp::Reset(_)) => "(hw->reset_ongoing)",
+        Some(LanOp::Shutdown { .. }) => "ice_shutdown_ctrlq",
+        Some(LanOp::Typed { cmd, .. }) => match cmd {
+            Typed::ClearPfCfg => "ice_clear_pf_cfg",
+            Typed::ClearPxe => "ice_aq_clear_pxe_mode",
+            Typed::GetVersion => "ice_aq_get_fw_ver",
+            Typed::SetEventMask { .. } => "ice_aq_set_event_mask",
+            Typed::RestartAn { .. } => "ice_aq_set_link_restart_an",
+            Typed::SetMacCfg { .. } => "ice_aq_set_mac_cfg",
+            Typed::MacRead { .. } => "ice_aq_manage_mac_read",
+            Typed::LinkInfo { .. } => "ice_aq_get_link_info",
+            Typed::QuerySchedRes => "ice_sched_query_res_alloc",
+            Typed::GetDfltTopo { .. } => "ice_aq_get_dflt_topo",
+            Typed::QueryElem { .. } => "ice_sched_query_elem",
+            Typed::DevCaps { .. } => "ice_discover_dev_caps",
+            Typed::FuncCaps { .. } => "ice_discover_func_caps",
+        },
+    }
+}
+
+/// An op's inputs as the `args` object of `ops`.
+fn lan_op_args(c: &LanCase, op: Option<&LanOp>) -> String {
+    match op {
+        Some(LanOp::InitCheck { answer }) => format!("{{\"fw_script\":[{}]}}", answer_json(answer)),
+        Some(LanOp::Send { desc, buf, size, answers, bad_head, crit }) => format!(
+            "{{\"desc\":\"{}\",\"buf\":{},\"buf_size\":{size},\"fw_script\":[{}],\"state\":{{\"atqh\":{},\"atq_crit\":{},\"arq_crit\":{}}}}}",
+            hexs(desc),
+            buf.as_ref().map_or("null".into(), |b| format!("\"{}\"", hexs(b))),
+            answers.iter().map(answer_json).collect::<Vec<_>>().join(","),
+            bad_head.map_or("null".into(), |h| h.to_string()),
+            crit & 1,
+            crit >> 1
+        ),
+        Some(LanOp::Events { evs, cleans, out_len, bad_arqh }) => format!(
+            "{{\"arq_events\":[{}],\"cleans\":{cleans},\"buf_len\":{out_len},\"arqh\":{}}}",
+            evs.iter()
+                .map(|e| format!(
+                    "{{\"opcode\":{},\"retval\":{},\"datalen\":{},\"buf\":\"{}\",\"desc_writes\":{{\"8\":\"{}\"}},\"err\":{}}}",
+                    e.opcode,
+                    e.retval,
+                    e.datalen.map_or("null".into(), |l| l.to_string()),
+                    hexs(&e.buf),
+                    hexs(&e.cookie_params),
+                    e.err
+                ))
+                .collect::<Vec<_>>()
+                .join(","),
+            bad_arqh.map_or("null".into(), |h| h.to_string())
+        ),
+        Some(LanOp::Reset(on)) => format!("{{\"reset_ongoing\":{on}}}"),
+        Some(LanOp::Typed { cmd, answers, regs }) => format!(
+            "{{\"call\":\"{cmd:?}\",\"fw_script\":[{}],\"regs\":{{{}}}}}",
+            answers.iter().map(answer_json).collect::<Vec<_>>().join(","),
+            regs.iter().map(|(a, v)| format!("\"{a:#010x}\":\"{v:#x}\"")).collect::<Vec<_>>().join(",")
+        ),
+        Some(LanOp::Shutdown { dead }) => format!("{{\"state\":{{\"atqlen\":{}}}}}", if *dead { "0" } else { "null" }),
+        None => c.init_all.as_ref().map_or("{}".into(), |a| {
+            format!("{{\"fw_script\":[{}]}}", a.iter().map(answer_json).collect::<Vec<_>>().join(","))
+        }),
+    }
+}
+
+/// One entry of `calls`: the vendor's return and outputs for `name`.
+fn lan_call_json(name: &str, o: &OpOut) -> String {
+    let s = &o.state;
+    format!(
+        "{{\"fn\":\"{}\",\"ret\":{:?},\"outputs\":{{\"sq_last_status\":{},\"adminq.sq.count\":{},\"adminq.rq.count\":{},\"adminq.sq.next_to_use\":{},\"adminq.sq.next_to_clean\":{},\"adminq.rq.next_to_use\":{},\"adminq.rq.next_to_clean\":{}{}{}}}}}",
+        name,
+        o.rets,
+        s.last_status,
+        s.sq_count,
+        s.rq_count,
+        s.sq_ntu,
+        s.sq_ntc,
+        s.rq_ntu,
+        s.rq_ntc,
+        o.version.map_or(String::new(), |(a, b)| format!(
+            ",\"api_branch\":{},\"api_maj_ver\":{},\"api_min_ver\":{},\"api_patch\":{},\"fw_build\":\"{b:#x}\"",
+            a[0], a[1], a[2], a[3]
+        )),
+        if o.parsed.is_empty() {
+            String::new()
+        } else {
+            o.parsed.iter().map(|(k, x)| format!(",\"{k}\":\"{x:#x}\"")).collect::<String>()
+        } + &if o.descs.is_empty() {
+            String::new()
+        } else {
+            format!(
+                ",\"desc_out\":[{}]",
+                o.descs.iter().map(|x| format!("\"{}\"", hexs(x))).collect::<Vec<_>>().join(",")
+            )
+        }
+    )
+}
+
+/// Call `i`'s commands to the firmware as entries of `commands`.
+fn lan_call_commands(i: usize, o: &OpOut, commands: &mut Vec<String>) {
+    for cmd in &o.cmds {
+        commands.push(format!(
+            "{{\"call\":{i},\"desc\":{{\"hex\":\"{}\"}}{}}}",
+            hexs(&cmd.desc),
+            cmd.buf.as_ref().map_or(String::new(), |b| format!(
+                ",\"buf\":{{\"hex\":\"{}\",\"len\":{}}}",
+                hexs(b),
+                b.len()
+            ))
+        ));
+    }
 }

@@ -255,106 +255,31 @@ impl Model {
         let mut buf = c.buf.clone().unwrap_or_default();
         let mut params = [0u8; 16];
         params.copy_from_slice(&c.desc[16..32]);
-        match op {
+        // `Some`: the answer as it is (no buffer or parameters written back)
+        let early = match op {
             0x0210 | 0x0211 | 0x0213 => {
                 return self.vsi_answers.pop_front().unwrap_or_else(Answer::ok);
             }
             // Add Switch Rules: a rule id into every lookup rule (type 0/1)
             0x02A0 => {
-                let n = usize::from(le16(&c.desc, 16));
-                if matches!(le16(&buf, 0), 0 | 1) {
-                    for i in 0..n {
-                        put16(&mut buf, i * 32 + 12, self.next_rule);
-                        self.next_rule = self.next_rule.wrapping_add(1);
-                    }
-                }
+                self.add_switch_rules(c, &mut buf);
+                None
             }
             // Allocate Resources: one VSI list id
             0x0208 => {
                 put16(&mut buf, 4, self.next_list);
                 self.next_list = (self.next_list + 1) & 0x3ff;
+                None
             }
-            0x0412 => {
-                let Some(t) = &self.topo else { return Answer::ok() };
-                buf = vec![0u8; 32 + 9 * 32];
-                put16(&mut buf, 0, u16::from(t.layers));
-                put16(&mut buf, 2, u16::from(t.layers));
-                for (i, s) in t.sibl.iter().enumerate() {
-                    buf[32 + i * 32] = i as u8;
-                    put16(&mut buf, 32 + i * 32 + 10, *s);
-                }
-            }
-            0x0400 => {
-                let Some(t) = &self.topo else { return Answer::ok() };
-                buf = vec![0u8; 4096];
-                for (br, n) in t.elems.iter().enumerate() {
-                    let base = br * (8 + 9 * 24);
-                    put16(&mut buf, base + 4, *n);
-                    for j in 0..usize::from(*n).min(9) {
-                        let at = base + 8 + j * 24;
-                        let teid = dflt_teid(t, br, j);
-                        let (p, d, _) = self.elems.get(&teid).copied().unwrap_or_default();
-                        put32(&mut buf, at, p);
-                        put32(&mut buf, at + 4, teid);
-                        buf[at + 8..at + 24].copy_from_slice(&d);
-                    }
-                }
-                params[1] = t.elems.len() as u8;
-            }
+            0x0412 => self.query_sched_res(&mut buf),
+            0x0400 => self.get_dflt_topo(&mut buf, &mut params),
             // Query Scheduling Elements: those known
             0x0404 => {
-                let n = usize::from(le16(&c.desc, 16));
-                let mut found = 0u16;
-                for i in 0..n {
-                    let at = i * 24;
-                    if let Some((p, d, _)) = self.elems.get(&le32(&buf, at + 4)).copied() {
-                        put32(&mut buf, at, p);
-                        if let Some(s) = buf.get_mut(at + 8..at + 24) {
-                            s.copy_from_slice(&d);
-                        }
-                        found += 1;
-                    }
-                }
-                put16(&mut params, 2, found);
+                self.query_elems(c, &mut buf, &mut params);
+                None
             }
             // Add Scheduling Elements / Add RDMA Qset: TEIDs
-            0x0401 | 0x0C33 => {
-                let parent = le32(&buf, 0);
-                let n = usize::from(le16(&buf, 4));
-                // a parent that is unknown or would have more children than
-                // its layer allows is refused (ENOENT / ENOSPC): the vendor
-                // sizes each node's child array by that limit and trusts the
-                // firmware to keep it
-                let Some(pl) = self.elems.get(&parent).map(|e| e.2) else {
-                    return Answer { retval: 2, ..Answer::ok() };
-                };
-                let limit = self
-                    .topo
-                    .as_ref()
-                    .map_or(0, |t| t.sibl.get(usize::from(pl) + 1).copied().map_or(0, usize::from));
-                let kids = self.elems.values().filter(|e| e.0 == parent).count();
-                if kids + n > limit {
-                    return Answer { retval: 16, ..Answer::ok() };
-                }
-                for i in 0..n {
-                    let at = 8 + i * 24;
-                    if at + 24 > buf.len() {
-                        break;
-                    }
-                    let teid = self.next_teid;
-                    self.next_teid += 1;
-                    put32(&mut buf, at + 4, teid);
-                    let mut d = [0u8; 16];
-                    d.copy_from_slice(&buf[at + 8..at + 24]);
-                    if op == 0x0C33 {
-                        d[0] = 5;
-                    }
-                    self.elems.insert(teid, (parent, d, pl + 1));
-                }
-                if op == 0x0401 {
-                    put16(&mut params, 2, le16(&c.desc, 16));
-                }
-            }
+            0x0401 | 0x0C33 => self.add_elems(op, c, &mut buf, &mut params),
             // Delete Scheduling Elements
             0x040F => {
                 let n = usize::from(le16(&buf, 4));
@@ -362,10 +287,116 @@ impl Model {
                     self.elems.remove(&le32(&buf, 8 + i * 4));
                 }
                 put16(&mut params, 2, le16(&c.desc, 16));
+                None
             }
             _ => return Answer::ok(),
+        };
+        if let Some(a) = early {
+            return a;
         }
         Answer { retval: 0, datalen: None, buf, params: Some(params), hang: false }
+    }
+
+    fn add_switch_rules(&mut self, c: &SeenCmd, buf: &mut [u8]) {
+        let n = usize::from(le16(&c.desc, 16));
+        if matches!(le16(buf, 0), 0 | 1) {
+            for i in 0..n {
+                put16(buf, i * 32 + 12, self.next_rule);
+                self.next_rule = self.next_rule.wrapping_add(1);
+            }
+        }
+    }
+
+    fn query_sched_res(&self, buf: &mut Vec<u8>) -> Option<Answer> {
+        let Some(t) = &self.topo else { return Some(Answer::ok()) };
+        *buf = vec![0u8; 32 + 9 * 32];
+        put16(buf, 0, u16::from(t.layers));
+        put16(buf, 2, u16::from(t.layers));
+        for (i, s) in t.sibl.iter().enumerate() {
+            buf[32 + i * 32] = i as u8;
+            put16(buf, 32 + i * 32 + 10, *s);
+        }
+        None
+    }
+
+    fn get_dflt_topo(&self, buf: &mut Vec<u8>, params: &mut [u8; 16]) -> Option<Answer> {
+        let Some(t) = &self.topo else { return Some(Answer::ok()) };
+        *buf = vec![0u8; 4096];
+        for (br, n) in t.elems.iter().enumerate() {
+            let base = br * (8 + 9 * 24);
+            put16(buf, base + 4, *n);
+            for j in 0..usize::from(*n).min(9) {
+                let at = base + 8 + j * 24;
+                let teid = dflt_teid(t, br, j);
+                let (p, d, _) = self.elems.get(&teid).copied().unwrap_or_default();
+                put32(buf, at, p);
+                put32(buf, at + 4, teid);
+                buf[at + 8..at + 24].copy_from_slice(&d);
+            }
+        }
+        params[1] = t.elems.len() as u8;
+        None
+    }
+
+    fn query_elems(&self, c: &SeenCmd, buf: &mut [u8], params: &mut [u8; 16]) {
+        let n = usize::from(le16(&c.desc, 16));
+        let mut found = 0u16;
+        for i in 0..n {
+            let at = i * 24;
+            if let Some((p, d, _)) = self.elems.get(&le32(buf, at + 4)).copied() {
+                put32(buf, at, p);
+                if let Some(s) = buf.get_mut(at + 8..at + 24) {
+                    s.copy_from_slice(&d);
+                }
+                found += 1;
+            }
+        }
+        put16(params, 2, found);
+    }
+
+    fn add_elems(
+        &mut self,
+        op: u16,
+        c: &SeenCmd,
+        buf: &mut [u8],
+        params: &mut [u8; 16],
+    ) -> Option<Answer> {
+        let parent = le32(buf, 0);
+        let n = usize::from(le16(buf, 4));
+        // a parent that is unknown or would have more children than
+        // its layer allows is refused (ENOENT / ENOSPC): the vendor
+        // sizes each node's child array by that limit and trusts the
+        // firmware to keep it
+        let Some(pl) = self.elems.get(&parent).map(|e| e.2) else {
+            return Some(Answer { retval: 2, ..Answer::ok() });
+        };
+        let limit = self
+            .topo
+            .as_ref()
+            .map_or(0, |t| t.sibl.get(usize::from(pl) + 1).copied().map_or(0, usize::from));
+        let kids = self.elems.values().filter(|e| e.0 == parent).count();
+        if kids + n > limit {
+            return Some(Answer { retval: 16, ..Answer::ok() });
+        }
+        for i in 0..n {
+            let at = 8 + i * 24;
+            if at + 24 > buf.len() {
+                break;
+            }
+            let teid = self.next_teid;
+            self.next_teid += 1;
+            put32(buf, at + 4, teid);
+            let mut d = [0u8; 16];
+            d.copy_from_slice(&buf[at + 8..at + 24]);
+            if op == 0x0C33 {
+                d[0] = 5;
+            }
+            self.elems.insert(teid, (parent, d, pl + 1));
+        }
+        if op == 0x0401 {
+            put16(params, 2, le16(&c.desc, 16));
+        }
+        None
     }
 }
 
@@ -525,93 +556,95 @@ pub fn gen_sw_case(rng: &mut Rng) -> SwCase {
         ops: Vec::new(),
     };
     match rng.below(3) {
-        0 => {
-            for _ in 0..rng.range(1, 6) {
-                let op = match rng.below(5) {
-                    0 | 1 => SwOp::AddVsi { ctx: gen_ctx(rng) },
-                    2 | 3 => SwOp::UpdateVsi { ctx: gen_ctx(rng) },
-                    _ => SwOp::FreeVsi { keep: rng.chance(1, 2) },
-                };
-                c.ops.push(op);
-                // an EBUSY answer is retried: a spare answer for it
-                for _ in 0..2 {
-                    c.vsi_answers.push(gen_vsi_answer(rng));
-                }
-            }
-        }
-        1 => {
-            let nv = rng.range(1, 3) as usize;
-            // distinct hardware numbers: two handles of one VSI number are
-            // two VSIs to ice's handle-keyed lists, one to the driver
-            while c.vsis.len() < nv {
-                let v = rng.below(0x400) as u16;
-                if !c.vsis.contains(&v) {
-                    c.vsis.push(v);
-                }
-            }
-            let macs: [[u8; 6]; 5] = [
-                [0x4c, 0x1c, 0x3d, 0xac, 0x99, 0x6b],
-                [0x02, 0x00, 0x00, 0x00, 0x00, rng.next_u64() as u8],
-                [0x01, 0x00, 0x5e, 0x00, 0x00, 0x01],
-                [0xff; 6],
-                [0; 6],
-            ];
-            for _ in 0..rng.range(1, 6) {
-                let vsi = rng.below(nv as u64) as u8;
-                let mac = if rng.chance(1, 10) { [0; 6] } else { macs[rng.below(4) as usize] };
-                let op = if rng.chance(2, 3) {
-                    SwOp::AddMac { vsi, mac }
-                } else {
-                    SwOp::RemoveMac { vsi, mac }
-                };
-                c.ops.push(op);
-            }
-            c.faults = gen_faults(rng, &[0x02A0, 0x02A1, 0x02A2, 0x0208, 0x0209]);
-        }
-        _ => {
-            c.vsis = vec![rng.below(0x400) as u16];
-            let t = gen_topo(rng);
-            let ntc = t.elems.len().clamp(1, 8);
-            c.ops.push(SwOp::SchedInit { lport: rng.below(4) as u8 });
-            let mut cfg_tcs = 0u8;
-            for _ in 0..rng.range(1, 4) {
-                let tc = if rng.chance(7, 8) { rng.below(ntc as u64) } else { rng.below(8) } as u8;
-                let op = if rng.chance(1, 2) {
-                    // cumulative, as the driver configures its TCs once: a
-                    // TC left out would be suspended by ice_cfg_vsi_qs
-                    let mut tcs = 1u8 << tc | cfg_tcs;
-                    if rng.chance(1, 8) {
-                        tcs |= rng.next_u64() as u8;
-                    }
-                    cfg_tcs = tcs;
-                    let max_qs = match rng.below(6) {
-                        0 => 0,
-                        1 => 1,
-                        2 => rng.range(2, 16) as u16,
-                        3 => rng.range(17, 300) as u16,
-                        _ => rng.range(1, 4) as u16,
-                    };
-                    SwOp::CfgRdma { tcs, max_qs }
-                } else {
-                    let n = rng.range(1, 4) as usize;
-                    let handles = (0..n)
-                        .map(|_| {
-                            if rng.chance(1, 20) {
-                                rng.next_u64() as u16
-                            } else {
-                                rng.below(0x400) as u16
-                            }
-                        })
-                        .collect();
-                    SwOp::EnaQsets { tc, handles }
-                };
-                c.ops.push(op);
-            }
-            c.faults = gen_faults(rng, &[0x0400, 0x0401, 0x0404, 0x040F, 0x0412, 0x0C33]);
-            c.topo = Some(t);
-        }
+        0 => gen_vsi_ops(rng, &mut c),
+        1 => gen_mac_ops(rng, &mut c),
+        _ => gen_sched_ops(rng, &mut c),
     }
     c
+}
+
+/// VSI ops, with two answers each (an EBUSY answer is retried).
+fn gen_vsi_ops(rng: &mut Rng, c: &mut SwCase) {
+    for _ in 0..rng.range(1, 6) {
+        let op = match rng.below(5) {
+            0 | 1 => SwOp::AddVsi { ctx: gen_ctx(rng) },
+            2 | 3 => SwOp::UpdateVsi { ctx: gen_ctx(rng) },
+            _ => SwOp::FreeVsi { keep: rng.chance(1, 2) },
+        };
+        c.ops.push(op);
+        // an EBUSY answer is retried: a spare answer for it
+        for _ in 0..2 {
+            c.vsi_answers.push(gen_vsi_answer(rng));
+        }
+    }
+}
+
+/// One to three VSIs and MAC filter ops on them, with faults.
+fn gen_mac_ops(rng: &mut Rng, c: &mut SwCase) {
+    let nv = rng.range(1, 3) as usize;
+    // distinct hardware numbers: two handles of one VSI number are
+    // two VSIs to ice's handle-keyed lists, one to the driver
+    while c.vsis.len() < nv {
+        let v = rng.below(0x400) as u16;
+        if !c.vsis.contains(&v) {
+            c.vsis.push(v);
+        }
+    }
+    let macs: [[u8; 6]; 5] = [
+        [0x4c, 0x1c, 0x3d, 0xac, 0x99, 0x6b],
+        [0x02, 0x00, 0x00, 0x00, 0x00, rng.next_u64() as u8],
+        [0x01, 0x00, 0x5e, 0x00, 0x00, 0x01],
+        [0xff; 6],
+        [0; 6],
+    ];
+    for _ in 0..rng.range(1, 6) {
+        let vsi = rng.below(nv as u64) as u8;
+        let mac = if rng.chance(1, 10) { [0; 6] } else { macs[rng.below(4) as usize] };
+        let op =
+            if rng.chance(2, 3) { SwOp::AddMac { vsi, mac } } else { SwOp::RemoveMac { vsi, mac } };
+        c.ops.push(op);
+    }
+    c.faults = gen_faults(rng, &[0x02A0, 0x02A1, 0x02A2, 0x0208, 0x0209]);
+}
+
+/// A default topology, a scheduler start and RDMA TC / qset ops, with faults.
+fn gen_sched_ops(rng: &mut Rng, c: &mut SwCase) {
+    c.vsis = vec![rng.below(0x400) as u16];
+    let t = gen_topo(rng);
+    let ntc = t.elems.len().clamp(1, 8);
+    c.ops.push(SwOp::SchedInit { lport: rng.below(4) as u8 });
+    let mut cfg_tcs = 0u8;
+    for _ in 0..rng.range(1, 4) {
+        let tc = if rng.chance(7, 8) { rng.below(ntc as u64) } else { rng.below(8) } as u8;
+        let op = if rng.chance(1, 2) {
+            // cumulative, as the driver configures its TCs once: a
+            // TC left out would be suspended by ice_cfg_vsi_qs
+            let mut tcs = 1u8 << tc | cfg_tcs;
+            if rng.chance(1, 8) {
+                tcs |= rng.next_u64() as u8;
+            }
+            cfg_tcs = tcs;
+            let max_qs = match rng.below(6) {
+                0 => 0,
+                1 => 1,
+                2 => rng.range(2, 16) as u16,
+                3 => rng.range(17, 300) as u16,
+                _ => rng.range(1, 4) as u16,
+            };
+            SwOp::CfgRdma { tcs, max_qs }
+        } else {
+            let n = rng.range(1, 4) as usize;
+            let handles = (0..n)
+                .map(|_| {
+                    if rng.chance(1, 20) { rng.next_u64() as u16 } else { rng.below(0x400) as u16 }
+                })
+                .collect();
+            SwOp::EnaQsets { tc, handles }
+        };
+        c.ops.push(op);
+    }
+    c.faults = gen_faults(rng, &[0x0400, 0x0401, 0x0404, 0x040F, 0x0412, 0x0C33]);
+    c.topo = Some(t);
 }
 
 // ------------------------------------------------------------- running
@@ -700,139 +733,184 @@ fn tree_state(o: &mut SwOut, nodes: &[NodeRow]) {
 fn run_vendor(c: &SwCase) -> Result<(Vec<SwOut>, Vec<Answer>), String> {
     let (model, r) = responder(c);
     fw_fresh_with(Some(r));
-    // SAFETY: the glue allocates and returns a zeroed struct ice_hw.
-    let hw = unsafe { vd_ice_hw_new(16, 16, 4096, 4096) };
-    // SAFETY: `hw` is live.
-    if unsafe { vd_ice_init(hw) } != 0 {
-        // SAFETY: live, freed once.
-        unsafe { vd_ice_hw_free(hw) };
-        return Err("the vendor's admin queue did not start".into());
-    }
-    // SAFETY: `hw` is live and its queue is up.
-    let r = unsafe { vd_sw_init(hw, u8::from(c.veb)) };
-    if r != 0 {
-        return Err(format!("ice_init_def_sw_recp: {r}"));
-    }
-    for (h, v) in c.vsis.iter().enumerate() {
-        // SAFETY: `hw` is live; the handle is below ICE_MAX_VSI.
-        unsafe { vd_sw_set_vsi(hw, h as u16, *v) };
-    }
+    let mut v = VdSw::start(c)?;
     let _ = fw_take_seen();
     let mut outs = Vec::new();
-    let mut have_vsi = false;
-    let mut tree_up = false;
     for op in &c.ops {
         let mut o = SwOut::default();
-        match op {
-            SwOp::AddVsi { ctx } => {
-                let mut b = *ctx;
-                let mut v = VdVsiOut::default();
-                // SAFETY: `b` holds the 128 bytes the glue copies; `v` is an out struct.
-                let r = unsafe { vd_sw_add_vsi(hw, 9, b.as_mut_ptr(), VSI_TYPE_PF, 1, 0, &mut v) };
-                o.rets.push(r);
-                if r == 0 {
-                    have_vsi = true;
-                    vsi_state(&mut o, Some(v.vsi_num), v.allocd, v.unallocated);
-                }
-                o.buf = Some(b.to_vec());
-            }
-            SwOp::UpdateVsi { ctx } if have_vsi => {
-                let mut b = *ctx;
-                let mut v = VdVsiOut::default();
-                // SAFETY: as above.
-                let r = unsafe { vd_sw_update_vsi(hw, 9, b.as_mut_ptr(), &mut v) };
-                o.rets.push(r);
-                if r == 0 {
-                    vsi_state(&mut o, None, v.allocd, v.unallocated);
-                }
-                o.buf = Some(b.to_vec());
-            }
-            SwOp::FreeVsi { keep } if have_vsi => {
-                let mut v = VdVsiOut::default();
-                // SAFETY: as above.
-                let r = unsafe { vd_sw_free_vsi(hw, 9, u8::from(*keep), &mut v) };
-                o.rets.push(r);
-                if r == 0 {
-                    have_vsi = false;
-                    vsi_state(&mut o, None, v.allocd, v.unallocated);
-                }
-            }
-            SwOp::UpdateVsi { .. } | SwOp::FreeVsi { .. } => {}
-            SwOp::AddMac { vsi, mac } | SwOp::RemoveMac { vsi, mac } => {
-                let add = matches!(op, SwOp::AddMac { .. });
-                // SAFETY: `hw` is live, the handle has a context, `mac` 6 bytes.
-                let r = unsafe {
-                    if add {
-                        vd_sw_add_mac_bcast(hw, u16::from(*vsi), mac.as_ptr())
-                    } else {
-                        vd_sw_remove_mac(hw, u16::from(*vsi), mac.as_ptr())
-                    }
-                };
-                o.rets.push(r);
-                let mut rows = [VdMacRule::default(); 32];
-                // SAFETY: room for 32 rows.
-                let n = unsafe { vd_sw_mac_rules(hw, rows.as_mut_ptr(), 32) };
-                let rows = rows.iter().take(n.max(0) as usize);
-                mac_table(
-                    &mut o,
-                    rows.map(|r| (r.mac, r.rule_id, r.list != 0, r.fwd_id, r.vsi_count)).collect(),
-                );
-            }
-            SwOp::SchedInit { lport } => {
-                let mut s = VdSched::default();
-                // SAFETY: `hw` is live, `s` an out struct of the glue's layout.
-                let r = unsafe { vd_ice_query_sched_res(hw, &mut s) };
-                o.rets.push(r);
-                if r == 0 {
-                    // SAFETY: `hw` is live.
-                    let r = unsafe { vd_sched_init_port(hw, *lport) };
-                    o.rets.push(r);
-                    tree_up = r == 0;
-                }
-            }
-            SwOp::CfgRdma { tcs, max_qs } => {
-                let mut max = [*max_qs; 8];
-                // SAFETY: `max` has the 8 entries ice_cfg_vsi_qs reads.
-                o.rets.push(unsafe { vd_cfg_vsi_rdma(hw, 0, u16::from(*tcs), max.as_mut_ptr()) });
-            }
-            SwOp::EnaQsets { tc, handles } => {
-                let mut h = handles.clone();
-                let mut t = vec![0u32; h.len()];
-                // SAFETY: both arrays hold `n` entries.
-                let r = unsafe {
-                    vd_ena_rdma_qset(hw, 0, *tc, h.as_mut_ptr(), h.len() as u16, t.as_mut_ptr())
-                };
-                o.rets.push(r);
-                if r == 0 {
-                    for (i, x) in t.iter().enumerate() {
-                        o.state.push((format!("qset_teid[{i}]"), u64::from(*x)));
-                    }
-                }
-            }
-        }
-        if c.topo.is_some() && tree_up {
-            let mut nodes = vec![VdNode::default(); 512];
-            // SAFETY: room for 512 nodes.
-            let n = unsafe { vd_sched_tree(hw, nodes.as_mut_ptr(), 512) };
-            let v: Vec<_> = nodes
-                .iter()
-                .take(n.max(0) as usize)
-                .map(|x| (x.teid, x.parent, x.layer, x.tc, x.owner, x.data))
-                .collect();
-            tree_state(&mut o, &v);
+        v.op(op, &mut o);
+        if c.topo.is_some() && v.tree_up {
+            v.tree_state(&mut o);
         }
         o.cmds = fw_take_seen();
         outs.push(o);
     }
-    // SAFETY: `hw` is live; freed once, after its tree and switch.
-    unsafe {
-        vd_sched_free(hw);
-        vd_sw_free(hw);
-        vd_ice_hw_free(hw);
-    }
+    v.free();
     fw_fresh_with(None);
     let log = std::mem::take(&mut model.borrow_mut().log);
     Ok((outs, log))
+}
+
+/// The vendor's switch over one case: its `ice_hw` and what the ops built.
+struct VdSw {
+    hw: *mut IceHw,
+    have_vsi: bool,
+    tree_up: bool,
+}
+
+impl VdSw {
+    /// The admin queue up, the default recipes in, the case's VSI handles set.
+    fn start(c: &SwCase) -> Result<Self, String> {
+        // SAFETY: the glue allocates and returns a zeroed struct ice_hw.
+        let hw = unsafe { vd_ice_hw_new(16, 16, 4096, 4096) };
+        // SAFETY: `hw` is live.
+        if unsafe { vd_ice_init(hw) } != 0 {
+            // SAFETY: live, freed once.
+            unsafe { vd_ice_hw_free(hw) };
+            return Err("the vendor's admin queue did not start".into());
+        }
+        // SAFETY: `hw` is live and its queue is up.
+        let r = unsafe { vd_sw_init(hw, u8::from(c.veb)) };
+        if r != 0 {
+            return Err(format!("ice_init_def_sw_recp: {r}"));
+        }
+        for (h, v) in c.vsis.iter().enumerate() {
+            // SAFETY: `hw` is live; the handle is below ICE_MAX_VSI.
+            unsafe { vd_sw_set_vsi(hw, h as u16, *v) };
+        }
+        Ok(Self { hw, have_vsi: false, tree_up: false })
+    }
+
+    /// One op, its returns and state into `o`.
+    fn op(&mut self, op: &SwOp, o: &mut SwOut) {
+        match op {
+            SwOp::AddVsi { ctx } => self.add_vsi(ctx, o),
+            SwOp::UpdateVsi { ctx } if self.have_vsi => self.update_vsi(ctx, o),
+            SwOp::FreeVsi { keep } if self.have_vsi => self.free_vsi(*keep, o),
+            SwOp::UpdateVsi { .. } | SwOp::FreeVsi { .. } => {}
+            SwOp::AddMac { vsi, mac } | SwOp::RemoveMac { vsi, mac } => {
+                self.mac(matches!(op, SwOp::AddMac { .. }), *vsi, mac, o);
+            }
+            SwOp::SchedInit { lport } => self.sched_init(*lport, o),
+            SwOp::CfgRdma { tcs, max_qs } => {
+                let mut max = [*max_qs; 8];
+                // SAFETY: `max` has the 8 entries ice_cfg_vsi_qs reads.
+                o.rets.push(unsafe {
+                    vd_cfg_vsi_rdma(self.hw, 0, u16::from(*tcs), max.as_mut_ptr())
+                });
+            }
+            SwOp::EnaQsets { tc, handles } => self.ena_qsets(*tc, handles, o),
+        }
+    }
+
+    fn add_vsi(&mut self, ctx: &[u8; VSI_CTX_LEN], o: &mut SwOut) {
+        let mut b = *ctx;
+        let mut v = VdVsiOut::default();
+        // SAFETY: `b` holds the 128 bytes the glue copies; `v` is an out struct.
+        let r = unsafe { vd_sw_add_vsi(self.hw, 9, b.as_mut_ptr(), VSI_TYPE_PF, 1, 0, &mut v) };
+        o.rets.push(r);
+        if r == 0 {
+            self.have_vsi = true;
+            vsi_state(o, Some(v.vsi_num), v.allocd, v.unallocated);
+        }
+        o.buf = Some(b.to_vec());
+    }
+
+    fn update_vsi(&mut self, ctx: &[u8; VSI_CTX_LEN], o: &mut SwOut) {
+        let mut b = *ctx;
+        let mut v = VdVsiOut::default();
+        // SAFETY: as above.
+        let r = unsafe { vd_sw_update_vsi(self.hw, 9, b.as_mut_ptr(), &mut v) };
+        o.rets.push(r);
+        if r == 0 {
+            vsi_state(o, None, v.allocd, v.unallocated);
+        }
+        o.buf = Some(b.to_vec());
+    }
+
+    fn free_vsi(&mut self, keep: bool, o: &mut SwOut) {
+        let mut v = VdVsiOut::default();
+        // SAFETY: as above.
+        let r = unsafe { vd_sw_free_vsi(self.hw, 9, u8::from(keep), &mut v) };
+        o.rets.push(r);
+        if r == 0 {
+            self.have_vsi = false;
+            vsi_state(o, None, v.allocd, v.unallocated);
+        }
+    }
+
+    /// AddMac (`add`) or RemoveMac, then the filter table.
+    fn mac(&mut self, add: bool, vsi: u8, mac: &[u8; 6], o: &mut SwOut) {
+        let hw = self.hw;
+        // SAFETY: `hw` is live, the handle has a context, `mac` 6 bytes.
+        let r = unsafe {
+            if add {
+                vd_sw_add_mac_bcast(hw, u16::from(vsi), mac.as_ptr())
+            } else {
+                vd_sw_remove_mac(hw, u16::from(vsi), mac.as_ptr())
+            }
+        };
+        o.rets.push(r);
+        let mut rows = [VdMacRule::default(); 32];
+        // SAFETY: room for 32 rows.
+        let n = unsafe { vd_sw_mac_rules(hw, rows.as_mut_ptr(), 32) };
+        let rows = rows.iter().take(n.max(0) as usize);
+        mac_table(
+            o,
+            rows.map(|r| (r.mac, r.rule_id, r.list != 0, r.fwd_id, r.vsi_count)).collect(),
+        );
+    }
+
+    fn sched_init(&mut self, lport: u8, o: &mut SwOut) {
+        let mut s = VdSched::default();
+        // SAFETY: `hw` is live, `s` an out struct of the glue's layout.
+        let r = unsafe { vd_ice_query_sched_res(self.hw, &mut s) };
+        o.rets.push(r);
+        if r == 0 {
+            // SAFETY: `hw` is live.
+            let r = unsafe { vd_sched_init_port(self.hw, lport) };
+            o.rets.push(r);
+            self.tree_up = r == 0;
+        }
+    }
+
+    fn ena_qsets(&mut self, tc: u8, handles: &[u16], o: &mut SwOut) {
+        let mut h = handles.to_vec();
+        let mut t = vec![0u32; h.len()];
+        // SAFETY: both arrays hold `n` entries.
+        let r = unsafe {
+            vd_ena_rdma_qset(self.hw, 0, tc, h.as_mut_ptr(), h.len() as u16, t.as_mut_ptr())
+        };
+        o.rets.push(r);
+        if r == 0 {
+            for (i, x) in t.iter().enumerate() {
+                o.state.push((format!("qset_teid[{i}]"), u64::from(*x)));
+            }
+        }
+    }
+
+    /// The scheduler tree as the glue walks it.
+    fn tree_state(&self, o: &mut SwOut) {
+        let mut nodes = vec![VdNode::default(); 512];
+        // SAFETY: room for 512 nodes.
+        let n = unsafe { vd_sched_tree(self.hw, nodes.as_mut_ptr(), 512) };
+        let v: Vec<_> = nodes
+            .iter()
+            .take(n.max(0) as usize)
+            .map(|x| (x.teid, x.parent, x.layer, x.tc, x.owner, x.data))
+            .collect();
+        tree_state(o, &v);
+    }
+
+    /// The tree, the switch and the `ice_hw`, in that order.
+    fn free(self) {
+        // SAFETY: `hw` is live; freed once, after its tree and switch.
+        unsafe {
+            vd_sched_free(self.hw);
+            vd_sw_free(self.hw);
+            vd_ice_hw_free(self.hw);
+        }
+    }
 }
 
 fn owner_code(o: Owner) -> u8 {
@@ -846,125 +924,178 @@ fn owner_code(o: Owner) -> u8 {
 fn run_driver(c: &SwCase) -> Result<Vec<SwOut>, String> {
     let (_model, r) = responder(c);
     fw_fresh_with(Some(r));
-    let cfg = AqConfig {
-        sq_entries: 16,
-        rq_entries: 16,
-        sq_buf_size: 4096,
-        rq_buf_size: 4096,
-        timeouts: AqTimeouts {
-            command: Duration::from_secs(1),
-            busy_delay: Duration::from_millis(10),
-            busy_sends: 3,
-        },
-    };
-    let mut aq = AdminQueue::<SimHal, FwBar>::start(FwBar, &cfg)
-        .map_err(|e| format!("the driver's admin queue did not start: {e:?}"))?;
+    let mut d = DrvSw::start(c)?;
     let _ = fw_take_seen();
     let mut outs = Vec::new();
-    let mut vsi: Option<u16> = None;
-    let mut filters = MacFilters::new();
-    let mut tree: Option<Tree> = None;
-    let mut branches: Vec<RdmaBranch> = Vec::new();
     for op in &c.ops {
         let mut o = SwOut::default();
-        match op {
-            SwOp::AddVsi { ctx } => {
-                let mut v = VsiContext(*ctx);
-                match aq.add_vsi(&mut v) {
-                    Ok(a) => {
-                        o.rets.push(0);
-                        vsi = Some(a.vsi_num);
-                        vsi_state(&mut o, Some(a.vsi_num), a.used, a.free);
-                    }
-                    Err(e) => o.rets.push(e.linux_errno()),
-                }
-                o.buf = Some(v.0.to_vec());
-            }
-            SwOp::UpdateVsi { ctx } if vsi.is_some() => {
-                let mut v = VsiContext(*ctx);
-                match aq.update_vsi(vsi.unwrap_or(0), &mut v) {
-                    Ok(a) => {
-                        o.rets.push(0);
-                        vsi_state(&mut o, None, a.used, a.free);
-                    }
-                    Err(e) => o.rets.push(e.linux_errno()),
-                }
-                o.buf = Some(v.0.to_vec());
-            }
-            SwOp::FreeVsi { keep } if vsi.is_some() => match aq.free_vsi(vsi.unwrap_or(0), *keep) {
-                Ok(a) => {
-                    o.rets.push(0);
-                    vsi = None;
-                    vsi_state(&mut o, None, a.used, a.free);
-                }
-                Err(e) => o.rets.push(e.linux_errno()),
+        d.op(op, &mut o);
+        d.tree_state(&mut o);
+        o.cmds = fw_take_seen();
+        outs.push(o);
+    }
+    // the admin queue goes (its Drop) before the firmware is reset
+    drop(d);
+    fw_fresh_with(None);
+    Ok(outs)
+}
+
+/// The driver's state over one case: its admin queue and what the ops built.
+struct DrvSw<'c> {
+    c: &'c SwCase,
+    aq: AdminQueue<SimHal, FwBar>,
+    vsi: Option<u16>,
+    filters: MacFilters,
+    tree: Option<Tree>,
+    branches: Vec<RdmaBranch>,
+}
+
+impl<'c> DrvSw<'c> {
+    /// The admin queue up, nothing built yet.
+    fn start(c: &'c SwCase) -> Result<Self, String> {
+        let cfg = AqConfig {
+            sq_entries: 16,
+            rq_entries: 16,
+            sq_buf_size: 4096,
+            rq_buf_size: 4096,
+            timeouts: AqTimeouts {
+                command: Duration::from_secs(1),
+                busy_delay: Duration::from_millis(10),
+                busy_sends: 3,
             },
+        };
+        let aq = AdminQueue::<SimHal, FwBar>::start(FwBar, &cfg)
+            .map_err(|e| format!("the driver's admin queue did not start: {e:?}"))?;
+        Ok(Self { c, aq, vsi: None, filters: MacFilters::new(), tree: None, branches: Vec::new() })
+    }
+
+    /// One op, its returns and state into `o`.
+    fn op(&mut self, op: &SwOp, o: &mut SwOut) {
+        match op {
+            SwOp::AddVsi { ctx } => self.add_vsi(ctx, o),
+            SwOp::UpdateVsi { ctx } if self.vsi.is_some() => self.update_vsi(ctx, o),
+            SwOp::FreeVsi { keep } if self.vsi.is_some() => self.free_vsi(*keep, o),
             SwOp::UpdateVsi { .. } | SwOp::FreeVsi { .. } => {}
             SwOp::AddMac { vsi, mac } | SwOp::RemoveMac { vsi, mac } => {
-                let v = c.vsis.get(usize::from(*vsi)).copied().unwrap_or(0);
-                let r = if matches!(op, SwOp::AddMac { .. }) {
-                    filters.add_mac_and_broadcast(&mut aq, *mac, v, c.veb, c.umac_shared)
-                } else {
-                    filters.remove_mac(&mut aq, *mac, v, c.veb)
-                };
-                o.rets.push(r.map_or_else(|e| e.linux_errno(), |()| 0));
-                let rows = filters
-                    .iter()
-                    .map(|f| {
-                        let (list, id) = match f.fwd {
-                            irdma::ice::switch::Fwd::Vsi(v) => (false, v),
-                            irdma::ice::switch::Fwd::VsiList(l) => (true, l),
-                        };
-                        (f.mac, f.rule_id, list, id, f.vsi_count)
-                    })
-                    .collect();
-                mac_table(&mut o, rows);
+                self.mac(matches!(op, SwOp::AddMac { .. }), *vsi, *mac, o);
             }
-            SwOp::SchedInit { lport } => match aq.query_sched_res() {
-                Err(e) => o.rets.push(e.linux_errno()),
-                Ok(res) => {
-                    o.rets.push(0);
-                    match aq.sched_init_port(*lport, res.layers) {
-                        Ok(mut t) => {
-                            o.rets.push(0);
-                            t.set_max_children(&res);
-                            tree = Some(t);
-                        }
-                        Err(e) => o.rets.push(e.linux_errno()),
-                    }
-                }
-            },
-            SwOp::CfgRdma { tcs, max_qs } => {
-                let r = match tree.as_mut() {
-                    // ice_cfg_vsi_qs: the port is not ready
-                    None => Err(CmdError::BadResponse("no scheduler tree")),
-                    Some(t) => cfg_rdma(&mut aq, t, &mut branches, *tcs, *max_qs),
-                };
-                o.note = r.as_ref().err().and_then(note_of);
-                o.rets.push(r.map_or_else(|e| e.linux_errno(), |()| 0));
+            SwOp::SchedInit { lport } => self.sched_init(*lport, o),
+            SwOp::CfgRdma { tcs, max_qs } => self.cfg_rdma(*tcs, *max_qs, o),
+            SwOp::EnaQsets { tc, handles } => self.ena_qsets(*tc, handles, o),
+        }
+    }
+
+    fn add_vsi(&mut self, ctx: &[u8; VSI_CTX_LEN], o: &mut SwOut) {
+        let mut v = VsiContext(*ctx);
+        match self.aq.add_vsi(&mut v) {
+            Ok(a) => {
+                o.rets.push(0);
+                self.vsi = Some(a.vsi_num);
+                vsi_state(o, Some(a.vsi_num), a.used, a.free);
             }
-            SwOp::EnaQsets { tc, handles } => {
-                let mut teids = vec![0u32; handles.len()];
-                let r = match (tree.as_mut(), branches.iter().find(|b| b.tc == *tc)) {
-                    (None, _) => Err(EIO),
-                    // no VSI node on this TC: ice_sched_get_free_qparent finds none
-                    (Some(_), None) => Err(EINVAL),
-                    (Some(t), Some(b)) => {
-                        aq.sched_ena_rdma_qsets(t, b, *tc, handles, &mut teids).map_err(|e| {
-                            o.note = note_of(&e);
-                            e.linux_errno()
-                        })
-                    }
+            Err(e) => o.rets.push(e.linux_errno()),
+        }
+        o.buf = Some(v.0.to_vec());
+    }
+
+    fn update_vsi(&mut self, ctx: &[u8; VSI_CTX_LEN], o: &mut SwOut) {
+        let mut v = VsiContext(*ctx);
+        match self.aq.update_vsi(self.vsi.unwrap_or(0), &mut v) {
+            Ok(a) => {
+                o.rets.push(0);
+                vsi_state(o, None, a.used, a.free);
+            }
+            Err(e) => o.rets.push(e.linux_errno()),
+        }
+        o.buf = Some(v.0.to_vec());
+    }
+
+    fn free_vsi(&mut self, keep: bool, o: &mut SwOut) {
+        match self.aq.free_vsi(self.vsi.unwrap_or(0), keep) {
+            Ok(a) => {
+                o.rets.push(0);
+                self.vsi = None;
+                vsi_state(o, None, a.used, a.free);
+            }
+            Err(e) => o.rets.push(e.linux_errno()),
+        }
+    }
+
+    /// AddMac (`add`) or RemoveMac, then the filter table.
+    fn mac(&mut self, add: bool, vsi: u8, mac: [u8; 6], o: &mut SwOut) {
+        let c = self.c;
+        let v = c.vsis.get(usize::from(vsi)).copied().unwrap_or(0);
+        let r = if add {
+            self.filters.add_mac_and_broadcast(&mut self.aq, mac, v, c.veb, c.umac_shared)
+        } else {
+            self.filters.remove_mac(&mut self.aq, mac, v, c.veb)
+        };
+        o.rets.push(r.map_or_else(|e| e.linux_errno(), |()| 0));
+        let rows = self
+            .filters
+            .iter()
+            .map(|f| {
+                let (list, id) = match f.fwd {
+                    irdma::ice::switch::Fwd::Vsi(v) => (false, v),
+                    irdma::ice::switch::Fwd::VsiList(l) => (true, l),
                 };
-                o.rets.push(r.err().unwrap_or(0));
-                if r.is_ok() {
-                    for (i, x) in teids.iter().enumerate() {
-                        o.state.push((format!("qset_teid[{i}]"), u64::from(*x)));
+                (f.mac, f.rule_id, list, id, f.vsi_count)
+            })
+            .collect();
+        mac_table(o, rows);
+    }
+
+    fn sched_init(&mut self, lport: u8, o: &mut SwOut) {
+        match self.aq.query_sched_res() {
+            Err(e) => o.rets.push(e.linux_errno()),
+            Ok(res) => {
+                o.rets.push(0);
+                match self.aq.sched_init_port(lport, res.layers) {
+                    Ok(mut t) => {
+                        o.rets.push(0);
+                        t.set_max_children(&res);
+                        self.tree = Some(t);
                     }
+                    Err(e) => o.rets.push(e.linux_errno()),
                 }
             }
         }
-        if let Some(t) = &tree {
+    }
+
+    fn cfg_rdma(&mut self, tcs: u8, max_qs: u16, o: &mut SwOut) {
+        let r = match self.tree.as_mut() {
+            // ice_cfg_vsi_qs: the port is not ready
+            None => Err(CmdError::BadResponse("no scheduler tree")),
+            Some(t) => cfg_rdma(&mut self.aq, t, &mut self.branches, tcs, max_qs),
+        };
+        o.note = r.as_ref().err().and_then(note_of);
+        o.rets.push(r.map_or_else(|e| e.linux_errno(), |()| 0));
+    }
+
+    fn ena_qsets(&mut self, tc: u8, handles: &[u16], o: &mut SwOut) {
+        let mut teids = vec![0u32; handles.len()];
+        let r = match (self.tree.as_mut(), self.branches.iter().find(|b| b.tc == tc)) {
+            (None, _) => Err(EIO),
+            // no VSI node on this TC: ice_sched_get_free_qparent finds none
+            (Some(_), None) => Err(EINVAL),
+            (Some(t), Some(b)) => {
+                self.aq.sched_ena_rdma_qsets(t, b, tc, handles, &mut teids).map_err(|e| {
+                    o.note = note_of(&e);
+                    e.linux_errno()
+                })
+            }
+        };
+        o.rets.push(r.err().unwrap_or(0));
+        if r.is_ok() {
+            for (i, x) in teids.iter().enumerate() {
+                o.state.push((format!("qset_teid[{i}]"), u64::from(*x)));
+            }
+        }
+    }
+
+    /// The scheduler tree, depth first, once there is one.
+    fn tree_state(&self, o: &mut SwOut) {
+        if let Some(t) = &self.tree {
             let mut buf = vec![t.nodes().first().copied().unwrap_or(dummy_node()); t.nodes().len()];
             let n = t.depth_first(&mut buf);
             let v: Vec<_> = buf
@@ -972,14 +1103,9 @@ fn run_driver(c: &SwCase) -> Result<Vec<SwOut>, String> {
                 .take(n)
                 .map(|x| (x.teid, x.parent, x.layer, x.tc, owner_code(x.owner), x.data))
                 .collect();
-            tree_state(&mut o, &v);
+            tree_state(o, &v);
         }
-        o.cmds = fw_take_seen();
-        outs.push(o);
     }
-    drop(aq);
-    fw_fresh_with(None);
-    Ok(outs)
 }
 
 fn dummy_node() -> irdma::ice::sched::Node {
@@ -1144,35 +1270,66 @@ fn classify(c: &SwCase, v: &[SwOut], d: &[SwOut], diff: &SwDiff) -> Option<&'sta
         return Some("sched_tree_table_full");
     }
     match c.ops.get(diff.op)? {
-        SwOp::SchedInit { .. } => {
-            let dc = all_cmds(d, diff.op);
-            // the driver's commands are a prefix of the vendor's
-            let prefix =
-                vo.cmds.len() >= dout.cmds.len() && vo.cmds[..dout.cmds.len()] == dout.cmds[..];
-            let last_0400_failed = dout
-                .cmds
-                .last()
-                .is_some_and(|x| opcode(x) == 0x0400 && faulted(c, &dc[..dc.len() - 1], x));
-            if vo.rets == [0, -5] && dout.rets == [0, 0] && vo.cmds == dout.cmds && last_0400_failed
-            {
-                return Some("sched_init_port_topology_error_tolerated");
-            }
-            if prefix
-                && vo.rets.get(1).is_some_and(|r| *r != 0)
-                && vo.rets == dout.rets
-                && vo.cmds[dout.cmds.len()..].iter().all(|x| opcode(x) == 0x040F)
-            {
-                return Some("sched_init_failure_keeps_default_nodes");
-            }
-            let last_delete_failed = dout
-                .cmds
-                .last()
-                .is_some_and(|x| opcode(x) == 0x040F && faulted(c, &dc[..dc.len() - 1], x));
-            if prefix && vo.rets == [0, 0] && dout.rets == [0, -5] && last_delete_failed {
-                return Some("sched_default_node_delete_error_fails");
-            }
-            None
+        SwOp::SchedInit { .. } => classify_sched_init(c, d, diff, vo, dout),
+        op @ SwOp::AddMac { .. } => classify_add_mac(c, v, diff, op, vo, dout),
+        SwOp::CfgRdma { tcs, max_qs } => classify_cfg_rdma(c, *tcs, *max_qs, vo, dout),
+        SwOp::EnaQsets { handles, .. } => {
+            let wide = handles.iter().any(|h| *h > 0x3ff);
+            (wide && dout.cmds.is_empty() && dout.rets == [EINVAL] && !vo.cmds.is_empty())
+                .then_some("rdma_qset_handle_over_10_bits")
         }
+        SwOp::RemoveMac { .. } => {
+            let removes = vo.cmds.iter().all(|x| opcode(x) == 0x02A2);
+            (dout.cmds.is_empty() && dout.rets == [-2] && removes && !vo.cmds.is_empty())
+                .then_some("mac_remove_rule_of_another_vsi")
+        }
+        _ => None,
+    }
+}
+
+/// A difference on SchedInit: a topology error the driver tolerates, the
+/// default nodes a failed start keeps, a failed delete of one.
+fn classify_sched_init(
+    c: &SwCase,
+    d: &[SwOut],
+    diff: &SwDiff,
+    vo: &SwOut,
+    dout: &SwOut,
+) -> Option<&'static str> {
+    let dc = all_cmds(d, diff.op);
+    // the driver's commands are a prefix of the vendor's
+    let prefix = vo.cmds.len() >= dout.cmds.len() && vo.cmds[..dout.cmds.len()] == dout.cmds[..];
+    let last_0400_failed =
+        dout.cmds.last().is_some_and(|x| opcode(x) == 0x0400 && faulted(c, &dc[..dc.len() - 1], x));
+    if vo.rets == [0, -5] && dout.rets == [0, 0] && vo.cmds == dout.cmds && last_0400_failed {
+        return Some("sched_init_port_topology_error_tolerated");
+    }
+    if prefix
+        && vo.rets.get(1).is_some_and(|r| *r != 0)
+        && vo.rets == dout.rets
+        && vo.cmds[dout.cmds.len()..].iter().all(|x| opcode(x) == 0x040F)
+    {
+        return Some("sched_init_failure_keeps_default_nodes");
+    }
+    let last_delete_failed =
+        dout.cmds.last().is_some_and(|x| opcode(x) == 0x040F && faulted(c, &dc[..dc.len() - 1], x));
+    if prefix && vo.rets == [0, 0] && dout.rets == [0, -5] && last_delete_failed {
+        return Some("sched_default_node_delete_error_fails");
+    }
+    None
+}
+
+/// A difference on AddMac: a VSI list kept after a failed free, a unicast
+/// address the driver does not share.
+fn classify_add_mac(
+    c: &SwCase,
+    v: &[SwOut],
+    diff: &SwDiff,
+    op: &SwOp,
+    vo: &SwOut,
+    dout: &SwOut,
+) -> Option<&'static str> {
+    match op {
         SwOp::AddMac { .. } if list_free_failed_before(c, v, diff.op) => {
             // ice_rem_update_vsi_list left vsi_list_info set after a failed
             // Free Resources: 6.1.192 then treats the single-VSI rule as a
@@ -1194,36 +1351,31 @@ fn classify(c: &SwCase, v: &[SwOut], d: &[SwOut], diff: &SwDiff) -> Option<&'sta
             (unicast && !c.umac_shared && (vendor_lists || same_vsi) && dout.rets == [0])
                 .then_some("mac_unicast_not_shared")
         }
-        SwOp::CfgRdma { tcs, max_qs } => {
-            let t = c.topo.as_ref()?;
-            let prefix =
-                vo.cmds.len() >= dout.cmds.len() && vo.cmds[..dout.cmds.len()] == dout.cmds[..];
-            if u32::from(*max_qs) > vsi_node_capacity(t)
-                && dout.cmds.is_empty()
-                && dout.rets == [EINVAL]
-            {
-                return Some("sched_qsets_beyond_one_vsi_node");
-            }
-            if vo.cmds == dout.cmds && vo.rets == [EIO] && dout.rets == [EINVAL] {
-                return Some("sched_branch_no_room_errno");
-            }
-            // a TC without TC node: ice_cfg_vsi_qs skips it, the driver
-            // refuses (EINVAL) when it reaches it
-            let missing = (0..8).any(|i| tcs & (1 << i) != 0 && i >= t.elems.len());
-            (missing && prefix && dout.rets == [EINVAL]).then_some("sched_missing_tc_refused")
-        }
-        SwOp::EnaQsets { handles, .. } => {
-            let wide = handles.iter().any(|h| *h > 0x3ff);
-            (wide && dout.cmds.is_empty() && dout.rets == [EINVAL] && !vo.cmds.is_empty())
-                .then_some("rdma_qset_handle_over_10_bits")
-        }
-        SwOp::RemoveMac { .. } => {
-            let removes = vo.cmds.iter().all(|x| opcode(x) == 0x02A2);
-            (dout.cmds.is_empty() && dout.rets == [-2] && removes && !vo.cmds.is_empty())
-                .then_some("mac_remove_rule_of_another_vsi")
-        }
         _ => None,
     }
+}
+
+/// A difference on CfgRdma: more qsets than one VSI node holds, no room
+/// for a branch, a TC without TC node.
+fn classify_cfg_rdma(
+    c: &SwCase,
+    tcs: u8,
+    max_qs: u16,
+    vo: &SwOut,
+    dout: &SwOut,
+) -> Option<&'static str> {
+    let t = c.topo.as_ref()?;
+    let prefix = vo.cmds.len() >= dout.cmds.len() && vo.cmds[..dout.cmds.len()] == dout.cmds[..];
+    if u32::from(max_qs) > vsi_node_capacity(t) && dout.cmds.is_empty() && dout.rets == [EINVAL] {
+        return Some("sched_qsets_beyond_one_vsi_node");
+    }
+    if vo.cmds == dout.cmds && vo.rets == [EIO] && dout.rets == [EINVAL] {
+        return Some("sched_branch_no_room_errno");
+    }
+    // a TC without TC node: ice_cfg_vsi_qs skips it, the driver
+    // refuses (EINVAL) when it reaches it
+    let missing = (0..8).any(|i| tcs & (1 << i) != 0 && i >= t.elems.len());
+    (missing && prefix && dout.rets == [EINVAL]).then_some("sched_missing_tc_refused")
 }
 
 /// Sessions and operations compared, per kind (summed over a run).

@@ -505,78 +505,7 @@ fn vendor_typed(
     let ret = o.rets.first().copied().unwrap_or(0);
     let mut out = Map::new();
     out.insert("sq_last_status".into(), o.state.last_status.into());
-    let field = |k: &str| o.parsed.iter().find(|(n, _)| *n == k).map(|(_, v)| *v);
-    match cmd {
-        Typed::GetVersion => {
-            ring_fields(&mut out, &o.state);
-            if ret == 0
-                && let (Some(api), Some(build), Some(fw)) =
-                    (field("api"), field("fw_build"), field("fw"))
-            {
-                let b = |v: u64, i: u32| Value::from((v >> (8 * i)) as u8);
-                for (i, k) in
-                    ["fw_branch", "fw_maj_ver", "fw_min_ver", "fw_patch"].iter().enumerate()
-                {
-                    out.insert((*k).into(), b(fw, i as u32));
-                }
-                out.insert("fw_build".into(), format!("{build:#x}").into());
-                for (i, k) in
-                    ["api_branch", "api_maj_ver", "api_min_ver", "api_patch"].iter().enumerate()
-                {
-                    out.insert((*k).into(), b(api, i as u32));
-                }
-            }
-        }
-        Typed::MacRead { .. } => {
-            if ret == 0
-                && let Some(m) = field("port_info.mac.lan_addr")
-            {
-                // ice_aq_manage_mac_read copies the LAN address into both
-                let m = Value::String(format!("{m:012x}"));
-                out.insert("port_info.mac.lan_addr".into(), m.clone());
-                out.insert("port_info.mac.perm_addr".into(), m);
-            }
-        }
-        Typed::LinkInfo { .. } if ret == 0 => {
-            // struct ice_link_status as ice_aq_get_link_info left it
-            for (k, v) in &o.parsed {
-                let k =
-                    if k.starts_with("fc.") { (*k).to_string() } else { format!("link_info.{k}") };
-                out.insert(k, (*v).into());
-            }
-        }
-        Typed::DevCaps { .. } | Typed::FuncCaps { .. } if ret == 0 => {
-            // lan.rs cap_fields: 15 common capabilities, then the
-            // device's or the function's own ("-": none); 6.1's `rdma` is
-            // the published `iwarp`
-            let prefix =
-                if matches!(cmd, Typed::DevCaps { .. }) { "dev_caps" } else { "func_caps" };
-            for (i, (k, v)) in o.parsed.iter().enumerate() {
-                let k = match (i < 15, *k) {
-                    (_, "-") => continue,
-                    (true, "rdma") => "common_cap.iwarp".to_string(),
-                    (true, k) => format!("common_cap.{k}"),
-                    (false, k) => k.to_string(),
-                };
-                out.insert(format!("{prefix}.{k}"), (*v).into());
-            }
-        }
-        Typed::QuerySchedRes if ret == 0 => {
-            // ice_sched_query_res_alloc: the layer counts, then
-            // max_children[i] for the layers it filled
-            let mut i = 0;
-            for (k, v) in &o.parsed {
-                let k = if *k == "max_children[i]" {
-                    i += 1;
-                    format!("max_children[{}]", i - 1)
-                } else {
-                    (*k).to_string()
-                };
-                out.insert(k, (*v).into());
-            }
-        }
-        _ => {}
-    }
+    typed_outputs(cmd, ret, &o, &mut out);
     let mut v = OneCall {
         op,
         name: format!("vd{n}_{op}_pos{}", ring.position),
@@ -600,6 +529,87 @@ fn vendor_typed(
         _ => {}
     }
     Ok(v)
+}
+
+/// A typed command's outputs as the vendor left them (`ret` its return).
+fn typed_outputs(cmd: Typed, ret: i32, o: &lan::OpOut, out: &mut Map<String, Value>) {
+    match cmd {
+        Typed::GetVersion => version_outputs(ret, o, out),
+        Typed::MacRead { .. } => {
+            if ret == 0
+                && let Some(m) = parsed_field(o, "port_info.mac.lan_addr")
+            {
+                // ice_aq_manage_mac_read copies the LAN address into both
+                let m = Value::String(format!("{m:012x}"));
+                out.insert("port_info.mac.lan_addr".into(), m.clone());
+                out.insert("port_info.mac.perm_addr".into(), m);
+            }
+        }
+        Typed::LinkInfo { .. } if ret == 0 => {
+            // struct ice_link_status as ice_aq_get_link_info left it
+            for (k, v) in &o.parsed {
+                let k =
+                    if k.starts_with("fc.") { (*k).to_string() } else { format!("link_info.{k}") };
+                out.insert(k, (*v).into());
+            }
+        }
+        Typed::DevCaps { .. } | Typed::FuncCaps { .. } if ret == 0 => caps_outputs(cmd, o, out),
+        Typed::QuerySchedRes if ret == 0 => {
+            // ice_sched_query_res_alloc: the layer counts, then
+            // max_children[i] for the layers it filled
+            let mut i = 0;
+            for (k, v) in &o.parsed {
+                let k = if *k == "max_children[i]" {
+                    i += 1;
+                    format!("max_children[{}]", i - 1)
+                } else {
+                    (*k).to_string()
+                };
+                out.insert(k, (*v).into());
+            }
+        }
+        _ => {}
+    }
+}
+
+/// A parsed field of the vendor's answer.
+fn parsed_field(o: &lan::OpOut, k: &str) -> Option<u64> {
+    o.parsed.iter().find(|(n, _)| *n == k).map(|(_, v)| *v)
+}
+
+/// ice_aq_get_fw_ver: the ring, and the version when it succeeded.
+fn version_outputs(ret: i32, o: &lan::OpOut, out: &mut Map<String, Value>) {
+    ring_fields(out, &o.state);
+    if ret == 0
+        && let (Some(api), Some(build), Some(fw)) =
+            (parsed_field(o, "api"), parsed_field(o, "fw_build"), parsed_field(o, "fw"))
+    {
+        let b = |v: u64, i: u32| Value::from((v >> (8 * i)) as u8);
+        for (i, k) in ["fw_branch", "fw_maj_ver", "fw_min_ver", "fw_patch"].iter().enumerate() {
+            out.insert((*k).into(), b(fw, i as u32));
+        }
+        out.insert("fw_build".into(), format!("{build:#x}").into());
+        for (i, k) in ["api_branch", "api_maj_ver", "api_min_ver", "api_patch"].iter().enumerate() {
+            out.insert((*k).into(), b(api, i as u32));
+        }
+    }
+}
+
+/// Device or function capabilities under their published names.
+fn caps_outputs(cmd: Typed, o: &lan::OpOut, out: &mut Map<String, Value>) {
+    // lan.rs cap_fields: 15 common capabilities, then the
+    // device's or the function's own ("-": none); 6.1's `rdma` is
+    // the published `iwarp`
+    let prefix = if matches!(cmd, Typed::DevCaps { .. }) { "dev_caps" } else { "func_caps" };
+    for (i, (k, v)) in o.parsed.iter().enumerate() {
+        let k = match (i < 15, *k) {
+            (_, "-") => continue,
+            (true, "rdma") => "common_cap.iwarp".to_string(),
+            (true, k) => format!("common_cap.{k}"),
+            (false, k) => k.to_string(),
+        };
+        out.insert(format!("{prefix}.{k}"), (*v).into());
+    }
 }
 
 /// An ARQ event as the runner posts it (`inputs.arq_events[i]`): the
@@ -643,42 +653,13 @@ fn vendor_events(
         .collect();
     let outs = run_seq(ring, ops)?;
     let sq = usize::from(ring.sq_entries);
-    let arq_desc = |d: &[u8]| {
-        let mut b = [0u8; 32];
-        b[..24].copy_from_slice(&d[..24]);
-        json!({"hex": hexs(&b), "mask": format!("{}{}", "ff".repeat(24), "00".repeat(8)),
-               "addr": "arq_buffer"})
-    };
     // ice_alloc_arq_bufs arms every slot alike: the last slot's flags (no
     // event reaches it: fewer than 4 are posted on at least 8 slots)
     let armed = outs
         .first()
         .and_then(|o| o.rings.get(sq + usize::from(ring.rq_entries) - 1))
         .map_or(0, |d| u16::from_le_bytes([d[0], d[1]]));
-    let mut calls = Vec::new();
-    let mut ntc = 0u16;
-    for o in &outs {
-        let ret = o.rets.first().copied().unwrap_or(0);
-        let mut out = Map::new();
-        if ret == 0
-            && let (Some(d), Some(b), Some((ml, pend))) =
-                (o.descs.first(), o.bufs.first(), o.ev.first())
-        {
-            out.insert("event.desc".into(), arq_desc(d));
-            out.insert("event.msg_len".into(), (*ml).into());
-            out.insert("event.msg_buf".into(), hexs(b).into());
-            out.insert("pending".into(), (*pend).into());
-            out.insert("cleaned_slot".into(), ntc.into());
-            if let Some(r) = o.rings.get(sq + usize::from(ntc)) {
-                out.insert("rearmed_desc".into(), arq_desc(r));
-            }
-        }
-        out.insert("rq.next_to_clean".into(), o.state.rq_ntc.into());
-        out.insert("rq.next_to_use".into(), o.state.rq_ntu.into());
-        ntc = o.state.rq_ntc;
-        calls.push(json!({"fn": "ice_clean_rq_elem", "ret": ret, "ret_name": errno_name(ret),
-                          "outputs": out}));
-    }
+    let calls = clean_calls(sq, &outs);
     let ret = outs.first().and_then(|o| o.rets.first().copied()).unwrap_or(0);
     let reg_writes: Vec<Value> = outs
         .iter()
@@ -712,6 +693,45 @@ fn vendor_events(
             "reg_writes": reg_writes,
         },
     }))
+}
+
+/// An ARQ descriptor as published: its first 24 bytes (the buffer address
+/// masked out).
+fn arq_desc(d: &[u8]) -> Value {
+    let mut b = [0u8; 32];
+    b[..24].copy_from_slice(&d[..24]);
+    json!({"hex": hexs(&b), "mask": format!("{}{}", "ff".repeat(24), "00".repeat(8)),
+           "addr": "arq_buffer"})
+}
+
+/// One `calls` entry per ice_clean_rq_elem: the event it returned and the
+/// slot it re-armed, then the ring's indexes.
+fn clean_calls(sq: usize, outs: &[lan::OpOut]) -> Vec<Value> {
+    let mut calls = Vec::new();
+    let mut ntc = 0u16;
+    for o in outs {
+        let ret = o.rets.first().copied().unwrap_or(0);
+        let mut out = Map::new();
+        if ret == 0
+            && let (Some(d), Some(b), Some((ml, pend))) =
+                (o.descs.first(), o.bufs.first(), o.ev.first())
+        {
+            out.insert("event.desc".into(), arq_desc(d));
+            out.insert("event.msg_len".into(), (*ml).into());
+            out.insert("event.msg_buf".into(), hexs(b).into());
+            out.insert("pending".into(), (*pend).into());
+            out.insert("cleaned_slot".into(), ntc.into());
+            if let Some(r) = o.rings.get(sq + usize::from(ntc)) {
+                out.insert("rearmed_desc".into(), arq_desc(r));
+            }
+        }
+        out.insert("rq.next_to_clean".into(), o.state.rq_ntc.into());
+        out.insert("rq.next_to_use".into(), o.state.rq_ntu.into());
+        ntc = o.state.rq_ntc;
+        calls.push(json!({"fn": "ice_clean_rq_elem", "ret": ret, "ret_name": errno_name(ret),
+                          "outputs": out}));
+    }
+    calls
 }
 
 /// ice_init_all_ctrlq on a fresh function whose firmware answers the
@@ -848,11 +868,26 @@ pub fn generate(seed: u64, cases: u64) -> Result<Written, String> {
         out.push(vendor_send(n, &s)?);
     }
     let sends = out.len();
+    let mut acc = Cases { out, ..Cases::default() };
+    typed_cases(seed, cases, &mut acc)?;
+    other_cases(seed, cases, &mut acc)?;
+    Ok(lan_doc(seed, sends, acc))
+}
+
+/// The cases written, how many per published op, and the cases left out
+/// per deviation.
+#[derive(Default)]
+struct Cases {
+    out: Vec<Value>,
+    typed: std::collections::BTreeMap<&'static str, usize>,
+    left_out: std::collections::BTreeMap<&'static str, usize>,
+}
+
+/// The typed commands' cases (those the runner has an op for).
+fn typed_cases(seed: u64, cases: u64, acc: &mut Cases) -> Result<(), String> {
     // the typed commands draw from their own stream: the send cases of a
     // seed stay what they were
     let mut t = Rng::new(seed ^ 0x7479_7065_645f_636d);
-    let mut typed = std::collections::BTreeMap::<&str, usize>::new();
-    let mut left_out = std::collections::BTreeMap::<&str, usize>::new();
     for n in 0..cases {
         let (cmd, answers, regs) = loop {
             if let LanOp::Typed { cmd, answers, regs } = lan::gen_typed(&mut t)
@@ -869,17 +904,22 @@ pub fn generate(seed: u64, cases: u64) -> Result<Written, String> {
         {
             // deviations.toml sched_layers_over_9: the driver refuses what
             // ice truncates to a u8 or reads past its answer for
-            *left_out.entry("sched_layers_over_9").or_default() += 1;
+            *acc.left_out.entry("sched_layers_over_9").or_default() += 1;
             continue;
         }
         if let Some(id) = typed_deviation(&ring, cmd, &answers, &regs) {
-            *left_out.entry(id).or_default() += 1;
+            *acc.left_out.entry(id).or_default() += 1;
             continue;
         }
         let c = vendor_typed(cases + n, &ring, cmd, &answers, &regs)?;
-        *typed.entry(typed_op(&cmd).map_or("?", |x| x.0)).or_default() += 1;
-        out.push(c);
+        *acc.typed.entry(typed_op(&cmd).map_or("?", |x| x.0)).or_default() += 1;
+        acc.out.push(c);
     }
+    Ok(())
+}
+
+/// ARQ events, shutdowns and checked starts.
+fn other_cases(seed: u64, cases: u64, acc: &mut Cases) -> Result<(), String> {
     // ARQ events (their own stream too), then shutdowns
     let mut e = Rng::new(seed ^ 0x6172_715f_6576_7473);
     for n in 0..cases / 4 {
@@ -887,30 +927,35 @@ pub fn generate(seed: u64, cases: u64) -> Result<Written, String> {
             continue;
         };
         let ring = gen_ring(&mut e);
-        out.push(vendor_events(2 * cases + n, &ring, &evs, cleans, out_len)?);
-        *typed.entry("clean_rq_elem").or_default() += 1;
+        acc.out.push(vendor_events(2 * cases + n, &ring, &evs, cleans, out_len)?);
+        *acc.typed.entry("clean_rq_elem").or_default() += 1;
     }
     for n in 0..cases / 8 {
         let ring = gen_ring(&mut e);
-        out.push(vendor_shutdown(3 * cases + n, &ring)?);
-        *typed.entry("shutdown_all_ctrlq").or_default() += 1;
+        acc.out.push(vendor_shutdown(3 * cases + n, &ring)?);
+        *acc.typed.entry("shutdown_all_ctrlq").or_default() += 1;
     }
     for n in 0..cases / 4 {
         let ring = gen_ring(&mut e);
         let answer = lan::gen_version(&mut e);
         match vendor_init_all(4 * cases + n, &ring, &answer)? {
             Some(c) => {
-                out.push(c);
-                *typed.entry("init_all_ctrlq").or_default() += 1;
+                acc.out.push(c);
+                *acc.typed.entry("init_all_ctrlq").or_default() += 1;
             }
             // 6.1's ice_init_all_ctrlq restarts the queue on -EIO; the
             // runner (and the published set) start once
-            None => *left_out.entry("init_all_ctrlq_retried").or_default() += 1,
+            None => *acc.left_out.entry("init_all_ctrlq_retried").or_default() += 1,
         }
     }
-    let count = out.len();
+    Ok(())
+}
+
+/// The document: the cases, their counts and what was left out.
+fn lan_doc(seed: u64, sends: usize, acc: Cases) -> Written {
+    let count = acc.out.len();
     let mut counts = json!({"send_cmd": sends});
-    for (k, v) in typed {
+    for (k, v) in acc.typed {
         counts[k] = v.into();
     }
     let doc = json!({
@@ -928,12 +973,12 @@ pub fn generate(seed: u64, cases: u64) -> Result<Written, String> {
                       "-22": "EINVAL", "-28": "ENOSPC", "-114": "EALREADY"},
             "published": false,
             "counts": counts,
-            "left_out": left_out,
+            "left_out": acc.left_out,
         },
-        "cases": out,
+        "cases": acc.out,
         "count": count,
     });
-    Ok(Written { doc, count })
+    Written { doc, count }
 }
 
 fn unhex(s: &str) -> Vec<u8> {
@@ -947,6 +992,34 @@ type Regs = Vec<(usize, u32)>;
 /// back, `outputs.commands[k].resp`) and the registers it reads, or why the
 /// harness's firmware cannot stand in for the published one.
 fn common_of(c: &Value) -> Result<(Ring, Vec<Answer>, Regs), String> {
+    let i = &c["inputs"];
+    let regs = common_regs(c)?;
+    if i["hw"]["mac_type"].as_str().is_some_and(|m| m != "E810") {
+        return Err("a non-E810 MAC type".into());
+    }
+    let n = |v: &Value| super::num(v).unwrap_or(0);
+    let ring = &i["ring"];
+    if n(&ring["arq_position"]) != 0 || n(&ring["rq_buf_size"]) != 4096 {
+        return Err("an ARQ position or buffer size the harness session does not set".into());
+    }
+    let answers = c["outputs"]["commands"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(answer_of)
+        .collect::<Result<Vec<_>, _>>()?;
+    let ring = Ring {
+        sq_entries: n(&ring["sq_entries"]) as u16,
+        rq_entries: n(&ring["rq_entries"]) as u16,
+        sq_buf: n(&ring["sq_buf_size"]) as u16,
+        position: n(&ring["position"]) as u16,
+    };
+    Ok((ring, answers, regs))
+}
+
+/// The registers a published case sets, once its inputs are ones the
+/// harness firmware can stand in for.
+fn common_regs(c: &Value) -> Result<Regs, String> {
     let i = &c["inputs"];
     for k in ["state", "arq_events", "bar_fault", "vsi0", "vsi1"] {
         if i.get(k).is_some()
@@ -968,70 +1041,51 @@ fn common_of(c: &Value) -> Result<(Ring, Vec<Answer>, Regs), String> {
             regs.push((o as usize, v as u32));
         }
     }
-    if i["hw"]["mac_type"].as_str().is_some_and(|m| m != "E810") {
-        return Err("a non-E810 MAC type".into());
+    Ok(regs)
+}
+
+/// The harness firmware's answer to one published command, from what the
+/// published firmware wrote back (`resp`; none: it hung).
+fn answer_of(k: &Value) -> Result<Answer, String> {
+    let r = &k["resp"];
+    if r.is_null() {
+        return Ok(Answer { retval: 0, datalen: None, buf: vec![], params: None, hang: true });
     }
-    let n = |v: &Value| super::num(v).unwrap_or(0);
-    let ring = &i["ring"];
-    if n(&ring["arq_position"]) != 0 || n(&ring["rq_buf_size"]) != 4096 {
-        return Err("an ARQ position or buffer size the harness session does not set".into());
+    let rd = unhex(r["desc"].as_str().unwrap_or(""));
+    let sd = unhex(k["desc"]["hex"].as_str().unwrap_or(""));
+    if rd.len() != 32 || sd.len() != 32 {
+        return Err("a descriptor that is not 32 bytes".into());
     }
-    let mut answers = Vec::new();
-    for k in c["outputs"]["commands"].as_array().into_iter().flatten() {
-        let r = &k["resp"];
-        if r.is_null() {
-            answers.push(Answer {
-                retval: 0,
-                datalen: None,
-                buf: vec![],
-                params: None,
-                hang: true,
-            });
-            continue;
-        }
-        let rd = unhex(r["desc"].as_str().unwrap_or(""));
-        let sd = unhex(k["desc"]["hex"].as_str().unwrap_or(""));
-        if rd.len() != 32 || sd.len() != 32 {
-            return Err("a descriptor that is not 32 bytes".into());
-        }
-        let retval = u16::from_le_bytes([rd[6], rd[7]]);
-        let posted = u16::from_le_bytes([sd[0], sd[1]]);
-        let want_fl = posted | 0x0003 | if retval != 0 { 0x0004 } else { 0 };
-        if u16::from_le_bytes([rd[0], rd[1]]) != want_fl
-            || rd[2..4] != sd[2..4]
-            || rd[8..16] != sd[8..16]
-        {
-            return Err("a firmware answer that rewrites flags, opcode or cookies (the harness firmware sets DD|CMP|ERR only)".into());
-        }
-        let indirect = posted & BUF != 0;
-        let mut p = [0u8; 16];
-        p.copy_from_slice(&rd[16..32]);
-        if indirect {
-            p[8..].copy_from_slice(&sd[24..32]);
-        }
-        let buf = match r.get("buf").filter(|b| b.is_object()) {
-            Some(b) => {
-                let mut x = unhex(b["hex"].as_str().unwrap_or(""));
-                x.resize(n(&b["len"]) as usize, 0);
-                x
-            }
-            None => vec![],
-        };
-        answers.push(Answer {
-            retval,
-            datalen: Some(u16::from_le_bytes([rd[4], rd[5]])),
-            buf,
-            params: Some(p),
-            hang: false,
-        });
+    let retval = u16::from_le_bytes([rd[6], rd[7]]);
+    let posted = u16::from_le_bytes([sd[0], sd[1]]);
+    let want_fl = posted | 0x0003 | if retval != 0 { 0x0004 } else { 0 };
+    if u16::from_le_bytes([rd[0], rd[1]]) != want_fl
+        || rd[2..4] != sd[2..4]
+        || rd[8..16] != sd[8..16]
+    {
+        return Err("a firmware answer that rewrites flags, opcode or cookies (the harness firmware sets DD|CMP|ERR only)".into());
     }
-    let ring = Ring {
-        sq_entries: n(&ring["sq_entries"]) as u16,
-        rq_entries: n(&ring["rq_entries"]) as u16,
-        sq_buf: n(&ring["sq_buf_size"]) as u16,
-        position: n(&ring["position"]) as u16,
+    let indirect = posted & BUF != 0;
+    let mut p = [0u8; 16];
+    p.copy_from_slice(&rd[16..32]);
+    if indirect {
+        p[8..].copy_from_slice(&sd[24..32]);
+    }
+    let buf = match r.get("buf").filter(|b| b.is_object()) {
+        Some(b) => {
+            let mut x = unhex(b["hex"].as_str().unwrap_or(""));
+            x.resize(super::num(&b["len"]).unwrap_or(0) as usize, 0);
+            x
+        }
+        None => vec![],
     };
-    Ok((ring, answers, regs))
+    Ok(Answer {
+        retval,
+        datalen: Some(u16::from_le_bytes([rd[4], rd[5]])),
+        buf,
+        params: Some(p),
+        hang: false,
+    })
 }
 
 /// A published `send_cmd` case as a [`SendCase`], or why not.
@@ -1067,17 +1121,20 @@ fn send_of(c: &Value) -> Result<SendCase, String> {
     })
 }
 
+/// Whether every one of the published `args` is one of `ks`.
+fn known_args(a: &Value, ks: &[&str]) -> Result<(), String> {
+    match a.as_object().into_iter().flatten().find(|(k, _)| !ks.contains(&k.as_str())) {
+        Some((k, v)) => Err(format!("args.{k} = {v}: not an argument of Linux 6.1's function")),
+        None => Ok(()),
+    }
+}
+
 /// A published typed case as the harness's command, or why not.
 fn typed_of(c: &Value) -> Result<Typed, String> {
     let a = &c["inputs"]["args"];
     let arg = |k: &str| a.get(k).and_then(super::num);
     let lport = super::num(&c["inputs"]["port_info"]["lport"]).unwrap_or(0) as u8;
-    let known = |ks: &[&str]| -> Result<(), String> {
-        match a.as_object().into_iter().flatten().find(|(k, _)| !ks.contains(&k.as_str())) {
-            Some((k, v)) => Err(format!("args.{k} = {v}: not an argument of Linux 6.1's function")),
-            None => Ok(()),
-        }
-    };
+    let known = |ks: &[&str]| known_args(a, ks);
     Ok(match c["op"].as_str().unwrap_or("") {
         "clear_pf_cfg" => {
             known(&[])?;
