@@ -918,30 +918,40 @@ fn cut_cq(k: &mut VdCqCmd, destroy: bool, ors: &mut Vec<(usize, u64, u32)>) {
     ors.push((0, k.cq_size as u64, 21));
     if destroy {
         ors.push((3, k.cq_id as u64, 19));
-        if k.virtual_map != 0 {
-            ors.push((6, k.first_pm_pbl_idx as u64, 28));
-        }
     }
+    let pbl = destroy && k.virtual_map != 0;
+    cut_first_pbl(pbl, &mut k.first_pm_pbl_idx, &mut k.pbl_chunk_size, &mut k.max_ceqs, ors);
     k.cq_size = cut(k.cq_size as u64, 21) as u32;
     k.cq_id = cut(k.cq_id as u64, 19) as u32;
-    k.first_pm_pbl_idx = cut(k.first_pm_pbl_idx as u64, 28) as u32;
     k.shadow_read_threshold = cut(k.shadow_read_threshold as u64, 18) as u32;
-    k.pbl_chunk_size = cut(k.pbl_chunk_size as u64, 2) as u8;
     // FLD_LS_64 with ICRDMA_CQPSQ_CQ_CEQID (31:22): 10 bits
     k.ceq_id = cut(k.ceq_id as u64, 10) as u32;
-    k.max_ceqs = u32::MAX;
+}
+
+/// The PBL fields CQs and EQs share: the first PBLE index (@48, written
+/// whole when `written`) cut to 28 bits, the 2-bit chunk size, and no CEQ
+/// bound for the vendor.
+fn cut_first_pbl(
+    written: bool,
+    idx: &mut u32,
+    chunk: &mut u8,
+    max_ceqs: &mut u32,
+    ors: &mut Vec<(usize, u64, u32)>,
+) {
+    if written {
+        ors.push((6, *idx as u64, 28));
+    }
+    *idx = cut(*idx as u64, 28) as u32;
+    *chunk = cut(*chunk as u64, 2) as u8;
+    *max_ceqs = u32::MAX;
 }
 
 fn cut_eq(k: &mut VdEqCmd, ors: &mut Vec<(usize, u64, u32)>) {
     // irdma_sc_ceq_init / _aeq_init bound elem_cnt and the CEQ id;
     // the builders write elem_cnt (@16) and the first PBLE index
     // (@48) whole, and FIELD_PREP the chunk size
-    if k.virtual_map != 0 {
-        ors.push((6, k.first_pm_pbl_idx as u64, 28));
-    }
-    k.first_pm_pbl_idx = cut(k.first_pm_pbl_idx as u64, 28) as u32;
-    k.pbl_chunk_size = cut(k.pbl_chunk_size as u64, 2) as u8;
-    k.max_ceqs = u32::MAX;
+    let pbl = k.virtual_map != 0;
+    cut_first_pbl(pbl, &mut k.first_pm_pbl_idx, &mut k.pbl_chunk_size, &mut k.max_ceqs, ors);
 }
 
 fn cut_ah(k: &mut VdAhCmd) {
