@@ -800,8 +800,9 @@ impl PostGate {
     }
 }
 
-/// The CQ poller's view of a shared SQ.
-impl<M: Words, T: AsRef<[MpTrk]>> SendQueue for &MpSq<M, T> {
+/// The CQ poller's view of a shared SQ, through any pointer to it (`&MpSq`,
+/// or the owning QP's `HeapRef`).
+impl<M: Words, T: AsRef<[MpTrk]>, D: core::ops::Deref<Target = MpSq<M, T>>> SendQueue for D {
     fn qp_id(&self) -> u32 {
         MpSq::qp_id(self)
     }
