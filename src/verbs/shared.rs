@@ -140,10 +140,7 @@ type SharedSqParts<H> = (HeapRef<SharedSq>, Dma<H>, Dma<H>);
 /// Builds the [`SharedSq`] over `sq`'s ring with `sq`'s size and limits:
 /// the tracking array and the queue object itself live in two host-memory
 /// allocations handed back with it (never given to the device).
-fn shared_sq<H: Hal>(
-    sq: &Sq<'static>,
-    inline: bool,
-) -> Result<SharedSqParts<H>, VerbsError> {
+fn shared_sq<H: Hal>(sq: &Sq<'static>, inline: bool) -> Result<SharedSqParts<H>, VerbsError> {
     let size = sq.size();
     let lim = sq.limits();
     let trk_mem = Dma::<H>::with_bytes(

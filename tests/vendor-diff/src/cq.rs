@@ -172,12 +172,14 @@ fn comp_status(v: u32) -> Option<CompStatus> {
 }
 
 /// The deviation a CQ poll falls under, if any: `q3` is qword 3 of the CQE
-/// at the head before the poll.
+/// at the head before the poll, `pad` whether it names an outstanding NOP
+/// pad (not one of the case's posts).
 fn cq_deviation(
     vret: i32,
     d: &Result<irdma::uk::cq::CqPollInfo, PollError>,
     q3: u64,
     sq_flush_seen: bool,
+    pad: bool,
 ) -> Option<&'static str> {
     let sq = q3 & q3::SQ != 0;
     let flush = q3 & q3::ERROR != 0 && (q3 >> q3::MAJERR_S) & 0xffff == 1;
@@ -199,6 +201,9 @@ fn cq_deviation(
         (0, Ok(_)) if sq && flush && !sq_flush_seen && q3 & q3::MINERR != 1 => {
             Some("sq_first_flush_skips_unsignaled_before_index")
         }
+        // A CQE naming a NOP pad: the vendor's pad leaves the wr_id and
+        // length of the slot's earlier WR in its tracking entry.
+        (0, Ok(_)) if sq && !flush && pad => Some("cqe_names_a_nop_pad"),
         _ => None,
     }
 }
@@ -459,6 +464,11 @@ impl CqRun<'_, '_> {
         let pre = unsafe { ffi::vd_cq_head(vcq.c) } as usize;
         let pre_q3 = vcq.ring.read(pre * 4 + 3);
         let flush_seen = self.qp.sq_flush_seen;
+        let named = ((pre_q3 & q3::WQEIDX) >> q3::WQEIDX_S) as u32;
+        let pad = pre_q3 & q3::SQ != 0
+            && !self.starts.contains(&named)
+            && irdma::uk::SendQueue::offset_of(&self.qp.sq, named).is_some()
+            && self.qp.sq.wqe_opcode(named) == irdma::hal::wqe::op::NOP;
         let mut o = VdPoll::default();
         // SAFETY: `vcq.c` is live; `o` is a valid out pointer. The
         // vendor dereferences the CQE's context, which is null or
@@ -473,7 +483,7 @@ impl CqRun<'_, '_> {
         // deviation classifiers (state differences also to the RQ
         // parking one), then reported.
         if let Err(e) = poll_fields(vret, &o, &dr) {
-            return match cq_deviation(vret, &dr, pre_q3, flush_seen) {
+            return match cq_deviation(vret, &dr, pre_q3, flush_seen, pad) {
                 Some(id) => Err(PollEnd::Deviation(id)),
                 None => Err(PollEnd::Differs(e)),
             };
@@ -483,7 +493,8 @@ impl CqRun<'_, '_> {
         // again.
         let parked = vh as usize == pre && vret == 0;
         if let Err(e) = self.poll_state((vh, vp, vsh), parked, &dr) {
-            let id = cq_deviation(vret, &dr, pre_q3, flush_seen).or_else(|| park_deviation(pre_q3));
+            let id =
+                cq_deviation(vret, &dr, pre_q3, flush_seen, pad).or_else(|| park_deviation(pre_q3));
             return match id {
                 Some(id) => Err(PollEnd::Deviation(id)),
                 None => Err(PollEnd::Differs(e)),
@@ -831,6 +842,56 @@ mod tests {
         };
         match run_cq(&case) {
             Ok(r) => assert_eq!(r, Some("cqe_wqe_idx_not_outstanding")),
+            Err(d) => panic!("unexplained: event {}: {}", d.op, d.what),
+        }
+    }
+
+    /// Found by this harness (seed 0x1a2b3c4d, case 17920): 1030 fillers
+    /// bring a 1024-quanta SQ to slot 6, a 3-quanta SEND is padded with NOPs
+    /// at 6 and 7 and lands at 8; a success CQE names pad 7. The vendor's
+    /// pad kept filler 7's wr_id and length in its tracking entry and
+    /// reports them; the driver's pad has its own entry.
+    #[test]
+    fn a_cqe_naming_a_nop_pad_reports_the_pad() {
+        let _serial = crate::serial();
+        let cfg = Cfg {
+            sq_quanta: 1024,
+            max_frags: 4,
+            max_inline: 70,
+            qp_id: 4_906_325,
+            rq_size: 64,
+            rq_shift: 3,
+            rq_frags: 9,
+        };
+        let sges =
+            vec![sge(1, 0x7fff_ffff, 1), sge(2, 994_830, 0), sge(3, 0, 0), sge(4, 0x7fff_ffff, 2)];
+        let ops = vec![post(3, 5, 0x5100, sges, vec![])];
+        let q3_pad = 0x5720_0007_0000_0000; // SQ, index 7, success, op 0x17
+        let case = CqCase {
+            qp: Case {
+                cfg,
+                sq_filler: 1030,
+                rq_filler: 0,
+                sq_outstanding: 0,
+                rq_outstanding: 0,
+                ops,
+            },
+            cq_size: 8,
+            cq_head: 0,
+            cq_pol: true,
+            events: vec![
+                Ev::Cqe {
+                    q: [1, 2, 3, q3_pad],
+                    ext: None,
+                    null_ctx: false,
+                    stale: false,
+                    target: None,
+                },
+                Ev::Poll,
+            ],
+        };
+        match run_cq(&case) {
+            Ok(r) => assert_eq!(r, Some("cqe_names_a_nop_pad")),
             Err(d) => panic!("unexplained: event {}: {}", d.op, d.what),
         }
     }

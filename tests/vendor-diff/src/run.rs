@@ -357,7 +357,7 @@ pub const KNOWN_DEVIATIONS: &[&str] = &[
     "ah_id_over_17_bits",
     "cqe_wqe_idx_not_outstanding",
     "sq_flush_past_outstanding_nops",
-    "cqe_wqe_idx_inside_a_wqe",
+    "cqe_names_a_nop_pad",
     "sq_flush_reports_signaled_nop",
     "sq_first_flush_skips_unsignaled_before_index",
     "rq_error_parks_for_every_receive",
