@@ -306,6 +306,58 @@ impl<'a> QueueMem<'a> {
     }
 }
 
+/// A shared reference to a `T` kept in host memory that the holder itself
+/// owns (a [`Dma`] it frees when it is dropped), stored as a pointer.
+///
+/// A `&'static T` field there would be wrong, not just loose: every call
+/// that takes the holder by value (`core::mem::drop(qp)`) would promise the
+/// compiler that the memory stays allocated until it returns, and the drop
+/// inside that call frees it (Miri: "deallocating while item is strongly
+/// protected"). The shared reference is made only for the length of a
+/// borrow of the `HeapRef` ([`core::ops::Deref`]).
+#[derive(Debug)]
+pub(crate) struct HeapRef<T>(NonNull<T>);
+
+impl<T> Clone for HeapRef<T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<T> Copy for HeapRef<T> {}
+
+impl<T> HeapRef<T> {
+    /// # Safety
+    ///
+    /// `*ptr` is an initialised `T` that stays allocated, and is changed
+    /// only through interior mutability, for as long as this `HeapRef` or
+    /// any copy of it is used.
+    pub(crate) unsafe fn new(ptr: NonNull<T>) -> Self {
+        HeapRef(ptr)
+    }
+
+    /// The pointer, for tables that hold it without a lifetime.
+    pub(crate) fn as_ptr(self) -> NonNull<T> {
+        self.0
+    }
+}
+
+impl<T> core::ops::Deref for HeapRef<T> {
+    type Target = T;
+    #[inline(always)]
+    fn deref(&self) -> &T {
+        // SAFETY: `new`'s contract: the `T` is live and only shared while
+        // this value is in use, which the borrow of `self` covers.
+        unsafe { self.0.as_ref() }
+    }
+}
+
+// SAFETY: a `HeapRef<T>` only ever hands out `&T`, so sending or sharing it
+// across threads is sound exactly when sharing a `&T` is: when `T: Sync`.
+unsafe impl<T: Sync> Send for HeapRef<T> {}
+// SAFETY: as for `Send`.
+unsafe impl<T: Sync> Sync for HeapRef<T> {}
+
 /// A `&'static mut [T]` over a DMA allocation the device never sees, used as
 /// fixed-capacity bookkeeping memory.
 ///

@@ -800,31 +800,39 @@ impl PostGate {
     }
 }
 
-/// The CQ poller's view of a shared SQ.
-impl<M: Words, T: AsRef<[MpTrk]>> SendQueue for &MpSq<M, T> {
-    fn qp_id(&self) -> u32 {
-        MpSq::qp_id(self)
-    }
-    fn used(&self) -> u32 {
-        MpSq::used(self)
-    }
-    fn tail(&self) -> u32 {
-        MpSq::tail(self)
-    }
-    fn complete_at(&mut self, wqe_idx: u32) -> Option<SqWrTrk> {
-        MpSq::complete_at(self, wqe_idx)
-    }
-    fn retire_oldest(&mut self) -> Option<(u32, u8, SqWrTrk)> {
-        MpSq::retire_oldest(self)
-    }
-    fn offset_of(&self, wqe_idx: u32) -> Option<u32> {
-        let d = wqe_idx.wrapping_sub(self.tail.load(Ordering::Relaxed)) & self.mask;
-        (d < MpSq::used(self)).then_some(d)
-    }
-    fn peek(&self, idx: u32) -> Option<SqWrTrk> {
-        self.trk_at(idx).map(|t| t.load())
-    }
+/// The CQ poller's view of a shared SQ, through a pointer to it: `&MpSq`,
+/// or the owning QP's `HeapRef` (not every `Deref`: a blanket impl would
+/// take `complete_at` on an `Arc<MpSq>` away from the inherent method).
+macro_rules! send_queue_via {
+    ($($ptr:ty),+) => {$(
+        impl<M: Words, T: AsRef<[MpTrk]>> SendQueue for $ptr {
+            fn qp_id(&self) -> u32 {
+                MpSq::qp_id(self)
+            }
+            fn used(&self) -> u32 {
+                MpSq::used(self)
+            }
+            fn tail(&self) -> u32 {
+                MpSq::tail(self)
+            }
+            fn complete_at(&mut self, wqe_idx: u32) -> Option<SqWrTrk> {
+                MpSq::complete_at(self, wqe_idx)
+            }
+            fn retire_oldest(&mut self) -> Option<(u32, u8, SqWrTrk)> {
+                MpSq::retire_oldest(self)
+            }
+            fn offset_of(&self, wqe_idx: u32) -> Option<u32> {
+                let d = wqe_idx.wrapping_sub(self.tail.load(Ordering::Relaxed)) & self.mask;
+                (d < MpSq::used(self)).then_some(d)
+            }
+            fn peek(&self, idx: u32) -> Option<SqWrTrk> {
+                self.trk_at(idx).map(|t| t.load())
+            }
+        }
+    )+};
 }
+
+send_queue_via!(&MpSq<M, T>, super::mem::HeapRef<MpSq<M, T>>);
 
 #[cfg(all(test, not(loom)))]
 mod tests;

@@ -876,7 +876,8 @@ impl SendQueue for Sq<'_> {
 /// Invariant (checked by [`Sq::new`], fields never reassigned): `mask + 1`
 /// is the ring size, `trk.len() >= mask + 1` and
 /// `mem.qwords() >= (mask + 1) * 4`; the hot post path relies on it to index
-/// without checks. Every tracking entry of the ring has `quanta >= 1`.
+/// without checks. A tracking entry has `quanta >= 1` at a WQE start (and
+/// where nothing was posted yet) and 0 at an inner quantum of a WQE.
 pub struct Sq<'a> {
     mem: QueueMem<'a>,
     /// The tracking array (`mask + 1` entries at least), reached through a
@@ -942,8 +943,9 @@ impl<'a> Sq<'a> {
         qp_id: u32,
     ) -> Result<Self, SqConfigError> {
         let cap = sq_config(size, mem.qwords(), trk.len(), max_frags, max_inline)?;
-        // Every tracking entry of the ring says at least one quantum (posts
-        // only ever write 1..=8), so retirement needs no `max(1)`.
+        // Every tracking entry starts at one quantum; posts write 1..=8 at
+        // a WQE's start and 0 at its inner quanta (`mark_inner`), which
+        // `complete_at` refuses and the tail never reaches.
         for t in trk.iter_mut().take(size as usize) {
             *t = SqWrTrk { quanta: 1, ..SqWrTrk::default() };
         }
@@ -1072,6 +1074,24 @@ impl<'a> Sq<'a> {
         unsafe { self.trk.as_ptr().add(idx as usize) }
     }
 
+    /// Marks ring index `idx`, an inner quantum of the WQE being posted, as
+    /// no WQE start (quanta 0): a CQE naming it is device garbage that
+    /// [`Sq::complete_at`] refuses, where the entry left from an earlier
+    /// lap would complete that lap's WR again and leave the tail inside
+    /// this WQE (found by vendor-diff, seed 0xa11ce001 case 68403).
+    ///
+    /// # Safety
+    ///
+    /// `idx <= mask`, and the caller's post reserved the slot with the WQE.
+    #[inline(always)]
+    unsafe fn mark_inner(&mut self, idx: u32) {
+        #[cfg(all(test, loom))]
+        self.loom_trk(idx, true);
+        // SAFETY: `idx <= mask < trk.len()` (this function's contract); the
+        // slot is free, reserved like the WQE's first quantum (see `post`).
+        unsafe { (&raw mut (*self.trk_ptr(idx)).quanta).write(0) };
+    }
+
     /// The opcode in the header of the WQE at ring index `idx`.
     pub fn wqe_opcode(&self, idx: u32) -> u8 {
         let h = self.mem.read((idx & self.mask) as usize * QUANTUM_QWORDS + 3);
@@ -1115,6 +1135,14 @@ impl<'a> Sq<'a> {
                 signaled: p.signaled,
             })
         };
+        for k in 1..sz.quanta {
+            // SAFETY: a WQE is at most 8 quanta (`size_post`: 13 fragments
+            // or 101 inline bytes at most, `sq_config`), `reserve` never
+            // lets it cross an 8-quanta chunk (it pads with NOPs) and the
+            // ring is whole chunks, so `idx + k <= mask`; the slot is
+            // reserved with the WQE.
+            unsafe { self.mark_inner(idx + k) };
+        }
         let valid = self.valid_at(pos);
         let slot = wqe_slot(&self.mem, idx, sz.quanta);
         let hdr = if general_only {
@@ -1190,6 +1218,10 @@ impl<'a> Sq<'a> {
                 signaled: h.flags & sq_hdr::SIGCOMPL.prep(1) != 0,
             })
         };
+        // SAFETY: `idx % 8 != 7` and the ring is whole 8-quanta chunks, so
+        // `idx + 1 <= mask`; the slot is reserved with the WQE (checked
+        // free above).
+        unsafe { self.mark_inner(idx + 1) };
         let valid = self.valid_at(pos);
         // SAFETY: the ring size is a multiple of 8 and `idx % 8 != 7`, so
         // `idx + 2 <= size` and `(idx + 2) * 4 <= size * 4 <= mem.qwords()`
@@ -1268,15 +1300,16 @@ impl<'a> Sq<'a> {
         self.loom_trk(wqe_idx & self.mask, false);
         let t =
             SqWrTrk { wr_id: e.wr_id, wr_len: e.wr_len, quanta: e.quanta, signaled: e.signaled };
-        // The whole WQE must be outstanding: its `q` quanta fit in the
-        // `used - d` from its first (`d < used`: no underflow). With
-        // `quanta >= 1` in every entry (set in `Sq::new`, kept by every
-        // post) this refuses `d == used` too, so loosening the window test
-        // above changes no result: it only brings back the read of a free
-        // slot's entry, which the Miri and loom tests of a split pair catch
-        // (`uk::tests::window`, `uk::link` loom tests).
+        // Refused in one test: `q == 0` (an inner quantum of a WQE, marked
+        // by its post, not a WQE start) or `q > used - d` (the whole WQE
+        // must be outstanding; `d < used`: no underflow, and `q - 1` wraps
+        // to the maximum for 0). Free slots' entries are 1 or a posted
+        // value, so this also refuses `d == used`: loosening the window
+        // test above changes no result, it only brings back the read of a
+        // free slot's entry, which the Miri and loom tests of a split pair
+        // catch (`uk::tests::window`, `uk::link` loom tests).
         let q = u32::from(t.quanta);
-        if q > used - d {
+        if q.wrapping_sub(1) >= used - d {
             return None;
         }
         self.tail = self.tail.wrapping_add(d + q);

@@ -186,6 +186,40 @@ fn device_garbage_is_consumed_not_trusted() {
     assert_eq!(qp.sq.used(), 1, "the real WQE is still outstanding");
 }
 
+/// A CQE naming an inner quantum of a two-quanta WQE posted on the hot
+/// path (2 SGEs) is dropped like any index that is no outstanding WQE
+/// start, even where the quantum's tracking entry is a one-quantum WR of
+/// the lap before: no second completion of that WR, the tail stays on the
+/// WQE's start, and the real CQE then completes it once (vendor-diff, seed
+/// 0xa11ce001 case 68403).
+#[test]
+fn cqe_naming_an_inner_quantum_is_dropped() {
+    let mut w = World::new();
+    let (mut qp, mut cq, bar) = w.rig(QpKind::Rc);
+    let two = [SGE, SGE];
+    // Lap 0: one-quantum WRs 0..63 in two posts, each completed by a CQE
+    // for its last.
+    let ones: Vec<SendWr<'_>> = (0..64).map(|i| write_wr(i, SendFlags::SIGNALED, &ONE)).collect();
+    for (slot, (a, b)) in [(0, 8), (8, 64)].into_iter().enumerate() {
+        qp.post_send(&bar, &ones[a..b]).unwrap();
+        hw_cqe(&cq, slot, true, b as u64 - 1, 0, 0, 0);
+        assert_eq!(cq.poll_one(&mut qp).map(|i| i.wr_id), Ok(b as u64 - 1));
+    }
+    // Lap 1: one quantum at 0, then the two-quanta WRITE at 1..2 (the hot
+    // path), whose quantum 2 held WR 2 on lap 0.
+    qp.post_send(&bar, &[signaled(100), write_wr(101, SendFlags::SIGNALED, &two)]).unwrap();
+    assert_eq!(qp.sq.trk(1).map(|t| (t.wr_id, t.quanta)), Some((101, 2)));
+    hw_cqe(&cq, 2, true, 0, 0, 0, 0);
+    hw_cqe(&cq, 3, true, 2, 0, 0, 0);
+    hw_cqe(&cq, 4, true, 1, 0, 0, 0);
+    assert_eq!(cq.poll_one(&mut qp).map(|i| i.wr_id), Ok(100));
+    assert_eq!(cq.poll_one(&mut qp).map(|i| i.wr_id), Err(PollError::NoQp));
+    assert_eq!(qp.sq.tail(), 1, "the tail stays on the WQE's start");
+    assert_eq!(cq.poll_one(&mut qp).map(|i| i.wr_id), Ok(101));
+    assert_eq!(cq.poll_one(&mut qp).map(|i| i.wr_id), Err(PollError::Empty));
+    assert_eq!(qp.sq.used(), 0);
+}
+
 #[test]
 fn extension_not_yet_valid_means_empty() {
     let mut w = World::new();

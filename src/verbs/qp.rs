@@ -21,8 +21,8 @@ use crate::cqp::engine::{CqpError, device_may_own};
 use crate::device::compl::QpCompl;
 use crate::device::{ArpSlot, Device, QpRecord};
 use crate::uk::cq::flush_code;
-use crate::uk::mem::dma_slice;
 use crate::uk::mem::static_view;
+use crate::uk::mem::{HeapRef, dma_slice};
 use crate::uk::sizing::{MAX_FRAGS, WqSizing, calc_rq, calc_sq};
 use crate::uk::sq::SqWrTrk;
 use crate::uk::{PostRecvError, PostSendError, Publish, QpKind, QpUk, Rq, SendQueue, Sq, SqError};
@@ -282,7 +282,7 @@ pub struct Qp<'d, H: Hal, B: Bar + Clone, S: SendQueue = Sq<'static>> {
     shadow_pa: u64,
     /// A plain QP's completion half, registered in the device's table
     /// while this is `Some` (lives in `mem._compl`).
-    compl: Option<&'static QpCompl>,
+    compl: Option<HeapRef<QpCompl>>,
     mem: Option<QpMem<H>>,
 }
 
@@ -1454,7 +1454,7 @@ impl<H: Hal, B: Bar + Clone, S: SendQueue> Qp<'_, H, B, S> {
     /// a poller that holds it), once.
     fn detach_compl(&mut self) {
         if let Some(c) = self.compl.take() {
-            super::table::unregister(self.dev, c);
+            super::table::unregister(self.dev, &c);
         }
     }
 }

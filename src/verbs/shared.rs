@@ -28,7 +28,7 @@ use super::pd::Pd;
 use super::qp::{Qp, QpAttr, QpCap, QpInitAttr, QpState};
 use crate::Phrase;
 use crate::device::Device;
-use crate::uk::mem::dma_slice;
+use crate::uk::mem::{HeapRef, dma_slice};
 use crate::uk::mp::PostGate;
 use crate::uk::qp::sq_post_from_wr;
 use crate::uk::{MpSq, MpTrk, QpKind, QueueMem, Sq};
@@ -55,7 +55,7 @@ pub struct SharedSqStats {
     pub size: u32,
 }
 
-pub(super) type InnerQp<'d, H, B> = Qp<'d, H, B, &'static SharedSq>;
+pub(super) type InnerQp<'d, H, B> = Qp<'d, H, B, HeapRef<SharedSq>>;
 
 /// Defined with the device table's slot locks, which it bounds too.
 pub use super::table::BUSY_TRIES;
@@ -68,7 +68,7 @@ pub struct SharedQp<'d, H: Hal, B: Bar + Clone> {
     inner: spin::Mutex<InnerQp<'d, H, B>>,
     /// Lives in host memory owned by `inner` (never moved, freed when
     /// `inner` is dropped, which needs `&mut self`).
-    sq: &'static SharedSq,
+    sq: HeapRef<SharedSq>,
     dev: &'d Device<H, B>,
     id: u32,
     cap: QpCap,
@@ -113,7 +113,7 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
         attr: &mut QpInitAttr<'_, 'd, H, B>,
         inline: bool,
     ) -> Result<SharedQp<'d, H, B>, VerbsError> {
-        let mut sq_ref: Option<&'static SharedSq> = None;
+        let mut sq_ref: Option<HeapRef<SharedSq>> = None;
         let qp =
             self.create_qp_inner(pd, attr, None, super::qp::Transport::Rc, |sq: Sq<'static>| {
                 let r = shared_sq::<H>(&sq, inline)?;
@@ -133,13 +133,14 @@ impl<H: Hal, B: Bar + Clone> Device<H, B> {
     }
 }
 
+/// A shared SQ and the two host-memory allocations holding its tracking
+/// array and the queue object.
+type SharedSqParts<H> = (HeapRef<SharedSq>, Dma<H>, Dma<H>);
+
 /// Builds the [`SharedSq`] over `sq`'s ring with `sq`'s size and limits:
 /// the tracking array and the queue object itself live in two host-memory
 /// allocations handed back with it (never given to the device).
-fn shared_sq<H: Hal>(
-    sq: &Sq<'static>,
-    inline: bool,
-) -> Result<(&'static SharedSq, Dma<H>, Dma<H>), VerbsError> {
+fn shared_sq<H: Hal>(sq: &Sq<'static>, inline: bool) -> Result<SharedSqParts<H>, VerbsError> {
     let size = sq.size();
     let lim = sq.limits();
     let trk_mem = Dma::<H>::with_bytes(
@@ -185,16 +186,17 @@ fn shared_sq<H: Hal>(
     // allocation is large enough (checked above) and exclusively ours.
     unsafe { p.write(mp) };
     // SAFETY: initialised just above; the memory is owned by the QP next to
-    // the queue, never moves, and outlives every use of the reference (the
+    // the queue, never moves, and outlives every use of the pointer (the
     // QP's `uk` and `SharedQp::sq`, both gone before the QP memory is
-    // freed). `SharedSq` has no drop glue worth running (views and atomics),
-    // so freeing the memory without dropping it leaks nothing.
-    let r: &'static SharedSq = unsafe { &*p };
+    // freed); it changes only through the queue's atomics. `SharedSq` has
+    // no drop glue worth running (views and atomics), so freeing the memory
+    // without dropping it leaks nothing.
+    let r = unsafe { HeapRef::new(obj_mem.vaddr().cast::<SharedSq>()) };
     Ok((r, trk_mem, obj_mem))
 }
 
 /// The locked inside of a shared QP, as a slot of the CQ poller.
-impl<'d, H: Hal, B: Bar + Clone> QpSlot<'d, H, B, &'static SharedSq>
+impl<'d, H: Hal, B: Bar + Clone> QpSlot<'d, H, B, HeapRef<SharedSq>>
     for Option<spin::MutexGuard<'_, InnerQp<'d, H, B>>>
 {
     fn qp(&mut self) -> Option<&mut InnerQp<'d, H, B>> {

@@ -16,6 +16,7 @@ use crate::device::compl::QpCompl;
 use crate::device::{Device, MAX_QPS};
 use crate::uk::cq::flush_code;
 use crate::uk::link::{QpLink, SlotGuard};
+use crate::uk::mem::HeapRef;
 use crate::uk::qp::wc_opcode_sq;
 use crate::uk::{QpLookup, QpUk, SendQueue, Sq};
 use crate::wr::{WcOpcode, WcStatus, WorkCompletion};
@@ -60,7 +61,7 @@ pub(crate) unsafe fn attach<H: Hal, B: Bar + Clone>(
     qpn: u32,
     send_cq: u32,
     recv_cq: u32,
-) -> Result<(&'static QpCompl, Dma<H>), VerbsError> {
+) -> Result<(HeapRef<QpCompl>, Dma<H>), VerbsError> {
     let slot = dev
         .qp_compl
         .get(qpn as usize)
@@ -88,10 +89,12 @@ pub(crate) unsafe fn attach<H: Hal, B: Bar + Clone>(
     // SAFETY: page-aligned (so aligned for `QpCompl`), large enough
     // (checked) and exclusively ours.
     unsafe { p.write(c) };
-    // SAFETY: initialised above; the memory never moves and the QP keeps it
-    // until after `unregister` (and never frees it while registered).
-    let r: &'static QpCompl = unsafe { &*p };
-    slot.register(NonNull::from(r));
+    // SAFETY: initialised above; the memory never moves, changes only
+    // through `QpCompl`'s own cells, and the QP keeps it until after
+    // `unregister` and every use of the pointer (never freeing it while
+    // registered).
+    let r = unsafe { HeapRef::new(mem.vaddr().cast::<QpCompl>()) };
+    slot.register(r.as_ptr());
     Ok((r, mem))
 }
 

@@ -180,13 +180,32 @@ fn run_harness(seed: u64, cases: u64) -> Result<String, String> {
     }
 }
 
-/// The suite leg: a fixed seed and count, then the vector files: the
-/// harness set regenerated without drift, the published copies re-derived
-/// (`vendor_vectors`).
+/// The harness's own tests (its regression cases among them) with the
+/// vendor code compiled in: without `IRDMA_VENDOR_DIR` the workspace's
+/// `cargo test` compiles them out.
+fn run_unit_tests() -> Result<String, String> {
+    let dir = vendor_tree()?;
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let mut c = Command::new(cargo);
+    c.args(["test", "--quiet", "-p", "vendor-diff"])
+        .env("IRDMA_VENDOR_DIR", &dir)
+        .current_dir(root());
+    let st = status_bounded(&mut c, "the vendor-diff tests")?;
+    if st.success() {
+        Ok("its tests pass with the vendor code".into())
+    } else {
+        Err(format!("cargo test -p vendor-diff (vendor code compiled in) exited with {st}"))
+    }
+}
+
+/// The suite leg: a fixed seed and count, the harness's own tests, then
+/// the vector files: the harness set regenerated without drift, the
+/// published copies re-derived (`vendor_vectors`).
 pub fn leg() -> Result<String, String> {
     let run = run_harness(LEG_SEED, LEG_CASES)?;
+    let tests = run_unit_tests()?;
     let vectors = crate::vendor_vectors::leg()?;
-    Ok(format!("{run}; {vectors}"))
+    Ok(format!("{run}; {tests}; {vectors}"))
 }
 
 /// `cargo xtask vendor-diff [--seed N] [--cases N]`.

@@ -160,9 +160,8 @@ fn hot_post_send_same_as_general_encoder() {
                 for q in 0..16 * 4 {
                     assert_eq!(mp.mem().read(q), sq.mem().read(q), "chain {c} qword {q}");
                 }
-                // The outstanding entries, WQE start by WQE start (the
-                // shared SQ marks inner quanta, the single-owner one
-                // leaves them stale: not compared).
+                // The outstanding entries, WQE start by WQE start (inner
+                // quanta are marked 0 by both).
                 assert_eq!(mp.tail(), sq.tail(), "chain {c}");
                 let mut p = mp.tail();
                 let end = p + mp.used();

@@ -174,6 +174,42 @@ fn complete_at_refuses_an_index_past_the_ring() {
     assert_eq!(sq.used(), 1);
 }
 
+/// A CQE naming an inner quantum of a multi-quanta WQE is refused (its
+/// tracking entry is marked as no WQE start), on the first lap and after a
+/// wrap, where the entry still held a one-quantum WQE of the lap before:
+/// accepting it completed that WR a second time and left the tail inside
+/// the WQE (vendor-diff, seed 0xa11ce001 case 68403). As the shared SQ's
+/// `uk::mp` test of the same name.
+#[test]
+fn complete_at_refuses_an_inner_quantum() {
+    let mut r = Ring::new(8);
+    let mut sq = r.sq(8);
+    let sges = [sge(0), sge(1), sge(2)];
+    let big = |id| {
+        let op =
+            SqOp::Write { remote_addr: 0, rkey: 1, solicited: false, sges: &sges, inline: false };
+        SqPost::new(id, op)
+    };
+    // Lap 0: one-quantum WQEs at 0..3, retired; a 2-quanta one at 4..5.
+    for n in 0..4 {
+        sq.post(&SqPost::new(n, SqOp::Nop)).unwrap();
+    }
+    assert_eq!(sq.complete_at(3).map(|t| t.wr_id), Some(3));
+    assert_eq!(sq.post(&big(10)).map(|p| (p.wqe_idx, p.quanta)), Ok((4, 2)));
+    assert_eq!(sq.complete_at(5), None, "inner quantum completed");
+    assert_eq!(sq.tail(), 4);
+    assert_eq!(sq.complete_at(4).map(|t| t.wr_id), Some(10));
+    // Lap 1: 6, 7 and 0 one quantum, then a 2-quanta WQE at 1..2, whose
+    // inner quantum 2 held the one-quantum WQE 2 on lap 0.
+    for n in 20..23 {
+        sq.post(&SqPost::new(n, SqOp::Nop)).unwrap();
+    }
+    assert_eq!(sq.post(&big(30)).map(|p| (p.wqe_idx, p.quanta)), Ok((1, 2)));
+    assert_eq!(sq.complete_at(2), None, "inner quantum completed after the wrap");
+    assert_eq!(sq.complete_at(1).map(|t| t.wr_id), Some(30));
+    assert_eq!(sq.used(), 0);
+}
+
 #[test]
 fn errors_are_typed() {
     let mut r = Ring::new(64);

@@ -6,7 +6,9 @@ pub mod fake_hal;
 mod host_words;
 pub mod identity_hal;
 pub mod model_bar;
+pub mod rec_bar;
 
 pub use fake_hal::FakeHal;
 pub use identity_hal::IdentityHal;
 pub use model_bar::{ErrorCounter, FakeHalMemory, ModelBar};
+pub use rec_bar::RecBar;

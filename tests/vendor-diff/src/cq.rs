@@ -172,16 +172,16 @@ fn comp_status(v: u32) -> Option<CompStatus> {
 }
 
 /// The deviation a CQ poll falls under, if any: `q3` is qword 3 of the CQE
-/// at the head before the poll, `starts` the outstanding SQ WQE starts.
+/// at the head before the poll, `pad` whether it names an outstanding NOP
+/// pad (not one of the case's posts).
 fn cq_deviation(
     vret: i32,
     d: &Result<irdma::uk::cq::CqPollInfo, PollError>,
     q3: u64,
-    starts: &[u32],
     sq_flush_seen: bool,
+    pad: bool,
 ) -> Option<&'static str> {
     let sq = q3 & q3::SQ != 0;
-    let idx = ((q3 & q3::WQEIDX) >> q3::WQEIDX_S) as u32;
     let flush = q3 & q3::ERROR != 0 && (q3 >> q3::MAJERR_S) & 0xffff == 1;
     if q3 & q3::ERROR != 0 && (q3 >> q3::MAJERR_S) & 0xffff == 0xfffe {
         return Some("major_0xfffe_is_a_flush");
@@ -201,8 +201,9 @@ fn cq_deviation(
         (0, Ok(_)) if sq && flush && !sq_flush_seen && q3 & q3::MINERR != 1 => {
             Some("sq_first_flush_skips_unsignaled_before_index")
         }
-        // Both accept an inner quantum of an outstanding WQE (open item).
-        (0, Ok(_)) if sq && !flush && !starts.contains(&idx) => Some("cqe_wqe_idx_inside_a_wqe"),
+        // A CQE naming a NOP pad: the vendor's pad leaves the wr_id and
+        // length of the slot's earlier WR in its tracking entry.
+        (0, Ok(_)) if sq && !flush && pad => Some("cqe_names_a_nop_pad"),
         _ => None,
     }
 }
@@ -463,6 +464,11 @@ impl CqRun<'_, '_> {
         let pre = unsafe { ffi::vd_cq_head(vcq.c) } as usize;
         let pre_q3 = vcq.ring.read(pre * 4 + 3);
         let flush_seen = self.qp.sq_flush_seen;
+        let named = ((pre_q3 & q3::WQEIDX) >> q3::WQEIDX_S) as u32;
+        let pad = pre_q3 & q3::SQ != 0
+            && !self.starts.contains(&named)
+            && irdma::uk::SendQueue::offset_of(&self.qp.sq, named).is_some()
+            && self.qp.sq.wqe_opcode(named) == irdma::hal::wqe::op::NOP;
         let mut o = VdPoll::default();
         // SAFETY: `vcq.c` is live; `o` is a valid out pointer. The
         // vendor dereferences the CQE's context, which is null or
@@ -477,7 +483,7 @@ impl CqRun<'_, '_> {
         // deviation classifiers (state differences also to the RQ
         // parking one), then reported.
         if let Err(e) = poll_fields(vret, &o, &dr) {
-            return match cq_deviation(vret, &dr, pre_q3, &self.starts, flush_seen) {
+            return match cq_deviation(vret, &dr, pre_q3, flush_seen, pad) {
                 Some(id) => Err(PollEnd::Deviation(id)),
                 None => Err(PollEnd::Differs(e)),
             };
@@ -487,8 +493,8 @@ impl CqRun<'_, '_> {
         // again.
         let parked = vh as usize == pre && vret == 0;
         if let Err(e) = self.poll_state((vh, vp, vsh), parked, &dr) {
-            let id = cq_deviation(vret, &dr, pre_q3, &self.starts, flush_seen)
-                .or_else(|| park_deviation(pre_q3));
+            let id =
+                cq_deviation(vret, &dr, pre_q3, flush_seen, pad).or_else(|| park_deviation(pre_q3));
             return match id {
                 Some(id) => Err(PollEnd::Deviation(id)),
                 None => Err(PollEnd::Differs(e)),
@@ -716,4 +722,177 @@ pub fn describe(c: &CqCase) -> String {
         }
     }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::case::{Case, SqPostIn};
+    use crate::ffi::IbSge;
+
+    fn sge(addr: u64, length: u32, lkey: u32) -> IbSge {
+        IbSge { addr, length, lkey }
+    }
+
+    /// An unsignaled post of the found case: `api`, op, wr_id, SGEs,
+    /// inline bytes, fences; the other fields as the generator made them.
+    fn post(api: u32, op_type: u8, wr_id: u64, sges: Vec<IbSge>, data: Vec<u8>) -> Op {
+        Op::Sq(SqPostIn {
+            api,
+            op_type,
+            wr_id,
+            remote_addr: 0x7e00_0020_0000,
+            rkey: 0xbeef,
+            imm: None,
+            stag_to_inv: 0,
+            qkey: 0,
+            dest_qp: 0,
+            ah_id: 0,
+            udp_hdr: false,
+            l4len: 0,
+            target_stag: 0,
+            sges,
+            data,
+            signaled: false,
+            read_fence: false,
+            local_fence: false,
+            report_rtt: false,
+            read_inv: false,
+            post_sq: true,
+        })
+    }
+
+    /// Found by this harness (seed 0xa11ce001, case 68403, shrunk): after
+    /// 502 one-quantum fillers, a 3-quanta READ, a 2-quanta WRITE and a
+    /// 4-quanta inline WRITE at 0..3 (NOP pads before it); a CQE names
+    /// quantum 2, inside the inline WRITE, whose tracking entry still held
+    /// filler 2. Both sides completed the filler again and left the tail
+    /// inside the WQE, and the flush CQE after it then differed (the vendor
+    /// read an opcode from inline data). The driver now refuses the inner
+    /// quantum: the listed deviation, not a difference.
+    #[test]
+    fn a_cqe_naming_an_inner_quantum_is_refused_by_the_driver() {
+        let _serial = crate::serial();
+        let cfg = Cfg {
+            sq_quanta: 512,
+            max_frags: 13,
+            max_inline: 79,
+            qp_id: 1,
+            rq_size: 8,
+            rq_shift: 3,
+            rq_frags: 10,
+        };
+        let big = 0x7fff_ffff;
+        let inline: Vec<u8> = (0..79u8).map(|i| i.wrapping_mul(37) ^ 0x55).collect();
+        let ops = vec![
+            post(
+                2,
+                1,
+                0x5100,
+                vec![sge(1, 0, 1), sge(2, big, 2), sge(3, 203_578, 3), sge(4, big, 4)],
+                vec![],
+            ),
+            post(
+                0,
+                0,
+                0x5101,
+                vec![sge(5, 717_356_880, 0), sge(6, 58_709, 5), sge(7, 12_375, 6)],
+                vec![],
+            ),
+            post(
+                1,
+                0,
+                0x5104,
+                vec![sge(0, 15, 7), sge(0, 1, 0), sge(0, 60, 8), sge(0, 3, 7)],
+                inline,
+            ),
+        ];
+        let q3_inner = 0x4000_0002_0000_0000; // SQ, index 2, success
+        let q3_flush = 0x40ec_55f6_0001_0001; // SQ, flush (major 1, minor 1), extended
+        let case = CqCase {
+            qp: Case {
+                cfg,
+                sq_filler: 502,
+                rq_filler: 0,
+                sq_outstanding: 0,
+                rq_outstanding: 0,
+                ops,
+            },
+            cq_size: 8,
+            cq_head: 0,
+            cq_pol: false,
+            events: vec![
+                Ev::Cqe {
+                    q: [1, 2, 3, q3_inner],
+                    ext: None,
+                    null_ctx: false,
+                    stale: false,
+                    target: None,
+                },
+                Ev::Cqe {
+                    q: [4, 5, 6, q3_flush],
+                    ext: Some([7, 8, 9, 10]),
+                    null_ctx: false,
+                    stale: false,
+                    target: Some(0),
+                },
+                Ev::Poll,
+                Ev::Poll,
+            ],
+        };
+        match run_cq(&case) {
+            Ok(r) => assert_eq!(r, Some("cqe_wqe_idx_not_outstanding")),
+            Err(d) => panic!("unexplained: event {}: {}", d.op, d.what),
+        }
+    }
+
+    /// Found by this harness (seed 0x1a2b3c4d, case 17920): 1030 fillers
+    /// bring a 1024-quanta SQ to slot 6, a 3-quanta SEND is padded with NOPs
+    /// at 6 and 7 and lands at 8; a success CQE names pad 7. The vendor's
+    /// pad kept filler 7's wr_id and length in its tracking entry and
+    /// reports them; the driver's pad has its own entry.
+    #[test]
+    fn a_cqe_naming_a_nop_pad_reports_the_pad() {
+        let _serial = crate::serial();
+        let cfg = Cfg {
+            sq_quanta: 1024,
+            max_frags: 4,
+            max_inline: 70,
+            qp_id: 4_906_325,
+            rq_size: 64,
+            rq_shift: 3,
+            rq_frags: 9,
+        };
+        let sges =
+            vec![sge(1, 0x7fff_ffff, 1), sge(2, 994_830, 0), sge(3, 0, 0), sge(4, 0x7fff_ffff, 2)];
+        let ops = vec![post(3, 5, 0x5100, sges, vec![])];
+        let q3_pad = 0x5720_0007_0000_0000; // SQ, index 7, success, op 0x17
+        let case = CqCase {
+            qp: Case {
+                cfg,
+                sq_filler: 1030,
+                rq_filler: 0,
+                sq_outstanding: 0,
+                rq_outstanding: 0,
+                ops,
+            },
+            cq_size: 8,
+            cq_head: 0,
+            cq_pol: true,
+            events: vec![
+                Ev::Cqe {
+                    q: [1, 2, 3, q3_pad],
+                    ext: None,
+                    null_ctx: false,
+                    stale: false,
+                    target: None,
+                },
+                Ev::Poll,
+            ],
+        };
+        match run_cq(&case) {
+            Ok(r) => assert_eq!(r, Some("cqe_names_a_nop_pad")),
+            Err(d) => panic!("unexplained: event {}: {}", d.op, d.what),
+        }
+    }
 }

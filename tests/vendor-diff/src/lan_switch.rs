@@ -50,7 +50,7 @@ use irdma::ice::{AdminQueue, AqConfig, AqTimeouts};
 
 use crate::lan::{
     Answer, FwBar, IceHw, SeenCmd, SimHal, VdSched, answer_json, fw_fresh_with, fw_take_seen, hexs,
-    vd_ice_hw_free, vd_ice_hw_new, vd_ice_init, vd_ice_query_sched_res,
+    opcode, vd_ice_hw_free, vd_ice_hw_new, vd_ice_init, vd_ice_query_sched_res,
 };
 use crate::rng::Rng;
 use crate::shrink::{Variants, greedy};
@@ -1220,10 +1220,6 @@ fn vsi_node_capacity(t: &Topo) -> u32 {
     let qgl = n.saturating_sub(2);
     // max_children[i] = max_sibl_grp_sz of layer i + 1
     (vsil..=qgl).map(|i| u32::from(t.sibl.get(usize::from(i) + 1).copied().unwrap_or(0))).product()
-}
-
-fn opcode(c: &SeenCmd) -> u16 {
-    le16(&c.desc, 2)
 }
 
 /// The firmware answered the command with an error (its retval, as the

@@ -474,6 +474,8 @@ fn cq_round(n: u64, seed: u64, rng: &mut rng::Rng, rep: &mut Report) -> bool {
             let (small, d) = cq::shrink_cq(cqc, d);
             println!("DIFF cq case #{n} (seed {seed:#x}): event {}: {}", d.op, d.what);
             print!("{}", cq::describe(&small));
+            // the whole shrunk case, for a regression test
+            println!("{small:?}");
             return rep.difference();
         }
     }

@@ -4,12 +4,12 @@
 
 use core::ffi::c_int;
 use core::ptr::NonNull;
-use std::cell::RefCell;
 
-use irdma::hal::{Bar, regs};
+use irdma::hal::regs;
 use irdma::uk::sq::{PostedWqe, SendKind, SqError, SqOp, SqPost, SqWrTrk};
 use irdma::uk::{QueueMem, Rq, RqError, Sq};
 use irdma::wr::Sge;
+use irdma_testkit::RecBar;
 
 use crate::case::{Case, Op, SqPostIn};
 use crate::ffi::{self, IbSge, VdQp, VdQpState, VdSqPost, api};
@@ -119,20 +119,6 @@ pub(crate) fn vendor_writes() -> Vec<(u64, u32)> {
     // SAFETY: both arrays hold 16 entries, the capacity passed.
     let n = unsafe { ffi::vd_bar_take(a.as_mut_ptr(), v.as_mut_ptr(), 16) } as usize;
     a.iter().zip(v.iter()).take(n.min(16)).map(|(a, v)| (*a, *v)).collect()
-}
-
-#[derive(Default)]
-struct RecBar {
-    writes: RefCell<Vec<(usize, u32)>>,
-}
-
-impl Bar for RecBar {
-    fn read32(&self, _offset: usize) -> u32 {
-        0
-    }
-    fn write32(&self, offset: usize, value: u32) {
-        self.writes.borrow_mut().push((offset, value));
-    }
 }
 
 pub(crate) fn mem(v: &mut [u64]) -> QueueMem<'_> {
@@ -371,7 +357,7 @@ pub const KNOWN_DEVIATIONS: &[&str] = &[
     "ah_id_over_17_bits",
     "cqe_wqe_idx_not_outstanding",
     "sq_flush_past_outstanding_nops",
-    "cqe_wqe_idx_inside_a_wqe",
+    "cqe_names_a_nop_pad",
     "sq_flush_reports_signaled_nop",
     "sq_first_flush_skips_unsignaled_before_index",
     "rq_error_parks_for_every_receive",
@@ -663,7 +649,9 @@ impl PostRun<'_, '_> {
         if p.post_sq && dr.is_ok() {
             self.sq.ring_doorbell(&self.bar);
         }
-        let ddb: Vec<u32> = std::mem::take(&mut *self.bar.writes.borrow_mut())
+        let ddb: Vec<u32> = self
+            .bar
+            .take()
             .into_iter()
             .map(|(o, val)| if o == regs::WQEALLOC { val } else { u32::MAX })
             .collect();

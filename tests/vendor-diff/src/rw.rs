@@ -35,14 +35,14 @@
 use std::collections::BTreeMap;
 use std::ffi::c_int;
 use std::ptr::NonNull;
-use std::time::Duration;
+
+use irdma_testkit::IdentityHal;
 
 use irdma::rw::{
     CtxType, DeviceAttrs, Direction, FrMr, MrPool, PostSend, RwCtx, RwError, RwQp, RwQpCap,
     SgEntry, fr_page_list_len, rdma_rw_init_qp, rdma_rw_max_send_wr, rdma_rw_mr_factor,
 };
 use irdma::wr::{SendFlags, SendWr, WrOpcode};
-use irdma_hal::{BufferDirection, DmaError, Hal, PhysAddr};
 
 use crate::ffi::IbSge;
 use crate::rng::Rng;
@@ -230,49 +230,11 @@ impl Drop for VSess {
 
 // ---------------------------------------------------------------- driver Hal
 
-thread_local! {
-    static OFFSET: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
-    static FAIL_AT: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
-    static CALLS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
-    static LIVE: std::cell::Cell<i64> = const { std::cell::Cell::new(0) };
-}
-
-/// The driver's DMA: the same mapping as the glue's (bus address = the
-/// fake physical address + the session's offset), counted, with the Nth
-/// `share` from an arming failing. The buffers are made-up addresses and
-/// are never dereferenced.
-struct VdHal;
-
-impl VdHal {
-    fn arm(fail_at: u64) {
-        CALLS.set(0);
-        FAIL_AT.set(fail_at);
-    }
-}
-
-// SAFETY: nothing is allocated or accessed: `dma_alloc` fails, `share`
-// computes an address and counts, `unshare` counts.
-unsafe impl Hal for VdHal {
-    fn dma_alloc(_: usize, _: BufferDirection) -> Result<(PhysAddr, NonNull<u8>), DmaError> {
-        Err(DmaError::NoMemory)
-    }
-    unsafe fn dma_dealloc(_: PhysAddr, _: NonNull<u8>, _: usize) {}
-    unsafe fn share(buffer: NonNull<[u8]>, _: BufferDirection) -> Result<PhysAddr, DmaError> {
-        let n = CALLS.get() + 1;
-        CALLS.set(n);
-        if FAIL_AT.get() == n {
-            return Err(DmaError::NotShareable);
-        }
-        LIVE.set(LIVE.get() + 1);
-        Ok((buffer.cast::<u8>().as_ptr() as u64).wrapping_add(OFFSET.get()))
-    }
-    unsafe fn unshare(_: PhysAddr, _: NonNull<[u8]>, _: BufferDirection) {
-        LIVE.set(LIVE.get() - 1);
-    }
-    fn now() -> Duration {
-        Duration::ZERO
-    }
-}
+/// The driver's DMA is [`IdentityHal`] with the session's offset: the same
+/// mapping as the glue's (bus address = the fake physical address + the
+/// offset), counted, with the Nth `share` from an arming failing. The
+/// buffers are made-up addresses and are never dereferenced.
+type VdHal = IdentityHal;
 
 // ---------------------------------------------------------------- cases
 
@@ -685,7 +647,7 @@ impl DSess {
             ctx: None,
             chain: Vec::new(),
             mrs_used: self.pool.in_use() as i64,
-            maps_live: LIVE.get(),
+            maps_live: IdentityHal::live(),
             keys,
         }
     }
@@ -1133,8 +1095,8 @@ fn vendor_session(d: &RwDev) -> VSess {
     };
     // SAFETY: `vdev` is a valid device description.
     let v = VSess(unsafe { vd_rw_new(&vdev) });
-    OFFSET.set(d.iova_off);
-    LIVE.set(0);
+    IdentityHal::reset(0);
+    IdentityHal::set_offset(d.iova_off);
     // SAFETY: no warning state is shared with anything else.
     unsafe { vd_rw_take_warns() };
     v
@@ -1275,13 +1237,13 @@ impl<'c> RwRun<'c> {
         let total: u64 = sg.iter().map(|e| u64::from(e.len)).sum();
         let dir = if *read { Direction::FromDevice } else { Direction::ToDevice };
         self.ds.sg[slot] = sg_entries(sg);
-        let (live_before, used_before) = (LIVE.get(), self.ds.pool.in_use());
+        let (live_before, used_before) = (IdentityHal::live(), self.ds.pool.in_use());
         let r = self.driver_init(slot, *offset, (*remote, *rkey), dir, *fail_map);
         if u64::from(*offset) >= total {
             // rw.c walks past the list's end (sg_next of the last
             // entry is NULL, dereferenced): not run on the vendor.
             if r == Err(RwError::NothingToTransfer)
-                && LIVE.get() == live_before
+                && IdentityHal::live() == live_before
                 && self.ds.pool.in_use() == used_before
             {
                 // nothing changed on the driver's side: go on
@@ -1652,7 +1614,7 @@ fn check_fill_by_pages(
                 vendor: Some(vs.clone()),
             });
         }
-        if ds.pool.in_use() == used_before && LIVE.get() == live_before {
+        if ds.pool.in_use() == used_before && IdentityHal::live() == live_before {
             return RwOutcome::Deviation("rw_mr_fill_by_pages");
         }
         return RwOutcome::Differs(RwDiff {

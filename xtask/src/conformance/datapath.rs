@@ -5,11 +5,9 @@
 //! `CqRing::request_notification` and the sizing helpers — on rings that live in
 //! host memory, then compares what it wrote with the vendor's bytes.
 
-use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::ptr::NonNull;
 
-use irdma::hal::Bar;
 use irdma::hal::regs;
 use irdma::uk::cq::CompStatus;
 use irdma::uk::qp::{QpKind, QpUk, flush_status, to_work_completion};
@@ -17,6 +15,7 @@ use irdma::uk::sizing;
 use irdma::uk::sq::{SendKind, SqError, SqOp, SqPost, SqWrTrk, WqeSize, size_post};
 use irdma::uk::{CqRing, PollError, QueueMem, QueueType, Rq, RqError, Sq};
 use irdma::wr::{Sge, WcStatus};
+use irdma_testkit::RecBar;
 use serde_json::Value;
 
 use super::Tally;
@@ -25,27 +24,6 @@ use super::Tally;
 /// replaced by it in every CQE the runner writes.
 const OUR_CTX: u64 = 0x5eed_c0de_0000_1000;
 const VENDOR_CTX: u64 = 0x1000_0000;
-
-/// A BAR that records every write.
-#[derive(Default)]
-struct RecBar {
-    writes: RefCell<Vec<(usize, u32)>>,
-}
-
-impl Bar for RecBar {
-    fn read32(&self, _offset: usize) -> u32 {
-        0
-    }
-    fn write32(&self, offset: usize, value: u32) {
-        self.writes.borrow_mut().push((offset, value));
-    }
-}
-
-impl RecBar {
-    fn take(&self) -> Vec<(usize, u32)> {
-        std::mem::take(&mut *self.writes.borrow_mut())
-    }
-}
 
 fn num(v: &Value) -> Option<u64> {
     match v {
