@@ -184,3 +184,19 @@ pub struct ResourceUsage {
     /// in Linux).
     pub backed_sds: u32,
 }
+
+/// The unit tests' device: probed with `profile` on a standalone model.
+#[cfg(test)]
+pub(crate) fn model_device(
+    profile: crate::res::Profile,
+) -> Device<irdma_testkit::FakeHal, irdma_testkit::ModelBar> {
+    let bar = irdma_testkit::ModelBar::standalone(mock_bar::Config::default());
+    let lan = crate::lan::LanInfo::single_tc(0, 6, [2, 0, 0, 0, 0, 0x0a], 1500);
+    Device::probe(bar, lan, profile).unwrap()
+}
+
+/// The unit tests' QP: eight WRs and one SGE each way.
+#[cfg(test)]
+pub(crate) fn small_cap() -> QpCap {
+    QpCap { max_send_wr: 8, max_recv_wr: 8, max_send_sge: 1, max_recv_sge: 1, ..QpCap::default() }
+}

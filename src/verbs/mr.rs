@@ -942,7 +942,7 @@ impl crate::device::Ids {
 mod tests {
     extern crate std;
     use super::*;
-    use irdma_testkit::{FakeHal, ModelBar};
+    use irdma_testkit::FakeHal;
     use std::vec::Vec;
 
     /// Two views of a level-2 PBL's leaf list alive at once. Each
@@ -979,10 +979,8 @@ mod tests {
     /// entry is written, by the fingerprint taken at allocation.
     #[test]
     fn rw_map_of_a_level2_mr_checks_the_leaves_read_back() {
-        let bar = ModelBar::standalone(mock_bar::Config::default());
-        let lan = crate::lan::LanInfo::single_tc(0, 6, [2, 0, 0, 0, 0, 0x0a], 1500);
         let profile = crate::res::Profile { pbles: 16 * 1024, ..crate::res::Profile::SMALL };
-        let dev: Device<FakeHal, ModelBar> = Device::probe(bar, lan, profile).unwrap();
+        let dev = super::super::model_device(profile);
         let pd = dev.alloc_pd().unwrap();
         // Fragment: 512-entry MRs until the pool is full, every other freed.
         let mut all = Vec::new();

@@ -441,7 +441,6 @@ mod tests {
     use crate::verbs::QpInitAttr;
     use crate::wr::{SendFlags, WrOpcode};
     use core::sync::atomic::{AtomicBool, Ordering};
-    use irdma_testkit::{FakeHal, ModelBar};
 
     /// Issue #12: in ERROR, `post_send` on a shared QP whose lock is held —
     /// here by this very thread, as when an interrupt handler posts on the
@@ -460,19 +459,10 @@ mod tests {
             std::eprintln!("post_send on a shared QP in ERROR hung on its own lock");
             std::process::abort();
         });
-        let bar = ModelBar::standalone(mock_bar::Config::default());
-        let lan = crate::lan::LanInfo::single_tc(0, 6, [2, 0, 0, 0, 0, 0x0a], 1500);
-        let dev: Device<FakeHal, ModelBar> =
-            Device::probe(bar, lan, crate::res::Profile::SMALL).unwrap();
+        let dev = super::super::model_device(crate::res::Profile::SMALL);
         let pd = dev.alloc_pd().unwrap();
         let cq = dev.create_cq(16).unwrap();
-        let cap = QpCap {
-            max_send_wr: 8,
-            max_recv_wr: 8,
-            max_send_sge: 1,
-            max_recv_sge: 1,
-            ..QpCap::default()
-        };
+        let cap = super::super::small_cap();
         let mut qp =
             dev.create_shared_qp(&pd, &mut QpInitAttr { send_cq: &cq, recv_cq: &cq, cap }).unwrap();
         qp.modify(&QpAttr::new(QpState::Error)).unwrap();

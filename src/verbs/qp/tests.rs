@@ -29,24 +29,12 @@ fn udp_sport_is_symmetric_and_in_the_dynamic_range() {
 /// fields were `&'static` references (leg `miri` runs it).
 #[test]
 fn qps_dropped_inside_a_call_that_took_them_by_value() {
-    use crate::device::Device;
-    use crate::verbs::{QpCap, QpInitAttr};
-    use irdma_testkit::{FakeHal, ModelBar};
+    use crate::verbs::{QpInitAttr, model_device, small_cap};
 
-    let bar = ModelBar::standalone(mock_bar::Config::default());
-    let lan = crate::lan::LanInfo::single_tc(0, 6, [2, 0, 0, 0, 0, 0x0a], 1500);
-    let dev: Device<FakeHal, ModelBar> =
-        Device::probe(bar, lan, crate::res::Profile::SMALL).unwrap();
+    let dev = model_device(crate::res::Profile::SMALL);
     let pd = dev.alloc_pd().unwrap();
     let cq = dev.create_cq(16).unwrap();
-    let cap = QpCap {
-        max_send_wr: 8,
-        max_recv_wr: 8,
-        max_send_sge: 1,
-        max_recv_sge: 1,
-        ..QpCap::default()
-    };
-    let mut attr = QpInitAttr { send_cq: &cq, recv_cq: &cq, cap };
+    let mut attr = QpInitAttr { send_cq: &cq, recv_cq: &cq, cap: small_cap() };
     core::mem::drop(dev.create_qp(&pd, &mut attr).unwrap());
     core::mem::drop(dev.create_ud_qp(&pd, &mut attr).unwrap());
     core::mem::drop(dev.create_shared_qp(&pd, &mut attr).unwrap());

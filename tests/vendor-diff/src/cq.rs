@@ -727,39 +727,33 @@ pub fn describe(c: &CqCase) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::case::{Case, SqPostIn};
+    use crate::case::Case;
     use crate::ffi::IbSge;
 
     fn sge(addr: u64, length: u32, lkey: u32) -> IbSge {
         IbSge { addr, length, lkey }
     }
 
-    /// An unsignaled post of the found case: `api`, op, wr_id, SGEs,
-    /// inline bytes, fences; the other fields as the generator made them.
+    /// An unsignaled post of a found case: `api`, op, wr_id, SGEs and
+    /// inline bytes; the rest as the fillers have it.
     fn post(api: u32, op_type: u8, wr_id: u64, sges: Vec<IbSge>, data: Vec<u8>) -> Op {
-        Op::Sq(SqPostIn {
-            api,
-            op_type,
-            wr_id,
-            remote_addr: 0x7e00_0020_0000,
-            rkey: 0xbeef,
-            imm: None,
-            stag_to_inv: 0,
-            qkey: 0,
-            dest_qp: 0,
-            ah_id: 0,
-            udp_hdr: false,
-            l4len: 0,
-            target_stag: 0,
-            sges,
-            data,
-            signaled: false,
-            read_fence: false,
-            local_fence: false,
-            report_rtt: false,
-            read_inv: false,
-            post_sq: true,
-        })
+        let mut p = run::filler_post(&sges);
+        (p.api, p.op_type, p.wr_id, p.data) = (api, op_type, wr_id, data);
+        Op::Sq(p)
+    }
+
+    /// A found case: `filler` one-quantum fillers, then `ops`, then the
+    /// `events` on an 8-CQE ring at head 0 and polarity `pol`.
+    fn case(cfg: Cfg, filler: u32, ops: Vec<Op>, pol: bool, events: Vec<Ev>) -> CqCase {
+        let qp = Case {
+            cfg,
+            sq_filler: filler,
+            rq_filler: 0,
+            sq_outstanding: 0,
+            rq_outstanding: 0,
+            ops,
+        };
+        CqCase { qp, cq_size: 8, cq_head: 0, cq_pol: pol, events }
     }
 
     /// Found by this harness (seed 0xa11ce001, case 68403, shrunk): after
@@ -809,19 +803,12 @@ mod tests {
         ];
         let q3_inner = 0x4000_0002_0000_0000; // SQ, index 2, success
         let q3_flush = 0x40ec_55f6_0001_0001; // SQ, flush (major 1, minor 1), extended
-        let case = CqCase {
-            qp: Case {
-                cfg,
-                sq_filler: 502,
-                rq_filler: 0,
-                sq_outstanding: 0,
-                rq_outstanding: 0,
-                ops,
-            },
-            cq_size: 8,
-            cq_head: 0,
-            cq_pol: false,
-            events: vec![
+        let case = case(
+            cfg,
+            502,
+            ops,
+            false,
+            vec![
                 Ev::Cqe {
                     q: [1, 2, 3, q3_inner],
                     ext: None,
@@ -839,7 +826,7 @@ mod tests {
                 Ev::Poll,
                 Ev::Poll,
             ],
-        };
+        );
         match run_cq(&case) {
             Ok(r) => assert_eq!(r, Some("cqe_wqe_idx_not_outstanding")),
             Err(d) => panic!("unexplained: event {}: {}", d.op, d.what),
@@ -867,19 +854,12 @@ mod tests {
             vec![sge(1, 0x7fff_ffff, 1), sge(2, 994_830, 0), sge(3, 0, 0), sge(4, 0x7fff_ffff, 2)];
         let ops = vec![post(3, 5, 0x5100, sges, vec![])];
         let q3_pad = 0x5720_0007_0000_0000; // SQ, index 7, success, op 0x17
-        let case = CqCase {
-            qp: Case {
-                cfg,
-                sq_filler: 1030,
-                rq_filler: 0,
-                sq_outstanding: 0,
-                rq_outstanding: 0,
-                ops,
-            },
-            cq_size: 8,
-            cq_head: 0,
-            cq_pol: true,
-            events: vec![
+        let case = case(
+            cfg,
+            1030,
+            ops,
+            true,
+            vec![
                 Ev::Cqe {
                     q: [1, 2, 3, q3_pad],
                     ext: None,
@@ -889,7 +869,7 @@ mod tests {
                 },
                 Ev::Poll,
             ],
-        };
+        );
         match run_cq(&case) {
             Ok(r) => assert_eq!(r, Some("cqe_names_a_nop_pad")),
             Err(d) => panic!("unexplained: event {}: {}", d.op, d.what),
