@@ -435,6 +435,51 @@ fn verbs_hot_path_equals_general() {
     assert!(hot2_wrs > 500, "the two-quanta hot shapes were exercised ({hot2_wrs})");
 }
 
+/// The fast path itself takes the common CQEs (a success on either queue)
+/// and leaves an error CQE to the general path untouched: the results would
+/// be the same either way, so only this and bench-guard's instruction
+/// counts notice a fast path that never fires (mutation testing: a `&`
+/// turned `|` in its flag test passed every other unit test).
+#[test]
+fn fast_poll_takes_the_common_cqes_and_leaves_errors() {
+    use super::cq::Fast;
+    let mut w = World::new();
+    let (mut qp, mut cq) = w.parts(QpKind::Rc);
+    let bar = RecBar::default();
+    qp.post_send(&bar, &[signaled(1), signaled(2)]).unwrap();
+    qp.post_recv(&[RecvWr { wr_id: 5, sg_list: &[SGE] }]).unwrap();
+    hw_cqe(&cq, 0, true, 0, 0, 0, 0);
+    hw_cqe(&cq, 1, false, 0, 0, 0, 64);
+    hw_cqe(&cq, 2, true, 1, 0xE001, 0x12, 0);
+    assert!(matches!(cq.poll_fast(&mut qp), Fast::Done(w) if w.wr_id == 1));
+    assert!(matches!(cq.poll_fast(&mut qp), Fast::Done(w) if w.wr_id == 5));
+    assert!(matches!(cq.poll_fast(&mut qp), Fast::Slow));
+    assert_eq!((cq.head(), qp.sq.used()), (2, 1), "nothing consumed by the refusal");
+}
+
+/// The fast poll path reads the queue from the SQ bit alone: an RQ CQE
+/// whose qword 3 is nothing but the valid bit (receive 0, opcode 0, no
+/// flags) completes receive 0, not the SQ's WQE 0. `fast_poll_equals_general`
+/// never draws a qword 3 that bare: mutation testing showed a sign test
+/// weakened from `< 0` to `<= 0` passing every other test.
+#[test]
+fn fast_poll_takes_a_bare_rq_cqe_for_the_rq() {
+    let mut w = World::new();
+    let (mut qp, mut cq) = w.parts(QpKind::Rc);
+    let bar = RecBar::default();
+    qp.post_send(&bar, &[signaled(1)]).unwrap();
+    qp.post_recv(&[RecvWr { wr_id: 5, sg_list: &[SGE] }]).unwrap();
+    let m = cq.mem();
+    m.write(0, 64);
+    m.write(1, CTX);
+    m.write(2, cqe::QPID.prep(QP_ID.into()));
+    m.write(3, cqe::VALID.prep(1));
+    let mut wc = [WC0; 1];
+    assert_eq!(poll_cq(&mut cq, &mut qp, &mut wc), 1);
+    assert_eq!((wc[0].wr_id, wc[0].opcode, wc[0].byte_len), (5, WcOpcode::Recv, 64));
+    assert_eq!((qp.sq.used(), qp.rq.used()), (1, 0), "the SQ's WQE is still outstanding");
+}
+
 /// `poll_cq` (with `CqRing::poll_fast` for the common CQEs) gives exactly what
 /// the general decoder gives — completions, counts, CQ head/polarity/shadow,
 /// rewritten CQEs, SQ/RQ tails and QP flags — over pseudo-random CQEs:
