@@ -237,6 +237,32 @@ fn extension_not_yet_valid_means_empty() {
     assert_eq!(cq.head(), 2);
 }
 
+/// An extended CQE in the ring's last slot has its extension in slot 0,
+/// written with the next pass's valid bit (spec data-path §5.3 step 2): the
+/// current pass's bit there means "not written yet". Mutation testing found
+/// the wrap rule untested (an `^` turned `|` passed the unit tests and the
+/// datapath vectors).
+#[test]
+fn extension_wrapping_to_slot_0_carries_the_next_pass_bit() {
+    let mut w = World::new();
+    let (mut qp, mut cq) = w.parts(QpKind::Rc);
+    qp.post_recv(&[RecvWr { wr_id: 5, sg_list: &[SGE] }]).unwrap();
+    cq.set_position(15, true).unwrap();
+    hw_cqe(&cq, 15, false, 0, 0, 0, 64);
+    let q3 = cq.mem().read(15 * 4 + 3) | cqe::EXTCQE.prep(1);
+    cq.mem().write(15 * 4 + 3, q3);
+    cq.mem().write(0, 0x77);
+    // This pass's valid bit in slot 0: the extension is not there yet.
+    cq.mem().write(3, cqe::EXT_VALID.prep(1) | cqe::IMMVALID.prep(1));
+    assert_eq!(cq.poll_one(&mut qp), Err(PollError::Empty));
+    assert_eq!((cq.head(), cq.polarity()), (15, true));
+    // The next pass's bit (0): read, and the head moves past both slots.
+    cq.mem().write(3, cqe::IMMVALID.prep(1));
+    let i = cq.poll_one(&mut qp).unwrap();
+    assert_eq!((i.wr_id, i.bytes_xfered, i.imm_valid, i.imm_data), (5, 64, true, 0x77));
+    assert_eq!((cq.head(), cq.polarity()), (1, false));
+}
+
 /// Every posted WR completes exactly once, whether the hardware flush CQE
 /// or the software drain reports it.
 #[test]
