@@ -237,6 +237,32 @@ fn extension_not_yet_valid_means_empty() {
     assert_eq!(cq.head(), 2);
 }
 
+/// An extended CQE in the ring's last slot has its extension in slot 0,
+/// written with the next pass's valid bit (spec data-path §5.3 step 2): the
+/// current pass's bit there means "not written yet". Mutation testing found
+/// the wrap rule untested (an `^` turned `|` passed the unit tests and the
+/// datapath vectors).
+#[test]
+fn extension_wrapping_to_slot_0_carries_the_next_pass_bit() {
+    let mut w = World::new();
+    let (mut qp, mut cq) = w.parts(QpKind::Rc);
+    qp.post_recv(&[RecvWr { wr_id: 5, sg_list: &[SGE] }]).unwrap();
+    cq.set_position(15, true).unwrap();
+    hw_cqe(&cq, 15, false, 0, 0, 0, 64);
+    let q3 = cq.mem().read(15 * 4 + 3) | cqe::EXTCQE.prep(1);
+    cq.mem().write(15 * 4 + 3, q3);
+    cq.mem().write(0, 0x77);
+    // This pass's valid bit in slot 0: the extension is not there yet.
+    cq.mem().write(3, cqe::EXT_VALID.prep(1) | cqe::IMMVALID.prep(1));
+    assert_eq!(cq.poll_one(&mut qp), Err(PollError::Empty));
+    assert_eq!((cq.head(), cq.polarity()), (15, true));
+    // The next pass's bit (0): read, and the head moves past both slots.
+    cq.mem().write(3, cqe::IMMVALID.prep(1));
+    let i = cq.poll_one(&mut qp).unwrap();
+    assert_eq!((i.wr_id, i.bytes_xfered, i.imm_valid, i.imm_data), (5, 64, true, 0x77));
+    assert_eq!((cq.head(), cq.polarity()), (1, false));
+}
+
 /// Every posted WR completes exactly once, whether the hardware flush CQE
 /// or the software drain reports it.
 #[test]
@@ -433,6 +459,51 @@ fn verbs_hot_path_equals_general() {
     }
     assert!(hot_wrs > 500, "the hot shapes were exercised ({hot_wrs})");
     assert!(hot2_wrs > 500, "the two-quanta hot shapes were exercised ({hot2_wrs})");
+}
+
+/// The fast path itself takes the common CQEs (a success on either queue)
+/// and leaves an error CQE to the general path untouched: the results would
+/// be the same either way, so only this and bench-guard's instruction
+/// counts notice a fast path that never fires (mutation testing: a `&`
+/// turned `|` in its flag test passed every other unit test).
+#[test]
+fn fast_poll_takes_the_common_cqes_and_leaves_errors() {
+    use super::cq::Fast;
+    let mut w = World::new();
+    let (mut qp, mut cq) = w.parts(QpKind::Rc);
+    let bar = RecBar::default();
+    qp.post_send(&bar, &[signaled(1), signaled(2)]).unwrap();
+    qp.post_recv(&[RecvWr { wr_id: 5, sg_list: &[SGE] }]).unwrap();
+    hw_cqe(&cq, 0, true, 0, 0, 0, 0);
+    hw_cqe(&cq, 1, false, 0, 0, 0, 64);
+    hw_cqe(&cq, 2, true, 1, 0xE001, 0x12, 0);
+    assert!(matches!(cq.poll_fast(&mut qp), Fast::Done(w) if w.wr_id == 1));
+    assert!(matches!(cq.poll_fast(&mut qp), Fast::Done(w) if w.wr_id == 5));
+    assert!(matches!(cq.poll_fast(&mut qp), Fast::Slow));
+    assert_eq!((cq.head(), qp.sq.used()), (2, 1), "nothing consumed by the refusal");
+}
+
+/// The fast poll path reads the queue from the SQ bit alone: an RQ CQE
+/// whose qword 3 is nothing but the valid bit (receive 0, opcode 0, no
+/// flags) completes receive 0, not the SQ's WQE 0. `fast_poll_equals_general`
+/// never draws a qword 3 that bare: mutation testing showed a sign test
+/// weakened from `< 0` to `<= 0` passing every other test.
+#[test]
+fn fast_poll_takes_a_bare_rq_cqe_for_the_rq() {
+    let mut w = World::new();
+    let (mut qp, mut cq) = w.parts(QpKind::Rc);
+    let bar = RecBar::default();
+    qp.post_send(&bar, &[signaled(1)]).unwrap();
+    qp.post_recv(&[RecvWr { wr_id: 5, sg_list: &[SGE] }]).unwrap();
+    let m = cq.mem();
+    m.write(0, 64);
+    m.write(1, CTX);
+    m.write(2, cqe::QPID.prep(QP_ID.into()));
+    m.write(3, cqe::VALID.prep(1));
+    let mut wc = [WC0; 1];
+    assert_eq!(poll_cq(&mut cq, &mut qp, &mut wc), 1);
+    assert_eq!((wc[0].wr_id, wc[0].opcode, wc[0].byte_len), (5, WcOpcode::Recv, 64));
+    assert_eq!((qp.sq.used(), qp.rq.used()), (1, 0), "the SQ's WQE is still outstanding");
 }
 
 /// `poll_cq` (with `CqRing::poll_fast` for the common CQEs) gives exactly what
