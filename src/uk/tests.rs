@@ -263,6 +263,45 @@ fn extension_wrapping_to_slot_0_carries_the_next_pass_bit() {
     assert_eq!((cq.head(), cq.polarity()), (1, false));
 }
 
+/// The first SQ flush CQE with a specific cause names the WQE that failed:
+/// the unsignaled WQEs before it executed (a signaled one would have had its
+/// own CQE first) and are retired silently, so the cause lands on the WR
+/// that failed (rdma-core uk.c as the published vectors record it; spec
+/// data-path §5.5). Not when a signaled WQE lies between, nor for the
+/// general cause, nor on a later flush CQE. Mutation testing found this
+/// path untested: `skip_unsignaled_before` emptied passed every unit test.
+#[test]
+fn first_specific_flush_skips_the_unsignaled_wqes_before_its_index() {
+    let two = [SGE, SGE];
+    // `wrs`: (wr_id, signaled, SGEs); the flush CQE names WR `at` with
+    // `minor`; returns the completions' (wr_id, status).
+    let run = |wrs: &[(u64, bool, &[Sge])], at: usize, minor: u64| {
+        let mut w = World::new();
+        let (mut qp, mut cq, bar) = w.rig(QpKind::Rc);
+        let flags = |s: bool| if s { SendFlags::SIGNALED } else { SendFlags::NONE };
+        let list: Vec<SendWr<'_>> =
+            wrs.iter().map(|(id, s, sg)| write_wr(*id, flags(*s), sg)).collect();
+        qp.post_send(&bar, &list).unwrap();
+        let idx: u32 = wrs[..at].iter().map(|(_, _, sg)| if sg.len() > 1 { 2 } else { 1 }).sum();
+        qp.set_error();
+        hw_cqe(&cq, 0, true, idx.into(), 1, minor, 0);
+        let mut wc = [WC0; 8];
+        let n = poll_cq(&mut cq, &mut qp, &mut wc);
+        assert_eq!(qp.sq.used(), 0, "every WQE retired");
+        wc[..n].iter().map(|c| (c.wr_id, c.status)).collect::<Vec<_>>()
+    };
+    let (prot, flushed) = (WcStatus::LocProtErr, WcStatus::WrFlushErr);
+    // Unsignaled 1 (two quanta) and 2 ran; 3 failed; 4 is flushed.
+    let wrs: [(u64, bool, &[Sge]); 4] =
+        [(1, false, &two), (2, false, &ONE), (3, false, &ONE), (4, true, &ONE)];
+    assert_eq!(run(&wrs, 2, 2), vec![(3, prot), (4, flushed)]);
+    // The general cause: nothing is skipped, the oldest reports it.
+    assert_eq!(run(&wrs, 2, 1), vec![(1, flushed), (2, flushed), (3, flushed), (4, flushed)]);
+    // A signaled WQE before the index: nothing is skipped.
+    let wrs: [(u64, bool, &[Sge]); 3] = [(1, false, &ONE), (2, true, &ONE), (3, false, &ONE)];
+    assert_eq!(run(&wrs, 2, 2), vec![(1, prot), (2, flushed), (3, flushed)]);
+}
+
 /// Every posted WR completes exactly once, whether the hardware flush CQE
 /// or the software drain reports it.
 #[test]
