@@ -302,6 +302,42 @@ fn first_specific_flush_skips_the_unsignaled_wqes_before_its_index() {
     assert_eq!(run(&wrs, 2, 2), vec![(1, prot), (2, flushed), (3, flushed)]);
 }
 
+/// A major error code 0xE??? on a UD QP's SQ is the "CIE" signature, no
+/// error (spec data-path §5.5); on an RC QP's SQ, or on a UD QP's RQ, the
+/// same code is an error. Mutation testing found the three-part test
+/// loosenable (either `&&` turned `||`) past every judge.
+#[test]
+fn major_0xe_is_success_only_on_a_ud_sq() {
+    // (kind, SQ?, major): the completion's status.
+    let status = |kind: QpKind, sq: bool, major: u64| {
+        let mut w = World::new();
+        let (mut qp, mut cq, bar) = w.rig(kind);
+        if sq {
+            let wr = SendWr {
+                wr_id: 1,
+                opcode: if kind == QpKind::Ud {
+                    WrOpcode::UdSend { ah: 1, remote_qpn: 2, remote_qkey: 3, imm: None }
+                } else {
+                    WrOpcode::Send
+                },
+                flags: SendFlags::SIGNALED,
+                sg_list: &ONE,
+            };
+            qp.post_send(&bar, &[wr]).unwrap();
+        } else {
+            qp.post_recv(&[RecvWr { wr_id: 1, sg_list: &[SGE; 2] }]).unwrap();
+        }
+        hw_cqe(&cq, 0, sq, 0, major, 0x10, 0);
+        let mut wc = [WC0; 1];
+        assert_eq!(poll_cq(&mut cq, &mut qp, &mut wc), 1);
+        wc[0].status
+    };
+    assert_eq!(status(QpKind::Ud, true, 0xE001), WcStatus::Success);
+    assert_ne!(status(QpKind::Ud, true, 0x1234), WcStatus::Success);
+    assert_ne!(status(QpKind::Rc, true, 0xE001), WcStatus::Success);
+    assert_ne!(status(QpKind::Ud, false, 0xE001), WcStatus::Success);
+}
+
 /// Every posted WR completes exactly once, whether the hardware flush CQE
 /// or the software drain reports it.
 #[test]
